@@ -1,0 +1,311 @@
+/*
+ * ccalloc.h — the one public header of libccalloc, a best-fit caching
+ * allocator for GPU memory that can give its memory back.
+ *
+ * Plain C11, no CUDA header: streams are opaque `void *` (a cudaStream_t on
+ * the CUDA upstream, any token on the host upstream). Every function returns
+ * a cca_status (0 = success) and passes results through out-parameters.
+ *
+ * Thread safety: every function taking a cca_allocator may be called
+ * concurrently on the same allocator (one mutex per allocator). Upstreams are
+ * safe to share between allocators and threads.
+ *
+ * Example usage:
+ *
+ *     cca_upstream *dev;
+ *     cca_allocator *a;
+ *     cca_upstream_host_create(1u << 30, &dev);      // 1 GiB simulated device
+ *     cca_config cfg;
+ *     cca_config_default(&cfg);
+ *     cca_config_parse(&cfg, "policy:growth,max_reserved:512M");
+ *     cca_create(&cfg, dev, &a);
+ *     void *p;
+ *     if (cca_alloc(a, 4 << 20, NULL, &p) == CCA_OK) { ... cca_free(a, p); }
+ *     cca_release_report r;
+ *     cca_empty_cache(a, &r);                          // reserved_bytes == 0
+ *     cca_destroy(a);
+ *     cca_upstream_destroy(dev);
+ */
+#ifndef CCALLOC_H
+#define CCALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CCA_VERSION_MAJOR 0
+#define CCA_VERSION_MINOR 1
+#define CCA_VERSION_PATCH 0
+
+/* Every block handed out starts on a multiple of this many bytes. */
+#define CCA_ALIGNMENT 256u
+/* Every request is rounded up to a multiple of this many bytes. */
+#define CCA_GRANULARITY 512u
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum cca_status {
+    CCA_OK = 0,
+    CCA_ERR_INVALID_ARGUMENT, /* NULL handle, bad size, bad option value       */
+    CCA_ERR_OUT_OF_MEMORY,    /* upstream refused, cap reached, arena full     */
+    CCA_ERR_INVALID_POINTER,  /* double free, unknown or interior pointer      */
+    CCA_ERR_UPSTREAM,         /* the upstream failed in a way other than OOM   */
+    CCA_ERR_NO_DEVICE,        /* no GPU, or built without CUDA                 */
+    CCA_ERR_CONFIG,           /* unknown key / bad value in a config string    */
+    CCA_ERR_NOT_READY,        /* an event has not completed yet (upstream ops) */
+    CCA_ERR_LIVE_BLOCKS,      /* cca_destroy found blocks never freed          */
+    CCA_ERR_IO                /* writing a snapshot or trace failed            */
+} cca_status;
+
+/* A short constant name for every code ("CCA_ERR_OUT_OF_MEMORY: ..."). */
+const char *cca_status_string(cca_status s);
+
+/* The message of the last failing call on this thread ("" if none): names the
+ * key, pointer or size that was wrong. Valid until the next failing call. */
+const char *cca_last_error(void);
+
+/* Log sink for warnings (the one-line OOM report, bad env config). Default:
+ * stderr with a "ccalloc: " prefix. NULL restores the default. Process-wide. */
+typedef void (*cca_log_fn)(void *user, const char *line);
+void cca_set_log_callback(cca_log_fn fn, void *user);
+
+typedef void *cca_stream; /* cudaStream_t or any token; NULL = default stream */
+
+/* ------------------------------------------------------------------------ */
+/* Upstreams: where device memory comes from                                */
+/* ------------------------------------------------------------------------ */
+
+/* An upstream is a table of functions over an opaque context. All members
+ * return CCA_OK on success. `alloc` and `free` are required; the others are
+ * optional and their default when NULL is stated. */
+typedef struct cca_upstream_ops {
+    /* Reserve `size` bytes (size > 0, multiple of CCA_GRANULARITY); the
+     * pointer must be CCA_ALIGNMENT-aligned. CCA_ERR_OUT_OF_MEMORY when full. */
+    cca_status (*alloc)(void *ctx, size_t size, void **ptr);
+    /* Return a pointer obtained from alloc, with the same size. */
+    cca_status (*free)(void *ctx, void *ptr, size_t size);
+    /* Device free and total bytes. NULL: CCA_ERR_UPSTREAM (greedy_fraction
+     * cannot be used; greedy_bytes can). */
+    cca_status (*mem_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
+    /* Wait for all work on the device. NULL: nothing to wait for. */
+    cca_status (*synchronize)(void *ctx);
+    /* Record an event on `stream` after the work queued so far. NULL (all
+     * three event members): the allocator synchronizes instead of deferring. */
+    cca_status (*event_record)(void *ctx, cca_stream stream, void **event);
+    /* CCA_OK when the event completed, CCA_ERR_NOT_READY when not yet. */
+    cca_status (*event_query)(void *ctx, void *event);
+    cca_status (*event_destroy)(void *ctx, void *event);
+    /* Called once by cca_upstream_destroy. NULL: nothing to do. */
+    void (*destroy)(void *ctx);
+    /* A short name for logs and reports ("host", "cuda:0"). NULL: "custom". */
+    const char *name;
+} cca_upstream_ops;
+
+typedef struct cca_upstream cca_upstream;
+
+/* Accounting kept by every upstream, whatever its ops (counted around them). */
+typedef struct cca_upstream_stats {
+    size_t bytes_in_use;      /* reserved through this upstream, now      */
+    size_t bytes_in_use_peak; /* highest bytes_in_use                     */
+    size_t allocations;       /* live upstream allocations, now           */
+    uint64_t alloc_calls;     /* successful alloc calls                   */
+    uint64_t free_calls;      /* successful free calls                    */
+    uint64_t failed_allocs;   /* alloc calls that failed                  */
+} cca_upstream_stats;
+
+/* A simulated device of `capacity` bytes over host memory. Pointers are real
+ * and writable; mem_info reports capacity minus what every allocator on it
+ * holds, so allocators sharing it compete like tenants of one GPU. Events
+ * complete at once. capacity 0 is CCA_ERR_INVALID_ARGUMENT. */
+cca_status cca_upstream_host_create(size_t capacity, cca_upstream **out);
+
+/* cudaMalloc / cudaFree / cudaMemGetInfo / cudaEvent* on `device`.
+ * CCA_ERR_NO_DEVICE when no GPU is present or the library was built without
+ * CUDA; cca_last_error() says which. */
+cca_status cca_upstream_cuda_create(int device, cca_upstream **out);
+
+/* Wrap a caller's ops table (copied) and context (borrowed). */
+cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cca_upstream **out);
+
+cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *total_bytes);
+cca_status cca_upstream_synchronize(cca_upstream *u);
+cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s);
+const char *cca_upstream_name(const cca_upstream *u);
+
+/* Destroy after every allocator using it is destroyed. NULL is a no-op. */
+void cca_upstream_destroy(cca_upstream *u);
+
+/* Raw access for tenants that do not use an allocator (the "second tenant" in
+ * demos, baselines in benchmarks): counted in the upstream's stats. */
+cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr);
+cca_status cca_upstream_free(cca_upstream *u, void *ptr, size_t size);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum cca_policy {
+    CCA_POLICY_GROWTH = 0, /* reserve segments on demand (PyTorch-like)          */
+    CCA_POLICY_GREEDY = 1  /* reserve one arena at creation (TensorFlow default) */
+} cca_policy;
+
+/* Every field is one option of the table in config.c; cca_config_print and
+ * docs/allocator.md list them with defaults and ranges. Sizes are bytes. */
+typedef struct cca_config {
+    cca_policy policy;        /* policy:growth|greedy                        (growth) */
+    double greedy_fraction;   /* greedy_fraction: of device free memory, (0,1]  (0.9) */
+    size_t greedy_bytes;      /* greedy_bytes: arena size; 0 = use the fraction (0)   */
+    size_t max_reserved;      /* max_reserved: cap on reserved bytes; 0 = none    (0) */
+    size_t small_max;         /* small_max: requests <= this use the small pool  (1M) */
+    size_t small_segment;     /* small_segment: size of small-pool segments      (2M) */
+    size_t medium_segment;    /* medium_segment: segment for requests < large_min(20M)*/
+    size_t large_min;         /* large_min: from here a request gets its own
+                                 segment, rounded up to segment_round         (10M) */
+    size_t segment_round;     /* segment_round: rounding of large segments       (2M) */
+    size_t max_split;         /* max_split: free blocks larger than this are never
+                                 split, nor used for smaller requests; 0 = off   (0) */
+    int small_pool;           /* small_pool: 0 = every request uses the large pool (1)*/
+    int log_oom;              /* log_oom: log one line per OOM                     (1) */
+} cca_config;
+
+/* Compiled-in defaults. Does not read the environment. */
+void cca_config_default(cca_config *c);
+
+/* Apply "key:value,key:value" on top of *c. Sizes take K/M/G/T suffixes
+ * (powers of 1024). On error *c is left unchanged, CCA_ERR_CONFIG is returned
+ * and cca_last_error() names the key and the problem. NULL text = no change. */
+cca_status cca_config_parse(cca_config *c, const char *text);
+
+/* Apply the CCALLOC_CONF environment variable, if set, on top of *c. */
+cca_status cca_config_apply_env(cca_config *c);
+
+/* Check ranges and cross-field rules (e.g. small_max <= small_segment). */
+cca_status cca_config_validate(const cca_config *c);
+
+/* Write every option as "key:value" lines, or the option table with defaults
+ * and documentation when `with_docs` is non-zero. */
+cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs);
+
+/* ------------------------------------------------------------------------ */
+/* Allocator lifetime                                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct cca_allocator cca_allocator;
+
+/* Create an allocator over upstream `u` (borrowed; it must outlive the
+ * allocator). Config precedence: an explicit `c` is used as given; with
+ * c == NULL the defaults plus CCALLOC_CONF are used. The greedy policy
+ * reserves its arena here (CCA_ERR_OUT_OF_MEMORY if the upstream refuses). */
+cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out);
+
+/* Return every segment to the upstream and free the allocator. If blocks are
+ * still live they are released too, and CCA_ERR_LIVE_BLOCKS is returned.
+ * NULL: CCA_ERR_INVALID_ARGUMENT. */
+cca_status cca_destroy(cca_allocator *a);
+
+/* The configuration in force (after env and validation). */
+cca_status cca_get_config(const cca_allocator *a, cca_config *c);
+
+/* ------------------------------------------------------------------------ */
+/* Allocation                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Best fit: the smallest cached free block of the stream that fits (ties:
+ * lowest address), split when the remainder is worth keeping; otherwise a new
+ * segment (growth) or OOM (greedy arena full). size 0: CCA_OK, *out = NULL.
+ * On failure *out is NULL. */
+cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
+
+/* Free a pointer from cca_alloc. NULL is a no-op. Double free, an unknown or
+ * an interior pointer: CCA_ERR_INVALID_POINTER, nothing changes. */
+cca_status cca_free(cca_allocator *a, void *ptr);
+
+/* Mark a live block as used on stream `s` too: at free it returns to the pool
+ * only after events recorded on every such stream have completed. */
+cca_status cca_record_stream(cca_allocator *a, void *ptr, cca_stream s);
+
+/* The size actually held for a live pointer (rounded, maybe unsplit slack). */
+cca_status cca_block_size(cca_allocator *a, const void *ptr, size_t *size);
+
+/* ------------------------------------------------------------------------ */
+/* Giving memory back                                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct cca_release_report {
+    size_t bytes_released;       /* returned to the upstream by this call       */
+    size_t segments_released;
+    size_t bytes_still_reserved; /* reserved_bytes afterwards                   */
+    size_t segments_kept;        /* free segments kept to honour keep_bytes     */
+    size_t segments_pinned;      /* segments kept because live blocks sit in it */
+    size_t live_bytes_pinning;   /* bytes of the live (or pending) blocks in them */
+    size_t free_bytes_pinned;    /* cached free bytes trapped in pinned segments */
+} cca_release_report;
+
+/* Synchronize, then return whole free segments to the upstream, largest
+ * first, until reserved <= keep_bytes or no free segment is left. */
+cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report);
+
+/* cca_trim(a, 0, report): with no live blocks, reserved_bytes becomes 0. */
+cca_status cca_empty_cache(cca_allocator *a, cca_release_report *report);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct cca_stats {
+    size_t allocated_bytes;      /* bytes in live blocks (rounded sizes)          */
+    size_t allocated_bytes_peak;
+    size_t requested_bytes;      /* bytes callers asked for, live                 */
+    size_t requested_bytes_peak;
+    size_t reserved_bytes;       /* bytes held from the upstream                  */
+    size_t reserved_bytes_peak;
+    size_t active_blocks;        /* live blocks (pending ones included)           */
+    size_t active_blocks_peak;
+    size_t pending_blocks;       /* freed, waiting on stream events               */
+    size_t cached_blocks;        /* free blocks in the pools                      */
+    size_t cached_bytes;         /* bytes in free blocks                          */
+    size_t segments;
+    size_t segments_peak;
+    size_t largest_free_block;
+    uint64_t alloc_calls;        /* successful cca_alloc calls (size > 0)         */
+    uint64_t free_calls;         /* successful cca_free calls (ptr != NULL)       */
+    uint64_t upstream_allocs;
+    uint64_t upstream_frees;
+    uint64_t alloc_retries;      /* upstream refused, cache released, retried     */
+    uint64_t ooms;               /* CCA_ERR_OUT_OF_MEMORY returned                */
+    uint64_t splits;
+    uint64_t merges;
+    double fragmentation;        /* 1 - largest_free_block / cached_bytes; 0 if none */
+} cca_stats;
+
+/* Consistent snapshot of the counters (taken under the allocator's lock).
+ * a or s NULL: nothing happens. */
+void cca_get_stats(const cca_allocator *a, cca_stats *s);
+
+/* Set every *_peak to its current value. */
+void cca_reset_peak_stats(cca_allocator *a);
+
+/* Stats as one line of text ("allocated=... reserved=...") and as JSON. */
+cca_status cca_stats_print(const cca_stats *s, FILE *f);
+cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
+
+/* The whole allocator as JSON: config, stats, and every segment with its
+ * blocks (address offset, size, state, stream) in address order. */
+cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
+
+/* Walk every internal invariant (block chains tile each segment, no two free
+ * neighbours, index and stats agree). CCA_OK or CCA_ERR_INVALID_ARGUMENT with
+ * cca_last_error() naming the broken invariant. O(blocks): for tests. */
+cca_status cca_check_invariants(const cca_allocator *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCALLOC_H */

@@ -1,0 +1,319 @@
+/*
+ * config.c — one table of options drives defaults, parsing, validation,
+ * printing and the docs (the jemalloc MALLOC_CONF model).
+ *
+ * Syntax: "key:value,key:value". Keys are the cca_config field names. Sizes
+ * accept an optional K, M, G or T suffix (powers of 1024, with an optional
+ * trailing "B" or "iB": 4G, 4GiB, 512k). Booleans accept 1/0, true/false,
+ * on/off, yes/no. The policy accepts growth or greedy.
+ *
+ * Parsing is all-or-nothing: the text is applied to a copy, validated, and
+ * only then copied back, so a bad string never leaves a half-applied config.
+ * Errors are CCA_ERR_CONFIG with cca_last_error() naming the key:
+ *     unknown key 'greedy_fractoin'
+ *     invalid value 'lots' for key 'max_reserved' (expected a size like 512M)
+ *     out-of-range value for key 'greedy_fraction': 1.5 not in (0, 1]
+ *
+ * Precedence with the environment (documented in ccalloc.h): an explicit
+ * config passed to cca_create is used as given; CCALLOC_CONF applies only
+ * when cca_create gets NULL, or when the caller calls cca_config_apply_env.
+ */
+#include "internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum option_type { OPT_POLICY, OPT_FRACTION, OPT_SIZE, OPT_BOOL } option_type;
+
+typedef struct option {
+    const char *name;
+    option_type type;
+    size_t offset;
+    double default_value; /* sizes, fractions, bools, policy index */
+    double min, max;      /* inclusive, except fractions: (min, max] */
+    const char *doc;
+} option;
+
+#define KiB (1024.0)
+#define MiB (1024.0 * 1024.0)
+#define OFF(field) offsetof(cca_config, field)
+
+static const option options[] = {
+    {"policy", OPT_POLICY, OFF(policy), 0, 0, 1,
+     "growth: reserve segments on demand; greedy: reserve one arena at creation and never call the "
+     "upstream again until it is released"},
+    {"greedy_fraction", OPT_FRACTION, OFF(greedy_fraction), 0.9, 0, 1,
+     "greedy arena size as a fraction of the device's free memory at creation"},
+    {"greedy_bytes", OPT_SIZE, OFF(greedy_bytes), 0, 0, (double)SIZE_MAX,
+     "greedy arena size in bytes; 0 = use greedy_fraction"},
+    {"max_reserved", OPT_SIZE, OFF(max_reserved), 0, 0, (double)SIZE_MAX,
+     "cap on reserved bytes (like a memory fraction or limit); 0 = no cap"},
+    {"small_max", OPT_SIZE, OFF(small_max), 1 * MiB, CCA_GRANULARITY, 1024 * MiB,
+     "requests up to this size are served from the small pool"},
+    {"small_segment", OPT_SIZE, OFF(small_segment), 2 * MiB, 64 * KiB, 1024 * MiB,
+     "size of the segments of the small pool"},
+    {"medium_segment", OPT_SIZE, OFF(medium_segment), 20 * MiB, 64 * KiB, 64 * 1024 * MiB,
+     "segment reserved for a large-pool request smaller than large_min"},
+    {"large_min", OPT_SIZE, OFF(large_min), 10 * MiB, CCA_GRANULARITY, (double)SIZE_MAX,
+     "requests from this size get a segment of their own, rounded up to segment_round"},
+    {"segment_round", OPT_SIZE, OFF(segment_round), 2 * MiB, CCA_GRANULARITY, 1024 * MiB,
+     "rounding of segments reserved for large requests (a multiple of 512)"},
+    {"max_split", OPT_SIZE, OFF(max_split), 0, 0, (double)SIZE_MAX,
+     "free blocks larger than this are never split nor given to smaller requests; 0 = off"},
+    {"small_pool", OPT_BOOL, OFF(small_pool), 1, 0, 1,
+     "0 = serve small requests from the large pool too (for comparison)"},
+    {"log_oom", OPT_BOOL, OFF(log_oom), 1, 0, 1, "log one line per out-of-memory error"},
+};
+#define OPTION_COUNT (sizeof options / sizeof options[0])
+
+static const char *policy_names[] = {"growth", "greedy"};
+
+static void set_value(cca_config *c, const option *o, double v) {
+    char *field = (char *)c + o->offset;
+    switch (o->type) {
+    case OPT_POLICY: *(cca_policy *)field = (cca_policy)(int)v; break;
+    case OPT_FRACTION: *(double *)field = v; break;
+    case OPT_SIZE: *(size_t *)field = v >= (double)SIZE_MAX ? SIZE_MAX : (size_t)v; break;
+    case OPT_BOOL: *(int *)field = (int)v; break;
+    }
+}
+
+void cca_config_default(cca_config *c) {
+    if (!c)
+        return;
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        set_value(c, &options[i], options[i].default_value);
+}
+
+/* Parse a size with an optional K/M/G/T suffix (and optional B / iB). */
+static bool parse_size(const char *text, size_t len, size_t *out) {
+    char buf[64];
+    if (len == 0 || len >= sizeof buf)
+        return false;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    if (!isdigit((unsigned char)buf[0]))
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno == ERANGE)
+        return false;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (shift && (*end == 'i' || *end == 'I'))
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end != '\0')
+        return false;
+    if (shift && v > (ULLONG_MAX >> shift))
+        return false;
+    v <<= shift;
+    if (v > SIZE_MAX)
+        return false;
+    *out = (size_t)v;
+    return true;
+}
+
+static bool parse_bool(const char *t, size_t n, int *out) {
+    static const char *yes[] = {"1", "true", "on", "yes"}, *no[] = {"0", "false", "off", "no"};
+    for (int i = 0; i < 4; i++) {
+        if (strlen(yes[i]) == n && strncasecmp(t, yes[i], n) == 0) return (*out = 1), true;
+        if (strlen(no[i]) == n && strncasecmp(t, no[i], n) == 0) return (*out = 0), true;
+    }
+    return false;
+}
+
+static cca_status apply_one(cca_config *c, const char *key, size_t key_len, const char *val, size_t val_len) {
+    const option *o = NULL;
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        if (strlen(options[i].name) == key_len && strncmp(options[i].name, key, key_len) == 0)
+            o = &options[i];
+    if (!o)
+        return ccai_fail(CCA_ERR_CONFIG, "unknown key '%.*s'", (int)key_len, key);
+    switch (o->type) {
+    case OPT_POLICY:
+        for (int p = 0; p < 2; p++)
+            if (strlen(policy_names[p]) == val_len && strncasecmp(val, policy_names[p], val_len) == 0) {
+                set_value(c, o, p);
+                return CCA_OK;
+            }
+        return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key 'policy' (expected growth or greedy)",
+                         (int)val_len, val);
+    case OPT_FRACTION: {
+        char buf[64];
+        if (val_len == 0 || val_len >= sizeof buf)
+            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected a number)",
+                             (int)val_len, val, o->name);
+        memcpy(buf, val, val_len);
+        buf[val_len] = '\0';
+        char *end;
+        double v = strtod(buf, &end);
+        if (*end != '\0' || end == buf || isnan(v))
+            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%s' for key '%s' (expected a number)", buf, o->name);
+        if (!(v > o->min && v <= o->max))
+            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %s not in (%g, %g]", o->name, buf,
+                             o->min, o->max);
+        set_value(c, o, v);
+        return CCA_OK;
+    }
+    case OPT_SIZE: {
+        size_t v;
+        if (!parse_size(val, val_len, &v))
+            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected a size like 512M)",
+                             (int)val_len, val, o->name);
+        if ((double)v < o->min || (double)v > o->max)
+            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s not in [%.0f, %.0f]", o->name,
+                             (int)val_len, val, o->min, o->max);
+        set_value(c, o, (double)v);
+        return CCA_OK;
+    }
+    case OPT_BOOL: {
+        int v;
+        if (!parse_bool(val, val_len, &v))
+            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected 0 or 1)", (int)val_len,
+                             val, o->name);
+        set_value(c, o, v);
+        return CCA_OK;
+    }
+    }
+    return ccai_fail(CCA_ERR_CONFIG, "internal: bad option type");
+}
+
+cca_status cca_config_parse(cca_config *c, const char *text) {
+    if (!c)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_parse: config is NULL");
+    if (!text)
+        return CCA_OK;
+    cca_config work = *c;
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        const char *item = p;
+        while (*p && *p != ',')
+            p++;
+        size_t item_len = (size_t)(p - item);
+        while (item_len && item[item_len - 1] == ' ')
+            item_len--;
+        const char *colon = memchr(item, ':', item_len);
+        if (!colon)
+            return ccai_fail(CCA_ERR_CONFIG, "expected key:value, got '%.*s'", (int)item_len, item);
+        size_t key_len = (size_t)(colon - item);
+        const char *val = colon + 1;
+        size_t val_len = item_len - key_len - 1;
+        while (key_len && item[key_len - 1] == ' ')
+            key_len--;
+        while (val_len && *val == ' ')
+            val++, val_len--;
+        cca_status st = apply_one(&work, item, key_len, val, val_len);
+        if (st != CCA_OK)
+            return st;
+    }
+    cca_status st = cca_config_validate(&work);
+    if (st != CCA_OK)
+        return st;
+    *c = work;
+    return CCA_OK;
+}
+
+cca_status cca_config_apply_env(cca_config *c) {
+    if (!c)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_apply_env: config is NULL");
+    const char *env = getenv("CCALLOC_CONF");
+    if (!env || !*env)
+        return CCA_OK;
+    cca_status st = cca_config_parse(c, env);
+    if (st != CCA_OK)
+        return ccai_fail(st, "CCALLOC_CONF: %s", cca_last_error());
+    return CCA_OK;
+}
+
+cca_status cca_config_validate(const cca_config *c) {
+    if (!c)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_validate: config is NULL");
+    if (c->policy != CCA_POLICY_GROWTH && c->policy != CCA_POLICY_GREEDY)
+        return ccai_fail(CCA_ERR_CONFIG, "policy: %d is neither growth nor greedy", (int)c->policy);
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        const option *o = &options[i];
+        const char *field = (const char *)c + o->offset;
+        double v = 0;
+        switch (o->type) {
+        case OPT_POLICY: continue;
+        case OPT_FRACTION:
+            v = *(const double *)field;
+            if (!(v > o->min && v <= o->max))
+                return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %g not in (%g, %g]", o->name, v,
+                                 o->min, o->max);
+            continue;
+        case OPT_SIZE: v = (double)*(const size_t *)field; break;
+        case OPT_BOOL: v = *(const int *)field; break;
+        }
+        if (v < o->min || v > o->max)
+            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.0f not in [%.0f, %.0f]", o->name, v,
+                             o->min, o->max);
+    }
+    if (c->small_max > c->small_segment)
+        return ccai_fail(CCA_ERR_CONFIG, "small_max (%zu) must not exceed small_segment (%zu)", c->small_max,
+                         c->small_segment);
+    if (c->segment_round % CCA_GRANULARITY || c->small_segment % CCA_GRANULARITY ||
+        c->medium_segment % CCA_GRANULARITY)
+        return ccai_fail(CCA_ERR_CONFIG, "segment sizes must be multiples of %u bytes", CCA_GRANULARITY);
+    if (c->large_min > c->medium_segment)
+        return ccai_fail(CCA_ERR_CONFIG, "large_min (%zu) must not exceed medium_segment (%zu)", c->large_min,
+                         c->medium_segment);
+    return CCA_OK;
+}
+
+static void format_value(const cca_config *c, const option *o, char *buf, size_t len) {
+    const char *field = (const char *)c + o->offset;
+    switch (o->type) {
+    case OPT_POLICY: snprintf(buf, len, "%s", policy_names[*(const cca_policy *)field == CCA_POLICY_GREEDY]); break;
+    case OPT_FRACTION: snprintf(buf, len, "%g", *(const double *)field); break;
+    case OPT_SIZE: {
+        size_t v = *(const size_t *)field;
+        if (v && v % (1u << 20) == 0)
+            snprintf(buf, len, "%zuM", v >> 20);
+        else if (v && v % 1024 == 0)
+            snprintf(buf, len, "%zuK", v >> 10);
+        else
+            snprintf(buf, len, "%zu", v);
+        break;
+    }
+    case OPT_BOOL: snprintf(buf, len, "%d", *(const int *)field); break;
+    }
+}
+
+cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs) {
+    if (!c || !f)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_print: NULL argument");
+    cca_config defaults;
+    cca_config_default(&defaults);
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        char value[64], def[64];
+        format_value(c, &options[i], value, sizeof value);
+        if (with_docs) {
+            format_value(&defaults, &options[i], def, sizeof def);
+            if (fprintf(f, "  %-16s %-10s (default %s) %s\n", options[i].name, value, def, options[i].doc) < 0)
+                return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
+        } else if (fprintf(f, "%s:%s\n", options[i].name, value) < 0) {
+            return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
+        }
+    }
+    return CCA_OK;
+}

@@ -1,0 +1,84 @@
+/*
+ * release.c — giving memory back: cca_trim, cca_empty_cache, and the release
+ * step of the OOM retry.
+ *
+ * Only WHOLE free segments can go back: the upstream (cudaFree) takes back
+ * exactly what it handed out. A segment with even one live block is PINNED,
+ * and every free byte around that block stays reserved:
+ *
+ *   segment 20 MiB:  [ free 9 MiB | live 512 B | free ~11 MiB ]  -> pinned
+ *
+ * That is how a few long-lived small tensors keep gigabytes reserved; the
+ * report says so (segments_pinned, live_bytes_pinning, free_bytes_pinned)
+ * instead of leaving users to guess.
+ *
+ * trim(keep): synchronize the device (pending frees can complete), then
+ * release free segments largest first until reserved <= keep. Largest first
+ * reaches the budget with the fewest upstream calls and keeps the small
+ * segments that serve the common small requests. Cost: O(S log S) in the
+ * number of segments.
+ *
+ * empty_cache = trim(0): with no live blocks, reserved_bytes becomes 0 and the
+ * upstream's own count of what this allocator holds is zero.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int by_size_desc(const void *x, const void *y) {
+    const ccai_segment *a = *(ccai_segment *const *)x, *b = *(ccai_segment *const *)y;
+    if (a->size != b->size)
+        return a->size < b->size ? 1 : -1;
+    return a->base < b->base ? -1 : (a->base > b->base);
+}
+
+void ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release_report *r) {
+    size_t n_free = 0;
+    for (ccai_segment *s = a->segments; s; s = s->next)
+        n_free += s->live_blocks == 0;
+    ccai_segment **list = n_free ? malloc(n_free * sizeof *list) : NULL;
+    size_t n = 0;
+    for (ccai_segment *s = a->segments; s && list; s = s->next)
+        if (s->live_blocks == 0)
+            list[n++] = s;
+    if (n > 1)
+        qsort(list, n, sizeof *list, by_size_desc);
+    size_t released_bytes = 0, released = 0;
+    for (size_t i = 0; i < n && a->c.reserved > keep; i++) {
+        size_t size = list[i]->size;
+        if (ccai_segment_release(a, list[i]) == CCA_OK) {
+            released_bytes += size;
+            released++;
+        }
+    }
+    free(list);
+    if (!r)
+        return;
+    memset(r, 0, sizeof *r);
+    r->bytes_released = released_bytes;
+    r->segments_released = released;
+    r->bytes_still_reserved = a->c.reserved;
+    for (ccai_segment *s = a->segments; s; s = s->next) {
+        if (s->live_blocks == 0) {
+            r->segments_kept++;
+        } else {
+            r->segments_pinned++;
+            r->live_bytes_pinning += s->live_bytes;
+            r->free_bytes_pinned += s->size - s->live_bytes;
+        }
+    }
+}
+
+cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report) {
+    if (!a)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_trim: allocator is NULL");
+    pthread_mutex_lock(&a->lock);
+    cca_status st = cca_upstream_synchronize(a->upstream);
+    ccai_process_pending(a, true);
+    ccai_release_free_segments(a, keep_bytes, report);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+cca_status cca_empty_cache(cca_allocator *a, cca_release_report *report) { return cca_trim(a, 0, report); }

@@ -1,0 +1,239 @@
+/*
+ * stats.c — counters, their text and JSON forms, the snapshot, and the
+ * invariant walker.
+ *
+ * Counters are updated in place by pool.c and release.c under the
+ * allocator's lock (ccai_counters); reading them is a copy under the same
+ * lock, so a cca_stats is always a consistent picture. Derived figures:
+ *
+ *   cached_bytes        = bytes in FREE blocks (pool indexes keep the sum)
+ *   largest_free_block  = max over pools of the treap root's subtree max, O(1)
+ *   fragmentation       = 1 - largest_free_block / cached_bytes (0 if none):
+ *                         0 when all cached memory is one block, close to 1
+ *                         when it is scattered in pieces too small to use.
+ *
+ * The snapshot (cca_write_snapshot_json) lists every segment and block in
+ * address order: what PyTorch's memory snapshot shows, for one allocator.
+ *
+ * cca_check_invariants walks everything (O(blocks)) and checks I1..I5 of
+ * internal.h; tests call it after every step of randomized sequences.
+ */
+#include "internal.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
+    const ccai_counters *c = &a->c;
+    memset(s, 0, sizeof *s);
+    s->allocated_bytes = c->allocated;
+    s->allocated_bytes_peak = c->allocated_peak;
+    s->requested_bytes = c->requested;
+    s->requested_bytes_peak = c->requested_peak;
+    s->reserved_bytes = c->reserved;
+    s->reserved_bytes_peak = c->reserved_peak;
+    s->active_blocks = c->active;
+    s->active_blocks_peak = c->active_peak;
+    s->pending_blocks = c->pending;
+    s->segments = c->segments;
+    s->segments_peak = c->segments_peak;
+    s->alloc_calls = c->alloc_calls;
+    s->free_calls = c->free_calls;
+    s->upstream_allocs = c->upstream_allocs;
+    s->upstream_frees = c->upstream_frees;
+    s->alloc_retries = c->retries;
+    s->ooms = c->ooms;
+    s->splits = c->splits;
+    s->merges = c->merges;
+    for (int p = 0; p < CCAI_POOL_COUNT; p++) {
+        s->cached_blocks += a->pools[p].count;
+        s->cached_bytes += a->pools[p].bytes;
+        size_t l = ccai_free_index_largest(&a->pools[p]);
+        if (l > s->largest_free_block)
+            s->largest_free_block = l;
+    }
+    s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
+}
+
+void cca_get_stats(const cca_allocator *a, cca_stats *s) {
+    if (!a || !s)
+        return;
+    cca_allocator *m = (cca_allocator *)a; /* the lock is not part of the logical state */
+    pthread_mutex_lock(&m->lock);
+    ccai_fill_stats(a, s);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void cca_reset_peak_stats(cca_allocator *a) {
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->lock);
+    a->c.allocated_peak = a->c.allocated;
+    a->c.requested_peak = a->c.requested;
+    a->c.reserved_peak = a->c.reserved;
+    a->c.active_peak = a->c.active;
+    a->c.segments_peak = a->c.segments;
+    pthread_mutex_unlock(&a->lock);
+}
+
+cca_status cca_stats_print(const cca_stats *s, FILE *f) {
+    if (!s || !f)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_stats_print: NULL argument");
+    char al[32], alp[32], re[32], rep[32], ca[32], lf[32];
+    int n = fprintf(f,
+                    "allocated=%s (peak %s) reserved=%s (peak %s) cached=%s in %zu blocks, largest free %s, "
+                    "fragmentation=%.3f active=%zu pending=%zu segments=%zu upstream allocs=%" PRIu64
+                    " frees=%" PRIu64 " retries=%" PRIu64 " ooms=%" PRIu64 "\n",
+                    ccai_format_bytes(s->allocated_bytes, al, sizeof al),
+                    ccai_format_bytes(s->allocated_bytes_peak, alp, sizeof alp),
+                    ccai_format_bytes(s->reserved_bytes, re, sizeof re),
+                    ccai_format_bytes(s->reserved_bytes_peak, rep, sizeof rep),
+                    ccai_format_bytes(s->cached_bytes, ca, sizeof ca), s->cached_blocks,
+                    ccai_format_bytes(s->largest_free_block, lf, sizeof lf), s->fragmentation, s->active_blocks,
+                    s->pending_blocks, s->segments, s->upstream_allocs, s->upstream_frees, s->alloc_retries, s->ooms);
+    return n < 0 ? ccai_fail(CCA_ERR_IO, "cca_stats_print: write failed") : CCA_OK;
+}
+
+static int write_stats_json(const cca_stats *s, FILE *f) {
+    return fprintf(f,
+                   "{\"allocated_bytes\":%zu,\"allocated_bytes_peak\":%zu,\"requested_bytes\":%zu,"
+                   "\"requested_bytes_peak\":%zu,\"reserved_bytes\":%zu,\"reserved_bytes_peak\":%zu,"
+                   "\"active_blocks\":%zu,\"active_blocks_peak\":%zu,\"pending_blocks\":%zu,\"cached_blocks\":%zu,"
+                   "\"cached_bytes\":%zu,\"segments\":%zu,\"segments_peak\":%zu,\"largest_free_block\":%zu,"
+                   "\"alloc_calls\":%" PRIu64 ",\"free_calls\":%" PRIu64 ",\"upstream_allocs\":%" PRIu64
+                   ",\"upstream_frees\":%" PRIu64 ",\"alloc_retries\":%" PRIu64 ",\"ooms\":%" PRIu64
+                   ",\"splits\":%" PRIu64 ",\"merges\":%" PRIu64 ",\"fragmentation\":%.6f}",
+                   s->allocated_bytes, s->allocated_bytes_peak, s->requested_bytes, s->requested_bytes_peak,
+                   s->reserved_bytes, s->reserved_bytes_peak, s->active_blocks, s->active_blocks_peak,
+                   s->pending_blocks, s->cached_blocks, s->cached_bytes, s->segments, s->segments_peak,
+                   s->largest_free_block, s->alloc_calls, s->free_calls, s->upstream_allocs, s->upstream_frees,
+                   s->alloc_retries, s->ooms, s->splits, s->merges, s->fragmentation);
+}
+
+cca_status cca_stats_write_json(const cca_stats *s, FILE *f) {
+    if (!s || !f)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_stats_write_json: NULL argument");
+    if (write_stats_json(s, f) < 0 || fputc('\n', f) == EOF)
+        return ccai_fail(CCA_ERR_IO, "cca_stats_write_json: write failed");
+    return CCA_OK;
+}
+
+static const char *state_name(uint8_t state) {
+    return state == CCAI_FREE ? "free" : state == CCAI_LIVE ? "live" : "pending";
+}
+
+cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
+    if (!a || !f)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_json: NULL argument");
+    cca_allocator *m = (cca_allocator *)a;
+    pthread_mutex_lock(&m->lock);
+    cca_stats s;
+    ccai_fill_stats(a, &s);
+    int bad = fprintf(f, "{\"upstream\":\"%s\",\"config\":{\"policy\":\"%s\",\"max_reserved\":%zu},\"stats\":",
+                      cca_upstream_name(a->upstream), a->config.policy == CCA_POLICY_GREEDY ? "greedy" : "growth",
+                      a->config.max_reserved) < 0;
+    bad |= write_stats_json(&s, f) < 0;
+    bad |= fputs(",\"segments\":[", f) == EOF;
+    for (const ccai_segment *seg = a->segments; seg && !bad; seg = seg->next) {
+        bad |= fprintf(f, "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"pool\":\"%s\",\"stream\":\"%p\","
+                       "\"live_blocks\":%zu,\"blocks\":[",
+                       seg == a->segments ? "" : ",", seg->base, seg->size,
+                       seg->shared ? "arena" : seg->pool == CCAI_POOL_SMALL ? "small" : "large", seg->stream,
+                       seg->live_blocks) < 0;
+        for (const ccai_block *b = seg->first; b && !bad; b = b->next)
+            bad |= fprintf(f, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"requested\":%zu}",
+                           b == seg->first ? "" : ",", (size_t)(b->addr - seg->base), b->size, state_name(b->state),
+                           b->requested) < 0;
+        bad |= fputs("]}", f) == EOF;
+    }
+    bad |= fputs("]}\n", f) == EOF;
+    pthread_mutex_unlock(&m->lock);
+    return bad ? ccai_fail(CCA_ERR_IO, "cca_write_snapshot_json: write failed") : CCA_OK;
+}
+
+/* ---- invariants ---------------------------------------------------------------- */
+
+typedef struct index_check {
+    const cca_allocator *a;
+    int pool;
+    size_t count, bytes;
+    const char *error;
+} index_check;
+
+static bool check_index_entry(void *user, const ccai_block *b) {
+    index_check *ic = user;
+    if (b->state != CCAI_FREE)
+        return ic->error = "I3: a non-free block is in the free index", false;
+    if ((int)b->segment->pool != ic->pool)
+        return ic->error = "I3: a block is in the wrong pool's index", false;
+    ic->count++;
+    ic->bytes += b->size;
+    return true;
+}
+
+cca_status cca_check_invariants(const cca_allocator *a) {
+    if (!a)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_check_invariants: allocator is NULL");
+    cca_allocator *m = (cca_allocator *)a;
+    pthread_mutex_lock(&m->lock);
+    const char *err = NULL;
+    size_t reserved = 0, allocated = 0, free_bytes = 0, free_count = 0, live_count = 0, segments = 0, pending = 0;
+    for (const ccai_segment *s = a->segments; s && !err; s = s->next) {
+        segments++;
+        reserved += s->size;
+        uintptr_t expect = s->base;
+        size_t seg_live = 0, seg_live_bytes = 0;
+        const ccai_block *prev = NULL;
+        for (const ccai_block *b = s->first; b && !err; prev = b, b = b->next) {
+            if (b->addr != expect)
+                err = "I1: blocks do not tile their segment";
+            else if (b->prev != prev || b->segment != s)
+                err = "I1: broken block chain links";
+            else if (b->addr % CCA_ALIGNMENT || b->size % CCA_GRANULARITY || b->size == 0)
+                err = "I5: misaligned block";
+            else if (b->state == CCAI_FREE && prev && prev->state == CCAI_FREE)
+                err = "I2: two neighbouring free blocks";
+            else if (b->stream != s->stream)
+                err = "a block's stream differs from its segment's";
+            expect = b->addr + b->size;
+            if (b->state == CCAI_FREE) {
+                free_bytes += b->size;
+                free_count++;
+            } else {
+                seg_live++;
+                seg_live_bytes += b->size;
+                pending += b->state == CCAI_PENDING;
+                if (ccai_live_map_find(&a->live, b->addr) != b)
+                    err = "I3: a live block is missing from the live map";
+            }
+        }
+        if (!err && expect != s->base + s->size)
+            err = "I1: blocks do not reach the end of their segment";
+        if (!err && (seg_live != s->live_blocks || seg_live_bytes != s->live_bytes))
+            err = "segment live counters disagree with its blocks";
+        live_count += seg_live;
+        allocated += seg_live_bytes;
+    }
+    size_t index_count = 0, index_bytes = 0;
+    for (int p = 0; p < CCAI_POOL_COUNT && !err; p++) {
+        index_check ic = {a, p, 0, 0, NULL};
+        ccai_free_index_walk(&a->pools[p], check_index_entry, &ic);
+        err = ic.error;
+        if (!err && (ic.count != a->pools[p].count || ic.bytes != a->pools[p].bytes))
+            err = "free index counters disagree with its entries";
+        index_count += ic.count;
+        index_bytes += ic.bytes;
+    }
+    if (!err && (index_count != free_count || index_bytes != free_bytes))
+        err = "I3: free blocks and the free index disagree";
+    if (!err && live_count != a->live.count)
+        err = "I3: live map holds a block not in any segment";
+    if (!err && (reserved != a->c.reserved || segments != a->c.segments))
+        err = "I4: reserved bytes or segment count disagree with the segments";
+    if (!err && (allocated != a->c.allocated || live_count != a->c.active || pending != a->c.pending))
+        err = "I4: allocated bytes or active blocks disagree with the blocks";
+    if (!err && a->c.allocated > a->c.allocated_peak)
+        err = "a peak is below its current value";
+    pthread_mutex_unlock(&m->lock);
+    return err ? ccai_fail(CCA_ERR_INVALID_ARGUMENT, "invariant broken: %s", err) : CCA_OK;
+}

@@ -1,0 +1,133 @@
+/*
+ * upstream.c — the wrapper every upstream sits behind.
+ *
+ * An upstream is an ops table (ccalloc.h, cca_upstream_ops) plus a context.
+ * The host-simulated device, the CUDA device and test doubles are all just
+ * tables; this file adds what every one of them needs and none should write
+ * again: argument checks, a lock around the accounting, and the counters of
+ * cca_upstream_stats (bytes in use now and at peak, live allocations, calls).
+ * Because accounting lives here, "the upstream holds nothing for this
+ * allocator" can be checked against the upstream's own count whatever the
+ * ops are.
+ *
+ * Contract of the ops (0 = success, preconditions):
+ *   alloc(size > 0, size % CCA_GRANULARITY == 0) -> CCA_ALIGNMENT-aligned ptr
+ *   free(ptr, size) with exactly the pair alloc returned
+ *   mem_info / synchronize / events: optional, defaults in ccalloc.h
+ * The ops' own locking is their business; the wrapper's lock covers only the
+ * counters, so a slow cudaMalloc does not serialize unrelated accounting.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out) {
+    if (!out)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "upstream: out is NULL");
+    *out = NULL;
+    if (!ops || !ops->alloc || !ops->free)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "upstream: ops, ops->alloc and ops->free are required");
+    bool some_events = ops->event_record || ops->event_query || ops->event_destroy;
+    bool all_events = ops->event_record && ops->event_query && ops->event_destroy;
+    if (some_events && !all_events)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+                         "upstream: event_record, event_query and event_destroy go together (all or none)");
+    cca_upstream *u = calloc(1, sizeof *u);
+    if (!u)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "upstream: host malloc failed");
+    u->ops = *ops;
+    u->ctx = ctx;
+    snprintf(u->name, sizeof u->name, "%s", ops->name ? ops->name : "custom");
+    u->ops.name = u->name;
+    pthread_mutex_init(&u->lock, NULL);
+    *out = u;
+    return CCA_OK;
+}
+
+cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cca_upstream **out) {
+    return ccai_upstream_wrap(ops, ctx, out);
+}
+
+void cca_upstream_destroy(cca_upstream *u) {
+    if (!u)
+        return;
+    if (u->ops.destroy)
+        u->ops.destroy(u->ctx);
+    pthread_mutex_destroy(&u->lock);
+    free(u);
+}
+
+const char *cca_upstream_name(const cca_upstream *u) { return u ? u->name : "(null)"; }
+
+cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
+    if (!u || !ptr)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_alloc: NULL argument");
+    *ptr = NULL;
+    if (size == 0 || size % CCA_GRANULARITY)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_alloc: size %zu is not a positive multiple of %u",
+                         size, CCA_GRANULARITY);
+    cca_status st = u->ops.alloc(u->ctx, size, ptr);
+    pthread_mutex_lock(&u->lock);
+    if (st == CCA_OK && *ptr) {
+        u->stats.alloc_calls++;
+        u->stats.allocations++;
+        u->stats.bytes_in_use += size;
+        if (u->stats.bytes_in_use > u->stats.bytes_in_use_peak)
+            u->stats.bytes_in_use_peak = u->stats.bytes_in_use;
+    } else {
+        u->stats.failed_allocs++;
+        if (st == CCA_OK)
+            st = CCA_ERR_UPSTREAM; /* an upstream must not return OK with NULL */
+        *ptr = NULL;
+    }
+    pthread_mutex_unlock(&u->lock);
+    return st;
+}
+
+cca_status cca_upstream_free(cca_upstream *u, void *ptr, size_t size) {
+    if (!u || !ptr)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_free: NULL argument");
+    cca_status st = u->ops.free(u->ctx, ptr, size);
+    if (st == CCA_OK) {
+        pthread_mutex_lock(&u->lock);
+        u->stats.free_calls++;
+        u->stats.allocations--;
+        u->stats.bytes_in_use -= size;
+        pthread_mutex_unlock(&u->lock);
+    }
+    return st;
+}
+
+cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *total_bytes) {
+    if (!u || !free_bytes || !total_bytes)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_mem_info: NULL argument");
+    if (!u->ops.mem_info)
+        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' cannot report memory info", u->name);
+    return u->ops.mem_info(u->ctx, free_bytes, total_bytes);
+}
+
+cca_status cca_upstream_synchronize(cca_upstream *u) {
+    if (!u)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_synchronize: upstream is NULL");
+    return u->ops.synchronize ? u->ops.synchronize(u->ctx) : CCA_OK;
+}
+
+cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s) {
+    if (!u || !s)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_get_stats: NULL argument");
+    pthread_mutex_lock(&u->lock);
+    *s = u->stats;
+    pthread_mutex_unlock(&u->lock);
+    return CCA_OK;
+}
+
+bool ccai_upstream_has_events(const cca_upstream *u) { return u->ops.event_record != NULL; }
+
+cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event) {
+    return u->ops.event_record(u->ctx, s, event);
+}
+
+cca_status ccai_upstream_event_query(cca_upstream *u, void *event) { return u->ops.event_query(u->ctx, event); }
+
+void ccai_upstream_event_destroy(cca_upstream *u, void *event) { u->ops.event_destroy(u->ctx, event); }

@@ -1,0 +1,96 @@
+/*
+ * cck.h — ccalloc's kernels: softmax and dense layers, on the CPU (plain C)
+ * and on CUDA GPUs, each with a double-accumulating reference for tests.
+ *
+ * No CUDA type appears here: streams are `void *` (cudaStream_t), device
+ * pointers are plain `float *`. Every function returns a cck_status.
+ *
+ * Layouts: matrices are float32, row-major. A dense layer computes
+ *     y[batch][out] = act( x[batch][in] · W[out][in]ᵀ + b[out] )
+ * which is the layout of a PyTorch nn.Linear weight (out_features × in_features).
+ */
+#ifndef CCK_H
+#define CCK_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cck_status {
+    CCK_OK = 0,
+    CCK_ERR_INVALID_ARGUMENT, /* NULL pointer, zero dimension, bad version/block */
+    CCK_ERR_NO_DEVICE,        /* no GPU present, or built without CUDA          */
+    CCK_ERR_CUDA,             /* a CUDA runtime call failed                     */
+    CCK_ERR_CUBLAS,           /* a cuBLAS call failed                           */
+    CCK_ERR_UNSUPPORTED       /* e.g. this version cannot use that block size   */
+} cck_status;
+
+const char *cck_status_string(cck_status s);
+
+typedef enum cck_activation { CCK_ACT_NONE = 0, CCK_ACT_RELU = 1, CCK_ACT_GELU = 2 } cck_activation;
+
+/* "none" / "relu" / "gelu" <-> enum. Parse returns CCK_ERR_INVALID_ARGUMENT
+ * for any other name. */
+const char *cck_activation_name(cck_activation a);
+cck_status cck_activation_parse(const char *name, cck_activation *out);
+
+/* ---- host (CPU) kernels: what the engine runs on the simulated device ---- */
+
+/* Row-wise numerically stable softmax; y may equal x (in place). */
+cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols);
+
+/* y = act(x·Wᵀ + b); b may be NULL (no bias). y must not alias x or w. */
+cck_status cck_dense_host(const float *x, const float *w, const float *b, float *y, size_t batch,
+                          size_t in, size_t out, cck_activation act);
+
+/* ---- references: double accumulation, for tests ---- */
+void cck_softmax_reference(const float *x, double *y, size_t rows, size_t cols);
+void cck_dense_reference(const float *x, const float *w, const float *b, double *y, size_t batch,
+                         size_t in, size_t out, cck_activation act);
+
+/* ---- CUDA ---- */
+
+/* Number of usable GPUs in *count (0 when none or built without CUDA; the
+ * status is then CCK_ERR_NO_DEVICE). */
+cck_status cck_cuda_device_count(int *count);
+
+/* A cuBLAS handle bound to a device and stream whose workspace is memory the
+ * caller provides (cublasSetWorkspace), so that every device byte the layer
+ * uses comes from the caller's allocator. */
+typedef struct cck_cuda_context cck_cuda_context;
+
+/* Bytes of workspace cck_cuda_context_create wants (cuBLAS's recommendation
+ * for the current device; 32 MiB on Hopper, 4 MiB before). */
+cck_status cck_cublas_workspace_size(int device, size_t *bytes);
+
+/* workspace: device memory of workspace_bytes (may be NULL with 0 bytes:
+ * cuBLAS then runs without workspace). stream NULL = default stream.
+ * use_tf32: allow TF32 tensor-core math in the GEMM (off by default). */
+cck_status cck_cuda_context_create(int device, void *stream, void *workspace, size_t workspace_bytes,
+                                   int use_tf32, cck_cuda_context **out);
+cck_status cck_cuda_context_destroy(cck_cuda_context *ctx);
+
+/* Softmax with the promoted (fastest correct) version, chosen by row length. */
+cck_status cck_softmax_cuda(cck_cuda_context *ctx, const float *x, float *y, size_t rows, size_t cols);
+
+/* One numbered version (1..4, see softmax.cu) with a given block size
+ * (threads per block; 0 = the version's default). For tests and benchmarks. */
+cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int block_size, const float *x,
+                                    float *y, size_t rows, size_t cols);
+
+/* Dense layer: cuBLAS SGEMM then the hand-written bias+activation epilogue. */
+cck_status cck_dense_cuda(cck_cuda_context *ctx, const float *x, const float *w, const float *b, float *y,
+                          size_t batch, size_t in, size_t out, cck_activation act);
+
+/* Copies and sync on the context's stream (synchronous for simplicity). */
+cck_status cck_copy_to_device(cck_cuda_context *ctx, void *dst, const void *src, size_t bytes);
+cck_status cck_copy_to_host(cck_cuda_context *ctx, void *dst, const void *src, size_t bytes);
+cck_status cck_cuda_synchronize(cck_cuda_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCK_H */

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install what ccalloc needs on a fresh Debian machine (root, CUDA toolkit at
+# /usr/local/cuda, nothing else). Installs only what is missing.
+set -euo pipefail
+pkgs=(cmake make gcc g++ pkg-config libcriterion-dev libcjson-dev gnuplot-nox clang libclang-rt-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "deps: CUDA toolkit $(/usr/local/cuda/bin/nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') found"
+else
+  echo "deps: no CUDA toolkit: building host-only"
+fi

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install missing dependencies, then build and run the whole test suite:
+#   1. the normal build (CUDA code included when the toolkit exists) and every
+#      CTest suite (GPU suites skip with a reason when no GPU is present);
+#   2. the host build under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the installed package consumed by an outside project (CMake + pkg-config);
+#   4. a short libFuzzer run of the model loader, when the fuzzer exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+scripts/deps.sh
+
+echo "== 1/4 build + tests =="
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+(cd build && ctest --output-on-failure -j"$jobs")
+
+echo "== 2/4 sanitizers (ASan + UBSan, host build) =="
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCA_SANITIZE=ON -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_BENCH=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+   ctest --output-on-failure -j"$jobs")
+
+echo "== 3/4 installed package =="
+rm -rf build-install
+cmake --install build --prefix "$PWD/build-install/prefix" >/dev/null
+cmake -S allocator/examples/consumer -B build-install/consumer -DCMAKE_PREFIX_PATH="$PWD/build-install/prefix" >/dev/null
+cmake --build build-install/consumer >/dev/null
+build-install/consumer/consumer
+PKG_CONFIG_PATH="$PWD/build-install/prefix/lib/pkgconfig" \
+  cc -std=c11 allocator/examples/consumer/main.c -o build-install/consumer-pc \
+  $(PKG_CONFIG_PATH="$PWD/build-install/prefix/lib/pkgconfig" pkg-config --cflags --libs ccalloc) \
+  -Wl,-rpath,"$PWD/build-install/prefix/lib"
+build-install/consumer-pc
+echo "installed package: CMake and pkg-config consumers built and ran"
+
+echo "== 4/4 fuzzing =="
+if [ -x runtime/fuzz/run.sh ]; then
+  runtime/fuzz/run.sh 30
+else
+  echo "fuzz: no fuzz target yet"
+fi
+echo "all test stages passed"

@@ -188,8 +188,10 @@ cca_status cca_config_apply_env(cca_config *c);
 /* Check ranges and cross-field rules (e.g. small_max <= small_segment). */
 cca_status cca_config_validate(const cca_config *c);
 
-/* Write every option as "key:value" lines, or the option table with defaults
- * and documentation when `with_docs` is non-zero. */
+/* Write the options: with_docs 0 = the values of *c as "key:value" lines;
+ * 1 = each value with its default and documentation (for --help);
+ * 2 = the option table as markdown (defaults and documentation; the table in
+ * docs/allocator.md is this output, and a test keeps them equal). */
 cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs);
 
 /* ------------------------------------------------------------------------ */

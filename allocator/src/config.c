@@ -307,7 +307,12 @@ cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs) {
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         char value[64], def[64];
         format_value(c, &options[i], value, sizeof value);
-        if (with_docs) {
+        if (with_docs == 2) {
+            format_value(&defaults, &options[i], def, sizeof def);
+            if ((i == 0 && fprintf(f, "| option | default | meaning |\n|---|---|---|\n") < 0) ||
+                fprintf(f, "| `%s` | `%s` | %s |\n", options[i].name, def, options[i].doc) < 0)
+                return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
+        } else if (with_docs) {
             format_value(&defaults, &options[i], def, sizeof def);
             if (fprintf(f, "  %-16s %-10s (default %s) %s\n", options[i].name, value, def, options[i].doc) < 0)
                 return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");

@@ -55,24 +55,23 @@ typedef struct ccai_pending {
 } ccai_pending;
 
 typedef struct ccai_block {
+    /* first cache line: everything a free-index descent touches */
+    struct ccai_block *left, *right; /* free index (treap) links           */
+    cca_stream stream;               /* the segment's stream: index key     */
+    size_t size;                     /* multiple of CCA_GRANULARITY         */
     uintptr_t addr;
-    size_t size;      /* multiple of CCA_GRANULARITY                      */
-    size_t requested; /* what the caller asked for (LIVE/PENDING only)    */
-    uint64_t id;      /* allocation sequence number (traces)              */
+    size_t max_size;                 /* largest size in the treap subtree   */
+    uint64_t priority;               /* treap heap order: hash of addr      */
+    struct ccai_block *hash_next;    /* live map chain                      */
+    /* the rest: chain, ownership, streams */
     struct ccai_segment *segment;
-    struct ccai_block *prev, *next; /* address order within the segment  */
-    /* free index (treap) links; `max_size` is the largest size in the subtree */
-    struct ccai_block *left, *right;
-    size_t max_size;
-    uint64_t priority;
-    /* live map chain */
-    struct ccai_block *hash_next;
-    /* pending-free list link */
-    struct ccai_block *pending_next;
-    cca_stream stream;       /* the segment's stream: key in the free index  */
-    cca_stream alloc_stream; /* stream of the cca_alloc call (LIVE/PENDING)  */
-    cca_stream *used_on;     /* extra streams from cca_record_stream          */
+    struct ccai_block *prev, *next; /* address order within the segment     */
+    size_t requested;               /* what the caller asked for (LIVE/PENDING) */
+    uint64_t id;                    /* allocation sequence number (traces)  */
+    cca_stream alloc_stream;        /* stream of the cca_alloc call         */
+    cca_stream *used_on;            /* extra streams from cca_record_stream */
     size_t used_on_count, used_on_cap;
+    struct ccai_block *pending_next; /* pending-free list link              */
     ccai_pending pending;
     uint8_t state;
 } ccai_block;

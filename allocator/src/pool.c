@@ -82,8 +82,7 @@ ccai_block *ccai_block_new(cca_allocator *a) {
 void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
     free(b->used_on);
     free(b->pending.events);
-    memset(b, 0, sizeof *b);
-    b->next = a->spare_blocks;
+    b->next = a->spare_blocks; /* cleared again by ccai_block_new */
     a->spare_blocks = b;
 }
 
@@ -313,6 +312,8 @@ static size_t streams_to_wait_for(const ccai_block *b, cca_stream *out, size_t c
 
 /* Defer b until events on its other streams complete; false = do it now. */
 static bool defer_free(cca_allocator *a, ccai_block *b) {
+    if (b->used_on_count == 0 && !(b->segment->shared && b->alloc_stream != NULL))
+        return false; /* the common case: reused on its own stream, no wait */
     size_t cap = b->used_on_count + 1;
     cca_stream *streams = malloc(cap * sizeof *streams);
     if (!streams) {

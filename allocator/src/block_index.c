@@ -1,26 +1,42 @@
 /*
  * block_index.c — the two indexes over blocks.
  *
- * 1. The free index: every FREE block of a pool, in a treap ordered by the
- *    key (stream, size, address). A best-fit lookup is a lower bound on
- *    (stream, request, 0): the first node at or after it is the smallest free
- *    block of that stream that fits, and among equal sizes the lowest address,
- *    which is exactly the rule documented in ccalloc.h. Insert, remove and
- *    lookup cost O(log n) expected in the number n of free blocks.
+ * 1. The free index: every FREE block of a pool, found by BEST FIT: the
+ *    smallest free block of the request's stream that fits, and among equal
+ *    sizes the lowest address (the rule documented in ccalloc.h).
  *
- *    Why a treap: a balanced search tree is needed for best fit with a
- *    deterministic tie-break (size classes alone would give "good fit"), and
- *    the treap's split/merge formulation is the shortest correct one to read.
- *    Priorities are a hash of the block's address, so the shape of the tree
- *    (and every benchmark) is reproducible run to run.
+ *    Per stream, blocks are segregated into size classes (sizes in units of
+ *    512 B): units 1..63 have a class each (exact sizes up to 32 KiB, where
+ *    most requests fall); from 64 units on, each power of two is cut into 64
+ *    sub-classes (the TLSF layout: two classes are at most 1/64 apart).
+ *    Classes partition sizes in order, so
  *
- *    Each node also keeps `max_size`, the largest block in its subtree, so the
- *    largest free block of a pool (for the fragmentation figure) is read at
- *    the root in O(1).
+ *      best fit = lower bound of (size, 0) in the treap of the request's class
+ *                 or, if that class has nothing large enough, the leftmost
+ *                 (smallest, lowest-address) block of the next non-empty class,
  *
- *             (s0, 4K, 0x..200)                key order: stream, size, addr
- *              /            \
- *     (s0, 1K, 0x..a00)   (s0, 2M, 0x..000)    heap order: priority
+ *    which is still the exact best fit, not an approximation. The next
+ *    non-empty class is found with a two-level bitmap (one word of rows, one
+ *    word per row) and count-trailing-zeros: O(1). Each class holds its blocks
+ *    in a treap ordered by (size, address), so the trees are small and
+ *    shallow: O(log k) for k blocks in one class, instead of O(log n) over
+ *    the whole pool, which matters because every level is a cache miss.
+ *
+ *      class:   1    2    3   ...  63 | 64..127 (32K..64K) | 128..191 | ...
+ *      bitmap:  0    1    0   ...  1  |  0 1 0 0 ...        |   ...
+ *      roots:  -   treap  -   ... treap
+ *                  (size, addr)
+ *
+ *    Treap: the split/merge formulation (shortest correct balanced tree to
+ *    read); priorities are a hash of the address, so the shapes, and every
+ *    benchmark, are reproducible. Each node keeps `max_size`, the largest
+ *    size in its subtree, so the largest free block is read in O(1) from the
+ *    root of the highest non-empty class.
+ *
+ *    Streams: a pool keeps one set of classes per stream (ccai_stream_bins),
+ *    in a list with the most recently used first; programs use one or a few
+ *    streams. Bins are created when a segment of a new stream is reserved, so
+ *    inserting a free block never allocates.
  *
  * 2. The live map: address -> LIVE/PENDING block, a chained hash table with
  *    the chain link inside the block (no extra allocation per entry). It grows
@@ -38,11 +54,46 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-/* Compare block b with key (stream, size, addr). */
-static int key_cmp(const ccai_block *b, uintptr_t stream, size_t size, uintptr_t addr) {
-    uintptr_t bs = (uintptr_t)b->stream;
-    if (bs != stream)
-        return bs < stream ? -1 : 1;
+/* ---- size classes ------------------------------------------------------------- */
+
+static unsigned class_of(size_t size) {
+    size_t units = size / CCA_GRANULARITY;
+    if (units < 64)
+        return (unsigned)units;
+    unsigned fl = 63u - (unsigned)__builtin_clzll((unsigned long long)units); /* >= 6 */
+    unsigned sl = (unsigned)(units >> (fl - 6)) & 63u;
+    return (fl - 5) * 64 + sl;
+}
+
+static void mark(ccai_stream_bins *sb, unsigned c) {
+    sb->bitmap[c / 64] |= 1ull << (c % 64);
+    sb->rows |= 1ull << (c / 64);
+}
+
+static void unmark_if_empty(ccai_stream_bins *sb, unsigned c) {
+    if (sb->roots[c])
+        return;
+    sb->bitmap[c / 64] &= ~(1ull << (c % 64));
+    if (!sb->bitmap[c / 64])
+        sb->rows &= ~(1ull << (c / 64));
+}
+
+/* First non-empty class strictly above c, or CCAI_CLASSES. */
+static unsigned next_class(const ccai_stream_bins *sb, unsigned c) {
+    unsigned row = c / 64, bit = c % 64;
+    uint64_t in_row = bit == 63 ? 0 : sb->bitmap[row] & (~0ull << (bit + 1));
+    if (in_row)
+        return row * 64 + (unsigned)__builtin_ctzll(in_row);
+    uint64_t rows = row == 63 ? 0 : sb->rows & (~0ull << (row + 1));
+    if (!rows)
+        return CCAI_CLASSES;
+    row = (unsigned)__builtin_ctzll(rows);
+    return row * 64 + (unsigned)__builtin_ctzll(sb->bitmap[row]);
+}
+
+/* ---- treap over (size, address) ----------------------------------------------- */
+
+static int key_cmp(const ccai_block *b, size_t size, uintptr_t addr) {
     if (b->size != size)
         return b->size < size ? -1 : 1;
     if (b->addr != addr)
@@ -67,7 +118,7 @@ static void split(ccai_block *t, const ccai_block *key, ccai_block **l, ccai_blo
         *l = *r = NULL;
         return;
     }
-    if (key_cmp(t, (uintptr_t)key->stream, key->size, key->addr) < 0) {
+    if (key_cmp(t, key->size, key->addr) < 0) {
         split(t->right, key, &t->right, r);
         *l = t;
     } else {
@@ -101,7 +152,7 @@ static ccai_block *insert(ccai_block *t, ccai_block *b) {
         update(b);
         return b;
     }
-    if (key_cmp(b, (uintptr_t)t->stream, t->size, t->addr) < 0)
+    if (key_cmp(b, t->size, t->addr) < 0)
         t->left = insert(t->left, b);
     else
         t->right = insert(t->right, b);
@@ -114,7 +165,7 @@ static ccai_block *erase(ccai_block *t, ccai_block *b) {
         return NULL; /* not present: callers guarantee it is (I3) */
     if (t == b)
         return merge(t->left, t->right);
-    if (key_cmp(b, (uintptr_t)t->stream, t->size, t->addr) < 0)
+    if (key_cmp(b, t->size, t->addr) < 0)
         t->left = erase(t->left, b);
     else
         t->right = erase(t->right, b);
@@ -122,38 +173,102 @@ static ccai_block *erase(ccai_block *t, ccai_block *b) {
     return t;
 }
 
+/* ---- the index ------------------------------------------------------------------- */
+
+static ccai_stream_bins *bins_of(ccai_free_index *ix, cca_stream stream) {
+    ccai_stream_bins **link = &ix->streams;
+    for (ccai_stream_bins *sb = *link; sb; link = &sb->next, sb = sb->next) {
+        if (sb->stream != stream)
+            continue;
+        if (link != &ix->streams) { /* move to front */
+            *link = sb->next;
+            sb->next = ix->streams;
+            ix->streams = sb;
+        }
+        return sb;
+    }
+    return NULL;
+}
+
+cca_status ccai_free_index_prepare(ccai_free_index *ix, cca_stream stream) {
+    if (bins_of(ix, stream))
+        return CCA_OK;
+    ccai_stream_bins *sb = calloc(1, sizeof *sb);
+    if (!sb)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "free index: host malloc failed");
+    sb->stream = stream;
+    sb->next = ix->streams;
+    ix->streams = sb;
+    return CCA_OK;
+}
+
+void ccai_free_index_destroy(ccai_free_index *ix) {
+    while (ix->streams) {
+        ccai_stream_bins *next = ix->streams->next;
+        free(ix->streams);
+        ix->streams = next;
+    }
+    ix->count = ix->bytes = 0;
+}
+
 void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
+    ccai_stream_bins *sb = bins_of(ix, b->stream); /* exists: see prepare */
+    unsigned c = class_of(b->size);
     b->left = b->right = NULL;
     b->max_size = b->size;
     b->priority = mix64((uint64_t)b->addr);
-    ix->root = insert(ix->root, b);
+    sb->roots[c] = insert(sb->roots[c], b);
+    mark(sb, c);
     ix->count++;
     ix->bytes += b->size;
 }
 
 void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b) {
-    ix->root = erase(ix->root, b);
+    ccai_stream_bins *sb = bins_of(ix, b->stream);
+    unsigned c = class_of(b->size);
+    sb->roots[c] = erase(sb->roots[c], b);
+    unmark_if_empty(sb, c);
     b->left = b->right = NULL;
     ix->count--;
     ix->bytes -= b->size;
 }
 
-ccai_block *ccai_free_index_best_fit(const ccai_free_index *ix, cca_stream stream, size_t size, size_t max_size) {
+ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, size_t size, size_t max_size) {
+    ccai_stream_bins *sb = bins_of(ix, stream);
+    if (!sb)
+        return NULL;
+    unsigned c = class_of(size);
     ccai_block *best = NULL;
-    for (ccai_block *n = ix->root; n;) {
-        if (key_cmp(n, (uintptr_t)stream, size, 0) >= 0) {
+    for (ccai_block *n = sb->roots[c]; n;) {
+        if (key_cmp(n, size, 0) >= 0) {
             best = n;
             n = n->left;
         } else {
             n = n->right;
         }
     }
-    if (!best || best->stream != stream || best->size > max_size)
-        return NULL;
-    return best;
+    if (!best) {
+        c = next_class(sb, c);
+        if (c == CCAI_CLASSES)
+            return NULL;
+        for (best = sb->roots[c]; best->left;)
+            best = best->left;
+    }
+    return best->size <= max_size ? best : NULL;
 }
 
-size_t ccai_free_index_largest(const ccai_free_index *ix) { return subtree_max(ix->root); }
+size_t ccai_free_index_largest(const ccai_free_index *ix) {
+    size_t largest = 0;
+    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
+        if (!sb->rows)
+            continue;
+        unsigned row = 63u - (unsigned)__builtin_clzll(sb->rows);
+        unsigned c = row * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[row]);
+        if (sb->roots[c]->max_size > largest)
+            largest = sb->roots[c]->max_size;
+    }
+    return largest;
+}
 
 static bool walk(const ccai_block *n, bool (*fn)(void *, const ccai_block *), void *user) {
     if (!n)
@@ -162,7 +277,11 @@ static bool walk(const ccai_block *n, bool (*fn)(void *, const ccai_block *), vo
 }
 
 bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, const ccai_block *b), void *user) {
-    return walk(ix->root, fn, user);
+    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next)
+        for (unsigned c = 0; c < CCAI_CLASSES; c++)
+            if (!walk(sb->roots[c], fn, user))
+                return false;
+    return true;
 }
 
 /* ---- live map -------------------------------------------------------------- */

@@ -14,8 +14,10 @@
  *    │               blocks of a segment form an address-ordered chain
  *    │               (prev/next) that tiles the segment exactly.
  *    ├─ free index per pool (small, large; greedy uses "large" only):
- *    │    a treap ordered by (stream, size, address) holding every free block;
- *    │    best fit = the first node >= (stream, size, 0).
+ *    │    per stream, size classes each holding a treap ordered by
+ *    │    (size, address), and a bitmap of the non-empty classes;
+ *    │    best fit = lower bound in the request's class, else the smallest
+ *    │    block of the next non-empty class.
  *    └─ live map: hash table address -> block, for cca_free in O(1).
  *
  * Invariants (checked by cca_check_invariants):
@@ -93,20 +95,39 @@ typedef struct ccai_segment {
 /* block_index.c: the free-block treap and the live-pointer hash map        */
 /* ------------------------------------------------------------------------ */
 
+/* Segregated classes: sizes in units of 512 B; units < 64 map to their own
+ * class (exact sizes up to 32 KiB), larger sizes to 64 sub-classes per power
+ * of two (TLSF-style, at most 1/64 = 1.6% apart). */
+#define CCAI_CLASS_ROWS 60
+#define CCAI_CLASSES (CCAI_CLASS_ROWS * 64)
+
+/* The free blocks of one stream in one pool: a treap per size class, and a
+ * two-level bitmap of the non-empty classes. */
+typedef struct ccai_stream_bins {
+    struct ccai_stream_bins *next;
+    cca_stream stream;
+    uint64_t rows;                   /* bit r: bitmap[r] != 0                 */
+    uint64_t bitmap[CCAI_CLASS_ROWS]; /* bit c%64 of row c/64: class c non-empty */
+    ccai_block *roots[CCAI_CLASSES];
+} ccai_stream_bins;
+
 typedef struct ccai_free_index {
-    ccai_block *root;
+    ccai_stream_bins *streams; /* most recently used first */
     size_t count;
     size_t bytes;
 } ccai_free_index;
 
+/* Make sure blocks of `stream` can be inserted (called when a segment of that
+ * stream is reserved, so that inserting a free block never allocates). */
+cca_status ccai_free_index_prepare(ccai_free_index *ix, cca_stream stream);
+void ccai_free_index_destroy(ccai_free_index *ix);
 void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b);
 void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b);
 /* Smallest block of `stream` with size >= size (ties: lowest address) whose
  * size is <= max_size; NULL if none. */
-ccai_block *ccai_free_index_best_fit(const ccai_free_index *ix, cca_stream stream, size_t size,
-                                     size_t max_size);
+ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, size_t size, size_t max_size);
 size_t ccai_free_index_largest(const ccai_free_index *ix);
-/* In-order walk (for invariant checks); stops early when fn returns false. */
+/* Walk every free block (for invariant checks); stops when fn returns false. */
 bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, const ccai_block *b), void *user);
 
 typedef struct ccai_live_map {

@@ -17,7 +17,8 @@
  *   1. round size up to CCA_GRANULARITY (512 B); size 0 -> NULL, OK;
  *   2. pick the pool: small (<= small_max, 1 MiB) or large;
  *   3. best fit in that pool's free index for this stream: smallest block
- *      >= size, lowest address on ties (O(log n));
+ *      >= size, lowest address on ties (block_index.c: size classes with a
+ *      bitmap, a small treap per class);
  *   4. none: reserve a segment — small pool: small_segment (2 MiB); large
  *      pool: medium_segment (20 MiB) for requests < large_min (10 MiB), else
  *      the request rounded up to segment_round (2 MiB). These are PyTorch's
@@ -50,7 +51,7 @@
  *
  * Locking: one mutex per allocator around every public entry point. A
  * cached alloc+free pair is two lock round trips, two O(log n) treap
- * operations and two O(1) hash operations.
+ * operations on small per-class treaps and two O(1) hash operations.
  */
 #include "internal.h"
 
@@ -139,7 +140,7 @@ static cca_status segment_reserve(cca_allocator *a, size_t size, cca_stream stre
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "max_reserved (%zu) would be exceeded", a->config.max_reserved);
     ccai_segment *s = calloc(1, sizeof *s);
     ccai_block *b = ccai_block_new(a);
-    if (!s || !b) {
+    if (!s || !b || ccai_free_index_prepare(&a->pools[pool], stream) != CCA_OK) {
         free(s);
         if (b)
             ccai_block_recycle(a, b);
@@ -422,6 +423,8 @@ cca_status cca_destroy(cca_allocator *a) {
         a->slabs = next;
     }
     ccai_live_map_destroy(&a->live);
+    for (int p = 0; p < CCAI_POOL_COUNT; p++)
+        ccai_free_index_destroy(&a->pools[p]);
     ccai_trace_close(a->trace);
     pthread_mutex_unlock(&a->lock);
     pthread_mutex_destroy(&a->lock);

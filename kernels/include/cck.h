@@ -45,6 +45,10 @@ cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols);
 cck_status cck_dense_host(const float *x, const float *w, const float *b, float *y, size_t batch,
                           size_t in, size_t out, cck_activation act);
 
+/* Threads the host kernels use for a large call: OpenMP's maximum
+ * (OMP_NUM_THREADS, default one per core) when built with OpenMP, else 1. */
+int cck_host_threads(void);
+
 /* ---- references: double accumulation, for tests ---- */
 void cck_softmax_reference(const float *x, double *y, size_t rows, size_t cols);
 void cck_dense_reference(const float *x, const float *w, const float *b, double *y, size_t batch,

@@ -1,0 +1,473 @@
+/*
+ * cck_bench.c — throughput of the kernels in kernels/: softmax per version
+ * as a fraction of copy bandwidth, and the dense layer's epilogue overhead.
+ *
+ *     cck_bench [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu]
+ *
+ * GPU (when one is present and the library was built with CUDA):
+ *   softmax, 4096 × {128, 1000, 4096, 32768}: every version at its default
+ *   block size, timed with CUDA events one launch at a time, the L2 cache
+ *   flushed (a memset of twice its size) before each launch. Bandwidth counts
+ *   the compulsory bytes, read x + write y = 8·rows·cols, and is divided by
+ *   the bandwidth of a device-to-device cudaMemcpy of the same bytes measured
+ *   the same way in the same run: 100% means "as fast as a copy".
+ *   dense, y = act(x·Wᵀ + b): the layer with no bias and no activation is
+ *   exactly the cuBLAS SGEMM (the epilogue is skipped), so
+ *   overhead = (t(bias+act) - t(GEMM)) / t(GEMM).
+ * CPU (always, unless --no-cpu): the host kernels on the same softmax shapes
+ *   (rows capped by --cpu-rows) against memcpy of the same bytes, and the host
+ *   dense layer with and without its epilogue, wall clock.
+ *
+ * Every configuration is checked against the double reference (on a sample
+ * of rows) before it is timed; a failure is reported and the program exits 1.
+ * Results: a markdown table on stdout (medians, min–max spread, device) and
+ * one CSV row per measurement (default cck_bench.csv).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cck.h"
+
+#ifdef CCK_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+typedef struct opts {
+    int reps, cpu_reps;
+    size_t cpu_rows;
+    const char *csv;
+    int cpu;
+} opts;
+
+typedef struct timing {
+    double med, min, max; /* milliseconds */
+} timing;
+
+#define SOFTMAX_ROWS ((size_t)4096) /* GPU shapes: 4096 x softmax_cols */
+static const size_t softmax_cols[] = {128, 1000, 4096, 32768};
+#define NCOLS (sizeof softmax_cols / sizeof softmax_cols[0])
+
+static FILE *csv;
+static char device_name[256];
+static int failures;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static timing summarize(double *ms, int n)
+{
+    qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+    timing t = {n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]), ms[0], ms[n - 1]};
+    return t;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static void csv_row(const char *kind, const char *op, const char *version, size_t rows, size_t cols, size_t batch,
+                    size_t in, size_t out, const char *act, int reps, timing t, double gbps, double frac,
+                    double gflops, double overhead)
+{
+    fprintf(csv, "\"%s\",%s,%s,%s,%zu,%zu,%zu,%zu,%zu,%s,%d,%.6f,%.6f,%.6f,%.3f,%.4f,%.3f,%.2f\n", device_name, kind,
+            op, version, rows, cols, batch, in, out, act, reps, t.med, t.min, t.max, gbps, frac, gflops, overhead);
+}
+
+static void fill(float *a, size_t n, unsigned seed, float scale)
+{
+    unsigned s = seed * 2654435761u + 1u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        a[i] = ((float)(s >> 8) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * scale;
+    }
+}
+
+/* Check rows [r0, r0+nr) of a softmax result against the reference, with
+ * the tolerance of tests/kernels_check.h. */
+static int softmax_ok(const char *what, const float *x, const float *y, size_t r0, size_t nr, size_t cols)
+{
+    double *ref = malloc(nr * cols * sizeof *ref);
+    if (!ref) return 0;
+    cck_softmax_reference(x + r0 * cols, ref, nr, cols);
+    double rtol = 1e-5 + 4.0 * sqrt((double)cols) * 0x1.0p-24;
+    int ok = 1;
+    for (size_t i = 0; i < nr * cols && ok; i++) {
+        double v = y[r0 * cols + i];
+        ok = !isnan(v) && fabs(v - ref[i]) <= rtol * fabs(ref[i]) + 1e-37;
+    }
+    free(ref);
+    if (!ok) {
+        printf("FAILED correctness: %s\n", what);
+        failures++;
+    }
+    return ok;
+}
+
+/* Check the first nr rows of a dense result: |y - ref| <= rtol·(Σ|x·w|+|b|)·1.2 */
+static int dense_ok(const char *what, const float *x, const float *w, const float *b, const float *y, size_t nr,
+                    size_t in, size_t out, cck_activation act, double rtol)
+{
+    double *ref = malloc(nr * out * sizeof *ref), *scale = malloc(nr * out * sizeof *scale);
+    float *ax = malloc(nr * in * sizeof *ax), *aw = malloc(out * in * sizeof *aw), *ab = malloc(out * sizeof *ab);
+    int ok = ref && scale && ax && aw && ab;
+    if (ok) {
+        for (size_t i = 0; i < nr * in; i++) ax[i] = fabsf(x[i]);
+        for (size_t i = 0; i < out * in; i++) aw[i] = fabsf(w[i]);
+        for (size_t i = 0; i < out; i++) ab[i] = b ? fabsf(b[i]) : 0.0f;
+        cck_dense_reference(x, w, b, ref, nr, in, out, act);
+        cck_dense_reference(ax, aw, ab, scale, nr, in, out, CCK_ACT_NONE);
+        for (size_t i = 0; i < nr * out && ok; i++) {
+            ok = !isnan(y[i]) && fabs(y[i] - ref[i]) <= rtol * 1.2 * scale[i] + 1e-30;
+        }
+    }
+    free(ref), free(scale), free(ax), free(aw), free(ab);
+    if (!ok) {
+        printf("FAILED correctness: %s\n", what);
+        failures++;
+    }
+    return ok;
+}
+
+/* ---- CPU ------------------------------------------------------------------ */
+
+static void cpu_name(void)
+{
+    snprintf(device_name, sizeof device_name, "CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            line[strcspn(line, "\n")] = 0;
+            snprintf(device_name, sizeof device_name, "CPU: %.200s", colon + 2);
+            break;
+        }
+    }
+    if (f) fclose(f);
+}
+
+static void bench_cpu(const opts *o)
+{
+    cpu_name();
+    printf("\n## %s (host kernels, %d OpenMP thread(s))\n\n", device_name, cck_host_threads());
+    printf("| op | shape | version | median ms | spread ms | GB/s or GFLOP/s | vs memcpy / overhead |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    double *ms = malloc((size_t)o->cpu_reps * sizeof *ms);
+    for (size_t c = 0; c < NCOLS; c++) {
+        size_t cols = softmax_cols[c], rows = o->cpu_rows, n = rows * cols;
+        float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+        if (!x || !y || !ms) {
+            printf("| softmax | %zux%zu | - | out of memory |\n", rows, cols);
+            free(x), free(y);
+            continue;
+        }
+        fill(x, n, (unsigned)cols, 8.0f);
+        memset(y, 0, n * sizeof *y);
+        cck_softmax_host(x, y, rows, cols);
+        char what[64];
+        snprintf(what, sizeof what, "cpu softmax %zux%zu", rows, cols);
+        if (!softmax_ok(what, x, y, 0, rows < 16 ? rows : 16, cols)) {
+            free(x), free(y);
+            continue;
+        }
+        double bytes = 2.0 * n * sizeof(float);
+        for (int r = -1; r < o->cpu_reps; r++) {
+            double t0 = now_ms();
+            memcpy(y, x, n * sizeof *x);
+            if (r >= 0) ms[r] = now_ms() - t0;
+        }
+        timing tc = summarize(ms, o->cpu_reps);
+        double copy_gbps = bytes / tc.med * 1e-6;
+        printf("| memcpy | %zux%zu | - | %.3f | %.3f–%.3f | %.2f GB/s | 100%% |\n", rows, cols, tc.med, tc.min, tc.max,
+               copy_gbps);
+        csv_row("cpu", "copy", "memcpy", rows, cols, 0, 0, 0, "-", o->cpu_reps, tc, copy_gbps, 1.0, 0, 0);
+        for (int r = -1; r < o->cpu_reps; r++) { /* r = -1: warm-up, not kept */
+            double t0 = now_ms();
+            cck_softmax_host(x, y, rows, cols);
+            if (r >= 0) ms[r] = now_ms() - t0;
+        }
+        timing t = summarize(ms, o->cpu_reps);
+        double gbps = bytes / t.med * 1e-6;
+        printf("| softmax | %zux%zu | host | %.3f | %.3f–%.3f | %.2f GB/s | %.1f%% |\n", rows, cols, t.med, t.min, t.max,
+               gbps, 100.0 * gbps / copy_gbps);
+        csv_row("cpu", "softmax", "host", rows, cols, 0, 0, 0, "-", o->cpu_reps, t, gbps, gbps / copy_gbps, 0, 0);
+        free(x), free(y);
+    }
+    static const size_t dims[][3] = {{64, 1024, 1024}, {256, 1024, 1024}, {64, 4096, 4096}};
+    for (size_t d = 0; d < 3; d++) {
+        size_t batch = dims[d][0], in = dims[d][1], out = dims[d][2];
+        float *x = malloc(batch * in * sizeof *x), *w = malloc(out * in * sizeof *w);
+        float *b = malloc(out * sizeof *b), *y = malloc(batch * out * sizeof *y);
+        if (!x || !w || !b || !y) {
+            free(x), free(w), free(b), free(y);
+            continue;
+        }
+        fill(x, batch * in, 1, 1.0f);
+        fill(w, out * in, 2, 1.0f / sqrtf((float)in));
+        fill(b, out, 3, 0.5f);
+        double gemm_ms = 0;
+        for (int act = -1; act <= CCK_ACT_GELU; act++) { /* -1: no bias, no activation = GEMM alone */
+            cck_activation a = act < 0 ? CCK_ACT_NONE : (cck_activation)act;
+            const float *bias = act < 0 ? NULL : b;
+            char what[96];
+            snprintf(what, sizeof what, "cpu dense %zux%zux%zu %s", batch, in, out, act < 0 ? "gemm" : cck_activation_name(a));
+            cck_dense_host(x, w, bias, y, batch, in, out, a);
+            if (!dense_ok(what, x, w, bias, y, batch < 4 ? batch : 4, in, out, a, 1e-5)) continue;
+            for (int r = -1; r < o->cpu_reps; r++) {
+                double t0 = now_ms();
+                cck_dense_host(x, w, bias, y, batch, in, out, a);
+                if (r >= 0) ms[r] = now_ms() - t0;
+            }
+            timing t = summarize(ms, o->cpu_reps);
+            double gflops = 2.0 * batch * in * out / t.med * 1e-6;
+            if (act < 0) gemm_ms = t.med;
+            double over = act < 0 ? 0.0 : 100.0 * (t.med - gemm_ms) / gemm_ms;
+            const char *label = act < 0 ? "gemm only" : cck_activation_name(a);
+            printf("| dense | %zux%zux%zu | %s%s | %.3f | %.3f–%.3f | %.2f GFLOP/s | %+.1f%% |\n", batch, in, out,
+                   label, act < 0 ? "" : "+bias", t.med, t.min, t.max, gflops, over);
+            csv_row("cpu", "dense", act < 0 ? "gemm" : "host", 0, 0, batch, in, out, label, o->cpu_reps, t, 0, 0,
+                    gflops, over);
+        }
+        free(x), free(w), free(b), free(y);
+    }
+    free(ms);
+}
+
+/* ---- GPU ------------------------------------------------------------------ */
+
+#ifdef CCK_HAVE_CUDA
+
+#define CU(call)                                                                                        \
+    do {                                                                                                \
+        cudaError_t e_ = (call);                                                                        \
+        if (e_ != cudaSuccess) {                                                                        \
+            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);             \
+            return 1;                                                                                   \
+        }                                                                                               \
+    } while (0)
+
+typedef struct gpu_timer {
+    cudaEvent_t a, b;
+    void *flush;
+    size_t flush_bytes;
+} gpu_timer;
+
+/* One launch per rep: flush L2, record, run, record. kind 0 = copy,
+ * 1..4 = softmax version, 5 = dense. */
+typedef struct gpu_job {
+    int kind;
+    cck_cuda_context *ctx;
+    const float *x, *w, *b;
+    float *y;
+    size_t rows, cols, batch, in, out;
+    cck_activation act;
+} gpu_job;
+
+static int gpu_run(const gpu_job *j)
+{
+    cck_status st = CCK_OK;
+    if (j->kind == 0) {
+        return cudaMemcpyAsync(j->y, j->x, j->rows * j->cols * sizeof(float), cudaMemcpyDeviceToDevice, 0) ==
+               cudaSuccess;
+    } else if (j->kind <= 4) {
+        st = cck_softmax_cuda_version(j->ctx, j->kind, 0, j->x, j->y, j->rows, j->cols);
+    } else {
+        st = cck_dense_cuda(j->ctx, j->x, j->w, j->b, j->y, j->batch, j->in, j->out, j->act);
+    }
+    return st == CCK_OK;
+}
+
+static int gpu_time(gpu_timer *t, const gpu_job *j, int reps, double *ms, timing *out)
+{
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+        CU(cudaMemsetAsync(t->flush, r & 0xff, t->flush_bytes, 0));
+        CU(cudaEventRecord(t->a, 0));
+        if (!gpu_run(j)) {
+            printf("launch failed\n");
+            return 1;
+        }
+        CU(cudaEventRecord(t->b, 0));
+        CU(cudaEventSynchronize(t->b));
+        float f = 0;
+        CU(cudaEventElapsedTime(&f, t->a, t->b));
+        if (r >= 0) ms[r] = f;
+    }
+    *out = summarize(ms, reps);
+    return 0;
+}
+
+static int bench_gpu(const opts *o)
+{
+    int n = 0;
+    cck_status st = cck_cuda_device_count(&n);
+    if (st != CCK_OK || n == 0) {
+        printf("GPU benchmarks skipped: no GPU (%s)\n", cck_status_string(st));
+        return 0;
+    }
+    struct cudaDeviceProp prop;
+    CU(cudaGetDeviceProperties(&prop, 0));
+    snprintf(device_name, sizeof device_name, "GPU: %.160s (sm_%d%d, %d SMs, L2 %d MiB)", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    size_t ws_bytes = 0;
+    void *ws = NULL;
+    cck_cuda_context *ctx = NULL;
+    gpu_timer t = {0};
+    t.flush_bytes = 2 * (size_t)prop.l2CacheSize;
+    CU(cudaMalloc(&t.flush, t.flush_bytes));
+    CU(cudaEventCreate(&t.a));
+    CU(cudaEventCreate(&t.b));
+    if (cck_cublas_workspace_size(0, &ws_bytes) != CCK_OK) return 1;
+    CU(cudaMalloc(&ws, ws_bytes));
+    if (cck_cuda_context_create(0, NULL, ws, ws_bytes, 0, &ctx) != CCK_OK) return 1;
+    double *ms = malloc((size_t)o->reps * sizeof *ms);
+
+    printf("\n## %s\n\n", device_name);
+    printf("| op | shape | version | median ms | spread ms | GB/s or GFLOP/s | vs copy / overhead |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    for (size_t c = 0; c < NCOLS; c++) {
+        size_t rows = SOFTMAX_ROWS, cols = softmax_cols[c], nel = rows * cols;
+        float *hx = malloc(nel * sizeof *hx), *hy = malloc(nel * sizeof *hy), *dx, *dy;
+        CU(cudaMalloc((void **)&dx, nel * sizeof(float)));
+        CU(cudaMalloc((void **)&dy, nel * sizeof(float)));
+        fill(hx, nel, (unsigned)cols, 8.0f);
+        CU(cudaMemcpy(dx, hx, nel * sizeof(float), cudaMemcpyHostToDevice));
+        double bytes = 2.0 * nel * sizeof(float);
+        gpu_job job = {.kind = 0, .ctx = ctx, .x = dx, .y = dy, .rows = rows, .cols = cols};
+        timing tc;
+        if (gpu_time(&t, &job, o->reps, ms, &tc)) return 1;
+        double copy_gbps = bytes / tc.med * 1e-6;
+        printf("| copy D2D | %zux%zu | cudaMemcpy | %.4f | %.4f–%.4f | %.1f GB/s | 100%% |\n", rows, cols, tc.med,
+               tc.min, tc.max, copy_gbps);
+        csv_row("gpu", "copy", "memcpy", rows, cols, 0, 0, 0, "-", o->reps, tc, copy_gbps, 1.0, 0, 0);
+        for (int v = 1; v <= 4; v++) {
+            char what[64];
+            snprintf(what, sizeof what, "gpu softmax v%d %zux%zu", v, rows, cols);
+            CU(cudaMemset(dy, 0xff, nel * sizeof(float))); /* NaN poison */
+            job.kind = v;
+            if (!gpu_run(&job)) return 1;
+            CU(cudaMemcpy(hy, dy, nel * sizeof(float), cudaMemcpyDeviceToHost));
+            if (!softmax_ok(what, hx, hy, 0, 32, cols) || !softmax_ok(what, hx, hy, rows - 32, 32, cols)) continue;
+            timing tv;
+            if (gpu_time(&t, &job, o->reps, ms, &tv)) return 1;
+            double gbps = bytes / tv.med * 1e-6;
+            char ver[16];
+            snprintf(ver, sizeof ver, "v%d%s", v, v == 4 ? " (promoted)" : "");
+            printf("| softmax | %zux%zu | %s | %.4f | %.4f–%.4f | %.1f GB/s | %.1f%% |\n", rows, cols, ver, tv.med,
+                   tv.min, tv.max, gbps, 100.0 * gbps / copy_gbps);
+            csv_row("gpu", "softmax", ver, rows, cols, 0, 0, 0, "-", o->reps, tv, gbps, gbps / copy_gbps, 0, 0);
+        }
+        cudaFree(dx), cudaFree(dy), free(hx), free(hy);
+    }
+    static const size_t dims[][3] = {{512, 4096, 4096}, {4096, 1024, 4096}, {4096, 4096, 4096}};
+    for (size_t d = 0; d < 3; d++) {
+        size_t batch = dims[d][0], in = dims[d][1], out = dims[d][2];
+        float *hx = malloc(batch * in * sizeof *hx), *hw = malloc(out * in * sizeof *hw);
+        float *hb = malloc(out * sizeof *hb), *hy = malloc(batch * out * sizeof *hy);
+        float *dx, *dw, *db, *dy;
+        CU(cudaMalloc((void **)&dx, batch * in * sizeof(float)));
+        CU(cudaMalloc((void **)&dw, out * in * sizeof(float)));
+        CU(cudaMalloc((void **)&db, out * sizeof(float)));
+        CU(cudaMalloc((void **)&dy, batch * out * sizeof(float)));
+        fill(hx, batch * in, 1, 1.0f);
+        fill(hw, out * in, 2, 1.0f / sqrtf((float)in));
+        fill(hb, out, 3, 0.5f);
+        CU(cudaMemcpy(dx, hx, batch * in * sizeof(float), cudaMemcpyHostToDevice));
+        CU(cudaMemcpy(dw, hw, out * in * sizeof(float), cudaMemcpyHostToDevice));
+        CU(cudaMemcpy(db, hb, out * sizeof(float), cudaMemcpyHostToDevice));
+        double gemm_ms = 0;
+        for (int act = -1; act <= CCK_ACT_GELU; act++) {
+            gpu_job job = {.kind = 5, .ctx = ctx, .x = dx, .w = dw, .b = act < 0 ? NULL : db, .y = dy,
+                           .batch = batch, .in = in, .out = out, .act = act < 0 ? CCK_ACT_NONE : (cck_activation)act};
+            char what[96];
+            const char *label = act < 0 ? "gemm only" : cck_activation_name(job.act);
+            snprintf(what, sizeof what, "gpu dense %zux%zux%zu %s", batch, in, out, label);
+            CU(cudaMemset(dy, 0xff, batch * out * sizeof(float)));
+            if (!gpu_run(&job)) return 1;
+            CU(cudaMemcpy(hy, dy, batch * out * sizeof(float), cudaMemcpyDeviceToHost));
+            if (!dense_ok(what, hx, hw, job.b ? hb : NULL, hy, 4, in, out, job.act, 1e-5)) continue;
+            timing tv;
+            if (gpu_time(&t, &job, o->reps, ms, &tv)) return 1;
+            double gflops = 2.0 * batch * in * out / tv.med * 1e-6;
+            if (act < 0) gemm_ms = tv.med;
+            double over = act < 0 ? 0.0 : 100.0 * (tv.med - gemm_ms) / gemm_ms;
+            printf("| dense | %zux%zux%zu | %s%s | %.4f | %.4f–%.4f | %.0f GFLOP/s | %+.1f%% |\n", batch, in, out,
+                   label, act < 0 ? "" : "+bias", tv.med, tv.min, tv.max, gflops, over);
+            csv_row("gpu", "dense", act < 0 ? "gemm" : "cublas+epilogue", 0, 0, batch, in, out, label, o->reps, tv,
+                    0, 0, gflops, over);
+        }
+        cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dy);
+        free(hx), free(hw), free(hb), free(hy);
+    }
+    free(ms);
+    cck_cuda_context_destroy(ctx);
+    cudaFree(ws), cudaFree(t.flush);
+    cudaEventDestroy(t.a), cudaEventDestroy(t.b);
+    return 0;
+}
+
+#else
+
+static int bench_gpu(const opts *o)
+{
+    (void)o;
+    printf("GPU benchmarks skipped: no GPU (built without CUDA)\n");
+    return 0;
+}
+
+#endif
+
+int main(int argc, char **argv)
+{
+    opts o = {.reps = 20, .cpu_reps = 5, .cpu_rows = 4096, .csv = "cck_bench.csv", .cpu = 1};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            o.reps = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--cpu-reps") && i + 1 < argc) {
+            o.cpu_reps = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--cpu-rows") && i + 1 < argc) {
+            o.cpu_rows = (size_t)strtoull(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
+            o.csv = argv[++i];
+        } else if (!strcmp(argv[i], "--no-cpu")) {
+            o.cpu = 0;
+        } else {
+            printf("usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu]\n", argv[0]);
+            return !strcmp(argv[i], "--help") ? 0 : 2;
+        }
+    }
+    if (o.reps < 1 || o.cpu_reps < 1 || o.cpu_rows < 1) {
+        printf("--reps, --cpu-reps and --cpu-rows must be >= 1\n");
+        return 2;
+    }
+    csv = fopen(o.csv, "w");
+    if (!csv) {
+        perror(o.csv);
+        return 2;
+    }
+    fprintf(csv, "device,kind,op,version,rows,cols,batch,in,out,act,reps,median_ms,min_ms,max_ms,gbps,"
+                 "frac_of_copy,gflops,overhead_pct\n");
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+    printf("# cck_bench, %s\n\n", date);
+    int rc = bench_gpu(&o);
+    if (o.cpu) {
+        bench_cpu(&o);
+    }
+    fclose(csv);
+    printf("\nCSV: %s\n", o.csv);
+    if (failures) {
+        printf("%d configuration(s) failed their correctness check and were not timed\n", failures);
+    }
+    return rc || failures ? 1 : 0;
+}

@@ -1,0 +1,70 @@
+/*
+ * cck_internal.h — names shared between the files of kernels/src, not public.
+ *
+ * The public CUDA entry points (cck_softmax_cuda_version, cck_dense_cuda, ...)
+ * live in cuda_api.c: plain C that checks every argument and only then calls
+ * the launchers below. The launchers are defined by the .cu files when the
+ * library is built with CUDA, and by cuda_stub.c (all CCK_ERR_NO_DEVICE)
+ * otherwise. So argument errors read the same with and without a GPU, and the
+ * host tests can check them on any machine.
+ */
+#ifndef CCK_INTERNAL_H
+#define CCK_INTERNAL_H
+
+#include "cck.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Block sizes: every version takes a multiple of 32 in [32, 1024] (0 = its
+ * default); versions 3 and 4 need a power of two (CUB's BlockReduce is a
+ * template on the block size, and only those are instantiated). */
+#define CCK_SOFTMAX_VERSIONS 4
+#define CCK_MAX_BLOCK 1024
+
+/* --- defined in context.cu (or cuda_stub.c) --- */
+cck_status cck_cu_device_count(int *count);
+cck_status cck_cu_workspace_size(int device, size_t *bytes);
+cck_status cck_cu_context_create(int device, void *stream, void *workspace, size_t workspace_bytes,
+                                 int use_tf32, cck_cuda_context **out);
+cck_status cck_cu_context_destroy(cck_cuda_context *ctx);
+cck_status cck_cu_copy(cck_cuda_context *ctx, void *dst, const void *src, size_t bytes, int to_device);
+cck_status cck_cu_synchronize(cck_cuda_context *ctx);
+
+/* --- defined in softmax.cu (or cuda_stub.c); arguments already checked --- */
+cck_status cck_cu_softmax(cck_cuda_context *ctx, int version, int block_size, const float *x, float *y,
+                          size_t rows, size_t cols);
+
+/* --- defined in dense.cu (or cuda_stub.c); arguments already checked --- */
+cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, const float *b, float *y,
+                        size_t batch, size_t in, size_t out, cck_activation act);
+
+/* Host kernels share their outer loop among OpenMP threads when the library
+ * is built with OpenMP and the call is big enough: at least
+ * CCK_PARALLEL_MIN_ELEMS softmax elements (~2 ms of work) or
+ * CCK_PARALLEL_MIN_MACS dense multiply-adds (~0.7 ms). Below that, waking a
+ * second thread costs more than it saves, and on a loaded machine it can
+ * cost a scheduler time slice (measured: 8 ms for a 512x128 softmax). */
+#define CCK_PARALLEL_MIN_ELEMS ((size_t)1 << 18)
+#define CCK_PARALLEL_MIN_MACS ((size_t)1 << 22)
+#ifdef _OPENMP
+#define CCK_PRAGMA(x) _Pragma(#x)
+#define CCK_PARALLEL_FOR(cond) CCK_PRAGMA(omp parallel for schedule(static) if (cond))
+#else
+#define CCK_PARALLEL_FOR(cond)
+#endif
+
+/* --- defined in common.c --- */
+/* rows * cols elements fit a size_t and their bytes too: 1, else 0. */
+int cck_dims_ok(size_t rows, size_t cols);
+/* The dense layer's arguments (host and CUDA alike): x, w, y set, y aliasing
+ * neither, no zero or overflowing dimension, a known activation: 1, else 0. */
+int cck_dense_args_ok(const float *x, const float *w, const float *y, size_t batch, size_t in, size_t out,
+                      cck_activation act);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCK_INTERNAL_H */

@@ -1,0 +1,83 @@
+/*
+ * common.c — the small vocabulary every kernel file shares: status names,
+ * activation names, and the overflow check on matrix dimensions.
+ *
+ * Status codes follow ggml's habit (one enum, 0 = success, a string for
+ * every code); activation names are the lower-case words the engine's model
+ * files and command lines use. Nothing here allocates; everything is O(1).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "cck_internal.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+const char *cck_status_string(cck_status s)
+{
+    switch (s) {
+    case CCK_OK: return "CCK_OK";
+    case CCK_ERR_INVALID_ARGUMENT: return "CCK_ERR_INVALID_ARGUMENT: NULL pointer, zero dimension, bad version or name";
+    case CCK_ERR_NO_DEVICE: return "CCK_ERR_NO_DEVICE: no GPU present, or built without CUDA";
+    case CCK_ERR_CUDA: return "CCK_ERR_CUDA: a CUDA runtime call failed";
+    case CCK_ERR_CUBLAS: return "CCK_ERR_CUBLAS: a cuBLAS call failed";
+    case CCK_ERR_UNSUPPORTED: return "CCK_ERR_UNSUPPORTED: this version cannot run with these parameters";
+    }
+    return "CCK_ERR_?: unknown status code";
+}
+
+static const char *const act_names[] = {"none", "relu", "gelu"};
+
+const char *cck_activation_name(cck_activation a)
+{
+    if ((unsigned)a < sizeof act_names / sizeof act_names[0]) {
+        return act_names[a];
+    }
+    return "?";
+}
+
+cck_status cck_activation_parse(const char *name, cck_activation *out)
+{
+    if (name == NULL || out == NULL) {
+        return CCK_ERR_INVALID_ARGUMENT;
+    }
+    for (unsigned i = 0; i < sizeof act_names / sizeof act_names[0]; i++) {
+        if (strcmp(name, act_names[i]) == 0) {
+            *out = (cck_activation)i;
+            return CCK_OK;
+        }
+    }
+    return CCK_ERR_INVALID_ARGUMENT;
+}
+
+int cck_dims_ok(size_t rows, size_t cols)
+{
+    if (rows == 0 || cols == 0) {
+        return 0;
+    }
+    /* elements and bytes (4 per float) must both fit a size_t */
+    return rows <= SIZE_MAX / 4 / cols;
+}
+
+int cck_dense_args_ok(const float *x, const float *w, const float *y, size_t batch, size_t in, size_t out,
+                      cck_activation act)
+{
+    if (x == NULL || w == NULL || y == NULL || y == x || y == w) {
+        return 0;
+    }
+    if (!cck_dims_ok(batch, in) || !cck_dims_ok(out, in) || !cck_dims_ok(batch, out)) {
+        return 0;
+    }
+    return act == CCK_ACT_NONE || act == CCK_ACT_RELU || act == CCK_ACT_GELU;
+}
+
+int cck_host_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}

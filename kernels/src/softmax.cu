@@ -1,0 +1,397 @@
+/*
+ * softmax.cu — row-wise softmax on the GPU, four numbered versions.
+ *
+ * Layout: x, y are rows × cols float32, row-major (row r at x + r*cols); any
+ * cols >= 1, rows need not be aligned. y may equal x (each element is read by
+ * the thread that later writes it, and only after the row's statistics are
+ * known). Every version computes
+ *
+ *     y[j] = exp(x[j] - m) / sum_k exp(x[k] - m),   m = max_k x[k]
+ *
+ * Standalone build of this file's kernels happens through the library
+ * (kernels/CMakeLists.txt); to compare versions run the benchmark:
+ *
+ *     cmake --build build --target cck_bench && ./build/bench/kernels/cck_bench
+ *
+ * Softmax is memory-bound: a few flops per element against 8 bytes of
+ * compulsory traffic (read x, write y). The yardstick is therefore a
+ * device-to-device copy of the same bytes; each version moves closer to it.
+ *
+ * version 1: one thread per row. Three loops (max, sum, write) over the row,
+ *   the naive CPU code moved to the GPU. Neighbouring threads read addresses
+ *   cols*4 bytes apart, so every warp load touches 32 different cache lines
+ *   (uncoalesced), and with 4096 rows there are only 4096 threads: most of
+ *   the GPU idles. Correct and slow; the baseline.
+ *
+ * version 2: one warp per row. The 32 lanes stride through the row together,
+ *   so each warp load is one contiguous 128-byte line (coalesced), and the
+ *   max and the sum are combined across lanes with __shfl_xor_sync (a
+ *   butterfly: 5 steps, registers only, no shared memory, no __syncthreads).
+ *   32x more threads than version 1 and full-width memory transactions. Long
+ *   rows (32768 columns) leave each lane 1024 sequential elements: one warp
+ *   cannot keep enough loads in flight, which version 3 fixes.
+ *
+ * version 3: one block per row, reductions with cub::BlockReduce. Up to 1024
+ *   threads share a row (more loads in flight per row, every SM busy even
+ *   for few long rows). CUB's BlockReduce does warp shuffles and then one
+ *   shared-memory step across warps; the result is broadcast through shared
+ *   memory. Still three passes over x (max, sum, write): 2 reads of x and
+ *   1 write beyond the compulsory read, the second and third mostly from L2.
+ *
+ * version 4: single-pass online normaliser (Milakov & Gimelshein 2018,
+ *   "Online normalizer calculation for softmax") with 16-byte loads. Each
+ *   thread keeps a running pair (m, d): on a new element x,
+ *       m' = max(m, x),   d' = d * exp(m - m') + exp(x - m')
+ *   and two pairs merge the same way, so the max and the sum come out of ONE
+ *   read of the row and ONE reduction (of pairs) instead of two. Then one
+ *   more read (from L2) computes and writes y. Loads and stores are float4
+ *   (LDG.128/STG.128: 4x fewer instructions, full sectors per request) on the
+ *   16-byte-aligned middle of each row; a scalar head reaches the first
+ *   aligned address and a scalar tail takes cols % 4 leftovers, so any cols
+ *   and any row offset work (cols = 1 is all head). Stores of y use the
+ *   streaming hint (__stcs) so y does not evict x from L2 before it is
+ *   re-read. Rows of <= 1024 columns use one warp per row (shuffle merge of
+ *   pairs, several rows per block); longer rows one block per row with
+ *   cub::BlockReduce over pairs. This is the promoted version:
+ *   cck_softmax_cuda runs it with its default block size.
+ *   NOTE: the promotion follows the design argument above; it has not been
+ *   measured yet (no GPU in the session that wrote it). bench/kernels prints
+ *   the numbers for every version when run on a GPU.
+ *
+ * NaN and infinity: as the double reference in softmax_host.c and as
+ * torch.softmax. The maximum skips NaN (fmaxf), but exp(NaN - m) = NaN enters
+ * the sum, so a row with a NaN is all NaN; a +inf makes the row all NaN
+ * (exp(inf - inf)); -inf elements give 0; a row of only -inf is all NaN. In
+ * version 4 a running pair with m = -inf holds a sum of zeros (or NaN), so
+ * its rescale factor is defined as 0 rather than exp(-inf - -inf) = NaN; that
+ * keeps rows like [-inf, 1] finite while NaN still propagates (NaN * 0 = NaN).
+ *
+ * Accuracy: float arithmetic, expf (not __expf); the sum of v1 is sequential
+ * over the row, the others are tree-shaped. Tests check
+ * |y - ref| <= (1e-5 + 4·sqrt(cols)·2^-24)·|ref| + 1e-37.
+ *
+ * Block sizes (threads per block, 0 = default): v1 and v2 take any multiple
+ * of 32 up to 1024 (v2: block/32 rows per block); v3 and v4 powers of two
+ * from 32 to 1024 (CUB's BlockReduce is a template on the block size).
+ */
+#include <cub/block/block_reduce.cuh>
+#include <stdint.h>
+
+#include "cck_cuda.cuh"
+
+// ---------------------------------------------------------------------------
+// shared device helpers
+
+struct max_op {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct sum_op {
+    __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    }
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        v += __shfl_xor_sync(0xffffffffu, v, off);
+    }
+    return v;
+}
+
+// Reduce `v` over the block with CUB and give every thread the result.
+template <int BLOCK, typename T, typename Op>
+__device__ __forceinline__ T block_all_reduce(T v, Op op)
+{
+    using reduce_t = cub::BlockReduce<T, BLOCK>;
+    __shared__ typename reduce_t::TempStorage tmp;
+    __shared__ T result;
+    T r = reduce_t(tmp).Reduce(v, op); // valid in thread 0 only
+    if (threadIdx.x == 0) {
+        result = r;
+    }
+    __syncthreads();
+    r = result;
+    __syncthreads(); // tmp and result may be reused by the next call
+    return r;
+}
+
+// ---------------------------------------------------------------------------
+// version 1: one thread per row
+
+__global__ void softmax_kernel1(const float *x, float *y, int rows, int cols)
+{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) {
+        return;
+    }
+    const float *xr = x + (size_t)row * cols;
+    float *yr = y + (size_t)row * cols;
+    float m = -INFINITY;
+    for (int j = 0; j < cols; j++) {
+        m = fmaxf(m, xr[j]);
+    }
+    float s = 0.0f;
+    for (int j = 0; j < cols; j++) {
+        s += expf(xr[j] - m);
+    }
+    float inv = 1.0f / s;
+    for (int j = 0; j < cols; j++) {
+        yr[j] = expf(xr[j] - m) * inv;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// version 2: one warp per row, shuffle reductions
+
+__global__ void softmax_kernel2(const float *x, float *y, int rows, int cols)
+{
+    int lane = threadIdx.x % 32;
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= rows) {
+        return; // the whole warp leaves together: the shuffles stay full-mask
+    }
+    const float *xr = x + (size_t)row * cols;
+    float *yr = y + (size_t)row * cols;
+    float m = -INFINITY;
+    for (int j = lane; j < cols; j += 32) {
+        m = fmaxf(m, xr[j]);
+    }
+    m = warp_max(m);
+    float s = 0.0f;
+    for (int j = lane; j < cols; j += 32) {
+        s += expf(xr[j] - m);
+    }
+    float inv = 1.0f / warp_sum(s);
+    for (int j = lane; j < cols; j += 32) {
+        yr[j] = expf(xr[j] - m) * inv;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// version 3: one block per row, cub::BlockReduce
+
+template <int BLOCK>
+__global__ void __launch_bounds__(BLOCK) softmax_kernel3(const float *x, float *y, int cols)
+{
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    float *yr = y + (size_t)blockIdx.x * cols;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < cols; j += BLOCK) {
+        m = fmaxf(m, xr[j]);
+    }
+    m = block_all_reduce<BLOCK>(m, max_op());
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < cols; j += BLOCK) {
+        s += expf(xr[j] - m);
+    }
+    float inv = 1.0f / block_all_reduce<BLOCK>(s, sum_op());
+    for (int j = threadIdx.x; j < cols; j += BLOCK) {
+        yr[j] = expf(xr[j] - m) * inv;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// version 4: online softmax, float4 loads, warp or block per row
+
+// The running pair: maximum so far and sum of exp(x - m) so far.
+struct md_pair {
+    float m;
+    float d;
+};
+
+// Factor taking a sum relative to m_old to one relative to m_new >= m_old.
+// m_old = -inf: the sum holds only zeros (or NaN); 0 keeps zeros zero and
+// NaN NaN, where exp(-inf - -inf) would turn zeros into NaN.
+__device__ __forceinline__ float rescale(float m_old, float m_new)
+{
+    return m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+}
+
+__device__ __forceinline__ md_pair md_add(md_pair p, float v)
+{
+    float m = fmaxf(p.m, v);
+    float e = v == -INFINITY ? 0.0f : expf(v - m);
+    return {m, p.d * rescale(p.m, m) + e};
+}
+
+struct md_merge {
+    __device__ __forceinline__ md_pair operator()(md_pair a, md_pair b) const
+    {
+        float m = fmaxf(a.m, b.m);
+        return {m, a.d * rescale(a.m, m) + b.d * rescale(b.m, m)};
+    }
+};
+
+__device__ __forceinline__ md_pair warp_md(md_pair p)
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        md_pair o = {__shfl_xor_sync(0xffffffffu, p.m, off), __shfl_xor_sync(0xffffffffu, p.d, off)};
+        p = md_merge()(p, o);
+    }
+    return p;
+}
+
+// One row split as  [head: scalars up to the first 16-byte boundary]
+//                   [body: n4 float4]  [tail: cols - head - 4*n4 scalars]
+struct row_split {
+    int head, n4, tail_start;
+};
+
+__device__ __forceinline__ row_split split_row(const float *xr, int cols)
+{
+    int head = (int)((16u - ((uintptr_t)xr & 15u)) & 15u) / 4;
+    head = head < cols ? head : cols;
+    int n4 = (cols - head) / 4;
+    return {head, n4, head + 4 * n4};
+}
+
+// Pass 1 for one thread (index t of `nt` sharing the row): its running pair.
+__device__ __forceinline__ md_pair row_pair(const float *xr, int cols, row_split s, int t, int nt)
+{
+    md_pair p = {-INFINITY, 0.0f};
+    for (int j = t; j < s.head; j += nt) {
+        p = md_add(p, xr[j]);
+    }
+    const float4 *x4 = reinterpret_cast<const float4 *>(xr + s.head);
+    for (int i = t; i < s.n4; i += nt) {
+        float4 v = x4[i];
+        p = md_add(md_add(md_add(md_add(p, v.x), v.y), v.z), v.w);
+    }
+    for (int j = s.tail_start + t; j < cols; j += nt) {
+        p = md_add(p, xr[j]);
+    }
+    return p;
+}
+
+// Pass 2: y = exp(x - m) * inv. y's rows may be aligned differently from x's
+// (y = x + 1 row of odd length, say); then the body is stored as scalars.
+__device__ __forceinline__ void row_write(const float *xr, float *yr, int cols, row_split s, int t, int nt,
+                                          float m, float inv)
+{
+    for (int j = t; j < s.head; j += nt) {
+        __stcs(yr + j, expf(xr[j] - m) * inv);
+    }
+    const float4 *x4 = reinterpret_cast<const float4 *>(xr + s.head);
+    float *yb = yr + s.head;
+    bool y_aligned = ((uintptr_t)yb & 15u) == 0;
+    for (int i = t; i < s.n4; i += nt) {
+        float4 v = x4[i];
+        float4 o = {expf(v.x - m) * inv, expf(v.y - m) * inv, expf(v.z - m) * inv, expf(v.w - m) * inv};
+        if (y_aligned) {
+            __stcs(reinterpret_cast<float4 *>(yb) + i, o);
+        } else {
+            __stcs(yb + 4 * i + 0, o.x);
+            __stcs(yb + 4 * i + 1, o.y);
+            __stcs(yb + 4 * i + 2, o.z);
+            __stcs(yb + 4 * i + 3, o.w);
+        }
+    }
+    for (int j = s.tail_start + t; j < cols; j += nt) {
+        __stcs(yr + j, expf(xr[j] - m) * inv);
+    }
+}
+
+// Rows of <= CCK_V4_WARP_COLS columns: one warp per row.
+#define CCK_V4_WARP_COLS 1024
+
+__global__ void softmax_kernel4_warp(const float *x, float *y, int rows, int cols)
+{
+    int lane = threadIdx.x % 32;
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= rows) {
+        return;
+    }
+    const float *xr = x + (size_t)row * cols;
+    row_split s = split_row(xr, cols);
+    md_pair p = warp_md(row_pair(xr, cols, s, lane, 32));
+    row_write(xr, y + (size_t)row * cols, cols, s, lane, 32, p.m, 1.0f / p.d);
+}
+
+template <int BLOCK>
+__global__ void __launch_bounds__(BLOCK) softmax_kernel4_block(const float *x, float *y, int cols)
+{
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    row_split s = split_row(xr, cols);
+    md_pair p = block_all_reduce<BLOCK>(row_pair(xr, cols, s, threadIdx.x, BLOCK), md_merge());
+    row_write(xr, y + (size_t)blockIdx.x * cols, cols, s, threadIdx.x, BLOCK, p.m, 1.0f / p.d);
+}
+
+// ---------------------------------------------------------------------------
+// launchers
+
+#define CCK_BLOCK_SWITCH(bs, KERNEL, grid, stream, ...)                                                 \
+    switch (bs) {                                                                                       \
+    case 32: KERNEL<32><<<grid, 32, 0, stream>>>(__VA_ARGS__); break;                                   \
+    case 64: KERNEL<64><<<grid, 64, 0, stream>>>(__VA_ARGS__); break;                                   \
+    case 128: KERNEL<128><<<grid, 128, 0, stream>>>(__VA_ARGS__); break;                                \
+    case 256: KERNEL<256><<<grid, 256, 0, stream>>>(__VA_ARGS__); break;                                \
+    case 512: KERNEL<512><<<grid, 512, 0, stream>>>(__VA_ARGS__); break;                                \
+    case 1024: KERNEL<1024><<<grid, 1024, 0, stream>>>(__VA_ARGS__); break;                             \
+    default: return CCK_ERR_UNSUPPORTED;                                                                \
+    }
+
+// Version 4's default block: warp mode 256 threads (8 rows per block); block
+// mode enough threads for about 8 float4 each, between 128 and 1024.
+static int v4_default_block(int cols)
+{
+    if (cols <= CCK_V4_WARP_COLS) {
+        return 256;
+    }
+    int bs = 128;
+    while (bs < 1024 && bs * 4 * 8 < cols) {
+        bs *= 2;
+    }
+    return bs;
+}
+
+static unsigned ceil_div(int a, int b)
+{
+    return (unsigned)((a + (long long)b - 1) / b);
+}
+
+extern "C" cck_status cck_cu_softmax(cck_cuda_context *ctx, int version, int block_size, const float *x,
+                                     float *y, size_t rows_, size_t cols_)
+{
+    int rows = (int)rows_, cols = (int)cols_; // <= INT_MAX, checked by cuda_api.c
+    cudaStream_t st = ctx->stream;
+    if (version == 0) { // the promoted version
+        version = 4;
+        block_size = 0;
+    }
+    CCK_CUDA_TRY(cudaSetDevice(ctx->device));
+    switch (version) {
+    case 1: {
+        int bs = block_size ? block_size : 128;
+        softmax_kernel1<<<ceil_div(rows, bs), bs, 0, st>>>(x, y, rows, cols);
+        break;
+    }
+    case 2: {
+        int bs = block_size ? block_size : 256;
+        softmax_kernel2<<<ceil_div(rows, bs / 32), bs, 0, st>>>(x, y, rows, cols);
+        break;
+    }
+    case 3: {
+        int bs = block_size ? block_size : 256;
+        CCK_BLOCK_SWITCH(bs, softmax_kernel3, (unsigned)rows, st, x, y, cols);
+        break;
+    }
+    case 4: {
+        int bs = block_size ? block_size : v4_default_block(cols);
+        if (cols <= CCK_V4_WARP_COLS) {
+            softmax_kernel4_warp<<<ceil_div(rows, bs / 32), bs, 0, st>>>(x, y, rows, cols);
+        } else {
+            CCK_BLOCK_SWITCH(bs, softmax_kernel4_block, (unsigned)rows, st, x, y, cols);
+        }
+        break;
+    }
+    default: return CCK_ERR_INVALID_ARGUMENT;
+    }
+    return cck_cu_launch_status();
+}

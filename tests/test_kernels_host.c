@@ -1,0 +1,309 @@
+/*
+ * test_kernels_host.c — the host kernels (softmax_host.c, dense_host.c)
+ * against the double references, the vocabulary of common.c, and the
+ * argument checks of every CUDA entry point (cuda_api.c), which run the same
+ * with or without a GPU.
+ *
+ * Inputs are random with a fresh seed per test, printed to stderr
+ * ("seed=..."); CCK_SEED=<seed> replays a run. Tolerances are those of
+ * kernels_check.h; each test prints the largest relative error it saw.
+ */
+#include <float.h>
+#include <string.h>
+
+#include "kernels_check.h"
+
+/* ---- status and activation names -------------------------------------- */
+
+Test(kernels_common, status_strings_name_every_code)
+{
+    for (int s = CCK_OK; s <= CCK_ERR_UNSUPPORTED; s++) {
+        const char *str = cck_status_string((cck_status)s);
+        cr_assert(strncmp(str, "CCK_", 4) == 0, "code %d: %s", s, str);
+        for (int t = CCK_OK; t < s; t++) {
+            cr_assert_str_neq(str, cck_status_string((cck_status)t));
+        }
+    }
+    cr_assert_str_eq(cck_status_string((cck_status)99), "CCK_ERR_?: unknown status code");
+}
+
+Test(kernels_common, activation_names_round_trip)
+{
+    for (int a = CCK_ACT_NONE; a <= CCK_ACT_GELU; a++) {
+        cck_activation back = CCK_ACT_NONE;
+        cr_assert_eq(cck_activation_parse(cck_activation_name((cck_activation)a), &back), CCK_OK);
+        cr_assert_eq((int)back, a);
+    }
+    cr_assert_str_eq(cck_activation_name(CCK_ACT_GELU), "gelu");
+    cr_assert_str_eq(cck_activation_name((cck_activation)7), "?");
+}
+
+Test(kernels_common, activation_parse_rejects_bad_names)
+{
+    const char *bad[] = {"", "RELU", "Gelu", "gelu_erf", "none ", " relu", "sigmoid", "?"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cck_activation a = CCK_ACT_RELU;
+        cr_assert_eq(cck_activation_parse(bad[i], &a), CCK_ERR_INVALID_ARGUMENT, "'%s'", bad[i]);
+        cr_assert_eq(a, CCK_ACT_RELU, "'%s' changed the output", bad[i]);
+    }
+    cck_activation a;
+    cr_assert_eq(cck_activation_parse(NULL, &a), CCK_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cck_activation_parse("relu", NULL), CCK_ERR_INVALID_ARGUMENT);
+}
+
+/* ---- softmax ------------------------------------------------------------- */
+
+static double softmax_case(rng *r, size_t rows, size_t cols, float scale, int in_place)
+{
+    float *x = xmalloc(rows * cols * sizeof *x), *y = xmalloc(rows * cols * sizeof *y);
+    fill_uniform(r, x, rows * cols, scale);
+    float *keep = xmalloc(rows * cols * sizeof *keep);
+    memcpy(keep, x, rows * cols * sizeof *x);
+    float *out = in_place ? x : y;
+    cr_assert_eq(cck_softmax_host(x, out, rows, cols), CCK_OK);
+    char what[96];
+    snprintf(what, sizeof what, "softmax_host %zux%zu scale %g%s", rows, cols, scale, in_place ? " in place" : "");
+    double worst = check_softmax(what, out, keep, rows, cols);
+    for (size_t i = 0; i < rows; i++) { /* every row sums to 1 */
+        double s = 0.0;
+        for (size_t j = 0; j < cols; j++) s += out[i * cols + j];
+        cr_assert(fabs(s - 1.0) <= 1e-5 * (1.0 + sqrt((double)cols) / 16), "%s: row %zu sums to %.9g", what, i, s);
+    }
+    free(x), free(y), free(keep);
+    return worst;
+}
+
+Test(softmax_host, matches_reference_on_many_shapes)
+{
+    rng r = rng_fresh("softmax_host.matches_reference_on_many_shapes");
+    static const size_t shapes[][2] = {{1, 1}, {1, 2}, {3, 1}, {1, 7}, {5, 31}, {7, 32}, {7, 33}, {13, 127},
+                                       {4, 128}, {9, 1000}, {3, 1023}, {2, 4097}, {2, 32768}, {64, 128}};
+    const float scales[] = {1.0f, 10.0f, 60.0f};
+    double worst = 0.0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (size_t k = 0; k < 3; k++) {
+            worst = fmax(worst, softmax_case(&r, shapes[s][0], shapes[s][1], scales[k], 0));
+        }
+    }
+    for (int t = 0; t < 20; t++) { /* random odd shapes */
+        worst = fmax(worst, softmax_case(&r, 1 + rng_below(&r, 40), 1 + rng_below(&r, 3000), 8.0f, 0));
+    }
+    fprintf(stderr, "softmax_host: largest relative error %.3g (tolerance %.3g at cols=1, %.3g at 32768)\n",
+            worst, softmax_rtol(1), softmax_rtol(32768));
+}
+
+Test(softmax_host, in_place)
+{
+    rng r = rng_fresh("softmax_host.in_place");
+    softmax_case(&r, 7, 1000, 10.0f, 1);
+    softmax_case(&r, 3, 1, 10.0f, 1);
+}
+
+Test(softmax_host, one_column_is_one)
+{
+    float x[4] = {-3.0f, 0.0f, 1e30f, -FLT_MAX}, y[4];
+    cr_assert_eq(cck_softmax_host(x, y, 4, 1), CCK_OK);
+    for (int i = 0; i < 4; i++) cr_assert_eq(y[i], 1.0f, "row %d: %g", i, y[i]);
+}
+
+Test(softmax_host, large_magnitudes_do_not_overflow)
+{
+    float x[6] = {FLT_MAX, FLT_MAX, -FLT_MAX, 1e30f, 1e30f - 1e24f, -1e30f};
+    float y[6];
+    cr_assert_eq(cck_softmax_host(x, y, 2, 3), CCK_OK);
+    check_softmax("softmax_host large", y, x, 2, 3);
+    cr_assert_eq(y[0], 0.5f);
+    cr_assert_eq(y[2], 0.0f);
+}
+
+/* NaN and infinity, row by row, as documented in softmax_host.c: the host
+ * kernel and the reference agree, and the reference says what torch does. */
+Test(softmax_host, nan_and_inf_follow_the_reference)
+{
+    const float nan = NAN, inf = INFINITY;
+    float x[7][4] = {
+        {1.0f, nan, 2.0f, 3.0f},     /* NaN anywhere: row all NaN          */
+        {1.0f, inf, 2.0f, 3.0f},     /* +inf: all NaN                       */
+        {-inf, 0.0f, -inf, 0.0f},    /* -inf elements: exactly 0            */
+        {-inf, -inf, -inf, -inf},    /* only -inf: all NaN                  */
+        {nan, nan, nan, nan},        /* only NaN: all NaN                   */
+        {-inf, 5.0f, -inf, -inf},    /* one finite: it gets 1               */
+        {inf, -inf, 1.0f, nan},      /* everything at once                  */
+    };
+    float y[7][4];
+    cr_assert_eq(cck_softmax_host(&x[0][0], &y[0][0], 7, 4), CCK_OK);
+    check_softmax("softmax_host nan/inf", &y[0][0], &x[0][0], 7, 4);
+    for (int j = 0; j < 4; j++) {
+        cr_assert(isnan(y[0][j]) && isnan(y[1][j]) && isnan(y[3][j]) && isnan(y[4][j]) && isnan(y[6][j]));
+    }
+    cr_assert(y[2][0] == 0.0f && y[2][1] == 0.5f && y[2][2] == 0.0f && y[2][3] == 0.5f);
+    cr_assert(y[5][0] == 0.0f && y[5][1] == 1.0f && y[5][3] == 0.0f);
+}
+
+Test(softmax_host, bad_arguments)
+{
+    float x[4] = {0}, y[4];
+    cr_assert_eq(cck_softmax_host(NULL, y, 1, 4), CCK_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cck_softmax_host(x, NULL, 1, 4), CCK_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cck_softmax_host(x, y, 0, 4), CCK_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cck_softmax_host(x, y, 1, 0), CCK_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cck_softmax_host(x, y, SIZE_MAX / 2, 4), CCK_ERR_INVALID_ARGUMENT); /* overflows */
+    cck_softmax_reference(NULL, NULL, 1, 1);                                          /* no crash */
+}
+
+/* ---- dense ---------------------------------------------------------------- */
+
+static double dense_case(rng *r, size_t batch, size_t in, size_t out, int bias, cck_activation act)
+{
+    float *x = xmalloc(batch * in * sizeof *x), *w = xmalloc(out * in * sizeof *w);
+    float *b = bias ? xmalloc(out * sizeof *b) : NULL, *y = xmalloc(batch * out * sizeof *y);
+    fill_uniform(r, x, batch * in, 1.0f);
+    fill_uniform(r, w, out * in, 1.0f / sqrtf((float)in));
+    if (b) fill_uniform(r, b, out, 0.5f);
+    for (size_t i = 0; i < batch * out; i++) y[i] = NAN; /* poison */
+    cr_assert_eq(cck_dense_host(x, w, b, y, batch, in, out, act), CCK_OK);
+    char what[96];
+    snprintf(what, sizeof what, "dense_host %zux%zux%zu %s%s", batch, in, out, cck_activation_name(act),
+             bias ? " +bias" : "");
+    double worst = check_dense(what, y, x, w, b, batch, in, out, act, 1e-5);
+    free(x), free(w), free(b), free(y);
+    return worst;
+}
+
+Test(dense_host, matches_reference_on_many_shapes)
+{
+    rng r = rng_fresh("dense_host.matches_reference_on_many_shapes");
+    static const size_t shapes[][3] = {{1, 1, 1},   {1, 3, 5},   {4, 8, 8},    {5, 7, 9},     {3, 1, 17},
+                                       {17, 33, 1}, {8, 256, 8}, {9, 257, 15}, {33, 513, 65}, {64, 1024, 96}};
+    double worst = 0.0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
+            for (int bias = 0; bias < 2; bias++) {
+                worst = fmax(worst, dense_case(&r, shapes[s][0], shapes[s][1], shapes[s][2], bias,
+                                               (cck_activation)act));
+            }
+        }
+    }
+    for (int t = 0; t < 12; t++) {
+        worst = fmax(worst, dense_case(&r, 1 + rng_below(&r, 40), 1 + rng_below(&r, 700), 1 + rng_below(&r, 70),
+                                       (int)rng_below(&r, 2), (cck_activation)rng_below(&r, 3)));
+    }
+    fprintf(stderr, "dense_host: largest error %.3g of sum|x*w|+|b| (tolerance 1.2e-5)\n", worst);
+}
+
+Test(dense_host, activations_by_value)
+{
+    /* 1x1x1 layers: y = act(x*w + b) */
+    float x = 1.0f, w = 2.0f, b = -3.0f, y;
+    cr_assert_eq(cck_dense_host(&x, &w, &b, &y, 1, 1, 1, CCK_ACT_NONE), CCK_OK);
+    cr_assert_eq(y, -1.0f);
+    cr_assert_eq(cck_dense_host(&x, &w, &b, &y, 1, 1, 1, CCK_ACT_RELU), CCK_OK);
+    cr_assert_eq(y, 0.0f);
+    cr_assert_eq(cck_dense_host(&x, &w, NULL, &y, 1, 1, 1, CCK_ACT_GELU), CCK_OK);
+    /* gelu_tanh(2) = 1.9545977 */
+    cr_assert(fabsf(y - 1.9545977f) < 1e-6f, "gelu(2) = %.9g", y);
+}
+
+Test(dense_host, nan_propagates_to_its_row)
+{
+    float x[2][3] = {{1, NAN, 2}, {1, 2, 3}}, w[2][3] = {{1, 1, 1}, {0, 1, 0}}, y[2][2];
+    for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
+        cr_assert_eq(cck_dense_host(&x[0][0], &w[0][0], NULL, &y[0][0], 2, 3, 2, (cck_activation)act), CCK_OK);
+        cr_assert(isnan(y[0][0]) && isnan(y[0][1]), "%s: relu/gelu keep NaN", cck_activation_name(act));
+        cr_assert(!isnan(y[1][0]) && !isnan(y[1][1]));
+    }
+}
+
+Test(dense_host, bad_arguments)
+{
+    float x[4] = {0}, w[4] = {0}, b[2] = {0}, y[4];
+    const cck_status bad = CCK_ERR_INVALID_ARGUMENT;
+    cr_assert_eq(cck_dense_host(NULL, w, b, y, 2, 2, 2, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_host(x, NULL, b, y, 2, 2, 2, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_host(x, w, b, NULL, 2, 2, 2, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_host(x, w, b, y, 0, 2, 2, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_host(x, w, b, y, 2, 0, 2, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_host(x, w, b, y, 2, 2, 0, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_host(x, w, b, y, 2, 2, 2, (cck_activation)3), bad);
+    cr_assert_eq(cck_dense_host(x, w, b, y, 2, 2, 2, (cck_activation)-1), bad);
+    cr_assert_eq(cck_dense_host(x, w, b, x, 2, 2, 2, CCK_ACT_NONE), bad); /* y aliases x */
+    cr_assert_eq(cck_dense_host(x, w, b, w, 2, 2, 2, CCK_ACT_NONE), bad); /* y aliases w */
+    cr_assert_eq(cck_dense_host(x, w, b, y, SIZE_MAX / 2, 4, 2, CCK_ACT_NONE), bad);
+    cck_dense_reference(NULL, w, b, NULL, 2, 2, 2, CCK_ACT_NONE); /* no crash */
+}
+
+/* ---- CUDA entry points: argument checks, with or without a GPU ---------- */
+
+Test(kernels_cuda_api, device_count_reports_no_device_here)
+{
+    int n = -1;
+    cr_assert_eq(cck_cuda_device_count(NULL), CCK_ERR_INVALID_ARGUMENT);
+    cck_status st = cck_cuda_device_count(&n);
+    if (st == CCK_OK) {
+        cr_assert_gt(n, 0);
+        cr_skip_test("a GPU is present (%d); the no-device answers are not checked", n);
+    }
+    cr_assert_eq(st, CCK_ERR_NO_DEVICE);
+    cr_assert_eq(n, 0);
+    size_t ws = 1;
+    cr_assert_eq(cck_cublas_workspace_size(0, &ws), CCK_ERR_NO_DEVICE);
+    cck_cuda_context *ctx = (cck_cuda_context *)&n;
+    cr_assert_eq(cck_cuda_context_create(0, NULL, NULL, 0, 0, &ctx), CCK_ERR_NO_DEVICE);
+    cr_assert_null(ctx);
+}
+
+Test(kernels_cuda_api, bad_arguments_are_caught_before_the_device)
+{
+    float buf[8];
+    const float *x = buf;
+    float *y = buf;
+    cck_cuda_context *ctx = NULL;
+    const cck_status bad = CCK_ERR_INVALID_ARGUMENT;
+    size_t ws;
+    cr_assert_eq(cck_cublas_workspace_size(0, NULL), bad);
+    cr_assert_eq(cck_cublas_workspace_size(-1, &ws), bad);
+    cr_assert_eq(cck_cuda_context_create(0, NULL, NULL, 0, 0, NULL), bad);
+    cr_assert_eq(cck_cuda_context_create(-1, NULL, NULL, 0, 0, &ctx), bad);
+    cr_assert_eq(cck_cuda_context_create(0, NULL, NULL, 4096, 0, &ctx), bad); /* size without memory */
+    cr_assert_eq(cck_cuda_context_create(0, NULL, buf, 0, 0, &ctx), bad);     /* memory without size */
+    cr_assert_eq(cck_cuda_context_destroy(NULL), bad);
+
+    /* softmax: pointers, dimensions, version, block size, then the context */
+    cr_assert_eq(cck_softmax_cuda(NULL, x, y, 1, 1), bad);
+    cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 0, NULL, y, 1, 1), bad);
+    cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 0, x, NULL, 1, 1), bad);
+    cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 0, x, y, 0, 1), bad);
+    cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 0, x, y, 1, 0), bad);
+    int versions[] = {0, -1, 5, 100};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(cck_softmax_cuda_version(NULL, versions[i], 0, x, y, 1, 8), bad, "version %d", versions[i]);
+    }
+    int blocks[] = {-32, 1, 31, 33, 1056, 2048};
+    for (int v = 1; v <= 4; v++) {
+        for (int i = 0; i < 6; i++) {
+            cr_assert_eq(cck_softmax_cuda_version(NULL, v, blocks[i], x, y, 1, 8), bad, "v%d block %d", v,
+                         blocks[i]);
+        }
+    }
+    /* 96 and 992 are multiples of 32 but not powers of two: only v1 and v2 */
+    cr_assert_eq(cck_softmax_cuda_version(NULL, 3, 96, x, y, 1, 8), CCK_ERR_UNSUPPORTED);
+    cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 992, x, y, 1, 8), CCK_ERR_UNSUPPORTED);
+    cr_assert_eq(cck_softmax_cuda_version(NULL, 1, 96, x, y, 1, 8), bad); /* valid; NULL context */
+    cr_assert_eq(cck_softmax_cuda_version(NULL, 2, 992, x, y, 1, 8), bad);
+
+    /* dense */
+    cr_assert_eq(cck_dense_cuda(NULL, x, x, NULL, y + 4, 1, 1, 1, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_cuda(NULL, NULL, x, NULL, y + 4, 1, 1, 1, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_cuda(NULL, x, NULL, NULL, y + 4, 1, 1, 1, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_cuda(NULL, x, x + 1, NULL, NULL, 1, 1, 1, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_cuda(NULL, x, x + 1, NULL, y + 4, 0, 1, 1, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_cuda(NULL, x, x + 1, NULL, y + 4, 1, 0, 1, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_cuda(NULL, x, x + 1, NULL, y + 4, 1, 1, 0, CCK_ACT_NONE), bad);
+    cr_assert_eq(cck_dense_cuda(NULL, x, x + 1, NULL, y + 4, 1, 1, 1, (cck_activation)3), bad);
+    cr_assert_eq(cck_dense_cuda(NULL, x, x + 1, NULL, y, 1, 1, 1, CCK_ACT_NONE), bad); /* y aliases x */
+
+    /* copies and sync */
+    cr_assert_eq(cck_copy_to_device(NULL, y, x, 4), bad);
+    cr_assert_eq(cck_copy_to_host(NULL, y, x, 4), bad);
+    cr_assert_eq(cck_cuda_synchronize(NULL), bad);
+}

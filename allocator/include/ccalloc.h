@@ -75,6 +75,10 @@ const char *cca_last_error(void);
 typedef void (*cca_log_fn)(void *user, const char *line);
 void cca_set_log_callback(cca_log_fn fn, void *user);
 
+/* Human-readable size: "512 B", "1.50 MiB", "3.00 GiB". Writes at most len
+ * bytes (32 is always enough) and returns buf. */
+const char *cca_format_bytes(size_t bytes, char *buf, size_t len);
+
 typedef void *cca_stream; /* cudaStream_t or any token; NULL = default stream */
 
 /* ------------------------------------------------------------------------ */

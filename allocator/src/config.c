@@ -64,7 +64,7 @@ static const option options[] = {
     {"segment_round", OPT_SIZE, OFF(segment_round), 2 * MiB, CCA_GRANULARITY, 1024 * MiB,
      "rounding of segments reserved for large requests (a multiple of 512)"},
     {"max_split", OPT_SIZE, OFF(max_split), 0, 0, (double)SIZE_MAX,
-     "free blocks larger than this are never split nor given to smaller requests; 0 = off"},
+     "free blocks larger than this are never split nor given to smaller requests; 0 = off, else more than medium_segment"},
     {"small_pool", OPT_BOOL, OFF(small_pool), 1, 0, 1,
      "0 = serve small requests from the large pool too (for comparison)"},
     {"log_oom", OPT_BOOL, OFF(log_oom), 1, 0, 1, "log one line per out-of-memory error"},
@@ -274,6 +274,11 @@ cca_status cca_config_validate(const cca_config *c) {
     if (c->segment_round % CCA_GRANULARITY || c->small_segment % CCA_GRANULARITY ||
         c->medium_segment % CCA_GRANULARITY)
         return ccai_fail(CCA_ERR_CONFIG, "segment sizes must be multiples of %u bytes", CCA_GRANULARITY);
+    if (c->max_split && c->max_split <= c->medium_segment)
+        return ccai_fail(CCA_ERR_CONFIG,
+                         "max_split (%zu) must be 0 or larger than medium_segment (%zu): smaller blocks are the "
+                         "ones that must be split",
+                         c->max_split, c->medium_segment);
     if (c->large_min > c->medium_segment)
         return ccai_fail(CCA_ERR_CONFIG, "large_min (%zu) must not exceed medium_segment (%zu)", c->large_min,
                          c->medium_segment);

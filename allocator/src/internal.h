@@ -206,8 +206,6 @@ void ccai_log(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
-/* "1.50 GiB" style; buf of at least 32 bytes */
-const char *ccai_format_bytes(size_t bytes, char *buf, size_t len);
 
 /* upstream.c: the wrapper every upstream sits behind (accounting included). */
 struct cca_upstream {

@@ -340,6 +340,15 @@ static bool defer_free(cca_allocator *a, ccai_block *b) {
         (void)cca_upstream_synchronize(a->upstream);
         return false;
     }
+    bool done = true;
+    for (size_t i = 0; done && i < n; i++)
+        done = ccai_upstream_event_query(a->upstream, events[i]) == CCA_OK;
+    if (done) { /* already complete (the host device, or an idle GPU): no wait */
+        for (size_t i = 0; i < n; i++)
+            ccai_upstream_event_destroy(a->upstream, events[i]);
+        free(events);
+        return false;
+    }
     b->pending.events = events;
     b->pending.count = n;
     b->state = CCAI_PENDING;
@@ -457,26 +466,30 @@ static void log_oom(cca_allocator *a, size_t size, size_t rounded, cca_stream st
             big = l;
     }
     if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK) {
-        ccai_format_bytes(free_b, devfree, sizeof devfree);
-        ccai_format_bytes(total_b, total, sizeof total);
+        cca_format_bytes(free_b, devfree, sizeof devfree);
+        cca_format_bytes(total_b, total, sizeof total);
     }
     ccai_log("out of memory: requested %s (%zu B rounded to %zu) on stream %p; reserved %s, allocated %s, "
              "largest free block %s, device free %s of %s (policy %s%s)",
-             ccai_format_bytes(size, req, sizeof req), size, rounded, stream,
-             ccai_format_bytes(a->c.reserved, res, sizeof res), ccai_format_bytes(a->c.allocated, alloc, sizeof alloc),
-             ccai_format_bytes(big, largest, sizeof largest), devfree, total,
+             cca_format_bytes(size, req, sizeof req), size, rounded, stream,
+             cca_format_bytes(a->c.reserved, res, sizeof res), cca_format_bytes(a->c.allocated, alloc, sizeof alloc),
+             cca_format_bytes(big, largest, sizeof largest), devfree, total,
              a->config.policy == CCA_POLICY_GREEDY ? "greedy" : "growth",
              a->config.max_reserved ? ", max_reserved set" : "");
 }
 
-/* Reserve a segment able to hold `rounded`, trying the preferred size first. */
-static cca_status grow_for(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool) {
+/* Reserve a segment able to hold `rounded`, trying the preferred size first;
+ * *block is its one free block, which the request takes (a fresh segment is
+ * always used, even if it is larger than max_split). */
+static cca_status grow_for(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool,
+                           ccai_block **block) {
     size_t want, least;
     segment_sizes(a, rounded, pool, &want, &least);
-    ccai_segment *s;
+    ccai_segment *s = NULL;
     cca_status st = segment_reserve(a, want, stream, pool, false, &s);
     if (st == CCA_ERR_OUT_OF_MEMORY && least < want)
         st = segment_reserve(a, least, stream, pool, false, &s);
+    *block = st == CCA_OK ? s->first : NULL;
     return st;
 }
 
@@ -501,23 +514,25 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
         cca_status st = CCA_OK;
         if (!find_arena(a))
             st = greedy_reserve_arena(a); /* after an empty-cache: reserve again */
-        if (st == CCA_OK && a->pending_head) {
+        if (st == CCA_OK && a->pending_head)
             ccai_process_pending(a, true);
-        }
-        b = take_block(a, pool, key_stream, rounded);
+        b = st == CCA_OK ? take_block(a, pool, key_stream, rounded) : NULL;
         if (!b) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", st == CCA_OK ? "the arena is full" : cca_last_error());
             log_oom(a, size, rounded, stream);
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: greedy arena cannot hold %zu bytes", size);
+            return ccai_fail(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : st,
+                             "cca_alloc: greedy arena cannot hold %zu bytes: %s", size, why);
         }
     } else if (!b) {
-        cca_status st = grow_for(a, rounded, stream, pool);
+        cca_status st = grow_for(a, rounded, stream, pool, &b);
         if (st == CCA_ERR_OUT_OF_MEMORY) {
             /* retry once after giving every cached free segment back */
             a->c.retries++;
             ccai_process_pending(a, true);
             ccai_release_free_segments(a, 0, NULL);
             b = take_block(a, pool, key_stream, rounded); /* a pending block may fit now */
-            st = b ? CCA_OK : grow_for(a, rounded, stream, pool);
+            st = b ? CCA_OK : grow_for(a, rounded, stream, pool, &b);
         }
         if (st == CCA_ERR_OUT_OF_MEMORY) {
             log_oom(a, size, rounded, stream);
@@ -525,10 +540,6 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
         }
         if (st != CCA_OK)
             return st;
-        if (!b)
-            b = take_block(a, pool, key_stream, rounded);
-        if (!b)
-            return ccai_fail(CCA_ERR_UPSTREAM, "internal: new segment does not fit the request");
     }
 
     ccai_free_index_remove(&a->pools[pool], b);

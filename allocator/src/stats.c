@@ -84,12 +84,12 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
                     "allocated=%s (peak %s) reserved=%s (peak %s) cached=%s in %zu blocks, largest free %s, "
                     "fragmentation=%.3f active=%zu pending=%zu segments=%zu upstream allocs=%" PRIu64
                     " frees=%" PRIu64 " retries=%" PRIu64 " ooms=%" PRIu64 "\n",
-                    ccai_format_bytes(s->allocated_bytes, al, sizeof al),
-                    ccai_format_bytes(s->allocated_bytes_peak, alp, sizeof alp),
-                    ccai_format_bytes(s->reserved_bytes, re, sizeof re),
-                    ccai_format_bytes(s->reserved_bytes_peak, rep, sizeof rep),
-                    ccai_format_bytes(s->cached_bytes, ca, sizeof ca), s->cached_blocks,
-                    ccai_format_bytes(s->largest_free_block, lf, sizeof lf), s->fragmentation, s->active_blocks,
+                    cca_format_bytes(s->allocated_bytes, al, sizeof al),
+                    cca_format_bytes(s->allocated_bytes_peak, alp, sizeof alp),
+                    cca_format_bytes(s->reserved_bytes, re, sizeof re),
+                    cca_format_bytes(s->reserved_bytes_peak, rep, sizeof rep),
+                    cca_format_bytes(s->cached_bytes, ca, sizeof ca), s->cached_blocks,
+                    cca_format_bytes(s->largest_free_block, lf, sizeof lf), s->fragmentation, s->active_blocks,
                     s->pending_blocks, s->segments, s->upstream_allocs, s->upstream_frees, s->alloc_retries, s->ooms);
     return n < 0 ? ccai_fail(CCA_ERR_IO, "cca_stats_print: write failed") : CCA_OK;
 }

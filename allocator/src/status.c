@@ -67,7 +67,7 @@ void ccai_log(const char *fmt, ...) {
     pthread_mutex_unlock(&log_lock);
 }
 
-const char *ccai_format_bytes(size_t bytes, char *buf, size_t len) {
+const char *cca_format_bytes(size_t bytes, char *buf, size_t len) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)bytes;
     int u = 0;

@@ -1,0 +1,347 @@
+/* alloc_test_util.c — see alloc_test_util.h. */
+#include "alloc_test_util.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- allocator short-hands ------------------------------------------------ */
+
+cca_allocator *tu_allocator(cca_upstream *u, const char *conf) {
+    cca_config cfg;
+    cca_config_default(&cfg);
+    cca_status st = cca_config_parse(&cfg, conf);
+    cr_assert_eq(st, CCA_OK, "config '%s': %s", conf ? conf : "", cca_last_error());
+    cca_allocator *a = NULL;
+    st = cca_create(&cfg, u, &a);
+    cr_assert_eq(st, CCA_OK, "cca_create: %s", cca_last_error());
+    cr_assert_not_null(a);
+    return a;
+}
+
+void tu_host_allocator(size_t capacity, const char *conf, cca_upstream **u, cca_allocator **a) {
+    cr_assert_eq(cca_upstream_host_create(capacity, u), CCA_OK, "%s", cca_last_error());
+    *a = tu_allocator(*u, conf);
+}
+
+void tu_destroy_clean(cca_allocator *a, cca_upstream *u) {
+    tu_check(a);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.active_blocks, 0, "%zu blocks still live before cca_destroy", s.active_blocks);
+    cca_upstream_stats before = tu_upstream_stats(u);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "cca_destroy: %s", cca_last_error());
+    cca_upstream_stats after = tu_upstream_stats(u);
+    cr_assert_eq(after.bytes_in_use, before.bytes_in_use - s.reserved_bytes,
+                 "cca_destroy gave back %zu bytes, the allocator held %zu", before.bytes_in_use - after.bytes_in_use,
+                 s.reserved_bytes);
+    cr_assert_eq(after.allocations, before.allocations - s.segments);
+}
+
+void tu_teardown(cca_allocator *a, cca_upstream *u) {
+    tu_destroy_clean(a, u);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(us.bytes_in_use, 0, "upstream still holds %zu bytes after cca_destroy", us.bytes_in_use);
+    cr_assert_eq(us.allocations, 0, "upstream still holds %zu allocations", us.allocations);
+    cr_assert_eq(us.alloc_calls, us.free_calls);
+    cca_upstream_destroy(u);
+}
+
+/* Criterion ignores assertion failures in .fini, but not a crash there. */
+static void fixture_fail(const char *what, const char *detail) {
+    fprintf(stderr, "fixture teardown: %s (%s)\n", what, detail);
+    abort();
+}
+
+void tu_fixture_teardown(cca_allocator *a, cca_upstream *u) {
+    if (cca_check_invariants(a) != CCA_OK)
+        fixture_fail("invariants broken", cca_last_error());
+    cca_stats s;
+    cca_get_stats(a, &s);
+    if (s.active_blocks)
+        fixture_fail("blocks still live at the end of the test", "");
+    if (cca_destroy(a) != CCA_OK)
+        fixture_fail("cca_destroy failed", cca_last_error());
+    cca_upstream_stats us;
+    cca_upstream_get_stats(u, &us);
+    if (us.bytes_in_use || us.allocations)
+        fixture_fail("the upstream still holds memory after cca_destroy", "");
+    cca_upstream_destroy(u);
+}
+
+void *tu_alloc(cca_allocator *a, size_t size, cca_stream s) {
+    void *p = (void *)1;
+    cca_status st = cca_alloc(a, size, s, &p);
+    cr_assert_eq(st, CCA_OK, "cca_alloc(%zu): %s / %s", size, cca_status_string(st), cca_last_error());
+    cr_assert_not_null(p, "cca_alloc(%zu) returned NULL", size);
+    cr_assert_eq((uintptr_t)p % CCA_ALIGNMENT, 0, "%p is not %u-aligned", p, CCA_ALIGNMENT);
+    return p;
+}
+
+void tu_free(cca_allocator *a, void *p) {
+    cca_status st = cca_free(a, p);
+    cr_assert_eq(st, CCA_OK, "cca_free(%p): %s / %s", p, cca_status_string(st), cca_last_error());
+}
+
+size_t tu_block_size(cca_allocator *a, const void *p) {
+    size_t size = 0;
+    cr_assert_eq(cca_block_size(a, p, &size), CCA_OK, "cca_block_size(%p): %s", p, cca_last_error());
+    return size;
+}
+
+cca_stats tu_stats(const cca_allocator *a) {
+    cca_stats s;
+    memset(&s, 0, sizeof s);
+    cca_get_stats(a, &s);
+    return s;
+}
+
+cca_upstream_stats tu_upstream_stats(cca_upstream *u) {
+    cca_upstream_stats s;
+    memset(&s, 0, sizeof s);
+    cr_assert_eq(cca_upstream_get_stats(u, &s), CCA_OK);
+    return s;
+}
+
+void tu_check(const cca_allocator *a) {
+    cca_status st = cca_check_invariants(a);
+    cr_assert_eq(st, CCA_OK, "invariants: %s", cca_last_error());
+}
+
+#define FIELD_EQ(f)                                                                                                    \
+    cr_assert_eq((uint64_t)expected->f, (uint64_t)actual->f, "%s: " #f " is %llu, expected %llu", what,              \
+                 (unsigned long long)actual->f, (unsigned long long)expected->f)
+
+void tu_assert_stats_equal(const cca_stats *expected, const cca_stats *actual, const char *what) {
+    FIELD_EQ(allocated_bytes);
+    FIELD_EQ(allocated_bytes_peak);
+    FIELD_EQ(requested_bytes);
+    FIELD_EQ(requested_bytes_peak);
+    FIELD_EQ(reserved_bytes);
+    FIELD_EQ(reserved_bytes_peak);
+    FIELD_EQ(active_blocks);
+    FIELD_EQ(active_blocks_peak);
+    FIELD_EQ(pending_blocks);
+    FIELD_EQ(cached_blocks);
+    FIELD_EQ(cached_bytes);
+    FIELD_EQ(segments);
+    FIELD_EQ(segments_peak);
+    FIELD_EQ(largest_free_block);
+    FIELD_EQ(alloc_calls);
+    FIELD_EQ(free_calls);
+    FIELD_EQ(upstream_allocs);
+    FIELD_EQ(upstream_frees);
+    FIELD_EQ(alloc_retries);
+    FIELD_EQ(ooms);
+    FIELD_EQ(splits);
+    FIELD_EQ(merges);
+    cr_assert_eq(expected->fragmentation, actual->fragmentation, "%s: fragmentation %g, expected %g", what,
+                 actual->fragmentation, expected->fragmentation);
+}
+
+void tu_assert_intact(const cca_allocator *a, const cca_stats *before, const char *what) {
+    tu_check(a);
+    cca_stats now = tu_stats(a);
+    tu_assert_stats_equal(before, &now, what);
+}
+
+/* ---- patterns and randomness ------------------------------------------------- */
+
+void tu_capture_log(void *capture, const char *line) {
+    tu_log_capture *c = capture;
+    c->lines++;
+    snprintf(c->last, sizeof c->last, "%s", line);
+}
+
+uint64_t tu_rand(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static unsigned char pattern_at(uint64_t seed, size_t i) { return (unsigned char)((seed * 31 + i * 7 + (i >> 8)) ^ (seed >> 13)); }
+
+/* Offsets written: all of a small block, else head, tail and one per page. */
+#define FULL_FILL (64 * KiB)
+#define EDGE (256)
+
+static bool visit(void *p, size_t size, uint64_t seed, bool write) {
+    unsigned char *b = p;
+    if (size <= FULL_FILL) {
+        for (size_t i = 0; i < size; i++) {
+            if (write)
+                b[i] = pattern_at(seed, i);
+            else if (b[i] != pattern_at(seed, i))
+                return false;
+        }
+        return true;
+    }
+    for (size_t i = 0; i < size;) {
+        if (write)
+            b[i] = pattern_at(seed, i);
+        else if (b[i] != pattern_at(seed, i))
+            return false;
+        if (i < EDGE || i >= size - EDGE)
+            i++;
+        else if (i + 4096 < size - EDGE)
+            i += 4096;
+        else
+            i = size - EDGE;
+    }
+    return true;
+}
+
+void tu_fill(void *p, size_t size, uint64_t seed) { visit(p, size, seed, true); }
+bool tu_check_fill(const void *p, size_t size, uint64_t seed) { return visit((void *)p, size, seed, false); }
+
+/* ---- the test double upstream ---------------------------------------------- */
+
+static bool next_call_fails(tu_upstream *t) {
+    t->calls++;
+    if (t->fail_at && t->calls == t->fail_at) {
+        t->failures++;
+        return true;
+    }
+    return false;
+}
+
+static cca_status t_alloc(void *ctx, size_t size, void **ptr) {
+    tu_upstream *t = ctx;
+    pthread_mutex_lock(&t->lock);
+    t->alloc_calls++;
+    cca_status st = CCA_OK;
+    if (next_call_fails(t))
+        st = t->alloc_error;
+    else if (size > t->capacity - t->used || t->live_count == TU_MAX_LIVE)
+        st = CCA_ERR_OUT_OF_MEMORY;
+    void *p = NULL;
+    if (st == CCA_OK) {
+        p = aligned_alloc(CCA_ALIGNMENT, size);
+        cr_assert_not_null(p, "test upstream: host memory exhausted (%zu bytes)", size);
+        t->used += size;
+        t->live[t->live_count++] = (tu_live){p, size};
+        *ptr = p;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
+static cca_status t_free(void *ctx, void *ptr, size_t size) {
+    tu_upstream *t = ctx;
+    pthread_mutex_lock(&t->lock);
+    t->free_calls++;
+    if (next_call_fails(t)) {
+        pthread_mutex_unlock(&t->lock);
+        return CCA_ERR_UPSTREAM;
+    }
+    size_t i = 0;
+    while (i < t->live_count && t->live[i].ptr != ptr)
+        i++;
+    cr_assert_lt(i, t->live_count, "test upstream: free of %p, which it never handed out", ptr);
+    cr_assert_eq(t->live[i].size, size, "test upstream: free of %p with size %zu, allocated with %zu", ptr, size,
+                 t->live[i].size);
+    t->live[i] = t->live[--t->live_count];
+    t->used -= size;
+    if (t->freed_count < sizeof t->freed_sizes / sizeof t->freed_sizes[0])
+        t->freed_sizes[t->freed_count++] = size;
+    pthread_mutex_unlock(&t->lock);
+    free(ptr);
+    return CCA_OK;
+}
+
+static cca_status t_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
+    tu_upstream *t = ctx;
+    pthread_mutex_lock(&t->lock);
+    *free_bytes = t->capacity - t->used;
+    *total_bytes = t->capacity;
+    pthread_mutex_unlock(&t->lock);
+    return CCA_OK;
+}
+
+static cca_status t_sync(void *ctx) {
+    tu_upstream *t = ctx;
+    pthread_mutex_lock(&t->lock);
+    t->sync_calls++;
+    if (!t->sync_keeps_events)
+        t->events_done = t->events_recorded;
+    pthread_mutex_unlock(&t->lock);
+    return CCA_OK;
+}
+
+static cca_status t_event_record(void *ctx, cca_stream s, void **event) {
+    (void)s;
+    tu_upstream *t = ctx;
+    uint64_t *e = malloc(sizeof *e);
+    cr_assert_not_null(e);
+    pthread_mutex_lock(&t->lock);
+    t->event_records++;
+    t->events_live++;
+    *e = ++t->events_recorded;
+    if (!t->hold_events)
+        t->events_done = t->events_recorded;
+    pthread_mutex_unlock(&t->lock);
+    *event = e;
+    return CCA_OK;
+}
+
+static cca_status t_event_query(void *ctx, void *event) {
+    tu_upstream *t = ctx;
+    pthread_mutex_lock(&t->lock);
+    t->event_queries++;
+    bool done = *(uint64_t *)event <= t->events_done;
+    pthread_mutex_unlock(&t->lock);
+    return done ? CCA_OK : CCA_ERR_NOT_READY;
+}
+
+static cca_status t_event_destroy(void *ctx, void *event) {
+    tu_upstream *t = ctx;
+    pthread_mutex_lock(&t->lock);
+    t->events_live--;
+    pthread_mutex_unlock(&t->lock);
+    free(event);
+    return CCA_OK;
+}
+
+static void t_destroy(void *ctx) {
+    tu_upstream *t = ctx;
+    pthread_mutex_destroy(&t->lock);
+}
+
+cca_upstream *tu_upstream_create(tu_upstream *t, size_t capacity, bool with_events) {
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->lock, NULL);
+    t->capacity = capacity;
+    t->alloc_error = CCA_ERR_OUT_OF_MEMORY;
+    cca_upstream_ops ops = {
+        .alloc = t_alloc,
+        .free = t_free,
+        .mem_info = t_mem_info,
+        .synchronize = t_sync,
+        .destroy = t_destroy,
+        .name = "test",
+    };
+    if (with_events) {
+        ops.event_record = t_event_record;
+        ops.event_query = t_event_query;
+        ops.event_destroy = t_event_destroy;
+    }
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_custom_create(&ops, t, &u), CCA_OK, "%s", cca_last_error());
+    return u;
+}
+
+void tu_upstream_release_events(tu_upstream *t) {
+    pthread_mutex_lock(&t->lock);
+    t->events_done = t->events_recorded;
+    pthread_mutex_unlock(&t->lock);
+}
+
+void tu_upstream_free_leftovers(tu_upstream *t) {
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < t->live_count; i++)
+        free(t->live[i].ptr);
+    t->live_count = 0;
+    t->used = 0;
+    pthread_mutex_unlock(&t->lock);
+}

@@ -1,0 +1,115 @@
+/*
+ * alloc_test_util.h — helpers shared by the allocator suites (tests/test_*.c).
+ *
+ * Two kinds of helper:
+ *   tu_*   short-hands that assert: create a host-upstream allocator from a
+ *          config string, allocate and free expecting success, compare stats
+ *          field by field (so a failure names the field), check invariants.
+ *   tu_upstream  a test double upstream ("test" in reports) with its own
+ *          accounting, independent of the allocator's and of the wrapper's:
+ *          a capacity, a list of live (pointer, size) pairs, call counters,
+ *          a fault switch that fails the k-th alloc/free call, and events
+ *          that can be held back until released or synchronized.
+ *
+ * Everything asserts through Criterion, so a helper failing fails the test
+ * that called it.
+ */
+#ifndef CCA_ALLOC_TEST_UTIL_H
+#define CCA_ALLOC_TEST_UTIL_H
+
+#include "ccalloc.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+#define GiB (1024 * MiB)
+
+/* ---- allocator short-hands ------------------------------------------------ */
+
+/* A host upstream of `capacity` bytes and an allocator over it, configured
+ * by `conf` ("key:value,...") on top of the defaults (NULL = defaults). */
+void tu_host_allocator(size_t capacity, const char *conf, cca_upstream **u, cca_allocator **a);
+/* An allocator over any upstream with `conf` on top of the defaults. */
+cca_allocator *tu_allocator(cca_upstream *u, const char *conf);
+/* No live blocks; cca_destroy succeeds and the upstream's bytes_in_use drops
+ * by exactly the allocator's reserved_bytes (other tenants may remain). */
+void tu_destroy_clean(cca_allocator *a, cca_upstream *u);
+/* tu_destroy_clean, then the upstream must hold nothing; destroy it too. */
+void tu_teardown(cca_allocator *a, cca_upstream *u);
+/* The same checks for a suite's .fini, which must not use cr_assert (Criterion
+ * ignores assertion failures there): a failure aborts, and the run fails. */
+void tu_fixture_teardown(cca_allocator *a, cca_upstream *u);
+
+void *tu_alloc(cca_allocator *a, size_t size, cca_stream s); /* asserts CCA_OK, non-NULL */
+void tu_free(cca_allocator *a, void *p);                       /* asserts CCA_OK */
+size_t tu_block_size(cca_allocator *a, const void *p);
+
+cca_stats tu_stats(const cca_allocator *a);
+cca_upstream_stats tu_upstream_stats(cca_upstream *u);
+/* cca_check_invariants == CCA_OK, with cca_last_error() in the message. */
+void tu_check(const cca_allocator *a);
+/* Every integer field equal, fragmentation equal; `what` names the step. */
+void tu_assert_stats_equal(const cca_stats *expected, const cca_stats *actual, const char *what);
+/* An error path left nothing changed: invariants hold and stats equal `before`. */
+void tu_assert_intact(const cca_allocator *a, const cca_stats *before, const char *what);
+
+/* Fill / check a block with a pattern derived from `seed`. Blocks larger than
+ * 64 KiB are filled at their head, tail and one word per 4 KiB page. */
+void tu_fill(void *p, size_t size, uint64_t seed);
+bool tu_check_fill(const void *p, size_t size, uint64_t seed);
+
+/* A log sink for cca_set_log_callback that counts lines and keeps the last. */
+typedef struct tu_log_capture {
+    int lines;
+    char last[512];
+} tu_log_capture;
+void tu_capture_log(void *capture, const char *line);
+
+/* splitmix64: the PRNG of the randomized suites. */
+uint64_t tu_rand(uint64_t *state);
+
+/* ---- the test double upstream ---------------------------------------------- */
+
+#define TU_MAX_LIVE 4096
+
+typedef struct tu_live {
+    void *ptr;
+    size_t size;
+} tu_live;
+
+typedef struct tu_upstream {
+    pthread_mutex_t lock;
+    size_t capacity;   /* alloc fails with OOM past this */
+    size_t used;       /* own accounting: bytes handed out now */
+    tu_live live[TU_MAX_LIVE];
+    size_t live_count;
+    /* counters (successful and failed calls alike) */
+    uint64_t alloc_calls, free_calls, sync_calls;
+    uint64_t event_records, event_queries, events_live;
+    /* faults: the fail_at-th call among alloc+free calls fails (1-based, 0 =
+     * never); alloc fails with alloc_error, free with CCA_ERR_UPSTREAM. */
+    uint64_t calls, fail_at;
+    cca_status alloc_error;
+    uint64_t failures;
+    /* events: complete when their number <= events_done. hold_events keeps
+     * new events incomplete; synchronize completes every event unless
+     * sync_keeps_events is set. */
+    bool hold_events, sync_keeps_events;
+    uint64_t events_recorded, events_done;
+    /* order of sizes given back (trim order checks) */
+    size_t freed_sizes[64];
+    size_t freed_count;
+} tu_upstream;
+
+/* A cca_upstream over `t` (initialised here with `capacity`). with_events:
+ * provide the three event ops; otherwise the allocator synchronizes. */
+cca_upstream *tu_upstream_create(tu_upstream *t, size_t capacity, bool with_events);
+/* Complete every event recorded so far. */
+void tu_upstream_release_events(tu_upstream *t);
+/* Give back whatever the allocator could not (after a refused free). */
+void tu_upstream_free_leftovers(tu_upstream *t);
+
+#endif /* CCA_ALLOC_TEST_UTIL_H */

@@ -1,0 +1,335 @@
+/*
+ * test_config.c — allocator/src/config.c: the option table, parsing (every
+ * option, size suffixes, booleans), rejection of unknown keys, out-of-range
+ * and malformed values with a message naming the key, all-or-nothing
+ * application, cross-field validation, CCALLOC_CONF, and printing.
+ */
+#include "alloc_test_util.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+static cca_config defaults(void) {
+    cca_config c;
+    cca_config_default(&c);
+    return c;
+}
+
+static cca_config parse_ok(const char *text) {
+    cca_config c = defaults();
+    cca_status st = cca_config_parse(&c, text);
+    cr_assert_eq(st, CCA_OK, "'%s': %s", text, cca_last_error());
+    return c;
+}
+
+/* Must fail with CCA_ERR_CONFIG, leave the config untouched, and name `word`. */
+static void parse_fails(const char *text, const char *word) {
+    cca_config c = defaults(), before = c;
+    cca_status st = cca_config_parse(&c, text);
+    cr_assert_eq(st, CCA_ERR_CONFIG, "'%s' was accepted (%s)", text, cca_status_string(st));
+    cr_assert(memcmp(&c, &before, sizeof c) == 0, "'%s' changed the config", text);
+    cr_assert(strstr(cca_last_error(), word) != NULL, "'%s': message '%s' does not name '%s'", text,
+              cca_last_error(), word);
+}
+
+Test(config, defaults_are_the_documented_ones) {
+    cca_config c = defaults();
+    cr_assert_eq(c.policy, CCA_POLICY_GROWTH);
+    cr_assert_eq(c.greedy_fraction, 0.9);
+    cr_assert_eq(c.greedy_bytes, 0);
+    cr_assert_eq(c.max_reserved, 0);
+    cr_assert_eq(c.small_max, 1 * MiB);
+    cr_assert_eq(c.small_segment, 2 * MiB);
+    cr_assert_eq(c.medium_segment, 20 * MiB);
+    cr_assert_eq(c.large_min, 10 * MiB);
+    cr_assert_eq(c.segment_round, 2 * MiB);
+    cr_assert_eq(c.max_split, 0);
+    cr_assert_eq(c.small_pool, 1);
+    cr_assert_eq(c.log_oom, 1);
+    cr_assert_eq(cca_config_validate(&c), CCA_OK);
+    cca_config_default(NULL); /* no crash */
+}
+
+Test(config, every_option_parses) {
+    cca_config c = parse_ok("policy:greedy,greedy_fraction:0.75,greedy_bytes:3G,max_reserved:10G,small_max:256K,"
+                            "small_segment:4M,medium_segment:32M,large_min:16M,segment_round:1M,max_split:64M,"
+                            "small_pool:0,log_oom:off");
+    cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
+    cr_assert_eq(c.greedy_fraction, 0.75);
+    cr_assert_eq(c.greedy_bytes, 3 * GiB);
+    cr_assert_eq(c.max_reserved, 10 * GiB);
+    cr_assert_eq(c.small_max, 256 * KiB);
+    cr_assert_eq(c.small_segment, 4 * MiB);
+    cr_assert_eq(c.medium_segment, 32 * MiB);
+    cr_assert_eq(c.large_min, 16 * MiB);
+    cr_assert_eq(c.segment_round, 1 * MiB);
+    cr_assert_eq(c.max_split, 64 * MiB);
+    cr_assert_eq(c.small_pool, 0);
+    cr_assert_eq(c.log_oom, 0);
+    cr_assert_eq(parse_ok("policy:growth").policy, CCA_POLICY_GROWTH);
+    cr_assert_eq(parse_ok("policy:GREEDY").policy, CCA_POLICY_GREEDY, "values are case-insensitive");
+}
+
+Test(config, size_suffixes) {
+    struct {
+        const char *text;
+        size_t value;
+    } cases[] = {
+        {"max_reserved:0", 0},          {"max_reserved:4096", 4096},      {"max_reserved:1k", KiB},
+        {"max_reserved:512K", 512 * KiB}, {"max_reserved:3M", 3 * MiB},   {"max_reserved:4G", 4 * GiB},
+        {"max_reserved:2T", 2048 * GiB}, {"max_reserved:4GiB", 4 * GiB},  {"max_reserved:4GB", 4 * GiB},
+        {"max_reserved:7mb", 7 * MiB},   {"max_reserved:100B", 100},      {"max_reserved:16Gi", 16 * GiB},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_assert_eq(parse_ok(cases[i].text).max_reserved, cases[i].value, "%s", cases[i].text);
+}
+
+Test(config, booleans) {
+    const char *yes[] = {"1", "true", "on", "yes", "TRUE", "Yes"}, *no[] = {"0", "false", "off", "no", "OFF"};
+    char text[64];
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        snprintf(text, sizeof text, "small_pool:0,small_pool:%s", yes[i]);
+        cr_assert_eq(parse_ok(text).small_pool, 1, "%s", yes[i]);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        snprintf(text, sizeof text, "log_oom:%s", no[i]);
+        cr_assert_eq(parse_ok(text).log_oom, 0, "%s", no[i]);
+    }
+}
+
+Test(config, whitespace_empty_items_and_repeats) {
+    cca_config c = parse_ok("  policy : greedy ,, max_reserved: 4G ,");
+    cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
+    cr_assert_eq(c.max_reserved, 4 * GiB);
+    cr_assert_eq(parse_ok("max_reserved:1G,max_reserved:2G").max_reserved, 2 * GiB, "the last one wins");
+    cca_config d = defaults(), e = d;
+    cr_assert_eq(cca_config_parse(&d, ""), CCA_OK);
+    cr_assert_eq(cca_config_parse(&d, NULL), CCA_OK);
+    cr_assert(memcmp(&d, &e, sizeof d) == 0);
+    cr_assert_eq(cca_config_parse(NULL, "policy:greedy"), CCA_ERR_INVALID_ARGUMENT);
+}
+
+Test(config, parse_applies_on_top_of_the_given_config) {
+    cca_config c = parse_ok("max_reserved:1G");
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy"), CCA_OK);
+    cr_assert_eq(c.max_reserved, 1 * GiB, "earlier settings stay");
+    cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
+}
+
+Test(config, unknown_keys_are_rejected_by_name) {
+    parse_fails("greedy_fractoin:0.5", "greedy_fractoin");
+    parse_fails("policy:greedy,bogus:1", "bogus");
+    parse_fails("Policy:greedy", "Policy"); /* keys are case-sensitive */
+    parse_fails("max_reserved_bytes:1G", "max_reserved_bytes");
+}
+
+Test(config, out_of_range_values_are_rejected_by_name) {
+    parse_fails("greedy_fraction:1.5", "greedy_fraction");
+    parse_fails("greedy_fraction:0", "greedy_fraction");
+    parse_fails("greedy_fraction:-0.5", "greedy_fraction");
+    parse_fails("greedy_fraction:1.0000001", "greedy_fraction");
+    parse_fails("greedy_fraction:inf", "greedy_fraction");
+    parse_fails("small_max:256", "small_max");
+    parse_fails("small_max:2G", "small_max");
+    parse_fails("small_segment:32K", "small_segment");
+    parse_fails("medium_segment:65G", "medium_segment");
+    parse_fails("segment_round:256", "segment_round");
+    parse_fails("segment_round:2G", "segment_round");
+    parse_fails("large_min:511", "large_min");
+    cca_config c = parse_ok("greedy_fraction:1");
+    cr_assert_eq(c.greedy_fraction, 1.0, "1 is in (0, 1]");
+    cr_assert_eq(parse_ok("greedy_fraction:1e-9").greedy_fraction, 1e-9);
+}
+
+Test(config, malformed_values_are_rejected_by_name) {
+    parse_fails("policy", "policy");
+    parse_fails("policy:", "policy");
+    parse_fails("policy:fastest", "policy");
+    parse_fails("max_reserved:lots", "max_reserved");
+    parse_fails("max_reserved:", "max_reserved");
+    parse_fails("max_reserved:-1", "max_reserved");
+    parse_fails("max_reserved:+1", "max_reserved");
+    parse_fails("max_reserved:4X", "max_reserved");
+    parse_fails("max_reserved:4.5G", "max_reserved");
+    parse_fails("max_reserved:0x10", "max_reserved");
+    parse_fails("max_reserved:4 G", "max_reserved");
+    parse_fails("max_reserved:99999999999999999999", "max_reserved");
+    parse_fails("max_reserved:17179869184G", "max_reserved"); /* 2^34 G overflows 64 bits */
+    parse_fails("greedy_bytes:123456789012345678901234567890123456789012345678901234567890123456", "greedy_bytes");
+    parse_fails("greedy_fraction:abc", "greedy_fraction");
+    parse_fails("greedy_fraction:nan", "greedy_fraction");
+    parse_fails("greedy_fraction:0.5x", "greedy_fraction");
+    parse_fails("greedy_fraction:", "greedy_fraction");
+    parse_fails("small_pool:maybe", "small_pool");
+    parse_fails("small_pool:2", "small_pool");
+    parse_fails("log_oom:", "log_oom");
+    parse_fails(":1", "''");
+    parse_fails("max_reserved=4G", "max_reserved=4G");
+}
+
+Test(config, parsing_is_all_or_nothing) {
+    cca_config c = parse_ok("max_reserved:1G");
+    cca_config before = c;
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy,greedy_bytes:8M,bogus:1"), CCA_ERR_CONFIG);
+    cr_assert(memcmp(&c, &before, sizeof c) == 0, "the valid items before the bad one were not applied");
+    /* cross-field rules are checked on the whole result too */
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy,small_max:4M"), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "small_max") != NULL, "%s", cca_last_error());
+    cr_assert(memcmp(&c, &before, sizeof c) == 0);
+    /* ...and the same pair is fine once small_segment grows with it */
+    cr_assert_eq(cca_config_parse(&c, "small_segment:8M,small_max:4M"), CCA_OK);
+    cr_assert_eq(c.small_max, 4 * MiB);
+}
+
+Test(config, cross_field_rules) {
+    parse_fails("small_max:4M", "small_max");
+    parse_fails("segment_round:1000", "multiples of 512");
+    parse_fails("small_max:64K,small_segment:100000", "multiples of 512");
+    parse_fails("large_min:32M", "large_min");
+    cca_config c = defaults();
+    c.policy = (cca_policy)7;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "policy") != NULL);
+    c = defaults();
+    c.small_pool = 2;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "small_pool") != NULL);
+    c = defaults();
+    c.greedy_fraction = 0.0;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cr_assert_eq(cca_config_validate(NULL), CCA_ERR_INVALID_ARGUMENT);
+}
+
+/* ---- CCALLOC_CONF ------------------------------------------------------------------- */
+
+Test(config, env_applies_when_create_gets_no_config) {
+    cr_assert_eq(setenv("CCALLOC_CONF", "policy:greedy,greedy_bytes:8M,max_reserved:1G", 1), 0);
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_host_create(1 * GiB, &u), CCA_OK);
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK, "%s", cca_last_error());
+    cca_config c;
+    cr_assert_eq(cca_get_config(a, &c), CCA_OK);
+    cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
+    cr_assert_eq(c.max_reserved, 1 * GiB);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 8 * MiB, "the greedy arena from the env");
+    tu_destroy_clean(a, u);
+    /* an explicit config wins: the env is not read */
+    cca_config explicit_cfg = defaults();
+    a = NULL;
+    cr_assert_eq(cca_create(&explicit_cfg, u, &a), CCA_OK);
+    cr_assert_eq(cca_get_config(a, &c), CCA_OK);
+    cr_assert_eq(c.policy, CCA_POLICY_GROWTH);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    tu_teardown(a, u);
+    /* cca_config_apply_env applies it on top of anything */
+    c = parse_ok("small_max:512K");
+    cr_assert_eq(cca_config_apply_env(&c), CCA_OK);
+    cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
+    cr_assert_eq(c.small_max, 512 * KiB);
+    cr_assert_eq(cca_config_apply_env(NULL), CCA_ERR_INVALID_ARGUMENT);
+}
+
+Test(config, bad_env_is_logged_and_the_defaults_are_used) {
+    cr_assert_eq(setenv("CCALLOC_CONF", "policy:greedy,max_reserved:lots", 1), 0);
+    cca_config c = parse_ok("small_max:512K"), before = c;
+    cr_assert_eq(cca_config_apply_env(&c), CCA_ERR_CONFIG);
+    cr_assert(memcmp(&c, &before, sizeof c) == 0);
+    cr_assert(strstr(cca_last_error(), "CCALLOC_CONF") && strstr(cca_last_error(), "max_reserved"), "%s",
+              cca_last_error());
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_host_create(1 * GiB, &u), CCA_OK);
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "max_reserved") && strstr(log.last, "defaults"), "%s", log.last);
+    cca_config in_force, def = defaults();
+    cr_assert_eq(cca_get_config(a, &in_force), CCA_OK);
+    cr_assert(memcmp(&in_force, &def, sizeof def) == 0, "the whole env string was ignored");
+    tu_teardown(a, u);
+}
+
+Test(config, empty_env_changes_nothing) {
+    cr_assert_eq(setenv("CCALLOC_CONF", "", 1), 0);
+    cca_config c = defaults(), before = c;
+    cr_assert_eq(cca_config_apply_env(&c), CCA_OK);
+    cr_assert(memcmp(&c, &before, sizeof c) == 0);
+    cr_assert_eq(unsetenv("CCALLOC_CONF"), 0);
+    cr_assert_eq(cca_config_apply_env(&c), CCA_OK);
+    cr_assert(memcmp(&c, &before, sizeof c) == 0);
+}
+
+/* ---- printing ------------------------------------------------------------------- */
+
+static char *print_config(const cca_config *c, int with_docs) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    cr_assert_eq(cca_config_print(c, f, with_docs), CCA_OK);
+    fclose(f);
+    return buf;
+}
+
+static const char *option_names[] = {"policy",     "greedy_fraction", "greedy_bytes", "max_reserved",
+                                     "small_max",  "small_segment",   "medium_segment", "large_min",
+                                     "segment_round", "max_split",    "small_pool",   "log_oom"};
+#define OPTION_COUNT (sizeof option_names / sizeof option_names[0])
+
+Test(config, print_lists_every_option_and_parses_back) {
+    cca_config c = parse_ok("policy:greedy,greedy_fraction:0.625,greedy_bytes:1000000,max_reserved:6G,"
+                            "small_max:768K,max_split:40M,small_pool:0,log_oom:0");
+    char *text = print_config(&c, 0);
+    int lines = 0;
+    for (const char *p = text; *p; p++)
+        lines += *p == '\n';
+    cr_assert_eq(lines, (int)OPTION_COUNT, "%s", text);
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "%s:", option_names[i]);
+        cr_assert(strstr(text, key) != NULL, "'%s' missing from\n%s", option_names[i], text);
+    }
+    cr_assert(strstr(text, "max_reserved:6144M\n") != NULL, "%s", text);
+    cr_assert(strstr(text, "greedy_bytes:1000000\n") != NULL, "%s", text);
+    /* the printed form is itself a config string: lines -> items */
+    for (char *p = text; *p; p++)
+        if (*p == '\n')
+            *p = ',';
+    cca_config back = defaults();
+    cr_assert_eq(cca_config_parse(&back, text), CCA_OK, "%s: %s", text, cca_last_error());
+    cr_assert(memcmp(&back, &c, sizeof c) == 0, "round trip through print and parse");
+    free(text);
+}
+
+Test(config, print_with_docs_shows_defaults_and_docs) {
+    cca_config c = parse_ok("max_reserved:2G");
+    char *text = print_config(&c, 1);
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        cr_assert(strstr(text, option_names[i]) != NULL, "'%s' missing", option_names[i]);
+    cr_assert(strstr(text, "(default 20M)") != NULL, "%s", text);
+    cr_assert(strstr(text, "2048M") && strstr(text, "cap on reserved bytes"), "%s", text);
+    free(text);
+    cr_assert_eq(cca_config_print(NULL, stdout, 0), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_config_print(&c, NULL, 0), CCA_ERR_INVALID_ARGUMENT);
+    FILE *ro = fopen("/dev/null", "r");
+    cr_assert_eq(cca_config_print(&c, ro, 0), CCA_ERR_IO);
+    cr_assert_eq(cca_config_print(&c, ro, 1), CCA_ERR_IO);
+    fclose(ro);
+}
+
+Test(config, max_split_must_exceed_medium_segment) {
+    cca_config c;
+    cca_config_default(&c);
+    cca_config before;
+    memcpy(&before, &c, sizeof c);
+    cr_assert_eq(cca_config_parse(&c, "max_split:8M"), CCA_ERR_CONFIG);
+    cr_assert_not_null(strstr(cca_last_error(), "max_split"), "%s", cca_last_error());
+    cr_assert_eq(memcmp(&c, &before, sizeof c), 0, "a rejected string changes nothing");
+    cr_assert_eq(cca_config_parse(&c, "max_split:20M"), CCA_ERR_CONFIG, "equal to medium_segment is still too small");
+    cr_assert_eq(cca_config_parse(&c, "max_split:21M"), CCA_OK);
+    cr_assert_eq(c.max_split, 21 * 1024 * 1024);
+}

@@ -1,0 +1,88 @@
+/*
+ * test_cuda_upstream.c — allocator/src/upstream_cuda.c on a real GPU (label
+ * gpu). Skips, saying why, when cca_upstream_cuda_create reports
+ * CCA_ERR_NO_DEVICE (no GPU, or libccalloc built without CUDA).
+ *
+ * The check that matters: after cca_empty_cache, the driver's own free count
+ * (cudaMemGetInfo through cca_upstream_mem_info) is back to its value before
+ * the allocator existed. Tolerance: TOLERANCE bytes, because the driver may
+ * keep a little bookkeeping of its own after the first cudaMalloc; anything
+ * the allocator kept would be a whole segment (>= 2 MiB) and fail.
+ */
+#include "alloc_test_util.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+#define TOLERANCE (1 * MiB)
+
+static cca_upstream *cuda_or_skip(void) {
+    cca_upstream *u = NULL;
+    cca_status st = cca_upstream_cuda_create(0, &u);
+    if (st == CCA_ERR_NO_DEVICE)
+        cr_skip_test("no GPU: %s", cca_last_error());
+    cr_assert_eq(st, CCA_OK, "cca_upstream_cuda_create: %s", cca_last_error());
+    cr_assert_str_eq(cca_upstream_name(u), "cuda:0");
+    return u;
+}
+
+static size_t device_free(cca_upstream *u) {
+    size_t free_b = 0, total_b = 0;
+    cr_assert_eq(cca_upstream_mem_info(u, &free_b, &total_b), CCA_OK, "%s", cca_last_error());
+    cr_assert_gt(total_b, 0);
+    cr_assert_leq(free_b, total_b);
+    return free_b;
+}
+
+static size_t distance(size_t x, size_t y) { return x > y ? x - y : y - x; }
+
+Test(cuda_upstream, empty_cache_gives_the_device_memory_back) {
+    cca_upstream *u = cuda_or_skip();
+    size_t start = device_free(u);
+    cca_allocator *a = tu_allocator(u, NULL);
+    enum { N = 64 };
+    void *p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = tu_alloc(a, i % 8 == 0 ? (size_t)(i + 1) * MiB : (size_t)(i + 1) * 3000, NULL);
+    cca_stats s = tu_stats(a);
+    size_t during = device_free(u);
+    cr_assert_geq(start - during + TOLERANCE, s.reserved_bytes, "the device shows what was reserved: %zu of %zu",
+                  start - during, s.reserved_bytes);
+    for (int i = 0; i < N; i++)
+        tu_free(a, p[i]);
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.bytes_released, s.reserved_bytes);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    size_t end = device_free(u);
+    cr_assert_leq(distance(end, start), TOLERANCE, "device free %zu at start, %zu after empty-cache", start, end);
+    tu_teardown(a, u);
+}
+
+Test(cuda_upstream, greedy_arena_is_released_too) {
+    cca_upstream *u = cuda_or_skip();
+    size_t start = device_free(u);
+    cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:256M");
+    size_t during = device_free(u);
+    cr_assert_geq(start - during + TOLERANCE, 256 * MiB);
+    void *p = tu_alloc(a, 100 * MiB, (cca_stream)NULL);
+    tu_free(a, p);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cr_assert_leq(distance(device_free(u), start), TOLERANCE);
+    tu_teardown(a, u);
+}
+
+Test(cuda_upstream, oom_on_the_device_is_reported_and_recovered) {
+    cca_upstream *u = cuda_or_skip();
+    size_t free_b = device_free(u);
+    cca_allocator *a = tu_allocator(u, "log_oom:0");
+    void *p = (void *)1;
+    cr_assert_eq(cca_alloc(a, free_b + 64 * GiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_null(p);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.ooms, 1);
+    cr_assert_eq(s.reserved_bytes, 0);
+    p = tu_alloc(a, 1 * MiB, NULL);
+    tu_free(a, p);
+    tu_teardown(a, u);
+}

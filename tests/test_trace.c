@@ -1,0 +1,175 @@
+/*
+ * test_trace.c — allocator/src/trace.c: with CCALLOC_TRACE naming a file,
+ * the allocator appends one CSV row per successful cca_alloc / cca_free
+ * (seq, op, id, requested size, stream number), and nothing else: no row for
+ * size 0, free(NULL), failed allocations or rejected frees.
+ *
+ * Criterion runs each test in its own process, so setenv stays local to it.
+ */
+#include "alloc_test_util.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char path[64];
+
+static void make_path(void) {
+    snprintf(path, sizeof path, "/tmp/cca_trace_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    unlink(path); /* the allocator creates it */
+    cr_assert_eq(setenv("CCALLOC_TRACE", path, 1), 0);
+}
+
+static void remove_path(void) { unlink(path); }
+
+TestSuite(trace, .init = make_path, .fini = remove_path);
+
+static char *read_all(const char *file) {
+    FILE *f = fopen(file, "r");
+    cr_assert_not_null(f, "no trace file %s", file);
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+Test(trace, records_exactly_what_the_program_did) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, "log_oom:0", &u, &a);
+    cca_stream s1 = (cca_stream)0x1000, s2 = (cca_stream)0x2000;
+    void *p1 = tu_alloc(a, 100, NULL);
+    void *p2 = tu_alloc(a, 5000, s1);
+    void *p3 = tu_alloc(a, 3 * MiB, s2);
+    tu_free(a, p2);
+    void *none;
+    cr_assert_eq(cca_alloc(a, 0, s1, &none), CCA_OK);                      /* not traced */
+    cr_assert_eq(cca_free(a, NULL), CCA_OK);                                /* not traced */
+    cr_assert_eq(cca_free(a, p2), CCA_ERR_INVALID_POINTER);                 /* not traced */
+    cr_assert_eq(cca_alloc(a, 1 * GiB, s1, &none), CCA_ERR_OUT_OF_MEMORY); /* not traced */
+    void *p4 = tu_alloc(a, 7, s1);
+    tu_free(a, p1);
+    tu_free(a, p3);
+    tu_free(a, p4);
+    tu_teardown(a, u); /* closes the trace */
+    char *text = read_all(path);
+    char expected[1024];
+    snprintf(expected, sizeof expected,
+             "seq,op,id,size,stream\n"
+             "0,alloc,1,100,0\n"
+             "1,alloc,2,5000,1\n"
+             "2,alloc,3,3145728,2\n"
+             "3,free,2,5000,1\n"
+             "4,alloc,4,7,1\n"
+             "5,free,1,100,0\n"
+             "6,free,3,3145728,2\n"
+             "7,free,4,7,1\n");
+    cr_assert_eq(strncmp(text, "# ccalloc trace v1\n", 19), 0, "%s", text);
+    char source[64];
+    snprintf(source, sizeof source, "# source: pid %ld, allocator ", (long)getpid());
+    cr_assert_eq(strncmp(text + 19, source, strlen(source)), 0, "%s", text);
+    const char *rows = strstr(text, "seq,op");
+    cr_assert_not_null(rows);
+    cr_assert_str_eq(rows, expected);
+    free(text);
+}
+
+Test(trace, allocators_one_after_another_append_with_their_own_source_line) {
+    for (int i = 0; i < 2; i++) {
+        cca_upstream *u;
+        cca_allocator *a;
+        tu_host_allocator(64 * MiB, NULL, &u, &a);
+        void *p = tu_alloc(a, 512 * (size_t)(i + 1), NULL);
+        tu_free(a, p);
+        tu_teardown(a, u);
+    }
+    char *text = read_all(path);
+    int versions = 0, sources = 0, headers = 0, rows = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        versions += strcmp(line, "# ccalloc trace v1") == 0;
+        sources += strncmp(line, "# source: ", 10) == 0;
+        headers += strcmp(line, "seq,op,id,size,stream") == 0;
+        rows += strstr(line, ",alloc,") || strstr(line, ",free,");
+    }
+    cr_assert_eq(versions, 1, "one format line per file");
+    cr_assert_eq(sources, 2);
+    cr_assert_eq(headers, 2);
+    cr_assert_eq(rows, 4);
+    free(text);
+}
+
+Test(trace, ids_and_sizes_under_load) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(256 * MiB, NULL, &u, &a);
+    enum { N = 200 };
+    void *p[N];
+    size_t total = 0;
+    for (int i = 0; i < N; i++) {
+        p[i] = tu_alloc(a, (size_t)(i + 1) * 100, (cca_stream)(uintptr_t)(i % 3));
+        total += (size_t)(i + 1) * 100;
+    }
+    for (int i = N - 1; i >= 0; i--)
+        tu_free(a, p[i]);
+    tu_teardown(a, u);
+    char *text = read_all(path);
+    const char *rows = strstr(text, "seq,op,id,size,stream\n") + strlen("seq,op,id,size,stream\n");
+    unsigned long long seq, id, size;
+    unsigned stream;
+    char op[8];
+    int consumed, line = 0;
+    size_t alloc_bytes = 0, free_bytes = 0;
+    while (sscanf(rows, "%llu,%7[a-z],%llu,%llu,%u\n%n", &seq, op, &id, &size, &stream, &consumed) == 5) {
+        cr_assert_eq(seq, (unsigned long long)line);
+        if (strcmp(op, "alloc") == 0) {
+            cr_assert_eq(id, (unsigned long long)line + 1, "ids count allocations from 1");
+            cr_assert_eq(size, (id) * 100);
+            cr_assert_eq(stream, (unsigned)(line % 3), "stream numbers in order of first use, 0 = default");
+            alloc_bytes += size;
+        } else {
+            cr_assert_str_eq(op, "free");
+            cr_assert_eq(id, (unsigned long long)(2 * N - line), "frees in reverse order");
+            cr_assert_eq(size, id * 100);
+            free_bytes += size;
+        }
+        rows += consumed;
+        line++;
+    }
+    cr_assert_eq(line, 2 * N);
+    cr_assert_eq(*rows, '\0', "nothing after the rows: '%s'", rows);
+    cr_assert_eq(alloc_bytes, total);
+    cr_assert_eq(free_bytes, total);
+    free(text);
+}
+
+Test(trace, an_unwritable_path_is_logged_and_the_allocator_works) {
+    cr_assert_eq(setenv("CCALLOC_TRACE", "/nonexistent-dir/trace.csv", 1), 0);
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "CCALLOC_TRACE") && strstr(log.last, "/nonexistent-dir/trace.csv"), "%s", log.last);
+    void *p = tu_alloc(a, 100, NULL);
+    tu_free(a, p);
+    tu_teardown(a, u);
+}
+
+Test(trace, unset_means_no_file) {
+    cr_assert_eq(unsetenv("CCALLOC_TRACE"), 0);
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    void *p = tu_alloc(a, 100, NULL);
+    tu_free(a, p);
+    tu_teardown(a, u);
+    cr_assert_neq(access(path, F_OK), 0, "no trace file was written");
+}

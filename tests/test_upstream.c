@@ -1,0 +1,235 @@
+/*
+ * test_upstream.c — allocator/src/upstream.c, upstream_host.c and the
+ * no-GPU side of upstream_cuda.c: the host device's capacity and mem_info,
+ * two allocators sharing one device like two tenants, the custom upstream's
+ * validation and defaults, and the wrapper's accounting.
+ */
+#include "alloc_test_util.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+Test(upstream, host_device_capacity_mem_info_and_accounting) {
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_host_create(10 * MiB, &u), CCA_OK);
+    cr_assert_str_eq(cca_upstream_name(u), "host-simulated");
+    size_t free_b = 0, total_b = 0;
+    cr_assert_eq(cca_upstream_mem_info(u, &free_b, &total_b), CCA_OK);
+    cr_assert_eq(free_b, 10 * MiB);
+    cr_assert_eq(total_b, 10 * MiB);
+    void *p = NULL, *q = NULL, *r = (void *)1;
+    cr_assert_eq(cca_upstream_alloc(u, 6 * MiB, &p), CCA_OK);
+    cr_assert_eq((uintptr_t)p % CCA_ALIGNMENT, 0);
+    memset(p, 0x5a, 6 * MiB); /* real, writable memory */
+    cr_assert_eq(cca_upstream_alloc(u, 4 * MiB, &q), CCA_OK, "exactly full");
+    cr_assert_eq(cca_upstream_alloc(u, 512, &r), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_null(r);
+    cr_assert_eq(cca_upstream_mem_info(u, &free_b, &total_b), CCA_OK);
+    cr_assert_eq(free_b, 0);
+    cca_upstream_stats s = tu_upstream_stats(u);
+    cr_assert_eq(s.bytes_in_use, 10 * MiB);
+    cr_assert_eq(s.bytes_in_use_peak, 10 * MiB);
+    cr_assert_eq(s.allocations, 2);
+    cr_assert_eq(s.alloc_calls, 2);
+    cr_assert_eq(s.failed_allocs, 1);
+    cr_assert_eq(cca_upstream_free(u, p, 6 * MiB), CCA_OK);
+    cr_assert_eq(cca_upstream_free(u, q, 4 * MiB), CCA_OK);
+    s = tu_upstream_stats(u);
+    cr_assert_eq(s.bytes_in_use, 0);
+    cr_assert_eq(s.bytes_in_use_peak, 10 * MiB);
+    cr_assert_eq(s.free_calls, 2);
+    cr_assert_eq(s.allocations, 0);
+    cr_assert_eq(cca_upstream_synchronize(u), CCA_OK);
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(NULL);
+}
+
+Test(upstream, host_device_rejects_bad_arguments) {
+    cca_upstream *u = (cca_upstream *)1;
+    cr_assert_eq(cca_upstream_host_create(0, &u), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(u);
+    cr_assert_eq(cca_upstream_host_create(1 * MiB, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_host_create(1 * MiB, &u), CCA_OK);
+    void *p = (void *)1;
+    cr_assert_eq(cca_upstream_alloc(u, 0, &p), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(p);
+    cr_assert_eq(cca_upstream_alloc(u, 1000, &p), CCA_ERR_INVALID_ARGUMENT, "not a multiple of 512");
+    cr_assert_eq(cca_upstream_alloc(u, 512, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_alloc(NULL, 512, &p), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_free(u, NULL, 512), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_free(NULL, &p, 512), CCA_ERR_INVALID_ARGUMENT);
+    size_t f, t;
+    cr_assert_eq(cca_upstream_mem_info(NULL, &f, &t), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_mem_info(u, NULL, &t), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_synchronize(NULL), CCA_ERR_INVALID_ARGUMENT);
+    cca_upstream_stats s;
+    cr_assert_eq(cca_upstream_get_stats(NULL, &s), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_get_stats(u, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_upstream_name(NULL), "(null)");
+    /* a free larger than what is in use is refused and not counted */
+    void *q;
+    cr_assert_eq(cca_upstream_alloc(u, 512, &q), CCA_OK);
+    cr_assert_eq(cca_upstream_free(u, q, 1 * MiB), CCA_ERR_UPSTREAM);
+    s = tu_upstream_stats(u);
+    cr_assert_eq(s.bytes_in_use, 512);
+    cr_assert_eq(s.free_calls, 0);
+    cr_assert_eq(cca_upstream_free(u, q, 512), CCA_OK);
+    cr_assert_eq(s.failed_allocs, 0, "argument errors never reach the device");
+    cca_upstream_destroy(u);
+}
+
+Test(upstream, two_allocators_share_one_device_like_two_tenants) {
+    cca_upstream *dev;
+    cr_assert_eq(cca_upstream_host_create(40 * MiB, &dev), CCA_OK);
+    cca_allocator *a1 = tu_allocator(dev, NULL), *a2 = tu_allocator(dev, NULL);
+    void *p = tu_alloc(a1, 4 * MiB, NULL); /* a1 reserves 20M */
+    tu_free(a1, p);                        /* ...and keeps it cached */
+    size_t free_b, total_b;
+    cr_assert_eq(cca_upstream_mem_info(dev, &free_b, &total_b), CCA_OK);
+    cr_assert_eq(free_b, 20 * MiB, "a1's cache counts against every tenant");
+    /* a2 wants a 30M segment: the device has 20M; a2's retry can only free
+     * a2's own cache (empty), so it is an OOM for a2 */
+    void *q = (void *)1;
+    cca_stats before = tu_stats(a2);
+    cr_assert_eq(cca_alloc(a2, 30 * MiB, NULL, &q), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_null(q);
+    before.ooms++, before.alloc_retries++;
+    tu_assert_intact(a2, &before, "a2 OOM");
+    cr_assert_eq(tu_stats(a1).reserved_bytes, 20 * MiB, "a2 cannot release a1's cache");
+    /* a1 gives its cache back: now a2 fits */
+    cr_assert_eq(cca_empty_cache(a1, NULL), CCA_OK);
+    q = tu_alloc(a2, 30 * MiB, NULL);
+    cr_assert_eq(cca_upstream_mem_info(dev, &free_b, &total_b), CCA_OK);
+    cr_assert_eq(free_b, 10 * MiB);
+    cr_assert_eq(total_b, 40 * MiB);
+    /* a greedy tenant sizes its arena from what the others left */
+    cca_allocator *g = tu_allocator(dev, "policy:greedy,greedy_fraction:0.5");
+    cr_assert_eq(tu_stats(g).reserved_bytes, 5 * MiB);
+    tu_destroy_clean(g, dev);
+    tu_free(a2, q);
+    tu_destroy_clean(a2, dev);
+    tu_teardown(a1, dev);
+}
+
+/* ---- custom upstreams ----------------------------------------------------------------- */
+
+static cca_status dummy_alloc(void *ctx, size_t size, void **ptr) {
+    (void)ctx;
+    *ptr = aligned_alloc(CCA_ALIGNMENT, size);
+    return *ptr ? CCA_OK : CCA_ERR_OUT_OF_MEMORY;
+}
+static cca_status dummy_free(void *ctx, void *ptr, size_t size) {
+    (void)ctx, (void)size;
+    free(ptr);
+    return CCA_OK;
+}
+static cca_status null_alloc(void *ctx, size_t size, void **ptr) {
+    (void)ctx, (void)size;
+    *ptr = NULL;
+    return CCA_OK; /* a broken upstream: OK without a pointer */
+}
+static cca_status dummy_event_record(void *ctx, cca_stream s, void **e) {
+    (void)ctx, (void)s;
+    *e = NULL;
+    return CCA_OK;
+}
+static int destroyed;
+static void count_destroy(void *ctx) { *(int *)ctx += 1; }
+
+Test(upstream, custom_upstream_validation) {
+    cca_upstream *u = (cca_upstream *)1;
+    cca_upstream_ops ops = {.alloc = dummy_alloc, .free = dummy_free};
+    cr_assert_eq(cca_upstream_custom_create(NULL, NULL, &u), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(u);
+    cr_assert_eq(cca_upstream_custom_create(&ops, NULL, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cca_upstream_ops no_alloc = {.free = dummy_free};
+    cr_assert_eq(cca_upstream_custom_create(&no_alloc, NULL, &u), CCA_ERR_INVALID_ARGUMENT);
+    cca_upstream_ops no_free = {.alloc = dummy_alloc};
+    cr_assert_eq(cca_upstream_custom_create(&no_free, NULL, &u), CCA_ERR_INVALID_ARGUMENT);
+    cca_upstream_ops half_events = {.alloc = dummy_alloc, .free = dummy_free, .event_record = dummy_event_record};
+    cr_assert_eq(cca_upstream_custom_create(&half_events, NULL, &u), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(cca_last_error(), "event") != NULL, "%s", cca_last_error());
+    cr_assert_null(u);
+}
+
+Test(upstream, custom_upstream_defaults_and_name) {
+    destroyed = 0;
+    cca_upstream_ops ops = {.alloc = dummy_alloc, .free = dummy_free, .destroy = count_destroy};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_custom_create(&ops, &destroyed, &u), CCA_OK);
+    ops.alloc = NULL; /* the table was copied */
+    cr_assert_str_eq(cca_upstream_name(u), "custom");
+    size_t f, t;
+    cr_assert_eq(cca_upstream_mem_info(u, &f, &t), CCA_ERR_UPSTREAM, "no mem_info");
+    cr_assert_eq(cca_upstream_synchronize(u), CCA_OK, "no synchronize: nothing to wait for");
+    /* greedy_fraction needs mem_info; greedy_bytes does not */
+    cca_config cfg;
+    cca_config_default(&cfg);
+    cfg.policy = CCA_POLICY_GREEDY;
+    cca_allocator *a = (cca_allocator *)1;
+    cr_assert_eq(cca_create(&cfg, u, &a), CCA_ERR_UPSTREAM);
+    cr_assert_null(a);
+    cr_assert(strstr(cca_last_error(), "greedy_fraction") != NULL, "%s", cca_last_error());
+    a = tu_allocator(u, "policy:greedy,greedy_bytes:1M");
+    void *p = tu_alloc(a, 1000, NULL);
+    tu_free(a, p);
+    tu_destroy_clean(a, u);
+    cr_assert_eq(destroyed, 0);
+    cca_upstream_destroy(u);
+    cr_assert_eq(destroyed, 1, "destroy called once");
+
+    char long_name[100];
+    memset(long_name, 'x', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    cca_upstream_ops named = {.alloc = dummy_alloc, .free = dummy_free, .name = long_name};
+    cr_assert_eq(cca_upstream_custom_create(&named, NULL, &u), CCA_OK);
+    long_name[0] = 'y'; /* the name was copied */
+    cr_assert_eq(strlen(cca_upstream_name(u)), 31, "names are kept to 31 characters");
+    cr_assert_eq(cca_upstream_name(u)[0], 'x');
+    cca_upstream_destroy(u);
+}
+
+Test(upstream, an_upstream_returning_ok_without_a_pointer_is_an_error) {
+    cca_upstream_ops ops = {.alloc = null_alloc, .free = dummy_free};
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_custom_create(&ops, NULL, &u), CCA_OK);
+    void *p = (void *)1;
+    cr_assert_eq(cca_upstream_alloc(u, 512, &p), CCA_ERR_UPSTREAM);
+    cr_assert_null(p);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_stats before = tu_stats(a);
+    cr_assert_eq(cca_alloc(a, 512, NULL, &p), CCA_ERR_UPSTREAM, "not an OOM, no retry");
+    tu_assert_intact(a, &before, "upstream error");
+    cca_upstream_stats s = tu_upstream_stats(u);
+    cr_assert_eq(s.failed_allocs, 2);
+    cr_assert_eq(s.bytes_in_use, 0);
+    tu_teardown(a, u);
+}
+
+Test(upstream, raw_tenant_competes_with_an_allocator) {
+    cca_upstream *dev;
+    cca_allocator *a;
+    tu_host_allocator(32 * MiB, NULL, &dev, &a);
+    void *raw;
+    cr_assert_eq(cca_upstream_alloc(dev, 16 * MiB, &raw), CCA_OK);
+    void *p = tu_alloc(a, 4 * MiB, NULL); /* 20M does not fit in 16M: a 4M segment */
+    cr_assert_eq(tu_stats(a).reserved_bytes, 4 * MiB);
+    cr_assert_eq(tu_upstream_stats(dev).bytes_in_use, 20 * MiB);
+    tu_free(a, p);
+    cr_assert_eq(cca_upstream_free(dev, raw, 16 * MiB), CCA_OK);
+    tu_teardown(a, dev);
+}
+
+Test(upstream, cuda_upstream_without_a_gpu_is_no_device) {
+    /* hide any GPU so the answer is the same on every machine */
+    cr_assert_eq(setenv("CUDA_VISIBLE_DEVICES", "", 1), 0);
+    cca_upstream *u = (cca_upstream *)1;
+    cr_assert_eq(cca_upstream_cuda_create(0, &u), CCA_ERR_NO_DEVICE);
+    cr_assert_null(u);
+    cr_assert(strlen(cca_last_error()) > 0, "cca_last_error says why");
+    cr_assert(strstr(cca_last_error(), "cuda") != NULL, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_cuda_create(-1, &u), CCA_ERR_NO_DEVICE);
+    cca_status st = cca_upstream_cuda_create(0, NULL);
+    cr_assert(st == CCA_ERR_INVALID_ARGUMENT || st == CCA_ERR_NO_DEVICE, "%s", cca_status_string(st));
+}

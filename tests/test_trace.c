@@ -72,7 +72,7 @@ Test(trace, records_exactly_what_the_program_did) {
              "7,free,4,7,1\n");
     cr_assert_eq(strncmp(text, "# ccalloc trace v1\n", 19), 0, "%s", text);
     char source[64];
-    snprintf(source, sizeof source, "# source: pid %ld, allocator ", (long)getpid());
+    snprintf(source, sizeof source, "# source: pid %ld\n", (long)getpid());
     cr_assert_eq(strncmp(text + 19, source, strlen(source)), 0, "%s", text);
     const char *rows = strstr(text, "seq,op");
     cr_assert_not_null(rows);
@@ -80,7 +80,7 @@ Test(trace, records_exactly_what_the_program_did) {
     free(text);
 }
 
-Test(trace, allocators_one_after_another_append_with_their_own_source_line) {
+Test(trace, allocators_one_after_another_append_a_new_section) {
     for (int i = 0; i < 2; i++) {
         cca_upstream *u;
         cca_allocator *a;
@@ -98,9 +98,38 @@ Test(trace, allocators_one_after_another_append_with_their_own_source_line) {
         rows += strstr(line, ",alloc,") || strstr(line, ",free,");
     }
     cr_assert_eq(versions, 1, "one format line per file");
-    cr_assert_eq(sources, 2);
-    cr_assert_eq(headers, 2);
+    cr_assert_eq(sources, 1, "one source line per process");
+    cr_assert_eq(headers, 2, "each reopening starts a section");
     cr_assert_eq(rows, 4);
+    free(text);
+}
+
+/* Two allocators alive at once share one trace: one header, one global seq,
+ * ids unique across allocators, whole lines only. */
+Test(trace, concurrent_allocators_share_one_section) {
+    cca_upstream *u1, *u2;
+    cca_allocator *a1, *a2;
+    tu_host_allocator(64 * MiB, NULL, &u1, &a1);
+    tu_host_allocator(64 * MiB, NULL, &u2, &a2);
+    void *p1 = tu_alloc(a1, 1000, NULL);
+    void *p2 = tu_alloc(a2, 2000, NULL);
+    tu_free(a1, p1);
+    void *p3 = tu_alloc(a1, 3000, NULL);
+    tu_free(a2, p2);
+    tu_free(a1, p3);
+    tu_teardown(a2, u2);
+    tu_teardown(a1, u1);
+    char *text = read_all(path);
+    const char *rows = strstr(text, "seq,op,id,size,stream\n");
+    cr_assert_not_null(rows);
+    cr_assert_null(strstr(rows + 1, "seq,op"), "one section");
+    cr_assert_str_eq(rows, "seq,op,id,size,stream\n"
+                           "0,alloc,1,1000,0\n"
+                           "1,alloc,2,2000,0\n"
+                           "2,free,1,1000,0\n"
+                           "3,alloc,3,3000,0\n"
+                           "4,free,2,2000,0\n"
+                           "5,free,3,3000,0\n");
     free(text);
 }
 

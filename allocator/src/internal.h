@@ -225,7 +225,8 @@ cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstre
 
 /* trace.c: CCALLOC_TRACE recording (a no-op pointer check when unset). */
 struct ccai_trace *ccai_trace_open_from_env(void);
-void ccai_trace_alloc(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s, uintptr_t addr);
+/* Returns the trace id of the new allocation (unique in the process). */
+uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s);
 void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s);
 void ccai_trace_close(struct ccai_trace *t);
 

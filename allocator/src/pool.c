@@ -564,7 +564,7 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
     b->state = CCAI_LIVE;
     b->requested = size;
     b->alloc_stream = stream;
-    b->id = ++a->alloc_sequence;
+    b->id = a->trace ? ccai_trace_alloc(a->trace, size, stream) : ++a->alloc_sequence;
     ccai_live_map_insert(&a->live, b);
     b->segment->live_blocks++;
     b->segment->live_bytes += b->size;
@@ -580,8 +580,6 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
     if (c->active > c->active_peak)
         c->active_peak = c->active;
     c->alloc_calls++;
-    if (a->trace)
-        ccai_trace_alloc(a->trace, b->id, size, stream, b->addr);
     *out = (void *)b->addr;
     return CCA_OK;
 }

@@ -4,7 +4,7 @@
  *
  * Format (docs/benchmarks.md; bench/ replays it):
  *     # ccalloc trace v1
- *     # source: pid 1234, allocator 0x55d1c0
+ *     # source: pid 1234
  *     seq,op,id,size,stream
  *     0,alloc,1,4096,0
  *     1,free,1,4096,0
@@ -12,9 +12,15 @@
  * a small integer per distinct stream handle in order of first use (0 = the
  * default stream), so traces do not leak addresses and replay anywhere.
  *
+ * One trace per process: the first allocator created with CCALLOC_TRACE set
+ * opens the file (truncating it) and writes the header; every allocator of
+ * the process then writes to it under one lock, so lines never interleave,
+ * `seq` is one global order and ids are unique across allocators. The last
+ * allocator destroyed closes it. A later allocator after that starts a new
+ * section ("seq,..." header again) in append mode.
+ *
  * Cost when unset: one NULL check per call (a->trace). When set, one fprintf
- * per event under the allocator's lock. Several allocators in one process
- * append to the same file, each with its own header line (source).
+ * per event under the trace lock.
  */
 #include "internal.h"
 
@@ -25,27 +31,39 @@
 
 typedef struct ccai_trace {
     FILE *f;
+    size_t users;
     uint64_t seq;
+    uint64_t next_id;
     cca_stream streams[TRACE_MAX_STREAMS];
     size_t stream_count;
+    bool opened_before;
 } ccai_trace;
+
+static ccai_trace the_trace;
+static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct ccai_trace *ccai_trace_open_from_env(void) {
     const char *path = getenv("CCALLOC_TRACE");
     if (!path || !*path)
         return NULL;
-    ccai_trace *t = calloc(1, sizeof *t);
-    if (!t)
-        return NULL;
-    t->f = fopen(path, "a");
+    ccai_trace *t = &the_trace;
+    pthread_mutex_lock(&trace_lock);
     if (!t->f) {
-        ccai_log("CCALLOC_TRACE: cannot open '%s' for writing; not tracing", path);
-        free(t);
-        return NULL;
+        t->f = fopen(path, t->opened_before ? "a" : "w");
+        if (!t->f) {
+            pthread_mutex_unlock(&trace_lock);
+            ccai_log("CCALLOC_TRACE: cannot open '%s' for writing; not tracing", path);
+            return NULL;
+        }
+        if (!t->opened_before)
+            fprintf(t->f, "# ccalloc trace v1\n# source: pid %ld\n", (long)getpid());
+        fprintf(t->f, "seq,op,id,size,stream\n");
+        t->opened_before = true;
+        t->seq = 0;
+        t->stream_count = 0;
     }
-    if (ftell(t->f) == 0)
-        fprintf(t->f, "# ccalloc trace v1\n");
-    fprintf(t->f, "# source: pid %ld, allocator %p\nseq,op,id,size,stream\n", (long)getpid(), (void *)t);
+    t->users++;
+    pthread_mutex_unlock(&trace_lock);
     return t;
 }
 
@@ -60,20 +78,29 @@ static unsigned stream_number(ccai_trace *t, cca_stream s) {
     return (unsigned)t->stream_count; /* beyond 64 streams, the last number is shared */
 }
 
-void ccai_trace_alloc(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s, uintptr_t addr) {
-    (void)addr;
+uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s) {
+    pthread_mutex_lock(&trace_lock);
+    uint64_t id = ++t->next_id;
     fprintf(t->f, "%llu,alloc,%llu,%zu,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
             stream_number(t, s));
+    pthread_mutex_unlock(&trace_lock);
+    return id;
 }
 
 void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s) {
+    pthread_mutex_lock(&trace_lock);
     fprintf(t->f, "%llu,free,%llu,%zu,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
             stream_number(t, s));
+    pthread_mutex_unlock(&trace_lock);
 }
 
 void ccai_trace_close(struct ccai_trace *t) {
     if (!t)
         return;
-    fclose(t->f);
-    free(t);
+    pthread_mutex_lock(&trace_lock);
+    if (--t->users == 0) {
+        fclose(t->f);
+        t->f = NULL;
+    }
+    pthread_mutex_unlock(&trace_lock);
 }

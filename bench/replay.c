@@ -1,0 +1,309 @@
+/*
+ * replay.c — replaying a trace through a strategy, and the metrics of one
+ * strategy x trace cell.
+ *
+ * Correctness before timing (STYLE rule 10): every replay first makes one
+ * untimed OBSERVE pass, then `reps` TIMED passes, each on a fresh strategy.
+ *
+ *   observe  for every event: alloc or free through the strategy; on host
+ *            pointers write a tag into the first and last byte of the block
+ *            and check it at the free (catches overlapping or moved blocks);
+ *            after every event sample the strategy (allocated, reserved,
+ *            fragmentation) outside any timing, for the peaks, the
+ *            fragmentation at the allocated peak and the timeline (the
+ *            maximum over each window of n / timeline_points events, so no
+ *            spike is lost). At the end: reserved after the trace, then
+ *            empty-cache with the trace's leftovers still live (what release
+ *            can really return, and the device's free memory then: what the
+ *            next tenant could get), then free the leftovers, empty-cache
+ *            again and require reserved == 0 (host strategies that know it).
+ *   timed    each operation alone between two clock reads; the median cost
+ *            of a clock read is subtracted. Latencies of all passes are
+ *            pooled for the median and p99; total = median over passes of
+ *            the summed latencies.
+ *
+ * An alloc the strategy refuses (OOM) is counted and its free skipped; the
+ * replay goes on, as a program that handles OOM would.
+ *
+ * Live pointers sit in an array indexed by the trace's slot, so the harness
+ * adds one array access per event to what is timed.
+ */
+#include "ccbench.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double ccb_quantile(double *v, size_t n, double q) {
+    if (!n)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_double);
+    size_t k = (size_t)ceil(q * (double)n);
+    k = k ? k - 1 : 0;
+    return v[k < n ? k : n - 1];
+}
+
+double ccb_timer_overhead_ns(void) {
+    static double cached = -1;
+    if (cached >= 0)
+        return cached;
+    enum { N = 2001 };
+    double d[N];
+    for (int i = 0; i < N; i++) {
+        uint64_t a = ccb_now_ns(), b = ccb_now_ns();
+        d[i] = (double)(b - a);
+    }
+    cached = ccb_quantile(d, N, 0.5);
+    return cached;
+}
+
+static void tag_block(void *p, size_t size, uint32_t slot) {
+    unsigned char tag = (unsigned char)(slot * 31u + 7u);
+    ((unsigned char *)p)[0] = tag;
+    ((unsigned char *)p)[size - 1] = (unsigned char)~tag;
+}
+
+static int tag_ok(const void *p, size_t size, uint32_t slot) {
+    unsigned char tag = (unsigned char)(slot * 31u + 7u);
+    return ((const unsigned char *)p)[0] == tag && ((const unsigned char *)p)[size - 1] == (unsigned char)~tag;
+}
+
+static int open_strategy(const ccb_strategy_ops *ops, const char *config, const ccb_replay_options *o,
+                         ccb_strategy *s, ccb_result *r) {
+    memset(s, 0, sizeof *s);
+    s->ops = ops;
+    int rc = ops->open(s, config, o->device_bytes, r->why, sizeof r->why);
+    if (rc == 1)
+        r->skipped = 1;
+    return rc;
+}
+
+static void update_window(ccb_timeline_point *w, size_t req, const ccb_mem *m) {
+    if (req > w->requested)
+        w->requested = req;
+    if (m->allocated != CCB_UNKNOWN && m->allocated > w->allocated)
+        w->allocated = m->allocated;
+    if (m->reserved != CCB_UNKNOWN && m->reserved > w->reserved)
+        w->reserved = m->reserved;
+}
+
+static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *config, const ccb_replay_options *o,
+                   ccb_result *r) {
+    ccb_strategy s;
+    int rc = open_strategy(ops, config, o, &s, r);
+    if (rc != 0)
+        return rc;
+    void **ptr = calloc(t->slots ? t->slots : 1, sizeof *ptr);
+    size_t points = o->timeline_points ? o->timeline_points : 1000;
+    size_t stride = t->n / points + 1;
+    r->timeline = calloc(t->n / stride + 2, sizeof *r->timeline);
+    if (!ptr || !r->timeline) {
+        free(ptr);
+        ops->close(&s);
+        snprintf(r->why, sizeof r->why, "out of host memory");
+        return -1;
+    }
+    ccb_mem m;
+    ops->sample(&s, &m);
+    size_t dev_free = ops->device_free(&s);
+    r->device_free_before =
+        dev_free == CCB_UNKNOWN ? CCB_UNKNOWN : dev_free + (m.reserved == CCB_UNKNOWN ? 0 : m.reserved);
+    int reserved_known = m.reserved != CCB_UNKNOWN;
+    size_t req = 0, peak_alloc = 0, peak_res = 0;
+    r->frag_at_peak = -1;
+    r->checked = ops->host_pointers;
+    ccb_timeline_point *w = &r->timeline[0];
+    rc = 0;
+    for (size_t i = 0; i < t->n && rc == 0; i++) {
+        const ccb_event *e = &t->ev[i];
+        if (e->op == CCB_ALLOC) {
+            int a = ops->alloc(&s, e->size, e->stream, &ptr[e->slot]);
+            if (a == 1) {
+                r->ooms++;
+                ptr[e->slot] = NULL;
+            } else if (a != 0 || !ptr[e->slot]) {
+                snprintf(r->why, sizeof r->why, "event %zu: alloc of %llu bytes failed", i,
+                         (unsigned long long)e->size);
+                rc = -1;
+                break;
+            } else {
+                req += e->size;
+                if (ops->host_pointers)
+                    tag_block(ptr[e->slot], e->size, e->slot);
+            }
+        } else if (ptr[e->slot]) {
+            if (ops->host_pointers && !tag_ok(ptr[e->slot], e->size, e->slot)) {
+                snprintf(r->why, sizeof r->why, "event %zu: block of slot %u was overwritten (overlap?)", i, e->slot);
+                rc = -1;
+                break;
+            }
+            ops->release(&s, ptr[e->slot], e->size, e->stream);
+            ptr[e->slot] = NULL;
+            req -= e->size;
+        }
+        ops->sample(&s, &m);
+        if (req > r->peak_requested)
+            r->peak_requested = req;
+        if (m.allocated != CCB_UNKNOWN && m.allocated > peak_alloc) {
+            peak_alloc = m.allocated;
+            r->frag_at_peak = m.fragmentation;
+        }
+        if (m.reserved != CCB_UNKNOWN && m.reserved > peak_res)
+            peak_res = m.reserved;
+        if (i % stride == 0 && i) {
+            w++;
+            r->timeline_n++;
+        }
+        w->op = i;
+        update_window(w, req, &m);
+    }
+    r->timeline_n++;
+    ops->sample(&s, &m);
+    r->strategy_requested_peak = m.requested_peak;
+    r->upstream_allocs = m.upstream_allocs;
+    r->upstream_frees = m.upstream_frees;
+    r->reserved_after_trace = m.reserved;
+    ops->empty_cache(&s);
+    ops->sample(&s, &m);
+    r->reserved_after_empty = m.reserved;
+    r->device_free_after = ops->device_free(&s); /* what the next tenant could get now */
+    /* free the trace's leftovers (their sizes come from their alloc events) */
+    for (size_t i = 0; i < t->n; i++) {
+        const ccb_event *e = &t->ev[i];
+        if (e->op == CCB_ALLOC && ptr[e->slot]) {
+            ops->release(&s, ptr[e->slot], e->size, e->stream);
+            ptr[e->slot] = NULL;
+        }
+    }
+    ops->empty_cache(&s);
+    ops->sample(&s, &m);
+    if (rc == 0 && reserved_known && m.reserved != 0 && ops->gpu == 0) {
+        snprintf(r->why, sizeof r->why, "after freeing everything, empty-cache left %zu bytes reserved", m.reserved);
+        rc = -1;
+    }
+    if (ops->peaks) {
+        size_t pa, pr;
+        ops->peaks(&s, &pa, &pr);
+        if (pa != CCB_UNKNOWN)
+            peak_alloc = pa > peak_alloc ? pa : peak_alloc;
+        if (pr != CCB_UNKNOWN)
+            peak_res = pr > peak_res ? pr : peak_res;
+    }
+    r->peak_allocated = peak_alloc;
+    r->peak_reserved = reserved_known ? peak_res : CCB_UNKNOWN;
+    ops->close(&s);
+    free(ptr);
+    return rc;
+}
+
+static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *config, const ccb_replay_options *o,
+                 ccb_result *r) {
+    int reps = o->reps > 0 ? o->reps : 1;
+    double *lat = malloc((t->n ? t->n : 1) * (size_t)reps * sizeof *lat);
+    double *totals = calloc((size_t)reps, sizeof *totals);
+    void **ptr = calloc(t->slots ? t->slots : 1, sizeof *ptr);
+    if (!lat || !totals || !ptr) {
+        free(lat);
+        free(totals);
+        free(ptr);
+        snprintf(r->why, sizeof r->why, "out of host memory");
+        return -1;
+    }
+    double timer = ccb_timer_overhead_ns();
+    size_t nl = 0;
+    int rc = 0;
+    for (int rep = 0; rep < reps && rc == 0; rep++) {
+        ccb_strategy s;
+        if ((rc = open_strategy(ops, config, o, &s, r)) != 0)
+            break;
+        double sum = 0;
+        for (size_t i = 0; i < t->n; i++) {
+            const ccb_event *e = &t->ev[i];
+            uint64_t t0, t1;
+            if (e->op == CCB_ALLOC) {
+                t0 = ccb_now_ns();
+                int a = ops->alloc(&s, e->size, e->stream, &ptr[e->slot]);
+                t1 = ccb_now_ns();
+                if (a != 0)
+                    ptr[e->slot] = NULL;
+            } else {
+                if (!ptr[e->slot])
+                    continue;
+                t0 = ccb_now_ns();
+                ops->release(&s, ptr[e->slot], e->size, e->stream);
+                t1 = ccb_now_ns();
+                ptr[e->slot] = NULL;
+            }
+            double d = (double)(t1 - t0) - timer;
+            d = d < 0 ? 0 : d;
+            lat[nl++] = d;
+            sum += d;
+        }
+        totals[rep] = sum;
+        for (size_t i = 0; i < t->n; i++) { /* leftovers, untimed */
+            const ccb_event *e = &t->ev[i];
+            if (e->op == CCB_ALLOC && ptr[e->slot]) {
+                ops->release(&s, ptr[e->slot], e->size, e->stream);
+                ptr[e->slot] = NULL;
+            }
+        }
+        ops->empty_cache(&s);
+        ops->close(&s);
+    }
+    if (rc == 0) {
+        r->reps = reps;
+        r->timer_ns = timer;
+        r->median_ns = ccb_quantile(lat, nl, 0.5);
+        r->p99_ns = ccb_quantile(lat, nl, 0.99);
+        r->total_ms = ccb_quantile(totals, (size_t)reps, 0.5) / 1e6;
+    }
+    free(lat);
+    free(totals);
+    free(ptr);
+    return rc;
+}
+
+int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r) {
+    memset(r, 0, sizeof *r);
+    const ccb_strategy_ops *ops;
+    const char *config;
+    snprintf(r->trace, sizeof r->trace, "%s", t->name);
+    if (ccb_strategy_resolve(spec, &ops, &config, r->strategy, sizeof r->strategy) != 0) {
+        snprintf(r->strategy, sizeof r->strategy, "%s", spec);
+        snprintf(r->why, sizeof r->why, "unknown strategy '%s' (ccbench --list)", spec);
+        return -1;
+    }
+    snprintf(r->config, sizeof r->config, "%s", config);
+    r->ops = t->n;
+    r->allocs = t->allocs;
+    r->frees = t->frees;
+    r->peak_reserved = r->reserved_after_trace = r->reserved_after_empty = CCB_UNKNOWN;
+    r->device_free_before = r->device_free_after = CCB_UNKNOWN;
+    r->strategy_requested_peak = CCB_UNKNOWN;
+    r->upstream_allocs = r->upstream_frees = UINT64_MAX;
+    r->frag_at_peak = -1;
+    r->ratio = r->ratio_requested = NAN;
+    r->median_ns = r->p99_ns = r->total_ms = NAN;
+    int rc = observe(t, ops, config, o, r);
+    if (rc != 0)
+        return rc == 1 ? 0 : -1;
+    rc = timed(t, ops, config, o, r);
+    if (rc != 0)
+        return rc == 1 ? 0 : -1;
+    if (r->peak_reserved != CCB_UNKNOWN && r->peak_allocated)
+        r->ratio = (double)r->peak_reserved / (double)r->peak_allocated;
+    if (r->peak_reserved != CCB_UNKNOWN && r->peak_requested)
+        r->ratio_requested = (double)r->peak_reserved / (double)r->peak_requested;
+    return 0;
+}
+
+void ccb_result_free(ccb_result *r) {
+    free(r->timeline);
+    r->timeline = NULL;
+    r->timeline_n = 0;
+}

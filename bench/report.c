@@ -1,0 +1,237 @@
+/*
+ * report.c — what a person reads (markdown) and what a plot reads (CSV),
+ * the machine description every result carries, and the gnuplot call.
+ *
+ * Units: bytes in the CSV (exact, for plots and diffs), binary units in the
+ * markdown (readable). An unknown value is an empty CSV field and "—" in
+ * markdown; a skipped cell keeps its row and says why.
+ */
+#include "ccbench.h"
+
+#include <ccalloc.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef CCB_SCRIPT_DIR
+#define CCB_SCRIPT_DIR "bench/scripts"
+#endif
+
+const char *ccb_default_script_dir(void) { return CCB_SCRIPT_DIR; }
+
+/* cca_format_bytes, plus "—" for a figure a strategy cannot report. */
+void ccb_format_bytes(size_t b, char *buf, size_t len) {
+    if (b == CCB_UNKNOWN)
+        snprintf(buf, len, "—");
+    else
+        cca_format_bytes(b, buf, len);
+}
+
+static void fmt_num(double v, const char *f, char *buf, size_t len) {
+    if (isnan(v) || v < 0)
+        snprintf(buf, len, "—");
+    else
+        snprintf(buf, len, f, v);
+}
+
+static void fmt_calls(uint64_t a, uint64_t f, char *buf, size_t len) {
+    if (a == UINT64_MAX)
+        snprintf(buf, len, "—");
+    else
+        snprintf(buf, len, "%llu+%llu", (unsigned long long)a, (unsigned long long)f);
+}
+
+void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
+    fprintf(f, "| trace | strategy | median ns/op | p99 ns/op | total ms | peak allocated | peak reserved | "
+               "reserved/allocated | frag. at peak | upstream allocs+frees | OOMs | reserved after trace | "
+               "after empty-cache | device free before → after |\n");
+    fprintf(f, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for (size_t i = 0; i < n; i++) {
+        const ccb_result *x = &r[i];
+        if (x->skipped || isnan(x->median_ns)) {
+            fprintf(f, "| %s | %s | %s: %s | | | | | | | | | | | |\n", x->trace, x->strategy,
+                    x->skipped ? "skipped" : "failed", x->why);
+            continue;
+        }
+        char med[32], p99[32], tot[32], pa[32], pr[32], ratio[32], frag[32], calls[48], rat[32], rae[32], dfb[32],
+            dfa[32];
+        fmt_num(x->median_ns, "%.0f", med, sizeof med);
+        fmt_num(x->p99_ns, "%.0f", p99, sizeof p99);
+        fmt_num(x->total_ms, "%.2f", tot, sizeof tot);
+        ccb_format_bytes(x->peak_allocated, pa, sizeof pa);
+        ccb_format_bytes(x->peak_reserved, pr, sizeof pr);
+        fmt_num(x->ratio, "%.2f", ratio, sizeof ratio);
+        fmt_num(x->frag_at_peak, "%.3f", frag, sizeof frag);
+        fmt_calls(x->upstream_allocs, x->upstream_frees, calls, sizeof calls);
+        ccb_format_bytes(x->reserved_after_trace, rat, sizeof rat);
+        ccb_format_bytes(x->reserved_after_empty, rae, sizeof rae);
+        ccb_format_bytes(x->device_free_before, dfb, sizeof dfb);
+        ccb_format_bytes(x->device_free_after, dfa, sizeof dfa);
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n", x->trace,
+                x->strategy, med, p99, tot, pa, pr, ratio, frag, calls, (unsigned long long)x->ooms, rat, rae, dfb,
+                dfa);
+    }
+}
+
+static void csv_size(FILE *f, size_t v) {
+    if (v == CCB_UNKNOWN)
+        fputc(',', f);
+    else
+        fprintf(f, "%zu,", v);
+}
+
+static void csv_u64(FILE *f, uint64_t v) {
+    if (v == UINT64_MAX)
+        fputc(',', f);
+    else
+        fprintf(f, "%llu,", (unsigned long long)v);
+}
+
+static void csv_double(FILE *f, double v, const char *fmt) {
+    if (isnan(v) || v < 0)
+        fputc(',', f);
+    else {
+        fprintf(f, fmt, v);
+        fputc(',', f);
+    }
+}
+
+static void csv_text(FILE *f, const char *s) { /* quoted, quotes doubled */
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
+    fprintf(f, "trace,strategy,config,status,ops,allocs,frees,reps,median_ns,p99_ns,total_ms,timer_ns,"
+               "peak_requested,peak_allocated,peak_reserved,ratio,ratio_requested,frag_at_peak,upstream_allocs,"
+               "upstream_frees,ooms,reserved_after_trace,reserved_after_empty,device_free_before,"
+               "device_free_after,checked,why\n");
+    for (size_t i = 0; i < n; i++) {
+        const ccb_result *x = &r[i];
+        int ok = !x->skipped && !isnan(x->median_ns);
+        fprintf(f, "%s,%s,", x->trace, x->strategy);
+        csv_text(f, x->config);
+        fprintf(f, ",%s,", x->skipped ? "skipped" : ok ? "ok" : "failed");
+        if (!ok) {
+            fprintf(f, "%s", ",,,,,,,,,,,,,,,,,,,,,,"); /* 22 empty fields: ops .. checked */
+            csv_text(f, x->why);
+            fputc('\n', f);
+            continue;
+        }
+        fprintf(f, "%llu,%llu,%llu,%d,", (unsigned long long)x->ops, (unsigned long long)x->allocs,
+                (unsigned long long)x->frees, x->reps);
+        csv_double(f, x->median_ns, "%.1f");
+        csv_double(f, x->p99_ns, "%.1f");
+        csv_double(f, x->total_ms, "%.3f");
+        csv_double(f, x->timer_ns, "%.1f");
+        csv_size(f, x->peak_requested);
+        csv_size(f, x->peak_allocated);
+        csv_size(f, x->peak_reserved);
+        csv_double(f, x->ratio, "%.4f");
+        csv_double(f, x->ratio_requested, "%.4f");
+        csv_double(f, x->frag_at_peak, "%.4f");
+        csv_u64(f, x->upstream_allocs);
+        csv_u64(f, x->upstream_frees);
+        fprintf(f, "%llu,", (unsigned long long)x->ooms);
+        csv_size(f, x->reserved_after_trace);
+        csv_size(f, x->reserved_after_empty);
+        csv_size(f, x->device_free_before);
+        csv_size(f, x->device_free_after);
+        fprintf(f, "%d,", x->checked);
+        csv_text(f, x->why);
+        fputc('\n', f);
+    }
+}
+
+int ccb_write_timeline_csv(const char *path, const ccb_result *r) {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "# %s on %s: maximum over each window of events; MiB\nop,requested_mib,allocated_mib,reserved_mib\n",
+            r->strategy, r->trace);
+    for (size_t i = 0; i < r->timeline_n; i++) {
+        const ccb_timeline_point *p = &r->timeline[i];
+        fprintf(f, "%llu,%.3f,%.3f,", (unsigned long long)p->op, p->requested / 1048576.0,
+                p->allocated / 1048576.0);
+        if (r->peak_reserved == CCB_UNKNOWN)
+            fprintf(f, "NaN\n");
+        else
+            fprintf(f, "%.3f\n", p->reserved / 1048576.0);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static void cpu_model(char *buf, size_t len) {
+    snprintf(buf, len, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ' || *c == '\t')
+                    c++;
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(buf, len, "%s", c);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+void ccb_write_machine_md(FILE *f) {
+    char uname_line[512] = "unknown", cpu[256];
+    FILE *p = popen("uname -a", "r");
+    if (p) {
+        if (fgets(uname_line, sizeof uname_line, p))
+            uname_line[strcspn(uname_line, "\n")] = '\0';
+        pclose(p);
+    }
+    cpu_model(cpu, sizeof cpu);
+    char date[64];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+    fprintf(f, "- machine: `%s`\n- CPU: %s, %ld online cores\n- GPU: %s\n- date: %s\n", uname_line, cpu,
+            sysconf(_SC_NPROCESSORS_ONLN), ccb_gpu_unavailable_reason(), date);
+}
+
+int ccb_gnuplot(const char *script_dir, const char *script, const char *const *args, size_t nargs) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", script_dir ? script_dir : ccb_default_script_dir(), script);
+    const char *argv[24];
+    size_t k = 0;
+    argv[k++] = "gnuplot";
+    argv[k++] = "-c";
+    argv[k++] = path;
+    for (size_t i = 0; i < nargs && k < 23; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execvp("gnuplot", (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        return 1;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}

@@ -1,0 +1,293 @@
+/*
+ * strategy.c — the strategies a trace is replayed through: a small table of
+ * functions per BASE strategy (ggml-style: open/alloc/free/sample/peaks/
+ * empty_cache/device_free/close), and PRESETS naming a base plus a config.
+ *
+ *   preset             base          config
+ *   ccalloc-growth     ccalloc       policy:growth            (simulated device)
+ *   ccalloc-greedy     ccalloc       policy:greedy            (arena = 0.9 x device)
+ *   ccalloc-nosmall    ccalloc       small_pool:0             (one pool for all sizes)
+ *   ccalloc-maxsplit   ccalloc       max_split:64M            (PyTorch's max_split_size_mb)
+ *   malloc             malloc                                 (host malloc/free floor)
+ *   ccalloc-cuda       ccalloc-cuda  policy:growth            (GPU)
+ *   cuda-malloc        cuda-malloc                            (GPU, raw cudaMalloc/cudaFree)
+ *   cuda-async-t0      cuda-async    release_threshold:0      (GPU, cudaMallocAsync)
+ *   cuda-async-tmax    cuda-async    release_threshold:max    (GPU)
+ *   cub                cub                                    (GPU, cub::CachingDeviceAllocator)
+ *
+ * Any spec may also be written BASE=CONFIG ("ccalloc=policy:growth,max_split:
+ * 128M"); the config string of ccalloc bases is cca_config_parse's syntax.
+ *
+ * The host strategies live here; the GPU ones in strategy_cuda.cu (built with
+ * the CUDA toolkit) or strategy_nocuda.c (which opens them as "skipped").
+ * The ccalloc strategies take their numbers from cca_get_stats; the malloc
+ * floor counts requested bytes itself and cannot know what glibc reserves.
+ */
+#include "ccbench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccalloc.h"
+
+const ccb_preset ccb_presets[] = {
+    {"ccalloc-growth", "ccalloc", "policy:growth", "ccalloc, growth policy, on the simulated device"},
+    {"ccalloc-greedy", "ccalloc", "policy:greedy", "ccalloc, greedy arena of 0.9 x the simulated device"},
+    {"ccalloc-nosmall", "ccalloc", "small_pool:0", "ccalloc growth without the small pool"},
+    {"ccalloc-maxsplit", "ccalloc", "max_split:64M", "ccalloc growth, blocks > 64 MiB never split"},
+    {"malloc", "malloc", "", "host malloc/free: the floor for bookkeeping cost"},
+    {"ccalloc-cuda", "ccalloc-cuda", "policy:growth", "ccalloc growth over cudaMalloc (GPU)"},
+    {"cuda-malloc", "cuda-malloc", "", "raw cudaMalloc/cudaFree per op (GPU)"},
+    {"cuda-async-t0", "cuda-async", "release_threshold:0", "cudaMallocAsync, default pool, threshold 0 (GPU)"},
+    {"cuda-async-tmax", "cuda-async", "release_threshold:max",
+     "cudaMallocAsync, default pool, threshold UINT64_MAX (GPU)"},
+    {"cub", "cub", "", "cub::CachingDeviceAllocator with its defaults (GPU)"},
+};
+const size_t ccb_preset_count = sizeof ccb_presets / sizeof ccb_presets[0];
+
+static const ccb_strategy_ops *const bases[] = {
+    &ccb_strategy_ccalloc_host, &ccb_strategy_malloc, &ccb_strategy_ccalloc_cuda,
+    &ccb_strategy_cuda_malloc,  &ccb_strategy_cuda_async, &ccb_strategy_cub,
+};
+
+const ccb_strategy_ops *ccb_strategy_base(const char *base) {
+    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++)
+        if (strcmp(bases[i]->base, base) == 0)
+            return bases[i];
+    return NULL;
+}
+
+void ccb_strategy_list(FILE *f) {
+    fprintf(f, "  presets:\n");
+    for (size_t i = 0; i < ccb_preset_count; i++)
+        fprintf(f, "    %-18s %s%s%s\n", ccb_presets[i].name, ccb_presets[i].doc, *ccb_presets[i].config ? "; " : "",
+                ccb_presets[i].config);
+    fprintf(f, "  bases (use BASE=CONFIG):\n");
+    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++)
+        fprintf(f, "    %-18s %s\n", bases[i]->base, bases[i]->doc);
+}
+
+int ccb_strategy_resolve(const char *spec, const ccb_strategy_ops **ops, const char **config, char *label,
+                         size_t labellen) {
+    for (size_t i = 0; i < ccb_preset_count; i++) {
+        if (strcmp(spec, ccb_presets[i].name) == 0) {
+            *ops = ccb_strategy_base(ccb_presets[i].base);
+            *config = ccb_presets[i].config;
+            snprintf(label, labellen, "%s", spec);
+            return *ops ? 0 : -1;
+        }
+    }
+    const char *eq = strchr(spec, '=');
+    size_t blen = eq ? (size_t)(eq - spec) : strlen(spec);
+    char base[64];
+    if (blen >= sizeof base)
+        return -1;
+    memcpy(base, spec, blen);
+    base[blen] = '\0';
+    *ops = ccb_strategy_base(base);
+    *config = eq ? eq + 1 : "";
+    snprintf(label, labellen, "%s", spec);
+    return *ops ? 0 : -1;
+}
+
+/* ---- ccalloc over the simulated (host) device ----------------------------------- */
+
+typedef struct cca_impl {
+    cca_upstream *u;
+    cca_allocator *a;
+} cca_impl;
+
+/* Shared by ccalloc and ccalloc-cuda (strategy_cuda.cu opens the upstream). */
+int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, char *why, size_t whylen) {
+    cca_impl *c = calloc(1, sizeof *c);
+    if (!c) {
+        cca_upstream_destroy(u);
+        snprintf(why, whylen, "out of host memory");
+        return -1;
+    }
+    cca_config cfg;
+    cca_config_default(&cfg);
+    cfg.log_oom = 0; /* OOMs are counted in the results, not logged per event */
+    cca_status st = cca_config_parse(&cfg, config);
+    if (st == CCA_OK)
+        st = cca_create(&cfg, u, &c->a);
+    if (st != CCA_OK) {
+        snprintf(why, whylen, "%s: %s", cca_status_string(st), cca_last_error());
+        cca_upstream_destroy(u);
+        free(c);
+        return -1;
+    }
+    c->u = u;
+    s->impl = c;
+    return 0;
+}
+
+static int cca_host_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen) {
+    cca_upstream *u;
+    cca_status st = cca_upstream_host_create(device_bytes, &u);
+    if (st != CCA_OK) {
+        snprintf(why, whylen, "host upstream: %s", cca_status_string(st));
+        return -1;
+    }
+    return ccb_ccalloc_open_on(s, u, config, why, whylen);
+}
+
+/* Stream tokens: the host upstream takes any token; the CUDA one real streams. */
+
+static int cca_alloc_host_token(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
+    cca_impl *c = s->impl;
+    cca_status st = cca_alloc(c->a, size, (cca_stream)(uintptr_t)stream, ptr);
+    return st == CCA_OK ? 0 : st == CCA_ERR_OUT_OF_MEMORY ? 1 : -1;
+}
+
+static int cca_alloc_cuda_stream(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
+    cca_impl *c = s->impl;
+    cca_status st = cca_alloc(c->a, size, ccb_cuda_stream(stream), ptr);
+    return st == CCA_OK ? 0 : st == CCA_ERR_OUT_OF_MEMORY ? 1 : -1;
+}
+
+static void cca_release_(ccb_strategy *s, void *ptr, size_t size, unsigned stream) {
+    (void)size;
+    (void)stream;
+    cca_free(((cca_impl *)s->impl)->a, ptr);
+}
+
+static void cca_sample(ccb_strategy *s, ccb_mem *m) {
+    cca_stats st;
+    cca_get_stats(((cca_impl *)s->impl)->a, &st);
+    m->allocated = st.allocated_bytes;
+    m->reserved = st.reserved_bytes;
+    m->fragmentation = st.fragmentation;
+    m->upstream_allocs = st.upstream_allocs;
+    m->upstream_frees = st.upstream_frees;
+    m->requested_peak = st.requested_bytes_peak;
+}
+
+static void cca_peaks(ccb_strategy *s, size_t *allocated_peak, size_t *reserved_peak) {
+    cca_stats st;
+    cca_get_stats(((cca_impl *)s->impl)->a, &st);
+    *allocated_peak = st.allocated_bytes_peak;
+    *reserved_peak = st.reserved_bytes_peak;
+}
+
+static void cca_empty(ccb_strategy *s) { cca_empty_cache(((cca_impl *)s->impl)->a, NULL); }
+
+static size_t cca_device_free(ccb_strategy *s) {
+    size_t fr, total;
+    return cca_upstream_mem_info(((cca_impl *)s->impl)->u, &fr, &total) == CCA_OK ? fr : CCB_UNKNOWN;
+}
+
+static void cca_close(ccb_strategy *s) {
+    cca_impl *c = s->impl;
+    if (!c)
+        return;
+    cca_destroy(c->a);
+    cca_upstream_destroy(c->u);
+    free(c);
+    s->impl = NULL;
+}
+
+const ccb_strategy_ops ccb_strategy_ccalloc_host = {
+    .base = "ccalloc",
+    .doc = "ccalloc over the simulated device (host memory, --device-bytes capacity)",
+    .gpu = 0,
+    .open = cca_host_open,
+    .alloc = cca_alloc_host_token,
+    .release = cca_release_,
+    .sample = cca_sample,
+    .peaks = cca_peaks,
+    .empty_cache = cca_empty,
+    .device_free = cca_device_free,
+    .close = cca_close,
+    .host_pointers = 1,
+};
+
+/* ccalloc over cudaMalloc: opened by strategy_cuda.cu / strategy_nocuda.c
+ * through ccb_ccalloc_open_on; the rest is shared with the host version. */
+
+const ccb_strategy_ops ccb_strategy_ccalloc_cuda = {
+    .base = "ccalloc-cuda",
+    .doc = "ccalloc over the CUDA upstream (cudaMalloc/cudaFree) on device 0",
+    .gpu = 1,
+    .open = ccb_ccalloc_cuda_open,
+    .alloc = cca_alloc_cuda_stream,
+    .release = cca_release_,
+    .sample = cca_sample,
+    .peaks = cca_peaks,
+    .empty_cache = cca_empty,
+    .device_free = cca_device_free,
+    .close = cca_close,
+    .host_pointers = 0,
+};
+
+/* ---- malloc/free floor ------------------------------------------------------------ */
+
+typedef struct malloc_impl {
+    size_t live, peak;
+} malloc_impl;
+
+static int malloc_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen) {
+    (void)device_bytes;
+    if (config && *config) {
+        snprintf(why, whylen, "malloc takes no config (got '%s')", config);
+        return -1;
+    }
+    s->impl = calloc(1, sizeof(malloc_impl));
+    return s->impl ? 0 : -1;
+}
+
+static int malloc_alloc(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
+    (void)stream;
+    *ptr = malloc(size);
+    if (!*ptr)
+        return 1;
+    malloc_impl *m = s->impl;
+    m->live += size;
+    if (m->live > m->peak)
+        m->peak = m->live;
+    return 0;
+}
+
+static void malloc_release(ccb_strategy *s, void *ptr, size_t size, unsigned stream) {
+    (void)stream;
+    free(ptr);
+    ((malloc_impl *)s->impl)->live -= size;
+}
+
+static void malloc_sample(ccb_strategy *s, ccb_mem *m) {
+    m->allocated = ((malloc_impl *)s->impl)->live;
+    m->reserved = CCB_UNKNOWN;
+    m->fragmentation = -1;
+    m->upstream_allocs = m->upstream_frees = UINT64_MAX;
+    m->requested_peak = CCB_UNKNOWN;
+}
+
+static void malloc_peaks(ccb_strategy *s, size_t *allocated_peak, size_t *reserved_peak) {
+    *allocated_peak = ((malloc_impl *)s->impl)->peak;
+    *reserved_peak = CCB_UNKNOWN;
+}
+
+static void malloc_empty(ccb_strategy *s) { (void)s; }
+static size_t malloc_device_free(ccb_strategy *s) {
+    (void)s;
+    return CCB_UNKNOWN;
+}
+static void malloc_close(ccb_strategy *s) {
+    free(s->impl);
+    s->impl = NULL;
+}
+
+const ccb_strategy_ops ccb_strategy_malloc = {
+    .base = "malloc",
+    .doc = "glibc malloc/free of the requested sizes (reserved bytes unknown)",
+    .gpu = 0,
+    .open = malloc_open,
+    .alloc = malloc_alloc,
+    .release = malloc_release,
+    .sample = malloc_sample,
+    .peaks = malloc_peaks,
+    .empty_cache = malloc_empty,
+    .device_free = malloc_device_free,
+    .close = malloc_close,
+    .host_pointers = 1,
+};

@@ -1,0 +1,352 @@
+/*
+ * strategy_cuda.cu — the GPU strategies, built when the CUDA toolkit is
+ * found (CCA_WITH_CUDA); without a GPU each one opens as "skipped: no GPU".
+ *
+ *   cuda-malloc   every alloc is a cudaMalloc and every free a cudaFree: the
+ *                 upstream cost ccalloc's cache exists to avoid. reserved =
+ *                 allocated = what the harness handed out (the driver's own
+ *                 2 MiB page rounding is not visible through the runtime API).
+ *   cuda-async    cudaMallocAsync/cudaFreeAsync on the device's default pool
+ *                 with cudaMemPoolAttrReleaseThreshold = N (0: the pool
+ *                 returns memory at every synchronization; max: it keeps
+ *                 everything). Peaks from UsedMemHigh / ReservedMemHigh;
+ *                 empty-cache is cudaMemPoolTrimTo(pool, 0). Upstream calls
+ *                 are not observable: reported unknown. Time per op is the
+ *                 host-side enqueue cost (the call is stream-ordered).
+ *   cub           cub::CachingDeviceAllocator: geometric bins (bin_growth^k,
+ *                 default 8^3..8^7 = 512 B..2 MiB), requests above max_bin
+ *                 go straight to cudaMalloc/cudaFree, max_cached bytes kept.
+ *                 allocated/reserved from its cached_bytes (live, live+free);
+ *                 upstream calls inferred from changes of live+free.
+ *                 Config: bin_growth:8,min_bin:3,max_bin:7,max_cached:6291455
+ *   ccalloc-cuda  ccalloc over cca_upstream_cuda_create(0) (strategy.c).
+ *
+ * Streams: trace stream n > 0 maps to one cudaStream_t created on first use
+ * (non-blocking); stream 0 is the legacy default stream.
+ */
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <cub/util_allocator.cuh>
+
+#include "ccalloc.h"
+#include "ccbench.h"
+
+static const char *gpu_reason(void) {
+    static char reason[160];
+    static int checked = 0, ok = 0;
+    if (!checked) {
+        checked = 1;
+        int n = 0;
+        cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess || n == 0) {
+            snprintf(reason, sizeof reason, "no GPU (cudaGetDeviceCount: %s)",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+            cudaGetLastError();
+        } else {
+            ok = 1;
+            cudaDeviceProp p;
+            cudaGetDeviceProperties(&p, 0);
+            snprintf(reason, sizeof reason, "ok (%s)", p.name);
+        }
+    }
+    return ok ? "ok" : reason;
+}
+
+extern "C" const char *ccb_gpu_unavailable_reason(void) { return gpu_reason(); }
+
+static int need_gpu(char *why, size_t whylen) {
+    const char *r = gpu_reason();
+    if (strcmp(r, "ok") != 0) {
+        snprintf(why, whylen, "%s", r);
+        return 1;
+    }
+    return 0;
+}
+
+extern "C" void *ccb_cuda_stream(unsigned n) {
+    static cudaStream_t streams[256];
+    if (n == 0 || n > 255)
+        return NULL;
+    if (!streams[n] && cudaStreamCreateWithFlags(&streams[n], cudaStreamNonBlocking) != cudaSuccess)
+        return NULL;
+    return (void *)streams[n];
+}
+
+static cudaStream_t stream_of(unsigned n) { return (cudaStream_t)ccb_cuda_stream(n); }
+
+static size_t cuda_free_bytes(void) {
+    size_t fr = 0, total = 0;
+    return cudaMemGetInfo(&fr, &total) == cudaSuccess ? fr : CCB_UNKNOWN;
+}
+
+extern "C" int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why,
+                                     size_t whylen) {
+    (void)device_bytes;
+    if (need_gpu(why, whylen))
+        return 1;
+    cca_upstream *u;
+    cca_status st = cca_upstream_cuda_create(0, &u);
+    if (st != CCA_OK) {
+        snprintf(why, whylen, "%s", cca_last_error());
+        return st == CCA_ERR_NO_DEVICE ? 1 : -1;
+    }
+    return ccb_ccalloc_open_on(s, u, config, why, whylen);
+}
+
+static int status_of(cudaError_t e) {
+    if (e == cudaSuccess)
+        return 0;
+    cudaGetLastError(); /* clear the sticky-free error state of the runtime */
+    return e == cudaErrorMemoryAllocation ? 1 : -1;
+}
+
+/* ---- raw cudaMalloc / cudaFree -------------------------------------------------- */
+
+struct raw_impl {
+    size_t live, peak;
+    uint64_t allocs, frees;
+};
+
+static int raw_open(ccb_strategy *s, const char *config, size_t, char *why, size_t whylen) {
+    if (need_gpu(why, whylen))
+        return 1;
+    if (config && *config) {
+        snprintf(why, whylen, "cuda-malloc takes no config");
+        return -1;
+    }
+    s->impl = calloc(1, sizeof(raw_impl));
+    return 0;
+}
+
+static int raw_alloc(ccb_strategy *s, size_t size, unsigned, void **ptr) {
+    int rc = status_of(cudaMalloc(ptr, size));
+    if (rc == 0) {
+        raw_impl *r = (raw_impl *)s->impl;
+        r->live += size;
+        r->allocs++;
+        if (r->live > r->peak)
+            r->peak = r->live;
+    }
+    return rc;
+}
+
+static void raw_release(ccb_strategy *s, void *ptr, size_t size, unsigned) {
+    cudaFree(ptr);
+    raw_impl *r = (raw_impl *)s->impl;
+    r->live -= size;
+    r->frees++;
+}
+
+static void raw_sample(ccb_strategy *s, ccb_mem *m) {
+    raw_impl *r = (raw_impl *)s->impl;
+    m->allocated = m->reserved = r->live;
+    m->fragmentation = -1;
+    m->upstream_allocs = r->allocs;
+    m->upstream_frees = r->frees;
+    m->requested_peak = CCB_UNKNOWN;
+}
+
+static void raw_peaks(ccb_strategy *s, size_t *a, size_t *r) {
+    *a = *r = ((raw_impl *)s->impl)->peak;
+}
+
+static void raw_empty(ccb_strategy *) { cudaDeviceSynchronize(); }
+static size_t raw_device_free(ccb_strategy *) { return cuda_free_bytes(); }
+static void raw_close(ccb_strategy *s) {
+    cudaDeviceSynchronize();
+    free(s->impl);
+    s->impl = NULL;
+}
+
+extern "C" const ccb_strategy_ops ccb_strategy_cuda_malloc = {
+    "cuda-malloc", "raw cudaMalloc/cudaFree per operation", 1, raw_open, raw_alloc, raw_release, raw_sample,
+    raw_peaks,     raw_empty,                               raw_device_free, raw_close, 0};
+
+/* ---- cudaMallocAsync on the default pool ---------------------------------------- */
+
+struct async_impl {
+    cudaMemPool_t pool;
+};
+
+static uint64_t pool_attr(cudaMemPool_t p, cudaMemPoolAttr a) {
+    unsigned long long v = 0;
+    cudaMemPoolGetAttribute(p, a, &v);
+    return (uint64_t)v;
+}
+
+static int async_open(ccb_strategy *s, const char *config, size_t, char *why, size_t whylen) {
+    if (need_gpu(why, whylen))
+        return 1;
+    unsigned long long threshold = 0;
+    if (config && *config) {
+        if (strcmp(config, "release_threshold:max") == 0)
+            threshold = UINT64_MAX;
+        else if (sscanf(config, "release_threshold:%llu", (unsigned long long *)&threshold) != 1) {
+            snprintf(why, whylen, "cuda-async: config is release_threshold:N|max, got '%s'", config);
+            return -1;
+        }
+    }
+    async_impl *a = (async_impl *)calloc(1, sizeof *a);
+    if (cudaDeviceGetDefaultMemPool(&a->pool, 0) != cudaSuccess) {
+        free(a);
+        snprintf(why, whylen, "cudaDeviceGetDefaultMemPool failed");
+        return -1;
+    }
+    cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+    cudaDeviceSynchronize();
+    cudaMemPoolTrimTo(a->pool, 0);
+    unsigned long long zero = 0; /* reset the high-water marks */
+    cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReservedMemHigh, &zero);
+    cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrUsedMemHigh, &zero);
+    s->impl = a;
+    return 0;
+}
+
+static int async_alloc(ccb_strategy *, size_t size, unsigned stream, void **ptr) {
+    return status_of(cudaMallocAsync(ptr, size, stream_of(stream)));
+}
+
+static void async_release(ccb_strategy *, void *ptr, size_t, unsigned stream) {
+    cudaFreeAsync(ptr, stream_of(stream));
+}
+
+static void async_sample(ccb_strategy *s, ccb_mem *m) {
+    async_impl *a = (async_impl *)s->impl;
+    m->allocated = pool_attr(a->pool, cudaMemPoolAttrUsedMemCurrent);
+    m->reserved = pool_attr(a->pool, cudaMemPoolAttrReservedMemCurrent);
+    m->fragmentation = -1;
+    m->upstream_allocs = m->upstream_frees = UINT64_MAX;
+    m->requested_peak = CCB_UNKNOWN;
+}
+
+static void async_peaks(ccb_strategy *s, size_t *al, size_t *re) {
+    async_impl *a = (async_impl *)s->impl;
+    *al = pool_attr(a->pool, cudaMemPoolAttrUsedMemHigh);
+    *re = pool_attr(a->pool, cudaMemPoolAttrReservedMemHigh);
+}
+
+static void async_empty(ccb_strategy *s) {
+    cudaDeviceSynchronize();
+    cudaMemPoolTrimTo(((async_impl *)s->impl)->pool, 0);
+}
+
+static size_t async_device_free(ccb_strategy *) { return cuda_free_bytes(); }
+
+static void async_close(ccb_strategy *s) {
+    async_empty(s);
+    free(s->impl);
+    s->impl = NULL;
+}
+
+extern "C" const ccb_strategy_ops ccb_strategy_cuda_async = {
+    "cuda-async", "cudaMallocAsync/cudaFreeAsync on the default pool; config release_threshold:N|max", 1,
+    async_open,   async_alloc,
+    async_release, async_sample, async_peaks, async_empty, async_device_free, async_close, 0};
+
+/* ---- cub::CachingDeviceAllocator ------------------------------------------------- */
+
+struct cub_impl {
+    cub::CachingDeviceAllocator *a;
+    size_t last_total;
+    uint64_t allocs, frees;
+};
+
+static void cub_totals(cub_impl *c, size_t *live, size_t *total) {
+    int dev = 0;
+    cudaGetDevice(&dev);
+    auto it = c->a->cached_bytes.find(dev);
+    size_t l = 0, f = 0;
+    if (it != c->a->cached_bytes.end()) {
+        l = it->second.live;
+        f = it->second.free;
+    }
+    *live = l;
+    *total = l + f;
+}
+
+static int cub_open(ccb_strategy *s, const char *config, size_t, char *why, size_t whylen) {
+    if (need_gpu(why, whylen))
+        return 1;
+    unsigned bin_growth = 8, min_bin = 3, max_bin = 7;
+    unsigned long long max_cached = (6ull * 1024 * 1024) - 1;
+    for (const char *c = config; c && *c;) {
+        unsigned long long v;
+        char key[32];
+        int used = 0;
+        if (sscanf(c, "%31[a-z_]:%llu%n", key, &v, &used) != 2) {
+            snprintf(why, whylen, "cub: bad config '%s'", c);
+            return -1;
+        }
+        if (!strcmp(key, "bin_growth"))
+            bin_growth = (unsigned)v;
+        else if (!strcmp(key, "min_bin"))
+            min_bin = (unsigned)v;
+        else if (!strcmp(key, "max_bin"))
+            max_bin = (unsigned)v;
+        else if (!strcmp(key, "max_cached"))
+            max_cached = v;
+        else {
+            snprintf(why, whylen, "cub: unknown key '%s'", key);
+            return -1;
+        }
+        c += used;
+        if (*c == ',')
+            c++;
+    }
+    cub_impl *c = new cub_impl();
+    c->a = new cub::CachingDeviceAllocator(bin_growth, min_bin, max_bin, (size_t)max_cached);
+    s->impl = c;
+    return 0;
+}
+
+static int cub_alloc(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
+    cub_impl *c = (cub_impl *)s->impl;
+    return status_of(c->a->DeviceAllocate(ptr, size, stream_of(stream)));
+}
+
+static void cub_release(ccb_strategy *s, void *ptr, size_t, unsigned) {
+    ((cub_impl *)s->impl)->a->DeviceFree(ptr);
+}
+
+static void cub_sample(ccb_strategy *s, ccb_mem *m) {
+    cub_impl *c = (cub_impl *)s->impl;
+    size_t live, total;
+    cub_totals(c, &live, &total);
+    if (total > c->last_total)
+        c->allocs++; /* inferred: sampled after every op in the observe pass */
+    else if (total < c->last_total)
+        c->frees++;
+    c->last_total = total;
+    m->allocated = live;
+    m->reserved = total;
+    m->fragmentation = -1;
+    m->upstream_allocs = c->allocs;
+    m->upstream_frees = c->frees;
+    m->requested_peak = CCB_UNKNOWN;
+}
+
+static void cub_empty(ccb_strategy *s) {
+    cudaDeviceSynchronize();
+    ((cub_impl *)s->impl)->a->FreeAllCached();
+}
+
+static size_t cub_device_free(ccb_strategy *) { return cuda_free_bytes(); }
+
+static void cub_close(ccb_strategy *s) {
+    cub_impl *c = (cub_impl *)s->impl;
+    if (!c)
+        return;
+    delete c->a;
+    delete c;
+    s->impl = NULL;
+}
+
+extern "C" const ccb_strategy_ops ccb_strategy_cub = {
+    "cub",      "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached", 1,
+    cub_open,   cub_alloc,
+    cub_release, cub_sample, NULL, cub_empty, cub_device_free, cub_close, 0};

@@ -1,0 +1,43 @@
+/*
+ * strategy_nocuda.c — the GPU strategies where ccbench is built without the
+ * CUDA toolkit: each opens as "skipped: built without CUDA", so the tables
+ * still name them. With the toolkit, strategy_cuda.cu replaces this file.
+ * ccalloc-cuda still asks the allocator, whose CUDA upstream says why.
+ */
+#include "ccbench.h"
+
+#include "ccalloc.h"
+
+const char *ccb_gpu_unavailable_reason(void) { return "built without CUDA"; }
+
+void *ccb_cuda_stream(unsigned n) {
+    (void)n;
+    return NULL;
+}
+
+int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen) {
+    (void)device_bytes;
+    cca_upstream *u;
+    cca_status st = cca_upstream_cuda_create(0, &u);
+    if (st != CCA_OK) {
+        snprintf(why, whylen, "no GPU (%s)", cca_last_error());
+        return 1;
+    }
+    return ccb_ccalloc_open_on(s, u, config, why, whylen);
+}
+
+static int skip_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen) {
+    (void)s;
+    (void)config;
+    (void)device_bytes;
+    snprintf(why, whylen, "no GPU (ccbench built without CUDA)");
+    return 1;
+}
+
+#define SKIPPED(var, name, text) \
+    const ccb_strategy_ops var = {.base = name, .doc = text, .gpu = 1, .open = skip_open}
+
+SKIPPED(ccb_strategy_cuda_malloc, "cuda-malloc", "raw cudaMalloc/cudaFree per operation (not built: no CUDA)");
+SKIPPED(ccb_strategy_cuda_async, "cuda-async",
+        "cudaMallocAsync/cudaFreeAsync on the default pool; config release_threshold:N|max (not built)");
+SKIPPED(ccb_strategy_cub, "cub", "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached (not built)");

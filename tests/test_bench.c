@@ -1,0 +1,246 @@
+/*
+ * test_bench.c — the ccbench harness (bench/): generators are deterministic
+ * per seed, replay reproduces a trace's peaks exactly, strategies behave as
+ * documented (GPU ones skip with a reason without a GPU), reports are well
+ * formed, and a tiny suite runs on the host strategies.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccalloc.h"
+#include "ccbench.h"
+
+static const ccb_replay_options tiny = {(size_t)8 << 30, 1, 50};
+
+static void gen(const char *name, uint64_t seed, ccb_trace *t) {
+    ccb_gen_params p = {seed, 0.03};
+    cr_assert_eq(ccb_generate(name, &p, t), 0, "generator %s", name);
+}
+
+Test(bench_gen, deterministic_per_seed) {
+    for (size_t g = 0; g < ccb_generator_count; g++) {
+        ccb_trace a, b, c;
+        gen(ccb_generators[g].name, 11, &a);
+        gen(ccb_generators[g].name, 11, &b);
+        gen(ccb_generators[g].name, 12, &c);
+        cr_assert_eq(a.n, b.n);
+        cr_assert_eq(memcmp(a.ev, b.ev, a.n * sizeof *a.ev), 0, "%s: same seed, same trace", ccb_generators[g].name);
+        cr_assert_gt(a.n, 0);
+        cr_assert_eq(a.allocs, a.slots);
+        if (strcmp(ccb_generators[g].name, "adversarial") != 0) /* its sizes are fixed; only temporaries vary */
+            cr_assert(a.n != c.n || memcmp(a.ev, c.ev, a.n * sizeof *a.ev) != 0, "%s: seeds 11 and 12 agree",
+                      ccb_generators[g].name);
+        ccb_trace_free(&a);
+        ccb_trace_free(&b);
+        ccb_trace_free(&c);
+    }
+}
+
+Test(bench_gen, rng_is_xoshiro256starstar) {
+    /* first output for seed 0 through splitmix64 seeding (reference values) */
+    ccb_rng r;
+    ccb_rng_seed(&r, 0);
+    uint64_t first = ccb_rng_next(&r);
+    ccb_rng_seed(&r, 0);
+    cr_assert_eq(ccb_rng_next(&r), first);
+    for (int i = 0; i < 1000; i++) {
+        double u = ccb_rng_uniform(&r);
+        cr_assert(u >= 0 && u < 1);
+        cr_assert_lt(ccb_rng_below(&r, 7), 7);
+    }
+}
+
+Test(bench_replay, peak_requested_is_reproduced_exactly) {
+    const char *specs[] = {"ccalloc-growth", "ccalloc-greedy", "ccalloc-nosmall", "ccalloc-maxsplit", "malloc"};
+    for (size_t g = 0; g < ccb_generator_count; g++) {
+        ccb_trace t;
+        gen(ccb_generators[g].name, 3, &t);
+        for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+            ccb_result r;
+            cr_assert_eq(ccb_replay(&t, specs[s], &tiny, &r), 0, "%s on %s: %s", specs[s], t.name, r.why);
+            cr_assert_eq(r.skipped, 0);
+            cr_assert_eq(r.ooms, 0, "%s on %s", specs[s], t.name);
+            cr_assert_eq(r.peak_requested, t.peak_requested, "%s on %s", specs[s], t.name);
+            cr_assert(r.checked, "host pointers are pattern-checked");
+            if (strncmp(specs[s], "ccalloc", 7) == 0) {
+                cr_assert_eq(r.strategy_requested_peak, t.peak_requested,
+                             "%s on %s: cca_stats.requested_bytes_peak %zu, trace %zu", specs[s], t.name,
+                             r.strategy_requested_peak, t.peak_requested);
+                cr_assert_geq(r.peak_allocated, t.peak_rounded, "%s on %s", specs[s], t.name);
+                cr_assert_geq(r.peak_reserved, r.peak_allocated);
+                cr_assert_geq(r.reserved_after_trace, r.reserved_after_empty);
+                cr_assert(!isnan(r.median_ns) && r.median_ns >= 0);
+            } else {
+                cr_assert_eq(r.peak_allocated, t.peak_requested);
+                cr_assert_eq(r.peak_reserved, CCB_UNKNOWN);
+            }
+            if (strcmp(specs[s], "ccalloc-greedy") == 0) /* the arena always splits at 512 B */
+                cr_assert_eq(r.peak_allocated, t.peak_rounded, "greedy on %s: %zu vs predicted %zu", t.name,
+                             r.peak_allocated, t.peak_rounded);
+            cr_assert_gt(r.timeline_n, 0);
+            ccb_result_free(&r);
+        }
+        ccb_trace_free(&t);
+    }
+}
+
+Test(bench_replay, small_pool_only_trace_predicts_allocated_peak) {
+    /* every size <= 1 MiB: the small pool splits at 512 B, so allocated = rounded */
+    ccb_trace t;
+    ccb_trace_init(&t, "small");
+    ccb_rng r;
+    ccb_rng_seed(&r, 5);
+    uint32_t live[64];
+    size_t n = 0;
+    for (int i = 0; i < 2000; i++) {
+        if (n < 64 && (n == 0 || ccb_rng_uniform(&r) < 0.6))
+            live[n++] = ccb_trace_alloc(&t, 1 + ccb_rng_below(&r, 1 << 20), 0);
+        else {
+            size_t k = ccb_rng_below(&r, n);
+            ccb_trace_release(&t, live[k]);
+            live[k] = live[--n];
+        }
+    }
+    while (n)
+        ccb_trace_release(&t, live[--n]);
+    cr_assert_eq(ccb_trace_analyze(&t, NULL, 0), 0);
+    ccb_result res;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &tiny, &res), 0, "%s", res.why);
+    cr_assert_eq(res.peak_allocated, t.peak_rounded);
+    cr_assert_eq(res.strategy_requested_peak, t.peak_requested);
+    cr_assert_eq(res.reserved_after_empty, 0, "nothing is live at the end");
+    ccb_result_free(&res);
+    ccb_trace_free(&t);
+}
+
+Test(bench_replay, leftovers_pin_what_empty_cache_cannot_return) {
+    ccb_trace t;
+    gen("adversarial", 1, &t);
+    cr_assert_gt(t.final_live, 0, "the pinning tensors outlive the trace");
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &tiny, &r), 0, "%s", r.why);
+    cr_assert_geq(r.reserved_after_empty, t.final_requested);
+    cr_assert_eq(r.device_free_before, tiny.device_bytes);
+    cr_assert_eq(r.device_free_after, tiny.device_bytes - r.reserved_after_empty);
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
+Test(bench_replay, ooms_are_counted_and_replay_goes_on) {
+    ccb_trace t;
+    ccb_trace_init(&t, "too-big");
+    uint32_t a = ccb_trace_alloc(&t, 48 << 20, 0);
+    uint32_t b = ccb_trace_alloc(&t, 48 << 20, 0); /* does not fit a 64 MiB device */
+    uint32_t c = ccb_trace_alloc(&t, 4096, 0);
+    ccb_trace_release(&t, a);
+    ccb_trace_release(&t, b);
+    ccb_trace_release(&t, c);
+    cr_assert_eq(ccb_trace_analyze(&t, NULL, 0), 0);
+    ccb_replay_options o = {64 << 20, 1, 10};
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &o, &r), 0, "%s", r.why);
+    cr_assert_eq(r.ooms, 1);
+    cr_assert_eq(r.peak_requested, (48 << 20) + 4096);
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
+Test(bench_strategy, specs_resolve_and_gpu_ones_skip_with_a_reason) {
+    const ccb_strategy_ops *ops;
+    const char *config;
+    char label[64];
+    cr_assert_eq(ccb_strategy_resolve("ccalloc-greedy", &ops, &config, label, sizeof label), 0);
+    cr_assert_str_eq(ops->base, "ccalloc");
+    cr_assert_str_eq(config, "policy:greedy");
+    cr_assert_eq(ccb_strategy_resolve("ccalloc=small_pool:0,max_split:128M", &ops, &config, label, sizeof label), 0);
+    cr_assert_str_eq(config, "small_pool:0,max_split:128M");
+    cr_assert_eq(ccb_strategy_resolve("nonesuch", &ops, &config, label, sizeof label), -1);
+    for (size_t i = 0; i < ccb_preset_count; i++)
+        cr_assert_eq(ccb_strategy_resolve(ccb_presets[i].name, &ops, &config, label, sizeof label), 0);
+
+    ccb_trace t;
+    gen("mlp", 1, &t);
+    const char *gpu[] = {"ccalloc-cuda", "cuda-malloc", "cuda-async-t0", "cuda-async-tmax", "cub"};
+    int have_gpu = strcmp(ccb_gpu_unavailable_reason(), "ok") == 0;
+    for (size_t i = 0; i < sizeof gpu / sizeof *gpu; i++) {
+        ccb_result r;
+        cr_assert_eq(ccb_replay(&t, gpu[i], &tiny, &r), 0, "%s: %s", gpu[i], r.why);
+        if (!have_gpu) {
+            cr_assert_eq(r.skipped, 1, "%s ran without a GPU?", gpu[i]);
+            cr_assert(strstr(r.why, "no GPU") != NULL, "%s: reason '%s'", gpu[i], r.why);
+        }
+        ccb_result_free(&r);
+    }
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc=no_such_key:1", &tiny, &r), -1);
+    cr_assert(strstr(r.why, "no_such_key") != NULL, "config errors name the key: %s", r.why);
+    ccb_trace_free(&t);
+}
+
+static size_t csv_fields(const char *line) {
+    size_t n = 1;
+    int quoted = 0;
+    for (; *line && *line != '\n'; line++) {
+        if (*line == '"')
+            quoted = !quoted;
+        else if (*line == ',' && !quoted)
+            n++;
+    }
+    return n;
+}
+
+Test(bench_suite, tiny_suite_on_host_strategies_writes_consistent_reports) {
+    const char *specs[] = {"ccalloc-growth", "ccalloc-greedy", "malloc", "cub"};
+    size_t ns = sizeof specs / sizeof *specs, n = 0;
+    ccb_result r[32];
+    for (size_t g = 0; g < ccb_generator_count; g++) {
+        ccb_trace t;
+        gen(ccb_generators[g].name, 1, &t);
+        for (size_t s = 0; s < ns; s++)
+            cr_assert_eq(ccb_replay(&t, specs[s], &tiny, &r[n++]), 0);
+        ccb_trace_free(&t);
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccb_write_results_csv(f, r, n);
+    fclose(f);
+    size_t lines = 0, header = csv_fields(buf);
+    cr_assert_eq(header, 27);
+    for (char *l = buf; *l; l = strchr(l, '\n') + 1) {
+        cr_assert_eq(csv_fields(l), header, "CSV line %zu has %zu fields", lines, csv_fields(l));
+        lines++;
+    }
+    cr_assert_eq(lines, n + 1);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    ccb_write_results_md(f, r, n);
+    fclose(f);
+    cr_assert(strstr(buf, "| mlp | ccalloc-growth |") != NULL);
+    free(buf);
+    for (size_t i = 0; i < n; i++)
+        ccb_result_free(&r[i]);
+
+    const char *mspecs[] = {"ccalloc-growth", "malloc"};
+    size_t lives[] = {10, 100};
+    ccb_micro_row *rows;
+    size_t nrows;
+    cr_assert_eq(ccb_micro(mspecs, 2, lives, 2, 500, &rows, &nrows), 0);
+    cr_assert_eq(nrows, 8);
+    for (size_t i = 0; i < nrows; i++) {
+        cr_assert(!isnan(rows[i].median_ns), "%s live %zu: %s", rows[i].strategy, rows[i].live, rows[i].why);
+        cr_assert_leq(rows[i].median_ns, rows[i].p99_ns);
+    }
+    free(rows);
+}
+
+Test(bench_stats, quantiles_are_nearest_rank) {
+    double v[] = {5, 1, 4, 2, 3};
+    cr_assert_eq(ccb_quantile(v, 5, 0.5), 3);
+    cr_assert_eq(ccb_quantile(v, 5, 0.99), 5);
+    cr_assert_eq(ccb_quantile(v, 5, 0.0), 1);
+    cr_assert(isnan(ccb_quantile(v, 0, 0.5)));
+    cr_assert_geq(ccb_timer_overhead_ns(), 0);
+}

@@ -1,0 +1,191 @@
+/*
+ * test_trace_format.c — bench/trace.c: the CSV trace format of the
+ * allocator's recorder, read and written by ccbench.
+ *
+ * Round trips (generated traces, write then read, event for event), the
+ * recorder's real output (CCALLOC_TRACE around a host-upstream program:
+ * counts and sizes exactly what the program did), several sections with
+ * overlapping ids, and every malformed line the reader must name.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ccalloc.h"
+#include "ccbench.h"
+
+static void assert_same_events(const ccb_trace *a, const ccb_trace *b) {
+    cr_assert_eq(a->n, b->n, "event counts differ: %zu vs %zu", a->n, b->n);
+    cr_assert_eq(a->slots, b->slots);
+    for (size_t i = 0; i < a->n; i++) {
+        cr_assert_eq(a->ev[i].op, b->ev[i].op, "event %zu: op", i);
+        cr_assert_eq(a->ev[i].slot, b->ev[i].slot, "event %zu: slot", i);
+        cr_assert_eq(a->ev[i].size, b->ev[i].size, "event %zu: size", i);
+        cr_assert_eq(a->ev[i].stream, b->ev[i].stream, "event %zu: stream", i);
+    }
+    cr_assert_eq(a->peak_requested, b->peak_requested);
+    cr_assert_eq(a->peak_rounded, b->peak_rounded);
+    cr_assert_eq(a->peak_live, b->peak_live);
+    cr_assert_eq(a->final_live, b->final_live);
+}
+
+static int read_text(ccb_trace *t, const char *text, char *err, size_t errlen) {
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    cr_assert_not_null(f);
+    ccb_trace_init(t, "text");
+    int rc = ccb_trace_read(t, f, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+Test(trace_format, every_generator_round_trips) {
+    for (size_t g = 0; g < ccb_generator_count; g++) {
+        ccb_gen_params p = {7, 0.05};
+        ccb_trace a, b;
+        cr_assert_eq(ccb_generate(ccb_generators[g].name, &p, &a), 0);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        cr_assert_eq(ccb_trace_write(&a, f), 0);
+        fclose(f);
+        char err[256] = "";
+        cr_assert_eq(read_text(&b, buf, err, sizeof err), 0, "%s: %s", ccb_generators[g].name, err);
+        assert_same_events(&a, &b);
+        cr_assert_str_eq(a.comments, b.comments, "provenance comments survive the round trip");
+        /* canonical: writing what was read gives the same bytes */
+        char *buf2 = NULL;
+        size_t len2 = 0;
+        f = open_memstream(&buf2, &len2);
+        ccb_trace_write(&b, f);
+        fclose(f);
+        cr_assert_eq(len, len2);
+        cr_assert_eq(memcmp(buf, buf2, len), 0);
+        free(buf);
+        free(buf2);
+        ccb_trace_free(&a);
+        ccb_trace_free(&b);
+    }
+}
+
+Test(trace_format, written_file_has_the_recorder_layout) {
+    ccb_trace t;
+    ccb_trace_init(&t, "small");
+    uint32_t a = ccb_trace_alloc(&t, 4096, 0);
+    uint32_t b = ccb_trace_alloc(&t, 100, 2);
+    ccb_trace_release(&t, a);
+    ccb_trace_release(&t, b);
+    cr_assert_eq(ccb_trace_analyze(&t, NULL, 0), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccb_trace_write(&t, f);
+    fclose(f);
+    cr_assert_str_eq(buf, "# ccalloc trace v1\n"
+                          "seq,op,id,size,stream\n"
+                          "0,alloc,1,4096,0\n"
+                          "1,alloc,2,100,2\n"
+                          "2,free,1,4096,0\n"
+                          "3,free,2,100,2\n");
+    cr_assert_eq(t.peak_requested, 4196);
+    cr_assert_eq(t.peak_rounded, 4096 + 512);
+    cr_assert_eq(t.streams, 3);
+    free(buf);
+    ccb_trace_free(&t);
+}
+
+Test(trace_format, sections_have_their_own_ids) {
+    const char *text = "# ccalloc trace v1\n"
+                       "# source: pid 1, allocator 0x1\n"
+                       "seq,op,id,size,stream\n"
+                       "0,alloc,1,1000,0\n"
+                       "# source: pid 1, allocator 0x2\n"
+                       "seq,op,id,size,stream\n"
+                       "0,alloc,1,2000,1\n"
+                       "1,free,1,2000,1\n";
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, text, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.slots, 2);
+    cr_assert_eq(t.n, 3);
+    cr_assert_eq(t.ev[2].slot, 1, "the free names the second section's id 1");
+    cr_assert_eq(t.final_live, 1);
+    cr_assert_eq(t.final_requested, 1000);
+    cr_assert_eq(t.peak_requested, 3000);
+    cr_assert(strstr(t.comments, "allocator 0x2") != NULL);
+    ccb_trace_free(&t);
+}
+
+static void expect_error(const char *body, const char *needle) {
+    char text[512];
+    snprintf(text, sizeof text, "seq,op,id,size,stream\n%s", body);
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, text, err, sizeof err), -1, "accepted: %s", body);
+    cr_assert(strstr(err, needle) != NULL, "error '%s' should mention '%s'", err, needle);
+    ccb_trace_free(&t);
+}
+
+Test(trace_format, malformed_lines_are_named) {
+    expect_error("0,free,9,10,0\n", "line 2: free of id 9 which is not live");
+    expect_error("0,alloc,1,10,0\n1,free,1,11,0\n", "size 11");
+    expect_error("0,alloc,1,10,0\n1,alloc,1,10,0\n", "line 3: alloc of id 1 which is already live");
+    expect_error("0,grab,1,10,0\n", "neither alloc nor free");
+    expect_error("0,alloc,1,10\n", "expected 5 fields");
+    expect_error("0,alloc,1,10,0,9\n", "expected 5 fields");
+    expect_error("0,alloc,x,10,0\n", "bad number");
+    expect_error("0,alloc,1,-5,0\n", "bad number");
+    expect_error("0,alloc,1,0,0\n", "size 0");
+    expect_error("0,alloc,1,10,300\n", "bad number");
+}
+
+Test(trace_format, empty_and_comment_only_files_are_empty_traces) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t, "# nothing\n\n", NULL, 0), 0);
+    cr_assert_eq(t.n, 0);
+    cr_assert_eq(t.peak_requested, 0);
+    ccb_trace_free(&t);
+}
+
+/* The recorder in allocator/src/trace.c and this reader agree. */
+Test(trace_format, reads_what_the_recorder_wrote) {
+    char path[] = "/tmp/ccb_trace_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    unlink(path);
+    setenv("CCALLOC_TRACE", path, 1);
+    cca_upstream *u;
+    cca_allocator *a;
+    cr_assert_eq(cca_upstream_host_create((size_t)256 << 20, &u), CCA_OK);
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+    static const size_t sizes[] = {1, 512, 513, 4096, 1 << 20, (1 << 20) + 1, 12 << 20, 100};
+    void *p[8];
+    int s1 = 0; /* a second stream token */
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(cca_alloc(a, sizes[i], i == 7 ? (cca_stream)&s1 : NULL, &p[i]), CCA_OK);
+    for (int i = 0; i < 8; i += 2)
+        cca_free(a, p[i]);
+    cr_assert_eq(cca_free(a, p[0]), CCA_ERR_INVALID_POINTER); /* not recorded */
+    for (int i = 1; i < 8; i += 2)
+        cca_free(a, p[i]);
+    cca_stats st;
+    cca_get_stats(a, &st);
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+    unsetenv("CCALLOC_TRACE");
+
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.allocs, 8);
+    cr_assert_eq(t.frees, 8);
+    cr_assert_eq(t.final_live, 0);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(t.ev[i].size, sizes[i], "alloc %d: %llu", i, (unsigned long long)t.ev[i].size);
+    cr_assert_eq(t.ev[7].stream, 1, "the second stream token is stream 1");
+    cr_assert_eq(t.peak_requested, st.requested_bytes_peak);
+    cr_assert(strstr(t.comments, "source: pid") != NULL);
+    ccb_trace_free(&t);
+    unlink(path);
+}

@@ -1,0 +1,67 @@
+/*
+ * ccrun.h — what ccrun's three files share: the options, the per-phase
+ * report (text table or JSON), and the demo.
+ */
+#ifndef CCRUN_H
+#define CCRUN_H
+
+#include <stdio.h>
+
+#include "ccr.h"
+
+/* Exit codes: documented in --help. */
+enum { CCRUN_OK = 0, CCRUN_ERR_MODEL = 1, CCRUN_ERR_USAGE = 2, CCRUN_ERR_LEAK = 3 };
+
+typedef struct ccrun_options {
+    ccr_device_kind device;
+    size_t capacity;
+    const char *policy; /* NULL = allocator default (growth) */
+    const char *conf;
+    size_t batch, iters;
+    int batch_set, iters_set;
+    int keep_cache, json, demo;
+    const char *timeline_path;
+    const char *save_path;
+    unsigned long long seed;
+    const char **models;
+    size_t n_models;
+} ccrun_options;
+
+/* One row of the per-phase table. */
+typedef struct ccrun_row {
+    char phase[16];
+    char model[64];
+    size_t allocated, reserved, device_free;
+    double fragmentation;
+    double ms;
+    char note[160];
+} ccrun_row;
+
+typedef struct ccrun_report {
+    FILE *out;
+    int json;
+    size_t n, cap;
+    ccrun_row *rows;
+} ccrun_report;
+
+/* Build "policy:X,<conf>" for the allocator. */
+void ccrun_alloc_conf(const ccrun_options *o, const char *policy, char *buf, size_t len);
+
+double ccrun_now_ms(void);
+/* Take the engine's numbers now into a row and print it (text mode) or keep
+ * it for the JSON document. */
+void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *model, double ms, const char *note_fmt,
+                 ...);
+void ccrun_table_header(ccrun_report *r);
+void ccrun_report_free(ccrun_report *r);
+/* Write {"device":..., "phases":[...], "result":...} */
+void ccrun_json_document(ccrun_report *r, ccr_engine *e, const char *error, size_t live_bytes);
+/* Fill a batch of inputs with deterministic numbers in [0, 1). */
+void ccrun_fill_input(float *x, size_t n, unsigned long long seed);
+/* Load progress on stderr when stdout is a terminal. */
+void ccrun_progress(void *user, const char *model, size_t done, size_t total);
+
+/* ccrun --demo */
+int ccrun_demo(const ccrun_options *o);
+
+#endif /* CCRUN_H */

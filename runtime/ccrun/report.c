@@ -1,0 +1,174 @@
+/*
+ * report.c — ccrun's per-phase table and its JSON form.
+ *
+ * Every phase (start, load, run, unload, release, keep) records the same
+ * figures taken right after the phase: the allocator's allocated and
+ * reserved bytes and fragmentation (cca_get_stats), the device's free bytes
+ * (cca_upstream_mem_info: cudaMemGetInfo or the simulated device), and the
+ * phase's wall time. Text mode prints each row as it happens; --json keeps
+ * them and prints one document at the end (also on failure, with "error").
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ccrun.h"
+
+double ccrun_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+void ccrun_alloc_conf(const ccrun_options *o, const char *policy, char *buf, size_t len) {
+    const char *p = policy ? policy : o->policy;
+    snprintf(buf, len, "%s%s%s%s", p ? "policy:" : "", p ? p : "", p && o->conf && *o->conf ? "," : "",
+             o->conf ? o->conf : "");
+}
+
+void ccrun_fill_input(float *x, size_t n, unsigned long long seed) {
+    unsigned long long s = seed * 2654435761ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = (float)(s >> 40) / 16777216.0f;
+    }
+}
+
+void ccrun_progress(void *user, const char *model, size_t done, size_t total) {
+    (void)user;
+    static double last;
+    double now = ccrun_now_ms();
+    if (done < total && now - last < 100)
+        return;
+    last = now;
+    if (done < total)
+        fprintf(stderr, "\r  loading %.40s: %3.0f%%", model, total ? 100.0 * (double)done / (double)total : 100.0);
+    else
+        fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+}
+
+static void size_text(size_t b, char *buf, size_t len) {
+    cca_format_bytes(b, buf, len);
+}
+
+void ccrun_table_header(ccrun_report *r) {
+    if (r->json)
+        return;
+    fprintf(r->out, "%-9s %-34s %11s %11s %11s %6s %10s  %s\n", "phase", "model", "allocated", "reserved", "dev free",
+            "frag", "time", "");
+}
+
+static void print_row(FILE *f, const ccrun_row *w) {
+    char a[32], b[32], c[32];
+    size_text(w->allocated, a, sizeof a);
+    size_text(w->reserved, b, sizeof b);
+    size_text(w->device_free, c, sizeof c);
+    /* 34 columns: spec strings keep their head (the shape), paths their tail */
+    char model[35];
+    size_t ml = strlen(w->model);
+    if (ml <= 34)
+        snprintf(model, sizeof model, "%s", *w->model ? w->model : "-");
+    else if (!strncmp(w->model, "mlp:", 4))
+        snprintf(model, sizeof model, "%.31s...", w->model);
+    else
+        snprintf(model, sizeof model, "...%s", w->model + ml - 31);
+    fprintf(f, "%-9s %-34s %11s %11s %11s %6.3f %8.1f ms  %s\n", w->phase, model, a, b, c, w->fragmentation, w->ms,
+            w->note);
+    fflush(f);
+}
+
+void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *model, double ms, const char *note_fmt,
+                 ...) {
+    ccrun_row w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.phase, sizeof w.phase, "%s", phase);
+    snprintf(w.model, sizeof w.model, "%s", model ? model : "");
+    cca_stats s;
+    cca_get_stats(ccr_engine_allocator(e), &s);
+    size_t total = 0;
+    cca_upstream_mem_info(ccr_engine_upstream(e), &w.device_free, &total);
+    w.allocated = s.allocated_bytes;
+    w.reserved = s.reserved_bytes;
+    w.fragmentation = s.fragmentation;
+    w.ms = ms;
+    if (note_fmt) {
+        va_list ap;
+        va_start(ap, note_fmt);
+        vsnprintf(w.note, sizeof w.note, note_fmt, ap);
+        va_end(ap);
+    }
+    if (!r->json) {
+        print_row(r->out, &w);
+        return;
+    }
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 16;
+        ccrun_row *rows = realloc(r->rows, cap * sizeof *rows);
+        if (!rows)
+            return;
+        r->rows = rows;
+        r->cap = cap;
+    }
+    r->rows[r->n++] = w;
+}
+
+void ccrun_report_free(ccrun_report *r) {
+    free(r->rows);
+    r->rows = NULL;
+    r->n = r->cap = 0;
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+void ccrun_json_document(ccrun_report *r, ccr_engine *e, const char *error, size_t live_bytes) {
+    FILE *f = r->out;
+    fprintf(f, "{\n  \"device\": ");
+    if (e) {
+        ccr_device_info d;
+        ccr_engine_device_info(e, &d);
+        fprintf(f, "{\"name\": ");
+        json_string(f, d.name);
+        fprintf(f, ", \"simulated\": %s, \"total_bytes\": %zu, \"free_baseline\": %zu},\n",
+                d.simulated ? "true" : "false", d.total_bytes, d.free_baseline);
+    } else {
+        fprintf(f, "null,\n");
+    }
+    fprintf(f, "  \"phases\": [");
+    for (size_t i = 0; i < r->n; i++) {
+        const ccrun_row *w = &r->rows[i];
+        fprintf(f, "%s\n    {\"phase\": ", i ? "," : "");
+        json_string(f, w->phase);
+        fprintf(f, ", \"model\": ");
+        json_string(f, w->model);
+        fprintf(f,
+                ", \"allocated_bytes\": %zu, \"reserved_bytes\": %zu, \"device_free_bytes\": %zu, "
+                "\"fragmentation\": %.6f, \"time_ms\": %.3f, \"note\": ",
+                w->allocated, w->reserved, w->device_free, isfinite(w->fragmentation) ? w->fragmentation : 0.0, w->ms);
+        json_string(f, w->note);
+        fputc('}', f);
+    }
+    fprintf(f, "\n  ],\n  \"error\": ");
+    if (error)
+        json_string(f, error);
+    else
+        fprintf(f, "null");
+    fprintf(f, ",\n  \"live_bytes_at_exit\": %zu\n}\n", live_bytes);
+}

@@ -1,0 +1,266 @@
+/*
+ * ccr.h — the ccalloc runtime: a small dense/softmax inference engine whose
+ * every device byte comes from a ccalloc allocator.
+ *
+ * An engine owns one device (a CUDA GPU, or the host-simulated device of
+ * ccalloc), one allocator on it, and — on CUDA — one cuBLAS context whose
+ * workspace is also allocator memory. Models are multilayer perceptrons:
+ * dense layers, each with an activation (none, relu, gelu), and an optional
+ * final softmax. They come from a safetensors file or from a spec string:
+ *
+ *     mlp:784x4096x4096x10:relu:softmax:seed=7
+ *
+ * Every function returns a ccr_status (0 = success); on failure
+ * ccr_last_error() holds a message naming the problem (the file, the tensor,
+ * the byte offset, the option). Nothing in the library exits the process.
+ *
+ * Thread safety: an engine and its models are used from one thread at a time.
+ *
+ * Example usage:
+ *
+ *     ccr_engine_options o;
+ *     ccr_engine_options_default(&o);          // device auto, 1 GiB simulated
+ *     o.alloc_conf = "policy:growth";
+ *     ccr_engine *e;
+ *     ccr_engine_create(&o, &e);
+ *     ccr_model *m;
+ *     if (ccr_model_load_file(e, "digits.safetensors", &m) != CCR_OK)
+ *         fprintf(stderr, "%s\n", ccr_last_error());
+ *     ccr_model_run(m, x, batch, probs);        // host in, host out
+ *     ccr_release_info r;
+ *     ccr_engine_release(e, &r);               // unloads m, empties the cache
+ *     // r.device_free_after == r.device_free_baseline on the simulated device
+ *     ccr_engine_destroy(e);
+ */
+#ifndef CCR_H
+#define CCR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ccalloc.h"
+#include "cck.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ccr_status {
+    CCR_OK = 0,
+    CCR_ERR_INVALID_ARGUMENT, /* NULL handle, zero batch, bad option           */
+    CCR_ERR_IO,               /* file missing, unreadable, short read, write    */
+    CCR_ERR_FORMAT,           /* malformed safetensors file                     */
+    CCR_ERR_SPEC,             /* malformed spec string / layer list             */
+    CCR_ERR_SHAPE,            /* tensors inconsistent with the layer list       */
+    CCR_ERR_DTYPE,            /* unsupported tensor dtype                       */
+    CCR_ERR_OUT_OF_MEMORY,    /* the allocator could not serve a device request */
+    CCR_ERR_DEVICE,           /* no such device, or the device failed           */
+    CCR_ERR_KERNEL,           /* a kernel returned an error                     */
+    CCR_ERR_ALLOCATOR         /* the allocator returned an unexpected error     */
+} ccr_status;
+
+/* "CCR_ERR_FORMAT" etc. */
+const char *ccr_status_string(ccr_status s);
+
+/* The message of the last failing call on this thread ("" if none). */
+const char *ccr_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Layer lists and spec strings                                             */
+/* ------------------------------------------------------------------------ */
+
+#define CCR_MAX_LAYERS 64
+
+typedef struct ccr_layer_desc {
+    size_t in, out;     /* weight is out × in (PyTorch nn.Linear layout) */
+    cck_activation act; /* applied after the bias                       */
+    int has_bias;
+} ccr_layer_desc;
+
+/* An MLP architecture without weights. */
+typedef struct ccr_arch {
+    size_t n_layers;
+    ccr_layer_desc layers[CCR_MAX_LAYERS];
+    int softmax;   /* final row-wise softmax                           */
+    uint64_t seed; /* weights seed for spec models (default 1)         */
+} ccr_arch;
+
+/*
+ * Parse a spec string. Grammar (fields after the dimensions in any order):
+ *
+ *     mlp:D0xD1x...xDn[:ACT][:softmax|:nosoftmax][:seed=N][:nobias][:acts=A1/A2/.../An]
+ *
+ * D0 is the input width, Dn the output width, n layers (1..CCR_MAX_LAYERS).
+ * ACT (relu|gelu|none, default relu) is applied after every hidden layer; the
+ * last layer gets none. acts= gives every layer's activation explicitly.
+ * Each dimension is 1..2^24 and each weight matrix at most 2^31 elements.
+ * Errors: CCR_ERR_SPEC naming the offending field.
+ */
+ccr_status ccr_arch_parse(const char *spec, ccr_arch *out);
+
+/* Write the canonical spec string of `a` (the form stored in safetensors
+ * metadata under CCR_META_KEY) into buf. CCR_ERR_INVALID_ARGUMENT if short. */
+ccr_status ccr_arch_format(const ccr_arch *a, char *buf, size_t len);
+
+/* Total bytes of float32 parameters. */
+size_t ccr_arch_param_bytes(const ccr_arch *a);
+
+/* The safetensors `__metadata__` key holding the architecture as a spec
+ * string, e.g. "mlp:64x64x10:relu:softmax". See docs/engine.md. */
+#define CCR_META_KEY "ccr.mlp"
+
+/* ------------------------------------------------------------------------ */
+/* Engine                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ccr_device_kind {
+    CCR_DEVICE_AUTO = 0, /* CUDA when a GPU is present, else the simulated device */
+    CCR_DEVICE_CUDA,
+    CCR_DEVICE_HOST /* ccalloc's host-simulated device */
+} ccr_device_kind;
+
+/* "auto" / "cuda" / "host" <-> enum. */
+ccr_status ccr_device_parse(const char *name, ccr_device_kind *out);
+
+/* Open a device as the engine does: CUDA `cuda_device` (kind CUDA, or AUTO
+ * when cck_cuda_device_count > 0 and cca_upstream_cuda_create succeeds),
+ * else the host-simulated device of `host_capacity` bytes. *simulated says
+ * which (may be NULL). Destroy with cca_upstream_destroy. */
+ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_capacity, cca_upstream **out,
+                           int *simulated);
+
+/* Called during loads: bytes of weights copied so far, of total. */
+typedef void (*ccr_progress_fn)(void *user, const char *model, size_t done, size_t total);
+
+typedef struct ccr_timeline ccr_timeline;
+
+typedef struct ccr_engine_options {
+    ccr_device_kind device;   /* default CCR_DEVICE_AUTO                          */
+    int cuda_device;          /* default 0                                        */
+    size_t host_capacity;     /* simulated device size, default CCR_DEFAULT_CAPACITY */
+    const char *alloc_conf;   /* cca_config_parse string on top of the defaults   */
+    cca_upstream *upstream;   /* borrowed: use this device instead of creating one
+                                 (device/host_capacity ignored); NULL = create   */
+    ccr_timeline *timeline;   /* borrowed: allocator events and phases go here    */
+    ccr_progress_fn progress; /* NULL = silent                                    */
+    void *progress_user;
+} ccr_engine_options;
+
+#define CCR_DEFAULT_CAPACITY ((size_t)1 << 30)
+
+void ccr_engine_options_default(ccr_engine_options *o);
+
+typedef struct ccr_engine ccr_engine;
+
+/* Pick the device, measure its free memory (the baseline, before anything is
+ * allocated), then create the allocator (the greedy policy reserves here). */
+ccr_status ccr_engine_create(const ccr_engine_options *o, ccr_engine **out);
+
+/* Release (see below) and free everything, the device included unless it
+ * was borrowed. NULL is a no-op. */
+void ccr_engine_destroy(ccr_engine *e);
+
+typedef struct ccr_device_info {
+    int simulated; /* 1: ccalloc's host-simulated device           */
+    char name[32]; /* "cuda:0" or "host"                           */
+    size_t total_bytes;
+    size_t free_bytes;    /* now                                          */
+    size_t free_baseline; /* at engine creation, before the allocator     */
+} ccr_device_info;
+
+ccr_status ccr_engine_device_info(ccr_engine *e, ccr_device_info *out);
+
+/* The engine's allocator and device (borrowed, for stats and tenants). */
+cca_allocator *ccr_engine_allocator(ccr_engine *e);
+cca_upstream *ccr_engine_upstream(ccr_engine *e);
+
+/* Replace the allocator (no model may be loaded): release, destroy it and
+ * create a new one from `alloc_conf`. Lets one device host several policies. */
+ccr_status ccr_engine_reconfigure(ccr_engine *e, const char *alloc_conf);
+
+typedef struct ccr_release_info {
+    size_t models_unloaded;
+    size_t device_free_baseline; /* before the first load (engine creation) */
+    size_t device_free_before;   /* when release began                      */
+    size_t device_free_after;    /* after empty-cache                       */
+    size_t workspace_freed;      /* cuBLAS workspace bytes returned         */
+    size_t live_bytes_after;     /* allocator's allocated_bytes afterwards (0) */
+    cca_release_report cache;    /* what cca_empty_cache returned           */
+} ccr_release_info;
+
+/* Unload every model, destroy the cuBLAS context and free its workspace,
+ * cca_empty_cache, and measure the device's free memory. The engine stays
+ * usable: a later load recreates what it needs. info may be NULL. */
+ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info);
+
+/* Write a "phase" row to the engine's timeline (no-op without one). */
+void ccr_engine_mark(ccr_engine *e, const char *phase, const char *model);
+
+/* ------------------------------------------------------------------------ */
+/* Models                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ccr_model ccr_model;
+
+/* Load a safetensors file: float32, float16 or bfloat16 tensors (converted to
+ * float32), layer list in __metadata__[CCR_META_KEY], tensors named like a
+ * PyTorch nn.Sequential state dict ("0.weight", "0.bias", "2.weight", ...).
+ * Everything is validated before any device memory is taken. On failure
+ * nothing stays allocated. */
+ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out);
+
+/* Same, from an open stream (the fuzzer uses fmemopen). `name` labels it. */
+ccr_status ccr_model_load_stream(ccr_engine *e, FILE *f, const char *name, ccr_model **out);
+
+/* Build a model from a spec string with seeded uniform random weights in
+ * ±1/sqrt(in) (deterministic for a given seed on every device). */
+ccr_status ccr_model_load_spec(ccr_engine *e, const char *spec, ccr_model **out);
+
+/* Load from `source`: a spec string when it starts with "mlp:", else a file. */
+ccr_status ccr_model_load(ccr_engine *e, const char *source, ccr_model **out);
+
+/* Free everything the model owns. NULL is a no-op. */
+void ccr_model_unload(ccr_model *m);
+
+const ccr_arch *ccr_model_arch(const ccr_model *m);
+const char *ccr_model_name(const ccr_model *m);
+size_t ccr_model_device_bytes(const ccr_model *m); /* rounded bytes held for weights */
+
+/* Forward pass for `batch` rows: x_host is batch × in floats, y_host receives
+ * batch × out floats (probabilities when the model ends in softmax). Every
+ * activation is allocated from the allocator and freed as soon as the next
+ * layer has consumed it. batch may differ from call to call. */
+ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float *y_host);
+
+/* Write the model (weights read back from the device) as a safetensors file
+ * with float32 tensors and the architecture in the metadata. */
+ccr_status ccr_model_save(ccr_model *m, const char *path);
+
+/* ------------------------------------------------------------------------ */
+/* Timeline: one CSV row per allocator event or phase, for plots             */
+/* ------------------------------------------------------------------------ */
+
+/* Columns: t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,
+ * fragmentation. event is alloc|free|oom|phase. t_ms counts from creation. */
+ccr_status ccr_timeline_open(const char *path, ccr_timeline **out);
+void ccr_timeline_close(ccr_timeline *t);
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* "1.5G", "512M", "4096" -> bytes (K/M/G/T powers of 1024). */
+ccr_status ccr_parse_size(const char *text, size_t *out);
+
+/* Sizes are printed with ccalloc's cca_format_bytes ("1.50 MiB"). */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCR_H */

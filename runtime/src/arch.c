@@ -1,0 +1,221 @@
+/*
+ * arch.c — the layer list of an MLP, and its spec-string form.
+ *
+ *     mlp:784x4096x4096x10:relu:softmax:seed=7
+ *         |  dimensions   | hidden | final | weights seed
+ *
+ * n+1 dimensions give n dense layers; layer i maps D[i] -> D[i+1]. The same
+ * string (without the seed) is what a safetensors file stores in its metadata
+ * under CCR_META_KEY, so one grammar describes models from files and models
+ * built for memory-pressure runs. Parsing is strict: every field is checked,
+ * numbers must be plain decimal, and the error names the field and why.
+ * Limits (CCR_MAX_LAYERS layers, dimensions <= 2^24, each weight matrix
+ * <= 2^31 elements) keep every size computation far from overflow.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_DIM ((size_t)1 << 24)
+#define MAX_MATRIX ((size_t)1 << 31)
+
+/* Parse a whole decimal number in [lo, hi] from [s, e). */
+static int parse_uint(const char *s, const char *e, unsigned long long hi, unsigned long long *out) {
+    if (s == e || e - s > 20)
+        return 0;
+    unsigned long long v = 0;
+    for (const char *p = s; p < e; p++) {
+        if (!isdigit((unsigned char)*p))
+            return 0;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (hi - d) / 10)
+            return 0;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 1;
+}
+
+static ccr_status parse_dims(ccr_arch *a, const char *s, const char *e, const char *spec) {
+    size_t dims[CCR_MAX_LAYERS + 1], n = 0;
+    const char *p = s;
+    for (;;) {
+        const char *x = p;
+        while (x < e && *x != 'x')
+            x++;
+        unsigned long long v;
+        if (n == CCR_MAX_LAYERS + 1)
+            return ccr_fail(CCR_ERR_SPEC, "spec '%s': more than %d layers", spec, CCR_MAX_LAYERS);
+        if (!parse_uint(p, x, MAX_DIM, &v) || v == 0)
+            return ccr_fail(CCR_ERR_SPEC, "spec '%s': dimension '%.*s' is not a number in 1..%zu", spec, (int)(x - p),
+                            p, MAX_DIM);
+        dims[n++] = (size_t)v;
+        if (x == e)
+            break;
+        p = x + 1;
+    }
+    if (n < 2)
+        return ccr_fail(CCR_ERR_SPEC, "spec '%s': need at least two dimensions (input x output)", spec);
+    a->n_layers = n - 1;
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (dims[i] * dims[i + 1] > MAX_MATRIX)
+            return ccr_fail(CCR_ERR_SPEC, "spec '%s': layer %zu (%zux%zu) exceeds 2^31 weights", spec, i, dims[i],
+                            dims[i + 1]);
+        a->layers[i].in = dims[i];
+        a->layers[i].out = dims[i + 1];
+        a->layers[i].has_bias = 1;
+        a->layers[i].act = CCK_ACT_NONE;
+    }
+    return CCR_OK;
+}
+
+static int parse_act(const char *s, const char *e, cck_activation *out) {
+    char name[16];
+    size_t len = (size_t)(e - s);
+    if (len == 0 || len >= sizeof name)
+        return 0;
+    memcpy(name, s, len);
+    name[len] = '\0';
+    return cck_activation_parse(name, out) == CCK_OK;
+}
+
+ccr_status ccr_arch_parse(const char *spec, ccr_arch *out) {
+    if (!spec || !out)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "spec or output is NULL");
+    ccr_arch a;
+    memset(&a, 0, sizeof a);
+    a.seed = 1;
+    if (strncmp(spec, "mlp:", 4) != 0)
+        return ccr_fail(CCR_ERR_SPEC, "spec '%s': must start with 'mlp:' (e.g. mlp:784x256x10:relu:softmax)", spec);
+    const char *p = spec + 4;
+    const char *e = strchr(p, ':');
+    if (!e)
+        e = p + strlen(p);
+    ccr_status st = parse_dims(&a, p, e, spec);
+    if (st != CCR_OK)
+        return st;
+    cck_activation hidden = CCK_ACT_RELU;
+    int have_acts = 0;
+    while (*e == ':') {
+        p = e + 1;
+        e = strchr(p, ':');
+        if (!e)
+            e = p + strlen(p);
+        size_t len = (size_t)(e - p);
+        cck_activation act;
+        unsigned long long v;
+        if (len == 7 && !strncmp(p, "softmax", 7)) {
+            a.softmax = 1;
+        } else if (len == 9 && !strncmp(p, "nosoftmax", 9)) {
+            a.softmax = 0;
+        } else if (len == 6 && !strncmp(p, "nobias", 6)) {
+            for (size_t i = 0; i < a.n_layers; i++)
+                a.layers[i].has_bias = 0;
+        } else if (len > 5 && !strncmp(p, "seed=", 5)) {
+            if (!parse_uint(p + 5, e, ~0ull, &v))
+                return ccr_fail(CCR_ERR_SPEC, "spec '%s': seed '%.*s' is not a number", spec, (int)(len - 5), p + 5);
+            a.seed = v;
+        } else if (len > 5 && !strncmp(p, "acts=", 5)) {
+            const char *q = p + 5;
+            size_t i = 0;
+            while (q <= e) {
+                const char *r = q;
+                while (r < e && *r != '/')
+                    r++;
+                if (i == a.n_layers || !parse_act(q, r, &act))
+                    return ccr_fail(CCR_ERR_SPEC, "spec '%s': acts= needs %zu of none|relu|gelu separated by '/'", spec,
+                                    a.n_layers);
+                a.layers[i++].act = act;
+                q = r + 1;
+            }
+            if (i != a.n_layers)
+                return ccr_fail(CCR_ERR_SPEC, "spec '%s': acts= lists %zu activations for %zu layers", spec, i,
+                                a.n_layers);
+            have_acts = 1;
+        } else if (parse_act(p, e, &act)) {
+            hidden = act;
+        } else {
+            return ccr_fail(CCR_ERR_SPEC,
+                            "spec '%s': unknown field '%.*s' (expected relu|gelu|none, softmax, nosoftmax, "
+                            "seed=N, nobias or acts=A/B/..)",
+                            spec, (int)len, p);
+        }
+    }
+    if (*e != '\0')
+        return ccr_fail(CCR_ERR_SPEC, "spec '%s': trailing characters", spec);
+    if (!have_acts)
+        for (size_t i = 0; i + 1 < a.n_layers; i++)
+            a.layers[i].act = hidden;
+    *out = a;
+    return CCR_OK;
+}
+
+ccr_status ccr_arch_format(const ccr_arch *a, char *buf, size_t len) {
+    if (!a || !buf || a->n_layers == 0 || a->n_layers > CCR_MAX_LAYERS)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "bad architecture");
+    size_t pos = 0;
+    int n = snprintf(buf, len, "mlp:%zu", a->layers[0].in);
+    pos += n > 0 ? (size_t)n : 0;
+    for (size_t i = 0; i < a->n_layers && pos < len; i++) {
+        n = snprintf(buf + pos, len - pos, "x%zu", a->layers[i].out);
+        pos += n > 0 ? (size_t)n : 0;
+    }
+    /* Hidden activations: one name when they agree and the last is none. */
+    int uniform = a->layers[a->n_layers - 1].act == CCK_ACT_NONE;
+    for (size_t i = 1; i + 1 < a->n_layers; i++)
+        uniform &= a->layers[i].act == a->layers[0].act;
+    if (pos < len) {
+        if (uniform && a->n_layers > 1) {
+            n = snprintf(buf + pos, len - pos, ":%s", cck_activation_name(a->layers[0].act));
+        } else if (uniform) {
+            n = snprintf(buf + pos, len - pos, ":none");
+        } else {
+            n = snprintf(buf + pos, len - pos, ":acts=");
+            for (size_t i = 0; i < a->n_layers && n > 0 && pos + (size_t)n < len; i++) {
+                size_t at = pos + (size_t)n;
+                int k = snprintf(buf + at, len - at, "%s%s", i ? "/" : "", cck_activation_name(a->layers[i].act));
+                n += k > 0 ? k : 0;
+            }
+        }
+        pos += n > 0 ? (size_t)n : 0;
+    }
+    if (pos < len) {
+        n = snprintf(buf + pos, len - pos, ":%s", a->softmax ? "softmax" : "nosoftmax");
+        pos += n > 0 ? (size_t)n : 0;
+    }
+    int all_bias = 1;
+    for (size_t i = 0; i < a->n_layers; i++)
+        all_bias &= a->layers[i].has_bias;
+    if (!all_bias && pos < len) {
+        n = snprintf(buf + pos, len - pos, ":nobias");
+        pos += n > 0 ? (size_t)n : 0;
+    }
+    if (pos >= len)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "spec buffer of %zu bytes too short", len);
+    return CCR_OK;
+}
+
+size_t ccr_arch_param_bytes(const ccr_arch *a) {
+    size_t total = 0;
+    for (size_t i = 0; a && i < a->n_layers; i++)
+        total += (a->layers[i].in * a->layers[i].out + (a->layers[i].has_bias ? a->layers[i].out : 0)) * sizeof(float);
+    return total;
+}
+
+ccr_status ccr_device_parse(const char *name, ccr_device_kind *out) {
+    if (!name || !out)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "device name is NULL");
+    if (!strcmp(name, "auto"))
+        *out = CCR_DEVICE_AUTO;
+    else if (!strcmp(name, "cuda"))
+        *out = CCR_DEVICE_CUDA;
+    else if (!strcmp(name, "host"))
+        *out = CCR_DEVICE_HOST;
+    else
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "unknown device '%s' (auto|cuda|host)", name);
+    return CCR_OK;
+}

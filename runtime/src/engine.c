@@ -1,0 +1,355 @@
+/*
+ * engine.c — the device, the allocator on it, and releasing everything.
+ *
+ *     ccr_engine
+ *       ├── cca_upstream   the device: cudaMalloc/cudaMemGetInfo, or the
+ *       │                  host-simulated device (capacity, real pointers)
+ *       ├── cca_allocator  every device byte below comes from here
+ *       │     ├── model weights  (ccr_model, one block per tensor)
+ *       │     ├── activations    (per forward pass, freed layer by layer)
+ *       │     └── cuBLAS workspace (CUDA only, cck_cuda_context_create)
+ *       └── cck_cuda_context  cuBLAS handle + stream (CUDA only, lazy)
+ *
+ * Invariants: the engine measures the device's free memory once, before the
+ * allocator exists (free_baseline), because the greedy policy reserves its
+ * arena at cca_create. Nothing calls cudaMalloc behind the allocator: the
+ * only device memory outside it is what the CUDA runtime and cuBLAS keep for
+ * themselves (context, handle), which release destroys too.
+ *
+ * ccr_engine_release is the in-process answer to "TensorFlow never gives
+ * memory back": unload all models, destroy the cuBLAS context, free its
+ * workspace, cca_empty_cache, then read the device's free memory again. On
+ * the simulated device free_after == free_baseline exactly (tested); on a GPU
+ * the driver's figure may differ by what the CUDA context itself caches.
+ *
+ * Every allocation goes through ccr_dev_alloc/ccr_dev_free so that one place
+ * writes the timeline (one CSV row per event) and words OOM messages.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void ccr_engine_options_default(ccr_engine_options *o) {
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->device = CCR_DEVICE_AUTO;
+    o->host_capacity = CCR_DEFAULT_CAPACITY;
+}
+
+static ccr_status make_allocator(ccr_engine *e, const char *conf) {
+    cca_config cfg;
+    cca_config_default(&cfg);
+    if (conf && cca_config_parse(&cfg, conf) != CCA_OK)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "allocator config '%s': %s", conf, cca_last_error());
+    cca_status cs = cca_create(&cfg, e->up, &e->alloc);
+    if (cs == CCA_ERR_OUT_OF_MEMORY)
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "creating the allocator (%s): %s", conf ? conf : "defaults",
+                        cca_last_error());
+    if (cs != CCA_OK)
+        return ccr_fail(CCR_ERR_ALLOCATOR, "creating the allocator (%s): %s: %s", conf ? conf : "defaults",
+                        cca_status_string(cs), cca_last_error());
+    return CCR_OK;
+}
+
+ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_capacity, cca_upstream **out,
+                           int *simulated) {
+    if (!out)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "device output is NULL");
+    *out = NULL;
+    if (kind != CCR_DEVICE_HOST) {
+        int count = 0;
+        cck_cuda_device_count(&count);
+        cca_status cs = CCA_ERR_NO_DEVICE;
+        if (count > 0 && cuda_device >= 0 && cuda_device < count)
+            cs = cca_upstream_cuda_create(cuda_device, out);
+        if (cs == CCA_OK) {
+            if (simulated)
+                *simulated = 0;
+            return CCR_OK;
+        }
+        *out = NULL;
+        if (kind == CCR_DEVICE_CUDA)
+            return ccr_fail(CCR_ERR_DEVICE, "device cuda:%d not available (%d GPU(s) found%s%s)", cuda_device, count,
+                            count > 0 ? ": " : "", count > 0 ? cca_last_error() : "");
+    }
+    if (host_capacity == 0)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "simulated device capacity is 0");
+    if (cca_upstream_host_create(host_capacity, out) != CCA_OK)
+        return ccr_fail(CCR_ERR_DEVICE, "cannot create the simulated device: %s", cca_last_error());
+    if (simulated)
+        *simulated = 1;
+    return CCR_OK;
+}
+
+static ccr_status open_device(ccr_engine *e, const ccr_engine_options *o) {
+    e->own_up = o->upstream == NULL;
+    e->up = o->upstream;
+    int simulated = 1;
+    if (!e->up) {
+        ccr_status st = ccr_device_open(o->device, o->cuda_device, o->host_capacity, &e->up, &simulated);
+        if (st != CCR_OK)
+            return st;
+        e->cuda_device = o->cuda_device;
+    } else {
+        /* a borrowed device: the CUDA upstream names itself "cuda:N" */
+        const char *n = cca_upstream_name(e->up);
+        simulated = !(n && sscanf(n, "cuda:%d", &e->cuda_device) == 1);
+    }
+    e->kind = simulated ? CCR_DEVICE_HOST : CCR_DEVICE_CUDA;
+    if (simulated)
+        e->cuda_device = 0;
+    if (simulated)
+        snprintf(e->devname, sizeof e->devname, "host");
+    else
+        snprintf(e->devname, sizeof e->devname, "cuda:%d", e->cuda_device);
+    return CCR_OK;
+}
+
+ccr_status ccr_engine_create(const ccr_engine_options *o, ccr_engine **out) {
+    if (!out)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine output is NULL");
+    *out = NULL;
+    ccr_engine_options def;
+    if (!o) {
+        ccr_engine_options_default(&def);
+        o = &def;
+    }
+    ccr_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+    e->timeline = o->timeline;
+    e->progress = o->progress;
+    e->progress_user = o->progress_user;
+    snprintf(e->phase, sizeof e->phase, "init");
+    ccr_status st = open_device(e, o);
+    if (st != CCR_OK) {
+        free(e);
+        return st;
+    }
+    size_t free_b = 0, total_b = 0;
+    if (cca_upstream_mem_info(e->up, &free_b, &total_b) != CCA_OK) {
+        if (e->own_up)
+            cca_upstream_destroy(e->up);
+        free(e);
+        return ccr_fail(CCR_ERR_DEVICE, "cannot read the device's free memory: %s", cca_last_error());
+    }
+    e->free_baseline = free_b;
+    e->total_bytes = total_b;
+    st = make_allocator(e, o->alloc_conf);
+    if (st != CCR_OK) {
+        if (e->own_up)
+            cca_upstream_destroy(e->up);
+        free(e);
+        return st;
+    }
+    ccr_engine_mark(e, "create", "");
+    *out = e;
+    return CCR_OK;
+}
+
+ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
+    if (!e)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine is NULL");
+    ccr_release_info r;
+    memset(&r, 0, sizeof r);
+    r.device_free_baseline = e->free_baseline;
+    ccr_engine_mark(e, "release", "");
+    size_t total;
+    cca_upstream_mem_info(e->up, &r.device_free_before, &total);
+    while (e->models) {
+        ccr_model_unload(e->models);
+        r.models_unloaded++;
+    }
+    if (e->cuda) {
+        cck_cuda_context_destroy(e->cuda);
+        e->cuda = NULL;
+    }
+    if (e->workspace) {
+        ccr_dev_free(e, e->workspace, "workspace", "");
+        r.workspace_freed = e->workspace_bytes;
+        e->workspace = NULL;
+        e->workspace_bytes = 0;
+    }
+    cca_status cs = cca_empty_cache(e->alloc, &r.cache);
+    cca_stats s;
+    cca_get_stats(e->alloc, &s);
+    r.live_bytes_after = s.allocated_bytes;
+    cca_upstream_mem_info(e->up, &r.device_free_after, &total);
+    ccr_engine_mark(e, "idle", "");
+    if (info)
+        *info = r;
+    if (cs != CCA_OK)
+        return ccr_fail(CCR_ERR_ALLOCATOR, "empty-cache failed: %s: %s", cca_status_string(cs), cca_last_error());
+    return CCR_OK;
+}
+
+void ccr_engine_destroy(ccr_engine *e) {
+    if (!e)
+        return;
+    ccr_engine_release(e, NULL);
+    cca_destroy(e->alloc);
+    if (e->own_up)
+        cca_upstream_destroy(e->up);
+    free(e);
+}
+
+ccr_status ccr_engine_reconfigure(ccr_engine *e, const char *alloc_conf) {
+    if (!e)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine is NULL");
+    if (e->models)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "cannot change the allocator with models loaded");
+    ccr_status st = ccr_engine_release(e, NULL);
+    if (st != CCR_OK)
+        return st;
+    cca_allocator *old = e->alloc;
+    e->alloc = NULL;
+    st = make_allocator(e, alloc_conf);
+    if (st != CCR_OK) {
+        e->alloc = old; /* keep the engine usable */
+        return st;
+    }
+    cca_destroy(old);
+    return CCR_OK;
+}
+
+ccr_status ccr_engine_device_info(ccr_engine *e, ccr_device_info *out) {
+    if (!e || !out)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine or output is NULL");
+    memset(out, 0, sizeof *out);
+    out->simulated = e->kind == CCR_DEVICE_HOST;
+    snprintf(out->name, sizeof out->name, "%s", e->devname);
+    out->free_baseline = e->free_baseline;
+    if (cca_upstream_mem_info(e->up, &out->free_bytes, &out->total_bytes) != CCA_OK)
+        return ccr_fail(CCR_ERR_DEVICE, "mem_info failed: %s", cca_last_error());
+    return CCR_OK;
+}
+
+cca_allocator *ccr_engine_allocator(ccr_engine *e) {
+    return e ? e->alloc : NULL;
+}
+cca_upstream *ccr_engine_upstream(ccr_engine *e) {
+    return e ? e->up : NULL;
+}
+
+static void trace(ccr_engine *e, const char *event, const char *tag, const char *model, size_t bytes) {
+    if (!e->timeline)
+        return;
+    cca_stats s;
+    size_t free_b = 0, total = 0;
+    cca_get_stats(e->alloc, &s);
+    cca_upstream_mem_info(e->up, &free_b, &total);
+    ccr_timeline_row(e->timeline, event, e->phase, model ? model : "", tag, bytes, &s, free_b);
+}
+
+void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, const char *tag) {
+    if (!e)
+        return;
+    snprintf(e->phase, sizeof e->phase, "%s", phase ? phase : "");
+    snprintf(e->phase_model, sizeof e->phase_model, "%s", model ? model : "");
+    trace(e, "phase", tag ? tag : phase, model, 0);
+}
+
+void ccr_engine_mark(ccr_engine *e, const char *phase, const char *model) {
+    ccr_engine_mark_tag(e, phase, model, NULL);
+}
+
+ccr_status ccr_dev_alloc(ccr_engine *e, size_t bytes, const char *tag, const char *model, void **out) {
+    *out = NULL;
+    cca_status cs = cca_alloc(e->alloc, bytes, NULL, out);
+    if (cs == CCA_OK) {
+        trace(e, "alloc", tag, model, bytes);
+        return CCR_OK;
+    }
+    trace(e, "oom", tag, model, bytes);
+    cca_stats s;
+    size_t free_b = 0, total = 0;
+    char b0[32], b1[32], b2[32], b3[32], b4[32], b5[32];
+    cca_get_stats(e->alloc, &s);
+    cca_upstream_mem_info(e->up, &free_b, &total);
+    return ccr_fail(cs == CCA_ERR_OUT_OF_MEMORY ? CCR_ERR_OUT_OF_MEMORY : CCR_ERR_ALLOCATOR,
+                    "out of device memory: %s for %s%s%s; device %s has %s free of %s, allocator holds %s "
+                    "reserved, %s allocated, largest free block %s (%s)",
+                    cca_format_bytes(bytes, b0, sizeof b0), tag, model && *model ? " of " : "", model ? model : "",
+                    e->devname, cca_format_bytes(free_b, b1, sizeof b1), cca_format_bytes(total, b2, sizeof b2),
+                    cca_format_bytes(s.reserved_bytes, b3, sizeof b3),
+                    cca_format_bytes(s.allocated_bytes, b4, sizeof b4),
+                    cca_format_bytes(s.largest_free_block, b5, sizeof b5), cca_status_string(cs));
+}
+
+void ccr_dev_free(ccr_engine *e, void *p, const char *tag, const char *model) {
+    if (!p)
+        return;
+    size_t bytes = 0;
+    if (e->timeline)
+        cca_block_size(e->alloc, p, &bytes);
+    cca_free(e->alloc, p);
+    trace(e, "free", tag, model, bytes);
+}
+
+/* One copy routine for both directions: memcpy on the simulated device,
+ * cck_copy_* on the context's stream on CUDA. */
+static ccr_status dev_copy(ccr_engine *e, void *dst, const void *src, size_t bytes, int to_device) {
+    if (e->kind == CCR_DEVICE_HOST) {
+        memcpy(dst, src, bytes);
+        return CCR_OK;
+    }
+    ccr_status st = ccr_engine_ensure_context(e);
+    if (st != CCR_OK)
+        return st;
+    cck_status ks =
+        to_device ? cck_copy_to_device(e->cuda, dst, src, bytes) : cck_copy_to_host(e->cuda, dst, src, bytes);
+    return ks == CCK_OK
+               ? CCR_OK
+               : ccr_fail(CCR_ERR_DEVICE, "copy to %s: %s", to_device ? "device" : "host", cck_status_string(ks));
+}
+
+ccr_status ccr_dev_upload(ccr_engine *e, void *dst, const void *src, size_t bytes) {
+    return dev_copy(e, dst, src, bytes, 1);
+}
+
+ccr_status ccr_dev_download(ccr_engine *e, void *dst, const void *src, size_t bytes) {
+    return dev_copy(e, dst, src, bytes, 0);
+}
+
+ccr_status ccr_engine_ensure_context(ccr_engine *e) {
+    if (e->kind != CCR_DEVICE_CUDA || e->cuda)
+        return CCR_OK;
+    size_t ws = 0;
+    if (cck_cublas_workspace_size(e->cuda_device, &ws) != CCK_OK)
+        ws = 0;
+    if (ws) {
+        ccr_status st = ccr_dev_alloc(e, ws, "workspace", "", &e->workspace);
+        if (st != CCR_OK)
+            return ccr_fail_prefix(st, "cuBLAS workspace");
+        e->workspace_bytes = ws;
+    }
+    cck_status ks = cck_cuda_context_create(e->cuda_device, NULL, e->workspace, ws, 0, &e->cuda);
+    if (ks != CCK_OK) {
+        ccr_dev_free(e, e->workspace, "workspace", "");
+        e->workspace = NULL;
+        e->workspace_bytes = 0;
+        e->cuda = NULL;
+        return ccr_fail(CCR_ERR_DEVICE, "cuBLAS context on cuda:%d: %s", e->cuda_device, cck_status_string(ks));
+    }
+    return CCR_OK;
+}
+
+void ccr_engine_link_model(ccr_engine *e, ccr_model *m) {
+    m->prev = NULL;
+    m->next = e->models;
+    if (e->models)
+        e->models->prev = m;
+    e->models = m;
+}
+
+void ccr_engine_unlink_model(ccr_engine *e, ccr_model *m) {
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        e->models = m->next;
+    if (m->next)
+        m->next->prev = m->prev;
+    m->prev = m->next = NULL;
+}

@@ -1,0 +1,87 @@
+/*
+ * infer.c — the forward pass, and how it uses device memory.
+ *
+ *     x (host) ──upload──> in ─dense0─> a0 ─dense1─> a1 ... ─> logits ─softmax─> probs ──download──> y (host)
+ *                          │  freed ───┘   freed ───┘           freed ───────┘    freed after download
+ *
+ * At any moment at most two activations are live: the layer's input and its
+ * output. Each is allocated from the engine's allocator just before the
+ * layer runs and the input is freed as soon as the layer has consumed it, so
+ * a pass makes 2 + n_layers (+1 with softmax) alloc/free pairs of sizes
+ * batch × width × 4 bytes — the traffic a caching allocator exists for, and
+ * with a batch size that changes from call to call, the traffic that splits
+ * blocks and fragments a pool (docs/engine.md shows it on a timeline).
+ *
+ * On the simulated device the host kernels run on the allocator's pointers
+ * directly (they are host memory); on CUDA the same sequence runs cuBLAS
+ * (workspace from the allocator too) and the softmax kernel on one stream.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static ccr_status dense(ccr_engine *e, const ccr_layer_desc *l, const float *x, const float *w, const float *b,
+                        float *y, size_t batch) {
+    cck_status ks = e->kind == CCR_DEVICE_HOST ? cck_dense_host(x, w, b, y, batch, l->in, l->out, l->act)
+                                               : cck_dense_cuda(e->cuda, x, w, b, y, batch, l->in, l->out, l->act);
+    return ks == CCK_OK ? CCR_OK : ccr_fail(CCR_ERR_KERNEL, "dense %zux%zu: %s", l->in, l->out, cck_status_string(ks));
+}
+
+static ccr_status softmax(ccr_engine *e, const float *x, float *y, size_t rows, size_t cols) {
+    cck_status ks =
+        e->kind == CCR_DEVICE_HOST ? cck_softmax_host(x, y, rows, cols) : cck_softmax_cuda(e->cuda, x, y, rows, cols);
+    return ks == CCK_OK ? CCR_OK : ccr_fail(CCR_ERR_KERNEL, "softmax %zux%zu: %s", rows, cols, cck_status_string(ks));
+}
+
+ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float *y_host) {
+    if (!m || !x_host || !y_host)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model, input or output is NULL");
+    if (batch == 0)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "batch size is 0");
+    ccr_engine *e = m->e;
+    const ccr_arch *a = &m->arch;
+    ccr_status st = ccr_engine_ensure_context(e);
+    if (st != CCR_OK)
+        return st;
+    char tag[32];
+    snprintf(tag, sizeof tag, "batch=%zu", batch);
+    ccr_engine_mark_tag(e, "run", m->name, tag);
+    size_t in_bytes, bytes;
+    if (!ccr_mul_ok(batch, a->layers[0].in * sizeof(float), &in_bytes))
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "batch %zu too large", batch);
+    void *cur = NULL, *next = NULL;
+    st = ccr_dev_alloc(e, in_bytes, "input", m->name, &cur);
+    if (st == CCR_OK)
+        st = ccr_dev_upload(e, cur, x_host, in_bytes);
+    for (size_t i = 0; i < a->n_layers && st == CCR_OK; i++) {
+        const ccr_layer_desc *l = &a->layers[i];
+        if (!ccr_mul_ok(batch, l->out * sizeof(float), &bytes)) {
+            st = ccr_fail(CCR_ERR_INVALID_ARGUMENT, "batch %zu too large", batch);
+            break;
+        }
+        st = ccr_dev_alloc(e, bytes, "activation", m->name, &next);
+        if (st != CCR_OK)
+            break;
+        st = dense(e, l, cur, m->w[i], m->b[i], next, batch);
+        ccr_dev_free(e, cur, i == 0 ? "input" : "activation", m->name);
+        cur = next;
+        next = NULL;
+    }
+    size_t out = a->layers[a->n_layers - 1].out;
+    if (st == CCR_OK && a->softmax) {
+        st = ccr_dev_alloc(e, batch * out * sizeof(float), "probs", m->name, &next);
+        if (st == CCR_OK) {
+            st = softmax(e, cur, next, batch, out);
+            ccr_dev_free(e, cur, "activation", m->name);
+            cur = next;
+            next = NULL;
+        }
+    }
+    if (st == CCR_OK)
+        st = ccr_dev_download(e, y_host, cur, batch * out * sizeof(float));
+    ccr_dev_free(e, cur, "output", m->name);
+    if (st != CCR_OK)
+        return ccr_fail_prefix(st, "model '%s', batch %zu", m->name, batch);
+    return CCR_OK;
+}

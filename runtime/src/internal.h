@@ -1,0 +1,141 @@
+/*
+ * internal.h — what the runtime's source files share. Nothing here is public;
+ * each group names the file that defines it.
+ */
+#ifndef CCR_INTERNAL_H
+#define CCR_INTERNAL_H
+
+#include <stdint.h>
+
+#include "ccr.h"
+
+#if defined(__GNUC__)
+#define CCR_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CCR_PRINTF(f, a)
+#endif
+
+/* ---- error.c ------------------------------------------------------------ */
+
+/* Set the thread's last error message and return `s`. */
+ccr_status ccr_fail(ccr_status s, const char *fmt, ...) CCR_PRINTF(2, 3);
+/* Prefix the current message: "<prefix>: <old message>". Returns s. */
+ccr_status ccr_fail_prefix(ccr_status s, const char *fmt, ...) CCR_PRINTF(2, 3);
+void ccr_clear_error(void);
+
+/* a*b into *out; 0 on overflow. */
+int ccr_mul_ok(size_t a, size_t b, size_t *out);
+
+/* ---- engine.c ----------------------------------------------------------- */
+
+struct ccr_engine {
+    ccr_device_kind kind; /* resolved: CCR_DEVICE_CUDA or CCR_DEVICE_HOST */
+    int cuda_device;
+    cca_upstream *up;
+    int own_up;
+    cca_allocator *alloc;
+    cck_cuda_context *cuda; /* created on first use, destroyed by release */
+    void *workspace;        /* cuBLAS workspace, from the allocator       */
+    size_t workspace_bytes;
+    size_t total_bytes;
+    size_t free_baseline;
+    ccr_model *models; /* doubly linked, newest first */
+    ccr_timeline *timeline;
+    ccr_progress_fn progress;
+    void *progress_user;
+    char phase[24];
+    char phase_model[64];
+    char devname[32];
+};
+
+/* Allocate device memory for `tag` ("weight", "activation", ...) of `model`
+ * (may be NULL) from the engine's allocator. CCR_ERR_OUT_OF_MEMORY names
+ * the request and the device state. */
+ccr_status ccr_dev_alloc(ccr_engine *e, size_t bytes, const char *tag, const char *model, void **out);
+void ccr_dev_free(ccr_engine *e, void *p, const char *tag, const char *model);
+/* Host <-> device copies (memcpy on the simulated device). */
+ccr_status ccr_dev_upload(ccr_engine *e, void *dst, const void *src, size_t bytes);
+ccr_status ccr_dev_download(ccr_engine *e, void *dst, const void *src, size_t bytes);
+/* CUDA only: make sure the cuBLAS context and its workspace exist. */
+ccr_status ccr_engine_ensure_context(ccr_engine *e);
+/* Start a phase on the timeline with a detail in the tag column. */
+void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, const char *tag);
+void ccr_engine_link_model(ccr_engine *e, ccr_model *m);
+void ccr_engine_unlink_model(ccr_engine *e, ccr_model *m);
+
+/* ---- model.c ------------------------------------------------------------ */
+
+struct ccr_model {
+    ccr_engine *e;
+    ccr_model *prev, *next;
+    char name[64];
+    ccr_arch arch;
+    float *w[CCR_MAX_LAYERS]; /* device, out × in */
+    float *b[CCR_MAX_LAYERS]; /* device, out, or NULL */
+    size_t device_bytes;
+};
+
+/* Fill `count` floats of layer `layer`'s weight (is_bias 0) or bias (1)
+ * into host memory `dst`. */
+typedef ccr_status (*ccr_fill_fn)(void *user, size_t layer, int is_bias, float *dst, size_t count);
+
+/* Allocate every tensor of `arch` on the device and fill it through `fill`
+ * (directly into device memory on the simulated device, through one host
+ * staging buffer on CUDA). On failure everything is freed. */
+ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name, ccr_fill_fn fill, void *user,
+                           ccr_model **out);
+
+/* ---- safetensors.c ------------------------------------------------------ */
+
+#define CCR_ST_MAX_HEADER 100000000ull /* the safetensors crate's own cap */
+#define CCR_ST_MAX_DIMS 8
+
+typedef enum ccr_dtype { CCR_F32, CCR_F16, CCR_BF16, CCR_F64 } ccr_dtype;
+
+typedef struct ccr_st_tensor {
+    char *name;
+    ccr_dtype dtype;
+    size_t ndim;
+    size_t shape[CCR_ST_MAX_DIMS];
+    size_t count;        /* product of shape */
+    uint64_t begin, end; /* byte offsets in the data section */
+} ccr_st_tensor;
+
+typedef struct ccr_st_file {
+    FILE *f;
+    char name[64];
+    uint64_t data_start; /* 8 + header length */
+    uint64_t data_size;
+    size_t n;
+    ccr_st_tensor *t;
+    char *arch_spec; /* __metadata__[CCR_META_KEY] or NULL */
+} ccr_st_file;
+
+/* Read and validate the header of the safetensors file on `f` (borrowed):
+ * length cap, JSON, dtypes, shapes, offsets (in range, no overlap, the data
+ * section exactly covered). CCR_ERR_FORMAT / CCR_ERR_DTYPE / CCR_ERR_IO. */
+ccr_status ccr_st_open(FILE *f, const char *name, ccr_st_file *out);
+void ccr_st_close(ccr_st_file *s);
+const ccr_st_tensor *ccr_st_find(const ccr_st_file *s, const char *name);
+/* Read a tensor converted to float32 (dst holds t->count floats). */
+ccr_status ccr_st_read_f32(ccr_st_file *s, const ccr_st_tensor *t, float *dst);
+/* Match tensors to the layer list in the metadata: fills *arch (has_bias
+ * from the file) and per-layer tensor pointers. CCR_ERR_SPEC / CCR_ERR_SHAPE. */
+ccr_status ccr_st_bind_mlp(const ccr_st_file *s, ccr_arch *arch, const ccr_st_tensor **w, const ccr_st_tensor **b);
+
+/* Writing: tensors are float32, shapes 1-D or 2-D, data through `get`. */
+typedef struct ccr_st_out_tensor {
+    char name[32];
+    size_t ndim;
+    size_t shape[2];
+} ccr_st_out_tensor;
+typedef ccr_status (*ccr_st_get_fn)(void *user, size_t index, float *dst, size_t count);
+ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta_value, const ccr_st_out_tensor *t,
+                        size_t n, ccr_st_get_fn get, void *user);
+
+/* ---- timeline.c --------------------------------------------------------- */
+
+void ccr_timeline_row(ccr_timeline *t, const char *event, const char *phase, const char *model, const char *tag,
+                      size_t bytes, const cca_stats *st, size_t device_free);
+
+#endif /* CCR_INTERNAL_H */

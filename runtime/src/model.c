@@ -1,0 +1,262 @@
+/*
+ * model.c — a loaded MLP: its layer list and one device block per tensor.
+ *
+ *     ccr_model ──> arch (layers: in, out, act, has_bias; softmax)
+ *               ──> w[i]: device block, out×in float32 (nn.Linear layout)
+ *               ──> b[i]: device block, out float32, or NULL
+ *
+ * Every model comes through ccr_model_build: the source (a safetensors file,
+ * or seeded random numbers for a spec string) is a fill callback that writes
+ * one tensor into host memory. On the simulated device the destination is the
+ * device block itself (its pointers are host memory); on CUDA it is one
+ * staging buffer the size of the largest tensor, copied up tensor by tensor.
+ * So loading never holds two copies of a whole model, and progress can be
+ * reported per tensor. A failed build frees every block it took, which is
+ * what lets every bad input end with zero live bytes.
+ *
+ * Files are validated completely (ccr_st_open, ccr_st_bind_mlp) before the
+ * first device byte is allocated.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void set_name(ccr_model *m, const char *name) {
+    const char *base = name ? name : "model";
+    size_t len = strlen(base);
+    /* keep the tail of long paths: it is the informative part */
+    if (len >= sizeof m->name)
+        base += len - (sizeof m->name - 1);
+    snprintf(m->name, sizeof m->name, "%s", base);
+}
+
+ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name, ccr_fill_fn fill, void *user,
+                           ccr_model **out) {
+    *out = NULL;
+    ccr_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+    m->e = e;
+    m->arch = *arch;
+    set_name(m, name);
+    ccr_engine_link_model(e, m);
+    ccr_engine_mark(e, "load", m->name);
+
+    size_t total = ccr_arch_param_bytes(arch), done = 0, largest = 0;
+    for (size_t i = 0; i < arch->n_layers; i++)
+        if (arch->layers[i].in * arch->layers[i].out > largest)
+            largest = arch->layers[i].in * arch->layers[i].out;
+    float *staging = NULL;
+    if (e->kind != CCR_DEVICE_HOST) {
+        staging = malloc(largest * sizeof(float));
+        if (!staging) {
+            ccr_model_unload(m);
+            return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-float staging buffer", largest);
+        }
+    }
+    ccr_status st = CCR_OK;
+    for (size_t i = 0; i < arch->n_layers && st == CCR_OK; i++) {
+        const ccr_layer_desc *l = &arch->layers[i];
+        for (int is_bias = 0; is_bias < 2 && st == CCR_OK; is_bias++) {
+            if (is_bias && !l->has_bias)
+                continue;
+            size_t count = is_bias ? l->out : l->in * l->out;
+            void *dev = NULL;
+            st = ccr_dev_alloc(e, count * sizeof(float), is_bias ? "bias" : "weight", m->name, &dev);
+            if (st != CCR_OK) {
+                char need[32], dev_total[32];
+                ccr_fail_prefix(st, "model '%s' (%s of weights) does not fit on %s (%s): layer %zu %s", m->name,
+                                cca_format_bytes(total, need, sizeof need), e->devname,
+                                cca_format_bytes(e->total_bytes, dev_total, sizeof dev_total), i,
+                                is_bias ? "bias" : "weight");
+                break;
+            }
+            if (is_bias)
+                m->b[i] = dev;
+            else
+                m->w[i] = dev;
+            size_t held = 0;
+            cca_block_size(e->alloc, dev, &held);
+            m->device_bytes += held;
+            float *dst = staging ? staging : dev;
+            st = fill(user, i, is_bias, dst, count);
+            if (st == CCR_OK && staging)
+                st = ccr_dev_upload(e, dev, staging, count * sizeof(float));
+            done += count * sizeof(float);
+            if (st == CCR_OK && e->progress)
+                e->progress(e->progress_user, m->name, done, total);
+        }
+    }
+    free(staging);
+    if (st != CCR_OK) {
+        ccr_model_unload(m);
+        return st;
+    }
+    ccr_engine_mark(e, "loaded", m->name);
+    *out = m;
+    return CCR_OK;
+}
+
+void ccr_model_unload(ccr_model *m) {
+    if (!m)
+        return;
+    ccr_engine *e = m->e;
+    ccr_engine_mark(e, "unload", m->name);
+    for (size_t i = 0; i < m->arch.n_layers; i++) {
+        ccr_dev_free(e, m->w[i], "weight", m->name);
+        ccr_dev_free(e, m->b[i], "bias", m->name);
+    }
+    ccr_engine_mark(e, "idle", m->name);
+    ccr_engine_unlink_model(e, m);
+    free(m);
+}
+
+/* ---- spec models: seeded random weights ---------------------------------- */
+
+/* splitmix64: tiny, fast, and the same numbers on every machine. */
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct spec_fill {
+    const ccr_arch *arch;
+} spec_fill;
+
+static ccr_status fill_random(void *user, size_t layer, int is_bias, float *dst, size_t count) {
+    const spec_fill *f = user;
+    /* one stream per tensor, so CUDA (staged) and host loads agree */
+    uint64_t s = f->arch->seed * 0x100000001B3ull + layer * 2 + (uint64_t)is_bias;
+    float scale = 1.0f / sqrtf((float)f->arch->layers[layer].in);
+    for (size_t i = 0; i < count; i++) {
+        uint64_t r = splitmix(&s);
+        float u = (float)(r >> 40) * (1.0f / 16777216.0f); /* [0,1) from 24 bits */
+        dst[i] = (2.0f * u - 1.0f) * scale;
+    }
+    return CCR_OK;
+}
+
+ccr_status ccr_model_load_spec(ccr_engine *e, const char *spec, ccr_model **out) {
+    if (!e || !spec || !out)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, spec or output is NULL");
+    *out = NULL;
+    ccr_arch a;
+    ccr_status st = ccr_arch_parse(spec, &a);
+    if (st != CCR_OK)
+        return st;
+    spec_fill f = {&a};
+    return ccr_model_build(e, &a, spec, fill_random, &f, out);
+}
+
+/* ---- safetensors models --------------------------------------------------- */
+
+typedef struct file_fill {
+    ccr_st_file *st;
+    const ccr_st_tensor **w, **b;
+} file_fill;
+
+static ccr_status fill_file(void *user, size_t layer, int is_bias, float *dst, size_t count) {
+    file_fill *f = user;
+    (void)count;
+    return ccr_st_read_f32(f->st, is_bias ? f->b[layer] : f->w[layer], dst);
+}
+
+ccr_status ccr_model_load_stream(ccr_engine *e, FILE *fp, const char *name, ccr_model **out) {
+    if (!e || !fp || !out)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, stream or output is NULL");
+    *out = NULL;
+    ccr_st_file st;
+    ccr_status s = ccr_st_open(fp, name, &st);
+    if (s != CCR_OK)
+        return s;
+    ccr_arch a;
+    const ccr_st_tensor *w[CCR_MAX_LAYERS], *b[CCR_MAX_LAYERS];
+    s = ccr_st_bind_mlp(&st, &a, w, b);
+    if (s == CCR_OK) {
+        file_fill f = {&st, w, b};
+        s = ccr_model_build(e, &a, name, fill_file, &f, out);
+    }
+    ccr_st_close(&st);
+    return s;
+}
+
+ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out) {
+    if (!e || !path || !out)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, path or output is NULL");
+    *out = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return ccr_fail(CCR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    ccr_status s = ccr_model_load_stream(e, fp, path, out);
+    fclose(fp);
+    return s;
+}
+
+ccr_status ccr_model_load(ccr_engine *e, const char *source, ccr_model **out) {
+    if (source && !strncmp(source, "mlp:", 4))
+        return ccr_model_load_spec(e, source, out);
+    return ccr_model_load_file(e, source, out);
+}
+
+const ccr_arch *ccr_model_arch(const ccr_model *m) {
+    return m ? &m->arch : NULL;
+}
+const char *ccr_model_name(const ccr_model *m) {
+    return m ? m->name : "";
+}
+size_t ccr_model_device_bytes(const ccr_model *m) {
+    return m ? m->device_bytes : 0;
+}
+
+/* ---- saving ----------------------------------------------------------------- */
+
+typedef struct save_ctx {
+    ccr_model *m;
+    size_t map[2 * CCR_MAX_LAYERS][2]; /* tensor index -> (layer, is_bias) */
+} save_ctx;
+
+static ccr_status get_tensor(void *user, size_t index, float *dst, size_t count) {
+    save_ctx *c = user;
+    size_t layer = c->map[index][0];
+    const float *src = c->map[index][1] ? c->m->b[layer] : c->m->w[layer];
+    return ccr_dev_download(c->m->e, dst, src, count * sizeof(float));
+}
+
+ccr_status ccr_model_save(ccr_model *m, const char *path) {
+    if (!m || !path)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model or path is NULL");
+    save_ctx c;
+    ccr_st_out_tensor t[2 * CCR_MAX_LAYERS];
+    size_t n = 0, module = 0;
+    c.m = m;
+    /* nn.Sequential numbering: Linear, then the activation module if any */
+    for (size_t i = 0; i < m->arch.n_layers; i++) {
+        const ccr_layer_desc *l = &m->arch.layers[i];
+        snprintf(t[n].name, sizeof t[n].name, "%zu.weight", module);
+        t[n].ndim = 2;
+        t[n].shape[0] = l->out;
+        t[n].shape[1] = l->in;
+        c.map[n][0] = i;
+        c.map[n][1] = 0;
+        n++;
+        if (l->has_bias) {
+            snprintf(t[n].name, sizeof t[n].name, "%zu.bias", module);
+            t[n].ndim = 1;
+            t[n].shape[0] = l->out;
+            c.map[n][0] = i;
+            c.map[n][1] = 1;
+            n++;
+        }
+        module += l->act == CCK_ACT_NONE ? 1 : 2;
+    }
+    char spec[1024];
+    ccr_status st = ccr_arch_format(&m->arch, spec, sizeof spec);
+    if (st != CCR_OK)
+        return st;
+    return ccr_st_write(path, CCR_META_KEY, spec, t, n, get_tensor, &c);
+}

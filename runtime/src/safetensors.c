@@ -1,0 +1,541 @@
+/*
+ * safetensors.c — reading and writing the safetensors format, strictly.
+ *
+ *     ┌──────────┬──────────────────────────────┬───────────────────────────┐
+ *     │ u64 LE N │ N bytes of JSON header       │ data section              │
+ *     └──────────┴──────────────────────────────┴───────────────────────────┘
+ *     header: {"__metadata__": {"ccr.mlp": "mlp:64x64x10:relu:softmax"},
+ *              "0.weight": {"dtype": "F32", "shape": [64, 64],
+ *                           "data_offsets": [0, 16384]}, ...}
+ *
+ * ccr_st_open validates everything a hostile file can get wrong before any
+ * device memory is touched, in this order, each with its own message:
+ *   1. length: file shorter than 8 bytes; N == 0; N above CCR_ST_MAX_HEADER
+ *      (the cap the reference implementation uses: 100 MB); N past the end;
+ *   2. JSON: parsed with cJSON (length-bounded), root must be an object,
+ *      __metadata__ must map strings to strings;
+ *   3. each tensor: dtype is a string we can convert (F32, F16, BF16, F64;
+ *      known others are CCR_ERR_DTYPE), shape is an array of at most 8
+ *      integers, data_offsets is [begin, end] with begin <= end <= data size,
+ *      and end - begin equals elements × dtype size (overflow-checked);
+ *   4. layout: tensors sorted by offset tile the data section exactly — no
+ *      overlap, no gap, no trailing bytes (the spec's own rule);
+ *   5. names: no tensor name twice.
+ * ccr_st_bind_mlp then matches tensors to the layer list found in
+ * __metadata__[CCR_META_KEY]: tensors are "<key>.weight" / "<key>.bias",
+ * keys in natural order ("0" < "2" < "10") are the layers in order, which is
+ * what a PyTorch nn.Sequential state dict looks like. Shapes must agree.
+ *
+ * Reading converts to float32 in chunks; costs are one pass over the header
+ * (O(T log T) for T tensors, for the sort) and one over the data.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const struct {
+    const char *name;
+    int supported;
+    ccr_dtype dtype;
+    size_t size;
+} dtypes[] = {
+    {"F32", 1, CCR_F32, 4},  {"F16", 1, CCR_F16, 2},     {"BF16", 1, CCR_BF16, 2},   {"F64", 1, CCR_F64, 8},
+    {"I8", 0, CCR_F32, 1},   {"U8", 0, CCR_F32, 1},      {"I16", 0, CCR_F32, 2},     {"U16", 0, CCR_F32, 2},
+    {"I32", 0, CCR_F32, 4},  {"U32", 0, CCR_F32, 4},     {"I64", 0, CCR_F32, 8},     {"U64", 0, CCR_F32, 8},
+    {"BOOL", 0, CCR_F32, 1}, {"F8_E4M3", 0, CCR_F32, 1}, {"F8_E5M2", 0, CCR_F32, 1},
+};
+
+static size_t dtype_size(ccr_dtype d) {
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (dtypes[i].supported && dtypes[i].dtype == d)
+            return dtypes[i].size;
+    return 0;
+}
+
+static const char *dtype_name(ccr_dtype d) {
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (dtypes[i].supported && dtypes[i].dtype == d)
+            return dtypes[i].name;
+    return "?";
+}
+
+/* A JSON number that is a whole number in [0, 2^53]. */
+static int json_uint(const cJSON *j, uint64_t *out) {
+    if (!cJSON_IsNumber(j))
+        return 0;
+    double v = j->valuedouble;
+    if (!isfinite(v) || v < 0 || v > 9007199254740992.0 || floor(v) != v)
+        return 0;
+    *out = (uint64_t)v;
+    return 1;
+}
+
+static void shape_text(const ccr_st_tensor *t, char *buf, size_t len) {
+    size_t pos = (size_t)snprintf(buf, len, "[");
+    for (size_t i = 0; i < t->ndim && pos < len; i++)
+        pos += (size_t)snprintf(buf + pos, len - pos, "%s%zu", i ? ", " : "", t->shape[i]);
+    if (pos < len)
+        snprintf(buf + pos, len - pos, "]");
+}
+
+static ccr_status parse_tensor(const cJSON *j, ccr_st_tensor *t, uint64_t data_size) {
+    if (!cJSON_IsObject(j))
+        return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': entry is not a JSON object", t->name);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(j, "shape");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(j, "data_offsets");
+    if (!cJSON_IsString(dt))
+        return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': missing string 'dtype'", t->name);
+    size_t k, nd = sizeof dtypes / sizeof dtypes[0];
+    for (k = 0; k < nd; k++)
+        if (!strcmp(dtypes[k].name, dt->valuestring))
+            break;
+    if (k == nd || !dtypes[k].supported)
+        return ccr_fail(CCR_ERR_DTYPE, "tensor '%s': unsupported dtype '%.32s' (supported: F32, F16, BF16, F64)",
+                        t->name, dt->valuestring);
+    t->dtype = dtypes[k].dtype;
+    if (!cJSON_IsArray(sh))
+        return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': missing array 'shape'", t->name);
+    int ndim = cJSON_GetArraySize(sh);
+    if (ndim > CCR_ST_MAX_DIMS)
+        return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': %d dimensions (at most %d)", t->name, ndim, CCR_ST_MAX_DIMS);
+    t->ndim = (size_t)ndim;
+    t->count = 1;
+    size_t i = 0;
+    for (const cJSON *d = sh->child; d; d = d->next, i++) {
+        uint64_t v;
+        if (!json_uint(d, &v) || v > SIZE_MAX)
+            return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': shape[%zu] is not a non-negative integer", t->name, i);
+        t->shape[i] = (size_t)v;
+        if (!ccr_mul_ok(t->count, t->shape[i], &t->count))
+            return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': shape overflows", t->name);
+    }
+    uint64_t b, e;
+    if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 || !json_uint(off->child, &b) ||
+        !json_uint(off->child->next, &e))
+        return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': data_offsets must be [begin, end] integers", t->name);
+    if (b > e || e > data_size)
+        return ccr_fail(CCR_ERR_FORMAT,
+                        "tensor '%s': data_offsets [%llu, %llu) out of range (data section is %llu bytes: truncated?)",
+                        t->name, (unsigned long long)b, (unsigned long long)e, (unsigned long long)data_size);
+    size_t need;
+    if (!ccr_mul_ok(t->count, dtype_size(t->dtype), &need) || need != e - b) {
+        char s[160], n[32] = "more than 2^64";
+        shape_text(t, s, sizeof s);
+        if (ccr_mul_ok(t->count, dtype_size(t->dtype), &need))
+            snprintf(n, sizeof n, "%zu", need);
+        return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': data_offsets [%llu, %llu) hold %llu bytes but %s %s needs %s",
+                        t->name, (unsigned long long)b, (unsigned long long)e, (unsigned long long)(e - b),
+                        dtype_name(t->dtype), s, n);
+    }
+    t->begin = b;
+    t->end = e;
+    return CCR_OK;
+}
+
+static int by_offset(const void *pa, const void *pb) {
+    const ccr_st_tensor *a = pa, *b = pb;
+    if (a->begin != b->begin)
+        return a->begin < b->begin ? -1 : 1;
+    if (a->end != b->end)
+        return a->end < b->end ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static int by_name(const void *pa, const void *pb) {
+    return strcmp(*(const char *const *)pa, *(const char *const *)pb);
+}
+
+static ccr_status check_layout(ccr_st_file *s) {
+    qsort(s->t, s->n, sizeof *s->t, by_offset);
+    uint64_t at = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const ccr_st_tensor *t = &s->t[i];
+        if (t->begin < at)
+            return ccr_fail(CCR_ERR_FORMAT, "tensor '%s' [%llu, %llu) overlaps tensor '%s' [%llu, %llu)", t->name,
+                            (unsigned long long)t->begin, (unsigned long long)t->end, s->t[i - 1].name,
+                            (unsigned long long)s->t[i - 1].begin, (unsigned long long)s->t[i - 1].end);
+        if (t->begin > at)
+            return ccr_fail(CCR_ERR_FORMAT, "data bytes [%llu, %llu) are not covered by any tensor (before '%s')",
+                            (unsigned long long)at, (unsigned long long)t->begin, t->name);
+        at = t->end;
+    }
+    if (at != s->data_size)
+        return ccr_fail(CCR_ERR_FORMAT, "data bytes [%llu, %llu) at the end are not covered by any tensor",
+                        (unsigned long long)at, (unsigned long long)s->data_size);
+    /* duplicate names (JSON objects may repeat a key; cJSON keeps both) */
+    const char **names = malloc((s->n ? s->n : 1) * sizeof *names);
+    if (!names)
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (size_t i = 0; i < s->n; i++)
+        names[i] = s->t[i].name;
+    qsort(names, s->n, sizeof *names, by_name);
+    ccr_status st = CCR_OK;
+    for (size_t i = 1; i < s->n && st == CCR_OK; i++)
+        if (!strcmp(names[i - 1], names[i]))
+            st = ccr_fail(CCR_ERR_FORMAT, "tensor '%s' appears twice", names[i]);
+    free(names);
+    return st;
+}
+
+static ccr_status parse_header(ccr_st_file *s, const char *text, size_t len) {
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        size_t off = (at && at >= text && at <= text + len) ? (size_t)(at - text) : 0;
+        return ccr_fail(CCR_ERR_FORMAT, "header is not valid JSON (error near byte %zu of %zu)", off, len);
+    }
+    ccr_status st = CCR_OK;
+    if (!cJSON_IsObject(root)) {
+        st = ccr_fail(CCR_ERR_FORMAT, "header is JSON but not an object");
+        goto done;
+    }
+    size_t n = 0;
+    for (const cJSON *c = root->child; c; c = c->next)
+        if (strcmp(c->string, "__metadata__") != 0)
+            n++;
+    s->t = calloc(n ? n : 1, sizeof *s->t);
+    if (!s->t) {
+        st = ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory for %zu tensors", n);
+        goto done;
+    }
+    for (const cJSON *c = root->child; c && st == CCR_OK; c = c->next) {
+        if (!strcmp(c->string, "__metadata__")) {
+            if (!cJSON_IsObject(c)) {
+                st = ccr_fail(CCR_ERR_FORMAT, "__metadata__ is not a JSON object");
+                break;
+            }
+            for (const cJSON *m = c->child; m; m = m->next) {
+                if (!cJSON_IsString(m)) {
+                    st = ccr_fail(CCR_ERR_FORMAT, "__metadata__ value '%s' is not a string", m->string);
+                    break;
+                }
+                if (!strcmp(m->string, CCR_META_KEY) && !s->arch_spec) {
+                    s->arch_spec = strdup(m->valuestring);
+                    if (!s->arch_spec)
+                        st = ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+                }
+            }
+            continue;
+        }
+        ccr_st_tensor *t = &s->t[s->n];
+        t->name = strdup(c->string);
+        if (!t->name) {
+            st = ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+            break;
+        }
+        s->n++;
+        st = parse_tensor(c, t, s->data_size);
+    }
+    if (st == CCR_OK)
+        st = check_layout(s);
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+ccr_status ccr_st_open(FILE *f, const char *name, ccr_st_file *out) {
+    memset(out, 0, sizeof *out);
+    out->f = f;
+    const char *label = name ? name : "stream";
+    size_t len = strlen(label);
+    snprintf(out->name, sizeof out->name, "%s", len >= sizeof out->name ? label + len - (sizeof out->name - 1) : label);
+    if (fseeko(f, 0, SEEK_END) != 0)
+        return ccr_fail(CCR_ERR_IO, "%s: cannot seek: %s", label, strerror(errno));
+    off_t size = ftello(f);
+    if (size < 0 || fseeko(f, 0, SEEK_SET) != 0)
+        return ccr_fail(CCR_ERR_IO, "%s: cannot read its size: %s", label, strerror(errno));
+    unsigned char lenbuf[8];
+    if (size < 8 || fread(lenbuf, 1, 8, f) != 8)
+        return ccr_fail(CCR_ERR_FORMAT,
+                        "%s: truncated: %lld bytes, but a safetensors file starts with an 8-byte "
+                        "header length",
+                        label, (long long)size);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | lenbuf[i];
+    if (hlen == 0)
+        return ccr_fail(CCR_ERR_FORMAT, "%s: header length is 0", label);
+    if (hlen > CCR_ST_MAX_HEADER)
+        return ccr_fail(CCR_ERR_FORMAT, "%s: header length %llu exceeds the cap of %llu bytes", label,
+                        (unsigned long long)hlen, (unsigned long long)CCR_ST_MAX_HEADER);
+    if (hlen > (uint64_t)size - 8)
+        return ccr_fail(CCR_ERR_FORMAT, "%s: truncated: header length %llu but only %llu bytes follow", label,
+                        (unsigned long long)hlen, (unsigned long long)((uint64_t)size - 8));
+    out->data_start = 8 + hlen;
+    out->data_size = (uint64_t)size - out->data_start;
+    char *text = malloc((size_t)hlen + 1);
+    if (!text)
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "%s: no host memory for a %llu-byte header", label,
+                        (unsigned long long)hlen);
+    if (fread(text, 1, (size_t)hlen, f) != hlen) {
+        free(text);
+        return ccr_fail(CCR_ERR_IO, "%s: short read in the header", label);
+    }
+    text[hlen] = '\0';
+    ccr_status st = parse_header(out, text, (size_t)hlen);
+    free(text);
+    if (st != CCR_OK) {
+        ccr_st_close(out);
+        return ccr_fail_prefix(st, "%s", label);
+    }
+    return CCR_OK;
+}
+
+void ccr_st_close(ccr_st_file *s) {
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        free(s->t[i].name);
+    free(s->t);
+    free(s->arch_spec);
+    s->t = NULL;
+    s->arch_spec = NULL;
+    s->n = 0;
+}
+
+const ccr_st_tensor *ccr_st_find(const ccr_st_file *s, const char *name) {
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->t[i].name, name))
+            return &s->t[i];
+    return NULL;
+}
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    float v;
+    if (exp == 0)
+        v = ldexpf((float)man, -24); /* zero or subnormal */
+    else if (exp == 31)
+        v = man ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(man | 0x400), (int)exp - 25);
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    bits |= sign;
+    memcpy(&v, &bits, 4);
+    return v;
+}
+
+ccr_status ccr_st_read_f32(ccr_st_file *s, const ccr_st_tensor *t, float *dst) {
+    if (fseeko(s->f, (off_t)(s->data_start + t->begin), SEEK_SET) != 0)
+        return ccr_fail(CCR_ERR_IO, "%s: tensor '%s': cannot seek: %s", s->name, t->name, strerror(errno));
+    size_t es = dtype_size(t->dtype);
+    if (t->dtype == CCR_F32) {
+        if (fread(dst, 4, t->count, s->f) != t->count)
+            return ccr_fail(CCR_ERR_IO, "%s: tensor '%s': short read (file changed?)", s->name, t->name);
+        return CCR_OK;
+    }
+    unsigned char buf[1 << 16];
+    size_t per = sizeof buf / es;
+    for (size_t done = 0; done < t->count;) {
+        size_t k = t->count - done < per ? t->count - done : per;
+        if (fread(buf, es, k, s->f) != k)
+            return ccr_fail(CCR_ERR_IO, "%s: tensor '%s': short read (file changed?)", s->name, t->name);
+        for (size_t i = 0; i < k; i++) {
+            const unsigned char *p = buf + i * es;
+            if (t->dtype == CCR_F64) {
+                double d;
+                memcpy(&d, p, 8);
+                dst[done + i] = (float)d;
+            } else {
+                uint16_t h = (uint16_t)(p[0] | (p[1] << 8));
+                if (t->dtype == CCR_F16) {
+                    dst[done + i] = half_to_float(h);
+                } else {
+                    uint32_t bits = (uint32_t)h << 16;
+                    memcpy(&dst[done + i], &bits, 4);
+                }
+            }
+        }
+        done += k;
+    }
+    return CCR_OK;
+}
+
+/* ---- matching tensors to the layer list ----------------------------------- */
+
+/* Natural order: digit runs compare as numbers ("2" < "10"). */
+static int natural_cmp(const char *a, const char *b) {
+    while (*a && *b) {
+        if (*a >= '0' && *a <= '9' && *b >= '0' && *b <= '9') {
+            while (*a == '0')
+                a++;
+            while (*b == '0')
+                b++;
+            size_t la = 0, lb = 0;
+            while (a[la] >= '0' && a[la] <= '9')
+                la++;
+            while (b[lb] >= '0' && b[lb] <= '9')
+                lb++;
+            if (la != lb)
+                return la < lb ? -1 : 1;
+            int c = strncmp(a, b, la);
+            if (c)
+                return c;
+            a += la;
+            b += lb;
+        } else {
+            if (*a != *b)
+                return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+            a++;
+            b++;
+        }
+    }
+    return *a ? 1 : *b ? -1 : 0;
+}
+
+typedef struct group {
+    const char *key;
+    size_t keylen;
+    const ccr_st_tensor *w, *b;
+} group;
+
+static int group_cmp(const void *pa, const void *pb) {
+    const group *a = pa, *b = pb;
+    char ka[256], kb[256];
+    snprintf(ka, sizeof ka, "%.*s", (int)a->keylen, a->key);
+    snprintf(kb, sizeof kb, "%.*s", (int)b->keylen, b->key);
+    return natural_cmp(ka, kb);
+}
+
+static int ends_with(const char *s, size_t len, const char *suffix, size_t *keylen) {
+    size_t n = strlen(suffix);
+    if (len <= n || strcmp(s + len - n, suffix) != 0)
+        return 0;
+    *keylen = len - n;
+    return 1;
+}
+
+ccr_status ccr_st_bind_mlp(const ccr_st_file *s, ccr_arch *arch, const ccr_st_tensor **w, const ccr_st_tensor **b) {
+    if (!s->arch_spec)
+        return ccr_fail(CCR_ERR_FORMAT,
+                        "%s: no __metadata__ key '%s' giving the layer list (e.g. "
+                        "\"mlp:64x64x10:relu:softmax\")",
+                        s->name, CCR_META_KEY);
+    ccr_status st = ccr_arch_parse(s->arch_spec, arch);
+    if (st != CCR_OK)
+        return ccr_fail_prefix(st, "%s: __metadata__ '%s'", s->name, CCR_META_KEY);
+    group g[CCR_MAX_LAYERS + 1];
+    size_t ng = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const ccr_st_tensor *t = &s->t[i];
+        size_t len = strlen(t->name), kl;
+        int is_bias;
+        if (ends_with(t->name, len, ".weight", &kl))
+            is_bias = 0;
+        else if (ends_with(t->name, len, ".bias", &kl))
+            is_bias = 1;
+        else
+            return ccr_fail(CCR_ERR_SHAPE, "%s: unexpected tensor '%s' (expected <layer>.weight and <layer>.bias)",
+                            s->name, t->name);
+        size_t k;
+        for (k = 0; k < ng; k++)
+            if (g[k].keylen == kl && !strncmp(g[k].key, t->name, kl))
+                break;
+        if (k == ng) {
+            if (ng == arch->n_layers || kl >= 200)
+                return ccr_fail(CCR_ERR_SHAPE, "%s: more layers in the file than the %zu in '%s' (at '%s')", s->name,
+                                arch->n_layers, s->arch_spec, t->name);
+            g[ng].key = t->name;
+            g[ng].keylen = kl;
+            g[ng].w = g[ng].b = NULL;
+            ng++;
+        }
+        if (is_bias)
+            g[k].b = t;
+        else
+            g[k].w = t;
+    }
+    if (ng != arch->n_layers)
+        return ccr_fail(CCR_ERR_SHAPE, "%s: file has %zu layers but '%s' lists %zu", s->name, ng, s->arch_spec,
+                        arch->n_layers);
+    qsort(g, ng, sizeof g[0], group_cmp);
+    for (size_t i = 0; i < ng; i++) {
+        ccr_layer_desc *l = &arch->layers[i];
+        char have[160];
+        if (!g[i].w)
+            return ccr_fail(CCR_ERR_SHAPE, "%s: layer %zu ('%.*s') has a bias but no '%.*s.weight'", s->name, i,
+                            (int)g[i].keylen, g[i].key, (int)g[i].keylen, g[i].key);
+        if (g[i].w->ndim != 2 || g[i].w->shape[0] != l->out || g[i].w->shape[1] != l->in) {
+            shape_text(g[i].w, have, sizeof have);
+            return ccr_fail(CCR_ERR_SHAPE, "%s: tensor '%s' has shape %s but layer %zu of '%s' expects [%zu, %zu]",
+                            s->name, g[i].w->name, have, i, s->arch_spec, l->out, l->in);
+        }
+        if (g[i].b && (g[i].b->ndim != 1 || g[i].b->shape[0] != l->out)) {
+            shape_text(g[i].b, have, sizeof have);
+            return ccr_fail(CCR_ERR_SHAPE, "%s: tensor '%s' has shape %s but layer %zu of '%s' expects [%zu]", s->name,
+                            g[i].b->name, have, i, s->arch_spec, l->out);
+        }
+        l->has_bias = g[i].b != NULL;
+        w[i] = g[i].w;
+        b[i] = g[i].b;
+    }
+    return CCR_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta_value, const ccr_st_out_tensor *t,
+                        size_t n, ccr_st_get_fn get, void *user) {
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
+    if (!root || !meta) {
+        cJSON_Delete(root);
+        cJSON_Delete(meta);
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    cJSON_AddItemToObject(root, "__metadata__", meta);
+    cJSON_AddStringToObject(meta, meta_key, meta_value);
+    size_t offset = 0, largest = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t count = t[i].ndim == 2 ? t[i].shape[0] * t[i].shape[1] : t[i].shape[0];
+        cJSON *o = cJSON_AddObjectToObject(root, t[i].name);
+        cJSON_AddStringToObject(o, "dtype", "F32");
+        cJSON *sh = cJSON_AddArrayToObject(o, "shape");
+        for (size_t d = 0; d < t[i].ndim; d++)
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t[i].shape[d]));
+        cJSON *off = cJSON_AddArrayToObject(o, "data_offsets");
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)offset));
+        offset += count * sizeof(float);
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)offset));
+        if (count > largest)
+            largest = count;
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text)
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory printing the header");
+    size_t hlen = strlen(text), padded = (hlen + 7) & ~(size_t)7; /* data starts 8-aligned */
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(text);
+        return ccr_fail(CCR_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    }
+    unsigned char lenbuf[8];
+    for (int i = 0; i < 8; i++)
+        lenbuf[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    int ok = fwrite(lenbuf, 1, 8, f) == 8 && fwrite(text, 1, hlen, f) == hlen;
+    for (size_t i = hlen; ok && i < padded; i++)
+        ok = fputc(' ', f) != EOF;
+    free(text);
+    float *buf = malloc((largest ? largest : 1) * sizeof(float));
+    ccr_status st = buf ? CCR_OK : ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (size_t i = 0; i < n && ok && st == CCR_OK; i++) {
+        size_t count = t[i].ndim == 2 ? t[i].shape[0] * t[i].shape[1] : t[i].shape[0];
+        st = get(user, i, buf, count);
+        if (st == CCR_OK)
+            ok = fwrite(buf, sizeof(float), count, f) == count;
+    }
+    free(buf);
+    if (fclose(f) != 0)
+        ok = 0;
+    if (st != CCR_OK)
+        return ccr_fail_prefix(st, "%s", path);
+    if (!ok)
+        return ccr_fail(CCR_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return CCR_OK;
+}

@@ -1,0 +1,15 @@
+# Runtime (engine + ccrun) tests. Host suites always run on the simulated
+# device; the gpu suite skips without a GPU; test_ccrun.sh drives the ccrun
+# binary (bad inputs, --json, --keep-cache, --timeline, --demo).
+if(TARGET ccr)
+  foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader)
+    cca_add_test(NAME ${suite} SOURCES ${suite}.c LIBS ccr LABEL cpu)
+    target_include_directories(${suite} PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
+  endforeach()
+  cca_add_test(NAME test_runtime_gpu SOURCES test_runtime_gpu.c LIBS ccr LABEL gpu)
+  target_include_directories(test_runtime_gpu PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
+
+  add_test(NAME test_ccrun COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_ccrun.sh $<TARGET_FILE:ccrun>)
+  set_tests_properties(test_ccrun PROPERTIES LABELS cpu TIMEOUT 300
+    ENVIRONMENT "CCA_SOURCE_DIR=${PROJECT_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=1")
+endif()

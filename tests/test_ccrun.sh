@@ -1,0 +1,89 @@
+#!/bin/sh
+# test_ccrun.sh CCRUN — ccrun end to end on the simulated device: every bad
+# input exits non-zero with a message naming the problem and reports zero
+# live bytes; --help, --json, --keep-cache, --timeline, --save and a small
+# --demo work. Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
+# CTest (tests/runtime.cmake).
+set -u
+CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
+SRC=${CCA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+BAD=$SRC/tests/fixtures/malformed
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+n=0
+
+# expect CODE WORDS -- ARGS...: exit status CODE, WORDS in stderr
+expect() {
+    code=$1 words=$2
+    shift 3
+    n=$((n + 1))
+    "$CCRUN" --device host --capacity 64M "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    if [ "$rc" -ne "$code" ]; then
+        echo "FAIL: ccrun $*: exit $rc, want $code"; cat "$TMP/err"; fails=$((fails + 1)); return
+    fi
+    if ! grep -qF -- "$words" "$TMP/err"; then
+        echo "FAIL: ccrun $*: stderr lacks '$words':"; cat "$TMP/err"; fails=$((fails + 1)); return
+    fi
+    if [ "$code" -eq 1 ] && ! grep -qF "allocator holds 0 live bytes" "$TMP/err"; then
+        echo "FAIL: ccrun $*: no 'allocator holds 0 live bytes' after the error"; cat "$TMP/err"
+        fails=$((fails + 1)); return
+    fi
+    echo "ok: ccrun $* -> $rc: $(grep -m1 'ccrun' "$TMP/err")"
+}
+
+# bad model files (same table as test_runtime_loader.c)
+expect 1 "cannot open" -- "$TMP/missing.safetensors"
+expect 1 "truncated: 0 bytes" -- "$BAD/empty.safetensors"
+expect 1 "truncated: header length" -- "$BAD/truncated_header.safetensors"
+expect 1 "out of range" -- "$BAD/truncated_data.safetensors"
+expect 1 "exceeds the cap" -- "$BAD/huge_header_len.safetensors"
+expect 1 "not valid JSON" -- "$BAD/not_json.safetensors"
+expect 1 "out of range" -- "$BAD/offsets_out_of_range.safetensors"
+expect 1 "overlaps tensor" -- "$BAD/offsets_overlap.safetensors"
+expect 1 "are not covered" -- "$BAD/offsets_gap.safetensors"
+expect 1 "at the end are not covered" -- "$BAD/trailing_bytes.safetensors"
+expect 1 "unsupported dtype 'I64'" -- "$BAD/dtype_i64.safetensors"
+expect 1 "has shape [4, 3] but layer 0" -- "$BAD/shape_mismatch.safetensors"
+expect 1 "no __metadata__ key 'ccr.mlp'" -- "$BAD/missing_metadata.safetensors"
+expect 1 "lists 3" -- "$BAD/layer_count_mismatch.safetensors"
+# a good model first, then a bad one: the first is released, the error still clean
+expect 1 "not valid JSON" -- "$SRC/tests/fixtures/digits_mlp.safetensors" "$BAD/not_json.safetensors"
+# too large for the device, malformed spec strings
+expect 1 "does not fit" -- "mlp:4096x4096x4096:relu"
+expect 1 "spec 'mlp:64xx10'" -- "mlp:64xx10"
+expect 1 "unknown field 'swish'" -- "mlp:64x10:swish"
+# usage errors: exit 2
+expect 2 "unknown option '--frobnicate'" -- --frobnicate "mlp:4x4"
+expect 2 "--batch 'zero' is not a count" -- --batch zero "mlp:4x4"
+expect 2 "--policy must be greedy or growth" -- --policy best "mlp:4x4"
+expect 2 "no MODEL given" --
+expect 2 "no_such_key" -- --conf "no_such_key:1" "mlp:4x4"
+expect 2 "needs a value" -- "mlp:4x4" --iters
+expect 2 "--capacity 'lots' is not a size" -- --capacity lots "mlp:4x4"
+
+check() { # check DESCRIPTION COMMAND...: the command must succeed
+    desc=$1; shift
+    n=$((n + 1))
+    if "$@" >"$TMP/out" 2>"$TMP/err"; then echo "ok: $desc"; else
+        echo "FAIL: $desc"; cat "$TMP/out" "$TMP/err"; fails=$((fails + 1)); fi
+}
+check "--help lists every option" sh -c "'$CCRUN' --help | grep -q -- --timeline && '$CCRUN' --help | grep -q -- --keep-cache && '$CCRUN' --help | grep -q -- --demo"
+check "--json on a failure still reports zero live bytes" sh -c \
+    "'$CCRUN' --device host --json '$BAD/not_json.safetensors' 2>/dev/null | grep -q '\"live_bytes_at_exit\": 0'; test \$? -eq 0"
+check "two models with release, device free back to baseline each time" sh -c \
+    "'$CCRUN' --device host --capacity 256M --iters 2 '$SRC/tests/fixtures/digits_mlp.safetensors' 'mlp:256x2048x2048x10:relu:softmax' | grep -c 'device free == baseline' | grep -qx 2"
+check "--keep-cache keeps memory with the process" sh -c \
+    "'$CCRUN' --device host --keep-cache 'mlp:256x2048x2048x10' | grep -q 'the process still holds [1-9]'"
+check "--json is one document with phases" sh -c \
+    "'$CCRUN' --device host --json --policy greedy 'mlp:64x64x10:relu:softmax' > '$TMP/j' && grep -q '\"phase\": \"release\"' '$TMP/j' && grep -q '\"simulated\": true' '$TMP/j' && grep -q '\"error\": null' '$TMP/j'"
+check "--timeline writes one row per event" sh -c \
+    "'$CCRUN' --device host --timeline '$TMP/t.csv' --iters 2 'mlp:64x64x10:relu:softmax' >/dev/null && head -1 '$TMP/t.csv' | grep -q '^t_ms,event' && test \$(grep -c ',alloc,' '$TMP/t.csv') -eq \$(grep -c ',free,' '$TMP/t.csv')"
+check "--save writes a loadable safetensors file" sh -c \
+    "'$CCRUN' --device host --save '$TMP/m.safetensors' 'mlp:16x32x4:gelu:softmax:seed=3' >/dev/null && '$CCRUN' --device host '$TMP/m.safetensors' | grep -q 'device free == baseline'"
+check "--demo on a small simulated device" sh -c \
+    "'$CCRUN' --demo --device host --capacity 192M > '$TMP/demo' && grep -q 'REFUSED' '$TMP/demo' && grep -q '== baseline 192.00 MiB every time' '$TMP/demo'"
+
+echo "$((n - fails)) of $n ccrun checks passed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,342 @@
+/*
+ * test_runtime_engine.c — the engine's memory contract on the simulated
+ * device: where device bytes come from, and that release gives them all
+ * back.
+ *
+ *   - three models in sequence, each released: the device holds zero bytes
+ *     for us in between and its free memory equals the baseline exactly;
+ *   - keep-cache (unload without release) retains the memory;
+ *   - greedy reserves ~90% at creation and never grows; growth reserves
+ *     what the model needs (figures documented in docs/release.md);
+ *   - the allocator's reserved bytes account for everything the device lost;
+ *   - activations are freed as soon as consumed, batch sizes may change;
+ *   - spec strings parse strictly; timelines balance alloc/free rows.
+ */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "test_runtime_util.h"
+
+#define MiB ((size_t)1 << 20)
+
+static void device_free(ccr_engine *e, size_t *free_b, size_t *total) {
+    cr_assert_eq(cca_upstream_mem_info(ccr_engine_upstream(e), free_b, total), CCA_OK);
+}
+
+/* The device lost exactly what the allocator reserved (we are its only tenant). */
+static void expect_accounted(ccr_engine *e, const char *when) {
+    size_t f, t;
+    device_free(e, &f, &t);
+    cca_upstream_stats us;
+    cca_upstream_get_stats(ccr_engine_upstream(e), &us);
+    cr_expect_eq(t - f, reserved_bytes(e), "%s: device lost %zu bytes but the allocator reserved %zu", when, t - f,
+                 reserved_bytes(e));
+    cr_expect_eq(us.bytes_in_use, reserved_bytes(e), "%s: upstream holds %zu, allocator reserved %zu", when,
+                 us.bytes_in_use, reserved_bytes(e));
+}
+
+static void run_once(ccr_model *m, size_t batch) {
+    const ccr_arch *a = ccr_model_arch(m);
+    size_t in = a->layers[0].in, out = a->layers[a->n_layers - 1].out;
+    float *x = calloc(batch * in, sizeof(float)), *y = malloc(batch * out * sizeof(float));
+    for (size_t i = 0; i < batch * in; i++)
+        x[i] = (float)(i % 13) / 13.0f;
+    cr_assert_eq(ccr_model_run(m, x, batch, y), CCR_OK, "%s", ccr_last_error());
+    if (a->softmax) {
+        double sum = 0;
+        for (size_t c = 0; c < out; c++)
+            sum += y[c];
+        cr_expect_float_eq(sum, 1.0, 1e-4, "softmax row sums to %f", sum);
+    }
+    free(x);
+    free(y);
+}
+
+Test(runtime_engine, three_models_in_sequence_with_release) {
+    ccr_engine *e = host_engine(256 * MiB, "policy:growth");
+    const char *specs[] = {"mlp:512x2048x2048x10:relu:softmax:seed=1", "mlp:1024x4096x1024x10:gelu:softmax:seed=2",
+                           "mlp:256x3000x3000x3000x10:relu:softmax:seed=3"};
+    ccr_device_info d;
+    ccr_engine_device_info(e, &d);
+    cr_expect(d.simulated);
+    cr_expect_eq(d.free_baseline, 256 * MiB);
+    for (int k = 0; k < 3; k++) {
+        ccr_model *m;
+        cr_assert_eq(ccr_model_load_spec(e, specs[k], &m), CCR_OK, "%s", ccr_last_error());
+        cr_expect_geq(live_bytes(e), ccr_arch_param_bytes(ccr_model_arch(m)));
+        expect_accounted(e, "after load");
+        run_once(m, 4);
+        expect_accounted(e, "after run");
+        cr_expect_eq(live_bytes(e), ccr_model_device_bytes(m), "activations not freed after the pass");
+        ccr_release_info r;
+        cr_assert_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+        cr_expect_eq(r.models_unloaded, 1);
+        cr_expect_eq(r.live_bytes_after, 0);
+        cr_expect_eq(r.device_free_after, r.device_free_baseline, "model %d: free %zu after release, %zu at start", k,
+                     r.device_free_after, r.device_free_baseline);
+        cr_expect_eq(r.cache.bytes_still_reserved, 0);
+        cca_upstream_stats us;
+        cca_upstream_get_stats(ccr_engine_upstream(e), &us);
+        cr_expect_eq(us.bytes_in_use, 0, "the device still holds %zu bytes for us after release", us.bytes_in_use);
+        cr_expect_eq(us.allocations, 0);
+    }
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_engine, keep_cache_retains_memory_until_release) {
+    ccr_engine *e = host_engine(128 * MiB, "policy:growth");
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:1024x4096x1024:relu", &m), CCR_OK, "%s", ccr_last_error());
+    run_once(m, 2);
+    ccr_model_unload(m);
+    size_t f, t;
+    device_free(e, &f, &t);
+    cr_expect_eq(live_bytes(e), 0);
+    cr_expect_geq(reserved_bytes(e), 32 * MiB, "unload must keep the cache (like --keep-cache)");
+    cr_expect_eq(f, t - reserved_bytes(e));
+    /* a second model of the same shape reuses the cache without new upstream calls */
+    cca_stats s0, s1;
+    cca_get_stats(ccr_engine_allocator(e), &s0);
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:1024x4096x1024:relu:seed=5", &m), CCR_OK);
+    cca_get_stats(ccr_engine_allocator(e), &s1);
+    cr_expect_eq(s1.upstream_allocs, s0.upstream_allocs, "cache not reused");
+    ccr_release_info r;
+    cr_assert_eq(ccr_engine_release(e, &r), CCR_OK);
+    cr_expect_eq(r.device_free_after, t);
+    cr_expect_gt(r.cache.bytes_released, 0);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_engine, greedy_versus_growth_reserved) {
+    const size_t cap = 256 * MiB;
+    const char *spec = "mlp:1024x8192x1024:relu:softmax"; /* 64 MiB of weights */
+    ccr_engine *g = host_engine(cap, "policy:greedy");
+    size_t arena = reserved_bytes(g);
+    /* greedy: 90% of free memory at creation, before any model */
+    cr_expect_geq(arena, cap / 10 * 9 - 2 * MiB);
+    cr_expect_leq(arena, cap / 10 * 9 + 2 * MiB);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(g, spec, &m), CCR_OK, "%s", ccr_last_error());
+    run_once(m, 8);
+    cr_expect_eq(reserved_bytes(g), arena, "greedy must not grow");
+    ccr_release_info r;
+    ccr_engine_release(g, &r);
+    cr_expect_eq(r.device_free_after, cap, "empty-cache releases the greedy arena too");
+    ccr_engine_destroy(g);
+
+    ccr_engine *w = host_engine(cap, "policy:growth");
+    cr_expect_eq(reserved_bytes(w), 0);
+    cr_assert_eq(ccr_model_load_spec(w, spec, &m), CCR_OK, "%s", ccr_last_error());
+    size_t need = ccr_arch_param_bytes(ccr_model_arch(m));
+    cr_expect_geq(reserved_bytes(w), need);
+    cr_expect_leq(reserved_bytes(w), need + 8 * MiB, "growth reserved %zu for %zu of weights", reserved_bytes(w), need);
+    cr_expect_lt(reserved_bytes(w), arena / 2);
+    ccr_engine_destroy(w);
+}
+
+Test(runtime_engine, model_too_large_for_device) {
+    ccr_engine *e = host_engine(64 * MiB, NULL);
+    ccr_model *m = (ccr_model *)1;
+    cr_expect_eq(ccr_model_load_spec(e, "mlp:4096x4096x4096:relu", &m), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect_null(m);
+    cr_expect(strstr(ccr_last_error(), "does not fit") != NULL, "message: %s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "layer") != NULL, "message: %s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    /* the engine stays usable */
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x64x10", &m), CCR_OK, "%s", ccr_last_error());
+    run_once(m, 3);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_engine, changing_batch_sizes_give_consistent_rows) {
+    ccr_engine *e = host_engine(64 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:100x300x10:gelu:softmax:seed=4", &m), CCR_OK);
+    float x[37 * 100], y1[10], y37[37 * 10];
+    for (size_t i = 0; i < 37 * 100; i++)
+        x[i] = (float)((i * 7919) % 1000) / 1000.0f;
+    cr_assert_eq(ccr_model_run(m, x, 37, y37), CCR_OK);
+    for (size_t r = 0; r < 37; r += 12) {
+        cr_assert_eq(ccr_model_run(m, x + r * 100, 1, y1), CCR_OK);
+        for (int c = 0; c < 10; c++)
+            cr_expect_float_eq(y1[c], y37[r * 10 + c], 1e-6, "row %zu col %d", r, c);
+    }
+    cr_expect_eq(ccr_model_run(m, x, 0, y1), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(live_bytes(e), ccr_model_device_bytes(m));
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_engine, activation_too_large_fails_cleanly) {
+    ccr_engine *e = host_engine(16 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:16x4096x16", &m), CCR_OK);
+    size_t batch = 2048; /* 2048 x 4096 x 4 = 32 MiB activation */
+    float *x = calloc(batch * 16, sizeof(float)), *y = malloc(batch * 16 * sizeof(float));
+    cr_expect_eq(ccr_model_run(m, x, batch, y), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(strstr(ccr_last_error(), "activation") != NULL, "message: %s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), ccr_model_device_bytes(m), "a failed pass must free its activations");
+    cr_expect_eq(ccr_model_run(m, x, 4, y), CCR_OK);
+    free(x);
+    free(y);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_engine, spec_strings) {
+    ccr_arch a;
+    cr_assert_eq(ccr_arch_parse("mlp:784x4096x4096x10:relu:softmax", &a), CCR_OK);
+    cr_expect_eq(a.n_layers, 3);
+    cr_expect_eq(a.layers[0].in, 784);
+    cr_expect_eq(a.layers[2].out, 10);
+    cr_expect_eq(a.layers[0].act, CCK_ACT_RELU);
+    cr_expect_eq(a.layers[2].act, CCK_ACT_NONE);
+    cr_expect(a.softmax);
+    char buf[256];
+    cr_assert_eq(ccr_arch_format(&a, buf, sizeof buf), CCR_OK);
+    cr_expect_str_eq(buf, "mlp:784x4096x4096x10:relu:softmax");
+    cr_assert_eq(ccr_arch_parse("mlp:8x4x2:acts=gelu/relu:seed=42:nobias", &a), CCR_OK);
+    cr_expect_eq(a.seed, 42);
+    cr_expect_eq(a.layers[1].act, CCK_ACT_RELU);
+    cr_expect_eq(a.layers[0].has_bias, 0);
+    cr_assert_eq(ccr_arch_format(&a, buf, sizeof buf), CCR_OK);
+    cr_expect_str_eq(buf, "mlp:8x4x2:acts=gelu/relu:nosoftmax:nobias");
+    static const char *bad[] = {"",
+                                "mlp:",
+                                "mlp:64",
+                                "mlp:64x",
+                                "mlp:64xx10",
+                                "mlp:0x10",
+                                "mlp:64x10:swish",
+                                "cnn:64x10",
+                                "mlp:-4x10",
+                                "mlp:64x10:",
+                                "mlp:64x10:seed=",
+                                "mlp:64x10:seed=x",
+                                "mlp:99999999x10",
+                                "mlp:65536x65536",
+                                "mlp:4x4:acts=relu/relu",
+                                "mlp:4x4x4:acts=relu/",
+                                "mlp:1x2:softmax:extra"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(ccr_arch_parse(bad[i], &a), CCR_ERR_SPEC, "'%s' accepted", bad[i]);
+        cr_expect_neq(ccr_last_error()[0], '\0');
+    }
+    ccr_engine *e = host_engine(16 * MiB, NULL);
+    ccr_model *m;
+    cr_expect_eq(ccr_model_load_spec(e, "mlp:64xx10", &m), CCR_ERR_SPEC);
+    cr_expect(strstr(ccr_last_error(), "mlp:64xx10") != NULL, "message: %s", ccr_last_error());
+    cr_expect_eq(reserved_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_engine, engine_options) {
+    ccr_engine_options o;
+    ccr_engine_options_default(&o);
+    o.device = CCR_DEVICE_HOST;
+    o.host_capacity = 16 * MiB;
+    o.alloc_conf = "policy:greedy,no_such_key:1";
+    ccr_engine *e = (ccr_engine *)1;
+    cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ccr_last_error(), "no_such_key") != NULL, "message: %s", ccr_last_error());
+    o.alloc_conf = NULL;
+    o.host_capacity = 0;
+    cr_expect_neq(ccr_engine_create(&o, &e), CCR_OK);
+    int count = 0;
+    cck_cuda_device_count(&count);
+    if (count == 0) {
+        o.device = CCR_DEVICE_CUDA;
+        o.host_capacity = 16 * MiB;
+        cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_DEVICE);
+        o.device = CCR_DEVICE_AUTO; /* no GPU: falls back to the simulated device */
+        cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
+        ccr_device_info d;
+        ccr_engine_device_info(e, &d);
+        cr_expect(d.simulated);
+        cr_expect_eq(d.total_bytes, 16 * MiB);
+        /* reconfigure: growth -> greedy on the same device */
+        cr_expect_eq(ccr_engine_reconfigure(e, "policy:greedy,greedy_bytes:8M"), CCR_OK, "%s", ccr_last_error());
+        cr_expect_eq(reserved_bytes(e), 8 * MiB);
+        ccr_engine_destroy(e);
+    }
+    ccr_device_kind k;
+    cr_expect_eq(ccr_device_parse("gpu", &k), CCR_ERR_INVALID_ARGUMENT);
+    size_t sz;
+    cr_expect_eq(ccr_parse_size("1.5G", &sz), CCR_OK);
+    cr_expect_eq(sz, 1536 * MiB);
+    cr_expect_neq(ccr_parse_size("12Q", &sz), CCR_OK);
+}
+
+Test(runtime_engine, two_engines_share_one_device) {
+    cca_upstream *dev;
+    cr_assert_eq(ccr_device_open(CCR_DEVICE_HOST, 0, 64 * MiB, &dev, NULL), CCR_OK);
+    ccr_engine_options o;
+    ccr_engine_options_default(&o);
+    o.upstream = dev;
+    o.alloc_conf = "policy:greedy";
+    ccr_engine *a, *b;
+    cr_assert_eq(ccr_engine_create(&o, &a), CCR_OK, "%s", ccr_last_error());
+    o.alloc_conf = "policy:growth";
+    cr_assert_eq(ccr_engine_create(&o, &b), CCR_OK, "%s", ccr_last_error());
+    ccr_model *m;
+    /* the greedy tenant holds 90%: a 16 MiB model cannot load in the other */
+    cr_expect_eq(ccr_model_load_spec(b, "mlp:2048x2048", &m), CCR_ERR_OUT_OF_MEMORY);
+    ccr_engine_release(a, NULL);
+    cr_expect_eq(ccr_model_load_spec(b, "mlp:2048x2048", &m), CCR_OK, "%s", ccr_last_error());
+    ccr_engine_destroy(a);
+    ccr_engine_destroy(b);
+    cca_upstream_stats us;
+    cca_upstream_get_stats(dev, &us);
+    cr_expect_eq(us.bytes_in_use, 0);
+    cca_upstream_destroy(dev);
+}
+
+Test(runtime_engine, timeline_rows_balance) {
+    char path[] = "/tmp/ccr_timeline_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    ccr_timeline *tl;
+    cr_assert_eq(ccr_timeline_open(path, &tl), CCR_OK);
+    ccr_engine_options o;
+    ccr_engine_options_default(&o);
+    o.device = CCR_DEVICE_HOST;
+    o.host_capacity = 64 * MiB;
+    o.timeline = tl;
+    ccr_engine *e;
+    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:32x64x64x10:relu:softmax", &m), CCR_OK);
+    run_once(m, 5);
+    ccr_engine_release(e, NULL);
+    ccr_engine_destroy(e);
+    ccr_timeline_close(tl);
+    FILE *f = fopen(path, "r");
+    char line[512];
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    cr_expect_str_eq(line, "t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,fragmentation\n");
+    size_t allocs = 0, frees = 0, phases = 0, last_alloc = 1;
+    while (fgets(line, sizeof line, f)) {
+        char event[16];
+        double t;
+        cr_assert_eq(sscanf(line, "%lf,%15[^,]", &t, event), 2, "bad row %s", line);
+        allocs += !strcmp(event, "alloc");
+        frees += !strcmp(event, "free");
+        phases += !strcmp(event, "phase");
+        size_t cols = 0;
+        for (char *p = line; *p; p++)
+            cols += *p == ',';
+        cr_expect_eq(cols, 9, "row %s", line);
+        char *last = strrchr(line, ',');
+        for (int k = 0; k < 3; k++) { /* the allocated column: three commas before the end */
+            *last = '\0';
+            last = strrchr(line, ',');
+        }
+        last_alloc = strtoull(last + 1, NULL, 10);
+    }
+    fclose(f);
+    unlink(path);
+    /* 6 tensors, 1 input, 3 activations, 1 probs: 11 allocs, all freed */
+    cr_expect_eq(allocs, 11);
+    cr_expect_eq(frees, allocs);
+    cr_expect_geq(phases, 4);
+    cr_expect_eq(last_alloc, 0);
+}

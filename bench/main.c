@@ -36,8 +36,8 @@
 #define MAX_SPECS 32
 #define MAX_TRACES 64
 
-static const char *const host_suite[] = {"ccalloc-growth", "ccalloc-greedy", "ccalloc-nosmall", "ccalloc-maxsplit",
-                                         "malloc"};
+static const char *const host_suite[] = {"ccalloc-growth",   "ccalloc-greedy",   "ccalloc-nosmall",
+                                         "ccalloc-maxsplit", "ccalloc-onelarge", "malloc"};
 static const char *const gpu_suite[] = {"ccalloc-cuda", "cuda-malloc", "cuda-async-t0", "cuda-async-tmax", "cub"};
 
 typedef struct options {

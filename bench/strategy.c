@@ -8,6 +8,7 @@
  *   ccalloc-greedy     ccalloc       policy:greedy            (arena = 0.9 x device)
  *   ccalloc-nosmall    ccalloc       small_pool:0             (one pool for all sizes)
  *   ccalloc-maxsplit   ccalloc       max_split:64M            (PyTorch's max_split_size_mb)
+ *   ccalloc-onelarge   ccalloc       medium_pool:0            (PyTorch's pools: medium and large share)
  *   malloc             malloc                                 (host malloc/free floor)
  *   ccalloc-cuda       ccalloc-cuda  policy:growth            (GPU)
  *   cuda-malloc        cuda-malloc                            (GPU, raw cudaMalloc/cudaFree)
@@ -35,6 +36,8 @@ const ccb_preset ccb_presets[] = {
     {"ccalloc-greedy", "ccalloc", "policy:greedy", "ccalloc, greedy arena of 0.9 x the simulated device"},
     {"ccalloc-nosmall", "ccalloc", "small_pool:0", "ccalloc growth without the small pool"},
     {"ccalloc-maxsplit", "ccalloc", "max_split:64M", "ccalloc growth, blocks > 64 MiB never split"},
+    {"ccalloc-onelarge", "ccalloc", "medium_pool:0",
+     "ccalloc growth, medium and large requests share one pool (PyTorch's layout)"},
     {"malloc", "malloc", "", "host malloc/free: the floor for bookkeeping cost"},
     {"ccalloc-cuda", "ccalloc-cuda", "policy:growth", "ccalloc growth over cudaMalloc (GPU)"},
     {"cuda-malloc", "cuda-malloc", "", "raw cudaMalloc/cudaFree per op (GPU)"},

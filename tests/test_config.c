@@ -46,6 +46,7 @@ Test(config, defaults_are_the_documented_ones) {
     cr_assert_eq(c.segment_round, 2 * MiB);
     cr_assert_eq(c.max_split, 0);
     cr_assert_eq(c.small_pool, 1);
+    cr_assert_eq(c.medium_pool, 1);
     cr_assert_eq(c.log_oom, 1);
     cr_assert_eq(cca_config_validate(&c), CCA_OK);
     cca_config_default(NULL); /* no crash */
@@ -54,7 +55,7 @@ Test(config, defaults_are_the_documented_ones) {
 Test(config, every_option_parses) {
     cca_config c = parse_ok("policy:greedy,greedy_fraction:0.75,greedy_bytes:3G,max_reserved:10G,small_max:256K,"
                             "small_segment:4M,medium_segment:32M,large_min:16M,segment_round:1M,max_split:64M,"
-                            "small_pool:0,log_oom:off");
+                            "small_pool:0,medium_pool:no,log_oom:off");
     cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
     cr_assert_eq(c.greedy_fraction, 0.75);
     cr_assert_eq(c.greedy_bytes, 3 * GiB);
@@ -66,6 +67,7 @@ Test(config, every_option_parses) {
     cr_assert_eq(c.segment_round, 1 * MiB);
     cr_assert_eq(c.max_split, 64 * MiB);
     cr_assert_eq(c.small_pool, 0);
+    cr_assert_eq(c.medium_pool, 0);
     cr_assert_eq(c.log_oom, 0);
     cr_assert_eq(parse_ok("policy:growth").policy, CCA_POLICY_GROWTH);
     cr_assert_eq(parse_ok("policy:GREEDY").policy, CCA_POLICY_GREEDY, "values are case-insensitive");
@@ -277,12 +279,13 @@ static char *print_config(const cca_config *c, int with_docs) {
 
 static const char *option_names[] = {"policy",     "greedy_fraction", "greedy_bytes", "max_reserved",
                                      "small_max",  "small_segment",   "medium_segment", "large_min",
-                                     "segment_round", "max_split",    "small_pool",   "log_oom"};
+                                     "segment_round", "max_split",    "small_pool",   "medium_pool",
+                                     "log_oom"};
 #define OPTION_COUNT (sizeof option_names / sizeof option_names[0])
 
 Test(config, print_lists_every_option_and_parses_back) {
     cca_config c = parse_ok("policy:greedy,greedy_fraction:0.625,greedy_bytes:1000000,max_reserved:6G,"
-                            "small_max:768K,max_split:40M,small_pool:0,log_oom:0");
+                            "small_max:768K,max_split:40M,small_pool:0,medium_pool:0,log_oom:0");
     char *text = print_config(&c, 0);
     int lines = 0;
     for (const char *p = text; *p; p++)

@@ -256,16 +256,16 @@ Test(pool, rounds_of_alloc_and_free_give_the_same_addresses_and_peaks) {
 }
 
 Test(pool, large_pool_keeps_small_remainders_as_slack) {
-    void *p = tu_alloc(a, 4 * MiB, NULL); /* 20M segment, 16M free tail */
-    cr_assert_eq(tu_block_size(a, p), 4 * MiB);
-    cr_assert_eq(tu_stats(a).cached_bytes, 16 * MiB);
-    void *q = tu_alloc(a, 15 * MiB + 512 * KiB, NULL); /* takes the 16M block, 512K tail is slack */
-    cr_assert_eq(q, (char *)p + 4 * MiB);
-    cr_assert_eq(tu_block_size(a, q), 16 * MiB);
+    void *p = tu_alloc(a, 9 * MiB + 512 * KiB, NULL); /* medium: 20M segment, 10.5M free tail */
+    cr_assert_eq(tu_block_size(a, p), 9 * MiB + 512 * KiB);
+    cr_assert_eq(tu_stats(a).cached_bytes, 10 * MiB + 512 * KiB);
+    void *q = tu_alloc(a, 9 * MiB + 768 * KiB, NULL); /* takes the 10.5M block, 768K tail is slack */
+    cr_assert_eq(q, (char *)p + 9 * MiB + 512 * KiB);
+    cr_assert_eq(tu_block_size(a, q), 10 * MiB + 512 * KiB);
     cca_stats s = tu_stats(a);
     cr_assert_eq(s.segments, 1);
     cr_assert_eq(s.allocated_bytes, 20 * MiB);
-    cr_assert_eq(s.requested_bytes, 19 * MiB + 512 * KiB);
+    cr_assert_eq(s.requested_bytes, 19 * MiB + 256 * KiB);
     cr_assert_eq(s.cached_blocks, 0);
     void *r = tu_alloc(a, 19 * MiB + 512 * KiB, NULL); /* >= 10M: own segment rounded to 2M */
     cr_assert_eq(tu_block_size(a, r), 20 * MiB);
@@ -676,7 +676,7 @@ Test(pool, max_reserved_caps_reserved_bytes) {
     before.alloc_retries++;
     tu_assert_intact(b, &before, "max_reserved OOM");
     cr_assert_eq(tu_upstream_stats(u).failed_allocs, 0, "the cap refuses before the upstream is asked");
-    void *r1 = tu_alloc(b, 10 * MiB, NULL); /* from p's 16M tail */
+    void *r1 = tu_alloc(b, 9 * MiB, NULL); /* medium: from p's 16M tail */
     cr_assert_eq(tu_stats(b).reserved_bytes, 20 * MiB);
     void *r2 = tu_alloc(b, 10 * MiB, NULL); /* a 10M segment: 30M, exactly the cap */
     cr_assert_eq(tu_stats(b).reserved_bytes, 30 * MiB);
@@ -892,4 +892,55 @@ Test(pool, fresh_segment_above_max_split_serves_its_request) {
     cr_assert_eq(tu_stats(b).upstream_allocs, 1);
     tu_free(b, p);
     tu_destroy_clean(b, u);
+}
+
+/* The medium pool: a request below large_min never carves the segment of a
+ * large request, so a long-lived mid-size block cannot pin it (the pattern
+ * behind PyTorch's "GiBs reserved for MiBs allocated"). With medium_pool:0
+ * the two share one pool, as in PyTorch, and the pin lands in the big
+ * segment's tail. */
+static void pin_after_large(const char *conf, bool expect_pinned) {
+    cca_allocator *b = tu_allocator(u, conf);
+    void *big = tu_alloc(b, 64 * MiB + 4 * KiB, NULL); /* own 66M segment, ~2M tail split off */
+    cr_assert_eq(tu_block_size(b, big), 64 * MiB + 4 * KiB);
+    void *pin = tu_alloc(b, 1536 * KiB, NULL);
+    bool in_big = (char *)pin == (char *)big + 64 * MiB + 4 * KiB;
+    cr_assert_eq(in_big, expect_pinned, "%s: the pin %s the big segment's tail", conf,
+                 in_big ? "took" : "did not take");
+    tu_free(b, big);
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(b, &r), CCA_OK);
+    if (expect_pinned) {
+        cr_assert_eq(r.segments_pinned, 1);
+        cr_assert_eq(r.bytes_still_reserved, 66 * MiB, "66M held for a 1.5M block");
+    } else {
+        cr_assert_eq(r.bytes_released, 66 * MiB, "the big segment goes back whole");
+        cr_assert_eq(r.bytes_still_reserved, 20 * MiB, "only the pin's medium segment stays");
+    }
+    cr_assert_eq(cca_check_invariants(b), CCA_OK, "%s", cca_last_error());
+    tu_free(b, pin);
+    tu_destroy_clean(b, u);
+}
+
+Test(pool, medium_requests_never_pin_large_segments) { pin_after_large("medium_pool:1", false); }
+
+Test(pool, without_the_medium_pool_a_pin_takes_the_large_tail) { pin_after_large("medium_pool:0", true); }
+
+/* The rule is one-way: a large request may take space in a medium segment
+ * (the most it can pin is that one medium segment), when it is the best fit. */
+Test(pool, large_requests_may_use_medium_space) {
+    void *m = tu_alloc(a, 1 * MiB + 512, NULL); /* medium: 20M segment, 19M - 512 free */
+    void *l = tu_alloc(a, 12 * MiB, NULL);      /* large: best fit is that free block */
+    cr_assert_eq(l, (char *)m + 1 * MiB + 512);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.segments, 1);
+    cr_assert_eq(s.reserved_bytes, 20 * MiB);
+    cr_assert_eq(tu_block_size(a, l), 12 * MiB, "remainder 7M - 512 > 1M: split");
+    void *l2 = tu_alloc(a, 12 * MiB, NULL); /* 7M left: a segment of its own */
+    cr_assert_eq(tu_stats(a).segments, 2);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 32 * MiB);
+    tu_free(a, l);
+    void *m2 = tu_alloc(a, 2 * MiB, NULL); /* medium: back in the medium segment, after m */
+    cr_assert_eq(m2, (char *)m + 1 * MiB + 512);
+    tu_free(a, m), tu_free(a, m2), tu_free(a, l2);
 }

@@ -127,8 +127,8 @@ Test(release, pinned_report_sums_over_segments) {
 }
 
 Test(release, equal_segments_go_lowest_base_first) {
-    void *p = tu_alloc(a, 4 * MiB, NULL), *x = tu_alloc(a, 16 * MiB, NULL); /* one full 20M segment */
-    void *y = tu_alloc(a, 4 * MiB, NULL), *z = tu_alloc(a, 16 * MiB, NULL); /* and another */
+    void *p = tu_alloc(a, 8 * MiB, NULL), *x = tu_alloc(a, 8 * MiB, NULL); /* one 20M medium segment */
+    void *y = tu_alloc(a, 8 * MiB, NULL), *z = tu_alloc(a, 8 * MiB, NULL); /* 4M tail too small: another */
     tu_free(a, p), tu_free(a, x), tu_free(a, y), tu_free(a, z);
     cr_assert_eq(tu_stats(a).segments, 2);
     uintptr_t low = (uintptr_t)p < (uintptr_t)y ? (uintptr_t)p : (uintptr_t)y;

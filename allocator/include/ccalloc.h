@@ -175,6 +175,8 @@ typedef struct cca_config {
     size_t max_split;         /* max_split: free blocks larger than this are never
                                  split, nor used for smaller requests; 0 = off   (0) */
     int small_pool;           /* small_pool: 0 = every request uses the large pool (1)*/
+    int medium_pool;          /* medium_pool: requests < large_min never use the
+                                 segments of large requests (1)                     */
     int log_oom;              /* log_oom: log one line per OOM                     (1) */
 } cca_config;
 

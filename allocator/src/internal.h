@@ -46,7 +46,15 @@
 
 typedef enum ccai_block_state { CCAI_FREE = 0, CCAI_LIVE = 1, CCAI_PENDING = 2 } ccai_block_state;
 
-typedef enum ccai_pool_kind { CCAI_POOL_SMALL = 0, CCAI_POOL_LARGE = 1, CCAI_POOL_COUNT = 2 } ccai_pool_kind;
+/* small: requests <= small_max in small_segment segments; medium: requests
+ * < large_min in medium_segment segments; large: requests >= large_min, each
+ * in a segment of its own (and the greedy arena). */
+typedef enum ccai_pool_kind {
+    CCAI_POOL_SMALL = 0,
+    CCAI_POOL_MEDIUM = 1,
+    CCAI_POOL_LARGE = 2,
+    CCAI_POOL_COUNT = 3
+} ccai_pool_kind;
 
 struct ccai_segment;
 

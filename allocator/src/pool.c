@@ -15,23 +15,27 @@
  *
  * The life of one cca_alloc(size, stream), growth policy:
  *   1. round size up to CCA_GRANULARITY (512 B); size 0 -> NULL, OK;
- *   2. pick the pool: small (<= small_max, 1 MiB) or large;
+ *   2. pick the pool: small (<= small_max, 1 MiB), medium (< large_min,
+ *      10 MiB) or large; a large request also looks in the medium pool and
+ *      takes the better fit there, a medium request never looks in the large
+ *      pool (so a long-lived mid-size block cannot pin a big segment);
  *   3. best fit in that pool's free index for this stream: smallest block
  *      >= size, lowest address on ties (block_index.c: size classes with a
  *      bitmap, a small treap per class);
- *   4. none: reserve a segment — small pool: small_segment (2 MiB); large
- *      pool: medium_segment (20 MiB) for requests < large_min (10 MiB), else
- *      the request rounded up to segment_round (2 MiB). These are PyTorch's
- *      sizes: small segments keep tiny tensors from pinning big segments,
- *      the 20 MiB segment packs mid-size tensors, and big tensors get their
- *      own segment so that they can be returned whole;
+ *   4. none: reserve a segment — small pool: small_segment (2 MiB); medium
+ *      pool: medium_segment (20 MiB); large pool: the request rounded up to
+ *      segment_round (2 MiB). These are PyTorch's sizes: small segments keep
+ *      tiny tensors from pinning big segments, the 20 MiB segment packs
+ *      mid-size tensors, and big tensors get their own segment so that they
+ *      can be returned whole. PyTorch keeps medium and large in one pool;
+ *      ccalloc separates them (medium_pool:0 restores PyTorch's layout);
  *   5. the upstream refuses (or max_reserved would be crossed): synchronize,
  *      release every free segment, retry once (alloc_retries); still no: OOM
  *      with one log line, state unchanged;
  *   6. split: the remainder becomes a free block if it is worth keeping —
- *      small pool and greedy arena: >= 512 B; large pool: > small_max (a
- *      smaller tail would only serve small requests, which have their own
- *      pool, so it stays with the block as slack);
+ *      small pool and greedy arena: >= 512 B; medium and large pools:
+ *      > small_max (a smaller tail would only serve small requests, which
+ *      have their own pool, so it stays with the block as slack);
  *   7. record the block in the live map (address -> block) and the stats.
  *
  * Greedy policy (TensorFlow's default): one arena segment of greedy_bytes, or
@@ -92,9 +96,14 @@ void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded) {
-    if (a->config.policy == CCA_POLICY_GREEDY || !a->config.small_pool)
+    const cca_config *c = &a->config;
+    if (c->policy == CCA_POLICY_GREEDY)
         return CCAI_POOL_LARGE;
-    return rounded <= a->config.small_max ? CCAI_POOL_SMALL : CCAI_POOL_LARGE;
+    if (c->small_pool && rounded <= c->small_max)
+        return CCAI_POOL_SMALL;
+    if (c->medium_pool && rounded < c->large_min)
+        return CCAI_POOL_MEDIUM;
+    return CCAI_POOL_LARGE;
 }
 
 /* Preferred and minimal segment sizes for a growth-policy request. */
@@ -493,11 +502,25 @@ static cca_status grow_for(cca_allocator *a, size_t rounded, cca_stream stream, 
     return st;
 }
 
+static bool better_fit(const ccai_block *x, const ccai_block *than) {
+    return x && (!than || x->size < than->size || (x->size == than->size && x->addr < than->addr));
+}
+
+/* Best fit for a request of `pool`. A large request may also take a block of
+ * a medium segment (the worst it can pin is one medium segment); a medium
+ * request never takes a block of a large segment. */
 static ccai_block *take_block(cca_allocator *a, ccai_pool_kind pool, cca_stream key_stream, size_t rounded) {
     size_t max_size = SIZE_MAX;
     if (a->config.policy == CCA_POLICY_GROWTH && a->config.max_split && rounded < a->config.max_split)
         max_size = a->config.max_split;
-    return ccai_free_index_best_fit(&a->pools[pool], key_stream, rounded, max_size);
+    ccai_block *b = ccai_free_index_best_fit(&a->pools[pool], key_stream, rounded, max_size);
+    if (pool == CCAI_POOL_LARGE && a->config.medium_pool && a->config.policy == CCA_POLICY_GROWTH &&
+        rounded <= a->config.medium_segment) {
+        ccai_block *m = ccai_free_index_best_fit(&a->pools[CCAI_POOL_MEDIUM], key_stream, rounded, max_size);
+        if (better_fit(m, b))
+            b = m;
+    }
+    return b;
 }
 
 static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream, void **out) {
@@ -542,6 +565,7 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
             return st;
     }
 
+    pool = b->segment->pool; /* a large request may take a medium block */
     ccai_free_index_remove(&a->pools[pool], b);
     if (worth_splitting(a, b, rounded)) {
         ccai_block *rest = ccai_block_new(a);

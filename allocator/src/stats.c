@@ -138,7 +138,10 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
         bad |= fprintf(f, "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"pool\":\"%s\",\"stream\":\"%p\","
                        "\"live_blocks\":%zu,\"blocks\":[",
                        seg == a->segments ? "" : ",", seg->base, seg->size,
-                       seg->shared ? "arena" : seg->pool == CCAI_POOL_SMALL ? "small" : "large", seg->stream,
+                       seg->shared                      ? "arena"
+                       : seg->pool == CCAI_POOL_SMALL  ? "small"
+                       : seg->pool == CCAI_POOL_MEDIUM ? "medium"
+                                                       : "large", seg->stream,
                        seg->live_blocks) < 0;
         for (const ccai_block *b = seg->first; b && !bad; b = b->next)
             bad |= fprintf(f, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"requested\":%zu}",

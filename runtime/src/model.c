@@ -116,12 +116,18 @@ void ccr_model_unload(ccr_model *m) {
 
 /* ---- spec models: seeded random weights ---------------------------------- */
 
-/* splitmix64: tiny, fast, and the same numbers on every machine. */
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+/* splitmix64 as a counter-based generator: element i of a tensor is
+ * mix(seed + (i + 1) * golden), the (i + 1)-th output of splitmix64 from
+ * `seed`. Each element depends only on its index, so the loop parallelizes
+ * (OpenMP, when the build has it) and every thread count, machine and device
+ * gets the same numbers: a 60%-of-an-H200 demo model is ~80 GB of weights. */
+static float random_weight(uint64_t seed, size_t i, float scale) {
+    uint64_t z = seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    z ^= z >> 31;
+    float u = (float)(z >> 40) * (1.0f / 16777216.0f); /* [0,1) from 24 bits */
+    return (2.0f * u - 1.0f) * scale;
 }
 
 typedef struct spec_fill {
@@ -131,13 +137,13 @@ typedef struct spec_fill {
 static ccr_status fill_random(void *user, size_t layer, int is_bias, float *dst, size_t count) {
     const spec_fill *f = user;
     /* one stream per tensor, so CUDA (staged) and host loads agree */
-    uint64_t s = f->arch->seed * 0x100000001B3ull + layer * 2 + (uint64_t)is_bias;
+    uint64_t seed = f->arch->seed * 0x100000001B3ull + layer * 2 + (uint64_t)is_bias;
     float scale = 1.0f / sqrtf((float)f->arch->layers[layer].in);
-    for (size_t i = 0; i < count; i++) {
-        uint64_t r = splitmix(&s);
-        float u = (float)(r >> 40) * (1.0f / 16777216.0f); /* [0,1) from 24 bits */
-        dst[i] = (2.0f * u - 1.0f) * scale;
-    }
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (count >= ((size_t)1 << 22))
+#endif
+    for (size_t i = 0; i < count; i++)
+        dst[i] = random_weight(seed, i, scale);
     return CCR_OK;
 }
 

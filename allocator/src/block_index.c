@@ -93,6 +93,10 @@ static unsigned next_class(const ccai_stream_bins *sb, unsigned c) {
 
 /* ---- treap over (size, address) ----------------------------------------------- */
 
+/* Heap order: a hash of the address, computed rather than stored (it keeps
+ * the block's hot fields in one cache line). */
+static uint64_t priority(const ccai_block *b) { return mix64((uint64_t)b->addr); }
+
 static int key_cmp(const ccai_block *b, size_t size, uintptr_t addr) {
     if (b->size != size)
         return b->size < size ? -1 : 1;
@@ -134,7 +138,7 @@ static ccai_block *merge(ccai_block *l, ccai_block *r) {
         return r;
     if (!r)
         return l;
-    if (l->priority > r->priority) {
+    if (priority(l) > priority(r)) {
         l->right = merge(l->right, r);
         update(l);
         return l;
@@ -147,7 +151,7 @@ static ccai_block *merge(ccai_block *l, ccai_block *r) {
 static ccai_block *insert(ccai_block *t, ccai_block *b) {
     if (!t)
         return b;
-    if (b->priority > t->priority) {
+    if (priority(b) > priority(t)) {
         split(t, b, &b->left, &b->right);
         update(b);
         return b;
@@ -216,7 +220,6 @@ void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
     unsigned c = class_of(b->size);
     b->left = b->right = NULL;
     b->max_size = b->size;
-    b->priority = mix64((uint64_t)b->addr);
     sb->roots[c] = insert(sb->roots[c], b);
     mark(sb, c);
     ix->count++;

@@ -65,14 +65,16 @@ typedef struct ccai_pending {
 } ccai_pending;
 
 typedef struct ccai_block {
-    /* first cache line: everything a free-index descent touches */
+    /* first 64 bytes: everything a free-index descent or a neighbour check
+     * touches (the treap priority is a hash of addr, computed not stored) */
     struct ccai_block *left, *right; /* free index (treap) links           */
     cca_stream stream;               /* the segment's stream: index key     */
     size_t size;                     /* multiple of CCA_GRANULARITY         */
     uintptr_t addr;
     size_t max_size;                 /* largest size in the treap subtree   */
-    uint64_t priority;               /* treap heap order: hash of addr      */
     struct ccai_block *hash_next;    /* live map chain                      */
+    uint8_t state;                   /* FREE / LIVE / PENDING: read on every
+                                        neighbour check, so it lives here   */
     /* the rest: chain, ownership, streams */
     struct ccai_segment *segment;
     struct ccai_block *prev, *next; /* address order within the segment     */
@@ -83,7 +85,6 @@ typedef struct ccai_block {
     size_t used_on_count, used_on_cap;
     struct ccai_block *pending_next; /* pending-free list link              */
     ccai_pending pending;
-    uint8_t state;
 } ccai_block;
 
 typedef struct ccai_segment {

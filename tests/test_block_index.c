@@ -51,7 +51,7 @@ static void run(uint64_t seed) {
     ccai_free_index ix = {0};
     cca_stream streams[3] = {NULL, (cca_stream)0x10, (cca_stream)0x20};
     for (int s = 0; s < 3; s++)
-        cr_assert_eq(ccai_free_index_prepare(&ix, streams[s]), CCA_OK);
+        cr_assert_eq(ccai_free_index_attach(&ix, streams[s]), CCA_OK);
     ccai_block *blocks = calloc(N_BLOCKS, sizeof *blocks);
     bool *in = calloc(N_BLOCKS, sizeof *in);
     for (int i = 0; i < N_BLOCKS; i++) {
@@ -107,7 +107,7 @@ Test(block_index, empty_and_unknown_stream) {
     ccai_free_index ix = {0};
     cr_assert_null(ccai_free_index_best_fit(&ix, NULL, 512, SIZE_MAX));
     cr_assert_eq(ccai_free_index_largest(&ix), 0);
-    cr_assert_eq(ccai_free_index_prepare(&ix, NULL), CCA_OK);
+    cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
     ccai_block b = {.addr = 4096, .size = 1024, .stream = NULL};
     ccai_free_index_insert(&ix, &b);
     cr_assert_null(ccai_free_index_best_fit(&ix, (cca_stream)0x1, 512, SIZE_MAX), "other stream sees nothing");
@@ -142,4 +142,25 @@ Test(block_index, live_map_grows_and_finds) {
     cr_assert_eq(m.count, N / 2);
     ccai_live_map_destroy(&m);
     free(bs);
+}
+
+/* A stream's bins live exactly as long as it has segments in the pool. */
+Test(block_index, stream_bins_follow_their_segments) {
+    ccai_free_index ix = {0};
+    cca_stream s1 = (cca_stream)0x1, s2 = (cca_stream)0x2;
+    cr_assert_eq(ccai_free_index_attach(&ix, s1), CCA_OK);
+    cr_assert_eq(ccai_free_index_attach(&ix, s1), CCA_OK);
+    cr_assert_eq(ccai_free_index_attach(&ix, s2), CCA_OK);
+    int n = 0;
+    for (ccai_stream_bins *sb = ix.streams; sb; sb = sb->next)
+        n++;
+    cr_assert_eq(n, 2);
+    ccai_free_index_detach(&ix, s1);
+    cr_assert_not_null(ix.streams->next, "s1 still has a segment");
+    ccai_free_index_detach(&ix, s1);
+    cr_assert_eq(ix.streams->stream, s2);
+    cr_assert_null(ix.streams->next, "s1's bins are gone with its last segment");
+    ccai_free_index_detach(&ix, s2);
+    cr_assert_null(ix.streams);
+    ccai_free_index_destroy(&ix);
 }

@@ -107,7 +107,10 @@ static uint64_t run_sequence(const char *conf, uint64_t k, cca_status alloc_erro
     step_free(a, &s[2], k);
     assert_accounts_agree(a, u, &t, "free 12M", k);
     cca_release_report r;
-    cr_assert_eq(cca_trim(a, 32 * MiB, &r), CCA_OK);
+    uint64_t failures = t.failures;
+    st = cca_trim(a, 32 * MiB, &r);
+    /* a refused free or sync inside trim is reported; anything else is OK */
+    cr_assert_eq(st != CCA_OK, t.failures > failures, "k=%d: trim returned %s", k, cca_status_string(st));
     cr_assert_eq(r.bytes_still_reserved, t.used);
     assert_accounts_agree(a, u, &t, "trim", k);
     step_alloc(a, &s[4], 24 * MiB, NULL, k, alloc_error);
@@ -117,7 +120,9 @@ static uint64_t run_sequence(const char *conf, uint64_t k, cca_status alloc_erro
     for (int i = 0; i < 6; i++)
         step_free(a, &s[i], k);
     assert_accounts_agree(a, u, &t, "free all", k);
-    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK);
+    failures = t.failures;
+    st = cca_empty_cache(a, &r);
+    cr_assert_eq(st != CCA_OK, t.failures > failures, "k=%d: empty_cache returned %s", k, cca_status_string(st));
     assert_accounts_agree(a, u, &t, "empty_cache", k);
     step_alloc(a, &s[6], 100 * KiB, NULL, k, alloc_error);
     assert_accounts_agree(a, u, &t, "alloc 100K", k);

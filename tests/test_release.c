@@ -187,7 +187,8 @@ Test(release, a_refused_free_keeps_the_segment_and_state_intact) {
     tu_free(a, p), tu_free(a, q);
     t.fail_at = t.calls + 1; /* the next upstream call: freeing the 20M segment */
     cca_release_report r;
-    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "implementation: a refused free is reported, not an error");
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_ERR_UPSTREAM, "a refused free is an error, and the report says what");
+    cr_assert_not_null(strstr(cca_last_error(), "refused"), "%s", cca_last_error());
     cr_assert_eq(t.failures, 1);
     cr_assert_eq(r.bytes_released, 12 * MiB);
     cr_assert_eq(r.segments_released, 1);

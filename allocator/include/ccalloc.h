@@ -226,8 +226,9 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
 
 /* Best fit: the smallest cached free block of the stream that fits (ties:
  * lowest address), split when the remainder is worth keeping; otherwise a new
- * segment (growth) or OOM (greedy arena full). size 0: CCA_OK, *out = NULL.
- * On failure *out is NULL. */
+ * segment (growth) or OOM (greedy arena full: no retry, alloc_retries is not
+ * counted, since the greedy policy never calls the upstream for a request).
+ * size 0: CCA_OK, *out = NULL. On failure *out is NULL. */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 
 /* Free a pointer from cca_alloc. NULL is a no-op. Double free, an unknown or
@@ -256,7 +257,10 @@ typedef struct cca_release_report {
 } cca_release_report;
 
 /* Synchronize, then return whole free segments to the upstream, largest
- * first, until reserved <= keep_bytes or no free segment is left. */
+ * first, until reserved <= keep_bytes or no free segment is left. report may
+ * be NULL. If the upstream refuses to take a segment back, that segment stays
+ * cached (state intact), the rest are released, the report is filled and
+ * CCA_ERR_UPSTREAM is returned; a failed synchronize is returned likewise. */
 cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report);
 
 /* cca_trim(a, 0, report): with no live blocks, reserved_bytes becomes 0. */

@@ -35,8 +35,10 @@
  *
  *    Streams: a pool keeps one set of classes per stream (ccai_stream_bins),
  *    in a list with the most recently used first; programs use one or a few
- *    streams. Bins are created when a segment of a new stream is reserved, so
- *    inserting a free block never allocates.
+ *    streams. Bins are created when the first segment of a stream is reserved
+ *    in the pool (so inserting a free block never allocates) and freed when
+ *    its last segment is released (so short-lived stream handles cost nothing
+ *    once their memory is returned).
  *
  * 2. The live map: address -> LIVE/PENDING block, a chained hash table with
  *    the chain link inside the block (no extra allocation per entry). It grows
@@ -194,16 +196,27 @@ static ccai_stream_bins *bins_of(ccai_free_index *ix, cca_stream stream) {
     return NULL;
 }
 
-cca_status ccai_free_index_prepare(ccai_free_index *ix, cca_stream stream) {
-    if (bins_of(ix, stream))
-        return CCA_OK;
-    ccai_stream_bins *sb = calloc(1, sizeof *sb);
-    if (!sb)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "free index: host malloc failed");
-    sb->stream = stream;
-    sb->next = ix->streams;
-    ix->streams = sb;
+cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream) {
+    ccai_stream_bins *sb = bins_of(ix, stream);
+    if (!sb) {
+        sb = calloc(1, sizeof *sb);
+        if (!sb)
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "free index: host malloc failed");
+        sb->stream = stream;
+        sb->next = ix->streams;
+        ix->streams = sb;
+    }
+    sb->segments++;
     return CCA_OK;
+}
+
+void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream) {
+    ccai_stream_bins *sb = bins_of(ix, stream); /* moved to the front */
+    if (!sb || --sb->segments > 0)
+        return;
+    /* no segment of this stream is left in the pool, so no block either */
+    ix->streams = sb->next;
+    free(sb);
 }
 
 void ccai_free_index_destroy(ccai_free_index *ix) {
@@ -216,7 +229,7 @@ void ccai_free_index_destroy(ccai_free_index *ix) {
 }
 
 void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
-    ccai_stream_bins *sb = bins_of(ix, b->stream); /* exists: see prepare */
+    ccai_stream_bins *sb = bins_of(ix, b->stream); /* exists: see attach */
     unsigned c = class_of(b->size);
     b->left = b->right = NULL;
     b->max_size = b->size;

@@ -115,6 +115,7 @@ typedef struct ccai_segment {
 typedef struct ccai_stream_bins {
     struct ccai_stream_bins *next;
     cca_stream stream;
+    size_t segments;                 /* segments of this stream in the pool  */
     uint64_t rows;                   /* bit r: bitmap[r] != 0                 */
     uint64_t bitmap[CCAI_CLASS_ROWS]; /* bit c%64 of row c/64: class c non-empty */
     ccai_block *roots[CCAI_CLASSES];
@@ -126,9 +127,11 @@ typedef struct ccai_free_index {
     size_t bytes;
 } ccai_free_index;
 
-/* Make sure blocks of `stream` can be inserted (called when a segment of that
- * stream is reserved, so that inserting a free block never allocates). */
-cca_status ccai_free_index_prepare(ccai_free_index *ix, cca_stream stream);
+/* A segment of `stream` joins (attach) or leaves (detach) the pool: the
+ * stream's bins exist while it has segments here, so inserting a free block
+ * never allocates, and a stream's bins are freed with its last segment. */
+cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream);
+void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream);
 void ccai_free_index_destroy(ccai_free_index *ix);
 void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b);
 void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b);
@@ -198,8 +201,9 @@ void ccai_process_pending(cca_allocator *a, bool wait);
 ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded);
 
 /* release.c */
-/* Release free segments largest first until reserved <= keep (lock held). */
-void ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release_report *r);
+/* Release free segments largest first until reserved <= keep (lock held).
+ * CCA_ERR_UPSTREAM if the upstream refused one (it stays cached). */
+cca_status ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release_report *r);
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */

@@ -149,7 +149,7 @@ static cca_status segment_reserve(cca_allocator *a, size_t size, cca_stream stre
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "max_reserved (%zu) would be exceeded", a->config.max_reserved);
     ccai_segment *s = calloc(1, sizeof *s);
     ccai_block *b = ccai_block_new(a);
-    if (!s || !b || ccai_free_index_prepare(&a->pools[pool], stream) != CCA_OK) {
+    if (!s || !b || ccai_free_index_attach(&a->pools[pool], stream) != CCA_OK) {
         free(s);
         if (b)
             ccai_block_recycle(a, b);
@@ -158,6 +158,7 @@ static cca_status segment_reserve(cca_allocator *a, size_t size, cca_stream stre
     void *base = NULL;
     cca_status st = cca_upstream_alloc(a->upstream, size, &base);
     if (st != CCA_OK) {
+        ccai_free_index_detach(&a->pools[pool], stream);
         free(s);
         ccai_block_recycle(a, b);
         return st;
@@ -190,6 +191,7 @@ cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s) {
     if (st != CCA_OK)
         return st; /* the segment stays, fully indexed: state intact */
     ccai_free_index_remove(&a->pools[s->pool], b);
+    ccai_free_index_detach(&a->pools[s->pool], s->stream);
     ccai_block_recycle(a, b);
     if (s->prev)
         s->prev->next = s->next;
@@ -553,7 +555,7 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
             /* retry once after giving every cached free segment back */
             a->c.retries++;
             ccai_process_pending(a, true);
-            ccai_release_free_segments(a, 0, NULL);
+            (void)ccai_release_free_segments(a, 0, NULL); /* a refused free only means less room */
             b = take_block(a, pool, key_stream, rounded); /* a pending block may fit now */
             st = b ? CCA_OK : grow_for(a, rounded, stream, pool, &b);
         }

@@ -20,6 +20,10 @@
  *
  * empty_cache = trim(0): with no live blocks, reserved_bytes becomes 0 and the
  * upstream's own count of what this allocator holds is zero.
+ *
+ * Errors: a segment the upstream refuses to take back stays, fully cached and
+ * indexed (state intact), the others are still released, the report is
+ * filled, and the call returns CCA_ERR_UPSTREAM naming the first refusal.
  */
 #include "internal.h"
 
@@ -33,10 +37,12 @@ static int by_size_desc(const void *x, const void *y) {
     return a->base < b->base ? -1 : (a->base > b->base);
 }
 
-void ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release_report *r) {
+cca_status ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release_report *r) {
     size_t n_free = 0;
     for (ccai_segment *s = a->segments; s; s = s->next)
         n_free += s->live_blocks == 0;
+    /* Largest first needs a sorted list; without host memory for it, release
+     * in list order rather than not at all. */
     ccai_segment **list = n_free ? malloc(n_free * sizeof *list) : NULL;
     size_t n = 0;
     for (ccai_segment *s = a->segments; s && list; s = s->next)
@@ -44,40 +50,69 @@ void ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release_repor
             list[n++] = s;
     if (n > 1)
         qsort(list, n, sizeof *list, by_size_desc);
-    size_t released_bytes = 0, released = 0;
-    for (size_t i = 0; i < n && a->c.reserved > keep; i++) {
-        size_t size = list[i]->size;
-        if (ccai_segment_release(a, list[i]) == CCA_OK) {
+    size_t released_bytes = 0, released = 0, refused = 0;
+    cca_status first_error = CCA_OK;
+    char why[256] = "";
+    for (size_t i = 0, visited = 0; visited < n_free && a->c.reserved > keep; visited++) {
+        ccai_segment *seg = NULL;
+        if (list) {
+            seg = list[i++];
+        } else { /* unsorted fallback: next free segment not yet refused */
+            size_t skip = refused;
+            for (ccai_segment *s = a->segments; s && !seg; s = s->next)
+                if (s->live_blocks == 0 && skip-- == 0)
+                    seg = s;
+            if (!seg)
+                break;
+        }
+        size_t size = seg->size;
+        cca_status st = ccai_segment_release(a, seg);
+        if (st == CCA_OK) {
             released_bytes += size;
             released++;
+        } else {
+            refused++;
+            if (first_error == CCA_OK) {
+                first_error = st;
+                snprintf(why, sizeof why, "%s", cca_last_error());
+            }
         }
     }
     free(list);
-    if (!r)
-        return;
-    memset(r, 0, sizeof *r);
-    r->bytes_released = released_bytes;
-    r->segments_released = released;
-    r->bytes_still_reserved = a->c.reserved;
-    for (ccai_segment *s = a->segments; s; s = s->next) {
-        if (s->live_blocks == 0) {
-            r->segments_kept++;
-        } else {
-            r->segments_pinned++;
-            r->live_bytes_pinning += s->live_bytes;
-            r->free_bytes_pinned += s->size - s->live_bytes;
+    if (r) {
+        memset(r, 0, sizeof *r);
+        r->bytes_released = released_bytes;
+        r->segments_released = released;
+        r->bytes_still_reserved = a->c.reserved;
+        for (ccai_segment *s = a->segments; s; s = s->next) {
+            if (s->live_blocks == 0) {
+                r->segments_kept++;
+            } else {
+                r->segments_pinned++;
+                r->live_bytes_pinning += s->live_bytes;
+                r->free_bytes_pinned += s->size - s->live_bytes;
+            }
         }
     }
+    if (first_error != CCA_OK)
+        return ccai_fail(CCA_ERR_UPSTREAM, "the upstream refused to take back %zu segment(s) (kept, still cached): %s",
+                         refused, why);
+    return CCA_OK;
 }
 
 cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_trim: allocator is NULL");
     pthread_mutex_lock(&a->lock);
-    cca_status st = cca_upstream_synchronize(a->upstream);
+    cca_status sync = cca_upstream_synchronize(a->upstream);
+    char why[256] = "";
+    if (sync != CCA_OK)
+        snprintf(why, sizeof why, "%s", cca_last_error());
     ccai_process_pending(a, true);
-    ccai_release_free_segments(a, keep_bytes, report);
+    cca_status st = ccai_release_free_segments(a, keep_bytes, report);
     pthread_mutex_unlock(&a->lock);
+    if (st == CCA_OK && sync != CCA_OK)
+        return ccai_fail(sync, "cca_trim: synchronize failed (free segments were still released): %s", why);
     return st;
 }
 

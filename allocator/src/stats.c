@@ -7,7 +7,8 @@
  * lock, so a cca_stats is always a consistent picture. Derived figures:
  *
  *   cached_bytes        = bytes in FREE blocks (pool indexes keep the sum)
- *   largest_free_block  = max over pools of the treap root's subtree max, O(1)
+ *   largest_free_block  = max over pools and streams of the highest non-empty
+ *                         class's root subtree max: O(pools x streams)
  *   fragmentation       = 1 - largest_free_block / cached_bytes (0 if none):
  *                         0 when all cached memory is one block, close to 1
  *                         when it is scattered in pieces too small to use.

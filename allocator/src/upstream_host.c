@@ -28,13 +28,14 @@ typedef struct host_device {
 static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
     host_device *d = ctx;
     pthread_mutex_lock(&d->lock);
-    bool fits = size <= d->capacity - d->used;
+    size_t free_now = d->capacity - d->used;
+    bool fits = size <= free_now;
     if (fits)
         d->used += size;
     pthread_mutex_unlock(&d->lock);
     if (!fits)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: %zu bytes requested, %zu of %zu free", size,
-                         d->capacity - d->used, d->capacity);
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: %zu bytes requested, %zu of %zu free", size, free_now,
+                         d->capacity);
     void *p = aligned_alloc(CCA_ALIGNMENT, size);
     if (!p) {
         pthread_mutex_lock(&d->lock);

@@ -6,14 +6,17 @@
  * Format (documented in docs/benchmarks.md):
  *
  *     # ccalloc trace v1                  <- '#' lines: provenance, kept
- *     # source: pid 1234, allocator 0x..
+ *     # source: pid 1234
  *     seq,op,id,size,stream               <- column header: opens a SECTION
  *     0,alloc,1,4096,0                    <- id pairs a free with its alloc
  *     1,free,1,4096,0                        size = requested bytes
  *                                            stream = 0 default, 1.. others
  *
- * The recorder appends one section per allocator, ids being local to it, so
- * the reader maps (section, id) to a dense SLOT through a hash table: slots
+ * The recorder writes one section per process (all allocators alive at once
+ * share it, ids unique across them) and a new section each time the trace is
+ * reopened after every allocator closed it; older traces had one section per
+ * allocator. Either way ids are only unique within a section, so the reader
+ * maps (section, id) to a dense SLOT through a hash table: slots
  * are numbered in alloc order, and a replay keeps its live pointers in an
  * array indexed by slot (O(1) per event, no hashing while timing). Writing
  * emits one section with id = slot + 1, so write(read(x)) is canonical and

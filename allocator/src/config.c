@@ -58,7 +58,7 @@ static const option options[] = {
     {"small_segment", OPT_SIZE, OFF(small_segment), 2 * MiB, 64 * KiB, 1024 * MiB,
      "size of the segments of the small pool"},
     {"medium_segment", OPT_SIZE, OFF(medium_segment), 20 * MiB, 64 * KiB, 64 * 1024 * MiB,
-     "segment reserved for a large-pool request smaller than large_min"},
+     "size of the segments of the medium pool (requests above small_max, below large_min)"},
     {"large_min", OPT_SIZE, OFF(large_min), 10 * MiB, CCA_GRANULARITY, (double)SIZE_MAX,
      "requests from this size get a segment of their own, rounded up to segment_round"},
     {"segment_round", OPT_SIZE, OFF(segment_round), 2 * MiB, CCA_GRANULARITY, 1024 * MiB,

@@ -1,4 +1,22 @@
-/* An engine linking libccalloc: one header, no CUDA header needed. */
+/*
+ * consumer/main.c — a program outside this repository using the *installed*
+ * ccalloc package, the way a downstream project would.
+ *
+ * What it shows:
+ *   - only <ccalloc.h> is included: no CUDA header, no internal header; the
+ *     public API is the whole contract (upstream, allocator, release report);
+ *   - linking through the installed package, not the build tree, in either
+ *     of the two supported ways (scripts/test.sh builds and runs both):
+ *       CMake:      find_package(ccalloc 0.1 REQUIRED) and
+ *                   target_link_libraries(consumer PRIVATE ccalloc::ccalloc)
+ *                   (CMakeLists.txt next to this file; configure with
+ *                   -DCMAKE_PREFIX_PATH=<install prefix>);
+ *       pkg-config: cc main.c $(pkg-config --cflags --libs ccalloc)
+ *                   with PKG_CONFIG_PATH=<install prefix>/lib/pkgconfig;
+ *   - the allocator's life in miniature: alloc, free (cached, not returned),
+ *     empty-cache (every byte back to the upstream, checked), destroy. It
+ *     uses the host-simulated device, so it runs on any machine.
+ */
 #include <ccalloc.h>
 
 #include <stdio.h>

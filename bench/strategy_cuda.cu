@@ -12,14 +12,27 @@
  *                 everything). Peaks from UsedMemHigh / ReservedMemHigh;
  *                 empty-cache is cudaMemPoolTrimTo(pool, 0). Upstream calls
  *                 are not observable: reported unknown. Time per op is the
- *                 host-side enqueue cost (the call is stream-ordered).
+ *                 host-side enqueue cost only: both calls are stream-ordered
+ *                 and the timed replay never synchronizes (only the untimed
+ *                 empty-cache and close do), so the GPU-side cost of the
+ *                 allocation is not in the figure. The default pool is
+ *                 process-wide: open saves its release threshold, close
+ *                 puts it back.
  *   cub           cub::CachingDeviceAllocator: geometric bins (bin_growth^k,
  *                 default 8^3..8^7 = 512 B..2 MiB), requests above max_bin
  *                 go straight to cudaMalloc/cudaFree, max_cached bytes kept.
- *                 allocated/reserved from its cached_bytes (live, live+free);
- *                 upstream calls inferred from changes of live+free.
+ *                 allocated/reserved from its cached_bytes (live, live+free).
+ *                 Upstream calls are reported unknown: CUB does not count
+ *                 them, and inferring them from changes of live+free between
+ *                 samples undercounts (one DeviceAllocate that frees the
+ *                 cache and retries is one net change).
  *                 Config: bin_growth:8,min_bin:3,max_bin:7,max_cached:6291455
  *   ccalloc-cuda  ccalloc over cca_upstream_cuda_create(0) (strategy.c).
+ *
+ * Errors: a failing cudaFree / cudaFreeAsync / cudaMemPool* call (void
+ * callbacks: release, empty-cache, close) is recorded in the strategy, printed
+ * once to stderr, and makes every later alloc return -1, so the replay fails
+ * with the event where it noticed instead of going on with wrong figures.
  *
  * Streams: trace stream n > 0 maps to one cudaStream_t created on first use
  * (non-blocking); stream 0 is the legacy default stream.
@@ -98,6 +111,25 @@ extern "C" int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, size_t
     return ccb_ccalloc_open_on(s, u, config, why, whylen);
 }
 
+/* The first failure of a void callback: printed once, then alloc fails. */
+struct cuda_failure {
+    int failed;
+};
+
+/* Nonzero when e is a failure; the first one is printed and recorded. */
+static int cuda_check(cuda_failure *f, const char *strategy, const char *call, cudaError_t e) {
+    if (e == cudaSuccess)
+        return 0;
+    cudaGetLastError(); /* clear the sticky-free error state of the runtime */
+    if (!f->failed)
+        fprintf(stderr, "ccbench: %s: %s failed: %s; later allocations fail\n", strategy, call,
+                cudaGetErrorString(e));
+    f->failed = 1;
+    return 1;
+}
+
+#define CCB_CUDA_CHECK(f, strategy, call) cuda_check((f), (strategy), #call, (call))
+
 static int status_of(cudaError_t e) {
     if (e == cudaSuccess)
         return 0;
@@ -110,6 +142,7 @@ static int status_of(cudaError_t e) {
 struct raw_impl {
     size_t live, peak;
     uint64_t allocs, frees;
+    cuda_failure err;
 };
 
 static int raw_open(ccb_strategy *s, const char *config, size_t, char *why, size_t whylen) {
@@ -120,13 +153,19 @@ static int raw_open(ccb_strategy *s, const char *config, size_t, char *why, size
         return -1;
     }
     s->impl = calloc(1, sizeof(raw_impl));
+    if (!s->impl) {
+        snprintf(why, whylen, "cuda-malloc: out of host memory");
+        return -1;
+    }
     return 0;
 }
 
 static int raw_alloc(ccb_strategy *s, size_t size, unsigned, void **ptr) {
+    raw_impl *r = (raw_impl *)s->impl;
+    if (r->err.failed)
+        return -1;
     int rc = status_of(cudaMalloc(ptr, size));
     if (rc == 0) {
-        raw_impl *r = (raw_impl *)s->impl;
         r->live += size;
         r->allocs++;
         if (r->live > r->peak)
@@ -136,8 +175,9 @@ static int raw_alloc(ccb_strategy *s, size_t size, unsigned, void **ptr) {
 }
 
 static void raw_release(ccb_strategy *s, void *ptr, size_t size, unsigned) {
-    cudaFree(ptr);
     raw_impl *r = (raw_impl *)s->impl;
+    if (CCB_CUDA_CHECK(&r->err, "cuda-malloc", cudaFree(ptr)))
+        return; /* not freed: live and frees keep counting it */
     r->live -= size;
     r->frees++;
 }
@@ -155,10 +195,12 @@ static void raw_peaks(ccb_strategy *s, size_t *a, size_t *r) {
     *a = *r = ((raw_impl *)s->impl)->peak;
 }
 
-static void raw_empty(ccb_strategy *) { cudaDeviceSynchronize(); }
+static void raw_empty(ccb_strategy *s) {
+    CCB_CUDA_CHECK(&((raw_impl *)s->impl)->err, "cuda-malloc", cudaDeviceSynchronize());
+}
 static size_t raw_device_free(ccb_strategy *) { return cuda_free_bytes(); }
 static void raw_close(ccb_strategy *s) {
-    cudaDeviceSynchronize();
+    raw_empty(s);
     free(s->impl);
     s->impl = NULL;
 }
@@ -171,12 +213,16 @@ extern "C" const ccb_strategy_ops ccb_strategy_cuda_malloc = {
 
 struct async_impl {
     cudaMemPool_t pool;
+    unsigned long long saved_threshold; /* the default pool's, restored by close */
+    cuda_failure err;
 };
 
-static uint64_t pool_attr(cudaMemPool_t p, cudaMemPoolAttr a) {
+/* A pool attribute, or CCB_UNKNOWN when it cannot be read. */
+static size_t pool_attr(async_impl *a, cudaMemPoolAttr attr) {
     unsigned long long v = 0;
-    cudaMemPoolGetAttribute(p, a, &v);
-    return (uint64_t)v;
+    if (CCB_CUDA_CHECK(&a->err, "cuda-async", cudaMemPoolGetAttribute(a->pool, attr, &v)))
+        return CCB_UNKNOWN;
+    return (size_t)v;
 }
 
 static int async_open(ccb_strategy *s, const char *config, size_t, char *why, size_t whylen) {
@@ -192,33 +238,69 @@ static int async_open(ccb_strategy *s, const char *config, size_t, char *why, si
         }
     }
     async_impl *a = (async_impl *)calloc(1, sizeof *a);
-    if (cudaDeviceGetDefaultMemPool(&a->pool, 0) != cudaSuccess) {
-        free(a);
-        snprintf(why, whylen, "cudaDeviceGetDefaultMemPool failed");
+    if (!a) {
+        snprintf(why, whylen, "cuda-async: out of host memory");
         return -1;
     }
-    cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-    cudaDeviceSynchronize();
-    cudaMemPoolTrimTo(a->pool, 0);
+    const char *step = "cudaDeviceGetDefaultMemPool";
+    cudaError_t e = cudaDeviceGetDefaultMemPool(&a->pool, 0);
+    if (e == cudaSuccess) {
+        step = "cudaMemPoolGetAttribute(ReleaseThreshold)";
+        e = cudaMemPoolGetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &a->saved_threshold);
+    }
+    int set = 0;
+    if (e == cudaSuccess) {
+        step = "cudaMemPoolSetAttribute(ReleaseThreshold)";
+        e = cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+        set = e == cudaSuccess;
+    }
+    if (e == cudaSuccess) {
+        step = "cudaDeviceSynchronize";
+        e = cudaDeviceSynchronize();
+    }
+    if (e == cudaSuccess) {
+        step = "cudaMemPoolTrimTo";
+        e = cudaMemPoolTrimTo(a->pool, 0);
+    }
     unsigned long long zero = 0; /* reset the high-water marks */
-    cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReservedMemHigh, &zero);
-    cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrUsedMemHigh, &zero);
+    if (e == cudaSuccess) {
+        step = "cudaMemPoolSetAttribute(ReservedMemHigh)";
+        e = cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReservedMemHigh, &zero);
+    }
+    if (e == cudaSuccess) {
+        step = "cudaMemPoolSetAttribute(UsedMemHigh)";
+        e = cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrUsedMemHigh, &zero);
+    }
+    if (e != cudaSuccess) {
+        snprintf(why, whylen, "cuda-async: %s failed: %s", step, cudaGetErrorString(e));
+        cudaGetLastError();
+        if (set && cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &a->saved_threshold) !=
+                       cudaSuccess)
+            cudaGetLastError(); /* the open already failed; that error is the one reported */
+        free(a);
+        return -1;
+    }
     s->impl = a;
     return 0;
 }
 
-static int async_alloc(ccb_strategy *, size_t size, unsigned stream, void **ptr) {
+/* Enqueue cost only: cudaMallocAsync returns once the allocation is ordered
+ * on the stream; the timed replay does not synchronize. */
+static int async_alloc(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
+    if (((async_impl *)s->impl)->err.failed)
+        return -1;
     return status_of(cudaMallocAsync(ptr, size, stream_of(stream)));
 }
 
-static void async_release(ccb_strategy *, void *ptr, size_t, unsigned stream) {
-    cudaFreeAsync(ptr, stream_of(stream));
+/* Enqueue cost only, as async_alloc. */
+static void async_release(ccb_strategy *s, void *ptr, size_t, unsigned stream) {
+    CCB_CUDA_CHECK(&((async_impl *)s->impl)->err, "cuda-async", cudaFreeAsync(ptr, stream_of(stream)));
 }
 
 static void async_sample(ccb_strategy *s, ccb_mem *m) {
     async_impl *a = (async_impl *)s->impl;
-    m->allocated = pool_attr(a->pool, cudaMemPoolAttrUsedMemCurrent);
-    m->reserved = pool_attr(a->pool, cudaMemPoolAttrReservedMemCurrent);
+    m->allocated = pool_attr(a, cudaMemPoolAttrUsedMemCurrent);
+    m->reserved = pool_attr(a, cudaMemPoolAttrReservedMemCurrent);
     m->fragmentation = -1;
     m->upstream_allocs = m->upstream_frees = UINT64_MAX;
     m->requested_peak = CCB_UNKNOWN;
@@ -226,25 +308,33 @@ static void async_sample(ccb_strategy *s, ccb_mem *m) {
 
 static void async_peaks(ccb_strategy *s, size_t *al, size_t *re) {
     async_impl *a = (async_impl *)s->impl;
-    *al = pool_attr(a->pool, cudaMemPoolAttrUsedMemHigh);
-    *re = pool_attr(a->pool, cudaMemPoolAttrReservedMemHigh);
+    *al = pool_attr(a, cudaMemPoolAttrUsedMemHigh);
+    *re = pool_attr(a, cudaMemPoolAttrReservedMemHigh);
 }
 
 static void async_empty(ccb_strategy *s) {
-    cudaDeviceSynchronize();
-    cudaMemPoolTrimTo(((async_impl *)s->impl)->pool, 0);
+    async_impl *a = (async_impl *)s->impl;
+    if (!CCB_CUDA_CHECK(&a->err, "cuda-async", cudaDeviceSynchronize()))
+        CCB_CUDA_CHECK(&a->err, "cuda-async", cudaMemPoolTrimTo(a->pool, 0));
 }
 
 static size_t async_device_free(ccb_strategy *) { return cuda_free_bytes(); }
 
 static void async_close(ccb_strategy *s) {
+    async_impl *a = (async_impl *)s->impl;
+    if (!a)
+        return;
     async_empty(s);
-    free(s->impl);
+    /* the default pool is the process's: give it back its threshold */
+    CCB_CUDA_CHECK(&a->err, "cuda-async",
+                   cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &a->saved_threshold));
+    free(a);
     s->impl = NULL;
 }
 
 extern "C" const ccb_strategy_ops ccb_strategy_cuda_async = {
-    "cuda-async", "cudaMallocAsync/cudaFreeAsync on the default pool; config release_threshold:N|max", 1,
+    "cuda-async", "cudaMallocAsync/cudaFreeAsync on the default pool (times: enqueue cost, no sync in the timed replay); "
+    "config release_threshold:N|max", 1,
     async_open,   async_alloc,
     async_release, async_sample, async_peaks, async_empty, async_device_free, async_close, 0};
 
@@ -252,8 +342,7 @@ extern "C" const ccb_strategy_ops ccb_strategy_cuda_async = {
 
 struct cub_impl {
     cub::CachingDeviceAllocator *a;
-    size_t last_total;
-    uint64_t allocs, frees;
+    cuda_failure err;
 };
 
 static void cub_totals(cub_impl *c, size_t *live, size_t *total) {
@@ -306,33 +395,32 @@ static int cub_open(ccb_strategy *s, const char *config, size_t, char *why, size
 
 static int cub_alloc(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
     cub_impl *c = (cub_impl *)s->impl;
+    if (c->err.failed)
+        return -1;
     return status_of(c->a->DeviceAllocate(ptr, size, stream_of(stream)));
 }
 
 static void cub_release(ccb_strategy *s, void *ptr, size_t, unsigned) {
-    ((cub_impl *)s->impl)->a->DeviceFree(ptr);
+    cub_impl *c = (cub_impl *)s->impl;
+    CCB_CUDA_CHECK(&c->err, "cub", c->a->DeviceFree(ptr));
 }
 
 static void cub_sample(ccb_strategy *s, ccb_mem *m) {
     cub_impl *c = (cub_impl *)s->impl;
     size_t live, total;
     cub_totals(c, &live, &total);
-    if (total > c->last_total)
-        c->allocs++; /* inferred: sampled after every op in the observe pass */
-    else if (total < c->last_total)
-        c->frees++;
-    c->last_total = total;
     m->allocated = live;
     m->reserved = total;
     m->fragmentation = -1;
-    m->upstream_allocs = c->allocs;
-    m->upstream_frees = c->frees;
+    /* unknown, not inferred from changes of live+free: that undercounts */
+    m->upstream_allocs = m->upstream_frees = UINT64_MAX;
     m->requested_peak = CCB_UNKNOWN;
 }
 
 static void cub_empty(ccb_strategy *s) {
-    cudaDeviceSynchronize();
-    ((cub_impl *)s->impl)->a->FreeAllCached();
+    cub_impl *c = (cub_impl *)s->impl;
+    if (!CCB_CUDA_CHECK(&c->err, "cub", cudaDeviceSynchronize()))
+        CCB_CUDA_CHECK(&c->err, "cub", c->a->FreeAllCached());
 }
 
 static size_t cub_device_free(ccb_strategy *) { return cuda_free_bytes(); }

@@ -115,6 +115,74 @@ Test(bench_replay, small_pool_only_trace_predicts_allocated_peak) {
     ccb_trace_free(&t);
 }
 
+/* A trace over all three pools where ccalloc's documented rules
+ * (docs/allocator.md, "the life of one alloc") fix every block's size:
+ *   - small (<= small_max, 1 MiB): any size; the small pool splits whenever
+ *     the remainder is >= 512 B, so a block is the size rounded up to 512 B;
+ *   - medium (< large_min, 10 MiB) and large: multiples of 2 MiB only. Medium
+ *     segments are 20 MiB and large ones the request rounded up to 2 MiB, so
+ *     every block and free block in those pools is a multiple of 2 MiB; any
+ *     best fit then leaves 0 or >= 2 MiB (> small_max, so it is cut), and the
+ *     block is exactly the request, fresh segment or reused one alike.
+ * So allocated_bytes is always the sum of the 512-rounded live sizes, and its
+ * peak is computed here from the trace alone. Reserved bytes depend on
+ * packing and are not predicted. */
+Test(bench_replay, three_pool_trace_reproduces_peaks_exactly) {
+    const size_t mib = (size_t)1 << 20;
+    ccb_trace t;
+    ccb_trace_init(&t, "three-pools");
+    ccb_rng r;
+    ccb_rng_seed(&r, 17);
+    uint32_t live[48];
+    uint64_t live_size[48];
+    size_t n = 0, requested = 0, rounded = 0, peak_requested = 0, peak_rounded = 0;
+    int seen[3] = {0, 0, 0};
+    for (int i = 0; i < 3000; i++) {
+        if (n < 48 && (n == 0 || ccb_rng_uniform(&r) < 0.55)) {
+            uint64_t size;
+            int pool = (int)ccb_rng_below(&r, 3);
+            if (pool == 0)
+                size = 1 + ccb_rng_below(&r, mib); /* small: 1 B .. 1 MiB */
+            else if (pool == 1)
+                size = 2 * mib * (1 + ccb_rng_below(&r, 4)); /* medium: 2, 4, 6, 8 MiB */
+            else
+                size = 2 * mib * (5 + ccb_rng_below(&r, 12)); /* large: 10 .. 32 MiB */
+            seen[pool]++;
+            live_size[n] = size;
+            live[n++] = ccb_trace_alloc(&t, size, 0);
+            requested += size;
+            rounded += (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+        } else {
+            size_t k = ccb_rng_below(&r, n);
+            ccb_trace_release(&t, live[k]);
+            requested -= live_size[k];
+            rounded -= (live_size[k] + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+            live[k] = live[--n];
+            live_size[k] = live_size[n];
+        }
+        peak_requested = requested > peak_requested ? requested : peak_requested;
+        peak_rounded = rounded > peak_rounded ? rounded : peak_rounded;
+    }
+    while (n)
+        ccb_trace_release(&t, live[--n]);
+    cr_assert(seen[0] > 100 && seen[1] > 100 && seen[2] > 100, "every pool is exercised");
+    cr_assert_eq(ccb_trace_analyze(&t, NULL, 0), 0);
+    cr_assert_eq(t.peak_requested, peak_requested, "the trace's own analysis agrees");
+    cr_assert_eq(t.peak_rounded, peak_rounded);
+
+    ccb_result res;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &tiny, &res), 0, "%s", res.why);
+    cr_assert_eq(res.ooms, 0);
+    cr_assert_eq(res.peak_requested, peak_requested, "replay %zu, trace %zu", res.peak_requested, peak_requested);
+    cr_assert_eq(res.strategy_requested_peak, peak_requested, "cca_stats %zu, trace %zu",
+                 res.strategy_requested_peak, peak_requested);
+    cr_assert_eq(res.peak_allocated, peak_rounded, "replay %zu, predicted %zu", res.peak_allocated, peak_rounded);
+    cr_assert_geq(res.peak_reserved, res.peak_allocated);
+    cr_assert_eq(res.reserved_after_empty, 0, "nothing is live at the end");
+    ccb_result_free(&res);
+    ccb_trace_free(&t);
+}
+
 Test(bench_replay, leftovers_pin_what_empty_cache_cannot_return) {
     ccb_trace t;
     gen("adversarial", 1, &t);

@@ -18,6 +18,11 @@
  * CCK_ERR_NO_DEVICE and clears the runtime's last-error state so nothing
  * leaks into later calls. Costs: creation is milliseconds (driver and cuBLAS
  * initialisation); copies are synchronous on the context's stream.
+ *
+ * Every function that needs the context's device selects it with
+ * CCK_USE_DEVICE (cck_cuda.cuh) and gives the caller's current device back
+ * on return, error paths included: the current device is the calling
+ * thread's state, not ours.
  */
 #include <stdlib.h>
 
@@ -65,7 +70,7 @@ extern "C" cck_status cck_cu_context_create(int device, void *stream, void *work
     if (st != CCK_OK) {
         return st;
     }
-    CCK_CUDA_TRY(cudaSetDevice(device));
+    CCK_USE_DEVICE(device); /* cublasCreate binds the handle to the current device */
     cck_cuda_context *ctx = (cck_cuda_context *)calloc(1, sizeof *ctx);
     if (ctx == NULL) {
         return CCK_ERR_CUDA; /* host out of memory; no closer code in cck_status */
@@ -76,10 +81,12 @@ extern "C" cck_status cck_cu_context_create(int device, void *stream, void *work
     ctx->workspace_bytes = workspace_bytes;
     ctx->use_tf32 = use_tf32;
     if (cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+        (void)cudaGetLastError();
         free(ctx);
         return CCK_ERR_CUDA;
     }
     if (cublasCreate(&ctx->blas) != CUBLAS_STATUS_SUCCESS) {
+        (void)cudaGetLastError();
         free(ctx);
         return CCK_ERR_CUBLAS;
     }
@@ -89,6 +96,7 @@ extern "C" cck_status cck_cu_context_create(int device, void *stream, void *work
         cublasSetMathMode(ctx->blas, use_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) !=
             CUBLAS_STATUS_SUCCESS) {
         cublasDestroy(ctx->blas);
+        (void)cudaGetLastError();
         free(ctx);
         return CCK_ERR_CUBLAS;
     }
@@ -96,23 +104,41 @@ extern "C" cck_status cck_cu_context_create(int device, void *stream, void *work
     return CCK_OK;
 }
 
+/* Always consumes ctx (the handle is destroyed and the struct freed). The
+ * status says whether the queued work finished: anything but CCK_OK means the
+ * caller must not reuse the workspace, since a kernel may still be using it. */
 extern "C" cck_status cck_cu_context_destroy(cck_cuda_context *ctx)
 {
-    /* finish queued work that may still use the workspace before the caller
-     * frees it */
-    cudaError_t e = ctx->stream ? cudaStreamSynchronize(ctx->stream) : cudaDeviceSynchronize();
-    cublasStatus_t b = cublasDestroy(ctx->blas);
-    free(ctx);
-    if (e != cudaSuccess) {
-        return CCK_ERR_CUDA;
+    /* the handle and the device-wide sync both act on the current device */
+    cck_device_scope dev(ctx->device);
+    cck_status st = CCK_OK;
+    if (dev.status != cudaSuccess) {
+        st = CCK_ERR_CUDA; /* cannot select the device: completion unknown */
+    } else {
+        /* finish queued work that may still use the workspace before the
+         * caller frees it */
+        cudaError_t e = ctx->stream ? cudaStreamSynchronize(ctx->stream) : cudaDeviceSynchronize();
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = CCK_ERR_CUDA;
+        }
     }
-    return b == CUBLAS_STATUS_SUCCESS ? CCK_OK : CCK_ERR_CUBLAS;
+    /* destroyed in every case: the context is consumed, even when the
+     * synchronisation failed (cublasDestroy synchronises again itself) */
+    if (cublasDestroy(ctx->blas) != CUBLAS_STATUS_SUCCESS) {
+        (void)cudaGetLastError();
+        if (st == CCK_OK) {
+            st = CCK_ERR_CUBLAS;
+        }
+    }
+    free(ctx);
+    return st;
 }
 
 extern "C" cck_status cck_cu_copy(cck_cuda_context *ctx, void *dst, const void *src, size_t bytes,
                                   int to_device)
 {
-    CCK_CUDA_TRY(cudaSetDevice(ctx->device));
+    CCK_USE_DEVICE(ctx->device);
     (void)to_device; /* cudaMemcpyDefault: unified addressing knows both sides */
     CCK_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx->stream));
     CCK_CUDA_TRY(cudaStreamSynchronize(ctx->stream));
@@ -121,7 +147,7 @@ extern "C" cck_status cck_cu_copy(cck_cuda_context *ctx, void *dst, const void *
 
 extern "C" cck_status cck_cu_synchronize(cck_cuda_context *ctx)
 {
-    CCK_CUDA_TRY(cudaSetDevice(ctx->device));
+    CCK_USE_DEVICE(ctx->device);
     CCK_CUDA_TRY(cudaStreamSynchronize(ctx->stream));
     return CCK_OK;
 }

@@ -77,7 +77,7 @@ __global__ void bias_act_kernel4(float4 *y, const float4 *b, size_t n4, int out4
 }
 
 template <cck_activation ACT, bool BIAS>
-static void launch_epilogue(cck_cuda_context *ctx, float *y, const float *b, size_t n, int out)
+static cck_status launch_epilogue(cck_cuda_context *ctx, float *y, const float *b, size_t n, int out)
 {
     const int bs = 256;
     bool vec = out % 4 == 0 && ((uintptr_t)y & 15u) == 0 && (!BIAS || ((uintptr_t)b & 15u) == 0);
@@ -91,23 +91,20 @@ static void launch_epilogue(cck_cuda_context *ctx, float *y, const float *b, siz
     } else {
         bias_act_kernel<ACT, BIAS><<<grid, bs, 0, ctx->stream>>>(y, b, items, out);
     }
+    return cck_cu_launch_status(); // right after the launch: its error, not a later call's
 }
 
 template <cck_activation ACT>
-static void epilogue(cck_cuda_context *ctx, float *y, const float *b, size_t n, int out)
+static cck_status epilogue(cck_cuda_context *ctx, float *y, const float *b, size_t n, int out)
 {
-    if (b) {
-        launch_epilogue<ACT, true>(ctx, y, b, n, out);
-    } else {
-        launch_epilogue<ACT, false>(ctx, y, b, n, out);
-    }
+    return b ? launch_epilogue<ACT, true>(ctx, y, b, n, out) : launch_epilogue<ACT, false>(ctx, y, b, n, out);
 }
 
 extern "C" cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, const float *b,
                                    float *y, size_t batch, size_t in, size_t out, cck_activation act)
 {
     const float one = 1.0f, zero = 0.0f;
-    CCK_CUDA_TRY(cudaSetDevice(ctx->device));
+    CCK_USE_DEVICE(ctx->device); // the handle's device; the caller's is restored on return
     CCK_CUBLAS_TRY(cublasSgemm(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)batch, (int)in, &one, w,
                                (int)in, x, (int)in, &zero, y, (int)out));
     size_t n = batch * out;
@@ -116,10 +113,9 @@ extern "C" cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const 
         if (b == NULL) {
             return CCK_OK; // nothing to add: the GEMM is the whole layer
         }
-        epilogue<CCK_ACT_NONE>(ctx, y, b, n, (int)out);
-        break;
-    case CCK_ACT_RELU: epilogue<CCK_ACT_RELU>(ctx, y, b, n, (int)out); break;
-    case CCK_ACT_GELU: epilogue<CCK_ACT_GELU>(ctx, y, b, n, (int)out); break;
+        return epilogue<CCK_ACT_NONE>(ctx, y, b, n, (int)out);
+    case CCK_ACT_RELU: return epilogue<CCK_ACT_RELU>(ctx, y, b, n, (int)out);
+    case CCK_ACT_GELU: return epilogue<CCK_ACT_GELU>(ctx, y, b, n, (int)out);
     }
-    return cck_cu_launch_status();
+    return CCK_ERR_INVALID_ARGUMENT; // unreachable: cuda_api.c checked act
 }

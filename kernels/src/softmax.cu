@@ -335,7 +335,8 @@ __global__ void __launch_bounds__(BLOCK) softmax_kernel4_block(const float *x, f
     case 512: KERNEL<512><<<grid, 512, 0, stream>>>(__VA_ARGS__); break;                                \
     case 1024: KERNEL<1024><<<grid, 1024, 0, stream>>>(__VA_ARGS__); break;                             \
     default: return CCK_ERR_UNSUPPORTED;                                                                \
-    }
+    }                                                                                                   \
+    CCK_LAUNCH_TRY()
 
 // Version 4's default block: warp mode 256 threads (8 rows per block); block
 // mode enough threads for about 8 float4 each, between 128 and 1024.
@@ -365,16 +366,20 @@ extern "C" cck_status cck_cu_softmax(cck_cuda_context *ctx, int version, int blo
         version = 4;
         block_size = 0;
     }
-    CCK_CUDA_TRY(cudaSetDevice(ctx->device));
+    CCK_USE_DEVICE(ctx->device); // the caller's device is restored on return
+    // every launch is followed by CCK_LAUNCH_TRY (inside CCK_BLOCK_SWITCH too),
+    // so a bad configuration is reported by the call that launched it
     switch (version) {
     case 1: {
         int bs = block_size ? block_size : 128;
         softmax_kernel1<<<ceil_div(rows, bs), bs, 0, st>>>(x, y, rows, cols);
+        CCK_LAUNCH_TRY();
         break;
     }
     case 2: {
         int bs = block_size ? block_size : 256;
         softmax_kernel2<<<ceil_div(rows, bs / 32), bs, 0, st>>>(x, y, rows, cols);
+        CCK_LAUNCH_TRY();
         break;
     }
     case 3: {
@@ -386,6 +391,7 @@ extern "C" cck_status cck_cu_softmax(cck_cuda_context *ctx, int version, int blo
         int bs = block_size ? block_size : v4_default_block(cols);
         if (cols <= CCK_V4_WARP_COLS) {
             softmax_kernel4_warp<<<ceil_div(rows, bs / 32), bs, 0, st>>>(x, y, rows, cols);
+            CCK_LAUNCH_TRY();
         } else {
             CCK_BLOCK_SWITCH(bs, softmax_kernel4_block, (unsigned)rows, st, x, y, cols);
         }
@@ -393,5 +399,5 @@ extern "C" cck_status cck_cu_softmax(cck_cuda_context *ctx, int version, int blo
     }
     default: return CCK_ERR_INVALID_ARGUMENT;
     }
-    return cck_cu_launch_status();
+    return CCK_OK;
 }

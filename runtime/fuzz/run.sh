@@ -1,7 +1,7 @@
 #!/bin/sh
 # Build the loader's libFuzzer target with clang (ASan + UBSan) and run it.
 #
-#   runtime/fuzz/run.sh [SECONDS]      # default 60; CI runs it with 60
+#   runtime/fuzz/run.sh [SECONDS]      # default 60; CI (scripts/test.sh) runs it with 30
 #
 # Build dir: build-fuzz/ (host-only: CUDA off; every library built with ASan +
 # UBSan (CCA_SANITIZE), the runtime with libFuzzer coverage too). Seeds: the committed

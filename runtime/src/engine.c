@@ -156,15 +156,41 @@ ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
     memset(&r, 0, sizeof r);
     r.device_free_baseline = e->free_baseline;
     ccr_engine_mark(e, "release", "");
+    /* Every step runs even after one fails (release is also the destroy
+     * path). The first failure is the one reported; its message is composed
+     * here, when it happens, and set with ccr_fail at the end, so a later
+     * step cannot overwrite it. */
+    ccr_status st = CCR_OK;
+    char why[512] = "";
     size_t total;
-    cca_upstream_mem_info(e->up, &r.device_free_before, &total);
+    cca_status ms = cca_upstream_mem_info(e->up, &r.device_free_before, &total);
+    if (ms != CCA_OK) {
+        st = CCR_ERR_DEVICE;
+        snprintf(why, sizeof why, "release: cannot read the device's free memory before: %s: %s",
+                 cca_status_string(ms), cca_last_error());
+    }
     while (e->models) {
         ccr_model_unload(e->models);
         r.models_unloaded++;
     }
     if (e->cuda) {
-        cck_cuda_context_destroy(e->cuda);
+        cck_status ks = cck_cuda_context_destroy(e->cuda); /* consumes the context either way */
         e->cuda = NULL;
+        if (ks != CCK_OK) {
+            /* Queued work did not provably finish: a GEMM may still be using
+             * the workspace, so it is not handed back to the pool, where the
+             * next allocation could reuse it. It stays allocated for the
+             * allocator's lifetime and shows in live_bytes_after. */
+            if (st == CCR_OK) {
+                st = CCR_ERR_DEVICE;
+                snprintf(why, sizeof why,
+                         "release: destroying the cuBLAS context on cuda:%d failed (%s); its %zu-byte workspace "
+                         "stays allocated, not freed, because queued work may still be using it",
+                         e->cuda_device, cck_status_string(ks), e->workspace_bytes);
+            }
+            e->workspace = NULL;
+            e->workspace_bytes = 0;
+        }
     }
     if (e->workspace) {
         ccr_dev_free(e, e->workspace, "workspace", "");
@@ -173,16 +199,23 @@ ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
         e->workspace_bytes = 0;
     }
     cca_status cs = cca_empty_cache(e->alloc, &r.cache);
+    if (cs != CCA_OK && st == CCR_OK) {
+        st = CCR_ERR_ALLOCATOR;
+        snprintf(why, sizeof why, "empty-cache failed: %s: %s", cca_status_string(cs), cca_last_error());
+    }
     cca_stats s;
     cca_get_stats(e->alloc, &s);
     r.live_bytes_after = s.allocated_bytes;
-    cca_upstream_mem_info(e->up, &r.device_free_after, &total);
+    ms = cca_upstream_mem_info(e->up, &r.device_free_after, &total);
+    if (ms != CCA_OK && st == CCR_OK) {
+        st = CCR_ERR_DEVICE;
+        snprintf(why, sizeof why, "release: cannot read the device's free memory after: %s: %s",
+                 cca_status_string(ms), cca_last_error());
+    }
     ccr_engine_mark(e, "idle", "");
     if (info)
         *info = r;
-    if (cs != CCA_OK)
-        return ccr_fail(CCR_ERR_ALLOCATOR, "empty-cache failed: %s: %s", cca_status_string(cs), cca_last_error());
-    return CCR_OK;
+    return st == CCR_OK ? CCR_OK : ccr_fail(st, "%s", why);
 }
 
 void ccr_engine_destroy(ccr_engine *e) {

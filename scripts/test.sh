@@ -2,7 +2,8 @@
 # Install missing dependencies, then build and run the whole test suite:
 #   1. the normal build (CUDA code included when the toolkit exists) and every
 #      CTest suite (GPU suites skip with a reason when no GPU is present);
-#   2. the host build under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   2. the host build under AddressSanitizer + UndefinedBehaviorSanitizer, and
+#      the allocator's threaded stress program under ThreadSanitizer;
 #   3. the installed package consumed by an outside project (CMake + pkg-config);
 #   4. a short libFuzzer run of the model loader, when the fuzzer exists.
 set -euo pipefail
@@ -20,6 +21,11 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCA_SANITIZE=ON -DCCA_ENABLE
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
    ctest --output-on-failure -j"$jobs")
+
+echo "== 2b ThreadSanitizer (allocator, threaded stress) =="
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCA_TSAN=ON -DCCA_ENABLE_CUDA=OFF >/dev/null
+cmake --build build-tsan --target tsan_stress -j"$jobs"
+(cd build-tsan && ctest --output-on-failure)
 
 echo "== 3/4 installed package =="
 rm -rf build-install

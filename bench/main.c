@@ -321,7 +321,7 @@ static void plot_trace(const options *o, const ccb_result *r, size_t n) {
     char png[1024], title[256], tr[64];
     safe_name(r[0].trace, tr, sizeof tr);
     snprintf(png, sizeof png, "%s/timeline_%s.png", o->out, tr);
-    snprintf(title, sizeof title, "%s: allocated vs reserved (simulated device for ccalloc; MiB)", r[0].trace);
+    snprintf(title, sizeof title, "%s: allocated vs reserved (simulated device for ccalloc; MiB; last step: empty-cache, live blocks kept)", r[0].trace);
     const char *args[] = {png, title, files, labels};
     int rc = ccb_gnuplot(o->script_dir, "timeline.gp", args, 4);
     if (rc == 1)

@@ -101,7 +101,7 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
     void **ptr = calloc(t->slots ? t->slots : 1, sizeof *ptr);
     size_t points = o->timeline_points ? o->timeline_points : 1000;
     size_t stride = t->n / points + 1;
-    r->timeline = calloc(t->n / stride + 2, sizeof *r->timeline);
+    r->timeline = calloc(t->n / stride + 3, sizeof *r->timeline); /* + the empty-cache point */
     if (!ptr || !r->timeline) {
         free(ptr);
         ops->close(&s);
@@ -171,6 +171,13 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
     ops->empty_cache(&s);
     ops->sample(&s, &m);
     r->reserved_after_empty = m.reserved;
+    /* one more timeline point, at x = n: what empty-cache left with the
+     * trace's live blocks still allocated (the drop, or the pinned rest) */
+    w = &r->timeline[r->timeline_n];
+    memset(w, 0, sizeof *w);
+    w->op = t->n;
+    update_window(w, req, &m);
+    r->timeline_n++;
     r->device_free_after = ops->device_free(&s); /* what the next tenant could get now */
     /* free the trace's leftovers (their sizes come from their alloc events) */
     for (size_t i = 0; i < t->n; i++) {

@@ -35,18 +35,18 @@ extern "C" {
 typedef enum ccb_op { CCB_ALLOC = 0, CCB_FREE = 1 } ccb_op;
 
 typedef struct ccb_event {
-    uint64_t size;   /* requested bytes (the same on the alloc and its free) */
-    uint32_t slot;   /* 0..slots-1, assigned in alloc order                 */
-    uint8_t op;      /* ccb_op                                              */
-    uint8_t stream;  /* 0 = default stream, 1.. = further streams            */
+    uint64_t size;  /* requested bytes (the same on the alloc and its free) */
+    uint32_t slot;  /* 0..slots-1, assigned in alloc order                 */
+    uint8_t op;     /* ccb_op                                              */
+    uint8_t stream; /* 0 = default stream, 1.. = further streams            */
 } ccb_event;
 
 typedef struct ccb_trace {
     char name[64];
     ccb_event *ev;
     size_t n, cap;
-    size_t slots;          /* number of allocs                                   */
-    char *comments;        /* provenance lines ("# " stripped), '\n'-separated */
+    size_t slots;   /* number of allocs                                   */
+    char *comments; /* provenance lines ("# " stripped), '\n'-separated */
     /* filled by ccb_trace_analyze */
     uint64_t allocs, frees;
     size_t peak_requested; /* max over time of the live requested bytes        */
@@ -55,7 +55,7 @@ typedef struct ccb_trace {
     size_t final_live;     /* blocks never freed                               */
     size_t final_requested;
     size_t max_size;
-    unsigned streams;      /* highest stream number + 1                        */
+    unsigned streams; /* highest stream number + 1                        */
 } ccb_trace;
 
 void ccb_trace_init(ccb_trace *t, const char *name);
@@ -101,11 +101,13 @@ const ccb_generator *ccb_generator_find(const char *name);
 int ccb_generate(const char *name, const ccb_gen_params *p, ccb_trace *t);
 
 /* The PRNG every generator uses: splitmix64 seeding xoshiro256**. */
-typedef struct ccb_rng { uint64_t s[4]; } ccb_rng;
+typedef struct ccb_rng {
+    uint64_t s[4];
+} ccb_rng;
 void ccb_rng_seed(ccb_rng *r, uint64_t seed);
 uint64_t ccb_rng_next(ccb_rng *r);
-double ccb_rng_uniform(ccb_rng *r);  /* [0, 1) */
-double ccb_rng_normal(ccb_rng *r);   /* N(0, 1) */
+double ccb_rng_uniform(ccb_rng *r); /* [0, 1) */
+double ccb_rng_normal(ccb_rng *r);  /* N(0, 1) */
 uint64_t ccb_rng_below(ccb_rng *r, uint64_t n);
 
 /* ------------------------------------------------------------------------ */
@@ -117,11 +119,11 @@ uint64_t ccb_rng_below(ccb_rng *r, uint64_t n);
 #define CCB_UNKNOWN ((size_t)-1)
 
 typedef struct ccb_mem {
-    size_t allocated;     /* bytes held by live blocks (the strategy's view) */
-    size_t reserved;      /* bytes held from the device                      */
-    double fragmentation; /* ccalloc's definition; < 0 when unknown           */
+    size_t allocated;                         /* bytes held by live blocks (the strategy's view) */
+    size_t reserved;                          /* bytes held from the device                      */
+    double fragmentation;                     /* ccalloc's definition; < 0 when unknown           */
     uint64_t upstream_allocs, upstream_frees; /* UINT64_MAX when unknown      */
-    size_t requested_peak; /* the strategy's own count (ccalloc), else CCB_UNKNOWN */
+    size_t requested_peak;                    /* the strategy's own count (ccalloc), else CCB_UNKNOWN */
 } ccb_mem;
 
 typedef struct ccb_strategy ccb_strategy;
@@ -129,7 +131,7 @@ typedef struct ccb_strategy ccb_strategy;
 typedef struct ccb_strategy_ops {
     const char *base; /* "ccalloc", "malloc", "cuda-malloc", ... */
     const char *doc;
-    int gpu;          /* needs a GPU */
+    int gpu; /* needs a GPU */
     /* Open: 0 ok, 1 skipped (why says so), -1 error (why says so). */
     int (*open)(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen);
     /* 0 ok, 1 out of memory, -1 other error. size > 0. */
@@ -204,14 +206,14 @@ typedef struct ccb_result {
     double median_ns, p99_ns, total_ms; /* per op; total = median over reps */
     double timer_ns;                    /* timer overhead subtracted        */
     size_t peak_requested, peak_allocated, peak_reserved;
-    size_t strategy_requested_peak;     /* cca_stats.requested_bytes_peak, or CCB_UNKNOWN */
-    double ratio;                       /* peak reserved / peak allocated    */
-    double ratio_requested;             /* peak reserved / peak requested    */
-    double frag_at_peak;                /* < 0 when unknown                  */
+    size_t strategy_requested_peak;           /* cca_stats.requested_bytes_peak, or CCB_UNKNOWN */
+    double ratio;                             /* peak reserved / peak allocated    */
+    double ratio_requested;                   /* peak reserved / peak requested    */
+    double frag_at_peak;                      /* < 0 when unknown                  */
     uint64_t upstream_allocs, upstream_frees; /* UINT64_MAX when unknown    */
     size_t reserved_after_trace, reserved_after_empty;
     size_t device_free_before, device_free_after;
-    int checked;                        /* pattern check ran and passed      */
+    int checked; /* pattern check ran and passed      */
     ccb_timeline_point *timeline;
     size_t timeline_n;
 } ccb_result;
@@ -254,7 +256,7 @@ const char *ccb_default_script_dir(void);
 typedef struct ccb_micro_row {
     char strategy[64];
     size_t live;
-    int holes;  /* 0 packed: live blocks only; 1: live blocks with free holes between */
+    int holes; /* 0 packed: live blocks only; 1: live blocks with free holes between */
     size_t pairs;
     double median_ns, p99_ns, mean_ns;
     int skipped;

@@ -52,7 +52,9 @@ void ccb_rng_seed(ccb_rng *r, uint64_t seed) {
         r->s[i] = splitmix64(&seed);
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
 
 uint64_t ccb_rng_next(ccb_rng *r) {
     uint64_t *s = r->s;
@@ -66,9 +68,13 @@ uint64_t ccb_rng_next(ccb_rng *r) {
     return result;
 }
 
-double ccb_rng_uniform(ccb_rng *r) { return (double)(ccb_rng_next(r) >> 11) * 0x1.0p-53; }
+double ccb_rng_uniform(ccb_rng *r) {
+    return (double)(ccb_rng_next(r) >> 11) * 0x1.0p-53;
+}
 
-uint64_t ccb_rng_below(ccb_rng *r, uint64_t n) { return n ? ccb_rng_next(r) % n : 0; }
+uint64_t ccb_rng_below(ccb_rng *r, uint64_t n) {
+    return n ? ccb_rng_next(r) % n : 0;
+}
 
 double ccb_rng_normal(ccb_rng *r) { /* Box-Muller, one value per call */
     double u1 = ccb_rng_uniform(r), u2 = ccb_rng_uniform(r);
@@ -150,8 +156,12 @@ static void random_trace(ccb_trace *t, const ccb_gen_params *p, int lognormal) {
     live_free_all(t, &l);
 }
 
-static void gen_uniform(ccb_trace *t, const ccb_gen_params *p) { random_trace(t, p, 0); }
-static void gen_lognormal(ccb_trace *t, const ccb_gen_params *p) { random_trace(t, p, 1); }
+static void gen_uniform(ccb_trace *t, const ccb_gen_params *p) {
+    random_trace(t, p, 0);
+}
+static void gen_lognormal(ccb_trace *t, const ccb_gen_params *p) {
+    random_trace(t, p, 1);
+}
 
 /* ---- inference: one model, changing batch sizes ------------------------------ */
 
@@ -268,8 +278,7 @@ int ccb_generate(const char *name, const ccb_gen_params *p, ccb_trace *t) {
     if (!g)
         return -1;
     ccb_trace_init(t, name);
-    ccb_trace_comment(t, "generator: %s seed=%llu scale=%g (ccbench gen)", name, (unsigned long long)p->seed,
-                      p->scale);
+    ccb_trace_comment(t, "generator: %s seed=%llu scale=%g (ccbench gen)", name, (unsigned long long)p->seed, p->scale);
     ccb_trace_comment(t, "%s", g->doc);
     g->generate(t, p);
     char err[256];

@@ -111,10 +111,26 @@ static int parse_size(const char *s, size_t *out) {
         return -1;
     double mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1048576.0; end++; break;
-    case 'g': case 'G': mul = 1073741824.0; end++; break;
-    case 't': case 'T': mul = 1099511627776.0; end++; break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1048576.0;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1073741824.0;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        mul = 1099511627776.0;
+        end++;
+        break;
     default: break;
     }
     if (*end)
@@ -127,13 +143,13 @@ static int parse_options(int argc, char **argv, int first, options *o) {
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_ARG()                                                   \
-    do {                                                             \
-        if (!next) {                                                 \
-            fprintf(stderr, "ccbench: %s needs an argument\n", a);   \
-            return -1;                                               \
-        }                                                            \
-        i++;                                                         \
+#define NEED_ARG()                                                                                                     \
+    do {                                                                                                               \
+        if (!next) {                                                                                                   \
+            fprintf(stderr, "ccbench: %s needs an argument\n", a);                                                     \
+            return -1;                                                                                                 \
+        }                                                                                                              \
+        i++;                                                                                                           \
     } while (0)
         if (!strcmp(a, "-s") || !strcmp(a, "--strategy")) {
             NEED_ARG();
@@ -264,8 +280,9 @@ static void print_info(FILE *f, const ccb_trace *t) {
 }
 
 static void info_header(FILE *f) {
-    fprintf(f, "| trace | events | allocs | frees | peak requested | peak rounded (512 B) | peak live blocks | "
-               "largest | live at end | bytes live at end | streams |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    fprintf(f,
+            "| trace | events | allocs | frees | peak requested | peak rounded (512 B) | peak live blocks | "
+            "largest | live at end | bytes live at end | streams |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
 }
 
 static int cmd_info(const options *o) {
@@ -321,7 +338,9 @@ static void plot_trace(const options *o, const ccb_result *r, size_t n) {
     char png[1024], title[256], tr[64];
     safe_name(r[0].trace, tr, sizeof tr);
     snprintf(png, sizeof png, "%s/timeline_%s.png", o->out, tr);
-    snprintf(title, sizeof title, "%s: allocated vs reserved (simulated device for ccalloc; MiB; last step: empty-cache, live blocks kept)", r[0].trace);
+    snprintf(title, sizeof title,
+             "%s: allocated vs reserved (simulated device for ccalloc; MiB; last step: empty-cache, live blocks kept)",
+             r[0].trace);
     const char *args[] = {png, title, files, labels};
     int rc = ccb_gnuplot(o->script_dir, "timeline.gp", args, 4);
     if (rc == 1)
@@ -547,8 +566,9 @@ static int cmd_all(options *o) {
         return 2;
     fprintf(readme, "# ccbench results%s\n\n", o->quick ? " (quick)" : "");
     ccb_write_machine_md(readme);
-    fprintf(readme, "- command: `%s`\n- simulated device: %zu bytes of host memory (ccalloc strategies); "
-                    "all ccalloc figures here are on the SIMULATED device\n\n",
+    fprintf(readme,
+            "- command: `%s`\n- simulated device: %zu bytes of host memory (ccalloc strategies); "
+            "all ccalloc figures here are on the SIMULATED device\n\n",
             command_line, o->device_bytes);
     fprintf(readme, "## Cached-path micro-benchmark (simulated device)\n\n");
     fflush(readme);

@@ -150,7 +150,10 @@ int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size
                 if (!row->skipped && isnan(row->median_ns))
                     rc = -1;
                 fprintf(stderr, "  micro %-16s live=%-6zu %-6s %s\n", row->strategy, row->live,
-                        holes ? "holes" : "packed", row->skipped ? "skipped" : isnan(row->median_ns) ? row->why : "done");
+                        holes ? "holes" : "packed",
+                        row->skipped            ? "skipped"
+                        : isnan(row->median_ns) ? row->why
+                                                : "done");
                 if (row->skipped) { /* one line says it for this strategy */
                     j = nlives;
                     holes = 2;

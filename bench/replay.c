@@ -73,8 +73,8 @@ static int tag_ok(const void *p, size_t size, uint32_t slot) {
     return ((const unsigned char *)p)[0] == tag && ((const unsigned char *)p)[size - 1] == (unsigned char)~tag;
 }
 
-static int open_strategy(const ccb_strategy_ops *ops, const char *config, const ccb_replay_options *o,
-                         ccb_strategy *s, ccb_result *r) {
+static int open_strategy(const ccb_strategy_ops *ops, const char *config, const ccb_replay_options *o, ccb_strategy *s,
+                         ccb_result *r) {
     memset(s, 0, sizeof *s);
     s->ops = ops;
     int rc = ops->open(s, config, o->device_bytes, r->why, sizeof r->why);

@@ -21,7 +21,9 @@
 #define CCB_SCRIPT_DIR "bench/scripts"
 #endif
 
-const char *ccb_default_script_dir(void) { return CCB_SCRIPT_DIR; }
+const char *ccb_default_script_dir(void) {
+    return CCB_SCRIPT_DIR;
+}
 
 /* cca_format_bytes, plus "—" for a figure a strategy cannot report. */
 void ccb_format_bytes(size_t b, char *buf, size_t len) {
@@ -160,8 +162,7 @@ int ccb_write_timeline_csv(const char *path, const ccb_result *r) {
             r->strategy, r->trace);
     for (size_t i = 0; i < r->timeline_n; i++) {
         const ccb_timeline_point *p = &r->timeline[i];
-        fprintf(f, "%llu,%.3f,%.3f,", (unsigned long long)p->op, p->requested / 1048576.0,
-                p->allocated / 1048576.0);
+        fprintf(f, "%llu,%.3f,%.3f,", (unsigned long long)p->op, p->requested / 1048576.0, p->allocated / 1048576.0);
         if (r->peak_reserved == CCB_UNKNOWN)
             fprintf(f, "NaN\n");
         else

@@ -49,7 +49,7 @@ const ccb_preset ccb_presets[] = {
 const size_t ccb_preset_count = sizeof ccb_presets / sizeof ccb_presets[0];
 
 static const ccb_strategy_ops *const bases[] = {
-    &ccb_strategy_ccalloc_host, &ccb_strategy_malloc, &ccb_strategy_ccalloc_cuda,
+    &ccb_strategy_ccalloc_host, &ccb_strategy_malloc,     &ccb_strategy_ccalloc_cuda,
     &ccb_strategy_cuda_malloc,  &ccb_strategy_cuda_async, &ccb_strategy_cub,
 };
 
@@ -173,7 +173,9 @@ static void cca_peaks(ccb_strategy *s, size_t *allocated_peak, size_t *reserved_
     *reserved_peak = st.reserved_bytes_peak;
 }
 
-static void cca_empty(ccb_strategy *s) { cca_empty_cache(((cca_impl *)s->impl)->a, NULL); }
+static void cca_empty(ccb_strategy *s) {
+    cca_empty_cache(((cca_impl *)s->impl)->a, NULL);
+}
 
 static size_t cca_device_free(ccb_strategy *s) {
     size_t fr, total;
@@ -270,7 +272,9 @@ static void malloc_peaks(ccb_strategy *s, size_t *allocated_peak, size_t *reserv
     *reserved_peak = CCB_UNKNOWN;
 }
 
-static void malloc_empty(ccb_strategy *s) { (void)s; }
+static void malloc_empty(ccb_strategy *s) {
+    (void)s;
+}
 static size_t malloc_device_free(ccb_strategy *s) {
     (void)s;
     return CCB_UNKNOWN;

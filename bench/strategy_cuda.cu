@@ -70,7 +70,9 @@ static const char *gpu_reason(void) {
     return ok ? "ok" : reason;
 }
 
-extern "C" const char *ccb_gpu_unavailable_reason(void) { return gpu_reason(); }
+extern "C" const char *ccb_gpu_unavailable_reason(void) {
+    return gpu_reason();
+}
 
 static int need_gpu(char *why, size_t whylen) {
     const char *r = gpu_reason();
@@ -90,7 +92,9 @@ extern "C" void *ccb_cuda_stream(unsigned n) {
     return (void *)streams[n];
 }
 
-static cudaStream_t stream_of(unsigned n) { return (cudaStream_t)ccb_cuda_stream(n); }
+static cudaStream_t stream_of(unsigned n) {
+    return (cudaStream_t)ccb_cuda_stream(n);
+}
 
 static size_t cuda_free_bytes(void) {
     size_t fr = 0, total = 0;
@@ -122,8 +126,7 @@ static int cuda_check(cuda_failure *f, const char *strategy, const char *call, c
         return 0;
     cudaGetLastError(); /* clear the sticky-free error state of the runtime */
     if (!f->failed)
-        fprintf(stderr, "ccbench: %s: %s failed: %s; later allocations fail\n", strategy, call,
-                cudaGetErrorString(e));
+        fprintf(stderr, "ccbench: %s: %s failed: %s; later allocations fail\n", strategy, call, cudaGetErrorString(e));
     f->failed = 1;
     return 1;
 }
@@ -198,16 +201,27 @@ static void raw_peaks(ccb_strategy *s, size_t *a, size_t *r) {
 static void raw_empty(ccb_strategy *s) {
     CCB_CUDA_CHECK(&((raw_impl *)s->impl)->err, "cuda-malloc", cudaDeviceSynchronize());
 }
-static size_t raw_device_free(ccb_strategy *) { return cuda_free_bytes(); }
+static size_t raw_device_free(ccb_strategy *) {
+    return cuda_free_bytes();
+}
 static void raw_close(ccb_strategy *s) {
     raw_empty(s);
     free(s->impl);
     s->impl = NULL;
 }
 
-extern "C" const ccb_strategy_ops ccb_strategy_cuda_malloc = {
-    "cuda-malloc", "raw cudaMalloc/cudaFree per operation", 1, raw_open, raw_alloc, raw_release, raw_sample,
-    raw_peaks,     raw_empty,                               raw_device_free, raw_close, 0};
+extern "C" const ccb_strategy_ops ccb_strategy_cuda_malloc = {"cuda-malloc",
+                                                              "raw cudaMalloc/cudaFree per operation",
+                                                              1,
+                                                              raw_open,
+                                                              raw_alloc,
+                                                              raw_release,
+                                                              raw_sample,
+                                                              raw_peaks,
+                                                              raw_empty,
+                                                              raw_device_free,
+                                                              raw_close,
+                                                              0};
 
 /* ---- cudaMallocAsync on the default pool ---------------------------------------- */
 
@@ -274,8 +288,8 @@ static int async_open(ccb_strategy *s, const char *config, size_t, char *why, si
     if (e != cudaSuccess) {
         snprintf(why, whylen, "cuda-async: %s failed: %s", step, cudaGetErrorString(e));
         cudaGetLastError();
-        if (set && cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &a->saved_threshold) !=
-                       cudaSuccess)
+        if (set &&
+            cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &a->saved_threshold) != cudaSuccess)
             cudaGetLastError(); /* the open already failed; that error is the one reported */
         free(a);
         return -1;
@@ -318,7 +332,9 @@ static void async_empty(ccb_strategy *s) {
         CCB_CUDA_CHECK(&a->err, "cuda-async", cudaMemPoolTrimTo(a->pool, 0));
 }
 
-static size_t async_device_free(ccb_strategy *) { return cuda_free_bytes(); }
+static size_t async_device_free(ccb_strategy *) {
+    return cuda_free_bytes();
+}
 
 static void async_close(ccb_strategy *s) {
     async_impl *a = (async_impl *)s->impl;
@@ -333,10 +349,19 @@ static void async_close(ccb_strategy *s) {
 }
 
 extern "C" const ccb_strategy_ops ccb_strategy_cuda_async = {
-    "cuda-async", "cudaMallocAsync/cudaFreeAsync on the default pool (times: enqueue cost, no sync in the timed replay); "
-    "config release_threshold:N|max", 1,
-    async_open,   async_alloc,
-    async_release, async_sample, async_peaks, async_empty, async_device_free, async_close, 0};
+    "cuda-async",
+    "cudaMallocAsync/cudaFreeAsync on the default pool (times: enqueue cost, no sync in the timed replay); "
+    "config release_threshold:N|max",
+    1,
+    async_open,
+    async_alloc,
+    async_release,
+    async_sample,
+    async_peaks,
+    async_empty,
+    async_device_free,
+    async_close,
+    0};
 
 /* ---- cub::CachingDeviceAllocator ------------------------------------------------- */
 
@@ -423,7 +448,9 @@ static void cub_empty(ccb_strategy *s) {
         CCB_CUDA_CHECK(&c->err, "cub", c->a->FreeAllCached());
 }
 
-static size_t cub_device_free(ccb_strategy *) { return cuda_free_bytes(); }
+static size_t cub_device_free(ccb_strategy *) {
+    return cuda_free_bytes();
+}
 
 static void cub_close(ccb_strategy *s) {
     cub_impl *c = (cub_impl *)s->impl;
@@ -435,6 +462,9 @@ static void cub_close(ccb_strategy *s) {
 }
 
 extern "C" const ccb_strategy_ops ccb_strategy_cub = {
-    "cub",      "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached", 1,
-    cub_open,   cub_alloc,
-    cub_release, cub_sample, NULL, cub_empty, cub_device_free, cub_close, 0};
+    "cub",      "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached",
+    1,          cub_open,
+    cub_alloc,  cub_release,
+    cub_sample, NULL,
+    cub_empty,  cub_device_free,
+    cub_close,  0};

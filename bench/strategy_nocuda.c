@@ -8,7 +8,9 @@
 
 #include "ccalloc.h"
 
-const char *ccb_gpu_unavailable_reason(void) { return "built without CUDA"; }
+const char *ccb_gpu_unavailable_reason(void) {
+    return "built without CUDA";
+}
 
 void *ccb_cuda_stream(unsigned n) {
     (void)n;
@@ -34,10 +36,10 @@ static int skip_open(ccb_strategy *s, const char *config, size_t device_bytes, c
     return 1;
 }
 
-#define SKIPPED(var, name, text) \
-    const ccb_strategy_ops var = {.base = name, .doc = text, .gpu = 1, .open = skip_open}
+#define SKIPPED(var, name, text) const ccb_strategy_ops var = {.base = name, .doc = text, .gpu = 1, .open = skip_open}
 
 SKIPPED(ccb_strategy_cuda_malloc, "cuda-malloc", "raw cudaMalloc/cudaFree per operation (not built: no CUDA)");
 SKIPPED(ccb_strategy_cuda_async, "cuda-async",
         "cudaMallocAsync/cudaFreeAsync on the default pool; config release_threshold:N|max (not built)");
-SKIPPED(ccb_strategy_cub, "cub", "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached (not built)");
+SKIPPED(ccb_strategy_cub, "cub",
+        "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached (not built)");

@@ -62,7 +62,9 @@ typedef struct switch_row {
     size_t free_for_next, baseline;
 } switch_row;
 
-static int executable(const char *p) { return access(p, X_OK) == 0; }
+static int executable(const char *p) {
+    return access(p, X_OK) == 0;
+}
 
 static int find_ccrun(const char *given, char *out, size_t len) {
     if (given) {
@@ -214,8 +216,8 @@ int ccb_switch_main(int argc, char **argv) {
     size_t nrows = 0;
     for (size_t i = 0; i < seq_n; i++)
         seq[i] = models[i % nm];
-    const char *fixed[] = {ccrun, "--json", "--device", device, "--capacity", capacity, "--iters", iters, "--batch",
-                           batch};
+    const char *fixed[] = {ccrun,    "--json",  "--device", device,    "--capacity",
+                           capacity, "--iters", iters,      "--batch", batch};
     size_t nfixed = sizeof fixed / sizeof *fixed;
     char **argv2 = calloc(nfixed + seq_n + 1, sizeof *argv2);
     for (size_t i = 0; i < nfixed; i++)
@@ -326,16 +328,17 @@ int ccb_switch_main(int argc, char **argv) {
         }
     }
     fprintf(md, "Model switching on %s (%s), %zu models x %d rounds, ccrun %s --iters %s --batch %s%s%s\n\n", devname,
-            simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures" : "real GPU",
-            nm, rounds, device, iters, batch, simulated ? " --capacity " : "", simulated ? capacity : "");
+            simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures" : "real GPU", nm,
+            rounds, device, iters, batch, simulated ? " --capacity " : "", simulated ? capacity : "");
     fprintf(md, "| mode | switches | median ms/switch | min | max | next model gets the baseline free memory |\n");
     fprintf(md, "|---|--:|--:|--:|--:|--:|\n");
-    fprintf(md, "| in-process (unload + release) | %zu | %.3f | %.3f | %.3f | %zu of %zu |\n", na, ma,
-            na ? a[0] : NAN, na ? a[na - 1] : NAN, a_full, na);
+    fprintf(md, "| in-process (unload + release) | %zu | %.3f | %.3f | %.3f | %zu of %zu |\n", na, ma, na ? a[0] : NAN,
+            na ? a[na - 1] : NAN, a_full, na);
     fprintf(md, "| process per model (start-up + unload + exit) | %zu | %.3f | %.3f | %.3f | %zu of %zu |\n", nb, mb,
             nb ? b[0] : NAN, nb ? b[nb - 1] : NAN, b_full, nb);
-    fprintf(md, "\nIn-process switch is %.1fx faster (median). Wall time of the whole sequence: %.1f ms in one "
-                "process, %.1f ms with a process per model.\n",
+    fprintf(md,
+            "\nIn-process switch is %.1fx faster (median). Wall time of the whole sequence: %.1f ms in one "
+            "process, %.1f ms with a process per model.\n",
             mb / ma, inproc_wall, proc_wall);
     if (csv) {
         fprintf(csv, "mode,from,to,switch_ms,device_free_for_next,baseline_free,simulated\n");

@@ -298,7 +298,9 @@ int ccb_trace_save(const ccb_trace *t, const char *path) {
 
 /* ---- analysis -------------------------------------------------------------- */
 
-static uint64_t round_gran(uint64_t s) { return (s + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY; }
+static uint64_t round_gran(uint64_t s) {
+    return (s + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+}
 
 int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
     /* live[slot]: size of the live alloc, 0 when not live (sizes are > 0) */
@@ -349,8 +351,8 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
                 e->size = live[e->slot];
                 e->stream = stream[e->slot];
             } else if (e->size != live[e->slot]) {
-                rc = fail(err, errlen, "event %zu: free of slot %u with size %" PRIu64 ", allocated with %" PRIu64,
-                          i, e->slot, e->size, live[e->slot]);
+                rc = fail(err, errlen, "event %zu: free of slot %u with size %" PRIu64 ", allocated with %" PRIu64, i,
+                          e->slot, e->size, live[e->slot]);
                 break;
             }
             req -= live[e->slot];

@@ -109,7 +109,7 @@ void tu_check(const cca_allocator *a) {
 }
 
 #define FIELD_EQ(f)                                                                                                    \
-    cr_assert_eq((uint64_t)expected->f, (uint64_t)actual->f, "%s: " #f " is %llu, expected %llu", what,              \
+    cr_assert_eq((uint64_t)expected->f, (uint64_t)actual->f, "%s: " #f " is %llu, expected %llu", what,                \
                  (unsigned long long)actual->f, (unsigned long long)expected->f)
 
 void tu_assert_stats_equal(const cca_stats *expected, const cca_stats *actual, const char *what) {
@@ -160,7 +160,9 @@ uint64_t tu_rand(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-static unsigned char pattern_at(uint64_t seed, size_t i) { return (unsigned char)((seed * 31 + i * 7 + (i >> 8)) ^ (seed >> 13)); }
+static unsigned char pattern_at(uint64_t seed, size_t i) {
+    return (unsigned char)((seed * 31 + i * 7 + (i >> 8)) ^ (seed >> 13));
+}
 
 /* Offsets written: all of a small block, else head, tail and one per page. */
 #define FULL_FILL (64 * KiB)
@@ -192,8 +194,12 @@ static bool visit(void *p, size_t size, uint64_t seed, bool write) {
     return true;
 }
 
-void tu_fill(void *p, size_t size, uint64_t seed) { visit(p, size, seed, true); }
-bool tu_check_fill(const void *p, size_t size, uint64_t seed) { return visit((void *)p, size, seed, false); }
+void tu_fill(void *p, size_t size, uint64_t seed) {
+    visit(p, size, seed, true);
+}
+bool tu_check_fill(const void *p, size_t size, uint64_t seed) {
+    return visit((void *)p, size, seed, false);
+}
 
 /* ---- the test double upstream ---------------------------------------------- */
 

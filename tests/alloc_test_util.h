@@ -44,7 +44,7 @@ void tu_teardown(cca_allocator *a, cca_upstream *u);
 void tu_fixture_teardown(cca_allocator *a, cca_upstream *u);
 
 void *tu_alloc(cca_allocator *a, size_t size, cca_stream s); /* asserts CCA_OK, non-NULL */
-void tu_free(cca_allocator *a, void *p);                       /* asserts CCA_OK */
+void tu_free(cca_allocator *a, void *p);                     /* asserts CCA_OK */
 size_t tu_block_size(cca_allocator *a, const void *p);
 
 cca_stats tu_stats(const cca_allocator *a);
@@ -82,8 +82,8 @@ typedef struct tu_live {
 
 typedef struct tu_upstream {
     pthread_mutex_t lock;
-    size_t capacity;   /* alloc fails with OOM past this */
-    size_t used;       /* own accounting: bytes handed out now */
+    size_t capacity; /* alloc fails with OOM past this */
+    size_t used;     /* own accounting: bytes handed out now */
     tu_live live[TU_MAX_LIVE];
     size_t live_count;
     /* counters (successful and failed calls alike) */

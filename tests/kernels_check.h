@@ -33,8 +33,7 @@ typedef struct rng {
 
 /* A fresh seed (time, pid, a counter) unless CCK_SEED is set; printed so a
  * failure can be replayed with CCK_SEED=<seed>. */
-static inline rng rng_fresh(const char *test)
-{
+static inline rng rng_fresh(const char *test) {
     static uint64_t counter;
     const char *env = getenv("CCK_SEED");
     struct timespec ts;
@@ -48,8 +47,7 @@ static inline rng rng_fresh(const char *test)
 }
 
 /* splitmix64 */
-static inline uint64_t rng_next(rng *r)
-{
+static inline uint64_t rng_next(rng *r) {
     uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -57,25 +55,21 @@ static inline uint64_t rng_next(rng *r)
 }
 
 /* uniform in [-scale, scale) */
-static inline float rng_uniform(rng *r, float scale)
-{
+static inline float rng_uniform(rng *r, float scale) {
     return (float)(((double)(rng_next(r) >> 11) * 0x1.0p-53 * 2.0 - 1.0) * scale);
 }
 
-static inline size_t rng_below(rng *r, size_t n)
-{
+static inline size_t rng_below(rng *r, size_t n) {
     return (size_t)(rng_next(r) % n);
 }
 
-static inline void fill_uniform(rng *r, float *a, size_t n, float scale)
-{
+static inline void fill_uniform(rng *r, float *a, size_t n, float scale) {
     for (size_t i = 0; i < n; i++) {
         a[i] = rng_uniform(r, scale);
     }
 }
 
-static inline void *xmalloc(size_t bytes)
-{
+static inline void *xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     cr_assert_not_null(p, "malloc(%zu)", bytes);
     return p;
@@ -84,9 +78,8 @@ static inline void *xmalloc(size_t bytes)
 /* Compare y to ref element by element under `tol(ref, i)`; every element is
  * checked. Returns the largest relative error seen (|y-ref|/scale over
  * results of magnitude >= 1e-30) and fails the test on the first element out of tolerance. */
-static inline double check_close(const char *what, const float *y, const double *ref, const double *scale,
-                                 size_t n, double rtol, double atol)
-{
+static inline double check_close(const char *what, const float *y, const double *ref, const double *scale, size_t n,
+                                 double rtol, double atol) {
     double worst = 0.0;
     for (size_t i = 0; i < n; i++) {
         double r = ref[i], v = y[i];
@@ -96,8 +89,8 @@ static inline double check_close(const char *what, const float *y, const double 
         }
         double s = scale ? scale[i] : fabs(r);
         double err = fabs(v - r);
-        cr_assert(err <= rtol * s + atol, "%s: element %zu is %.9g, reference %.9g (error %.3g > %.3g)", what,
-                  i, v, r, err, rtol * s + atol);
+        cr_assert(err <= rtol * s + atol, "%s: element %zu is %.9g, reference %.9g (error %.3g > %.3g)", what, i, v, r,
+                  err, rtol * s + atol);
         if (s >= 1e-30 && err / s > worst) { /* relative error of normal-range results */
             worst = err / s;
         }
@@ -105,13 +98,11 @@ static inline double check_close(const char *what, const float *y, const double 
     return worst;
 }
 
-static inline double softmax_rtol(size_t cols)
-{
+static inline double softmax_rtol(size_t cols) {
     return 1e-5 + 4.0 * sqrt((double)cols) * 0x1.0p-24;
 }
 
-static inline double check_softmax(const char *what, const float *y, const float *x, size_t rows, size_t cols)
-{
+static inline double check_softmax(const char *what, const float *y, const float *x, size_t rows, size_t cols) {
     double *ref = xmalloc(rows * cols * sizeof *ref);
     cck_softmax_reference(x, ref, rows, cols);
     double worst = check_close(what, y, ref, NULL, rows * cols, softmax_rtol(cols), 1e-37);
@@ -122,15 +113,17 @@ static inline double check_softmax(const char *what, const float *y, const float
 /* Dense: the error scale of each output is Σ|x·w| + |b|, which is the
  * reference layer run on absolute values with no activation. */
 static inline double check_dense(const char *what, const float *y, const float *x, const float *w, const float *b,
-                                 size_t batch, size_t in, size_t out, cck_activation act, double rtol)
-{
+                                 size_t batch, size_t in, size_t out, cck_activation act, double rtol) {
     double *ref = xmalloc(batch * out * sizeof *ref);
     double *scale = xmalloc(batch * out * sizeof *scale);
     float *ax = xmalloc(batch * in * sizeof *ax), *aw = xmalloc(out * in * sizeof *aw);
     float *ab = b ? xmalloc(out * sizeof *ab) : NULL;
-    for (size_t i = 0; i < batch * in; i++) ax[i] = fabsf(x[i]);
-    for (size_t i = 0; i < out * in; i++) aw[i] = fabsf(w[i]);
-    for (size_t i = 0; b && i < out; i++) ab[i] = fabsf(b[i]);
+    for (size_t i = 0; i < batch * in; i++)
+        ax[i] = fabsf(x[i]);
+    for (size_t i = 0; i < out * in; i++)
+        aw[i] = fabsf(w[i]);
+    for (size_t i = 0; b && i < out; i++)
+        ab[i] = fabsf(b[i]);
     cck_dense_reference(x, w, b, ref, batch, in, out, act);
     cck_dense_reference(ax, aw, ab, scale, batch, in, out, CCK_ACT_NONE);
     double worst = check_close(what, y, ref, scale, batch * out, rtol * 1.2, 1e-30);

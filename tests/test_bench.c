@@ -174,8 +174,8 @@ Test(bench_replay, three_pool_trace_reproduces_peaks_exactly) {
     cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &tiny, &res), 0, "%s", res.why);
     cr_assert_eq(res.ooms, 0);
     cr_assert_eq(res.peak_requested, peak_requested, "replay %zu, trace %zu", res.peak_requested, peak_requested);
-    cr_assert_eq(res.strategy_requested_peak, peak_requested, "cca_stats %zu, trace %zu",
-                 res.strategy_requested_peak, peak_requested);
+    cr_assert_eq(res.strategy_requested_peak, peak_requested, "cca_stats %zu, trace %zu", res.strategy_requested_peak,
+                 peak_requested);
     cr_assert_eq(res.peak_allocated, peak_rounded, "replay %zu, predicted %zu", res.peak_allocated, peak_rounded);
     cr_assert_geq(res.peak_reserved, res.peak_allocated);
     cr_assert_eq(res.reserved_after_empty, 0, "nothing is live at the end");

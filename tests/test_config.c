@@ -29,8 +29,8 @@ static void parse_fails(const char *text, const char *word) {
     cca_status st = cca_config_parse(&c, text);
     cr_assert_eq(st, CCA_ERR_CONFIG, "'%s' was accepted (%s)", text, cca_status_string(st));
     cr_assert(memcmp(&c, &before, sizeof c) == 0, "'%s' changed the config", text);
-    cr_assert(strstr(cca_last_error(), word) != NULL, "'%s': message '%s' does not name '%s'", text,
-              cca_last_error(), word);
+    cr_assert(strstr(cca_last_error(), word) != NULL, "'%s': message '%s' does not name '%s'", text, cca_last_error(),
+              word);
 }
 
 Test(config, defaults_are_the_documented_ones) {
@@ -78,10 +78,12 @@ Test(config, size_suffixes) {
         const char *text;
         size_t value;
     } cases[] = {
-        {"max_reserved:0", 0},          {"max_reserved:4096", 4096},      {"max_reserved:1k", KiB},
-        {"max_reserved:512K", 512 * KiB}, {"max_reserved:3M", 3 * MiB},   {"max_reserved:4G", 4 * GiB},
-        {"max_reserved:2T", 2048 * GiB}, {"max_reserved:4GiB", 4 * GiB},  {"max_reserved:4GB", 4 * GiB},
-        {"max_reserved:7mb", 7 * MiB},   {"max_reserved:100B", 100},      {"max_reserved:16Gi", 16 * GiB},
+        {"max_reserved:0", 0},           {"max_reserved:4096", 4096},
+        {"max_reserved:1k", KiB},        {"max_reserved:512K", 512 * KiB},
+        {"max_reserved:3M", 3 * MiB},    {"max_reserved:4G", 4 * GiB},
+        {"max_reserved:2T", 2048 * GiB}, {"max_reserved:4GiB", 4 * GiB},
+        {"max_reserved:4GB", 4 * GiB},   {"max_reserved:7mb", 7 * MiB},
+        {"max_reserved:100B", 100},      {"max_reserved:16Gi", 16 * GiB},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         cr_assert_eq(parse_ok(cases[i].text).max_reserved, cases[i].value, "%s", cases[i].text);
@@ -277,10 +279,9 @@ static char *print_config(const cca_config *c, int with_docs) {
     return buf;
 }
 
-static const char *option_names[] = {"policy",     "greedy_fraction", "greedy_bytes", "max_reserved",
-                                     "small_max",  "small_segment",   "medium_segment", "large_min",
-                                     "segment_round", "max_split",    "small_pool",   "medium_pool",
-                                     "log_oom"};
+static const char *option_names[] = {"policy",        "greedy_fraction", "greedy_bytes", "max_reserved",  "small_max",
+                                     "small_segment", "medium_segment",  "large_min",    "segment_round", "max_split",
+                                     "small_pool",    "medium_pool",     "log_oom"};
 #define OPTION_COUNT (sizeof option_names / sizeof option_names[0])
 
 Test(config, print_lists_every_option_and_parses_back) {

@@ -34,7 +34,9 @@ static size_t device_free(cca_upstream *u) {
     return free_b;
 }
 
-static size_t distance(size_t x, size_t y) { return x > y ? x - y : y - x; }
+static size_t distance(size_t x, size_t y) {
+    return x > y ? x - y : y - x;
+}
 
 Test(cuda_upstream, empty_cache_gives_the_device_memory_back) {
     cca_upstream *u = cuda_or_skip();

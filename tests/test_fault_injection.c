@@ -158,10 +158,18 @@ static void every_k(const char *conf, cca_status alloc_error) {
     }
 }
 
-Test(fault_injection, growth_every_call_fails_once_with_oom) { every_k("", CCA_ERR_OUT_OF_MEMORY); }
+Test(fault_injection, growth_every_call_fails_once_with_oom) {
+    every_k("", CCA_ERR_OUT_OF_MEMORY);
+}
 
-Test(fault_injection, growth_every_call_fails_once_with_an_upstream_error) { every_k("", CCA_ERR_UPSTREAM); }
+Test(fault_injection, growth_every_call_fails_once_with_an_upstream_error) {
+    every_k("", CCA_ERR_UPSTREAM);
+}
 
-Test(fault_injection, growth_with_a_cap_every_call_fails_once) { every_k("max_reserved:48M", CCA_ERR_OUT_OF_MEMORY); }
+Test(fault_injection, growth_with_a_cap_every_call_fails_once) {
+    every_k("max_reserved:48M", CCA_ERR_OUT_OF_MEMORY);
+}
 
-Test(fault_injection, greedy_every_call_fails_once) { every_k("policy:greedy,greedy_bytes:40M", CCA_ERR_OUT_OF_MEMORY); }
+Test(fault_injection, greedy_every_call_fails_once) {
+    every_k("policy:greedy,greedy_bytes:40M", CCA_ERR_OUT_OF_MEMORY);
+}

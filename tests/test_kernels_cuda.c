@@ -30,8 +30,7 @@ typedef struct gpu {
 
 /* Skip the test when there is no GPU; else an allocator and a context whose
  * cuBLAS workspace is a ccalloc block. */
-static gpu gpu_open(int use_tf32)
-{
+static gpu gpu_open(int use_tf32) {
     gpu g = {0};
     int n = 0;
     cck_status st = cck_cuda_device_count(&n);
@@ -46,8 +45,7 @@ static gpu gpu_open(int use_tf32)
     return g;
 }
 
-static void gpu_close(gpu *g)
-{
+static void gpu_close(gpu *g) {
     cr_assert_eq(cck_cuda_context_destroy(g->ctx), CCK_OK);
     cr_assert_eq(cca_free(g->alloc, g->workspace), CCA_OK);
     cca_release_report rep;
@@ -57,33 +55,28 @@ static void gpu_close(gpu *g)
     cca_upstream_destroy(g->up);
 }
 
-static float *dev_alloc(gpu *g, size_t floats)
-{
+static float *dev_alloc(gpu *g, size_t floats) {
     void *p = NULL;
     cr_assert_eq(cca_alloc(g->alloc, floats * sizeof(float), NULL, &p), CCA_OK, "%s", cca_last_error());
     return p;
 }
 
-static void dev_free(gpu *g, float *p)
-{
+static void dev_free(gpu *g, float *p) {
     cr_assert_eq(cca_free(g->alloc, p), CCA_OK);
 }
 
-static void to_dev(gpu *g, float *d, const float *h, size_t n)
-{
+static void to_dev(gpu *g, float *d, const float *h, size_t n) {
     cr_assert_eq(cck_copy_to_device(g->ctx, d, h, n * sizeof(float)), CCK_OK);
 }
 
-static void to_host(gpu *g, float *h, const float *d, size_t n)
-{
+static void to_host(gpu *g, float *h, const float *d, size_t n) {
     cr_assert_eq(cck_copy_to_host(g->ctx, h, d, n * sizeof(float)), CCK_OK);
 }
 
 /* Device buffers are CCA_ALIGNMENT-aligned; x_off / y_off floats of offset
  * move the rows off 16-byte boundaries. version 0 = cck_softmax_cuda. */
-static void softmax_run(gpu *g, rng *r, int version, int block, size_t rows, size_t cols, size_t x_off,
-                        size_t y_off, int in_place, float scale)
-{
+static void softmax_run(gpu *g, rng *r, int version, int block, size_t rows, size_t cols, size_t x_off, size_t y_off,
+                        int in_place, float scale) {
     size_t n = rows * cols;
     float *hx = xmalloc(n * sizeof *hx), *hy = xmalloc(n * sizeof *hy);
     fill_uniform(r, hx, n, scale);
@@ -93,8 +86,10 @@ static void softmax_run(gpu *g, rng *r, int version, int block, size_t rows, siz
     }
     float *dx = dev_alloc(g, n + 4), *dy = in_place ? dx : dev_alloc(g, n + 4);
     float *x = dx + x_off, *y = in_place ? x : dy + y_off;
-    for (size_t i = 0; i < n; i++) hy[i] = NAN;
-    if (!in_place) to_dev(g, y, hy, n); /* poison */
+    for (size_t i = 0; i < n; i++)
+        hy[i] = NAN;
+    if (!in_place)
+        to_dev(g, y, hy, n); /* poison */
     to_dev(g, x, hx, n);
     cck_status st = version ? cck_softmax_cuda_version(g->ctx, version, block, x, y, rows, cols)
                             : cck_softmax_cuda(g->ctx, x, y, rows, cols);
@@ -102,27 +97,26 @@ static void softmax_run(gpu *g, rng *r, int version, int block, size_t rows, siz
     cr_assert_eq(cck_cuda_synchronize(g->ctx), CCK_OK);
     to_host(g, hy, y, n);
     char what[128];
-    snprintf(what, sizeof what, "softmax v%d block %d %zux%zu x+%zu y+%zu%s", version, block, rows, cols, x_off,
-             y_off, in_place ? " in place" : "");
+    snprintf(what, sizeof what, "softmax v%d block %d %zux%zu x+%zu y+%zu%s", version, block, rows, cols, x_off, y_off,
+             in_place ? " in place" : "");
     check_softmax(what, hy, hx, rows, cols);
     dev_free(g, dx);
-    if (!in_place) dev_free(g, dy);
+    if (!in_place)
+        dev_free(g, dy);
     free(hx), free(hy);
 }
 
-static const size_t shapes[][2] = {{1, 1},    {3, 1},    {5, 7},    {7, 31},  {9, 33},   {33, 127}, {64, 128},
+static const size_t shapes[][2] = {{1, 1},     {3, 1},    {5, 7},    {7, 31},   {9, 33},    {33, 127}, {64, 128},
                                    {17, 1000}, {4, 1023}, {4, 1025}, {3, 4097}, {2, 32768}, {130, 4}};
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
-static void every_block_size(int version)
-{
+static void every_block_size(int version) {
     gpu g = gpu_open(0);
     rng r = rng_fresh("softmax_cuda.every_block_size");
     int pow2 = version >= 3;
     for (int bs = 32; bs <= 1024; bs += 32) {
         if (pow2 && (bs & (bs - 1)) != 0) {
-            cr_assert_eq(cck_softmax_cuda_version(g.ctx, version, bs, (float *)g.workspace,
-                                                  (float *)g.workspace, 1, 1),
+            cr_assert_eq(cck_softmax_cuda_version(g.ctx, version, bs, (float *)g.workspace, (float *)g.workspace, 1, 1),
                          CCK_ERR_UNSUPPORTED);
             continue;
         }
@@ -133,13 +127,20 @@ static void every_block_size(int version)
     gpu_close(&g);
 }
 
-Test(softmax_cuda, v1_every_block_size, .timeout = 600) { every_block_size(1); }
-Test(softmax_cuda, v2_every_block_size, .timeout = 600) { every_block_size(2); }
-Test(softmax_cuda, v3_every_block_size, .timeout = 600) { every_block_size(3); }
-Test(softmax_cuda, v4_every_block_size, .timeout = 600) { every_block_size(4); }
+Test(softmax_cuda, v1_every_block_size, .timeout = 600) {
+    every_block_size(1);
+}
+Test(softmax_cuda, v2_every_block_size, .timeout = 600) {
+    every_block_size(2);
+}
+Test(softmax_cuda, v3_every_block_size, .timeout = 600) {
+    every_block_size(3);
+}
+Test(softmax_cuda, v4_every_block_size, .timeout = 600) {
+    every_block_size(4);
+}
 
-Test(softmax_cuda, unaligned_rows_and_in_place)
-{
+Test(softmax_cuda, unaligned_rows_and_in_place) {
     gpu g = gpu_open(0);
     rng r = rng_fresh("softmax_cuda.unaligned_rows_and_in_place");
     static const size_t offs[][2] = {{1, 1}, {1, 2}, {3, 0}, {0, 1}, {2, 3}};
@@ -154,28 +155,29 @@ Test(softmax_cuda, unaligned_rows_and_in_place)
     gpu_close(&g);
 }
 
-Test(softmax_cuda, nan_and_inf_follow_the_reference)
-{
+Test(softmax_cuda, nan_and_inf_follow_the_reference) {
     gpu g = gpu_open(0);
     const float nan = NAN, inf = INFINITY;
     /* the rows of the host test, stretched to 1100 columns (v4's block path)
      * and 40 (its warp path) by padding with -inf, which must not matter */
-    float rows[7][4] = {{1, nan, 2, 3},      {1, inf, 2, 3},       {-inf, 0, -inf, 0},  {-inf, -inf, -inf, -inf},
+    float rows[7][4] = {{1, nan, 2, 3},       {1, inf, 2, 3},        {-inf, 0, -inf, 0}, {-inf, -inf, -inf, -inf},
                         {nan, nan, nan, nan}, {-inf, 5, -inf, -inf}, {inf, -inf, 1, nan}};
     size_t widths[] = {4, 40, 1100};
     for (size_t wi = 0; wi < 3; wi++) {
         size_t cols = widths[wi], n = 7 * cols;
         float *hx = xmalloc(n * sizeof *hx), *hy = xmalloc(n * sizeof *hy);
         for (size_t i = 0; i < 7; i++) {
-            for (size_t j = 0; j < cols; j++) hx[i * cols + j] = j < 4 ? rows[i][j] : -inf;
+            for (size_t j = 0; j < cols; j++)
+                hx[i * cols + j] = j < 4 ? rows[i][j] : -inf;
         }
         float *dx = dev_alloc(&g, n), *dy = dev_alloc(&g, n);
         to_dev(&g, dx, hx, n);
         for (int v = 0; v <= 4; v++) {
-            for (size_t i = 0; i < n; i++) hy[i] = 0.25f; /* a number: NaN outputs must be written */
+            for (size_t i = 0; i < n; i++)
+                hy[i] = 0.25f; /* a number: NaN outputs must be written */
             to_dev(&g, dy, hy, n);
-            cck_status st = v ? cck_softmax_cuda_version(g.ctx, v, 0, dx, dy, 7, cols)
-                              : cck_softmax_cuda(g.ctx, dx, dy, 7, cols);
+            cck_status st =
+                v ? cck_softmax_cuda_version(g.ctx, v, 0, dx, dy, 7, cols) : cck_softmax_cuda(g.ctx, dx, dy, 7, cols);
             cr_assert_eq(st, CCK_OK);
             to_host(&g, hy, dy, n);
             char what[64];
@@ -190,9 +192,8 @@ Test(softmax_cuda, nan_and_inf_follow_the_reference)
 
 /* ---- dense ---------------------------------------------------------------- */
 
-static void dense_run(gpu *g, rng *r, size_t batch, size_t in, size_t out, int bias, cck_activation act,
-                      double rtol, size_t y_off)
-{
+static void dense_run(gpu *g, rng *r, size_t batch, size_t in, size_t out, int bias, cck_activation act, double rtol,
+                      size_t y_off) {
     float *hx = xmalloc(batch * in * sizeof *hx), *hw = xmalloc(out * in * sizeof *hw);
     float *hb = xmalloc(out * sizeof *hb), *hy = xmalloc(batch * out * sizeof *hy);
     fill_uniform(r, hx, batch * in, 1.0f);
@@ -203,7 +204,8 @@ static void dense_run(gpu *g, rng *r, size_t batch, size_t in, size_t out, int b
     to_dev(g, dx, hx, batch * in);
     to_dev(g, dw, hw, out * in);
     to_dev(g, db, hb, out);
-    for (size_t i = 0; i < batch * out; i++) hy[i] = NAN;
+    for (size_t i = 0; i < batch * out; i++)
+        hy[i] = NAN;
     to_dev(g, dy + y_off, hy, batch * out);
     cck_status st = cck_dense_cuda(g->ctx, dx, dw, bias ? db : NULL, dy + y_off, batch, in, out, act);
     cr_assert_eq(st, CCK_OK, "%s", cck_status_string(st));
@@ -216,11 +218,10 @@ static void dense_run(gpu *g, rng *r, size_t batch, size_t in, size_t out, int b
     free(hx), free(hw), free(hb), free(hy);
 }
 
-static void dense_all(int use_tf32, double rtol)
-{
+static void dense_all(int use_tf32, double rtol) {
     gpu g = gpu_open(use_tf32);
     rng r = rng_fresh(use_tf32 ? "dense_cuda.tf32" : "dense_cuda.fp32");
-    static const size_t dims[][3] = {{1, 1, 1},    {3, 5, 7},       {4, 8, 8},       {17, 33, 65},
+    static const size_t dims[][3] = {{1, 1, 1},     {3, 5, 7},        {4, 8, 8},        {17, 33, 65},
                                      {64, 256, 96}, {128, 1024, 512}, {33, 1000, 1001}, {256, 4096, 1024}};
     for (size_t s = 0; s < sizeof dims / sizeof dims[0]; s++) {
         for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
@@ -233,13 +234,16 @@ static void dense_all(int use_tf32, double rtol)
     gpu_close(&g);
 }
 
-Test(dense_cuda, fp32_each_activation, .timeout = 600) { dense_all(0, 1e-5); }
-Test(dense_cuda, tf32_each_activation, .timeout = 600) { dense_all(1, 4e-3); }
+Test(dense_cuda, fp32_each_activation, .timeout = 600) {
+    dense_all(0, 1e-5);
+}
+Test(dense_cuda, tf32_each_activation, .timeout = 600) {
+    dense_all(1, 4e-3);
+}
 
 /* ---- the workspace and the allocator ------------------------------------- */
 
-Test(dense_cuda, cublas_workspace_is_a_ccalloc_block)
-{
+Test(dense_cuda, cublas_workspace_is_a_ccalloc_block) {
     gpu g = gpu_open(0);
     size_t held = 0;
     cr_assert_eq(cca_block_size(g.alloc, g.workspace, &held), CCA_OK);
@@ -254,8 +258,7 @@ Test(dense_cuda, cublas_workspace_is_a_ccalloc_block)
     gpu_close(&g); /* asserts reserved_bytes == 0 after empty_cache */
 }
 
-Test(kernels_cuda_api, device_errors_with_a_context)
-{
+Test(kernels_cuda_api, device_errors_with_a_context) {
     gpu g = gpu_open(0);
     cck_cuda_context *ctx = NULL;
     int n = 0;

@@ -15,8 +15,7 @@
 
 /* ---- status and activation names -------------------------------------- */
 
-Test(kernels_common, status_strings_name_every_code)
-{
+Test(kernels_common, status_strings_name_every_code) {
     for (int s = CCK_OK; s <= CCK_ERR_UNSUPPORTED; s++) {
         const char *str = cck_status_string((cck_status)s);
         cr_assert(strncmp(str, "CCK_", 4) == 0, "code %d: %s", s, str);
@@ -27,8 +26,7 @@ Test(kernels_common, status_strings_name_every_code)
     cr_assert_str_eq(cck_status_string((cck_status)99), "CCK_ERR_?: unknown status code");
 }
 
-Test(kernels_common, activation_names_round_trip)
-{
+Test(kernels_common, activation_names_round_trip) {
     for (int a = CCK_ACT_NONE; a <= CCK_ACT_GELU; a++) {
         cck_activation back = CCK_ACT_NONE;
         cr_assert_eq(cck_activation_parse(cck_activation_name((cck_activation)a), &back), CCK_OK);
@@ -38,8 +36,7 @@ Test(kernels_common, activation_names_round_trip)
     cr_assert_str_eq(cck_activation_name((cck_activation)7), "?");
 }
 
-Test(kernels_common, activation_parse_rejects_bad_names)
-{
+Test(kernels_common, activation_parse_rejects_bad_names) {
     const char *bad[] = {"", "RELU", "Gelu", "gelu_erf", "none ", " relu", "sigmoid", "?"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cck_activation a = CCK_ACT_RELU;
@@ -53,8 +50,7 @@ Test(kernels_common, activation_parse_rejects_bad_names)
 
 /* ---- softmax ------------------------------------------------------------- */
 
-static double softmax_case(rng *r, size_t rows, size_t cols, float scale, int in_place)
-{
+static double softmax_case(rng *r, size_t rows, size_t cols, float scale, int in_place) {
     float *x = xmalloc(rows * cols * sizeof *x), *y = xmalloc(rows * cols * sizeof *y);
     fill_uniform(r, x, rows * cols, scale);
     float *keep = xmalloc(rows * cols * sizeof *keep);
@@ -66,18 +62,18 @@ static double softmax_case(rng *r, size_t rows, size_t cols, float scale, int in
     double worst = check_softmax(what, out, keep, rows, cols);
     for (size_t i = 0; i < rows; i++) { /* every row sums to 1 */
         double s = 0.0;
-        for (size_t j = 0; j < cols; j++) s += out[i * cols + j];
+        for (size_t j = 0; j < cols; j++)
+            s += out[i * cols + j];
         cr_assert(fabs(s - 1.0) <= 1e-5 * (1.0 + sqrt((double)cols) / 16), "%s: row %zu sums to %.9g", what, i, s);
     }
     free(x), free(y), free(keep);
     return worst;
 }
 
-Test(softmax_host, matches_reference_on_many_shapes)
-{
+Test(softmax_host, matches_reference_on_many_shapes) {
     rng r = rng_fresh("softmax_host.matches_reference_on_many_shapes");
-    static const size_t shapes[][2] = {{1, 1}, {1, 2}, {3, 1}, {1, 7}, {5, 31}, {7, 32}, {7, 33}, {13, 127},
-                                       {4, 128}, {9, 1000}, {3, 1023}, {2, 4097}, {2, 32768}, {64, 128}};
+    static const size_t shapes[][2] = {{1, 1},    {1, 2},   {3, 1},    {1, 7},    {5, 31},   {7, 32},    {7, 33},
+                                       {13, 127}, {4, 128}, {9, 1000}, {3, 1023}, {2, 4097}, {2, 32768}, {64, 128}};
     const float scales[] = {1.0f, 10.0f, 60.0f};
     double worst = 0.0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -88,26 +84,24 @@ Test(softmax_host, matches_reference_on_many_shapes)
     for (int t = 0; t < 20; t++) { /* random odd shapes */
         worst = fmax(worst, softmax_case(&r, 1 + rng_below(&r, 40), 1 + rng_below(&r, 3000), 8.0f, 0));
     }
-    fprintf(stderr, "softmax_host: largest relative error %.3g (tolerance %.3g at cols=1, %.3g at 32768)\n",
-            worst, softmax_rtol(1), softmax_rtol(32768));
+    fprintf(stderr, "softmax_host: largest relative error %.3g (tolerance %.3g at cols=1, %.3g at 32768)\n", worst,
+            softmax_rtol(1), softmax_rtol(32768));
 }
 
-Test(softmax_host, in_place)
-{
+Test(softmax_host, in_place) {
     rng r = rng_fresh("softmax_host.in_place");
     softmax_case(&r, 7, 1000, 10.0f, 1);
     softmax_case(&r, 3, 1, 10.0f, 1);
 }
 
-Test(softmax_host, one_column_is_one)
-{
+Test(softmax_host, one_column_is_one) {
     float x[4] = {-3.0f, 0.0f, 1e30f, -FLT_MAX}, y[4];
     cr_assert_eq(cck_softmax_host(x, y, 4, 1), CCK_OK);
-    for (int i = 0; i < 4; i++) cr_assert_eq(y[i], 1.0f, "row %d: %g", i, y[i]);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(y[i], 1.0f, "row %d: %g", i, y[i]);
 }
 
-Test(softmax_host, large_magnitudes_do_not_overflow)
-{
+Test(softmax_host, large_magnitudes_do_not_overflow) {
     float x[6] = {FLT_MAX, FLT_MAX, -FLT_MAX, 1e30f, 1e30f - 1e24f, -1e30f};
     float y[6];
     cr_assert_eq(cck_softmax_host(x, y, 2, 3), CCK_OK);
@@ -118,17 +112,16 @@ Test(softmax_host, large_magnitudes_do_not_overflow)
 
 /* NaN and infinity, row by row, as documented in softmax_host.c: the host
  * kernel and the reference agree, and the reference says what torch does. */
-Test(softmax_host, nan_and_inf_follow_the_reference)
-{
+Test(softmax_host, nan_and_inf_follow_the_reference) {
     const float nan = NAN, inf = INFINITY;
     float x[7][4] = {
-        {1.0f, nan, 2.0f, 3.0f},     /* NaN anywhere: row all NaN          */
-        {1.0f, inf, 2.0f, 3.0f},     /* +inf: all NaN                       */
-        {-inf, 0.0f, -inf, 0.0f},    /* -inf elements: exactly 0            */
-        {-inf, -inf, -inf, -inf},    /* only -inf: all NaN                  */
-        {nan, nan, nan, nan},        /* only NaN: all NaN                   */
-        {-inf, 5.0f, -inf, -inf},    /* one finite: it gets 1               */
-        {inf, -inf, 1.0f, nan},      /* everything at once                  */
+        {1.0f, nan, 2.0f, 3.0f},  /* NaN anywhere: row all NaN          */
+        {1.0f, inf, 2.0f, 3.0f},  /* +inf: all NaN                       */
+        {-inf, 0.0f, -inf, 0.0f}, /* -inf elements: exactly 0            */
+        {-inf, -inf, -inf, -inf}, /* only -inf: all NaN                  */
+        {nan, nan, nan, nan},     /* only NaN: all NaN                   */
+        {-inf, 5.0f, -inf, -inf}, /* one finite: it gets 1               */
+        {inf, -inf, 1.0f, nan},   /* everything at once                  */
     };
     float y[7][4];
     cr_assert_eq(cck_softmax_host(&x[0][0], &y[0][0], 7, 4), CCK_OK);
@@ -140,27 +133,27 @@ Test(softmax_host, nan_and_inf_follow_the_reference)
     cr_assert(y[5][0] == 0.0f && y[5][1] == 1.0f && y[5][3] == 0.0f);
 }
 
-Test(softmax_host, bad_arguments)
-{
+Test(softmax_host, bad_arguments) {
     float x[4] = {0}, y[4];
     cr_assert_eq(cck_softmax_host(NULL, y, 1, 4), CCK_ERR_INVALID_ARGUMENT);
     cr_assert_eq(cck_softmax_host(x, NULL, 1, 4), CCK_ERR_INVALID_ARGUMENT);
     cr_assert_eq(cck_softmax_host(x, y, 0, 4), CCK_ERR_INVALID_ARGUMENT);
     cr_assert_eq(cck_softmax_host(x, y, 1, 0), CCK_ERR_INVALID_ARGUMENT);
     cr_assert_eq(cck_softmax_host(x, y, SIZE_MAX / 2, 4), CCK_ERR_INVALID_ARGUMENT); /* overflows */
-    cck_softmax_reference(NULL, NULL, 1, 1);                                          /* no crash */
+    cck_softmax_reference(NULL, NULL, 1, 1);                                         /* no crash */
 }
 
 /* ---- dense ---------------------------------------------------------------- */
 
-static double dense_case(rng *r, size_t batch, size_t in, size_t out, int bias, cck_activation act)
-{
+static double dense_case(rng *r, size_t batch, size_t in, size_t out, int bias, cck_activation act) {
     float *x = xmalloc(batch * in * sizeof *x), *w = xmalloc(out * in * sizeof *w);
     float *b = bias ? xmalloc(out * sizeof *b) : NULL, *y = xmalloc(batch * out * sizeof *y);
     fill_uniform(r, x, batch * in, 1.0f);
     fill_uniform(r, w, out * in, 1.0f / sqrtf((float)in));
-    if (b) fill_uniform(r, b, out, 0.5f);
-    for (size_t i = 0; i < batch * out; i++) y[i] = NAN; /* poison */
+    if (b)
+        fill_uniform(r, b, out, 0.5f);
+    for (size_t i = 0; i < batch * out; i++)
+        y[i] = NAN; /* poison */
     cr_assert_eq(cck_dense_host(x, w, b, y, batch, in, out, act), CCK_OK);
     char what[96];
     snprintf(what, sizeof what, "dense_host %zux%zux%zu %s%s", batch, in, out, cck_activation_name(act),
@@ -170,8 +163,7 @@ static double dense_case(rng *r, size_t batch, size_t in, size_t out, int bias, 
     return worst;
 }
 
-Test(dense_host, matches_reference_on_many_shapes)
-{
+Test(dense_host, matches_reference_on_many_shapes) {
     rng r = rng_fresh("dense_host.matches_reference_on_many_shapes");
     static const size_t shapes[][3] = {{1, 1, 1},   {1, 3, 5},   {4, 8, 8},    {5, 7, 9},     {3, 1, 17},
                                        {17, 33, 1}, {8, 256, 8}, {9, 257, 15}, {33, 513, 65}, {64, 1024, 96}};
@@ -179,8 +171,8 @@ Test(dense_host, matches_reference_on_many_shapes)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
             for (int bias = 0; bias < 2; bias++) {
-                worst = fmax(worst, dense_case(&r, shapes[s][0], shapes[s][1], shapes[s][2], bias,
-                                               (cck_activation)act));
+                worst =
+                    fmax(worst, dense_case(&r, shapes[s][0], shapes[s][1], shapes[s][2], bias, (cck_activation)act));
             }
         }
     }
@@ -191,8 +183,7 @@ Test(dense_host, matches_reference_on_many_shapes)
     fprintf(stderr, "dense_host: largest error %.3g of sum|x*w|+|b| (tolerance 1.2e-5)\n", worst);
 }
 
-Test(dense_host, activations_by_value)
-{
+Test(dense_host, activations_by_value) {
     /* 1x1x1 layers: y = act(x*w + b) */
     float x = 1.0f, w = 2.0f, b = -3.0f, y;
     cr_assert_eq(cck_dense_host(&x, &w, &b, &y, 1, 1, 1, CCK_ACT_NONE), CCK_OK);
@@ -204,8 +195,7 @@ Test(dense_host, activations_by_value)
     cr_assert(fabsf(y - 1.9545977f) < 1e-6f, "gelu(2) = %.9g", y);
 }
 
-Test(dense_host, nan_propagates_to_its_row)
-{
+Test(dense_host, nan_propagates_to_its_row) {
     float x[2][3] = {{1, NAN, 2}, {1, 2, 3}}, w[2][3] = {{1, 1, 1}, {0, 1, 0}}, y[2][2];
     for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
         cr_assert_eq(cck_dense_host(&x[0][0], &w[0][0], NULL, &y[0][0], 2, 3, 2, (cck_activation)act), CCK_OK);
@@ -214,8 +204,7 @@ Test(dense_host, nan_propagates_to_its_row)
     }
 }
 
-Test(dense_host, bad_arguments)
-{
+Test(dense_host, bad_arguments) {
     float x[4] = {0}, w[4] = {0}, b[2] = {0}, y[4];
     const cck_status bad = CCK_ERR_INVALID_ARGUMENT;
     cr_assert_eq(cck_dense_host(NULL, w, b, y, 2, 2, 2, CCK_ACT_NONE), bad);
@@ -234,8 +223,7 @@ Test(dense_host, bad_arguments)
 
 /* ---- CUDA entry points: argument checks, with or without a GPU ---------- */
 
-Test(kernels_cuda_api, device_count_reports_no_device_here)
-{
+Test(kernels_cuda_api, device_count_reports_no_device_here) {
     int n = -1;
     cr_assert_eq(cck_cuda_device_count(NULL), CCK_ERR_INVALID_ARGUMENT);
     cck_status st = cck_cuda_device_count(&n);
@@ -252,8 +240,7 @@ Test(kernels_cuda_api, device_count_reports_no_device_here)
     cr_assert_null(ctx);
 }
 
-Test(kernels_cuda_api, bad_arguments_are_caught_before_the_device)
-{
+Test(kernels_cuda_api, bad_arguments_are_caught_before_the_device) {
     float buf[8];
     const float *x = buf;
     float *y = buf;
@@ -281,8 +268,7 @@ Test(kernels_cuda_api, bad_arguments_are_caught_before_the_device)
     int blocks[] = {-32, 1, 31, 33, 1056, 2048};
     for (int v = 1; v <= 4; v++) {
         for (int i = 0; i < 6; i++) {
-            cr_assert_eq(cck_softmax_cuda_version(NULL, v, blocks[i], x, y, 1, 8), bad, "v%d block %d", v,
-                         blocks[i]);
+            cr_assert_eq(cck_softmax_cuda_version(NULL, v, blocks[i], x, y, 1, 8), bad, "v%d block %d", v, blocks[i]);
         }
     }
     /* 96 and 992 are multiples of 32 but not powers of two: only v1 and v2 */

@@ -22,8 +22,12 @@
 static cca_upstream *u;
 static cca_allocator *a;
 
-static void host_1g(void) { tu_host_allocator(1 * GiB, NULL, &u, &a); }
-static void teardown(void) { tu_fixture_teardown(a, u); }
+static void host_1g(void) {
+    tu_host_allocator(1 * GiB, NULL, &u, &a);
+}
+static void teardown(void) {
+    tu_fixture_teardown(a, u);
+}
 
 TestSuite(pool, .init = host_1g, .fini = teardown);
 
@@ -315,15 +319,15 @@ Test(pool, growth_reserves_segments_on_demand_with_documented_rounding) {
     struct {
         size_t request, reserved_after;
     } steps[] = {
-        {100, 2 * MiB},                      /* small: a 2M segment */
-        {1 * MiB, 2 * MiB},                  /* fits the 2M-512 tail */
-        {1 * MiB, 4 * MiB},                  /* 1M-512 left: a new small segment */
-        {12 * MiB, 16 * MiB},                /* >= 10M: its own 12M segment */
-        {11 * MiB + 1, 28 * MiB},            /* >= 10M: rounded up to 12M, 1M-512 slack */
-        {10 * MiB, 38 * MiB},                /* large_min exactly: its own 10M segment */
-        {1 * MiB + 1, 58 * MiB},             /* large < 10M: a 20M segment, 19M-512 left */
-        {10 * MiB - 512, 58 * MiB},          /* served from the 20M segment's tail, 9M left */
-        {10 * MiB - 512, 78 * MiB},          /* 9M does not fit: a new 20M segment */
+        {100, 2 * MiB},             /* small: a 2M segment */
+        {1 * MiB, 2 * MiB},         /* fits the 2M-512 tail */
+        {1 * MiB, 4 * MiB},         /* 1M-512 left: a new small segment */
+        {12 * MiB, 16 * MiB},       /* >= 10M: its own 12M segment */
+        {11 * MiB + 1, 28 * MiB},   /* >= 10M: rounded up to 12M, 1M-512 slack */
+        {10 * MiB, 38 * MiB},       /* large_min exactly: its own 10M segment */
+        {1 * MiB + 1, 58 * MiB},    /* large < 10M: a 20M segment, 19M-512 left */
+        {10 * MiB - 512, 58 * MiB}, /* served from the 20M segment's tail, 9M left */
+        {10 * MiB - 512, 78 * MiB}, /* 9M does not fit: a new 20M segment */
     };
     enum { N = sizeof steps / sizeof steps[0] };
     void *p[N];
@@ -520,7 +524,7 @@ Test(pool, empty_cache_and_oom_retry_wait_for_pending_frees) {
     tu_upstream t;
     cca_upstream *tu = tu_upstream_create(&t, 24 * MiB, true);
     cca_allocator *b = tu_allocator(tu, NULL);
-    t.hold_events = true; /* synchronize completes them */
+    t.hold_events = true;                /* synchronize completes them */
     void *p = tu_alloc(b, 19 * MiB, S1); /* a 20M segment of its own, all of it */
     cr_assert_eq(tu_block_size(b, p), 20 * MiB);
     cr_assert_eq(cca_record_stream(b, p, S2), CCA_OK);
@@ -922,9 +926,13 @@ static void pin_after_large(const char *conf, bool expect_pinned) {
     tu_destroy_clean(b, u);
 }
 
-Test(pool, medium_requests_never_pin_large_segments) { pin_after_large("medium_pool:1", false); }
+Test(pool, medium_requests_never_pin_large_segments) {
+    pin_after_large("medium_pool:1", false);
+}
 
-Test(pool, without_the_medium_pool_a_pin_takes_the_large_tail) { pin_after_large("medium_pool:0", true); }
+Test(pool, without_the_medium_pool_a_pin_takes_the_large_tail) {
+    pin_after_large("medium_pool:0", true);
+}
 
 /* The rule is one-way: a large request may take space in a medium segment
  * (the most it can pin is that one medium segment), when it is the best fit. */

@@ -95,8 +95,8 @@ static void run(uint64_t seed, const char *conf) {
             cca_release_report rep;
             cr_assert_eq(cca_trim(a, keep, &rep), CCA_OK);
             cr_assert(rep.bytes_still_reserved <= keep || rep.segments_kept == 0,
-                      "seed %llu step %d: trim(%zu) kept %zu free segments with %zu reserved",
-                      (unsigned long long)seed, step, keep, rep.segments_kept, rep.bytes_still_reserved);
+                      "seed %llu step %d: trim(%zu) kept %zu free segments with %zu reserved", (unsigned long long)seed,
+                      step, keep, rep.segments_kept, rep.bytes_still_reserved);
         } else {
             what = "empty_cache";
             cca_release_report rep;
@@ -114,8 +114,8 @@ static void run(uint64_t seed, const char *conf) {
         cr_assert_eq(s.free_calls, frees);
         cr_assert_eq(s.ooms, ooms);
         cr_assert_eq(s.cached_bytes + s.allocated_bytes, s.reserved_bytes);
-        cr_assert_eq(tu_upstream_stats(u).bytes_in_use, s.reserved_bytes, "seed %llu step %d",
-                     (unsigned long long)seed, step);
+        cr_assert_eq(tu_upstream_stats(u).bytes_in_use, s.reserved_bytes, "seed %llu step %d", (unsigned long long)seed,
+                     step);
         if (cfg.max_reserved)
             cr_assert_leq(s.reserved_bytes, cfg.max_reserved);
     }
@@ -146,8 +146,18 @@ static void run_seeds(const char *conf) {
     run((uint64_t)time(NULL), conf);
 }
 
-Test(random, growth) { run_seeds(""); }
-Test(random, growth_with_a_cap) { run_seeds("max_reserved:96M"); }
-Test(random, growth_without_small_pool) { run_seeds("small_pool:0"); }
-Test(random, growth_with_max_split) { run_seeds("max_split:24M"); }
-Test(random, greedy) { run_seeds("policy:greedy,greedy_bytes:128M"); }
+Test(random, growth) {
+    run_seeds("");
+}
+Test(random, growth_with_a_cap) {
+    run_seeds("max_reserved:96M");
+}
+Test(random, growth_without_small_pool) {
+    run_seeds("small_pool:0");
+}
+Test(random, growth_with_max_split) {
+    run_seeds("max_split:24M");
+}
+Test(random, greedy) {
+    run_seeds("policy:greedy,greedy_bytes:128M");
+}

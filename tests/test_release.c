@@ -19,7 +19,9 @@ static void setup(void) {
     u = tu_upstream_create(&t, 1 * GiB, true);
     a = tu_allocator(u, NULL);
 }
-static void teardown(void) { tu_fixture_teardown(a, u); }
+static void teardown(void) {
+    tu_fixture_teardown(a, u);
+}
 
 TestSuite(release, .init = setup, .fini = teardown);
 

@@ -13,8 +13,12 @@
 static cca_upstream *u;
 static cca_allocator *a;
 
-static void setup(void) { tu_host_allocator(1 * GiB, NULL, &u, &a); }
-static void teardown(void) { tu_fixture_teardown(a, u); }
+static void setup(void) {
+    tu_host_allocator(1 * GiB, NULL, &u, &a);
+}
+static void teardown(void) {
+    tu_fixture_teardown(a, u);
+}
 
 TestSuite(stats, .init = setup, .fini = teardown);
 
@@ -110,9 +114,15 @@ static char *capture_output(cca_status (*write)(const void *, FILE *), const voi
     return buf;
 }
 
-static cca_status write_stats_json(const void *s, FILE *f) { return cca_stats_write_json(s, f); }
-static cca_status write_stats_text(const void *s, FILE *f) { return cca_stats_print(s, f); }
-static cca_status write_snapshot(const void *al, FILE *f) { return cca_write_snapshot_json(al, f); }
+static cca_status write_stats_json(const void *s, FILE *f) {
+    return cca_stats_write_json(s, f);
+}
+static cca_status write_stats_text(const void *s, FILE *f) {
+    return cca_stats_print(s, f);
+}
+static cca_status write_snapshot(const void *al, FILE *f) {
+    return cca_write_snapshot_json(al, f);
+}
 
 static double number(const cJSON *obj, const char *key) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -168,8 +178,8 @@ Test(stats, stats_json_parses_and_matches_the_struct) {
     cJSON_Delete(json);
     free(text);
     text = capture_output(write_stats_text, &s);
-    cr_assert(strstr(text, "allocated=") && strstr(text, "reserved=22.00 MiB") && strstr(text, "fragmentation="),
-              "%s", text);
+    cr_assert(strstr(text, "allocated=") && strstr(text, "reserved=22.00 MiB") && strstr(text, "fragmentation="), "%s",
+              text);
     free(text);
     tu_free(a, p), tu_free(a, r);
 }
@@ -199,8 +209,8 @@ Test(stats, snapshot_is_valid_json_consistent_with_the_stats) {
         size_t size = (size_t)number(seg, "size"), offset = 0, seg_live = 0;
         reserved += size;
         const char *pool = string(seg, "pool");
-        cr_assert(strcmp(pool, "small") == 0 || strcmp(pool, "medium") == 0 || strcmp(pool, "large") == 0,
-                  "pool %s", pool);
+        cr_assert(strcmp(pool, "small") == 0 || strcmp(pool, "medium") == 0 || strcmp(pool, "large") == 0, "pool %s",
+                  pool);
         small += strcmp(pool, "small") == 0;
         cr_assert_eq(strncmp(string(seg, "address"), "0x", 2), 0);
         const cJSON *b;
@@ -283,12 +293,25 @@ Test(stats, writers_report_bad_arguments_and_write_errors) {
 }
 
 Test(stats, status_strings_name_every_code) {
-    const cca_status codes[] = {CCA_OK,          CCA_ERR_INVALID_ARGUMENT, CCA_ERR_OUT_OF_MEMORY, CCA_ERR_INVALID_POINTER,
-                                CCA_ERR_UPSTREAM, CCA_ERR_NO_DEVICE,       CCA_ERR_CONFIG,        CCA_ERR_NOT_READY,
-                                CCA_ERR_LIVE_BLOCKS, CCA_ERR_IO};
-    const char *names[] = {"CCA_OK",           "CCA_ERR_INVALID_ARGUMENT", "CCA_ERR_OUT_OF_MEMORY",
-                           "CCA_ERR_INVALID_POINTER", "CCA_ERR_UPSTREAM", "CCA_ERR_NO_DEVICE",
-                           "CCA_ERR_CONFIG",   "CCA_ERR_NOT_READY",        "CCA_ERR_LIVE_BLOCKS",
+    const cca_status codes[] = {CCA_OK,
+                                CCA_ERR_INVALID_ARGUMENT,
+                                CCA_ERR_OUT_OF_MEMORY,
+                                CCA_ERR_INVALID_POINTER,
+                                CCA_ERR_UPSTREAM,
+                                CCA_ERR_NO_DEVICE,
+                                CCA_ERR_CONFIG,
+                                CCA_ERR_NOT_READY,
+                                CCA_ERR_LIVE_BLOCKS,
+                                CCA_ERR_IO};
+    const char *names[] = {"CCA_OK",
+                           "CCA_ERR_INVALID_ARGUMENT",
+                           "CCA_ERR_OUT_OF_MEMORY",
+                           "CCA_ERR_INVALID_POINTER",
+                           "CCA_ERR_UPSTREAM",
+                           "CCA_ERR_NO_DEVICE",
+                           "CCA_ERR_CONFIG",
+                           "CCA_ERR_NOT_READY",
+                           "CCA_ERR_LIVE_BLOCKS",
                            "CCA_ERR_IO"};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *s = cca_status_string(codes[i]);

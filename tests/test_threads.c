@@ -123,6 +123,10 @@ static void stress(const char *conf) {
     tu_teardown(a, u);
 }
 
-Test(threads, growth_stress_then_exact_stats) { stress(NULL); }
+Test(threads, growth_stress_then_exact_stats) {
+    stress(NULL);
+}
 
-Test(threads, greedy_stress_then_exact_stats) { stress("policy:greedy,greedy_bytes:256M"); }
+Test(threads, greedy_stress_then_exact_stats) {
+    stress("policy:greedy,greedy_bytes:256M");
+}

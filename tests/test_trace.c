@@ -25,7 +25,9 @@ static void make_path(void) {
     cr_assert_eq(setenv("CCALLOC_TRACE", path, 1), 0);
 }
 
-static void remove_path(void) { unlink(path); }
+static void remove_path(void) {
+    unlink(path);
+}
 
 TestSuite(trace, .init = make_path, .fini = remove_path);
 
@@ -50,8 +52,8 @@ Test(trace, records_exactly_what_the_program_did) {
     tu_free(a, p2);
     void *none;
     cr_assert_eq(cca_alloc(a, 0, s1, &none), CCA_OK);                      /* not traced */
-    cr_assert_eq(cca_free(a, NULL), CCA_OK);                                /* not traced */
-    cr_assert_eq(cca_free(a, p2), CCA_ERR_INVALID_POINTER);                 /* not traced */
+    cr_assert_eq(cca_free(a, NULL), CCA_OK);                               /* not traced */
+    cr_assert_eq(cca_free(a, p2), CCA_ERR_INVALID_POINTER);                /* not traced */
     cr_assert_eq(cca_alloc(a, 1 * GiB, s1, &none), CCA_ERR_OUT_OF_MEMORY); /* not traced */
     void *p4 = tu_alloc(a, 7, s1);
     tu_free(a, p1);
@@ -158,7 +160,7 @@ Test(trace, ids_and_sizes_under_load) {
         cr_assert_eq(seq, (unsigned long long)line);
         if (strcmp(op, "alloc") == 0) {
             cr_assert_eq(id, (unsigned long long)line + 1, "ids count allocations from 1");
-            cr_assert_eq(size, (id) * 100);
+            cr_assert_eq(size, (id)*100);
             cr_assert_eq(stream, (unsigned)(line % 3), "stream numbers in order of first use, 0 = default");
             alloc_bytes += size;
         } else {

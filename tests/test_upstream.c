@@ -135,7 +135,9 @@ static cca_status dummy_event_record(void *ctx, cca_stream s, void **e) {
     return CCA_OK;
 }
 static int destroyed;
-static void count_destroy(void *ctx) { *(int *)ctx += 1; }
+static void count_destroy(void *ctx) {
+    *(int *)ctx += 1;
+}
 
 Test(upstream, custom_upstream_validation) {
     cca_upstream *u = (cca_upstream *)1;

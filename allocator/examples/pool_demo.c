@@ -21,7 +21,7 @@
     do {                                                                                                               \
         cca_status st_ = (call);                                                                                       \
         if (st_ != CCA_OK) {                                                                                           \
-            fprintf(stderr, "%s failed: %s (%s)\n", #call, cca_status_string(st_), cca_last_error());                 \
+            fprintf(stderr, "%s failed: %s (%s)\n", #call, cca_status_string(st_), cca_last_error());                  \
             return 1;                                                                                                  \
         }                                                                                                              \
     } while (0)

@@ -162,22 +162,22 @@ typedef enum cca_policy {
 /* Every field is one option of the table in config.c; cca_config_print and
  * docs/allocator.md list them with defaults and ranges. Sizes are bytes. */
 typedef struct cca_config {
-    cca_policy policy;        /* policy:growth|greedy                        (growth) */
-    double greedy_fraction;   /* greedy_fraction: of device free memory, (0,1]  (0.9) */
-    size_t greedy_bytes;      /* greedy_bytes: arena size; 0 = use the fraction (0)   */
-    size_t max_reserved;      /* max_reserved: cap on reserved bytes; 0 = none    (0) */
-    size_t small_max;         /* small_max: requests <= this use the small pool  (1M) */
-    size_t small_segment;     /* small_segment: size of small-pool segments      (2M) */
-    size_t medium_segment;    /* medium_segment: segments of the medium pool     (20M)*/
-    size_t large_min;         /* large_min: from here a request gets its own
-                                 segment, rounded up to segment_round         (10M) */
-    size_t segment_round;     /* segment_round: rounding of large segments       (2M) */
-    size_t max_split;         /* max_split: free blocks larger than this are never
-                                 split, nor used for smaller requests; 0 = off   (0) */
-    int small_pool;           /* small_pool: 0 = every request uses the large pool (1)*/
-    int medium_pool;          /* medium_pool: requests < large_min never use the
-                                 segments of large requests (1)                     */
-    int log_oom;              /* log_oom: log one line per OOM                     (1) */
+    cca_policy policy;      /* policy:growth|greedy                        (growth) */
+    double greedy_fraction; /* greedy_fraction: of device free memory, (0,1]  (0.9) */
+    size_t greedy_bytes;    /* greedy_bytes: arena size; 0 = use the fraction (0)   */
+    size_t max_reserved;    /* max_reserved: cap on reserved bytes; 0 = none    (0) */
+    size_t small_max;       /* small_max: requests <= this use the small pool  (1M) */
+    size_t small_segment;   /* small_segment: size of small-pool segments      (2M) */
+    size_t medium_segment;  /* medium_segment: segments of the medium pool     (20M)*/
+    size_t large_min;       /* large_min: from here a request gets its own
+                               segment, rounded up to segment_round         (10M) */
+    size_t segment_round;   /* segment_round: rounding of large segments       (2M) */
+    size_t max_split;       /* max_split: free blocks larger than this are never
+                               split, nor used for smaller requests; 0 = off   (0) */
+    int small_pool;         /* small_pool: 0 = every request uses the large pool (1)*/
+    int medium_pool;        /* medium_pool: requests < large_min never use the
+                               segments of large requests (1)                     */
+    int log_oom;            /* log_oom: log one line per OOM                     (1) */
 } cca_config;
 
 /* Compiled-in defaults. Does not read the environment. */
@@ -247,7 +247,7 @@ cca_status cca_block_size(cca_allocator *a, const void *ptr, size_t *size);
 /* ------------------------------------------------------------------------ */
 
 typedef struct cca_release_report {
-    size_t bytes_released;       /* returned to the upstream by this call       */
+    size_t bytes_released; /* returned to the upstream by this call       */
     size_t segments_released;
     size_t bytes_still_reserved; /* reserved_bytes afterwards                   */
     size_t segments_kept;        /* free segments kept to honour keep_bytes     */
@@ -271,29 +271,29 @@ cca_status cca_empty_cache(cca_allocator *a, cca_release_report *report);
 /* ------------------------------------------------------------------------ */
 
 typedef struct cca_stats {
-    size_t allocated_bytes;      /* bytes in live blocks (rounded sizes)          */
+    size_t allocated_bytes; /* bytes in live blocks (rounded sizes)          */
     size_t allocated_bytes_peak;
-    size_t requested_bytes;      /* bytes callers asked for, live                 */
+    size_t requested_bytes; /* bytes callers asked for, live                 */
     size_t requested_bytes_peak;
-    size_t reserved_bytes;       /* bytes held from the upstream                  */
+    size_t reserved_bytes; /* bytes held from the upstream                  */
     size_t reserved_bytes_peak;
-    size_t active_blocks;        /* live blocks (pending ones included)           */
+    size_t active_blocks; /* live blocks (pending ones included)           */
     size_t active_blocks_peak;
-    size_t pending_blocks;       /* freed, waiting on stream events               */
-    size_t cached_blocks;        /* free blocks in the pools                      */
-    size_t cached_bytes;         /* bytes in free blocks                          */
+    size_t pending_blocks; /* freed, waiting on stream events               */
+    size_t cached_blocks;  /* free blocks in the pools                      */
+    size_t cached_bytes;   /* bytes in free blocks                          */
     size_t segments;
     size_t segments_peak;
     size_t largest_free_block;
-    uint64_t alloc_calls;        /* successful cca_alloc calls (size > 0)         */
-    uint64_t free_calls;         /* successful cca_free calls (ptr != NULL)       */
+    uint64_t alloc_calls; /* successful cca_alloc calls (size > 0)         */
+    uint64_t free_calls;  /* successful cca_free calls (ptr != NULL)       */
     uint64_t upstream_allocs;
     uint64_t upstream_frees;
-    uint64_t alloc_retries;      /* upstream refused, cache released, retried     */
-    uint64_t ooms;               /* CCA_ERR_OUT_OF_MEMORY returned                */
+    uint64_t alloc_retries; /* upstream refused, cache released, retried     */
+    uint64_t ooms;          /* CCA_ERR_OUT_OF_MEMORY returned                */
     uint64_t splits;
     uint64_t merges;
-    double fragmentation;        /* 1 - largest_free_block / cached_bytes; 0 if none */
+    double fragmentation; /* 1 - largest_free_block / cached_bytes; 0 if none */
 } cca_stats;
 
 /* Consistent snapshot of the counters (taken under the allocator's lock).

@@ -97,7 +97,9 @@ static unsigned next_class(const ccai_stream_bins *sb, unsigned c) {
 
 /* Heap order: a hash of the address, computed rather than stored (it keeps
  * the block's hot fields in one cache line). */
-static uint64_t priority(const ccai_block *b) { return mix64((uint64_t)b->addr); }
+static uint64_t priority(const ccai_block *b) {
+    return mix64((uint64_t)b->addr);
+}
 
 static int key_cmp(const ccai_block *b, size_t size, uintptr_t addr) {
     if (b->size != size)
@@ -107,7 +109,9 @@ static int key_cmp(const ccai_block *b, size_t size, uintptr_t addr) {
     return 0;
 }
 
-static size_t subtree_max(const ccai_block *n) { return n ? n->max_size : 0; }
+static size_t subtree_max(const ccai_block *n) {
+    return n ? n->max_size : 0;
+}
 
 static void update(ccai_block *n) {
     size_t m = n->size, l = subtree_max(n->left), r = subtree_max(n->right);

@@ -64,7 +64,8 @@ static const option options[] = {
     {"segment_round", OPT_SIZE, OFF(segment_round), 2 * MiB, CCA_GRANULARITY, 1024 * MiB,
      "rounding of segments reserved for large requests (a multiple of 512)"},
     {"max_split", OPT_SIZE, OFF(max_split), 0, 0, (double)SIZE_MAX,
-     "free blocks larger than this are never split nor given to smaller requests; 0 = off, else more than medium_segment"},
+     "free blocks larger than this are never split nor given to smaller requests; 0 = off, else more than "
+     "medium_segment"},
     {"small_pool", OPT_BOOL, OFF(small_pool), 1, 0, 1,
      "0 = serve small requests from the large pool too (for comparison)"},
     {"medium_pool", OPT_BOOL, OFF(medium_pool), 1, 0, 1,
@@ -110,10 +111,22 @@ static bool parse_size(const char *text, size_t len, size_t *out) {
         return false;
     unsigned shift = 0;
     switch (toupper((unsigned char)*end)) {
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    case 'T': shift = 40; end++; break;
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    case 'T':
+        shift = 40;
+        end++;
+        break;
     default: break;
     }
     if (shift && (*end == 'i' || *end == 'I'))
@@ -134,8 +147,10 @@ static bool parse_size(const char *text, size_t len, size_t *out) {
 static bool parse_bool(const char *t, size_t n, int *out) {
     static const char *yes[] = {"1", "true", "on", "yes"}, *no[] = {"0", "false", "off", "no"};
     for (int i = 0; i < 4; i++) {
-        if (strlen(yes[i]) == n && strncasecmp(t, yes[i], n) == 0) return (*out = 1), true;
-        if (strlen(no[i]) == n && strncasecmp(t, no[i], n) == 0) return (*out = 0), true;
+        if (strlen(yes[i]) == n && strncasecmp(t, yes[i], n) == 0)
+            return (*out = 1), true;
+        if (strlen(no[i]) == n && strncasecmp(t, no[i], n) == 0)
+            return (*out = 0), true;
     }
     return false;
 }
@@ -159,8 +174,8 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
     case OPT_FRACTION: {
         char buf[64];
         if (val_len == 0 || val_len >= sizeof buf)
-            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected a number)",
-                             (int)val_len, val, o->name);
+            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected a number)", (int)val_len, val,
+                             o->name);
         memcpy(buf, val, val_len);
         buf[val_len] = '\0';
         char *end;
@@ -187,8 +202,8 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
     case OPT_BOOL: {
         int v;
         if (!parse_bool(val, val_len, &v))
-            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected 0 or 1)", (int)val_len,
-                             val, o->name);
+            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected 0 or 1)", (int)val_len, val,
+                             o->name);
         set_value(c, o, v);
         return CCA_OK;
     }
@@ -274,8 +289,7 @@ cca_status cca_config_validate(const cca_config *c) {
     if (c->small_max > c->small_segment)
         return ccai_fail(CCA_ERR_CONFIG, "small_max (%zu) must not exceed small_segment (%zu)", c->small_max,
                          c->small_segment);
-    if (c->segment_round % CCA_GRANULARITY || c->small_segment % CCA_GRANULARITY ||
-        c->medium_segment % CCA_GRANULARITY)
+    if (c->segment_round % CCA_GRANULARITY || c->small_segment % CCA_GRANULARITY || c->medium_segment % CCA_GRANULARITY)
         return ccai_fail(CCA_ERR_CONFIG, "segment sizes must be multiples of %u bytes", CCA_GRANULARITY);
     if (c->max_split && c->max_split <= c->medium_segment)
         return ccai_fail(CCA_ERR_CONFIG,

@@ -71,10 +71,10 @@ typedef struct ccai_block {
     cca_stream stream;               /* the segment's stream: index key     */
     size_t size;                     /* multiple of CCA_GRANULARITY         */
     uintptr_t addr;
-    size_t max_size;                 /* largest size in the treap subtree   */
-    struct ccai_block *hash_next;    /* live map chain                      */
-    uint8_t state;                   /* FREE / LIVE / PENDING: read on every
-                                        neighbour check, so it lives here   */
+    size_t max_size;              /* largest size in the treap subtree   */
+    struct ccai_block *hash_next; /* live map chain                      */
+    uint8_t state;                /* FREE / LIVE / PENDING: read on every
+                                     neighbour check, so it lives here   */
     /* the rest: chain, ownership, streams */
     struct ccai_segment *segment;
     struct ccai_block *prev, *next; /* address order within the segment     */
@@ -90,13 +90,13 @@ typedef struct ccai_block {
 typedef struct ccai_segment {
     uintptr_t base;
     size_t size;
-    cca_stream stream;   /* every block in it belongs to this stream; the
-                            greedy arena is shared (shared = true)          */
+    cca_stream stream; /* every block in it belongs to this stream; the
+                          greedy arena is shared (shared = true)          */
     bool shared;
     ccai_pool_kind pool;
-    size_t live_blocks;  /* LIVE + PENDING blocks in this segment          */
+    size_t live_blocks; /* LIVE + PENDING blocks in this segment          */
     size_t live_bytes;
-    ccai_block *first;   /* lowest-address block                          */
+    ccai_block *first; /* lowest-address block                          */
     struct ccai_segment *prev, *next;
 } ccai_segment;
 
@@ -115,8 +115,8 @@ typedef struct ccai_segment {
 typedef struct ccai_stream_bins {
     struct ccai_stream_bins *next;
     cca_stream stream;
-    size_t segments;                 /* segments of this stream in the pool  */
-    uint64_t rows;                   /* bit r: bitmap[r] != 0                 */
+    size_t segments;                  /* segments of this stream in the pool  */
+    uint64_t rows;                    /* bit r: bitmap[r] != 0                 */
     uint64_t bitmap[CCAI_CLASS_ROWS]; /* bit c%64 of row c/64: class c non-empty */
     ccai_block *roots[CCAI_CLASSES];
 } ccai_stream_bins;

@@ -93,7 +93,9 @@ void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
 
 /* ---- sizes ---------------------------------------------------------------- */
 
-static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+static size_t round_up(size_t v, size_t to) {
+    return (v + to - 1) / to * to;
+}
 
 ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded) {
     const cca_config *c = &a->config;
@@ -143,9 +145,9 @@ static void counters_add_reserved(ccai_counters *c, size_t size) {
 /* Reserve a segment of `size` bytes and index its one free block. */
 static cca_status segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,
                                   ccai_segment **out) {
-    if (a->config.max_reserved && size > a->config.max_reserved - (a->c.reserved < a->config.max_reserved
-                                                                       ? a->c.reserved
-                                                                       : a->config.max_reserved))
+    if (a->config.max_reserved &&
+        size >
+            a->config.max_reserved - (a->c.reserved < a->config.max_reserved ? a->c.reserved : a->config.max_reserved))
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "max_reserved (%zu) would be exceeded", a->config.max_reserved);
     ccai_segment *s = calloc(1, sizeof *s);
     ccai_block *b = ccai_block_new(a);
@@ -628,8 +630,8 @@ static cca_status diagnose_bad_pointer(cca_allocator *a, const void *ptr, const 
     uintptr_t p = (uintptr_t)ptr;
     ccai_block *live = ccai_live_map_find(&a->live, p);
     if (live && live->state == CCAI_PENDING)
-        return ccai_fail(CCA_ERR_INVALID_POINTER, "%s: double free of %p (its free is waiting on stream events)",
-                         who, ptr);
+        return ccai_fail(CCA_ERR_INVALID_POINTER, "%s: double free of %p (its free is waiting on stream events)", who,
+                         ptr);
     for (ccai_segment *s = a->segments; s; s = s->next) {
         if (p < s->base || p >= s->base + s->size)
             continue;

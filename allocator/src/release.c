@@ -116,4 +116,6 @@ cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *rep
     return st;
 }
 
-cca_status cca_empty_cache(cca_allocator *a, cca_release_report *report) { return cca_trim(a, 0, report); }
+cca_status cca_empty_cache(cca_allocator *a, cca_release_report *report) {
+    return cca_trim(a, 0, report);
+}

@@ -81,17 +81,16 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
     if (!s || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_stats_print: NULL argument");
     char al[32], alp[32], re[32], rep[32], ca[32], lf[32];
-    int n = fprintf(f,
-                    "allocated=%s (peak %s) reserved=%s (peak %s) cached=%s in %zu blocks, largest free %s, "
-                    "fragmentation=%.3f active=%zu pending=%zu segments=%zu upstream allocs=%" PRIu64
-                    " frees=%" PRIu64 " retries=%" PRIu64 " ooms=%" PRIu64 "\n",
-                    cca_format_bytes(s->allocated_bytes, al, sizeof al),
-                    cca_format_bytes(s->allocated_bytes_peak, alp, sizeof alp),
-                    cca_format_bytes(s->reserved_bytes, re, sizeof re),
-                    cca_format_bytes(s->reserved_bytes_peak, rep, sizeof rep),
-                    cca_format_bytes(s->cached_bytes, ca, sizeof ca), s->cached_blocks,
-                    cca_format_bytes(s->largest_free_block, lf, sizeof lf), s->fragmentation, s->active_blocks,
-                    s->pending_blocks, s->segments, s->upstream_allocs, s->upstream_frees, s->alloc_retries, s->ooms);
+    int n = fprintf(
+        f,
+        "allocated=%s (peak %s) reserved=%s (peak %s) cached=%s in %zu blocks, largest free %s, "
+        "fragmentation=%.3f active=%zu pending=%zu segments=%zu upstream allocs=%" PRIu64 " frees=%" PRIu64
+        " retries=%" PRIu64 " ooms=%" PRIu64 "\n",
+        cca_format_bytes(s->allocated_bytes, al, sizeof al), cca_format_bytes(s->allocated_bytes_peak, alp, sizeof alp),
+        cca_format_bytes(s->reserved_bytes, re, sizeof re), cca_format_bytes(s->reserved_bytes_peak, rep, sizeof rep),
+        cca_format_bytes(s->cached_bytes, ca, sizeof ca), s->cached_blocks,
+        cca_format_bytes(s->largest_free_block, lf, sizeof lf), s->fragmentation, s->active_blocks, s->pending_blocks,
+        s->segments, s->upstream_allocs, s->upstream_frees, s->alloc_retries, s->ooms);
     return n < 0 ? ccai_fail(CCA_ERR_IO, "cca_stats_print: write failed") : CCA_OK;
 }
 
@@ -136,14 +135,15 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     bad |= write_stats_json(&s, f) < 0;
     bad |= fputs(",\"segments\":[", f) == EOF;
     for (const ccai_segment *seg = a->segments; seg && !bad; seg = seg->next) {
-        bad |= fprintf(f, "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"pool\":\"%s\",\"stream\":\"%p\","
+        bad |= fprintf(f,
+                       "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"pool\":\"%s\",\"stream\":\"%p\","
                        "\"live_blocks\":%zu,\"blocks\":[",
                        seg == a->segments ? "" : ",", seg->base, seg->size,
-                       seg->shared                      ? "arena"
+                       seg->shared                     ? "arena"
                        : seg->pool == CCAI_POOL_SMALL  ? "small"
                        : seg->pool == CCAI_POOL_MEDIUM ? "medium"
-                                                       : "large", seg->stream,
-                       seg->live_blocks) < 0;
+                                                       : "large",
+                       seg->stream, seg->live_blocks) < 0;
         for (const ccai_block *b = seg->first; b && !bad; b = b->next)
             bad |= fprintf(f, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"requested\":%zu}",
                            b == seg->first ? "" : ",", (size_t)(b->addr - seg->base), b->size, state_name(b->state),

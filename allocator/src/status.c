@@ -36,7 +36,9 @@ const char *cca_status_string(cca_status s) {
     return "unknown cca_status";
 }
 
-const char *cca_last_error(void) { return last_error; }
+const char *cca_last_error(void) {
+    return last_error;
+}
 
 cca_status ccai_fail(cca_status s, const char *fmt, ...) {
     va_list ap;

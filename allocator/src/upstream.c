@@ -58,7 +58,9 @@ void cca_upstream_destroy(cca_upstream *u) {
     free(u);
 }
 
-const char *cca_upstream_name(const cca_upstream *u) { return u ? u->name : "(null)"; }
+const char *cca_upstream_name(const cca_upstream *u) {
+    return u ? u->name : "(null)";
+}
 
 cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
     if (!u || !ptr)
@@ -122,12 +124,18 @@ cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s) {
     return CCA_OK;
 }
 
-bool ccai_upstream_has_events(const cca_upstream *u) { return u->ops.event_record != NULL; }
+bool ccai_upstream_has_events(const cca_upstream *u) {
+    return u->ops.event_record != NULL;
+}
 
 cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event) {
     return u->ops.event_record(u->ctx, s, event);
 }
 
-cca_status ccai_upstream_event_query(cca_upstream *u, void *event) { return u->ops.event_query(u->ctx, event); }
+cca_status ccai_upstream_event_query(cca_upstream *u, void *event) {
+    return u->ops.event_query(u->ctx, event);
+}
 
-void ccai_upstream_event_destroy(cca_upstream *u, void *event) { u->ops.event_destroy(u->ctx, event); }
+void ccai_upstream_event_destroy(cca_upstream *u, void *event) {
+    u->ops.event_destroy(u->ctx, event);
+}

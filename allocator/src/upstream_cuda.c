@@ -9,9 +9,9 @@
  *
  * Every call makes `device` current for its duration and then restores the
  * caller's current device, so one process can hold upstreams on several GPUs
- * without an allocation moving the program's own work to another device. Compiled everywhere the toolkit exists (CCA_HAVE_CUDA);
- * without a GPU, cca_upstream_cuda_create returns CCA_ERR_NO_DEVICE with the
- * driver's reason. Built without the toolkit, it says so.
+ * without an allocation moving the program's own work to another device. Compiled everywhere the toolkit exists
+ * (CCA_HAVE_CUDA); without a GPU, cca_upstream_cuda_create returns CCA_ERR_NO_DEVICE with the driver's reason. Built
+ * without the toolkit, it says so.
  */
 #include "internal.h"
 
@@ -115,7 +115,9 @@ static cca_status cuda_event_destroy(void *ctx, void *event) {
     return CCA_OK;
 }
 
-static void cuda_destroy(void *ctx) { free(ctx); }
+static void cuda_destroy(void *ctx) {
+    free(ctx);
+}
 
 /* Create the device's context now, not inside the first allocation. */
 static cca_status create_context(cuda_device *d) {
@@ -134,8 +136,8 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
         return ccai_fail(CCA_ERR_NO_DEVICE, "cuda: no usable GPU (%s)", cudaGetErrorString(e));
     }
     if (device < 0 || device >= count)
-        return ccai_fail(count ? CCA_ERR_INVALID_ARGUMENT : CCA_ERR_NO_DEVICE, "cuda: device %d not in [0, %d)",
-                         device, count);
+        return ccai_fail(count ? CCA_ERR_INVALID_ARGUMENT : CCA_ERR_NO_DEVICE, "cuda: device %d not in [0, %d)", device,
+                         count);
     cuda_device *d = calloc(1, sizeof *d);
     if (!d)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_cuda_create: host malloc failed");

@@ -55,36 +55,31 @@ static FILE *csv;
 static char device_name[256];
 static int failures;
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static timing summarize(double *ms, int n)
-{
+static timing summarize(double *ms, int n) {
     qsort(ms, (size_t)n, sizeof *ms, cmp_double);
     timing t = {n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]), ms[0], ms[n - 1]};
     return t;
 }
 
-static double now_ms(void)
-{
+static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 static void csv_row(const char *kind, const char *op, const char *version, size_t rows, size_t cols, size_t batch,
-                    size_t in, size_t out, const char *act, int reps, timing t, double gbps, double frac,
-                    double gflops, double overhead)
-{
+                    size_t in, size_t out, const char *act, int reps, timing t, double gbps, double frac, double gflops,
+                    double overhead) {
     fprintf(csv, "\"%s\",%s,%s,%s,%zu,%zu,%zu,%zu,%zu,%s,%d,%.6f,%.6f,%.6f,%.3f,%.4f,%.3f,%.2f\n", device_name, kind,
             op, version, rows, cols, batch, in, out, act, reps, t.med, t.min, t.max, gbps, frac, gflops, overhead);
 }
 
-static void fill(float *a, size_t n, unsigned seed, float scale)
-{
+static void fill(float *a, size_t n, unsigned seed, float scale) {
     unsigned s = seed * 2654435761u + 1u;
     for (size_t i = 0; i < n; i++) {
         s = s * 1664525u + 1013904223u;
@@ -94,10 +89,10 @@ static void fill(float *a, size_t n, unsigned seed, float scale)
 
 /* Check rows [r0, r0+nr) of a softmax result against the reference, with
  * the tolerance of tests/kernels_check.h. */
-static int softmax_ok(const char *what, const float *x, const float *y, size_t r0, size_t nr, size_t cols)
-{
+static int softmax_ok(const char *what, const float *x, const float *y, size_t r0, size_t nr, size_t cols) {
     double *ref = malloc(nr * cols * sizeof *ref);
-    if (!ref) return 0;
+    if (!ref)
+        return 0;
     cck_softmax_reference(x + r0 * cols, ref, nr, cols);
     double rtol = 1e-5 + 4.0 * sqrt((double)cols) * 0x1.0p-24;
     int ok = 1;
@@ -115,15 +110,17 @@ static int softmax_ok(const char *what, const float *x, const float *y, size_t r
 
 /* Check the first nr rows of a dense result: |y - ref| <= rtol·(Σ|x·w|+|b|)·1.2 */
 static int dense_ok(const char *what, const float *x, const float *w, const float *b, const float *y, size_t nr,
-                    size_t in, size_t out, cck_activation act, double rtol)
-{
+                    size_t in, size_t out, cck_activation act, double rtol) {
     double *ref = malloc(nr * out * sizeof *ref), *scale = malloc(nr * out * sizeof *scale);
     float *ax = malloc(nr * in * sizeof *ax), *aw = malloc(out * in * sizeof *aw), *ab = malloc(out * sizeof *ab);
     int ok = ref && scale && ax && aw && ab;
     if (ok) {
-        for (size_t i = 0; i < nr * in; i++) ax[i] = fabsf(x[i]);
-        for (size_t i = 0; i < out * in; i++) aw[i] = fabsf(w[i]);
-        for (size_t i = 0; i < out; i++) ab[i] = b ? fabsf(b[i]) : 0.0f;
+        for (size_t i = 0; i < nr * in; i++)
+            ax[i] = fabsf(x[i]);
+        for (size_t i = 0; i < out * in; i++)
+            aw[i] = fabsf(w[i]);
+        for (size_t i = 0; i < out; i++)
+            ab[i] = b ? fabsf(b[i]) : 0.0f;
         cck_dense_reference(x, w, b, ref, nr, in, out, act);
         cck_dense_reference(ax, aw, ab, scale, nr, in, out, CCK_ACT_NONE);
         for (size_t i = 0; i < nr * out && ok; i++) {
@@ -140,8 +137,7 @@ static int dense_ok(const char *what, const float *x, const float *w, const floa
 
 /* ---- CPU ------------------------------------------------------------------ */
 
-static void cpu_name(void)
-{
+static void cpu_name(void) {
     snprintf(device_name, sizeof device_name, "CPU");
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[512];
@@ -153,11 +149,11 @@ static void cpu_name(void)
             break;
         }
     }
-    if (f) fclose(f);
+    if (f)
+        fclose(f);
 }
 
-static void bench_cpu(const opts *o)
-{
+static void bench_cpu(const opts *o) {
     cpu_name();
     printf("\n## %s (host kernels, %d OpenMP thread(s))\n\n", device_name, cck_host_threads());
     printf("| op | shape | version | median ms | spread ms | GB/s or GFLOP/s | vs memcpy / overhead |\n");
@@ -184,7 +180,8 @@ static void bench_cpu(const opts *o)
         for (int r = -1; r < o->cpu_reps; r++) {
             double t0 = now_ms();
             memcpy(y, x, n * sizeof *x);
-            if (r >= 0) ms[r] = now_ms() - t0;
+            if (r >= 0)
+                ms[r] = now_ms() - t0;
         }
         timing tc = summarize(ms, o->cpu_reps);
         double copy_gbps = bytes / tc.med * 1e-6;
@@ -194,12 +191,13 @@ static void bench_cpu(const opts *o)
         for (int r = -1; r < o->cpu_reps; r++) { /* r = -1: warm-up, not kept */
             double t0 = now_ms();
             cck_softmax_host(x, y, rows, cols);
-            if (r >= 0) ms[r] = now_ms() - t0;
+            if (r >= 0)
+                ms[r] = now_ms() - t0;
         }
         timing t = summarize(ms, o->cpu_reps);
         double gbps = bytes / t.med * 1e-6;
-        printf("| softmax | %zux%zu | host | %.3f | %.3f–%.3f | %.2f GB/s | %.1f%% |\n", rows, cols, t.med, t.min, t.max,
-               gbps, 100.0 * gbps / copy_gbps);
+        printf("| softmax | %zux%zu | host | %.3f | %.3f–%.3f | %.2f GB/s | %.1f%% |\n", rows, cols, t.med, t.min,
+               t.max, gbps, 100.0 * gbps / copy_gbps);
         csv_row("cpu", "softmax", "host", rows, cols, 0, 0, 0, "-", o->cpu_reps, t, gbps, gbps / copy_gbps, 0, 0);
         free(x), free(y);
     }
@@ -220,17 +218,21 @@ static void bench_cpu(const opts *o)
             cck_activation a = act < 0 ? CCK_ACT_NONE : (cck_activation)act;
             const float *bias = act < 0 ? NULL : b;
             char what[96];
-            snprintf(what, sizeof what, "cpu dense %zux%zux%zu %s", batch, in, out, act < 0 ? "gemm" : cck_activation_name(a));
+            snprintf(what, sizeof what, "cpu dense %zux%zux%zu %s", batch, in, out,
+                     act < 0 ? "gemm" : cck_activation_name(a));
             cck_dense_host(x, w, bias, y, batch, in, out, a);
-            if (!dense_ok(what, x, w, bias, y, batch < 4 ? batch : 4, in, out, a, 1e-5)) continue;
+            if (!dense_ok(what, x, w, bias, y, batch < 4 ? batch : 4, in, out, a, 1e-5))
+                continue;
             for (int r = -1; r < o->cpu_reps; r++) {
                 double t0 = now_ms();
                 cck_dense_host(x, w, bias, y, batch, in, out, a);
-                if (r >= 0) ms[r] = now_ms() - t0;
+                if (r >= 0)
+                    ms[r] = now_ms() - t0;
             }
             timing t = summarize(ms, o->cpu_reps);
             double gflops = 2.0 * batch * in * out / t.med * 1e-6;
-            if (act < 0) gemm_ms = t.med;
+            if (act < 0)
+                gemm_ms = t.med;
             double over = act < 0 ? 0.0 : 100.0 * (t.med - gemm_ms) / gemm_ms;
             const char *label = act < 0 ? "gemm only" : cck_activation_name(a);
             printf("| dense | %zux%zux%zu | %s%s | %.3f | %.3f–%.3f | %.2f GFLOP/s | %+.1f%% |\n", batch, in, out,
@@ -247,13 +249,13 @@ static void bench_cpu(const opts *o)
 
 #ifdef CCK_HAVE_CUDA
 
-#define CU(call)                                                                                        \
-    do {                                                                                                \
-        cudaError_t e_ = (call);                                                                        \
-        if (e_ != cudaSuccess) {                                                                        \
-            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);             \
-            return 1;                                                                                   \
-        }                                                                                               \
+#define CU(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);                            \
+            return 1;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 typedef struct gpu_timer {
@@ -273,8 +275,7 @@ typedef struct gpu_job {
     cck_activation act;
 } gpu_job;
 
-static int gpu_run(const gpu_job *j)
-{
+static int gpu_run(const gpu_job *j) {
     cck_status st = CCK_OK;
     if (j->kind == 0) {
         return cudaMemcpyAsync(j->y, j->x, j->rows * j->cols * sizeof(float), cudaMemcpyDeviceToDevice, 0) ==
@@ -287,8 +288,7 @@ static int gpu_run(const gpu_job *j)
     return st == CCK_OK;
 }
 
-static int gpu_time(gpu_timer *t, const gpu_job *j, int reps, double *ms, timing *out)
-{
+static int gpu_time(gpu_timer *t, const gpu_job *j, int reps, double *ms, timing *out) {
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
         CU(cudaMemsetAsync(t->flush, r & 0xff, t->flush_bytes, 0));
         CU(cudaEventRecord(t->a, 0));
@@ -300,14 +300,14 @@ static int gpu_time(gpu_timer *t, const gpu_job *j, int reps, double *ms, timing
         CU(cudaEventSynchronize(t->b));
         float f = 0;
         CU(cudaEventElapsedTime(&f, t->a, t->b));
-        if (r >= 0) ms[r] = f;
+        if (r >= 0)
+            ms[r] = f;
     }
     *out = summarize(ms, reps);
     return 0;
 }
 
-static int bench_gpu(const opts *o)
-{
+static int bench_gpu(const opts *o) {
     int n = 0;
     cck_status st = cck_cuda_device_count(&n);
     if (st != CCK_OK || n == 0) {
@@ -326,9 +326,11 @@ static int bench_gpu(const opts *o)
     CU(cudaMalloc(&t.flush, t.flush_bytes));
     CU(cudaEventCreate(&t.a));
     CU(cudaEventCreate(&t.b));
-    if (cck_cublas_workspace_size(0, &ws_bytes) != CCK_OK) return 1;
+    if (cck_cublas_workspace_size(0, &ws_bytes) != CCK_OK)
+        return 1;
     CU(cudaMalloc(&ws, ws_bytes));
-    if (cck_cuda_context_create(0, NULL, ws, ws_bytes, 0, &ctx) != CCK_OK) return 1;
+    if (cck_cuda_context_create(0, NULL, ws, ws_bytes, 0, &ctx) != CCK_OK)
+        return 1;
     double *ms = malloc((size_t)o->reps * sizeof *ms);
 
     printf("\n## %s\n\n", device_name);
@@ -344,7 +346,8 @@ static int bench_gpu(const opts *o)
         double bytes = 2.0 * nel * sizeof(float);
         gpu_job job = {.kind = 0, .ctx = ctx, .x = dx, .y = dy, .rows = rows, .cols = cols};
         timing tc;
-        if (gpu_time(&t, &job, o->reps, ms, &tc)) return 1;
+        if (gpu_time(&t, &job, o->reps, ms, &tc))
+            return 1;
         double copy_gbps = bytes / tc.med * 1e-6;
         printf("| copy D2D | %zux%zu | cudaMemcpy | %.4f | %.4f–%.4f | %.1f GB/s | 100%% |\n", rows, cols, tc.med,
                tc.min, tc.max, copy_gbps);
@@ -354,11 +357,14 @@ static int bench_gpu(const opts *o)
             snprintf(what, sizeof what, "gpu softmax v%d %zux%zu", v, rows, cols);
             CU(cudaMemset(dy, 0xff, nel * sizeof(float))); /* NaN poison */
             job.kind = v;
-            if (!gpu_run(&job)) return 1;
+            if (!gpu_run(&job))
+                return 1;
             CU(cudaMemcpy(hy, dy, nel * sizeof(float), cudaMemcpyDeviceToHost));
-            if (!softmax_ok(what, hx, hy, 0, 32, cols) || !softmax_ok(what, hx, hy, rows - 32, 32, cols)) continue;
+            if (!softmax_ok(what, hx, hy, 0, 32, cols) || !softmax_ok(what, hx, hy, rows - 32, 32, cols))
+                continue;
             timing tv;
-            if (gpu_time(&t, &job, o->reps, ms, &tv)) return 1;
+            if (gpu_time(&t, &job, o->reps, ms, &tv))
+                return 1;
             double gbps = bytes / tv.med * 1e-6;
             char ver[16];
             snprintf(ver, sizeof ver, "v%d%s", v, v == 4 ? " (promoted)" : "");
@@ -386,24 +392,36 @@ static int bench_gpu(const opts *o)
         CU(cudaMemcpy(db, hb, out * sizeof(float), cudaMemcpyHostToDevice));
         double gemm_ms = 0;
         for (int act = -1; act <= CCK_ACT_GELU; act++) {
-            gpu_job job = {.kind = 5, .ctx = ctx, .x = dx, .w = dw, .b = act < 0 ? NULL : db, .y = dy,
-                           .batch = batch, .in = in, .out = out, .act = act < 0 ? CCK_ACT_NONE : (cck_activation)act};
+            gpu_job job = {.kind = 5,
+                           .ctx = ctx,
+                           .x = dx,
+                           .w = dw,
+                           .b = act < 0 ? NULL : db,
+                           .y = dy,
+                           .batch = batch,
+                           .in = in,
+                           .out = out,
+                           .act = act < 0 ? CCK_ACT_NONE : (cck_activation)act};
             char what[96];
             const char *label = act < 0 ? "gemm only" : cck_activation_name(job.act);
             snprintf(what, sizeof what, "gpu dense %zux%zux%zu %s", batch, in, out, label);
             CU(cudaMemset(dy, 0xff, batch * out * sizeof(float)));
-            if (!gpu_run(&job)) return 1;
+            if (!gpu_run(&job))
+                return 1;
             CU(cudaMemcpy(hy, dy, batch * out * sizeof(float), cudaMemcpyDeviceToHost));
-            if (!dense_ok(what, hx, hw, job.b ? hb : NULL, hy, 4, in, out, job.act, 1e-5)) continue;
+            if (!dense_ok(what, hx, hw, job.b ? hb : NULL, hy, 4, in, out, job.act, 1e-5))
+                continue;
             timing tv;
-            if (gpu_time(&t, &job, o->reps, ms, &tv)) return 1;
+            if (gpu_time(&t, &job, o->reps, ms, &tv))
+                return 1;
             double gflops = 2.0 * batch * in * out / tv.med * 1e-6;
-            if (act < 0) gemm_ms = tv.med;
+            if (act < 0)
+                gemm_ms = tv.med;
             double over = act < 0 ? 0.0 : 100.0 * (tv.med - gemm_ms) / gemm_ms;
             printf("| dense | %zux%zux%zu | %s%s | %.4f | %.4f–%.4f | %.0f GFLOP/s | %+.1f%% |\n", batch, in, out,
                    label, act < 0 ? "" : "+bias", tv.med, tv.min, tv.max, gflops, over);
-            csv_row("gpu", "dense", act < 0 ? "gemm" : "cublas+epilogue", 0, 0, batch, in, out, label, o->reps, tv,
-                    0, 0, gflops, over);
+            csv_row("gpu", "dense", act < 0 ? "gemm" : "cublas+epilogue", 0, 0, batch, in, out, label, o->reps, tv, 0,
+                    0, gflops, over);
         }
         cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dy);
         free(hx), free(hw), free(hb), free(hy);
@@ -417,8 +435,7 @@ static int bench_gpu(const opts *o)
 
 #else
 
-static int bench_gpu(const opts *o)
-{
+static int bench_gpu(const opts *o) {
     (void)o;
     printf("GPU benchmarks skipped: no GPU (built without CUDA)\n");
     return 0;
@@ -426,8 +443,7 @@ static int bench_gpu(const opts *o)
 
 #endif
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     opts o = {.reps = 20, .cpu_reps = 5, .cpu_rows = 4096, .csv = "cck_bench.csv", .cpu = 1};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) {

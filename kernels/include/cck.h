@@ -42,8 +42,8 @@ cck_status cck_activation_parse(const char *name, cck_activation *out);
 cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols);
 
 /* y = act(x·Wᵀ + b); b may be NULL (no bias). y must not alias x or w. */
-cck_status cck_dense_host(const float *x, const float *w, const float *b, float *y, size_t batch,
-                          size_t in, size_t out, cck_activation act);
+cck_status cck_dense_host(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in, size_t out,
+                          cck_activation act);
 
 /* Threads the host kernels use for a large call: OpenMP's maximum
  * (OMP_NUM_THREADS, default one per core) when built with OpenMP, else 1. */
@@ -51,8 +51,8 @@ int cck_host_threads(void);
 
 /* ---- references: double accumulation, for tests ---- */
 void cck_softmax_reference(const float *x, double *y, size_t rows, size_t cols);
-void cck_dense_reference(const float *x, const float *w, const float *b, double *y, size_t batch,
-                         size_t in, size_t out, cck_activation act);
+void cck_dense_reference(const float *x, const float *w, const float *b, double *y, size_t batch, size_t in, size_t out,
+                         cck_activation act);
 
 /* ---- CUDA ---- */
 
@@ -72,8 +72,8 @@ cck_status cck_cublas_workspace_size(int device, size_t *bytes);
 /* workspace: device memory of workspace_bytes (may be NULL with 0 bytes:
  * cuBLAS then runs without workspace). stream NULL = default stream.
  * use_tf32: allow TF32 tensor-core math in the GEMM (off by default). */
-cck_status cck_cuda_context_create(int device, void *stream, void *workspace, size_t workspace_bytes,
-                                   int use_tf32, cck_cuda_context **out);
+cck_status cck_cuda_context_create(int device, void *stream, void *workspace, size_t workspace_bytes, int use_tf32,
+                                   cck_cuda_context **out);
 cck_status cck_cuda_context_destroy(cck_cuda_context *ctx);
 
 /* Softmax with the promoted (fastest correct) version, chosen by row length. */
@@ -81,12 +81,12 @@ cck_status cck_softmax_cuda(cck_cuda_context *ctx, const float *x, float *y, siz
 
 /* One numbered version (1..4, see softmax.cu) with a given block size
  * (threads per block; 0 = the version's default). For tests and benchmarks. */
-cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int block_size, const float *x,
-                                    float *y, size_t rows, size_t cols);
+cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int block_size, const float *x, float *y,
+                                    size_t rows, size_t cols);
 
 /* Dense layer: cuBLAS SGEMM then the hand-written bias+activation epilogue. */
-cck_status cck_dense_cuda(cck_cuda_context *ctx, const float *x, const float *w, const float *b, float *y,
-                          size_t batch, size_t in, size_t out, cck_activation act);
+cck_status cck_dense_cuda(cck_cuda_context *ctx, const float *x, const float *w, const float *b, float *y, size_t batch,
+                          size_t in, size_t out, cck_activation act);
 
 /* Copies and sync on the context's stream (synchronous for simplicity). */
 cck_status cck_copy_to_device(cck_cuda_context *ctx, void *dst, const void *src, size_t bytes);

@@ -13,12 +13,12 @@
 
 struct cck_cuda_context {
     int device;
-    cudaStream_t stream;   /* borrowed; NULL = legacy default stream       */
-    cublasHandle_t blas;   /* owned; workspace = the caller's memory       */
-    void *workspace;       /* borrowed                                     */
+    cudaStream_t stream; /* borrowed; NULL = legacy default stream       */
+    cublasHandle_t blas; /* owned; workspace = the caller's memory       */
+    void *workspace;     /* borrowed                                     */
     size_t workspace_bytes;
     int use_tf32;
-    int sm_count;          /* for grid sizing of grid-stride kernels       */
+    int sm_count; /* for grid sizing of grid-stride kernels       */
 };
 
 /* Error handling. Every failing CUDA/cuBLAS call is mapped to a cck_status
@@ -28,37 +28,36 @@ struct cck_cuda_context {
  * later call reports them anyway. */
 
 /* Return CCK_ERR_CUDA from the enclosing function when a CUDA call fails. */
-#define CCK_CUDA_TRY(call)                                                                              \
-    do {                                                                                                \
-        if ((call) != cudaSuccess) {                                                                    \
-            (void)cudaGetLastError();                                                                   \
-            return CCK_ERR_CUDA;                                                                        \
-        }                                                                                               \
+#define CCK_CUDA_TRY(call)                                                                                             \
+    do {                                                                                                               \
+        if ((call) != cudaSuccess) {                                                                                   \
+            (void)cudaGetLastError();                                                                                  \
+            return CCK_ERR_CUDA;                                                                                       \
+        }                                                                                                              \
     } while (0)
 
 /* A cuBLAS failure may come from a CUDA call inside cuBLAS that left the
  * last-error slot set: clear it too. */
-#define CCK_CUBLAS_TRY(call)                                                                            \
-    do {                                                                                                \
-        if ((call) != CUBLAS_STATUS_SUCCESS) {                                                          \
-            (void)cudaGetLastError();                                                                   \
-            return CCK_ERR_CUBLAS;                                                                      \
-        }                                                                                               \
+#define CCK_CUBLAS_TRY(call)                                                                                           \
+    do {                                                                                                               \
+        if ((call) != CUBLAS_STATUS_SUCCESS) {                                                                         \
+            (void)cudaGetLastError();                                                                                  \
+            return CCK_ERR_CUBLAS;                                                                                     \
+        }                                                                                                              \
     } while (0)
 
 /* Call right after each kernel launch: a bad configuration shows up here, not
  * at the <<<>>> itself. cudaGetLastError reads and clears the slot, so the
  * error is attributed to this launch and not carried into the next call. */
-static inline cck_status cck_cu_launch_status(void)
-{
+static inline cck_status cck_cu_launch_status(void) {
     return cudaGetLastError() == cudaSuccess ? CCK_OK : CCK_ERR_CUDA;
 }
 
-#define CCK_LAUNCH_TRY()                                                                                \
-    do {                                                                                                \
-        if (cck_cu_launch_status() != CCK_OK) {                                                         \
-            return CCK_ERR_CUDA;                                                                        \
-        }                                                                                               \
+#define CCK_LAUNCH_TRY()                                                                                               \
+    do {                                                                                                               \
+        if (cck_cu_launch_status() != CCK_OK) {                                                                        \
+            return CCK_ERR_CUDA;                                                                                       \
+        }                                                                                                              \
     } while (0)
 
 /* The current device is per host thread and belongs to the caller. An entry
@@ -70,8 +69,7 @@ struct cck_device_scope {
     bool switched;
     cudaError_t status; /* cudaSuccess: `device` is current for the scope */
 
-    explicit cck_device_scope(int device) : previous(0), switched(false), status(cudaSuccess)
-    {
+    explicit cck_device_scope(int device) : previous(0), switched(false), status(cudaSuccess) {
         status = cudaGetDevice(&previous);
         if (status == cudaSuccess && previous != device) {
             status = cudaSetDevice(device);
@@ -81,8 +79,7 @@ struct cck_device_scope {
             (void)cudaGetLastError();
         }
     }
-    ~cck_device_scope()
-    {
+    ~cck_device_scope() {
         if (switched && cudaSetDevice(previous) != cudaSuccess) {
             (void)cudaGetLastError(); /* nothing to report to from a destructor */
         }
@@ -93,12 +90,12 @@ struct cck_device_scope {
 
 /* Make `device` current until the end of the enclosing block; return
  * CCK_ERR_CUDA from the enclosing function if it cannot be selected. */
-#define CCK_USE_DEVICE(device)                                                                          \
-    cck_device_scope cck_device_scope_((device));                                                       \
-    do {                                                                                                \
-        if (cck_device_scope_.status != cudaSuccess) {                                                  \
-            return CCK_ERR_CUDA;                                                                        \
-        }                                                                                               \
+#define CCK_USE_DEVICE(device)                                                                                         \
+    cck_device_scope cck_device_scope_((device));                                                                      \
+    do {                                                                                                               \
+        if (cck_device_scope_.status != cudaSuccess) {                                                                 \
+            return CCK_ERR_CUDA;                                                                                       \
+        }                                                                                                              \
     } while (0)
 
 #endif /* CCK_CUDA_CUH */

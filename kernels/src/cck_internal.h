@@ -26,19 +26,19 @@ extern "C" {
 /* --- defined in context.cu (or cuda_stub.c) --- */
 cck_status cck_cu_device_count(int *count);
 cck_status cck_cu_workspace_size(int device, size_t *bytes);
-cck_status cck_cu_context_create(int device, void *stream, void *workspace, size_t workspace_bytes,
-                                 int use_tf32, cck_cuda_context **out);
+cck_status cck_cu_context_create(int device, void *stream, void *workspace, size_t workspace_bytes, int use_tf32,
+                                 cck_cuda_context **out);
 cck_status cck_cu_context_destroy(cck_cuda_context *ctx);
 cck_status cck_cu_copy(cck_cuda_context *ctx, void *dst, const void *src, size_t bytes, int to_device);
 cck_status cck_cu_synchronize(cck_cuda_context *ctx);
 
 /* --- defined in softmax.cu (or cuda_stub.c); arguments already checked --- */
-cck_status cck_cu_softmax(cck_cuda_context *ctx, int version, int block_size, const float *x, float *y,
-                          size_t rows, size_t cols);
+cck_status cck_cu_softmax(cck_cuda_context *ctx, int version, int block_size, const float *x, float *y, size_t rows,
+                          size_t cols);
 
 /* --- defined in dense.cu (or cuda_stub.c); arguments already checked --- */
-cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, const float *b, float *y,
-                        size_t batch, size_t in, size_t out, cck_activation act);
+cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, const float *b, float *y, size_t batch,
+                        size_t in, size_t out, cck_activation act);
 
 /* Host kernels share their outer loop among OpenMP threads when the library
  * is built with OpenMP and the call is big enough: at least

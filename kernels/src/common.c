@@ -15,8 +15,7 @@
 #include <omp.h>
 #endif
 
-const char *cck_status_string(cck_status s)
-{
+const char *cck_status_string(cck_status s) {
     switch (s) {
     case CCK_OK: return "CCK_OK";
     case CCK_ERR_INVALID_ARGUMENT: return "CCK_ERR_INVALID_ARGUMENT: NULL pointer, zero dimension, bad version or name";
@@ -30,16 +29,14 @@ const char *cck_status_string(cck_status s)
 
 static const char *const act_names[] = {"none", "relu", "gelu"};
 
-const char *cck_activation_name(cck_activation a)
-{
+const char *cck_activation_name(cck_activation a) {
     if ((unsigned)a < sizeof act_names / sizeof act_names[0]) {
         return act_names[a];
     }
     return "?";
 }
 
-cck_status cck_activation_parse(const char *name, cck_activation *out)
-{
+cck_status cck_activation_parse(const char *name, cck_activation *out) {
     if (name == NULL || out == NULL) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
@@ -52,8 +49,7 @@ cck_status cck_activation_parse(const char *name, cck_activation *out)
     return CCK_ERR_INVALID_ARGUMENT;
 }
 
-int cck_dims_ok(size_t rows, size_t cols)
-{
+int cck_dims_ok(size_t rows, size_t cols) {
     if (rows == 0 || cols == 0) {
         return 0;
     }
@@ -62,8 +58,7 @@ int cck_dims_ok(size_t rows, size_t cols)
 }
 
 int cck_dense_args_ok(const float *x, const float *w, const float *y, size_t batch, size_t in, size_t out,
-                      cck_activation act)
-{
+                      cck_activation act) {
     if (x == NULL || w == NULL || y == NULL || y == x || y == w) {
         return 0;
     }
@@ -73,8 +68,7 @@ int cck_dense_args_ok(const float *x, const float *w, const float *y, size_t bat
     return act == CCK_ACT_NONE || act == CCK_ACT_RELU || act == CCK_ACT_GELU;
 }
 
-int cck_host_threads(void)
-{
+int cck_host_threads(void) {
 #ifdef _OPENMP
     return omp_get_max_threads();
 #else

@@ -28,8 +28,7 @@
 
 #include "cck_cuda.cuh"
 
-extern "C" cck_status cck_cu_device_count(int *count)
-{
+extern "C" cck_status cck_cu_device_count(int *count) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
         (void)cudaGetLastError();
@@ -40,8 +39,7 @@ extern "C" cck_status cck_cu_device_count(int *count)
     return CCK_OK;
 }
 
-static cck_status check_device(int device)
-{
+static cck_status check_device(int device) {
     int n = 0;
     cck_status st = cck_cu_device_count(&n);
     if (st != CCK_OK) {
@@ -50,8 +48,7 @@ static cck_status check_device(int device)
     return device < n ? CCK_OK : CCK_ERR_INVALID_ARGUMENT;
 }
 
-extern "C" cck_status cck_cu_workspace_size(int device, size_t *bytes)
-{
+extern "C" cck_status cck_cu_workspace_size(int device, size_t *bytes) {
     cck_status st = check_device(device);
     if (st != CCK_OK) {
         return st;
@@ -63,9 +60,8 @@ extern "C" cck_status cck_cu_workspace_size(int device, size_t *bytes)
     return CCK_OK;
 }
 
-extern "C" cck_status cck_cu_context_create(int device, void *stream, void *workspace,
-                                            size_t workspace_bytes, int use_tf32, cck_cuda_context **out)
-{
+extern "C" cck_status cck_cu_context_create(int device, void *stream, void *workspace, size_t workspace_bytes,
+                                            int use_tf32, cck_cuda_context **out) {
     cck_status st = check_device(device);
     if (st != CCK_OK) {
         return st;
@@ -107,8 +103,7 @@ extern "C" cck_status cck_cu_context_create(int device, void *stream, void *work
 /* Always consumes ctx (the handle is destroyed and the struct freed). The
  * status says whether the queued work finished: anything but CCK_OK means the
  * caller must not reuse the workspace, since a kernel may still be using it. */
-extern "C" cck_status cck_cu_context_destroy(cck_cuda_context *ctx)
-{
+extern "C" cck_status cck_cu_context_destroy(cck_cuda_context *ctx) {
     /* the handle and the device-wide sync both act on the current device */
     cck_device_scope dev(ctx->device);
     cck_status st = CCK_OK;
@@ -135,9 +130,7 @@ extern "C" cck_status cck_cu_context_destroy(cck_cuda_context *ctx)
     return st;
 }
 
-extern "C" cck_status cck_cu_copy(cck_cuda_context *ctx, void *dst, const void *src, size_t bytes,
-                                  int to_device)
-{
+extern "C" cck_status cck_cu_copy(cck_cuda_context *ctx, void *dst, const void *src, size_t bytes, int to_device) {
     CCK_USE_DEVICE(ctx->device);
     (void)to_device; /* cudaMemcpyDefault: unified addressing knows both sides */
     CCK_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx->stream));
@@ -145,8 +138,7 @@ extern "C" cck_status cck_cu_copy(cck_cuda_context *ctx, void *dst, const void *
     return CCK_OK;
 }
 
-extern "C" cck_status cck_cu_synchronize(cck_cuda_context *ctx)
-{
+extern "C" cck_status cck_cu_synchronize(cck_cuda_context *ctx) {
     CCK_USE_DEVICE(ctx->device);
     CCK_CUDA_TRY(cudaStreamSynchronize(ctx->stream));
     return CCK_OK;

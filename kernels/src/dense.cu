@@ -36,9 +36,7 @@
 
 #include "cck_cuda.cuh"
 
-template <cck_activation ACT>
-__device__ __forceinline__ float activate(float v)
-{
+template <cck_activation ACT> __device__ __forceinline__ float activate(float v) {
     if (ACT == CCK_ACT_RELU) {
         return v > 0.0f ? v : (v == v ? 0.0f : v); // NaN stays NaN, as torch.relu
     }
@@ -50,9 +48,7 @@ __device__ __forceinline__ float activate(float v)
 }
 
 // Scalar path: any out, any alignment.
-template <cck_activation ACT, bool BIAS>
-__global__ void bias_act_kernel(float *y, const float *b, size_t n, int out)
-{
+template <cck_activation ACT, bool BIAS> __global__ void bias_act_kernel(float *y, const float *b, size_t n, int out) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float v = y[i];
         if (BIAS) {
@@ -64,8 +60,7 @@ __global__ void bias_act_kernel(float *y, const float *b, size_t n, int out)
 
 // float4 path: out % 4 == 0, y and b 16-byte aligned; n4 = n / 4.
 template <cck_activation ACT, bool BIAS>
-__global__ void bias_act_kernel4(float4 *y, const float4 *b, size_t n4, int out4)
-{
+__global__ void bias_act_kernel4(float4 *y, const float4 *b, size_t n4, int out4) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
         float4 v = y[i];
         if (BIAS) {
@@ -77,8 +72,7 @@ __global__ void bias_act_kernel4(float4 *y, const float4 *b, size_t n4, int out4
 }
 
 template <cck_activation ACT, bool BIAS>
-static cck_status launch_epilogue(cck_cuda_context *ctx, float *y, const float *b, size_t n, int out)
-{
+static cck_status launch_epilogue(cck_cuda_context *ctx, float *y, const float *b, size_t n, int out) {
     const int bs = 256;
     bool vec = out % 4 == 0 && ((uintptr_t)y & 15u) == 0 && (!BIAS || ((uintptr_t)b & 15u) == 0);
     size_t items = vec ? n / 4 : n;
@@ -95,18 +89,16 @@ static cck_status launch_epilogue(cck_cuda_context *ctx, float *y, const float *
 }
 
 template <cck_activation ACT>
-static cck_status epilogue(cck_cuda_context *ctx, float *y, const float *b, size_t n, int out)
-{
+static cck_status epilogue(cck_cuda_context *ctx, float *y, const float *b, size_t n, int out) {
     return b ? launch_epilogue<ACT, true>(ctx, y, b, n, out) : launch_epilogue<ACT, false>(ctx, y, b, n, out);
 }
 
-extern "C" cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, const float *b,
-                                   float *y, size_t batch, size_t in, size_t out, cck_activation act)
-{
+extern "C" cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, const float *b, float *y,
+                                   size_t batch, size_t in, size_t out, cck_activation act) {
     const float one = 1.0f, zero = 0.0f;
     CCK_USE_DEVICE(ctx->device); // the handle's device; the caller's is restored on return
-    CCK_CUBLAS_TRY(cublasSgemm(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)batch, (int)in, &one, w,
-                               (int)in, x, (int)in, &zero, y, (int)out));
+    CCK_CUBLAS_TRY(cublasSgemm(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)batch, (int)in, &one, w, (int)in, x,
+                               (int)in, &zero, y, (int)out));
     size_t n = batch * out;
     switch (act) {
     case CCK_ACT_NONE:

@@ -47,14 +47,12 @@
 #define KC 256
 
 /* The tanh approximation of GELU (Hendrycks & Gimpel), as in GPT-2. */
-static float gelu(float v)
-{
+static float gelu(float v) {
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
     return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
 }
 
-static float activate(float v, cck_activation act)
-{
+static float activate(float v, cck_activation act) {
     switch (act) {
     case CCK_ACT_RELU: return v > 0.0f ? v : (v == v ? 0.0f : v); /* NaN stays NaN */
     case CCK_ACT_GELU: return gelu(v);
@@ -65,9 +63,8 @@ static float activate(float v, cck_activation act)
 
 /* acc[MR][NR] (+)= x[MR rows][kc] · P[kc][NR]; mr <= MR rows, nr <= NR cols
  * valid. Rows beyond mr read row 0 again (harmless, never stored). */
-static void micro_kernel(size_t kc, const float *x, size_t ldx, size_t mr, const float *p, float *y,
-                         size_t ldy, size_t nr, int first)
-{
+static void micro_kernel(size_t kc, const float *x, size_t ldx, size_t mr, const float *p, float *y, size_t ldy,
+                         size_t nr, int first) {
     float acc[MR][NR];
     const float *xr[MR];
     for (size_t i = 0; i < MR; i++) {
@@ -91,9 +88,8 @@ static void micro_kernel(size_t kc, const float *x, size_t ldx, size_t mr, const
     }
 }
 
-cck_status cck_dense_host(const float *x, const float *w, const float *b, float *y, size_t batch,
-                          size_t in, size_t out, cck_activation act)
-{
+cck_status cck_dense_host(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in, size_t out,
+                          cck_activation act) {
     if (!cck_dense_args_ok(x, w, y, batch, in, out, act)) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
@@ -126,15 +122,13 @@ cck_status cck_dense_host(const float *x, const float *w, const float *b, float 
     return CCK_OK;
 }
 
-static double gelu_reference(double v)
-{
+static double gelu_reference(double v) {
     const double k = 0.79788456080286535588; /* sqrt(2/pi) */
     return 0.5 * v * (1.0 + tanh(k * (v + 0.044715 * v * v * v)));
 }
 
-void cck_dense_reference(const float *x, const float *w, const float *b, double *y, size_t batch,
-                         size_t in, size_t out, cck_activation act)
-{
+void cck_dense_reference(const float *x, const float *w, const float *b, double *y, size_t batch, size_t in, size_t out,
+                         cck_activation act) {
     if (x == NULL || w == NULL || y == NULL || !cck_dims_ok(batch, in) || !cck_dims_ok(out, in) ||
         !cck_dims_ok(batch, out)) {
         return;

@@ -83,22 +83,24 @@
 // shared device helpers
 
 struct max_op {
-    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+    __device__ __forceinline__ float operator()(float a, float b) const {
+        return fmaxf(a, b);
+    }
 };
 struct sum_op {
-    __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+    __device__ __forceinline__ float operator()(float a, float b) const {
+        return a + b;
+    }
 };
 
-__device__ __forceinline__ float warp_max(float v)
-{
+__device__ __forceinline__ float warp_max(float v) {
     for (int off = 16; off > 0; off >>= 1) {
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
     }
     return v;
 }
 
-__device__ __forceinline__ float warp_sum(float v)
-{
+__device__ __forceinline__ float warp_sum(float v) {
     for (int off = 16; off > 0; off >>= 1) {
         v += __shfl_xor_sync(0xffffffffu, v, off);
     }
@@ -106,9 +108,7 @@ __device__ __forceinline__ float warp_sum(float v)
 }
 
 // Reduce `v` over the block with CUB and give every thread the result.
-template <int BLOCK, typename T, typename Op>
-__device__ __forceinline__ T block_all_reduce(T v, Op op)
-{
+template <int BLOCK, typename T, typename Op> __device__ __forceinline__ T block_all_reduce(T v, Op op) {
     using reduce_t = cub::BlockReduce<T, BLOCK>;
     __shared__ typename reduce_t::TempStorage tmp;
     __shared__ T result;
@@ -125,8 +125,7 @@ __device__ __forceinline__ T block_all_reduce(T v, Op op)
 // ---------------------------------------------------------------------------
 // version 1: one thread per row
 
-__global__ void softmax_kernel1(const float *x, float *y, int rows, int cols)
-{
+__global__ void softmax_kernel1(const float *x, float *y, int rows, int cols) {
     int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= rows) {
         return;
@@ -150,8 +149,7 @@ __global__ void softmax_kernel1(const float *x, float *y, int rows, int cols)
 // ---------------------------------------------------------------------------
 // version 2: one warp per row, shuffle reductions
 
-__global__ void softmax_kernel2(const float *x, float *y, int rows, int cols)
-{
+__global__ void softmax_kernel2(const float *x, float *y, int rows, int cols) {
     int lane = threadIdx.x % 32;
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) {
@@ -177,9 +175,7 @@ __global__ void softmax_kernel2(const float *x, float *y, int rows, int cols)
 // ---------------------------------------------------------------------------
 // version 3: one block per row, cub::BlockReduce
 
-template <int BLOCK>
-__global__ void __launch_bounds__(BLOCK) softmax_kernel3(const float *x, float *y, int cols)
-{
+template <int BLOCK> __global__ void __launch_bounds__(BLOCK) softmax_kernel3(const float *x, float *y, int cols) {
     const float *xr = x + (size_t)blockIdx.x * cols;
     float *yr = y + (size_t)blockIdx.x * cols;
     float m = -INFINITY;
@@ -209,28 +205,24 @@ struct md_pair {
 // Factor taking a sum relative to m_old to one relative to m_new >= m_old.
 // m_old = -inf: the sum holds only zeros (or NaN); 0 keeps zeros zero and
 // NaN NaN, where exp(-inf - -inf) would turn zeros into NaN.
-__device__ __forceinline__ float rescale(float m_old, float m_new)
-{
+__device__ __forceinline__ float rescale(float m_old, float m_new) {
     return m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
 }
 
-__device__ __forceinline__ md_pair md_add(md_pair p, float v)
-{
+__device__ __forceinline__ md_pair md_add(md_pair p, float v) {
     float m = fmaxf(p.m, v);
     float e = v == -INFINITY ? 0.0f : expf(v - m);
     return {m, p.d * rescale(p.m, m) + e};
 }
 
 struct md_merge {
-    __device__ __forceinline__ md_pair operator()(md_pair a, md_pair b) const
-    {
+    __device__ __forceinline__ md_pair operator()(md_pair a, md_pair b) const {
         float m = fmaxf(a.m, b.m);
         return {m, a.d * rescale(a.m, m) + b.d * rescale(b.m, m)};
     }
 };
 
-__device__ __forceinline__ md_pair warp_md(md_pair p)
-{
+__device__ __forceinline__ md_pair warp_md(md_pair p) {
     for (int off = 16; off > 0; off >>= 1) {
         md_pair o = {__shfl_xor_sync(0xffffffffu, p.m, off), __shfl_xor_sync(0xffffffffu, p.d, off)};
         p = md_merge()(p, o);
@@ -244,8 +236,7 @@ struct row_split {
     int head, n4, tail_start;
 };
 
-__device__ __forceinline__ row_split split_row(const float *xr, int cols)
-{
+__device__ __forceinline__ row_split split_row(const float *xr, int cols) {
     int head = (int)((16u - ((uintptr_t)xr & 15u)) & 15u) / 4;
     head = head < cols ? head : cols;
     int n4 = (cols - head) / 4;
@@ -253,8 +244,7 @@ __device__ __forceinline__ row_split split_row(const float *xr, int cols)
 }
 
 // Pass 1 for one thread (index t of `nt` sharing the row): its running pair.
-__device__ __forceinline__ md_pair row_pair(const float *xr, int cols, row_split s, int t, int nt)
-{
+__device__ __forceinline__ md_pair row_pair(const float *xr, int cols, row_split s, int t, int nt) {
     md_pair p = {-INFINITY, 0.0f};
     for (int j = t; j < s.head; j += nt) {
         p = md_add(p, xr[j]);
@@ -272,9 +262,8 @@ __device__ __forceinline__ md_pair row_pair(const float *xr, int cols, row_split
 
 // Pass 2: y = exp(x - m) * inv. y's rows may be aligned differently from x's
 // (y = x + 1 row of odd length, say); then the body is stored as scalars.
-__device__ __forceinline__ void row_write(const float *xr, float *yr, int cols, row_split s, int t, int nt,
-                                          float m, float inv)
-{
+__device__ __forceinline__ void row_write(const float *xr, float *yr, int cols, row_split s, int t, int nt, float m,
+                                          float inv) {
     for (int j = t; j < s.head; j += nt) {
         __stcs(yr + j, expf(xr[j] - m) * inv);
     }
@@ -301,8 +290,7 @@ __device__ __forceinline__ void row_write(const float *xr, float *yr, int cols, 
 // Rows of <= CCK_V4_WARP_COLS columns: one warp per row.
 #define CCK_V4_WARP_COLS 1024
 
-__global__ void softmax_kernel4_warp(const float *x, float *y, int rows, int cols)
-{
+__global__ void softmax_kernel4_warp(const float *x, float *y, int rows, int cols) {
     int lane = threadIdx.x % 32;
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) {
@@ -315,8 +303,7 @@ __global__ void softmax_kernel4_warp(const float *x, float *y, int rows, int col
 }
 
 template <int BLOCK>
-__global__ void __launch_bounds__(BLOCK) softmax_kernel4_block(const float *x, float *y, int cols)
-{
+__global__ void __launch_bounds__(BLOCK) softmax_kernel4_block(const float *x, float *y, int cols) {
     const float *xr = x + (size_t)blockIdx.x * cols;
     row_split s = split_row(xr, cols);
     md_pair p = block_all_reduce<BLOCK>(row_pair(xr, cols, s, threadIdx.x, BLOCK), md_merge());
@@ -326,22 +313,21 @@ __global__ void __launch_bounds__(BLOCK) softmax_kernel4_block(const float *x, f
 // ---------------------------------------------------------------------------
 // launchers
 
-#define CCK_BLOCK_SWITCH(bs, KERNEL, grid, stream, ...)                                                 \
-    switch (bs) {                                                                                       \
-    case 32: KERNEL<32><<<grid, 32, 0, stream>>>(__VA_ARGS__); break;                                   \
-    case 64: KERNEL<64><<<grid, 64, 0, stream>>>(__VA_ARGS__); break;                                   \
-    case 128: KERNEL<128><<<grid, 128, 0, stream>>>(__VA_ARGS__); break;                                \
-    case 256: KERNEL<256><<<grid, 256, 0, stream>>>(__VA_ARGS__); break;                                \
-    case 512: KERNEL<512><<<grid, 512, 0, stream>>>(__VA_ARGS__); break;                                \
-    case 1024: KERNEL<1024><<<grid, 1024, 0, stream>>>(__VA_ARGS__); break;                             \
-    default: return CCK_ERR_UNSUPPORTED;                                                                \
-    }                                                                                                   \
+#define CCK_BLOCK_SWITCH(bs, KERNEL, grid, stream, ...)                                                                \
+    switch (bs) {                                                                                                      \
+    case 32: KERNEL<32><<<grid, 32, 0, stream>>>(__VA_ARGS__); break;                                                  \
+    case 64: KERNEL<64><<<grid, 64, 0, stream>>>(__VA_ARGS__); break;                                                  \
+    case 128: KERNEL<128><<<grid, 128, 0, stream>>>(__VA_ARGS__); break;                                               \
+    case 256: KERNEL<256><<<grid, 256, 0, stream>>>(__VA_ARGS__); break;                                               \
+    case 512: KERNEL<512><<<grid, 512, 0, stream>>>(__VA_ARGS__); break;                                               \
+    case 1024: KERNEL<1024><<<grid, 1024, 0, stream>>>(__VA_ARGS__); break;                                            \
+    default: return CCK_ERR_UNSUPPORTED;                                                                               \
+    }                                                                                                                  \
     CCK_LAUNCH_TRY()
 
 // Version 4's default block: warp mode 256 threads (8 rows per block); block
 // mode enough threads for about 8 float4 each, between 128 and 1024.
-static int v4_default_block(int cols)
-{
+static int v4_default_block(int cols) {
     if (cols <= CCK_V4_WARP_COLS) {
         return 256;
     }
@@ -352,14 +338,12 @@ static int v4_default_block(int cols)
     return bs;
 }
 
-static unsigned ceil_div(int a, int b)
-{
+static unsigned ceil_div(int a, int b) {
     return (unsigned)((a + (long long)b - 1) / b);
 }
 
-extern "C" cck_status cck_cu_softmax(cck_cuda_context *ctx, int version, int block_size, const float *x,
-                                     float *y, size_t rows_, size_t cols_)
-{
+extern "C" cck_status cck_cu_softmax(cck_cuda_context *ctx, int version, int block_size, const float *x, float *y,
+                                     size_t rows_, size_t cols_) {
     int rows = (int)rows_, cols = (int)cols_; // <= INT_MAX, checked by cuda_api.c
     cudaStream_t st = ctx->stream;
     if (version == 0) { // the promoted version

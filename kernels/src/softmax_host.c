@@ -33,8 +33,7 @@
 
 #include "cck_internal.h"
 
-cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols)
-{
+cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols) {
     if (x == NULL || y == NULL || !cck_dims_ok(rows, cols)) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
@@ -60,8 +59,7 @@ cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols)
     return CCK_OK;
 }
 
-void cck_softmax_reference(const float *x, double *y, size_t rows, size_t cols)
-{
+void cck_softmax_reference(const float *x, double *y, size_t rows, size_t cols) {
     if (x == NULL || y == NULL || !cck_dims_ok(rows, cols)) {
         return;
     }

@@ -166,8 +166,8 @@ ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
     cca_status ms = cca_upstream_mem_info(e->up, &r.device_free_before, &total);
     if (ms != CCA_OK) {
         st = CCR_ERR_DEVICE;
-        snprintf(why, sizeof why, "release: cannot read the device's free memory before: %s: %s",
-                 cca_status_string(ms), cca_last_error());
+        snprintf(why, sizeof why, "release: cannot read the device's free memory before: %s: %s", cca_status_string(ms),
+                 cca_last_error());
     }
     while (e->models) {
         ccr_model_unload(e->models);
@@ -209,8 +209,8 @@ ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
     ms = cca_upstream_mem_info(e->up, &r.device_free_after, &total);
     if (ms != CCA_OK && st == CCR_OK) {
         st = CCR_ERR_DEVICE;
-        snprintf(why, sizeof why, "release: cannot read the device's free memory after: %s: %s",
-                 cca_status_string(ms), cca_last_error());
+        snprintf(why, sizeof why, "release: cannot read the device's free memory after: %s: %s", cca_status_string(ms),
+                 cca_last_error());
     }
     ccr_engine_mark(e, "idle", "");
     if (info)

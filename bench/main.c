@@ -104,39 +104,7 @@ static void usage(FILE *f) {
 }
 
 static int parse_size(const char *s, size_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0)
-        return -1;
-    double mul = 1;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        mul = 1024.0;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        mul = 1048576.0;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        mul = 1073741824.0;
-        end++;
-        break;
-    case 't':
-    case 'T':
-        mul = 1099511627776.0;
-        end++;
-        break;
-    default: break;
-    }
-    if (*end)
-        return -1;
-    *out = (size_t)(v * mul);
-    return 0;
+    return cca_parse_size(s, out) == CCA_OK ? 0 : -1;
 }
 
 static int parse_options(int argc, char **argv, int first, options *o) {

@@ -155,7 +155,9 @@ Test(config, malformed_values_are_rejected_by_name) {
     parse_fails("max_reserved:-1", "max_reserved");
     parse_fails("max_reserved:+1", "max_reserved");
     parse_fails("max_reserved:4X", "max_reserved");
-    parse_fails("max_reserved:4.5G", "max_reserved");
+    parse_fails("max_reserved:4..5G", "max_reserved");
+    parse_fails("max_reserved:.", "max_reserved");
+    parse_fails("max_reserved:1e9", "max_reserved");
     parse_fails("max_reserved:0x10", "max_reserved");
     parse_fails("max_reserved:4 G", "max_reserved");
     parse_fails("max_reserved:99999999999999999999", "max_reserved");
@@ -336,4 +338,63 @@ Test(config, max_split_must_exceed_medium_segment) {
     cr_assert_eq(cca_config_parse(&c, "max_split:20M"), CCA_ERR_CONFIG, "equal to medium_segment is still too small");
     cr_assert_eq(cca_config_parse(&c, "max_split:21M"), CCA_OK);
     cr_assert_eq(c.max_split, 21 * 1024 * 1024);
+}
+
+/* The one size syntax of config strings and command lines (cca_parse_size). */
+Test(config, sizes_parse_exactly) {
+    struct {
+        const char *text;
+        size_t bytes;
+    } ok[] = {
+        {"0", 0},
+        {"4096", 4096},
+        {"512k", 512 * 1024},
+        {"4G", (size_t)4 << 30},
+        {"4GiB", (size_t)4 << 30},
+        {"4gb", (size_t)4 << 30},
+        {"4Gi", (size_t)4 << 30},
+        {"1.5G", (size_t)3 << 29},
+        {"0.5K", 512},
+        {".25M", (size_t)1 << 18},
+        {"1.0001K", 1024}, /* fractions of a byte are dropped */
+        {"2T", (size_t)2 << 40},
+        {"18446744073709551615", SIZE_MAX}, /* exact, not through a double */
+        {"7B", 7},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        size_t v = 12345;
+        cr_assert_eq(cca_parse_size(ok[i].text, &v), CCA_OK, "'%s': %s", ok[i].text, cca_last_error());
+        cr_assert_eq(v, ok[i].bytes, "'%s' -> %zu, want %zu", ok[i].text, v, ok[i].bytes);
+    }
+    const char *bad[] = {"",
+                         "G",
+                         "-1",
+                         "+1",
+                         "1e3",
+                         "0x10",
+                         "inf",
+                         "nan",
+                         "1.2.3",
+                         "4 G",
+                         "4X",
+                         "4iB",
+                         "18446744073709551616",
+                         "16777216T",
+                         "1.5",
+                         ".",
+                         "K"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t v = 777;
+        cca_status st = cca_parse_size(bad[i], &v);
+        if (strcmp(bad[i], "1.5") == 0) { /* a decimal byte count is fine: 1 byte */
+            cr_assert_eq(st, CCA_OK);
+            cr_assert_eq(v, 1);
+            continue;
+        }
+        cr_assert_eq(st, CCA_ERR_INVALID_ARGUMENT, "'%s' accepted as %zu", bad[i], v);
+        cr_assert_eq(v, 777, "'%s': output unchanged on error", bad[i]);
+    }
+    cr_assert_eq(cca_parse_size(NULL, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cca_config c = parse_ok("max_reserved:1.5G");
+    cr_assert_eq(c.max_reserved, (size_t)3 << 29);
 }

@@ -79,6 +79,13 @@ void cca_set_log_callback(cca_log_fn fn, void *user);
  * bytes (32 is always enough) and returns buf. */
 const char *cca_format_bytes(size_t bytes, char *buf, size_t len);
 
+/* Parse a size: a number (decimals allowed: "1.5G") with an optional K, M, G
+ * or T suffix (powers of 1024), optionally followed by "i" and/or "B"
+ * ("4GiB", "512k", "1048576"). Fractions of a byte are dropped.
+ * CCA_ERR_INVALID_ARGUMENT for anything else, negative or too large values;
+ * *out is unchanged then. The syntax of every size in config strings. */
+cca_status cca_parse_size(const char *text, size_t *out);
+
 typedef void *cca_stream; /* cudaStream_t or any token; NULL = default stream */
 
 /* ------------------------------------------------------------------------ */
@@ -183,8 +190,8 @@ typedef struct cca_config {
 /* Compiled-in defaults. Does not read the environment. */
 void cca_config_default(cca_config *c);
 
-/* Apply "key:value,key:value" on top of *c. Sizes take K/M/G/T suffixes
- * (powers of 1024). On error *c is left unchanged, CCA_ERR_CONFIG is returned
+/* Apply "key:value,key:value" on top of *c. Sizes as cca_parse_size: K/M/G/T
+ * suffixes (powers of 1024), decimals allowed ("1.5G"). On error *c is left unchanged, CCA_ERR_CONFIG is returned
  * and cca_last_error() names the key and the problem. NULL text = no change. */
 cca_status cca_config_parse(cca_config *c, const char *text);
 

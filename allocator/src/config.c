@@ -3,8 +3,9 @@
  * printing and the docs (the jemalloc MALLOC_CONF model).
  *
  * Syntax: "key:value,key:value". Keys are the cca_config field names. Sizes
- * accept an optional K, M, G or T suffix (powers of 1024, with an optional
- * trailing "B" or "iB": 4G, 4GiB, 512k). Booleans accept 1/0, true/false,
+ * are cca_parse_size's: a number, decimals allowed, with an optional K, M, G
+ * or T suffix (powers of 1024, optional "i" and "B": 4G, 4GiB, 1.5G, 512k).
+ * Booleans accept 1/0, true/false,
  * on/off, yes/no. The policy accepts growth or greedy.
  *
  * Parsing is all-or-nothing: the text is applied to a copy, validated, and
@@ -95,53 +96,14 @@ void cca_config_default(cca_config *c) {
         set_value(c, &options[i], options[i].default_value);
 }
 
-/* Parse a size with an optional K/M/G/T suffix (and optional B / iB). */
+/* A size inside a config string (not NUL-terminated there). */
 static bool parse_size(const char *text, size_t len, size_t *out) {
     char buf[64];
     if (len == 0 || len >= sizeof buf)
         return false;
     memcpy(buf, text, len);
     buf[len] = '\0';
-    if (!isdigit((unsigned char)buf[0]))
-        return false;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(buf, &end, 10);
-    if (errno == ERANGE)
-        return false;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    case 'T':
-        shift = 40;
-        end++;
-        break;
-    default: break;
-    }
-    if (shift && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end != '\0')
-        return false;
-    if (shift && v > (ULLONG_MAX >> shift))
-        return false;
-    v <<= shift;
-    if (v > SIZE_MAX)
-        return false;
-    *out = (size_t)v;
-    return true;
+    return cca_parse_size(buf, out) == CCA_OK;
 }
 
 static bool parse_bool(const char *t, size_t n, int *out) {

@@ -2,6 +2,9 @@
  * status.c — status names, the per-thread last-error message, and the log
  * sink.
  *
+ * Also the two helpers shared by every tool: cca_format_bytes and
+ * cca_parse_size (the size syntax of config strings and command lines).
+ *
  * Every failing public call goes through ccai_fail(), which formats a message
  * into a thread-local buffer and returns the status, so call sites read
  * `return ccai_fail(CCA_ERR_CONFIG, "unknown key '%s'", key);`. Nothing here
@@ -10,7 +13,14 @@
  */
 #include "internal.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -82,4 +92,67 @@ const char *cca_format_bytes(size_t bytes, char *buf, size_t len) {
     else
         snprintf(buf, len, "%.2f %s", v, units[u]);
     return buf;
+}
+
+cca_status cca_parse_size(const char *text, size_t *out) {
+    if (!text || !out)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_parse_size: NULL argument");
+    /* the number: digits, optionally one '.' and more digits; nothing else
+     * (no sign, exponent, hex, inf or nan, which strtod would accept) */
+    const char *p = text;
+    size_t int_digits = 0, frac_digits = 0;
+    while (isdigit((unsigned char)*p))
+        p++, int_digits++;
+    bool fraction = *p == '.';
+    if (fraction)
+        for (p++; isdigit((unsigned char)*p); p++)
+            frac_digits++;
+    if (int_digits + frac_digits == 0)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (expected e.g. 512M, 1.5G, 4096)", text);
+    const char *number_end = p;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*p)) {
+    case 'K':
+        shift = 10;
+        p++;
+        break;
+    case 'M':
+        shift = 20;
+        p++;
+        break;
+    case 'G':
+        shift = 30;
+        p++;
+        break;
+    case 'T':
+        shift = 40;
+        p++;
+        break;
+    default: break;
+    }
+    if (shift && (*p == 'i' || *p == 'I'))
+        p++;
+    if (*p == 'B' || *p == 'b')
+        p++;
+    if (*p != '\0')
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (expected e.g. 512M, 1.5G, 4096)", text);
+    if (!fraction) { /* exact integer arithmetic */
+        errno = 0;
+        unsigned long long v = strtoull(text, NULL, 10);
+        if (errno == ERANGE || (shift && v > (ULLONG_MAX >> shift)) || (v << shift) > SIZE_MAX)
+            return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
+        *out = (size_t)(v << shift);
+        return CCA_OK;
+    }
+    char number[64];
+    size_t len = (size_t)(number_end - text);
+    if (len >= sizeof number)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too long)", text);
+    memcpy(number, text, len);
+    number[len] = '\0';
+    double bytes = floor(strtod(number, NULL) * (double)(1ull << shift));
+    if (!(bytes < 18446744073709551616.0) || bytes > (double)SIZE_MAX)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
+    *out = (size_t)bytes;
+    return CCA_OK;
 }

@@ -79,43 +79,7 @@ int ccr_mul_ok(size_t a, size_t b, size_t *out) {
 ccr_status ccr_parse_size(const char *text, size_t *out) {
     if (!text || !out || !*text)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "empty size");
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || !(v >= 0))
-        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "bad size '%s'", text);
-    double mul = 1;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        mul = 1024.0;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        mul = 1024.0 * 1024;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        mul = 1024.0 * 1024 * 1024;
-        end++;
-        break;
-    case 't':
-    case 'T':
-        mul = 1024.0 * 1024 * 1024 * 1024;
-        end++;
-        break;
-    default: break;
-    }
-    if (*end == 'i' || *end == 'I')
-        end++;
-    if (*end == 'b' || *end == 'B')
-        end++;
-    if (*end)
-        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "bad size '%s' (use e.g. 512M, 1.5G)", text);
-    v *= mul;
-    if (v >= 18446744073709549568.0)
-        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "size '%s' too large", text);
-    *out = (size_t)v;
+    if (cca_parse_size(text, out) != CCA_OK)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "%s", cca_last_error());
     return CCR_OK;
 }

@@ -15,7 +15,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -150,7 +149,7 @@ cca_status cca_parse_size(const char *text, size_t *out) {
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too long)", text);
     memcpy(number, text, len);
     number[len] = '\0';
-    double bytes = floor(strtod(number, NULL) * (double)(1ull << shift));
+    double bytes = strtod(number, NULL) * (double)(1ull << shift); /* >= 0: the cast drops the fraction */
     if (!(bytes < 18446744073709551616.0) || bytes > (double)SIZE_MAX)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
     *out = (size_t)bytes;

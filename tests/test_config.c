@@ -398,3 +398,13 @@ Test(config, sizes_parse_exactly) {
     cca_config c = parse_ok("max_reserved:1.5G");
     cr_assert_eq(c.max_reserved, (size_t)3 << 29);
 }
+
+/* A bad CCALLOC_CONF is reported whole, naming the variable and the key. */
+Test(config, bad_env_message_wraps_the_parse_error) {
+    setenv("CCALLOC_CONF", "medium_pol:0", 1);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_apply_env(&c), CCA_ERR_CONFIG);
+    cr_assert_str_eq(cca_last_error(), "CCALLOC_CONF: unknown key 'medium_pol'");
+    unsetenv("CCALLOC_CONF");
+}

@@ -50,10 +50,14 @@ const char *cca_last_error(void) {
 }
 
 cca_status ccai_fail(cca_status s, const char *fmt, ...) {
+    /* format into a local buffer first: callers may pass cca_last_error() as
+     * an argument to wrap the previous message */
+    char message[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
+    memcpy(last_error, message, sizeof last_error);
     return s;
 }
 

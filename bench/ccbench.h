@@ -68,8 +68,8 @@ void ccb_trace_comment(ccb_trace *t, const char *fmt, ...);
 
 /* Read a trace file. Several sections (one per recording allocator, each
  * opened by a "seq,op,id,size,stream" line) are concatenated, ids being
- * local to a section. 0 on success; otherwise -1 and a message naming the
- * line in err. */
+ * local to a section. 0 on success; otherwise -1, a message naming the
+ * line in err, and t emptied (nothing left to free). */
 int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen);
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen);
 /* Write in the recorder's format (one section, id = slot + 1). */
@@ -240,6 +240,9 @@ double ccb_quantile(double *v, size_t n, double q);
 /* ------------------------------------------------------------------------ */
 
 void ccb_format_bytes(size_t b, char *buf, size_t len);
+/* One CSV field, quoted (quotes doubled) only when it holds a comma, quote or
+ * line break, so plain names stay as they were. No separator written. */
+void ccb_csv_field(FILE *f, const char *s);
 void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);
 int ccb_write_timeline_csv(const char *path, const ccb_result *r);

@@ -107,6 +107,20 @@ static int parse_size(const char *s, size_t *out) {
     return cca_parse_size(s, out) == CCA_OK ? 0 : -1;
 }
 
+/* A plain decimal number in [lo, hi]: no sign, no blanks, no trailing text,
+ * no overflow (strtoull/atoi alone take "-1", "abc" as 0, "1e9" as 1). */
+static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno == ERANGE || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, int first, options *o) {
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
@@ -119,10 +133,19 @@ static int parse_options(int argc, char **argv, int first, options *o) {
         }                                                                                                              \
         i++;                                                                                                           \
     } while (0)
+#define BAD_VALUE(what)                                                                                                \
+    do {                                                                                                               \
+        fprintf(stderr, "ccbench: %s '%s' is not %s\n", a, next, what);                                                \
+        return -1;                                                                                                     \
+    } while (0)
+        unsigned long long v;
         if (!strcmp(a, "-s") || !strcmp(a, "--strategy")) {
             NEED_ARG();
-            if (o->nspecs < MAX_SPECS)
-                o->specs[o->nspecs++] = next;
+            if (o->nspecs == MAX_SPECS) {
+                fprintf(stderr, "ccbench: more than %d strategies\n", MAX_SPECS);
+                return -1;
+            }
+            o->specs[o->nspecs++] = next;
         } else if (!strcmp(a, "--out")) {
             NEED_ARG();
             o->out = next;
@@ -131,17 +154,22 @@ static int parse_options(int argc, char **argv, int first, options *o) {
             o->output_file = next;
         } else if (!strcmp(a, "--seed")) {
             NEED_ARG();
-            o->seed = strtoull(next, NULL, 10);
+            if (parse_uint(next, 0, ULLONG_MAX, &v))
+                BAD_VALUE("a number in 0..2^64-1");
+            o->seed = v;
         } else if (!strcmp(a, "--scale")) {
             NEED_ARG();
-            o->scale = strtod(next, NULL);
-            if (!(o->scale > 0)) {
-                fprintf(stderr, "ccbench: --scale must be > 0\n");
+            char *end;
+            o->scale = strtod(next, &end);
+            if (*end || !(o->scale > 0) || !isfinite(o->scale) || o->scale > 1e6) {
+                fprintf(stderr, "ccbench: --scale must be a number > 0 and <= 1e6, not '%s'\n", next);
                 return -1;
             }
         } else if (!strcmp(a, "--reps")) {
             NEED_ARG();
-            o->reps = atoi(next);
+            if (parse_uint(next, 1, 1000, &v))
+                BAD_VALUE("a count in 1..1000");
+            o->reps = (int)v;
         } else if (!strcmp(a, "--device-bytes")) {
             NEED_ARG();
             if (parse_size(next, &o->device_bytes) || !o->device_bytes) {
@@ -150,15 +178,22 @@ static int parse_options(int argc, char **argv, int first, options *o) {
             }
         } else if (!strcmp(a, "--pairs")) {
             NEED_ARG();
-            o->pairs = strtoull(next, NULL, 10);
+            if (parse_uint(next, 1, (1ull << 32), &v))
+                BAD_VALUE("a count in 1..2^32");
+            o->pairs = (size_t)v;
         } else if (!strcmp(a, "--live")) {
             NEED_ARG();
             o->nlives = 0;
             char buf[256];
             snprintf(buf, sizeof buf, "%s", next);
             char *save;
-            for (char *t = strtok_r(buf, ",", &save); t && o->nlives < 8; t = strtok_r(NULL, ",", &save))
-                o->lives[o->nlives++] = strtoull(t, NULL, 10);
+            for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (o->nlives == 8 || parse_uint(t, 1, 1000000, &v))
+                    BAD_VALUE("at most 8 counts in 1..1000000 separated by commas");
+                o->lives[o->nlives++] = (size_t)v;
+            }
+            if (!o->nlives)
+                BAD_VALUE("a list of counts");
         } else if (!strcmp(a, "--scripts")) {
             NEED_ARG();
             o->script_dir = next;
@@ -173,8 +208,12 @@ static int parse_options(int argc, char **argv, int first, options *o) {
             return -1;
         } else if (o->ntraces < MAX_TRACES) {
             o->traces[o->ntraces++] = a;
+        } else {
+            fprintf(stderr, "ccbench: more than %d traces\n", MAX_TRACES);
+            return -1;
         }
 #undef NEED_ARG
+#undef BAD_VALUE
     }
     return 0;
 }
@@ -412,9 +451,16 @@ static int cmd_replay(options *o) {
         return 2;
     }
     ccb_trace *traces = calloc(o->ntraces, sizeof *traces);
-    for (size_t i = 0; i < o->ntraces; i++)
-        if (load_trace(o->traces[i], o, &traces[i]))
+    if (!traces)
+        return 1;
+    for (size_t i = 0; i < o->ntraces; i++) {
+        if (load_trace(o->traces[i], o, &traces[i])) {
+            for (size_t j = 0; j < i; j++) /* the ones already read */
+                ccb_trace_free(&traces[j]);
+            free(traces);
             return 2;
+        }
+    }
     ccb_result *r;
     int rc = run_replays(o, traces, o->ntraces, &r);
     ccb_write_results_md(stdout, r, o->ntraces * o->nspecs);

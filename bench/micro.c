@@ -185,11 +185,19 @@ void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {
     fprintf(f, "strategy,live,layout,pairs,median_ns,p99_ns,mean_ns,status,why\n");
     for (size_t i = 0; i < n; i++) {
         const char *layout = r[i].holes ? "holes" : "packed";
-        if (isnan(r[i].median_ns))
-            fprintf(f, "%s,%zu,%s,,,,,%s,\"%s\"\n", r[i].strategy, r[i].live, layout,
-                    r[i].skipped ? "skipped" : "failed", r[i].why);
-        else
-            fprintf(f, "%s,%zu,%s,%zu,%.1f,%.1f,%.2f,ok,\n", r[i].strategy, r[i].live, layout, r[i].pairs,
-                    r[i].median_ns, r[i].p99_ns, r[i].mean_ns);
+        ccb_csv_field(f, r[i].strategy); /* -s 'ccalloc=a:1,b:2' has a comma */
+        if (isnan(r[i].median_ns)) {
+            fprintf(f, ",%zu,%s,,,,,%s,", r[i].live, layout, r[i].skipped ? "skipped" : "failed");
+            fputc('"', f); /* always quoted, as before; quotes inside doubled */
+            for (const char *c = r[i].why; *c; c++) {
+                if (*c == '"')
+                    fputc('"', f);
+                fputc(*c, f);
+            }
+            fputs("\"\n", f);
+        } else {
+            fprintf(f, ",%zu,%s,%zu,%.1f,%.1f,%.2f,ok,\n", r[i].live, layout, r[i].pairs, r[i].median_ns, r[i].p99_ns,
+                    r[i].mean_ns);
+        }
     }
 }

@@ -112,6 +112,13 @@ static void csv_text(FILE *f, const char *s) { /* quoted, quotes doubled */
     fputc('"', f);
 }
 
+void ccb_csv_field(FILE *f, const char *s) {
+    if (s && strpbrk(s, ",\"\r\n"))
+        csv_text(f, s);
+    else if (s)
+        fputs(s, f);
+}
+
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
     fprintf(f, "trace,strategy,config,status,ops,allocs,frees,reps,median_ns,p99_ns,total_ms,timer_ns,"
                "peak_requested,peak_allocated,peak_reserved,ratio,ratio_requested,frag_at_peak,upstream_allocs,"
@@ -120,7 +127,11 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
         int ok = !x->skipped && !isnan(x->median_ns);
-        fprintf(f, "%s,%s,", x->trace, x->strategy);
+        /* a strategy label is what -s said: 'ccalloc=a:1,b:2' has a comma */
+        ccb_csv_field(f, x->trace);
+        fputc(',', f);
+        ccb_csv_field(f, x->strategy);
+        fputc(',', f);
         csv_text(f, x->config);
         fprintf(f, ",%s,", x->skipped ? "skipped" : ok ? "ok" : "failed");
         if (!ok) {

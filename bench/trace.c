@@ -238,6 +238,10 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
                 rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " which is not live", lineno, id);
                 break;
             }
+            if (size == 0) { /* in memory, size 0 means "take the alloc's": never from a file */
+                rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " with size 0", lineno, id);
+                break;
+            }
             push(t, (ccb_event){.size = size, .slot = *slot, .op = CCB_FREE, .stream = (uint8_t)stream});
             *slot = UINT32_MAX; /* ids are never reused by the recorder, but tolerate it */
         } else {
@@ -249,7 +253,15 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     free(m.slots);
     if (rc == 0 && ferror(f))
         rc = fail(err, errlen, "read error");
-    return rc ? rc : ccb_trace_analyze(t, err, errlen);
+    if (rc == 0)
+        rc = ccb_trace_analyze(t, err, errlen);
+    if (rc != 0) { /* nothing half-read stays allocated; t keeps its name */
+        char name[sizeof t->name];
+        memcpy(name, t->name, sizeof name);
+        ccb_trace_free(t);
+        memcpy(t->name, name, sizeof name);
+    }
+    return rc;
 }
 
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {

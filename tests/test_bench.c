@@ -312,3 +312,35 @@ Test(bench_stats, quantiles_are_nearest_rank) {
     cr_assert(isnan(ccb_quantile(v, 0, 0.5)));
     cr_assert_geq(ccb_timer_overhead_ns(), 0);
 }
+
+Test(bench_report, csv_quotes_names_that_hold_a_comma) {
+    /* -s 'ccalloc=max_split:64M,small_pool:0' is a legal strategy: its label
+     * must stay one field in results.csv and micro.csv */
+    ccb_trace t;
+    gen("uniform", 1, &t);
+    ccb_result r;
+    const char *spec = "ccalloc=max_split:64M,small_pool:0";
+    cr_assert_eq(ccb_replay(&t, spec, &tiny, &r), 0, "%s", r.why);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccb_write_results_csv(f, &r, 1);
+    fclose(f);
+    cr_assert(strstr(buf, "\nuniform,\"ccalloc=max_split:64M,small_pool:0\",\"max_split:64M,small_pool:0\",ok,"), "%s",
+              buf);
+    free(buf);
+    ccb_micro_row m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.strategy, sizeof m.strategy, "%s", spec);
+    m.live = 10;
+    m.pairs = 5;
+    m.median_ns = m.p99_ns = m.mean_ns = 1;
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    ccb_micro_write_csv(f, &m, 1);
+    fclose(f);
+    cr_assert(strstr(buf, "\n\"ccalloc=max_split:64M,small_pool:0\",10,packed,5,"), "%s", buf);
+    free(buf);
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}

@@ -62,6 +62,11 @@ expect 2 "no MODEL given" --
 expect 2 "no_such_key" -- --conf "no_such_key:1" "mlp:4x4"
 expect 2 "needs a value" -- "mlp:4x4" --iters
 expect 2 "--capacity 'lots' is not a size" -- --capacity lots "mlp:4x4"
+expect 2 "--seed '-1' is not a number" -- --seed -1 "mlp:4x4"
+expect 2 "--seed '99999999999999999999' is not a number" -- --seed 99999999999999999999 "mlp:4x4"
+# the demo: a rejected --conf is a usage error as for MODEL runs; it has no JSON form
+expect 2 "no_such_key" -- --demo --conf "no_such_key:1"
+expect 2 "--json is for MODEL runs" -- --demo --json
 
 check() { # check DESCRIPTION COMMAND...: the command must succeed
     desc=$1; shift
@@ -82,6 +87,20 @@ check "--timeline writes one row per event" sh -c \
     "'$CCRUN' --device host --timeline '$TMP/t.csv' --iters 2 'mlp:64x64x10:relu:softmax' >/dev/null && head -1 '$TMP/t.csv' | grep -q '^t_ms,event' && test \$(grep -c ',alloc,' '$TMP/t.csv') -eq \$(grep -c ',free,' '$TMP/t.csv')"
 check "--save writes a loadable safetensors file" sh -c \
     "'$CCRUN' --device host --save '$TMP/m.safetensors' 'mlp:16x32x4:gelu:softmax:seed=3' >/dev/null && '$CCRUN' --device host '$TMP/m.safetensors' | grep -q 'device free == baseline'"
+FF=$(printf '\377')
+check "--json stays valid UTF-8 when a model name is not (bytes become \\ufffd)" sh -c \
+    "'$CCRUN' --device host --json 'mlp:${FF}x4' >'$TMP/ju' 2>/dev/null; test \$? -eq 1 && grep -q 'ufffd' '$TMP/ju' && iconv -f UTF-8 -t UTF-8 '$TMP/ju' >/dev/null"
+LONG=$(printf 'é%.0s' 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32).safetensors
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$TMP/$LONG"
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$TMP/x$LONG"
+check "--json stays valid UTF-8 when a long name is cut inside a character" sh -c \
+    "'$CCRUN' --device host --json '$TMP/$LONG' '$TMP/x$LONG' >'$TMP/jl' && iconv -f UTF-8 -t UTF-8 '$TMP/jl' >/dev/null"
+CR=$TMP/$(printf 'a\rb').safetensors
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$CR"
+check "--timeline rows stay one line each when a file name holds a carriage return" sh -c \
+    "'$CCRUN' --device host --timeline '$TMP/tcr.csv' '$CR' >/dev/null && test \$(LC_ALL=C tr -cd '\\r' <'$TMP/tcr.csv' | wc -c) -eq 0"
+check "--demo on a huge simulated device builds specs within the grammar (no overflow)" sh -c \
+    "'$CCRUN' --demo --device host --capacity 256G --conf max_reserved:64M >'$TMP/dh' 2>&1; test \$? -le 1 && grep -q '  A = mlp:[0-9x]*:relu:softmax:seed=1\$' '$TMP/dh' && ! grep -q 'dimension\\|more than 64' '$TMP/dh'"
 check "--demo on a small simulated device" sh -c \
     "'$CCRUN' --demo --device host --capacity 192M > '$TMP/demo' && grep -q 'REFUSED' '$TMP/demo' && grep -q '== baseline 192.00 MiB every time' '$TMP/demo'"
 

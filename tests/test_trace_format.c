@@ -189,3 +189,25 @@ Test(trace_format, reads_what_the_recorder_wrote) {
     ccb_trace_free(&t);
     unlink(path);
 }
+
+Test(trace_format, free_of_size_zero_is_rejected) {
+    /* size 0 on a free means "take the alloc's" in memory; a file saying 0
+     * for a 100-byte block is malformed, not a match */
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, "seq,op,id,size,stream\n0,alloc,1,100,0\n1,free,1,0,0\n", err, sizeof err), -1);
+    cr_assert(strstr(err, "line 3") && strstr(err, "size 0"), "%s", err);
+    ccb_trace_free(&t);
+}
+
+Test(trace_format, a_failed_read_leaves_nothing_allocated) {
+    /* callers (ccbench info/replay) return on a failed read without freeing */
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(
+        read_text(&t, "# provenance\nseq,op,id,size,stream\n0,alloc,1,100,0\n1,alloc,1,100,0\n", err, sizeof err), -1);
+    cr_assert_null(t.ev, "events freed after the error");
+    cr_assert_null(t.comments, "comments freed after the error");
+    cr_assert_eq(t.n, 0);
+    cr_assert_str_eq(t.name, "text", "the name survives for the message");
+}

@@ -55,17 +55,26 @@ static void add_summary(demo *d, const char *act, const char *what, const char *
     va_end(ap);
 }
 
-/* A spec of `layers` square W×W layers plus a 10-way softmax head, ~target bytes. */
+/* A spec of `layers` square W×W layers plus a 10-way softmax head, ~target
+ * bytes. Stays inside the spec grammar's limits (CCR_MAX_LAYERS layers, each
+ * matrix <= 2^31 elements, so W <= 46336): on a very large device the model
+ * is smaller than `target`, never a malformed spec or a write past buf. */
 static void make_spec(char *buf, size_t len, size_t target, size_t layers, unsigned seed) {
     double floats = (double)target / 4.0;
-    while (floats / (double)layers > (double)(1u << 30))
+    while (floats / (double)layers > (double)(1u << 30) && layers < CCR_MAX_LAYERS - 1)
         layers++;
-    size_t w = (size_t)sqrt(floats / (double)layers);
+    double side = sqrt(floats / (double)layers);
+    size_t w = side > 46336.0 ? 46336 : (size_t)side;
     w = w > 64 ? w / 64 * 64 : 64;
+    size_t pos = 0;
     int n = snprintf(buf, len, "mlp:%zu", w);
-    for (size_t i = 0; i < layers; i++)
-        n += snprintf(buf + n, len - (size_t)n, "x%zu", w);
-    snprintf(buf + n, len - (size_t)n, "x10:relu:softmax:seed=%u", seed);
+    pos += n > 0 ? (size_t)n : 0;
+    for (size_t i = 0; i < layers && pos < len; i++) {
+        n = snprintf(buf + pos, len - pos, "x%zu", w);
+        pos += n > 0 ? (size_t)n : 0;
+    }
+    if (pos < len)
+        snprintf(buf + pos, len - pos, "x10:relu:softmax:seed=%u", seed);
 }
 
 static ccr_engine *engine(demo *d, const char *policy) {
@@ -303,9 +312,20 @@ int ccrun_demo(const ccrun_options *o) {
     d.rep.out = stdout;
     d.batch = o->batch_set ? o->batch : 2;
     d.iters = o->iters_set ? o->iters : 2;
-    if (ccr_device_open(o->device, 0, o->capacity, &d.dev, &d.simulated) != CCR_OK) {
-        fprintf(stderr, "ccrun: %s\n", ccr_last_error());
+    /* --conf is checked once here, as ccrun MODEL... does: a rejected config
+     * is a usage error (exit 2), not three failed acts (exit 1) */
+    char conf[512];
+    cca_config cfg;
+    ccrun_alloc_conf(o, NULL, conf, sizeof conf);
+    cca_config_default(&cfg);
+    if (*conf && cca_config_parse(&cfg, conf) != CCA_OK) {
+        fprintf(stderr, "ccrun: allocator config '%s': %s\n", conf, cca_last_error());
         return CCRUN_ERR_USAGE;
+    }
+    ccr_status st = ccr_device_open(o->device, 0, o->capacity, &d.dev, &d.simulated);
+    if (st != CCR_OK) { /* no such device: exit 1, as for ccrun MODEL... */
+        fprintf(stderr, "ccrun: %s\n", ccr_last_error());
+        return st == CCR_ERR_INVALID_ARGUMENT ? CCRUN_ERR_USAGE : CCRUN_ERR_MODEL;
     }
     if (o->timeline_path && ccr_timeline_open(o->timeline_path, &d.tl) != CCR_OK) {
         fprintf(stderr, "ccrun: %s\n", ccr_last_error());
@@ -313,7 +333,7 @@ int ccrun_demo(const ccrun_options *o) {
         return CCRUN_ERR_USAGE;
     }
     cca_upstream_mem_info(d.dev, &d.free0, &d.total);
-    char b0[32], b1[32], sa[256], sb[256], sc[256], sd[256];
+    char b0[32], b1[32], sa[512], sb[512], sc[512], sd[256];
     size_t target = d.free0 / 10 * 6;
     make_spec(sa, sizeof sa, target, 3, 1);
     make_spec(sb, sizeof sb, target, 4, 2);
@@ -328,7 +348,6 @@ int ccrun_demo(const ccrun_options *o) {
     double t0 = ccrun_now_ms();
 
     act1(&d, sa, sb);
-    cca_config cfg;
     cca_config_default(&cfg);
     size_t greedy_held = (size_t)((double)d.free0 * cfg.greedy_fraction);
     act2(&d, sa, sd, greedy_held);

@@ -10,6 +10,8 @@
  * compared with its value before the first load. Errors name the problem,
  * leave the allocator at zero live bytes, and exit non-zero (see --help).
  */
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,7 @@ static void usage(FILE *f) {
                "  --keep-cache            never release: memory stays with the process, as in\n"
                "                          TensorFlow (unload only)\n"
                "  --json                  print one JSON document instead of the table\n"
+               "                          (MODEL runs; not with --demo)\n"
                "  --timeline FILE.csv     one CSV row per allocator event or phase\n"
                "  --save FILE             after loading the (single) MODEL, write it as safetensors\n"
                "  --seed N                seed of the random input batches (default 1)\n"
@@ -139,10 +142,13 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         case O_TIMELINE: o->timeline_path = optarg; break;
         case O_SAVE: o->save_path = optarg; break;
         case O_SEED: {
+            /* plain decimal in 0..2^64-1: strtoull alone would take "-1"
+             * (as 2^64-1), " 7", "+7" and clamp an overflow to 2^64-1 */
             char *end;
+            errno = 0;
             o->seed = strtoull(optarg, &end, 10);
-            if (!*optarg || *end)
-                return usage_error("--seed '%s' is not a number", optarg);
+            if (!isdigit((unsigned char)*optarg) || *end || errno == ERANGE)
+                return usage_error("--seed '%s' is not a number in 0..2^64-1", optarg);
             break;
         }
         case O_DEMO: o->demo = 1; break;
@@ -165,6 +171,8 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         return usage_error("%s", "no MODEL given");
     if (o->demo && o->n_models)
         return usage_error("--demo takes no MODEL (got '%s')", o->models[0]);
+    if (o->demo && o->json)
+        return usage_error("%s", "--demo prints a report, not JSON: --json is for MODEL runs");
     if (o->save_path && o->n_models != 1)
         return usage_error("%s", "--save needs exactly one MODEL");
     return 0;

@@ -73,7 +73,7 @@ static void print_row(FILE *f, const ccrun_row *w) {
     char model[35];
     size_t ml = strlen(w->model);
     if (ml <= 34)
-        snprintf(model, sizeof model, "%s", *w->model ? w->model : "-");
+        snprintf(model, sizeof model, "%.34s", *w->model ? w->model : "-");
     else if (!strncmp(w->model, "mlp:", 4))
         snprintf(model, sizeof model, "%.31s...", w->model);
     else
@@ -124,16 +124,56 @@ void ccrun_report_free(ccrun_report *r) {
     r->n = r->cap = 0;
 }
 
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s) {
+    size_t n;
+    unsigned min;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2, min = 0x80;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3, min = 0x800;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4, min = 0x10000;
+    else
+        return 0;
+    unsigned cp = s[0] & (0x3f >> (n - 1));
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) /* also stops at the terminating NUL */
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped; bytes
+ * that are not well-formed UTF-8 (a non-UTF-8 file name, a name cut short by
+ * a fixed-size field) become U+FFFD, so the document is always valid JSON. */
 static void json_string(FILE *f, const char *s) {
     fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
+    for (const unsigned char *p = (const unsigned char *)s; p && *p;) {
+        unsigned char c = *p;
+        if (c == '"' || c == '\\') {
             fprintf(f, "\\%c", c);
-        else if (c < 0x20)
+            p++;
+        } else if (c < 0x20) {
             fprintf(f, "\\u%04x", c);
-        else
+            p++;
+        } else if (c < 0x80) {
             fputc(c, f);
+            p++;
+        } else {
+            size_t n = utf8_len(p);
+            if (n) {
+                fwrite(p, 1, n, f);
+                p += n;
+            } else {
+                fputs("\\ufffd", f);
+                p++;
+            }
+        }
     }
     fputc('"', f);
 }

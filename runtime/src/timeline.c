@@ -47,10 +47,11 @@ void ccr_timeline_close(ccr_timeline *t) {
     free(t);
 }
 
-/* CSV-safe: models are file names or spec strings; drop commas and quotes. */
+/* CSV-safe: models are file names or spec strings; drop commas, quotes and
+ * line breaks (a '\r' in a file name would end the row for most readers). */
 static void put_field(FILE *f, const char *s) {
     for (; s && *s; s++)
-        if (*s != ',' && *s != '"' && *s != '\n')
+        if (*s != ',' && *s != '"' && *s != '\n' && *s != '\r')
             fputc(*s, f);
     fputc(',', f);
 }

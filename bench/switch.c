@@ -106,14 +106,19 @@ static int find_ccrun(const char *given, char *out, size_t len) {
 
 /* Run argv, capture stdout; wall time from fork to reaped. */
 static int run_capture(char *const argv[], char **out, double *wall_ms) {
+    *out = NULL;
+    *wall_ms = 0;
     int fd[2];
     if (pipe(fd))
         return -1;
     fflush(NULL);
     uint64_t t0 = ccb_now_ns();
     pid_t pid = fork();
-    if (pid < 0)
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
         return -1;
+    }
     if (pid == 0) {
         dup2(fd[1], STDOUT_FILENO);
         close(fd[0]);
@@ -125,8 +130,22 @@ static int run_capture(char *const argv[], char **out, double *wall_ms) {
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     for (;;) {
-        if (len + 4096 > cap)
-            buf = realloc(buf, cap *= 2);
+        if (buf && len + 4096 > cap) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown)
+                free(buf);
+            buf = grown;
+            cap *= 2;
+        }
+        if (!buf) { /* out of host memory: drain the pipe so the child can exit */
+            char sink[4096];
+            ssize_t k = read(fd[0], sink, sizeof sink);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                break;
+            continue;
+        }
         ssize_t k = read(fd[0], buf + len, cap - len - 1);
         if (k < 0 && errno == EINTR)
             continue;
@@ -135,11 +154,13 @@ static int run_capture(char *const argv[], char **out, double *wall_ms) {
         len += (size_t)k;
     }
     close(fd[0]);
-    buf[len] = '\0';
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     *wall_ms = (double)(ccb_now_ns() - t0) / 1e6;
+    if (!buf)
+        return -1;
+    buf[len] = '\0';
     *out = buf;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -185,9 +206,15 @@ int ccb_switch_main(int argc, char **argv) {
             device = argv[++i];
         else if (!strcmp(a, "--capacity"))
             capacity = argv[++i];
-        else if (!strcmp(a, "--rounds"))
-            rounds = atoi(argv[++i]);
-        else if (!strcmp(a, "--iters"))
+        else if (!strcmp(a, "--rounds")) {
+            char *end;
+            long r = strtol(argv[++i], &end, 10);
+            if (*end || end == argv[i] || r < 1 || r > 1000) {
+                fprintf(stderr, "ccbench switch: --rounds takes a whole number from 1 to 1000, got '%s'\n", argv[i]);
+                return 2;
+            }
+            rounds = (int)r;
+        } else if (!strcmp(a, "--iters"))
             iters = argv[++i];
         else if (!strcmp(a, "--batch"))
             batch = argv[++i];
@@ -203,8 +230,6 @@ int ccb_switch_main(int argc, char **argv) {
     if (!nm)
         for (; nm < sizeof default_models / sizeof *default_models; nm++)
             models[nm] = default_models[nm];
-    if (rounds < 1)
-        rounds = 1;
     char ccrun[1024];
     if (find_ccrun(ccrun_given, ccrun, sizeof ccrun) != 0) {
         printf("skipped: ccrun not found (build target ccrun with -DCCA_BUILD_RUNTIME=ON, or pass --ccrun PATH)\n");
@@ -220,6 +245,11 @@ int ccb_switch_main(int argc, char **argv) {
                            capacity, "--iters", iters,      "--batch", batch};
     size_t nfixed = sizeof fixed / sizeof *fixed;
     char **argv2 = calloc(nfixed + seq_n + 1, sizeof *argv2);
+    if (!seq || !rows || !argv2) {
+        fprintf(stderr, "ccbench switch: out of host memory\n");
+        free(seq), free(rows), free(argv2);
+        return 1;
+    }
     for (size_t i = 0; i < nfixed; i++)
         argv2[i] = (char *)fixed[i];
 
@@ -230,10 +260,12 @@ int ccb_switch_main(int argc, char **argv) {
     char *text;
     double wall;
     int rc = run_capture(argv2, &text, &wall);
-    cJSON *doc = cJSON_Parse(text);
+    cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (rc != 0 || !doc) {
-        fprintf(stderr, "ccbench switch: in-process ccrun failed (exit %d)\n%s\n", rc, text);
+        fprintf(stderr, "ccbench switch: in-process ccrun failed (exit %d)\n%s\n", rc, text ? text : "");
         free(text);
+        cJSON_Delete(doc);
+        free(seq), free(rows), free(argv2);
         return 1;
     }
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(doc, "device");
@@ -272,10 +304,12 @@ int ccb_switch_main(int argc, char **argv) {
         argv2[nfixed + 1] = NULL;
         rc = run_capture(argv2, &text, &wall);
         proc_wall += wall;
-        doc = cJSON_Parse(text);
+        doc = text ? cJSON_Parse(text) : NULL;
         if (rc != 0 || !doc) {
-            fprintf(stderr, "ccbench switch: ccrun %s failed (exit %d)\n%s\n", seq[i], rc, text);
+            fprintf(stderr, "ccbench switch: ccrun %s failed (exit %d)\n%s\n", seq[i], rc, text ? text : "");
             free(text);
+            cJSON_Delete(doc);
+            free(seq), free(rows), free(argv2);
             return 1;
         }
         double load_run = 0;

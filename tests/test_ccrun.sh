@@ -77,6 +77,8 @@ check() { # check DESCRIPTION COMMAND...: the command must succeed
 check "--help lists every option" sh -c "'$CCRUN' --help | grep -q -- --timeline && '$CCRUN' --help | grep -q -- --keep-cache && '$CCRUN' --help | grep -q -- --demo"
 check "--json on a failure still reports zero live bytes" sh -c \
     "'$CCRUN' --device host --json '$BAD/not_json.safetensors' 2>/dev/null | grep -q '\"live_bytes_at_exit\": 0'; test \$? -eq 0"
+check "--json with a config the allocator rejects is still one document naming the key" sh -c \
+    "'$CCRUN' --device host --json --conf bogus:1 'mlp:4x4' >'$TMP/je' 2>/dev/null; test \$? -eq 2 && grep -q '\"error\": \"allocator config' '$TMP/je' && grep -q \"unknown key 'bogus'\" '$TMP/je' && grep -q '\"device\": null' '$TMP/je'"
 check "two models with release, device free back to baseline each time" sh -c \
     "'$CCRUN' --device host --capacity 256M --iters 2 '$SRC/tests/fixtures/digits_mlp.safetensors' 'mlp:256x2048x2048x10:relu:softmax' | grep -c 'device free == baseline' | grep -qx 2"
 check "--keep-cache keeps memory with the process" sh -c \

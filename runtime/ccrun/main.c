@@ -188,6 +188,8 @@ static int run_models(const ccrun_options *o) {
 
     if (o->timeline_path && ccr_timeline_open(o->timeline_path, &tl) != CCR_OK) {
         fprintf(stderr, "ccrun: %s\n", ccr_last_error());
+        if (o->json) /* --json promises one document, failures included */
+            ccrun_json_document(&rep, NULL, ccr_last_error(), 0);
         return CCRUN_ERR_USAGE;
     }
     ccrun_alloc_conf(o, NULL, conf, sizeof conf);
@@ -202,6 +204,8 @@ static int run_models(const ccrun_options *o) {
     ccr_status st = ccr_engine_create(&eo, &e);
     if (st != CCR_OK) {
         fprintf(stderr, "ccrun: %s\n", ccr_last_error());
+        if (o->json)
+            ccrun_json_document(&rep, NULL, ccr_last_error(), 0);
         ccr_timeline_close(tl);
         return st == CCR_ERR_INVALID_ARGUMENT ? CCRUN_ERR_USAGE : CCRUN_ERR_MODEL;
     }

@@ -8,3 +8,13 @@ if(TARGET cck)
     cca_add_test(NAME test_kernels_cuda SOURCES test_kernels_cuda.c LIBS cck ccalloc_static LABEL gpu)
   endif()
 endif()
+
+# What ptxas and the PTX say about the CUDA kernels (no GPU needed): no spills,
+# no stack frame, 16-byte accesses exactly where softmax.cu and dense.cu say.
+if(CCA_WITH_CUDA)
+  string(REPLACE ";" " " _cck_archs "${CMAKE_CUDA_ARCHITECTURES}")
+  add_test(NAME kernels_static_check
+    COMMAND ${PROJECT_SOURCE_DIR}/bench/kernels/kernel_resources.sh --check --nvcc ${CMAKE_CUDA_COMPILER}
+            --arch "${_cck_archs}")
+  set_tests_properties(kernels_static_check PROPERTIES LABELS cpu TIMEOUT 300)
+endif()

@@ -235,7 +235,9 @@ Test(bench_strategy, specs_resolve_and_gpu_ones_skip_with_a_reason) {
     for (size_t i = 0; i < sizeof gpu / sizeof *gpu; i++) {
         ccb_result r;
         cr_assert_eq(ccb_replay(&t, gpu[i], &tiny, &r), 0, "%s: %s", gpu[i], r.why);
-        if (!have_gpu) {
+        if (have_gpu) {
+            cr_assert_eq(r.skipped, 0, "%s skipped on a GPU: %s", gpu[i], r.why);
+        } else {
             cr_assert_eq(r.skipped, 1, "%s ran without a GPU?", gpu[i]);
             cr_assert(strstr(r.why, "no GPU") != NULL, "%s: reason '%s'", gpu[i], r.why);
         }

@@ -1,7 +1,7 @@
 /*
  * test_kernels_cuda.c — the CUDA kernels (softmax.cu, dense.cu, context.cu)
  * against the double references, on a GPU. Every test skips with a reason
- * when cck_cuda_device_count finds none.
+ * when cck_cuda_device_count finds none (fails under CCA_REQUIRE_GPU=1).
  *
  * All device memory, the cuBLAS workspace included, comes from a ccalloc
  * allocator over the CUDA upstream, as in the engine; the last test checks
@@ -18,6 +18,10 @@
 
 #include <ccalloc.h>
 
+#include <cuda_runtime_api.h>
+#include <limits.h>
+
+#include "gpu_required.h"
 #include "kernels_check.h"
 
 typedef struct gpu {
@@ -35,7 +39,7 @@ static gpu gpu_open(int use_tf32) {
     int n = 0;
     cck_status st = cck_cuda_device_count(&n);
     if (st != CCK_OK || n == 0) {
-        cr_skip_test("no GPU: %s", cck_status_string(st));
+        CCA_NO_GPU("no GPU: %s", cck_status_string(st));
     }
     cr_assert_eq(cca_upstream_cuda_create(0, &g.up), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_create(NULL, g.up, &g.alloc), CCA_OK, "%s", cca_last_error());
@@ -268,10 +272,30 @@ Test(kernels_cuda_api, device_errors_with_a_context) {
     float *d = dev_alloc(&g, 64);
     cr_assert_eq(cck_softmax_cuda_version(g.ctx, 3, 96, d, d, 1, 64), CCK_ERR_UNSUPPORTED);
     cr_assert_eq(cck_softmax_cuda_version(g.ctx, 5, 0, d, d, 1, 64), CCK_ERR_INVALID_ARGUMENT);
+    /* refused before any launch: indices too close to INT_MAX for the
+     * kernels' int arithmetic, and a y that overlaps an input */
+    cr_assert_eq(cck_softmax_cuda(g.ctx, d, d, (size_t)INT_MAX - 100, 1), CCK_ERR_UNSUPPORTED);
+    cr_assert_eq(cck_softmax_cuda_version(g.ctx, 2, 0, d, d, 1, (size_t)INT_MAX), CCK_ERR_UNSUPPORTED);
+    cr_assert_eq(cck_dense_cuda(g.ctx, d, d + 8, d + 32, d + 32, 1, 4, 4, CCK_ACT_RELU), CCK_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cck_dense_cuda(g.ctx, d, d + 8, NULL, d + 2, 1, 4, 4, CCK_ACT_NONE), CCK_ERR_INVALID_ARGUMENT);
     /* a context without workspace works too */
     cr_assert_eq(cck_cuda_context_create(0, NULL, NULL, 0, 0, &ctx), CCK_OK);
     cr_assert_eq(cck_softmax_cuda(ctx, d, d, 1, 64), CCK_OK);
     cr_assert_eq(cck_cuda_context_destroy(ctx), CCK_OK);
+    dev_free(&g, d);
+    gpu_close(&g);
+}
+
+/* An error the caller left pending (here a failed cudaMalloc, which sets the
+ * runtime's last-error slot and is not sticky) is not blamed on our launch. */
+Test(kernels_cuda_api, a_pending_error_of_the_caller_is_not_ours) {
+    gpu g = gpu_open(0);
+    float *d = dev_alloc(&g, 64);
+    void *huge = NULL;
+    cr_assert_neq(cudaMalloc(&huge, (size_t)1 << 62), cudaSuccess);
+    cr_assert_eq(cck_softmax_cuda(g.ctx, d, d, 1, 64), CCK_OK);
+    cr_assert_eq(cck_cuda_synchronize(g.ctx), CCK_OK);
+    cr_assert_eq(cudaGetLastError(), cudaSuccess);
     dev_free(&g, d);
     gpu_close(&g);
 }

@@ -1,8 +1,8 @@
 /*
- * test_kernels_host.c — the host kernels (softmax_host.c, dense_host.c)
- * against the double references, the vocabulary of common.c, and the
- * argument checks of every CUDA entry point (cuda_api.c), which run the same
- * with or without a GPU.
+ * test_kernels_host.c — the host kernels (softmax_host.c, dense_host.c,
+ * gemm_host_blocked.c) against the double references, the vocabulary of
+ * common.c, and the argument checks of every CUDA entry point (cuda_api.c),
+ * which run the same with or without a GPU.
  *
  * Inputs are random with a fresh seed per test, printed to stderr
  * ("seed=..."); CCK_SEED=<seed> replays a run. Tolerances are those of
@@ -145,7 +145,17 @@ Test(softmax_host, bad_arguments) {
 
 /* ---- dense ---------------------------------------------------------------- */
 
-static double dense_case(rng *r, size_t batch, size_t in, size_t out, int bias, cck_activation act) {
+/* Both host GEMMs are checked: cck_dense_host (OpenBLAS when the library is
+ * built with it) and cck_dense_host_blocked (the built-in loop, always). */
+typedef cck_status (*dense_fn)(const float *, const float *, const float *, float *, size_t, size_t, size_t,
+                               cck_activation);
+static const struct {
+    const char *name;
+    dense_fn fn;
+} dense_impls[] = {{"dense_host", cck_dense_host}, {"dense_host_blocked", cck_dense_host_blocked}};
+#define N_DENSE_IMPLS (sizeof dense_impls / sizeof dense_impls[0])
+
+static double dense_case(size_t impl, rng *r, size_t batch, size_t in, size_t out, int bias, cck_activation act) {
     float *x = xmalloc(batch * in * sizeof *x), *w = xmalloc(out * in * sizeof *w);
     float *b = bias ? xmalloc(out * sizeof *b) : NULL, *y = xmalloc(batch * out * sizeof *y);
     fill_uniform(r, x, batch * in, 1.0f);
@@ -154,9 +164,9 @@ static double dense_case(rng *r, size_t batch, size_t in, size_t out, int bias, 
         fill_uniform(r, b, out, 0.5f);
     for (size_t i = 0; i < batch * out; i++)
         y[i] = NAN; /* poison */
-    cr_assert_eq(cck_dense_host(x, w, b, y, batch, in, out, act), CCK_OK);
+    cr_assert_eq(dense_impls[impl].fn(x, w, b, y, batch, in, out, act), CCK_OK);
     char what[96];
-    snprintf(what, sizeof what, "dense_host %zux%zux%zu %s%s", batch, in, out, cck_activation_name(act),
+    snprintf(what, sizeof what, "%s %zux%zux%zu %s%s", dense_impls[impl].name, batch, in, out, cck_activation_name(act),
              bias ? " +bias" : "");
     double worst = check_dense(what, y, x, w, b, batch, in, out, act, 1e-5);
     free(x), free(w), free(b), free(y);
@@ -165,60 +175,101 @@ static double dense_case(rng *r, size_t batch, size_t in, size_t out, int bias, 
 
 Test(dense_host, matches_reference_on_many_shapes) {
     rng r = rng_fresh("dense_host.matches_reference_on_many_shapes");
-    static const size_t shapes[][3] = {{1, 1, 1},   {1, 3, 5},   {4, 8, 8},    {5, 7, 9},     {3, 1, 17},
-                                       {17, 33, 1}, {8, 256, 8}, {9, 257, 15}, {33, 513, 65}, {64, 1024, 96}};
-    double worst = 0.0;
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
-            for (int bias = 0; bias < 2; bias++) {
-                worst =
-                    fmax(worst, dense_case(&r, shapes[s][0], shapes[s][1], shapes[s][2], bias, (cck_activation)act));
+    /* small and odd shapes, then ones above CCK_PARALLEL_MIN_MACS (threaded)
+     * and large enough for OpenBLAS's blocked, multi-threaded paths */
+    static const size_t shapes[][3] = {{1, 1, 1},      {1, 3, 5},        {4, 8, 8},      {5, 7, 9},     {3, 1, 17},
+                                       {17, 33, 1},    {8, 256, 8},      {9, 257, 15},   {33, 513, 65}, {64, 1024, 96},
+                                       {1, 2048, 777}, {130, 1031, 257}, {256, 768, 384}};
+    for (size_t impl = 0; impl < N_DENSE_IMPLS; impl++) {
+        double worst = 0.0;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
+                for (int bias = 0; bias < 2; bias++) {
+                    worst = fmax(worst, dense_case(impl, &r, shapes[s][0], shapes[s][1], shapes[s][2], bias,
+                                                   (cck_activation)act));
+                }
             }
         }
-    }
-    for (int t = 0; t < 12; t++) {
-        worst = fmax(worst, dense_case(&r, 1 + rng_below(&r, 40), 1 + rng_below(&r, 700), 1 + rng_below(&r, 70),
+        for (int t = 0; t < 12; t++) {
+            worst =
+                fmax(worst, dense_case(impl, &r, 1 + rng_below(&r, 40), 1 + rng_below(&r, 700), 1 + rng_below(&r, 70),
                                        (int)rng_below(&r, 2), (cck_activation)rng_below(&r, 3)));
+        }
+        fprintf(stderr, "%s: largest error %.3g of sum|x*w|+|b| (tolerance 1.2e-5)\n", dense_impls[impl].name, worst);
     }
-    fprintf(stderr, "dense_host: largest error %.3g of sum|x*w|+|b| (tolerance 1.2e-5)\n", worst);
+}
+
+Test(dense_host, gemm_is_named) {
+    const char *name = cck_host_gemm_name();
+    cr_assert(name != NULL && name[0] != '\0');
+    fprintf(stderr, "host GEMM: %s\n", name);
 }
 
 Test(dense_host, activations_by_value) {
-    /* 1x1x1 layers: y = act(x*w + b) */
-    float x = 1.0f, w = 2.0f, b = -3.0f, y;
-    cr_assert_eq(cck_dense_host(&x, &w, &b, &y, 1, 1, 1, CCK_ACT_NONE), CCK_OK);
-    cr_assert_eq(y, -1.0f);
-    cr_assert_eq(cck_dense_host(&x, &w, &b, &y, 1, 1, 1, CCK_ACT_RELU), CCK_OK);
-    cr_assert_eq(y, 0.0f);
-    cr_assert_eq(cck_dense_host(&x, &w, NULL, &y, 1, 1, 1, CCK_ACT_GELU), CCK_OK);
-    /* gelu_tanh(2) = 1.9545977 */
-    cr_assert(fabsf(y - 1.9545977f) < 1e-6f, "gelu(2) = %.9g", y);
+    for (size_t impl = 0; impl < N_DENSE_IMPLS; impl++) {
+        /* 1x1x1 layers: y = act(x*w + b) */
+        dense_fn dense = dense_impls[impl].fn;
+        float x = 1.0f, w = 2.0f, b = -3.0f, y;
+        cr_assert_eq(dense(&x, &w, &b, &y, 1, 1, 1, CCK_ACT_NONE), CCK_OK);
+        cr_assert_eq(y, -1.0f);
+        cr_assert_eq(dense(&x, &w, &b, &y, 1, 1, 1, CCK_ACT_RELU), CCK_OK);
+        cr_assert_eq(y, 0.0f);
+        cr_assert_eq(dense(&x, &w, NULL, &y, 1, 1, 1, CCK_ACT_GELU), CCK_OK);
+        /* gelu_tanh(2) = 1.9545977 */
+        cr_assert(fabsf(y - 1.9545977f) < 1e-6f, "%s: gelu(2) = %.9g", dense_impls[impl].name, y);
+    }
 }
 
-Test(dense_host, nan_propagates_to_its_row) {
-    float x[2][3] = {{1, NAN, 2}, {1, 2, 3}}, w[2][3] = {{1, 1, 1}, {0, 1, 0}}, y[2][2];
-    for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
-        cr_assert_eq(cck_dense_host(&x[0][0], &w[0][0], NULL, &y[0][0], 2, 3, 2, (cck_activation)act), CCK_OK);
-        cr_assert(isnan(y[0][0]) && isnan(y[0][1]), "%s: relu/gelu keep NaN", cck_activation_name(act));
-        cr_assert(!isnan(y[1][0]) && !isnan(y[1][1]));
+/* A NaN in x poisons its row of y; a NaN in W poisons its column. */
+Test(dense_host, nan_propagates_to_its_row_and_column) {
+    for (size_t impl = 0; impl < N_DENSE_IMPLS; impl++) {
+        const char *name = dense_impls[impl].name;
+        float x[2][3] = {{1, NAN, 2}, {1, 2, 3}}, w[2][3] = {{1, 1, 1}, {0, 1, 0}}, y[2][2];
+        for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
+            cr_assert_eq(dense_impls[impl].fn(&x[0][0], &w[0][0], NULL, &y[0][0], 2, 3, 2, (cck_activation)act),
+                         CCK_OK);
+            cr_assert(isnan(y[0][0]) && isnan(y[0][1]), "%s %s: relu/gelu keep NaN", name, cck_activation_name(act));
+            cr_assert(!isnan(y[1][0]) && !isnan(y[1][1]), "%s", name);
+        }
+        float x2[2][3] = {{1, 2, 3}, {4, 5, 6}}, w2[3][3] = {{1, 0, 0}, {0, NAN, 0}, {0, 0, 1}}, y2[2][3];
+        cr_assert_eq(dense_impls[impl].fn(&x2[0][0], &w2[0][0], NULL, &y2[0][0], 2, 3, 3, CCK_ACT_RELU), CCK_OK);
+        for (int row = 0; row < 2; row++) {
+            cr_assert(isnan(y2[row][1]), "%s: NaN weight, row %d", name, row);
+            cr_assert_eq(y2[row][0], x2[row][0], "%s", name);
+            cr_assert_eq(y2[row][2], x2[row][2], "%s", name);
+        }
     }
 }
 
 Test(dense_host, bad_arguments) {
-    float x[4] = {0}, w[4] = {0}, b[2] = {0}, y[4];
-    const cck_status bad = CCK_ERR_INVALID_ARGUMENT;
-    cr_assert_eq(cck_dense_host(NULL, w, b, y, 2, 2, 2, CCK_ACT_NONE), bad);
-    cr_assert_eq(cck_dense_host(x, NULL, b, y, 2, 2, 2, CCK_ACT_NONE), bad);
-    cr_assert_eq(cck_dense_host(x, w, b, NULL, 2, 2, 2, CCK_ACT_NONE), bad);
-    cr_assert_eq(cck_dense_host(x, w, b, y, 0, 2, 2, CCK_ACT_NONE), bad);
-    cr_assert_eq(cck_dense_host(x, w, b, y, 2, 0, 2, CCK_ACT_NONE), bad);
-    cr_assert_eq(cck_dense_host(x, w, b, y, 2, 2, 0, CCK_ACT_NONE), bad);
-    cr_assert_eq(cck_dense_host(x, w, b, y, 2, 2, 2, (cck_activation)3), bad);
-    cr_assert_eq(cck_dense_host(x, w, b, y, 2, 2, 2, (cck_activation)-1), bad);
-    cr_assert_eq(cck_dense_host(x, w, b, x, 2, 2, 2, CCK_ACT_NONE), bad); /* y aliases x */
-    cr_assert_eq(cck_dense_host(x, w, b, w, 2, 2, 2, CCK_ACT_NONE), bad); /* y aliases w */
-    cr_assert_eq(cck_dense_host(x, w, b, y, SIZE_MAX / 2, 4, 2, CCK_ACT_NONE), bad);
-    cck_dense_reference(NULL, w, b, NULL, 2, 2, 2, CCK_ACT_NONE); /* no crash */
+    for (size_t impl = 0; impl < N_DENSE_IMPLS; impl++) {
+        dense_fn dense = dense_impls[impl].fn;
+        float x[4] = {0}, w[4] = {0}, b[2] = {0}, y[4] = {7, 7, 7, 7};
+        const cck_status bad = CCK_ERR_INVALID_ARGUMENT;
+        cr_assert_eq(dense(NULL, w, b, y, 2, 2, 2, CCK_ACT_NONE), bad);
+        cr_assert_eq(dense(x, NULL, b, y, 2, 2, 2, CCK_ACT_NONE), bad);
+        cr_assert_eq(dense(x, w, b, NULL, 2, 2, 2, CCK_ACT_NONE), bad);
+        cr_assert_eq(dense(x, w, b, y, 0, 2, 2, CCK_ACT_NONE), bad);
+        cr_assert_eq(dense(x, w, b, y, 2, 0, 2, CCK_ACT_NONE), bad);
+        cr_assert_eq(dense(x, w, b, y, 2, 2, 0, CCK_ACT_NONE), bad);
+        cr_assert_eq(dense(x, w, b, y, 2, 2, 2, (cck_activation)3), bad);
+        cr_assert_eq(dense(x, w, b, y, 2, 2, 2, (cck_activation)-1), bad);
+        cr_assert_eq(dense(x, w, b, x, 2, 2, 2, CCK_ACT_NONE), bad); /* y aliases x */
+        cr_assert_eq(dense(x, w, b, w, 2, 2, 2, CCK_ACT_NONE), bad); /* y aliases w */
+        cr_assert_eq(dense(x, w, b, b, 1, 2, 2, CCK_ACT_NONE), bad); /* y aliases b */
+        float big[16] = {0};
+        cr_assert_eq(dense(big, w, b, big + 3, 2, 2, 2, CCK_ACT_NONE), bad);     /* y's first float is x[3] */
+        cr_assert_eq(dense(x, big + 4, b, big + 1, 2, 2, 2, CCK_ACT_NONE), bad); /* y's last float is W[0] */
+        cr_assert_eq(dense(x, w, big + 4, big + 2, 1, 2, 3, CCK_ACT_RELU), bad); /* y's last float is b[0] */
+        cr_assert_eq(dense(x, w, big + 1, big + 3, 1, 2, 3, CCK_ACT_RELU), bad); /* b's last float is y[0] */
+        /* adjacent but disjoint ranges are fine: x = big[0..3], y = big[4..7] */
+        cr_assert_eq(dense(big, w, b, big + 4, 2, 2, 2, CCK_ACT_NONE), CCK_OK);
+        cr_assert_eq(dense(x, w, big + 12, big + 8, 2, 2, 2, CCK_ACT_NONE), CCK_OK);
+        cr_assert_eq(dense(x, w, b, y, SIZE_MAX / 2, 4, 2, CCK_ACT_NONE), bad);
+        for (int i = 0; i < 4; i++)
+            cr_assert_eq(y[i], 7.0f, "%s: a refused call wrote y", dense_impls[impl].name);
+    }
+    cck_dense_reference(NULL, NULL, NULL, NULL, 2, 2, 2, CCK_ACT_NONE); /* no crash */
 }
 
 /* ---- CUDA entry points: argument checks, with or without a GPU ---------- */

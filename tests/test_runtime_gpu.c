@@ -13,6 +13,7 @@
  */
 #include <stdio.h>
 
+#include "gpu_required.h"
 #include "test_runtime_util.h"
 
 /* Driver-side slack we accept between "before the first load" and "after
@@ -42,7 +43,7 @@ static size_t absdiff(size_t a, size_t b) {
 
 Test(runtime_gpu, digits_match_sklearn_on_cuda) {
     if (!have_gpu())
-        cr_skip_test("no GPU: CUDA runtime checks skipped");
+        CCA_NO_GPU("no GPU: CUDA runtime checks skipped");
     ccr_engine *e = cuda_engine("policy:growth");
     double sk, err;
     double acc = check_digits(e, "digits_mlp.safetensors", 1e-5, &sk, &err);
@@ -54,7 +55,7 @@ Test(runtime_gpu, digits_match_sklearn_on_cuda) {
 
 Test(runtime_gpu, release_returns_device_memory) {
     if (!have_gpu())
-        cr_skip_test("no GPU: cudaMemGetInfo release check skipped");
+        CCA_NO_GPU("no GPU: cudaMemGetInfo release check skipped");
     ccr_engine *e = cuda_engine("policy:growth");
     const char *specs[] = {"mlp:4096x8192x8192x10:relu:softmax:seed=1", "mlp:1024x16384x1024:gelu:softmax:seed=2",
                            "mlp:2048x4096x4096x4096x10:relu:softmax:seed=3"};
@@ -88,7 +89,7 @@ Test(runtime_gpu, release_returns_device_memory) {
 
 Test(runtime_gpu, greedy_keep_cache_on_cuda) {
     if (!have_gpu())
-        cr_skip_test("no GPU: greedy CUDA check skipped");
+        CCA_NO_GPU("no GPU: greedy CUDA check skipped");
     ccr_engine *e = cuda_engine("policy:greedy,greedy_fraction:0.5");
     size_t arena = reserved_bytes(e);
     ccr_model *m;

@@ -41,9 +41,23 @@ cck_status cck_activation_parse(const char *name, cck_activation *out);
 /* Row-wise numerically stable softmax; y may equal x (in place). */
 cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols);
 
-/* y = act(x·Wᵀ + b); b may be NULL (no bias). y must not alias x or w. */
+/* y = act(x·Wᵀ + b); b may be NULL (no bias). y must not overlap x, W or b
+ * (CCK_ERR_INVALID_ARGUMENT).
+ * The GEMM is OpenBLAS's when the library is built with it (see
+ * cck_host_gemm_name), else the built-in blocked loop; then one pass adds
+ * the bias and applies the activation. */
 cck_status cck_dense_host(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in, size_t out,
                           cck_activation act);
+
+/* The same layer with the library's own blocked GEMM loop, whatever the
+ * build: the teaching version, and what cck_dense_host runs when the library
+ * is built without OpenBLAS. For tests and benchmarks. */
+cck_status cck_dense_host_blocked(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in,
+                                  size_t out, cck_activation act);
+
+/* Which GEMM cck_dense_host uses, for reports: OpenBLAS's configuration
+ * string (version, CPU kernel, threads) or "blocked C loop (...)". */
+const char *cck_host_gemm_name(void);
 
 /* Threads the host kernels use for a large call: OpenMP's maximum
  * (OMP_NUM_THREADS, default one per core) when built with OpenMP, else 1. */

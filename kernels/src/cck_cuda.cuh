@@ -70,6 +70,10 @@ struct cck_device_scope {
     cudaError_t status; /* cudaSuccess: `device` is current for the scope */
 
     explicit cck_device_scope(int device) : previous(0), switched(false), status(cudaSuccess) {
+        // An error the caller left pending (a failed launch of its own it did
+        // not check) is not ours: clear it, so that the launch checks below
+        // report only this call's launches. Sticky errors stay regardless.
+        (void)cudaGetLastError();
         status = cudaGetDevice(&previous);
         if (status == cudaSuccess && previous != device) {
             status = cudaSetDevice(device);

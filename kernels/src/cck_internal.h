@@ -55,13 +55,19 @@ cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, c
 #define CCK_PARALLEL_FOR(cond)
 #endif
 
+/* --- defined in gemm_host_blocked.c --- */
+/* y = x·Wᵀ (row-major, no bias, no activation) with the built-in blocked
+ * loop; arguments already checked by the caller. */
+void cck_gemm_host_blocked(const float *x, const float *w, float *y, size_t batch, size_t in, size_t out);
+
 /* --- defined in common.c --- */
 /* rows * cols elements fit a size_t and their bytes too: 1, else 0. */
 int cck_dims_ok(size_t rows, size_t cols);
-/* The dense layer's arguments (host and CUDA alike): x, w, y set, y aliasing
- * neither, no zero or overflowing dimension, a known activation: 1, else 0. */
-int cck_dense_args_ok(const float *x, const float *w, const float *y, size_t batch, size_t in, size_t out,
-                      cck_activation act);
+/* The dense layer's arguments (host and CUDA alike): x, w, y set, no zero or
+ * overflowing dimension, y's floats overlapping none of x's, W's or b's (b
+ * may be NULL), a known activation: 1, else 0. */
+int cck_dense_args_ok(const float *x, const float *w, const float *b, const float *y, size_t batch, size_t in,
+                      size_t out, cck_activation act);
 
 #ifdef __cplusplus
 }

@@ -57,12 +57,26 @@ int cck_dims_ok(size_t rows, size_t cols) {
     return rows <= SIZE_MAX / 4 / cols;
 }
 
-int cck_dense_args_ok(const float *x, const float *w, const float *y, size_t batch, size_t in, size_t out,
-                      cck_activation act) {
-    if (x == NULL || w == NULL || y == NULL || y == x || y == w) {
+/* Do the n_a floats at a and the n_b floats at b share a byte? Compared as
+ * integers: the pointers may belong to different objects (or be device
+ * addresses), where comparing them as pointers would be undefined. */
+static int ranges_overlap(const float *a, size_t n_a, const float *b, size_t n_b) {
+    uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+    return a0 < b0 + n_b * sizeof(float) && b0 < a0 + n_a * sizeof(float);
+}
+
+int cck_dense_args_ok(const float *x, const float *w, const float *b, const float *y, size_t batch, size_t in,
+                      size_t out, cck_activation act) {
+    if (x == NULL || w == NULL || y == NULL) {
         return 0;
     }
     if (!cck_dims_ok(batch, in) || !cck_dims_ok(out, in) || !cck_dims_ok(batch, out)) {
+        return 0;
+    }
+    /* y is written while x, W and b are still read (b by the epilogue, after
+     * the GEMM has overwritten y): no overlap with any of them */
+    if (ranges_overlap(y, batch * out, x, batch * in) || ranges_overlap(y, batch * out, w, out * in) ||
+        (b != NULL && ranges_overlap(y, batch * out, b, out))) {
         return 0;
     }
     return act == CCK_ACT_NONE || act == CCK_ACT_RELU || act == CCK_ACT_GELU;

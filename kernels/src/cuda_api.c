@@ -70,6 +70,15 @@ static cck_status check_block(int version, int block_size) {
     return CCK_OK;
 }
 
+/* The kernels index rows and columns with int: a thread's row index runs up
+ * to rows + CCK_MAX_BLOCK - 1 (the last block's spare threads) and a loop
+ * counter up to cols + CCK_MAX_BLOCK - 1 before its test fails, and neither
+ * may wrap. Rows or columns that close to INT_MAX (8 GiB and more of
+ * floats) are refused with CCK_ERR_UNSUPPORTED. */
+static int softmax_fits_int(size_t rows, size_t cols) {
+    return rows <= (size_t)INT_MAX - CCK_MAX_BLOCK && cols <= (size_t)INT_MAX - CCK_MAX_BLOCK;
+}
+
 cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int block_size, const float *x, float *y,
                                     size_t rows, size_t cols) {
     if (x == NULL || y == NULL || !cck_dims_ok(rows, cols)) {
@@ -85,8 +94,7 @@ cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int bloc
     if (ctx == NULL) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
-    /* grid dimensions and int row indices inside the kernels */
-    if (rows > INT_MAX || cols > INT_MAX) {
+    if (!softmax_fits_int(rows, cols)) {
         return CCK_ERR_UNSUPPORTED;
     }
     return cck_cu_softmax(ctx, version, block_size, x, y, rows, cols);
@@ -97,7 +105,7 @@ cck_status cck_softmax_cuda(cck_cuda_context *ctx, const float *x, float *y, siz
     if (x == NULL || y == NULL || !cck_dims_ok(rows, cols) || ctx == NULL) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
-    if (rows > INT_MAX || cols > INT_MAX) {
+    if (!softmax_fits_int(rows, cols)) {
         return CCK_ERR_UNSUPPORTED;
     }
     return cck_cu_softmax(ctx, 0, 0, x, y, rows, cols);
@@ -105,7 +113,7 @@ cck_status cck_softmax_cuda(cck_cuda_context *ctx, const float *x, float *y, siz
 
 cck_status cck_dense_cuda(cck_cuda_context *ctx, const float *x, const float *w, const float *b, float *y, size_t batch,
                           size_t in, size_t out, cck_activation act) {
-    if (!cck_dense_args_ok(x, w, y, batch, in, out, act)) {
+    if (!cck_dense_args_ok(x, w, b, y, batch, in, out, act)) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
     if (ctx == NULL) {

@@ -3,122 +3,130 @@
  *
  * Layout (row-major float32, PyTorch nn.Linear):
  *     x[batch][in], W[out][in], b[out] (or NULL), y[batch][out]
- * so y[r][o] is the dot product of row r of x with row o of W.
  *
- * The blocked loop (no BLAS: this stays plain C11 and gets a few GFLOP/s per
- * core, enough for the engine's simulated device; see docs/kernels.md):
+ * The layer is built like its GPU twin in dense.cu: a library GEMM, then our
+ * own epilogue pass over y.
  *
- *     for each panel of NR = 8 outputs  o0..o0+7
- *       for each slice of KC = 256 inputs k0..k0+255
- *         pack P[k][j] = W[o0+j][k0+k]            KC×NR floats = 8 KiB, L1
- *         for each group of MR = 4 batch rows r0..r0+3
- *           acc[4][8] (+)= x[r0..r0+3][k0..] · P   the micro-kernel
- *       apply bias and activation to y[:, o0..o0+7]   (the epilogue)
+ *     GEMM       y = x · Wᵀ           OpenBLAS cblas_sgemm when the library is
+ *                                     built with it (CCK_HAVE_OPENBLAS), else
+ *                                     the blocked C loop of gemm_host_blocked.c
+ *     epilogue   y = act(y + b)       one pass, rows shared among OpenMP threads
  *
- *          P (KC × NR, packed)            acc (MR × NR) lives in registers:
- *         k → +--------+                  for each k, 4 broadcasts of x
- *             |  8 W   |   x rows  ---->  times one row of P (8 floats),
- *             | columns|   r0..r0+3       32 multiply-adds, no reduction
- *             +--------+                  across lanes, so the compiler
- *                                         vectorizes it without -ffast-math.
+ * Why a real BLAS: the engine runs every model on the simulated device with
+ * these kernels, and the hand-written loop reaches ~15 GFLOP/s on two cores
+ * where OpenBLAS, which picks AVX2 or AVX-512 kernels for the CPU it finds at
+ * run time, reaches ~200-300 (docs/kernels.md, measured). Row-major x·Wᵀ is
+ * one cblas_sgemm(RowMajor, NoTrans, Trans, batch, out, in) with lda = ldb =
+ * in and ldc = out; beta = 0, so y is written, never read, and NaN in x or W
+ * reaches y as it does in the blocked loop. BLAS takes int dimensions: a call
+ * with a dimension above INT_MAX runs the blocked loop instead.
+ * cck_dense_host_blocked always runs the blocked loop, so tests and the
+ * benchmark can check and time both on a machine that has OpenBLAS.
  *
- * Packing makes the inner loop read W contiguously (W rows are long and
- * strided by `in` otherwise); 32 accumulators fit the 16 SSE registers of
- * baseline x86-64 with room for the operands. Partial sums live in y between
- * K slices, so no scratch memory is allocated (the packed panel is on the
- * stack). Cost: 2·batch·in·out flops; memory: W is read once per call, x once
- * per 8 outputs (from cache when batch·in floats fit L2). With OpenMP the
- * output panels are shared among threads (each packs its own panel; the
- * panels write disjoint columns of y), once batch·in·out >= CCK_PARALLEL_MIN_MACS.
+ * The epilogue is a separate pass (the GEMM has finished with y): batch·out
+ * reads and writes against 2·batch·in·out flops, so its share shrinks as `in`
+ * grows; the benchmark reports it as a percentage over the GEMM alone.
+ * GELU is the tanh form, as in GPT-2 and the CUDA epilogue.
  *
- * Accuracy: each y is a float sum of `in` products, summed in slices of 256;
- * its error against the double reference is bounded by a small multiple of
- * in·2⁻²⁴·Σ|x·w| and is typically √in·2⁻²⁴·Σ|x·w| (the tests check 1e-5·
- * (Σ|x·w| + |b|)). GELU is the tanh form, as in GPT-2 and the CUDA epilogue.
+ * Accuracy: each y is a float sum of `in` products (OpenBLAS: FMA chains in
+ * its own order); its error against the double reference is bounded by a
+ * small multiple of in·2⁻²⁴·Σ|x·w| and is typically √in·2⁻²⁴·Σ|x·w| (the
+ * tests check 1e-5·(Σ|x·w| + |b|) for both GEMMs).
  */
-#include <assert.h>
+#include <limits.h>
 #include <math.h>
-#include <string.h>
 
 #include "cck_internal.h"
 
-#define MR 4
-#define NR 8
-#define KC 256
+#ifdef CCK_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
-/* The tanh approximation of GELU (Hendrycks & Gimpel), as in GPT-2. */
-static float gelu(float v) {
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+/* The tanh approximation of GELU (Hendrycks & Gimpel), as in GPT-2:
+ *     0.5·v·(1 + tanh(u)),  u = sqrt(2/pi)·(v + 0.044715·v³)
+ * computed as v / (1 + exp(-2u)), the same function (1 + tanh(u) =
+ * 2 / (1 + exp(-2u))), because glibc's expf is several times faster than its
+ * tanhf and this pass is otherwise a visible share of the layer. Large
+ * negative v: exp(-2u) overflows to inf and the result is -0, the limit;
+ * large positive v: exp(-2u) -> 0 and the result is v. NaN stays NaN. */
+static inline float gelu(float v) {
+    const float k2 = 2.0f * 0.7978845608028654f; /* 2·sqrt(2/pi) */
+    return v / (1.0f + expf(-k2 * (v + 0.044715f * v * v * v)));
 }
 
-static float activate(float v, cck_activation act) {
+/* ReLU with NaN kept (as torch.relu): a select, not a branch, so the loop
+ * vectorizes and random signs cost no mispredictions. */
+static inline float relu(float v) {
+    return v > 0.0f || v != v ? v : 0.0f;
+}
+
+/* y[r][o] = act(y[r][o] + b[o]) for every row; nothing to do without either.
+ * One loop per (activation, bias) so each inner loop is branch-free. GELU
+ * calls expf per element, so it is worth a second thread much sooner. */
+#define EPILOGUE_LOOP(threads_if, EXPR)                                                                                \
+    do {                                                                                                               \
+        CCK_PARALLEL_FOR(threads_if)                                                                                   \
+        for (size_t r = 0; r < batch; r++) {                                                                           \
+            float *yr = y + r * out;                                                                                   \
+            for (size_t o = 0; o < out; o++) {                                                                         \
+                float v = yr[o] + (b ? b[o] : 0.0f);                                                                   \
+                yr[o] = EXPR;                                                                                          \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
+
+static void epilogue(float *y, const float *b, size_t batch, size_t out, cck_activation act) {
+    size_t n = batch * out;
     switch (act) {
-    case CCK_ACT_RELU: return v > 0.0f ? v : (v == v ? 0.0f : v); /* NaN stays NaN */
-    case CCK_ACT_GELU: return gelu(v);
-    case CCK_ACT_NONE: break;
+    case CCK_ACT_NONE:
+        if (b != NULL) {
+            EPILOGUE_LOOP(n >= CCK_PARALLEL_MIN_ELEMS * 4, v);
+        }
+        break;
+    case CCK_ACT_RELU: EPILOGUE_LOOP(n >= CCK_PARALLEL_MIN_ELEMS * 4, relu(v)); break;
+    case CCK_ACT_GELU: EPILOGUE_LOOP(n >= CCK_PARALLEL_MIN_ELEMS / 8, gelu(v)); break;
     }
-    return v;
 }
 
-/* acc[MR][NR] (+)= x[MR rows][kc] · P[kc][NR]; mr <= MR rows, nr <= NR cols
- * valid. Rows beyond mr read row 0 again (harmless, never stored). */
-static void micro_kernel(size_t kc, const float *x, size_t ldx, size_t mr, const float *p, float *y, size_t ldy,
-                         size_t nr, int first) {
-    float acc[MR][NR];
-    const float *xr[MR];
-    for (size_t i = 0; i < MR; i++) {
-        xr[i] = x + (i < mr ? i : 0) * ldx;
-        for (size_t j = 0; j < NR; j++) {
-            acc[i][j] = (!first && i < mr && j < nr) ? y[i * ldy + j] : 0.0f;
-        }
-    }
-    for (size_t k = 0; k < kc; k++) {
-        const float *pk = p + k * NR;
-        const float a0 = xr[0][k], a1 = xr[1][k], a2 = xr[2][k], a3 = xr[3][k];
-        for (size_t j = 0; j < NR; j++) {
-            acc[0][j] += a0 * pk[j];
-            acc[1][j] += a1 * pk[j];
-            acc[2][j] += a2 * pk[j];
-            acc[3][j] += a3 * pk[j];
-        }
-    }
-    for (size_t i = 0; i < mr; i++) {
-        memcpy(y + i * ldy, acc[i], nr * sizeof(float));
-    }
+#ifdef CCK_HAVE_OPENBLAS
+static int blas_dims_ok(size_t batch, size_t in, size_t out) {
+    return batch <= INT_MAX && in <= INT_MAX && out <= INT_MAX;
+}
+#endif
+
+const char *cck_host_gemm_name(void) {
+#ifdef CCK_HAVE_OPENBLAS
+    return openblas_get_config(); /* e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64" */
+#else
+    return "blocked C loop (built without OpenBLAS)";
+#endif
 }
 
 cck_status cck_dense_host(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in, size_t out,
                           cck_activation act) {
-    if (!cck_dense_args_ok(x, w, y, batch, in, out, act)) {
+    if (!cck_dense_args_ok(x, w, b, y, batch, in, out, act)) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
-    static_assert(MR == 4, "micro_kernel is written for 4 rows");
-    CCK_PARALLEL_FOR(batch * in * out >= CCK_PARALLEL_MIN_MACS)
-    for (size_t o0 = 0; o0 < out; o0 += NR) {
-        float panel[KC * NR]; /* one per thread */
-        size_t nr = out - o0 < NR ? out - o0 : NR;
-        for (size_t k0 = 0; k0 < in; k0 += KC) {
-            size_t kc = in - k0 < KC ? in - k0 : KC;
-            for (size_t j = 0; j < NR; j++) { /* pack, zero-padding missing outputs */
-                const float *wr = w + (o0 + (j < nr ? j : 0)) * in + k0;
-                for (size_t k = 0; k < kc; k++) {
-                    panel[k * NR + j] = j < nr ? wr[k] : 0.0f;
-                }
-            }
-            for (size_t r0 = 0; r0 < batch; r0 += MR) {
-                size_t mr = batch - r0 < MR ? batch - r0 : MR;
-                micro_kernel(kc, x + r0 * in + k0, in, mr, panel, y + r0 * out + o0, out, nr, k0 == 0);
-            }
-        }
-        /* epilogue on the finished panel: bias, then activation */
-        for (size_t r = 0; r < batch; r++) {
-            float *yr = y + r * out + o0;
-            for (size_t j = 0; j < nr; j++) {
-                yr[j] = activate(yr[j] + (b ? b[o0 + j] : 0.0f), act);
-            }
-        }
+#ifdef CCK_HAVE_OPENBLAS
+    if (blas_dims_ok(batch, in, out)) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)batch, (int)out, (int)in, 1.0f, x, (int)in, w,
+                    (int)in, 0.0f, y, (int)out);
+        epilogue(y, b, batch, out, act);
+        return CCK_OK;
     }
+#endif
+    cck_gemm_host_blocked(x, w, y, batch, in, out);
+    epilogue(y, b, batch, out, act);
+    return CCK_OK;
+}
+
+cck_status cck_dense_host_blocked(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in,
+                                  size_t out, cck_activation act) {
+    if (!cck_dense_args_ok(x, w, b, y, batch, in, out, act)) {
+        return CCK_ERR_INVALID_ARGUMENT;
+    }
+    cck_gemm_host_blocked(x, w, y, batch, in, out);
+    epilogue(y, b, batch, out, act);
     return CCK_OK;
 }
 

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# kernel_resources.sh — what the compiler made of the CUDA kernels, without a GPU.
+#
+#   bench/kernels/kernel_resources.sh [--check] [--nvcc PATH] [--arch "80 90"]
+#
+# For every kernel of kernels/src/softmax.cu and kernels/src/dense.cu and every
+# target architecture, ptxas reports (nvcc --resource-usage) registers per
+# thread, static shared memory, stack frame and spill bytes. From the
+# registers follows how many threads one SM can hold (64K registers per SM,
+# allocated per warp in units of 256, at most 2048 threads: the same on
+# sm_80 and sm_90); a memory-bound kernel wants that high, to keep many loads
+# in flight. The PTX (nvcc -ptx) shows which loads and stores are vectorized:
+# softmax v4's claim of 16-byte loads and streaming 16-byte stores can be
+# checked here, on a machine without a GPU.
+#
+# Prints a markdown table. With --check it also fails (exit 1) when:
+#   - any kernel spills registers or has a stack frame (local memory traffic);
+#   - a softmax v4 kernel lacks ld.global.v4.f32 or st.global.cs.v4.f32;
+#   - the float4 epilogue (bias_act_kernel4) lacks 16-byte loads and stores
+#     (but the identity instance <none, no bias>, which is never launched);
+#   - softmax v1-v3 or the scalar epilogue use 16-byte accesses (they should not:
+#     the table would then not say what their comments say).
+# CTest runs it with --check (label cpu) when the build has CUDA.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+nvcc="${NVCC:-/usr/local/cuda/bin/nvcc}"
+archs="80 90"
+check=0
+while (($#)); do
+  case "$1" in
+  --check) check=1 ;;
+  --nvcc) nvcc="$2"; shift ;;
+  --arch) archs="$2"; shift ;;
+  -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+  *) echo "kernel_resources.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+# CMake's spellings: "90a-real" -> 90a; "native" / "all" -> the defaults
+arch_list=""
+for a in $archs; do
+  a="${a%%-*}"
+  [[ "$a" =~ ^[0-9]+[a-z]?$ ]] && arch_list="$arch_list $a"
+done
+archs="${arch_list:-80 90}"
+if [ ! -x "$nvcc" ]; then
+  echo "kernel_resources.sh: no nvcc at '$nvcc' (set NVCC or --nvcc)" >&2
+  exit 2
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+flags=(-std=c++17 -I"$root/kernels/include" -I"$root/kernels/src")
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# One line per kernel: name regs smem stack spill_st spill_ld
+ptxas_table() { # $1 = source, $2 = arch
+  "$nvcc" "${flags[@]}" -arch="sm_$2" --resource-usage -c "$1" -o "$work/x.o" 2>&1 |
+    awk '
+      /Compiling entry function/ { match($0, /\x27[^\x27]+\x27/); name = substr($0, RSTART + 1, RLENGTH - 2) }
+      /bytes stack frame/ { stack = $1; spst = $5; spld = $9 }
+      /Used [0-9]+ registers/ {
+        regs = $0; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
+        smem = 0; if (match($0, /[0-9]+ bytes smem/)) { smem = substr($0, RSTART, RLENGTH); sub(/ .*/, "", smem) }
+        print name, regs, smem, stack, spst, spld
+      }'
+}
+
+# The PTX body of one kernel (from its .entry line to the closing brace).
+ptx_body() { # $1 = ptx file, $2 = mangled name
+  awk -v k="$2" '$0 ~ "\\.entry " k "\\(" { on = 1 } on { print } on && /^}/ { exit }' "$1"
+}
+
+demangle() {
+  if command -v c++filt >/dev/null; then c++filt "$1"; else echo "$1"; fi
+}
+
+# threads one SM can hold, limited by registers only
+threads_per_sm() { # $1 = registers per thread
+  awk -v r="$1" 'BEGIN {
+    per_warp = int((r * 32 + 255) / 256) * 256
+    warps = int(65536 / per_warp); if (warps > 64) warps = 64
+    print warps * 32 }'
+}
+
+echo "| kernel | arch | registers | threads/SM (by registers) | static smem B | stack B | spills B | 16-byte loads / stores (PTX) |"
+echo "|---|---|---|---|---|---|---|---|"
+for src in softmax dense; do
+  for arch in $archs; do
+    "$nvcc" "${flags[@]}" -arch="sm_$arch" -ptx "$root/kernels/src/$src.cu" -o "$work/$src.$arch.ptx"
+    while read -r name regs smem stack spst spld; do
+      body="$(ptx_body "$work/$src.$arch.ptx" "$name")"
+      if [ -z "$body" ]; then
+        fail "$name: no .entry in the PTX of $src.cu for sm_$arch"
+        continue
+      fi
+      v4ld=$(grep -c 'ld\.global[.a-z]*\.v4\.f32' <<<"$body" || true)
+      v4st=$(grep -c 'st\.global[.a-z]*\.v4\.f32' <<<"$body" || true)
+      v4cs=$(grep -c 'st\.global\.cs\.v4\.f32' <<<"$body" || true)
+      pretty="$(demangle "$name")"
+      pretty="$(sed -E 's/^void //; s/\([^()]*\)$//' <<<"$pretty")" # drop the return type and parameters
+      vec="none"
+      if ((v4ld + v4st)); then
+        vec="$v4ld / $v4st"
+        ((v4cs)) && vec="$vec (streaming .cs)"
+      fi
+      echo "| \`$pretty\` | sm_$arch | $regs | $(threads_per_sm "$regs") | $smem | $stack | $((spst + spld)) | $vec |"
+      ((check)) || continue
+      ((spst + spld == 0)) || fail "$pretty sm_$arch spills $spst B stored / $spld B loaded"
+      ((stack == 0)) || fail "$pretty sm_$arch has a $stack B stack frame"
+      case "$pretty" in
+      softmax_kernel4*)
+        ((v4ld > 0)) || fail "$pretty sm_$arch: no ld.global.v4.f32"
+        ((v4cs > 0)) || fail "$pretty sm_$arch: no st.global.cs.v4.f32" ;;
+      "bias_act_kernel4<(cck_activation)0, false>" | "bias_act_kernel<(cck_activation)0, false>")
+        # the identity: instantiated by the template, never launched (dense.cu
+        # returns before the epilogue without bias or activation)
+        ((v4ld + v4st == 0)) || fail "$pretty sm_$arch: the identity epilogue touches memory" ;;
+      bias_act_kernel4*)
+        ((v4ld > 0 && v4st > 0)) || fail "$pretty sm_$arch: no 16-byte load and store" ;;
+      softmax_kernel1* | softmax_kernel2* | softmax_kernel3* | bias_act_kernel\<*)
+        ((v4ld + v4st == 0)) || fail "$pretty sm_$arch: unexpected 16-byte accesses" ;;
+      esac
+    done < <(ptxas_table "$root/kernels/src/$src.cu" "$arch")
+  done
+done
+if ((check)); then
+  if ((failures)); then
+    echo "kernel_resources.sh: $failures check(s) failed" >&2
+    exit 1
+  fi
+  echo "kernel_resources.sh: every kernel free of spills and stack; vector accesses as documented" >&2
+fi

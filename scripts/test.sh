@@ -2,7 +2,8 @@
 # Install missing dependencies, then build and run the whole test suite:
 #   1. the normal build (CUDA code included when the toolkit exists) and every
 #      CTest suite (GPU suites skip with a reason when no GPU is present);
-#   2. the host build under AddressSanitizer + UndefinedBehaviorSanitizer, and
+#   2. the host build under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (without OpenBLAS, so the fallback GEMM configuration is built too), and
 #      the allocator's threaded stress program under ThreadSanitizer;
 #   3. the installed package consumed by an outside project (CMake + pkg-config);
 #   4. a short libFuzzer run of the model loader, when the fuzzer exists.
@@ -17,7 +18,9 @@ cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs")
 
 echo "== 2/4 sanitizers (ASan + UBSan, host build) =="
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCA_SANITIZE=ON -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_BENCH=ON >/dev/null
+# also the build without OpenBLAS: the host GEMM is then the built-in blocked loop
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCA_SANITIZE=ON -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_BENCH=ON \
+  -DCCK_USE_OPENBLAS=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
    ctest --output-on-failure -j"$jobs")

@@ -53,17 +53,23 @@ flags=(-std=c++17 -I"$root/kernels/include" -I"$root/kernels/src")
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
-# One line per kernel: name regs smem stack spill_st spill_ld
+# One line per kernel: name regs smem stack spill_st spill_ld. The same
+# compile keeps its PTX (--keep) as $work/$2/<source>.ptx.
 ptxas_table() { # $1 = source, $2 = arch
-  "$nvcc" "${flags[@]}" -arch="sm_$2" --resource-usage -c "$1" -o "$work/x.o" 2>&1 |
-    awk '
+  mkdir -p "$work/$2"
+  if ! "$nvcc" "${flags[@]}" -arch="sm_$2" --resource-usage --keep --keep-dir "$work/$2" -c "$1" -o "$work/$2/x.o" \
+    >"$work/$2/nvcc.log" 2>&1; then
+    cat "$work/$2/nvcc.log" >&2
+    return 1
+  fi
+  awk '
       /Compiling entry function/ { match($0, /\x27[^\x27]+\x27/); name = substr($0, RSTART + 1, RLENGTH - 2) }
       /bytes stack frame/ { stack = $1; spst = $5; spld = $9 }
       /Used [0-9]+ registers/ {
         regs = $0; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
         smem = 0; if (match($0, /[0-9]+ bytes smem/)) { smem = substr($0, RSTART, RLENGTH); sub(/ .*/, "", smem) }
         print name, regs, smem, stack, spst, spld
-      }'
+      }' "$work/$2/nvcc.log"
 }
 
 # The PTX body of one kernel (from its .entry line to the closing brace).
@@ -87,9 +93,14 @@ echo "| kernel | arch | registers | threads/SM (by registers) | static smem B | 
 echo "|---|---|---|---|---|---|---|---|"
 for src in softmax dense; do
   for arch in $archs; do
-    "$nvcc" "${flags[@]}" -arch="sm_$arch" -ptx "$root/kernels/src/$src.cu" -o "$work/$src.$arch.ptx"
+    table="$(ptxas_table "$root/kernels/src/$src.cu" "$arch")" || table=""
+    ptx="$(ls "$work/$arch"/*.ptx 2>/dev/null | grep -F "$src" | head -n1 || true)"
+    if [ -z "$table" ] || [ -z "$ptx" ]; then
+      fail "$src.cu for sm_$arch: no ptxas report or no PTX (did it compile?)"
+      continue
+    fi
     while read -r name regs smem stack spst spld; do
-      body="$(ptx_body "$work/$src.$arch.ptx" "$name")"
+      body="$(ptx_body "$ptx" "$name")"
       if [ -z "$body" ]; then
         fail "$name: no .entry in the PTX of $src.cu for sm_$arch"
         continue
@@ -121,7 +132,7 @@ for src in softmax dense; do
       softmax_kernel1* | softmax_kernel2* | softmax_kernel3* | bias_act_kernel\<*)
         ((v4ld + v4st == 0)) || fail "$pretty sm_$arch: unexpected 16-byte accesses" ;;
       esac
-    done < <(ptxas_table "$root/kernels/src/$src.cu" "$arch")
+    done <<<"$table"
   done
 done
 if ((check)); then

@@ -146,6 +146,18 @@ Test(softmax_cuda, v4_every_block_size, .timeout = 600) {
     every_block_size(4);
 }
 
+/* Rows longer than any in `shapes`: a float sum over one thread's whole row
+ * (v1) would drift past the tolerance here; every version must not. */
+Test(softmax_cuda, long_rows_every_version, .timeout = 600) {
+    gpu g = gpu_open(0);
+    rng r = rng_fresh("softmax_cuda.long_rows_every_version");
+    for (int v = 0; v <= 4; v++) {
+        softmax_run(&g, &r, v, 0, 3, 131072, 0, 0, 0, 4.0f);
+        softmax_run(&g, &r, v, 0, 2, 262147, 1, 3, 0, 4.0f);
+    }
+    gpu_close(&g);
+}
+
 Test(softmax_cuda, unaligned_rows_and_in_place) {
     gpu g = gpu_open(0);
     rng r = rng_fresh("softmax_cuda.unaligned_rows_and_in_place");

@@ -66,8 +66,9 @@
  * its rescale factor is defined as 0 rather than exp(-inf - -inf) = NaN; that
  * keeps rows like [-inf, 1] finite while NaN still propagates (NaN * 0 = NaN).
  *
- * Accuracy: float arithmetic, expf (not __expf); the sum of v1 is sequential
- * over the row, the others are tree-shaped. Tests check
+ * Accuracy: float arithmetic, expf (not __expf); v1 sums its row
+ * sequentially in double (a float sum that long drifts), the others sum
+ * short per-thread runs in float and then combine them as a tree. Tests check
  * |y - ref| <= (1e-5 + 4·sqrt(cols)·2^-24)·|ref| + 1e-37.
  *
  * Block sizes (threads per block, 0 = default): v1 and v2 take any multiple
@@ -136,11 +137,15 @@ __global__ void softmax_kernel1(const float *x, float *y, int rows, int cols) {
     for (int j = 0; j < cols; j++) {
         m = fmaxf(m, xr[j]);
     }
-    float s = 0.0f;
+    // One running sum over the whole row: in float, every term below half an
+    // ulp of the sum would be dropped, a bias that grows with cols (emulated:
+    // 1e-4 relative at 131072 columns). A double sum, as in softmax_host.c,
+    // removes it; v1 is bound by its uncoalesced loads, not by this add.
+    double s = 0.0;
     for (int j = 0; j < cols; j++) {
         s += expf(xr[j] - m);
     }
-    float inv = 1.0f / s;
+    float inv = (float)(1.0 / s);
     for (int j = 0; j < cols; j++) {
         yr[j] = expf(xr[j] - m) * inv;
     }

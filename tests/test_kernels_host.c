@@ -101,6 +101,27 @@ Test(softmax_host, one_column_is_one) {
         cr_assert_eq(y[i], 1.0f, "row %d: %g", i, y[i]);
 }
 
+/* Every exponent the host exp meets, on a fine grid: rows {0, d} with d from
+ * 0 down to -104 (past -87.34, where its results flush to 0 and expf's
+ * become subnormal), in 0.0037 steps so every range-reduction interval is hit
+ * many times. y[1] = exp(d) / (1 + exp(d)) is checked against the double
+ * reference like every other output, and y[0] + y[1] rounds to 1. */
+Test(softmax_host, every_exponent_on_a_grid) {
+    enum { N = 28108 };
+    float *x = xmalloc(2 * N * sizeof *x), *y = xmalloc(2 * N * sizeof *y);
+    for (int i = 0; i < N; i++) {
+        x[2 * i] = 0.0f;
+        x[2 * i + 1] = -0.0037f * (float)i;
+    }
+    cr_assert_eq(cck_softmax_host(x, y, N, 2), CCK_OK);
+    double worst = check_softmax("softmax_host exponent grid", y, x, N, 2);
+    for (int i = 0; i < N; i++) {
+        cr_assert(fabsf(y[2 * i] + y[2 * i + 1] - 1.0f) <= 2.4e-7f, "row %d: %g + %g", i, y[2 * i], y[2 * i + 1]);
+    }
+    fprintf(stderr, "softmax_host exponent grid: largest relative error %.3g\n", worst);
+    free(x), free(y);
+}
+
 Test(softmax_host, large_magnitudes_do_not_overflow) {
     float x[6] = {FLT_MAX, FLT_MAX, -FLT_MAX, 1e30f, 1e30f - 1e24f, -1e30f};
     float y[6];

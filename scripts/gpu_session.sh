@@ -1,70 +1,439 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one command, for a session that is lent one.
+# Everything that needs a GPU, for a session that is lent one through the
+# device tool. Designed for that tool's limits:
+#   - one bash command per call (<= 2000 characters), <= 600 s per call, and
+#     30 min of device time per session INCLUDING each machine start (a minute
+#     or more); the machine stays warm only ~30 s after a call, so a second
+#     call usually lands on a fresh machine (ignored build-gpu/ lost);
+#   - the call gets the working tree (tracked + untracked-not-ignored files),
+#     plus <= 8 ignored "carry" paths, 64 MiB in all; no .git, no network;
+#   - results come back only from $OUT: <= 8 files, 16 MiB each, shallow
+#     plain names; the reply shows the last 12,000 characters of output.
+# Hence: a time budget for the whole run (default 540 s) and a limit per
+# step; --tar packs OUTDIR into ONE file; a compact summary is printed last.
+# Build dependencies the device lacks (Criterion, cJSON, pkg-config) come
+# from .gpudeps/, made here by scripts/gpu_carry.sh and carried.
 #
-#   scripts/gpu_session.sh OUTDIR          # e.g. "$OUT" on the device machine
+#   scripts/gpu_session.sh [--steps "STEP[:SECONDS] ..."] [--budget S] [--tar FILE] OUTDIR
+#   scripts/gpu_session.sh --list          # steps and their default limits
 #
-# Builds (Release, sm_80 + sm_90), then runs, each step logged to OUTDIR and
-# never stopping the rest when one fails:
-#   1. nvidia-smi and the CUDA runtime's view of the device;
-#   2. the GPU test suites (CTest label gpu): allocator (cudaMemGetInfo after
-#      empty-cache), kernels (every softmax version x block size, dense), engine
-#      (release checked against the driver's free memory);
-#   3. ccrun --demo on the GPU (sized to the device it finds);
-#   4. cck_bench (softmax per version vs D2D copy, dense epilogue overhead)
-#      and torch_softmax.py on the same shapes, when PyTorch is present;
-#   5. ccbench --all (GPU strategies: ccalloc-cuda, cudaMalloc, cudaMallocAsync
-#      t0/tmax, CUB; model switching through ccrun on the GPU);
-#   6. PyTorch traces: record two workloads, replay them and the standard
-#      traces through PyTorch's caching allocator (when PyTorch is present).
-# Without a GPU it says so and exits 0 after step 1, so it is safe anywhere.
+# The two planned device calls (README.md, "With a GPU"); run scripts/gpu_carry.sh
+# here first, carry [".gpudeps"]; limits sum to 540 s, the default --budget:
+#   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:120 demo:120 cck_bench:60 torch_softmax:60 cpu_tests:60" --tar $OUT/gs1.tgz /tmp/gs1
+#   2: bash scripts/gpu_session.sh --steps "build:120 ccbench:180 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60" --tar $OUT/gs2.tgz /tmp/gs2
+# Call 2 does not rely on call 1: "build" reuses a build-gpu/ left on a warm
+# machine (same source path) and otherwise configures and builds from scratch,
+# only the targets its steps need (ccrun, ccbench, cck_bench: no tests).
+# --budget caps the whole run: a step's limit is cut to the time left, and a
+# step is not started with < 10 s left. GS_BUILD_DIR=DIR builds elsewhere
+# (a local trial without a GPU: build works, every GPU step fails or is flagged).
 #
-# Results to commit afterwards: copy OUTDIR into bench/results/<date>-<gpu>/
-# (its README.md has the machine, date and commands) and the recorded traces
-# into bench/traces/. Device time is scarce: steps are ordered by value, and
-# each has a time limit.
+# Steps (each logged to OUTDIR/<step>.log; a failure never stops the rest):
+#   build           configure (Release, sm_90 only, Ninja when present) + build;
+#                   FAILS if configure did not print "ccalloc: CUDA ... found"
+#   gpu_tests       ctest -L gpu, with CCA_REQUIRE_GPU=1; FAILS when a suite
+#                   ran 0 tests or skipped any (Criterion "Tested: 0", [SKIP])
+#   cpu_tests       ctest -L cpu (on a GPU machine some take other paths)
+#   demo            ccrun --demo --device cuda (fails rather than simulate)
+#   cck_bench       softmax/dense kernels on the GPU (--no-cpu)
+#   torch_softmax   torch.softmax on the same shapes
+#   ccbench         ccbench --all --no-plots: GPU strategies included
+#   pytorch_record  record two PyTorch workloads as ccbench traces
+#   pytorch_replay  replay recorded + standard traces through PyTorch's allocator
+#   ccbench_pytorch replay the recorded traces through ccbench's strategies
+# A step that runs but does no GPU work ("skipped: no CUDA device", "GPU
+# benchmarks skipped", GPU strategies skipped) exits 75 and is flagged.
+# Exit status: 0 when every step succeeded, else 1.
+#
+# Results to commit afterwards: unpack the tarball into
+# bench/results/<date>-<gpu>/ (its README.md has machine, date, commit and
+# every command with exit status and time), traces/*.csv into bench/traces/.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${1:?usage: scripts/gpu_session.sh OUTDIR}
-mkdir -p "$out"
-log() { printf '%s\n' "$*" | tee -a "$out/README.md"; }
-step() { # step NAME SECONDS COMMAND...: run, log, keep going
-    local name=$1 limit=$2
-    shift 2
-    log "- \`$*\` -> $name.log"
-    timeout "$limit" "$@" >"$out/$name.log" 2>&1
-    local rc=$?
-    log "  exit status $rc"
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$PWD
+SELF="$ROOT/scripts/gpu_session.sh"
+BUILD=${GS_BUILD_DIR:-build-gpu} # GS_BUILD_DIR: elsewhere, for a local trial
+
+# name:default-limit, in the order they run
+ALL_STEPS="build:120 gpu_tests:120 cpu_tests:60 demo:120 cck_bench:60 torch_softmax:60 ccbench:180 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60"
+needs_build() { case $1 in build | torch_softmax | pytorch_record | pytorch_replay) return 1 ;; *) return 0 ;; esac; }
+uses_python() { case $1 in torch_softmax | pytorch_record | pytorch_replay) return 0 ;; *) return 1 ;; esac; }
+default_limit() { local s; for s in $ALL_STEPS; do [ "${s%%:*}" = "$1" ] && { echo "${s#*:}"; return 0; }; done; return 1; }
+
+# ---- the steps (run as `gpu_session.sh --run-step NAME`, under timeout) -----
+run() { # run CMD...: show it, run it, record exit status and wall time in README.md
+    local t0=$EPOCHREALTIME rc
+    printf '$ %s\n' "$*"
+    "$@"
+    rc=$?
+    # shellcheck disable=SC2016 # literal backquotes: markdown code
+    printf -- '- [%s] `%s` -> exit %d, %s s\n' "$GS_STEP" "$*" "$rc" \
+        "$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')" >>"$GS_OUT/README.md"
+    return $rc
+}
+skipped_check() { # skipped_check LOGFILE PATTERN WHAT: exit 75 when the output says the GPU work was skipped
+    if grep -Eq "$2" "$1"; then
+        echo "FLAG: $3: $(grep -Em1 "$2" "$1")"
+        return 75
+    fi
 }
 
-: >"$out/README.md"
-log "# GPU session results"
-log ""
-log "- date: $(date -u '+%F %T') UTC"
-log "- machine: $(uname -srm), $(nproc) cores"
-log "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-    log "- GPU: none found (nvidia-smi); nothing to run"
-    exit 0
-fi
-log "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
-log ""
-log "## Steps"
+step_build() {
+    local fresh=1 targets=() opts=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90)
+    [ -n "${GS_PKG_CONFIG:-}" ] && opts+=("-DPKG_CONFIG_EXECUTABLE=$GS_PKG_CONFIG")
+    if [ -f "$BUILD/CMakeCache.txt" ]; then
+        if grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$ROOT" "$BUILD/CMakeCache.txt"; then
+            fresh=0
+            echo "build: reusing $BUILD/ (warm machine, same source path)"
+        else
+            echo "build: $BUILD/ was configured for another source path: starting over"
+            rm -rf "$BUILD"
+        fi
+    else
+        echo "build: no $BUILD/: fresh configure (cold machine)"
+    fi
+    configure() { # the generator only for a fresh build directory
+        local gen=()
+        [ -f "$BUILD/CMakeCache.txt" ] || ! command -v ninja >/dev/null || gen=(-G Ninja)
+        run cmake -S . -B "$BUILD" "${gen[@]}" "${opts[@]}" >"$GS_OUT/configure.txt" 2>&1
+        local rc=$?
+        cat "$GS_OUT/configure.txt"
+        return $rc
+    }
+    if ! configure; then
+        if ((fresh)); then
+            echo "BUILD FAILED: cmake configure failed"
+            [ -n "${GS_PKG_CONFIG:-}" ] || echo "  (no .gpudeps/ here: run scripts/gpu_carry.sh on the build machine and carry .gpudeps)"
+            return 1
+        fi
+        echo "build: reconfiguring the old $BUILD/ failed: starting over"
+        rm -rf "$BUILD"
+        configure || { echo "BUILD FAILED: cmake configure failed"; return 1; }
+    fi
+    if ! grep -Eq 'ccalloc: CUDA .* found' "$GS_OUT/configure.txt"; then
+        echo "BUILD FAILED: CUDA NOT ENABLED: configure did not print 'ccalloc: CUDA ... found';"
+        echo "  every GPU step would only simulate or skip. Is nvcc at /usr/local/cuda/bin or on PATH?"
+        return 1
+    fi
+    # Only what the listed steps need (the tests are most of the build).
+    case " $GS_STEPS " in
+    *" gpu_tests "* | *" cpu_tests "*) ;;
+    *) targets=(--target ccrun ccbench cck_bench) ;;
+    esac
+    run cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" || { echo "BUILD FAILED: compile/link errors above"; return 1; }
+}
 
-jobs=$(nproc)
-step build 900 bash -c "cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build-gpu -j$jobs"
-step gpu_tests 600 bash -c "cd build-gpu && ctest -L gpu --output-on-failure -V"
-step cpu_tests 600 bash -c "cd build-gpu && ctest -L cpu --output-on-failure"
-step demo 600 build-gpu/runtime/ccrun --demo --timeline "$out/demo_timeline.csv"
-step cck_bench 600 build-gpu/bench/kernels/cck_bench --no-cpu --csv "$out/cck_bench_gpu.csv"
-step torch_softmax 300 python3 bench/kernels/torch_softmax.py --csv "$out/torch_softmax.csv"
-step ccbench 900 build-gpu/bench/ccbench --all --out "$out/ccbench"
-mkdir -p "$out/traces"
-step pytorch_record_infer 300 python3 bench/scripts/pytorch_record.py --workload mlp-infer -o "$out/traces/pytorch-mlp-infer.csv"
-step pytorch_record_train 300 python3 bench/scripts/pytorch_record.py --workload transformer-train -o "$out/traces/pytorch-tf-train.csv"
-traces=$(ls "$out"/traces/*.csv 2>/dev/null)
-step pytorch_replay 600 bash -c "python3 bench/scripts/pytorch_replay.py --csv '$out/pytorch_replay.csv' $traces bench/traces/*.csv"
-if [ -n "$traces" ]; then
-    step ccbench_pytorch_traces 600 build-gpu/bench/ccbench replay --out "$out/ccbench-pytorch" $traces
+suite_table() { # suite_table CTEST_V_OUTPUT: per GPU suite, ctest verdict, Criterion's
+    # "Tested: N" and [SKIP] lines; exit 1 when any suite failed, ran 0 tests or skipped some
+    awk '
+        /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / {
+            n = $3; sub(/#/, "", n); sub(/:$/, "", n); name[n] = $4
+            verdict[n] = ($0 ~ /Passed/) ? "Passed" : "FAILED"; order[++k] = n }
+        /^[0-9]+: \[====\] Synthesis: Tested:/ { split($0, a, ":"); n = a[1]; t = $0; sub(/.*Tested: */, "", t); tested[n] = t + 0; seen[n] = 1 }
+        /^[0-9]+: \[SKIP\]/ { split($0, a, ":"); skip[a[1]]++ }
+        END {
+            bad = 0
+            printf "\n%-22s %-7s %6s %7s  %s\n", "gpu suite", "ctest", "tested", "skipped", "verdict"
+            for (i = 1; i <= k; i++) {
+                n = order[i]; v = "ok"
+                if (verdict[n] != "Passed") v = "FAILED"
+                else if (!seen[n]) v = "NO CRITERION SYNTHESIS (crashed?)"
+                else if (tested[n] == 0) v = "NO TESTS RAN (all skipped: no usable GPU?)"
+                else if (skip[n] > 0) v = "SOME TESTS SKIPPED"
+                if (v != "ok") bad++
+                printf "%-22s %-7s %6s %7d  %s\n", name[n], verdict[n], seen[n] ? tested[n] : "?", skip[n], v
+            }
+            if (k == 0) { print "NO GPU TEST SUITES RAN (ctest -L gpu found none?)"; bad++ }
+            exit bad ? 1 : 0
+        }' "$1"
+}
+
+step_gpu_tests() {
+    local raw="$GS_OUT/gpu_tests.ctest.txt" rc
+    export CCA_REQUIRE_GPU=1 CRITERION_VERBOSITY_LEVEL=1
+    echo "env: CCA_REQUIRE_GPU=1 CRITERION_VERBOSITY_LEVEL=1"
+    (cd "$BUILD" && run ctest -L gpu -V --timeout "$((GS_LIMIT > 40 ? GS_LIMIT - 10 : 30))") >"$raw" 2>&1
+    rc=$?
+    grep -Ev '^[0-9]+: \[(RUN |PASS)\]' "$raw" | tail -n 60
+    suite_table "$raw"
+    local parse=$?
+    if ((rc == 0 && parse != 0)); then
+        echo "GPU TESTS FLAGGED: ctest passed but suites ran no tests or skipped some"
+        return 1
+    fi
+    ((rc == 0)) || echo "GPU TESTS FAILED (ctest exit $rc) $(grep -om1 'CCA_REQUIRE_GPU is set but: .*' "$raw")"
+    return $rc
+}
+
+step_cpu_tests() {
+    (cd "$BUILD" && run ctest -L cpu -j"$(nproc)" --output-on-failure --timeout "$((GS_LIMIT > 40 ? GS_LIMIT - 10 : 30))")
+}
+
+step_demo() {
+    run "$BUILD/runtime/ccrun" --demo --device cuda --timeline "$GS_OUT/demo_timeline.csv"
+}
+
+step_cck_bench() {
+    run "$BUILD/bench/kernels/cck_bench" --no-cpu --csv "$GS_OUT/cck_bench_gpu.csv" | tee "$GS_OUT/cck_bench.md"
+    local rc=${PIPESTATUS[0]}
+    ((rc == 0)) || return "$rc"
+    skipped_check "$GS_OUT/cck_bench.md" 'GPU benchmarks skipped' "cck_bench ran no GPU benchmark"
+}
+
+torch_info() {
+    run python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")'
+}
+
+step_torch_softmax() {
+    torch_info
+    run python3 bench/kernels/torch_softmax.py --csv "$GS_OUT/torch_softmax.csv" | tee "$GS_OUT/torch_softmax.md"
+    local rc=${PIPESTATUS[0]}
+    ((rc == 0)) || return "$rc"
+    skipped_check "$GS_OUT/torch_softmax.md" '^skipped:' "torch_softmax did nothing"
+}
+
+step_ccbench() {
+    run "$BUILD/bench/ccbench" --all --no-plots --out "$GS_OUT/ccbench"
+    local rc=$?
+    ((rc == 0)) || return "$rc"
+    gpu_strategies_ran "$GS_OUT/ccbench"
+}
+
+gpu_strategies_ran() { # DIR: exit 75 when ccbench's GPU strategies were all skipped
+    local f
+    f=$(find "$1" -name 'results.csv' | head -1)
+    [ -n "$f" ] || { echo "FLAG: no results.csv under $1"; return 75; }
+    awk -F, 'NR > 1 && $2 ~ /^(ccalloc-cuda|cuda-|cub)/ { n++; if ($4 == "ok") ok++ }
+             END { printf "GPU strategy rows in %s: %d, ok: %d\n", FILENAME, n, ok; exit (ok > 0) ? 0 : 1 }' "$f" ||
+        { echo "FLAG: no GPU strategy produced a result"; return 75; }
+}
+
+step_pytorch_record() {
+    local rc=0
+    torch_info
+    mkdir -p "$GS_OUT/traces"
+    run python3 bench/scripts/pytorch_record.py --workload mlp-infer -o "$GS_OUT/traces/pytorch-mlp-infer.csv" || rc=1
+    run python3 bench/scripts/pytorch_record.py --workload transformer-train -o "$GS_OUT/traces/pytorch-tf-train.csv" || rc=1
+    ls -l "$GS_OUT/traces"
+    ((rc == 0)) || return "$rc"
+    skipped_check "$GS_OUT/pytorch_record.log" '^skipped:' "pytorch_record recorded nothing"
+}
+
+step_pytorch_replay() {
+    local traces
+    shopt -s nullglob
+    traces=("$GS_OUT"/traces/*.csv bench/traces/*.csv)
+    shopt -u nullglob
+    run python3 bench/scripts/pytorch_replay.py --csv "$GS_OUT/pytorch_replay.csv" "${traces[@]}"
+    local rc=$?
+    ((rc == 0)) || return "$rc"
+    skipped_check "$GS_OUT/pytorch_replay.log" '^skipped:' "pytorch_replay replayed nothing"
+}
+
+step_ccbench_pytorch() {
+    local traces
+    shopt -s nullglob
+    traces=("$GS_OUT"/traces/*.csv)
+    shopt -u nullglob
+    if ((${#traces[@]} == 0)); then
+        echo "FLAG: no recorded traces in $GS_OUT/traces (run pytorch_record first, same call)"
+        return 75
+    fi
+    run "$BUILD/bench/ccbench" replay --no-plots --out "$GS_OUT/ccbench-pytorch" "${traces[@]}" || return $?
+    gpu_strategies_ran "$GS_OUT/ccbench-pytorch"
+}
+
+if [ "${1:-}" = --run-step ]; then # internal: one step, environment from the parent
+    export GS_STEP=$2
+    : "${GS_LIMIT:=120}"
+    if uses_python "$GS_STEP"; then
+        export LD_LIBRARY_PATH=$GS_LDLP_ORIG
+        [ -n "$GS_LDLP_ORIG" ] || unset LD_LIBRARY_PATH
+    else
+        export LD_LIBRARY_PATH=$GS_LDLP
+    fi
+    "step_$GS_STEP" >>"$GS_OUT/$GS_STEP.log" 2>&1
+    exit $?
 fi
-log ""
-log "Done. Commit: $out -> bench/results/$(date -u +%F)-<gpu>/, $out/traces/*.csv -> bench/traces/."
+
+# ---- options -----------------------------------------------------------------
+usage() { grep '^#   scripts/gpu_session.sh' "$SELF" | sed 's/^# *//' >&2; exit 2; }
+steps_arg="" budget=540 tarball="" out=""
+while (($#)); do
+    case $1 in
+    --steps) steps_arg=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
+    --tar) tarball=$2; shift 2 ;;
+    --list) for s in $ALL_STEPS; do printf '%-16s %4s s\n' "${s%%:*}" "${s#*:}"; done; exit 0 ;;
+    -h | --help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$SELF"; exit 0 ;;
+    -*) echo "gpu_session: unknown option $1" >&2; usage ;;
+    *) [ -z "$out" ] || usage; out=$1; shift ;;
+    esac
+done
+[ -n "$out" ] || usage
+[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu_session: --budget wants seconds" >&2; exit 2; }
+[ -n "$steps_arg" ] || steps_arg=$(for s in $ALL_STEPS; do printf '%s ' "${s%%:*}"; done)
+names=() limits=()
+for s in $steps_arg; do
+    n=${s%%:*}
+    lim=$(default_limit "$n") || { echo "gpu_session: unknown step '$n' (see --list)" >&2; exit 2; }
+    [[ $s == *:* ]] && lim=${s#*:}
+    [[ $lim =~ ^[0-9]+$ ]] || { echo "gpu_session: bad limit in '$s'" >&2; exit 2; }
+    names+=("$n") limits+=("$lim")
+done
+# A step that needs binaries gets a build first, when none is listed.
+if [[ " ${names[*]} " != *" build "* ]]; then
+    for n in "${names[@]}"; do
+        if needs_build "$n"; then
+            names=(build "${names[@]}") limits=("$(default_limit build)" "${limits[@]}")
+            echo "gpu_session: 'build' added (step $n needs the binaries)"
+            break
+        fi
+    done
+fi
+mkdir -p "$out" || exit 2
+out=$(cd "$out" && pwd)
+T0=$EPOCHREALTIME
+
+# ---- dependencies: carried (.gpudeps, from scripts/gpu_carry.sh) or system ---
+GS_LDLP_ORIG=${LD_LIBRARY_PATH:-}
+GS_LDLP=$GS_LDLP_ORIG
+GS_PKG_CONFIG=""
+deps="system"
+G=$ROOT/.gpudeps
+if [ -d "$G/root" ]; then
+    # Link only the carried libraries (each under its SONAME) that the loader does not know:
+    # the device's own (newer) libcrypto, libffi, libz ... are never shadowed.
+    rm -rf "${G:?}/lib" && mkdir -p "$G/lib"
+    known=$( (ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null) |
+        awk '$2 ~ /^\(/ && $NF ~ /^\// {print $1, $NF}' | while read -r so path; do [ -e "$path" ] && echo "$so"; done)
+    linked=()
+    for f in "$G"/root/usr/lib/x86_64-linux-gnu/lib*.so.*; do
+        n=${f##*/}
+        if ! grep -qxF "$n" <<<"$known"; then
+            ln -sfn "$f" "$G/lib/$n"
+            linked+=("$n")
+        fi
+    done
+    export PATH="$G/root/usr/bin:$PATH"
+    export PKG_CONFIG_PATH="$G/root/usr/lib/x86_64-linux-gnu/pkgconfig:$G/root/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    export CMAKE_PREFIX_PATH="$G/root/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+    GS_LDLP="$G/lib${GS_LDLP_ORIG:+:$GS_LDLP_ORIG}"
+    GS_PKG_CONFIG="$G/root/usr/bin/pkg-config"
+    deps="carried .gpudeps (pkg-config $(LD_LIBRARY_PATH=$GS_LDLP "$GS_PKG_CONFIG" --modversion criterion libcjson 2>&1 | tr '\n' ' ')); sonames the system lacked, linked: ${linked[*]:-none}"
+    # The build itself (pkg-config, the linker, the tests ctest runs) needs them too.
+fi
+export GS_OUT=$out GS_LDLP GS_LDLP_ORIG GS_PKG_CONFIG GS_STEPS="${names[*]}"
+export PATH="$PATH:/usr/local/cuda/bin"
+
+# ---- README.md header ----------------------------------------------------------
+if git rev-parse --short HEAD >/dev/null 2>&1; then
+    commit="$(git rev-parse --short HEAD) (git; $(git status --porcelain | wc -l) paths uncommitted)"
+elif [ -f "$G/commit.txt" ]; then # the device copy has no .git: scripts/gpu_carry.sh wrote this
+    commit="$(sed 's/^commit: //' "$G/commit.txt" | paste -sd';' -) (from .gpudeps/commit.txt)"
+else
+    commit="unknown (no .git, no .gpudeps/commit.txt)"
+fi
+gpu="none found (nvidia-smi)"
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    gpu="$(nvidia-smi -L | head -4 | tr '\n' ';') $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
+    nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+fi
+{
+    echo "# GPU session results"
+    echo
+    echo "- date: $(date -u '+%F %T') UTC"
+    echo "- machine: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+    echo "- GPU: $gpu"
+    echo "- nvcc: $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || echo none); cmake: $(LD_LIBRARY_PATH=$GS_LDLP cmake --version 2>/dev/null | head -1 | awk '{print $3}'); ninja: $(ninja --version 2>/dev/null || echo none); python3: $(python3 --version 2>&1 | awk '{print $2}')"
+    echo "- commit: $commit"
+    echo "- dependencies: $deps"
+    echo "- steps: ${names[*]} (budget ${budget} s)"
+    echo
+    echo "## Commands (in order, each with exit status and wall time)"
+    echo
+} >"$out/README.md"
+echo "gpu_session: GPU: $gpu"
+plan="" sum=0
+for i in "${!names[@]}"; do plan+="${names[$i]}:${limits[$i]} " sum=$((sum + limits[i])); done
+echo "gpu_session: plan: ${plan}(limits sum ${sum} s, budget ${budget} s)"
+echo "gpu_session: deps: $deps"
+
+# ---- run the steps ---------------------------------------------------------------
+declare -A RC SECS NOTE
+build_ok=1
+for i in "${!names[@]}"; do
+    n=${names[$i]} lim=${limits[$i]}
+    elapsed=$(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%d", b-a}')
+    left=$((budget - elapsed - 5))
+    if needs_build "$n" && ((!build_ok)); then
+        RC[$n]="-" SECS[$n]=0 NOTE[$n]="not run: build failed"
+        echo "- [$n] not run: build failed" >>"$out/README.md"
+        continue
+    fi
+    if ((left < 10)); then
+        RC[$n]="-" SECS[$n]=0 NOTE[$n]="not run: budget spent"
+        echo "- [$n] not run: ${budget} s budget spent" >>"$out/README.md"
+        continue
+    fi
+    ((lim > left)) && { NOTE[$n]="limit cut to ${left}s by budget; "; lim=$left; }
+    printf '[%4ss] %-16s (limit %ss) ...\n' "$elapsed" "$n" "$lim"
+    echo "== $n (limit ${lim}s) ==" >"$out/$n.log"
+    t=$EPOCHREALTIME
+    GS_LIMIT=$lim timeout -k 5 "$lim" bash "$SELF" --run-step "$n"
+    rc=$?
+    SECS[$n]=$(awk -v a="$t" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')
+    RC[$n]=$rc
+    case $rc in
+    0) NOTE[$n]+="ok" ;;
+    75) NOTE[$n]+="FLAGGED: ran, but no GPU work ($(grep -m1 '^FLAG' "$out/$n.log" | cut -c7-90))" ;;
+    124 | 137) NOTE[$n]+="TIMED OUT after ${lim}s" ;;
+    *) NOTE[$n]+="FAILED: $( (grep -Em1 '^(BUILD FAILED|GPU TESTS|FLAG)' "$out/$n.log" || grep -v '^ *$' "$out/$n.log" | tail -1) | cut -c1-90)" ;;
+    esac
+    [ "$n" = build ] && ((rc != 0)) && build_ok=0
+    printf -- '- [%s] step exit %s, %s s: %s (log: %s.log)\n' "$n" "$rc" "${SECS[$n]}" "${NOTE[$n]}" "$n" >>"$out/README.md"
+done
+
+# ---- summary (README + last thing printed) ------------------------------------------
+total=$(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.0f", b-a}')
+failed=0
+table=$(
+    printf '| step | rc | seconds | result |\n|---|---|---|---|\n'
+    for n in "${names[@]}"; do printf '| %s | %s | %s | %s |\n' "$n" "${RC[$n]}" "${SECS[$n]}" "${NOTE[$n]}"; done
+)
+for n in "${names[@]}"; do [ "${RC[$n]}" = 0 ] || failed=$((failed + 1)); done
+{
+    echo
+    echo "## Summary ($total s, $failed of ${#names[@]} steps not ok)"
+    echo
+    echo "$table"
+    echo
+    echo "Commit: this folder -> bench/results/$(date -u +%F)-<gpu>/, traces/*.csv -> bench/traces/."
+} >>"$out/README.md"
+
+shown=0
+for n in "${names[@]}"; do
+    [ "${RC[$n]}" = 0 ] || [ "${RC[$n]}" = - ] && continue
+    ((shown++ < 4)) || break
+    echo
+    echo "---- tail of $n.log ----"
+    tail -n 12 "$out/$n.log" | cut -c1-200
+done
+if [ -n "$tarball" ]; then
+    mkdir -p "$(dirname "$tarball")"
+    tar czf "$tarball" -C "$out" . && size=$(stat -c %s "$tarball")
+    if ((${size:-0} > ${GS_TAR_MAX:-16000000})); then # the device tool returns files up to 16 MiB: drop the biggest files
+        echo "gpu_session: $tarball is $size bytes: leaving out files over 1 MB (listed in LEFT_OUT.txt)"
+        find "$out" -type f -size +1M -printf '%P %s\n' >"$out/LEFT_OUT.txt"
+        tar czf "$tarball" -C "$out" --exclude-from=<(find "$out" -type f -size +1M -printf '%P\n' | sed 's#^#./#') .
+        size=$(stat -c %s "$tarball")
+    fi
+    cp "$out/README.md" "${tarball%.t*gz}.README.md" 2>/dev/null
+    tarnote="; results: $tarball ($size bytes) + ${tarball%.t*gz}.README.md"
+fi
+echo
+echo "gpu_session summary: ${#names[@]} steps, $failed not ok, ${total}s of ${budget}s budget${tarnote:-}"
+echo "GPU: $gpu"
+printf '%-16s %4s %7s  %s\n' step rc seconds result
+for n in "${names[@]}"; do printf '%-16s %4s %7s  %s\n' "$n" "${RC[$n]}" "${SECS[$n]}" "${NOTE[$n]:0:100}"; done
+((failed == 0))

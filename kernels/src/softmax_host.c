@@ -64,13 +64,20 @@
 #define CCK_SIMD(clause)
 #endif
 
-/* exp(d) for d <= 0 or NaN (the only arguments softmax makes); see above. */
+/* exp(d) for d <= 0 or NaN, the only arguments softmax makes: x - m with m
+ * the maximum of the row's non-NaN values is <= 0 or NaN (float rounding is
+ * monotonic, and inf - inf is NaN). See the file comment for the method. */
 static inline float exp_nonpositive(float d) {
     const float log2e = 1.44269504088896341f;
     const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f; /* ln2_hi + ln2_lo = ln 2 */
     const float lowest = -87.33654f;                             /* ln(FLT_MIN): 2^n stays a normal float */
     const float shifter = 12582912.0f;                           /* 1.5·2^23: (v + it) - it rounds v */
-    float dc = d < lowest ? lowest : d;
+    /* the arithmetic below runs on every lane, NaN lanes too, so it gets a
+     * copy clamped to [lowest, 0] (d <= 0 by the precondition; NaN fails the
+     * `>` and becomes lowest): n is then in [-126, 0] and its conversion to
+     * int and the shift are defined. The selects at the end put 0 and NaN
+     * back. */
+    float dc = d > lowest ? d : lowest;
     float n = (dc * log2e + shifter) - shifter;
     float r = dc - n * ln2_hi - n * ln2_lo;
     float p = 1.9875691500e-4f;

@@ -45,14 +45,18 @@ cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, c
  * CCK_PARALLEL_MIN_ELEMS softmax elements (~2 ms of work) or
  * CCK_PARALLEL_MIN_MACS dense multiply-adds (~0.7 ms). Below that, waking a
  * second thread costs more than it saves, and on a loaded machine it can
- * cost a scheduler time slice (measured: 8 ms for a 512x128 softmax). */
+ * cost a scheduler time slice (measured: 8 ms for a 512x128 softmax).
+ * CCK_SIMD(clause) marks a loop for OpenMP SIMD vectorization (a reduction
+ * clause, or none); without OpenMP both macros expand to nothing. */
 #define CCK_PARALLEL_MIN_ELEMS ((size_t)1 << 18)
 #define CCK_PARALLEL_MIN_MACS ((size_t)1 << 22)
 #ifdef _OPENMP
 #define CCK_PRAGMA(x) _Pragma(#x)
 #define CCK_PARALLEL_FOR(cond) CCK_PRAGMA(omp parallel for schedule(static) if (cond))
+#define CCK_SIMD(clause) CCK_PRAGMA(omp simd clause)
 #else
 #define CCK_PARALLEL_FOR(cond)
+#define CCK_SIMD(clause)
 #endif
 
 /* --- defined in gemm_host_blocked.c --- */

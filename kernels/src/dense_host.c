@@ -37,21 +37,28 @@
 #include <math.h>
 
 #include "cck_internal.h"
+#include "exp_host.h"
 
 #ifdef CCK_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
 
 /* The tanh approximation of GELU (Hendrycks & Gimpel), as in GPT-2:
- *     0.5·v·(1 + tanh(u)),  u = sqrt(2/pi)·(v + 0.044715·v³)
- * computed as v / (1 + exp(-2u)), the same function (1 + tanh(u) =
- * 2 / (1 + exp(-2u))), because glibc's expf is several times faster than its
- * tanhf and this pass is otherwise a visible share of the layer. Large
- * negative v: exp(-2u) overflows to inf and the result is -0, the limit;
- * large positive v: exp(-2u) -> 0 and the result is v. NaN stays NaN. */
+ *     gelu(v) = 0.5·v·(1 + tanh(u)),   u = sqrt(2/pi)·(v + 0.044715·v³)
+ * With e = exp(-2|u|) in (0, 1], tanh|u| = (1 - e) / (1 + e), so
+ *     1 + tanh(u) = 2 / (1 + e)      for u >= 0
+ *                 = 2e / (1 + e)     for u < 0
+ * and gelu(v) = v·(u >= 0 ? 1 : e) / (1 + e): one exp of a non-positive
+ * argument (cck_exp_nonpositive, vectorized; glibc's tanhf is a scalar call
+ * several times slower), no cancellation (1 + e is in [1, 2]), and the
+ * limits come out exact: large positive v gives v, large negative v gives
+ * -0 (e underflows to 0). NaN stays NaN; -inf gives NaN as the reference
+ * does (-inf·0). */
 static inline float gelu(float v) {
-    const float k2 = 2.0f * 0.7978845608028654f; /* 2·sqrt(2/pi) */
-    return v / (1.0f + expf(-k2 * (v + 0.044715f * v * v * v)));
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    float u = k * (v + 0.044715f * v * v * v);
+    float e = cck_exp_nonpositive(-2.0f * fabsf(u));
+    return v * (u >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
 
 /* ReLU with NaN kept (as torch.relu): a select, not a branch, so the loop
@@ -61,17 +68,28 @@ static inline float relu(float v) {
 }
 
 /* y[r][o] = act(y[r][o] + b[o]) for every row; nothing to do without either.
- * One loop per (activation, bias) so each inner loop is branch-free. GELU
- * calls expf per element, so it is worth a second thread much sooner. */
-#define EPILOGUE_LOOP(threads_if, EXPR)                                                                                \
+ * One loop per activation and per bias/no-bias, each branch-free and marked
+ * for SIMD (a `b ? b[o] : 0` inside the loop is a load that may not happen,
+ * which stops GCC from vectorizing GELU's). GELU computes an exp per
+ * element, so it is worth a second thread much sooner. */
+#define EPILOGUE_ROWS(threads_if, V, EXPR)                                                                             \
     do {                                                                                                               \
         CCK_PARALLEL_FOR(threads_if)                                                                                   \
         for (size_t r = 0; r < batch; r++) {                                                                           \
             float *yr = y + r * out;                                                                                   \
+            CCK_SIMD()                                                                                                 \
             for (size_t o = 0; o < out; o++) {                                                                         \
-                float v = yr[o] + (b ? b[o] : 0.0f);                                                                   \
+                float v = V;                                                                                           \
                 yr[o] = EXPR;                                                                                          \
             }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
+#define EPILOGUE_LOOP(threads_if, EXPR)                                                                                \
+    do {                                                                                                               \
+        if (b != NULL) {                                                                                               \
+            EPILOGUE_ROWS(threads_if, yr[o] + b[o], EXPR);                                                             \
+        } else {                                                                                                       \
+            EPILOGUE_ROWS(threads_if, yr[o], EXPR);                                                                    \
         }                                                                                                              \
     } while (0)
 
@@ -80,7 +98,7 @@ static void epilogue(float *y, const float *b, size_t batch, size_t out, cck_act
     switch (act) {
     case CCK_ACT_NONE:
         if (b != NULL) {
-            EPILOGUE_LOOP(n >= CCK_PARALLEL_MIN_ELEMS * 4, v);
+            EPILOGUE_ROWS(n >= CCK_PARALLEL_MIN_ELEMS * 4, yr[o] + b[o], v);
         }
         break;
     case CCK_ACT_RELU: EPILOGUE_LOOP(n >= CCK_PARALLEL_MIN_ELEMS * 4, relu(v)); break;

@@ -18,21 +18,14 @@
  *     data mispredicts about half the time (measured while writing this: ~2.4
  *     ns per element, as much as the old scalar expf); as an OpenMP SIMD
  *     max-reduction it becomes MAXPS over 4 lanes;
- *   - glibc's expf is a scalar call (a few ns); exp_nonpositive below is the
- *     same function written as straight-line arithmetic that GCC vectorizes:
- *         exp(d) = 2^n · exp(r),   n = round(d / ln 2),   r = d - n·ln 2
- *     with n·ln 2 subtracted in two parts (Cody-Waite: ln2_hi has few enough
- *     bits that n·ln2_hi is exact, so r keeps its precision), |r| <= ln2/2,
- *     exp(r) from the degree-6 polynomial of Cephes' expf, and 2^n built
- *     directly in the float's exponent bits. Relative error <= 1.4 ulp over
- *     [-87.3, 0] (measured against double exp on a 0.001 grid);
+ *   - glibc's expf is a scalar call (a few ns); cck_exp_nonpositive
+ *     (exp_host.h) is the same function for arguments <= 0 as straight-line
+ *     arithmetic that GCC vectorizes (Cody-Waite range reduction, a degree-6
+ *     polynomial, 2^n built in the exponent bits; <= 1.4 ulp);
  *   - the sum is a SIMD reduction in double: it costs little and keeps long
  *     rows (32768 columns) as accurate as short ones.
- * The file is compiled with -fno-trapping-math (kernels/CMakeLists.txt): the
- * selects in exp_nonpositive may then be evaluated for every lane, which is
- * what lets GCC vectorize them; no result changes, only FP exception flags,
- * which nothing here reads. Without OpenMP the pragmas are ignored and the
- * same code runs scalar.
+ * The file is compiled with -fno-trapping-math (see exp_host.h). Without
+ * OpenMP the pragmas are ignored and the same code runs scalar.
  *
  * y may equal x (in place): every pass reads element j before it writes
  * element j, and no pass reads an element another iteration wrote. With
@@ -53,46 +46,9 @@
  * operation in double, for tests. Versions for the GPU are in softmax.cu.
  */
 #include <math.h>
-#include <stdint.h>
-#include <string.h>
 
 #include "cck_internal.h"
-
-#ifdef _OPENMP
-#define CCK_SIMD(clause) CCK_PRAGMA(omp simd clause)
-#else
-#define CCK_SIMD(clause)
-#endif
-
-/* exp(d) for d <= 0 or NaN, the only arguments softmax makes: x - m with m
- * the maximum of the row's non-NaN values is <= 0 or NaN (float rounding is
- * monotonic, and inf - inf is NaN). See the file comment for the method. */
-static inline float exp_nonpositive(float d) {
-    const float log2e = 1.44269504088896341f;
-    const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f; /* ln2_hi + ln2_lo = ln 2 */
-    const float lowest = -87.33654f;                             /* ln(FLT_MIN): 2^n stays a normal float */
-    const float shifter = 12582912.0f;                           /* 1.5·2^23: (v + it) - it rounds v */
-    /* the arithmetic below runs on every lane, NaN lanes too, so it gets a
-     * copy clamped to [lowest, 0] (d <= 0 by the precondition; NaN fails the
-     * `>` and becomes lowest): n is then in [-126, 0] and its conversion to
-     * int and the shift are defined. The selects at the end put 0 and NaN
-     * back. */
-    float dc = d > lowest ? d : lowest;
-    float n = (dc * log2e + shifter) - shifter;
-    float r = dc - n * ln2_hi - n * ln2_lo;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23; /* 2^n, n in [-126, 0] */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    float e = d < lowest ? 0.0f : p * scale;
-    return d != d ? d : e; /* NaN stays NaN */
-}
+#include "exp_host.h"
 
 static float row_max(const float *xr, size_t cols) {
     float m = -INFINITY;
@@ -114,7 +70,7 @@ cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols) 
         float m = row_max(xr, cols);
         CCK_SIMD()
         for (size_t j = 0; j < cols; j++) {
-            yr[j] = exp_nonpositive(xr[j] - m);
+            yr[j] = cck_exp_nonpositive(xr[j] - m); /* x - m <= 0 or NaN: the max skipped NaN */
         }
         double s = 0.0;
         CCK_SIMD(reduction(+ : s))

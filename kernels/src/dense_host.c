@@ -148,9 +148,15 @@ cck_status cck_dense_host_blocked(const float *x, const float *w, const float *b
     return CCK_OK;
 }
 
+/* The same GELU in double, written without cancellation: the textbook
+ * 0.5·v·(1 + tanh u) loses everything for u < -19 (1 + tanh u rounds to 0
+ * in double although the true value is ~2e^(2u)), which would make the
+ * reference less accurate than the float kernels it checks. */
 static double gelu_reference(double v) {
     const double k = 0.79788456080286535588; /* sqrt(2/pi) */
-    return 0.5 * v * (1.0 + tanh(k * (v + 0.044715 * v * v * v)));
+    double u = k * (v + 0.044715 * v * v * v);
+    double e = exp(-2.0 * fabs(u));
+    return v * (u >= 0.0 ? 1.0 : e) / (1.0 + e);
 }
 
 void cck_dense_reference(const float *x, const float *w, const float *b, double *y, size_t batch, size_t in, size_t out,

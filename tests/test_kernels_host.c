@@ -9,7 +9,10 @@
  * kernels_check.h; each test prints the largest relative error it saw.
  */
 #include <float.h>
+#include <stdint.h>
 #include <string.h>
+
+#include "exp_host.h"
 
 #include "kernels_check.h"
 
@@ -122,6 +125,35 @@ Test(softmax_host, every_exponent_on_a_grid) {
     free(x), free(y);
 }
 
+/* The vectorized exp itself (exp_host.h), against double exp: every 97th
+ * float in [-87.33, 0] (about 11 million), plus the edges. The bound is the
+ * header's claim rounded up: 1.5 ulp of the result. */
+Test(softmax_host, exp_nonpositive_within_1_5_ulp) {
+    double worst = 0.0;
+    uint32_t hi;
+    float lo = -87.33f, zero = -0.0f;
+    memcpy(&hi, &lo, sizeof hi); /* negative floats: larger bits = more negative */
+    uint32_t from;
+    memcpy(&from, &zero, sizeof from);
+    for (uint32_t bits = from; bits <= hi; bits += 97) {
+        float d;
+        memcpy(&d, &bits, sizeof d);
+        float got = cck_exp_nonpositive(d);
+        double want = exp((double)d);
+        double ulp = ldexp(1.0, ilogb(want) - 23);
+        double err = fabs((double)got - want) / ulp;
+        worst = fmax(worst, err);
+        cr_assert(err <= 1.5, "exp(%.9g) = %.9g, want %.17g (%.2f ulp)", d, got, want, err);
+    }
+    cr_assert_eq(cck_exp_nonpositive(0.0f), 1.0f);
+    cr_assert_eq(cck_exp_nonpositive(-0.0f), 1.0f);
+    cr_assert_eq(cck_exp_nonpositive(-INFINITY), 0.0f);
+    cr_assert_eq(cck_exp_nonpositive(-88.0f), 0.0f); /* below FLT_MIN: flushed */
+    cr_assert(cck_exp_nonpositive(-87.33654f) >= FLT_MIN);
+    cr_assert(isnan(cck_exp_nonpositive(NAN)));
+    fprintf(stderr, "cck_exp_nonpositive: largest error %.3f ulp\n", worst);
+}
+
 Test(softmax_host, large_magnitudes_do_not_overflow) {
     float x[6] = {FLT_MAX, FLT_MAX, -FLT_MAX, 1e30f, 1e30f - 1e24f, -1e30f};
     float y[6];
@@ -223,6 +255,11 @@ Test(dense_host, matches_reference_on_many_shapes) {
 Test(dense_host, gemm_is_named) {
     const char *name = cck_host_gemm_name();
     cr_assert(name != NULL && name[0] != '\0');
+#ifdef CCK_EXPECT_OPENBLAS
+    cr_assert(strncmp(name, "OpenBLAS", 8) == 0, "a build with OpenBLAS names '%s'", name);
+#else
+    cr_assert(strstr(name, "blocked") != NULL, "a build without OpenBLAS names '%s'", name);
+#endif
     fprintf(stderr, "host GEMM: %s\n", name);
 }
 
@@ -304,7 +341,8 @@ Test(dense_host, nan_propagates_to_its_row_and_column) {
 Test(dense_host, bad_arguments) {
     for (size_t impl = 0; impl < N_DENSE_IMPLS; impl++) {
         dense_fn dense = dense_impls[impl].fn;
-        float x[4] = {0}, w[4] = {0}, b[2] = {0}, y[4] = {7, 7, 7, 7};
+        /* w has room for the 1x2x3 layers below (out·in = 6 floats) */
+        float x[4] = {0}, w[6] = {0}, b[3] = {0}, y[4] = {7, 7, 7, 7};
         const cck_status bad = CCK_ERR_INVALID_ARGUMENT;
         cr_assert_eq(dense(NULL, w, b, y, 2, 2, 2, CCK_ACT_NONE), bad);
         cr_assert_eq(dense(x, NULL, b, y, 2, 2, 2, CCK_ACT_NONE), bad);

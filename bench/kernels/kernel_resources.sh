@@ -19,7 +19,10 @@
 #   - the float4 epilogue (bias_act_kernel4) lacks 16-byte loads and stores
 #     (but the identity instance <none, no bias>, which is never launched);
 #   - softmax v1-v3 or the scalar epilogue use 16-byte accesses (they should not:
-#     the table would then not say what their comments say).
+#     the table would then not say what their comments say);
+#   - a kernel family is missing, or a kernel is not one the script knows.
+# Kernels are recognised by their mangled names, so c++filt (used only to
+# print readable names) may be absent.
 # CTest runs it with --check (label cpu) when the build has CUDA.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -51,6 +54,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 flags=(-std=c++17 -I"$root/kernels/include" -I"$root/kernels/src")
 failures=0
+seen=""                                                    # kernel families met (--check)
+wide='(v4\.(f32|b32|u32|s32)|v2\.(f64|b64|u64|s64))'         # a 16-byte vector access in PTX
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 # One line per kernel: name regs smem stack spill_st spill_ld. The same
@@ -105,9 +110,10 @@ for src in softmax dense; do
         fail "$name: no .entry in the PTX of $src.cu for sm_$arch"
         continue
       fi
-      v4ld=$(grep -c 'ld\.global[.a-z]*\.v4\.f32' <<<"$body" || true)
-      v4st=$(grep -c 'st\.global[.a-z]*\.v4\.f32' <<<"$body" || true)
-      v4cs=$(grep -c 'st\.global\.cs\.v4\.f32' <<<"$body" || true)
+      # 16-byte accesses of any element type: .v4 of 32-bit, .v2 of 64-bit
+      v4ld=$(grep -cE "ld\.global[.a-z]*\.$wide" <<<"$body" || true)
+      v4st=$(grep -cE "st\.global[.a-z]*\.$wide" <<<"$body" || true)
+      v4cs=$(grep -cE "st\.global\.cs\.$wide" <<<"$body" || true)
       pretty="$(demangle "$name")"
       pretty="$(sed -E 's/^void //; s/\([^()]*\)$//' <<<"$pretty")" # drop the return type and parameters
       vec="none"
@@ -117,28 +123,47 @@ for src in softmax dense; do
       fi
       echo "| \`$pretty\` | sm_$arch | $regs | $(threads_per_sm "$regs") | $smem | $stack | $((spst + spld)) | $vec |"
       ((check)) || continue
+      if ! [[ "$regs $smem $stack $spst $spld" =~ ^[0-9]+\ [0-9]+\ [0-9]+\ [0-9]+\ [0-9]+$ ]]; then
+        fail "$pretty sm_$arch: ptxas report not understood ('$regs $smem $stack $spst $spld')"
+        continue
+      fi
       ((spst + spld == 0)) || fail "$pretty sm_$arch spills $spst B stored / $spld B loaded"
       ((stack == 0)) || fail "$pretty sm_$arch has a $stack B stack frame"
-      case "$pretty" in
-      softmax_kernel4*)
-        ((v4ld > 0)) || fail "$pretty sm_$arch: no ld.global.v4.f32"
-        ((v4cs > 0)) || fail "$pretty sm_$arch: no st.global.cs.v4.f32" ;;
-      "bias_act_kernel4<(cck_activation)0, false>" | "bias_act_kernel<(cck_activation)0, false>")
-        # the identity: instantiated by the template, never launched (dense.cu
-        # returns before the epilogue without bias or activation)
+      # Matched on the MANGLED name (the same with or without c++filt):
+      # _Z<len><name>P... for plain kernels, <name>I... for templates.
+      # bias_act_kernel*IL14cck_activation0ELb0E: <none, no bias>, the
+      # identity, instantiated by the template but never launched (dense.cu
+      # returns before the epilogue without bias or activation).
+      family=""
+      case "$name" in
+      *softmax_kernel4_warpP* | *softmax_kernel4_blockI*)
+        family=v4
+        ((v4ld > 0)) || fail "$pretty sm_$arch: no 16-byte global load"
+        ((v4cs > 0)) || fail "$pretty sm_$arch: no 16-byte streaming store (st.global.cs)" ;;
+      *bias_act_kernel4IL14cck_activation0ELb0E* | *bias_act_kernelIL14cck_activation0ELb0E*)
+        family=identity
         ((v4ld + v4st == 0)) || fail "$pretty sm_$arch: the identity epilogue touches memory" ;;
-      bias_act_kernel4*)
+      *bias_act_kernel4I*)
+        family=epilogue4
         ((v4ld > 0 && v4st > 0)) || fail "$pretty sm_$arch: no 16-byte load and store" ;;
-      softmax_kernel1* | softmax_kernel2* | softmax_kernel3* | bias_act_kernel\<*)
+      *softmax_kernel1P* | *softmax_kernel2P* | *softmax_kernel3I* | *bias_act_kernelI*)
+        family=scalar
         ((v4ld + v4st == 0)) || fail "$pretty sm_$arch: unexpected 16-byte accesses" ;;
+      *) fail "$pretty sm_$arch ($name): a kernel this script does not know; add its expectations" ;;
       esac
+      [ -n "$family" ] && seen="$seen $family"
     done <<<"$table"
   done
 done
 if ((check)); then
+  for family in v4 epilogue4 scalar identity; do
+    [[ " $seen " == *" $family "* ]] || fail "no kernel of the '$family' family was found: renamed?"
+  done
   if ((failures)); then
     echo "kernel_resources.sh: $failures check(s) failed" >&2
     exit 1
   fi
   echo "kernel_resources.sh: every kernel free of spills and stack; vector accesses as documented" >&2
+elif ((failures)); then
+  exit 1 # a source that did not compile
 fi

@@ -21,7 +21,7 @@
  *   - glibc's expf is a scalar call (a few ns); cck_exp_nonpositive
  *     (exp_host.h) is the same function for arguments <= 0 as straight-line
  *     arithmetic that GCC vectorizes (Cody-Waite range reduction, a degree-6
- *     polynomial, 2^n built in the exponent bits; <= 1.4 ulp);
+ *     polynomial, 2^n built in the exponent bits; < 1 ulp);
  *   - the sum is a SIMD reduction in double: it costs little and keeps long
  *     rows (32768 columns) as accurate as short ones.
  * The file is compiled with -fno-trapping-math (see exp_host.h). Without

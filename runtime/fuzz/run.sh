@@ -3,7 +3,8 @@
 #
 #   runtime/fuzz/run.sh [SECONDS]      # default 60; CI (scripts/test.sh) runs it with 30
 #
-# Build dir: build-fuzz/ (host-only: CUDA off; every library built with ASan +
+# Build dir: build-fuzz/ (host-only: CUDA off; no OpenBLAS, whose OpenMP
+# flavour would bring libgomp next to clang's libomp; every library built with ASan +
 # UBSan (CCA_SANITIZE), the runtime with libFuzzer coverage too). Seeds: the committed
 # fixtures (valid models and every hand-made malformed file). Crashes and
 # leaks land in build-fuzz/fuzz-artifacts/; the exit status is libFuzzer's
@@ -15,7 +16,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$ROOT/build-fuzz
 CC=${CC:-clang}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="${CXX:-clang++}" \
-    -DCCA_SANITIZE=ON -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_TESTS=OFF -DCCA_BUILD_BENCH=OFF -DCCR_BUILD_FUZZ=ON >/dev/null
+    -DCCA_SANITIZE=ON -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_TESTS=OFF -DCCA_BUILD_BENCH=OFF -DCCR_BUILD_FUZZ=ON \
+    -DCCK_USE_OPENBLAS=OFF >/dev/null
 cmake --build "$BUILD" --target ccr_fuzz_loader -j"$(nproc)"
 CORPUS=$BUILD/fuzz-corpus
 mkdir -p "$CORPUS" "$BUILD/fuzz-artifacts"

@@ -53,7 +53,9 @@
  *   re-read. Rows of <= 1024 columns use one warp per row (shuffle merge of
  *   pairs, several rows per block); longer rows one block per row with
  *   cub::BlockReduce over pairs. This is the promoted version:
- *   cck_softmax_cuda runs it with its default block size.
+ *   cck_softmax_cuda runs it with its default block size. Its per-thread
+ *   code is in softmax_online.h, which tests/test_softmax_emulated.c also
+ *   runs on the CPU, thread by thread, with the merges emulated.
  *   NOTE: the promotion follows the design argument above; it has not been
  *   measured yet (no GPU in the session that wrote it). bench/kernels prints
  *   the numbers for every version when run on a GPU.
@@ -79,6 +81,7 @@
 #include <stdint.h>
 
 #include "cck_cuda.cuh"
+#include "softmax_online.h"
 
 // ---------------------------------------------------------------------------
 // shared device helpers
@@ -201,95 +204,24 @@ template <int BLOCK> __global__ void __launch_bounds__(BLOCK) softmax_kernel3(co
 // ---------------------------------------------------------------------------
 // version 4: online softmax, float4 loads, warp or block per row
 
-// The running pair: maximum so far and sum of exp(x - m) so far.
-struct md_pair {
-    float m;
-    float d;
-};
+// The per-thread work (running pairs, the head/body/tail split, both passes)
+// is in softmax_online.h, shared with a CPU emulation of this version that
+// the host tests run; only the merge across threads is here.
 
-// Factor taking a sum relative to m_old to one relative to m_new >= m_old.
-// m_old = -inf: the sum holds only zeros (or NaN); 0 keeps zeros zero and
-// NaN NaN, where exp(-inf - -inf) would turn zeros into NaN.
-__device__ __forceinline__ float rescale(float m_old, float m_new) {
-    return m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
-}
-
-__device__ __forceinline__ md_pair md_add(md_pair p, float v) {
-    float m = fmaxf(p.m, v);
-    float e = v == -INFINITY ? 0.0f : expf(v - m);
-    return {m, p.d * rescale(p.m, m) + e};
-}
-
-struct md_merge {
-    __device__ __forceinline__ md_pair operator()(md_pair a, md_pair b) const {
-        float m = fmaxf(a.m, b.m);
-        return {m, a.d * rescale(a.m, m) + b.d * rescale(b.m, m)};
+struct md_merge_op {
+    __device__ __forceinline__ cck_md_pair operator()(cck_md_pair a, cck_md_pair b) const {
+        return cck_md_merge(a, b);
     }
 };
 
-__device__ __forceinline__ md_pair warp_md(md_pair p) {
+// Butterfly over the warp: after 5 steps every lane holds the merge of all
+// 32 pairs (the same floats in every lane: the merge is commutative).
+__device__ __forceinline__ cck_md_pair warp_md(cck_md_pair p) {
     for (int off = 16; off > 0; off >>= 1) {
-        md_pair o = {__shfl_xor_sync(0xffffffffu, p.m, off), __shfl_xor_sync(0xffffffffu, p.d, off)};
-        p = md_merge()(p, o);
+        cck_md_pair o = {__shfl_xor_sync(0xffffffffu, p.m, off), __shfl_xor_sync(0xffffffffu, p.d, off)};
+        p = cck_md_merge(p, o);
     }
     return p;
-}
-
-// One row split as  [head: scalars up to the first 16-byte boundary]
-//                   [body: n4 float4]  [tail: cols - head - 4*n4 scalars]
-struct row_split {
-    int head, n4, tail_start;
-};
-
-__device__ __forceinline__ row_split split_row(const float *xr, int cols) {
-    int head = (int)((16u - ((uintptr_t)xr & 15u)) & 15u) / 4;
-    head = head < cols ? head : cols;
-    int n4 = (cols - head) / 4;
-    return {head, n4, head + 4 * n4};
-}
-
-// Pass 1 for one thread (index t of `nt` sharing the row): its running pair.
-__device__ __forceinline__ md_pair row_pair(const float *xr, int cols, row_split s, int t, int nt) {
-    md_pair p = {-INFINITY, 0.0f};
-    for (int j = t; j < s.head; j += nt) {
-        p = md_add(p, xr[j]);
-    }
-    const float4 *x4 = reinterpret_cast<const float4 *>(xr + s.head);
-    for (int i = t; i < s.n4; i += nt) {
-        float4 v = x4[i];
-        p = md_add(md_add(md_add(md_add(p, v.x), v.y), v.z), v.w);
-    }
-    for (int j = s.tail_start + t; j < cols; j += nt) {
-        p = md_add(p, xr[j]);
-    }
-    return p;
-}
-
-// Pass 2: y = exp(x - m) * inv. y's rows may be aligned differently from x's
-// (y = x + 1 row of odd length, say); then the body is stored as scalars.
-__device__ __forceinline__ void row_write(const float *xr, float *yr, int cols, row_split s, int t, int nt, float m,
-                                          float inv) {
-    for (int j = t; j < s.head; j += nt) {
-        __stcs(yr + j, expf(xr[j] - m) * inv);
-    }
-    const float4 *x4 = reinterpret_cast<const float4 *>(xr + s.head);
-    float *yb = yr + s.head;
-    bool y_aligned = ((uintptr_t)yb & 15u) == 0;
-    for (int i = t; i < s.n4; i += nt) {
-        float4 v = x4[i];
-        float4 o = {expf(v.x - m) * inv, expf(v.y - m) * inv, expf(v.z - m) * inv, expf(v.w - m) * inv};
-        if (y_aligned) {
-            __stcs(reinterpret_cast<float4 *>(yb) + i, o);
-        } else {
-            __stcs(yb + 4 * i + 0, o.x);
-            __stcs(yb + 4 * i + 1, o.y);
-            __stcs(yb + 4 * i + 2, o.z);
-            __stcs(yb + 4 * i + 3, o.w);
-        }
-    }
-    for (int j = s.tail_start + t; j < cols; j += nt) {
-        __stcs(yr + j, expf(xr[j] - m) * inv);
-    }
 }
 
 // Rows of <= CCK_V4_WARP_COLS columns: one warp per row.
@@ -302,17 +234,17 @@ __global__ void softmax_kernel4_warp(const float *x, float *y, int rows, int col
         return;
     }
     const float *xr = x + (size_t)row * cols;
-    row_split s = split_row(xr, cols);
-    md_pair p = warp_md(row_pair(xr, cols, s, lane, 32));
-    row_write(xr, y + (size_t)row * cols, cols, s, lane, 32, p.m, 1.0f / p.d);
+    cck_row_split s = cck_split_row(xr, cols);
+    cck_md_pair p = warp_md(cck_row_pair(xr, cols, s, lane, 32));
+    cck_row_write(xr, y + (size_t)row * cols, cols, s, lane, 32, p.m, 1.0f / p.d);
 }
 
 template <int BLOCK>
 __global__ void __launch_bounds__(BLOCK) softmax_kernel4_block(const float *x, float *y, int cols) {
     const float *xr = x + (size_t)blockIdx.x * cols;
-    row_split s = split_row(xr, cols);
-    md_pair p = block_all_reduce<BLOCK>(row_pair(xr, cols, s, threadIdx.x, BLOCK), md_merge());
-    row_write(xr, y + (size_t)blockIdx.x * cols, cols, s, threadIdx.x, BLOCK, p.m, 1.0f / p.d);
+    cck_row_split s = cck_split_row(xr, cols);
+    cck_md_pair p = block_all_reduce<BLOCK>(cck_row_pair(xr, cols, s, threadIdx.x, BLOCK), md_merge_op());
+    cck_row_write(xr, y + (size_t)blockIdx.x * cols, cols, s, threadIdx.x, BLOCK, p.m, 1.0f / p.d);
 }
 
 // ---------------------------------------------------------------------------

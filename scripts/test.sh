@@ -3,7 +3,8 @@
 #   1. the normal build (CUDA code included when the toolkit exists) and every
 #      CTest suite (GPU suites skip with a reason when no GPU is present);
 #   2. the host build under AddressSanitizer + UndefinedBehaviorSanitizer
-#      (without OpenBLAS, so the fallback GEMM configuration is built too), and
+#      (without OpenBLAS and without AVX2 clones, so the fallback GEMM and
+#      the baseline vector code are tested too), and
 #      the allocator's threaded stress program under ThreadSanitizer;
 #   3. the installed package consumed by an outside project (CMake + pkg-config);
 #   4. a short libFuzzer run of the model loader, when the fuzzer exists.
@@ -18,9 +19,10 @@ cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs")
 
 echo "== 2/4 sanitizers (ASan + UBSan, host build) =="
-# also the build without OpenBLAS: the host GEMM is then the built-in blocked loop
+# also the build without OpenBLAS (the host GEMM is then the built-in blocked
+# loop) and without AVX2 clones (the baseline vector code runs, whatever the CPU)
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCA_SANITIZE=ON -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_BENCH=ON \
-  -DCCK_USE_OPENBLAS=OFF >/dev/null
+  -DCCK_USE_OPENBLAS=OFF -DCCK_VECTOR_CLONES=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
    ctest --output-on-failure -j"$jobs")

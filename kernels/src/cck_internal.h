@@ -59,6 +59,19 @@ cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, c
 #define CCK_SIMD(clause)
 #endif
 
+/* CCK_VECTOR_CLONES on a host function with vector loops: GCC compiles it
+ * twice, for x86-64-v3 (AVX2 + FMA: 8 floats per instruction) and for the
+ * baseline (SSE2: 4), and an ifunc picks one when the library loads (GCC's
+ * function multiversioning). Measured on the softmax, 1.6-1.8x; results can
+ * differ in the last bits between the two (FMA contracts a·b + c). Only GCC
+ * on x86-64 Linux; elsewhere, or with -DCCK_NO_CLONES, the baseline alone.
+ * Apply it to functions without OpenMP regions (call them from one). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(CCK_NO_CLONES)
+#define CCK_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CCK_VECTOR_CLONES
+#endif
+
 /* --- defined in gemm_host_blocked.c --- */
 /* y = x·Wᵀ (row-major, no bias, no activation) with the built-in blocked
  * loop; arguments already checked by the caller. */

@@ -67,42 +67,62 @@ static inline float relu(float v) {
     return v > 0.0f || v != v ? v : 0.0f;
 }
 
-/* y[r][o] = act(y[r][o] + b[o]) for every row; nothing to do without either.
- * One loop per activation and per bias/no-bias, each branch-free and marked
- * for SIMD (a `b ? b[o] : 0` inside the loop is a load that may not happen,
- * which stops GCC from vectorizing GELU's). GELU computes an exp per
- * element, so it is worth a second thread much sooner. */
-#define EPILOGUE_ROWS(threads_if, V, EXPR)                                                                             \
-    do {                                                                                                               \
-        CCK_PARALLEL_FOR(threads_if)                                                                                   \
-        for (size_t r = 0; r < batch; r++) {                                                                           \
-            float *yr = y + r * out;                                                                                   \
-            CCK_SIMD()                                                                                                 \
-            for (size_t o = 0; o < out; o++) {                                                                         \
-                float v = V;                                                                                           \
-                yr[o] = EXPR;                                                                                          \
-            }                                                                                                          \
-        }                                                                                                              \
-    } while (0)
-#define EPILOGUE_LOOP(threads_if, EXPR)                                                                                \
-    do {                                                                                                               \
-        if (b != NULL) {                                                                                               \
-            EPILOGUE_ROWS(threads_if, yr[o] + b[o], EXPR);                                                             \
-        } else {                                                                                                       \
-            EPILOGUE_ROWS(threads_if, yr[o], EXPR);                                                                    \
-        }                                                                                                              \
-    } while (0)
-
-static void epilogue(float *y, const float *b, size_t batch, size_t out, cck_activation act) {
-    size_t n = batch * out;
+/* One row of y: y[o] = act(y[o] + b[o]). One loop per activation and per
+ * bias/no-bias, each branch-free and marked for SIMD (a `b ? b[o] : 0`
+ * inside the loop is a load that may not happen, which stops GCC from
+ * vectorizing GELU's); built for AVX2 and for the baseline. */
+CCK_VECTOR_CLONES static void epilogue_row(float *yr, const float *b, size_t out, cck_activation act) {
     switch (act) {
     case CCK_ACT_NONE:
         if (b != NULL) {
-            EPILOGUE_ROWS(n >= CCK_PARALLEL_MIN_ELEMS * 4, yr[o] + b[o], v);
+            CCK_SIMD()
+            for (size_t o = 0; o < out; o++) {
+                yr[o] += b[o];
+            }
         }
         break;
-    case CCK_ACT_RELU: EPILOGUE_LOOP(n >= CCK_PARALLEL_MIN_ELEMS * 4, relu(v)); break;
-    case CCK_ACT_GELU: EPILOGUE_LOOP(n >= CCK_PARALLEL_MIN_ELEMS / 8, gelu(v)); break;
+    case CCK_ACT_RELU:
+        if (b != NULL) {
+            CCK_SIMD()
+            for (size_t o = 0; o < out; o++) {
+                yr[o] = relu(yr[o] + b[o]);
+            }
+        } else {
+            CCK_SIMD()
+            for (size_t o = 0; o < out; o++) {
+                yr[o] = relu(yr[o]);
+            }
+        }
+        break;
+    case CCK_ACT_GELU:
+        if (b != NULL) {
+            CCK_SIMD()
+            for (size_t o = 0; o < out; o++) {
+                yr[o] = gelu(yr[o] + b[o]);
+            }
+        } else {
+            CCK_SIMD()
+            for (size_t o = 0; o < out; o++) {
+                yr[o] = gelu(yr[o]);
+            }
+        }
+        break;
+    }
+}
+
+/* y[r][o] = act(y[r][o] + b[o]) for every row; nothing to do without either.
+ * GELU computes an exp per element, so it is worth a second thread much
+ * sooner than the others. */
+static void epilogue(float *y, const float *b, size_t batch, size_t out, cck_activation act) {
+    if (b == NULL && act == CCK_ACT_NONE) {
+        return;
+    }
+    size_t n = batch * out;
+    int threaded = act == CCK_ACT_GELU ? n >= CCK_PARALLEL_MIN_ELEMS / 8 : n >= CCK_PARALLEL_MIN_ELEMS * 4;
+    (void)threaded; /* unused without OpenMP */
+    CCK_PARALLEL_FOR(threaded)
+    for (size_t r = 0; r < batch; r++) {
+        epilogue_row(y + r * out, b, out, act);
     }
 }
 

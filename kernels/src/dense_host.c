@@ -10,7 +10,9 @@
  *     GEMM       y = x · Wᵀ           OpenBLAS cblas_sgemm when the library is
  *                                     built with it (CCK_HAVE_OPENBLAS), else
  *                                     the blocked C loop of gemm_host_blocked.c
- *     epilogue   y = act(y + b)       one pass, rows shared among OpenMP threads
+ *     epilogue   y = act(y + b)       one vectorized pass (epilogue_row, built
+ *                                     for AVX2 and the baseline), rows shared
+ *                                     among OpenMP threads
  *
  * Why a real BLAS: the engine runs every model on the simulated device with
  * these kernels, and the hand-written loop reaches ~15 GFLOP/s on two cores
@@ -26,7 +28,8 @@
  * The epilogue is a separate pass (the GEMM has finished with y): batch·out
  * reads and writes against 2·batch·in·out flops, so its share shrinks as `in`
  * grows; the benchmark reports it as a percentage over the GEMM alone.
- * GELU is the tanh form, as in GPT-2 and the CUDA epilogue.
+ * GELU is the tanh form, as in GPT-2 and the CUDA epilogue, computed through
+ * an exp of a non-positive argument (see gelu below).
  *
  * Accuracy: each y is a float sum of `in` products (OpenBLAS: FMA chains in
  * its own order); its error against the double reference is bounded by a

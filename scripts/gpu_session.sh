@@ -35,7 +35,7 @@
 #                   ran 0 tests or skipped any (Criterion "Tested: 0", [SKIP])
 #   cpu_tests       ctest -L cpu (on a GPU machine some take other paths)
 #   demo            ccrun --demo --device cuda (fails rather than simulate)
-#   cck_bench       softmax/dense kernels on the GPU (--no-cpu)
+#   cck_bench       softmax/dense kernels on the GPU (--no-cpu --sweep: block sizes too)
 #   torch_softmax   torch.softmax on the same shapes
 #   ccbench         ccbench --all --no-plots: GPU strategies included
 #   pytorch_record  record two PyTorch workloads as ccbench traces
@@ -174,7 +174,7 @@ step_demo() {
 }
 
 step_cck_bench() {
-    run "$BUILD/bench/kernels/cck_bench" --no-cpu --csv "$GS_OUT/cck_bench_gpu.csv" | tee "$GS_OUT/cck_bench.md"
+    run "$BUILD/bench/kernels/cck_bench" --no-cpu --sweep --csv "$GS_OUT/cck_bench_gpu.csv" | tee "$GS_OUT/cck_bench.md"
     local rc=${PIPESTATUS[0]}
     ((rc == 0)) || return "$rc"
     skipped_check "$GS_OUT/cck_bench.md" 'GPU benchmarks skipped' "cck_bench ran no GPU benchmark"

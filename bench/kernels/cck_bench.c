@@ -2,7 +2,7 @@
  * cck_bench.c — throughput of the kernels in kernels/: softmax per version
  * as a fraction of copy bandwidth, and the dense layer's epilogue overhead.
  *
- *     cck_bench [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu]
+ *     cck_bench [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]
  *
  * GPU (when one is present and the library was built with CUDA):
  *   softmax, 4096 × {128, 1000, 4096, 32768}: every version at its default
@@ -14,6 +14,11 @@
  *   dense, y = act(x·Wᵀ + b): the layer with no bias and no activation is
  *   exactly the cuBLAS SGEMM (the epilogue is skipped), so
  *   overhead = (t(bias+act) - t(GEMM)) / t(GEMM).
+ *   --sweep adds the data for choosing the promoted softmax by row length:
+ *   versions 2-4 at every power-of-two block size from 32 to 1024, on 4096
+ *   rows of {128, 512, 1000, 1024, 1025, 2048, 4096, 32768} columns (around
+ *   v4's warp/block switch at 1024), one table row per (shape, version) with
+ *   the fastest block, the default block's time, and a CSV row per block.
  * CPU (always, unless --no-cpu): the host kernels on the same softmax shapes
  *   (rows capped by --cpu-rows) against memcpy of the same bytes, and the host
  *   dense layer with and without its epilogue, wall clock.
@@ -40,7 +45,7 @@ typedef struct opts {
     int reps, cpu_reps;
     size_t cpu_rows;
     const char *csv;
-    int cpu;
+    int cpu, sweep;
 } opts;
 
 typedef struct timing {
@@ -281,6 +286,7 @@ typedef struct gpu_timer {
  * 1..4 = softmax version, 5 = dense. */
 typedef struct gpu_job {
     int kind;
+    int block; /* softmax: threads per block, 0 = the version's default */
     cck_cuda_context *ctx;
     const float *x, *w, *b;
     float *y;
@@ -294,7 +300,7 @@ static int gpu_run(const gpu_job *j) {
         return cudaMemcpyAsync(j->y, j->x, j->rows * j->cols * sizeof(float), cudaMemcpyDeviceToDevice, 0) ==
                cudaSuccess;
     } else if (j->kind <= 4) {
-        st = cck_softmax_cuda_version(j->ctx, j->kind, 0, j->x, j->y, j->rows, j->cols);
+        st = cck_softmax_cuda_version(j->ctx, j->kind, j->block, j->x, j->y, j->rows, j->cols);
     } else {
         st = cck_dense_cuda(j->ctx, j->x, j->w, j->b, j->y, j->batch, j->in, j->out, j->act);
     }
@@ -317,6 +323,66 @@ static int gpu_time(gpu_timer *t, const gpu_job *j, int reps, double *ms, timing
             ms[r] = f;
     }
     *out = summarize(ms, reps);
+    return 0;
+}
+
+/* --sweep: versions 2-4 at every power-of-two block, around v4's switch
+ * from one warp per row to one block per row (1024 columns). */
+static int gpu_sweep(gpu_timer *t, cck_cuda_context *ctx, int reps, double *ms) {
+    static const size_t cols_list[] = {128, 512, 1000, 1024, 1025, 2048, 4096, 32768};
+    printf("\n### Block-size sweep (4096 rows; fastest block per version and row length)\n\n");
+    printf("| cols | version | best block | best ms | default ms | best vs copy |\n|---|---|---|---|---|---|\n");
+    for (size_t c = 0; c < sizeof cols_list / sizeof *cols_list; c++) {
+        size_t rows = SOFTMAX_ROWS, cols = cols_list[c], nel = rows * cols;
+        float *hx = malloc(nel * sizeof *hx), *hy = malloc(nel * sizeof *hy), *dx, *dy;
+        if (!hx || !hy) {
+            free(hx), free(hy);
+            return 1;
+        }
+        CU(cudaMalloc((void **)&dx, nel * sizeof(float)));
+        CU(cudaMalloc((void **)&dy, nel * sizeof(float)));
+        fill(hx, nel, (unsigned)cols + 7, 8.0f);
+        CU(cudaMemcpy(dx, hx, nel * sizeof(float), cudaMemcpyHostToDevice));
+        double bytes = 2.0 * nel * sizeof(float);
+        gpu_job job = {.kind = 0, .ctx = ctx, .x = dx, .y = dy, .rows = rows, .cols = cols};
+        timing tc;
+        if (gpu_time(t, &job, reps, ms, &tc))
+            return 1;
+        for (int v = 2; v <= 4; v++) {
+            double best = INFINITY, dflt = NAN;
+            int best_block = 0;
+            for (int bs = 0; bs <= 1024; bs = bs ? 2 * bs : 32) { /* 0 = the default, then 32..1024 */
+                char what[96];
+                snprintf(what, sizeof what, "gpu sweep v%d block %d %zux%zu", v, bs, rows, cols);
+                job.kind = v;
+                job.block = bs;
+                CU(cudaMemset(dy, 0xff, nel * sizeof(float))); /* NaN poison */
+                if (!gpu_run(&job))
+                    return 1;
+                CU(cudaMemcpy(hy, dy, nel * sizeof(float), cudaMemcpyDeviceToHost));
+                if (!softmax_ok(what, hx, hy, 0, 16, cols) || !softmax_ok(what, hx, hy, rows - 16, 16, cols))
+                    continue;
+                timing tv;
+                if (gpu_time(t, &job, reps, ms, &tv))
+                    return 1;
+                double gbps = bytes / tv.med * 1e-6;
+                char ver[32];
+                snprintf(ver, sizeof ver, "v%d block %d", v, bs);
+                csv_row("gpu", "softmax-sweep", ver, rows, cols, 0, 0, 0, "-", reps, tv, gbps,
+                        tv.med > 0 ? tc.med / tv.med : 0, 0, 0);
+                if (bs == 0) {
+                    dflt = tv.med;
+                } else if (tv.med < best) {
+                    best = tv.med;
+                    best_block = bs;
+                }
+            }
+            printf("| %zu | v%d | %d | %.4f | %.4f | %.1f%% |\n", cols, v, best_block, best, dflt,
+                   100.0 * tc.med / best);
+        }
+        job.block = 0;
+        cudaFree(dx), cudaFree(dy), free(hx), free(hy);
+    }
     return 0;
 }
 
@@ -387,6 +453,11 @@ static int bench_gpu(const opts *o) {
         }
         cudaFree(dx), cudaFree(dy), free(hx), free(hy);
     }
+    if (o->sweep && gpu_sweep(&t, ctx, o->reps, ms))
+        return 1;
+    if (o->sweep) /* the dense table follows the sweep's */
+        printf("\n| op | shape | version | median ms | spread ms | GB/s or GFLOP/s | vs copy / overhead |\n"
+               "|---|---|---|---|---|---|---|\n");
     static const size_t dims[][3] = {{512, 4096, 4096}, {4096, 1024, 4096}, {4096, 4096, 4096}};
     for (size_t d = 0; d < 3; d++) {
         size_t batch = dims[d][0], in = dims[d][1], out = dims[d][2];
@@ -469,8 +540,10 @@ int main(int argc, char **argv) {
             o.csv = argv[++i];
         } else if (!strcmp(argv[i], "--no-cpu")) {
             o.cpu = 0;
+        } else if (!strcmp(argv[i], "--sweep")) {
+            o.sweep = 1;
         } else {
-            printf("usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu]\n", argv[0]);
+            printf("usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n", argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }

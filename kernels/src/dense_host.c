@@ -70,46 +70,31 @@ static inline float relu(float v) {
     return v > 0.0f || v != v ? v : 0.0f;
 }
 
-/* One row of y: y[o] = act(y[o] + b[o]). One loop per activation and per
- * bias/no-bias, each branch-free and marked for SIMD (a `b ? b[o] : 0`
- * inside the loop is a load that may not happen, which stops GCC from
- * vectorizing GELU's); built for AVX2 and for the baseline. */
+/* One row of y: y[o] = act(y[o] + b[o]). Each activation gets its own
+ * branch-free loop, one with bias and one without (a `b ? b[o] : 0` inside
+ * the loop is a load that may not happen, which stops GCC from vectorizing
+ * GELU's); built for AVX2 and for the baseline. */
+#define identity(v) (v)
+#define ACT_LOOPS(F)                                                                                                   \
+    do {                                                                                                               \
+        if (b != NULL) {                                                                                               \
+            CCK_SIMD()                                                                                                 \
+            for (size_t o = 0; o < out; o++) {                                                                         \
+                yr[o] = F(yr[o] + b[o]);                                                                               \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            CCK_SIMD()                                                                                                 \
+            for (size_t o = 0; o < out; o++) {                                                                         \
+                yr[o] = F(yr[o]);                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
+
 CCK_VECTOR_CLONES static void epilogue_row(float *yr, const float *b, size_t out, cck_activation act) {
     switch (act) {
-    case CCK_ACT_NONE:
-        if (b != NULL) {
-            CCK_SIMD()
-            for (size_t o = 0; o < out; o++) {
-                yr[o] += b[o];
-            }
-        }
-        break;
-    case CCK_ACT_RELU:
-        if (b != NULL) {
-            CCK_SIMD()
-            for (size_t o = 0; o < out; o++) {
-                yr[o] = relu(yr[o] + b[o]);
-            }
-        } else {
-            CCK_SIMD()
-            for (size_t o = 0; o < out; o++) {
-                yr[o] = relu(yr[o]);
-            }
-        }
-        break;
-    case CCK_ACT_GELU:
-        if (b != NULL) {
-            CCK_SIMD()
-            for (size_t o = 0; o < out; o++) {
-                yr[o] = gelu(yr[o] + b[o]);
-            }
-        } else {
-            CCK_SIMD()
-            for (size_t o = 0; o < out; o++) {
-                yr[o] = gelu(yr[o]);
-            }
-        }
-        break;
+    case CCK_ACT_NONE: ACT_LOOPS(identity); break; /* only called with a bias: see epilogue */
+    case CCK_ACT_RELU: ACT_LOOPS(relu); break;
+    case CCK_ACT_GELU: ACT_LOOPS(gelu); break;
     }
 }
 
@@ -143,32 +128,36 @@ const char *cck_host_gemm_name(void) {
 #endif
 }
 
-cck_status cck_dense_host(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in, size_t out,
-                          cck_activation act) {
+/* Both entry points: the GEMM (OpenBLAS when built with it, allowed and the
+ * dimensions fit its ints; else the blocked loop), then the epilogue. */
+static cck_status dense(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in, size_t out,
+                        cck_activation act, int allow_blas) {
     if (!cck_dense_args_ok(x, w, b, y, batch, in, out, act)) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
 #ifdef CCK_HAVE_OPENBLAS
-    if (blas_dims_ok(batch, in, out)) {
+    if (allow_blas && blas_dims_ok(batch, in, out)) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)batch, (int)out, (int)in, 1.0f, x, (int)in, w,
                     (int)in, 0.0f, y, (int)out);
-        epilogue(y, b, batch, out, act);
-        return CCK_OK;
+    } else {
+        cck_gemm_host_blocked(x, w, y, batch, in, out);
     }
-#endif
+#else
+    (void)allow_blas;
     cck_gemm_host_blocked(x, w, y, batch, in, out);
+#endif
     epilogue(y, b, batch, out, act);
     return CCK_OK;
 }
 
+cck_status cck_dense_host(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in, size_t out,
+                          cck_activation act) {
+    return dense(x, w, b, y, batch, in, out, act, 1);
+}
+
 cck_status cck_dense_host_blocked(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in,
                                   size_t out, cck_activation act) {
-    if (!cck_dense_args_ok(x, w, b, y, batch, in, out, act)) {
-        return CCK_ERR_INVALID_ARGUMENT;
-    }
-    cck_gemm_host_blocked(x, w, y, batch, in, out);
-    epilogue(y, b, batch, out, act);
-    return CCK_OK;
+    return dense(x, w, b, y, batch, in, out, act, 0);
 }
 
 /* The same GELU in double, written without cancellation: the textbook

@@ -36,16 +36,10 @@ dest=.gpudeps            # carried
 cache=.gpudeps-cache     # downloaded .debs (ignored, not carried)
 arch_dir=x86_64-linux-gnu
 
-need=(libcriterion-dev libcjson-dev pkgconf)
-missing=()
-for p in "${need[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "gpu_carry: installing ${missing[*]} here (needed to find the run-time chain)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# The packages to carry must be installed here first, to find their run-time
+# chain: the project's own dependency script installs them (Criterion, cJSON,
+# pkg-config, which pulls pkgconf) with the rest of the build's needs.
+scripts/deps.sh
 
 # ---- which packages: the named ones + whatever their .so files load ---------
 pkgs=(libcriterion-dev libcriterion3 libcjson-dev libcjson1 pkgconf pkgconf-bin libpkgconf3)

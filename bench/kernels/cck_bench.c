@@ -267,14 +267,17 @@ static void bench_cpu(const opts *o) {
 
 #ifdef CCK_HAVE_CUDA
 
-#define CU(call)                                                                                                       \
+/* Return `ret` (CU: 1) from the enclosing function when a CUDA call fails. */
+#define CUR(call, ret)                                                                                                 \
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \
         if (e_ != cudaSuccess) {                                                                                       \
             printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);                            \
-            return 1;                                                                                                  \
+            return (ret);                                                                                              \
         }                                                                                                              \
     } while (0)
+
+#define CU(call) CUR(call, 1)
 
 typedef struct gpu_timer {
     cudaEvent_t a, b;
@@ -326,6 +329,23 @@ static int gpu_time(gpu_timer *t, const gpu_job *j, int reps, double *ms, timing
     return 0;
 }
 
+/* Run a softmax job once on NaN-poisoned y, check the first and last
+ * `sample` rows against the double reference, and only then time it into
+ * *tv: 1 timed, 0 wrong (reported, counted in `failures`, not timed), -1 a
+ * CUDA error. */
+static int gpu_softmax_measure(gpu_timer *t, const gpu_job *job, const float *hx, float *hy, const char *what,
+                               size_t sample, int reps, double *ms, timing *tv) {
+    size_t nel = job->rows * job->cols;
+    CUR(cudaMemset(job->y, 0xff, nel * sizeof(float)), -1); /* NaN poison */
+    if (!gpu_run(job))
+        return -1;
+    CUR(cudaMemcpy(hy, job->y, nel * sizeof(float), cudaMemcpyDeviceToHost), -1);
+    if (!softmax_ok(what, hx, hy, 0, sample, job->cols) ||
+        !softmax_ok(what, hx, hy, job->rows - sample, sample, job->cols))
+        return 0;
+    return gpu_time(t, job, reps, ms, tv) ? -1 : 1;
+}
+
 /* --sweep: versions 2-4 at every power-of-two block, around v4's switch
  * from one warp per row to one block per row (1024 columns). */
 static int gpu_sweep(gpu_timer *t, cck_cuda_context *ctx, int reps, double *ms) {
@@ -356,15 +376,12 @@ static int gpu_sweep(gpu_timer *t, cck_cuda_context *ctx, int reps, double *ms) 
                 snprintf(what, sizeof what, "gpu sweep v%d block %d %zux%zu", v, bs, rows, cols);
                 job.kind = v;
                 job.block = bs;
-                CU(cudaMemset(dy, 0xff, nel * sizeof(float))); /* NaN poison */
-                if (!gpu_run(&job))
-                    return 1;
-                CU(cudaMemcpy(hy, dy, nel * sizeof(float), cudaMemcpyDeviceToHost));
-                if (!softmax_ok(what, hx, hy, 0, 16, cols) || !softmax_ok(what, hx, hy, rows - 16, 16, cols))
-                    continue;
                 timing tv;
-                if (gpu_time(t, &job, reps, ms, &tv))
+                int ok = gpu_softmax_measure(t, &job, hx, hy, what, 16, reps, ms, &tv);
+                if (ok < 0)
                     return 1;
+                if (!ok)
+                    continue;
                 double gbps = bytes / tv.med * 1e-6;
                 char ver[32];
                 snprintf(ver, sizeof ver, "v%d block %d", v, bs);
@@ -434,16 +451,13 @@ static int bench_gpu(const opts *o) {
         for (int v = 1; v <= 4; v++) {
             char what[64];
             snprintf(what, sizeof what, "gpu softmax v%d %zux%zu", v, rows, cols);
-            CU(cudaMemset(dy, 0xff, nel * sizeof(float))); /* NaN poison */
             job.kind = v;
-            if (!gpu_run(&job))
-                return 1;
-            CU(cudaMemcpy(hy, dy, nel * sizeof(float), cudaMemcpyDeviceToHost));
-            if (!softmax_ok(what, hx, hy, 0, 32, cols) || !softmax_ok(what, hx, hy, rows - 32, 32, cols))
-                continue;
             timing tv;
-            if (gpu_time(&t, &job, o->reps, ms, &tv))
+            int ok = gpu_softmax_measure(&t, &job, hx, hy, what, 32, o->reps, ms, &tv);
+            if (ok < 0)
                 return 1;
+            if (!ok)
+                continue;
             double gbps = bytes / tv.med * 1e-6;
             char ver[16];
             snprintf(ver, sizeof ver, "v%d%s", v, v == 4 ? " (promoted)" : "");

@@ -7,8 +7,8 @@ if(TARGET cck)
   # exp_host.h is tested directly
   target_include_directories(test_kernels_host PRIVATE ${PROJECT_SOURCE_DIR}/kernels/src)
   # softmax v4's per-thread code (kernels/src/softmax_online.h) on the CPU
-  cca_add_test(NAME test_softmax_emulated SOURCES test_softmax_emulated.c LIBS cck LABEL cpu)
-  target_include_directories(test_softmax_emulated PRIVATE ${PROJECT_SOURCE_DIR}/kernels/src)
+  cca_add_test(NAME test_kernels_emulated SOURCES test_kernels_emulated.c LIBS cck LABEL cpu)
+  target_include_directories(test_kernels_emulated PRIVATE ${PROJECT_SOURCE_DIR}/kernels/src)
   if(CCK_HAVE_OPENBLAS)
     target_compile_definitions(test_kernels_host PRIVATE CCK_EXPECT_OPENBLAS=1)
   endif()

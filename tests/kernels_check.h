@@ -131,4 +131,45 @@ static inline double check_dense(const char *what, const float *y, const float *
     return worst;
 }
 
+/* GELU over its whole range: a grid from -30 to 30 (step 0.01), where the
+ * exp argument -2|u| covers [-87, 0] and beyond, then six special inputs.
+ * gelu_grid_check compares y = gelu(x) with the double reference to `ulps`
+ * float ulps times GELU's condition number, which for v < 0 is about
+ * 1 + 2|u| (the float rounding of u is amplified by exp(-2|u|)), and checks
+ * the limits exactly: huge inputs give v (positive) and -0 (negative), +inf
+ * gives +inf, -inf and NaN give NaN, -0 gives 0. Returns the largest
+ * relative error divided by the condition number. */
+enum { GELU_GRID_POINTS = 6001, GELU_GRID_LEN = GELU_GRID_POINTS + 6 };
+
+static inline void gelu_grid_fill(float *x) {
+    for (int i = 0; i < GELU_GRID_POINTS; i++)
+        x[i] = -30.0f + 0.01f * (float)i;
+    const float special[6] = {1e20f, -1e20f, INFINITY, -INFINITY, NAN, -0.0f};
+    for (int i = 0; i < 6; i++)
+        x[GELU_GRID_POINTS + i] = special[i];
+}
+
+static inline double gelu_grid_check(const char *what, const float *x, const float *y, double ulps) {
+    enum { N = GELU_GRID_POINTS };
+    const float w = 1.0f;
+    double *ref = xmalloc(N * sizeof *ref), rel = 0.0;
+    cck_dense_reference(x, &w, NULL, ref, N, 1, 1, CCK_ACT_GELU);
+    for (int i = 0; i < N; i++) {
+        double v = x[i], u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+        double cond = 1.0 + 2.0 * fabs(u), err = fabs((double)y[i] - ref[i]);
+        cr_assert(err <= ulps * 0x1.0p-24 * cond * fabs(ref[i]) + 1e-30, "%s: gelu(%.9g) = %.9g, reference %.9g", what,
+                  x[i], y[i], ref[i]);
+        if (fabs(ref[i]) > 1e-30)
+            rel = fmax(rel, err / (cond * fabs(ref[i])));
+    }
+    free(ref);
+    cr_assert_eq(y[N], 1e20f, "%s: gelu(1e20) = %g", what, y[N]);
+    cr_assert(y[N + 1] == 0.0f && !isnan(y[N + 1]), "%s: gelu(-1e20) = %g", what, y[N + 1]);
+    cr_assert(isinf(y[N + 2]) && y[N + 2] > 0, "%s: gelu(inf) = %g", what, y[N + 2]);
+    cr_assert(isnan(y[N + 3]) && isnan(y[N + 4]), "%s: gelu(-inf) = %g, gelu(NaN) = %g", what, y[N + 3], y[N + 4]);
+    cr_assert(y[N + 5] == 0.0f, "%s: gelu(-0) = %g", what, y[N + 5]);
+    fprintf(stderr, "%s: GELU grid, largest relative error / condition number %.3g\n", what, rel);
+    return rel;
+}
+
 #endif /* KERNELS_CHECK_H */

@@ -259,6 +259,38 @@ Test(dense_cuda, tf32_each_activation, .timeout = 600) {
     dense_all(1, 4e-3);
 }
 
+/* GELU over its whole range (kernels_check.h's grid) through the real
+ * epilogue: 1x1 layers (scalar path) and in = 1, out = 4, W = 1 (float4
+ * path: four copies of the grid, each checked). CUDA's expf is <= 2 ulp, so
+ * 6 ulp times the condition number (the host's bound is 4). */
+Test(dense_cuda, gelu_over_its_range) {
+    gpu g = gpu_open(0);
+    enum { N = GELU_GRID_LEN };
+    float *hx = xmalloc(N * sizeof *hx), *hy = xmalloc(4 * N * sizeof *hy), *col = xmalloc(N * sizeof *col);
+    const float hw[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    gelu_grid_fill(hx);
+    float *dx = dev_alloc(&g, N), *dw = dev_alloc(&g, 4), *dy = dev_alloc(&g, 4 * N);
+    to_dev(&g, dx, hx, N);
+    to_dev(&g, dw, hw, 4);
+    for (size_t out = 1; out <= 4; out += 3) {
+        for (size_t i = 0; i < out * N; i++)
+            hy[i] = NAN;
+        to_dev(&g, dy, hy, out * N);
+        cr_assert_eq(cck_dense_cuda(g.ctx, dx, dw, NULL, dy, N, 1, out, CCK_ACT_GELU), CCK_OK);
+        to_host(&g, hy, dy, out * N);
+        for (size_t o = 0; o < out; o++) {
+            for (size_t i = 0; i < N; i++)
+                col[i] = hy[i * out + o];
+            char what[64];
+            snprintf(what, sizeof what, "dense_cuda gelu out=%zu column %zu", out, o);
+            gelu_grid_check(what, hx, col, 6.0);
+        }
+    }
+    dev_free(&g, dx), dev_free(&g, dw), dev_free(&g, dy);
+    free(hx), free(hy), free(col);
+    gpu_close(&g);
+}
+
 /* ---- the workspace and the allocator ------------------------------------- */
 
 Test(dense_cuda, cublas_workspace_is_a_ccalloc_block) {

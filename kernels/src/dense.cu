@@ -30,22 +30,24 @@
  * use_tf32 the tensor cores round x and W to TF32 (10 mantissa bits,
  * relative error <= 2^-11 per operand), so errors grow to about
  * 1e-3·Σ|x·w|; tests allow 4e-3·(Σ|x·w| + |b|). TF32 is off by default.
- * GELU is the tanh form, 0.5·v·(1 + tanhf(u)): the same function as
- * dense_host.c, which computes it without tanh (its exp is vectorized). For
- * u < -9 or so, 1 + tanhf(u) rounds to 0 here and the result is -0 where the
- * true value is below 1e-7·|v|: an absolute error far inside the tolerance.
+ * GELU is the tanh form computed without tanh, v·(u >= 0 ? 1 : e)/(1 + e)
+ * with e = expf(-2|u|) (activation.h, shared with dense_host.c, whose only
+ * difference is its own exp): no cancellation, and exact limits (v for large
+ * v, -0 for very negative v) where 0.5·v·(1 + tanhf(u)) rounds to 0 for
+ * u < -9 or so. tests/test_kernels_emulated.c checks this very function on
+ * the CPU against the double reference.
  */
 #include <stdint.h>
 
+#include "activation.h"
 #include "cck_cuda.cuh"
 
 template <cck_activation ACT> __device__ __forceinline__ float activate(float v) {
     if (ACT == CCK_ACT_RELU) {
-        return v > 0.0f ? v : (v == v ? 0.0f : v); // NaN stays NaN, as torch.relu
+        return cck_relu(v); // NaN stays NaN, as torch.relu
     }
     if (ACT == CCK_ACT_GELU) {
-        const float k = 0.7978845608028654f; // sqrt(2/pi)
-        return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+        return cck_gelu_expf(v);
     }
     return v;
 }

@@ -28,8 +28,8 @@
  * The epilogue is a separate pass (the GEMM has finished with y): batch·out
  * reads and writes against 2·batch·in·out flops, so its share shrinks as `in`
  * grows; the benchmark reports it as a percentage over the GEMM alone.
- * GELU is the tanh form, as in GPT-2 and the CUDA epilogue, computed through
- * an exp of a non-positive argument (see gelu below).
+ * The activations are activation.h's, the CUDA epilogue's too: GELU is the
+ * tanh form, as in GPT-2, computed through an exp of a non-positive argument.
  *
  * Accuracy: each y is a float sum of `in` products (OpenBLAS: FMA chains in
  * its own order); its error against the double reference is bounded by a
@@ -39,6 +39,7 @@
 #include <limits.h>
 #include <math.h>
 
+#include "activation.h"
 #include "cck_internal.h"
 #include "exp_host.h"
 
@@ -46,28 +47,16 @@
 #include <cblas.h>
 #endif
 
-/* The tanh approximation of GELU (Hendrycks & Gimpel), as in GPT-2:
- *     gelu(v) = 0.5·v·(1 + tanh(u)),   u = sqrt(2/pi)·(v + 0.044715·v³)
- * With e = exp(-2|u|) in (0, 1], tanh|u| = (1 - e) / (1 + e), so
- *     1 + tanh(u) = 2 / (1 + e)      for u >= 0
- *                 = 2e / (1 + e)     for u < 0
- * and gelu(v) = v·(u >= 0 ? 1 : e) / (1 + e): one exp of a non-positive
- * argument (cck_exp_nonpositive, vectorized; glibc's tanhf is a scalar call
- * several times slower), no cancellation (1 + e is in [1, 2]), and the
- * limits come out exact: large positive v gives v, large negative v gives
- * -0 (e underflows to 0). NaN stays NaN; -inf gives NaN as the reference
- * does (-inf·0). */
+/* The activations are activation.h's, shared with the CUDA epilogue; GELU's
+ * exp here is the vectorizable polynomial (glibc's expf and tanhf are scalar
+ * calls, several times slower). */
 static inline float gelu(float v) {
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    float u = k * (v + 0.044715f * v * v * v);
-    float e = cck_exp_nonpositive(-2.0f * fabsf(u));
-    return v * (u >= 0.0f ? 1.0f : e) / (1.0f + e);
+    float u = cck_gelu_arg(v);
+    return cck_gelu_finish(v, u, cck_exp_nonpositive(cck_gelu_exp_arg(u)));
 }
 
-/* ReLU with NaN kept (as torch.relu): a select, not a branch, so the loop
- * vectorizes and random signs cost no mispredictions. */
 static inline float relu(float v) {
-    return v > 0.0f || v != v ? v : 0.0f;
+    return cck_relu(v);
 }
 
 /* One row of y: y[o] = act(y[o] + b[o]). Each activation gets its own

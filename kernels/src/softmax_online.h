@@ -25,14 +25,14 @@
  * and likewise of the tail. Pass 2 splits the row exactly as pass 1 did, so
  * each element is read and written by the same thread (y may equal x).
  *
- * Invariants the tests check on the CPU (tests/test_softmax_emulated.c runs
+ * Invariants the tests check on the CPU (tests/test_kernels_emulated.c runs
  * these functions with the warp's butterfly merge emulated lane by lane):
  * every element is in exactly one of head, body or tail; body groups start
  * 16-byte aligned; a pair whose m is -inf holds d = 0 (or NaN), so its
  * rescale factor is taken as 0 rather than exp(-inf - -inf) = NaN, which
  * keeps rows like [-inf, 1] finite while NaN still propagates (NaN·0 = NaN).
  *
- * Compiled by nvcc (softmax.cu) every function is __host__ __device__; on the
+ * Compiled by nvcc (softmax.cu) every function is CCK_HD (hostdevice.h): on the
  * device the body uses LDG.128 / STG.128 (the streaming __stcs store), on the
  * host plain loads and stores through memcpy. Compiled as C (the emulation
  * test), it is plain static inline C11.
@@ -44,11 +44,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifdef __CUDACC__
-#define CCK_HD __host__ __device__ __forceinline__
-#else
-#define CCK_HD static inline
-#endif
+#include "hostdevice.h"
 
 /* Four floats: CUDA's float4 on the device, a plain struct on the host. */
 #ifdef __CUDACC__

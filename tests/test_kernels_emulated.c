@@ -1,24 +1,30 @@
 /*
- * test_softmax_emulated.c — softmax version 4's own code, run on the CPU.
+ * test_kernels_emulated.c — the GPU kernels' own code, run on the CPU.
  *
- * softmax.cu's version 4 keeps its per-thread work in softmax_online.h
- * (running pairs, the head/body/tail split of a row, both passes); only the
- * merge across threads is CUDA (warp shuffles, CUB). Here those same
- * functions run for every thread of a warp or block in turn, and the merge is
- * emulated: the warp's butterfly lane by lane, exactly as __shfl_xor_sync
- * pairs lanes, and a block as warps merged in a tree. So the index
- * arithmetic, the alignment logic and the NaN/inf rules of the GPU kernel
- * are checked on every machine, CI included, against the double reference,
- * before any GPU has run it (the GPU suite, test_kernels_cuda.c, runs the
- * real kernel with the same tolerances).
+ * Two parts of the CUDA kernels are written once, as CCK_HD functions, for
+ * the GPU and for this test:
  *
- * What the emulation does not show: timing, memory coalescing, and whether
- * CUB merges in another order (the merge is commutative but float addition
- * is not associative, so the GPU's d may differ in the last bits; the
- * tolerance allows it).
+ * - softmax version 4's per-thread work (softmax_online.h: running pairs,
+ *   the head/body/tail split of a row, both passes). Only the merge across
+ *   threads is CUDA (warp shuffles, CUB); here the same functions run for
+ *   every thread of a warp or block in turn, and the merge is emulated: the
+ *   warp's butterfly lane by lane, exactly as __shfl_xor_sync pairs lanes,
+ *   and a block as warps merged in a tree. So the index arithmetic, the
+ *   alignment logic and the NaN/inf rules of the GPU kernel are checked on
+ *   every machine, CI included, against the double reference.
+ * - the dense epilogue's activations (activation.h): ReLU and the GELU the
+ *   CUDA epilogue computes, here with glibc's expf in place of CUDA's.
+ *
+ * The GPU suite, test_kernels_cuda.c, runs the real kernels with the same
+ * tolerances. What the emulation does not show: timing, memory coalescing,
+ * CUDA's expf (<= 2 ulp against glibc's < 1), and whether CUB merges in
+ * another order (the merge is commutative but float addition is not
+ * associative, so the GPU's d may differ in the last bits; the tolerance
+ * allows it).
  */
 #include <string.h>
 
+#include "activation.h"
 #include "kernels_check.h"
 #include "softmax_online.h"
 
@@ -136,4 +142,31 @@ Test(softmax_emulated, split_covers_each_element_once) {
             if (cols >= 3)
                 cr_assert(s.head == (4 - off) % 4, "off %d: head %d", off, s.head);
         }
+}
+
+/* The CUDA epilogue's GELU (cck_gelu_expf) over kernels_check.h's grid: the
+ * formula and its limits, with glibc's expf standing in for CUDA's. */
+Test(epilogue_emulated, gelu_of_the_cuda_epilogue) {
+    float x[GELU_GRID_LEN], y[GELU_GRID_LEN];
+    gelu_grid_fill(x);
+    for (int i = 0; i < GELU_GRID_LEN; i++)
+        y[i] = cck_gelu_expf(x[i]);
+    gelu_grid_check("cck_gelu_expf", x, y, 4.0);
+    /* the tanh form it replaces, 0.5·v·(1 + tanhf(u)), is 0 from u < -9 on;
+     * this one keeps the value (relative error checked above): */
+    const int at_minus_9 = 2100; /* x = -30 + 0.01·2100, u = -33 */
+    cr_assert(x[at_minus_9] > -9.01f && x[at_minus_9] < -8.99f);
+    cr_assert(y[at_minus_9] < 0.0f, "gelu(%g) = %g", x[at_minus_9], y[at_minus_9]);
+}
+
+Test(epilogue_emulated, relu_keeps_nan) {
+    const float in[] = {-1.0f, -0.0f, 0.0f, 1e-45f, 2.5f, INFINITY, -INFINITY, NAN};
+    const float want[] = {0.0f, 0.0f, 0.0f, 1e-45f, 2.5f, INFINITY, 0.0f, NAN};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        float r = cck_relu(in[i]);
+        if (isnan(want[i]))
+            cr_assert(isnan(r), "relu(%g) = %g", in[i], r);
+        else
+            cr_assert(r == want[i] && !signbit(r), "relu(%g) = %g, want %g", in[i], r, want[i]);
+    }
 }

@@ -55,10 +55,6 @@ static inline float gelu(float v) {
     return cck_gelu_finish(v, u, cck_exp_nonpositive(cck_gelu_exp_arg(u)));
 }
 
-static inline float relu(float v) {
-    return cck_relu(v);
-}
-
 /* One row of y: y[o] = act(y[o] + b[o]). Each activation gets its own
  * branch-free loop, one with bias and one without (a `b ? b[o] : 0` inside
  * the loop is a load that may not happen, which stops GCC from vectorizing
@@ -82,7 +78,7 @@ static inline float relu(float v) {
 CCK_VECTOR_CLONES static void epilogue_row(float *yr, const float *b, size_t out, cck_activation act) {
     switch (act) {
     case CCK_ACT_NONE: ACT_LOOPS(identity); break; /* only called with a bias: see epilogue */
-    case CCK_ACT_RELU: ACT_LOOPS(relu); break;
+    case CCK_ACT_RELU: ACT_LOOPS(cck_relu); break;
     case CCK_ACT_GELU: ACT_LOOPS(gelu); break;
     }
 }

@@ -23,34 +23,49 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 /* The CSV format written by the allocator's recorder (allocator/src/trace.c,
- * CCALLOC_TRACE=path) and by `ccbench gen`:
- *     # ccalloc trace v1
+ * CCALLOC_TRACE=path), by `ccbench gen` and by bench/scripts/record_torch.py
+ * (docs/benchmarks.md#trace-format):
+ *     # ccalloc trace v2
  *     # any provenance comment
- *     seq,op,id,size,stream
+ *     seq,op,id,size,stream,name
  *     0,alloc,1,4096,0
  *     1,free,1,4096,0
+ *     2,mark,0,0,0,load:resnet50        <- a phase name: only marks have it
+ *     3,empty_cache,0,0,0               <- the program released its cache
+ *     4,trim,0,1048576,0                <- ... down to `size` bytes
+ * v1 files (header "seq,op,id,size,stream", alloc and free only) still read.
+ * Files may be gzip-compressed (read through zlib whatever their name).
  * In memory, ids become dense SLOTS numbered in the order of the allocs, so a
  * replay keeps its live pointers in a plain array. */
 
-typedef enum ccb_op { CCB_ALLOC = 0, CCB_FREE = 1 } ccb_op;
+typedef enum ccb_op { CCB_ALLOC = 0, CCB_FREE = 1, CCB_MARK = 2, CCB_EMPTY_CACHE = 3, CCB_TRIM = 4 } ccb_op;
+
+#define CCB_MARK_MAX 63                   /* characters in a mark's name        */
+#define CCB_SIZE_MAX ((uint64_t)1 << 60) /* largest size a trace may hold      */
 
 typedef struct ccb_event {
-    uint64_t size;  /* requested bytes (the same on the alloc and its free) */
-    uint32_t slot;  /* 0..slots-1, assigned in alloc order                 */
-    uint8_t op;     /* ccb_op                                              */
-    uint8_t stream; /* 0 = default stream, 1.. = further streams            */
+    uint64_t size;  /* alloc/free: requested bytes (the same on both); trim: bytes to keep */
+    uint32_t slot;  /* alloc/free: 0..slots-1 in alloc order; mark: index into marks     */
+    uint8_t op;     /* ccb_op                                                          */
+    uint8_t stream; /* 0 = default stream, 1.. = further streams                        */
+    uint8_t fill;   /* a free appended by ccb_trace_release: analysis copies the alloc's */
+    uint8_t pad;    /* named, so that a compound literal zeroes all 16 bytes            */
 } ccb_event;
 
 typedef struct ccb_trace {
     char name[64];
     ccb_event *ev;
     size_t n, cap;
-    size_t slots;   /* number of allocs                                   */
+    size_t slots;                    /* number of allocs                          */
+    char (*marks)[CCB_MARK_MAX + 1]; /* names of the mark events                  */
+    size_t nmarks, capmarks;
     char *comments; /* provenance lines ("# " stripped), '\n'-separated */
     /* filled by ccb_trace_analyze */
     uint64_t allocs, frees;
-    size_t peak_requested; /* max over time of the live requested bytes        */
+    uint64_t releases;     /* empty_cache + trim events                         */
+    size_t peak_requested; /* max over time of the live requested bytes: the LOWER BOUND */
     size_t peak_rounded;   /* same with sizes rounded up to CCA_GRANULARITY    */
+    size_t ideal_peak;     /* single best-fit arena (ideal.c)                   */
     size_t peak_live;      /* max live blocks                                  */
     size_t final_live;     /* blocks never freed                               */
     size_t final_requested;
@@ -60,24 +75,38 @@ typedef struct ccb_trace {
 
 void ccb_trace_init(ccb_trace *t, const char *name);
 void ccb_trace_free(ccb_trace *t);
-/* Append an alloc; returns its slot. Append a free of a slot. Both abort only
- * on host OOM (the harness cannot continue without memory). */
+/* Append an alloc; returns its slot. Append a free of a slot (size and stream
+ * are taken from the alloc by ccb_trace_analyze). Append a mark (name checked
+ * by ccb_mark_name_ok: -1 if bad), an empty-cache, a trim. All abort only on
+ * host OOM (the harness cannot continue without memory). */
 uint32_t ccb_trace_alloc(ccb_trace *t, uint64_t size, unsigned stream);
 void ccb_trace_release(ccb_trace *t, uint32_t slot);
+int ccb_trace_mark(ccb_trace *t, const char *name);
+void ccb_trace_empty_cache(ccb_trace *t);
+void ccb_trace_trim(ccb_trace *t, uint64_t keep);
 void ccb_trace_comment(ccb_trace *t, const char *fmt, ...);
+/* 1..CCB_MARK_MAX characters, each printable ASCII (0x20..0x7e) but ',' and '"'. */
+int ccb_mark_name_ok(const char *name);
+const char *ccb_op_name(unsigned op);
 
-/* Read a trace file. Several sections (one per recording allocator, each
- * opened by a "seq,op,id,size,stream" line) are concatenated, ids being
- * local to a section. 0 on success; otherwise -1, a message naming the
- * line in err, and t emptied (nothing left to free). */
+/* Read a trace. Several sections (each opened by a column header line) are
+ * concatenated, ids being local to a section. Fields are parsed strictly:
+ * exactly 5 (6 for a mark, v2 sections only), none empty, decimal numbers
+ * without sign. 0 on success; otherwise -1, a message naming the line in
+ * err, and t emptied (nothing left to free). */
 int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen);
+/* Load a file, plain or gzip-compressed (at most CCB_TRACE_MAX_BYTES once
+ * decompressed). The name is the file's base name without .csv / .csv.gz. */
+#define CCB_TRACE_MAX_BYTES ((size_t)1 << 30)
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen);
-/* Write in the recorder's format (one section, id = slot + 1). */
+/* Write in format v2 (one section, id = slot + 1). */
 int ccb_trace_write(const ccb_trace *t, FILE *f);
 int ccb_trace_save(const ccb_trace *t, const char *path);
-/* Check pairing (every free names a live slot, sizes match) and fill the
- * derived fields. 0 or -1 with a message. */
+/* Check pairing (every free names a live slot, sizes match), that no running
+ * sum overflows, and fill the derived fields. 0 or -1 with a message. */
 int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen);
+/* The ideal arena's peak (ideal.c); CCB_UNKNOWN on host OOM. */
+size_t ccb_ideal_arena_peak(const ccb_trace *t);
 
 /* ------------------------------------------------------------------------ */
 /* Generators (gen.c)                                                       */
@@ -128,13 +157,28 @@ typedef struct ccb_mem {
 
 typedef struct ccb_strategy ccb_strategy;
 
+/* The device a host strategy runs on: the simulated device's capacity and
+ * the driver's cost it charges per upstream call (0 = bookkeeping alone).
+ * GPU strategies ignore it: their device and driver are real. */
+typedef struct ccb_device {
+    size_t bytes;
+    uint64_t alloc_latency_ns, free_latency_ns;
+} ccb_device;
+
+/* The driver cost model's defaults: 70 us per cudaMalloc + cudaFree pair, the
+ * middle of the 66-76 us published for real GPUs, split evenly. Replaced by
+ * measured figures where `ccbench driver` ran on a GPU (docs/benchmarks.md). */
+#define CCB_DEFAULT_ALLOC_LATENCY_NS 35000u
+#define CCB_DEFAULT_FREE_LATENCY_NS 35000u
+
 typedef struct ccb_strategy_ops {
     const char *base; /* "ccalloc", "malloc", "cuda-malloc", ... */
     const char *doc;
     int gpu; /* needs a GPU */
     /* Open: 0 ok, 1 skipped (why says so), -1 error (why says so). */
-    int (*open)(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen);
-    /* 0 ok, 1 out of memory, -1 other error. size > 0. */
+    int (*open)(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen);
+    /* 0 ok, 1 out of memory, -1 other error. size 0 may give *ptr == NULL
+     * (every device strategy does: no memory, no driver call). */
     int (*alloc)(ccb_strategy *s, size_t size, unsigned stream, void **ptr);
     void (*release)(ccb_strategy *s, void *ptr, size_t size, unsigned stream);
     void (*sample)(ccb_strategy *s, ccb_mem *m);
@@ -146,7 +190,16 @@ typedef struct ccb_strategy_ops {
     void (*close)(ccb_strategy *s);
     /* Host-visible pointers (pattern checks are possible). */
     int host_pointers;
+    /* Release cached memory down to `keep` bytes, the strategy's own way (a
+     * trace's trim event); empty_cache is a trace's empty_cache event. */
+    void (*trim)(ccb_strategy *s, size_t keep);
+    /* How the "with driver" time is obtained: CCB_DRIVER_MODEL (simulated
+     * device with latencies), CCB_DRIVER_REAL (GPU: the times already are),
+     * CCB_DRIVER_NONE (no device: the malloc floor). */
+    int driver;
 } ccb_strategy_ops;
+
+enum { CCB_DRIVER_NONE = 0, CCB_DRIVER_MODEL = 1, CCB_DRIVER_REAL = 2 };
 
 struct ccb_strategy {
     const ccb_strategy_ops *ops;
@@ -172,6 +225,7 @@ int ccb_strategy_resolve(const char *spec, const ccb_strategy_ops **ops, const c
 /* Host strategies (strategy.c) and GPU strategies (strategy_cuda.cu). */
 extern const ccb_strategy_ops ccb_strategy_ccalloc_host;
 extern const ccb_strategy_ops ccb_strategy_malloc;
+extern const ccb_strategy_ops ccb_strategy_device_malloc;
 extern const ccb_strategy_ops ccb_strategy_ccalloc_cuda;
 extern const ccb_strategy_ops ccb_strategy_cuda_malloc;
 extern const ccb_strategy_ops ccb_strategy_cuda_async;
@@ -182,7 +236,7 @@ const char *ccb_gpu_unavailable_reason(void);
  * (taken over: destroyed on failure) with config on top of the defaults. */
 struct cca_upstream;
 int ccb_ccalloc_open_on(ccb_strategy *s, struct cca_upstream *u, const char *config, char *why, size_t whylen);
-int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen);
+int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen);
 /* The cudaStream_t for trace stream n (NULL for 0, and without CUDA). */
 void *ccb_cuda_stream(unsigned n);
 
@@ -195,6 +249,17 @@ typedef struct ccb_timeline_point {
     size_t requested, allocated, reserved;
 } ccb_timeline_point;
 
+/* The state at a trace's mark or right after one of its release events. */
+typedef struct ccb_checkpoint {
+    uint64_t event;    /* index in the trace                          */
+    uint8_t op;        /* CCB_MARK, CCB_EMPTY_CACHE or CCB_TRIM        */
+    uint32_t mark;     /* mark index (CCB_MARK)                        */
+    uint64_t keep;     /* CCB_TRIM                                     */
+    size_t requested;  /* live requested bytes (the trace's, exact)    */
+    size_t allocated;  /* the strategy's view; CCB_UNKNOWN if unknown  */
+    size_t reserved;   /* held from the device; CCB_UNKNOWN if unknown */
+} ccb_checkpoint;
+
 typedef struct ccb_result {
     char strategy[64];
     char config[128];
@@ -203,12 +268,22 @@ typedef struct ccb_result {
     char why[160];
     uint64_t ops, allocs, frees, ooms;
     int reps;
-    double median_ns, p99_ns, total_ms; /* per op; total = median over reps */
+    /* times: bookkeeping alone (host strategies on a device without driver
+     * costs; GPU strategies with their real driver, the only way there) */
+    double median_ns, p99_ns, total_ms; /* per alloc/free op; total = median over reps, release events included */
     double timer_ns;                    /* timer overhead subtracted        */
+    /* with the driver's cost: the same passes on a device charging
+     * alloc/free latencies (CCB_DRIVER_MODEL), the times above for a GPU
+     * (CCB_DRIVER_REAL), NAN for the malloc floor */
+    double driver_total_ms, driver_median_ns;
+    int driver;
+    size_t lower_bound;                 /* the trace's peak live requested bytes */
+    size_t ideal_peak;                  /* the trace's ideal arena (ideal.c)     */
     size_t peak_requested, peak_allocated, peak_reserved;
     size_t strategy_requested_peak;           /* cca_stats.requested_bytes_peak, or CCB_UNKNOWN */
     double ratio;                             /* peak reserved / peak allocated    */
-    double ratio_requested;                   /* peak reserved / peak requested    */
+    double ratio_requested;                   /* peak reserved / lower bound       */
+    double ratio_ideal;                       /* peak reserved / ideal arena       */
     double frag_at_peak;                      /* < 0 when unknown                  */
     uint64_t upstream_allocs, upstream_frees; /* UINT64_MAX when unknown    */
     size_t reserved_after_trace, reserved_after_empty;
@@ -216,17 +291,25 @@ typedef struct ccb_result {
     int checked; /* pattern check ran and passed      */
     ccb_timeline_point *timeline;
     size_t timeline_n;
+    ccb_checkpoint *checkpoints; /* one per mark and release event, in order */
+    size_t checkpoints_n;
 } ccb_result;
 
 typedef struct ccb_replay_options {
     size_t device_bytes; /* capacity of the simulated device        */
     int reps;            /* timed passes (fresh strategy each)       */
     size_t timeline_points;
+    /* driver cost charged in the "with driver" passes of host strategies;
+     * both 0: no such pass (driver_total_ms NAN) */
+    uint64_t alloc_latency_ns, free_latency_ns;
+    int driver_reps; /* passes with the driver's cost (0: reps) */
 } ccb_replay_options;
 
 /* Replay trace t through the strategy: one untimed OBSERVE pass (pattern
- * checks on host pointers, per-op sampling for the timeline and peaks,
- * release at the end) then `reps` TIMED passes. 0 ok / skipped, -1 error. */
+ * checks on host pointers, per-op sampling for the timeline and peaks, the
+ * checkpoints, release at the end), `reps` TIMED passes of bookkeeping, and
+ * `driver_reps` timed passes with the driver's cost. Release events call the
+ * strategy's empty_cache / trim. 0 ok / skipped, -1 error. */
 int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r);
 void ccb_result_free(ccb_result *r);
 

@@ -37,7 +37,7 @@
 #define MAX_TRACES 64
 
 static const char *const host_suite[] = {"ccalloc-growth",   "ccalloc-greedy",   "ccalloc-nosmall",
-                                         "ccalloc-maxsplit", "ccalloc-onelarge", "malloc"};
+                                         "ccalloc-maxsplit", "ccalloc-onelarge", "device-malloc", "malloc"};
 static const char *const gpu_suite[] = {"ccalloc-cuda", "cuda-malloc", "cuda-async-t0", "cuda-async-tmax", "cub"};
 
 typedef struct options {
@@ -52,6 +52,8 @@ typedef struct options {
     double scale;
     int reps;
     size_t device_bytes;
+    uint64_t alloc_latency_ns, free_latency_ns;
+    int driver_reps;
     size_t pairs;
     size_t lives[8];
     size_t nlives;
@@ -87,6 +89,9 @@ static void usage(FILE *f) {
             "  --scale X            generator event-count scale (default 1)\n"
             "  --reps N             timed passes per strategy x trace (default 3)\n"
             "  --device-bytes B     simulated device capacity, K/M/G suffixes (default 8G)\n"
+            "  --upstream-latency A[,F]  the driver's cost per device alloc [and free] in the \"with driver\"\n"
+            "                       passes: a duration with ns/us/ms (default 35us,35us; 0: no such pass)\n"
+            "  --driver-reps N      timed passes with the driver's cost (default: --reps; 1 with --quick)\n"
             "  --pairs N            micro: timed pairs per cell (default 200000)\n"
             "  --live N,N,...       micro: live block counts (default 10,1000,10000)\n"
             "  --scripts DIR        gnuplot scripts (default %s)\n"
@@ -118,6 +123,21 @@ static int parse_uint(const char *s, unsigned long long lo, unsigned long long h
     if (*end || errno == ERANGE || v < lo || v > hi)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* A duration: decimal integer with unit ns, us or ms (no unit: us), at most
+ * CCA_HOST_MAX_LATENCY_NS. */
+static int parse_duration_ns(const char *s, uint64_t *out) {
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned long long mult = !*end || !strcmp(end, "us") ? 1000 : !strcmp(end, "ns") ? 1 : !strcmp(end, "ms") ? 1000000 : 0;
+    if (errno || !mult || v > CCA_HOST_MAX_LATENCY_NS / mult)
+        return -1;
+    *out = v * mult;
     return 0;
 }
 
@@ -176,6 +196,23 @@ static int parse_options(int argc, char **argv, int first, options *o) {
                 fprintf(stderr, "ccbench: bad --device-bytes '%s'\n", next);
                 return -1;
             }
+        } else if (!strcmp(a, "--upstream-latency")) {
+            NEED_ARG();
+            char buf[64];
+            if (strlen(next) >= sizeof buf)
+                BAD_VALUE("a duration or two separated by a comma");
+            snprintf(buf, sizeof buf, "%s", next);
+            char *comma = strchr(buf, ',');
+            if (comma)
+                *comma = '\0';
+            if (parse_duration_ns(buf, &o->alloc_latency_ns) ||
+                parse_duration_ns(comma ? comma + 1 : buf, &o->free_latency_ns))
+                BAD_VALUE("a duration (ns, us, ms; at most 1 s) or two separated by a comma");
+        } else if (!strcmp(a, "--driver-reps")) {
+            NEED_ARG();
+            if (parse_uint(next, 1, 1000, &v))
+                BAD_VALUE("a count in 1..1000");
+            o->driver_reps = (int)v;
         } else if (!strcmp(a, "--pairs")) {
             NEED_ARG();
             if (parse_uint(next, 1, (1ull << 32), &v))
@@ -401,7 +438,7 @@ static int run_replays(options *o, ccb_trace *traces, size_t ntraces, ccb_result
     ccb_result *r = calloc(ntraces * o->nspecs, sizeof *r);
     if (!r)
         return -1;
-    ccb_replay_options ro = {o->device_bytes, o->reps, 600};
+    ccb_replay_options ro = {o->device_bytes, o->reps, 600, o->alloc_latency_ns, o->free_latency_ns, o->driver_reps};
     int failed = 0;
     for (size_t t = 0; t < ntraces; t++) {
         for (size_t s = 0; s < o->nspecs; s++) {
@@ -649,7 +686,13 @@ int main(int argc, char **argv) {
      * bookkeeping rather than mmap/munmap/brk system calls. */
     mallopt(M_TRIM_THRESHOLD, INT_MAX);
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    options o = {.seed = 1, .scale = 1.0, .reps = 3, .device_bytes = (size_t)8 << 30, .pairs = 200000};
+    options o = {.seed = 1,
+                 .scale = 1.0,
+                 .reps = 3,
+                 .device_bytes = (size_t)8 << 30,
+                 .alloc_latency_ns = CCB_DEFAULT_ALLOC_LATENCY_NS,
+                 .free_latency_ns = CCB_DEFAULT_FREE_LATENCY_NS,
+                 .pairs = 200000};
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -668,6 +711,8 @@ int main(int argc, char **argv) {
     const char *cmd = all ? "--all" : argv[1];
     if (parse_options(argc, argv, all ? 1 : 2, &o))
         return 2;
+    if (o.quick && !o.driver_reps)
+        o.driver_reps = 1;
     if (all)
         return cmd_all(&o);
     if (!strcmp(cmd, "gen"))

@@ -50,7 +50,8 @@ static void run_one(const char *spec, size_t live, int holes, size_t pairs, ccb_
         return;
     }
     ccb_strategy s = {.ops = ops};
-    int rc = ops->open(&s, config, MICRO_DEVICE, row->why, sizeof row->why);
+    ccb_device dev = {MICRO_DEVICE, 0, 0};
+    int rc = ops->open(&s, config, &dev, row->why, sizeof row->why);
     if (rc != 0) {
         row->skipped = rc == 1;
         return;

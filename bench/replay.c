@@ -3,27 +3,36 @@
  * strategy x trace cell.
  *
  * Correctness before timing (STYLE rule 10): every replay first makes one
- * untimed OBSERVE pass, then `reps` TIMED passes, each on a fresh strategy.
+ * untimed OBSERVE pass, then TIMED passes, each on a fresh strategy.
  *
  *   observe  for every event: alloc or free through the strategy; on host
  *            pointers write a tag into the first and last byte of the block
- *            and check it at the free (catches overlapping or moved blocks);
- *            after every event sample the strategy (allocated, reserved,
- *            fragmentation) outside any timing, for the peaks, the
- *            fragmentation at the allocated peak and the timeline (the
- *            maximum over each window of n / timeline_points events, so no
- *            spike is lost). At the end: reserved after the trace, then
+ *            (one byte for a 1-byte block, nothing for 0 bytes) and check it
+ *            at the free (catches overlapping or moved blocks); after every
+ *            event sample the strategy (allocated, reserved, fragmentation)
+ *            outside any timing, for the peaks, the fragmentation at the
+ *            allocated peak and the timeline (the maximum over each window
+ *            of n / timeline_points events, so no spike is lost). At a mark,
+ *            and right after a release event (empty_cache / trim, applied
+ *            through the strategy's own call), a CHECKPOINT: live requested,
+ *            allocated, reserved. At the end: reserved after the trace, then
  *            empty-cache with the trace's leftovers still live (what release
  *            can really return, and the device's free memory then: what the
  *            next tenant could get), then free the leftovers, empty-cache
  *            again and require reserved == 0 (host strategies that know it).
- *   timed    each operation alone between two clock reads; the median cost
- *            of a clock read is subtracted. Latencies of all passes are
+ *   timed    each alloc and free alone between two clock reads; the median
+ *            cost of a clock read is subtracted. Latencies of all passes are
  *            pooled for the median and p99; total = median over passes of
- *            the summed latencies.
+ *            the summed latencies, release events included (timed the same
+ *            way, not pooled in the per-op figures).
+ *   driver   the timed passes again, on a simulated device that charges the
+ *            driver's latency per upstream alloc and free (host strategies
+ *            over a device; see ccb_strategy_ops.driver for the others).
  *
  * An alloc the strategy refuses (OOM) is counted and its free skipped; the
- * replay goes on, as a program that handles OOM would.
+ * replay goes on, as a program that handles OOM would. A 0-byte alloc may
+ * give NULL: its free is skipped too (cca_free(NULL) and cudaFree(NULL) do
+ * nothing either).
  *
  * Live pointers sit in an array indexed by the trace's slot, so the harness
  * adds one array access per event to what is timed.
@@ -62,22 +71,28 @@ double ccb_timer_overhead_ns(void) {
     return cached;
 }
 
+/* First byte = tag, last byte = ~tag; a 1-byte block holds the tag alone
+ * (first and last are the same byte), a 0-byte block nothing. */
 static void tag_block(void *p, size_t size, uint32_t slot) {
     unsigned char tag = (unsigned char)(slot * 31u + 7u);
-    ((unsigned char *)p)[0] = tag;
-    ((unsigned char *)p)[size - 1] = (unsigned char)~tag;
+    if (size >= 1)
+        ((unsigned char *)p)[0] = tag;
+    if (size >= 2)
+        ((unsigned char *)p)[size - 1] = (unsigned char)~tag;
 }
 
 static int tag_ok(const void *p, size_t size, uint32_t slot) {
     unsigned char tag = (unsigned char)(slot * 31u + 7u);
-    return ((const unsigned char *)p)[0] == tag && ((const unsigned char *)p)[size - 1] == (unsigned char)~tag;
+    const unsigned char *b = p;
+    return (size < 1 || b[0] == tag) && (size < 2 || b[size - 1] == (unsigned char)~tag);
 }
 
-static int open_strategy(const ccb_strategy_ops *ops, const char *config, const ccb_replay_options *o, ccb_strategy *s,
-                         ccb_result *r) {
+static int open_strategy(const ccb_strategy_ops *ops, const char *config, const ccb_replay_options *o, int with_driver,
+                         ccb_strategy *s, ccb_result *r) {
     memset(s, 0, sizeof *s);
     s->ops = ops;
-    int rc = ops->open(s, config, o->device_bytes, r->why, sizeof r->why);
+    ccb_device dev = {o->device_bytes, with_driver ? o->alloc_latency_ns : 0, with_driver ? o->free_latency_ns : 0};
+    int rc = ops->open(s, config, &dev, r->why, sizeof r->why);
     if (rc == 1)
         r->skipped = 1;
     return rc;
@@ -95,14 +110,18 @@ static void update_window(ccb_timeline_point *w, size_t req, const ccb_mem *m) {
 static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *config, const ccb_replay_options *o,
                    ccb_result *r) {
     ccb_strategy s;
-    int rc = open_strategy(ops, config, o, &s, r);
+    int rc = open_strategy(ops, config, o, 0, &s, r);
     if (rc != 0)
         return rc;
     void **ptr = calloc(t->slots ? t->slots : 1, sizeof *ptr);
+    size_t ncp = 0;
+    for (size_t i = 0; i < t->n; i++)
+        ncp += t->ev[i].op >= CCB_MARK;
+    r->checkpoints = calloc(ncp ? ncp : 1, sizeof *r->checkpoints);
     size_t points = o->timeline_points ? o->timeline_points : 1000;
     size_t stride = t->n / points + 1;
     r->timeline = calloc(t->n / stride + 3, sizeof *r->timeline); /* + the empty-cache point */
-    if (!ptr || !r->timeline) {
+    if (!ptr || !r->timeline || !r->checkpoints) {
         free(ptr);
         ops->close(&s);
         snprintf(r->why, sizeof r->why, "out of host memory");
@@ -126,25 +145,37 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
             if (a == 1) {
                 r->ooms++;
                 ptr[e->slot] = NULL;
-            } else if (a != 0 || !ptr[e->slot]) {
+            } else if (a != 0 || (!ptr[e->slot] && e->size)) {
                 snprintf(r->why, sizeof r->why, "event %zu: alloc of %llu bytes failed", i,
                          (unsigned long long)e->size);
                 rc = -1;
                 break;
             } else {
                 req += e->size;
-                if (ops->host_pointers)
+                if (ops->host_pointers && ptr[e->slot])
                     tag_block(ptr[e->slot], e->size, e->slot);
             }
-        } else if (ptr[e->slot]) {
-            if (ops->host_pointers && !tag_ok(ptr[e->slot], e->size, e->slot)) {
+        } else if (e->op == CCB_FREE) {
+            if (ptr[e->slot] && ops->host_pointers && !tag_ok(ptr[e->slot], e->size, e->slot)) {
                 snprintf(r->why, sizeof r->why, "event %zu: block of slot %u was overwritten (overlap?)", i, e->slot);
                 rc = -1;
                 break;
             }
-            ops->release(&s, ptr[e->slot], e->size, e->stream);
+            if (ptr[e->slot]) { /* NULL: refused (never counted) or 0 bytes */
+                ops->release(&s, ptr[e->slot], e->size, e->stream);
+                req -= e->size;
+            }
             ptr[e->slot] = NULL;
-            req -= e->size;
+        } else {
+            if (e->op == CCB_EMPTY_CACHE)
+                ops->empty_cache(&s);
+            else if (e->op == CCB_TRIM)
+                ops->trim(&s, e->size > SIZE_MAX ? SIZE_MAX : (size_t)e->size);
+            ops->sample(&s, &m);
+            ccb_checkpoint *c = &r->checkpoints[r->checkpoints_n++];
+            *c = (ccb_checkpoint){.event = i, .op = e->op, .mark = e->op == CCB_MARK ? e->slot : 0,
+                                  .keep = e->op == CCB_TRIM ? e->size : 0, .requested = req,
+                                  .allocated = m.allocated, .reserved = m.reserved};
         }
         ops->sample(&s, &m);
         if (req > r->peak_requested)
@@ -208,9 +239,10 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
     return rc;
 }
 
+/* `reps` timed passes; with_driver: on a device charging the driver's cost.
+ * Fills median/p99 (per alloc/free op, pooled) and the median total. */
 static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *config, const ccb_replay_options *o,
-                 ccb_result *r) {
-    int reps = o->reps > 0 ? o->reps : 1;
+                 int with_driver, int reps, ccb_result *r, double *median_ns, double *p99_ns, double *total_ms) {
     double *lat = malloc((t->n ? t->n : 1) * (size_t)reps * sizeof *lat);
     double *totals = calloc((size_t)reps, sizeof *totals);
     void **ptr = calloc(t->slots ? t->slots : 1, sizeof *ptr);
@@ -226,29 +258,41 @@ static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *co
     int rc = 0;
     for (int rep = 0; rep < reps && rc == 0; rep++) {
         ccb_strategy s;
-        if ((rc = open_strategy(ops, config, o, &s, r)) != 0)
+        if ((rc = open_strategy(ops, config, o, with_driver, &s, r)) != 0)
             break;
         double sum = 0;
         for (size_t i = 0; i < t->n; i++) {
             const ccb_event *e = &t->ev[i];
             uint64_t t0, t1;
+            int per_op = 1;
             if (e->op == CCB_ALLOC) {
                 t0 = ccb_now_ns();
                 int a = ops->alloc(&s, e->size, e->stream, &ptr[e->slot]);
                 t1 = ccb_now_ns();
                 if (a != 0)
                     ptr[e->slot] = NULL;
-            } else {
+            } else if (e->op == CCB_FREE) {
                 if (!ptr[e->slot])
                     continue;
                 t0 = ccb_now_ns();
                 ops->release(&s, ptr[e->slot], e->size, e->stream);
                 t1 = ccb_now_ns();
                 ptr[e->slot] = NULL;
+            } else if (e->op == CCB_EMPTY_CACHE || e->op == CCB_TRIM) {
+                per_op = 0;
+                t0 = ccb_now_ns();
+                if (e->op == CCB_EMPTY_CACHE)
+                    ops->empty_cache(&s);
+                else
+                    ops->trim(&s, e->size > SIZE_MAX ? SIZE_MAX : (size_t)e->size);
+                t1 = ccb_now_ns();
+            } else {
+                continue; /* a mark costs nothing */
             }
             double d = (double)(t1 - t0) - timer;
             d = d < 0 ? 0 : d;
-            lat[nl++] = d;
+            if (per_op)
+                lat[nl++] = d;
             sum += d;
         }
         totals[rep] = sum;
@@ -263,11 +307,10 @@ static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *co
         ops->close(&s);
     }
     if (rc == 0) {
-        r->reps = reps;
         r->timer_ns = timer;
-        r->median_ns = ccb_quantile(lat, nl, 0.5);
-        r->p99_ns = ccb_quantile(lat, nl, 0.99);
-        r->total_ms = ccb_quantile(totals, (size_t)reps, 0.5) / 1e6;
+        *median_ns = ccb_quantile(lat, nl, 0.5);
+        *p99_ns = ccb_quantile(lat, nl, 0.99);
+        *total_ms = ccb_quantile(totals, (size_t)reps, 0.5) / 1e6;
     }
     free(lat);
     free(totals);
@@ -294,23 +337,44 @@ int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o
     r->strategy_requested_peak = CCB_UNKNOWN;
     r->upstream_allocs = r->upstream_frees = UINT64_MAX;
     r->frag_at_peak = -1;
-    r->ratio = r->ratio_requested = NAN;
+    r->ratio = r->ratio_requested = r->ratio_ideal = NAN;
     r->median_ns = r->p99_ns = r->total_ms = NAN;
+    r->driver_total_ms = r->driver_median_ns = NAN;
+    r->driver = ops->driver;
+    r->lower_bound = t->peak_requested;
+    r->ideal_peak = t->ideal_peak;
     int rc = observe(t, ops, config, o, r);
     if (rc != 0)
         return rc == 1 ? 0 : -1;
-    rc = timed(t, ops, config, o, r);
+    int reps = o->reps > 0 ? o->reps : 1;
+    rc = timed(t, ops, config, o, 0, reps, r, &r->median_ns, &r->p99_ns, &r->total_ms);
     if (rc != 0)
         return rc == 1 ? 0 : -1;
+    r->reps = reps;
+    if (ops->driver == CCB_DRIVER_REAL) {
+        r->driver_total_ms = r->total_ms;
+        r->driver_median_ns = r->median_ns;
+    } else if (ops->driver == CCB_DRIVER_MODEL && (o->alloc_latency_ns || o->free_latency_ns)) {
+        double p99;
+        rc = timed(t, ops, config, o, 1, o->driver_reps > 0 ? o->driver_reps : reps, r, &r->driver_median_ns, &p99,
+                   &r->driver_total_ms);
+        if (rc != 0)
+            return rc == 1 ? 0 : -1;
+    }
     if (r->peak_reserved != CCB_UNKNOWN && r->peak_allocated)
         r->ratio = (double)r->peak_reserved / (double)r->peak_allocated;
-    if (r->peak_reserved != CCB_UNKNOWN && r->peak_requested)
-        r->ratio_requested = (double)r->peak_reserved / (double)r->peak_requested;
+    if (r->peak_reserved != CCB_UNKNOWN && r->lower_bound)
+        r->ratio_requested = (double)r->peak_reserved / (double)r->lower_bound;
+    if (r->peak_reserved != CCB_UNKNOWN && r->ideal_peak && r->ideal_peak != CCB_UNKNOWN)
+        r->ratio_ideal = (double)r->peak_reserved / (double)r->ideal_peak;
     return 0;
 }
 
 void ccb_result_free(ccb_result *r) {
     free(r->timeline);
+    free(r->checkpoints);
+    r->checkpoints = NULL;
+    r->checkpoints_n = 0;
     r->timeline = NULL;
     r->timeline_n = 0;
 }

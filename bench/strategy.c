@@ -10,6 +10,7 @@
  *   ccalloc-maxsplit   ccalloc       max_split:64M            (PyTorch's max_split_size_mb)
  *   ccalloc-onelarge   ccalloc       medium_pool:0            (PyTorch's pools: medium and large share)
  *   malloc             malloc                                 (host malloc/free floor)
+ *   device-malloc      device-malloc                          (one upstream call per request: no cache)
  *   ccalloc-cuda       ccalloc-cuda  policy:growth            (GPU)
  *   cuda-malloc        cuda-malloc                            (GPU, raw cudaMalloc/cudaFree)
  *   cuda-async-t0      cuda-async    release_threshold:0      (GPU, cudaMallocAsync)
@@ -23,6 +24,11 @@
  * the CUDA toolkit) or strategy_nocuda.c (which opens them as "skipped").
  * The ccalloc strategies take their numbers from cca_get_stats; the malloc
  * floor counts requested bytes itself and cannot know what glibc reserves.
+ *
+ * Host strategies over the simulated device (ccalloc, device-malloc) open it
+ * with the ccb_device's latencies: zero for the bookkeeping passes, the
+ * driver's cost for the "with driver" passes. The malloc floor has no
+ * device, so no driver time.
  */
 #include "ccbench.h"
 
@@ -39,6 +45,8 @@ const ccb_preset ccb_presets[] = {
     {"ccalloc-onelarge", "ccalloc", "medium_pool:0",
      "ccalloc growth, medium and large requests share one pool (PyTorch's layout)"},
     {"malloc", "malloc", "", "host malloc/free: the floor for bookkeeping cost"},
+    {"device-malloc", "device-malloc", "",
+     "one simulated-device alloc/free per request, no cache (cudaMalloc/cudaFree's analogue)"},
     {"ccalloc-cuda", "ccalloc-cuda", "policy:growth", "ccalloc growth over cudaMalloc (GPU)"},
     {"cuda-malloc", "cuda-malloc", "", "raw cudaMalloc/cudaFree per op (GPU)"},
     {"cuda-async-t0", "cuda-async", "release_threshold:0", "cudaMallocAsync, default pool, threshold 0 (GPU)"},
@@ -49,8 +57,8 @@ const ccb_preset ccb_presets[] = {
 const size_t ccb_preset_count = sizeof ccb_presets / sizeof ccb_presets[0];
 
 static const ccb_strategy_ops *const bases[] = {
-    &ccb_strategy_ccalloc_host, &ccb_strategy_malloc,     &ccb_strategy_ccalloc_cuda,
-    &ccb_strategy_cuda_malloc,  &ccb_strategy_cuda_async, &ccb_strategy_cub,
+    &ccb_strategy_ccalloc_host, &ccb_strategy_malloc,      &ccb_strategy_device_malloc, &ccb_strategy_ccalloc_cuda,
+    &ccb_strategy_cuda_malloc,  &ccb_strategy_cuda_async,  &ccb_strategy_cub,
 };
 
 const ccb_strategy_ops *ccb_strategy_base(const char *base) {
@@ -125,13 +133,18 @@ int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, ch
     return 0;
 }
 
-static int cca_host_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen) {
+static int open_device(const ccb_device *dev, cca_upstream **u, char *why, size_t whylen) {
+    cca_host_options ho = {dev->bytes, dev->alloc_latency_ns, dev->free_latency_ns};
+    cca_status st = cca_upstream_host_create_with(&ho, u);
+    if (st != CCA_OK)
+        snprintf(why, whylen, "host upstream: %s: %s", cca_status_string(st), cca_last_error());
+    return st == CCA_OK ? 0 : -1;
+}
+
+static int cca_host_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
     cca_upstream *u;
-    cca_status st = cca_upstream_host_create(device_bytes, &u);
-    if (st != CCA_OK) {
-        snprintf(why, whylen, "host upstream: %s", cca_status_string(st));
+    if (open_device(dev, &u, why, whylen))
         return -1;
-    }
     return ccb_ccalloc_open_on(s, u, config, why, whylen);
 }
 
@@ -177,6 +190,10 @@ static void cca_empty(ccb_strategy *s) {
     cca_empty_cache(((cca_impl *)s->impl)->a, NULL);
 }
 
+static void cca_trim_(ccb_strategy *s, size_t keep) {
+    cca_trim(((cca_impl *)s->impl)->a, keep, NULL);
+}
+
 static size_t cca_device_free(ccb_strategy *s) {
     size_t fr, total;
     return cca_upstream_mem_info(((cca_impl *)s->impl)->u, &fr, &total) == CCA_OK ? fr : CCB_UNKNOWN;
@@ -205,6 +222,8 @@ const ccb_strategy_ops ccb_strategy_ccalloc_host = {
     .device_free = cca_device_free,
     .close = cca_close,
     .host_pointers = 1,
+    .trim = cca_trim_,
+    .driver = CCB_DRIVER_MODEL,
 };
 
 /* ccalloc over cudaMalloc: opened by strategy_cuda.cu / strategy_nocuda.c
@@ -223,6 +242,8 @@ const ccb_strategy_ops ccb_strategy_ccalloc_cuda = {
     .device_free = cca_device_free,
     .close = cca_close,
     .host_pointers = 0,
+    .trim = cca_trim_,
+    .driver = CCB_DRIVER_REAL,
 };
 
 /* ---- malloc/free floor ------------------------------------------------------------ */
@@ -231,8 +252,8 @@ typedef struct malloc_impl {
     size_t live, peak;
 } malloc_impl;
 
-static int malloc_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen) {
-    (void)device_bytes;
+static int malloc_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
+    (void)dev;
     if (config && *config) {
         snprintf(why, whylen, "malloc takes no config (got '%s')", config);
         return -1;
@@ -275,6 +296,10 @@ static void malloc_peaks(ccb_strategy *s, size_t *allocated_peak, size_t *reserv
 static void malloc_empty(ccb_strategy *s) {
     (void)s;
 }
+static void malloc_trim(ccb_strategy *s, size_t keep) {
+    (void)s;
+    (void)keep;
+}
 static size_t malloc_device_free(ccb_strategy *s) {
     (void)s;
     return CCB_UNKNOWN;
@@ -297,4 +322,132 @@ const ccb_strategy_ops ccb_strategy_malloc = {
     .device_free = malloc_device_free,
     .close = malloc_close,
     .host_pointers = 1,
+    .trim = malloc_trim,
+    .driver = CCB_DRIVER_NONE,
+};
+
+/* ---- one device call per request (no cache) ---------------------------------------- */
+
+/* What raw cudaMalloc/cudaFree per request is on a GPU, on the simulated
+ * device: each request rounded up to CCA_GRANULARITY (the wrapper's unit; the
+ * device itself rounds to its page and counts that) and allocated from the
+ * device; each free returns it. Nothing is cached, so release events have
+ * nothing to do, reserved is what the device holds for live blocks, and every
+ * request pays the driver's cost. A 0-byte request is NULL, no call. */
+typedef struct dm_impl {
+    cca_upstream *u;
+    size_t allocated, allocated_peak, reserved_peak;
+} dm_impl;
+
+static size_t dm_round(size_t size) {
+    return size > SIZE_MAX - CCA_GRANULARITY ? 0 : (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+}
+
+static size_t dm_reserved(dm_impl *d) {
+    size_t fr, total;
+    return cca_upstream_mem_info(d->u, &fr, &total) == CCA_OK ? total - fr : CCB_UNKNOWN;
+}
+
+static int dm_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
+    if (config && *config) {
+        snprintf(why, whylen, "device-malloc takes no config (got '%s')", config);
+        return -1;
+    }
+    dm_impl *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(why, whylen, "out of host memory");
+        return -1;
+    }
+    if (open_device(dev, &d->u, why, whylen)) {
+        free(d);
+        return -1;
+    }
+    s->impl = d;
+    return 0;
+}
+
+static int dm_alloc(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
+    (void)stream;
+    dm_impl *d = s->impl;
+    *ptr = NULL;
+    if (size == 0)
+        return 0;
+    size_t r = dm_round(size);
+    if (r == 0)
+        return 1;
+    cca_status st = cca_upstream_alloc(d->u, r, ptr);
+    if (st != CCA_OK)
+        return st == CCA_ERR_OUT_OF_MEMORY ? 1 : -1;
+    d->allocated += r;
+    if (d->allocated > d->allocated_peak)
+        d->allocated_peak = d->allocated;
+    size_t res = dm_reserved(d);
+    if (res != CCB_UNKNOWN && res > d->reserved_peak)
+        d->reserved_peak = res;
+    return 0;
+}
+
+static void dm_release(ccb_strategy *s, void *ptr, size_t size, unsigned stream) {
+    (void)stream;
+    dm_impl *d = s->impl;
+    if (cca_upstream_free(d->u, ptr, dm_round(size)) == CCA_OK)
+        d->allocated -= dm_round(size);
+}
+
+static void dm_sample(ccb_strategy *s, ccb_mem *m) {
+    dm_impl *d = s->impl;
+    cca_upstream_stats us;
+    cca_upstream_get_stats(d->u, &us);
+    m->allocated = d->allocated;
+    m->reserved = dm_reserved(d);
+    m->fragmentation = -1;
+    m->upstream_allocs = us.alloc_calls;
+    m->upstream_frees = us.free_calls;
+    m->requested_peak = CCB_UNKNOWN;
+}
+
+static void dm_peaks(ccb_strategy *s, size_t *allocated_peak, size_t *reserved_peak) {
+    dm_impl *d = s->impl;
+    *allocated_peak = d->allocated_peak;
+    *reserved_peak = d->reserved_peak;
+}
+
+static void dm_empty(ccb_strategy *s) {
+    (void)s; /* nothing cached */
+}
+
+static void dm_trim(ccb_strategy *s, size_t keep) {
+    (void)s;
+    (void)keep;
+}
+
+static size_t dm_device_free(ccb_strategy *s) {
+    size_t fr, total;
+    return cca_upstream_mem_info(((dm_impl *)s->impl)->u, &fr, &total) == CCA_OK ? fr : CCB_UNKNOWN;
+}
+
+static void dm_close(ccb_strategy *s) {
+    dm_impl *d = s->impl;
+    if (!d)
+        return;
+    cca_upstream_destroy(d->u);
+    free(d);
+    s->impl = NULL;
+}
+
+const ccb_strategy_ops ccb_strategy_device_malloc = {
+    .base = "device-malloc",
+    .doc = "one simulated-device alloc/free per request, nothing cached (raw cudaMalloc's analogue)",
+    .gpu = 0,
+    .open = dm_open,
+    .alloc = dm_alloc,
+    .release = dm_release,
+    .sample = dm_sample,
+    .peaks = dm_peaks,
+    .empty_cache = dm_empty,
+    .device_free = dm_device_free,
+    .close = dm_close,
+    .host_pointers = 1,
+    .trim = dm_trim,
+    .driver = CCB_DRIVER_MODEL,
 };

@@ -101,9 +101,9 @@ static size_t cuda_free_bytes(void) {
     return cudaMemGetInfo(&fr, &total) == cudaSuccess ? fr : CCB_UNKNOWN;
 }
 
-extern "C" int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why,
+extern "C" int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why,
                                      size_t whylen) {
-    (void)device_bytes;
+    (void)dev;
     if (need_gpu(why, whylen))
         return 1;
     cca_upstream *u;
@@ -148,7 +148,7 @@ struct raw_impl {
     cuda_failure err;
 };
 
-static int raw_open(ccb_strategy *s, const char *config, size_t, char *why, size_t whylen) {
+static int raw_open(ccb_strategy *s, const char *config, const ccb_device *, char *why, size_t whylen) {
     if (need_gpu(why, whylen))
         return 1;
     if (config && *config) {
@@ -165,6 +165,9 @@ static int raw_open(ccb_strategy *s, const char *config, size_t, char *why, size
 
 static int raw_alloc(ccb_strategy *s, size_t size, unsigned, void **ptr) {
     raw_impl *r = (raw_impl *)s->impl;
+    *ptr = NULL;
+    if (size == 0) /* no memory, no driver call (as PyTorch's allocator) */
+        return 0;
     if (r->err.failed)
         return -1;
     int rc = status_of(cudaMalloc(ptr, size));
@@ -201,6 +204,9 @@ static void raw_peaks(ccb_strategy *s, size_t *a, size_t *r) {
 static void raw_empty(ccb_strategy *s) {
     CCB_CUDA_CHECK(&((raw_impl *)s->impl)->err, "cuda-malloc", cudaDeviceSynchronize());
 }
+static void raw_trim(ccb_strategy *s, size_t) {
+    raw_empty(s); /* nothing cached: only wait, as empty_cache does */
+}
 static size_t raw_device_free(ccb_strategy *) {
     return cuda_free_bytes();
 }
@@ -221,7 +227,9 @@ extern "C" const ccb_strategy_ops ccb_strategy_cuda_malloc = {"cuda-malloc",
                                                               raw_empty,
                                                               raw_device_free,
                                                               raw_close,
-                                                              0};
+                                                              0,
+                                                              raw_trim,
+                                                              CCB_DRIVER_REAL};
 
 /* ---- cudaMallocAsync on the default pool ---------------------------------------- */
 
@@ -239,7 +247,7 @@ static size_t pool_attr(async_impl *a, cudaMemPoolAttr attr) {
     return (size_t)v;
 }
 
-static int async_open(ccb_strategy *s, const char *config, size_t, char *why, size_t whylen) {
+static int async_open(ccb_strategy *s, const char *config, const ccb_device *, char *why, size_t whylen) {
     if (need_gpu(why, whylen))
         return 1;
     unsigned long long threshold = 0;
@@ -301,6 +309,9 @@ static int async_open(ccb_strategy *s, const char *config, size_t, char *why, si
 /* Enqueue cost only: cudaMallocAsync returns once the allocation is ordered
  * on the stream; the timed replay does not synchronize. */
 static int async_alloc(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
+    *ptr = NULL;
+    if (size == 0)
+        return 0;
     if (((async_impl *)s->impl)->err.failed)
         return -1;
     return status_of(cudaMallocAsync(ptr, size, stream_of(stream)));
@@ -332,6 +343,13 @@ static void async_empty(ccb_strategy *s) {
         CCB_CUDA_CHECK(&a->err, "cuda-async", cudaMemPoolTrimTo(a->pool, 0));
 }
 
+/* A trace's trim: the pool keeps at most `keep` bytes (cudaMemPoolTrimTo). */
+static void async_trim(ccb_strategy *s, size_t keep) {
+    async_impl *a = (async_impl *)s->impl;
+    if (!CCB_CUDA_CHECK(&a->err, "cuda-async", cudaDeviceSynchronize()))
+        CCB_CUDA_CHECK(&a->err, "cuda-async", cudaMemPoolTrimTo(a->pool, keep));
+}
+
 static size_t async_device_free(ccb_strategy *) {
     return cuda_free_bytes();
 }
@@ -361,7 +379,9 @@ extern "C" const ccb_strategy_ops ccb_strategy_cuda_async = {
     async_empty,
     async_device_free,
     async_close,
-    0};
+    0,
+    async_trim,
+    CCB_DRIVER_REAL};
 
 /* ---- cub::CachingDeviceAllocator ------------------------------------------------- */
 
@@ -383,7 +403,7 @@ static void cub_totals(cub_impl *c, size_t *live, size_t *total) {
     *total = l + f;
 }
 
-static int cub_open(ccb_strategy *s, const char *config, size_t, char *why, size_t whylen) {
+static int cub_open(ccb_strategy *s, const char *config, const ccb_device *, char *why, size_t whylen) {
     if (need_gpu(why, whylen))
         return 1;
     unsigned bin_growth = 8, min_bin = 3, max_bin = 7;
@@ -420,6 +440,9 @@ static int cub_open(ccb_strategy *s, const char *config, size_t, char *why, size
 
 static int cub_alloc(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
     cub_impl *c = (cub_impl *)s->impl;
+    *ptr = NULL;
+    if (size == 0)
+        return 0;
     if (c->err.failed)
         return -1;
     return status_of(c->a->DeviceAllocate(ptr, size, stream_of(stream)));
@@ -448,6 +471,11 @@ static void cub_empty(ccb_strategy *s) {
         CCB_CUDA_CHECK(&c->err, "cub", c->a->FreeAllCached());
 }
 
+/* CUB cannot keep part of its cache: a trim frees all of it (FreeAllCached). */
+static void cub_trim(ccb_strategy *s, size_t) {
+    cub_empty(s);
+}
+
 static size_t cub_device_free(ccb_strategy *) {
     return cuda_free_bytes();
 }
@@ -467,4 +495,5 @@ extern "C" const ccb_strategy_ops ccb_strategy_cub = {
     cub_alloc,  cub_release,
     cub_sample, NULL,
     cub_empty,  cub_device_free,
-    cub_close,  0};
+    cub_close,  0,
+    cub_trim,   CCB_DRIVER_REAL};

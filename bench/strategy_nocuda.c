@@ -17,8 +17,8 @@ void *ccb_cuda_stream(unsigned n) {
     return NULL;
 }
 
-int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen) {
-    (void)device_bytes;
+int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
+    (void)dev;
     cca_upstream *u;
     cca_status st = cca_upstream_cuda_create(0, &u);
     if (st != CCA_OK) {
@@ -28,15 +28,16 @@ int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, size_t device_byt
     return ccb_ccalloc_open_on(s, u, config, why, whylen);
 }
 
-static int skip_open(ccb_strategy *s, const char *config, size_t device_bytes, char *why, size_t whylen) {
+static int skip_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
     (void)s;
     (void)config;
-    (void)device_bytes;
+    (void)dev;
     snprintf(why, whylen, "no GPU (ccbench built without CUDA)");
     return 1;
 }
 
-#define SKIPPED(var, name, text) const ccb_strategy_ops var = {.base = name, .doc = text, .gpu = 1, .open = skip_open}
+#define SKIPPED(var, name, text)                                                                                       \
+    const ccb_strategy_ops var = {.base = name, .doc = text, .gpu = 1, .open = skip_open, .driver = CCB_DRIVER_REAL}
 
 SKIPPED(ccb_strategy_cuda_malloc, "cuda-malloc", "raw cudaMalloc/cudaFree per operation (not built: no CUDA)");
 SKIPPED(ccb_strategy_cuda_async, "cuda-async",

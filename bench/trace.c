@@ -3,14 +3,20 @@
  * allocator's recorder (allocator/src/trace.c), and the analysis every replay
  * is checked against.
  *
- * Format (documented in docs/benchmarks.md):
+ * Format v2 (documented in docs/benchmarks.md#trace-format):
  *
- *     # ccalloc trace v1                  <- '#' lines: provenance, kept
+ *     # ccalloc trace v2                  <- '#' lines: provenance, kept
  *     # source: pid 1234
- *     seq,op,id,size,stream               <- column header: opens a SECTION
+ *     seq,op,id,size,stream,name          <- column header: opens a SECTION
  *     0,alloc,1,4096,0                    <- id pairs a free with its alloc
- *     1,free,1,4096,0                        size = requested bytes
- *                                            stream = 0 default, 1.. others
+ *     1,free,1,4096,0                        size = requested bytes (0 allowed)
+ *     2,mark,0,0,0,load:resnet50             stream = 0 default, 1.. others
+ *     3,empty_cache,0,0,0                 <- release events: every strategy
+ *     4,trim,0,1048576,0                     applies its own release call
+ *
+ * A v1 section (header "seq,op,id,size,stream") holds alloc and free only.
+ * Fields are split at every comma, so an empty field is an error, never a
+ * shifted column; numbers are plain decimal (no sign, no space, no hex).
  *
  * The recorder writes one section per process (all allocators alive at once
  * share it, ids unique across them) and a new section each time the trace is
@@ -23,10 +29,12 @@
  * read(write(t)) == t event for event.
  *
  * Costs: reading is O(events) with one hash insert per alloc and one lookup
- * per free; analysis is one O(events) pass over a live-size array.
+ * per free; analysis is one O(events) pass over a live-size array plus the
+ * ideal arena (ideal.c, O(events log F)).
  *
  * Errors name the line: a free of an id that is not live, a free whose size
- * differs from its alloc's, an alloc reusing a live id, a bad field.
+ * differs from its alloc's, an alloc reusing a live id, a bad field, a mark
+ * name out of its alphabet, live bytes that would overflow 64 bits.
  */
 #include "ccbench.h"
 
@@ -37,6 +45,8 @@
 #include <string.h>
 
 #include "ccalloc.h"
+
+#include <zlib.h>
 
 static void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n);
@@ -54,6 +64,7 @@ void ccb_trace_init(ccb_trace *t, const char *name) {
 
 void ccb_trace_free(ccb_trace *t) {
     free(t->ev);
+    free(t->marks);
     free(t->comments);
     memset(t, 0, sizeof *t);
 }
@@ -72,11 +83,44 @@ uint32_t ccb_trace_alloc(ccb_trace *t, uint64_t size, unsigned stream) {
     return slot;
 }
 
-/* The free carries the alloc's size and stream; generators keep them in a
- * side array, so look them up only through the caller: see gen.c. Here the
- * free is appended with size/stream filled by ccb_trace_analyze's rules. */
+/* A free appended here carries no size: generators know only the slot, and
+ * ccb_trace_analyze copies the alloc's size and stream into it (fill = 1). */
 void ccb_trace_release(ccb_trace *t, uint32_t slot) {
-    push(t, (ccb_event){.size = 0, .slot = slot, .op = CCB_FREE, .stream = 0});
+    push(t, (ccb_event){.size = 0, .slot = slot, .op = CCB_FREE, .stream = 0, .fill = 1});
+}
+
+int ccb_mark_name_ok(const char *name) {
+    size_t n = 0;
+    for (const char *c = name; *c; c++, n++)
+        if (*c < 0x20 || *c > 0x7e || *c == ',' || *c == '"' || n >= CCB_MARK_MAX)
+            return 0;
+    return n > 0;
+}
+
+int ccb_trace_mark(ccb_trace *t, const char *name) {
+    if (!name || !ccb_mark_name_ok(name) || t->nmarks >= UINT32_MAX)
+        return -1;
+    if (t->nmarks == t->capmarks) {
+        t->capmarks = t->capmarks ? t->capmarks * 2 : 16;
+        t->marks = xrealloc(t->marks, t->capmarks * sizeof *t->marks);
+    }
+    snprintf(t->marks[t->nmarks], sizeof t->marks[0], "%s", name);
+    push(t, (ccb_event){.slot = (uint32_t)t->nmarks++, .op = CCB_MARK});
+    return 0;
+}
+
+void ccb_trace_empty_cache(ccb_trace *t) {
+    push(t, (ccb_event){.op = CCB_EMPTY_CACHE});
+}
+
+void ccb_trace_trim(ccb_trace *t, uint64_t keep) {
+    push(t, (ccb_event){.size = keep, .op = CCB_TRIM});
+}
+
+static const char *const op_names[] = {"alloc", "free", "mark", "empty_cache", "trim"};
+
+const char *ccb_op_name(unsigned op) {
+    return op < sizeof op_names / sizeof op_names[0] ? op_names[op] : "?";
 }
 
 void ccb_trace_comment(ccb_trace *t, const char *fmt, ...) {
@@ -156,30 +200,51 @@ static int fail(char *err, size_t len, const char *fmt, ...) {
     return -1;
 }
 
+/* Plain decimal, the whole field: no sign, no space, no base prefix. */
 static int parse_u64(const char *s, uint64_t *v) {
     if (*s < '0' || *s > '9')
         return -1;
     errno = 0;
     char *end;
     unsigned long long x = strtoull(s, &end, 10);
-    if (errno || (*end != '\0' && *end != '\n' && *end != '\r'))
+    if (errno || *end != '\0')
         return -1;
     *v = x;
     return 0;
+}
+
+/* Split at every comma (empty fields kept, unlike strtok); -1 if more than max. */
+static int split_fields(char *line, char **field, int max) {
+    int n = 0;
+    for (char *c = line;; c++) {
+        if (n == max)
+            return -1;
+        field[n++] = c;
+        c = strchr(c, ',');
+        if (!c)
+            return n;
+        *c = '\0';
+    }
 }
 
 int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     char line[1024];
     size_t lineno = 0;
     uint64_t section = 0;
-    int in_section = 0;
+    int in_section = 0, v2 = 0;
     idmap m = {0};
+    uint64_t *slot_size = NULL; /* each alloc's size, for the free's check with its line */
+    size_t slot_cap = 0;
     int rc = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
         size_t len = strlen(line);
         if (len == sizeof line - 1 && line[len - 1] != '\n') {
             rc = fail(err, errlen, "line %zu: too long", lineno);
+            break;
+        }
+        if (len != strlen(line) || memchr(line, '\0', len)) {
+            rc = fail(err, errlen, "line %zu: NUL byte", lineno);
             break;
         }
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -190,34 +255,41 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
             const char *c = line + 1;
             while (*c == ' ')
                 c++;
-            if (strcmp(c, "ccalloc trace v1") != 0) /* written back once by ccb_trace_write */
+            /* the format line is written back by ccb_trace_write, not kept */
+            if (strcmp(c, "ccalloc trace v1") != 0 && strcmp(c, "ccalloc trace v2") != 0)
                 ccb_trace_comment(t, "%s", c);
             continue;
         }
-        if (strcmp(line, "seq,op,id,size,stream") == 0) {
+        int hdr1 = strcmp(line, "seq,op,id,size,stream") == 0, hdr2 = strcmp(line, "seq,op,id,size,stream,name") == 0;
+        if (hdr1 || hdr2) {
             section += in_section; /* the first header opens section 0 */
             in_section = 1;
+            v2 = hdr2;
             continue;
         }
-        /* seq,op,id,size,stream */
-        char *field[5];
-        size_t nf = 0;
-        char *save = NULL, *tok = strtok_r(line, ",", &save);
-        for (; tok && nf < 5; tok = strtok_r(NULL, ",", &save))
-            field[nf++] = tok;
-        if (nf != 5 || tok) {
-            rc = fail(err, errlen, "line %zu: expected 5 fields seq,op,id,size,stream", lineno);
+        if (!in_section) {
+            rc = fail(err, errlen, "line %zu: an event before the column header seq,op,id,size,stream[,name]", lineno);
+            break;
+        }
+        char *field[6];
+        int nf = split_fields(line, field, 6);
+        int is_mark = nf >= 2 && strcmp(field[1], "mark") == 0;
+        if (nf != (is_mark ? 6 : 5)) {
+            rc = fail(err, errlen, "line %zu: expected %s", lineno,
+                      is_mark ? "6 fields seq,op,id,size,stream,name" : "5 fields seq,op,id,size,stream");
             break;
         }
         uint64_t seq, id, size, stream;
         if (parse_u64(field[0], &seq) || parse_u64(field[2], &id) || parse_u64(field[3], &size) ||
-            parse_u64(field[4], &stream) || stream > 255 || id >= (1ull << 44) || section >= (1ull << 19)) {
-            rc = fail(err, errlen, "line %zu: bad number (seq, id < 2^44, size, stream < 256)", lineno);
+            parse_u64(field[4], &stream) || stream > 255 || id >= (1ull << 44) || section >= (1ull << 19) ||
+            size > CCB_SIZE_MAX) {
+            rc = fail(err, errlen, "line %zu: bad number (seq, id < 2^44, size <= 2^60, stream < 256)", lineno);
             break;
         }
         (void)seq; /* order of lines is the order of events */
         uint64_t key = ((section << 44) | id) + 1;
-        if (strcmp(field[1], "alloc") == 0) {
+        const char *op = field[1];
+        if (strcmp(op, "alloc") == 0) {
             uint32_t *slot = idmap_find(&m, key, 0);
             if (slot && *slot != UINT32_MAX) {
                 rc = fail(err, errlen, "line %zu: alloc of id %" PRIu64 " which is already live", lineno, id);
@@ -227,30 +299,50 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
                 rc = fail(err, errlen, "line %zu: more than 2^32 allocations", lineno);
                 break;
             }
-            if (size == 0) { /* cca_alloc(0) returns NULL and is never recorded */
-                rc = fail(err, errlen, "line %zu: alloc of size 0", lineno);
-                break;
+            if (t->slots == slot_cap) {
+                slot_cap = slot_cap ? slot_cap * 2 : 1024;
+                slot_size = xrealloc(slot_size, slot_cap * sizeof *slot_size);
             }
+            slot_size[t->slots] = size;
             *idmap_find(&m, key, 1) = ccb_trace_alloc(t, size, (unsigned)stream);
-        } else if (strcmp(field[1], "free") == 0) {
+        } else if (strcmp(op, "free") == 0) {
             uint32_t *slot = idmap_find(&m, key, 0);
             if (!slot || *slot == UINT32_MAX) {
                 rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " which is not live", lineno, id);
                 break;
             }
-            if (size == 0) { /* in memory, size 0 means "take the alloc's": never from a file */
-                rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " with size 0", lineno, id);
+            if (size != slot_size[*slot]) {
+                rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " with size %" PRIu64 ", allocated with %" PRIu64,
+                          lineno, id, size, slot_size[*slot]);
                 break;
             }
             push(t, (ccb_event){.size = size, .slot = *slot, .op = CCB_FREE, .stream = (uint8_t)stream});
             *slot = UINT32_MAX; /* ids are never reused by the recorder, but tolerate it */
+        } else if (v2 && (is_mark || !strcmp(op, "empty_cache") || !strcmp(op, "trim"))) {
+            int is_trim = strcmp(op, "trim") == 0;
+            if (id != 0 || stream != 0 || (!is_trim && size != 0)) {
+                rc = fail(err, errlen, "line %zu: %s takes id 0, stream 0%s", lineno, op, is_trim ? "" : " and size 0");
+                break;
+            }
+            if (is_mark && ccb_trace_mark(t, field[5]) != 0) {
+                rc = fail(err, errlen,
+                          "line %zu: mark name must be 1..%d printable ASCII characters, no comma or quote", lineno,
+                          CCB_MARK_MAX);
+                break;
+            }
+            if (is_trim)
+                ccb_trace_trim(t, size);
+            else if (!is_mark)
+                ccb_trace_empty_cache(t);
         } else {
-            rc = fail(err, errlen, "line %zu: op '%s' is neither alloc nor free", lineno, field[1]);
+            rc = fail(err, errlen, "line %zu: op '%.32s' is not one of %s", lineno, op,
+                      v2 ? "alloc, free, mark, empty_cache, trim" : "alloc, free (a v1 section)");
             break;
         }
     }
     free(m.keys);
     free(m.slots);
+    free(slot_size);
     if (rc == 0 && ferror(f))
         rc = fail(err, errlen, "read error");
     if (rc == 0)
@@ -264,36 +356,90 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     return rc;
 }
 
+/* The whole file through zlib (which passes plain files through unchanged),
+ * into memory, then read as a stream. */
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "r");
-    if (!f)
+    FILE *probe = fopen(path, "rb");
+    if (!probe)
         return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    fclose(probe);
+    gzFile g = gzopen(path, "rb");
+    if (!g)
+        return fail(err, errlen, "cannot open '%s'", path);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    for (;;) {
+        if (!buf) {
+            rc = fail(err, errlen, "'%s': out of host memory", path);
+            break;
+        }
+        if (len == cap) {
+            if (cap >= CCB_TRACE_MAX_BYTES) {
+                rc = fail(err, errlen, "'%s': more than %zu bytes once decompressed", path, CCB_TRACE_MAX_BYTES);
+                break;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                rc = fail(err, errlen, "'%s': out of host memory", path);
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        int got = gzread(g, buf + len, (unsigned)(cap - len > (1u << 30) ? (1u << 30) : cap - len));
+        if (got < 0) {
+            int zerr;
+            const char *msg = gzerror(g, &zerr);
+            rc = fail(err, errlen, "'%s': %s", path, msg ? msg : "read error");
+            break;
+        }
+        if (got == 0)
+            break;
+        len += (size_t)got;
+    }
+    gzclose(g);
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     ccb_trace_init(t, base);
     char *dot = strstr(t->name, ".csv");
     if (dot)
         *dot = '\0';
-    int rc = ccb_trace_read(t, f, err, errlen);
+    FILE *f = len ? fmemopen(buf, len, "r") : NULL;
+    if (!f) {
+        free(buf);
+        return len ? fail(err, errlen, "'%s': fmemopen failed", path) : ccb_trace_analyze(t, err, errlen);
+    }
+    rc = ccb_trace_read(t, f, err, errlen);
     fclose(f);
+    free(buf);
     return rc;
 }
 
 /* ---- writing --------------------------------------------------------------- */
 
 int ccb_trace_write(const ccb_trace *t, FILE *f) {
-    fprintf(f, "# ccalloc trace v1\n");
+    fprintf(f, "# ccalloc trace v2\n");
     for (const char *c = t->comments; c && *c;) {
         const char *nl = strchr(c, '\n');
         size_t len = nl ? (size_t)(nl - c) : strlen(c);
         fprintf(f, "# %.*s\n", (int)len, c);
         c += len + (nl != NULL);
     }
-    fprintf(f, "seq,op,id,size,stream\n");
+    fprintf(f, "seq,op,id,size,stream,name\n");
     for (size_t i = 0; i < t->n; i++) {
         const ccb_event *e = &t->ev[i];
-        fprintf(f, "%zu,%s,%" PRIu32 ",%" PRIu64 ",%u\n", i, e->op == CCB_ALLOC ? "alloc" : "free", e->slot + 1,
-                e->size, (unsigned)e->stream);
+        if (e->op == CCB_ALLOC || e->op == CCB_FREE)
+            fprintf(f, "%zu,%s,%" PRIu32 ",%" PRIu64 ",%u\n", i, ccb_op_name(e->op), e->slot + 1, e->size,
+                    (unsigned)e->stream);
+        else if (e->op == CCB_MARK)
+            fprintf(f, "%zu,mark,0,0,0,%s\n", i, t->marks[e->slot]);
+        else
+            fprintf(f, "%zu,%s,0,%" PRIu64 ",0\n", i, ccb_op_name(e->op), e->op == CCB_TRIM ? e->size : 0);
     }
     return ferror(f) ? -1 : 0;
 }
@@ -310,37 +456,57 @@ int ccb_trace_save(const ccb_trace *t, const char *path) {
 
 /* ---- analysis -------------------------------------------------------------- */
 
-static uint64_t round_gran(uint64_t s) {
+static uint64_t round_gran(uint64_t s) { /* s <= CCB_SIZE_MAX: no overflow */
     return (s + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
 }
 
 int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
-    /* live[slot]: size of the live alloc, 0 when not live (sizes are > 0) */
-    uint64_t *live = calloc(t->slots ? t->slots : 1, sizeof *live);
+    /* size[slot] of the live alloc; alive[slot] 1 while live (sizes may be 0) */
+    uint64_t *size = calloc(t->slots ? t->slots : 1, sizeof *size);
     uint8_t *stream = calloc(t->slots ? t->slots : 1, 1);
-    if (!live || !stream) {
-        free(live);
+    uint8_t *alive = calloc(t->slots ? t->slots : 1, 1);
+    if (!size || !stream || !alive) {
+        free(size);
         free(stream);
+        free(alive);
         return fail(err, errlen, "out of host memory");
     }
-    t->allocs = t->frees = 0;
+    t->allocs = t->frees = t->releases = 0;
     t->peak_requested = t->peak_rounded = t->peak_live = t->max_size = 0;
+    t->ideal_peak = 0;
     t->streams = 0;
-    size_t req = 0, rounded = 0, nlive = 0;
+    uint64_t req = 0, rounded = 0;
+    size_t nlive = 0;
     int rc = 0;
     for (size_t i = 0; i < t->n; i++) {
         ccb_event *e = &t->ev[i];
-        if (e->slot >= t->slots) {
+        if (e->op == CCB_MARK) {
+            if (e->slot >= t->nmarks) {
+                rc = fail(err, errlen, "event %zu: mark %u out of range", i, e->slot);
+                break;
+            }
+            continue;
+        }
+        if (e->op == CCB_EMPTY_CACHE || e->op == CCB_TRIM) {
+            t->releases++;
+            continue;
+        }
+        if (e->slot >= t->slots || e->op > CCB_FREE) {
             rc = fail(err, errlen, "event %zu: slot %u out of range", i, e->slot);
             break;
         }
         if (e->op == CCB_ALLOC) {
-            if (live[e->slot] || e->size == 0) {
+            if (alive[e->slot] || e->size > CCB_SIZE_MAX) {
                 rc = fail(err, errlen, "event %zu: alloc of slot %u %s", i, e->slot,
-                          e->size ? "already live" : "with size 0");
+                          alive[e->slot] ? "already live" : "larger than 2^60 bytes");
                 break;
             }
-            live[e->slot] = e->size;
+            if (req > UINT64_MAX - round_gran(e->size) || (uint64_t)SIZE_MAX < req + round_gran(e->size)) {
+                rc = fail(err, errlen, "event %zu: live bytes overflow (%" PRIu64 " + %" PRIu64 ")", i, req, e->size);
+                break;
+            }
+            alive[e->slot] = 1;
+            size[e->slot] = e->size;
             stream[e->slot] = e->stream;
             req += e->size;
             rounded += round_gran(e->size);
@@ -355,21 +521,26 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
             if (nlive > t->peak_live)
                 t->peak_live = nlive;
         } else {
-            if (!live[e->slot]) {
+            if (!alive[e->slot]) {
                 rc = fail(err, errlen, "event %zu: free of slot %u which is not live", i, e->slot);
                 break;
             }
-            if (e->size == 0) { /* appended by ccb_trace_release: take the alloc's */
-                e->size = live[e->slot];
+            if (e->fill) { /* appended by ccb_trace_release: take the alloc's */
+                e->size = size[e->slot];
                 e->stream = stream[e->slot];
-            } else if (e->size != live[e->slot]) {
+                e->fill = 0;
+            } else if (e->size != size[e->slot]) {
                 rc = fail(err, errlen, "event %zu: free of slot %u with size %" PRIu64 ", allocated with %" PRIu64, i,
-                          e->slot, e->size, live[e->slot]);
+                          e->slot, e->size, size[e->slot]);
+                break;
+            } else if (e->stream != stream[e->slot]) {
+                rc = fail(err, errlen, "event %zu: free of slot %u on stream %u, allocated on %u", i, e->slot,
+                          (unsigned)e->stream, (unsigned)stream[e->slot]);
                 break;
             }
-            req -= live[e->slot];
-            rounded -= round_gran(live[e->slot]);
-            live[e->slot] = 0;
+            req -= size[e->slot];
+            rounded -= round_gran(size[e->slot]);
+            alive[e->slot] = 0;
             nlive--;
             t->frees++;
         }
@@ -378,7 +549,10 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
     }
     t->final_live = nlive;
     t->final_requested = req;
-    free(live);
+    free(size);
     free(stream);
+    free(alive);
+    if (rc == 0 && (t->ideal_peak = ccb_ideal_arena_peak(t)) == CCB_UNKNOWN)
+        rc = fail(err, errlen, "out of host memory");
     return rc;
 }

@@ -12,7 +12,7 @@
 #include "ccalloc.h"
 #include "ccbench.h"
 
-static const ccb_replay_options tiny = {(size_t)8 << 30, 1, 50};
+static const ccb_replay_options tiny = {.device_bytes = (size_t)8 << 30, .reps = 1, .timeline_points = 50};
 
 static void gen(const char *name, uint64_t seed, ccb_trace *t) {
     ccb_gen_params p = {seed, 0.03};
@@ -206,7 +206,7 @@ Test(bench_replay, ooms_are_counted_and_replay_goes_on) {
     ccb_trace_release(&t, b);
     ccb_trace_release(&t, c);
     cr_assert_eq(ccb_trace_analyze(&t, NULL, 0), 0);
-    ccb_replay_options o = {64 << 20, 1, 10};
+    ccb_replay_options o = {.device_bytes = 64 << 20, .reps = 1, .timeline_points = 10};
     ccb_result r;
     cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &o, &r), 0, "%s", r.why);
     cr_assert_eq(r.ooms, 1);

@@ -63,7 +63,7 @@ Test(trace, records_exactly_what_the_program_did) {
     char *text = read_all(path);
     char expected[1024];
     snprintf(expected, sizeof expected,
-             "seq,op,id,size,stream\n"
+             "seq,op,id,size,stream,name\n"
              "0,alloc,1,100,0\n"
              "1,alloc,2,5000,1\n"
              "2,alloc,3,3145728,2\n"
@@ -72,7 +72,7 @@ Test(trace, records_exactly_what_the_program_did) {
              "5,free,1,100,0\n"
              "6,free,3,3145728,2\n"
              "7,free,4,7,1\n");
-    cr_assert_eq(strncmp(text, "# ccalloc trace v1\n", 19), 0, "%s", text);
+    cr_assert_eq(strncmp(text, "# ccalloc trace v2\n", 19), 0, "%s", text);
     char source[64];
     snprintf(source, sizeof source, "# source: pid %ld\n", (long)getpid());
     cr_assert_eq(strncmp(text + 19, source, strlen(source)), 0, "%s", text);
@@ -94,9 +94,9 @@ Test(trace, allocators_one_after_another_append_a_new_section) {
     char *text = read_all(path);
     int versions = 0, sources = 0, headers = 0, rows = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        versions += strcmp(line, "# ccalloc trace v1") == 0;
+        versions += strcmp(line, "# ccalloc trace v2") == 0;
         sources += strncmp(line, "# source: ", 10) == 0;
-        headers += strcmp(line, "seq,op,id,size,stream") == 0;
+        headers += strcmp(line, "seq,op,id,size,stream,name") == 0;
         rows += strstr(line, ",alloc,") || strstr(line, ",free,");
     }
     cr_assert_eq(versions, 1, "one format line per file");
@@ -122,10 +122,10 @@ Test(trace, concurrent_allocators_share_one_section) {
     tu_teardown(a2, u2);
     tu_teardown(a1, u1);
     char *text = read_all(path);
-    const char *rows = strstr(text, "seq,op,id,size,stream\n");
+    const char *rows = strstr(text, "seq,op,id,size,stream,name\n");
     cr_assert_not_null(rows);
     cr_assert_null(strstr(rows + 1, "seq,op"), "one section");
-    cr_assert_str_eq(rows, "seq,op,id,size,stream\n"
+    cr_assert_str_eq(rows, "seq,op,id,size,stream,name\n"
                            "0,alloc,1,1000,0\n"
                            "1,alloc,2,2000,0\n"
                            "2,free,1,1000,0\n"
@@ -150,7 +150,7 @@ Test(trace, ids_and_sizes_under_load) {
         tu_free(a, p[i]);
     tu_teardown(a, u);
     char *text = read_all(path);
-    const char *rows = strstr(text, "seq,op,id,size,stream\n") + strlen("seq,op,id,size,stream\n");
+    const char *rows = strstr(text, "seq,op,id,size,stream,name\n") + strlen("seq,op,id,size,stream,name\n");
     unsigned long long seq, id, size;
     unsigned stream;
     char op[8];

@@ -130,11 +130,31 @@ typedef struct cca_upstream_stats {
     uint64_t failed_allocs;   /* alloc calls that failed                  */
 } cca_upstream_stats;
 
-/* A simulated device of `capacity` bytes over host memory. Pointers are real
- * and writable; mem_info reports capacity minus what every allocator on it
- * holds, so allocators sharing it compete like tenants of one GPU. Events
- * complete at once. capacity 0 is CCA_ERR_INVALID_ARGUMENT. */
+/* A simulated device of `capacity` bytes over host memory, behaving like a
+ * GPU: it reserves one range of address space of that size and places every
+ * allocation in it itself (first fit by address), so the same calls give the
+ * same addresses whatever else the process did; sizes are rounded up to the
+ * host page, which mem_info counts (as a GPU counts its own pages); freed
+ * memory goes back to the OS at once and touching it afterwards faults.
+ * Pointers are real and writable while allocated; mem_info reports capacity
+ * minus what every allocator on it holds, so allocators sharing it compete
+ * like tenants of one GPU. Events complete at once. capacity 0, or more than
+ * half the address space: CCA_ERR_INVALID_ARGUMENT; no address space left:
+ * CCA_ERR_OUT_OF_MEMORY. */
 cca_status cca_upstream_host_create(size_t capacity, cca_upstream **out);
+
+/* The same device with the driver's costs: every alloc call (granted or
+ * refused) busy-waits alloc_latency_ns and every free free_latency_ns before
+ * doing its work, outside any lock, as cudaMalloc and cudaFree take tens of
+ * microseconds (cudaFree also waits for the device). Latencies above
+ * CCA_HOST_MAX_LATENCY_NS: CCA_ERR_INVALID_ARGUMENT. */
+typedef struct cca_host_options {
+    size_t capacity;           /* bytes of device memory, > 0            */
+    uint64_t alloc_latency_ns; /* per upstream alloc; 0 = none (default) */
+    uint64_t free_latency_ns;  /* per upstream free;  0 = none (default) */
+} cca_host_options;
+#define CCA_HOST_MAX_LATENCY_NS 1000000000ull
+cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out);
 
 /* cudaMalloc / cudaFree / cudaMemGetInfo / cudaEvent* on `device`.
  * CCA_ERR_NO_DEVICE when no GPU is present or the library was built without
@@ -317,6 +337,18 @@ cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
 /* The whole allocator as JSON: config, stats, and every segment with its
  * blocks (address offset, size, state, stream) in address order. */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
+
+/* ------------------------------------------------------------------------ */
+/* Tracing (CCALLOC_TRACE=file.csv records every alloc, free and release)   */
+/* ------------------------------------------------------------------------ */
+
+/* Write a phase mark ("load:resnet50") into the trace, in order with the
+ * allocator's events, so that a replay reports reserved memory at each
+ * phase. A name is 1..CCA_MARK_MAX printable ASCII characters (0x20..0x7e)
+ * without ',' or '"'; anything else, or a NULL argument, is
+ * CCA_ERR_INVALID_ARGUMENT. When the process is not tracing: CCA_OK, no-op. */
+#define CCA_MARK_MAX 63
+cca_status cca_trace_mark(cca_allocator *a, const char *name);
 
 /* Walk every internal invariant (block chains tile each segment, no two free
  * neighbours, index and stats agree). CCA_OK or CCA_ERR_INVALID_ARGUMENT with

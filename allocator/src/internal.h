@@ -241,6 +241,8 @@ struct ccai_trace *ccai_trace_open_from_env(void);
 /* Returns the trace id of the new allocation (unique in the process). */
 uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s);
 void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s);
+void ccai_trace_release(struct ccai_trace *t, size_t keep); /* keep 0: empty_cache */
+bool ccai_mark_name_ok(const char *name);
 void ccai_trace_close(struct ccai_trace *t);
 
 #endif /* CCA_INTERNAL_H */

@@ -104,6 +104,8 @@ cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *rep
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_trim: allocator is NULL");
     pthread_mutex_lock(&a->lock);
+    if (a->trace) /* the program's release call, in the trace before its effect */
+        ccai_trace_release(a->trace, keep_bytes);
     cca_status sync = cca_upstream_synchronize(a->upstream);
     char why[256] = "";
     if (sync != CCA_OK)

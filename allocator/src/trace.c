@@ -1,16 +1,22 @@
 /*
- * trace.c — recording every cca_alloc / cca_free of a program to a CSV trace
- * when the environment variable CCALLOC_TRACE names a file.
+ * trace.c — recording every cca_alloc / cca_free of a program, its release
+ * calls and its phase marks to a CSV trace when the environment variable
+ * CCALLOC_TRACE names a file.
  *
- * Format (docs/benchmarks.md; bench/ replays it):
- *     # ccalloc trace v1
+ * Format v2 (docs/benchmarks.md#trace-format; bench/ replays it):
+ *     # ccalloc trace v2
  *     # source: pid 1234
- *     seq,op,id,size,stream
+ *     seq,op,id,size,stream,name
  *     0,alloc,1,4096,0
  *     1,free,1,4096,0
+ *     2,mark,0,0,0,load:mlp        <- cca_trace_mark
+ *     3,empty_cache,0,0,0          <- cca_empty_cache, cca_trim(a, 0, ..)
+ *     4,trim,0,1048576,0           <- cca_trim(a, 1048576, ..)
  * `id` pairs a free with its alloc; `size` is the requested size; `stream` is
  * a small integer per distinct stream handle in order of first use (0 = the
- * default stream), so traces do not leak addresses and replay anywhere.
+ * default stream), so traces do not leak addresses and replay anywhere. A
+ * release event is written when the program asks for it, before it happens;
+ * the OOM retry's own release is the allocator's business and not written.
  *
  * One trace per process: the first allocator created with CCALLOC_TRACE set
  * opens the file (truncating it) and writes the header; every allocator of
@@ -56,8 +62,8 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
             return NULL;
         }
         if (!t->opened_before)
-            fprintf(t->f, "# ccalloc trace v1\n# source: pid %ld\n", (long)getpid());
-        fprintf(t->f, "seq,op,id,size,stream\n");
+            fprintf(t->f, "# ccalloc trace v2\n# source: pid %ld\n", (long)getpid());
+        fprintf(t->f, "seq,op,id,size,stream,name\n");
         t->opened_before = true;
         t->seq = 0;
         t->stream_count = 0;
@@ -92,6 +98,40 @@ void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream 
     fprintf(t->f, "%llu,free,%llu,%zu,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
             stream_number(t, s));
     pthread_mutex_unlock(&trace_lock);
+}
+
+void ccai_trace_release(struct ccai_trace *t, size_t keep) {
+    pthread_mutex_lock(&trace_lock);
+    if (keep == 0)
+        fprintf(t->f, "%llu,empty_cache,0,0,0\n", (unsigned long long)t->seq++);
+    else
+        fprintf(t->f, "%llu,trim,0,%zu,0\n", (unsigned long long)t->seq++, keep);
+    pthread_mutex_unlock(&trace_lock);
+}
+
+bool ccai_mark_name_ok(const char *name) {
+    size_t n = 0;
+    for (const char *c = name; *c; c++, n++)
+        if (*c < 0x20 || *c > 0x7e || *c == ',' || *c == '"' || n >= CCA_MARK_MAX)
+            return false;
+    return n > 0;
+}
+
+cca_status cca_trace_mark(cca_allocator *a, const char *name) {
+    if (!a || !name)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_trace_mark: %s is NULL", a ? "name" : "allocator");
+    if (!ccai_mark_name_ok(name))
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+                         "cca_trace_mark: a name is 1..%d printable ASCII characters without ',' or '\"'",
+                         CCA_MARK_MAX);
+    pthread_mutex_lock(&a->lock); /* in the order of the allocator's own events */
+    if (a->trace) {
+        pthread_mutex_lock(&trace_lock);
+        fprintf(a->trace->f, "%llu,mark,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
+        pthread_mutex_unlock(&trace_lock);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return CCA_OK;
 }
 
 void ccai_trace_close(struct ccai_trace *t) {

@@ -282,6 +282,18 @@ void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, co
     snprintf(e->phase, sizeof e->phase, "%s", phase ? phase : "");
     snprintf(e->phase_model, sizeof e->phase_model, "%s", model ? model : "");
     trace(e, "phase", tag ? tag : phase, model, 0);
+    /* the same phase in the allocator's trace (CCALLOC_TRACE), as "phase:model":
+     * a replay reports reserved memory at each; characters a mark cannot hold
+     * become '_' (a no-op when the process is not tracing) */
+    if (e->alloc) {
+        char mark[CCA_MARK_MAX + 1];
+        snprintf(mark, sizeof mark, "%s%s%s", phase ? phase : "", model && *model ? ":" : "", model ? model : "");
+        for (char *c = mark; *c; c++)
+            if (*c < 0x20 || *c > 0x7e || *c == ',' || *c == '"')
+                *c = '_';
+        if (*mark)
+            cca_trace_mark(e->alloc, mark);
+    }
 }
 
 void ccr_engine_mark(ccr_engine *e, const char *phase, const char *model) {

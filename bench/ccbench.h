@@ -311,6 +311,10 @@ typedef struct ccb_replay_options {
  * `driver_reps` timed passes with the driver's cost. Release events call the
  * strategy's empty_cache / trim. 0 ok / skipped, -1 error. */
 int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r);
+/* The observe pass's block tags: first byte = tag, last = ~tag (one byte for
+ * size 1, none for 0); ccb_tag_ok is 1 when they are intact. */
+void ccb_tag_block(void *p, size_t size, uint32_t slot);
+int ccb_tag_ok(const void *p, size_t size, uint32_t slot);
 void ccb_result_free(ccb_result *r);
 
 /* Measured cost of reading ccb_now_ns() (median of back-to-back reads). */

@@ -73,7 +73,7 @@ double ccb_timer_overhead_ns(void) {
 
 /* First byte = tag, last byte = ~tag; a 1-byte block holds the tag alone
  * (first and last are the same byte), a 0-byte block nothing. */
-static void tag_block(void *p, size_t size, uint32_t slot) {
+void ccb_tag_block(void *p, size_t size, uint32_t slot) {
     unsigned char tag = (unsigned char)(slot * 31u + 7u);
     if (size >= 1)
         ((unsigned char *)p)[0] = tag;
@@ -81,7 +81,7 @@ static void tag_block(void *p, size_t size, uint32_t slot) {
         ((unsigned char *)p)[size - 1] = (unsigned char)~tag;
 }
 
-static int tag_ok(const void *p, size_t size, uint32_t slot) {
+int ccb_tag_ok(const void *p, size_t size, uint32_t slot) {
     unsigned char tag = (unsigned char)(slot * 31u + 7u);
     const unsigned char *b = p;
     return (size < 1 || b[0] == tag) && (size < 2 || b[size - 1] == (unsigned char)~tag);
@@ -153,10 +153,10 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
             } else {
                 req += e->size;
                 if (ops->host_pointers && ptr[e->slot])
-                    tag_block(ptr[e->slot], e->size, e->slot);
+                    ccb_tag_block(ptr[e->slot], e->size, e->slot);
             }
         } else if (e->op == CCB_FREE) {
-            if (ptr[e->slot] && ops->host_pointers && !tag_ok(ptr[e->slot], e->size, e->slot)) {
+            if (ptr[e->slot] && ops->host_pointers && !ccb_tag_ok(ptr[e->slot], e->size, e->slot)) {
                 snprintf(r->why, sizeof r->why, "event %zu: block of slot %u was overwritten (overlap?)", i, e->slot);
                 rc = -1;
                 break;

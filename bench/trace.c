@@ -104,7 +104,8 @@ int ccb_trace_mark(ccb_trace *t, const char *name) {
         t->capmarks = t->capmarks ? t->capmarks * 2 : 16;
         t->marks = xrealloc(t->marks, t->capmarks * sizeof *t->marks);
     }
-    snprintf(t->marks[t->nmarks], sizeof t->marks[0], "%s", name);
+    memset(t->marks[t->nmarks], 0, sizeof t->marks[0]); /* whole records compare equal */
+    memcpy(t->marks[t->nmarks], name, strlen(name));
     push(t, (ccb_event){.slot = (uint32_t)t->nmarks++, .op = CCB_MARK});
     return 0;
 }
@@ -233,7 +234,8 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     uint64_t section = 0;
     int in_section = 0, v2 = 0;
     idmap m = {0};
-    uint64_t *slot_size = NULL; /* each alloc's size, for the free's check with its line */
+    uint64_t *slot_size = NULL; /* each alloc's size and stream, for the free's check with its line */
+    uint8_t *slot_stream = NULL;
     size_t slot_cap = 0;
     int rc = 0;
     while (fgets(line, sizeof line, f)) {
@@ -271,8 +273,8 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
             rc = fail(err, errlen, "line %zu: an event before the column header seq,op,id,size,stream[,name]", lineno);
             break;
         }
-        char *field[6];
-        int nf = split_fields(line, field, 6);
+        char *field[7];
+        int nf = split_fields(line, field, 7); /* 7: one too many, to be named */
         int is_mark = nf >= 2 && strcmp(field[1], "mark") == 0;
         if (nf != (is_mark ? 6 : 5)) {
             rc = fail(err, errlen, "line %zu: expected %s", lineno,
@@ -302,8 +304,10 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
             if (t->slots == slot_cap) {
                 slot_cap = slot_cap ? slot_cap * 2 : 1024;
                 slot_size = xrealloc(slot_size, slot_cap * sizeof *slot_size);
+                slot_stream = xrealloc(slot_stream, slot_cap);
             }
             slot_size[t->slots] = size;
+            slot_stream[t->slots] = (uint8_t)stream;
             *idmap_find(&m, key, 1) = ccb_trace_alloc(t, size, (unsigned)stream);
         } else if (strcmp(op, "free") == 0) {
             uint32_t *slot = idmap_find(&m, key, 0);
@@ -311,9 +315,11 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
                 rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " which is not live", lineno, id);
                 break;
             }
-            if (size != slot_size[*slot]) {
-                rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " with size %" PRIu64 ", allocated with %" PRIu64,
-                          lineno, id, size, slot_size[*slot]);
+            if (size != slot_size[*slot] || stream != slot_stream[*slot]) {
+                rc = fail(err, errlen,
+                          "line %zu: free of id %" PRIu64 " with size %" PRIu64 " on stream %" PRIu64
+                          ", allocated with %" PRIu64 " on stream %u",
+                          lineno, id, size, stream, slot_size[*slot], (unsigned)slot_stream[*slot]);
                 break;
             }
             push(t, (ccb_event){.size = size, .slot = *slot, .op = CCB_FREE, .stream = (uint8_t)stream});
@@ -343,6 +349,7 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     free(m.keys);
     free(m.slots);
     free(slot_size);
+    free(slot_stream);
     if (rc == 0 && ferror(f))
         rc = fail(err, errlen, "read error");
     if (rc == 0)
@@ -398,7 +405,9 @@ int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
             break;
         len += (size_t)got;
     }
-    gzclose(g);
+    int zc = gzclose(g); /* Z_BUF_ERROR: the stream ended early (truncated file) */
+    if (rc == 0 && zc != Z_OK)
+        rc = fail(err, errlen, "'%s': truncated or corrupt gzip stream", path);
     if (rc != 0) {
         free(buf);
         return rc;

@@ -1,10 +1,12 @@
-# ccbench suites (bench/, issue 5): the trace format (tests/test_trace_format.c
+# ccbench suites (bench/): the trace format (tests/test_trace_format.c
 # mirrors bench/trace.c) and the harness (tests/test_bench.c: generators,
 # replay, strategies, reports, a tiny suite), plus the program's own quick
 # suite. Declared only when the benchmarks are built (CCA_BUILD_BENCH).
 if(TARGET ccbench_core)
   cca_add_test(NAME test_trace_format SOURCES test_trace_format.c LIBS ccbench_core LABEL cpu)
   cca_add_test(NAME test_bench SOURCES test_bench.c LIBS ccbench_core LABEL cpu)
+  # real work: tiny blocks, determinism, release events, driver cost, ideal arena, format v2
+  cca_add_test(NAME test_replay SOURCES test_replay.c LIBS ccbench_core LABEL cpu)
   add_test(NAME ccbench_quick
     COMMAND ccbench --all --quick --out ${CMAKE_CURRENT_BINARY_DIR}/ccbench-quick)
   set_tests_properties(ccbench_quick PROPERTIES LABELS cpu TIMEOUT 300

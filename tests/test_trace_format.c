@@ -195,7 +195,7 @@ Test(trace_format, free_of_size_zero_is_rejected) {
     ccb_trace t;
     char err[256] = "";
     cr_assert_eq(read_text(&t, "seq,op,id,size,stream\n0,alloc,1,100,0\n1,free,1,0,0\n", err, sizeof err), -1);
-    cr_assert(strstr(err, "line 3") && strstr(err, "size 0, allocated with 100"), "%s", err);
+    cr_assert(strstr(err, "line 3") && strstr(err, "size 0 on stream 0, allocated with 100"), "%s", err);
     ccb_trace_free(&t);
 }
 

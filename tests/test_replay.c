@@ -1,0 +1,485 @@
+/*
+ * test_replay.c — ccbench on real work (bench/replay.c, ideal.c, trace.c v2,
+ * strategy.c): blocks of 0 and 1 bytes on every strategy, figures that do
+ * not depend on what ran before in the process, release events applied by
+ * every strategy with its own call and reported at checkpoints, the driver's
+ * cost in the "with driver" times, the ideal arena against a brute-force
+ * model, and the v2 format (marks, release events, gzip, strict fields).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "ccalloc.h"
+#include "ccbench.h"
+
+#define MiB ((size_t)1 << 20)
+
+static const ccb_replay_options opts = {.device_bytes = (size_t)4 << 30, .reps = 1, .timeline_points = 50};
+
+static int read_text(ccb_trace *t, const char *text, char *err, size_t errlen) {
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    cr_assert_not_null(f);
+    ccb_trace_init(t, "text");
+    int rc = ccb_trace_read(t, f, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+
+/* ---- tiny blocks ------------------------------------------------------------------- */
+
+Test(replay, blocks_of_zero_and_one_byte_replay_on_every_strategy) {
+    /* what PyTorch's boolean scalars and the recorder's cca_alloc(a, 1) give */
+    ccb_trace t;
+    cr_assert_eq(read_text(&t,
+                           "seq,op,id,size,stream\n"
+                           "0,alloc,1,1,0\n1,alloc,2,0,0\n2,alloc,3,2,0\n3,alloc,4,1,1\n4,alloc,5,513,0\n"
+                           "5,free,2,0,0\n6,free,1,1,0\n7,alloc,6,1,0\n8,free,3,2,0\n9,free,4,1,1\n"
+                           "10,free,6,1,0\n",
+                           NULL, 0),
+                 0);
+    cr_assert_eq(t.peak_requested, 1 + 0 + 2 + 1 + 513);
+    for (size_t i = 0; i < ccb_preset_count; i++) {
+        ccb_result r;
+        int rc = ccb_replay(&t, ccb_presets[i].name, &opts, &r);
+        cr_assert_eq(rc, 0, "%s: %s", ccb_presets[i].name, r.why);
+        if (!r.skipped) {
+            cr_assert(r.checked, "%s: host pointers were tag-checked", ccb_presets[i].name);
+            cr_assert_eq(r.ooms, 0, "%s", ccb_presets[i].name);
+            cr_assert_eq(r.peak_requested, 517, "%s", ccb_presets[i].name);
+        } else {
+            cr_assert(ccb_presets[i].base[0] == 'c' && strstr(r.why, "GPU"), "%s skipped: %s", ccb_presets[i].name,
+                      r.why);
+        }
+        ccb_result_free(&r);
+    }
+    ccb_trace_free(&t);
+}
+
+Test(replay, tags_of_tiny_blocks_still_catch_an_overlap) {
+    /* the tag of a 1-byte block is its only byte: a second block given the
+     * same byte overwrites it, and the check at the free sees it */
+    unsigned char buf[8] = {0};
+    ccb_tag_block(buf, 1, 0);
+    cr_assert(ccb_tag_ok(buf, 1, 0));
+    ccb_tag_block(buf, 1, 1); /* another live block on the same byte */
+    cr_assert_not(ccb_tag_ok(buf, 1, 0));
+    ccb_tag_block(buf, 2, 5); /* two bytes: tag and its inverse */
+    cr_assert(ccb_tag_ok(buf, 2, 5));
+    buf[1] ^= 1;
+    cr_assert_not(ccb_tag_ok(buf, 2, 5));
+    ccb_tag_block(NULL, 0, 3); /* 0 bytes: nothing written, nothing to check */
+    cr_assert(ccb_tag_ok(NULL, 0, 3));
+}
+
+/* ---- determinism --------------------------------------------------------------------- */
+
+static void expect_same_memory(const ccb_result *a, const ccb_result *b) {
+    cr_assert_eq(a->peak_reserved, b->peak_reserved, "%s peak reserved", a->strategy);
+    cr_assert_eq(a->peak_allocated, b->peak_allocated, "%s peak allocated", a->strategy);
+    cr_assert_eq(a->reserved_after_trace, b->reserved_after_trace, "%s", a->strategy);
+    cr_assert_eq(a->reserved_after_empty, b->reserved_after_empty, "%s after empty-cache", a->strategy);
+    cr_assert_eq(a->device_free_after, b->device_free_after, "%s", a->strategy);
+    cr_assert_eq(a->upstream_allocs, b->upstream_allocs, "%s", a->strategy);
+    cr_assert_eq(a->upstream_frees, b->upstream_frees, "%s", a->strategy);
+    cr_assert_eq(a->ooms, b->ooms, "%s", a->strategy);
+    cr_assert(a->frag_at_peak == b->frag_at_peak, "%s fragmentation at peak", a->strategy);
+    cr_assert_eq(a->timeline_n, b->timeline_n);
+    cr_assert_eq(memcmp(a->timeline, b->timeline, a->timeline_n * sizeof *a->timeline), 0, "%s timeline",
+                 a->strategy);
+    cr_assert_eq(a->checkpoints_n, b->checkpoints_n);
+    cr_assert_eq(memcmp(a->checkpoints, b->checkpoints, a->checkpoints_n * sizeof *a->checkpoints), 0,
+                 "%s checkpoints", a->strategy);
+}
+
+Test(replay, the_same_trace_gives_the_same_figures_whatever_ran_before) {
+    /* with the device's addresses from aligned_alloc (before one reserved
+     * range), exactly this case gave 726 MiB peak reserved alone and 728 MiB
+     * after the other two traces (ccalloc-onelarge): best fit breaks ties by
+     * address */
+    ccb_gen_params p = {7, 0.3};
+    ccb_trace x, y, z;
+    cr_assert_eq(ccb_generate("lognormal", &p, &x), 0);
+    cr_assert_eq(ccb_generate("adversarial", &p, &y), 0);
+    cr_assert_eq(ccb_generate("models", &p, &z), 0);
+    static const char *const specs[] = {"ccalloc-onelarge", "ccalloc-growth", "device-malloc"};
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+        ccb_result alone, other, after;
+        cr_assert_eq(ccb_replay(&x, specs[s], &opts, &alone), 0, "%s", alone.why);
+        /* other work in the process: other traces, and host memory churn
+         * that moves where malloc would put things */
+        cr_assert_eq(ccb_replay(&y, specs[s], &opts, &other), 0);
+        ccb_result_free(&other);
+        void *junk[64];
+        for (int i = 0; i < 64; i++)
+            junk[i] = malloc((size_t)(i + 1) * 100000);
+        cr_assert_eq(ccb_replay(&z, specs[s], &opts, &other), 0);
+        ccb_result_free(&other);
+        cr_assert_eq(ccb_replay(&x, specs[s], &opts, &after), 0);
+        for (int i = 0; i < 64; i += 2)
+            free(junk[i]);
+        expect_same_memory(&alone, &after);
+        ccb_result_free(&alone);
+        ccb_result_free(&after);
+        for (int i = 1; i < 64; i += 2)
+            free(junk[i]);
+    }
+    ccb_trace_free(&x);
+    ccb_trace_free(&y);
+    ccb_trace_free(&z);
+}
+
+/* ---- release events -------------------------------------------------------------------- */
+
+/* Model A (30 MiB weights + a 1 KiB scalar kept), empty-cache, model B. */
+static const char *const two_models = "# ccalloc trace v2\n"
+                                      "seq,op,id,size,stream,name\n"
+                                      "0,mark,0,0,0,load:a\n"
+                                      "1,alloc,1,31457280,0\n"
+                                      "2,alloc,2,1024,0\n"
+                                      "3,alloc,3,4194304,0\n"
+                                      "4,free,3,4194304,0\n"
+                                      "5,mark,0,0,0,unload:a\n"
+                                      "6,free,1,31457280,0\n"
+                                      "7,empty_cache,0,0,0\n"
+                                      "8,mark,0,0,0,load:b\n"
+                                      "9,alloc,4,8388608,0\n"
+                                      "10,free,4,8388608,0\n"
+                                      "11,trim,0,1048576,0\n";
+
+Test(replay, release_events_apply_each_strategys_own_call_at_checkpoints) {
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, two_models, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.nmarks, 3);
+    cr_assert_eq(t.releases, 2);
+    cr_assert_str_eq(t.marks[1], "unload:a");
+
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &opts, &r), 0, "%s", r.why);
+    cr_assert_eq(r.checkpoints_n, 5);
+    const ccb_checkpoint *c = r.checkpoints;
+    cr_assert_eq(c[0].op, CCB_MARK);
+    cr_assert_eq(c[0].event, 0);
+    cr_assert_eq(c[0].reserved, 0);
+    cr_assert_eq(c[1].op, CCB_MARK);
+    cr_assert_eq(c[1].mark, 1);
+    cr_assert_eq(c[1].requested, 31457280 + 1024);
+    /* 30 MiB large segment, 2 MiB small (the scalar), 20 MiB medium (4 MiB) */
+    cr_assert_eq(c[1].reserved, 30 * MiB + 2 * MiB + 20 * MiB);
+    cr_assert_eq(c[2].op, CCB_EMPTY_CACHE);
+    cr_assert_eq(c[2].requested, 1024);
+    cr_assert_eq(c[2].reserved, 2 * MiB, "empty-cache leaves the scalar's small segment alone");
+    cr_assert_eq(c[3].op, CCB_MARK);
+    cr_assert_eq(c[4].op, CCB_TRIM);
+    cr_assert_eq(c[4].keep, 1 * MiB);
+    cr_assert_eq(c[4].reserved, 2 * MiB, "trim to 1 MiB returns the 20 MiB medium segment of model b");
+    cr_assert_eq(r.reserved_after_trace, 2 * MiB);
+    ccb_result_free(&r);
+
+    /* nothing cached: reserved is what live blocks hold (the device's page) */
+    cr_assert_eq(ccb_replay(&t, "device-malloc", &opts, &r), 0, "%s", r.why);
+    long page = sysconf(_SC_PAGESIZE);
+    cr_assert_eq(r.checkpoints[2].reserved, (size_t)page);
+    cr_assert_eq(r.checkpoints[1].reserved, 31457280 + (size_t)page);
+    cr_assert_eq(r.upstream_allocs, 4);
+    ccb_result_free(&r);
+
+    /* the malloc floor has no device: reserved unknown at every checkpoint */
+    cr_assert_eq(ccb_replay(&t, "malloc", &opts, &r), 0, "%s", r.why);
+    cr_assert_eq(r.checkpoints_n, 5);
+    cr_assert_eq(r.checkpoints[2].reserved, CCB_UNKNOWN);
+    cr_assert_eq(r.checkpoints[2].requested, 1024);
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
+Test(replay, greedy_keeps_its_arena_while_one_block_pins_it) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t, two_models, NULL, 0), 0);
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-greedy", &opts, &r), 0, "%s", r.why);
+    size_t arena = r.checkpoints[0].reserved;
+    cr_assert_eq(arena, (size_t)(0.9 * (double)((size_t)4 << 30)) / 512 * 512, "0.9 x 4 GiB up front");
+    cr_assert_eq(r.checkpoints[2].reserved, arena, "the 1 KiB scalar pins the one arena segment");
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+    /* the same without the scalar: the empty-cache event returns everything */
+    char text[1024];
+    snprintf(text, sizeof text, "%s", two_models);
+    char *line = strstr(text, "2,alloc,2,1024,0\n");
+    memmove(line, line + strlen("2,alloc,2,1024,0\n"), strlen(line + strlen("2,alloc,2,1024,0\n")) + 1);
+    cr_assert_eq(read_text(&t, text, NULL, 0), 0);
+    cr_assert_eq(ccb_replay(&t, "ccalloc-greedy", &opts, &r), 0, "%s", r.why);
+    cr_assert_eq(r.checkpoints[2].op, CCB_EMPTY_CACHE);
+    cr_assert_eq(r.checkpoints[2].reserved, 0);
+    cr_assert_eq(r.checkpoints[3].reserved, 0, "re-reserved only at the next allocation");
+    cr_assert_eq(r.upstream_allocs, 2, "the arena, and again for b after the empty-cache");
+    cr_assert_eq(r.checkpoints[4].reserved, 0, "a trim below the arena's size returns it whole");
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
+/* ---- the driver's cost ------------------------------------------------------------------- */
+
+Test(replay, times_with_the_driver_pay_each_upstream_call) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t, two_models, NULL, 0), 0);
+    ccb_replay_options o = opts;
+    o.alloc_latency_ns = 2000000; /* 2 ms: far above the bookkeeping */
+    o.free_latency_ns = 3000000;
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "device-malloc", &o, &r), 0, "%s", r.why);
+    cr_assert_eq(r.driver, CCB_DRIVER_MODEL);
+    /* 4 device allocs and 3 device frees during the trace (the scalar stays) */
+    cr_assert_geq(r.driver_total_ms, 4 * 2.0 + 3 * 3.0, "%f", r.driver_total_ms);
+    cr_assert_lt(r.total_ms, 4 * 2.0, "bookkeeping alone pays no latency: %f", r.total_ms);
+    ccb_result_free(&r);
+
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &o, &r), 0, "%s", r.why);
+    /* segments: large 30, small 2, medium 20 at first; the empty-cache frees
+     * 30 + 20; b's 8 MiB takes a new 20 MiB medium segment, the trim frees it */
+    cr_assert_eq(r.upstream_allocs, 4);
+    cr_assert_eq(r.upstream_frees, 3);
+    cr_assert_geq(r.driver_total_ms, 4 * 2.0 + 3 * 3.0, "%f", r.driver_total_ms);
+    ccb_result_free(&r);
+
+    cr_assert_eq(ccb_replay(&t, "malloc", &o, &r), 0, "%s", r.why);
+    cr_assert_eq(r.driver, CCB_DRIVER_NONE);
+    cr_assert(isnan(r.driver_total_ms), "the malloc floor has no driver");
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
+/* ---- the ideal arena --------------------------------------------------------------------- */
+
+/* Brute force: free extents in an array, scanned for best fit (ties: lowest
+ * address), merged on free, the tail returned to `top`. */
+static size_t ideal_brute(const ccb_trace *t) {
+    enum { MAXF = 4096 };
+    static uint64_t fo[MAXF], fl[MAXF];
+    size_t nf = 0;
+    uint64_t top = 0, peak = 0;
+    uint64_t *off = calloc(t->slots + 1, 8), *len = calloc(t->slots + 1, 8);
+    for (size_t i = 0; i < t->n; i++) {
+        const ccb_event *e = &t->ev[i];
+        if (e->op == CCB_ALLOC) {
+            uint64_t need = (e->size + 511) / 512 * 512;
+            len[e->slot] = need;
+            if (!need)
+                continue;
+            size_t best = nf;
+            for (size_t k = 0; k < nf; k++)
+                if (fl[k] >= need && (best == nf || fl[k] < fl[best] || (fl[k] == fl[best] && fo[k] < fo[best])))
+                    best = k;
+            if (best < nf) {
+                off[e->slot] = fo[best];
+                fo[best] += need;
+                fl[best] -= need;
+                if (!fl[best]) {
+                    fo[best] = fo[nf - 1];
+                    fl[best] = fl[nf - 1];
+                    nf--;
+                }
+            } else {
+                off[e->slot] = top;
+                top += need;
+                peak = top > peak ? top : peak;
+            }
+        } else if (e->op == CCB_FREE && len[e->slot]) {
+            uint64_t o = off[e->slot], l = len[e->slot];
+            for (int merged = 1; merged;) {
+                merged = 0;
+                for (size_t k = 0; k < nf; k++)
+                    if (fo[k] + fl[k] == o || o + l == fo[k]) {
+                        o = fo[k] < o ? fo[k] : o;
+                        l += fl[k];
+                        fo[k] = fo[nf - 1];
+                        fl[k] = fl[nf - 1];
+                        nf--;
+                        merged = 1;
+                        break;
+                    }
+            }
+            if (o + l == top)
+                top = o;
+            else {
+                cr_assert_lt(nf, MAXF);
+                fo[nf] = o;
+                fl[nf++] = l;
+            }
+        }
+    }
+    free(off);
+    free(len);
+    return (size_t)peak;
+}
+
+Test(ideal, exact_on_hand_made_traces) {
+    ccb_trace t;
+    /* 1000 -> 1024; the hole of a (1024) takes c (600 -> 1024): peak 1536 */
+    cr_assert_eq(read_text(&t, "seq,op,id,size,stream\n0,alloc,1,1000,0\n1,alloc,2,512,0\n2,free,1,1000,0\n"
+                               "3,alloc,3,600,0\n",
+                           NULL, 0),
+                 0);
+    cr_assert_eq(t.ideal_peak, 1536);
+    cr_assert_eq(t.peak_requested, 1512);
+    ccb_trace_free(&t);
+    /* a hole too small for c: c goes to the top (1024 + 1024 + 2048) */
+    cr_assert_eq(read_text(&t, "seq,op,id,size,stream\n0,alloc,1,1024,0\n1,alloc,2,1024,0\n2,free,1,1024,0\n"
+                               "3,alloc,3,2048,0\n",
+                           NULL, 0),
+                 0);
+    cr_assert_eq(t.ideal_peak, 4096);
+    ccb_trace_free(&t);
+    /* freed neighbours merge: a and b free make 2048, which c fits exactly */
+    cr_assert_eq(read_text(&t, "seq,op,id,size,stream\n0,alloc,1,1024,0\n1,alloc,2,1024,0\n2,alloc,4,512,0\n"
+                               "3,free,1,1024,0\n4,free,2,1024,0\n5,alloc,3,2048,0\n",
+                           NULL, 0),
+                 0);
+    cr_assert_eq(t.ideal_peak, 2560);
+    ccb_trace_free(&t);
+    /* best fit, not first fit: the 1024 hole serves 1024, the 4096 hole stays whole for 4096 */
+    cr_assert_eq(read_text(&t, "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,alloc,2,512,0\n2,alloc,3,1024,0\n"
+                               "3,alloc,4,512,0\n4,free,1,4096,0\n5,free,3,1024,0\n6,alloc,5,1024,0\n"
+                               "7,alloc,6,4096,0\n",
+                           NULL, 0),
+                 0);
+    cr_assert_eq(t.ideal_peak, 4096 + 512 + 1024 + 512);
+    ccb_trace_free(&t);
+}
+
+Test(ideal, agrees_with_a_brute_force_model_on_generated_traces) {
+    static const char *const gens[] = {"uniform", "lognormal", "mlp", "models", "adversarial"};
+    for (size_t g = 0; g < sizeof gens / sizeof gens[0]; g++)
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            ccb_gen_params p = {seed, 0.02};
+            ccb_trace t;
+            cr_assert_eq(ccb_generate(gens[g], &p, &t), 0);
+            size_t want = ideal_brute(&t);
+            cr_assert_eq(t.ideal_peak, want, "%s seed %llu: %zu vs brute force %zu", gens[g],
+                         (unsigned long long)seed, t.ideal_peak, want);
+            cr_assert_geq(t.ideal_peak, t.peak_rounded, "never below the rounded lower bound");
+            ccb_trace_free(&t);
+        }
+}
+
+/* ---- format v2 ---------------------------------------------------------------------------- */
+
+Test(format_v2, round_trips_every_op) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t, two_models, NULL, 0), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(ccb_trace_write(&t, f), 0);
+    fclose(f);
+    cr_assert_str_eq(buf, two_models);
+    free(buf);
+    ccb_trace_free(&t);
+}
+
+static void expect_error(const char *text, const char *needle) {
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, text, err, sizeof err), -1, "accepted: %s", text);
+    cr_assert(strstr(err, needle) != NULL, "error '%s' should mention '%s'", err, needle);
+    cr_assert_null(t.ev);
+    cr_assert_null(t.marks);
+}
+
+Test(format_v2, hostile_lines_are_refused_with_their_line) {
+    const char *v2 = "seq,op,id,size,stream,name\n";
+    char text[512];
+#define BAD(body, needle)                                                                                              \
+    do {                                                                                                               \
+        snprintf(text, sizeof text, "%s%s", v2, body);                                                                 \
+        expect_error(text, needle);                                                                                    \
+    } while (0)
+    BAD("0,alloc,,1,4096\n", "line 2: bad number");         /* an empty field is not skipped */
+    BAD("0,alloc,1,4096,\n", "line 2: bad number");
+    BAD("0,alloc,1,4096,0,\n", "line 2: expected 5 fields"); /* a name on an alloc */
+    BAD("0,mark,0,0,0\n", "line 2: expected 6 fields");
+    BAD("0,mark,0,0,0,\n", "line 2: mark name");
+    BAD("0,mark,0,0,0,a\"b\n", "line 2: mark name");
+    BAD("0,mark,0,0,0,x,y\n", "line 2: expected 6 fields");
+    BAD("0,mark,0,0,0,aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", "mark name"); /* 64 */
+    BAD("0,mark,1,0,0,x\n", "line 2: mark takes id 0, stream 0 and size 0");
+    BAD("0,empty_cache,0,5,0\n", "line 2: empty_cache takes id 0, stream 0 and size 0");
+    BAD("0,trim,0,5,1\n", "line 2: trim takes id 0, stream 0");
+    BAD("0,alloc,1, 4096,0\n", "bad number");
+    BAD("0,alloc,1,+4096,0\n", "bad number");
+    BAD("0,alloc,1,0x10,0\n", "bad number");
+    BAD("0,alloc,1,1152921504606846977,0\n", "bad number"); /* 2^60 + 1 */
+    BAD("0,alloc,1,4096,0\n1,free,1,4096,3\n", "line 3: free of id 1 with size 4096"); /* wrong stream */
+    /* v1 sections hold alloc and free only */
+    expect_error("seq,op,id,size,stream\n0,empty_cache,0,0,0\n", "(a v1 section)");
+    expect_error("seq,op,id,size,stream\n0,mark,0,0,0,x\n", "(a v1 section)");
+    expect_error("0,alloc,1,4096,0\n", "line 1: an event before the column header");
+#undef BAD
+}
+
+Test(format_v2, running_sums_that_would_overflow_are_refused) {
+    /* 16 live blocks of 2^60 bytes: 2^64 does not fit */
+    char text[2048] = "seq,op,id,size,stream,name\n";
+    for (int i = 0; i < 16; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "%d,alloc,%d,1152921504606846976,0\n", i, i + 1);
+        strcat(text, line);
+    }
+    expect_error(text, "live bytes overflow");
+}
+
+Test(format_v2, a_mark_name_is_checked_when_built_too) {
+    ccb_trace t;
+    ccb_trace_init(&t, "m");
+    cr_assert_eq(ccb_trace_mark(&t, "load:resnet50 (batch 16)"), 0);
+    cr_assert_eq(ccb_trace_mark(&t, "a,b"), -1);
+    cr_assert_eq(ccb_trace_mark(&t, ""), -1);
+    cr_assert_eq(ccb_trace_mark(&t, "tab\there"), -1);
+    cr_assert_eq(ccb_trace_mark(&t, "\xc3\xa9"), -1, "ASCII only");
+    cr_assert_eq(t.nmarks, 1);
+    cr_assert_eq(t.n, 1);
+    ccb_trace_free(&t);
+}
+
+Test(format_v2, gzip_files_read_like_plain_ones) {
+    char plain[] = "/tmp/ccb_plain_XXXXXX", gz[] = "/tmp/ccb_gz_XXXXXX";
+    int fd = mkstemp(plain);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, two_models, strlen(two_models)), (ssize_t)strlen(two_models));
+    close(fd);
+    fd = mkstemp(gz);
+    cr_assert(fd >= 0);
+    gzFile g = gzdopen(fd, "wb");
+    cr_assert_not_null(g);
+    cr_assert_eq(gzwrite(g, two_models, (unsigned)strlen(two_models)), (int)strlen(two_models));
+    cr_assert_eq(gzclose(g), Z_OK);
+    ccb_trace a, b;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load(&a, plain, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ccb_trace_load(&b, gz, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(a.n, b.n);
+    cr_assert_eq(memcmp(a.ev, b.ev, a.n * sizeof *a.ev), 0);
+    cr_assert_eq(a.nmarks, b.nmarks);
+    cr_assert_eq(memcmp(a.marks, b.marks, a.nmarks * sizeof *a.marks), 0);
+    ccb_trace_free(&a);
+    ccb_trace_free(&b);
+    /* a truncated gzip stream is an error, not a shorter trace */
+    FILE *f = fopen(gz, "r+");
+    cr_assert_not_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    cr_assert_eq(ftruncate(fileno(f), n - 12), 0);
+    fclose(f);
+    cr_assert_eq(ccb_trace_load(&b, gz, err, sizeof err), -1);
+    cr_assert(strstr(err, gz), "%s", err);
+    cr_assert_eq(ccb_trace_load(&b, "/nonexistent/trace.csv.gz", err, sizeof err), -1);
+    cr_assert(strstr(err, "cannot open"), "%s", err);
+    unlink(plain);
+    unlink(gz);
+}

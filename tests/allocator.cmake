@@ -10,3 +10,6 @@ target_link_libraries(test_stats PRIVATE PkgConfig::CJSON)
 
 # Skips with a reason where cca_upstream_cuda_create reports no device.
 cca_add_test(NAME test_cuda_upstream SOURCES test_cuda_upstream.c alloc_test_util.c LIBS ccalloc_static LABEL gpu)
+
+# The simulated device (upstream_host.c) held to its contract: placement, rounding, refusals, page release, latency.
+cca_add_test(NAME test_upstream_host SOURCES test_upstream_host.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)

@@ -16,11 +16,16 @@
  *     free[0..n): {off, len}, off strictly increasing, no two touching
  * (touching extents are merged on free). An alloc takes the lowest extent
  * that fits, from its start; a free inserts its extent and merges it with its
- * neighbours. Sizes are rounded up to the host page (the unit mprotect works
+ * neighbours. A second sorted array holds the live allocations {off, size as
+ * asked}: a free must name exactly one of them (pointer and size), as
+ * cudaFree takes exactly what cudaMalloc gave; anything else (a double free,
+ * another size, an interior pointer) is refused and changes nothing. Sizes are rounded up to the host page (the unit mprotect works
  * in), as a GPU rounds cudaMalloc to its own page (2 MiB on current NVIDIA
- * GPUs): capacity and mem_info count rounded bytes. Cost: O(n) per alloc and
- * O(log n + n) per free (binary search, memmove), n = free extents <= live
- * allocations + 1; upstream calls are rare by design.
+ * GPUs): capacity and mem_info count rounded bytes, so a capacity that is not
+ * a page multiple cannot be allocated whole, and one under a page not at
+ * all. Cost: O(n) per alloc and O(log n + n) per free (binary searches,
+ * memmove), n = live allocations (free extents <= n + 1); upstream calls are
+ * rare by design.
  *
  * Pages live only while allocated. Alloc makes its pages accessible
  * (mprotect PROT_READ|PROT_WRITE; the kernel then hands out zero pages on
@@ -61,6 +66,8 @@ typedef struct host_device {
     size_t range;
     extent *free; /* sorted by off, never touching                         */
     size_t nfree, capfree;
+    extent *live; /* sorted by off; len = the size the alloc was asked for  */
+    size_t nlive, caplive;
     uint64_t alloc_latency_ns, free_latency_ns;
 } host_device;
 
@@ -89,6 +96,32 @@ static size_t first_after(const host_device *d, size_t x) {
     return lo;
 }
 
+/* Index of the first live allocation with off >= x. */
+static size_t live_at_or_after(const host_device *d, size_t x) {
+    size_t lo = 0, hi = d->nlive;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->live[mid].off >= x)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Room for one more entry in an array; false on host OOM. */
+static bool reserve_one(extent **a, size_t n, size_t *cap) {
+    if (n < *cap)
+        return true;
+    size_t c = *cap ? *cap * 2 : 64;
+    extent *x = realloc(*a, c * sizeof *x);
+    if (!x)
+        return false;
+    *a = x;
+    *cap = c;
+    return true;
+}
+
 static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
     host_device *d = ctx;
     spin_ns(d->alloc_latency_ns);
@@ -108,11 +141,19 @@ static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
                          free_now, d->capacity, len <= free_now && len ? " (address space fragmented)" : "");
     }
     char *p = d->base + d->free[i].off;
+    if (!reserve_one(&d->live, d->nlive, &d->caplive)) {
+        pthread_mutex_unlock(&d->lock);
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: host malloc failed recording an allocation");
+    }
     if (mprotect(p, len, PROT_READ | PROT_WRITE) != 0) {
         int e = errno;
         pthread_mutex_unlock(&d->lock);
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: mprotect of %zu bytes failed: %s", len, strerror(e));
     }
+    size_t off = d->free[i].off, k = live_at_or_after(d, off);
+    memmove(&d->live[k + 1], &d->live[k], (d->nlive - k) * sizeof *d->live);
+    d->live[k] = (extent){off, size};
+    d->nlive++;
     d->free[i].off += len;
     d->free[i].len -= len;
     if (d->free[i].len == 0) {
@@ -131,28 +172,21 @@ static cca_status host_free(void *ctx, void *ptr, size_t size) {
     char *p = ptr;
     size_t len = size > SIZE_MAX - (d->page - 1) ? 0 : (size + d->page - 1) & ~(d->page - 1);
     pthread_mutex_lock(&d->lock);
-    /* Refuse anything that is not a whole allocated extent of this device:
-     * outside the range, unaligned, or overlapping a free extent (a double
-     * free, a wrong size). Such a free changes nothing. */
-    size_t off = (size_t)(p - d->base);
-    bool inside = p >= d->base && off < d->range && len && len <= d->range - off && off % d->page == 0;
-    size_t i = inside ? first_after(d, off) : 0; /* free[i-1].off <= off < free[i].off */
-    bool overlaps = inside && ((i > 0 && d->free[i - 1].off + d->free[i - 1].len > off) ||
-                               (i < d->nfree && d->free[i].off < off + len));
-    if (!inside || overlaps || len > d->used) {
+    /* Refuse anything that is not exactly a live allocation of this device
+     * (pointer and size): such a free changes nothing. */
+    uintptr_t at = (uintptr_t)p, base = (uintptr_t)d->base;
+    bool inside = at >= base && at - base < d->range;
+    size_t off = inside ? (size_t)(at - base) : 0;
+    size_t k = inside ? live_at_or_after(d, off) : d->nlive;
+    if (k == d->nlive || d->live[k].off != off || d->live[k].len != size || !len) {
         pthread_mutex_unlock(&d->lock);
         return ccai_fail(CCA_ERR_UPSTREAM, "host device: free of %p (%zu bytes) is not an allocation of this device",
                          ptr, size);
     }
-    if (d->nfree == d->capfree) {
-        size_t cap = d->capfree ? d->capfree * 2 : 64;
-        extent *f = realloc(d->free, cap * sizeof *f);
-        if (!f) {
-            pthread_mutex_unlock(&d->lock);
-            return ccai_fail(CCA_ERR_UPSTREAM, "host device: host malloc failed recording a free");
-        }
-        d->free = f;
-        d->capfree = cap;
+    size_t i = first_after(d, off); /* free[i-1].off <= off < free[i].off */
+    if (!reserve_one(&d->free, d->nfree, &d->capfree)) {
+        pthread_mutex_unlock(&d->lock);
+        return ccai_fail(CCA_ERR_UPSTREAM, "host device: host malloc failed recording a free");
     }
     /* Fresh inaccessible pages over the extent: the old ones go back to the
      * OS now, and a later touch faults. */
@@ -177,6 +211,8 @@ static cca_status host_free(void *ctx, void *ptr, size_t size) {
         d->free[i] = (extent){off, len};
         d->nfree++;
     }
+    memmove(&d->live[k], &d->live[k + 1], (d->nlive - k - 1) * sizeof *d->live);
+    d->nlive--;
     d->used -= len;
     pthread_mutex_unlock(&d->lock);
     return CCA_OK;
@@ -214,6 +250,7 @@ static void host_destroy(void *ctx) {
     if (d->base)
         munmap(d->base, d->range);
     free(d->free);
+    free(d->live);
     pthread_mutex_destroy(&d->lock);
     free(d);
 }

@@ -230,6 +230,15 @@ extern const ccb_strategy_ops ccb_strategy_ccalloc_cuda;
 extern const ccb_strategy_ops ccb_strategy_cuda_malloc;
 extern const ccb_strategy_ops ccb_strategy_cuda_async;
 extern const ccb_strategy_ops ccb_strategy_cub;
+/* The driver's real cost on a GPU: cudaMalloc and cudaFree of `size` bytes
+ * timed alone, `reps` pairs (`ccbench driver`). 0 ok, 1 skipped (no GPU: why
+ * says so), -1 error. */
+typedef struct ccb_driver_row {
+    size_t size;
+    int reps;
+    double alloc_median_us, alloc_p99_us, free_median_us, free_p99_us;
+} ccb_driver_row;
+int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, size_t whylen);
 /* "ok" or why GPU strategies cannot run here. */
 const char *ccb_gpu_unavailable_reason(void);
 /* Shared by the ccalloc strategies: create the allocator over upstream u
@@ -302,7 +311,8 @@ typedef struct ccb_replay_options {
     /* driver cost charged in the "with driver" passes of host strategies;
      * both 0: no such pass (driver_total_ms NAN) */
     uint64_t alloc_latency_ns, free_latency_ns;
-    int driver_reps; /* passes with the driver's cost (0: reps) */
+    int driver_reps;     /* passes with the driver's cost (0: reps) */
+    int ignore_releases; /* replay as if the program never released (marks still reported) */
 } ccb_replay_options;
 
 /* Replay trace t through the strategy: one untimed OBSERVE pass (pattern
@@ -332,6 +342,13 @@ void ccb_format_bytes(size_t b, char *buf, size_t len);
 void ccb_csv_field(FILE *f, const char *s);
 void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);
+/* One trace's checkpoints (marks, release events): a row each, reserved per
+ * strategy (r = that trace's nspecs results). CSV: one row per strategy and
+ * checkpoint, header when asked. */
+void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs);
+void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs, int header);
+/* The traces: events, lower bound, ideal arena, marks, release events. */
+void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n);
 int ccb_write_timeline_csv(const char *path, const ccb_result *r);
 /* Write the machine description (uname -a, CPU model, date) as markdown. */
 void ccb_write_machine_md(FILE *f);

@@ -54,6 +54,8 @@ typedef struct options {
     size_t device_bytes;
     uint64_t alloc_latency_ns, free_latency_ns;
     int driver_reps;
+    int reps_given;
+    int ignore_releases;
     size_t pairs;
     size_t lives[8];
     size_t nlives;
@@ -76,6 +78,8 @@ static void usage(FILE *f) {
             "  ccbench micro [-s STRATEGY]... [--live N,N,..] [--pairs N] [--out DIR]\n"
             "                                        cost of a cached alloc+free pair with N blocks live\n"
             "  ccbench switch [--help]               model switching: in-process release vs a process per model\n"
+            "  ccbench driver [--reps N] [--out DIR] the GPU driver's real cudaMalloc/cudaFree cost by size\n"
+            "                                        (the figures the simulated device's latencies model)\n"
             "  ccbench --list                        strategies and generators\n"
             "\n"
             "TRACE: a CSV file (seq,op,id,size,stream; written by CCALLOC_TRACE=path or `ccbench gen`)\n"
@@ -92,6 +96,8 @@ static void usage(FILE *f) {
             "  --upstream-latency A[,F]  the driver's cost per device alloc [and free] in the \"with driver\"\n"
             "                       passes: a duration with ns/us/ms (default 35us,35us; 0: no such pass)\n"
             "  --driver-reps N      timed passes with the driver's cost (default: --reps; 1 with --quick)\n"
+            "  --no-release-events  replay as if the program never emptied or trimmed its cache (the trace's\n"
+            "                       empty_cache and trim events are reported at their checkpoints, not applied)\n"
             "  --pairs N            micro: timed pairs per cell (default 200000)\n"
             "  --live N,N,...       micro: live block counts (default 10,1000,10000)\n"
             "  --scripts DIR        gnuplot scripts (default %s)\n"
@@ -190,6 +196,7 @@ static int parse_options(int argc, char **argv, int first, options *o) {
             if (parse_uint(next, 1, 1000, &v))
                 BAD_VALUE("a count in 1..1000");
             o->reps = (int)v;
+            o->reps_given = 1;
         } else if (!strcmp(a, "--device-bytes")) {
             NEED_ARG();
             if (parse_size(next, &o->device_bytes) || !o->device_bytes) {
@@ -208,6 +215,8 @@ static int parse_options(int argc, char **argv, int first, options *o) {
             if (parse_duration_ns(buf, &o->alloc_latency_ns) ||
                 parse_duration_ns(comma ? comma + 1 : buf, &o->free_latency_ns))
                 BAD_VALUE("a duration (ns, us, ms; at most 1 s) or two separated by a comma");
+        } else if (!strcmp(a, "--no-release-events")) {
+            o->ignore_releases = 1;
         } else if (!strcmp(a, "--driver-reps")) {
             NEED_ARG();
             if (parse_uint(next, 1, 1000, &v))
@@ -312,30 +321,27 @@ static int cmd_gen(const options *o) {
     return rc ? 1 : 0;
 }
 
-static void print_info(FILE *f, const ccb_trace *t) {
-    char pr[32], pg[32], fr[32], mx[32];
-    ccb_format_bytes(t->peak_requested, pr, sizeof pr);
-    ccb_format_bytes(t->peak_rounded, pg, sizeof pg);
-    ccb_format_bytes(t->final_requested, fr, sizeof fr);
-    ccb_format_bytes(t->max_size, mx, sizeof mx);
-    fprintf(f, "| %s | %zu | %llu | %llu | %s | %s | %zu | %s | %zu | %s | %u |\n", t->name, t->n,
-            (unsigned long long)t->allocs, (unsigned long long)t->frees, pr, pg, t->peak_live, mx, t->final_live, fr,
-            t->streams);
-}
-
-static void info_header(FILE *f) {
-    fprintf(f,
-            "| trace | events | allocs | frees | peak requested | peak rounded (512 B) | peak live blocks | "
-            "largest | live at end | bytes live at end | streams |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
-}
-
 static int cmd_info(const options *o) {
-    info_header(stdout);
     for (size_t i = 0; i < o->ntraces; i++) {
         ccb_trace t;
         if (load_trace(o->traces[i], o, &t))
             return 2;
-        print_info(stdout, &t);
+        if (i == 0)
+            ccb_write_traces_md(stdout, &t, 1);
+        else { /* the rows alone: one table */
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *m = open_memstream(&buf, &len);
+            if (m) {
+                ccb_write_traces_md(m, &t, 1);
+                fclose(m);
+                const char *row = buf;
+                for (int k = 0; k < 2 && row; k++) /* skip the header and its rule */
+                    row = strchr(row, '\n') ? strchr(row, '\n') + 1 : NULL;
+                fputs(row ? row : "", stdout);
+                free(buf);
+            }
+        }
         ccb_trace_free(&t);
     }
     return 0;
@@ -438,7 +444,8 @@ static int run_replays(options *o, ccb_trace *traces, size_t ntraces, ccb_result
     ccb_result *r = calloc(ntraces * o->nspecs, sizeof *r);
     if (!r)
         return -1;
-    ccb_replay_options ro = {o->device_bytes, o->reps, 600, o->alloc_latency_ns, o->free_latency_ns, o->driver_reps};
+    ccb_replay_options ro = {o->device_bytes,    o->reps,        600, o->alloc_latency_ns, o->free_latency_ns,
+                             o->driver_reps, o->ignore_releases};
     int failed = 0;
     for (size_t t = 0; t < ntraces; t++) {
         for (size_t s = 0; s < o->nspecs; s++) {
@@ -472,14 +479,54 @@ static void write_replay_outputs(const options *o, ccb_trace *traces, size_t ntr
         fclose(f);
     }
     if ((f = open_out(o->out, "traces.md"))) {
-        info_header(f);
+        ccb_write_traces_md(f, traces, ntraces);
+        fclose(f);
+    }
+    if ((f = open_out(o->out, "checkpoints.csv"))) {
         for (size_t t = 0; t < ntraces; t++)
-            print_info(f, &traces[t]);
+            ccb_write_checkpoints_csv(f, &traces[t], &r[t * o->nspecs], o->nspecs, t == 0);
         fclose(f);
     }
     for (size_t t = 0; t < ntraces; t++)
         plot_trace(o, &r[t * o->nspecs], o->nspecs);
     plot_ratios(o, r, n, ntraces, o->nspecs);
+}
+
+/* What README.md says about replays, for `replay --out` and `--all` alike:
+ * the traces with their lower bound and ideal arena, the strategies x traces
+ * table, and each trace's phases and release events. */
+static void write_replay_readme(const options *o, FILE *readme, const ccb_trace *traces, size_t nt,
+                                const ccb_result *r) {
+    fprintf(readme, "\n## Traces\n\n");
+    ccb_write_traces_md(readme, traces, nt);
+    fprintf(readme,
+            "\nLower bound: the peak of live requested bytes. Ideal arena: one contiguous best-fit arena with "
+            "immediate coalescing, sizes rounded to 512 B (computed by ccbench).\n");
+    fprintf(readme, "\n## Strategies x traces\n\n");
+    fprintf(readme,
+            "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
+            "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
+            "per device free (the driver's cost; \"(real)\": a GPU strategy, whose times already include its "
+            "driver). × lower bound and × ideal arena: peak reserved over each.\n\n",
+            (double)o->alloc_latency_ns / 1e3, (double)o->free_latency_ns / 1e3);
+    ccb_write_results_md(readme, r, nt * o->nspecs);
+    int any = 0;
+    for (size_t t = 0; t < nt; t++) {
+        if (!traces[t].nmarks && !traces[t].releases)
+            continue;
+        if (!any++)
+            fprintf(readme, "\n## Phases and release events\n\nReserved bytes at each mark of a trace and right "
+                            "after each of its release events (every strategy applies its own release call).\n");
+        fprintf(readme, "\n### %s\n\n", traces[t].name);
+        ccb_write_checkpoints_md(readme, &traces[t], &r[t * o->nspecs], o->nspecs);
+    }
+    fprintf(readme, "\nPlots: ");
+    for (size_t t = 0; t < nt; t++) {
+        char tr[64];
+        safe_name(traces[t].name, tr, sizeof tr);
+        fprintf(readme, "[%s](timeline_%s.png) · ", tr, tr);
+    }
+    fprintf(readme, "[ratios](ratios.png). CSV: results.csv, checkpoints.csv, timeline/*.csv.\n");
 }
 
 static int cmd_replay(options *o) {
@@ -504,6 +551,15 @@ static int cmd_replay(options *o) {
     if (o->out) {
         mkdir_p(o->out);
         write_replay_outputs(o, traces, o->ntraces, r);
+        FILE *readme = open_out(o->out, "README.md");
+        if (readme) {
+            fprintf(readme, "# ccbench replay\n\n");
+            ccb_write_machine_md(readme);
+            fprintf(readme, "- command: `%s`\n- simulated device: %zu bytes of host memory\n", command_line,
+                    o->device_bytes);
+            write_replay_readme(o, readme, traces, o->ntraces, r);
+            fclose(readme);
+        }
     }
     for (size_t i = 0; i < o->ntraces * o->nspecs; i++)
         ccb_result_free(&r[i]);
@@ -512,6 +568,56 @@ static int cmd_replay(options *o) {
     free(r);
     free(traces);
     return rc ? 1 : 0;
+}
+
+/* ---- the driver's real costs (GPU) ----------------------------------------------- */
+
+static int cmd_driver(options *o) {
+    static const size_t sizes[] = {(size_t)2 << 20, (size_t)20 << 20, (size_t)64 << 20, (size_t)256 << 20,
+                                   (size_t)1 << 30};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    int reps = o->reps_given ? o->reps : 50;
+    ccb_driver_row rows[N];
+    char why[256] = "";
+    for (size_t i = 0; i < N; i++) {
+        int rc = ccb_driver_measure(sizes[i], reps, &rows[i], why, sizeof why);
+        if (rc == 1) {
+            printf("skipped: %s\n", why);
+            return 0;
+        }
+        if (rc != 0) {
+            fprintf(stderr, "ccbench driver: %s\n", why);
+            return 1;
+        }
+    }
+    FILE *csv = NULL, *md = stdout;
+    if (o->out) {
+        mkdir_p(o->out);
+        csv = open_out(o->out, "driver.csv");
+        md = open_out(o->out, "driver.md");
+        if (!md)
+            md = stdout;
+    }
+    fprintf(md, "cudaMalloc / cudaFree timed alone, device idle, %d pairs per size; GPU: %s\n\n", reps,
+            ccb_gpu_unavailable_reason());
+    fprintf(md, "| size | cudaMalloc median µs | p99 | cudaFree median µs | p99 | pair median µs |\n"
+                "|--:|--:|--:|--:|--:|--:|\n");
+    if (csv)
+        fprintf(csv, "size,reps,alloc_median_us,alloc_p99_us,free_median_us,free_p99_us\n");
+    for (size_t i = 0; i < N; i++) {
+        char b[32];
+        ccb_format_bytes(rows[i].size, b, sizeof b);
+        fprintf(md, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", b, rows[i].alloc_median_us, rows[i].alloc_p99_us,
+                rows[i].free_median_us, rows[i].free_p99_us, rows[i].alloc_median_us + rows[i].free_median_us);
+        if (csv)
+            fprintf(csv, "%zu,%d,%.3f,%.3f,%.3f,%.3f\n", rows[i].size, rows[i].reps, rows[i].alloc_median_us,
+                    rows[i].alloc_p99_us, rows[i].free_median_us, rows[i].free_p99_us);
+    }
+    if (csv)
+        fclose(csv);
+    if (md != stdout)
+        fclose(md);
+    return 0;
 }
 
 /* ---- micro --------------------------------------------------------------------- */
@@ -587,13 +693,13 @@ static int cmd_all(options *o) {
     }
     char tdir[1024];
     snprintf(tdir, sizeof tdir, "%s/../traces", ccb_default_script_dir());
-    DIR *d = o->quick ? NULL : opendir(tdir);
+    DIR *d = opendir(tdir); /* real traces are replayed by --quick too, at their size */
     if (d) {
         struct dirent *e;
         char *names[MAX_TRACES];
         size_t nn = 0;
         while ((e = readdir(d)) && nn < MAX_TRACES)
-            if (has_suffix(e->d_name, ".csv"))
+            if (has_suffix(e->d_name, ".csv") || has_suffix(e->d_name, ".csv.gz"))
                 names[nn++] = strdup(e->d_name);
         closedir(d);
         for (size_t i = 0; i < nn; i++) { /* stable order */
@@ -627,22 +733,10 @@ static int cmd_all(options *o) {
     size_t saved_nspecs = o->nspecs;
     rc |= run_micro(o, readme);
     o->nspecs = saved_nspecs;
-    fprintf(readme, "\n## Traces\n\n");
-    info_header(readme);
-    for (size_t i = 0; i < nt; i++)
-        print_info(readme, &traces[i]);
     ccb_result *r;
     rc |= run_replays(o, traces, nt, &r);
     write_replay_outputs(o, traces, nt, r);
-    fprintf(readme, "\n## Strategies x traces (ccalloc and malloc on the host; ccalloc on the simulated device)\n\n");
-    ccb_write_results_md(readme, r, nt * o->nspecs);
-    fprintf(readme, "\nPlots: ");
-    for (size_t t = 0; t < nt; t++) {
-        char tr[64];
-        safe_name(traces[t].name, tr, sizeof tr);
-        fprintf(readme, "[%s](timeline_%s.png) · ", tr, tr);
-    }
-    fprintf(readme, "[ratios](ratios.png). CSV: results.csv, micro.csv, timeline/*.csv.\n");
+    write_replay_readme(o, readme, traces, nt, r);
     if (!o->quick) { /* model switching through ccrun (skipped when ccrun is not built) */
         fprintf(readme, "\n## Model switching: in-process release vs a process per model\n\n");
         fflush(readme);
@@ -719,6 +813,8 @@ int main(int argc, char **argv) {
         return cmd_gen(&o);
     if (!strcmp(cmd, "info"))
         return cmd_info(&o);
+    if (!strcmp(cmd, "driver"))
+        return cmd_driver(&o);
     if (!strcmp(cmd, "replay"))
         return cmd_replay(&o);
     if (!strcmp(cmd, "micro"))

@@ -167,9 +167,9 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
             }
             ptr[e->slot] = NULL;
         } else {
-            if (e->op == CCB_EMPTY_CACHE)
+            if (e->op == CCB_EMPTY_CACHE && !o->ignore_releases)
                 ops->empty_cache(&s);
-            else if (e->op == CCB_TRIM)
+            else if (e->op == CCB_TRIM && !o->ignore_releases)
                 ops->trim(&s, e->size > SIZE_MAX ? SIZE_MAX : (size_t)e->size);
             ops->sample(&s, &m);
             ccb_checkpoint *c = &r->checkpoints[r->checkpoints_n++];
@@ -278,7 +278,7 @@ static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *co
                 ops->release(&s, ptr[e->slot], e->size, e->stream);
                 t1 = ccb_now_ns();
                 ptr[e->slot] = NULL;
-            } else if (e->op == CCB_EMPTY_CACHE || e->op == CCB_TRIM) {
+            } else if ((e->op == CCB_EMPTY_CACHE || e->op == CCB_TRIM) && !o->ignore_releases) {
                 per_op = 0;
                 t0 = ccb_now_ns();
                 if (e->op == CCB_EMPTY_CACHE)

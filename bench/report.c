@@ -47,35 +47,129 @@ static void fmt_calls(uint64_t a, uint64_t f, char *buf, size_t len) {
         snprintf(buf, len, "%llu+%llu", (unsigned long long)a, (unsigned long long)f);
 }
 
+static const char *driver_label(const ccb_result *x) {
+    return x->driver == CCB_DRIVER_REAL ? " (real)" : "";
+}
+
 void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
-    fprintf(f, "| trace | strategy | median ns/op | p99 ns/op | total ms | peak allocated | peak reserved | "
-               "reserved/allocated | frag. at peak | upstream allocs+frees | OOMs | reserved after trace | "
-               "after empty-cache | device free before → after |\n");
-    fprintf(f, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    fprintf(f, "| trace | strategy | median ns/op | p99 ns/op | total ms | total ms with driver | peak reserved | "
+               "× lower bound | × ideal arena | frag. at peak | upstream allocs+frees | OOMs | reserved after trace | "
+               "after empty-cache (leftovers live) | device free before → after |\n");
+    fprintf(f, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
         if (x->skipped || isnan(x->median_ns)) {
-            fprintf(f, "| %s | %s | %s: %s | | | | | | | | | | | |\n", x->trace, x->strategy,
+            fprintf(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", x->trace, x->strategy,
                     x->skipped ? "skipped" : "failed", x->why);
             continue;
         }
-        char med[32], p99[32], tot[32], pa[32], pr[32], ratio[32], frag[32], calls[48], rat[32], rae[32], dfb[32],
-            dfa[32];
+        char med[32], p99[32], tot[32], drv[48], pr[32], rlb[32], rid[32], frag[32], calls[48], rat[32], rae[32],
+            dfb[32], dfa[32];
         fmt_num(x->median_ns, "%.0f", med, sizeof med);
         fmt_num(x->p99_ns, "%.0f", p99, sizeof p99);
         fmt_num(x->total_ms, "%.2f", tot, sizeof tot);
-        ccb_format_bytes(x->peak_allocated, pa, sizeof pa);
+        fmt_num(x->driver_total_ms, "%.2f", drv, sizeof drv);
+        if (!isnan(x->driver_total_ms))
+            strncat(drv, driver_label(x), sizeof drv - strlen(drv) - 1);
         ccb_format_bytes(x->peak_reserved, pr, sizeof pr);
-        fmt_num(x->ratio, "%.2f", ratio, sizeof ratio);
+        fmt_num(x->ratio_requested, "%.3f", rlb, sizeof rlb);
+        fmt_num(x->ratio_ideal, "%.3f", rid, sizeof rid);
         fmt_num(x->frag_at_peak, "%.3f", frag, sizeof frag);
         fmt_calls(x->upstream_allocs, x->upstream_frees, calls, sizeof calls);
         ccb_format_bytes(x->reserved_after_trace, rat, sizeof rat);
         ccb_format_bytes(x->reserved_after_empty, rae, sizeof rae);
         ccb_format_bytes(x->device_free_before, dfb, sizeof dfb);
         ccb_format_bytes(x->device_free_after, dfa, sizeof dfa);
-        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n", x->trace,
-                x->strategy, med, p99, tot, pa, pr, ratio, frag, calls, (unsigned long long)x->ooms, rat, rae, dfb,
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n", x->trace,
+                x->strategy, med, p99, tot, drv, pr, rlb, rid, frag, calls, (unsigned long long)x->ooms, rat, rae, dfb,
                 dfa);
+    }
+}
+
+/* "load:resnet50", "empty_cache", "trim 1.00 MiB" */
+static void checkpoint_label(const ccb_trace *t, const ccb_checkpoint *c, char *buf, size_t len) {
+    if (c->op == CCB_MARK)
+        snprintf(buf, len, "%s", c->mark < t->nmarks ? t->marks[c->mark] : "?");
+    else if (c->op == CCB_TRIM) {
+        char k[32];
+        ccb_format_bytes(c->keep > SIZE_MAX - 1 ? SIZE_MAX - 1 : (size_t)c->keep, k, sizeof k);
+        snprintf(buf, len, "**trim to %s**", k);
+    } else
+        snprintf(buf, len, "**empty_cache**");
+}
+
+void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
+    const ccb_result *ref = NULL; /* the first strategy that ran: the checkpoints are the trace's */
+    for (size_t s = 0; s < nspecs && !ref; s++)
+        if (!r[s].skipped && r[s].checkpoints_n)
+            ref = &r[s];
+    if (!ref)
+        return;
+    fprintf(f, "| event | checkpoint | live requested |");
+    size_t cols = 0;
+    for (size_t s = 0; s < nspecs; s++)
+        if (!r[s].skipped && r[s].checkpoints_n == ref->checkpoints_n && r[s].peak_reserved != CCB_UNKNOWN) {
+            fprintf(f, " %s |", r[s].strategy);
+            cols++;
+        }
+    fprintf(f, "\n|--:|---|--:|");
+    for (size_t k = 0; k < cols; k++)
+        fprintf(f, "--:|");
+    fprintf(f, "\n");
+    for (size_t i = 0; i < ref->checkpoints_n; i++) {
+        const ccb_checkpoint *c = &ref->checkpoints[i];
+        char label[96], req[32];
+        checkpoint_label(t, c, label, sizeof label);
+        ccb_format_bytes(c->requested, req, sizeof req);
+        fprintf(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
+        for (size_t s = 0; s < nspecs; s++) {
+            if (r[s].skipped || r[s].checkpoints_n != ref->checkpoints_n || r[s].peak_reserved == CCB_UNKNOWN)
+                continue;
+            char res[32];
+            ccb_format_bytes(r[s].checkpoints[i].reserved, res, sizeof res);
+            fprintf(f, " %s |", res);
+        }
+        fprintf(f, "\n");
+    }
+}
+
+void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs, int header) {
+    if (header)
+        fprintf(f, "trace,strategy,event,op,name,keep,requested,allocated,reserved\n");
+    for (size_t s = 0; s < nspecs; s++) {
+        const ccb_result *x = &r[s];
+        for (size_t i = 0; i < x->checkpoints_n; i++) {
+            const ccb_checkpoint *c = &x->checkpoints[i];
+            ccb_csv_field(f, x->trace);
+            fputc(',', f);
+            ccb_csv_field(f, x->strategy);
+            fprintf(f, ",%llu,%s,", (unsigned long long)c->event, ccb_op_name(c->op));
+            ccb_csv_field(f, c->op == CCB_MARK && c->mark < t->nmarks ? t->marks[c->mark] : "");
+            fprintf(f, ",%llu,%zu,", (unsigned long long)c->keep, c->requested);
+            if (c->allocated != CCB_UNKNOWN)
+                fprintf(f, "%zu", c->allocated);
+            fputc(',', f);
+            if (c->reserved != CCB_UNKNOWN)
+                fprintf(f, "%zu", c->reserved);
+            fputc('\n', f);
+        }
+    }
+}
+
+void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
+    fprintf(f, "| trace | events | allocs | frees | lower bound (peak requested) | peak rounded (512 B) | ideal arena | "
+               "peak live blocks | largest | live at end | bytes live at end | streams | marks | release events |\n"
+               "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for (size_t i = 0; i < n; i++) {
+        char pr[32], pg[32], id[32], fr[32], mx[32];
+        ccb_format_bytes(t[i].peak_requested, pr, sizeof pr);
+        ccb_format_bytes(t[i].peak_rounded, pg, sizeof pg);
+        ccb_format_bytes(t[i].ideal_peak, id, sizeof id);
+        ccb_format_bytes(t[i].final_requested, fr, sizeof fr);
+        ccb_format_bytes(t[i].max_size, mx, sizeof mx);
+        fprintf(f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu |\n", t[i].name,
+                t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id, t[i].peak_live,
+                mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases);
     }
 }
 
@@ -121,8 +215,9 @@ void ccb_csv_field(FILE *f, const char *s) {
 
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
     fprintf(f, "trace,strategy,config,status,ops,allocs,frees,reps,median_ns,p99_ns,total_ms,timer_ns,"
-               "peak_requested,peak_allocated,peak_reserved,ratio,ratio_requested,frag_at_peak,upstream_allocs,"
-               "upstream_frees,ooms,reserved_after_trace,reserved_after_empty,device_free_before,"
+               "driver,driver_median_ns,driver_total_ms,lower_bound,ideal_peak,"
+               "peak_requested,peak_allocated,peak_reserved,ratio,ratio_requested,ratio_ideal,frag_at_peak,"
+               "upstream_allocs,upstream_frees,ooms,reserved_after_trace,reserved_after_empty,device_free_before,"
                "device_free_after,checked,why\n");
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
@@ -135,7 +230,7 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
         csv_text(f, x->config);
         fprintf(f, ",%s,", x->skipped ? "skipped" : ok ? "ok" : "failed");
         if (!ok) {
-            fprintf(f, "%s", ",,,,,,,,,,,,,,,,,,,,,,"); /* 22 empty fields: ops .. checked */
+            fprintf(f, "%s", ",,,,,,,,,,,,,,,,,,,,,,,,,,,,"); /* 28 empty fields: ops .. checked */
             csv_text(f, x->why);
             fputc('\n', f);
             continue;
@@ -146,11 +241,17 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
         csv_double(f, x->p99_ns, "%.1f");
         csv_double(f, x->total_ms, "%.3f");
         csv_double(f, x->timer_ns, "%.1f");
+        fprintf(f, "%s,", x->driver == CCB_DRIVER_REAL ? "real" : x->driver == CCB_DRIVER_MODEL ? "model" : "none");
+        csv_double(f, x->driver_median_ns, "%.1f");
+        csv_double(f, x->driver_total_ms, "%.3f");
+        csv_size(f, x->lower_bound);
+        csv_size(f, x->ideal_peak);
         csv_size(f, x->peak_requested);
         csv_size(f, x->peak_allocated);
         csv_size(f, x->peak_reserved);
         csv_double(f, x->ratio, "%.4f");
         csv_double(f, x->ratio_requested, "%.4f");
+        csv_double(f, x->ratio_ideal, "%.4f");
         csv_double(f, x->frag_at_peak, "%.4f");
         csv_u64(f, x->upstream_allocs);
         csv_u64(f, x->upstream_frees);

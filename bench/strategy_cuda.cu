@@ -497,3 +497,53 @@ extern "C" const ccb_strategy_ops ccb_strategy_cub = {
     cub_empty,  cub_device_free,
     cub_close,  0,
     cub_trim,   CCB_DRIVER_REAL};
+
+/* ---- the driver's real costs ------------------------------------------------------ */
+
+/* cudaMalloc and cudaFree of one size, timed alone, `reps` times each after
+ * one warm-up pair (context creation is not a per-call cost). cudaFree is
+ * timed with the device idle: what it costs with work queued is a device
+ * synchronization on top. Medians and p99 in microseconds. */
+extern "C" int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, size_t whylen) {
+    memset(row, 0, sizeof *row);
+    row->size = size;
+    if (need_gpu(why, whylen))
+        return 1;
+    double *ta = (double *)malloc((size_t)reps * sizeof *ta), *tf = (double *)malloc((size_t)reps * sizeof *tf);
+    if (!ta || !tf) {
+        free(ta);
+        free(tf);
+        snprintf(why, whylen, "out of host memory");
+        return -1;
+    }
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e == cudaSuccess)
+        e = cudaFree(p);
+    for (int i = 0; i < reps && e == cudaSuccess; i++) {
+        uint64_t t0 = ccb_now_ns();
+        e = cudaMalloc(&p, size);
+        uint64_t t1 = ccb_now_ns();
+        if (e != cudaSuccess)
+            break;
+        e = cudaFree(p);
+        uint64_t t2 = ccb_now_ns();
+        ta[i] = (double)(t1 - t0) / 1e3;
+        tf[i] = (double)(t2 - t1) / 1e3;
+    }
+    int rc = 0;
+    if (e != cudaSuccess) {
+        snprintf(why, whylen, "cudaMalloc/cudaFree of %zu bytes: %s", size, cudaGetErrorString(e));
+        cudaGetLastError();
+        rc = -1;
+    } else {
+        row->reps = reps;
+        row->alloc_median_us = ccb_quantile(ta, (size_t)reps, 0.5);
+        row->alloc_p99_us = ccb_quantile(ta, (size_t)reps, 0.99);
+        row->free_median_us = ccb_quantile(tf, (size_t)reps, 0.5);
+        row->free_p99_us = ccb_quantile(tf, (size_t)reps, 0.99);
+    }
+    free(ta);
+    free(tf);
+    return rc;
+}

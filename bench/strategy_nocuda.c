@@ -8,6 +8,8 @@
 
 #include "ccalloc.h"
 
+#include <string.h>
+
 const char *ccb_gpu_unavailable_reason(void) {
     return "built without CUDA";
 }
@@ -44,3 +46,11 @@ SKIPPED(ccb_strategy_cuda_async, "cuda-async",
         "cudaMallocAsync/cudaFreeAsync on the default pool; config release_threshold:N|max (not built)");
 SKIPPED(ccb_strategy_cub, "cub",
         "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached (not built)");
+
+int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, size_t whylen) {
+    (void)reps;
+    memset(row, 0, sizeof *row);
+    row->size = size;
+    snprintf(why, whylen, "no GPU (ccbench built without CUDA)");
+    return 1;
+}

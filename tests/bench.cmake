@@ -11,4 +11,14 @@ if(TARGET ccbench_core)
     COMMAND ccbench --all --quick --out ${CMAKE_CURRENT_BINARY_DIR}/ccbench-quick)
   set_tests_properties(ccbench_quick PROPERTIES LABELS cpu TIMEOUT 300
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
+  # bad driver-cost options are refused (exit 2), never taken as 0
+  foreach(bad "x" "2s" "2000000us" "5us," "-1us" "1ms,x")
+    string(MAKE_C_IDENTIFIER "${bad}" id)
+    add_test(NAME ccbench_bad_latency_${id} COMMAND ccbench replay --upstream-latency ${bad} gen:uniform)
+    set_tests_properties(ccbench_bad_latency_${id} PROPERTIES LABELS cpu WILL_FAIL TRUE)
+  endforeach()
+  # the driver's real costs: measured on a GPU, a labelled skip without one
+  add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
+  set_tests_properties(ccbench_driver PROPERTIES LABELS cpu
+    PASS_REGULAR_EXPRESSION "^skipped: no GPU|cudaMalloc median")
 endif()

@@ -103,6 +103,8 @@ check "--timeline rows stay one line each when a file name holds a carriage retu
     "'$CCRUN' --device host --timeline '$TMP/tcr.csv' '$CR' >/dev/null && test \$(LC_ALL=C tr -cd '\\r' <'$TMP/tcr.csv' | wc -c) -eq 0"
 check "--demo on a huge simulated device builds specs within the grammar (no overflow)" sh -c \
     "'$CCRUN' --demo --device host --capacity 256G --conf max_reserved:64M >'$TMP/dh' 2>&1; test \$? -le 1 && grep -q '  A = mlp:[0-9x]*:relu:softmax:seed=1\$' '$TMP/dh' && ! grep -q 'dimension\\|more than 64' '$TMP/dh'"
+check "CCALLOC_TRACE: the engine's phases are marks and its release an empty_cache event, in order" sh -c \
+    "CCALLOC_TRACE='$TMP/tr.csv' '$CCRUN' --device host --iters 2 'mlp:16x32x4:relu:softmax' 'mlp:8x8:gelu' >/dev/null && grep -q '^# ccalloc trace v2\$' '$TMP/tr.csv' && grep ',mark,\\|,empty_cache,' '$TMP/tr.csv' | cut -d, -f2,6 | tr '\n' ' ' | grep -q 'mark,load:mlp:16x32x4:relu:softmax mark,loaded:mlp:16x32x4:relu:softmax mark,run:mlp:16x32x4:relu:softmax .*mark,unload:mlp:16x32x4:relu:softmax .*empty_cache .*mark,load:mlp:8x8:gelu .*mark,unload:mlp:8x8:gelu .*empty_cache '"
 check "--demo on a small simulated device" sh -c \
     "'$CCRUN' --demo --device host --capacity 192M > '$TMP/demo' && grep -q 'REFUSED' '$TMP/demo' && grep -q '== baseline 192.00 MiB every time' '$TMP/demo'"
 

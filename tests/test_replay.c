@@ -224,6 +224,22 @@ Test(replay, greedy_keeps_its_arena_while_one_block_pins_it) {
     ccb_trace_free(&t);
 }
 
+Test(replay, without_release_events_the_cache_stays_and_the_checkpoints_say_so) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t, two_models, NULL, 0), 0);
+    ccb_replay_options o = opts;
+    o.ignore_releases = 1;
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &o, &r), 0, "%s", r.why);
+    cr_assert_eq(r.checkpoints_n, 5, "release events are still checkpoints");
+    cr_assert_eq(r.checkpoints[2].op, CCB_EMPTY_CACHE);
+    cr_assert_eq(r.checkpoints[2].reserved, 30 * MiB + 2 * MiB + 20 * MiB, "nothing was released");
+    cr_assert_eq(r.checkpoints[4].reserved, 30 * MiB + 2 * MiB + 20 * MiB, "b reused the cached 20 MiB segment");
+    cr_assert_eq(r.upstream_frees, 0);
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
 /* ---- the driver's cost ------------------------------------------------------------------- */
 
 Test(replay, times_with_the_driver_pay_each_upstream_call) {

@@ -204,3 +204,52 @@ Test(trace, unset_means_no_file) {
     tu_teardown(a, u);
     cr_assert_neq(access(path, F_OK), 0, "no trace file was written");
 }
+
+Test(trace, release_calls_and_marks_are_recorded_in_order) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, "log_oom:0", &u, &a);
+    cr_assert_eq(cca_trace_mark(a, "load:model a (batch 16)"), CCA_OK);
+    void *p = tu_alloc(a, 3 * MiB, NULL);
+    tu_free(a, p);
+    cr_assert_eq(cca_trace_mark(a, "unload:a"), CCA_OK);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cr_assert_eq(cca_trim(a, 1 * MiB, NULL), CCA_OK);
+    cr_assert_eq(cca_trim(a, 0, NULL), CCA_OK); /* keep 0 is an empty-cache */
+    /* refused names write nothing */
+    cr_assert_eq(cca_trace_mark(a, "a,b"), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_trace_mark(a, "quote\"d"), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_trace_mark(a, ""), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_trace_mark(a, "new\nline"), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_trace_mark(a, "1234567890123456789012345678901234567890123456789012345678901234"),
+                 CCA_ERR_INVALID_ARGUMENT, "64 characters");
+    cr_assert_eq(cca_trace_mark(a, "123456789012345678901234567890123456789012345678901234567890123"), CCA_OK,
+                 "63 characters");
+    cr_assert_eq(cca_trace_mark(a, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_trace_mark(NULL, "x"), CCA_ERR_INVALID_ARGUMENT);
+    tu_teardown(a, u);
+    char *text = read_all(path);
+    const char *rows = strstr(text, "seq,op,id,size,stream,name\n");
+    cr_assert_not_null(rows);
+    cr_assert_str_eq(rows, "seq,op,id,size,stream,name\n"
+                           "0,mark,0,0,0,load:model a (batch 16)\n"
+                           "1,alloc,1,3145728,0\n"
+                           "2,free,1,3145728,0\n"
+                           "3,mark,0,0,0,unload:a\n"
+                           "4,empty_cache,0,0,0\n"
+                           "5,trim,0,1048576,0\n"
+                           "6,empty_cache,0,0,0\n"
+                           "7,mark,0,0,0,123456789012345678901234567890123456789012345678901234567890123\n");
+    free(text);
+}
+
+Test(trace, marks_are_a_no_op_without_a_trace) {
+    unsetenv("CCALLOC_TRACE");
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, "log_oom:0", &u, &a);
+    cr_assert_eq(cca_trace_mark(a, "load:x"), CCA_OK);
+    cr_assert_eq(cca_trace_mark(a, "bad,name"), CCA_ERR_INVALID_ARGUMENT, "names are checked all the same");
+    tu_teardown(a, u);
+    cr_assert_eq(access(path, F_OK), -1, "no file written");
+}

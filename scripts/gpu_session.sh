@@ -37,8 +37,10 @@
 #   demo            ccrun --demo --device cuda (fails rather than simulate)
 #   cck_bench       softmax/dense kernels on the GPU (--no-cpu --sweep: block sizes too)
 #   torch_softmax   torch.softmax on the same shapes
-#   ccbench         ccbench --all --no-plots: GPU strategies included
-#   pytorch_record  record two PyTorch workloads as ccbench traces
+#   ccbench         ccbench driver (cudaMalloc/cudaFree cost by size), then
+#                   ccbench --all --no-plots: GPU strategies included
+#   pytorch_record  record two PyTorch scenarios on the GPU as ccbench traces
+#                   (bench/scripts/record_torch.py --device cuda: multi-model, train-step)
 #   pytorch_replay  replay recorded + standard traces through PyTorch's allocator
 #   ccbench_pytorch replay the recorded traces through ccbench's strategies
 # A step that runs but does no GPU work ("skipped: no CUDA device", "GPU
@@ -193,6 +195,8 @@ step_torch_softmax() {
 }
 
 step_ccbench() {
+    # the driver's real costs first: the figures the simulated device's latencies model
+    run "$BUILD/bench/ccbench" driver --out "$GS_OUT/ccbench" || return $?
     run "$BUILD/bench/ccbench" --all --no-plots --out "$GS_OUT/ccbench"
     local rc=$?
     ((rc == 0)) || return "$rc"
@@ -212,8 +216,8 @@ step_pytorch_record() {
     local rc=0
     torch_info
     mkdir -p "$GS_OUT/traces"
-    run python3 bench/scripts/pytorch_record.py --workload mlp-infer -o "$GS_OUT/traces/pytorch-mlp-infer.csv" || rc=1
-    run python3 bench/scripts/pytorch_record.py --workload transformer-train -o "$GS_OUT/traces/pytorch-tf-train.csv" || rc=1
+    run python3 bench/scripts/record_torch.py --device cuda --scenario multi-model -o "$GS_OUT/traces/torch-multi-model.csv" || rc=1
+    run python3 bench/scripts/record_torch.py --device cuda --scenario train-step -o "$GS_OUT/traces/torch-train-step.csv" || rc=1
     ls -l "$GS_OUT/traces"
     ((rc == 0)) || return "$rc"
     skipped_check "$GS_OUT/pytorch_record.log" '^skipped:' "pytorch_record recorded nothing"
@@ -222,7 +226,7 @@ step_pytorch_record() {
 step_pytorch_replay() {
     local traces
     shopt -s nullglob
-    traces=("$GS_OUT"/traces/*.csv bench/traces/*.csv)
+    traces=("$GS_OUT"/traces/*.csv bench/traces/*.csv bench/traces/*.csv.gz)
     shopt -u nullglob
     run python3 bench/scripts/pytorch_replay.py --csv "$GS_OUT/pytorch_replay.csv" "${traces[@]}"
     local rc=$?

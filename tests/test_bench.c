@@ -278,7 +278,7 @@ Test(bench_suite, tiny_suite_on_host_strategies_writes_consistent_reports) {
     ccb_write_results_csv(f, r, n);
     fclose(f);
     size_t lines = 0, header = csv_fields(buf);
-    cr_assert_eq(header, 27);
+    cr_assert_eq(header, 33);
     for (char *l = buf; *l; l = strchr(l, '\n') + 1) {
         cr_assert_eq(csv_fields(l), header, "CSV line %zu has %zu fields", lines, csv_fields(l));
         lines++;

@@ -18,6 +18,7 @@ calls), num_ooms; device free from torch.cuda.mem_get_info(). The CSV has
 ccbench's results.csv columns; unknown fields are empty.
 """
 import argparse
+import gzip
 import statistics
 import sys
 import time
@@ -34,18 +35,28 @@ def skipped(why):
 
 
 def read_trace(path):
-    """(events, name): events are (op, key, size, stream); ids are per section."""
+    """(events, name): events are (op, key, size, stream); ids are per section.
+
+    Trace format v2 (docs/benchmarks.md#trace-format), plain or gzip: marks
+    are skipped, empty_cache and trim become torch.cuda.empty_cache() (PyTorch
+    cannot keep part of its cache), v1 files read the same."""
     events, section = [], -1
-    for line in open(path):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line == "seq,op,id,size,stream":
-            section += 1
-            continue
-        _, op, i, size, stream = line.split(",")
-        events.append((op, (section, int(i)), int(size), int(stream)))
-    name = path.rsplit("/", 1)[-1].replace(".csv", "")
+    opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
+    with opener(path, "rt") as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line in ("seq,op,id,size,stream", "seq,op,id,size,stream,name"):
+                section += 1
+                continue
+            fields = line.split(",")
+            op = fields[1]
+            if op == "mark":
+                continue
+            _, op, i, size, stream = fields
+            events.append((op, (section, int(i)), int(size), int(stream)))
+    name = path.rsplit("/", 1)[-1].replace(".csv.gz", "").replace(".csv", "")
     return events, name
 
 
@@ -58,7 +69,11 @@ def quantile(v, q):
 def replay(torch, events, streams, timed):
     ptr, lat, req, peak_req, ooms = {}, [], 0, 0, 0
     for op, key, size, s in events:
-        if op == "alloc":
+        if op in ("empty_cache", "trim"):
+            t0 = time.perf_counter_ns()
+            torch.cuda.empty_cache()
+            t1 = time.perf_counter_ns()
+        elif op == "alloc":
             t0 = time.perf_counter_ns()
             try:
                 p = torch.cuda.caching_allocator_alloc(size, 0, streams[s])
@@ -70,7 +85,7 @@ def replay(torch, events, streams, timed):
             req += size
             peak_req = max(peak_req, req)
         else:
-            if key not in ptr:
+            if key not in ptr:  # refused (OOM), or a 0-byte block never held
                 continue
             p, size = ptr.pop(key)
             t0 = time.perf_counter_ns()

@@ -17,6 +17,20 @@ if(TARGET ccbench_core)
     add_test(NAME ccbench_bad_latency_${id} COMMAND ccbench replay --upstream-latency ${bad} gen:uniform)
     set_tests_properties(ccbench_bad_latency_${id} PROPERTIES LABELS cpu WILL_FAIL TRUE)
   endforeach()
+  # bench/scripts/record_torch.py's reconstruction (pairing, drops, totals,
+  # marks, the v2 writer) on synthetic events: pytest, no torch needed
+  find_package(Python3 COMPONENTS Interpreter)
+  if(Python3_Interpreter_FOUND)
+    execute_process(COMMAND ${Python3_EXECUTABLE} -c "import pytest" RESULT_VARIABLE CCB_NO_PYTEST
+                    OUTPUT_QUIET ERROR_QUIET)
+  endif()
+  if(Python3_Interpreter_FOUND AND CCB_NO_PYTEST EQUAL 0)
+    add_test(NAME test_record_torch
+      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/test_record_torch.py)
+    set_tests_properties(test_record_torch PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+  else()
+    message(STATUS "tests: python3 with pytest not found: test_record_torch not registered (scripts/deps.sh installs it)")
+  endif()
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

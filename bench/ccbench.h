@@ -60,6 +60,7 @@ typedef struct ccb_trace {
     char (*marks)[CCB_MARK_MAX + 1]; /* names of the mark events                  */
     size_t nmarks, capmarks;
     char *comments; /* provenance lines ("# " stripped), '\n'-separated */
+    size_t comments_len, comments_cap;
     /* filled by ccb_trace_analyze */
     uint64_t allocs, frees;
     uint64_t releases;     /* empty_cache + trim events                         */
@@ -98,6 +99,7 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen);
 /* Load a file, plain or gzip-compressed (at most CCB_TRACE_MAX_BYTES once
  * decompressed). The name is the file's base name without .csv / .csv.gz. */
 #define CCB_TRACE_MAX_BYTES ((size_t)1 << 30)
+#define CCB_LINE_MAX 4096 /* bytes in one line, its line end included */
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen);
 /* Write in format v2 (one section, id = slot + 1). */
 int ccb_trace_write(const ccb_trace *t, FILE *f);
@@ -321,6 +323,8 @@ typedef struct ccb_replay_options {
  * `driver_reps` timed passes with the driver's cost. Release events call the
  * strategy's empty_cache / trim. 0 ok / skipped, -1 error. */
 int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r);
+/* t must have passed ccb_trace_analyze; a trace whose events name slots or
+ * marks out of range is refused (-1) before anything runs. */
 /* The observe pass's block tags: first byte = tag, last = ~tag (one byte for
  * size 1, none for 0); ccb_tag_ok is 1 when they are intact. */
 void ccb_tag_block(void *p, size_t size, uint32_t slot);

@@ -210,6 +210,8 @@ size_t ccb_ideal_arena_peak(const ccb_trace *t) {
                     tree_insert(&A, rest, 1);
                 }
             } else {
+                if (A.top > UINT64_MAX - need) /* a trace of sizes near 2^60 can wrap */
+                    goto out;
                 off[e->slot] = A.top;
                 A.top += need;
                 if (A.top > A.peak)

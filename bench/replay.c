@@ -329,6 +329,14 @@ int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o
         return -1;
     }
     snprintf(r->config, sizeof r->config, "%s", config);
+    for (size_t i = 0; i < t->n; i++) { /* an unanalysed or corrupted trace never indexes past its arrays */
+        const ccb_event *e = &t->ev[i];
+        if (e->op > CCB_TRIM || (e->op <= CCB_FREE && e->slot >= t->slots) || (e->op == CCB_MARK && e->slot >= t->nmarks)) {
+            snprintf(r->why, sizeof r->why, "event %zu: op %u, slot %u out of range (trace not analysed?)", i,
+                     (unsigned)e->op, e->slot);
+            return -1;
+        }
+    }
     r->ops = t->n;
     r->allocs = t->allocs;
     r->frees = t->frees;

@@ -67,6 +67,7 @@ void ccb_trace_free(ccb_trace *t) {
     free(t->marks);
     free(t->comments);
     memset(t, 0, sizeof *t);
+    t->comments_len = t->comments_cap = 0;
 }
 
 static void push(ccb_trace *t, ccb_event e) {
@@ -114,8 +115,10 @@ void ccb_trace_empty_cache(ccb_trace *t) {
     push(t, (ccb_event){.op = CCB_EMPTY_CACHE});
 }
 
+/* A keep above CCB_SIZE_MAX keeps everything, as CCB_SIZE_MAX does: stored
+ * as that, so that the written file reads back. */
 void ccb_trace_trim(ccb_trace *t, uint64_t keep) {
-    push(t, (ccb_event){.size = keep, .op = CCB_TRIM});
+    push(t, (ccb_event){.size = keep > CCB_SIZE_MAX ? CCB_SIZE_MAX : keep, .op = CCB_TRIM});
 }
 
 static const char *const op_names[] = {"alloc", "free", "mark", "empty_cache", "trim"};
@@ -124,17 +127,25 @@ const char *ccb_op_name(unsigned op) {
     return op < sizeof op_names / sizeof op_names[0] ? op_names[op] : "?";
 }
 
+/* Appended whole (no length cap), amortized O(length): the buffer doubles. */
 void ccb_trace_comment(ccb_trace *t, const char *fmt, ...) {
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    size_t old = t->comments ? strlen(t->comments) : 0, add = strlen(line);
-    t->comments = xrealloc(t->comments, old + add + 2);
-    memcpy(t->comments + old, line, add);
-    t->comments[old + add] = '\n';
-    t->comments[old + add + 1] = '\0';
+    if (n < 0)
+        return;
+    size_t need = t->comments_len + (size_t)n + 2;
+    if (need > t->comments_cap) {
+        t->comments_cap = need > 2 * t->comments_cap ? need : 2 * t->comments_cap;
+        t->comments = xrealloc(t->comments, t->comments_cap);
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->comments + t->comments_len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    t->comments_len += (size_t)n;
+    t->comments[t->comments_len++] = '\n';
+    t->comments[t->comments_len] = '\0';
 }
 
 /* ---- (section, id) -> slot: open addressing, linear probing ---------------- */
@@ -145,7 +156,12 @@ typedef struct idmap {
     size_t cap, n;
 } idmap;
 
+/* Keys are mixed with a per-process random key, so a file cannot choose ids
+ * that all probe one cluster (the order of slots never depends on it). */
+static uint64_t hash_key;
+
 static uint64_t mix(uint64_t x) {
+    x ^= hash_key;
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
@@ -214,6 +230,24 @@ static int parse_u64(const char *s, uint64_t *v) {
     return 0;
 }
 
+/* One line into buf (cap bytes, the line end included), NUL bytes kept and
+ * counted: 1 a line (*len bytes), 0 end of file, -1 longer than cap - 1.
+ * Bounded memory whatever the file holds (getline would grow to any line). */
+static int read_line(FILE *f, char *buf, size_t cap, size_t *len) {
+    size_t n = 0;
+    int c;
+    while ((c = getc_unlocked(f)) != EOF) {
+        if (n == cap - 1)
+            return -1;
+        buf[n++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return n > 0;
+}
+
 /* Split at every comma (empty fields kept, unlike strtok); -1 if more than max. */
 static int split_fields(char *line, char **field, int max) {
     int n = 0;
@@ -229,23 +263,32 @@ static int split_fields(char *line, char **field, int max) {
 }
 
 int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
-    char line[1024];
+    if (!hash_key) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        hash_key = ((uint64_t)ts.tv_nsec << 32 ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&ts) | 1;
+    }
+    char *line = malloc(CCB_LINE_MAX + 1);
     size_t lineno = 0;
     uint64_t section = 0;
     int in_section = 0, v2 = 0;
     idmap m = {0};
     uint64_t *slot_size = NULL; /* each alloc's size and stream, for the free's check with its line */
     uint8_t *slot_stream = NULL;
+    uint64_t live_rounded = 0; /* the running sum analysis checks, here to name the line */
     size_t slot_cap = 0;
     int rc = 0;
-    while (fgets(line, sizeof line, f)) {
+    size_t len;
+    int got;
+    if (!line)
+        rc = fail(err, errlen, "out of host memory");
+    while (rc == 0 && (got = read_line(f, line, CCB_LINE_MAX + 1, &len)) != 0) {
         lineno++;
-        size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            rc = fail(err, errlen, "line %zu: too long", lineno);
+        if (got < 0) {
+            rc = fail(err, errlen, "line %zu: too long (a line holds at most %d bytes)", lineno, CCB_LINE_MAX);
             break;
         }
-        if (len != strlen(line) || memchr(line, '\0', len)) {
+        if (memchr(line, '\0', len)) {
             rc = fail(err, errlen, "line %zu: NUL byte", lineno);
             break;
         }
@@ -275,13 +318,17 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
         }
         char *field[7];
         int nf = split_fields(line, field, 7); /* 7: one too many, to be named */
-        int is_mark = nf >= 2 && strcmp(field[1], "mark") == 0;
+        int is_mark = (nf >= 2 || nf < 0) && strcmp(field[1], "mark") == 0; /* nf < 0: 7+ fields, all set */
         if (nf != (is_mark ? 6 : 5)) {
             rc = fail(err, errlen, "line %zu: expected %s", lineno,
                       is_mark ? "6 fields seq,op,id,size,stream,name" : "5 fields seq,op,id,size,stream");
             break;
         }
         uint64_t seq, id, size, stream;
+        if (section >= (1ull << 19)) {
+            rc = fail(err, errlen, "line %zu: more than 2^19 sections (column header lines)", lineno);
+            break;
+        }
         if (parse_u64(field[0], &seq) || parse_u64(field[2], &id) || parse_u64(field[3], &size) ||
             parse_u64(field[4], &stream) || stream > 255 || id >= (1ull << 44) || section >= (1ull << 19) ||
             size > CCB_SIZE_MAX) {
@@ -301,11 +348,17 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
                 rc = fail(err, errlen, "line %zu: more than 2^32 allocations", lineno);
                 break;
             }
-            if (t->slots == slot_cap) {
-                slot_cap = slot_cap ? slot_cap * 2 : 1024;
+            if (t->slots >= slot_cap) { /* t may already hold allocs */
+                slot_cap = t->slots + 1 > 2 * slot_cap ? t->slots + 1024 : 2 * slot_cap;
                 slot_size = xrealloc(slot_size, slot_cap * sizeof *slot_size);
                 slot_stream = xrealloc(slot_stream, slot_cap);
             }
+            uint64_t r = (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+            if (live_rounded > UINT64_MAX - r || (uint64_t)SIZE_MAX < live_rounded + r) {
+                rc = fail(err, errlen, "line %zu: live bytes overflow 64 bits", lineno);
+                break;
+            }
+            live_rounded += r;
             slot_size[t->slots] = size;
             slot_stream[t->slots] = (uint8_t)stream;
             *idmap_find(&m, key, 1) = ccb_trace_alloc(t, size, (unsigned)stream);
@@ -322,6 +375,7 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
                           lineno, id, size, stream, slot_size[*slot], (unsigned)slot_stream[*slot]);
                 break;
             }
+            live_rounded -= (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
             push(t, (ccb_event){.size = size, .slot = *slot, .op = CCB_FREE, .stream = (uint8_t)stream});
             *slot = UINT32_MAX; /* ids are never reused by the recorder, but tolerate it */
         } else if (v2 && (is_mark || !strcmp(op, "empty_cache") || !strcmp(op, "trim"))) {
@@ -346,6 +400,7 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
             break;
         }
     }
+    free(line);
     free(m.keys);
     free(m.slots);
     free(slot_size);
@@ -366,6 +421,14 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
 /* The whole file through zlib (which passes plain files through unchanged),
  * into memory, then read as a stream. */
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    ccb_trace_init(t, base); /* t is empty on every return path, named after the file */
+    size_t nl = strlen(t->name);
+    if (nl > 7 && !strcmp(t->name + nl - 7, ".csv.gz"))
+        t->name[nl - 7] = '\0';
+    else if (nl > 4 && !strcmp(t->name + nl - 4, ".csv"))
+        t->name[nl - 4] = '\0';
     FILE *probe = fopen(path, "rb");
     if (!probe)
         return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
@@ -381,18 +444,19 @@ int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
             rc = fail(err, errlen, "'%s': out of host memory", path);
             break;
         }
-        if (len == cap) {
-            if (cap >= CCB_TRACE_MAX_BYTES) {
-                rc = fail(err, errlen, "'%s': more than %zu bytes once decompressed", path, CCB_TRACE_MAX_BYTES);
-                break;
-            }
-            char *nb = realloc(buf, cap * 2);
+        if (len > CCB_TRACE_MAX_BYTES) {
+            rc = fail(err, errlen, "'%s': more than %zu bytes once decompressed", path, CCB_TRACE_MAX_BYTES);
+            break;
+        }
+        if (len == cap) { /* up to the cap, plus one byte to see that a stream exceeds it */
+            size_t ncap = cap * 2 > CCB_TRACE_MAX_BYTES ? CCB_TRACE_MAX_BYTES + 1 : cap * 2;
+            char *nb = realloc(buf, ncap);
             if (!nb) {
                 rc = fail(err, errlen, "'%s': out of host memory", path);
                 break;
             }
             buf = nb;
-            cap *= 2;
+            cap = ncap;
         }
         int got = gzread(g, buf + len, (unsigned)(cap - len > (1u << 30) ? (1u << 30) : cap - len));
         if (got < 0) {
@@ -412,12 +476,6 @@ int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
         free(buf);
         return rc;
     }
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    ccb_trace_init(t, base);
-    char *dot = strstr(t->name, ".csv");
-    if (dot)
-        *dot = '\0';
     FILE *f = len ? fmemopen(buf, len, "r") : NULL;
     if (!f) {
         free(buf);
@@ -510,7 +568,8 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
                           alive[e->slot] ? "already live" : "larger than 2^60 bytes");
                 break;
             }
-            if (req > UINT64_MAX - round_gran(e->size) || (uint64_t)SIZE_MAX < req + round_gran(e->size)) {
+            /* rounded >= req: checking the rounded sum covers both */
+            if (rounded > UINT64_MAX - round_gran(e->size) || (uint64_t)SIZE_MAX < rounded + round_gran(e->size)) {
                 rc = fail(err, errlen, "event %zu: live bytes overflow (%" PRIu64 " + %" PRIu64 ")", i, req, e->size);
                 break;
             }
@@ -562,6 +621,6 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
     free(stream);
     free(alive);
     if (rc == 0 && (t->ideal_peak = ccb_ideal_arena_peak(t)) == CCB_UNKNOWN)
-        rc = fail(err, errlen, "out of host memory");
+        rc = fail(err, errlen, "the ideal arena overflows 64 bits (or host memory ran out)");
     return rc;
 }

@@ -7,6 +7,8 @@ if(TARGET ccbench_core)
   cca_add_test(NAME test_bench SOURCES test_bench.c LIBS ccbench_core LABEL cpu)
   # real work: tiny blocks, determinism, release events, driver cost, ideal arena, format v2
   cca_add_test(NAME test_replay SOURCES test_replay.c LIBS ccbench_core LABEL cpu)
+  # hostile traces, files, call sequences and the recorder under threads
+  cca_add_test(NAME test_bench_hostile SOURCES test_bench_hostile.c LIBS ccbench_core LABEL cpu)
   add_test(NAME ccbench_quick
     COMMAND ccbench --all --quick --out ${CMAKE_CURRENT_BINARY_DIR}/ccbench-quick)
   set_tests_properties(ccbench_quick PROPERTIES LABELS cpu TIMEOUT 300

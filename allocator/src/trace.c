@@ -105,7 +105,10 @@ void ccai_trace_release(struct ccai_trace *t, size_t keep) {
     if (keep == 0)
         fprintf(t->f, "%llu,empty_cache,0,0,0\n", (unsigned long long)t->seq++);
     else
-        fprintf(t->f, "%llu,trim,0,%zu,0\n", (unsigned long long)t->seq++, keep);
+        /* a keep above 2^60 keeps everything, as 2^60 does: written so, as the
+         * format's sizes are at most 2^60 */
+        fprintf(t->f, "%llu,trim,0,%llu,0\n", (unsigned long long)t->seq++,
+                (unsigned long long)(keep > ((size_t)1 << 60) ? ((size_t)1 << 60) : keep));
     pthread_mutex_unlock(&trace_lock);
 }
 

@@ -418,8 +418,48 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     return rc;
 }
 
-/* The whole file through zlib (which passes plain files through unchanged),
- * into memory, then read as a stream. */
+/* The file is read through zlib (which passes plain files through
+ * unchanged) as a stream: a fopencookie FILE whose read pulls from gzread,
+ * so memory stays bounded whatever the file expands to, and the cap on
+ * decompressed bytes is counted as they come. */
+typedef struct gz_cookie {
+    gzFile g;
+    size_t total;
+    int over_cap, zerr;
+    char msg[128];
+} gz_cookie;
+
+static ssize_t gz_cookie_read(void *c, char *buf, size_t size) {
+    gz_cookie *z = c;
+    if (z->over_cap || z->zerr)
+        return -1;
+    unsigned want = size > (1u << 30) ? (1u << 30) : (unsigned)size;
+    int got = gzread(z->g, buf, want);
+    if (got < 0) {
+        int e;
+        const char *m = gzerror(z->g, &e);
+        z->zerr = 1;
+        snprintf(z->msg, sizeof z->msg, "%s", m ? m : "read error");
+        return -1;
+    }
+    if (got == 0) { /* end: a stream that ended early is Z_BUF_ERROR here */
+        int e;
+        const char *m = gzerror(z->g, &e);
+        if (e == Z_BUF_ERROR) {
+            z->zerr = 1;
+            snprintf(z->msg, sizeof z->msg, "truncated or corrupt gzip stream (%s)", m ? m : "");
+            return -1;
+        }
+        return 0;
+    }
+    z->total += (size_t)got;
+    if (z->total > CCB_TRACE_MAX_BYTES) {
+        z->over_cap = 1;
+        return -1;
+    }
+    return got;
+}
+
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -433,57 +473,33 @@ int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
     if (!probe)
         return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
     fclose(probe);
-    gzFile g = gzopen(path, "rb");
-    if (!g)
+    gz_cookie z = {.g = gzopen(path, "rb")};
+    if (!z.g)
         return fail(err, errlen, "cannot open '%s'", path);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    int rc = 0;
-    for (;;) {
-        if (!buf) {
-            rc = fail(err, errlen, "'%s': out of host memory", path);
-            break;
-        }
-        if (len > CCB_TRACE_MAX_BYTES) {
-            rc = fail(err, errlen, "'%s': more than %zu bytes once decompressed", path, CCB_TRACE_MAX_BYTES);
-            break;
-        }
-        if (len == cap) { /* up to the cap, plus one byte to see that a stream exceeds it */
-            size_t ncap = cap * 2 > CCB_TRACE_MAX_BYTES ? CCB_TRACE_MAX_BYTES + 1 : cap * 2;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
-                rc = fail(err, errlen, "'%s': out of host memory", path);
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        int got = gzread(g, buf + len, (unsigned)(cap - len > (1u << 30) ? (1u << 30) : cap - len));
-        if (got < 0) {
-            int zerr;
-            const char *msg = gzerror(g, &zerr);
-            rc = fail(err, errlen, "'%s': %s", path, msg ? msg : "read error");
-            break;
-        }
-        if (got == 0)
-            break;
-        len += (size_t)got;
-    }
-    int zc = gzclose(g); /* Z_BUF_ERROR: the stream ended early (truncated file) */
-    if (rc == 0 && zc != Z_OK)
-        rc = fail(err, errlen, "'%s': truncated or corrupt gzip stream", path);
-    if (rc != 0) {
-        free(buf);
-        return rc;
-    }
-    FILE *f = len ? fmemopen(buf, len, "r") : NULL;
+    cookie_io_functions_t io = {.read = gz_cookie_read};
+    FILE *f = fopencookie(&z, "r", io);
     if (!f) {
-        free(buf);
-        return len ? fail(err, errlen, "'%s': fmemopen failed", path) : ccb_trace_analyze(t, err, errlen);
+        gzclose(z.g);
+        return fail(err, errlen, "'%s': out of host memory", path);
     }
-    rc = ccb_trace_read(t, f, err, errlen);
+    int rc = ccb_trace_read(t, f, err, errlen);
+    if (rc != 0 && !z.over_cap && !z.zerr) { /* a bad last line may be a cut stream: read on to know */
+        char tmp[1 << 14];
+        while (gz_cookie_read(&z, tmp, sizeof tmp) > 0)
+            ;
+    }
     fclose(f);
-    free(buf);
+    int zc = gzclose(z.g);
+    if (z.over_cap || z.zerr || (rc == 0 && zc != Z_OK)) {
+        /* the stream's own failure explains whatever the reader said */
+        char name[sizeof t->name];
+        memcpy(name, t->name, sizeof name);
+        ccb_trace_free(t);
+        memcpy(t->name, name, sizeof name);
+        if (z.over_cap)
+            return fail(err, errlen, "'%s': more than %zu bytes once decompressed", path, CCB_TRACE_MAX_BYTES);
+        return fail(err, errlen, "'%s': %s", path, z.zerr ? z.msg : "truncated or corrupt gzip stream");
+    }
     return rc;
 }
 

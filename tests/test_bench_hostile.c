@@ -813,8 +813,10 @@ Test(files, gzip_bomb_over_the_cap_is_refused_in_bounded_memory, .timeout = 60) 
     bomb("bomb1.gz", 1, &rc, err, sizeof err, &rss, &secs);
     cr_log_info("1 GiB + 1 byte: rc %d, '%s', max RSS %ld MiB, %.1f s", rc, err, rss, secs);
     cr_assert_eq(rc, -1);
+    /* one endless line of zeros: refused as over the cap (the stream is read
+     * on to tell a cut stream from a bad line), in bounded memory */
     cr_assert(strstr(err, "more than 1073741824 bytes once decompressed"), "%s", err);
-    cr_assert_lt(rss, 2048, "max RSS %ld MiB", rss);
+    cr_assert_lt(rss, 256, "max RSS %ld MiB: the file is streamed, never held", rss);
 }
 
 Test(files, defect_gzip_of_exactly_the_cap_is_not_over_the_cap, .timeout = 60) {

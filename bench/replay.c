@@ -171,13 +171,13 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
                 ops->empty_cache(&s);
             else if (e->op == CCB_TRIM && !o->ignore_releases)
                 ops->trim(&s, e->size > SIZE_MAX ? SIZE_MAX : (size_t)e->size);
-            ops->sample(&s, &m);
-            ccb_checkpoint *c = &r->checkpoints[r->checkpoints_n++];
-            *c = (ccb_checkpoint){.event = i, .op = e->op, .mark = e->op == CCB_MARK ? e->slot : 0,
-                                  .keep = e->op == CCB_TRIM ? e->size : 0, .requested = req,
-                                  .allocated = m.allocated, .reserved = m.reserved};
         }
         ops->sample(&s, &m);
+        if (e->op >= CCB_MARK) /* the state after the release (or at the mark), from the same sample */
+            r->checkpoints[r->checkpoints_n++] =
+                (ccb_checkpoint){.event = i, .op = e->op, .mark = e->op == CCB_MARK ? e->slot : 0,
+                                 .keep = e->op == CCB_TRIM ? e->size : 0, .requested = req,
+                                 .allocated = m.allocated, .reserved = m.reserved};
         if (req > r->peak_requested)
             r->peak_requested = req;
         if (m.allocated != CCB_UNKNOWN && m.allocated > peak_alloc) {

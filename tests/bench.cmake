@@ -33,6 +33,10 @@ if(TARGET ccbench_core)
   else()
     message(STATUS "tests: python3 with pytest not found: test_record_torch not registered (scripts/deps.sh installs it)")
   endif()
+  foreach(bad "0" "1001" "x")
+    add_test(NAME ccbench_bad_driver_reps_${bad} COMMAND ccbench replay --driver-reps ${bad} gen:uniform)
+    set_tests_properties(ccbench_bad_driver_reps_${bad} PROPERTIES LABELS cpu WILL_FAIL TRUE)
+  endforeach()
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

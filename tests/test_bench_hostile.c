@@ -17,6 +17,7 @@
  * (BUILD configured with -DCCA_SANITIZE=ON -DCCA_ENABLE_CUDA=OFF.)
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -139,11 +140,28 @@ static unsigned char *gz_member(const void *data, size_t n, size_t *outlen) {
 
 static char tmpdir[64];
 
+/* The test process's scratch directory goes away when the process exits. */
+static void remove_tmpdir(void) {
+    DIR *d = opendir(tmpdir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[512];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    rmdir(tmpdir);
+}
+
 static const char *tmp_path(const char *name) {
     static char path[256];
     if (!tmpdir[0]) {
         snprintf(tmpdir, sizeof tmpdir, "/tmp/ccb_hostile_XXXXXX");
         cr_assert_not_null(mkdtemp(tmpdir));
+        atexit(remove_tmpdir);
     }
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
     return path;

@@ -269,15 +269,18 @@ static cca_status t_sync(void *ctx) {
     tu_upstream *t = ctx;
     pthread_mutex_lock(&t->lock);
     t->sync_calls++;
-    if (!t->sync_keeps_events)
+    bool fail = t->fail_sync;
+    if (!t->sync_keeps_events && !fail)
         t->events_done = t->events_recorded;
     pthread_mutex_unlock(&t->lock);
-    return CCA_OK;
+    return fail ? CCA_ERR_UPSTREAM : CCA_OK;
 }
 
 static cca_status t_event_record(void *ctx, cca_stream s, void **event) {
     (void)s;
     tu_upstream *t = ctx;
+    if (t->fail_record)
+        return CCA_ERR_UPSTREAM;
     uint64_t *e = malloc(sizeof *e);
     cr_assert_not_null(e);
     pthread_mutex_lock(&t->lock);

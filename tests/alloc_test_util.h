@@ -99,6 +99,9 @@ typedef struct tu_upstream {
      * sync_keeps_events is set. */
     bool hold_events, sync_keeps_events;
     uint64_t events_recorded, events_done;
+    /* more faults: synchronize and event record fail (CCA_ERR_UPSTREAM, no
+     * message set, like a careless custom upstream) while these are set */
+    bool fail_sync, fail_record;
     /* order of sizes given back (trim order checks) */
     size_t freed_sizes[64];
     size_t freed_count;

@@ -53,10 +53,11 @@ Test(config, defaults_are_the_documented_ones) {
 }
 
 Test(config, every_option_parses) {
-    cca_config c = parse_ok("policy:greedy,greedy_fraction:0.75,greedy_bytes:3G,max_reserved:10G,small_max:256K,"
+    /* growth: max_split has no meaning under greedy (refused, test_pool) */
+    cca_config c = parse_ok("policy:growth,greedy_fraction:0.75,greedy_bytes:3G,max_reserved:10G,small_max:256K,"
                             "small_segment:4M,medium_segment:32M,large_min:16M,segment_round:1M,max_split:64M,"
                             "small_pool:0,medium_pool:no,log_oom:off");
-    cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
+    cr_assert_eq(c.policy, CCA_POLICY_GROWTH);
     cr_assert_eq(c.greedy_fraction, 0.75);
     cr_assert_eq(c.greedy_bytes, 3 * GiB);
     cr_assert_eq(c.max_reserved, 10 * GiB);
@@ -287,7 +288,7 @@ static const char *option_names[] = {"policy",        "greedy_fraction", "greedy
 #define OPTION_COUNT (sizeof option_names / sizeof option_names[0])
 
 Test(config, print_lists_every_option_and_parses_back) {
-    cca_config c = parse_ok("policy:greedy,greedy_fraction:0.625,greedy_bytes:1000000,max_reserved:6G,"
+    cca_config c = parse_ok("policy:growth,greedy_fraction:0.625,greedy_bytes:1000000,max_reserved:6G,"
                             "small_max:768K,max_split:40M,small_pool:0,medium_pool:0,log_oom:0");
     char *text = print_config(&c, 0);
     int lines = 0;

@@ -531,22 +531,25 @@ Test(pool, empty_cache_and_oom_retry_wait_for_pending_frees) {
     tu_free(b, p);
     cr_assert_eq(tu_stats(b).pending_blocks, 1);
     /* 12M needs its own segment; 20M + 12M > 24M: the retry synchronizes,
-     * the pending block completes, its segment goes back, the retry fits */
-    uint64_t syncs = t.sync_calls;
+     * the pending block completes, and the request fits in its block (split):
+     * nothing is released, no second reserve */
+    uint64_t syncs = t.sync_calls, allocs = t.alloc_calls;
     void *q = tu_alloc(b, 12 * MiB, S1);
     cca_stats s = tu_stats(b);
+    cr_assert_eq(q, p);
     cr_assert_eq(s.alloc_retries, 1);
     cr_assert_eq(s.pending_blocks, 0);
-    cr_assert_eq(s.reserved_bytes, 12 * MiB);
-    cr_assert_eq(s.upstream_frees, 1);
-    cr_assert_gt(t.sync_calls, syncs);
+    cr_assert_eq(s.reserved_bytes, 20 * MiB);
+    cr_assert_eq(s.upstream_frees, 0);
+    cr_assert_eq(t.alloc_calls, allocs + 1, "the refused 12M segment only");
+    cr_assert_eq(t.sync_calls, syncs + 1, "one synchronize, for the pending free");
     /* empty-cache does the same for a pending block */
     cr_assert_eq(cca_record_stream(b, q, S2), CCA_OK);
     tu_free(b, q);
     cr_assert_eq(tu_stats(b).pending_blocks, 1);
     cca_release_report r;
     cr_assert_eq(cca_empty_cache(b, &r), CCA_OK);
-    cr_assert_eq(r.bytes_released, 12 * MiB);
+    cr_assert_eq(r.bytes_released, 20 * MiB);
     cr_assert_eq(r.segments_pinned, 0);
     s = tu_stats(b);
     cr_assert_eq(s.reserved_bytes, 0);
@@ -617,9 +620,11 @@ Test(pool, oom_is_reported_once_and_the_allocator_recovers) {
     cr_assert(strstr(log.last, "out of memory") && strstr(log.last, "requested") && strstr(log.last, "reserved") &&
                   strstr(log.last, "allocated") && strstr(log.last, "largest free") && strstr(log.last, "device free"),
               "log line: %s", log.last);
+    cr_assert(strstr(cca_last_error(), "can never succeed") != NULL, "%s", cca_last_error());
     cca_stats s = tu_stats(b);
     cr_assert_eq(s.ooms, 1);
-    cr_assert_eq(s.alloc_retries, 1);
+    cr_assert_eq(s.alloc_retries, 0, "more than the device holds: failed at once, no retry");
+    cr_assert_eq(s.upstream_allocs, before.upstream_allocs, "never asked of the upstream");
     cr_assert_eq(s.reserved_bytes, 2 * MiB, "the pinned small segment stays");
     cr_assert_eq(s.allocated_bytes, before.allocated_bytes);
     cr_assert_eq(s.alloc_calls, before.alloc_calls);
@@ -654,7 +659,12 @@ Test(pool, retry_releases_the_cache_and_succeeds) {
     tu_free(b, p); /* a cached free 20M segment */
     tu_free(b, s1);
     cr_assert_eq(tu_stats(b).reserved_bytes, 22 * MiB);
-    void *q = tu_alloc(b, 21 * MiB, NULL); /* a 22M segment: 22M + 22M > 30M: refused, cache released, retried */
+    /* a 22M segment: 22M + 22M > 30M: refused; the device has 8M free, so the
+     * retry releases free segments largest first until 14M are back (the 20M
+     * one, at [0, 20M)) and reserves again: refused too, since the small
+     * segment at [20M, 22M) splits the device's 28M free into 20M + 8M; so it
+     * releases the rest and the third reserve fits */
+    void *q = tu_alloc(b, 21 * MiB, NULL);
     cca_stats s = tu_stats(b);
     cr_assert_eq(s.alloc_retries, 1);
     cr_assert_eq(s.ooms, 0);
@@ -662,7 +672,7 @@ Test(pool, retry_releases_the_cache_and_succeeds) {
     cr_assert_eq(s.upstream_frees, 2);
     cr_assert_eq(s.upstream_allocs, 3);
     cr_assert_eq(tu_upstream_stats(dev).bytes_in_use, 22 * MiB);
-    cr_assert_eq(tu_upstream_stats(dev).failed_allocs, 1);
+    cr_assert_eq(tu_upstream_stats(dev).failed_allocs, 2);
     tu_check(b);
     tu_free(b, q);
     tu_teardown(b, dev);
@@ -808,12 +818,13 @@ Test(pool, sizes_whose_rounding_overflows_never_reach_the_upstream) {
         cr_assert_eq(t.alloc_calls, calls, "size %zu reached the upstream", sizes[i]);
         tu_assert_intact(b, &before, "overflowing size");
     }
-    /* huge but representable: asked of the upstream, refused, an OOM */
+    /* huge but representable: more than the device holds, an OOM at once,
+     * never asked of the upstream */
     void *p = (void *)1;
     cr_assert_eq(cca_alloc(b, SIZE_MAX / 2, NULL, &p), CCA_ERR_OUT_OF_MEMORY);
     cr_assert_null(p);
+    cr_assert_eq(t.alloc_calls, calls, "an impossible size reached the upstream");
     before.ooms++;
-    before.alloc_retries++;
     tu_assert_intact(b, &before, "huge size");
     tu_free(b, keep);
     tu_destroy_clean(b, tu);
@@ -951,4 +962,104 @@ Test(pool, large_requests_may_use_medium_space) {
     void *m2 = tu_alloc(a, 2 * MiB, NULL); /* medium: back in the medium segment, after m */
     cr_assert_eq(m2, (char *)m + 1 * MiB + 512);
     tu_free(a, m), tu_free(a, m2), tu_free(a, l2);
+}
+
+/* ---- error paths that do what the docs say ------------------------------------------- */
+
+static cca_allocator *reentrant_target;
+static int reentrant_calls;
+
+static void log_that_reads_stats(void *user, const char *line) {
+    (void)user, (void)line;
+    cca_stats s;
+    cca_get_stats(reentrant_target, &s); /* deadlocks if the allocator lock is held while logging */
+    reentrant_calls++;
+}
+
+Test(pool, a_log_callback_may_call_back_into_the_allocator, .timeout = 20) {
+    cca_upstream *dev;
+    tu_host_allocator(8 * MiB, "max_reserved:4M", &dev, &reentrant_target);
+    cca_set_log_callback(log_that_reads_stats, NULL);
+    void *p;
+    cr_assert_eq(cca_alloc(reentrant_target, 6 * MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(reentrant_calls, 1);
+    cr_assert_eq(tu_stats(reentrant_target).ooms, 1);
+    tu_teardown(reentrant_target, dev);
+}
+
+Test(pool, max_split_bounds_the_slack_a_request_takes) {
+    cca_upstream *dev;
+    cca_allocator *b;
+    tu_host_allocator(2 * GiB, "max_split:64M", &dev, &b);
+    void *big = tu_alloc(b, 1 * GiB, NULL);
+    tu_free(b, big);
+    /* 64M >= max_split: it may take an unsplittable block only if that block
+     * is less than medium_segment (20M) larger; the 1G block is not */
+    void *p = tu_alloc(b, 64 * MiB, NULL);
+    cca_stats s = tu_stats(b);
+    cr_assert_eq(s.allocated_bytes, 64 * MiB, "handed %zu bytes for a 64M request", s.allocated_bytes);
+    cr_assert_neq(p, big);
+    cr_assert_eq(s.reserved_bytes, 1 * GiB + 64 * MiB);
+    tu_free(b, p);
+    /* a 70M block serves a 64M request (6M of slack, under the bound) */
+    cr_assert_eq(cca_empty_cache(b, NULL), CCA_OK);
+    void *q = tu_alloc(b, 70 * MiB, NULL);
+    tu_free(b, q);
+    void *r = tu_alloc(b, 64 * MiB, NULL);
+    cr_assert_eq(r, q);
+    cr_assert_eq(tu_block_size(b, r), 70 * MiB, "blocks above max_split are never split");
+    tu_free(b, r);
+    tu_teardown(b, dev);
+}
+
+Test(pool, max_split_is_refused_with_the_greedy_policy) {
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy,max_split:64M"), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "greedy") != NULL, "%s", cca_last_error());
+    c.policy = CCA_POLICY_GREEDY;
+    c.max_split = 64 * MiB;
+    cca_allocator *b = (cca_allocator *)1;
+    cr_assert_eq(cca_create(&c, u, &b), CCA_ERR_CONFIG);
+    cr_assert_null(b);
+}
+
+Test(pool, retry_releases_only_what_the_request_needs) {
+    cca_upstream *dev;
+    cca_allocator *b;
+    tu_host_allocator(30 * MiB, NULL, &dev, &b);
+    void *s1 = tu_alloc(b, 100 * KiB, NULL); /* small segment at [0, 2M) */
+    void *p = tu_alloc(b, 4 * MiB, NULL);    /* medium segment at [2M, 22M) */
+    tu_free(b, p), tu_free(b, s1);
+    /* 21M needs 22M; 8M free on the device: releasing the 20M segment gives
+     * 28M contiguous; the small segment is not needed and stays cached */
+    void *q = tu_alloc(b, 21 * MiB, NULL);
+    cca_stats s = tu_stats(b);
+    cr_assert_eq(s.alloc_retries, 1);
+    cr_assert_eq(s.upstream_frees, 1);
+    cr_assert_eq(s.reserved_bytes, 24 * MiB);
+    cr_assert_eq(tu_upstream_stats(dev).failed_allocs, 1);
+    void *again = tu_alloc(b, 100 * KiB, NULL);
+    cr_assert_eq(again, s1, "the small segment is still cached");
+    tu_free(b, again), tu_free(b, q);
+    tu_teardown(b, dev);
+}
+
+Test(pool, a_request_that_can_never_fit_touches_nothing) {
+    cca_allocator *b = tu_allocator(u, "max_reserved:64M");
+    void *p = tu_alloc(b, 4 * MiB, NULL);
+    tu_free(b, p); /* a cached 20M segment */
+    cca_stats before = tu_stats(b);
+    cca_upstream_stats ub = tu_upstream_stats(u);
+    void *q = (void *)1;
+    cr_assert_eq(cca_alloc(b, 65 * MiB, NULL, &q), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_null(q);
+    cr_assert(strstr(cca_last_error(), "can never succeed") != NULL, "%s", cca_last_error());
+    before.ooms++;
+    tu_assert_intact(b, &before, "impossible request");
+    cca_upstream_stats ua = tu_upstream_stats(u);
+    cr_assert_eq(ua.alloc_calls + ua.failed_allocs, ub.alloc_calls + ub.failed_allocs, "the upstream was not asked");
+    cr_assert_eq(ua.free_calls, ub.free_calls, "nothing was released");
+    tu_destroy_clean(b, u);
 }

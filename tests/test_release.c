@@ -208,3 +208,30 @@ Test(release, a_refused_free_keeps_the_segment_and_state_intact) {
     cr_assert_eq(r.bytes_released, 20 * MiB);
     cr_assert_eq(t.used, 0);
 }
+
+Test(release, trim_reports_pending_blocks_it_could_not_complete) {
+    /* the device synchronizes, yet the event of a pending free still reads
+     * incomplete: the block stays reserved, and trim must say so */
+    void *p = tu_alloc(a, 4096, (cca_stream)0x1000);
+    cr_assert_eq(cca_record_stream(a, p, (cca_stream)0x2000), CCA_OK);
+    t.hold_events = true;
+    t.sync_keeps_events = true;
+    tu_free(a, p);
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    cca_release_report r;
+    cr_assert_eq(cca_trim(a, 0, &r), CCA_ERR_NOT_READY, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "1 pending") != NULL, "%s", cca_last_error());
+    cr_assert_eq(r.segments_pinned, 1, "the pending block pins its segment");
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    /* a failing synchronize is reported too, and keeps the block */
+    t.fail_sync = true;
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_ERR_UPSTREAM);
+    cr_assert(strstr(cca_last_error(), "synchronize failed") != NULL, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    t.fail_sync = false;
+    t.sync_keeps_events = false;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    t.hold_events = false;
+}

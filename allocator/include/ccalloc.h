@@ -60,7 +60,8 @@ typedef enum cca_status {
     CCA_ERR_CONFIG,           /* unknown key / bad value in a config string    */
     CCA_ERR_NOT_READY,        /* an event has not completed yet (upstream ops) */
     CCA_ERR_LIVE_BLOCKS,      /* cca_destroy found blocks never freed          */
-    CCA_ERR_IO                /* writing a snapshot or trace failed            */
+    CCA_ERR_IO,               /* writing a snapshot or trace failed            */
+    CCA_ERR_INVARIANT         /* cca_check_invariants found a broken invariant */
 } cca_status;
 
 /* A short constant name for every code ("CCA_ERR_OUT_OF_MEMORY: ..."). */

@@ -27,11 +27,12 @@
  *      roots:  -   treap  -   ... treap
  *                  (size, addr)
  *
- *    Treap: the split/merge formulation (shortest correct balanced tree to
- *    read); priorities are a hash of the address, so the shapes, and every
- *    benchmark, are reproducible. Each node keeps `max_size`, the largest
- *    size in its subtree, so the largest free block is read in O(1) from the
- *    root of the highest non-empty class.
+ *    Treap: the split/merge formulation, written as loops over "next link"
+ *    pointers (no recursion, no per-node bookkeeping on the way back up);
+ *    priorities are a hash of the address stored in the block, so the
+ *    shapes, and every benchmark, are reproducible. The largest free block
+ *    (stats, OOM message) is the rightmost node of the highest non-empty
+ *    class: O(depth).
  *
  *    Streams: a pool keeps one set of classes per stream (ccai_stream_bins),
  *    in a list with the most recently used first; programs use one or a few
@@ -95,10 +96,11 @@ static unsigned next_class(const ccai_stream_bins *sb, unsigned c) {
 
 /* ---- treap over (size, address) ----------------------------------------------- */
 
-/* Heap order: a hash of the address, computed rather than stored (it keeps
- * the block's hot fields in one cache line). */
-static uint64_t priority(const ccai_block *b) {
-    return mix64((uint64_t)b->addr);
+/* Heap order: a hash of the address, stored at insertion (a block's address
+ * is fixed while it is in the index), so the shapes, and every benchmark,
+ * are reproducible. */
+static uint32_t priority_of(uintptr_t addr) {
+    return (uint32_t)(mix64((uint64_t)addr) >> 32);
 }
 
 static int key_cmp(const ccai_block *b, size_t size, uintptr_t addr) {
@@ -109,78 +111,62 @@ static int key_cmp(const ccai_block *b, size_t size, uintptr_t addr) {
     return 0;
 }
 
-static size_t subtree_max(const ccai_block *n) {
-    return n ? n->max_size : 0;
-}
-
-static void update(ccai_block *n) {
-    size_t m = n->size, l = subtree_max(n->left), r = subtree_max(n->right);
-    if (l > m)
-        m = l;
-    if (r > m)
-        m = r;
-    n->max_size = m;
-}
-
-/* Split t into l (keys < key) and r (keys >= key). */
+/* Split t into l (keys < key) and r (keys >= key), iteratively: the left
+ * and right results are built through two "next link" pointers. */
 static void split(ccai_block *t, const ccai_block *key, ccai_block **l, ccai_block **r) {
-    if (!t) {
-        *l = *r = NULL;
-        return;
+    while (t) {
+        if (key_cmp(t, key->size, key->addr) < 0) {
+            *l = t;
+            l = &t->right;
+            t = t->right;
+        } else {
+            *r = t;
+            r = &t->left;
+            t = t->left;
+        }
     }
-    if (key_cmp(t, key->size, key->addr) < 0) {
-        split(t->right, key, &t->right, r);
-        *l = t;
-    } else {
-        split(t->left, key, l, &t->left);
-        *r = t;
-    }
-    update(t);
+    *l = *r = NULL;
 }
 
 /* Merge l and r where every key of l is below every key of r. */
 static ccai_block *merge(ccai_block *l, ccai_block *r) {
-    if (!l)
-        return r;
-    if (!r)
-        return l;
-    if (priority(l) > priority(r)) {
-        l->right = merge(l->right, r);
-        update(l);
-        return l;
+    ccai_block *root = NULL, **link = &root;
+    while (l && r) {
+        if (l->priority > r->priority) {
+            *link = l;
+            link = &l->right;
+            l = l->right;
+        } else {
+            *link = r;
+            link = &r->left;
+            r = r->left;
+        }
     }
-    r->left = merge(l, r->left);
-    update(r);
-    return r;
+    *link = l ? l : r;
+    return root;
 }
 
-static ccai_block *insert(ccai_block *t, ccai_block *b) {
-    if (!t)
-        return b;
-    if (priority(b) > priority(t)) {
-        split(t, b, &b->left, &b->right);
-        update(b);
-        return b;
+/* Insert b below the first node of lower priority on its search path. */
+static void insert(ccai_block **link, ccai_block *b) {
+    ccai_block *t = *link;
+    while (t && t->priority >= b->priority) {
+        link = key_cmp(b, t->size, t->addr) < 0 ? &t->left : &t->right;
+        t = *link;
     }
-    if (key_cmp(b, t->size, t->addr) < 0)
-        t->left = insert(t->left, b);
-    else
-        t->right = insert(t->right, b);
-    update(t);
-    return t;
+    split(t, b, &b->left, &b->right);
+    *link = b;
 }
 
-static ccai_block *erase(ccai_block *t, ccai_block *b) {
-    if (!t)
-        return NULL; /* not present: callers guarantee it is (I3) */
-    if (t == b)
-        return merge(t->left, t->right);
-    if (key_cmp(b, t->size, t->addr) < 0)
-        t->left = erase(t->left, b);
-    else
-        t->right = erase(t->right, b);
-    update(t);
-    return t;
+/* Remove b (present: I3); false if it was not found (a broken invariant). */
+static bool erase(ccai_block **link, ccai_block *b) {
+    for (ccai_block *t = *link; t; t = *link) {
+        if (t == b) {
+            *link = merge(b->left, b->right);
+            return true;
+        }
+        link = key_cmp(b, t->size, t->addr) < 0 ? &t->left : &t->right;
+    }
+    return false;
 }
 
 /* ---- the index ------------------------------------------------------------------- */
@@ -235,9 +221,10 @@ void ccai_free_index_destroy(ccai_free_index *ix) {
 void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
     ccai_stream_bins *sb = bins_of(ix, b->stream); /* exists: see attach */
     unsigned c = class_of(b->size);
+    ccai_assert(sb != NULL && b->state == CCAI_FREE);
     b->left = b->right = NULL;
-    b->max_size = b->size;
-    sb->roots[c] = insert(sb->roots[c], b);
+    b->priority = priority_of(b->addr);
+    insert(&sb->roots[c], b);
     mark(sb, c);
     ix->count++;
     ix->bytes += b->size;
@@ -246,7 +233,9 @@ void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
 void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b) {
     ccai_stream_bins *sb = bins_of(ix, b->stream);
     unsigned c = class_of(b->size);
-    sb->roots[c] = erase(sb->roots[c], b);
+    bool found = sb && erase(&sb->roots[c], b);
+    ccai_assert(found);
+    (void)found;
     unmark_if_empty(sb, c);
     b->left = b->right = NULL;
     ix->count--;
@@ -284,8 +273,11 @@ size_t ccai_free_index_largest(const ccai_free_index *ix) {
             continue;
         unsigned row = 63u - (unsigned)__builtin_clzll(sb->rows);
         unsigned c = row * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[row]);
-        if (sb->roots[c]->max_size > largest)
-            largest = sb->roots[c]->max_size;
+        const ccai_block *n = sb->roots[c];
+        while (n->right) /* ordered by size: the rightmost is the largest */
+            n = n->right;
+        if (n->size > largest)
+            largest = n->size;
     }
     return largest;
 }

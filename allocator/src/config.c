@@ -261,6 +261,10 @@ cca_status cca_config_validate(const cca_config *c) {
     if (c->large_min > c->medium_segment)
         return ccai_fail(CCA_ERR_CONFIG, "large_min (%zu) must not exceed medium_segment (%zu)", c->large_min,
                          c->medium_segment);
+    if (c->max_split && c->policy == CCA_POLICY_GREEDY)
+        return ccai_fail(CCA_ERR_CONFIG, "max_split (%zu) cannot be used with policy:greedy: the arena is one block "
+                                         "that every request must split",
+                         c->max_split);
     return CCA_OK;
 }
 

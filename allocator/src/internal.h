@@ -1,26 +1,33 @@
 /*
  * internal.h — data structures shared between the allocator's source files.
  *
- * Names: public cca_*, shared between files cca__* is avoided (no leading or
- * double underscores); shared internals use the prefix `ccai_` and are
- * declared here under a banner naming the file that defines them.
+ * Names: public cca_*; shared between files ccai_*, declared here under a
+ * banner naming the file that defines them; private `static`.
  *
- * The picture (growth policy, one stream):
+ * The picture (growth policy):
  *
  *   allocator
- *    ├─ segments (doubly linked, creation order)
+ *    ├─ segments (doubly linked, newest first)                  segment.c
  *    │    segment 0 [ base ............................................ size )
  *    │               ├─ block A live ─┼─ block B free ─┼─ block C live ─┤
  *    │               blocks of a segment form an address-ordered chain
  *    │               (prev/next) that tiles the segment exactly.
- *    ├─ free index per pool (small, large; greedy uses "large" only):
- *    │    per stream, size classes each holding a treap ordered by
- *    │    (size, address), and a bitmap of the non-empty classes;
- *    │    best fit = lower bound in the request's class, else the smallest
- *    │    block of the next non-empty class.
- *    └─ live map: hash table address -> block, for cca_free in O(1).
+ *    ├─ free index per pool (small, medium, large; greedy uses "large"):
+ *    │    per key stream, size classes each holding a treap ordered by
+ *    │    (size, address), and a bitmap of the non-empty classes. block_index.c
+ *    ├─ live map: hash table address -> block, for cca_free in O(1). block_index.c
+ *    └─ pending queues: per stream, the events pending frees wait on.  stream.c
  *
- * Invariants (checked by cca_check_invariants):
+ * Files: pool.c alloc/free, split and coalesce; segment.c block records,
+ * segment sizes, reserving and releasing, the greedy arena; stream.c which
+ * streams use a block and deferred frees; block_index.c the two indexes;
+ * release.c trim and empty-cache; check.c invariants, bad-pointer diagnosis
+ * and the assertion levels; stats.c counters and snapshots; config.c options;
+ * status.c status codes, messages and the log; upstream*.c device memory;
+ * trace.c recording.
+ *
+ * Invariants (checked by cca_check_invariants, and after every public call
+ * when built with CCA_DEBUG=2):
  *   I1 the blocks of a segment tile it: first starts at base, each next starts
  *      where the previous ends, the last ends at base + size.
  *   I2 no two neighbouring blocks are both FREE (frees coalesce at once).
@@ -30,6 +37,9 @@
  *      of segment sizes; cached_bytes = sum of FREE block sizes.
  *   I5 every block's address is CCA_ALIGNMENT aligned and its size a multiple
  *      of CCA_GRANULARITY.
+ *   I6 a block is PENDING iff it waits: needs_sync (then it is on the sync
+ *      list) or outstanding events in its stream-use record; every
+ *      outstanding wait is in exactly one pending queue, its stream's.
  */
 #ifndef CCA_INTERNAL_H
 #define CCA_INTERNAL_H
@@ -57,34 +67,55 @@ typedef enum ccai_pool_kind {
 } ccai_pool_kind;
 
 struct ccai_segment;
+struct ccai_block;
 
-/* A pending free: one event per extra stream the block was used on. */
-typedef struct ccai_pending {
-    void **events;
-    size_t count;
-} ccai_pending;
+/* Which streams own and use a block: ONE model, described in full in
+ * stream.c. In short:
+ *   key    the stream whose free index holds the block while it is FREE:
+ *          its segment's stream (NULL for the greedy arena, shared by all).
+ *          b->stream is a copy of b->segment->stream, kept in the block
+ *          because every index operation reads it.
+ *   users  the streams whose queued work may still touch a LIVE block: the
+ *          stream of the cca_alloc call (b->alloc_stream) and every stream
+ *          named by cca_record_stream (uses->streams).
+ * At cca_free a block is reused at once when every user is ordered before
+ * the next user of its key (user == key); otherwise an event is recorded on
+ * each other user and the block is PENDING until all have completed. */
+typedef struct ccai_wait {
+    struct ccai_wait *next; /* FIFO of the stream's pending queue        */
+    struct ccai_block *block;
+    cca_stream stream;
+    void *event;
+} ccai_wait;
+
+typedef struct ccai_stream_use {
+    cca_stream *streams; /* users beyond alloc_stream (cca_record_stream) */
+    size_t count, cap;
+    ccai_wait *waits;     /* one per event recorded at free               */
+    size_t wait_count;
+    size_t outstanding;   /* waits whose events have not completed yet    */
+} ccai_stream_use;
 
 typedef struct ccai_block {
     /* first 64 bytes: everything a free-index descent or a neighbour check
-     * touches (the treap priority is a hash of addr, computed not stored) */
+     * touches */
     struct ccai_block *left, *right; /* free index (treap) links           */
-    cca_stream stream;               /* the segment's stream: index key     */
+    cca_stream stream;               /* key stream (= segment->stream)      */
     size_t size;                     /* multiple of CCA_GRANULARITY         */
     uintptr_t addr;
-    size_t max_size;              /* largest size in the treap subtree   */
     struct ccai_block *hash_next; /* live map chain                      */
-    uint8_t state;                /* FREE / LIVE / PENDING: read on every
-                                     neighbour check, so it lives here   */
+    uint32_t priority;            /* treap heap order: a hash of addr    */
+    uint8_t state;                /* FREE / LIVE / PENDING               */
+    bool needs_sync; /* PENDING: no event could be recorded and synchronize
+                        failed; reused only after a synchronize succeeds  */
     /* the rest: chain, ownership, streams */
     struct ccai_segment *segment;
     struct ccai_block *prev, *next; /* address order within the segment     */
     size_t requested;               /* what the caller asked for (LIVE/PENDING) */
     uint64_t id;                    /* allocation sequence number (traces)  */
     cca_stream alloc_stream;        /* stream of the cca_alloc call         */
-    cca_stream *used_on;            /* extra streams from cca_record_stream */
-    size_t used_on_count, used_on_cap;
-    struct ccai_block *pending_next; /* pending-free list link              */
-    ccai_pending pending;
+    ccai_stream_use *uses;          /* NULL unless record_stream or a wait  */
+    struct ccai_block *sync_next;   /* list of blocks waiting on needs_sync */
 } ccai_block;
 
 typedef struct ccai_segment {
@@ -176,29 +207,86 @@ typedef struct ccai_counters {
 
 struct ccai_trace;
 
+/* The events pending frees wait on, per stream, in the order recorded. Work
+ * on one stream completes in order, so polling stops at the first event of a
+ * queue that is not complete: cca_alloc does one query per stream that has
+ * pending frees, plus one per wait that completed (stream.c). */
+typedef struct ccai_pending_queue {
+    struct ccai_pending_queue *next;
+    cca_stream stream;
+    ccai_wait *head, *tail;
+} ccai_pending_queue;
+
 struct cca_allocator {
     pthread_mutex_t lock;
     cca_config config;
     cca_upstream *upstream;
-    ccai_segment *segments; /* list head */
+    size_t device_total;     /* upstream's total bytes; 0 = unknown (segment.c) */
+    bool device_total_known; /* asked once */
+    ccai_segment *segments;  /* list head */
     ccai_free_index pools[CCAI_POOL_COUNT];
     ccai_live_map live;
-    ccai_block *pending_head; /* freed blocks waiting on events */
-    ccai_block *spare_blocks; /* recycled block records */
+    ccai_pending_queue *queues; /* pending waits by stream (stream.c) */
+    ccai_block *sync_head;      /* pending blocks that need a synchronize */
+    ccai_block *spare_blocks;   /* recycled block records */
     ccai_block_slab *slabs;
     ccai_counters c;
     uint64_t alloc_sequence; /* ids for the trace */
     struct ccai_trace *trace;
 };
 
-/* pool.c */
-ccai_block *ccai_block_new(cca_allocator *a);
+/* A log line formatted under the lock and written after it is released: the
+ * log callback may call back into the allocator (status.c). */
+typedef struct ccai_deferred_log {
+    bool set;
+    char line[512];
+} ccai_deferred_log;
+
+/* segment.c */
+ccai_block *ccai_block_new(cca_allocator *a); /* NULL: host malloc failed */
 void ccai_block_recycle(cca_allocator *a, ccai_block *b);
+ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded);
+/* Preferred and least segment sizes for a growth-policy request. */
+void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least);
+/* Reserve a segment and index its one free block. CCA_ERR_OUT_OF_MEMORY when
+ * max_reserved would be crossed or the upstream refuses. */
+cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,
+                                ccai_segment **out);
 /* Return a fully free segment to the upstream (removes its block). */
 cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s);
-/* Complete pending frees whose events finished; wait for all if `wait`. */
-void ccai_process_pending(cca_allocator *a, bool wait);
-ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded);
+/* The largest segment that could ever be reserved: min(device total,
+ * max_reserved), SIZE_MAX when neither is known. */
+size_t ccai_segment_ceiling(cca_allocator *a);
+cca_status ccai_arena_reserve(cca_allocator *a);
+ccai_segment *ccai_arena_find(const cca_allocator *a);
+
+/* stream.c */
+/* At cca_free: true = b is now PENDING (or waits for a synchronize), false =
+ * reuse it now. *st is set when the waits could not be set up and a fallback
+ * synchronize failed: b is then held until a later synchronize succeeds. */
+bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st);
+/* Complete pending frees whose events finished, in bounded work: one query
+ * per stream with pending frees plus one per completed wait. */
+void ccai_stream_poll(cca_allocator *a);
+/* Synchronize the device and complete every pending free that can be.
+ * Returns the synchronize's status (pending blocks stay pending on failure). */
+cca_status ccai_stream_wait_all(cca_allocator *a);
+/* After a successful synchronize: complete every pending free that can be. */
+void ccai_stream_complete_all(cca_allocator *a);
+cca_status ccai_stream_record(ccai_block *b, cca_stream s);
+/* Free a block's stream-use record and events (destroy, or reuse). */
+void ccai_stream_use_free(cca_allocator *a, ccai_block *b);
+void ccai_stream_destroy(cca_allocator *a);
+
+/* pool.c */
+/* A LIVE or PENDING block rejoins its pool, coalescing with free neighbours. */
+void ccai_pool_return(cca_allocator *a, ccai_block *b);
+
+/* check.c */
+/* NULL when every invariant holds, else the first broken one (lock held). */
+const char *ccai_check_locked(const cca_allocator *a);
+/* Why is ptr not a live block? Sets the message (lock held). */
+cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *who);
 
 /* release.c */
 /* Release free segments largest first until reserved <= keep (lock held).
@@ -207,6 +295,50 @@ cca_status ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */
+
+/* ------------------------------------------------------------------------ */
+/* Assertion levels and the lock (check.c)                                  */
+/* ------------------------------------------------------------------------ */
+
+/* CCA_DEBUG, in the spirit of mimalloc's MI_DEBUG:
+ *   0  no checks (Release, RelWithDebInfo);
+ *   1  cheap checks of preconditions and postconditions (Debug builds): a
+ *      free-index erase finds its block, a returned block was LIVE, counters
+ *      never go below zero;
+ *   2  level 1, plus the full invariant walk (cca_check_invariants) at the
+ *      end of every public call that holds the lock: O(blocks) per call, for
+ *      tests and the sanitizer CI stage.
+ * A failed check is a bug in ccalloc: it prints the condition, file and line
+ * (and the broken invariant) and aborts. */
+#ifndef CCA_DEBUG
+#ifdef NDEBUG
+#define CCA_DEBUG 0
+#else
+#define CCA_DEBUG 1
+#endif
+#endif
+
+void ccai_assert_fail(const char *cond, const char *file, int line);
+#if CCA_DEBUG >= 1
+#define ccai_assert(cond) ((cond) ? (void)0 : ccai_assert_fail(#cond, __FILE__, __LINE__))
+#else
+#define ccai_assert(cond) ((void)0)
+#endif
+
+static inline void ccai_lock(cca_allocator *a) {
+    pthread_mutex_lock(&a->lock);
+}
+
+/* Release the lock at the end of a public call; at CCA_DEBUG >= 2, first
+ * check every invariant. */
+static inline void ccai_unlock(cca_allocator *a) {
+#if CCA_DEBUG >= 2
+    const char *broken = ccai_check_locked(a);
+    if (broken)
+        ccai_assert_fail(broken, __FILE__, __LINE__);
+#endif
+    pthread_mutex_unlock(&a->lock);
+}
 
 /* status.c */
 cca_status ccai_fail(cca_status s, const char *fmt, ...)
@@ -219,6 +351,13 @@ void ccai_log(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* Write a deferred line (if set) through the log sink; call without the
+ * allocator lock. */
+static inline void ccai_log_flush(ccai_deferred_log *d) {
+    if (d->set)
+        ccai_log("%s", d->line);
+    d->set = false;
+}
 
 /* upstream.c: the wrapper every upstream sits behind (accounting included). */
 struct cca_upstream {

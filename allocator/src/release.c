@@ -12,8 +12,11 @@
  * report says so (segments_pinned, live_bytes_pinning, free_bytes_pinned)
  * instead of leaving users to guess.
  *
- * trim(keep): synchronize the device (pending frees can complete), then
- * release free segments largest first until reserved <= keep. Largest first
+ * trim(keep): synchronize the device and complete every pending free; then
+ * release free segments largest first until reserved <= keep. A pending
+ * block that could not complete stays reserved, and the call says so after
+ * releasing what it could: the synchronize's failure, or CCA_ERR_NOT_READY
+ * when the device synchronized but an event still reads incomplete. Largest first
  * reaches the budget with the fewest upstream calls and keeps the small
  * segments that serve the common small requests. Cost: O(S log S) in the
  * number of segments.
@@ -103,19 +106,31 @@ cca_status ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release
 cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_trim: allocator is NULL");
-    pthread_mutex_lock(&a->lock);
+    ccai_lock(a);
     if (a->trace) /* the program's release call, in the trace before its effect */
         ccai_trace_release(a->trace, keep_bytes);
+    /* One synchronize: queued work finishes, so pending frees complete and
+     * the memory the program released is really free on the device. */
     cca_status sync = cca_upstream_synchronize(a->upstream);
     char why[256] = "";
     if (sync != CCA_OK)
-        snprintf(why, sizeof why, "%s", cca_last_error());
-    ccai_process_pending(a, true);
+        snprintf(why, sizeof why, "synchronize failed: %s", cca_last_error());
+    else
+        ccai_stream_complete_all(a);
     cca_status st = ccai_release_free_segments(a, keep_bytes, report);
-    pthread_mutex_unlock(&a->lock);
-    if (st == CCA_OK && sync != CCA_OK)
-        return ccai_fail(sync, "cca_trim: synchronize failed (free segments were still released): %s", why);
-    return st;
+    size_t pending = a->c.pending;
+    ccai_unlock(a);
+    if (st != CCA_OK)
+        return st;
+    if (sync != CCA_OK)
+        return ccai_fail(sync, "cca_trim: %s (free segments were still released; %zu pending blocks stay reserved)",
+                         why, pending);
+    if (pending)
+        return ccai_fail(CCA_ERR_NOT_READY,
+                         "cca_trim: the device synchronized but the events of %zu pending blocks are still "
+                         "incomplete; they stay reserved",
+                         pending);
+    return CCA_OK;
 }
 
 cca_status cca_empty_cache(cca_allocator *a, cca_release_report *report) {

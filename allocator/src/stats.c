@@ -16,8 +16,7 @@
  * The snapshot (cca_write_snapshot_json) lists every segment and block in
  * address order: what PyTorch's memory snapshot shows, for one allocator.
  *
- * cca_check_invariants walks everything (O(blocks)) and checks I1..I5 of
- * internal.h; tests call it after every step of randomized sequences.
+ * The invariant walk (cca_check_invariants) lives in check.c.
  */
 #include "internal.h"
 
@@ -156,88 +155,3 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
 }
 
 /* ---- invariants ---------------------------------------------------------------- */
-
-typedef struct index_check {
-    const cca_allocator *a;
-    int pool;
-    size_t count, bytes;
-    const char *error;
-} index_check;
-
-static bool check_index_entry(void *user, const ccai_block *b) {
-    index_check *ic = user;
-    if (b->state != CCAI_FREE)
-        return ic->error = "I3: a non-free block is in the free index", false;
-    if ((int)b->segment->pool != ic->pool)
-        return ic->error = "I3: a block is in the wrong pool's index", false;
-    ic->count++;
-    ic->bytes += b->size;
-    return true;
-}
-
-cca_status cca_check_invariants(const cca_allocator *a) {
-    if (!a)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_check_invariants: allocator is NULL");
-    cca_allocator *m = (cca_allocator *)a;
-    pthread_mutex_lock(&m->lock);
-    const char *err = NULL;
-    size_t reserved = 0, allocated = 0, free_bytes = 0, free_count = 0, live_count = 0, segments = 0, pending = 0;
-    for (const ccai_segment *s = a->segments; s && !err; s = s->next) {
-        segments++;
-        reserved += s->size;
-        uintptr_t expect = s->base;
-        size_t seg_live = 0, seg_live_bytes = 0;
-        const ccai_block *prev = NULL;
-        for (const ccai_block *b = s->first; b && !err; prev = b, b = b->next) {
-            if (b->addr != expect)
-                err = "I1: blocks do not tile their segment";
-            else if (b->prev != prev || b->segment != s)
-                err = "I1: broken block chain links";
-            else if (b->addr % CCA_ALIGNMENT || b->size % CCA_GRANULARITY || b->size == 0)
-                err = "I5: misaligned block";
-            else if (b->state == CCAI_FREE && prev && prev->state == CCAI_FREE)
-                err = "I2: two neighbouring free blocks";
-            else if (b->stream != s->stream)
-                err = "a block's stream differs from its segment's";
-            expect = b->addr + b->size;
-            if (b->state == CCAI_FREE) {
-                free_bytes += b->size;
-                free_count++;
-            } else {
-                seg_live++;
-                seg_live_bytes += b->size;
-                pending += b->state == CCAI_PENDING;
-                if (ccai_live_map_find(&a->live, b->addr) != b)
-                    err = "I3: a live block is missing from the live map";
-            }
-        }
-        if (!err && expect != s->base + s->size)
-            err = "I1: blocks do not reach the end of their segment";
-        if (!err && (seg_live != s->live_blocks || seg_live_bytes != s->live_bytes))
-            err = "segment live counters disagree with its blocks";
-        live_count += seg_live;
-        allocated += seg_live_bytes;
-    }
-    size_t index_count = 0, index_bytes = 0;
-    for (int p = 0; p < CCAI_POOL_COUNT && !err; p++) {
-        index_check ic = {a, p, 0, 0, NULL};
-        ccai_free_index_walk(&a->pools[p], check_index_entry, &ic);
-        err = ic.error;
-        if (!err && (ic.count != a->pools[p].count || ic.bytes != a->pools[p].bytes))
-            err = "free index counters disagree with its entries";
-        index_count += ic.count;
-        index_bytes += ic.bytes;
-    }
-    if (!err && (index_count != free_count || index_bytes != free_bytes))
-        err = "I3: free blocks and the free index disagree";
-    if (!err && live_count != a->live.count)
-        err = "I3: live map holds a block not in any segment";
-    if (!err && (reserved != a->c.reserved || segments != a->c.segments))
-        err = "I4: reserved bytes or segment count disagree with the segments";
-    if (!err && (allocated != a->c.allocated || live_count != a->c.active || pending != a->c.pending))
-        err = "I4: allocated bytes or active blocks disagree with the blocks";
-    if (!err && a->c.allocated > a->c.allocated_peak)
-        err = "a peak is below its current value";
-    pthread_mutex_unlock(&m->lock);
-    return err ? ccai_fail(CCA_ERR_INVALID_ARGUMENT, "invariant broken: %s", err) : CCA_OK;
-}

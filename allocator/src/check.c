@@ -1,0 +1,202 @@
+/*
+ * check.c — the allocator checking itself: the invariant walk behind
+ * cca_check_invariants, the diagnosis of a bad pointer, and the assertion
+ * levels (CCA_DEBUG, internal.h).
+ *
+ * ccai_check_locked walks every segment's block chain, the free index, the
+ * live map and the pending queues, and recounts what the counters claim:
+ * I1..I6 of internal.h. Cost O(blocks + pending waits); it allocates
+ * nothing, so it can run after every public call (CCA_DEBUG=2) and inside
+ * fault-injection tests. cca_check_invariants reports a broken invariant as
+ * CCA_ERR_INVARIANT with the invariant's name in the message.
+ *
+ * ccai_diagnose_pointer turns "not in the live map" into the precise
+ * mistake — double free (of a pending block, of a free block), an interior
+ * pointer (with the block's start and the offset), a pointer inside a free
+ * block, or a pointer this allocator never handed out — by walking the
+ * segment that contains it: O(segments + blocks of that segment), paid only
+ * on the error path.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+void ccai_assert_fail(const char *cond, const char *file, int line) {
+    fprintf(stderr, "ccalloc: internal check failed: %s (%s:%d)\n", cond, file, line);
+    fflush(stderr);
+    abort();
+}
+
+typedef struct index_check {
+    int pool;
+    size_t count, bytes;
+    const char *error;
+} index_check;
+
+static bool check_index_entry(void *user, const ccai_block *b) {
+    index_check *ic = user;
+    if (b->state != CCAI_FREE)
+        return ic->error = "I3: a non-free block is in the free index", false;
+    if ((int)b->segment->pool != ic->pool)
+        return ic->error = "I3: a block is in the wrong pool's index", false;
+    ic->count++;
+    ic->bytes += b->size;
+    return true;
+}
+
+static const char *check_block(const ccai_block *b) {
+    if (b->state == CCAI_FREE)
+        return b->uses || b->needs_sync ? "I6: a free block has stream uses or waits" : NULL;
+    const ccai_stream_use *u = b->uses;
+    bool waits = b->needs_sync || (u && u->outstanding > 0);
+    if ((b->state == CCAI_PENDING) != waits)
+        return "I6: PENDING disagrees with the block's waits";
+    if (u && u->outstanding > u->wait_count)
+        return "I6: more outstanding waits than waits";
+    return NULL;
+}
+
+static const char *check_segments(const cca_allocator *a, size_t *allocated, size_t *live_count, size_t *pending,
+                                  size_t *free_bytes, size_t *free_count, size_t *waits) {
+    size_t reserved = 0, segments = 0;
+    for (const ccai_segment *s = a->segments; s; s = s->next) {
+        segments++;
+        reserved += s->size;
+        uintptr_t expect = s->base;
+        size_t seg_live = 0, seg_live_bytes = 0;
+        const ccai_block *prev = NULL;
+        for (const ccai_block *b = s->first; b; prev = b, b = b->next) {
+            const char *err = NULL;
+            if (b->addr != expect)
+                err = "I1: blocks do not tile their segment";
+            else if (b->prev != prev || b->segment != s)
+                err = "I1: broken block chain links";
+            else if (b->addr % CCA_ALIGNMENT || b->size % CCA_GRANULARITY || b->size == 0)
+                err = "I5: misaligned block";
+            else if (b->state == CCAI_FREE && prev && prev->state == CCAI_FREE)
+                err = "I2: two neighbouring free blocks";
+            else if (b->stream != s->stream)
+                err = "a block's key stream differs from its segment's";
+            else if (b->state > CCAI_PENDING)
+                err = "a block has no valid state";
+            else
+                err = check_block(b);
+            if (err)
+                return err;
+            expect = b->addr + b->size;
+            if (b->state == CCAI_FREE) {
+                *free_bytes += b->size;
+                (*free_count)++;
+                continue;
+            }
+            seg_live++;
+            seg_live_bytes += b->size;
+            *pending += b->state == CCAI_PENDING;
+            if (b->uses)
+                *waits += b->uses->outstanding;
+            if (ccai_live_map_find(&a->live, b->addr) != b)
+                return "I3: a live block is missing from the live map";
+        }
+        if (expect != s->base + s->size)
+            return "I1: blocks do not reach the end of their segment";
+        if (seg_live != s->live_blocks || seg_live_bytes != s->live_bytes)
+            return "segment live counters disagree with its blocks";
+        *live_count += seg_live;
+        *allocated += seg_live_bytes;
+    }
+    if (reserved != a->c.reserved || segments != a->c.segments)
+        return "I4: reserved bytes or segment count disagree with the segments";
+    return NULL;
+}
+
+static const char *check_queues(const cca_allocator *a, size_t waits) {
+    size_t queued = 0;
+    for (const ccai_pending_queue *q = a->queues; q; q = q->next) {
+        const ccai_wait *last = NULL;
+        for (const ccai_wait *w = q->head; w; last = w, w = w->next) {
+            queued++;
+            if (w->stream != q->stream || !w->event)
+                return "I6: a wait is in another stream's queue, or has no event";
+            if (w->block->state != CCAI_PENDING)
+                return "I6: a queued wait belongs to a block that is not PENDING";
+            if (queued > waits)
+                return "I6: more queued waits than outstanding ones (a cycle?)";
+        }
+        if (q->tail != last)
+            return "I6: a pending queue's tail is not its last wait";
+    }
+    if (queued != waits)
+        return "I6: outstanding waits and queued waits disagree";
+    for (const ccai_block *b = a->sync_head; b; b = b->sync_next)
+        if (!b->needs_sync || b->state != CCAI_PENDING)
+            return "I6: a block on the sync list does not need a synchronize";
+    return NULL;
+}
+
+const char *ccai_check_locked(const cca_allocator *a) {
+    size_t allocated = 0, live_count = 0, pending = 0, free_bytes = 0, free_count = 0, waits = 0;
+    const char *err =
+        check_segments(a, &allocated, &live_count, &pending, &free_bytes, &free_count, &waits);
+    if (err)
+        return err;
+    size_t index_count = 0, index_bytes = 0;
+    for (int p = 0; p < CCAI_POOL_COUNT; p++) {
+        index_check ic = {p, 0, 0, NULL};
+        ccai_free_index_walk(&a->pools[p], check_index_entry, &ic);
+        if (ic.error)
+            return ic.error;
+        if (ic.count != a->pools[p].count || ic.bytes != a->pools[p].bytes)
+            return "free index counters disagree with its entries";
+        index_count += ic.count;
+        index_bytes += ic.bytes;
+    }
+    if (index_count != free_count || index_bytes != free_bytes)
+        return "I3: free blocks and the free index disagree";
+    if (live_count != a->live.count)
+        return "I3: live map holds a block not in any segment";
+    if (allocated != a->c.allocated || live_count != a->c.active || pending != a->c.pending)
+        return "I4: allocated bytes, active or pending blocks disagree with the blocks";
+    if (a->c.allocated > a->c.allocated_peak || a->c.reserved > a->c.reserved_peak ||
+        a->c.requested > a->c.requested_peak || a->c.active > a->c.active_peak ||
+        a->c.segments > a->c.segments_peak)
+        return "a peak is below its current value";
+    if (a->c.requested > a->c.allocated)
+        return "requested bytes exceed allocated bytes";
+    return check_queues(a, waits);
+}
+
+cca_status cca_check_invariants(const cca_allocator *a) {
+    if (!a)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_check_invariants: allocator is NULL");
+    cca_allocator *m = (cca_allocator *)a;
+    pthread_mutex_lock(&m->lock);
+    const char *err = ccai_check_locked(a);
+    pthread_mutex_unlock(&m->lock);
+    return err ? ccai_fail(CCA_ERR_INVARIANT, "invariant broken: %s", err) : CCA_OK;
+}
+
+cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *who) {
+    uintptr_t p = (uintptr_t)ptr;
+    ccai_block *live = ccai_live_map_find(&a->live, p);
+    if (live && live->state == CCAI_PENDING)
+        return ccai_fail(CCA_ERR_INVALID_POINTER, "%s: double free of %p (its free is waiting on stream events)", who,
+                         ptr);
+    for (ccai_segment *s = a->segments; s; s = s->next) {
+        if (p < s->base || p >= s->base + s->size)
+            continue;
+        for (ccai_block *b = s->first; b; b = b->next) {
+            if (p < b->addr || p >= b->addr + b->size)
+                continue;
+            if (b->state == CCAI_FREE && b->addr == p)
+                return ccai_fail(CCA_ERR_INVALID_POINTER, "%s: double free of %p", who, ptr);
+            if (b->state == CCAI_FREE)
+                return ccai_fail(CCA_ERR_INVALID_POINTER,
+                                 "%s: %p lies inside a free block (double free of a coalesced block, or stale pointer)",
+                                 who, ptr);
+            return ccai_fail(CCA_ERR_INVALID_POINTER, "%s: interior pointer %p (block starts at %p, offset %zu)", who,
+                             ptr, (void *)b->addr, (size_t)(p - b->addr));
+        }
+    }
+    return ccai_fail(CCA_ERR_INVALID_POINTER, "%s: %p was not allocated by this allocator", who, ptr);
+}

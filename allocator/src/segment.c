@@ -1,0 +1,232 @@
+/*
+ * segment.c — where blocks come from: block records, segment sizes,
+ * reserving and releasing segments, and the greedy arena.
+ *
+ * A SEGMENT is one upstream allocation (one cudaMalloc). It is cut into
+ * BLOCKS that tile it (internal.h, I1); a fresh segment is one free block.
+ * Only a whole free segment goes back to the upstream (release.c).
+ *
+ * Segment sizes, by pool (ccai_segment_sizes). These are PyTorch's sizes:
+ *
+ *   pool     requests              segment reserved          least on OOM
+ *   small    <= small_max (1M)     small_segment (2M)        same
+ *   medium   <  large_min (10M)    medium_segment (20M)      request rounded
+ *                                                            to segment_round
+ *   large    >= large_min          request rounded to segment_round (2M)
+ *
+ * Small segments keep tiny tensors from pinning big segments, the 20 MiB
+ * segment packs mid-size tensors, and big tensors get their own segment so
+ * that they can be returned whole. PyTorch keeps medium and large in one
+ * pool; ccalloc separates them (medium_pool:0 restores PyTorch's layout).
+ * When the preferred medium segment is refused, the least size is tried.
+ *
+ * The ceiling (ccai_segment_ceiling): the largest segment that could ever be
+ * reserved, min(device total, max_reserved). A request whose least segment
+ * is above it can never succeed, so cca_alloc fails it at once without
+ * touching the cache or calling the upstream. The device total is asked from
+ * the upstream once, on the first request that needs a new segment.
+ *
+ * The greedy arena (TensorFlow's default policy): one segment of
+ * greedy_bytes, or greedy_fraction of the device's free memory (capped by
+ * max_reserved), reserved by cca_create and shared by every stream (its key
+ * stream is NULL, stream.c). A request never reserves anything else; after an
+ * empty-cache has released the arena, the next cca_alloc reserves it again
+ * (one upstream call), and fails with OOM if that is refused.
+ *
+ * Block records come from slabs of 128, recycled through a free list, so a
+ * split costs no malloc in the steady state. A record is 128 bytes; the
+ * first 64 hold what the free index and the neighbour checks read.
+ *
+ * Costs: reserve and release are O(1) plus one upstream call; the arena is
+ * found by a walk of the segment list (only on the greedy slow path).
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SLAB_BLOCKS 128
+
+/* ---- block records ------------------------------------------------------ */
+
+ccai_block *ccai_block_new(cca_allocator *a) {
+    if (!a->spare_blocks) {
+        ccai_block_slab *slab = calloc(1, sizeof *slab + SLAB_BLOCKS * sizeof(ccai_block));
+        if (!slab)
+            return NULL;
+        slab->next = a->slabs;
+        a->slabs = slab;
+        for (size_t i = 0; i < SLAB_BLOCKS; i++) {
+            slab->blocks[i].next = a->spare_blocks;
+            a->spare_blocks = &slab->blocks[i];
+        }
+    }
+    ccai_block *b = a->spare_blocks;
+    a->spare_blocks = b->next;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
+    ccai_assert(b->uses == NULL);
+    b->next = a->spare_blocks; /* cleared again by ccai_block_new */
+    a->spare_blocks = b;
+}
+
+/* ---- sizes -------------------------------------------------------------- */
+
+static size_t round_up(size_t v, size_t to) {
+    return (v + to - 1) / to * to;
+}
+
+ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded) {
+    const cca_config *c = &a->config;
+    if (c->policy == CCA_POLICY_GREEDY)
+        return CCAI_POOL_LARGE;
+    if (c->small_pool && rounded <= c->small_max)
+        return CCAI_POOL_SMALL;
+    if (c->medium_pool && rounded < c->large_min)
+        return CCAI_POOL_MEDIUM;
+    return CCAI_POOL_LARGE;
+}
+
+void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least) {
+    const cca_config *c = &a->config;
+    if (pool == CCAI_POOL_SMALL) {
+        *want = *least = c->small_segment;
+    } else if (rounded < c->large_min) {
+        *want = c->medium_segment;
+        *least = round_up(rounded, c->segment_round);
+    } else {
+        *want = *least = round_up(rounded, c->segment_round);
+    }
+}
+
+size_t ccai_segment_ceiling(cca_allocator *a) {
+    if (!a->device_total_known) {
+        size_t free_b = 0, total_b = 0;
+        a->device_total_known = true;
+        if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK)
+            a->device_total = total_b;
+    }
+    size_t ceiling = a->device_total ? a->device_total : SIZE_MAX;
+    if (a->config.max_reserved && a->config.max_reserved < ceiling)
+        ceiling = a->config.max_reserved;
+    return ceiling;
+}
+
+/* ---- segments ----------------------------------------------------------- */
+
+static void counters_add_reserved(ccai_counters *c, size_t size) {
+    c->reserved += size;
+    if (c->reserved > c->reserved_peak)
+        c->reserved_peak = c->reserved;
+    c->segments++;
+    if (c->segments > c->segments_peak)
+        c->segments_peak = c->segments;
+    c->upstream_allocs++;
+}
+
+cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,
+                                ccai_segment **out) {
+    size_t cap = a->config.max_reserved;
+    if (cap && (a->c.reserved > cap || size > cap - a->c.reserved))
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "max_reserved (%zu) would be exceeded", cap);
+    ccai_segment *s = calloc(1, sizeof *s);
+    ccai_block *b = ccai_block_new(a);
+    if (!s || !b || ccai_free_index_attach(&a->pools[pool], stream) != CCA_OK) {
+        free(s);
+        if (b)
+            ccai_block_recycle(a, b);
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for segment bookkeeping");
+    }
+    void *base = NULL;
+    cca_status st = cca_upstream_alloc(a->upstream, size, &base);
+    if (st != CCA_OK) {
+        ccai_free_index_detach(&a->pools[pool], stream);
+        free(s);
+        ccai_block_recycle(a, b);
+        return st;
+    }
+    s->base = (uintptr_t)base;
+    s->size = size;
+    s->stream = stream;
+    s->shared = shared;
+    s->pool = pool;
+    s->first = b;
+    s->next = a->segments;
+    if (a->segments)
+        a->segments->prev = s;
+    a->segments = s;
+    b->addr = s->base;
+    b->size = size;
+    b->segment = s;
+    b->stream = stream;
+    b->state = CCAI_FREE;
+    ccai_free_index_insert(&a->pools[pool], b);
+    counters_add_reserved(&a->c, size);
+    *out = s;
+    return CCA_OK;
+}
+
+cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s) {
+    ccai_block *b = s->first;
+    ccai_assert(s->live_blocks == 0 && b->state == CCAI_FREE && b->next == NULL && b->size == s->size);
+    cca_status st = cca_upstream_free(a->upstream, (void *)s->base, s->size);
+    if (st != CCA_OK)
+        return st; /* the segment stays, fully indexed: state intact */
+    ccai_free_index_remove(&a->pools[s->pool], b);
+    ccai_free_index_detach(&a->pools[s->pool], s->stream);
+    ccai_block_recycle(a, b);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        a->segments = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    ccai_assert(a->c.reserved >= s->size && a->c.segments > 0);
+    a->c.reserved -= s->size;
+    a->c.segments--;
+    a->c.upstream_frees++;
+    free(s);
+    return CCA_OK;
+}
+
+/* ---- the greedy arena --------------------------------------------------- */
+
+ccai_segment *ccai_arena_find(const cca_allocator *a) {
+    for (ccai_segment *s = a->segments; s; s = s->next)
+        if (s->shared)
+            return s;
+    return NULL;
+}
+
+static cca_status arena_size(cca_allocator *a, size_t *size) {
+    size_t want = a->config.greedy_bytes;
+    if (!want) {
+        size_t free_b = 0, total_b = 0;
+        cca_status st = cca_upstream_mem_info(a->upstream, &free_b, &total_b);
+        if (st != CCA_OK)
+            return ccai_fail(st, "greedy: cannot size the arena from greedy_fraction: %s", cca_last_error());
+        want = (size_t)((double)free_b * a->config.greedy_fraction);
+    }
+    if (a->config.max_reserved && want > a->config.max_reserved)
+        want = a->config.max_reserved;
+    want = want / CCA_GRANULARITY * CCA_GRANULARITY;
+    if (!want)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "greedy: arena size rounds to 0 bytes");
+    *size = want;
+    return CCA_OK;
+}
+
+cca_status ccai_arena_reserve(cca_allocator *a) {
+    size_t size = 0;
+    cca_status st = arena_size(a, &size);
+    if (st != CCA_OK)
+        return st;
+    ccai_segment *s;
+    st = ccai_segment_reserve(a, size, NULL, CCAI_POOL_LARGE, true, &s);
+    if (st != CCA_OK)
+        return ccai_fail(st, "greedy: reserving the %zu-byte arena failed: %s", size, cca_last_error());
+    return CCA_OK;
+}

@@ -1,0 +1,287 @@
+/*
+ * stream.c — which streams own and use a block, and frees that must wait.
+ *
+ * Device work is queued on STREAMS and runs later; work on one stream runs
+ * in order. A freed block may still be read or written by queued work. The
+ * model, one for both policies:
+ *
+ *   key    every block belongs to the free index of one KEY stream: its
+ *          segment's stream. A growth segment's key is the stream of the
+ *          request that reserved it; the greedy arena is shared and its key
+ *          is NULL. A FREE block is handed out only to requests of its key
+ *          stream (in the arena: to every stream).
+ *   users  while a block is LIVE, the streams whose queued work may touch it:
+ *          alloc_stream (the stream passed to cca_alloc) and every stream
+ *          named by cca_record_stream (uses->streams).
+ *
+ *   At cca_free, a user U needs no wait when the next owner's work is
+ *   ordered after U's: U == key. In the arena the key is NULL, the legacy
+ *   default stream, which is ordered against every other blocking stream,
+ *   so a block allocated there on NULL needs no wait either. For every other user an
+ *   event is recorded on that stream; the block is PENDING (still counted
+ *   as allocated, not reusable) until every event has completed.
+ *
+ *     growth, alloc on s, no record_stream   -> FREE at once (the fast path)
+ *     growth, alloc on s, record_stream(t)   -> event on t, PENDING
+ *     arena,  alloc on NULL                  -> FREE at once
+ *     arena,  alloc on s != NULL             -> event on s, PENDING
+ *
+ *   If an event cannot be recorded (no event ops, or record fails), the
+ *   device is synchronized instead and the block is FREE at once. If that
+ *   synchronize fails too, nothing says the other streams are done: the
+ *   block is held PENDING with needs_sync, cca_free reports the failure, and
+ *   the block rejoins the pool after a later synchronize succeeds (trim,
+ *   empty-cache, the OOM retry, destroy). A block is never reused while
+ *   another stream's use of it is not known to be finished.
+ *
+ * Pending queues: each event recorded at free becomes a WAIT, appended to
+ * the FIFO queue of its stream. Events of one stream complete in order, so
+ * polling a queue stops at its first incomplete event. cca_alloc polls every
+ * queue: one event query per stream with pending frees, plus one per wait
+ * that completed (each wait completes once), instead of querying every
+ * pending event on every call. A block with several waits rejoins the pool
+ * when the last one completes. An upstream whose events complete out of
+ * order is still correct, only later: a completed event behind an
+ * incomplete one is seen when its predecessor completes, or at the next
+ * synchronize (ccai_stream_wait_all queries every wait).
+ *
+ * Costs: record_stream O(users of the block); a deferred free O(users) plus
+ * one host allocation; polling as above; queues are freed when empty.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static ccai_stream_use *use_of(ccai_block *b) {
+    if (!b->uses)
+        b->uses = calloc(1, sizeof *b->uses);
+    return b->uses;
+}
+
+void ccai_stream_use_free(cca_allocator *a, ccai_block *b) {
+    ccai_stream_use *u = b->uses;
+    if (!u)
+        return;
+    for (size_t i = 0; i < u->wait_count; i++)
+        if (u->waits[i].event)
+            ccai_upstream_event_destroy(a->upstream, u->waits[i].event);
+    free(u->waits);
+    free(u->streams);
+    free(u);
+    b->uses = NULL;
+}
+
+cca_status ccai_stream_record(ccai_block *b, cca_stream s) {
+    if (s == b->alloc_stream)
+        return CCA_OK;
+    ccai_stream_use *u = use_of(b);
+    if (!u)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_record_stream: host malloc failed");
+    for (size_t i = 0; i < u->count; i++)
+        if (u->streams[i] == s)
+            return CCA_OK;
+    if (u->count == u->cap) {
+        size_t cap = u->cap ? 2 * u->cap : 2;
+        cca_stream *grown = realloc(u->streams, cap * sizeof *grown);
+        if (!grown)
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_record_stream: host malloc failed");
+        u->streams = grown;
+        u->cap = cap;
+    }
+    u->streams[u->count++] = s;
+    return CCA_OK;
+}
+
+/* ---- pending queues ----------------------------------------------------- */
+
+static ccai_pending_queue *queue_of(cca_allocator *a, cca_stream s, bool create) {
+    for (ccai_pending_queue *q = a->queues; q; q = q->next)
+        if (q->stream == s)
+            return q;
+    if (!create)
+        return NULL;
+    ccai_pending_queue *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->stream = s;
+    q->next = a->queues;
+    a->queues = q;
+    return q;
+}
+
+static void queue_drop_empty(cca_allocator *a) {
+    for (ccai_pending_queue **link = &a->queues; *link;) {
+        ccai_pending_queue *q = *link;
+        if (q->head) {
+            link = &q->next;
+            continue;
+        }
+        *link = q->next;
+        free(q);
+    }
+}
+
+/* A wait completed: the block rejoins its pool when it was the last one. */
+static void wait_done(cca_allocator *a, ccai_wait *w) {
+    ccai_block *b = w->block;
+    ccai_stream_use *u = b->uses;
+    ccai_upstream_event_destroy(a->upstream, w->event);
+    w->event = NULL;
+    ccai_assert(u && u->outstanding > 0);
+    if (--u->outstanding > 0 || b->needs_sync)
+        return;
+    ccai_stream_use_free(a, b);
+    ccai_assert(a->c.pending > 0);
+    a->c.pending--;
+    ccai_pool_return(a, b);
+}
+
+/* Complete the waits at the head of q; stop at the first incomplete event
+ * unless `all` (then every wait is queried and completed ones unlinked). */
+static void poll_queue(cca_allocator *a, ccai_pending_queue *q, bool all) {
+    ccai_wait **link = &q->head, *last = NULL;
+    while (*link) {
+        ccai_wait *w = *link;
+        if (ccai_upstream_event_query(a->upstream, w->event) != CCA_OK) {
+            if (!all)
+                return; /* q is not empty and its tail is unchanged */
+            last = w;
+            link = &w->next;
+            continue;
+        }
+        *link = w->next; /* unlink first: wait_done may free w */
+        wait_done(a, w);
+    }
+    q->tail = last;
+}
+
+void ccai_stream_poll(cca_allocator *a) {
+    bool emptied = false;
+    for (ccai_pending_queue *q = a->queues; q; q = q->next) {
+        poll_queue(a, q, false);
+        emptied |= q->head == NULL;
+    }
+    if (emptied)
+        queue_drop_empty(a);
+}
+
+void ccai_stream_complete_all(cca_allocator *a) {
+    while (a->sync_head) { /* the synchronize covers what no event could */
+        ccai_block *b = a->sync_head;
+        a->sync_head = b->sync_next;
+        b->sync_next = NULL;
+        b->needs_sync = false;
+        if (!b->uses || b->uses->outstanding == 0) {
+            ccai_stream_use_free(a, b);
+            ccai_assert(a->c.pending > 0);
+            a->c.pending--;
+            ccai_pool_return(a, b);
+        }
+    }
+    for (ccai_pending_queue *q = a->queues; q; q = q->next)
+        poll_queue(a, q, true);
+    queue_drop_empty(a);
+}
+
+cca_status ccai_stream_wait_all(cca_allocator *a) {
+    if (!a->queues && !a->sync_head)
+        return CCA_OK;
+    cca_status st = cca_upstream_synchronize(a->upstream);
+    if (st != CCA_OK)
+        return ccai_fail(st, "synchronize failed; %zu frees stay pending: %s", a->c.pending, cca_last_error());
+    ccai_stream_complete_all(a);
+    return CCA_OK;
+}
+
+void ccai_stream_destroy(cca_allocator *a) {
+    while (a->queues) {
+        ccai_pending_queue *next = a->queues->next;
+        free(a->queues);
+        a->queues = next;
+    }
+    a->sync_head = NULL;
+}
+
+/* ---- deferring a free --------------------------------------------------- */
+
+static bool needs_wait(const ccai_block *b, cca_stream user) {
+    return user != b->stream; /* b->stream is the key (NULL for the arena) */
+}
+
+/* The device could not be told to signal the block's users: synchronize,
+ * and when even that fails, hold the block until a synchronize works. */
+static bool sync_instead(cca_allocator *a, ccai_block *b, cca_status *st) {
+    cca_status s = cca_upstream_synchronize(a->upstream);
+    if (s == CCA_OK)
+        return false;
+    b->needs_sync = true;
+    b->sync_next = a->sync_head;
+    a->sync_head = b;
+    b->state = CCAI_PENDING;
+    a->c.pending++;
+    *st = ccai_fail(s, "cca_free: could not record a stream event and synchronize failed; %p is held until a "
+                       "synchronize succeeds: %s",
+                    (void *)b->addr, cca_last_error());
+    return true;
+}
+
+bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st) {
+    ccai_stream_use *u = b->uses;
+    size_t users = 0;
+    cca_stream list_stack[8], *users_list = list_stack;
+    size_t max_users = 1 + (u ? u->count : 0);
+    if (max_users > 8 && !(users_list = malloc(max_users * sizeof *users_list)))
+        return sync_instead(a, b, st);
+    if (needs_wait(b, b->alloc_stream))
+        users_list[users++] = b->alloc_stream;
+    for (size_t i = 0; u && i < u->count; i++)
+        if (needs_wait(b, u->streams[i]))
+            users_list[users++] = u->streams[i];
+    if (users == 0) {
+        if (users_list != list_stack)
+            free(users_list);
+        return false; /* every user is the key: reuse at once */
+    }
+    bool ok = ccai_upstream_has_events(a->upstream) && (u = use_of(b)) != NULL;
+    ccai_wait *waits = ok ? calloc(users, sizeof *waits) : NULL;
+    ccai_pending_queue **queues = waits ? calloc(users, sizeof *queues) : NULL;
+    ok = queues != NULL;
+    for (size_t i = 0; ok && i < users; i++) {
+        waits[i].block = b;
+        waits[i].stream = users_list[i];
+        ok = (queues[i] = queue_of(a, users_list[i], true)) != NULL &&
+             ccai_upstream_event_record(a->upstream, users_list[i], &waits[i].event) == CCA_OK;
+    }
+    if (users_list != list_stack)
+        free(users_list);
+    size_t done = 0;
+    for (size_t i = 0; ok && i < users; i++)
+        done += ccai_upstream_event_query(a->upstream, waits[i].event) == CCA_OK;
+    if (!ok || done == users) { /* no events, or all complete already */
+        for (size_t i = 0; waits && i < users; i++)
+            if (waits[i].event)
+                ccai_upstream_event_destroy(a->upstream, waits[i].event);
+        free(waits);
+        free(queues);
+        if (ok)
+            return false; /* the host device, or an idle GPU: no wait */
+        queue_drop_empty(a);
+        return sync_instead(a, b, st);
+    }
+    u->waits = waits;
+    u->wait_count = users;
+    u->outstanding = users;
+    for (size_t i = 0; i < users; i++) {
+        ccai_pending_queue *q = queues[i];
+        if (q->tail)
+            q->tail->next = &waits[i];
+        else
+            q->head = &waits[i];
+        q->tail = &waits[i];
+    }
+    free(queues);
+    b->state = CCAI_PENDING;
+    a->c.pending++;
+    return true;
+}

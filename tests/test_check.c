@@ -1,0 +1,73 @@
+/*
+ * test_check.c — the allocator checking itself (allocator/src/check.c):
+ * cca_check_invariants names a broken invariant with its own status code,
+ * and bad pointers are diagnosed precisely. The suite breaks the state on
+ * purpose through internal.h, then repairs it so destroy stays clean.
+ */
+#include <criterion/criterion.h>
+
+#include <string.h>
+
+#include "../allocator/src/internal.h"
+#include "alloc_test_util.h"
+
+static cca_upstream *u;
+static cca_allocator *a;
+
+static void setup(void) {
+    tu_host_allocator(256 * MiB, NULL, &u, &a);
+}
+
+static void teardown(void) {
+    tu_fixture_teardown(a, u);
+}
+
+TestSuite(check, .init = setup, .fini = teardown);
+
+Test(check, a_healthy_allocator_passes) {
+    void *p = tu_alloc(a, 4096, NULL);
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p);
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_check_invariants(NULL), CCA_ERR_INVALID_ARGUMENT);
+}
+
+Test(check, a_broken_counter_is_reported_as_an_invariant) {
+    void *p = tu_alloc(a, 4096, NULL);
+    a->c.allocated += 512;
+    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
+    cr_assert(strstr(cca_last_error(), "I4") != NULL, "%s", cca_last_error());
+    cr_assert_str_eq(cca_status_string(CCA_ERR_INVARIANT), "CCA_ERR_INVARIANT: an internal invariant is broken");
+    a->c.allocated -= 512;
+    tu_free(a, p);
+}
+
+Test(check, a_broken_block_chain_is_reported) {
+    void *p = tu_alloc(a, 4096, NULL);
+    ccai_block *b = ccai_live_map_find(&a->live, (uintptr_t)p);
+    cr_assert_not_null(b);
+    b->size += 512; /* no longer tiles its segment */
+    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
+    cr_assert(strstr(cca_last_error(), "I1") != NULL, "%s", cca_last_error());
+    b->size -= 512;
+    b->state = CCAI_PENDING; /* pending without any wait */
+    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
+    cr_assert(strstr(cca_last_error(), "I6") != NULL, "%s", cca_last_error());
+    b->state = CCAI_LIVE;
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p);
+}
+
+Test(check, bad_pointers_are_diagnosed_precisely) {
+    char *p = tu_alloc(a, 8192, NULL), *q = tu_alloc(a, 8192, NULL);
+    cr_assert_eq(cca_free(a, p + 512), CCA_ERR_INVALID_POINTER);
+    cr_assert(strstr(cca_last_error(), "interior pointer") && strstr(cca_last_error(), "offset 512"), "%s",
+              cca_last_error());
+    tu_free(a, p);
+    cr_assert_eq(cca_free(a, p), CCA_ERR_INVALID_POINTER);
+    cr_assert(strstr(cca_last_error(), "double free") != NULL, "%s", cca_last_error());
+    int local;
+    cr_assert_eq(cca_free(a, &local), CCA_ERR_INVALID_POINTER);
+    cr_assert(strstr(cca_last_error(), "not allocated by this allocator") != NULL, "%s", cca_last_error());
+    tu_free(a, q);
+}

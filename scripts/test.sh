@@ -21,7 +21,9 @@ cmake --build build -j"$jobs"
 echo "== 2/4 sanitizers (ASan + UBSan, host build) =="
 # also the build without OpenBLAS (the host GEMM is then the built-in blocked
 # loop) and without AVX2 clones (the baseline vector code runs, whatever the CPU)
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCA_SANITIZE=ON -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_BENCH=ON \
+# the allocator at assertion level 2: every public call ends with the full
+# invariant walk (CCA_DEBUG, allocator/src/internal.h)
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCA_SANITIZE=ON -DCCA_DEBUG=2 -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_BENCH=ON \
   -DCCK_USE_OPENBLAS=OFF -DCCK_VECTOR_CLONES=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -343,6 +343,20 @@ cca_status ccai_live_map_insert(ccai_live_map *m, ccai_block *b) {
     return CCA_OK;
 }
 
+ccai_block **ccai_live_map_link(ccai_live_map *m, uintptr_t addr) {
+    ccai_block **link = &m->buckets[bucket_of(addr, m->bucket_count)];
+    while (*link && (*link)->addr != addr)
+        link = &(*link)->hash_next;
+    return link;
+}
+
+void ccai_live_map_unlink(ccai_live_map *m, ccai_block **link) {
+    ccai_block *b = *link;
+    *link = b->hash_next;
+    b->hash_next = NULL;
+    m->count--;
+}
+
 ccai_block *ccai_live_map_find(const ccai_live_map *m, uintptr_t addr) {
     for (ccai_block *b = m->buckets[bucket_of(addr, m->bucket_count)]; b; b = b->hash_next)
         if (b->addr == addr)

@@ -28,6 +28,8 @@ void ccai_assert_fail(const char *cond, const char *file, int line) {
     abort();
 }
 
+/* ---- invariants --------------------------------------------------------- */
+
 typedef struct index_check {
     int pool;
     size_t count, bytes;
@@ -170,9 +172,9 @@ cca_status cca_check_invariants(const cca_allocator *a) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_check_invariants: allocator is NULL");
     cca_allocator *m = (cca_allocator *)a;
-    pthread_mutex_lock(&m->lock);
+    ccai_mutex_lock(&m->lock);
     const char *err = ccai_check_locked(a);
-    pthread_mutex_unlock(&m->lock);
+    ccai_mutex_unlock(&m->lock);
     return err ? ccai_fail(CCA_ERR_INVARIANT, "invariant broken: %s", err) : CCA_OK;
 }
 

@@ -24,7 +24,7 @@
  * release.c trim and empty-cache; check.c invariants, bad-pointer diagnosis
  * and the assertion levels; stats.c counters and snapshots; config.c options;
  * status.c status codes, messages and the log; upstream*.c device memory;
- * trace.c recording.
+ * trace.c recording; lock.c the allocator's lock.
  *
  * Invariants (checked by cca_check_invariants, and after every public call
  * when built with CCA_DEBUG=2):
@@ -47,6 +47,7 @@
 #include "ccalloc.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -184,6 +185,10 @@ void ccai_live_map_destroy(ccai_live_map *m);
 cca_status ccai_live_map_insert(ccai_live_map *m, ccai_block *b); /* may grow */
 ccai_block *ccai_live_map_find(const ccai_live_map *m, uintptr_t addr);
 void ccai_live_map_remove(ccai_live_map *m, ccai_block *b);
+/* The link that holds (or would hold) addr's block: *link is the block or
+ * NULL. cca_free finds and removes with one hash and one chain walk. */
+ccai_block **ccai_live_map_link(ccai_live_map *m, uintptr_t addr);
+void ccai_live_map_unlink(ccai_live_map *m, ccai_block **link); /* *link != NULL */
 
 /* ------------------------------------------------------------------------ */
 /* The allocator                                                            */
@@ -217,8 +222,14 @@ typedef struct ccai_pending_queue {
     ccai_wait *head, *tail;
 } ccai_pending_queue;
 
+/* The allocator lock (internal.h, below): 0 free, 1 held, 2 held with
+ * waiters sleeping in the kernel. */
+typedef struct ccai_mutex {
+    _Atomic int state;
+} ccai_mutex;
+
 struct cca_allocator {
-    pthread_mutex_t lock;
+    ccai_mutex lock;
     cca_config config;
     cca_upstream *upstream;
     size_t device_total;     /* upstream's total bytes; 0 = unknown (segment.c) */
@@ -245,7 +256,6 @@ typedef struct ccai_deferred_log {
 /* segment.c */
 ccai_block *ccai_block_new(cca_allocator *a); /* NULL: host malloc failed */
 void ccai_block_recycle(cca_allocator *a, ccai_block *b);
-ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded);
 /* Preferred and least segment sizes for a growth-policy request. */
 void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least);
 /* Reserve a segment and index its one free block. CCA_ERR_OUT_OF_MEMORY when
@@ -279,8 +289,21 @@ void ccai_stream_use_free(cca_allocator *a, ccai_block *b);
 void ccai_stream_destroy(cca_allocator *a);
 
 /* pool.c */
-/* A LIVE or PENDING block rejoins its pool, coalescing with free neighbours. */
+/* Which pool serves a request of `rounded` bytes (segment.c has the table). */
+static inline ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded) {
+    const cca_config *c = &a->config;
+    if (c->policy == CCA_POLICY_GREEDY)
+        return CCAI_POOL_LARGE;
+    if (c->small_pool && rounded <= c->small_max)
+        return CCAI_POOL_SMALL;
+    if (c->medium_pool && rounded < c->large_min)
+        return CCAI_POOL_MEDIUM;
+    return CCAI_POOL_LARGE;
+}
+/* A LIVE or PENDING block rejoins its pool, coalescing with free neighbours
+ * (ccai_pool_return removes it from the live map; _unmapped: done already). */
 void ccai_pool_return(cca_allocator *a, ccai_block *b);
+void ccai_pool_return_unmapped(cca_allocator *a, ccai_block *b);
 
 /* check.c */
 /* NULL when every invariant holds, else the first broken one (lock held). */
@@ -297,7 +320,7 @@ cca_status ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */
 
 /* ------------------------------------------------------------------------ */
-/* Assertion levels and the lock (check.c)                                  */
+/* Assertion levels (check.c) and the lock (lock.c)                                  */
 /* ------------------------------------------------------------------------ */
 
 /* CCA_DEBUG, in the spirit of mimalloc's MI_DEBUG:
@@ -325,8 +348,30 @@ void ccai_assert_fail(const char *cond, const char *file, int line);
 #define ccai_assert(cond) ((void)0)
 #endif
 
+/* The lock: a futex mutex (Drepper, "Futexes Are Tricky", mutex 2) with a
+ * short spin before sleeping. Uncontended, a lock+unlock round trip is one
+ * compare-and-swap and one atomic decrement, about half of a glibc
+ * pthread_mutex round trip here (no mutex-kind dispatch, no owner
+ * bookkeeping, inlined); a cached alloc+free pair takes two round trips.
+ * Critical sections are short (tens of ns), so a waiter spins first: most
+ * contended acquisitions never enter the kernel. C11 atomics, so
+ * ThreadSanitizer sees every acquire and release. */
+void ccai_mutex_wait(ccai_mutex *m); /* lock.c: the contended path */
+void ccai_mutex_wake(ccai_mutex *m);
+
+static inline void ccai_mutex_lock(ccai_mutex *m) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&m->state, &expected, 1, memory_order_acquire, memory_order_relaxed))
+        ccai_mutex_wait(m);
+}
+
+static inline void ccai_mutex_unlock(ccai_mutex *m) {
+    if (atomic_fetch_sub_explicit(&m->state, 1, memory_order_release) != 1)
+        ccai_mutex_wake(m); /* there were waiters (state was 2) */
+}
+
 static inline void ccai_lock(cca_allocator *a) {
-    pthread_mutex_lock(&a->lock);
+    ccai_mutex_lock(&a->lock);
 }
 
 /* Release the lock at the end of a public call; at CCA_DEBUG >= 2, first
@@ -337,7 +382,7 @@ static inline void ccai_unlock(cca_allocator *a) {
     if (broken)
         ccai_assert_fail(broken, __FILE__, __LINE__);
 #endif
-    pthread_mutex_unlock(&a->lock);
+    ccai_mutex_unlock(&a->lock);
 }
 
 /* status.c */

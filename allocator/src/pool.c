@@ -105,7 +105,6 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
         free(a);
         return CCA_ERR_OUT_OF_MEMORY;
     }
-    pthread_mutex_init(&a->lock, NULL);
     a->trace = ccai_trace_open_from_env();
     if (cfg.policy == CCA_POLICY_GREEDY) {
         cca_status st = ccai_arena_reserve(a);
@@ -123,7 +122,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
 cca_status cca_destroy(cca_allocator *a) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_destroy: allocator is NULL");
-    pthread_mutex_lock(&a->lock);
+    ccai_mutex_lock(&a->lock);
     cca_status sync = ccai_stream_wait_all(a);
     size_t live = a->live.count;
     size_t live_bytes = a->c.allocated;
@@ -147,8 +146,7 @@ cca_status cca_destroy(cca_allocator *a) {
     for (int p = 0; p < CCAI_POOL_COUNT; p++)
         ccai_free_index_destroy(&a->pools[p]);
     ccai_trace_close(a->trace);
-    pthread_mutex_unlock(&a->lock);
-    pthread_mutex_destroy(&a->lock);
+    ccai_mutex_unlock(&a->lock);
     free(a);
     if (live)
         return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live", live, live_bytes);
@@ -179,11 +177,16 @@ static void absorb_next(cca_allocator *a, ccai_block *b) {
 }
 
 void ccai_pool_return(cca_allocator *a, ccai_block *b) {
+    ccai_live_map_remove(&a->live, b);
+    ccai_pool_return_unmapped(a, b);
+}
+
+void ccai_pool_return_unmapped(cca_allocator *a, ccai_block *b) {
     ccai_segment *s = b->segment;
     ccai_free_index *ix = &a->pools[s->pool];
     ccai_assert(b->state != CCAI_FREE && !b->needs_sync && s->live_blocks > 0);
-    ccai_live_map_remove(&a->live, b);
-    ccai_stream_use_free(a, b);
+    if (b->uses)
+        ccai_stream_use_free(a, b);
     s->live_blocks--;
     lower_by(&s->live_bytes, b->size);
     lower_by(&a->c.allocated, b->size);
@@ -454,7 +457,7 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
     if (!ptr)
         return CCA_OK;
     ccai_lock(a);
-    ccai_block *b = ccai_live_map_find(&a->live, (uintptr_t)ptr);
+    ccai_block **link = ccai_live_map_link(&a->live, (uintptr_t)ptr), *b = *link;
     cca_status st = CCA_OK;
     if (!b || b->state != CCAI_LIVE) {
         st = ccai_diagnose_pointer(a, ptr, "cca_free");
@@ -463,8 +466,11 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
         lower_by(&a->c.requested, b->requested);
         if (a->trace)
             ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream);
-        if (!ccai_stream_defer_free(a, b, &st))
-            ccai_pool_return(a, b);
+        bool deferred = (b->uses || b->alloc_stream != b->stream) && ccai_stream_defer_free(a, b, &st);
+        if (!deferred) {
+            ccai_live_map_unlink(&a->live, link);
+            ccai_pool_return_unmapped(a, b);
+        }
     }
     ccai_unlock(a);
     return st;

@@ -79,17 +79,6 @@ static size_t round_up(size_t v, size_t to) {
     return (v + to - 1) / to * to;
 }
 
-ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded) {
-    const cca_config *c = &a->config;
-    if (c->policy == CCA_POLICY_GREEDY)
-        return CCAI_POOL_LARGE;
-    if (c->small_pool && rounded <= c->small_max)
-        return CCAI_POOL_SMALL;
-    if (c->medium_pool && rounded < c->large_min)
-        return CCAI_POOL_MEDIUM;
-    return CCAI_POOL_LARGE;
-}
-
 void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least) {
     const cca_config *c = &a->config;
     if (pool == CCAI_POOL_SMALL) {

@@ -59,21 +59,21 @@ void cca_get_stats(const cca_allocator *a, cca_stats *s) {
     if (!a || !s)
         return;
     cca_allocator *m = (cca_allocator *)a; /* the lock is not part of the logical state */
-    pthread_mutex_lock(&m->lock);
+    ccai_lock(m);
     ccai_fill_stats(a, s);
-    pthread_mutex_unlock(&m->lock);
+    ccai_unlock(m);
 }
 
 void cca_reset_peak_stats(cca_allocator *a) {
     if (!a)
         return;
-    pthread_mutex_lock(&a->lock);
+    ccai_lock(a);
     a->c.allocated_peak = a->c.allocated;
     a->c.requested_peak = a->c.requested;
     a->c.reserved_peak = a->c.reserved;
     a->c.active_peak = a->c.active;
     a->c.segments_peak = a->c.segments;
-    pthread_mutex_unlock(&a->lock);
+    ccai_unlock(a);
 }
 
 cca_status cca_stats_print(const cca_stats *s, FILE *f) {
@@ -125,7 +125,7 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     if (!a || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_json: NULL argument");
     cca_allocator *m = (cca_allocator *)a;
-    pthread_mutex_lock(&m->lock);
+    ccai_lock(m);
     cca_stats s;
     ccai_fill_stats(a, &s);
     int bad = fprintf(f, "{\"upstream\":\"%s\",\"config\":{\"policy\":\"%s\",\"max_reserved\":%zu},\"stats\":",
@@ -150,7 +150,7 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
         bad |= fputs("]}", f) == EOF;
     }
     bad |= fputs("]}\n", f) == EOF;
-    pthread_mutex_unlock(&m->lock);
+    ccai_unlock(m);
     return bad ? ccai_fail(CCA_ERR_IO, "cca_write_snapshot_json: write failed") : CCA_OK;
 }
 

@@ -127,13 +127,13 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
                          "cca_trace_mark: a name is 1..%d printable ASCII characters without ',' or '\"'",
                          CCA_MARK_MAX);
-    pthread_mutex_lock(&a->lock); /* in the order of the allocator's own events */
+    ccai_lock(a); /* in the order of the allocator's own events */
     if (a->trace) {
         pthread_mutex_lock(&trace_lock);
         fprintf(a->trace->f, "%llu,mark,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
         pthread_mutex_unlock(&trace_lock);
     }
-    pthread_mutex_unlock(&a->lock);
+    ccai_unlock(a);
     return CCA_OK;
 }
 

@@ -1,14 +1,16 @@
 /*
- * test_pool.c — allocator/src/pool.c: best fit, split and coalesce, the
- * segment rules of growth, the greedy arena, streams and record_stream, the
- * OOM retry, max_reserved, and every bad input.
+ * test_pool.c — allocator/src/pool.c and segment.c: best fit, split and
+ * coalesce, the segment rules of growth, the greedy arena, the OOM path
+ * (impossible requests, the retry, the log line), max_reserved, max_split,
+ * and every bad input. Streams are test_stream.c's.
  *
- * Expected numbers follow the rules at the top of pool.c with the default
- * config: requests round to 512 B; <= 1 MiB -> small pool of 2 MiB segments
- * (remainders >= 512 B split off); larger -> large pool: 20 MiB segment for a
- * request < 10 MiB (falling back to the request rounded to 2 MiB when the
- * 20 MiB one is refused), else the request rounded up to 2 MiB; a large-pool
- * remainder splits off only when it is > 1 MiB.
+ * Expected numbers follow the rules at the top of pool.c and segment.c with
+ * the default config: requests round to 512 B; <= 1 MiB -> small pool of
+ * 2 MiB segments (remainders >= 512 B split off); < 10 MiB -> medium pool of
+ * 20 MiB segments (falling back to the request rounded to 2 MiB when the
+ * 20 MiB one is refused); larger -> large pool, a segment of the request
+ * rounded up to 2 MiB; a medium- or large-pool remainder splits off only
+ * when it is > 1 MiB. A large request may take a medium block.
  */
 #include "alloc_test_util.h"
 

@@ -201,7 +201,9 @@ typedef struct cca_config {
                                segment, rounded up to segment_round         (10M) */
     size_t segment_round;   /* segment_round: rounding of large segments       (2M) */
     size_t max_split;       /* max_split: free blocks larger than this are never
-                               split, nor used for smaller requests; 0 = off   (0) */
+                               split, nor used for smaller requests, nor for
+                               larger ones with >= medium_segment of slack;
+                               growth only; 0 = off                          (0) */
     int small_pool;         /* small_pool: 0 = every request uses the large pool (1)*/
     int medium_pool;        /* medium_pool: requests < large_min never use the
                                segments of large requests (1)                     */
@@ -253,14 +255,29 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
 /* ------------------------------------------------------------------------ */
 
 /* Best fit: the smallest cached free block of the stream that fits (ties:
- * lowest address), split when the remainder is worth keeping; otherwise a new
- * segment (growth) or OOM (greedy arena full: no retry, alloc_retries is not
- * counted, since the greedy policy never calls the upstream for a request).
+ * lowest address), split when the remainder is worth keeping; otherwise:
+ *  - a request that can never succeed (its segment would exceed the device's
+ *    total memory or max_reserved; greedy: the arena) fails at once with
+ *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream;
+ *  - growth: a new segment; if the upstream refuses (or max_reserved would be
+ *    crossed), one retry (alloc_retries): complete pending frees (the only
+ *    synchronize, and only if frees are pending), then release cached free
+ *    segments largest first as needed and reserve again. A failed retry
+ *    leaves live blocks unchanged; segments it released stay released.
+ *  - greedy: the upstream is called only to reserve the arena, here only
+ *    when cca_empty_cache released it; a full arena is an OOM (no retry).
+ * An OOM logs one line, after the allocator's lock is released.
  * size 0: CCA_OK, *out = NULL. On failure *out is NULL. */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 
 /* Free a pointer from cca_alloc. NULL is a no-op. Double free, an unknown or
- * an interior pointer: CCA_ERR_INVALID_POINTER, nothing changes. */
+ * an interior pointer: CCA_ERR_INVALID_POINTER, nothing changes. If another
+ * stream used the block (cca_record_stream; or a greedy-arena block
+ * allocated on a non-default stream), it is reused only after events on
+ * those streams complete. If no event can be recorded and the fallback
+ * synchronize fails, the upstream's status is returned: the pointer is
+ * consumed all the same (do not free it again), and its block is reused
+ * only after a later synchronize succeeds (trim, empty-cache, OOM retry). */
 cca_status cca_free(cca_allocator *a, void *ptr);
 
 /* Mark a live block as used on stream `s` too: at free it returns to the pool
@@ -284,11 +301,14 @@ typedef struct cca_release_report {
     size_t free_bytes_pinned;    /* cached free bytes trapped in pinned segments */
 } cca_release_report;
 
-/* Synchronize, then return whole free segments to the upstream, largest
- * first, until reserved <= keep_bytes or no free segment is left. report may
- * be NULL. If the upstream refuses to take a segment back, that segment stays
- * cached (state intact), the rest are released, the report is filled and
- * CCA_ERR_UPSTREAM is returned; a failed synchronize is returned likewise. */
+/* Synchronize, complete pending frees, then return whole free segments to
+ * the upstream, largest first, until reserved <= keep_bytes or no free
+ * segment is left. report may be NULL. If the upstream refuses to take a
+ * segment back, that segment stays cached (state intact), the rest are
+ * released, the report is filled and CCA_ERR_UPSTREAM is returned. Pending
+ * blocks that could not complete stay reserved, and after the release the
+ * call returns the synchronize's failure, or CCA_ERR_NOT_READY when the
+ * device synchronized but an event still reads incomplete. */
 cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report);
 
 /* cca_trim(a, 0, report): with no live blocks, reserved_bytes becomes 0. */

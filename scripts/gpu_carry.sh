@@ -11,7 +11,8 @@
 # and runtime/CMakeLists.txt use pkg_check_modules). A device call gets the
 # working tree plus at most 8 ignored "carry" paths, 64 MiB in all.
 #
-# What: `apt-get download`s libcriterion-dev + libcriterion3, libcjson-dev +
+# What: `apt-get download`s libcriterion-dev + libcriterion3, zlib1g-dev (the
+# image may lack zlib.h; ccbench reads gzip traces), libcjson-dev +
 # libcjson1, pkgconf (+ pkgconf-bin, libpkgconf3), and every package that
 # provides a shared library those load at run time (found with ldd on the
 # installed libcriterion.so.3, libcjson.so.1 and pkgconf, then dpkg -S: libgit2
@@ -42,7 +43,7 @@ arch_dir=x86_64-linux-gnu
 scripts/deps.sh
 
 # ---- which packages: the named ones + whatever their .so files load ---------
-pkgs=(libcriterion-dev libcriterion3 libcjson-dev libcjson1 pkgconf pkgconf-bin libpkgconf3)
+pkgs=(libcriterion-dev libcriterion3 libcjson-dev libcjson1 zlib1g-dev pkgconf pkgconf-bin libpkgconf3)
 exclude=" libc6 libgcc-s1 libstdc++6 "
 owner() { # owner PATH: the package that ships PATH (merged /usr: try both spellings)
     local f=$1 cand

@@ -19,7 +19,7 @@
 #
 # The two planned device calls (README.md, "With a GPU"); run scripts/gpu_carry.sh
 # here first, carry [".gpudeps"]; limits sum to 540 s, the default --budget:
-#   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:120 demo:120 cck_bench:60 torch_softmax:60 cpu_tests:60" --tar $OUT/gs1.tgz /tmp/gs1
+#   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:180 demo:90 cck_bench:45 torch_softmax:45 cpu_tests:60" --tar $OUT/gs1.tgz /tmp/gs1
 #   2: bash scripts/gpu_session.sh --steps "build:120 ccbench:180 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60" --tar $OUT/gs2.tgz /tmp/gs2
 # Call 2 does not rely on call 1: "build" reuses a build-gpu/ left on a warm
 # machine (same source path) and otherwise configures and builds from scratch,
@@ -57,7 +57,7 @@ SELF="$ROOT/scripts/gpu_session.sh"
 BUILD=${GS_BUILD_DIR:-build-gpu} # GS_BUILD_DIR: elsewhere, for a local trial
 
 # name:default-limit, in the order they run
-ALL_STEPS="build:120 gpu_tests:120 cpu_tests:60 demo:120 cck_bench:60 torch_softmax:60 ccbench:180 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60"
+ALL_STEPS="build:120 gpu_tests:180 cpu_tests:60 demo:90 cck_bench:45 torch_softmax:45 ccbench:180 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60"
 needs_build() { case $1 in build | torch_softmax | pytorch_record | pytorch_replay) return 1 ;; *) return 0 ;; esac; }
 uses_python() { case $1 in torch_softmax | pytorch_record | pytorch_replay) return 0 ;; *) return 1 ;; esac; }
 default_limit() { local s; for s in $ALL_STEPS; do [ "${s%%:*}" = "$1" ] && { echo "${s#*:}"; return 0; }; done; return 1; }

@@ -325,7 +325,7 @@ class FakeCuda:
     """The parts of torch.cuda record_cuda uses, over a toy allocator history."""
 
     def __init__(self):
-        self.entries, self.allocated, self.meta, self.enabled = [], 0, "", None
+        self.entries, self.allocated, self.requested, self.meta, self.enabled = [], 0, 0, "", None
         self.memory = types.SimpleNamespace(_record_memory_history=self.record, _snapshot=self.snapshot,
                                             _set_memory_metadata=self.set_meta)
 
@@ -342,15 +342,19 @@ class FakeCuda:
         self.meta = m
 
     def alloc(self, addr, size, stream=0):
+        # as PyTorch: the history holds the size requested, memory_allocated()
+        # counts blocks rounded up to 512 B, requested_bytes the requests
         self.entries.append({"action": "alloc", "addr": addr, "size": size, "stream": stream,
                              "user_metadata": self.meta})
-        self.allocated += size
+        self.allocated += -(-size // 512) * 512
+        self.requested += size
 
     def free(self, addr, size, stream=0):
         for action in ("free_requested", "free_completed"):
             self.entries.append({"action": action, "addr": addr, "size": size, "stream": stream,
                                  "user_metadata": self.meta})
-        self.allocated -= size
+        self.allocated -= -(-size // 512) * 512
+        self.requested -= size
 
     def empty_cache(self):
         self.entries.append({"action": "segment_free", "addr": 0, "size": 1 << 21, "stream": 0})
@@ -363,6 +367,9 @@ class FakeCuda:
 
     def memory_allocated(self):
         return self.allocated
+
+    def memory_stats(self):
+        return {"allocated_bytes.all.current": self.allocated, "requested_bytes.all.current": self.requested}
 
     def get_device_name(self, dev):
         return "Fake GPU"
@@ -378,14 +385,14 @@ def test_record_cuda_on_a_fake_allocator(monkeypatch, tmp_path):
 
     def scenario(torch, rec, seed):
         with rec.phase("load:m"):
-            cuda.alloc(0x200, 1024)
+            cuda.alloc(0x200, 1000)  # live across phase boundaries, unrounded
         with rec.phase("infer:m"):
-            cuda.alloc(0x400, 512, stream=0xBEEF)
-            cuda.free(0x400, 512, stream=0xBEEF)
+            cuda.alloc(0x400, 100, stream=0xBEEF)  # unrounded, as PyTorch's history
+            cuda.free(0x400, 100, stream=0xBEEF)
             cuda.free(0x100, 512)
         rec.empty_cache()
         with rec.phase("unload:m"):
-            cuda.free(0x200, 1024)
+            cuda.free(0x200, 1000)
         return ["model: fake"]
 
     monkeypatch.setitem(rt.SCENARIOS, "fake", (scenario, "a fake"))
@@ -396,8 +403,8 @@ def test_record_cuda_on_a_fake_allocator(monkeypatch, tmp_path):
     assert "# device: cuda: Fake GPU\n" in text and "# model: fake\n" in text
     assert "frees dropped (512 bytes" in text and "allocator total agreed 6/6 times" in text
     assert text.split("seq,op,id,size,stream,name\n")[1] == (
-        "0,mark,0,0,0,load:m\n1,alloc,1,1024,0\n2,mark,0,0,0,infer:m\n3,alloc,2,512,1\n4,free,2,512,1\n"
-        "5,empty_cache,0,0,0\n6,mark,0,0,0,unload:m\n7,free,1,1024,0\n")
+        "0,mark,0,0,0,load:m\n1,alloc,1,1000,0\n2,mark,0,0,0,infer:m\n3,alloc,2,100,1\n4,free,2,100,1\n"
+        "5,empty_cache,0,0,0\n6,mark,0,0,0,unload:m\n7,free,1,1000,0\n")
 
 
 # ---- the committed traces, read by an independent reader ---------------------------

@@ -6,20 +6,27 @@
  *   - three models in sequence with release: cudaMemGetInfo's free memory
  *     (through cca_upstream_mem_info on the CUDA upstream) returns to its
  *     value before the first load, within GPU_RELEASE_TOLERANCE;
- *   - the allocator's reserved bytes account for what the device lost
- *     while models are loaded (cuBLAS workspace included), within the same
- *     tolerance (the CUDA context and cuBLAS handle keep a little for
- *     themselves).
+ *   - while a model is loaded the device lost at least what the allocator
+ *     reserved (nothing the allocator holds is hidden from the driver's
+ *     count), and the rest (what the CUDA runtime and the cuBLAS handle
+ *     keep outside the allocator) is bounded by GPU_CONTEXT_SLACK and the
+ *     same, within GPU_RELEASE_TOLERANCE, for every model: it does not grow
+ *     with the model, so it is not memory the allocator lost track of.
  */
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "gpu_required.h"
 #include "test_runtime_util.h"
 
-/* Driver-side slack we accept between "before the first load" and "after
- * release" (cuBLAS handle internals, context caches). Not yet measured on
- * our machines: docs/release.md records the figure once a GPU run exists. */
+/* Measured on an NVIDIA H100 80GB (CUDA 13.0, driver 580.159.04,
+ * 2026-11-23; bench/results/2026-11-23-h100/): after release, free memory
+ * was 2, 2 and 4 MiB below the baseline for the three models below; while
+ * loaded, the device lost 68, 68 and 70 MiB more than the allocator
+ * reserved (cuBLAS handle and lazily loaded kernels, given back when
+ * release destroys the handle). The bounds keep 2x headroom. */
 #define GPU_RELEASE_TOLERANCE ((size_t)8 << 20)
+#define GPU_CONTEXT_SLACK ((size_t)160 << 20)
 
 static int have_gpu(void) {
     int n = 0;
@@ -59,6 +66,7 @@ Test(runtime_gpu, release_returns_device_memory) {
     ccr_engine *e = cuda_engine("policy:growth");
     const char *specs[] = {"mlp:4096x8192x8192x10:relu:softmax:seed=1", "mlp:1024x16384x1024:gelu:softmax:seed=2",
                            "mlp:2048x4096x4096x4096x10:relu:softmax:seed=3"};
+    size_t outside0 = 0;
     for (int k = 0; k < 3; k++) {
         ccr_model *m;
         cr_assert_eq(ccr_model_load_spec(e, specs[k], &m), CCR_OK, "%s", ccr_last_error());
@@ -68,9 +76,15 @@ Test(runtime_gpu, release_returns_device_memory) {
         cr_assert_eq(ccr_model_run(m, x, batch, y), CCR_OK, "%s", ccr_last_error());
         ccr_device_info d;
         ccr_engine_device_info(e, &d);
-        size_t lost = d.free_baseline - d.free_bytes;
-        cr_expect_leq(absdiff(lost, reserved_bytes(e)), GPU_RELEASE_TOLERANCE,
-                      "device lost %zu bytes, allocator reserved %zu", lost, reserved_bytes(e));
+        size_t lost = d.free_baseline - d.free_bytes, reserved = reserved_bytes(e);
+        cr_expect_geq(lost, reserved, "device lost %zu bytes, allocator reserved %zu", lost, reserved);
+        size_t outside = lost > reserved ? lost - reserved : 0;
+        cr_expect_leq(outside, GPU_CONTEXT_SLACK, "model %d: %zu bytes lost outside the allocator", k, outside);
+        if (k == 0)
+            outside0 = outside;
+        cr_expect_leq(absdiff(outside, outside0), GPU_RELEASE_TOLERANCE,
+                      "model %d: %zu bytes outside the allocator, model 0 had %zu: it grows with the model", k,
+                      outside, outside0);
         cr_log_info("model %d: device lost %zu, allocator reserved %zu (diff %zd)", k, lost, reserved_bytes(e),
                     (ssize_t)lost - (ssize_t)reserved_bytes(e));
         free(x);

@@ -36,14 +36,18 @@ events, some of them twice as large). --threads is for such experiments.
 
 --device cuda records PyTorch's CUDA caching allocator instead, with
 torch.cuda.memory._record_memory_history() and the snapshot's
-"device_traces". Sizes there are PyTorch's block sizes (requests rounded up
-to 512 bytes), which ccalloc also rounds to. A phase boundary is placed by
+"device_traces". Sizes there are the sizes requested (not PyTorch's
+rounded block sizes: on torch 2.11 on an H100 the live totals of the
+history were not multiples of 512), so each replayed allocator rounds them
+its own way, and the running total they are checked against is the
+allocator's "requested_bytes.all.current" statistic, not
+memory_allocated() (which counts rounded blocks). A phase boundary is placed by
 the number of history entries at that moment (one _snapshot() per
 boundary: exact, where the entries' microsecond time stamps could tie).
 Backward runs on the autograd engine's device thread there, whose events
-carry no phase label (not checked, still placed by count). THIS PATH HAS
-NOT BEEN RUN: it was written on a machine without a GPU and is exercised
-only by the tests, through cuda_events and a stand-in for torch.cuda.
+carry no phase label (not checked, still placed by count). The tests
+exercise this path through cuda_events and a stand-in for torch.cuda that
+keeps PyTorch's two totals apart; bench/results/ says where it ran on a GPU.
 Without CUDA it prints "skipped: <reason>" and exits 0.
 
 Reconstruction rules (reconstruct(); the same for both devices):
@@ -60,7 +64,8 @@ Reconstruction rules (reconstruct(); the same for both devices):
   - An alloc at an address that is already live is an error: it means a
     free was lost, and no trace written from such a record is faithful.
   - Where the allocator reports its running total (CPU: after every event;
-    GPU: torch.cuda.memory_allocated() at every phase boundary), it must
+    GPU: memory_stats()["requested_bytes.all.current"] at every phase
+    boundary), it must
     equal (bytes live before the first event) + (bytes of live blocks in
     the trace) - (bytes of dropped frees). Any disagreement fails the
     recording: only dropped blocks may explain a difference.
@@ -425,7 +430,17 @@ class Recorder:
         """cuda: remember how many history entries exist now, and the allocated total."""
         cuda = self.torch.cuda
         count = len(cuda.memory._snapshot()["device_traces"][cuda.current_device()])
-        self.boundaries.append((count, op, name, cuda.memory_allocated()))
+        self.boundaries.append((count, op, name, requested_total(cuda)))
+
+
+def requested_total(cuda):
+    """The CUDA allocator's live requested bytes: what the history's sizes sum
+    to (memory_allocated() counts PyTorch's rounded block sizes instead)."""
+    stats = cuda.memory_stats()
+    key = "requested_bytes.all.current"
+    if key not in stats:
+        raise RecordError("this PyTorch reports no %r statistic: the history's sizes cannot be checked" % key)
+    return stats[key]
 
 
 def cpu_events(torch, prof, device="cpu"):
@@ -940,8 +955,9 @@ def record_cuda(torch, name, seed, out):
         "torch: %s (CUDA %s)" % (torch.__version__, torch.version.cuda),
         "scenario: %s: %s" % (name, SCENARIOS[name][1])] + info + [
         "source: PyTorch's CUDA caching allocator history (torch.cuda.memory._record_memory_history); "
-        "sizes are PyTorch block sizes (requests rounded up to 512 B); frees are '%s' events" % free_action,
-        "phase boundaries placed by counting history entries; totals from torch.cuda.memory_allocated()"]
+        "sizes are the sizes requested (unrounded); frees are '%s' events" % free_action,
+        "phase boundaries placed by counting history entries; totals from "
+        "torch.cuda.memory_stats()['requested_bytes.all.current']"]
     finish(events, prov, out, elapsed)
 
 

@@ -7,6 +7,7 @@
 #include "alloc_test_util.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -408,4 +409,214 @@ Test(config, bad_env_message_wraps_the_parse_error) {
     cr_assert_eq(cca_config_apply_env(&c), CCA_ERR_CONFIG);
     cr_assert_str_eq(cca_last_error(), "CCALLOC_CONF: unknown key 'medium_pol'");
     unsetenv("CCALLOC_CONF");
+}
+
+/* Sizes in config strings are stored exactly: 2^53 + 1 is not a double, and
+ * went through one (stored as 2^53). */
+Test(config, sizes_in_config_strings_are_exact) {
+    cca_config c = parse_ok("max_reserved:9007199254740993,greedy_bytes:18446744073709551614");
+    cr_assert_eq(c.max_reserved, (size_t)9007199254740993ull);
+    cr_assert_eq(c.greedy_bytes, (size_t)18446744073709551614ull);
+    c = parse_ok("max_reserved:18446744073709551615");
+    cr_assert_eq(c.max_reserved, SIZE_MAX);
+    c = parse_ok("max_reserved:17179869183G"); /* 2^64 - 2^30: the largest whole-G size */
+    cr_assert_eq(c.max_reserved, SIZE_MAX - ((size_t)1 << 30) + 1);
+    parse_fails("max_reserved:17179869184G", "max_reserved"); /* 2^64: the suffix overflows */
+    parse_fails("max_reserved:18446744073709551616", "max_reserved");
+    /* the range checks are exact too: one byte over a bound is refused */
+    parse_fails("small_max:1073741825,small_segment:1G", "small_max");
+    c = parse_ok("small_max:1073741824,small_segment:1G");
+    cr_assert_eq(c.small_max, (size_t)1 << 30);
+}
+
+/* A fractional size is its exact value rounded down to a whole byte: no
+ * rounding through a double on the way. */
+Test(config, fractional_sizes_round_down_exactly) {
+    struct {
+        const char *text;
+        size_t bytes;
+    } ok[] = {
+        {"0.9999999999999999999K", 1023},         /* a double would say 1.0 -> 1024 */
+        {"16777215.9999999999999999T", SIZE_MAX}, /* 2^64 - 1.1e-4, rounded down */
+        {"8388607.99999999999999999999999999999999999999999999T", ((size_t)1 << 63) - 1},
+        {"0.00000000000000000000000000000000000000000001T", 0},
+        {"0.0009765625K", 1}, /* 2^-10 K: exactly one byte */
+        {"0.0009765624K", 0},
+        {"1.5", 1},
+        {"4095.9999999999999999", 4095},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        size_t v = 12345;
+        cr_assert_eq(cca_parse_size(ok[i].text, &v), CCA_OK, "'%s': %s", ok[i].text, cca_last_error());
+        cr_assert_eq(v, ok[i].bytes, "'%s' -> %zu, want %zu", ok[i].text, v, ok[i].bytes);
+    }
+    size_t v = 777;
+    cr_assert_eq(cca_parse_size("16777216.0000000000000000001T", &v), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(v, 777);
+}
+
+/* The grammar has no length limit: "1." and any number of zeros is 1, in
+ * cca_parse_size and in a config string alike; work stays linear in the
+ * length (one pass, no copy of the digits). */
+Test(config, long_numbers_within_the_grammar_are_accepted) {
+    size_t n = 100000;
+    char *text = malloc(n + 64);
+    cr_assert_not_null(text);
+    strcpy(text, "1.");
+    memset(text + 2, '0', n);
+    strcpy(text + 2 + n, "K");
+    size_t v = 0;
+    cr_assert_eq(cca_parse_size(text, &v), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(v, 1024);
+    memset(text, '0', n); /* leading zeros */
+    strcpy(text + n, "1.5M");
+    cr_assert_eq(cca_parse_size(text, &v), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(v, (size_t)3 << 19);
+    /* the same in a config string */
+    strcpy(text, "max_reserved:1.");
+    memset(text + 15, '0', n);
+    strcpy(text + 15 + n, "G");
+    cca_config c = parse_ok(text);
+    cr_assert_eq(c.max_reserved, (size_t)1 << 30);
+    free(text);
+}
+
+/* print(c, 0) -> parse gives back c exactly, for every option, at edge
+ * values: fractions that %g would round (0.123456789 -> 0.123457), the
+ * smallest and largest fractions, sizes that are not whole K or M, sizes
+ * above 2^53, both policies, both boolean values. */
+static void assert_round_trip(const cca_config *c) {
+    cr_assert_eq(cca_config_validate(c), CCA_OK, "%s", cca_last_error());
+    char *text = print_config(c, 0);
+    for (char *p = text; *p; p++)
+        if (*p == '\n')
+            *p = ',';
+    cca_config back = defaults();
+    cr_assert_eq(cca_config_parse(&back, text), CCA_OK, "%s: %s", text, cca_last_error());
+    cr_assert_eq(back.policy, c->policy, "%s", text);
+    cr_assert(back.greedy_fraction == c->greedy_fraction, "greedy_fraction %.17g came back as %.17g: %s",
+              c->greedy_fraction, back.greedy_fraction, text);
+#define SAME(f) cr_assert_eq(back.f, c->f, #f ": %zu came back as %zu: %s", (size_t)c->f, (size_t)back.f, text)
+    SAME(greedy_bytes);
+    SAME(max_reserved);
+    SAME(small_max);
+    SAME(small_segment);
+    SAME(medium_segment);
+    SAME(large_min);
+    SAME(segment_round);
+    SAME(max_split);
+    SAME(small_pool);
+    SAME(medium_pool);
+    SAME(log_oom);
+#undef SAME
+    cr_assert(memcmp(&back, c, sizeof *c) == 0, "round trip through print and parse: %s", text);
+    free(text);
+}
+
+Test(config, printed_configs_parse_back_to_the_same_values) {
+    const double fractions[] = {0.123456789,
+                                0.1,
+                                1.0 / 3.0,
+                                0.9,
+                                1.0,
+                                0.99999999999999989 /* below 1 */,
+                                4.9406564584124654e-324 /* the smallest double */,
+                                2.2250738585072014e-308,
+                                1e-17};
+    for (size_t i = 0; i < sizeof fractions / sizeof fractions[0]; i++) {
+        cca_config c = defaults();
+        c.policy = CCA_POLICY_GREEDY;
+        c.greedy_fraction = fractions[i];
+        assert_round_trip(&c);
+    }
+    cca_config c = defaults(); /* growth, every size at an awkward value */
+    c.greedy_fraction = 0.7000000000000001;
+    c.greedy_bytes = (size_t)9007199254740993ull; /* 2^53 + 1 */
+    c.max_reserved = SIZE_MAX;
+    c.small_max = 512 + 1024; /* not a whole K */
+    c.small_segment = 1024 * 1024 + 512;
+    c.medium_segment = 64 * GiB; /* its maximum, a whole M */
+    c.large_min = 1025 * KiB;
+    c.segment_round = 512;
+    c.max_split = SIZE_MAX - 1;
+    c.small_pool = 0;
+    c.medium_pool = 0;
+    c.log_oom = 0;
+    assert_round_trip(&c);
+    c.greedy_bytes = 1;
+    c.max_reserved = 1;
+    c.max_split = 64 * GiB + 1;
+    c.small_pool = c.medium_pool = c.log_oom = 1;
+    assert_round_trip(&c);
+    c = defaults();
+    assert_round_trip(&c);
+}
+
+/* Every option of the table, at the edges of its range: the rows of
+ * cca_config_print(c, f, 2) (the option table itself: name and range) give
+ * each option's candidates, each candidate that the parser accepts is set
+ * on a config, and that config must come back from print -> parse exactly
+ * (assert_round_trip). Two base configs: the defaults, and a wide one whose
+ * cross-option rules (small_max <= small_segment, large_min <=
+ * medium_segment) leave room for every bound. */
+static int round_trip_candidate(const char *key, const char *value) {
+    static const char *bases[] = {"", "small_max:512,small_segment:1G,medium_segment:64G,large_min:512"};
+    int accepted = 0;
+    for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
+        cca_config c = parse_ok(bases[b]);
+        char text[128];
+        snprintf(text, sizeof text, "%s:%s", key, value);
+        if (cca_config_parse(&c, text) != CCA_OK)
+            continue; /* out of range, or against a cross-option rule */
+        assert_round_trip(&c);
+        accepted++;
+    }
+    return accepted;
+}
+
+Test(config, every_option_round_trips_at_the_edges_of_its_range) {
+    char *table = print_config(&(cca_config){0}, 2); /* the values do not matter: names and ranges do */
+    const char *row = strstr(table, "|---|---|---|---|\n");
+    cr_assert_not_null(row, "%s", table);
+    row += strlen("|---|---|---|---|\n");
+    size_t options = 0;
+    for (; *row == '|'; row = strchr(row, '\n') + 1, options++) {
+        char key[64], def[64], range[128];
+        cr_assert_eq(sscanf(row, "| `%63[^`]` | `%63[^`]` | `%127[^`]` |", key, def, range), 3, "%.80s", row);
+        char cand[16][64];
+        size_t n = 0;
+        if (range[0] == '[') { /* a size: both bounds, their neighbours, 2^53 + 1, fractions of a K and a G */
+            char lo_s[64], hi_s[64];
+            size_t lo, hi;
+            cr_assert_eq(sscanf(range, "[%63[^,], %63[^]]]", lo_s, hi_s), 2, "%s", range);
+            cr_assert_eq(cca_parse_size(lo_s, &lo), CCA_OK);
+            hi = strcmp(hi_s, "SIZE_MAX") == 0 ? SIZE_MAX : 0;
+            if (!hi)
+                cr_assert_eq(cca_parse_size(hi_s, &hi), CCA_OK);
+            const size_t values[] = {lo, lo + 1, lo + 512, hi, hi - 1, hi - 512, (size_t)9007199254740993ull};
+            for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+                snprintf(cand[n++], sizeof cand[0], "%zu", values[i]);
+            snprintf(cand[n++], sizeof cand[0], "1.5K");
+            snprintf(cand[n++], sizeof cand[0], "0.3G");
+        } else if (range[0] == '(') { /* a fraction: both ends' neighbours, values %g would round */
+            double lo, hi;
+            cr_assert_eq(sscanf(range, "(%lf, %lf]", &lo, &hi), 2, "%s", range);
+            const double values[] = {
+                nextafter(lo, hi),      hi, nextafter(hi, lo), 0.123456789, 1.0 / 3.0, 0.7000000000000001,
+                2.2250738585072014e-308};
+            for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+                snprintf(cand[n++], sizeof cand[0], "%.17g", values[i]);
+        } else { /* a list of words */
+            char words[128];
+            snprintf(words, sizeof words, "%s", range);
+            for (char *w = strtok(words, ", "); w; w = strtok(NULL, ", "))
+                snprintf(cand[n++], sizeof cand[0], "%s", w);
+        }
+        int accepted = 0;
+        for (size_t i = 0; i < n; i++)
+            accepted += round_trip_candidate(key, cand[i]);
+        cr_assert_geq(accepted, 2, "%s: only %d of its edge values were accepted", key, accepted);
+    }
+    cr_assert_eq(options, OPTION_COUNT, "one row per option");
+    free(table);
 }

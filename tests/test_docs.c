@@ -1,10 +1,12 @@
 /*
  * test_docs.c — the option table in docs/allocator.md is the output of
- * cca_config_print(..., 2), so the docs cannot drift from config.c.
+ * cca_config_print(..., 2), so the docs cannot drift from config.c, and its
+ * range column is checked against what the parser accepts.
  */
 #include <ccalloc.h>
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,4 +95,105 @@ Test(docs, measured_tables_are_verbatim_rows_of_committed_results) {
     cr_assert_gt(check_rows_from(src, "benchmarks.md"), 30, "benchmarks.md quotes the micro, trace and switch tables");
     cr_assert_gt(check_rows_from(src, "kernels.md"), 10, "kernels.md quotes the CPU kernel table");
     cr_assert_gt(check_rows_from(src, "tuning.md"), 5, "tuning.md quotes rows of the trace table");
+}
+
+/* The range column of docs/allocator.md is what the parser enforces: for
+ * every row, each end of the range is accepted by cca_config_parse as far as
+ * that key's own range goes (a rule across options, such as small_max <=
+ * small_segment, may still refuse it), and the value just outside each end
+ * is refused as out of range. With option_table_matches_config_table (the
+ * table is generated from config.c's table), the column can drift neither
+ * from the code's bounds nor from what the code does with them. */
+static bool out_of_range(const char *key, const char *value) {
+    char text[256];
+    snprintf(text, sizeof text, "%s:%s", key, value);
+    cca_config c;
+    cca_config_default(&c);
+    if (cca_config_parse(&c, text) == CCA_OK)
+        return false;
+    char expect_range[128], expect_value[128];
+    snprintf(expect_range, sizeof expect_range, "out-of-range value for key '%s'", key);
+    snprintf(expect_value, sizeof expect_value, "invalid value '%s' for key '%s'", value, key);
+    return strstr(cca_last_error(), expect_range) || strstr(cca_last_error(), expect_value);
+}
+
+static void check_size_range(const char *key, const char *range) {
+    char lo[64], hi[64];
+    cr_assert_eq(sscanf(range, "[%63[^,], %63[^]]]", lo, hi), 2, "%s: range '%s'", key, range);
+    if (strcmp(hi, "SIZE_MAX") == 0)
+        snprintf(hi, sizeof hi, "%zu", SIZE_MAX);
+    size_t lo_v, hi_v;
+    cr_assert_eq(cca_parse_size(lo, &lo_v), CCA_OK, "%s: %s", key, cca_last_error());
+    cr_assert_eq(cca_parse_size(hi, &hi_v), CCA_OK, "%s: %s", key, cca_last_error());
+    char v[64];
+    cr_assert(!out_of_range(key, lo), "%s: %s is in %s: %s", key, lo, range, cca_last_error());
+    cr_assert(!out_of_range(key, hi), "%s: %s is in %s: %s", key, hi, range, cca_last_error());
+    if (lo_v > 0) {
+        snprintf(v, sizeof v, "%zu", lo_v - 1);
+        cr_assert(out_of_range(key, v), "%s: %s is below %s", key, v, range);
+    }
+    snprintf(v, sizeof v, "%zu", hi_v + 1); /* SIZE_MAX + 1 wraps to 0: */
+    if (hi_v == SIZE_MAX)                   /* write 2^64 itself        */
+        snprintf(v, sizeof v, "18446744073709551616");
+    cr_assert(out_of_range(key, v), "%s: %s is above %s", key, v, range);
+}
+
+static void check_fraction_range(const char *key, const char *range) {
+    double lo, hi;
+    cr_assert_eq(sscanf(range, "(%lf, %lf]", &lo, &hi), 2, "%s: range '%s'", key, range);
+    char v[64];
+    snprintf(v, sizeof v, "%.17g", lo);
+    cr_assert(out_of_range(key, v), "%s: %s is not in %s", key, v, range);
+    snprintf(v, sizeof v, "%.17g", nextafter(lo, hi));
+    cr_assert(!out_of_range(key, v), "%s: %s is in %s: %s", key, v, range, cca_last_error());
+    snprintf(v, sizeof v, "%.17g", hi);
+    cr_assert(!out_of_range(key, v), "%s: %s is in %s: %s", key, v, range, cca_last_error());
+    snprintf(v, sizeof v, "%.17g", nextafter(hi, 2 * hi + 1));
+    cr_assert(out_of_range(key, v), "%s: %s is not in %s", key, v, range);
+}
+
+/* "growth, greedy", "0, 1": each word is accepted, another is not. */
+static void check_list_range(const char *key, const char *range) {
+    char words[128];
+    snprintf(words, sizeof words, "%s", range);
+    for (char *w = strtok(words, ", "); w; w = strtok(NULL, ", "))
+        cr_assert(!out_of_range(key, w), "%s: %s is in %s: %s", key, w, range, cca_last_error());
+    cr_assert(out_of_range(key, "2"), "%s: 2 is not in %s", key, range);
+}
+
+Test(docs, option_table_range_column_is_what_the_parser_enforces) {
+    const char *src = getenv("CCA_SOURCE_DIR");
+    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs/allocator.md", src);
+    char *doc = read_file(path);
+    const char *header = "| option | default | range | meaning |\n|---|---|---|---|\n";
+    const char *row = strstr(doc, header);
+    cr_assert_not_null(row, "docs/allocator.md: no option table with a range column");
+    row += strlen(header);
+    int rows = 0;
+    for (; *row == '|'; row = strchr(row, '\n') + 1, rows++) {
+        char key[64], def[64], range[128];
+        cr_assert_eq(sscanf(row, "| `%63[^`]` | `%63[^`]` | `%127[^`]` |", key, def, range), 3, "row: %.80s", row);
+        if (range[0] == '[')
+            check_size_range(key, range);
+        else if (range[0] == '(')
+            check_fraction_range(key, range);
+        else
+            check_list_range(key, range);
+    }
+    /* one row per option: as many as cca_config_print(c, f, 0) has lines */
+    char *lines = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&lines, &len);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_print(&c, mem, 0), CCA_OK);
+    fclose(mem);
+    int options = 0;
+    for (const char *p = lines; *p; p++)
+        options += *p == '\n';
+    cr_assert_eq(rows, options, "%d rows in the docs, %d options in config.c", rows, options);
+    free(lines);
+    free(doc);
 }

@@ -320,3 +320,70 @@ Test(stats, status_strings_name_every_code) {
     }
     cr_assert_str_eq(cca_status_string((cca_status)1234), "unknown cca_status");
 }
+
+static cca_status plain_alloc(void *ctx, size_t size, void **ptr) {
+    (void)ctx;
+    *ptr = aligned_alloc(CCA_ALIGNMENT, size);
+    return *ptr ? CCA_OK : CCA_ERR_OUT_OF_MEMORY;
+}
+static cca_status plain_free(void *ctx, void *ptr, size_t size) {
+    (void)ctx, (void)size;
+    free(ptr);
+    return CCA_OK;
+}
+
+Test(stats, snapshot_escapes_the_upstream_name) {
+    /* a quote, a backslash, a newline, a tab and a control character: each
+     * would end the string or be invalid JSON if written raw */
+    const char *name = "q\"b\\n\nt\tc\x01z";
+    cca_upstream_ops ops = {.alloc = plain_alloc, .free = plain_free, .name = name};
+    cca_upstream *cu;
+    cr_assert_eq(cca_upstream_custom_create(&ops, NULL, &cu), CCA_OK);
+    cca_allocator *ca = tu_allocator(cu, NULL);
+    void *p = tu_alloc(ca, 4096, NULL);
+    char *text = capture_output(write_snapshot, ca);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json, "snapshot is not valid JSON:\n%s", text);
+    cr_assert_str_eq(string(json, "upstream"), name);
+    cr_assert_not_null(strstr(text, "\\u0001"), "control characters as \\u00XX: %s", text);
+    cJSON_Delete(json);
+    free(text);
+    tu_free(ca, p);
+    tu_teardown(ca, cu);
+}
+
+/* A message too long for the per-thread buffer (1024 bytes) is cut and says
+ * so: it ends in "..." (status.c). So do log lines. A message that fits is
+ * never marked. */
+Test(stats, long_messages_are_cut_with_an_ellipsis) {
+    char text[3000];
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    size_t v;
+    cr_assert_eq(cca_parse_size(text, &v), CCA_ERR_INVALID_ARGUMENT);
+    const char *m = cca_last_error();
+    size_t n = strlen(m);
+    cr_assert_eq(n, 1023, "the buffer is used to its end: %zu", n);
+    cr_assert_eq(strncmp(m, "bad size 'xxx", 13), 0, "%.20s", m);
+    cr_assert_str_eq(m + n - 4, "x...", "a cut message ends in '...'");
+    cr_assert_eq(cca_parse_size("12Q", &v), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "bad size '12Q' (expected e.g. 512M, 1.5G, 4096)");
+
+    /* a log line: a bad CCALLOC_CONF with a long key is logged, cut */
+    char conf[700];
+    memset(conf, 'k', sizeof conf);
+    memcpy(conf + sizeof conf - 3, ":1", 3);
+    setenv("CCALLOC_CONF", conf, 1);
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    cca_allocator *b = NULL;
+    cca_status st = cca_create(NULL, u, &b);
+    cca_set_log_callback(NULL, NULL);
+    unsetenv("CCALLOC_CONF");
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(log.lines, 1);
+    n = strlen(log.last);
+    cr_assert_eq(strncmp(log.last, "CCALLOC_CONF: unknown key 'kkk", 30), 0, "%.40s", log.last);
+    cr_assert_str_eq(log.last + n - 4, "k...", "%s", log.last + n - 20);
+    cca_destroy(b);
+}

@@ -235,3 +235,162 @@ Test(upstream, cuda_upstream_without_a_gpu_is_no_device) {
     cca_status st = cca_upstream_cuda_create(0, NULL);
     cr_assert(st == CCA_ERR_INVALID_ARGUMENT || st == CCA_ERR_NO_DEVICE, "%s", cca_status_string(st));
 }
+
+/* ---- messages of failing upstream calls ----------------------------------------------- */
+
+/* An upstream that fails on demand and says nothing (no cca_set_error), or
+ * says its own message when `speak` is set. */
+typedef struct quiet {
+    int fail_alloc, fail_free, fail_sync, fail_mem_info, speak;
+} quiet;
+static cca_status quiet_alloc(void *ctx, size_t size, void **ptr) {
+    quiet *q = ctx;
+    if (q->fail_alloc)
+        return q->speak ? cca_set_error(CCA_ERR_UPSTREAM, "quiet: device lost at %zu bytes", size) : CCA_ERR_UPSTREAM;
+    return dummy_alloc(ctx, size, ptr);
+}
+static cca_status quiet_free(void *ctx, void *ptr, size_t size) {
+    return ((quiet *)ctx)->fail_free ? CCA_ERR_UPSTREAM : dummy_free(ctx, ptr, size);
+}
+static cca_status quiet_sync(void *ctx) {
+    return ((quiet *)ctx)->fail_sync ? CCA_ERR_UPSTREAM : CCA_OK;
+}
+static cca_status quiet_mem_info(void *ctx, size_t *f, size_t *t) {
+    *f = *t = 64 * MiB;
+    return ((quiet *)ctx)->fail_mem_info ? CCA_ERR_UPSTREAM : CCA_OK;
+}
+
+/* Leave a message on this thread that no upstream failure should show. */
+static void stale_message(cca_allocator *a) {
+    int x;
+    cr_assert_eq(cca_free(a, &x), CCA_ERR_INVALID_POINTER);
+    cr_assert(strlen(cca_last_error()) > 0);
+}
+
+Test(upstream, a_silent_upstream_failure_gets_a_message_naming_it) {
+    quiet q = {0};
+    cca_upstream_ops ops = {.alloc = quiet_alloc,
+                            .free = quiet_free,
+                            .synchronize = quiet_sync,
+                            .mem_info = quiet_mem_info,
+                            .name = "quiet"};
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_custom_create(&ops, &q, &u), CCA_OK);
+    cca_allocator *a = tu_allocator(u, NULL);
+
+    /* alloc: the failed cca_alloc names the upstream, the operation, the
+     * size and the status, not the previous call's message */
+    stale_message(a);
+    char stale[512];
+    snprintf(stale, sizeof stale, "%s", cca_last_error());
+    q.fail_alloc = 1;
+    void *p = (void *)1;
+    cr_assert_eq(cca_alloc(a, 4096, NULL, &p), CCA_ERR_UPSTREAM);
+    const char *msg = cca_last_error();
+    cr_assert(strstr(msg, stale) == NULL, "stale message: %s", msg);
+    cr_assert(strstr(msg, "'quiet'") && strstr(msg, "alloc") && strstr(msg, "2097152") &&
+                  strstr(msg, "CCA_ERR_UPSTREAM"),
+              "%s", msg);
+    /* an upstream that sets its own message keeps it */
+    q.speak = 1;
+    stale_message(a);
+    cr_assert_eq(cca_alloc(a, 4096, NULL, &p), CCA_ERR_UPSTREAM);
+    cr_assert_str_eq(cca_last_error(), "quiet: device lost at 2097152 bytes");
+    q.fail_alloc = q.speak = 0;
+
+    /* free: trim's refused-free message names the upstream free */
+    p = tu_alloc(a, 4096, NULL);
+    tu_free(a, p);
+    stale_message(a);
+    snprintf(stale, sizeof stale, "%s", cca_last_error());
+    q.fail_free = 1;
+    cca_release_report r;
+    cr_assert_eq(cca_trim(a, 0, &r), CCA_ERR_UPSTREAM);
+    msg = cca_last_error();
+    cr_assert(strstr(msg, stale) == NULL, "stale message: %s", msg);
+    cr_assert(strstr(msg, "'quiet'") && strstr(msg, "free") && strstr(msg, "2097152"), "%s", msg);
+    q.fail_free = 0;
+
+    /* synchronize, inside trim */
+    stale_message(a);
+    snprintf(stale, sizeof stale, "%s", cca_last_error());
+    q.fail_sync = 1;
+    cr_assert_eq(cca_trim(a, 0, &r), CCA_ERR_UPSTREAM);
+    msg = cca_last_error();
+    cr_assert(strstr(msg, stale) == NULL, "stale message: %s", msg);
+    cr_assert(strstr(msg, "'quiet'") && strstr(msg, "synchronize"), "%s", msg);
+    q.fail_sync = 0;
+
+    /* a successful upstream call leaves the last failure's message alone */
+    stale_message(a);
+    snprintf(stale, sizeof stale, "%s", cca_last_error());
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cr_assert_str_eq(cca_last_error(), stale);
+    tu_destroy_clean(a, u);
+
+    /* mem_info, inside the greedy cca_create message */
+    cca_config cfg;
+    cca_config_default(&cfg);
+    cfg.policy = CCA_POLICY_GREEDY;
+    a = tu_allocator(u, NULL);
+    stale_message(a);
+    snprintf(stale, sizeof stale, "%s", cca_last_error());
+    tu_destroy_clean(a, u);
+    q.fail_mem_info = 1;
+    cca_allocator *g = (cca_allocator *)1;
+    cr_assert_eq(cca_create(&cfg, u, &g), CCA_ERR_UPSTREAM);
+    msg = cca_last_error();
+    cr_assert(strstr(msg, stale) == NULL, "stale message: %s", msg);
+    cr_assert(strstr(msg, "greedy") && strstr(msg, "'quiet'") && strstr(msg, "mem_info"), "%s", msg);
+    /* and the greedy arena's alloc */
+    q.fail_mem_info = 0;
+    q.fail_alloc = 1;
+    cr_assert_eq(cca_create(&cfg, u, &g), CCA_ERR_UPSTREAM);
+    msg = cca_last_error();
+    cr_assert(strstr(msg, "greedy") && strstr(msg, "'quiet'") && strstr(msg, "alloc"), "%s", msg);
+    cca_upstream_destroy(u);
+}
+
+Test(upstream, set_error_returns_its_status) {
+    cr_assert_eq(cca_set_error(CCA_ERR_NOT_READY, "event %d", 7), CCA_ERR_NOT_READY);
+    cr_assert_str_eq(cca_last_error(), "event 7");
+    cr_assert_eq(cca_set_error(CCA_ERR_UPSTREAM, "wrapped: %s", cca_last_error()), CCA_ERR_UPSTREAM);
+    cr_assert_str_eq(cca_last_error(), "wrapped: event 7", "the previous message may be an argument");
+}
+
+/* The layers above (the runtime's ccr_fail_prefix) add context in front of
+ * the one per-thread message; a long message loses its end, not the prefix. */
+Test(upstream, error_prefix_and_clear) {
+    cca_set_error(CCA_ERR_UPSTREAM, "device lost");
+    cr_assert_eq(cca_error_prefix(CCA_ERR_IO, "tensor '%s'", "0.weight"), CCA_ERR_IO);
+    cr_assert_eq(cca_error_prefix(CCA_ERR_IO, "model.bin"), CCA_ERR_IO);
+    cr_assert_str_eq(cca_last_error(), "model.bin: tensor '0.weight': device lost");
+    char big[2000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    cca_set_error(CCA_ERR_UPSTREAM, "%s", big);
+    cr_assert_eq(strlen(cca_last_error()), 1023, "messages are kept to 1023 characters");
+    cr_assert_str_eq(cca_last_error() + 1019, "x...", "and a cut one says so");
+    cca_error_prefix(CCA_ERR_UPSTREAM, "outer");
+    cr_assert_eq(strncmp(cca_last_error(), "outer: xxx", 10), 0, "%.20s", cca_last_error());
+    cr_assert_eq(strlen(cca_last_error()), 1023);
+    cr_assert_str_eq(cca_last_error() + 1019, "x...");
+    /* a message that fits before the prefix but not after it */
+    cca_set_error(CCA_ERR_UPSTREAM, "%.1020s", big);
+    cca_error_prefix(CCA_ERR_UPSTREAM, "outer");
+    cr_assert_eq(strlen(cca_last_error()), 1023);
+    cr_assert_str_eq(cca_last_error() + 1019, "x...");
+    /* a prefix as long as the buffer: the old message is gone, marked */
+    cca_set_error(CCA_ERR_UPSTREAM, "inner");
+    cca_error_prefix(CCA_ERR_UPSTREAM, "%.1022s", big);
+    cr_assert_eq(strlen(cca_last_error()), 1023);
+    cr_assert_str_eq(cca_last_error() + 1019, "x...");
+    /* exactly full: nothing is cut, nothing is marked */
+    cca_set_error(CCA_ERR_UPSTREAM, "%.1016s", big); /* 7 + 1016 = 1023 */
+    cca_error_prefix(CCA_ERR_UPSTREAM, "outer");
+    cr_assert_eq(strlen(cca_last_error()), 1023);
+    cr_assert_str_eq(cca_last_error() + 1019, "xxxx");
+    cr_assert_eq(strncmp(cca_last_error(), "outer: xxx", 10), 0);
+    cca_clear_error();
+    cr_assert_str_eq(cca_last_error(), "");
+}

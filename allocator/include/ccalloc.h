@@ -29,6 +29,7 @@
 #ifndef CCALLOC_H
 #define CCALLOC_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,6 +72,32 @@ const char *cca_status_string(cca_status s);
  * key, pointer or size that was wrong. Valid until the next failing call. */
 const char *cca_last_error(void);
 
+#if defined(__GNUC__) || defined(__clang__)
+#define CCA_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#define CCA_PRINTF(fmt_index, first_arg)
+#endif
+
+/* Set this thread's message (printf-style) and return s, so a failing path
+ * reads
+ *     return cca_set_error(CCA_ERR_UPSTREAM, "device lost at %zu", size);
+ * For custom upstreams (see cca_upstream_ops) and layers above the allocator
+ * (the runtime's ccr_fail writes here too: one message per thread). The
+ * arguments may include cca_last_error() itself, to wrap it. A message keeps
+ * at most 1023 characters: a longer one is cut and ends in "...". */
+cca_status cca_set_error(cca_status s, const char *fmt, ...) CCA_PRINTF(2, 3);
+cca_status cca_vset_error(cca_status s, const char *fmt, va_list ap);
+
+/* Put "prefix: " before this thread's message and return s: a layer adds
+ * context to a failure from below ("model.bin: tensor 'w': <message>"). A
+ * message too long for the buffer loses its end, never the prefix, and ends
+ * in "...". */
+cca_status cca_error_prefix(cca_status s, const char *fmt, ...) CCA_PRINTF(2, 3);
+cca_status cca_verror_prefix(cca_status s, const char *fmt, va_list ap);
+
+/* Empty this thread's message (cca_last_error() returns ""). */
+void cca_clear_error(void);
+
 /* Log sink for warnings (the one-line OOM report, bad env config). Default:
  * stderr with a "ccalloc: " prefix. NULL restores the default. Process-wide. */
 typedef void (*cca_log_fn)(void *user, const char *line);
@@ -95,7 +122,17 @@ typedef void *cca_stream; /* cudaStream_t or any token; NULL = default stream */
 
 /* An upstream is a table of functions over an opaque context. All members
  * return CCA_OK on success. `alloc` and `free` are required; the others are
- * optional and their default when NULL is stated. */
+ * optional and their default when NULL is stated.
+ *
+ * Messages: a failing member may say why with cca_set_error (above), e.g.
+ *     return cca_set_error(CCA_ERR_UPSTREAM, "mydev: %s", mydev_strerror(rc));
+ * and that message is what cca_last_error() shows (wrapped by the allocator
+ * call that failed). A member that fails without one gets a message from the
+ * wrapper naming the upstream, the member, the size or pointer, and the
+ * status: "upstream 'mydev' alloc of 2097152 bytes failed (CCA_ERR_UPSTREAM:
+ * ...)"; never the message of an earlier call. A member that succeeds (or
+ * an event_query answering CCA_ERR_NOT_READY) leaves the caller's message
+ * as it was, whatever it wrote. */
 typedef struct cca_upstream_ops {
     /* Reserve `size` bytes (size > 0, multiple of CCA_GRANULARITY); the
      * pointer must be CCA_ALIGNMENT-aligned. CCA_ERR_OUT_OF_MEMORY when full. */

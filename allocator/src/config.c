@@ -4,7 +4,10 @@
  *
  * Syntax: "key:value,key:value". Keys are the cca_config field names. Sizes
  * are cca_parse_size's: a number, decimals allowed, with an optional K, M, G
- * or T suffix (powers of 1024, optional "i" and "B": 4G, 4GiB, 1.5G, 512k).
+ * or T suffix (powers of 1024, optional "i" and "B": 4G, 4GiB, 1.5G, 512k),
+ * of any length. They are exact: never through a double (2^53 + 1 stays
+ * 2^53 + 1), a suffix that overflows is refused, and a fraction is rounded
+ * down to a whole byte. Range checks on sizes are exact integer compares.
  * Booleans accept 1/0, true/false,
  * on/off, yes/no. The policy accepts growth or greedy.
  *
@@ -78,12 +81,19 @@ static const option options[] = {
 
 static const char *policy_names[] = {"growth", "greedy"};
 
+/* A size bound of the table as a size_t: the table's doubles hold every
+ * bound exactly (powers of two), and (double)SIZE_MAX, which is 2^64, means
+ * SIZE_MAX. Sizes themselves never go through a double. */
+static size_t size_bound(double bound) {
+    return bound >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bound;
+}
+
 static void set_value(cca_config *c, const option *o, double v) {
     char *field = (char *)c + o->offset;
     switch (o->type) {
     case OPT_POLICY: *(cca_policy *)field = (cca_policy)(int)v; break;
     case OPT_FRACTION: *(double *)field = v; break;
-    case OPT_SIZE: *(size_t *)field = v >= (double)SIZE_MAX ? SIZE_MAX : (size_t)v; break;
+    case OPT_SIZE: *(size_t *)field = size_bound(v); break; /* defaults only */
     case OPT_BOOL: *(int *)field = (int)v; break;
     }
 }
@@ -96,14 +106,23 @@ void cca_config_default(cca_config *c) {
         set_value(c, &options[i], options[i].default_value);
 }
 
-/* A size inside a config string (not NUL-terminated there). */
-static bool parse_size(const char *text, size_t len, size_t *out) {
-    char buf[64];
-    if (len == 0 || len >= sizeof buf)
-        return false;
+/* A size inside a config string (not NUL-terminated there): CCA_OK, or
+ * CCA_ERR_INVALID_ARGUMENT when it is not a size. Any length the grammar
+ * allows ("1." and a thousand zeros): long values are copied to the heap
+ * rather than refused, and CCA_ERR_OUT_OF_MEMORY says that copy failed. */
+static cca_status parse_size(const char *text, size_t len, size_t *out) {
+    char small[64];
+    if (len == 0)
+        return CCA_ERR_INVALID_ARGUMENT;
+    char *buf = len < sizeof small ? small : malloc(len + 1);
+    if (!buf)
+        return CCA_ERR_OUT_OF_MEMORY;
     memcpy(buf, text, len);
     buf[len] = '\0';
-    return cca_parse_size(buf, out) == CCA_OK;
+    cca_status st = cca_parse_size(buf, out);
+    if (buf != small)
+        free(buf);
+    return st;
 }
 
 static bool parse_bool(const char *t, size_t n, int *out) {
@@ -152,13 +171,17 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
     }
     case OPT_SIZE: {
         size_t v;
-        if (!parse_size(val, val_len, &v))
+        cca_status st = parse_size(val, val_len, &v);
+        if (st == CCA_ERR_OUT_OF_MEMORY)
+            return ccai_fail(CCA_ERR_CONFIG, "value of key '%s' (%zu characters): no host memory to parse it", o->name,
+                             val_len);
+        if (st != CCA_OK)
             return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected a size like 512M)",
                              (int)val_len, val, o->name);
-        if ((double)v < o->min || (double)v > o->max)
-            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s not in [%.0f, %.0f]", o->name,
-                             (int)val_len, val, o->min, o->max);
-        set_value(c, o, (double)v);
+        if (v < size_bound(o->min) || v > size_bound(o->max))
+            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s not in [%zu, %zu]", o->name,
+                             (int)val_len, val, size_bound(o->min), size_bound(o->max));
+        *(size_t *)((char *)c + o->offset) = v; /* exact: not through set_value's double */
         return CCA_OK;
     }
     case OPT_BOOL: {
@@ -241,7 +264,13 @@ cca_status cca_config_validate(const cca_config *c) {
                 return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %g not in (%g, %g]", o->name, v,
                                  o->min, o->max);
             continue;
-        case OPT_SIZE: v = (double)*(const size_t *)field; break;
+        case OPT_SIZE: {
+            size_t z = *(const size_t *)field;
+            if (z < size_bound(o->min) || z > size_bound(o->max))
+                return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %zu not in [%zu, %zu]", o->name, z,
+                                 size_bound(o->min), size_bound(o->max));
+            continue;
+        }
         case OPT_BOOL: v = *(const int *)field; break;
         }
         if (v < o->min || v > o->max)
@@ -272,7 +301,18 @@ static void format_value(const cca_config *c, const option *o, char *buf, size_t
     const char *field = (const char *)c + o->offset;
     switch (o->type) {
     case OPT_POLICY: snprintf(buf, len, "%s", policy_names[*(const cca_policy *)field == CCA_POLICY_GREEDY]); break;
-    case OPT_FRACTION: snprintf(buf, len, "%g", *(const double *)field); break;
+    case OPT_FRACTION: {
+        /* the shortest of %.15g..%.17g that reads back as the same double
+         * (%.17g always does): 0.9 stays "0.9", 0.123456789 is not cut to
+         * %g's 0.123457 */
+        double v = *(const double *)field;
+        for (int digits = 15; digits <= 17; digits++) {
+            snprintf(buf, len, "%.*g", digits, v);
+            if (strtod(buf, NULL) == v)
+                break;
+        }
+        break;
+    }
     case OPT_SIZE: {
         size_t v = *(const size_t *)field;
         if (v && v % (1u << 20) == 0)
@@ -287,18 +327,52 @@ static void format_value(const cca_config *c, const option *o, char *buf, size_t
     }
 }
 
+/* A bound of the table for the docs: the largest of T, G, M, K that divides
+ * it ("64G", "512"), or SIZE_MAX. */
+static void format_bound(size_t v, char *buf, size_t len) {
+    static const char units[] = "TGMK";
+    if (v == SIZE_MAX) {
+        snprintf(buf, len, "SIZE_MAX");
+        return;
+    }
+    for (int i = 0; i < 4; i++) {
+        unsigned shift = 40 - 10 * (unsigned)i;
+        if (v && v % ((size_t)1 << shift) == 0) {
+            snprintf(buf, len, "%zu%c", v >> shift, units[i]);
+            return;
+        }
+    }
+    snprintf(buf, len, "%zu", v);
+}
+
+/* The range column of the docs, from the table's min and max. */
+static void format_range(const option *o, char *buf, size_t len) {
+    char lo[32], hi[32];
+    switch (o->type) {
+    case OPT_POLICY: snprintf(buf, len, "%s, %s", policy_names[0], policy_names[1]); break;
+    case OPT_FRACTION: snprintf(buf, len, "(%g, %g]", o->min, o->max); break;
+    case OPT_SIZE:
+        format_bound(size_bound(o->min), lo, sizeof lo);
+        format_bound(size_bound(o->max), hi, sizeof hi);
+        snprintf(buf, len, "[%s, %s]", lo, hi);
+        break;
+    case OPT_BOOL: snprintf(buf, len, "0, 1"); break;
+    }
+}
+
 cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs) {
     if (!c || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_print: NULL argument");
     cca_config defaults;
     cca_config_default(&defaults);
     for (size_t i = 0; i < OPTION_COUNT; i++) {
-        char value[64], def[64];
+        char value[64], def[64], range[80];
         format_value(c, &options[i], value, sizeof value);
         if (with_docs == 2) {
             format_value(&defaults, &options[i], def, sizeof def);
-            if ((i == 0 && fprintf(f, "| option | default | meaning |\n|---|---|---|\n") < 0) ||
-                fprintf(f, "| `%s` | `%s` | %s |\n", options[i].name, def, options[i].doc) < 0)
+            format_range(&options[i], range, sizeof range);
+            if ((i == 0 && fprintf(f, "| option | default | range | meaning |\n|---|---|---|---|\n") < 0) ||
+                fprintf(f, "| `%s` | `%s` | `%s` | %s |\n", options[i].name, def, range, options[i].doc) < 0)
                 return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
         } else if (with_docs) {
             format_value(&defaults, &options[i], def, sizeof def);

@@ -246,6 +246,10 @@ struct cca_allocator {
     struct ccai_trace *trace;
 };
 
+/* status.c: the per-thread last-error buffer's size, message included its
+ * NUL; longer messages end in "...". upstream.c saves a message this large. */
+#define CCAI_ERROR_CAP 1024
+
 /* A log line formatted under the lock and written after it is released: the
  * log callback may call back into the allocator (status.c). */
 typedef struct ccai_deferred_log {

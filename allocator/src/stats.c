@@ -15,6 +15,8 @@
  *
  * The snapshot (cca_write_snapshot_json) lists every segment and block in
  * address order: what PyTorch's memory snapshot shows, for one allocator.
+ * The one caller-supplied string in it, the upstream's name, is escaped
+ * (write_json_string), so any name gives valid JSON.
  *
  * The invariant walk (cca_check_invariants) lives in check.c.
  */
@@ -121,6 +123,24 @@ static const char *state_name(uint8_t state) {
     return state == CCAI_FREE ? "free" : state == CCAI_LIVE ? "live" : "pending";
 }
 
+/* s as a JSON string literal: '"' and '\\' escaped, control characters
+ * (< 0x20) as \u00XX, everything else (UTF-8 included) as is. Names come
+ * from callers (a custom upstream's name), so nothing is assumed about them.
+ * Returns < 0 when a write fails, like fprintf. */
+static int write_json_string(FILE *f, const char *s) {
+    int bad = fputc('"', f) == EOF;
+    for (const unsigned char *p = (const unsigned char *)s; *p && !bad; p++) {
+        if (*p == '"' || *p == '\\')
+            bad = fputc('\\', f) == EOF || fputc(*p, f) == EOF;
+        else if (*p < 0x20)
+            bad = fprintf(f, "\\u%04x", *p) < 0;
+        else
+            bad = fputc(*p, f) == EOF;
+    }
+    bad |= fputc('"', f) == EOF;
+    return bad ? -1 : 0;
+}
+
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     if (!a || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_json: NULL argument");
@@ -128,9 +148,10 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     ccai_lock(m);
     cca_stats s;
     ccai_fill_stats(a, &s);
-    int bad = fprintf(f, "{\"upstream\":\"%s\",\"config\":{\"policy\":\"%s\",\"max_reserved\":%zu},\"stats\":",
-                      cca_upstream_name(a->upstream), a->config.policy == CCA_POLICY_GREEDY ? "greedy" : "growth",
-                      a->config.max_reserved) < 0;
+    int bad = fputs("{\"upstream\":", f) == EOF;
+    bad |= write_json_string(f, cca_upstream_name(a->upstream)) < 0;
+    bad |= fprintf(f, ",\"config\":{\"policy\":\"%s\",\"max_reserved\":%zu},\"stats\":",
+                   a->config.policy == CCA_POLICY_GREEDY ? "greedy" : "growth", a->config.max_reserved) < 0;
     bad |= write_stats_json(&s, f) < 0;
     bad |= fputs(",\"segments\":[", f) == EOF;
     for (const ccai_segment *seg = a->segments; seg && !bad; seg = seg->next) {

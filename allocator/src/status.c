@@ -3,27 +3,33 @@
  * sink.
  *
  * Also the two helpers shared by every tool: cca_format_bytes and
- * cca_parse_size (the size syntax of config strings and command lines).
+ * cca_parse_size (the size syntax of config strings and command lines):
+ * exact integer arithmetic throughout, fractions rounded down to a whole
+ * byte, one pass over a text of any length.
  *
  * Every failing public call goes through ccai_fail(), which formats a message
  * into a thread-local buffer and returns the status, so call sites read
- * `return ccai_fail(CCA_ERR_CONFIG, "unknown key '%s'", key);`. Nothing here
- * allocates: the buffer is fixed (truncating long messages), and the default
- * log sink writes one line to stderr.
+ * `return ccai_fail(CCA_ERR_CONFIG, "unknown key '%s'", key);`. The same
+ * buffer is public through cca_set_error / cca_error_prefix / cca_clear_error,
+ * so layers above (the runtime's ccr_fail) keep one message per thread, not
+ * one per library. Nothing here allocates: the buffer is fixed (1024 bytes;
+ * a longer message is cut and ends in "...", never cut silently), and the
+ * default log sink writes one line to stderr.
  */
 #include "internal.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdarg.h>
-#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char last_error[512];
+/* The one per-thread message of the process: the allocator, the runtime
+ * (ccr_fail and ccr_last_error are wrappers over this) and custom upstreams
+ * (cca_set_error) all write here. */
+static _Thread_local char last_error[CCAI_ERROR_CAP];
 
 static cca_log_fn log_fn;
 static void *log_user;
@@ -50,16 +56,85 @@ const char *cca_last_error(void) {
     return last_error;
 }
 
-cca_status ccai_fail(cca_status s, const char *fmt, ...) {
+/* A message cut to fit ends in "...", so a reader knows it is not whole. */
+static void mark_cut(char *message, size_t size) {
+    memcpy(message + size - 4, "...", 4);
+}
+
+/* Format into `message` (the size of last_error); returns its length. A
+ * message that does not fit is cut and marked. */
+static size_t format(char *message, const char *fmt, va_list ap) {
+    int n = vsnprintf(message, sizeof last_error, fmt, ap);
+    if (n < 0) { /* an encoding error: nothing reliable was written */
+        memcpy(message, "...", 4);
+        return 3;
+    }
+    if ((size_t)n >= sizeof last_error) {
+        mark_cut(message, sizeof last_error);
+        return sizeof last_error - 1;
+    }
+    return (size_t)n;
+}
+
+cca_status cca_vset_error(cca_status s, const char *fmt, va_list ap) {
     /* format into a local buffer first: callers may pass cca_last_error() as
      * an argument to wrap the previous message */
     char message[sizeof last_error];
+    size_t len = format(message, fmt, ap);
+    memcpy(last_error, message, len + 1);
+    return s;
+}
+
+cca_status ccai_fail(cca_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    cca_vset_error(s, fmt, ap);
     va_end(ap);
-    memcpy(last_error, message, sizeof last_error);
     return s;
+}
+
+/* The public face of ccai_fail, for custom upstreams and other layers. */
+cca_status cca_set_error(cca_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cca_vset_error(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+cca_status cca_verror_prefix(cca_status s, const char *fmt, va_list ap) {
+    char message[sizeof last_error];
+    size_t used = format(message, fmt, ap);
+    /* then ": " and the old message; what does not fit is the old message's
+     * end, and the cut is marked */
+    const char *parts[] = {": ", last_error};
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(parts[i]), room = sizeof message - 1 - used;
+        if (n > room) {
+            memcpy(message + used, parts[i], room);
+            used = sizeof message - 1;
+            message[used] = '\0';
+            mark_cut(message, sizeof message);
+            break;
+        }
+        memcpy(message + used, parts[i], n);
+        used += n;
+        message[used] = '\0';
+    }
+    memcpy(last_error, message, used + 1);
+    return s;
+}
+
+cca_status cca_error_prefix(cca_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cca_verror_prefix(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void cca_clear_error(void) {
+    last_error[0] = '\0';
 }
 
 void cca_set_log_callback(cca_log_fn fn, void *user) {
@@ -73,8 +148,12 @@ void ccai_log(const char *fmt, ...) {
     char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    if (n < 0)
+        memcpy(line, "...", 4);
+    else if ((size_t)n >= sizeof line) /* a cut line says so */
+        mark_cut(line, sizeof line);
     pthread_mutex_lock(&log_lock);
     if (log_fn)
         log_fn(log_user, line);
@@ -98,64 +177,82 @@ const char *cca_format_bytes(size_t bytes, char *buf, size_t len) {
     return buf;
 }
 
+/* floor(0.d1d2...dn * 2^shift) for the fraction digits `frac` (n of them),
+ * exactly. Only the first `shift` digits matter: with k = shift digits,
+ * 0.d1..dk * 2^shift = H / 5^k for an integer H, so its distance to the next
+ * integer is at least 1 / 5^k, while the rest, 0.0..0d(k+1).. < 10^-k, adds
+ * less than 10^-k * 2^shift = 1 / 5^k: it can never carry into the integer
+ * part. The first min(n, shift) digits (at most 40) are doubled `shift`
+ * times as a decimal fraction, each doubling shifting one bit out. */
+static uint64_t fraction_bits(const char *frac, size_t n, unsigned shift) {
+    unsigned char d[40];
+    size_t k = n < shift ? n : shift;
+    for (size_t i = 0; i < k; i++)
+        d[i] = (unsigned char)(frac[i] - '0');
+    uint64_t bits = 0;
+    for (unsigned b = 0; b < shift; b++) {
+        unsigned carry = 0;
+        for (size_t i = k; i-- > 0;) {
+            unsigned x = d[i] * 2u + carry;
+            d[i] = (unsigned char)(x % 10);
+            carry = x / 10;
+        }
+        bits = bits << 1 | carry;
+    }
+    return bits;
+}
+
+/* Exact in every case: the integer part is read as an integer (overflow
+ * checked), the suffix is a shift (overflow checked), and a fraction adds
+ * fraction_bits (fractions of a byte are dropped: 1.5 is 1 byte, and
+ * 0.9999999999999999999K is 1023, not the 1024 a double would give). One
+ * pass over the text whatever its length: leading zeros and trailing
+ * fraction digits cost a step each and need no buffer. */
 cca_status cca_parse_size(const char *text, size_t *out) {
     if (!text || !out)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_parse_size: NULL argument");
     /* the number: digits, optionally one '.' and more digits; nothing else
-     * (no sign, exponent, hex, inf or nan, which strtod would accept) */
+     * (no sign, exponent, hex, inf or nan) */
     const char *p = text;
+    uint64_t whole = 0;
+    bool too_large = false;
     size_t int_digits = 0, frac_digits = 0;
-    while (isdigit((unsigned char)*p))
-        p++, int_digits++;
-    bool fraction = *p == '.';
-    if (fraction)
-        for (p++; isdigit((unsigned char)*p); p++)
+    for (; isdigit((unsigned char)*p); p++, int_digits++) {
+        unsigned digit = (unsigned)(*p - '0');
+        if (whole > (UINT64_MAX - digit) / 10)
+            too_large = true;
+        else
+            whole = whole * 10 + digit;
+    }
+    const char *frac = NULL;
+    if (*p == '.')
+        for (frac = ++p; isdigit((unsigned char)*p); p++)
             frac_digits++;
     if (int_digits + frac_digits == 0)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (expected e.g. 512M, 1.5G, 4096)", text);
-    const char *number_end = p;
     unsigned shift = 0;
     switch (toupper((unsigned char)*p)) {
-    case 'K':
-        shift = 10;
-        p++;
-        break;
-    case 'M':
-        shift = 20;
-        p++;
-        break;
-    case 'G':
-        shift = 30;
-        p++;
-        break;
-    case 'T':
-        shift = 40;
-        p++;
-        break;
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
     default: break;
     }
-    if (shift && (*p == 'i' || *p == 'I'))
+    if (shift) {
         p++;
+        if (*p == 'i' || *p == 'I')
+            p++;
+    }
     if (*p == 'B' || *p == 'b')
         p++;
     if (*p != '\0')
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (expected e.g. 512M, 1.5G, 4096)", text);
-    if (!fraction) { /* exact integer arithmetic */
-        errno = 0;
-        unsigned long long v = strtoull(text, NULL, 10);
-        if (errno == ERANGE || (shift && v > (ULLONG_MAX >> shift)) || (v << shift) > SIZE_MAX)
-            return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
-        *out = (size_t)(v << shift);
-        return CCA_OK;
-    }
-    char number[64];
-    size_t len = (size_t)(number_end - text);
-    if (len >= sizeof number)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too long)", text);
-    memcpy(number, text, len);
-    number[len] = '\0';
-    double bytes = strtod(number, NULL) * (double)(1ull << shift); /* >= 0: the cast drops the fraction */
-    if (!(bytes < 18446744073709551616.0) || bytes > (double)SIZE_MAX)
+    if (too_large || whole > (UINT64_MAX >> shift))
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
+    /* whole << shift is a multiple of 2^shift and the fraction adds less
+     * than 2^shift: the sum cannot overflow 64 bits */
+    uint64_t bytes = (whole << shift) + (frac ? fraction_bits(frac, frac_digits, shift) : 0);
+    if (bytes > SIZE_MAX)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
     *out = (size_t)bytes;
     return CCA_OK;

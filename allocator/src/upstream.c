@@ -16,11 +16,58 @@
  *   mem_info / synchronize / events: optional, defaults in ccalloc.h
  * The ops' own locking is their business; the wrapper's lock covers only the
  * counters, so a slow cudaMalloc does not serialize unrelated accounting.
+ *
+ * Messages (op_begin / op_end around every op): the thread's message is
+ * saved and cleared before the op, so what is there afterwards is the op's
+ * own (cca_set_error). Then:
+ *   op succeeded (event_query: or answered NOT_READY) -> the saved message
+ *       is put back: a call that did not fail changes nothing (ccalloc.h);
+ *   op failed and said why  -> its message stands;
+ *   op failed silently      -> "upstream 'NAME' alloc of N bytes failed
+ *       (STATUS)", never the previous call's message, which callers such
+ *       as trim and the greedy cca_create would otherwise wrap as the cause.
+ * Cost: a strlen and a copy of the (usually empty) message per op.
  */
 #include "internal.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+typedef struct op_guard {
+    char saved[CCAI_ERROR_CAP]; /* the caller's message, whole */
+} op_guard;
+
+static void op_begin(op_guard *g) {
+    const char *m = cca_last_error();
+    size_t n = strlen(m);
+    if (n >= sizeof g->saved)
+        n = sizeof g->saved - 1;
+    memcpy(g->saved, m, n);
+    g->saved[n] = '\0';
+    if (n)
+        cca_clear_error();
+}
+
+/* After the op: st is its status, `ok` whether that is a success. For a
+ * silent failure, `what` (printf-style) names the op and its arguments. */
+static cca_status op_end(const op_guard *g, const cca_upstream *u, cca_status st, bool ok, const char *what, ...)
+    CCA_PRINTF(5, 6);
+static cca_status op_end(const op_guard *g, const cca_upstream *u, cca_status st, bool ok, const char *what, ...) {
+    if (ok) {
+        if (g->saved[0] || cca_last_error()[0])
+            ccai_fail(st, "%s", g->saved);
+        return st;
+    }
+    if (cca_last_error()[0])
+        return st;
+    char op[160];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(op, sizeof op, what, ap);
+    va_end(ap);
+    return ccai_fail(st, "upstream '%s' %s failed (%s)", u->name, op, cca_status_string(st));
+}
 
 cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out) {
     if (!out)
@@ -69,7 +116,10 @@ cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
     if (size == 0 || size % CCA_GRANULARITY)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_alloc: size %zu is not a positive multiple of %u",
                          size, CCA_GRANULARITY);
+    op_guard g;
+    op_begin(&g);
     cca_status st = u->ops.alloc(u->ctx, size, ptr);
+    bool no_pointer = st == CCA_OK && !*ptr;
     pthread_mutex_lock(&u->lock);
     if (st == CCA_OK && *ptr) {
         u->stats.alloc_calls++;
@@ -84,12 +134,16 @@ cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
         *ptr = NULL;
     }
     pthread_mutex_unlock(&u->lock);
-    return st;
+    if (no_pointer) /* whatever the op wrote: it claimed success */
+        return ccai_fail(st, "upstream '%s' alloc of %zu bytes returned CCA_OK without a pointer", u->name, size);
+    return op_end(&g, u, st, st == CCA_OK, "alloc of %zu bytes", size);
 }
 
 cca_status cca_upstream_free(cca_upstream *u, void *ptr, size_t size) {
     if (!u || !ptr)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_free: NULL argument");
+    op_guard g;
+    op_begin(&g);
     cca_status st = u->ops.free(u->ctx, ptr, size);
     if (st == CCA_OK) {
         pthread_mutex_lock(&u->lock);
@@ -98,7 +152,7 @@ cca_status cca_upstream_free(cca_upstream *u, void *ptr, size_t size) {
         u->stats.bytes_in_use -= size;
         pthread_mutex_unlock(&u->lock);
     }
-    return st;
+    return op_end(&g, u, st, st == CCA_OK, "free of %p (%zu bytes)", ptr, size);
 }
 
 cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *total_bytes) {
@@ -106,13 +160,21 @@ cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *to
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_mem_info: NULL argument");
     if (!u->ops.mem_info)
         return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' cannot report memory info", u->name);
-    return u->ops.mem_info(u->ctx, free_bytes, total_bytes);
+    op_guard g;
+    op_begin(&g);
+    cca_status st = u->ops.mem_info(u->ctx, free_bytes, total_bytes);
+    return op_end(&g, u, st, st == CCA_OK, "mem_info");
 }
 
 cca_status cca_upstream_synchronize(cca_upstream *u) {
     if (!u)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_synchronize: upstream is NULL");
-    return u->ops.synchronize ? u->ops.synchronize(u->ctx) : CCA_OK;
+    if (!u->ops.synchronize)
+        return CCA_OK;
+    op_guard g;
+    op_begin(&g);
+    cca_status st = u->ops.synchronize(u->ctx);
+    return op_end(&g, u, st, st == CCA_OK, "synchronize");
 }
 
 cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s) {
@@ -129,13 +191,24 @@ bool ccai_upstream_has_events(const cca_upstream *u) {
 }
 
 cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event) {
-    return u->ops.event_record(u->ctx, s, event);
+    op_guard g;
+    op_begin(&g);
+    cca_status st = u->ops.event_record(u->ctx, s, event);
+    return op_end(&g, u, st, st == CCA_OK, "event_record on stream %p", s);
 }
 
 cca_status ccai_upstream_event_query(cca_upstream *u, void *event) {
-    return u->ops.event_query(u->ctx, event);
+    op_guard g;
+    op_begin(&g);
+    cca_status st = u->ops.event_query(u->ctx, event);
+    return op_end(&g, u, st, st == CCA_OK || st == CCA_ERR_NOT_READY, "event_query of event %p", event);
 }
 
 void ccai_upstream_event_destroy(cca_upstream *u, void *event) {
-    u->ops.event_destroy(u->ctx, event);
+    /* its status has nowhere to go (the allocator cannot act on it): the
+     * caller's message is kept either way */
+    op_guard g;
+    op_begin(&g);
+    cca_status st = u->ops.event_destroy(u->ctx, event);
+    op_end(&g, u, st, true, "event_destroy");
 }

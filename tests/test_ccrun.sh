@@ -2,7 +2,8 @@
 # test_ccrun.sh CCRUN — ccrun end to end on the simulated device: every bad
 # input exits non-zero with a message naming the problem and reports zero
 # live bytes; --help, --json, --keep-cache, --timeline, --save and a small
-# --demo work. Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
+# --demo work; long --conf values and paths are used whole; a batch that can
+# never fit is refused up front; NaN/Inf weights warn and exit 4. Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
 # CTest (tests/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
@@ -52,6 +53,8 @@ expect 1 "lists 3" -- "$BAD/layer_count_mismatch.safetensors"
 expect 1 "not valid JSON" -- "$SRC/tests/fixtures/digits_mlp.safetensors" "$BAD/not_json.safetensors"
 # too large for the device, malformed spec strings
 expect 1 "does not fit" -- "mlp:4096x4096x4096:relu"
+# a batch that cannot fit is refused before ccrun allocates (4 GiB of) host input
+expect 1 "batch 16777216 of model 'mlp:64x1' needs at least 4.06 GiB (4362077184 bytes) on the device" -- --batch 16777216 "mlp:64x1"
 expect 1 "spec 'mlp:64xx10'" -- "mlp:64xx10"
 expect 1 "unknown field 'swish'" -- "mlp:64x10:swish"
 # usage errors: exit 2
@@ -105,6 +108,31 @@ check "--demo on a huge simulated device builds specs within the grammar (no ove
     "'$CCRUN' --demo --device host --capacity 256G --conf max_reserved:64M >'$TMP/dh' 2>&1; test \$? -le 1 && grep -q '  A = mlp:[0-9x]*:relu:softmax:seed=1\$' '$TMP/dh' && ! grep -q 'dimension\\|more than 64' '$TMP/dh'"
 check "CCALLOC_TRACE: the engine's phases are marks and its release an empty_cache event, in order" sh -c \
     "CCALLOC_TRACE='$TMP/tr.csv' '$CCRUN' --device host --iters 2 'mlp:16x32x4:relu:softmax' 'mlp:8x8:gelu' >/dev/null && grep -q '^# ccalloc trace v2\$' '$TMP/tr.csv' && grep ',mark,\\|,empty_cache,' '$TMP/tr.csv' | cut -d, -f2,6 | tr '\n' ' ' | grep -q 'mark,load:mlp:16x32x4:relu:softmax mark,loaded:mlp:16x32x4:relu:softmax mark,run:mlp:16x32x4:relu:softmax .*mark,unload:mlp:16x32x4:relu:softmax .*empty_cache .*mark,load:mlp:8x8:gelu .*mark,unload:mlp:8x8:gelu .*empty_cache '"
+# long user strings are used whole, never cut to a buffer's size: a --conf of
+# 513 bytes ending in max_reserved:512M once became max_reserved:51 (no fit)
+PAD=$(i=0; while [ $i -lt 31 ]; do printf 'max_reserved:1G,'; i=$((i + 1)); done)
+check "--conf longer than 512 bytes is used whole (max_reserved:512M at its end)" sh -c \
+    "'$CCRUN' --device host --conf '${PAD}max_reserved:512M' 'mlp:64x64x10:relu:softmax' >'$TMP/lc' && grep -q 'allocator max_reserved:1G,.*,max_reserved:512M\$' '$TMP/lc'"
+check "--demo takes a --conf longer than 512 bytes whole" sh -c \
+    "'$CCRUN' --demo --device host --capacity 192M --conf '${PAD}max_reserved:512M' >'$TMP/ld' 2>&1 && grep -q '== baseline 192.00 MiB every time' '$TMP/ld'"
+LD=$TMP/$(printf 'd%.0s' $(seq 1 150))
+mkdir -p "$LD"
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$LD/digits.safetensors"
+check "--json names a long model path whole" sh -c \
+    "'$CCRUN' --device host --json '$LD/digits.safetensors' >'$TMP/jp' && grep -qF '\"$LD/digits.safetensors\"' '$TMP/jp'"
+check "--save reports a long path whole" sh -c \
+    "'$CCRUN' --device host --save '$LD/saved.safetensors' 'mlp:4x4' >'$TMP/sp' && grep -qF 'wrote $LD/saved.safetensors' '$TMP/sp'"
+check "an error about a long path names it whole" sh -c \
+    "'$CCRUN' --device host '$LD/missing.safetensors' 2>'$TMP/ep'; test \$? -eq 1 && grep -qF '$LD/missing.safetensors: cannot open' '$TMP/ep'"
+# NaN/Inf weights load with a warning naming the tensor, and exit 4 (not 0)
+# even though the run completes. mlp:2x1: 0.weight [1, 2] = {NaN, 1}, 0.bias = {+Inf}
+NANH='{"__metadata__":{"ccr.mlp":"mlp:2x1"},"0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"0.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}'
+{ printf "\\$(printf %03o ${#NANH})\\000\\000\\000\\000\\000\\000\\000"; printf '%s' "$NANH"
+  printf '\000\000\300\177\000\000\200\077\000\000\200\177'; } >"$TMP/nan.safetensors"
+check "non-finite weights: a warning naming the tensors, exit 4" sh -c \
+    "'$CCRUN' --device host '$TMP/nan.safetensors' >'$TMP/no' 2>'$TMP/ne'; test \$? -eq 4 && grep -qF \"warning: model '$TMP/nan.safetensors' has 2 non-finite weights (NaN/Inf): tensor '0.weight': 1, tensor '0.bias': 1\" '$TMP/ne'"
+check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a model has non-finite (NaN/Inf) weights'"
+check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
 check "--demo on a small simulated device" sh -c \
     "'$CCRUN' --demo --device host --capacity 192M > '$TMP/demo' && grep -q 'REFUSED' '$TMP/demo' && grep -q '== baseline 192.00 MiB every time' '$TMP/demo'"
 

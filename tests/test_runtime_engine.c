@@ -10,7 +10,8 @@
  *     what the model needs (figures documented in docs/release.md);
  *   - the allocator's reserved bytes account for everything the device lost;
  *   - activations are freed as soon as consumed, batch sizes may change;
- *   - spec strings parse strictly; timelines balance alloc/free rows.
+ *   - spec strings parse strictly; timelines balance alloc/free rows;
+ *   - a batch the device can never hold is refused before anything moves.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -339,4 +340,39 @@ Test(runtime_engine, timeline_rows_balance) {
     cr_expect_eq(frees, allocs);
     cr_expect_geq(phases, 4);
     cr_expect_eq(last_alloc, 0);
+}
+
+/* A batch that cannot fit is refused before anything is allocated or read,
+ * naming what it needs and what the device can give. */
+Test(runtime_engine, batch_too_large_for_the_device_is_refused_up_front) {
+    ccr_engine *e = host_engine(64 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+    float x[64] = {0}, y[1];
+    /* 2^24 rows x 64 floats = 4 GiB of input: no 64 MiB device holds it.
+     * x is 1 row long: a check that came after the upload would crash. */
+    cr_expect_eq(ccr_model_run(m, x, (size_t)1 << 24, y), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(strstr(ccr_last_error(), "batch 16777216 of model 'mlp:64x1' needs at least ") != NULL, "%s",
+              ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "at most 64.00 MiB (67108864 bytes) is available (the device's total)") != NULL,
+              "%s", ccr_last_error());
+    /* the figure: weights held + input (64) and output (1) floats per row */
+    size_t need = 0;
+    cr_expect_eq(ccr_model_check_batch(m, (size_t)1 << 24, &need), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect_eq(need, ccr_model_device_bytes(m) + ((size_t)1 << 24) * 65 * sizeof(float));
+    cr_expect_eq(ccr_model_check_batch(m, 1000, &need), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(need, ccr_model_device_bytes(m) + 1000 * 65 * sizeof(float));
+    cr_expect_eq(ccr_model_check_batch(m, SIZE_MAX, &need), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect_eq(need, SIZE_MAX);
+    cr_expect(strstr(ccr_last_error(), "needs more than 2^64 bytes") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), ccr_model_device_bytes(m), "only the weights are held");
+    ccr_model_unload(m);
+    /* max_reserved below the total is the limit that counts */
+    ccr_engine_destroy(e);
+    e = host_engine(64 * MiB, "max_reserved:4M");
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_run(m, x, (size_t)1 << 20, y), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(strstr(ccr_last_error(), "at most 4.00 MiB (4194304 bytes) is available (max_reserved)") != NULL, "%s",
+              ccr_last_error());
+    ccr_engine_destroy(e);
 }

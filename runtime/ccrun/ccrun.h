@@ -9,8 +9,10 @@
 
 #include "ccr.h"
 
-/* Exit codes: documented in --help. */
-enum { CCRUN_OK = 0, CCRUN_ERR_MODEL = 1, CCRUN_ERR_USAGE = 2, CCRUN_ERR_LEAK = 3 };
+/* Exit codes: documented in --help. CCRUN_WARN_NONFINITE: every run
+ * completed, but a model has NaN/Inf weights (its outputs are NaN); any
+ * other failure's code takes precedence. */
+enum { CCRUN_OK = 0, CCRUN_ERR_MODEL = 1, CCRUN_ERR_USAGE = 2, CCRUN_ERR_LEAK = 3, CCRUN_WARN_NONFINITE = 4 };
 
 typedef struct ccrun_options {
     ccr_device_kind device;
@@ -29,12 +31,12 @@ typedef struct ccrun_options {
 
 /* One row of the per-phase table. */
 typedef struct ccrun_row {
-    char phase[16];
-    char model[64];
+    char phase[16]; /* ccrun's own phase names */
+    char *model;    /* malloc'd, whole (a path or spec as given)   */
     size_t allocated, reserved, device_free;
     double fragmentation;
     double ms;
-    char note[160];
+    char *note; /* malloc'd, whole */
 } ccrun_row;
 
 typedef struct ccrun_report {
@@ -44,8 +46,15 @@ typedef struct ccrun_report {
     ccrun_row *rows;
 } ccrun_report;
 
-/* Build "policy:X,<conf>" for the allocator. */
-void ccrun_alloc_conf(const ccrun_options *o, const char *policy, char *buf, size_t len);
+/* printf into a malloc'd string of the length it needs; NULL when out of
+ * memory. ccrun never copies a user string into a fixed-size buffer. */
+char *ccrun_format(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* "policy:X,<conf>" for the allocator, malloc'd (NULL: out of memory). */
+char *ccrun_alloc_conf(const ccrun_options *o, const char *policy);
 
 double ccrun_now_ms(void);
 /* Take the engine's numbers now into a row and print it (text mode) or keep
@@ -60,6 +69,10 @@ void ccrun_json_document(ccrun_report *r, ccr_engine *e, const char *error, size
 void ccrun_fill_input(float *x, size_t n, unsigned long long seed);
 /* Load progress on stderr when stdout is a terminal. */
 void ccrun_progress(void *user, const char *model, size_t done, size_t total);
+
+/* "device free == baseline", or "device free N below baseline" (above):
+ * the exact difference, formatted into BUF; returns BUF. */
+const char *ccrun_baseline_note(const ccr_release_info *r, char *buf, size_t n);
 
 /* ccrun --demo */
 int ccrun_demo(const ccrun_options *o);

@@ -78,8 +78,12 @@ static void make_spec(char *buf, size_t len, size_t target, size_t layers, unsig
 }
 
 static ccr_engine *engine(demo *d, const char *policy) {
-    char conf[512];
-    ccrun_alloc_conf(d->o, policy, conf, sizeof conf);
+    char *conf = ccrun_alloc_conf(d->o, policy);
+    if (!conf) {
+        fprintf(stderr, "ccrun: demo: out of host memory\n");
+        d->failed = 1;
+        return NULL;
+    }
     ccr_engine_options eo;
     ccr_engine_options_default(&eo);
     eo.upstream = d->dev;
@@ -88,7 +92,9 @@ static ccr_engine *engine(demo *d, const char *policy) {
     if (isatty(STDOUT_FILENO))
         eo.progress = ccrun_progress;
     ccr_engine *e = NULL;
-    if (ccr_engine_create(&eo, &e) != CCR_OK) {
+    ccr_status st = ccr_engine_create(&eo, &e);
+    free(conf);
+    if (st != CCR_OK) {
         fprintf(stderr, "ccrun: demo: %s\n", ccr_last_error());
         d->failed = 1;
         return NULL;
@@ -110,7 +116,12 @@ static ccr_model *load_run(demo *d, ccr_engine *e, const char *label, const char
                 cca_format_bytes(ccr_arch_param_bytes(ccr_model_arch(m)), b0, sizeof b0));
     const ccr_arch *a = ccr_model_arch(m);
     size_t in = a->layers[0].in, out = a->layers[a->n_layers - 1].out;
-    float *x = malloc(batch * in * sizeof(float)), *y = malloc(batch * out * sizeof(float));
+    /* a --batch the device can never hold is refused before host memory is taken */
+    int fits = ccr_model_check_batch(m, batch, NULL) == CCR_OK;
+    if (!fits)
+        printf("          -> run refused: %s\n", ccr_last_error());
+    float *x = fits ? malloc(batch * in * sizeof(float)) : NULL;
+    float *y = fits ? malloc(batch * out * sizeof(float)) : NULL;
     t = ccrun_now_ms();
     int ok = x && y;
     for (size_t i = 0; ok && i < d->iters; i++) {
@@ -270,8 +281,8 @@ static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_
     unload(d, e, m, "D");
     ccr_release_info r;
     ccr_engine_release(e, &r);
-    ccrun_phase(&d->rep, e, "release", "", 0, "device free %s baseline",
-                r.device_free_after == r.device_free_baseline ? "==" : "!=");
+    char note[64];
+    ccrun_phase(&d->rep, e, "release", "", 0, "%s", ccrun_baseline_note(&r, note, sizeof note));
     ccr_engine_destroy(e);
 }
 
@@ -292,10 +303,10 @@ static void act3(demo *d, const char **specs, const char **labels) {
         ccr_release_info r;
         double t = ccrun_now_ms();
         ccr_engine_release(e, &r);
-        int eq = r.device_free_after == r.device_free_baseline;
-        all_equal &= eq;
-        ccrun_phase(&d->rep, e, "release", labels[k], ccrun_now_ms() - t, "released %s; device free %s baseline",
-                    cca_format_bytes(r.cache.bytes_released, b0, sizeof b0), eq ? "==" : "!=");
+        all_equal &= r.device_free_after == r.device_free_baseline;
+        char note[64];
+        ccrun_phase(&d->rep, e, "release", labels[k], ccrun_now_ms() - t, "released %s; %s",
+                    cca_format_bytes(r.cache.bytes_released, b0, sizeof b0), ccrun_baseline_note(&r, note, sizeof note));
     }
     add_summary(d, "3", "device free after each of 3 releases", "%s baseline %s every time%s",
                 all_equal ? "==" : "!=", cca_format_bytes(info.free_baseline, b1, sizeof b1),
@@ -314,14 +325,19 @@ int ccrun_demo(const ccrun_options *o) {
     d.iters = o->iters_set ? o->iters : 2;
     /* --conf is checked once here, as ccrun MODEL... does: a rejected config
      * is a usage error (exit 2), not three failed acts (exit 1) */
-    char conf[512];
     cca_config cfg;
-    ccrun_alloc_conf(o, NULL, conf, sizeof conf);
+    char *conf = ccrun_alloc_conf(o, NULL);
+    if (!conf) {
+        fprintf(stderr, "ccrun: out of host memory\n");
+        return CCRUN_ERR_MODEL;
+    }
     cca_config_default(&cfg);
     if (*conf && cca_config_parse(&cfg, conf) != CCA_OK) {
         fprintf(stderr, "ccrun: allocator config '%s': %s\n", conf, cca_last_error());
+        free(conf);
         return CCRUN_ERR_USAGE;
     }
+    free(conf);
     ccr_status st = ccr_device_open(o->device, 0, o->capacity, &d.dev, &d.simulated);
     if (st != CCR_OK) { /* no such device: exit 1, as for ccrun MODEL... */
         fprintf(stderr, "ccrun: %s\n", ccr_last_error());

@@ -50,7 +50,9 @@ static void usage(FILE *f) {
                "  --help                  this text\n"
                "\n"
                "exit status: 0 ok, 1 a model failed (bad file, does not fit, ...), 2 bad usage,\n"
-               "3 device memory still allocated at exit (a bug).\n"
+               "3 device memory still allocated at exit (a bug),\n"
+               "4 a model has non-finite (NaN/Inf) weights: it ran, its outputs are not numbers\n"
+               "  (a warning on stderr names each tensor and its count).\n"
                "Environment: CCALLOC_CONF is not read by ccrun; use --conf.\n");
 }
 
@@ -178,137 +180,206 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
     return 0;
 }
 
-static int run_models(const ccrun_options *o) {
-    ccr_timeline *tl = NULL;
-    ccr_engine *e = NULL;
-    ccrun_report rep = {stdout, o->json, 0, 0, NULL};
-    char conf[512], errbuf[1024] = "";
-    int rc = CCRUN_OK;
-    float *x = NULL, *y = NULL;
+/* "ccrun: warning: model 'F' has N non-finite weights (NaN/Inf): tensor
+ * '0.weight': 1, tensor '0.bias': 1" on stderr, whatever the output mode. */
+static void warn_nonfinite(const ccr_model *m, const char *src) {
+    fprintf(stderr, "ccrun: warning: model '%s' has %zu non-finite weights (NaN/Inf):", src,
+            ccr_model_nonfinite_weights(m));
+    const char *name;
+    size_t count;
+    for (size_t i = 0; ccr_model_nonfinite_tensor(m, i, &name, &count) == CCR_OK; i++)
+        fprintf(stderr, "%s tensor '%s': %zu", i ? "," : "", name, count);
+    fprintf(stderr, "; its outputs will be NaN (exit status 4)\n");
+}
 
-    if (o->timeline_path && ccr_timeline_open(o->timeline_path, &tl) != CCR_OK) {
+/* One ccrun invocation's state: what run_models' steps share. */
+typedef struct run_state {
+    const ccrun_options *o;
+    ccr_timeline *tl;
+    ccr_engine *e;
+    ccrun_report rep;
+    char *conf;   /* malloc'd allocator configuration */
+    char *errbuf; /* malloc'd, whole: no user string is cut */
+    float *x, *y; /* the current model's batch buffers */
+    int nonfinite_seen;
+} run_state;
+
+/* Step 1: timeline, allocator configuration, engine, the device banner.
+ * CCRUN_OK, or the exit code (the message is printed here). */
+static int open_engine(run_state *rs) {
+    const ccrun_options *o = rs->o;
+    if (o->timeline_path && ccr_timeline_open(o->timeline_path, &rs->tl) != CCR_OK) {
         fprintf(stderr, "ccrun: %s\n", ccr_last_error());
         if (o->json) /* --json promises one document, failures included */
-            ccrun_json_document(&rep, NULL, ccr_last_error(), 0);
+            ccrun_json_document(&rs->rep, NULL, ccr_last_error(), 0);
         return CCRUN_ERR_USAGE;
     }
-    ccrun_alloc_conf(o, NULL, conf, sizeof conf);
+    rs->conf = ccrun_alloc_conf(o, NULL);
+    if (!rs->conf) {
+        fprintf(stderr, "ccrun: out of host memory\n");
+        return CCRUN_ERR_MODEL;
+    }
     ccr_engine_options eo;
     ccr_engine_options_default(&eo);
     eo.device = o->device;
     eo.host_capacity = o->capacity;
-    eo.alloc_conf = conf;
-    eo.timeline = tl;
+    eo.alloc_conf = rs->conf;
+    eo.timeline = rs->tl;
     if (!o->json && isatty(STDOUT_FILENO))
         eo.progress = ccrun_progress;
-    ccr_status st = ccr_engine_create(&eo, &e);
+    ccr_status st = ccr_engine_create(&eo, &rs->e);
     if (st != CCR_OK) {
         fprintf(stderr, "ccrun: %s\n", ccr_last_error());
         if (o->json)
-            ccrun_json_document(&rep, NULL, ccr_last_error(), 0);
-        ccr_timeline_close(tl);
+            ccrun_json_document(&rs->rep, NULL, ccr_last_error(), 0);
         return st == CCR_ERR_INVALID_ARGUMENT ? CCRUN_ERR_USAGE : CCRUN_ERR_MODEL;
     }
     ccr_device_info dev;
-    ccr_engine_device_info(e, &dev);
+    ccr_engine_device_info(rs->e, &dev);
     char b0[32], b1[32];
     if (!o->json) {
         printf("device %s (%s), %s total, %s free at start; allocator %s\n", dev.name,
                dev.simulated ? "SIMULATED on host memory" : "real GPU",
                cca_format_bytes(dev.total_bytes, b0, sizeof b0), cca_format_bytes(dev.free_baseline, b1, sizeof b1),
-               *conf ? conf : "defaults (growth)");
-        ccrun_table_header(&rep);
+               *rs->conf ? rs->conf : "defaults (growth)");
+        ccrun_table_header(&rs->rep);
     }
-    ccrun_phase(&rep, e, "start", "", 0, "device free before the allocator: %s (the baseline)",
+    ccrun_phase(&rs->rep, rs->e, "start", "", 0, "device free before the allocator: %s (the baseline)",
                 cca_format_bytes(dev.free_baseline, b0, sizeof b0));
+    return CCRUN_OK;
+}
 
-    for (size_t k = 0; k < o->n_models && rc == CCRUN_OK; k++) {
-        const char *src = o->models[k];
-        ccr_model *m = NULL;
-        double t = ccrun_now_ms();
-        st = ccr_model_load(e, src, &m);
-        if (st != CCR_OK) {
-            snprintf(errbuf, sizeof errbuf, "%s", ccr_last_error());
-            rc = CCRUN_ERR_MODEL;
-            break;
-        }
-        const ccr_arch *a = ccr_model_arch(m);
-        ccrun_phase(&rep, e, "load", src, ccrun_now_ms() - t, "%zu layers, %s of weights", a->n_layers,
-                    cca_format_bytes(ccr_arch_param_bytes(a), b0, sizeof b0));
-        if (o->save_path) {
-            t = ccrun_now_ms();
-            if (ccr_model_save(m, o->save_path) != CCR_OK) {
-                snprintf(errbuf, sizeof errbuf, "%s", ccr_last_error());
-                ccr_model_unload(m);
-                rc = CCRUN_ERR_MODEL;
-                break;
-            }
-            ccrun_phase(&rep, e, "save", src, ccrun_now_ms() - t, "wrote %s", o->save_path);
-        }
-        size_t in = a->layers[0].in, out = a->layers[a->n_layers - 1].out;
-        free(x);
-        free(y);
-        x = malloc(o->batch * in * sizeof(float));
-        y = malloc(o->batch * out * sizeof(float));
-        if (!x || !y) {
-            snprintf(errbuf, sizeof errbuf, "out of host memory for a batch of %zu", o->batch);
-            ccr_model_unload(m);
-            rc = CCRUN_ERR_MODEL;
-            break;
-        }
-        t = ccrun_now_ms();
-        for (size_t i = 0; i < o->iters && rc == CCRUN_OK; i++) {
-            ccrun_fill_input(x, o->batch * in, o->seed + i);
-            if (ccr_model_run(m, x, o->batch, y) != CCR_OK) {
-                snprintf(errbuf, sizeof errbuf, "%s", ccr_last_error());
-                rc = CCRUN_ERR_MODEL;
-            }
-        }
-        double run_ms = ccrun_now_ms() - t;
-        if (rc == CCRUN_OK)
-            ccrun_phase(&rep, e, "run", src, run_ms, "%zu x batch %zu, %.2f ms/batch, y[0][0]=%.6g", o->iters, o->batch,
-                        run_ms / (double)o->iters, (double)y[0]);
-        t = ccrun_now_ms();
+/* Keep the last error's message for the end; always CCRUN_ERR_MODEL. */
+static int model_error(run_state *rs, ccr_model *m) {
+    free(rs->errbuf);
+    rs->errbuf = ccrun_format("%s", ccr_last_error());
+    if (m)
         ccr_model_unload(m);
-        ccrun_phase(&rep, e, "unload", src, ccrun_now_ms() - t, "");
-        if (rc != CCRUN_OK || o->keep_cache)
-            continue;
-        ccr_release_info r;
+    return CCRUN_ERR_MODEL;
+}
+
+/* Step 2a: load SRC (and save it when asked), warn on non-finite weights. */
+static int load_model(run_state *rs, const char *src, ccr_model **out) {
+    char b0[32];
+    ccr_model *m = NULL;
+    double t = ccrun_now_ms();
+    if (ccr_model_load(rs->e, src, &m) != CCR_OK)
+        return model_error(rs, NULL);
+    const ccr_arch *a = ccr_model_arch(m);
+    size_t nonfinite = ccr_model_nonfinite_weights(m);
+    ccrun_phase(&rs->rep, rs->e, "load", src, ccrun_now_ms() - t, "%zu layers, %s of weights%s", a->n_layers,
+                cca_format_bytes(ccr_arch_param_bytes(a), b0, sizeof b0),
+                nonfinite ? ", NON-FINITE weights (see the warning)" : "");
+    if (nonfinite) {
+        warn_nonfinite(m, src);
+        rs->nonfinite_seen = 1;
+    }
+    if (rs->o->save_path) {
         t = ccrun_now_ms();
-        st = ccr_engine_release(e, &r);
-        if (st != CCR_OK) {
-            snprintf(errbuf, sizeof errbuf, "%s", ccr_last_error());
-            rc = CCRUN_ERR_MODEL;
-            break;
+        if (ccr_model_save(m, rs->o->save_path) != CCR_OK)
+            return model_error(rs, m);
+        ccrun_phase(&rs->rep, rs->e, "save", src, ccrun_now_ms() - t, "wrote %s", rs->o->save_path);
+    }
+    *out = m;
+    return CCRUN_OK;
+}
+
+/* Step 2b: --iters passes of one batch. The batch is checked against the
+ * device before host memory is taken for it (batch, in, out <= 2^24: the
+ * products fit). M stays loaded either way. */
+static int run_passes(run_state *rs, ccr_model *m, const char *src) {
+    const ccrun_options *o = rs->o;
+    const ccr_arch *a = ccr_model_arch(m);
+    size_t in = a->layers[0].in, out = a->layers[a->n_layers - 1].out;
+    if (ccr_model_check_batch(m, o->batch, NULL) != CCR_OK)
+        return model_error(rs, NULL);
+    free(rs->x);
+    free(rs->y);
+    rs->x = malloc(o->batch * in * sizeof(float));
+    rs->y = malloc(o->batch * out * sizeof(float));
+    if (!rs->x || !rs->y) {
+        free(rs->errbuf);
+        rs->errbuf = ccrun_format("out of host memory for a batch of %zu", o->batch);
+        return CCRUN_ERR_MODEL;
+    }
+    double t = ccrun_now_ms();
+    for (size_t i = 0; i < o->iters; i++) {
+        ccrun_fill_input(rs->x, o->batch * in, o->seed + i);
+        if (ccr_model_run(m, rs->x, o->batch, rs->y) != CCR_OK)
+            return model_error(rs, NULL);
+    }
+    double run_ms = ccrun_now_ms() - t;
+    ccrun_phase(&rs->rep, rs->e, "run", src, run_ms, "%zu x batch %zu, %.2f ms/batch, y[0][0]=%.6g", o->iters, o->batch,
+                run_ms / (double)o->iters, (double)rs->y[0]);
+    return CCRUN_OK;
+}
+
+/* Step 2c: unload, then release everything unless --keep-cache or the
+ * model's step 2b failed (RC, returned unchanged then). */
+static int unload_and_release(run_state *rs, ccr_model *m, const char *src, int rc) {
+    double t = ccrun_now_ms();
+    ccr_model_unload(m);
+    ccrun_phase(&rs->rep, rs->e, "unload", src, ccrun_now_ms() - t, "");
+    if (rc != CCRUN_OK || rs->o->keep_cache)
+        return rc;
+    ccr_release_info r;
+    t = ccrun_now_ms();
+    if (ccr_engine_release(rs->e, &r) != CCR_OK)
+        return model_error(rs, NULL);
+    char b0[32], b1[64];
+    ccrun_phase(&rs->rep, rs->e, "release", src, ccrun_now_ms() - t, "released %s; %s",
+                cca_format_bytes(r.cache.bytes_released, b0, sizeof b0), ccrun_baseline_note(&r, b1, sizeof b1));
+    return CCRUN_OK;
+}
+
+/* Step 3: what the process still holds, the error, the JSON document, the
+ * leak check; frees everything. Returns the exit code. */
+static int finish(run_state *rs, int rc) {
+    const ccrun_options *o = rs->o;
+    char b0[32];
+    cca_stats s = {0};
+    if (rs->e) {
+        cca_get_stats(ccr_engine_allocator(rs->e), &s);
+        if (rc == CCRUN_OK && o->keep_cache)
+            ccrun_phase(&rs->rep, rs->e, "keep", "", 0, "--keep-cache: the process still holds %s",
+                        cca_format_bytes(s.reserved_bytes, b0, sizeof b0));
+        if (rc == CCRUN_ERR_MODEL)
+            fprintf(stderr, "ccrun: error: %s\n", rs->errbuf ? rs->errbuf : "(out of host memory for the message)");
+        if (rc != CCRUN_OK && !o->json)
+            fprintf(stderr, "ccrun: after the error the allocator holds %zu live bytes\n", s.allocated_bytes);
+        if (o->json)
+            ccrun_json_document(&rs->rep, rs->e,
+                                rc == CCRUN_OK ? NULL : rs->errbuf ? rs->errbuf : "out of host memory",
+                                s.allocated_bytes);
+        if (rc == CCRUN_OK && rs->nonfinite_seen)
+            rc = CCRUN_WARN_NONFINITE;
+        if (s.allocated_bytes != 0) {
+            fprintf(stderr, "ccrun: BUG: %zu bytes of device memory still allocated at exit\n", s.allocated_bytes);
+            rc = CCRUN_ERR_LEAK;
         }
-        ccrun_phase(&rep, e, "release", src, ccrun_now_ms() - t, "released %s; device free %s baseline",
-                    cca_format_bytes(r.cache.bytes_released, b0, sizeof b0),
-                    r.device_free_after == r.device_free_baseline ? "==" : "!=");
     }
-    if (rc == CCRUN_OK && o->keep_cache) {
-        cca_stats s;
-        cca_get_stats(ccr_engine_allocator(e), &s);
-        ccrun_phase(&rep, e, "keep", "", 0, "--keep-cache: the process still holds %s",
-                    cca_format_bytes(s.reserved_bytes, b0, sizeof b0));
-    }
-    if (rc != CCRUN_OK)
-        fprintf(stderr, "ccrun: error: %s\n", errbuf);
-    cca_stats s;
-    cca_get_stats(ccr_engine_allocator(e), &s);
-    if (rc != CCRUN_OK && !o->json)
-        fprintf(stderr, "ccrun: after the error the allocator holds %zu live bytes\n", s.allocated_bytes);
-    if (o->json)
-        ccrun_json_document(&rep, e, rc == CCRUN_OK ? NULL : errbuf, s.allocated_bytes);
-    if (s.allocated_bytes != 0) {
-        fprintf(stderr, "ccrun: BUG: %zu bytes of device memory still allocated at exit\n", s.allocated_bytes);
-        rc = CCRUN_ERR_LEAK;
-    }
-    free(x);
-    free(y);
-    ccrun_report_free(&rep);
-    ccr_engine_destroy(e);
-    ccr_timeline_close(tl);
+    free(rs->x);
+    free(rs->y);
+    free(rs->errbuf);
+    free(rs->conf);
+    ccrun_report_free(&rs->rep);
+    ccr_engine_destroy(rs->e);
+    ccr_timeline_close(rs->tl);
     return rc;
+}
+
+/* ccrun MODEL...: open the engine, then per model load, run, unload and
+ * release (steps 1-3 above); the first failure stops the sequence. */
+static int run_models(const ccrun_options *o) {
+    run_state rs = {.o = o, .rep = {stdout, o->json, 0, 0, NULL}};
+    int rc = open_engine(&rs); /* on failure rs.e is NULL: finish only frees */
+    for (size_t k = 0; k < o->n_models && rc == CCRUN_OK; k++) {
+        ccr_model *m = NULL;
+        rc = load_model(&rs, o->models[k], &m);
+        if (rc == CCRUN_OK)
+            rc = unload_and_release(&rs, m, o->models[k], run_passes(&rs, m, o->models[k]));
+    }
+    return finish(&rs, rc);
 }
 
 int main(int argc, char **argv) {

@@ -23,10 +23,31 @@ double ccrun_now_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-void ccrun_alloc_conf(const ccrun_options *o, const char *policy, char *buf, size_t len) {
+/* printf into a malloc'd string of the length it needs (NULL when out of
+ * memory): user strings (paths, --conf) are never cut to a buffer's size. */
+static char *vformat(const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s)
+        vsnprintf(s, (size_t)n + 1, fmt, again);
+    va_end(again);
+    return s;
+}
+
+char *ccrun_format(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vformat(fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+char *ccrun_alloc_conf(const ccrun_options *o, const char *policy) {
     const char *p = policy ? policy : o->policy;
-    snprintf(buf, len, "%s%s%s%s", p ? "policy:" : "", p ? p : "", p && o->conf && *o->conf ? "," : "",
-             o->conf ? o->conf : "");
+    return ccrun_format("%s%s%s%s", p ? "policy:" : "", p ? p : "", p && o->conf && *o->conf ? "," : "",
+                        o->conf ? o->conf : "");
 }
 
 void ccrun_fill_input(float *x, size_t n, unsigned long long seed) {
@@ -70,16 +91,17 @@ static void print_row(FILE *f, const ccrun_row *w) {
     size_text(w->reserved, b, sizeof b);
     size_text(w->device_free, c, sizeof c);
     /* 34 columns: spec strings keep their head (the shape), paths their tail */
-    char model[35];
-    size_t ml = strlen(w->model);
+    char model[35]; /* a display column, marked "..." when shortened; the JSON has it whole */
+    const char *wm = w->model ? w->model : "";
+    size_t ml = strlen(wm);
     if (ml <= 34)
-        snprintf(model, sizeof model, "%.34s", *w->model ? w->model : "-");
-    else if (!strncmp(w->model, "mlp:", 4))
-        snprintf(model, sizeof model, "%.31s...", w->model);
+        snprintf(model, sizeof model, "%.34s", *wm ? wm : "-");
+    else if (!strncmp(wm, "mlp:", 4))
+        snprintf(model, sizeof model, "%.31s...", wm);
     else
-        snprintf(model, sizeof model, "...%s", w->model + ml - 31);
+        snprintf(model, sizeof model, "...%s", wm + ml - 31);
     fprintf(f, "%-9s %-34s %11s %11s %11s %6.3f %8.1f ms  %s\n", w->phase, model, a, b, c, w->fragmentation, w->ms,
-            w->note);
+            w->note ? w->note : "");
     fflush(f);
 }
 
@@ -87,8 +109,8 @@ void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *
                  ...) {
     ccrun_row w;
     memset(&w, 0, sizeof w);
-    snprintf(w.phase, sizeof w.phase, "%s", phase);
-    snprintf(w.model, sizeof w.model, "%s", model ? model : "");
+    snprintf(w.phase, sizeof w.phase, "%s", phase); /* ccrun's own names, all short */
+    w.model = strdup(model ? model : "");
     cca_stats s;
     cca_get_stats(ccr_engine_allocator(e), &s);
     size_t total = 0;
@@ -100,18 +122,23 @@ void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *
     if (note_fmt) {
         va_list ap;
         va_start(ap, note_fmt);
-        vsnprintf(w.note, sizeof w.note, note_fmt, ap);
+        w.note = vformat(note_fmt, ap);
         va_end(ap);
     }
     if (!r->json) {
         print_row(r->out, &w);
+        free(w.model);
+        free(w.note);
         return;
     }
     if (r->n == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 16;
         ccrun_row *rows = realloc(r->rows, cap * sizeof *rows);
-        if (!rows)
+        if (!rows) {
+            free(w.model);
+            free(w.note);
             return;
+        }
         r->rows = rows;
         r->cap = cap;
     }
@@ -119,6 +146,10 @@ void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *
 }
 
 void ccrun_report_free(ccrun_report *r) {
+    for (size_t i = 0; i < r->n; i++) {
+        free(r->rows[i].model);
+        free(r->rows[i].note);
+    }
     free(r->rows);
     r->rows = NULL;
     r->n = r->cap = 0;
@@ -149,8 +180,7 @@ static size_t utf8_len(const unsigned char *s) {
 }
 
 /* A JSON string: quotes, backslashes and control characters escaped; bytes
- * that are not well-formed UTF-8 (a non-UTF-8 file name, a name cut short by
- * a fixed-size field) become U+FFFD, so the document is always valid JSON. */
+ * that are not well-formed UTF-8 (a non-UTF-8 file name) become U+FFFD, so the document is always valid JSON. */
 static void json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; p && *p;) {
@@ -211,4 +241,16 @@ void ccrun_json_document(ccrun_report *r, ccr_engine *e, const char *error, size
     else
         fprintf(f, "null");
     fprintf(f, ",\n  \"live_bytes_at_exit\": %zu\n}\n", live_bytes);
+}
+
+const char *ccrun_baseline_note(const ccr_release_info *r, char *buf, size_t n) {
+    char b[32];
+    if (r->device_free_after == r->device_free_baseline) {
+        snprintf(buf, n, "device free == baseline");
+    } else {
+        int below = r->device_free_after < r->device_free_baseline;
+        size_t d = below ? r->device_free_baseline - r->device_free_after : r->device_free_after - r->device_free_baseline;
+        snprintf(buf, n, "device free %s %s baseline", cca_format_bytes(d, b, sizeof b), below ? "below" : "above");
+    }
+    return buf;
 }

@@ -67,7 +67,9 @@ typedef enum ccr_status {
 /* "CCR_ERR_FORMAT" etc. */
 const char *ccr_status_string(ccr_status s);
 
-/* The message of the last failing call on this thread ("" if none). */
+/* The message of the last failing call on this thread ("" if none). The
+ * same per-thread message as cca_last_error(): an allocator failure keeps
+ * its message, with the runtime's context in front. */
 const char *ccr_last_error(void);
 
 /* ------------------------------------------------------------------------ */
@@ -231,11 +233,33 @@ const ccr_arch *ccr_model_arch(const ccr_model *m);
 const char *ccr_model_name(const ccr_model *m);
 size_t ccr_model_device_bytes(const ccr_model *m); /* rounded bytes held for weights */
 
+/* Weights that are not finite (NaN, ±Inf) as loaded, i.e. after conversion
+ * to float32 (an F64 1e300 becomes Inf), over all tensors; 0 for spec models
+ * and for NULL. Loading does not fail on them (a model may be inspected or
+ * repaired), but every output they touch is NaN: ccrun warns and exits 4. */
+size_t ccr_model_nonfinite_weights(const ccr_model *m);
+
+/* The i-th tensor (in load order: layer by layer, weight then bias) holding
+ * non-finite values: its name in the file ("0.weight"; owned by the model)
+ * and how many. CCR_ERR_INVALID_ARGUMENT when i is past the last one. */
+ccr_status ccr_model_nonfinite_tensor(const ccr_model *m, size_t i, const char **name, size_t *count);
+
 /* Forward pass for `batch` rows: x_host is batch × in floats, y_host receives
  * batch × out floats (probabilities when the model ends in softmax). Every
  * activation is allocated from the allocator and freed as soon as the next
  * layer has consumed it. batch may differ from call to call. */
 ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float *y_host);
+
+/* The device bytes one ccr_model_run of `batch` rows needs at its peak, at
+ * least, into *need (may be NULL; SIZE_MAX on overflow): the weights held plus
+ * the activations live at once (the input; a layer's input and output; logits
+ * and probabilities), overflow-checked. CCR_ERR_OUT_OF_MEMORY, the message
+ * giving needed and available bytes, when that is more than the allocator can
+ * ever hold: the device's total (cca_upstream_mem_info at engine creation) or
+ * max_reserved when set and smaller. Touches no memory; ccr_model_run calls
+ * it first, and a caller can call it before allocating a batch's host input.
+ * Passing is no promise: rounding, fragmentation and other tenants count too. */
+ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need);
 
 /* Write the model (weights read back from the device) as a safetensors file
  * with float32 tensors and the architecture in the metadata. */

@@ -280,11 +280,12 @@ void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, co
     if (!e)
         return;
     snprintf(e->phase, sizeof e->phase, "%s", phase ? phase : "");
-    snprintf(e->phase_model, sizeof e->phase_model, "%s", model ? model : "");
     trace(e, "phase", tag ? tag : phase, model, 0);
     /* the same phase in the allocator's trace (CCALLOC_TRACE), as "phase:model":
      * a replay reports reserved memory at each; characters a mark cannot hold
-     * become '_' (a no-op when the process is not tracing) */
+     * become '_', and a mark keeps its first CCA_MARK_MAX characters (the
+     * trace format's limit; the timeline and messages have the name whole).
+     * A no-op when the process is not tracing. */
     if (e->alloc) {
         char mark[CCA_MARK_MAX + 1];
         snprintf(mark, sizeof mark, "%s%s%s", phase ? phase : "", model && *model ? ":" : "", model ? model : "");

@@ -5,8 +5,15 @@
  * file and byte offset, the tensor, the option) into a thread-local buffer
  * and returns a ccr_status; callers print ccr_last_error(). Layers of the
  * runtime add context with ccr_fail_prefix ("digits.safetensors: tensor
- * '0.weight': ..."), like errno + a message, never by exiting. This follows
- * ccalloc's own cca_last_error().
+ * '0.weight': ..."), like errno + a message, never by exiting.
+ *
+ * The message lives in ccalloc's one thread-local buffer (status.c):
+ * ccr_fail, ccr_fail_prefix, ccr_clear_error and ccr_last_error are thin
+ * wrappers over cca_vset_error, cca_verror_prefix, cca_clear_error and
+ * cca_last_error (prefixing and the "..." marking a cut message are done
+ * once, there). One buffer per thread, so an allocator failure and the
+ * runtime's context around it are one message, and neither library's
+ * message can be stale in the other's.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,8 +21,6 @@
 #include <string.h>
 
 #include "internal.h"
-
-static _Thread_local char last_error[1024];
 
 const char *ccr_status_string(ccr_status s) {
     switch (s) {
@@ -35,37 +40,29 @@ const char *ccr_status_string(ccr_status s) {
 }
 
 const char *ccr_last_error(void) {
-    return last_error;
+    return cca_last_error();
 }
 
 void ccr_clear_error(void) {
-    last_error[0] = '\0';
+    cca_clear_error();
 }
 
+/* The text is formatted by status.c straight into the shared buffer (the
+ * arguments may include ccr_last_error() itself); a message too long for it
+ * ends in "...". */
 ccr_status ccr_fail(ccr_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    cca_vset_error(CCA_OK, fmt, ap);
     va_end(ap);
     return s;
 }
 
 ccr_status ccr_fail_prefix(ccr_status s, const char *fmt, ...) {
-    char prefix[512], old[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    cca_verror_prefix(CCA_OK, fmt, ap);
     va_end(ap);
-    memcpy(old, last_error, sizeof old);
-    size_t pl = strlen(prefix), ol = strlen(old);
-    if (pl > sizeof last_error - 3)
-        pl = sizeof last_error - 3;
-    if (ol > sizeof last_error - 3 - pl)
-        ol = sizeof last_error - 3 - pl;
-    memcpy(last_error, prefix, pl);
-    memcpy(last_error + pl, ": ", 2);
-    memcpy(last_error + pl + 2, old, ol);
-    last_error[pl + 2 + ol] = '\0';
     return s;
 }
 

@@ -12,6 +12,14 @@
  * with a batch size that changes from call to call, the traffic that splits
  * blocks and fragments a pool (docs/engine.md shows it on a timeline).
  *
+ * Before anything moves, ccr_model_check_batch compares that peak (weights +
+ * the largest set of live activations, overflow-checked) with what the
+ * allocator can ever hold (the device's total, or max_reserved when set and
+ * smaller): a batch that cannot fit is refused with needed vs available
+ * bytes, and a caller (ccrun) can ask before it allocates its host input.
+ * It is a lower bound: rounding, fragmentation or other tenants can still
+ * make a batch that passes fail at an allocation, with the usual OOM message.
+ *
  * On the simulated device the host kernels run on the allocator's pointers
  * directly (they are host memory); on CUDA the same sequence runs cuBLAS
  * (workspace from the allocator too) and the softmax kernel on one stream.
@@ -34,6 +42,60 @@ static ccr_status softmax(ccr_engine *e, const float *x, float *y, size_t rows, 
     return ks == CCK_OK ? CCR_OK : ccr_fail(CCR_ERR_KERNEL, "softmax %zux%zu: %s", rows, cols, cck_status_string(ks));
 }
 
+/* Floats live at once at the peak of a pass, per row: the input alone, then
+ * each layer's input and output, then logits and probabilities. */
+static size_t peak_floats_per_row(const ccr_arch *a) {
+    size_t peak = a->layers[0].in, prev = a->layers[0].in;
+    for (size_t i = 0; i < a->n_layers; i++) {
+        size_t pair = prev + a->layers[i].out; /* each <= 2^24: no overflow */
+        if (pair > peak)
+            peak = pair;
+        prev = a->layers[i].out;
+    }
+    if (a->softmax && 2 * prev > peak)
+        peak = 2 * prev;
+    return peak;
+}
+
+ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need) {
+    if (need)
+        *need = 0;
+    if (!m)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model is NULL");
+    if (batch == 0)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "batch size is 0");
+    ccr_engine *e = m->e;
+    size_t acts = 0, total = 0;
+    int fits =
+        ccr_mul_ok(batch, peak_floats_per_row(&m->arch) * sizeof(float), &acts) && m->device_bytes <= SIZE_MAX - acts;
+    if (fits)
+        total = m->device_bytes + acts;
+    /* what the allocator can ever hold: the device, or max_reserved below it */
+    size_t avail = e->total_bytes;
+    const char *limit = "the device's total";
+    cca_config cfg;
+    if (cca_get_config(e->alloc, &cfg) == CCA_OK && cfg.max_reserved && cfg.max_reserved < avail) {
+        avail = cfg.max_reserved;
+        limit = "max_reserved";
+    }
+    if (need)
+        *need = fits ? total : SIZE_MAX;
+    if (fits && total <= avail)
+        return CCR_OK;
+    char b0[32], b1[32], b2[32], b3[32];
+    if (!fits)
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY,
+                        "batch %zu of model '%s' needs more than 2^64 bytes on the device; at most %s is available "
+                        "(%s)",
+                        batch, m->name, cca_format_bytes(avail, b0, sizeof b0), limit);
+    return ccr_fail(CCR_ERR_OUT_OF_MEMORY,
+                    "batch %zu of model '%s' needs at least %s (%zu bytes) on the device: weights %s + activations "
+                    "live at once %s; at most %s (%zu bytes) is available (%s)",
+                    batch, m->name, cca_format_bytes(total, b0, sizeof b0), total,
+                    cca_format_bytes(m->device_bytes, b1, sizeof b1), cca_format_bytes(acts, b2, sizeof b2),
+                    cca_format_bytes(avail, b3, sizeof b3), avail, limit);
+}
+
 ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float *y_host) {
     if (!m || !x_host || !y_host)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model, input or output is NULL");
@@ -41,7 +103,10 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "batch size is 0");
     ccr_engine *e = m->e;
     const ccr_arch *a = &m->arch;
-    ccr_status st = ccr_engine_ensure_context(e);
+    ccr_status st = ccr_model_check_batch(m, batch, NULL); /* before any byte moves */
+    if (st != CCR_OK)
+        return st;
+    st = ccr_engine_ensure_context(e);
     if (st != CCR_OK)
         return st;
     char tag[32];

@@ -43,9 +43,8 @@ struct ccr_engine {
     ccr_timeline *timeline;
     ccr_progress_fn progress;
     void *progress_user;
-    char phase[24];
-    char phase_model[64];
-    char devname[32];
+    char phase[24];   /* the engine's own phase names, all short */
+    char devname[32]; /* "host" or "cuda:N" */
 };
 
 /* Allocate device memory for `tag` ("weight", "activation", ...) of `model`
@@ -65,14 +64,23 @@ void ccr_engine_unlink_model(ccr_engine *e, ccr_model *m);
 
 /* ---- model.c ------------------------------------------------------------ */
 
+/* A tensor of the source holding non-finite values after loading. */
+typedef struct ccr_nonfinite {
+    char *name; /* malloc'd: the file's tensor name */
+    size_t count;
+} ccr_nonfinite;
+
 struct ccr_model {
     ccr_engine *e;
     ccr_model *prev, *next;
-    char name[64];
+    char *name; /* malloc'd: the path or spec as given, whole */
     ccr_arch arch;
     float *w[CCR_MAX_LAYERS]; /* device, out × in */
     float *b[CCR_MAX_LAYERS]; /* device, out, or NULL */
     size_t device_bytes;
+    size_t nonfinite;                      /* NaN/Inf weights, all tensors   */
+    size_t n_nonfinite;                    /* tensors holding any, in order  */
+    ccr_nonfinite bad[2 * CCR_MAX_LAYERS]; /* the first n_nonfinite of them  */
 };
 
 /* Fill `count` floats of layer `layer`'s weight (is_bias 0) or bias (1)
@@ -87,7 +95,10 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
 
 /* ---- safetensors.c ------------------------------------------------------ */
 
-#define CCR_ST_MAX_HEADER 100000000ull /* the safetensors crate's own cap */
+#define CCR_ST_MAX_HEADER 100000000ull   /* the safetensors crate's own cap */
+#define CCR_ST_HEADER_SLACK (1ull << 20) /* header <= data section + 1 MiB   */
+#define CCR_ST_MAX_TOKENS (1ull << 20)   /* JSON values + keys in a header  */
+#define CCR_ST_MAX_DEPTH 3               /* root object > entry > array     */
 #define CCR_ST_MAX_DIMS 8
 
 typedef enum ccr_dtype { CCR_F32, CCR_F16, CCR_BF16, CCR_F64 } ccr_dtype;
@@ -103,7 +114,7 @@ typedef struct ccr_st_tensor {
 
 typedef struct ccr_st_file {
     FILE *f;
-    char name[64];
+    const char *name;    /* borrowed from ccr_st_open's caller: must outlive s */
     uint64_t data_start; /* 8 + header length */
     uint64_t data_size;
     size_t n;
@@ -111,7 +122,8 @@ typedef struct ccr_st_file {
     char *arch_spec; /* __metadata__[CCR_META_KEY] or NULL */
 } ccr_st_file;
 
-/* Read and validate the header of the safetensors file on `f` (borrowed):
+/* Read and validate the header of the safetensors file on `f` (borrowed; so
+ * is `name`, which labels messages and must outlive *out):
  * length cap, JSON, dtypes, shapes, offsets (in range, no overlap, the data
  * section exactly covered). CCR_ERR_FORMAT / CCR_ERR_DTYPE / CCR_ERR_IO. */
 ccr_status ccr_st_open(FILE *f, const char *name, ccr_st_file *out);

@@ -16,22 +16,20 @@
  *
  * Files are validated completely (ccr_st_open, ccr_st_bind_mlp) before the
  * first device byte is allocated.
+ *
+ * Non-finite weights (NaN, ±Inf after conversion to float32) are not an
+ * error — the file is well-formed — but they make every output NaN, so the
+ * file fill counts them per tensor while each tensor is in host memory, and
+ * ccr_model_nonfinite_weights / ccr_model_nonfinite_tensor report them
+ * (ccrun warns and exits 4). Spec models are finite by construction.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccai_rng.h"
 #include "internal.h"
-
-static void set_name(ccr_model *m, const char *name) {
-    const char *base = name ? name : "model";
-    size_t len = strlen(base);
-    /* keep the tail of long paths: it is the informative part */
-    if (len >= sizeof m->name)
-        base += len - (sizeof m->name - 1);
-    snprintf(m->name, sizeof m->name, "%s", base);
-}
 
 ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name, ccr_fill_fn fill, void *user,
                            ccr_model **out) {
@@ -41,7 +39,11 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
     m->e = e;
     m->arch = *arch;
-    set_name(m, name);
+    m->name = strdup(name ? name : "model"); /* whole: messages name the file as given */
+    if (!m->name) {
+        free(m);
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
     ccr_engine_link_model(e, m);
     ccr_engine_mark(e, "load", m->name);
 
@@ -111,6 +113,9 @@ void ccr_model_unload(ccr_model *m) {
     }
     ccr_engine_mark(e, "idle", m->name);
     ccr_engine_unlink_model(e, m);
+    for (size_t i = 0; i < m->n_nonfinite; i++)
+        free(m->bad[i].name);
+    free(m->name);
     free(m);
 }
 
@@ -122,11 +127,8 @@ void ccr_model_unload(ccr_model *m) {
  * (OpenMP, when the build has it) and every thread count, machine and device
  * gets the same numbers: a 60%-of-an-H200 demo model is ~80 GB of weights. */
 static float random_weight(uint64_t seed, size_t i, float scale) {
-    uint64_t z = seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    float u = (float)(z >> 40) * (1.0f / 16777216.0f); /* [0,1) from 24 bits */
+    uint64_t z = ccai_splitmix64_at(seed, (uint64_t)i + 1); /* common/ccai_rng.h */
+    float u = (float)(z >> 40) * (1.0f / 16777216.0f);      /* [0,1) from 24 bits */
     return (2.0f * u - 1.0f) * scale;
 }
 
@@ -164,12 +166,32 @@ ccr_status ccr_model_load_spec(ccr_engine *e, const char *spec, ccr_model **out)
 typedef struct file_fill {
     ccr_st_file *st;
     const ccr_st_tensor **w, **b;
+    size_t nonfinite, n_bad;
+    ccr_nonfinite bad[2 * CCR_MAX_LAYERS];
 } file_fill;
 
+/* Read one tensor, then count its non-finite values while they are still in
+ * host memory (the simulated device's block, or the CUDA staging buffer):
+ * one more pass over bytes just read, so it costs little next to the read. */
 static ccr_status fill_file(void *user, size_t layer, int is_bias, float *dst, size_t count) {
     file_fill *f = user;
-    (void)count;
-    return ccr_st_read_f32(f->st, is_bias ? f->b[layer] : f->w[layer], dst);
+    const ccr_st_tensor *t = is_bias ? f->b[layer] : f->w[layer];
+    ccr_status st = ccr_st_read_f32(f->st, t, dst);
+    if (st != CCR_OK)
+        return st;
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++)
+        bad += !isfinite(dst[i]);
+    if (bad) {
+        char *name = strdup(t->name);
+        if (!name)
+            return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+        f->bad[f->n_bad].name = name;
+        f->bad[f->n_bad].count = bad;
+        f->n_bad++;
+        f->nonfinite += bad;
+    }
+    return CCR_OK;
 }
 
 ccr_status ccr_model_load_stream(ccr_engine *e, FILE *fp, const char *name, ccr_model **out) {
@@ -184,8 +206,16 @@ ccr_status ccr_model_load_stream(ccr_engine *e, FILE *fp, const char *name, ccr_
     const ccr_st_tensor *w[CCR_MAX_LAYERS], *b[CCR_MAX_LAYERS];
     s = ccr_st_bind_mlp(&st, &a, w, b);
     if (s == CCR_OK) {
-        file_fill f = {&st, w, b};
+        file_fill f = {.st = &st, .w = w, .b = b};
         s = ccr_model_build(e, &a, name, fill_file, &f, out);
+        if (s == CCR_OK) { /* the model owns the names from here */
+            (*out)->nonfinite = f.nonfinite;
+            (*out)->n_nonfinite = f.n_bad;
+            memcpy((*out)->bad, f.bad, f.n_bad * sizeof f.bad[0]);
+        } else {
+            for (size_t i = 0; i < f.n_bad; i++)
+                free(f.bad[i].name);
+        }
     }
     ccr_st_close(&st);
     return s;
@@ -217,6 +247,19 @@ const char *ccr_model_name(const ccr_model *m) {
 }
 size_t ccr_model_device_bytes(const ccr_model *m) {
     return m ? m->device_bytes : 0;
+}
+size_t ccr_model_nonfinite_weights(const ccr_model *m) {
+    return m ? m->nonfinite : 0;
+}
+ccr_status ccr_model_nonfinite_tensor(const ccr_model *m, size_t i, const char **name, size_t *count) {
+    if (!m || !name || !count)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model, name or count is NULL");
+    if (i >= m->n_nonfinite)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model '%s' has %zu tensors with non-finite weights, not %zu",
+                        m->name, m->n_nonfinite, i + 1);
+    *name = m->bad[i].name;
+    *count = m->bad[i].count;
+    return CCR_OK;
 }
 
 /* ---- saving ----------------------------------------------------------------- */

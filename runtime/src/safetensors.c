@@ -12,15 +12,25 @@
  * device memory is touched, in this order, each with its own message:
  *   1. length: file shorter than 8 bytes; N == 0; N above CCR_ST_MAX_HEADER
  *      (the cap the reference implementation uses: 100 MB); N past the end;
- *   2. JSON: parsed with cJSON (length-bounded), root must be an object,
- *      __metadata__ must map strings to strings;
- *   3. each tensor: dtype is a string we can convert (F32, F16, BF16, F64;
+ *      N more than the data section + 1 MiB (CCR_ST_HEADER_SLACK: a header
+ *      describes its data, a few dozen bytes per tensor; so the header is at
+ *      most about half the file + 512 KiB, and a 93 MB file of header alone
+ *      is refused before a byte of it is read);
+ *   2. structure, before parsing (prescan_header, one pass, no memory): at
+ *      most CCR_ST_MAX_TOKENS (2^20) keys and values, nesting at most 3 deep
+ *      (root object > entry > array), arrays of at most 8 elements, no NUL in
+ *      a string (raw or \u0000: "F32\u0000junk" is not "F32"). So cJSON never
+ *      builds more than 2^20 nodes (~64 MiB), whatever the file;
+ *   3. JSON: parsed with cJSON (length-bounded), root must be an object,
+ *      followed by nothing but whitespace padding up to N (`{...}GARBAGE` and
+ *      `{...}{...}` are refused), __metadata__ must map strings to strings;
+ *   4. each tensor: dtype is a string we can convert (F32, F16, BF16, F64;
  *      known others are CCR_ERR_DTYPE), shape is an array of at most 8
  *      integers, data_offsets is [begin, end] with begin <= end <= data size,
  *      and end - begin equals elements × dtype size (overflow-checked);
- *   4. layout: tensors sorted by offset tile the data section exactly — no
+ *   5. layout: tensors sorted by offset tile the data section exactly — no
  *      overlap, no gap, no trailing bytes (the spec's own rule);
- *   5. names: no tensor name twice.
+ *   6. names: no tensor name twice.
  * ccr_st_bind_mlp then matches tensors to the layer list found in
  * __metadata__[CCR_META_KEY]: tensors are "<key>.weight" / "<key>.bias",
  * keys in natural order ("0" < "2" < "10") are the layers in order, which is
@@ -124,7 +134,7 @@ static ccr_status parse_tensor(const cJSON *j, ccr_st_tensor *t, uint64_t data_s
                         t->name, (unsigned long long)b, (unsigned long long)e, (unsigned long long)data_size);
     size_t need;
     if (!ccr_mul_ok(t->count, dtype_size(t->dtype), &need) || need != e - b) {
-        char s[160], n[32] = "more than 2^64";
+        char s[CCR_ST_MAX_DIMS * 22 + 3], n[32] = "more than 2^64"; /* room for 8 x ", 2^64-1" */
         shape_text(t, s, sizeof s);
         if (ccr_mul_ok(t->count, dtype_size(t->dtype), &need))
             snprintf(n, sizeof n, "%zu", need);
@@ -182,14 +192,99 @@ static ccr_status check_layout(ccr_st_file *s) {
     return st;
 }
 
+static int json_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* One pass over the raw header before cJSON sees it, O(header) time and no
+ * memory, so a hostile header never becomes a tree (cJSON spends ~64 bytes
+ * per token: 49M zeros were 3.8 GB). It refuses what no header needs:
+ *   - nesting deeper than CCR_ST_MAX_DEPTH (root object > entry > array);
+ *   - an array of more than CCR_ST_MAX_DIMS elements (shape; data_offsets 2);
+ *   - more than CCR_ST_MAX_TOKENS values and keys in all;
+ *   - a NUL in a string, raw or escaped (\u0000): cJSON's C strings would end
+ *     there ("F32\u0000junk" read as "F32"); other raw control characters.
+ * Everything else malformed is left to cJSON, which words it. */
+static ccr_status prescan_header(const char *text, size_t len) {
+    char kind[CCR_ST_MAX_DEPTH];
+    size_t elems[CCR_ST_MAX_DEPTH], start[CCR_ST_MAX_DEPTH];
+    size_t depth = 0, tokens = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (json_space(c) || c == ',' || c == ':')
+            continue;
+        if (c == '}' || c == ']') {
+            depth -= depth > 0; /* mismatches are cJSON's to report */
+            continue;
+        }
+        if (c == '\0')
+            return ccr_fail(CCR_ERR_FORMAT, "header holds a NUL byte at byte %zu", i);
+        /* a value or a key starts here */
+        if (++tokens > CCR_ST_MAX_TOKENS)
+            return ccr_fail(CCR_ERR_FORMAT,
+                            "header has more than %llu JSON tokens (at byte %zu); a tensor entry needs at most %d",
+                            (unsigned long long)CCR_ST_MAX_TOKENS, i, 9 + CCR_ST_MAX_DIMS);
+        if (depth > 0 && kind[depth - 1] == '[' && ++elems[depth - 1] > CCR_ST_MAX_DIMS)
+            return ccr_fail(CCR_ERR_FORMAT,
+                            "header array at byte %zu has more than %d elements (a shape has at most %d, "
+                            "data_offsets 2)",
+                            start[depth - 1], CCR_ST_MAX_DIMS, CCR_ST_MAX_DIMS);
+        if (c == '{' || c == '[') {
+            if (depth == CCR_ST_MAX_DEPTH)
+                return ccr_fail(CCR_ERR_FORMAT,
+                                "header nests deeper than %d levels (at byte %zu); a header is an object of "
+                                "objects of arrays",
+                                CCR_ST_MAX_DEPTH, i);
+            kind[depth] = c;
+            elems[depth] = 0;
+            start[depth] = i;
+            depth++;
+        } else if (c == '"') {
+            size_t at = i++;
+            for (; i < len && text[i] != '"'; i++) {
+                unsigned char b = (unsigned char)text[i];
+                if (b < 0x20)
+                    return ccr_fail(CCR_ERR_FORMAT, "header string at byte %zu holds a%s control character (0x%02x)",
+                                    at, b ? "" : " NUL", b);
+                if (b != '\\')
+                    continue;
+                if (i + 5 < len && text[i + 1] == 'u' && !memcmp(text + i + 2, "0000", 4))
+                    return ccr_fail(CCR_ERR_FORMAT,
+                                    "header string at byte %zu holds a NUL (\\u0000), which no name, dtype or "
+                                    "metadata value may contain",
+                                    at);
+                i++; /* the escaped character */
+            }
+        } else { /* number or literal: skip to the next structural character */
+            while (i + 1 < len && text[i + 1] && !json_space(text[i + 1]) && !strchr(",:[]{}\"", text[i + 1]))
+                i++;
+        }
+    }
+    return CCR_OK;
+}
+
 static ccr_status parse_header(ccr_st_file *s, const char *text, size_t len) {
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    ccr_status st = prescan_header(text, len);
+    if (st != CCR_OK)
+        return st;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = (at && at >= text && at <= text + len) ? (size_t)(at - text) : 0;
         return ccr_fail(CCR_ERR_FORMAT, "header is not valid JSON (error near byte %zu of %zu)", off, len);
     }
-    ccr_status st = CCR_OK;
+    /* the spec allows padding the header with whitespace, nothing else */
+    size_t rest = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
+    while (rest < len && json_space(text[rest]))
+        rest++;
+    if (rest < len) {
+        size_t at = end >= text && end <= text + len ? (size_t)(end - text) : 0;
+        cJSON_Delete(root);
+        return ccr_fail(CCR_ERR_FORMAT,
+                        "header has %zu bytes after the JSON object (from byte %zu; only whitespace may pad it)",
+                        len - at, at);
+    }
     if (!cJSON_IsObject(root)) {
         st = ccr_fail(CCR_ERR_FORMAT, "header is JSON but not an object");
         goto done;
@@ -242,8 +337,7 @@ ccr_status ccr_st_open(FILE *f, const char *name, ccr_st_file *out) {
     memset(out, 0, sizeof *out);
     out->f = f;
     const char *label = name ? name : "stream";
-    size_t len = strlen(label);
-    snprintf(out->name, sizeof out->name, "%s", len >= sizeof out->name ? label + len - (sizeof out->name - 1) : label);
+    out->name = label;
     if (fseeko(f, 0, SEEK_END) != 0)
         return ccr_fail(CCR_ERR_IO, "%s: cannot seek: %s", label, strerror(errno));
     off_t size = ftello(f);
@@ -266,6 +360,11 @@ ccr_status ccr_st_open(FILE *f, const char *name, ccr_st_file *out) {
     if (hlen > (uint64_t)size - 8)
         return ccr_fail(CCR_ERR_FORMAT, "%s: truncated: header length %llu but only %llu bytes follow", label,
                         (unsigned long long)hlen, (unsigned long long)((uint64_t)size - 8));
+    if (hlen > (uint64_t)size - 8 - hlen + CCR_ST_HEADER_SLACK)
+        return ccr_fail(CCR_ERR_FORMAT,
+                        "%s: header length %llu is more than the data section (%llu bytes) + 1 MiB: no header "
+                        "describing that data needs so much",
+                        label, (unsigned long long)hlen, (unsigned long long)((uint64_t)size - 8 - hlen));
     out->data_start = 8 + hlen;
     out->data_size = (uint64_t)size - out->data_start;
     char *text = malloc((size_t)hlen + 1);
@@ -359,22 +458,28 @@ ccr_status ccr_st_read_f32(ccr_st_file *s, const ccr_st_tensor *t, float *dst) {
 
 /* ---- matching tensors to the layer list ----------------------------------- */
 
-/* Natural order: digit runs compare as numbers ("2" < "10"). */
-static int natural_cmp(const char *a, const char *b) {
-    while (*a && *b) {
-        if (*a >= '0' && *a <= '9' && *b >= '0' && *b <= '9') {
-            while (*a == '0')
+static int is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+/* Natural order of a[0, na) and b[0, nb) (keys inside tensor names, compared
+ * in place, any length): digit runs compare as numbers ("2" < "10"). */
+static int natural_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    const char *ea = a + na, *eb = b + nb;
+    while (a < ea && b < eb) {
+        if (is_digit(*a) && is_digit(*b)) {
+            while (a < ea && *a == '0')
                 a++;
-            while (*b == '0')
+            while (b < eb && *b == '0')
                 b++;
             size_t la = 0, lb = 0;
-            while (a[la] >= '0' && a[la] <= '9')
+            while (a + la < ea && is_digit(a[la]))
                 la++;
-            while (b[lb] >= '0' && b[lb] <= '9')
+            while (b + lb < eb && is_digit(b[lb]))
                 lb++;
             if (la != lb)
                 return la < lb ? -1 : 1;
-            int c = strncmp(a, b, la);
+            int c = memcmp(a, b, la);
             if (c)
                 return c;
             a += la;
@@ -386,7 +491,7 @@ static int natural_cmp(const char *a, const char *b) {
             b++;
         }
     }
-    return *a ? 1 : *b ? -1 : 0;
+    return a < ea ? 1 : b < eb ? -1 : 0;
 }
 
 typedef struct group {
@@ -397,10 +502,7 @@ typedef struct group {
 
 static int group_cmp(const void *pa, const void *pb) {
     const group *a = pa, *b = pb;
-    char ka[256], kb[256];
-    snprintf(ka, sizeof ka, "%.*s", (int)a->keylen, a->key);
-    snprintf(kb, sizeof kb, "%.*s", (int)b->keylen, b->key);
-    return natural_cmp(ka, kb);
+    return natural_cmp(a->key, a->keylen, b->key, b->keylen);
 }
 
 static int ends_with(const char *s, size_t len, const char *suffix, size_t *keylen) {
@@ -438,7 +540,7 @@ ccr_status ccr_st_bind_mlp(const ccr_st_file *s, ccr_arch *arch, const ccr_st_te
             if (g[k].keylen == kl && !strncmp(g[k].key, t->name, kl))
                 break;
         if (k == ng) {
-            if (ng == arch->n_layers || kl >= 200)
+            if (ng == arch->n_layers)
                 return ccr_fail(CCR_ERR_SHAPE, "%s: more layers in the file than the %zu in '%s' (at '%s')", s->name,
                                 arch->n_layers, s->arch_spec, t->name);
             g[ng].key = t->name;
@@ -457,7 +559,7 @@ ccr_status ccr_st_bind_mlp(const ccr_st_file *s, ccr_arch *arch, const ccr_st_te
     qsort(g, ng, sizeof g[0], group_cmp);
     for (size_t i = 0; i < ng; i++) {
         ccr_layer_desc *l = &arch->layers[i];
-        char have[160];
+        char have[CCR_ST_MAX_DIMS * 22 + 3];
         if (!g[i].w)
             return ccr_fail(CCR_ERR_SHAPE, "%s: layer %zu ('%.*s') has a bias but no '%.*s.weight'", s->name, i,
                             (int)g[i].keylen, g[i].key, (int)g[i].keylen, g[i].key);

@@ -1,8 +1,9 @@
 /*
  * ccbench.h — the benchmark harness's internal interface: traces, trace
- * generators, strategies, replay, reports, the cached-path micro-benchmark
- * and the model-switch benchmark. One header for the one program (ccbench)
- * and its tests; nothing here is installed.
+ * generators, strategies, replay, the cached-path micro-benchmark, reports,
+ * and the command line with its sub-commands (the model-switch benchmark
+ * among them). One header for the one program (ccbench) and its tests;
+ * nothing here is installed.
  *
  * Names: ccb_ prefix (bench), CCB_ for macros.
  */
@@ -116,8 +117,18 @@ size_t ccb_ideal_arena_peak(const ccb_trace *t);
 
 typedef struct ccb_gen_params {
     uint64_t seed;
-    double scale; /* 1.0 = the standard suite; smaller for tests */
+    double scale; /* 1.0 = the standard suite; smaller for tests; (0, CCB_GEN_MAX_SCALE] */
 } ccb_gen_params;
+
+/* Generators build the whole trace in memory (16 bytes an event), so a
+ * generated trace is bounded by its event count: at most CCB_GEN_MAX_EVENTS
+ * (~128 MB of events). Counts grow at most linearly with the scale and the
+ * largest generator, models, has 73,944 events at scale 1, so the bound
+ * allows scale 100 (~7.4M events); ccb_generate refuses a larger scale before
+ * generating, and so does --scale. tests/test_bench.c checks every generator
+ * against the bound. */
+#define CCB_GEN_MAX_EVENTS 8000000.0
+#define CCB_GEN_MAX_SCALE 100.0
 
 typedef struct ccb_generator {
     const char *name;
@@ -128,18 +139,10 @@ typedef struct ccb_generator {
 extern const ccb_generator ccb_generators[];
 extern const size_t ccb_generator_count;
 const ccb_generator *ccb_generator_find(const char *name);
-/* generate + comment + analyze; 0 or -1. */
+/* generate + comment + analyze; 0, or -1 for an unknown name, a scale out of
+ * (0, CCB_GEN_MAX_SCALE] (t untouched then) or a bad trace. Every generator
+ * draws from the project's one PRNG, xoshiro256** (common/ccai_rng.h). */
 int ccb_generate(const char *name, const ccb_gen_params *p, ccb_trace *t);
-
-/* The PRNG every generator uses: splitmix64 seeding xoshiro256**. */
-typedef struct ccb_rng {
-    uint64_t s[4];
-} ccb_rng;
-void ccb_rng_seed(ccb_rng *r, uint64_t seed);
-uint64_t ccb_rng_next(ccb_rng *r);
-double ccb_rng_uniform(ccb_rng *r); /* [0, 1) */
-double ccb_rng_normal(ccb_rng *r);  /* N(0, 1) */
-uint64_t ccb_rng_below(ccb_rng *r, uint64_t n);
 
 /* ------------------------------------------------------------------------ */
 /* Strategies (strategy.c, strategy_cuda.cu / strategy_nocuda.c)             */
@@ -337,6 +340,31 @@ double ccb_timer_overhead_ns(void);
 double ccb_quantile(double *v, size_t n, double q);
 
 /* ------------------------------------------------------------------------ */
+/* Micro-benchmark (micro.c)                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ccb_micro_row {
+    char strategy[64];
+    size_t live;
+    int holes; /* 0 packed: live blocks only; 1: live blocks with free holes between */
+    size_t pairs;
+    double median_ns, p99_ns, mean_ns;
+    int skipped;
+    char why[160];
+} ccb_micro_row;
+
+/* The live-block table when --live is not given: 10, 1k, 10k, 100k; --quick
+ * runs the first CCB_MICRO_QUICK_NLIVES (up to 10k). */
+#define CCB_MICRO_DEFAULT_NLIVES 4
+#define CCB_MICRO_QUICK_NLIVES 3
+extern const size_t ccb_micro_default_lives[CCB_MICRO_DEFAULT_NLIVES];
+
+/* Every strategy x layout (packed, then holes) x live count; rows in that
+ * order (a skipped strategy has one row). 0, or -1 when a cell failed. */
+int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size_t nlives, size_t pairs,
+              ccb_micro_row **rows, size_t *nrows);
+
+/* ------------------------------------------------------------------------ */
 /* Reports (report.c)                                                       */
 /* ------------------------------------------------------------------------ */
 
@@ -354,32 +382,99 @@ void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r,
 /* The traces: events, lower bound, ideal arena, marks, release events. */
 void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n);
 int ccb_write_timeline_csv(const char *path, const ccb_result *r);
+void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_ns);
+void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n);
+void ccb_write_driver_md(FILE *f, const ccb_driver_row *rows, size_t n, int reps);
+void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n);
 /* Write the machine description (uname -a, CPU model, date) as markdown. */
 void ccb_write_machine_md(FILE *f);
 /* Run gnuplot on scripts/<script> with arguments; 0 ok, 1 gnuplot missing. */
 int ccb_gnuplot(const char *script_dir, const char *script, const char *const *args, size_t nargs);
 const char *ccb_default_script_dir(void);
 
+/* The output directory of replay, micro, driver and --all. */
+typedef struct ccb_outdir {
+    const char *path;
+    const char *script_dir; /* gnuplot scripts; NULL: ccb_default_script_dir() */
+    int no_plots;
+} ccb_outdir;
+/* mkdir -p; 0 or -1. */
+int ccb_mkdir_p(const char *path);
+/* dir/name opened for writing, or NULL with a message on stderr. */
+FILE *ccb_open_out(const char *dir, const char *name);
+/* Replay results as files (r: trace-major, nspecs per trace): results.md/
+ * .csv, traces.md, checkpoints.csv, timeline/T__S.csv, and the plots
+ * timeline_T.png and ratios.dat/.png unless no_plots. */
+void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t ntraces, const ccb_result *r,
+                            size_t nspecs);
+/* What README.md says about replays (replay --out and --all alike): the
+ * traces, the strategies x traces table with the driver cost it charged, and
+ * each trace's phases and release events. */
+void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t ntraces, const ccb_result *r,
+                             size_t nspecs, uint64_t alloc_latency_ns, uint64_t free_latency_ns);
+
 /* ------------------------------------------------------------------------ */
-/* Micro-benchmark (micro.c) and model switching (switch.c)                 */
+/* Command line (cli.c) and sub-commands (cmd_*.c, suite.c, switch.c)      */
 /* ------------------------------------------------------------------------ */
 
-typedef struct ccb_micro_row {
-    char strategy[64];
-    size_t live;
-    int holes; /* 0 packed: live blocks only; 1: live blocks with free holes between */
+#define CCB_MAX_SPECS 32
+#define CCB_MAX_TRACES 64
+#define CCB_MAX_LIVES 8
+
+/* Every option of gen, info, replay, micro, driver and --all (one table in
+ * cli.c drives the parser and --help); switch has its own (switch.c). */
+typedef struct ccb_options {
+    const char *specs[CCB_MAX_SPECS]; /* -s; empty: each command's default */
+    size_t nspecs;
+    const char *args[CCB_MAX_TRACES]; /* the operands: traces, or gen's generator */
+    size_t nargs;
+    const char *out;         /* --out DIR, or NULL */
+    const char *script_dir;  /* --scripts DIR, or NULL */
+    const char *output_file; /* -o FILE (gen) */
+    uint64_t seed;
+    double scale;
+    int reps, reps_given;
+    size_t device_bytes;
+    uint64_t alloc_latency_ns, free_latency_ns;
+    int driver_reps; /* 0: as --reps (1 with --quick) */
+    int ignore_releases;
     size_t pairs;
-    double median_ns, p99_ns, mean_ns;
-    int skipped;
-    char why[160];
-} ccb_micro_row;
+    size_t lives[CCB_MAX_LIVES]; /* --live; nlives 0: the default table */
+    size_t nlives;
+    int no_plots;
+    int quick;
+    int all;
+    const char *command_line; /* for README.md */
+} ccb_options;
 
-int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size_t nlives, size_t pairs,
-              ccb_micro_row **rows, size_t *nrows);
-void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_ns);
-void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n);
+void ccb_options_init(ccb_options *o, const char *command_line);
+/* Parse argv[1..argc) (argv[0] is the command) with getopt_long: long options
+ * as "--opt value" or "--opt=value", -s/-o/-h short ones, operands anywhere.
+ * 0 ok; 1 --help was printed (exit 0); 2 a usage error was printed in the
+ * form "ccbench: MESSAGE (see ccbench --help)" (exit 2). */
+int ccb_options_parse(ccb_options *o, int argc, char **argv);
+void ccb_usage(FILE *f);
+/* A TRACE operand: a file, or gen:NAME generated with --seed and --scale.
+ * 0, or -1 with a message on stderr (t then needs no freeing). */
+int ccb_load_trace(const char *arg, const ccb_options *o, ccb_trace *t);
+/* The default strategies: the host suite, then the GPU suite. */
+void ccb_default_specs(ccb_options *o);
+/* Replay every trace through every strategy of o; *out trace-major. 0, or -1
+ * when a replay failed (its row says why). */
+int ccb_run_replays(ccb_options *o, const ccb_trace *traces, size_t ntraces, ccb_result **out);
+/* The micro-benchmark with o's strategies, lives and pairs: table on stdout
+ * (and into md when not NULL), micro.md/.csv into --out. */
+int ccb_run_micro(ccb_options *o, FILE *md);
 
-int ccb_switch_main(int argc, char **argv);
+/* Sub-commands: the process's exit status (0 ok, 1 failed, 2 bad usage). */
+int ccb_cmd_gen(ccb_options *o);    /* cmd_gen.c    */
+int ccb_cmd_info(ccb_options *o);   /* cmd_info.c   */
+int ccb_cmd_replay(ccb_options *o); /* cmd_replay.c */
+int ccb_cmd_micro(ccb_options *o);  /* cmd_micro.c  */
+int ccb_cmd_driver(ccb_options *o); /* cmd_driver.c */
+int ccb_cmd_all(ccb_options *o);    /* suite.c      */
+/* `ccbench switch ARGS` (argv[0] = "switch"): parses its own options. */
+int ccb_cmd_switch(int argc, char **argv);
 
 #ifdef __cplusplus
 }

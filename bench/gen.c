@@ -3,11 +3,13 @@
  * byte, on every machine (integer PRNG, no libm in the choice of events
  * except log/exp/sqrt on doubles, which are correctly rounded in glibc).
  *
- * PRNG: xoshiro256** seeded through splitmix64 (Blackman & Vigna), the usual
- * choice for reproducible simulations: fast, 2^256 period, no bad seeds.
+ * PRNG: the project's one generator, xoshiro256** seeded through splitmix64
+ * (common/ccai_rng.h): fast, 2^256 period, no bad seeds.
  *
  * Generators (sizes in bytes; `scale` multiplies the number of events, never
- * the sizes, so peak figures stay comparable between a test run and --all):
+ * the sizes, so peak figures stay comparable between a test run and --all;
+ * it is at most CCB_GEN_MAX_SCALE, which keeps every trace within
+ * CCB_GEN_MAX_EVENTS events, since the whole trace is built in memory):
  *
  *   uniform      RMM's random_allocations: each step allocates (p = 0.55,
  *                while under a 1 GiB live budget) a size uniform in
@@ -38,46 +40,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- PRNG -------------------------------------------------------------------- */
+#include "ccai_rng.h"
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+/* ---- PRNG: xoshiro256** (common/ccai_rng.h) plus a normal deviate ------------ */
 
-void ccb_rng_seed(ccb_rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-uint64_t ccb_rng_next(ccb_rng *r) {
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-double ccb_rng_uniform(ccb_rng *r) {
-    return (double)(ccb_rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-uint64_t ccb_rng_below(ccb_rng *r, uint64_t n) {
-    return n ? ccb_rng_next(r) % n : 0;
-}
-
-double ccb_rng_normal(ccb_rng *r) { /* Box-Muller, one value per call */
-    double u1 = ccb_rng_uniform(r), u2 = ccb_rng_uniform(r);
+static double rng_normal(ccai_rng *r) { /* Box-Muller, one value per call */
+    double u1 = ccai_rng_uniform(r), u2 = ccai_rng_uniform(r);
     if (u1 < 1e-300)
         u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
@@ -121,7 +89,7 @@ static void live_free_all(ccb_trace *t, liveset *l) {
 }
 
 static size_t scaled(double base, const ccb_gen_params *p, size_t least) {
-    double v = base * (p->scale > 0 ? p->scale : 1.0);
+    double v = base * p->scale;
     return v < (double)least ? least : (size_t)v;
 }
 
@@ -132,25 +100,25 @@ static size_t scaled(double base, const ccb_gen_params *p, size_t least) {
 /* ---- random (RMM-style) ------------------------------------------------------ */
 
 static void random_trace(ccb_trace *t, const ccb_gen_params *p, int lognormal) {
-    ccb_rng r;
-    ccb_rng_seed(&r, p->seed);
+    ccai_rng r;
+    ccai_rng_seed(&r, p->seed);
     uint64_t budget = lognormal ? 2 * GiB : 1 * GiB;
     size_t allocs = scaled(20000, p, 50), done = 0;
     liveset l = {0};
     while (done < allocs) {
         uint64_t size;
         if (lognormal) {
-            double v = exp(log(64.0 * KiB) + 2.0 * ccb_rng_normal(&r));
+            double v = exp(log(64.0 * KiB) + 2.0 * rng_normal(&r));
             size = v < 256 ? 256 : v > 256.0 * MiB ? 256 * MiB : (uint64_t)v;
         } else {
-            size = 256 + ccb_rng_below(&r, 8 * MiB - 256 + 1);
+            size = 256 + ccai_rng_below(&r, 8 * MiB - 256 + 1);
         }
-        int want_alloc = l.n == 0 || ccb_rng_uniform(&r) < 0.55;
+        int want_alloc = l.n == 0 || ccai_rng_uniform(&r) < 0.55;
         if (want_alloc && l.bytes + size <= budget) {
             live_add(&l, ccb_trace_alloc(t, size, 0), size);
             done++;
         } else if (l.n) {
-            live_free_at(t, &l, ccb_rng_below(&r, l.n));
+            live_free_at(t, &l, ccai_rng_below(&r, l.n));
         }
     }
     live_free_all(t, &l);
@@ -194,27 +162,27 @@ static void run_request(ccb_trace *t, const model_shape *m, uint64_t batch) {
 }
 
 static void gen_mlp(ccb_trace *t, const ccb_gen_params *p) {
-    ccb_rng r;
-    ccb_rng_seed(&r, p->seed);
+    ccai_rng r;
+    ccai_rng_seed(&r, p->seed);
     model_shape m = {4096, 8};
     liveset w = {0};
     load_weights(t, &m, &w);
     size_t requests = scaled(1500, p, 10);
     for (size_t i = 0; i < requests; i++)
-        run_request(t, &m, 1 + ccb_rng_below(&r, 256));
+        run_request(t, &m, 1 + ccai_rng_below(&r, 256));
     live_free_all(t, &w);
 }
 
 static void gen_models(ccb_trace *t, const ccb_gen_params *p) {
     static const model_shape shapes[] = {{1024, 24}, {2048, 12}, {4096, 8}, {3072, 16}, {1536, 20}, {5120, 6}};
-    ccb_rng r;
-    ccb_rng_seed(&r, p->seed);
+    ccai_rng r;
+    ccai_rng_seed(&r, p->seed);
     enum { N = sizeof shapes / sizeof shapes[0] };
     size_t order[N];
     for (size_t k = 0; k < N; k++)
         order[k] = k;
     for (size_t k = N - 1; k > 0; k--) { /* the order of models is shuffled per seed */
-        size_t j = ccb_rng_below(&r, k + 1), tmp = order[k];
+        size_t j = ccai_rng_below(&r, k + 1), tmp = order[k];
         order[k] = order[j];
         order[j] = tmp;
     }
@@ -224,7 +192,7 @@ static void gen_models(ccb_trace *t, const ccb_gen_params *p) {
         liveset w = {0};
         load_weights(t, m, &w);
         for (size_t i = 0; i < requests; i++)
-            run_request(t, m, 1 + ccb_rng_below(&r, 128));
+            run_request(t, m, 1 + ccai_rng_below(&r, 128));
         live_free_all(t, &w);
     }
 }
@@ -232,8 +200,8 @@ static void gen_models(ccb_trace *t, const ccb_gen_params *p) {
 /* ---- adversarial fragmentation ----------------------------------------------- */
 
 static void gen_adversarial(ccb_trace *t, const ccb_gen_params *p) {
-    ccb_rng r;
-    ccb_rng_seed(&r, p->seed);
+    ccai_rng r;
+    ccai_rng_seed(&r, p->seed);
     size_t steps = scaled(40, p, 4);
     liveset pins = {0};
     for (size_t i = 0; i < steps; i++) {
@@ -241,7 +209,7 @@ static void gen_adversarial(ccb_trace *t, const ccb_gen_params *p) {
         uint32_t l = ccb_trace_alloc(t, large, 0);
         /* a few short-lived mid-size temporaries, as a real step has */
         for (int k = 0; k < 3; k++) {
-            uint64_t tmp = 256 * KiB + ccb_rng_below(&r, 512 * KiB);
+            uint64_t tmp = 256 * KiB + ccai_rng_below(&r, 512 * KiB);
             ccb_trace_release(t, ccb_trace_alloc(t, tmp, 0));
         }
         uint64_t pin = 1536 * KiB;
@@ -277,6 +245,12 @@ int ccb_generate(const char *name, const ccb_gen_params *p, ccb_trace *t) {
     const ccb_generator *g = ccb_generator_find(name);
     if (!g)
         return -1;
+    /* checked before generating: a trace is held in memory, 16 bytes an event */
+    if (!(p->scale > 0) || p->scale > CCB_GEN_MAX_SCALE) {
+        fprintf(stderr, "ccbench: scale %g out of (0, %g]: a generated trace is limited to %.0f events\n", p->scale,
+                CCB_GEN_MAX_SCALE, CCB_GEN_MAX_EVENTS);
+        return -1;
+    }
     ccb_trace_init(t, name);
     ccb_trace_comment(t, "generator: %s seed=%llu scale=%g (ccbench gen)", name, (unsigned long long)p->seed, p->scale);
     ccb_trace_comment(t, "%s", g->doc);

@@ -15,7 +15,8 @@
  * the arena has one stream and caches nothing.
  *
  * Data structure: two treaps over one node pool (split/merge style, priorities
- * from a fixed-seed generator, so the result never depends on the run):
+ * from the splitmix64 stream of a fixed seed, common/ccai_rng.h; keys are
+ * unique, so the priorities shape the trees but never the result):
  *   by_size  key (len, off): best fit = the first key >= (need, 0)
  *   by_addr  key (off, 0):   the neighbours of a freed extent
  * Invariants: free extents never touch each other nor `top`; every node is in
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccai_rng.h"
 #include "ccalloc.h"
 
 typedef struct node {
@@ -145,8 +147,8 @@ static int32_t new_node(arena *A, uint64_t off, uint64_t len) {
         }
         id = (int32_t)A->used++;
     }
-    A->rng = A->rng * 6364136223846793005ull + 1442695040888963407ull;
-    A->n[id] = (node){.off = off, .len = len, .prio = (uint32_t)(A->rng >> 33), .l = {-1, -1}, .r = {-1, -1}};
+    uint32_t prio = (uint32_t)(ccai_splitmix64_next(&A->rng) >> 32);
+    A->n[id] = (node){.off = off, .len = len, .prio = prio, .l = {-1, -1}, .r = {-1, -1}};
     return id;
 }
 
@@ -182,7 +184,7 @@ static int add_free(arena *A, uint64_t off, uint64_t len) {
 }
 
 size_t ccb_ideal_arena_peak(const ccb_trace *t) {
-    arena A = {.free_list = -1, .root = {-1, -1}, .rng = 0x9e3779b97f4a7c15ull};
+    arena A = {.free_list = -1, .root = {-1, -1}, .rng = 1};
     uint64_t *off = malloc((t->slots ? t->slots : 1) * sizeof *off);
     uint64_t *len = malloc((t->slots ? t->slots : 1) * sizeof *len);
     size_t result = CCB_UNKNOWN;

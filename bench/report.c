@@ -1,10 +1,25 @@
 /*
  * report.c — what a person reads (markdown) and what a plot reads (CSV),
- * the machine description every result carries, and the gnuplot call.
+ * for every table ccbench makes (replay results, checkpoints, traces, micro,
+ * driver), the machine description every result carries, the output
+ * directory's files and the gnuplot plots drawn from them.
  *
  * Units: bytes in the CSV (exact, for plots and diffs), binary units in the
  * markdown (readable). An unknown value is an empty CSV field and "—" in
  * markdown; a skipped cell keeps its row and says why.
+ *
+ * Output directory (replay --out, --all; micro and driver write theirs too):
+ *   README.md              machine, date, exact command, every table (the commands write it)
+ *   results.md/.csv        one row per strategy x trace
+ *   traces.md              the traces with their lower bound and ideal arena
+ *   checkpoints.csv        reserved bytes at each mark and release event
+ *   micro.md/.csv          the micro-benchmark
+ *   driver.md/.csv         `ccbench driver`
+ *   timeline/T__S.csv      allocated/reserved over trace T under strategy S
+ *   timeline_T.png         one panel per strategy (gnuplot, scripts/timeline.gp)
+ *   ratios.dat/.png        peak reserved / peak allocated per trace x strategy
+ * A file that cannot be written is reported on stderr and skipped; plots need
+ * gnuplot and are skipped, with a message, without it.
  */
 #include "ccbench.h"
 
@@ -14,6 +29,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -283,6 +299,63 @@ int ccb_write_timeline_csv(const char *path, const ccb_result *r) {
     return fclose(f) == 0 ? 0 : -1;
 }
 
+/* ---- micro and driver tables --------------------------------------------------- */
+
+void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_ns) {
+    fprintf(f, "| strategy | live blocks | layout | pairs | median ns/pair | p99 ns/pair | mean ns/pair |\n");
+    fprintf(f, "|---|--:|---|--:|--:|--:|--:|\n");
+    for (size_t i = 0; i < n; i++) {
+        const char *layout = r[i].holes ? "holes" : "packed";
+        if (r[i].skipped)
+            fprintf(f, "| %s | all | | | skipped: %s | | |\n", r[i].strategy, r[i].why);
+        else if (isnan(r[i].median_ns))
+            fprintf(f, "| %s | %zu | %s | | failed: %s | | |\n", r[i].strategy, r[i].live, layout, r[i].why);
+        else
+            fprintf(f, "| %s | %zu | %s | %zu | %.0f | %.0f | %.1f |\n", r[i].strategy, r[i].live, layout, r[i].pairs,
+                    r[i].median_ns, r[i].p99_ns, r[i].mean_ns);
+    }
+    fprintf(f, "\nEach pair timed alone between two clock reads; the median clock read (%.1f ns) is subtracted.\n",
+            timer_ns);
+}
+
+void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {
+    fprintf(f, "strategy,live,layout,pairs,median_ns,p99_ns,mean_ns,status,why\n");
+    for (size_t i = 0; i < n; i++) {
+        const char *layout = r[i].holes ? "holes" : "packed";
+        ccb_csv_field(f, r[i].strategy); /* -s 'ccalloc=a:1,b:2' has a comma */
+        if (isnan(r[i].median_ns)) {
+            fprintf(f, ",%zu,%s,,,,,%s,", r[i].live, layout, r[i].skipped ? "skipped" : "failed");
+            csv_text(f, r[i].why); /* always quoted, as before */
+            fputc('\n', f);
+        } else {
+            fprintf(f, ",%zu,%s,%zu,%.1f,%.1f,%.2f,ok,\n", r[i].live, layout, r[i].pairs, r[i].median_ns, r[i].p99_ns,
+                    r[i].mean_ns);
+        }
+    }
+}
+
+void ccb_write_driver_md(FILE *f, const ccb_driver_row *rows, size_t n, int reps) {
+    fprintf(f, "cudaMalloc / cudaFree timed alone, device idle, %d pairs per size; GPU: %s\n\n", reps,
+            ccb_gpu_unavailable_reason());
+    fprintf(f, "| size | cudaMalloc median µs | p99 | cudaFree median µs | p99 | pair median µs |\n"
+               "|--:|--:|--:|--:|--:|--:|\n");
+    for (size_t i = 0; i < n; i++) {
+        char b[32];
+        ccb_format_bytes(rows[i].size, b, sizeof b);
+        fprintf(f, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", b, rows[i].alloc_median_us, rows[i].alloc_p99_us,
+                rows[i].free_median_us, rows[i].free_p99_us, rows[i].alloc_median_us + rows[i].free_median_us);
+    }
+}
+
+void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n) {
+    fprintf(f, "size,reps,alloc_median_us,alloc_p99_us,free_median_us,free_p99_us\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%zu,%d,%.3f,%.3f,%.3f,%.3f\n", rows[i].size, rows[i].reps, rows[i].alloc_median_us,
+                rows[i].alloc_p99_us, rows[i].free_median_us, rows[i].free_p99_us);
+}
+
+/* ---- the machine ------------------------------------------------------------------ */
+
 static void cpu_model(char *buf, size_t len) {
     snprintf(buf, len, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -347,4 +420,174 @@ int ccb_gnuplot(const char *script_dir, const char *script, const char *const *a
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
         return 1;
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* ---- the output directory --------------------------------------------------------- */
+
+int ccb_mkdir_p(const char *path) {
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+FILE *ccb_open_out(const char *dir, const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "ccbench: cannot write %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+/* A strategy or trace name as a file name: '/', '=', ',', ':', ' ' -> '_'. */
+static void safe_name(const char *in, char *out, size_t len) {
+    size_t k = 0;
+    for (; *in && k + 1 < len; in++)
+        out[k++] = (*in == '/' || *in == '=' || *in == ',' || *in == ':' || *in == ' ') ? '_' : *in;
+    out[k] = '\0';
+}
+
+/* One trace's timeline CSVs, and its plot: one panel per strategy that ran. */
+static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
+    char files[4096] = "", labels[2048] = "";
+    size_t panels = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].skipped || isnan(r[i].median_ns) || !r[i].timeline_n)
+            continue;
+        char st[64], tr[64], rel[256], path[1024];
+        safe_name(r[i].strategy, st, sizeof st);
+        safe_name(r[i].trace, tr, sizeof tr);
+        snprintf(rel, sizeof rel, "timeline/%s__%s.csv", tr, st);
+        snprintf(path, sizeof path, "%s/%s", d->path, rel);
+        if (ccb_write_timeline_csv(path, &r[i]) != 0)
+            continue;
+        snprintf(files + strlen(files), sizeof files - strlen(files), "%s%s", panels ? " " : "", path);
+        snprintf(labels + strlen(labels), sizeof labels - strlen(labels), "%s%s", panels ? " " : "", st);
+        panels++;
+    }
+    if (!panels || d->no_plots)
+        return;
+    char png[1024], title[256], tr[64];
+    safe_name(r[0].trace, tr, sizeof tr);
+    snprintf(png, sizeof png, "%s/timeline_%s.png", d->path, tr);
+    snprintf(title, sizeof title,
+             "%s: allocated vs reserved (simulated device for ccalloc; MiB; last step: empty-cache, live blocks kept)",
+             r[0].trace);
+    const char *args[] = {png, title, files, labels};
+    int rc = ccb_gnuplot(d->script_dir, "timeline.gp", args, 4);
+    if (rc == 1)
+        fprintf(stderr, "ccbench: gnuplot not found: no plots (apt-get install gnuplot)\n");
+    else if (rc != 0)
+        fprintf(stderr, "ccbench: gnuplot failed on %s\n", png);
+}
+
+/* ratios.dat (peak reserved / peak allocated, trace x strategy) and its plot. */
+static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces, size_t nspecs) {
+    char dat[1024];
+    snprintf(dat, sizeof dat, "%s/ratios.dat", d->path);
+    FILE *f = fopen(dat, "w");
+    if (!f)
+        return;
+    /* columns: only strategies that know their reserved bytes on at least one trace */
+    int keep[CCB_MAX_SPECS] = {0};
+    size_t kept = 0;
+    for (size_t s = 0; s < nspecs && s < CCB_MAX_SPECS; s++) {
+        for (size_t t = 0; t < ntraces; t++)
+            if (!isnan(r[t * nspecs + s].ratio))
+                keep[s] = 1;
+        kept += keep[s];
+    }
+    fprintf(f, "# peak reserved / peak allocated; NaN = unknown or skipped\ntrace");
+    for (size_t s = 0; s < nspecs && s < CCB_MAX_SPECS; s++)
+        if (keep[s])
+            fprintf(f, " %s", r[s].strategy);
+    fprintf(f, "\n");
+    for (size_t t = 0; t < ntraces; t++) {
+        fprintf(f, "%s", r[t * nspecs].trace);
+        for (size_t s = 0; s < nspecs && s < CCB_MAX_SPECS; s++)
+            if (keep[s])
+                fprintf(f, " %.4f", r[t * nspecs + s].ratio);
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    if (d->no_plots || !kept)
+        return;
+    char png[1024], cols[16];
+    snprintf(png, sizeof png, "%s/ratios.png", d->path);
+    snprintf(cols, sizeof cols, "%zu", kept + 1);
+    const char *args[] = {dat, png, cols};
+    if (ccb_gnuplot(d->script_dir, "ratios.gp", args, 3) != 0)
+        fprintf(stderr, "ccbench: no ratio plot (gnuplot missing or failed)\n");
+}
+
+void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t ntraces, const ccb_result *r,
+                            size_t nspecs) {
+    size_t n = ntraces * nspecs;
+    char tl[1024];
+    snprintf(tl, sizeof tl, "%s/timeline", d->path);
+    ccb_mkdir_p(tl);
+    FILE *f = ccb_open_out(d->path, "results.md");
+    if (f) {
+        ccb_write_results_md(f, r, n);
+        fclose(f);
+    }
+    if ((f = ccb_open_out(d->path, "results.csv"))) {
+        ccb_write_results_csv(f, r, n);
+        fclose(f);
+    }
+    if ((f = ccb_open_out(d->path, "traces.md"))) {
+        ccb_write_traces_md(f, traces, ntraces);
+        fclose(f);
+    }
+    if ((f = ccb_open_out(d->path, "checkpoints.csv"))) {
+        for (size_t t = 0; t < ntraces; t++)
+            ccb_write_checkpoints_csv(f, &traces[t], &r[t * nspecs], nspecs, t == 0);
+        fclose(f);
+    }
+    for (size_t t = 0; t < ntraces; t++)
+        plot_trace(d, &r[t * nspecs], nspecs);
+    plot_ratios(d, r, ntraces, nspecs);
+}
+
+void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, const ccb_result *r, size_t nspecs,
+                             uint64_t alloc_latency_ns, uint64_t free_latency_ns) {
+    fprintf(readme, "\n## Traces\n\n");
+    ccb_write_traces_md(readme, traces, nt);
+    fprintf(readme,
+            "\nLower bound: the peak of live requested bytes. Ideal arena: one contiguous best-fit arena with "
+            "immediate coalescing, sizes rounded to 512 B (computed by ccbench).\n");
+    fprintf(readme, "\n## Strategies x traces\n\n");
+    fprintf(readme,
+            "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
+            "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
+            "per device free (the driver's cost; \"(real)\": a GPU strategy, whose times already include its "
+            "driver). × lower bound and × ideal arena: peak reserved over each.\n\n",
+            (double)alloc_latency_ns / 1e3, (double)free_latency_ns / 1e3);
+    ccb_write_results_md(readme, r, nt * nspecs);
+    int any = 0;
+    for (size_t t = 0; t < nt; t++) {
+        if (!traces[t].nmarks && !traces[t].releases)
+            continue;
+        if (!any++)
+            fprintf(readme, "\n## Phases and release events\n\nReserved bytes at each mark of a trace and right "
+                            "after each of its release events (every strategy applies its own release call).\n");
+        fprintf(readme, "\n### %s\n\n", traces[t].name);
+        ccb_write_checkpoints_md(readme, &traces[t], &r[t * nspecs], nspecs);
+    }
+    fprintf(readme, "\nPlots: ");
+    for (size_t t = 0; t < nt; t++) {
+        char tr[64];
+        safe_name(traces[t].name, tr, sizeof tr);
+        fprintf(readme, "[%s](timeline_%s.png) · ", tr, tr);
+    }
+    fprintf(readme, "[ratios](ratios.png). CSV: results.csv, checkpoints.csv, timeline/*.csv.\n");
 }

@@ -103,14 +103,14 @@ int ccb_strategy_resolve(const char *spec, const ccb_strategy_ops **ops, const c
 
 /* ---- ccalloc over the simulated (host) device ----------------------------------- */
 
-typedef struct cca_impl {
+typedef struct ccalloc_impl {
     cca_upstream *u;
     cca_allocator *a;
-} cca_impl;
+} ccalloc_impl;
 
 /* Shared by ccalloc and ccalloc-cuda (strategy_cuda.cu opens the upstream). */
 int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, char *why, size_t whylen) {
-    cca_impl *c = calloc(1, sizeof *c);
+    ccalloc_impl *c = calloc(1, sizeof *c);
     if (!c) {
         cca_upstream_destroy(u);
         snprintf(why, whylen, "out of host memory");
@@ -141,7 +141,7 @@ static int open_device(const ccb_device *dev, cca_upstream **u, char *why, size_
     return st == CCA_OK ? 0 : -1;
 }
 
-static int cca_host_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
+static int ccalloc_host_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
     cca_upstream *u;
     if (open_device(dev, &u, why, whylen))
         return -1;
@@ -150,27 +150,27 @@ static int cca_host_open(ccb_strategy *s, const char *config, const ccb_device *
 
 /* Stream tokens: the host upstream takes any token; the CUDA one real streams. */
 
-static int cca_alloc_host_token(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
-    cca_impl *c = s->impl;
+static int ccalloc_alloc_host_token(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
+    ccalloc_impl *c = s->impl;
     cca_status st = cca_alloc(c->a, size, (cca_stream)(uintptr_t)stream, ptr);
     return st == CCA_OK ? 0 : st == CCA_ERR_OUT_OF_MEMORY ? 1 : -1;
 }
 
-static int cca_alloc_cuda_stream(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
-    cca_impl *c = s->impl;
+static int ccalloc_alloc_cuda_stream(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
+    ccalloc_impl *c = s->impl;
     cca_status st = cca_alloc(c->a, size, ccb_cuda_stream(stream), ptr);
     return st == CCA_OK ? 0 : st == CCA_ERR_OUT_OF_MEMORY ? 1 : -1;
 }
 
-static void cca_release_(ccb_strategy *s, void *ptr, size_t size, unsigned stream) {
+static void ccalloc_release(ccb_strategy *s, void *ptr, size_t size, unsigned stream) {
     (void)size;
     (void)stream;
-    cca_free(((cca_impl *)s->impl)->a, ptr);
+    cca_free(((ccalloc_impl *)s->impl)->a, ptr);
 }
 
-static void cca_sample(ccb_strategy *s, ccb_mem *m) {
+static void ccalloc_sample(ccb_strategy *s, ccb_mem *m) {
     cca_stats st;
-    cca_get_stats(((cca_impl *)s->impl)->a, &st);
+    cca_get_stats(((ccalloc_impl *)s->impl)->a, &st);
     m->allocated = st.allocated_bytes;
     m->reserved = st.reserved_bytes;
     m->fragmentation = st.fragmentation;
@@ -179,28 +179,28 @@ static void cca_sample(ccb_strategy *s, ccb_mem *m) {
     m->requested_peak = st.requested_bytes_peak;
 }
 
-static void cca_peaks(ccb_strategy *s, size_t *allocated_peak, size_t *reserved_peak) {
+static void ccalloc_peaks(ccb_strategy *s, size_t *allocated_peak, size_t *reserved_peak) {
     cca_stats st;
-    cca_get_stats(((cca_impl *)s->impl)->a, &st);
+    cca_get_stats(((ccalloc_impl *)s->impl)->a, &st);
     *allocated_peak = st.allocated_bytes_peak;
     *reserved_peak = st.reserved_bytes_peak;
 }
 
-static void cca_empty(ccb_strategy *s) {
-    cca_empty_cache(((cca_impl *)s->impl)->a, NULL);
+static void ccalloc_empty(ccb_strategy *s) {
+    cca_empty_cache(((ccalloc_impl *)s->impl)->a, NULL);
 }
 
-static void cca_trim_(ccb_strategy *s, size_t keep) {
-    cca_trim(((cca_impl *)s->impl)->a, keep, NULL);
+static void ccalloc_trim(ccb_strategy *s, size_t keep) {
+    cca_trim(((ccalloc_impl *)s->impl)->a, keep, NULL);
 }
 
-static size_t cca_device_free(ccb_strategy *s) {
+static size_t ccalloc_device_free(ccb_strategy *s) {
     size_t fr, total;
-    return cca_upstream_mem_info(((cca_impl *)s->impl)->u, &fr, &total) == CCA_OK ? fr : CCB_UNKNOWN;
+    return cca_upstream_mem_info(((ccalloc_impl *)s->impl)->u, &fr, &total) == CCA_OK ? fr : CCB_UNKNOWN;
 }
 
-static void cca_close(ccb_strategy *s) {
-    cca_impl *c = s->impl;
+static void ccalloc_close(ccb_strategy *s) {
+    ccalloc_impl *c = s->impl;
     if (!c)
         return;
     cca_destroy(c->a);
@@ -213,16 +213,16 @@ const ccb_strategy_ops ccb_strategy_ccalloc_host = {
     .base = "ccalloc",
     .doc = "ccalloc over the simulated device (host memory, --device-bytes capacity)",
     .gpu = 0,
-    .open = cca_host_open,
-    .alloc = cca_alloc_host_token,
-    .release = cca_release_,
-    .sample = cca_sample,
-    .peaks = cca_peaks,
-    .empty_cache = cca_empty,
-    .device_free = cca_device_free,
-    .close = cca_close,
+    .open = ccalloc_host_open,
+    .alloc = ccalloc_alloc_host_token,
+    .release = ccalloc_release,
+    .sample = ccalloc_sample,
+    .peaks = ccalloc_peaks,
+    .empty_cache = ccalloc_empty,
+    .device_free = ccalloc_device_free,
+    .close = ccalloc_close,
     .host_pointers = 1,
-    .trim = cca_trim_,
+    .trim = ccalloc_trim,
     .driver = CCB_DRIVER_MODEL,
 };
 
@@ -234,15 +234,15 @@ const ccb_strategy_ops ccb_strategy_ccalloc_cuda = {
     .doc = "ccalloc over the CUDA upstream (cudaMalloc/cudaFree) on device 0",
     .gpu = 1,
     .open = ccb_ccalloc_cuda_open,
-    .alloc = cca_alloc_cuda_stream,
-    .release = cca_release_,
-    .sample = cca_sample,
-    .peaks = cca_peaks,
-    .empty_cache = cca_empty,
-    .device_free = cca_device_free,
-    .close = cca_close,
+    .alloc = ccalloc_alloc_cuda_stream,
+    .release = ccalloc_release,
+    .sample = ccalloc_sample,
+    .peaks = ccalloc_peaks,
+    .empty_cache = ccalloc_empty,
+    .device_free = ccalloc_device_free,
+    .close = ccalloc_close,
     .host_pointers = 0,
-    .trim = cca_trim_,
+    .trim = ccalloc_trim,
     .driver = CCB_DRIVER_REAL,
 };
 

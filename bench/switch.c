@@ -25,26 +25,24 @@
  *
  * ccrun is found through --ccrun PATH, then the build tree (CCB_CCRUN_PATH),
  * then next to ccbench (../runtime/ccrun), then $PATH. Without it: skipped.
+ *
+ * Steps of ccb_cmd_switch: parse the options (getopt_long, the conventions
+ * of cli.c), find ccrun, lay out the sequence of models, (a), (b), then the
+ * report: switch.md (a table a person reads) and switch.csv (one row per
+ * switch) into --out, or the table on stdout.
  */
 #include "ccbench.h"
+#include "ccalloc.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#ifndef CCB_HAVE_CJSON
-int ccb_switch_main(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    printf("skipped: ccbench was built without libcjson (apt-get install libcjson-dev), needed to read ccrun --json\n");
-    return 0;
-}
-#else
-#include <cjson/cJSON.h>
 
 #define MAX_MODELS 16
 
@@ -55,12 +53,125 @@ static const char *const default_models[] = {
     "mlp:2048x2048x2048x2048x2048:relu",
 };
 
+typedef struct switch_options {
+    const char *ccrun; /* --ccrun, or NULL: search */
+    const char *device, *capacity, *iters, *batch, *out;
+    int rounds;
+    const char *models[MAX_MODELS];
+    size_t nm;
+} switch_options;
+
+/* ---- step 1: the options ------------------------------------------------------------ */
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ccbench switch [--ccrun PATH] [--device auto|host|cuda] [--capacity SIZE]\n"
+               "                      [--rounds N] [--iters N] [--batch N] [--out DIR] [MODEL...]\n"
+               "  Models run in sequence (default four mlp:... specs of different shapes, repeated\n"
+               "  --rounds times, 1..1000, default 3): (a) in one ccrun process with unload + release\n"
+               "  between them, (b) one ccrun process per model. Reports time per switch and the device\n"
+               "  memory free for the next model. --device host (simulated) is the default without a GPU.\n"
+               "  --device, --capacity (default 2G), --iters (default 1) and --batch (default 8) are\n"
+               "  passed to ccrun, which checks them. At most %d models. Options take \"--opt value\"\n"
+               "  or \"--opt=value\", in any order with the models.\n",
+               MAX_MODELS);
+}
+
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ccbench switch: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see ccbench switch --help)\n");
+    va_end(ap);
+    return 2;
+}
+
+/* 0 ok; 1 --help printed; 2 a usage error printed. */
+static int parse_options(int argc, char **argv, switch_options *so) {
+    enum { O_CCRUN = 256, O_DEVICE, O_CAPACITY, O_ROUNDS, O_ITERS, O_BATCH, O_OUT, O_HELP };
+    static const struct option longopts[] = {
+        {"ccrun", required_argument, 0, O_CCRUN}, {"device", required_argument, 0, O_DEVICE},
+        {"capacity", required_argument, 0, O_CAPACITY}, {"rounds", required_argument, 0, O_ROUNDS},
+        {"iters", required_argument, 0, O_ITERS}, {"batch", required_argument, 0, O_BATCH},
+        {"out", required_argument, 0, O_OUT}, {"help", no_argument, 0, O_HELP},
+        {0, 0, 0, 0}};
+    *so = (switch_options){.device = "auto", .capacity = "2G", .iters = "1", .batch = "8", .rounds = 3};
+    opterr = 0;
+    optind = 0; /* GNU: start afresh (--all calls this after its own parse) */
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_CCRUN: so->ccrun = optarg; break;
+        case O_DEVICE: so->device = optarg; break;
+        case O_CAPACITY: so->capacity = optarg; break;
+        case O_ITERS: so->iters = optarg; break;
+        case O_BATCH: so->batch = optarg; break;
+        case O_OUT: so->out = optarg; break;
+        case O_ROUNDS: {
+            char *end;
+            errno = 0;
+            long r = strtol(optarg, &end, 10);
+            if (*optarg < '0' || *optarg > '9' || *end || errno || r < 1 || r > 1000)
+                return usage_error("--rounds '%s' is not a count in 1..1000", optarg);
+            so->rounds = (int)r;
+            break;
+        }
+        case 'h':
+        case O_HELP: usage(stdout); return 1;
+        case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            if (optopt >= 256)
+                return usage_error("option '%s' takes no value", argv[optind - 1]);
+            if (optopt)
+                return usage_error("unknown option '-%c'", optopt);
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        if (so->nm == MAX_MODELS)
+            return usage_error("more than %d models", MAX_MODELS);
+        so->models[so->nm++] = argv[i];
+    }
+    if (!so->nm)
+        for (; so->nm < sizeof default_models / sizeof *default_models; so->nm++)
+            so->models[so->nm] = default_models[so->nm];
+    return 0;
+}
+
+#ifndef CCB_HAVE_CJSON
+int ccb_cmd_switch(int argc, char **argv) {
+    switch_options so;
+    int rc = parse_options(argc, argv, &so);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    printf("skipped: ccbench was built without libcjson (apt-get install libcjson-dev), needed to read ccrun --json\n");
+    return 0;
+}
+#else
+#include <cjson/cJSON.h>
+
 typedef struct switch_row {
     char mode[16];
     char from[96], to[96];
     double switch_ms;
     size_t free_for_next, baseline;
 } switch_row;
+
+/* One measurement: the sequence, the ccrun command line, the rows. */
+typedef struct switch_run {
+    const switch_options *so;
+    const char **seq; /* models x rounds, in order */
+    size_t seq_n;
+    char **argv; /* ccrun and its fixed options, then the models from argv[nfixed] */
+    size_t nfixed;
+    switch_row *rows; /* (a)'s then (b)'s */
+    size_t nrows;
+    char devname[128];
+    int simulated;
+    double inproc_wall, proc_wall; /* ms, the whole sequence */
+} switch_run;
+
+/* ---- step 2: ccrun ------------------------------------------------------------------- */
 
 static int executable(const char *p) {
     return access(p, X_OK) == 0;
@@ -165,6 +276,27 @@ static int run_capture(char *const argv[], char **out, double *wall_ms) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Run ccrun on models [first, first + n) of the sequence; its JSON document,
+ * or NULL with the reason on stderr. */
+static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, double *wall_ms) {
+    for (size_t i = 0; i < n; i++)
+        w->argv[w->nfixed + i] = (char *)w->seq[first + i];
+    w->argv[w->nfixed + n] = NULL;
+    char *text;
+    int rc = run_capture(w->argv, &text, wall_ms);
+    cJSON *doc = text ? cJSON_Parse(text) : NULL;
+    if (rc != 0 || !doc) {
+        if (n == 1)
+            fprintf(stderr, "ccbench switch: ccrun %s failed (exit %d)\n%s\n", w->seq[first], rc, text ? text : "");
+        else
+            fprintf(stderr, "ccbench switch: in-process ccrun failed (exit %d)\n%s\n", rc, text ? text : "");
+        cJSON_Delete(doc);
+        doc = NULL;
+    }
+    free(text);
+    return doc;
+}
+
 static double num(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
@@ -175,145 +307,85 @@ static const char *str(const cJSON *o, const char *key) {
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: ccbench switch [--ccrun PATH] [--device auto|host|cuda] [--capacity SIZE]\n"
-               "                      [--rounds N] [--iters N] [--batch N] [--out DIR] [MODEL...]\n"
-               "  Models run in sequence (default four mlp:... specs of different shapes, repeated\n"
-               "  --rounds times, default 3): (a) in one ccrun process with unload + release between\n"
-               "  them, (b) one ccrun process per model. Reports time per switch and the device memory\n"
-               "  free for the next model. --device host (simulated) is the default without a GPU.\n");
+static switch_row *add_row(switch_run *w, const char *mode, size_t from, size_t to) {
+    switch_row *r = &w->rows[w->nrows++];
+    snprintf(r->mode, sizeof r->mode, "%s", mode);
+    snprintf(r->from, sizeof r->from, "%s", w->seq[from]);
+    snprintf(r->to, sizeof r->to, "%s", w->seq[to]);
+    return r;
 }
 
-int ccb_switch_main(int argc, char **argv) {
-    const char *ccrun_given = NULL, *device = "auto", *capacity = "2G", *out = NULL;
-    const char *iters = "1", *batch = "8";
-    const char *models[MAX_MODELS];
-    size_t nm = 0;
-    int rounds = 3;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (a[0] == '-' && !v) {
-            fprintf(stderr, "ccbench switch: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--ccrun"))
-            ccrun_given = argv[++i];
-        else if (!strcmp(a, "--device"))
-            device = argv[++i];
-        else if (!strcmp(a, "--capacity"))
-            capacity = argv[++i];
-        else if (!strcmp(a, "--rounds")) {
-            char *end;
-            long r = strtol(argv[++i], &end, 10);
-            if (*end || end == argv[i] || r < 1 || r > 1000) {
-                fprintf(stderr, "ccbench switch: --rounds takes a whole number from 1 to 1000, got '%s'\n", argv[i]);
-                return 2;
-            }
-            rounds = (int)r;
-        } else if (!strcmp(a, "--iters"))
-            iters = argv[++i];
-        else if (!strcmp(a, "--batch"))
-            batch = argv[++i];
-        else if (!strcmp(a, "--out"))
-            out = argv[++i];
-        else if (a[0] == '-') {
-            fprintf(stderr, "ccbench switch: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else if (nm < MAX_MODELS)
-            models[nm++] = a;
-    }
-    if (!nm)
-        for (; nm < sizeof default_models / sizeof *default_models; nm++)
-            models[nm] = default_models[nm];
-    char ccrun[1024];
-    if (find_ccrun(ccrun_given, ccrun, sizeof ccrun) != 0) {
-        printf("skipped: ccrun not found (build target ccrun with -DCCA_BUILD_RUNTIME=ON, or pass --ccrun PATH)\n");
-        return 0;
-    }
-    size_t seq_n = nm * (size_t)rounds;
-    const char **seq = calloc(seq_n, sizeof *seq);
-    switch_row *rows = calloc(2 * seq_n, sizeof *rows);
-    size_t nrows = 0;
-    for (size_t i = 0; i < seq_n; i++)
-        seq[i] = models[i % nm];
-    const char *fixed[] = {ccrun,    "--json",  "--device", device,    "--capacity",
-                           capacity, "--iters", iters,      "--batch", batch};
-    size_t nfixed = sizeof fixed / sizeof *fixed;
-    char **argv2 = calloc(nfixed + seq_n + 1, sizeof *argv2);
-    if (!seq || !rows || !argv2) {
-        fprintf(stderr, "ccbench switch: out of host memory\n");
-        free(seq), free(rows), free(argv2);
-        return 1;
-    }
-    for (size_t i = 0; i < nfixed; i++)
-        argv2[i] = (char *)fixed[i];
+/* ---- step 3: the sequence and ccrun's command line ----------------------------------- */
 
-    /* (a) one process, all models */
-    for (size_t i = 0; i < seq_n; i++)
-        argv2[nfixed + i] = (char *)seq[i];
-    argv2[nfixed + seq_n] = NULL;
-    char *text;
-    double wall;
-    int rc = run_capture(argv2, &text, &wall);
-    cJSON *doc = text ? cJSON_Parse(text) : NULL;
-    if (rc != 0 || !doc) {
-        fprintf(stderr, "ccbench switch: in-process ccrun failed (exit %d)\n%s\n", rc, text ? text : "");
-        free(text);
-        cJSON_Delete(doc);
-        free(seq), free(rows), free(argv2);
-        return 1;
-    }
+static int lay_out(switch_run *w, const switch_options *so, const char *ccrun) {
+    memset(w, 0, sizeof *w);
+    w->so = so;
+    w->seq_n = so->nm * (size_t)so->rounds;
+    const char *fixed[] = {ccrun,        "--json",  "--device", so->device, "--capacity",
+                           so->capacity, "--iters", so->iters,  "--batch",  so->batch};
+    w->nfixed = sizeof fixed / sizeof *fixed;
+    w->seq = calloc(w->seq_n, sizeof *w->seq);
+    w->rows = calloc(2 * w->seq_n, sizeof *w->rows);
+    w->argv = calloc(w->nfixed + w->seq_n + 1, sizeof *w->argv);
+    if (!w->seq || !w->rows || !w->argv)
+        return -1;
+    for (size_t i = 0; i < w->seq_n; i++)
+        w->seq[i] = so->models[i % so->nm];
+    for (size_t i = 0; i < w->nfixed; i++)
+        w->argv[i] = (char *)fixed[i];
+    return 0;
+}
+
+static void release_run(switch_run *w) {
+    free(w->seq);
+    free(w->rows);
+    free(w->argv);
+}
+
+/* ---- step 4: (a) one process, all models ---------------------------------------------- */
+
+static int in_process(switch_run *w) {
+    cJSON *doc = run_ccrun(w, 0, w->seq_n, &w->inproc_wall);
+    if (!doc)
+        return -1;
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(doc, "device");
-    int simulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dev, "simulated"));
-    char devname[128];
-    snprintf(devname, sizeof devname, "%s", str(dev, "name"));
+    w->simulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dev, "simulated"));
+    snprintf(w->devname, sizeof w->devname, "%s", str(dev, "name"));
     size_t baseline = (size_t)num(dev, "free_baseline");
     const cJSON *ph;
     double unload_ms = 0;
-    size_t k = 0;
+    size_t k = 0; /* the model that ends at the next release */
     cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
         const char *p = str(ph, "phase");
-        if (!strcmp(p, "unload"))
+        if (!strcmp(p, "unload")) {
             unload_ms = num(ph, "time_ms");
-        else if (!strcmp(p, "release") && k + 1 < seq_n) { /* a switch to the next model */
-            switch_row *r = &rows[nrows++];
-            snprintf(r->mode, sizeof r->mode, "in-process");
-            snprintf(r->from, sizeof r->from, "%s", seq[k]);
-            snprintf(r->to, sizeof r->to, "%s", seq[k + 1]);
-            r->switch_ms = unload_ms + num(ph, "time_ms");
-            r->free_for_next = (size_t)num(ph, "device_free_bytes");
-            r->baseline = baseline;
+        } else if (!strcmp(p, "release")) {
+            if (k + 1 < w->seq_n) { /* a switch to the next model */
+                switch_row *r = add_row(w, "in-process", k, k + 1);
+                r->switch_ms = unload_ms + num(ph, "time_ms");
+                r->free_for_next = (size_t)num(ph, "device_free_bytes");
+                r->baseline = baseline;
+            }
             k++;
-        } else if (!strcmp(p, "release"))
-            k++;
+        }
     }
     cJSON_Delete(doc);
-    free(text);
-    double inproc_wall = wall;
+    return 0;
+}
 
-    /* (b) one process per model */
+/* ---- step 5: (b) one process per model ------------------------------------------------- */
+
+static int process_per_model(switch_run *w) {
     double prev_cost = NAN;
-    double proc_wall = 0;
-    for (size_t i = 0; i < seq_n; i++) {
-        argv2[nfixed] = (char *)seq[i];
-        argv2[nfixed + 1] = NULL;
-        rc = run_capture(argv2, &text, &wall);
-        proc_wall += wall;
-        doc = text ? cJSON_Parse(text) : NULL;
-        if (rc != 0 || !doc) {
-            fprintf(stderr, "ccbench switch: ccrun %s failed (exit %d)\n%s\n", seq[i], rc, text ? text : "");
-            free(text);
-            cJSON_Delete(doc);
-            free(seq), free(rows), free(argv2);
-            return 1;
-        }
+    for (size_t i = 0; i < w->seq_n; i++) {
+        double wall;
+        cJSON *doc = run_ccrun(w, i, 1, &wall);
+        if (!doc)
+            return -1;
+        w->proc_wall += wall;
         double load_run = 0;
         size_t start_free = 0;
+        const cJSON *ph;
         cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
             const char *p = str(ph, "phase");
             if (!strcmp(p, "load") || !strcmp(p, "run"))
@@ -322,73 +394,129 @@ int ccb_switch_main(int argc, char **argv) {
                 start_free = (size_t)num(ph, "device_free_bytes");
         }
         if (i > 0) { /* the switch into model i: previous process's cost, this one's memory */
-            switch_row *r = &rows[nrows++];
-            snprintf(r->mode, sizeof r->mode, "process");
-            snprintf(r->from, sizeof r->from, "%s", seq[i - 1]);
-            snprintf(r->to, sizeof r->to, "%s", seq[i]);
+            switch_row *r = add_row(w, "process", i - 1, i);
             r->switch_ms = prev_cost;
             r->free_for_next = start_free;
             r->baseline = (size_t)num(cJSON_GetObjectItemCaseSensitive(doc, "device"), "free_baseline");
         }
         prev_cost = wall - load_run;
         cJSON_Delete(doc);
-        free(text);
     }
+    return 0;
+}
 
-    /* summary */
-    double *a = calloc(nrows + 1, sizeof *a), *b = calloc(nrows + 1, sizeof *b);
-    size_t na = 0, nb = 0, a_full = 0, b_full = 0;
-    for (size_t i = 0; i < nrows; i++) {
-        if (!strcmp(rows[i].mode, "in-process")) {
-            a[na++] = rows[i].switch_ms;
-            a_full += rows[i].free_for_next == rows[i].baseline;
-        } else {
-            b[nb++] = rows[i].switch_ms;
-            b_full += rows[i].free_for_next == rows[i].baseline;
-        }
+/* ---- step 6: the report --------------------------------------------------------------- */
+
+/* One mode's switch times, sorted (by the median's sort), how many
+ * switches left the next model the baseline free memory, and the largest
+ * shortfall (bytes under the baseline; on a GPU the CUDA runtime keeps some
+ * after its first kernels, constant from then on). */
+typedef struct mode_summary {
+    double *ms;
+    size_t n, full, short_max;
+    double median;
+} mode_summary;
+
+static void summarize(const switch_run *w, const char *mode, mode_summary *m) {
+    m->ms = calloc(w->nrows + 1, sizeof *m->ms);
+    m->n = m->full = m->short_max = 0;
+    for (size_t i = 0; m->ms && i < w->nrows; i++) {
+        const switch_row *r = &w->rows[i];
+        if (strcmp(r->mode, mode))
+            continue;
+        m->ms[m->n++] = r->switch_ms;
+        m->full += r->free_for_next >= r->baseline;
+        if (r->free_for_next < r->baseline && r->baseline - r->free_for_next > m->short_max)
+            m->short_max = r->baseline - r->free_for_next;
     }
-    double ma = ccb_quantile(a, na, 0.5), mb = ccb_quantile(b, nb, 0.5);
-    FILE *md = stdout, *csv = NULL;
-    if (out) {
-        mkdir(out, 0755);
-        char path[1024];
-        snprintf(path, sizeof path, "%s/switch.md", out);
-        md = fopen(path, "w");
-        snprintf(path, sizeof path, "%s/switch.csv", out);
-        csv = fopen(path, "w");
-        if (!md || !csv) {
-            fprintf(stderr, "ccbench switch: cannot write into %s\n", out);
-            return 1;
-        }
-    }
-    fprintf(md, "Model switching on %s (%s), %zu models x %d rounds, ccrun %s --iters %s --batch %s%s%s\n\n", devname,
-            simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures" : "real GPU", nm,
-            rounds, device, iters, batch, simulated ? " --capacity " : "", simulated ? capacity : "");
-    fprintf(md, "| mode | switches | median ms/switch | min | max | next model gets the baseline free memory |\n");
-    fprintf(md, "|---|--:|--:|--:|--:|--:|\n");
-    fprintf(md, "| in-process (unload + release) | %zu | %.3f | %.3f | %.3f | %zu of %zu |\n", na, ma, na ? a[0] : NAN,
-            na ? a[na - 1] : NAN, a_full, na);
-    fprintf(md, "| process per model (start-up + unload + exit) | %zu | %.3f | %.3f | %.3f | %zu of %zu |\n", nb, mb,
-            nb ? b[0] : NAN, nb ? b[nb - 1] : NAN, b_full, nb);
+    m->median = m->ms ? ccb_quantile(m->ms, m->n, 0.5) : NAN;
+}
+
+static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const mode_summary *b) {
+    const switch_options *so = w->so;
+    fprintf(md, "Model switching on %s (%s), %zu models x %d rounds, ccrun %s --iters %s --batch %s%s%s\n\n",
+            w->devname, w->simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures"
+                                     : "real GPU",
+            so->nm, so->rounds, so->device, so->iters, so->batch, w->simulated ? " --capacity " : "",
+            w->simulated ? so->capacity : "");
+    char sa[32], sb[32];
+    fprintf(md, "| mode | switches | median ms/switch | min | max | next model gets the baseline free memory | "
+                "largest shortfall |\n");
+    fprintf(md, "|---|--:|--:|--:|--:|--:|--:|\n");
+    fprintf(md, "| in-process (unload + release) | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n", a->n, a->median,
+            a->n ? a->ms[0] : NAN, a->n ? a->ms[a->n - 1] : NAN, a->full, a->n,
+            cca_format_bytes(a->short_max, sa, sizeof sa));
+    fprintf(md, "| process per model (start-up + unload + exit) | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n",
+            b->n, b->median, b->n ? b->ms[0] : NAN, b->n ? b->ms[b->n - 1] : NAN, b->full, b->n,
+            cca_format_bytes(b->short_max, sb, sizeof sb));
     fprintf(md,
             "\nIn-process switch is %.1fx faster (median). Wall time of the whole sequence: %.1f ms in one "
             "process, %.1f ms with a process per model.\n",
-            mb / ma, inproc_wall, proc_wall);
-    if (csv) {
-        fprintf(csv, "mode,from,to,switch_ms,device_free_for_next,baseline_free,simulated\n");
-        for (size_t i = 0; i < nrows; i++)
-            fprintf(csv, "%s,%s,%s,%.3f,%zu,%zu,%d\n", rows[i].mode, rows[i].from, rows[i].to, rows[i].switch_ms,
-                    rows[i].free_for_next, rows[i].baseline, simulated);
-        fclose(csv);
-        fclose(md);
-        printf("ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n", ma,
-               mb, simulated ? "simulated device" : "GPU", out);
+            b->median / a->median, w->inproc_wall, w->proc_wall);
+}
+
+static void write_csv(FILE *csv, const switch_run *w) {
+    fprintf(csv, "mode,from,to,switch_ms,device_free_for_next,baseline_free,simulated\n");
+    for (size_t i = 0; i < w->nrows; i++) {
+        const switch_row *r = &w->rows[i];
+        fprintf(csv, "%s,%s,%s,%.3f,%zu,%zu,%d\n", r->mode, r->from, r->to, r->switch_ms, r->free_for_next,
+                r->baseline, w->simulated);
     }
-    free(a);
-    free(b);
-    free(rows);
-    free(seq);
-    free(argv2);
-    return 0;
+}
+
+static int report(const switch_run *w) {
+    mode_summary a, b;
+    summarize(w, "in-process", &a);
+    summarize(w, "process", &b);
+    int rc = 0;
+    const char *out = w->so->out;
+    if (!a.ms || !b.ms) {
+        fprintf(stderr, "ccbench switch: out of host memory\n");
+        rc = 1;
+    } else if (!out) {
+        write_md(stdout, w, &a, &b);
+    } else {
+        ccb_mkdir_p(out);
+        FILE *md = ccb_open_out(out, "switch.md"), *csv = ccb_open_out(out, "switch.csv");
+        if (md && csv) {
+            write_md(md, w, &a, &b);
+            write_csv(csv, w);
+            printf("ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n",
+                   a.median, b.median, w->simulated ? "simulated device" : "GPU", out);
+        } else {
+            fprintf(stderr, "ccbench switch: cannot write into %s\n", out);
+            rc = 1;
+        }
+        if (md)
+            fclose(md);
+        if (csv)
+            fclose(csv);
+    }
+    free(a.ms);
+    free(b.ms);
+    return rc;
+}
+
+int ccb_cmd_switch(int argc, char **argv) {
+    switch_options so;
+    int rc = parse_options(argc, argv, &so);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    char ccrun[1024];
+    if (find_ccrun(so.ccrun, ccrun, sizeof ccrun) != 0) {
+        printf("skipped: ccrun not found (build target ccrun with -DCCA_BUILD_RUNTIME=ON, or pass --ccrun PATH)\n");
+        return 0;
+    }
+    switch_run w;
+    if (lay_out(&w, &so, ccrun) != 0) {
+        fprintf(stderr, "ccbench switch: out of host memory\n");
+        rc = 1;
+    } else if (in_process(&w) != 0 || process_per_model(&w) != 0) {
+        rc = 1;
+    } else {
+        rc = report(&w);
+    }
+    release_run(&w);
+    return rc;
 }
 #endif /* CCB_HAVE_CJSON */

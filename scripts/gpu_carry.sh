@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Prepare the build dependencies that a lent GPU machine lacks, to be sent
-# along with the working tree ("carry"). Runs HERE (Debian bookworm, x86_64,
+# Prepare the build dependencies that a borrowed GPU machine lacks, to be
+# sent along with the working tree (docs/gpu.md). Runs HERE (Debian bookworm, x86_64,
 # apt reachable), right before the device calls of scripts/gpu_session.sh.
 #
 #   scripts/gpu_carry.sh            # -> .gpudeps/ (ignored), prints carry list + env
 #
-# Why: the GPU machine (Ubuntu-24.04-like image with nvcc, CMake, ninja,
-# python3 + PyTorch) has no network and, very probably, no Criterion, no
-# cJSON and no pkg-config, and the build needs all three (tests/CMakeLists.txt
-# and runtime/CMakeLists.txt use pkg_check_modules). A device call gets the
-# working tree plus at most 8 ignored "carry" paths, 64 MiB in all.
+# Why: the GPU machine (an Ubuntu-24.04-like image with nvcc, CMake, ninja,
+# python3 + PyTorch; seen on the first H100 run) has no network and lacked
+# Criterion, cJSON and pkg-config, which the build needs (tests/CMakeLists.txt
+# and runtime/CMakeLists.txt use pkg_check_modules). It receives the working
+# tree plus this one ignored folder.
 #
 # What: `apt-get download`s libcriterion-dev + libcriterion3, zlib1g-dev (the
 # image may lack zlib.h; ccbench reads gzip traces), libcjson-dev +

@@ -1,27 +1,24 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, for a session that is lent one through the
-# device tool. Designed for that tool's limits:
-#   - one bash command per call (<= 2000 characters), <= 600 s per call, and
-#     30 min of device time per session INCLUDING each machine start (a minute
-#     or more); the machine stays warm only ~30 s after a call, so a second
-#     call usually lands on a fresh machine (ignored build-gpu/ lost);
-#   - the call gets the working tree (tracked + untracked-not-ignored files),
-#     plus <= 8 ignored "carry" paths, 64 MiB in all; no .git, no network;
-#   - results come back only from $OUT: <= 8 files, 16 MiB each, shallow
-#     plain names; the reply shows the last 12,000 characters of output.
+# Everything that needs a GPU, in time-limited steps, for a borrowed GPU
+# machine (docs/gpu.md is the runbook). Written for the constrained case:
+#   - each command may run for a limited time (10 min here), and the machine
+#     may be a fresh one for each command (an ignored build-gpu/ lost);
+#   - the machine gets the working tree and a few ignored paths (.gpudeps),
+#     possibly without .git, and has no network;
+#   - only a few files come back, and the end of the output.
 # Hence: a time budget for the whole run (default 540 s) and a limit per
 # step; --tar packs OUTDIR into ONE file; a compact summary is printed last.
-# Build dependencies the device lacks (Criterion, cJSON, pkg-config) come
-# from .gpudeps/, made here by scripts/gpu_carry.sh and carried.
+# Build dependencies the machine lacks (Criterion, cJSON, zlib headers,
+# pkg-config) come from .gpudeps/, made by scripts/gpu_carry.sh.
 #
 #   scripts/gpu_session.sh [--steps "STEP[:SECONDS] ..."] [--budget S] [--tar FILE] OUTDIR
 #   scripts/gpu_session.sh --list          # steps and their default limits
 #
-# The two planned device calls (README.md, "With a GPU"); run scripts/gpu_carry.sh
-# here first, carry [".gpudeps"]; limits sum to 540 s, the default --budget:
-#   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:180 demo:90 cck_bench:45 torch_softmax:45 cpu_tests:60" --tar $OUT/gs1.tgz /tmp/gs1
-#   2: bash scripts/gpu_session.sh --steps "build:120 ccbench:180 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60" --tar $OUT/gs2.tgz /tmp/gs2
-# Call 2 does not rely on call 1: "build" reuses a build-gpu/ left on a warm
+# The two planned commands (docs/gpu.md); run scripts/gpu_carry.sh on the
+# build machine first and send .gpudeps; limits sum to <= 540 s, the default --budget:
+#   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:180 demo:90 cck_bench:45 torch_softmax:45 cpu_tests:60" --tar OUT/gs1.tgz /tmp/gs1
+#   2: bash scripts/gpu_session.sh --steps "build:120 ccbench:180 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60" --tar OUT/gs2.tgz /tmp/gs2
+# Command 2 does not rely on command 1: "build" reuses a build-gpu/ left on a warm
 # machine (same source path) and otherwise configures and builds from scratch,
 # only the targets its steps need (ccrun, ccbench, cck_bench: no tests).
 # --budget caps the whole run: a step's limit is cut to the time left, and a

@@ -48,9 +48,5 @@ build-install/consumer-pc
 echo "installed package: CMake and pkg-config consumers built and ran"
 
 echo "== 4/4 fuzzing =="
-if [ -x runtime/fuzz/run.sh ]; then
-  runtime/fuzz/run.sh 30
-else
-  echo "fuzz: no fuzz target yet"
-fi
+runtime/fuzz/run.sh 30   # the safetensors loader under libFuzzer, 30 s
 echo "all test stages passed"

@@ -1,5 +1,6 @@
 /* alloc_test_util.c — see alloc_test_util.h. */
 #include "alloc_test_util.h"
+#include "ccai_rng.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -154,10 +155,7 @@ void tu_capture_log(void *capture, const char *line) {
 }
 
 uint64_t tu_rand(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return ccai_splitmix64_next(state);
 }
 
 static unsigned char pattern_at(uint64_t seed, size_t i) {

@@ -68,7 +68,8 @@ typedef struct tu_log_capture {
 } tu_log_capture;
 void tu_capture_log(void *capture, const char *line);
 
-/* splitmix64: the PRNG of the randomized suites. */
+/* The PRNG of the randomized suites: the next output of the splitmix64 stream
+ * whose state is *state (ccai_splitmix64_next, common/ccai_rng.h). */
 uint64_t tu_rand(uint64_t *state);
 
 /* ---- the test double upstream ---------------------------------------------- */

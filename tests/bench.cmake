@@ -37,6 +37,15 @@ if(TARGET ccbench_core)
     add_test(NAME ccbench_bad_driver_reps_${bad} COMMAND ccbench replay --driver-reps ${bad} gen:uniform)
     set_tests_properties(ccbench_bad_driver_reps_${bad} PROPERTIES LABELS cpu WILL_FAIL TRUE)
   endforeach()
+  # a generated trace is held in memory: a --scale past CCB_GEN_MAX_SCALE (the
+  # bound on generated events, bench/ccbench.h) is refused with a message before
+  # anything is generated; 1e6 once grew to gigabytes and aborted
+  foreach(cmd "info;gen:uniform" "gen;uniform" "replay;gen:models")
+    list(GET cmd 0 sub)
+    add_test(NAME ccbench_scale_too_large_${sub} COMMAND ccbench ${cmd} --scale 1e6)
+    set_tests_properties(ccbench_scale_too_large_${sub} PROPERTIES LABELS cpu TIMEOUT 20
+      PASS_REGULAR_EXPRESSION "--scale '1e6' is not a number > 0 and <= 100")
+  endforeach()
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

@@ -25,6 +25,7 @@
 
 #include <criterion/criterion.h>
 
+#include "ccai_rng.h"
 #include "cck.h"
 
 typedef struct rng {
@@ -39,24 +40,21 @@ static inline rng rng_fresh(const char *test) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t seed = env ? strtoull(env, NULL, 0)
-                        : ((uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)getpid() << 32) ^
+                        : ((uint64_t)ts.tv_nsec * CCAI_SPLITMIX64_GAMMA) ^ ((uint64_t)getpid() << 32) ^
                               (uint64_t)ts.tv_sec ^ ++counter;
     fprintf(stderr, "[%s] seed=%llu (replay: CCK_SEED=%llu)\n", test, (unsigned long long)seed,
             (unsigned long long)seed);
     return (rng){seed};
 }
 
-/* splitmix64 */
+/* the splitmix64 stream from the seed (common/ccai_rng.h) */
 static inline uint64_t rng_next(rng *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return ccai_splitmix64_next(&r->s);
 }
 
 /* uniform in [-scale, scale) */
 static inline float rng_uniform(rng *r, float scale) {
-    return (float)(((double)(rng_next(r) >> 11) * 0x1.0p-53 * 2.0 - 1.0) * scale);
+    return (float)((ccai_unit_double(rng_next(r)) * 2.0 - 1.0) * scale);
 }
 
 static inline size_t rng_below(rng *r, size_t n) {

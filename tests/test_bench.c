@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccai_rng.h"
 #include "ccalloc.h"
 #include "ccbench.h"
 
@@ -39,16 +40,48 @@ Test(bench_gen, deterministic_per_seed) {
 }
 
 Test(bench_gen, rng_is_xoshiro256starstar) {
-    /* first output for seed 0 through splitmix64 seeding (reference values) */
-    ccb_rng r;
-    ccb_rng_seed(&r, 0);
-    uint64_t first = ccb_rng_next(&r);
-    ccb_rng_seed(&r, 0);
-    cr_assert_eq(ccb_rng_next(&r), first);
+    /* reference outputs from Vigna's splitmix64.c and xoshiro256starstar.c
+     * (prng.di.unimi.it), the state seeded with splitmix64's first four */
+    uint64_t sm = 0;
+    cr_assert_eq(ccai_splitmix64_next(&sm), 0xe220a8397b1dcdafull);
+    cr_assert_eq(ccai_splitmix64_next(&sm), 0x6e789e6aa1b965f4ull);
+    cr_assert_eq(ccai_splitmix64_at(0, 2), 0x6e789e6aa1b965f4ull, "output k without the ones before it");
+    ccai_rng r;
+    ccai_rng_seed(&r, 0);
+    cr_assert_eq(ccai_rng_next(&r), 0x99ec5f36cb75f2b4ull);
+    cr_assert_eq(ccai_rng_next(&r), 0xbf6e1f784956452aull);
+    cr_assert_eq(ccai_rng_next(&r), 0x1a5f849d4933e6e0ull);
+    ccai_rng_seed(&r, 42);
+    cr_assert_eq(ccai_rng_next(&r), 0x15780b2e0c2ec716ull);
+    cr_assert_eq(ccai_rng_next(&r), 0x6104d9866d113a7eull);
+    cr_assert_eq(ccai_rng_next(&r), 0xae17533239e499a1ull);
     for (int i = 0; i < 1000; i++) {
-        double u = ccb_rng_uniform(&r);
+        double u = ccai_rng_uniform(&r);
         cr_assert(u >= 0 && u < 1);
-        cr_assert_lt(ccb_rng_below(&r, 7), 7);
+        cr_assert_lt(ccai_rng_below(&r, 7), 7);
+    }
+    cr_assert_eq(ccai_rng_below(&r, 0), 0);
+}
+
+/* --scale is bounded because a generated trace is held in memory: every
+ * generator stays within CCB_GEN_MAX_EVENTS at CCB_GEN_MAX_SCALE (counts grow
+ * at most linearly with the scale, so scale 1 x the bound is an upper bound),
+ * and a larger scale is refused before anything is generated. */
+Test(bench_gen, scale_is_bounded_by_the_event_count) {
+    for (size_t g = 0; g < ccb_generator_count; g++) {
+        ccb_trace t;
+        ccb_gen_params p = {1, 1.0};
+        cr_assert_eq(ccb_generate(ccb_generators[g].name, &p, &t), 0);
+        cr_assert_leq((double)t.n * CCB_GEN_MAX_SCALE, (double)CCB_GEN_MAX_EVENTS, "%s: %zu events at scale 1",
+                      ccb_generators[g].name, t.n);
+        ccb_trace_free(&t);
+    }
+    const double bad[] = {CCB_GEN_MAX_SCALE * 1.0001, 1e6, 0, -1, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ccb_trace t = {.n = 12345};
+        ccb_gen_params p = {1, bad[i]};
+        cr_assert_eq(ccb_generate("uniform", &p, &t), -1, "scale %g refused", bad[i]);
+        cr_assert_eq(t.n, 12345, "scale %g: the trace is untouched", bad[i]);
     }
 }
 
@@ -90,15 +123,15 @@ Test(bench_replay, small_pool_only_trace_predicts_allocated_peak) {
     /* every size <= 1 MiB: the small pool splits at 512 B, so allocated = rounded */
     ccb_trace t;
     ccb_trace_init(&t, "small");
-    ccb_rng r;
-    ccb_rng_seed(&r, 5);
+    ccai_rng r;
+    ccai_rng_seed(&r, 5);
     uint32_t live[64];
     size_t n = 0;
     for (int i = 0; i < 2000; i++) {
-        if (n < 64 && (n == 0 || ccb_rng_uniform(&r) < 0.6))
-            live[n++] = ccb_trace_alloc(&t, 1 + ccb_rng_below(&r, 1 << 20), 0);
+        if (n < 64 && (n == 0 || ccai_rng_uniform(&r) < 0.6))
+            live[n++] = ccb_trace_alloc(&t, 1 + ccai_rng_below(&r, 1 << 20), 0);
         else {
-            size_t k = ccb_rng_below(&r, n);
+            size_t k = ccai_rng_below(&r, n);
             ccb_trace_release(&t, live[k]);
             live[k] = live[--n];
         }
@@ -131,29 +164,29 @@ Test(bench_replay, three_pool_trace_reproduces_peaks_exactly) {
     const size_t mib = (size_t)1 << 20;
     ccb_trace t;
     ccb_trace_init(&t, "three-pools");
-    ccb_rng r;
-    ccb_rng_seed(&r, 17);
+    ccai_rng r;
+    ccai_rng_seed(&r, 17);
     uint32_t live[48];
     uint64_t live_size[48];
     size_t n = 0, requested = 0, rounded = 0, peak_requested = 0, peak_rounded = 0;
     int seen[3] = {0, 0, 0};
     for (int i = 0; i < 3000; i++) {
-        if (n < 48 && (n == 0 || ccb_rng_uniform(&r) < 0.55)) {
+        if (n < 48 && (n == 0 || ccai_rng_uniform(&r) < 0.55)) {
             uint64_t size;
-            int pool = (int)ccb_rng_below(&r, 3);
+            int pool = (int)ccai_rng_below(&r, 3);
             if (pool == 0)
-                size = 1 + ccb_rng_below(&r, mib); /* small: 1 B .. 1 MiB */
+                size = 1 + ccai_rng_below(&r, mib); /* small: 1 B .. 1 MiB */
             else if (pool == 1)
-                size = 2 * mib * (1 + ccb_rng_below(&r, 4)); /* medium: 2, 4, 6, 8 MiB */
+                size = 2 * mib * (1 + ccai_rng_below(&r, 4)); /* medium: 2, 4, 6, 8 MiB */
             else
-                size = 2 * mib * (5 + ccb_rng_below(&r, 12)); /* large: 10 .. 32 MiB */
+                size = 2 * mib * (5 + ccai_rng_below(&r, 12)); /* large: 10 .. 32 MiB */
             seen[pool]++;
             live_size[n] = size;
             live[n++] = ccb_trace_alloc(&t, size, 0);
             requested += size;
             rounded += (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
         } else {
-            size_t k = ccb_rng_below(&r, n);
+            size_t k = ccai_rng_below(&r, n);
             ccb_trace_release(&t, live[k]);
             requested -= live_size[k];
             rounded -= (live_size[k] + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;

@@ -11,8 +11,14 @@
  *
  * Seeds: a fixed list plus one from time(), all printed, so a failure names
  * the seed and step to replay (set CCA_RANDOM_SEED to run just one).
+ *
+ * The stream is tu_rand, i.e. the project's one generator (common/
+ * ccai_rng.h); random.rng_is_splitmix64 pins it to reference outputs, and to
+ * the counter mix the runtime's seeded weights were computed with, so a
+ * change there cannot silently change the weights or these sequences.
  */
 #include "alloc_test_util.h"
+#include "ccai_rng.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -160,4 +166,29 @@ Test(random, growth_with_max_split) {
 }
 Test(random, greedy) {
     run_seeds("policy:greedy,greedy_bytes:128M");
+}
+
+/* The splitmix64 counter mix exactly as runtime/src/model.c wrote it before it
+ * used ccai_splitmix64_at: the weights must stay bit-identical. */
+static uint64_t weight_mix_reference(uint64_t seed, size_t i) {
+    uint64_t z = seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+Test(random, rng_is_splitmix64) {
+    uint64_t state = 0; /* Vigna's splitmix64.c from x = 0 */
+    cr_assert_eq(tu_rand(&state), 0xe220a8397b1dcdafull);
+    cr_assert_eq(tu_rand(&state), 0x6e789e6aa1b965f4ull);
+    const uint64_t seeds[] = {0, 1, 42, 0xdeadbeef, UINT64_MAX};
+    for (size_t k = 0; k < sizeof seeds / sizeof seeds[0]; k++) {
+        uint64_t stream = seeds[k];
+        for (size_t i = 0; i < 10000; i++) {
+            uint64_t w = weight_mix_reference(seeds[k], i);
+            cr_assert_eq(ccai_splitmix64_at(seeds[k], (uint64_t)i + 1), w, "seed %llu, element %zu",
+                         (unsigned long long)seeds[k], i);
+            cr_assert_eq(tu_rand(&stream), w, "the stream's output i + 1 is the counter's");
+        }
+    }
 }

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ccai_rng.h"
+
 #define THREADS 4
 #define STEPS 20000
 #define SLOTS 64
@@ -23,17 +25,18 @@
 static cca_allocator *shared;
 
 static void *worker(void *arg) {
-    unsigned seed = (unsigned)(size_t)arg;
+    ccai_rng rng;
+    ccai_rng_seed(&rng, (uint64_t)(size_t)arg);
     void *slot[SLOTS] = {0};
     for (int i = 0; i < STEPS; i++) {
-        int k = rand_r(&seed) % SLOTS;
+        int k = (int)ccai_rng_below(&rng, SLOTS);
         if (slot[k]) {
             if (cca_free(shared, slot[k]) != CCA_OK)
                 return (void *)1;
             slot[k] = NULL;
         } else {
-            size_t size = (size_t)(rand_r(&seed) % (3 << 20)) + 1;
-            cca_stream stream = (cca_stream)(size_t)(rand_r(&seed) % 3);
+            size_t size = (size_t)ccai_rng_below(&rng, 3 << 20) + 1;
+            cca_stream stream = (cca_stream)(size_t)ccai_rng_below(&rng, 3);
             if (cca_alloc(shared, size, stream, &slot[k]) != CCA_OK)
                 return (void *)1;
             if (i % 97 == 0 && cca_record_stream(shared, slot[k], (cca_stream)9) != CCA_OK)

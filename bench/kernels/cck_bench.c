@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ccai_rng.h"
 #include "cck.h"
 
 #ifdef CCK_HAVE_CUDA
@@ -84,12 +85,12 @@ static void csv_row(const char *kind, const char *op, const char *version, size_
             op, version, rows, cols, batch, in, out, act, reps, t.med, t.min, t.max, gbps, frac, gflops, overhead);
 }
 
+/* Uniform in [-scale, scale), 24 bits each, from the splitmix64 stream of
+ * the seed (common/ccai_rng.h). */
 static void fill(float *a, size_t n, unsigned seed, float scale) {
-    unsigned s = seed * 2654435761u + 1u;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        a[i] = ((float)(s >> 8) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * scale;
-    }
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++)
+        a[i] = ((float)(ccai_splitmix64_next(&s) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * scale;
 }
 
 /* Check rows [r0, r0+nr) of a softmax result against the reference, with

@@ -1,0 +1,356 @@
+/*
+ * cli.c — ccbench's command line: one table of options drives the parser
+ * (getopt_long) and the --help text, and each value is checked when it is
+ * read.
+ *
+ * Conventions (the same as ccrun's, runtime/ccrun/main.c):
+ *   - every option has a long name; -s, -o and -h are short forms;
+ *   - a value is given as "--opt value" or "--opt=value" ("-s X", "-sX");
+ *   - options and operands mix in any order; "--" ends the options;
+ *   - a bad value, a missing value, a value given to a flag or an unknown
+ *     option is one line on stderr, "ccbench: MESSAGE (see ccbench --help)",
+ *     and exit status 2; nothing has run by then.
+ * Values are strict: counts and seeds are plain decimal (no sign, no blanks,
+ * no trailing text, no overflow; strtoull alone takes "-1" and "1e9"), sizes
+ * go through cca_parse_size (K/M/G suffixes), durations take ns/us/ms.
+ * switch (switch.c) has its own table, parsed the same way.
+ *
+ * Also here: what a TRACE operand means (a file, or gen:NAME generated with
+ * --seed and --scale), since every command that takes one reads it so.
+ */
+#include "ccbench.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccalloc.h"
+
+enum {
+    O_STRATEGY = 's',
+    O_OUTPUT = 'o',
+    O_HELP = 'h',
+    O_OUT = 256, /* long-only options: values above any character */
+    O_SEED,
+    O_SCALE,
+    O_REPS,
+    O_DEVICE_BYTES,
+    O_UPSTREAM_LATENCY,
+    O_DRIVER_REPS,
+    O_NO_RELEASE_EVENTS,
+    O_PAIRS,
+    O_LIVE,
+    O_SCRIPTS,
+    O_NO_PLOTS,
+    O_QUICK,
+    O_ALL,
+};
+
+typedef struct cli_option {
+    const char *name; /* long name                            */
+    int id;           /* O_*: the short name when it has one   */
+    int has_arg;      /* no_argument or required_argument      */
+    const char *arg;  /* the value's name in --help            */
+    const char *doc;  /* --help text; '\n' starts another line */
+} cli_option;
+
+/* The --help order. */
+static const cli_option options[] = {
+    {"strategy", O_STRATEGY, required_argument, "S",
+     "preset name, BASE, or BASE=CONFIG (repeatable; default: the host suite\n"
+     "plus the GPU suite, GPU ones report \"skipped: no GPU\" without one)"},
+    {"out", O_OUT, required_argument, "DIR", "write README.md, results/micro md+csv, timelines and plots into DIR"},
+    {"seed", O_SEED, required_argument, "N", "generator seed (default 1)"},
+    {"scale", O_SCALE, required_argument, "X",
+     "generator event-count scale, > 0 and at most 100 (default 1; a generated\n"
+     "trace is held in memory: scale 100 is up to ~7.4M events, ~120 MB)"},
+    {"reps", O_REPS, required_argument, "N", "timed passes per strategy x trace, 1..1000 (default 3; driver: 50)"},
+    {"device-bytes", O_DEVICE_BYTES, required_argument, "B", "simulated device capacity, K/M/G suffixes (default 8G)"},
+    {"upstream-latency", O_UPSTREAM_LATENCY, required_argument, "A[,F]",
+     "the driver's cost per device alloc [and free] in the \"with driver\"\n"
+     "passes: a duration with ns/us/ms (default 35us,35us; 0: no such pass)"},
+    {"driver-reps", O_DRIVER_REPS, required_argument, "N",
+     "timed passes with the driver's cost, 1..1000 (default: --reps; 1 with --quick)"},
+    {"no-release-events", O_NO_RELEASE_EVENTS, no_argument, NULL,
+     "replay as if the program never emptied or trimmed its cache (the trace's\n"
+     "empty_cache and trim events are reported at their checkpoints, not applied)"},
+    {"pairs", O_PAIRS, required_argument, "N", "micro: timed pairs per cell, 1..2^32 (default 200000)"},
+    {"live", O_LIVE, required_argument, "N,N,...",
+     "micro: live block counts, at most 8 in 1..1000000 (default 10,1000,10000,100000;\n"
+     "10,1000,10000 with --quick); every count runs packed and with holes"},
+    {"scripts", O_SCRIPTS, required_argument, "DIR", "gnuplot scripts (default: bench/scripts of the source tree)"},
+    {"no-plots", O_NO_PLOTS, no_argument, NULL, "do not run gnuplot"},
+    {"quick", O_QUICK, no_argument, NULL, "--all at a tiny scale (tests, CI)"},
+    {"all", O_ALL, no_argument, NULL, "the standard suite (as `ccbench --all`)"},
+    {"output", O_OUTPUT, required_argument, "FILE", "gen: output file (default stdout)"},
+    {"help", O_HELP, no_argument, NULL, "this text"},
+};
+enum { NOPTIONS = sizeof options / sizeof options[0] };
+
+void ccb_usage(FILE *f) {
+    fprintf(f, "ccbench — allocation strategies compared on the same traces (ccalloc benchmark harness)\n"
+               "\n"
+               "usage:\n"
+               "  ccbench --all [--out DIR] [--quick]   the standard suite: micro, every generator and every trace\n"
+               "                                        in bench/traces through every strategy, plots; < 2 min\n"
+               "  ccbench gen NAME [-o FILE] [--seed N] [--scale X]   write a generated trace (stdout by default)\n"
+               "  ccbench info TRACE...                 events, peaks and streams of traces\n"
+               "  ccbench replay [-s STRATEGY]... [--out DIR] TRACE...   replay traces through strategies\n"
+               "  ccbench micro [-s STRATEGY]... [--live N,N,..] [--pairs N] [--out DIR]\n"
+               "                                        cost of a cached alloc+free pair with N blocks live\n"
+               "  ccbench switch [--help]               model switching: in-process release vs a process per model\n"
+               "  ccbench driver [--reps N] [--out DIR] the GPU driver's real cudaMalloc/cudaFree cost by size\n"
+               "                                        (the figures the simulated device's latencies model)\n"
+               "  ccbench --list                        strategies and generators\n"
+               "\n"
+               "TRACE: a CSV file (seq,op,id,size,stream; written by CCALLOC_TRACE=path or `ccbench gen`)\n"
+               "       or gen:NAME for a generated trace.\n"
+               "\n"
+               "options (\"--opt value\" or \"--opt=value\"; any order, operands too):\n");
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const cli_option *c = &options[i];
+        char left[64];
+        int n = c->id < 256 ? snprintf(left, sizeof left, "  -%c, --%s", c->id, c->name)
+                            : snprintf(left, sizeof left, "  --%s", c->name);
+        if (c->arg)
+            snprintf(left + n, sizeof left - (size_t)n, " %s", c->arg);
+        fprintf(f, "%-21s  ", left); /* docs start at column 24, or after a long name */
+        for (const char *d = c->doc; *d; d++) {
+            fputc(*d, f);
+            if (*d == '\n')
+                fprintf(f, "%23s", "");
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "  (scripts: %s)\n\n", ccb_default_script_dir());
+    fprintf(f, "strategies:\n");
+    ccb_strategy_list(f);
+    fprintf(f, "generators (gen:NAME):\n");
+    for (size_t i = 0; i < ccb_generator_count; i++)
+        fprintf(f, "    %-18s %s\n", ccb_generators[i].name, ccb_generators[i].doc);
+    fprintf(f, "\nResults on the simulated device (host memory) are labelled simulated; GPU strategies need a GPU.\n");
+}
+
+void ccb_options_init(ccb_options *o, const char *command_line) {
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->scale = 1.0;
+    o->reps = 3;
+    o->device_bytes = (size_t)8 << 30;
+    o->alloc_latency_ns = CCB_DEFAULT_ALLOC_LATENCY_NS;
+    o->free_latency_ns = CCB_DEFAULT_FREE_LATENCY_NS;
+    o->pairs = 200000;
+    o->command_line = command_line ? command_line : "";
+}
+
+/* ---- values ---------------------------------------------------------------------- */
+
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ccbench: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see ccbench --help)\n");
+    va_end(ap);
+    return 2;
+}
+
+/* A plain decimal number in [lo, hi]. */
+static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno == ERANGE || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* A duration: decimal integer with unit ns, us or ms (no unit: us), at most
+ * CCA_HOST_MAX_LATENCY_NS. */
+static int parse_duration_ns(const char *s, uint64_t *out) {
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned long long mult = !*end || !strcmp(end, "us") ? 1000 : !strcmp(end, "ns") ? 1 : !strcmp(end, "ms") ? 1000000 : 0;
+    if (errno || !mult || v > CCA_HOST_MAX_LATENCY_NS / mult)
+        return -1;
+    *out = v * mult;
+    return 0;
+}
+
+/* "A" or "A,F": the same cost for both, or alloc and free costs. */
+static int parse_latencies(const char *s, uint64_t *alloc_ns, uint64_t *free_ns) {
+    char buf[64];
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    snprintf(buf, sizeof buf, "%s", s);
+    char *comma = strchr(buf, ',');
+    if (comma)
+        *comma = '\0';
+    return parse_duration_ns(buf, alloc_ns) || parse_duration_ns(comma ? comma + 1 : buf, free_ns) ? -1 : 0;
+}
+
+static int parse_scale(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno == ERANGE || !(v > 0) || !isfinite(v) || v > CCB_GEN_MAX_SCALE)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "N,N,...": 1..CCB_MAX_LIVES counts in 1..1000000. */
+static int parse_lives(const char *s, size_t *lives, size_t *n) {
+    char buf[256];
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    snprintf(buf, sizeof buf, "%s", s);
+    size_t k = 0;
+    char *save;
+    unsigned long long v;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (k == CCB_MAX_LIVES || parse_uint(t, 1, 1000000, &v))
+            return -1;
+        lives[k++] = (size_t)v;
+    }
+    if (!k)
+        return -1;
+    *n = k;
+    return 0;
+}
+
+/* ---- the parser ------------------------------------------------------------------- */
+
+/* One option with its value (NULL for a flag); 0 or an exit status. */
+static int take(ccb_options *o, int id, const char *v) {
+    unsigned long long u;
+    switch (id) {
+    case O_STRATEGY:
+        if (o->nspecs == CCB_MAX_SPECS)
+            return usage_error("more than %d strategies", CCB_MAX_SPECS);
+        o->specs[o->nspecs++] = v;
+        return 0;
+    case O_OUT: o->out = v; return 0;
+    case O_OUTPUT: o->output_file = v; return 0;
+    case O_SCRIPTS: o->script_dir = v; return 0;
+    case O_SEED:
+        if (parse_uint(v, 0, ULLONG_MAX, &u))
+            return usage_error("--seed '%s' is not a number in 0..2^64-1", v);
+        o->seed = u;
+        return 0;
+    case O_SCALE:
+        if (parse_scale(v, &o->scale))
+            return usage_error("--scale '%s' is not a number > 0 and <= %g", v, CCB_GEN_MAX_SCALE);
+        return 0;
+    case O_REPS:
+        if (parse_uint(v, 1, 1000, &u))
+            return usage_error("--reps '%s' is not a count in 1..1000", v);
+        o->reps = (int)u;
+        o->reps_given = 1;
+        return 0;
+    case O_DEVICE_BYTES:
+        if (cca_parse_size(v, &o->device_bytes) != CCA_OK || !o->device_bytes)
+            return usage_error("--device-bytes '%s' is not a size > 0 (K/M/G suffixes)", v);
+        return 0;
+    case O_UPSTREAM_LATENCY:
+        if (parse_latencies(v, &o->alloc_latency_ns, &o->free_latency_ns))
+            return usage_error("--upstream-latency '%s' is not a duration (ns, us, ms; at most 1 s) or two "
+                               "separated by a comma",
+                               v);
+        return 0;
+    case O_DRIVER_REPS:
+        if (parse_uint(v, 1, 1000, &u))
+            return usage_error("--driver-reps '%s' is not a count in 1..1000", v);
+        o->driver_reps = (int)u;
+        return 0;
+    case O_PAIRS:
+        if (parse_uint(v, 1, 1ull << 32, &u))
+            return usage_error("--pairs '%s' is not a count in 1..2^32", v);
+        o->pairs = (size_t)u;
+        return 0;
+    case O_LIVE:
+        if (parse_lives(v, o->lives, &o->nlives))
+            return usage_error("--live '%s' is not a list of at most %d counts in 1..1000000 separated by commas", v,
+                               CCB_MAX_LIVES);
+        return 0;
+    case O_NO_RELEASE_EVENTS: o->ignore_releases = 1; return 0;
+    case O_NO_PLOTS: o->no_plots = 1; return 0;
+    case O_QUICK: o->quick = 1; return 0;
+    case O_ALL: o->all = 1; return 0;
+    }
+    return usage_error("internal: option %d has no handler", id);
+}
+
+int ccb_options_parse(ccb_options *o, int argc, char **argv) {
+    struct option longopts[NOPTIONS + 1];
+    char shortopts[3 * NOPTIONS + 2] = ":"; /* ':': a missing value is reported as such */
+    size_t k = 1;
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        longopts[i] = (struct option){options[i].name, options[i].has_arg, NULL, options[i].id};
+        if (options[i].id < 256) {
+            shortopts[k++] = (char)options[i].id;
+            if (options[i].has_arg == required_argument)
+                shortopts[k++] = ':';
+        }
+    }
+    shortopts[k] = '\0';
+    longopts[NOPTIONS] = (struct option){0, 0, 0, 0};
+    opterr = 0;
+    optind = 0; /* GNU: start afresh (a process may parse more than once) */
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        if (c == O_HELP) {
+            ccb_usage(stdout);
+            return 1;
+        }
+        if (c == ':')
+            return usage_error("option '%s' needs a value", argv[optind - 1]);
+        if (c == '?') {
+            if (optopt >= 256)
+                return usage_error("option '%s' takes no value", argv[optind - 1]);
+            if (optopt)
+                return usage_error("unknown option '-%c'", optopt);
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+        int rc = take(o, c, optarg);
+        if (rc)
+            return rc;
+    }
+    for (int i = optind; i < argc; i++) {
+        if (o->nargs == CCB_MAX_TRACES)
+            return usage_error("more than %d traces", CCB_MAX_TRACES);
+        o->args[o->nargs++] = argv[i];
+    }
+    if (o->quick && !o->driver_reps)
+        o->driver_reps = 1;
+    return 0;
+}
+
+/* ---- TRACE operands --------------------------------------------------------------- */
+
+int ccb_load_trace(const char *arg, const ccb_options *o, ccb_trace *t) {
+    char err[256];
+    if (!strncmp(arg, "gen:", 4)) {
+        if (!ccb_generator_find(arg + 4)) {
+            fprintf(stderr, "ccbench: unknown generator '%s' (ccbench --list)\n", arg + 4);
+            return -1;
+        }
+        ccb_gen_params p = {o->seed, o->scale};
+        return ccb_generate(arg + 4, &p, t) == 0 ? 0 : -1;
+    }
+    if (ccb_trace_load(t, arg, err, sizeof err) != 0) {
+        fprintf(stderr, "ccbench: %s: %s\n", arg, err);
+        return -1;
+    }
+    return 0;
+}

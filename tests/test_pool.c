@@ -446,6 +446,32 @@ Test(pool, greedy_reserves_again_after_empty_cache) {
     tu_destroy_clean(g, u);
 }
 
+/* After an empty-cache the arena is gone; a request that can never fit it
+ * (over greedy_bytes, or over the device's total) fails without reserving
+ * the arena again only to refuse the request. */
+Test(pool, greedy_impossible_request_after_empty_cache_touches_nothing) {
+    cca_allocator *g = tu_allocator(u, "policy:greedy,greedy_bytes:8M");
+    cr_assert_eq(cca_empty_cache(g, NULL), CCA_OK);
+    cca_stats before = tu_stats(g);
+    cca_upstream_stats ub = tu_upstream_stats(u);
+    size_t sizes[] = {9 * MiB, (size_t)1 << 50};
+    for (int i = 0; i < 2; i++) {
+        void *q = (void *)1;
+        cr_assert_eq(cca_alloc(g, sizes[i], NULL, &q), CCA_ERR_OUT_OF_MEMORY);
+        cr_assert_null(q);
+        cr_assert(strstr(cca_last_error(), "can never") != NULL, "%s", cca_last_error());
+        before.ooms++;
+        tu_assert_intact(g, &before, "impossible greedy request");
+        cca_upstream_stats ua = tu_upstream_stats(u);
+        cr_assert_eq(ua.alloc_calls + ua.failed_allocs, ub.alloc_calls + ub.failed_allocs,
+                     "%zu bytes: the arena was reserved again", sizes[i]);
+    }
+    void *p = tu_alloc(g, 8 * MiB, NULL); /* what fits still gets the arena back */
+    cr_assert_eq(tu_stats(g).reserved_bytes, 8 * MiB);
+    tu_free(g, p);
+    tu_destroy_clean(g, u);
+}
+
 Test(pool, greedy_create_fails_cleanly_when_the_arena_is_refused) {
     cca_upstream *dev;
     cr_assert_eq(cca_upstream_host_create(10 * MiB, &dev), CCA_OK);

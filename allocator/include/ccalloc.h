@@ -294,7 +294,8 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
 /* Best fit: the smallest cached free block of the stream that fits (ties:
  * lowest address), split when the remainder is worth keeping; otherwise:
  *  - a request that can never succeed (its segment would exceed the device's
- *    total memory or max_reserved; greedy: the arena) fails at once with
+ *    total memory or max_reserved; greedy: greedy_bytes or the arena, also
+ *    after an empty-cache released it) fails at once with
  *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream;
  *  - growth: a new segment; if the upstream refuses (or max_reserved would be
  *    crossed), one retry (alloc_retries): complete pending frees (the only

@@ -320,6 +320,16 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
                             ccai_block **b) {
     if (a->config.policy == CCA_POLICY_GREEDY) {
         ccai_segment *arena = ccai_arena_find(a);
+        /* Impossible whatever arena an empty-cache would leave behind: over
+         * greedy_bytes, or over the device's total or max_reserved (the
+         * arena is never larger). Refused before re-reserving anything. */
+        size_t fixed = a->config.greedy_bytes / CCA_GRANULARITY * CCA_GRANULARITY;
+        size_t ceiling = ccai_segment_ceiling(a);
+        if (fixed && fixed < ceiling)
+            ceiling = fixed;
+        if (rounded > ceiling)
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                             "cca_alloc: %zu bytes can never fit a greedy arena of at most %zu bytes", size, ceiling);
         if (!arena) { /* released by empty-cache: reserve it again */
             cca_status st = ccai_arena_reserve(a);
             if (st != CCA_OK)

@@ -31,7 +31,8 @@
  * max_reserved), reserved by cca_create and shared by every stream (its key
  * stream is NULL, stream.c). A request never reserves anything else; after an
  * empty-cache has released the arena, the next cca_alloc reserves it again
- * (one upstream call), and fails with OOM if that is refused.
+ * (one upstream call), and fails with OOM if that is refused. A request that
+ * no arena could hold (over greedy_bytes or the ceiling) fails before that.
  *
  * Block records come from slabs of 128, recycled through a free list, so a
  * split costs no malloc in the steady state. A record is 128 bytes; the

@@ -34,6 +34,20 @@
  *    (stats, OOM message) is the rightmost node of the highest non-empty
  *    class: O(depth).
  *
+ *    Two shortcuts save whole descents on the cached path, where cca_alloc
+ *    splits a block and the matching cca_free merges the remainder back:
+ *
+ *    - the RECENT slot: the block inserted last waits in its stream's bins
+ *      outside the treaps (the one it displaces is put into its treap then).
+ *      A remainder that is merged back before the next insert, the usual
+ *      alloc/free pair, never enters a treap. Best fit compares the slot's
+ *      block with the treaps' answer by (size, address), so the result is
+ *      still the exact best fit; largest and walk look at the slot too.
+ *    - the HINT: best fit remembers the block it found in a treap and the
+ *      link that points at it, so removing that block (what cca_alloc does
+ *      next) unlinks it there instead of descending again. Any insert or
+ *      remove clears the hint, as does freeing the bins it may point into.
+ *
  *    Streams: a pool keeps one set of classes per stream (ccai_stream_bins),
  *    in a list with the most recently used first; programs use one or a few
  *    streams. Bins are created when the first segment of a stream is reserved
@@ -204,6 +218,8 @@ void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream) {
     ccai_stream_bins *sb = bins_of(ix, stream); /* moved to the front */
     if (!sb || --sb->segments > 0)
         return;
+    ccai_assert(!sb->recent && !sb->rows);
+    ix->hint = NULL; /* its link may be one of the roots freed here */
     /* no segment of this stream is left in the pool, so no block either */
     ix->streams = sb->next;
     free(sb);
@@ -216,27 +232,48 @@ void ccai_free_index_destroy(ccai_free_index *ix) {
         ix->streams = next;
     }
     ix->count = ix->bytes = 0;
+    ix->hint = NULL;
 }
 
-void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
-    ccai_stream_bins *sb = bins_of(ix, b->stream); /* exists: see attach */
+/* Put b into its class's treap. */
+static void treap_insert(ccai_stream_bins *sb, ccai_block *b) {
     unsigned c = class_of(b->size);
-    ccai_assert(sb != NULL && b->state == CCAI_FREE);
     b->left = b->right = NULL;
     b->priority = priority_of(b->addr);
     insert(&sb->roots[c], b);
     mark(sb, c);
+}
+
+void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
+    ccai_stream_bins *sb = bins_of(ix, b->stream); /* exists: see attach */
+    ccai_assert(sb != NULL && b->state == CCAI_FREE);
+    ix->hint = NULL;
+    /* b waits in the recent slot; the block it displaces goes to its treap */
+    if (sb->recent)
+        treap_insert(sb, sb->recent);
+    b->left = b->right = NULL;
+    sb->recent = b;
     ix->count++;
     ix->bytes += b->size;
 }
 
 void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b) {
     ccai_stream_bins *sb = bins_of(ix, b->stream);
-    unsigned c = class_of(b->size);
-    bool found = sb && erase(&sb->roots[c], b);
-    ccai_assert(found);
-    (void)found;
-    unmark_if_empty(sb, c);
+    ccai_assert(sb != NULL);
+    if (sb->recent == b) {
+        sb->recent = NULL;
+    } else {
+        unsigned c = class_of(b->size);
+        if (ix->hint == b && *ix->hint_link == b) { /* found by the last best fit */
+            *ix->hint_link = merge(b->left, b->right);
+        } else {
+            bool found = erase(&sb->roots[c], b);
+            ccai_assert(found);
+            (void)found;
+        }
+        unmark_if_empty(sb, c);
+    }
+    ix->hint = NULL;
     b->left = b->right = NULL;
     ix->count--;
     ix->bytes -= b->size;
@@ -247,23 +284,34 @@ ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, siz
     if (!sb)
         return NULL;
     unsigned c = class_of(size);
-    ccai_block *best = NULL;
-    for (ccai_block *n = sb->roots[c]; n;) {
+    ccai_block *best = NULL, **link = &sb->roots[c], **best_link = NULL;
+    for (ccai_block *n = *link; n; n = *link) {
         if (key_cmp(n, size, 0) >= 0) {
             best = n;
-            n = n->left;
+            best_link = link;
+            link = &n->left;
         } else {
-            n = n->right;
+            link = &n->right;
         }
     }
     if (!best) {
-        c = next_class(sb, c);
-        if (c == CCAI_CLASSES)
-            return NULL;
-        for (best = sb->roots[c]; best->left;)
-            best = best->left;
+        unsigned next = next_class(sb, c);
+        if (next != CCAI_CLASSES) {
+            for (best_link = &sb->roots[next]; (*best_link)->left;)
+                best_link = &(*best_link)->left;
+            best = *best_link;
+        }
     }
-    return best->size <= max_size ? best : NULL;
+    ccai_block *r = sb->recent;
+    if (r && r->size >= size && (!best || key_cmp(r, best->size, best->addr) < 0)) {
+        ix->hint = NULL;
+        return r->size <= max_size ? r : NULL;
+    }
+    if (!best || best->size > max_size)
+        return NULL;
+    ix->hint = best;
+    ix->hint_link = best_link;
+    return best;
 }
 
 size_t ccai_free_index_largest(const ccai_free_index *ix) {
@@ -279,6 +327,9 @@ size_t ccai_free_index_largest(const ccai_free_index *ix) {
         if (n->size > largest)
             largest = n->size;
     }
+    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next)
+        if (sb->recent && sb->recent->size > largest)
+            largest = sb->recent->size;
     return largest;
 }
 
@@ -289,10 +340,13 @@ static bool walk(const ccai_block *n, bool (*fn)(void *, const ccai_block *), vo
 }
 
 bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, const ccai_block *b), void *user) {
-    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next)
+    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
+        if (sb->recent && !fn(user, sb->recent))
+            return false;
         for (unsigned c = 0; c < CCAI_CLASSES; c++)
             if (!walk(sb->roots[c], fn, user))
                 return false;
+    }
     return true;
 }
 

@@ -151,12 +151,17 @@ typedef struct ccai_stream_bins {
     uint64_t rows;                    /* bit r: bitmap[r] != 0                 */
     uint64_t bitmap[CCAI_CLASS_ROWS]; /* bit c%64 of row c/64: class c non-empty */
     ccai_block *roots[CCAI_CLASSES];
+    ccai_block *recent; /* the last block inserted, held outside the treaps */
 } ccai_stream_bins;
 
 typedef struct ccai_free_index {
     ccai_stream_bins *streams; /* most recently used first */
     size_t count;
     size_t bytes;
+    /* The last best fit found in a treap and the link that points at it, so
+     * that taking it (remove) needs no second descent; NULL after any
+     * change to the index. */
+    ccai_block *hint, **hint_link;
 } ccai_free_index;
 
 /* A segment of `stream` joins (attach) or leaves (detach) the pool: the

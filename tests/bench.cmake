@@ -30,6 +30,10 @@ if(TARGET ccbench_core)
     add_test(NAME test_record_torch
       COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/test_record_torch.py)
     set_tests_properties(test_record_torch PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+    # bench/scripts/pytorch_replay.py over a stand-in for torch.cuda
+    add_test(NAME test_pytorch_replay
+      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/test_pytorch_replay.py)
+    set_tests_properties(test_pytorch_replay PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
   else()
     message(STATUS "tests: python3 with pytest not found: test_record_torch not registered (scripts/deps.sh installs it)")
   endif()

@@ -118,6 +118,8 @@ def main():
         torch.cuda.empty_cache()
         free_before = torch.cuda.mem_get_info(0)[0]
         torch.cuda.reset_peak_memory_stats(0)
+        # the segment counters accumulate over the process: this trace's own
+        torch.cuda.reset_accumulated_memory_stats(0)
         # observe pass (memory figures)
         live, _, peak_req, ooms = replay(torch, events, streams, timed=False)
         st = torch.cuda.memory_stats(0)

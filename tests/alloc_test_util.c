@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <time.h>
+#include <errno.h>
 
 /* ---- allocator short-hands ------------------------------------------------ */
 
@@ -351,4 +354,45 @@ void tu_upstream_free_leftovers(tu_upstream *t) {
     t->live_count = 0;
     t->used = 0;
     pthread_mutex_unlock(&t->lock);
+}
+
+/* ---- host memory: pages, faults, resident memory, time ------------------------- */
+
+size_t tu_page_size(void) {
+    long pg = sysconf(_SC_PAGESIZE);
+    cr_assert_gt(pg, 0);
+    return (size_t)pg;
+}
+
+/* Whether one byte at p can be read, asked of the kernel (write(2) from it
+ * into a pipe) so that the test process does not fault: 0 when readable,
+ * EFAULT when the page is not accessible. */
+int tu_probe(const void *p) {
+    static int fds[2] = {-1, -1};
+    if (fds[0] < 0)
+        cr_assert_eq(pipe(fds), 0);
+    ssize_t n = write(fds[1], p, 1);
+    if (n == 1) {
+        char c;
+        cr_assert_eq(read(fds[0], &c, 1), 1);
+        return 0;
+    }
+    cr_assert_eq(n, -1);
+    return errno;
+}
+
+uint64_t tu_now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The process's resident memory, from /proc/self/statm. */
+size_t tu_resident_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f, "/proc/self/statm: %s", strerror(errno));
+    unsigned long size = 0, resident = 0;
+    cr_assert_eq(fscanf(f, "%lu %lu", &size, &resident), 2);
+    fclose(f);
+    return (size_t)resident * tu_page_size();
 }

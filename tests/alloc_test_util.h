@@ -68,6 +68,16 @@ typedef struct tu_log_capture {
 } tu_log_capture;
 void tu_capture_log(void *capture, const char *line);
 
+/* Host memory: the page size; whether a byte is readable (0) or faults
+ * (EFAULT), asked without faulting; CLOCK_MONOTONIC in ns; resident bytes. */
+size_t tu_page_size(void);
+int tu_probe(const void *p);
+#define TU_ASSERT_READABLE(p) cr_assert_eq(tu_probe(p), 0, "%s (%p) should be accessible", #p, (void *)(p))
+#define TU_ASSERT_FAULTS(p) cr_assert_eq(tu_probe(p), EFAULT, "%s (%p) should fault (EFAULT)", #p, (void *)(p))
+uint64_t tu_now_ns(void);
+size_t tu_resident_bytes(void);
+
+
 /* The PRNG of the randomized suites: the next output of the splitmix64 stream
  * whose state is *state (ccai_splitmix64_next, common/ccai_rng.h). */
 uint64_t tu_rand(uint64_t *state);

@@ -10,6 +10,13 @@ target_link_libraries(test_stats PRIVATE PkgConfig::CJSON)
 
 # Skips with a reason where cca_upstream_cuda_create reports no device.
 cca_add_test(NAME test_cuda_upstream SOURCES test_cuda_upstream.c alloc_test_util.c LIBS ccalloc_static LABEL gpu)
+if(CCA_WITH_CUDA) # the VMM test writes and reads mapped memory with cudaMemset/cudaMemcpy
+  target_compile_definitions(test_cuda_upstream PRIVATE CCA_TEST_CUDART=1)
+  target_link_libraries(test_cuda_upstream PRIVATE CUDA::cudart)
+endif()
 
 # The simulated device (upstream_host.c) held to its contract: placement, rounding, refusals, page release, latency.
 cca_add_test(NAME test_upstream_host SOURCES test_upstream_host.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+
+# The simulated device's virtual memory (upstream_host.c, vm_* ops) held to CUDA's rules: ranges, maps, capacity, page release.
+cca_add_test(NAME test_upstream_vm SOURCES test_upstream_vm.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)

@@ -16,6 +16,9 @@
 #include <criterion/criterion.h>
 #include "gpu_required.h"
 #include <string.h>
+#ifdef CCA_TEST_CUDART
+#include <cuda_runtime.h>
+#endif
 
 #define TOLERANCE (1 * MiB)
 
@@ -100,4 +103,81 @@ Test(cuda_upstream, oom_on_the_device_is_reported_and_recovered) {
     p = tu_alloc(a, 1 * MiB, NULL);
     tu_free(a, p);
     tu_teardown(a, u);
+}
+
+/* ---- virtual memory (CUDA VMM through the vm_* ops) ---------------------------- */
+
+/* Reserve a range, map two chunks back to back, use them as one range
+ * (written across the boundary and read back), check the driver's free
+ * count at each step, refuse a partial unmap, unmap, release: the device is
+ * back where it started and the stats are exact. */
+Test(cuda_upstream, vm_map_unmap_round_trip) {
+    cca_upstream *u = cuda_or_skip();
+    cr_assert(cca_upstream_has_vm(u), "the CUDA upstream offers no virtual memory on this GPU");
+    size_t g = 0;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK, "%s", cca_last_error());
+    cr_log_info("CUDA VMM granularity: %zu bytes", g);
+    cr_assert(g >= 64 * KiB && (g & (g - 1)) == 0, "granularity %zu", g);
+    size_t start = device_free_warm(u);
+    void *base = NULL;
+    cr_assert_eq(cca_upstream_vm_reserve(u, 64 * g, &base), CCA_OK, "%s", cca_last_error());
+    cr_assert_leq(distance(device_free(u), start), TOLERANCE, "reserving address space costs no memory");
+    char *p = base;
+    cr_assert_eq(cca_upstream_vm_map(u, p, g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_map(u, p + g, 3 * g), CCA_OK, "%s", cca_last_error());
+    size_t during = device_free(u);
+    cr_assert_leq(distance(start - during, 4 * g), TOLERANCE, "device lost %zu for %zu mapped", start - during, 4 * g);
+    cca_upstream_stats s;
+    cca_upstream_get_stats(u, &s);
+    cr_assert_eq(s.vm_reserved_bytes, 64 * g);
+    cr_assert_eq(s.vm_mapped_bytes, 4 * g);
+    cr_assert_eq(s.vm_map_calls, 2);
+#ifdef CCA_TEST_CUDART
+    cr_assert_eq(cudaMemset(p + g / 2, 0x5a, g), cudaSuccess, "write across the two chunks");
+    unsigned char host[4096];
+    cr_assert_eq(cudaMemcpy(host, p + g - 2048, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < sizeof host; i++)
+        cr_assert_eq(host[i], 0x5a, "byte %zu around the chunk boundary", i);
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+#endif
+    /* the driver refuses half of the 3g chunk; nothing changes */
+    cr_assert_neq(cca_upstream_vm_unmap(u, p + g, g), CCA_OK, "a partial unmap was accepted");
+    cca_upstream_get_stats(u, &s);
+    cr_assert_eq(s.vm_mapped_bytes, 4 * g);
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + g, 3 * g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_unmap(u, p, g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_release(u, base, 64 * g), CCA_OK, "%s", cca_last_error());
+    cca_upstream_get_stats(u, &s);
+    cr_assert_eq(s.vm_reserved_bytes, 0);
+    cr_assert_eq(s.vm_mapped_bytes, 0);
+    cr_assert_eq(s.bytes_in_use, 0);
+    cr_assert_eq(s.vm_unmap_calls, 2);
+    cr_assert_leq(distance(device_free(u), start), TOLERANCE, "device free %zu at start, %zu after", start,
+                  device_free(u));
+    cca_upstream_destroy(u);
+}
+
+/* A map larger than the device fails with OOM and leaves nothing mapped
+ * (cuMemCreate refuses; nothing to undo); one that fits still works. */
+Test(cuda_upstream, vm_map_refused_leaves_nothing) {
+    cca_upstream *u = cuda_or_skip();
+    cr_assert(cca_upstream_has_vm(u), "no virtual memory on this GPU");
+    size_t g = 0, free_b = 0, total_b = 0;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    cr_assert_eq(cca_upstream_mem_info(u, &free_b, &total_b), CCA_OK);
+    size_t too_big = (total_b / g + 16) * g;
+    size_t start = device_free_warm(u);
+    void *base = NULL;
+    cr_assert_eq(cca_upstream_vm_reserve(u, too_big, &base), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_map(u, base, too_big), CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+    cca_upstream_stats s;
+    cca_upstream_get_stats(u, &s);
+    cr_assert_eq(s.vm_mapped_bytes, 0);
+    cr_assert_eq(s.vm_failed_maps, 1);
+    cr_assert_leq(distance(device_free(u), start), TOLERANCE);
+    cr_assert_eq(cca_upstream_vm_map(u, base, g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_unmap(u, base, g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_release(u, base, too_big), CCA_OK, "%s", cca_last_error());
+    cr_assert_leq(distance(device_free(u), start), TOLERANCE);
+    cca_upstream_destroy(u);
 }

@@ -49,12 +49,6 @@
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static size_t page_size(void) {
-    long pg = sysconf(_SC_PAGESIZE);
-    cr_assert_gt(pg, 0);
-    return (size_t)pg;
-}
-
 static cca_upstream *make_device(size_t capacity) {
     cca_upstream *u = NULL;
     cca_status st = cca_upstream_host_create(capacity, &u);
@@ -100,8 +94,8 @@ static size_t total_bytes(cca_upstream *u) {
 static size_t pages_from(const void *base, const void *p) {
     uintptr_t b = (uintptr_t)base, q = (uintptr_t)p;
     cr_assert_geq(q, b, "%p lies below the start of the range %p", p, base);
-    cr_assert_eq((q - b) % page_size(), 0, "%p is not on a page boundary from %p", p, base);
-    return (q - b) / page_size();
+    cr_assert_eq((q - b) % tu_page_size(), 0, "%p is not on a page boundary from %p", p, base);
+    return (q - b) / tu_page_size();
 }
 
 #define ASSERT_AT(base, p, expected_pages)                                                                        \
@@ -113,7 +107,7 @@ static size_t pages_from(const void *base, const void *p) {
 
 #define ASSERT_FREE_PAGES(u, pages)                                                                               \
     do {                                                                                                          \
-        size_t f_ = free_bytes(u), want_ = (size_t)(pages) * page_size();                                         \
+        size_t f_ = free_bytes(u), want_ = (size_t)(pages) * tu_page_size();                                         \
         cr_assert_eq(f_, want_, "mem_info free = %zu bytes, expected %zu", f_, want_);                           \
     } while (0)
 
@@ -129,42 +123,10 @@ static void assert_ustats_equal(const cca_upstream_stats *a, const cca_upstream_
 
 /* 0 when one byte at p can be read by the kernel, else the errno (EFAULT for
  * an inaccessible page). No signal is involved, so it works under ASan. */
-static int probe(const void *p) {
-    static int fds[2] = {-1, -1};
-    if (fds[0] < 0)
-        cr_assert_eq(pipe(fds), 0);
-    ssize_t n = write(fds[1], p, 1);
-    if (n == 1) {
-        char c;
-        cr_assert_eq(read(fds[0], &c, 1), 1);
-        return 0;
-    }
-    cr_assert_eq(n, -1);
-    return errno;
-}
-
-#define ASSERT_READABLE(p) cr_assert_eq(probe(p), 0, "%s (%p) should be accessible", #p, (void *)(p))
-#define ASSERT_FAULTS(p) cr_assert_eq(probe(p), EFAULT, "%s (%p) should fault (EFAULT)", #p, (void *)(p))
-
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static size_t resident_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    cr_assert_not_null(f, "/proc/self/statm: %s", strerror(errno));
-    unsigned long size = 0, resident = 0;
-    cr_assert_eq(fscanf(f, "%lu %lu", &size, &resident), 2);
-    fclose(f);
-    return (size_t)resident * page_size();
-}
-
 /* ---- placement: first fit by address ---------------------------------------- */
 
 Test(upstream_host, first_fit_takes_the_lowest_hole_not_the_best_one) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     cca_upstream *u = make_device(16 * P);
     char *h1 = dev_alloc(u, 4 * P); /* [0,4)  */
     char *s1 = dev_alloc(u, 1 * P); /* [4,5)  */
@@ -205,7 +167,7 @@ Test(upstream_host, first_fit_takes_the_lowest_hole_not_the_best_one) {
 }
 
 Test(upstream_host, freeing_the_middle_of_three_then_smaller_reuses_the_hole_start) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     cca_upstream *u = make_device(32 * P);
     char *a = dev_alloc(u, 2 * P);
     char *b = dev_alloc(u, 3 * P);
@@ -232,7 +194,7 @@ Test(upstream_host, freeing_the_middle_of_three_then_smaller_reuses_the_hole_sta
 
 /* A full device of 8 one-page allocations, slot[i] at page i. */
 static cca_upstream *full_of_pages(char *slot[8]) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     cca_upstream *u = make_device(8 * P);
     for (int i = 0; i < 8; i++) {
         slot[i] = dev_alloc(u, P);
@@ -245,11 +207,11 @@ static cca_upstream *full_of_pages(char *slot[8]) {
 static void free_slots_except(cca_upstream *u, char *slot[8], unsigned skip_mask) {
     for (int i = 0; i < 8; i++)
         if (!(skip_mask & (1u << i)))
-            dev_free(u, slot[i], page_size());
+            dev_free(u, slot[i], tu_page_size());
 }
 
 Test(upstream_host, free_merges_with_the_left_neighbour) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     char *s[8];
     cca_upstream *u = full_of_pages(s);
     dev_free(u, s[3], P);
@@ -263,7 +225,7 @@ Test(upstream_host, free_merges_with_the_left_neighbour) {
 }
 
 Test(upstream_host, free_merges_with_the_right_neighbour) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     char *s[8];
     cca_upstream *u = full_of_pages(s);
     dev_free(u, s[4], P);
@@ -277,7 +239,7 @@ Test(upstream_host, free_merges_with_the_right_neighbour) {
 }
 
 Test(upstream_host, free_merges_with_both_neighbours) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     char *s[8];
     cca_upstream *u = full_of_pages(s);
     dev_free(u, s[3], P);
@@ -293,7 +255,7 @@ Test(upstream_host, free_merges_with_both_neighbours) {
 }
 
 Test(upstream_host, merges_at_both_ends_of_the_range_and_in_any_free_order) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     enum { N = 32 };
     cca_upstream *u = make_device(N * P);
     char *s[N];
@@ -335,7 +297,7 @@ Test(upstream_host, merges_at_both_ends_of_the_range_and_in_any_free_order) {
 enum { MODEL_PAGES = 64, MODEL_OPS = 400 };
 
 static void run_model_sequence(uint64_t seed, size_t out[MODEL_OPS]) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     cca_upstream *u = make_device(MODEL_PAGES * P);
     bool used[MODEL_PAGES] = {0};
     struct {
@@ -431,7 +393,7 @@ Test(upstream_host, same_calls_same_offsets_on_another_device_after_unrelated_ch
     for (int i = 0; i < 64; i += 3)
         free(keep[i]), keep[i] = NULL;
     void *m1 = mmap(NULL, 5 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    void *m2 = mmap(NULL, 3 * page_size(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *m2 = mmap(NULL, 3 * tu_page_size(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(m1, MAP_FAILED);
     cr_assert_neq(m2, MAP_FAILED);
     memset(m1, 1, 5 * MiB);
@@ -451,7 +413,7 @@ Test(upstream_host, same_calls_same_offsets_on_another_device_after_unrelated_ch
         cr_assert_eq(first[i], third[i], "op %d: offset %zu on the first device, %zu on the third", i, first[i],
                      third[i]);
     }
-    munmap(m2, 3 * page_size());
+    munmap(m2, 3 * tu_page_size());
     for (int i = 0; i < 64; i++)
         free(keep[i]);
 }
@@ -459,7 +421,7 @@ Test(upstream_host, same_calls_same_offsets_on_another_device_after_unrelated_ch
 /* ---- rounding to the host page --------------------------------------------- */
 
 Test(upstream_host, every_alloc_takes_whole_pages_and_mem_info_counts_them) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     cca_upstream *u = make_device(10 * P);
     cr_assert_eq(total_bytes(u), 10 * P);
     ASSERT_FREE_PAGES(u, 10);
@@ -496,7 +458,7 @@ Test(upstream_host, every_alloc_takes_whole_pages_and_mem_info_counts_them) {
 }
 
 Test(upstream_host, a_capacity_that_is_not_a_page_multiple) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     size_t cap = 10 * P + 512;
     cca_upstream *u = make_device(cap);
     cr_assert_eq(total_bytes(u), cap);
@@ -531,7 +493,7 @@ Test(upstream_host, a_capacity_that_is_not_a_page_multiple) {
 /* ---- refusals ----------------------------------------------------------------- */
 
 Test(upstream_host, fragmented_free_space_is_refused_and_changes_nothing) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     char *s[8];
     cca_upstream *u = full_of_pages(s);
     for (int i = 0; i < 8; i += 2)
@@ -575,7 +537,7 @@ typedef struct trio {
 } trio;
 
 static trio make_trio(void) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     trio t;
     t.u = make_device(16 * P);
     t.a = dev_alloc(t.u, 2 * P);
@@ -593,7 +555,7 @@ static trio make_trio(void) {
 /* A free that must be refused: CCA_ERR_UPSTREAM, upstream stats and mem_info
  * unchanged, every live page still there with its contents. */
 static void expect_refused_free(trio *t, void *p, size_t size, const char *what) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     size_t f = free_bytes(t->u);
     cca_status st = cca_upstream_free(t->u, p, size);
     cr_assert_eq(st, CCA_ERR_UPSTREAM, "%s: free(%p, %zu) returned %d, expected CCA_ERR_UPSTREAM", what, p, size,
@@ -607,7 +569,7 @@ static void expect_refused_free(trio *t, void *p, size_t size, const char *what)
             continue;
         for (size_t k = 0; k < 2; k++) {
             char *pg = live[i] + k * P;
-            cr_assert_eq(probe(pg), 0, "%s: page %zu of the live allocation %c was unmapped", what, k, 'a' + i);
+            cr_assert_eq(tu_probe(pg), 0, "%s: page %zu of the live allocation %c was unmapped", what, k, 'a' + i);
             cr_assert_eq(pg[0], 'a' + i, "%s: allocation %c lost its contents", what, 'a' + i);
             cr_assert_eq(pg[P - 1], 'a' + i);
         }
@@ -617,7 +579,7 @@ static void expect_refused_free(trio *t, void *p, size_t size, const char *what)
 /* The device still works: the live ones free exactly, then the whole range
  * is one extent again. */
 static void finish_trio(trio *t) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     char *base = t->a ? t->a : t->b ? t->b - 2 * P : t->c - 4 * P;
     if (t->a)
         dev_free(t->u, t->a, 2 * P);
@@ -634,7 +596,7 @@ static void finish_trio(trio *t) {
 }
 
 Test(upstream_host, refuses_a_double_free) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     trio t = make_trio();
     dev_free(t.u, t.b, 2 * P);
     char *b = t.b;
@@ -651,7 +613,7 @@ Test(upstream_host, refuses_a_double_free) {
 }
 
 Test(upstream_host, refuses_a_free_bigger_than_the_allocation_into_free_space) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     trio t = make_trio();
     expect_refused_free(&t, t.c, 3 * P, "c freed with 3 pages (reaching into the free tail)");
     expect_refused_free(&t, t.c, 2 * P + 512, "c freed with 2 pages + 512");
@@ -659,7 +621,7 @@ Test(upstream_host, refuses_a_free_bigger_than_the_allocation_into_free_space) {
 }
 
 Test(upstream_host, refuses_a_free_bigger_than_the_allocation_over_a_live_neighbour) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     trio t = make_trio();
     expect_refused_free(&t, t.a, 4 * P, "a freed with 4 pages (a and all of b)");
     expect_refused_free(&t, t.a, 3 * P, "a freed with 3 pages (a and half of b)");
@@ -667,7 +629,7 @@ Test(upstream_host, refuses_a_free_bigger_than_the_allocation_over_a_live_neighb
 }
 
 Test(upstream_host, refuses_a_free_smaller_than_the_allocation) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     trio t = make_trio();
     expect_refused_free(&t, t.a, P, "a (2 pages) freed with 1 page");
     expect_refused_free(&t, t.c, P, "c (2 pages, before the free tail) freed with 1 page");
@@ -675,7 +637,7 @@ Test(upstream_host, refuses_a_free_smaller_than_the_allocation) {
 }
 
 Test(upstream_host, refuses_a_page_aligned_pointer_inside_an_allocation) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     trio t = make_trio();
     expect_refused_free(&t, t.b + P, P, "second page of b");
     expect_refused_free(&t, t.a + P, 2 * P, "from inside a across into b");
@@ -685,7 +647,7 @@ Test(upstream_host, refuses_a_page_aligned_pointer_inside_an_allocation) {
 Test(upstream_host, refuses_a_size_that_rounds_to_the_same_pages_but_is_not_the_allocations) {
     /* alloc(512) freed with 1024: the same page, but not the pair alloc returned;
      * accepting it makes the wrapper's bytes_in_use wrap below zero. */
-    size_t P = page_size();
+    size_t P = tu_page_size();
     trio t = make_trio();
     dev_free(t.u, t.c, 2 * P);
     t.c = dev_alloc(t.u, 512);
@@ -704,7 +666,7 @@ Test(upstream_host, refuses_a_size_that_rounds_to_the_same_pages_but_is_not_the_
 }
 
 Test(upstream_host, refuses_pointers_outside_the_range) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     trio t = make_trio();
     int on_stack;
     char *heap = malloc(4 * P);
@@ -726,7 +688,7 @@ Test(upstream_host, refuses_pointers_outside_the_range) {
 }
 
 Test(upstream_host, refuses_misaligned_pointers_inside_the_range) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     trio t = make_trio();
     expect_refused_free(&t, t.a + 512, 2 * P - 512, "a + 512");
     expect_refused_free(&t, t.a + 256, P, "a + 256");
@@ -741,73 +703,73 @@ Test(upstream_host, refuses_misaligned_pointers_inside_the_range) {
 /* ---- pages live only while allocated ------------------------------------------ */
 
 Test(upstream_host, freed_pages_go_back_to_the_os_and_come_back_zeroed) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     size_t size = 64 * MiB;
     cca_upstream *u = make_device(128 * MiB);
-    size_t r0 = resident_bytes();
+    size_t r0 = tu_resident_bytes();
     char *p = dev_alloc(u, size);
     for (size_t i = 0; i < size; i += P)
         p[i] = (char)(1 + i / P % 251);
     p[size - 1] = 1;
-    size_t r1 = resident_bytes();
+    size_t r1 = tu_resident_bytes();
     cr_assert_geq(r1, r0 + 60 * MiB, "touching 64 MiB raised resident memory only from %zu to %zu", r0, r1);
     dev_free(u, p, size);
-    size_t r2 = resident_bytes();
+    size_t r2 = tu_resident_bytes();
     cr_assert_leq(r2 + 60 * MiB, r1, "freeing 64 MiB lowered resident memory only from %zu to %zu", r1, r2);
-    ASSERT_FAULTS(p);
-    ASSERT_FAULTS(p + size - 1);
+    TU_ASSERT_FAULTS(p);
+    TU_ASSERT_FAULTS(p + size - 1);
     char *q = dev_alloc(u, size);
     cr_assert_eq(q, p, "first fit places it where the freed one was");
     for (size_t i = 0; i < size; i += P)
         cr_assert_eq(q[i], 0, "byte %zu of the new allocation reads %d, not 0", i, q[i]);
     cr_assert_eq(q[size - 1], 0);
     /* reading zero pages costs no memory */
-    size_t r3 = resident_bytes();
+    size_t r3 = tu_resident_bytes();
     cr_assert_leq(r3, r2 + 8 * MiB, "reading fresh pages raised resident memory from %zu to %zu", r2, r3);
     dev_free(u, q, size);
     cca_upstream_destroy(u);
 }
 
 Test(upstream_host, freed_pages_fault_and_neighbours_do_not) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     cca_upstream *u = make_device(16 * P);
     char *a = dev_alloc(u, P);
     char *b = dev_alloc(u, 3 * P);
     char *c = dev_alloc(u, P);
     /* the part of the range never allocated faults */
-    ASSERT_FAULTS(c + P);
-    ASSERT_FAULTS(a + 15 * P);
+    TU_ASSERT_FAULTS(c + P);
+    TU_ASSERT_FAULTS(a + 15 * P);
     for (size_t k = 0; k < 3; k++) {
-        ASSERT_READABLE(b + k * P);
-        ASSERT_READABLE(b + k * P + P - 1);
+        TU_ASSERT_READABLE(b + k * P);
+        TU_ASSERT_READABLE(b + k * P + P - 1);
     }
     memset(b, 0x77, 3 * P);
     a[P - 1] = 1;
     c[0] = 2;
     dev_free(u, b, 3 * P);
     for (size_t k = 0; k < 3; k++) {
-        ASSERT_FAULTS(b + k * P);
-        ASSERT_FAULTS(b + k * P + P - 1);
+        TU_ASSERT_FAULTS(b + k * P);
+        TU_ASSERT_FAULTS(b + k * P + P - 1);
     }
     /* the neighbours keep their pages and contents */
-    ASSERT_READABLE(a + P - 1);
-    ASSERT_READABLE(c);
+    TU_ASSERT_READABLE(a + P - 1);
+    TU_ASSERT_READABLE(c);
     cr_assert_eq(a[P - 1], 1);
     cr_assert_eq(c[0], 2);
     /* a smaller alloc reuses the hole's start: only its own page is back */
     char *d = dev_alloc(u, 512);
     cr_assert_eq(d, b);
-    ASSERT_READABLE(d);
-    ASSERT_READABLE(d + P - 1);
+    TU_ASSERT_READABLE(d);
+    TU_ASSERT_READABLE(d + P - 1);
     cr_assert_eq(d[0], 0, "fresh page, not the old contents");
-    ASSERT_FAULTS(d + P);
-    ASSERT_FAULTS(d + 2 * P + P - 1);
+    TU_ASSERT_FAULTS(d + P);
+    TU_ASSERT_FAULTS(d + 2 * P + P - 1);
     dev_free(u, a, P);
     dev_free(u, c, P);
     dev_free(u, d, 512);
-    ASSERT_FAULTS(a);
-    ASSERT_FAULTS(c);
-    ASSERT_FAULTS(d);
+    TU_ASSERT_FAULTS(a);
+    TU_ASSERT_FAULTS(c);
+    TU_ASSERT_FAULTS(d);
     cca_upstream_destroy(u);
 }
 
@@ -815,7 +777,7 @@ Test(upstream_host, freed_pages_fault_and_neighbours_do_not) {
 /* ASan turns a SIGSEGV into its own report and an exit: probed with write(2)
  * above instead. */
 Test(upstream_host, touching_freed_memory_raises_sigsegv, .signal = SIGSEGV) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     cca_upstream *u = make_device(4 * P);
     char *p = dev_alloc(u, 2 * P);
     volatile char *v = p;
@@ -830,23 +792,23 @@ Test(upstream_host, touching_freed_memory_raises_sigsegv, .signal = SIGSEGV) {
 /* ---- driver latencies ---------------------------------------------------------- */
 
 Test(upstream_host, alloc_and_free_latencies_are_waited_granted_or_refused) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     const uint64_t ms = 1000000;
     cca_host_options o = {.capacity = 4 * P, .alloc_latency_ns = 2 * ms, .free_latency_ns = 3 * ms};
     cca_upstream *u = NULL;
     cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
-    uint64_t t0 = now_ns();
+    uint64_t t0 = tu_now_ns();
     char *p = dev_alloc(u, P);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = tu_now_ns();
     cr_assert_geq(t1 - t0, 2 * ms, "alloc took %llu ns", (unsigned long long)(t1 - t0));
     expect_oom(u, 4 * P);
-    uint64_t t2 = now_ns();
+    uint64_t t2 = tu_now_ns();
     cr_assert_geq(t2 - t1, 2 * ms, "a refused alloc took %llu ns", (unsigned long long)(t2 - t1));
     dev_free(u, p, P);
-    uint64_t t3 = now_ns();
+    uint64_t t3 = tu_now_ns();
     cr_assert_geq(t3 - t2, 3 * ms, "free took %llu ns", (unsigned long long)(t3 - t2));
     cr_assert_eq(cca_upstream_free(u, p, P), CCA_ERR_UPSTREAM);
-    uint64_t t4 = now_ns();
+    uint64_t t4 = tu_now_ns();
     cr_assert_geq(t4 - t3, 3 * ms, "a refused free took %llu ns", (unsigned long long)(t4 - t3));
     /* mem_info is not a driver call that waits: nothing asserted on it but
      * that the figures are exact */
@@ -894,11 +856,11 @@ Test(upstream_host, creation_checks_its_arguments) {
     cca_upstream_destroy(u);
 
     /* a large device costs no memory: only address space is reserved */
-    size_t r0 = resident_bytes();
+    size_t r0 = tu_resident_bytes();
     u = make_device(64 * GiB);
     cr_assert_eq(total_bytes(u), 64 * GiB);
     cr_assert_eq(free_bytes(u), 64 * GiB);
-    cr_assert_leq(resident_bytes(), r0 + 4 * MiB);
+    cr_assert_leq(tu_resident_bytes(), r0 + 4 * MiB);
     char *p = dev_alloc(u, 256 * MiB);
     cr_assert_eq(free_bytes(u), 64 * GiB - 256 * MiB);
     dev_free(u, p, 256 * MiB);
@@ -938,7 +900,7 @@ Test(upstream_host, an_allocator_gives_everything_back_and_the_range_is_whole_ag
     cr_assert_eq(us.bytes_in_use, 0);
     cr_assert_eq(us.allocations, 0);
     for (int i = 0; i < NS; i++)
-        ASSERT_FAULTS(p[i]);
+        TU_ASSERT_FAULTS(p[i]);
     tu_destroy_clean(a, u);
     /* the whole capacity in one piece, over every address the allocator had */
     char *all = dev_alloc(u, cap);
@@ -978,7 +940,7 @@ static uint64_t stamp(int id, uint64_t serial, size_t page) {
 
 static void *work(void *arg) {
     worker *w = arg;
-    size_t P = page_size();
+    size_t P = tu_page_size();
     uint64_t rng = 0x5eed + (uint64_t)w->id;
     struct {
         char *p;
@@ -1068,7 +1030,7 @@ static void *work(void *arg) {
 }
 
 Test(upstream_host, four_threads_on_one_device_never_share_memory) {
-    size_t P = page_size();
+    size_t P = tu_page_size();
     cca_upstream *u = make_device(SHARED_PAGES * P);
     char *base = dev_alloc(u, SHARED_PAGES * P); /* the range's start */
     dev_free(u, base, SHARED_PAGES * P);

@@ -154,6 +154,32 @@ typedef struct cca_upstream_ops {
     void (*destroy)(void *ctx);
     /* A short name for logs and reports ("host", "cuda:0"). NULL: "custom". */
     const char *name;
+
+    /* ---- Virtual memory: optional, all five or none ----------------------
+     * What expandable segments are built on (CUDA's cuMemAddressReserve,
+     * cuMemCreate + cuMemMap + cuMemSetAccess, cuMemUnmap, cuMemAddressFree).
+     * An upstream without them keeps working with classic segments. The
+     * rules, as CUDA's: every size and address is a multiple of the
+     * granularity; a map lies inside one reserved range and overlaps no
+     * other map; an unmap names exactly one earlier map (same address and
+     * size: no partial unmap); a range is released only when nothing in it
+     * is mapped. mem_info counts mapped bytes as used, reserved address
+     * space as nothing. The wrapper (cca_upstream_vm_*) checks alignment and
+     * counts; the upstream enforces the rest and fails with CCA_ERR_UPSTREAM,
+     * changing nothing, when a call breaks a rule. */
+    /* The mapping granularity: a power of two, a multiple of CCA_GRANULARITY. */
+    cca_status (*vm_granularity)(void *ctx, size_t *bytes);
+    /* Reserve `size` bytes of address space, no memory behind it. */
+    cca_status (*vm_reserve)(void *ctx, size_t size, void **base);
+    /* Give back a range from vm_reserve (same base and size), nothing mapped in it. */
+    cca_status (*vm_release)(void *ctx, void *base, size_t size);
+    /* Back [addr, addr + size) with new device memory, readable and writable
+     * from the device. CCA_ERR_OUT_OF_MEMORY when the device is full; on any
+     * failure nothing stays mapped or allocated. */
+    cca_status (*vm_map)(void *ctx, void *addr, size_t size);
+    /* Unmap what one vm_map mapped and give its memory back. The caller has
+     * made sure no queued work still uses it (unmapping does not wait). */
+    cca_status (*vm_unmap)(void *ctx, void *addr, size_t size);
 } cca_upstream_ops;
 
 typedef struct cca_upstream cca_upstream;
@@ -166,6 +192,13 @@ typedef struct cca_upstream_stats {
     uint64_t alloc_calls;     /* successful alloc calls                   */
     uint64_t free_calls;      /* successful free calls                    */
     uint64_t failed_allocs;   /* alloc calls that failed                  */
+    /* virtual memory (zero for an upstream without it); bytes_in_use above
+     * includes vm_mapped_bytes: it is device memory in use */
+    size_t vm_reserved_bytes; /* address space reserved, now              */
+    size_t vm_mapped_bytes;   /* mapped, now                              */
+    uint64_t vm_map_calls;    /* successful vm_map calls                  */
+    uint64_t vm_unmap_calls;  /* successful vm_unmap calls                */
+    uint64_t vm_failed_maps;  /* vm_map calls that failed                 */
 } cca_upstream_stats;
 
 /* A simulated device of `capacity` bytes over host memory, behaving like a
@@ -190,6 +223,15 @@ typedef struct cca_host_options {
     size_t capacity;           /* bytes of device memory, > 0            */
     uint64_t alloc_latency_ns; /* per upstream alloc; 0 = none (default) */
     uint64_t free_latency_ns;  /* per upstream free;  0 = none (default) */
+    /* Virtual memory (the vm_* ops, always present on the simulated
+     * device): mapping granularity, a power of two >= the host page and a
+     * multiple of CCA_GRANULARITY (else CCA_ERR_INVALID_ARGUMENT); 0 =
+     * 2 MiB, the usual GPU figure. vm_map latency: alloc_latency_ns, vm_unmap:
+     * free_latency_ns. Physical memory of a map is a memfd mapped MAP_SHARED
+     * | MAP_FIXED into the reserved range; an unmap puts inaccessible
+     * address space back over it, so its pages return to the OS at once and
+     * a later touch faults. */
+    size_t vm_granularity;
 } cca_host_options;
 #define CCA_HOST_MAX_LATENCY_NS 1000000000ull
 cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out);
@@ -203,6 +245,17 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out);
 cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cca_upstream **out);
 
 cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *total_bytes);
+
+/* Virtual memory through the upstream (see cca_upstream_ops): 1 when it
+ * has the vm_* ops. The others fail with CCA_ERR_UPSTREAM without them, and
+ * with CCA_ERR_INVALID_ARGUMENT for a size 0 or a size or address that is
+ * not a multiple of the granularity. */
+int cca_upstream_has_vm(const cca_upstream *u);
+cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes);
+cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base);
+cca_status cca_upstream_vm_release(cca_upstream *u, void *base, size_t size);
+cca_status cca_upstream_vm_map(cca_upstream *u, void *addr, size_t size);
+cca_status cca_upstream_vm_unmap(cca_upstream *u, void *addr, size_t size);
 cca_status cca_upstream_synchronize(cca_upstream *u);
 cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s);
 const char *cca_upstream_name(const cca_upstream *u);

@@ -419,6 +419,7 @@ struct cca_upstream {
     void *ctx;
     pthread_mutex_t lock;
     cca_upstream_stats stats;
+    size_t vm_granularity; /* asked once (0: not yet); under lock */
     char name[32];
 };
 bool ccai_upstream_has_events(const cca_upstream *u);

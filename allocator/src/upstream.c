@@ -80,6 +80,9 @@ cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstre
     if (some_events && !all_events)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
                          "upstream: event_record, event_query and event_destroy go together (all or none)");
+    int vm = !!ops->vm_granularity + !!ops->vm_reserve + !!ops->vm_release + !!ops->vm_map + !!ops->vm_unmap;
+    if (vm != 0 && vm != 5)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "upstream: the five vm_* ops go together (all or none)");
     cca_upstream *u = calloc(1, sizeof *u);
     if (!u)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "upstream: host malloc failed");
@@ -184,6 +187,146 @@ cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s) {
     *s = u->stats;
     pthread_mutex_unlock(&u->lock);
     return CCA_OK;
+}
+
+/* ---- virtual memory ---------------------------------------------------------
+ * The wrapper checks what it can without the upstream's state (NULLs, zero
+ * sizes, alignment to the granularity, asked once and kept) and counts;
+ * the upstream enforces the rules that need its state (inside a reserved
+ * range, no overlap, no partial unmap, release only when nothing is mapped). */
+
+int cca_upstream_has_vm(const cca_upstream *u) {
+    return u && u->ops.vm_map != NULL;
+}
+
+cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes) {
+    if (!u || !bytes)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_granularity: NULL argument");
+    *bytes = 0;
+    if (!u->ops.vm_granularity)
+        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' has no virtual-memory operations", u->name);
+    pthread_mutex_lock(&u->lock);
+    size_t g = u->vm_granularity;
+    pthread_mutex_unlock(&u->lock);
+    if (g) {
+        *bytes = g;
+        return CCA_OK;
+    }
+    op_guard gd;
+    op_begin(&gd);
+    cca_status st = u->ops.vm_granularity(u->ctx, &g);
+    if (st == CCA_OK && (g == 0 || g % CCA_GRANULARITY || (g & (g - 1))))
+        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' reported a granularity of %zu bytes: not a power of two "
+                         "multiple of %u", u->name, g, CCA_GRANULARITY);
+    if (st == CCA_OK) {
+        pthread_mutex_lock(&u->lock);
+        u->vm_granularity = g;
+        pthread_mutex_unlock(&u->lock);
+        *bytes = g;
+    }
+    return op_end(&gd, u, st, st == CCA_OK, "vm_granularity");
+}
+
+/* Size and (when given) address: non-zero multiples of the granularity. */
+static cca_status vm_check(cca_upstream *u, const char *fn, const void *addr, size_t size, size_t *gran) {
+    cca_status st = cca_upstream_vm_granularity(u, gran);
+    if (st != CCA_OK)
+        return cca_error_prefix(st, "%s", fn);
+    if (size == 0 || size % *gran || (uintptr_t)addr % *gran)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: address %p and size %zu must be multiples of the %zu-byte "
+                         "granularity, size > 0", fn, addr, size, *gran);
+    return CCA_OK;
+}
+
+cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base) {
+    if (!u || !base)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_reserve: NULL argument");
+    *base = NULL;
+    size_t gran;
+    cca_status st = vm_check(u, "cca_upstream_vm_reserve", NULL, size, &gran);
+    if (st != CCA_OK)
+        return st;
+    op_guard g;
+    op_begin(&g);
+    st = u->ops.vm_reserve(u->ctx, size, base);
+    if (st == CCA_OK && (!*base || (uintptr_t)*base % gran)) {
+        void *b = *base;
+        *base = NULL;
+        if (b) /* give the range back: the caller never sees it */
+            (void)u->ops.vm_release(u->ctx, b, size);
+        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' vm_reserve of %zu bytes returned %p: not a %zu-aligned "
+                         "address", u->name, size, b, gran);
+    }
+    if (st == CCA_OK) {
+        pthread_mutex_lock(&u->lock);
+        u->stats.vm_reserved_bytes += size;
+        pthread_mutex_unlock(&u->lock);
+    } else {
+        *base = NULL;
+    }
+    return op_end(&g, u, st, st == CCA_OK, "vm_reserve of %zu bytes", size);
+}
+
+cca_status cca_upstream_vm_release(cca_upstream *u, void *base, size_t size) {
+    if (!u || !base)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_release: NULL argument");
+    size_t gran;
+    cca_status st = vm_check(u, "cca_upstream_vm_release", base, size, &gran);
+    if (st != CCA_OK)
+        return st;
+    op_guard g;
+    op_begin(&g);
+    st = u->ops.vm_release(u->ctx, base, size);
+    if (st == CCA_OK) {
+        pthread_mutex_lock(&u->lock);
+        u->stats.vm_reserved_bytes -= size;
+        pthread_mutex_unlock(&u->lock);
+    }
+    return op_end(&g, u, st, st == CCA_OK, "vm_release of %p (%zu bytes)", base, size);
+}
+
+cca_status cca_upstream_vm_map(cca_upstream *u, void *addr, size_t size) {
+    if (!u || !addr)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_map: NULL argument");
+    size_t gran;
+    cca_status st = vm_check(u, "cca_upstream_vm_map", addr, size, &gran);
+    if (st != CCA_OK)
+        return st;
+    op_guard g;
+    op_begin(&g);
+    st = u->ops.vm_map(u->ctx, addr, size);
+    pthread_mutex_lock(&u->lock);
+    if (st == CCA_OK) {
+        u->stats.vm_map_calls++;
+        u->stats.vm_mapped_bytes += size;
+        u->stats.bytes_in_use += size;
+        if (u->stats.bytes_in_use > u->stats.bytes_in_use_peak)
+            u->stats.bytes_in_use_peak = u->stats.bytes_in_use;
+    } else {
+        u->stats.vm_failed_maps++;
+    }
+    pthread_mutex_unlock(&u->lock);
+    return op_end(&g, u, st, st == CCA_OK, "vm_map of %p (%zu bytes)", addr, size);
+}
+
+cca_status cca_upstream_vm_unmap(cca_upstream *u, void *addr, size_t size) {
+    if (!u || !addr)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_unmap: NULL argument");
+    size_t gran;
+    cca_status st = vm_check(u, "cca_upstream_vm_unmap", addr, size, &gran);
+    if (st != CCA_OK)
+        return st;
+    op_guard g;
+    op_begin(&g);
+    st = u->ops.vm_unmap(u->ctx, addr, size);
+    if (st == CCA_OK) {
+        pthread_mutex_lock(&u->lock);
+        u->stats.vm_unmap_calls++;
+        u->stats.vm_mapped_bytes -= size;
+        u->stats.bytes_in_use -= size;
+        pthread_mutex_unlock(&u->lock);
+    }
+    return op_end(&g, u, st, st == CCA_OK, "vm_unmap of %p (%zu bytes)", addr, size);
 }
 
 bool ccai_upstream_has_events(const cca_upstream *u) {

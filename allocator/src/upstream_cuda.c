@@ -12,17 +12,54 @@
  * without an allocation moving the program's own work to another device. Compiled everywhere the toolkit exists
  * (CCA_HAVE_CUDA); without a GPU, cca_upstream_cuda_create returns CCA_ERR_NO_DEVICE with the driver's reason. Built
  * without the toolkit, it says so.
+ *
+ * Virtual memory (the vm_* ops, present when the driver and the device
+ * support CUDA's VMM). The driver functions are looked up at creation with
+ * cudaGetDriverEntryPointByVersion (no link against libcuda; types from
+ * cudaTypedefs.h), the device's VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+ * attribute checked, and the granularity asked once
+ * (cuMemGetAllocationGranularity, MINIMUM: 2 MiB on current GPUs). Then:
+ *   vm_reserve  cuMemAddressReserve (aligned to the granularity)
+ *   vm_release  cuMemAddressFree
+ *   vm_map      cuMemCreate (one physical chunk of the whole size, pinned
+ *               device memory) + cuMemMap + cuMemSetAccess (read/write for
+ *               this device, once for the whole range), then cuMemRelease of
+ *               the handle: the mapping keeps the memory alive, and unmapping
+ *               frees it, so no handle table is needed. A failure at any
+ *               step undoes the steps before it (unmap, release) and returns
+ *               OOM or the driver's error with nothing mapped or allocated.
+ *   vm_unmap    cuMemUnmap: the driver refuses a partial unmap of a chunk.
+ * The driver does not wait for queued kernels before unmapping: the
+ * allocator waits for the blocks' events first.
  */
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef CCA_HAVE_CUDA
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+/* The driver's VMM entry points, and what every map needs. */
+typedef struct cuda_vmm {
+    PFN_cuMemAddressReserve_v10020 reserve;
+    PFN_cuMemAddressFree_v10020 address_free;
+    PFN_cuMemCreate_v10020 create;
+    PFN_cuMemRelease_v10020 release;
+    PFN_cuMemMap_v10020 map;
+    PFN_cuMemUnmap_v10020 unmap;
+    PFN_cuMemSetAccess_v10020 set_access;
+    PFN_cuGetErrorString_v6000 error_string;
+    size_t granularity;
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+} cuda_vmm;
 
 typedef struct cuda_device {
     int device;
     char name[32];
+    cuda_vmm vm; /* valid when the vm_* ops are in the table */
 } cuda_device;
 
 static cca_status cuda_error(cudaError_t e, const char *what) {
@@ -115,6 +152,150 @@ static cca_status cuda_event_destroy(void *ctx, void *event) {
     return CCA_OK;
 }
 
+/* ---- virtual memory ------------------------------------------------------- */
+
+static cca_status driver_error(const cuda_vmm *vm, CUresult r, const char *what) {
+    const char *text = NULL;
+    if (!vm->error_string || vm->error_string(r, &text) != CUDA_SUCCESS || !text)
+        text = "unknown driver error";
+    return ccai_fail(r == CUDA_ERROR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM,
+                     "cuda: %s failed: %s (CUresult %d)", what, text, (int)r);
+}
+
+/* Make the device current for driver calls; *previous to restore. */
+static cca_status enter(const cuda_device *d, int *previous) {
+    CUDA_TRY(cudaGetDevice(previous), "cudaGetDevice");
+    if (*previous != d->device)
+        CUDA_TRY(cudaSetDevice(d->device), "cudaSetDevice");
+    return CCA_OK;
+}
+
+static void leave(const cuda_device *d, int previous) {
+    if (previous != d->device)
+        (void)cudaSetDevice(previous);
+}
+
+static cca_status cuda_vm_granularity(void *ctx, size_t *bytes) {
+    *bytes = ((cuda_device *)ctx)->vm.granularity;
+    return CCA_OK;
+}
+
+static cca_status cuda_vm_reserve(void *ctx, size_t size, void **base) {
+    cuda_device *d = ctx;
+    int previous;
+    cca_status st = enter(d, &previous);
+    if (st != CCA_OK)
+        return st;
+    CUdeviceptr p = 0;
+    CUresult r = d->vm.reserve(&p, size, d->vm.granularity, 0, 0);
+    leave(d, previous);
+    if (r != CUDA_SUCCESS)
+        return driver_error(&d->vm, r, "cuMemAddressReserve");
+    *base = (void *)(uintptr_t)p;
+    return CCA_OK;
+}
+
+static cca_status cuda_vm_release(void *ctx, void *base, size_t size) {
+    cuda_device *d = ctx;
+    int previous;
+    cca_status st = enter(d, &previous);
+    if (st != CCA_OK)
+        return st;
+    CUresult r = d->vm.address_free((CUdeviceptr)(uintptr_t)base, size);
+    leave(d, previous);
+    return r == CUDA_SUCCESS ? CCA_OK : driver_error(&d->vm, r, "cuMemAddressFree");
+}
+
+static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
+    cuda_device *d = ctx;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
+    int previous;
+    cca_status st = enter(d, &previous);
+    if (st != CCA_OK)
+        return st;
+    CUmemGenericAllocationHandle h;
+    const char *what = "cuMemCreate";
+    CUresult r = d->vm.create(&h, size, &d->vm.prop, 0);
+    if (r == CUDA_SUCCESS) {
+        what = "cuMemMap";
+        r = d->vm.map(p, size, 0, h, 0);
+        if (r == CUDA_SUCCESS) {
+            what = "cuMemSetAccess";
+            r = d->vm.set_access(p, size, &d->vm.access, 1);
+            if (r != CUDA_SUCCESS)
+                (void)d->vm.unmap(p, size);
+        }
+        /* mapped: the mapping holds the memory; not mapped: this frees it */
+        (void)d->vm.release(h);
+    }
+    leave(d, previous);
+    return r == CUDA_SUCCESS ? CCA_OK : driver_error(&d->vm, r, what);
+}
+
+static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
+    cuda_device *d = ctx;
+    int previous;
+    cca_status st = enter(d, &previous);
+    if (st != CCA_OK)
+        return st;
+    CUresult r = d->vm.unmap((CUdeviceptr)(uintptr_t)addr, size);
+    leave(d, previous);
+    return r == CUDA_SUCCESS ? CCA_OK : driver_error(&d->vm, r, "cuMemUnmap");
+}
+
+/* Look the driver's VMM functions up and check the device: true when the
+ * vm_* ops can be offered. Why not goes to *why (no error is set). */
+static bool load_vmm(cuda_device *d, char *why, size_t whylen) {
+    struct {
+        const char *name;
+        void **fn;
+    } syms[] = {
+        {"cuMemAddressReserve", (void **)&d->vm.reserve}, {"cuMemAddressFree", (void **)&d->vm.address_free},
+        {"cuMemCreate", (void **)&d->vm.create},          {"cuMemRelease", (void **)&d->vm.release},
+        {"cuMemMap", (void **)&d->vm.map},                {"cuMemUnmap", (void **)&d->vm.unmap},
+        {"cuMemSetAccess", (void **)&d->vm.set_access},   {"cuGetErrorString", (void **)&d->vm.error_string},
+    };
+    PFN_cuDeviceGet_v2000 device_get = NULL;
+    PFN_cuDeviceGetAttribute_v2000 get_attribute = NULL;
+    PFN_cuMemGetAllocationGranularity_v10020 get_granularity = NULL;
+    void **more[] = {(void **)&device_get, (void **)&get_attribute, (void **)&get_granularity};
+    const char *more_names[] = {"cuDeviceGet", "cuDeviceGetAttribute", "cuMemGetAllocationGranularity"};
+    for (size_t i = 0; i < sizeof syms / sizeof *syms + 3; i++) {
+        const char *name = i < 8 ? syms[i].name : more_names[i - 8];
+        void **fn = i < 8 ? syms[i].fn : more[i - 8];
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || !*fn) {
+            (void)cudaGetLastError();
+            snprintf(why, whylen, "the driver has no %s", name);
+            return false;
+        }
+    }
+    CUdevice dev;
+    int supported = 0;
+    if (device_get(&dev, d->device) != CUDA_SUCCESS ||
+        get_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS ||
+        !supported) {
+        snprintf(why, whylen, "device %d does not support virtual memory management", d->device);
+        return false;
+    }
+    memset(&d->vm.prop, 0, sizeof d->vm.prop);
+    d->vm.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    d->vm.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d->vm.prop.location.id = d->device;
+    memset(&d->vm.access, 0, sizeof d->vm.access);
+    d->vm.access.location = d->vm.prop.location;
+    d->vm.access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    size_t g = 0;
+    if (get_granularity(&g, &d->vm.prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0 ||
+        g % CCA_GRANULARITY || (g & (g - 1))) {
+        snprintf(why, whylen, "device %d reported no usable granularity (%zu)", d->device, g);
+        return false;
+    }
+    d->vm.granularity = g;
+    return true;
+}
+
 static void cuda_destroy(void *ctx) {
     free(ctx);
 }
@@ -159,6 +340,14 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
         .destroy = cuda_destroy,
         .name = d->name,
     };
+    char why[128];
+    if (load_vmm(d, why, sizeof why)) {
+        ops.vm_granularity = cuda_vm_granularity;
+        ops.vm_reserve = cuda_vm_reserve;
+        ops.vm_release = cuda_vm_release;
+        ops.vm_map = cuda_vm_map;
+        ops.vm_unmap = cuda_vm_unmap;
+    }
     cca_status st = ccai_upstream_wrap(&ops, d, out);
     if (st != CCA_OK)
         free(d);

@@ -41,6 +41,53 @@
  * CLOCK_MONOTONIC, and are charged to failed allocs as well (a refused
  * cudaMalloc costs as much as a granted one).
  *
+ * Virtual memory (the vm_* ops, what expandable segments are built on;
+ * CUDA's cuMemAddressReserve / cuMemCreate + cuMemMap / cuMemUnmap /
+ * cuMemAddressFree). Two more sorted arrays of {address, size}, by address:
+ *     ranges[0..n): address space from vm_reserve, disjoint
+ *     maps[0..m):   memory from vm_map, disjoint, each inside one range
+ *     classic range | range A [ map | map |  ....  ]   range B [ .. | map ]
+ *                   (PROT_NONE where nothing is mapped: a touch faults)
+ * and `mapped`, the bytes in maps. The rules are CUDA's, enforced so that the
+ * allocator is held to them on a CPU; a call that breaks one fails, with a
+ * message naming the rule, and changes nothing:
+ *   - every address and size is a multiple of the granularity (an option:
+ *     0 = 2 MiB, else a power of two >= the host page, checked at creation);
+ *     the wrapper (upstream.c) refuses the rest, CCA_ERR_INVALID_ARGUMENT;
+ * and here, CCA_ERR_UPSTREAM:
+ *   - a map lies inside ONE reserved range and overlaps no other map;
+ *   - an unmap names exactly one map, same address and size (no partial
+ *     unmap, no unmap of two maps at once);
+ *   - a release names exactly one range (same base and size) with nothing
+ *     mapped in it.
+ * Capacity is shared: classic allocations and maps together, used + mapped
+ * <= capacity (else CCA_ERR_OUT_OF_MEMORY, after the rules are checked), and
+ * mem_info's free is capacity - used - mapped; reserved address space counts
+ * for nothing.
+ *   vm_reserve  mmap(NULL, size + gran, PROT_NONE, ... | MAP_NORESERVE) and
+ *               unmap the slop on each side, leaving a granularity-aligned
+ *               range: address space only, as the classic range.
+ *   vm_map      fresh physical memory for each map: a memfd of the size
+ *               (memfd_create, ftruncate), mapped MAP_SHARED | MAP_FIXED
+ *               over the range's PROT_NONE pages, the fd closed at once (the
+ *               mapping keeps the memory alive). Pages appear, zeroed, on
+ *               first touch, a read as well as a write (shared memory has no
+ *               zero page to read from, unlike the classic range; a GPU map
+ *               is backed whole at once). Maps made by separate calls that
+ *               touch are one contiguous run of addresses, as on a GPU. Any
+ *               syscall failing puts the PROT_NONE pages back: nothing stays
+ *               mapped (status: OOM for ENOMEM/ENOSPC, else UPSTREAM).
+ *   vm_unmap    fresh PROT_NONE pages over the map (mmap MAP_FIXED): the
+ *               memfd loses its last reference and its pages go back to the
+ *               OS at once (resident memory drops); a later touch faults.
+ *   vm_release  munmap of the range.
+ * Costs: vm_map busy-waits alloc_latency_ns and vm_unmap free_latency_ns,
+ * granted or refused, outside the lock, as alloc and free; then O(log n) to
+ * find the range and the neighbouring maps, O(n) memmove to record, and a
+ * few syscalls under the device's lock (so a check and the mmap it allows
+ * are one step for concurrent callers). Destroy munmaps every range that is
+ * left, maps and all.
+ *
  * Events: host work is synchronous, so an event is complete when recorded
  * (record returns a non-NULL token, query returns CCA_OK at once).
  */
@@ -57,10 +104,16 @@ typedef struct extent {
     size_t off, len;
 } extent;
 
+/* A range of address space or a map (virtual memory): absolute address. */
+typedef struct vm_span {
+    uintptr_t addr;
+    size_t len;
+} vm_span;
+
 typedef struct host_device {
     pthread_mutex_t lock;
     size_t capacity; /* as given: mem_info's total                           */
-    size_t used;     /* page-rounded bytes allocated                          */
+    size_t used;     /* page-rounded bytes allocated (classic; maps: mapped)  */
     size_t page;
     char *base; /* the reserved range: [base, base + range)                  */
     size_t range;
@@ -69,6 +122,13 @@ typedef struct host_device {
     extent *live; /* sorted by off; len = the size the alloc was asked for  */
     size_t nlive, caplive;
     uint64_t alloc_latency_ns, free_latency_ns;
+    /* virtual memory: used + mapped <= capacity                              */
+    size_t gran;     /* mapping granularity                                   */
+    size_t mapped;   /* bytes in maps                                         */
+    vm_span *ranges; /* from vm_reserve: sorted by addr, disjoint             */
+    size_t nranges, capranges;
+    vm_span *maps; /* from vm_map: sorted by addr, disjoint, each in a range  */
+    size_t nmaps, capmaps;
 } host_device;
 
 static void spin_ns(uint64_t ns) {
@@ -127,7 +187,7 @@ static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
     spin_ns(d->alloc_latency_ns);
     size_t len = size > SIZE_MAX - (d->page - 1) ? 0 : (size + d->page - 1) & ~(d->page - 1);
     pthread_mutex_lock(&d->lock);
-    size_t free_now = d->capacity - d->used;
+    size_t free_now = d->capacity - d->used - d->mapped;
     size_t i = 0;
     if (len && len <= free_now)
         while (i < d->nfree && d->free[i].len < len)
@@ -135,8 +195,8 @@ static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
     if (!len || len > free_now || i == d->nfree) {
         pthread_mutex_unlock(&d->lock);
         /* i == nfree with len <= free_now: the free bytes are there but in
-         * pieces (the range is exactly the capacity); a GPU refuses such a
-         * request as well. */
+         * pieces (the range is exactly the capacity, maps or not); a GPU
+         * refuses such a request as well. */
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: %zu bytes requested, %zu of %zu free%s", size,
                          free_now, d->capacity, len <= free_now && len ? " (address space fragmented)" : "");
     }
@@ -218,10 +278,252 @@ static cca_status host_free(void *ctx, void *ptr, size_t size) {
     return CCA_OK;
 }
 
+/* ---- virtual memory ------------------------------------------------------- */
+
+/* Index of the first span with addr >= x (binary search). */
+static size_t span_index(const vm_span *a, size_t n, uintptr_t x) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a[mid].addr >= x)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Room for one more span; false on host OOM. */
+static bool reserve_span(vm_span **a, size_t n, size_t *cap) {
+    if (n < *cap)
+        return true;
+    size_t c = *cap ? *cap * 2 : 16;
+    vm_span *x = realloc(*a, c * sizeof *x);
+    if (!x)
+        return false;
+    *a = x;
+    *cap = c;
+    return true;
+}
+
+static void insert_span(vm_span *a, size_t *n, size_t i, vm_span s) {
+    memmove(&a[i + 1], &a[i], (*n - i) * sizeof *a);
+    a[i] = s;
+    (*n)++;
+}
+
+static void remove_span(vm_span *a, size_t *n, size_t i) {
+    memmove(&a[i], &a[i + 1], (*n - i - 1) * sizeof *a);
+    (*n)--;
+}
+
+/* Fresh inaccessible address space over [p, p + len): what a range holds
+ * where nothing is mapped. */
+static bool protect_none(void *p, size_t len) {
+    return mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED;
+}
+
+/* The status of a failed syscall: no memory is an OOM, the rest a failure. */
+static cca_status errno_status(int e) {
+    return e == ENOMEM || e == ENOSPC ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM;
+}
+
+static cca_status host_vm_granularity(void *ctx, size_t *bytes) {
+    host_device *d = ctx;
+    *bytes = d->gran;
+    return CCA_OK;
+}
+
+static cca_status host_vm_reserve(void *ctx, size_t size, void **base) {
+    host_device *d = ctx;
+    size_t g = d->gran;
+    if (size > SIZE_MAX - g)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: vm_reserve of %zu bytes: beyond the address space", size);
+    /* one granule more than asked, so that an aligned start lies inside */
+    char *p = mmap(NULL, size + g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: vm_reserve of %zu bytes of address space: %s", size,
+                         strerror(e));
+    }
+    char *start = (char *)(((uintptr_t)p + g - 1) & ~(uintptr_t)(g - 1));
+    size_t head = (size_t)(start - p), tail = g - head;
+    if (head)
+        munmap(p, head);
+    if (tail)
+        munmap(start + size, tail);
+    pthread_mutex_lock(&d->lock);
+    if (!reserve_span(&d->ranges, d->nranges, &d->capranges)) {
+        pthread_mutex_unlock(&d->lock);
+        munmap(start, size);
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: host malloc failed recording a reserved range");
+    }
+    size_t i = span_index(d->ranges, d->nranges, (uintptr_t)start);
+    insert_span(d->ranges, &d->nranges, i, (vm_span){(uintptr_t)start, size});
+    pthread_mutex_unlock(&d->lock);
+    *base = start;
+    return CCA_OK;
+}
+
+static cca_status host_vm_release(void *ctx, void *base, size_t size) {
+    host_device *d = ctx;
+    uintptr_t b = (uintptr_t)base;
+    pthread_mutex_lock(&d->lock);
+    size_t i = span_index(d->ranges, d->nranges, b);
+    if (i == d->nranges || d->ranges[i].addr != b || d->ranges[i].len != size) {
+        bool at = i < d->nranges && d->ranges[i].addr == b;
+        size_t len = at ? d->ranges[i].len : 0;
+        pthread_mutex_unlock(&d->lock);
+        if (at)
+            return ccai_fail(CCA_ERR_UPSTREAM,
+                             "host device: vm_release of %p (%zu bytes): the range reserved there "
+                             "is %zu bytes; a release names exactly one range",
+                             base, size, len);
+        return ccai_fail(CCA_ERR_UPSTREAM,
+                         "host device: vm_release of %p (%zu bytes): no range reserved there "
+                         "(a release names exactly one range from vm_reserve)",
+                         base, size);
+    }
+    /* maps lie inside one range, so one inside this range starts in it */
+    size_t k = span_index(d->maps, d->nmaps, b);
+    if (k < d->nmaps && d->maps[k].addr - b < size) {
+        vm_span m = d->maps[k];
+        pthread_mutex_unlock(&d->lock);
+        return ccai_fail(CCA_ERR_UPSTREAM,
+                         "host device: vm_release of %p (%zu bytes): the map at %p (%zu bytes) "
+                         "is still in it; unmap first",
+                         base, size, (void *)m.addr, m.len);
+    }
+    if (munmap(base, size) != 0) {
+        int e = errno;
+        pthread_mutex_unlock(&d->lock);
+        return ccai_fail(CCA_ERR_UPSTREAM, "host device: vm_release of %p (%zu bytes): munmap: %s", base, size,
+                         strerror(e));
+    }
+    remove_span(d->ranges, &d->nranges, i);
+    pthread_mutex_unlock(&d->lock);
+    return CCA_OK;
+}
+
+/* The rules of a map, checked under the lock: CCA_OK, or the refusal with
+ * its message (nothing changed). *at is where the map goes in maps[]. */
+static cca_status vm_map_allowed(const host_device *d, uintptr_t a, size_t size, size_t *at) {
+    void *p = (void *)a;
+    size_t i = span_index(d->ranges, d->nranges, a + 1); /* ranges[i-1]: the last starting at or below a */
+    if (i == 0 || a - d->ranges[i - 1].addr >= d->ranges[i - 1].len)
+        return ccai_fail(CCA_ERR_UPSTREAM, "host device: vm_map of %p (%zu bytes): not inside any reserved range", p,
+                         size);
+    vm_span r = d->ranges[i - 1];
+    if (size > r.len - (a - r.addr))
+        return ccai_fail(CCA_ERR_UPSTREAM,
+                         "host device: vm_map of %p (%zu bytes) runs past the end of its reserved "
+                         "range %p (%zu bytes): a map lies inside one range",
+                         p, size, (void *)r.addr, r.len);
+    size_t k = span_index(d->maps, d->nmaps, a);
+    const vm_span *hit = NULL;
+    if (k > 0 && d->maps[k - 1].addr + d->maps[k - 1].len > a)
+        hit = &d->maps[k - 1];
+    else if (k < d->nmaps && d->maps[k].addr - a < size)
+        hit = &d->maps[k];
+    if (hit)
+        return ccai_fail(CCA_ERR_UPSTREAM,
+                         "host device: vm_map of %p (%zu bytes) overlaps the map at %p (%zu "
+                         "bytes): maps never overlap",
+                         p, size, (void *)hit->addr, hit->len);
+    size_t free_now = d->capacity - d->used - d->mapped;
+    if (size > free_now)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: vm_map of %zu bytes, %zu of %zu free", size, free_now,
+                         d->capacity);
+    *at = k;
+    return CCA_OK;
+}
+
+/* New physical memory at [p, p + size): a memfd mapped over the range's
+ * PROT_NONE pages. On failure the PROT_NONE pages are back. */
+static cca_status map_memory(void *p, size_t size) {
+    const char *step = "memfd_create";
+    int fd = memfd_create("ccalloc-sim", MFD_CLOEXEC);
+    if (fd >= 0) {
+        step = "ftruncate";
+        if (ftruncate(fd, (off_t)size) == 0) {
+            step = "mmap";
+            if (mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED) {
+                close(fd); /* the mapping keeps the memory */
+                return CCA_OK;
+            }
+        }
+    }
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    /* a failed MAP_FIXED may have removed what was there: put it back */
+    if (strcmp(step, "mmap") == 0 && !protect_none(p, size))
+        return ccai_fail(CCA_ERR_UPSTREAM,
+                         "host device: vm_map of %p (%zu bytes): mmap: %s, and restoring the "
+                         "reserved range failed: %s",
+                         p, size, strerror(e), strerror(errno));
+    return ccai_fail(errno_status(e), "host device: vm_map of %p (%zu bytes): %s: %s", p, size, step, strerror(e));
+}
+
+static cca_status host_vm_map(void *ctx, void *addr, size_t size) {
+    host_device *d = ctx;
+    spin_ns(d->alloc_latency_ns); /* granted or refused, as alloc */
+    uintptr_t a = (uintptr_t)addr;
+    pthread_mutex_lock(&d->lock);
+    size_t k = 0;
+    cca_status st = vm_map_allowed(d, a, size, &k);
+    if (st == CCA_OK && !reserve_span(&d->maps, d->nmaps, &d->capmaps))
+        st = ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: host malloc failed recording a map");
+    if (st == CCA_OK)
+        st = map_memory(addr, size);
+    if (st == CCA_OK) {
+        insert_span(d->maps, &d->nmaps, k, (vm_span){a, size});
+        d->mapped += size;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
+    host_device *d = ctx;
+    spin_ns(d->free_latency_ns); /* granted or refused, as free */
+    uintptr_t a = (uintptr_t)addr;
+    pthread_mutex_lock(&d->lock);
+    size_t k = span_index(d->maps, d->nmaps, a);
+    if (k == d->nmaps || d->maps[k].addr != a || d->maps[k].len != size) {
+        /* the map starting here (another size), or the one a falls inside */
+        vm_span seen = {0, 0};
+        if (k < d->nmaps && d->maps[k].addr == a)
+            seen = d->maps[k];
+        else if (k > 0 && d->maps[k - 1].addr + d->maps[k - 1].len > a)
+            seen = d->maps[k - 1];
+        pthread_mutex_unlock(&d->lock);
+        if (!seen.len)
+            return ccai_fail(CCA_ERR_UPSTREAM, "host device: vm_unmap of %p (%zu bytes): nothing is mapped at %p", addr,
+                             size, addr);
+        return ccai_fail(CCA_ERR_UPSTREAM,
+                         "host device: vm_unmap of %p (%zu bytes) does not name one map: the map "
+                         "there is %p (%zu bytes); no partial unmap, one unmap per map",
+                         addr, size, (void *)seen.addr, seen.len);
+    }
+    /* fresh inaccessible pages over the map: the memfd's pages go back to the
+     * OS now (its last reference), and a later touch faults */
+    if (!protect_none(addr, size)) {
+        int e = errno;
+        pthread_mutex_unlock(&d->lock);
+        return ccai_fail(CCA_ERR_UPSTREAM, "host device: vm_unmap of %p (%zu bytes): mmap: %s", addr, size,
+                         strerror(e));
+    }
+    remove_span(d->maps, &d->nmaps, k);
+    d->mapped -= size;
+    pthread_mutex_unlock(&d->lock);
+    return CCA_OK;
+}
+
 static cca_status host_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
     host_device *d = ctx;
     pthread_mutex_lock(&d->lock);
-    *free_bytes = d->capacity - d->used;
+    *free_bytes = d->capacity - d->used - d->mapped;
     *total_bytes = d->capacity;
     pthread_mutex_unlock(&d->lock);
     return CCA_OK;
@@ -249,8 +551,12 @@ static void host_destroy(void *ctx) {
     host_device *d = ctx;
     if (d->base)
         munmap(d->base, d->range);
+    for (size_t i = 0; i < d->nranges; i++) /* the maps in them go too */
+        munmap((void *)d->ranges[i].addr, d->ranges[i].len);
     free(d->free);
     free(d->live);
+    free(d->ranges);
+    free(d->maps);
     pthread_mutex_destroy(&d->lock);
     free(d);
 }
@@ -268,6 +574,12 @@ cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream
                          (unsigned long long)CCA_HOST_MAX_LATENCY_NS);
     long pg = sysconf(_SC_PAGESIZE);
     size_t page = pg > 0 ? (size_t)pg : 4096;
+    size_t gran = o->vm_granularity ? o->vm_granularity : (size_t)2 << 20;
+    if ((gran & (gran - 1)) || gran < page || gran % CCA_GRANULARITY)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+                         "cca_upstream_host_create: vm_granularity %zu is not a power of two >= the %zu-byte host "
+                         "page and a multiple of %u",
+                         gran, page, CCA_GRANULARITY);
     if (o->capacity > SIZE_MAX / 2)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create: capacity %zu is beyond the address space",
                          o->capacity);
@@ -280,6 +592,7 @@ cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream
     d->range = (o->capacity + page - 1) & ~(page - 1);
     d->alloc_latency_ns = o->alloc_latency_ns;
     d->free_latency_ns = o->free_latency_ns;
+    d->gran = gran;
     void *base = mmap(NULL, d->range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
         int e = errno;
@@ -306,6 +619,11 @@ cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream
         .event_destroy = host_event_destroy,
         .destroy = host_destroy,
         .name = "host-simulated",
+        .vm_granularity = host_vm_granularity,
+        .vm_reserve = host_vm_reserve,
+        .vm_release = host_vm_release,
+        .vm_map = host_vm_map,
+        .vm_unmap = host_vm_unmap,
     };
     cca_status st = ccai_upstream_wrap(&ops, d, out);
     if (st != CCA_OK)

@@ -12,7 +12,8 @@
 
 #include <stdlib.h>
 
-static const char *const micro_suite[] = {"ccalloc-growth", "malloc", "ccalloc-cuda", "cuda-async-tmax", "cub"};
+static const char *const micro_suite[] = {"ccalloc-growth", "ccalloc-expandable", "malloc", "ccalloc-cuda",
+                                          "ccalloc-cuda-expandable", "cuda-async-tmax", "cub"};
 
 int ccb_run_micro(ccb_options *o, FILE *md) {
     const char *const *specs = o->specs;

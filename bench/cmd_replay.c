@@ -12,9 +12,13 @@
 
 #include <stdlib.h>
 
-static const char *const host_suite[] = {"ccalloc-growth",   "ccalloc-greedy",   "ccalloc-nosmall",
-                                         "ccalloc-maxsplit", "ccalloc-onelarge", "device-malloc", "malloc"};
-static const char *const gpu_suite[] = {"ccalloc-cuda", "cuda-malloc", "cuda-async-t0", "cuda-async-tmax", "cub"};
+static const char *const host_suite[] = {"ccalloc-growth",     "ccalloc-greedy",
+                                         "ccalloc-nosmall",    "ccalloc-maxsplit",
+                                         "ccalloc-onelarge",   "ccalloc-expandable",
+                                         "ccalloc-expandable-greedy", "device-malloc",
+                                         "malloc"};
+static const char *const gpu_suite[] = {"ccalloc-cuda",  "ccalloc-cuda-expandable", "cuda-malloc",
+                                        "cuda-async-t0", "cuda-async-tmax",         "cub"};
 
 void ccb_default_specs(ccb_options *o) {
     if (o->nspecs)

@@ -9,9 +9,12 @@
  *   ccalloc-nosmall    ccalloc       small_pool:0             (one pool for all sizes)
  *   ccalloc-maxsplit   ccalloc       max_split:64M            (PyTorch's max_split_size_mb)
  *   ccalloc-onelarge   ccalloc       medium_pool:0            (PyTorch's pools: medium and large share)
+ *   ccalloc-expandable ccalloc       expandable:1             (pages of reserved ranges, growth)
+ *   ccalloc-expandable-greedy ccalloc policy:greedy,expandable:1 (the arena as pages: it can shrink)
  *   malloc             malloc                                 (host malloc/free floor)
  *   device-malloc      device-malloc                          (one upstream call per request: no cache)
  *   ccalloc-cuda       ccalloc-cuda  policy:growth            (GPU)
+ *   ccalloc-cuda-expandable ccalloc-cuda expandable:1         (GPU, over the driver's virtual memory)
  *   cuda-malloc        cuda-malloc                            (GPU, raw cudaMalloc/cudaFree)
  *   cuda-async-t0      cuda-async    release_threshold:0      (GPU, cudaMallocAsync)
  *   cuda-async-tmax    cuda-async    release_threshold:max    (GPU)
@@ -44,10 +47,16 @@ const ccb_preset ccb_presets[] = {
     {"ccalloc-maxsplit", "ccalloc", "max_split:64M", "ccalloc growth, blocks > 64 MiB never split"},
     {"ccalloc-onelarge", "ccalloc", "medium_pool:0",
      "ccalloc growth, medium and large requests share one pool (PyTorch's layout)"},
+    {"ccalloc-expandable", "ccalloc", "expandable:1",
+     "ccalloc growth over expandable segments: pages mapped as they grow, unmapped when free"},
+    {"ccalloc-expandable-greedy", "ccalloc", "policy:greedy,expandable:1",
+     "ccalloc greedy arena as an expandable segment: mapped whole, trim unmaps its free pages"},
     {"malloc", "malloc", "", "host malloc/free: the floor for bookkeeping cost"},
     {"device-malloc", "device-malloc", "",
      "one simulated-device alloc/free per request, no cache (cudaMalloc/cudaFree's analogue)"},
     {"ccalloc-cuda", "ccalloc-cuda", "policy:growth", "ccalloc growth over cudaMalloc (GPU)"},
+    {"ccalloc-cuda-expandable", "ccalloc-cuda", "expandable:1",
+     "ccalloc growth over the driver's virtual memory: cuMemCreate/cuMemMap pages (GPU)"},
     {"cuda-malloc", "cuda-malloc", "", "raw cudaMalloc/cudaFree per op (GPU)"},
     {"cuda-async-t0", "cuda-async", "release_threshold:0", "cudaMallocAsync, default pool, threshold 0 (GPU)"},
     {"cuda-async-tmax", "cuda-async", "release_threshold:max",

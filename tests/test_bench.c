@@ -263,7 +263,8 @@ Test(bench_strategy, specs_resolve_and_gpu_ones_skip_with_a_reason) {
 
     ccb_trace t;
     gen("mlp", 1, &t);
-    const char *gpu[] = {"ccalloc-cuda", "cuda-malloc", "cuda-async-t0", "cuda-async-tmax", "cub"};
+    const char *gpu[] = {"ccalloc-cuda", "ccalloc-cuda-expandable", "cuda-malloc", "cuda-async-t0", "cuda-async-tmax",
+                         "cub"};
     int have_gpu = strcmp(ccb_gpu_unavailable_reason(), "ok") == 0;
     for (size_t i = 0; i < sizeof gpu / sizeof *gpu; i++) {
         ccb_result r;

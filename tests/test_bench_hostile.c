@@ -1160,8 +1160,9 @@ Test(analyze, defect_what_analysis_accepts_reads_back) {
 
 static const ccb_replay_options ropt = {.device_bytes = (size_t)64 << 20, .reps = 1, .timeline_points = 20};
 
-static const char *const host_specs[] = {"ccalloc-growth", "ccalloc-greedy", "ccalloc-nosmall", "ccalloc-maxsplit",
-                                         "ccalloc-onelarge", "device-malloc",  "malloc"};
+static const char *const host_specs[] = {"ccalloc-growth",     "ccalloc-greedy",     "ccalloc-nosmall",
+                                         "ccalloc-maxsplit",   "ccalloc-onelarge",   "ccalloc-expandable",
+                                         "ccalloc-expandable-greedy", "device-malloc", "malloc"};
 #define NHOST (sizeof host_specs / sizeof host_specs[0])
 
 static void analyzed(ccb_trace *t) {

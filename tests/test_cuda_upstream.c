@@ -107,10 +107,14 @@ Test(cuda_upstream, oom_on_the_device_is_reported_and_recovered) {
 
 /* ---- virtual memory (CUDA VMM through the vm_* ops) ---------------------------- */
 
-/* Reserve a range, map two chunks back to back, use them as one range
- * (written across the boundary and read back), check the driver's free
- * count at each step, refuse a partial unmap, unmap, release: the device is
- * back where it started and the stats are exact. */
+/* Reserve a range, map granules [0,1) and [1,4) by two calls, use them as
+ * one range (written across the boundary and read back), then release
+ * granule by granule: granule 2 alone (part of the second map) gives its
+ * memory back at once; unmapping it again, or a run containing it, is
+ * refused with what is mapped unchanged; one unmap spanning both maps
+ * ([0,2)) and one of granule 3 finish. The driver's free count is checked
+ * at each step, the data of the granules that stay where cudart is linked;
+ * at the end the device is back where it started and the stats are exact. */
 Test(cuda_upstream, vm_map_unmap_round_trip) {
     cca_upstream *u = cuda_or_skip();
     cr_assert(cca_upstream_has_vm(u), "the CUDA upstream offers no virtual memory on this GPU");
@@ -133,32 +137,61 @@ Test(cuda_upstream, vm_map_unmap_round_trip) {
     cr_assert_eq(s.vm_mapped_bytes, 4 * g);
     cr_assert_eq(s.vm_map_calls, 2);
 #ifdef CCA_TEST_CUDART
-    cr_assert_eq(cudaMemset(p + g / 2, 0x5a, g), cudaSuccess, "write across the two chunks");
+    cr_assert_eq(cudaMemset(p + g / 2, 0x5a, g), cudaSuccess, "write across the two maps");
+    cr_assert_eq(cudaMemset(p + 3 * g, 0x33, g), cudaSuccess, "write granule 3");
     unsigned char host[4096];
     cr_assert_eq(cudaMemcpy(host, p + g - 2048, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
     for (size_t i = 0; i < sizeof host; i++)
-        cr_assert_eq(host[i], 0x5a, "byte %zu around the chunk boundary", i);
+        cr_assert_eq(host[i], 0x5a, "byte %zu around the boundary of the maps", i);
     cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
 #endif
-    /* the driver refuses half of the 3g chunk; nothing changes */
-    cr_assert_neq(cca_upstream_vm_unmap(u, p + g, g), CCA_OK, "a partial unmap was accepted");
+    /* granule 2, the middle of the second map: its memory goes back alone */
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + 2 * g, g), CCA_OK, "%s", cca_last_error());
     cca_upstream_get_stats(u, &s);
-    cr_assert_eq(s.vm_mapped_bytes, 4 * g);
-    cr_assert_eq(cca_upstream_vm_unmap(u, p + g, 3 * g), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_upstream_vm_unmap(u, p, g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(s.vm_mapped_bytes, 3 * g);
+    cr_assert_eq(s.vm_unmap_calls, 1);
+    size_t after_one = device_free(u);
+    cr_assert_leq(distance(after_one - during, g), TOLERANCE, "unmapping one granule gave back %zu, not %zu",
+                  after_one - during, g);
+    /* a range with a granule not mapped is refused; what is mapped stays */
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + 2 * g, g), CCA_ERR_UPSTREAM, "an unmapped granule was unmapped");
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + 8 * g, 2 * g), CCA_ERR_UPSTREAM, "a range never mapped was unmapped");
+    /* granule 1 is unmapped by the driver before it reaches granule 2, then
+     * mapped again: mapped, but its contents are lost */
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + g, 3 * g), CCA_ERR_UPSTREAM, "a run with a hole was unmapped");
+    cr_assert_not_null(strstr(cca_last_error(), "only mapped granules"), "message: %s", cca_last_error());
+    cca_upstream_get_stats(u, &s);
+    cr_assert_eq(s.vm_mapped_bytes, 3 * g);
+    cr_assert_eq(s.vm_unmap_calls, 1);
+    cr_assert_leq(distance(device_free(u), after_one), TOLERANCE, "a refused unmap changed the device's free count");
+#ifdef CCA_TEST_CUDART
+    cr_assert_eq(cudaMemcpy(host, p + g / 2, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess, "granule 0");
+    for (size_t i = 0; i < sizeof host; i++)
+        cr_assert_eq(host[i], 0x5a, "byte %zu of granule 0 after the unmaps", i);
+    cr_assert_eq(cudaMemcpy(host, p + 4 * g - sizeof host, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess,
+                 "granule 3");
+    for (size_t i = 0; i < sizeof host; i++)
+        cr_assert_eq(host[i], 0x33, "byte %zu of granule 3 after the unmaps", i);
+    cr_assert_eq(cudaMemset(p + g, 0x11, g), cudaSuccess, "granule 1 is mapped and writable");
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+#endif
+    /* one unmap across both maps, one of what is left */
+    cr_assert_eq(cca_upstream_vm_unmap(u, p, 2 * g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + 3 * g, g), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_upstream_vm_release(u, base, 64 * g), CCA_OK, "%s", cca_last_error());
     cca_upstream_get_stats(u, &s);
     cr_assert_eq(s.vm_reserved_bytes, 0);
     cr_assert_eq(s.vm_mapped_bytes, 0);
     cr_assert_eq(s.bytes_in_use, 0);
-    cr_assert_eq(s.vm_unmap_calls, 2);
+    cr_assert_eq(s.vm_unmap_calls, 3);
     cr_assert_leq(distance(device_free(u), start), TOLERANCE, "device free %zu at start, %zu after", start,
                   device_free(u));
     cca_upstream_destroy(u);
 }
 
 /* A map larger than the device fails with OOM and leaves nothing mapped
- * (cuMemCreate refuses; nothing to undo); one that fits still works. */
+ * (cuMemCreate refuses the first granule that does not fit; the granules
+ * mapped before it are unmapped); one that fits still works. */
 Test(cuda_upstream, vm_map_refused_leaves_nothing) {
     cca_upstream *u = cuda_or_skip();
     cr_assert(cca_upstream_has_vm(u), "no virtual memory on this GPU");

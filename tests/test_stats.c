@@ -161,9 +161,17 @@ static void assert_json_stats(const cJSON *obj, const cca_stats *s) {
     KEY(ooms);
     KEY(splits);
     KEY(merges);
+    KEY(page_size);
+    KEY(expandable_segments);
+    KEY(address_space_bytes);
+    KEY(mapped_bytes);
+    KEY(vm_maps);
+    KEY(vm_unmaps);
+    KEY(pages_mapped);
+    KEY(pages_unmapped);
 #undef KEY
     cr_assert_float_eq(number(obj, "fragmentation"), s->fragmentation, 1e-6);
-    cr_assert_eq(cJSON_GetArraySize(obj), 23, "23 keys, no more");
+    cr_assert_eq(cJSON_GetArraySize(obj), 31, "31 keys, no more");
 }
 
 Test(stats, stats_json_parses_and_matches_the_struct) {

@@ -9,14 +9,26 @@
  *   round trip   reserve, map, write, read, unmap, release with the stats
  *                (vm_*, bytes_in_use) and mem_info exact after every step;
  *                reserved address space alone costs no device memory.
- *   rules        every call that breaks one (alignment: the wrapper; ranges,
- *                overlaps, partial unmaps, releases: the device) returns the
+ *   rules        every call that breaks one (alignment, no partial unmap of
+ *                a granule: the wrapper; ranges, overlaps, unmaps of
+ *                granules not mapped, releases: the device) returns the
  *                stated status, names the rule and changes nothing: stats
  *                (but the count of failed maps), mem_info, mapped contents.
+ *   granules     release is granule by granule: the middle granule of a
+ *                map unmaps alone and faults after while its neighbours
+ *                keep their data; one unmap spans adjacent maps made apart;
+ *                a range with one granule not mapped is refused whole; the
+ *                pages of part of a map go back to the OS while the rest
+ *                stays; seeded random maps and unmaps agree with a model
+ *                of one bit per granule (status, stats, mem_info, faults,
+ *                contents) after every step.
  *   capacity     maps fill the device exactly; classic allocations and maps
  *                share it.
- *   memory       unmapped memory goes back to the OS (resident memory falls)
- *                and faults when touched (a forked child dies of SIGSEGV);
+ *   memory       unmapped memory goes back to the OS (resident memory falls,
+ *                and where /proc/self/map_files opens, the memfd's own
+ *                allocated pages, which resident memory cannot see, fall
+ *                too when part of a map goes) and faults when touched (a
+ *                forked child dies of SIGSEGV);
  *                maps made apart are one contiguous, usable run of addresses.
  *   latency      vm_map waits alloc_latency_ns and vm_unmap free_latency_ns,
  *                granted or refused (lower bounds only).
@@ -32,11 +44,13 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -380,15 +394,19 @@ Test(upstream_vm, every_broken_rule_is_refused_and_changes_nothing) {
     EXPECT_REFUSED(u, cca_upstream_vm_map(u, A + 2 * G, G), CCA_ERR_UPSTREAM, "overlaps the map", 1);     /* inside */
     EXPECT_REFUSED(u, cca_upstream_vm_map(u, A, 8 * G), CCA_ERR_UPSTREAM, "overlaps the map", 1);         /* around */
 
-    /* an unmap names exactly one map */
-    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A + G, G), CCA_ERR_UPSTREAM, "no partial unmap", 0);     /* head */
-    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A + 2 * G, G), CCA_ERR_UPSTREAM, "no partial unmap", 0); /* tail */
-    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A + G, 3 * G), CCA_ERR_UPSTREAM, "no partial unmap", 0); /* both */
-    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A + 3 * G, 2 * G), CCA_ERR_UPSTREAM, "no partial unmap", 0);
+    /* an unmap names only mapped granules (any run of them: see the
+     * "granules" tests); one granule not mapped refuses the whole range */
     EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A, G), CCA_ERR_UPSTREAM, "nothing is mapped", 0);
+    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A, 2 * G), CCA_ERR_UPSTREAM, "nothing is mapped", 0);         /* head */
+    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A + 3 * G, 2 * G), CCA_ERR_UPSTREAM, "nothing is mapped", 0); /* tail */
+    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A, 8 * G), CCA_ERR_UPSTREAM, "nothing is mapped", 0); /* around */
+    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A + G, 4 * G), CCA_ERR_UPSTREAM, "only mapped granules", 0);
     EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A + 4 * G, G), CCA_ERR_UPSTREAM, "nothing is mapped", 0);
     EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, B, G), CCA_ERR_UPSTREAM, "nothing is mapped", 0);
     EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, gone, G), CCA_ERR_UPSTREAM, "nothing is mapped", 0);
+    /* ...and it is a granule that is not mapped, not a map boundary: the
+     * message says where the first one is */
+    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A + 2 * G, 3 * G), CCA_ERR_UPSTREAM, "(4194304 bytes in)", 0);
 
     /* a release names exactly one range, with nothing mapped in it */
     EXPECT_REFUSED(u, cca_upstream_vm_release(u, A, 8 * G), CCA_ERR_UPSTREAM, "still in it", 0);
@@ -404,10 +422,12 @@ Test(upstream_vm, every_broken_rule_is_refused_and_changes_nothing) {
     TU_ASSERT_FAULTS(A + 4 * G);
     TU_ASSERT_FAULTS(B);
 
-    /* a range empties only when each map is unmapped on its own */
-    vm_unmap(u, A + G, 2 * G);
+    /* a range empties only when its last mapped granule is unmapped: the
+     * head of the first map, then the rest of it with the second map */
+    vm_unmap(u, A + G, G);
     EXPECT_REFUSED(u, cca_upstream_vm_release(u, A, 8 * G), CCA_ERR_UPSTREAM, "still in it", 0);
-    vm_unmap(u, A + 3 * G, G);
+    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A + G, 3 * G), CCA_ERR_UPSTREAM, "nothing is mapped", 0);
+    vm_unmap(u, A + 2 * G, 2 * G);
     EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, A + 3 * G, G), CCA_ERR_UPSTREAM, "nothing is mapped", 0);
     vm_release(u, A, 8 * G);
     vm_release(u, B, 8 * G);
@@ -435,6 +455,373 @@ Test(upstream_vm, classic_addresses_are_not_vm_addresses_and_the_other_way_round
     vm_release(u, r, 2 * G);
     cr_assert_eq(cca_upstream_free(u, p, 4 * G), CCA_OK);
     cca_upstream_destroy(u);
+}
+
+/* ---- granules: release granule by granule -------------------------------------- */
+
+/* Every byte of [p, p + len) reads pattern(i + off, seed); one byte a page. */
+static void assert_pattern(const char *p, size_t len, size_t off, int seed, const char *what) {
+    for (size_t i = 0; i < len; i += 4096)
+        if (p[i] != pattern(i + off, seed))
+            cr_assert_fail("%s: byte %zu reads %d, wrote %d", what, i, p[i], pattern(i + off, seed));
+    if (len && p[len - 1] != pattern(len - 1 + off, seed))
+        cr_assert_fail("%s: the last byte reads %d, wrote %d", what, p[len - 1], pattern(len - 1 + off, seed));
+}
+
+static void fill_pattern(char *p, size_t len, size_t off, int seed) {
+    for (size_t i = 0; i < len; i++)
+        p[i] = pattern(i + off, seed);
+}
+
+Test(upstream_vm, the_middle_granule_of_a_map_unmaps_alone_and_its_neighbours_keep_their_data) {
+    const size_t G = 2 * MiB, cap = 32 * MiB;
+    cca_upstream *u = make_vm_device(cap, 0);
+    char *r = vm_reserve(u, 8 * G);
+    char *m = r + G; /* granules 1, 2, 3 of the range: one map */
+    vm_map(u, m, 3 * G);
+    fill_pattern(m, 3 * G, 0, 5);
+    ASSERT_VM_STATS(u, 8 * G, 3 * G, 3 * G, 1, 0, 0);
+
+    vm_unmap(u, m + G, G); /* the middle one */
+    ASSERT_VM_STATS(u, 8 * G, 2 * G, 2 * G, 1, 1, 0);
+    ASSERT_FREE(u, cap - 2 * G);
+    TU_ASSERT_FAULTS(m + G);
+    TU_ASSERT_FAULTS(m + G + G / 2);
+    TU_ASSERT_FAULTS(m + 2 * G - 1);
+    TU_ASSERT_READABLE(m + G - 1);
+    TU_ASSERT_READABLE(m + 2 * G);
+    assert_pattern(m, G, 0, 5, "the first granule");
+    assert_pattern(m + 2 * G, G, 2 * G, 5, "the last granule");
+
+    /* the hole is not mapped: unmapping it again, or the whole map, is
+     * refused and changes nothing */
+    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, m + G, G), CCA_ERR_UPSTREAM, "nothing is mapped", 0);
+    EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, m, 3 * G), CCA_ERR_UPSTREAM, "nothing is mapped", 0);
+    /* what is left of the map is still mapped: a map over it is refused */
+    EXPECT_REFUSED(u, cca_upstream_vm_map(u, m, 2 * G), CCA_ERR_UPSTREAM, "overlaps the map", 1);
+    EXPECT_REFUSED(u, cca_upstream_vm_map(u, m + G, 2 * G), CCA_ERR_UPSTREAM, "overlaps the map", 1);
+    assert_pattern(m, G, 0, 5, "the first granule after the refusals");
+    assert_pattern(m + 2 * G, G, 2 * G, 5, "the last granule after the refusals");
+
+    /* the hole maps again, with new memory (zeros); then all three granules
+     * (three records now: head, new map, tail) unmap in one call */
+    vm_map(u, m + G, G);
+    ASSERT_VM_STATS(u, 8 * G, 3 * G, 3 * G, 2, 1, 2);
+    for (size_t i = 0; i < G; i += 4096)
+        cr_assert_eq(m[G + i], 0, "the new middle granule reads %d at %zu", m[G + i], i);
+    assert_pattern(m, G, 0, 5, "the first granule after the new map");
+    assert_pattern(m + 2 * G, G, 2 * G, 5, "the last granule after the new map");
+    vm_unmap(u, m, 3 * G);
+    ASSERT_VM_STATS(u, 8 * G, 0, 0, 2, 2, 2);
+    ASSERT_FREE(u, cap);
+    TU_ASSERT_FAULTS(m);
+    TU_ASSERT_FAULTS(m + 3 * G - 1);
+
+    /* the head and the tail of a map, each alone */
+    vm_map(u, r, 4 * G);
+    fill_pattern(r, 4 * G, 0, 6);
+    vm_unmap(u, r, G);
+    vm_unmap(u, r + 3 * G, G);
+    ASSERT_VM_STATS(u, 8 * G, 2 * G, 2 * G, 3, 4, 2);
+    ASSERT_FREE(u, cap - 2 * G);
+    TU_ASSERT_FAULTS(r + G - 1);
+    TU_ASSERT_FAULTS(r + 3 * G);
+    assert_pattern(r + G, 2 * G, G, 6, "the middle of the map");
+    vm_unmap(u, r + G, 2 * G);
+    ASSERT_VM_STATS(u, 8 * G, 0, 0, 3, 5, 2);
+    vm_release(u, r, 8 * G);
+    ASSERT_FREE(u, cap);
+    cca_upstream_destroy(u);
+    assert_no_leaks();
+}
+
+Test(upstream_vm, one_unmap_spans_adjacent_maps_made_by_separate_calls) {
+    const size_t G = 2 * MiB, cap = 32 * MiB;
+    cca_upstream *u = make_vm_device(cap, 0);
+    char *r = vm_reserve(u, 8 * G);
+    /* granules [0,2), [2,3), [3,5), [5,6): four maps, one run */
+    vm_map(u, r, 2 * G);
+    vm_map(u, r + 2 * G, G);
+    vm_map(u, r + 3 * G, 2 * G);
+    vm_map(u, r + 5 * G, G);
+    fill_pattern(r, 6 * G, 0, 7);
+    ASSERT_VM_STATS(u, 8 * G, 6 * G, 6 * G, 4, 0, 0);
+
+    /* [1,4): the tail of the first, all of the second, the head of the third */
+    vm_unmap(u, r + G, 3 * G);
+    ASSERT_VM_STATS(u, 8 * G, 3 * G, 3 * G, 4, 1, 0);
+    ASSERT_FREE(u, cap - 3 * G);
+    TU_ASSERT_FAULTS(r + G);
+    TU_ASSERT_FAULTS(r + 2 * G);
+    TU_ASSERT_FAULTS(r + 4 * G - 1);
+    assert_pattern(r, G, 0, 7, "granule 0");
+    assert_pattern(r + 4 * G, 2 * G, 4 * G, 7, "granules 4 and 5");
+
+    /* [4,6): what was left of the third map with all of the fourth */
+    vm_unmap(u, r + 4 * G, 2 * G);
+    ASSERT_VM_STATS(u, 8 * G, G, G, 4, 2, 0);
+    TU_ASSERT_FAULTS(r + 5 * G);
+    assert_pattern(r, G, 0, 7, "granule 0");
+
+    /* exactly one map, as before */
+    vm_unmap(u, r, G);
+    ASSERT_VM_STATS(u, 8 * G, 0, 0, 4, 3, 0);
+    ASSERT_FREE(u, cap);
+    vm_release(u, r, 8 * G);
+    cca_upstream_destroy(u);
+    assert_no_leaks();
+}
+
+Test(upstream_vm, a_range_with_one_unmapped_granule_is_refused_and_nothing_changes) {
+    const size_t G = 2 * MiB, cap = 32 * MiB;
+    cca_upstream *u = make_vm_device(cap, 0);
+    char *r = vm_reserve(u, 8 * G);
+    /* mapped: [0,2) and [3,6), then granule 4 unmapped out of the second:
+     *   0 1 2 3 4 5 6 7
+     *   # # . # . # . .   */
+    vm_map(u, r, 2 * G);
+    vm_map(u, r + 3 * G, 3 * G);
+    fill_pattern(r, 2 * G, 0, 8);
+    fill_pattern(r + 3 * G, 3 * G, 3 * G, 8);
+    vm_unmap(u, r + 4 * G, G);
+    ASSERT_VM_STATS(u, 8 * G, 4 * G, 4 * G, 2, 1, 0);
+    struct {
+        size_t from, n, hole;
+    } bad[] = {
+        {0, 3, 2}, /* both granules of a map and the gap after it */
+        {1, 3, 2}, /* across the gap between two maps */
+        {0, 6, 2}, /* everything mapped and both gaps */
+        {3, 2, 4}, /* into the hole an unmap cut in a map */
+        {3, 3, 4}, /* over that hole, from one piece of the map to the other */
+        {5, 2, 6}, /* past the last mapped granule */
+        {2, 1, 2}, /* the gap alone */
+        {4, 1, 4}, /* the cut hole alone */
+        {6, 2, 6}, /* never mapped */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char words[64];
+        snprintf(words, sizeof words, "(%zu bytes in)", (bad[i].hole - bad[i].from) * G);
+        EXPECT_REFUSED(u, cca_upstream_vm_unmap(u, r + bad[i].from * G, bad[i].n * G), CCA_ERR_UPSTREAM, words, 0);
+        /* every mapped granule still mapped, with its data; holes fault */
+        assert_pattern(r, 2 * G, 0, 8, "granules 0 and 1");
+        assert_pattern(r + 3 * G, G, 3 * G, 8, "granule 3");
+        assert_pattern(r + 5 * G, G, 5 * G, 8, "granule 5");
+        TU_ASSERT_FAULTS(r + 2 * G);
+        TU_ASSERT_FAULTS(r + 4 * G);
+        TU_ASSERT_FAULTS(r + 6 * G);
+    }
+    ASSERT_VM_STATS(u, 8 * G, 4 * G, 4 * G, 2, 1, 0);
+    ASSERT_FREE(u, cap - 4 * G);
+    vm_unmap(u, r, 2 * G);
+    vm_unmap(u, r + 3 * G, G);
+    vm_unmap(u, r + 5 * G, G);
+    ASSERT_VM_STATS(u, 8 * G, 0, 0, 2, 4, 0);
+    vm_release(u, r, 8 * G);
+    cca_upstream_destroy(u);
+    assert_no_leaks();
+}
+
+/* The bytes of memory allocated to the memfd behind the mapping that holds
+ * p (st_blocks of the file, found through /proc/self/map_files), or
+ * SIZE_MAX where the process may not open it (that needs CAP_SYS_ADMIN or
+ * CAP_CHECKPOINT_RESTORE). Resident memory alone cannot show that part of
+ * a map went back: it counts only the pages mapped into this process, and
+ * pages of a shared file that are merely covered by new address space stay
+ * allocated in the file, out of resident memory but not back with the OS. */
+static size_t memfd_bytes(const void *p) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(f, "/proc/self/maps: %s", strerror(errno));
+    char line[512];
+    unsigned long lo = 0, hi = 0;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= (uintptr_t)p && (uintptr_t)p < hi;
+    fclose(f);
+    cr_assert(found, "no mapping holds %p", p);
+    char path[96];
+    snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", lo, hi);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        cr_assert(errno == EPERM || errno == EACCES, "%s: %s", path, strerror(errno));
+        return SIZE_MAX;
+    }
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0, "fstat %s: %s", path, strerror(errno));
+    close(fd);
+    return (size_t)st.st_blocks * 512;
+}
+
+Test(upstream_vm, part_of_a_map_unmapped_goes_back_to_the_os_while_the_rest_stays) {
+    const size_t size = 64 * MiB, half = 32 * MiB, quarter = 16 * MiB;
+    size_t P = tu_page_size();
+    cca_upstream *u = make_vm_device(128 * MiB, 0);
+    char *r = vm_reserve(u, size);
+    vm_map(u, r, size);
+    size_t r0 = tu_resident_bytes();
+    for (size_t i = 0; i < size; i += P)
+        r[i] = (char)(1 + i / P % 251);
+    size_t r1 = tu_resident_bytes();
+    cr_assert_geq(r1, r0 + 60 * MiB, "touching 64 MiB of a map raised resident memory only from %zu to %zu", r0, r1);
+    size_t f1 = memfd_bytes(r);
+    if (f1 == SIZE_MAX)
+        cr_log_warn("/proc/self/map_files cannot be opened here: the memfd's own pages are not checked, "
+                    "only resident memory");
+    else
+        cr_assert_eq(f1, size, "the memfd holds %zu bytes after 64 MiB were touched", f1);
+    /* the middle 32 MiB: the memfd stays mapped on both sides, yet its pages
+     * under the hole are freed */
+    vm_unmap(u, r + quarter, half);
+    size_t r2 = tu_resident_bytes();
+    cr_assert_leq(r2 + 28 * MiB, r1, "unmapping 32 MiB of a 64 MiB map lowered resident memory only from %zu to %zu",
+                  r1, r2);
+    size_t f2 = memfd_bytes(r);
+    if (f2 != SIZE_MAX) {
+        cr_assert_eq(f2, size - half, "the memfd still holds %zu bytes, not %zu: the hole's pages were not freed", f2,
+                     size - half);
+        cr_assert_eq(memfd_bytes(r + quarter + half), f2, "the tail is not the same memfd as the head");
+    }
+    ASSERT_VM_STATS(u, size, half, half, 1, 1, 0);
+    ASSERT_FREE(u, 128 * MiB - half);
+    TU_ASSERT_FAULTS(r + quarter);
+    TU_ASSERT_FAULTS(r + quarter + half - 1);
+    for (size_t i = 0; i < quarter; i += P)
+        cr_assert_eq(r[i], (char)(1 + i / P % 251), "byte %zu of the head changed", i);
+    for (size_t i = quarter + half; i < size; i += P)
+        cr_assert_eq(r[i], (char)(1 + i / P % 251), "byte %zu of the tail changed", i);
+    /* the head alone: its pages go too, the tail's stay */
+    vm_unmap(u, r, quarter);
+    size_t r3 = tu_resident_bytes();
+    cr_assert_leq(r3 + 14 * MiB, r2, "unmapping the 16 MiB head lowered resident memory only from %zu to %zu", r2, r3);
+    size_t f3 = memfd_bytes(r + quarter + half);
+    if (f3 != SIZE_MAX)
+        cr_assert_eq(f3, quarter, "the memfd holds %zu bytes with only the 16 MiB tail mapped", f3);
+    cr_assert_eq(r[size - P], (char)(1 + (size - P) / P % 251), "the tail lost its data");
+    vm_unmap(u, r + quarter + half, quarter);
+    size_t r4 = tu_resident_bytes();
+    cr_assert_leq(r4 + 14 * MiB, r3, "unmapping the 16 MiB tail lowered resident memory only from %zu to %zu", r3, r4);
+    ASSERT_VM_STATS(u, size, 0, 0, 1, 3, 0);
+    vm_release(u, r, size);
+    cca_upstream_destroy(u);
+}
+
+/* Seeded random maps and unmaps on one range against a model of one bit per
+ * granule. Ranges are drawn at random (mostly refused) or grown from a
+ * random granule over its run of mapped or unmapped neighbours (mostly
+ * granted); the capacity is under the range, so OOM happens too. After
+ * every step: the status the model predicts, the stats and mem_info from
+ * the model, each granule faulting or readable as the model says, and each
+ * mapped granule holding the stamp written when it was mapped (a new map
+ * reads zeros first). */
+#define MODEL_GRANULES 48
+#define MODEL_CAP 24
+#define MODEL_STEPS 1500
+
+static void check_model(cca_upstream *u, char *r, size_t G, const bool *mapped, const char *stamp, uint64_t maps,
+                        uint64_t unmaps, uint64_t failed, int step) {
+    size_t n = 0;
+    for (size_t i = 0; i < MODEL_GRANULES; i++) {
+        n += mapped[i];
+        if (mapped[i]) {
+            cr_assert_eq(tu_probe(r + i * G), 0, "step %d: granule %zu is mapped but faults", step, i);
+            cr_assert_eq(r[i * G], stamp[i], "step %d: granule %zu reads %d, stamped %d", step, i, r[i * G], stamp[i]);
+            cr_assert_eq(r[i * G + G - 1], stamp[i], "step %d: granule %zu's last byte lost its stamp", step, i);
+        } else {
+            cr_assert_eq(tu_probe(r + i * G), EFAULT, "step %d: granule %zu is not mapped but readable", step, i);
+        }
+    }
+    cca_upstream_stats s = tu_upstream_stats(u);
+    cr_assert_eq(s.vm_mapped_bytes, n * G, "step %d: vm_mapped_bytes %zu, model %zu", step, s.vm_mapped_bytes, n * G);
+    cr_assert_eq(s.bytes_in_use, n * G, "step %d: bytes_in_use %zu, model %zu", step, s.bytes_in_use, n * G);
+    cr_assert_eq(s.vm_map_calls, maps, "step %d: vm_map_calls", step);
+    cr_assert_eq(s.vm_unmap_calls, unmaps, "step %d: vm_unmap_calls", step);
+    cr_assert_eq(s.vm_failed_maps, failed, "step %d: vm_failed_maps", step);
+    cr_assert_eq(free_bytes(u), (MODEL_CAP - n) * G, "step %d: mem_info free %zu, model %zu", step, free_bytes(u),
+                 (MODEL_CAP - n) * G);
+}
+
+Test(upstream_vm, random_maps_and_unmaps_agree_with_a_model_of_one_bit_per_granule) {
+    const size_t G = 64 * KiB;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        cca_upstream *u = make_vm_device(MODEL_CAP * G, G);
+        char *r = vm_reserve(u, MODEL_GRANULES * G);
+        bool mapped[MODEL_GRANULES] = {0};
+        char stamp[MODEL_GRANULES] = {0};
+        uint64_t rng = seed * 0x9e3779b97f4a7c15u, maps = 0, unmaps = 0, failed = 0;
+        size_t granted[2] = {0, 0}, refused[2] = {0, 0}, ooms = 0;
+        for (int step = 0; step < MODEL_STEPS; step++) {
+            bool map = tu_rand(&rng) % 2 == 0;
+            size_t from = tu_rand(&rng) % MODEL_GRANULES, n;
+            if (tu_rand(&rng) % 4 == 0) { /* any range */
+                n = 1 + tu_rand(&rng) % (MODEL_GRANULES - from);
+            } else { /* within the run at `from` of granules that allow the call */
+                size_t run = 0;
+                while (from + run < MODEL_GRANULES && mapped[from + run] == !map)
+                    run++;
+                n = run ? 1 + tu_rand(&rng) % run : 1;
+            }
+            size_t now = 0, inside = 0;
+            for (size_t i = 0; i < MODEL_GRANULES; i++)
+                now += mapped[i];
+            for (size_t i = from; i < from + n; i++)
+                inside += mapped[i];
+            cca_status want, st;
+            if (map) {
+                want = inside ? CCA_ERR_UPSTREAM : now + n > MODEL_CAP ? CCA_ERR_OUT_OF_MEMORY : CCA_OK;
+                st = cca_upstream_vm_map(u, r + from * G, n * G);
+            } else {
+                want = inside == n ? CCA_OK : CCA_ERR_UPSTREAM;
+                st = cca_upstream_vm_unmap(u, r + from * G, n * G);
+            }
+            cr_assert_eq(st, want, "seed %llu step %d: vm_%s of granules [%zu, %zu) returned %s, model %s (%s)",
+                         (unsigned long long)seed, step, map ? "map" : "unmap", from, from + n, cca_status_string(st),
+                         cca_status_string(want), cca_last_error());
+            if (st == CCA_OK) {
+                granted[map]++;
+                if (map)
+                    maps++;
+                else
+                    unmaps++;
+                for (size_t i = from; i < from + n; i++) {
+                    mapped[i] = map;
+                    if (map) { /* new memory reads zeros; stamp it */
+                        cr_assert_eq(r[i * G], 0, "seed %llu step %d: granule %zu of a new map is not zeroed",
+                                     (unsigned long long)seed, step, i);
+                        stamp[i] = (char)(1 + (step + (int)i) % 127);
+                        r[i * G] = r[i * G + G - 1] = stamp[i];
+                    }
+                }
+            } else {
+                refused[map]++;
+                ooms += st == CCA_ERR_OUT_OF_MEMORY;
+                failed += map;
+            }
+            check_model(u, r, G, mapped, stamp, maps, unmaps, failed, step);
+        }
+        /* every path was taken */
+        cr_log_info("seed %llu: maps %zu granted, %zu refused (%zu OOM); unmaps %zu granted, %zu refused",
+                    (unsigned long long)seed, granted[1], refused[1], ooms, granted[0], refused[0]);
+        cr_assert_gt(granted[0], 50, "seed %llu: only %zu unmaps granted", (unsigned long long)seed, granted[0]);
+        cr_assert_gt(granted[1], 50, "seed %llu: only %zu maps granted", (unsigned long long)seed, granted[1]);
+        cr_assert_gt(refused[0], 20, "seed %llu: only %zu unmaps refused", (unsigned long long)seed, refused[0]);
+        cr_assert_gt(refused[1], 20, "seed %llu: only %zu maps refused", (unsigned long long)seed, refused[1]);
+        cr_assert_gt(ooms, 0, "seed %llu: the device never filled", (unsigned long long)seed);
+        /* unmapped run by run, then released */
+        for (size_t i = 0; i < MODEL_GRANULES;) {
+            size_t n = 0;
+            while (i + n < MODEL_GRANULES && mapped[i + n])
+                n++;
+            if (n) {
+                vm_unmap(u, r + i * G, n * G);
+                unmaps++;
+            }
+            i += n ? n : 1;
+        }
+        ASSERT_VM_STATS(u, MODEL_GRANULES * G, 0, 0, maps, unmaps, failed);
+        ASSERT_FREE(u, MODEL_CAP * G);
+        vm_release(u, r, MODEL_GRANULES * G);
+        cca_upstream_destroy(u);
+    }
+    assert_no_leaks();
 }
 
 /* ---- capacity ---------------------------------------------------------------------- */

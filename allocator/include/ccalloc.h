@@ -158,15 +158,25 @@ typedef struct cca_upstream_ops {
     /* ---- Virtual memory: optional, all five or none ----------------------
      * What expandable segments are built on (CUDA's cuMemAddressReserve,
      * cuMemCreate + cuMemMap + cuMemSetAccess, cuMemUnmap, cuMemAddressFree).
-     * An upstream without them keeps working with classic segments. The
-     * rules, as CUDA's: every size and address is a multiple of the
-     * granularity; a map lies inside one reserved range and overlaps no
-     * other map; an unmap names exactly one earlier map (same address and
-     * size: no partial unmap); a range is released only when nothing in it
-     * is mapped. mem_info counts mapped bytes as used, reserved address
-     * space as nothing. The wrapper (cca_upstream_vm_*) checks alignment and
-     * counts; the upstream enforces the rest and fails with CCA_ERR_UPSTREAM,
-     * changing nothing, when a call breaks a rule. */
+     * An upstream without them keeps working with classic segments.
+     * Release is granule by granule, as PyTorch's expandable segments with
+     * one physical handle per page: a map is one call, but each of its
+     * granules is memory of its own. The rules:
+     *   - every size and address is a multiple of the granularity (no
+     *     partial unmap of a granule);
+     *   - a map lies inside one reserved range and overlaps no mapped
+     *     granule;
+     *   - an unmap names any granule-aligned run of mapped granules: one
+     *     map, part of one, or a run across adjacent maps made by separate
+     *     calls; a range with any granule not mapped is refused whole;
+     *   - a range is released only when nothing in it is mapped.
+     * mem_info counts mapped bytes as used, reserved address space as
+     * nothing. The wrapper (cca_upstream_vm_*) checks alignment
+     * (CCA_ERR_INVALID_ARGUMENT) and counts; the upstream enforces the rest
+     * and fails with CCA_ERR_UPSTREAM, changing nothing, when a call breaks
+     * a rule (the CUDA upstream finds an unmapped granule only when it
+     * reaches it: the granules before it are mapped again with new memory,
+     * so what is mapped is unchanged but their contents are lost). */
     /* The mapping granularity: a power of two, a multiple of CCA_GRANULARITY. */
     cca_status (*vm_granularity)(void *ctx, size_t *bytes);
     /* Reserve `size` bytes of address space, no memory behind it. */
@@ -177,8 +187,11 @@ typedef struct cca_upstream_ops {
      * from the device. CCA_ERR_OUT_OF_MEMORY when the device is full; on any
      * failure nothing stays mapped or allocated. */
     cca_status (*vm_map)(void *ctx, void *addr, size_t size);
-    /* Unmap what one vm_map mapped and give its memory back. The caller has
-     * made sure no queued work still uses it (unmapping does not wait). */
+    /* Unmap [addr, addr + size) and give its memory back at once, granule
+     * by granule: any granule-aligned run of mapped granules, whichever
+     * vm_map calls mapped them; the granules around it stay mapped with
+     * their contents. The caller has made sure no queued work still uses
+     * it (unmapping does not wait). */
     cca_status (*vm_unmap)(void *ctx, void *addr, size_t size);
 } cca_upstream_ops;
 
@@ -227,10 +240,12 @@ typedef struct cca_host_options {
      * device): mapping granularity, a power of two >= the host page and a
      * multiple of CCA_GRANULARITY (else CCA_ERR_INVALID_ARGUMENT); 0 =
      * 2 MiB, the usual GPU figure. vm_map latency: alloc_latency_ns, vm_unmap:
-     * free_latency_ns. Physical memory of a map is a memfd mapped MAP_SHARED
-     * | MAP_FIXED into the reserved range; an unmap puts inaccessible
-     * address space back over it, so its pages return to the OS at once and
-     * a later touch faults. */
+     * free_latency_ns (once per call, whatever its size). Physical memory
+     * of a map is a memfd mapped MAP_SHARED | MAP_FIXED into the reserved
+     * range; an unmap (any run of mapped granules) punches a hole in the
+     * memfd under it (MADV_REMOVE) and puts inaccessible address space back
+     * over it, so its pages return to the OS at once, even while the rest
+     * of the map stays, and a later touch faults. */
     size_t vm_granularity;
 } cca_host_options;
 #define CCA_HOST_MAX_LATENCY_NS 1000000000ull
@@ -298,6 +313,10 @@ typedef struct cca_config {
     int medium_pool;        /* medium_pool: requests < large_min never use the
                                segments of large requests (1)                     */
     int log_oom;            /* log_oom: log one line per OOM                     (1) */
+    int expandable;         /* expandable: segments are reserved address ranges
+                               whose pages are mapped as they grow and unmapped
+                               when free, where the upstream has the vm ops;
+                               elsewhere classic segments (stats: page_size 0) (0) */
 } cca_config;
 
 /* Compiled-in defaults. Does not read the environment. */
@@ -390,6 +409,12 @@ typedef struct cca_release_report {
     size_t segments_pinned;      /* segments kept because live blocks sit in it */
     size_t live_bytes_pinning;   /* bytes of the live (or pending) blocks in them */
     size_t free_bytes_pinned;    /* cached free bytes trapped in pinned segments */
+    /* expandable segments: pages unmapped by this call in segments that stay
+     * (their bytes are in bytes_released too), and the free bytes that stay
+     * mapped because they share a page with a live or pending block */
+    size_t pages_unmapped;
+    size_t bytes_unmapped;
+    size_t free_bytes_trapped;
 } cca_release_report;
 
 /* Synchronize, complete pending frees, then return whole free segments to
@@ -420,10 +445,11 @@ typedef struct cca_stats {
     size_t active_blocks_peak;
     size_t pending_blocks; /* freed, waiting on stream events               */
     size_t cached_blocks;  /* free blocks in the pools                      */
-    size_t cached_bytes;   /* bytes in free blocks                          */
+    size_t cached_bytes;   /* bytes in free blocks; of expandable segments:
+                              only mapped ones (reserved - allocated)        */
     size_t segments;
     size_t segments_peak;
-    size_t largest_free_block;
+    size_t largest_free_block; /* expandable: the longest mapped free stretch */
     uint64_t alloc_calls; /* successful cca_alloc calls (size > 0)         */
     uint64_t free_calls;  /* successful cca_free calls (ptr != NULL)       */
     uint64_t upstream_allocs;
@@ -433,6 +459,15 @@ typedef struct cca_stats {
     uint64_t splits;
     uint64_t merges;
     double fragmentation; /* 1 - largest_free_block / cached_bytes; 0 if none */
+    /* expandable segments (all 0 with classic ones): */
+    size_t page_size;           /* the upstream's mapping granularity        */
+    size_t expandable_segments; /* of `segments`                             */
+    size_t address_space_bytes; /* address space they reserve                */
+    size_t mapped_bytes;        /* mapped in them (part of reserved_bytes)   */
+    uint64_t vm_maps;           /* map calls (also in upstream_allocs)       */
+    uint64_t vm_unmaps;         /* unmap calls (also in upstream_frees)      */
+    uint64_t pages_mapped;      /* pages mapped by those calls, in all       */
+    uint64_t pages_unmapped;
 } cca_stats;
 
 /* Consistent snapshot of the counters (taken under the allocator's lock).

@@ -59,12 +59,36 @@ static const char *check_block(const ccai_block *b) {
     return NULL;
 }
 
+/* An expandable segment's bitmap: its count, and no bit past npages. */
+static const char *check_pages(const ccai_segment *s) {
+    size_t words = (s->npages + 63) / 64, count = 0;
+    if (!s->page || s->size != s->npages * s->page || s->base % s->page)
+        return "I7: an expandable segment's range is not whole pages";
+    for (size_t w = 0; w < words; w++)
+        count += (size_t)__builtin_popcountll(s->mapped[w]);
+    if (s->npages % 64 && (s->mapped[words - 1] >> (s->npages % 64)))
+        return "I7: a page beyond the segment's end is marked mapped";
+    if (count != s->mapped_pages)
+        return "I7: a segment's mapped_pages disagrees with its bitmap";
+    return NULL;
+}
+
 static const char *check_segments(const cca_allocator *a, size_t *allocated, size_t *live_count, size_t *pending,
                                   size_t *free_bytes, size_t *free_count, size_t *waits) {
-    size_t reserved = 0, segments = 0;
+    size_t reserved = 0, segments = 0, mapped = 0, expandable = 0, space = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next) {
         segments++;
-        reserved += s->size;
+        if (s->expandable) {
+            const char *err = check_pages(s);
+            if (err)
+                return err;
+            reserved += s->mapped_pages * s->page;
+            mapped += s->mapped_pages * s->page;
+            space += s->size;
+            expandable++;
+        } else {
+            reserved += s->size;
+        }
         uintptr_t expect = s->base;
         size_t seg_live = 0, seg_live_bytes = 0;
         const ccai_block *prev = NULL;
@@ -99,6 +123,8 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
                 *waits += b->uses->outstanding;
             if (ccai_live_map_find(&a->live, b->addr) != b)
                 return "I3: a live block is missing from the live map";
+            if (s->expandable && !ccai_pages_mapped(s, b->addr, b->size))
+                return "I7: a live or pending block lies on an unmapped page";
         }
         if (expect != s->base + s->size)
             return "I1: blocks do not reach the end of their segment";
@@ -109,6 +135,13 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
     }
     if (reserved != a->c.reserved || segments != a->c.segments)
         return "I4: reserved bytes or segment count disagree with the segments";
+    if (mapped != a->c.mapped || expandable != a->c.expandable_segments || space != a->c.address_space)
+        return "I7: mapped bytes, expandable segments or address space disagree with the segments";
+    if (expandable) {
+        cca_upstream_stats us;
+        if (cca_upstream_get_stats(a->upstream, &us) == CCA_OK && mapped > us.vm_mapped_bytes)
+            return "I7: more bytes mapped than the upstream counts";
+    }
     return NULL;
 }
 

@@ -76,6 +76,9 @@ static const option options[] = {
      "1 = requests below large_min never use the segments of large requests (large requests may use medium "
      "segments); 0 = one pool for both, as PyTorch does"},
     {"log_oom", OPT_BOOL, OFF(log_oom), 1, 0, 1, "log one line per out-of-memory error"},
+    {"expandable", OPT_BOOL, OFF(expandable), 0, 0, 1,
+     "1 = expandable segments where the upstream has virtual memory: address ranges whose pages are mapped as "
+     "they grow and unmapped by trim and empty-cache wherever live blocks sit; classic segments elsewhere"},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])
 
@@ -290,6 +293,11 @@ cca_status cca_config_validate(const cca_config *c) {
     if (c->large_min > c->medium_segment)
         return ccai_fail(CCA_ERR_CONFIG, "large_min (%zu) must not exceed medium_segment (%zu)", c->large_min,
                          c->medium_segment);
+    if (c->max_split && c->expandable)
+        return ccai_fail(CCA_ERR_CONFIG,
+                         "max_split (%zu) cannot be used with expandable:1: an expandable segment is one free block "
+                         "to its end, and its free pages are released wherever they are",
+                         c->max_split);
     if (c->max_split && c->policy == CCA_POLICY_GREEDY)
         return ccai_fail(CCA_ERR_CONFIG, "max_split (%zu) cannot be used with policy:greedy: the arena is one block "
                                          "that every request must split",

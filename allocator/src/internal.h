@@ -34,12 +34,17 @@
  *   I3 a block is in the free index iff it is FREE; in the live map iff LIVE
  *      or PENDING.
  *   I4 allocated_bytes = sum of LIVE+PENDING block sizes; reserved_bytes = sum
- *      of segment sizes; cached_bytes = sum of FREE block sizes.
+ *      of classic segment sizes + pages mapped in expandable segments;
+ *      cached_bytes = sum of FREE block sizes.
  *   I5 every block's address is CCA_ALIGNMENT aligned and its size a multiple
  *      of CCA_GRANULARITY.
  *   I6 a block is PENDING iff it waits: needs_sync (then it is on the sync
  *      list) or outstanding events in its stream-use record; every
  *      outstanding wait is in exactly one pending queue, its stream's.
+ *   I7 (expandable segments) every page under a LIVE or PENDING block is
+ *      mapped; a segment's mapped_pages is its bitmap's count, and the
+ *      allocator's mapped bytes are their sum, never more than the
+ *      upstream's own count of mapped bytes.
  */
 #ifndef CCA_INTERNAL_H
 #define CCA_INTERNAL_H
@@ -121,11 +126,17 @@ typedef struct ccai_block {
 
 typedef struct ccai_segment {
     uintptr_t base;
-    size_t size;
+    size_t size; /* classic: bytes reserved; expandable: address space     */
     cca_stream stream; /* every block in it belongs to this stream; the
                           greedy arena is shared (shared = true)          */
     bool shared;
+    bool expandable; /* pages of a reserved address range (expandable.c) */
     ccai_pool_kind pool;
+    /* expandable only: which pages are mapped (bit i: [base + i*page, +page)) */
+    size_t page;         /* the upstream's granularity                    */
+    size_t npages;       /* size / page                                   */
+    size_t mapped_pages; /* bits set                                      */
+    uint64_t *mapped;    /* npages bits                                   */
     size_t live_blocks; /* LIVE + PENDING blocks in this segment          */
     size_t live_bytes;
     ccai_block *first; /* lowest-address block                          */
@@ -211,7 +222,11 @@ typedef struct ccai_counters {
     size_t active, active_peak;
     size_t pending;
     size_t segments, segments_peak;
+    size_t address_space; /* address space of expandable segments          */
+    size_t mapped;        /* bytes mapped in expandable segments (in reserved) */
+    size_t expandable_segments;
     uint64_t alloc_calls, free_calls, upstream_allocs, upstream_frees;
+    uint64_t vm_maps, vm_unmaps, pages_mapped, pages_unmapped;
     uint64_t retries, ooms, splits, merges;
 } ccai_counters;
 
@@ -237,6 +252,8 @@ struct cca_allocator {
     ccai_mutex lock;
     cca_config config;
     cca_upstream *upstream;
+    bool expandable;         /* config.expandable and the upstream has vm ops */
+    size_t page;             /* the upstream's granularity when expandable */
     size_t device_total;     /* upstream's total bytes; 0 = unknown (segment.c) */
     bool device_total_known; /* asked once */
     ccai_segment *segments;  /* list head */
@@ -271,6 +288,15 @@ void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind p
  * max_reserved would be crossed or the upstream refuses. */
 cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,
                                 ccai_segment **out);
+/* Shared by classic and expandable segments: new = the bookkeeping before
+ * the upstream call (discard undoes it), link = after it granted [base,
+ * base + size) (counts the call and the segment), unlink = after the
+ * upstream took the segment back (frees it). */
+cca_status ccai_segment_new(cca_allocator *a, cca_stream stream, ccai_pool_kind pool, bool shared, size_t words,
+                            ccai_segment **out);
+void ccai_segment_discard(cca_allocator *a, ccai_segment *s);
+void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t size);
+void ccai_segment_unlink(cca_allocator *a, ccai_segment *s);
 /* Return a fully free segment to the upstream (removes its block). */
 cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s);
 /* The largest segment that could ever be reserved: min(device total,
@@ -278,6 +304,30 @@ cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s);
 size_t ccai_segment_ceiling(cca_allocator *a);
 cca_status ccai_arena_reserve(cca_allocator *a);
 ccai_segment *ccai_arena_find(const cca_allocator *a);
+
+/* expandable.c: segments whose pages are mapped on demand */
+/* The address range of a growth segment is the ceiling (device total or
+ * max_reserved); when neither is known, this. */
+#define CCAI_EXPANDABLE_DEFAULT_RANGE ((size_t)64 << 30)
+/* A new expandable segment for (stream, pool): address space only, one free
+ * block over all of it. greedy: the arena, every page mapped. */
+cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,
+                                   ccai_segment **out);
+/* Unmap every page and give the address range back (live_blocks == 0). */
+cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s);
+/* Are the pages under [addr, addr + len) all mapped? */
+bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size_t len);
+/* Map the pages a request of `rounded` bytes at free block b needs (and,
+ * at the growing end, some ahead: the growth rule). OOM: nothing changed. */
+cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded);
+/* Unmap the pages lying wholly inside free block b, highest first, until
+ * reserved <= keep; counts into pages and bytes. The caller synchronized. */
+cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t keep, size_t *pages, size_t *bytes);
+/* Free bytes of b that sit in mapped pages it shares with a live block. */
+size_t ccai_expandable_trapped(const ccai_block *b);
+/* The longest stretch of free block b that lies in mapped pages. */
+size_t ccai_expandable_largest_mapped(const ccai_block *b);
+void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, cca_status *result);
 
 /* stream.c */
 /* At cca_free: true = b is now PENDING (or waits for a synchronize), false =
@@ -305,8 +355,8 @@ static inline ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded
         return CCAI_POOL_LARGE;
     if (c->small_pool && rounded <= c->small_max)
         return CCAI_POOL_SMALL;
-    if (c->medium_pool && rounded < c->large_min)
-        return CCAI_POOL_MEDIUM;
+    if (c->medium_pool && rounded < c->large_min && !a->expandable)
+        return CCAI_POOL_MEDIUM; /* expandable: medium requests share the large range (expandable.c) */
     return CCAI_POOL_LARGE;
 }
 /* A LIVE or PENDING block rejoins its pool, coalescing with free neighbours
@@ -321,9 +371,16 @@ const char *ccai_check_locked(const cca_allocator *a);
 cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *who);
 
 /* release.c */
-/* Release free segments largest first until reserved <= keep (lock held).
- * CCA_ERR_UPSTREAM if the upstream refused one (it stays cached). */
-cca_status ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release_report *r);
+/* Everything releasable, for trim and the OOM retry: the free pages at the
+ * growing end of expandable segments, then whole free classic segments
+ * largest first, then the other free pages of expandable segments, then
+ * expandable segments left empty, until reserved <= keep. Pages are
+ * unmapped only with CCAI_RELEASE_UNMAP (the device was synchronized:
+ * unmapping does not wait for queued work). CCA_ERR_UPSTREAM if the upstream
+ * refused something (it stays, counted); the rest is still released. */
+#define CCAI_RELEASE_UNMAP 1u  /* the device synchronized: pages may be unmapped */
+#define CCAI_RELEASE_RANGES 2u /* give back empty expandable segments' ranges */
+cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r);
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */

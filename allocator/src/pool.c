@@ -101,6 +101,14 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_create: host malloc failed");
     a->config = cfg;
     a->upstream = u;
+    if (cfg.expandable && cca_upstream_has_vm(u)) {
+        cca_status st = cca_upstream_vm_granularity(u, &a->page);
+        if (st != CCA_OK) {
+            free(a);
+            return cca_error_prefix(st, "cca_create: expandable:1 needs the upstream's granularity");
+        }
+        a->expandable = true;
+    }
     if (ccai_live_map_init(&a->live) != CCA_OK) {
         free(a);
         return CCA_ERR_OUT_OF_MEMORY;
@@ -131,7 +139,9 @@ cca_status cca_destroy(cca_allocator *a) {
         ccai_segment *s = a->segments;
         for (ccai_block *b = s->first; b; b = b->next)
             ccai_stream_use_free(a, b);
-        if (cca_upstream_free(a->upstream, (void *)s->base, s->size) != CCA_OK)
+        if (s->expandable)
+            ccai_expandable_destroy(a, s, &result);
+        else if (cca_upstream_free(a->upstream, (void *)s->base, s->size) != CCA_OK)
             result = CCA_ERR_UPSTREAM;
         a->segments = s->next;
         free(s);
@@ -254,7 +264,8 @@ static ccai_block *best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream ke
             max_size = rounded + c->medium_segment - 1; /* slack < medium_segment */
     }
     ccai_block *b = ccai_free_index_best_fit(&a->pools[pool], key, rounded, max_size);
-    if (pool == CCAI_POOL_LARGE && c->medium_pool && c->policy == CCA_POLICY_GROWTH && rounded <= c->medium_segment) {
+    if (pool == CCAI_POOL_LARGE && c->medium_pool && c->policy == CCA_POLICY_GROWTH && !a->expandable &&
+        rounded <= c->medium_segment) {
         ccai_block *m = ccai_free_index_best_fit(&a->pools[CCAI_POOL_MEDIUM], key, rounded, max_size);
         if (better_fit(m, b))
             b = m;
@@ -307,12 +318,72 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
         shortfall = a->c.reserved + least - cap;
     size_t keep = a->c.reserved > shortfall ? a->c.reserved - shortfall : 0;
     if (keep > 0) {
-        (void)ccai_release_free_segments(a, keep, NULL); /* a refused free only means less room */
+        (void)ccai_release(a, keep, 0, NULL); /* a refused free only means less room */
         if (reserve_for(a, rounded, stream, pool, b) == CCA_OK)
             return CCA_OK;
     }
-    (void)ccai_release_free_segments(a, 0, NULL);
+    (void)ccai_release(a, 0, 0, NULL);
     return reserve_for(a, rounded, stream, pool, b);
+}
+
+/* Expandable segments: best fit, or the tail of a new segment for (key,
+ * pool) when no block is large enough (first use, or address space used
+ * up); then map what the block lacks. */
+static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream key, ccai_pool_kind pool,
+                                  ccai_block **b) {
+    *b = best_fit(a, pool, key, rounded);
+    if (!*b) {
+        if (a->config.policy == CCA_POLICY_GREEDY)
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "the greedy arena has no free block of %zu bytes", rounded);
+        size_t va = ccai_segment_ceiling(a);
+        if (va == SIZE_MAX)
+            va = CCAI_EXPANDABLE_DEFAULT_RANGE;
+        ccai_segment *s = NULL;
+        cca_status st = ccai_expandable_reserve(a, va, key, pool, false, &s);
+        if (st != CCA_OK)
+            return st;
+        *b = s->first;
+    }
+    if (ccai_pages_mapped((*b)->segment, (*b)->addr, rounded))
+        return CCA_OK;
+    cca_status st = ccai_expandable_map(a, *b, rounded);
+    if (st != CCA_OK)
+        *b = NULL;
+    return st;
+}
+
+/* The expandable retry: synchronize (unmapping needs the device idle; this
+ * also completes pending frees), then unmap free pages and release free
+ * classic segments, first only the shortfall, then everything, taking a
+ * block after each. Unless even all of that could not cover the request:
+ * then nothing is released. */
+static cca_status retry_expandable(cca_allocator *a, size_t rounded, cca_stream key, ccai_pool_kind pool,
+                                   ccai_block **b) {
+    a->c.retries++;
+    unsigned flags = ccai_stream_wait_all(a) == CCA_OK ? CCAI_RELEASE_UNMAP : 0u;
+    if (expandable_take(a, rounded, key, pool, b) == CCA_OK)
+        return CCA_OK;
+    size_t free_b = 0, total_b = 0, cached_mapped = a->c.reserved - a->c.allocated;
+    if (a->c.reserved < a->c.allocated)
+        cached_mapped = 0;
+    bool known = cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK;
+    if (known && free_b < rounded && rounded - free_b > cached_mapped)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                         "the device's free memory plus every cached free byte is short of %zu bytes; nothing was "
+                         "released",
+                         rounded);
+    size_t shortfall = known && free_b < rounded + a->page ? rounded + a->page - free_b : 0;
+    size_t cap = a->config.max_reserved;
+    if (cap && a->c.reserved + rounded + a->page > cap && a->c.reserved + rounded + a->page - cap > shortfall)
+        shortfall = a->c.reserved + rounded + a->page - cap;
+    size_t keep = a->c.reserved > shortfall ? a->c.reserved - shortfall : 0;
+    if (keep > 0) {
+        (void)ccai_release(a, keep, flags, NULL);
+        if (expandable_take(a, rounded, key, pool, b) == CCA_OK)
+            return CCA_OK;
+    }
+    (void)ccai_release(a, 0, flags, NULL);
+    return expandable_take(a, rounded, key, pool, b);
 }
 
 /* Step 5: no cached block fits. */
@@ -341,21 +412,36 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
         if (rounded > arena->size)
             return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: %zu bytes can never fit the %zu-byte greedy arena",
                              size, arena->size);
+        if (a->expandable) { /* the arena's pages may have been trimmed */
+            cca_status st = expandable_take(a, rounded, NULL, pool, b);
+            if (st == CCA_ERR_OUT_OF_MEMORY)
+                st = retry_expandable(a, rounded, NULL, pool, b);
+            return st;
+        }
         if (a->c.pending && ccai_stream_wait_all(a) == CCA_OK && (*b = best_fit(a, pool, NULL, rounded)) != NULL)
             return CCA_OK;
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: the greedy arena has no free block of %zu bytes", size);
     }
     size_t want, least;
     ccai_segment_sizes(a, rounded, pool, &want, &least);
+    if (a->expandable)
+        least = rounded;
     size_t ceiling = ccai_segment_ceiling(a);
     if (least > ceiling)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
                          "cca_alloc: %zu bytes need a %zu-byte segment, more than the device or max_reserved "
                          "allows (%zu bytes): it can never succeed",
                          size, least, ceiling);
-    cca_status st = reserve_for(a, rounded, stream, pool, b);
-    if (st == CCA_ERR_OUT_OF_MEMORY)
-        st = retry(a, rounded, stream, pool, b);
+    cca_status st;
+    if (a->expandable) {
+        st = expandable_take(a, rounded, stream, pool, b);
+        if (st == CCA_ERR_OUT_OF_MEMORY)
+            st = retry_expandable(a, rounded, stream, pool, b);
+    } else {
+        st = reserve_for(a, rounded, stream, pool, b);
+        if (st == CCA_ERR_OUT_OF_MEMORY)
+            st = retry(a, rounded, stream, pool, b);
+    }
     if (st == CCA_ERR_OUT_OF_MEMORY)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: cannot reserve a segment for %zu bytes: %s", size,
                          cca_last_error());
@@ -421,6 +507,13 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
     ccai_stream_poll(a);
     /* 4 */
     ccai_block *b = best_fit(a, pool, key, rounded);
+    if (b && b->segment->expandable && !ccai_pages_mapped(b->segment, b->addr, rounded)) {
+        cca_status st = ccai_expandable_map(a, b, rounded);
+        if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
+            return st;
+        if (st != CCA_OK)
+            b = NULL; /* the device is full: the retry of step 5 */
+    }
     /* 5 */
     if (!b) {
         cca_status st = get_block(a, size, rounded, key, pool, &b);

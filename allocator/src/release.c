@@ -2,7 +2,7 @@
  * release.c — giving memory back: cca_trim, cca_empty_cache, and the release
  * step of the OOM retry.
  *
- * Only WHOLE free segments can go back: the upstream (cudaFree) takes back
+ * Classic segments go back only WHOLE: the upstream (cudaFree) takes back
  * exactly what it handed out. A segment with even one live block is PINNED,
  * and every free byte around that block stays reserved:
  *
@@ -21,8 +21,24 @@
  * segments that serve the common small requests. Cost: O(S log S) in the
  * number of segments.
  *
+ * Expandable segments (expandable.c) go back PAGE by page: every page lying
+ * wholly inside a free block can be unmapped, live neighbours or not. The
+ * order of ccai_release, until reserved <= keep:
+ *   1. the free pages at the growing end (tail) of each expandable segment:
+ *      mapped ahead by the growth rule and never used, or the last freed;
+ *   2. whole free classic segments, largest first;
+ *   3. every other free page of expandable segments, in address order;
+ *   4. (trim and empty-cache) expandable segments left empty, with nothing
+ *      mapped: their address range goes back (one more call).
+ * Pages are unmapped only after the device synchronized (unmapping does not
+ * wait for queued kernels, unlike cudaFree): trim skips steps 1 and 3 when
+ * its synchronize failed, and says so.
+ *
  * empty_cache = trim(0): with no live blocks, reserved_bytes becomes 0 and the
- * upstream's own count of what this allocator holds is zero.
+ * upstream's own count of what this allocator holds is zero. With live
+ * blocks in expandable segments, what stays is the live bytes plus, at each
+ * end of a run of live blocks, the free part of the page it shares with a
+ * free block (the report's free_bytes_trapped).
  *
  * Errors: a segment the upstream refuses to take back stays, fully cached and
  * indexed (state intact), the others are still released, the report is
@@ -40,16 +56,16 @@ static int by_size_desc(const void *x, const void *y) {
     return a->base < b->base ? -1 : (a->base > b->base);
 }
 
-cca_status ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release_report *r) {
+static cca_status release_free_segments(cca_allocator *a, size_t keep, size_t *bytes_out, size_t *count_out) {
     size_t n_free = 0;
     for (ccai_segment *s = a->segments; s; s = s->next)
-        n_free += s->live_blocks == 0;
+        n_free += s->live_blocks == 0 && !s->expandable;
     /* Largest first needs a sorted list; without host memory for it, release
      * in list order rather than not at all. */
     ccai_segment **list = n_free ? malloc(n_free * sizeof *list) : NULL;
     size_t n = 0;
     for (ccai_segment *s = a->segments; s && list; s = s->next)
-        if (s->live_blocks == 0)
+        if (s->live_blocks == 0 && !s->expandable)
             list[n++] = s;
     if (n > 1)
         qsort(list, n, sizeof *list, by_size_desc);
@@ -63,7 +79,7 @@ cca_status ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release
         } else { /* unsorted fallback: next free segment not yet refused */
             size_t skip = refused;
             for (ccai_segment *s = a->segments; s && !seg; s = s->next)
-                if (s->live_blocks == 0 && skip-- == 0)
+                if (s->live_blocks == 0 && !s->expandable && skip-- == 0)
                     seg = s;
             if (!seg)
                 break;
@@ -82,24 +98,87 @@ cca_status ccai_release_free_segments(cca_allocator *a, size_t keep, cca_release
         }
     }
     free(list);
-    if (r) {
-        memset(r, 0, sizeof *r);
-        r->bytes_released = released_bytes;
-        r->segments_released = released;
-        r->bytes_still_reserved = a->c.reserved;
-        for (ccai_segment *s = a->segments; s; s = s->next) {
-            if (s->live_blocks == 0) {
-                r->segments_kept++;
-            } else {
-                r->segments_pinned++;
-                r->live_bytes_pinning += s->live_bytes;
-                r->free_bytes_pinned += s->size - s->live_bytes;
-            }
-        }
-    }
+    *bytes_out += released_bytes;
+    *count_out += released;
     if (first_error != CCA_OK)
         return ccai_fail(CCA_ERR_UPSTREAM, "the upstream refused to take back %zu segment(s) (kept, still cached): %s",
                          refused, why);
+    return CCA_OK;
+}
+
+static ccai_block *tail_block(const ccai_segment *s) {
+    ccai_block *b = s->first;
+    while (b->next)
+        b = b->next;
+    return b;
+}
+
+static void fill_report(const cca_allocator *a, cca_release_report *r) {
+    r->bytes_still_reserved = a->c.reserved;
+    for (ccai_segment *s = a->segments; s; s = s->next) {
+        if (s->live_blocks == 0) {
+            r->segments_kept++;
+        } else {
+            r->segments_pinned++;
+            r->live_bytes_pinning += s->live_bytes;
+            r->free_bytes_pinned += (s->expandable ? s->mapped_pages * s->page : s->size) - s->live_bytes;
+        }
+        if (s->expandable)
+            for (const ccai_block *b = s->first; b; b = b->next)
+                if (b->state == CCAI_FREE)
+                    r->free_bytes_trapped += ccai_expandable_trapped(b);
+    }
+}
+
+/* Remember the first failure and its message; later ones only count. */
+static void note_error(cca_status st, cca_status *first, char *why, size_t len) {
+    if (st != CCA_OK && *first == CCA_OK) {
+        *first = st;
+        snprintf(why, len, "%s", cca_last_error());
+    }
+}
+
+cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r) {
+    cca_release_report local;
+    memset(&local, 0, sizeof local);
+    cca_status first = CCA_OK;
+    char why[CCAI_ERROR_CAP] = "";
+    bool unmap = flags & CCAI_RELEASE_UNMAP;
+    /* 1. the tails of expandable segments */
+    for (ccai_segment *s = a->segments; s && unmap && a->c.reserved > keep; s = s->next) {
+        ccai_block *t = s->expandable ? tail_block(s) : NULL;
+        if (t && t->state == CCAI_FREE)
+            note_error(ccai_expandable_unmap_free(a, t, keep, &local.pages_unmapped, &local.bytes_unmapped), &first,
+                       why, sizeof why);
+    }
+    /* 2. whole free classic segments */
+    if (a->c.reserved > keep)
+        note_error(release_free_segments(a, keep, &local.bytes_released, &local.segments_released), &first, why,
+                   sizeof why);
+    /* 3. the other free pages of expandable segments */
+    for (ccai_segment *s = a->segments; s && unmap && a->c.reserved > keep; s = s->next)
+        for (ccai_block *b = s->expandable ? s->first : NULL; b && a->c.reserved > keep; b = b->next)
+            if (b->state == CCAI_FREE)
+                note_error(ccai_expandable_unmap_free(a, b, keep, &local.pages_unmapped, &local.bytes_unmapped),
+                           &first, why, sizeof why);
+    /* 4. empty expandable segments with nothing mapped */
+    if (flags & CCAI_RELEASE_RANGES) {
+        for (ccai_segment *s = a->segments, *next; s; s = next) {
+            next = s->next;
+            if (s->expandable && s->live_blocks == 0 && s->mapped_pages == 0) {
+                cca_status st = ccai_expandable_release(a, s);
+                note_error(st, &first, why, sizeof why);
+                local.segments_released += st == CCA_OK;
+            }
+        }
+    }
+    local.bytes_released += local.bytes_unmapped;
+    if (r) {
+        *r = local;
+        fill_report(a, r);
+    }
+    if (first != CCA_OK)
+        return ccai_fail(CCA_ERR_UPSTREAM, "the upstream refused to take memory back (kept, still cached): %s", why);
     return CCA_OK;
 }
 
@@ -117,13 +196,16 @@ cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *rep
         snprintf(why, sizeof why, "synchronize failed: %s", cca_last_error());
     else
         ccai_stream_complete_all(a);
-    cca_status st = ccai_release_free_segments(a, keep_bytes, report);
+    unsigned flags = CCAI_RELEASE_RANGES | (sync == CCA_OK ? CCAI_RELEASE_UNMAP : 0u);
+    cca_status st = ccai_release(a, keep_bytes, flags, report);
     size_t pending = a->c.pending;
     ccai_unlock(a);
     if (st != CCA_OK)
         return st;
     if (sync != CCA_OK)
-        return ccai_fail(sync, "cca_trim: %s (free segments were still released; %zu pending blocks stay reserved)",
+        return ccai_fail(sync,
+                         "cca_trim: %s (free classic segments were still released; no page was unmapped; %zu "
+                         "pending blocks stay reserved)",
                          why, pending);
     if (pending)
         return ccai_fail(CCA_ERR_NOT_READY,

@@ -107,14 +107,71 @@ size_t ccai_segment_ceiling(cca_allocator *a) {
 
 /* ---- segments ----------------------------------------------------------- */
 
-static void counters_add_reserved(ccai_counters *c, size_t size) {
-    c->reserved += size;
-    if (c->reserved > c->reserved_peak)
-        c->reserved_peak = c->reserved;
-    c->segments++;
-    if (c->segments > c->segments_peak)
-        c->segments_peak = c->segments;
-    c->upstream_allocs++;
+/* The bookkeeping of a new segment, before the upstream is asked: the
+ * record, its one block, the page bitmap (`words` of them, expandable only),
+ * and the stream's bins in the pool. Undone by ccai_segment_discard. */
+cca_status ccai_segment_new(cca_allocator *a, cca_stream stream, ccai_pool_kind pool, bool shared, size_t words,
+                            ccai_segment **out) {
+    ccai_segment *s = calloc(1, sizeof *s);
+    uint64_t *bits = words ? calloc(words, sizeof *bits) : NULL;
+    ccai_block *b = ccai_block_new(a);
+    if (!s || (words && !bits) || !b || ccai_free_index_attach(&a->pools[pool], stream) != CCA_OK) {
+        free(s);
+        free(bits);
+        if (b)
+            ccai_block_recycle(a, b);
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for segment bookkeeping");
+    }
+    s->stream = stream;
+    s->shared = shared;
+    s->pool = pool;
+    s->mapped = bits;
+    s->first = b;
+    b->segment = s;
+    b->stream = stream;
+    b->state = CCAI_FREE;
+    *out = s;
+    return CCA_OK;
+}
+
+void ccai_segment_discard(cca_allocator *a, ccai_segment *s) {
+    ccai_free_index_detach(&a->pools[s->pool], s->stream);
+    ccai_block_recycle(a, s->first);
+    free(s->mapped);
+    free(s);
+}
+
+/* The upstream granted [base, base + size): one free block over it, the
+ * segment at the head of the list, counted. */
+void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t size) {
+    s->base = base;
+    s->size = size;
+    s->first->addr = base;
+    s->first->size = size;
+    s->next = a->segments;
+    if (a->segments)
+        a->segments->prev = s;
+    a->segments = s;
+    ccai_free_index_insert(&a->pools[s->pool], s->first);
+    a->c.segments++;
+    if (a->c.segments > a->c.segments_peak)
+        a->c.segments_peak = a->c.segments;
+    a->c.upstream_allocs++;
+}
+
+/* The reverse, after the upstream took it back: s is freed. */
+void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
+    ccai_assert(s->live_blocks == 0 && s->first->next == NULL && a->c.segments > 0);
+    ccai_free_index_remove(&a->pools[s->pool], s->first);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        a->segments = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    a->c.segments--;
+    a->c.upstream_frees++;
+    ccai_segment_discard(a, s);
 }
 
 cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,
@@ -122,63 +179,33 @@ cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream
     size_t cap = a->config.max_reserved;
     if (cap && (a->c.reserved > cap || size > cap - a->c.reserved))
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "max_reserved (%zu) would be exceeded", cap);
-    ccai_segment *s = calloc(1, sizeof *s);
-    ccai_block *b = ccai_block_new(a);
-    if (!s || !b || ccai_free_index_attach(&a->pools[pool], stream) != CCA_OK) {
-        free(s);
-        if (b)
-            ccai_block_recycle(a, b);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for segment bookkeeping");
-    }
+    ccai_segment *s;
+    cca_status st = ccai_segment_new(a, stream, pool, shared, 0, &s);
+    if (st != CCA_OK)
+        return st;
     void *base = NULL;
-    cca_status st = cca_upstream_alloc(a->upstream, size, &base);
+    st = cca_upstream_alloc(a->upstream, size, &base);
     if (st != CCA_OK) {
-        ccai_free_index_detach(&a->pools[pool], stream);
-        free(s);
-        ccai_block_recycle(a, b);
+        ccai_segment_discard(a, s);
         return st;
     }
-    s->base = (uintptr_t)base;
-    s->size = size;
-    s->stream = stream;
-    s->shared = shared;
-    s->pool = pool;
-    s->first = b;
-    s->next = a->segments;
-    if (a->segments)
-        a->segments->prev = s;
-    a->segments = s;
-    b->addr = s->base;
-    b->size = size;
-    b->segment = s;
-    b->stream = stream;
-    b->state = CCAI_FREE;
-    ccai_free_index_insert(&a->pools[pool], b);
-    counters_add_reserved(&a->c, size);
+    ccai_segment_link(a, s, (uintptr_t)base, size);
+    a->c.reserved += size;
+    if (a->c.reserved > a->c.reserved_peak)
+        a->c.reserved_peak = a->c.reserved;
     *out = s;
     return CCA_OK;
 }
 
 cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s) {
-    ccai_block *b = s->first;
-    ccai_assert(s->live_blocks == 0 && b->state == CCAI_FREE && b->next == NULL && b->size == s->size);
+    ccai_assert(s->live_blocks == 0 && s->first->state == CCAI_FREE && s->first->next == NULL &&
+                s->first->size == s->size);
     cca_status st = cca_upstream_free(a->upstream, (void *)s->base, s->size);
     if (st != CCA_OK)
         return st; /* the segment stays, fully indexed: state intact */
-    ccai_free_index_remove(&a->pools[s->pool], b);
-    ccai_free_index_detach(&a->pools[s->pool], s->stream);
-    ccai_block_recycle(a, b);
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        a->segments = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    ccai_assert(a->c.reserved >= s->size && a->c.segments > 0);
+    ccai_assert(a->c.reserved >= s->size);
     a->c.reserved -= s->size;
-    a->c.segments--;
-    a->c.upstream_frees++;
-    free(s);
+    ccai_segment_unlink(a, s);
     return CCA_OK;
 }
 
@@ -215,7 +242,10 @@ cca_status ccai_arena_reserve(cca_allocator *a) {
     if (st != CCA_OK)
         return st;
     ccai_segment *s;
-    st = ccai_segment_reserve(a, size, NULL, CCAI_POOL_LARGE, true, &s);
+    if (a->expandable)
+        st = ccai_expandable_reserve(a, size, NULL, CCAI_POOL_LARGE, true, &s);
+    else
+        st = ccai_segment_reserve(a, size, NULL, CCAI_POOL_LARGE, true, &s);
     if (st != CCA_OK)
         return ccai_fail(st, "greedy: reserving the %zu-byte arena failed: %s", size, cca_last_error());
     return CCA_OK;

@@ -54,7 +54,35 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
         if (l > s->largest_free_block)
             s->largest_free_block = l;
     }
+    if (c->expandable_segments) {
+        /* Free blocks of expandable segments span unmapped address space:
+         * count what is cached as memory (mapped free bytes, reserved -
+         * allocated), and the largest free block as its largest run of
+         * mapped free bytes. O(blocks of expandable segments). */
+        size_t classic_largest = 0, largest = 0;
+        for (const ccai_segment *seg = a->segments; seg; seg = seg->next)
+            for (const ccai_block *b = seg->first; b; b = b->next) {
+                if (b->state != CCAI_FREE)
+                    continue;
+                if (!seg->expandable) {
+                    classic_largest = b->size > classic_largest ? b->size : classic_largest;
+                    continue;
+                }
+                size_t run = ccai_expandable_largest_mapped(b);
+                largest = run > largest ? run : largest;
+            }
+        s->cached_bytes = c->reserved - c->allocated;
+        s->largest_free_block = classic_largest > largest ? classic_largest : largest;
+    }
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
+    s->page_size = a->expandable ? a->page : 0;
+    s->expandable_segments = c->expandable_segments;
+    s->address_space_bytes = c->address_space;
+    s->mapped_bytes = c->mapped;
+    s->vm_maps = c->vm_maps;
+    s->vm_unmaps = c->vm_unmaps;
+    s->pages_mapped = c->pages_mapped;
+    s->pages_unmapped = c->pages_unmapped;
 }
 
 void cca_get_stats(const cca_allocator *a, cca_stats *s) {
@@ -86,12 +114,21 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
         f,
         "allocated=%s (peak %s) reserved=%s (peak %s) cached=%s in %zu blocks, largest free %s, "
         "fragmentation=%.3f active=%zu pending=%zu segments=%zu upstream allocs=%" PRIu64 " frees=%" PRIu64
-        " retries=%" PRIu64 " ooms=%" PRIu64 "\n",
+        " retries=%" PRIu64 " ooms=%" PRIu64 "%s",
         cca_format_bytes(s->allocated_bytes, al, sizeof al), cca_format_bytes(s->allocated_bytes_peak, alp, sizeof alp),
         cca_format_bytes(s->reserved_bytes, re, sizeof re), cca_format_bytes(s->reserved_bytes_peak, rep, sizeof rep),
         cca_format_bytes(s->cached_bytes, ca, sizeof ca), s->cached_blocks,
         cca_format_bytes(s->largest_free_block, lf, sizeof lf), s->fragmentation, s->active_blocks, s->pending_blocks,
-        s->segments, s->upstream_allocs, s->upstream_frees, s->alloc_retries, s->ooms);
+        s->segments, s->upstream_allocs, s->upstream_frees, s->alloc_retries, s->ooms, s->page_size ? "" : "\n");
+    if (n >= 0 && s->page_size) {
+        char ma[32], as[32], pg[32];
+        n = fprintf(f,
+                    " expandable: %zu segments, mapped=%s of %s address space, page=%s, maps=%" PRIu64
+                    " unmaps=%" PRIu64 "\n",
+                    s->expandable_segments, cca_format_bytes(s->mapped_bytes, ma, sizeof ma),
+                    cca_format_bytes(s->address_space_bytes, as, sizeof as), cca_format_bytes(s->page_size, pg, sizeof pg),
+                    s->vm_maps, s->vm_unmaps);
+    }
     return n < 0 ? ccai_fail(CCA_ERR_IO, "cca_stats_print: write failed") : CCA_OK;
 }
 
@@ -103,12 +140,16 @@ static int write_stats_json(const cca_stats *s, FILE *f) {
                    "\"cached_bytes\":%zu,\"segments\":%zu,\"segments_peak\":%zu,\"largest_free_block\":%zu,"
                    "\"alloc_calls\":%" PRIu64 ",\"free_calls\":%" PRIu64 ",\"upstream_allocs\":%" PRIu64
                    ",\"upstream_frees\":%" PRIu64 ",\"alloc_retries\":%" PRIu64 ",\"ooms\":%" PRIu64
-                   ",\"splits\":%" PRIu64 ",\"merges\":%" PRIu64 ",\"fragmentation\":%.6f}",
+                   ",\"splits\":%" PRIu64 ",\"merges\":%" PRIu64 ",\"fragmentation\":%.6f,\"page_size\":%zu,"
+                   "\"expandable_segments\":%zu,\"address_space_bytes\":%zu,\"mapped_bytes\":%zu,\"vm_maps\":%" PRIu64
+                   ",\"vm_unmaps\":%" PRIu64 ",\"pages_mapped\":%" PRIu64 ",\"pages_unmapped\":%" PRIu64 "}",
                    s->allocated_bytes, s->allocated_bytes_peak, s->requested_bytes, s->requested_bytes_peak,
                    s->reserved_bytes, s->reserved_bytes_peak, s->active_blocks, s->active_blocks_peak,
                    s->pending_blocks, s->cached_blocks, s->cached_bytes, s->segments, s->segments_peak,
                    s->largest_free_block, s->alloc_calls, s->free_calls, s->upstream_allocs, s->upstream_frees,
-                   s->alloc_retries, s->ooms, s->splits, s->merges, s->fragmentation);
+                   s->alloc_retries, s->ooms, s->splits, s->merges, s->fragmentation, s->page_size,
+                   s->expandable_segments, s->address_space_bytes, s->mapped_bytes, s->vm_maps, s->vm_unmaps,
+                   s->pages_mapped, s->pages_unmapped);
 }
 
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f) {
@@ -141,6 +182,29 @@ static int write_json_string(FILE *f, const char *s) {
     return bad ? -1 : 0;
 }
 
+/* An expandable segment's pages, written before its blocks (the segment's
+ * object is open): "expandable":true,"page":P,"mapped_bytes":M,"mapped":[[
+ * offset, bytes], ...] with one pair per run of mapped pages. */
+static int write_pages_json(FILE *f, const ccai_segment *seg) {
+    int bad = fprintf(f, ",\"expandable\":true,\"page\":%zu,\"mapped_bytes\":%zu,\"mapped\":[", seg->page,
+                      seg->mapped_pages * seg->page) < 0;
+    bool first = true;
+    for (size_t i = 0; i < seg->npages && !bad;) {
+        if (!((seg->mapped[i / 64] >> (i % 64)) & 1)) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < seg->npages && ((seg->mapped[j / 64] >> (j % 64)) & 1))
+            j++;
+        bad |= fprintf(f, "%s[%zu,%zu]", first ? "" : ",", i * seg->page, (j - i) * seg->page) < 0;
+        first = false;
+        i = j;
+    }
+    bad |= fputc(']', f) == EOF;
+    return bad ? -1 : 0;
+}
+
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     if (!a || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_json: NULL argument");
@@ -150,20 +214,26 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     ccai_fill_stats(a, &s);
     int bad = fputs("{\"upstream\":", f) == EOF;
     bad |= write_json_string(f, cca_upstream_name(a->upstream)) < 0;
-    bad |= fprintf(f, ",\"config\":{\"policy\":\"%s\",\"max_reserved\":%zu},\"stats\":",
-                   a->config.policy == CCA_POLICY_GREEDY ? "greedy" : "growth", a->config.max_reserved) < 0;
+    bad |= fprintf(f,
+                   ",\"config\":{\"policy\":\"%s\",\"max_reserved\":%zu,\"expandable\":%d},\"segment_kind\":\"%s\","
+                   "\"stats\":",
+                   a->config.policy == CCA_POLICY_GREEDY ? "greedy" : "growth", a->config.max_reserved,
+                   a->config.expandable, a->expandable ? "expandable" : "classic") < 0;
     bad |= write_stats_json(&s, f) < 0;
     bad |= fputs(",\"segments\":[", f) == EOF;
     for (const ccai_segment *seg = a->segments; seg && !bad; seg = seg->next) {
         bad |= fprintf(f,
                        "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"pool\":\"%s\",\"stream\":\"%p\","
-                       "\"live_blocks\":%zu,\"blocks\":[",
+                       "\"live_blocks\":%zu",
                        seg == a->segments ? "" : ",", seg->base, seg->size,
                        seg->shared                     ? "arena"
                        : seg->pool == CCAI_POOL_SMALL  ? "small"
                        : seg->pool == CCAI_POOL_MEDIUM ? "medium"
                                                        : "large",
                        seg->stream, seg->live_blocks) < 0;
+        if (seg->expandable)
+            bad |= write_pages_json(f, seg) < 0;
+        bad |= fputs(",\"blocks\":[", f) == EOF;
         for (const ccai_block *b = seg->first; b && !bad; b = b->next)
             bad |= fprintf(f, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"requested\":%zu}",
                            b == seg->first ? "" : ",", (size_t)(b->addr - seg->base), b->size, state_name(b->state),

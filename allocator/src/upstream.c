@@ -193,7 +193,8 @@ cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s) {
  * The wrapper checks what it can without the upstream's state (NULLs, zero
  * sizes, alignment to the granularity, asked once and kept) and counts;
  * the upstream enforces the rules that need its state (inside a reserved
- * range, no overlap, no partial unmap, release only when nothing is mapped). */
+ * range, no overlap with a mapped granule, an unmap naming only mapped
+ * granules, release only when nothing is mapped). */
 
 int cca_upstream_has_vm(const cca_upstream *u) {
     return u && u->ops.vm_map != NULL;

@@ -21,14 +21,31 @@
  * (cuMemGetAllocationGranularity, MINIMUM: 2 MiB on current GPUs). Then:
  *   vm_reserve  cuMemAddressReserve (aligned to the granularity)
  *   vm_release  cuMemAddressFree
- *   vm_map      cuMemCreate (one physical chunk of the whole size, pinned
- *               device memory) + cuMemMap + cuMemSetAccess (read/write for
- *               this device, once for the whole range), then cuMemRelease of
- *               the handle: the mapping keeps the memory alive, and unmapping
- *               frees it, so no handle table is needed. A failure at any
- *               step undoes the steps before it (unmap, release) and returns
- *               OOM or the driver's error with nothing mapped or allocated.
- *   vm_unmap    cuMemUnmap: the driver refuses a partial unmap of a chunk.
+ *   vm_map      for each granule: cuMemCreate (one granule of pinned
+ *               device memory) + cuMemMap at its place + cuMemRelease of
+ *               the handle (the mapping keeps the memory alive and its
+ *               unmap frees it, so no handle table is needed); then ONE
+ *               cuMemSetAccess (read/write for this device) over the whole
+ *               range. A failure at any step unmaps every granule this call
+ *               mapped and returns OOM (CUDA_ERROR_OUT_OF_MEMORY) or
+ *               UPSTREAM with the driver's error: nothing stays mapped or
+ *               allocated.
+ *   vm_unmap    cuMemUnmap of each granule of the range.
+ * One physical allocation per granule, as PyTorch's expandable segments
+ * have one handle per page, is what makes release GRANULE BY GRANULE: the
+ * driver unmaps only whole allocations (a sub-range of one is refused), so
+ * with one per granule any run of mapped granules can be unmapped, part of
+ * one map or across maps made by separate calls. Driver calls: vm_map 2
+ * per granule + 1 (cuMemCreate, cuMemMap; one cuMemSetAccess), plus a
+ * cuMemRelease per granule (host-side bookkeeping, no device work);
+ * vm_unmap 1 per granule. A 2 MiB granule makes growing a segment by 1 GiB
+ * 1025 calls and ~512 releases; this is the price of giving back any page.
+ * A granule that is not mapped is found by the driver only when the unmap
+ * reaches it (cuMemUnmap refuses it): the granules before it are mapped
+ * again, with new memory (their contents are lost), and the call is
+ * refused with CCA_ERR_UPSTREAM and what is mapped unchanged. The allocator
+ * unmaps only what it mapped, so this is the path of a bug, not of a
+ * policy: the simulated device checks first and changes nothing at all.
  * The driver does not wait for queued kernels before unmapping: the
  * allocator waits for the blocks' events first.
  */
@@ -206,41 +223,109 @@ static cca_status cuda_vm_release(void *ctx, void *base, size_t size) {
     return r == CUDA_SUCCESS ? CCA_OK : driver_error(&d->vm, r, "cuMemAddressFree");
 }
 
+/* Unmap granules [from, to) of the range at p: one cuMemUnmap each (a
+ * granule is its own allocation, so each unmap frees its memory). The
+ * first failure stops it: *done is how many were unmapped. */
+static CUresult unmap_granules(const cuda_device *d, CUdeviceptr p, size_t from, size_t to, size_t *done) {
+    size_t g = d->vm.granularity, i = from;
+    CUresult r = CUDA_SUCCESS;
+    for (; i < to; i++)
+        if ((r = d->vm.unmap(p + i * g, g)) != CUDA_SUCCESS)
+            break;
+    *done = i - from;
+    return r;
+}
+
+/* Map granules [0, n) of the range at p, each new memory of its own
+ * (cuMemCreate + cuMemMap, then cuMemRelease: the mapping keeps the memory
+ * and its unmap frees it), then one cuMemSetAccess for all of them. On a
+ * failure every granule mapped here is unmapped again (nothing stays mapped
+ * or allocated) and *what names the failed step, *at its granule. */
+static CUresult map_granules(const cuda_device *d, CUdeviceptr p, size_t n, const char **what, size_t *at) {
+    size_t g = d->vm.granularity, i = 0, undone;
+    CUresult r = CUDA_SUCCESS;
+    for (; i < n; i++) {
+        CUmemGenericAllocationHandle h;
+        *what = "cuMemCreate";
+        if ((r = d->vm.create(&h, g, &d->vm.prop, 0)) != CUDA_SUCCESS)
+            break;
+        *what = "cuMemMap";
+        r = d->vm.map(p + i * g, g, 0, h, 0);
+        /* mapped: the mapping holds the memory; not mapped: this frees it */
+        (void)d->vm.release(h);
+        if (r != CUDA_SUCCESS)
+            break;
+    }
+    *at = i;
+    if (r == CUDA_SUCCESS) {
+        *what = "cuMemSetAccess";
+        r = d->vm.set_access(p, n * g, &d->vm.access, 1);
+    }
+    if (r != CUDA_SUCCESS)
+        (void)unmap_granules(d, p, 0, i, &undone);
+    return r;
+}
+
 static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
+    size_t n = size / d->vm.granularity, at = 0; /* the wrapper checked: a multiple */
     int previous;
     cca_status st = enter(d, &previous);
     if (st != CCA_OK)
         return st;
-    CUmemGenericAllocationHandle h;
     const char *what = "cuMemCreate";
-    CUresult r = d->vm.create(&h, size, &d->vm.prop, 0);
-    if (r == CUDA_SUCCESS) {
-        what = "cuMemMap";
-        r = d->vm.map(p, size, 0, h, 0);
-        if (r == CUDA_SUCCESS) {
-            what = "cuMemSetAccess";
-            r = d->vm.set_access(p, size, &d->vm.access, 1);
-            if (r != CUDA_SUCCESS)
-                (void)d->vm.unmap(p, size);
-        }
-        /* mapped: the mapping holds the memory; not mapped: this frees it */
-        (void)d->vm.release(h);
-    }
+    CUresult r = map_granules(d, p, n, &what, &at);
     leave(d, previous);
-    return r == CUDA_SUCCESS ? CCA_OK : driver_error(&d->vm, r, what);
+    if (r == CUDA_SUCCESS)
+        return CCA_OK;
+    char step[96];
+    if (strcmp(what, "cuMemSetAccess") == 0)
+        snprintf(step, sizeof step, "vm_map of %p (%zu granules): cuMemSetAccess over them", addr, n);
+    else
+        snprintf(step, sizeof step, "vm_map of %p (%zu granules): %s of granule %zu", addr, n, what, at);
+    return driver_error(&d->vm, r, step); /* OOM for CUDA_ERROR_OUT_OF_MEMORY */
 }
 
+/* Unmap granule by granule. The driver refuses a granule that is not mapped
+ * only when the loop reaches it: the granules before it are then gone, and
+ * are mapped again (new memory: their contents are lost) so that the range
+ * is refused with what is mapped unchanged, as the rule asks. */
 static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
+    size_t g = d->vm.granularity, n = size / g, done = 0;
     int previous;
     cca_status st = enter(d, &previous);
     if (st != CCA_OK)
         return st;
-    CUresult r = d->vm.unmap((CUdeviceptr)(uintptr_t)addr, size);
+    CUresult r = unmap_granules(d, p, 0, n, &done);
+    CUresult back = CUDA_SUCCESS;
+    const char *what = "cuMemCreate";
+    size_t at = 0;
+    if (r != CUDA_SUCCESS && done > 0)
+        back = map_granules(d, p, done, &what, &at);
     leave(d, previous);
-    return r == CUDA_SUCCESS ? CCA_OK : driver_error(&d->vm, r, "cuMemUnmap");
+    if (r == CUDA_SUCCESS)
+        return CCA_OK;
+    char step[256];
+    if (done == 0)
+        snprintf(step, sizeof step,
+                 "vm_unmap of %p (%zu granules): cuMemUnmap of its first granule (an unmap names only "
+                 "mapped granules; nothing changed)",
+                 addr, n);
+    else if (back != CUDA_SUCCESS)
+        snprintf(step, sizeof step,
+                 "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu (an unmap names only mapped "
+                 "granules), and mapping the %zu before it again failed too: they stay unmapped",
+                 addr, n, done, done);
+    else
+        snprintf(step, sizeof step,
+                 "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu (an unmap names only mapped "
+                 "granules; the %zu before it mapped again, contents lost)",
+                 addr, n, done, done);
+    (void)driver_error(&d->vm, r, step); /* the message; a refusal whatever the driver said */
+    return CCA_ERR_UPSTREAM;
 }
 
 /* Look the driver's VMM functions up and check the device: true when the

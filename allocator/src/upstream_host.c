@@ -45,19 +45,33 @@
  * CUDA's cuMemAddressReserve / cuMemCreate + cuMemMap / cuMemUnmap /
  * cuMemAddressFree). Two more sorted arrays of {address, size}, by address:
  *     ranges[0..n): address space from vm_reserve, disjoint
- *     maps[0..m):   memory from vm_map, disjoint, each inside one range
+ *     maps[0..m):   what is mapped: the maps from vm_map, or what is left of
+ *                   them after unmaps, disjoint, each inside one range
  *     classic range | range A [ map | map |  ....  ]   range B [ .. | map ]
  *                   (PROT_NONE where nothing is mapped: a touch faults)
- * and `mapped`, the bytes in maps. The rules are CUDA's, enforced so that the
- * allocator is held to them on a CPU; a call that breaks one fails, with a
- * message naming the rule, and changes nothing:
+ * and `mapped`, the bytes in maps. Release is GRANULE BY GRANULE, as
+ * PyTorch's expandable segments have it on a GPU with one physical handle
+ * per page: a map is made in one call, but each of its granules is memory
+ * of its own, and any run of mapped granules can be unmapped, whichever
+ * calls mapped them:
+ *     map [0,3)   map [3,4)          granules  0 1 2 3 4
+ *     unmap [1,2)                              # . # # .   (# mapped)
+ *     unmap [2,4)  (spans two maps)            # . . . .
+ *     unmap [0,2)  refused: granule 1 is not mapped; nothing changes
+ * A record is cut where an unmap ends inside it (one map losing its middle
+ * becomes two records); records of adjacent maps are not merged, so m is
+ * at most the number of map calls plus the cuts. The rules, enforced so
+ * that the allocator is held to them on a CPU; a call that breaks one
+ * fails, with a message naming the rule, and changes nothing:
  *   - every address and size is a multiple of the granularity (an option:
  *     0 = 2 MiB, else a power of two >= the host page, checked at creation);
- *     the wrapper (upstream.c) refuses the rest, CCA_ERR_INVALID_ARGUMENT;
+ *     the wrapper (upstream.c) refuses the rest, CCA_ERR_INVALID_ARGUMENT:
+ *     no partial unmap of a granule;
  * and here, CCA_ERR_UPSTREAM:
- *   - a map lies inside ONE reserved range and overlaps no other map;
- *   - an unmap names exactly one map, same address and size (no partial
- *     unmap, no unmap of two maps at once);
+ *   - a map lies inside ONE reserved range and overlaps no mapped granule;
+ *   - an unmap names only mapped granules: one map, part of one, or a run
+ *     across adjacent maps made by separate calls; a range with any granule
+ *     not mapped is refused whole;
  *   - a release names exactly one range (same base and size) with nothing
  *     mapped in it.
  * Capacity is shared: classic allocations and maps together, used + mapped
@@ -76,16 +90,26 @@
  *               is backed whole at once). Maps made by separate calls that
  *               touch are one contiguous run of addresses, as on a GPU. Any
  *               syscall failing puts the PROT_NONE pages back: nothing stays
- *               mapped (status: OOM for ENOMEM/ENOSPC, else UPSTREAM).
- *   vm_unmap    fresh PROT_NONE pages over the map (mmap MAP_FIXED): the
- *               memfd loses its last reference and its pages go back to the
- *               OS at once (resident memory drops); a later touch faults.
+ *               mapped (status: OOM for ENOMEM/ENOSPC, else UPSTREAM). One
+ *               memfd per map, not per granule, and still granule release:
+ *   vm_unmap    for each map the range overlaps, madvise(MADV_REMOVE) of
+ *               the overlapped part punches a hole in its memfd, so those
+ *               pages go back to the OS at once (resident memory drops) even
+ *               though the rest of the memfd stays mapped (mapping new
+ *               pages over them alone would free nothing: the file keeps
+ *               them); then fresh PROT_NONE pages over the whole range (mmap
+ *               MAP_FIXED, one call), so a later touch faults, and the
+ *               records are cut. The records' room is reserved first, so a
+ *               host malloc failure changes nothing.
  *   vm_release  munmap of the range.
  * Costs: vm_map busy-waits alloc_latency_ns and vm_unmap free_latency_ns,
- * granted or refused, outside the lock, as alloc and free; then O(log n) to
- * find the range and the neighbouring maps, O(n) memmove to record, and a
- * few syscalls under the device's lock (so a check and the mmap it allows
- * are one step for concurrent callers). Destroy munmaps every range that is
+ * granted or refused, outside the lock, as alloc and free (one charge per
+ * call, whatever its size: the CUDA upstream pays per granule). Then under
+ * the device's lock (so a check and the syscalls it allows are one step for
+ * concurrent callers): vm_map O(log m) to find the range and the
+ * neighbouring maps, O(m) memmove to record, four syscalls; vm_unmap
+ * O(log m + k) to check the run of k maps it overlaps, k madvise calls
+ * plus one mmap, O(m) memmove to cut. Destroy munmaps every range that is
  * left, maps and all.
  *
  * Events: host work is synchronous, so an event is complete when recorded
@@ -127,7 +151,9 @@ typedef struct host_device {
     size_t mapped;   /* bytes in maps                                         */
     vm_span *ranges; /* from vm_reserve: sorted by addr, disjoint             */
     size_t nranges, capranges;
-    vm_span *maps; /* from vm_map: sorted by addr, disjoint, each in a range  */
+    /* what is mapped: each a map, or what unmaps left of one; sorted by
+     * addr, disjoint, each inside a range, adjacent ones not merged          */
+    vm_span *maps;
     size_t nmaps, capmaps;
 } host_device;
 
@@ -428,7 +454,7 @@ static cca_status vm_map_allowed(const host_device *d, uintptr_t a, size_t size,
     if (hit)
         return ccai_fail(CCA_ERR_UPSTREAM,
                          "host device: vm_map of %p (%zu bytes) overlaps the map at %p (%zu "
-                         "bytes): maps never overlap",
+                         "bytes): a map overlaps no mapped granule",
                          p, size, (void *)hit->addr, hit->len);
     size_t free_now = d->capacity - d->used - d->mapped;
     if (size > free_now)
@@ -484,37 +510,114 @@ static cca_status host_vm_map(void *ctx, void *addr, size_t size) {
     return st;
 }
 
+/* The rule of an unmap, checked under the lock: [a, a + size) is a run of
+ * mapped granules, made by one map, part of one or several adjacent ones.
+ * CCA_OK with maps[*first] holding a and maps[*last] holding the last byte
+ * (each map between starting where the one before ends), or the refusal
+ * naming the first granule that is not mapped (nothing changed). Cost:
+ * O(log m) for the first map, then one step per map overlapped. */
+static cca_status vm_unmap_allowed(const host_device *d, uintptr_t a, size_t size, size_t *first, size_t *last) {
+    uintptr_t hole = a;                              /* the first unmapped address, when refused */
+    size_t k = span_index(d->maps, d->nmaps, a + 1); /* maps[k-1]: the last starting at or below a */
+    if (size <= UINTPTR_MAX - a && k > 0 && a - d->maps[k - 1].addr < d->maps[k - 1].len) {
+        uintptr_t e = a + size;
+        size_t j = k - 1;
+        uintptr_t end = d->maps[j].addr + d->maps[j].len;
+        while (end < e && j + 1 < d->nmaps && d->maps[j + 1].addr == end) {
+            j++;
+            end = d->maps[j].addr + d->maps[j].len;
+        }
+        if (end >= e) {
+            *first = k - 1;
+            *last = j;
+            return CCA_OK;
+        }
+        hole = end;
+    }
+    return ccai_fail(CCA_ERR_UPSTREAM,
+                     "host device: vm_unmap of %p (%zu bytes): nothing is mapped at %p (%zu bytes in); an "
+                     "unmap names only mapped granules",
+                     (void *)a, size, (void *)hole, (size_t)(hole - a));
+}
+
+/* Give the memfd pages behind [lo, hi), part of one map, back to the OS
+ * (punch a hole in the file): a shared mapping's pages stay in the file,
+ * alive as long as any part of it is mapped, so covering them with new
+ * pages alone frees nothing while the rest of the map stays. Later
+ * touches of [lo, hi) would read fresh zero pages. */
+static bool discard_pages(uintptr_t lo, uintptr_t hi) {
+    return madvise((void *)lo, hi - lo, MADV_REMOVE) == 0;
+}
+
+/* Replace maps[first..last] by what is left of them outside [a, e): the
+ * part of maps[first] below a and the part of maps[last] from e, each when
+ * not empty. One map losing its middle becomes two: the caller reserved
+ * room for it. */
+static void cut_maps(host_device *d, size_t first, size_t last, uintptr_t a, uintptr_t e) {
+    vm_span keep[2];
+    size_t n = 0;
+    vm_span f = d->maps[first], l = d->maps[last];
+    if (f.addr < a)
+        keep[n++] = (vm_span){f.addr, (size_t)(a - f.addr)};
+    if (l.addr + l.len > e)
+        keep[n++] = (vm_span){e, (size_t)(l.addr + l.len - e)};
+    size_t gone = last - first + 1;
+    memmove(&d->maps[first + n], &d->maps[last + 1], (d->nmaps - last - 1) * sizeof *d->maps);
+    memcpy(&d->maps[first], keep, n * sizeof *keep);
+    d->nmaps = d->nmaps - gone + n;
+}
+
 static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
     host_device *d = ctx;
     spin_ns(d->free_latency_ns); /* granted or refused, as free */
     uintptr_t a = (uintptr_t)addr;
     pthread_mutex_lock(&d->lock);
-    size_t k = span_index(d->maps, d->nmaps, a);
-    if (k == d->nmaps || d->maps[k].addr != a || d->maps[k].len != size) {
-        /* the map starting here (another size), or the one a falls inside */
-        vm_span seen = {0, 0};
-        if (k < d->nmaps && d->maps[k].addr == a)
-            seen = d->maps[k];
-        else if (k > 0 && d->maps[k - 1].addr + d->maps[k - 1].len > a)
-            seen = d->maps[k - 1];
+    /* 1. the rule: every granule mapped */
+    size_t first = 0, last = 0;
+    cca_status st = vm_unmap_allowed(d, a, size, &first, &last);
+    if (st != CCA_OK) {
         pthread_mutex_unlock(&d->lock);
-        if (!seen.len)
-            return ccai_fail(CCA_ERR_UPSTREAM, "host device: vm_unmap of %p (%zu bytes): nothing is mapped at %p", addr,
-                             size, addr);
-        return ccai_fail(CCA_ERR_UPSTREAM,
-                         "host device: vm_unmap of %p (%zu bytes) does not name one map: the map "
-                         "there is %p (%zu bytes); no partial unmap, one unmap per map",
-                         addr, size, (void *)seen.addr, seen.len);
+        return st;
     }
-    /* fresh inaccessible pages over the map: the memfd's pages go back to the
-     * OS now (its last reference), and a later touch faults */
+    uintptr_t e = a + size;
+    /* 2. room for the records before anything changes: only one map cut
+     * in its middle needs an entry more */
+    bool split = first == last && d->maps[first].addr < a && d->maps[first].addr + d->maps[first].len > e;
+    if (split && !reserve_span(&d->maps, d->nmaps, &d->capmaps)) {
+        pthread_mutex_unlock(&d->lock);
+        return ccai_fail(CCA_ERR_UPSTREAM,
+                         "host device: vm_unmap of %p (%zu bytes): host malloc failed recording "
+                         "what is left of the map",
+                         addr, size);
+    }
+    /* 3. the memory of each overlapped part back to the OS now, whatever
+     * stays mapped of its map. The kernel refuses MADV_REMOVE only for
+     * memory that cannot punch holes, which the first part already shows:
+     * nothing changed. (A later part failing would leave the parts before
+     * it mapped, counted and zeroed.) */
+    for (size_t j = first; j <= last; j++) {
+        uintptr_t lo = d->maps[j].addr > a ? d->maps[j].addr : a;
+        uintptr_t hi = d->maps[j].addr + d->maps[j].len < e ? d->maps[j].addr + d->maps[j].len : e;
+        if (!discard_pages(lo, hi)) {
+            int err = errno;
+            pthread_mutex_unlock(&d->lock);
+            return ccai_fail(CCA_ERR_UPSTREAM,
+                             "host device: vm_unmap of %p (%zu bytes): madvise(MADV_REMOVE) of "
+                             "%p (%zu bytes): %s",
+                             addr, size, (void *)lo, (size_t)(hi - lo), strerror(err));
+        }
+    }
+    /* 4. fresh inaccessible pages over the whole range, one call: a later
+     * touch faults, and a memfd none of whose pages stays mapped loses its
+     * last reference */
     if (!protect_none(addr, size)) {
-        int e = errno;
+        int err = errno;
         pthread_mutex_unlock(&d->lock);
         return ccai_fail(CCA_ERR_UPSTREAM, "host device: vm_unmap of %p (%zu bytes): mmap: %s", addr, size,
-                         strerror(e));
+                         strerror(err));
     }
-    remove_span(d->maps, &d->nmaps, k);
+    /* 5. the records: maps cut, removed, or split in two */
+    cut_maps(d, first, last, a, e);
     d->mapped -= size;
     pthread_mutex_unlock(&d->lock);
     return CCA_OK;

@@ -8,6 +8,9 @@
  *   Act 2  growth (PyTorch-like): reserved follows need; a small model run
  *          with changing batch sizes splits cached blocks; the fragmentation
  *          figure and what cca_trim recovers (and what live weights pin).
+ *   Act 2x the same over expandable segments (expandable:1): trim with the
+ *          model still loaded unmaps the free pages around its weights, where
+ *          classic segments pinned by them give back nothing.
  *   Act 3  explicit release: A, B, C one after another, each followed by
  *          ccr_engine_release; the device's free memory is back at its
  *          starting value every time.
@@ -20,6 +23,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -220,16 +224,22 @@ static void act1(demo *d, const char *spec_a, const char *spec_b) {
     ccr_engine_destroy(e);
 }
 
-static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_held) {
+/* Act 2, run twice on the same device: classic segments (policy "growth"),
+ * then expandable ones ("growth,expandable:1"), act "2" and "2x". */
+static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_held, const char *policy,
+                 const char *act, const char *title) {
     char b0[32], b1[32], b2[32];
-    ccr_engine *e = begin_act(d, "Act 2: growth: reserved follows need; changing batch sizes, fragmentation, trim",
-                              "growth", "nothing reserved yet");
+    ccr_engine *e = begin_act(d, title, policy, "nothing reserved yet");
     if (!e)
         return;
+    cca_stats st0;
+    cca_get_stats(ccr_engine_allocator(e), &st0);
+    bool pages = st0.page_size != 0;
     ccr_model *a = load_run(d, e, "A", spec_a, d->batch);
     if (a) {
         size_t r = reserved(e);
-        add_summary(d, "2", "growth: reserved with model A loaded", "%s (greedy held %s)",
+        add_summary(d, act, pages ? "expandable: reserved with model A loaded" : "growth: reserved with model A loaded",
+                    "%s (greedy held %s)",
                     cca_format_bytes(r, b0, sizeof b0), cca_format_bytes(greedy_held, b1, sizeof b1));
         unload(d, e, a, "A");
     }
@@ -270,14 +280,26 @@ static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_
     t = ccrun_now_ms();
     cca_trim(ccr_engine_allocator(e), 0, &rr);
     ccrun_phase(&d->rep, e, "trim", "D", ccrun_now_ms() - t, "D still loaded");
-    printf("  trim(0) with D loaded: released %s in %zu segments; %zu segments pinned by %s of live weights, "
-           "trapping %s of free space\n",
-           cca_format_bytes(rr.bytes_released, b0, sizeof b0), rr.segments_released, rr.segments_pinned,
-           cca_format_bytes(rr.live_bytes_pinning, b1, sizeof b1),
-           cca_format_bytes(rr.free_bytes_pinned, b2, sizeof b2));
-    add_summary(d, "2", "fragmentation after changing batches", "%.3f; trim released %s, %s trapped", frag,
-                cca_format_bytes(rr.bytes_released, b0, sizeof b0),
-                cca_format_bytes(rr.free_bytes_pinned, b1, sizeof b1));
+    if (pages) {
+        char b3[32];
+        printf("  trim(0) with D loaded: released %s (%zu pages of %s unmapped around the live weights); %s of "
+               "live weights keep %s of free space mapped in the pages they share\n",
+               cca_format_bytes(rr.bytes_released, b0, sizeof b0), rr.pages_unmapped,
+               cca_format_bytes(st0.page_size, b3, sizeof b3), cca_format_bytes(rr.live_bytes_pinning, b1, sizeof b1),
+               cca_format_bytes(rr.free_bytes_trapped, b2, sizeof b2));
+        add_summary(d, act, "fragmentation after changing batches", "%.3f; trim released %s, %s trapped", frag,
+                    cca_format_bytes(rr.bytes_released, b0, sizeof b0),
+                    cca_format_bytes(rr.free_bytes_trapped, b1, sizeof b1));
+    } else {
+        printf("  trim(0) with D loaded: released %s in %zu segments; %zu segments pinned by %s of live weights, "
+               "trapping %s of free space\n",
+               cca_format_bytes(rr.bytes_released, b0, sizeof b0), rr.segments_released, rr.segments_pinned,
+               cca_format_bytes(rr.live_bytes_pinning, b1, sizeof b1),
+               cca_format_bytes(rr.free_bytes_pinned, b2, sizeof b2));
+        add_summary(d, act, "fragmentation after changing batches", "%.3f; trim released %s, %s trapped", frag,
+                    cca_format_bytes(rr.bytes_released, b0, sizeof b0),
+                    cca_format_bytes(rr.free_bytes_pinned, b1, sizeof b1));
+    }
     unload(d, e, m, "D");
     ccr_release_info r;
     ccr_engine_release(e, &r);
@@ -366,7 +388,10 @@ int ccrun_demo(const ccrun_options *o) {
     act1(&d, sa, sb);
     cca_config_default(&cfg);
     size_t greedy_held = (size_t)((double)d.free0 * cfg.greedy_fraction);
-    act2(&d, sa, sd, greedy_held);
+    act2(&d, sa, sd, greedy_held, "growth", "2",
+         "Act 2: growth: reserved follows need; changing batch sizes, fragmentation, trim");
+    act2(&d, sa, sd, greedy_held, "growth,expandable:1", "2x",
+         "Act 2x: the same over expandable segments: trim unmaps free pages around the live weights");
     const char *specs[3] = {sa, sb, sc}, *labels[3] = {"A", "B", "C"};
     act3(&d, specs, labels);
 

@@ -1,0 +1,371 @@
+/*
+ * expandable.c — expandable segments: device memory as PAGES of a reserved
+ * address range, mapped as the segment grows and unmapped when free,
+ * wherever live blocks sit.
+ *
+ * A classic segment (segment.c) is one upstream allocation and goes back
+ * only whole. An expandable segment is a range of ADDRESS SPACE (vm_reserve:
+ * no memory behind it) as large as the device, cut into pages of the
+ * upstream's granularity (2 MiB on current GPUs); a page holds memory only
+ * while it is MAPPED (vm_map), and each page can be unmapped on its own
+ * (vm_unmap). The blocks still tile the whole range (I1), so best fit,
+ * split and coalesce are the same code as for classic segments; what is new
+ * is a bitmap saying which pages are mapped:
+ *
+ *   address range (reserved, 8 GiB)
+ *   pages   |##|##|##|##|  |  |##|##|##|  |  |  | ....................... |
+ *   blocks  [A live |B free   |C live |D free (the tail, to the range's end) ]
+ *             ##: mapped page; B's middle pages were unmapped by a trim, the
+ *             page B shares with A (and the one with C) stays: partly used
+ *
+ *   reserved_bytes counts MAPPED pages (what the device really holds), not
+ *   the address range.
+ *
+ * Invariant I7: every page under a LIVE or PENDING block is mapped. A free
+ * block may have any of its pages mapped. So:
+ *   - allocation (pool.c step 4): best fit as before; if the chosen block's
+ *     pages are not all mapped, map the missing ones (ccai_expandable_map),
+ *     each run of missing pages in one vm_map call;
+ *   - the GROWTH RULE: a request served from the tail block (the segment is
+ *     growing) maps AHEAD: its own pages plus min(mapped / 16, 64 MiB)
+ *     more, rounded down to pages, so that a segment growing by small steps
+ *     calls the upstream about once per 1/16 of growth instead of once per
+ *     request, and over-maps by at most 1/16 (less once the cap applies).
+ *     Measured on ccbench's traces (docs/allocator.md): 1/8 cut calls by
+ *     about a third more but cost up to 8% more peak memory; 1/32 the
+ *     reverse. An ahead map the device refuses is retried without the
+ *     ahead pages;
+ *   - release (release.c): a page lying wholly inside a free block is
+ *     unmapped by trim, empty-cache and the OOM retry (never by cca_free):
+ *     the tail's pages first (mapped ahead, never used), then the rest. A
+ *     page shared by a free block and a live one stays mapped: those free
+ *     bytes are "trapped" (the release report counts them). At most one
+ *     page is trapped at each end of a run of live blocks.
+ *   - unmapping does not wait for queued work: it happens only after the
+ *     device was synchronized (trim does; the OOM retry does first), and
+ *     PENDING blocks are not free, so their pages are never candidates.
+ *
+ * Which segment: one per (stream, pool), grown at its end; another only
+ * when no free block of the range is large enough (its address space used
+ * up). The pools are two, not three: small requests (<= small_max) keep
+ * their own range, so that tiny long-lived tensors do not sit between big
+ * ones; medium requests share the large range. The medium pool exists to
+ * stop mid-size blocks from pinning whole classic segments; pages make
+ * that moot, and one range fragments less (ccbench, gen:models: peak 1.11x
+ * the live peak with a separate medium range, 1.01x without).
+ *
+ * The greedy arena over an expandable segment is reserved as a range of the
+ * arena's size and mapped whole at creation (one vm_map, TensorFlow's
+ * behaviour); trim then gives its free pages back one by one, and later
+ * requests map them again as needed: a greedy process that can shrink.
+ *
+ * Costs: checking a block's pages is O(pages / 64) word tests (one or two
+ * for most blocks) on every allocation from an expandable segment; mapping
+ * and unmapping scan the block's pages bit by bit, plus one upstream call
+ * per run. A segment's bitmap is npages / 8 bytes (512 B for 8 GiB of 2 MiB
+ * pages).
+ *
+ * Errors: a vm_map refused part-way (several runs) unmaps what this call
+ * mapped before returning, so a failed allocation changes nothing; a
+ * refused unmap leaves that run mapped and counted (state intact) and is
+ * reported by the caller.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define AHEAD_CAP ((size_t)64 << 20) /* the growth rule's cap on pages mapped ahead */
+#define AHEAD_SHIFT 4                /* ahead = mapped >> 4 */
+
+/* ---- the page bitmap ----------------------------------------------------- */
+
+static bool page_is_mapped(const ccai_segment *s, size_t i) {
+    return (s->mapped[i / 64] >> (i % 64)) & 1;
+}
+
+static void set_pages(ccai_segment *s, size_t i, size_t n, bool on) {
+    for (size_t k = i; k < i + n; k++) {
+        uint64_t bit = (uint64_t)1 << (k % 64);
+        if (on)
+            s->mapped[k / 64] |= bit;
+        else
+            s->mapped[k / 64] &= ~bit;
+    }
+}
+
+bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size_t len) {
+    size_t p0 = (addr - s->base) / s->page, p1 = (addr + len - 1 - s->base) / s->page + 1; /* [p0, p1) */
+    while (p0 < p1) {
+        size_t w = p0 / 64, lo = p0 % 64, n = p1 - p0 < 64 - lo ? p1 - p0 : 64 - lo;
+        uint64_t want = (n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << lo;
+        if ((s->mapped[w] & want) != want)
+            return false;
+        p0 += n;
+    }
+    return true;
+}
+
+/* ---- counted upstream calls ---------------------------------------------- */
+
+static cca_status map_run(cca_allocator *a, ccai_segment *s, size_t first, size_t n) {
+    size_t bytes = n * s->page, cap = a->config.max_reserved;
+    if (cap && (a->c.reserved > cap || bytes > cap - a->c.reserved))
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "max_reserved (%zu) would be exceeded", cap);
+    cca_status st = cca_upstream_vm_map(a->upstream, (void *)(s->base + first * s->page), bytes);
+    if (st != CCA_OK)
+        return st;
+    set_pages(s, first, n, true);
+    s->mapped_pages += n;
+    a->c.mapped += bytes;
+    a->c.reserved += bytes;
+    if (a->c.reserved > a->c.reserved_peak)
+        a->c.reserved_peak = a->c.reserved;
+    a->c.vm_maps++;
+    a->c.pages_mapped += n;
+    a->c.upstream_allocs++;
+    return CCA_OK;
+}
+
+static cca_status unmap_run(cca_allocator *a, ccai_segment *s, size_t first, size_t n) {
+    size_t bytes = n * s->page;
+    cca_status st = cca_upstream_vm_unmap(a->upstream, (void *)(s->base + first * s->page), bytes);
+    if (st != CCA_OK)
+        return st; /* still mapped and counted */
+    set_pages(s, first, n, false);
+    ccai_assert(s->mapped_pages >= n && a->c.mapped >= bytes && a->c.reserved >= bytes);
+    s->mapped_pages -= n;
+    a->c.mapped -= bytes;
+    a->c.reserved -= bytes;
+    a->c.vm_unmaps++;
+    a->c.pages_unmapped += n;
+    a->c.upstream_frees++;
+    return CCA_OK;
+}
+
+/* ---- segments ------------------------------------------------------------ */
+
+cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,
+                                   ccai_segment **out) {
+    size_t page = a->page;
+    if (va > SIZE_MAX - page)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "expandable segment of %zu bytes: too large", va);
+    va = (va + page - 1) / page * page;
+    size_t npages = va / page;
+    ccai_segment *s;
+    cca_status st = ccai_segment_new(a, stream, pool, shared, (npages + 63) / 64, &s);
+    if (st != CCA_OK)
+        return st;
+    void *base = NULL;
+    st = cca_upstream_vm_reserve(a->upstream, va, &base);
+    if (st != CCA_OK) {
+        ccai_segment_discard(a, s);
+        return st;
+    }
+    s->expandable = true;
+    s->page = page;
+    s->npages = npages;
+    s->base = (uintptr_t)base;
+    if (shared) { /* the greedy arena: mapped whole, up front */
+        st = map_run(a, s, 0, npages);
+        if (st != CCA_OK) { /* the reservation and its release were calls too */
+            (void)cca_upstream_vm_release(a->upstream, base, va);
+            a->c.upstream_allocs++;
+            a->c.upstream_frees++;
+            ccai_segment_discard(a, s);
+            return st;
+        }
+    }
+    ccai_segment_link(a, s, (uintptr_t)base, va); /* counts the reservation as an upstream call */
+    a->c.expandable_segments++;
+    a->c.address_space += va;
+    *out = s;
+    return CCA_OK;
+}
+
+/* Unmap every mapped run of [lo, hi), highest first, while reserved > keep
+ * (the last run only partly, its highest pages, when that reaches keep). */
+static cca_status unmap_range(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, size_t keep, size_t *pages,
+                              size_t *bytes) {
+    size_t i = hi;
+    while (i > lo && a->c.reserved > keep) {
+        while (i > lo && !page_is_mapped(s, i - 1))
+            i--;
+        size_t end = i;
+        while (i > lo && page_is_mapped(s, i - 1))
+            i--;
+        if (end == i)
+            break;
+        size_t n = end - i, need = (a->c.reserved - keep + s->page - 1) / s->page;
+        if (n > need)
+            n = need;
+        cca_status st = unmap_run(a, s, end - n, n);
+        if (st != CCA_OK)
+            return st;
+        if (pages)
+            *pages += n;
+        if (bytes)
+            *bytes += n * s->page;
+    }
+    return CCA_OK;
+}
+
+cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s) {
+    ccai_assert(s->expandable && s->live_blocks == 0 && s->first->state == CCAI_FREE && s->first->next == NULL);
+    cca_status st = unmap_range(a, s, 0, s->npages, 0, NULL, NULL);
+    if (st != CCA_OK)
+        return st;
+    st = cca_upstream_vm_release(a->upstream, (void *)s->base, s->size);
+    if (st != CCA_OK)
+        return st; /* every page unmapped; the empty range stays, indexed */
+    ccai_assert(a->c.expandable_segments > 0 && a->c.address_space >= s->size);
+    a->c.expandable_segments--;
+    a->c.address_space -= s->size;
+    ccai_segment_unlink(a, s);
+    return CCA_OK;
+}
+
+void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, cca_status *result) {
+    for (size_t i = 0; i < s->npages;) {
+        if (!page_is_mapped(s, i)) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < s->npages && page_is_mapped(s, j))
+            j++;
+        if (cca_upstream_vm_unmap(a->upstream, (void *)(s->base + i * s->page), (j - i) * s->page) != CCA_OK)
+            *result = CCA_ERR_UPSTREAM;
+        i = j;
+    }
+    if (cca_upstream_vm_release(a->upstream, (void *)s->base, s->size) != CCA_OK)
+        *result = CCA_ERR_UPSTREAM;
+    free(s->mapped);
+}
+
+/* ---- mapping for a request ----------------------------------------------- */
+
+/* The runs one ccai_expandable_map call mapped, to undo them exactly if a
+ * later run is refused: runs are found in address order, each a stretch of
+ * pages that were unmapped before the call. */
+typedef struct run_list {
+    size_t n, cap;
+    size_t *at; /* pairs (first page, count) */
+    size_t local[32];
+} run_list;
+
+static bool run_push(run_list *r, size_t first, size_t n) {
+    if (2 * r->n == r->cap) {
+        size_t *bigger = malloc(2 * r->cap * sizeof *bigger);
+        if (!bigger)
+            return false;
+        memcpy(bigger, r->at, 2 * r->n * sizeof *bigger);
+        if (r->at != r->local)
+            free(r->at);
+        r->at = bigger;
+        r->cap *= 2;
+    }
+    r->at[2 * r->n] = first;
+    r->at[2 * r->n + 1] = n;
+    r->n++;
+    return true;
+}
+
+/* Map every unmapped page of [lo, hi), one call per run; on failure unmap
+ * what this call mapped and return the failure (nothing changed). */
+static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi) {
+    run_list runs = {0, 32, NULL, {0}};
+    runs.at = runs.local;
+    cca_status st = CCA_OK;
+    for (size_t i = lo; i < hi && st == CCA_OK;) {
+        while (i < hi && page_is_mapped(s, i))
+            i++;
+        size_t start = i;
+        while (i < hi && !page_is_mapped(s, i))
+            i++;
+        if (i == start)
+            break;
+        st = map_run(a, s, start, i - start);
+        if (st == CCA_OK && !run_push(&runs, start, i - start)) {
+            (void)unmap_run(a, s, start, i - start);
+            st = ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed while mapping pages");
+        }
+    }
+    if (st != CCA_OK) {
+        char why[CCAI_ERROR_CAP];
+        snprintf(why, sizeof why, "%s", cca_last_error());
+        for (size_t r = runs.n; r-- > 0;)
+            (void)unmap_run(a, s, runs.at[2 * r], runs.at[2 * r + 1]);
+        st = ccai_fail(st, "%s", why);
+    }
+    if (runs.at != runs.local)
+        free(runs.at);
+    return st;
+}
+
+cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded) {
+    ccai_segment *s = b->segment;
+    size_t lo = (b->addr - s->base) / s->page;
+    size_t hi = (b->addr + rounded - 1 - s->base) / s->page + 1;
+    size_t ahead = 0;
+    if (b->next == NULL && !s->shared) { /* the tail block: the segment grows */
+        size_t want = (s->mapped_pages * s->page) >> AHEAD_SHIFT;
+        ahead = (want < AHEAD_CAP ? want : AHEAD_CAP) / s->page;
+        if (ahead > s->npages - hi)
+            ahead = s->npages - hi;
+    }
+    size_t before = s->mapped_pages;
+    cca_status st = map_missing(a, s, lo, hi + ahead);
+    if (st == CCA_ERR_OUT_OF_MEMORY && ahead) /* no room for the ahead pages: only what the request needs */
+        st = map_missing(a, s, lo, hi);
+    ccai_assert(st == CCA_OK || s->mapped_pages == before);
+    (void)before;
+    return st;
+}
+
+/* ---- release ------------------------------------------------------------- */
+
+cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t keep, size_t *pages, size_t *bytes) {
+    ccai_segment *s = b->segment;
+    size_t off = b->addr - s->base;
+    size_t lo = (off + s->page - 1) / s->page;  /* first page wholly inside */
+    size_t hi = (off + b->size) / s->page;      /* one past the last */
+    if (hi <= lo)
+        return CCA_OK;
+    return unmap_range(a, s, lo, hi, keep, pages, bytes);
+}
+
+size_t ccai_expandable_trapped(const ccai_block *b) {
+    const ccai_segment *s = b->segment;
+    size_t off = b->addr - s->base, end = off + b->size, page = s->page;
+    size_t first = off / page, last = (end - 1) / page;
+    size_t trapped = 0;
+    if (off % page && page_is_mapped(s, first)) /* the page shared with the block before */
+        trapped += (first == last ? end : (first + 1) * page) - off;
+    if (end % page && page_is_mapped(s, last) && (first != last || off % page == 0))
+        trapped += end - (first == last ? off : last * page); /* shared with the block after */
+    return trapped;
+}
+
+size_t ccai_expandable_largest_mapped(const ccai_block *b) {
+    const ccai_segment *s = b->segment;
+    size_t off = b->addr - s->base, end = off + b->size, page = s->page;
+    size_t best = 0;
+    for (size_t i = off / page, last = (end - 1) / page; i <= last;) {
+        if (!(i % 64) && i + 64 <= last && s->mapped[i / 64] == 0) { /* 64 unmapped pages at once */
+            i += 64;
+            continue;
+        }
+        if (!page_is_mapped(s, i)) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j <= last && page_is_mapped(s, j))
+            j++;
+        size_t lo = i * page > off ? i * page : off, hi = j * page < end ? j * page : end;
+        best = hi - lo > best ? hi - lo : best;
+        i = j;
+    }
+    return best;
+}

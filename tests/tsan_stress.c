@@ -8,7 +8,9 @@
  * with CCALLOC_TRACE recording to a file, so every lock (allocator, upstream,
  * trace, log) is exercised. TSan reports races; the program checks that the
  * end state is exact: nothing live, nothing reserved, invariants intact, and
- * the upstream holding nothing. Exit status 0 = clean.
+ * the upstream holding nothing. Three runs: classic segments, expandable
+ * ones (trim unmapping pages under the other threads), and the greedy arena
+ * as an expandable segment. Exit status 0 = clean.
  */
 #include <ccalloc.h>
 
@@ -55,9 +57,13 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-int main(void) {
+/* One run over a fresh device and allocator; conf NULL = the defaults. */
+static int run(const char *conf) {
     cca_upstream *device;
-    if (cca_upstream_host_create((size_t)1 << 30, &device) != CCA_OK || cca_create(NULL, device, &shared) != CCA_OK) {
+    cca_config cfg;
+    cca_config_default(&cfg);
+    if (cca_config_parse(&cfg, conf) != CCA_OK || cca_upstream_host_create((size_t)1 << 30, &device) != CCA_OK ||
+        cca_create(&cfg, device, &shared) != CCA_OK) {
         fprintf(stderr, "tsan_stress: setup failed: %s\n", cca_last_error());
         return 1;
     }
@@ -79,10 +85,14 @@ int main(void) {
     failed |= cca_destroy(shared) != CCA_OK;
     cca_upstream_stats us;
     cca_upstream_get_stats(device, &us);
-    failed |= us.bytes_in_use != 0 || us.allocations != 0;
+    failed |= us.bytes_in_use != 0 || us.allocations != 0 || us.vm_reserved_bytes != 0 || us.vm_mapped_bytes != 0;
     cca_upstream_destroy(device);
-    printf("tsan_stress: %d threads x %d steps: %s (%llu allocs, %llu upstream allocs)\n", THREADS, STEPS,
-           failed ? "FAILED" : "clean end state", (unsigned long long)s.alloc_calls,
+    printf("tsan_stress [%s]: %d threads x %d steps: %s (%llu allocs, %llu upstream allocs)\n", conf ? conf : "defaults",
+           THREADS, STEPS, failed ? "FAILED" : "clean end state", (unsigned long long)s.alloc_calls,
            (unsigned long long)s.upstream_allocs);
     return failed;
+}
+
+int main(void) {
+    return run(NULL) | run("expandable:1") | run("policy:greedy,greedy_bytes:960M,expandable:1");
 }

@@ -31,9 +31,9 @@
  *     more, rounded down to pages, so that a segment growing by small steps
  *     calls the upstream about once per 1/16 of growth instead of once per
  *     request, and over-maps by at most 1/16 (less once the cap applies).
- *     Measured on ccbench's traces (docs/allocator.md): 1/8 cut calls by
- *     about a third more but cost up to 8% more peak memory; 1/32 the
- *     reverse. An ahead map the device refuses is retried without the
+ *     Chosen on ccbench's traces (docs/allocator.md): 1/8 made a quarter
+ *     to a third fewer calls but cost up to 10% more peak memory; no ahead
+ *     2-6x more calls. An ahead map the device refuses is retried without the
  *     ahead pages;
  *   - release (release.c): a page lying wholly inside a free block is
  *     unmapped by trim, empty-cache and the OOM retry (never by cca_free):
@@ -51,8 +51,8 @@
  * their own range, so that tiny long-lived tensors do not sit between big
  * ones; medium requests share the large range. The medium pool exists to
  * stop mid-size blocks from pinning whole classic segments; pages make
- * that moot, and one range fragments less (ccbench, gen:models: peak 1.11x
- * the live peak with a separate medium range, 1.01x without).
+ * that moot, and one range fragments less (ccbench, gen:models, 1/8 ahead:
+ * peak 1.33x the live peak with a separate medium range, 1.11x without).
  *
  * The greedy arena over an expandable segment is reserved as a range of the
  * arena's size and mapped whole at creation (one vm_map, TensorFlow's

@@ -81,7 +81,7 @@ static const cli_option options[] = {
     {"pairs", O_PAIRS, required_argument, "N", "micro: timed pairs per cell, 1..2^32 (default 200000)"},
     {"live", O_LIVE, required_argument, "N,N,...",
      "micro: live block counts, at most 8 in 1..1000000 (default 10,1000,10000,100000;\n"
-     "10,1000,10000 with --quick); every count runs packed and with holes"},
+     "10,1000 with --quick); every count runs packed and with holes"},
     {"scripts", O_SCRIPTS, required_argument, "DIR", "gnuplot scripts (default: bench/scripts of the source tree)"},
     {"no-plots", O_NO_PLOTS, no_argument, NULL, "do not run gnuplot"},
     {"quick", O_QUICK, no_argument, NULL, "--all at a tiny scale (tests, CI)"},

@@ -2,7 +2,7 @@
  * cmd_micro.c — `ccbench micro [-s STRATEGY]... [--live N,N,..] [--pairs N]
  * [--out DIR]`: the cached-path micro-benchmark (micro.c) over the live-block
  * table, every count packed and with holes; the table on stdout, micro.md and
- * micro.csv into --out. --all runs it too (with --quick: the table up to 10k
+ * micro.csv into --out. --all runs it too (with --quick: the table up to 1k
  * and 2000 pairs).
  *
  * Strategies default to ccalloc-growth, the malloc floor and the GPU

@@ -20,3 +20,7 @@ cca_add_test(NAME test_upstream_host SOURCES test_upstream_host.c alloc_test_uti
 
 # The simulated device's virtual memory (upstream_host.c, vm_* ops) held to CUDA's rules: ranges, maps, capacity, page release.
 cca_add_test(NAME test_upstream_vm SOURCES test_upstream_vm.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+
+# Expandable segments (expandable.c, with release.c's page release) on the simulated device's vm ops.
+cca_add_test(NAME test_expandable SOURCES test_expandable.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+target_link_libraries(test_expandable PRIVATE PkgConfig::CJSON)

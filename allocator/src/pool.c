@@ -326,6 +326,23 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
     return reserve_for(a, rounded, stream, pool, b);
 }
 
+/* Step 6: is the remainder of b after `rounded` bytes worth a block? */
+static bool worth_splitting(const cca_allocator *a, const ccai_block *b, size_t rounded) {
+    size_t remainder = b->size - rounded;
+    if (b->segment->shared || b->segment->pool == CCAI_POOL_SMALL)
+        return remainder >= CCA_GRANULARITY;
+    if (a->config.max_split && b->size > a->config.max_split)
+        return false;
+    return remainder > a->config.small_max;
+}
+
+/* The bytes of b a request of `rounded` will hold: all of b when the
+ * remainder stays with it as slack. In an expandable segment they must all
+ * be mapped (I7), slack included. */
+static size_t held_bytes(const cca_allocator *a, const ccai_block *b, size_t rounded) {
+    return worth_splitting(a, b, rounded) ? rounded : b->size;
+}
+
 /* Expandable segments: best fit, or the tail of a new segment for (key,
  * pool) when no block is large enough (first use, or address space used
  * up); then map what the block lacks. */
@@ -344,9 +361,10 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
             return st;
         *b = s->first;
     }
-    if (ccai_pages_mapped((*b)->segment, (*b)->addr, rounded))
+    size_t held = held_bytes(a, *b, rounded);
+    if (ccai_pages_mapped((*b)->segment, (*b)->addr, held))
         return CCA_OK;
-    cca_status st = ccai_expandable_map(a, *b, rounded);
+    cca_status st = ccai_expandable_map(a, *b, held);
     if (st != CCA_OK)
         *b = NULL;
     return st;
@@ -448,22 +466,17 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
     return st;
 }
 
-/* Step 6: is the remainder of b after `rounded` bytes worth a block? */
-static bool worth_splitting(const cca_allocator *a, const ccai_block *b, size_t rounded) {
-    size_t remainder = b->size - rounded;
-    if (b->segment->shared || b->segment->pool == CCAI_POOL_SMALL)
-        return remainder >= CCA_GRANULARITY;
-    if (a->config.max_split && b->size > a->config.max_split)
-        return false;
-    return remainder > a->config.small_max;
-}
-
-static void split(cca_allocator *a, ccai_block *b, size_t rounded) {
+/* CCA_ERR_OUT_OF_MEMORY only when the remainder needs a record and host
+ * memory has none, in an expandable segment: there the remainder's pages
+ * may be unmapped, so the block cannot be handed out whole (I7). */
+static cca_status split(cca_allocator *a, ccai_block *b, size_t rounded) {
     if (!worth_splitting(a, b, rounded))
-        return;
+        return CCA_OK;
     ccai_block *rest = ccai_block_new(a);
+    if (!rest && b->segment->expandable)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: host malloc failed for a block record");
     if (!rest)
-        return; /* no host memory for a record: hand out the block unsplit */
+        return CCA_OK; /* classic: hand out the block unsplit */
     rest->addr = b->addr + rounded;
     rest->size = b->size - rounded;
     rest->segment = b->segment;
@@ -477,6 +490,7 @@ static void split(cca_allocator *a, ccai_block *b, size_t rounded) {
     b->size = rounded;
     ccai_free_index_insert(&a->pools[b->segment->pool], rest);
     a->c.splits++;
+    return CCA_OK;
 }
 
 /* Step 7. */
@@ -507,8 +521,8 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
     ccai_stream_poll(a);
     /* 4 */
     ccai_block *b = best_fit(a, pool, key, rounded);
-    if (b && b->segment->expandable && !ccai_pages_mapped(b->segment, b->addr, rounded)) {
-        cca_status st = ccai_expandable_map(a, b, rounded);
+    if (b && b->segment->expandable && !ccai_pages_mapped(b->segment, b->addr, held_bytes(a, b, rounded))) {
+        cca_status st = ccai_expandable_map(a, b, held_bytes(a, b, rounded));
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
             return st;
         if (st != CCA_OK)
@@ -529,7 +543,11 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
     }
     /* 6 */
     ccai_free_index_remove(&a->pools[b->segment->pool], b); /* a large request may take a medium block */
-    split(a, b, rounded);
+    if (split(a, b, rounded) != CCA_OK) {
+        ccai_free_index_insert(&a->pools[b->segment->pool], b); /* unchanged; its pages stay mapped */
+        log_oom(a, size, rounded, stream, log);
+        return CCA_ERR_OUT_OF_MEMORY;
+    }
     /* 7 */
     mark_live(a, b, size, stream);
     *out = (void *)b->addr;

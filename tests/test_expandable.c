@@ -1,0 +1,1532 @@
+/*
+ * test_expandable.c — allocator/src/expandable.c: expandable segments
+ * (expandable:1), with release.c's page release and pool.c's mapping.
+ *
+ * An expandable segment is a range of address space (vm_reserve) as large
+ * as the device, one per (stream, pool), whose pages are mapped as blocks
+ * need them and unmapped by trim, empty-cache and the OOM retry when they
+ * lie wholly inside a free block. The tests run on the simulated device
+ * (cca_upstream_host_create_with) with a 64 KiB granularity (2 MiB where
+ * the GPU figure matters), so that many pages fit in a few MiB:
+ *
+ *   accounting   mapped bytes = the upstream's count = what mem_info says
+ *                is used = reserved bytes, after every step; page size,
+ *                address space (device rounded to pages, per segment), exact
+ *                pointers and exact map counts from a model of the growth
+ *                rule; cca_free never unmaps.
+ *   fallback     expandable:1 over an upstream without vm ops: classic
+ *                segments, page_size 0.
+ *   release      trim unmaps the pages lying wholly inside a free block
+ *                between live ones; the report's pages, bytes and trapped
+ *                bytes are exact; live data survives; unmapped pages fault;
+ *                resident memory falls; the ahead pages at the tail go
+ *                first; an empty segment gives its range back; a block
+ *                taken whole (its remainder not split off) is mapped to its
+ *                end (I7).
+ *   growth       a growing segment maps ahead (1/16 of what is mapped), so
+ *                it calls vm_map far less often than cca_alloc; an ahead map
+ *                the device refuses is retried without the ahead pages.
+ *   OOM          a request above the device fails at once; a request on
+ *                one stream unmaps the cached pages of another stream's
+ *                segment through the retry.
+ *   faults       a wrapper upstream fails the N-th call of each kind (once,
+ *                or from then on) over a scripted sequence: invariants, the
+ *                accounts, live data and, once the faults stop, a clean
+ *                empty-cache hold for every N; with and without events. A
+ *                map refused part-way whose rollback unmap is refused too.
+ *   pending      a block waiting on another stream's event keeps its pages
+ *                through a trim.
+ *   random       20000 seeded steps on two streams, invariants and
+ *                accounts after each.
+ *   threads      six threads allocating, freeing and trimming at once.
+ *   greedy       the arena over an expandable segment: mapped whole at
+ *                creation, trimmed page by page, mapped again on demand.
+ *   config       expandable:1 with max_split is refused; CCALLOC_CONF.
+ *   snapshot     "segment_kind":"expandable" and each segment's mapped runs.
+ */
+#include "alloc_test_util.h"
+
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PG ((size_t)64 * KiB) /* the granularity of most tests */
+#define S0 ((cca_stream)0x100)
+#define S1 ((cca_stream)0x200)
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static size_t round_to(size_t v, size_t to) {
+    return (v + to - 1) / to * to;
+}
+
+static size_t rnd(size_t size) { /* what the allocator makes of a request */
+    return round_to(size, CCA_GRANULARITY);
+}
+
+static cca_upstream *vm_device(size_t capacity, size_t gran) {
+    cca_host_options o = {.capacity = capacity, .vm_granularity = gran};
+    cca_upstream *u = NULL;
+    cca_status st = cca_upstream_host_create_with(&o, &u);
+    cr_assert_eq(st, CCA_OK, "host device of %zu bytes, granularity %zu: %s", capacity, gran, cca_last_error());
+    return u;
+}
+
+/* Device memory held by another tenant (classic cca_upstream_alloc), which
+ * agree() leaves out of the device's count. */
+static size_t tenant_bytes;
+
+/* Bytes the device says are used (capacity - free). */
+static size_t device_used(cca_upstream *u) {
+    size_t free_b = 0, total_b = 0;
+    cr_assert_eq(cca_upstream_mem_info(u, &free_b, &total_b), CCA_OK);
+    return total_b - free_b;
+}
+
+/* The accounts of an allocator alone on host device u agree: mapped bytes
+ * = the upstream's = what the device reports used = reserved bytes (no
+ * classic segment); address space = the upstream's reserved ranges =
+ * segments * `range` (0: not checked); the call counts agree too. */
+static void agree(const cca_allocator *a, cca_upstream *u, size_t page, size_t range, const char *what) {
+    cca_status st = cca_check_invariants(a);
+    cr_assert_eq(st, CCA_OK, "%s: invariants: %s", what, cca_last_error());
+    cca_stats s = tu_stats(a);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(s.page_size, page, "%s: page_size %zu", what, s.page_size);
+    cr_assert_eq(s.mapped_bytes, us.vm_mapped_bytes, "%s: mapped %zu, upstream says %zu", what, s.mapped_bytes,
+                 us.vm_mapped_bytes);
+    cr_assert_eq(s.mapped_bytes + tenant_bytes, device_used(u), "%s: mapped %zu, device uses %zu", what, s.mapped_bytes,
+                 device_used(u));
+    cr_assert_eq(s.reserved_bytes, s.mapped_bytes, "%s: reserved %zu != mapped %zu", what, s.reserved_bytes,
+                 s.mapped_bytes);
+    cr_assert_eq(s.address_space_bytes, us.vm_reserved_bytes, "%s: address space %zu, upstream %zu", what,
+                 s.address_space_bytes, us.vm_reserved_bytes);
+    cr_assert_eq(s.segments, s.expandable_segments, "%s: a classic segment", what);
+    if (range)
+        cr_assert_eq(s.address_space_bytes, s.expandable_segments * range, "%s: %zu segments, %zu bytes of space", what,
+                     s.expandable_segments, s.address_space_bytes);
+    cr_assert_eq(s.cached_bytes, s.reserved_bytes - s.allocated_bytes, "%s: cached %zu", what, s.cached_bytes);
+    cr_assert_eq(s.vm_maps, us.vm_map_calls, "%s: vm_maps %llu, upstream %llu", what, (unsigned long long)s.vm_maps,
+                 (unsigned long long)us.vm_map_calls);
+    cr_assert_eq(s.vm_unmaps, us.vm_unmap_calls, "%s", what);
+    cr_assert_eq((s.pages_mapped - s.pages_unmapped) * page, s.mapped_bytes, "%s: page counters", what);
+    cr_assert_eq(us.alloc_calls, tenant_bytes ? 1 : 0, "%s: a classic upstream allocation", what);
+}
+
+/* Empty the cache (nothing live): everything goes back, to the upstream's
+ * own count; then destroy both. */
+static void finish(cca_allocator *a, cca_upstream *u) {
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "empty_cache: %s", cca_last_error());
+    tu_check(a);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.active_blocks, 0);
+    cr_assert_eq(s.reserved_bytes, 0, "reserved %zu after empty_cache", s.reserved_bytes);
+    cr_assert_eq(s.segments, 0);
+    cr_assert_eq(s.expandable_segments, 0);
+    cr_assert_eq(s.address_space_bytes, 0);
+    cr_assert_eq(s.mapped_bytes, 0);
+    cr_assert_eq(r.bytes_still_reserved, 0);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(us.vm_mapped_bytes, 0);
+    cr_assert_eq(us.vm_reserved_bytes, 0);
+    cr_assert_eq(us.bytes_in_use, 0);
+    cr_assert_eq(device_used(u), 0);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+}
+
+static cca_allocator *exp_allocator(cca_upstream *u, const char *extra) {
+    char conf[256];
+    snprintf(conf, sizeof conf, "expandable:1,log_oom:0%s%s", extra ? "," : "", extra ? extra : "");
+    return tu_allocator(u, conf);
+}
+
+/* The growth rule for blocks taken one after another from the tail of one
+ * segment, every page below the tail mapped: a request that needs pages
+ * beyond `end` maps them plus min(mapped / 16, 64 MiB) ahead (whole pages,
+ * not past the range) in one vm_map call. */
+typedef struct growth {
+    size_t page, npages;
+    size_t off;  /* where the next block starts */
+    size_t end;  /* pages mapped: [0, end)     */
+    size_t maps; /* vm_map calls               */
+    uintptr_t base;
+} growth;
+
+static void growth_init(growth *g, size_t page, size_t range) {
+    memset(g, 0, sizeof *g);
+    g->page = page;
+    g->npages = range / page;
+}
+
+/* The offset of a block of `size` bytes (its pages mapped as the rule says). */
+static size_t growth_take(growth *g, size_t size) {
+    size_t at = g->off, r = rnd(size);
+    size_t hi = round_to(at + r, g->page) / g->page;
+    if (hi > g->end) {
+        size_t want = (g->end * g->page) >> 4;
+        size_t ahead = (want < ((size_t)64 << 20) ? want : ((size_t)64 << 20)) / g->page;
+        if (ahead > g->npages - hi)
+            ahead = g->npages - hi;
+        g->end = hi + ahead;
+        g->maps++;
+    }
+    g->off = at + r;
+    return at;
+}
+
+/* Allocate from the model's segment and check the pointer: the first block
+ * of a segment starts its (page-aligned) range, the next ones follow. */
+static void *take(cca_allocator *a, growth *g, size_t size, cca_stream s) {
+    size_t off = growth_take(g, size);
+    void *p = tu_alloc(a, size, s);
+    if (off == 0) {
+        cr_assert_eq((uintptr_t)p % g->page, 0, "a range starts on a page: %p", p);
+        g->base = (uintptr_t)p;
+    }
+    cr_assert_eq((uintptr_t)p, g->base + off, "block of %zu at %p, expected base + %zu", size, p, off);
+    return p;
+}
+
+#define PAGE_AT(base, i) ((const char *)(base) + (i)*PG)
+
+/* ---- accounting ---------------------------------------------------------- */
+
+Test(expandable, page_accounting_is_exact_after_every_step) {
+    const size_t cap = 48 * MiB + 96 * KiB; /* not whole pages: the range rounds up */
+    const size_t range = round_to(cap, PG);
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, NULL);
+    agree(a, u, PG, range, "created");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.segments, 0, "nothing is reserved before the first request");
+    cr_assert_eq(s.vm_maps, 0);
+    /* one model per (stream, pool): small <= 1 MiB, the rest share the large range */
+    growth small0, large0, small1, large1;
+    growth_init(&small0, PG, range), growth_init(&large0, PG, range);
+    growth_init(&small1, PG, range), growth_init(&large1, PG, range);
+    struct {
+        growth *g;
+        size_t size;
+        cca_stream s;
+    } steps[] = {
+        {&small0, 1000, S0},           {&large0, 3 * MiB + 1, S0}, {&small0, 70000, S0},       {&large1, 5 * MiB, S1},
+        {&small1, 4 * KiB, S1},        {&small0, 300 * KiB, S0},   {&large0, 1536 * KiB, S0},  {&small1, 900 * KiB, S1},
+        {&large0, 2 * MiB + 512, S0},  {&small0, 4096, S0},        {&large1, 7 * MiB + 3, S1}, {&small1, 1 * MiB, S1},
+        {&large0, 6 * MiB + 1234, S0}, {&small0, 1 * MiB, S0},
+    };
+    enum { N = sizeof steps / sizeof steps[0] };
+    void *p[N];
+    size_t segments = 0;
+    for (int i = 0; i < N; i++) {
+        segments += steps[i].g->off == 0;
+        p[i] = take(a, steps[i].g, steps[i].size, steps[i].s);
+        tu_fill(p[i], steps[i].size, (uint64_t)i);
+        char what[64];
+        snprintf(what, sizeof what, "alloc %d (%zu bytes)", i, steps[i].size);
+        agree(a, u, PG, range, what);
+        s = tu_stats(a);
+        size_t mapped = (small0.end + large0.end + small1.end + large1.end) * PG;
+        cr_assert_eq(s.mapped_bytes, mapped, "%s: mapped %zu, the growth rule says %zu", what, s.mapped_bytes, mapped);
+        cr_assert_eq(s.vm_maps, small0.maps + large0.maps + small1.maps + large1.maps, "%s: vm_maps %llu", what,
+                     (unsigned long long)s.vm_maps);
+        cr_assert_eq(s.expandable_segments, segments, "%s", what);
+        cr_assert_eq(s.vm_unmaps, 0);
+        cr_assert_eq(s.upstream_allocs, s.vm_maps + segments, "%s: a reserve and the maps", what);
+    }
+    /* cca_free never unmaps: the pages stay cached */
+    size_t mapped = tu_stats(a).mapped_bytes;
+    for (int i = 0; i < N; i++) {
+        cr_assert(tu_check_fill(p[i], steps[i].size, (uint64_t)i), "block %d overwritten", i);
+        tu_free(a, p[i]);
+        agree(a, u, PG, range, "free");
+        s = tu_stats(a);
+        cr_assert_eq(s.mapped_bytes, mapped);
+        cr_assert_eq(s.vm_unmaps, 0);
+    }
+    cr_assert_eq(s.cached_bytes, mapped);
+    finish(a, u);
+}
+
+/* ---- fallback ------------------------------------------------------------ */
+
+Test(expandable, upstream_without_vm_ops_falls_back_to_classic_segments) {
+    tu_upstream t;
+    cca_upstream *u = tu_upstream_create(&t, 256 * MiB, true);
+    cr_assert_eq(cca_upstream_has_vm(u), 0);
+    cca_allocator *a = tu_allocator(u, "expandable:1");
+    cca_config cfg;
+    cr_assert_eq(cca_get_config(a, &cfg), CCA_OK);
+    cr_assert_eq(cfg.expandable, 1, "the option stays as asked");
+    void *p = tu_alloc(a, 4096, NULL), *q = tu_alloc(a, 12 * MiB, NULL), *r = tu_alloc(a, 3 * MiB, NULL);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.page_size, 0);
+    cr_assert_eq(s.expandable_segments, 0);
+    cr_assert_eq(s.address_space_bytes, 0);
+    cr_assert_eq(s.mapped_bytes, 0);
+    cr_assert_eq(s.vm_maps, 0);
+    /* classic sizes: a 2 MiB small segment, a 12 MiB large one, a 20 MiB medium one */
+    cr_assert_eq(s.segments, 3);
+    cr_assert_eq(s.reserved_bytes, 34 * MiB);
+    cr_assert_eq(t.used, 34 * MiB);
+    cr_assert_eq(t.live_count, 3);
+    tu_free(a, p), tu_free(a, q), tu_free(a, r);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cr_assert_eq(t.used, 0);
+    tu_teardown(a, u);
+}
+
+/* ---- release ------------------------------------------------------------- */
+
+/* A, B, C of several pages each, one after another in one range, and what
+ * the growth rule maps for them (model below). */
+typedef struct abc {
+    growth g;
+    char *A, *B, *C;
+    size_t rA, rB, rC, endB, endC;
+} abc;
+
+static void alloc_abc(cca_allocator *a, abc *x, size_t range) {
+    growth_init(&x->g, PG, range);
+    const size_t sa = 1 * MiB + 100 * KiB, sb = 3 * MiB, sc = 2 * MiB + 3 * KiB;
+    x->A = take(a, &x->g, sa, S0);
+    x->B = take(a, &x->g, sb, S0);
+    x->C = take(a, &x->g, sc, S0);
+    x->rA = rnd(sa), x->rB = rnd(sb), x->rC = rnd(sc);
+    x->endB = x->rA + x->rB, x->endC = x->endB + x->rC;
+    /* the model's numbers, for the reader: A maps [0,18); B [18,67), one
+     * page ahead (18/16); C [67,102), four ahead (67/16) */
+    cr_assert_eq(x->g.end, 102);
+    cr_assert_eq(x->g.maps, 3);
+    tu_fill(x->A, x->rA, 1);
+    tu_fill(x->B, x->rB, 2);
+    tu_fill(x->C, x->rC, 3);
+}
+
+Test(expandable, trim_unmaps_the_free_pages_between_live_blocks) {
+    const size_t cap = 64 * MiB;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, NULL);
+    abc x;
+    alloc_abc(a, &x, cap);
+    agree(a, u, PG, cap, "A B C");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.mapped_bytes, 102 * PG);
+    tu_free(a, x.B);
+    agree(a, u, PG, cap, "free B");
+    s = tu_stats(a);
+    cr_assert_eq(s.mapped_bytes, 102 * PG, "cca_free unmaps nothing");
+    cr_assert_eq(s.largest_free_block, x.rB, "B is the longest mapped free stretch");
+
+    cca_release_report r;
+    memset(&r, 0xff, sizeof r);
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s", cca_last_error());
+    agree(a, u, PG, cap, "empty_cache with A and C live");
+    /* the tail's whole pages first: [98,102) (C ends inside page 97); then
+     * B's whole pages: from ceil(rA/P) = 18 to floor(endB/P) = 65 */
+    size_t lo = round_to(x.rA, PG) / PG, hi = x.endB / PG, tail = round_to(x.endC, PG) / PG;
+    cr_assert_eq(lo, 18);
+    cr_assert_eq(hi, 65);
+    cr_assert_eq(tail, 98);
+    size_t pages = (102 - tail) + (hi - lo);
+    size_t trapped = (lo * PG - x.rA) + (x.endB - hi * PG) + (tail * PG - x.endC);
+    cr_assert_eq(r.pages_unmapped, pages, "pages_unmapped %zu, expected %zu", r.pages_unmapped, pages);
+    cr_assert_eq(r.bytes_unmapped, pages * PG);
+    cr_assert_eq(r.bytes_released, pages * PG);
+    cr_assert_eq(r.segments_released, 0, "the range stays: A and C live in it");
+    cr_assert_eq(r.bytes_still_reserved, (102 - pages) * PG);
+    cr_assert_eq(r.segments_pinned, 1);
+    cr_assert_eq(r.segments_kept, 0);
+    cr_assert_eq(r.live_bytes_pinning, x.rA + x.rC);
+    cr_assert_eq(r.free_bytes_trapped, trapped, "trapped %zu, expected %zu", r.free_bytes_trapped, trapped);
+    cr_assert_eq(r.free_bytes_pinned, trapped, "every mapped free byte is trapped");
+    s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes, s.allocated_bytes + trapped, "what stays: live bytes and the trapped ones");
+    /* at most one page trapped at each end of a run of live blocks (A, C) */
+    cr_assert_lt(s.reserved_bytes, s.allocated_bytes + 2 * 2 * PG);
+    cr_assert_eq(s.vm_unmaps, 2, "one call per run");
+    cr_assert_eq(s.pages_unmapped, pages);
+    size_t largest = lo * PG - x.rA;
+    if (x.endB - hi * PG > largest)
+        largest = x.endB - hi * PG;
+    if (tail * PG - x.endC > largest)
+        largest = tail * PG - x.endC;
+    cr_assert_eq(s.largest_free_block, largest);
+    /* live data intact; the trapped edges of B still readable; its whole
+     * pages and the ahead pages gone: a touch faults */
+    cr_assert(tu_check_fill(x.A, x.rA, 1), "A overwritten");
+    cr_assert(tu_check_fill(x.C, x.rC, 3), "C overwritten");
+    const char *base = x.A;
+    TU_ASSERT_READABLE(x.B);
+    TU_ASSERT_READABLE(PAGE_AT(base, lo) - 1);
+    TU_ASSERT_FAULTS(PAGE_AT(base, lo));
+    TU_ASSERT_FAULTS(PAGE_AT(base, (lo + hi) / 2));
+    TU_ASSERT_FAULTS(PAGE_AT(base, hi) - 1);
+    TU_ASSERT_READABLE(PAGE_AT(base, hi));
+    TU_ASSERT_READABLE(x.C + x.rC);        /* the tail's trapped part */
+    TU_ASSERT_FAULTS(PAGE_AT(base, tail)); /* ahead pages gone */
+    TU_ASSERT_FAULTS(PAGE_AT(base, 101));
+
+    /* B's size again: best fit is B's old block (the tail is larger); its
+     * missing pages come back in one call, nothing ahead (not the tail) */
+    void *b2 = tu_alloc(a, 3 * MiB, S0);
+    cr_assert_eq(b2, (void *)x.B);
+    s = tu_stats(a);
+    cr_assert_eq(s.vm_maps, 4);
+    cr_assert_eq(s.mapped_bytes, tail * PG);
+    agree(a, u, PG, cap, "B again");
+    TU_ASSERT_READABLE(PAGE_AT(base, lo));
+    tu_fill(b2, x.rB, 4);
+    cr_assert(tu_check_fill(x.A, x.rA, 1) && tu_check_fill(x.C, x.rC, 3) && tu_check_fill(b2, x.rB, 4));
+    tu_free(a, b2), tu_free(a, x.A), tu_free(a, x.C);
+    finish(a, u);
+}
+
+Test(expandable, trim_returns_resident_memory_with_2mib_pages) {
+    const size_t P2 = 2 * MiB, cap = 128 * MiB;
+    cca_upstream *u = vm_device(cap, P2);
+    cca_allocator *a = exp_allocator(u, NULL);
+    growth g;
+    growth_init(&g, P2, cap);
+    char *A = take(a, &g, 3 * MiB, S0), *B = take(a, &g, 40 * MiB, S0), *C = take(a, &g, 3 * MiB, S0);
+    /* A [0,2); B [2,22); C [22,24): one page ahead (22/16) */
+    cr_assert_eq(g.end, 24);
+    agree(a, u, P2, cap, "A B C");
+    memset(A, 0xa1, 3 * MiB);
+    memset(B, 0xb2, 40 * MiB); /* 40 MiB resident */
+    memset(C, 0xc3, 3 * MiB);
+    tu_free(a, B);
+    size_t before = tu_resident_bytes();
+    cca_release_report r;
+    cr_assert_eq(cca_trim(a, 0, &r), CCA_OK, "%s", cca_last_error());
+    size_t after = tu_resident_bytes();
+    /* B's whole pages [2,21) and the ahead page 23 */
+    cr_assert_eq(r.pages_unmapped, 20);
+    cr_assert_eq(r.bytes_unmapped, 40 * MiB);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 4 * P2);
+    cr_assert_geq(before, after + 37 * MiB, "resident memory fell by %zu bytes only (of 38 MiB unmapped)",
+                  before > after ? before - after : 0);
+    agree(a, u, P2, cap, "trim");
+    TU_ASSERT_FAULTS(B + MiB);
+    TU_ASSERT_FAULTS(B + 20 * MiB);
+    TU_ASSERT_READABLE(B); /* B's first MiB shares page 1 with A */
+    for (size_t i = 0; i < 3 * MiB; i += 4096)
+        cr_assert(A[i] == (char)0xa1 && C[i] == (char)0xc3, "live data lost at %zu", i);
+    tu_free(a, A), tu_free(a, C);
+    finish(a, u);
+}
+
+/* A block taken whole because its remainder is not worth a split (large
+ * range: remainder <= small_max) holds the slack too (cca_block_size says
+ * so): every page under it must be mapped (I7), not only the request's. */
+Test(expandable, an_unsplit_block_is_mapped_to_its_end) {
+    const size_t cap = 64 * MiB;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, NULL);
+    char *A = tu_alloc(a, 2 * MiB, S0), *B = tu_alloc(a, 3 * MiB, S0), *C = tu_alloc(a, 2 * MiB, S0);
+    cr_assert_eq(B, A + 2 * MiB);
+    tu_free(a, B);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK); /* B's pages [32, 80) unmapped */
+    TU_ASSERT_FAULTS(B);
+    /* 2.5 MiB in B's 3 MiB block: the 0.5 MiB left is not split off */
+    char *p = tu_alloc(a, 2 * MiB + 512 * KiB, S0);
+    cr_assert_eq(p, B);
+    size_t held = tu_block_size(a, p);
+    cr_assert_eq(held, 3 * MiB, "the slack stays with the block");
+    agree(a, u, PG, cap, "unsplit block"); /* I7 */
+    TU_ASSERT_READABLE(p + held - 1);
+    tu_free(a, p), tu_free(a, A), tu_free(a, C);
+    finish(a, u);
+}
+
+/* ---- empty segments ------------------------------------------------------ */
+
+Test(expandable, empty_segments_give_their_ranges_back) {
+    const size_t cap = 32 * MiB;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, NULL);
+    void *p[6] = {tu_alloc(a, 5 * MiB, S0), tu_alloc(a, 100 * KiB, S0), tu_alloc(a, 3 * MiB, S1),
+                  tu_alloc(a, 1000, S1),    tu_alloc(a, 2 * MiB, S0),   tu_alloc(a, 512 * KiB, S1)};
+    agree(a, u, PG, cap, "six blocks");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.expandable_segments, 4, "(S0, S1) x (small, large)");
+    for (int i = 0; i < 6; i++)
+        tu_free(a, p[i]);
+    s = tu_stats(a);
+    size_t mapped = s.mapped_bytes;
+
+    /* trim to one page: the ranges left with nothing mapped go back */
+    cca_release_report r;
+    cr_assert_eq(cca_trim(a, PG, &r), CCA_OK, "%s", cca_last_error());
+    agree(a, u, PG, cap, "trim(one page)");
+    s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes, PG, "exactly keep: whole pages, highest first");
+    cr_assert_eq(s.expandable_segments, 1);
+    cr_assert_eq(r.segments_released, 3);
+    cr_assert_eq(r.pages_unmapped, mapped / PG - 1);
+    cr_assert_eq(r.bytes_released, mapped - PG);
+    cr_assert_eq(r.segments_kept, 1);
+
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s", cca_last_error());
+    s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes, 0);
+    cr_assert_eq(s.segments, 0);
+    cr_assert_eq(s.expandable_segments, 0);
+    cr_assert_eq(s.address_space_bytes, 0);
+    cr_assert_eq(r.segments_released, 1);
+    cr_assert_eq(r.pages_unmapped, 1);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(us.vm_reserved_bytes, 0);
+    cr_assert_eq(us.vm_mapped_bytes, 0);
+    agree(a, u, PG, cap, "empty");
+    /* every range reserved was released: reserves = upstream_allocs - maps, releases = upstream_frees - unmaps */
+    cr_assert_eq(s.upstream_allocs - s.vm_maps, s.upstream_frees - s.vm_unmaps, "every range reserved went back");
+    cr_assert_eq(s.upstream_allocs - s.vm_maps, 4);
+
+    /* and it starts again from nothing */
+    void *q = tu_alloc(a, 1 * MiB + 512, S0);
+    s = tu_stats(a);
+    cr_assert_eq(s.expandable_segments, 1);
+    cr_assert_eq(s.mapped_bytes, round_to(rnd(1 * MiB + 512), PG));
+    tu_free(a, q);
+    finish(a, u);
+}
+
+/* ---- growth -------------------------------------------------------------- */
+
+Test(expandable, growth_maps_ahead_and_trim_releases_the_ahead_pages_first) {
+    const size_t cap = 256 * MiB, n = 200, size = PG + 512;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, "small_pool:0");
+    growth g;
+    growth_init(&g, PG, cap);
+    char *p[201];
+    for (size_t i = 0; i < n; i++)
+        p[i] = take(a, &g, size, S0);
+    agree(a, u, PG, cap, "200 blocks");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.vm_maps, g.maps);
+    cr_assert_eq(g.maps, 50, "the model: 50 maps for 200 requests");
+    cr_assert_lt(s.vm_maps * 3, n, "vm_map called %llu times for %zu requests", (unsigned long long)s.vm_maps, n);
+    /* a larger block at the tail: 12 pages ahead (203 mapped / 16) */
+    p[n] = take(a, &g, 1 * MiB + 512, S0);
+    size_t used = round_to(g.off, PG) / PG; /* pages under blocks: [0, used) */
+    size_t ahead = g.end - used;
+    cr_assert_eq(g.end, 230);
+    cr_assert_eq(ahead, 12);
+    s = tu_stats(a);
+    cr_assert_eq(s.mapped_bytes, g.end * PG);
+    agree(a, u, PG, cap, "201 blocks");
+    /* free 50..59: one free block with whole pages [51, 60) */
+    for (size_t i = 50; i < 60; i++)
+        tu_free(a, p[i]);
+    size_t flo = round_to(50 * rnd(size), PG) / PG, fhi = 60 * rnd(size) / PG;
+    cr_assert_eq(flo, 51);
+    cr_assert_eq(fhi, 60);
+    const char *base = p[0];
+
+    /* keep = all but the ahead pages: exactly those go, highest first */
+    cca_release_report r;
+    cr_assert_eq(cca_trim(a, s.reserved_bytes - ahead * PG, &r), CCA_OK);
+    cr_assert_eq(r.pages_unmapped, ahead);
+    cr_assert_eq(tu_stats(a).mapped_bytes, used * PG);
+    for (size_t i = flo; i < fhi; i++)
+        TU_ASSERT_READABLE(PAGE_AT(base, i)); /* the free block in the middle: untouched */
+    TU_ASSERT_FAULTS(PAGE_AT(base, used));
+    TU_ASSERT_FAULTS(PAGE_AT(base, g.end - 1));
+    TU_ASSERT_READABLE(PAGE_AT(base, used) - 1); /* shared with the last block */
+    agree(a, u, PG, cap, "trim the ahead pages");
+
+    /* two pages more: nothing whole is left at the tail, so the free block's
+     * highest pages */
+    cr_assert_eq(cca_trim(a, (used - 2) * PG, &r), CCA_OK);
+    cr_assert_eq(r.pages_unmapped, 2);
+    TU_ASSERT_FAULTS(PAGE_AT(base, fhi - 1));
+    TU_ASSERT_FAULTS(PAGE_AT(base, fhi - 2));
+    TU_ASSERT_READABLE(PAGE_AT(base, fhi - 3));
+    agree(a, u, PG, cap, "trim two pages");
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK);
+    cr_assert_eq(r.pages_unmapped, fhi - flo - 2);
+    TU_ASSERT_FAULTS(PAGE_AT(base, flo));
+    agree(a, u, PG, cap, "empty_cache");
+    for (size_t i = 0; i <= n; i++)
+        if (i < 50 || i >= 60)
+            tu_free(a, p[i]);
+    finish(a, u);
+}
+
+Test(expandable, an_ahead_map_the_device_refuses_is_retried_without_it) {
+    /* 8 MiB device, 4.5 MiB held by another tenant: 56 pages for maps */
+    const size_t cap = 8 * MiB;
+    cca_upstream *u = vm_device(cap, PG);
+    void *tenant = NULL;
+    cr_assert_eq(cca_upstream_alloc(u, 4 * MiB + 512 * KiB, &tenant), CCA_OK);
+    tenant_bytes = 4 * MiB + 512 * KiB;
+    cca_allocator *a = exp_allocator(u, "small_pool:0");
+    growth g;
+    growth_init(&g, PG, cap);
+    char *p[6];
+    p[0] = take(a, &g, 2 * MiB, S0);    /* [0,32) */
+    p[1] = take(a, &g, 1280 * KiB, S0); /* [32,52) + 2 ahead: 54 */
+    p[2] = take(a, &g, 128 * KiB, S0);  /* inside the ahead pages: no call */
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.vm_maps, 2);
+    cr_assert_eq(s.mapped_bytes, 54 * PG);
+    /* [54,55) + 3 ahead = 58 pages > 56: refused, then [54,55) alone */
+    p[3] = tu_alloc(a, 64 * KiB, S0);
+    cr_assert_eq((char *)p[3], p[0] + 54 * PG);
+    s = tu_stats(a);
+    cr_assert_eq(s.vm_maps, 3);
+    cr_assert_eq(s.mapped_bytes, 55 * PG);
+    cr_assert_eq(s.alloc_retries, 0, "not a retry: the request's own pages fit");
+    cr_assert_eq(tu_upstream_stats(u).vm_failed_maps, 1);
+    p[4] = tu_alloc(a, 64 * KiB, S0);
+    s = tu_stats(a);
+    cr_assert_eq(s.mapped_bytes, 56 * PG);
+    cr_assert_eq(tu_upstream_stats(u).vm_failed_maps, 2);
+    /* full: nothing cached to unmap, an OOM that changes nothing */
+    cca_stats before = tu_stats(a);
+    void *q = (void *)1;
+    cr_assert_eq(cca_alloc(a, 64 * KiB, S0, &q), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_null(q);
+    s = tu_stats(a);
+    cr_assert_eq(s.ooms, before.ooms + 1);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries + 1);
+    cr_assert_eq(s.mapped_bytes, 56 * PG);
+    cr_assert_eq(s.allocated_bytes, before.allocated_bytes);
+    cr_assert_eq(s.vm_unmaps, 0);
+    agree(a, u, PG, cap, "after the OOM");
+    for (int i = 0; i < 5; i++)
+        tu_free(a, p[i]);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cr_assert_eq(cca_upstream_free(u, tenant, 4 * MiB + 512 * KiB), CCA_OK);
+    tenant_bytes = 0;
+    finish(a, u);
+}
+
+/* ---- OOM ----------------------------------------------------------------- */
+
+Test(expandable, a_request_above_the_device_fails_without_upstream_calls) {
+    const size_t cap = 16 * MiB;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, NULL);
+    void *keep = tu_alloc(a, 2 * MiB, S0);
+    cca_stats before = tu_stats(a);
+    cca_upstream_stats ub = tu_upstream_stats(u);
+    void *p = (void *)1;
+    cr_assert_eq(cca_alloc(a, cap + 1, S0, &p), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_null(p);
+    cr_assert_eq(cca_alloc(a, cap + 1, S1, &p), CCA_ERR_OUT_OF_MEMORY, "a stream with no segment yet");
+    cca_stats s = tu_stats(a);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(s.ooms, before.ooms + 2);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries, "no retry: it can never succeed");
+    cr_assert_eq(s.vm_maps, before.vm_maps);
+    cr_assert_eq(s.upstream_allocs, before.upstream_allocs);
+    cr_assert_eq(s.segments, before.segments);
+    cr_assert_eq(us.vm_map_calls, ub.vm_map_calls);
+    cr_assert_eq(us.vm_failed_maps, ub.vm_failed_maps);
+    cr_assert_eq(us.vm_reserved_bytes, ub.vm_reserved_bytes);
+    agree(a, u, PG, cap, "refused");
+    tu_free(a, keep);
+    finish(a, u);
+}
+
+Test(expandable, the_retry_unmaps_another_streams_cached_pages) {
+    const size_t cap = 16 * MiB;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, NULL);
+    char *x = tu_alloc(a, 14 * MiB, S0); /* 224 pages, none ahead (first map) */
+    tu_free(a, x);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.mapped_bytes, 14 * MiB, "cached: mapped, free");
+    /* 8 MiB on S1: its own range; 2 MiB free on the device: refused, then
+     * the retry unmaps S0's pages, highest first, just enough:
+     * shortfall = 8 MiB + one page - 2 MiB = 97 pages */
+    char *y = tu_alloc(a, 8 * MiB, S1);
+    cr_assert_eq((uintptr_t)y % PG, 0);
+    s = tu_stats(a);
+    cr_assert_eq(s.alloc_retries, 1);
+    cr_assert_eq(s.ooms, 0);
+    cr_assert_eq(s.vm_unmaps, 1);
+    cr_assert_eq(s.pages_unmapped, 97);
+    cr_assert_eq(s.mapped_bytes, 16 * MiB - PG);
+    cr_assert_eq(s.expandable_segments, 2);
+    cr_assert_eq(tu_upstream_stats(u).vm_failed_maps, 2, "the first try and the retry's first take");
+    agree(a, u, PG, cap, "after the retry");
+    TU_ASSERT_READABLE(x + 14 * MiB - 97 * PG - 1);
+    TU_ASSERT_FAULTS(x + 14 * MiB - 97 * PG);
+    tu_fill(y, 8 * MiB, 9);
+    cr_assert(tu_check_fill(y, 8 * MiB, 9));
+    /* 14 MiB on S0 again: 97 of its pages are missing and the device has
+     * one page left; S1's 128 cached pages are enough room */
+    tu_free(a, y);
+    char *x2 = tu_alloc(a, 14 * MiB, S0);
+    cr_assert_eq(x2, x, "S0's range again");
+    s = tu_stats(a);
+    cr_assert_eq(s.alloc_retries, 2);
+    cr_assert_eq(s.ooms, 0);
+    agree(a, u, PG, cap, "S0 again");
+    TU_ASSERT_FAULTS(y); /* S1's cached pages went back */
+    TU_ASSERT_FAULTS(y + 8 * MiB - 1);
+    tu_fill(x2, 14 * MiB, 10);
+    cr_assert(tu_check_fill(x2, 14 * MiB, 10));
+    tu_free(a, x2);
+    finish(a, u);
+}
+
+/* ---- greedy over expandable ---------------------------------------------- */
+
+Test(expandable, greedy_arena_is_mapped_whole_and_trimmed_page_by_page) {
+    const size_t cap = 64 * MiB, X = 8 * MiB + 100 * KiB, XP = round_to(X, PG);
+    cca_upstream *u = vm_device(cap, PG);
+    char conf[128];
+    snprintf(conf, sizeof conf, "policy:greedy,greedy_bytes:%zu", X);
+    cca_allocator *a = exp_allocator(u, conf);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(XP, 130 * PG);
+    cr_assert_eq(s.mapped_bytes, XP, "mapped whole at creation");
+    cr_assert_eq(s.vm_maps, 1);
+    cr_assert_eq(s.address_space_bytes, XP);
+    cr_assert_eq(s.segments, 1);
+    agree(a, u, PG, XP, "created");
+    char *A = tu_alloc(a, 1 * MiB, S0), *B = tu_alloc(a, 3 * MiB, S1), *C = tu_alloc(a, 1 * MiB + 1000, S0);
+    cr_assert_eq(B, A + 1 * MiB);
+    cr_assert_eq(C, A + 4 * MiB);
+    cr_assert_eq(tu_stats(a).vm_maps, 1, "no call: everything is mapped");
+    tu_fill(A, 1 * MiB, 1), tu_fill(C, 1 * MiB + 1000, 3);
+    tu_free(a, B);
+    /* the tail's whole pages [81,130) and B's [16,64) */
+    cca_release_report r;
+    cr_assert_eq(cca_trim(a, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.pages_unmapped, 49 + 48);
+    s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes, 33 * PG);
+    cr_assert_eq(r.free_bytes_trapped, 81 * PG - rnd(5 * MiB + 1000));
+    cr_assert_eq(s.segments, 1, "the arena stays");
+    agree(a, u, PG, XP, "trimmed arena");
+    cr_assert(tu_check_fill(A, 1 * MiB, 1) && tu_check_fill(C, 1 * MiB + 1000, 3), "live data lost");
+    TU_ASSERT_FAULTS(B);
+    TU_ASSERT_FAULTS(A + XP - 1);
+    /* B's size again: B's block, mapped again in one call; then 2 MiB from the tail */
+    char *B2 = tu_alloc(a, 3 * MiB, S0);
+    cr_assert_eq(B2, B);
+    cr_assert_eq(tu_stats(a).vm_maps, 2);
+    char *D = tu_alloc(a, 2 * MiB, S1);
+    cr_assert_eq(D, C + rnd(1 * MiB + 1000));
+    s = tu_stats(a);
+    cr_assert_eq(s.vm_maps, 3);
+    cr_assert_eq(s.mapped_bytes, (33 + 48 + 32) * PG, "no pages ahead in the arena");
+    agree(a, u, PG, XP, "mapped again");
+    /* a request above the arena fails at once */
+    cca_stats before = tu_stats(a);
+    void *q = (void *)1;
+    cr_assert_eq(cca_alloc(a, X + 512, S0, &q), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_eq(tu_stats(a).vm_maps, before.vm_maps);
+    tu_free(a, A), tu_free(a, B2), tu_free(a, C), tu_free(a, D);
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK);
+    s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes, 0);
+    cr_assert_eq(s.segments, 0, "the arena's range goes back too");
+    cr_assert_eq(tu_upstream_stats(u).vm_reserved_bytes, 0);
+    /* the next request reserves the arena again, mapped whole */
+    char *E = tu_alloc(a, 512, S0);
+    s = tu_stats(a);
+    cr_assert_eq(s.mapped_bytes, XP);
+    cr_assert_eq(s.vm_maps, 4);
+    cr_assert_eq((uintptr_t)E % PG, 0);
+    agree(a, u, PG, XP, "arena again");
+    tu_free(a, E);
+    finish(a, u);
+}
+
+/* ---- config -------------------------------------------------------------- */
+
+Test(expandable, config_refuses_max_split_and_reads_ccalloc_conf) {
+    cca_config c, before;
+    cca_config_default(&c);
+    cr_assert_eq(c.expandable, 0, "off by default");
+    before = c;
+    cr_assert_eq(cca_config_parse(&c, "expandable:1,max_split:64M"), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "max_split") && strstr(cca_last_error(), "expandable"), "%s", cca_last_error());
+    cr_assert_eq(memcmp(&c, &before, sizeof c), 0, "left unchanged");
+    c.expandable = 1;
+    c.max_split = 64 * MiB;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cca_upstream *u = vm_device(16 * MiB, PG);
+    cca_allocator *a = (cca_allocator *)1;
+    cr_assert_eq(cca_create(&c, u, &a), CCA_ERR_CONFIG);
+    cr_assert_null(a);
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "expandable:true"), CCA_OK);
+    cr_assert_eq(c.expandable, 1);
+    cr_assert_eq(cca_config_parse(&c, "expandable:off"), CCA_OK);
+    cr_assert_eq(c.expandable, 0);
+    cr_assert_eq(cca_config_parse(&c, "expandable:2"), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "expandable"), "%s", cca_last_error());
+
+    /* CCALLOC_CONF, when cca_create gets no config */
+    cr_assert_eq(setenv("CCALLOC_CONF", "expandable:1", 1), 0);
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_apply_env(&c), CCA_OK);
+    cr_assert_eq(c.expandable, 1);
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK, "%s", cca_last_error());
+    void *p = tu_alloc(a, 1000, NULL);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.page_size, PG);
+    cr_assert_eq(s.expandable_segments, 1);
+    tu_free(a, p);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    /* a refused combination in the environment: logged, the defaults used */
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    cr_assert_eq(setenv("CCALLOC_CONF", "expandable:1,max_split:64M", 1), 0);
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK, "%s", cca_last_error());
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "max_split"), "%s", log.last);
+    p = tu_alloc(a, 1000, NULL);
+    s = tu_stats(a);
+    cr_assert_eq(s.page_size, 0);
+    cr_assert_eq(s.expandable_segments, 0);
+    tu_free(a, p);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    unsetenv("CCALLOC_CONF");
+    cca_upstream_destroy(u);
+}
+
+/* ---- snapshot ------------------------------------------------------------ */
+
+static double json_number(const cJSON *obj, const char *key) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+    cr_assert(cJSON_IsNumber(item), "JSON key '%s' missing or not a number", key);
+    return item->valuedouble;
+}
+
+static char *snapshot(const cca_allocator *a) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    cr_assert_eq(cca_write_snapshot_json(a, f), CCA_OK, "%s", cca_last_error());
+    fclose(f);
+    return buf;
+}
+
+/* Runs: sorted, page-aligned, inside the segment, not touching (one pair
+ * per run); their sum the segment's mapped_bytes; every live block inside
+ * one run (I7). Returns the segment's mapped bytes. */
+static size_t check_segment_json(const cJSON *seg, size_t page) {
+    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(seg, "expandable");
+    cr_assert(cJSON_IsTrue(exp), "segment without \"expandable\":true");
+    cr_assert_eq((size_t)json_number(seg, "page"), page);
+    size_t size = (size_t)json_number(seg, "size"), mapped = (size_t)json_number(seg, "mapped_bytes");
+    const cJSON *runs = cJSON_GetObjectItemCaseSensitive(seg, "mapped");
+    cr_assert(cJSON_IsArray(runs), "no \"mapped\" array");
+    size_t sum = 0, prev_end = 0, n = 0, lo[64], hi[64];
+    const cJSON *run;
+    cJSON_ArrayForEach(run, runs) {
+        cr_assert(cJSON_IsArray(run) && cJSON_GetArraySize(run) == 2, "a run is [offset, bytes]");
+        size_t off = (size_t)cJSON_GetArrayItem(run, 0)->valuedouble;
+        size_t bytes = (size_t)cJSON_GetArrayItem(run, 1)->valuedouble;
+        cr_assert(bytes > 0 && off % page == 0 && bytes % page == 0, "run [%zu, %zu] not whole pages", off, bytes);
+        cr_assert(n == 0 || off > prev_end, "runs out of order or touching: %zu after %zu", off, prev_end);
+        cr_assert_leq(off + bytes, size);
+        cr_assert_lt(n, 64);
+        lo[n] = off, hi[n] = off + bytes, n++;
+        prev_end = off + bytes;
+        sum += bytes;
+    }
+    cr_assert_eq(sum, mapped, "runs sum to %zu, mapped_bytes says %zu", sum, mapped);
+    const cJSON *b;
+    size_t at = 0;
+    cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(seg, "blocks")) {
+        size_t off = (size_t)json_number(b, "offset"), bs = (size_t)json_number(b, "size");
+        cr_assert_eq(off, at, "blocks tile the range");
+        at += bs;
+        const cJSON *state = cJSON_GetObjectItemCaseSensitive(b, "state");
+        if (strcmp(state->valuestring, "free") == 0)
+            continue;
+        bool inside = false;
+        for (size_t i = 0; i < n; i++)
+            inside |= lo[i] <= off && off + bs <= hi[i];
+        cr_assert(inside, "live block [%zu, +%zu) not in a mapped run", off, bs);
+    }
+    cr_assert_eq(at, size);
+    return mapped;
+}
+
+Test(expandable, snapshot_shows_segment_kind_and_mapped_runs) {
+    const size_t cap = 64 * MiB;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, NULL);
+    abc x;
+    alloc_abc(a, &x, cap);
+    void *small = tu_alloc(a, 4096, S1);
+    tu_free(a, x.B);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cca_stats s = tu_stats(a);
+    char *text = snapshot(a);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json, "not JSON: %s", text);
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(json, "segment_kind");
+    cr_assert(cJSON_IsString(kind) && strcmp(kind->valuestring, "expandable") == 0, "segment_kind");
+    cr_assert_eq(json_number(cJSON_GetObjectItemCaseSensitive(json, "config"), "expandable"), 1);
+    const cJSON *stats = cJSON_GetObjectItemCaseSensitive(json, "stats");
+    cr_assert_eq((size_t)json_number(stats, "mapped_bytes"), s.mapped_bytes);
+    cr_assert_eq((size_t)json_number(stats, "page_size"), PG);
+    cr_assert_eq((size_t)json_number(stats, "address_space_bytes"), s.address_space_bytes);
+    const cJSON *segments = cJSON_GetObjectItemCaseSensitive(json, "segments");
+    cr_assert_eq(cJSON_GetArraySize(segments), (int)s.segments);
+    size_t mapped = 0;
+    bool found_abc = false;
+    const cJSON *seg;
+    cJSON_ArrayForEach(seg, segments) {
+        mapped += check_segment_json(seg, PG);
+        if ((size_t)json_number(seg, "live_blocks") == 2) { /* A and C: runs [0,18) and [65,98) */
+            found_abc = true;
+            const cJSON *runs = cJSON_GetObjectItemCaseSensitive(seg, "mapped");
+            cr_assert_eq(cJSON_GetArraySize(runs), 2);
+            cr_assert_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(runs, 0), 0)->valuedouble, 0);
+            cr_assert_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(runs, 0), 1)->valuedouble, (double)(18 * PG));
+            cr_assert_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(runs, 1), 0)->valuedouble, (double)(65 * PG));
+            cr_assert_eq(cJSON_GetArrayItem(cJSON_GetArrayItem(runs, 1), 1)->valuedouble, (double)(33 * PG));
+        }
+    }
+    cr_assert(found_abc);
+    cr_assert_eq(mapped, s.mapped_bytes);
+    cJSON_Delete(json);
+    free(text);
+    tu_free(a, x.A), tu_free(a, x.C), tu_free(a, small);
+
+    /* classic segments say so */
+    tu_upstream t;
+    cca_upstream *cu = tu_upstream_create(&t, 64 * MiB, true);
+    cca_allocator *ca = tu_allocator(cu, "expandable:1");
+    void *p = tu_alloc(ca, 4096, NULL);
+    text = snapshot(ca);
+    json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    kind = cJSON_GetObjectItemCaseSensitive(json, "segment_kind");
+    cr_assert(cJSON_IsString(kind) && strcmp(kind->valuestring, "classic") == 0);
+    cJSON_Delete(json);
+    free(text);
+    tu_free(ca, p);
+    tu_teardown(ca, cu);
+    finish(a, u);
+}
+
+/* ---- faults -------------------------------------------------------------- */
+
+/* A wrapper upstream over a host device that fails the N-th call of a kind
+ * (once, or from then on: sticky), and counts each kind's calls and
+ * successes. Events (when asked for) are its own tokens, complete when
+ * recorded unless held; synchronize completes them unless told not to. */
+typedef enum fx_kind { FX_RESERVE, FX_MAP, FX_UNMAP, FX_RELEASE, FX_ALLOC, FX_FREE, FX_SYNC, FX_KINDS } fx_kind;
+static const char *const fx_names[FX_KINDS] = {"vm_reserve", "vm_map", "vm_unmap",   "vm_release",
+                                               "alloc",      "free",   "synchronize"};
+
+typedef struct fx {
+    cca_upstream *inner;
+    uint64_t calls[FX_KINDS], ok[FX_KINDS], fail_at[FX_KINDS];
+    bool sticky[FX_KINDS];
+    uint64_t failures;
+    bool hold_events, sync_keeps_events;
+    uint64_t events_recorded, events_done, events_live;
+} fx;
+
+static bool fx_fails(fx *f, fx_kind k) {
+    uint64_t n = ++f->calls[k], at = f->fail_at[k];
+    if (at && (n == at || (f->sticky[k] && n > at))) {
+        f->failures++;
+        return true;
+    }
+    return false;
+}
+
+static cca_status fx_count(fx *f, fx_kind k, cca_status st) {
+    if (st == CCA_OK)
+        f->ok[k]++;
+    return st;
+}
+
+static cca_status fx_injected(fx_kind k, cca_status st) {
+    return cca_set_error(st, "fx: injected %s failure", fx_names[k]);
+}
+
+static cca_status fx_alloc(void *ctx, size_t size, void **ptr) {
+    fx *f = ctx;
+    if (fx_fails(f, FX_ALLOC))
+        return fx_injected(FX_ALLOC, CCA_ERR_OUT_OF_MEMORY);
+    return fx_count(f, FX_ALLOC, cca_upstream_alloc(f->inner, size, ptr));
+}
+static cca_status fx_free(void *ctx, void *ptr, size_t size) {
+    fx *f = ctx;
+    if (fx_fails(f, FX_FREE))
+        return fx_injected(FX_FREE, CCA_ERR_UPSTREAM);
+    return fx_count(f, FX_FREE, cca_upstream_free(f->inner, ptr, size));
+}
+static cca_status fx_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
+    fx *f = ctx;
+    return cca_upstream_mem_info(f->inner, free_bytes, total_bytes);
+}
+static cca_status fx_sync(void *ctx) {
+    fx *f = ctx;
+    if (fx_fails(f, FX_SYNC))
+        return fx_injected(FX_SYNC, CCA_ERR_UPSTREAM);
+    if (!f->sync_keeps_events)
+        f->events_done = f->events_recorded;
+    return fx_count(f, FX_SYNC, cca_upstream_synchronize(f->inner));
+}
+static cca_status fx_event_record(void *ctx, cca_stream s, void **event) {
+    (void)s;
+    fx *f = ctx;
+    uint64_t *e = malloc(sizeof *e);
+    cr_assert_not_null(e);
+    *e = ++f->events_recorded;
+    if (!f->hold_events)
+        f->events_done = f->events_recorded;
+    f->events_live++;
+    *event = e;
+    return CCA_OK;
+}
+static cca_status fx_event_query(void *ctx, void *event) {
+    fx *f = ctx;
+    return *(uint64_t *)event <= f->events_done ? CCA_OK : CCA_ERR_NOT_READY;
+}
+static cca_status fx_event_destroy(void *ctx, void *event) {
+    fx *f = ctx;
+    f->events_live--;
+    free(event);
+    return CCA_OK;
+}
+static cca_status fx_vm_granularity(void *ctx, size_t *bytes) {
+    fx *f = ctx;
+    return cca_upstream_vm_granularity(f->inner, bytes);
+}
+static cca_status fx_vm_reserve(void *ctx, size_t size, void **base) {
+    fx *f = ctx;
+    if (fx_fails(f, FX_RESERVE))
+        return fx_injected(FX_RESERVE, CCA_ERR_OUT_OF_MEMORY);
+    return fx_count(f, FX_RESERVE, cca_upstream_vm_reserve(f->inner, size, base));
+}
+static cca_status fx_vm_release(void *ctx, void *base, size_t size) {
+    fx *f = ctx;
+    if (fx_fails(f, FX_RELEASE))
+        return fx_injected(FX_RELEASE, CCA_ERR_UPSTREAM);
+    return fx_count(f, FX_RELEASE, cca_upstream_vm_release(f->inner, base, size));
+}
+static cca_status fx_vm_map(void *ctx, void *addr, size_t size) {
+    fx *f = ctx;
+    if (fx_fails(f, FX_MAP))
+        return fx_injected(FX_MAP, CCA_ERR_OUT_OF_MEMORY);
+    return fx_count(f, FX_MAP, cca_upstream_vm_map(f->inner, addr, size));
+}
+static cca_status fx_vm_unmap(void *ctx, void *addr, size_t size) {
+    fx *f = ctx;
+    if (fx_fails(f, FX_UNMAP))
+        return fx_injected(FX_UNMAP, CCA_ERR_UPSTREAM);
+    return fx_count(f, FX_UNMAP, cca_upstream_vm_unmap(f->inner, addr, size));
+}
+
+/* The wrapper over a new host device of `capacity` bytes, granularity PG. */
+static cca_upstream *fx_create(fx *f, size_t capacity, bool with_events) {
+    memset(f, 0, sizeof *f);
+    f->inner = vm_device(capacity, PG);
+    cca_upstream_ops ops = {
+        .alloc = fx_alloc,
+        .free = fx_free,
+        .mem_info = fx_mem_info,
+        .synchronize = fx_sync,
+        .name = "fx",
+        .vm_granularity = fx_vm_granularity,
+        .vm_reserve = fx_vm_reserve,
+        .vm_release = fx_vm_release,
+        .vm_map = fx_vm_map,
+        .vm_unmap = fx_vm_unmap,
+    };
+    if (with_events) {
+        ops.event_record = fx_event_record;
+        ops.event_query = fx_event_query;
+        ops.event_destroy = fx_event_destroy;
+    }
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_custom_create(&ops, f, &u), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_has_vm(u), 1);
+    return u;
+}
+
+static void fx_faults_off(fx *f) {
+    memset(f->fail_at, 0, sizeof f->fail_at);
+    memset(f->sticky, 0, sizeof f->sticky);
+}
+
+/* The allocator's accounts agree with the wrapper's counts and the inner
+ * device's: mapped, reserved address space, map and unmap calls. */
+static void fx_agree(const cca_allocator *a, cca_upstream *u, const fx *f, const char *what) {
+    cca_status st = cca_check_invariants(a);
+    cr_assert_eq(st, CCA_OK, "%s: invariants: %s", what, cca_last_error());
+    cca_stats s = tu_stats(a);
+    cca_upstream_stats inner = tu_upstream_stats(f->inner), outer = tu_upstream_stats(u);
+    cr_assert_eq(s.mapped_bytes, inner.vm_mapped_bytes, "%s: mapped %zu, device %zu", what, s.mapped_bytes,
+                 inner.vm_mapped_bytes);
+    cr_assert_eq(s.mapped_bytes, outer.vm_mapped_bytes, "%s", what);
+    cr_assert_eq(s.address_space_bytes, inner.vm_reserved_bytes, "%s: address space %zu, device %zu", what,
+                 s.address_space_bytes, inner.vm_reserved_bytes);
+    cr_assert_eq(s.reserved_bytes, s.mapped_bytes, "%s", what);
+    cr_assert_eq(s.segments, s.expandable_segments, "%s", what);
+    cr_assert_eq(s.vm_maps, f->ok[FX_MAP], "%s: vm_maps %llu, granted %llu", what, (unsigned long long)s.vm_maps,
+                 (unsigned long long)f->ok[FX_MAP]);
+    cr_assert_eq(s.vm_unmaps, f->ok[FX_UNMAP], "%s: vm_unmaps %llu, granted %llu", what,
+                 (unsigned long long)s.vm_unmaps, (unsigned long long)f->ok[FX_UNMAP]);
+    cr_assert_eq(s.upstream_allocs, f->ok[FX_RESERVE] + f->ok[FX_MAP], "%s: upstream_allocs", what);
+    cr_assert_eq(s.upstream_frees, f->ok[FX_UNMAP] + f->ok[FX_RELEASE], "%s: upstream_frees", what);
+    cr_assert_eq(f->calls[FX_ALLOC] + f->calls[FX_FREE], 0, "%s: classic calls with expandable:1", what);
+}
+
+/* The scripted sequence: allocations on two streams and both pools, a
+ * record_stream, frees, trims, an empty-cache, and a request that needs
+ * the retry (24 MiB device). */
+typedef enum { OP_ALLOC, OP_FREE, OP_RECORD, OP_TRIM } op_kind;
+typedef struct op {
+    op_kind kind;
+    int slot;
+    size_t size; /* alloc: bytes; trim: keep (SIZE_MAX: empty_cache) */
+    cca_stream stream;
+} op;
+
+static const op script[] = {
+    {OP_ALLOC, 0, 100 * KiB, S0},
+    {OP_ALLOC, 1, 3 * MiB, S0},
+    {OP_ALLOC, 2, 5 * MiB + 7 * KiB, S1},
+    {OP_ALLOC, 3, 2 * MiB, S0},
+    {OP_RECORD, 3, 0, S1},
+    {OP_FREE, 1, 0, NULL},
+    {OP_TRIM, 0, 6 * MiB, NULL},
+    {OP_ALLOC, 4, 1 * MiB + 512, S0},
+    {OP_FREE, 3, 0, NULL},
+    {OP_ALLOC, 5, 16 * MiB, S1},
+    {OP_FREE, 2, 0, NULL},
+    {OP_TRIM, 0, SIZE_MAX, NULL},
+    {OP_ALLOC, 6, 200 * KiB, S1},
+    {OP_ALLOC, 7, 5 * MiB, S0},
+    {OP_FREE, 0, 0, NULL},
+    {OP_FREE, 4, 0, NULL},
+    {OP_TRIM, 0, 0, NULL},
+    {OP_FREE, 5, 0, NULL},
+    {OP_ALLOC, 8, 3 * MiB, S1},
+    {OP_FREE, 6, 0, NULL},
+    {OP_FREE, 7, 0, NULL},
+    {OP_TRIM, 0, 4 * MiB, NULL},
+    {OP_FREE, 8, 0, NULL},
+    {OP_TRIM, 0, SIZE_MAX, NULL},
+};
+enum { SCRIPT_LEN = sizeof script / sizeof script[0], SLOTS = 9 };
+
+typedef struct fx_run {
+    fx_kind kind;
+    uint64_t at; /* 0: no fault */
+    bool sticky;
+    uint64_t calls[FX_KINDS]; /* out */
+    uint64_t retries;         /* out */
+} fx_run;
+
+static void run_script(fx_run *run, bool with_events) {
+    fx f;
+    cca_upstream *u = fx_create(&f, 24 * MiB, with_events);
+    cca_allocator *a = exp_allocator(u, NULL);
+    if (run->at) {
+        f.fail_at[run->kind] = run->at;
+        f.sticky[run->kind] = run->sticky;
+    }
+    char what[160];
+    struct {
+        char *p;
+        size_t size;
+    } slot[SLOTS] = {{0}};
+    for (int i = 0; i < SCRIPT_LEN; i++) {
+        const op *o = &script[i];
+        snprintf(what, sizeof what, "%s N=%llu%s, step %d", fx_names[run->kind], (unsigned long long)run->at,
+                 run->sticky ? " (sticky)" : "", i);
+        uint64_t failures = f.failures;
+        cca_stats before = tu_stats(a);
+        cca_status st = CCA_OK;
+        switch (o->kind) {
+        case OP_ALLOC: {
+            void *p = (void *)1;
+            st = cca_alloc(a, o->size, o->stream, &p);
+            if (st == CCA_OK) {
+                slot[o->slot].p = p;
+                slot[o->slot].size = o->size;
+                tu_fill(p, o->size, (uint64_t)(i + 1));
+            } else {
+                cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s: alloc: %s", what, cca_status_string(st));
+                cr_assert(run->at && f.failures > 0, "%s: OOM without a fault: %s", what, cca_last_error());
+                cr_assert_null(p);
+                cca_stats s = tu_stats(a);
+                cr_assert_eq(s.allocated_bytes, before.allocated_bytes, "%s", what);
+                cr_assert_eq(s.active_blocks, before.active_blocks, "%s", what);
+            }
+            break;
+        }
+        case OP_FREE:
+            if (!slot[o->slot].p)
+                break;
+            st = cca_free(a, slot[o->slot].p);
+            /* consumed either way; a failed synchronize holds the block */
+            cr_assert(st == CCA_OK || (st == CCA_ERR_UPSTREAM && run->kind == FX_SYNC && f.failures > failures),
+                      "%s: free: %s", what, cca_status_string(st));
+            slot[o->slot].p = NULL;
+            break;
+        case OP_RECORD:
+            if (slot[o->slot].p)
+                cr_assert_eq(cca_record_stream(a, slot[o->slot].p, o->stream), CCA_OK, "%s", what);
+            break;
+        case OP_TRIM: {
+            cca_release_report r;
+            st = o->size == SIZE_MAX ? cca_empty_cache(a, &r) : cca_trim(a, o->size, &r);
+            cr_assert(st == CCA_OK || (st == CCA_ERR_UPSTREAM && f.failures > failures), "%s: trim: %s / %s", what,
+                      cca_status_string(st), cca_last_error());
+            cr_assert_eq(r.bytes_still_reserved, tu_stats(a).reserved_bytes, "%s", what);
+            break;
+        }
+        }
+        fx_agree(a, u, &f, what);
+        for (int k = 0; k < SLOTS; k++)
+            if (slot[k].p) {
+                int seed = 0; /* the step that allocated it */
+                for (int j = 0; j < SCRIPT_LEN; j++)
+                    if (script[j].kind == OP_ALLOC && script[j].slot == k && j <= i)
+                        seed = j + 1;
+                cr_assert(tu_check_fill(slot[k].p, slot[k].size, (uint64_t)seed), "%s: slot %d overwritten", what, k);
+            }
+        if (!run->at && o->kind == OP_ALLOC)
+            cr_assert_eq(st, CCA_OK, "the script must succeed without faults: step %d: %s", i, cca_last_error());
+    }
+    if (run->at && run->at <= run->calls[run->kind]) /* the baseline made that call */
+        cr_assert_geq(f.failures, 1, "%s: the fault never fired", what);
+    memcpy(run->calls, f.calls, sizeof f.calls);
+    run->retries = tu_stats(a).alloc_retries;
+    /* faults off: whatever is left goes back, and nothing was lost */
+    fx_faults_off(&f);
+    for (int k = 0; k < SLOTS; k++)
+        if (slot[k].p)
+            cr_assert_eq(cca_free(a, slot[k].p), CCA_OK);
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s: final empty_cache: %s", what, cca_last_error());
+    fx_agree(a, u, &f, "final");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes, 0, "%s: %zu bytes still reserved", what, s.reserved_bytes);
+    cr_assert_eq(s.segments, 0, "%s", what);
+    cca_upstream_stats inner = tu_upstream_stats(f.inner);
+    cr_assert_eq(inner.vm_mapped_bytes, 0, "%s: the device still maps %zu bytes", what, inner.vm_mapped_bytes);
+    cr_assert_eq(inner.vm_reserved_bytes, 0, "%s: the device still reserves %zu bytes", what, inner.vm_reserved_bytes);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(f.events_live, 0, "%s: events leaked", what);
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(f.inner);
+}
+
+static void fault_sweep(bool with_events) {
+    fx_run base = {.kind = FX_MAP};
+    run_script(&base, with_events);
+    cr_assert_geq(base.retries, 1, "the script exercises the retry");
+    cr_assert_geq(base.calls[FX_UNMAP], 4);
+    cr_assert_geq(base.calls[FX_RELEASE], 2);
+    cr_assert_geq(base.calls[FX_SYNC], 4);
+    cr_assert_eq(base.calls[FX_ALLOC], 0);
+    const fx_kind kinds[] = {FX_RESERVE, FX_MAP, FX_UNMAP, FX_RELEASE, FX_ALLOC, FX_SYNC};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (uint64_t at = 1; at <= base.calls[kinds[k]] + 1; at++)
+            for (int sticky = 0; sticky < 2; sticky++) {
+                fx_run run = {.kind = kinds[k], .at = at, .sticky = sticky};
+                memcpy(run.calls, base.calls, sizeof run.calls);
+                run_script(&run, with_events);
+            }
+}
+
+Test(expandable, every_upstream_call_of_the_script_fails_once_and_for_good, .timeout = 60) {
+    fault_sweep(false); /* no events: cross-stream frees synchronize */
+}
+
+Test(expandable, fault_sweep_with_events, .timeout = 60) {
+    fault_sweep(true);
+}
+
+/* A map refused part-way through a request whose rollback unmap is refused
+ * too: expandable.c's header says a refused unmap "leaves that run mapped
+ * and counted (state intact)", so the request should fail cleanly (or
+ * succeed on the retry) with the accounts exact. */
+Test(expandable, a_refused_rollback_unmap_leaves_the_state_intact) {
+    fx f;
+    cca_upstream *u = fx_create(&f, 32 * MiB, true);
+    cca_allocator *a = exp_allocator(u, "small_pool:0");
+    char *A = tu_alloc(a, 4 * MiB, S0);       /* pages [0,64)                */
+    char *B = tu_alloc(a, 2 * MiB, S0);       /* [64,96), ahead to 100       */
+    char *C = tu_alloc(a, 2 * MiB, S0);       /* [96,128), ahead to 134      */
+    char *D = tu_alloc(a, 1 * MiB + 512, S0); /* keeps C off the tail      */
+    cr_assert_eq(B, A + 4 * MiB);
+    cr_assert_eq(C, A + 6 * MiB);
+    tu_free(a, A), tu_free(a, C);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    tu_free(a, B); /* one free block [0, 8 MiB), only B's pages [64,96) mapped */
+    fx_agree(a, u, &f, "island");
+    TU_ASSERT_FAULTS(A);
+    TU_ASSERT_READABLE(B);
+    /* 8 MiB takes that block: two runs, [0,64) and [96,128); the second map
+     * is refused, and so is the unmap of the first */
+    f.fail_at[FX_MAP] = f.calls[FX_MAP] + 2;
+    f.fail_at[FX_UNMAP] = f.calls[FX_UNMAP] + 1;
+    void *p = (void *)1;
+    cca_status st = cca_alloc(a, 8 * MiB, S0, &p);
+    fx_agree(a, u, &f, "after the double fault");
+    cr_assert_eq(f.failures, 2);
+    cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY, "%s", cca_status_string(st));
+    if (st == CCA_OK) {
+        cr_assert_eq(p, (void *)A);
+        tu_fill(p, 8 * MiB, 5);
+        cr_assert(tu_check_fill(p, 8 * MiB, 5));
+        tu_free(a, p);
+    }
+    fx_faults_off(&f);
+    tu_free(a, D);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    fx_agree(a, u, &f, "end");
+    cr_assert_eq(tu_upstream_stats(f.inner).vm_mapped_bytes, 0);
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(f.inner);
+}
+
+/* ---- pending blocks ------------------------------------------------------ */
+
+Test(expandable, a_pending_block_keeps_its_pages_through_trim) {
+    fx f;
+    cca_upstream *u = fx_create(&f, 32 * MiB, true);
+    cca_allocator *a = exp_allocator(u, NULL);
+    char *x = tu_alloc(a, 3 * MiB, S0), *y = tu_alloc(a, 2 * MiB, S0);
+    tu_fill(y, 2 * MiB, 7);
+    cr_assert_eq(cca_record_stream(a, x, S1), CCA_OK);
+    f.hold_events = true;
+    f.sync_keeps_events = true;
+    tu_free(a, x);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.pending_blocks, 1);
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_ERR_NOT_READY, "the event is still incomplete");
+    fx_agree(a, u, &f, "trim with a pending block");
+    TU_ASSERT_READABLE(x);
+    TU_ASSERT_READABLE(x + 3 * MiB - 1);
+    s = tu_stats(a);
+    cr_assert_eq(s.pending_blocks, 1);
+    cr_assert_geq(s.mapped_bytes, 5 * MiB);
+    cr_assert(tu_check_fill(y, 2 * MiB, 7));
+    f.events_done = f.events_recorded; /* the other stream finished */
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s", cca_last_error());
+    s = tu_stats(a);
+    cr_assert_eq(s.pending_blocks, 0);
+    TU_ASSERT_FAULTS(x);
+    TU_ASSERT_READABLE(y);
+    cr_assert_eq(s.reserved_bytes, s.allocated_bytes + r.free_bytes_trapped);
+    fx_agree(a, u, &f, "after the event");
+    tu_free(a, y);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    fx_agree(a, u, &f, "end");
+    cr_assert_eq(tu_stats(a).segments, 0);
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    cr_assert_eq(f.events_live, 0);
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(f.inner);
+}
+
+/* ---- random -------------------------------------------------------------- */
+
+#define RAND_SLOTS 48
+
+typedef struct rslot {
+    uint64_t *p;
+    size_t size;
+    uint64_t tag;
+} rslot;
+
+static void tag_block(rslot *s) {
+    s->p[0] = s->tag;
+    if (s->size >= 16)
+        memcpy((char *)s->p + s->size - 8, &s->tag, 8);
+}
+
+static bool tag_intact(const rslot *s) {
+    uint64_t end = s->tag;
+    if (s->size >= 16)
+        memcpy(&end, (const char *)s->p + s->size - 8, 8);
+    return s->p[0] == s->tag && end == s->tag;
+}
+
+/* Log-uniform in [1, 8 MiB]. */
+static size_t random_size(uint64_t *rng) {
+    unsigned bits = (unsigned)(tu_rand(rng) % 24); /* 2^0 .. 2^23 */
+    size_t lo = (size_t)1 << bits;
+    return lo + (size_t)(tu_rand(rng) % lo);
+}
+
+Test(expandable, seeded_random_sequence_keeps_every_account, .timeout = 60) {
+    const size_t cap = 64 * MiB;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, NULL);
+    /* a fixed seed; CCA_RANDOM_SEED replays another (as test_random.c) */
+    const char *env = getenv("CCA_RANDOM_SEED");
+    uint64_t seed = env && *env ? strtoull(env, NULL, 0) : 0xe7a2dab1e5ull, rng = seed;
+    rslot slots[RAND_SLOTS] = {{0}};
+    cca_stream streams[2] = {S0, S1};
+    size_t ooms = 0, trims = 0;
+    for (int step = 0; step < 20000; step++) {
+        uint64_t r = tu_rand(&rng) % 1000;
+        int k = (int)(tu_rand(&rng) % RAND_SLOTS);
+        char what[64];
+        snprintf(what, sizeof what, "seed %llu step %d", (unsigned long long)seed, step);
+        if (r < 5) { /* trim to a random keep */
+            cca_stats before = tu_stats(a);
+            size_t keep = before.reserved_bytes ? (size_t)(tu_rand(&rng) % (before.reserved_bytes + 1)) : 0;
+            cca_release_report rep;
+            cr_assert_eq(cca_trim(a, keep, &rep), CCA_OK, "%s: %s", what, cca_last_error());
+            cca_stats s = tu_stats(a);
+            cr_assert_eq(rep.bytes_still_reserved, s.reserved_bytes);
+            cr_assert_eq(rep.bytes_released, before.reserved_bytes - s.reserved_bytes, "%s", what);
+            cr_assert_eq(rep.bytes_unmapped, rep.bytes_released, "%s", what);
+            if (before.reserved_bytes > keep) /* down to keep, less than a page under it, or all it could */
+                cr_assert((s.reserved_bytes <= keep && s.reserved_bytes + PG > keep) ||
+                              s.reserved_bytes == s.allocated_bytes + rep.free_bytes_trapped,
+                          "%s: trim(%zu) left %zu (allocated %zu, trapped %zu)", what, keep, s.reserved_bytes,
+                          s.allocated_bytes, rep.free_bytes_trapped);
+            trims++;
+        } else if (r < 6) { /* empty-cache */
+            cca_release_report rep;
+            cr_assert_eq(cca_empty_cache(a, &rep), CCA_OK, "%s", what);
+            cca_stats s = tu_stats(a);
+            cr_assert_eq(s.reserved_bytes, s.allocated_bytes + rep.free_bytes_trapped, "%s", what);
+            trims++;
+        } else if (r < 40) { /* record a second stream */
+            if (slots[k].p)
+                cr_assert_eq(cca_record_stream(a, slots[k].p, streams[tu_rand(&rng) % 2]), CCA_OK);
+        } else if (!slots[k].p) {
+            size_t size = random_size(&rng);
+            cca_stream s = streams[tu_rand(&rng) % 2];
+            void *p = (void *)1;
+            cca_status st = cca_alloc(a, size, s, &p);
+            if (st == CCA_OK) {
+                slots[k] = (rslot){p, size, tu_rand(&rng)};
+                tag_block(&slots[k]);
+            } else {
+                cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s: %s", what, cca_status_string(st));
+                cca_stats after = tu_stats(a);
+                /* only when the device could not hold it, whatever was unmapped */
+                cr_assert_gt(after.mapped_bytes + rnd(size) + 2 * PG, cap,
+                             "%s: OOM for %zu bytes with %zu mapped of %zu", what, size, after.mapped_bytes, cap);
+                ooms++;
+            }
+        } else {
+            cr_assert(tag_intact(&slots[k]), "%s: block %p (%zu bytes) overwritten", what, (void *)slots[k].p,
+                      slots[k].size);
+            tu_free(a, slots[k].p);
+            slots[k].p = NULL;
+        }
+        agree(a, u, PG, cap, what);
+    }
+    cr_assert_gt(trims, 50);
+    for (int k = 0; k < RAND_SLOTS; k++)
+        if (slots[k].p) {
+            cr_assert(tag_intact(&slots[k]));
+            tu_free(a, slots[k].p);
+        }
+    cca_stats s = tu_stats(a);
+    cr_assert_gt(s.vm_unmaps, 0);
+    cr_log_info("random: %zu OOMs, %llu retries, %llu maps, %llu unmaps", ooms, (unsigned long long)s.alloc_retries,
+                (unsigned long long)s.vm_maps, (unsigned long long)s.vm_unmaps);
+    finish(a, u);
+}
+
+/* ---- threads ------------------------------------------------------------- */
+
+#define THREADS 6
+
+typedef struct worker {
+    cca_allocator *a;
+    int id;
+    int failures; /* data or status problems, reported by the main thread */
+    size_t ooms;
+} worker;
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    uint64_t rng = 0x7157ull * (uint64_t)(w->id + 1);
+    rslot slots[24] = {{0}};
+    cca_stream mine = (cca_stream)(uintptr_t)(0x1000 * (w->id + 1));
+    for (int i = 0; i < 3000; i++) {
+        uint64_t r = tu_rand(&rng) % 1000;
+        int k = (int)(tu_rand(&rng) % 24);
+        if (r < 4) {
+            if (cca_trim(w->a, (size_t)(tu_rand(&rng) % (64 * MiB)), NULL) != CCA_OK)
+                w->failures++;
+        } else if (r < 5) {
+            if (cca_empty_cache(w->a, NULL) != CCA_OK)
+                w->failures++;
+        } else if (!slots[k].p) {
+            size_t size = 512 + (size_t)(tu_rand(&rng) % (2 * MiB));
+            void *p = NULL;
+            cca_status st = cca_alloc(w->a, size, mine, &p);
+            if (st == CCA_OK) {
+                slots[k] = (rslot){p, size, tu_rand(&rng)};
+                tag_block(&slots[k]);
+                if (r % 7 == 0 && cca_record_stream(w->a, p, (cca_stream)0x99) != CCA_OK)
+                    w->failures++;
+            } else if (st == CCA_ERR_OUT_OF_MEMORY) {
+                w->ooms++;
+            } else {
+                w->failures++;
+            }
+        } else {
+            if (!tag_intact(&slots[k]))
+                w->failures++;
+            if (cca_free(w->a, slots[k].p) != CCA_OK)
+                w->failures++;
+            slots[k].p = NULL;
+        }
+    }
+    for (int k = 0; k < 24; k++)
+        if (slots[k].p) {
+            if (!tag_intact(&slots[k]))
+                w->failures++;
+            if (cca_free(w->a, slots[k].p) != CCA_OK)
+                w->failures++;
+        }
+    return NULL;
+}
+
+Test(expandable, threads_allocate_free_and_trim_at_once, .timeout = 60) {
+    const size_t cap = 256 * MiB;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, NULL);
+    pthread_t th[THREADS];
+    worker w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){a, i, 0, 0};
+        cr_assert_eq(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        cr_assert_eq(pthread_join(th[i], NULL), 0);
+    for (int i = 0; i < THREADS; i++)
+        cr_assert_eq(w[i].failures, 0, "thread %d: %d failures", i, w[i].failures);
+    agree(a, u, PG, cap, "threads joined");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.active_blocks, 0);
+    cr_assert_eq(s.allocated_bytes, 0);
+    cr_assert_gt(s.vm_unmaps, 0);
+    finish(a, u);
+}

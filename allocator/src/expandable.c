@@ -94,6 +94,30 @@ static void set_pages(ccai_segment *s, size_t i, size_t n, bool on) {
     }
 }
 
+/* The next run of pages in [*i, end) that are all mapped (want) or all
+ * unmapped (!want): true with the run [*first, *first + *n) and *i moved
+ * past it; false when none is left. Whole words of the other state are
+ * skipped 64 pages at a time. */
+static bool next_run(const ccai_segment *s, size_t *i, size_t end, bool want, size_t *first, size_t *n) {
+    uint64_t other = want ? 0 : ~(uint64_t)0; /* a word with no page of the state wanted */
+    size_t k = *i;
+    while (k < end && page_is_mapped(s, k) != want)
+        k = (k % 64 == 0 && k + 64 <= end && s->mapped[k / 64] == other) ? k + 64 : k + 1;
+    if (k >= end)
+        return *i = end, false;
+    size_t j = k;
+    while (j < end && page_is_mapped(s, j) == want)
+        j++;
+    *first = k;
+    *n = j - k;
+    *i = j;
+    return true;
+}
+
+bool ccai_next_mapped_run(const ccai_segment *s, size_t *i, size_t end, size_t *first, size_t *n) {
+    return next_run(s, i, end, true, first, n);
+}
+
 bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size_t len) {
     size_t p0 = (addr - s->base) / s->page, p1 = (addr + len - 1 - s->base) / s->page + 1; /* [p0, p1) */
     while (p0 < p1) {
@@ -226,18 +250,10 @@ cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s) {
 }
 
 void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, cca_status *result) {
-    for (size_t i = 0; i < s->npages;) {
-        if (!page_is_mapped(s, i)) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < s->npages && page_is_mapped(s, j))
-            j++;
-        if (cca_upstream_vm_unmap(a->upstream, (void *)(s->base + i * s->page), (j - i) * s->page) != CCA_OK)
+    size_t first, n;
+    for (size_t i = 0; next_run(s, &i, s->npages, true, &first, &n);)
+        if (cca_upstream_vm_unmap(a->upstream, (void *)(s->base + first * s->page), n * s->page) != CCA_OK)
             *result = CCA_ERR_UPSTREAM;
-        i = j;
-    }
     if (cca_upstream_vm_release(a->upstream, (void *)s->base, s->size) != CCA_OK)
         *result = CCA_ERR_UPSTREAM;
     free(s->mapped);
@@ -277,17 +293,11 @@ static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size
     run_list runs = {0, 32, NULL, {0}};
     runs.at = runs.local;
     cca_status st = CCA_OK;
-    for (size_t i = lo; i < hi && st == CCA_OK;) {
-        while (i < hi && page_is_mapped(s, i))
-            i++;
-        size_t start = i;
-        while (i < hi && !page_is_mapped(s, i))
-            i++;
-        if (i == start)
-            break;
-        st = map_run(a, s, start, i - start);
-        if (st == CCA_OK && !run_push(&runs, start, i - start)) {
-            (void)unmap_run(a, s, start, i - start);
+    size_t start, n;
+    for (size_t i = lo; st == CCA_OK && next_run(s, &i, hi, false, &start, &n);) {
+        st = map_run(a, s, start, n);
+        if (st == CCA_OK && !run_push(&runs, start, n)) {
+            (void)unmap_run(a, s, start, n);
             st = ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed while mapping pages");
         }
     }
@@ -352,22 +362,10 @@ size_t ccai_expandable_trapped(const ccai_block *b) {
 size_t ccai_expandable_largest_mapped(const ccai_block *b) {
     const ccai_segment *s = b->segment;
     size_t off = b->addr - s->base, end = off + b->size, page = s->page;
-    size_t best = 0;
-    for (size_t i = off / page, last = (end - 1) / page; i <= last;) {
-        if (!(i % 64) && i + 64 <= last && s->mapped[i / 64] == 0) { /* 64 unmapped pages at once */
-            i += 64;
-            continue;
-        }
-        if (!page_is_mapped(s, i)) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j <= last && page_is_mapped(s, j))
-            j++;
-        size_t lo = i * page > off ? i * page : off, hi = j * page < end ? j * page : end;
+    size_t best = 0, first, n;
+    for (size_t i = off / page; next_run(s, &i, (end - 1) / page + 1, true, &first, &n);) {
+        size_t lo = first * page > off ? first * page : off, hi = (first + n) * page < end ? (first + n) * page : end;
         best = hi - lo > best ? hi - lo : best;
-        i = j;
     }
     return best;
 }

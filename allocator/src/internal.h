@@ -315,6 +315,9 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
                                    ccai_segment **out);
 /* Unmap every page and give the address range back (live_blocks == 0). */
 cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s);
+/* The next run of mapped pages in [*i, end): true with [*first, *first +
+ * *n) and *i past it; false when none is left. */
+bool ccai_next_mapped_run(const ccai_segment *s, size_t *i, size_t end, size_t *first, size_t *n);
 /* Are the pages under [addr, addr + len) all mapped? */
 bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size_t len);
 /* Map the pages a request of `rounded` bytes at free block b needs (and,

@@ -294,38 +294,6 @@ static cca_status reserve_for(cca_allocator *a, size_t rounded, cca_stream strea
     return st;
 }
 
-/* Step 5c: the growth policy's one retry. */
-static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
-    a->c.retries++;
-    if (a->c.pending) {
-        (void)ccai_stream_wait_all(a); /* a failed synchronize leaves them pending */
-        if ((*b = best_fit(a, pool, stream, rounded)) != NULL)
-            return CCA_OK;
-    }
-    size_t want, least, free_b = 0, total_b = 0;
-    ccai_segment_sizes(a, rounded, pool, &want, &least);
-    size_t releasable = releasable_bytes(a);
-    if (releasable == 0)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "no cached free segment to release");
-    if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK && free_b < least &&
-        least - free_b > releasable)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "the device's free memory plus every cached free segment is short of "
-                                                "%zu bytes; nothing was released",
-                         least);
-    size_t shortfall = free_b < least ? least - free_b : 0;
-    size_t cap = a->config.max_reserved;
-    if (cap && a->c.reserved + least > cap && a->c.reserved + least - cap > shortfall)
-        shortfall = a->c.reserved + least - cap;
-    size_t keep = a->c.reserved > shortfall ? a->c.reserved - shortfall : 0;
-    if (keep > 0) {
-        (void)ccai_release(a, keep, 0, NULL); /* a refused free only means less room */
-        if (reserve_for(a, rounded, stream, pool, b) == CCA_OK)
-            return CCA_OK;
-    }
-    (void)ccai_release(a, 0, 0, NULL);
-    return reserve_for(a, rounded, stream, pool, b);
-}
-
 /* Step 6: is the remainder of b after `rounded` bytes worth a block? */
 static bool worth_splitting(const cca_allocator *a, const ccai_block *b, size_t rounded) {
     size_t remainder = b->size - rounded;
@@ -370,38 +338,61 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
     return st;
 }
 
-/* The expandable retry: synchronize (unmapping needs the device idle; this
- * also completes pending frees), then unmap free pages and release free
- * classic segments, first only the shortfall, then everything, taking a
- * block after each. Unless even all of that could not cover the request:
- * then nothing is released. */
-static cca_status retry_expandable(cca_allocator *a, size_t rounded, cca_stream key, ccai_pool_kind pool,
-                                   ccai_block **b) {
+/* Step 5b: a block from new memory: a classic segment, or pages of an
+ * expandable one. */
+static cca_status take(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
+    return a->expandable ? expandable_take(a, rounded, stream, pool, b) : reserve_for(a, rounded, stream, pool, b);
+}
+
+/* Step 5c: the growth policy's one retry, for both kinds of segment:
+ *   - synchronize: classic, only when frees are pending (to complete them);
+ *     expandable, always, since pages are unmapped only once the device is
+ *     idle (a failed synchronize: nothing is unmapped);
+ *   - take a block again (a completed free may fit);
+ *   - unless the device's free memory plus everything cached could not
+ *     cover the request (then nothing is released): release the shortfall
+ *     and take again, then release everything and take once more.
+ * `need` is the request's least segment (classic) or its bytes plus one
+ * page (expandable: its pages may straddle one more). */
+static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
     a->c.retries++;
-    unsigned flags = ccai_stream_wait_all(a) == CCA_OK ? CCAI_RELEASE_UNMAP : 0u;
-    if (expandable_take(a, rounded, key, pool, b) == CCA_OK)
-        return CCA_OK;
-    size_t free_b = 0, total_b = 0, cached_mapped = a->c.reserved - a->c.allocated;
-    if (a->c.reserved < a->c.allocated)
-        cached_mapped = 0;
-    bool known = cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK;
-    if (known && free_b < rounded && rounded - free_b > cached_mapped)
+    bool pages = a->expandable;
+    unsigned flags = 0;
+    if (pages || a->c.pending) {
+        cca_status sync = ccai_stream_wait_all(a); /* a failed synchronize leaves them pending */
+        if (pages && sync == CCA_OK)
+            flags = CCAI_RELEASE_UNMAP;
+        if (pages ? take(a, rounded, stream, pool, b) == CCA_OK : (*b = best_fit(a, pool, stream, rounded)) != NULL)
+            return CCA_OK;
+    }
+    size_t want, least, free_b = 0, total_b = 0;
+    ccai_segment_sizes(a, rounded, pool, &want, &least);
+    size_t need = pages ? rounded : least;
+    /* what releasing could give back: free classic segments, or every
+     * mapped free byte (reserved >= allocated: live blocks are mapped) */
+    size_t releasable = pages ? a->c.reserved - a->c.allocated : releasable_bytes(a);
+    if (releasable == 0)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
+    if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK && free_b < need &&
+        need - free_b > releasable)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
-                         "the device's free memory plus every cached free byte is short of %zu bytes; nothing was "
+                         "the device's free memory plus everything cached is short of %zu bytes; nothing was "
                          "released",
-                         rounded);
-    size_t shortfall = known && free_b < rounded + a->page ? rounded + a->page - free_b : 0;
+                         need);
+    if (pages)
+        need += a->page;
+    size_t shortfall = free_b < need ? need - free_b : 0;
     size_t cap = a->config.max_reserved;
-    if (cap && a->c.reserved + rounded + a->page > cap && a->c.reserved + rounded + a->page - cap > shortfall)
-        shortfall = a->c.reserved + rounded + a->page - cap;
+    if (cap && a->c.reserved + need > cap && a->c.reserved + need - cap > shortfall)
+        shortfall = a->c.reserved + need - cap;
     size_t keep = a->c.reserved > shortfall ? a->c.reserved - shortfall : 0;
     if (keep > 0) {
-        (void)ccai_release(a, keep, flags, NULL);
-        if (expandable_take(a, rounded, key, pool, b) == CCA_OK)
+        (void)ccai_release(a, keep, flags, NULL); /* a refusal only means less room */
+        if (take(a, rounded, stream, pool, b) == CCA_OK)
             return CCA_OK;
     }
     (void)ccai_release(a, 0, flags, NULL);
-    return expandable_take(a, rounded, key, pool, b);
+    return take(a, rounded, stream, pool, b);
 }
 
 /* Step 5: no cached block fits. */
@@ -433,7 +424,7 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
         if (a->expandable) { /* the arena's pages may have been trimmed */
             cca_status st = expandable_take(a, rounded, NULL, pool, b);
             if (st == CCA_ERR_OUT_OF_MEMORY)
-                st = retry_expandable(a, rounded, NULL, pool, b);
+                st = retry(a, rounded, NULL, pool, b);
             return st;
         }
         if (a->c.pending && ccai_stream_wait_all(a) == CCA_OK && (*b = best_fit(a, pool, NULL, rounded)) != NULL)
@@ -450,16 +441,9 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
                          "cca_alloc: %zu bytes need a %zu-byte segment, more than the device or max_reserved "
                          "allows (%zu bytes): it can never succeed",
                          size, least, ceiling);
-    cca_status st;
-    if (a->expandable) {
-        st = expandable_take(a, rounded, stream, pool, b);
-        if (st == CCA_ERR_OUT_OF_MEMORY)
-            st = retry_expandable(a, rounded, stream, pool, b);
-    } else {
-        st = reserve_for(a, rounded, stream, pool, b);
-        if (st == CCA_ERR_OUT_OF_MEMORY)
-            st = retry(a, rounded, stream, pool, b);
-    }
+    cca_status st = take(a, rounded, stream, pool, b);
+    if (st == CCA_ERR_OUT_OF_MEMORY)
+        st = retry(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: cannot reserve a segment for %zu bytes: %s", size,
                          cca_last_error());
@@ -521,8 +505,9 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
     ccai_stream_poll(a);
     /* 4 */
     ccai_block *b = best_fit(a, pool, key, rounded);
-    if (b && b->segment->expandable && !ccai_pages_mapped(b->segment, b->addr, held_bytes(a, b, rounded))) {
-        cca_status st = ccai_expandable_map(a, b, held_bytes(a, b, rounded));
+    size_t held;
+    if (b && b->segment->expandable && !ccai_pages_mapped(b->segment, b->addr, held = held_bytes(a, b, rounded))) {
+        cca_status st = ccai_expandable_map(a, b, held);
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
             return st;
         if (st != CCA_OK)

@@ -188,19 +188,10 @@ static int write_json_string(FILE *f, const char *s) {
 static int write_pages_json(FILE *f, const ccai_segment *seg) {
     int bad = fprintf(f, ",\"expandable\":true,\"page\":%zu,\"mapped_bytes\":%zu,\"mapped\":[", seg->page,
                       seg->mapped_pages * seg->page) < 0;
-    bool first = true;
-    for (size_t i = 0; i < seg->npages && !bad;) {
-        if (!((seg->mapped[i / 64] >> (i % 64)) & 1)) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < seg->npages && ((seg->mapped[j / 64] >> (j % 64)) & 1))
-            j++;
-        bad |= fprintf(f, "%s[%zu,%zu]", first ? "" : ",", i * seg->page, (j - i) * seg->page) < 0;
-        first = false;
-        i = j;
-    }
+    size_t first, n;
+    const char *sep = "";
+    for (size_t i = 0; !bad && ccai_next_mapped_run(seg, &i, seg->npages, &first, &n); sep = ",")
+        bad |= fprintf(f, "%s[%zu,%zu]", sep, first * seg->page, n * seg->page) < 0;
     bad |= fputc(']', f) == EOF;
     return bad ? -1 : 0;
 }

@@ -229,7 +229,13 @@ cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes) {
 }
 
 /* Size and (when given) address: non-zero multiples of the granularity. */
-static cca_status vm_check(cca_upstream *u, const char *fn, const void *addr, size_t size, size_t *gran) {
+/* The checks every vm_* wrapper makes before calling the upstream: u (and,
+ * except for vm_reserve, addr) not NULL, the ops present, and address and
+ * size multiples of the granularity (returned in *gran). */
+static cca_status vm_check(cca_upstream *u, const char *fn, const void *addr, bool addr_needed, size_t size,
+                           size_t *gran) {
+    if (!u || (addr_needed && !addr))
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
     cca_status st = cca_upstream_vm_granularity(u, gran);
     if (st != CCA_OK)
         return cca_error_prefix(st, "%s", fn);
@@ -244,7 +250,7 @@ cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base) {
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_reserve: NULL argument");
     *base = NULL;
     size_t gran;
-    cca_status st = vm_check(u, "cca_upstream_vm_reserve", NULL, size, &gran);
+    cca_status st = vm_check(u, "cca_upstream_vm_reserve", NULL, false, size, &gran);
     if (st != CCA_OK)
         return st;
     op_guard g;
@@ -269,10 +275,8 @@ cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base) {
 }
 
 cca_status cca_upstream_vm_release(cca_upstream *u, void *base, size_t size) {
-    if (!u || !base)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_release: NULL argument");
     size_t gran;
-    cca_status st = vm_check(u, "cca_upstream_vm_release", base, size, &gran);
+    cca_status st = vm_check(u, "cca_upstream_vm_release", base, true, size, &gran);
     if (st != CCA_OK)
         return st;
     op_guard g;
@@ -287,10 +291,8 @@ cca_status cca_upstream_vm_release(cca_upstream *u, void *base, size_t size) {
 }
 
 cca_status cca_upstream_vm_map(cca_upstream *u, void *addr, size_t size) {
-    if (!u || !addr)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_map: NULL argument");
     size_t gran;
-    cca_status st = vm_check(u, "cca_upstream_vm_map", addr, size, &gran);
+    cca_status st = vm_check(u, "cca_upstream_vm_map", addr, true, size, &gran);
     if (st != CCA_OK)
         return st;
     op_guard g;
@@ -311,10 +313,8 @@ cca_status cca_upstream_vm_map(cca_upstream *u, void *addr, size_t size) {
 }
 
 cca_status cca_upstream_vm_unmap(cca_upstream *u, void *addr, size_t size) {
-    if (!u || !addr)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_unmap: NULL argument");
     size_t gran;
-    cca_status st = vm_check(u, "cca_upstream_vm_unmap", addr, size, &gran);
+    cca_status st = vm_check(u, "cca_upstream_vm_unmap", addr, true, size, &gran);
     if (st != CCA_OK)
         return st;
     op_guard g;

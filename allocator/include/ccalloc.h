@@ -369,11 +369,14 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    total memory or max_reserved; greedy: greedy_bytes or the arena, also
  *    after an empty-cache released it) fails at once with
  *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream;
- *  - growth: a new segment; if the upstream refuses (or max_reserved would be
- *    crossed), one retry (alloc_retries): complete pending frees (the only
- *    synchronize, and only if frees are pending), then release cached free
- *    segments largest first as needed and reserve again. A failed retry
- *    leaves live blocks unchanged; segments it released stay released.
+ *  - growth: a new segment (expandable: map the pages the block lacks); if
+ *    the upstream refuses (or max_reserved would be crossed), one retry
+ *    (alloc_retries): synchronize and complete pending frees (classic
+ *    segments: only if frees are pending; expandable: always, since pages
+ *    are unmapped only once the device is idle), then release cached memory
+ *    as cca_trim does (whole free segments, free pages) as needed and try
+ *    again. A failed retry leaves live blocks unchanged; what it released
+ *    stays released.
  *  - greedy: the upstream is called only to reserve the arena, here only
  *    when cca_empty_cache released it; a full arena is an OOM (no retry).
  * An OOM logs one line, after the allocator's lock is released.
@@ -417,9 +420,12 @@ typedef struct cca_release_report {
     size_t free_bytes_trapped;
 } cca_release_report;
 
-/* Synchronize, complete pending frees, then return whole free segments to
- * the upstream, largest first, until reserved <= keep_bytes or no free
- * segment is left. report may be NULL. If the upstream refuses to take a
+/* Synchronize, complete pending frees, then give memory back until
+ * reserved <= keep_bytes or nothing free is left: whole free classic
+ * segments largest first and, with expandable segments, every page lying
+ * wholly inside a free block (tails first), then empty address ranges
+ * (docs/allocator.md, "Giving memory back" and "Pages, not segments"). If
+ * the synchronize fails, no page is unmapped. report may be NULL. If the upstream refuses to take a
  * segment back, that segment stays cached (state intact), the rest are
  * released, the report is filled and CCA_ERR_UPSTREAM is returned. Pending
  * blocks that could not complete stay reserved, and after the release the

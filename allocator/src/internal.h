@@ -21,8 +21,8 @@
  * Files: pool.c alloc/free, split and coalesce; segment.c block records,
  * segment sizes, reserving and releasing, the greedy arena; stream.c which
  * streams use a block and deferred frees; block_index.c the two indexes;
- * release.c trim and empty-cache; check.c invariants, bad-pointer diagnosis
- * and the assertion levels; stats.c counters and snapshots; config.c options;
+ * release.c trim and empty-cache; expandable.c segments of mapped pages;
+ * check.c invariants, bad-pointer diagnosis and the assertion levels; stats.c counters and snapshots; config.c options;
  * status.c status codes, messages and the log; upstream*.c device memory;
  * trace.c recording; lock.c the allocator's lock.
  *

@@ -37,7 +37,9 @@
  *         then, unless the device's free bytes plus the cached free segments
  *         cannot hold the request, release cached free segments largest
  *         first until the shortfall is covered and reserve again, then
- *         release the rest and reserve once more;
+ *         release the rest and reserve once more. Expandable segments: the
+ *         same retry, but it always synchronizes (unmapping needs an idle
+ *         device) and releases free pages too (expandable.c, release.c);
  *      d. still nothing: CCA_ERR_OUT_OF_MEMORY and one log line, written
  *         after the lock is released. Live blocks never change; segments
  *         released by step c stay released (the stats count them);

@@ -60,7 +60,7 @@ typedef enum cca_status {
     CCA_ERR_NO_DEVICE,        /* no GPU, or built without CUDA                 */
     CCA_ERR_CONFIG,           /* unknown key / bad value in a config string    */
     CCA_ERR_NOT_READY,        /* an event has not completed yet (upstream ops) */
-    CCA_ERR_LIVE_BLOCKS,      /* cca_destroy found blocks never freed          */
+    CCA_ERR_LIVE_BLOCKS,      /* cca_destroy / cca_domain_release: blocks live */
     CCA_ERR_IO,               /* writing a snapshot or trace failed            */
     CCA_ERR_INVARIANT         /* cca_check_invariants found a broken invariant */
 } cca_status;
@@ -490,6 +490,131 @@ cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
 /* The whole allocator as JSON: config, stats, and every segment with its
  * blocks (address offset, size, state, stream) in address order. */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
+
+/* ------------------------------------------------------------------------ */
+/* Memory domains: one owner per model, released whole                     */
+/* ------------------------------------------------------------------------ */
+
+/* A DOMAIN is a named owner of segments inside one allocator. A domain's
+ * blocks live only in its own segments (expandable: its own address
+ * ranges), so they never pin another domain's memory, and
+ * cca_domain_release gives all of it back while other domains keep
+ * running. Every allocator has a default domain (NULL in the calls below),
+ * which cca_alloc uses. Domains need policy:growth: a greedy allocator holds
+ * one arena for the whole process, which is what domains exist to avoid —
+ * cca_domain_create refuses there (CCA_ERR_INVALID_ARGUMENT); a domain's own
+ * up-front arena is cca_domain_reserve.
+ *
+ * Cached free memory is the allocator's to manage: cca_trim, cca_empty_cache
+ * and the OOM retry release free memory of every domain. */
+typedef struct cca_domain cca_domain;
+
+#define CCA_DOMAIN_NAME_MAX 63
+
+/* A new, empty domain. name: 1..CCA_DOMAIN_NAME_MAX printable ASCII
+ * characters without '"' or '\\' (used in JSON); names need not be unique.
+ * Holds no device memory until something is allocated in it. */
+cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **out);
+
+/* cca_alloc in domain d (NULL: the default domain). Best fit among d's
+ * cached blocks only (its arena first, when it has one), growth in d's own
+ * segments; the OOM retry may release cached memory of any domain. An
+ * explicit argument rather than a per-thread current domain: a model's work
+ * often hops threads (thread pools, callbacks), and the domain of every
+ * block is then visible at the call site. */
+cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream s, void **out);
+
+/* The domain a live pointer belongs to (NULL: the default domain). */
+cca_status cca_domain_of(cca_allocator *a, const void *ptr, cca_domain **d);
+
+/* One live block found by cca_domain_release: a leak at unload. */
+typedef struct cca_live_block {
+    void *ptr;
+    size_t size;      /* held (rounded) */
+    size_t requested; /* what the caller asked for */
+    cca_stream stream;
+    uint64_t age;     /* allocations (in this allocator) since it was made */
+    int pending;      /* 1: freed, but waiting on stream events */
+} cca_live_block;
+
+typedef struct cca_domain_report {
+    size_t bytes_released; /* returned to the upstream (segments and pages) */
+    size_t segments_released;
+    size_t bytes_still_reserved; /* the domain's reserved bytes afterwards */
+    size_t live_blocks;          /* live or pending blocks found (all, even
+                                    beyond leaks_cap); released with FORCE  */
+    size_t live_bytes;
+    /* caller's array: the first leaks_cap of those blocks, in address order
+     * within each segment; leaks_written says how many were written */
+    cca_live_block *leaks;
+    size_t leaks_cap;
+    size_t leaks_written;
+} cca_domain_report;
+
+#define CCA_DOMAIN_FORCE 1u /* release live blocks too: DANGEROUS (see below) */
+
+/* Synchronize the device, complete pending frees, then return every segment
+ * (every mapped page and address range) of domain d to the upstream; the
+ * domain stays usable, empty, with its peak statistics. report may be NULL;
+ * on entry only its leaks/leaks_cap are read.
+ *  - live blocks in d (or pending ones whose events are still incomplete):
+ *    nothing is released, CCA_ERR_LIVE_BLOCKS, the report lists them — a
+ *    leak check at unload;
+ *  - flags CCA_DOMAIN_FORCE: live blocks are released all the same; their
+ *    pointers become invalid (a later cca_free of one is
+ *    CCA_ERR_INVALID_POINTER). Only for a caller that knows no kernel will
+ *    touch that memory again: the device is synchronized first, but work
+ *    queued after this call on such a pointer faults or corrupts another
+ *    owner's memory. Pending blocks whose events did not complete are never
+ *    released, even with FORCE (CCA_ERR_LIVE_BLOCKS);
+ *  - the synchronize failed: nothing is released, its status is returned;
+ *  - the upstream refuses a segment or page: that memory stays in d, cached
+ *    and indexed (state intact), the rest is released, CCA_ERR_UPSTREAM.
+ * d NULL: the default domain. */
+cca_status cca_domain_release(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *report);
+
+/* cca_domain_release, then free the handle (only if everything was
+ * released; otherwise the domain stays and the release's status is
+ * returned). The default domain cannot be destroyed
+ * (CCA_ERR_INVALID_ARGUMENT). */
+cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *report);
+
+/* FOOTPRINT: reserve `bytes` for d up front, as one arena (classic: one
+ * upstream allocation; expandable: one range mapped whole), so that a model
+ * whose peak is known (from a previous load) runs with no upstream call.
+ * Requests in d are served from the arena first (best fit at any size, any
+ * stream: a block used on a stream other than the default is reused only
+ * after an event, as in the greedy arena), then from growth. At most one
+ * arena per domain (CCA_ERR_INVALID_ARGUMENT for a second); bytes is rounded
+ * up to CCA_GRANULARITY (expandable: to the page). The arena is released
+ * with the domain, and by trim/empty-cache when it is wholly free. */
+cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes);
+
+typedef struct cca_domain_stats {
+    char name[CCA_DOMAIN_NAME_MAX + 1];
+    size_t allocated_bytes;
+    size_t allocated_bytes_peak;
+    size_t requested_bytes;
+    size_t requested_bytes_peak;
+    size_t reserved_bytes; /* segments (classic) and mapped pages of d */
+    size_t reserved_bytes_peak;
+    size_t active_blocks; /* live + pending */
+    size_t active_blocks_peak;
+    size_t cached_bytes; /* reserved - allocated */
+    size_t largest_free_block;
+    size_t segments;
+    uint64_t alloc_calls;
+    uint64_t upstream_allocs; /* upstream calls made for d (maps included) */
+    uint64_t upstream_frees;
+    double fragmentation; /* 1 - largest_free_block / cached_bytes; 0 if none */
+} cca_domain_stats;
+
+/* d NULL: the default domain. Peaks are reset by cca_reset_peak_stats. */
+cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca_domain_stats *s);
+
+/* Every domain (the default first, then in creation order) as a JSON array
+ * of the stats above. */
+cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
 
 /* ------------------------------------------------------------------------ */
 /* Tracing (CCALLOC_TRACE=file.csv records every alloc, free and release)   */

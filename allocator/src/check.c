@@ -31,6 +31,7 @@ void ccai_assert_fail(const char *cond, const char *file, int line) {
 /* ---- invariants --------------------------------------------------------- */
 
 typedef struct index_check {
+    const cca_domain *domain;
     int pool;
     size_t count, bytes;
     const char *error;
@@ -42,6 +43,8 @@ static bool check_index_entry(void *user, const ccai_block *b) {
         return ic->error = "I3: a non-free block is in the free index", false;
     if ((int)b->segment->pool != ic->pool)
         return ic->error = "I3: a block is in the wrong pool's index", false;
+    if (b->segment->domain != ic->domain)
+        return ic->error = "I8: a block is in another domain's free index", false;
     ic->count++;
     ic->bytes += b->size;
     return true;
@@ -145,6 +148,48 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
     return NULL;
 }
 
+/* I8: every segment belongs to a domain of this allocator; each domain's
+ * counters are what its segments and blocks hold; their sums are the
+ * allocator's; an arena is a shared ARENA segment of its domain. */
+static const char *check_domains(const cca_allocator *a) {
+    size_t reserved = 0, allocated = 0, requested = 0, active = 0, segments = 0;
+    for (const ccai_segment *s = a->segments; s; s = s->next)
+        if (!ccai_domain_valid(a, s->domain))
+            return "I8: a segment's domain is not one of the allocator's";
+    for (const cca_domain *d = &a->root; d; d = d->next) {
+        if (d->next && d->next->prev != d)
+            return "I8: the domain list is broken";
+        size_t r = 0, al = 0, act = 0, segs = 0;
+        bool arena_found = d->arena == NULL;
+        for (const ccai_segment *s = a->segments; s; s = s->next) {
+            if (s->domain != d)
+                continue;
+            segs++;
+            r += s->expandable ? s->mapped_pages * s->page : s->size;
+            arena_found |= s == d->arena;
+            for (const ccai_block *b = s->first; b; b = b->next)
+                if (b->state != CCAI_FREE)
+                    al += b->size, act++;
+        }
+        if (!arena_found || (d->arena && (!d->arena->shared || d->arena->pool != CCAI_POOL_ARENA)))
+            return "I8: a domain's arena is not a shared arena segment of that domain";
+        const ccai_domain_counters *c = &d->c;
+        bool hot = a->domains_tracked; /* allocated, requested, active: kept only then */
+        if (r != c->reserved || segs != c->segments || (hot && (al != c->allocated || act != c->active)))
+            return "I8: a domain's counters disagree with its segments and blocks";
+        if (c->reserved > c->reserved_peak ||
+            (hot && (c->requested > c->allocated || c->allocated > c->allocated_peak ||
+                     c->requested > c->requested_peak || c->active > c->active_peak)))
+            return "I8: a domain's peak is below its current value, or requested exceeds allocated";
+        reserved += c->reserved, allocated += c->allocated, requested += c->requested, active += c->active;
+        segments += c->segments;
+    }
+    if (reserved != a->c.reserved || segments != a->c.segments ||
+        (a->domains_tracked && (allocated != a->c.allocated || requested != a->c.requested || active != a->c.active)))
+        return "I8: the domains' counters do not sum to the allocator's";
+    return NULL;
+}
+
 static const char *check_queues(const cca_allocator *a, size_t waits) {
     size_t queued = 0;
     for (const ccai_pending_queue *q = a->queues; q; q = q->next) {
@@ -176,16 +221,19 @@ const char *ccai_check_locked(const cca_allocator *a) {
     if (err)
         return err;
     size_t index_count = 0, index_bytes = 0;
-    for (int p = 0; p < CCAI_POOL_COUNT; p++) {
-        index_check ic = {p, 0, 0, NULL};
-        ccai_free_index_walk(&a->pools[p], check_index_entry, &ic);
-        if (ic.error)
-            return ic.error;
-        if (ic.count != a->pools[p].count || ic.bytes != a->pools[p].bytes)
-            return "free index counters disagree with its entries";
-        index_count += ic.count;
-        index_bytes += ic.bytes;
+    for (const cca_domain *d = &a->root; d; d = d->next) {
+        for (int p = 0; p < CCAI_POOL_COUNT; p++) {
+            index_check ic = {d, p, 0, 0, NULL};
+            ccai_free_index_walk(&d->pools[p], check_index_entry, &ic);
+            if (ic.error)
+                return ic.error;
+            if (ic.count != d->pools[p].count || ic.bytes != d->pools[p].bytes)
+                return "free index counters disagree with its entries";
+            index_count += ic.count;
+            index_bytes += ic.bytes;
+        }
     }
+
     if (index_count != free_count || index_bytes != free_bytes)
         return "I3: free blocks and the free index disagree";
     if (live_count != a->live.count)
@@ -198,6 +246,8 @@ const char *ccai_check_locked(const cca_allocator *a) {
         return "a peak is below its current value";
     if (a->c.requested > a->c.allocated)
         return "requested bytes exceed allocated bytes";
+    if ((err = check_domains(a)) != NULL)
+        return err;
     return check_queues(a, waits);
 }
 

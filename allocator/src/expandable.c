@@ -142,12 +142,11 @@ static cca_status map_run(cca_allocator *a, ccai_segment *s, size_t first, size_
     set_pages(s, first, n, true);
     s->mapped_pages += n;
     a->c.mapped += bytes;
-    a->c.reserved += bytes;
-    if (a->c.reserved > a->c.reserved_peak)
-        a->c.reserved_peak = a->c.reserved;
+    ccai_count_reserved(a, s, bytes, true);
     a->c.vm_maps++;
     a->c.pages_mapped += n;
     a->c.upstream_allocs++;
+    s->domain->c.upstream_allocs++;
     return CCA_OK;
 }
 
@@ -157,13 +156,14 @@ static cca_status unmap_run(cca_allocator *a, ccai_segment *s, size_t first, siz
     if (st != CCA_OK)
         return st; /* still mapped and counted */
     set_pages(s, first, n, false);
-    ccai_assert(s->mapped_pages >= n && a->c.mapped >= bytes && a->c.reserved >= bytes);
+    ccai_assert(s->mapped_pages >= n && a->c.mapped >= bytes);
     s->mapped_pages -= n;
     a->c.mapped -= bytes;
-    a->c.reserved -= bytes;
+    ccai_count_reserved(a, s, bytes, false);
     a->c.vm_unmaps++;
     a->c.pages_unmapped += n;
     a->c.upstream_frees++;
+    s->domain->c.upstream_frees++;
     return CCA_OK;
 }
 
@@ -196,6 +196,8 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
             (void)cca_upstream_vm_release(a->upstream, base, va);
             a->c.upstream_allocs++;
             a->c.upstream_frees++;
+            s->domain->c.upstream_allocs++;
+            s->domain->c.upstream_frees++;
             ccai_segment_discard(a, s);
             return st;
         }

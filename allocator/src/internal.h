@@ -45,6 +45,10 @@
  *      mapped; a segment's mapped_pages is its bitmap's count, and the
  *      allocator's mapped bytes are their sum, never more than the
  *      upstream's own count of mapped bytes.
+ *   I8 (domains, domain.c) every segment belongs to one domain of the
+ *      allocator and its free blocks are in that domain's free index; a
+ *      domain's counters are what its segments and blocks hold, and they
+ *      sum to the allocator's.
  */
 #ifndef CCA_INTERNAL_H
 #define CCA_INTERNAL_H
@@ -64,12 +68,14 @@ typedef enum ccai_block_state { CCAI_FREE = 0, CCAI_LIVE = 1, CCAI_PENDING = 2 }
 
 /* small: requests <= small_max in small_segment segments; medium: requests
  * < large_min in medium_segment segments; large: requests >= large_min, each
- * in a segment of its own (and the greedy arena). */
+ * in a segment of its own (and the greedy arena); arena: a domain's
+ * footprint arena (cca_domain_reserve, domain.c), requests of any size. */
 typedef enum ccai_pool_kind {
     CCAI_POOL_SMALL = 0,
     CCAI_POOL_MEDIUM = 1,
     CCAI_POOL_LARGE = 2,
-    CCAI_POOL_COUNT = 3
+    CCAI_POOL_ARENA = 3,
+    CCAI_POOL_COUNT = 4
 } ccai_pool_kind;
 
 struct ccai_segment;
@@ -119,6 +125,7 @@ typedef struct ccai_block {
     struct ccai_block *prev, *next; /* address order within the segment     */
     size_t requested;               /* what the caller asked for (LIVE/PENDING) */
     uint64_t id;                    /* allocation sequence number (traces)  */
+    uint64_t born;                  /* alloc_calls when it was handed out   */
     cca_stream alloc_stream;        /* stream of the cca_alloc call         */
     ccai_stream_use *uses;          /* NULL unless record_stream or a wait  */
     struct ccai_block *sync_next;   /* list of blocks waiting on needs_sync */
@@ -137,6 +144,7 @@ typedef struct ccai_segment {
     size_t npages;       /* size / page                                   */
     size_t mapped_pages; /* bits set                                      */
     uint64_t *mapped;    /* npages bits                                   */
+    struct cca_domain *domain; /* its owner (domain.c); never changes      */
     size_t live_blocks; /* LIVE + PENDING blocks in this segment          */
     size_t live_bytes;
     ccai_block *first; /* lowest-address block                          */
@@ -232,6 +240,31 @@ typedef struct ccai_counters {
 
 struct ccai_trace;
 
+/* What one domain holds (domain.c): the allocator's counters, restricted to
+ * the domain's segments and blocks. Their sums over the domains are the
+ * allocator's (checked by cca_check_invariants). allocated, requested,
+ * active and alloc_calls only while a->domains_tracked. */
+typedef struct ccai_domain_counters {
+    size_t allocated, allocated_peak;
+    size_t requested, requested_peak;
+    size_t reserved, reserved_peak;
+    size_t active, active_peak;
+    size_t segments;
+    uint64_t alloc_calls, upstream_allocs, upstream_frees;
+} ccai_domain_counters;
+
+/* A domain: an owner of segments (domain.c). Its free blocks are indexed in
+ * its own pools, so best fit never crosses domains. The default domain is
+ * embedded in the allocator (root); the others follow it in a list, in
+ * creation order. */
+struct cca_domain {
+    struct cca_domain *prev, *next;
+    char name[CCA_DOMAIN_NAME_MAX + 1];
+    ccai_free_index pools[CCAI_POOL_COUNT];
+    ccai_domain_counters c;
+    struct ccai_segment *arena; /* cca_domain_reserve's arena, or NULL */
+};
+
 /* The events pending frees wait on, per stream, in the order recorded. Work
  * on one stream completes in order, so polling stops at the first event of a
  * queue that is not complete: cca_alloc does one query per stream that has
@@ -257,7 +290,16 @@ struct cca_allocator {
     size_t device_total;     /* upstream's total bytes; 0 = unknown (segment.c) */
     bool device_total_known; /* asked once */
     ccai_segment *segments;  /* list head */
-    ccai_free_index pools[CCAI_POOL_COUNT];
+    struct cca_domain root;  /* the default domain, head of the domain list */
+    /* The domain the call in progress serves: set under the lock by
+     * cca_alloc_in and cca_domain_reserve, root otherwise. New segments
+     * belong to it and best fit looks in its pools. */
+    struct cca_domain *serving;
+    /* Per-domain allocated/requested/active counts are kept only from the
+     * first cca_domain_create on (then the default domain's start as the
+     * allocator's): a program without domains pays one branch per call.
+     * Reserved bytes, segments and upstream calls are always counted. */
+    bool domains_tracked;
     ccai_live_map live;
     ccai_pending_queue *queues; /* pending waits by stream (stream.c) */
     ccai_block *sync_head;      /* pending blocks that need a synchronize */
@@ -349,6 +391,16 @@ cca_status ccai_stream_record(ccai_block *b, cca_stream s);
 /* Free a block's stream-use record and events (destroy, or reuse). */
 void ccai_stream_use_free(cca_allocator *a, ccai_block *b);
 void ccai_stream_destroy(cca_allocator *a);
+
+/* domain.c */
+/* Set up / tear down the default domain (cca_create, cca_destroy), and
+ * free every other domain's record (cca_destroy, after the segments). */
+void ccai_domain_init_root(cca_allocator *a);
+void ccai_domain_destroy_all(cca_allocator *a);
+/* Does d belong to a? (a handle from another allocator, or destroyed) */
+bool ccai_domain_valid(const cca_allocator *a, const struct cca_domain *d);
+/* Every domain's stats as a JSON array (snapshot; the caller holds the lock). */
+void ccai_domain_stats_json(const cca_allocator *a, FILE *f);
 
 /* pool.c */
 /* Which pool serves a request of `rounded` bytes (segment.c has the table). */
@@ -498,5 +550,23 @@ void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream 
 void ccai_trace_release(struct ccai_trace *t, size_t keep); /* keep 0: empty_cache */
 bool ccai_mark_name_ok(const char *name);
 void ccai_trace_close(struct ccai_trace *t);
+
+/* Count bytes reserved (+) or released (-) by segment s, in the allocator
+ * and in s's domain (peaks follow). */
+static inline void ccai_count_reserved(cca_allocator *a, const ccai_segment *s, size_t bytes, bool up) {
+    ccai_domain_counters *d = &s->domain->c;
+    if (up) {
+        a->c.reserved += bytes;
+        if (a->c.reserved > a->c.reserved_peak)
+            a->c.reserved_peak = a->c.reserved;
+        d->reserved += bytes;
+        if (d->reserved > d->reserved_peak)
+            d->reserved_peak = d->reserved;
+    } else {
+        ccai_assert(a->c.reserved >= bytes && d->reserved >= bytes);
+        a->c.reserved -= bytes;
+        d->reserved -= bytes;
+    }
+}
 
 #endif /* CCA_INTERNAL_H */

@@ -103,6 +103,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_create: host malloc failed");
     a->config = cfg;
     a->upstream = u;
+    ccai_domain_init_root(a);
     if (cfg.expandable && cca_upstream_has_vm(u)) {
         cca_status st = cca_upstream_vm_granularity(u, &a->page);
         if (st != CCA_OK) {
@@ -155,8 +156,7 @@ cca_status cca_destroy(cca_allocator *a) {
     }
     ccai_stream_destroy(a);
     ccai_live_map_destroy(&a->live);
-    for (int p = 0; p < CCAI_POOL_COUNT; p++)
-        ccai_free_index_destroy(&a->pools[p]);
+    ccai_domain_destroy_all(a);
     ccai_trace_close(a->trace);
     ccai_mutex_unlock(&a->lock);
     free(a);
@@ -195,7 +195,7 @@ void ccai_pool_return(cca_allocator *a, ccai_block *b) {
 
 void ccai_pool_return_unmapped(cca_allocator *a, ccai_block *b) {
     ccai_segment *s = b->segment;
-    ccai_free_index *ix = &a->pools[s->pool];
+    ccai_free_index *ix = &s->domain->pools[s->pool];
     ccai_assert(b->state != CCAI_FREE && !b->needs_sync && s->live_blocks > 0);
     if (b->uses)
         ccai_stream_use_free(a, b);
@@ -203,6 +203,10 @@ void ccai_pool_return_unmapped(cca_allocator *a, ccai_block *b) {
     lower_by(&s->live_bytes, b->size);
     lower_by(&a->c.allocated, b->size);
     lower_by(&a->c.active, 1);
+    if (a->domains_tracked) {
+        lower_by(&s->domain->c.allocated, b->size);
+        lower_by(&s->domain->c.active, 1);
+    }
     b->requested = 0;
     b->alloc_stream = NULL;
     b->state = CCAI_FREE;
@@ -231,11 +235,12 @@ static void log_oom(cca_allocator *a, size_t size, size_t rounded, cca_stream st
         return;
     char req[32], res[32], alloc[32], largest[32], devfree[32] = "unknown", total[32] = "?";
     size_t free_b, total_b, big = 0;
-    for (int p = 0; p < CCAI_POOL_COUNT; p++) {
-        size_t l = ccai_free_index_largest(&a->pools[p]);
-        if (l > big)
-            big = l;
-    }
+    for (const cca_domain *d = &a->root; d; d = d->next)
+        for (int p = 0; p < CCAI_POOL_COUNT; p++) {
+            size_t l = ccai_free_index_largest(&d->pools[p]);
+            if (l > big)
+                big = l;
+        }
     if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK) {
         cca_format_bytes(free_b, devfree, sizeof devfree);
         cca_format_bytes(total_b, total, sizeof total);
@@ -255,7 +260,8 @@ static bool better_fit(const ccai_block *x, const ccai_block *than) {
     return x && (!than || x->size < than->size || (x->size == than->size && x->addr < than->addr));
 }
 
-/* Step 4: best fit for a request of `pool` on key stream `key`. */
+/* Step 4: best fit for a request of `pool` on key stream `key`, among the
+ * blocks of the domain served (a->serving). */
 static ccai_block *best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream key, size_t rounded) {
     const cca_config *c = &a->config;
     size_t max_size = SIZE_MAX;
@@ -265,10 +271,11 @@ static ccai_block *best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream ke
         else if (rounded <= SIZE_MAX - c->medium_segment)
             max_size = rounded + c->medium_segment - 1; /* slack < medium_segment */
     }
-    ccai_block *b = ccai_free_index_best_fit(&a->pools[pool], key, rounded, max_size);
+    ccai_free_index *pools = a->serving->pools;
+    ccai_block *b = ccai_free_index_best_fit(&pools[pool], key, rounded, max_size);
     if (pool == CCAI_POOL_LARGE && c->medium_pool && c->policy == CCA_POLICY_GROWTH && !a->expandable &&
         rounded <= c->medium_segment) {
-        ccai_block *m = ccai_free_index_best_fit(&a->pools[CCAI_POOL_MEDIUM], key, rounded, max_size);
+        ccai_block *m = ccai_free_index_best_fit(&pools[CCAI_POOL_MEDIUM], key, rounded, max_size);
         if (better_fit(m, b))
             b = m;
     }
@@ -474,7 +481,7 @@ static cca_status split(cca_allocator *a, ccai_block *b, size_t rounded) {
         b->next->prev = rest;
     b->next = rest;
     b->size = rounded;
-    ccai_free_index_insert(&a->pools[b->segment->pool], rest);
+    ccai_free_index_insert(&b->segment->domain->pools[b->segment->pool], rest);
     a->c.splits++;
     return CCA_OK;
 }
@@ -493,6 +500,14 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
     raise_by(&c->requested, &c->requested_peak, size);
     raise_by(&c->active, &c->active_peak, 1);
     c->alloc_calls++;
+    if (a->domains_tracked) { /* only once a domain exists (domain.c) */
+        b->born = c->alloc_calls;
+        ccai_domain_counters *d = &b->segment->domain->c;
+        raise_by(&d->allocated, &d->allocated_peak, b->size);
+        raise_by(&d->requested, &d->requested_peak, size);
+        raise_by(&d->active, &d->active_peak, 1);
+        d->alloc_calls++;
+    }
 }
 
 static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream, void **out, ccai_deferred_log *log) {
@@ -505,8 +520,12 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
     cca_stream key = a->config.policy == CCA_POLICY_GREEDY ? NULL : stream;
     /* 3 */
     ccai_stream_poll(a);
-    /* 4 */
-    ccai_block *b = best_fit(a, pool, key, rounded);
+    /* 4 (a domain's footprint arena first: domain.c) */
+    ccai_block *b = NULL;
+    if (a->serving->arena)
+        b = ccai_free_index_best_fit(&a->serving->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX);
+    if (!b)
+        b = best_fit(a, pool, key, rounded);
     size_t held;
     if (b && b->segment->expandable && !ccai_pages_mapped(b->segment, b->addr, held = held_bytes(a, b, rounded))) {
         cca_status st = ccai_expandable_map(a, b, held);
@@ -529,9 +548,10 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
         }
     }
     /* 6 */
-    ccai_free_index_remove(&a->pools[b->segment->pool], b); /* a large request may take a medium block */
+    ccai_free_index *ix = &b->segment->domain->pools[b->segment->pool];
+    ccai_free_index_remove(ix, b); /* a large request may take a medium block */
     if (split(a, b, rounded) != CCA_OK) {
-        ccai_free_index_insert(&a->pools[b->segment->pool], b); /* unchanged; its pages stay mapped */
+        ccai_free_index_insert(ix, b); /* unchanged; its pages stay mapped */
         log_oom(a, size, rounded, stream, log);
         return CCA_ERR_OUT_OF_MEMORY;
     }
@@ -557,6 +577,29 @@ cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out) {
     return st;
 }
 
+cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream s, void **out) {
+    if (out)
+        *out = NULL;
+    if (!a || !out)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: %s is NULL", a ? "out" : "allocator");
+    ccai_deferred_log log;
+    log.set = false;
+    ccai_lock(a);
+    cca_status st;
+    if (d && !ccai_domain_valid(a, d)) {
+        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: domain %p is not one of this allocator's", (void *)d);
+    } else if (size == 0) {
+        st = CCA_OK;
+    } else {
+        a->serving = d ? d : &a->root;
+        st = alloc_locked(a, size, s, out, &log);
+        a->serving = &a->root;
+    }
+    ccai_unlock(a);
+    ccai_log_flush(&log);
+    return st;
+}
+
 /* ---- free and friends --------------------------------------------------- */
 
 cca_status cca_free(cca_allocator *a, void *ptr) {
@@ -572,6 +615,8 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
     } else {
         a->c.free_calls++;
         lower_by(&a->c.requested, b->requested);
+        if (a->domains_tracked)
+            lower_by(&b->segment->domain->c.requested, b->requested);
         if (a->trace)
             ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream);
         bool deferred = (b->uses || b->alloc_stream != b->stream) && ccai_stream_defer_free(a, b, &st);

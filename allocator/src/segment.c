@@ -115,7 +115,7 @@ cca_status ccai_segment_new(cca_allocator *a, cca_stream stream, ccai_pool_kind 
     ccai_segment *s = calloc(1, sizeof *s);
     uint64_t *bits = words ? calloc(words, sizeof *bits) : NULL;
     ccai_block *b = ccai_block_new(a);
-    if (!s || (words && !bits) || !b || ccai_free_index_attach(&a->pools[pool], stream) != CCA_OK) {
+    if (!s || (words && !bits) || !b || ccai_free_index_attach(&a->serving->pools[pool], stream) != CCA_OK) {
         free(s);
         free(bits);
         if (b)
@@ -123,6 +123,7 @@ cca_status ccai_segment_new(cca_allocator *a, cca_stream stream, ccai_pool_kind 
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for segment bookkeeping");
     }
     s->stream = stream;
+    s->domain = a->serving;
     s->shared = shared;
     s->pool = pool;
     s->mapped = bits;
@@ -135,7 +136,7 @@ cca_status ccai_segment_new(cca_allocator *a, cca_stream stream, ccai_pool_kind 
 }
 
 void ccai_segment_discard(cca_allocator *a, ccai_segment *s) {
-    ccai_free_index_detach(&a->pools[s->pool], s->stream);
+    ccai_free_index_detach(&s->domain->pools[s->pool], s->stream);
     ccai_block_recycle(a, s->first);
     free(s->mapped);
     free(s);
@@ -152,17 +153,21 @@ void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t
     if (a->segments)
         a->segments->prev = s;
     a->segments = s;
-    ccai_free_index_insert(&a->pools[s->pool], s->first);
+    ccai_free_index_insert(&s->domain->pools[s->pool], s->first);
     a->c.segments++;
     if (a->c.segments > a->c.segments_peak)
         a->c.segments_peak = a->c.segments;
     a->c.upstream_allocs++;
+    s->domain->c.segments++;
+    s->domain->c.upstream_allocs++;
 }
 
 /* The reverse, after the upstream took it back: s is freed. */
 void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
     ccai_assert(s->live_blocks == 0 && s->first->next == NULL && a->c.segments > 0);
-    ccai_free_index_remove(&a->pools[s->pool], s->first);
+    ccai_free_index_remove(&s->domain->pools[s->pool], s->first);
+    if (s->domain->arena == s)
+        s->domain->arena = NULL;
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -171,6 +176,9 @@ void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
         s->next->prev = s->prev;
     a->c.segments--;
     a->c.upstream_frees++;
+    ccai_assert(s->domain->c.segments > 0);
+    s->domain->c.segments--;
+    s->domain->c.upstream_frees++;
     ccai_segment_discard(a, s);
 }
 
@@ -190,9 +198,7 @@ cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream
         return st;
     }
     ccai_segment_link(a, s, (uintptr_t)base, size);
-    a->c.reserved += size;
-    if (a->c.reserved > a->c.reserved_peak)
-        a->c.reserved_peak = a->c.reserved;
+    ccai_count_reserved(a, s, size, true);
     *out = s;
     return CCA_OK;
 }
@@ -203,8 +209,7 @@ cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s) {
     cca_status st = cca_upstream_free(a->upstream, (void *)s->base, s->size);
     if (st != CCA_OK)
         return st; /* the segment stays, fully indexed: state intact */
-    ccai_assert(a->c.reserved >= s->size);
-    a->c.reserved -= s->size;
+    ccai_count_reserved(a, s, s->size, false);
     ccai_segment_unlink(a, s);
     return CCA_OK;
 }

@@ -47,12 +47,14 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
     s->ooms = c->ooms;
     s->splits = c->splits;
     s->merges = c->merges;
-    for (int p = 0; p < CCAI_POOL_COUNT; p++) {
-        s->cached_blocks += a->pools[p].count;
-        s->cached_bytes += a->pools[p].bytes;
-        size_t l = ccai_free_index_largest(&a->pools[p]);
-        if (l > s->largest_free_block)
-            s->largest_free_block = l;
+    for (const cca_domain *d = &a->root; d; d = d->next) {
+        for (int p = 0; p < CCAI_POOL_COUNT; p++) {
+            s->cached_blocks += d->pools[p].count;
+            s->cached_bytes += d->pools[p].bytes;
+            size_t l = ccai_free_index_largest(&d->pools[p]);
+            if (l > s->largest_free_block)
+                s->largest_free_block = l;
+        }
     }
     if (c->expandable_segments) {
         /* Free blocks of expandable segments span unmapped address space:
@@ -103,6 +105,12 @@ void cca_reset_peak_stats(cca_allocator *a) {
     a->c.reserved_peak = a->c.reserved;
     a->c.active_peak = a->c.active;
     a->c.segments_peak = a->c.segments;
+    for (cca_domain *d = &a->root; d; d = d->next) {
+        d->c.allocated_peak = d->c.allocated;
+        d->c.requested_peak = d->c.requested;
+        d->c.reserved_peak = d->c.reserved;
+        d->c.active_peak = d->c.active;
+    }
     ccai_unlock(a);
 }
 
@@ -211,12 +219,14 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
                    a->config.policy == CCA_POLICY_GREEDY ? "greedy" : "growth", a->config.max_reserved,
                    a->config.expandable, a->expandable ? "expandable" : "classic") < 0;
     bad |= write_stats_json(&s, f) < 0;
+    bad |= fputs(",\"domains\":", f) == EOF;
+    ccai_domain_stats_json(a, f);
     bad |= fputs(",\"segments\":[", f) == EOF;
     for (const ccai_segment *seg = a->segments; seg && !bad; seg = seg->next) {
         bad |= fprintf(f,
-                       "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"pool\":\"%s\",\"stream\":\"%p\","
-                       "\"live_blocks\":%zu",
-                       seg == a->segments ? "" : ",", seg->base, seg->size,
+                       "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"domain\":\"%s\",\"pool\":\"%s\","
+                       "\"stream\":\"%p\",\"live_blocks\":%zu",
+                       seg == a->segments ? "" : ",", seg->base, seg->size, seg->domain->name,
                        seg->shared                     ? "arena"
                        : seg->pool == CCAI_POOL_SMALL  ? "small"
                        : seg->pool == CCAI_POOL_MEDIUM ? "medium"

@@ -1,0 +1,424 @@
+/*
+ * domain.c — memory domains: named owners of segments, so that one model's
+ * memory goes back whole while other models keep running.
+ *
+ * Without domains, the blocks of every model share segments (and the pages
+ * of expandable segments), and a segment goes back only when all of its
+ * blocks are free:
+ *
+ *   segment (20 MiB)   [ A's weights | B's weights | A's activations | free ]
+ *   unload A           [    free     | B's weights |      free       | free ]
+ *                        -> pinned by B: nothing goes back
+ *
+ * A DOMAIN owns segments; a request in domain d is served only from d's
+ * segments (best fit in d's own free index: `pools`), and new segments are
+ * d's. So unloading model A (domain A) frees every block in A's segments,
+ * and cca_domain_release returns all of them:
+ *
+ *   domain A: [ A's weights | A's activations | free ]   -> released whole
+ *   domain B: [ B's weights | free ]                      -> untouched
+ *
+ * Data structure: `struct cca_domain` (internal.h) holds its free index (one
+ * ccai_free_index per pool kind), its counters, and at most one footprint
+ * arena. Each segment names its domain (never changes), so freeing a block
+ * finds its free index in O(1) through block -> segment -> domain. The
+ * default domain is embedded in the allocator (a->root) and heads a doubly
+ * linked list of the others, in creation order. `a->serving` names the
+ * domain the call in progress serves (under the lock): best fit and new
+ * segments use it.
+ *
+ * Invariants (check.c): every segment's domain is in the allocator's list;
+ * each domain's counters equal what its segments and blocks hold, and the
+ * sums over domains are the allocator's counters; a domain's free index
+ * holds exactly the free blocks of its segments.
+ *
+ * Release (cca_domain_release): synchronize, complete pending frees, count
+ * the live and pending blocks of d's segments; refuse if any (unless
+ * FORCE, which returns live blocks to the pool first); then release every
+ * segment of d — classic: one upstream free; expandable: unmap its pages,
+ * then release its range. Cost: O(segments + blocks of d).
+ *
+ * The footprint arena (cca_domain_reserve) is one shared segment of pool
+ * kind ARENA in d: requests in d look there first (best fit over all
+ * sizes, key stream NULL as in the greedy arena, so blocks used on another
+ * stream wait for an event before reuse), then grow as usual.
+ *
+ * Cached free memory stays the allocator's: trim, empty-cache and the OOM
+ * retry release free segments and pages of every domain.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ccai_domain_init_root(cca_allocator *a) {
+    memset(&a->root, 0, sizeof a->root);
+    snprintf(a->root.name, sizeof a->root.name, "default");
+    a->serving = &a->root;
+}
+
+void ccai_domain_destroy_all(cca_allocator *a) {
+    for (cca_domain *d = &a->root, *next; d; d = next) {
+        next = d->next;
+        for (int p = 0; p < CCAI_POOL_COUNT; p++)
+            ccai_free_index_destroy(&d->pools[p]);
+        if (d != &a->root)
+            free(d);
+    }
+    a->root.next = NULL;
+}
+
+bool ccai_domain_valid(const cca_allocator *a, const cca_domain *d) {
+    for (const cca_domain *x = &a->root; x; x = x->next)
+        if (x == d)
+            return true;
+    return false;
+}
+
+/* The counts kept only while domains are tracked, from the allocator's:
+ * before the first domain, the default domain holds every block. */
+static void copy_block_counts(ccai_domain_counters *to, const ccai_counters *from) {
+    to->allocated = from->allocated;
+    to->allocated_peak = from->allocated_peak;
+    to->requested = from->requested;
+    to->requested_peak = from->requested_peak;
+    to->active = from->active;
+    to->active_peak = from->active_peak;
+    to->alloc_calls = from->alloc_calls;
+}
+
+static bool name_ok(const char *name) {
+    size_t n = 0;
+    for (const char *c = name; *c; c++, n++)
+        if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\' || n >= CCA_DOMAIN_NAME_MAX)
+            return false;
+    return n > 0;
+}
+
+cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **out) {
+    if (out)
+        *out = NULL;
+    if (!a || !name || !out)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_create: %s is NULL",
+                         !a ? "allocator" : !name ? "name" : "out");
+    if (!name_ok(name))
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+                         "cca_domain_create: a name is 1..%d printable ASCII characters without '\"' or '\\'",
+                         CCA_DOMAIN_NAME_MAX);
+    if (a->config.policy == CCA_POLICY_GREEDY)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+                         "cca_domain_create: domains need policy:growth (a greedy allocator holds one arena for "
+                         "every owner; give a domain its own arena with cca_domain_reserve instead)");
+    cca_domain *d = calloc(1, sizeof *d);
+    if (!d)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
+    snprintf(d->name, sizeof d->name, "%s", name);
+    ccai_lock(a);
+    if (!a->domains_tracked) { /* every block so far is the default domain's */
+        copy_block_counts(&a->root.c, &a->c);
+        a->domains_tracked = true;
+    }
+    cca_domain *last = &a->root;
+    while (last->next)
+        last = last->next;
+    last->next = d;
+    d->prev = last;
+    ccai_unlock(a);
+    *out = d;
+    return CCA_OK;
+}
+
+/* ---- release ------------------------------------------------------------- */
+
+static void note_leak(const cca_allocator *a, const ccai_block *b, cca_domain_report *r) {
+    r->live_blocks++;
+    r->live_bytes += b->size;
+    if (r->leaks && r->leaks_written < r->leaks_cap) {
+        cca_live_block *l = &r->leaks[r->leaks_written++];
+        l->ptr = (void *)b->addr;
+        l->size = b->size;
+        l->requested = b->requested;
+        l->stream = b->alloc_stream;
+        l->age = a->domains_tracked ? a->c.alloc_calls - b->born : 0;
+        l->pending = b->state == CCAI_PENDING;
+    }
+}
+
+/* Return d's live blocks to the pool (FORCE): as cca_free would, without
+ * waiting for any stream. Returning a block may merge it with neighbours,
+ * so each segment's walk starts again after one. */
+static void drop_live(cca_allocator *a, cca_domain *d) {
+    for (ccai_segment *s = a->segments; s; s = s->next) {
+        if (s->domain != d)
+            continue;
+        for (ccai_block *b = s->first; b;) {
+            if (b->state != CCAI_LIVE) {
+                b = b->next;
+                continue;
+            }
+            ccai_assert(a->c.requested >= b->requested);
+            a->c.requested -= b->requested;
+            if (a->domains_tracked) {
+                ccai_assert(d->c.requested >= b->requested);
+                d->c.requested -= b->requested;
+            }
+            if (a->trace)
+                ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream);
+            ccai_pool_return(a, b);
+            b = s->first;
+        }
+    }
+}
+
+static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *r) {
+    cca_status sync = cca_upstream_synchronize(a->upstream);
+    if (sync != CCA_OK)
+        return ccai_fail(sync, "cca_domain_release(%s): synchronize failed, nothing released: %s", d->name,
+                         cca_last_error());
+    ccai_stream_complete_all(a);
+    size_t pending = 0;
+    for (ccai_segment *s = a->segments; s; s = s->next)
+        if (s->domain == d && s->live_blocks)
+            for (const ccai_block *b = s->first; b; b = b->next)
+                if (b->state != CCAI_FREE) {
+                    note_leak(a, b, r);
+                    pending += b->state == CCAI_PENDING;
+                }
+    if (pending)
+        return ccai_fail(CCA_ERR_LIVE_BLOCKS,
+                         "cca_domain_release(%s): %zu freed blocks still wait on stream events; nothing released",
+                         d->name, pending);
+    if (r->live_blocks && !(flags & CCA_DOMAIN_FORCE))
+        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_domain_release(%s): %zu live blocks (%zu bytes); nothing released",
+                         d->name, r->live_blocks, r->live_bytes);
+    if (r->live_blocks)
+        drop_live(a, d);
+    size_t before = d->c.reserved, refused = 0;
+    cca_status first = CCA_OK;
+    char why[CCAI_ERROR_CAP] = "";
+    for (ccai_segment *s = a->segments, *next; s; s = next) {
+        next = s->next;
+        if (s->domain != d)
+            continue;
+        ccai_assert(s->live_blocks == 0);
+        cca_status st = s->expandable ? ccai_expandable_release(a, s) : ccai_segment_release(a, s);
+        if (st == CCA_OK) {
+            r->segments_released++;
+        } else {
+            refused++;
+            if (first == CCA_OK) {
+                first = st;
+                snprintf(why, sizeof why, "%s", cca_last_error());
+            }
+        }
+    }
+    r->bytes_released = before - d->c.reserved;
+    if (first != CCA_OK)
+        return ccai_fail(CCA_ERR_UPSTREAM,
+                         "cca_domain_release(%s): the upstream refused %zu segment(s) (kept, still cached): %s",
+                         d->name, refused, why);
+    return CCA_OK;
+}
+
+static cca_status release(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *report, bool destroy,
+                          const char *fn) {
+    cca_domain_report local;
+    memset(&local, 0, sizeof local);
+    if (report) {
+        local.leaks = report->leaks;
+        local.leaks_cap = report->leaks ? report->leaks_cap : 0;
+    }
+    if (!a)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
+    if (flags & ~CCA_DOMAIN_FORCE)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn, flags & ~CCA_DOMAIN_FORCE);
+    if (destroy && !d)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: the default domain cannot be destroyed", fn);
+    ccai_lock(a);
+    cca_status st;
+    if (d && !ccai_domain_valid(a, d)) {
+        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: domain %p is not one of this allocator's", fn, (void *)d);
+    } else {
+        if (!d)
+            d = &a->root;
+        st = release_locked(a, d, flags, &local);
+        local.bytes_still_reserved = d->c.reserved;
+        if (st == CCA_OK && destroy) {
+            ccai_assert(d->c.segments == 0 && d->c.reserved == 0);
+            d->prev->next = d->next;
+            if (d->next)
+                d->next->prev = d->prev;
+            for (int p = 0; p < CCAI_POOL_COUNT; p++)
+                ccai_free_index_destroy(&d->pools[p]);
+            free(d);
+        }
+    }
+    ccai_unlock(a);
+    if (report)
+        *report = local;
+    return st;
+}
+
+cca_status cca_domain_release(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *report) {
+    return release(a, d, flags, report, false, "cca_domain_release");
+}
+
+cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *report) {
+    return release(a, d, flags, report, true, "cca_domain_destroy");
+}
+
+/* ---- footprint ----------------------------------------------------------- */
+
+static cca_status reserve_arena(cca_allocator *a, size_t bytes) {
+    ccai_segment *s = NULL;
+    if (a->expandable)
+        return ccai_expandable_reserve(a, bytes, NULL, CCAI_POOL_ARENA, true, &s);
+    return ccai_segment_reserve(a, bytes, NULL, CCAI_POOL_ARENA, true, &s);
+}
+
+cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
+    if (!a)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: allocator is NULL");
+    if (bytes == 0 || bytes > SIZE_MAX / 2)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: %zu bytes (1..SIZE_MAX/2)", bytes);
+    if (a->config.policy == CCA_POLICY_GREEDY)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: the greedy policy has its arena already");
+    size_t rounded = (bytes + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+    ccai_lock(a);
+    cca_status st = CCA_OK;
+    if (d && !ccai_domain_valid(a, d))
+        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: domain %p is not one of this allocator's",
+                       (void *)d);
+    if (!d)
+        d = &a->root;
+    if (st == CCA_OK && d->arena)
+        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve(%s): the domain has an arena already", d->name);
+    if (st == CCA_OK && rounded > ccai_segment_ceiling(a))
+        st = ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                       "cca_domain_reserve(%s): %zu bytes exceed the device or max_reserved (%zu bytes)", d->name,
+                       rounded, ccai_segment_ceiling(a));
+    if (st == CCA_OK) {
+        a->serving = d;
+        st = reserve_arena(a, rounded);
+        if (st == CCA_ERR_OUT_OF_MEMORY) { /* as the OOM retry: cached memory of every domain goes back first */
+            a->c.retries++;
+            if (ccai_stream_wait_all(a) == CCA_OK)
+                (void)ccai_release(a, 0, CCAI_RELEASE_UNMAP, NULL);
+            else
+                (void)ccai_release(a, 0, 0, NULL);
+            st = reserve_arena(a, rounded);
+        }
+        if (st == CCA_OK) {
+            d->arena = a->segments; /* linked at the head */
+            ccai_assert(d->arena->domain == d && d->arena->shared);
+        } else {
+            st = ccai_fail(st, "cca_domain_reserve(%s): %zu bytes: %s", d->name, rounded, cca_last_error());
+        }
+        a->serving = &a->root;
+    }
+    ccai_unlock(a);
+    return st;
+}
+
+/* ---- queries ------------------------------------------------------------- */
+
+cca_status cca_domain_of(cca_allocator *a, const void *ptr, cca_domain **d) {
+    if (d)
+        *d = NULL;
+    if (!a || !ptr || !d)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_of: %s is NULL", !a ? "allocator" : !ptr ? "ptr" : "d");
+    ccai_lock(a);
+    ccai_block *b = ccai_live_map_find(&a->live, (uintptr_t)ptr);
+    cca_status st = CCA_OK;
+    if (!b || b->state != CCAI_LIVE)
+        st = ccai_diagnose_pointer(a, ptr, "cca_domain_of");
+    else if (b->segment->domain != &a->root)
+        *d = b->segment->domain;
+    ccai_unlock(a);
+    return st;
+}
+
+static void fill_stats(const cca_allocator *a, const cca_domain *d, cca_domain_stats *s) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", d->name);
+    ccai_domain_counters untracked; /* no domain yet: the default one is the allocator */
+    const ccai_domain_counters *c = &d->c;
+    if (!a->domains_tracked) {
+        untracked = d->c;
+        copy_block_counts(&untracked, &a->c);
+        c = &untracked;
+    }
+    s->allocated_bytes = c->allocated;
+    s->allocated_bytes_peak = c->allocated_peak;
+    s->requested_bytes = c->requested;
+    s->requested_bytes_peak = c->requested_peak;
+    s->reserved_bytes = c->reserved;
+    s->reserved_bytes_peak = c->reserved_peak;
+    s->active_blocks = c->active;
+    s->active_blocks_peak = c->active_peak;
+    s->cached_bytes = c->reserved >= c->allocated ? c->reserved - c->allocated : 0;
+    s->segments = c->segments;
+    s->alloc_calls = c->alloc_calls;
+    s->upstream_allocs = c->upstream_allocs;
+    s->upstream_frees = c->upstream_frees;
+    for (const ccai_segment *g = a->segments; g; g = g->next) {
+        if (g->domain != d)
+            continue;
+        for (const ccai_block *b = g->first; b; b = b->next) {
+            if (b->state != CCAI_FREE)
+                continue;
+            size_t l = g->expandable ? ccai_expandable_largest_mapped(b) : b->size;
+            if (l > s->largest_free_block)
+                s->largest_free_block = l;
+        }
+    }
+    s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
+}
+
+cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca_domain_stats *s) {
+    if (!a || !s)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: %s is NULL", a ? "stats" : "allocator");
+    cca_allocator *m = (cca_allocator *)a; /* the lock only */
+    ccai_lock(m);
+    cca_status st = CCA_OK;
+    if (d && !ccai_domain_valid(a, d))
+        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: domain %p is not one of this allocator's",
+                       (const void *)d);
+    else
+        fill_stats(a, d ? d : &a->root, s);
+    ccai_unlock(m);
+    return st;
+}
+
+void ccai_domain_stats_json(const cca_allocator *a, FILE *f) {
+    fputc('[', f);
+    for (const cca_domain *d = &a->root; d; d = d->next) {
+        cca_domain_stats s;
+        fill_stats(a, d, &s);
+        fprintf(f,
+                "%s{\"name\": \"%s\", \"allocated_bytes\": %zu, \"allocated_bytes_peak\": %zu, "
+                "\"requested_bytes\": %zu, \"requested_bytes_peak\": %zu, \"reserved_bytes\": %zu, "
+                "\"reserved_bytes_peak\": %zu, \"active_blocks\": %zu, \"active_blocks_peak\": %zu, "
+                "\"cached_bytes\": %zu, \"largest_free_block\": %zu, \"segments\": %zu, \"alloc_calls\": %llu, "
+                "\"upstream_allocs\": %llu, \"upstream_frees\": %llu, \"fragmentation\": %.6f, \"arena_bytes\": %zu}",
+                d == &a->root ? "" : ", ", s.name, s.allocated_bytes, s.allocated_bytes_peak, s.requested_bytes,
+                s.requested_bytes_peak, s.reserved_bytes, s.reserved_bytes_peak, s.active_blocks,
+                s.active_blocks_peak, s.cached_bytes, s.largest_free_block, s.segments,
+                (unsigned long long)s.alloc_calls, (unsigned long long)s.upstream_allocs,
+                (unsigned long long)s.upstream_frees, s.fragmentation, d->arena ? d->arena->size : (size_t)0);
+    }
+    fputc(']', f);
+}
+
+cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f) {
+    if (!a || !f)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_stats_write_json: %s is NULL", a ? "file" : "allocator");
+    cca_allocator *m = (cca_allocator *)a;
+    ccai_lock(m);
+    ccai_domain_stats_json(a, f);
+    fputc('\n', f);
+    ccai_unlock(m);
+    if (ferror(f))
+        return ccai_fail(CCA_ERR_IO, "cca_domain_stats_write_json: write failed");
+    return CCA_OK;
+}

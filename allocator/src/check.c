@@ -154,8 +154,8 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
 static const char *check_domains(const cca_allocator *a) {
     size_t reserved = 0, allocated = 0, requested = 0, active = 0, segments = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next)
-        if (!ccai_domain_valid(a, s->domain))
-            return "I8: a segment's domain is not one of the allocator's";
+        if (!ccai_domain_valid(a, s->domain) || s->index != &s->domain->pools[s->pool])
+            return "I8: a segment's domain is not one of the allocator's, or its index not that domain's";
     for (const cca_domain *d = &a->root; d; d = d->next) {
         if (d->next && d->next->prev != d)
             return "I8: the domain list is broken";

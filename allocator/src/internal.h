@@ -145,6 +145,8 @@ typedef struct ccai_segment {
     size_t mapped_pages; /* bits set                                      */
     uint64_t *mapped;    /* npages bits                                   */
     struct cca_domain *domain; /* its owner (domain.c); never changes      */
+    struct ccai_free_index *index; /* = &domain->pools[pool]: where its free
+                                  blocks are indexed (one load on free)   */
     size_t live_blocks; /* LIVE + PENDING blocks in this segment          */
     size_t live_bytes;
     ccai_block *first; /* lowest-address block                          */

@@ -195,7 +195,7 @@ void ccai_pool_return(cca_allocator *a, ccai_block *b) {
 
 void ccai_pool_return_unmapped(cca_allocator *a, ccai_block *b) {
     ccai_segment *s = b->segment;
-    ccai_free_index *ix = &s->domain->pools[s->pool];
+    ccai_free_index *ix = s->index;
     ccai_assert(b->state != CCAI_FREE && !b->needs_sync && s->live_blocks > 0);
     if (b->uses)
         ccai_stream_use_free(a, b);
@@ -261,8 +261,9 @@ static bool better_fit(const ccai_block *x, const ccai_block *than) {
 }
 
 /* Step 4: best fit for a request of `pool` on key stream `key`, among the
- * blocks of the domain served (a->serving). */
-static ccai_block *best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream key, size_t rounded) {
+ * blocks of domain d (its free index `pools`). */
+static ccai_block *best_fit_in(cca_allocator *a, ccai_free_index *pools, ccai_pool_kind pool, cca_stream key,
+                               size_t rounded) {
     const cca_config *c = &a->config;
     size_t max_size = SIZE_MAX;
     if (c->max_split) {
@@ -271,7 +272,6 @@ static ccai_block *best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream ke
         else if (rounded <= SIZE_MAX - c->medium_segment)
             max_size = rounded + c->medium_segment - 1; /* slack < medium_segment */
     }
-    ccai_free_index *pools = a->serving->pools;
     ccai_block *b = ccai_free_index_best_fit(&pools[pool], key, rounded, max_size);
     if (pool == CCAI_POOL_LARGE && c->medium_pool && c->policy == CCA_POLICY_GROWTH && !a->expandable &&
         rounded <= c->medium_segment) {
@@ -280,6 +280,11 @@ static ccai_block *best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream ke
             b = m;
     }
     return b;
+}
+
+/* The same in the domain the call serves (the growth paths). */
+static ccai_block *best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream key, size_t rounded) {
+    return best_fit_in(a, a->serving->pools, pool, key, rounded);
 }
 
 /* Cached bytes in fully free segments (what releasing could give back). */
@@ -481,7 +486,7 @@ static cca_status split(cca_allocator *a, ccai_block *b, size_t rounded) {
         b->next->prev = rest;
     b->next = rest;
     b->size = rounded;
-    ccai_free_index_insert(&b->segment->domain->pools[b->segment->pool], rest);
+    ccai_free_index_insert(b->segment->index, rest);
     a->c.splits++;
     return CCA_OK;
 }
@@ -510,7 +515,8 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
     }
 }
 
-static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream, void **out, ccai_deferred_log *log) {
+static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
+                               ccai_deferred_log *log) {
     /* 1 */
     if (size > SIZE_MAX - (a->config.segment_round + CCA_GRANULARITY))
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc: size %zu is too large to round", size);
@@ -522,10 +528,10 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
     ccai_stream_poll(a);
     /* 4 (a domain's footprint arena first: domain.c) */
     ccai_block *b = NULL;
-    if (a->serving->arena)
-        b = ccai_free_index_best_fit(&a->serving->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX);
+    if (d->arena)
+        b = ccai_free_index_best_fit(&d->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX);
     if (!b)
-        b = best_fit(a, pool, key, rounded);
+        b = best_fit_in(a, d->pools, pool, key, rounded);
     size_t held;
     if (b && b->segment->expandable && !ccai_pages_mapped(b->segment, b->addr, held = held_bytes(a, b, rounded))) {
         cca_status st = ccai_expandable_map(a, b, held);
@@ -548,7 +554,7 @@ static cca_status alloc_locked(cca_allocator *a, size_t size, cca_stream stream,
         }
     }
     /* 6 */
-    ccai_free_index *ix = &b->segment->domain->pools[b->segment->pool];
+    ccai_free_index *ix = b->segment->index;
     ccai_free_index_remove(ix, b); /* a large request may take a medium block */
     if (split(a, b, rounded) != CCA_OK) {
         ccai_free_index_insert(ix, b); /* unchanged; its pages stay mapped */
@@ -571,7 +577,7 @@ cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out) {
     ccai_deferred_log log;
     log.set = false;
     ccai_lock(a);
-    cca_status st = alloc_locked(a, size, s, out, &log);
+    cca_status st = alloc_locked(a, &a->root, size, s, out, &log);
     ccai_unlock(a);
     ccai_log_flush(&log);
     return st;
@@ -592,7 +598,7 @@ cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream
         st = CCA_OK;
     } else {
         a->serving = d ? d : &a->root;
-        st = alloc_locked(a, size, s, out, &log);
+        st = alloc_locked(a, a->serving, size, s, out, &log);
         a->serving = &a->root;
     }
     ccai_unlock(a);

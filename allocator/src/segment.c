@@ -124,6 +124,7 @@ cca_status ccai_segment_new(cca_allocator *a, cca_stream stream, ccai_pool_kind 
     }
     s->stream = stream;
     s->domain = a->serving;
+    s->index = &a->serving->pools[pool];
     s->shared = shared;
     s->pool = pool;
     s->mapped = bits;
@@ -136,7 +137,7 @@ cca_status ccai_segment_new(cca_allocator *a, cca_stream stream, ccai_pool_kind 
 }
 
 void ccai_segment_discard(cca_allocator *a, ccai_segment *s) {
-    ccai_free_index_detach(&s->domain->pools[s->pool], s->stream);
+    ccai_free_index_detach(s->index, s->stream);
     ccai_block_recycle(a, s->first);
     free(s->mapped);
     free(s);
@@ -153,7 +154,7 @@ void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t
     if (a->segments)
         a->segments->prev = s;
     a->segments = s;
-    ccai_free_index_insert(&s->domain->pools[s->pool], s->first);
+    ccai_free_index_insert(s->index, s->first);
     a->c.segments++;
     if (a->c.segments > a->c.segments_peak)
         a->c.segments_peak = a->c.segments;
@@ -165,7 +166,7 @@ void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t
 /* The reverse, after the upstream took it back: s is freed. */
 void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
     ccai_assert(s->live_blocks == 0 && s->first->next == NULL && a->c.segments > 0);
-    ccai_free_index_remove(&s->domain->pools[s->pool], s->first);
+    ccai_free_index_remove(s->index, s->first);
     if (s->domain->arena == s)
         s->domain->arena = NULL;
     if (s->prev)

@@ -1,8 +1,11 @@
 #!/bin/sh
 # test_ccrun.sh CCRUN — ccrun end to end on the simulated device: every bad
 # input exits non-zero with a message naming the problem and reports zero
-# live bytes; --help, --json, --keep-cache, --timeline, --save and a small
-# --demo work; long --conf values and paths are used whole; a batch that can
+# live bytes; --help, --json, --keep-cache, --timeline, --save, --resident
+# (each unload returns exactly the model's reservation while the resident
+# model's outputs stay the same bytes), --no-domains, footprint sidecars and a
+# small --demo (act 4 included) work; long --conf values and paths are used
+# whole; a batch that can
 # never fit is refused up front; NaN/Inf weights warn and exit 4. Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
 # CTest (tests/runtime.cmake).
 set -u
@@ -135,6 +138,54 @@ check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a mod
 check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
 check "--demo on a small simulated device" sh -c \
     "'$CCRUN' --demo --device host --capacity 192M > '$TMP/demo' && grep -q 'REFUSED' '$TMP/demo' && grep -q '== baseline 192.00 MiB every time' '$TMP/demo'"
+check "--demo act 4: memory trapped without domains, all of A returned with them, R unchanged, footprint without upstream calls" sh -c \
+    "grep -q '^4 *no domains: A unloaded + empty-cache *device free +0 B of A.s 82.00 MiB; [1-9][0-9.]* MiB trapped' '$TMP/demo' && grep -q '^4 *domains: A unloaded while R runs *device free +82.00 MiB = exactly A.s whole reservation' '$TMP/demo' && grep -q '^4 *R.s outputs as A came and went *bit-identical in both sequences' '$TMP/demo' && grep -q '^4 *A loaded again: remembered footprint *82.00 MiB reserved in 1 upstream call, then 0 in load + 2 runs; peak 82.00 MiB <= first 82.00 MiB' '$TMP/demo'"
+
+# --resident B A C: B stays loaded while A then C are loaded, run and
+# unloaded. From the JSON rows: at each unload the device's free memory rises
+# by exactly the model's whole reservation (the figure in the note, taken
+# from its domain before the release); B's outputs are the same bytes at
+# every step (the same hash in every one of its run rows).
+RB='mlp:256x2048x2048x10:relu:softmax:seed=2'
+RA='mlp:512x1024x1024x10:relu:softmax:seed=1'
+RC='mlp:128x3000x3000x10:gelu:softmax:seed=3'
+UNLOAD_RISE='
+/"phase": / {
+    match($0, /"device_free_bytes": [0-9]+/); f = substr($0, RSTART + 21, RLENGTH - 21) + 0
+    if ($0 ~ /"phase": "unload"/) {
+        n++
+        if (match($0, /whole reservation \([0-9]+ B\)/)) { r = substr($0, RSTART + 19, RLENGTH - 22) + 0 } else { r = -1 }
+        if (r <= 0 || f - prev != r) { bad++; print "unload row " n ": device free rose by " f - prev ", reservation " r }
+    }
+    prev = f
+}
+END { if (bad || n != want) { print n " unload rows, want " want; exit 1 } }'
+check "--resident B A C: each unload raises device free by exactly the model's whole reservation" sh -c \
+    "'$CCRUN' --device host --capacity 256M --json --resident '$RB' '$RA' '$RC' >'$TMP/res.json' && awk -v want=3 '$UNLOAD_RISE' '$TMP/res.json'"
+check "--resident B A C: B's outputs are bit-identical at every step, B runs after each unload" sh -c \
+    "test \$(grep '\"model\": \"$RB\"' '$TMP/res.json' | grep -o 'outputs [0-9a-f]*' | sort -u | wc -l) -eq 1 && test \$(grep -c '= its first run' '$TMP/res.json') -eq 2 && grep -q '\"error\": null' '$TMP/res.json' && grep -q '\"live_bytes_at_exit\": 0' '$TMP/res.json'"
+check "--resident B A C (text): the table says it, and the end is back at the baseline" sh -c \
+    "'$CCRUN' --device host --capacity 256M --resident '$RB' '$RA' '$RC' >'$TMP/res.txt' && test \$(grep -c '^unload .*domain released: device free +[0-9.]* MiB, exactly its whole reservation' '$TMP/res.txt') -eq 3 && grep -q '^load .*resident: 3 layers' '$TMP/res.txt' && grep -q 'released 0 B; device free == baseline' '$TMP/res.txt'"
+check "--resident B A C A: the second load of A reserves its footprint and makes no other upstream call" sh -c \
+    "'$CCRUN' --device host --capacity 256M --resident '$RB' '$RA' '$RC' '$RA' >'$TMP/rf.txt' && grep -q '^load .*footprint 22.00 MiB reserved up front (1 upstream call), then 0 upstream calls' '$TMP/rf.txt' && test \$(grep -c '^run .*, 0 upstream calls' '$TMP/rf.txt') -ge 5"
+check "--resident --no-domains: the unload returns nothing, a trim what the resident does not pin; B unchanged" sh -c \
+    "'$CCRUN' --device host --capacity 256M --no-domains --resident '$RB' '$RA' '$RC' >'$TMP/rn.txt' && test \$(grep -c '^unload .*no domain: device free +0 B, its memory stays cached' '$TMP/rn.txt') -eq 3 && test \$(grep -c '^trim .*released [1-9]' '$TMP/rn.txt') -eq 2 && test \$(grep -c '= its first run' '$TMP/rn.txt') -eq 2 && grep -q 'no memory domains' '$TMP/rn.txt'"
+check "--resident alone (no swapped MODEL) loads, runs and releases it" sh -c \
+    "'$CCRUN' --device host --resident 'mlp:16x16' | grep -q 'device free == baseline'"
+check "--keep-cache implies no domains" sh -c \
+    "'$CCRUN' --device host --keep-cache 'mlp:64x64' | grep -q 'no memory domains'"
+expect 2 "--demo takes no --resident" -- --demo --resident "mlp:4x4"
+expect 2 "--save needs exactly one MODEL and no --resident" -- --save "$TMP/x.safetensors" --resident "mlp:4x4" "mlp:4x4"
+expect 2 "at most 8 times" -- --resident m1 --resident m2 --resident m3 --resident m4 --resident m5 --resident m6 --resident m7 --resident m8 --resident m9
+expect 1 "cannot open" -- --resident "$TMP/missing.safetensors" "mlp:4x4"
+expect 1 "cannot open" -- --resident "mlp:64x64" "$TMP/missing.safetensors"
+# footprint sidecars: written at unload, read by the next process; a hostile one is ignored with a warning
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$TMP/fp.safetensors"
+check "--footprint-sidecar: the first run writes FILE.ccfoot, the second reserves it up front" sh -c \
+    "'$CCRUN' --device host --footprint-sidecar '$TMP/fp.safetensors' >/dev/null && grep -q '^reserved_peak 2097152\$' '$TMP/fp.safetensors.ccfoot' && '$CCRUN' --device host --footprint-sidecar '$TMP/fp.safetensors' | grep -q 'footprint 2.00 MiB reserved up front (1 upstream call), then 0 upstream calls'"
+printf 'ccfoot 1\narch mlp:64x32x10:relu:softmax\nbatch 8\nreserved_peak 99999999999\n' >"$TMP/fp.safetensors.ccfoot"
+check "--footprint-sidecar: a hostile sidecar is ignored with a warning, the run succeeds" sh -c \
+    "'$CCRUN' --device host --footprint-sidecar '$TMP/fp.safetensors' >'$TMP/fo' 2>'$TMP/fe' && grep -q 'ignored' '$TMP/fe' && ! grep -q 'footprint' '$TMP/fo'"
 
 echo "$((n - fails)) of $n ccrun checks passed"
 [ "$fails" -eq 0 ]

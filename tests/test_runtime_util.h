@@ -40,15 +40,22 @@ static inline float *read_tensor(const char *path, const char *name, size_t *cou
     return v;
 }
 
-static inline ccr_engine *host_engine(size_t capacity, const char *conf) {
+/* An engine on a simulated device of `capacity` bytes; domains 0 puts every
+ * model in the allocator's default domain (one shared pool). */
+static inline ccr_engine *host_engine_domains(size_t capacity, const char *conf, int domains) {
     ccr_engine_options o;
     ccr_engine_options_default(&o);
     o.device = CCR_DEVICE_HOST;
     o.host_capacity = capacity;
     o.alloc_conf = conf;
+    o.domains = domains;
     ccr_engine *e = NULL;
     cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
     return e;
+}
+
+static inline ccr_engine *host_engine(size_t capacity, const char *conf) {
+    return host_engine_domains(capacity, conf, 1);
 }
 
 static inline size_t live_bytes(ccr_engine *e) {

@@ -139,7 +139,7 @@ static void note_leak(const cca_allocator *a, const ccai_block *b, cca_domain_re
         l->size = b->size;
         l->requested = b->requested;
         l->stream = b->alloc_stream;
-        l->age = a->domains_tracked ? a->c.alloc_calls - b->born : 0;
+        l->age = a->c.alloc_calls - b->born;
         l->pending = b->state == CCAI_PENDING;
     }
 }

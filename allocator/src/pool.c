@@ -505,8 +505,8 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
     raise_by(&c->requested, &c->requested_peak, size);
     raise_by(&c->active, &c->active_peak, 1);
     c->alloc_calls++;
+    b->born = c->alloc_calls; /* a leak report's age (domain.c) */
     if (a->domains_tracked) { /* only once a domain exists (domain.c) */
-        b->born = c->alloc_calls;
         ccai_domain_counters *d = &b->segment->domain->c;
         raise_by(&d->allocated, &d->allocated_peak, b->size);
         raise_by(&d->requested, &d->requested_peak, size);

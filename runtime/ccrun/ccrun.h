@@ -14,6 +14,8 @@
  * other failure's code takes precedence. */
 enum { CCRUN_OK = 0, CCRUN_ERR_MODEL = 1, CCRUN_ERR_USAGE = 2, CCRUN_ERR_LEAK = 3, CCRUN_WARN_NONFINITE = 4 };
 
+#define CCRUN_MAX_RESIDENT 8
+
 typedef struct ccrun_options {
     ccr_device_kind device;
     size_t capacity;
@@ -27,6 +29,10 @@ typedef struct ccrun_options {
     unsigned long long seed;
     const char **models;
     size_t n_models;
+    const char *resident[CCRUN_MAX_RESIDENT]; /* --resident: loaded first, kept */
+    size_t n_resident;
+    int no_domains;        /* --no-domains (--keep-cache implies it) */
+    int footprint_sidecar; /* --footprint-sidecar */
 } ccrun_options;
 
 /* One row of the per-phase table. */
@@ -69,6 +75,11 @@ void ccrun_json_document(ccrun_report *r, ccr_engine *e, const char *error, size
 void ccrun_fill_input(float *x, size_t n, unsigned long long seed);
 /* Load progress on stderr when stdout is a terminal. */
 void ccrun_progress(void *user, const char *model, size_t done, size_t total);
+
+/* FNV-1a over n bytes, continuing from h (start: CCRUN_FNV_BASIS): how
+ * ccrun shows that a resident model's outputs stay the same bytes. */
+#define CCRUN_FNV_BASIS 0xcbf29ce484222325ull
+unsigned long long ccrun_fnv1a(unsigned long long h, const void *p, size_t n);
 
 /* "device free == baseline", or "device free N below baseline" (above):
  * the exact difference, formatted into BUF; returns BUF. */

@@ -1,5 +1,5 @@
 /*
- * demo.c — `ccrun --demo`: the whole story in three acts on one device.
+ * demo.c — `ccrun --demo`: the whole story in four acts on one device.
  *
  *   Act 1  greedy + --keep-cache (TensorFlow's default): the allocator takes
  *          90% of the device at creation; after model A is unloaded the idle
@@ -14,6 +14,15 @@
  *   Act 3  explicit release: A, B, C one after another, each followed by
  *          ccr_engine_release; the device's free memory is back at its
  *          starting value every time.
+ *   Act 4  memory domains: a resident model R stays loaded while model A
+ *          is unloaded; without domains A's memory is trapped in segments
+ *          R's blocks share, with one domain per model it all goes back at
+ *          the unload; A's second load reserves its remembered footprint and
+ *          makes no upstream call (details above act4()).
+ *
+ * Acts 1-3 run with the engine's memory domains off: they tell the story of
+ * one shared pool (what a framework's caching allocator does), which act 4
+ * then compares with domains.
  *
  * Sizing: the three synthetic models hold ~60% of the device's free memory
  * each (so two never fit side by side), with different shapes. The act-2
@@ -81,7 +90,7 @@ static void make_spec(char *buf, size_t len, size_t target, size_t layers, unsig
         snprintf(buf + pos, len - pos, "x10:relu:softmax:seed=%u", seed);
 }
 
-static ccr_engine *engine(demo *d, const char *policy) {
+static ccr_engine *engine(demo *d, const char *policy, int domains) {
     char *conf = ccrun_alloc_conf(d->o, policy);
     if (!conf) {
         fprintf(stderr, "ccrun: demo: out of host memory\n");
@@ -93,6 +102,7 @@ static ccr_engine *engine(demo *d, const char *policy) {
     eo.upstream = d->dev;
     eo.alloc_conf = conf;
     eo.timeline = d->tl;
+    eo.domains = domains;
     if (isatty(STDOUT_FILENO))
         eo.progress = ccrun_progress;
     ccr_engine *e = NULL;
@@ -159,10 +169,10 @@ static size_t reserved(ccr_engine *e) {
 }
 
 /* Print the act's title and table header, create its engine, show it. */
-static ccr_engine *begin_act(demo *d, const char *title, const char *policy, const char *note) {
+static ccr_engine *begin_act(demo *d, const char *title, const char *policy, int domains, const char *note) {
     printf("\n== %s ==\n", title);
     ccrun_table_header(&d->rep);
-    ccr_engine *e = engine(d, policy);
+    ccr_engine *e = engine(d, policy, domains);
     if (e)
         ccrun_phase(&d->rep, e, "create", "", 0, "%s", note);
     return e;
@@ -175,7 +185,7 @@ static double pct(size_t part, size_t whole) {
 static void act1(demo *d, const char *spec_a, const char *spec_b) {
     char b0[32], b1[32], b2[32];
     ccr_engine *e = begin_act(d, "Act 1: greedy + --keep-cache (TensorFlow's default): memory stays with the process",
-                              "greedy", "greedy arena reserved at creation");
+                              "greedy", 0, "greedy arena reserved at creation");
     if (!e)
         return;
     ccr_model *a = load_run(d, e, "A", spec_a, d->batch);
@@ -229,7 +239,7 @@ static void act1(demo *d, const char *spec_a, const char *spec_b) {
 static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_held, const char *policy,
                  const char *act, const char *title) {
     char b0[32], b1[32], b2[32];
-    ccr_engine *e = begin_act(d, title, policy, "nothing reserved yet");
+    ccr_engine *e = begin_act(d, title, policy, 0, "nothing reserved yet");
     if (!e)
         return;
     cca_stats st0;
@@ -310,7 +320,8 @@ static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_
 
 static void act3(demo *d, const char **specs, const char **labels) {
     char b0[32], b1[32];
-    ccr_engine *e = begin_act(d, "Act 3: explicit release after every model", "growth", "baseline = device free now");
+    ccr_engine *e =
+        begin_act(d, "Act 3: explicit release after every model", "growth", 0, "baseline = device free now");
     if (!e)
         return;
     ccr_device_info info;
@@ -336,6 +347,209 @@ static void act3(demo *d, const char **specs, const char **labels) {
     if (!all_equal)
         d->failed = 1;
     ccr_engine_destroy(e);
+}
+
+/* ---- Act 4: memory domains -------------------------------------------------
+ *
+ * A resident model R and a swapped model A on one device, the same sequence
+ * twice: A loaded and run; R loaded (it stays) and run; A unloaded; R run
+ * again. First without domains (one shared pool, as in every framework's
+ * caching allocator), then with one domain per model (the engine's default).
+ *
+ * The shapes show how sharing traps memory: A's 8 layers of 1344x1344
+ * floats (6.89 MiB each) are medium requests, two to a 20 MiB medium
+ * segment, which leaves 6.2 MiB free at the end of each; R's 1144x1144
+ * layers (4.99 MiB) are best-fitted into exactly those tails. Without
+ * domains, unloading A frees its blocks, but each of A's segments now holds
+ * one of R's: even cca_empty_cache gives back little of A. With domains, R's
+ * blocks live in R's segments, and unloading A returns all A reserved, at
+ * once, while R keeps running; R's outputs are compared byte for byte (a
+ * hash) across the sequence.
+ *
+ * Then, with domains, A is loaded a second time: the engine remembered its
+ * footprint (its domain's peak reserved bytes) at the first unload and
+ * reserves it in one upstream call before the first tensor; the load and
+ * its runs make none, and the peak is no higher than the first time.
+ */
+
+static unsigned long long upstream_allocs(demo *d) {
+    cca_upstream_stats us;
+    cca_upstream_get_stats(d->dev, &us);
+    return (unsigned long long)(us.alloc_calls + us.vm_map_calls);
+}
+
+static size_t device_free_now(demo *d) {
+    size_t f = 0, t = 0;
+    cca_upstream_mem_info(d->dev, &f, &t);
+    return f;
+}
+
+/* d->iters batches through m; *hash gets a hash of every output byte. */
+static int run_hashed(demo *d, ccr_engine *e, ccr_model *m, const char *label, unsigned long long *hash,
+                      const char *role) {
+    const ccr_arch *a = ccr_model_arch(m);
+    size_t in = a->layers[0].in, out = a->layers[a->n_layers - 1].out;
+    float *x = malloc(d->batch * in * sizeof(float)), *y = malloc(d->batch * out * sizeof(float));
+    unsigned long long h = CCRUN_FNV_BASIS;
+    int ok = x && y;
+    double t = ccrun_now_ms();
+    for (size_t i = 0; ok && i < d->iters; i++) {
+        ccrun_fill_input(x, d->batch * in, d->o->seed + i);
+        ok = ccr_model_run(m, x, d->batch, y) == CCR_OK;
+        if (ok)
+            h = ccrun_fnv1a(h, y, d->batch * out * sizeof(float));
+        else
+            printf("          -> run failed: %s\n", ccr_last_error());
+    }
+    if (ok)
+        ccrun_phase(&d->rep, e, "run", label, ccrun_now_ms() - t, "%zu x batch %zu; outputs %016llx%s", d->iters,
+                    d->batch, h, role);
+    free(x);
+    free(y);
+    *hash = h;
+    return ok;
+}
+
+/* What one half of act 4 measured. */
+typedef struct act4_half {
+    int ok;                             /* every step ran                          */
+    size_t a_reserved;                  /* what A held before its unload           */
+    size_t rise;                        /* device free: + at A's unload (and trim) */
+    size_t trapped;                     /* free bytes in segments R's blocks pin   */
+    size_t pinned;                      /* such segments                           */
+    unsigned long long r_hash;          /* R's outputs, first run                  */
+    int r_same;                         /* R's outputs the same after A's unload   */
+    size_t a_peak;                      /* A's domain peak at its first unload     */
+    size_t foot, foot_calls, foot_peak; /* A's second load (domains)      */
+    unsigned long long foot_during;     /* upstream calls after the footprint */
+} act4_half;
+
+static void act4_half_run(demo *d, int domains, const char *spec_a, const char *spec_r, act4_half *h) {
+    char b0[32], b1[32], b2[32];
+    memset(h, 0, sizeof *h);
+    ccr_engine *e =
+        begin_act(d,
+                  domains ? "Act 4b: the same with one memory domain per model (the engine's default)"
+                          : "Act 4a: resident model R, swapped model A, no memory domains (one shared pool)",
+                  "growth", domains, domains ? "domains on" : "domains off");
+    if (!e)
+        return;
+    ccr_model *a = load_run(d, e, "A", spec_a, d->batch), *r = NULL;
+    h->a_reserved = reserved(e); /* all A's: nothing else is loaded yet */
+    double t = ccrun_now_ms();
+    if (a && ccr_model_load_spec(e, spec_r, &r) != CCR_OK) {
+        printf("          -> %s\n", ccr_last_error());
+        r = NULL;
+    }
+    if (r) {
+        ccrun_phase(&d->rep, e, "load", "R", ccrun_now_ms() - t, "resident from here: %s of weights, %s",
+                    cca_format_bytes(ccr_arch_param_bytes(ccr_model_arch(r)), b0, sizeof b0),
+                    domains ? "in its own domain" : "best fit into the free ends of A's segments");
+        h->ok = run_hashed(d, e, r, "R", &h->r_hash, " (R's first run)");
+    }
+    if (!h->ok) {
+        ccr_model_unload(a);
+        ccr_model_unload(r);
+        ccr_engine_destroy(e);
+        return;
+    }
+    size_t free0 = device_free_now(d);
+    t = ccrun_now_ms();
+    ccr_unload_info u;
+    ccr_model_release(a, &u);
+    if (domains) {
+        h->a_peak = u.reserved_peak;
+        h->a_reserved = u.reserved_at_unload; /* the same figure, from A's domain */
+        h->rise = device_free_now(d) - free0;
+        ccrun_phase(&d->rep, e, "unload", "A", ccrun_now_ms() - t, "A's domain released: device free +%s of its %s",
+                    cca_format_bytes(h->rise, b0, sizeof b0), cca_format_bytes(h->a_reserved, b1, sizeof b1));
+    } else {
+        ccrun_phase(&d->rep, e, "unload", "A", ccrun_now_ms() - t, "device free +0 B: A's memory stays cached");
+        cca_release_report rr;
+        ccr_engine_mark(e, "trim", "A");
+        t = ccrun_now_ms();
+        cca_empty_cache(ccr_engine_allocator(e), &rr);
+        h->rise = device_free_now(d) - free0;
+        h->trapped = rr.free_bytes_pinned + rr.free_bytes_trapped;
+        h->pinned = rr.segments_pinned;
+        ccrun_phase(&d->rep, e, "trim", "", ccrun_now_ms() - t,
+                    "empty-cache with R loaded: released %s; %s free but trapped in %zu segments pinned by R",
+                    cca_format_bytes(rr.bytes_released, b0, sizeof b0), cca_format_bytes(h->trapped, b1, sizeof b1),
+                    h->pinned);
+    }
+    unsigned long long again = 0;
+    h->ok = run_hashed(d, e, r, "R", &again, "");
+    h->r_same = h->ok && again == h->r_hash;
+    if (h->ok && !h->r_same)
+        printf("  R's outputs CHANGED after A's unload (%016llx, first %016llx)\n", again, h->r_hash);
+
+    if (domains && h->ok) { /* A again: its footprint remembered at the unload above */
+        unsigned long long c0 = upstream_allocs(d);
+        ccr_model *a2 = load_run(d, e, "A", spec_a, d->batch);
+        if (a2) {
+            h->foot = ccr_model_footprint(a2);
+            h->foot_calls = (size_t)(upstream_allocs(d) - c0);
+            h->foot_during = h->foot_calls - (h->foot ? 1 : 0);
+            printf("  A loaded again: its footprint of %s reserved up front; upstream calls during the load and %zu "
+                   "runs: %zu in all, %llu besides the footprint's\n",
+                   cca_format_bytes(h->foot, b0, sizeof b0), d->iters, h->foot_calls, h->foot_during);
+            t = ccrun_now_ms();
+            ccr_model_release(a2, &u);
+            h->foot_peak = u.reserved_peak;
+            ccrun_phase(&d->rep, e, "unload", "A", ccrun_now_ms() - t, "peak %s (first load: %s); returned %s",
+                        cca_format_bytes(u.reserved_peak, b0, sizeof b0), cca_format_bytes(h->a_peak, b1, sizeof b1),
+                        cca_format_bytes(u.bytes_released, b2, sizeof b2));
+        } else {
+            h->ok = 0;
+        }
+    }
+    size_t free1 = device_free_now(d);
+    t = ccrun_now_ms();
+    ccr_model_release(r, &u);
+    ccrun_phase(&d->rep, e, "unload", "R", ccrun_now_ms() - t, "%sdevice free +%s",
+                domains ? "R's domain released: " : "", cca_format_bytes(device_free_now(d) - free1, b0, sizeof b0));
+    ccr_release_info ri;
+    ccr_engine_release(e, &ri);
+    char note[64];
+    ccrun_phase(&d->rep, e, "release", "", 0, "%s", ccrun_baseline_note(&ri, note, sizeof note));
+    ccr_engine_destroy(e);
+}
+
+static void act4(demo *d) {
+    char b0[32], b1[32], b2[32];
+    char spec_a[256], spec_r[256];
+    /* 8 layers of 1344x1344 and a 10-way head; 4 of 1144x1144 and a head */
+    snprintf(spec_a, sizeof spec_a, "mlp:1344x1344x1344x1344x1344x1344x1344x1344x1344x10:relu:softmax:seed=5");
+    snprintf(spec_r, sizeof spec_r, "mlp:1144x1144x1144x1144x1144x10:relu:softmax:seed=6");
+    printf("\nAct 4 models: A = %s\n              R = %s\n", spec_a, spec_r);
+    act4_half off, on;
+    act4_half_run(d, 0, spec_a, spec_r, &off);
+    act4_half_run(d, 1, spec_a, spec_r, &on);
+    if (off.ok)
+        add_summary(d, "4", "no domains: A unloaded + empty-cache",
+                    "device free +%s of A's %s; %s trapped in %zu segments pinned by R",
+                    cca_format_bytes(off.rise, b0, sizeof b0), cca_format_bytes(off.a_reserved, b2, sizeof b2),
+                    cca_format_bytes(off.trapped, b1, sizeof b1), off.pinned);
+    else
+        add_summary(d, "4", "no domains: A unloaded + empty-cache", "did not run: %.100s", ccr_last_error());
+    if (on.ok)
+        add_summary(d, "4", "domains: A unloaded while R runs", "device free +%s = %s A's whole reservation",
+                    cca_format_bytes(on.rise, b0, sizeof b0), on.rise == on.a_reserved ? "exactly" : "NOT");
+    else
+        add_summary(d, "4", "domains: A unloaded while R runs", "did not run: %.100s", ccr_last_error());
+    if (off.ok && on.ok)
+        add_summary(d, "4", "R's outputs as A came and went", "%s (hash %016llx)",
+                    off.r_same && on.r_same && off.r_hash == on.r_hash ? "bit-identical in both sequences" : "CHANGED",
+                    on.r_hash);
+    if (on.ok)
+        add_summary(d, "4", "A loaded again: remembered footprint",
+                    "%s reserved in 1 upstream call, then %llu in load + %zu runs; peak %s <= first %s",
+                    cca_format_bytes(on.foot, b0, sizeof b0), on.foot_during, d->iters,
+                    cca_format_bytes(on.foot_peak, b1, sizeof b1), cca_format_bytes(on.a_peak, b2, sizeof b2));
+    /* exact on the simulated device: a miss there is a bug */
+    if (on.ok && off.ok &&
+        ((d->simulated && on.rise != on.a_reserved) || !off.r_same || !on.r_same || off.r_hash != on.r_hash))
+        d->failed = 1;
 }
 
 int ccrun_demo(const ccrun_options *o) {
@@ -394,6 +608,7 @@ int ccrun_demo(const ccrun_options *o) {
          "Act 2x: the same over expandable segments: trim unmaps free pages around the live weights");
     const char *specs[3] = {sa, sb, sc}, *labels[3] = {"A", "B", "C"};
     act3(&d, specs, labels);
+    act4(&d);
 
     printf("\n== Summary (device %s: %s, %s) ==\n", cca_upstream_name(d.dev),
            d.simulated ? "SIMULATED on host memory" : "real GPU", cca_format_bytes(d.total, b0, sizeof b0));

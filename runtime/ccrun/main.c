@@ -3,12 +3,25 @@
  * figures of every phase, and release in between.
  *
  *     ccrun [options] MODEL...        MODEL: file.safetensors or mlp:... spec
- *     ccrun --demo                    greedy vs growth, fragmentation, release
+ *     ccrun --resident R MODEL...     R stays loaded while each MODEL is swapped
+ *     ccrun --demo                    greedy vs growth, fragmentation, release,
+ *                                     memory domains
  *
- * For each model: load, run --iters batches of --batch rows, unload, then
- * release (unless --keep-cache): cca_empty_cache and the device's free memory
- * compared with its value before the first load. Errors name the problem,
- * leave the allocator at zero live bytes, and exit non-zero (see --help).
+ * For each model: load, run --iters batches of --batch rows, unload (with
+ * memory domains, the default, the unload itself gives the model's memory
+ * back), then release (unless --keep-cache): cca_empty_cache and the
+ * device's free memory compared with its value before the first load.
+ *
+ * With --resident, the resident models are loaded first and stay loaded:
+ * each MODEL is loaded, run and unloaded while they keep running, and every
+ * resident runs again after each unload, its outputs compared (a hash of
+ * their bytes) with its first run. The unload row shows the device's free
+ * memory rising by the unloaded model's whole reservation; with
+ * --no-domains, the unload leaves it cached and a trim gives back only
+ * segments no resident block pins.
+ *
+ * Errors name the problem, leave the allocator at zero live bytes, and exit
+ * non-zero (see --help).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -21,10 +34,13 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: ccrun [options] MODEL...\n"
+               "       ccrun [options] --resident MODEL [--resident MODEL]... [MODEL...]\n"
                "       ccrun --demo [--device D] [--capacity SIZE]\n"
                "\n"
                "Runs each MODEL in sequence in one process: load, run N batches, unload,\n"
                "release (unless --keep-cache), printing a table of memory figures per phase.\n"
+               "Each model has its own memory domain (policy growth): unloading it returns all\n"
+               "of its memory at once, while resident models keep theirs (--no-domains: off).\n"
                "MODEL is a safetensors file (layer list in __metadata__[\"" CCR_META_KEY "\"]) or a spec\n"
                "string:  mlp:D0xD1x...xDn[:relu|gelu|none][:softmax][:seed=N][:nobias][:acts=A/B/..]\n"
                "         e.g. mlp:784x4096x4096x10:relu:softmax\n"
@@ -39,17 +55,28 @@ static void usage(FILE *f) {
                "  --batch N               rows per batch (default 8)\n"
                "  --iters N               batches per model (default 3)\n"
                "  --keep-cache            never release: memory stays with the process, as in\n"
-               "                          TensorFlow (unload only)\n"
+               "                          TensorFlow (unload only; implies --no-domains)\n"
+               "  --resident MODEL        load MODEL first and keep it loaded (up to 8 times):\n"
+               "                          it runs again after each other MODEL is unloaded,\n"
+               "                          and its outputs must stay the same bytes\n"
+               "  --no-domains            every model in the allocator's default domain: an\n"
+               "                          unloaded model's memory stays cached, shared segments\n"
+               "                          with resident models trap it (for comparison)\n"
+               "  --footprint-sidecar     remember each model file's peak reserved memory in\n"
+               "                          FILE.ccfoot and reserve it up front at its next load\n"
+               "                          (in memory within one run: always, with domains)\n"
                "  --json                  print one JSON document instead of the table\n"
                "                          (MODEL runs; not with --demo)\n"
                "  --timeline FILE.csv     one CSV row per allocator event or phase\n"
                "  --save FILE             after loading the (single) MODEL, write it as safetensors\n"
                "  --seed N                seed of the random input batches (default 1)\n"
                "  --demo                  the whole story: greedy + keep-cache, growth +\n"
-               "                          fragmentation + trim, explicit release (3 acts)\n"
+               "                          fragmentation + trim, explicit release, memory\n"
+               "                          domains with a resident model (4 acts)\n"
                "  --help                  this text\n"
                "\n"
-               "exit status: 0 ok, 1 a model failed (bad file, does not fit, ...), 2 bad usage,\n"
+               "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
+               "  resident model's outputs changed, ...), 2 bad usage,\n"
                "3 device memory still allocated at exit (a bug),\n"
                "4 a model has non-finite (NaN/Inf) weights: it ran, its outputs are not numbers\n"
                "  (a warning on stderr names each tensor and its count).\n"
@@ -89,6 +116,9 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         O_SAVE,
         O_SEED,
         O_DEMO,
+        O_RESIDENT,
+        O_NO_DOMAINS,
+        O_SIDECAR,
         O_HELP
     };
     static const struct option longopts[] = {{"policy", required_argument, 0, O_POLICY},
@@ -103,6 +133,9 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
                                              {"save", required_argument, 0, O_SAVE},
                                              {"seed", required_argument, 0, O_SEED},
                                              {"demo", no_argument, 0, O_DEMO},
+                                             {"resident", required_argument, 0, O_RESIDENT},
+                                             {"no-domains", no_argument, 0, O_NO_DOMAINS},
+                                             {"footprint-sidecar", no_argument, 0, O_SIDECAR},
                                              {"help", no_argument, 0, O_HELP},
                                              {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -154,6 +187,13 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
             break;
         }
         case O_DEMO: o->demo = 1; break;
+        case O_RESIDENT:
+            if (o->n_resident == CCRUN_MAX_RESIDENT)
+                return usage_error("--resident is given at most 8 times ('%s' is the ninth)", optarg);
+            o->resident[o->n_resident++] = optarg;
+            break;
+        case O_NO_DOMAINS: o->no_domains = 1; break;
+        case O_SIDECAR: o->footprint_sidecar = 1; break;
         case 'h':
         case O_HELP: usage(stdout); return -1;
         case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
@@ -169,8 +209,12 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
     }
     o->models = (const char **)(argv + optind);
     o->n_models = (size_t)(argc - optind);
-    if (!o->demo && o->n_models == 0)
+    if (!o->demo && o->n_models == 0 && o->n_resident == 0)
         return usage_error("%s", "no MODEL given");
+    if (o->demo && o->n_resident)
+        return usage_error("--demo takes no --resident (got '%s'): act 4 has its own", o->resident[0]);
+    if (o->save_path && o->n_resident)
+        return usage_error("%s", "--save needs exactly one MODEL and no --resident");
     if (o->demo && o->n_models)
         return usage_error("--demo takes no MODEL (got '%s')", o->models[0]);
     if (o->demo && o->json)
@@ -202,6 +246,7 @@ typedef struct run_state {
     char *errbuf; /* malloc'd, whole: no user string is cut */
     float *x, *y; /* the current model's batch buffers */
     int nonfinite_seen;
+    int domains; /* models get memory domains (on, and policy growth) */
 } run_state;
 
 /* Step 1: timeline, allocator configuration, engine, the device banner.
@@ -225,6 +270,8 @@ static int open_engine(run_state *rs) {
     eo.host_capacity = o->capacity;
     eo.alloc_conf = rs->conf;
     eo.timeline = rs->tl;
+    eo.domains = !o->no_domains && !o->keep_cache;
+    eo.footprint_sidecar = o->footprint_sidecar;
     if (!o->json && isatty(STDOUT_FILENO))
         eo.progress = ccrun_progress;
     ccr_status st = ccr_engine_create(&eo, &rs->e);
@@ -234,6 +281,9 @@ static int open_engine(run_state *rs) {
             ccrun_json_document(&rs->rep, NULL, ccr_last_error(), 0);
         return st == CCR_ERR_INVALID_ARGUMENT ? CCRUN_ERR_USAGE : CCRUN_ERR_MODEL;
     }
+    cca_config cfg;
+    rs->domains =
+        eo.domains && cca_get_config(ccr_engine_allocator(rs->e), &cfg) == CCA_OK && cfg.policy == CCA_POLICY_GROWTH;
     ccr_device_info dev;
     ccr_engine_device_info(rs->e, &dev);
     char b0[32], b1[32];
@@ -244,8 +294,9 @@ static int open_engine(run_state *rs) {
                *rs->conf ? rs->conf : "defaults (growth)");
         ccrun_table_header(&rs->rep);
     }
-    ccrun_phase(&rs->rep, rs->e, "start", "", 0, "device free before the allocator: %s (the baseline)",
-                cca_format_bytes(dev.free_baseline, b0, sizeof b0));
+    ccrun_phase(&rs->rep, rs->e, "start", "", 0, "device free before the allocator: %s (the baseline); %s",
+                cca_format_bytes(dev.free_baseline, b0, sizeof b0),
+                rs->domains ? "one memory domain per model" : "no memory domains (one shared pool)");
     return CCRUN_OK;
 }
 
@@ -258,17 +309,40 @@ static int model_error(run_state *rs, ccr_model *m) {
     return CCRUN_ERR_MODEL;
 }
 
-/* Step 2a: load SRC (and save it when asked), warn on non-finite weights. */
-static int load_model(run_state *rs, const char *src, ccr_model **out) {
-    char b0[32];
+/* Upstream calls that take device memory (allocations and maps), counted by
+ * the device: ccrun is its only tenant. */
+static unsigned long long device_calls(run_state *rs) {
+    cca_upstream_stats us;
+    cca_upstream_get_stats(ccr_engine_upstream(rs->e), &us);
+    return (unsigned long long)(us.alloc_calls + us.vm_map_calls);
+}
+
+static size_t device_free_now(run_state *rs) {
+    size_t f = 0, t = 0;
+    cca_upstream_mem_info(ccr_engine_upstream(rs->e), &f, &t);
+    return f;
+}
+
+/* Step 2a: load SRC (and save it when asked), warn on non-finite weights.
+ * A load that reserved a remembered footprint says so, with the upstream
+ * calls the load made beyond that one reservation (one allocation, or one
+ * range mapped whole). */
+static int load_model(run_state *rs, const char *src, const char *role, ccr_model **out) {
+    char b0[32], b1[32], foot[128] = "";
     ccr_model *m = NULL;
+    unsigned long long calls = device_calls(rs);
     double t = ccrun_now_ms();
     if (ccr_model_load(rs->e, src, &m) != CCR_OK)
         return model_error(rs, NULL);
+    double ms = ccrun_now_ms() - t;
     const ccr_arch *a = ccr_model_arch(m);
     size_t nonfinite = ccr_model_nonfinite_weights(m);
-    ccrun_phase(&rs->rep, rs->e, "load", src, ccrun_now_ms() - t, "%zu layers, %s of weights%s", a->n_layers,
-                cca_format_bytes(ccr_arch_param_bytes(a), b0, sizeof b0),
+    calls = device_calls(rs) - calls;
+    if (ccr_model_footprint(m))
+        snprintf(foot, sizeof foot, "; footprint %s reserved up front (1 upstream call), then %llu upstream calls",
+                 cca_format_bytes(ccr_model_footprint(m), b1, sizeof b1), calls ? calls - 1 : 0);
+    ccrun_phase(&rs->rep, rs->e, "load", src, ms, "%s%zu layers, %s of weights%s%s", role, a->n_layers,
+                cca_format_bytes(ccr_arch_param_bytes(a), b0, sizeof b0), foot,
                 nonfinite ? ", NON-FINITE weights (see the warning)" : "");
     if (nonfinite) {
         warn_nonfinite(m, src);
@@ -286,8 +360,12 @@ static int load_model(run_state *rs, const char *src, ccr_model **out) {
 
 /* Step 2b: --iters passes of one batch. The batch is checked against the
  * device before host memory is taken for it (batch, in, out <= 2^24: the
- * products fit). M stays loaded either way. */
-static int run_passes(run_state *rs, ccr_model *m, const char *src) {
+ * products fit). M stays loaded either way. A resident model (hash not
+ * NULL) gets a hash of every output byte of the passes into *hash, shown in
+ * the row; with `first`, the hash of its first run, a different one is an
+ * error: its outputs changed while other models came and went. */
+static int run_passes(run_state *rs, ccr_model *m, const char *src, unsigned long long *hash,
+                      const unsigned long long *first) {
     const ccrun_options *o = rs->o;
     const ccr_arch *a = ccr_model_arch(m);
     size_t in = a->layers[0].in, out = a->layers[a->n_layers - 1].out;
@@ -302,34 +380,113 @@ static int run_passes(run_state *rs, ccr_model *m, const char *src) {
         rs->errbuf = ccrun_format("out of host memory for a batch of %zu", o->batch);
         return CCRUN_ERR_MODEL;
     }
+    unsigned long long calls = device_calls(rs), h = CCRUN_FNV_BASIS;
     double t = ccrun_now_ms();
     for (size_t i = 0; i < o->iters; i++) {
         ccrun_fill_input(rs->x, o->batch * in, o->seed + i);
         if (ccr_model_run(m, rs->x, o->batch, rs->y) != CCR_OK)
             return model_error(rs, NULL);
+        h = ccrun_fnv1a(h, rs->y, o->batch * out * sizeof(float));
     }
     double run_ms = ccrun_now_ms() - t;
-    ccrun_phase(&rs->rep, rs->e, "run", src, run_ms, "%zu x batch %zu, %.2f ms/batch, y[0][0]=%.6g", o->iters, o->batch,
-                run_ms / (double)o->iters, (double)rs->y[0]);
+    char note[64] = "", same[96] = "";
+    if (ccr_model_domain(m))
+        snprintf(note, sizeof note, ", %llu upstream calls", device_calls(rs) - calls);
+    int changed = hash && first && h != *first;
+    if (hash)
+        snprintf(same, sizeof same, "; resident, outputs %016llx%s", h,
+                 !first    ? " (its first run)"
+                 : changed ? " CHANGED"
+                           : " = its first run");
+    ccrun_phase(&rs->rep, rs->e, "run", src, run_ms, "%zu x batch %zu, %.2f ms/batch, y[0][0]=%.6g%s%s", o->iters,
+                o->batch, run_ms / (double)o->iters, (double)rs->y[0], note, same);
+    if (hash)
+        *hash = h;
+    if (changed) {
+        free(rs->errbuf);
+        rs->errbuf =
+            ccrun_format("resident model '%s': outputs changed (hash %016llx, first run %016llx)", src, h, *first);
+        return CCRUN_ERR_MODEL;
+    }
     return CCRUN_OK;
 }
 
-/* Step 2c: unload, then release everything unless --keep-cache or the
- * model's step 2b failed (RC, returned unchanged then). */
-static int unload_and_release(run_state *rs, ccr_model *m, const char *src, int rc) {
+/* Step 2c: unload. With a domain, the model's memory goes back now: the
+ * row gives the device's free memory before and after against what the
+ * domain held (exact on the simulated device). A leak at unload (blocks
+ * still live in the domain) is an error. */
+static int unload_model(run_state *rs, ccr_model *m, const char *src) {
+    char b0[32], b1[32];
+    size_t before = device_free_now(rs);
     double t = ccrun_now_ms();
-    ccr_model_unload(m);
-    ccrun_phase(&rs->rep, rs->e, "unload", src, ccrun_now_ms() - t, "");
+    ccr_unload_info u;
+    ccr_status st = ccr_model_release(m, &u);
+    double ms = ccrun_now_ms() - t;
+    size_t after = device_free_now(rs), rise = after > before ? after - before : 0;
+    if (st != CCR_OK) {
+        ccrun_phase(&rs->rep, rs->e, "unload", src, ms, "domain NOT released: %zu live blocks", u.live_blocks);
+        return model_error(rs, NULL);
+    }
+    if (!u.domain)
+        ccrun_phase(&rs->rep, rs->e, "unload", src, ms, "no domain: device free +%s, its memory stays cached",
+                    cca_format_bytes(rise, b0, sizeof b0));
+    else if (rise == u.reserved_at_unload)
+        ccrun_phase(&rs->rep, rs->e, "unload", src, ms,
+                    "domain released: device free +%s, exactly its whole reservation (%zu B)",
+                    cca_format_bytes(rise, b0, sizeof b0), u.reserved_at_unload);
+    else
+        ccrun_phase(&rs->rep, rs->e, "unload", src, ms,
+                    "domain released: device free +%s (%zu B), its reservation was %s (%zu B)",
+                    cca_format_bytes(rise, b0, sizeof b0), rise, cca_format_bytes(u.reserved_at_unload, b1, sizeof b1),
+                    u.reserved_at_unload);
+    return CCRUN_OK;
+}
+
+/* Step 2d: release everything unless --keep-cache or the model's step 2b
+ * failed (RC, returned unchanged then). */
+static int release_all(run_state *rs, const char *src, int rc) {
     if (rc != CCRUN_OK || rs->o->keep_cache)
         return rc;
     ccr_release_info r;
-    t = ccrun_now_ms();
+    double t = ccrun_now_ms();
     if (ccr_engine_release(rs->e, &r) != CCR_OK)
         return model_error(rs, NULL);
     char b0[32], b1[64];
     ccrun_phase(&rs->rep, rs->e, "release", src, ccrun_now_ms() - t, "released %s; %s",
                 cca_format_bytes(r.cache.bytes_released, b0, sizeof b0), ccrun_baseline_note(&r, b1, sizeof b1));
     return CCRUN_OK;
+}
+
+static size_t reserved_now(run_state *rs) {
+    cca_stats st;
+    cca_get_stats(ccr_engine_allocator(rs->e), &st);
+    return st.reserved_bytes;
+}
+
+/* Step 2d with resident models still loaded and no domains: the engine's
+ * release would unload them, so empty the cache instead, and compare what
+ * the process holds afterwards with what it held before the model came
+ * (`before`): more means the model's memory is trapped in segments the
+ * residents' blocks pin (their own cached space is there either way). */
+static void trim_around_residents(run_state *rs, const char *src, size_t before) {
+    char b0[32], b1[32], b2[32];
+    cca_release_report r;
+    double t = ccrun_now_ms();
+    ccr_engine_mark(rs->e, "trim", src);
+    cca_empty_cache(ccr_engine_allocator(rs->e), &r);
+    size_t after = reserved_now(rs);
+    if (after > before)
+        ccrun_phase(&rs->rep, rs->e, "trim", src, ccrun_now_ms() - t,
+                    "released %s; the process still holds %s more than before the model came, in %zu segments "
+                    "pinned by resident blocks",
+                    cca_format_bytes(r.bytes_released, b0, sizeof b0), cca_format_bytes(after - before, b1, sizeof b1),
+                    r.segments_pinned);
+    else
+        ccrun_phase(&rs->rep, rs->e, "trim", src, ccrun_now_ms() - t,
+                    "released %s; the process holds %s, as before the model came (%s of it free in %zu segments "
+                    "pinned by resident blocks)",
+                    cca_format_bytes(r.bytes_released, b0, sizeof b0), cca_format_bytes(after, b1, sizeof b1),
+                    cca_format_bytes(r.free_bytes_pinned + r.free_bytes_trapped, b2, sizeof b2), r.segments_pinned);
 }
 
 /* Step 3: what the process still holds, the error, the JSON document, the
@@ -375,10 +532,63 @@ static int run_models(const ccrun_options *o) {
     int rc = open_engine(&rs); /* on failure rs.e is NULL: finish only frees */
     for (size_t k = 0; k < o->n_models && rc == CCRUN_OK; k++) {
         ccr_model *m = NULL;
-        rc = load_model(&rs, o->models[k], &m);
-        if (rc == CCRUN_OK)
-            rc = unload_and_release(&rs, m, o->models[k], run_passes(&rs, m, o->models[k]));
+        const char *src = o->models[k];
+        rc = load_model(&rs, src, "", &m);
+        if (rc == CCRUN_OK) {
+            int run_rc = run_passes(&rs, m, src, NULL, NULL);
+            rc = unload_model(&rs, m, src);
+            rc = release_all(&rs, src, run_rc != CCRUN_OK ? run_rc : rc);
+        }
     }
+    return finish(&rs, rc);
+}
+
+/* ccrun --resident R... MODEL...: the residents are loaded and run first and
+ * stay loaded; then each MODEL is loaded, run and unloaded (with domains its
+ * whole reservation goes back at the unload; without, a trim gives back what
+ * the residents do not pin, unless --keep-cache), and every resident runs
+ * again, its outputs compared with its first run. At the end the residents
+ * are unloaded and everything released, as for MODEL runs. */
+static int run_resident(const ccrun_options *o) {
+    run_state rs = {.o = o, .rep = {stdout, o->json, 0, 0, NULL}};
+    ccr_model *res[CCRUN_MAX_RESIDENT] = {0};
+    unsigned long long first[CCRUN_MAX_RESIDENT] = {0};
+    size_t loaded = 0;
+    int rc = open_engine(&rs);
+    while (rc == CCRUN_OK && loaded < o->n_resident) {
+        const char *src = o->resident[loaded];
+        rc = load_model(&rs, src, "resident: ", &res[loaded]);
+        if (rc != CCRUN_OK)
+            break;
+        loaded++;
+        rc = run_passes(&rs, res[loaded - 1], src, &first[loaded - 1], NULL);
+    }
+    for (size_t k = 0; k < o->n_models && rc == CCRUN_OK; k++) {
+        ccr_model *m = NULL;
+        const char *src = o->models[k];
+        size_t before = reserved_now(&rs);
+        rc = load_model(&rs, src, "", &m);
+        if (rc != CCRUN_OK)
+            break;
+        int run_rc = run_passes(&rs, m, src, NULL, NULL);
+        rc = unload_model(&rs, m, src);
+        if (run_rc != CCRUN_OK)
+            rc = run_rc;
+        if (rc == CCRUN_OK && !rs.domains && !o->keep_cache)
+            trim_around_residents(&rs, src, before);
+        for (size_t i = 0; i < loaded && rc == CCRUN_OK; i++) {
+            unsigned long long h;
+            rc = run_passes(&rs, res[i], o->resident[i], &h, &first[i]);
+        }
+    }
+    /* the residents go last, whatever happened: an error leaves zero live bytes */
+    for (size_t i = loaded; i-- > 0;) {
+        if (rc == CCRUN_OK)
+            rc = unload_model(&rs, res[i], o->resident[i]);
+        else
+            ccr_model_unload(res[i]);
+    }
+    rc = release_all(&rs, "", rc);
     return finish(&rs, rc);
 }
 
@@ -391,5 +601,5 @@ int main(int argc, char **argv) {
         return rc;
     if (o.demo)
         return ccrun_demo(&o);
-    return run_models(&o);
+    return o.n_resident ? run_resident(&o) : run_models(&o);
 }

@@ -60,6 +60,15 @@ void ccrun_fill_input(float *x, size_t n, unsigned long long seed) {
     }
 }
 
+unsigned long long ccrun_fnv1a(unsigned long long h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
 void ccrun_progress(void *user, const char *model, size_t done, size_t total) {
     (void)user;
     static double last;

@@ -27,6 +27,8 @@
  *     if (ccr_model_load_file(e, "digits.safetensors", &m) != CCR_OK)
  *         fprintf(stderr, "%s\n", ccr_last_error());
  *     ccr_model_run(m, x, batch, probs);        // host in, host out
+ *     // ccr_model_release(m, &u) here would return all of m's memory (its
+ *     // domain) at once, other models staying loaded; instead:
  *     ccr_release_info r;
  *     ccr_engine_release(e, &r);               // unloads m, empties the cache
  *     // r.device_free_after == r.device_free_baseline on the simulated device
@@ -61,7 +63,9 @@ typedef enum ccr_status {
     CCR_ERR_OUT_OF_MEMORY,    /* the allocator could not serve a device request */
     CCR_ERR_DEVICE,           /* no such device, or the device failed           */
     CCR_ERR_KERNEL,           /* a kernel returned an error                     */
-    CCR_ERR_ALLOCATOR         /* the allocator returned an unexpected error     */
+    CCR_ERR_ALLOCATOR,        /* the allocator returned an unexpected error     */
+    CCR_ERR_LIVE_BLOCKS       /* unload found memory still allocated in the
+                                 model's domain (a leak): see ccr_model_release */
 } ccr_status;
 
 /* "CCR_ERR_FORMAT" etc. */
@@ -139,6 +143,10 @@ ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_ca
 /* Called during loads: bytes of weights copied so far, of total. */
 typedef void (*ccr_progress_fn)(void *user, const char *model, size_t done, size_t total);
 
+/* Warnings: something was wrong but the call went on (a footprint sidecar
+ * ignored, a leak found at ccr_model_unload). One line, no newline. */
+typedef void (*ccr_warn_fn)(void *user, const char *line);
+
 typedef struct ccr_timeline ccr_timeline;
 
 typedef struct ccr_engine_options {
@@ -151,6 +159,25 @@ typedef struct ccr_engine_options {
     ccr_timeline *timeline;   /* borrowed: allocator events and phases go here    */
     ccr_progress_fn progress; /* NULL = silent                                    */
     void *progress_user;
+    /* Memory domains (see "Models and their memory" below): 1 (default) = one
+     * cca_domain per loaded model, released whole at unload; 0 = every model
+     * in the allocator's default domain, sharing segments (memory freed at
+     * unload stays cached until ccr_engine_release or a trim). Ignored (0)
+     * under policy:greedy, which cannot have domains. */
+    int domains;
+    /* Footprint memory (domains only): 1 (default) = remember each model's
+     * peak reserved bytes at unload and reserve that much up front at its
+     * next load in this engine; 0 = never. */
+    int footprint;
+    /* 1: also keep the footprint of a model loaded from a file in a sidecar
+     * file "<path>.ccfoot" (read at load when the engine has none for it,
+     * rewritten at unload when it changed), so that it survives the
+     * process. A sidecar that is missing is nothing; one that is unreadable,
+     * malformed, for other layers or implausible is ignored with a warning.
+     * Default 0. */
+    int footprint_sidecar;
+    ccr_warn_fn warn; /* NULL = "ccr: warning: <line>" on stderr            */
+    void *warn_user;
 } ccr_engine_options;
 
 #define CCR_DEFAULT_CAPACITY ((size_t)1 << 30)
@@ -182,22 +209,28 @@ cca_allocator *ccr_engine_allocator(ccr_engine *e);
 cca_upstream *ccr_engine_upstream(ccr_engine *e);
 
 /* Replace the allocator (no model may be loaded): release, destroy it and
- * create a new one from `alloc_conf`. Lets one device host several policies. */
+ * create a new one from `alloc_conf`. Lets one device host several policies.
+ * Footprints remembered so far are forgotten: they are the old allocator's
+ * figures (sidecar files stay and are read again). */
 ccr_status ccr_engine_reconfigure(ccr_engine *e, const char *alloc_conf);
 
 typedef struct ccr_release_info {
     size_t models_unloaded;
-    size_t device_free_baseline; /* before the first load (engine creation) */
-    size_t device_free_before;   /* when release began                      */
-    size_t device_free_after;    /* after empty-cache                       */
-    size_t workspace_freed;      /* cuBLAS workspace bytes returned         */
-    size_t live_bytes_after;     /* allocator's allocated_bytes afterwards (0) */
-    cca_release_report cache;    /* what cca_empty_cache returned           */
+    size_t device_free_baseline;  /* before the first load (engine creation) */
+    size_t device_free_before;    /* when release began                      */
+    size_t device_free_after;     /* after empty-cache                       */
+    size_t workspace_freed;       /* cuBLAS workspace bytes returned         */
+    size_t live_bytes_after;      /* allocator's allocated_bytes afterwards (0) */
+    size_t domain_bytes_released; /* returned by the unloaded models' domains */
+    size_t models_leaking;        /* unloads that found live blocks (a leak)  */
+    cca_release_report cache;     /* what cca_empty_cache returned           */
 } ccr_release_info;
 
-/* Unload every model, destroy the cuBLAS context and free its workspace,
- * cca_empty_cache, and measure the device's free memory. The engine stays
- * usable: a later load recreates what it needs. info may be NULL. */
+/* Unload every model (each releasing its domain), destroy the cuBLAS context
+ * and free its workspace, destroy the domains that earlier unloads had to
+ * keep (leaks since freed), cca_empty_cache, and measure the device's free
+ * memory. The engine stays usable: a later load recreates what it needs.
+ * info may be NULL. */
 ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info);
 
 /* Write a "phase" row to the engine's timeline (no-op without one). */
@@ -226,8 +259,68 @@ ccr_status ccr_model_load_spec(ccr_engine *e, const char *spec, ccr_model **out)
 /* Load from `source`: a spec string when it starts with "mlp:", else a file. */
 ccr_status ccr_model_load(ccr_engine *e, const char *source, ccr_model **out);
 
-/* Free everything the model owns. NULL is a no-op. */
+/* ---- Models and their memory --------------------------------------------
+ *
+ *  - With domains (the default, growth policy), every device byte of a model
+ *    — its weights, and the activations of its ccr_model_run passes — is
+ *    allocated in the model's own cca_domain, so its blocks live in its own
+ *    segments and never pin another model's memory.
+ *  - Unloading frees the weights and destroys the domain: all of the
+ *    model's reserved memory goes back to the device at once, while other
+ *    models stay loaded and keep running (ccr_engine_release is not needed).
+ *  - A block still live in the domain at unload is a leak (something
+ *    allocated in ccr_model_domain and never freed): the domain is not
+ *    released (no FORCE: the pointer may still be in use), the model is
+ *    unloaded all the same, and the leak is reported (ccr_model_release's
+ *    status and info; a warning from ccr_model_unload). The engine destroys
+ *    such a domain later, at ccr_engine_release, once the block is freed.
+ *  - FOOTPRINT: at unload the engine remembers the domain's peak reserved
+ *    bytes under the model's source (the path or spec as given) with the
+ *    largest batch run so far; the next load of that source reserves it up
+ *    front (cca_domain_reserve, one upstream call), so that load and its
+ *    runs make no upstream call at all. The key's batch is the largest
+ *    batch run, because the batch is known only at run time: a later load
+ *    that ran smaller batches does not replace it (its peak would be too
+ *    small for the larger batch), one that ran a larger batch does.
+ */
+
+/* Unload `m` and release its memory domain: what it returned, and leaks. */
+#define CCR_LEAKS_MAX 8
+typedef struct ccr_unload_info {
+    int domain;                /* 1: the model had a domain of its own        */
+    size_t reserved_at_unload; /* the domain's reserved bytes before release  */
+    size_t reserved_peak;      /* its peak over the model's life              */
+    uint64_t upstream_allocs;  /* upstream calls made for it, the footprint
+                                  reservation included                        */
+    size_t footprint;          /* bytes reserved up front at load (0: none)   */
+    size_t bytes_released;     /* returned to the device by the release       */
+    size_t live_blocks;        /* leaked blocks found (all of them)           */
+    size_t live_bytes;         /* their bytes (held)                          */
+    size_t leaks_written;      /* the first CCR_LEAKS_MAX of them, in leaks   */
+    cca_live_block leaks[CCR_LEAKS_MAX];
+} ccr_unload_info;
+
+/* Free the model's weights, record its footprint, destroy its domain. The
+ * model handle is freed whatever the status. CCR_OK: everything the model
+ * reserved went back (info->bytes_released == info->reserved_at_unload).
+ * CCR_ERR_LIVE_BLOCKS: blocks were still live in its domain (listed in
+ * info): nothing of the domain was released. CCR_ERR_DEVICE: the device
+ * failed to synchronize or refused memory back (the domain keeps it,
+ * cached). Without a domain (domains off, greedy) it only frees the weights
+ * into the allocator's cache. info may be NULL. */
+ccr_status ccr_model_release(ccr_model *m, ccr_unload_info *info);
+
+/* ccr_model_release without the report; a leak or failure is a warning
+ * (ccr_engine_options.warn). NULL is a no-op. */
 void ccr_model_unload(ccr_model *m);
+
+/* The model's domain, for a caller's own allocations that belong to the
+ * model (cca_alloc_in) and for its statistics (cca_get_domain_stats). NULL
+ * when the model has none (domains off, greedy): the default domain. */
+cca_domain *ccr_model_domain(const ccr_model *m);
+
+/* Bytes reserved up front at load from a remembered footprint (0: none). */
+size_t ccr_model_footprint(const ccr_model *m);
 
 const ccr_arch *ccr_model_arch(const ccr_model *m);
 const char *ccr_model_name(const ccr_model *m);

@@ -5,9 +5,13 @@
  *       ├── cca_upstream   the device: cudaMalloc/cudaMemGetInfo, or the
  *       │                  host-simulated device (capacity, real pointers)
  *       ├── cca_allocator  every device byte below comes from here
- *       │     ├── model weights  (ccr_model, one block per tensor)
- *       │     ├── activations    (per forward pass, freed layer by layer)
- *       │     └── cuBLAS workspace (CUDA only, cck_cuda_context_create)
+ *       │     ├── domain "model A"  (one per loaded model, growth policy)
+ *       │     │     ├── weights      (ccr_model, one block per tensor)
+ *       │     │     └── activations  (per forward pass, freed layer by layer)
+ *       │     ├── domain "model B"  ...
+ *       │     └── default domain: cuBLAS workspace (CUDA only), and every
+ *       │                         model when domains are off or greedy
+ *       ├── footprints     per model source: peak reserved at unload
  *       └── cck_cuda_context  cuBLAS handle + stream (CUDA only, lazy)
  *
  * Invariants: the engine measures the device's free memory once, before the
@@ -22,9 +26,20 @@
  * the simulated device free_after == free_baseline exactly (tested); on a GPU
  * the driver's figure may differ by what the CUDA context itself caches.
  *
+ * Domains are what make one model's unload give memory back while others
+ * keep running: without them every model's blocks share segments, and a
+ * segment goes back only when all of its blocks are free (model.c,
+ * ccr_model_release, has the rest). The engine creates a model's domain at
+ * load and destroys it at unload; a domain that cannot be destroyed because
+ * a block in it is still live (a leak) is kept here as an orphan, and
+ * ccr_engine_release tries it again. Reconfigure and destroy end the
+ * allocator, and with it every domain.
+ *
  * Every allocation goes through ccr_dev_alloc/ccr_dev_free so that one place
- * writes the timeline (one CSV row per event) and words OOM messages.
+ * picks the domain, writes the timeline (one CSV row per event) and words
+ * OOM messages.
  */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +51,22 @@ void ccr_engine_options_default(ccr_engine_options *o) {
     memset(o, 0, sizeof *o);
     o->device = CCR_DEVICE_AUTO;
     o->host_capacity = CCR_DEFAULT_CAPACITY;
+    o->domains = 1;
+    o->footprint = 1;
+}
+
+void ccr_warn(ccr_engine *e, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof line) /* cut: say so, as the error messages do */
+        memcpy(line + sizeof line - 4, "...", 4);
+    if (e && e->warn)
+        e->warn(e->warn_user, line);
+    else
+        fprintf(stderr, "ccr: warning: %s\n", line);
 }
 
 static ccr_status make_allocator(ccr_engine *e, const char *conf) {
@@ -122,6 +153,11 @@ ccr_status ccr_engine_create(const ccr_engine_options *o, ccr_engine **out) {
     e->timeline = o->timeline;
     e->progress = o->progress;
     e->progress_user = o->progress_user;
+    e->domains = o->domains != 0;
+    e->footprint = o->footprint != 0;
+    e->sidecar = o->footprint_sidecar != 0;
+    e->warn = o->warn;
+    e->warn_user = o->warn_user;
     snprintf(e->phase, sizeof e->phase, "init");
     ccr_status st = open_device(e, o);
     if (st != CCR_OK) {
@@ -170,8 +206,13 @@ ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
                  cca_last_error());
     }
     while (e->models) {
-        ccr_model_unload(e->models);
+        ccr_unload_info ui;
+        ccr_status us = ccr_model_release(e->models, &ui);
         r.models_unloaded++;
+        r.domain_bytes_released += ui.bytes_released;
+        r.models_leaking += ui.live_blocks != 0;
+        if (us != CCR_OK) /* not the release's failure: the models are unloaded, live_bytes_after tells */
+            ccr_warn(e, "release: %s", ccr_last_error());
     }
     if (e->cuda) {
         cck_status ks = cck_cuda_context_destroy(e->cuda); /* consumes the context either way */
@@ -193,11 +234,22 @@ ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
         }
     }
     if (e->workspace) {
-        ccr_dev_free(e, e->workspace, "workspace", "");
+        ccr_dev_free(e, NULL, e->workspace, "workspace");
         r.workspace_freed = e->workspace_bytes;
         e->workspace = NULL;
         e->workspace_bytes = 0;
     }
+    /* domains earlier unloads had to keep: gone now if their leaks were freed */
+    size_t kept = 0;
+    for (size_t i = 0; i < e->n_orphans; i++) {
+        cca_domain_report dr;
+        memset(&dr, 0, sizeof dr);
+        if (cca_domain_destroy(e->alloc, e->orphans[i], 0, &dr) == CCA_OK)
+            r.domain_bytes_released += dr.bytes_released;
+        else
+            e->orphans[kept++] = e->orphans[i];
+    }
+    e->n_orphans = kept;
     cca_status cs = cca_empty_cache(e->alloc, &r.cache);
     if (cs != CCA_OK && st == CCR_OK) {
         st = CCR_ERR_ALLOCATOR;
@@ -222,9 +274,12 @@ void ccr_engine_destroy(ccr_engine *e) {
     if (!e)
         return;
     ccr_engine_release(e, NULL);
-    cca_destroy(e->alloc);
+    cca_destroy(e->alloc); /* every domain with it */
     if (e->own_up)
         cca_upstream_destroy(e->up);
+    ccr_footprint_clear(e);
+    free(e->foot);
+    free(e->orphans);
     free(e);
 }
 
@@ -243,7 +298,9 @@ ccr_status ccr_engine_reconfigure(ccr_engine *e, const char *alloc_conf) {
         e->alloc = old; /* keep the engine usable */
         return st;
     }
-    cca_destroy(old);
+    cca_destroy(old); /* its domains, orphans included, end with it */
+    e->n_orphans = 0;
+    ccr_footprint_clear(e);
     return CCR_OK;
 }
 
@@ -301,9 +358,10 @@ void ccr_engine_mark(ccr_engine *e, const char *phase, const char *model) {
     ccr_engine_mark_tag(e, phase, model, NULL);
 }
 
-ccr_status ccr_dev_alloc(ccr_engine *e, size_t bytes, const char *tag, const char *model, void **out) {
+ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *tag, void **out) {
     *out = NULL;
-    cca_status cs = cca_alloc(e->alloc, bytes, NULL, out);
+    const char *model = m ? m->name : "";
+    cca_status cs = cca_alloc_in(e->alloc, m ? m->domain : NULL, bytes, NULL, out);
     if (cs == CCA_OK) {
         trace(e, "alloc", tag, model, bytes);
         return CCR_OK;
@@ -311,27 +369,33 @@ ccr_status ccr_dev_alloc(ccr_engine *e, size_t bytes, const char *tag, const cha
     trace(e, "oom", tag, model, bytes);
     cca_stats s;
     size_t free_b = 0, total = 0;
-    char b0[32], b1[32], b2[32], b3[32], b4[32], b5[32];
+    char b0[32], b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
     cca_get_stats(e->alloc, &s);
     cca_upstream_mem_info(e->up, &free_b, &total);
+    /* the model's own share, when it has a domain: what it holds of the total */
+    char own[96] = "";
+    cca_domain_stats ds;
+    if (m && m->domain && cca_get_domain_stats(e->alloc, m->domain, &ds) == CCA_OK)
+        snprintf(own, sizeof own, " (%s of it in this model's domain)",
+                 cca_format_bytes(ds.reserved_bytes, b6, sizeof b6));
     return ccr_fail(cs == CCA_ERR_OUT_OF_MEMORY ? CCR_ERR_OUT_OF_MEMORY : CCR_ERR_ALLOCATOR,
                     "out of device memory: %s for %s%s%s; device %s has %s free of %s, allocator holds %s "
-                    "reserved, %s allocated, largest free block %s (%s)",
-                    cca_format_bytes(bytes, b0, sizeof b0), tag, model && *model ? " of " : "", model ? model : "",
-                    e->devname, cca_format_bytes(free_b, b1, sizeof b1), cca_format_bytes(total, b2, sizeof b2),
-                    cca_format_bytes(s.reserved_bytes, b3, sizeof b3),
+                    "reserved%s, %s allocated, largest free block %s (%s)",
+                    cca_format_bytes(bytes, b0, sizeof b0), tag, *model ? " of " : "", model, e->devname,
+                    cca_format_bytes(free_b, b1, sizeof b1), cca_format_bytes(total, b2, sizeof b2),
+                    cca_format_bytes(s.reserved_bytes, b3, sizeof b3), own,
                     cca_format_bytes(s.allocated_bytes, b4, sizeof b4),
                     cca_format_bytes(s.largest_free_block, b5, sizeof b5), cca_status_string(cs));
 }
 
-void ccr_dev_free(ccr_engine *e, void *p, const char *tag, const char *model) {
+void ccr_dev_free(ccr_engine *e, ccr_model *m, void *p, const char *tag) {
     if (!p)
         return;
     size_t bytes = 0;
     if (e->timeline)
         cca_block_size(e->alloc, p, &bytes);
     cca_free(e->alloc, p);
-    trace(e, "free", tag, model, bytes);
+    trace(e, "free", tag, m ? m->name : "", bytes);
 }
 
 /* One copy routine for both directions: memcpy on the simulated device,
@@ -366,14 +430,14 @@ ccr_status ccr_engine_ensure_context(ccr_engine *e) {
     if (cck_cublas_workspace_size(e->cuda_device, &ws) != CCK_OK)
         ws = 0;
     if (ws) {
-        ccr_status st = ccr_dev_alloc(e, ws, "workspace", "", &e->workspace);
+        ccr_status st = ccr_dev_alloc(e, NULL, ws, "workspace", &e->workspace);
         if (st != CCR_OK)
             return ccr_fail_prefix(st, "cuBLAS workspace");
         e->workspace_bytes = ws;
     }
     cck_status ks = cck_cuda_context_create(e->cuda_device, NULL, e->workspace, ws, 0, &e->cuda);
     if (ks != CCK_OK) {
-        ccr_dev_free(e, e->workspace, "workspace", "");
+        ccr_dev_free(e, NULL, e->workspace, "workspace");
         e->workspace = NULL;
         e->workspace_bytes = 0;
         e->cuda = NULL;
@@ -398,4 +462,17 @@ void ccr_engine_unlink_model(ccr_engine *e, ccr_model *m) {
     if (m->next)
         m->next->prev = m->prev;
     m->prev = m->next = NULL;
+}
+
+int ccr_engine_keep_orphan(ccr_engine *e, cca_domain *d) {
+    if (e->n_orphans == e->cap_orphans) {
+        size_t cap = e->cap_orphans ? 2 * e->cap_orphans : 4;
+        cca_domain **o = realloc(e->orphans, cap * sizeof *o);
+        if (!o)
+            return 0;
+        e->orphans = o;
+        e->cap_orphans = cap;
+    }
+    e->orphans[e->n_orphans++] = d;
+    return 1;
 }

@@ -35,6 +35,7 @@ const char *ccr_status_string(ccr_status s) {
     case CCR_ERR_DEVICE: return "CCR_ERR_DEVICE";
     case CCR_ERR_KERNEL: return "CCR_ERR_KERNEL";
     case CCR_ERR_ALLOCATOR: return "CCR_ERR_ALLOCATOR";
+    case CCR_ERR_LIVE_BLOCKS: return "CCR_ERR_LIVE_BLOCKS";
     }
     return "CCR_ERR_UNKNOWN";
 }

@@ -20,6 +20,12 @@
  * It is a lower bound: rounding, fragmentation or other tenants can still
  * make a batch that passes fail at an allocation, with the usual OOM message.
  *
+ * Every activation is the model's: allocated in its memory domain (model.c),
+ * so a pass leaves its freed blocks cached in the model's own segments,
+ * where the next pass finds them, and they go back with the model at
+ * unload. The pass also notes the largest batch the model ran: the key of
+ * the footprint the engine remembers for it (footprint.c).
+ *
  * On the simulated device the host kernels run on the allocator's pointers
  * directly (they are host memory); on CUDA the same sequence runs cuBLAS
  * (workspace from the allocator too) and the softmax kernel on one stream.
@@ -57,6 +63,10 @@ static size_t peak_floats_per_row(const ccr_arch *a) {
     return peak;
 }
 
+int ccr_arch_activation_bytes(const ccr_arch *a, size_t batch, size_t *out) {
+    return ccr_mul_ok(batch, peak_floats_per_row(a) * sizeof(float), out);
+}
+
 ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need) {
     if (need)
         *need = 0;
@@ -66,8 +76,7 @@ ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need) {
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "batch size is 0");
     ccr_engine *e = m->e;
     size_t acts = 0, total = 0;
-    int fits =
-        ccr_mul_ok(batch, peak_floats_per_row(&m->arch) * sizeof(float), &acts) && m->device_bytes <= SIZE_MAX - acts;
+    int fits = ccr_arch_activation_bytes(&m->arch, batch, &acts) && m->device_bytes <= SIZE_MAX - acts;
     if (fits)
         total = m->device_bytes + acts;
     /* what the allocator can ever hold: the device, or max_reserved below it */
@@ -109,6 +118,8 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
     st = ccr_engine_ensure_context(e);
     if (st != CCR_OK)
         return st;
+    if (batch > m->max_batch) /* the footprint's key (footprint.c) */
+        m->max_batch = batch;
     char tag[32];
     snprintf(tag, sizeof tag, "batch=%zu", batch);
     ccr_engine_mark_tag(e, "run", m->name, tag);
@@ -116,7 +127,7 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
     if (!ccr_mul_ok(batch, a->layers[0].in * sizeof(float), &in_bytes))
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "batch %zu too large", batch);
     void *cur = NULL, *next = NULL;
-    st = ccr_dev_alloc(e, in_bytes, "input", m->name, &cur);
+    st = ccr_dev_alloc(e, m, in_bytes, "input", &cur);
     if (st == CCR_OK)
         st = ccr_dev_upload(e, cur, x_host, in_bytes);
     for (size_t i = 0; i < a->n_layers && st == CCR_OK; i++) {
@@ -125,27 +136,27 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
             st = ccr_fail(CCR_ERR_INVALID_ARGUMENT, "batch %zu too large", batch);
             break;
         }
-        st = ccr_dev_alloc(e, bytes, "activation", m->name, &next);
+        st = ccr_dev_alloc(e, m, bytes, "activation", &next);
         if (st != CCR_OK)
             break;
         st = dense(e, l, cur, m->w[i], m->b[i], next, batch);
-        ccr_dev_free(e, cur, i == 0 ? "input" : "activation", m->name);
+        ccr_dev_free(e, m, cur, i == 0 ? "input" : "activation");
         cur = next;
         next = NULL;
     }
     size_t out = a->layers[a->n_layers - 1].out;
     if (st == CCR_OK && a->softmax) {
-        st = ccr_dev_alloc(e, batch * out * sizeof(float), "probs", m->name, &next);
+        st = ccr_dev_alloc(e, m, batch * out * sizeof(float), "probs", &next);
         if (st == CCR_OK) {
             st = softmax(e, cur, next, batch, out);
-            ccr_dev_free(e, cur, "activation", m->name);
+            ccr_dev_free(e, m, cur, "activation");
             cur = next;
             next = NULL;
         }
     }
     if (st == CCR_OK)
         st = ccr_dev_download(e, y_host, cur, batch * out * sizeof(float));
-    ccr_dev_free(e, cur, "output", m->name);
+    ccr_dev_free(e, m, cur, "output");
     if (st != CCR_OK)
         return ccr_fail_prefix(st, "model '%s', batch %zu", m->name, batch);
     return CCR_OK;

@@ -26,6 +26,16 @@ void ccr_clear_error(void);
 /* a*b into *out; 0 on overflow. */
 int ccr_mul_ok(size_t a, size_t b, size_t *out);
 
+/* ---- footprint.c (the engine's memory of its models' peaks) ------------- */
+
+/* One remembered footprint: what a model's domain reserved at its peak. */
+typedef struct ccr_footprint {
+    char *key;    /* malloc'd: the model's source, path or spec as given */
+    char *arch;   /* malloc'd: canonical spec of the layers it was measured on */
+    size_t batch; /* the largest batch run while it was measured          */
+    size_t peak;  /* the domain's reserved_bytes_peak at unload           */
+} ccr_footprint;
+
 /* ---- engine.c ----------------------------------------------------------- */
 
 struct ccr_engine {
@@ -45,13 +55,26 @@ struct ccr_engine {
     void *progress_user;
     char phase[24];   /* the engine's own phase names, all short */
     char devname[32]; /* "host" or "cuda:N" */
+    int domains;      /* options: one domain per model (growth only)       */
+    int footprint;    /* options: remember peaks, reserve them at load     */
+    int sidecar;      /* options: footprint_sidecar                        */
+    ccr_warn_fn warn;
+    void *warn_user;
+    ccr_footprint *foot; /* remembered footprints, one per source        */
+    size_t n_foot, cap_foot;
+    cca_domain **orphans; /* domains an unload could not destroy (leaks)  */
+    size_t n_orphans, cap_orphans;
 };
 
-/* Allocate device memory for `tag` ("weight", "activation", ...) of `model`
- * (may be NULL) from the engine's allocator. CCR_ERR_OUT_OF_MEMORY names
- * the request and the device state. */
-ccr_status ccr_dev_alloc(ccr_engine *e, size_t bytes, const char *tag, const char *model, void **out);
-void ccr_dev_free(ccr_engine *e, void *p, const char *tag, const char *model);
+/* One warning line through the engine's sink (stderr by default). */
+void ccr_warn(ccr_engine *e, const char *fmt, ...) CCR_PRINTF(2, 3);
+
+/* Allocate device memory for `tag` ("weight", "activation", ...) of model
+ * `m` — in m's domain — or of the engine itself (m NULL: the default
+ * domain) from the engine's allocator. CCR_ERR_OUT_OF_MEMORY names the
+ * request and the device state. */
+ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *tag, void **out);
+void ccr_dev_free(ccr_engine *e, ccr_model *m, void *p, const char *tag);
 /* Host <-> device copies (memcpy on the simulated device). */
 ccr_status ccr_dev_upload(ccr_engine *e, void *dst, const void *src, size_t bytes);
 ccr_status ccr_dev_download(ccr_engine *e, void *dst, const void *src, size_t bytes);
@@ -61,6 +84,9 @@ ccr_status ccr_engine_ensure_context(ccr_engine *e);
 void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, const char *tag);
 void ccr_engine_link_model(ccr_engine *e, ccr_model *m);
 void ccr_engine_unlink_model(ccr_engine *e, ccr_model *m);
+/* Keep a domain an unload could not destroy, for ccr_engine_release to try
+ * again (returns 0 when out of host memory: the allocator still owns it). */
+int ccr_engine_keep_orphan(ccr_engine *e, cca_domain *d);
 
 /* ---- model.c ------------------------------------------------------------ */
 
@@ -74,6 +100,11 @@ struct ccr_model {
     ccr_engine *e;
     ccr_model *prev, *next;
     char *name; /* malloc'd: the path or spec as given, whole */
+    int from_file;      /* name is a file path (a sidecar may sit next to it) */
+    int built;          /* every tensor loaded: its footprint means something */
+    cca_domain *domain; /* NULL: the allocator's default domain              */
+    size_t footprint;   /* bytes reserved up front at load (0: none)         */
+    size_t max_batch;   /* the largest batch run (0: never run)              */
     ccr_arch arch;
     float *w[CCR_MAX_LAYERS]; /* device, out × in */
     float *b[CCR_MAX_LAYERS]; /* device, out, or NULL */
@@ -87,11 +118,33 @@ struct ccr_model {
  * into host memory `dst`. */
 typedef ccr_status (*ccr_fill_fn)(void *user, size_t layer, int is_bias, float *dst, size_t count);
 
-/* Allocate every tensor of `arch` on the device and fill it through `fill`
+/* Create the model's domain (and reserve its remembered footprint), then
+ * allocate every tensor of `arch` on the device and fill it through `fill`
  * (directly into device memory on the simulated device, through one host
- * staging buffer on CUDA). On failure everything is freed. */
-ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name, ccr_fill_fn fill, void *user,
-                           ccr_model **out);
+ * staging buffer on CUDA). from_file: `name` is a path. On failure
+ * everything is freed, the domain destroyed. */
+ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name, int from_file, ccr_fill_fn fill,
+                           void *user, ccr_model **out);
+
+/* ---- infer.c ------------------------------------------------------------ */
+
+/* Bytes of activations live at once at the peak of a pass of `batch` rows
+ * into *out; 0 on overflow. */
+int ccr_arch_activation_bytes(const ccr_arch *a, size_t batch, size_t *out);
+
+/* ---- footprint.c -------------------------------------------------------- */
+
+/* The footprint to reserve before loading model `key` with layers `arch`
+ * (0: none known): the engine's memory, else (from_file and sidecars on) the
+ * sidecar "<key>.ccfoot", checked, warned about and remembered. */
+size_t ccr_footprint_lookup(ccr_engine *e, const char *key, const ccr_arch *arch, int from_file);
+/* At unload: remember `peak` for `key` measured with `batch` as its largest
+ * batch, unless a larger batch is remembered already; rewrite the sidecar
+ * when the entry changed. */
+void ccr_footprint_record(ccr_engine *e, const char *key, const ccr_arch *arch, int from_file, size_t batch,
+                          size_t peak);
+/* Forget everything remembered (not the sidecars). */
+void ccr_footprint_clear(ccr_engine *e);
 
 /* ---- safetensors.c ------------------------------------------------------ */
 

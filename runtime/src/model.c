@@ -17,6 +17,25 @@
  * Files are validated completely (ccr_st_open, ccr_st_bind_mlp) before the
  * first device byte is allocated.
  *
+ * Memory domains. With the engine's domains on (the default; growth policy
+ * only), a model owns a cca_domain from the start of its load to the end of
+ * its unload, and every block it uses — weights here, activations in
+ * infer.c — is allocated in it (ccr_dev_alloc(e, m, ...)). Its segments are
+ * its own, so unloading returns all of them while other models keep theirs:
+ *
+ *   load    domain created, footprint reserved (if one is remembered),
+ *           one block per tensor in the domain
+ *   run     activations in the domain, freed layer by layer (cached in it)
+ *   unload  weights freed -> domain stats read (peak = footprint for next
+ *           time) -> cca_domain_destroy (no FORCE): every segment of the
+ *           domain back to the device; live blocks (a leak) refuse it
+ *
+ * The leak check is the allocator's: cca_domain_destroy lists the blocks
+ * still live, and the model is unloaded all the same (its weights are
+ * freed; the handle goes), the domain kept as the engine's orphan until
+ * ccr_engine_release, since FORCE would hand memory someone may still use
+ * to the next tenant.
+ *
  * Non-finite weights (NaN, ±Inf after conversion to float32) are not an
  * error — the file is well-formed — but they make every output NaN, so the
  * file fill counts them per tensor while each tensor is in host memory, and
@@ -31,14 +50,68 @@
 #include "ccai_rng.h"
 #include "internal.h"
 
-ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name, ccr_fill_fn fill, void *user,
-                           ccr_model **out) {
+/* A domain name from the model's source: at most CCA_DOMAIN_NAME_MAX
+ * printable characters without '"' or '\\' (those become '_'); a spec keeps
+ * its head (the shape), a path its tail (the file name), as ccrun's table. */
+static void domain_name(const char *src, char *buf, size_t len) {
+    size_t n = strlen(src), max = len - 1;
+    const char *from = n <= max || !strncmp(src, "mlp:", 4) ? src : src + n - max;
+    snprintf(buf, len, "%s", *from ? from : "model");
+    for (char *c = buf; *c; c++)
+        if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\')
+            *c = '_';
+}
+
+/* Step 1 of a load: the model's domain, and its footprint reserved in it.
+ * No domain when the engine's domains are off or the allocator is greedy
+ * (cca_domain_create refuses there): the model uses the default domain. A
+ * footprint that cannot be reserved (the device is fuller than at the
+ * previous load) is a warning: the load goes on, growing as it needs. */
+static ccr_status open_domain(ccr_engine *e, ccr_model *m) {
+    cca_config cfg;
+    if (!e->domains || cca_get_config(e->alloc, &cfg) != CCA_OK || cfg.policy != CCA_POLICY_GROWTH)
+        return CCR_OK;
+    char dn[CCA_DOMAIN_NAME_MAX + 1];
+    domain_name(m->name, dn, sizeof dn);
+    cca_status cs = cca_domain_create(e->alloc, dn, &m->domain);
+    if (cs != CCA_OK)
+        return ccr_fail(cs == CCA_ERR_OUT_OF_MEMORY ? CCR_ERR_OUT_OF_MEMORY : CCR_ERR_ALLOCATOR,
+                        "model '%s': creating its memory domain: %s: %s", m->name, cca_status_string(cs),
+                        cca_last_error());
+    size_t foot = e->footprint ? ccr_footprint_lookup(e, m->name, &m->arch, m->from_file) : 0;
+    if (foot) {
+        cs = cca_domain_reserve(e->alloc, m->domain, foot);
+        if (cs == CCA_OK) {
+            m->footprint = foot;
+        } else {
+            char b0[32];
+            ccr_warn(e, "model '%s': its footprint of %s was not reserved up front (%s: %s); loading without it",
+                     m->name, cca_format_bytes(foot, b0, sizeof b0), cca_status_string(cs), cca_last_error());
+            ccr_clear_error();
+        }
+    }
+    return CCR_OK;
+}
+
+/* A load that failed: give back what it took, keep its error message (the
+ * release must not replace it, and nothing of a partial load is worth
+ * remembering as a footprint). */
+static ccr_status discard(ccr_model *m, ccr_status st) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", ccr_last_error());
+    ccr_model_unload(m); /* m->built is 0: no footprint recorded */
+    return ccr_fail(st, "%s", why);
+}
+
+ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name, int from_file, ccr_fill_fn fill,
+                           void *user, ccr_model **out) {
     *out = NULL;
     ccr_model *m = calloc(1, sizeof *m);
     if (!m)
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
     m->e = e;
     m->arch = *arch;
+    m->from_file = from_file;
     m->name = strdup(name ? name : "model"); /* whole: messages name the file as given */
     if (!m->name) {
         free(m);
@@ -46,6 +119,9 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
     }
     ccr_engine_link_model(e, m);
     ccr_engine_mark(e, "load", m->name);
+    ccr_status st = open_domain(e, m);
+    if (st != CCR_OK)
+        return discard(m, st);
 
     size_t total = ccr_arch_param_bytes(arch), done = 0, largest = 0;
     for (size_t i = 0; i < arch->n_layers; i++)
@@ -54,12 +130,10 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
     float *staging = NULL;
     if (e->kind != CCR_DEVICE_HOST) {
         staging = malloc(largest * sizeof(float));
-        if (!staging) {
-            ccr_model_unload(m);
-            return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-float staging buffer", largest);
-        }
+        if (!staging)
+            return discard(
+                m, ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-float staging buffer", largest));
     }
-    ccr_status st = CCR_OK;
     for (size_t i = 0; i < arch->n_layers && st == CCR_OK; i++) {
         const ccr_layer_desc *l = &arch->layers[i];
         for (int is_bias = 0; is_bias < 2 && st == CCR_OK; is_bias++) {
@@ -67,7 +141,7 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
                 continue;
             size_t count = is_bias ? l->out : l->in * l->out;
             void *dev = NULL;
-            st = ccr_dev_alloc(e, count * sizeof(float), is_bias ? "bias" : "weight", m->name, &dev);
+            st = ccr_dev_alloc(e, m, count * sizeof(float), is_bias ? "bias" : "weight", &dev);
             if (st != CCR_OK) {
                 char need[32], dev_total[32];
                 ccr_fail_prefix(st, "model '%s' (%s of weights) does not fit on %s (%s): layer %zu %s", m->name,
@@ -93,23 +167,79 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
         }
     }
     free(staging);
-    if (st != CCR_OK) {
-        ccr_model_unload(m);
-        return st;
-    }
+    if (st != CCR_OK)
+        return discard(m, st);
+    m->built = 1;
     ccr_engine_mark(e, "loaded", m->name);
     *out = m;
     return CCR_OK;
 }
 
-void ccr_model_unload(ccr_model *m) {
+/* cca_domain_destroy's failure as the runtime's status and message. */
+static ccr_status release_failed(ccr_model *m, cca_status cs, const ccr_unload_info *u) {
+    char b0[32], b1[32];
+    if (cs == CCA_ERR_LIVE_BLOCKS && u->leaks_written) {
+        const cca_live_block *l = &u->leaks[0];
+        return ccr_fail(CCR_ERR_LIVE_BLOCKS,
+                        "model '%s' unloaded with %zu block(s) (%s) still allocated in its memory domain, a leak: "
+                        "its %s stay reserved until they are freed and ccr_engine_release runs; first: %p, %zu "
+                        "bytes (asked %zu), allocated %llu allocations ago",
+                        m->name, u->live_blocks, cca_format_bytes(u->live_bytes, b0, sizeof b0),
+                        cca_format_bytes(u->reserved_at_unload, b1, sizeof b1), l->ptr, l->size, l->requested,
+                        (unsigned long long)l->age);
+    }
+    if (cs == CCA_ERR_LIVE_BLOCKS)
+        return ccr_fail(CCR_ERR_LIVE_BLOCKS, "model '%s' unloaded, its memory domain kept: %s", m->name,
+                        cca_last_error());
+    return ccr_fail(cs == CCA_ERR_UPSTREAM || cs == CCA_ERR_NO_DEVICE ? CCR_ERR_DEVICE : CCR_ERR_ALLOCATOR,
+                    "model '%s' unloaded, but its memory domain was not released (%s of %s went back): %s: %s", m->name,
+                    cca_format_bytes(u->bytes_released, b0, sizeof b0),
+                    cca_format_bytes(u->reserved_at_unload, b1, sizeof b1), cca_status_string(cs), cca_last_error());
+}
+
+/* Unload: the weights back to the domain's cache, the footprint noted, the
+ * domain destroyed (every segment to the device), the handle freed. */
+ccr_status ccr_model_release(ccr_model *m, ccr_unload_info *info) {
+    ccr_unload_info u;
+    memset(&u, 0, sizeof u);
+    if (info)
+        memset(info, 0, sizeof *info);
     if (!m)
-        return;
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model is NULL");
     ccr_engine *e = m->e;
     ccr_engine_mark(e, "unload", m->name);
     for (size_t i = 0; i < m->arch.n_layers; i++) {
-        ccr_dev_free(e, m->w[i], "weight", m->name);
-        ccr_dev_free(e, m->b[i], "bias", m->name);
+        ccr_dev_free(e, m, m->w[i], "weight");
+        ccr_dev_free(e, m, m->b[i], "bias");
+    }
+    ccr_status st = CCR_OK;
+    u.footprint = m->footprint;
+    if (m->domain) {
+        u.domain = 1;
+        cca_domain_stats ds;
+        if (cca_get_domain_stats(e->alloc, m->domain, &ds) == CCA_OK) {
+            u.reserved_at_unload = ds.reserved_bytes;
+            u.reserved_peak = ds.reserved_bytes_peak;
+            u.upstream_allocs = ds.upstream_allocs;
+            if (m->built && e->footprint)
+                ccr_footprint_record(e, m->name, &m->arch, m->from_file, m->max_batch, ds.reserved_bytes_peak);
+        }
+        cca_domain_report r;
+        memset(&r, 0, sizeof r);
+        r.leaks = u.leaks;
+        r.leaks_cap = CCR_LEAKS_MAX;
+        cca_status cs = cca_domain_destroy(e->alloc, m->domain, 0, &r);
+        u.bytes_released = r.bytes_released;
+        u.live_blocks = r.live_blocks;
+        u.live_bytes = r.live_bytes;
+        u.leaks_written = r.leaks_written;
+        if (cs != CCA_OK) {
+            st = release_failed(m, cs, &u);
+            if (!ccr_engine_keep_orphan(e, m->domain))
+                ccr_warn(e, "model '%s': out of host memory to keep its domain: it stays until the engine ends",
+                         m->name);
+        }
+        m->domain = NULL;
     }
     ccr_engine_mark(e, "idle", m->name);
     ccr_engine_unlink_model(e, m);
@@ -117,6 +247,17 @@ void ccr_model_unload(ccr_model *m) {
         free(m->bad[i].name);
     free(m->name);
     free(m);
+    if (info)
+        *info = u;
+    return st;
+}
+
+void ccr_model_unload(ccr_model *m) {
+    if (!m)
+        return;
+    ccr_engine *e = m->e;
+    if (ccr_model_release(m, NULL) != CCR_OK)
+        ccr_warn(e, "%s", ccr_last_error());
 }
 
 /* ---- spec models: seeded random weights ---------------------------------- */
@@ -158,7 +299,7 @@ ccr_status ccr_model_load_spec(ccr_engine *e, const char *spec, ccr_model **out)
     if (st != CCR_OK)
         return st;
     spec_fill f = {&a};
-    return ccr_model_build(e, &a, spec, fill_random, &f, out);
+    return ccr_model_build(e, &a, spec, 0, fill_random, &f, out);
 }
 
 /* ---- safetensors models --------------------------------------------------- */
@@ -194,10 +335,9 @@ static ccr_status fill_file(void *user, size_t layer, int is_bias, float *dst, s
     return CCR_OK;
 }
 
-ccr_status ccr_model_load_stream(ccr_engine *e, FILE *fp, const char *name, ccr_model **out) {
-    if (!e || !fp || !out)
-        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, stream or output is NULL");
-    *out = NULL;
+/* from_file: `name` is the path fp was opened from (a footprint sidecar may
+ * sit next to it); a stream of the caller's is only labelled by name. */
+static ccr_status load_stream(ccr_engine *e, FILE *fp, const char *name, int from_file, ccr_model **out) {
     ccr_st_file st;
     ccr_status s = ccr_st_open(fp, name, &st);
     if (s != CCR_OK)
@@ -207,7 +347,7 @@ ccr_status ccr_model_load_stream(ccr_engine *e, FILE *fp, const char *name, ccr_
     s = ccr_st_bind_mlp(&st, &a, w, b);
     if (s == CCR_OK) {
         file_fill f = {.st = &st, .w = w, .b = b};
-        s = ccr_model_build(e, &a, name, fill_file, &f, out);
+        s = ccr_model_build(e, &a, name, from_file, fill_file, &f, out);
         if (s == CCR_OK) { /* the model owns the names from here */
             (*out)->nonfinite = f.nonfinite;
             (*out)->n_nonfinite = f.n_bad;
@@ -221,6 +361,13 @@ ccr_status ccr_model_load_stream(ccr_engine *e, FILE *fp, const char *name, ccr_
     return s;
 }
 
+ccr_status ccr_model_load_stream(ccr_engine *e, FILE *fp, const char *name, ccr_model **out) {
+    if (!e || !fp || !out)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, stream or output is NULL");
+    *out = NULL;
+    return load_stream(e, fp, name, 0, out);
+}
+
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out) {
     if (!e || !path || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, path or output is NULL");
@@ -228,7 +375,7 @@ ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out)
     FILE *fp = fopen(path, "rb");
     if (!fp)
         return ccr_fail(CCR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    ccr_status s = ccr_model_load_stream(e, fp, path, out);
+    ccr_status s = load_stream(e, fp, path, 1, out);
     fclose(fp);
     return s;
 }
@@ -247,6 +394,12 @@ const char *ccr_model_name(const ccr_model *m) {
 }
 size_t ccr_model_device_bytes(const ccr_model *m) {
     return m ? m->device_bytes : 0;
+}
+cca_domain *ccr_model_domain(const ccr_model *m) {
+    return m ? m->domain : NULL;
+}
+size_t ccr_model_footprint(const ccr_model *m) {
+    return m ? m->footprint : 0;
 }
 size_t ccr_model_nonfinite_weights(const ccr_model *m) {
     return m ? m->nonfinite : 0;

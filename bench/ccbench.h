@@ -26,32 +26,63 @@ extern "C" {
 /* The CSV format written by the allocator's recorder (allocator/src/trace.c,
  * CCALLOC_TRACE=path), by `ccbench gen` and by bench/scripts/record_torch.py
  * (docs/benchmarks.md#trace-format):
- *     # ccalloc trace v2
+ *     # ccalloc trace v3
  *     # any provenance comment
- *     seq,op,id,size,stream,name
- *     0,alloc,1,4096,0
- *     1,free,1,4096,0
- *     2,mark,0,0,0,load:resnet50        <- a phase name: only marks have it
- *     3,empty_cache,0,0,0               <- the program released its cache
- *     4,trim,0,1048576,0                <- ... down to `size` bytes
- * v1 files (header "seq,op,id,size,stream", alloc and free only) still read.
- * Files may be gzip-compressed (read through zlib whatever their name).
+ *     seq,op,id,size,stream,domain,name
+ *     0,domain,0,0,0,1,resnet50         <- a memory domain: numbered 1, 2, .. in order
+ *     1,alloc,1,4096,0,1                   (0 = the default domain, never declared)
+ *     2,free,1,4096,0,1                 <- a free names its alloc's domain again
+ *     3,mark,0,0,0,0,load:resnet50      <- a phase name: marks and domains have one
+ *     4,empty_cache,0,0,0,0             <- the program released its cache
+ *     5,trim,0,1048576,0,0              <- ... down to `size` bytes
+ *     6,domain_reserve,0,8388608,0,1    <- footprint: reserve `size` bytes for the domain
+ *     7,domain_release,0,0,0,1          <- the domain's memory back (none of its blocks live)
+ * v1 (header "seq,op,id,size,stream": alloc and free) and v2 (",name": no
+ * domain column, no domain events) sections still read. Files may be
+ * gzip-compressed (read through zlib whatever their name).
  * In memory, ids become dense SLOTS numbered in the order of the allocs, so a
- * replay keeps its live pointers in a plain array. */
+ * replay keeps its live pointers in a plain array; domains are numbered
+ * across the whole file (sections renumber theirs from 1). */
 
-typedef enum ccb_op { CCB_ALLOC = 0, CCB_FREE = 1, CCB_MARK = 2, CCB_EMPTY_CACHE = 3, CCB_TRIM = 4 } ccb_op;
+typedef enum ccb_op {
+    CCB_ALLOC = 0,
+    CCB_FREE = 1,
+    CCB_MARK = 2,
+    CCB_EMPTY_CACHE = 3,
+    CCB_TRIM = 4,
+    CCB_DOMAIN_RELEASE = 5, /* a release event, like empty_cache and trim */
+    CCB_DOMAIN = 6,         /* a domain's declaration (its name)          */
+    CCB_DOMAIN_RESERVE = 7, /* size = bytes                               */
+} ccb_op;
+#define CCB_OP_COUNT 8
+
+/* A checkpoint (ccb_checkpoint) is taken at a mark and after each release event. */
+static inline int ccb_op_is_checkpoint(unsigned op) {
+    return op == CCB_MARK || op == CCB_EMPTY_CACHE || op == CCB_TRIM || op == CCB_DOMAIN_RELEASE;
+}
 
 #define CCB_MARK_MAX 63                   /* characters in a mark's name        */
+#define CCB_DOMAIN_NAME_MAX 63            /* ... in a domain's (as CCA_DOMAIN_NAME_MAX) */
+#define CCB_MAX_DOMAINS 65535             /* domains in one trace, the default one included */
 #define CCB_SIZE_MAX ((uint64_t)1 << 60) /* largest size a trace may hold      */
+#define CCB_SIZE_FILL UINT64_MAX         /* a free's size to be taken from its alloc (analysis) */
 
 typedef struct ccb_event {
-    uint64_t size;  /* alloc/free: requested bytes (the same on both); trim: bytes to keep */
-    uint32_t slot;  /* alloc/free: 0..slots-1 in alloc order; mark: index into marks     */
-    uint8_t op;     /* ccb_op                                                          */
-    uint8_t stream; /* 0 = default stream, 1.. = further streams                        */
-    uint8_t fill;   /* a free appended by ccb_trace_release: analysis copies the alloc's */
-    uint8_t pad;    /* named, so that a compound literal zeroes all 16 bytes            */
+    uint64_t size;   /* alloc/free: requested bytes (the same on both); trim: bytes to keep;
+                        domain_reserve: bytes; CCB_SIZE_FILL: a free appended by
+                        ccb_trace_release, whose size and stream analysis copies from the alloc */
+    uint32_t slot;   /* alloc/free: 0..slots-1 in alloc order; mark: index into marks     */
+    uint8_t op;      /* ccb_op                                                          */
+    uint8_t stream;  /* 0 = default stream, 1.. = further streams                        */
+    uint16_t domain; /* 0 = default domain, 1..ndomains-1 (alloc, free, domain events)   */
 } ccb_event;
+
+typedef struct ccb_domain_info {
+    char name[CCB_DOMAIN_NAME_MAX + 1]; /* "default" for domain 0 */
+    /* filled by ccb_trace_analyze */
+    uint64_t allocs, releases, reserves;
+    size_t peak_requested; /* the domain's own peak of live requested bytes */
+} ccb_domain_info;
 
 typedef struct ccb_trace {
     char name[64];
@@ -60,11 +91,14 @@ typedef struct ccb_trace {
     size_t slots;                    /* number of allocs                          */
     char (*marks)[CCB_MARK_MAX + 1]; /* names of the mark events                  */
     size_t nmarks, capmarks;
+    ccb_domain_info *domains; /* [0] = the default domain; NULL until the first ccb_trace_domain */
+    size_t ndomains, capdomains;
     char *comments; /* provenance lines ("# " stripped), '\n'-separated */
     size_t comments_len, comments_cap;
     /* filled by ccb_trace_analyze */
     uint64_t allocs, frees;
-    uint64_t releases;     /* empty_cache + trim events                         */
+    uint64_t releases;        /* empty_cache + trim events                         */
+    uint64_t domain_releases; /* domain_release events                             */
     size_t peak_requested; /* max over time of the live requested bytes: the LOWER BOUND */
     size_t peak_rounded;   /* same with sizes rounded up to CCA_GRANULARITY    */
     size_t ideal_peak;     /* single best-fit arena (ideal.c)                   */
@@ -83,6 +117,19 @@ void ccb_trace_free(ccb_trace *t);
  * host OOM (the harness cannot continue without memory). */
 uint32_t ccb_trace_alloc(ccb_trace *t, uint64_t size, unsigned stream);
 void ccb_trace_release(ccb_trace *t, uint32_t slot);
+/* Domains: declare one (name checked by ccb_domain_name_ok; returns its
+ * number 1.., or -1 for a bad name or more than CCB_MAX_DOMAINS - 1), append
+ * an alloc into a declared domain (its free names the same domain), a
+ * domain's release and a footprint reservation (-1: domain not declared). */
+int ccb_trace_domain(ccb_trace *t, const char *name);
+uint32_t ccb_trace_alloc_in(ccb_trace *t, uint64_t size, unsigned stream, unsigned domain);
+int ccb_trace_domain_release(ccb_trace *t, unsigned domain);
+int ccb_trace_domain_reserve(ccb_trace *t, unsigned domain, uint64_t bytes);
+/* 1..CCB_DOMAIN_NAME_MAX printable ASCII characters but ',', '"' and '\\'
+ * (cca_domain_create's rule). */
+int ccb_domain_name_ok(const char *name);
+/* "default" for 0, the declared name, "?" out of range. */
+const char *ccb_domain_name(const ccb_trace *t, unsigned domain);
 int ccb_trace_mark(ccb_trace *t, const char *name);
 void ccb_trace_empty_cache(ccb_trace *t);
 void ccb_trace_trim(ccb_trace *t, uint64_t keep);
@@ -92,8 +139,9 @@ int ccb_mark_name_ok(const char *name);
 const char *ccb_op_name(unsigned op);
 
 /* Read a trace. Several sections (each opened by a column header line) are
- * concatenated, ids being local to a section. Fields are parsed strictly:
- * exactly 5 (6 for a mark, v2 sections only), none empty, decimal numbers
+ * concatenated, ids and domain numbers being local to a section. Fields are
+ * parsed strictly: v1 and v2 exactly 5 (6 for a mark, v2 only), v3 exactly 6
+ * (7 for a mark or a domain declaration), none empty, decimal numbers
  * without sign. 0 on success; otherwise -1, a message naming the line in
  * err, and t emptied (nothing left to free). */
 int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen);
@@ -202,6 +250,16 @@ typedef struct ccb_strategy_ops {
      * device with latencies), CCB_DRIVER_REAL (GPU: the times already are),
      * CCB_DRIVER_NONE (no device: the malloc floor). */
     int driver;
+    /* Memory domains (optional, all four or none, last so that
+     * positional initializers of the others stay valid; a strategy without them
+     * serves every alloc from its one pool and ignores domain events):
+     * declare trace domain n (1.., in order) named `name`; alloc into it; the
+     * domain's release and footprint reservation (failures are the
+     * strategy's business, never fatal to the replay). */
+    void (*domain_open)(ccb_strategy *s, unsigned n, const char *name);
+    int (*alloc_in)(ccb_strategy *s, unsigned domain, size_t size, unsigned stream, void **ptr);
+    void (*domain_release)(ccb_strategy *s, unsigned domain);
+    void (*domain_reserve)(ccb_strategy *s, unsigned domain, size_t bytes);
 } ccb_strategy_ops;
 
 enum { CCB_DRIVER_NONE = 0, CCB_DRIVER_MODEL = 1, CCB_DRIVER_REAL = 2 };
@@ -266,12 +324,14 @@ typedef struct ccb_timeline_point {
 /* The state at a trace's mark or right after one of its release events. */
 typedef struct ccb_checkpoint {
     uint64_t event;    /* index in the trace                          */
-    uint8_t op;        /* CCB_MARK, CCB_EMPTY_CACHE or CCB_TRIM        */
-    uint32_t mark;     /* mark index (CCB_MARK)                        */
+    uint8_t op;        /* CCB_MARK, CCB_EMPTY_CACHE, CCB_TRIM or CCB_DOMAIN_RELEASE */
+    uint32_t mark;     /* mark index (CCB_MARK), domain (CCB_DOMAIN_RELEASE) */
     uint64_t keep;     /* CCB_TRIM                                     */
     size_t requested;  /* live requested bytes (the trace's, exact)    */
     size_t allocated;  /* the strategy's view; CCB_UNKNOWN if unknown  */
     size_t reserved;   /* held from the device; CCB_UNKNOWN if unknown */
+    size_t returned;   /* a release event: reserved just before minus just
+                          after (what it gave back); 0 at a mark; CCB_UNKNOWN */
 } ccb_checkpoint;
 
 typedef struct ccb_result {
@@ -381,6 +441,9 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);
  * checkpoint, header when asked. */
 void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs);
 void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs, int header);
+/* A trace's domains: allocs, peak requested, and what each strategy's
+ * releases of each domain gave back. */
+void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs);
 /* The traces: events, lower bound, ideal arena, marks, release events. */
 void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n);
 int ccb_write_timeline_csv(const char *path, const ccb_result *r);

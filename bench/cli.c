@@ -77,7 +77,8 @@ static const cli_option options[] = {
      "timed passes with the driver's cost, 1..1000 (default: --reps; 1 with --quick)"},
     {"no-release-events", O_NO_RELEASE_EVENTS, no_argument, NULL,
      "replay as if the program never emptied or trimmed its cache (the trace's\n"
-     "empty_cache and trim events are reported at their checkpoints, not applied)"},
+     "empty_cache, trim and domain_release events are reported at their checkpoints,\n"
+     "not applied)"},
     {"pairs", O_PAIRS, required_argument, "N", "micro: timed pairs per cell, 1..2^32 (default 200000)"},
     {"live", O_LIVE, required_argument, "N,N,...",
      "micro: live block counts, at most 8 in 1..1000000 (default 10,1000,10000,100000;\n"
@@ -107,8 +108,10 @@ void ccb_usage(FILE *f) {
                "                                        (the figures the simulated device's latencies model)\n"
                "  ccbench --list                        strategies and generators\n"
                "\n"
-               "TRACE: a CSV file (seq,op,id,size,stream; written by CCALLOC_TRACE=path or `ccbench gen`)\n"
-               "       or gen:NAME for a generated trace.\n"
+               "TRACE: a CSV file (seq,op,id,size,stream,domain,name; written by CCALLOC_TRACE=path or\n"
+               "       `ccbench gen`; v1 and v2 files too) or gen:NAME for a generated trace. A trace's\n"
+               "       memory domains are replayed as domains by the ccalloc strategies (domains:0 in a\n"
+               "       ccalloc config, or the ccalloc-shared preset: one pool, as without domains).\n"
                "\n"
                "options (\"--opt value\" or \"--opt=value\"; any order, operands too):\n");
     for (size_t i = 0; i < NOPTIONS; i++) {

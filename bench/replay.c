@@ -98,6 +98,44 @@ static int open_strategy(const ccb_strategy_ops *ops, const char *config, const 
     return rc;
 }
 
+/* An alloc into the event's domain: through the strategy's alloc_in where it
+ * has domains, else from its one pool. */
+static inline int alloc_one(const ccb_strategy_ops *ops, ccb_strategy *s, const ccb_event *e, void **ptr) {
+    if (e->domain && ops->alloc_in)
+        return ops->alloc_in(s, e->domain, e->size, e->stream, ptr);
+    return ops->alloc(s, e->size, e->stream, ptr);
+}
+
+/* Every event but alloc and free: release events through the strategy's own
+ * calls (not with ignore_releases), domain events where it has domains. */
+static void other_event(const ccb_trace *t, const ccb_strategy_ops *ops, ccb_strategy *s, const ccb_event *e,
+                        const ccb_replay_options *o) {
+    switch (e->op) {
+    case CCB_EMPTY_CACHE:
+        if (!o->ignore_releases)
+            ops->empty_cache(s);
+        break;
+    case CCB_TRIM:
+        if (!o->ignore_releases)
+            ops->trim(s, e->size > SIZE_MAX ? SIZE_MAX : (size_t)e->size);
+        break;
+    case CCB_DOMAIN:
+        if (ops->domain_open)
+            ops->domain_open(s, e->domain, ccb_domain_name(t, e->domain));
+        break;
+    case CCB_DOMAIN_RELEASE:
+        if (ops->domain_release && !o->ignore_releases)
+            ops->domain_release(s, e->domain);
+        break;
+    case CCB_DOMAIN_RESERVE:
+        if (ops->domain_reserve)
+            ops->domain_reserve(s, e->domain, e->size > SIZE_MAX ? SIZE_MAX : (size_t)e->size);
+        break;
+    default: /* a mark */
+        break;
+    }
+}
+
 static void update_window(ccb_timeline_point *w, size_t req, const ccb_mem *m) {
     if (req > w->requested)
         w->requested = req;
@@ -116,7 +154,7 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
     void **ptr = calloc(t->slots ? t->slots : 1, sizeof *ptr);
     size_t ncp = 0;
     for (size_t i = 0; i < t->n; i++)
-        ncp += t->ev[i].op >= CCB_MARK;
+        ncp += ccb_op_is_checkpoint(t->ev[i].op);
     r->checkpoints = calloc(ncp ? ncp : 1, sizeof *r->checkpoints);
     size_t points = o->timeline_points ? o->timeline_points : 1000;
     size_t stride = t->n / points + 1;
@@ -140,8 +178,9 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
     rc = 0;
     for (size_t i = 0; i < t->n && rc == 0; i++) {
         const ccb_event *e = &t->ev[i];
+        size_t reserved_before = m.reserved; /* the previous event's sample */
         if (e->op == CCB_ALLOC) {
-            int a = ops->alloc(&s, e->size, e->stream, &ptr[e->slot]);
+            int a = alloc_one(ops, &s, e, &ptr[e->slot]);
             if (a == 1) {
                 r->ooms++;
                 ptr[e->slot] = NULL;
@@ -167,17 +206,25 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
             }
             ptr[e->slot] = NULL;
         } else {
-            if (e->op == CCB_EMPTY_CACHE && !o->ignore_releases)
-                ops->empty_cache(&s);
-            else if (e->op == CCB_TRIM && !o->ignore_releases)
-                ops->trim(&s, e->size > SIZE_MAX ? SIZE_MAX : (size_t)e->size);
+            other_event(t, ops, &s, e, o);
         }
         ops->sample(&s, &m);
-        if (e->op >= CCB_MARK) /* the state after the release (or at the mark), from the same sample */
-            r->checkpoints[r->checkpoints_n++] =
-                (ccb_checkpoint){.event = i, .op = e->op, .mark = e->op == CCB_MARK ? e->slot : 0,
-                                 .keep = e->op == CCB_TRIM ? e->size : 0, .requested = req,
-                                 .allocated = m.allocated, .reserved = m.reserved};
+        if (ccb_op_is_checkpoint(e->op)) { /* the state after the release (or at the mark), from the same sample */
+            size_t returned = 0;
+            if (e->op != CCB_MARK)
+                returned = m.reserved == CCB_UNKNOWN || reserved_before == CCB_UNKNOWN ? CCB_UNKNOWN
+                           : reserved_before > m.reserved                           ? reserved_before - m.reserved
+                                                                                    : 0;
+            r->checkpoints[r->checkpoints_n++] = (ccb_checkpoint){
+                .event = i,
+                .op = e->op,
+                .mark = e->op == CCB_MARK ? e->slot : e->op == CCB_DOMAIN_RELEASE ? e->domain : 0,
+                .keep = e->op == CCB_TRIM ? e->size : 0,
+                .requested = req,
+                .allocated = m.allocated,
+                .reserved = m.reserved,
+                .returned = returned};
+        }
         if (req > r->peak_requested)
             r->peak_requested = req;
         if (m.allocated != CCB_UNKNOWN && m.allocated > peak_alloc) {
@@ -267,7 +314,7 @@ static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *co
             int per_op = 1;
             if (e->op == CCB_ALLOC) {
                 t0 = ccb_now_ns();
-                int a = ops->alloc(&s, e->size, e->stream, &ptr[e->slot]);
+                int a = alloc_one(ops, &s, e, &ptr[e->slot]);
                 t1 = ccb_now_ns();
                 if (a != 0)
                     ptr[e->slot] = NULL;
@@ -278,13 +325,13 @@ static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *co
                 ops->release(&s, ptr[e->slot], e->size, e->stream);
                 t1 = ccb_now_ns();
                 ptr[e->slot] = NULL;
-            } else if ((e->op == CCB_EMPTY_CACHE || e->op == CCB_TRIM) && !o->ignore_releases) {
-                per_op = 0;
+            } else if (e->op == CCB_DOMAIN) {
+                other_event(t, ops, &s, e, o); /* a declaration: not an allocator call, untimed */
+                continue;
+            } else if (e->op != CCB_MARK && !(o->ignore_releases && e->op != CCB_DOMAIN_RESERVE)) {
+                per_op = 0; /* release events and reservations: timed, not pooled */
                 t0 = ccb_now_ns();
-                if (e->op == CCB_EMPTY_CACHE)
-                    ops->empty_cache(&s);
-                else
-                    ops->trim(&s, e->size > SIZE_MAX ? SIZE_MAX : (size_t)e->size);
+                other_event(t, ops, &s, e, o);
                 t1 = ccb_now_ns();
             } else {
                 continue; /* a mark costs nothing */
@@ -331,7 +378,8 @@ int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o
     snprintf(r->config, sizeof r->config, "%s", config);
     for (size_t i = 0; i < t->n; i++) { /* an unanalysed or corrupted trace never indexes past its arrays */
         const ccb_event *e = &t->ev[i];
-        if (e->op > CCB_TRIM || (e->op <= CCB_FREE && e->slot >= t->slots) || (e->op == CCB_MARK && e->slot >= t->nmarks)) {
+        if (e->op >= CCB_OP_COUNT || (e->op <= CCB_FREE && e->slot >= t->slots) ||
+            (e->op == CCB_MARK && e->slot >= t->nmarks) || (e->domain && e->domain >= t->ndomains)) {
             snprintf(r->why, sizeof r->why, "event %zu: op %u, slot %u out of range (trace not analysed?)", i,
                      (unsigned)e->op, e->slot);
             return -1;

@@ -102,10 +102,12 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
     }
 }
 
-/* "load:resnet50", "empty_cache", "trim 1.00 MiB" */
+/* "load:resnet50", "empty_cache", "trim 1.00 MiB", "release domain resnet50" */
 static void checkpoint_label(const ccb_trace *t, const ccb_checkpoint *c, char *buf, size_t len) {
     if (c->op == CCB_MARK)
         snprintf(buf, len, "%s", c->mark < t->nmarks ? t->marks[c->mark] : "?");
+    else if (c->op == CCB_DOMAIN_RELEASE)
+        snprintf(buf, len, "**release domain %s**", ccb_domain_name(t, c->mark));
     else if (c->op == CCB_TRIM) {
         char k[32];
         ccb_format_bytes(c->keep > SIZE_MAX - 1 ? SIZE_MAX - 1 : (size_t)c->keep, k, sizeof k);
@@ -141,9 +143,15 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
         for (size_t s = 0; s < nspecs; s++) {
             if (r[s].skipped || r[s].checkpoints_n != ref->checkpoints_n || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
-            char res[32];
-            ccb_format_bytes(r[s].checkpoints[i].reserved, res, sizeof res);
-            fprintf(f, " %s |", res);
+            char res[32], back[32];
+            const ccb_checkpoint *x = &r[s].checkpoints[i];
+            ccb_format_bytes(x->reserved, res, sizeof res);
+            if (x->op != CCB_MARK && x->returned != CCB_UNKNOWN && x->returned > 0) {
+                ccb_format_bytes(x->returned, back, sizeof back);
+                fprintf(f, " %s (−%s) |", res, back);
+            } else {
+                fprintf(f, " %s |", res);
+            }
         }
         fprintf(f, "\n");
     }
@@ -151,7 +159,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
 
 void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs, int header) {
     if (header)
-        fprintf(f, "trace,strategy,event,op,name,keep,requested,allocated,reserved\n");
+        fprintf(f, "trace,strategy,event,op,name,keep,requested,allocated,reserved,returned\n");
     for (size_t s = 0; s < nspecs; s++) {
         const ccb_result *x = &r[s];
         for (size_t i = 0; i < x->checkpoints_n; i++) {
@@ -160,22 +168,69 @@ void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r,
             fputc(',', f);
             ccb_csv_field(f, x->strategy);
             fprintf(f, ",%llu,%s,", (unsigned long long)c->event, ccb_op_name(c->op));
-            ccb_csv_field(f, c->op == CCB_MARK && c->mark < t->nmarks ? t->marks[c->mark] : "");
+            ccb_csv_field(f, c->op == CCB_MARK             ? (c->mark < t->nmarks ? t->marks[c->mark] : "")
+                             : c->op == CCB_DOMAIN_RELEASE ? ccb_domain_name(t, c->mark)
+                                                           : "");
             fprintf(f, ",%llu,%zu,", (unsigned long long)c->keep, c->requested);
             if (c->allocated != CCB_UNKNOWN)
                 fprintf(f, "%zu", c->allocated);
             fputc(',', f);
             if (c->reserved != CCB_UNKNOWN)
                 fprintf(f, "%zu", c->reserved);
+            fputc(',', f);
+            if (c->returned != CCB_UNKNOWN)
+                fprintf(f, "%zu", c->returned);
             fputc('\n', f);
         }
     }
 }
 
+/* A trace's domains: what the trace says of each (allocs, its own peak of
+ * live requested bytes) and, per strategy that knows its reserved bytes,
+ * what its releases of the domain gave back (the checkpoints' sum). */
+void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
+    fprintf(f, "| domain | allocs | peak requested | releases |");
+    for (size_t s = 0; s < nspecs; s++)
+        if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
+            fprintf(f, " %s: returned at its releases |", r[s].strategy);
+    fprintf(f, "\n|---|--:|--:|--:|");
+    for (size_t s = 0; s < nspecs; s++)
+        if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
+            fprintf(f, "--:|");
+    fprintf(f, "\n");
+    for (size_t d = 0; d < t->ndomains; d++) {
+        const ccb_domain_info *di = &t->domains[d];
+        char pr[32];
+        ccb_format_bytes(di->peak_requested, pr, sizeof pr);
+        fprintf(f, "| %s | %llu | %s | %llu |", di->name, (unsigned long long)di->allocs, pr,
+                (unsigned long long)di->releases);
+        for (size_t s = 0; s < nspecs; s++) {
+            if (r[s].skipped || r[s].peak_reserved == CCB_UNKNOWN)
+                continue;
+            size_t sum = 0;
+            int unknown = 0;
+            for (size_t i = 0; i < r[s].checkpoints_n; i++) {
+                const ccb_checkpoint *c = &r[s].checkpoints[i];
+                if (c->op != CCB_DOMAIN_RELEASE || c->mark != d)
+                    continue;
+                if (c->returned == CCB_UNKNOWN)
+                    unknown = 1;
+                else
+                    sum += c->returned;
+            }
+            char b[32];
+            ccb_format_bytes(sum, b, sizeof b);
+            fprintf(f, " %s |", !di->releases ? "—" : unknown ? "?" : b);
+        }
+        fprintf(f, "\n");
+    }
+}
+
 void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
     fprintf(f, "| trace | events | allocs | frees | lower bound (peak requested) | peak rounded (512 B) | ideal arena | "
-               "peak live blocks | largest | live at end | bytes live at end | streams | marks | release events |\n"
-               "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+               "peak live blocks | largest | live at end | bytes live at end | streams | marks | release events | "
+               "domains (released) |\n"
+               "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (size_t i = 0; i < n; i++) {
         char pr[32], pg[32], id[32], fr[32], mx[32];
         ccb_format_bytes(t[i].peak_requested, pr, sizeof pr);
@@ -183,9 +238,10 @@ void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
         ccb_format_bytes(t[i].ideal_peak, id, sizeof id);
         ccb_format_bytes(t[i].final_requested, fr, sizeof fr);
         ccb_format_bytes(t[i].max_size, mx, sizeof mx);
-        fprintf(f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu |\n", t[i].name,
-                t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id, t[i].peak_live,
-                mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases);
+        fprintf(f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
+                t[i].name, t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
+                t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases,
+                t[i].ndomains ? t[i].ndomains - 1 : 0, (unsigned long long)t[i].domain_releases);
     }
 }
 
@@ -575,13 +631,25 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
     ccb_write_results_md(readme, r, nt * nspecs);
     int any = 0;
     for (size_t t = 0; t < nt; t++) {
-        if (!traces[t].nmarks && !traces[t].releases)
+        if (!traces[t].nmarks && !traces[t].releases && !traces[t].domain_releases)
             continue;
         if (!any++)
             fprintf(readme, "\n## Phases and release events\n\nReserved bytes at each mark of a trace and right "
                             "after each of its release events (every strategy applies its own release call).\n");
         fprintf(readme, "\n### %s\n\n", traces[t].name);
         ccb_write_checkpoints_md(readme, &traces[t], &r[t * nspecs], nspecs);
+    }
+    any = 0;
+    for (size_t t = 0; t < nt; t++) {
+        if (traces[t].ndomains < 2)
+            continue;
+        if (!any++)
+            fprintf(readme, "\n## Domains\n\nEach memory domain of a trace (a model, in a recording of ccrun): its "
+                            "allocations, its own peak of live requested bytes, and what each strategy's release of "
+                            "the domain gave back (its reserved bytes just before minus just after; strategies "
+                            "without domains give nothing back there).\n");
+        fprintf(readme, "\n### %s\n\n", traces[t].name);
+        ccb_write_domains_md(readme, &traces[t], &r[t * nspecs], nspecs);
     }
     fprintf(readme, "\nPlots: ");
     for (size_t t = 0; t < nt; t++) {

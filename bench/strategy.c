@@ -9,6 +9,7 @@
  *   ccalloc-nosmall    ccalloc       small_pool:0             (one pool for all sizes)
  *   ccalloc-maxsplit   ccalloc       max_split:64M            (PyTorch's max_split_size_mb)
  *   ccalloc-onelarge   ccalloc       medium_pool:0            (PyTorch's pools: medium and large share)
+ *   ccalloc-shared     ccalloc       domains:0                (a trace's domains ignored: one pool)
  *   ccalloc-expandable ccalloc       expandable:1             (pages of reserved ranges, growth)
  *   ccalloc-expandable-greedy ccalloc policy:greedy,expandable:1 (the arena as pages: it can shrink)
  *   malloc             malloc                                 (host malloc/free floor)
@@ -47,6 +48,8 @@ const ccb_preset ccb_presets[] = {
     {"ccalloc-maxsplit", "ccalloc", "max_split:64M", "ccalloc growth, blocks > 64 MiB never split"},
     {"ccalloc-onelarge", "ccalloc", "medium_pool:0",
      "ccalloc growth, medium and large requests share one pool (PyTorch's layout)"},
+    {"ccalloc-shared", "ccalloc", "policy:growth,domains:0",
+     "ccalloc growth with a trace's domains ignored: every model's blocks share segments"},
     {"ccalloc-expandable", "ccalloc", "expandable:1",
      "ccalloc growth over expandable segments: pages mapped as they grow, unmapped when free"},
     {"ccalloc-expandable-greedy", "ccalloc", "policy:greedy,expandable:1",
@@ -112,10 +115,47 @@ int ccb_strategy_resolve(const char *spec, const ccb_strategy_ops **ops, const c
 
 /* ---- ccalloc over the simulated (host) device ----------------------------------- */
 
+/* A trace's domains (bench/trace.c) are honoured by default: trace domain n
+ * becomes cca_domain_create(name), its allocs cca_alloc_in, its release
+ * cca_domain_release and its footprint cca_domain_reserve. The strategy key
+ * "domains:0" in the config (taken out before cca_config_parse sees the
+ * rest) serves every alloc from the default domain and ignores domain
+ * events: the allocator as a program without domains would use it. A domain
+ * the allocator refuses (the greedy policy refuses every domain) is served
+ * by the default domain, and its events are then ignored. */
 typedef struct ccalloc_impl {
     cca_upstream *u;
     cca_allocator *a;
+    int domains;
+    cca_domain **dom; /* trace domain n -> cca_domain; NULL: the default domain */
+    size_t ndom;
 } ccalloc_impl;
+
+/* Copy config into buf without its "domains:0|1" tokens; -1 for a bad value. */
+static int take_domains_key(const char *config, char *buf, size_t len, int *domains) {
+    size_t n = 0;
+    *domains = 1;
+    buf[0] = '\0';
+    for (const char *c = config; *c;) {
+        const char *end = strchr(c, ',');
+        size_t tl = end ? (size_t)(end - c) : strlen(c);
+        if (tl >= 8 && !strncmp(c, "domains:", 8)) {
+            if (tl != 9 || (c[8] != '0' && c[8] != '1'))
+                return -1;
+            *domains = c[8] == '1';
+        } else if (tl) {
+            if (n + tl + 2 > len)
+                return -1;
+            if (n)
+                buf[n++] = ',';
+            memcpy(buf + n, c, tl);
+            n += tl;
+            buf[n] = '\0';
+        }
+        c += tl + (end != NULL);
+    }
+    return 0;
+}
 
 /* Shared by ccalloc and ccalloc-cuda (strategy_cuda.cu opens the upstream). */
 int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, char *why, size_t whylen) {
@@ -125,10 +165,17 @@ int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, ch
         snprintf(why, whylen, "out of host memory");
         return -1;
     }
+    char rest[512];
+    if (take_domains_key(config, rest, sizeof rest, &c->domains) != 0) {
+        snprintf(why, whylen, "config '%.200s': domains takes 0 or 1 (or the config is too long)", config);
+        cca_upstream_destroy(u);
+        free(c);
+        return -1;
+    }
     cca_config cfg;
     cca_config_default(&cfg);
     cfg.log_oom = 0; /* OOMs are counted in the results, not logged per event */
-    cca_status st = cca_config_parse(&cfg, config);
+    cca_status st = cca_config_parse(&cfg, rest);
     if (st == CCA_OK)
         st = cca_create(&cfg, u, &c->a);
     if (st != CCA_OK) {
@@ -172,6 +219,51 @@ static int ccalloc_alloc_cuda_stream(ccb_strategy *s, size_t size, unsigned stre
     return st == CCA_OK ? 0 : st == CCA_ERR_OUT_OF_MEMORY ? 1 : -1;
 }
 
+static cca_domain *ccalloc_domain(const ccalloc_impl *c, unsigned n) {
+    return n < c->ndom ? c->dom[n] : NULL;
+}
+
+static int ccalloc_alloc_in_host(ccb_strategy *s, unsigned domain, size_t size, unsigned stream, void **ptr) {
+    ccalloc_impl *c = s->impl;
+    cca_status st = cca_alloc_in(c->a, ccalloc_domain(c, domain), size, (cca_stream)(uintptr_t)stream, ptr);
+    return st == CCA_OK ? 0 : st == CCA_ERR_OUT_OF_MEMORY ? 1 : -1;
+}
+
+static int ccalloc_alloc_in_cuda(ccb_strategy *s, unsigned domain, size_t size, unsigned stream, void **ptr) {
+    ccalloc_impl *c = s->impl;
+    cca_status st = cca_alloc_in(c->a, ccalloc_domain(c, domain), size, ccb_cuda_stream(stream), ptr);
+    return st == CCA_OK ? 0 : st == CCA_ERR_OUT_OF_MEMORY ? 1 : -1;
+}
+
+static void ccalloc_domain_open(ccb_strategy *s, unsigned n, const char *name) {
+    ccalloc_impl *c = s->impl;
+    if (!c->domains)
+        return;
+    if (n >= c->ndom) {
+        size_t cap = n + 1 > 2 * c->ndom ? n + 1 : 2 * c->ndom;
+        cca_domain **d = realloc(c->dom, cap * sizeof *d);
+        if (!d)
+            return; /* served by the default domain */
+        memset(d + c->ndom, 0, (cap - c->ndom) * sizeof *d);
+        c->dom = d;
+        c->ndom = cap;
+    }
+    if (cca_domain_create(c->a, name, &c->dom[n]) != CCA_OK)
+        c->dom[n] = NULL;
+}
+
+static void ccalloc_domain_release(ccb_strategy *s, unsigned n) {
+    ccalloc_impl *c = s->impl;
+    if (c->domains && (n == 0 || ccalloc_domain(c, n)))
+        cca_domain_release(c->a, ccalloc_domain(c, n), 0, NULL);
+}
+
+static void ccalloc_domain_reserve(ccb_strategy *s, unsigned n, size_t bytes) {
+    ccalloc_impl *c = s->impl;
+    if (c->domains && (n == 0 || ccalloc_domain(c, n)))
+        cca_domain_reserve(c->a, ccalloc_domain(c, n), bytes);
+}
+
 static void ccalloc_release(ccb_strategy *s, void *ptr, size_t size, unsigned stream) {
     (void)size;
     (void)stream;
@@ -213,8 +305,9 @@ static void ccalloc_close(ccb_strategy *s) {
     ccalloc_impl *c = s->impl;
     if (!c)
         return;
-    cca_destroy(c->a);
+    cca_destroy(c->a); /* its domains with it */
     cca_upstream_destroy(c->u);
+    free(c->dom);
     free(c);
     s->impl = NULL;
 }
@@ -233,6 +326,10 @@ const ccb_strategy_ops ccb_strategy_ccalloc_host = {
     .close = ccalloc_close,
     .host_pointers = 1,
     .trim = ccalloc_trim,
+    .domain_open = ccalloc_domain_open,
+    .alloc_in = ccalloc_alloc_in_host,
+    .domain_release = ccalloc_domain_release,
+    .domain_reserve = ccalloc_domain_reserve,
     .driver = CCB_DRIVER_MODEL,
 };
 
@@ -253,6 +350,10 @@ const ccb_strategy_ops ccb_strategy_ccalloc_cuda = {
     .close = ccalloc_close,
     .host_pointers = 0,
     .trim = ccalloc_trim,
+    .domain_open = ccalloc_domain_open,
+    .alloc_in = ccalloc_alloc_in_cuda,
+    .domain_release = ccalloc_domain_release,
+    .domain_reserve = ccalloc_domain_reserve,
     .driver = CCB_DRIVER_REAL,
 };
 

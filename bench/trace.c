@@ -3,18 +3,24 @@
  * allocator's recorder (allocator/src/trace.c), and the analysis every replay
  * is checked against.
  *
- * Format v2 (documented in docs/benchmarks.md#trace-format):
+ * Format v3 (documented in docs/benchmarks.md#trace-format):
  *
- *     # ccalloc trace v2                  <- '#' lines: provenance, kept
+ *     # ccalloc trace v3                  <- '#' lines: provenance, kept
  *     # source: pid 1234
- *     seq,op,id,size,stream,name          <- column header: opens a SECTION
- *     0,alloc,1,4096,0                    <- id pairs a free with its alloc
- *     1,free,1,4096,0                        size = requested bytes (0 allowed)
- *     2,mark,0,0,0,load:resnet50             stream = 0 default, 1.. others
- *     3,empty_cache,0,0,0                 <- release events: every strategy
- *     4,trim,0,1048576,0                     applies its own release call
+ *     seq,op,id,size,stream,domain,name   <- column header: opens a SECTION
+ *     0,domain,0,0,0,1,resnet50           <- declares domain 1 (then 2, 3, ..)
+ *     1,alloc,1,4096,0,1                  <- id pairs a free with its alloc
+ *     2,free,1,4096,0,1                      size = requested bytes (0 allowed)
+ *     3,mark,0,0,0,0,load:resnet50           stream = 0 default, 1.. others
+ *     4,empty_cache,0,0,0,0               <- release events: every strategy
+ *     5,trim,0,1048576,0,0                   applies its own release call
+ *     6,domain_reserve,0,8388608,0,1      <- footprint reservation
+ *     7,domain_release,0,0,0,1            <- none of domain 1's blocks live
  *
- * A v1 section (header "seq,op,id,size,stream") holds alloc and free only.
+ * domain = 0 is the default domain, never declared; a free names its alloc's
+ * domain; marks, empty_cache and trim name 0. A v2 section (header
+ * "seq,op,id,size,stream,name") has no domain column and no domain events, a
+ * v1 section ("seq,op,id,size,stream") holds alloc and free only.
  * Fields are split at every comma, so an empty field is an error, never a
  * shifted column; numbers are plain decimal (no sign, no space, no hex).
  *
@@ -23,7 +29,8 @@
  * reopened after every allocator closed it; older traces had one section per
  * allocator. Either way ids are only unique within a section, so the reader
  * maps (section, id) to a dense SLOT through a hash table: slots
- * are numbered in alloc order, and a replay keeps its live pointers in an
+ * are numbered in alloc order (domains likewise: a section numbers its own
+ * from 1 and the reader renumbers them across the file), and a replay keeps its live pointers in an
  * array indexed by slot (O(1) per event, no hashing while timing). Writing
  * emits one section with id = slot + 1, so write(read(x)) is canonical and
  * read(write(t)) == t event for event.
@@ -34,7 +41,9 @@
  *
  * Errors name the line: a free of an id that is not live, a free whose size
  * differs from its alloc's, an alloc reusing a live id, a bad field, a mark
- * name out of its alphabet, live bytes that would overflow 64 bits.
+ * name out of its alphabet, live bytes that would overflow 64 bits, a domain
+ * used before it is declared or declared out of order, a free in another
+ * domain than its alloc's, a domain release while one of its blocks is live.
  */
 #include "ccbench.h"
 
@@ -65,6 +74,7 @@ void ccb_trace_init(ccb_trace *t, const char *name) {
 void ccb_trace_free(ccb_trace *t) {
     free(t->ev);
     free(t->marks);
+    free(t->domains);
     free(t->comments);
     memset(t, 0, sizeof *t);
     t->comments_len = t->comments_cap = 0;
@@ -78,16 +88,68 @@ static void push(ccb_trace *t, ccb_event e) {
     t->ev[t->n++] = e;
 }
 
-uint32_t ccb_trace_alloc(ccb_trace *t, uint64_t size, unsigned stream) {
+uint32_t ccb_trace_alloc_in(ccb_trace *t, uint64_t size, unsigned stream, unsigned domain) {
     uint32_t slot = (uint32_t)t->slots++;
-    push(t, (ccb_event){.size = size, .slot = slot, .op = CCB_ALLOC, .stream = (uint8_t)stream});
+    push(t, (ccb_event){.size = size, .slot = slot, .op = CCB_ALLOC, .stream = (uint8_t)stream,
+                        .domain = (uint16_t)domain});
     return slot;
 }
 
+uint32_t ccb_trace_alloc(ccb_trace *t, uint64_t size, unsigned stream) {
+    return ccb_trace_alloc_in(t, size, stream, 0);
+}
+
 /* A free appended here carries no size: generators know only the slot, and
- * ccb_trace_analyze copies the alloc's size and stream into it (fill = 1). */
+ * ccb_trace_analyze copies the alloc's size, stream and domain into it. */
 void ccb_trace_release(ccb_trace *t, uint32_t slot) {
-    push(t, (ccb_event){.size = 0, .slot = slot, .op = CCB_FREE, .stream = 0, .fill = 1});
+    push(t, (ccb_event){.size = CCB_SIZE_FILL, .slot = slot, .op = CCB_FREE});
+}
+
+int ccb_domain_name_ok(const char *name) {
+    size_t n = 0;
+    for (const char *c = name; *c; c++, n++)
+        if (*c < 0x20 || *c > 0x7e || *c == ',' || *c == '"' || *c == '\\' || n >= CCB_DOMAIN_NAME_MAX)
+            return 0;
+    return n > 0;
+}
+
+int ccb_trace_domain(ccb_trace *t, const char *name) {
+    if (!name || !ccb_domain_name_ok(name) || t->ndomains >= CCB_MAX_DOMAINS)
+        return -1;
+    if (t->ndomains + 1 >= t->capdomains) {
+        t->capdomains = t->capdomains ? t->capdomains * 2 : 8;
+        t->domains = xrealloc(t->domains, t->capdomains * sizeof *t->domains);
+    }
+    if (t->ndomains == 0) { /* the default domain takes number 0 */
+        memset(&t->domains[0], 0, sizeof t->domains[0]);
+        snprintf(t->domains[0].name, sizeof t->domains[0].name, "default");
+        t->ndomains = 1;
+    }
+    unsigned n = (unsigned)t->ndomains++;
+    memset(&t->domains[n], 0, sizeof t->domains[n]);
+    memcpy(t->domains[n].name, name, strlen(name));
+    push(t, (ccb_event){.op = CCB_DOMAIN, .domain = (uint16_t)n});
+    return (int)n;
+}
+
+int ccb_trace_domain_release(ccb_trace *t, unsigned domain) {
+    if (domain != 0 && domain >= t->ndomains)
+        return -1;
+    push(t, (ccb_event){.op = CCB_DOMAIN_RELEASE, .domain = (uint16_t)domain});
+    return 0;
+}
+
+int ccb_trace_domain_reserve(ccb_trace *t, unsigned domain, uint64_t bytes) {
+    if ((domain != 0 && domain >= t->ndomains) || bytes == 0 || bytes > CCB_SIZE_MAX)
+        return -1;
+    push(t, (ccb_event){.size = bytes, .op = CCB_DOMAIN_RESERVE, .domain = (uint16_t)domain});
+    return 0;
+}
+
+const char *ccb_domain_name(const ccb_trace *t, unsigned domain) {
+    if (domain == 0)
+        return "default";
+    return domain < t->ndomains ? t->domains[domain].name : "?";
 }
 
 int ccb_mark_name_ok(const char *name) {
@@ -121,7 +183,8 @@ void ccb_trace_trim(ccb_trace *t, uint64_t keep) {
     push(t, (ccb_event){.size = keep > CCB_SIZE_MAX ? CCB_SIZE_MAX : keep, .op = CCB_TRIM});
 }
 
-static const char *const op_names[] = {"alloc", "free", "mark", "empty_cache", "trim"};
+static const char *const op_names[CCB_OP_COUNT] = {"alloc", "free",           "mark",   "empty_cache",
+                                                   "trim",  "domain_release", "domain", "domain_reserve"};
 
 const char *ccb_op_name(unsigned op) {
     return op < sizeof op_names / sizeof op_names[0] ? op_names[op] : "?";
@@ -262,6 +325,33 @@ static int split_fields(char *line, char **field, int max) {
     }
 }
 
+/* Per-file state of the reader beyond the trace itself: what each live slot
+ * was allocated with (so a free is checked with its own line named), the
+ * running sums analysis checks again, and the section's domain numbers. */
+typedef struct reader {
+    uint64_t *slot_size;
+    uint8_t *slot_stream;
+    uint16_t *slot_domain;
+    size_t slot_cap;
+    uint64_t live_rounded;
+    uint64_t *domain_live;        /* live blocks per (global) domain        */
+    uint16_t *section_domain;     /* section-local number -> global number  */
+    size_t section_domains;       /* declared in this section, 0 included   */
+} reader;
+
+static void reader_free(reader *r) {
+    free(r->slot_size);
+    free(r->slot_stream);
+    free(r->slot_domain);
+    free(r->domain_live);
+    free(r->section_domain);
+}
+
+/* The global number of a section-local domain field; -1 if not declared. */
+static int local_domain(const reader *r, uint64_t d) {
+    return d < r->section_domains ? r->section_domain[d] : -1;
+}
+
 int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     if (!hash_key) {
         struct timespec ts;
@@ -271,16 +361,16 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     char *line = malloc(CCB_LINE_MAX + 1);
     size_t lineno = 0;
     uint64_t section = 0;
-    int in_section = 0, v2 = 0;
+    int in_section = 0, version = 0;
     idmap m = {0};
-    uint64_t *slot_size = NULL; /* each alloc's size and stream, for the free's check with its line */
-    uint8_t *slot_stream = NULL;
-    uint64_t live_rounded = 0; /* the running sum analysis checks, here to name the line */
-    size_t slot_cap = 0;
+    reader rd = {0};
+    /* domains numbered so far by t itself (t may already hold some) */
+    rd.domain_live = calloc(CCB_MAX_DOMAINS + 1, sizeof *rd.domain_live);
+    rd.section_domain = calloc(CCB_MAX_DOMAINS + 1, sizeof *rd.section_domain);
     int rc = 0;
     size_t len;
     int got;
-    if (!line)
+    if (!line || !rd.domain_live || !rd.section_domain)
         rc = fail(err, errlen, "out of host memory");
     while (rc == 0 && (got = read_line(f, line, CCB_LINE_MAX + 1, &len)) != 0) {
         lineno++;
@@ -301,43 +391,62 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
             while (*c == ' ')
                 c++;
             /* the format line is written back by ccb_trace_write, not kept */
-            if (strcmp(c, "ccalloc trace v1") != 0 && strcmp(c, "ccalloc trace v2") != 0)
+            if (strcmp(c, "ccalloc trace v1") != 0 && strcmp(c, "ccalloc trace v2") != 0 &&
+                strcmp(c, "ccalloc trace v3") != 0)
                 ccb_trace_comment(t, "%s", c);
             continue;
         }
-        int hdr1 = strcmp(line, "seq,op,id,size,stream") == 0, hdr2 = strcmp(line, "seq,op,id,size,stream,name") == 0;
-        if (hdr1 || hdr2) {
+        int hdr = !strcmp(line, "seq,op,id,size,stream")                 ? 1
+                  : !strcmp(line, "seq,op,id,size,stream,name")          ? 2
+                  : !strcmp(line, "seq,op,id,size,stream,domain,name") ? 3
+                                                                         : 0;
+        if (hdr) {
             section += in_section; /* the first header opens section 0 */
             in_section = 1;
-            v2 = hdr2;
+            version = hdr;
+            rd.section_domains = 1; /* a section's domain 0 is the default domain */
+            rd.section_domain[0] = 0;
             continue;
         }
         if (!in_section) {
-            rc = fail(err, errlen, "line %zu: an event before the column header seq,op,id,size,stream[,name]", lineno);
+            rc = fail(err, errlen, "line %zu: an event before the column header seq,op,id,size,stream[,domain][,name]",
+                      lineno);
             break;
         }
-        char *field[7];
-        int nf = split_fields(line, field, 7); /* 7: one too many, to be named */
-        int is_mark = (nf >= 2 || nf < 0) && strcmp(field[1], "mark") == 0; /* nf < 0: 7+ fields, all set */
-        if (nf != (is_mark ? 6 : 5)) {
-            rc = fail(err, errlen, "line %zu: expected %s", lineno,
-                      is_mark ? "6 fields seq,op,id,size,stream,name" : "5 fields seq,op,id,size,stream");
+        char *field[8];
+        int nf = split_fields(line, field, 8); /* 8: one too many, to be named */
+        /* nf < 0: 8+ fields, all set */
+        int named = (nf >= 2 || nf < 0) && (!strcmp(field[1], "mark") || (version == 3 && !strcmp(field[1], "domain")));
+        int want = (version == 3 ? 6 : 5) + named;
+        if (nf != want) {
+            rc = fail(err, errlen, "line %zu: expected %d fields seq,op,id,size,stream%s%s", lineno, want,
+                      version == 3 ? ",domain" : "", named ? ",name" : "");
             break;
         }
-        uint64_t seq, id, size, stream;
+        uint64_t seq, id, size, stream, dom = 0;
         if (section >= (1ull << 19)) {
             rc = fail(err, errlen, "line %zu: more than 2^19 sections (column header lines)", lineno);
             break;
         }
         if (parse_u64(field[0], &seq) || parse_u64(field[2], &id) || parse_u64(field[3], &size) ||
-            parse_u64(field[4], &stream) || stream > 255 || id >= (1ull << 44) || section >= (1ull << 19) ||
-            size > CCB_SIZE_MAX) {
-            rc = fail(err, errlen, "line %zu: bad number (seq, id < 2^44, size <= 2^60, stream < 256)", lineno);
+            parse_u64(field[4], &stream) || stream > 255 || id >= (1ull << 44) || size > CCB_SIZE_MAX ||
+            (version == 3 && (parse_u64(field[5], &dom) || dom >= CCB_MAX_DOMAINS))) {
+            rc = fail(err, errlen, "line %zu: bad number (seq, id < 2^44, size <= 2^60, stream < 256, domain < %d)",
+                      lineno, CCB_MAX_DOMAINS);
             break;
         }
         (void)seq; /* order of lines is the order of events */
         uint64_t key = ((section << 44) | id) + 1;
         const char *op = field[1];
+        int is_domain_op = version == 3 && (!strcmp(op, "domain") || !strcmp(op, "domain_release") ||
+                                            !strcmp(op, "domain_reserve"));
+        /* the ops whose domain field names a domain (the others require 0) */
+        int names_domain = !strcmp(op, "alloc") || !strcmp(op, "free") || (is_domain_op && strcmp(op, "domain"));
+        int gdom = names_domain ? local_domain(&rd, dom) : 0;
+        if (gdom < 0) {
+            rc = fail(err, errlen, "line %zu: domain %" PRIu64 " is not declared in this section", lineno, dom);
+            break;
+        }
         if (strcmp(op, "alloc") == 0) {
             uint32_t *slot = idmap_find(&m, key, 0);
             if (slot && *slot != UINT32_MAX) {
@@ -348,43 +457,54 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
                 rc = fail(err, errlen, "line %zu: more than 2^32 allocations", lineno);
                 break;
             }
-            if (t->slots >= slot_cap) { /* t may already hold allocs */
-                slot_cap = t->slots + 1 > 2 * slot_cap ? t->slots + 1024 : 2 * slot_cap;
-                slot_size = xrealloc(slot_size, slot_cap * sizeof *slot_size);
-                slot_stream = xrealloc(slot_stream, slot_cap);
+            if (t->slots >= rd.slot_cap) { /* t may already hold allocs */
+                rd.slot_cap = t->slots + 1 > 2 * rd.slot_cap ? t->slots + 1024 : 2 * rd.slot_cap;
+                rd.slot_size = xrealloc(rd.slot_size, rd.slot_cap * sizeof *rd.slot_size);
+                rd.slot_stream = xrealloc(rd.slot_stream, rd.slot_cap);
+                rd.slot_domain = xrealloc(rd.slot_domain, rd.slot_cap * sizeof *rd.slot_domain);
             }
             uint64_t r = (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
-            if (live_rounded > UINT64_MAX - r || (uint64_t)SIZE_MAX < live_rounded + r) {
+            if (rd.live_rounded > UINT64_MAX - r || (uint64_t)SIZE_MAX < rd.live_rounded + r) {
                 rc = fail(err, errlen, "line %zu: live bytes overflow 64 bits", lineno);
                 break;
             }
-            live_rounded += r;
-            slot_size[t->slots] = size;
-            slot_stream[t->slots] = (uint8_t)stream;
-            *idmap_find(&m, key, 1) = ccb_trace_alloc(t, size, (unsigned)stream);
+            rd.live_rounded += r;
+            rd.slot_size[t->slots] = size;
+            rd.slot_stream[t->slots] = (uint8_t)stream;
+            rd.slot_domain[t->slots] = (uint16_t)gdom;
+            rd.domain_live[gdom]++;
+            *idmap_find(&m, key, 1) = ccb_trace_alloc_in(t, size, (unsigned)stream, (unsigned)gdom);
         } else if (strcmp(op, "free") == 0) {
             uint32_t *slot = idmap_find(&m, key, 0);
             if (!slot || *slot == UINT32_MAX) {
                 rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " which is not live", lineno, id);
                 break;
             }
-            if (size != slot_size[*slot] || stream != slot_stream[*slot]) {
+            if (size != rd.slot_size[*slot] || stream != rd.slot_stream[*slot]) {
                 rc = fail(err, errlen,
                           "line %zu: free of id %" PRIu64 " with size %" PRIu64 " on stream %" PRIu64
                           ", allocated with %" PRIu64 " on stream %u",
-                          lineno, id, size, stream, slot_size[*slot], (unsigned)slot_stream[*slot]);
+                          lineno, id, size, stream, rd.slot_size[*slot], (unsigned)rd.slot_stream[*slot]);
                 break;
             }
-            live_rounded -= (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
-            push(t, (ccb_event){.size = size, .slot = *slot, .op = CCB_FREE, .stream = (uint8_t)stream});
+            if (gdom != rd.slot_domain[*slot]) {
+                rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " in domain %" PRIu64 ", allocated in another",
+                          lineno, id, dom);
+                break;
+            }
+            rd.live_rounded -= (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+            rd.domain_live[gdom]--;
+            push(t, (ccb_event){.size = size, .slot = *slot, .op = CCB_FREE, .stream = (uint8_t)stream,
+                                .domain = (uint16_t)gdom});
             *slot = UINT32_MAX; /* ids are never reused by the recorder, but tolerate it */
-        } else if (v2 && (is_mark || !strcmp(op, "empty_cache") || !strcmp(op, "trim"))) {
-            int is_trim = strcmp(op, "trim") == 0;
-            if (id != 0 || stream != 0 || (!is_trim && size != 0)) {
-                rc = fail(err, errlen, "line %zu: %s takes id 0, stream 0%s", lineno, op, is_trim ? "" : " and size 0");
+        } else if (version >= 2 && (!strcmp(op, "mark") || !strcmp(op, "empty_cache") || !strcmp(op, "trim"))) {
+            int is_trim = strcmp(op, "trim") == 0, is_mark = strcmp(op, "mark") == 0;
+            if (id != 0 || stream != 0 || dom != 0 || (!is_trim && size != 0)) {
+                rc = fail(err, errlen, "line %zu: %s takes id 0, stream 0%s%s", lineno, op,
+                          version == 3 ? ", domain 0" : "", is_trim ? "" : " and size 0");
                 break;
             }
-            if (is_mark && ccb_trace_mark(t, field[5]) != 0) {
+            if (is_mark && ccb_trace_mark(t, field[version == 3 ? 6 : 5]) != 0) {
                 rc = fail(err, errlen,
                           "line %zu: mark name must be 1..%d printable ASCII characters, no comma or quote", lineno,
                           CCB_MARK_MAX);
@@ -394,17 +514,54 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
                 ccb_trace_trim(t, size);
             else if (!is_mark)
                 ccb_trace_empty_cache(t);
+        } else if (is_domain_op) {
+            int is_reserve = strcmp(op, "domain_reserve") == 0;
+            if (id != 0 || stream != 0 || (is_reserve ? size == 0 : size != 0)) {
+                rc = fail(err, errlen, "line %zu: %s takes id 0, stream 0 and %s", lineno, op,
+                          is_reserve ? "a size of 1 byte or more" : "size 0");
+                break;
+            }
+            if (!strcmp(op, "domain")) {
+                if (dom != rd.section_domains) {
+                    rc = fail(err, errlen, "line %zu: domain %" PRIu64 " declared out of order (next is %zu)", lineno,
+                              dom, rd.section_domains);
+                    break;
+                }
+                if (!ccb_domain_name_ok(field[6])) {
+                    rc = fail(err, errlen,
+                              "line %zu: a domain name is 1..%d printable ASCII characters, no comma, quote or "
+                              "backslash",
+                              lineno, CCB_DOMAIN_NAME_MAX);
+                    break;
+                }
+                int n = ccb_trace_domain(t, field[6]);
+                if (n < 0) {
+                    rc = fail(err, errlen, "line %zu: more than %d domains in the file", lineno, CCB_MAX_DOMAINS - 1);
+                    break;
+                }
+                rd.section_domain[rd.section_domains++] = (uint16_t)n;
+            } else if (is_reserve) {
+                ccb_trace_domain_reserve(t, (unsigned)gdom, size);
+            } else {
+                if (rd.domain_live[gdom]) {
+                    rc = fail(err, errlen, "line %zu: release of domain %" PRIu64 " (%s) with %" PRIu64 " live blocks",
+                              lineno, dom, ccb_domain_name(t, (unsigned)gdom), rd.domain_live[gdom]);
+                    break;
+                }
+                ccb_trace_domain_release(t, (unsigned)gdom);
+            }
         } else {
             rc = fail(err, errlen, "line %zu: op '%.32s' is not one of %s", lineno, op,
-                      v2 ? "alloc, free, mark, empty_cache, trim" : "alloc, free (a v1 section)");
+                      version == 3   ? "alloc, free, mark, empty_cache, trim, domain, domain_release, domain_reserve"
+                      : version == 2 ? "alloc, free, mark, empty_cache, trim (a v2 section)"
+                                     : "alloc, free (a v1 section)");
             break;
         }
     }
     free(line);
     free(m.keys);
     free(m.slots);
-    free(slot_size);
-    free(slot_stream);
+    reader_free(&rd);
     if (rc == 0 && ferror(f))
         rc = fail(err, errlen, "read error");
     if (rc == 0)
@@ -506,23 +663,32 @@ int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
 /* ---- writing --------------------------------------------------------------- */
 
 int ccb_trace_write(const ccb_trace *t, FILE *f) {
-    fprintf(f, "# ccalloc trace v2\n");
+    fprintf(f, "# ccalloc trace v3\n");
     for (const char *c = t->comments; c && *c;) {
         const char *nl = strchr(c, '\n');
         size_t len = nl ? (size_t)(nl - c) : strlen(c);
         fprintf(f, "# %.*s\n", (int)len, c);
         c += len + (nl != NULL);
     }
-    fprintf(f, "seq,op,id,size,stream,name\n");
+    fprintf(f, "seq,op,id,size,stream,domain,name\n");
     for (size_t i = 0; i < t->n; i++) {
         const ccb_event *e = &t->ev[i];
-        if (e->op == CCB_ALLOC || e->op == CCB_FREE)
-            fprintf(f, "%zu,%s,%" PRIu32 ",%" PRIu64 ",%u\n", i, ccb_op_name(e->op), e->slot + 1, e->size,
-                    (unsigned)e->stream);
-        else if (e->op == CCB_MARK)
-            fprintf(f, "%zu,mark,0,0,0,%s\n", i, t->marks[e->slot]);
-        else
-            fprintf(f, "%zu,%s,0,%" PRIu64 ",0\n", i, ccb_op_name(e->op), e->op == CCB_TRIM ? e->size : 0);
+        switch (e->op) {
+        case CCB_ALLOC:
+        case CCB_FREE:
+            fprintf(f, "%zu,%s,%" PRIu32 ",%" PRIu64 ",%u,%u\n", i, ccb_op_name(e->op), e->slot + 1, e->size,
+                    (unsigned)e->stream, (unsigned)e->domain);
+            break;
+        case CCB_MARK:
+            fprintf(f, "%zu,mark,0,0,0,0,%s\n", i, t->marks[e->slot]);
+            break;
+        case CCB_DOMAIN: /* declared in order: the file's numbers are t's */
+            fprintf(f, "%zu,domain,0,0,0,%u,%s\n", i, (unsigned)e->domain, ccb_domain_name(t, e->domain));
+            break;
+        default: /* empty_cache, trim, domain_release, domain_reserve */
+            fprintf(f, "%zu,%s,0,%" PRIu64 ",0,%u\n", i, ccb_op_name(e->op),
+                    e->op == CCB_TRIM || e->op == CCB_DOMAIN_RESERVE ? e->size : 0, (unsigned)e->domain);
+        }
     }
     return ferror(f) ? -1 : 0;
 }
@@ -544,25 +710,40 @@ static uint64_t round_gran(uint64_t s) { /* s <= CCB_SIZE_MAX: no overflow */
 }
 
 int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
-    /* size[slot] of the live alloc; alive[slot] 1 while live (sizes may be 0) */
-    uint64_t *size = calloc(t->slots ? t->slots : 1, sizeof *size);
-    uint8_t *stream = calloc(t->slots ? t->slots : 1, 1);
-    uint8_t *alive = calloc(t->slots ? t->slots : 1, 1);
-    if (!size || !stream || !alive) {
+    /* per slot: size and stream of the live alloc, its domain, alive 1 while
+     * live (sizes may be 0); per domain: live blocks and requested bytes */
+    size_t ns = t->slots ? t->slots : 1, nd = t->ndomains ? t->ndomains : 1;
+    uint64_t *size = calloc(ns, sizeof *size);
+    uint8_t *stream = calloc(ns, 1);
+    uint8_t *alive = calloc(ns, 1);
+    uint16_t *dom = calloc(ns, sizeof *dom);
+    uint64_t *dlive = calloc(nd, sizeof *dlive), *dreq = calloc(nd, sizeof *dreq);
+    if (!size || !stream || !alive || !dom || !dlive || !dreq) {
         free(size);
         free(stream);
         free(alive);
+        free(dom);
+        free(dlive);
+        free(dreq);
         return fail(err, errlen, "out of host memory");
     }
-    t->allocs = t->frees = t->releases = 0;
+    t->allocs = t->frees = t->releases = t->domain_releases = 0;
     t->peak_requested = t->peak_rounded = t->peak_live = t->max_size = 0;
     t->ideal_peak = 0;
     t->streams = 0;
+    for (size_t d = 0; d < t->ndomains; d++) {
+        t->domains[d].allocs = t->domains[d].releases = t->domains[d].reserves = 0;
+        t->domains[d].peak_requested = 0;
+    }
     uint64_t req = 0, rounded = 0;
-    size_t nlive = 0;
+    size_t nlive = 0, declared = 0; /* domains declared so far (numbers 1..declared) */
     int rc = 0;
     for (size_t i = 0; i < t->n; i++) {
         ccb_event *e = &t->ev[i];
+        if (e->op >= CCB_OP_COUNT) {
+            rc = fail(err, errlen, "event %zu: op %u out of range", i, (unsigned)e->op);
+            break;
+        }
         if (e->op == CCB_MARK) {
             if (e->slot >= t->nmarks) {
                 rc = fail(err, errlen, "event %zu: mark %u out of range", i, e->slot);
@@ -574,7 +755,42 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
             t->releases++;
             continue;
         }
-        if (e->slot >= t->slots || e->op > CCB_FREE) {
+        if (e->op == CCB_DOMAIN) {
+            if (e->domain != declared + 1 || e->domain >= t->ndomains) {
+                rc = fail(err, errlen, "event %zu: domain %u declared out of order (next is %zu)", i,
+                          (unsigned)e->domain, declared + 1);
+                break;
+            }
+            declared++;
+            continue;
+        }
+        /* a free appended by ccb_trace_release names its domain at the fill below */
+        if (e->domain > declared && !(e->op == CCB_FREE && e->size == CCB_SIZE_FILL)) {
+            rc = fail(err, errlen, "event %zu: domain %u is not declared", i, (unsigned)e->domain);
+            break;
+        }
+        ccb_domain_info *di = t->domains ? &t->domains[e->domain] : NULL;
+        if (e->op == CCB_DOMAIN_RELEASE) {
+            if (dlive[e->domain]) {
+                rc = fail(err, errlen, "event %zu: release of domain %u (%s) with %" PRIu64 " live blocks", i,
+                          (unsigned)e->domain, ccb_domain_name(t, e->domain), dlive[e->domain]);
+                break;
+            }
+            t->domain_releases++;
+            if (di)
+                di->releases++;
+            continue;
+        }
+        if (e->op == CCB_DOMAIN_RESERVE) {
+            if (e->size == 0 || e->size > CCB_SIZE_MAX) {
+                rc = fail(err, errlen, "event %zu: a reservation of %" PRIu64 " bytes (1..2^60)", i, e->size);
+                break;
+            }
+            if (di)
+                di->reserves++;
+            continue;
+        }
+        if (e->slot >= t->slots) {
             rc = fail(err, errlen, "event %zu: slot %u out of range", i, e->slot);
             break;
         }
@@ -592,8 +808,16 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
             alive[e->slot] = 1;
             size[e->slot] = e->size;
             stream[e->slot] = e->stream;
+            dom[e->slot] = e->domain;
             req += e->size;
             rounded += round_gran(e->size);
+            dlive[e->domain]++;
+            dreq[e->domain] += e->size;
+            if (di) {
+                di->allocs++;
+                if (dreq[e->domain] > di->peak_requested)
+                    di->peak_requested = dreq[e->domain];
+            }
             nlive++;
             t->allocs++;
             if (e->size > t->max_size)
@@ -609,10 +833,10 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
                 rc = fail(err, errlen, "event %zu: free of slot %u which is not live", i, e->slot);
                 break;
             }
-            if (e->fill) { /* appended by ccb_trace_release: take the alloc's */
+            if (e->size == CCB_SIZE_FILL) { /* appended by ccb_trace_release: take the alloc's */
                 e->size = size[e->slot];
                 e->stream = stream[e->slot];
-                e->fill = 0;
+                e->domain = dom[e->slot];
             } else if (e->size != size[e->slot]) {
                 rc = fail(err, errlen, "event %zu: free of slot %u with size %" PRIu64 ", allocated with %" PRIu64, i,
                           e->slot, e->size, size[e->slot]);
@@ -621,9 +845,15 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
                 rc = fail(err, errlen, "event %zu: free of slot %u on stream %u, allocated on %u", i, e->slot,
                           (unsigned)e->stream, (unsigned)stream[e->slot]);
                 break;
+            } else if (e->domain != dom[e->slot]) {
+                rc = fail(err, errlen, "event %zu: free of slot %u in domain %u, allocated in %u", i, e->slot,
+                          (unsigned)e->domain, (unsigned)dom[e->slot]);
+                break;
             }
             req -= size[e->slot];
             rounded -= round_gran(size[e->slot]);
+            dlive[e->domain]--;
+            dreq[e->domain] -= size[e->slot];
             alive[e->slot] = 0;
             nlive--;
             t->frees++;
@@ -631,11 +861,17 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
         if ((unsigned)e->stream + 1 > t->streams)
             t->streams = (unsigned)e->stream + 1;
     }
+    if (rc == 0 && declared + (t->ndomains > 0) != t->ndomains)
+        rc = fail(err, errlen, "%zu domains named, %zu declared by events", t->ndomains ? t->ndomains - 1 : 0,
+                  declared);
     t->final_live = nlive;
     t->final_requested = req;
     free(size);
     free(stream);
     free(alive);
+    free(dom);
+    free(dlive);
+    free(dreq);
     if (rc == 0 && (t->ideal_peak = ccb_ideal_arena_peak(t)) == CCB_UNKNOWN)
         rc = fail(err, errlen, "the ideal arena overflows 64 bits (or host memory ran out)");
     return rc;

@@ -87,3 +87,34 @@ def test_each_trace_counts_its_own_upstream_calls(monkeypatch, tmp_path):
     got = {r.split(",")[0]: dict(zip(head, r.split(","))) for r in rows[1:]}
     assert got["a"]["upstream_allocs"] == "3" and got["a"]["upstream_frees"] == "3"
     assert got["b"]["upstream_allocs"] == "2" and got["b"]["upstream_frees"] == "2", got["b"]
+
+
+def test_v3_traces_read_with_their_domain_events_skipped(tmp_path):
+    """A v3 file (domain column, domain events) gives the same allocs and
+    frees as the v2 file of the same program: PyTorch has no domains."""
+    v3 = tmp_path / "v3.csv"
+    v3.write_text("# ccalloc trace v3\n"
+                  "seq,op,id,size,stream,domain,name\n"
+                  "0,domain,0,0,0,1,model a\n"
+                  "1,domain_reserve,0,4096,0,1\n"
+                  "2,alloc,1,1000,0,1\n"
+                  "3,alloc,2,24,1,0\n"
+                  "4,mark,0,0,0,0,run\n"
+                  "5,free,1,1000,0,1\n"
+                  "6,domain_release,0,0,0,1\n"
+                  "7,empty_cache,0,0,0,0\n"
+                  "8,free,2,24,1,0\n")
+    v2 = tmp_path / "v2.csv"
+    v2.write_text("seq,op,id,size,stream,name\n"
+                  "0,alloc,1,1000,0\n"
+                  "1,alloc,2,24,1\n"
+                  "2,mark,0,0,0,run\n"
+                  "3,free,1,1000,0\n"
+                  "4,empty_cache,0,0,0\n"
+                  "5,free,2,24,1\n")
+    e3, name = pr.read_trace(str(v3))
+    e2, _ = pr.read_trace(str(v2))
+    assert name == "v3"
+    assert e3 == e2
+    assert e3 == [("alloc", (0, 1), 1000, 0), ("alloc", (0, 2), 24, 1), ("free", (0, 1), 1000, 0),
+                  ("empty_cache", (0, 0), 0, 0), ("free", (0, 2), 24, 1)]

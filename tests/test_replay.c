@@ -390,7 +390,23 @@ Test(ideal, agrees_with_a_brute_force_model_on_generated_traces) {
 
 /* ---- format v2 ---------------------------------------------------------------------------- */
 
+/* A v2 file reads, and is written back as v3 (domain 0 everywhere), which
+ * reads back to the same events and writes itself unchanged. */
 Test(format_v2, round_trips_every_op) {
+    static const char *const two_models_v3 = "# ccalloc trace v3\n"
+                                             "seq,op,id,size,stream,domain,name\n"
+                                             "0,mark,0,0,0,0,load:a\n"
+                                             "1,alloc,1,31457280,0,0\n"
+                                             "2,alloc,2,1024,0,0\n"
+                                             "3,alloc,3,4194304,0,0\n"
+                                             "4,free,3,4194304,0,0\n"
+                                             "5,mark,0,0,0,0,unload:a\n"
+                                             "6,free,1,31457280,0,0\n"
+                                             "7,empty_cache,0,0,0,0\n"
+                                             "8,mark,0,0,0,0,load:b\n"
+                                             "9,alloc,4,8388608,0,0\n"
+                                             "10,free,4,8388608,0,0\n"
+                                             "11,trim,0,1048576,0,0\n";
     ccb_trace t;
     cr_assert_eq(read_text(&t, two_models, NULL, 0), 0);
     char *buf = NULL;
@@ -398,7 +414,12 @@ Test(format_v2, round_trips_every_op) {
     FILE *f = open_memstream(&buf, &len);
     cr_assert_eq(ccb_trace_write(&t, f), 0);
     fclose(f);
-    cr_assert_str_eq(buf, two_models);
+    cr_assert_str_eq(buf, two_models_v3);
+    ccb_trace back;
+    cr_assert_eq(read_text(&back, buf, NULL, 0), 0);
+    cr_assert_eq(back.n, t.n);
+    cr_assert_eq(memcmp(back.ev, t.ev, t.n * sizeof *t.ev), 0, "the same events");
+    ccb_trace_free(&back);
     free(buf);
     ccb_trace_free(&t);
 }
@@ -502,4 +523,286 @@ Test(format_v2, gzip_files_read_like_plain_ones) {
     cr_assert(strstr(err, "cannot open"), "%s", err);
     unlink(plain);
     unlink(gz);
+}
+
+/* ---- format v3: domains ------------------------------------------------------------------ */
+
+/* Two models as two domains: a's large block and small scalar, b's small
+ * scalar (in the same small segment as a's when domains are ignored) and a
+ * medium block; a released while b is live, then the program empties its
+ * cache, then b is released. */
+static const char *const two_domains = "# ccalloc trace v3\n"
+                                       "seq,op,id,size,stream,domain,name\n"
+                                       "0,domain,0,0,0,1,model a\n"
+                                       "1,domain,0,0,0,2,model b\n"
+                                       "2,alloc,1,31457280,0,1\n"
+                                       "3,alloc,2,1024,0,2\n"
+                                       "4,alloc,3,8388608,0,2\n"
+                                       "5,alloc,4,1024,0,1\n"
+                                       "6,free,1,31457280,0,1\n"
+                                       "7,free,4,1024,0,1\n"
+                                       "8,domain_release,0,0,0,1\n"
+                                       "9,empty_cache,0,0,0,0\n"
+                                       "10,free,2,1024,0,2\n"
+                                       "11,free,3,8388608,0,2\n"
+                                       "12,domain_release,0,0,0,2\n";
+
+Test(format_v3, reads_domains_and_writes_itself_unchanged) {
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, two_domains, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.ndomains, 3, "the default domain and two declared");
+    cr_assert_str_eq(ccb_domain_name(&t, 0), "default");
+    cr_assert_str_eq(ccb_domain_name(&t, 1), "model a");
+    cr_assert_str_eq(ccb_domain_name(&t, 2), "model b");
+    cr_assert_str_eq(ccb_domain_name(&t, 3), "?");
+    cr_assert_eq(t.domain_releases, 2);
+    cr_assert_eq(t.releases, 1, "empty_cache; domain releases counted apart");
+    cr_assert_eq(t.domains[1].allocs, 2);
+    cr_assert_eq(t.domains[1].peak_requested, 31457280 + 1024);
+    cr_assert_eq(t.domains[2].peak_requested, 8388608 + 1024);
+    cr_assert_eq(t.domains[1].releases, 1);
+    cr_assert_eq(t.domains[0].allocs, 0);
+    cr_assert_eq(t.ev[2].domain, 1);
+    cr_assert_eq(t.ev[3].domain, 2);
+    cr_assert_eq(t.ev[8].op, CCB_DOMAIN_RELEASE);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(ccb_trace_write(&t, f), 0);
+    fclose(f);
+    cr_assert_str_eq(buf, two_domains);
+    free(buf);
+    ccb_trace_free(&t);
+}
+
+/* Each section numbers its domains from 1; the reader numbers them across
+ * the file, and a section cannot name another section's domain. */
+Test(format_v3, sections_renumber_their_domains) {
+    const char *text = "seq,op,id,size,stream,domain,name\n"
+                       "0,domain,0,0,0,1,x\n"
+                       "1,alloc,1,100,0,1\n"
+                       "seq,op,id,size,stream,domain,name\n"
+                       "0,domain,0,0,0,1,y\n"
+                       "1,alloc,1,200,0,1\n"
+                       "2,free,1,200,0,1\n"
+                       "3,domain_release,0,0,0,1\n"
+                       "seq,op,id,size,stream,name\n"
+                       "0,alloc,1,300,0\n";
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, text, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.ndomains, 3);
+    cr_assert_str_eq(ccb_domain_name(&t, 1), "x");
+    cr_assert_str_eq(ccb_domain_name(&t, 2), "y");
+    size_t k = 0;
+    uint16_t want[] = {1, 2, 2, 0}; /* the allocs and the free, in order */
+    for (size_t i = 0; i < t.n; i++)
+        if (t.ev[i].op <= CCB_FREE)
+            cr_assert_eq(t.ev[i].domain, want[k++], "event %zu", i);
+    cr_assert_eq(k, 4);
+    cr_assert_eq(t.domains[1].allocs, 1);
+    cr_assert_eq(t.domains[2].releases, 1);
+    cr_assert_eq(t.final_live, 2, "x's block and the v2 section's");
+    ccb_trace_free(&t);
+}
+
+Test(format_v3, hostile_lines_are_refused_with_their_line) {
+    const char *v3 = "seq,op,id,size,stream,domain,name\n";
+    char text[512];
+#define BAD3(body, needle)                                                                                             \
+    do {                                                                                                               \
+        snprintf(text, sizeof text, "%s%s", v3, body);                                                                 \
+        expect_error(text, needle);                                                                                    \
+    } while (0)
+    BAD3("0,alloc,1,8,0\n", "line 2: expected 6 fields");
+    BAD3("0,alloc,1,8,0,0,x\n", "line 2: expected 6 fields");
+    BAD3("0,mark,0,0,0,x\n", "line 2: expected 7 fields");
+    BAD3("0,domain,0,0,0,1\n", "line 2: expected 7 fields");
+    BAD3("0,alloc,1,8,0,1\n", "line 2: domain 1 is not declared");
+    BAD3("0,domain,0,0,0,2,a\n", "line 2: domain 2 declared out of order (next is 1)");
+    BAD3("0,domain,0,0,0,0,a\n", "declared out of order");
+    BAD3("0,domain,0,0,0,1,a\n1,domain,0,0,0,1,b\n", "line 3: domain 1 declared out of order (next is 2)");
+    BAD3("0,domain,0,0,0,1,a\"b\n", "line 2: a domain name");
+    BAD3("0,domain,0,0,0,1,a\\b\n", "line 2: a domain name");
+    BAD3("0,domain,0,0,0,1,caf\xc3\xa9\n", "line 2: a domain name");
+    BAD3("0,domain,1,0,0,1,a\n", "line 2: domain takes id 0");
+    BAD3("0,domain,0,5,0,1,a\n", "line 2: domain takes id 0, stream 0 and size 0");
+    BAD3("0,domain,0,0,0,1,a\n1,alloc,1,8,0,1\n2,free,1,8,0,0\n", "line 4: free of id 1 in domain 0, allocated in another");
+    BAD3("0,domain,0,0,0,1,a\n1,alloc,1,8,0,1\n2,domain_release,0,0,0,1\n",
+         "line 4: release of domain 1 (a) with 1 live blocks");
+    BAD3("0,alloc,1,8,0,0\n1,domain_release,0,0,0,0\n", "line 3: release of domain 0 (default) with 1 live blocks");
+    BAD3("0,domain_release,0,0,0,3\n", "line 2: domain 3 is not declared");
+    BAD3("0,domain_reserve,0,0,0,0\n", "line 2: domain_reserve takes id 0, stream 0 and a size of 1 byte or more");
+    BAD3("0,domain_release,0,8,0,0\n", "line 2: domain_release takes id 0, stream 0 and size 0");
+    BAD3("0,domain_release,0,0,1,0\n", "line 2: domain_release takes id 0");
+    BAD3("0,mark,0,0,0,1,x\n", "line 2: mark takes id 0, stream 0, domain 0");
+    BAD3("0,empty_cache,0,0,0,2\n", "line 2: empty_cache takes id 0, stream 0, domain 0");
+    BAD3("0,alloc,1,8,0,65535\n", "line 2: bad number");
+    BAD3("0,alloc,1,8,0,-1\n", "line 2: bad number");
+    BAD3("0,alloc,1,8,0,\n", "line 2: bad number");
+    BAD3("0,domains,0,0,0,0\n", "line 2: op 'domains' is not one of alloc, free, mark, empty_cache, trim, domain");
+#undef BAD3
+    /* v2 sections know no domain events */
+    expect_error("seq,op,id,size,stream,name\n0,domain_release,0,0,0\n", "line 2: op 'domain_release' is not one of");
+    expect_error("seq,op,id,size,stream,name\n0,domain,0,0,0,a\n", "line 2: expected 5 fields");
+    /* a domain of an earlier section is not this one's */
+    expect_error("seq,op,id,size,stream,domain,name\n0,domain,0,0,0,1,a\n"
+                 "seq,op,id,size,stream,domain,name\n0,alloc,1,8,0,1\n",
+                 "line 4: domain 1 is not declared in this section");
+}
+
+Test(format_v3, builders_and_analysis_check_domains) {
+    ccb_trace t;
+    ccb_trace_init(&t, "built");
+    cr_assert_eq(ccb_trace_domain(&t, ""), -1);
+    cr_assert_eq(ccb_trace_domain(&t, "a,b"), -1, "a comma would split the field");
+    cr_assert_eq(ccb_trace_domain_release(&t, 1), -1, "not declared");
+    cr_assert_eq(ccb_trace_domain_reserve(&t, 0, 0), -1, "0 bytes");
+    cr_assert_eq(ccb_trace_domain_reserve(&t, 0, CCB_SIZE_MAX + 1), -1);
+    cr_assert_eq(t.n, 0, "refusals append nothing");
+    int d = ccb_trace_domain(&t, "m");
+    cr_assert_eq(d, 1);
+    uint32_t s = ccb_trace_alloc_in(&t, 4096, 1, (unsigned)d);
+    cr_assert_eq(ccb_trace_domain_reserve(&t, (unsigned)d, 1 << 20), 0);
+    ccb_trace_release(&t, s); /* size, stream and domain come from the alloc */
+    cr_assert_eq(ccb_trace_domain_release(&t, (unsigned)d), 0);
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_analyze(&t, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.ev[3].domain, 1);
+    cr_assert_eq(t.ev[3].size, 4096);
+    cr_assert_eq(t.ev[3].stream, 1);
+    cr_assert_eq(t.domains[1].reserves, 1);
+    /* a release while a block of the domain is live */
+    uint32_t s2 = ccb_trace_alloc_in(&t, 10, 0, (unsigned)d);
+    cr_assert_eq(ccb_trace_domain_release(&t, (unsigned)d), 0);
+    cr_assert_eq(ccb_trace_analyze(&t, err, sizeof err), -1);
+    cr_assert(strstr(err, "event 6: release of domain 1 (m) with 1 live blocks"), "%s", err);
+    (void)s2;
+    ccb_trace_free(&t);
+    /* an event naming a domain beyond the declared ones (built by hand) */
+    ccb_trace_init(&t, "hand");
+    ccb_trace_alloc_in(&t, 8, 0, 3);
+    cr_assert_eq(ccb_trace_analyze(&t, err, sizeof err), -1);
+    cr_assert(strstr(err, "event 0: domain 3 is not declared"), "%s", err);
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &opts, &r), -1, "replay refuses it before running");
+    ccb_trace_free(&t);
+}
+
+/* The reserved bytes of each domain, the sequence run directly on the
+ * allocator: what a domain release must give back exactly. */
+static void direct_domain_reserved(size_t *ra, size_t *rb) {
+    cca_upstream *u;
+    cca_allocator *a;
+    cr_assert_eq(cca_upstream_host_create((size_t)4 << 30, &u), CCA_OK);
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+    cca_domain *da, *db;
+    cr_assert_eq(cca_domain_create(a, "model a", &da), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "model b", &db), CCA_OK);
+    void *p[4];
+    cr_assert_eq(cca_alloc_in(a, da, 31457280, NULL, &p[0]), CCA_OK);
+    cr_assert_eq(cca_alloc_in(a, db, 1024, NULL, &p[1]), CCA_OK);
+    cr_assert_eq(cca_alloc_in(a, db, 8388608, NULL, &p[2]), CCA_OK);
+    cr_assert_eq(cca_alloc_in(a, da, 1024, NULL, &p[3]), CCA_OK);
+    cca_domain_stats s;
+    cr_assert_eq(cca_get_domain_stats(a, da, &s), CCA_OK);
+    *ra = s.reserved_bytes;
+    cr_assert_eq(cca_get_domain_stats(a, db, &s), CCA_OK);
+    *rb = s.reserved_bytes;
+    for (int i = 0; i < 4; i++)
+        cca_free(a, p[i]);
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+}
+
+Test(replay_domains, a_domain_release_returns_exactly_that_domains_reservation) {
+    size_t ra, rb;
+    direct_domain_reserved(&ra, &rb);
+    cr_assert_eq(ra, 30 * MiB + 2 * MiB, "a: its 30 MiB large segment and its own small segment");
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, two_domains, err, sizeof err), 0, "%s", err);
+    ccb_result g, sh, gr, m;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &opts, &g), 0, "%s", g.why);
+    cr_assert_eq(ccb_replay(&t, "ccalloc-shared", &opts, &sh), 0, "%s", sh.why);
+    cr_assert_eq(ccb_replay(&t, "ccalloc-greedy", &opts, &gr), 0, "%s", gr.why);
+    cr_assert_eq(ccb_replay(&t, "malloc", &opts, &m), 0, "%s", m.why);
+    cr_assert_eq(g.checkpoints_n, 3);
+    cr_assert_eq(sh.checkpoints_n, 3);
+    const ccb_checkpoint *c = g.checkpoints;
+    cr_assert_eq(c[0].op, CCB_DOMAIN_RELEASE);
+    cr_assert_eq(c[0].mark, 1, "the domain released");
+    cr_assert_eq(c[0].event, 8);
+    cr_assert_eq(c[0].returned, ra, "domains: a's whole reservation back while b is live");
+    cr_assert_eq(c[0].reserved, rb, "b's alone left");
+    cr_assert_eq(c[1].op, CCB_EMPTY_CACHE);
+    cr_assert_eq(c[1].returned, 0, "nothing of a left to return");
+    cr_assert_eq(c[2].mark, 2);
+    cr_assert_eq(c[2].returned, rb);
+    cr_assert_eq(c[2].reserved, 0);
+    /* shared segments: the release does nothing, empty_cache returns a's
+     * large segment but the small segment stays, pinned by b's scalar */
+    c = sh.checkpoints;
+    cr_assert_eq(c[0].returned, 0);
+    cr_assert_eq(c[0].reserved, g.checkpoints[0].reserved + ra - 2 * MiB, "a's and b's, sharing one small segment");
+    cr_assert_eq(c[1].returned, 30 * MiB);
+    cr_assert_eq(c[1].reserved, g.checkpoints[1].reserved, "a's small block shared b's segment");
+    cr_assert_eq(c[2].returned, 0, "shared: no domain release");
+    cr_assert_eq(sh.reserved_after_empty, 0, "what it kept went back at the end");
+    /* greedy refuses domains: one arena, the events change nothing */
+    cr_assert_eq(gr.checkpoints[0].returned, 0);
+    cr_assert_eq(gr.checkpoints[2].returned, 0);
+    /* no device: unknown */
+    cr_assert_eq(m.checkpoints[0].returned, CCB_UNKNOWN);
+    cr_assert_eq(m.checkpoints[0].reserved, CCB_UNKNOWN);
+    ccb_result_free(&g);
+    ccb_result_free(&sh);
+    ccb_result_free(&gr);
+    ccb_result_free(&m);
+    ccb_trace_free(&t);
+}
+
+Test(replay_domains, a_footprint_reservation_serves_the_domain_without_upstream_calls) {
+    const char *text = "seq,op,id,size,stream,domain,name\n"
+                       "0,domain,0,0,0,1,m\n"
+                       "1,domain_reserve,0,41943040,0,1\n"
+                       "2,alloc,1,8388608,0,1\n"
+                       "3,alloc,2,1024,0,1\n"
+                       "4,alloc,3,31457280,0,1\n"
+                       "5,free,1,8388608,0,1\n"
+                       "6,free,2,1024,0,1\n"
+                       "7,free,3,31457280,0,1\n"
+                       "8,domain_release,0,0,0,1\n";
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, text, err, sizeof err), 0, "%s", err);
+    ccb_result g, sh;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &opts, &g), 0, "%s", g.why);
+    cr_assert_eq(ccb_replay(&t, "ccalloc-shared", &opts, &sh), 0, "%s", sh.why);
+    cr_assert_eq(g.upstream_allocs, 1, "the arena, and nothing else");
+    cr_assert_eq(g.peak_reserved, 40 * MiB);
+    cr_assert_eq(g.checkpoints[0].returned, 40 * MiB);
+    cr_assert_gt(sh.upstream_allocs, 1, "without domains: no footprint, a segment per pool");
+    ccb_result_free(&g);
+    ccb_result_free(&sh);
+    ccb_trace_free(&t);
+}
+
+Test(replay_domains, domains_zero_or_one_only) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t, two_domains, NULL, 0), 0);
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc=domains:2", &opts, &r), -1);
+    cr_assert(strstr(r.why, "domains takes 0 or 1"), "%s", r.why);
+    ccb_result_free(&r);
+    cr_assert_eq(ccb_replay(&t, "ccalloc=domains:", &opts, &r), -1);
+    ccb_result_free(&r);
+    cr_assert_eq(ccb_replay(&t, "ccalloc=max_split:64M,domains:0", &opts, &r), 0, "%s", r.why);
+    cr_assert_eq(r.checkpoints[0].returned, 0, "domains:0 anywhere in the config");
+    ccb_result_free(&r);
+    cr_assert_eq(ccb_replay(&t, "ccalloc=domains:1,max_split:64M", &opts, &r), 0, "%s", r.why);
+    cr_assert_eq(r.checkpoints[0].returned, 32 * MiB);
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
 }

@@ -63,16 +63,16 @@ Test(trace, records_exactly_what_the_program_did) {
     char *text = read_all(path);
     char expected[1024];
     snprintf(expected, sizeof expected,
-             "seq,op,id,size,stream,name\n"
-             "0,alloc,1,100,0\n"
-             "1,alloc,2,5000,1\n"
-             "2,alloc,3,3145728,2\n"
-             "3,free,2,5000,1\n"
-             "4,alloc,4,7,1\n"
-             "5,free,1,100,0\n"
-             "6,free,3,3145728,2\n"
-             "7,free,4,7,1\n");
-    cr_assert_eq(strncmp(text, "# ccalloc trace v2\n", 19), 0, "%s", text);
+             "seq,op,id,size,stream,domain,name\n"
+             "0,alloc,1,100,0,0\n"
+             "1,alloc,2,5000,1,0\n"
+             "2,alloc,3,3145728,2,0\n"
+             "3,free,2,5000,1,0\n"
+             "4,alloc,4,7,1,0\n"
+             "5,free,1,100,0,0\n"
+             "6,free,3,3145728,2,0\n"
+             "7,free,4,7,1,0\n");
+    cr_assert_eq(strncmp(text, "# ccalloc trace v3\n", 19), 0, "%s", text);
     char source[64];
     snprintf(source, sizeof source, "# source: pid %ld\n", (long)getpid());
     cr_assert_eq(strncmp(text + 19, source, strlen(source)), 0, "%s", text);
@@ -94,9 +94,9 @@ Test(trace, allocators_one_after_another_append_a_new_section) {
     char *text = read_all(path);
     int versions = 0, sources = 0, headers = 0, rows = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        versions += strcmp(line, "# ccalloc trace v2") == 0;
+        versions += strcmp(line, "# ccalloc trace v3") == 0;
         sources += strncmp(line, "# source: ", 10) == 0;
-        headers += strcmp(line, "seq,op,id,size,stream,name") == 0;
+        headers += strcmp(line, "seq,op,id,size,stream,domain,name") == 0;
         rows += strstr(line, ",alloc,") || strstr(line, ",free,");
     }
     cr_assert_eq(versions, 1, "one format line per file");
@@ -122,16 +122,16 @@ Test(trace, concurrent_allocators_share_one_section) {
     tu_teardown(a2, u2);
     tu_teardown(a1, u1);
     char *text = read_all(path);
-    const char *rows = strstr(text, "seq,op,id,size,stream,name\n");
+    const char *rows = strstr(text, "seq,op,id,size,stream,domain,name\n");
     cr_assert_not_null(rows);
     cr_assert_null(strstr(rows + 1, "seq,op"), "one section");
-    cr_assert_str_eq(rows, "seq,op,id,size,stream,name\n"
-                           "0,alloc,1,1000,0\n"
-                           "1,alloc,2,2000,0\n"
-                           "2,free,1,1000,0\n"
-                           "3,alloc,3,3000,0\n"
-                           "4,free,2,2000,0\n"
-                           "5,free,3,3000,0\n");
+    cr_assert_str_eq(rows, "seq,op,id,size,stream,domain,name\n"
+                           "0,alloc,1,1000,0,0\n"
+                           "1,alloc,2,2000,0,0\n"
+                           "2,free,1,1000,0,0\n"
+                           "3,alloc,3,3000,0,0\n"
+                           "4,free,2,2000,0,0\n"
+                           "5,free,3,3000,0,0\n");
     free(text);
 }
 
@@ -150,13 +150,13 @@ Test(trace, ids_and_sizes_under_load) {
         tu_free(a, p[i]);
     tu_teardown(a, u);
     char *text = read_all(path);
-    const char *rows = strstr(text, "seq,op,id,size,stream,name\n") + strlen("seq,op,id,size,stream,name\n");
+    const char *rows = strstr(text, "seq,op,id,size,stream,domain,name\n") + strlen("seq,op,id,size,stream,domain,name\n");
     unsigned long long seq, id, size;
     unsigned stream;
     char op[8];
     int consumed, line = 0;
     size_t alloc_bytes = 0, free_bytes = 0;
-    while (sscanf(rows, "%llu,%7[a-z],%llu,%llu,%u\n%n", &seq, op, &id, &size, &stream, &consumed) == 5) {
+    while (sscanf(rows, "%llu,%7[a-z],%llu,%llu,%u,0\n%n", &seq, op, &id, &size, &stream, &consumed) == 5) {
         cr_assert_eq(seq, (unsigned long long)line);
         if (strcmp(op, "alloc") == 0) {
             cr_assert_eq(id, (unsigned long long)line + 1, "ids count allocations from 1");
@@ -229,17 +229,17 @@ Test(trace, release_calls_and_marks_are_recorded_in_order) {
     cr_assert_eq(cca_trace_mark(NULL, "x"), CCA_ERR_INVALID_ARGUMENT);
     tu_teardown(a, u);
     char *text = read_all(path);
-    const char *rows = strstr(text, "seq,op,id,size,stream,name\n");
+    const char *rows = strstr(text, "seq,op,id,size,stream,domain,name\n");
     cr_assert_not_null(rows);
-    cr_assert_str_eq(rows, "seq,op,id,size,stream,name\n"
-                           "0,mark,0,0,0,load:model a (batch 16)\n"
-                           "1,alloc,1,3145728,0\n"
-                           "2,free,1,3145728,0\n"
-                           "3,mark,0,0,0,unload:a\n"
-                           "4,empty_cache,0,0,0\n"
-                           "5,trim,0,1048576,0\n"
-                           "6,empty_cache,0,0,0\n"
-                           "7,mark,0,0,0,123456789012345678901234567890123456789012345678901234567890123\n");
+    cr_assert_str_eq(rows, "seq,op,id,size,stream,domain,name\n"
+                           "0,mark,0,0,0,0,load:model a (batch 16)\n"
+                           "1,alloc,1,3145728,0,0\n"
+                           "2,free,1,3145728,0,0\n"
+                           "3,mark,0,0,0,0,unload:a\n"
+                           "4,empty_cache,0,0,0,0\n"
+                           "5,trim,0,1048576,0,0\n"
+                           "6,empty_cache,0,0,0,0\n"
+                           "7,mark,0,0,0,0,123456789012345678901234567890123456789012345678901234567890123\n");
     free(text);
 }
 
@@ -252,4 +252,51 @@ Test(trace, marks_are_a_no_op_without_a_trace) {
     cr_assert_eq(cca_trace_mark(a, "bad,name"), CCA_ERR_INVALID_ARGUMENT, "names are checked all the same");
     tu_teardown(a, u);
     cr_assert_eq(access(path, F_OK), -1, "no file written");
+}
+
+/* Domains: declared at creation in order, each alloc and free names its
+ * block's domain, a refused release writes nothing, a FORCE release writes
+ * a free for each block it drops and then the release, a reservation is
+ * written once it passes its checks (arguments, the device's size),
+ * destroy is a release, and the file replays (bench/trace.c reads it). */
+Test(trace, domains_are_recorded_with_their_blocks_and_releases) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, "log_oom:0", &u, &a);
+    cca_domain *x, *y, *bad = NULL;
+    cr_assert_eq(cca_domain_create(a, "model x", &x), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "a,b", &bad), CCA_ERR_INVALID_ARGUMENT, "refused: not written");
+    cr_assert_eq(cca_domain_create(a, "y", &y), CCA_OK);
+    void *px = NULL, *py = NULL, *pd = NULL;
+    cr_assert_eq(cca_alloc_in(a, x, 4096, NULL, &px), CCA_OK);
+    cr_assert_eq(cca_alloc_in(a, y, 100, (cca_stream)0x10, &py), CCA_OK);
+    pd = tu_alloc(a, 7, NULL);
+    cca_domain_report rep = {0};
+    cr_assert_eq(cca_domain_release(a, x, 0, &rep), CCA_ERR_LIVE_BLOCKS, "refused: not written");
+    cr_assert_eq(cca_domain_release(a, x, CCA_DOMAIN_FORCE, &rep), CCA_OK);
+    cr_assert_eq(cca_domain_reserve(a, y, 0), CCA_ERR_INVALID_ARGUMENT, "bad arguments: not written");
+    cr_assert_eq(cca_domain_reserve(a, y, 1 * GiB), CCA_ERR_OUT_OF_MEMORY, "past the device: not written");
+    cr_assert_eq(cca_domain_reserve(a, y, 4 * MiB), CCA_OK);
+    tu_free(a, py);
+    cr_assert_eq(cca_domain_destroy(a, y, 0, NULL), CCA_OK);
+    tu_free(a, pd);
+    cr_assert_eq(cca_domain_release(a, NULL, 0, NULL), CCA_OK, "the default domain");
+    tu_teardown(a, u);
+    char *text = read_all(path);
+    const char *rows = strstr(text, "seq,op,id,size,stream,domain,name\n");
+    cr_assert_not_null(rows);
+    cr_assert_str_eq(rows, "seq,op,id,size,stream,domain,name\n"
+                           "0,domain,0,0,0,1,model x\n"
+                           "1,domain,0,0,0,2,y\n"
+                           "2,alloc,1,4096,0,1\n"
+                           "3,alloc,2,100,1,2\n"
+                           "4,alloc,3,7,0,0\n"
+                           "5,free,1,4096,0,1\n"
+                           "6,domain_release,0,0,0,1\n"
+                           "7,domain_reserve,0,4194304,0,2\n"
+                           "8,free,2,100,1,2\n"
+                           "9,domain_release,0,0,0,2\n"
+                           "10,free,3,7,0,0\n"
+                           "11,domain_release,0,0,0,0\n");
+    free(text);
 }

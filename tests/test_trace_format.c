@@ -23,6 +23,7 @@ static void assert_same_events(const ccb_trace *a, const ccb_trace *b) {
         cr_assert_eq(a->ev[i].slot, b->ev[i].slot, "event %zu: slot", i);
         cr_assert_eq(a->ev[i].size, b->ev[i].size, "event %zu: size", i);
         cr_assert_eq(a->ev[i].stream, b->ev[i].stream, "event %zu: stream", i);
+        cr_assert_eq(a->ev[i].domain, b->ev[i].domain, "event %zu: domain", i);
     }
     cr_assert_eq(a->peak_requested, b->peak_requested);
     cr_assert_eq(a->peak_rounded, b->peak_rounded);
@@ -81,12 +82,12 @@ Test(trace_format, written_file_has_the_recorder_layout) {
     FILE *f = open_memstream(&buf, &len);
     ccb_trace_write(&t, f);
     fclose(f);
-    cr_assert_str_eq(buf, "# ccalloc trace v2\n"
-                          "seq,op,id,size,stream,name\n"
-                          "0,alloc,1,4096,0\n"
-                          "1,alloc,2,100,2\n"
-                          "2,free,1,4096,0\n"
-                          "3,free,2,100,2\n");
+    cr_assert_str_eq(buf, "# ccalloc trace v3\n"
+                          "seq,op,id,size,stream,domain,name\n"
+                          "0,alloc,1,4096,0,0\n"
+                          "1,alloc,2,100,2,0\n"
+                          "2,free,1,4096,0,0\n"
+                          "3,free,2,100,2,0\n");
     cr_assert_eq(t.peak_requested, 4196);
     cr_assert_eq(t.peak_rounded, 4096 + 512);
     cr_assert_eq(t.streams, 3);
@@ -185,6 +186,83 @@ Test(trace_format, reads_what_the_recorder_wrote) {
     cr_assert_eq(t.ev[7].stream, 1, "the second stream token is stream 1");
     cr_assert_eq(t.peak_requested, st.requested_bytes_peak);
     cr_assert(strstr(t.comments, "source: pid") != NULL);
+    ccb_trace_free(&t);
+    unlink(path);
+}
+
+/* A program with three domains, recorded, read and replayed: each domain's
+ * release in the replay gives back exactly what that domain held in the
+ * program (the same allocator, the same sequence), FORCE's dropped blocks
+ * included, while the other domains stay. */
+Test(trace_format, a_recorded_program_with_domains_replays_per_domain) {
+    char path[] = "/tmp/ccb_trace_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    unlink(path);
+    setenv("CCALLOC_TRACE", path, 1);
+    cca_upstream *u;
+    cca_allocator *a;
+    cr_assert_eq(cca_upstream_host_create((size_t)1 << 30, &u), CCA_OK);
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+    cca_domain *d[3];
+    size_t held[3];
+    static const size_t sizes[] = {100, 3 << 20, 700, 9 << 20, 40 << 20, 5000};
+    void *p[3][6];
+    for (int k = 0; k < 3; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "m%d", k);
+        cr_assert_eq(cca_domain_create(a, name, &d[k]), CCA_OK);
+    }
+    for (int i = 0; i < 6; i++) /* interleaved: without domains they would share segments */
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(cca_alloc_in(a, d[k], sizes[i] + (size_t)k * 64, NULL, &p[k][i]), CCA_OK);
+    for (int k = 0; k < 3; k++) {
+        cca_domain_stats s;
+        cr_assert_eq(cca_get_domain_stats(a, d[k], &s), CCA_OK);
+        held[k] = s.reserved_bytes;
+    }
+    for (int i = 0; i < 6; i++)
+        cca_free(a, p[1][i]);
+    cr_assert_eq(cca_domain_release(a, d[1], 0, NULL), CCA_OK);
+    for (int i = 0; i < 5; i++) /* one block left: FORCE drops it */
+        cca_free(a, p[0][i]);
+    cr_assert_eq(cca_domain_release(a, d[0], CCA_DOMAIN_FORCE, NULL), CCA_OK);
+    for (int i = 0; i < 6; i++)
+        cca_free(a, p[2][i]);
+    cr_assert_eq(cca_domain_destroy(a, d[2], 0, NULL), CCA_OK);
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+    unsetenv("CCALLOC_TRACE");
+
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.ndomains, 4);
+    cr_assert_eq(t.domain_releases, 3);
+    cr_assert_eq(t.allocs, 18);
+    cr_assert_eq(t.frees, 18, "FORCE's dropped block is a free in the file");
+    ccb_replay_options o = {.device_bytes = (size_t)1 << 30, .reps = 1, .timeline_points = 10};
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &o, &r), 0, "%s", r.why);
+    cr_assert_eq(r.checkpoints_n, 3);
+    static const int order[] = {1, 0, 2};
+    static const char *const names[] = {"m0", "m1", "m2"};
+    size_t left = held[0] + held[1] + held[2];
+    for (int i = 0; i < 3; i++) {
+        const ccb_checkpoint *c = &r.checkpoints[i];
+        cr_assert_eq(c->op, CCB_DOMAIN_RELEASE);
+        cr_assert_str_eq(ccb_domain_name(&t, c->mark), names[order[i]]);
+        cr_assert_eq(c->returned, held[order[i]], "release %d: %zu returned, the program's domain held %zu", i,
+                     c->returned, held[order[i]]);
+        left -= held[order[i]];
+        cr_assert_eq(c->reserved, left, "the others stay");
+    }
+    ccb_result_free(&r);
+    cr_assert_eq(ccb_replay(&t, "ccalloc-shared", &o, &r), 0, "%s", r.why);
+    cr_assert_lt(r.peak_reserved, held[0] + held[1] + held[2] + 1, "one pool");
+    cr_assert_eq(r.checkpoints[0].returned, 0, "no domains: nothing back at a release");
+    ccb_result_free(&r);
     ccb_trace_free(&t);
     unlink(path);
 }

@@ -512,7 +512,8 @@ typedef struct cca_domain cca_domain;
 #define CCA_DOMAIN_NAME_MAX 63
 
 /* A new, empty domain. name: 1..CCA_DOMAIN_NAME_MAX printable ASCII
- * characters without '"' or '\\' (used in JSON); names need not be unique.
+ * characters without '"', '\\' or ',' (names appear in JSON and in the
+ * CSV of a CCALLOC_TRACE recording); names need not be unique.
  * Holds no device memory until something is allocated in it. */
 cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **out);
 

@@ -90,7 +90,7 @@ static void copy_block_counts(ccai_domain_counters *to, const ccai_counters *fro
 static bool name_ok(const char *name) {
     size_t n = 0;
     for (const char *c = name; *c; c++, n++)
-        if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\' || n >= CCA_DOMAIN_NAME_MAX)
+        if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\' || *c == ',' || n >= CCA_DOMAIN_NAME_MAX)
             return false;
     return n > 0;
 }
@@ -103,7 +103,7 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
                          !a ? "allocator" : !name ? "name" : "out");
     if (!name_ok(name))
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
-                         "cca_domain_create: a name is 1..%d printable ASCII characters without '\"' or '\\'",
+                         "cca_domain_create: a name is 1..%d printable ASCII characters without '\"', '\\' or ','",
                          CCA_DOMAIN_NAME_MAX);
     if (a->config.policy == CCA_POLICY_GREEDY)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
@@ -113,6 +113,8 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
     if (!d)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
     snprintf(d->name, sizeof d->name, "%s", name);
+    if (a->trace) /* before the lock: the recorder may log */
+        d->trace_no = ccai_trace_domain(a->trace, d->name);
     ccai_lock(a);
     if (!a->domains_tracked) { /* every block so far is the default domain's */
         copy_block_counts(&a->root.c, &a->c);
@@ -163,7 +165,7 @@ static void drop_live(cca_allocator *a, cca_domain *d) {
                 d->c.requested -= b->requested;
             }
             if (a->trace)
-                ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream);
+                ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream, d->trace_no);
             ccai_pool_return(a, b);
             b = s->first;
         }
@@ -193,6 +195,8 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
                          d->name, r->live_blocks, r->live_bytes);
     if (r->live_blocks)
         drop_live(a, d);
+    if (a->trace) /* goes ahead: none of d's blocks is live any more */
+        ccai_trace_domain_event(a->trace, false, 0, d->trace_no);
     size_t before = d->c.reserved, refused = 0;
     cca_status first = CCA_OK;
     char why[CCAI_ERROR_CAP] = "";
@@ -298,6 +302,8 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
                        "cca_domain_reserve(%s): %zu bytes exceed the device or max_reserved (%zu bytes)", d->name,
                        rounded, ccai_segment_ceiling(a));
     if (st == CCA_OK) {
+        if (a->trace)
+            ccai_trace_domain_event(a->trace, true, bytes, d->trace_no);
         a->serving = d;
         st = reserve_arena(a, rounded);
         if (st == CCA_ERR_OUT_OF_MEMORY) { /* as the OOM retry: cached memory of every domain goes back first */

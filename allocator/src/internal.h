@@ -265,6 +265,7 @@ struct cca_domain {
     ccai_free_index pools[CCAI_POOL_COUNT];
     ccai_domain_counters c;
     struct ccai_segment *arena; /* cca_domain_reserve's arena, or NULL */
+    unsigned trace_no;          /* its number in CCALLOC_TRACE's file (0: the default domain) */
 };
 
 /* The events pending frees wait on, per stream, in the order recorded. Work
@@ -547,8 +548,12 @@ cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstre
 /* trace.c: CCALLOC_TRACE recording (a no-op pointer check when unset). */
 struct ccai_trace *ccai_trace_open_from_env(void);
 /* Returns the trace id of the new allocation (unique in the process). */
-uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s);
-void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s);
+uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s, unsigned domain);
+void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s, unsigned domain);
+/* A domain's number in the trace (1..; 0 beyond the format's limit), its
+ * declaration written; a domain_release or (reserve) domain_reserve line. */
+unsigned ccai_trace_domain(struct ccai_trace *t, const char *name);
+void ccai_trace_domain_event(struct ccai_trace *t, bool reserve, size_t bytes, unsigned domain);
 void ccai_trace_release(struct ccai_trace *t, size_t keep); /* keep 0: empty_cache */
 bool ccai_mark_name_ok(const char *name);
 void ccai_trace_close(struct ccai_trace *t);

@@ -496,7 +496,7 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
     b->state = CCAI_LIVE;
     b->requested = size;
     b->alloc_stream = stream;
-    b->id = a->trace ? ccai_trace_alloc(a->trace, size, stream) : ++a->alloc_sequence;
+    b->id = a->trace ? ccai_trace_alloc(a->trace, size, stream, b->segment->domain->trace_no) : ++a->alloc_sequence;
     ccai_live_map_insert(&a->live, b);
     b->segment->live_blocks++;
     b->segment->live_bytes += b->size;
@@ -624,7 +624,7 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
         if (a->domains_tracked)
             lower_by(&b->segment->domain->c.requested, b->requested);
         if (a->trace)
-            ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream);
+            ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream, b->segment->domain->trace_no);
         bool deferred = (b->uses || b->alloc_stream != b->stream) && ccai_stream_defer_free(a, b, &st);
         if (!deferred) {
             ccai_live_map_unlink(&a->live, link);

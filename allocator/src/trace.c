@@ -3,20 +3,32 @@
  * calls and its phase marks to a CSV trace when the environment variable
  * CCALLOC_TRACE names a file.
  *
- * Format v2 (docs/benchmarks.md#trace-format; bench/ replays it):
- *     # ccalloc trace v2
+ * Format v3 (docs/benchmarks.md#trace-format; bench/ replays it):
+ *     # ccalloc trace v3
  *     # source: pid 1234
- *     seq,op,id,size,stream,name
- *     0,alloc,1,4096,0
- *     1,free,1,4096,0
- *     2,mark,0,0,0,load:mlp        <- cca_trace_mark
- *     3,empty_cache,0,0,0          <- cca_empty_cache, cca_trim(a, 0, ..)
- *     4,trim,0,1048576,0           <- cca_trim(a, 1048576, ..)
+ *     seq,op,id,size,stream,domain,name
+ *     0,domain,0,0,0,1,mlp          <- cca_domain_create: numbered 1, 2, ..
+ *     1,alloc,1,4096,0,1            <- cca_alloc_in (cca_alloc: domain 0)
+ *     2,free,1,4096,0,1
+ *     3,mark,0,0,0,0,load:mlp       <- cca_trace_mark
+ *     4,empty_cache,0,0,0,0         <- cca_empty_cache, cca_trim(a, 0, ..)
+ *     5,trim,0,1048576,0,0          <- cca_trim(a, 1048576, ..)
+ *     6,domain_reserve,0,8388608,0,1 <- cca_domain_reserve
+ *     7,domain_release,0,0,0,1      <- cca_domain_release / _destroy
  * `id` pairs a free with its alloc; `size` is the requested size; `stream` is
  * a small integer per distinct stream handle in order of first use (0 = the
- * default stream), so traces do not leak addresses and replay anywhere. A
- * release event is written when the program asks for it, before it happens;
- * the OOM retry's own release is the allocator's business and not written.
+ * default stream), so traces do not leak addresses and replay anywhere;
+ * `domain` numbers the domains of the section in order of creation (0 = the
+ * default domain; a domain's number is never reused, so a destroyed domain's
+ * release is its last event). A release event is written when the program
+ * asks for it, before it happens; the OOM retry's own release is the
+ * allocator's business and not written. A domain release is written once it
+ * goes ahead (no refusal for live blocks, the synchronize done), after a
+ * free line for each live block FORCE drops, so that no block of the domain
+ * is live at its release in the file either. A domain reservation is written
+ * when its arguments pass, before it happens. Beyond 65535 domains in one
+ * section (the format's limit), later domains are recorded as the default
+ * domain and the log says so once.
  *
  * One trace per process: the first allocator created with CCALLOC_TRACE set
  * opens the file (truncating it) and writes the header; every allocator of
@@ -42,8 +54,11 @@ typedef struct ccai_trace {
     uint64_t next_id;
     cca_stream streams[TRACE_MAX_STREAMS];
     size_t stream_count;
-    bool opened_before;
+    unsigned domains; /* numbered so far in this section */
+    bool opened_before, domains_warned;
 } ccai_trace;
+
+#define TRACE_MAX_DOMAINS 65535
 
 static ccai_trace the_trace;
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -62,11 +77,12 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
             return NULL;
         }
         if (!t->opened_before)
-            fprintf(t->f, "# ccalloc trace v2\n# source: pid %ld\n", (long)getpid());
-        fprintf(t->f, "seq,op,id,size,stream,name\n");
+            fprintf(t->f, "# ccalloc trace v3\n# source: pid %ld\n", (long)getpid());
+        fprintf(t->f, "seq,op,id,size,stream,domain,name\n");
         t->opened_before = true;
         t->seq = 0;
         t->stream_count = 0;
+        t->domains = 0;
     }
     t->users++;
     pthread_mutex_unlock(&trace_lock);
@@ -84,31 +100,59 @@ static unsigned stream_number(ccai_trace *t, cca_stream s) {
     return (unsigned)t->stream_count; /* beyond 64 streams, the last number is shared */
 }
 
-uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s) {
+uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s, unsigned domain) {
     pthread_mutex_lock(&trace_lock);
     uint64_t id = ++t->next_id;
-    fprintf(t->f, "%llu,alloc,%llu,%zu,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
-            stream_number(t, s));
+    fprintf(t->f, "%llu,alloc,%llu,%zu,%u,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
+            stream_number(t, s), domain);
     pthread_mutex_unlock(&trace_lock);
     return id;
 }
 
-void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s) {
+void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s, unsigned domain) {
     pthread_mutex_lock(&trace_lock);
-    fprintf(t->f, "%llu,free,%llu,%zu,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
-            stream_number(t, s));
+    fprintf(t->f, "%llu,free,%llu,%zu,%u,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
+            stream_number(t, s), domain);
     pthread_mutex_unlock(&trace_lock);
+}
+
+/* sizes above 2^60 are written as 2^60: the format's largest (a trim keeping
+ * more than that keeps everything, as 2^60 does) */
+static unsigned long long format_size(size_t size) {
+    return (unsigned long long)(size > ((size_t)1 << 60) ? ((size_t)1 << 60) : size);
 }
 
 void ccai_trace_release(struct ccai_trace *t, size_t keep) {
     pthread_mutex_lock(&trace_lock);
     if (keep == 0)
-        fprintf(t->f, "%llu,empty_cache,0,0,0\n", (unsigned long long)t->seq++);
+        fprintf(t->f, "%llu,empty_cache,0,0,0,0\n", (unsigned long long)t->seq++);
     else
-        /* a keep above 2^60 keeps everything, as 2^60 does: written so, as the
-         * format's sizes are at most 2^60 */
-        fprintf(t->f, "%llu,trim,0,%llu,0\n", (unsigned long long)t->seq++,
-                (unsigned long long)(keep > ((size_t)1 << 60) ? ((size_t)1 << 60) : keep));
+        fprintf(t->f, "%llu,trim,0,%llu,0,0\n", (unsigned long long)t->seq++, format_size(keep));
+    pthread_mutex_unlock(&trace_lock);
+}
+
+unsigned ccai_trace_domain(struct ccai_trace *t, const char *name) {
+    unsigned n = 0;
+    bool warn = false;
+    pthread_mutex_lock(&trace_lock);
+    if (t->domains < TRACE_MAX_DOMAINS) {
+        n = ++t->domains;
+        fprintf(t->f, "%llu,domain,0,0,0,%u,%s\n", (unsigned long long)t->seq++, n, name);
+    } else if (!t->domains_warned) {
+        t->domains_warned = warn = true;
+    }
+    pthread_mutex_unlock(&trace_lock);
+    if (warn) /* outside the trace lock: a log callback may call back */
+        ccai_log("CCALLOC_TRACE: more than %d domains in this section; '%s' and later ones are recorded as the "
+                 "default domain",
+                 TRACE_MAX_DOMAINS, name);
+    return n;
+}
+
+void ccai_trace_domain_event(struct ccai_trace *t, bool reserve, size_t bytes, unsigned domain) {
+    pthread_mutex_lock(&trace_lock);
+    fprintf(t->f, "%llu,%s,0,%llu,0,%u\n", (unsigned long long)t->seq++, reserve ? "domain_reserve" : "domain_release",
+            reserve ? format_size(bytes) : 0ull, domain);
     pthread_mutex_unlock(&trace_lock);
 }
 
@@ -130,7 +174,7 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
     ccai_lock(a); /* in the order of the allocator's own events */
     if (a->trace) {
         pthread_mutex_lock(&trace_lock);
-        fprintf(a->trace->f, "%llu,mark,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
+        fprintf(a->trace->f, "%llu,mark,0,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
         pthread_mutex_unlock(&trace_lock);
     }
     ccai_unlock(a);

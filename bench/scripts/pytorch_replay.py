@@ -37,9 +37,11 @@ def skipped(why):
 def read_trace(path):
     """(events, name): events are (op, key, size, stream); ids are per section.
 
-    Trace format v2 (docs/benchmarks.md#trace-format), plain or gzip: marks
+    Trace format v3 (docs/benchmarks.md#trace-format), plain or gzip: marks
     are skipped, empty_cache and trim become torch.cuda.empty_cache() (PyTorch
-    cannot keep part of its cache), v1 files read the same."""
+    cannot keep part of its cache); PyTorch's allocator has no domains, so
+    every alloc is served from its one cache and the domain events (domain,
+    domain_reserve, domain_release) are skipped; v1 and v2 files read the same."""
     events, section = [], -1
     opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
     with opener(path, "rt") as f:
@@ -47,14 +49,15 @@ def read_trace(path):
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
-            if line in ("seq,op,id,size,stream", "seq,op,id,size,stream,name"):
+            if line in ("seq,op,id,size,stream", "seq,op,id,size,stream,name",
+                        "seq,op,id,size,stream,domain,name"):
                 section += 1
                 continue
             fields = line.split(",")
             op = fields[1]
-            if op == "mark":
+            if op in ("mark", "domain", "domain_reserve", "domain_release"):
                 continue
-            _, op, i, size, stream = fields
+            _, op, i, size, stream = fields[:5]
             events.append((op, (section, int(i)), int(size), int(stream)))
     name = path.rsplit("/", 1)[-1].replace(".csv.gz", "").replace(".csv", "")
     return events, name

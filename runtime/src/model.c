@@ -51,14 +51,14 @@
 #include "internal.h"
 
 /* A domain name from the model's source: at most CCA_DOMAIN_NAME_MAX
- * printable characters without '"' or '\\' (those become '_'); a spec keeps
+ * printable characters without '"', '\\' or ',' (those become '_'); a spec keeps
  * its head (the shape), a path its tail (the file name), as ccrun's table. */
 static void domain_name(const char *src, char *buf, size_t len) {
     size_t n = strlen(src), max = len - 1;
     const char *from = n <= max || !strncmp(src, "mlp:", 4) ? src : src + n - max;
     snprintf(buf, len, "%s", *from ? from : "model");
     for (char *c = buf; *c; c++)
-        if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\')
+        if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\' || *c == ',')
             *c = '_';
 }
 

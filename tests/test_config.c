@@ -285,7 +285,7 @@ static char *print_config(const cca_config *c, int with_docs) {
 
 static const char *option_names[] = {"policy",        "greedy_fraction", "greedy_bytes", "max_reserved",  "small_max",
                                      "small_segment", "medium_segment",  "large_min",    "segment_round", "max_split",
-                                     "small_pool",    "medium_pool",     "log_oom",      "expandable"};
+                                     "small_pool",    "medium_pool",     "log_oom",      "expandable",    "history"};
 #define OPTION_COUNT (sizeof option_names / sizeof option_names[0])
 
 Test(config, print_lists_every_option_and_parses_back) {
@@ -508,6 +508,7 @@ static void assert_round_trip(const cca_config *c) {
     SAME(small_pool);
     SAME(medium_pool);
     SAME(log_oom);
+    SAME(history);
 #undef SAME
     cr_assert(memcmp(&back, c, sizeof *c) == 0, "round trip through print and parse: %s", text);
     free(text);

@@ -317,6 +317,9 @@ typedef struct cca_config {
                                whose pages are mapped as they grow and unmapped
                                when free, where the upstream has the vm ops;
                                elsewhere classic segments (stats: page_size 0) (0) */
+    size_t history;         /* history: keep the last N allocator events (alloc,
+                               free, segment and page events, OOMs) in memory
+                               for cca_write_snapshot_torch; 0 = off        (0) */
 } cca_config;
 
 /* Compiled-in defaults. Does not read the environment. */
@@ -491,6 +494,27 @@ cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
  * blocks (address offset, size, state, stream) in address order. */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
 
+/* The same state as a Python pickle (protocol 2) of the dict that PyTorch's
+ * torch.cuda.memory._snapshot() returns, so that PyTorch's tools open it
+ * (torch.cuda._memory_viz, pytorch.org/memory_viz; docs/allocator.md,
+ * "Snapshots in PyTorch's format"):
+ *  - "segments": every segment in address order with its blocks and their
+ *    states (live: active_allocated, pending: active_pending_free, free:
+ *    inactive); an expandable segment as one segment per run of mapped
+ *    pages; "device" is `device`, streams are the cca_stream values as
+ *    integers;
+ *  - "device_traces": device + 1 lists, all empty but the last: the events
+ *    of the history ring (config `history`; empty when it is 0), oldest
+ *    first;
+ *  - "allocator_settings" (the config string as PYTORCH_CUDA_ALLOC_CONF),
+ *    and "ccalloc" (upstream name, policy, history size and count).
+ * Taken under the allocator's lock; f is flushed. a or f NULL, or device
+ * not in [0, CCA_SNAPSHOT_MAX_DEVICE]: CCA_ERR_INVALID_ARGUMENT, nothing
+ * written. A write or the flush failed: CCA_ERR_IO (f holds a partial
+ * pickle). Host memory short: CCA_ERR_OUT_OF_MEMORY, nothing written. */
+#define CCA_SNAPSHOT_MAX_DEVICE 1023
+cca_status cca_write_snapshot_torch(const cca_allocator *a, int device, FILE *f);
+
 /* ------------------------------------------------------------------------ */
 /* Memory domains: one owner per model, released whole                     */
 /* ------------------------------------------------------------------------ */
@@ -633,6 +657,71 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name);
  * neighbours, index and stats agree). CCA_OK or CCA_ERR_INVALID_ARGUMENT with
  * cca_last_error() naming the broken invariant. O(blocks): for tests. */
 cca_status cca_check_invariants(const cca_allocator *a);
+
+/* ------------------------------------------------------------------------ */
+/* Framework entry points (PyTorch's CUDAPluggableAllocator, Python)        */
+/* ------------------------------------------------------------------------ */
+
+/* One allocator per device number, created on the first call that names
+ * the device (thread-safe: racing first calls create one), kept until
+ * cca_plug_reset or the end of the process (no destructor runs at exit).
+ *  - config: cca_plug_configure's conf, else the defaults + CCALLOC_CONF (a
+ *    bad CCALLOC_CONF is logged and the defaults kept, as in cca_create);
+ *  - upstream: cca_plug_configure's, else CCALLOC_PLUG_UPSTREAM, else
+ *    "cuda": the CUDA device `device`. "host[:CAPACITY[:DEVICES]]" (default
+ *    1G and 1) gives each device number below DEVICES a simulated device of
+ *    its own of CAPACITY bytes. Only ever chosen explicitly: with "cuda"
+ *    and no GPU (or a build without CUDA) there is no fallback;
+ *  - a device whose creation failed (no GPU, device number past the count,
+ *    bad CCALLOC_PLUG_UPSTREAM) is logged once and stays failed until
+ *    cca_plug_reset: every later call on it fails at once with the same
+ *    status and message.
+ * Usage from Python: ccalloc.torch.enable() (docs/python.md). */
+#define CCA_PLUG_MAX_DEVICES 64
+
+/* PyTorch's alloc signature (`stream` is a cudaStream_t): cca_alloc on the
+ * device's allocator with `stream` passed through. Returns NULL, and never
+ * aborts, on any failure, with cca_last_error() set on this thread and one
+ * log line: device < 0 or >= CCA_PLUG_MAX_DEVICES (logged every time), a
+ * device that cannot be created (logged once, above), out of memory
+ * (logged by the allocator when log_oom:1, the default), any other
+ * cca_alloc failure. size 0: NULL, no log, no message, nothing created
+ * (PyTorch's own allocator gives an empty tensor a null pointer too). */
+void *cca_plug_alloc(size_t size, int device, void *stream);
+
+/* PyTorch's free signature: cca_free on the device's allocator. size and
+ * stream are ignored (the allocator knows the block's size and the streams
+ * that used it). NULL: no-op. A device out of range, a device with no
+ * allocator, or a pointer that is not a live block of that device's
+ * allocator (double free, foreign or interior pointer, another device's
+ * block): nothing changes, cca_last_error() is set, one log line. */
+void cca_plug_free(void *ptr, size_t size, int device, void *stream);
+
+/* Choose, before the first call that creates a device, the upstream text
+ * ("cuda" or "host[:CAPACITY[:DEVICES]]"; NULL: CCALLOC_PLUG_UPSTREAM or
+ * "cuda") and the allocator config ("key:value,..." as cca_config_parse;
+ * NULL: defaults + CCALLOC_CONF). Replaces any earlier configure.
+ * CCA_ERR_CONFIG for a bad text of either (nothing changes);
+ * CCA_ERR_INVALID_ARGUMENT once a device has been created (or its creation
+ * tried) since the last reset. */
+cca_status cca_plug_configure(const char *upstream, const char *conf);
+
+/* The allocator cca_plug_alloc uses for `device`, created now if it was not
+ * yet (for stats, trim, empty-cache, snapshots and domains through the
+ * ordinary calls; do not cca_destroy it). Fails as cca_plug_alloc would:
+ * CCA_ERR_INVALID_ARGUMENT for a device out of range, or the device's
+ * creation failure (CCA_ERR_NO_DEVICE, CCA_ERR_CONFIG, ...); *out NULL. */
+cca_status cca_plug_get_allocator(int device, cca_allocator **out);
+
+/* The upstream under that allocator (for cca_upstream_mem_info and
+ * cca_upstream_get_stats), with the same errors. Do not destroy it. */
+cca_status cca_plug_get_upstream(int device, cca_upstream **out);
+
+/* For tests: destroy every device's allocator and upstream and forget
+ * cca_plug_configure and every recorded failure, as at load. Not while
+ * another thread is in a cca_plug_* call. If any device has live (or
+ * pending) blocks: CCA_ERR_LIVE_BLOCKS naming it, and nothing changes. */
+cca_status cca_plug_reset(void);
 
 #ifdef __cplusplus
 }

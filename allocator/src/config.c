@@ -79,6 +79,9 @@ static const option options[] = {
     {"expandable", OPT_BOOL, OFF(expandable), 0, 0, 1,
      "1 = expandable segments where the upstream has virtual memory: address ranges whose pages are mapped as "
      "they grow and unmapped by trim and empty-cache wherever live blocks sit; classic segments elsewhere"},
+    {"history", OPT_SIZE, OFF(history), 0, 0, (double)CCAI_HISTORY_MAX,
+     "entries of the ring of recent events (alloc, free, segment, map, OOM) that cca_write_snapshot_torch "
+     "writes as PyTorch's device trace: a count (64K = 65536), 40 bytes each; 0 = off"},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])
 

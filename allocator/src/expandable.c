@@ -147,6 +147,8 @@ static cca_status map_run(cca_allocator *a, ccai_segment *s, size_t first, size_
     a->c.pages_mapped += n;
     a->c.upstream_allocs++;
     s->domain->c.upstream_allocs++;
+    if (a->history)
+        ccai_history_record(a->history, CCAI_EV_SEGMENT_MAP, s->base + first * s->page, bytes, s->stream);
     return CCA_OK;
 }
 
@@ -164,6 +166,8 @@ static cca_status unmap_run(cca_allocator *a, ccai_segment *s, size_t first, siz
     a->c.pages_unmapped += n;
     a->c.upstream_frees++;
     s->domain->c.upstream_frees++;
+    if (a->history)
+        ccai_history_record(a->history, CCAI_EV_SEGMENT_UNMAP, s->base + first * s->page, bytes, s->stream);
     return CCA_OK;
 }
 

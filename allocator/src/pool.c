@@ -117,6 +117,13 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
         return CCA_ERR_OUT_OF_MEMORY;
     }
     a->trace = ccai_trace_open_from_env();
+    if (cfg.history) {
+        cca_status st = ccai_history_create(cfg.history, &a->history);
+        if (st != CCA_OK) {
+            cca_destroy(a);
+            return cca_error_prefix(st, "cca_create");
+        }
+    }
     if (cfg.policy == CCA_POLICY_GREEDY) {
         cca_status st = ccai_arena_reserve(a);
         if (st != CCA_OK) {
@@ -158,6 +165,7 @@ cca_status cca_destroy(cca_allocator *a) {
     ccai_live_map_destroy(&a->live);
     ccai_domain_destroy_all(a);
     ccai_trace_close(a->trace);
+    ccai_history_destroy(a->history);
     ccai_mutex_unlock(&a->lock);
     free(a);
     if (live)
@@ -189,6 +197,8 @@ static void absorb_next(cca_allocator *a, ccai_block *b) {
 }
 
 void ccai_pool_return(cca_allocator *a, ccai_block *b) {
+    if (a->history) /* a deferred free completes, or a forced domain release */
+        ccai_history_record(a->history, CCAI_EV_FREE_COMPLETED, b->addr, b->requested, b->alloc_stream);
     ccai_live_map_remove(&a->live, b);
     ccai_pool_return_unmapped(a, b);
 }
@@ -231,6 +241,11 @@ static size_t round_up(size_t v, size_t to) {
 
 static void log_oom(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_deferred_log *log) {
     a->c.ooms++;
+    if (a->history) {
+        size_t free_now = 0, total_now = 0;
+        (void)cca_upstream_mem_info(a->upstream, &free_now, &total_now);
+        ccai_history_record(a->history, CCAI_EV_OOM, free_now, size, stream);
+    }
     if (!a->config.log_oom)
         return;
     char req[32], res[32], alloc[32], largest[32], devfree[32] = "unknown", total[32] = "?";
@@ -497,6 +512,8 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
     b->requested = size;
     b->alloc_stream = stream;
     b->id = a->trace ? ccai_trace_alloc(a->trace, size, stream, b->segment->domain->trace_no) : ++a->alloc_sequence;
+    if (a->history)
+        ccai_history_record(a->history, CCAI_EV_ALLOC, b->addr, size, stream);
     ccai_live_map_insert(&a->live, b);
     b->segment->live_blocks++;
     b->segment->live_bytes += b->size;
@@ -625,11 +642,16 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
             lower_by(&b->segment->domain->c.requested, b->requested);
         if (a->trace)
             ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream, b->segment->domain->trace_no);
+        uintptr_t addr = b->addr; /* for the history: b may merge away below */
+        size_t requested = b->requested;
+        cca_stream used = b->alloc_stream;
         bool deferred = (b->uses || b->alloc_stream != b->stream) && ccai_stream_defer_free(a, b, &st);
         if (!deferred) {
             ccai_live_map_unlink(&a->live, link);
             ccai_pool_return_unmapped(a, b);
         }
+        if (a->history)
+            ccai_history_free(a->history, addr, requested, used, deferred);
     }
     ccai_unlock(a);
     return st;

@@ -200,6 +200,8 @@ cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream
     }
     ccai_segment_link(a, s, (uintptr_t)base, size);
     ccai_count_reserved(a, s, size, true);
+    if (a->history)
+        ccai_history_record(a->history, CCAI_EV_SEGMENT_ALLOC, (uintptr_t)base, size, stream);
     *out = s;
     return CCA_OK;
 }
@@ -210,6 +212,8 @@ cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s) {
     cca_status st = cca_upstream_free(a->upstream, (void *)s->base, s->size);
     if (st != CCA_OK)
         return st; /* the segment stays, fully indexed: state intact */
+    if (a->history)
+        ccai_history_record(a->history, CCAI_EV_SEGMENT_FREE, s->base, s->size, s->stream);
     ccai_count_reserved(a, s, s->size, false);
     ccai_segment_unlink(a, s);
     return CCA_OK;

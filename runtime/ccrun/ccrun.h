@@ -33,7 +33,12 @@ typedef struct ccrun_options {
     size_t n_resident;
     int no_domains;        /* --no-domains (--keep-cache implies it) */
     int footprint_sidecar; /* --footprint-sidecar */
+    const char *snapshot_path; /* --snapshot: .pickle (PyTorch's format) or .json */
 } ccrun_options;
+
+/* --snapshot FILE.pickle: the history ring ccrun asks for (config
+ * `history`, before --conf, which may change it). */
+#define CCRUN_SNAPSHOT_HISTORY 65536
 
 /* One row of the per-phase table. */
 typedef struct ccrun_row {

@@ -69,6 +69,12 @@ static void usage(FILE *f) {
                "                          (MODEL runs; not with --demo)\n"
                "  --timeline FILE.csv     one CSV row per allocator event or phase\n"
                "  --save FILE             after loading the (single) MODEL, write it as safetensors\n"
+               "  --snapshot FILE         after each model's batches run (the model still loaded),\n"
+               "                          write the allocator's snapshot to FILE, replacing the\n"
+               "                          last: FILE.pickle in PyTorch's format for\n"
+               "                          torch.cuda._memory_viz and pytorch.org/memory_viz (sets\n"
+               "                          history:65536 before --conf: the device trace), FILE.json\n"
+               "                          as cca_write_snapshot_json (MODEL runs; not with --demo)\n"
                "  --seed N                seed of the random input batches (default 1)\n"
                "  --demo                  the whole story: greedy + keep-cache, growth +\n"
                "                          fragmentation + trim, explicit release, memory\n"
@@ -101,6 +107,11 @@ static int parse_count(const char *text, size_t *out) {
     return 1;
 }
 
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
 /* 0 on success, else an exit code. */
 static int parse_options(int argc, char **argv, ccrun_options *o) {
     enum {
@@ -119,6 +130,7 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         O_RESIDENT,
         O_NO_DOMAINS,
         O_SIDECAR,
+        O_SNAPSHOT,
         O_HELP
     };
     static const struct option longopts[] = {{"policy", required_argument, 0, O_POLICY},
@@ -136,6 +148,7 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
                                              {"resident", required_argument, 0, O_RESIDENT},
                                              {"no-domains", no_argument, 0, O_NO_DOMAINS},
                                              {"footprint-sidecar", no_argument, 0, O_SIDECAR},
+                                             {"snapshot", required_argument, 0, O_SNAPSHOT},
                                              {"help", no_argument, 0, O_HELP},
                                              {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -194,6 +207,11 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
             break;
         case O_NO_DOMAINS: o->no_domains = 1; break;
         case O_SIDECAR: o->footprint_sidecar = 1; break;
+        case O_SNAPSHOT:
+            if (!ends_with(optarg, ".pickle") && !ends_with(optarg, ".json"))
+                return usage_error("--snapshot '%s' must end in .pickle (PyTorch's format) or .json", optarg);
+            o->snapshot_path = optarg;
+            break;
         case 'h':
         case O_HELP: usage(stdout); return -1;
         case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
@@ -217,6 +235,8 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         return usage_error("%s", "--save needs exactly one MODEL and no --resident");
     if (o->demo && o->n_models)
         return usage_error("--demo takes no MODEL (got '%s')", o->models[0]);
+    if (o->demo && o->snapshot_path)
+        return usage_error("--demo takes no --snapshot (got '%s'): it is for MODEL runs", o->snapshot_path);
     if (o->demo && o->json)
         return usage_error("%s", "--demo prints a report, not JSON: --json is for MODEL runs");
     if (o->save_path && o->n_models != 1)
@@ -260,6 +280,11 @@ static int open_engine(run_state *rs) {
         return CCRUN_ERR_USAGE;
     }
     rs->conf = ccrun_alloc_conf(o, NULL);
+    if (rs->conf && o->snapshot_path && ends_with(o->snapshot_path, ".pickle")) { /* --conf may change it */
+        char *with = ccrun_format("history:%d%s%s", CCRUN_SNAPSHOT_HISTORY, *rs->conf ? "," : "", rs->conf);
+        free(rs->conf);
+        rs->conf = with;
+    }
     if (!rs->conf) {
         fprintf(stderr, "ccrun: out of host memory\n");
         return CCRUN_ERR_MODEL;
@@ -358,6 +383,25 @@ static int load_model(run_state *rs, const char *src, const char *role, ccr_mode
     return CCRUN_OK;
 }
 
+/* --snapshot FILE: the allocator's state now (PyTorch's pickle or JSON),
+ * replacing the file's earlier contents. */
+static int write_snapshot(run_state *rs) {
+    const char *path = rs->o->snapshot_path;
+    FILE *f = fopen(path, "wb");
+    cca_status st = CCA_ERR_IO;
+    if (f) {
+        const cca_allocator *a = ccr_engine_allocator(rs->e);
+        st = ends_with(path, ".pickle") ? cca_write_snapshot_torch(a, 0, f) : cca_write_snapshot_json(a, f);
+        if (fclose(f) != 0 && st == CCA_OK)
+            st = cca_set_error(CCA_ERR_IO, "closing the file failed: %s", strerror(errno));
+    }
+    if (st == CCA_OK)
+        return CCRUN_OK;
+    free(rs->errbuf);
+    rs->errbuf = ccrun_format("--snapshot %s: %s", path, f ? cca_last_error() : strerror(errno));
+    return CCRUN_ERR_MODEL;
+}
+
 /* Step 2b: --iters passes of one batch. The batch is checked against the
  * device before host memory is taken for it (batch, in, out <= 2^24: the
  * products fit). M stays loaded either way. A resident model (hash not
@@ -408,7 +452,7 @@ static int run_passes(run_state *rs, ccr_model *m, const char *src, unsigned lon
             ccrun_format("resident model '%s': outputs changed (hash %016llx, first run %016llx)", src, h, *first);
         return CCRUN_ERR_MODEL;
     }
-    return CCRUN_OK;
+    return o->snapshot_path ? write_snapshot(rs) : CCRUN_OK;
 }
 
 /* Step 2c: unload. With a domain, the model's memory goes back now: the

@@ -1,0 +1,373 @@
+"""Finding and loading libccalloc, and the C declarations the package uses.
+
+Everything here mirrors ``allocator/include/ccalloc.h``; the structures are
+checked against the header by ``tests/python/test_api.py`` (field names,
+order and types), so a change there fails a test instead of reading the
+wrong bytes.
+
+Where the library is looked for, in order (the first that loads wins):
+
+1. ``CCALLOC_LIBRARY``: a path to ``libccalloc.so``. When it is set nothing
+   else is tried, so a wrong path is an error, never a silent fallback.
+2. The checkout this package lives in (``allocator/python/ccalloc`` inside
+   the repository): ``build/allocator/`` first, then every other
+   ``build*/allocator/`` in name order. A sanitizer build is skipped (its
+   runtime would have to be preloaded, and loading it otherwise ends the
+   process), as is a library that does not load or lacks a function this
+   package needs (an older build); each with its reason recorded.
+3. The install prefix: ``<sys.prefix>/lib``, ``/usr/local/lib``,
+   ``/usr/local/lib64``, ``/usr/lib``.
+4. ``ctypes.util.find_library("ccalloc")`` (the linker's search path).
+
+If none loads, :class:`LibraryNotFoundError` lists every place tried and why
+each failed.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+_NAMES = ("libccalloc.so", "libccalloc.dylib")
+
+c_size_t = ctypes.c_size_t
+c_uint64 = ctypes.c_uint64
+c_int = ctypes.c_int
+c_void_p = ctypes.c_void_p
+c_char_p = ctypes.c_char_p
+c_double = ctypes.c_double
+
+
+class LibraryNotFoundError(ImportError):
+    """libccalloc could not be found or loaded; the message lists where it looked."""
+
+
+# ---- structures (ccalloc.h) ------------------------------------------------
+
+class Stats(ctypes.Structure):
+    """``cca_stats``."""
+
+    _fields_ = [
+        ("allocated_bytes", c_size_t),
+        ("allocated_bytes_peak", c_size_t),
+        ("requested_bytes", c_size_t),
+        ("requested_bytes_peak", c_size_t),
+        ("reserved_bytes", c_size_t),
+        ("reserved_bytes_peak", c_size_t),
+        ("active_blocks", c_size_t),
+        ("active_blocks_peak", c_size_t),
+        ("pending_blocks", c_size_t),
+        ("cached_blocks", c_size_t),
+        ("cached_bytes", c_size_t),
+        ("segments", c_size_t),
+        ("segments_peak", c_size_t),
+        ("largest_free_block", c_size_t),
+        ("alloc_calls", c_uint64),
+        ("free_calls", c_uint64),
+        ("upstream_allocs", c_uint64),
+        ("upstream_frees", c_uint64),
+        ("alloc_retries", c_uint64),
+        ("ooms", c_uint64),
+        ("splits", c_uint64),
+        ("merges", c_uint64),
+        ("fragmentation", c_double),
+        ("page_size", c_size_t),
+        ("expandable_segments", c_size_t),
+        ("address_space_bytes", c_size_t),
+        ("mapped_bytes", c_size_t),
+        ("vm_maps", c_uint64),
+        ("vm_unmaps", c_uint64),
+        ("pages_mapped", c_uint64),
+        ("pages_unmapped", c_uint64),
+    ]
+
+
+class UpstreamStats(ctypes.Structure):
+    """``cca_upstream_stats``."""
+
+    _fields_ = [
+        ("bytes_in_use", c_size_t),
+        ("bytes_in_use_peak", c_size_t),
+        ("allocations", c_size_t),
+        ("alloc_calls", c_uint64),
+        ("free_calls", c_uint64),
+        ("failed_allocs", c_uint64),
+        ("vm_reserved_bytes", c_size_t),
+        ("vm_mapped_bytes", c_size_t),
+        ("vm_map_calls", c_uint64),
+        ("vm_unmap_calls", c_uint64),
+        ("vm_failed_maps", c_uint64),
+    ]
+
+
+class ReleaseReport(ctypes.Structure):
+    """``cca_release_report``."""
+
+    _fields_ = [
+        ("bytes_released", c_size_t),
+        ("segments_released", c_size_t),
+        ("bytes_still_reserved", c_size_t),
+        ("segments_kept", c_size_t),
+        ("segments_pinned", c_size_t),
+        ("live_bytes_pinning", c_size_t),
+        ("free_bytes_pinned", c_size_t),
+        ("pages_unmapped", c_size_t),
+        ("bytes_unmapped", c_size_t),
+        ("free_bytes_trapped", c_size_t),
+    ]
+
+
+class LiveBlock(ctypes.Structure):
+    """``cca_live_block``."""
+
+    _fields_ = [
+        ("ptr", c_void_p),
+        ("size", c_size_t),
+        ("requested", c_size_t),
+        ("stream", c_void_p),
+        ("age", c_uint64),
+        ("pending", c_int),
+    ]
+
+
+class DomainReport(ctypes.Structure):
+    """``cca_domain_report``."""
+
+    _fields_ = [
+        ("bytes_released", c_size_t),
+        ("segments_released", c_size_t),
+        ("bytes_still_reserved", c_size_t),
+        ("live_blocks", c_size_t),
+        ("live_bytes", c_size_t),
+        ("leaks", ctypes.POINTER(LiveBlock)),
+        ("leaks_cap", c_size_t),
+        ("leaks_written", c_size_t),
+    ]
+
+
+DOMAIN_NAME_MAX = 63
+
+
+class DomainStats(ctypes.Structure):
+    """``cca_domain_stats``."""
+
+    _fields_ = [
+        ("name", ctypes.c_char * (DOMAIN_NAME_MAX + 1)),
+        ("allocated_bytes", c_size_t),
+        ("allocated_bytes_peak", c_size_t),
+        ("requested_bytes", c_size_t),
+        ("requested_bytes_peak", c_size_t),
+        ("reserved_bytes", c_size_t),
+        ("reserved_bytes_peak", c_size_t),
+        ("active_blocks", c_size_t),
+        ("active_blocks_peak", c_size_t),
+        ("cached_bytes", c_size_t),
+        ("largest_free_block", c_size_t),
+        ("segments", c_size_t),
+        ("alloc_calls", c_uint64),
+        ("upstream_allocs", c_uint64),
+        ("upstream_frees", c_uint64),
+        ("fragmentation", c_double),
+    ]
+
+
+# A cca_config is handled as opaque bytes (filled by cca_config_default and
+# cca_config_parse, read back as text by cca_config_print): this size is far
+# larger than the struct, so a field added in C can never overrun it.
+CONFIG_BYTES = 1024
+
+# Spare room after every structure the library writes into, for the same
+# reason: a newer library with a longer struct writes into padding, not
+# into Python's heap (the header test keeps the field lists exact).
+_SLACK = 512
+
+
+def out_struct(cls):
+    """A zeroed instance of ``cls`` with spare room behind it for the C side to write."""
+    buf = (ctypes.c_char * (ctypes.sizeof(cls) + _SLACK))()
+    inst = cls.from_buffer(buf)
+    inst._ccalloc_buffer = buf  # keep the storage alive with the view
+    return inst
+
+
+def as_dict(struct) -> dict:
+    """A structure's fields as a dict, with their C names."""
+    return {name: getattr(struct, name) for name, _ in struct._fields_}
+
+
+# ---- functions -------------------------------------------------------------
+
+_P = c_void_p  # every opaque handle (cca_allocator *, cca_upstream *, cca_domain *, FILE *)
+_PP = ctypes.POINTER(c_void_p)
+
+_PROTOTYPES = {
+    "cca_status_string": (c_char_p, [c_int]),
+    "cca_last_error": (c_char_p, []),
+    "cca_clear_error": (None, []),
+    "cca_parse_size": (c_int, [c_char_p, ctypes.POINTER(c_size_t)]),
+    "cca_upstream_host_create": (c_int, [c_size_t, _PP]),
+    "cca_upstream_cuda_create": (c_int, [c_int, _PP]),
+    "cca_upstream_destroy": (None, [_P]),
+    "cca_upstream_mem_info": (c_int, [_P, ctypes.POINTER(c_size_t), ctypes.POINTER(c_size_t)]),
+    "cca_upstream_get_stats": (c_int, [_P, c_void_p]),
+    "cca_upstream_name": (c_char_p, [_P]),
+    "cca_config_default": (None, [c_void_p]),
+    "cca_config_parse": (c_int, [c_void_p, c_char_p]),
+    "cca_config_validate": (c_int, [c_void_p]),
+    "cca_config_print": (c_int, [c_void_p, _P, c_int]),
+    "cca_create": (c_int, [c_void_p, _P, _PP]),
+    "cca_destroy": (c_int, [_P]),
+    "cca_get_config": (c_int, [_P, c_void_p]),
+    "cca_alloc": (c_int, [_P, c_size_t, c_void_p, _PP]),
+    "cca_free": (c_int, [_P, c_void_p]),
+    "cca_record_stream": (c_int, [_P, c_void_p, c_void_p]),
+    "cca_block_size": (c_int, [_P, c_void_p, ctypes.POINTER(c_size_t)]),
+    "cca_trim": (c_int, [_P, c_size_t, c_void_p]),
+    "cca_empty_cache": (c_int, [_P, c_void_p]),
+    "cca_get_stats": (None, [_P, c_void_p]),
+    "cca_reset_peak_stats": (None, [_P]),
+    "cca_write_snapshot_json": (c_int, [_P, _P]),
+    "cca_write_snapshot_torch": (c_int, [_P, c_int, _P]),
+    "cca_check_invariants": (c_int, [_P]),
+    "cca_trace_mark": (c_int, [_P, c_char_p]),
+    "cca_domain_create": (c_int, [_P, c_char_p, _PP]),
+    "cca_alloc_in": (c_int, [_P, _P, c_size_t, c_void_p, _PP]),
+    "cca_domain_release": (c_int, [_P, _P, ctypes.c_uint, c_void_p]),
+    "cca_domain_destroy": (c_int, [_P, _P, ctypes.c_uint, c_void_p]),
+    "cca_domain_reserve": (c_int, [_P, _P, c_size_t]),
+    "cca_get_domain_stats": (c_int, [_P, _P, c_void_p]),
+    "cca_plug_alloc": (c_void_p, [c_size_t, c_int, c_void_p]),
+    "cca_plug_free": (None, [c_void_p, c_size_t, c_int, c_void_p]),
+    "cca_plug_configure": (c_int, [c_char_p, c_char_p]),
+    "cca_plug_get_allocator": (c_int, [c_int, _PP]),
+    "cca_plug_get_upstream": (c_int, [c_int, _PP]),
+    "cca_plug_reset": (c_int, []),
+}
+
+# libc, for the FILE * that cca_write_snapshot_json and cca_config_print take
+_libc = ctypes.CDLL(None)
+fopen = _libc.fopen
+fopen.restype = c_void_p
+fopen.argtypes = [c_char_p, c_char_p]
+fclose = _libc.fclose
+fclose.restype = c_int
+fclose.argtypes = [c_void_p]
+
+
+class Library:
+    """The loaded library: ``path`` and the declared C functions as attributes."""
+
+    def __init__(self, path: str, dll: ctypes.CDLL) -> None:
+        self.path = path
+        self.dll = dll
+        for name, (restype, argtypes) in _PROTOTYPES.items():
+            fn = getattr(dll, name)
+            fn.restype = restype
+            fn.argtypes = argtypes
+            setattr(self, name, fn)
+
+
+def _checkout_root() -> Optional[Path]:
+    """The repository root when this package runs from the checkout, else None."""
+    here = Path(__file__).resolve().parent  # <root>/allocator/python/ccalloc
+    if len(here.parents) < 3:
+        return None
+    root = here.parents[2]
+    if (root / "allocator" / "include" / "ccalloc.h").is_file():
+        return root
+    return None
+
+
+def candidates() -> List[Tuple[str, str]]:
+    """Every (origin, path) tried, in order (see the module docstring)."""
+    env = os.environ.get("CCALLOC_LIBRARY")
+    if env:
+        return [("CCALLOC_LIBRARY", env)]
+    out: List[Tuple[str, str]] = []
+    root = _checkout_root()
+    if root is not None:
+        dirs = [root / "build" / "allocator"]
+        dirs += [d / "allocator" for d in sorted(root.glob("build*")) if d.name != "build" and d.is_dir()]
+        for d in dirs:
+            for n in _NAMES:
+                out.append(("checkout build", str(d / n)))
+    prefixes = [Path(sys.prefix) / "lib", Path("/usr/local/lib"), Path("/usr/local/lib64"), Path("/usr/lib")]
+    for p in prefixes:
+        for n in _NAMES:
+            out.append(("install prefix", str(p / n)))
+    found = ctypes.util.find_library("ccalloc")
+    out.append(("ctypes.util.find_library('ccalloc')", found or ""))
+    return out
+
+
+_loaded: Optional[Library] = None
+_load_lock = threading.Lock()
+
+
+def load(path: Optional[str] = None) -> Library:
+    """The library, loaded once per process (``path`` forces one file)."""
+    global _loaded
+    with _load_lock:
+        if _loaded is not None and (path is None or os.path.realpath(path) == _loaded.path):
+            return _loaded
+        tried = [("argument", path)] if path else candidates()
+        reasons = []
+        for origin, p in tried:
+            if not p:
+                reasons.append(f"  {origin}: not found")
+                continue
+            if os.sep in p and not os.path.exists(p):
+                reasons.append(f"  {origin}: {p}: no such file")
+                continue
+            if origin not in ("argument", "CCALLOC_LIBRARY") and _sanitized(p):
+                reasons.append(f"  {origin}: {p}: built with a sanitizer (preload its runtime and name it "
+                               "in CCALLOC_LIBRARY to use it); skipped")
+                continue
+            try:
+                dll = ctypes.CDLL(p)
+            except OSError as e:
+                reasons.append(f"  {origin}: {p}: does not load ({e})")
+                continue
+            real = os.path.realpath(p) if os.sep in p else _dll_path(dll, p)
+            try:
+                lib = Library(real, dll)
+            except AttributeError as e:
+                reasons.append(f"  {origin}: {p}: not this version of libccalloc ({e})")
+                continue
+            if _loaded is not None and lib.path != _loaded.path:
+                raise LibraryNotFoundError(
+                    f"libccalloc is already loaded from {_loaded.path}; cannot switch to {lib.path}"
+                )
+            _loaded = lib
+            return lib
+        raise LibraryNotFoundError(
+            "libccalloc not found. Build it (cmake -S . -B build && cmake --build build), install it "
+            "(cmake --install build), or set CCALLOC_LIBRARY=/path/to/libccalloc.so. Looked in:\n"
+            + "\n".join(reasons)
+        )
+
+
+def _sanitized(path: str) -> bool:
+    """Whether a library was built with ASan/TSan/UBSan (it names their runtime's entry points)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return any(marker in data for marker in (b"__asan_init", b"__tsan_init", b"__ubsan_handle"))
+
+
+def _dll_path(dll: ctypes.CDLL, name: str) -> str:
+    """The file a library found by name was loaded from (Linux: /proc/self/maps)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if line.rstrip().endswith(name) or ("/" + name) in line:
+                    return line.split(None, 5)[-1].strip()
+    except OSError:
+        pass
+    return name

@@ -1,0 +1,508 @@
+"""``ccalloc.Allocator``: one libccalloc allocator, from Python.
+
+Addresses are plain ints (``alloc`` returns one, ``free`` takes one), as
+every framework exchanges device pointers (``tensor.data_ptr()``, CuPy's
+``UnownedMemory(ptr, ...)``, ``__cuda_array_interface__``). A Block object
+freed by the garbage collector would hide the one thing this library is
+about, when memory goes back; here a block lives until ``free``, and the
+cache until ``trim`` / ``empty_cache``, each an explicit call.
+
+Streams are ``None`` (the default stream) or an int: a ``cudaStream_t``
+(``torch.cuda.current_stream().cuda_stream``,
+``cupy.cuda.get_current_stream().ptr``), or any token on the simulated
+device.
+"""
+from __future__ import annotations
+
+import json
+import pickle
+import os
+import tempfile
+import ctypes
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+from . import _lib
+from ._errors import LiveBlocksError, OK, error_class, Error, ERR_LIVE_BLOCKS, ERR_INVALID_ARGUMENT
+
+Size = Union[int, str]
+
+DOMAIN_FORCE = 1  # CCA_DOMAIN_FORCE
+
+
+def _text(b: Optional[bytes]) -> str:
+    return b.decode("utf-8", "replace") if b else ""
+
+
+def raise_for(lib: _lib.Library, status: int, what: str = "") -> None:
+    """Raise the :class:`Error` subclass for ``status`` (nothing for CCA_OK).
+
+    Call right after the failing C call, on the same thread: the message is
+    the thread's ``cca_last_error()``.
+    """
+    if status == OK:
+        return
+    message = _text(lib.cca_last_error())
+    if what and not message:
+        message = what
+    raise error_class(status)(status, _text(lib.cca_status_string(status)), message)
+
+
+def parse_size(lib: _lib.Library, size: Size) -> int:
+    """An int as is (>= 0), or a size text as ``cca_parse_size`` reads it ("64M", "1.5G")."""
+    if isinstance(size, bool):
+        raise TypeError("a size is an int or a string like '64M', not a bool")
+    if isinstance(size, int):
+        if size < 0 or size >= 1 << 64:
+            raise error_class(ERR_INVALID_ARGUMENT)(
+                ERR_INVALID_ARGUMENT, _text(lib.cca_status_string(ERR_INVALID_ARGUMENT)), f"size {size} out of range"
+            )
+        return size
+    if isinstance(size, str):
+        out = ctypes.c_size_t()
+        lib.cca_clear_error()
+        raise_for(lib, lib.cca_parse_size(size.encode(), ctypes.byref(out)), f"size '{size}' is not a size like 64M")
+        return out.value
+    raise TypeError(f"a size is an int or a string like '64M', not {type(size).__name__}")
+
+
+def stream_arg(stream: Any) -> Optional[int]:
+    """None or an int handle (anything with ``__int__``)."""
+    if stream is None:
+        return None
+    if isinstance(stream, bool):
+        raise TypeError("a stream is None or an int handle")
+    value = int(stream)
+    return value or None
+
+
+def _write_via_file(fn, binary: bool = False):
+    """Call ``fn(FILE *)`` on a temporary file and return what it wrote
+    (``str``, or ``bytes`` when ``binary``)."""
+    fd, path = tempfile.mkstemp(prefix="ccalloc-", suffix=".pickle" if binary else ".json")
+    os.close(fd)
+    try:
+        f = _lib.fopen(path.encode(), b"wb" if binary else b"w")
+        if not f:
+            raise OSError(f"cannot open {path}")
+        try:
+            fn(f)
+        finally:
+            _lib.fclose(f)
+        if binary:
+            with open(path, "rb") as r:
+                return r.read()
+        with open(path, encoding="utf-8") as r:
+            return r.read()
+    finally:
+        os.unlink(path)
+
+
+@dataclass(frozen=True)
+class ReleaseReport:
+    """What ``trim`` / ``empty_cache`` gave back (``cca_release_report``, same field names)."""
+
+    bytes_released: int
+    segments_released: int
+    bytes_still_reserved: int
+    segments_kept: int
+    segments_pinned: int
+    live_bytes_pinning: int
+    free_bytes_pinned: int
+    pages_unmapped: int
+    bytes_unmapped: int
+    free_bytes_trapped: int
+
+
+@dataclass(frozen=True)
+class LiveBlock:
+    """One block a domain release found live (``cca_live_block``)."""
+
+    ptr: int
+    size: int
+    requested: int
+    stream: Optional[int]
+    age: int
+    pending: bool
+
+
+@dataclass(frozen=True)
+class DomainReport:
+    """What a domain release did (``cca_domain_report``); ``leaks`` lists the first live blocks found."""
+
+    bytes_released: int
+    segments_released: int
+    bytes_still_reserved: int
+    live_blocks: int
+    live_bytes: int
+    leaks: List[LiveBlock] = field(default_factory=list)
+
+
+class Allocator:
+    """A libccalloc allocator over the simulated device or a CUDA device.
+
+    ``Allocator(capacity="1G")``: a simulated device of that many bytes
+    (host memory behaving like a GPU; every allocator path works without
+    one). ``Allocator(device=0)``: CUDA device 0 (``NoDeviceError`` without a
+    GPU or in a build without CUDA). ``conf``: ``"key:value,..."`` as
+    ``CCALLOC_CONF`` (docs/allocator.md, Options); None = defaults plus
+    ``CCALLOC_CONF``.
+
+    Use as a context manager, or call :meth:`close`. All methods may be
+    called from several threads at once (the C allocator has its own lock),
+    except ``close``.
+    """
+
+    def __init__(self, capacity: Optional[Size] = None, *, device: Optional[int] = None,
+                 conf: Optional[str] = None, library: Optional[str] = None) -> None:
+        self._lib = _lib.load(library)
+        self._handle: Optional[int] = None
+        self._upstream: Optional[int] = None
+        self._owned = True
+        if (capacity is None) == (device is None):
+            raise TypeError("give exactly one of capacity (simulated device) or device (CUDA)")
+        lib = self._lib
+        up = ctypes.c_void_p()
+        lib.cca_clear_error()
+        if capacity is not None:
+            raise_for(lib, lib.cca_upstream_host_create(parse_size(lib, capacity), ctypes.byref(up)))
+        else:
+            if isinstance(device, bool) or not isinstance(device, int):
+                raise TypeError("device is an int")
+            raise_for(lib, lib.cca_upstream_cuda_create(device, ctypes.byref(up)))
+        try:
+            cfg = None
+            if conf is not None:
+                cfg = (ctypes.c_char * _lib.CONFIG_BYTES)()
+                lib.cca_config_default(cfg)
+                raise_for(lib, lib.cca_config_parse(cfg, conf.encode()))
+                raise_for(lib, lib.cca_config_validate(cfg))
+            a = ctypes.c_void_p()
+            raise_for(lib, lib.cca_create(cfg, up, ctypes.byref(a)))
+        except BaseException:
+            lib.cca_upstream_destroy(up)
+            raise
+        self._upstream = up.value
+        self._handle = a.value
+
+    @classmethod
+    def _borrow(cls, lib: _lib.Library, handle: int, upstream: int) -> "Allocator":
+        """A view of an allocator owned elsewhere (the plug table): close() does not destroy it."""
+        self = cls.__new__(cls)
+        self._lib = lib
+        self._handle = handle
+        self._upstream = upstream
+        self._owned = False
+        return self
+
+    # ---- lifetime ---------------------------------------------------------
+
+    @property
+    def handle(self) -> int:
+        """The ``cca_allocator *`` as an int (for ctypes/cffi callers)."""
+        if self._handle is None:
+            raise error_class(ERR_INVALID_ARGUMENT)(ERR_INVALID_ARGUMENT,
+                                                     _text(self._lib.cca_status_string(ERR_INVALID_ARGUMENT)),
+                                                     "the allocator is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Destroy the allocator and its device (every segment back to it).
+
+        Blocks still live are released too, and :class:`LiveBlocksError` is
+        raised afterwards: the allocator is closed either way. A borrowed
+        allocator (``ccalloc.plug.allocator``) is only detached. Closing
+        twice does nothing.
+        """
+        if self._handle is None:
+            return
+        handle, upstream = self._handle, self._upstream
+        self._handle = None
+        self._upstream = None
+        if not self._owned:
+            return
+        lib = self._lib
+        st = lib.cca_destroy(handle)
+        message = _text(lib.cca_last_error())
+        lib.cca_upstream_destroy(upstream)
+        if st != OK:
+            raise error_class(st)(st, _text(lib.cca_status_string(st)), message)
+
+    def __enter__(self) -> "Allocator":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            try:
+                self.close()
+            except Error:
+                pass  # the exception in flight says more
+
+    def __del__(self) -> None:
+        # never raise from a finalizer; live blocks die with the allocator
+        try:
+            if getattr(self, "_handle", None) is not None and self._owned:
+                self._lib.cca_destroy(self._handle)
+                self._lib.cca_upstream_destroy(self._upstream)
+                self._handle = None
+        except Exception:
+            pass
+
+    # ---- allocation ---------------------------------------------------------
+
+    def alloc(self, size: Size, stream: Any = None) -> int:
+        """A block of at least ``size`` bytes, its address as an int.
+
+        Rounded up to 512 bytes, 256-byte aligned. ``size`` 0 returns 0 (no
+        block). Raises :class:`OutOfMemoryError` when the device (or
+        ``max_reserved``) cannot hold it, after the allocator's one retry.
+        """
+        return self._alloc_in(None, size, stream)
+
+    def _alloc_in(self, domain: Optional[int], size: Size, stream: Any) -> int:
+        lib = self._lib
+        n = parse_size(lib, size)
+        out = ctypes.c_void_p()
+        if domain is None:
+            st = lib.cca_alloc(self.handle, n, stream_arg(stream), ctypes.byref(out))
+        else:
+            st = lib.cca_alloc_in(self.handle, domain, n, stream_arg(stream), ctypes.byref(out))
+        raise_for(lib, st)
+        return out.value or 0
+
+    def free(self, ptr: int) -> None:
+        """Give a block back to the cache (not to the device). 0 does nothing.
+
+        A double free, or an address that is not a live block's start:
+        :class:`InvalidPointerError`, and nothing changes.
+        """
+        if not ptr:
+            return
+        raise_for(self._lib, self._lib.cca_free(self.handle, ctypes.c_void_p(int(ptr))))
+
+    def block_size(self, ptr: int) -> int:
+        """Bytes actually held for a live block (rounded; maybe unsplit slack)."""
+        out = ctypes.c_size_t()
+        raise_for(self._lib, self._lib.cca_block_size(self.handle, ctypes.c_void_p(int(ptr)), ctypes.byref(out)))
+        return out.value
+
+    def record_stream(self, ptr: int, stream: Any) -> None:
+        """Mark a live block as used on ``stream`` too (reused after that stream's work completes)."""
+        raise_for(self._lib, self._lib.cca_record_stream(self.handle, ctypes.c_void_p(int(ptr)),
+                                                         stream_arg(stream)))
+
+    # ---- giving memory back ---------------------------------------------------
+
+    def trim(self, keep: Size = 0) -> ReleaseReport:
+        """Give cached memory back until at most ``keep`` bytes stay reserved.
+
+        Raises on the errors ``cca_trim`` reports (an upstream refusing a
+        segment, a failed synchronize); what it released stays released.
+        """
+        lib = self._lib
+        r = _lib.out_struct(_lib.ReleaseReport)
+        raise_for(lib, lib.cca_trim(self.handle, parse_size(lib, keep), ctypes.byref(r)))
+        return ReleaseReport(**_lib.as_dict(r))
+
+    def empty_cache(self) -> ReleaseReport:
+        """Everything cached back to the device: ``trim(0)``.
+
+        With no live blocks, ``stats()["reserved_bytes"]`` is 0 afterwards.
+        """
+        lib = self._lib
+        r = _lib.out_struct(_lib.ReleaseReport)
+        raise_for(lib, lib.cca_empty_cache(self.handle, ctypes.byref(r)))
+        return ReleaseReport(**_lib.as_dict(r))
+
+    # ---- statistics --------------------------------------------------------
+
+    def stats(self) -> Dict[str, Any]:
+        """``cca_stats`` as a dict with the C field names (docs/allocator.md)."""
+        s = _lib.out_struct(_lib.Stats)
+        self._lib.cca_get_stats(self.handle, ctypes.byref(s))
+        return _lib.as_dict(s)
+
+    def reset_peak_stats(self) -> None:
+        """Every ``*_peak`` to its current value."""
+        self._lib.cca_reset_peak_stats(self.handle)
+
+    def upstream_stats(self) -> Dict[str, Any]:
+        """The device's own accounting (``cca_upstream_stats``), shared by its tenants."""
+        s = _lib.out_struct(_lib.UpstreamStats)
+        raise_for(self._lib, self._lib.cca_upstream_get_stats(self._upstream_handle(), ctypes.byref(s)))
+        return _lib.as_dict(s)
+
+    def mem_info(self) -> Tuple[int, int]:
+        """``(free, total)`` bytes of the device, as the driver counts them (cudaMemGetInfo)."""
+        free_b, total = ctypes.c_size_t(), ctypes.c_size_t()
+        raise_for(self._lib, self._lib.cca_upstream_mem_info(self._upstream_handle(), ctypes.byref(free_b),
+                                                             ctypes.byref(total)))
+        return free_b.value, total.value
+
+    def _upstream_handle(self) -> int:
+        self.handle  # raises when closed
+        return self._upstream  # type: ignore[return-value]
+
+    @property
+    def device_name(self) -> str:
+        """The upstream's name: ``"host"`` or ``"cuda:N"``."""
+        return _text(self._lib.cca_upstream_name(self._upstream_handle()))
+
+    def config(self) -> Dict[str, str]:
+        """The configuration in force, ``{option: value}`` as ``cca_config_print`` writes it."""
+        cfg = (ctypes.c_char * _lib.CONFIG_BYTES)()
+        raise_for(self._lib, self._lib.cca_get_config(self.handle, cfg))
+        text = _write_via_file(lambda f: raise_for(self._lib, self._lib.cca_config_print(cfg, f, 0)))
+        out: Dict[str, str] = {}
+        for line in text.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                out[key.strip()] = value.strip()
+        return out
+
+    def snapshot(self) -> Dict[str, Any]:
+        """The whole allocator (``cca_write_snapshot_json``) parsed: config, stats, domains,
+        and every segment with its blocks in address order."""
+        text = _write_via_file(lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_json(self.handle, f)))
+        return json.loads(text)
+
+    def snapshot_torch(self, path: Optional[str] = None, device: int = 0) -> Dict[str, Any]:
+        """The allocator in the structure ``torch.cuda.memory._snapshot()`` returns
+        (``cca_write_snapshot_torch``: segments with their blocks, the history
+        ring's events as ``device_traces`` (empty unless the config has
+        ``history:N``), ``allocator_settings``), unpickled; written to ``path``
+        as well when given, for ``python -m torch.cuda._memory_viz`` and
+        pytorch.org/memory_viz. ``device`` names the device in the file
+        (0..1023)."""
+        data = _write_via_file(
+            lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_torch(self.handle, int(device), f)),
+            binary=True)
+        if path is not None:
+            with open(path, "wb") as w:
+                w.write(data)
+        return pickle.loads(data)
+
+    def check(self) -> None:
+        """Walk every internal invariant (O(blocks), for tests); :class:`InvariantError` if one is broken."""
+        raise_for(self._lib, self._lib.cca_check_invariants(self.handle))
+
+    def mark(self, name: str) -> None:
+        """A phase mark in the ``CCALLOC_TRACE`` trace (no-op when not tracing)."""
+        raise_for(self._lib, self._lib.cca_trace_mark(self.handle, name.encode()))
+
+    # ---- domains -----------------------------------------------------------
+
+    def domain(self, name: str) -> "Domain":
+        """A new memory domain (needs ``policy:growth``, the default).
+
+        ``with a.domain("resnet50") as d: p = d.alloc(n)`` releases all of
+        the domain's memory when the block ends, and raises
+        :class:`LiveBlocksError` (with the leak report) if blocks are still
+        live then; the domain then stays, with its blocks valid.
+        """
+        out = ctypes.c_void_p()
+        raise_for(self._lib, self._lib.cca_domain_create(self.handle, name.encode(), ctypes.byref(out)))
+        return Domain(self, out.value, name)
+
+
+class Domain:
+    """A named owner of segments inside one allocator (``cca_domain``), released whole."""
+
+    def __init__(self, allocator: Allocator, handle: int, name: str) -> None:
+        self.allocator = allocator
+        self.name = name
+        self._handle: Optional[int] = handle
+
+    @property
+    def handle(self) -> int:
+        if self._handle is None:
+            lib = self.allocator._lib
+            raise error_class(ERR_INVALID_ARGUMENT)(ERR_INVALID_ARGUMENT,
+                                                     _text(lib.cca_status_string(ERR_INVALID_ARGUMENT)),
+                                                     f"domain '{self.name}' is destroyed")
+        return self._handle
+
+    @property
+    def destroyed(self) -> bool:
+        return self._handle is None
+
+    def alloc(self, size: Size, stream: Any = None) -> int:
+        """``cca_alloc_in``: a block in this domain's own segments."""
+        return self.allocator._alloc_in(self.handle, size, stream)
+
+    def free(self, ptr: int) -> None:
+        """Free a block (the same as ``Allocator.free``; the block knows its domain)."""
+        self.allocator.free(ptr)
+
+    def reserve(self, nbytes: Size) -> None:
+        """Reserve a footprint arena of ``nbytes`` up front (``cca_domain_reserve``)."""
+        lib = self.allocator._lib
+        raise_for(lib, lib.cca_domain_reserve(self.allocator.handle, self.handle, parse_size(lib, nbytes)))
+
+    def stats(self) -> Dict[str, Any]:
+        """``cca_domain_stats`` as a dict (``name`` as a str)."""
+        lib = self.allocator._lib
+        s = _lib.out_struct(_lib.DomainStats)
+        raise_for(lib, lib.cca_get_domain_stats(self.allocator.handle, self.handle, ctypes.byref(s)))
+        d = _lib.as_dict(s)
+        d["name"] = d["name"].decode("ascii", "replace")
+        return d
+
+    def _call(self, fn, force: bool, max_leaks: int) -> DomainReport:
+        lib = self.allocator._lib
+        leaks = (_lib.LiveBlock * max(max_leaks, 1))()
+        r = _lib.out_struct(_lib.DomainReport)
+        r.leaks = ctypes.cast(leaks, ctypes.POINTER(_lib.LiveBlock))
+        r.leaks_cap = max_leaks
+        st = fn(lib)(self.allocator.handle, self.handle, DOMAIN_FORCE if force else 0, ctypes.byref(r))
+        message = _text(lib.cca_last_error())
+        report = DomainReport(
+            bytes_released=r.bytes_released, segments_released=r.segments_released,
+            bytes_still_reserved=r.bytes_still_reserved, live_blocks=r.live_blocks, live_bytes=r.live_bytes,
+            leaks=[LiveBlock(ptr=leaks[i].ptr or 0, size=leaks[i].size, requested=leaks[i].requested,
+                             stream=leaks[i].stream, age=leaks[i].age, pending=bool(leaks[i].pending))
+                   for i in range(min(r.leaks_written, max_leaks))],
+        )
+        if st != OK:
+            err = error_class(st)(st, _text(lib.cca_status_string(st)), message)
+            if st == ERR_LIVE_BLOCKS:
+                err.report = report  # type: ignore[attr-defined]
+            raise err
+        return report
+
+    def release(self, force: bool = False, max_leaks: int = 16) -> DomainReport:
+        """Give every segment of the domain back; the domain stays usable.
+
+        Live blocks: nothing is released and :class:`LiveBlocksError` is
+        raised with ``.report`` listing up to ``max_leaks`` of them.
+        ``force=True`` releases them anyway: DANGEROUS, their memory goes
+        back to the device while their pointers may still be in use
+        (``cca_domain_release``, ccalloc.h).
+        """
+        return self._call(lambda lib: lib.cca_domain_release, force, max_leaks)
+
+    def destroy(self, force: bool = False, max_leaks: int = 16) -> DomainReport:
+        """Release and free the domain; on failure it stays (see :meth:`release`)."""
+        report = self._call(lambda lib: lib.cca_domain_destroy, force, max_leaks)
+        self._handle = None
+        return report
+
+    def __enter__(self) -> "Domain":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._handle is None:
+            return
+        if exc_type is None:
+            self.destroy()
+        else:
+            try:
+                self.destroy()
+            except LiveBlocksError:
+                pass  # the exception in flight says more; the domain and its blocks stay

@@ -1,0 +1,117 @@
+"""The per-device allocators behind the framework adapters (``cca_plug_*``).
+
+PyTorch calls ``cca_plug_alloc`` / ``cca_plug_free`` in libccalloc directly;
+the CuPy and Numba adapters call them through here. All three therefore
+share one allocator per device in a process, and the functions below (stats,
+trim, empty_cache, snapshot) see every framework's memory on that device.
+
+Where memory comes from is chosen once, before the first allocation on any
+device: :func:`configure`, else the environment (``CCALLOC_PLUG_UPSTREAM``,
+``CCALLOC_CONF``), else the CUDA device with the defaults. With CUDA chosen
+and no GPU, every allocation fails (``NoDeviceError``): there is no silent
+fallback to the simulated device; choose it with
+``configure(upstream="host:1G")``.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Dict, Optional, Tuple
+
+from . import _lib
+from .allocator import Allocator, ReleaseReport, raise_for, stream_arg
+
+MAX_DEVICES = 64  # CCA_PLUG_MAX_DEVICES
+
+
+def library() -> _lib.Library:
+    """The loaded libccalloc (``.path`` is what PyTorch is given)."""
+    return _lib.load()
+
+
+def configure(upstream: Optional[str] = None, conf: Optional[str] = None) -> None:
+    """Choose the upstream (``"cuda"`` or ``"host[:CAPACITY[:DEVICES]]"``) and the
+    allocator config (``"key:value,..."``) before the first allocation.
+
+    None leaves each to the environment. Raises :class:`ConfigError` for a bad
+    text and :class:`InvalidArgumentError` once a device is in use.
+    """
+    lib = library()
+    lib.cca_clear_error()
+    raise_for(lib, lib.cca_plug_configure(upstream.encode() if upstream is not None else None,
+                                          conf.encode() if conf is not None else None))
+
+
+def allocator(device: int = 0) -> Allocator:
+    """The allocator of ``device`` (created now if needed), as a borrowed
+    :class:`Allocator`: stats, trim, empty_cache, snapshot, domains. Closing
+    it only detaches the view."""
+    lib = library()
+    a = ctypes.c_void_p()
+    u = ctypes.c_void_p()
+    raise_for(lib, lib.cca_plug_get_allocator(int(device), ctypes.byref(a)))
+    raise_for(lib, lib.cca_plug_get_upstream(int(device), ctypes.byref(u)))
+    return Allocator._borrow(lib, a.value, u.value)  # type: ignore[arg-type]
+
+
+def alloc(size: int, device: int = 0, stream: Any = None) -> int:
+    """An address from ``device``'s allocator, 0 for size 0.
+
+    The same allocator and the same steps as ``cca_plug_alloc`` (the device's
+    allocator, created on first use, then ``cca_alloc``), taken one by one so
+    that a failure raises the exception of its own status:
+    :class:`NoDeviceError`, :class:`OutOfMemoryError`, ...
+    """
+    if size < 0:
+        raise ValueError(f"size {size} < 0")
+    if size == 0:
+        return 0
+    lib = library()
+    a = ctypes.c_void_p()
+    lib.cca_clear_error()
+    raise_for(lib, lib.cca_plug_get_allocator(int(device), ctypes.byref(a)))
+    out = ctypes.c_void_p()
+    raise_for(lib, lib.cca_alloc(a, size, stream_arg(stream), ctypes.byref(out)))
+    return out.value or 0
+
+
+def free(ptr: int, size: int = 0, device: int = 0, stream: Any = None) -> None:
+    """``cca_plug_free``: never raises (a bad pointer is logged by the library)."""
+    if ptr:
+        library().cca_plug_free(ctypes.c_void_p(int(ptr)), size, int(device), stream_arg(stream))
+
+
+def reset() -> None:
+    """``cca_plug_reset``: forget every device and the configuration (tests).
+    :class:`LiveBlocksError` if any block is live, and nothing changes."""
+    lib = library()
+    raise_for(lib, lib.cca_plug_reset())
+
+
+def stats(device: int = 0) -> Dict[str, Any]:
+    """``cca_stats`` of ``device``'s allocator as a dict."""
+    return allocator(device).stats()
+
+
+def empty_cache(device: int = 0) -> ReleaseReport:
+    """Give everything cached on ``device`` back to the driver."""
+    return allocator(device).empty_cache()
+
+
+def trim(keep: int = 0, device: int = 0) -> ReleaseReport:
+    """Give cached memory on ``device`` back until at most ``keep`` bytes stay reserved."""
+    return allocator(device).trim(keep)
+
+
+def snapshot(device: int = 0) -> Dict[str, Any]:
+    """``cca_write_snapshot_json`` of ``device``'s allocator, parsed."""
+    return allocator(device).snapshot()
+
+
+def snapshot_torch(path: Optional[str] = None, device: int = 0) -> Dict[str, Any]:
+    """``device``'s allocator in PyTorch's snapshot structure (``Allocator.snapshot_torch``)."""
+    return allocator(device).snapshot_torch(path, device)
+
+
+def mem_info(device: int = 0) -> Tuple[int, int]:
+    """``(free, total)`` bytes of ``device`` as its driver counts them."""
+    return allocator(device).mem_info()

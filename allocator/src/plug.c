@@ -1,0 +1,365 @@
+/*
+ * plug.c — the entry points a framework calls instead of its own allocator:
+ * PyTorch's CUDAPluggableAllocator, and through the Python package the CuPy
+ * and Numba adapters.
+ *
+ * What PyTorch calls, and when. torch.cuda.memory.CUDAPluggableAllocator
+ * (path, "cca_plug_alloc", "cca_plug_free") dlopens this library and keeps
+ * two function pointers. Installed by change_current_allocator before the
+ * first CUDA allocation of the process, it then calls, for every tensor,
+ *     void *cca_plug_alloc(size_t size, int device, cudaStream_t stream)
+ * with the current device and its current stream, and when the tensor dies
+ *     void cca_plug_free(void *ptr, size_t size, int device, cudaStream_t stream)
+ * with the values of that alloc call. Nothing else: no init, no
+ * empty_cache, no stats (PyTorch refuses memory_stats and snapshots with a
+ * pluggable allocator, and its empty_cache calls nothing). So everything
+ * else is here as ordinary status-returning calls on the allocator of a
+ * device (cca_plug_get_allocator), for the Python package to offer.
+ *
+ * The per-device table. One allocator per device number, in a fixed table
+ * of CCA_PLUG_MAX_DEVICES slots, created on the first call that names the
+ * device:
+ *
+ *     devices[0]  allocator ──> cca_allocator (config: cca_plug_configure or CCALLOC_CONF)
+ *                 upstream  ──> cuda:0  (or a simulated device, if chosen)
+ *     devices[1]  failed = CCA_ERR_NO_DEVICE, why = "cuda: device 1 not in [0, 1)"
+ *     devices[2]  (never named: nothing)
+ *
+ * Where memory comes from: the CUDA device `device`, unless a simulated
+ * device was chosen explicitly, by cca_plug_configure or by the environment
+ * variable CCALLOC_PLUG_UPSTREAM ("host[:CAPACITY[:DEVICES]]"). Never by
+ * fallback: with CUDA chosen and no GPU (or a build without CUDA) the slot
+ * records CCA_ERR_NO_DEVICE and every alloc on it returns NULL. A slot's
+ * failure is sticky until cca_plug_reset: it is logged once, when it
+ * happens, and every later call on the slot sets the same message
+ * (cca_last_error) without asking the driver again.
+ *
+ * Locking. Creation takes one process-wide mutex (plug_lock) and checks the
+ * slot again under it, so threads racing on a device's first call create
+ * one allocator, and the losers wait for it. The allocator pointer is then
+ * published with a release store; every later call reads it with one
+ * acquire load and goes straight to cca_alloc / cca_free, whose own
+ * per-allocator lock does the rest. cca_plug_reset is for tests: it must
+ * not run while another thread is inside a cca_plug_* call.
+ *
+ * Costs. After the first call on a device: a range check, one atomic load,
+ * and the cca_alloc / cca_free it forwards to. The first call: parsing the
+ * configuration, creating the upstream (the CUDA runtime's first call on a
+ * device costs tens to hundreds of milliseconds) and the allocator (greedy:
+ * its arena).
+ *
+ * Errors. The two PyTorch entry points return nothing but a pointer, and
+ * they never abort, longjmp or throw: every failure is NULL (alloc) or
+ * nothing (free), with cca_last_error() set on the calling thread and one
+ * log line (cca_set_log_callback) naming the call, the device and the
+ * reason. An out-of-memory alloc is logged by the allocator itself (its
+ * log_oom option), not twice. A free of a pointer that is not a live block
+ * of that device's allocator (double free, foreign pointer, wrong device)
+ * changes nothing and is logged: cca_free diagnoses it without touching any
+ * block. size 0 returns NULL without creating anything, as PyTorch's own
+ * caching allocator returns a null data pointer for an empty tensor; newer
+ * PyTorch versions then call free with NULL, which does nothing.
+ *
+ * Departs from PyTorch's caching allocator in one way a user sees: PyTorch
+ * calls free when a tensor dies, and ccalloc caches the block (growth) like
+ * PyTorch does, but only ccalloc's own release calls (cca_trim,
+ * cca_empty_cache, or ccalloc.torch.empty_cache() in Python) give it back.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Longest CCALLOC_PLUG_UPSTREAM / cca_plug_configure upstream text read. */
+#define PLUG_SPEC_MAX 127
+/* Simulated device size when "host" gives none. */
+#define PLUG_HOST_DEFAULT_CAPACITY ((size_t)1 << 30)
+
+typedef enum plug_kind { PLUG_CUDA = 0, PLUG_HOST = 1 } plug_kind;
+
+/* Where memory comes from, parsed from the upstream text. */
+typedef struct plug_spec {
+    plug_kind kind;
+    size_t capacity; /* host: bytes per simulated device */
+    int devices;     /* host: how many simulated devices (device numbers 0..devices-1) */
+} plug_spec;
+
+typedef struct plug_device {
+    _Atomic(cca_allocator *) allocator; /* published last, with release order */
+    cca_upstream *upstream;
+    cca_status failed; /* sticky creation failure (CCA_OK: none) */
+    char why[256];
+} plug_device;
+
+static plug_device devices[CCA_PLUG_MAX_DEVICES];
+static pthread_mutex_t plug_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Set by cca_plug_configure; read once, under plug_lock, by the first
+ * creation (`started` then refuses a later configure). */
+static struct {
+    bool have_spec;
+    plug_spec spec;
+    bool have_config;
+    cca_config config;
+    bool started;
+} plug;
+
+/* ---- the upstream text ----------------------------------------------------- */
+
+/* "cuda" | "host" | "host:CAPACITY" | "host:CAPACITY:DEVICES". */
+static cca_status parse_spec(const char *text, plug_spec *out) {
+    size_t n = strnlen(text, PLUG_SPEC_MAX + 1);
+    if (n > PLUG_SPEC_MAX)
+        return ccai_fail(CCA_ERR_CONFIG, "upstream: text longer than %d characters", PLUG_SPEC_MAX);
+    char buf[PLUG_SPEC_MAX + 1];
+    memcpy(buf, text, n);
+    buf[n] = '\0';
+    plug_spec s = {.kind = PLUG_CUDA, .capacity = 0, .devices = 1};
+    if (strcmp(buf, "cuda") == 0) {
+        *out = s;
+        return CCA_OK;
+    }
+    if (strncmp(buf, "host", 4) != 0 || (buf[4] != '\0' && buf[4] != ':'))
+        return ccai_fail(CCA_ERR_CONFIG, "upstream '%s': expected cuda or host[:CAPACITY[:DEVICES]]", buf);
+    s.kind = PLUG_HOST;
+    s.capacity = PLUG_HOST_DEFAULT_CAPACITY;
+    if (buf[4] == ':') {
+        char *cap = buf + 5;
+        char *colon = strchr(cap, ':');
+        if (colon)
+            *colon = '\0';
+        if (cca_parse_size(cap, &s.capacity) != CCA_OK || s.capacity == 0)
+            return ccai_fail(CCA_ERR_CONFIG, "upstream 'host': capacity '%s' is not a size > 0 like 512M", cap);
+        if (colon) {
+            const char *d = colon + 1;
+            char *end = NULL;
+            errno = 0;
+            long v = (*d >= '0' && *d <= '9') ? strtol(d, &end, 10) : -1;
+            if (v < 1 || v > CCA_PLUG_MAX_DEVICES || errno || !end || *end != '\0')
+                return ccai_fail(CCA_ERR_CONFIG, "upstream 'host': devices '%s' is not a number in [1, %d]", d,
+                                 CCA_PLUG_MAX_DEVICES);
+            s.devices = (int)v;
+        }
+    }
+    *out = s;
+    return CCA_OK;
+}
+
+/* ---- creating a device's allocator ----------------------------------------- */
+
+/* The configuration in force: cca_plug_configure's, else the environment. */
+static cca_status resolve_spec(plug_spec *s) {
+    if (plug.have_spec) {
+        *s = plug.spec;
+        return CCA_OK;
+    }
+    const char *env = getenv("CCALLOC_PLUG_UPSTREAM");
+    if (!env || !*env) {
+        *s = (plug_spec){.kind = PLUG_CUDA, .devices = 1};
+        return CCA_OK;
+    }
+    cca_status st = parse_spec(env, s);
+    return st == CCA_OK ? st : cca_error_prefix(st, "CCALLOC_PLUG_UPSTREAM");
+}
+
+static cca_status create_upstream(const plug_spec *s, int device, cca_upstream **u) {
+    if (s->kind == PLUG_CUDA)
+        return cca_upstream_cuda_create(device, u);
+    if (device >= s->devices)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "simulated device %d not in [0, %d)", device, s->devices);
+    return cca_upstream_host_create(s->capacity, u);
+}
+
+/* Under plug_lock: make devices[device] usable or record why not. */
+static void create_locked(int device) {
+    plug_device *d = &devices[device];
+    plug.started = true;
+    plug_spec s;
+    cca_upstream *u = NULL;
+    cca_allocator *a = NULL;
+    cca_status st = resolve_spec(&s);
+    if (st == CCA_OK)
+        st = create_upstream(&s, device, &u);
+    if (st == CCA_OK) {
+        /* cca_create(NULL): defaults + CCALLOC_CONF, a bad one logged and
+         * the defaults kept, as for every allocator of the library */
+        st = cca_create(plug.have_config ? &plug.config : NULL, u, &a);
+        if (st != CCA_OK)
+            cca_upstream_destroy(u);
+    }
+    if (st != CCA_OK) {
+        d->failed = st;
+        snprintf(d->why, sizeof d->why, "device %d: %s", device, cca_last_error());
+        ccai_log("cca_plug: %s (%s); every alloc on this device returns NULL until cca_plug_reset", d->why,
+                 cca_status_string(st));
+        return;
+    }
+    d->upstream = u;
+    atomic_store_explicit(&d->allocator, a, memory_order_release);
+}
+
+/* The allocator of `device`, created on first use; NULL with the thread's
+ * message set (logged by the caller or, for creation, once here). */
+static cca_allocator *device_allocator(const char *who, int device, cca_status *status) {
+    if (device < 0 || device >= CCA_PLUG_MAX_DEVICES) {
+        *status =
+            ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: device %d not in [0, %d)", who, device, CCA_PLUG_MAX_DEVICES);
+        return NULL;
+    }
+    plug_device *d = &devices[device];
+    cca_allocator *a = atomic_load_explicit(&d->allocator, memory_order_acquire);
+    if (a)
+        return a;
+    pthread_mutex_lock(&plug_lock);
+    a = atomic_load_explicit(&d->allocator, memory_order_relaxed);
+    if (!a && d->failed == CCA_OK)
+        create_locked(device);
+    a = atomic_load_explicit(&d->allocator, memory_order_relaxed);
+    cca_status failed = d->failed;
+    char why[sizeof d->why];
+    memcpy(why, d->why, sizeof why);
+    pthread_mutex_unlock(&plug_lock);
+    if (!a)
+        *status = ccai_fail(failed, "%s: %s", who, why);
+    return a;
+}
+
+/* ---- PyTorch's two entry points -------------------------------------------- */
+
+/* One log line for a failure whose message this thread just set. */
+static void log_failure(cca_status st) {
+    ccai_log("%s (%s)", cca_last_error(), cca_status_string(st));
+}
+
+void *cca_plug_alloc(size_t size, int device, void *stream) {
+    cca_status st = CCA_OK;
+    if (device < 0 || device >= CCA_PLUG_MAX_DEVICES) {
+        (void)device_allocator("cca_plug_alloc", device, &st);
+        log_failure(st);
+        return NULL;
+    }
+    if (size == 0)
+        return NULL;
+    cca_allocator *a = device_allocator("cca_plug_alloc", device, &st);
+    if (!a)
+        return NULL; /* a creation failure was logged once, when it happened */
+    void *p = NULL;
+    st = cca_alloc(a, size, stream, &p);
+    if (st == CCA_OK)
+        return p;
+    if (st != CCA_ERR_OUT_OF_MEMORY) { /* an OOM is logged by the allocator (log_oom) */
+        cca_error_prefix(st, "cca_plug_alloc of %zu bytes on device %d", size, device);
+        log_failure(st);
+    }
+    return NULL;
+}
+
+void cca_plug_free(void *ptr, size_t size, int device, void *stream) {
+    (void)size;   /* the allocator knows each block's size */
+    (void)stream; /* and the streams that used it */
+    if (!ptr)
+        return;
+    if (device < 0 || device >= CCA_PLUG_MAX_DEVICES) {
+        log_failure(ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_plug_free(%p): device %d not in [0, %d); ignored", ptr,
+                              device, CCA_PLUG_MAX_DEVICES));
+        return;
+    }
+    cca_allocator *a = atomic_load_explicit(&devices[device].allocator, memory_order_acquire);
+    if (!a) {
+        log_failure(ccai_fail(CCA_ERR_INVALID_POINTER,
+                              "cca_plug_free(%p): device %d has no allocator, so not ours; ignored", ptr, device));
+        return;
+    }
+    cca_status st = cca_free(a, ptr);
+    if (st != CCA_OK)
+        log_failure(cca_error_prefix(st, "cca_plug_free on device %d", device));
+}
+
+/* ---- the rest of the API ----------------------------------------------------- */
+
+cca_status cca_plug_configure(const char *upstream, const char *conf) {
+    plug_spec s = {0};
+    bool have_spec = upstream != NULL;
+    if (have_spec && parse_spec(upstream, &s) != CCA_OK)
+        return cca_error_prefix(CCA_ERR_CONFIG, "cca_plug_configure");
+    cca_config c;
+    cca_config_default(&c);
+    bool have_config = conf != NULL;
+    if (have_config) {
+        cca_status st = cca_config_parse(&c, conf);
+        if (st == CCA_OK)
+            st = cca_config_validate(&c);
+        if (st != CCA_OK)
+            return cca_error_prefix(st, "cca_plug_configure");
+    }
+    pthread_mutex_lock(&plug_lock);
+    if (plug.started) {
+        pthread_mutex_unlock(&plug_lock);
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+                         "cca_plug_configure: a device is already in use (configure before the first "
+                         "cca_plug_alloc, or cca_plug_reset first)");
+    }
+    plug.have_spec = have_spec;
+    plug.spec = s;
+    plug.have_config = have_config;
+    plug.config = c;
+    pthread_mutex_unlock(&plug_lock);
+    return CCA_OK;
+}
+
+cca_status cca_plug_get_allocator(int device, cca_allocator **out) {
+    if (!out)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_plug_get_allocator: out is NULL");
+    cca_status st = CCA_OK;
+    *out = device_allocator("cca_plug_get_allocator", device, &st);
+    return *out ? CCA_OK : st;
+}
+
+cca_status cca_plug_get_upstream(int device, cca_upstream **out) {
+    if (!out)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_plug_get_upstream: out is NULL");
+    *out = NULL;
+    cca_status st = CCA_OK;
+    if (!device_allocator("cca_plug_get_upstream", device, &st))
+        return st;
+    /* set once before the allocator was published, never changed until reset */
+    *out = devices[device].upstream;
+    return CCA_OK;
+}
+
+cca_status cca_plug_reset(void) {
+    pthread_mutex_lock(&plug_lock);
+    for (int i = 0; i < CCA_PLUG_MAX_DEVICES; i++) {
+        cca_allocator *a = atomic_load_explicit(&devices[i].allocator, memory_order_relaxed);
+        if (!a)
+            continue;
+        cca_stats s;
+        cca_get_stats(a, &s);
+        if (s.active_blocks) {
+            pthread_mutex_unlock(&plug_lock);
+            return ccai_fail(CCA_ERR_LIVE_BLOCKS,
+                             "cca_plug_reset: device %d has %zu live blocks (%zu bytes); "
+                             "nothing was reset",
+                             i, s.active_blocks, s.allocated_bytes);
+        }
+    }
+    cca_status result = CCA_OK;
+    for (int i = 0; i < CCA_PLUG_MAX_DEVICES; i++) {
+        plug_device *d = &devices[i];
+        cca_allocator *a = atomic_load_explicit(&d->allocator, memory_order_relaxed);
+        if (a) {
+            cca_status st = cca_destroy(a);
+            if (st != CCA_OK && result == CCA_OK)
+                result = cca_error_prefix(st, "cca_plug_reset: device %d", i);
+            cca_upstream_destroy(d->upstream);
+        }
+        atomic_store_explicit(&d->allocator, NULL, memory_order_relaxed);
+        d->upstream = NULL;
+        d->failed = CCA_OK;
+        d->why[0] = '\0';
+    }
+    memset(&plug, 0, sizeof plug);
+    pthread_mutex_unlock(&plug_lock);
+    return result;
+}

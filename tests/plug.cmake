@@ -1,0 +1,4 @@
+# The framework entry points (allocator/src/plug.c): PyTorch's alloc/free
+# signatures, the per-device table, configuration and every error path, on
+# the simulated device (the CUDA-without-GPU case skips where a GPU exists).
+cca_add_test(NAME test_plug SOURCES test_plug.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)

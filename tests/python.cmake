@@ -1,0 +1,35 @@
+# The Python package (allocator/python): pytest suites over the simulated
+# device, given the library this build made through CCALLOC_LIBRARY:
+#   test_python_api       ccalloc.Allocator end to end, exact stats, domains,
+#                         snapshot; the ctypes mirror of ccalloc.h
+#   test_python_plug      cca_plug_alloc/free called through pointers with
+#                         PyTorch's exact C signatures; every error path
+#   test_python_adapters  torch/cupy/numba adapters: ImportError without the
+#                         framework, stand-in frameworks end to end
+#   test_python_install   pip install in a throwaway venv, pip show
+#   test_python_gpu       real PyTorch/CuPy/Numba on ccalloc (label gpu;
+#                         skips with the reason without a GPU or framework)
+# Not in sanitizer builds: an ASan-built library cannot be loaded into an
+# uninstrumented python without preloading the runtime.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import pytest" RESULT_VARIABLE CCA_PY_NO_PYTEST
+                  OUTPUT_QUIET ERROR_QUIET)
+endif()
+if(CCA_SANITIZE)
+  message(STATUS "tests: sanitizer build: the Python suites (tests/python) are not registered")
+elseif(NOT Python3_Interpreter_FOUND OR NOT CCA_PY_NO_PYTEST EQUAL 0)
+  message(STATUS "tests: python3 with pytest not found: the Python suites (tests/python) are not registered (scripts/deps.sh installs pytest)")
+else()
+  set(CCA_PY_ENV "PYTHONDONTWRITEBYTECODE=1;CCALLOC_LIBRARY=$<TARGET_FILE:ccalloc>")
+  foreach(suite api plug_abi adapters install gpu)
+    string(REPLACE "_abi" "" name "${suite}")
+    set(label cpu)
+    if(suite STREQUAL "gpu")
+      set(label gpu)
+    endif()
+    add_test(NAME test_python_${name}
+      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider -rs ${CMAKE_CURRENT_SOURCE_DIR}/python/test_${suite}.py)
+    set_tests_properties(test_python_${name} PROPERTIES LABELS ${label} TIMEOUT 300 ENVIRONMENT "${CCA_PY_ENV}")
+  endforeach()
+endif()

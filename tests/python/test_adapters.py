@@ -1,0 +1,291 @@
+"""The three adapters without their frameworks.
+
+1. Absent framework: each adapter raises ImportError naming what to install.
+   Absence is simulated by ``sys.modules[name] = None`` (``import name`` then
+   raises ImportError), so the tests pass whether or not the framework is
+   installed here.
+2. Stand-ins: small fake ``torch`` / ``cupy`` / ``numba`` modules with the
+   few names each adapter uses, shaped after the real APIs (see each
+   adapter's docstring for the versions checked), drive the adapters end to
+   end on the simulated device. The fake PyTorch calls the library through
+   function pointers with PyTorch's exact C signatures, as the real
+   CUDAPluggableAllocator does.
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import gc
+import sys
+import types
+import weakref
+
+import pytest
+
+import ccalloc
+import ccalloc.cupy
+import ccalloc.numba
+import ccalloc.torch
+from ccalloc import plug
+
+from conftest import MiB
+
+# ---- 1. absent frameworks ------------------------------------------------------------
+
+
+def test_torch_absent(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ImportError, match="pip install torch"):
+        ccalloc.torch.enable()
+
+
+def test_cupy_absent(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    with pytest.raises(ImportError, match="pip install cupy"):
+        ccalloc.cupy.enable()
+    with pytest.raises(ImportError, match="pip install cupy"):
+        ccalloc.cupy.malloc(1024)
+
+
+def test_numba_absent(monkeypatch):
+    monkeypatch.setitem(sys.modules, "numba", None)
+    monkeypatch.setitem(sys.modules, "numba.cuda", None)
+    monkeypatch.setattr(ccalloc.numba, "_manager_class", None)
+    with pytest.raises(ImportError, match="pip install numba-cuda"):
+        ccalloc.numba.enable()
+    with pytest.raises(ImportError, match="pip install numba-cuda"):
+        ccalloc.numba._numba_memory_manager  # what NUMBA_CUDA_MEMORY_MANAGER=ccalloc.numba reads
+    with pytest.raises(AttributeError):
+        ccalloc.numba.no_such_name
+
+
+def test_adapters_import_without_their_frameworks(monkeypatch):
+    for name in ("torch", "cupy", "numba"):
+        monkeypatch.setitem(sys.modules, name, None)
+    import importlib
+
+    for mod in ("ccalloc.torch", "ccalloc.cupy", "ccalloc.numba"):
+        importlib.reload(importlib.import_module(mod))
+
+
+# ---- 2. a stand-in PyTorch --------------------------------------------------------------
+
+ALLOC_T = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
+FREE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
+
+
+def fake_torch(monkeypatch):
+    """torch.cuda.memory.{CUDAPluggableAllocator, change_current_allocator} as PyTorch 2.x has them."""
+    state = {"installed": None, "initialized": False}
+
+    class CUDAPluggableAllocator:
+        def __init__(self, path_to_so_file, alloc_fn_name, free_fn_name):
+            dll = ctypes.CDLL(path_to_so_file)
+            self.path = path_to_so_file
+            self.alloc = ALLOC_T(ctypes.cast(getattr(dll, alloc_fn_name), ctypes.c_void_p).value)
+            self.free = FREE_T(ctypes.cast(getattr(dll, free_fn_name), ctypes.c_void_p).value)
+
+    def change_current_allocator(allocator):
+        if state["initialized"]:
+            raise RuntimeError("Can't swap an already initialized allocator")
+        state["installed"] = allocator
+        state["initialized"] = True
+
+    torch = types.ModuleType("torch")
+    torch.__version__ = "2.99.0+fake"
+    cuda = types.ModuleType("torch.cuda")
+    memory = types.ModuleType("torch.cuda.memory")
+    memory.CUDAPluggableAllocator = CUDAPluggableAllocator
+    memory.change_current_allocator = change_current_allocator
+    cuda.memory = memory
+    cuda.is_initialized = lambda: state["initialized"]
+    cuda.current_device = lambda: 0
+    torch.cuda = cuda
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.cuda", cuda)
+    monkeypatch.setitem(sys.modules, "torch.cuda.memory", memory)
+    return state
+
+
+def test_torch_enable_installs_the_entry_points(monkeypatch):
+    plug.reset()
+    state = fake_torch(monkeypatch)
+    monkeypatch.setattr(ccalloc.torch, "_installed", None)
+    try:
+        assert not ccalloc.torch.enabled()
+        ccalloc.torch.enable(upstream="host:64M", conf="max_reserved:32M")
+        assert ccalloc.torch.enabled()
+        a = state["installed"]
+        assert a.path == plug.library().path
+        # what PyTorch does for a tensor: alloc on the current stream, free at death
+        p = a.alloc(3 * MiB, 0, 0x7000)
+        assert p
+        s = ccalloc.torch.stats()
+        assert (s["allocated_bytes"], s["reserved_bytes"]) == (3 * MiB, 20 * MiB)
+        assert ccalloc.torch.snapshot()["config"]["max_reserved"] == 32 * MiB
+        assert a.alloc(0, 0, None) is None
+        a.free(p, 3 * MiB, 0, 0x7000)
+        r = ccalloc.torch.empty_cache()
+        assert (r.bytes_released, r.segments_released, r.bytes_still_reserved) == (20 * MiB, 1, 0)
+        assert ccalloc.torch.mem_info() == (64 * MiB, 64 * MiB)
+        # PyTorch refuses a second swap once its allocator was used
+        with pytest.raises(RuntimeError, match="before the first CUDA allocation"):
+            ccalloc.torch.enable()
+        # and ccalloc refuses a new configuration once a device is in use
+        with pytest.raises(ccalloc.InvalidArgumentError, match="already in use"):
+            ccalloc.torch.enable(conf="max_reserved:1G")
+    finally:
+        plug.reset()
+
+
+# ---- a stand-in CuPy ------------------------------------------------------------------
+
+
+def fake_cupy(monkeypatch):
+    """cupy.cuda.{UnownedMemory, MemoryPointer, set_allocator, runtime.getDevice, get_current_stream}."""
+    state = {"allocator": None}
+
+    class UnownedMemory:
+        def __init__(self, ptr, size, owner, device_id=-1):
+            if device_id < 0 and ptr == 0:
+                raise RuntimeError("UnownedMemory requires explicit device ID for a null pointer.")
+            self.ptr, self.size, self._owner, self.device_id = ptr, size, owner, device_id
+
+    class MemoryPointer:
+        def __init__(self, mem, offset):
+            self.mem, self.ptr = mem, mem.ptr + offset
+
+    class Stream:
+        ptr = 0x6000
+
+    cupy = types.ModuleType("cupy")
+    cuda = types.ModuleType("cupy.cuda")
+    cuda.UnownedMemory = UnownedMemory
+    cuda.MemoryPointer = MemoryPointer
+    cuda.runtime = types.SimpleNamespace(getDevice=lambda: 0)
+    cuda.get_current_stream = lambda: Stream()
+    cuda.set_allocator = lambda fn: state.__setitem__("allocator", fn)
+    cupy.cuda = cuda
+    cupy.get_default_memory_pool = lambda: types.SimpleNamespace(malloc="default-pool")
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    return state
+
+
+def test_cupy_enable_and_malloc(monkeypatch):
+    plug.reset()
+    state = fake_cupy(monkeypatch)
+    try:
+        ccalloc.cupy.enable(upstream="host:64M", conf="")
+        fn = state["allocator"]
+        assert fn is ccalloc.cupy.malloc
+        mp = fn(MiB + 1)
+        assert mp.ptr == mp.mem.ptr and mp.ptr % 256 == 0
+        assert (mp.mem.size, mp.mem.device_id) == (MiB + 1, 0)
+        s = ccalloc.cupy.stats()
+        assert (s["allocated_bytes"], s["requested_bytes"]) == (MiB + 512, MiB + 1)
+        snap = plug.snapshot(0)
+        assert snap["segments"][0]["stream"] == hex(0x6000)  # the current stream reached the allocator
+        owner = weakref.ref(mp.mem._owner)
+        del mp
+        gc.collect()
+        assert owner() is None
+        assert ccalloc.cupy.stats()["allocated_bytes"] == 0  # CuPy let go: back in ccalloc's cache
+        empty = fn(0)
+        assert (empty.ptr, empty.mem.size, empty.mem.device_id, empty.mem._owner) == (0, 0, 0, None)
+        with pytest.raises(ccalloc.OutOfMemoryError):
+            fn(128 * MiB)
+        assert ccalloc.cupy.empty_cache().bytes_released == 20 * MiB
+        ccalloc.cupy.disable()
+        assert state["allocator"] == "default-pool"
+    finally:
+        plug.reset()
+
+
+# ---- a stand-in Numba --------------------------------------------------------------
+
+
+def fake_numba(monkeypatch, nv_binding):
+    """numba.cuda's EMM names (HostOnlyCUDAMemoryManager, GetIpcHandleMixin,
+    MemoryPointer, MemoryInfo, set_memory_manager) and the driver's pointer types."""
+    state = {"manager": None}
+
+    class BaseCUDAMemoryManager:
+        def __init__(self, *args, **kwargs):
+            if "context" not in kwargs:
+                raise RuntimeError("Memory manager requires a context")
+            self.context = kwargs.pop("context")
+
+    class HostOnlyCUDAMemoryManager(BaseCUDAMemoryManager):
+        pass
+
+    class GetIpcHandleMixin:
+        def get_ipc_handle(self, memory):
+            return ("ipc", memory)
+
+    class MemoryPointer:
+        def __init__(self, context, pointer, size, owner=None, finalizer=None):
+            self.context, self.device_pointer, self.size = context, pointer, size
+            if finalizer is not None:
+                self._finalizer = weakref.finalize(self, finalizer)
+
+    class CUdeviceptr:
+        def __init__(self, v):
+            self.v = v
+
+        def __int__(self):
+            return self.v
+
+    numba = types.ModuleType("numba")
+    cuda = types.ModuleType("numba.cuda")
+    cudadrv = types.ModuleType("numba.cuda.cudadrv")
+    driver = types.ModuleType("numba.cuda.cudadrv.driver")
+    drvapi = types.ModuleType("numba.cuda.cudadrv.drvapi")
+    driver.USE_NV_BINDING = nv_binding
+    driver.binding = types.SimpleNamespace(CUdeviceptr=CUdeviceptr)
+    drvapi.cu_device_ptr = ctypes.c_size_t
+    cuda.HostOnlyCUDAMemoryManager = HostOnlyCUDAMemoryManager
+    cuda.GetIpcHandleMixin = GetIpcHandleMixin
+    cuda.MemoryPointer = MemoryPointer
+    cuda.MemoryInfo = collections.namedtuple("MemoryInfo", "free total")
+    cuda.set_memory_manager = lambda cls: state.__setitem__("manager", cls)
+    cuda.cudadrv = cudadrv
+    cudadrv.driver = driver
+    cudadrv.drvapi = drvapi
+    numba.cuda = cuda
+    for name, mod in (("numba", numba), ("numba.cuda", cuda), ("numba.cuda.cudadrv", cudadrv),
+                      ("numba.cuda.cudadrv.driver", driver), ("numba.cuda.cudadrv.drvapi", drvapi)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setattr(ccalloc.numba, "_manager_class", None)
+    return state
+
+
+@pytest.mark.parametrize("nv_binding", [False, True])
+def test_numba_plugin(monkeypatch, nv_binding):
+    plug.reset()
+    state = fake_numba(monkeypatch, nv_binding)
+    try:
+        ccalloc.numba.enable(upstream="host:64M", conf="")
+        cls = state["manager"]
+        assert cls is ccalloc.numba.CcallocNumbaManager is ccalloc.numba._numba_memory_manager
+        context = types.SimpleNamespace(device=types.SimpleNamespace(id=0))
+        m = cls(context=context)
+        assert m.interface_version == 1
+        m.initialize()
+        mp = m.memalloc(4096)
+        address = int(mp.device_pointer) if nv_binding else mp.device_pointer.value
+        assert address and address % 256 == 0
+        assert type(mp.device_pointer).__name__ == ("CUdeviceptr" if nv_binding else "c_ulong")
+        assert ccalloc.numba.stats()["allocated_bytes"] == 4096
+        info = m.get_memory_info()
+        assert (info.free, info.total) == plug.mem_info(0) == (62 * MiB, 64 * MiB)
+        assert m.get_ipc_handle(mp) == ("ipc", mp)  # the driver-based mixin
+        del mp
+        gc.collect()
+        assert ccalloc.numba.stats()["allocated_bytes"] == 0
+        zero = m.memalloc(0)
+        assert zero.size == 0 and not hasattr(zero, "_finalizer")
+        with pytest.raises(ccalloc.OutOfMemoryError):
+            m.memalloc(128 * MiB)
+        assert ccalloc.numba.empty_cache().bytes_still_reserved == 0
+    finally:
+        plug.reset()

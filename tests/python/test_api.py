@@ -1,0 +1,407 @@
+"""ccalloc.Allocator end to end on the simulated device, with exact figures.
+
+The expected numbers come from the documented rules (docs/allocator.md, "The
+life of one cca_alloc"): requests round up to 512 bytes; up to small_max (1M)
+they use 2M small segments, below large_min (10M) 20M medium segments, and
+larger ones a segment of their own rounded up to 2M, unless a free block in
+a medium segment is the best fit; a remainder is split off when it is at
+least 512 bytes (small pool) or larger than small_max (medium, large).
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+
+import pytest
+
+import ccalloc
+from ccalloc import _errors, _lib
+
+from conftest import HEADER, MiB
+
+# ---- the Python mirror of ccalloc.h ---------------------------------------------
+
+
+def _header() -> str:
+    return HEADER.read_text()
+
+
+_CTYPES = {
+    "size_t": ctypes.c_size_t,
+    "uint64_t": ctypes.c_uint64,
+    "double": ctypes.c_double,
+    "int": ctypes.c_int,
+    "cca_policy": ctypes.c_int,  # an enum
+}
+
+
+def _c_fields(struct: str):
+    """(name, size in bytes) of every field of `typedef struct <struct> {...}` in the header."""
+    m = re.search(r"typedef struct %s \{(.*?)\n\} %s;" % (struct, struct), _header(), re.S)
+    assert m, f"struct {struct} not found in ccalloc.h"
+    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+    fields = []
+    for decl in body.split(";"):
+        decl = " ".join(decl.split())
+        if not decl:
+            continue
+        m2 = re.fullmatch(r"(?:const )?([\w ]+?)\s*(\*?)\s*(\w+)(\[[^\]]+\])?", decl)
+        assert m2, f"cannot read declaration '{decl}' in {struct}"
+        ctype, star, name, array = m2.groups()
+        if star or ctype in ("cca_stream",):
+            size = ctypes.sizeof(ctypes.c_void_p)
+        elif array:
+            assert ctype == "char" and "CCA_DOMAIN_NAME_MAX + 1" in array
+            size = _lib.DOMAIN_NAME_MAX + 1
+        else:
+            size = ctypes.sizeof(_CTYPES[ctype])
+        fields.append((name, size))
+    return fields
+
+
+@pytest.mark.parametrize("struct,mirror", [
+    ("cca_stats", _lib.Stats),
+    ("cca_upstream_stats", _lib.UpstreamStats),
+    ("cca_release_report", _lib.ReleaseReport),
+    ("cca_live_block", _lib.LiveBlock),
+    ("cca_domain_report", _lib.DomainReport),
+    ("cca_domain_stats", _lib.DomainStats),
+])
+def test_structures_mirror_the_header(struct, mirror):
+    py = [(name, ctypes.sizeof(t)) for name, t in mirror._fields_]
+    assert py == _c_fields(struct)
+
+
+def test_config_buffer_is_larger_than_cca_config():
+    fields = _c_fields("cca_config")
+    assert sum(size for _, size in fields) * 2 < _lib.CONFIG_BYTES
+
+
+def test_status_codes_mirror_the_header():
+    body = re.search(r"typedef enum cca_status \{(.*?)\} cca_status;", _header(), re.S).group(1)
+    names = re.findall(r"\b(CCA_(?:OK|ERR_\w+))\b", body)
+    for value, name in enumerate(names):
+        assert getattr(_errors, name[len("CCA_"):]) == value, name
+    assert len(names) == 11
+
+
+def test_every_declared_function_is_in_the_header():
+    header = _header()
+    for name in _lib._PROTOTYPES:
+        assert re.search(r"\b%s\(" % name, header), name
+
+
+def test_version_matches_the_header():
+    v = [re.search(r"#define CCA_VERSION_%s (\d+)" % k, _header()).group(1) for k in ("MAJOR", "MINOR", "PATCH")]
+    assert ccalloc.__version__ == ".".join(v)
+
+
+# ---- allocation and the exact counters --------------------------------------------
+
+
+@pytest.fixture
+def alloc():
+    with ccalloc.Allocator(capacity="256M", conf="") as a:
+        yield a
+
+
+def test_alloc_free_and_exact_stats(alloc):
+    a = alloc
+    sizes = [1000, 3 * MiB, MiB + 1, 12 * MiB, 30 * MiB]
+    ptrs = [a.alloc(n) for n in sizes]
+    assert all(p % 256 == 0 for p in ptrs)
+    assert [a.block_size(p) for p in ptrs] == [1024, 3 * MiB, MiB + 512, 12 * MiB, 30 * MiB]
+    s = a.stats()
+    # small: one 2M segment, 1024 live and the rest split off;
+    # medium: one 20M segment holding 3M, 1M+512 and (best fit) the 12M
+    # request, 4M-512 left; large: 30M alone
+    assert s["allocated_bytes"] == 46 * MiB + 1536
+    assert s["requested_bytes"] == 46 * MiB + 1001
+    assert s["reserved_bytes"] == 52 * MiB
+    assert s["segments"] == 3
+    assert s["upstream_allocs"] == 3
+    assert s["active_blocks"] == 5
+    assert s["cached_blocks"] == 2
+    assert s["cached_bytes"] == 6 * MiB - 1536
+    assert s["largest_free_block"] == 4 * MiB - 512
+    assert s["splits"] == 4
+    assert s["alloc_calls"] == 5
+    assert s["fragmentation"] == pytest.approx(1 - (4 * MiB - 512) / (6 * MiB - 1536), rel=1e-12)
+    for p in ptrs:
+        a.free(p)
+    s = a.stats()
+    assert s["allocated_bytes"] == 0 and s["requested_bytes"] == 0
+    assert s["allocated_bytes_peak"] == 46 * MiB + 1536
+    assert s["free_calls"] == 5
+    assert s["merges"] == 4  # small 1; medium: 3M+1M, then +12M and +tail
+    assert s["cached_blocks"] == 3  # one free block per segment
+    assert s["reserved_bytes"] == 52 * MiB
+    a.check()
+    assert set(s) == {name for name, _ in _lib.Stats._fields_}
+
+
+def test_trim_and_empty_cache_reports(alloc):
+    a = alloc
+    small = a.alloc(1000)
+    for n in (3 * MiB, 30 * MiB):
+        a.free(a.alloc(n))
+    r = a.trim(25 * MiB)  # largest first: the 30M segment goes, 22M stay
+    # the free 20M medium segment is kept for `keep`; the small one is pinned by its live block
+    assert r == ccalloc.ReleaseReport(bytes_released=30 * MiB, segments_released=1,
+                                      bytes_still_reserved=22 * MiB, segments_kept=1, segments_pinned=1,
+                                      live_bytes_pinning=1024, free_bytes_pinned=2 * MiB - 1024,
+                                      pages_unmapped=0, bytes_unmapped=0, free_bytes_trapped=0)
+    r = a.empty_cache()  # the small segment is pinned by its live block
+    assert r == ccalloc.ReleaseReport(bytes_released=20 * MiB, segments_released=1,
+                                      bytes_still_reserved=2 * MiB, segments_kept=0, segments_pinned=1,
+                                      live_bytes_pinning=1024, free_bytes_pinned=2 * MiB - 1024,
+                                      pages_unmapped=0, bytes_unmapped=0, free_bytes_trapped=0)
+    a.free(small)
+    r = a.empty_cache()
+    assert (r.bytes_released, r.segments_released, r.bytes_still_reserved) == (2 * MiB, 1, 0)
+    assert a.stats()["reserved_bytes"] == 0
+    assert a.upstream_stats()["bytes_in_use"] == 0
+    free, total = a.mem_info()
+    assert free == total == 256 * MiB
+
+
+def test_size_zero_and_free_zero(alloc):
+    assert alloc.alloc(0) == 0
+    alloc.free(0)
+    assert alloc.stats()["alloc_calls"] == 0
+    assert alloc.stats()["free_calls"] == 0
+
+
+def test_size_texts(alloc):
+    p = alloc.alloc("1.5M")
+    assert alloc.block_size(p) == 3 * MiB // 2
+    alloc.free(p)
+    with pytest.raises(ccalloc.InvalidArgumentError):
+        alloc.alloc("lots")
+    with pytest.raises(ccalloc.InvalidArgumentError):
+        alloc.alloc(-1)
+    with pytest.raises(TypeError):
+        alloc.alloc(True)
+    with pytest.raises(TypeError):
+        alloc.alloc(1.5)
+
+
+def test_double_free_raises_and_changes_nothing(alloc):
+    p = alloc.alloc(4096)
+    q = alloc.alloc(4096)
+    alloc.free(p)
+    before = alloc.stats()
+    with pytest.raises(ccalloc.InvalidPointerError) as e:
+        alloc.free(p)
+    assert e.value.status == _errors.ERR_INVALID_POINTER
+    assert e.value.status_string.startswith("CCA_ERR_INVALID_POINTER")
+    assert "double free" in e.value.message
+    assert isinstance(e.value, ccalloc.Error) and isinstance(e.value, ValueError)
+    with pytest.raises(ccalloc.InvalidPointerError, match="interior"):
+        alloc.free(q + 512)
+    with pytest.raises(ccalloc.InvalidPointerError):
+        alloc.free(0x1000)
+    assert alloc.stats() == before
+    alloc.free(q)
+
+
+def test_out_of_memory_raises():
+    with ccalloc.Allocator(capacity="8M", conf="log_oom:0") as a:
+        keep = a.alloc(1000)
+        with pytest.raises(ccalloc.OutOfMemoryError) as e:
+            a.alloc(16 * MiB)
+        assert isinstance(e.value, MemoryError)
+        assert e.value.status == _errors.ERR_OUT_OF_MEMORY
+        assert "never succeed" in e.value.message
+        assert a.stats()["ooms"] == 1
+        assert a.stats()["allocated_bytes"] == 1024
+        a.free(keep)
+
+
+def test_max_reserved_from_conf():
+    with ccalloc.Allocator(capacity="64M", conf="max_reserved:4M,log_oom:0") as a:
+        assert a.config()["max_reserved"] == "4M"
+        with pytest.raises(ccalloc.OutOfMemoryError):
+            a.alloc(6 * MiB)
+
+
+def test_bad_arguments():
+    with pytest.raises(ccalloc.ConfigError, match="greedy_fractoin"):
+        ccalloc.Allocator(capacity="8M", conf="greedy_fractoin:0.5")
+    with pytest.raises(ccalloc.ConfigError):
+        ccalloc.Allocator(capacity="8M", conf="small_max:4M")  # > small_segment
+    with pytest.raises(ccalloc.InvalidArgumentError):
+        ccalloc.Allocator(capacity=0)
+    with pytest.raises(TypeError):
+        ccalloc.Allocator()
+    with pytest.raises(TypeError):
+        ccalloc.Allocator(capacity="8M", device=0)
+
+
+def test_cuda_device_without_gpu_raises_no_device():
+    try:
+        a = ccalloc.Allocator(device=0)
+    except ccalloc.NoDeviceError as e:
+        assert e.status == _errors.ERR_NO_DEVICE
+        assert "cuda" in e.message
+    else:
+        a.close()
+        pytest.skip("a GPU is present")
+
+
+def test_close_with_live_blocks_raises_after_closing():
+    a = ccalloc.Allocator(capacity="8M")
+    a.alloc(4096)
+    with pytest.raises(ccalloc.LiveBlocksError):
+        a.close()
+    assert a.closed
+    a.close()  # twice: nothing
+    with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
+        a.alloc(10)
+
+
+def test_context_manager_does_not_mask_an_exception():
+    with pytest.raises(KeyError):
+        with ccalloc.Allocator(capacity="8M") as a:
+            a.alloc(4096)  # live at exit: would be LiveBlocksError
+            raise KeyError("the real problem")
+    assert a.closed
+
+
+def test_streams_keep_their_blocks(alloc):
+    p = alloc.alloc(4096, stream=0x5000)
+    alloc.free(p)
+    q = alloc.alloc(4096)  # default stream: not stream 0x5000's block
+    assert q != p
+    assert alloc.alloc(4096, stream=0x5000) == p
+    alloc.free(p)
+    alloc.free(q)
+
+
+# ---- snapshot ----------------------------------------------------------------------
+
+
+def test_snapshot(alloc):
+    p = alloc.alloc(1000)
+    q = alloc.alloc(30 * MiB)
+    snap = alloc.snapshot()
+    assert snap["upstream"] == alloc.device_name == "host-simulated"
+    assert snap["config"]["policy"] == "growth"
+    assert snap["stats"]["allocated_bytes"] == 30 * MiB + 1024
+    segs = sorted(snap["segments"], key=lambda s: s["size"])
+    assert [(s["size"], s["pool"], s["live_blocks"]) for s in segs] == [(2 * MiB, "small", 1), (30 * MiB, "large", 1)]
+    small = segs[0]
+    assert int(small["address"], 16) == p
+    assert [(b["offset"], b["size"], b["state"]) for b in small["blocks"]] == [(0, 1024, "live"),
+                                                                              (1024, 2 * MiB - 1024, "free")]
+    assert segs[1]["blocks"][0]["requested"] == 30 * MiB
+    assert [d["name"] for d in snap["domains"]] == ["default"]
+    alloc.free(p)
+    alloc.free(q)
+    assert alloc.snapshot()["stats"]["allocated_bytes"] == 0
+
+
+def test_snapshot_torch_has_pytorchs_structure_and_the_same_numbers(tmp_path):
+    """Allocator.snapshot_torch: the same state as the JSON snapshot in the
+    structure torch.cuda.memory._snapshot() returns, written to a file that
+    the standard pickle module reads back equal."""
+    with ccalloc.Allocator(capacity="256M", conf="history:64") as a:
+        p = a.alloc(1000)
+        q = a.alloc(30 * MiB)
+        a.free(p)
+        out = tmp_path / "s.pickle"
+        snap = a.snapshot_torch(str(out), device=3)
+        import pickle
+        assert pickle.loads(out.read_bytes()) == snap
+        st = a.stats()
+        assert sum(s["total_size"] for s in snap["segments"]) == st["reserved_bytes"] == 32 * MiB
+        assert sum(s["allocated_size"] for s in snap["segments"]) == st["allocated_bytes"] == 30 * MiB
+        assert {s["device"] for s in snap["segments"]} == {3}
+        large = [s for s in snap["segments"] if s["total_size"] == 30 * MiB][0]
+        assert [(b["size"], b["requested_size"], b["state"]) for b in large["blocks"]] == \
+            [(30 * MiB, 30 * MiB, "active_allocated")]
+        assert large["blocks"][0]["address"] == q
+        traces = snap["device_traces"]
+        assert len(traces) == 4 and traces[:3] == [[], [], []]
+        acts = [(e["action"], e["size"]) for e in traces[3]]
+        assert ("alloc", 1000) in acts and ("alloc", 30 * MiB) in acts and ("free_requested", 1000) in acts
+        assert [e["action"] for e in traces[3]].count("segment_alloc") == 2
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            a.snapshot_torch(device=-1)
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            a.snapshot_torch(device=1024)
+        a.free(q)
+
+
+# ---- domains -----------------------------------------------------------------------
+
+
+def test_domain_context_manager_releases_its_memory(alloc):
+    other = alloc.alloc(1000)  # the default domain keeps its segment
+    with alloc.domain("resnet50") as d:
+        x = d.alloc(5 * MiB)
+        y = d.alloc(1000)
+        st = d.stats()
+        assert st["name"] == "resnet50"
+        assert st["reserved_bytes"] == 22 * MiB  # its own 20M medium and 2M small segments
+        assert st["allocated_bytes"] == 5 * MiB + 1024
+        d.free(x)
+        d.free(y)
+    assert d.destroyed
+    s = alloc.stats()
+    assert s["reserved_bytes"] == 2 * MiB  # the domain's 22M went back at exit
+    assert s["upstream_frees"] == 2
+    alloc.free(other)
+
+
+def test_domain_leak_raises_with_the_report(alloc):
+    d = alloc.domain("leaky")
+    x = d.alloc(4096)
+    with pytest.raises(ccalloc.LiveBlocksError) as e:
+        with d:
+            pass
+    report = e.value.report
+    assert (report.live_blocks, report.live_bytes, report.bytes_released) == (1, 4096, 0)
+    assert report.leaks == [ccalloc.LiveBlock(ptr=x, size=4096, requested=4096, stream=None, age=0, pending=False)]
+    assert not d.destroyed  # it stays, and its block is still valid
+    d.free(x)
+    r = d.destroy()
+    assert (r.bytes_released, r.segments_released, r.live_blocks) == (2 * MiB, 1, 0)
+    with pytest.raises(ccalloc.InvalidArgumentError):
+        d.alloc(10)
+
+
+def test_domain_force_release(alloc):
+    d = alloc.domain("forced")
+    x = d.alloc(4096)
+    r = d.release(force=True)
+    assert (r.live_blocks, r.bytes_released) == (1, 2 * MiB)
+    with pytest.raises(ccalloc.InvalidPointerError):
+        alloc.free(x)  # its pointer died with the release
+    d.destroy()
+
+
+def test_domain_reserve_and_bad_names(alloc):
+    with alloc.domain("m") as d:
+        d.reserve("8M")
+        assert d.stats()["reserved_bytes"] == 8 * MiB
+        p = d.alloc(MiB)
+        assert alloc.stats()["upstream_allocs"] == 1  # served from the arena
+        d.free(p)
+    for bad in ("", "x" * 64, 'q"uote', "back\\slash", "tab\t"):
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            alloc.domain(bad)
+
+
+def test_greedy_refuses_domains():
+    with ccalloc.Allocator(capacity="64M", conf="policy:greedy,greedy_bytes:8M") as a:
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            a.domain("m")
+
+
+def test_library_path_is_the_loaded_file():
+    import os
+    path = ccalloc.library_path()
+    assert os.path.isabs(path) and os.path.exists(path)
+    if os.environ.get("CCALLOC_LIBRARY"):
+        assert path == os.path.realpath(os.environ["CCALLOC_LIBRARY"])

@@ -1,0 +1,173 @@
+"""GPU: real frameworks running on ccalloc, and the device's free memory back.
+
+Each check runs in a subprocess of its own: PyTorch accepts a pluggable
+allocator only before its first CUDA allocation, and Numba binds a memory
+manager to a context when the context is made. In each:
+
+1. enable the adapter, then a warm-up pass of the same work (loads the
+   kernels and creates the library handles, which hold device memory of
+   their own outside any allocator), delete it, ``empty_cache``;
+2. baseline: the driver's free bytes (``cudaMemGetInfo``);
+3. load, run, delete, ``empty_cache``: ccalloc holds nothing
+   (``reserved_bytes == 0``) and the driver's free bytes are back at the
+   baseline within TOLERANCE (one 2 MiB driver page: the two readings are
+   taken with nothing of ours allocated, so any difference is someone
+   else's).
+
+Skips with the reason without a GPU, without the framework, or with a
+libccalloc built without CUDA; under CCA_REQUIRE_GPU=1 (the GPU session)
+the first and last fail instead of skipping.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import ccalloc
+
+from conftest import PACKAGE_DIR
+
+TOLERANCE = 2 << 20
+
+
+def _skip(reason: str, gpu_required: bool = True) -> None:
+    if gpu_required and os.environ.get("CCA_REQUIRE_GPU") == "1":
+        pytest.fail(f"CCA_REQUIRE_GPU=1: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def cuda_library():
+    """The library path, if it can reach a GPU (built with CUDA, a device present)."""
+    try:
+        a = ccalloc.Allocator(device=0, conf="")
+    except ccalloc.NoDeviceError as e:
+        _skip(f"no GPU for libccalloc: {e.message}")
+    a.close()
+    return ccalloc.library_path()
+
+
+def _run(cuda_library: str, framework: str, body: str) -> dict:
+    try:
+        __import__(framework)
+    except ImportError:
+        _skip(f"{framework} is not installed", gpu_required=False)
+    script = "import gc, json, sys\nsys.path.insert(0, %r)\n" % str(PACKAGE_DIR) + textwrap.dedent(body)
+    env = dict(os.environ, CCALLOC_LIBRARY=cuda_library)
+    env.pop("CCALLOC_PLUG_UPSTREAM", None)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _check(result: dict) -> None:
+    assert result["peak_reserved"] > 0, result  # the work really went through ccalloc
+    assert result["reserved_after"] == 0, result
+    assert result["allocated_after"] == 0, result
+    assert abs(result["free_after"] - result["free_before"]) <= TOLERANCE, result
+
+
+def test_torch_model_memory_back(cuda_library):
+    result = _run(cuda_library, "torch", """
+        import ccalloc.torch
+        ccalloc.torch.enable()
+        import torch
+        from torch import nn
+
+        def work():
+            model = nn.Sequential(
+                nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(), nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10),
+            ).cuda().eval()
+            x = torch.randn(64, 3, 128, 128, device="cuda")
+            with torch.no_grad():
+                y = model(x).softmax(dim=1)
+            torch.cuda.synchronize()
+            assert torch.allclose(y.sum(dim=1), torch.ones(64, device="cuda"), atol=1e-4)
+            del model, x, y
+
+        def release():
+            gc.collect()
+            torch.cuda.synchronize()
+            # cuBLAS keeps a workspace per handle and stream, allocated through the allocator
+            if hasattr(torch._C, "_cuda_clearCublasWorkspaces"):
+                torch._C._cuda_clearCublasWorkspaces()
+            return ccalloc.torch.empty_cache()
+
+        work(); release()                              # warm-up: kernels, handles
+        free_before = torch.cuda.mem_get_info()[0]
+        ccalloc.plug.allocator(0).reset_peak_stats()
+        work(); release()
+        free_after = torch.cuda.mem_get_info()[0]
+        s = ccalloc.torch.stats()
+        print(json.dumps({"torch": torch.__version__, "free_before": free_before, "free_after": free_after,
+                          "peak_reserved": s["reserved_bytes_peak"], "reserved_after": s["reserved_bytes"],
+                          "allocated_after": s["allocated_bytes"]}))
+    """)
+    _check(result)
+
+
+def test_cupy_arrays_memory_back(cuda_library):
+    result = _run(cuda_library, "cupy", """
+        import ccalloc.cupy
+        import cupy
+        ccalloc.cupy.enable()
+
+        def work():
+            a = cupy.random.random((2048, 2048), dtype=cupy.float32)
+            b = a @ a.T
+            assert float(b.trace()) > 0
+            cupy.cuda.Device().synchronize()
+            del a, b
+
+        work(); gc.collect(); ccalloc.cupy.empty_cache()
+        free_before = cupy.cuda.runtime.memGetInfo()[0]
+        ccalloc.plug.allocator(0).reset_peak_stats()
+        work(); gc.collect(); ccalloc.cupy.empty_cache()
+        free_after = cupy.cuda.runtime.memGetInfo()[0]
+        s = ccalloc.cupy.stats()
+        print(json.dumps({"cupy": cupy.__version__, "free_before": free_before, "free_after": free_after,
+                          "peak_reserved": s["reserved_bytes_peak"], "reserved_after": s["reserved_bytes"],
+                          "allocated_after": s["allocated_bytes"]}))
+    """)
+    _check(result)
+
+
+def test_numba_arrays_memory_back(cuda_library):
+    result = _run(cuda_library, "numba", """
+        import ccalloc.numba
+        import numba
+        from numba import cuda
+        import numpy as np
+        ccalloc.numba.enable()
+
+        @cuda.jit
+        def scale(x, k):
+            i = cuda.grid(1)
+            if i < x.size:
+                x[i] *= k
+
+        def work():
+            d = cuda.to_device(np.ones(1 << 22, dtype=np.float32))
+            scale[(d.size + 255) // 256, 256](d, 3.0)
+            assert float(d.copy_to_host().sum()) == 3.0 * (1 << 22)
+            del d
+
+        work(); gc.collect(); ccalloc.numba.empty_cache()
+        ctx = cuda.current_context()
+        free_before = ctx.get_memory_info().free
+        ccalloc.plug.allocator(0).reset_peak_stats()
+        work(); gc.collect(); ccalloc.numba.empty_cache()
+        free_after = ctx.get_memory_info().free
+        s = ccalloc.numba.stats()
+        print(json.dumps({"numba": numba.__version__, "free_before": free_before, "free_after": free_after,
+                          "peak_reserved": s["reserved_bytes_peak"], "reserved_after": s["reserved_bytes"],
+                          "allocated_after": s["allocated_bytes"]}))
+    """)
+    _check(result)

@@ -1,0 +1,205 @@
+"""The PyTorch entry points called the way PyTorch calls them.
+
+torch.cuda.memory.CUDAPluggableAllocator dlopens the library with ctypes,
+takes the two symbols' addresses (``ctypes.cast(fn, c_void_p).value``) and
+its C++ side calls them as ``void *(size_t, int, cudaStream_t)`` and
+``void (void *, size_t, int, cudaStream_t)``. These tests do the same with
+CFUNCTYPE prototypes of exactly those signatures, on the simulated device
+(``cca_plug_configure("host:64M")`` through the conftest fixture).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+import ccalloc
+from ccalloc import plug
+
+from conftest import MiB
+
+ALLOC_T = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
+FREE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
+LOG_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+
+
+@pytest.fixture
+def entry(lib, host_plug):
+    """(alloc, free) as function pointers, as PyTorch holds them."""
+    dll = ctypes.CDLL(lib.path)
+    alloc = ALLOC_T(ctypes.cast(dll.cca_plug_alloc, ctypes.c_void_p).value)
+    free = FREE_T(ctypes.cast(dll.cca_plug_free, ctypes.c_void_p).value)
+    return alloc, free
+
+
+@pytest.fixture
+def log_lines(lib):
+    """Every line the library logs during the test (cca_set_log_callback)."""
+    lines = []
+
+    def sink(_user, line):
+        lines.append(line.decode())
+
+    cb = LOG_T(sink)
+    setter = lib.dll.cca_set_log_callback
+    setter.restype = None
+    setter.argtypes = [LOG_T, ctypes.c_void_p]
+    setter(cb, None)
+    yield lines
+    setter(LOG_T(), None)
+
+
+def test_alloc_free_round_trip(entry, log_lines):
+    alloc, free = entry
+    stream = 0x7000
+    p = alloc(1 << 20, 0, stream)
+    assert p and p % 256 == 0
+    ctypes.memset(p, 0x5A, 1 << 20)  # real memory
+    s = plug.stats(0)
+    assert (s["allocated_bytes"], s["requested_bytes"], s["reserved_bytes"]) == (MiB, MiB, 2 * MiB)
+    free(p, 1 << 20, 0, stream)
+    assert plug.stats(0)["allocated_bytes"] == 0
+    assert plug.stats(0)["free_calls"] == 1
+    assert log_lines == []
+
+
+def test_stream_reaches_the_allocator(entry):
+    alloc, free = entry
+    p = alloc(4096, 0, 0x7000)
+    free(p, 4096, 0, 0x7000)
+    q = alloc(4096, 0, None)
+    assert q != p  # the default stream does not take stream 0x7000's block
+    assert alloc(4096, 0, 0x7000) == p
+    free(p, 4096, 0, 0x7000)
+    free(q, 4096, 0, None)
+
+
+def test_zero_size_is_null_and_free_null_is_a_no_op(entry, log_lines):
+    alloc, free = entry
+    assert alloc(0, 0, None) is None
+    free(None, 0, 0, None)  # newer PyTorch frees the null pointer of an empty tensor
+    free(None, 0, -5, None)
+    assert log_lines == []
+    s = plug.stats(0)
+    assert (s["alloc_calls"], s["free_calls"]) == (0, 0)
+
+
+def test_out_of_memory_is_null(entry, log_lines):
+    alloc, free = entry
+    keep = alloc(1000, 0, None)
+    assert alloc(128 * MiB, 0, None) is None  # the device holds 64M
+    assert len(log_lines) == 1 and "128.00 MiB" in log_lines[0]  # the allocator's one OOM line
+    s = plug.stats(0)
+    assert s["ooms"] == 1 and s["allocated_bytes"] == 1024
+    p = alloc(8 * MiB, 0, None)
+    assert p  # still serving
+    free(p, 8 * MiB, 0, None)
+    free(keep, 1000, 0, None)
+
+
+def test_size_max_is_null(entry, log_lines):
+    alloc, _ = entry
+    assert alloc(2**64 - 1, 0, None) is None
+    assert len(log_lines) == 1 and "CCA_ERR_INVALID_ARGUMENT" in log_lines[0]
+
+
+@pytest.mark.parametrize("device", [-1, -2**31, 64, 65, 1000, 2**31 - 1])
+def test_bad_device_numbers(entry, log_lines, device):
+    alloc, free = entry
+    assert alloc(4096, device, None) is None
+    assert len(log_lines) == 1 and f"device {device} not in [0, 64)" in log_lines[0]
+    free(0x1000, 4096, device, None)
+    assert len(log_lines) == 2 and f"device {device} not in [0, 64)" in log_lines[1]
+    with pytest.raises(ccalloc.InvalidArgumentError, match=f"device {device} not in"):
+        plug.allocator(device)
+
+
+def test_device_past_the_simulated_count(entry, log_lines):
+    alloc, _ = entry
+    assert alloc(4096, 1, None) is None  # "host:64M" is one device
+    assert len(log_lines) == 1 and "simulated device 1 not in [0, 1)" in log_lines[0]
+    assert alloc(4096, 1, None) is None
+    assert len(log_lines) == 1  # a failed device is logged once
+    with pytest.raises(ccalloc.InvalidArgumentError, match="simulated device 1"):
+        plug.stats(1)
+
+
+def test_foreign_and_double_frees_change_nothing(entry, log_lines):
+    alloc, free = entry
+    p = alloc(4096, 0, None)
+    q = alloc(4096, 0, None)
+    free(p, 4096, 0, None)
+    before = plug.stats(0)
+    free(p, 4096, 0, None)
+    buf = ctypes.create_string_buffer(64)
+    free(ctypes.addressof(buf), 64, 0, None)
+    free(q + 256, 4096, 0, None)
+    free(q, 4096, 9, None)  # a device with no allocator
+    assert len(log_lines) == 4
+    assert "double free" in log_lines[0]
+    assert all("CCA_ERR_INVALID_POINTER" in line for line in log_lines)
+    assert plug.stats(0) == before
+    free(q, 4096, 0, None)
+    assert plug.stats(0)["allocated_bytes"] == 0
+
+
+def test_cuda_requested_without_gpu_is_null_with_the_reason(lib, log_lines):
+    plug.reset()
+    try:
+        plug.configure(upstream="cuda", conf="")
+        try:
+            plug.allocator(0)
+        except ccalloc.NoDeviceError as e:
+            assert "cuda" in e.message
+        else:
+            pytest.skip("a GPU is present")
+        assert lib.cca_plug_alloc(4096, 0, None) is None
+        assert "cuda" in lib.cca_last_error().decode()
+        assert len(log_lines) == 1 and "CCA_ERR_NO_DEVICE" in log_lines[0]
+    finally:
+        plug.reset()
+
+
+def test_configure_errors(lib):
+    plug.reset()
+    try:
+        with pytest.raises(ccalloc.ConfigError, match="upstream 'gpu'"):
+            plug.configure(upstream="gpu")
+        with pytest.raises(ccalloc.ConfigError, match="devices '0'"):
+            plug.configure(upstream="host:1G:0")
+        with pytest.raises(ccalloc.ConfigError, match="policy"):
+            plug.configure(upstream="host:8M", conf="policy:bogus")
+        plug.configure(upstream="host:8M", conf="max_reserved:4M")
+        assert plug.allocator(0).config()["max_reserved"] == "4M"
+        with pytest.raises(ccalloc.InvalidArgumentError, match="already in use"):
+            plug.configure(upstream="host:16M")
+    finally:
+        plug.reset()
+
+
+def test_python_plug_alloc_raises_the_right_error(host_plug):
+    p = plug.alloc(4096, 0, None)
+    assert plug.stats(0)["allocated_bytes"] == 4096
+    with pytest.raises(ccalloc.OutOfMemoryError):
+        plug.alloc(128 * MiB, 0)
+    with pytest.raises(ccalloc.InvalidArgumentError):
+        plug.alloc(4096, 64)
+    assert plug.alloc(0) == 0
+    with pytest.raises(ccalloc.LiveBlocksError, match="device 0 has 1 live blocks"):
+        plug.reset()
+    plug.free(p, 4096, 0)
+    plug.free(p, 4096, 0)  # a double free through plug.free is logged, never raised
+    r = plug.empty_cache(0)
+    assert (r.bytes_released, r.bytes_still_reserved) == (2 * MiB, 0)
+    assert plug.mem_info(0) == (64 * MiB, 64 * MiB)
+    snap = plug.snapshot(0)
+    assert snap["segments"] == [] and snap["stats"]["upstream_frees"] == 1
+
+
+def test_borrowed_allocator_close_only_detaches(host_plug):
+    a = plug.allocator(0)
+    p = a.alloc(4096)
+    a.close()  # a view: the device's allocator lives on
+    b = plug.allocator(0)
+    assert b.handle != 0 and b.stats()["allocated_bytes"] == 4096
+    b.free(p)

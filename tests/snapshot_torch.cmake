@@ -1,0 +1,29 @@
+# Snapshots in PyTorch's format: the history ring (allocator/src/history.c)
+# and the pickle writer's error paths (allocator/src/snapshot_torch.c) as a
+# Criterion suite; the pickle's structure field by field, against the JSON
+# snapshot and, where torch is installed, through torch.cuda._memory_viz, as
+# a pytest file (tests/python/test_snapshot_torch.py) over a writer program
+# and ccrun --snapshot. No torch needed: the pytest part skips only what
+# needs it.
+cca_add_test(NAME test_history SOURCES test_history.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+target_include_directories(test_history PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+
+add_executable(snapshot_torch_writer snapshot_torch_writer.c)
+target_link_libraries(snapshot_torch_writer PRIVATE ccalloc_static Threads::Threads)
+
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import pytest" RESULT_VARIABLE CCA_SNAP_NO_PYTEST
+                  OUTPUT_QUIET ERROR_QUIET)
+endif()
+if(Python3_Interpreter_FOUND AND CCA_SNAP_NO_PYTEST EQUAL 0)
+  set(CCA_SNAP_ENV "PYTHONDONTWRITEBYTECODE=1;CCA_SNAPSHOT_WRITER=$<TARGET_FILE:snapshot_torch_writer>")
+  if(TARGET ccrun)
+    list(APPEND CCA_SNAP_ENV "CCA_CCRUN=$<TARGET_FILE:ccrun>")
+  endif()
+  add_test(NAME test_snapshot_torch
+    COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/python/test_snapshot_torch.py)
+  set_tests_properties(test_snapshot_torch PROPERTIES LABELS cpu TIMEOUT 300 ENVIRONMENT "${CCA_SNAP_ENV}")
+else()
+  message(STATUS "tests: python3 with pytest not found: test_snapshot_torch not registered (scripts/deps.sh installs it)")
+endif()

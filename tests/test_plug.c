@@ -1,0 +1,567 @@
+/*
+ * test_plug.c — the framework entry points (allocator/src/plug.c) on the
+ * simulated device: PyTorch's two signatures, the lazily created per-device
+ * table, configuration by call and by environment, every error path (bad
+ * device numbers, sizes, pointers, upstream texts and configs, CUDA without
+ * a GPU), racing first calls, and reset.
+ *
+ * The plug state is process-wide; Criterion runs each test in a process of
+ * its own, and every test still ends with cca_plug_reset (its fixture).
+ */
+#include "alloc_test_util.h"
+
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tu_log_capture logged;
+
+static void setup(void) {
+    unsetenv("CCALLOC_PLUG_UPSTREAM");
+    unsetenv("CCALLOC_CONF");
+    unsetenv("CCALLOC_TRACE");
+    memset(&logged, 0, sizeof logged);
+    cca_set_log_callback(tu_capture_log, &logged);
+}
+
+static void teardown(void) {
+    cca_set_log_callback(NULL, NULL);
+    if (cca_plug_reset() != CCA_OK)
+        abort(); /* .fini cannot cr_assert: a test left live blocks */
+}
+
+TestSuite(plug, .init = setup, .fini = teardown);
+
+static cca_allocator *plug_allocator(int device) {
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_plug_get_allocator(device, &a), CCA_OK, "%s", cca_last_error());
+    cr_assert_not_null(a);
+    return a;
+}
+
+#define ASSERT_LOGGED(n, needle)                                                                                       \
+    do {                                                                                                               \
+        cr_assert_eq(logged.lines, (n), "log lines: %d, last '%s'", logged.lines, logged.last);                        \
+        cr_assert_not_null(strstr(logged.last, (needle)), "log '%s' should contain '%s'", logged.last, (needle));      \
+    } while (0)
+
+/* ---- the ordinary path -------------------------------------------------------- */
+
+Test(plug, alloc_free_through_the_device_allocator) {
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK, "%s", cca_last_error());
+    void *p = cca_plug_alloc(1000, 0, NULL);
+    cr_assert_not_null(p, "%s", cca_last_error());
+    cr_assert_eq((uintptr_t)p % CCA_ALIGNMENT, 0);
+    memset(p, 0xab, 1000); /* real, writable memory */
+    cca_allocator *a = plug_allocator(0);
+    cr_assert_eq(plug_allocator(0), a, "one allocator per device, the same every time");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.allocated_bytes, 1024); /* 1000 rounded up to 512 */
+    cr_assert_eq(s.requested_bytes, 1000);
+    cr_assert_eq(s.reserved_bytes, 2 * MiB); /* one small segment */
+    cr_assert_eq(s.alloc_calls, 1);
+    cca_plug_free(p, 1000, 0, NULL);
+    s = tu_stats(a);
+    cr_assert_eq(s.allocated_bytes, 0);
+    cr_assert_eq(s.free_calls, 1);
+    cr_assert_eq(s.reserved_bytes, 2 * MiB, "a free caches the segment");
+    cr_assert_eq(logged.lines, 0, "nothing logged on the ordinary path: '%s'", logged.last);
+    tu_check(a);
+}
+
+Test(plug, empty_cache_through_get_allocator_gives_everything_back) {
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    void *p = cca_plug_alloc(5 * MiB, 0, NULL);
+    void *q = cca_plug_alloc(16 * MiB, 0, NULL); /* more than the 15M left in the medium segment */
+    cr_assert(p && q);
+    cca_plug_free(p, 5 * MiB, 0, NULL);
+    cca_plug_free(q, 16 * MiB, 0, NULL);
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+    cr_assert_eq(tu_upstream_stats(u).bytes_in_use, 36 * MiB); /* a 20M medium + a 16M large segment */
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(plug_allocator(0), &r), CCA_OK);
+    cr_assert_eq(r.bytes_released, 36 * MiB);
+    cr_assert_eq(r.segments_released, 2);
+    cr_assert_eq(r.bytes_still_reserved, 0);
+    cr_assert_eq(tu_upstream_stats(u).bytes_in_use, 0, "the simulated device holds nothing");
+    size_t free_bytes = 0, total = 0;
+    cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+    cr_assert_eq(total, 64 * MiB);
+    cr_assert_eq(free_bytes, 64 * MiB);
+}
+
+/* The stream reaches cca_alloc: a block freed on stream s is reused by the
+ * next request on s, never by one on the default stream. */
+Test(plug, stream_is_passed_through) {
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    void *s = (void *)(uintptr_t)0x5000;
+    void *p = cca_plug_alloc(4096, 0, s);
+    cr_assert_not_null(p);
+    cca_plug_free(p, 4096, 0, s);
+    void *q = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(q);
+    cr_assert_neq(q, p, "the default stream must not take stream s's cached block");
+    void *r = cca_plug_alloc(4096, 0, s);
+    cr_assert_eq(r, p, "stream s reuses its own block");
+    cr_assert_eq(tu_stats(plug_allocator(0)).segments, 2, "one small segment per stream");
+    cca_plug_free(q, 4096, 0, NULL);
+    cca_plug_free(r, 4096, 0, s);
+}
+
+Test(plug, config_from_configure_and_from_ccalloc_conf) {
+    cr_assert_eq(cca_plug_configure("host:64M", "max_reserved:4M"), CCA_OK);
+    cca_config c;
+    cr_assert_eq(cca_get_config(plug_allocator(0), &c), CCA_OK);
+    cr_assert_eq(c.max_reserved, 4 * MiB);
+    cr_assert_null(cca_plug_alloc(6 * MiB, 0, NULL), "over max_reserved");
+    cr_assert_eq(cca_plug_reset(), CCA_OK);
+
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:32M", 1);
+    setenv("CCALLOC_CONF", "small_segment:4M", 1);
+    cr_assert_eq(cca_get_config(plug_allocator(0), &c), CCA_OK);
+    cr_assert_eq(c.small_segment, 4 * MiB, "CCALLOC_CONF applies when configure gave no conf");
+    size_t free_bytes = 0, total = 0;
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+    cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+    cr_assert_eq(total, 32 * MiB, "CCALLOC_PLUG_UPSTREAM's capacity");
+}
+
+Test(plug, configure_wins_over_the_environment) {
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:32M", 1);
+    setenv("CCALLOC_CONF", "small_segment:4M", 1);
+    cr_assert_eq(cca_plug_configure("host:16M", "small_segment:8M"), CCA_OK);
+    cca_config c;
+    cr_assert_eq(cca_get_config(plug_allocator(0), &c), CCA_OK);
+    cr_assert_eq(c.small_segment, 8 * MiB);
+    size_t free_bytes = 0, total = 0;
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+    cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+    cr_assert_eq(total, 16 * MiB);
+}
+
+Test(plug, host_devices_are_separate) {
+    cr_assert_eq(cca_plug_configure("host:16M:2", NULL), CCA_OK);
+    void *p0 = cca_plug_alloc(4096, 0, NULL);
+    void *p1 = cca_plug_alloc(4096, 1, NULL);
+    cr_assert(p0 && p1);
+    cca_allocator *a0 = plug_allocator(0), *a1 = plug_allocator(1);
+    cr_assert_neq(a0, a1);
+    cca_upstream *u0 = NULL, *u1 = NULL;
+    cr_assert_eq(cca_plug_get_upstream(0, &u0), CCA_OK);
+    cr_assert_eq(cca_plug_get_upstream(1, &u1), CCA_OK);
+    cr_assert_neq(u0, u1, "a simulated device each");
+    cr_assert_eq(tu_upstream_stats(u0).bytes_in_use, 2 * MiB);
+    cr_assert_eq(tu_upstream_stats(u1).bytes_in_use, 2 * MiB);
+
+    /* device 1's block freed as device 0's: refused, logged, both intact */
+    cca_stats before0 = tu_stats(a0), before1 = tu_stats(a1);
+    cca_plug_free(p1, 4096, 0, NULL);
+    ASSERT_LOGGED(1, "CCA_ERR_INVALID_POINTER");
+    cr_assert_not_null(strstr(logged.last, "device 0"), "%s", logged.last);
+    tu_assert_intact(a0, &before0, "wrong device");
+    tu_assert_intact(a1, &before1, "wrong device");
+    cca_plug_free(p1, 4096, 1, NULL);
+    cca_plug_free(p0, 4096, 0, NULL);
+    cr_assert_eq(tu_stats(a0).allocated_bytes + tu_stats(a1).allocated_bytes, 0);
+
+    /* device 2 of two: refused when named, logged once, sticky */
+    cr_assert_null(cca_plug_alloc(4096, 2, NULL));
+    ASSERT_LOGGED(2, "simulated device 2 not in [0, 2)");
+    cr_assert_null(cca_plug_alloc(4096, 2, NULL));
+    cr_assert_eq(logged.lines, 2, "a failed device is logged once");
+    cca_allocator *a = (cca_allocator *)1;
+    cr_assert_eq(cca_plug_get_allocator(2, &a), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(a);
+    cr_assert_not_null(strstr(cca_last_error(), "simulated device 2 not in [0, 2)"), "%s", cca_last_error());
+}
+
+/* ---- sizes --------------------------------------------------------------------- */
+
+Test(plug, size_zero_is_null_and_creates_nothing) {
+    cr_assert_eq(cca_plug_configure("host:16M", NULL), CCA_OK);
+    cca_clear_error();
+    cr_assert_null(cca_plug_alloc(0, 0, NULL));
+    cr_assert_str_empty(cca_last_error(), "size 0 is not a failure");
+    cr_assert_eq(logged.lines, 0);
+    /* nothing was created: configure is still allowed */
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK, "%s", cca_last_error());
+    cca_plug_free(NULL, 0, 0, NULL); /* what newer PyTorch calls for an empty tensor */
+    cr_assert_eq(logged.lines, 0);
+    cr_assert_eq(tu_stats(plug_allocator(0)).alloc_calls, 0);
+}
+
+Test(plug, out_of_memory_is_null_and_logged_once) {
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK);
+    void *keep = cca_plug_alloc(1024, 0, NULL);
+    cr_assert_not_null(keep);
+    cr_assert_null(cca_plug_alloc(16 * MiB, 0, NULL));
+    cr_assert_not_null(strstr(cca_last_error(), "never succeed"), "%s", cca_last_error());
+    ASSERT_LOGGED(1, "16.00 MiB"); /* the allocator's one OOM line, not a second from the plug */
+    cr_assert_null(cca_plug_alloc(7 * MiB, 0, NULL), "7M does not fit beside the 2M small segment");
+    cr_assert_eq(logged.lines, 2);
+    cca_stats s = tu_stats(plug_allocator(0));
+    cr_assert_eq(s.ooms, 2);
+    cr_assert_eq(s.allocated_bytes, 1024, "the live block is untouched");
+    void *p = cca_plug_alloc(4 * MiB, 0, NULL);
+    cr_assert_not_null(p, "a request that fits still succeeds after an OOM");
+    cca_plug_free(p, 4 * MiB, 0, NULL);
+    cca_plug_free(keep, 1024, 0, NULL);
+}
+
+Test(plug, size_that_overflows_rounding_is_null_and_logged) {
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK);
+    cr_assert_null(cca_plug_alloc(SIZE_MAX, 0, NULL));
+    ASSERT_LOGGED(1, "cca_plug_alloc of 18446744073709551615 bytes on device 0");
+    cr_assert_null(cca_plug_alloc(SIZE_MAX - 100, 0, NULL));
+    cr_assert_eq(logged.lines, 2);
+    tu_check(plug_allocator(0));
+}
+
+/* ---- device numbers -------------------------------------------------------------- */
+
+Test(plug, bad_device_numbers_are_refused_and_logged) {
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK);
+    const int bad[] = {-1, -64, INT_MIN, CCA_PLUG_MAX_DEVICES, CCA_PLUG_MAX_DEVICES + 1, 1000, INT_MAX};
+    int n = (int)(sizeof bad / sizeof bad[0]);
+    for (int i = 0; i < n; i++) {
+        cr_assert_null(cca_plug_alloc(4096, bad[i], NULL), "device %d", bad[i]);
+        char want[64];
+        snprintf(want, sizeof want, "device %d not in [0, %d)", bad[i], CCA_PLUG_MAX_DEVICES);
+        ASSERT_LOGGED(2 * i + 1, want);
+        cr_assert_not_null(strstr(cca_last_error(), want), "%s", cca_last_error());
+        cca_plug_free((void *)(uintptr_t)0x1000, 4096, bad[i], NULL);
+        ASSERT_LOGGED(2 * i + 2, want);
+        cca_allocator *a = (cca_allocator *)1;
+        cr_assert_eq(cca_plug_get_allocator(bad[i], &a), CCA_ERR_INVALID_ARGUMENT);
+        cr_assert_null(a);
+        cca_upstream *u = (cca_upstream *)1;
+        cr_assert_eq(cca_plug_get_upstream(bad[i], &u), CCA_ERR_INVALID_ARGUMENT);
+        cr_assert_null(u);
+    }
+    cr_assert_eq(cca_plug_configure("host:4M", NULL), CCA_OK, "bad devices create nothing");
+    cr_assert_eq(cca_plug_get_allocator(0, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_plug_get_upstream(0, NULL), CCA_ERR_INVALID_ARGUMENT);
+}
+
+/* The default upstream is the CUDA device: without a GPU (or built without
+ * CUDA) that is NULL with the reason, never a simulated device. */
+Test(plug, cuda_without_a_gpu_is_null_with_the_reason) {
+    cca_upstream *probe = NULL;
+    if (cca_upstream_cuda_create(0, &probe) == CCA_OK) {
+        cca_upstream_destroy(probe);
+        cr_skip_test("a GPU is present: this test is for machines without one");
+    }
+    cr_assert_null(cca_plug_alloc(4096, 0, NULL));
+    ASSERT_LOGGED(1, "CCA_ERR_NO_DEVICE");
+    cr_assert_not_null(strstr(logged.last, "device 0: cuda"), "%s", logged.last);
+    cr_assert_null(cca_plug_alloc(4096, 0, NULL));
+    cr_assert_eq(logged.lines, 1, "logged once");
+    cr_assert_not_null(strstr(cca_last_error(), "cuda"), "the reason is retrievable: %s", cca_last_error());
+    cca_allocator *a = (cca_allocator *)1;
+    cr_assert_eq(cca_plug_get_allocator(0, &a), CCA_ERR_NO_DEVICE);
+    cr_assert_null(a);
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_ERR_INVALID_ARGUMENT, "too late: device 0 was tried");
+    cr_assert_eq(cca_plug_reset(), CCA_OK);
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK, "after a reset");
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(p);
+    cca_plug_free(p, 4096, 0, NULL);
+
+    cr_assert_eq(cca_plug_reset(), CCA_OK);
+    setenv("CCALLOC_PLUG_UPSTREAM", "cuda", 1);
+    cr_assert_null(cca_plug_alloc(4096, 3, NULL));
+    cr_assert_eq(cca_plug_get_allocator(3, &a), CCA_ERR_NO_DEVICE);
+}
+
+/* ---- pointers ------------------------------------------------------------------- */
+
+Test(plug, free_null_is_a_no_op) {
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK);
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cca_stats before = tu_stats(plug_allocator(0));
+    cca_plug_free(NULL, 4096, 0, NULL);
+    cca_plug_free(NULL, 0, -1, NULL); /* even with a bad device */
+    cca_plug_free(NULL, 0, 5, NULL);  /* or one never created */
+    cr_assert_eq(logged.lines, 0);
+    tu_assert_intact(plug_allocator(0), &before, "free(NULL)");
+    cca_plug_free(p, 4096, 0, NULL);
+}
+
+Test(plug, double_free_and_foreign_pointers_change_nothing) {
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK);
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    void *keep = cca_plug_alloc(8192, 0, NULL);
+    cr_assert(p && keep);
+    cca_allocator *a = plug_allocator(0);
+    cca_plug_free(p, 4096, 0, NULL);
+    cca_stats before = tu_stats(a);
+
+    cca_plug_free(p, 4096, 0, NULL);
+    ASSERT_LOGGED(1, "double free");
+    cr_assert_not_null(strstr(logged.last, "cca_plug_free on device 0"), "%s", logged.last);
+    tu_assert_intact(a, &before, "double free");
+
+    int on_stack;
+    cca_plug_free(&on_stack, 4, 0, NULL);
+    ASSERT_LOGGED(2, "CCA_ERR_INVALID_POINTER");
+    tu_assert_intact(a, &before, "foreign pointer");
+
+    void *heap = malloc(64);
+    cca_plug_free(heap, 64, 0, NULL);
+    ASSERT_LOGGED(3, "CCA_ERR_INVALID_POINTER");
+    free(heap);
+
+    cca_plug_free((char *)keep + 512, 512, 0, NULL);
+    ASSERT_LOGGED(4, "interior");
+    tu_assert_intact(a, &before, "interior pointer");
+
+    cca_plug_free(keep, 8192, 7, NULL); /* a device that has no allocator */
+    ASSERT_LOGGED(5, "device 7 has no allocator");
+    tu_assert_intact(a, &before, "device without an allocator");
+    cca_plug_free(keep, 8192, 0, NULL);
+    cr_assert_eq(logged.lines, 5);
+    cr_assert_eq(tu_stats(a).allocated_bytes, 0);
+}
+
+/* ---- configuration texts ------------------------------------------------------------ */
+
+Test(plug, hostile_upstream_texts_are_refused) {
+    const char *bad[] = {"",
+                         "gpu",
+                         "CUDA",
+                         "cuda:0",
+                         "cuda ",
+                         " host",
+                         "hostile",
+                         "host:",
+                         "host:0",
+                         "host:-1",
+                         "host:abc",
+                         "host:1G:",
+                         "host:1G:0",
+                         "host:1G:65",
+                         "host:1G:-1",
+                         "host:1G:1:1",
+                         "host:1G:x",
+                         "host:1G: 1",
+                         "host:1G:+1",
+                         "host:1G:99999999999999999999",
+                         "host:1G,devices:2",
+                         "host:99999999999T"};
+    cr_assert_eq(cca_plug_configure("host:8M", "max_reserved:4M"), CCA_OK);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(cca_plug_configure(bad[i], NULL), CCA_ERR_CONFIG, "'%s' accepted", bad[i]);
+        cr_assert_not_null(strstr(cca_last_error(), "cca_plug_configure: upstream"), "%s", cca_last_error());
+    }
+    char longer[4096];
+    memset(longer, 'h', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    cr_assert_eq(cca_plug_configure(longer, NULL), CCA_ERR_CONFIG);
+    cr_assert_not_null(strstr(cca_last_error(), "longer than"), "%s", cca_last_error());
+    /* nothing changed: the first configure is still in force */
+    cca_config c;
+    cr_assert_eq(cca_get_config(plug_allocator(0), &c), CCA_OK);
+    cr_assert_eq(c.max_reserved, 4 * MiB);
+    cr_assert_eq(logged.lines, 0, "configure reports, it does not log");
+}
+
+Test(plug, good_upstream_texts) {
+    const struct {
+        const char *text;
+        size_t capacity;
+    } good[] = {{"host", GiB}, {"host:512M", 512 * MiB}, {"host:1.5M", 3 * MiB / 2}, {"host:64M:64", 64 * MiB}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        cr_assert_eq(cca_plug_configure(good[i].text, NULL), CCA_OK, "'%s': %s", good[i].text, cca_last_error());
+        cca_upstream *u = NULL;
+        cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+        size_t free_bytes = 0, total = 0;
+        cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+        cr_assert_geq(total, good[i].capacity, "'%s'", good[i].text); /* rounded up to the host page */
+        cr_assert_lt(total, good[i].capacity + tu_page_size(), "'%s'", good[i].text);
+        cr_assert_eq(cca_plug_reset(), CCA_OK);
+    }
+    cr_assert_eq(cca_plug_configure("host:4M:64", NULL), CCA_OK);
+    cr_assert_not_null(plug_allocator(63), "device 63 of 64");
+}
+
+Test(plug, hostile_environment_upstream_fails_every_device_once) {
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:lots", 1);
+    cr_assert_null(cca_plug_alloc(4096, 0, NULL));
+    ASSERT_LOGGED(1, "CCALLOC_PLUG_UPSTREAM: upstream 'host': capacity 'lots'");
+    cr_assert_null(cca_plug_alloc(4096, 0, NULL));
+    cr_assert_eq(logged.lines, 1);
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_plug_get_allocator(0, &a), CCA_ERR_CONFIG);
+    cr_assert_not_null(strstr(cca_last_error(), "capacity 'lots'"), "%s", cca_last_error());
+    cr_assert_null(cca_plug_alloc(4096, 1, NULL));
+    cr_assert_eq(logged.lines, 2, "each device logs its own failure once");
+}
+
+Test(plug, hostile_conf_texts) {
+    const char *bad[] = {"policy:bogus", "max_reserved:lots",
+                         "nokey:1",      "small_max:2G",
+                         "small_max:4M", "policy:greedy,greedy_fraction:1.5",
+                         "max_split:1M", "policy"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_neq(cca_plug_configure("host:8M", bad[i]), CCA_OK, "'%s' accepted", bad[i]);
+    /* a bad CCALLOC_CONF is logged and the defaults kept (as cca_create does) */
+    setenv("CCALLOC_CONF", "policy:bogus", 1);
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK);
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(p);
+    ASSERT_LOGGED(1, "using the defaults");
+    cca_config c, d;
+    cca_config_default(&d);
+    cr_assert_eq(cca_get_config(plug_allocator(0), &c), CCA_OK);
+    cr_assert_eq(memcmp(&c, &d, sizeof c), 0);
+    cca_plug_free(p, 4096, 0, NULL);
+}
+
+/* A capacity the parser takes but the simulated device refuses (more than
+ * half the address space): a creation failure, sticky like any other. */
+Test(plug, host_capacity_too_large_is_a_creation_failure) {
+    cr_assert_eq(cca_plug_configure("host:9000000T", NULL), CCA_OK);
+    cr_assert_null(cca_plug_alloc(4096, 0, NULL));
+    ASSERT_LOGGED(1, "CCA_ERR_INVALID_ARGUMENT");
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_plug_get_allocator(0, &a), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(logged.lines, 1);
+}
+
+Test(plug, greedy_policy_through_configure) {
+    cr_assert_eq(cca_plug_configure("host:8M", "policy:greedy,greedy_bytes:4M"), CCA_OK);
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+    cr_assert_eq(tu_upstream_stats(u).bytes_in_use, 4 * MiB, "the arena is reserved at creation");
+    cr_assert_null(cca_plug_alloc(5 * MiB, 0, NULL));
+    void *p = cca_plug_alloc(3 * MiB, 0, NULL);
+    cr_assert_not_null(p);
+    cca_plug_free(p, 3 * MiB, 0, NULL);
+}
+
+Test(plug, greedy_arena_refused_is_a_sticky_creation_failure) {
+    cr_assert_eq(cca_plug_configure("host:8M", "policy:greedy,greedy_bytes:16M"), CCA_OK);
+    cr_assert_null(cca_plug_alloc(4096, 0, NULL));
+    ASSERT_LOGGED(1, "CCA_ERR_OUT_OF_MEMORY");
+    cr_assert_not_null(strstr(logged.last, "until cca_plug_reset"), "%s", logged.last);
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_plug_get_allocator(0, &a), CCA_ERR_OUT_OF_MEMORY);
+}
+
+/* ---- configure after use, reset -------------------------------------------------------- */
+
+Test(plug, configure_after_first_use_is_refused) {
+    cr_assert_eq(cca_plug_configure("host:8M", "max_reserved:6M"), CCA_OK);
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(p);
+    cr_assert_eq(cca_plug_configure("host:16M", NULL), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_not_null(strstr(cca_last_error(), "already in use"), "%s", cca_last_error());
+    cca_config c;
+    cr_assert_eq(cca_get_config(plug_allocator(0), &c), CCA_OK);
+    cr_assert_eq(c.max_reserved, 6 * MiB, "the config in force is unchanged");
+    cca_plug_free(p, 4096, 0, NULL);
+}
+
+Test(plug, reset_refuses_while_blocks_live) {
+    cr_assert_eq(cca_plug_configure("host:8M:2", NULL), CCA_OK);
+    void *p0 = cca_plug_alloc(4096, 0, NULL);
+    void *p1 = cca_plug_alloc(4096, 1, NULL);
+    cca_plug_free(p0, 4096, 0, NULL);
+    cca_allocator *a1 = plug_allocator(1);
+    cr_assert_eq(cca_plug_reset(), CCA_ERR_LIVE_BLOCKS);
+    cr_assert_not_null(strstr(cca_last_error(), "device 1 has 1 live blocks (4096 bytes)"), "%s", cca_last_error());
+    cr_assert_eq(plug_allocator(1), a1, "nothing was reset");
+    memset(p1, 1, 4096); /* still mapped */
+    cca_plug_free(p1, 4096, 1, NULL);
+    cca_upstream *u0 = NULL;
+    cr_assert_eq(cca_plug_get_upstream(0, &u0), CCA_OK);
+    cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+    /* forgotten: the environment decides again */
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:2M", 1);
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+    size_t free_bytes = 0, total = 0;
+    cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+    cr_assert_eq(total, 2 * MiB);
+    cr_assert_null(cca_plug_alloc(4096, 1, NULL), "one device now");
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+#define RACERS 8
+#define ROUNDS 2000
+
+typedef struct racer {
+    pthread_barrier_t *go;
+    int device;
+    int id;
+    const char *error;
+} racer;
+
+static void *race(void *arg) {
+    racer *r = arg;
+    pthread_barrier_wait(r->go);
+    void *s = (void *)(uintptr_t)(0x1000 * (r->id % 3)); /* three streams, NULL among them */
+    for (int i = 0; i < ROUNDS && !r->error; i++) {
+        size_t size = 512 + (size_t)((i * 7919 + r->id * 104729) % (256 * 1024));
+        unsigned char *p = cca_plug_alloc(size, r->device, s);
+        if (!p) {
+            r->error = "cca_plug_alloc returned NULL";
+            break;
+        }
+        p[0] = (unsigned char)r->id;
+        p[size - 1] = (unsigned char)i;
+        if (p[0] != (unsigned char)r->id || p[size - 1] != (unsigned char)i)
+            r->error = "block overwritten";
+        cca_plug_free(p, size, r->device, s);
+    }
+    return NULL;
+}
+
+static void run_racers(int devices) {
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, RACERS);
+    pthread_t t[RACERS];
+    racer r[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        r[i] = (racer){.go = &go, .device = i % devices, .id = i};
+        pthread_create(&t[i], NULL, race, &r[i]);
+    }
+    for (int i = 0; i < RACERS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < RACERS; i++)
+        cr_assert_null(r[i].error, "racer %d: %s", i, r[i].error);
+}
+
+/* Racing first calls create one allocator per device: if a second one were
+ * made, the calls that went to it would be missing from these counts. */
+Test(plug, racing_first_calls_create_one_allocator) {
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:256M", 1);
+    run_racers(1);
+    cca_stats s = tu_stats(plug_allocator(0));
+    cr_assert_eq(s.alloc_calls, (uint64_t)RACERS * ROUNDS);
+    cr_assert_eq(s.free_calls, (uint64_t)RACERS * ROUNDS);
+    cr_assert_eq(s.allocated_bytes, 0);
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+    cr_assert_eq(tu_upstream_stats(u).bytes_in_use, s.reserved_bytes, "one allocator on the device");
+    cr_assert_eq(logged.lines, 0, "%s", logged.last);
+    tu_check(plug_allocator(0));
+}
+
+Test(plug, racing_first_calls_on_several_devices) {
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:128M:4", 1);
+    run_racers(4);
+    for (int d = 0; d < 4; d++) {
+        cca_stats s = tu_stats(plug_allocator(d));
+        cr_assert_eq(s.alloc_calls, (uint64_t)(RACERS / 4) * ROUNDS, "device %d", d);
+        cr_assert_eq(s.allocated_bytes, 0);
+    }
+}

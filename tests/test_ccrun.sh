@@ -187,5 +187,16 @@ printf 'ccfoot 1\narch mlp:64x32x10:relu:softmax\nbatch 8\nreserved_peak 9999999
 check "--footprint-sidecar: a hostile sidecar is ignored with a warning, the run succeeds" sh -c \
     "'$CCRUN' --device host --footprint-sidecar '$TMP/fp.safetensors' >'$TMP/fo' 2>'$TMP/fe' && grep -q 'ignored' '$TMP/fe' && ! grep -q 'footprint' '$TMP/fo'"
 
+# --snapshot FILE: hostile paths fail the run with the reason, nothing is half-done silently
+check "--snapshot into a missing directory fails with the reason (exit 1)" sh -c \
+    "'$CCRUN' --device host --snapshot '$TMP/snapdir-missing/s.pickle' 'mlp:8x8' >/dev/null 2>'$TMP/se'; test \$? -eq 1 && grep -q -- '--snapshot .*No such file or directory' '$TMP/se'"
+ln -sf /dev/full "$TMP/full.pickle"
+check "--snapshot whose write fails (a full device) fails with the reason (exit 1)" sh -c \
+    "'$CCRUN' --device host --snapshot '$TMP/full.pickle' 'mlp:8x8' >/dev/null 2>'$TMP/sf'; test \$? -eq 1 && grep -q 'cca_write_snapshot_torch: write failed' '$TMP/sf'"
+check "--snapshot is refused with --demo and for other suffixes (exit 2)" sh -c \
+    "'$CCRUN' --demo --device host --snapshot '$TMP/d.pickle' >/dev/null 2>&1; test \$? -eq 2 && '$CCRUN' --device host --snapshot '$TMP/s.txt' 'mlp:8x8' >/dev/null 2>&1; test \$? -eq 2 && test ! -e '$TMP/s.txt'"
+check "--snapshot FILE.json writes the JSON snapshot of the loaded model" sh -c \
+    "'$CCRUN' --device host --snapshot '$TMP/s.json' 'mlp:16x32x4' >/dev/null && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); assert d['stats']['allocated_bytes'] > 0 and d['segments']\" '$TMP/s.json'"
+
 echo "$((n - fails)) of $n ccrun checks passed"
 [ "$fails" -eq 0 ]

@@ -356,6 +356,145 @@ void tu_upstream_free_leftovers(tu_upstream *t) {
     pthread_mutex_unlock(&t->lock);
 }
 
+/* ---- the fault-injecting wrapper upstream ---------------------------------- */
+
+/* tu_faulty (its contract in alloc_test_util.h): each op that can fail first
+ * numbers its call in calls[k] (faulty_fails) and, when that number is
+ * fail_at[k] (or later, sticky), returns an injected failure without reaching
+ * the inner upstream; otherwise it forwards the call and counts a success in
+ * ok[k] (faulty_count). */
+const char *const tu_fault_names[TU_FAULT_KINDS] = {"alloc",    "free",       "vm_reserve", "vm_map",
+                                                    "vm_unmap", "vm_release", "synchronize"};
+
+/* Counts the call of kind k; true when it is the one to fail (or a later one,
+ * sticky). */
+static bool faulty_fails(tu_faulty *f, tu_fault_kind k) {
+    uint64_t n = ++f->calls[k], at = f->fail_at[k];
+    if (at && (n == at || (f->sticky[k] && n > at))) {
+        f->failures++;
+        return true;
+    }
+    return false;
+}
+
+/* The inner upstream's answer to a call of kind k, counted in ok[k] when it
+ * granted it. */
+static cca_status faulty_count(tu_faulty *f, tu_fault_kind k, cca_status st) {
+    if (st == CCA_OK)
+        f->ok[k]++;
+    return st;
+}
+
+static cca_status faulty_injected(const tu_faulty *f, tu_fault_kind k, cca_status st) {
+    return cca_set_error(st, "%s: injected %s failure", f->name, tu_fault_names[k]);
+}
+
+static cca_status faulty_alloc(void *ctx, size_t size, void **ptr) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_ALLOC))
+        return faulty_injected(f, TU_FAULT_ALLOC, CCA_ERR_OUT_OF_MEMORY);
+    return faulty_count(f, TU_FAULT_ALLOC, cca_upstream_alloc(f->inner, size, ptr));
+}
+static cca_status faulty_free(void *ctx, void *ptr, size_t size) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_FREE))
+        return faulty_injected(f, TU_FAULT_FREE, CCA_ERR_UPSTREAM);
+    return faulty_count(f, TU_FAULT_FREE, cca_upstream_free(f->inner, ptr, size));
+}
+static cca_status faulty_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
+    tu_faulty *f = ctx;
+    return cca_upstream_mem_info(f->inner, free_bytes, total_bytes);
+}
+static cca_status faulty_sync(void *ctx) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_SYNC))
+        return faulty_injected(f, TU_FAULT_SYNC, CCA_ERR_UPSTREAM);
+    if (!f->sync_keeps_events)
+        f->events_done = f->events_recorded;
+    return faulty_count(f, TU_FAULT_SYNC, cca_upstream_synchronize(f->inner));
+}
+static cca_status faulty_event_record(void *ctx, cca_stream s, void **event) {
+    (void)s;
+    tu_faulty *f = ctx;
+    uint64_t *e = malloc(sizeof *e);
+    cr_assert_not_null(e);
+    *e = ++f->events_recorded;
+    if (!f->hold_events)
+        f->events_done = f->events_recorded;
+    f->events_live++;
+    *event = e;
+    return CCA_OK;
+}
+static cca_status faulty_event_query(void *ctx, void *event) {
+    tu_faulty *f = ctx;
+    return *(uint64_t *)event <= f->events_done ? CCA_OK : CCA_ERR_NOT_READY;
+}
+static cca_status faulty_event_destroy(void *ctx, void *event) {
+    tu_faulty *f = ctx;
+    f->events_live--;
+    free(event);
+    return CCA_OK;
+}
+static cca_status faulty_vm_granularity(void *ctx, size_t *bytes) {
+    tu_faulty *f = ctx;
+    return cca_upstream_vm_granularity(f->inner, bytes);
+}
+static cca_status faulty_vm_reserve(void *ctx, size_t size, void **base) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_RESERVE))
+        return faulty_injected(f, TU_FAULT_RESERVE, CCA_ERR_OUT_OF_MEMORY);
+    return faulty_count(f, TU_FAULT_RESERVE, cca_upstream_vm_reserve(f->inner, size, base));
+}
+static cca_status faulty_vm_release(void *ctx, void *base, size_t size) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_RELEASE))
+        return faulty_injected(f, TU_FAULT_RELEASE, CCA_ERR_UPSTREAM);
+    return faulty_count(f, TU_FAULT_RELEASE, cca_upstream_vm_release(f->inner, base, size));
+}
+static cca_status faulty_vm_map(void *ctx, void *addr, size_t size) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_MAP))
+        return faulty_injected(f, TU_FAULT_MAP, CCA_ERR_OUT_OF_MEMORY);
+    return faulty_count(f, TU_FAULT_MAP, cca_upstream_vm_map(f->inner, addr, size));
+}
+static cca_status faulty_vm_unmap(void *ctx, void *addr, size_t size) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_UNMAP))
+        return faulty_injected(f, TU_FAULT_UNMAP, CCA_ERR_UPSTREAM);
+    return faulty_count(f, TU_FAULT_UNMAP, cca_upstream_vm_unmap(f->inner, addr, size));
+}
+
+cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events) {
+    memset(f, 0, sizeof *f);
+    f->inner = inner;
+    f->name = name;
+    cca_upstream_ops ops = {
+        .alloc = faulty_alloc,
+        .free = faulty_free,
+        .mem_info = faulty_mem_info,
+        .synchronize = faulty_sync,
+        .name = name,
+        .vm_granularity = faulty_vm_granularity,
+        .vm_reserve = faulty_vm_reserve,
+        .vm_release = faulty_vm_release,
+        .vm_map = faulty_vm_map,
+        .vm_unmap = faulty_vm_unmap,
+    };
+    if (with_events) {
+        ops.event_record = faulty_event_record;
+        ops.event_query = faulty_event_query;
+        ops.event_destroy = faulty_event_destroy;
+    }
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_custom_create(&ops, f, &u), CCA_OK, "%s", cca_last_error());
+    return u;
+}
+
+void tu_faulty_faults_off(tu_faulty *f) {
+    memset(f->fail_at, 0, sizeof f->fail_at);
+    memset(f->sticky, 0, sizeof f->sticky);
+}
+
 /* ---- host memory: pages, faults, resident memory, time ------------------------- */
 
 size_t tu_page_size(void) {

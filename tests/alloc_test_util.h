@@ -1,7 +1,7 @@
 /*
  * alloc_test_util.h — helpers shared by the allocator suites (tests/test_*.c).
  *
- * Two kinds of helper:
+ * Three kinds of helper:
  *   tu_*   short-hands that assert: create a host-upstream allocator from a
  *          config string, allocate and free expecting success, compare stats
  *          field by field (so a failure names the field), check invariants.
@@ -10,6 +10,10 @@
  *          a capacity, a list of live (pointer, size) pairs, call counters,
  *          a fault switch that fails the k-th alloc/free call, and events
  *          that can be held back until released or synchronized.
+ *   tu_faulty  a wrapper over a real upstream (the simulated device, vm ops
+ *          included) that fails the N-th call of one kind (alloc, free,
+ *          vm_reserve, vm_map, vm_unmap, vm_release, synchronize), once or
+ *          from then on, and counts each kind's calls and successes.
  *
  * Everything asserts through Criterion, so a helper failing fails the test
  * that called it.
@@ -125,5 +129,64 @@ cca_upstream *tu_upstream_create(tu_upstream *t, size_t capacity, bool with_even
 void tu_upstream_release_events(tu_upstream *t);
 /* Give back whatever the allocator could not (after a refused free). */
 void tu_upstream_free_leftovers(tu_upstream *t);
+
+/* ---- the fault-injecting wrapper upstream ---------------------------------- */
+
+/* tu_faulty forwards every op to `inner` (which must have vm ops) and fails
+ * calls on demand, so a test can make the allocator meet a refusal at every
+ * upstream call it makes (test_expandable.c, test_domain.c):
+ *
+ *   calls[k]    every call of kind k, numbered from 1, injected failures
+ *               included.
+ *   fail_at[k]  N: call number N of kind k fails (0 = never), without
+ *               reaching `inner`; with sticky[k], every later call of k too.
+ *               A test aims at "the N-th call from now" with
+ *               fail_at[k] = calls[k] + N.
+ *   failures    injected failures so far, all kinds together.
+ *   ok[k]       calls of kind k that reached `inner` and succeeded (what the
+ *               allocator was granted, to compare with its own stats).
+ *
+ * An injected failure returns CCA_ERR_OUT_OF_MEMORY for alloc, vm_reserve and
+ * vm_map, CCA_ERR_UPSTREAM for free, vm_unmap, vm_release and synchronize,
+ * with the message "<name>: injected <kind> failure". mem_info and
+ * vm_granularity are passed through, never counted or failed.
+ *
+ * Events (with_events; without them the allocator synchronizes instead) are
+ * the wrapper's own numbered tokens, not the device's: one is complete when
+ * its number <= events_done. A new event is complete at once unless
+ * hold_events is set; a synchronize that is not failed completes every event
+ * recorded so far unless sync_keeps_events is set; a test may also set
+ * events_done itself. events_live counts events not yet destroyed.
+ *
+ * Not locked: for single-threaded tests. */
+typedef enum tu_fault_kind {
+    TU_FAULT_ALLOC,
+    TU_FAULT_FREE,
+    TU_FAULT_RESERVE, /* vm_reserve */
+    TU_FAULT_MAP,     /* vm_map */
+    TU_FAULT_UNMAP,   /* vm_unmap */
+    TU_FAULT_RELEASE, /* vm_release */
+    TU_FAULT_SYNC,    /* synchronize */
+    TU_FAULT_KINDS
+} tu_fault_kind;
+/* The op's name for each kind ("alloc", ..., "vm_release", "synchronize"). */
+extern const char *const tu_fault_names[TU_FAULT_KINDS];
+
+typedef struct tu_faulty {
+    cca_upstream *inner; /* the caller's: destroyed by the caller, after the wrapper */
+    const char *name;
+    uint64_t calls[TU_FAULT_KINDS], ok[TU_FAULT_KINDS], fail_at[TU_FAULT_KINDS];
+    bool sticky[TU_FAULT_KINDS];
+    uint64_t failures;
+    bool hold_events, sync_keeps_events;
+    uint64_t events_recorded, events_done, events_live;
+} tu_faulty;
+
+/* A cca_upstream over `f` (reset here) wrapping `inner`. `name` is the
+ * upstream's name in reports and the prefix of injected failures' messages
+ * (the suites use "fx" and "dx"); with_events: provide the three event ops. */
+cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
+/* No more injected failures (fail_at and sticky cleared); counts kept. */
+void tu_faulty_faults_off(tu_faulty *f);
 
 #endif /* CCA_ALLOC_TEST_UTIL_H */

@@ -1303,130 +1303,16 @@ TEST_BOTH(per_domain_stats_match_a_model_and_sum_to_the_totals) {
 
 /* ---- streams --------------------------------------------------------------------- */
 
-/* A wrapper over a simulated device that fails the N-th call of a kind (once,
- * or from then on: sticky) and holds its own events: complete when recorded
- * unless held; a synchronize completes them unless told not to. */
-typedef enum dx_kind { DX_ALLOC, DX_FREE, DX_RESERVE, DX_MAP, DX_UNMAP, DX_RELEASE, DX_SYNC, DX_KINDS } dx_kind;
-static const char *const dx_names[DX_KINDS] = {"alloc",    "free",       "vm_reserve", "vm_map",
-                                               "vm_unmap", "vm_release", "synchronize"};
-
-typedef struct dx {
-    cca_upstream *inner;
-    uint64_t calls[DX_KINDS], fail_at[DX_KINDS];
-    bool sticky[DX_KINDS];
-    uint64_t failures;
-    bool hold_events, sync_keeps_events;
-    uint64_t events_recorded, events_done, events_live;
-} dx;
-
-static bool dx_fails(dx *f, dx_kind k) {
-    uint64_t n = ++f->calls[k], at = f->fail_at[k];
-    if (at && (n == at || (f->sticky[k] && n > at))) {
-        f->failures++;
-        return true;
-    }
-    return false;
+/* The fault-injecting wrapper (tu_faulty, alloc_test_util.h) over a new
+ * simulated device of `capacity` bytes, with events: call number fail_at[k]
+ * of kind k fails (once, or from then on: sticky), calls[k] counts every
+ * call of k; its events are complete when recorded unless held, and a
+ * synchronize completes them unless told not to. */
+static cca_upstream *dx_create(tu_faulty *f, size_t capacity) {
+    return tu_faulty_create(f, device(capacity), "dx", true);
 }
 
-static cca_status dx_injected(dx_kind k, cca_status st) {
-    return cca_set_error(st, "dx: injected %s failure", dx_names[k]);
-}
-
-static cca_status dx_alloc(void *ctx, size_t size, void **ptr) {
-    dx *f = ctx;
-    return dx_fails(f, DX_ALLOC) ? dx_injected(DX_ALLOC, CCA_ERR_OUT_OF_MEMORY) : cca_upstream_alloc(f->inner, size, ptr);
-}
-static cca_status dx_free(void *ctx, void *ptr, size_t size) {
-    dx *f = ctx;
-    return dx_fails(f, DX_FREE) ? dx_injected(DX_FREE, CCA_ERR_UPSTREAM) : cca_upstream_free(f->inner, ptr, size);
-}
-static cca_status dx_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
-    dx *f = ctx;
-    return cca_upstream_mem_info(f->inner, free_bytes, total_bytes);
-}
-static cca_status dx_sync(void *ctx) {
-    dx *f = ctx;
-    if (dx_fails(f, DX_SYNC))
-        return dx_injected(DX_SYNC, CCA_ERR_UPSTREAM);
-    if (!f->sync_keeps_events)
-        f->events_done = f->events_recorded;
-    return cca_upstream_synchronize(f->inner);
-}
-static cca_status dx_event_record(void *ctx, cca_stream s, void **event) {
-    (void)s;
-    dx *f = ctx;
-    uint64_t *e = malloc(sizeof *e);
-    cr_assert_not_null(e);
-    *e = ++f->events_recorded;
-    if (!f->hold_events)
-        f->events_done = f->events_recorded;
-    f->events_live++;
-    *event = e;
-    return CCA_OK;
-}
-static cca_status dx_event_query(void *ctx, void *event) {
-    dx *f = ctx;
-    return *(uint64_t *)event <= f->events_done ? CCA_OK : CCA_ERR_NOT_READY;
-}
-static cca_status dx_event_destroy(void *ctx, void *event) {
-    dx *f = ctx;
-    f->events_live--;
-    free(event);
-    return CCA_OK;
-}
-static cca_status dx_vm_granularity(void *ctx, size_t *bytes) {
-    dx *f = ctx;
-    return cca_upstream_vm_granularity(f->inner, bytes);
-}
-static cca_status dx_vm_reserve(void *ctx, size_t size, void **base) {
-    dx *f = ctx;
-    return dx_fails(f, DX_RESERVE) ? dx_injected(DX_RESERVE, CCA_ERR_OUT_OF_MEMORY)
-                                   : cca_upstream_vm_reserve(f->inner, size, base);
-}
-static cca_status dx_vm_release(void *ctx, void *base, size_t size) {
-    dx *f = ctx;
-    return dx_fails(f, DX_RELEASE) ? dx_injected(DX_RELEASE, CCA_ERR_UPSTREAM)
-                                   : cca_upstream_vm_release(f->inner, base, size);
-}
-static cca_status dx_vm_map(void *ctx, void *addr, size_t size) {
-    dx *f = ctx;
-    return dx_fails(f, DX_MAP) ? dx_injected(DX_MAP, CCA_ERR_OUT_OF_MEMORY) : cca_upstream_vm_map(f->inner, addr, size);
-}
-static cca_status dx_vm_unmap(void *ctx, void *addr, size_t size) {
-    dx *f = ctx;
-    return dx_fails(f, DX_UNMAP) ? dx_injected(DX_UNMAP, CCA_ERR_UPSTREAM)
-                                 : cca_upstream_vm_unmap(f->inner, addr, size);
-}
-
-static cca_upstream *dx_create(dx *f, size_t capacity) {
-    memset(f, 0, sizeof *f);
-    f->inner = device(capacity);
-    cca_upstream_ops ops = {
-        .alloc = dx_alloc,
-        .free = dx_free,
-        .mem_info = dx_mem_info,
-        .synchronize = dx_sync,
-        .event_record = dx_event_record,
-        .event_query = dx_event_query,
-        .event_destroy = dx_event_destroy,
-        .name = "dx",
-        .vm_granularity = dx_vm_granularity,
-        .vm_reserve = dx_vm_reserve,
-        .vm_release = dx_vm_release,
-        .vm_map = dx_vm_map,
-        .vm_unmap = dx_vm_unmap,
-    };
-    cca_upstream *u = NULL;
-    cr_assert_eq(cca_upstream_custom_create(&ops, f, &u), CCA_OK, "%s", cca_last_error());
-    return u;
-}
-
-static void dx_faults_off(dx *f) {
-    memset(f->fail_at, 0, sizeof f->fail_at);
-    memset(f->sticky, 0, sizeof f->sticky);
-}
-
-static void dx_destroy(dx *f, cca_allocator *a, cca_upstream *u) {
+static void dx_destroy(tu_faulty *f, cca_allocator *a, cca_upstream *u) {
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(f->events_live, 0, "events leaked");
@@ -1438,7 +1324,7 @@ static void dx_destroy(dx *f, cca_allocator *a, cca_upstream *u) {
 }
 
 TEST_BOTH(release_completes_pending_blocks_and_never_takes_a_stuck_one) {
-    dx f;
+    tu_faulty f;
     cca_upstream *u = dx_create(&f, 128 * MiB);
     cca_allocator *a = make(m, u, NULL);
     cca_domain *A = dom(a, "A"), *B = dom(a, "B");
@@ -1454,13 +1340,13 @@ TEST_BOTH(release_completes_pending_blocks_and_never_takes_a_stuck_one) {
     cr_assert_eq(dst(a, A).active_blocks, 1, "a pending block is active");
     cr_assert_eq(dst(a, A).allocated_bytes, b.held);
     agree(a, f.inner, doms, 2, "pending");
-    uint64_t syncs = f.calls[DX_SYNC];
+    uint64_t syncs = f.calls[TU_FAULT_SYNC];
     cca_domain_report r;
     memset(&r, 0xcd, sizeof r);
     r.leaks = NULL, r.leaks_cap = 0;
     cca_status st = cca_domain_release(a, A, 0, &r);
     cr_assert_eq(st, CCA_OK, "the synchronize completes the pending block: %s", cca_last_error());
-    cr_assert_gt(f.calls[DX_SYNC], syncs, "release synchronizes");
+    cr_assert_gt(f.calls[TU_FAULT_SYNC], syncs, "release synchronizes");
     cr_assert_eq(r.live_blocks, 0);
     cr_assert_eq(tu_stats(a).pending_blocks, 0);
     cr_assert_eq(dst(a, A).reserved_bytes, 0);
@@ -1528,7 +1414,7 @@ TEST_BOTH(release_completes_pending_blocks_and_never_takes_a_stuck_one) {
     tu_free(a, c);
     before = tu_stats(a);
     sA = dst(a, A);
-    f.fail_at[DX_SYNC] = f.calls[DX_SYNC] + 1;
+    f.fail_at[TU_FAULT_SYNC] = f.calls[TU_FAULT_SYNC] + 1;
     memset(&r, 0, sizeof r);
     st = cca_domain_release(a, A, 0, &r);
     cr_assert_eq(st, CCA_ERR_UPSTREAM, "%s", cca_status_string(st));
@@ -1537,7 +1423,7 @@ TEST_BOTH(release_completes_pending_blocks_and_never_takes_a_stuck_one) {
     dstats_unchanged(a, A, &sA, "failed synchronize");
     cr_assert_eq(r.bytes_released, 0);
     agree(a, f.inner, doms, 2, "failed synchronize");
-    dx_faults_off(&f);
+    tu_faulty_faults_off(&f);
     cr_assert_eq(cca_domain_release(a, A, 0, &r), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(r.bytes_released, sA.reserved_bytes);
     ASSERT_INTACT(keep, true, "B");
@@ -1549,7 +1435,7 @@ TEST_BOTH(release_completes_pending_blocks_and_never_takes_a_stuck_one) {
  * block does not, and a forced release of a live block that was used on
  * another stream leaves no event behind. */
 TEST_BOTH(another_domains_stuck_block_does_not_hold_a_release) {
-    dx f;
+    tu_faulty f;
     cca_upstream *u = dx_create(&f, 128 * MiB);
     cca_allocator *a = make(m, u, NULL);
     cca_domain *A = dom(a, "A"), *B = dom(a, "B");
@@ -1593,7 +1479,7 @@ TEST_BOTH(another_domains_stuck_block_does_not_hold_a_release) {
  * event before reuse, as in the greedy arena; on the default stream they
  * need none. */
 TEST_BOTH(arena_blocks_used_on_another_stream_wait_for_an_event) {
-    dx f;
+    tu_faulty f;
     cca_upstream *u = dx_create(&f, 128 * MiB);
     cca_allocator *a = make(m, u, NULL);
     cca_domain *Y = dom(a, "Y");
@@ -1628,11 +1514,11 @@ TEST_BOTH(arena_blocks_used_on_another_stream_wait_for_an_event) {
 /* ---- faults during a domain release ------------------------------------------------- */
 
 typedef struct frun {
-    dx_kind kind;
+    tu_fault_kind kind;
     uint64_t at; /* the at-th call of `kind` made by the release fails; 0: none */
     bool sticky, force;
     bool destroy;             /* cca_domain_destroy instead of cca_domain_release */
-    uint64_t calls[DX_KINDS]; /* baseline (at = 0): calls the release made */
+    uint64_t calls[TU_FAULT_KINDS]; /* baseline (at = 0): calls the release made */
 } frun;
 
 static const struct {
@@ -1651,13 +1537,13 @@ static bool freed_early(int i) { /* before the trim that makes holes */
 }
 
 static void release_under_fault(const mode *m, frun *run) {
-    dx f;
+    tu_faulty f;
     cca_upstream *u = dx_create(&f, 256 * MiB);
     cca_allocator *a = make(m, u, NULL);
     cca_domain *A = dom(a, "A"), *B = dom(a, "B");
     cca_domain *doms[] = {A, B};
     char what[160];
-    snprintf(what, sizeof what, "%s: %s N=%llu%s%s%s", m->name, dx_names[run->kind], (unsigned long long)run->at,
+    snprintf(what, sizeof what, "%s: %s N=%llu%s%s%s", m->name, tu_fault_names[run->kind], (unsigned long long)run->at,
              run->sticky ? " sticky" : "", run->force ? " forced" : "", run->destroy ? " destroy" : "");
     blk ab[FN], bb[FN / 2];
     for (int i = 0; i < FN; i++) {
@@ -1679,7 +1565,7 @@ static void release_under_fault(const mode *m, frun *run) {
     agree(a, f.inner, doms, 2, what);
     cca_stats s0 = tu_stats(a);
     cca_domain_stats sA = dst(a, A), sB = dst(a, B), sD = dst(a, NULL);
-    uint64_t before[DX_KINDS];
+    uint64_t before[TU_FAULT_KINDS];
     memcpy(before, f.calls, sizeof before);
     if (run->at) {
         f.fail_at[run->kind] = f.calls[run->kind] + run->at;
@@ -1692,12 +1578,12 @@ static void release_under_fault(const mode *m, frun *run) {
     cca_status st = run->destroy ? cca_domain_destroy(a, A, flags, &r) : cca_domain_release(a, A, flags, &r);
     bool gone = run->destroy && st == CCA_OK;
     if (!run->at)
-        for (int k = 0; k < DX_KINDS; k++)
+        for (int k = 0; k < TU_FAULT_KINDS; k++)
             run->calls[k] = f.calls[k] - before[k];
     bool fired = f.failures > 0;
     cr_assert_eq(fired, run->at && run->at <= run->calls[run->kind], "%s: the fault %s", what,
                  fired ? "fired past the release's calls" : "never fired");
-    if (fired && run->kind == DX_SYNC) {
+    if (fired && run->kind == TU_FAULT_SYNC) {
         cr_assert_eq(st, CCA_ERR_UPSTREAM, "%s: %s", what, cca_status_string(st));
         tu_assert_intact(a, &s0, what);
         dstats_unchanged(a, A, &sA, what);
@@ -1722,7 +1608,7 @@ static void release_under_fault(const mode *m, frun *run) {
         cr_assert_eq(nA.active_blocks, 0, "%s", what);
         if (fired) { /* a refused free or unmap keeps memory; a refused range release keeps address space */
             cr_assert_gt(nA.segments, 0, "%s: what the device refused stays in A", what);
-            if (run->kind != DX_RELEASE)
+            if (run->kind != TU_FAULT_RELEASE)
                 cr_assert_gt(nA.reserved_bytes, 0, "%s: what the device refused stays in A", what);
         } else {
             cr_assert_eq(nA.reserved_bytes, 0, "%s", what);
@@ -1736,7 +1622,7 @@ static void release_under_fault(const mode *m, frun *run) {
     }
     agree_r(a, f.inner, gone ? doms + 1 : doms, gone ? 1 : 2, &ret, what);
     if (gone) {
-        dx_faults_off(&f);
+        tu_faulty_faults_off(&f);
         cr_assert_eq(tu_upstream_stats(f.inner).bytes_in_use, sB.reserved_bytes + sD.reserved_bytes, "%s", what);
         for (int i = 0; i < FN / 2; i++)
             tu_free(a, bb[i].p);
@@ -1749,13 +1635,13 @@ static void release_under_fault(const mode *m, frun *run) {
     for (int i = 0; i < FN / 2; i++)
         ASSERT_INTACT(bb[i], false, what);
     ASSERT_INTACT(bd, false, what);
-    if (fired && run->kind != DX_SYNC) { /* the kept memory is cached and indexed: it serves A */
+    if (fired && run->kind != TU_FAULT_SYNC) { /* the kept memory is cached and indexed: it serves A */
         void *q = in(a, A, 1000, S0);
         tu_free(a, q);
         agree(a, f.inner, doms, 2, what);
     }
     /* faults off: a second release returns everything */
-    dx_faults_off(&f);
+    tu_faulty_faults_off(&f);
     memset(&r, 0xcd, sizeof r);
     r.leaks = NULL, r.leaks_cap = 0;
     st = run->destroy ? cca_domain_destroy(a, A, flags, &r) : cca_domain_release(a, A, flags, &r);
@@ -1786,21 +1672,22 @@ static void release_under_fault(const mode *m, frun *run) {
 }
 
 static void fault_sweep(const mode *m, bool force, bool destroy) {
-    frun base = {.kind = DX_SYNC, .force = force, .destroy = destroy};
+    frun base = {.kind = TU_FAULT_SYNC, .force = force, .destroy = destroy};
     release_under_fault(m, &base);
     if (!destroy)
         fprintf(stderr, "%s%s: a release makes %llu frees, %llu unmaps, %llu range releases\n", m->name,
-            force ? " (forced)" : "", (unsigned long long)base.calls[DX_FREE], (unsigned long long)base.calls[DX_UNMAP],
-            (unsigned long long)base.calls[DX_RELEASE]);
-    cr_assert_eq(base.calls[DX_SYNC], 1, "one synchronize");
+                force ? " (forced)" : "", (unsigned long long)base.calls[TU_FAULT_FREE],
+                (unsigned long long)base.calls[TU_FAULT_UNMAP], (unsigned long long)base.calls[TU_FAULT_RELEASE]);
+    cr_assert_eq(base.calls[TU_FAULT_SYNC], 1, "one synchronize");
     if (m->expandable) {
-        cr_assert_geq(base.calls[DX_UNMAP], 3, "%llu unmaps", (unsigned long long)base.calls[DX_UNMAP]);
-        cr_assert_geq(base.calls[DX_RELEASE], 3, "%llu range releases", (unsigned long long)base.calls[DX_RELEASE]);
-        cr_assert_eq(base.calls[DX_FREE], 0);
+        cr_assert_geq(base.calls[TU_FAULT_UNMAP], 3, "%llu unmaps", (unsigned long long)base.calls[TU_FAULT_UNMAP]);
+        cr_assert_geq(base.calls[TU_FAULT_RELEASE], 3, "%llu range releases",
+                      (unsigned long long)base.calls[TU_FAULT_RELEASE]);
+        cr_assert_eq(base.calls[TU_FAULT_FREE], 0);
     } else {
-        cr_assert_geq(base.calls[DX_FREE], 4, "%llu frees", (unsigned long long)base.calls[DX_FREE]);
+        cr_assert_geq(base.calls[TU_FAULT_FREE], 4, "%llu frees", (unsigned long long)base.calls[TU_FAULT_FREE]);
     }
-    const dx_kind kinds[] = {DX_FREE, DX_UNMAP, DX_RELEASE, DX_SYNC};
+    const tu_fault_kind kinds[] = {TU_FAULT_FREE, TU_FAULT_UNMAP, TU_FAULT_RELEASE, TU_FAULT_SYNC};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         if (base.calls[kinds[k]] == 0)
             continue;

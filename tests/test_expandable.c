@@ -925,152 +925,21 @@ Test(expandable, snapshot_shows_segment_kind_and_mapped_runs) {
 
 /* ---- faults -------------------------------------------------------------- */
 
-/* A wrapper upstream over a host device that fails the N-th call of a kind
- * (once, or from then on: sticky), and counts each kind's calls and
- * successes. Events (when asked for) are its own tokens, complete when
- * recorded unless held; synchronize completes them unless told not to. */
-typedef enum fx_kind { FX_RESERVE, FX_MAP, FX_UNMAP, FX_RELEASE, FX_ALLOC, FX_FREE, FX_SYNC, FX_KINDS } fx_kind;
-static const char *const fx_names[FX_KINDS] = {"vm_reserve", "vm_map", "vm_unmap",   "vm_release",
-                                               "alloc",      "free",   "synchronize"};
-
-typedef struct fx {
-    cca_upstream *inner;
-    uint64_t calls[FX_KINDS], ok[FX_KINDS], fail_at[FX_KINDS];
-    bool sticky[FX_KINDS];
-    uint64_t failures;
-    bool hold_events, sync_keeps_events;
-    uint64_t events_recorded, events_done, events_live;
-} fx;
-
-static bool fx_fails(fx *f, fx_kind k) {
-    uint64_t n = ++f->calls[k], at = f->fail_at[k];
-    if (at && (n == at || (f->sticky[k] && n > at))) {
-        f->failures++;
-        return true;
-    }
-    return false;
-}
-
-static cca_status fx_count(fx *f, fx_kind k, cca_status st) {
-    if (st == CCA_OK)
-        f->ok[k]++;
-    return st;
-}
-
-static cca_status fx_injected(fx_kind k, cca_status st) {
-    return cca_set_error(st, "fx: injected %s failure", fx_names[k]);
-}
-
-static cca_status fx_alloc(void *ctx, size_t size, void **ptr) {
-    fx *f = ctx;
-    if (fx_fails(f, FX_ALLOC))
-        return fx_injected(FX_ALLOC, CCA_ERR_OUT_OF_MEMORY);
-    return fx_count(f, FX_ALLOC, cca_upstream_alloc(f->inner, size, ptr));
-}
-static cca_status fx_free(void *ctx, void *ptr, size_t size) {
-    fx *f = ctx;
-    if (fx_fails(f, FX_FREE))
-        return fx_injected(FX_FREE, CCA_ERR_UPSTREAM);
-    return fx_count(f, FX_FREE, cca_upstream_free(f->inner, ptr, size));
-}
-static cca_status fx_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
-    fx *f = ctx;
-    return cca_upstream_mem_info(f->inner, free_bytes, total_bytes);
-}
-static cca_status fx_sync(void *ctx) {
-    fx *f = ctx;
-    if (fx_fails(f, FX_SYNC))
-        return fx_injected(FX_SYNC, CCA_ERR_UPSTREAM);
-    if (!f->sync_keeps_events)
-        f->events_done = f->events_recorded;
-    return fx_count(f, FX_SYNC, cca_upstream_synchronize(f->inner));
-}
-static cca_status fx_event_record(void *ctx, cca_stream s, void **event) {
-    (void)s;
-    fx *f = ctx;
-    uint64_t *e = malloc(sizeof *e);
-    cr_assert_not_null(e);
-    *e = ++f->events_recorded;
-    if (!f->hold_events)
-        f->events_done = f->events_recorded;
-    f->events_live++;
-    *event = e;
-    return CCA_OK;
-}
-static cca_status fx_event_query(void *ctx, void *event) {
-    fx *f = ctx;
-    return *(uint64_t *)event <= f->events_done ? CCA_OK : CCA_ERR_NOT_READY;
-}
-static cca_status fx_event_destroy(void *ctx, void *event) {
-    fx *f = ctx;
-    f->events_live--;
-    free(event);
-    return CCA_OK;
-}
-static cca_status fx_vm_granularity(void *ctx, size_t *bytes) {
-    fx *f = ctx;
-    return cca_upstream_vm_granularity(f->inner, bytes);
-}
-static cca_status fx_vm_reserve(void *ctx, size_t size, void **base) {
-    fx *f = ctx;
-    if (fx_fails(f, FX_RESERVE))
-        return fx_injected(FX_RESERVE, CCA_ERR_OUT_OF_MEMORY);
-    return fx_count(f, FX_RESERVE, cca_upstream_vm_reserve(f->inner, size, base));
-}
-static cca_status fx_vm_release(void *ctx, void *base, size_t size) {
-    fx *f = ctx;
-    if (fx_fails(f, FX_RELEASE))
-        return fx_injected(FX_RELEASE, CCA_ERR_UPSTREAM);
-    return fx_count(f, FX_RELEASE, cca_upstream_vm_release(f->inner, base, size));
-}
-static cca_status fx_vm_map(void *ctx, void *addr, size_t size) {
-    fx *f = ctx;
-    if (fx_fails(f, FX_MAP))
-        return fx_injected(FX_MAP, CCA_ERR_OUT_OF_MEMORY);
-    return fx_count(f, FX_MAP, cca_upstream_vm_map(f->inner, addr, size));
-}
-static cca_status fx_vm_unmap(void *ctx, void *addr, size_t size) {
-    fx *f = ctx;
-    if (fx_fails(f, FX_UNMAP))
-        return fx_injected(FX_UNMAP, CCA_ERR_UPSTREAM);
-    return fx_count(f, FX_UNMAP, cca_upstream_vm_unmap(f->inner, addr, size));
-}
-
-/* The wrapper over a new host device of `capacity` bytes, granularity PG. */
-static cca_upstream *fx_create(fx *f, size_t capacity, bool with_events) {
-    memset(f, 0, sizeof *f);
-    f->inner = vm_device(capacity, PG);
-    cca_upstream_ops ops = {
-        .alloc = fx_alloc,
-        .free = fx_free,
-        .mem_info = fx_mem_info,
-        .synchronize = fx_sync,
-        .name = "fx",
-        .vm_granularity = fx_vm_granularity,
-        .vm_reserve = fx_vm_reserve,
-        .vm_release = fx_vm_release,
-        .vm_map = fx_vm_map,
-        .vm_unmap = fx_vm_unmap,
-    };
-    if (with_events) {
-        ops.event_record = fx_event_record;
-        ops.event_query = fx_event_query;
-        ops.event_destroy = fx_event_destroy;
-    }
-    cca_upstream *u = NULL;
-    cr_assert_eq(cca_upstream_custom_create(&ops, f, &u), CCA_OK, "%s", cca_last_error());
+/* The fault-injecting wrapper (tu_faulty, alloc_test_util.h) over a new host
+ * device of `capacity` bytes, granularity PG: call number fail_at[k] of kind
+ * k fails (once, or from then on: sticky); calls[k] counts every call of k,
+ * ok[k] those the device granted. Events (when asked for) are the wrapper's
+ * own tokens, complete when recorded unless held; synchronize completes them
+ * unless told not to. */
+static cca_upstream *fx_create(tu_faulty *f, size_t capacity, bool with_events) {
+    cca_upstream *u = tu_faulty_create(f, vm_device(capacity, PG), "fx", with_events);
     cr_assert_eq(cca_upstream_has_vm(u), 1);
     return u;
 }
 
-static void fx_faults_off(fx *f) {
-    memset(f->fail_at, 0, sizeof f->fail_at);
-    memset(f->sticky, 0, sizeof f->sticky);
-}
-
 /* The allocator's accounts agree with the wrapper's counts and the inner
  * device's: mapped, reserved address space, map and unmap calls. */
-static void fx_agree(const cca_allocator *a, cca_upstream *u, const fx *f, const char *what) {
+static void fx_agree(const cca_allocator *a, cca_upstream *u, const tu_faulty *f, const char *what) {
     cca_status st = cca_check_invariants(a);
     cr_assert_eq(st, CCA_OK, "%s: invariants: %s", what, cca_last_error());
     cca_stats s = tu_stats(a);
@@ -1082,13 +951,13 @@ static void fx_agree(const cca_allocator *a, cca_upstream *u, const fx *f, const
                  s.address_space_bytes, inner.vm_reserved_bytes);
     cr_assert_eq(s.reserved_bytes, s.mapped_bytes, "%s", what);
     cr_assert_eq(s.segments, s.expandable_segments, "%s", what);
-    cr_assert_eq(s.vm_maps, f->ok[FX_MAP], "%s: vm_maps %llu, granted %llu", what, (unsigned long long)s.vm_maps,
-                 (unsigned long long)f->ok[FX_MAP]);
-    cr_assert_eq(s.vm_unmaps, f->ok[FX_UNMAP], "%s: vm_unmaps %llu, granted %llu", what,
-                 (unsigned long long)s.vm_unmaps, (unsigned long long)f->ok[FX_UNMAP]);
-    cr_assert_eq(s.upstream_allocs, f->ok[FX_RESERVE] + f->ok[FX_MAP], "%s: upstream_allocs", what);
-    cr_assert_eq(s.upstream_frees, f->ok[FX_UNMAP] + f->ok[FX_RELEASE], "%s: upstream_frees", what);
-    cr_assert_eq(f->calls[FX_ALLOC] + f->calls[FX_FREE], 0, "%s: classic calls with expandable:1", what);
+    cr_assert_eq(s.vm_maps, f->ok[TU_FAULT_MAP], "%s: vm_maps %llu, granted %llu", what, (unsigned long long)s.vm_maps,
+                 (unsigned long long)f->ok[TU_FAULT_MAP]);
+    cr_assert_eq(s.vm_unmaps, f->ok[TU_FAULT_UNMAP], "%s: vm_unmaps %llu, granted %llu", what,
+                 (unsigned long long)s.vm_unmaps, (unsigned long long)f->ok[TU_FAULT_UNMAP]);
+    cr_assert_eq(s.upstream_allocs, f->ok[TU_FAULT_RESERVE] + f->ok[TU_FAULT_MAP], "%s: upstream_allocs", what);
+    cr_assert_eq(s.upstream_frees, f->ok[TU_FAULT_UNMAP] + f->ok[TU_FAULT_RELEASE], "%s: upstream_frees", what);
+    cr_assert_eq(f->calls[TU_FAULT_ALLOC] + f->calls[TU_FAULT_FREE], 0, "%s: classic calls with expandable:1", what);
 }
 
 /* The scripted sequence: allocations on two streams and both pools, a
@@ -1131,15 +1000,15 @@ static const op script[] = {
 enum { SCRIPT_LEN = sizeof script / sizeof script[0], SLOTS = 9 };
 
 typedef struct fx_run {
-    fx_kind kind;
+    tu_fault_kind kind;
     uint64_t at; /* 0: no fault */
     bool sticky;
-    uint64_t calls[FX_KINDS]; /* out */
+    uint64_t calls[TU_FAULT_KINDS]; /* out */
     uint64_t retries;         /* out */
 } fx_run;
 
 static void run_script(fx_run *run, bool with_events) {
-    fx f;
+    tu_faulty f;
     cca_upstream *u = fx_create(&f, 24 * MiB, with_events);
     cca_allocator *a = exp_allocator(u, NULL);
     if (run->at) {
@@ -1153,7 +1022,7 @@ static void run_script(fx_run *run, bool with_events) {
     } slot[SLOTS] = {{0}};
     for (int i = 0; i < SCRIPT_LEN; i++) {
         const op *o = &script[i];
-        snprintf(what, sizeof what, "%s N=%llu%s, step %d", fx_names[run->kind], (unsigned long long)run->at,
+        snprintf(what, sizeof what, "%s N=%llu%s, step %d", tu_fault_names[run->kind], (unsigned long long)run->at,
                  run->sticky ? " (sticky)" : "", i);
         uint64_t failures = f.failures;
         cca_stats before = tu_stats(a);
@@ -1181,7 +1050,7 @@ static void run_script(fx_run *run, bool with_events) {
                 break;
             st = cca_free(a, slot[o->slot].p);
             /* consumed either way; a failed synchronize holds the block */
-            cr_assert(st == CCA_OK || (st == CCA_ERR_UPSTREAM && run->kind == FX_SYNC && f.failures > failures),
+            cr_assert(st == CCA_OK || (st == CCA_ERR_UPSTREAM && run->kind == TU_FAULT_SYNC && f.failures > failures),
                       "%s: free: %s", what, cca_status_string(st));
             slot[o->slot].p = NULL;
             break;
@@ -1215,7 +1084,7 @@ static void run_script(fx_run *run, bool with_events) {
     memcpy(run->calls, f.calls, sizeof f.calls);
     run->retries = tu_stats(a).alloc_retries;
     /* faults off: whatever is left goes back, and nothing was lost */
-    fx_faults_off(&f);
+    tu_faulty_faults_off(&f);
     for (int k = 0; k < SLOTS; k++)
         if (slot[k].p)
             cr_assert_eq(cca_free(a, slot[k].p), CCA_OK);
@@ -1235,14 +1104,15 @@ static void run_script(fx_run *run, bool with_events) {
 }
 
 static void fault_sweep(bool with_events) {
-    fx_run base = {.kind = FX_MAP};
+    fx_run base = {.kind = TU_FAULT_MAP};
     run_script(&base, with_events);
     cr_assert_geq(base.retries, 1, "the script exercises the retry");
-    cr_assert_geq(base.calls[FX_UNMAP], 4);
-    cr_assert_geq(base.calls[FX_RELEASE], 2);
-    cr_assert_geq(base.calls[FX_SYNC], 4);
-    cr_assert_eq(base.calls[FX_ALLOC], 0);
-    const fx_kind kinds[] = {FX_RESERVE, FX_MAP, FX_UNMAP, FX_RELEASE, FX_ALLOC, FX_SYNC};
+    cr_assert_geq(base.calls[TU_FAULT_UNMAP], 4);
+    cr_assert_geq(base.calls[TU_FAULT_RELEASE], 2);
+    cr_assert_geq(base.calls[TU_FAULT_SYNC], 4);
+    cr_assert_eq(base.calls[TU_FAULT_ALLOC], 0);
+    const tu_fault_kind kinds[] = {TU_FAULT_RESERVE, TU_FAULT_MAP,   TU_FAULT_UNMAP,
+                                   TU_FAULT_RELEASE, TU_FAULT_ALLOC, TU_FAULT_SYNC};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (uint64_t at = 1; at <= base.calls[kinds[k]] + 1; at++)
             for (int sticky = 0; sticky < 2; sticky++) {
@@ -1265,7 +1135,7 @@ Test(expandable, fault_sweep_with_events, .timeout = 60) {
  * and counted (state intact)", so the request should fail cleanly (or
  * succeed on the retry) with the accounts exact. */
 Test(expandable, a_refused_rollback_unmap_leaves_the_state_intact) {
-    fx f;
+    tu_faulty f;
     cca_upstream *u = fx_create(&f, 32 * MiB, true);
     cca_allocator *a = exp_allocator(u, "small_pool:0");
     char *A = tu_alloc(a, 4 * MiB, S0);       /* pages [0,64)                */
@@ -1282,8 +1152,8 @@ Test(expandable, a_refused_rollback_unmap_leaves_the_state_intact) {
     TU_ASSERT_READABLE(B);
     /* 8 MiB takes that block: two runs, [0,64) and [96,128); the second map
      * is refused, and so is the unmap of the first */
-    f.fail_at[FX_MAP] = f.calls[FX_MAP] + 2;
-    f.fail_at[FX_UNMAP] = f.calls[FX_UNMAP] + 1;
+    f.fail_at[TU_FAULT_MAP] = f.calls[TU_FAULT_MAP] + 2;
+    f.fail_at[TU_FAULT_UNMAP] = f.calls[TU_FAULT_UNMAP] + 1;
     void *p = (void *)1;
     cca_status st = cca_alloc(a, 8 * MiB, S0, &p);
     fx_agree(a, u, &f, "after the double fault");
@@ -1295,7 +1165,7 @@ Test(expandable, a_refused_rollback_unmap_leaves_the_state_intact) {
         cr_assert(tu_check_fill(p, 8 * MiB, 5));
         tu_free(a, p);
     }
-    fx_faults_off(&f);
+    tu_faulty_faults_off(&f);
     tu_free(a, D);
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
     fx_agree(a, u, &f, "end");
@@ -1308,7 +1178,7 @@ Test(expandable, a_refused_rollback_unmap_leaves_the_state_intact) {
 /* ---- pending blocks ------------------------------------------------------ */
 
 Test(expandable, a_pending_block_keeps_its_pages_through_trim) {
-    fx f;
+    tu_faulty f;
     cca_upstream *u = fx_create(&f, 32 * MiB, true);
     cca_allocator *a = exp_allocator(u, NULL);
     char *x = tu_alloc(a, 3 * MiB, S0), *y = tu_alloc(a, 2 * MiB, S0);

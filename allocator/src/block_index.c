@@ -57,7 +57,9 @@
  *
  * 2. The live map: address -> LIVE/PENDING block, a chained hash table with
  *    the chain link inside the block (no extra allocation per entry). It grows
- *    by doubling at load factor 1, so cca_free finds its block in O(1).
+ *    by doubling at load factor 1, so cca_free finds its block in O(1). The
+ *    hash is one multiply (Fibonacci hashing, internal.h), and insert, find
+ *    and unlink are inline there: they are on the cached path.
  */
 #include "internal.h"
 
@@ -185,7 +187,7 @@ static bool erase(ccai_block **link, ccai_block *b) {
 
 /* ---- the index ------------------------------------------------------------------- */
 
-static ccai_stream_bins *bins_of(ccai_free_index *ix, cca_stream stream) {
+static ccai_stream_bins *bins_find(ccai_free_index *ix, cca_stream stream) {
     ccai_stream_bins **link = &ix->streams;
     for (ccai_stream_bins *sb = *link; sb; link = &sb->next, sb = sb->next) {
         if (sb->stream != stream)
@@ -198,6 +200,12 @@ static ccai_stream_bins *bins_of(ccai_free_index *ix, cca_stream stream) {
         return sb;
     }
     return NULL;
+}
+
+/* The stream used last is at the front: one comparison on the cached path. */
+static inline ccai_stream_bins *bins_of(ccai_free_index *ix, cca_stream stream) {
+    ccai_stream_bins *sb = ix->streams;
+    return sb && sb->stream == stream ? sb : bins_find(ix, stream);
 }
 
 cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream) {
@@ -238,6 +246,7 @@ void ccai_free_index_destroy(ccai_free_index *ix) {
 /* Put b into its class's treap. */
 static void treap_insert(ccai_stream_bins *sb, ccai_block *b) {
     unsigned c = class_of(b->size);
+    b->cls = (uint16_t)c;
     b->left = b->right = NULL;
     b->priority = priority_of(b->addr);
     insert(&sb->roots[c], b);
@@ -263,7 +272,7 @@ void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b) {
     if (sb->recent == b) {
         sb->recent = NULL;
     } else {
-        unsigned c = class_of(b->size);
+        unsigned c = b->cls;                        /* = class_of(b->size): set by treap_insert */
         if (ix->hint == b && *ix->hint_link == b) { /* found by the last best fit */
             *ix->hint_link = merge(b->left, b->right);
         } else {
@@ -352,12 +361,9 @@ bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, cons
 
 /* ---- live map -------------------------------------------------------------- */
 
-static size_t bucket_of(uintptr_t addr, size_t bucket_count) {
-    return (size_t)(mix64((uint64_t)addr) & (bucket_count - 1));
-}
-
 cca_status ccai_live_map_init(ccai_live_map *m) {
     m->bucket_count = 256;
+    m->shift = 64 - 8;
     m->count = 0;
     m->buckets = calloc(m->bucket_count, sizeof *m->buckets);
     return m->buckets ? CCA_OK : ccai_fail(CCA_ERR_OUT_OF_MEMORY, "live map: host malloc failed");
@@ -369,57 +375,27 @@ void ccai_live_map_destroy(ccai_live_map *m) {
     m->bucket_count = m->count = 0;
 }
 
-static void grow(ccai_live_map *m) {
-    size_t n = m->bucket_count * 2;
-    ccai_block **nb = calloc(n, sizeof *nb);
-    if (!nb)
+void ccai_live_map_grow(ccai_live_map *m) {
+    if (m->shift == 1)
+        return; /* 2^63 buckets: cannot happen before host memory runs out */
+    ccai_live_map bigger = {.bucket_count = m->bucket_count * 2, .shift = m->shift - 1, .count = m->count};
+    bigger.buckets = calloc(bigger.bucket_count, sizeof *bigger.buckets);
+    if (!bigger.buckets)
         return; /* keep the old table: lookups stay correct, only slower */
     for (size_t i = 0; i < m->bucket_count; i++) {
         for (ccai_block *b = m->buckets[i], *next; b; b = next) {
             next = b->hash_next;
-            size_t k = bucket_of(b->addr, n);
-            b->hash_next = nb[k];
-            nb[k] = b;
+            size_t k = ccai_live_map_bucket(&bigger, b->addr);
+            b->hash_next = bigger.buckets[k];
+            bigger.buckets[k] = b;
         }
     }
     free(m->buckets);
-    m->buckets = nb;
-    m->bucket_count = n;
-}
-
-cca_status ccai_live_map_insert(ccai_live_map *m, ccai_block *b) {
-    if (m->count >= m->bucket_count)
-        grow(m);
-    size_t k = bucket_of(b->addr, m->bucket_count);
-    b->hash_next = m->buckets[k];
-    m->buckets[k] = b;
-    m->count++;
-    return CCA_OK;
-}
-
-ccai_block **ccai_live_map_link(ccai_live_map *m, uintptr_t addr) {
-    ccai_block **link = &m->buckets[bucket_of(addr, m->bucket_count)];
-    while (*link && (*link)->addr != addr)
-        link = &(*link)->hash_next;
-    return link;
-}
-
-void ccai_live_map_unlink(ccai_live_map *m, ccai_block **link) {
-    ccai_block *b = *link;
-    *link = b->hash_next;
-    b->hash_next = NULL;
-    m->count--;
-}
-
-ccai_block *ccai_live_map_find(const ccai_live_map *m, uintptr_t addr) {
-    for (ccai_block *b = m->buckets[bucket_of(addr, m->bucket_count)]; b; b = b->hash_next)
-        if (b->addr == addr)
-            return b;
-    return NULL;
+    *m = bigger;
 }
 
 void ccai_live_map_remove(ccai_live_map *m, ccai_block *b) {
-    ccai_block **link = &m->buckets[bucket_of(b->addr, m->bucket_count)];
+    ccai_block **link = &m->buckets[ccai_live_map_bucket(m, b->addr)];
     while (*link && *link != b)
         link = &(*link)->hash_next;
     if (*link) {

@@ -60,6 +60,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ------------------------------------------------------------------------ */
 /* Blocks and segments                                                      */
@@ -118,6 +119,7 @@ typedef struct ccai_block {
     uintptr_t addr;
     struct ccai_block *hash_next; /* live map chain                      */
     uint32_t priority;            /* treap heap order: a hash of addr    */
+    uint16_t cls;                 /* size class while in a treap         */
     uint8_t state;                /* FREE / LIVE / PENDING               */
     bool needs_sync; /* PENDING: no event could be recorded and synchronize
                         failed; reused only after a synchronize succeeds  */
@@ -163,6 +165,7 @@ typedef struct ccai_segment {
  * of two (TLSF-style, at most 1/64 = 1.6% apart). */
 #define CCAI_CLASS_ROWS 60
 #define CCAI_CLASSES (CCAI_CLASS_ROWS * 64)
+_Static_assert(CCAI_CLASSES <= 65536, "a block keeps its class in 16 bits");
 
 /* The free blocks of one stream in one pool: a treap per size class, and a
  * two-level bitmap of the non-empty classes. */
@@ -203,19 +206,59 @@ bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, cons
 
 typedef struct ccai_live_map {
     ccai_block **buckets;
-    size_t bucket_count; /* power of two */
+    size_t bucket_count; /* power of two: 2^(64 - shift) */
+    unsigned shift;      /* a bucket is the top (64 - shift) bits of the hash */
     size_t count;
 } ccai_live_map;
 
 cca_status ccai_live_map_init(ccai_live_map *m);
 void ccai_live_map_destroy(ccai_live_map *m);
-cca_status ccai_live_map_insert(ccai_live_map *m, ccai_block *b); /* may grow */
-ccai_block *ccai_live_map_find(const ccai_live_map *m, uintptr_t addr);
+void ccai_live_map_grow(ccai_live_map *m); /* doubles; on host OOM keeps the table */
 void ccai_live_map_remove(ccai_live_map *m, ccai_block *b);
+
+/* The cached path's operations are inline (one multiply to hash, then the
+ * chain): cca_alloc inserts, cca_free finds and unlinks. */
+
+/* Fibonacci hashing: the top bits of addr x 2^64/phi. Block addresses
+ * (multiples of 512, often evenly spaced) spread over the buckets because
+ * the product's top bits depend on every bit of the address. */
+static inline size_t ccai_live_map_bucket(const ccai_live_map *m, uintptr_t addr) {
+    return (size_t)(((uint64_t)addr * 0x9e3779b97f4a7c15ull) >> m->shift);
+}
+
+/* Grows at load factor 1 first; never fails (a table that cannot grow only
+ * makes chains longer). */
+static inline void ccai_live_map_insert(ccai_live_map *m, ccai_block *b) {
+    if (m->count >= m->bucket_count)
+        ccai_live_map_grow(m);
+    size_t k = ccai_live_map_bucket(m, b->addr);
+    b->hash_next = m->buckets[k];
+    m->buckets[k] = b;
+    m->count++;
+}
+
+static inline ccai_block *ccai_live_map_find(const ccai_live_map *m, uintptr_t addr) {
+    ccai_block *b = m->buckets[ccai_live_map_bucket(m, addr)];
+    while (b && b->addr != addr)
+        b = b->hash_next;
+    return b;
+}
+
 /* The link that holds (or would hold) addr's block: *link is the block or
  * NULL. cca_free finds and removes with one hash and one chain walk. */
-ccai_block **ccai_live_map_link(ccai_live_map *m, uintptr_t addr);
-void ccai_live_map_unlink(ccai_live_map *m, ccai_block **link); /* *link != NULL */
+static inline ccai_block **ccai_live_map_link(ccai_live_map *m, uintptr_t addr) {
+    ccai_block **link = &m->buckets[ccai_live_map_bucket(m, addr)];
+    while (*link && (*link)->addr != addr)
+        link = &(*link)->hash_next;
+    return link;
+}
+
+static inline void ccai_live_map_unlink(ccai_live_map *m, ccai_block **link) { /* *link != NULL */
+    ccai_block *b = *link;
+    *link = b->hash_next;
+    b->hash_next = NULL;
+    m->count--;
+}
 
 /* ------------------------------------------------------------------------ */
 /* The allocator                                                            */
@@ -327,8 +370,8 @@ typedef struct ccai_deferred_log {
 } ccai_deferred_log;
 
 /* segment.c */
-ccai_block *ccai_block_new(cca_allocator *a); /* NULL: host malloc failed */
-void ccai_block_recycle(cca_allocator *a, ccai_block *b);
+ccai_block *ccai_block_new_slab(cca_allocator *a); /* a new slab, then as below */
+
 /* Preferred and least segment sizes for a growth-policy request. */
 void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least);
 /* Reserve a segment and index its one free block. CCA_ERR_OUT_OF_MEMORY when
@@ -386,7 +429,13 @@ void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, cca_status *resu
 bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st);
 /* Complete pending frees whose events finished, in bounded work: one query
  * per stream with pending frees plus one per completed wait. */
-void ccai_stream_poll(cca_allocator *a);
+void ccai_stream_poll_queues(cca_allocator *a);
+/* Step 3 of an allocation: complete the deferred frees whose events are done.
+ * Inline so that the usual case, no queue at all, is one load. */
+static inline void ccai_stream_poll(cca_allocator *a) {
+    if (a->queues)
+        ccai_stream_poll_queues(a);
+}
 /* Synchronize the device and complete every pending free that can be.
  * Returns the synchronize's status (pending blocks stay pending on failure). */
 cca_status ccai_stream_wait_all(cca_allocator *a);
@@ -473,6 +522,24 @@ void ccai_assert_fail(const char *cond, const char *file, int line);
 #else
 #define ccai_assert(cond) ((void)0)
 #endif
+
+/* segment.c's block records, inline (defined here, after ccai_assert) */
+/* A zeroed block record from the spare list (a new slab when it is empty);
+ * NULL: host malloc failed. Inline: a split takes one on the cached path. */
+static inline ccai_block *ccai_block_new(cca_allocator *a) {
+    ccai_block *b = a->spare_blocks;
+    if (!b)
+        return ccai_block_new_slab(a);
+    a->spare_blocks = b->next;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static inline void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
+    ccai_assert(b->uses == NULL);
+    b->next = a->spare_blocks; /* cleared again by ccai_block_new */
+    a->spare_blocks = b;
+}
 
 /* The lock: a futex mutex (Drepper, "Futexes Are Tricky", mutex 2) with a
  * short spin before sleeping. Uncontended, a lock+unlock round trip is one

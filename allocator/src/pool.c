@@ -277,8 +277,8 @@ static bool better_fit(const ccai_block *x, const ccai_block *than) {
 
 /* Step 4: best fit for a request of `pool` on key stream `key`, among the
  * blocks of domain d (its free index `pools`). */
-static ccai_block *best_fit_in(cca_allocator *a, ccai_free_index *pools, ccai_pool_kind pool, cca_stream key,
-                               size_t rounded) {
+static inline ccai_block *best_fit_in(cca_allocator *a, ccai_free_index *pools, ccai_pool_kind pool, cca_stream key,
+                                      size_t rounded) {
     const cca_config *c = &a->config;
     size_t max_size = SIZE_MAX;
     if (c->max_split) {

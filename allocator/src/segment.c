@@ -50,28 +50,17 @@
 
 /* ---- block records ------------------------------------------------------ */
 
-ccai_block *ccai_block_new(cca_allocator *a) {
-    if (!a->spare_blocks) {
-        ccai_block_slab *slab = calloc(1, sizeof *slab + SLAB_BLOCKS * sizeof(ccai_block));
-        if (!slab)
-            return NULL;
-        slab->next = a->slabs;
-        a->slabs = slab;
-        for (size_t i = 0; i < SLAB_BLOCKS; i++) {
-            slab->blocks[i].next = a->spare_blocks;
-            a->spare_blocks = &slab->blocks[i];
-        }
+ccai_block *ccai_block_new_slab(cca_allocator *a) {
+    ccai_block_slab *slab = calloc(1, sizeof *slab + SLAB_BLOCKS * sizeof(ccai_block));
+    if (!slab)
+        return NULL;
+    slab->next = a->slabs;
+    a->slabs = slab;
+    for (size_t i = 0; i < SLAB_BLOCKS; i++) {
+        slab->blocks[i].next = a->spare_blocks;
+        a->spare_blocks = &slab->blocks[i];
     }
-    ccai_block *b = a->spare_blocks;
-    a->spare_blocks = b->next;
-    memset(b, 0, sizeof *b);
-    return b;
-}
-
-void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
-    ccai_assert(b->uses == NULL);
-    b->next = a->spare_blocks; /* cleared again by ccai_block_new */
-    a->spare_blocks = b;
+    return ccai_block_new(a);
 }
 
 /* ---- sizes -------------------------------------------------------------- */

@@ -156,7 +156,7 @@ static void poll_queue(cca_allocator *a, ccai_pending_queue *q, bool all) {
     q->tail = last;
 }
 
-void ccai_stream_poll(cca_allocator *a) {
+void ccai_stream_poll_queues(cca_allocator *a) {
     bool emptied = false;
     for (ccai_pending_queue *q = a->queues; q; q = q->next) {
         poll_queue(a, q, false);

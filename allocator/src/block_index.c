@@ -48,6 +48,14 @@
  *      next) unlinks it there instead of descending again. Any insert or
  *      remove clears the hint, as does freeing the bins it may point into.
  *
+ *    and two fused operations do the pair's index work in one call each:
+ *    ccai_free_index_split (the allocated block out, its remainder in as the
+ *    recent block) and ccai_free_index_swap_recent (the freed block takes
+ *    the slot of the remainder it absorbs). A cached pair thus costs one
+ *    best-fit descent, and one treap insert for the block the remainder
+ *    displaces from the slot. A block in a treap keeps its class (cls), so
+ *    taking it out recomputes nothing.
+ *
  *    Streams: a pool keeps one set of classes per stream (ccai_stream_bins),
  *    in a list with the most recently used first; programs use one or a few
  *    streams. Bins are created when the first segment of a stream is reserved
@@ -266,9 +274,8 @@ void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
     ix->bytes += b->size;
 }
 
-void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b) {
-    ccai_stream_bins *sb = bins_of(ix, b->stream);
-    ccai_assert(sb != NULL);
+/* Take b out of sb's recent slot or its treap; counts unchanged. */
+static void unindex(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b) {
     if (sb->recent == b) {
         sb->recent = NULL;
     } else {
@@ -284,8 +291,37 @@ void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b) {
     }
     ix->hint = NULL;
     b->left = b->right = NULL;
+}
+
+void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b) {
+    ccai_stream_bins *sb = bins_of(ix, b->stream);
+    ccai_assert(sb != NULL);
+    unindex(ix, sb, b);
     ix->count--;
     ix->bytes -= b->size;
+}
+
+void ccai_free_index_split(ccai_free_index *ix, ccai_block *b, ccai_block *rest) {
+    ccai_stream_bins *sb = bins_of(ix, b->stream);
+    ccai_assert(sb != NULL && rest->stream == b->stream && rest->state == CCAI_FREE);
+    unindex(ix, sb, b);
+    if (sb->recent) /* the block rest displaces goes to its treap */
+        treap_insert(sb, sb->recent);
+    rest->left = rest->right = NULL;
+    sb->recent = rest;
+    ix->bytes -= b->size - rest->size; /* one block out, one in: count unchanged */
+}
+
+bool ccai_free_index_swap_recent(ccai_free_index *ix, ccai_block *n, ccai_block *b) {
+    ccai_stream_bins *sb = bins_of(ix, n->stream);
+    if (sb->recent != n)
+        return false;
+    ccai_assert(b->stream == n->stream && b->state == CCAI_FREE);
+    sb->recent = b; /* n's bytes stay counted: b absorbs them next */
+    b->left = b->right = NULL;
+    ix->hint = NULL;
+    ix->bytes += b->size;
+    return true;
 }
 
 ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, size_t size, size_t max_size) {

@@ -197,6 +197,14 @@ void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream);
 void ccai_free_index_destroy(ccai_free_index *ix);
 void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b);
 void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b);
+/* The cached pair's allocation: b (indexed, its size not yet reduced) leaves
+ * the index and rest, its free remainder, enters it as the recent block. */
+void ccai_free_index_split(ccai_free_index *ix, ccai_block *b, ccai_block *rest);
+/* The cached pair's free: b (not in the index) is about to absorb its
+ * successor n (in the index). If n is its stream's recent block, b takes the
+ * slot (counted with n's bytes, which b absorbs) and true is returned; no
+ * treap is touched. Otherwise nothing changes. */
+bool ccai_free_index_swap_recent(ccai_free_index *ix, ccai_block *n, ccai_block *b);
 /* Smallest block of `stream` with size >= size (ties: lowest address) whose
  * size is <= max_size; NULL if none. */
 ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, size_t size, size_t max_size);

@@ -43,7 +43,8 @@
  *      d. still nothing: CCA_ERR_OUT_OF_MEMORY and one log line, written
  *         after the lock is released. Live blocks never change; segments
  *         released by step c stay released (the stats count them);
- *   6. split: the remainder becomes a free block if it is worth keeping —
+ *   6. take the block out of the free index (take_block), splitting it: the
+ *      remainder becomes a free block if it is worth keeping —
  *      small pool and greedy arena: >= 512 B; medium and large pools:
  *      > small_max (a smaller tail would only serve small requests, which
  *      have their own pool, so it stays with the block as slack); never for
@@ -56,8 +57,10 @@
  *
  * Locking: one mutex per allocator around every public entry point (log
  * lines are written after it is released). A cached alloc+free pair is two
- * lock round trips, about four treap operations on small per-class treaps,
- * and two O(1) hash operations; docs/allocator.md has the measurements.
+ * lock round trips, one best-fit descent and one insert into small
+ * per-class treaps (the split's remainder and the block merged back by the
+ * free pass through the recent slot: block_index.c), and two O(1) hash
+ * operations; docs/allocator.md has the measurements.
  */
 #include "internal.h"
 
@@ -226,8 +229,13 @@ void ccai_pool_return_unmapped(cca_allocator *a, ccai_block *b) {
         absorb_next(a, p);
         b = p;
     }
-    if (b->next && b->next->state == CCAI_FREE) {
-        ccai_free_index_remove(ix, b->next);
+    ccai_block *n = b->next;
+    if (n && n->state == CCAI_FREE) {
+        if (ccai_free_index_swap_recent(ix, n, b)) { /* the remainder of b's split */
+            absorb_next(a, b);
+            return;
+        }
+        ccai_free_index_remove(ix, n);
         absorb_next(a, b);
     }
     ccai_free_index_insert(ix, b);
@@ -479,29 +487,38 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
     return st;
 }
 
-/* CCA_ERR_OUT_OF_MEMORY only when the remainder needs a record and host
- * memory has none, in an expandable segment: there the remainder's pages
- * may be unmapped, so the block cannot be handed out whole (I7). */
-static cca_status split(cca_allocator *a, ccai_block *b, size_t rounded) {
-    if (!worth_splitting(a, b, rounded))
+/* Step 6: take b out of the free index, splitting off its remainder when
+ * that is worth it (the remainder enters the index as its recent block).
+ * The index is the one of b's segment: a large request may take a medium
+ * block. CCA_ERR_OUT_OF_MEMORY, b untouched and still indexed, only when the
+ * remainder needs a block record, host memory has none, and b lies in an
+ * expandable segment: there the remainder's pages may be unmapped, so b
+ * cannot be handed out whole (I7). A classic segment's block is handed out
+ * unsplit instead. */
+static cca_status take_block(cca_allocator *a, ccai_block *b, size_t rounded) {
+    ccai_free_index *ix = b->segment->index;
+    ccai_block *rest = NULL;
+    if (worth_splitting(a, b, rounded)) {
+        rest = ccai_block_new(a);
+        if (!rest && b->segment->expandable)
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: host malloc failed for a block record");
+    }
+    if (!rest) {
+        ccai_free_index_remove(ix, b);
         return CCA_OK;
-    ccai_block *rest = ccai_block_new(a);
-    if (!rest && b->segment->expandable)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: host malloc failed for a block record");
-    if (!rest)
-        return CCA_OK; /* classic: hand out the block unsplit */
+    }
     rest->addr = b->addr + rounded;
     rest->size = b->size - rounded;
     rest->segment = b->segment;
     rest->stream = b->stream;
     rest->state = CCAI_FREE;
+    ccai_free_index_split(ix, b, rest);
     rest->prev = b;
     rest->next = b->next;
     if (b->next)
         b->next->prev = rest;
     b->next = rest;
     b->size = rounded;
-    ccai_free_index_insert(b->segment->index, rest);
     a->c.splits++;
     return CCA_OK;
 }
@@ -571,10 +588,7 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
         }
     }
     /* 6 */
-    ccai_free_index *ix = b->segment->index;
-    ccai_free_index_remove(ix, b); /* a large request may take a medium block */
-    if (split(a, b, rounded) != CCA_OK) {
-        ccai_free_index_insert(ix, b); /* unchanged; its pages stay mapped */
+    if (take_block(a, b, rounded) != CCA_OK) { /* b unchanged; its pages stay mapped */
         log_oom(a, size, rounded, stream, log);
         return CCA_ERR_OUT_OF_MEMORY;
     }

@@ -99,6 +99,12 @@ static void run(uint64_t seed) {
     free(in);
 }
 
+static bool count_block(void *user, const ccai_block *b) {
+    (void)b;
+    ++*(size_t *)user;
+    return true;
+}
+
 Test(block_index, best_fit_matches_brute_force_fixed_seeds) {
     run(1);
     run(0x9e3779b97f4a7c15ull);
@@ -123,6 +129,62 @@ Test(block_index, empty_and_unknown_stream) {
     cr_assert_null(ccai_free_index_best_fit(&ix, NULL, 512, 512), "above max_size");
     ccai_free_index_remove(&ix, &b);
     cr_assert_null(ccai_free_index_best_fit(&ix, NULL, 512, SIZE_MAX));
+    ccai_free_index_destroy(&ix);
+}
+
+/* The cached pair's fused operations: split takes the allocated block out
+ * and indexes its remainder as the recent block (the block it displaces goes
+ * to a treap); swap_recent lets the freed block take the slot of the
+ * remainder it absorbs. Counts, bytes and best fit stay exact throughout. */
+Test(block_index, split_and_swap_recent_keep_counts_and_best_fit) {
+    ccai_free_index ix = {0};
+    cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
+    ccai_block a = {.addr = 0x10000, .size = 4096, .state = CCAI_FREE};
+    ccai_block b = {.addr = 0x20000, .size = 8192, .state = CCAI_FREE};
+    ccai_block c = {.addr = 0x30000, .size = 2048, .state = CCAI_FREE};
+    ccai_free_index_insert(&ix, &a);
+    ccai_free_index_insert(&ix, &b);
+    ccai_free_index_insert(&ix, &c); /* c is the recent block */
+    cr_assert_eq(ix.count, 3);
+    cr_assert_eq(ix.bytes, 4096 + 8192 + 2048);
+
+    /* allocate 3 KiB: best fit is a; its 1 KiB remainder r is indexed */
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 3072, SIZE_MAX), &a);
+    ccai_block r = {.addr = 0x10000 + 3072, .size = 1024, .state = CCAI_FREE};
+    ccai_free_index_split(&ix, &a, &r);
+    a.size = 3072;
+    a.state = CCAI_LIVE;
+    cr_assert_eq(ix.count, 3, "a out, r in");
+    cr_assert_eq(ix.bytes, 1024 + 8192 + 2048);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 512, SIZE_MAX), &r);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 1536, SIZE_MAX), &c, "c, displaced into its treap, is found");
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 4096, SIZE_MAX), &b);
+    cr_assert_eq(ccai_free_index_largest(&ix), 8192);
+
+    /* swap_recent refuses a block that is not the recent one, changing nothing */
+    a.state = CCAI_FREE;
+    cr_assert_not(ccai_free_index_swap_recent(&ix, &c, &a));
+    cr_assert_eq(ix.count, 3);
+    cr_assert_eq(ix.bytes, 1024 + 8192 + 2048);
+
+    /* free a: it takes r's slot, then absorbs r (what absorb_next does) */
+    cr_assert(ccai_free_index_swap_recent(&ix, &r, &a));
+    a.size += r.size;
+    cr_assert_eq(ix.count, 3, "r's place is a's");
+    cr_assert_eq(ix.bytes, 4096 + 8192 + 2048);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 3072, SIZE_MAX), &a);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 512, SIZE_MAX), &c, "r is gone");
+
+    size_t seen = 0;
+    cr_assert(ccai_free_index_walk(&ix, count_block, &seen));
+    cr_assert_eq(seen, 3);
+    ccai_free_index_remove(&ix, &a);
+    ccai_free_index_remove(&ix, &b);
+    ccai_free_index_remove(&ix, &c);
+    cr_assert_eq(ix.count, 0);
+    cr_assert_eq(ix.bytes, 0);
+    cr_assert_null(ccai_free_index_best_fit(&ix, NULL, 512, SIZE_MAX));
+    ccai_free_index_detach(&ix, NULL);
     ccai_free_index_destroy(&ix);
 }
 

@@ -16,7 +16,7 @@
 #
 # The two planned commands (docs/gpu.md); run scripts/gpu_carry.sh on the
 # build machine first and send .gpudeps; limits sum to <= 540 s, the default --budget:
-#   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:180 demo:90 cck_bench:45 torch_softmax:45 cpu_tests:60" --tar OUT/gs1.tgz /tmp/gs1
+#   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:180 sanitizer:60 demo:90 cck_bench:45 torch_softmax:45" --tar OUT/gs1.tgz /tmp/gs1
 #   2: bash scripts/gpu_session.sh --steps "build:120 ccbench:180 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60" --tar OUT/gs2.tgz /tmp/gs2
 # Command 2 does not rely on command 1: "build" reuses a build-gpu/ left on a warm
 # machine (same source path) and otherwise configures and builds from scratch,
@@ -30,6 +30,8 @@
 #                   FAILS if configure did not print "ccalloc: CUDA ... found"
 #   gpu_tests       ctest -L gpu, with CCA_REQUIRE_GPU=1; FAILS when a suite
 #                   ran 0 tests or skipped any (Criterion "Tested: 0", [SKIP])
+#   sanitizer       compute-sanitizer memcheck + leak check over test_cuda_upstream
+#                   (VMM and expandable segments included); API errors not counted
 #   cpu_tests       ctest -L cpu (on a GPU machine some take other paths)
 #   demo            ccrun --demo --device cuda (fails rather than simulate)
 #   cck_bench       softmax/dense kernels on the GPU (--no-cpu --sweep: block sizes too)
@@ -54,7 +56,7 @@ SELF="$ROOT/scripts/gpu_session.sh"
 BUILD=${GS_BUILD_DIR:-build-gpu} # GS_BUILD_DIR: elsewhere, for a local trial
 
 # name:default-limit, in the order they run
-ALL_STEPS="build:120 gpu_tests:180 cpu_tests:60 demo:90 cck_bench:45 torch_softmax:45 ccbench:180 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60"
+ALL_STEPS="build:120 gpu_tests:180 sanitizer:60 cpu_tests:60 demo:90 cck_bench:45 torch_softmax:45 ccbench:180 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60"
 needs_build() { case $1 in build | torch_softmax | pytorch_record | pytorch_replay) return 1 ;; *) return 0 ;; esac; }
 uses_python() { case $1 in torch_softmax | pytorch_record | pytorch_replay) return 0 ;; *) return 1 ;; esac; }
 default_limit() { local s; for s in $ALL_STEPS; do [ "${s%%:*}" = "$1" ] && { echo "${s#*:}"; return 0; }; done; return 1; }
@@ -116,7 +118,7 @@ step_build() {
     fi
     # Only what the listed steps need (the tests are most of the build).
     case " $GS_STEPS " in
-    *" gpu_tests "* | *" cpu_tests "*) ;;
+    *" gpu_tests "* | *" cpu_tests "* | *" sanitizer "*) ;;
     *) targets=(--target ccrun ccbench cck_bench) ;;
     esac
     run cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" || { echo "BUILD FAILED: compile/link errors above"; return 1; }
@@ -162,6 +164,23 @@ step_gpu_tests() {
     fi
     ((rc == 0)) || echo "GPU TESTS FAILED (ctest exit $rc) $(grep -om1 'CCA_REQUIRE_GPU is set but: .*' "$raw")"
     return $rc
+}
+
+step_sanitizer() {
+    # compute-sanitizer (memcheck + leak check) over the CUDA upstream suite:
+    # classic segments, the VMM ops and expandable segments on the device.
+    # API errors are not counted: the suite provokes some on purpose (a map
+    # larger than the device, a refused unmap); memory errors and leaks are.
+    local cs
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    [ -x "$cs" ] || { echo "SANITIZER NOT FOUND: no compute-sanitizer on PATH or in /usr/local/cuda/bin"; return 1; }
+    export CCA_REQUIRE_GPU=1 CRITERION_VERBOSITY_LEVEL=1
+    echo "env: CCA_REQUIRE_GPU=1 CRITERION_VERBOSITY_LEVEL=1"
+    run "$cs" --tool memcheck --leak-check full --report-api-errors no --error-exitcode 86 \
+        "$BUILD/tests/test_cuda_upstream" --jobs=1 | tee "$GS_OUT/sanitizer.txt"
+    local rc=${PIPESTATUS[0]}
+    ((rc == 0)) || echo "SANITIZER FAILED (exit $rc: 86 = memcheck errors or leaks)"
+    return "$rc"
 }
 
 step_cpu_tests() {

@@ -10,6 +10,13 @@
  * has come and gone (the driver may keep bookkeeping of its own after a
  * process's first cudaMalloc), and the tolerance is TOLERANCE bytes; anything
  * the allocator kept would be a whole segment (>= 2 MiB) and fail.
+ *
+ * The same check runs through the driver's virtual memory: the vm_* ops
+ * alone, then the allocator's expandable segments (pages unmapped by trim
+ * while live blocks stay, a map that runs out of device memory part-way).
+ * Where cudart is linked (CCA_TEST_CUDART) the blocks' data are written and
+ * read back on the device too. scripts/gpu_session.sh runs this suite under
+ * compute-sanitizer as well (its `sanitizer` step).
  */
 #include "alloc_test_util.h"
 
@@ -213,4 +220,152 @@ Test(cuda_upstream, vm_map_refused_leaves_nothing) {
     cr_assert_eq(cca_upstream_vm_release(u, base, too_big), CCA_OK, "%s", cca_last_error());
     cr_assert_leq(distance(device_free(u), start), TOLERANCE);
     cca_upstream_destroy(u);
+}
+
+/* ---- expandable segments over CUDA VMM ------------------------------------------ */
+
+static cca_upstream *cuda_vm_or_skip(size_t *granularity) {
+    cca_upstream *u = cuda_or_skip();
+    cr_assert(cca_upstream_has_vm(u), "the CUDA upstream offers no virtual memory on this GPU");
+    cr_assert_eq(cca_upstream_vm_granularity(u, granularity), CCA_OK, "%s", cca_last_error());
+    return u;
+}
+
+#ifdef CCA_TEST_CUDART
+/* Fill a block on the device with one byte value. */
+static void device_fill(void *p, size_t size, int value) {
+    cr_assert_eq(cudaMemset(p, value, size), cudaSuccess, "cudaMemset of %zu bytes at %p", size, p);
+}
+
+/* The first and last (up to) 4 KiB of a device block hold `value`. */
+static void device_expect(const void *p, size_t size, int value, const char *what) {
+    unsigned char host[4096];
+    size_t n = size < sizeof host ? size : sizeof host;
+    const unsigned char *ends[2] = {p, (const unsigned char *)p + size - n};
+    for (int e = 0; e < 2; e++) {
+        cr_assert_eq(cudaMemcpy(host, ends[e], n, cudaMemcpyDeviceToHost), cudaSuccess, "%s: copy back", what);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(host[i], (unsigned char)value, "%s: byte %zu of its %s is %u, not %d", what, i,
+                         e ? "end" : "start", host[i], value);
+    }
+}
+#else
+static void device_fill(void *p, size_t size, int value) {
+    (void)p, (void)size, (void)value;
+}
+static void device_expect(const void *p, size_t size, int value, const char *what) {
+    (void)p, (void)size, (void)value, (void)what;
+}
+#endif
+
+/* The allocator's page-granular life on a real GPU, checked against the
+ * driver's own free count at every step: blocks of mixed sizes in
+ * expandable segments (mapped bytes = reserved bytes = what the device
+ * lost), every other one freed, trim(0) unmapping the pages that lie wholly
+ * in free blocks while live blocks stay (the device gains exactly what the
+ * report says; the live blocks' data survive), the freed sizes allocated
+ * again (pages mapped again, data written and read), and empty-cache giving
+ * the device back where it started. */
+Test(cuda_upstream, expandable_segments_follow_the_driver) {
+    size_t g = 0;
+    cca_upstream *u = cuda_vm_or_skip(&g);
+    size_t start = device_free_warm(u);
+    cca_allocator *a = tu_allocator(u, "expandable:1");
+    enum { N = 48 };
+    void *p[N];
+    size_t size[N];
+    for (int i = 0; i < N; i++) {
+        size[i] = i % 3 == 0 ? (size_t)(i + 1) * MiB + 123 : (size_t)(i + 1) * 37 * KiB;
+        p[i] = tu_alloc(a, size[i], NULL);
+        device_fill(p[i], size[i], i % 250 + 1);
+    }
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.page_size, g, "expandable segments use the driver's granularity");
+    cr_assert_geq(s.expandable_segments, 1);
+    cr_assert_eq(s.mapped_bytes, s.reserved_bytes, "every reserved byte is a mapped page");
+    cr_assert_eq(s.mapped_bytes % g, 0);
+    size_t during = device_free(u);
+    cr_assert_leq(distance(start - during, s.mapped_bytes), TOLERANCE, "device lost %zu for %zu mapped",
+                  start - during, s.mapped_bytes);
+    for (int i = 1; i < N; i += 2)
+        tu_free(a, p[i]);
+    cca_release_report r;
+    cr_assert_eq(cca_trim(a, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_gt(r.pages_unmapped, 0, "free pages between live blocks were unmapped");
+    cr_assert_eq(r.bytes_unmapped, r.pages_unmapped * g);
+    cca_stats t = tu_stats(a);
+    cr_assert_eq(t.mapped_bytes, s.mapped_bytes - r.bytes_released);
+    cr_assert_gt(t.mapped_bytes, 0, "live blocks keep their pages");
+    size_t trimmed = device_free(u);
+    cr_assert_leq(distance(trimmed - during, r.bytes_released), TOLERANCE, "device gained %zu, report says %zu",
+                  trimmed - during, r.bytes_released);
+    tu_check(a);
+    for (int i = 0; i < N; i += 2)
+        device_expect(p[i], size[i], i % 250 + 1, "a live block after trim");
+    for (int i = 1; i < N; i += 2) {
+        p[i] = tu_alloc(a, size[i], NULL);
+        device_fill(p[i], size[i], i % 250 + 1);
+    }
+    for (int i = 0; i < N; i++)
+        device_expect(p[i], size[i], i % 250 + 1, "a block after the pages were mapped again");
+    cr_assert_leq(distance(start - device_free(u), tu_stats(a).mapped_bytes), TOLERANCE);
+    for (int i = 0; i < N; i++)
+        tu_free(a, p[i]);
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s", cca_last_error());
+    t = tu_stats(a);
+    cr_assert_eq(t.reserved_bytes, 0);
+    cr_assert_eq(t.mapped_bytes, 0);
+    cr_assert_eq(t.expandable_segments, 0, "an empty address range is released by empty-cache");
+    cr_assert_leq(distance(device_free(u), start), TOLERANCE, "device free %zu at start, %zu after empty-cache",
+                  start, device_free(u));
+    tu_teardown(a, u);
+}
+
+/* A request the device cannot hold although it is below its total: the map
+ * runs out of physical memory part-way (cuMemCreate fails on some granule),
+ * what it mapped is unmapped again, and cca_alloc returns OOM with every live
+ * block and its data intact and nothing leaked on the device (PyTorch's
+ * expandable segments assert there). Afterwards small requests still work
+ * and empty-cache returns everything. */
+Test(cuda_upstream, expandable_oom_part_way_leaves_nothing_behind) {
+    size_t g = 0;
+    cca_upstream *u = cuda_vm_or_skip(&g);
+    size_t start = device_free_warm(u), free_b = 0, total_b = 0;
+    cr_assert_eq(cca_upstream_mem_info(u, &free_b, &total_b), CCA_OK);
+    cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0");
+    void *live = tu_alloc(a, 64 * MiB, NULL);
+    device_fill(live, 64 * MiB, 0x77);
+    /* memory taken outside the allocator: the device's free count falls,
+     * its total does not, so the request below passes the total check */
+    void *held = NULL;
+    size_t hold = total_b / 4 / g * g;
+    cr_assert_eq(cca_upstream_alloc(u, hold, &held), CCA_OK, "%s", cca_last_error());
+    size_t free_now = device_free(u);
+    cca_stats before = tu_stats(a);
+    size_t want = free_now + 2 * GiB;
+    cr_assert_lt(want + before.reserved_bytes + hold, total_b, "the request must stay below the device's total");
+    void *p = (void *)1;
+    cr_assert_eq(cca_alloc(a, want, NULL, &p), CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+    cr_assert_null(p);
+    cca_stats after = tu_stats(a);
+    cr_assert_eq(after.ooms, before.ooms + 1);
+    cr_assert_eq(after.allocated_bytes, before.allocated_bytes);
+    cr_assert_eq(after.active_blocks, before.active_blocks);
+    cr_assert_leq(after.mapped_bytes, before.mapped_bytes, "the failed map left no page behind");
+    cr_assert_gt(tu_upstream_stats(u).vm_failed_maps, 0, "the driver refused part of the map");
+    cr_assert_leq(distance(device_free(u), free_now + (before.mapped_bytes - after.mapped_bytes)), TOLERANCE,
+                  "device free %zu after the OOM, %zu before it", device_free(u), free_now);
+    tu_check(a);
+    device_expect(live, 64 * MiB, 0x77, "the live block after the OOM");
+    void *small = tu_alloc(a, 3 * MiB, NULL);
+    device_fill(small, 3 * MiB, 0x12);
+    device_expect(small, 3 * MiB, 0x12, "a block allocated after the OOM");
+    tu_free(a, small);
+    tu_free(a, live);
+    cr_assert_eq(cca_upstream_free(u, held, hold), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    cr_assert_leq(distance(device_free(u), start), TOLERANCE, "device free %zu at start, %zu at the end", start,
+                  device_free(u));
+    tu_teardown(a, u);
 }

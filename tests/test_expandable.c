@@ -148,13 +148,15 @@ static cca_allocator *exp_allocator(cca_upstream *u, const char *extra) {
 
 /* The growth rule for blocks taken one after another from the tail of one
  * segment, every page below the tail mapped: a request that needs pages
- * beyond `end` maps them plus min(mapped / 16, 64 MiB) ahead (whole pages,
- * not past the range) in one vm_map call. */
+ * beyond `end` maps them plus min(mapped x ahead, ahead_max) more (whole
+ * pages, not past the range; defaults 1/16 and 64 MiB) in one vm_map call. */
 typedef struct growth {
     size_t page, npages;
     size_t off;  /* where the next block starts */
     size_t end;  /* pages mapped: [0, end)     */
     size_t maps; /* vm_map calls               */
+    double ahead;
+    size_t ahead_max;
     uintptr_t base;
 } growth;
 
@@ -162,6 +164,8 @@ static void growth_init(growth *g, size_t page, size_t range) {
     memset(g, 0, sizeof *g);
     g->page = page;
     g->npages = range / page;
+    g->ahead = 1.0 / 16;
+    g->ahead_max = 64 * MiB;
 }
 
 /* The offset of a block of `size` bytes (its pages mapped as the rule says). */
@@ -169,8 +173,8 @@ static size_t growth_take(growth *g, size_t size) {
     size_t at = g->off, r = rnd(size);
     size_t hi = round_to(at + r, g->page) / g->page;
     if (hi > g->end) {
-        size_t want = (g->end * g->page) >> 4;
-        size_t ahead = (want < ((size_t)64 << 20) ? want : ((size_t)64 << 20)) / g->page;
+        double want = (double)(g->end * g->page) * g->ahead;
+        size_t ahead = (want < (double)g->ahead_max ? (size_t)want : g->ahead_max) / g->page;
         if (ahead > g->npages - hi)
             ahead = g->npages - hi;
         g->end = hi + ahead;
@@ -558,6 +562,53 @@ Test(expandable, growth_maps_ahead_and_trim_releases_the_ahead_pages_first) {
         if (i < 50 || i >= 60)
             tu_free(a, p[i]);
     finish(a, u);
+}
+
+/* expandable_ahead and expandable_ahead_max set the growth rule: the same
+ * 120 tail requests map exactly what the model says for each setting
+ * (pointers, vm_map calls, mapped bytes), from one map per request with the
+ * ahead off to a few with half of what is mapped mapped ahead. */
+Test(expandable, the_ahead_options_set_the_growth_rule) {
+    const size_t cap = 512 * MiB, n = 120, size = PG + 512;
+    static const struct {
+        const char *conf;
+        double ahead;
+        size_t ahead_max;
+    } cases[] = {
+        {"expandable_ahead_max:0", 0.0625, 0},
+        {"expandable_ahead:0.0625", 0.0625, 64 * MiB},
+        {"expandable_ahead:0.5,expandable_ahead_max:1G", 0.5, 1024 * MiB},
+        {"expandable_ahead:1,expandable_ahead_max:24M", 1.0, 24 * MiB},
+    };
+    size_t maps[4];
+    for (size_t k = 0; k < 4; k++) {
+        char conf[128];
+        snprintf(conf, sizeof conf, "small_pool:0,%s", cases[k].conf);
+        cca_upstream *u = vm_device(cap, PG);
+        cca_allocator *a = exp_allocator(u, conf);
+        cca_config c;
+        cr_assert_eq(cca_get_config(a, &c), CCA_OK);
+        cr_assert_eq(c.expandable_ahead, cases[k].ahead, "%s", conf);
+        cr_assert_eq(c.expandable_ahead_max, cases[k].ahead_max, "%s", conf);
+        growth g;
+        growth_init(&g, PG, cap);
+        g.ahead = cases[k].ahead;
+        g.ahead_max = cases[k].ahead_max;
+        void *p[120];
+        for (size_t i = 0; i < n; i++)
+            p[i] = take(a, &g, size, S0);
+        cca_stats s = tu_stats(a);
+        cr_assert_eq(s.vm_maps, g.maps, "%s: %llu maps, the model %zu", conf, (unsigned long long)s.vm_maps, g.maps);
+        cr_assert_eq(s.mapped_bytes, g.end * PG, "%s", conf);
+        agree(a, u, PG, cap, conf);
+        maps[k] = g.maps;
+        for (size_t i = 0; i < n; i++)
+            tu_free(a, p[i]);
+        finish(a, u);
+    }
+    cr_assert_eq(maps[0], 120, "no ahead: one map per request that crosses into a new page");
+    cr_assert_lt(maps[2], maps[1], "mapping more ahead makes fewer calls");
+    cr_assert_lt(maps[1], maps[0]);
 }
 
 Test(expandable, an_ahead_map_the_device_refuses_is_retried_without_it) {

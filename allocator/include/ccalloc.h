@@ -320,6 +320,12 @@ typedef struct cca_config {
     size_t history;         /* history: keep the last N allocator events (alloc,
                                free, segment and page events, OOMs) in memory
                                for cca_write_snapshot_torch; 0 = off        (0) */
+    double expandable_ahead;     /* expandable_ahead: a request served from an
+                                    expandable segment's tail also maps this
+                                    fraction of the segment's mapped bytes,
+                                    (0,1]                              (0.0625) */
+    size_t expandable_ahead_max; /* expandable_ahead_max: cap on those bytes;
+                                    0 = map only what requests need  (64 MiB) */
 } cca_config;
 
 /* Compiled-in defaults. Does not read the environment. */

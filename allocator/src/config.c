@@ -79,6 +79,12 @@ static const option options[] = {
     {"expandable", OPT_BOOL, OFF(expandable), 0, 0, 1,
      "1 = expandable segments where the upstream has virtual memory: address ranges whose pages are mapped as "
      "they grow and unmapped by trim and empty-cache wherever live blocks sit; classic segments elsewhere"},
+    {"expandable_ahead", OPT_FRACTION, OFF(expandable_ahead), 0.0625, 0, 1,
+     "expandable segments: a request served from a segment's tail also maps this fraction of what the segment "
+     "has mapped, so that a growing segment calls the upstream once per such step (fewer calls, up to this much "
+     "more peak memory)"},
+    {"expandable_ahead_max", OPT_SIZE, OFF(expandable_ahead_max), 64 * MiB, 0, (double)SIZE_MAX,
+     "cap on the bytes expandable_ahead maps beyond a request; 0 = map only what requests need"},
     {"history", OPT_SIZE, OFF(history), 0, 0, (double)CCAI_HISTORY_MAX,
      "entries of the ring of recent events (alloc, free, segment, map, OOM) that cca_write_snapshot_torch "
      "writes as PyTorch's device trace: a count (64K = 65536), 40 bytes each; 0 = off"},

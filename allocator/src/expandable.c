@@ -27,14 +27,14 @@
  *     pages are not all mapped, map the missing ones (ccai_expandable_map),
  *     each run of missing pages in one vm_map call;
  *   - the GROWTH RULE: a request served from the tail block (the segment is
- *     growing) maps AHEAD: its own pages plus min(mapped / 16, 64 MiB)
- *     more, rounded down to pages, so that a segment growing by small steps
- *     calls the upstream about once per 1/16 of growth instead of once per
- *     request, and over-maps by at most 1/16 (less once the cap applies).
- *     Chosen on ccbench's traces (docs/allocator.md): 1/8 made a quarter
- *     to a third fewer calls but cost up to 10% more peak memory; no ahead
- *     2-6x more calls. An ahead map the device refuses is retried without the
- *     ahead pages;
+ *     growing) maps AHEAD: its own pages plus min(mapped x expandable_ahead,
+ *     expandable_ahead_max) more (defaults 1/16 and 64 MiB), rounded down to
+ *     pages, so that a segment growing by small steps calls the upstream
+ *     about once per 1/16 of growth instead of once per request, and
+ *     over-maps by at most 1/16 (less once the cap applies). The defaults
+ *     were chosen on ccbench's traces; docs/tuning.md has the measured
+ *     trade-off between calls and peak memory for other settings. An ahead
+ *     map the device refuses is retried without the ahead pages;
  *   - release (release.c): a page lying wholly inside a free block is
  *     unmapped by trim, empty-cache and the OOM retry (never by cca_free):
  *     the tail's pages first (mapped ahead, never used), then the rest. A
@@ -75,8 +75,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AHEAD_CAP ((size_t)64 << 20) /* the growth rule's cap on pages mapped ahead */
-#define AHEAD_SHIFT 4                /* ahead = mapped >> 4 */
 
 /* ---- the page bitmap ----------------------------------------------------- */
 
@@ -325,8 +323,10 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded) 
     size_t hi = (b->addr + rounded - 1 - s->base) / s->page + 1;
     size_t ahead = 0;
     if (b->next == NULL && !s->shared) { /* the tail block: the segment grows */
-        size_t want = (s->mapped_pages * s->page) >> AHEAD_SHIFT;
-        ahead = (want < AHEAD_CAP ? want : AHEAD_CAP) / s->page;
+        const cca_config *c = &a->config;
+        double want = (double)s->mapped_pages * (double)s->page * c->expandable_ahead;
+        size_t cap = c->expandable_ahead_max;
+        ahead = (want < (double)cap ? (size_t)want : cap) / s->page;
         if (ahead > s->npages - hi)
             ahead = s->npages - hi;
     }

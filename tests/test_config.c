@@ -622,3 +622,30 @@ Test(config, every_option_round_trips_at_the_edges_of_its_range) {
     cr_assert_eq(options, OPTION_COUNT, "one row per option");
     free(table);
 }
+
+/* The growth rule's two options: their defaults, their edges, and hostile
+ * values refused with the config unchanged and the option named. */
+Test(config, expandable_ahead_options_refuse_hostile_values) {
+    cca_config c = defaults();
+    cr_assert_eq(c.expandable_ahead, 0.0625);
+    cr_assert_eq(c.expandable_ahead_max, 64 * MiB);
+    c = parse_ok("expandable_ahead:1,expandable_ahead_max:0");
+    cr_assert_eq(c.expandable_ahead, 1.0);
+    cr_assert_eq(c.expandable_ahead_max, 0);
+    c = parse_ok("expandable_ahead:0.001,expandable_ahead_max:4T");
+    cr_assert_eq(c.expandable_ahead, 0.001);
+    cr_assert_eq(c.expandable_ahead_max, (size_t)4 << 40);
+    static const char *bad_fraction[] = {"0",   "-0",  "-0.25", "1.0000001", "2",  "nan",  "inf",
+                                         "-inf", "",   "abc",   "0.5x",      "1/16", "0x1p-4", "1e", "1e+", "..5", "."};
+    for (size_t i = 0; i < sizeof bad_fraction / sizeof bad_fraction[0]; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "expandable_ahead:%s", bad_fraction[i]);
+        parse_fails(text, "expandable_ahead");
+    }
+    static const char *bad_size[] = {"-1", "", "abc", "1e6", "0x40", "64 M", "99999999999999999999", "17179869184G"};
+    for (size_t i = 0; i < sizeof bad_size / sizeof bad_size[0]; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "expandable_ahead_max:%s", bad_size[i]);
+        parse_fails(text, "expandable_ahead_max");
+    }
+}

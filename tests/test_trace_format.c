@@ -147,18 +147,31 @@ Test(trace_format, empty_and_comment_only_files_are_empty_traces) {
     ccb_trace_free(&t);
 }
 
-/* The recorder in allocator/src/trace.c and this reader agree. */
-Test(trace_format, reads_what_the_recorder_wrote) {
-    char path[] = "/tmp/ccb_trace_XXXXXX";
+/* An allocator on a simulated device of `capacity` bytes whose calls
+ * CCALLOC_TRACE records into a fresh file named by `path` (a mkstemp
+ * template, filled in); stop_recording destroys both and unsets it. */
+static void start_recording(char *path, size_t capacity, cca_upstream **u, cca_allocator **a) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
     unlink(path);
     setenv("CCALLOC_TRACE", path, 1);
+    cr_assert_eq(cca_upstream_host_create(capacity, u), CCA_OK);
+    cr_assert_eq(cca_create(NULL, *u, a), CCA_OK);
+}
+
+static void stop_recording(cca_allocator *a, cca_upstream *u) {
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+    unsetenv("CCALLOC_TRACE");
+}
+
+/* The recorder in allocator/src/trace.c and this reader agree. */
+Test(trace_format, reads_what_the_recorder_wrote) {
+    char path[] = "/tmp/ccb_trace_XXXXXX";
     cca_upstream *u;
     cca_allocator *a;
-    cr_assert_eq(cca_upstream_host_create((size_t)256 << 20, &u), CCA_OK);
-    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+    start_recording(path, (size_t)256 << 20, &u, &a);
     static const size_t sizes[] = {1, 512, 513, 4096, 1 << 20, (1 << 20) + 1, 12 << 20, 100};
     void *p[8];
     int s1 = 0; /* a second stream token */
@@ -171,9 +184,7 @@ Test(trace_format, reads_what_the_recorder_wrote) {
         cca_free(a, p[i]);
     cca_stats st;
     cca_get_stats(a, &st);
-    cca_destroy(a);
-    cca_upstream_destroy(u);
-    unsetenv("CCALLOC_TRACE");
+    stop_recording(a, u);
 
     ccb_trace t;
     char err[256] = "";
@@ -196,15 +207,9 @@ Test(trace_format, reads_what_the_recorder_wrote) {
  * included, while the other domains stay. */
 Test(trace_format, a_recorded_program_with_domains_replays_per_domain) {
     char path[] = "/tmp/ccb_trace_XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    close(fd);
-    unlink(path);
-    setenv("CCALLOC_TRACE", path, 1);
     cca_upstream *u;
     cca_allocator *a;
-    cr_assert_eq(cca_upstream_host_create((size_t)1 << 30, &u), CCA_OK);
-    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+    start_recording(path, (size_t)1 << 30, &u, &a);
     cca_domain *d[3];
     size_t held[3];
     static const size_t sizes[] = {100, 3 << 20, 700, 9 << 20, 40 << 20, 5000};
@@ -231,9 +236,7 @@ Test(trace_format, a_recorded_program_with_domains_replays_per_domain) {
     for (int i = 0; i < 6; i++)
         cca_free(a, p[2][i]);
     cr_assert_eq(cca_domain_destroy(a, d[2], 0, NULL), CCA_OK);
-    cca_destroy(a);
-    cca_upstream_destroy(u);
-    unsetenv("CCALLOC_TRACE");
+    stop_recording(a, u);
 
     ccb_trace t;
     char err[256] = "";

@@ -5,8 +5,15 @@
  * the request's stream, lowest address among equal sizes, none above
  * max_size) and the exact largest free block, whatever the mix of sizes and
  * streams. A random sequence of inserts, removes and queries is checked
- * step by step against a linear scan of the same set.
+ * step by step against a linear scan of the same set, and the trees' own
+ * structure (order, fill, separators, leaf chain, bitmap) with
+ * ccai_free_index_check. Classes with thousands of blocks make trees of
+ * several levels, so every split, borrow and merge runs; node allocation is
+ * made to fail (the link wraps aligned_alloc, see block_index.cmake) to
+ * check that the overflow list keeps the index exact and cca_free
+ * infallible.
  */
+#include "alloc_test_util.h"
 #include "internal.h"
 
 #include <criterion/criterion.h>
@@ -33,9 +40,9 @@ static size_t random_size(void) {
     }
 }
 
-static ccai_block *brute_best(ccai_block *blocks, const bool *in, cca_stream s, size_t size, size_t max_size) {
+static ccai_block *brute_best(ccai_block *blocks, const bool *in, int n, cca_stream s, size_t size, size_t max_size) {
     ccai_block *best = NULL;
-    for (int i = 0; i < N_BLOCKS; i++) {
+    for (int i = 0; i < n; i++) {
         ccai_block *b = &blocks[i];
         if (!in[i] || b->stream != s || b->size < size || b->size > max_size)
             continue;
@@ -76,7 +83,7 @@ static void run(uint64_t seed) {
         cca_stream s = streams[rnd() % 3];
         size_t want = random_size(), max_size = rnd() % 4 ? SIZE_MAX : random_size();
         ccai_block *got = ccai_free_index_best_fit(&ix, s, want, max_size);
-        ccai_block *expect = brute_best(blocks, in, s, want, max_size);
+        ccai_block *expect = brute_best(blocks, in, N_BLOCKS, s, want, max_size);
         cr_assert_eq(got, expect, "step %d: best fit for %zu on stream %p (max %zu): got %p size %zu, want %p size %zu",
                      step, want, s, max_size, (void *)got, got ? got->size : 0, (void *)expect,
                      expect ? expect->size : 0);
@@ -93,6 +100,10 @@ static void run(uint64_t seed) {
         cr_assert_eq(ccai_free_index_largest(&ix), largest, "step %d: largest", step);
         cr_assert_eq(ix.count, count);
         cr_assert_eq(ix.bytes, bytes);
+        if (step % 64 == 0) {
+            const char *err = ccai_free_index_check(&ix);
+            cr_assert_null(err, "step %d: %s", step, err);
+        }
     }
     ccai_free_index_destroy(&ix);
     free(blocks);
@@ -134,7 +145,7 @@ Test(block_index, empty_and_unknown_stream) {
 
 /* The cached pair's fused operations: split takes the allocated block out
  * and indexes its remainder as the recent block (the block it displaces goes
- * to a treap); swap_recent lets the freed block take the slot of the
+ * to its tree); swap_recent lets the freed block take the slot of the
  * remainder it absorbs. Counts, bytes and best fit stay exact throughout. */
 Test(block_index, split_and_swap_recent_keep_counts_and_best_fit) {
     ccai_free_index ix = {0};
@@ -157,7 +168,7 @@ Test(block_index, split_and_swap_recent_keep_counts_and_best_fit) {
     cr_assert_eq(ix.count, 3, "a out, r in");
     cr_assert_eq(ix.bytes, 1024 + 8192 + 2048);
     cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 512, SIZE_MAX), &r);
-    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 1536, SIZE_MAX), &c, "c, displaced into its treap, is found");
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 1536, SIZE_MAX), &c, "c, displaced into its tree, is found");
     cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 4096, SIZE_MAX), &b);
     cr_assert_eq(ccai_free_index_largest(&ix), 8192);
 
@@ -231,4 +242,217 @@ Test(block_index, stream_bins_follow_their_segments) {
     ccai_free_index_detach(&ix, s2);
     cr_assert_null(ix.streams);
     ccai_free_index_destroy(&ix);
+}
+
+/* ---- deep trees ---------------------------------------------------------------- */
+
+/* aligned_alloc, as the library sees it (block_index.cmake links with
+ * --wrap=aligned_alloc): fails while node_alloc_fails is set. */
+static bool node_alloc_fails;
+static size_t node_alloc_refused;
+void *__real_aligned_alloc(size_t alignment, size_t size);
+void *__wrap_aligned_alloc(size_t alignment, size_t size);
+void *__wrap_aligned_alloc(size_t alignment, size_t size) {
+    if (node_alloc_fails) {
+        node_alloc_refused++;
+        return NULL;
+    }
+    return __real_aligned_alloc(alignment, size);
+}
+
+#define DEEP_N 8000
+
+/* Few classes, thousands of blocks each, many equal sizes: trees of three
+ * and four levels. */
+static size_t deep_size(void) {
+    switch (rnd() % 5) {
+    case 0: return 512;                                              /* one exact class: ties only */
+    case 1: return 4096;
+    case 2: return ((size_t)1 << 20) + (rnd() % 32) * CCA_GRANULARITY; /* one TLSF class, 32 sizes */
+    case 3: return ((size_t)1 << 20) + (rnd() % 2048) * CCA_GRANULARITY; /* its neighbours */
+    default: return (1 + rnd() % 63) * CCA_GRANULARITY;
+    }
+}
+
+typedef struct deep_model {
+    ccai_free_index ix;
+    ccai_block *blocks;
+    bool *in;
+    size_t count, bytes;
+} deep_model;
+
+static void deep_init(deep_model *m) {
+    memset(m, 0, sizeof *m);
+    cr_assert_eq(ccai_free_index_attach(&m->ix, NULL), CCA_OK);
+    m->blocks = calloc(DEEP_N, sizeof *m->blocks);
+    m->in = calloc(DEEP_N, sizeof *m->in);
+    for (int i = 0; i < DEEP_N; i++)
+        m->blocks[i].addr = (uintptr_t)(DEEP_N - i) * 4096 * 64; /* insert order differs from address order */
+}
+
+static void deep_fini(deep_model *m) {
+    ccai_free_index_destroy(&m->ix);
+    free(m->blocks);
+    free(m->in);
+}
+
+static void deep_insert(deep_model *m, int i) {
+    m->blocks[i].size = deep_size();
+    m->blocks[i].state = CCAI_FREE;
+    ccai_free_index_insert(&m->ix, &m->blocks[i]);
+    m->in[i] = true;
+    m->count++;
+    m->bytes += m->blocks[i].size;
+}
+
+static void deep_remove(deep_model *m, int i) {
+    ccai_free_index_remove(&m->ix, &m->blocks[i]);
+    m->in[i] = false;
+    m->count--;
+    m->bytes -= m->blocks[i].size;
+}
+
+/* Best fit, largest, counts, walk and structure against the model. */
+static void deep_verify(deep_model *m, int step) {
+    size_t want = deep_size() - (rnd() % 2) * CCA_GRANULARITY;
+    if (want == 0)
+        want = CCA_GRANULARITY;
+    ccai_block *got = ccai_free_index_best_fit(&m->ix, NULL, want, SIZE_MAX);
+    ccai_block *expect = brute_best(m->blocks, m->in, DEEP_N, NULL, want, SIZE_MAX);
+    cr_assert_eq(got, expect, "step %d: best fit for %zu: got %p, want %p", step, want, (void *)got, (void *)expect);
+    size_t largest = 0;
+    for (int k = 0; k < DEEP_N; k++)
+        if (m->in[k] && m->blocks[k].size > largest)
+            largest = m->blocks[k].size;
+    cr_assert_eq(ccai_free_index_largest(&m->ix), largest, "step %d: largest", step);
+    cr_assert_eq(m->ix.count, m->count, "step %d", step);
+    cr_assert_eq(m->ix.bytes, m->bytes, "step %d", step);
+    size_t seen = 0;
+    cr_assert(ccai_free_index_walk(&m->ix, count_block, &seen));
+    cr_assert_eq(seen, m->count, "step %d: walk", step);
+    const char *err = ccai_free_index_check(&m->ix);
+    cr_assert_null(err, "step %d: %s", step, err);
+}
+
+/* Saw-tooth fill and drain of 8000 blocks in a handful of classes: every
+ * split, borrow and merge, at every level, checked against the model; then
+ * everything removed, the trees gone. */
+Test(block_index, deep_trees_match_brute_force) {
+    rng_state = 0x2545f4914f6cdd1dull;
+    deep_model m;
+    deep_init(&m);
+    for (int step = 0; step < 120000; step++) {
+        bool filling = (step / 20000) % 2 == 0;
+        int i = (int)(rnd() % DEEP_N);
+        if (!m.in[i]) {
+            if (filling || rnd() % 4 == 0)
+                deep_insert(&m, i);
+        } else if (!filling || rnd() % 4 == 0) {
+            if (rnd() % 2) {
+                deep_remove(&m, i);
+            } else { /* what cca_alloc does: best fit, then take it (the hint) */
+                ccai_block *b = ccai_free_index_best_fit(&m.ix, NULL, m.blocks[i].size, SIZE_MAX);
+                cr_assert_not_null(b);
+                deep_remove(&m, (int)(b - m.blocks));
+            }
+        }
+        if (step % 16 == 0)
+            deep_verify(&m, step);
+    }
+    for (int i = 0; i < DEEP_N; i++)
+        if (m.in[i])
+            deep_remove(&m, i);
+    deep_verify(&m, -1);
+    cr_assert_eq(m.ix.count, 0);
+    for (ccai_stream_bins *sb = m.ix.streams; sb; sb = sb->next) {
+        cr_assert_eq(sb->rows, 0, "every tree is gone");
+        for (unsigned c = 0; c < CCAI_CLASSES; c++)
+            cr_assert_null(sb->roots[c]);
+    }
+    cr_assert_leq(m.ix.spare_count, 64, "spare nodes are bounded");
+    ccai_free_index_detach(&m.ix, NULL);
+    deep_fini(&m);
+}
+
+/* Node allocation fails part-way through growth: blocks that find no node
+ * wait in the overflow list, best fit and largest stay exact, removal works
+ * wherever a block sits, and once nodes can be had the next insert drains
+ * the list into the trees. */
+Test(block_index, node_allocation_failure_keeps_the_index_exact) {
+    rng_state = 0x853c49e6748fea9bull;
+    deep_model m;
+    deep_init(&m);
+    for (int i = 0; i < DEEP_N / 2; i++)
+        deep_insert(&m, i);
+    deep_verify(&m, 0);
+    node_alloc_refused = 0;
+    node_alloc_fails = true;
+    for (int i = DEEP_N / 2; i < DEEP_N; i++) {
+        deep_insert(&m, i);
+        if (i % 97 == 0)
+            deep_verify(&m, i);
+    }
+    deep_verify(&m, DEEP_N);
+    cr_assert_gt(node_alloc_refused, 0, "some insert needed a node");
+    size_t overflowed = 0;
+    for (const ccai_block *o = m.ix.streams->overflow; o; o = o->over_next)
+        overflowed++;
+    cr_assert_gt(overflowed, 0, "some block waits in the overflow list");
+    for (int k = 0; k < 3000; k++) { /* removes, hinted takes, from trees and the list alike */
+        int i = (int)(rnd() % DEEP_N);
+        if (!m.in[i])
+            continue;
+        if (rnd() % 2) {
+            deep_remove(&m, i);
+        } else {
+            ccai_block *b = ccai_free_index_best_fit(&m.ix, NULL, m.blocks[i].size, SIZE_MAX);
+            deep_remove(&m, (int)(b - m.blocks));
+        }
+        if (k % 101 == 0)
+            deep_verify(&m, k);
+    }
+    node_alloc_fails = false;
+    for (int i = 0; i < DEEP_N && m.ix.streams->overflow; i++)
+        if (!m.in[i])
+            deep_insert(&m, i);
+    cr_assert_null(m.ix.streams->overflow, "drained once nodes could be had");
+    deep_verify(&m, -1);
+    deep_fini(&m);
+}
+
+/* Through the public API: with no host memory for tree nodes, cca_free still
+ * returns CCA_OK for every block, nothing is lost, and the invariants hold;
+ * the blocks are found again by later allocations. */
+Test(block_index, frees_succeed_without_node_memory) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(512 * MiB, "", &u, &a);
+    enum { N = 3000 };
+    void **p = calloc(N, sizeof *p);
+    for (int i = 0; i < N; i++)
+        p[i] = tu_alloc(a, (size_t)(1 + i % 40) * 1024, NULL);
+    cca_stats before = tu_stats(a);
+    node_alloc_refused = 0;
+    node_alloc_fails = true;
+    for (int i = 0; i < N; i += 2) /* holes: no two neighbours merge */
+        tu_free(a, p[i]);
+    node_alloc_fails = false;
+    cr_assert_gt(node_alloc_refused, 0, "some free needed a node");
+    tu_check(a);
+    cca_stats after = tu_stats(a);
+    cr_assert_eq(after.reserved_bytes, before.reserved_bytes);
+    cr_assert_eq(after.active_blocks, before.active_blocks - N / 2);
+    cr_assert_eq(after.cached_bytes, before.cached_bytes + before.allocated_bytes - after.allocated_bytes);
+    for (int i = 0; i < N; i += 2) { /* each size finds a hole of exactly its size again */
+        p[i] = tu_alloc(a, (size_t)(1 + i % 40) * 1024, NULL);
+        cr_assert_eq(tu_block_size(a, p[i]), (size_t)(1 + i % 40) * 1024);
+    }
+    cca_stats again = tu_stats(a);
+    cr_assert_eq(again.reserved_bytes, before.reserved_bytes, "no new memory: the holes were found");
+    cr_assert_eq(again.allocated_bytes, before.allocated_bytes);
+    tu_check(a);
+    for (int i = 0; i < N; i++)
+        tu_free(a, p[i]);
+    free(p);
+    tu_teardown(a, u);
 }

@@ -11,49 +11,69 @@
  *    sub-classes (the TLSF layout: two classes are at most 1/64 apart).
  *    Classes partition sizes in order, so
  *
- *      best fit = lower bound of (size, 0) in the treap of the request's class
+ *      best fit = lower bound of (size, 0) in the tree of the request's class
  *                 or, if that class has nothing large enough, the leftmost
  *                 (smallest, lowest-address) block of the next non-empty class,
  *
  *    which is still the exact best fit, not an approximation. The next
  *    non-empty class is found with a two-level bitmap (one word of rows, one
- *    word per row) and count-trailing-zeros: O(1). Each class holds its blocks
- *    in a treap ordered by (size, address), so the trees are small and
- *    shallow: O(log k) for k blocks in one class, instead of O(log n) over
- *    the whole pool, which matters because every level is a cache miss.
+ *    word per row) and count-trailing-zeros: O(1).
  *
  *      class:   1    2    3   ...  63 | 64..127 (32K..64K) | 128..191 | ...
  *      bitmap:  0    1    0   ...  1  |  0 1 0 0 ...        |   ...
- *      roots:  -   treap  -   ... treap
- *                  (size, addr)
+ *      roots:  -   tree   -   ... tree
  *
- *    Treap: the split/merge formulation, written as loops over "next link"
- *    pointers (no recursion, no per-node bookkeeping on the way back up);
- *    priorities are a hash of the address stored in the block, so the
- *    shapes, and every benchmark, are reproducible. The largest free block
- *    (stats, OOM message) is the rightmost node of the highest non-empty
- *    class: O(depth).
+ *    Each class holds its blocks in a B+-tree ordered by (size, address).
+ *    The keys are stored in the nodes, so a search reads 2-3 cache lines of
+ *    sorted sizes per level and never touches a block record until it has
+ *    its answer. That is the point: with many free blocks the records are
+ *    scattered over memory, and a tree of records (the treap used before)
+ *    paid a cache miss per level, about nine at 100k free blocks.
+ *
+ *      internal node: n children; separators at 1..n-1:
+ *                     keys under child[i-1] < key[i] <= keys under child[i]
+ *      leaf:          up to 16 (size, addr, block), sorted; next -> the next leaf
+ *
+ *    Every node but the root holds at least 8 (BT_MIN), so the height is
+ *    log8 of the class's population: 2 levels up to 128 blocks in a class,
+ *    3 up to 1024. Best fit is the lower bound of (size, 0): one descent
+ *    comparing sizes only, then, if the leaf holds nothing large enough, the
+ *    first entry of the next leaf. Insert splits a full node into halves of
+ *    8 and 8 (+1), bottom-up, after having every node it needs, so that a
+ *    failed node allocation changes nothing; remove borrows from a sibling
+ *    with more than 8 or merges with one. Separators are lower bounds, not
+ *    copies of live keys, so removing a leaf's first entry changes nothing
+ *    above it. The largest free block (stats, OOM message) is the last entry
+ *    of the rightmost leaf of the highest non-empty class.
+ *
+ *    Node memory. Nodes come from a per-index spare list (up to 64 kept)
+ *    and else aligned_alloc; an insert that needs a split may allocate, in
+ *    cca_free too. If host memory has none, the block goes to its stream's
+ *    OVERFLOW list instead, which best fit, largest and walk scan, and which
+ *    the next insert that gets its nodes drains: the index stays exact and
+ *    cca_free never fails; it is only slower until host memory returns.
  *
  *    Two shortcuts save whole descents on the cached path, where cca_alloc
  *    splits a block and the matching cca_free merges the remainder back:
  *
  *    - the RECENT slot: the block inserted last waits in its stream's bins
- *      outside the treaps (the one it displaces is put into its treap then).
+ *      outside the trees (the one it displaces is put into its tree then).
  *      A remainder that is merged back before the next insert, the usual
- *      alloc/free pair, never enters a treap. Best fit compares the slot's
- *      block with the treaps' answer by (size, address), so the result is
+ *      alloc/free pair, never enters a tree. Best fit compares the slot's
+ *      block with the trees' answer by (size, address), so the result is
  *      still the exact best fit; largest and walk look at the slot too.
- *    - the HINT: best fit remembers the block it found in a treap and the
- *      link that points at it, so removing that block (what cca_alloc does
- *      next) unlinks it there instead of descending again. Any insert or
- *      remove clears the hint, as does freeing the bins it may point into.
+ *    - the HINT: best fit remembers the block it found in a tree, its leaf
+ *      and position, so removing that block (what cca_alloc does next) drops
+ *      it from the leaf without a second descent when the leaf keeps more
+ *      than BT_MIN entries. Any insert or remove clears the hint, as does
+ *      freeing the bins it may point into.
  *
  *    and two fused operations do the pair's index work in one call each:
  *    ccai_free_index_split (the allocated block out, its remainder in as the
  *    recent block) and ccai_free_index_swap_recent (the freed block takes
  *    the slot of the remainder it absorbs). A cached pair thus costs one
- *    best-fit descent, and one treap insert for the block the remainder
- *    displaces from the slot. A block in a treap keeps its class (cls), so
+ *    best-fit descent, and one tree insert for the block the remainder
+ *    displaces from the slot. A block in a tree keeps its class (cls), so
  *    taking it out recomputes nothing.
  *
  *    Streams: a pool keeps one set of classes per stream (ccai_stream_bins),
@@ -73,13 +93,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 /* ---- size classes ------------------------------------------------------------- */
 
@@ -118,79 +131,320 @@ static unsigned next_class(const ccai_stream_bins *sb, unsigned c) {
     return row * 64 + (unsigned)__builtin_ctzll(sb->bitmap[row]);
 }
 
-/* ---- treap over (size, address) ----------------------------------------------- */
+/* ---- B+-tree over (size, address) ---------------------------------------- */
 
-/* Heap order: a hash of the address, stored at insertion (a block's address
- * is fixed while it is in the index), so the shapes, and every benchmark,
- * are reproducible. */
-static uint32_t priority_of(uintptr_t addr) {
-    return (uint32_t)(mix64((uint64_t)addr) >> 32);
+#define BT_MAX CCAI_BT_MAX
+#define BT_MIN (BT_MAX / 2) /* fewest entries or children a non-root node has */
+#define BT_DEPTH 48         /* far above any reachable height (BT_MIN^47)   */
+#define SPARE_MAX 64        /* nodes kept for reuse per index                 */
+
+static inline bool key_lt(size_t s1, uintptr_t a1, size_t s2, uintptr_t a2) {
+    return s1 < s2 || (s1 == s2 && a1 < a2);
 }
 
-static int key_cmp(const ccai_block *b, size_t size, uintptr_t addr) {
-    if (b->size != size)
-        return b->size < size ? -1 : 1;
-    if (b->addr != addr)
-        return b->addr < addr ? -1 : 1;
-    return 0;
+/* Internal node: the child whose range holds (size, addr) = the number of
+ * separators <= the key. */
+static inline unsigned child_for(const ccai_bnode *n, size_t size, uintptr_t addr) {
+    unsigned i = 1;
+    while (i < n->n && !key_lt(size, addr, n->e[i].size, n->e[i].addr))
+        i++;
+    return i - 1;
 }
 
-/* Split t into l (keys < key) and r (keys >= key), iteratively: the left
- * and right results are built through two "next link" pointers. */
-static void split(ccai_block *t, const ccai_block *key, ccai_block **l, ccai_block **r) {
-    while (t) {
-        if (key_cmp(t, key->size, key->addr) < 0) {
-            *l = t;
-            l = &t->right;
-            t = t->right;
+/* The same for the key (size, 0), below every block of that size: only
+ * sizes are compared (a block's address is never 0). */
+static inline unsigned child_for_size(const ccai_bnode *n, size_t size) {
+    unsigned i = 1;
+    while (i < n->n && n->e[i].size < size)
+        i++;
+    return i - 1;
+}
+
+/* Leaf: position of the first entry >= (size, addr). */
+static inline unsigned leaf_pos(const ccai_bnode *n, size_t size, uintptr_t addr) {
+    unsigned j = 0;
+    while (j < n->n && key_lt(n->e[j].size, n->e[j].addr, size, addr))
+        j++;
+    return j;
+}
+
+static ccai_bnode *node_get(ccai_free_index *ix) {
+    ccai_bnode *n = ix->spare;
+    if (n) {
+        ix->spare = n->next;
+        ix->spare_count--;
+        return n;
+    }
+    return aligned_alloc(64, sizeof(ccai_bnode));
+}
+
+static void node_put(ccai_free_index *ix, ccai_bnode *n) {
+    if (ix->spare_count >= SPARE_MAX) {
+        free(n);
+        return;
+    }
+    n->next = ix->spare;
+    ix->spare = n;
+    ix->spare_count++;
+}
+
+/* Move entries [from, from + count) of s to d at `to` (s == d: overlapping
+ * is fine). A few entries are moved in a loop, more with memmove. */
+static inline __attribute__((always_inline)) void move_keys(ccai_bnode *d, unsigned to, const ccai_bnode *s, unsigned from, unsigned count) {
+    if (count > 4) {
+        memmove(&d->e[to], &s->e[from], count * sizeof d->e[0]);
+    } else if (d == s && to > from) {
+        for (unsigned k = count; k-- > 0;)
+            d->e[to + k] = s->e[from + k];
+    } else {
+        for (unsigned k = 0; k < count; k++)
+            d->e[to + k] = s->e[from + k];
+    }
+}
+
+static inline void set_key(ccai_bnode *n, unsigned i, size_t size, uintptr_t addr, void *item) {
+    n->e[i].size = size;
+    n->e[i].addr = addr;
+    n->e[i].blk = item; /* a block (leaf) or a child (internal) */
+}
+
+/* Descend from n to the leaf whose range holds (s, a), recording each
+ * internal node and the child taken in path/idx; returns the leaf, *depth
+ * its depth. */
+static ccai_bnode *descend(ccai_bnode *n, size_t s, uintptr_t a, ccai_bnode **path, unsigned *idx, int *depth) {
+    int d = 0;
+    while (!n->leaf) {
+        unsigned i = child_for(n, s, a);
+        path[d] = n;
+        idx[d++] = i;
+        n = n->e[i].child;
+    }
+    *depth = d;
+    return n;
+}
+
+/* Insert b into a full leaf: splits bottom-up. False, the tree unchanged,
+ * when a node it needs cannot be had. */
+static __attribute__((noinline)) bool bt_insert_split(ccai_free_index *ix, ccai_bnode **root, ccai_block *b) {
+    size_t s = b->size;
+    uintptr_t a = b->addr;
+    ccai_bnode *path[BT_DEPTH];
+    unsigned idx[BT_DEPTH];
+    int d;
+    ccai_bnode *n = descend(*root, s, a, path, idx, &d);
+    unsigned pos = leaf_pos(n, s, a);
+    ccai_assert(n->n == BT_MAX);
+    /* Splits: the leaf, every full ancestor above it, and a new root if they
+     * all are. Every node is had first, so a failure changes nothing. */
+    int need = 1;
+    while (need <= d && path[d - need]->n == BT_MAX)
+        need++;
+    if (need == d + 1)
+        need++;
+    ccai_bnode *fresh[BT_DEPTH + 1];
+    for (int k = 0; k < need; k++) {
+        fresh[k] = node_get(ix);
+        if (!fresh[k]) {
+            while (k-- > 0)
+                node_put(ix, fresh[k]);
+            return false;
+        }
+    }
+    /* The leaf: the upper half moves to r; b goes to whichever half holds
+     * its position (at BT_MIN, the left: it is below r's first key). */
+    ccai_bnode *r = fresh[--need];
+    r->leaf = true;
+    move_keys(r, 0, n, BT_MIN, BT_MAX - BT_MIN);
+    r->n = BT_MAX - BT_MIN;
+    n->n = BT_MIN;
+    r->next = n->next;
+    n->next = r;
+    ccai_bnode *into = pos <= BT_MIN ? n : r;
+    unsigned at = pos <= BT_MIN ? pos : pos - BT_MIN;
+    move_keys(into, at + 1, into, at, into->n - at);
+    set_key(into, at, s, a, b);
+    into->n++;
+    /* Up: insert (separator, right node) after the child that split. */
+    size_t ks = r->e[0].size;
+    uintptr_t ka = r->e[0].addr;
+    ccai_bnode *right = r;
+    for (int k = d - 1;; k--) {
+        if (k < 0) { /* the root split: a new root over the two halves */
+            ccai_bnode *nr = fresh[--need];
+            nr->leaf = false;
+            nr->n = 2;
+            nr->next = NULL;
+            set_key(nr, 0, 0, 0, *root);
+            set_key(nr, 1, ks, ka, right);
+            *root = nr;
+            break;
+        }
+        ccai_bnode *p = path[k];
+        unsigned i = idx[k] + 1;
+        if (p->n < BT_MAX) {
+            move_keys(p, i + 1, p, i, p->n - i);
+            set_key(p, i, ks, ka, right);
+            p->n++;
+            break;
+        }
+        /* p splits: children BT_MIN.. move to q; the separator of q's first
+         * child moves up. */
+        ccai_bnode *q = fresh[--need];
+        q->leaf = false;
+        q->next = NULL;
+        move_keys(q, 0, p, BT_MIN, BT_MAX - BT_MIN);
+        q->n = BT_MAX - BT_MIN;
+        p->n = BT_MIN;
+        size_t up_s = q->e[0].size;
+        uintptr_t up_a = q->e[0].addr;
+        ccai_bnode *pin = i <= BT_MIN ? p : q;
+        unsigned pat = i <= BT_MIN ? i : i - BT_MIN;
+        move_keys(pin, pat + 1, pin, pat, pin->n - pat);
+        set_key(pin, pat, ks, ka, right);
+        pin->n++;
+        ks = up_s;
+        ka = up_a;
+        right = q;
+    }
+    ccai_assert(need == 0);
+    return true;
+}
+
+/* Insert b. False, the tree unchanged, when a node it needs cannot be had.
+ * The usual case, a leaf with room, records no path. */
+static inline bool bt_insert(ccai_free_index *ix, ccai_bnode **root, ccai_block *b) {
+    size_t s = b->size;
+    uintptr_t a = b->addr;
+    ccai_bnode *n = *root;
+    if (!n) {
+        n = node_get(ix);
+        if (!n)
+            return false;
+        n->leaf = true;
+        n->n = 1;
+        n->next = NULL;
+        set_key(n, 0, s, a, b);
+        *root = n;
+        return true;
+    }
+    while (!n->leaf)
+        n = n->e[child_for(n, s, a)].child;
+    if (n->n == BT_MAX)
+        return bt_insert_split(ix, root, b);
+    unsigned pos = leaf_pos(n, s, a);
+    move_keys(n, pos + 1, n, pos, n->n - pos);
+    set_key(n, pos, s, a, b);
+    n->n++;
+    return true;
+}
+
+/* Remove entry or child i of n (shifting the rest left). */
+static inline void drop_key(ccai_bnode *n, unsigned i) {
+    move_keys(n, i, n, i + 1, n->n - i - 1);
+    n->n--;
+}
+
+/* Rebalance after n, child i of p, fell below BT_MIN: borrow from a
+ * sibling with more than BT_MIN, else merge with one. True when p lost a
+ * child (and may itself be short now). */
+static bool fix_short(ccai_free_index *ix, ccai_bnode *p, unsigned i, ccai_bnode *n) {
+    ccai_bnode *l = i > 0 ? p->e[i - 1].child : NULL;
+    ccai_bnode *r = i + 1 < p->n ? p->e[i + 1].child : NULL;
+    if (l && l->n > BT_MIN) { /* l's last moves to n's front */
+        move_keys(n, 1, n, 0, n->n);
+        if (n->leaf) {
+            move_keys(n, 0, l, l->n - 1, 1);
+            p->e[i].size = n->e[0].size;
+            p->e[i].addr = n->e[0].addr;
+        } else { /* the old separator now bounds n's old first child */
+            n->e[0].blk = l->e[l->n - 1].blk;
+            n->e[1].size = p->e[i].size;
+            n->e[1].addr = p->e[i].addr;
+            p->e[i].size = l->e[l->n - 1].size;
+            p->e[i].addr = l->e[l->n - 1].addr;
+        }
+        l->n--;
+        n->n++;
+        return false;
+    }
+    if (r && r->n > BT_MIN) { /* r's first moves to n's end */
+        if (n->leaf) {
+            move_keys(n, n->n, r, 0, 1);
+            drop_key(r, 0);
+            p->e[i + 1].size = r->e[0].size;
+            p->e[i + 1].addr = r->e[0].addr;
         } else {
-            *r = t;
-            r = &t->left;
-            t = t->left;
+            set_key(n, n->n, p->e[i + 1].size, p->e[i + 1].addr, r->e[0].child);
+            p->e[i + 1].size = r->e[1].size;
+            p->e[i + 1].addr = r->e[1].addr;
+            drop_key(r, 0);
         }
+        n->n++;
+        return false;
     }
-    *l = *r = NULL;
+    /* merge the right one of (l, n) or (n, r) into the left one */
+    unsigned j = l ? i - 1 : i; /* the left one is child j */
+    ccai_bnode *left = p->e[j].child, *right = p->e[j + 1].child;
+    if (left->leaf) {
+        move_keys(left, left->n, right, 0, right->n);
+        left->next = right->next;
+    } else {
+        set_key(left, left->n, p->e[j + 1].size, p->e[j + 1].addr, right->e[0].child);
+        move_keys(left, left->n + 1, right, 1, right->n - 1);
+    }
+    left->n += right->n;
+    drop_key(p, j + 1);
+    node_put(ix, right);
+    return true;
 }
 
-/* Merge l and r where every key of l is below every key of r. */
-static ccai_block *merge(ccai_block *l, ccai_block *r) {
-    ccai_block *root = NULL, **link = &root;
-    while (l && r) {
-        if (l->priority > r->priority) {
-            *link = l;
-            link = &l->right;
-            l = l->right;
-        } else {
-            *link = r;
-            link = &r->left;
-            r = r->left;
-        }
+/* After n (at depth d of path/idx, n == root when d == 0) lost an entry. */
+static void rebalance(ccai_free_index *ix, ccai_bnode **root, ccai_bnode **path, const unsigned *idx, int d,
+                      ccai_bnode *n) {
+    for (int k = d - 1; k >= 0 && n->n < BT_MIN; k--) {
+        if (!fix_short(ix, path[k], idx[k], n))
+            return;
+        n = path[k];
     }
-    *link = l ? l : r;
-    return root;
+    n = *root;
+    if (n->leaf && n->n == 0) {
+        node_put(ix, n);
+        *root = NULL;
+    } else if (!n->leaf && n->n == 1) { /* the root kept one child: it is the root now */
+        *root = n->e[0].child;
+        node_put(ix, n);
+    }
 }
 
-/* Insert b below the first node of lower priority on its search path. */
-static void insert(ccai_block **link, ccai_block *b) {
-    ccai_block *t = *link;
-    while (t && t->priority >= b->priority) {
-        link = key_cmp(b, t->size, t->addr) < 0 ? &t->left : &t->right;
-        t = *link;
-    }
-    split(t, b, &b->left, &b->right);
-    *link = b;
+/* Remove b; false if it is not in the tree (a broken invariant). */
+static bool bt_erase(ccai_free_index *ix, ccai_bnode **root, const ccai_block *b) {
+    size_t s = b->size;
+    uintptr_t a = b->addr;
+    ccai_bnode *path[BT_DEPTH];
+    unsigned idx[BT_DEPTH];
+    int d;
+    if (!*root)
+        return false;
+    ccai_bnode *n = descend(*root, s, a, path, idx, &d);
+    unsigned pos = leaf_pos(n, s, a);
+    if (pos == n->n || n->e[pos].blk != b)
+        return false;
+    drop_key(n, pos);
+    rebalance(ix, root, path, idx, d, n);
+    return true;
 }
 
-/* Remove b (present: I3); false if it was not found (a broken invariant). */
-static bool erase(ccai_block **link, ccai_block *b) {
-    for (ccai_block *t = *link; t; t = *link) {
-        if (t == b) {
-            *link = merge(b->left, b->right);
-            return true;
-        }
-        link = key_cmp(b, t->size, t->addr) < 0 ? &t->left : &t->right;
-    }
-    return false;
+static ccai_bnode *leftmost_leaf(ccai_bnode *n) {
+    while (!n->leaf)
+        n = n->e[0].child;
+    return n;
+}
+
+static void bt_destroy(ccai_free_index *ix, ccai_bnode *n) {
+    if (!n->leaf)
+        for (unsigned i = 0; i < n->n; i++)
+            bt_destroy(ix, n->e[i].child);
+    node_put(ix, n);
 }
 
 /* ---- the index ------------------------------------------------------------------- */
@@ -230,67 +484,118 @@ cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream) {
     return CCA_OK;
 }
 
+static void bins_free(ccai_free_index *ix, ccai_stream_bins *sb) {
+    for (unsigned c = 0; c < CCAI_CLASSES; c++)
+        if (sb->roots[c])
+            bt_destroy(ix, sb->roots[c]);
+    free(sb);
+}
+
 void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream) {
     ccai_stream_bins *sb = bins_of(ix, stream); /* moved to the front */
     if (!sb || --sb->segments > 0)
         return;
-    ccai_assert(!sb->recent && !sb->rows);
-    ix->hint = NULL; /* its link may be one of the roots freed here */
+    ccai_assert(!sb->recent && !sb->rows && !sb->overflow);
+    ix->hint = NULL;
     /* no segment of this stream is left in the pool, so no block either */
     ix->streams = sb->next;
-    free(sb);
+    bins_free(ix, sb);
 }
 
 void ccai_free_index_destroy(ccai_free_index *ix) {
     while (ix->streams) {
         ccai_stream_bins *next = ix->streams->next;
-        free(ix->streams);
+        bins_free(ix, ix->streams);
         ix->streams = next;
     }
+    while (ix->spare) {
+        ccai_bnode *next = ix->spare->next;
+        free(ix->spare);
+        ix->spare = next;
+    }
+    ix->spare_count = 0;
     ix->count = ix->bytes = 0;
     ix->hint = NULL;
 }
 
-/* Put b into its class's treap. */
-static void treap_insert(ccai_stream_bins *sb, ccai_block *b) {
+static void overflow_unlink(ccai_stream_bins *sb, ccai_block *b) {
+    if (b->over_prev)
+        b->over_prev->over_next = b->over_next;
+    else
+        sb->overflow = b->over_next;
+    if (b->over_next)
+        b->over_next->over_prev = b->over_prev;
+    b->over_prev = b->over_next = NULL;
+}
+
+/* Put b into its class's tree; if host memory has no node for it, into the
+ * overflow list, which best fit scans. Blocks wait there until a later
+ * insert finds nodes again. */
+static void tree_insert(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b) {
     unsigned c = class_of(b->size);
+    if (!bt_insert(ix, &sb->roots[c], b)) {
+        b->cls = CCAI_CLASS_OVERFLOW;
+        b->over_prev = NULL;
+        b->over_next = sb->overflow;
+        if (sb->overflow)
+            sb->overflow->over_prev = b;
+        sb->overflow = b;
+        return;
+    }
     b->cls = (uint16_t)c;
-    b->left = b->right = NULL;
-    b->priority = priority_of(b->addr);
-    insert(&sb->roots[c], b);
     mark(sb, c);
+    while (sb->overflow) { /* nodes could be had again: drain */
+        ccai_block *o = sb->overflow;
+        unsigned oc = class_of(o->size);
+        if (!bt_insert(ix, &sb->roots[oc], o))
+            return;
+        overflow_unlink(sb, o);
+        o->cls = (uint16_t)oc;
+        mark(sb, oc);
+    }
 }
 
 void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
     ccai_stream_bins *sb = bins_of(ix, b->stream); /* exists: see attach */
     ccai_assert(sb != NULL && b->state == CCAI_FREE);
     ix->hint = NULL;
-    /* b waits in the recent slot; the block it displaces goes to its treap */
+    /* b waits in the recent slot; the block it displaces goes to its tree */
     if (sb->recent)
-        treap_insert(sb, sb->recent);
-    b->left = b->right = NULL;
+        tree_insert(ix, sb, sb->recent);
+    b->over_prev = b->over_next = NULL;
     sb->recent = b;
     ix->count++;
     ix->bytes += b->size;
 }
 
-/* Take b out of sb's recent slot or its treap; counts unchanged. */
+/* Take b out of sb's recent slot, its tree or the overflow list; counts
+ * unchanged. */
 static void unindex(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b) {
     if (sb->recent == b) {
         sb->recent = NULL;
+    } else if (b->cls == CCAI_CLASS_OVERFLOW) {
+        overflow_unlink(sb, b);
     } else {
-        unsigned c = b->cls;                        /* = class_of(b->size): set by treap_insert */
-        if (ix->hint == b && *ix->hint_link == b) { /* found by the last best fit */
-            *ix->hint_link = merge(b->left, b->right);
+        unsigned c = b->cls; /* = class_of(b->size): set by tree_insert */
+        ccai_bnode *leaf = ix->hint_leaf;
+        bool root = leaf == sb->roots[c];
+        if (ix->hint == b && (root || leaf->n > BT_MIN)) {
+            /* found by the last best fit, and its leaf stays full enough (or
+             * is the root): no descent; separators stay valid lower bounds */
+            ccai_assert(leaf->e[ix->hint_pos].blk == b);
+            drop_key(leaf, ix->hint_pos);
+            if (root && leaf->n == 0) {
+                node_put(ix, leaf);
+                sb->roots[c] = NULL;
+            }
         } else {
-            bool found = erase(&sb->roots[c], b);
+            bool found = bt_erase(ix, &sb->roots[c], b);
             ccai_assert(found);
             (void)found;
         }
         unmark_if_empty(sb, c);
     }
     ix->hint = NULL;
-    b->left = b->right = NULL;
 }
 
 void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b) {
@@ -305,9 +610,9 @@ void ccai_free_index_split(ccai_free_index *ix, ccai_block *b, ccai_block *rest)
     ccai_stream_bins *sb = bins_of(ix, b->stream);
     ccai_assert(sb != NULL && rest->stream == b->stream && rest->state == CCAI_FREE);
     unindex(ix, sb, b);
-    if (sb->recent) /* the block rest displaces goes to its treap */
-        treap_insert(sb, sb->recent);
-    rest->left = rest->right = NULL;
+    if (sb->recent) /* the block rest displaces goes to its tree */
+        tree_insert(ix, sb, sb->recent);
+    rest->over_prev = rest->over_next = NULL;
     sb->recent = rest;
     ix->bytes -= b->size - rest->size; /* one block out, one in: count unchanged */
 }
@@ -318,81 +623,183 @@ bool ccai_free_index_swap_recent(ccai_free_index *ix, ccai_block *n, ccai_block 
         return false;
     ccai_assert(b->stream == n->stream && b->state == CCAI_FREE);
     sb->recent = b; /* n's bytes stay counted: b absorbs them next */
-    b->left = b->right = NULL;
+    b->over_prev = b->over_next = NULL;
     ix->hint = NULL;
     ix->bytes += b->size;
     return true;
+}
+
+static inline bool block_lt(const ccai_block *x, const ccai_block *y) {
+    return key_lt(x->size, x->addr, y->size, y->addr);
 }
 
 ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, size_t size, size_t max_size) {
     ccai_stream_bins *sb = bins_of(ix, stream);
     if (!sb)
         return NULL;
-    unsigned c = class_of(size);
-    ccai_block *best = NULL, **link = &sb->roots[c], **best_link = NULL;
-    for (ccai_block *n = *link; n; n = *link) {
-        if (key_cmp(n, size, 0) >= 0) {
-            best = n;
-            best_link = link;
-            link = &n->left;
-        } else {
-            link = &n->right;
+    unsigned c = class_of(size), j = 0;
+    ccai_bnode *leaf = sb->roots[c];
+    if (leaf) { /* lower bound of (size, 0) in the request's class */
+        while (!leaf->leaf)
+            leaf = leaf->e[child_for_size(leaf, size)].child;
+        while (j < leaf->n && leaf->e[j].size < size)
+            j++;
+        if (j == leaf->n) { /* all below: the answer starts the next leaf */
+            leaf = leaf->next;
+            j = 0;
         }
     }
-    if (!best) {
+    if (!leaf) { /* nothing large enough there: the next class's smallest */
         unsigned next = next_class(sb, c);
-        if (next != CCAI_CLASSES) {
-            for (best_link = &sb->roots[next]; (*best_link)->left;)
-                best_link = &(*best_link)->left;
-            best = *best_link;
-        }
+        if (next != CCAI_CLASSES)
+            leaf = leftmost_leaf(sb->roots[next]);
     }
+    ccai_block *best = leaf ? leaf->e[j].blk : NULL, *tree_best = best;
     ccai_block *r = sb->recent;
-    if (r && r->size >= size && (!best || key_cmp(r, best->size, best->addr) < 0)) {
-        ix->hint = NULL;
-        return r->size <= max_size ? r : NULL;
-    }
+    if (r && r->size >= size && (!best || key_lt(r->size, r->addr, leaf->e[j].size, leaf->e[j].addr)))
+        best = r;
+    for (ccai_block *o = sb->overflow; o; o = o->over_next)
+        if (o->size >= size && (!best || block_lt(o, best)))
+            best = o;
+    ix->hint = NULL;
     if (!best || best->size > max_size)
         return NULL;
-    ix->hint = best;
-    ix->hint_link = best_link;
+    if (best == tree_best) {
+        ix->hint = best;
+        ix->hint_leaf = leaf;
+        ix->hint_pos = j;
+    }
     return best;
 }
 
 size_t ccai_free_index_largest(const ccai_free_index *ix) {
     size_t largest = 0;
     for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
-        if (!sb->rows)
-            continue;
-        unsigned row = 63u - (unsigned)__builtin_clzll(sb->rows);
-        unsigned c = row * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[row]);
-        const ccai_block *n = sb->roots[c];
-        while (n->right) /* ordered by size: the rightmost is the largest */
-            n = n->right;
-        if (n->size > largest)
-            largest = n->size;
-    }
-    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next)
+        if (sb->rows) {
+            unsigned row = 63u - (unsigned)__builtin_clzll(sb->rows);
+            unsigned c = row * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[row]);
+            const ccai_bnode *n = sb->roots[c];
+            while (!n->leaf) /* ordered by size: the rightmost is the largest */
+                n = n->e[n->n - 1].child;
+            if (n->e[n->n - 1].size > largest)
+                largest = n->e[n->n - 1].size;
+        }
         if (sb->recent && sb->recent->size > largest)
             largest = sb->recent->size;
+        for (const ccai_block *o = sb->overflow; o; o = o->over_next)
+            if (o->size > largest)
+                largest = o->size;
+    }
     return largest;
-}
-
-static bool walk(const ccai_block *n, bool (*fn)(void *, const ccai_block *), void *user) {
-    if (!n)
-        return true;
-    return walk(n->left, fn, user) && fn(user, n) && walk(n->right, fn, user);
 }
 
 bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, const ccai_block *b), void *user) {
     for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
         if (sb->recent && !fn(user, sb->recent))
             return false;
-        for (unsigned c = 0; c < CCAI_CLASSES; c++)
-            if (!walk(sb->roots[c], fn, user))
+        for (const ccai_block *o = sb->overflow; o; o = o->over_next)
+            if (!fn(user, o))
                 return false;
+        for (unsigned c = 0; c < CCAI_CLASSES; c++) {
+            if (!sb->roots[c])
+                continue;
+            for (const ccai_bnode *n = leftmost_leaf(sb->roots[c]); n; n = n->next)
+                for (unsigned j = 0; j < n->n; j++)
+                    if (!fn(user, n->e[j].blk))
+                        return false;
+        }
     }
     return true;
+}
+
+/* ---- structure check ---------------------------------------------------------- */
+
+typedef struct bt_check {
+    const ccai_bnode *prev_leaf; /* the leaf before, in order: its next must be this */
+    size_t last_size;
+    uintptr_t last_addr;
+    bool any;
+    int leaf_depth;
+    unsigned cls;
+    const ccai_stream_bins *sb;
+} bt_check;
+
+/* Keys under n lie in [lo, hi) (has_lo / has_hi: bounds present). */
+static const char *check_node(bt_check *k, const ccai_bnode *n, int depth, bool root, bool has_lo, size_t lo_s,
+                              uintptr_t lo_a, bool has_hi, size_t hi_s, uintptr_t hi_a) {
+    if (depth >= BT_DEPTH)
+        return "free index: a tree is deeper than any reachable height";
+    if (n->n > BT_MAX || n->n < (root ? (n->leaf ? 1u : 2u) : (unsigned)BT_MIN))
+        return "free index: a tree node is over- or under-full";
+    if (n->leaf) {
+        if (k->leaf_depth < 0)
+            k->leaf_depth = depth;
+        else if (k->leaf_depth != depth)
+            return "free index: a tree's leaves are at different depths";
+        if (k->prev_leaf && k->prev_leaf->next != n)
+            return "free index: a tree's leaf chain skips a leaf";
+        k->prev_leaf = n;
+        for (unsigned j = 0; j < n->n; j++) {
+            const ccai_block *b = n->e[j].blk;
+            if (!b || b->size != n->e[j].size || b->addr != n->e[j].addr)
+                return "free index: a tree key differs from its block";
+            if (b->cls != k->cls || class_of(b->size) != k->cls || b->stream != k->sb->stream)
+                return "free index: a block is in the tree of another class or stream";
+            if (k->any && !key_lt(k->last_size, k->last_addr, b->size, b->addr))
+                return "free index: a tree is not in (size, address) order";
+            if ((has_lo && key_lt(b->size, b->addr, lo_s, lo_a)) || (has_hi && !key_lt(b->size, b->addr, hi_s, hi_a)))
+                return "free index: a key lies outside its separators";
+            k->any = true;
+            k->last_size = b->size;
+            k->last_addr = b->addr;
+        }
+        return NULL;
+    }
+    for (unsigned i = 0; i < n->n; i++) {
+        bool cl = i > 0 ? true : has_lo, ch = i + 1 < n->n ? true : has_hi;
+        size_t ls = i > 0 ? n->e[i].size : lo_s, hs = i + 1 < n->n ? n->e[i + 1].size : hi_s;
+        uintptr_t la = i > 0 ? n->e[i].addr : lo_a, ha = i + 1 < n->n ? n->e[i + 1].addr : hi_a;
+        if (!n->e[i].child)
+            return "free index: a tree node has a NULL child";
+        const char *err = check_node(k, n->e[i].child, depth + 1, false, cl, ls, la, ch, hs, ha);
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
+const char *ccai_free_index_check(const ccai_free_index *ix) {
+    size_t spare = 0;
+    for (const ccai_bnode *n = ix->spare; n; n = n->next)
+        if (++spare > ix->spare_count)
+            break;
+    if (spare != ix->spare_count)
+        return "free index: the spare node count is wrong";
+    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
+        uint64_t rows = 0;
+        for (unsigned c = 0; c < CCAI_CLASSES; c++) {
+            bool marked = (sb->bitmap[c / 64] >> (c % 64)) & 1;
+            if (marked != (sb->roots[c] != NULL))
+                return "free index: the class bitmap disagrees with the trees";
+            if (marked)
+                rows |= 1ull << (c / 64);
+            if (!sb->roots[c])
+                continue;
+            bt_check k = {.leaf_depth = -1, .cls = c, .sb = sb};
+            const char *err = check_node(&k, sb->roots[c], 0, true, false, 0, 0, false, 0, 0);
+            if (err)
+                return err;
+            if (k.prev_leaf->next)
+                return "free index: a tree's last leaf links to another";
+        }
+        if (rows != sb->rows)
+            return "free index: the row bitmap disagrees with the class bitmap";
+        for (const ccai_block *o = sb->overflow; o; o = o->over_next)
+            if (o->cls != CCAI_CLASS_OVERFLOW || (o->over_next && o->over_next->over_prev != o) ||
+                (o == sb->overflow && o->over_prev))
+                return "free index: the overflow list is broken";
+    }
+    return NULL;
 }
 
 /* ---- live map -------------------------------------------------------------- */

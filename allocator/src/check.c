@@ -223,6 +223,9 @@ const char *ccai_check_locked(const cca_allocator *a) {
     size_t index_count = 0, index_bytes = 0;
     for (const cca_domain *d = &a->root; d; d = d->next) {
         for (int p = 0; p < CCAI_POOL_COUNT; p++) {
+            const char *structure = ccai_free_index_check(&d->pools[p]);
+            if (structure)
+                return structure;
             index_check ic = {d, p, 0, 0, NULL};
             ccai_free_index_walk(&d->pools[p], check_index_entry, &ic);
             if (ic.error)

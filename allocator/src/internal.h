@@ -13,7 +13,7 @@
  *    │               blocks of a segment form an address-ordered chain
  *    │               (prev/next) that tiles the segment exactly.
  *    ├─ free index per pool (small, medium, large; greedy uses "large"):
- *    │    per key stream, size classes each holding a treap ordered by
+ *    │    per key stream, size classes each holding a B+-tree ordered by
  *    │    (size, address), and a bitmap of the non-empty classes. block_index.c
  *    ├─ live map: hash table address -> block, for cca_free in O(1). block_index.c
  *    └─ pending queues: per stream, the events pending frees wait on.  stream.c
@@ -111,15 +111,14 @@ typedef struct ccai_stream_use {
 } ccai_stream_use;
 
 typedef struct ccai_block {
-    /* first 64 bytes: everything a free-index descent or a neighbour check
-     * touches */
-    struct ccai_block *left, *right; /* free index (treap) links           */
-    cca_stream stream;               /* key stream (= segment->stream)      */
-    size_t size;                     /* multiple of CCA_GRANULARITY         */
+    /* first 64 bytes: what the index and a neighbour check touch */
+    struct ccai_block *over_prev, *over_next; /* free index overflow list   */
+    cca_stream stream;                        /* key stream (= segment->stream) */
+    size_t size;                              /* multiple of CCA_GRANULARITY */
     uintptr_t addr;
     struct ccai_block *hash_next; /* live map chain                      */
-    uint32_t priority;            /* treap heap order: a hash of addr    */
-    uint16_t cls;                 /* size class while in a treap         */
+    uint16_t cls;                 /* FREE: size class of its tree, or
+                                     CCAI_CLASS_OVERFLOW                  */
     uint8_t state;                /* FREE / LIVE / PENDING               */
     bool needs_sync; /* PENDING: no event could be recorded and synchronize
                         failed; reused only after a synchronize succeeds  */
@@ -157,7 +156,7 @@ typedef struct ccai_segment {
 } ccai_segment;
 
 /* ------------------------------------------------------------------------ */
-/* block_index.c: the free-block treap and the live-pointer hash map        */
+/* block_index.c: the free-block index and the live-pointer hash map      */
 /* ------------------------------------------------------------------------ */
 
 /* Segregated classes: sizes in units of 512 B; units < 64 map to their own
@@ -165,28 +164,57 @@ typedef struct ccai_segment {
  * of two (TLSF-style, at most 1/64 = 1.6% apart). */
 #define CCAI_CLASS_ROWS 60
 #define CCAI_CLASSES (CCAI_CLASS_ROWS * 64)
-_Static_assert(CCAI_CLASSES <= 65536, "a block keeps its class in 16 bits");
+#define CCAI_CLASS_OVERFLOW 0xffffu /* b->cls of a block in the overflow list */
+_Static_assert(CCAI_CLASSES < CCAI_CLASS_OVERFLOW, "a block keeps its class in 16 bits");
 
-/* The free blocks of one stream in one pool: a treap per size class, and a
- * two-level bitmap of the non-empty classes. */
+/* A node of a class's B+-tree (block_index.c). A leaf holds up to
+ * CCAI_BT_MAX free blocks sorted by (size, address), with the keys inline so
+ * that a search reads them without touching the blocks; an internal node
+ * holds up to CCAI_BT_MAX children and, at 1..n-1, the separators: every key
+ * under child[i-1] < (e[i].size, e[i].addr) <= every key under child[i].
+ * An entry keeps its key and its block or child together: a small node's
+ * entries share the header's cache line. */
+#define CCAI_BT_MAX 16
+typedef struct ccai_bentry {
+    size_t size;
+    uintptr_t addr;
+    union {
+        struct ccai_block *blk;   /* leaf     */
+        struct ccai_bnode *child; /* internal */
+    };
+} ccai_bentry;
+typedef struct ccai_bnode {
+    uint16_t n; /* entries (leaf) or children (internal) */
+    bool leaf;
+    struct ccai_bnode *next; /* leaf: the next leaf of its tree; spare list */
+    ccai_bentry e[CCAI_BT_MAX];
+} ccai_bnode;
+
+/* The free blocks of one stream in one pool: a B+-tree per size class, and
+ * a two-level bitmap of the non-empty classes. */
 typedef struct ccai_stream_bins {
     struct ccai_stream_bins *next;
     cca_stream stream;
     size_t segments;                  /* segments of this stream in the pool  */
     uint64_t rows;                    /* bit r: bitmap[r] != 0                 */
     uint64_t bitmap[CCAI_CLASS_ROWS]; /* bit c%64 of row c/64: class c non-empty */
-    ccai_block *roots[CCAI_CLASSES];
-    ccai_block *recent; /* the last block inserted, held outside the treaps */
+    ccai_bnode *roots[CCAI_CLASSES];
+    ccai_block *recent;   /* the last block inserted, held outside the trees */
+    ccai_block *overflow; /* blocks no tree node could be had for (host OOM) */
 } ccai_stream_bins;
 
 typedef struct ccai_free_index {
     ccai_stream_bins *streams; /* most recently used first */
     size_t count;
     size_t bytes;
-    /* The last best fit found in a treap and the link that points at it, so
-     * that taking it (remove) needs no second descent; NULL after any
-     * change to the index. */
-    ccai_block *hint, **hint_link;
+    /* The last best fit found in a tree, its leaf and position, so that
+     * taking it (remove) needs no second descent; NULL after any change to
+     * the index. */
+    ccai_block *hint;
+    ccai_bnode *hint_leaf;
+    unsigned hint_pos;
+    ccai_bnode *spare; /* nodes kept for reuse, linked by next */
+    size_t spare_count;
 } ccai_free_index;
 
 /* A segment of `stream` joins (attach) or leaves (detach) the pool: the
@@ -203,7 +231,7 @@ void ccai_free_index_split(ccai_free_index *ix, ccai_block *b, ccai_block *rest)
 /* The cached pair's free: b (not in the index) is about to absorb its
  * successor n (in the index). If n is its stream's recent block, b takes the
  * slot (counted with n's bytes, which b absorbs) and true is returned; no
- * treap is touched. Otherwise nothing changes. */
+ * tree is touched. Otherwise nothing changes. */
 bool ccai_free_index_swap_recent(ccai_free_index *ix, ccai_block *n, ccai_block *b);
 /* Smallest block of `stream` with size >= size (ties: lowest address) whose
  * size is <= max_size; NULL if none. */
@@ -211,6 +239,9 @@ ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, siz
 size_t ccai_free_index_largest(const ccai_free_index *ix);
 /* Walk every free block (for invariant checks); stops when fn returns false. */
 bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, const ccai_block *b), void *user);
+/* The index's own structure (trees ordered, filled and linked, bitmap and
+ * classes consistent): NULL, or what is broken. check.c runs it. */
+const char *ccai_free_index_check(const ccai_free_index *ix);
 
 typedef struct ccai_live_map {
     ccai_block **buckets;

@@ -58,7 +58,7 @@
  * Locking: one mutex per allocator around every public entry point (log
  * lines are written after it is released). A cached alloc+free pair is two
  * lock round trips, one best-fit descent and one insert into small
- * per-class treaps (the split's remainder and the block merged back by the
+ * per-class B+-trees (the split's remainder and the block merged back by the
  * free pass through the recent slot: block_index.c), and two O(1) hash
  * operations; docs/allocator.md has the measurements.
  */

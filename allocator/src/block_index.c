@@ -175,7 +175,8 @@ static ccai_bnode *node_get(ccai_free_index *ix) {
         ix->spare_count--;
         return n;
     }
-    return aligned_alloc(64, sizeof(ccai_bnode));
+    /* C11: the size must be a multiple of the alignment (ASan enforces it) */
+    return aligned_alloc(64, (sizeof(ccai_bnode) + 63) & ~(size_t)63);
 }
 
 static void node_put(ccai_free_index *ix, ccai_bnode *n) {
@@ -794,9 +795,10 @@ const char *ccai_free_index_check(const ccai_free_index *ix) {
         }
         if (rows != sb->rows)
             return "free index: the row bitmap disagrees with the class bitmap";
+        size_t listed = 0;
         for (const ccai_block *o = sb->overflow; o; o = o->over_next)
-            if (o->cls != CCAI_CLASS_OVERFLOW || (o->over_next && o->over_next->over_prev != o) ||
-                (o == sb->overflow && o->over_prev))
+            if (++listed > ix->count || o->cls != CCAI_CLASS_OVERFLOW ||
+                (o->over_next && o->over_next->over_prev != o) || (o == sb->overflow && o->over_prev))
                 return "free index: the overflow list is broken";
     }
     return NULL;

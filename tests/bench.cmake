@@ -23,12 +23,7 @@ if(TARGET ccbench_core)
   endforeach()
   # bench/scripts/record_torch.py's reconstruction (pairing, drops, totals,
   # marks, the v2 writer) on synthetic events: pytest, no torch needed
-  find_package(Python3 COMPONENTS Interpreter)
-  if(Python3_Interpreter_FOUND)
-    execute_process(COMMAND ${Python3_EXECUTABLE} -c "import pytest" RESULT_VARIABLE CCB_NO_PYTEST
-                    OUTPUT_QUIET ERROR_QUIET)
-  endif()
-  if(Python3_Interpreter_FOUND AND CCB_NO_PYTEST EQUAL 0)
+  if(CCA_PYTEST)
     add_test(NAME test_record_torch
       COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/test_record_torch.py)
     set_tests_properties(test_record_torch PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")

@@ -11,14 +11,9 @@
 #                         skips with the reason without a GPU or framework)
 # Not in sanitizer builds: an ASan-built library cannot be loaded into an
 # uninstrumented python without preloading the runtime.
-find_package(Python3 COMPONENTS Interpreter)
-if(Python3_Interpreter_FOUND)
-  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import pytest" RESULT_VARIABLE CCA_PY_NO_PYTEST
-                  OUTPUT_QUIET ERROR_QUIET)
-endif()
 if(CCA_SANITIZE)
   message(STATUS "tests: sanitizer build: the Python suites (tests/python) are not registered")
-elseif(NOT Python3_Interpreter_FOUND OR NOT CCA_PY_NO_PYTEST EQUAL 0)
+elseif(NOT CCA_PYTEST)
   message(STATUS "tests: python3 with pytest not found: the Python suites (tests/python) are not registered (scripts/deps.sh installs pytest)")
 else()
   set(CCA_PY_ENV "PYTHONDONTWRITEBYTECODE=1;CCALLOC_LIBRARY=$<TARGET_FILE:ccalloc>")

@@ -11,12 +11,7 @@ target_include_directories(test_history PRIVATE ${PROJECT_SOURCE_DIR}/allocator/
 add_executable(snapshot_torch_writer snapshot_torch_writer.c)
 target_link_libraries(snapshot_torch_writer PRIVATE ccalloc_static Threads::Threads)
 
-find_package(Python3 COMPONENTS Interpreter)
-if(Python3_Interpreter_FOUND)
-  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import pytest" RESULT_VARIABLE CCA_SNAP_NO_PYTEST
-                  OUTPUT_QUIET ERROR_QUIET)
-endif()
-if(Python3_Interpreter_FOUND AND CCA_SNAP_NO_PYTEST EQUAL 0)
+if(CCA_PYTEST)
   set(CCA_SNAP_ENV "PYTHONDONTWRITEBYTECODE=1;CCA_SNAPSHOT_WRITER=$<TARGET_FILE:snapshot_torch_writer>")
   if(TARGET ccrun)
     list(APPEND CCA_SNAP_ENV "CCA_CCRUN=$<TARGET_FILE:ccrun>")

@@ -433,14 +433,16 @@ static void expect_error(const char *text, const char *needle) {
     cr_assert_null(t.marks);
 }
 
+/* The same for `body` after a column header. */
+static void expect_error_after(const char *header, const char *body, const char *needle) {
+    char text[512];
+    snprintf(text, sizeof text, "%s%s", header, body);
+    expect_error(text, needle);
+}
+
 Test(format_v2, hostile_lines_are_refused_with_their_line) {
     const char *v2 = "seq,op,id,size,stream,name\n";
-    char text[512];
-#define BAD(body, needle)                                                                                              \
-    do {                                                                                                               \
-        snprintf(text, sizeof text, "%s%s", v2, body);                                                                 \
-        expect_error(text, needle);                                                                                    \
-    } while (0)
+#define BAD(body, needle) expect_error_after(v2, body, needle)
     BAD("0,alloc,,1,4096\n", "line 2: bad number");         /* an empty field is not skipped */
     BAD("0,alloc,1,4096,\n", "line 2: bad number");
     BAD("0,alloc,1,4096,0,\n", "line 2: expected 5 fields"); /* a name on an alloc */
@@ -609,12 +611,7 @@ Test(format_v3, sections_renumber_their_domains) {
 
 Test(format_v3, hostile_lines_are_refused_with_their_line) {
     const char *v3 = "seq,op,id,size,stream,domain,name\n";
-    char text[512];
-#define BAD3(body, needle)                                                                                             \
-    do {                                                                                                               \
-        snprintf(text, sizeof text, "%s%s", v3, body);                                                                 \
-        expect_error(text, needle);                                                                                    \
-    } while (0)
+#define BAD3(body, needle) expect_error_after(v3, body, needle)
     BAD3("0,alloc,1,8,0\n", "line 2: expected 6 fields");
     BAD3("0,alloc,1,8,0,0,x\n", "line 2: expected 6 fields");
     BAD3("0,mark,0,0,0,x\n", "line 2: expected 7 fields");

@@ -4,4 +4,4 @@
 # block_index.cmake), so tree-node allocation can fail at random.
 cca_add_test(NAME test_adversarial_index SOURCES test_adversarial_index.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 target_include_directories(test_adversarial_index PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
-target_link_options(test_adversarial_index PRIVATE -Wl,--wrap=aligned_alloc)
+target_link_options(test_adversarial_index PRIVATE -Wl,--wrap=aligned_alloc -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)

@@ -30,7 +30,40 @@ static uint64_t fail_rng = 1; /* its own stream: the op sequence stays the same 
 static size_t refused;
 void *__real_aligned_alloc(size_t alignment, size_t size);
 void *__wrap_aligned_alloc(size_t alignment, size_t size);
+/* Host allocation faults for the sweep below (adversarial.cmake also wraps
+ * malloc, calloc and realloc): while armed, calls are counted from 1 and
+ * call host_fail_at fails (with host_sticky, every later one too). */
+static bool host_armed, host_sticky;
+static uint64_t host_calls, host_fail_at, host_failed;
+static bool host_fails(void) {
+    if (!host_armed)
+        return false;
+    host_calls++;
+    if (host_fail_at && (host_calls == host_fail_at || (host_sticky && host_calls > host_fail_at))) {
+        host_failed++;
+        return true;
+    }
+    return false;
+}
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t size);
+void *__wrap_malloc(size_t size) {
+    return host_fails() ? NULL : __real_malloc(size);
+}
+void *__wrap_calloc(size_t n, size_t size) {
+    return host_fails() ? NULL : __real_calloc(n, size);
+}
+void *__wrap_realloc(void *p, size_t size) {
+    return host_fails() ? NULL : __real_realloc(p, size);
+}
+
 void *__wrap_aligned_alloc(size_t alignment, size_t size) {
+    if (host_fails())
+        return NULL;
     if (fail_pct && (fail_pct >= 100 || tu_rand(&fail_rng) % 100 < fail_pct)) {
         refused++;
         return NULL;
@@ -357,4 +390,313 @@ Test(adversarial_index, random_node_failures_fresh_seed) {
     const char *env = getenv("CCA_ADV_SEED");
     uint64_t seed = env ? strtoull(env, NULL, 0) : tu_now_ns() | 1;
     run_random(seed, 500 + (int)(seed % 1500), 1 + (int)(seed % 7), 20000, seed % 2);
+}
+
+/* ---- the public API against a brute-force best fit ------------------------ */
+
+/* The block cca_alloc(size, s) in domain d must hand out, found by scanning
+ * every segment (pool.c steps 2 and 4, max_split 0, no arena): the smallest
+ * free block of the request's pool (and of the medium pool for a large
+ * request that fits a medium segment), key stream and domain, lowest
+ * address among equal sizes. */
+static const ccai_block *api_expect(const cca_allocator *a, const cca_domain *d, size_t size, cca_stream s) {
+    const cca_config *c = &a->config;
+    size_t rounded = (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+    ccai_pool_kind pool = ccai_pool_of(a, rounded);
+    cca_stream key = c->policy == CCA_POLICY_GREEDY ? NULL : s;
+    bool medium_too = pool == CCAI_POOL_LARGE && c->medium_pool && c->policy == CCA_POLICY_GROWTH && !a->expandable &&
+                      rounded <= c->medium_segment;
+    const ccai_block *best = NULL;
+    for (const ccai_segment *g = a->segments; g; g = g->next) {
+        if (g->domain != d || g->stream != key || (g->pool != pool && !(medium_too && g->pool == CCAI_POOL_MEDIUM)))
+            continue;
+        for (const ccai_block *b = g->first; b; b = b->next)
+            if (b->state == CCAI_FREE && b->size >= rounded &&
+                (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr)))
+                best = b;
+    }
+    return best;
+}
+
+typedef struct api_live {
+    void *p;
+    size_t size, held;
+    cca_domain *d;
+} api_live;
+
+static size_t api_size(void) {
+    switch (rnd() % 6) {
+    case 0: return 32 * KiB; /* ties */
+    case 1: return (60 + rnd() % 8) * CCA_GRANULARITY - rnd() % 2;
+    case 2: return 1 + rnd() % (64 * KiB);
+    case 3: return MiB + ((int)(rnd() % 3) - 1) * (ptrdiff_t)CCA_GRANULARITY; /* small_max edge */
+    case 4: return 2 * MiB + rnd() % (8 * MiB);
+    default: return (size_t)1 << (10 + rnd() % 14);
+    }
+}
+
+static void run_api(uint64_t seed, const char *conf, int steps) {
+    rs = seed;
+    fail_rng = seed ^ 0xda942042e4dd58b5ull;
+    cr_log_info("adversarial API sequence, seed %llu, config '%s'", (unsigned long long)seed, conf);
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(4 * GiB, conf, &u, &a);
+    enum { MAXL = 600 };
+    api_live *live = calloc(MAXL, sizeof *live);
+    int nlive = 0;
+    static const cca_stream streams[] = {NULL, (cca_stream)0x1000, (cca_stream)0x2000, (cca_stream)0x3000};
+    cca_domain *doms[3] = {NULL, NULL, NULL};
+    cr_assert_eq(cca_domain_create(a, "adv1", &doms[1]), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_create(a, "adv2", &doms[2]), CCA_OK, "%s", cca_last_error());
+    size_t node_refusals = refused = 0;
+    static const unsigned phases[] = {0, 20, 100, 5, 0, 50};
+    for (int step = 0; step < steps; step++) {
+        fail_pct = phases[(step / 500) % (sizeof phases / sizeof phases[0])];
+        int op = (int)(rnd() % 100);
+        if ((op < 55 && nlive < MAXL) || nlive == 0) {
+            size_t size = api_size();
+            cca_stream s = streams[rnd() % 4];
+            int dn = (int)(rnd() % 3);
+            cca_domain *d = doms[dn];
+            const ccai_block *exp = api_expect(a, d ? d : &a->root, size, s);
+            uintptr_t exp_addr = exp ? exp->addr : 0;
+            size_t segs = tu_stats(a).segments;
+            void *p = NULL;
+            cca_status st = d ? cca_alloc_in(a, d, size, s, &p) : cca_alloc(a, size, s, &p);
+            cr_assert_eq(st, CCA_OK, "step %d: alloc %zu: %s", step, size, cca_last_error());
+            if (exp_addr)
+                cr_assert_eq((uintptr_t)p, exp_addr, "step %d: alloc %zu on %p in domain %d: got %p, best fit is %#lx",
+                             step, size, (void *)s, dn, p, (unsigned long)exp_addr);
+            else
+                cr_assert_gt(tu_stats(a).segments, segs, "step %d: no free block fitted, so a new segment", step);
+            live[nlive++] = (api_live){p, size, tu_block_size(a, p), d};
+        } else if (op < 90) {
+            int k = (int)(rnd() % (uint64_t)nlive);
+            tu_free(a, live[k].p);
+            live[k] = live[--nlive];
+        } else if (op < 94) {
+            size_t keep = tu_stats(a).reserved_bytes / (1 + rnd() % 4);
+            cr_assert_eq(cca_trim(a, keep, NULL), CCA_OK, "step %d: trim: %s", step, cca_last_error());
+        } else if (op < 95) {
+            cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+        } else {
+            cca_reset_peak_stats(a);
+        }
+        tu_check(a);
+        cca_stats st = tu_stats(a);
+        size_t held = 0;
+        for (int k = 0; k < nlive; k++)
+            held += live[k].held;
+        cr_assert_eq(st.allocated_bytes, held, "step %d: allocated_bytes", step);
+        cr_assert_eq(st.active_blocks, (size_t)nlive, "step %d: active_blocks", step);
+        cr_assert_eq(st.allocated_bytes + st.cached_bytes, st.reserved_bytes, "step %d: allocated + cached", step);
+        node_refusals = refused;
+    }
+    fail_pct = 0;
+    cr_log_info("refused %zu node allocations", node_refusals);
+    cr_assert_gt(node_refusals, 0);
+    for (int k = 0; k < nlive; k++)
+        tu_free(a, live[k].p);
+    tu_check(a);
+    cr_assert_eq(cca_domain_destroy(a, doms[1], 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_destroy(a, doms[2], 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    cca_stats end = tu_stats(a);
+    cr_assert_eq(end.reserved_bytes, 0);
+    cr_assert_eq(end.segments, 0);
+    free(live);
+    tu_teardown(a, u);
+}
+
+Test(adversarial_api, best_fit_is_exact_with_node_failures_growth) {
+    run_api(0xbe5466cf34e90c6cull, "", 1500);
+}
+
+Test(adversarial_api, best_fit_is_exact_with_node_failures_no_medium_pool) {
+    run_api(0xc0ac29b7c97c50ddull, "medium_pool:0", 1500);
+}
+
+/* ---- host allocation failing at every call of a script --------------------- */
+
+#define HPG ((size_t)64 * KiB)
+
+typedef struct hslot {
+    void *p;
+    size_t size;
+    uint64_t seed;
+} hslot;
+
+/* The accounts after every step: invariants; reserved = what the upstream
+ * holds for us; expandable: mapped = the upstream's mapped bytes, and
+ * reserved = mapped + classic segments; allocated + cached = reserved. */
+static void host_agree(cca_allocator *a, cca_upstream *u, const char *what, int step) {
+    cca_status st = cca_check_invariants(a);
+    cr_assert_eq(st, CCA_OK, "%s step %d (fail at %llu): invariants: %s", what, step,
+                 (unsigned long long)host_fail_at, cca_last_error());
+    cca_stats s = tu_stats(a);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(s.reserved_bytes, us.bytes_in_use, "%s step %d (fail at %llu): reserved %zu, upstream holds %zu",
+                 what, step, (unsigned long long)host_fail_at, s.reserved_bytes, us.bytes_in_use);
+    cr_assert_eq(s.mapped_bytes, us.vm_mapped_bytes, "%s step %d (fail at %llu): mapped %zu, upstream %zu", what,
+                 step, (unsigned long long)host_fail_at, s.mapped_bytes, us.vm_mapped_bytes);
+    cr_assert_eq(s.allocated_bytes + s.cached_bytes, s.reserved_bytes, "%s step %d", what, step);
+    cr_assert_eq(s.address_space_bytes, us.vm_reserved_bytes, "%s step %d", what, step);
+}
+
+/* One run of the script; host allocation call host_fail_at fails (0: none).
+ * Returns the host allocation calls the script made. */
+static uint64_t host_script(const char *conf, uint64_t fail_at, bool sticky) {
+    cca_host_options o = {.capacity = 256 * MiB, .vm_granularity = HPG};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK);
+    cca_config cfg;
+    cca_config_default(&cfg);
+    cr_assert_eq(cca_config_parse(&cfg, conf), CCA_OK, "%s", cca_last_error());
+    cfg.log_oom = 0;
+    cca_allocator *a;
+    cr_assert_eq(cca_create(&cfg, u, &a), CCA_OK, "%s", cca_last_error());
+    static const struct {
+        char op; /* a: alloc slot size stream; f: free slot; r: record slot stream; t: trim keep-from-top pages; e: empty; d: domain alloc */
+        int slot;
+        size_t size;
+        uintptr_t stream;
+    } script[] = {
+        {'a', 0, 100 * KiB, 0}, {'a', 1, 3 * MiB, 0},    {'a', 2, 700 * KiB, 0x10}, {'r', 1, 0, 0x10},
+        {'a', 3, 512, 0},       {'a', 4, 32 * KiB, 0},   {'f', 0, 0, 0},            {'a', 5, 50 * KiB, 0},
+        {'d', 6, 2 * MiB, 0},   {'f', 2, 0, 0},          {'t', 0, 1, 0},            {'f', 1, 0, 0},
+        {'a', 7, 5 * MiB, 0x10}, {'a', 0, 96 * KiB, 0},  {'f', 4, 0, 0},            {'t', 0, 3, 0},
+        {'d', 8, 64 * KiB, 0x20}, {'a', 9, 40 * MiB, 0}, {'f', 3, 0, 0},            {'e', 0, 0, 0},
+        {'f', 5, 0, 0},         {'f', 6, 0, 0},          {'a', 2, 1 * MiB, 0x20},   {'f', 7, 0, 0},
+        {'f', 9, 0, 0},         {'t', 0, 0, 0},          {'f', 8, 0, 0},            {'f', 0, 0, 0},
+        {'e', 0, 0, 0},
+    };
+    hslot slots[10] = {{0}};
+    cca_domain *d = NULL;
+    if (cfg.policy != CCA_POLICY_GREEDY) /* greedy: one arena, no domains */
+        cr_assert_eq(cca_domain_create(a, "hd", &d), CCA_OK, "%s", cca_last_error());
+    host_calls = host_failed = 0;
+    host_fail_at = fail_at;
+    host_sticky = sticky;
+    char what[128];
+    snprintf(what, sizeof what, "'%s'%s", conf, sticky ? " sticky" : "");
+    for (int i = 0; i < (int)(sizeof script / sizeof script[0]); i++) {
+        hslot *h = &slots[script[i].slot];
+        cca_status st = CCA_OK;
+        cca_stats before = tu_stats(a);
+        switch (script[i].op) {
+        case 'a':
+        case 'd': {
+            void *p = (void *)1;
+            host_armed = true;
+            st = script[i].op == 'a' || !d ? cca_alloc(a, script[i].size, (cca_stream)script[i].stream, &p)
+                                     : cca_alloc_in(a, d, script[i].size, (cca_stream)script[i].stream, &p);
+            host_armed = false;
+            if (st == CCA_OK) {
+                cr_assert(h->p == NULL);
+                *h = (hslot){p, script[i].size, (uint64_t)i * 77 + 1};
+                tu_fill(p, h->size, h->seed);
+            } else {
+                cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s step %d (fail at %llu): alloc: %s", what, i,
+                             (unsigned long long)fail_at, cca_last_error());
+                cr_assert_null(p);
+                cca_stats after = tu_stats(a);
+                cr_assert_eq(after.allocated_bytes, before.allocated_bytes, "%s step %d: a failed alloc", what, i);
+                cr_assert_eq(after.active_blocks, before.active_blocks, "%s step %d", what, i);
+            }
+            break;
+        }
+        case 'f':
+            if (!h->p)
+                break;
+            cr_assert(tu_check_fill(h->p, h->size, h->seed), "%s step %d: block overwritten", what, i);
+            host_armed = true;
+            st = cca_free(a, h->p);
+            host_armed = false;
+            cr_assert_eq(st, CCA_OK, "%s step %d (fail at %llu): free: %s", what, i, (unsigned long long)fail_at,
+                         cca_last_error());
+            h->p = NULL;
+            break;
+        case 'r':
+            if (!h->p)
+                break;
+            host_armed = true;
+            st = cca_record_stream(a, h->p, (cca_stream)script[i].stream);
+            host_armed = false;
+            cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY, "%s step %d: record: %s", what, i,
+                      cca_last_error());
+            break;
+        case 't': {
+            size_t keep = before.reserved_bytes > script[i].size * HPG ? before.reserved_bytes - script[i].size * HPG : 0;
+            if (script[i].size == 0)
+                keep = before.reserved_bytes / 2;
+            cca_release_report rep;
+            host_armed = true;
+            st = cca_trim(a, keep, &rep);
+            host_armed = false;
+            cr_assert_eq(st, CCA_OK, "%s step %d (fail at %llu): trim: %s", what, i, (unsigned long long)fail_at,
+                         cca_last_error());
+            cca_stats after = tu_stats(a);
+            cr_assert_eq(rep.bytes_still_reserved, after.reserved_bytes, "%s step %d", what, i);
+            cr_assert_eq(rep.bytes_released, before.reserved_bytes - after.reserved_bytes, "%s step %d", what, i);
+            break;
+        }
+        default: {
+            cca_release_report rep;
+            host_armed = true;
+            st = cca_empty_cache(a, &rep);
+            host_armed = false;
+            cr_assert_eq(st, CCA_OK, "%s step %d (fail at %llu): empty_cache: %s", what, i,
+                         (unsigned long long)fail_at, cca_last_error());
+            cca_stats after = tu_stats(a);
+            /* expandable: live bytes and the free parts of their shared pages;
+             * classic: live bytes and the free bytes of pinned segments */
+            size_t kept = a->expandable ? rep.free_bytes_trapped : rep.free_bytes_pinned;
+            cr_assert_eq(after.reserved_bytes, after.allocated_bytes + kept,
+                         "%s step %d (fail at %llu): empty_cache left %zu reserved, %zu allocated, %zu kept", what,
+                         i, (unsigned long long)fail_at, after.reserved_bytes, after.allocated_bytes, kept);
+            break;
+        }
+        }
+        host_agree(a, u, what, i);
+        for (int k = 0; k < 10; k++)
+            if (slots[k].p)
+                cr_assert(tu_check_fill(slots[k].p, slots[k].size, slots[k].seed), "%s step %d: slot %d overwritten",
+                          what, i, k);
+    }
+    uint64_t calls = host_calls;
+    host_fail_at = 0;
+    for (int k = 0; k < 10; k++)
+        if (slots[k].p)
+            tu_free(a, slots[k].p);
+    if (d)
+        cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK, "%s: %s", what, cca_last_error());
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cca_stats end = tu_stats(a);
+    cr_assert_eq(end.reserved_bytes, 0, "%s (fail at %llu): %zu bytes stay reserved", what,
+                 (unsigned long long)fail_at, end.reserved_bytes);
+    tu_teardown(a, u);
+    return calls;
+}
+
+static void host_sweep(const char *conf) {
+    uint64_t calls = host_script(conf, 0, false);
+    cr_log_info("'%s': %llu host allocation calls", conf, (unsigned long long)calls);
+    cr_assert_gt(calls, 0);
+    for (uint64_t k = 1; k <= calls + 1; k++) {
+        host_script(conf, k, false);
+        host_script(conf, k, true);
+    }
+}
+
+Test(adversarial_hostoom, every_host_allocation_fails_expandable, .timeout = 120) {
+    host_sweep("expandable:1");
+}
+
+Test(adversarial_hostoom, every_host_allocation_fails_classic, .timeout = 120) {
+    host_sweep("");
+}
+
+Test(adversarial_hostoom, every_host_allocation_fails_greedy_expandable, .timeout = 120) {
+    host_sweep("policy:greedy,greedy_bytes:96m,expandable:1");
 }

@@ -700,3 +700,131 @@ Test(adversarial_hostoom, every_host_allocation_fails_classic, .timeout = 120) {
 Test(adversarial_hostoom, every_host_allocation_fails_greedy_expandable, .timeout = 120) {
     host_sweep("policy:greedy,greedy_bytes:96m,expandable:1");
 }
+
+/* No host memory at all while an expandable segment grows by small steps:
+ * sooner or later a split finds no block record (the slab is used up).
+ * Every failure is an OOM that leaves the live blocks, the accounts and the
+ * invariants intact; once host memory is back, the same requests succeed
+ * and nothing was lost. */
+Test(adversarial_hostoom, expandable_split_without_block_records) {
+    cca_host_options o = {.capacity = 512 * MiB, .vm_granularity = HPG};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK);
+    cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0");
+    enum { N = 600 };
+    void **p = calloc(N, sizeof *p);
+    int n = 0, fails = 0;
+    /* the segment (its bins, a slab of block records) exists first */
+    /* ... with pages mapped (the simulated device needs host memory to map) */
+    void *w1 = tu_alloc(a, 1 * MiB, NULL), *w2 = tu_alloc(a, 300 * MiB, NULL), *w3 = tu_alloc(a, 1 * MiB, NULL);
+    for (size_t k = 0; k < 40; k++) /* a small range of 40 MiB, each 1 MiB mapped */
+        p[k] = tu_alloc(a, 1 * MiB, NULL);
+    for (size_t k = 0; k < 40; k++)
+        tu_free(a, p[k]);
+    tu_free(a, w1);
+    tu_free(a, w2);
+    tu_free(a, w3);
+    cca_stats warm = tu_stats(a);
+    host_calls = host_failed = 0;
+    host_fail_at = 1;
+    host_sticky = true;
+    for (int i = 0; i < N; i++) {
+        size_t size = (size_t)(1 + i % 5) * 40 * KiB + (i % 3) * 2 * MiB;
+        cca_stats before = tu_stats(a);
+        host_armed = true;
+        cca_status st = cca_alloc(a, size, NULL, &p[n]);
+        host_armed = false;
+        if (st == CCA_OK) {
+            tu_fill(p[n], size, (uint64_t)n);
+            n++;
+        } else {
+            cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "alloc %d: %s", i, cca_last_error());
+            cca_stats after = tu_stats(a);
+            cr_assert_eq(after.allocated_bytes, before.allocated_bytes);
+            cr_assert_eq(after.active_blocks, before.active_blocks);
+            if (getenv("ADV_DEBUG"))
+                fprintf(stderr, "alloc %d (%zu): %s\n", i, size, cca_last_error());
+            fails++;
+        }
+        host_agree(a, u, "no host memory", i);
+    }
+    cr_assert_gt(fails, 0, "some split found no block record");
+    cr_assert_eq(tu_stats(a).reserved_bytes, warm.reserved_bytes, "no page was mapped or unmapped");
+    cr_assert_gt(n, 60, "blocks records on hand were used: %d allocations succeeded", n);
+    host_fail_at = 0;
+    for (int k = 0; k < n; k++)
+    for (int k = 0; k < n; k++)
+        tu_free(a, p[k]);
+    host_agree(a, u, "all freed", -1);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    free(p);
+    tu_teardown(a, u);
+}
+
+/* ---- ties: thousands of blocks of one size ------------------------------- */
+
+/* 3000 blocks of one size, inserted in a scrambled address order, with
+ * neighbours one granule smaller and larger in the same and the adjacent
+ * classes: best fit hands them out strictly by address (the hint path
+ * drops entries from leaves without a descent), then, with a third removed
+ * at random and reinserted, still by address. Sizes at class and power-of-
+ * two boundaries. */
+Test(adversarial_index, ties_come_out_by_address_at_class_boundaries) {
+    static const size_t sizes[] = {63 * CCA_GRANULARITY, 64 * CCA_GRANULARITY, 65 * CCA_GRANULARITY,
+                                   (1u << 20) - CCA_GRANULARITY, 1u << 20, (1u << 20) + CCA_GRANULARITY,
+                                   (size_t)1 << 40};
+    enum { T = 3000 };
+    rs = 0x6a09e667f3bcc908ull;
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        size_t S = sizes[z];
+        model m;
+        model_init(&m, T + 200, 1);
+        for (int i = 0; i < T; i++) { /* addresses scrambled by model_init */
+            m.blocks[i].size = S;
+            m.blocks[i].state = CCAI_FREE;
+            ccai_free_index_insert(&m.ix, &m.blocks[i]);
+            m_in(&m, i);
+        }
+        for (int i = T; i < T + 200; i++) { /* smaller and larger neighbours */
+            m.blocks[i].size = i % 2 ? S - CCA_GRANULARITY : S + CCA_GRANULARITY;
+            m.blocks[i].state = CCAI_FREE;
+            ccai_free_index_insert(&m.ix, &m.blocks[i]);
+            m_in(&m, i);
+        }
+        verify_full(&m, 0);
+        for (int round = 0; round < 2; round++) {
+            uintptr_t last = 0;
+            for (int k = 0; k < T / 2; k++) {
+                ccai_block *b = ccai_free_index_best_fit(&m.ix, NULL, S, SIZE_MAX);
+                ccai_block *e = brute(&m, NULL, S, SIZE_MAX);
+                cr_assert_eq(b, e, "size %zu round %d take %d", S, round, k);
+                cr_assert_eq(b->size, S);
+                cr_assert_gt(b->addr, last, "size %zu: ascending addresses", S);
+                last = b->addr;
+                ccai_free_index_remove(&m.ix, b);
+                m_out(&m, (int)(b - m.blocks));
+                if (k % 97 == 0)
+                    verify_full(&m, k);
+            }
+            /* put everything back, a third removed at random first */
+            for (int i = 0; i < T; i++)
+                if (m.in[i] && rnd() % 3 == 0) {
+                    ccai_free_index_remove(&m.ix, &m.blocks[i]);
+                    m_out(&m, i);
+                }
+            for (int i = 0; i < T; i++)
+                if (!m.in[i]) {
+                    ccai_free_index_insert(&m.ix, &m.blocks[i]);
+                    m_in(&m, i);
+                }
+            verify_full(&m, -1);
+        }
+        /* a request one granule above S: the larger neighbours, lowest address first */
+        ccai_block *up = ccai_free_index_best_fit(&m.ix, NULL, S + 1, SIZE_MAX);
+        cr_assert_eq(up, brute(&m, NULL, S + 1, SIZE_MAX));
+        cr_assert_eq(up->size, S + CCA_GRANULARITY);
+        cr_assert_null(ccai_free_index_best_fit(&m.ix, NULL, S + 1, S), "above max_size");
+        model_fini(&m);
+    }
+}

@@ -828,3 +828,70 @@ Test(adversarial_index, ties_come_out_by_address_at_class_boundaries) {
         model_fini(&m);
     }
 }
+
+/* ---- expandable: trim at page boundaries ---------------------------------- */
+
+/* Eight 2 MiB blocks on page boundaries, three of them freed (holes of 32
+ * pages, no page shared with a live block, tail fully used): trim(keep) for
+ * keep at, one byte around and one page around page boundaries unmaps
+ * exactly ceil((reserved - keep) / page) pages, never a live one. */
+Test(adversarial_expandable, trim_keep_at_page_boundaries_is_exact) {
+    const size_t X = 2 * MiB;
+    const size_t keeps_from_top[][2] = {
+        /* {pages, bytes}: keep = reserved - pages*page - bytes (bytes may be "negative": 1 = +1) */
+        {0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {31, 0}, {32, 0}, {33, 0}, {95, 0}, {96, 0}, {97, 0}, {200, 0},
+    };
+    for (size_t t = 0; t < sizeof keeps_from_top / sizeof keeps_from_top[0]; t++) {
+        for (int plus = 0; plus < 2; plus++) {
+            cca_host_options o = {.capacity = 64 * MiB, .vm_granularity = HPG};
+            cca_upstream *u = NULL;
+            cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK);
+            cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead_max:0");
+            void *p[8];
+            for (int i = 0; i < 8; i++)
+                p[i] = tu_alloc(a, X, NULL);
+            tu_free(a, p[1]);
+            tu_free(a, p[3]);
+            tu_free(a, p[5]);
+            cca_stats s0 = tu_stats(a);
+            cr_assert_eq(s0.reserved_bytes, 8 * X, "no page mapped ahead");
+            size_t drop = keeps_from_top[t][0] * HPG, keep;
+            if (keeps_from_top[t][1] && plus) /* one byte above the boundary */
+                keep = s0.reserved_bytes - drop + 1;
+            else if (keeps_from_top[t][1]) /* one byte below it */
+                keep = s0.reserved_bytes - drop - 1;
+            else
+                keep = s0.reserved_bytes > drop ? s0.reserved_bytes - drop : 0;
+            size_t over = s0.reserved_bytes > keep ? s0.reserved_bytes - keep : 0;
+            size_t pages = (over + HPG - 1) / HPG;
+            if (pages > 96) /* only the three holes are free */
+                pages = 96;
+            cca_release_report rep;
+            cr_assert_eq(cca_trim(a, keep, &rep), CCA_OK, "%s", cca_last_error());
+            cca_stats s1 = tu_stats(a);
+            cr_assert_eq(s1.reserved_bytes, s0.reserved_bytes - pages * HPG,
+                         "keep %zu (reserved %zu): %zu left, want %zu pages unmapped", keep, s0.reserved_bytes,
+                         s1.reserved_bytes, pages);
+            cr_assert_eq(rep.pages_unmapped, pages);
+            cr_assert_eq(rep.bytes_released, pages * HPG);
+            cr_assert_eq(rep.free_bytes_trapped, 0, "nothing shares a page");
+            cr_assert_eq(s1.allocated_bytes, 5 * X);
+            host_agree(a, u, "trim", (int)t);
+            /* the holes come back, mapped again as needed, at the same addresses */
+            void *q1 = tu_alloc(a, X, NULL), *q3 = tu_alloc(a, X, NULL), *q5 = tu_alloc(a, X, NULL);
+            cr_assert_eq(q1, p[1]);
+            cr_assert_eq(q3, p[3]);
+            cr_assert_eq(q5, p[5]);
+            cr_assert_eq(tu_stats(a).reserved_bytes, 8 * X);
+            for (int i = 0; i < 8; i++)
+                if (i != 1 && i != 3 && i != 5)
+                    tu_free(a, p[i]);
+            tu_free(a, q1);
+            tu_free(a, q3);
+            tu_free(a, q5);
+            cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+            cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+            tu_teardown(a, u);
+        }
+    }
+}

@@ -735,6 +735,9 @@ Test(adversarial_hostoom, expandable_split_without_block_records) {
         cca_status st = cca_alloc(a, size, NULL, &p[n]);
         host_armed = false;
         if (st == CCA_OK) {
+            for (int k = 0; k < n; k++)
+                cr_assert_neq(p[k], p[n], "alloc %d (%zu bytes) returned %p, live since allocation %d", i, size, p[n],
+                              k);
             tu_fill(p[n], size, (uint64_t)n);
             n++;
         } else {
@@ -747,14 +750,20 @@ Test(adversarial_hostoom, expandable_split_without_block_records) {
             fails++;
         }
         host_agree(a, u, "no host memory", i);
+        for (int k = 0; k < n; k++) {
+            size_t bs = 0;
+            cr_assert_eq(cca_block_size(a, p[k], &bs), CCA_OK, "after alloc %d (%s): allocation %d (%p) is not live: %s",
+                         i, st == CCA_OK ? "ok" : "failed", k, p[k], cca_last_error());
+        }
     }
     cr_assert_gt(fails, 0, "some split found no block record");
     cr_assert_eq(tu_stats(a).reserved_bytes, warm.reserved_bytes, "no page was mapped or unmapped");
     cr_assert_gt(n, 60, "blocks records on hand were used: %d allocations succeeded", n);
     host_fail_at = 0;
-    for (int k = 0; k < n; k++)
-    for (int k = 0; k < n; k++)
-        tu_free(a, p[k]);
+    for (int k = 0; k < n; k++) {
+        cca_status fs = cca_free(a, p[k]);
+        cr_assert_eq(fs, CCA_OK, "free of allocation %d of %d (%p): %s", k, n, p[k], cca_last_error());
+    }
     host_agree(a, u, "all freed", -1);
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
     cr_assert_eq(tu_stats(a).reserved_bytes, 0);

@@ -140,16 +140,20 @@ static void finish(cca_allocator *a, cca_upstream *u) {
     cca_upstream_destroy(u);
 }
 
+/* The least step is off here (expandable_ahead_min:0): these tests follow
+ * the fractional rule page by page; the_least_step_... turns it on. */
 static cca_allocator *exp_allocator(cca_upstream *u, const char *extra) {
     char conf[256];
-    snprintf(conf, sizeof conf, "expandable:1,log_oom:0%s%s", extra ? "," : "", extra ? extra : "");
+    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead_min:0%s%s", extra ? "," : "",
+             extra ? extra : "");
     return tu_allocator(u, conf);
 }
 
 /* The growth rule for blocks taken one after another from the tail of one
  * segment, every page below the tail mapped: a request that needs pages
- * beyond `end` maps them plus min(mapped x ahead, ahead_max) more (whole
- * pages, not past the range; defaults 1/16 and 64 MiB) in one vm_map call. */
+ * beyond `end` maps them plus min(max(mapped x ahead, least - its new
+ * pages), ahead_max) more (whole pages, not past the range; defaults 1/16,
+ * 20 MiB and 64 MiB; least 0 in most tests) in one vm_map call. */
 typedef struct growth {
     size_t page, npages;
     size_t off;  /* where the next block starts */
@@ -157,6 +161,7 @@ typedef struct growth {
     size_t maps; /* vm_map calls               */
     double ahead;
     size_t ahead_max;
+    size_t least; /* expandable_ahead_min, in bytes */
     uintptr_t base;
 } growth;
 
@@ -174,6 +179,9 @@ static size_t growth_take(growth *g, size_t size) {
     size_t hi = round_to(at + r, g->page) / g->page;
     if (hi > g->end) {
         double want = (double)(g->end * g->page) * g->ahead;
+        size_t step = (hi - g->end) * g->page; /* the request's new pages */
+        if (g->least > step && want < (double)(g->least - step))
+            want = (double)(g->least - step);
         size_t ahead = (want < (double)g->ahead_max ? (size_t)want : g->ahead_max) / g->page;
         if (ahead > g->npages - hi)
             ahead = g->npages - hi;
@@ -568,8 +576,30 @@ Test(expandable, growth_maps_ahead_and_trim_releases_the_ahead_pages_first) {
  * 120 tail requests map exactly what the model says for each setting
  * (pointers, vm_map calls, mapped bytes), from one map per request with the
  * ahead off to a few with half of what is mapped mapped ahead. */
+/* n (<= 120) requests of a page and 512 B, one after another from the tail
+ * of one segment of an allocator configured by conf, checked against the
+ * model g (pointers, maps, mapped bytes, the device's count); then freed
+ * and emptied. *c: the allocator's config. Returns the model's maps. */
+static size_t grow_like_the_model(const char *conf, growth *g, size_t cap, size_t n, cca_config *c) {
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, conf);
+    cr_assert_eq(cca_get_config(a, c), CCA_OK);
+    void *p[120];
+    cr_assert_leq(n, 120);
+    for (size_t i = 0; i < n; i++)
+        p[i] = take(a, g, PG + 512, S0);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.vm_maps, g->maps, "%s: %llu maps, the model %zu", conf, (unsigned long long)s.vm_maps, g->maps);
+    cr_assert_eq(s.mapped_bytes, g->end * PG, "%s", conf);
+    agree(a, u, PG, cap, conf);
+    for (size_t i = 0; i < n; i++)
+        tu_free(a, p[i]);
+    finish(a, u);
+    return g->maps;
+}
+
 Test(expandable, the_ahead_options_set_the_growth_rule) {
-    const size_t cap = 512 * MiB, n = 120, size = PG + 512;
+    const size_t cap = 512 * MiB, n = 120;
     static const struct {
         const char *conf;
         double ahead;
@@ -584,31 +614,77 @@ Test(expandable, the_ahead_options_set_the_growth_rule) {
     for (size_t k = 0; k < 4; k++) {
         char conf[128];
         snprintf(conf, sizeof conf, "small_pool:0,%s", cases[k].conf);
-        cca_upstream *u = vm_device(cap, PG);
-        cca_allocator *a = exp_allocator(u, conf);
-        cca_config c;
-        cr_assert_eq(cca_get_config(a, &c), CCA_OK);
-        cr_assert_eq(c.expandable_ahead, cases[k].ahead, "%s", conf);
-        cr_assert_eq(c.expandable_ahead_max, cases[k].ahead_max, "%s", conf);
         growth g;
         growth_init(&g, PG, cap);
         g.ahead = cases[k].ahead;
         g.ahead_max = cases[k].ahead_max;
-        void *p[120];
-        for (size_t i = 0; i < n; i++)
-            p[i] = take(a, &g, size, S0);
-        cca_stats s = tu_stats(a);
-        cr_assert_eq(s.vm_maps, g.maps, "%s: %llu maps, the model %zu", conf, (unsigned long long)s.vm_maps, g.maps);
-        cr_assert_eq(s.mapped_bytes, g.end * PG, "%s", conf);
-        agree(a, u, PG, cap, conf);
-        maps[k] = g.maps;
-        for (size_t i = 0; i < n; i++)
-            tu_free(a, p[i]);
-        finish(a, u);
+        cca_config c;
+        maps[k] = grow_like_the_model(conf, &g, cap, n, &c);
+        cr_assert_eq(c.expandable_ahead, cases[k].ahead, "%s", conf);
+        cr_assert_eq(c.expandable_ahead_max, cases[k].ahead_max, "%s", conf);
     }
     cr_assert_eq(maps[0], 120, "no ahead: one map per request that crosses into a new page");
     cr_assert_lt(maps[2], maps[1], "mapping more ahead makes fewer calls");
     cr_assert_lt(maps[1], maps[0]);
+}
+
+/* expandable_ahead_min: while little is mapped, 1/16 of it is less than a
+ * page, and each request crossing into a new page would be a call of its
+ * own; a step maps at least expandable_ahead_min instead (the request's new
+ * pages included), in the small pool's range at most small_segment, and
+ * never more than expandable_ahead_max beyond the request. */
+Test(expandable, the_least_step_cuts_calls_while_a_segment_starts_out) {
+    const size_t cap = 512 * MiB, n = 120;
+    const size_t leasts[] = {0, 1 * MiB, 4 * MiB};
+    size_t maps[3];
+    for (size_t k = 0; k < 3; k++) {
+        char conf[128];
+        snprintf(conf, sizeof conf, "small_pool:0,expandable_ahead_min:%zu", leasts[k]);
+        growth g;
+        growth_init(&g, PG, cap);
+        g.least = leasts[k];
+        cca_config c;
+        maps[k] = grow_like_the_model(conf, &g, cap, n, &c);
+        cr_assert_eq(c.expandable_ahead_min, leasts[k], "%s", conf);
+    }
+    /* the model's numbers, 120 requests of a page and 512 B (121 pages):
+     * without a least step, 1/16 ahead is under a page until 16 pages are
+     * mapped, and each of the first 16 requests is a call */
+    cr_assert_eq(maps[0], 42);
+    cr_assert_eq(maps[1], 8);
+    cr_assert_eq(maps[2], 2);
+
+    /* defaults (20 MiB) on 2 MiB pages: the first small request maps
+     * small_segment (2 MiB) of the small range, the first large one 20 MiB
+     * of the large range; expandable_ahead_max caps the step, 0 turns it off */
+    static const struct {
+        const char *conf;
+        size_t small, large; /* bytes mapped in each range after the two requests */
+    } cases[] = {
+        {"", 2 * MiB, 20 * MiB},
+        {"expandable_ahead_max:2M", 2 * MiB, 6 * MiB},
+        {"expandable_ahead_max:0", 2 * MiB, 4 * MiB},
+        {"expandable_ahead_min:0", 2 * MiB, 4 * MiB},
+        {"expandable_ahead_min:64M,small_segment:8M", 8 * MiB, 64 * MiB},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char conf[160];
+        snprintf(conf, sizeof conf, "expandable:1,log_oom:0%s%s", cases[k].conf[0] ? "," : "", cases[k].conf);
+        cca_upstream *u = vm_device(cap, 2 * MiB);
+        cca_allocator *a = tu_allocator(u, conf);
+        void *small = tu_alloc(a, 4 * KiB, S0);
+        cca_stats s = tu_stats(a);
+        cr_assert_eq(s.mapped_bytes, cases[k].small, "%s: small range %zu", conf, s.mapped_bytes);
+        void *large = tu_alloc(a, 3 * MiB, S0);
+        s = tu_stats(a);
+        cr_assert_eq(s.mapped_bytes - cases[k].small, cases[k].large, "%s: large range %zu", conf,
+                     s.mapped_bytes - cases[k].small);
+        cr_assert_eq(s.vm_maps, 2, "%s: one map per range", conf);
+        agree(a, u, 2 * MiB, 0, conf);
+        tu_free(a, small);
+        tu_free(a, large);
+        finish(a, u);
+    }
 }
 
 Test(expandable, an_ahead_map_the_device_refuses_is_retried_without_it) {

@@ -177,7 +177,8 @@ Test(history, a_forced_domain_release_completes_without_a_request) {
 Test(history, expandable_segments_record_maps_and_unmaps) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(256 * MiB, "expandable:1,history:64", &u, &a);
+    /* no least step, so that the second request maps a run of its own */
+    tu_host_allocator(256 * MiB, "expandable:1,expandable_ahead_min:0,history:64", &u, &a);
     void *p = tu_alloc(a, 3 * MiB, S1); /* large range: 2 pages of 2 MiB, nothing ahead yet */
     uintptr_t base = only_segment_base(a);
     cr_assert_eq((uintptr_t)p, base);

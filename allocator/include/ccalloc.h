@@ -326,6 +326,11 @@ typedef struct cca_config {
                                     (0,1]                              (0.0625) */
     size_t expandable_ahead_max; /* expandable_ahead_max: cap on those bytes;
                                     0 = map only what requests need  (64 MiB) */
+    size_t expandable_ahead_min; /* expandable_ahead_min: a tail request maps at
+                                    least this much, its own pages included
+                                    (small pool's range: at most small_segment);
+                                    capped by expandable_ahead_max; 0 = off
+                                                                     (20 MiB) */
 } cca_config;
 
 /* Compiled-in defaults. Does not read the environment. */

@@ -85,6 +85,11 @@ static const option options[] = {
      "more peak memory)"},
     {"expandable_ahead_max", OPT_SIZE, OFF(expandable_ahead_max), 64 * MiB, 0, (double)SIZE_MAX,
      "cap on the bytes expandable_ahead maps beyond a request; 0 = map only what requests need"},
+    {"expandable_ahead_min", OPT_SIZE, OFF(expandable_ahead_min), 20 * MiB, 0, (double)SIZE_MAX,
+     "expandable segments: a request served from a segment's tail maps at least this much, its own pages "
+     "included (at most small_segment in the small pool's range), so that a segment starting out calls the "
+     "upstream no more often than classic segments would; expandable_ahead_max still caps what is mapped "
+     "beyond the request; 0 = off"},
     {"history", OPT_SIZE, OFF(history), 0, 0, (double)CCAI_HISTORY_MAX,
      "entries of the ring of recent events (alloc, free, segment, map, OOM) that cca_write_snapshot_torch "
      "writes as PyTorch's device trace: a count (64K = 65536), 40 bytes each; 0 = off"},

@@ -31,10 +31,16 @@
  *     expandable_ahead_max) more (defaults 1/16 and 64 MiB), rounded down to
  *     pages, so that a segment growing by small steps calls the upstream
  *     about once per 1/16 of growth instead of once per request, and
- *     over-maps by at most 1/16 (less once the cap applies). The defaults
- *     were chosen on ccbench's traces; docs/tuning.md has the measured
- *     trade-off between calls and peak memory for other settings. An ahead
- *     map the device refuses is retried without the ahead pages;
+ *     over-maps by at most 1/16 (less once the cap applies). While little
+ *     is mapped, 1/16 is less than a page and every request crossing into
+ *     a new page would call the upstream: a step therefore maps at least
+ *     expandable_ahead_min (20 MiB, the request's pages included; in the
+ *     small pool's range at most small_segment, 2 MiB), what a classic
+ *     segment of the pool would reserve, so that a segment starting out
+ *     calls no more often than classic segments. The defaults were chosen
+ *     on ccbench's traces; docs/tuning.md has the measured trade-off
+ *     between calls and peak memory for other settings. An ahead map the
+ *     device refuses is retried without the ahead pages;
  *   - release (release.c): a page lying wholly inside a free block is
  *     unmapped by trim, empty-cache and the OOM retry (never by cca_free):
  *     the tail's pages first (mapped ahead, never used), then the rest. A
@@ -291,6 +297,14 @@ static bool run_push(run_list *r, size_t first, size_t n) {
     return true;
 }
 
+/* Pages of [lo, hi) that are not mapped. */
+static size_t unmapped_pages(const ccai_segment *s, size_t lo, size_t hi) {
+    size_t pages = 0, first, n;
+    for (size_t i = lo; next_run(s, &i, hi, false, &first, &n);)
+        pages += n;
+    return pages;
+}
+
 /* Map every unmapped page of [lo, hi), one call per run; on failure unmap
  * what this call mapped and return the failure (nothing changed). */
 static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi) {
@@ -326,6 +340,12 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded) 
         const cca_config *c = &a->config;
         double want = (double)s->mapped_pages * (double)s->page * c->expandable_ahead;
         size_t cap = c->expandable_ahead_max;
+        /* the least step: expandable_ahead_min of new pages, the request's included */
+        size_t least = c->expandable_ahead_min, step = unmapped_pages(s, lo, hi) * s->page;
+        if (s->pool == CCAI_POOL_SMALL && least > c->small_segment)
+            least = c->small_segment;
+        if (least > step && want < (double)(least - step))
+            want = (double)(least - step);
         ahead = (want < (double)cap ? (size_t)want : cap) / s->page;
         if (ahead > s->npages - hi)
             ahead = s->npages - hi;

@@ -554,12 +554,9 @@ static uint64_t host_script(const char *conf, uint64_t fail_at, bool sticky) {
     cca_host_options o = {.capacity = 256 * MiB, .vm_granularity = HPG};
     cca_upstream *u = NULL;
     cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK);
-    cca_config cfg;
-    cca_config_default(&cfg);
-    cr_assert_eq(cca_config_parse(&cfg, conf), CCA_OK, "%s", cca_last_error());
-    cfg.log_oom = 0;
-    cca_allocator *a;
-    cr_assert_eq(cca_create(&cfg, u, &a), CCA_OK, "%s", cca_last_error());
+    char full[160];
+    snprintf(full, sizeof full, "log_oom:0%s%s", conf[0] ? "," : "", conf);
+    cca_allocator *a = tu_allocator(u, full);
     static const struct {
         char op; /* a: alloc slot size stream; f: free slot; r: record slot stream; t: trim keep-from-top pages; e: empty; d: domain alloc */
         int slot;
@@ -577,7 +574,7 @@ static uint64_t host_script(const char *conf, uint64_t fail_at, bool sticky) {
     };
     hslot slots[10] = {{0}};
     cca_domain *d = NULL;
-    if (cfg.policy != CCA_POLICY_GREEDY) /* greedy: one arena, no domains */
+    if (a->config.policy != CCA_POLICY_GREEDY) /* greedy: one arena, no domains */
         cr_assert_eq(cca_domain_create(a, "hd", &d), CCA_OK, "%s", cca_last_error());
     host_calls = host_failed = 0;
     host_fail_at = fail_at;

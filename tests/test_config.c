@@ -623,18 +623,21 @@ Test(config, every_option_round_trips_at_the_edges_of_its_range) {
     free(table);
 }
 
-/* The growth rule's two options: their defaults, their edges, and hostile
+/* The growth rule's three options: their defaults, their edges, and hostile
  * values refused with the config unchanged and the option named. */
 Test(config, expandable_ahead_options_refuse_hostile_values) {
     cca_config c = defaults();
     cr_assert_eq(c.expandable_ahead, 0.0625);
     cr_assert_eq(c.expandable_ahead_max, 64 * MiB);
-    c = parse_ok("expandable_ahead:1,expandable_ahead_max:0");
+    cr_assert_eq(c.expandable_ahead_min, 20 * MiB);
+    c = parse_ok("expandable_ahead:1,expandable_ahead_max:0,expandable_ahead_min:0");
     cr_assert_eq(c.expandable_ahead, 1.0);
     cr_assert_eq(c.expandable_ahead_max, 0);
-    c = parse_ok("expandable_ahead:0.001,expandable_ahead_max:4T");
+    cr_assert_eq(c.expandable_ahead_min, 0);
+    c = parse_ok("expandable_ahead:0.001,expandable_ahead_max:4T,expandable_ahead_min:18446744073709551615");
     cr_assert_eq(c.expandable_ahead, 0.001);
     cr_assert_eq(c.expandable_ahead_max, (size_t)4 << 40);
+    cr_assert_eq(c.expandable_ahead_min, SIZE_MAX, "the largest size is accepted: expandable_ahead_max caps the step");
     static const char *bad_fraction[] = {"0",   "-0",  "-0.25", "1.0000001", "2",  "nan",  "inf",
                                          "-inf", "",   "abc",   "0.5x",      "1/16", "0x1p-4", "1e", "1e+", "..5", "."};
     for (size_t i = 0; i < sizeof bad_fraction / sizeof bad_fraction[0]; i++) {
@@ -647,5 +650,7 @@ Test(config, expandable_ahead_options_refuse_hostile_values) {
         char text[64];
         snprintf(text, sizeof text, "expandable_ahead_max:%s", bad_size[i]);
         parse_fails(text, "expandable_ahead_max");
+        snprintf(text, sizeof text, "expandable_ahead_min:%s", bad_size[i]);
+        parse_fails(text, "expandable_ahead_min");
     }
 }

@@ -666,9 +666,12 @@ Test(expandable, the_least_step_cuts_calls_while_a_segment_starts_out) {
         {"expandable_ahead_max:0", 2 * MiB, 4 * MiB},
         {"expandable_ahead_min:0", 2 * MiB, 4 * MiB},
         {"expandable_ahead_min:64M,small_segment:8M", 8 * MiB, 64 * MiB},
+        /* the largest step: the whole range (the device), which the small
+         * range's 2 MiB leave no room for: refused, retried without ahead */
+        {"expandable_ahead_min:18446744073709551615,expandable_ahead_max:18446744073709551615", 2 * MiB, 4 * MiB},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        char conf[160];
+        char conf[200];
         snprintf(conf, sizeof conf, "expandable:1,log_oom:0%s%s", cases[k].conf[0] ? "," : "", cases[k].conf);
         cca_upstream *u = vm_device(cap, 2 * MiB);
         cca_allocator *a = tu_allocator(u, conf);

@@ -456,3 +456,262 @@ Test(block_index, frees_succeed_without_node_memory) {
     free(p);
     tu_teardown(a, u);
 }
+
+/* ---- the deferred removal (the ghost) ------------------------------------------ */
+
+/* White box: what a cached pair leaves in the index. A take found by best
+ * fit leaves the block's entry in its leaf (the ghost), uncounted, unseen by
+ * walk, largest and best fit; its return with the same key keeps the entry
+ * (no tree change: the leaf is the same, the block at the same place); a
+ * return with another key, or any other operation, drops it first. */
+Test(block_index, a_take_is_deferred_and_undone_by_the_same_free) {
+    ccai_free_index ix = {0};
+    cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
+    ccai_block b[4] = {{.addr = 0x10000, .size = 4096, .state = CCAI_FREE},
+                       {.addr = 0x20000, .size = 8192, .state = CCAI_FREE},
+                       {.addr = 0x30000, .size = 8192, .state = CCAI_FREE},
+                       {.addr = 0x40000, .size = 2048, .state = CCAI_FREE}};
+    for (int i = 0; i < 4; i++)
+        ccai_free_index_insert(&ix, &b[i]);
+    ccai_free_index_insert(&ix, &(ccai_block){.addr = 0x90000, .size = 512, .state = CCAI_FREE});
+    ccai_free_index_remove(&ix, ix.streams->recent); /* every b[i] in a tree now */
+    cr_assert_null(ix.streams->recent);
+    size_t seen = 0;
+
+    /* take b[2], the largest, whole: its entry stays as the ghost */
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 8193 - 512, SIZE_MAX), &b[1]);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 8192, 8192), &b[1], "ties: lowest address");
+    ccai_free_index_take(&ix, &b[1]);
+    b[1].state = CCAI_LIVE;
+    cr_assert_eq(ix.ghost, &b[1]);
+    cr_assert_eq(ix.count, 3);
+    cr_assert_eq(ix.bytes, 4096 + 8192 + 2048);
+    cr_assert_null(ccai_free_index_check(&ix), "a consistent ghost");
+    cr_assert(ccai_free_index_walk(&ix, count_block, &seen));
+    cr_assert_eq(seen, 3, "walk skips the ghost");
+    cr_assert_eq(ccai_free_index_largest(&ix), 8192, "b[2] is still there");
+    const ccai_bnode *leaf = ix.ghost_leaf;
+    unsigned pos = ix.ghost_pos;
+    cr_assert_eq(leaf->e[pos].blk, &b[1]);
+
+    /* freed unchanged: the same entry, nothing moved */
+    b[1].state = CCAI_FREE;
+    ccai_free_index_insert(&ix, &b[1]);
+    cr_assert_null(ix.ghost);
+    cr_assert_null(ix.streams->recent, "not the recent block: back in its tree");
+    cr_assert_eq(leaf->e[pos].blk, &b[1]);
+    cr_assert_eq(ix.count, 4);
+    cr_assert_eq(ix.bytes, 4096 + 2 * 8192 + 2048);
+    cr_assert_null(ccai_free_index_check(&ix));
+
+    /* the ghost of the largest is not the largest; the next best fit settles it */
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 8192 + 512 - 511, SIZE_MAX), NULL);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 8192, SIZE_MAX), &b[1]);
+    ccai_free_index_take(&ix, &b[1]);
+    b[1].state = CCAI_LIVE;
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 8192, SIZE_MAX), &b[2]);
+    cr_assert_null(ix.ghost, "settled by the best fit");
+    ccai_free_index_take(&ix, &b[2]);
+    b[2].state = CCAI_LIVE;
+    cr_assert_eq(ix.ghost, &b[2]);
+    cr_assert_eq(ccai_free_index_largest(&ix), 4096, "neither 8 KiB block counts");
+    seen = 0;
+    cr_assert(ccai_free_index_walk(&ix, count_block, &seen));
+    cr_assert_eq(seen, 2);
+
+    /* b[2] comes back smaller (another key): the stale entry goes first */
+    b[2].size = 6144;
+    b[2].state = CCAI_FREE;
+    ccai_free_index_insert(&ix, &b[2]);
+    cr_assert_null(ix.ghost);
+    cr_assert_eq(ix.streams->recent, &b[2]);
+    cr_assert_null(ccai_free_index_check(&ix));
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 6144, SIZE_MAX), &b[2]);
+    cr_assert_null(ccai_free_index_best_fit(&ix, NULL, 6656, SIZE_MAX), "no stale 8 KiB entry");
+
+    /* the split pair: b[0] (4 KiB, in its tree) serves 1 KiB; its remainder
+     * is the recent block (b[2], displaced, goes to its tree first) */
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 4096, SIZE_MAX), &b[0]);
+    ccai_block r = {.addr = 0x10000 + 1024, .size = 3072, .state = CCAI_FREE};
+    ccai_free_index_split(&ix, &b[0], &r);
+    b[0].size = 1024;
+    b[0].state = CCAI_LIVE;
+    cr_assert_eq(ix.ghost, &b[0]);
+    cr_assert_eq(ix.streams->recent, &r);
+    cr_assert_eq(ix.count, 3);
+    cr_assert_eq(ix.bytes, 3072 + 6144 + 2048);
+    cr_assert_null(ccai_free_index_check(&ix));
+    /* the free merges r back: the split is undone, r leaves the slot */
+    b[0].state = CCAI_FREE;
+    cr_assert(ccai_free_index_swap_recent(&ix, &r, &b[0]));
+    b[0].size += r.size;
+    cr_assert_null(ix.ghost);
+    cr_assert_null(ix.streams->recent);
+    cr_assert_eq(ix.count, 3);
+    cr_assert_eq(ix.bytes, 4096 + 6144 + 2048);
+    cr_assert_null(ccai_free_index_check(&ix));
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 3584, SIZE_MAX), &b[0]);
+
+    /* split again, but the free merges r into a block of another size: b
+     * takes the slot, the ghost stays until the next tree operation */
+    ccai_free_index_split(&ix, &b[0], &r);
+    b[0].size = 1024;
+    cr_assert_eq(ix.ghost, &b[0]);
+    b[0].size = 512; /* freed smaller than it was handed out (not a real case) */
+    cr_assert(ccai_free_index_swap_recent(&ix, &r, &b[0]));
+    b[0].size += r.size;
+    cr_assert_eq(ix.ghost, &b[0], "3.5 KiB is not its old key");
+    cr_assert_eq(ix.streams->recent, &b[0]);
+    cr_assert_null(ccai_free_index_check(&ix), "a ghost whose block is the recent one");
+    cr_assert_eq(ccai_free_index_largest(&ix), 6144);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 3584, SIZE_MAX), &b[0]);
+    cr_assert_null(ix.ghost);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 4096, SIZE_MAX), &b[2], "the old 4 KiB entry is gone");
+    cr_assert_null(ccai_free_index_check(&ix));
+    b[1].state = CCAI_FREE;
+    ccai_free_index_insert(&ix, &b[1]);
+    ccai_free_index_destroy(&ix);
+}
+
+/* The block the remainder displaces from the recent slot enters its tree
+ * before the split block leaves it: in the same leaf and before it, it moves
+ * that block one place right, and the deferred removal must follow. Sizes
+ * of 128 and 129 units share a class (64 KiB to 65 KiB). */
+Test(block_index, the_hint_follows_its_block_past_the_displaced_insert) {
+    ccai_free_index ix = {0};
+    cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
+    ccai_block b = {.addr = 0x100000, .size = 129 * CCA_GRANULARITY, .state = CCAI_FREE};
+    ccai_block x = {.addr = 0x200000, .size = 128 * CCA_GRANULARITY, .state = CCAI_FREE};
+    ccai_free_index_insert(&ix, &b);
+    ccai_free_index_insert(&ix, &x); /* b to its tree, x recent */
+    cr_assert_eq(ix.streams->recent, &x);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 129 * CCA_GRANULARITY, SIZE_MAX), &b);
+    cr_assert_eq(ix.hint_pos, 0);
+    ccai_block r = {.addr = b.addr + CCA_GRANULARITY, .size = 128 * CCA_GRANULARITY, .state = CCAI_FREE};
+    ccai_free_index_split(&ix, &b, &r);
+    b.size = CCA_GRANULARITY;
+    b.state = CCAI_LIVE;
+    cr_assert_eq(ix.ghost, &b);
+    cr_assert_eq(ix.ghost_pos, 1, "x went in before it");
+    cr_assert_eq(ix.ghost_leaf->e[0].blk, &x);
+    cr_assert_eq(ix.ghost_leaf->e[1].blk, &b);
+    cr_assert_eq(ix.count, 2);
+    cr_assert_null(ccai_free_index_check(&ix));
+    b.state = CCAI_FREE;
+    cr_assert(ccai_free_index_swap_recent(&ix, &r, &b));
+    b.size += r.size;
+    cr_assert_null(ix.ghost, "the split undone");
+    cr_assert_null(ix.streams->recent);
+    cr_assert_eq(ix.count, 2);
+    cr_assert_eq(ix.bytes, 257 * CCA_GRANULARITY);
+    cr_assert_null(ccai_free_index_check(&ix));
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 129 * CCA_GRANULARITY, SIZE_MAX), &b);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 128 * CCA_GRANULARITY, SIZE_MAX), &x);
+    ccai_free_index_destroy(&ix);
+}
+
+/* The same against the brute-force model, in trees of several levels: takes
+ * (whole, and split with the remainder as the recent block) and their
+ * returns (same key, another key, merged back through swap_recent) mixed
+ * with inserts and removes; between them the index is checked with the
+ * ghost outstanding (largest, walk, counts, structure) before a best fit
+ * settles it. */
+Test(block_index, deferred_takes_match_brute_force) {
+    rng_state = 0xda3e39cb94b95bdbull;
+    enum { N = DEEP_N, REST = DEEP_N }; /* blocks[REST]: the one remainder record */
+    ccai_free_index ix = {0};
+    cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
+    ccai_block *blocks = calloc(N + 1, sizeof *blocks);
+    bool *in = calloc(N + 1, sizeof *in), *taken = calloc(N, sizeof *taken);
+    size_t *old_size = calloc(N, sizeof *old_size);
+    int split_of = -1; /* the block whose remainder blocks[REST] is */
+    for (int i = 0; i < N; i++)
+        blocks[i].addr = (uintptr_t)(N - i) * 4096 * 64;
+    size_t resurrected = 0, deferred = 0;
+    int last = -1; /* the block taken last: often freed next, as in a pair */
+    for (int step = 0; step < 60000; step++) {
+        int i = last >= 0 && rnd() % 2 ? last : (int)(rnd() % N);
+        last = -1;
+        unsigned op = (unsigned)(rnd() % 8);
+        if (!in[i] && !taken[i] && op < 4) { /* a new free block */
+            blocks[i].size = deep_size();
+            blocks[i].state = CCAI_FREE;
+            ccai_free_index_insert(&ix, &blocks[i]);
+            in[i] = true;
+        } else if (in[i] && op == 4) {
+            ccai_free_index_remove(&ix, &blocks[i]);
+            in[i] = false;
+        } else if (taken[i]) { /* it returns */
+            taken[i] = false;
+            blocks[i].state = CCAI_FREE;
+            bool was_ghost = ix.ghost == &blocks[i];
+            if (i == split_of && in[REST] && rnd() % 4 != 0 &&
+                ccai_free_index_swap_recent(&ix, &blocks[REST], &blocks[i])) {
+                blocks[i].size += blocks[REST].size; /* absorbs it */
+                in[REST] = false;
+                resurrected += was_ghost && !ix.ghost;
+            } else {
+                if (rnd() % 4 == 0)
+                    blocks[i].size = deep_size(); /* another key */
+                else if (i != split_of)
+                    blocks[i].size = old_size[i];
+                resurrected += ix.ghost == &blocks[i] && blocks[i].size == ix.ghost_size;
+                ccai_free_index_insert(&ix, &blocks[i]);
+            }
+            if (i == split_of)
+                split_of = -1;
+            in[i] = true;
+        } else if (op >= 5) { /* cca_alloc: best fit, then take it whole or split */
+            size_t want = deep_size();
+            ccai_block *b = ccai_free_index_best_fit(&ix, NULL, want, SIZE_MAX);
+            cr_assert_eq(b, brute_best(blocks, in, N + 1, NULL, want, SIZE_MAX), "step %d", step);
+            if (b && b != &blocks[REST]) {
+                int k = (int)(b - blocks);
+                old_size[k] = b->size;
+                size_t units = b->size / CCA_GRANULARITY;
+                if (split_of < 0 && !in[REST] && units > 1 && rnd() % 2) {
+                    size_t keep = 1 + rnd() % (units - 1 < 511 ? units - 1 : 511);
+                    blocks[REST] = (ccai_block){.addr = b->addr + keep * CCA_GRANULARITY,
+                                                .size = b->size - keep * CCA_GRANULARITY,
+                                                .state = CCAI_FREE};
+                    ccai_free_index_split(&ix, b, &blocks[REST]);
+                    b->size = keep * CCA_GRANULARITY;
+                    in[REST] = true;
+                    split_of = k;
+                } else {
+                    ccai_free_index_take(&ix, b);
+                }
+                deferred += ix.ghost == b;
+                b->state = CCAI_LIVE;
+                in[k] = false;
+                taken[k] = true;
+                last = k;
+            }
+        }
+        /* with any ghost still outstanding */
+        size_t count = 0, bytes = 0, largest = 0;
+        for (int k = 0; k <= N; k++)
+            if (in[k]) {
+                count++;
+                bytes += blocks[k].size;
+                largest = blocks[k].size > largest ? blocks[k].size : largest;
+            }
+        cr_assert_eq(ix.count, count, "step %d", step);
+        cr_assert_eq(ix.bytes, bytes, "step %d", step);
+        cr_assert_eq(ccai_free_index_largest(&ix), largest, "step %d: largest", step);
+        if (step % 16 == 0) {
+            size_t seen = 0;
+            cr_assert(ccai_free_index_walk(&ix, count_block, &seen));
+            cr_assert_eq(seen, count, "step %d: walk", step);
+            const char *err = ccai_free_index_check(&ix);
+            cr_assert_null(err, "step %d: %s", step, err);
+        }
+    }
+    cr_assert_gt(deferred, 1000, "takes were deferred (%zu)", deferred);
+    cr_assert_gt(resurrected, 1000, "and undone by their frees (%zu)", resurrected);
+    ccai_free_index_destroy(&ix);
+    free(blocks);
+    free(in);
+    free(taken);
+    free(old_size);
+}

@@ -417,10 +417,9 @@ static void rebalance(ccai_free_index *ix, ccai_bnode **root, ccai_bnode **path,
     }
 }
 
-/* Remove b; false if it is not in the tree (a broken invariant). */
-static bool bt_erase(ccai_free_index *ix, ccai_bnode **root, const ccai_block *b) {
-    size_t s = b->size;
-    uintptr_t a = b->addr;
+/* Remove the entry (s, a) of block b (compared as a pointer only: b may no
+ * longer be free); false if it is not in the tree (a broken invariant). */
+static bool bt_erase(ccai_free_index *ix, ccai_bnode **root, size_t s, uintptr_t a, const ccai_block *b) {
     ccai_bnode *path[BT_DEPTH];
     unsigned idx[BT_DEPTH];
     int d;
@@ -446,6 +445,51 @@ static void bt_destroy(ccai_free_index *ix, ccai_bnode *n) {
         for (unsigned i = 0; i < n->n; i++)
             bt_destroy(ix, n->e[i].child);
     node_put(ix, n);
+}
+
+/* ---- the deferred removal (the ghost) ------------------------------------ */
+
+/* Drop the ghost's entry from its tree: the removal its take deferred. */
+static __attribute__((noinline)) void settle_ghost(ccai_free_index *ix) {
+    ccai_stream_bins *sb = ix->ghost_sb;
+    unsigned c = ix->ghost_cls;
+    ccai_bnode *leaf = ix->ghost_leaf;
+    unsigned pos = ix->ghost_pos;
+    bool root = leaf == sb->roots[c];
+    ccai_assert(pos < leaf->n && leaf->e[pos].blk == ix->ghost && leaf->e[pos].size == ix->ghost_size &&
+                leaf->e[pos].addr == ix->ghost_addr);
+    if (root || leaf->n > BT_MIN) { /* as the hint's drop: no descent */
+        drop_key(leaf, pos);
+        if (root && leaf->n == 0) {
+            node_put(ix, leaf);
+            sb->roots[c] = NULL;
+        }
+    } else {
+        bool found = bt_erase(ix, &sb->roots[c], ix->ghost_size, ix->ghost_addr, ix->ghost);
+        ccai_assert(found);
+        (void)found;
+    }
+    unmark_if_empty(sb, c);
+    ix->ghost = NULL;
+    ix->hint = NULL;
+}
+
+/* Before any operation that reads or changes a tree. */
+static inline void settle(ccai_free_index *ix) {
+    if (ix->ghost)
+        settle_ghost(ix);
+}
+
+/* Is b the ghost, back with the key it left its tree under? */
+static inline bool is_ghost(const ccai_free_index *ix, const ccai_block *b, size_t size) {
+    return ix->ghost == b && b->addr == ix->ghost_addr && size == ix->ghost_size;
+}
+
+/* b returns to the entry it never left: the take is undone. */
+static inline void resurrect(ccai_free_index *ix, ccai_block *b) {
+    b->cls = (uint16_t)ix->ghost_cls;
+    ix->ghost = NULL;
+    ix->hint = NULL;
 }
 
 /* ---- the index ------------------------------------------------------------------- */
@@ -493,6 +537,7 @@ static void bins_free(ccai_free_index *ix, ccai_stream_bins *sb) {
 }
 
 void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream) {
+    settle(ix);
     ccai_stream_bins *sb = bins_of(ix, stream); /* moved to the front */
     if (!sb || --sb->segments > 0)
         return;
@@ -504,6 +549,7 @@ void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream) {
 }
 
 void ccai_free_index_destroy(ccai_free_index *ix) {
+    ix->ghost = NULL; /* its node goes with the others */
     while (ix->streams) {
         ccai_stream_bins *next = ix->streams->next;
         bins_free(ix, ix->streams);
@@ -557,8 +603,16 @@ static void tree_insert(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b
 }
 
 void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
+    ccai_assert(b->state == CCAI_FREE);
+    if (is_ghost(ix, b, b->size)) { /* taken whole and freed unchanged */
+        resurrect(ix, b);
+        ix->count++;
+        ix->bytes += b->size;
+        return;
+    }
+    settle(ix);
     ccai_stream_bins *sb = bins_of(ix, b->stream); /* exists: see attach */
-    ccai_assert(sb != NULL && b->state == CCAI_FREE);
+    ccai_assert(sb != NULL);
     ix->hint = NULL;
     /* b waits in the recent slot; the block it displaces goes to its tree */
     if (sb->recent)
@@ -570,8 +624,21 @@ void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b) {
 }
 
 /* Take b out of sb's recent slot, its tree or the overflow list; counts
- * unchanged. */
-static void unindex(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b) {
+ * unchanged. `defer` (no ghost outstanding): when the last best fit found b
+ * in a tree, leave its entry there as the ghost. */
+static void unindex(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b, bool defer) {
+    if (defer && ix->hint == b) {
+        ccai_assert(!ix->ghost && ix->hint_leaf->e[ix->hint_pos].blk == b);
+        ix->ghost = b;
+        ix->ghost_leaf = ix->hint_leaf;
+        ix->ghost_pos = ix->hint_pos;
+        ix->ghost_cls = b->cls;
+        ix->ghost_size = b->size;
+        ix->ghost_addr = b->addr;
+        ix->ghost_sb = sb;
+        ix->hint = NULL;
+        return;
+    }
     if (sb->recent == b) {
         sb->recent = NULL;
     } else if (b->cls == CCAI_CLASS_OVERFLOW) {
@@ -590,7 +657,7 @@ static void unindex(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b) {
                 sb->roots[c] = NULL;
             }
         } else {
-            bool found = bt_erase(ix, &sb->roots[c], b);
+            bool found = bt_erase(ix, &sb->roots[c], b->size, b->addr, b);
             ccai_assert(found);
             (void)found;
         }
@@ -599,20 +666,49 @@ static void unindex(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b) {
     ix->hint = NULL;
 }
 
-void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b) {
+static void remove_block(ccai_free_index *ix, ccai_block *b, bool defer) {
+    settle(ix);
     ccai_stream_bins *sb = bins_of(ix, b->stream);
     ccai_assert(sb != NULL);
-    unindex(ix, sb, b);
+    unindex(ix, sb, b, defer);
     ix->count--;
     ix->bytes -= b->size;
 }
 
+void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b) {
+    remove_block(ix, b, false);
+}
+
+void ccai_free_index_take(ccai_free_index *ix, ccai_block *b) {
+    remove_block(ix, b, true);
+}
+
+/* After a tree insert, is the hint's block still where the hint says? An
+ * insert frees no node; it may shift b one place right in its leaf, or move
+ * it to a new leaf (then the hint is dropped). */
+static void rehint(ccai_free_index *ix, const ccai_block *b) {
+    if (ix->hint != b)
+        return;
+    ccai_bnode *leaf = ix->hint_leaf;
+    unsigned pos = ix->hint_pos;
+    if (pos + 1 < leaf->n && leaf->e[pos + 1].blk == b)
+        ix->hint_pos = pos + 1;
+    else if (!(pos < leaf->n && leaf->e[pos].blk == b))
+        ix->hint = NULL;
+}
+
 void ccai_free_index_split(ccai_free_index *ix, ccai_block *b, ccai_block *rest) {
+    settle(ix);
     ccai_stream_bins *sb = bins_of(ix, b->stream);
     ccai_assert(sb != NULL && rest->stream == b->stream && rest->state == CCAI_FREE);
-    unindex(ix, sb, b);
-    if (sb->recent) /* the block rest displaces goes to its tree */
+    if (sb->recent && sb->recent != b) { /* the block rest displaces goes to its tree first */
+        ccai_block *hint = ix->hint;
         tree_insert(ix, sb, sb->recent);
+        sb->recent = NULL;
+        ix->hint = hint;
+        rehint(ix, b);
+    }
+    unindex(ix, sb, b, true);
     rest->over_prev = rest->over_next = NULL;
     sb->recent = rest;
     ix->bytes -= b->size - rest->size; /* one block out, one in: count unchanged */
@@ -623,6 +719,12 @@ bool ccai_free_index_swap_recent(ccai_free_index *ix, ccai_block *n, ccai_block 
     if (sb->recent != n)
         return false;
     ccai_assert(b->stream == n->stream && b->state == CCAI_FREE);
+    if (n->size <= SIZE_MAX - b->size && is_ghost(ix, b, b->size + n->size)) {
+        sb->recent = NULL; /* the split undone: b returns to its entry */
+        resurrect(ix, b);
+        ix->bytes += b->size;
+        return true;
+    }
     sb->recent = b; /* n's bytes stay counted: b absorbs them next */
     b->over_prev = b->over_next = NULL;
     ix->hint = NULL;
@@ -635,6 +737,7 @@ static inline bool block_lt(const ccai_block *x, const ccai_block *y) {
 }
 
 ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, size_t size, size_t max_size) {
+    settle(ix);
     ccai_stream_bins *sb = bins_of(ix, stream);
     if (!sb)
         return NULL;
@@ -673,17 +776,47 @@ ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, siz
     return best;
 }
 
+/* Highest non-empty class strictly below c, or CCAI_CLASSES. */
+static unsigned prev_class(const ccai_stream_bins *sb, unsigned c) {
+    unsigned row = c / 64, bit = c % 64;
+    uint64_t in_row = sb->bitmap[row] & ((1ull << bit) - 1);
+    if (in_row)
+        return row * 64 + 63u - (unsigned)__builtin_clzll(in_row);
+    uint64_t rows = sb->rows & ((1ull << row) - 1);
+    if (!rows)
+        return CCAI_CLASSES;
+    row = 63u - (unsigned)__builtin_clzll(rows);
+    return row * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[row]);
+}
+
+/* The largest key of class c's tree that is not the ghost's; 0 if the
+ * ghost is all it holds. A non-root leaf holds BT_MIN entries or more, so
+ * when the ghost is the last, the one before it is in the same leaf. */
+static size_t tree_largest(const ccai_free_index *ix, const ccai_bnode *n) {
+    while (!n->leaf) /* ordered by size: the rightmost is the largest */
+        n = n->e[n->n - 1].child;
+    unsigned last = n->n - 1;
+    if (ix->ghost && n == ix->ghost_leaf && last == ix->ghost_pos) {
+        if (last == 0)
+            return 0;
+        last--;
+    }
+    return n->e[last].size;
+}
+
 size_t ccai_free_index_largest(const ccai_free_index *ix) {
     size_t largest = 0;
     for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
         if (sb->rows) {
             unsigned row = 63u - (unsigned)__builtin_clzll(sb->rows);
             unsigned c = row * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[row]);
-            const ccai_bnode *n = sb->roots[c];
-            while (!n->leaf) /* ordered by size: the rightmost is the largest */
-                n = n->e[n->n - 1].child;
-            if (n->e[n->n - 1].size > largest)
-                largest = n->e[n->n - 1].size;
+            for (; c != CCAI_CLASSES; c = prev_class(sb, c)) {
+                size_t l = tree_largest(ix, sb->roots[c]);
+                if (l) {
+                    largest = l > largest ? l : largest;
+                    break;
+                }
+            }
         }
         if (sb->recent && sb->recent->size > largest)
             largest = sb->recent->size;
@@ -706,7 +839,7 @@ bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, cons
                 continue;
             for (const ccai_bnode *n = leftmost_leaf(sb->roots[c]); n; n = n->next)
                 for (unsigned j = 0; j < n->n; j++)
-                    if (!fn(user, n->e[j].blk))
+                    if (!(ix->ghost && n == ix->ghost_leaf && j == ix->ghost_pos) && !fn(user, n->e[j].blk))
                         return false;
         }
     }
@@ -723,6 +856,8 @@ typedef struct bt_check {
     int leaf_depth;
     unsigned cls;
     const ccai_stream_bins *sb;
+    const ccai_free_index *ix;
+    bool ghost_seen; /* the ghost's entry was met where the index says */
 } bt_check;
 
 /* Keys under n lie in [lo, hi) (has_lo / has_hi: bounds present). */
@@ -742,17 +877,30 @@ static const char *check_node(bt_check *k, const ccai_bnode *n, int depth, bool 
         k->prev_leaf = n;
         for (unsigned j = 0; j < n->n; j++) {
             const ccai_block *b = n->e[j].blk;
-            if (!b || b->size != n->e[j].size || b->addr != n->e[j].addr)
-                return "free index: a tree key differs from its block";
-            if (b->cls != k->cls || class_of(b->size) != k->cls || b->stream != k->sb->stream)
-                return "free index: a block is in the tree of another class or stream";
-            if (k->any && !key_lt(k->last_size, k->last_addr, b->size, b->addr))
+            size_t size = n->e[j].size;
+            uintptr_t addr = n->e[j].addr;
+            const ccai_free_index *ix = k->ix;
+            if (ix->ghost && n == ix->ghost_leaf && j == ix->ghost_pos) {
+                /* the deferred removal: its block is live now, its key old;
+                 * or freed and merged with the recent block it split off,
+                 * into a block of another size: then it is the recent one */
+                if (b != ix->ghost || size != ix->ghost_size || addr != ix->ghost_addr || (b->state == CCAI_FREE && b != k->sb->recent) ||
+                    k->sb != ix->ghost_sb || k->cls != ix->ghost_cls || class_of(size) != k->cls)
+                return "free index: the deferred removal's entry differs from its record";
+                k->ghost_seen = true;
+            } else {
+                if (!b || b->size != size || b->addr != addr)
+                    return "free index: a tree key differs from its block";
+                if (b->cls != k->cls || class_of(b->size) != k->cls || b->stream != k->sb->stream)
+                    return "free index: a block is in the tree of another class or stream";
+            }
+            if (k->any && !key_lt(k->last_size, k->last_addr, size, addr))
                 return "free index: a tree is not in (size, address) order";
-            if ((has_lo && key_lt(b->size, b->addr, lo_s, lo_a)) || (has_hi && !key_lt(b->size, b->addr, hi_s, hi_a)))
+            if ((has_lo && key_lt(size, addr, lo_s, lo_a)) || (has_hi && !key_lt(size, addr, hi_s, hi_a)))
                 return "free index: a key lies outside its separators";
             k->any = true;
-            k->last_size = b->size;
-            k->last_addr = b->addr;
+            k->last_size = size;
+            k->last_addr = addr;
         }
         return NULL;
     }
@@ -776,6 +924,7 @@ const char *ccai_free_index_check(const ccai_free_index *ix) {
             break;
     if (spare != ix->spare_count)
         return "free index: the spare node count is wrong";
+    bool ghost_seen = false;
     for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
         uint64_t rows = 0;
         for (unsigned c = 0; c < CCAI_CLASSES; c++) {
@@ -786,10 +935,11 @@ const char *ccai_free_index_check(const ccai_free_index *ix) {
                 rows |= 1ull << (c / 64);
             if (!sb->roots[c])
                 continue;
-            bt_check k = {.leaf_depth = -1, .cls = c, .sb = sb};
+            bt_check k = {.leaf_depth = -1, .cls = c, .sb = sb, .ix = ix};
             const char *err = check_node(&k, sb->roots[c], 0, true, false, 0, 0, false, 0, 0);
             if (err)
                 return err;
+            ghost_seen |= k.ghost_seen;
             if (k.prev_leaf->next)
                 return "free index: a tree's last leaf links to another";
         }
@@ -801,6 +951,8 @@ const char *ccai_free_index_check(const ccai_free_index *ix) {
                 (o->over_next && o->over_next->over_prev != o) || (o == sb->overflow && o->over_prev))
                 return "free index: the overflow list is broken";
     }
+    if (ix->ghost && !ghost_seen)
+        return "free index: the deferred removal's entry is not in its tree";
     return NULL;
 }
 

@@ -213,6 +213,19 @@ typedef struct ccai_free_index {
     ccai_block *hint;
     ccai_bnode *hint_leaf;
     unsigned hint_pos;
+    /* The DEFERRED removal (the ghost): the block the last take found
+     * through the hint, still in its leaf at ghost_pos under its old key
+     * (ghost_size, ghost_addr), although it is no longer free and no longer
+     * counted. The next operation that reads or changes a tree drops the
+     * entry first (settles); a free that brings the same block back with the
+     * same key (the cached pair) only forgets the ghost. NULL when none. */
+    ccai_block *ghost;
+    ccai_bnode *ghost_leaf;
+    unsigned ghost_pos;
+    unsigned ghost_cls;
+    size_t ghost_size;
+    uintptr_t ghost_addr;
+    ccai_stream_bins *ghost_sb;
     ccai_bnode *spare; /* nodes kept for reuse, linked by next */
     size_t spare_count;
 } ccai_free_index;
@@ -223,21 +236,30 @@ typedef struct ccai_free_index {
 cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream);
 void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream);
 void ccai_free_index_destroy(ccai_free_index *ix);
+/* Insert b, FREE; if b is the index's ghost under the same key (the block
+ * of the last take, back unchanged), its tree entry is simply kept. */
 void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b);
 void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b);
+/* cca_alloc takes b, found by the last best fit on ix, whole: as remove,
+ * but the tree entry's removal may be deferred (the ghost). */
+void ccai_free_index_take(ccai_free_index *ix, ccai_block *b);
 /* The cached pair's allocation: b (indexed, its size not yet reduced) leaves
- * the index and rest, its free remainder, enters it as the recent block. */
+ * the index (its entry possibly deferred, as in take) and rest, its free
+ * remainder, enters it as the recent block. */
 void ccai_free_index_split(ccai_free_index *ix, ccai_block *b, ccai_block *rest);
 /* The cached pair's free: b (not in the index) is about to absorb its
- * successor n (in the index). If n is its stream's recent block, b takes the
- * slot (counted with n's bytes, which b absorbs) and true is returned; no
- * tree is touched. Otherwise nothing changes. */
+ * successor n (in the index). If n is its stream's recent block, n leaves
+ * the slot and true is returned: b returns to its deferred tree entry when
+ * it is the ghost and b + n is the ghost's key, else b takes the slot; no
+ * tree entry is added or dropped, and b is counted with n's bytes, which it
+ * absorbs next. Otherwise nothing changes. */
 bool ccai_free_index_swap_recent(ccai_free_index *ix, ccai_block *n, ccai_block *b);
 /* Smallest block of `stream` with size >= size (ties: lowest address) whose
  * size is <= max_size; NULL if none. */
 ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, size_t size, size_t max_size);
 size_t ccai_free_index_largest(const ccai_free_index *ix);
-/* Walk every free block (for invariant checks); stops when fn returns false. */
+/* Walk every free block (for invariant checks; a ghost's entry is not one);
+ * stops when fn returns false. */
 bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, const ccai_block *b), void *user);
 /* The index's own structure (trees ordered, filled and linked, bitmap and
  * classes consistent): NULL, or what is broken. check.c runs it. */

@@ -504,7 +504,7 @@ static cca_status take_block(cca_allocator *a, ccai_block *b, size_t rounded) {
             return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: host malloc failed for a block record");
     }
     if (!rest) {
-        ccai_free_index_remove(ix, b);
+        ccai_free_index_take(ix, b);
         return CCA_OK;
     }
     rest->addr = b->addr + rounded;

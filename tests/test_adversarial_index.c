@@ -65,7 +65,9 @@ void *__wrap_realloc(void *p, size_t size) {
 void *__wrap_aligned_alloc(size_t alignment, size_t size) {
     if (host_fails())
         return NULL;
-    if (fail_pct && (fail_pct >= 100 || tu_rand(&fail_rng) % 100 < fail_pct)) {
+    /* tree nodes only: block-record slabs come from aligned_alloc too */
+    if (fail_pct && size == ((sizeof(ccai_bnode) + 63) & ~(size_t)63) &&
+        (fail_pct >= 100 || tu_rand(&fail_rng) % 100 < fail_pct)) {
         refused++;
         return NULL;
     }

@@ -253,7 +253,7 @@ static size_t node_alloc_refused;
 void *__real_aligned_alloc(size_t alignment, size_t size);
 void *__wrap_aligned_alloc(size_t alignment, size_t size);
 void *__wrap_aligned_alloc(size_t alignment, size_t size) {
-    if (node_alloc_fails) {
+    if (node_alloc_fails && size == ((sizeof(ccai_bnode) + 63) & ~(size_t)63)) { /* not a record slab */
         node_alloc_refused++;
         return NULL;
     }

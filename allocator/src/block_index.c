@@ -53,8 +53,9 @@
  *    the next insert that gets its nodes drains: the index stays exact and
  *    cca_free never fails; it is only slower until host memory returns.
  *
- *    Two shortcuts save whole descents on the cached path, where cca_alloc
- *    splits a block and the matching cca_free merges the remainder back:
+ *    Three shortcuts save whole descents on the cached path, where
+ *    cca_alloc takes a block (splitting it or not) and the matching cca_free
+ *    gives it back (merging the remainder back):
  *
  *    - the RECENT slot: the block inserted last waits in its stream's bins
  *      outside the trees (the one it displaces is put into its tree then).
@@ -63,18 +64,31 @@
  *      block with the trees' answer by (size, address), so the result is
  *      still the exact best fit; largest and walk look at the slot too.
  *    - the HINT: best fit remembers the block it found in a tree, its leaf
- *      and position, so removing that block (what cca_alloc does next) drops
- *      it from the leaf without a second descent when the leaf keeps more
- *      than BT_MIN entries. Any insert or remove clears the hint, as does
- *      freeing the bins it may point into.
+ *      and position, so taking that block (what cca_alloc does next) needs
+ *      no second descent. Any change to a tree clears the hint, but the
+ *      insert of the block a split's remainder displaces from the slot
+ *      keeps it (the block is then one place further, or the hint dropped).
+ *    - the GHOST (deferred removal): taking the hinted block does not drop
+ *      its entry from the leaf; the index records the entry (leaf, position,
+ *      old key) and stops counting the block. If the block comes back with
+ *      the same key before any other tree operation (the pair's free,
+ *      directly or by merging back its remainder), the ghost is forgotten:
+ *      the entry was never gone, so a cached pair costs one best-fit descent
+ *      and no tree change at all. Otherwise the next operation that reads or
+ *      changes a tree (best fit, insert, remove, split, detach) first drops
+ *      the entry (settles), exactly the removal it stood for. Largest, walk
+ *      and check, which must not change the index, step over it. One ghost
+ *      per index at most; a new take settles the old one first.
+ *
+ *          pair without the ghost:  descent, drop from leaf | insert: descent, shift
+ *          pair with the ghost:     descent, note (leaf, pos) | forget the note
  *
  *    and two fused operations do the pair's index work in one call each:
  *    ccai_free_index_split (the allocated block out, its remainder in as the
  *    recent block) and ccai_free_index_swap_recent (the freed block takes
- *    the slot of the remainder it absorbs). A cached pair thus costs one
- *    best-fit descent, and one tree insert for the block the remainder
- *    displaces from the slot. A block in a tree keeps its class (cls), so
- *    taking it out recomputes nothing.
+ *    the slot of the remainder it absorbs, or returns to its ghost entry).
+ *    A block in a tree keeps its class (cls), so taking it out recomputes
+ *    nothing.
  *
  *    Streams: a pool keeps one set of classes per stream (ccai_stream_bins),
  *    in a list with the most recently used first; programs use one or a few

@@ -111,26 +111,27 @@ typedef struct ccai_stream_use {
 } ccai_stream_use;
 
 typedef struct ccai_block {
-    /* first 64 bytes: what the index and a neighbour check touch */
-    struct ccai_block *over_prev, *over_next; /* free index overflow list   */
-    cca_stream stream;                        /* key stream (= segment->stream) */
-    size_t size;                              /* multiple of CCA_GRANULARITY */
+    /* first cache line (records are 128 bytes, 64-aligned in their slabs):
+     * what best fit, alloc, free and a neighbour's merge check touch */
+    size_t size; /* multiple of CCA_GRANULARITY */
     uintptr_t addr;
-    struct ccai_block *hash_next; /* live map chain                      */
-    uint16_t cls;                 /* FREE: size class of its tree, or
-                                     CCAI_CLASS_OVERFLOW                  */
-    uint8_t state;                /* FREE / LIVE / PENDING               */
-    bool needs_sync; /* PENDING: no event could be recorded and synchronize
-                        failed; reused only after a synchronize succeeds  */
-    /* the rest: chain, ownership, streams */
     struct ccai_segment *segment;
     struct ccai_block *prev, *next; /* address order within the segment     */
-    size_t requested;               /* what the caller asked for (LIVE/PENDING) */
-    uint64_t id;                    /* allocation sequence number (traces)  */
-    uint64_t born;                  /* alloc_calls when it was handed out   */
-    cca_stream alloc_stream;        /* stream of the cca_alloc call         */
-    ccai_stream_use *uses;          /* NULL unless record_stream or a wait  */
-    struct ccai_block *sync_next;   /* list of blocks waiting on needs_sync */
+    uint16_t cls;                   /* FREE: size class of its tree, or
+                                       CCAI_CLASS_OVERFLOW                  */
+    uint8_t state;                  /* FREE / LIVE / PENDING               */
+    bool needs_sync; /* PENDING: no event could be recorded and synchronize
+                        failed; reused only after a synchronize succeeds  */
+    size_t requested;        /* what the caller asked for (LIVE/PENDING) */
+    cca_stream alloc_stream; /* stream of the cca_alloc call         */
+    /* second line: the live map, streams, sequence numbers, rarer lists */
+    struct ccai_block *hash_next;             /* live map chain                 */
+    cca_stream stream;                        /* key stream (= segment->stream) */
+    ccai_stream_use *uses;                    /* NULL unless record_stream or a wait */
+    uint64_t id;                              /* allocation sequence number (traces) */
+    uint64_t born;                            /* alloc_calls when it was handed out */
+    struct ccai_block *over_prev, *over_next; /* free index overflow list    */
+    struct ccai_block *sync_next;             /* list of blocks waiting on needs_sync */
 } ccai_block;
 
 typedef struct ccai_segment {
@@ -327,8 +328,9 @@ static inline void ccai_live_map_unlink(ccai_live_map *m, ccai_block **link) { /
 
 typedef struct ccai_block_slab {
     struct ccai_block_slab *next;
-    ccai_block blocks[];
+    _Alignas(64) ccai_block blocks[]; /* each record on two whole cache lines */
 } ccai_block_slab;
+_Static_assert(sizeof(ccai_block) == 128, "a block record is two cache lines");
 
 typedef struct ccai_counters {
     size_t allocated, allocated_peak;

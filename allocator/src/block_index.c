@@ -716,10 +716,8 @@ void ccai_free_index_split(ccai_free_index *ix, ccai_block *b, ccai_block *rest)
     ccai_stream_bins *sb = bins_of(ix, b->stream);
     ccai_assert(sb != NULL && rest->stream == b->stream && rest->state == CCAI_FREE);
     if (sb->recent && sb->recent != b) { /* the block rest displaces goes to its tree first */
-        ccai_block *hint = ix->hint;
-        tree_insert(ix, sb, sb->recent);
+        tree_insert(ix, sb, sb->recent); /* leaves the hint alone: rehint checks it */
         sb->recent = NULL;
-        ix->hint = hint;
         rehint(ix, b);
     }
     unindex(ix, sb, b, true);

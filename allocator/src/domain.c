@@ -180,7 +180,7 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
     ccai_stream_complete_all(a);
     size_t pending = 0;
     for (ccai_segment *s = a->segments; s; s = s->next)
-        if (s->domain == d && s->live_blocks)
+        if (s->domain == d && !ccai_segment_empty(s))
             for (const ccai_block *b = s->first; b; b = b->next)
                 if (b->state != CCAI_FREE) {
                     note_leak(a, b, r);
@@ -204,7 +204,7 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
         next = s->next;
         if (s->domain != d)
             continue;
-        ccai_assert(s->live_blocks == 0);
+        ccai_assert(ccai_segment_empty(s));
         cca_status st = s->expandable ? ccai_expandable_release(a, s) : ccai_segment_release(a, s);
         if (st == CCA_OK) {
             r->segments_released++;

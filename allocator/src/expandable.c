@@ -195,6 +195,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
         return st;
     }
     s->expandable = true;
+    s->first->seg = ccai_segment_flags(a, s);
     s->page = page;
     s->npages = npages;
     s->base = (uintptr_t)base;
@@ -245,7 +246,7 @@ static cca_status unmap_range(cca_allocator *a, ccai_segment *s, size_t lo, size
 }
 
 cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s) {
-    ccai_assert(s->expandable && s->live_blocks == 0 && s->first->state == CCAI_FREE && s->first->next == NULL);
+    ccai_assert(s->expandable && ccai_segment_empty(s));
     cca_status st = unmap_range(a, s, 0, s->npages, 0, NULL, NULL);
     if (st != CCA_OK)
         return st;

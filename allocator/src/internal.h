@@ -59,6 +59,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -79,6 +80,7 @@ typedef enum ccai_pool_kind {
     CCAI_POOL_ARENA = 3,
     CCAI_POOL_COUNT = 4
 } ccai_pool_kind;
+_Static_assert(CCAI_POOL_COUNT <= 4, "a block keeps its pool kind in two bits (CCAI_SEG_POOL_SHIFT)");
 
 struct ccai_segment;
 struct ccai_block;
@@ -110,29 +112,46 @@ typedef struct ccai_stream_use {
     size_t outstanding;   /* waits whose events have not completed yet    */
 } ccai_stream_use;
 
+/* What a block knows of its segment without reading it (b->seg): the
+ * segment's fixed properties, copied into every block of it, so that the
+ * cached alloc+free pair never loads the segment record (a cache miss per
+ * pair once thousands of segments are live: docs/allocator.md, "Speed"). */
+enum {
+    CCAI_SEG_EXPANDABLE = 1, /* s->expandable                                 */
+    CCAI_SEG_SHARED = 2,     /* s->shared (the greedy arena)                   */
+    CCAI_SEG_ROOT = 4,       /* s->domain is the root domain: s->index is
+                                &a->root.pools[pool], found without s       */
+    CCAI_SEG_POOL_SHIFT = 4  /* bits 4-5: s->pool                              */
+};
+
 typedef struct ccai_block {
     /* first cache line (records are 128 bytes, 64-aligned in their slabs):
-     * what best fit, alloc, free and a neighbour's merge check touch */
+     * everything best fit, a cached alloc+free pair and a neighbour's merge
+     * check read; the second line is written by an alloc and read by a
+     * free, never read before it */
     size_t size; /* multiple of CCA_GRANULARITY */
     uintptr_t addr;
     struct ccai_segment *segment;
     struct ccai_block *prev, *next; /* address order within the segment     */
+    cca_stream stream;              /* key stream (= segment->stream)       */
+    size_t requested;               /* what the caller asked for (LIVE/PENDING) */
     uint16_t cls;                   /* FREE: size class of its tree, or
                                        CCAI_CLASS_OVERFLOW                  */
     uint8_t state;                  /* FREE / LIVE / PENDING               */
     bool needs_sync; /* PENDING: no event could be recorded and synchronize
                         failed; reused only after a synchronize succeeds  */
-    size_t requested;        /* what the caller asked for (LIVE/PENDING) */
-    cca_stream alloc_stream; /* stream of the cca_alloc call         */
+    uint8_t seg;     /* CCAI_SEG_*: its segment's fixed properties        */
     /* second line: the live map, streams, sequence numbers, rarer lists */
+    cca_stream alloc_stream;                  /* stream of the cca_alloc call   */
     struct ccai_block *hash_next;             /* live map chain                 */
-    cca_stream stream;                        /* key stream (= segment->stream) */
     ccai_stream_use *uses;                    /* NULL unless record_stream or a wait */
     uint64_t id;                              /* allocation sequence number (traces) */
     uint64_t born;                            /* alloc_calls when it was handed out */
     struct ccai_block *over_prev, *over_next; /* free index overflow list    */
     struct ccai_block *sync_next;             /* list of blocks waiting on needs_sync */
 } ccai_block;
+_Static_assert(offsetof(ccai_block, alloc_stream) == 64, "a block's first cache line holds its hot fields");
+_Static_assert(sizeof(ccai_block) == 128, "a block record is two cache lines");
 
 typedef struct ccai_segment {
     uintptr_t base;
@@ -150,8 +169,6 @@ typedef struct ccai_segment {
     struct cca_domain *domain; /* its owner (domain.c); never changes      */
     struct ccai_free_index *index; /* = &domain->pools[pool]: where its free
                                   blocks are indexed (one load on free)   */
-    size_t live_blocks; /* LIVE + PENDING blocks in this segment          */
-    size_t live_bytes;
     ccai_block *first; /* lowest-address block                          */
     struct ccai_segment *prev, *next;
 } ccai_segment;
@@ -330,7 +347,6 @@ typedef struct ccai_block_slab {
     struct ccai_block_slab *next;
     _Alignas(64) ccai_block blocks[]; /* each record on two whole cache lines */
 } ccai_block_slab;
-_Static_assert(sizeof(ccai_block) == 128, "a block record is two cache lines");
 
 typedef struct ccai_counters {
     size_t allocated, allocated_peak;
@@ -434,6 +450,29 @@ typedef struct ccai_deferred_log {
 
 /* segment.c */
 ccai_block *ccai_block_new_slab(cca_allocator *a); /* a new slab, then as below */
+
+/* A segment's fixed properties as its blocks carry them (b->seg). */
+static inline uint8_t ccai_segment_flags(const cca_allocator *a, const ccai_segment *s) {
+    return (uint8_t)((s->expandable ? CCAI_SEG_EXPANDABLE : 0) | (s->shared ? CCAI_SEG_SHARED : 0) |
+                     (s->domain == &a->root ? CCAI_SEG_ROOT : 0) | ((unsigned)s->pool << CCAI_SEG_POOL_SHIFT));
+}
+static inline ccai_pool_kind ccai_block_pool(const ccai_block *b) {
+    return (ccai_pool_kind)((b->seg >> CCAI_SEG_POOL_SHIFT) & 3);
+}
+/* The free index that holds b while it is free: = b->segment->index, found
+ * without loading the segment record for blocks of the root domain. */
+static inline struct ccai_free_index *ccai_block_index(cca_allocator *a, const ccai_block *b) {
+    return b->seg & CCAI_SEG_ROOT ? &a->root.pools[ccai_block_pool(b)] : b->segment->index;
+}
+/* No live or pending block in s. Free neighbours always merge (I2), so an
+ * empty segment is one free block. O(1). */
+static inline bool ccai_segment_empty(const ccai_segment *s) {
+    return s->first->state == CCAI_FREE && !s->first->next;
+}
+/* Live and pending blocks of s and their bytes: a walk of its blocks, for
+ * the release report, snapshots and domain checks (the cached path keeps no
+ * per-segment counter: it would load the segment record on every pair). */
+void ccai_segment_live(const ccai_segment *s, size_t *blocks, size_t *bytes);
 
 /* Preferred and least segment sizes for a growth-policy request. */
 void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least);

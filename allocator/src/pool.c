@@ -207,18 +207,15 @@ void ccai_pool_return(cca_allocator *a, ccai_block *b) {
 }
 
 void ccai_pool_return_unmapped(cca_allocator *a, ccai_block *b) {
-    ccai_segment *s = b->segment;
-    ccai_free_index *ix = s->index;
-    ccai_assert(b->state != CCAI_FREE && !b->needs_sync && s->live_blocks > 0);
+    ccai_free_index *ix = ccai_block_index(a, b);
+    ccai_assert(b->state != CCAI_FREE && !b->needs_sync && ix == b->segment->index);
     if (b->uses)
         ccai_stream_use_free(a, b);
-    s->live_blocks--;
-    lower_by(&s->live_bytes, b->size);
     lower_by(&a->c.allocated, b->size);
     lower_by(&a->c.active, 1);
     if (a->domains_tracked) {
-        lower_by(&s->domain->c.allocated, b->size);
-        lower_by(&s->domain->c.active, 1);
+        lower_by(&b->segment->domain->c.allocated, b->size);
+        lower_by(&b->segment->domain->c.active, 1);
     }
     b->requested = 0;
     b->alloc_stream = NULL;
@@ -314,7 +311,7 @@ static ccai_block *best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream ke
 static size_t releasable_bytes(const cca_allocator *a) {
     size_t n = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next)
-        if (s->live_blocks == 0)
+        if (ccai_segment_empty(s))
             n += s->size;
     return n;
 }
@@ -334,7 +331,7 @@ static cca_status reserve_for(cca_allocator *a, size_t rounded, cca_stream strea
 /* Step 6: is the remainder of b after `rounded` bytes worth a block? */
 static bool worth_splitting(const cca_allocator *a, const ccai_block *b, size_t rounded) {
     size_t remainder = b->size - rounded;
-    if (b->segment->shared || b->segment->pool == CCAI_POOL_SMALL)
+    if ((b->seg & CCAI_SEG_SHARED) || ccai_block_pool(b) == CCAI_POOL_SMALL)
         return remainder >= CCA_GRANULARITY;
     if (a->config.max_split && b->size > a->config.max_split)
         return false;
@@ -496,11 +493,11 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
  * cannot be handed out whole (I7). A classic segment's block is handed out
  * unsplit instead. */
 static cca_status take_block(cca_allocator *a, ccai_block *b, size_t rounded) {
-    ccai_free_index *ix = b->segment->index;
+    ccai_free_index *ix = ccai_block_index(a, b);
     ccai_block *rest = NULL;
     if (worth_splitting(a, b, rounded)) {
         rest = ccai_block_new(a);
-        if (!rest && b->segment->expandable)
+        if (!rest && (b->seg & CCAI_SEG_EXPANDABLE))
             return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: host malloc failed for a block record");
     }
     if (!rest) {
@@ -510,6 +507,7 @@ static cca_status take_block(cca_allocator *a, ccai_block *b, size_t rounded) {
     rest->addr = b->addr + rounded;
     rest->size = b->size - rounded;
     rest->segment = b->segment;
+    rest->seg = b->seg;
     rest->stream = b->stream;
     rest->state = CCAI_FREE;
     ccai_free_index_split(ix, b, rest);
@@ -532,8 +530,6 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
     if (a->history)
         ccai_history_record(a->history, CCAI_EV_ALLOC, b->addr, size, stream);
     ccai_live_map_insert(&a->live, b);
-    b->segment->live_blocks++;
-    b->segment->live_bytes += b->size;
     ccai_counters *c = &a->c;
     raise_by(&c->allocated, &c->allocated_peak, b->size);
     raise_by(&c->requested, &c->requested_peak, size);
@@ -567,7 +563,7 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
     if (!b)
         b = best_fit_in(a, d->pools, pool, key, rounded);
     size_t held;
-    if (b && b->segment->expandable && !ccai_pages_mapped(b->segment, b->addr, held = held_bytes(a, b, rounded))) {
+    if (b && (b->seg & CCAI_SEG_EXPANDABLE) && !ccai_pages_mapped(b->segment, b->addr, held = held_bytes(a, b, rounded))) {
         cca_status st = ccai_expandable_map(a, b, held);
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
             return st;

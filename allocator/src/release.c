@@ -59,13 +59,13 @@ static int by_size_desc(const void *x, const void *y) {
 static cca_status release_free_segments(cca_allocator *a, size_t keep, size_t *bytes_out, size_t *count_out) {
     size_t n_free = 0;
     for (ccai_segment *s = a->segments; s; s = s->next)
-        n_free += s->live_blocks == 0 && !s->expandable;
+        n_free += ccai_segment_empty(s) && !s->expandable;
     /* Largest first needs a sorted list; without host memory for it, release
      * in list order rather than not at all. */
     ccai_segment **list = n_free ? malloc(n_free * sizeof *list) : NULL;
     size_t n = 0;
     for (ccai_segment *s = a->segments; s && list; s = s->next)
-        if (s->live_blocks == 0 && !s->expandable)
+        if (ccai_segment_empty(s) && !s->expandable)
             list[n++] = s;
     if (n > 1)
         qsort(list, n, sizeof *list, by_size_desc);
@@ -79,7 +79,7 @@ static cca_status release_free_segments(cca_allocator *a, size_t keep, size_t *b
         } else { /* unsorted fallback: next free segment not yet refused */
             size_t skip = refused;
             for (ccai_segment *s = a->segments; s && !seg; s = s->next)
-                if (s->live_blocks == 0 && !s->expandable && skip-- == 0)
+                if (ccai_segment_empty(s) && !s->expandable && skip-- == 0)
                     seg = s;
             if (!seg)
                 break;
@@ -116,12 +116,14 @@ static ccai_block *tail_block(const ccai_segment *s) {
 static void fill_report(const cca_allocator *a, cca_release_report *r) {
     r->bytes_still_reserved = a->c.reserved;
     for (ccai_segment *s = a->segments; s; s = s->next) {
-        if (s->live_blocks == 0) {
+        if (ccai_segment_empty(s)) {
             r->segments_kept++;
         } else {
+            size_t live_blocks, live_bytes;
+            ccai_segment_live(s, &live_blocks, &live_bytes);
             r->segments_pinned++;
-            r->live_bytes_pinning += s->live_bytes;
-            r->free_bytes_pinned += (s->expandable ? s->mapped_pages * s->page : s->size) - s->live_bytes;
+            r->live_bytes_pinning += live_bytes;
+            r->free_bytes_pinned += (s->expandable ? s->mapped_pages * s->page : s->size) - live_bytes;
         }
         if (s->expandable)
             for (const ccai_block *b = s->first; b; b = b->next)
@@ -165,7 +167,7 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
     if (flags & CCAI_RELEASE_RANGES) {
         for (ccai_segment *s = a->segments, *next; s; s = next) {
             next = s->next;
-            if (s->expandable && s->live_blocks == 0 && s->mapped_pages == 0) {
+            if (s->expandable && ccai_segment_empty(s) && s->mapped_pages == 0) {
                 cca_status st = ccai_expandable_release(a, s);
                 note_error(st, &first, why, sizeof why);
                 local.segments_released += st == CCA_OK;

@@ -122,6 +122,7 @@ cca_status ccai_segment_new(cca_allocator *a, cca_stream stream, ccai_pool_kind 
     s->mapped = bits;
     s->first = b;
     b->segment = s;
+    b->seg = ccai_segment_flags(a, s);
     b->stream = stream;
     b->state = CCAI_FREE;
     *out = s;
@@ -157,7 +158,7 @@ void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t
 
 /* The reverse, after the upstream took it back: s is freed. */
 void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
-    ccai_assert(s->live_blocks == 0 && s->first->next == NULL && a->c.segments > 0);
+    ccai_assert(ccai_segment_empty(s) && a->c.segments > 0);
     ccai_free_index_remove(s->index, s->first);
     if (s->domain->arena == s)
         s->domain->arena = NULL;
@@ -199,8 +200,7 @@ cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream
 }
 
 cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s) {
-    ccai_assert(s->live_blocks == 0 && s->first->state == CCAI_FREE && s->first->next == NULL &&
-                s->first->size == s->size);
+    ccai_assert(ccai_segment_empty(s) && s->first->size == s->size);
     cca_status st = cca_upstream_free(a->upstream, (void *)s->base, s->size);
     if (st != CCA_OK)
         return st; /* the segment stays, fully indexed: state intact */
@@ -251,4 +251,15 @@ cca_status ccai_arena_reserve(cca_allocator *a) {
     if (st != CCA_OK)
         return ccai_fail(st, "greedy: reserving the %zu-byte arena failed: %s", size, cca_last_error());
     return CCA_OK;
+}
+
+void ccai_segment_live(const ccai_segment *s, size_t *blocks, size_t *bytes) {
+    size_t n = 0, sum = 0;
+    for (const ccai_block *b = s->first; b; b = b->next)
+        if (b->state != CCAI_FREE) {
+            n++;
+            sum += b->size;
+        }
+    *blocks = n;
+    *bytes = sum;
 }

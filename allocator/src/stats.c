@@ -223,6 +223,8 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     ccai_domain_stats_json(a, f);
     bad |= fputs(",\"segments\":[", f) == EOF;
     for (const ccai_segment *seg = a->segments; seg && !bad; seg = seg->next) {
+        size_t live_blocks, live_bytes;
+        ccai_segment_live(seg, &live_blocks, &live_bytes);
         bad |= fprintf(f,
                        "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"domain\":\"%s\",\"pool\":\"%s\","
                        "\"stream\":\"%p\",\"live_blocks\":%zu",
@@ -231,7 +233,7 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
                        : seg->pool == CCAI_POOL_SMALL  ? "small"
                        : seg->pool == CCAI_POOL_MEDIUM ? "medium"
                                                        : "large",
-                       seg->stream, seg->live_blocks) < 0;
+                       seg->stream, live_blocks) < 0;
         if (seg->expandable)
             bad |= write_pages_json(f, seg) < 0;
         bad |= fputs(",\"blocks\":[", f) == EOF;

@@ -58,6 +58,22 @@ Test(check, a_broken_block_chain_is_reported) {
     tu_free(a, p);
 }
 
+Test(check, a_stale_copy_of_the_segments_properties_is_reported) {
+    void *p = tu_alloc(a, 4096, NULL);
+    ccai_block *b = ccai_live_map_find(&a->live, (uintptr_t)p);
+    cr_assert_not_null(b);
+    cr_assert_eq(b->seg, ccai_segment_flags(a, b->segment));
+    cr_assert(b->seg & CCAI_SEG_ROOT, "a block of the root domain finds its index without its segment");
+    cr_assert_eq(ccai_block_index(a, b), b->segment->index);
+    uint8_t saved = b->seg;
+    b->seg ^= CCAI_SEG_SHARED; /* would split it as if in the greedy arena */
+    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
+    cr_assert(strstr(cca_last_error(), "stale") != NULL, "%s", cca_last_error());
+    b->seg = saved;
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p);
+}
+
 Test(check, bad_pointers_are_diagnosed_precisely) {
     char *p = tu_alloc(a, 8192, NULL), *q = tu_alloc(a, 8192, NULL);
     cr_assert_eq(cca_free(a, p + 512), CCA_ERR_INVALID_POINTER);

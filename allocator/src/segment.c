@@ -38,10 +38,17 @@
  * split costs no malloc in the steady state. A record is 128 bytes, and
  * slabs are 64-byte aligned, so a record is two whole cache lines: the
  * first holds what best fit, alloc, free and a neighbour's merge check read
- * (a neighbour costs one line, not two).
+ * (a neighbour costs one line, not two), including the segment's fixed
+ * properties (b->seg), so that the cached pair never loads the segment.
  *
- * Costs: reserve and release are O(1) plus one upstream call; the arena is
- * found by a walk of the segment list (only on the greedy slow path).
+ * A segment keeps no count of its live blocks (the pair would load it to
+ * update one): it is empty when it is one free block, because free
+ * neighbours always merge (I2); ccai_segment_live walks it for the reports
+ * that print counts.
+ *
+ * Costs: reserve and release are O(1) plus one upstream call; the emptiness
+ * test O(1); ccai_segment_live O(blocks in the segment); the arena is found
+ * by a walk of the segment list (only on the greedy slow path).
  */
 #include "internal.h"
 

@@ -74,6 +74,33 @@ Test(check, a_stale_copy_of_the_segments_properties_is_reported) {
     tu_free(a, p);
 }
 
+Test(check, an_expandable_segments_mapped_prefix_is_checked) {
+    cca_upstream *eu;
+    cca_allocator *ea;
+    tu_host_allocator(256 * MiB, "expandable:1", &eu, &ea);
+    void *p = tu_alloc(ea, 3 * MiB, NULL), *q = tu_alloc(ea, 3 * MiB, NULL);
+    ccai_block *b = ccai_live_map_find(&ea->live, (uintptr_t)p);
+    ccai_segment *s = b->segment;
+    cr_assert(s->expandable && s->mapped_pages > 0);
+    cr_assert_eq(s->mapped_prefix, s->mapped_pages, "mapped from the start, no hole");
+    s->mapped_prefix++; /* would let an alloc skip mapping the page after the prefix */
+    cr_assert_eq(cca_check_invariants(ea), CCA_ERR_INVARIANT);
+    cr_assert(strstr(cca_last_error(), "prefix") != NULL, "%s", cca_last_error());
+    s->mapped_prefix--;
+    tu_free(ea, p); /* its pages, the first ones, are now free: trim unmaps them */
+    cca_release_report r;
+    cr_assert_eq(cca_trim(ea, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(s->mapped_prefix, 0, "page 0 unmapped: no prefix");
+    cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
+    void *p2 = tu_alloc(ea, 3 * MiB, NULL); /* maps the first pages again */
+    cr_assert_eq(p2, p);
+    cr_assert_eq(s->mapped_prefix, s->mapped_pages, "the prefix grows over pages mapped before");
+    cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
+    tu_free(ea, p2);
+    tu_free(ea, q);
+    tu_fixture_teardown(ea, eu);
+}
+
 Test(check, bad_pointers_are_diagnosed_precisely) {
     char *p = tu_alloc(a, 8192, NULL), *q = tu_alloc(a, 8192, NULL);
     cr_assert_eq(cca_free(a, p + 512), CCA_ERR_INVALID_POINTER);

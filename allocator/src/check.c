@@ -65,8 +65,13 @@ static const char *check_block(const ccai_block *b) {
 /* An expandable segment's bitmap: its count, and no bit past npages. */
 static const char *check_pages(const ccai_segment *s) {
     size_t words = (s->npages + 63) / 64, count = 0;
-    if (!s->page || s->size != s->npages * s->page || s->base % s->page)
+    if (!s->page || ((size_t)1 << s->page_shift) != s->page || s->size != s->npages * s->page || s->base % s->page)
         return "I7: an expandable segment's range is not whole pages";
+    size_t prefix = 0;
+    while (prefix < s->npages && (s->mapped[prefix / 64] >> (prefix % 64) & 1))
+        prefix++;
+    if (prefix != s->mapped_prefix)
+        return "I7: an expandable segment's mapped prefix is not its first unmapped page";
     for (size_t w = 0; w < words; w++)
         count += (size_t)__builtin_popcountll(s->mapped[w]);
     if (s->npages % 64 && (s->mapped[words - 1] >> (s->npages % 64)))

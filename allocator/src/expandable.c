@@ -65,8 +65,11 @@
  * behaviour); trim then gives its free pages back one by one, and later
  * requests map them again as needed: a greedy process that can shrink.
  *
- * Costs: checking a block's pages is O(pages / 64) word tests (one or two
- * for most blocks) on every allocation from an expandable segment; mapping
+ * Costs: checking a block's pages is one compare when they lie in the
+ * segment's mapped prefix (s->mapped_prefix: pages [0, prefix) mapped, the
+ * common case while nothing inside has been trimmed), else O(pages / 64)
+ * word tests (one or two for most blocks), on every allocation from an
+ * expandable segment; mapping
  * and unmapping scan the block's pages bit by bit, plus one upstream call
  * per run. A segment's bitmap is npages / 8 bytes (512 B for 8 GiB of 2 MiB
  * pages).
@@ -96,6 +99,11 @@ static void set_pages(ccai_segment *s, size_t i, size_t n, bool on) {
         else
             s->mapped[k / 64] &= ~bit;
     }
+    if (!on && i < s->mapped_prefix)
+        s->mapped_prefix = i;
+    else if (on && i <= s->mapped_prefix) /* the prefix grows, perhaps into pages mapped before */
+        while (s->mapped_prefix < s->npages && (s->mapped[s->mapped_prefix / 64] >> (s->mapped_prefix % 64) & 1))
+            s->mapped_prefix++;
 }
 
 /* The next run of pages in [*i, end) that are all mapped (want) or all
@@ -120,18 +128,6 @@ static bool next_run(const ccai_segment *s, size_t *i, size_t end, bool want, si
 
 bool ccai_next_mapped_run(const ccai_segment *s, size_t *i, size_t end, size_t *first, size_t *n) {
     return next_run(s, i, end, true, first, n);
-}
-
-bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size_t len) {
-    size_t p0 = (addr - s->base) / s->page, p1 = (addr + len - 1 - s->base) / s->page + 1; /* [p0, p1) */
-    while (p0 < p1) {
-        size_t w = p0 / 64, lo = p0 % 64, n = p1 - p0 < 64 - lo ? p1 - p0 : 64 - lo;
-        uint64_t want = (n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << lo;
-        if ((s->mapped[w] & want) != want)
-            return false;
-        p0 += n;
-    }
-    return true;
 }
 
 /* ---- counted upstream calls ---------------------------------------------- */
@@ -197,6 +193,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
     s->expandable = true;
     s->first->seg = ccai_segment_flags(a, s);
     s->page = page;
+    s->page_shift = (unsigned)__builtin_ctzll(page); /* a power of two: upstream.c checks */
     s->npages = npages;
     s->base = (uintptr_t)base;
     if (shared) { /* the greedy arena: mapped whole, up front */

@@ -162,7 +162,12 @@ typedef struct ccai_segment {
     bool expandable; /* pages of a reserved address range (expandable.c) */
     ccai_pool_kind pool;
     /* expandable only: which pages are mapped (bit i: [base + i*page, +page)) */
-    size_t page;         /* the upstream's granularity                    */
+    size_t page;         /* the upstream's granularity (a power of two)   */
+    unsigned page_shift; /* log2(page): a page number is a shift, not a division */
+    size_t mapped_prefix; /* pages [0, mapped_prefix) are mapped, page
+                             mapped_prefix is not (or is past the end): the
+                             cached alloc's test of its pages is one compare
+                             when they lie in the prefix                   */
     size_t npages;       /* size / page                                   */
     size_t mapped_pages; /* bits set                                      */
     uint64_t *mapped;    /* npages bits                                   */
@@ -505,13 +510,27 @@ ccai_segment *ccai_arena_find(const cca_allocator *a);
  * block over all of it. greedy: the arena, every page mapped. */
 cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,
                                    ccai_segment **out);
-/* Unmap every page and give the address range back (live_blocks == 0). */
+/* Unmap every page and give the address range back (it is empty). */
 cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s);
 /* The next run of mapped pages in [*i, end): true with [*first, *first +
  * *n) and *i past it; false when none is left. */
 bool ccai_next_mapped_run(const ccai_segment *s, size_t *i, size_t end, size_t *first, size_t *n);
-/* Are the pages under [addr, addr + len) all mapped? */
-bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size_t len);
+/* Are the pages under [addr, addr + len) all mapped? (len > 0) Inline: an
+ * expandable segment's cached alloc asks it once; a block under 64 pages
+ * that starts in the right place needs one bitmap word. */
+static inline bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size_t len) {
+    if (addr + len - s->base <= s->mapped_prefix << s->page_shift)
+        return true;
+    size_t p0 = (addr - s->base) >> s->page_shift, p1 = ((addr + len - 1 - s->base) >> s->page_shift) + 1;
+    while (p0 < p1) { /* [p0, p1), a word at a time */
+        size_t lo = p0 % 64, n = p1 - p0 < 64 - lo ? p1 - p0 : 64 - lo;
+        uint64_t want = (~(uint64_t)0 >> (64 - n)) << lo;
+        if ((s->mapped[p0 / 64] & want) != want)
+            return false;
+        p0 += n;
+    }
+    return true;
+}
 /* Map the pages a request of `rounded` bytes at free block b needs (and,
  * at the growing end, some ahead: the growth rule). OOM: nothing changed. */
 cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded);

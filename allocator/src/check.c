@@ -67,9 +67,7 @@ static const char *check_pages(const ccai_segment *s) {
     size_t words = (s->npages + 63) / 64, count = 0;
     if (!s->page || ((size_t)1 << s->page_shift) != s->page || s->size != s->npages * s->page || s->base % s->page)
         return "I7: an expandable segment's range is not whole pages";
-    size_t prefix = 0;
-    while (prefix < s->npages && (s->mapped[prefix / 64] >> (prefix % 64) & 1))
-        prefix++;
+    size_t prefix = ccai_pages_prefix(s, 0);
     if (prefix != s->mapped_prefix)
         return "I7: an expandable segment's mapped prefix is not its first unmapped page";
     for (size_t w = 0; w < words; w++)

@@ -102,8 +102,19 @@ static void set_pages(ccai_segment *s, size_t i, size_t n, bool on) {
     if (!on && i < s->mapped_prefix)
         s->mapped_prefix = i;
     else if (on && i <= s->mapped_prefix) /* the prefix grows, perhaps into pages mapped before */
-        while (s->mapped_prefix < s->npages && (s->mapped[s->mapped_prefix / 64] >> (s->mapped_prefix % 64) & 1))
-            s->mapped_prefix++;
+        s->mapped_prefix = ccai_pages_prefix(s, s->mapped_prefix);
+}
+
+size_t ccai_pages_prefix(const ccai_segment *s, size_t from) {
+    size_t k = from;
+    while (k < s->npages) {
+        uint64_t unmapped = ~s->mapped[k / 64] >> (k % 64); /* bit 0: page k */
+        if (unmapped)
+            return k + (size_t)__builtin_ctzll(unmapped) < s->npages ? k + (size_t)__builtin_ctzll(unmapped)
+                                                                     : s->npages;
+        k += 64 - k % 64;
+    }
+    return s->npages;
 }
 
 /* The next run of pages in [*i, end) that are all mapped (want) or all

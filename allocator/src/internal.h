@@ -515,6 +515,9 @@ cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s);
 /* The next run of mapped pages in [*i, end): true with [*first, *first +
  * *n) and *i past it; false when none is left. */
 bool ccai_next_mapped_run(const ccai_segment *s, size_t *i, size_t end, size_t *first, size_t *n);
+/* The first unmapped page at or after page `from` of pages all mapped from
+ * `from` on (npages if none): a word at a time. */
+size_t ccai_pages_prefix(const ccai_segment *s, size_t from);
 /* Are the pages under [addr, addr + len) all mapped? (len > 0) Inline: an
  * expandable segment's cached alloc asks it once; a block under 64 pages
  * that starts in the right place needs one bitmap word. */

@@ -268,8 +268,8 @@ static size_t deep_size(void) {
     switch (rnd() % 5) {
     case 0: return 512;                                              /* one exact class: ties only */
     case 1: return 4096;
-    case 2: return ((size_t)1 << 20) + (rnd() % 32) * CCA_GRANULARITY; /* one TLSF class, 32 sizes */
-    case 3: return ((size_t)1 << 20) + (rnd() % 2048) * CCA_GRANULARITY; /* its neighbours */
+    case 2: return ((size_t)1 << 30) + (rnd() % 32) * CCA_GRANULARITY; /* one TLSF class, 32 sizes */
+    case 3: return ((size_t)1 << 30) + (rnd() % 2048) * CCA_GRANULARITY; /* its neighbours */
     default: return (1 + rnd() % 63) * CCA_GRANULARITY;
     }
 }
@@ -337,10 +337,18 @@ static void deep_verify(deep_model *m, int step) {
 /* Saw-tooth fill and drain of 8000 blocks in a handful of classes: every
  * split, borrow and merge, at every level, checked against the model; then
  * everything removed, the trees gone. */
+static int tree_height(const ccai_bnode *n) {
+    int h = 1;
+    for (; !n->leaf; n = n->e[0].child)
+        h++;
+    return h;
+}
+
 Test(block_index, deep_trees_match_brute_force) {
     rng_state = 0x2545f4914f6cdd1dull;
     deep_model m;
     deep_init(&m);
+    int tallest = 0;
     for (int step = 0; step < 120000; step++) {
         bool filling = (step / 20000) % 2 == 0;
         int i = (int)(rnd() % DEEP_N);
@@ -358,14 +366,20 @@ Test(block_index, deep_trees_match_brute_force) {
         }
         if (step % 16 == 0)
             deep_verify(&m, step);
+        if (step % 1000 == 0)
+            for (unsigned c = 0; c < CCAI_CLASSES; c++)
+                if (m.ix.streams->roots[c] && tree_height(m.ix.streams->roots[c]) > tallest)
+                    tallest = tree_height(m.ix.streams->roots[c]);
     }
+    cr_assert_geq(tallest, 4, "trees four levels deep were exercised");
     for (int i = 0; i < DEEP_N; i++)
         if (m.in[i])
             deep_remove(&m, i);
     deep_verify(&m, -1);
     cr_assert_eq(m.ix.count, 0);
     for (ccai_stream_bins *sb = m.ix.streams; sb; sb = sb->next) {
-        cr_assert_eq(sb->rows, 0, "every tree is gone");
+        for (unsigned s = 0; s < CCAI_CLASS_SUMMARY; s++)
+            cr_assert_eq(sb->rows[s], 0, "every tree is gone");
         for (unsigned c = 0; c < CCAI_CLASSES; c++)
             cr_assert_null(sb->roots[c]);
     }
@@ -577,17 +591,51 @@ Test(block_index, a_take_is_deferred_and_undone_by_the_same_free) {
  * before the split block leaves it: in the same leaf and before it, it moves
  * that block one place right, and the deferred removal must follow. Sizes
  * of 128 and 129 units share a class (64 KiB to 65 KiB). */
+/* The check reads the marked classes only: a tree in an unmarked class, or
+ * a mark over an empty class, is caught through the count of trees kept
+ * where roots change, not by reading every root. */
+Test(block_index, the_check_catches_a_class_bitmap_out_of_step) {
+    ccai_free_index ix = {0};
+    cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
+    ccai_block b = {.addr = 0x100000, .size = 300 * CCA_GRANULARITY, .state = CCAI_FREE};
+    ccai_block x = {.addr = 0x200000, .size = 5000 * CCA_GRANULARITY, .state = CCAI_FREE};
+    ccai_free_index_insert(&ix, &b);
+    ccai_free_index_insert(&ix, &x); /* b to its tree, x recent */
+    ccai_stream_bins *sb = ix.streams;
+    cr_assert_eq(sb->trees, 1);
+    cr_assert_null(ccai_free_index_check(&ix));
+    unsigned c = b.cls, w = c / 64;
+    uint64_t bit = 1ull << (c % 64);
+    sb->bitmap[w] &= ~bit; /* b's tree, unmarked */
+    cr_assert_not_null(ccai_free_index_check(&ix));
+    sb->bitmap[w] |= bit;
+    unsigned e = (c + 1) % CCAI_CLASSES; /* an empty class, marked */
+    cr_assert_null(sb->roots[e]);
+    sb->bitmap[e / 64] |= 1ull << (e % 64);
+    sb->rows[e / 4096] |= 1ull << (e / 64 % 64);
+    cr_assert_not_null(ccai_free_index_check(&ix));
+    sb->bitmap[e / 64] &= ~(1ull << (e % 64));
+    cr_assert_null(ccai_free_index_check(&ix));
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 300 * CCA_GRANULARITY, SIZE_MAX), &b);
+    ccai_free_index_remove(&ix, &b);
+    cr_assert_eq(sb->trees, 0, "its tree is gone");
+    cr_assert_null(ccai_free_index_check(&ix));
+    ccai_free_index_destroy(&ix);
+}
+
 Test(block_index, the_hint_follows_its_block_past_the_displaced_insert) {
     ccai_free_index ix = {0};
     cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
-    ccai_block b = {.addr = 0x100000, .size = 129 * CCA_GRANULARITY, .state = CCAI_FREE};
-    ccai_block x = {.addr = 0x200000, .size = 128 * CCA_GRANULARITY, .state = CCAI_FREE};
+    /* K and K + 1 units share a size class whatever the classes' width */
+    const size_t K = (size_t)1 << 20;
+    ccai_block b = {.addr = 0x100000, .size = (K + 1) * CCA_GRANULARITY, .state = CCAI_FREE};
+    ccai_block x = {.addr = 0x200000, .size = K * CCA_GRANULARITY, .state = CCAI_FREE};
     ccai_free_index_insert(&ix, &b);
     ccai_free_index_insert(&ix, &x); /* b to its tree, x recent */
     cr_assert_eq(ix.streams->recent, &x);
-    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 129 * CCA_GRANULARITY, SIZE_MAX), &b);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, (K + 1) * CCA_GRANULARITY, SIZE_MAX), &b);
     cr_assert_eq(ix.hint_pos, 0);
-    ccai_block r = {.addr = b.addr + CCA_GRANULARITY, .size = 128 * CCA_GRANULARITY, .state = CCAI_FREE};
+    ccai_block r = {.addr = b.addr + CCA_GRANULARITY, .size = K * CCA_GRANULARITY, .state = CCAI_FREE};
     ccai_free_index_split(&ix, &b, &r);
     b.size = CCA_GRANULARITY;
     b.state = CCAI_LIVE;
@@ -603,10 +651,10 @@ Test(block_index, the_hint_follows_its_block_past_the_displaced_insert) {
     cr_assert_null(ix.ghost, "the split undone");
     cr_assert_null(ix.streams->recent);
     cr_assert_eq(ix.count, 2);
-    cr_assert_eq(ix.bytes, 257 * CCA_GRANULARITY);
+    cr_assert_eq(ix.bytes, (2 * K + 1) * CCA_GRANULARITY);
     cr_assert_null(ccai_free_index_check(&ix));
-    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 129 * CCA_GRANULARITY, SIZE_MAX), &b);
-    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 128 * CCA_GRANULARITY, SIZE_MAX), &x);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, (K + 1) * CCA_GRANULARITY, SIZE_MAX), &b);
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, K * CCA_GRANULARITY, SIZE_MAX), &x);
     ccai_free_index_destroy(&ix);
 }
 

@@ -6,22 +6,35 @@
  *    sizes the lowest address (the rule documented in ccalloc.h).
  *
  *    Per stream, blocks are segregated into size classes (sizes in units of
- *    512 B): units 1..63 have a class each (exact sizes up to 32 KiB, where
- *    most requests fall); from 64 units on, each power of two is cut into 64
- *    sub-classes (the TLSF layout: two classes are at most 1/64 apart).
- *    Classes partition sizes in order, so
+ *    512 B): units 1..511 have a class each (exact sizes up to 256 KiB,
+ *    where most requests fall); from 512 units on, each power of two is cut
+ *    into 512 sub-classes (the TLSF layout, finer: two classes are at most
+ *    1/512 apart). Fine classes keep each class's tree small: 100k free
+ *    blocks of sizes from 512 B to 8 MiB spread over about 7,000 classes,
+ *    about 14 a class, one leaf, so best fit is two dependent loads (the
+ *    leaf, the block) where 64 sub-classes (110 a class) made it three
+ *    (root, leaf, block): 12% off the cached pair at 100k free blocks
+ *    (docs/allocator.md, "Speed"). Classes partition sizes in order, so
  *
  *      best fit = lower bound of (size, 0) in the tree of the request's class
  *                 or, if that class has nothing large enough, the leftmost
  *                 (smallest, lowest-address) block of the next non-empty class,
  *
  *    which is still the exact best fit, not an approximation. The next
- *    non-empty class is found with a two-level bitmap (one word of rows, one
- *    word per row) and count-trailing-zeros: O(1).
+ *    non-empty class is found with a two-level bitmap (a bit per class, a
+ *    summary bit per bitmap word) and count-trailing-zeros: at most one
+ *    word and the six summary words.
  *
- *      class:   1    2    3   ...  63 | 64..127 (32K..64K) | 128..191 | ...
- *      bitmap:  0    1    0   ...  1  |  0 1 0 0 ...        |   ...
+ *      class:   1    2    3   ... 511 | 512..1023 (256K..512K) | ...
+ *      bitmap:  0    1    0   ...  1  |  0 1 0 0 ...           |   ...
  *      roots:  -   tree   -   ... tree
+ *
+ *    Memory: a stream's bins in a pool are one record of 24,064 root
+ *    pointers and their bitmaps, 196 KB of address space, of which only the
+ *    pages of classes in use become resident (calloc of that size maps
+ *    fresh zero pages). The structure check reads only the marked classes;
+ *    `trees`, the count of non-NULL roots kept where roots change, catches
+ *    a root its bit does not mark.
  *
  *    Each class holds its blocks in a B+-tree ordered by (size, address).
  *    The keys are stored in the nodes, so a search reads 2-3 cache lines of
@@ -112,16 +125,16 @@
 
 static unsigned class_of(size_t size) {
     size_t units = size / CCA_GRANULARITY;
-    if (units < 64)
+    if (units < CCAI_CLASS_SUB)
         return (unsigned)units;
-    unsigned fl = 63u - (unsigned)__builtin_clzll((unsigned long long)units); /* >= 6 */
-    unsigned sl = (unsigned)(units >> (fl - 6)) & 63u;
-    return (fl - 5) * 64 + sl;
+    unsigned fl = 63u - (unsigned)__builtin_clzll((unsigned long long)units); /* >= SUB_BITS */
+    unsigned sl = (unsigned)(units >> (fl - CCAI_CLASS_SUB_BITS)) & (CCAI_CLASS_SUB - 1);
+    return (fl - CCAI_CLASS_SUB_BITS + 1) * CCAI_CLASS_SUB + sl;
 }
 
 static void mark(ccai_stream_bins *sb, unsigned c) {
     sb->bitmap[c / 64] |= 1ull << (c % 64);
-    sb->rows |= 1ull << (c / 64);
+    sb->rows[c / 4096] |= 1ull << (c / 64 % 64);
 }
 
 static void unmark_if_empty(ccai_stream_bins *sb, unsigned c) {
@@ -129,20 +142,54 @@ static void unmark_if_empty(ccai_stream_bins *sb, unsigned c) {
         return;
     sb->bitmap[c / 64] &= ~(1ull << (c % 64));
     if (!sb->bitmap[c / 64])
-        sb->rows &= ~(1ull << (c / 64));
+        sb->rows[c / 4096] &= ~(1ull << (c / 64 % 64));
+}
+
+static inline bool bins_empty(const ccai_stream_bins *sb) {
+    for (unsigned s = 0; s < CCAI_CLASS_SUMMARY; s++)
+        if (sb->rows[s])
+            return false;
+    return true;
 }
 
 /* First non-empty class strictly above c, or CCAI_CLASSES. */
 static unsigned next_class(const ccai_stream_bins *sb, unsigned c) {
-    unsigned row = c / 64, bit = c % 64;
-    uint64_t in_row = bit == 63 ? 0 : sb->bitmap[row] & (~0ull << (bit + 1));
-    if (in_row)
-        return row * 64 + (unsigned)__builtin_ctzll(in_row);
-    uint64_t rows = row == 63 ? 0 : sb->rows & (~0ull << (row + 1));
-    if (!rows)
-        return CCAI_CLASSES;
-    row = (unsigned)__builtin_ctzll(rows);
-    return row * 64 + (unsigned)__builtin_ctzll(sb->bitmap[row]);
+    unsigned w = c / 64, bit = c % 64;
+    uint64_t in_word = bit == 63 ? 0 : sb->bitmap[w] & (~0ull << (bit + 1));
+    if (in_word)
+        return w * 64 + (unsigned)__builtin_ctzll(in_word);
+    for (unsigned from = w + 1, s = from / 64; s < CCAI_CLASS_SUMMARY; s++) {
+        uint64_t m = sb->rows[s] & (s == from / 64 ? ~0ull << (from % 64) : ~0ull);
+        if (m) {
+            w = s * 64 + (unsigned)__builtin_ctzll(m);
+            return w * 64 + (unsigned)__builtin_ctzll(sb->bitmap[w]);
+        }
+    }
+    return CCAI_CLASSES;
+}
+
+/* The lowest non-empty class, or CCAI_CLASSES. */
+static unsigned first_class(const ccai_stream_bins *sb) {
+    return sb->bitmap[0] & 1 ? 0 : next_class(sb, 0);
+}
+
+/* Highest non-empty class strictly below c (c <= CCAI_CLASSES), or
+ * CCAI_CLASSES. */
+static unsigned prev_class(const ccai_stream_bins *sb, unsigned c) {
+    unsigned w = c / 64, bit = c % 64;
+    uint64_t in_word = w < CCAI_CLASS_WORDS ? sb->bitmap[w] & ((1ull << bit) - 1) : 0;
+    if (in_word)
+        return w * 64 + 63u - (unsigned)__builtin_clzll(in_word);
+    for (unsigned s = w / 64 + 1; s-- > 0;) { /* words below w */
+        uint64_t m = s < CCAI_CLASS_SUMMARY ? sb->rows[s] : 0;
+        if (s == w / 64)
+            m &= (1ull << (w % 64)) - 1;
+        if (m) {
+            unsigned v = s * 64 + 63u - (unsigned)__builtin_clzll(m);
+            return v * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[v]);
+        }
+    }
+    return CCAI_CLASSES;
 }
 
 /* ---- B+-tree over (size, address) ---------------------------------------- */
@@ -483,6 +530,7 @@ static __attribute__((noinline)) void settle_ghost(ccai_free_index *ix) {
         ccai_assert(found);
         (void)found;
     }
+    sb->trees -= !sb->roots[c];
     unmark_if_empty(sb, c);
     ix->ghost = NULL;
     ix->hint = NULL;
@@ -544,9 +592,8 @@ cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream) {
 }
 
 static void bins_free(ccai_free_index *ix, ccai_stream_bins *sb) {
-    for (unsigned c = 0; c < CCAI_CLASSES; c++)
-        if (sb->roots[c])
-            bt_destroy(ix, sb->roots[c]);
+    for (unsigned c = first_class(sb); c != CCAI_CLASSES; c = next_class(sb, c))
+        bt_destroy(ix, sb->roots[c]);
     free(sb);
 }
 
@@ -555,7 +602,7 @@ void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream) {
     ccai_stream_bins *sb = bins_of(ix, stream); /* moved to the front */
     if (!sb || --sb->segments > 0)
         return;
-    ccai_assert(!sb->recent && !sb->rows && !sb->overflow);
+    ccai_assert(!sb->recent && bins_empty(sb) && !sb->overflow);
     ix->hint = NULL;
     /* no segment of this stream is left in the pool, so no block either */
     ix->streams = sb->next;
@@ -594,6 +641,7 @@ static void overflow_unlink(ccai_stream_bins *sb, ccai_block *b) {
  * insert finds nodes again. */
 static void tree_insert(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b) {
     unsigned c = class_of(b->size);
+    bool had = sb->roots[c] != NULL;
     if (!bt_insert(ix, &sb->roots[c], b)) {
         b->cls = CCAI_CLASS_OVERFLOW;
         b->over_prev = NULL;
@@ -604,12 +652,15 @@ static void tree_insert(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b
         return;
     }
     b->cls = (uint16_t)c;
+    sb->trees += !had;
     mark(sb, c);
     while (sb->overflow) { /* nodes could be had again: drain */
         ccai_block *o = sb->overflow;
         unsigned oc = class_of(o->size);
+        had = sb->roots[oc] != NULL;
         if (!bt_insert(ix, &sb->roots[oc], o))
             return;
+        sb->trees += !had;
         overflow_unlink(sb, o);
         o->cls = (uint16_t)oc;
         mark(sb, oc);
@@ -675,6 +726,7 @@ static void unindex(ccai_free_index *ix, ccai_stream_bins *sb, ccai_block *b, bo
             ccai_assert(found);
             (void)found;
         }
+        sb->trees -= !sb->roots[c];
         unmark_if_empty(sb, c);
     }
     ix->hint = NULL;
@@ -788,19 +840,6 @@ ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, siz
     return best;
 }
 
-/* Highest non-empty class strictly below c, or CCAI_CLASSES. */
-static unsigned prev_class(const ccai_stream_bins *sb, unsigned c) {
-    unsigned row = c / 64, bit = c % 64;
-    uint64_t in_row = sb->bitmap[row] & ((1ull << bit) - 1);
-    if (in_row)
-        return row * 64 + 63u - (unsigned)__builtin_clzll(in_row);
-    uint64_t rows = sb->rows & ((1ull << row) - 1);
-    if (!rows)
-        return CCAI_CLASSES;
-    row = 63u - (unsigned)__builtin_clzll(rows);
-    return row * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[row]);
-}
-
 /* The largest key of class c's tree that is not the ghost's; 0 if the
  * ghost is all it holds. A non-root leaf holds BT_MIN entries or more, so
  * when the ghost is the last, the one before it is in the same leaf. */
@@ -819,10 +858,8 @@ static size_t tree_largest(const ccai_free_index *ix, const ccai_bnode *n) {
 size_t ccai_free_index_largest(const ccai_free_index *ix) {
     size_t largest = 0;
     for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
-        if (sb->rows) {
-            unsigned row = 63u - (unsigned)__builtin_clzll(sb->rows);
-            unsigned c = row * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[row]);
-            for (; c != CCAI_CLASSES; c = prev_class(sb, c)) {
+        {
+            for (unsigned c = prev_class(sb, CCAI_CLASSES); c != CCAI_CLASSES; c = prev_class(sb, c)) {
                 size_t l = tree_largest(ix, sb->roots[c]);
                 if (l) {
                     largest = l > largest ? l : largest;
@@ -846,9 +883,7 @@ bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, cons
         for (const ccai_block *o = sb->overflow; o; o = o->over_next)
             if (!fn(user, o))
                 return false;
-        for (unsigned c = 0; c < CCAI_CLASSES; c++) {
-            if (!sb->roots[c])
-                continue;
+        for (unsigned c = first_class(sb); c != CCAI_CLASSES; c = next_class(sb, c)) {
             for (const ccai_bnode *n = leftmost_leaf(sb->roots[c]); n; n = n->next)
                 for (unsigned j = 0; j < n->n; j++)
                     if (!(ix->ghost && n == ix->ghost_leaf && j == ix->ghost_pos) && !fn(user, n->e[j].blk))
@@ -938,15 +973,22 @@ const char *ccai_free_index_check(const ccai_free_index *ix) {
         return "free index: the spare node count is wrong";
     bool ghost_seen = false;
     for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
-        uint64_t rows = 0;
-        for (unsigned c = 0; c < CCAI_CLASSES; c++) {
-            bool marked = (sb->bitmap[c / 64] >> (c % 64)) & 1;
-            if (marked != (sb->roots[c] != NULL))
-                return "free index: the class bitmap disagrees with the trees";
-            if (marked)
-                rows |= 1ull << (c / 64);
+        /* The summary against the bitmap: O(words). Then the marked classes
+         * only (O(non-empty classes)): each has a tree, and their number is
+         * the count of roots kept where roots change, so a root in an
+         * unmarked class is caught without reading every root. */
+        uint64_t rows[CCAI_CLASS_SUMMARY] = {0};
+        size_t marked = 0;
+        for (unsigned w = 0; w < CCAI_CLASS_WORDS; w++) {
+            if (sb->bitmap[w])
+                rows[w / 64] |= 1ull << (w % 64);
+            marked += (size_t)__builtin_popcountll(sb->bitmap[w]);
+        }
+        if (marked != sb->trees)
+            return "free index: the class bitmap disagrees with the trees";
+        for (unsigned c = first_class(sb); c != CCAI_CLASSES; c = next_class(sb, c)) {
             if (!sb->roots[c])
-                continue;
+                return "free index: the class bitmap disagrees with the trees";
             bt_check k = {.leaf_depth = -1, .cls = c, .sb = sb, .ix = ix};
             const char *err = check_node(&k, sb->roots[c], 0, true, false, 0, 0, false, 0, 0);
             if (err)
@@ -955,7 +997,7 @@ const char *ccai_free_index_check(const ccai_free_index *ix) {
             if (k.prev_leaf->next)
                 return "free index: a tree's last leaf links to another";
         }
-        if (rows != sb->rows)
+        if (memcmp(rows, sb->rows, sizeof rows))
             return "free index: the row bitmap disagrees with the class bitmap";
         size_t listed = 0;
         for (const ccai_block *o = sb->overflow; o; o = o->over_next)

@@ -182,11 +182,18 @@ typedef struct ccai_segment {
 /* block_index.c: the free-block index and the live-pointer hash map      */
 /* ------------------------------------------------------------------------ */
 
-/* Segregated classes: sizes in units of 512 B; units < 64 map to their own
- * class (exact sizes up to 32 KiB), larger sizes to 64 sub-classes per power
- * of two (TLSF-style, at most 1/64 = 1.6% apart). */
-#define CCAI_CLASS_ROWS 60
-#define CCAI_CLASSES (CCAI_CLASS_ROWS * 64)
+/* Segregated classes: sizes in units of 512 B; units < 512 map to their
+ * own class (exact sizes up to 256 KiB), larger sizes to 512 sub-classes per
+ * power of two (TLSF-style, at most 1/512 = 0.2% apart): small trees, see
+ * block_index.c. */
+#define CCAI_CLASS_SUB_BITS 9
+#define CCAI_CLASS_SUB (1u << CCAI_CLASS_SUB_BITS)
+/* row 0: the exact sizes below CCAI_CLASS_SUB units; row r >= 1: the power
+ * of two 2^(r + SUB_BITS - 1) units; sizes are below 2^55 units */
+#define CCAI_CLASS_ROWS (56 - CCAI_CLASS_SUB_BITS)
+#define CCAI_CLASSES (CCAI_CLASS_ROWS * CCAI_CLASS_SUB)
+#define CCAI_CLASS_WORDS (CCAI_CLASSES / 64)           /* the class bitmap   */
+#define CCAI_CLASS_SUMMARY ((CCAI_CLASS_WORDS + 63) / 64) /* its non-empty words */
 #define CCAI_CLASS_OVERFLOW 0xffffu /* b->cls of a block in the overflow list */
 _Static_assert(CCAI_CLASSES < CCAI_CLASS_OVERFLOW, "a block keeps its class in 16 bits");
 
@@ -219,8 +226,11 @@ typedef struct ccai_stream_bins {
     struct ccai_stream_bins *next;
     cca_stream stream;
     size_t segments;                  /* segments of this stream in the pool  */
-    uint64_t rows;                    /* bit r: bitmap[r] != 0                 */
-    uint64_t bitmap[CCAI_CLASS_ROWS]; /* bit c%64 of row c/64: class c non-empty */
+    uint64_t rows[CCAI_CLASS_SUMMARY]; /* bit w%64 of rows[w/64]: bitmap[w] != 0 */
+    uint64_t bitmap[CCAI_CLASS_WORDS]; /* bit c%64 of bitmap[c/64]: class c non-empty */
+    size_t trees;                      /* classes whose root is not NULL, counted
+                                          where roots change (the check compares
+                                          it with the bitmap)                  */
     ccai_bnode *roots[CCAI_CLASSES];
     ccai_block *recent;   /* the last block inserted, held outside the trees */
     ccai_block *overflow; /* blocks no tree node could be had for (host OOM) */

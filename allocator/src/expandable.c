@@ -67,7 +67,8 @@
  *
  * Costs: checking a block's pages is one compare when they lie in the
  * segment's mapped prefix (s->mapped_prefix: pages [0, prefix) mapped, the
- * common case while nothing inside has been trimmed), else O(pages / 64)
+ * common case while nothing inside has been trimmed; s->mapped_end is the
+ * address where it ends), else O(pages / 64)
  * word tests (one or two for most blocks), on every allocation from an
  * expandable segment; mapping
  * and unmapping scan the block's pages bit by bit, plus one upstream call
@@ -103,6 +104,7 @@ static void set_pages(ccai_segment *s, size_t i, size_t n, bool on) {
         s->mapped_prefix = i;
     else if (on && i <= s->mapped_prefix) /* the prefix grows, perhaps into pages mapped before */
         s->mapped_prefix = ccai_pages_prefix(s, s->mapped_prefix);
+    s->mapped_end = s->base + (s->mapped_prefix << s->page_shift);
 }
 
 size_t ccai_pages_prefix(const ccai_segment *s, size_t from) {
@@ -207,6 +209,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
     s->page_shift = (unsigned)__builtin_ctzll(page); /* a power of two: upstream.c checks */
     s->npages = npages;
     s->base = (uintptr_t)base;
+    s->mapped_end = s->base; /* nothing mapped yet */
     if (shared) { /* the greedy arena: mapped whole, up front */
         st = map_run(a, s, 0, npages);
         if (st != CCA_OK) { /* the reservation and its release were calls too */

@@ -165,9 +165,10 @@ typedef struct ccai_segment {
     size_t page;         /* the upstream's granularity (a power of two)   */
     unsigned page_shift; /* log2(page): a page number is a shift, not a division */
     size_t mapped_prefix; /* pages [0, mapped_prefix) are mapped, page
-                             mapped_prefix is not (or is past the end): the
-                             cached alloc's test of its pages is one compare
-                             when they lie in the prefix                   */
+                             mapped_prefix is not (or is past the end)      */
+    uintptr_t mapped_end; /* base + mapped_prefix pages: the cached alloc's
+                             test of its pages is one compare when they end
+                             inside the prefix                              */
     size_t npages;       /* size / page                                   */
     size_t mapped_pages; /* bits set                                      */
     uint64_t *mapped;    /* npages bits                                   */
@@ -532,7 +533,7 @@ size_t ccai_pages_prefix(const ccai_segment *s, size_t from);
  * expandable segment's cached alloc asks it once; a block under 64 pages
  * that starts in the right place needs one bitmap word. */
 static inline bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size_t len) {
-    if (addr + len - s->base <= s->mapped_prefix << s->page_shift)
+    if (addr + len <= s->mapped_end)
         return true;
     size_t p0 = (addr - s->base) >> s->page_shift, p1 = ((addr + len - 1 - s->base) >> s->page_shift) + 1;
     while (p0 < p1) { /* [p0, p1), a word at a time */

@@ -492,10 +492,11 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
  * expandable segment: there the remainder's pages may be unmapped, so b
  * cannot be handed out whole (I7). A classic segment's block is handed out
  * unsplit instead. */
-static cca_status take_block(cca_allocator *a, ccai_block *b, size_t rounded) {
+static cca_status take_block(cca_allocator *a, ccai_block *b, size_t rounded, bool split) {
     ccai_free_index *ix = ccai_block_index(a, b);
     ccai_block *rest = NULL;
-    if (worth_splitting(a, b, rounded)) {
+    ccai_assert(split == worth_splitting(a, b, rounded));
+    if (split) {
         rest = ccai_block_new(a);
         if (!rest && (b->seg & CCAI_SEG_EXPANDABLE))
             return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: host malloc failed for a block record");
@@ -562,8 +563,9 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
         b = ccai_free_index_best_fit(&d->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX);
     if (!b)
         b = best_fit_in(a, d->pools, pool, key, rounded);
-    size_t held;
-    if (b && (b->seg & CCAI_SEG_EXPANDABLE) && !ccai_pages_mapped(b->segment, b->addr, held = held_bytes(a, b, rounded))) {
+    bool split = b && worth_splitting(a, b, rounded); /* decided once: the pages to map, then step 6 */
+    size_t held = split ? rounded : b ? b->size : 0;
+    if (b && (b->seg & CCAI_SEG_EXPANDABLE) && !ccai_pages_mapped(b->segment, b->addr, held)) {
         cca_status st = ccai_expandable_map(a, b, held);
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
             return st;
@@ -582,9 +584,10 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
             }
             return st;
         }
+        split = worth_splitting(a, b, rounded);
     }
     /* 6 */
-    if (take_block(a, b, rounded) != CCA_OK) { /* b unchanged; its pages stay mapped */
+    if (take_block(a, b, rounded, split) != CCA_OK) { /* b unchanged; its pages stay mapped */
         log_oom(a, size, rounded, stream, log);
         return CCA_ERR_OUT_OF_MEMORY;
     }

@@ -591,6 +591,45 @@ Test(block_index, a_take_is_deferred_and_undone_by_the_same_free) {
  * before the split block leaves it: in the same leaf and before it, it moves
  * that block one place right, and the deferred removal must follow. Sizes
  * of 128 and 129 units share a class (64 KiB to 65 KiB). */
+/* The class layout's edges: the last exact class and the first divided
+ * one, classes far apart in the bitmap (next and previous non-empty class
+ * across summary words, both directions), and the largest size a block can
+ * have, whose class must be the last one. */
+Test(block_index, class_edges_and_far_classes) {
+    const size_t G = CCA_GRANULARITY, top = SIZE_MAX / G * G;
+    const size_t sizes[] = {G, (CCAI_CLASS_SUB - 1) * G, CCAI_CLASS_SUB * G, (CCAI_CLASS_SUB + 1) * G,
+                            (size_t)1 << 30, (size_t)1 << 50, top - G, top};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    ccai_free_index ix = {0};
+    cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
+    ccai_block b[N + 1];
+    memset(b, 0, sizeof b);
+    for (int i = 0; i < N; i++) {
+        b[i] = (ccai_block){.addr = (uintptr_t)(i + 1) << 30, .size = sizes[i], .state = CCAI_FREE};
+        ccai_free_index_insert(&ix, &b[i]);
+    }
+    b[N] = (ccai_block){.addr = 0x100, .size = G, .state = CCAI_FREE}; /* pushes the last into its tree */
+    ccai_free_index_insert(&ix, &b[N]);
+    cr_assert_null(ccai_free_index_check(&ix));
+    cr_assert_eq(b[N - 1].cls, CCAI_CLASSES - 1, "the largest size is in the last class");
+    cr_assert_neq(b[1].cls, b[2].cls, "the last exact class and the first divided one differ");
+    cr_assert_eq(ccai_free_index_largest(&ix), top);
+    /* every request between two sizes gets the next size up: next_class
+     * across empty words and summary words */
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, G, SIZE_MAX), &b[N], "lowest address among ties");
+    for (int i = 1; i < N; i++) {
+        ccai_block *got = ccai_free_index_best_fit(&ix, NULL, sizes[i - 1] + G, SIZE_MAX);
+        cr_assert_eq(got, &b[i], "request %zu: got size %zu", sizes[i - 1] + G, got ? got->size : 0);
+    }
+    /* largest after removing from the top: prev_class across summary words */
+    for (int i = N - 1; i > 0; i--) {
+        ccai_free_index_remove(&ix, &b[i]);
+        cr_assert_null(ccai_free_index_check(&ix));
+        cr_assert_eq(ccai_free_index_largest(&ix), sizes[i - 1]);
+    }
+    ccai_free_index_destroy(&ix);
+}
+
 /* The check reads the marked classes only: a tree in an unmarked class, or
  * a mark over an empty class, is caught through the count of trees kept
  * where roots change, not by reading every root. */
@@ -612,7 +651,7 @@ Test(block_index, the_check_catches_a_class_bitmap_out_of_step) {
     unsigned e = (c + 1) % CCAI_CLASSES; /* an empty class, marked */
     cr_assert_null(sb->roots[e]);
     sb->bitmap[e / 64] |= 1ull << (e % 64);
-    sb->rows[e / 4096] |= 1ull << (e / 64 % 64);
+    sb->rows[e / 64 / 64] |= 1ull << (e / 64 % 64);
     cr_assert_not_null(ccai_free_index_check(&ix));
     sb->bitmap[e / 64] &= ~(1ull << (e % 64));
     cr_assert_null(ccai_free_index_check(&ix));

@@ -82,19 +82,19 @@ Test(check, an_expandable_segments_mapped_prefix_is_checked) {
     ccai_block *b = ccai_live_map_find(&ea->live, (uintptr_t)p);
     ccai_segment *s = b->segment;
     cr_assert(s->expandable && s->mapped_pages > 0);
-    cr_assert_eq(s->mapped_prefix, s->mapped_pages, "mapped from the start, no hole");
-    s->mapped_prefix++; /* would let an alloc skip mapping the page after the prefix */
+    cr_assert_eq(s->mapped_end, s->base + s->mapped_pages * s->page, "mapped from the start, no hole");
+    s->mapped_end += s->page; /* would let an alloc skip mapping the page after the prefix */
     cr_assert_eq(cca_check_invariants(ea), CCA_ERR_INVARIANT);
     cr_assert(strstr(cca_last_error(), "prefix") != NULL, "%s", cca_last_error());
-    s->mapped_prefix--;
+    s->mapped_end -= s->page;
     tu_free(ea, p); /* its pages, the first ones, are now free: trim unmaps them */
     cca_release_report r;
     cr_assert_eq(cca_trim(ea, 0, &r), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(s->mapped_prefix, 0, "page 0 unmapped: no prefix");
+    cr_assert_eq(s->mapped_end, s->base, "page 0 unmapped: no prefix");
     cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
     void *p2 = tu_alloc(ea, 3 * MiB, NULL); /* maps the first pages again */
     cr_assert_eq(p2, p);
-    cr_assert_eq(s->mapped_prefix, s->mapped_pages, "the prefix grows over pages mapped before");
+    cr_assert_eq(s->mapped_end, s->base + s->mapped_pages * s->page, "the prefix grows over pages mapped before");
     cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
     tu_free(ea, p2);
     tu_free(ea, q);

@@ -134,7 +134,7 @@ static unsigned class_of(size_t size) {
 
 static void mark(ccai_stream_bins *sb, unsigned c) {
     sb->bitmap[c / 64] |= 1ull << (c % 64);
-    sb->rows[c / 4096] |= 1ull << (c / 64 % 64);
+    sb->rows[c / 64 / 64] |= 1ull << (c / 64 % 64);
 }
 
 static void unmark_if_empty(ccai_stream_bins *sb, unsigned c) {
@@ -142,7 +142,7 @@ static void unmark_if_empty(ccai_stream_bins *sb, unsigned c) {
         return;
     sb->bitmap[c / 64] &= ~(1ull << (c % 64));
     if (!sb->bitmap[c / 64])
-        sb->rows[c / 4096] &= ~(1ull << (c / 64 % 64));
+        sb->rows[c / 64 / 64] &= ~(1ull << (c / 64 % 64));
 }
 
 static inline bool bins_empty(const ccai_stream_bins *sb) {
@@ -858,13 +858,11 @@ static size_t tree_largest(const ccai_free_index *ix, const ccai_bnode *n) {
 size_t ccai_free_index_largest(const ccai_free_index *ix) {
     size_t largest = 0;
     for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
-        {
-            for (unsigned c = prev_class(sb, CCAI_CLASSES); c != CCAI_CLASSES; c = prev_class(sb, c)) {
-                size_t l = tree_largest(ix, sb->roots[c]);
-                if (l) {
-                    largest = l > largest ? l : largest;
-                    break;
-                }
+        for (unsigned c = prev_class(sb, CCAI_CLASSES); c != CCAI_CLASSES; c = prev_class(sb, c)) {
+            size_t l = tree_largest(ix, sb->roots[c]);
+            if (l) {
+                largest = l > largest ? l : largest;
+                break;
             }
         }
         if (sb->recent && sb->recent->size > largest)

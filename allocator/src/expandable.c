@@ -65,14 +65,12 @@
  * behaviour); trim then gives its free pages back one by one, and later
  * requests map them again as needed: a greedy process that can shrink.
  *
- * Costs: checking a block's pages is one compare when they lie in the
- * segment's mapped prefix (s->mapped_prefix: pages [0, prefix) mapped, the
- * common case while nothing inside has been trimmed; s->mapped_end is the
- * address where it ends), else O(pages / 64)
+ * Costs: checking a block's pages is one compare when they end inside the
+ * segment's mapped prefix (s->mapped_end: every page before it mapped, the
+ * common case while nothing inside has been trimmed), else O(pages / 64)
  * word tests (one or two for most blocks), on every allocation from an
- * expandable segment; mapping
- * and unmapping scan the block's pages bit by bit, plus one upstream call
- * per run. A segment's bitmap is npages / 8 bytes (512 B for 8 GiB of 2 MiB
+ * expandable segment; mapping and unmapping scan the block's pages bit by
+ * bit, plus one upstream call per run. A segment's bitmap is npages / 8 bytes (512 B for 8 GiB of 2 MiB
  * pages).
  *
  * Errors: a vm_map refused part-way (several runs) unmaps what this call
@@ -100,21 +98,21 @@ static void set_pages(ccai_segment *s, size_t i, size_t n, bool on) {
         else
             s->mapped[k / 64] &= ~bit;
     }
-    if (!on && i < s->mapped_prefix)
-        s->mapped_prefix = i;
-    else if (on && i <= s->mapped_prefix) /* the prefix grows, perhaps into pages mapped before */
-        s->mapped_prefix = ccai_pages_prefix(s, s->mapped_prefix);
-    s->mapped_end = s->base + (s->mapped_prefix << s->page_shift);
+    size_t prefix = (s->mapped_end - s->base) >> s->page_shift;
+    if (!on && i < prefix)
+        prefix = i;
+    else if (on && i <= prefix) /* the prefix grows, perhaps into pages mapped before */
+        prefix = ccai_pages_prefix(s, prefix);
+    s->mapped_end = s->base + (prefix << s->page_shift);
 }
 
 size_t ccai_pages_prefix(const ccai_segment *s, size_t from) {
-    size_t k = from;
-    while (k < s->npages) {
+    for (size_t k = from; k < s->npages; k += 64 - k % 64) {
         uint64_t unmapped = ~s->mapped[k / 64] >> (k % 64); /* bit 0: page k */
-        if (unmapped)
-            return k + (size_t)__builtin_ctzll(unmapped) < s->npages ? k + (size_t)__builtin_ctzll(unmapped)
-                                                                     : s->npages;
-        k += 64 - k % 64;
+        if (unmapped) {
+            size_t first = k + (size_t)__builtin_ctzll(unmapped);
+            return first < s->npages ? first : s->npages;
+        }
     }
     return s->npages;
 }

@@ -164,11 +164,11 @@ typedef struct ccai_segment {
     /* expandable only: which pages are mapped (bit i: [base + i*page, +page)) */
     size_t page;         /* the upstream's granularity (a power of two)   */
     unsigned page_shift; /* log2(page): a page number is a shift, not a division */
-    size_t mapped_prefix; /* pages [0, mapped_prefix) are mapped, page
-                             mapped_prefix is not (or is past the end)      */
-    uintptr_t mapped_end; /* base + mapped_prefix pages: the cached alloc's
-                             test of its pages is one compare when they end
-                             inside the prefix                              */
+    uintptr_t mapped_end; /* the end of the mapped prefix: pages from base
+                             to here are all mapped, the page here is not
+                             (or it is base + size). The cached alloc's test
+                             of its pages is one compare when they end
+                             inside it                                      */
     size_t npages;       /* size / page                                   */
     size_t mapped_pages; /* bits set                                      */
     uint64_t *mapped;    /* npages bits                                   */

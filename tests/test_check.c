@@ -101,6 +101,50 @@ Test(check, an_expandable_segments_mapped_prefix_is_checked) {
     tu_fixture_teardown(ea, eu);
 }
 
+/* A free block of an expandable segment carries `unmapped` when some of its
+ * pages may be unmapped; without it, an allocation skips the page test. So
+ * the check insists that an unmarked free block lies wholly on mapped pages,
+ * and that no block of a classic segment is marked. A freed block is
+ * unmarked (its pages were mapped while it was live). */
+Test(check, a_block_marked_mapped_over_unmapped_pages_is_reported) {
+    cca_upstream *eu;
+    cca_allocator *ea;
+    tu_host_allocator(256 * MiB, "expandable:1", &eu, &ea);
+    void *p = tu_alloc(ea, 5 * MiB, NULL), *q = tu_alloc(ea, 3 * MiB, NULL);
+    ccai_block *bp = ccai_live_map_find(&ea->live, (uintptr_t)p), *bq = bp->next;
+    tu_free(ea, p);
+    cr_assert(bq->prev == bp && !bp->unmapped, "freed: unmarked");
+    cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
+    cca_release_report r;
+    cr_assert_eq(cca_trim(ea, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_gt(r.pages_unmapped, 0);
+    ccai_block *hole = bq->prev;
+    cr_assert(hole && hole->state == CCAI_FREE && hole->unmapped, "trim marks the block whose pages it unmapped");
+    cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
+    hole->unmapped = false; /* an allocation would skip mapping its pages */
+    cr_assert_eq(cca_check_invariants(ea), CCA_ERR_INVARIANT);
+    cr_assert(strstr(cca_last_error(), "unmapped") != NULL, "%s", cca_last_error());
+    hole->unmapped = true;
+    /* the hole is taken again (its pages mapped again) and freed: unmarked */
+    void *p2 = tu_alloc(ea, 5 * MiB, NULL);
+    cr_assert_eq(p2, p);
+    cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
+    tu_free(ea, p2);
+    cr_assert(bq->prev->state == CCAI_FREE && !bq->prev->unmapped);
+    tu_free(ea, q);
+    tu_fixture_teardown(ea, eu);
+    /* a classic segment's blocks are never marked */
+    void *c = tu_alloc(a, 8192, NULL);
+    ccai_block *bc = ccai_live_map_find(&a->live, (uintptr_t)c);
+    tu_free(a, c);
+    ccai_block *f = bc->segment->first;
+    cr_assert(f->state == CCAI_FREE && !f->unmapped);
+    f->unmapped = true;
+    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
+    cr_assert(strstr(cca_last_error(), "classic") != NULL, "%s", cca_last_error());
+    f->unmapped = false;
+}
+
 Test(check, bad_pointers_are_diagnosed_precisely) {
     char *p = tu_alloc(a, 8192, NULL), *q = tu_alloc(a, 8192, NULL);
     cr_assert_eq(cca_free(a, p + 512), CCA_ERR_INVALID_POINTER);

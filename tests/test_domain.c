@@ -1431,6 +1431,43 @@ TEST_BOTH(release_completes_pending_blocks_and_never_takes_a_stuck_one) {
     dx_destroy(&f, a, u);
 }
 
+/* A release whose upstream call is refused keeps the segment, cached and
+ * usable: the footprint arena stays the domain's, and its next request gets
+ * memory it can write. Expandable: the arena is mapped whole at reserve, so
+ * its free block needs no page test until the release unmaps its pages;
+ * the refused range release must leave that block marked as unmapped, or
+ * the next request would be handed unmapped pages (a fault here). */
+TEST_BOTH(a_refused_release_leaves_the_arena_usable) {
+    tu_faulty f;
+    cca_upstream *u = dx_create(&f, 128 * MiB);
+    cca_allocator *a = make(m, u, NULL);
+    cca_domain *A = dom(a, "A");
+    cca_domain *doms[] = {A};
+    cr_assert_eq(cca_domain_reserve(a, A, 4 * MiB), CCA_OK, "%s", cca_last_error());
+    void *p = in(a, A, 1 * MiB, S0);
+    tu_fill(p, 1 * MiB, 1);
+    tu_free(a, p);
+    tu_fault_kind k = m->expandable ? TU_FAULT_RELEASE : TU_FAULT_FREE;
+    f.fail_at[k] = f.calls[k] + 1;
+    cca_domain_report r;
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(cca_domain_release(a, A, 0, &r), CCA_ERR_UPSTREAM, "%s", cca_last_error());
+    cr_assert_eq(f.failures, 1);
+    cr_assert_eq(r.segments_released, 0);
+    cr_assert_eq(dst(a, A).segments, 1, "the arena stays");
+    agree(a, f.inner, doms, 1, "release refused");
+    void *q = in(a, A, 1 * MiB, S0);
+    cr_assert_eq(q, p, "the arena's first block again");
+    tu_fill(q, 1 * MiB, 2);
+    cr_assert(tu_check_fill(q, 1 * MiB, 2));
+    agree(a, f.inner, doms, 1, "arena used again");
+    tu_free(a, q);
+    tu_faulty_faults_off(&f);
+    cr_assert_eq(cca_domain_release(a, A, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(dst(a, A).segments, 0);
+    dx_destroy(&f, a, u);
+}
+
 /* Only d's own pending blocks hold d's release: another domain's stuck
  * block does not, and a forced release of a live block that was used on
  * another stream leaves no event behind. */

@@ -1305,6 +1305,44 @@ Test(expandable, a_refused_rollback_unmap_leaves_the_state_intact) {
     cca_upstream_destroy(f.inner);
 }
 
+/* The greedy arena is mapped whole, so its one free block needs no page
+ * test and carries no `unmapped` mark. Empty-cache unmaps every page and
+ * then has the range released; if the release is refused, the range stays
+ * with its one block over unmapped pages: that block must be marked, or the
+ * next request would be handed unmapped memory (a fault when touched). */
+Test(expandable, an_arena_whose_release_is_refused_maps_its_pages_again) {
+    tu_faulty f;
+    cca_upstream *u = fx_create(&f, 32 * MiB, false);
+    cca_allocator *a = exp_allocator(u, "policy:greedy,greedy_bytes:8M");
+    char *A = tu_alloc(a, 1 * MiB, S0);
+    cr_assert_eq(tu_stats(a).vm_maps, 1, "the arena, mapped whole");
+    tu_free(a, A);
+    fx_agree(a, u, &f, "arena free");
+    f.fail_at[TU_FAULT_RELEASE] = f.calls[TU_FAULT_RELEASE] + 1;
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_ERR_UPSTREAM, "the refused release is reported");
+    cr_assert_eq(f.failures, 1);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.mapped_bytes, 0, "every page went");
+    cr_assert_eq(s.segments, 1, "the range stays");
+    fx_agree(a, u, &f, "release refused");
+    TU_ASSERT_FAULTS(A);
+    char *B = tu_alloc(a, 1 * MiB, S0); /* the same block: its pages are mapped again */
+    cr_assert_eq(B, A);
+    cr_assert_eq(tu_stats(a).vm_maps, 2);
+    tu_fill(B, 1 * MiB, 7);
+    cr_assert(tu_check_fill(B, 1 * MiB, 7));
+    fx_agree(a, u, &f, "taken again");
+    tu_free(a, B);
+    tu_faulty_faults_off(&f);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    fx_agree(a, u, &f, "end");
+    cr_assert_eq(tu_upstream_stats(f.inner).vm_reserved_bytes, 0);
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(f.inner);
+}
+
 /* ---- pending blocks ------------------------------------------------------ */
 
 Test(expandable, a_pending_block_keeps_its_pages_through_trim) {

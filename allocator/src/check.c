@@ -113,6 +113,11 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
                 err = "a block's copy of its segment's properties is stale";
             else if (b->state > CCAI_PENDING)
                 err = "a block has no valid state";
+            else if (b->unmapped && !s->expandable)
+                err = "a block of a classic segment is marked as lying on unmapped pages";
+            else if (s->expandable && b->state == CCAI_FREE && !b->unmapped &&
+                     !ccai_pages_mapped(s, b->addr, b->size))
+                err = "I7: a free block lies on unmapped pages without its mark (an allocation would skip mapping them)";
             else
                 err = check_block(b);
             if (err)

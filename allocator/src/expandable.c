@@ -65,12 +65,22 @@
  * behaviour); trim then gives its free pages back one by one, and later
  * requests map them again as needed: a greedy process that can shrink.
  *
- * Costs: checking a block's pages is one compare when they end inside the
- * segment's mapped prefix (s->mapped_end: every page before it mapped, the
- * common case while nothing inside has been trimmed), else O(pages / 64)
- * word tests (one or two for most blocks), on every allocation from an
- * expandable segment; mapping and unmapping scan the block's pages bit by
- * bit, plus one upstream call per run. A segment's bitmap is npages / 8 bytes (512 B for 8 GiB of 2 MiB
+ * Which free blocks need a page test at all: a free block carries the mark
+ * b->unmapped when some of its pages may be unmapped. It is set on the
+ * first block of a new range (not the greedy arena, mapped whole), on a
+ * block whose pages a trim is about to unmap, and on an empty range's block
+ * before its pages go; a split remainder inherits it, a merge ORs it, and a
+ * freed block starts without it (a live block's pages are mapped, I7). A
+ * mark is conservative: the test it asks for drops it when the whole block
+ * turns out mapped. So the cached pair on a block never trimmed makes no
+ * page test, exactly as with a classic segment (which never marks).
+ *
+ * Costs: checking a marked block's pages is one compare when they end
+ * inside the segment's mapped prefix (s->mapped_end: every page before it
+ * mapped, the common case while nothing inside has been trimmed), else
+ * O(pages / 64) word tests (one or two for most blocks); mapping and
+ * unmapping scan the block's pages bit by bit, plus one upstream call per
+ * run. A segment's bitmap is npages / 8 bytes (512 B for 8 GiB of 2 MiB
  * pages).
  *
  * Errors: a vm_map refused part-way (several runs) unmaps what this call
@@ -220,6 +230,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
             return st;
         }
     }
+    s->first->unmapped = !shared; /* the arena: mapped whole */
     ccai_segment_link(a, s, (uintptr_t)base, va); /* counts the reservation as an upstream call */
     a->c.expandable_segments++;
     a->c.address_space += va;
@@ -256,6 +267,7 @@ static cca_status unmap_range(cca_allocator *a, ccai_segment *s, size_t lo, size
 
 cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s) {
     ccai_assert(s->expandable && ccai_segment_empty(s));
+    s->first->unmapped = true; /* should the release below fail, the range stays, unmapped */
     cca_status st = unmap_range(a, s, 0, s->npages, 0, NULL, NULL);
     if (st != CCA_OK)
         return st;
@@ -380,6 +392,7 @@ cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t ke
     size_t hi = (off + b->size) / s->page;      /* one past the last */
     if (hi <= lo)
         return CCA_OK;
+    b->unmapped = true; /* marked before any page goes: a refusal part-way leaves it right */
     return unmap_range(a, s, lo, hi, keep, pages, bytes);
 }
 

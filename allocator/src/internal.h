@@ -43,9 +43,11 @@
  *      list) or outstanding events in its stream-use record; every
  *      outstanding wait is in exactly one pending queue, its stream's.
  *   I7 (expandable segments) every page under a LIVE or PENDING block is
- *      mapped; a segment's mapped_pages is its bitmap's count, and the
- *      allocator's mapped bytes are their sum, never more than the
- *      upstream's own count of mapped bytes.
+ *      mapped, and so is every page under a FREE block without its
+ *      `unmapped` mark (only blocks of expandable segments carry it);
+ *      a segment's mapped_pages is its bitmap's count, and the allocator's
+ *      mapped bytes are their sum, never more than the upstream's own count
+ *      of mapped bytes.
  *   I8 (domains, domain.c) every segment belongs to one domain of the
  *      allocator and its free blocks are in that domain's free index; a
  *      domain's counters are what its segments and blocks hold, and they
@@ -138,6 +140,13 @@ typedef struct ccai_block {
     uint16_t cls;                   /* FREE: size class of its tree, or
                                        CCAI_CLASS_OVERFLOW                  */
     uint8_t state;                  /* FREE / LIVE / PENDING               */
+    bool unmapped;   /* FREE, expandable segment: some of its pages may be
+                        unmapped, so an allocation from it asks the page
+                        bitmap; false: every page under it is mapped and no
+                        page test is needed (I7). Meaningless while LIVE or
+                        PENDING (those pages are mapped): cleared when the
+                        block is freed, in the same store as `state`. Never
+                        set in a classic segment. */
     bool needs_sync; /* PENDING: no event could be recorded and synchronize
                         failed; reused only after a synchronize succeeds  */
     uint8_t seg;     /* CCAI_SEG_*: its segment's fixed properties        */
@@ -145,7 +154,7 @@ typedef struct ccai_block {
     cca_stream alloc_stream;                  /* stream of the cca_alloc call   */
     struct ccai_block *hash_next;             /* live map chain                 */
     ccai_stream_use *uses;                    /* NULL unless record_stream or a wait */
-    uint64_t id;                              /* allocation sequence number (traces) */
+    uint64_t id;                              /* the trace's id of the allocation (tracing only) */
     uint64_t born;                            /* alloc_calls when it was handed out */
     struct ccai_block *over_prev, *over_next; /* free index overflow list    */
     struct ccai_block *sync_next;             /* list of blocks waiting on needs_sync */
@@ -448,7 +457,6 @@ struct cca_allocator {
     ccai_block *spare_blocks;   /* recycled block records */
     ccai_block_slab *slabs;
     ccai_counters c;
-    uint64_t alloc_sequence; /* ids for the trace */
     struct ccai_trace *trace;
     struct ccai_history *history; /* recent events (history.c); NULL: off */
 };
@@ -545,6 +553,17 @@ static inline bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size
     }
     return true;
 }
+/* Are the first `held` bytes of free block b, marked b->unmapped, on mapped
+ * pages? When the whole block is, the mark is dropped first (a mark is
+ * conservative: a split remainder inherits it, a merge ORs it), so the
+ * block's next allocation skips the test. */
+static inline bool ccai_block_pages_mapped(ccai_block *b, size_t held) {
+    if (ccai_pages_mapped(b->segment, b->addr, b->size)) {
+        b->unmapped = false;
+        return true;
+    }
+    return ccai_pages_mapped(b->segment, b->addr, held);
+}
 /* Map the pages a request of `rounded` bytes at free block b needs (and,
  * at the growing end, some ahead: the growth rule). OOM: nothing changed. */
 cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded);
@@ -604,9 +623,9 @@ static inline ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded
     return CCAI_POOL_LARGE;
 }
 /* A LIVE or PENDING block rejoins its pool, coalescing with free neighbours
- * (ccai_pool_return removes it from the live map; _unmapped: done already). */
+ * (ccai_pool_return removes it from the live map; _unlinked: done already). */
 void ccai_pool_return(cca_allocator *a, ccai_block *b);
-void ccai_pool_return_unmapped(cca_allocator *a, ccai_block *b);
+void ccai_pool_return_unlinked(cca_allocator *a, ccai_block *b);
 
 /* check.c */
 /* NULL when every invariant holds, else the first broken one (lock held). */

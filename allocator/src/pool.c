@@ -192,6 +192,8 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c) {
 static void absorb_next(cca_allocator *a, ccai_block *b) {
     ccai_block *n = b->next;
     b->size += n->size;
+    if (n->unmapped) /* pages of either may be unmapped (a branch: classic blocks never are) */
+        b->unmapped = true;
     b->next = n->next;
     if (n->next)
         n->next->prev = b;
@@ -203,10 +205,10 @@ void ccai_pool_return(cca_allocator *a, ccai_block *b) {
     if (a->history) /* a deferred free completes, or a forced domain release */
         ccai_history_record(a->history, CCAI_EV_FREE_COMPLETED, b->addr, b->requested, b->alloc_stream);
     ccai_live_map_remove(&a->live, b);
-    ccai_pool_return_unmapped(a, b);
+    ccai_pool_return_unlinked(a, b);
 }
 
-void ccai_pool_return_unmapped(cca_allocator *a, ccai_block *b) {
+void ccai_pool_return_unlinked(cca_allocator *a, ccai_block *b) {
     ccai_free_index *ix = ccai_block_index(a, b);
     ccai_assert(b->state != CCAI_FREE && !b->needs_sync && ix == b->segment->index);
     if (b->uses)
@@ -220,6 +222,7 @@ void ccai_pool_return_unmapped(cca_allocator *a, ccai_block *b) {
     b->requested = 0;
     b->alloc_stream = NULL;
     b->state = CCAI_FREE;
+    b->unmapped = false; /* its pages are mapped (I7); one 16-bit store with state */
     if (b->prev && b->prev->state == CCAI_FREE) {
         ccai_block *p = b->prev;
         ccai_free_index_remove(ix, p);
@@ -364,7 +367,7 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
         *b = s->first;
     }
     size_t held = held_bytes(a, *b, rounded);
-    if (ccai_pages_mapped((*b)->segment, (*b)->addr, held))
+    if (!(*b)->unmapped || ccai_block_pages_mapped(*b, held))
         return CCA_OK;
     cca_status st = ccai_expandable_map(a, *b, held);
     if (st != CCA_OK)
@@ -511,6 +514,7 @@ static cca_status take_block(cca_allocator *a, ccai_block *b, size_t rounded, bo
     rest->seg = b->seg;
     rest->stream = b->stream;
     rest->state = CCAI_FREE;
+    rest->unmapped = b->unmapped; /* what step 4 did not map stays as it was */
     ccai_free_index_split(ix, b, rest);
     rest->prev = b;
     rest->next = b->next;
@@ -527,7 +531,8 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
     b->state = CCAI_LIVE;
     b->requested = size;
     b->alloc_stream = stream;
-    b->id = a->trace ? ccai_trace_alloc(a->trace, size, stream, b->segment->domain->trace_no) : ++a->alloc_sequence;
+    if (a->trace) /* set at creation or never: without a trace no id is needed */
+        b->id = ccai_trace_alloc(a->trace, size, stream, b->segment->domain->trace_no);
     if (a->history)
         ccai_history_record(a->history, CCAI_EV_ALLOC, b->addr, size, stream);
     ccai_live_map_insert(&a->live, b);
@@ -565,7 +570,7 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
         b = best_fit_in(a, d->pools, pool, key, rounded);
     bool split = b && worth_splitting(a, b, rounded); /* decided once: the pages to map, then step 6 */
     size_t held = split ? rounded : b ? b->size : 0;
-    if (b && (b->seg & CCAI_SEG_EXPANDABLE) && !ccai_pages_mapped(b->segment, b->addr, held)) {
+    if (b && b->unmapped && !ccai_block_pages_mapped(b, held)) {
         cca_status st = ccai_expandable_map(a, b, held);
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
             return st;
@@ -661,7 +666,7 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
         bool deferred = (b->uses || b->alloc_stream != b->stream) && ccai_stream_defer_free(a, b, &st);
         if (!deferred) {
             ccai_live_map_unlink(&a->live, link);
-            ccai_pool_return_unmapped(a, b);
+            ccai_pool_return_unlinked(a, b);
         }
         if (a->history)
             ccai_history_free(a->history, addr, requested, used, deferred);

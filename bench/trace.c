@@ -413,7 +413,7 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
                       lineno);
             break;
         }
-        char *field[8];
+        char *field[8] = {NULL}; /* split_fields sets the first nf; NULL keeps gcc -O3's may-be-uninitialized quiet */
         int nf = split_fields(line, field, 8); /* 8: one too many, to be named */
         /* nf < 0: 8+ fields, all set */
         int named = (nf >= 2 || nf < 0) && (!strcmp(field[1], "mark") || (version == 3 && !strcmp(field[1], "domain")));

@@ -662,6 +662,39 @@ Test(block_index, the_check_catches_a_class_bitmap_out_of_step) {
     ccai_free_index_destroy(&ix);
 }
 
+/* The summary words (rows) alone out of step with the class bitmap: a row
+ * bit cleared over a word that holds a tree would hide that tree from best
+ * fit; a row bit set over an empty word sends searches into it. */
+Test(block_index, the_check_catches_a_summary_word_out_of_step) {
+    ccai_free_index ix = {0};
+    cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
+    ccai_block b = {.addr = 0x100000, .size = 300 * CCA_GRANULARITY, .state = CCAI_FREE};
+    ccai_block x = {.addr = 0x200000, .size = 5000 * CCA_GRANULARITY, .state = CCAI_FREE};
+    ccai_free_index_insert(&ix, &b);
+    ccai_free_index_insert(&ix, &x); /* b to its tree, x recent */
+    ccai_stream_bins *sb = ix.streams;
+    cr_assert_null(ccai_free_index_check(&ix));
+    unsigned w = b.cls / 64;
+    uint64_t row = 1ull << (w % 64);
+    cr_assert(sb->rows[w / 64] & row);
+    sb->rows[w / 64] &= ~row; /* b's word, hidden */
+    const char *err = ccai_free_index_check(&ix);
+    cr_assert_not_null(err);
+    cr_assert(strstr(err, "bitmap") != NULL, "%s", err);
+    sb->rows[w / 64] |= row;
+    cr_assert_null(ccai_free_index_check(&ix));
+    unsigned e = (w + 1) % CCAI_CLASS_WORDS; /* an empty word, marked in its row */
+    cr_assert_eq(sb->bitmap[e], 0);
+    sb->rows[e / 64] |= 1ull << (e % 64);
+    err = ccai_free_index_check(&ix);
+    cr_assert_not_null(err);
+    cr_assert(strstr(err, "row bitmap") != NULL, "%s", err);
+    sb->rows[e / 64] &= ~(1ull << (e % 64));
+    cr_assert_null(ccai_free_index_check(&ix));
+    cr_assert_eq(ccai_free_index_best_fit(&ix, NULL, 300 * CCA_GRANULARITY, SIZE_MAX), &b);
+    ccai_free_index_destroy(&ix);
+}
+
 Test(block_index, the_hint_follows_its_block_past_the_displaced_insert) {
     ccai_free_index ix = {0};
     cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);

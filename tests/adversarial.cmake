@@ -5,3 +5,8 @@
 cca_add_test(NAME test_adversarial_index SOURCES test_adversarial_index.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 target_include_directories(test_adversarial_index PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
 target_link_options(test_adversarial_index PRIVATE -Wl,--wrap=aligned_alloc -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
+
+# Adversarial tests of the `unmapped` mark of expandable segments' free
+# blocks (test_adversarial_mark.c): internal header access for the audit.
+cca_add_test(NAME test_adversarial_mark SOURCES test_adversarial_mark.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+target_include_directories(test_adversarial_mark PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)

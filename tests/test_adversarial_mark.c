@@ -46,9 +46,9 @@
  *                checked, every free block taken and written at the end.
  *                The fresh-seed run prints its seed on stderr; replay it
  *                with CCA_ADV_MARK_SEED=<seed>.
- *   REPRODUCER   a defect found here that is not the mark's (a refused
- *                vm_release after a refused arena map leaks the range):
- *                the last test, skipped unless CCA_REPRODUCE=1.
+ *   kept range   a defect found here that was not the mark's (a refused
+ *                vm_release after a refused arena map leaked the range),
+ *                fixed: the last test.
  *
  * Internal header access (adversarial.cmake) for the audit and for finding
  * a block's segment and the pages a trim can reach.
@@ -1108,15 +1108,6 @@ static void prune(rworld *r) {
     }
 }
 
-/* A known defect, not the mark's (the REPRODUCER test at the end): a
- * vm_release refused right after a refused arena map leaks the range. The
- * random sequences keep release refusals away from the calls that may
- * reserve an arena, so that they keep testing the rest. */
-static void spare_arena_reserve(world *w) {
-    w->f.fail_at[TU_FAULT_RELEASE] = 0;
-    w->f.sticky[TU_FAULT_RELEASE] = false;
-}
-
 /* One step; returns whether it may have unmapped or failed (the audit
  * then probes the device, and every live block is read back). */
 static bool rstep(rworld *r, int step, const char *what) {
@@ -1130,8 +1121,6 @@ static bool rstep(rworld *r, int step, const char *what) {
         cca_domain *d = r->D && rr(r, 4) == 0 ? r->D : NULL;
         bool may_fail = excusable(w, size);
         void *p;
-        if (w->greedy && !ccai_arena_find(w->a))
-            spare_arena_reserve(w);
         st = try_alloc(w, d, size, s, &p);
         if (st == CCA_OK)
             r->live[r->n++] = put(w, p, (uint64_t)step, d, s, what);
@@ -1178,7 +1167,6 @@ static bool rstep(rworld *r, int step, const char *what) {
         return true;
     } else if (r->D) { /* a footprint arena */
         size_t bytes = 512 * KiB + rr(r, 3 * MiB);
-        spare_arena_reserve(w);
         st = cca_domain_reserve(w->a, r->D, bytes);
         cr_assert(st == CCA_OK || st == CCA_ERR_INVALID_ARGUMENT ||
                       (st == CCA_ERR_OUT_OF_MEMORY && (w->f.failures > failures || excusable(w, bytes))),
@@ -1250,24 +1238,21 @@ Test(adversarial_mark, random_fresh_seed, .timeout = 60) {
     random_run(seed, seed % 4 == 0, 1500);
 }
 
-/* ==== DEFECT REPRODUCER (not about the mark) ========================================= */
+/* ==== a range kept after a refused release (not about the mark) ====================== */
 
-/* DEFECT REPRODUCER, found by the random sequences above (which now keep
- * vm_release refusals away from arena reservations: see rstep). An arena
- * (a domain's footprint arena, or the greedy arena) is reserved by
- * ccai_expandable_reserve and mapped whole; when that map is refused, the
- * range is given back with vm_release, whose status is ignored. If the
- * device refuses that vm_release too, the address range stays reserved on
- * the device with no segment recording it: neither empty-cache nor
- * cca_destroy gives it back (and upstream_frees counts a free that did not
- * happen). Expected: after everything is freed and the cache emptied, the
- * device reserves no address space; actual: the first range (2 MiB here)
- * stays. Skipped unless CCA_REPRODUCE=1, so that the suite passes until
- * expandable.c handles the refusal. */
-Test(adversarial_mark, REPRODUCER_a_refused_release_after_a_refused_arena_map_leaks_the_range) {
-    if (!getenv("CCA_REPRODUCE"))
-        cr_skip_test("defect reproducer: run with CCA_REPRODUCE=1 (a refused vm_release after a refused arena "
-                     "map leaks the range)");
+/* A defect found by the random sequences above (fixed in expandable.c): an
+ * arena (a domain's footprint arena, or the greedy arena) is reserved by
+ * ccai_expandable_reserve and mapped whole; when that map was refused the
+ * range went back with vm_release, whose status was ignored, so a refused
+ * release left the range reserved on the device with no segment recording
+ * it (neither empty-cache nor cca_destroy gave it back, and upstream_frees
+ * counted a free that did not happen). Now the range is kept as an empty
+ * segment with nothing mapped, as any refused release keeps its range:
+ * after everything is freed and the cache emptied, the device reserves no
+ * address space, and the allocator's accounts agree with the device's at
+ * every step. (The random sequences still keep vm_release refusals away
+ * from arena reservations, see rstep; this test covers the case.) */
+Test(adversarial_mark, a_refused_release_after_a_refused_arena_map_keeps_the_range_to_give_back) {
     world w;
     w_open(&w, 16 * MiB, "");
     cca_domain *d = NULL;
@@ -1276,6 +1261,11 @@ Test(adversarial_mark, REPRODUCER_a_refused_release_after_a_refused_arena_map_le
     w.f.fail_at[TU_FAULT_RELEASE] = w.f.calls[TU_FAULT_RELEASE] + 1; /* and giving its range back */
     cca_status st = cca_domain_reserve(w.a, d, 2 * MiB);             /* the retry reserves a second range */
     cr_assert_eq(w.f.failures, 2, "both refusals happened");
+    cca_stats s0 = tu_stats(w.a);
+    cca_upstream_stats dev0 = tu_upstream_stats(w.f.inner);
+    cr_assert_eq(s0.address_space_bytes, dev0.vm_reserved_bytes, "the kept range is counted: %zu vs the device's %zu",
+                 s0.address_space_bytes, dev0.vm_reserved_bytes);
+    cr_assert_eq(cca_check_invariants(w.a), CCA_OK, "%s", cca_last_error());
     tu_faulty_faults_off(&w.f);
     if (st == CCA_OK)
         cr_assert_eq(cca_domain_release(w.a, d, 0, NULL), CCA_OK, "%s", cca_last_error());

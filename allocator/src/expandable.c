@@ -194,6 +194,12 @@ static cca_status unmap_run(cca_allocator *a, ccai_segment *s, size_t first, siz
 
 /* ---- segments ------------------------------------------------------------ */
 
+static void link_range(cca_allocator *a, ccai_segment *s, size_t va) {
+    ccai_segment_link(a, s, s->base, va); /* counts the reservation as an upstream call */
+    a->c.expandable_segments++;
+    a->c.address_space += va;
+}
+
 cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,
                                    ccai_segment **out) {
     size_t page = a->page;
@@ -218,22 +224,31 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
     s->npages = npages;
     s->base = (uintptr_t)base;
     s->mapped_end = s->base; /* nothing mapped yet */
-    if (shared) { /* the greedy arena: mapped whole, up front */
+    s->first->unmapped = true;
+    if (shared) { /* an arena (greedy, or a domain's footprint): mapped whole, up front */
         st = map_run(a, s, 0, npages);
-        if (st != CCA_OK) { /* the reservation and its release were calls too */
-            (void)cca_upstream_vm_release(a->upstream, base, va);
-            a->c.upstream_allocs++;
+        if (st == CCA_OK) {
+            s->first->unmapped = false;
+        } else {
+            char why[CCAI_ERROR_CAP];
+            snprintf(why, sizeof why, "%s", cca_last_error());
+            if (cca_upstream_vm_release(a->upstream, base, va) != CCA_OK) {
+                /* the range stays reserved: kept as an empty segment with
+                 * nothing mapped, as a refused release keeps any range, so
+                 * that trim, empty-cache, its domain's release or
+                 * cca_destroy gives it back later (and it is counted) */
+                link_range(a, s, va);
+                return ccai_fail(st, "%s (and the range's release was refused: kept, empty)", why);
+            }
+            a->c.upstream_allocs++; /* the reservation and its release were calls too */
             a->c.upstream_frees++;
             s->domain->c.upstream_allocs++;
             s->domain->c.upstream_frees++;
             ccai_segment_discard(a, s);
-            return st;
+            return ccai_fail(st, "%s", why);
         }
     }
-    s->first->unmapped = !shared; /* the arena: mapped whole */
-    ccai_segment_link(a, s, (uintptr_t)base, va); /* counts the reservation as an upstream call */
-    a->c.expandable_segments++;
-    a->c.address_space += va;
+    link_range(a, s, va);
     *out = s;
     return CCA_OK;
 }

@@ -86,7 +86,9 @@
  * Errors: a vm_map refused part-way (several runs) unmaps what this call
  * mapped before returning, so a failed allocation changes nothing; a
  * refused unmap leaves that run mapped and counted (state intact) and is
- * reported by the caller.
+ * reported by the caller. An arena whose whole-range map is refused gives
+ * its range back; if that release is refused too, the range stays linked
+ * as an empty segment with nothing mapped (counted), for a later release.
  */
 #include "internal.h"
 

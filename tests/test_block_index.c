@@ -18,6 +18,7 @@
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define N_BLOCKS 3000
@@ -630,17 +631,25 @@ Test(block_index, class_edges_and_far_classes) {
     ccai_free_index_destroy(&ix);
 }
 
+/* An index whose one tree holds b (300 units) and whose recent slot holds
+ * x (5000 units): the state the two bitmap tests below break. */
+static ccai_stream_bins *one_tree(ccai_free_index *ix, ccai_block *b, ccai_block *x) {
+    memset(ix, 0, sizeof *ix);
+    cr_assert_eq(ccai_free_index_attach(ix, NULL), CCA_OK);
+    *b = (ccai_block){.addr = 0x100000, .size = 300 * CCA_GRANULARITY, .state = CCAI_FREE};
+    *x = (ccai_block){.addr = 0x200000, .size = 5000 * CCA_GRANULARITY, .state = CCAI_FREE};
+    ccai_free_index_insert(ix, b);
+    ccai_free_index_insert(ix, x); /* b to its tree, x recent */
+    return ix->streams;
+}
+
 /* The check reads the marked classes only: a tree in an unmarked class, or
  * a mark over an empty class, is caught through the count of trees kept
  * where roots change, not by reading every root. */
 Test(block_index, the_check_catches_a_class_bitmap_out_of_step) {
-    ccai_free_index ix = {0};
-    cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
-    ccai_block b = {.addr = 0x100000, .size = 300 * CCA_GRANULARITY, .state = CCAI_FREE};
-    ccai_block x = {.addr = 0x200000, .size = 5000 * CCA_GRANULARITY, .state = CCAI_FREE};
-    ccai_free_index_insert(&ix, &b);
-    ccai_free_index_insert(&ix, &x); /* b to its tree, x recent */
-    ccai_stream_bins *sb = ix.streams;
+    ccai_free_index ix;
+    ccai_block b, x;
+    ccai_stream_bins *sb = one_tree(&ix, &b, &x);
     cr_assert_eq(sb->trees, 1);
     cr_assert_null(ccai_free_index_check(&ix));
     unsigned c = b.cls, w = c / 64;
@@ -666,13 +675,9 @@ Test(block_index, the_check_catches_a_class_bitmap_out_of_step) {
  * bit cleared over a word that holds a tree would hide that tree from best
  * fit; a row bit set over an empty word sends searches into it. */
 Test(block_index, the_check_catches_a_summary_word_out_of_step) {
-    ccai_free_index ix = {0};
-    cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
-    ccai_block b = {.addr = 0x100000, .size = 300 * CCA_GRANULARITY, .state = CCAI_FREE};
-    ccai_block x = {.addr = 0x200000, .size = 5000 * CCA_GRANULARITY, .state = CCAI_FREE};
-    ccai_free_index_insert(&ix, &b);
-    ccai_free_index_insert(&ix, &x); /* b to its tree, x recent */
-    ccai_stream_bins *sb = ix.streams;
+    ccai_free_index ix;
+    ccai_block b, x;
+    ccai_stream_bins *sb = one_tree(&ix, &b, &x);
     cr_assert_null(ccai_free_index_check(&ix));
     unsigned w = b.cls / 64;
     uint64_t row = 1ull << (w % 64);

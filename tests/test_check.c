@@ -24,19 +24,27 @@ static void teardown(void) {
 
 TestSuite(check, .init = setup, .fini = teardown);
 
+/* x's check fails with CCA_ERR_INVARIANT and a message naming `what`; or
+ * passes. Macros, so that a failure points at the caller's line. */
+#define ASSERT_BROKEN(x, what)                                                                                         \
+    do {                                                                                                               \
+        cr_assert_eq(cca_check_invariants(x), CCA_ERR_INVARIANT);                                                      \
+        cr_assert(strstr(cca_last_error(), what) != NULL, "%s", cca_last_error());                                     \
+    } while (0)
+#define ASSERT_SOUND(x) cr_assert_eq(cca_check_invariants(x), CCA_OK, "%s", cca_last_error())
+
 Test(check, a_healthy_allocator_passes) {
     void *p = tu_alloc(a, 4096, NULL);
-    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    ASSERT_SOUND(a);
     tu_free(a, p);
-    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    ASSERT_SOUND(a);
     cr_assert_eq(cca_check_invariants(NULL), CCA_ERR_INVALID_ARGUMENT);
 }
 
 Test(check, a_broken_counter_is_reported_as_an_invariant) {
     void *p = tu_alloc(a, 4096, NULL);
     a->c.allocated += 512;
-    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
-    cr_assert(strstr(cca_last_error(), "I4") != NULL, "%s", cca_last_error());
+    ASSERT_BROKEN(a, "I4");
     cr_assert_str_eq(cca_status_string(CCA_ERR_INVARIANT), "CCA_ERR_INVARIANT: an internal invariant is broken");
     a->c.allocated -= 512;
     tu_free(a, p);
@@ -47,14 +55,12 @@ Test(check, a_broken_block_chain_is_reported) {
     ccai_block *b = ccai_live_map_find(&a->live, (uintptr_t)p);
     cr_assert_not_null(b);
     b->size += 512; /* no longer tiles its segment */
-    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
-    cr_assert(strstr(cca_last_error(), "I1") != NULL, "%s", cca_last_error());
+    ASSERT_BROKEN(a, "I1");
     b->size -= 512;
     b->state = CCAI_PENDING; /* pending without any wait */
-    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
-    cr_assert(strstr(cca_last_error(), "I6") != NULL, "%s", cca_last_error());
+    ASSERT_BROKEN(a, "I6");
     b->state = CCAI_LIVE;
-    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    ASSERT_SOUND(a);
     tu_free(a, p);
 }
 
@@ -67,10 +73,9 @@ Test(check, a_stale_copy_of_the_segments_properties_is_reported) {
     cr_assert_eq(ccai_block_index(a, b), b->segment->index);
     uint8_t saved = b->seg;
     b->seg ^= CCAI_SEG_SHARED; /* would split it as if in the greedy arena */
-    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
-    cr_assert(strstr(cca_last_error(), "stale") != NULL, "%s", cca_last_error());
+    ASSERT_BROKEN(a, "stale");
     b->seg = saved;
-    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    ASSERT_SOUND(a);
     tu_free(a, p);
 }
 
@@ -84,18 +89,17 @@ Test(check, an_expandable_segments_mapped_prefix_is_checked) {
     cr_assert(s->expandable && s->mapped_pages > 0);
     cr_assert_eq(s->mapped_end, s->base + s->mapped_pages * s->page, "mapped from the start, no hole");
     s->mapped_end += s->page; /* would let an alloc skip mapping the page after the prefix */
-    cr_assert_eq(cca_check_invariants(ea), CCA_ERR_INVARIANT);
-    cr_assert(strstr(cca_last_error(), "prefix") != NULL, "%s", cca_last_error());
+    ASSERT_BROKEN(ea, "prefix");
     s->mapped_end -= s->page;
     tu_free(ea, p); /* its pages, the first ones, are now free: trim unmaps them */
     cca_release_report r;
     cr_assert_eq(cca_trim(ea, 0, &r), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(s->mapped_end, s->base, "page 0 unmapped: no prefix");
-    cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
+    ASSERT_SOUND(ea);
     void *p2 = tu_alloc(ea, 3 * MiB, NULL); /* maps the first pages again */
     cr_assert_eq(p2, p);
     cr_assert_eq(s->mapped_end, s->base + s->mapped_pages * s->page, "the prefix grows over pages mapped before");
-    cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
+    ASSERT_SOUND(ea);
     tu_free(ea, p2);
     tu_free(ea, q);
     tu_fixture_teardown(ea, eu);
@@ -114,21 +118,20 @@ Test(check, a_block_marked_mapped_over_unmapped_pages_is_reported) {
     ccai_block *bp = ccai_live_map_find(&ea->live, (uintptr_t)p), *bq = bp->next;
     tu_free(ea, p);
     cr_assert(bq->prev == bp && !bp->unmapped, "freed: unmarked");
-    cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
+    ASSERT_SOUND(ea);
     cca_release_report r;
     cr_assert_eq(cca_trim(ea, 0, &r), CCA_OK, "%s", cca_last_error());
     cr_assert_gt(r.pages_unmapped, 0);
     ccai_block *hole = bq->prev;
     cr_assert(hole && hole->state == CCAI_FREE && hole->unmapped, "trim marks the block whose pages it unmapped");
-    cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
+    ASSERT_SOUND(ea);
     hole->unmapped = false; /* an allocation would skip mapping its pages */
-    cr_assert_eq(cca_check_invariants(ea), CCA_ERR_INVARIANT);
-    cr_assert(strstr(cca_last_error(), "unmapped") != NULL, "%s", cca_last_error());
+    ASSERT_BROKEN(ea, "unmapped");
     hole->unmapped = true;
     /* the hole is taken again (its pages mapped again) and freed: unmarked */
     void *p2 = tu_alloc(ea, 5 * MiB, NULL);
     cr_assert_eq(p2, p);
-    cr_assert_eq(cca_check_invariants(ea), CCA_OK, "%s", cca_last_error());
+    ASSERT_SOUND(ea);
     tu_free(ea, p2);
     cr_assert(bq->prev->state == CCAI_FREE && !bq->prev->unmapped);
     tu_free(ea, q);
@@ -140,8 +143,7 @@ Test(check, a_block_marked_mapped_over_unmapped_pages_is_reported) {
     ccai_block *f = bc->segment->first;
     cr_assert(f->state == CCAI_FREE && !f->unmapped);
     f->unmapped = true;
-    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
-    cr_assert(strstr(cca_last_error(), "classic") != NULL, "%s", cca_last_error());
+    ASSERT_BROKEN(a, "classic");
     f->unmapped = false;
 }
 

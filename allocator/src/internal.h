@@ -426,10 +426,16 @@ typedef struct ccai_pending_queue {
     ccai_wait *head, *tail;
 } ccai_pending_queue;
 
-/* The allocator lock (internal.h, below): 0 free, 1 held, 2 held with
- * waiters sleeping in the kernel. */
+/* The allocator lock (lock.c; fast paths inline below). Two protocols,
+ * fixed when the lock is made:
+ *   asymmetric: state 0 free, 1 held; `sleepers` counts waiters that may
+ *               sleep in the kernel; unlock is a plain store;
+ *   symmetric:  state 0 free, 1 held, 2 held with waiters sleeping in the
+ *               kernel (Drepper's mutex 2); unlock is an atomic decrement. */
 typedef struct ccai_mutex {
     _Atomic int state;
+    _Atomic int sleepers; /* asymmetric only */
+    bool asymmetric;      /* written once, before any thread can use the lock */
 } ccai_mutex;
 
 struct cca_allocator {
@@ -695,14 +701,20 @@ static inline void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
     a->spare_blocks = b;
 }
 
-/* The lock: a futex mutex (Drepper, "Futexes Are Tricky", mutex 2) with a
- * short spin before sleeping. Uncontended, a lock+unlock round trip is one
- * compare-and-swap and one atomic decrement, about half of a glibc
- * pthread_mutex round trip here (no mutex-kind dispatch, no owner
- * bookkeeping, inlined); a cached alloc+free pair takes two round trips.
- * Critical sections are short (tens of ns), so a waiter spins first: most
- * contended acquisitions never enter the kernel. C11 atomics, so
- * ThreadSanitizer sees every acquire and release. */
+/* The lock: a futex mutex with a short spin before sleeping (lock.c has
+ * the protocols and why they are correct). Uncontended, lock is one
+ * compare-and-swap; unlock is a plain store (asymmetric protocol, where the
+ * kernel offers process-private memory barriers) or one atomic decrement
+ * (symmetric). A cached alloc+free pair takes two round trips, and on x86
+ * each locked instruction also waits for every earlier store to reach the
+ * cache, so the unlock's kind is a third of the pair's time at 1k live
+ * blocks (docs/allocator.md, "Then the lock"). Critical sections are short
+ * (tens of ns), so a waiter spins first: most contended acquisitions never
+ * enter the kernel. C11 atomics, so ThreadSanitizer sees every acquire and
+ * release. */
+void ccai_mutex_init(ccai_mutex *m);                       /* asymmetric where the kernel allows */
+void ccai_mutex_init_kind(ccai_mutex *m, bool asymmetric); /* asymmetric only if the kernel allows; tests */
+extern _Atomic bool ccai_mutex_refuse_barrier;            /* tests: waiters act as if the kernel refused */
 void ccai_mutex_wait(ccai_mutex *m); /* lock.c: the contended path */
 void ccai_mutex_wake(ccai_mutex *m);
 
@@ -713,8 +725,16 @@ static inline void ccai_mutex_lock(ccai_mutex *m) {
 }
 
 static inline void ccai_mutex_unlock(ccai_mutex *m) {
-    if (atomic_fetch_sub_explicit(&m->state, 1, memory_order_release) != 1)
+    if (m->asymmetric) {
+        atomic_store_explicit(&m->state, 0, memory_order_release);
+        /* keeps the compiler from reading sleepers before the store; the
+         * processor may still, and the waiter's membarrier covers that */
+        atomic_signal_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&m->sleepers, memory_order_relaxed) != 0)
+            ccai_mutex_wake(m);
+    } else if (atomic_fetch_sub_explicit(&m->state, 1, memory_order_release) != 1) {
         ccai_mutex_wake(m); /* there were waiters (state was 2) */
+    }
 }
 
 static inline void ccai_lock(cca_allocator *a) {

@@ -104,6 +104,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
     cca_allocator *a = calloc(1, sizeof *a);
     if (!a)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_create: host malloc failed");
+    ccai_mutex_init(&a->lock);
     a->config = cfg;
     a->upstream = u;
     ccai_domain_init_root(a);

@@ -8,7 +8,11 @@
  *
  * Thread safety: every function taking a cca_allocator may be called
  * concurrently on the same allocator (one mutex per allocator). Upstreams are
- * safe to share between allocators and threads.
+ * safe to share between allocators and threads. On Linux 4.14+ the first
+ * cca_create registers the process for membarrier(2)'s private expedited
+ * barrier, which a thread that waits for the mutex uses before it sleeps
+ * (the holder then releases it with a plain store); where the kernel
+ * refuses, the mutex releases with an atomic decrement instead.
  *
  * Example usage:
  *

@@ -394,8 +394,17 @@ void ccb_tag_block(void *p, size_t size, uint32_t slot);
 int ccb_tag_ok(const void *p, size_t size, uint32_t slot);
 void ccb_result_free(ccb_result *r);
 
-/* Measured cost of reading ccb_now_ns() (median of back-to-back reads). */
+/* clock.c: the clock for one call's latency. ccb_clock_init chooses and
+ * calibrates it (once; call it before ccb_ticks). Ticks are TSC counts where
+ * the TSC is invariant and cheaper to read, else clock_gettime ns;
+ * ccb_ticks_ns(from, to) is the interval in ns (signed: small negative
+ * values are possible across cores). ccb_timer_overhead_ns: the median cost
+ * of one read; ccb_clock_name: which clock, in words. */
+void ccb_clock_init(void);
+uint64_t ccb_ticks(void);
+double ccb_ticks_ns(uint64_t from, uint64_t to);
 double ccb_timer_overhead_ns(void);
+const char *ccb_clock_name(void);
 /* Sort and pick: q in [0,1] (nearest rank). Sorts v in place. */
 double ccb_quantile(double *v, size_t n, double q);
 

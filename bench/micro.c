@@ -12,12 +12,13 @@
  *      sequence (any segment a size needs is reserved here, not timed), with
  *      a tag written and checked in each block on host pointers;
  *   3. timed: `pairs` pairs p = alloc(size_i); free(p), sizes cycling through
- *      the sequence, each pair between two clock reads (median clock cost
- *      subtracted): the median and p99 per pair. A clock read costs ~24 ns
- *      on the reference machine, as much as a pair, so per-pair figures
- *      carry its jitter; the same pairs are then run again between just two
- *      clock reads, and that batch's time / pairs is the mean (no per-pair
- *      clock cost in it);
+ *      the sequence, each pair between two clock reads (clock.c: the TSC
+ *      where it is invariant, else clock_gettime; the median read cost
+ *      subtracted): the median and p99 per pair. A read costs ~10 ns (TSC)
+ *      or ~20 ns (clock_gettime) on the reference machine, a third to all
+ *      of a pair, so per-pair figures carry its jitter; the same pairs are
+ *      then run again between just two reads, and that batch's time / pairs
+ *      is the mean (no per-pair clock cost in it);
  *   4. check: allocated bytes are back to their value before step 3.
  *
  * Sizes: log-uniform in [512 B, 8 MiB] (seeded, xoshiro256** from
@@ -121,16 +122,16 @@ static int timed_pairs(cell *c, size_t pairs, char *why, size_t whylen) {
     for (size_t i = 0; i < pairs; i++) {
         size_t size = c->sizes[i & (MICRO_SIZES - 1)];
         void *p;
-        uint64_t t0 = ccb_now_ns();
+        uint64_t t0 = ccb_ticks();
         int a = ops->alloc(&c->s, size, 0, &p);
         if (a == 0)
             ops->release(&c->s, p, size, 0);
-        uint64_t t1 = ccb_now_ns();
+        uint64_t t1 = ccb_ticks();
         if (a != 0) {
             snprintf(why, whylen, "timed alloc of %zu failed", size);
             return -1;
         }
-        double d = (double)(t1 - t0) - timer;
+        double d = ccb_ticks_ns(t0, t1) - timer;
         c->lat[i] = d < 0 ? 0 : d;
     }
     return 0;
@@ -139,7 +140,8 @@ static int timed_pairs(cell *c, size_t pairs, char *why, size_t whylen) {
 /* Step 3b: the same pairs timed as one batch; *mean = its time / pairs. */
 static int batch_pairs(cell *c, size_t pairs, double *mean, char *why, size_t whylen) {
     const ccb_strategy_ops *ops = c->s.ops;
-    uint64_t t0 = ccb_now_ns();
+    ccb_clock_init();
+    uint64_t t0 = ccb_ticks();
     for (size_t i = 0; i < pairs; i++) {
         size_t size = c->sizes[i & (MICRO_SIZES - 1)];
         void *p;
@@ -149,7 +151,7 @@ static int batch_pairs(cell *c, size_t pairs, double *mean, char *why, size_t wh
         }
         ops->release(&c->s, p, size, 0);
     }
-    *mean = (double)(ccb_now_ns() - t0) / (double)pairs;
+    *mean = ccb_ticks_ns(t0, ccb_ticks()) / (double)pairs;
     return 0;
 }
 

@@ -20,8 +20,8 @@
  *            can really return, and the device's free memory then: what the
  *            next tenant could get), then free the leftovers, empty-cache
  *            again and require reserved == 0 (host strategies that know it).
- *   timed    each alloc and free alone between two clock reads; the median
- *            cost of a clock read is subtracted. Latencies of all passes are
+ *   timed    each alloc and free alone between two clock reads (clock.c);
+ *            the median cost of a read is subtracted. Latencies of all passes are
  *            pooled for the median and p99; total = median over passes of
  *            the summed latencies, release events included (timed the same
  *            way, not pooled in the per-op figures).
@@ -55,20 +55,6 @@ double ccb_quantile(double *v, size_t n, double q) {
     size_t k = (size_t)ceil(q * (double)n);
     k = k ? k - 1 : 0;
     return v[k < n ? k : n - 1];
-}
-
-double ccb_timer_overhead_ns(void) {
-    static double cached = -1;
-    if (cached >= 0)
-        return cached;
-    enum { N = 2001 };
-    double d[N];
-    for (int i = 0; i < N; i++) {
-        uint64_t a = ccb_now_ns(), b = ccb_now_ns();
-        d[i] = (double)(b - a);
-    }
-    cached = ccb_quantile(d, N, 0.5);
-    return cached;
 }
 
 /* First byte = tag, last byte = ~tag; a 1-byte block holds the tag alone
@@ -313,30 +299,30 @@ static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *co
             uint64_t t0, t1;
             int per_op = 1;
             if (e->op == CCB_ALLOC) {
-                t0 = ccb_now_ns();
+                t0 = ccb_ticks();
                 int a = alloc_one(ops, &s, e, &ptr[e->slot]);
-                t1 = ccb_now_ns();
+                t1 = ccb_ticks();
                 if (a != 0)
                     ptr[e->slot] = NULL;
             } else if (e->op == CCB_FREE) {
                 if (!ptr[e->slot])
                     continue;
-                t0 = ccb_now_ns();
+                t0 = ccb_ticks();
                 ops->release(&s, ptr[e->slot], e->size, e->stream);
-                t1 = ccb_now_ns();
+                t1 = ccb_ticks();
                 ptr[e->slot] = NULL;
             } else if (e->op == CCB_DOMAIN) {
                 other_event(t, ops, &s, e, o); /* a declaration: not an allocator call, untimed */
                 continue;
             } else if (e->op != CCB_MARK && !(o->ignore_releases && e->op != CCB_DOMAIN_RESERVE)) {
                 per_op = 0; /* release events and reservations: timed, not pooled */
-                t0 = ccb_now_ns();
+                t0 = ccb_ticks();
                 other_event(t, ops, &s, e, o);
-                t1 = ccb_now_ns();
+                t1 = ccb_ticks();
             } else {
                 continue; /* a mark costs nothing */
             }
-            double d = (double)(t1 - t0) - timer;
+            double d = ccb_ticks_ns(t0, t1) - timer;
             d = d < 0 ? 0 : d;
             if (per_op)
                 lat[nl++] = d;

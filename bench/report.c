@@ -370,8 +370,8 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
             fprintf(f, "| %s | %zu | %s | %zu | %.0f | %.0f | %.1f |\n", r[i].strategy, r[i].live, layout, r[i].pairs,
                     r[i].median_ns, r[i].p99_ns, r[i].mean_ns);
     }
-    fprintf(f, "\nEach pair timed alone between two clock reads; the median clock read (%.1f ns) is subtracted.\n",
-            timer_ns);
+    fprintf(f, "\nEach pair timed alone between two reads of %s; the median read (%.1f ns) is subtracted.\n",
+            ccb_clock_name(), timer_ns);
 }
 
 void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {

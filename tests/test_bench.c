@@ -380,3 +380,47 @@ Test(bench_report, csv_quotes_names_that_hold_a_comma) {
     ccb_result_free(&r);
     ccb_trace_free(&t);
 }
+
+/* ---- the clock (bench/clock.c) ------------------------------------------------ */
+
+/* An interval read in ticks agrees with CLOCK_MONOTONIC's (a loose bound:
+ * the test asserts the conversion, not the machine's speed). */
+static void clock_measures_an_interval(void) {
+    ccb_clock_init();
+    uint64_t n0 = ccb_now_ns(), t0 = ccb_ticks();
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    uint64_t t1 = ccb_ticks(), n1 = ccb_now_ns();
+    double ticks = ccb_ticks_ns(t0, t1), mono = (double)(n1 - n0);
+    cr_assert_geq(ticks, 29e6, "a 30 ms sleep measured %.0f ns", ticks);
+    cr_assert(fabs(ticks - mono) <= 0.02 * mono + 1000, "ticks %.0f ns, CLOCK_MONOTONIC %.0f ns", ticks, mono);
+    double read = ccb_timer_overhead_ns();
+    cr_assert(read >= 0 && read < 10000, "a read costs %.1f ns", read);
+    cr_assert_lt(ccb_ticks_ns(t1, t0), 0, "an interval backwards is negative");
+}
+
+Test(bench_clock, clock_gettime_when_asked) {
+    setenv("CCBENCH_CLOCK", "clock_gettime", 1); /* each Criterion test is a process: read at first use */
+    cr_assert_str_eq(ccb_clock_name(), "clock_gettime(CLOCK_MONOTONIC)");
+    clock_measures_an_interval();
+}
+
+Test(bench_clock, tsc_when_asked_and_invariant) {
+    setenv("CCBENCH_CLOCK", "tsc", 1);
+    const char *name = ccb_clock_name();
+#if defined(__x86_64__)
+    bool tsc = strstr(name, "TSC") != NULL;
+    cr_assert(tsc || strcmp(name, "clock_gettime(CLOCK_MONOTONIC)") == 0, "clock: %s", name);
+    if (!tsc)
+        cr_log_warn("no invariant TSC here: the choice fell back to clock_gettime");
+#else
+    cr_assert_str_eq(name, "clock_gettime(CLOCK_MONOTONIC)", "no TSC off x86-64");
+#endif
+    clock_measures_an_interval();
+}
+
+Test(bench_clock, default_choice_measures_right) {
+    unsetenv("CCBENCH_CLOCK");
+    cr_assert_gt(strlen(ccb_clock_name()), 0);
+    clock_measures_an_interval();
+}

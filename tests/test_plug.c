@@ -565,3 +565,84 @@ Test(plug, racing_first_calls_on_several_devices) {
         cr_assert_eq(s.allocated_bytes, 0);
     }
 }
+
+/* ---- log callbacks that call back into the library ------------------------------------- */
+
+/* A sink may call the library: unregister itself, or make calls that log
+ * (whose lines then go to stderr, not back into the sink), even when the
+ * line comes from a device's creation (under the plug's lock). A hang here
+ * is a deadlock: the suite's timeout fails it. */
+static atomic_int sink_calls;
+
+static void sink_unregisters(void *user, const char *line) {
+    (void)user;
+    (void)line;
+    atomic_fetch_add(&sink_calls, 1);
+    cca_set_log_callback(NULL, NULL);
+}
+
+Test(plug, log_sink_may_unregister_itself, .timeout = 20) {
+    cca_set_log_callback(sink_unregisters, NULL);
+    cr_assert_null(cca_plug_alloc(4096, -1, NULL)); /* one line: the sink, which unregisters */
+    cr_assert_null(cca_plug_alloc(4096, -2, NULL)); /* the default sink: stderr */
+    cr_assert_eq(atomic_load(&sink_calls), 1);
+}
+
+static void sink_calls_the_plug(void *user, const char *line) {
+    tu_capture_log(user, line);
+    atomic_fetch_add(&sink_calls, 1);
+    /* the device whose creation failed (this line's cause): the call needs
+     * the plug's lock, and fails again without a line; a bad device logs,
+     * from inside the sink: to stderr */
+    cr_assert_null(cca_plug_alloc(4096, 0, NULL));
+    cr_assert_null(cca_plug_alloc(4096, -1, NULL));
+    cca_set_log_callback(sink_calls_the_plug, user); /* and re-registering is allowed */
+}
+
+Test(plug, log_sink_may_call_the_plug_during_a_creation_failure, .timeout = 20) {
+    cr_assert_eq(cca_plug_configure("host:9000000T", NULL), CCA_OK);
+    cca_set_log_callback(sink_calls_the_plug, &logged);
+    cr_assert_null(cca_plug_alloc(4096, 0, NULL));
+    cr_assert_eq(atomic_load(&sink_calls), 1, "the sink's own call logged to stderr, not to the sink");
+    cr_assert_not_null(strstr(logged.last, "until cca_plug_reset"), "%s", logged.last);
+    cr_assert_null(cca_plug_alloc(4096, -1, NULL)); /* the re-registered sink, once */
+    cr_assert_eq(atomic_load(&sink_calls), 2);
+}
+
+/* Two threads: one's sink waits for a device the other is creating, whose
+ * creation logs. Lines from a creation are emitted after the plug's lock
+ * is released, so neither waits for the other. */
+static atomic_int sink_entered;
+
+static void sink_waits_for_device_0(void *user, const char *line) {
+    (void)user;
+    (void)line;
+    if (atomic_fetch_add(&sink_entered, 1) == 0) {
+        void *p = cca_plug_alloc(4096, 0, NULL); /* device 0: being created by the other thread */
+        if (p)
+            cca_plug_free(p, 4096, 0, NULL);
+    }
+}
+
+static void *alloc_on_device_0(void *arg) {
+    (void)arg;
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    if (p)
+        cca_plug_free(p, 4096, 0, NULL);
+    return NULL;
+}
+
+Test(plug, log_sink_and_a_creation_on_two_threads, .timeout = 20) {
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    setenv("CCALLOC_CONF", "no_such_option:1", 1); /* a creation logs "using the defaults" */
+    cca_set_log_callback(sink_waits_for_device_0, NULL);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, alloc_on_device_0, NULL), 0);
+    cr_assert_null(cca_plug_alloc(4096, -1, NULL)); /* this thread's sink runs, and waits for device 0 */
+    pthread_join(t, NULL);
+    /* the other thread's creation line reached the sink, or stderr if this
+     * thread's sink created device 0 itself */
+    cr_assert_geq(atomic_load(&sink_entered), 1);
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_plug_get_allocator(0, &a), CCA_OK);
+}

@@ -103,7 +103,12 @@ cca_status cca_verror_prefix(cca_status s, const char *fmt, va_list ap);
 void cca_clear_error(void);
 
 /* Log sink for warnings (the one-line OOM report, bad env config). Default:
- * stderr with a "ccalloc: " prefix. NULL restores the default. Process-wide. */
+ * stderr with a "ccalloc: " prefix. NULL restores the default. Process-wide.
+ * Lines reach the sink one at a time, never while a ccalloc lock is held, so
+ * a sink may call the library, cca_set_log_callback included; a line logged
+ * by a thread while it is inside the sink goes to stderr instead (a sink
+ * never recurses). Once cca_set_log_callback returns, the old sink is not
+ * running on another thread and is not called again. */
 typedef void (*cca_log_fn)(void *user, const char *line);
 void cca_set_log_callback(cca_log_fn fn, void *user);
 

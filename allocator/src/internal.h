@@ -763,6 +763,14 @@ void ccai_log(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* Lines logged by this thread between hold and release are queued (up to
+ * CCAI_LOG_HELD lines; more are counted, and one line says how many were
+ * lost) and written at the outermost release: code that holds a lock of its
+ * own while it may log (plug.c's creation) holds the log across it, so no
+ * sink runs under a ccalloc lock. */
+#define CCAI_LOG_HELD 8
+void ccai_log_hold(void);
+void ccai_log_release(void);
 /* Write a deferred line (if set) through the log sink; call without the
  * allocator lock. */
 static inline void ccai_log_flush(ccai_deferred_log *d) {

@@ -211,6 +211,7 @@ static cca_allocator *device_allocator(const char *who, int device, cca_status *
     cca_allocator *a = atomic_load_explicit(&d->allocator, memory_order_acquire);
     if (a)
         return a;
+    ccai_log_hold(); /* a creation's lines are written once plug_lock is released */
     pthread_mutex_lock(&plug_lock);
     a = atomic_load_explicit(&d->allocator, memory_order_relaxed);
     if (!a && d->failed == CCA_OK)
@@ -220,6 +221,7 @@ static cca_allocator *device_allocator(const char *who, int device, cca_status *
     char why[sizeof d->why];
     memcpy(why, d->why, sizeof why);
     pthread_mutex_unlock(&plug_lock);
+    ccai_log_release();
     if (!a)
         *status = ccai_fail(failed, "%s: %s", who, why);
     return a;
@@ -328,7 +330,16 @@ cca_status cca_plug_get_upstream(int device, cca_upstream **out) {
     return CCA_OK;
 }
 
+static cca_status reset_locked(void);
+
 cca_status cca_plug_reset(void) {
+    ccai_log_hold(); /* cca_destroy may log (a trace's close): after plug_lock */
+    cca_status result = reset_locked();
+    ccai_log_release();
+    return result;
+}
+
+static cca_status reset_locked(void) {
     pthread_mutex_lock(&plug_lock);
     for (int i = 0; i < CCA_PLUG_MAX_DEVICES; i++) {
         cca_allocator *a = atomic_load_explicit(&devices[i].allocator, memory_order_relaxed);

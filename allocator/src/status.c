@@ -31,9 +31,31 @@
  * (cca_set_error) all write here. */
 static _Thread_local char last_error[CCAI_ERROR_CAP];
 
+/* The log sink. log_lock is recursive, so that a sink may call
+ * cca_set_log_callback; it is held while a sink runs, so that once
+ * cca_set_log_callback returns the old sink is neither running nor called
+ * again (its user data may be freed). A line logged by a thread that is
+ * inside the sink goes to stderr, so a sink that logs never recurses.
+ * ccalloc's own locks are never held while a sink runs: the allocator
+ * defers its lines (ccai_deferred_log), plug.c holds them (ccai_log_hold). */
 static cca_log_fn log_fn;
 static void *log_user;
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t log_lock;
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static _Thread_local bool in_sink;
+static _Thread_local unsigned log_held; /* nesting of ccai_log_hold */
+static _Thread_local struct {
+    char line[CCAI_LOG_HELD][512];
+    unsigned n, lost;
+} held;
+
+static void log_lock_init(void) {
+    pthread_mutexattr_t at;
+    pthread_mutexattr_init(&at);
+    pthread_mutexattr_settype(&at, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&log_lock, &at);
+    pthread_mutexattr_destroy(&at);
+}
 
 const char *cca_status_string(cca_status s) {
     switch (s) {
@@ -138,9 +160,23 @@ void cca_clear_error(void) {
 }
 
 void cca_set_log_callback(cca_log_fn fn, void *user) {
+    pthread_once(&log_once, log_lock_init);
     pthread_mutex_lock(&log_lock);
     log_fn = fn;
     log_user = user;
+    pthread_mutex_unlock(&log_lock);
+}
+
+static void emit(const char *line) {
+    pthread_once(&log_once, log_lock_init);
+    pthread_mutex_lock(&log_lock);
+    if (log_fn && !in_sink) {
+        in_sink = true;
+        log_fn(log_user, line);
+        in_sink = false;
+    } else {
+        fprintf(stderr, "ccalloc: %s\n", line);
+    }
     pthread_mutex_unlock(&log_lock);
 }
 
@@ -154,12 +190,31 @@ void ccai_log(const char *fmt, ...) {
         memcpy(line, "...", 4);
     else if ((size_t)n >= sizeof line) /* a cut line says so */
         mark_cut(line, sizeof line);
-    pthread_mutex_lock(&log_lock);
-    if (log_fn)
-        log_fn(log_user, line);
-    else
-        fprintf(stderr, "ccalloc: %s\n", line);
-    pthread_mutex_unlock(&log_lock);
+    if (!log_held) {
+        emit(line);
+    } else if (held.n < CCAI_LOG_HELD) {
+        memcpy(held.line[held.n++], line, sizeof line);
+    } else {
+        held.lost++;
+    }
+}
+
+void ccai_log_hold(void) {
+    log_held++;
+}
+
+void ccai_log_release(void) {
+    if (--log_held)
+        return;
+    unsigned n = held.n, lost = held.lost;
+    held.n = held.lost = 0;
+    for (unsigned i = 0; i < n; i++) /* a sink that logs again goes to stderr: the queue is not reused */
+        emit(held.line[i]);
+    if (lost) {
+        char line[80];
+        snprintf(line, sizeof line, "%u more lines were not logged", lost);
+        emit(line);
+    }
 }
 
 const char *cca_format_bytes(size_t bytes, char *buf, size_t len) {

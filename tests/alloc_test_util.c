@@ -403,6 +403,8 @@ static cca_status faulty_free(void *ctx, void *ptr, size_t size) {
 }
 static cca_status faulty_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
     tu_faulty *f = ctx;
+    if (f->fail_mem_info)
+        return cca_set_error(CCA_ERR_UPSTREAM, "%s: mem_info refused", f->name);
     return cca_upstream_mem_info(f->inner, free_bytes, total_bytes);
 }
 static cca_status faulty_sync(void *ctx) {

@@ -149,7 +149,8 @@ void tu_upstream_free_leftovers(tu_upstream *t);
  * An injected failure returns CCA_ERR_OUT_OF_MEMORY for alloc, vm_reserve and
  * vm_map, CCA_ERR_UPSTREAM for free, vm_unmap, vm_release and synchronize,
  * with the message "<name>: injected <kind> failure". mem_info and
- * vm_granularity are passed through, never counted or failed.
+ * vm_granularity are passed through and never counted; mem_info fails
+ * while fail_mem_info is set.
  *
  * Events (with_events; without them the allocator synchronizes instead) are
  * the wrapper's own numbered tokens, not the device's: one is complete when
@@ -180,6 +181,7 @@ typedef struct tu_faulty {
     uint64_t failures;
     bool hold_events, sync_keeps_events;
     uint64_t events_recorded, events_done, events_live;
+    bool fail_mem_info; /* mem_info refuses (CCA_ERR_UPSTREAM): the device's size is unknown */
 } tu_faulty;
 
 /* A cca_upstream over `f` (reset here) wrapping `inner`. `name` is the

@@ -1568,3 +1568,181 @@ Test(expandable, threads_allocate_free_and_trim_at_once, .timeout = 60) {
     cr_assert_gt(s.vm_unmaps, 0);
     finish(a, u);
 }
+
+/* ---- requests that can never succeed, the retry's synchronize, greedy's arena ---------- */
+
+static void fx_finish(cca_allocator *a, cca_upstream *u, tu_faulty *f) {
+    finish(a, u);
+    cca_upstream_destroy(f->inner);
+}
+
+static uint64_t fx_calls(const tu_faulty *f) {
+    uint64_t n = 0;
+    for (int k = 0; k < TU_FAULT_KINDS; k++)
+        n += f->calls[k];
+    return n;
+}
+
+/* A device whose size the allocator cannot learn (mem_info refused) and a
+ * request larger than the default address range: the range is sized for
+ * the request, and the map the device refuses is an OOM with nothing kept. */
+Test(expandable, request_beyond_the_default_range_with_an_unknown_device) {
+    tu_faulty f;
+    cca_upstream *u = fx_create(&f, 256 * MiB, false);
+    f.fail_mem_info = true;
+    cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0");
+    size_t sizes[] = {((size_t)64 << 30) + 1, (size_t)100 << 30, (size_t)1 << 46};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        void *p = (void *)1;
+        cr_assert_eq(cca_alloc(a, sizes[i], NULL, &p), CCA_ERR_OUT_OF_MEMORY, "%zu bytes: %s", sizes[i],
+                     cca_last_error());
+        cr_assert_null(p);
+        fx_agree(a, u, &f, "after the refused request");
+        cr_assert_eq(tu_stats(a).allocated_bytes, 0);
+    }
+    void *p = tu_alloc(a, 3 * MiB, NULL); /* the device still serves what fits */
+    tu_free(a, p);
+    fx_agree(a, u, &f, "after a fitting request");
+    f.fail_mem_info = false;
+    fx_finish(a, u, &f);
+}
+
+/* A 64 MiB device whose pages are 40 MiB of S0's free block: the next
+ * 40 MiB elsewhere needs them unmapped. No ahead pages. */
+static cca_allocator *s0_freed_40m(tu_faulty *f, cca_upstream **u) {
+    *u = fx_create(f, 64 * MiB, false);
+    cca_allocator *a = tu_allocator(*u, "expandable:1,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    tu_free(a, tu_alloc(a, 40 * MiB, S0)); /* free at once: S0 is the block's own stream */
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    return a;
+}
+
+/* The retry unmaps free pages only after the device synchronized, even
+ * with no free pending: the stream that freed them may still have work
+ * queued on them. A synchronize that fails unmaps nothing. */
+Test(expandable, retry_synchronizes_before_it_unmaps) {
+    for (int fail = 0; fail < 2; fail++) {
+        tu_faulty f;
+        cca_upstream *u;
+        cca_allocator *a = s0_freed_40m(&f, &u);
+        uint64_t syncs = f.calls[TU_FAULT_SYNC], unmaps = f.calls[TU_FAULT_UNMAP];
+        if (fail)
+            f.fail_at[TU_FAULT_SYNC] = syncs + 1;
+        void *p = NULL;
+        cca_status st = cca_alloc(a, 40 * MiB, S1, &p); /* another stream's segment: needs S0's pages */
+        cr_assert_eq(tu_stats(a).alloc_retries, 1);
+        cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs + 1, "the retry synchronizes once");
+        if (fail) {
+            cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+            cr_assert_eq(f.calls[TU_FAULT_UNMAP], unmaps, "nothing unmapped after a failed synchronize");
+        } else {
+            cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+            cr_assert_gt(f.calls[TU_FAULT_UNMAP], unmaps);
+            tu_free(a, p);
+        }
+        fx_agree(a, u, &f, fail ? "synchronize refused" : "synchronized");
+        fx_finish(a, u, &f);
+    }
+}
+
+/* cca_domain_reserve's retry too. */
+Test(expandable, domain_reserve_retry_synchronizes_before_it_unmaps) {
+    tu_faulty f;
+    cca_upstream *u;
+    cca_allocator *a = s0_freed_40m(&f, &u);
+    uint64_t syncs = f.calls[TU_FAULT_SYNC];
+    cca_domain *d = NULL;
+    cr_assert_eq(cca_domain_create(a, "model", &d), CCA_OK);
+    cr_assert_eq(cca_domain_reserve(a, d, 40 * MiB), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs + 1, "the retry synchronizes before unmapping");
+    fx_agree(a, u, &f, "domain reserved");
+    cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
+    fx_finish(a, u, &f);
+}
+
+/* A greedy arena over pages: a request no free block of the arena can hold
+ * is an OOM at once, with no retry and no upstream call (nothing unmapped). */
+Test(expandable, greedy_request_the_arena_cannot_hold_is_refused_without_a_retry) {
+    tu_faulty f;
+    cca_upstream *u = fx_create(&f, 128 * MiB, false);
+    cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:64M,expandable:1,log_oom:0");
+    void *p = tu_alloc(a, 40 * MiB, NULL);
+    cca_stats before = tu_stats(a);
+    uint64_t calls = fx_calls(&f);
+    void *q = NULL;
+    cr_assert_eq(cca_alloc(a, 40 * MiB, NULL, &q), CCA_ERR_OUT_OF_MEMORY);
+    cca_stats after = tu_stats(a);
+    cr_assert_eq(fx_calls(&f), calls, "no upstream call");
+    cr_assert_eq(after.alloc_retries, before.alloc_retries, "no retry");
+    cr_assert_eq(after.reserved_bytes, before.reserved_bytes);
+    cr_assert_eq(after.mapped_bytes, 64 * MiB);
+    tu_free(a, p);
+    fx_agree(a, u, &f, "greedy");
+    fx_finish(a, u, &f);
+}
+
+/* With pages, a request needs whole pages: one whose pages exceed
+ * max_reserved fails at once, touching neither the cache nor the upstream. */
+Test(expandable, request_whose_pages_exceed_max_reserved_fails_at_once) {
+    tu_faulty f;
+    cca_upstream *u = tu_faulty_create(&f, vm_device(256 * MiB, 2 * MiB), "fx", false);
+    cca_allocator *a = tu_allocator(u, "expandable:1,max_reserved:5M,expandable_ahead_min:0,log_oom:0");
+    tu_free(a, tu_alloc(a, 1 * MiB, NULL));
+    cca_stats before = tu_stats(a);
+    cr_assert_eq(before.reserved_bytes, 2 * MiB);
+    uint64_t calls = fx_calls(&f);
+    void *p = NULL;
+    cr_assert_eq(cca_alloc(a, 5 * MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY); /* 3 pages: 6 MiB > 5 MiB */
+    cr_assert_not_null(strstr(cca_last_error(), "never"), "%s", cca_last_error());
+    cca_stats after = tu_stats(a);
+    cr_assert_eq(fx_calls(&f), calls, "no upstream call");
+    cr_assert_eq(after.alloc_retries, 0);
+    before.ooms++; /* the one thing that changes */
+    tu_assert_stats_equal(&before, &after, "a request that can never succeed");
+    p = tu_alloc(a, 4 * MiB, NULL); /* 2 pages: fits */
+    tu_free(a, p);
+    fx_finish(a, u, &f);
+}
+
+/* A greedy arena over pages is whole pages: its size rounded up, unless
+ * that passes max_reserved or the device's free memory; then down. */
+Test(expandable, greedy_arena_rounds_down_to_whole_pages) {
+    struct {
+        size_t capacity;
+        const char *conf;
+        size_t arena;
+    } cases[] = {
+        {256 * MiB, "policy:greedy,max_reserved:3M,expandable:1", 2 * MiB},
+        {101 * MiB, "policy:greedy,greedy_fraction:1,expandable:1", 100 * MiB},
+        {256 * MiB, "policy:greedy,greedy_bytes:7M,expandable:1", 8 * MiB},
+        {256 * MiB, "policy:greedy,greedy_bytes:7M,max_reserved:7M,expandable:1", 6 * MiB},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cca_upstream *u = vm_device(cases[i].capacity, 2 * MiB);
+        cca_allocator *a = NULL;
+        cca_config c;
+        cca_config_default(&c);
+        cr_assert_eq(cca_config_parse(&c, cases[i].conf), CCA_OK);
+        cr_assert_eq(cca_create(&c, u, &a), CCA_OK, "%s: %s", cases[i].conf, cca_last_error());
+        cr_assert_eq(tu_stats(a).reserved_bytes, cases[i].arena, "%s: arena %zu", cases[i].conf,
+                     tu_stats(a).reserved_bytes);
+        void *p = tu_alloc(a, cases[i].arena, NULL);
+        tu_free(a, p);
+        tu_check(a);
+        cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(tu_upstream_stats(u).bytes_in_use, 0);
+        cr_assert_eq(tu_upstream_stats(u).vm_reserved_bytes, 0);
+        cca_upstream_destroy(u);
+    }
+    /* less than one page: refused, with the reason */
+    cca_upstream *u = vm_device(256 * MiB, 2 * MiB);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy,max_reserved:1M,expandable:1"), CCA_OK);
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_create(&c, u, &a), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_null(a);
+    cr_assert_not_null(strstr(cca_last_error(), "page"), "%s", cca_last_error());
+    cr_assert_eq(tu_upstream_stats(u).bytes_in_use, 0);
+    cca_upstream_destroy(u);
+}

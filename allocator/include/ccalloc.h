@@ -388,10 +388,11 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
 
 /* Best fit: the smallest cached free block of the stream that fits (ties:
  * lowest address), split when the remainder is worth keeping; otherwise:
- *  - a request that can never succeed (its segment would exceed the device's
- *    total memory or max_reserved; greedy: greedy_bytes or the arena, also
- *    after an empty-cache released it) fails at once with
- *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream;
+ *  - a request that can never succeed (its segment, or with expandable
+ *    segments its whole pages, would exceed the device's total memory or
+ *    max_reserved; greedy: greedy_bytes or the arena, also after an
+ *    empty-cache released it) fails at once with CCA_ERR_OUT_OF_MEMORY,
+ *    touching neither the cache nor the upstream;
  *  - growth: a new segment (expandable: map the pages the block lacks); if
  *    the upstream refuses (or max_reserved would be crossed), one retry
  *    (alloc_retries): synchronize and complete pending frees (classic
@@ -402,6 +403,10 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    stays released.
  *  - greedy: the upstream is called only to reserve the arena, here only
  *    when cca_empty_cache released it; a full arena is an OOM (no retry).
+ *    Over expandable segments also to map a fitting free block's pages that
+ *    trim unmapped; if the device refuses them, the one retry above (which
+ *    unmaps other free pages of the arena); no block that fits: an OOM with
+ *    no retry and no upstream call.
  * An OOM logs one line, after the allocator's lock is released.
  * size 0: CCA_OK, *out = NULL. On failure *out is NULL. */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);

@@ -297,6 +297,8 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
         d = &a->root;
     if (st == CCA_OK && d->arena)
         st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve(%s): the domain has an arena already", d->name);
+    if (a->expandable && rounded <= SIZE_MAX / 2) /* an arena over pages is whole pages */
+        rounded = (rounded + a->page - 1) / a->page * a->page;
     if (st == CCA_OK && rounded > ccai_segment_ceiling(a))
         st = ccai_fail(CCA_ERR_OUT_OF_MEMORY,
                        "cca_domain_reserve(%s): %zu bytes exceed the device or max_reserved (%zu bytes)", d->name,
@@ -308,7 +310,7 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
         st = reserve_arena(a, rounded);
         if (st == CCA_ERR_OUT_OF_MEMORY) { /* as the OOM retry: cached memory of every domain goes back first */
             a->c.retries++;
-            if (ccai_stream_wait_all(a) == CCA_OK)
+            if ((a->expandable ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a)) == CCA_OK)
                 (void)ccai_release(a, 0, CCAI_RELEASE_UNMAP, NULL);
             else
                 (void)ccai_release(a, 0, 0, NULL);

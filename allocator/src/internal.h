@@ -599,6 +599,11 @@ static inline void ccai_stream_poll(cca_allocator *a) {
 /* Synchronize the device and complete every pending free that can be.
  * Returns the synchronize's status (pending blocks stay pending on failure). */
 cca_status ccai_stream_wait_all(cca_allocator *a);
+/* Synchronize the device even when no free is pending, then complete every
+ * pending free: before free pages are unmapped, since work queued on the
+ * stream that freed a block may still use its memory. A failure: the
+ * thread's message set, nothing completed. */
+cca_status ccai_stream_sync_device(cca_allocator *a);
 /* After a successful synchronize: complete every pending free that can be. */
 void ccai_stream_complete_all(cca_allocator *a);
 cca_status ccai_stream_record(ccai_block *b, cca_stream s);

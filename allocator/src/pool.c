@@ -349,6 +349,8 @@ static size_t held_bytes(const cca_allocator *a, const ccai_block *b, size_t rou
     return worth_splitting(a, b, rounded) ? rounded : b->size;
 }
 
+static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b);
+
 /* Expandable segments: best fit, or the tail of a new segment for (key,
  * pool) when no block is large enough (first use, or address space used
  * up); then map what the block lacks. */
@@ -358,15 +360,27 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
     if (!*b) {
         if (a->config.policy == CCA_POLICY_GREEDY)
             return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "the greedy arena has no free block of %zu bytes", rounded);
+        /* the device's or max_reserved's size; unknown: the default range,
+         * or the request's pages if they need more (get_block checked that
+         * they fit the ceiling and do not overflow) */
         size_t va = ccai_segment_ceiling(a);
-        if (va == SIZE_MAX)
-            va = CCAI_EXPANDABLE_DEFAULT_RANGE;
+        if (va == SIZE_MAX) {
+            size_t pages = (rounded + a->page - 1) / a->page * a->page;
+            va = pages > CCAI_EXPANDABLE_DEFAULT_RANGE ? pages : CCAI_EXPANDABLE_DEFAULT_RANGE;
+        }
         ccai_segment *s = NULL;
         cca_status st = ccai_expandable_reserve(a, va, key, pool, false, &s);
         if (st != CCA_OK)
             return st;
         *b = s->first;
+        ccai_assert((*b)->size >= rounded);
     }
+    return map_held(a, rounded, b);
+}
+
+/* Map the pages of *b that a request of `rounded` will hold and are not
+ * mapped yet; *b = NULL if the device refuses. */
+static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b) {
     size_t held = held_bytes(a, *b, rounded);
     if (!(*b)->unmapped || ccai_block_pages_mapped(*b, held))
         return CCA_OK;
@@ -397,7 +411,9 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
     bool pages = a->expandable;
     unsigned flags = 0;
     if (pages || a->c.pending) {
-        cca_status sync = ccai_stream_wait_all(a); /* a failed synchronize leaves them pending */
+        /* pages: the device itself, even with nothing pending (queued work
+         * may still use free blocks' pages); a failure leaves frees pending */
+        cca_status sync = pages ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
         if (pages && sync == CCA_OK)
             flags = CCAI_RELEASE_UNMAP;
         if (pages ? take(a, rounded, stream, pool, b) == CCA_OK : (*b = best_fit(a, pool, stream, rounded)) != NULL)
@@ -459,8 +475,14 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
         if (rounded > arena->size)
             return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: %zu bytes can never fit the %zu-byte greedy arena",
                              size, arena->size);
-        if (a->expandable) { /* the arena's pages may have been trimmed */
-            cca_status st = expandable_take(a, rounded, NULL, pool, b);
+        if (a->expandable) {
+            /* a free block that fits, whose trimmed pages the device would
+             * not map: the retry frees other free pages of the arena; no
+             * block that fits: an OOM, no retry, no upstream call */
+            if (!(*b = best_fit(a, pool, NULL, rounded)))
+                return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: the greedy arena has no free block of %zu bytes",
+                                 size);
+            cca_status st = map_held(a, rounded, b);
             if (st == CCA_ERR_OUT_OF_MEMORY)
                 st = retry(a, rounded, NULL, pool, b);
             return st;
@@ -471,8 +493,8 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
     }
     size_t want, least;
     ccai_segment_sizes(a, rounded, pool, &want, &least);
-    if (a->expandable)
-        least = rounded;
+    if (a->expandable) /* its pages at least (a block that starts on a page boundary) */
+        least = rounded > SIZE_MAX - a->page ? SIZE_MAX : (rounded + a->page - 1) / a->page * a->page;
     size_t ceiling = ccai_segment_ceiling(a);
     if (least > ceiling)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY,

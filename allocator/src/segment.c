@@ -234,11 +234,24 @@ static cca_status arena_size(cca_allocator *a, size_t *size) {
         cca_status st = cca_upstream_mem_info(a->upstream, &free_b, &total_b);
         if (st != CCA_OK)
             return ccai_fail(st, "greedy: cannot size the arena from greedy_fraction: %s", cca_last_error());
-        want = (size_t)((double)free_b * a->config.greedy_fraction);
+        double bytes = (double)free_b * a->config.greedy_fraction; /* fraction <= 1: at most free_b */
+        want = bytes >= (double)free_b ? free_b : (size_t)bytes;
     }
     if (a->config.max_reserved && want > a->config.max_reserved)
         want = a->config.max_reserved;
     want = want / CCA_GRANULARITY * CCA_GRANULARITY;
+    if (a->expandable && want % a->page) {
+        /* whole pages: up, unless that passes max_reserved or the device's
+         * free memory (when it says); then down */
+        size_t free_b = 0, total_b = 0, limit = a->config.max_reserved ? a->config.max_reserved : SIZE_MAX;
+        if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK && free_b < limit)
+            limit = free_b;
+        size_t down = want / a->page * a->page;
+        want = limit >= a->page && down <= limit - a->page ? down + a->page : down;
+        if (!want)
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "greedy: the arena is smaller than one page of %zu bytes",
+                             a->page);
+    }
     if (!want)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "greedy: arena size rounds to 0 bytes");
     *size = want;

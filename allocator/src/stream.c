@@ -187,6 +187,10 @@ void ccai_stream_complete_all(cca_allocator *a) {
 cca_status ccai_stream_wait_all(cca_allocator *a) {
     if (!a->queues && !a->sync_head)
         return CCA_OK;
+    return ccai_stream_sync_device(a);
+}
+
+cca_status ccai_stream_sync_device(cca_allocator *a) {
     cca_status st = cca_upstream_synchronize(a->upstream);
     if (st != CCA_OK)
         return ccai_fail(st, "synchronize failed; %zu frees stay pending: %s", a->c.pending, cca_last_error());

@@ -371,6 +371,31 @@ def test_domain_leak_raises_with_the_report(alloc):
         d.alloc(10)
 
 
+def test_domain_max_leaks_is_checked_before_the_call(alloc):
+    """max_leaks is the size of the leak buffer: refused unless an int >= 0
+    (-1 once reached C as a cap of SIZE_MAX over a one-entry buffer and
+    overwrote the heap), and never more leaks listed than asked for."""
+    d = alloc.domain("counted")
+    ps = [d.alloc(4096) for _ in range(64)]
+    for bad in (-1, -(1 << 64), 1 << 64):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="max_leaks"):
+            d.release(max_leaks=bad)
+        with pytest.raises(ccalloc.InvalidArgumentError, match="max_leaks"):
+            d.destroy(max_leaks=bad)
+    for bad in (True, 1.5, "3", None):
+        with pytest.raises(TypeError):
+            d.release(max_leaks=bad)
+    assert not d.destroyed and d.stats()["active_blocks"] == 64
+    for n, listed in ((0, 0), (1, 1), (5, 5), (64, 64), (1000, 64)):
+        with pytest.raises(ccalloc.LiveBlocksError) as e:
+            d.release(max_leaks=n)
+        assert (e.value.report.live_blocks, len(e.value.report.leaks)) == (64, listed)
+    assert {leak.ptr for leak in e.value.report.leaks} == set(ps)
+    for p in ps:
+        d.free(p)
+    assert d.destroy(max_leaks=0).live_blocks == 0
+
+
 def test_domain_force_release(alloc):
     d = alloc.domain("forced")
     x = d.alloc(4096)

@@ -48,15 +48,39 @@ def raise_for(lib: _lib.Library, status: int, what: str = "") -> None:
     raise error_class(status)(status, _text(lib.cca_status_string(status)), message)
 
 
+# ---- arguments, checked before they reach C ------------------------------------
+#
+# ctypes converts a Python int to a C integer or pointer by keeping its low
+# bits (2**64 + 512 becomes 512, 2**32 becomes device 0) and a str to a C
+# string that ends at its first NUL. Every argument that crosses into C goes
+# through one of the functions below, which refuse what C would not receive
+# as given.
+
+SIZE_LIMIT = 1 << 64  # sizes, counts and addresses: size_t / uintptr_t, [0, 2**64)
+
+
+def argument_error(lib: _lib.Library, status: int, message: str) -> Error:
+    """The :class:`Error` subclass of ``status`` for an argument refused before any C call."""
+    return error_class(status)(status, _text(lib.cca_status_string(status)), message)
+
+
+def count_arg(lib: _lib.Library, value: Any, what: str) -> int:
+    """A count (``max_leaks``): an int in [0, 2**64); TypeError for a bool or a non-int,
+    :class:`InvalidArgumentError` out of range."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} is an int, not {type(value).__name__}")
+    if value < 0 or value >= SIZE_LIMIT:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT, f"{what} {value} not in [0, 2**64)")
+    return value
+
+
 def parse_size(lib: _lib.Library, size: Size) -> int:
     """An int as is (>= 0), or a size text as ``cca_parse_size`` reads it ("64M", "1.5G")."""
     if isinstance(size, bool):
         raise TypeError("a size is an int or a string like '64M', not a bool")
     if isinstance(size, int):
-        if size < 0 or size >= 1 << 64:
-            raise error_class(ERR_INVALID_ARGUMENT)(
-                ERR_INVALID_ARGUMENT, _text(lib.cca_status_string(ERR_INVALID_ARGUMENT)), f"size {size} out of range"
-            )
+        if size < 0 or size >= SIZE_LIMIT:
+            raise argument_error(lib, ERR_INVALID_ARGUMENT, f"size {size} out of range")
         return size
     if isinstance(size, str):
         out = ctypes.c_size_t()
@@ -456,10 +480,11 @@ class Domain:
 
     def _call(self, fn, force: bool, max_leaks: int) -> DomainReport:
         lib = self.allocator._lib
-        leaks = (_lib.LiveBlock * max(max_leaks, 1))()
+        cap = count_arg(lib, max_leaks, "max_leaks")
+        leaks = (_lib.LiveBlock * max(cap, 1))()  # the C side writes at most leaks_cap entries
         r = _lib.out_struct(_lib.DomainReport)
         r.leaks = ctypes.cast(leaks, ctypes.POINTER(_lib.LiveBlock))
-        r.leaks_cap = max_leaks
+        r.leaks_cap = cap
         st = fn(lib)(self.allocator.handle, self.handle, DOMAIN_FORCE if force else 0, ctypes.byref(r))
         message = _text(lib.cca_last_error())
         report = DomainReport(
@@ -467,7 +492,7 @@ class Domain:
             bytes_still_reserved=r.bytes_still_reserved, live_blocks=r.live_blocks, live_bytes=r.live_bytes,
             leaks=[LiveBlock(ptr=leaks[i].ptr or 0, size=leaks[i].size, requested=leaks[i].requested,
                              stream=leaks[i].stream, age=leaks[i].age, pending=bool(leaks[i].pending))
-                   for i in range(min(r.leaks_written, max_leaks))],
+                   for i in range(min(r.leaks_written, cap))],
         )
         if st != OK:
             err = error_class(st)(st, _text(lib.cca_status_string(st)), message)
@@ -480,7 +505,9 @@ class Domain:
         """Give every segment of the domain back; the domain stays usable.
 
         Live blocks: nothing is released and :class:`LiveBlocksError` is
-        raised with ``.report`` listing up to ``max_leaks`` of them.
+        raised with ``.report`` listing up to ``max_leaks`` of them
+        (an int >= 0: TypeError for another type, :class:`InvalidArgumentError`
+        for a negative one, checked before anything is released).
         ``force=True`` releases them anyway: DANGEROUS, their memory goes
         back to the device while their pointers may still be in use
         (``cca_domain_release``, ccalloc.h).

@@ -15,6 +15,7 @@ device.
 from __future__ import annotations
 
 import json
+import operator
 import pickle
 import os
 import tempfile
@@ -23,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _lib
-from ._errors import LiveBlocksError, OK, error_class, Error, ERR_LIVE_BLOCKS, ERR_INVALID_ARGUMENT
+from ._errors import (LiveBlocksError, OK, error_class, Error, ERR_LIVE_BLOCKS, ERR_INVALID_ARGUMENT,
+                      ERR_INVALID_POINTER, ERR_CONFIG)
 
 Size = Union[int, str]
 
@@ -57,6 +59,7 @@ def raise_for(lib: _lib.Library, status: int, what: str = "") -> None:
 # as given.
 
 SIZE_LIMIT = 1 << 64  # sizes, counts and addresses: size_t / uintptr_t, [0, 2**64)
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1  # device numbers: C int
 
 
 def argument_error(lib: _lib.Library, status: int, message: str) -> Error:
@@ -74,6 +77,48 @@ def count_arg(lib: _lib.Library, value: Any, what: str) -> int:
     return value
 
 
+def pointer_arg(lib: _lib.Library, ptr: Any) -> int:
+    """An address: an int in [0, 2**64) (anything with ``__index__``; None is
+    NULL, as ctypes gives it), else :class:`InvalidPointerError`."""
+    if ptr is None:
+        return 0
+    try:
+        value = None if isinstance(ptr, bool) else operator.index(ptr)
+    except TypeError:
+        value = None
+    if value is None:
+        raise argument_error(lib, ERR_INVALID_POINTER, f"{ptr!r} is not an address (an int)")
+    if value < 0 or value >= SIZE_LIMIT:
+        raise argument_error(lib, ERR_INVALID_POINTER, f"address {value:#x} not in [0, 2**64)")
+    return value
+
+
+def device_arg(lib: _lib.Library, device: Any) -> int:
+    """A device number: an int (TypeError for a bool or another type) that
+    C's int holds, else :class:`InvalidArgumentError`; the library itself
+    refuses the ints that name no device."""
+    if isinstance(device, bool):
+        raise TypeError("a device is an int, not a bool")
+    try:
+        value = operator.index(device)
+    except TypeError:
+        raise TypeError(f"a device is an int, not {type(device).__name__}") from None
+    if value < INT_MIN or value > INT_MAX:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT, f"device {value} not in C's int range")
+    return value
+
+
+def c_string(lib: _lib.Library, text: str, what: str, status: int = ERR_INVALID_ARGUMENT) -> bytes:
+    """``text`` as the bytes of a C string; one with a NUL (where C would
+    end it) raises the :class:`Error` of ``status``, the one the argument's
+    other bad values get (:class:`ConfigError` for configuration texts)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{what} is a str, not {type(text).__name__}")
+    if "\0" in text:
+        raise argument_error(lib, status, f"{what} {text!r} contains a NUL character")
+    return text.encode()
+
+
 def parse_size(lib: _lib.Library, size: Size) -> int:
     """An int as is (>= 0), or a size text as ``cca_parse_size`` reads it ("64M", "1.5G")."""
     if isinstance(size, bool):
@@ -85,18 +130,22 @@ def parse_size(lib: _lib.Library, size: Size) -> int:
     if isinstance(size, str):
         out = ctypes.c_size_t()
         lib.cca_clear_error()
-        raise_for(lib, lib.cca_parse_size(size.encode(), ctypes.byref(out)), f"size '{size}' is not a size like 64M")
+        raise_for(lib, lib.cca_parse_size(c_string(lib, size, "size"), ctypes.byref(out)),
+                  f"size '{size}' is not a size like 64M")
         return out.value
     raise TypeError(f"a size is an int or a string like '64M', not {type(size).__name__}")
 
 
-def stream_arg(stream: Any) -> Optional[int]:
-    """None or an int handle (anything with ``__int__``)."""
+def stream_arg(lib: _lib.Library, stream: Any) -> Optional[int]:
+    """None or an int handle (anything with ``__int__``) in [0, 2**64), else
+    :class:`InvalidArgumentError`."""
     if stream is None:
         return None
     if isinstance(stream, bool):
         raise TypeError("a stream is None or an int handle")
     value = int(stream)
+    if value < 0 or value >= SIZE_LIMIT:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT, f"stream handle {value:#x} not in [0, 2**64)")
     return value or None
 
 
@@ -191,15 +240,13 @@ class Allocator:
         if capacity is not None:
             raise_for(lib, lib.cca_upstream_host_create(parse_size(lib, capacity), ctypes.byref(up)))
         else:
-            if isinstance(device, bool) or not isinstance(device, int):
-                raise TypeError("device is an int")
-            raise_for(lib, lib.cca_upstream_cuda_create(device, ctypes.byref(up)))
+            raise_for(lib, lib.cca_upstream_cuda_create(device_arg(lib, device), ctypes.byref(up)))
         try:
             cfg = None
             if conf is not None:
                 cfg = (ctypes.c_char * _lib.CONFIG_BYTES)()
                 lib.cca_config_default(cfg)
-                raise_for(lib, lib.cca_config_parse(cfg, conf.encode()))
+                raise_for(lib, lib.cca_config_parse(cfg, c_string(lib, conf, "conf", ERR_CONFIG)))
                 raise_for(lib, lib.cca_config_validate(cfg))
             a = ctypes.c_void_p()
             raise_for(lib, lib.cca_create(cfg, up, ctypes.byref(a)))
@@ -292,34 +339,37 @@ class Allocator:
     def _alloc_in(self, domain: Optional[int], size: Size, stream: Any) -> int:
         lib = self._lib
         n = parse_size(lib, size)
+        s = stream_arg(lib, stream)
         out = ctypes.c_void_p()
         if domain is None:
-            st = lib.cca_alloc(self.handle, n, stream_arg(stream), ctypes.byref(out))
+            st = lib.cca_alloc(self.handle, n, s, ctypes.byref(out))
         else:
-            st = lib.cca_alloc_in(self.handle, domain, n, stream_arg(stream), ctypes.byref(out))
+            st = lib.cca_alloc_in(self.handle, domain, n, s, ctypes.byref(out))
         raise_for(lib, st)
         return out.value or 0
 
     def free(self, ptr: int) -> None:
         """Give a block back to the cache (not to the device). 0 does nothing.
 
-        A double free, or an address that is not a live block's start:
-        :class:`InvalidPointerError`, and nothing changes.
+        A double free, an address that is not a live block's start, or one
+        that is not an int in [0, 2**64): :class:`InvalidPointerError`, and
+        nothing changes.
         """
-        if not ptr:
+        address = pointer_arg(self._lib, ptr)
+        if not address:
             return
-        raise_for(self._lib, self._lib.cca_free(self.handle, ctypes.c_void_p(int(ptr))))
+        raise_for(self._lib, self._lib.cca_free(self.handle, address))
 
     def block_size(self, ptr: int) -> int:
         """Bytes actually held for a live block (rounded; maybe unsplit slack)."""
         out = ctypes.c_size_t()
-        raise_for(self._lib, self._lib.cca_block_size(self.handle, ctypes.c_void_p(int(ptr)), ctypes.byref(out)))
+        raise_for(self._lib, self._lib.cca_block_size(self.handle, pointer_arg(self._lib, ptr), ctypes.byref(out)))
         return out.value
 
     def record_stream(self, ptr: int, stream: Any) -> None:
         """Mark a live block as used on ``stream`` too (reused after that stream's work completes)."""
-        raise_for(self._lib, self._lib.cca_record_stream(self.handle, ctypes.c_void_p(int(ptr)),
-                                                         stream_arg(stream)))
+        raise_for(self._lib, self._lib.cca_record_stream(self.handle, pointer_arg(self._lib, ptr),
+                                                         stream_arg(self._lib, stream)))
 
     # ---- giving memory back ---------------------------------------------------
 
@@ -404,8 +454,9 @@ class Allocator:
         as well when given, for ``python -m torch.cuda._memory_viz`` and
         pytorch.org/memory_viz. ``device`` names the device in the file
         (0..1023)."""
+        d = device_arg(self._lib, device)
         data = _write_via_file(
-            lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_torch(self.handle, int(device), f)),
+            lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_torch(self.handle, d, f)),
             binary=True)
         if path is not None:
             with open(path, "wb") as w:
@@ -418,7 +469,7 @@ class Allocator:
 
     def mark(self, name: str) -> None:
         """A phase mark in the ``CCALLOC_TRACE`` trace (no-op when not tracing)."""
-        raise_for(self._lib, self._lib.cca_trace_mark(self.handle, name.encode()))
+        raise_for(self._lib, self._lib.cca_trace_mark(self.handle, c_string(self._lib, name, "mark")))
 
     # ---- domains -----------------------------------------------------------
 
@@ -431,7 +482,8 @@ class Allocator:
         live then; the domain then stays, with its blocks valid.
         """
         out = ctypes.c_void_p()
-        raise_for(self._lib, self._lib.cca_domain_create(self.handle, name.encode(), ctypes.byref(out)))
+        raise_for(self._lib, self._lib.cca_domain_create(self.handle, c_string(self._lib, name, "domain name"),
+                                                         ctypes.byref(out)))
         return Domain(self, out.value, name)
 
 

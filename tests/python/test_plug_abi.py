@@ -248,3 +248,40 @@ def test_borrowed_allocator_close_only_detaches(host_plug):
     b = plug.allocator(0)
     assert b.handle != 0 and b.stats()["allocated_bytes"] == 4096
     b.free(p)
+
+
+def test_reset_closes_every_view_handed_out_before(host_plug):
+    """plug.reset() destroys the devices' allocators: every view taken before
+    is closed (a view once went on calling the destroyed allocator), every
+    method raises the closed error, and a view taken after works. A reset
+    refused for live blocks changes nothing, views included."""
+    a = plug.allocator(0)
+    d = a.domain("m")
+    p = a.alloc(4096)
+    with pytest.raises(ccalloc.LiveBlocksError):
+        plug.reset()
+    assert not a.closed and a.block_size(p) == 4096  # nothing changed
+    a.free(p)
+    d.destroy()
+    d = a.domain("m2")
+    b = plug.allocator(0)
+    plug.reset()
+    assert a.closed and b.closed
+    calls = [
+        lambda v: v.handle, lambda v: v.stats(), lambda v: v.alloc(4096), lambda v: v.free(p),
+        lambda v: v.block_size(p), lambda v: v.record_stream(p, 5), lambda v: v.trim(),
+        lambda v: v.empty_cache(), lambda v: v.reset_peak_stats(), lambda v: v.upstream_stats(),
+        lambda v: v.mem_info(), lambda v: v.device_name, lambda v: v.config(), lambda v: v.snapshot(),
+        lambda v: v.snapshot_torch(), lambda v: v.check(), lambda v: v.mark("x"), lambda v: v.domain("n"),
+    ]
+    for view in (a, b):
+        for call in calls:
+            with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
+                call(view)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
+        d.stats()
+    a.close()  # closing a closed view does nothing
+    plug.configure(upstream="host:64M", conf=None)
+    c = plug.allocator(0)
+    assert not c.closed and c.stats()["alloc_calls"] == 0
+    assert a.closed

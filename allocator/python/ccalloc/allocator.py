@@ -21,7 +21,7 @@ import os
 import tempfile
 import ctypes
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _lib
 from ._errors import (LiveBlocksError, OK, error_class, Error, ERR_LIVE_BLOCKS, ERR_INVALID_ARGUMENT,
@@ -232,6 +232,7 @@ class Allocator:
         self._handle: Optional[int] = None
         self._upstream: Optional[int] = None
         self._owned = True
+        self._valid: Optional[Callable[[], bool]] = None
         if (capacity is None) == (device is None):
             raise TypeError("give exactly one of capacity (simulated device) or device (CUDA)")
         lib = self._lib
@@ -257,29 +258,44 @@ class Allocator:
         self._handle = a.value
 
     @classmethod
-    def _borrow(cls, lib: _lib.Library, handle: int, upstream: int) -> "Allocator":
-        """A view of an allocator owned elsewhere (the plug table): close() does not destroy it."""
+    def _borrow(cls, lib: _lib.Library, handle: int, upstream: int,
+                valid: Optional[Callable[[], bool]] = None) -> "Allocator":
+        """A view of an allocator owned elsewhere (the plug table): close() does not destroy it.
+
+        ``valid``: False once the owner has destroyed the allocator
+        (``ccalloc.plug.reset``); the view is closed from then on.
+        """
         self = cls.__new__(cls)
         self._lib = lib
         self._handle = handle
         self._upstream = upstream
         self._owned = False
+        self._valid = valid
         return self
 
     # ---- lifetime ---------------------------------------------------------
 
-    @property
-    def handle(self) -> int:
-        """The ``cca_allocator *`` as an int (for ctypes/cffi callers)."""
-        if self._handle is None:
-            raise error_class(ERR_INVALID_ARGUMENT)(ERR_INVALID_ARGUMENT,
-                                                     _text(self._lib.cca_status_string(ERR_INVALID_ARGUMENT)),
-                                                     "the allocator is closed")
+    def _live_handle(self) -> Optional[int]:
+        """The handle, or None when closed (a view whose owner destroyed the allocator is closed here)."""
+        if self._handle is not None and self._valid is not None and not self._valid():
+            self._handle = None
+            self._upstream = None
         return self._handle
 
     @property
+    def handle(self) -> int:
+        """The ``cca_allocator *`` as an int (for ctypes/cffi callers)."""
+        handle = self._live_handle()
+        if handle is None:
+            raise error_class(ERR_INVALID_ARGUMENT)(ERR_INVALID_ARGUMENT,
+                                                     _text(self._lib.cca_status_string(ERR_INVALID_ARGUMENT)),
+                                                     "the allocator is closed")
+        return handle
+
+    @property
     def closed(self) -> bool:
-        return self._handle is None
+        """True after :meth:`close`, and for a view of ``ccalloc.plug.allocator`` after ``plug.reset()``."""
+        return self._live_handle() is None
 
     def close(self) -> None:
         """Destroy the allocator and its device (every segment back to it).
@@ -420,7 +436,7 @@ class Allocator:
         return free_b.value, total.value
 
     def _upstream_handle(self) -> int:
-        self.handle  # raises when closed
+        self.handle  # raises when closed (a stale view included)
         return self._upstream  # type: ignore[return-value]
 
     @property

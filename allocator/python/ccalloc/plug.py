@@ -18,11 +18,16 @@ import ctypes
 from typing import Any, Dict, Optional, Tuple
 
 from . import _lib
-from ._errors import ERR_CONFIG
-from .allocator import (Allocator, ReleaseReport, c_string, device_arg, parse_size, pointer_arg, raise_for,
+from ._errors import ERR_CONFIG, ERR_LIVE_BLOCKS
+from .allocator import (Allocator, ReleaseReport, _text, c_string, device_arg, parse_size, pointer_arg, raise_for,
                         stream_arg)
 
 MAX_DEVICES = 64  # CCA_PLUG_MAX_DEVICES
+
+# Bumped by every reset that destroyed the allocators: a view from
+# allocator() remembers the value it was made under and is closed once it
+# changes (its allocator no longer exists).
+_generation = 0
 
 
 def library() -> _lib.Library:
@@ -48,14 +53,16 @@ def configure(upstream: Optional[str] = None, conf: Optional[str] = None) -> Non
 def allocator(device: int = 0) -> Allocator:
     """The allocator of ``device`` (created now if needed), as a borrowed
     :class:`Allocator`: stats, trim, empty_cache, snapshot, domains. Closing
-    it only detaches the view."""
+    it only detaches the view; :func:`reset` closes it (``closed`` is then
+    True and every method raises :class:`InvalidArgumentError`)."""
     lib = library()
     d = device_arg(lib, device)
+    born = _generation  # read before the C calls: a reset between them makes the view stale, never the reverse
     a = ctypes.c_void_p()
     u = ctypes.c_void_p()
     raise_for(lib, lib.cca_plug_get_allocator(d, ctypes.byref(a)))
     raise_for(lib, lib.cca_plug_get_upstream(d, ctypes.byref(u)))
-    return Allocator._borrow(lib, a.value, u.value)  # type: ignore[arg-type]
+    return Allocator._borrow(lib, a.value, u.value, lambda: _generation == born)  # type: ignore[arg-type]
 
 
 def alloc(size: int, device: int = 0, stream: Any = None) -> int:
@@ -98,9 +105,21 @@ def free(ptr: int, size: int = 0, device: int = 0, stream: Any = None) -> None:
 
 def reset() -> None:
     """``cca_plug_reset``: forget every device and the configuration (tests).
-    :class:`LiveBlocksError` if any block is live, and nothing changes."""
+    :class:`LiveBlocksError` if any block is live, and nothing changes.
+
+    Every view :func:`allocator` handed out before a reset that went through
+    is closed: its allocator is destroyed.
+    """
+    global _generation
     lib = library()
-    raise_for(lib, lib.cca_plug_reset())
+    lib.cca_clear_error()
+    st = lib.cca_plug_reset()
+    message = _text(lib.cca_last_error())
+    # Only the refusal before anything was destroyed keeps the allocators;
+    # any other status (a cca_destroy failing) comes after they are gone.
+    if not (st == ERR_LIVE_BLOCKS and "nothing was reset" in message):
+        _generation += 1
+    raise_for(lib, st)
 
 
 def stats(device: int = 0) -> Dict[str, Any]:

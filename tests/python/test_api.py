@@ -205,6 +205,63 @@ def test_double_free_raises_and_changes_nothing(alloc):
     alloc.free(q)
 
 
+def test_addresses_no_pointer_can_hold_are_refused(alloc):
+    """ctypes keeps the low 64 bits of an int: p + 2**64 once freed p and
+    2**64 freed nothing, silently. An address is an int in [0, 2**64), else
+    InvalidPointerError, and nothing changes."""
+    p = alloc.alloc(4096)
+    before = alloc.stats()
+    for bad in (p + (1 << 64), p - (1 << 64), 1 << 64, -1, 1.5, True, "0x1000"):
+        with pytest.raises(ccalloc.InvalidPointerError):
+            alloc.free(bad)
+        with pytest.raises(ccalloc.InvalidPointerError):
+            alloc.block_size(bad)
+        with pytest.raises(ccalloc.InvalidPointerError):
+            alloc.record_stream(bad, 0x5000)
+    assert alloc.stats() == before
+    assert alloc.block_size(p) == 4096
+    alloc.free(p)
+
+
+def test_integers_c_cannot_hold_are_refused(alloc):
+    """Sizes and stream handles outside [0, 2**64) and device numbers outside
+    C's int are refused, never wrapped into range."""
+    for bad in (1 << 64, (1 << 64) + 512, -1):
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            alloc.alloc(bad)
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            alloc.trim(bad)
+    for bad in (1 << 64, (1 << 64) + 0x5000, -1):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="stream"):
+            alloc.alloc(4096, stream=bad)
+    for bad in (1 << 32, (1 << 32) + 5, 1 << 31, -(1 << 31) - 1):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="device"):
+            alloc.snapshot_torch(device=bad)
+        with pytest.raises(ccalloc.InvalidArgumentError, match="device"):
+            ccalloc.Allocator(device=bad)
+    with pytest.raises(TypeError):
+        alloc.snapshot_torch(device=1.5)
+    assert alloc.stats()["alloc_calls"] == 0
+
+
+def test_strings_with_a_nul_are_refused(alloc):
+    """A C string ends at its first NUL: 'ok\\0,...' once named a domain 'ok'
+    and 'max_reserved:8M\\0,bogus:1' was read as 'max_reserved:8M'. Each is
+    refused with the exception of that argument's other bad values."""
+    with pytest.raises(ccalloc.InvalidArgumentError, match="NUL"):
+        alloc.domain('ok\x00,"\\bad')
+    with pytest.raises(ccalloc.InvalidArgumentError, match="NUL"):
+        alloc.mark("phase\x00junk")
+    with pytest.raises(ccalloc.InvalidArgumentError, match="NUL"):
+        alloc.alloc("4K\x00junk")
+    with pytest.raises(ccalloc.ConfigError, match="NUL"):
+        ccalloc.Allocator(capacity="64M", conf="max_reserved:8M\x00,bogus:1")
+    with pytest.raises(ccalloc.InvalidArgumentError, match="NUL"):
+        ccalloc.Allocator(capacity="64M\x00garbage")
+    assert [d["name"] for d in alloc.snapshot()["domains"]] == ["default"]
+    assert alloc.stats()["alloc_calls"] == 0
+
+
 def test_out_of_memory_raises():
     with ccalloc.Allocator(capacity="8M", conf="log_oom:0") as a:
         keep = a.alloc(1000)
@@ -369,6 +426,31 @@ def test_domain_leak_raises_with_the_report(alloc):
     assert (r.bytes_released, r.segments_released, r.live_blocks) == (2 * MiB, 1, 0)
     with pytest.raises(ccalloc.InvalidArgumentError):
         d.alloc(10)
+
+
+def test_domain_max_leaks_is_checked_before_the_call(alloc):
+    """max_leaks is the size of the leak buffer: refused unless an int >= 0
+    (-1 once reached C as a cap of SIZE_MAX over a one-entry buffer and
+    overwrote the heap), and never more leaks listed than asked for."""
+    d = alloc.domain("counted")
+    ps = [d.alloc(4096) for _ in range(64)]
+    for bad in (-1, -(1 << 64), 1 << 64):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="max_leaks"):
+            d.release(max_leaks=bad)
+        with pytest.raises(ccalloc.InvalidArgumentError, match="max_leaks"):
+            d.destroy(max_leaks=bad)
+    for bad in (True, 1.5, "3", None):
+        with pytest.raises(TypeError):
+            d.release(max_leaks=bad)
+    assert not d.destroyed and d.stats()["active_blocks"] == 64
+    for n, listed in ((0, 0), (1, 1), (5, 5), (64, 64), (1000, 64)):
+        with pytest.raises(ccalloc.LiveBlocksError) as e:
+            d.release(max_leaks=n)
+        assert (e.value.report.live_blocks, len(e.value.report.leaks)) == (64, listed)
+    assert {leak.ptr for leak in e.value.report.leaks} == set(ps)
+    for p in ps:
+        d.free(p)
+    assert d.destroy(max_leaks=0).live_blocks == 0
 
 
 def test_domain_force_release(alloc):

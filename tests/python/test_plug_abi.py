@@ -196,6 +196,51 @@ def test_python_plug_alloc_raises_the_right_error(host_plug):
     assert snap["segments"] == [] and snap["stats"]["upstream_frees"] == 1
 
 
+def test_python_plug_refuses_what_c_cannot_hold(host_plug):
+    """ccalloc.plug checks its arguments before the C call: a size outside
+    [0, 2**64) (2**64 + 512 was a 512-byte block), a device outside C's int
+    (2**32 was device 0), an address outside [0, 2**64) (p + 2**64 was p)."""
+    for bad in ((1 << 64) + 512, 1 << 64, -1):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="size"):
+            plug.alloc(bad)
+    with pytest.raises(TypeError):
+        plug.alloc(True)
+    for bad in (1 << 32, (1 << 32) + 5, 1 << 31, -(1 << 31) - 1):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="device"):
+            plug.alloc(4096, device=bad)
+        with pytest.raises(ccalloc.InvalidArgumentError, match="device"):
+            plug.allocator(bad)
+        with pytest.raises(ccalloc.InvalidArgumentError, match="device"):
+            plug.snapshot_torch(device=bad)
+    assert plug.stats(0)["alloc_calls"] == 0
+    p = plug.alloc(4096)
+    with pytest.raises(ccalloc.InvalidPointerError):
+        plug.free(p + (1 << 64), 4096, 0)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="device"):
+        plug.free(p, 4096, 1 << 32)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="size"):
+        plug.free(p, 1 << 64, 0)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="stream"):
+        plug.free(p, 4096, 0, 1 << 64)
+    assert plug.stats(0)["allocated_bytes"] == 4096  # p is still live
+    plug.free(p, 4096, 0)
+    assert plug.stats(0)["allocated_bytes"] == 0
+
+
+def test_configure_refuses_a_nul(lib):
+    """'host:64M\\0junk' was read as 'host:64M': a NUL is a ConfigError."""
+    plug.reset()
+    try:
+        with pytest.raises(ccalloc.ConfigError, match="NUL"):
+            plug.configure(upstream="host:64M\x00junk")
+        with pytest.raises(ccalloc.ConfigError, match="NUL"):
+            plug.configure(upstream="host:64M", conf="max_reserved:8M\x00,bogus:1")
+        plug.configure(upstream="host:8M", conf="max_reserved:4M")  # nothing was configured before
+        assert plug.allocator(0).config()["max_reserved"] == "4M"
+    finally:
+        plug.reset()
+
+
 def test_borrowed_allocator_close_only_detaches(host_plug):
     a = plug.allocator(0)
     p = a.alloc(4096)
@@ -203,3 +248,40 @@ def test_borrowed_allocator_close_only_detaches(host_plug):
     b = plug.allocator(0)
     assert b.handle != 0 and b.stats()["allocated_bytes"] == 4096
     b.free(p)
+
+
+def test_reset_closes_every_view_handed_out_before(host_plug):
+    """plug.reset() destroys the devices' allocators: every view taken before
+    is closed (a view once went on calling the destroyed allocator), every
+    method raises the closed error, and a view taken after works. A reset
+    refused for live blocks changes nothing, views included."""
+    a = plug.allocator(0)
+    d = a.domain("m")
+    p = a.alloc(4096)
+    with pytest.raises(ccalloc.LiveBlocksError):
+        plug.reset()
+    assert not a.closed and a.block_size(p) == 4096  # nothing changed
+    a.free(p)
+    d.destroy()
+    d = a.domain("m2")
+    b = plug.allocator(0)
+    plug.reset()
+    assert a.closed and b.closed
+    calls = [
+        lambda v: v.handle, lambda v: v.stats(), lambda v: v.alloc(4096), lambda v: v.free(p),
+        lambda v: v.block_size(p), lambda v: v.record_stream(p, 5), lambda v: v.trim(),
+        lambda v: v.empty_cache(), lambda v: v.reset_peak_stats(), lambda v: v.upstream_stats(),
+        lambda v: v.mem_info(), lambda v: v.device_name, lambda v: v.config(), lambda v: v.snapshot(),
+        lambda v: v.snapshot_torch(), lambda v: v.check(), lambda v: v.mark("x"), lambda v: v.domain("n"),
+    ]
+    for view in (a, b):
+        for call in calls:
+            with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
+                call(view)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
+        d.stats()
+    a.close()  # closing a closed view does nothing
+    plug.configure(upstream="host:64M", conf=None)
+    c = plug.allocator(0)
+    assert not c.closed and c.stats()["alloc_calls"] == 0
+    assert a.closed

@@ -15,15 +15,17 @@ device.
 from __future__ import annotations
 
 import json
+import operator
 import pickle
 import os
 import tempfile
 import ctypes
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _lib
-from ._errors import LiveBlocksError, OK, error_class, Error, ERR_LIVE_BLOCKS, ERR_INVALID_ARGUMENT
+from ._errors import (LiveBlocksError, OK, error_class, Error, ERR_LIVE_BLOCKS, ERR_INVALID_ARGUMENT,
+                      ERR_INVALID_POINTER, ERR_CONFIG)
 
 Size = Union[int, str]
 
@@ -48,31 +50,102 @@ def raise_for(lib: _lib.Library, status: int, what: str = "") -> None:
     raise error_class(status)(status, _text(lib.cca_status_string(status)), message)
 
 
+# ---- arguments, checked before they reach C ------------------------------------
+#
+# ctypes converts a Python int to a C integer or pointer by keeping its low
+# bits (2**64 + 512 becomes 512, 2**32 becomes device 0) and a str to a C
+# string that ends at its first NUL. Every argument that crosses into C goes
+# through one of the functions below, which refuse what C would not receive
+# as given.
+
+SIZE_LIMIT = 1 << 64  # sizes, counts and addresses: size_t / uintptr_t, [0, 2**64)
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1  # device numbers: C int
+
+
+def argument_error(lib: _lib.Library, status: int, message: str) -> Error:
+    """The :class:`Error` subclass of ``status`` for an argument refused before any C call."""
+    return error_class(status)(status, _text(lib.cca_status_string(status)), message)
+
+
+def count_arg(lib: _lib.Library, value: Any, what: str) -> int:
+    """A count (``max_leaks``): an int in [0, 2**64); TypeError for a bool or a non-int,
+    :class:`InvalidArgumentError` out of range."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} is an int, not {type(value).__name__}")
+    if value < 0 or value >= SIZE_LIMIT:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT, f"{what} {value} not in [0, 2**64)")
+    return value
+
+
+def pointer_arg(lib: _lib.Library, ptr: Any) -> int:
+    """An address: an int in [0, 2**64) (anything with ``__index__``; None is
+    NULL, as ctypes gives it), else :class:`InvalidPointerError`."""
+    if ptr is None:
+        return 0
+    try:
+        value = None if isinstance(ptr, bool) else operator.index(ptr)
+    except TypeError:
+        value = None
+    if value is None:
+        raise argument_error(lib, ERR_INVALID_POINTER, f"{ptr!r} is not an address (an int)")
+    if value < 0 or value >= SIZE_LIMIT:
+        raise argument_error(lib, ERR_INVALID_POINTER, f"address {value:#x} not in [0, 2**64)")
+    return value
+
+
+def device_arg(lib: _lib.Library, device: Any) -> int:
+    """A device number: an int (TypeError for a bool or another type) that
+    C's int holds, else :class:`InvalidArgumentError`; the library itself
+    refuses the ints that name no device."""
+    if isinstance(device, bool):
+        raise TypeError("a device is an int, not a bool")
+    try:
+        value = operator.index(device)
+    except TypeError:
+        raise TypeError(f"a device is an int, not {type(device).__name__}") from None
+    if value < INT_MIN or value > INT_MAX:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT, f"device {value} not in C's int range")
+    return value
+
+
+def c_string(lib: _lib.Library, text: str, what: str, status: int = ERR_INVALID_ARGUMENT) -> bytes:
+    """``text`` as the bytes of a C string; one with a NUL (where C would
+    end it) raises the :class:`Error` of ``status``, the one the argument's
+    other bad values get (:class:`ConfigError` for configuration texts)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{what} is a str, not {type(text).__name__}")
+    if "\0" in text:
+        raise argument_error(lib, status, f"{what} {text!r} contains a NUL character")
+    return text.encode()
+
+
 def parse_size(lib: _lib.Library, size: Size) -> int:
     """An int as is (>= 0), or a size text as ``cca_parse_size`` reads it ("64M", "1.5G")."""
     if isinstance(size, bool):
         raise TypeError("a size is an int or a string like '64M', not a bool")
     if isinstance(size, int):
-        if size < 0 or size >= 1 << 64:
-            raise error_class(ERR_INVALID_ARGUMENT)(
-                ERR_INVALID_ARGUMENT, _text(lib.cca_status_string(ERR_INVALID_ARGUMENT)), f"size {size} out of range"
-            )
+        if size < 0 or size >= SIZE_LIMIT:
+            raise argument_error(lib, ERR_INVALID_ARGUMENT, f"size {size} out of range")
         return size
     if isinstance(size, str):
         out = ctypes.c_size_t()
         lib.cca_clear_error()
-        raise_for(lib, lib.cca_parse_size(size.encode(), ctypes.byref(out)), f"size '{size}' is not a size like 64M")
+        raise_for(lib, lib.cca_parse_size(c_string(lib, size, "size"), ctypes.byref(out)),
+                  f"size '{size}' is not a size like 64M")
         return out.value
     raise TypeError(f"a size is an int or a string like '64M', not {type(size).__name__}")
 
 
-def stream_arg(stream: Any) -> Optional[int]:
-    """None or an int handle (anything with ``__int__``)."""
+def stream_arg(lib: _lib.Library, stream: Any) -> Optional[int]:
+    """None or an int handle (anything with ``__int__``) in [0, 2**64), else
+    :class:`InvalidArgumentError`."""
     if stream is None:
         return None
     if isinstance(stream, bool):
         raise TypeError("a stream is None or an int handle")
     value = int(stream)
+    if value < 0 or value >= SIZE_LIMIT:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT, f"stream handle {value:#x} not in [0, 2**64)")
     return value or None
 
 
@@ -159,6 +232,7 @@ class Allocator:
         self._handle: Optional[int] = None
         self._upstream: Optional[int] = None
         self._owned = True
+        self._valid: Optional[Callable[[], bool]] = None
         if (capacity is None) == (device is None):
             raise TypeError("give exactly one of capacity (simulated device) or device (CUDA)")
         lib = self._lib
@@ -167,15 +241,13 @@ class Allocator:
         if capacity is not None:
             raise_for(lib, lib.cca_upstream_host_create(parse_size(lib, capacity), ctypes.byref(up)))
         else:
-            if isinstance(device, bool) or not isinstance(device, int):
-                raise TypeError("device is an int")
-            raise_for(lib, lib.cca_upstream_cuda_create(device, ctypes.byref(up)))
+            raise_for(lib, lib.cca_upstream_cuda_create(device_arg(lib, device), ctypes.byref(up)))
         try:
             cfg = None
             if conf is not None:
                 cfg = (ctypes.c_char * _lib.CONFIG_BYTES)()
                 lib.cca_config_default(cfg)
-                raise_for(lib, lib.cca_config_parse(cfg, conf.encode()))
+                raise_for(lib, lib.cca_config_parse(cfg, c_string(lib, conf, "conf", ERR_CONFIG)))
                 raise_for(lib, lib.cca_config_validate(cfg))
             a = ctypes.c_void_p()
             raise_for(lib, lib.cca_create(cfg, up, ctypes.byref(a)))
@@ -186,29 +258,44 @@ class Allocator:
         self._handle = a.value
 
     @classmethod
-    def _borrow(cls, lib: _lib.Library, handle: int, upstream: int) -> "Allocator":
-        """A view of an allocator owned elsewhere (the plug table): close() does not destroy it."""
+    def _borrow(cls, lib: _lib.Library, handle: int, upstream: int,
+                valid: Optional[Callable[[], bool]] = None) -> "Allocator":
+        """A view of an allocator owned elsewhere (the plug table): close() does not destroy it.
+
+        ``valid``: False once the owner has destroyed the allocator
+        (``ccalloc.plug.reset``); the view is closed from then on.
+        """
         self = cls.__new__(cls)
         self._lib = lib
         self._handle = handle
         self._upstream = upstream
         self._owned = False
+        self._valid = valid
         return self
 
     # ---- lifetime ---------------------------------------------------------
 
-    @property
-    def handle(self) -> int:
-        """The ``cca_allocator *`` as an int (for ctypes/cffi callers)."""
-        if self._handle is None:
-            raise error_class(ERR_INVALID_ARGUMENT)(ERR_INVALID_ARGUMENT,
-                                                     _text(self._lib.cca_status_string(ERR_INVALID_ARGUMENT)),
-                                                     "the allocator is closed")
+    def _live_handle(self) -> Optional[int]:
+        """The handle, or None when closed (a view whose owner destroyed the allocator is closed here)."""
+        if self._handle is not None and self._valid is not None and not self._valid():
+            self._handle = None
+            self._upstream = None
         return self._handle
 
     @property
+    def handle(self) -> int:
+        """The ``cca_allocator *`` as an int (for ctypes/cffi callers)."""
+        handle = self._live_handle()
+        if handle is None:
+            raise error_class(ERR_INVALID_ARGUMENT)(ERR_INVALID_ARGUMENT,
+                                                     _text(self._lib.cca_status_string(ERR_INVALID_ARGUMENT)),
+                                                     "the allocator is closed")
+        return handle
+
+    @property
     def closed(self) -> bool:
-        return self._handle is None
+        """True after :meth:`close`, and for a view of ``ccalloc.plug.allocator`` after ``plug.reset()``."""
+        return self._live_handle() is None
 
     def close(self) -> None:
         """Destroy the allocator and its device (every segment back to it).
@@ -268,34 +355,37 @@ class Allocator:
     def _alloc_in(self, domain: Optional[int], size: Size, stream: Any) -> int:
         lib = self._lib
         n = parse_size(lib, size)
+        s = stream_arg(lib, stream)
         out = ctypes.c_void_p()
         if domain is None:
-            st = lib.cca_alloc(self.handle, n, stream_arg(stream), ctypes.byref(out))
+            st = lib.cca_alloc(self.handle, n, s, ctypes.byref(out))
         else:
-            st = lib.cca_alloc_in(self.handle, domain, n, stream_arg(stream), ctypes.byref(out))
+            st = lib.cca_alloc_in(self.handle, domain, n, s, ctypes.byref(out))
         raise_for(lib, st)
         return out.value or 0
 
     def free(self, ptr: int) -> None:
         """Give a block back to the cache (not to the device). 0 does nothing.
 
-        A double free, or an address that is not a live block's start:
-        :class:`InvalidPointerError`, and nothing changes.
+        A double free, an address that is not a live block's start, or one
+        that is not an int in [0, 2**64): :class:`InvalidPointerError`, and
+        nothing changes.
         """
-        if not ptr:
+        address = pointer_arg(self._lib, ptr)
+        if not address:
             return
-        raise_for(self._lib, self._lib.cca_free(self.handle, ctypes.c_void_p(int(ptr))))
+        raise_for(self._lib, self._lib.cca_free(self.handle, address))
 
     def block_size(self, ptr: int) -> int:
         """Bytes actually held for a live block (rounded; maybe unsplit slack)."""
         out = ctypes.c_size_t()
-        raise_for(self._lib, self._lib.cca_block_size(self.handle, ctypes.c_void_p(int(ptr)), ctypes.byref(out)))
+        raise_for(self._lib, self._lib.cca_block_size(self.handle, pointer_arg(self._lib, ptr), ctypes.byref(out)))
         return out.value
 
     def record_stream(self, ptr: int, stream: Any) -> None:
         """Mark a live block as used on ``stream`` too (reused after that stream's work completes)."""
-        raise_for(self._lib, self._lib.cca_record_stream(self.handle, ctypes.c_void_p(int(ptr)),
-                                                         stream_arg(stream)))
+        raise_for(self._lib, self._lib.cca_record_stream(self.handle, pointer_arg(self._lib, ptr),
+                                                         stream_arg(self._lib, stream)))
 
     # ---- giving memory back ---------------------------------------------------
 
@@ -346,7 +436,7 @@ class Allocator:
         return free_b.value, total.value
 
     def _upstream_handle(self) -> int:
-        self.handle  # raises when closed
+        self.handle  # raises when closed (a stale view included)
         return self._upstream  # type: ignore[return-value]
 
     @property
@@ -380,8 +470,9 @@ class Allocator:
         as well when given, for ``python -m torch.cuda._memory_viz`` and
         pytorch.org/memory_viz. ``device`` names the device in the file
         (0..1023)."""
+        d = device_arg(self._lib, device)
         data = _write_via_file(
-            lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_torch(self.handle, int(device), f)),
+            lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_torch(self.handle, d, f)),
             binary=True)
         if path is not None:
             with open(path, "wb") as w:
@@ -394,7 +485,7 @@ class Allocator:
 
     def mark(self, name: str) -> None:
         """A phase mark in the ``CCALLOC_TRACE`` trace (no-op when not tracing)."""
-        raise_for(self._lib, self._lib.cca_trace_mark(self.handle, name.encode()))
+        raise_for(self._lib, self._lib.cca_trace_mark(self.handle, c_string(self._lib, name, "mark")))
 
     # ---- domains -----------------------------------------------------------
 
@@ -407,7 +498,8 @@ class Allocator:
         live then; the domain then stays, with its blocks valid.
         """
         out = ctypes.c_void_p()
-        raise_for(self._lib, self._lib.cca_domain_create(self.handle, name.encode(), ctypes.byref(out)))
+        raise_for(self._lib, self._lib.cca_domain_create(self.handle, c_string(self._lib, name, "domain name"),
+                                                         ctypes.byref(out)))
         return Domain(self, out.value, name)
 
 
@@ -456,10 +548,11 @@ class Domain:
 
     def _call(self, fn, force: bool, max_leaks: int) -> DomainReport:
         lib = self.allocator._lib
-        leaks = (_lib.LiveBlock * max(max_leaks, 1))()
+        cap = count_arg(lib, max_leaks, "max_leaks")
+        leaks = (_lib.LiveBlock * max(cap, 1))()  # the C side writes at most leaks_cap entries
         r = _lib.out_struct(_lib.DomainReport)
         r.leaks = ctypes.cast(leaks, ctypes.POINTER(_lib.LiveBlock))
-        r.leaks_cap = max_leaks
+        r.leaks_cap = cap
         st = fn(lib)(self.allocator.handle, self.handle, DOMAIN_FORCE if force else 0, ctypes.byref(r))
         message = _text(lib.cca_last_error())
         report = DomainReport(
@@ -467,7 +560,7 @@ class Domain:
             bytes_still_reserved=r.bytes_still_reserved, live_blocks=r.live_blocks, live_bytes=r.live_bytes,
             leaks=[LiveBlock(ptr=leaks[i].ptr or 0, size=leaks[i].size, requested=leaks[i].requested,
                              stream=leaks[i].stream, age=leaks[i].age, pending=bool(leaks[i].pending))
-                   for i in range(min(r.leaks_written, max_leaks))],
+                   for i in range(min(r.leaks_written, cap))],
         )
         if st != OK:
             err = error_class(st)(st, _text(lib.cca_status_string(st)), message)
@@ -480,7 +573,9 @@ class Domain:
         """Give every segment of the domain back; the domain stays usable.
 
         Live blocks: nothing is released and :class:`LiveBlocksError` is
-        raised with ``.report`` listing up to ``max_leaks`` of them.
+        raised with ``.report`` listing up to ``max_leaks`` of them
+        (an int >= 0: TypeError for another type, :class:`InvalidArgumentError`
+        for a negative one, checked before anything is released).
         ``force=True`` releases them anyway: DANGEROUS, their memory goes
         back to the device while their pointers may still be in use
         (``cca_domain_release``, ccalloc.h).

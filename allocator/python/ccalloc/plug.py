@@ -18,9 +18,16 @@ import ctypes
 from typing import Any, Dict, Optional, Tuple
 
 from . import _lib
-from .allocator import Allocator, ReleaseReport, raise_for, stream_arg
+from ._errors import ERR_CONFIG, ERR_LIVE_BLOCKS
+from .allocator import (Allocator, ReleaseReport, _text, c_string, device_arg, parse_size, pointer_arg, raise_for,
+                        stream_arg)
 
 MAX_DEVICES = 64  # CCA_PLUG_MAX_DEVICES
+
+# Bumped by every reset that destroyed the allocators: a view from
+# allocator() remembers the value it was made under and is closed once it
+# changes (its allocator no longer exists).
+_generation = 0
 
 
 def library() -> _lib.Library:
@@ -33,24 +40,29 @@ def configure(upstream: Optional[str] = None, conf: Optional[str] = None) -> Non
     allocator config (``"key:value,..."``) before the first allocation.
 
     None leaves each to the environment. Raises :class:`ConfigError` for a bad
-    text and :class:`InvalidArgumentError` once a device is in use.
+    text (one with a NUL included) and :class:`InvalidArgumentError` once a
+    device is in use.
     """
     lib = library()
+    up = c_string(lib, upstream, "upstream", ERR_CONFIG) if upstream is not None else None
+    cf = c_string(lib, conf, "conf", ERR_CONFIG) if conf is not None else None
     lib.cca_clear_error()
-    raise_for(lib, lib.cca_plug_configure(upstream.encode() if upstream is not None else None,
-                                          conf.encode() if conf is not None else None))
+    raise_for(lib, lib.cca_plug_configure(up, cf))
 
 
 def allocator(device: int = 0) -> Allocator:
     """The allocator of ``device`` (created now if needed), as a borrowed
     :class:`Allocator`: stats, trim, empty_cache, snapshot, domains. Closing
-    it only detaches the view."""
+    it only detaches the view; :func:`reset` closes it (``closed`` is then
+    True and every method raises :class:`InvalidArgumentError`)."""
     lib = library()
+    d = device_arg(lib, device)
+    born = _generation  # read before the C calls: a reset between them makes the view stale, never the reverse
     a = ctypes.c_void_p()
     u = ctypes.c_void_p()
-    raise_for(lib, lib.cca_plug_get_allocator(int(device), ctypes.byref(a)))
-    raise_for(lib, lib.cca_plug_get_upstream(int(device), ctypes.byref(u)))
-    return Allocator._borrow(lib, a.value, u.value)  # type: ignore[arg-type]
+    raise_for(lib, lib.cca_plug_get_allocator(d, ctypes.byref(a)))
+    raise_for(lib, lib.cca_plug_get_upstream(d, ctypes.byref(u)))
+    return Allocator._borrow(lib, a.value, u.value, lambda: _generation == born)  # type: ignore[arg-type]
 
 
 def alloc(size: int, device: int = 0, stream: Any = None) -> int:
@@ -59,32 +71,55 @@ def alloc(size: int, device: int = 0, stream: Any = None) -> int:
     The same allocator and the same steps as ``cca_plug_alloc`` (the device's
     allocator, created on first use, then ``cca_alloc``), taken one by one so
     that a failure raises the exception of its own status:
-    :class:`NoDeviceError`, :class:`OutOfMemoryError`, ...
+    :class:`NoDeviceError`, :class:`OutOfMemoryError`, ...; a size outside
+    [0, 2**64) or a device outside C's int: :class:`InvalidArgumentError`.
     """
-    if size < 0:
-        raise ValueError(f"size {size} < 0")
-    if size == 0:
-        return 0
     lib = library()
+    n = parse_size(lib, size)
+    d = device_arg(lib, device)
+    s = stream_arg(lib, stream)
+    if n == 0:
+        return 0
     a = ctypes.c_void_p()
     lib.cca_clear_error()
-    raise_for(lib, lib.cca_plug_get_allocator(int(device), ctypes.byref(a)))
+    raise_for(lib, lib.cca_plug_get_allocator(d, ctypes.byref(a)))
     out = ctypes.c_void_p()
-    raise_for(lib, lib.cca_alloc(a, size, stream_arg(stream), ctypes.byref(out)))
+    raise_for(lib, lib.cca_alloc(a, n, s, ctypes.byref(out)))
     return out.value or 0
 
 
 def free(ptr: int, size: int = 0, device: int = 0, stream: Any = None) -> None:
-    """``cca_plug_free``: never raises (a bad pointer is logged by the library)."""
-    if ptr:
-        library().cca_plug_free(ctypes.c_void_p(int(ptr)), size, int(device), stream_arg(stream))
+    """``cca_plug_free``: a pointer the library refuses is logged, never raised.
+
+    Arguments no C parameter can hold are refused before the call: an
+    address outside [0, 2**64) (:class:`InvalidPointerError`), a size or a
+    stream outside [0, 2**64) or a device outside C's int
+    (:class:`InvalidArgumentError`).
+    """
+    lib = library()
+    address = pointer_arg(lib, ptr)
+    n, d, s = parse_size(lib, size), device_arg(lib, device), stream_arg(lib, stream)
+    if address:
+        lib.cca_plug_free(address, n, d, s)
 
 
 def reset() -> None:
     """``cca_plug_reset``: forget every device and the configuration (tests).
-    :class:`LiveBlocksError` if any block is live, and nothing changes."""
+    :class:`LiveBlocksError` if any block is live, and nothing changes.
+
+    Every view :func:`allocator` handed out before a reset that went through
+    is closed: its allocator is destroyed.
+    """
+    global _generation
     lib = library()
-    raise_for(lib, lib.cca_plug_reset())
+    lib.cca_clear_error()
+    st = lib.cca_plug_reset()
+    message = _text(lib.cca_last_error())
+    # Only the refusal before anything was destroyed keeps the allocators;
+    # any other status (a cca_destroy failing) comes after they are gone.
+    if not (st == ERR_LIVE_BLOCKS and "nothing was reset" in message):
+        _generation += 1
+    raise_for(lib, st)
 
 
 def stats(device: int = 0) -> Dict[str, Any]:

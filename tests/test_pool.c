@@ -1091,3 +1091,18 @@ Test(pool, a_request_that_can_never_fit_touches_nothing) {
     cr_assert_eq(ua.free_calls, ub.free_calls, "nothing was released");
     tu_destroy_clean(b, u);
 }
+
+/* "The message of the last failing call": a cca_alloc that succeeds after
+ * its retry (which failed inside) leaves the caller's message as it was. */
+Test(pool, a_successful_alloc_after_a_retry_keeps_the_callers_message) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, "max_reserved:40M,log_oom:0", &u, &a);
+    tu_free(a, tu_alloc(a, 30 * MiB, NULL)); /* a cached 30 MiB segment */
+    cca_set_error(CCA_ERR_IO, "the caller's own earlier failure");
+    void *q = tu_alloc(a, 12 * MiB, (cca_stream)1); /* another stream: the cache must go first */
+    cr_assert_eq(tu_stats(a).alloc_retries, 1);
+    cr_assert_str_eq(cca_last_error(), "the caller's own earlier failure");
+    tu_free(a, q);
+    tu_teardown(a, u);
+}

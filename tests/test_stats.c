@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -394,4 +395,50 @@ Test(stats, long_messages_are_cut_with_an_ellipsis) {
     cr_assert_eq(strncmp(log.last, "CCALLOC_CONF: unknown key 'kkk", 30), 0, "%.40s", log.last);
     cr_assert_str_eq(log.last + n - 4, "k...", "%s", log.last + n - 20);
     cca_destroy(b);
+}
+
+/* The snapshot is JSON, so UTF-8 whatever the upstream's name: well-formed
+ * sequences kept, a sequence the name's 31-byte cut splits dropped, and any
+ * other byte >= 0x80 written as '?'. Checked with the C library's own
+ * decoder (mbstowcs in a UTF-8 locale). */
+static bool valid_utf8(const char *s) {
+    cr_assert_not_null(setlocale(LC_CTYPE, "C.UTF-8"), "no C.UTF-8 locale");
+    return mbstowcs(NULL, s, 0) != (size_t)-1;
+}
+
+static cca_status nm_alloc(void *ctx, size_t size, void **p) {
+    return cca_upstream_alloc(ctx, size, p);
+}
+static cca_status nm_free(void *ctx, void *p, size_t size) {
+    return cca_upstream_free(ctx, p, size);
+}
+
+Test(stats, snapshot_is_utf8_whatever_the_upstream_name) {
+    const char *names[] = {
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9",  /* 'é' cut by the 31-byte name: dropped */
+        "gpu\xc3\xa9\xe2\x82\xac",                  /* 'é' and '€': kept */
+        "bad\xff\xfe\x80 lone \xc3 cont",          /* bytes no UTF-8 has, a lone lead byte */
+        "surrogate \xed\xa0\x80 overlong \xc0\xaf", /* forbidden forms */
+    };
+    const char *kept[] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"", "gpu\xc3\xa9\xe2\x82\xac\"", "bad??? lone ? cont\"",
+                          "surrogate ??? overlong ??\""};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        cca_upstream *host = NULL, *u = NULL;
+        cr_assert_eq(cca_upstream_host_create(16 * MiB, &host), CCA_OK);
+        cca_upstream_ops ops = {.alloc = nm_alloc, .free = nm_free, .name = names[i]};
+        cr_assert_eq(cca_upstream_custom_create(&ops, host, &u), CCA_OK);
+        cca_allocator *al = tu_allocator(u, "");
+        void *p = tu_alloc(al, 4096, NULL);
+        char *json = capture_output(write_snapshot, al);
+        cr_assert(valid_utf8(json), "name %zu: not UTF-8: %s", i, json);
+        cr_assert_not_null(strstr(json, kept[i]), "name %zu written as expected (%s)", i, json);
+        cJSON *root = cJSON_Parse(json);
+        cr_assert_not_null(root, "name %zu: not JSON", i);
+        cJSON_Delete(root);
+        free(json);
+        tu_free(al, p);
+        tu_destroy_clean(al, u);
+        cca_upstream_destroy(u);
+        cca_upstream_destroy(host);
+    }
 }

@@ -394,3 +394,57 @@ Test(upstream, error_prefix_and_clear) {
     cca_clear_error();
     cr_assert_str_eq(cca_last_error(), "");
 }
+
+/* ---- what a custom upstream hands back must be usable ------------------------------ */
+
+/* A device over the host one whose allocations come back `skew` bytes past
+ * what the host device gave (0 = as given); frees undo the skew. */
+typedef struct skewed {
+    cca_upstream *inner;
+    size_t skew, frees;
+} skewed;
+
+static cca_status sk_alloc(void *ctx, size_t size, void **p) {
+    skewed *k = ctx;
+    cca_status st = cca_upstream_alloc(k->inner, size, p);
+    if (st == CCA_OK)
+        *p = (char *)*p + k->skew;
+    return st;
+}
+
+static cca_status sk_free(void *ctx, void *p, size_t size) {
+    skewed *k = ctx;
+    k->frees++;
+    return cca_upstream_free(k->inner, (char *)p - k->skew, size);
+}
+
+Test(upstream, misaligned_pointers_are_refused_and_given_back) {
+    skewed k = {.skew = 16};
+    cr_assert_eq(cca_upstream_host_create(64 * MiB, &k.inner), CCA_OK);
+    cca_upstream_ops ops = {.alloc = sk_alloc, .free = sk_free, .name = "skewed"};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_custom_create(&ops, &k, &u), CCA_OK);
+    void *p = (void *)1;
+    cr_assert_eq(cca_upstream_alloc(u, 4 * MiB, &p), CCA_ERR_UPSTREAM);
+    cr_assert_null(p);
+    cr_assert_not_null(strstr(cca_last_error(), "not a multiple of 256"), "%s", cca_last_error());
+    cr_assert_eq(k.frees, 1, "the unusable allocation was given back");
+    cr_assert_eq(tu_upstream_stats(k.inner).bytes_in_use, 0);
+    cca_upstream_stats s = tu_upstream_stats(u);
+    cr_assert_eq(s.bytes_in_use, 0);
+    cr_assert_eq(s.failed_allocs, 1);
+    /* through an allocator: no misaligned block is ever handed out */
+    cca_allocator *a = tu_allocator(u, "log_oom:0");
+    cr_assert_eq(cca_alloc(a, 1000, NULL, &p), CCA_ERR_UPSTREAM, "%s", cca_last_error());
+    cr_assert_null(p);
+    tu_check(a);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    k.skew = 0; /* the same device, aligned again: works */
+    p = tu_alloc(a, 1000, NULL);
+    cr_assert_eq((uintptr_t)p % CCA_ALIGNMENT, 0);
+    tu_free(a, p);
+    tu_destroy_clean(a, u);
+    cca_upstream_destroy(u);
+    cr_assert_eq(tu_upstream_stats(k.inner).bytes_in_use, 0);
+    cca_upstream_destroy(k.inner);
+}

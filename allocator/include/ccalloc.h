@@ -46,7 +46,9 @@ extern "C" {
 #define CCA_VERSION_MINOR 1
 #define CCA_VERSION_PATCH 0
 
-/* Every block handed out starts on a multiple of this many bytes. */
+/* Every block handed out starts on a multiple of this many bytes (an
+ * upstream's allocation that does not is refused: CCA_ERR_UPSTREAM, given
+ * back to it). */
 #define CCA_ALIGNMENT 256u
 /* Every request is rounded up to a multiple of this many bytes. */
 #define CCA_GRANULARITY 512u
@@ -679,8 +681,9 @@ cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
 cca_status cca_trace_mark(cca_allocator *a, const char *name);
 
 /* Walk every internal invariant (block chains tile each segment, no two free
- * neighbours, index and stats agree). CCA_OK or CCA_ERR_INVALID_ARGUMENT with
- * cca_last_error() naming the broken invariant. O(blocks): for tests. */
+ * neighbours, index and stats agree). CCA_OK, CCA_ERR_INVARIANT with
+ * cca_last_error() naming the broken invariant, or CCA_ERR_INVALID_ARGUMENT
+ * for a NULL allocator. O(blocks): for tests. */
 cca_status cca_check_invariants(const cca_allocator *a);
 
 /* ------------------------------------------------------------------------ */

@@ -593,6 +593,12 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
         b = best_fit_in(a, d->pools, pool, key, rounded);
     bool split = b && worth_splitting(a, b, rounded); /* decided once: the pages to map, then step 6 */
     size_t held = split ? rounded : b ? b->size : 0;
+    /* off the cached path, steps may fail inside a call that then succeeds
+     * (a refused map, the retry): the caller's message is put back then */
+    char saved[CCAI_ERROR_CAP];
+    bool slow = !b || (b->unmapped && !ccai_block_pages_mapped(b, held));
+    if (slow)
+        ccai_error_save(saved);
     if (b && b->unmapped && !ccai_block_pages_mapped(b, held)) {
         cca_status st = ccai_expandable_map(a, b, held);
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
@@ -622,6 +628,8 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
     /* 7 */
     mark_live(a, b, size, stream);
     *out = (void *)b->addr;
+    if (slow)
+        ccai_error_restore(saved);
     return CCA_OK;
 }
 

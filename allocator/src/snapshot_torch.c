@@ -58,8 +58,8 @@
  * Dicts and lists are EMPTY_DICT / EMPTY_LIST then MARK ... SETITEMS /
  * APPENDS, so nothing needs to be known in advance and no memo is used;
  * integers take the smallest opcode (BININT1, BININT2, BININT, else LONG1);
- * strings are BINUNICODE (names from callers: bytes >= 0x80 are written as
- * '?', so the text is always valid UTF-8).
+ * strings are BINUNICODE (names from callers: well-formed UTF-8 as it is,
+ * every other byte >= 0x80 as '?', so the text is always valid UTF-8).
  *
  * Costs: O(segments log segments + blocks + pages / 64 + history) under the
  * allocator's lock, like cca_write_snapshot_json; one host allocation (the
@@ -156,8 +156,14 @@ static void pk_int(pk *p, int64_t v) {
 static void pk_str(pk *p, const char *s) {
     size_t n = strlen(s);
     pk_le(p, PK_BINUNICODE, n, 4);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
-        pk_op(p, *c < 0x80 ? *c : '?');
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) { /* byte for byte: n stays right */
+        unsigned len = ccai_utf8_len(c);
+        if (!len)
+            pk_op(p, '?');
+        for (unsigned i = 0; i < len; i++)
+            pk_op(p, c[i]);
+        c += len ? len - 1 : 0;
+    }
 }
 
 static void pk_bool(pk *p, bool v) {

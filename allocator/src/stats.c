@@ -16,7 +16,9 @@
  * The snapshot (cca_write_snapshot_json) lists every segment and block in
  * address order: what PyTorch's memory snapshot shows, for one allocator.
  * The one caller-supplied string in it, the upstream's name, is escaped
- * (write_json_string), so any name gives valid JSON.
+ * (write_json_string: quotes, backslashes and control bytes escaped, bytes
+ * that are not well-formed UTF-8 written as '?'), so any name gives valid
+ * JSON.
  *
  * The invariant walk (cca_check_invariants) lives in check.c.
  */
@@ -183,8 +185,17 @@ static int write_json_string(FILE *f, const char *s) {
             bad = fputc('\\', f) == EOF || fputc(*p, f) == EOF;
         else if (*p < 0x20)
             bad = fprintf(f, "\\u%04x", *p) < 0;
-        else
+        else if (*p < 0x80)
             bad = fputc(*p, f) == EOF;
+        else { /* well-formed UTF-8 as it is; any other byte: '?' (JSON text is UTF-8) */
+            unsigned n = ccai_utf8_len(p);
+            if (!n) {
+                bad = fputc('?', f) == EOF;
+            } else {
+                bad = fwrite(p, 1, n, f) != n;
+                p += n - 1;
+            }
+        }
     }
     bad |= fputc('"', f) == EOF;
     return bad ? -1 : 0;

@@ -155,6 +155,14 @@ cca_status cca_error_prefix(cca_status s, const char *fmt, ...) {
     return s;
 }
 
+void ccai_error_save(char saved[CCAI_ERROR_CAP]) {
+    memcpy(saved, last_error, strlen(last_error) + 1);
+}
+
+void ccai_error_restore(const char saved[CCAI_ERROR_CAP]) {
+    memcpy(last_error, saved, strlen(saved) + 1);
+}
+
 void cca_clear_error(void) {
     last_error[0] = '\0';
 }

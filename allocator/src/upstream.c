@@ -69,6 +69,21 @@ static cca_status op_end(const op_guard *g, const cca_upstream *u, cca_status st
     return ccai_fail(st, "upstream '%s' %s failed (%s)", u->name, op, cca_status_string(st));
 }
 
+/* A name cut to its buffer may end inside a UTF-8 sequence: drop that
+ * partial sequence (its lead byte and the continuation bytes after it).
+ * Malformed bytes elsewhere are left to the writers ('?'). */
+static void utf8_cut(char *name) {
+    size_t n = strlen(name), i = n;
+    while (i > 0 && n - i < 3 && ((unsigned char)name[i - 1] & 0xc0) == 0x80)
+        i--;
+    if (i == 0)
+        return;
+    unsigned char lead = (unsigned char)name[i - 1];
+    size_t want = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+    if (want > n - (i - 1)) /* fewer bytes than the lead byte announces */
+        name[i - 1] = '\0';
+}
+
 cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out) {
     if (!out)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "upstream: out is NULL");
@@ -88,7 +103,8 @@ cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstre
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "upstream: host malloc failed");
     u->ops = *ops;
     u->ctx = ctx;
-    snprintf(u->name, sizeof u->name, "%s", ops->name ? ops->name : "custom");
+    if (snprintf(u->name, sizeof u->name, "%s", ops->name ? ops->name : "custom") >= (int)sizeof u->name)
+        utf8_cut(u->name);
     u->ops.name = u->name;
     pthread_mutex_init(&u->lock, NULL);
     *out = u;
@@ -123,6 +139,18 @@ cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
     op_begin(&g);
     cca_status st = u->ops.alloc(u->ctx, size, ptr);
     bool no_pointer = st == CCA_OK && !*ptr;
+    bool misaligned = st == CCA_OK && *ptr && (uintptr_t)*ptr % CCA_ALIGNMENT;
+    if (misaligned) { /* unusable: every block must start on CCA_ALIGNMENT; given back */
+        void *bad = *ptr;
+        cca_status back = u->ops.free(u->ctx, bad, size);
+        pthread_mutex_lock(&u->lock);
+        u->stats.failed_allocs++;
+        pthread_mutex_unlock(&u->lock);
+        *ptr = NULL;
+        return ccai_fail(CCA_ERR_UPSTREAM,
+                         "upstream '%s' alloc of %zu bytes returned %p, not a multiple of %u bytes%s", u->name, size,
+                         bad, CCA_ALIGNMENT, back == CCA_OK ? " (given back)" : " (and its free was refused)");
+    }
     pthread_mutex_lock(&u->lock);
     if (st == CCA_OK && *ptr) {
         u->stats.alloc_calls++;

@@ -146,7 +146,10 @@ typedef void *cca_stream; /* cudaStream_t or any token; NULL = default stream */
  * as it was, whatever it wrote. */
 typedef struct cca_upstream_ops {
     /* Reserve `size` bytes (size > 0, multiple of CCA_GRANULARITY); the
-     * pointer must be CCA_ALIGNMENT-aligned. CCA_ERR_OUT_OF_MEMORY when full. */
+     * pointer must be CCA_ALIGNMENT-aligned (one that is not is given back
+     * and the call is CCA_ERR_UPSTREAM) and must not overlap any range it
+     * holds (not checked: the allocator would hand the same bytes out
+     * twice). CCA_ERR_OUT_OF_MEMORY when full. */
     cca_status (*alloc)(void *ctx, size_t size, void **ptr);
     /* Return a pointer obtained from alloc, with the same size. */
     cca_status (*free)(void *ctx, void *ptr, size_t size);

@@ -472,10 +472,14 @@ typedef struct ccb_outdir {
     const char *script_dir; /* gnuplot scripts; NULL: ccb_default_script_dir() */
     int no_plots;
 } ccb_outdir;
-/* mkdir -p; 0 or -1. */
+/* mkdir -p; 0, or -1 with a message on stderr (an existing file that is
+ * not a directory, a path over 4095 bytes: never cut). */
 int ccb_mkdir_p(const char *path);
 /* dir/name opened for writing, or NULL with a message on stderr. */
 FILE *ccb_open_out(const char *dir, const char *name);
+/* How many outputs ccb_mkdir_p and ccb_open_out could not make so far;
+ * ccbench exits 1 if any. */
+unsigned ccb_out_failures(void);
 /* Replay results as files (r: trace-major, nspecs per trace): results.md/
  * .csv, traces.md, checkpoints.csv, timeline/T__S.csv, and the plots
  * timeline_T.png and ratios.dat/.png unless no_plots. */

@@ -31,10 +31,8 @@ int ccb_cmd_driver(ccb_options *o) {
         ccb_write_driver_md(stdout, rows, NSIZES, reps);
         return 0;
     }
-    if (ccb_mkdir_p(o->out)) {
-        fprintf(stderr, "ccbench driver: cannot create %s\n", o->out);
-        return 1;
-    }
+    if (ccb_mkdir_p(o->out))
+        return 1; /* said by ccb_mkdir_p */
     FILE *md = ccb_open_out(o->out, "driver.md"), *csv = ccb_open_out(o->out, "driver.csv");
     ccb_write_driver_md(md ? md : stdout, rows, NSIZES, reps);
     if (csv) {

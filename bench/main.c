@@ -52,7 +52,8 @@ static int parse_and_run(int (*run)(ccb_options *), int argc, char **argv, int f
     int rc = ccb_options_parse(&o, argc - first + 1, argv + first - 1);
     if (rc)
         return rc == 1 ? 0 : rc;
-    return run(&o);
+    rc = run(&o);
+    return rc == 0 && ccb_out_failures() ? 1 : rc; /* an output that could not be written fails the run */
 }
 
 int main(int argc, char **argv) {
@@ -75,8 +76,10 @@ int main(int argc, char **argv) {
         list();
         return 0;
     }
-    if (!strcmp(argv[1], "switch"))
-        return ccb_cmd_switch(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "switch")) {
+        int rc = ccb_cmd_switch(argc - 1, argv + 1);
+        return rc == 0 && ccb_out_failures() ? 1 : rc;
+    }
     for (int i = 1; i < argc; i++) /* --all anywhere: the suite, every other argument its options */
         if (!strcmp(argv[i], "--all"))
             return parse_and_run(ccb_cmd_all, argc, argv, 1, command_line);

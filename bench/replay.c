@@ -353,6 +353,15 @@ static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *co
 
 int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r) {
     memset(r, 0, sizeof *r);
+    /* unknown until measured: a row that fails early says "failed", never 0s */
+    r->peak_reserved = r->reserved_after_trace = r->reserved_after_empty = CCB_UNKNOWN;
+    r->device_free_before = r->device_free_after = CCB_UNKNOWN;
+    r->strategy_requested_peak = CCB_UNKNOWN;
+    r->upstream_allocs = r->upstream_frees = UINT64_MAX;
+    r->frag_at_peak = -1;
+    r->ratio = r->ratio_requested = r->ratio_ideal = NAN;
+    r->median_ns = r->p99_ns = r->total_ms = NAN;
+    r->driver_total_ms = r->driver_median_ns = NAN;
     const ccb_strategy_ops *ops;
     const char *config;
     snprintf(r->trace, sizeof r->trace, "%s", t->name);
@@ -371,17 +380,13 @@ int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o
             return -1;
         }
     }
+    if (t->allocs == 0) {
+        snprintf(r->why, sizeof r->why, "the trace has no allocations: nothing to replay");
+        return -1;
+    }
     r->ops = t->n;
     r->allocs = t->allocs;
     r->frees = t->frees;
-    r->peak_reserved = r->reserved_after_trace = r->reserved_after_empty = CCB_UNKNOWN;
-    r->device_free_before = r->device_free_after = CCB_UNKNOWN;
-    r->strategy_requested_peak = CCB_UNKNOWN;
-    r->upstream_allocs = r->upstream_frees = UINT64_MAX;
-    r->frag_at_peak = -1;
-    r->ratio = r->ratio_requested = r->ratio_ideal = NAN;
-    r->median_ns = r->p99_ns = r->total_ms = NAN;
-    r->driver_total_ms = r->driver_median_ns = NAN;
     r->driver = ops->driver;
     r->lower_bound = t->peak_requested;
     r->ideal_peak = t->ideal_peak;

@@ -480,27 +480,47 @@ int ccb_gnuplot(const char *script_dir, const char *script, const char *const *a
 
 /* ---- the output directory --------------------------------------------------------- */
 
+/* Outputs that could not be made since the process started: ccbench's exit
+ * status is 1 when any was (main.c), whatever the command printed. */
+static _Atomic unsigned out_failures;
+
+unsigned ccb_out_failures(void) {
+    return out_failures;
+}
+
+static int out_failed(const char *what, const char *path, const char *why) {
+    fprintf(stderr, "ccbench: cannot %s %s: %s\n", what, path, why);
+    out_failures++;
+    return -1;
+}
+
 int ccb_mkdir_p(const char *path) {
-    char buf[1024];
+    char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return -1;
+        return out_failed("create", path, "path too long");
     for (char *p = buf + 1; *p; p++) {
         if (*p == '/') {
             *p = '\0';
             if (mkdir(buf, 0755) && errno != EEXIST)
-                return -1;
+                return out_failed("create", buf, strerror(errno));
             *p = '/';
         }
     }
-    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+    struct stat st;
+    if (mkdir(buf, 0755) && (errno != EEXIST || stat(buf, &st) || !S_ISDIR(st.st_mode)))
+        return out_failed("create", buf, errno == EEXIST ? "not a directory" : strerror(errno));
+    return 0;
 }
 
 FILE *ccb_open_out(const char *dir, const char *name) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        out_failed("write", dir, "path too long");
+        return NULL;
+    }
     FILE *f = fopen(path, "w");
     if (!f)
-        fprintf(stderr, "ccbench: cannot write %s: %s\n", path, strerror(errno));
+        out_failed("write", path, strerror(errno));
     return f;
 }
 

@@ -97,10 +97,8 @@ static int switch_section(const ccb_options *o, FILE *readme) {
 int ccb_cmd_all(ccb_options *o) {
     if (!o->out)
         o->out = "ccbench-results";
-    if (ccb_mkdir_p(o->out)) {
-        fprintf(stderr, "ccbench: cannot create %s\n", o->out);
-        return 2;
-    }
+    if (ccb_mkdir_p(o->out))
+        return 2; /* said by ccb_mkdir_p */
     apply_quick(o);
     uint64_t t0 = ccb_now_ns();
     ccb_trace traces[CCB_MAX_TRACES];

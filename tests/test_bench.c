@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ccai_rng.h"
 #include "ccalloc.h"
@@ -423,4 +424,62 @@ Test(bench_clock, default_choice_measures_right) {
     unsetenv("CCBENCH_CLOCK");
     cr_assert_gt(strlen(ccb_clock_name()), 0);
     clock_measures_an_interval();
+}
+
+/* A row that could not be measured says why and is never a row of zeros:
+ * an unknown strategy, a trace without allocations. */
+Test(bench_replay, unmeasured_rows_fail_with_a_reason) {
+    ccb_trace t;
+    gen("mlp", 1, &t);
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "no-such-strategy", &tiny, &r), -1);
+    cr_assert(isnan(r.median_ns) && isnan(r.ratio), "an unknown strategy's figures are unknown");
+    cr_assert_not_null(strstr(r.why, "unknown strategy"), "%s", r.why);
+    ccb_trace_free(&t);
+    ccb_trace empty;
+    memset(&empty, 0, sizeof empty);
+    snprintf(empty.name, sizeof empty.name, "empty");
+    cr_assert_eq(ccb_replay(&empty, "malloc", &tiny, &r), -1);
+    cr_assert(isnan(r.median_ns));
+    cr_assert_not_null(strstr(r.why, "no allocations"), "%s", r.why);
+    char *md = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&md, &len);
+    ccb_write_results_md(f, &r, 1);
+    fclose(f);
+    cr_assert_not_null(strstr(md, "failed: the trace has no allocations"), "%s", md);
+    free(md);
+}
+
+/* Outputs that cannot be made are said and counted (ccbench then exits 1):
+ * a path too long is refused whole, never cut to another name; a file where
+ * a directory should be is not a directory. */
+Test(bench_report, outputs_that_cannot_be_made_are_counted_never_cut) {
+    unsigned before = ccb_out_failures();
+    char dir[5000];
+    memset(dir, 'a', sizeof dir - 1);
+    dir[0] = '/';
+    dir[sizeof dir - 1] = '\0';
+    cr_assert_eq(ccb_mkdir_p(dir), -1);
+    cr_assert_null(ccb_open_out(dir, "results.md"));
+    cr_assert_eq(ccb_out_failures(), before + 2);
+    char tmpl[] = "/tmp/ccb_outXXXXXX";
+    int fd = mkstemp(tmpl);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(ccb_mkdir_p(tmpl), -1, "a file is not a directory");
+    cr_assert_null(ccb_open_out(tmpl, "micro.md"));
+    cr_assert_eq(ccb_out_failures(), before + 4);
+    unlink(tmpl);
+    char okdir[] = "/tmp/ccb_okXXXXXX";
+    cr_assert_not_null(mkdtemp(okdir));
+    cr_assert_eq(ccb_mkdir_p(okdir), 0);
+    FILE *f = ccb_open_out(okdir, "x.md");
+    cr_assert_not_null(f);
+    fclose(f);
+    cr_assert_eq(ccb_out_failures(), before + 4);
+    char path[64];
+    snprintf(path, sizeof path, "%s/x.md", okdir);
+    unlink(path);
+    rmdir(okdir);
 }

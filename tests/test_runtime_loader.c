@@ -85,6 +85,8 @@ Test(runtime_loader, missing_file) {
     cr_expect_eq(ccr_model_load_file(e, "/nonexistent/model.safetensors", &m), CCR_ERR_IO);
     cr_expect(strstr(ccr_last_error(), "/nonexistent/model.safetensors: cannot open") != NULL, "%s", ccr_last_error());
     cr_expect_eq(ccr_model_load(e, "no-such-file.safetensors", &m), CCR_ERR_IO);
+    cr_expect_eq(ccr_model_load_file(e, "/tmp", &m), CCR_ERR_IO, "a directory");
+    cr_expect(strstr(ccr_last_error(), "/tmp: is a directory") != NULL, "%s", ccr_last_error());
     cr_expect_eq(live_bytes(e), 0);
     ccr_engine_destroy(e);
 }

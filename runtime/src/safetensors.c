@@ -44,6 +44,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 
@@ -338,6 +339,9 @@ ccr_status ccr_st_open(FILE *f, const char *name, ccr_st_file *out) {
     out->f = f;
     const char *label = name ? name : "stream";
     out->name = label;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode))
+        return ccr_fail(CCR_ERR_IO, "%s: is a directory, not a model file", label);
     if (fseeko(f, 0, SEEK_END) != 0)
         return ccr_fail(CCR_ERR_IO, "%s: cannot seek: %s", label, strerror(errno));
     off_t size = ftello(f);

@@ -74,7 +74,9 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
     fprintf(f, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
-        if (x->skipped || isnan(x->median_ns)) {
+        /* a failure always has its reason; a trace without allocations or
+         * frees (releases only, or nothing) has no per-op figures: "—" */
+        if (x->skipped || (isnan(x->median_ns) && x->why[0])) {
             fprintf(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", x->trace, x->strategy,
                     x->skipped ? "skipped" : "failed", x->why);
             continue;

@@ -60,11 +60,6 @@ static double ns_per_tick = 1.0;
 static double read_ns; /* the chosen clock's read cost */
 static char description[128] = "clock_gettime(CLOCK_MONOTONIC)";
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* A clock's cost: the median difference of 2001 back-to-back pairs of
  * reads, in ns. */
 static double cost_of(uint64_t (*read)(void), double scale) {
@@ -74,8 +69,7 @@ static double cost_of(uint64_t (*read)(void), double scale) {
         uint64_t a = read(), b = read();
         d[i] = (double)(int64_t)(b - a) * scale;
     }
-    qsort(d, N, sizeof *d, cmp_double);
-    return d[N / 2];
+    return ccb_quantile(d, N, 0.5);
 }
 
 static uint64_t read_clock(void) {

@@ -2,3 +2,5 @@
 # signatures, the per-device table, configuration and every error path, on
 # the simulated device (the CUDA-without-GPU case skips where a GPU exists).
 cca_add_test(NAME test_plug SOURCES test_plug.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+# internal header: the held log lines of a creation (ccai_log_hold, status.c)
+target_include_directories(test_plug PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)

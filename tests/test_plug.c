@@ -646,3 +646,37 @@ Test(plug, log_sink_and_a_creation_on_two_threads, .timeout = 20) {
     cca_allocator *a = NULL;
     cr_assert_eq(cca_plug_get_allocator(0, &a), CCA_OK);
 }
+
+/* Lines held across a lock (ccai_log_hold) reach the sink at the outermost
+ * release, in order; beyond CCAI_LOG_HELD, one line says how many were lost. */
+#include "internal.h"
+
+static char held_lines[16][128];
+static int held_n;
+
+static void sink_collects(void *user, const char *line) {
+    (void)user;
+    if (held_n < 16)
+        snprintf(held_lines[held_n], sizeof held_lines[0], "%s", line);
+    held_n++;
+}
+
+Test(plug, held_log_lines_are_written_at_release_and_the_lost_counted) {
+    cca_set_log_callback(sink_collects, NULL);
+    ccai_log_hold();
+    ccai_log_hold(); /* nested: only the outermost release writes */
+    for (int i = 0; i < CCAI_LOG_HELD + 3; i++)
+        ccai_log("line %d", i);
+    ccai_log_release();
+    cr_assert_eq(held_n, 0, "nothing written while held");
+    ccai_log_release();
+    cr_assert_eq(held_n, CCAI_LOG_HELD + 1);
+    for (int i = 0; i < CCAI_LOG_HELD; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "line %d", i);
+        cr_assert_str_eq(held_lines[i], want);
+    }
+    cr_assert_str_eq(held_lines[CCAI_LOG_HELD], "3 more lines were not logged");
+    ccai_log("after"); /* not held any more: at once */
+    cr_assert_eq(held_n, CCAI_LOG_HELD + 2);
+}

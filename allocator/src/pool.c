@@ -365,7 +365,7 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
          * they fit the ceiling and do not overflow) */
         size_t va = ccai_segment_ceiling(a);
         if (va == SIZE_MAX) {
-            size_t pages = (rounded + a->page - 1) / a->page * a->page;
+            size_t pages = round_up(rounded, a->page);
             va = pages > CCAI_EXPANDABLE_DEFAULT_RANGE ? pages : CCAI_EXPANDABLE_DEFAULT_RANGE;
         }
         ccai_segment *s = NULL;
@@ -494,7 +494,7 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
     size_t want, least;
     ccai_segment_sizes(a, rounded, pool, &want, &least);
     if (a->expandable) /* its pages at least (a block that starts on a page boundary) */
-        least = rounded > SIZE_MAX - a->page ? SIZE_MAX : (rounded + a->page - 1) / a->page * a->page;
+        least = rounded > SIZE_MAX - a->page ? SIZE_MAX : round_up(rounded, a->page);
     size_t ceiling = ccai_segment_ceiling(a);
     if (least > ceiling)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
@@ -595,11 +595,12 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
     size_t held = split ? rounded : b ? b->size : 0;
     /* off the cached path, steps may fail inside a call that then succeeds
      * (a refused map, the retry): the caller's message is put back then */
+    bool to_map = b && b->unmapped && !ccai_block_pages_mapped(b, held);
+    bool slow = !b || to_map;
     char saved[CCAI_ERROR_CAP];
-    bool slow = !b || (b->unmapped && !ccai_block_pages_mapped(b, held));
     if (slow)
         ccai_error_save(saved);
-    if (b && b->unmapped && !ccai_block_pages_mapped(b, held)) {
+    if (to_map) {
         cca_status st = ccai_expandable_map(a, b, held);
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
             return st;

@@ -39,13 +39,8 @@ typedef struct op_guard {
 } op_guard;
 
 static void op_begin(op_guard *g) {
-    const char *m = cca_last_error();
-    size_t n = strlen(m);
-    if (n >= sizeof g->saved)
-        n = sizeof g->saved - 1;
-    memcpy(g->saved, m, n);
-    g->saved[n] = '\0';
-    if (n)
+    ccai_error_save(g->saved);
+    if (g->saved[0])
         cca_clear_error();
 }
 

@@ -1014,6 +1014,110 @@ TEST_BOTH(forced_release_takes_live_blocks_and_invalidates_their_pointers) {
 
 /* ---- destroy ---------------------------------------------------------------------- */
 
+/* Many domains: the handle set (grown from 16 slots to 2048, entries
+ * shifted back on every erase), each domain's segment list and the list of
+ * domains that hold memory stay exact while domains are destroyed in random
+ * order, released, and made again (malloc may hand a new domain a destroyed
+ * one's address: such a handle is valid again, and is skipped below). A
+ * destroyed handle is refused by every call that takes one; the allocator's
+ * cached bytes and largest free block are the sums and maximum over the
+ * domains; the invariants hold (I8 checks the lists and the set). */
+static bool handle_live(cca_domain *const *live, int n, const cca_domain *d) {
+    for (int i = 0; i < n; i++)
+        if (live[i] == d)
+            return true;
+    return false;
+}
+
+static void sums_agree(cca_allocator *a, cca_domain *const *live, int n, const char *what) {
+    cca_stats t = tu_stats(a);
+    cca_domain_stats r = dst(a, NULL);
+    size_t cached = r.cached_bytes, largest = r.largest_free_block;
+    for (int i = 0; i < n; i++) {
+        cca_domain_stats s = dst(a, live[i]);
+        cached += s.cached_bytes;
+        largest = s.largest_free_block > largest ? s.largest_free_block : largest;
+    }
+    cr_assert_eq(t.cached_bytes, cached, "%s: cached %zu, the domains' sum %zu", what, t.cached_bytes, cached);
+    cr_assert_eq(t.largest_free_block, largest, "%s: largest free %zu, the domains' %zu", what,
+                 t.largest_free_block, largest);
+    tu_check(a);
+}
+
+TEST_BOTH(many_domains_keep_handles_lists_and_sums_exact) {
+    enum { N = 700 };
+    cca_upstream *u = device(2 * GiB);
+    cca_allocator *a = make(m, u, "small_max:64K,small_segment:64K");
+    cca_domain *live[N], *gone[N];
+    void *blk[N];
+    int n = 0, ngone = 0;
+    uint64_t rng = 0x5eed0dd;
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "d%d", i);
+        live[n] = dom(a, name);
+        blk[n++] = in(a, live[i], 512 + (i % 7) * 4096, i % 3 ? S0 : S1);
+    }
+    sums_agree(a, live, n, "all made");
+    for (int step = 0; n > N / 4; step++) {
+        int k = (int)(tu_rand(&rng) % (uint64_t)n);
+        cca_domain *d = live[k];
+        cca_domain_report r;
+        if (step % 3 == 0) { /* released first, then destroyed */
+            tu_free(a, blk[k]);
+            cr_assert_eq(cca_domain_release(a, d, 0, &r), CCA_OK, "%s", cca_last_error());
+            cr_assert_eq(dst(a, d).reserved_bytes, 0);
+            cr_assert_eq(cca_domain_destroy(a, d, 0, &r), CCA_OK, "%s", cca_last_error());
+        } else { /* destroyed with its block live, by force */
+            cr_assert_eq(cca_domain_destroy(a, d, 0, &r), CCA_ERR_LIVE_BLOCKS);
+            cr_assert_eq(cca_domain_destroy(a, d, CCA_DOMAIN_FORCE, &r), CCA_OK, "%s", cca_last_error());
+            cr_assert_eq(r.live_blocks, 1);
+        }
+        gone[ngone++] = d;
+        live[k] = live[n - 1], blk[k] = blk[n - 1], n--;
+        if (step % 50 == 0) {
+            for (int g = 0; g < ngone; g++) {
+                if (handle_live(live, n, gone[g]))
+                    continue;
+                cca_domain_stats s;
+                void *p = NULL;
+                cr_assert_eq(cca_get_domain_stats(a, gone[g], &s), CCA_ERR_INVALID_ARGUMENT, "destroyed handle %d", g);
+                cr_assert_eq(cca_alloc_in(a, gone[g], 512, S0, &p), CCA_ERR_INVALID_ARGUMENT);
+                cr_assert_null(p);
+                cr_assert_eq(cca_domain_release(a, gone[g], 0, NULL), CCA_ERR_INVALID_ARGUMENT);
+                cr_assert_eq(cca_domain_destroy(a, gone[g], 0, NULL), CCA_ERR_INVALID_ARGUMENT);
+                cr_assert_eq(cca_domain_reserve(a, gone[g], 4096), CCA_ERR_INVALID_ARGUMENT);
+            }
+            for (int i = 0; i < n; i++) /* every survivor's handle still works */
+                cr_assert_eq(owner(a, blk[i]), live[i]);
+            snprintf(name, sizeof name, "after %d destroys", ngone);
+            sums_agree(a, live, n, name);
+        }
+        if (step % 4 == 0) { /* a new domain now and then, holding memory */
+            snprintf(name, sizeof name, "new%d", step);
+            live[n] = dom(a, name);
+            blk[n] = in(a, live[n], 4096, S0);
+            n++;
+        }
+    }
+    /* domains that hold nothing stay valid and count nothing */
+    for (int i = 0; i < n; i++) {
+        tu_free(a, blk[i]);
+        cr_assert_eq(cca_domain_release(a, live[i], 0, NULL), CCA_OK, "%s", cca_last_error());
+    }
+    sums_agree(a, live, n, "all released");
+    cca_stats t = tu_stats(a);
+    cr_assert_eq(t.reserved_bytes, 0);
+    cr_assert_eq(t.segments, 0);
+    for (int i = 0; i < n; i++)
+        blk[i] = in(a, live[i], 512, S0); /* and serve again */
+    sums_agree(a, live, n, "serving again");
+    for (int i = 0; i < n; i++)
+        tu_free(a, blk[i]);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error()); /* frees the domains left */
+    cca_upstream_destroy(u);
+}
+
 TEST_BOTH(destroy_frees_the_domain_and_its_memory) {
     cca_upstream *u = device(128 * MiB);
     cca_allocator *a = make(m, u, NULL);

@@ -155,22 +155,33 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
     return NULL;
 }
 
-/* I8: every segment belongs to a domain of this allocator; each domain's
- * counters are what its segments and blocks hold; their sums are the
- * allocator's; an arena is a shared ARENA segment of its domain. */
+/* I8: every segment belongs to a domain of this allocator and is on that
+ * domain's segment list; the domains that own segments are exactly those on
+ * the holding list; each domain's counters are what its segments and blocks
+ * hold; their sums are the allocator's; an arena is a shared ARENA segment
+ * of its domain; the handle set holds every domain but root.
+ * O(domains + segments + blocks). */
 static const char *check_domains(const cca_allocator *a) {
-    size_t reserved = 0, allocated = 0, requested = 0, active = 0, segments = 0;
+    size_t reserved = 0, allocated = 0, requested = 0, active = 0, segments = 0, listed = 0, domains = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next)
         if (!ccai_domain_valid(a, s->domain) || s->index != &s->domain->pools[s->pool])
             return "I8: a segment's domain is not one of the allocator's, or its index not that domain's";
+    size_t holding = 0;
+    for (const cca_domain *d = a->holding; d; d = d->hnext) {
+        if ((d->hnext && d->hnext->hprev != d) || !d->segs || ++holding > a->c.segments)
+            return "I8: the holding list is broken, or names a domain without segments";
+    }
     for (const cca_domain *d = &a->root; d; d = d->next) {
-        if (d->next && d->next->prev != d)
+        if ((d->next && d->next->prev != d) || (!d->next && a->last != d))
             return "I8: the domain list is broken";
+        if (d != &a->root && (++domains > a->domain_set.count || !ccai_domain_valid(a, d)))
+            return "I8: a domain is missing from the handle set";
         size_t r = 0, al = 0, act = 0, segs = 0;
         bool arena_found = d->arena == NULL;
-        for (const ccai_segment *s = a->segments; s; s = s->next) {
-            if (s->domain != d)
-                continue;
+        holding -= d->segs != NULL;
+        for (const ccai_segment *s = d->segs; s; s = s->dnext) {
+            if (s->domain != d || (s->dnext && s->dnext->dprev != s) || ++listed > a->c.segments)
+                return "I8: a domain's segment list is broken or names another domain's segment";
             segs++;
             r += s->expandable ? s->mapped_pages * s->page : s->size;
             arena_found |= s == d->arena;
@@ -191,6 +202,12 @@ static const char *check_domains(const cca_allocator *a) {
         reserved += c->reserved, allocated += c->allocated, requested += c->requested, active += c->active;
         segments += c->segments;
     }
+    if (holding != 0)
+        return "I8: the holding list and the domains with segments differ";
+    if (domains != a->domain_set.count)
+        return "I8: the handle set holds a domain that is not in the list";
+    if (listed != a->c.segments)
+        return "I8: a segment is on no domain's list";
     if (reserved != a->c.reserved || segments != a->c.segments ||
         (a->domains_tracked && (allocated != a->c.allocated || requested != a->c.requested || active != a->c.active)))
         return "I8: the domains' counters do not sum to the allocator's";

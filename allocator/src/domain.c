@@ -19,13 +19,21 @@
  *   domain B: [ B's weights | free ]                      -> untouched
  *
  * Data structure: `struct cca_domain` (internal.h) holds its free index (one
- * ccai_free_index per pool kind), its counters, and at most one footprint
- * arena. Each segment names its domain (never changes), so freeing a block
- * finds its free index in O(1) through block -> segment -> domain. The
- * default domain is embedded in the allocator (a->root) and heads a doubly
- * linked list of the others, in creation order. `a->serving` names the
- * domain the call in progress serves (under the lock): best fit and new
- * segments use it.
+ * ccai_free_index per pool kind), its counters, the list of its segments
+ * (segment->dnext) and at most one footprint arena. Each segment names its
+ * domain (never changes), so freeing a block finds its free index in O(1)
+ * through block -> segment -> domain. The default domain is embedded in the
+ * allocator (a->root) and heads a doubly linked list of the others, in
+ * creation order (a->last: its tail). The domains that own segments are
+ * also on a->holding, so sums over domains (cca_get_stats) cost the domains
+ * holding memory, not every domain ever made. Handles are checked in a hash
+ * set of the domains' addresses (below), never by reading them.
+ * `a->serving` names the domain the call in progress serves (under the
+ * lock): best fit and new segments use it.
+ *
+ * Costs: create, a handle check and destroy O(1) expected (the set doubles
+ * at half full); release and per-domain stats O(the domain's segments and
+ * their blocks).
  *
  * Invariants (check.c): every segment's domain is in the allocator's list;
  * each domain's counters equal what its segments and blocks hold, and the
@@ -55,6 +63,9 @@ void ccai_domain_init_root(cca_allocator *a) {
     memset(&a->root, 0, sizeof a->root);
     snprintf(a->root.name, sizeof a->root.name, "default");
     a->serving = &a->root;
+    a->last = &a->root;
+    a->holding = NULL;
+    memset(&a->domain_set, 0, sizeof a->domain_set);
 }
 
 void ccai_domain_destroy_all(cca_allocator *a) {
@@ -66,13 +77,121 @@ void ccai_domain_destroy_all(cca_allocator *a) {
             free(d);
     }
     a->root.next = NULL;
+    a->last = &a->root;
+    a->holding = NULL;
+    free(a->domain_set.slot);
+    memset(&a->domain_set, 0, sizeof a->domain_set);
+}
+
+/* ---- the handle set ------------------------------------------------------ *
+ * Every domain but root, by address, in an open-addressing table with linear
+ * probing: a handle is checked by hashing its value, never by reading what
+ * it points to (it may be freed or foreign). Deletion shifts the entries of
+ * the probe run back (no tombstones), so a lookup stops at the first empty
+ * slot. The table doubles at half full: O(1) expected per operation. */
+
+static size_t set_home(const cca_allocator *a, const cca_domain *d) {
+    uint64_t h = (uint64_t)(uintptr_t)d * 0x9E3779B97F4A7C15ull; /* Fibonacci hashing */
+    return (size_t)(h >> 32) & (a->domain_set.cap - 1);
+}
+
+static size_t set_find(const cca_allocator *a, const cca_domain *d) { /* the slot holding d, or cap */
+    if (!a->domain_set.cap)
+        return 0;
+    size_t mask = a->domain_set.cap - 1;
+    for (size_t i = set_home(a, d);; i = (i + 1) & mask) {
+        if (a->domain_set.slot[i] == d)
+            return i;
+        if (!a->domain_set.slot[i])
+            return a->domain_set.cap;
+    }
+}
+
+static void set_place(cca_allocator *a, const cca_domain *d) { /* room known */
+    size_t mask = a->domain_set.cap - 1, i = set_home(a, d);
+    while (a->domain_set.slot[i])
+        i = (i + 1) & mask;
+    a->domain_set.slot[i] = d;
+    a->domain_set.count++;
+}
+
+/* Room for one more, before the domain is linked: the only step of
+ * cca_domain_create that can fail once the record is made. */
+static cca_status set_reserve(cca_allocator *a) {
+    if (a->domain_set.count + 1 <= a->domain_set.cap / 2)
+        return CCA_OK;
+    size_t cap = a->domain_set.cap ? a->domain_set.cap * 2 : 16;
+    const cca_domain **slot = calloc(cap, sizeof *slot);
+    if (!slot)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
+    const cca_domain **old = a->domain_set.slot;
+    size_t old_cap = a->domain_set.cap;
+    a->domain_set.slot = slot;
+    a->domain_set.cap = cap;
+    a->domain_set.count = 0;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i])
+            set_place(a, old[i]);
+    free(old);
+    return CCA_OK;
+}
+
+static void set_erase(cca_allocator *a, const cca_domain *d) {
+    size_t mask = a->domain_set.cap - 1, hole = set_find(a, d);
+    ccai_assert(hole != a->domain_set.cap);
+    a->domain_set.slot[hole] = NULL;
+    a->domain_set.count--;
+    /* shift back every later entry of the run whose home is not in (hole, i] */
+    for (size_t i = (hole + 1) & mask; a->domain_set.slot[i]; i = (i + 1) & mask) {
+        size_t home = set_home(a, a->domain_set.slot[i]);
+        bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
+        if (stays)
+            continue;
+        a->domain_set.slot[hole] = a->domain_set.slot[i];
+        a->domain_set.slot[i] = NULL;
+        hole = i;
+    }
 }
 
 bool ccai_domain_valid(const cca_allocator *a, const cca_domain *d) {
-    for (const cca_domain *x = &a->root; x; x = x->next)
-        if (x == d)
-            return true;
-    return false;
+    return d == &a->root || (d && set_find(a, d) != a->domain_set.cap);
+}
+
+/* ---- a domain's segments ---------------------------------------------- */
+
+/* Push and unlink on the two intrusive lists here (head, node, the
+ * node's prev and next fields): O(1). */
+#define LIST_PUSH(head, x, prev, next)                                                                                 \
+    do {                                                                                                               \
+        (x)->prev = NULL;                                                                                              \
+        (x)->next = (head);                                                                                            \
+        if (head)                                                                                                      \
+            (head)->prev = (x);                                                                                        \
+        (head) = (x);                                                                                                  \
+    } while (0)
+#define LIST_UNLINK(head, x, prev, next)                                                                               \
+    do {                                                                                                               \
+        if ((x)->prev)                                                                                                 \
+            (x)->prev->next = (x)->next;                                                                               \
+        else                                                                                                           \
+            (head) = (x)->next;                                                                                        \
+        if ((x)->next)                                                                                                 \
+            (x)->next->prev = (x)->prev;                                                                               \
+        (x)->prev = (x)->next = NULL;                                                                                  \
+    } while (0)
+
+void ccai_domain_add_segment(cca_allocator *a, ccai_segment *s) {
+    cca_domain *d = s->domain;
+    if (!d->segs) /* it holds memory from now on */
+        LIST_PUSH(a->holding, d, hprev, hnext);
+    LIST_PUSH(d->segs, s, dprev, dnext);
+}
+
+void ccai_domain_remove_segment(cca_allocator *a, ccai_segment *s) {
+    cca_domain *d = s->domain;
+    LIST_UNLINK(d->segs, s, dprev, dnext);
+    if (!d->segs) /* it holds nothing any more */
+        LIST_UNLINK(a->holding, d, hprev, hnext);
 }
 
 /* The counts kept only while domains are tracked, from the allocator's:
@@ -116,15 +235,20 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
     if (a->trace) /* before the lock: the recorder may log */
         d->trace_no = ccai_trace_domain(a->trace, d->name);
     ccai_lock(a);
+    cca_status st = set_reserve(a);
+    if (st != CCA_OK) {
+        ccai_unlock(a);
+        free(d);
+        return st;
+    }
+    set_place(a, d);
     if (!a->domains_tracked) { /* every block so far is the default domain's */
         copy_block_counts(&a->root.c, &a->c);
         a->domains_tracked = true;
     }
-    cca_domain *last = &a->root;
-    while (last->next)
-        last = last->next;
-    last->next = d;
-    d->prev = last;
+    a->last->next = d;
+    d->prev = a->last;
+    a->last = d;
     ccai_unlock(a);
     *out = d;
     return CCA_OK;
@@ -150,9 +274,7 @@ static void note_leak(const cca_allocator *a, const ccai_block *b, cca_domain_re
  * waiting for any stream. Returning a block may merge it with neighbours,
  * so each segment's walk starts again after one. */
 static void drop_live(cca_allocator *a, cca_domain *d) {
-    for (ccai_segment *s = a->segments; s; s = s->next) {
-        if (s->domain != d)
-            continue;
+    for (ccai_segment *s = d->segs; s; s = s->dnext) {
         for (ccai_block *b = s->first; b;) {
             if (b->state != CCAI_LIVE) {
                 b = b->next;
@@ -179,8 +301,8 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
                          cca_last_error());
     ccai_stream_complete_all(a);
     size_t pending = 0;
-    for (ccai_segment *s = a->segments; s; s = s->next)
-        if (s->domain == d && !ccai_segment_empty(s))
+    for (ccai_segment *s = d->segs; s; s = s->dnext)
+        if (!ccai_segment_empty(s))
             for (const ccai_block *b = s->first; b; b = b->next)
                 if (b->state != CCAI_FREE) {
                     note_leak(a, b, r);
@@ -200,10 +322,8 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
     size_t before = d->c.reserved, refused = 0;
     cca_status first = CCA_OK;
     char why[CCAI_ERROR_CAP] = "";
-    for (ccai_segment *s = a->segments, *next; s; s = next) {
-        next = s->next;
-        if (s->domain != d)
-            continue;
+    for (ccai_segment *s = d->segs, *next; s; s = next) {
+        next = s->dnext;
         ccai_assert(ccai_segment_empty(s));
         cca_status st = s->expandable ? ccai_expandable_release(a, s) : ccai_segment_release(a, s);
         if (st == CCA_OK) {
@@ -249,9 +369,13 @@ static cca_status release(cca_allocator *a, cca_domain *d, unsigned flags, cca_d
         local.bytes_still_reserved = d->c.reserved;
         if (st == CCA_OK && destroy) {
             ccai_assert(d->c.segments == 0 && d->c.reserved == 0);
+            ccai_assert(!d->segs);
             d->prev->next = d->next;
             if (d->next)
                 d->next->prev = d->prev;
+            else
+                a->last = d->prev;
+            set_erase(a, d);
             for (int p = 0; p < CCAI_POOL_COUNT; p++)
                 ccai_free_index_destroy(&d->pools[p]);
             free(d);
@@ -369,9 +493,7 @@ static void fill_stats(const cca_allocator *a, const cca_domain *d, cca_domain_s
     s->alloc_calls = c->alloc_calls;
     s->upstream_allocs = c->upstream_allocs;
     s->upstream_frees = c->upstream_frees;
-    for (const ccai_segment *g = a->segments; g; g = g->next) {
-        if (g->domain != d)
-            continue;
+    for (const ccai_segment *g = d->segs; g; g = g->dnext) {
         for (const ccai_block *b = g->first; b; b = b->next) {
             if (b->state != CCAI_FREE)
                 continue;

@@ -182,6 +182,7 @@ typedef struct ccai_segment {
     size_t mapped_pages; /* bits set                                      */
     uint64_t *mapped;    /* npages bits                                   */
     struct cca_domain *domain; /* its owner (domain.c); never changes      */
+    struct ccai_segment *dprev, *dnext; /* the owner's segments (domain.c) */
     struct ccai_free_index *index; /* = &domain->pools[pool]: where its free
                                   blocks are indexed (one load on free)   */
     ccai_block *first; /* lowest-address block                          */
@@ -406,9 +407,13 @@ typedef struct ccai_domain_counters {
 /* A domain: an owner of segments (domain.c). Its free blocks are indexed in
  * its own pools, so best fit never crosses domains. The default domain is
  * embedded in the allocator (root); the others follow it in a list, in
- * creation order. */
+ * creation order. A domain that owns segments is also on the allocator's
+ * `holding` list, so what sums over domains (stats) costs the domains that
+ * hold memory, not every domain ever made. */
 struct cca_domain {
     struct cca_domain *prev, *next;
+    struct cca_domain *hprev, *hnext; /* a->holding, while segs != NULL */
+    struct ccai_segment *segs;        /* its segments, by dnext */
     char name[CCA_DOMAIN_NAME_MAX + 1];
     ccai_free_index pools[CCAI_POOL_COUNT];
     ccai_domain_counters c;
@@ -457,6 +462,14 @@ struct cca_allocator {
      * allocator's): a program without domains pays one branch per call.
      * Reserved bytes, segments and upstream calls are always counted. */
     bool domains_tracked;
+    struct cca_domain *last;    /* the domain list's tail (root when alone) */
+    struct cca_domain *holding; /* domains that own segments (domain.c) */
+    /* The handles of the domains besides root, an open-addressing set of
+     * pointers (domain.c): a handle is checked in O(1) without reading it. */
+    struct {
+        const struct cca_domain **slot;
+        size_t cap, count; /* cap: 0 or a power of two, count <= cap / 2 */
+    } domain_set;
     ccai_live_map live;
     ccai_pending_queue *queues; /* pending waits by stream (stream.c) */
     ccai_block *sync_head;      /* pending blocks that need a synchronize */
@@ -618,6 +631,9 @@ void ccai_domain_init_root(cca_allocator *a);
 void ccai_domain_destroy_all(cca_allocator *a);
 /* Does d belong to a? (a handle from another allocator, or destroyed) */
 bool ccai_domain_valid(const cca_allocator *a, const struct cca_domain *d);
+/* A segment joins / leaves its domain's list (ccai_segment_link/unlink). */
+void ccai_domain_add_segment(cca_allocator *a, struct ccai_segment *s);
+void ccai_domain_remove_segment(cca_allocator *a, struct ccai_segment *s);
 /* Every domain's stats as a JSON array (snapshot; the caller holds the lock). */
 void ccai_domain_stats_json(const cca_allocator *a, FILE *f);
 

@@ -161,6 +161,7 @@ void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t
     a->c.upstream_allocs++;
     s->domain->c.segments++;
     s->domain->c.upstream_allocs++;
+    ccai_domain_add_segment(a, s);
 }
 
 /* The reverse, after the upstream took it back: s is freed. */
@@ -179,6 +180,7 @@ void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
     a->c.upstream_frees++;
     ccai_assert(s->domain->c.segments > 0);
     s->domain->c.segments--;
+    ccai_domain_remove_segment(a, s);
     s->domain->c.upstream_frees++;
     ccai_segment_discard(a, s);
 }

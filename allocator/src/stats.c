@@ -49,7 +49,7 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
     s->ooms = c->ooms;
     s->splits = c->splits;
     s->merges = c->merges;
-    for (const cca_domain *d = &a->root; d; d = d->next) {
+    for (const cca_domain *d = a->holding; d; d = d->hnext) { /* a domain without segments caches nothing */
         for (int p = 0; p < CCAI_POOL_COUNT; p++) {
             s->cached_blocks += d->pools[p].count;
             s->cached_bytes += d->pools[p].bytes;

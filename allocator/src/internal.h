@@ -49,7 +49,9 @@
  *      mapped bytes are their sum, never more than the upstream's own count
  *      of mapped bytes.
  *   I8 (domains, domain.c) every segment belongs to one domain of the
- *      allocator and its free blocks are in that domain's free index; a
+ *      allocator, is on that domain's segment list, and its free blocks are
+ *      in that domain's free index; the holding list is exactly the domains
+ *      with segments; the handle set is exactly the domains besides root; a
  *      domain's counters are what its segments and blocks hold, and they
  *      sum to the allocator's.
  */

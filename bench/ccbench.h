@@ -475,10 +475,17 @@ typedef struct ccb_outdir {
 /* mkdir -p; 0, or -1 with a message on stderr (an existing file that is
  * not a directory, a path over 4095 bytes: never cut). */
 int ccb_mkdir_p(const char *path);
-/* dir/name opened for writing, or NULL with a message on stderr. */
+/* dir/name (name alone when dir is NULL) opened for writing, or NULL with a
+ * message on stderr. */
 FILE *ccb_open_out(const char *dir, const char *name);
-/* How many outputs ccb_mkdir_p and ccb_open_out could not make so far;
- * ccbench exits 1 if any. */
+/* Close what ccb_open_out opened (the same dir and name, for the message):
+ * 0, or -1 with a message on stderr when any of it could not be written
+ * (a write error, a full device at the last flush) or f is NULL. */
+int ccb_close_out(FILE *f, const char *dir, const char *name);
+/* Flush and close standard output at exit: 0, or -1 with a message. */
+int ccb_close_stdout(void);
+/* How many outputs ccb_mkdir_p, ccb_open_out, ccb_close_out and
+ * ccb_close_stdout could not make so far; ccbench exits 1 if any. */
 unsigned ccb_out_failures(void);
 /* Replay results as files (r: trace-major, nspecs per trace): results.md/
  * .csv, traces.md, checkpoints.csv, timeline/T__S.csv, and the plots

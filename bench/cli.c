@@ -135,7 +135,9 @@ void ccb_usage(FILE *f) {
     fprintf(f, "generators (gen:NAME):\n");
     for (size_t i = 0; i < ccb_generator_count; i++)
         fprintf(f, "    %-18s %s\n", ccb_generators[i].name, ccb_generators[i].doc);
-    fprintf(f, "\nResults on the simulated device (host memory) are labelled simulated; GPU strategies need a GPU.\n");
+    fprintf(f, "\nResults on the simulated device (host memory) are labelled simulated; GPU strategies need a GPU.\n"
+               "Exit status: 0 ok; 1 a run failed, or an output (a file, or standard output: `> /dev/full`)\n"
+               "could not be written whole, said on stderr; 2 bad usage.\n");
 }
 
 void ccb_options_init(ccb_options *o, const char *command_line) {

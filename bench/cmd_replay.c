@@ -73,7 +73,7 @@ static void write_out_dir(const ccb_options *o, const ccb_trace *traces, const c
     fprintf(readme, "- command: `%s`\n- simulated device: %zu bytes of host memory\n", o->command_line,
             o->device_bytes);
     ccb_write_replay_readme(readme, traces, o->nargs, r, o->nspecs, o->alloc_latency_ns, o->free_latency_ns);
-    fclose(readme);
+    ccb_close_out(readme, o->out, "README.md"); /* said, and counted */
 }
 
 int ccb_cmd_replay(ccb_options *o) {

@@ -18,8 +18,10 @@
  *   timeline/T__S.csv      allocated/reserved over trace T under strategy S
  *   timeline_T.png         one panel per strategy (gnuplot, scripts/timeline.gp)
  *   ratios.dat/.png        peak reserved / peak allocated per trace x strategy
- * A file that cannot be written is reported on stderr and skipped; plots need
- * gnuplot and are skipped, with a message, without it.
+ * A file that cannot be written (opened, or written whole: checked when it is
+ * closed, ccb_close_out, standard output at exit, ccb_close_stdout) is
+ * reported on stderr and counted (ccb_out_failures: ccbench exits 1); plots
+ * need gnuplot and are skipped, with a message, without it.
  */
 #include "ccbench.h"
 
@@ -341,7 +343,7 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
 }
 
 int ccb_write_timeline_csv(const char *path, const ccb_result *r) {
-    FILE *f = fopen(path, "w");
+    FILE *f = ccb_open_out(NULL, path);
     if (!f)
         return -1;
     fprintf(f, "# %s on %s: maximum over each window of events; MiB\nop,requested_mib,allocated_mib,reserved_mib\n",
@@ -354,7 +356,7 @@ int ccb_write_timeline_csv(const char *path, const ccb_result *r) {
         else
             fprintf(f, "%.3f\n", p->reserved / 1048576.0);
     }
-    return fclose(f) == 0 ? 0 : -1;
+    return ccb_close_out(f, NULL, path);
 }
 
 /* ---- micro and driver tables --------------------------------------------------- */
@@ -514,16 +516,49 @@ int ccb_mkdir_p(const char *path) {
     return 0;
 }
 
+/* dir/name, or name alone when dir is NULL; -1 (said and counted) if too long. */
+static int out_path(const char *dir, const char *name, char *path, size_t len) {
+    int n = dir ? snprintf(path, len, "%s/%s", dir, name) : snprintf(path, len, "%s", name);
+    return n >= (int)len ? out_failed("write", dir ? dir : name, "path too long") : 0;
+}
+
 FILE *ccb_open_out(const char *dir, const char *name) {
     char path[4096];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
-        out_failed("write", dir, "path too long");
+    if (out_path(dir, name, path, sizeof path))
         return NULL;
-    }
     FILE *f = fopen(path, "w");
     if (!f)
         out_failed("write", path, strerror(errno));
     return f;
+}
+
+/* A write error is sticky (ferror) and a full device often shows only when
+ * the buffer is flushed: both are checked here, once, at the close. NULL if
+ * all of f was written, else why not. */
+static const char *close_checked(FILE *f) {
+    errno = 0;
+    int bad = fflush(f) != 0 || ferror(f);
+    int e = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    return !bad ? NULL : e ? strerror(e) : "write error";
+}
+
+int ccb_close_out(FILE *f, const char *dir, const char *name) {
+    if (!f)
+        return -1; /* counted when it could not be opened */
+    const char *why = close_checked(f);
+    char path[4096];
+    if (!why || out_path(dir, name, path, sizeof path))
+        return why ? -1 : 0;
+    return out_failed("write", path, why);
+}
+
+int ccb_close_stdout(void) {
+    const char *why = close_checked(stdout);
+    return why ? out_failed("write", "standard output", why) : 0;
 }
 
 /* A strategy or trace name as a file name: '/', '=', ',', ':', ' ' -> '_'. */
@@ -572,7 +607,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
 static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces, size_t nspecs) {
     char dat[1024];
     snprintf(dat, sizeof dat, "%s/ratios.dat", d->path);
-    FILE *f = fopen(dat, "w");
+    FILE *f = ccb_open_out(NULL, dat);
     if (!f)
         return;
     /* columns: only strategies that know their reserved bytes on at least one trace */
@@ -596,7 +631,8 @@ static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces
                 fprintf(f, " %.4f", r[t * nspecs + s].ratio);
         fprintf(f, "\n");
     }
-    fclose(f);
+    if (ccb_close_out(f, NULL, dat) != 0)
+        return;
     if (d->no_plots || !kept)
         return;
     char png[1024], cols[16];
@@ -614,23 +650,19 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
     snprintf(tl, sizeof tl, "%s/timeline", d->path);
     ccb_mkdir_p(tl);
     FILE *f = ccb_open_out(d->path, "results.md");
-    if (f) {
+    if (f)
         ccb_write_results_md(f, r, n);
-        fclose(f);
-    }
-    if ((f = ccb_open_out(d->path, "results.csv"))) {
+    ccb_close_out(f, d->path, "results.md");
+    if ((f = ccb_open_out(d->path, "results.csv")))
         ccb_write_results_csv(f, r, n);
-        fclose(f);
-    }
-    if ((f = ccb_open_out(d->path, "traces.md"))) {
+    ccb_close_out(f, d->path, "results.csv");
+    if ((f = ccb_open_out(d->path, "traces.md")))
         ccb_write_traces_md(f, traces, ntraces);
-        fclose(f);
-    }
-    if ((f = ccb_open_out(d->path, "checkpoints.csv"))) {
+    ccb_close_out(f, d->path, "traces.md");
+    if ((f = ccb_open_out(d->path, "checkpoints.csv")))
         for (size_t t = 0; t < ntraces; t++)
             ccb_write_checkpoints_csv(f, &traces[t], &r[t * nspecs], nspecs, t == 0);
-        fclose(f);
-    }
+    ccb_close_out(f, d->path, "checkpoints.csv");
     for (size_t t = 0; t < ntraces; t++)
         plot_trace(d, &r[t * nspecs], nspecs);
     plot_ratios(d, r, ntraces, nspecs);

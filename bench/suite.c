@@ -135,7 +135,8 @@ int ccb_cmd_all(ccb_options *o) {
     if (!o->quick)
         rc |= switch_section(o, readme);
     fprintf(readme, "\nWall time of the suite: %.1f s.\n", (double)(ccb_now_ns() - t0) / 1e9);
-    fclose(readme);
+    if (ccb_close_out(readme, o->out, "README.md") != 0)
+        rc = 2;
     fprintf(stderr, "ccbench: wrote %s/README.md (%.1f s)\n", o->out, (double)(ccb_now_ns() - t0) / 1e9);
 out:
     for (size_t i = 0; i < nt; i++)

@@ -481,16 +481,16 @@ static int report(const switch_run *w) {
         if (md && csv) {
             write_md(md, w, &a, &b);
             write_csv(csv, w);
-            printf("ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n",
-                   a.median, b.median, w->simulated ? "simulated device" : "GPU", out);
-        } else {
+        }
+        int bad = ccb_close_out(md, out, "switch.md") != 0;
+        bad |= ccb_close_out(csv, out, "switch.csv") != 0;
+        if (bad) {
             fprintf(stderr, "ccbench switch: cannot write into %s\n", out);
             rc = 1;
+        } else {
+            printf("ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n",
+                   a.median, b.median, w->simulated ? "simulated device" : "GPU", out);
         }
-        if (md)
-            fclose(md);
-        if (csv)
-            fclose(csv);
     }
     free(a.ms);
     free(b.ms);

@@ -47,6 +47,30 @@ if(TARGET ccbench_core)
     set_tests_properties(ccbench_scale_too_large_${sub} PROPERTIES LABELS cpu TIMEOUT 20
       PASS_REGULAR_EXPRESSION "--scale '1e6' is not a number > 0 and <= 100")
   endforeach()
+  # ccb_cli(NAME CODE WANT UNWANTED STDOUT ARGS...): `ccbench ARGS > STDOUT`
+  # exits CODE, says WANT and never UNWANTED ("" none), STDOUT "-" captured
+  # (tests/ccbench_cli.sh: the exit status and the words both checked)
+  function(ccb_cli name code want unwanted stdout)
+    add_test(NAME ${name} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh $<TARGET_FILE:ccbench>
+      ${code} "${want}" "${unwanted}" ${stdout} ${ARGN})
+    set_tests_properties(${name} PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
+  endfunction()
+  set(ccb_cli_dir ${CMAKE_CURRENT_BINARY_DIR}/ccbench-cli)
+  # standard output on a full device: every command that prints says so and
+  # exits 1 (it used to exit 0, the table lost); usage errors keep their 2
+  set(ccb_full "cannot write standard output: No space left on device")
+  ccb_cli(ccbench_full_stdout_info 1 "${ccb_full}" "" /dev/full info gen:uniform --scale 0.05)
+  ccb_cli(ccbench_full_stdout_gen 1 "${ccb_full}" "" /dev/full gen uniform --scale 0.05)
+  ccb_cli(ccbench_full_stdout_replay 1 "${ccb_full}" "" /dev/full replay -s malloc --reps 1 --scale 0.05 gen:uniform)
+  ccb_cli(ccbench_full_stdout_micro 1 "${ccb_full}" "" /dev/full micro -s malloc --live 10 --pairs 100)
+  ccb_cli(ccbench_full_stdout_driver 1 "${ccb_full}" "" /dev/full driver --reps 1)
+  ccb_cli(ccbench_full_stdout_list 1 "${ccb_full}" "" /dev/full --list)
+  ccb_cli(ccbench_full_stdout_help 1 "${ccb_full}" "" /dev/full --help)
+  ccb_cli(ccbench_full_stdout_switch_help 1 "${ccb_full}" "" /dev/full switch --help)
+  ccb_cli(ccbench_full_stdout_switch 1 "${ccb_full}" "" /dev/full switch --device host --rounds 2 mlp:64x64:relu)
+  ccb_cli(ccbench_full_stdout_all 1 "${ccb_full}" "" /dev/full
+    --all --quick --no-plots -s malloc --live 10 --pairs 10 --out ${ccb_cli_dir}/full-all)
+  ccb_cli(ccbench_full_stdout_usage_error 2 "unknown option '--nope'" "" /dev/full replay --nope)
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

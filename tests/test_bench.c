@@ -492,3 +492,26 @@ Test(bench_report, outputs_that_cannot_be_made_are_counted_never_cut) {
     unlink(path);
     rmdir(okdir);
 }
+
+/* A file that opens but cannot be written whole (a full device: the error
+ * shows only when the buffer is flushed) is said and counted at its close. */
+Test(bench_report, a_file_written_short_is_counted_at_its_close) {
+    unsigned before = ccb_out_failures();
+    FILE *f = ccb_open_out("/dev", "full");
+    cr_assert_not_null(f, "/dev/full opens for writing");
+    fprintf(f, "| a table |\n");
+    cr_assert_eq(ccb_close_out(f, "/dev", "full"), -1, "the lost table is an error");
+    cr_assert_eq(ccb_out_failures(), before + 1);
+    cr_assert_eq(ccb_close_out(NULL, "/dev", "none"), -1, "a file that never opened: counted at its open");
+    cr_assert_eq(ccb_out_failures(), before + 1);
+    char okdir[] = "/tmp/ccb_okXXXXXX";
+    cr_assert_not_null(mkdtemp(okdir));
+    cr_assert_not_null((f = ccb_open_out(okdir, "y.md")));
+    fprintf(f, "fine\n");
+    cr_assert_eq(ccb_close_out(f, okdir, "y.md"), 0);
+    cr_assert_eq(ccb_out_failures(), before + 1);
+    char path[64];
+    snprintf(path, sizeof path, "%s/y.md", okdir);
+    unlink(path);
+    rmdir(okdir);
+}

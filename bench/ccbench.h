@@ -150,9 +150,9 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen);
 #define CCB_TRACE_MAX_BYTES ((size_t)1 << 30)
 #define CCB_LINE_MAX 4096 /* bytes in one line, its line end included */
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen);
-/* Write in format v2 (one section, id = slot + 1). */
+/* Write in format v3 (one section, id = slot + 1); -1 on a write error
+ * (ferror: what is still buffered is checked where f is closed). */
 int ccb_trace_write(const ccb_trace *t, FILE *f);
-int ccb_trace_save(const ccb_trace *t, const char *path);
 /* Check pairing (every free names a live slot, sizes match), that no running
  * sum overflows, and fill the derived fields. 0 or -1 with a message. */
 int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen);

@@ -693,16 +693,6 @@ int ccb_trace_write(const ccb_trace *t, FILE *f) {
     return ferror(f) ? -1 : 0;
 }
 
-int ccb_trace_save(const ccb_trace *t, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
-    int rc = ccb_trace_write(t, f);
-    if (fclose(f) != 0)
-        rc = -1;
-    return rc;
-}
-
 /* ---- analysis -------------------------------------------------------------- */
 
 static uint64_t round_gran(uint64_t s) { /* s <= CCB_SIZE_MAX: no overflow */

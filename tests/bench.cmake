@@ -71,6 +71,10 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_full_stdout_all 1 "${ccb_full}" "" /dev/full
     --all --quick --no-plots -s malloc --live 10 --pairs 10 --out ${ccb_cli_dir}/full-all)
   ccb_cli(ccbench_full_stdout_usage_error 2 "unknown option '--nope'" "" /dev/full replay --nope)
+  # gen -o FILE that cannot be written names FILE and why (it exited 1 in silence)
+  ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
+    gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)
+  ccb_cli(ccbench_gen_full 1 "cannot write /dev/full: No space left on device" "" - gen uniform --scale 0.05 -o /dev/full)
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

@@ -5,8 +5,12 @@
  * directory's files and the gnuplot plots drawn from them.
  *
  * Units: bytes in the CSV (exact, for plots and diffs), binary units in the
- * markdown (readable). An unknown value is an empty CSV field and "—" in
- * markdown; a skipped cell keeps its row and says why.
+ * markdown (readable). An unknown value (a figure a strategy cannot know, or
+ * one the trace gives nothing to measure: any NaN, infinity or negative
+ * double) is an empty CSV field and "—" in markdown, never "nan" or "inf";
+ * README.md says what "—" stands for; a skipped or failed cell keeps its row
+ * and says why. (ratios.dat and the timeline CSVs are gnuplot's input: NaN
+ * there is gnuplot's missing value, as their header lines say.)
  *
  * Output directory (replay --out, --all; micro and driver write theirs too):
  *   README.md              machine, date, exact command, every table (the commands write it)
@@ -51,8 +55,13 @@ void ccb_format_bytes(size_t b, char *buf, size_t len) {
         cca_format_bytes(b, buf, len);
 }
 
+/* A figure, or "—" when it is unknown (not finite, or negative). */
+static int known(double v) {
+    return isfinite(v) && v >= 0;
+}
+
 static void fmt_num(double v, const char *f, char *buf, size_t len) {
-    if (isnan(v) || v < 0)
+    if (!known(v))
         snprintf(buf, len, "—");
     else
         snprintf(buf, len, f, v);
@@ -89,7 +98,7 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         fmt_num(x->p99_ns, "%.0f", p99, sizeof p99);
         fmt_num(x->total_ms, "%.2f", tot, sizeof tot);
         fmt_num(x->driver_total_ms, "%.2f", drv, sizeof drv);
-        if (!isnan(x->driver_total_ms))
+        if (known(x->driver_total_ms))
             strncat(drv, driver_label(x), sizeof drv - strlen(drv) - 1);
         ccb_format_bytes(x->peak_reserved, pr, sizeof pr);
         fmt_num(x->ratio_requested, "%.3f", rlb, sizeof rlb);
@@ -264,7 +273,7 @@ static void csv_u64(FILE *f, uint64_t v) {
 }
 
 static void csv_double(FILE *f, double v, const char *fmt) {
-    if (isnan(v) || v < 0)
+    if (!known(v))
         fputc(',', f);
     else {
         fprintf(f, fmt, v);
@@ -297,7 +306,8 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
                "device_free_after,checked,why\n");
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
-        int ok = !x->skipped && !isnan(x->median_ns);
+        /* as in markdown: a failure has its reason; a trace without allocs or frees has no per-op figures */
+        int ok = !x->skipped && !(isnan(x->median_ns) && x->why[0]);
         /* a strategy label is what -s said: 'ccalloc=a:1,b:2' has a comma */
         ccb_csv_field(f, x->trace);
         fputc(',', f);
@@ -370,9 +380,14 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
             fprintf(f, "| %s | all | | | skipped: %s | | |\n", r[i].strategy, r[i].why);
         else if (isnan(r[i].median_ns))
             fprintf(f, "| %s | %zu | %s | | failed: %s | | |\n", r[i].strategy, r[i].live, layout, r[i].why);
-        else
-            fprintf(f, "| %s | %zu | %s | %zu | %.0f | %.0f | %.1f |\n", r[i].strategy, r[i].live, layout, r[i].pairs,
-                    r[i].median_ns, r[i].p99_ns, r[i].mean_ns);
+        else {
+            char med[32], p99[32], mean[32];
+            fmt_num(r[i].median_ns, "%.0f", med, sizeof med);
+            fmt_num(r[i].p99_ns, "%.0f", p99, sizeof p99);
+            fmt_num(r[i].mean_ns, "%.1f", mean, sizeof mean);
+            fprintf(f, "| %s | %zu | %s | %zu | %s | %s | %s |\n", r[i].strategy, r[i].live, layout, r[i].pairs, med,
+                    p99, mean);
+        }
     }
     fprintf(f, "\nEach pair timed alone between two reads of %s; the median read (%.1f ns) is subtracted.\n",
             ccb_clock_name(), timer_ns);
@@ -388,8 +403,11 @@ void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {
             csv_text(f, r[i].why); /* always quoted, as before */
             fputc('\n', f);
         } else {
-            fprintf(f, ",%zu,%s,%zu,%.1f,%.1f,%.2f,ok,\n", r[i].live, layout, r[i].pairs, r[i].median_ns, r[i].p99_ns,
-                    r[i].mean_ns);
+            fprintf(f, ",%zu,%s,%zu,", r[i].live, layout, r[i].pairs);
+            csv_double(f, r[i].median_ns, "%.1f");
+            csv_double(f, r[i].p99_ns, "%.1f");
+            csv_double(f, r[i].mean_ns, "%.2f");
+            fprintf(f, "ok,\n");
         }
     }
 }
@@ -680,7 +698,10 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
             "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
             "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
             "per device free (the driver's cost; \"(real)\": a GPU strategy, whose times already include its "
-            "driver). × lower bound and × ideal arena: peak reserved over each.\n\n",
+            "driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
+            "cannot know (reserved bytes, upstream calls and fragmentation of the malloc floor, which has no device "
+            "and no driver time either) or the trace gives nothing to measure (per-op times of a trace without "
+            "allocs or frees).\n\n",
             (double)alloc_latency_ns / 1e3, (double)free_latency_ns / 1e3);
     ccb_write_results_md(readme, r, nt * nspecs);
     int any = 0;

@@ -370,6 +370,8 @@ static int malloc_open(ccb_strategy *s, const char *config, const ccb_device *de
         return -1;
     }
     s->impl = calloc(1, sizeof(malloc_impl));
+    if (!s->impl)
+        snprintf(why, whylen, "out of host memory");
     return s->impl ? 0 : -1;
 }
 

@@ -75,6 +75,29 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
     gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)
   ccb_cli(ccbench_gen_full 1 "cannot write /dev/full: No space left on device" "" - gen uniform --scale 0.05 -o /dev/full)
+  # switch: one model once has no switch to time (it printed NaN and exited 0)
+  ccb_cli(ccbench_switch_one_model 2 "a switch needs two models in the sequence" "" -
+    switch --device host --rounds 1 mlp:64x64:relu)
+  # ... and every figure is measured or the run fails with the reason, never
+  # NaN or inf: a stand-in ccrun (tests/fixtures/fake_ccrun.sh) reports 0.000 ms
+  # switches, a phase without its time, no release phase (needs cJSON)
+  get_target_property(ccb_defs ccbench_core COMPILE_DEFINITIONS)
+  if("${ccb_defs}" MATCHES "CCB_HAVE_CJSON")
+    set(ccb_nan "(^|[^a-zA-Z])-?(nan|inf)")
+    set(ccb_fake ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/fake_ccrun.sh)
+    ccb_cli(ccbench_switch_zero_ms 0 "below ccrun's resolution of 0.001 ms: no speed-up figure" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    ccb_cli(ccbench_switch_no_time 1 "no number >= 0 for 'time_ms' in its release phase" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    ccb_cli(ccbench_switch_no_release 1 "ccrun reported 0 switches in one process" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    foreach(mode zero_ms:zero no_time:no-time no_release:no-release)
+      string(REPLACE ":" ";" mode ${mode})
+      list(GET mode 0 test)
+      list(GET mode 1 value)
+      set_tests_properties(ccbench_switch_${test} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;FAKE_CCRUN=${value}")
+    endforeach()
+  endif()
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

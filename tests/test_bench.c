@@ -5,9 +5,11 @@
  * formed, and a tiny suite runs on the host strategies.
  */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "ccai_rng.h"
@@ -457,7 +459,59 @@ Test(bench_replay, unmeasured_rows_fail_with_a_reason) {
     cr_assert_null(strstr(md, "failed"), "%s", md);
     cr_assert_not_null(strstr(md, "| empty | malloc | —"), "%s", md);
     free(md);
+    f = open_memstream(&md, &len);
+    ccb_write_results_csv(f, &r, 1);
+    fclose(f);
+    cr_assert_not_null(strstr(md, "\nempty,malloc,\"\",ok,0,0,0,1,,,"), "the CSV agrees: not failed, times empty\n%s", md);
+    free(md);
     ccb_result_free(&r);
+}
+
+/* No figure of a row is ever printed as nan or inf: an unknown one is "—"
+ * in markdown and an empty field in CSV, whatever a strategy or a clock
+ * handed back. */
+static int has_nan_or_inf(const char *s) {
+    for (const char *p = s; *p; p++)
+        if ((p == s || !isalpha((unsigned char)p[-1])) &&
+            (!strncasecmp(p, "nan", 3) || !strncasecmp(p, "inf", 3) || !strncasecmp(p, "-nan", 4)))
+            return 1;
+    return 0;
+}
+
+Test(bench_report, rows_never_print_nan_or_inf) {
+    ccb_trace t;
+    gen("uniform", 1, &t);
+    ccb_result r[2];
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &tiny, &r[0]), 0, "%s", r[0].why);
+    cr_assert_eq(ccb_replay(&t, "malloc", &tiny, &r[1]), 0, "%s", r[1].why);
+    r[0].median_ns = r[0].ratio_requested = INFINITY;
+    r[0].driver_total_ms = r[0].frag_at_peak = -INFINITY;
+    r[1].p99_ns = r[1].ratio = r[1].ratio_ideal = INFINITY;
+    for (int fmt = 0; fmt < 2; fmt++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        if (fmt)
+            ccb_write_results_csv(f, r, 2);
+        else
+            ccb_write_results_md(f, r, 2);
+        fclose(f);
+        cr_assert(!has_nan_or_inf(buf), "%s", buf);
+        free(buf);
+    }
+    ccb_micro_row m = {.strategy = "malloc", .live = 10, .pairs = 5, .median_ns = 1, .p99_ns = INFINITY,
+                       .mean_ns = 1};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccb_micro_write_md(f, &m, 1, 0);
+    ccb_micro_write_csv(f, &m, 1);
+    fclose(f);
+    cr_assert(!has_nan_or_inf(buf), "%s", buf);
+    free(buf);
+    ccb_result_free(&r[0]);
+    ccb_result_free(&r[1]);
+    ccb_trace_free(&t);
 }
 
 /* Outputs that cannot be made are said and counted (ccbench then exits 1):

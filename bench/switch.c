@@ -23,8 +23,10 @@
  * are labelled SIMULATED; on a GPU (ccrun --device auto finds it) they are
  * the headline: target (a) >= 25x faster than (b) with the same memory.
  *
- * ccrun is found through --ccrun PATH, then the build tree (CCB_CCRUN_PATH),
- * then next to ccbench (../runtime/ccrun), then $PATH. Without it: skipped.
+ * ccrun is --ccrun PATH when given (a PATH that is not an executable file is
+ * an error, exit 1: the user named it), else it is searched for in the build
+ * tree (CCB_CCRUN_PATH), next to ccbench (../runtime/ccrun), then $PATH; not
+ * found there: "skipped", exit 0.
  *
  * Steps of ccb_cmd_switch: parse the options (getopt_long, the conventions
  * of cli.c), find ccrun, lay out the sequence of models, (a), (b), then the
@@ -79,7 +81,9 @@ static void usage(FILE *f) {
                "  memory free for the next model. --device host (simulated) is the default without a GPU.\n"
                "  --device, --capacity (default 2G), --iters (default 1) and --batch (default 8) are\n"
                "  passed to ccrun, which checks them. At most %d models. Options take \"--opt value\"\n"
-               "  or \"--opt=value\", in any order with the models.\n",
+               "  or \"--opt=value\", in any order with the models.\n"
+               "  ccrun: --ccrun PATH (an error if PATH is not an executable file), else searched for in\n"
+               "  the build tree, next to ccbench and in $PATH (\"skipped\" if not found there).\n",
                MAX_MODELS);
 }
 
@@ -148,12 +152,35 @@ static int parse_options(int argc, char **argv, switch_options *so) {
     return 0;
 }
 
+/* An executable regular file: 1, or 0 with errno saying why not (EISDIR for
+ * a directory; access(2) runs a directory, so it is asked last). */
+static int executable(const char *p) {
+    struct stat st;
+    if (stat(p, &st) != 0)
+        return 0;
+    if (!S_ISREG(st.st_mode)) {
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EACCES;
+        return 0;
+    }
+    return access(p, X_OK) == 0;
+}
+
+/* --ccrun PATH: named by the user, so it must be there. 0, or 1 said. */
+static int check_given_ccrun(const char *given) {
+    if (!given || executable(given))
+        return 0;
+    fprintf(stderr, "ccbench switch: --ccrun '%s' is not an executable file: %s\n", given, strerror(errno));
+    return 1;
+}
+
 #ifndef CCB_HAVE_CJSON
 int ccb_cmd_switch(int argc, char **argv) {
     switch_options so;
     int rc = parse_options(argc, argv, &so);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (check_given_ccrun(so.ccrun))
+        return 1;
     printf("skipped: ccbench was built without libcjson (apt-get install libcjson-dev), needed to read ccrun --json\n");
     return 0;
 }
@@ -183,10 +210,7 @@ typedef struct switch_run {
 
 /* ---- step 2: ccrun ------------------------------------------------------------------- */
 
-static int executable(const char *p) {
-    return access(p, X_OK) == 0;
-}
-
+/* --ccrun (checked already), or the search; -1: not found. */
 static int find_ccrun(const char *given, char *out, size_t len) {
     if (given) {
         snprintf(out, len, "%s", given);
@@ -544,6 +568,8 @@ int ccb_cmd_switch(int argc, char **argv) {
     int rc = parse_options(argc, argv, &so);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (check_given_ccrun(so.ccrun))
+        return 1;
     char ccrun[1024];
     if (find_ccrun(so.ccrun, ccrun, sizeof ccrun) != 0) {
         printf("skipped: ccrun not found (build target ccrun with -DCCA_BUILD_RUNTIME=ON, or pass --ccrun PATH)\n");

@@ -98,6 +98,16 @@ if(TARGET ccbench_core)
       set_tests_properties(ccbench_switch_${test} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;FAKE_CCRUN=${value}")
     endforeach()
   endif()
+  # switch --ccrun PATH names ccrun: a PATH that is not an executable file is an
+  # error (it said "skipped: ccrun not found" and exited 0); skipping is for a
+  # ccrun that was searched for and not found
+  ccb_cli(ccbench_switch_ccrun_missing 1
+    "--ccrun '/nonexistent-ccbench-dir/ccrun' is not an executable file: No such file or directory" "skipped" -
+    switch --ccrun /nonexistent-ccbench-dir/ccrun)
+  ccb_cli(ccbench_switch_ccrun_not_executable 1 "is not an executable file: Permission denied" "skipped" -
+    switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR}/bench.cmake)
+  ccb_cli(ccbench_switch_ccrun_directory 1 "is not an executable file: Is a directory" "skipped" -
+    switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR})
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

@@ -8,7 +8,7 @@
  *   ccbench micro [opts]                cmd_micro.c   cached alloc+free pair cost
  *   ccbench driver [opts]               cmd_driver.c  the GPU driver's real cudaMalloc/cudaFree cost
  *   ccbench switch [opts]               switch.c      model switching: in-process vs process
- *   ccbench --all [--out DIR]           suite.c       all of the above, bounded time
+ *   ccbench --all [--out DIR] [TRACE..] suite.c       all of the above, bounded time
  *   ccbench --list | --help             cli.c         strategies and generators | usage
  *
  * The options (one table, getopt_long) are parsed in cli.c; switch parses
@@ -69,12 +69,17 @@ static int dispatch(int argc, char **argv, const char *command_line) {
     }
     if (!strcmp(argv[1], "switch"))
         return ccb_cmd_switch(argc - 1, argv + 1);
-    for (int i = 1; i < argc; i++) /* --all anywhere: the suite, every other argument its options */
-        if (!strcmp(argv[i], "--all"))
-            return parse_and_run(ccb_cmd_all, argc, argv, 1, command_line);
+    const command *named = NULL;
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return parse_and_run(commands[i].run, argc, argv, 2, command_line);
+            named = &commands[i];
+    /* --all anywhere: the suite, every other argument its options and TRACE
+     * operands (a command named before it is not one: `replay --all x.csv`) */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--all"))
+            return parse_and_run(ccb_cmd_all, argc, argv, named ? 2 : 1, command_line);
+    if (named)
+        return parse_and_run(named->run, argc, argv, 2, command_line);
     fprintf(stderr, "ccbench: unknown command '%s' (see ccbench --help)\n", argv[1]);
     return 2;
 }

@@ -108,6 +108,16 @@ if(TARGET ccbench_core)
     switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR}/bench.cmake)
   ccb_cli(ccbench_switch_ccrun_directory 1 "is not an executable file: Is a directory" "skipped" -
     switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR})
+  # --all TRACE...: the suite on those traces instead of the standard set (the
+  # operands were ignored in silence); one that does not read stops it, exit 2;
+  # a command name before --all is not taken for a trace
+  set(ccb_all_opts --all --quick --no-plots -s malloc --live 10 --pairs 10)
+  ccb_cli(ccbench_all_with_traces 0 "replay uniform +malloc +done" "replay lognormal" -
+    ${ccb_all_opts} --out ${ccb_cli_dir}/all-traces gen:uniform)
+  ccb_cli(ccbench_all_after_a_command 0 "replay uniform +malloc +done" "replay lognormal|cannot open 'replay'" -
+    replay ${ccb_all_opts} --out ${ccb_cli_dir}/all-command gen:uniform)
+  ccb_cli(ccbench_all_with_a_bad_trace 2 "cannot open '/nonexistent-ccbench-dir/t.csv'" "replay " -
+    ${ccb_all_opts} --out ${ccb_cli_dir}/all-bad /nonexistent-ccbench-dir/t.csv)
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

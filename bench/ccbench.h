@@ -462,6 +462,9 @@ void ccb_write_driver_md(FILE *f, const ccb_driver_row *rows, size_t n, int reps
 void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n);
 /* Write the machine description (uname -a, CPU model, date) as markdown. */
 void ccb_write_machine_md(FILE *f);
+/* A strategy or trace name as a file name (timeline/T__S.csv, timeline_T.png):
+ * '/', '=', ',', ':', ' ' -> '_'. */
+void ccb_file_name(const char *in, char *out, size_t len);
 /* Run gnuplot on scripts/<script> with arguments; 0 ok, 1 gnuplot missing. */
 int ccb_gnuplot(const char *script_dir, const char *script, const char *const *args, size_t nargs);
 const char *ccb_default_script_dir(void);
@@ -542,6 +545,11 @@ void ccb_usage(FILE *f);
 /* A TRACE operand: a file, or gen:NAME generated with --seed and --scale.
  * 0, or -1 with a message on stderr (t then needs no freeing). */
 int ccb_load_trace(const char *arg, const ccb_options *o, ccb_trace *t);
+/* Give traces of one name, or of one file name (ccb_file_name), distinct
+ * names, in order: the second "t" is "t-2", the third "t-3" (the name cut
+ * to keep the suffix), each said on stderr with its operand (args[i], or
+ * NULL: its name). Every per-trace output of a replay is then its own. */
+void ccb_name_traces(ccb_trace *traces, size_t n, const char *const *args);
 /* The default strategies: the host suite, then the GPU suite. */
 void ccb_default_specs(ccb_options *o);
 /* Replay every trace through every strategy of o; *out trace-major. 0, or -1

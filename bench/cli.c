@@ -16,7 +16,10 @@
  * switch (switch.c) has its own table, parsed the same way.
  *
  * Also here: what a TRACE operand means (a file, or gen:NAME generated with
- * --seed and --scale), since every command that takes one reads it so.
+ * --seed and --scale), since every command that takes one reads it so, and
+ * the names of the traces of one run: two of one name (a/t.csv and b/t.csv,
+ * or the same trace twice) would write the same timeline files, so the
+ * later one is renamed t-2 (t-3, ...) and the rename is said.
  */
 #include "ccbench.h"
 
@@ -360,4 +363,31 @@ int ccb_load_trace(const char *arg, const ccb_options *o, ccb_trace *t) {
         return -1;
     }
     return 0;
+}
+
+/* 1 if trace i's file name is the file name of one of the traces before it. */
+static int name_taken(const ccb_trace *t, size_t i) {
+    char a[sizeof t->name], b[sizeof t->name];
+    ccb_file_name(t[i].name, a, sizeof a);
+    for (size_t j = 0; j < i; j++) {
+        ccb_file_name(t[j].name, b, sizeof b);
+        if (!strcmp(a, b))
+            return 1;
+    }
+    return 0;
+}
+
+void ccb_name_traces(ccb_trace *t, size_t n, const char *const *args) {
+    for (size_t i = 1; i < n; i++) {
+        char base[sizeof t->name];
+        memcpy(base, t[i].name, sizeof base);
+        for (unsigned k = 2; name_taken(t, i); k++) {
+            char suffix[16];
+            int sl = snprintf(suffix, sizeof suffix, "-%u", k);
+            snprintf(t[i].name, sizeof t[i].name, "%.*s%s", (int)(sizeof t[i].name - 1) - sl, base, suffix);
+        }
+        if (strcmp(base, t[i].name))
+            fprintf(stderr, "ccbench: trace '%s' is called '%s' in the results (another trace is called '%s')\n",
+                    args ? args[i] : base, t[i].name, base);
+    }
 }

@@ -6,7 +6,8 @@
  *
  * Strategies default to the host suite followed by the GPU suite; the GPU
  * ones say "skipped: no GPU" without one. All traces are read before the
- * first replay, so a bad file stops the command before any time is spent.
+ * first replay, so a bad file stops the command before any time is spent;
+ * two of one name are then told apart (ccb_name_traces: t, t-2).
  */
 #include "ccbench.h"
 
@@ -90,6 +91,7 @@ int ccb_cmd_replay(ccb_options *o) {
             return 2;
         }
     }
+    ccb_name_traces(traces, o->nargs, o->args);
     ccb_result *r;
     int rc = ccb_run_replays(o, traces, o->nargs, &r);
     if (!r) {

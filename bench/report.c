@@ -579,8 +579,7 @@ int ccb_close_stdout(void) {
     return why ? out_failed("write", "standard output", why) : 0;
 }
 
-/* A strategy or trace name as a file name: '/', '=', ',', ':', ' ' -> '_'. */
-static void safe_name(const char *in, char *out, size_t len) {
+void ccb_file_name(const char *in, char *out, size_t len) {
     size_t k = 0;
     for (; *in && k + 1 < len; in++)
         out[k++] = (*in == '/' || *in == '=' || *in == ',' || *in == ':' || *in == ' ') ? '_' : *in;
@@ -595,8 +594,8 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
         if (r[i].skipped || isnan(r[i].median_ns) || !r[i].timeline_n)
             continue;
         char st[64], tr[64], rel[256], path[1024];
-        safe_name(r[i].strategy, st, sizeof st);
-        safe_name(r[i].trace, tr, sizeof tr);
+        ccb_file_name(r[i].strategy, st, sizeof st);
+        ccb_file_name(r[i].trace, tr, sizeof tr);
         snprintf(rel, sizeof rel, "timeline/%s__%s.csv", tr, st);
         snprintf(path, sizeof path, "%s/%s", d->path, rel);
         if (ccb_write_timeline_csv(path, &r[i]) != 0)
@@ -608,7 +607,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
     if (!panels || d->no_plots)
         return;
     char png[1024], title[256], tr[64];
-    safe_name(r[0].trace, tr, sizeof tr);
+    ccb_file_name(r[0].trace, tr, sizeof tr);
     snprintf(png, sizeof png, "%s/timeline_%s.png", d->path, tr);
     snprintf(title, sizeof title,
              "%s: allocated vs reserved (simulated device for ccalloc; MiB; last step: empty-cache, live blocks kept)",
@@ -729,7 +728,7 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
     fprintf(readme, "\nPlots: ");
     for (size_t t = 0; t < nt; t++) {
         char tr[64];
-        safe_name(traces[t].name, tr, sizeof tr);
+        ccb_file_name(traces[t].name, tr, sizeof tr);
         fprintf(readme, "[%s](timeline_%s.png) · ", tr, tr);
     }
     fprintf(readme, "[ratios](ratios.png). CSV: results.csv, checkpoints.csv, timeline/*.csv.\n");

@@ -8,7 +8,8 @@
  *      size, --quick included); a trace that does not read is left out with
  *      its message. TRACE operands replace that set: the suite runs on them
  *      (files or gen:NAME, in their order), and one that does not read stops
- *      the suite before anything runs (exit 2), as replay does;
+ *      the suite before anything runs (exit 2), as replay does. Traces of
+ *      one name are told apart (ccb_name_traces: t, t-2);
  *   2. README.md opens with the machine, the exact command and the device;
  *   3. the micro-benchmark (cmd_micro.c), its table copied into README.md;
  *   4. every trace through every strategy (cmd_replay.c): the files of
@@ -120,6 +121,7 @@ int ccb_cmd_all(ccb_options *o) {
         return 2; /* said by ccb_load_trace; nothing has run */
     if (!o->nargs)
         nt = load_traces(o, traces, CCB_MAX_TRACES);
+    ccb_name_traces(traces, nt, o->nargs ? o->args : NULL); /* x.csv and x.csv.gz are both "x" */
     if (ccb_mkdir_p(o->out)) {
         while (nt)
             ccb_trace_free(&traces[--nt]);

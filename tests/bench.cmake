@@ -118,6 +118,16 @@ if(TARGET ccbench_core)
     replay ${ccb_all_opts} --out ${ccb_cli_dir}/all-command gen:uniform)
   ccb_cli(ccbench_all_with_a_bad_trace 2 "cannot open '/nonexistent-ccbench-dir/t.csv'" "replay " -
     ${ccb_all_opts} --out ${ccb_cli_dir}/all-bad /nonexistent-ccbench-dir/t.csv)
+  # two traces of one name (a/t.csv b/t.csv, the same trace twice) get distinct
+  # names, said on stderr: their timelines and plots overwrote each other
+  file(WRITE ${ccb_cli_dir}/a/t.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
+  file(WRITE ${ccb_cli_dir}/b/t.csv "seq,op,id,size,stream\n0,alloc,1,8192,0\n1,free,1,8192,0\n")
+  ccb_cli(ccbench_replay_same_name 0 "trace '${ccb_cli_dir}/b/t.csv' is called 't-2'" "" -
+    replay -s malloc --reps 1 --no-plots --out ${ccb_cli_dir}/same-name ${ccb_cli_dir}/a/t.csv ${ccb_cli_dir}/b/t.csv)
+  ccb_cli(ccbench_replay_same_trace_twice 0 "trace 'gen:uniform' is called 'uniform-2'" "" -
+    replay -s malloc --reps 1 --scale 0.05 --no-plots --out ${ccb_cli_dir}/same-trace gen:uniform gen:uniform)
+  ccb_cli(ccbench_all_same_name 0 "trace '${ccb_cli_dir}/b/t.csv' is called 't-2'" "" - ${ccb_all_opts}
+    --out ${ccb_cli_dir}/all-same-name ${ccb_cli_dir}/a/t.csv ${ccb_cli_dir}/b/t.csv)
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

@@ -547,6 +547,62 @@ Test(bench_report, outputs_that_cannot_be_made_are_counted_never_cut) {
     rmdir(okdir);
 }
 
+/* Traces of one name (a/t.csv and b/t.csv, the same trace twice) or of one
+ * file name ('a b' and 'a_b' are both a_b in file names) get distinct names,
+ * so every per-trace output of a replay (timeline/T__S.csv, timeline_T.png,
+ * README sections) is its own; a name at its longest keeps its suffix. */
+Test(bench_report, traces_of_one_name_get_distinct_names_and_files) {
+    const char *names[] = {"t", "t", "t", "a b", "a_b", "t-2"};
+    enum { N = sizeof names / sizeof *names };
+    ccb_trace t[N + 1];
+    for (size_t i = 0; i < N; i++) {
+        ccb_trace_init(&t[i], names[i]);
+        ccb_trace_alloc(&t[i], 4096, 0);
+        ccb_trace_release(&t[i], 0);
+        cr_assert_eq(ccb_trace_analyze(&t[i], NULL, 0), 0);
+    }
+    char longname[64];
+    memset(longname, 'x', 63);
+    longname[63] = '\0';
+    ccb_trace_init(&t[N], longname);
+    ccb_trace_analyze(&t[N], NULL, 0);
+    ccb_name_traces(t, N, NULL);
+    const char *want[] = {"t", "t-2", "t-3", "a b", "a_b-2", "t-2-2"};
+    for (size_t i = 0; i < N; i++)
+        cr_assert_str_eq(t[i].name, want[i], "trace %zu", i);
+    ccb_trace two[2] = {t[N], t[N]};
+    ccb_name_traces(two, 2, NULL);
+    cr_assert_eq(strlen(two[1].name), 63);
+    cr_assert_str_eq(two[1].name + 61, "-2", "%s", two[1].name);
+    ccb_result r[N];
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(ccb_replay(&t[i], "malloc", &tiny, &r[i]), 0, "%s", r[i].why);
+    char dir[] = "/tmp/ccb_namesXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    ccb_outdir d = {dir, NULL, 1};
+    ccb_write_replay_files(&d, t, N, r, 1);
+    for (size_t i = 0; i < N; i++) {
+        char safe[64], path[256];
+        ccb_file_name(want[i], safe, sizeof safe);
+        snprintf(path, sizeof path, "%s/timeline/%s__malloc.csv", dir, safe);
+        cr_assert_eq(access(path, F_OK), 0, "%s", path);
+        unlink(path);
+        ccb_result_free(&r[i]);
+        ccb_trace_free(&t[i]);
+    }
+    ccb_trace_free(&t[N]);
+    const char *files[] = {"results.md", "results.csv", "traces.md", "checkpoints.csv", "ratios.dat"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/timeline", dir);
+    cr_assert_eq(rmdir(path), 0, "only the timelines named above were written");
+    cr_assert_eq(rmdir(dir), 0);
+}
+
 /* A file that opens but cannot be written whole (a full device: the error
  * shows only when the buffer is flushed) is said and counted at its close. */
 Test(bench_report, a_file_written_short_is_counted_at_its_close) {

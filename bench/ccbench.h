@@ -95,6 +95,7 @@ typedef struct ccb_trace {
     size_t ndomains, capdomains;
     char *comments; /* provenance lines ("# " stripped), '\n'-separated */
     size_t comments_len, comments_cap;
+    struct ccb_budget *budget; /* while ccb_trace_load reads it: what the load may hold; else NULL */
     /* filled by ccb_trace_analyze */
     uint64_t allocs, frees;
     uint64_t releases;        /* empty_cache + trim events                         */
@@ -145,11 +146,38 @@ const char *ccb_op_name(unsigned op);
  * without sign. 0 on success; otherwise -1, a message naming the line in
  * err, and t emptied (nothing left to free). */
 int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen);
-/* Load a file, plain or gzip-compressed (at most CCB_TRACE_MAX_BYTES once
- * decompressed). The name is the file's base name without .csv / .csv.gz. */
+/* Load a file, plain or gzip-compressed. CCB_TRACE_MAX_BYTES caps both the
+ * text once decompressed and the host memory the load holds at any moment
+ * (the stream's buffers, the events, names, the reader's id table and
+ * per-slot arrays, the analysis and the ideal arena; a growing array with
+ * its copy: budget.c): a trace over either is refused, naming the line (or
+ * the analysis) where it went over. The name is the file's base name without
+ * .csv / .csv.gz. ccb_trace_load_capped: the same with another cap (tests). */
 #define CCB_TRACE_MAX_BYTES ((size_t)1 << 30)
 #define CCB_LINE_MAX 4096 /* bytes in one line, its line end included */
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen);
+int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char *err, size_t errlen);
+
+/* What a load may hold (budget.c): bytes held now and at most, against a
+ * cap. Growing an array counts its old and new block both (realloc may
+ * copy); a request that does not fit sets `over` (host OOM within the cap:
+ * `oom`) and is not made, and the load fails. */
+typedef struct ccb_budget {
+    size_t cap, held, peak;
+    int over, oom;
+} ccb_budget;
+/* The capacity (elements of elem bytes) to grow an array of `cap` to, for
+ * `need`: doubled (`first` from 0), or less where b allows no more; 0 when
+ * even need does not fit (b->over set). b NULL: unbounded. */
+size_t ccb_grow_to(ccb_budget *b, size_t cap, size_t elem, size_t need, size_t first);
+/* realloc p to ccb_grow_to's capacity, counted in b; the new block and
+ * *cap updated, or NULL with p and *cap untouched (b->over or b->oom set).
+ * b NULL: host OOM aborts (the harness cannot go on: generators). */
+void *ccb_grow(ccb_budget *b, void *p, size_t *cap, size_t elem, size_t need, size_t first);
+/* Count a block allocated whole before allocating it (0, or -1 and b->over
+ * when it does not fit), and give it back when it is freed. b NULL: nothing. */
+int ccb_budget_take(ccb_budget *b, size_t bytes);
+void ccb_budget_give(ccb_budget *b, size_t bytes);
 /* Write in format v3 (one section, id = slot + 1); -1 on a write error
  * (ferror: what is still buffered is checked where f is closed). */
 int ccb_trace_write(const ccb_trace *t, FILE *f);

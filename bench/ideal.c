@@ -41,11 +41,11 @@ typedef struct node {
 typedef struct arena {
     node *n;
     size_t cap, used;
-    ccb_budget *b; /* the load's, or NULL */
     int32_t free_list; /* recycled nodes, chained through l[0] */
     int32_t root[2];
     uint64_t top, peak;
     uint64_t rng;
+    ccb_budget *b; /* the load's, or an unbounded one */
 } arena;
 
 static int key_less(const node *a, int tree, uint64_t k1, uint64_t k2) {

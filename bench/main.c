@@ -97,6 +97,8 @@ int main(int argc, char **argv) {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
 
     int rc = dispatch(argc, argv, command_line);
-    ccb_close_stdout(); /* what it printed is written now, or said and counted */
-    return rc == 0 && ccb_out_failures() ? 1 : rc; /* an output that could not be written fails the run */
+    /* what it printed is written now, or said and counted; an output that
+     * could not be written fails the run */
+    ccb_close_stdout();
+    return rc == 0 && ccb_out_failures() ? 1 : rc;
 }

@@ -379,8 +379,8 @@ static int malloc_open(ccb_strategy *s, const char *config, const ccb_device *de
         return -1;
     }
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    size_t host = pages > 0 && page > 0 && (size_t)pages <= SIZE_MAX / (size_t)page ? (size_t)pages * (size_t)page
-                                                                                     : SIZE_MAX;
+    size_t host =
+        pages > 0 && page > 0 && (size_t)pages <= SIZE_MAX / (size_t)page ? (size_t)pages * (size_t)page : SIZE_MAX;
     m->max_block = dev->bytes < host ? dev->bytes : host;
     s->impl = m;
     return 0;

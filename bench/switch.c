@@ -503,13 +503,14 @@ static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const
     /* both modes have n >= 1 switches, sorted (report checked it) */
     fprintf(md, "| in-process (unload + release) | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n", a->n, a->median,
             a->ms[0], a->ms[a->n - 1], a->full, a->n, cca_format_bytes(a->short_max, sa, sizeof sa));
-    fprintf(md, "| process per model (start-up + unload + exit) | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n",
-            b->n, b->median, b->ms[0], b->ms[b->n - 1], b->full, b->n, cca_format_bytes(b->short_max, sb, sizeof sb));
+    fprintf(md, "| process per model (start-up + unload + exit) | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n", b->n,
+            b->median, b->ms[0], b->ms[b->n - 1], b->full, b->n, cca_format_bytes(b->short_max, sb, sizeof sb));
     if (a->median > 0)
         fprintf(md, "\nIn-process switch is %.1fx faster (median).", b->median / a->median);
     else /* ccrun reports ms with 3 decimals */
-        fprintf(md, "\nIn-process switch: %.3f ms (median), below ccrun's resolution of 0.001 ms: no speed-up "
-                    "figure.",
+        fprintf(md,
+                "\nIn-process switch: %.3f ms (median), below ccrun's resolution of 0.001 ms: no speed-up "
+                "figure.",
                 a->median);
     fprintf(md, " Wall time of the whole sequence: %.1f ms in one process, %.1f ms with a process per model.\n",
             w->inproc_wall, w->proc_wall);

@@ -726,6 +726,7 @@ int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char
     t->budget = &budget;
     int rc = ccb_trace_read(t, f, err, errlen);
     t->budget = NULL; /* the trace outlives the load, its budget does not */
+
     if (rc != 0 && !z.over_cap && !z.zerr) { /* a bad last line may be a cut stream: read on to know */
         char tmp[1 << 14];
         while (gz_cookie_read(&z, tmp, sizeof tmp) > 0)

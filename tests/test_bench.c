@@ -462,7 +462,8 @@ Test(bench_replay, unmeasured_rows_fail_with_a_reason) {
     f = open_memstream(&md, &len);
     ccb_write_results_csv(f, &r, 1);
     fclose(f);
-    cr_assert_not_null(strstr(md, "\nempty,malloc,\"\",ok,0,0,0,1,,,"), "the CSV agrees: not failed, times empty\n%s", md);
+    cr_assert_not_null(strstr(md, "\nempty,malloc,\"\",ok,0,0,0,1,,,"), "the CSV agrees: not failed, times empty\n%s",
+                       md);
     free(md);
     ccb_result_free(&r);
 }
@@ -499,8 +500,7 @@ Test(bench_report, rows_never_print_nan_or_inf) {
         cr_assert(!has_nan_or_inf(buf), "%s", buf);
         free(buf);
     }
-    ccb_micro_row m = {.strategy = "malloc", .live = 10, .pairs = 5, .median_ns = 1, .p99_ns = INFINITY,
-                       .mean_ns = 1};
+    ccb_micro_row m = {.strategy = "malloc", .live = 10, .pairs = 5, .median_ns = 1, .p99_ns = INFINITY, .mean_ns = 1};
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);

@@ -95,6 +95,7 @@ typedef struct ccb_trace {
     size_t ndomains, capdomains;
     char *comments; /* provenance lines ("# " stripped), '\n'-separated */
     size_t comments_len, comments_cap;
+    struct ccb_budget *budget; /* while ccb_trace_load reads it: what the load may hold; else NULL */
     /* filled by ccb_trace_analyze */
     uint64_t allocs, frees;
     uint64_t releases;        /* empty_cache + trim events                         */
@@ -145,14 +146,41 @@ const char *ccb_op_name(unsigned op);
  * without sign. 0 on success; otherwise -1, a message naming the line in
  * err, and t emptied (nothing left to free). */
 int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen);
-/* Load a file, plain or gzip-compressed (at most CCB_TRACE_MAX_BYTES once
- * decompressed). The name is the file's base name without .csv / .csv.gz. */
+/* Load a file, plain or gzip-compressed. CCB_TRACE_MAX_BYTES caps both the
+ * text once decompressed and the host memory the load holds at any moment
+ * (the stream's buffers, the events, names, the reader's id table and
+ * per-slot arrays, the analysis and the ideal arena; a growing array with
+ * its copy: budget.c): a trace over either is refused, naming the line (or
+ * the analysis) where it went over. The name is the file's base name without
+ * .csv / .csv.gz. ccb_trace_load_capped: the same with another cap (tests). */
 #define CCB_TRACE_MAX_BYTES ((size_t)1 << 30)
 #define CCB_LINE_MAX 4096 /* bytes in one line, its line end included */
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen);
-/* Write in format v2 (one section, id = slot + 1). */
+int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char *err, size_t errlen);
+
+/* What a load may hold (budget.c): bytes held now and at most, against a
+ * cap. Growing an array counts its old and new block both (realloc may
+ * copy); a request that does not fit sets `over` (host OOM within the cap:
+ * `oom`) and is not made, and the load fails. */
+typedef struct ccb_budget {
+    size_t cap, held, peak;
+    int over, oom;
+} ccb_budget;
+/* The capacity (elements of elem bytes) to grow an array of `cap` to, for
+ * `need`: doubled (`first` from 0), or less where b allows no more; 0 when
+ * even need does not fit (b->over set). b NULL: unbounded. */
+size_t ccb_grow_to(ccb_budget *b, size_t cap, size_t elem, size_t need, size_t first);
+/* realloc p to ccb_grow_to's capacity, counted in b; the new block and
+ * *cap updated, or NULL with p and *cap untouched (b->over or b->oom set).
+ * b NULL: host OOM aborts (the harness cannot go on: generators). */
+void *ccb_grow(ccb_budget *b, void *p, size_t *cap, size_t elem, size_t need, size_t first);
+/* Count a block allocated whole before allocating it (0, or -1 and b->over
+ * when it does not fit), and give it back when it is freed. b NULL: nothing. */
+int ccb_budget_take(ccb_budget *b, size_t bytes);
+void ccb_budget_give(ccb_budget *b, size_t bytes);
+/* Write in format v3 (one section, id = slot + 1); -1 on a write error
+ * (ferror: what is still buffered is checked where f is closed). */
 int ccb_trace_write(const ccb_trace *t, FILE *f);
-int ccb_trace_save(const ccb_trace *t, const char *path);
 /* Check pairing (every free names a live slot, sizes match), that no running
  * sum overflows, and fill the derived fields. 0 or -1 with a message. */
 int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen);
@@ -462,6 +490,9 @@ void ccb_write_driver_md(FILE *f, const ccb_driver_row *rows, size_t n, int reps
 void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n);
 /* Write the machine description (uname -a, CPU model, date) as markdown. */
 void ccb_write_machine_md(FILE *f);
+/* A strategy or trace name as a file name (timeline/T__S.csv, timeline_T.png):
+ * '/', '=', ',', ':', ' ' -> '_'. */
+void ccb_file_name(const char *in, char *out, size_t len);
 /* Run gnuplot on scripts/<script> with arguments; 0 ok, 1 gnuplot missing. */
 int ccb_gnuplot(const char *script_dir, const char *script, const char *const *args, size_t nargs);
 const char *ccb_default_script_dir(void);
@@ -475,10 +506,17 @@ typedef struct ccb_outdir {
 /* mkdir -p; 0, or -1 with a message on stderr (an existing file that is
  * not a directory, a path over 4095 bytes: never cut). */
 int ccb_mkdir_p(const char *path);
-/* dir/name opened for writing, or NULL with a message on stderr. */
+/* dir/name (name alone when dir is NULL) opened for writing, or NULL with a
+ * message on stderr. */
 FILE *ccb_open_out(const char *dir, const char *name);
-/* How many outputs ccb_mkdir_p and ccb_open_out could not make so far;
- * ccbench exits 1 if any. */
+/* Close what ccb_open_out opened (the same dir and name, for the message):
+ * 0, or -1 with a message on stderr when any of it could not be written
+ * (a write error, a full device at the last flush) or f is NULL. */
+int ccb_close_out(FILE *f, const char *dir, const char *name);
+/* Flush and close standard output at exit: 0, or -1 with a message. */
+int ccb_close_stdout(void);
+/* How many outputs ccb_mkdir_p, ccb_open_out, ccb_close_out and
+ * ccb_close_stdout could not make so far; ccbench exits 1 if any. */
 unsigned ccb_out_failures(void);
 /* Replay results as files (r: trace-major, nspecs per trace): results.md/
  * .csv, traces.md, checkpoints.csv, timeline/T__S.csv, and the plots
@@ -535,6 +573,11 @@ void ccb_usage(FILE *f);
 /* A TRACE operand: a file, or gen:NAME generated with --seed and --scale.
  * 0, or -1 with a message on stderr (t then needs no freeing). */
 int ccb_load_trace(const char *arg, const ccb_options *o, ccb_trace *t);
+/* Give traces of one name, or of one file name (ccb_file_name), distinct
+ * names, in order: the second "t" is "t-2", the third "t-3" (the name cut
+ * to keep the suffix), each said on stderr with its operand (args[i], or
+ * NULL: its name). Every per-trace output of a replay is then its own. */
+void ccb_name_traces(ccb_trace *traces, size_t n, const char *const *args);
 /* The default strategies: the host suite, then the GPU suite. */
 void ccb_default_specs(ccb_options *o);
 /* Replay every trace through every strategy of o; *out trace-major. 0, or -1

@@ -16,7 +16,10 @@
  * switch (switch.c) has its own table, parsed the same way.
  *
  * Also here: what a TRACE operand means (a file, or gen:NAME generated with
- * --seed and --scale), since every command that takes one reads it so.
+ * --seed and --scale), since every command that takes one reads it so, and
+ * the names of the traces of one run: two of one name (a/t.csv and b/t.csv,
+ * or the same trace twice) would write the same timeline files, so the
+ * later one is renamed t-2 (t-3, ...) and the rename is said.
  */
 #include "ccbench.h"
 
@@ -96,8 +99,10 @@ void ccb_usage(FILE *f) {
     fprintf(f, "ccbench — allocation strategies compared on the same traces (ccalloc benchmark harness)\n"
                "\n"
                "usage:\n"
-               "  ccbench --all [--out DIR] [--quick]   the standard suite: micro, every generator and every trace\n"
-               "                                        in bench/traces through every strategy, plots; < 2 min\n"
+               "  ccbench --all [--out DIR] [--quick] [TRACE...]   the standard suite: micro, every generator and\n"
+               "                                        every trace in bench/traces through every strategy, plots;\n"
+               "                                        < 2 min. TRACEs given: the suite on them instead (one that\n"
+               "                                        does not read stops it before anything runs, exit 2)\n"
                "  ccbench gen NAME [-o FILE] [--seed N] [--scale X]   write a generated trace (stdout by default)\n"
                "  ccbench info TRACE...                 events, peaks and streams of traces\n"
                "  ccbench replay [-s STRATEGY]... [--out DIR] TRACE...   replay traces through strategies\n"
@@ -135,7 +140,9 @@ void ccb_usage(FILE *f) {
     fprintf(f, "generators (gen:NAME):\n");
     for (size_t i = 0; i < ccb_generator_count; i++)
         fprintf(f, "    %-18s %s\n", ccb_generators[i].name, ccb_generators[i].doc);
-    fprintf(f, "\nResults on the simulated device (host memory) are labelled simulated; GPU strategies need a GPU.\n");
+    fprintf(f, "\nResults on the simulated device (host memory) are labelled simulated; GPU strategies need a GPU.\n"
+               "Exit status: 0 ok; 1 a run failed, or an output (a file, or standard output: `> /dev/full`)\n"
+               "could not be written whole, said on stderr; 2 bad usage.\n");
 }
 
 void ccb_options_init(ccb_options *o, const char *command_line) {
@@ -356,4 +363,31 @@ int ccb_load_trace(const char *arg, const ccb_options *o, ccb_trace *t) {
         return -1;
     }
     return 0;
+}
+
+/* 1 if trace i's file name is the file name of one of the traces before it. */
+static int name_taken(const ccb_trace *t, size_t i) {
+    char a[sizeof t->name], b[sizeof t->name];
+    ccb_file_name(t[i].name, a, sizeof a);
+    for (size_t j = 0; j < i; j++) {
+        ccb_file_name(t[j].name, b, sizeof b);
+        if (!strcmp(a, b))
+            return 1;
+    }
+    return 0;
+}
+
+void ccb_name_traces(ccb_trace *t, size_t n, const char *const *args) {
+    for (size_t i = 1; i < n; i++) {
+        char base[sizeof t->name];
+        memcpy(base, t[i].name, sizeof base);
+        for (unsigned k = 2; name_taken(t, i); k++) {
+            char suffix[16];
+            int sl = snprintf(suffix, sizeof suffix, "-%u", k);
+            snprintf(t[i].name, sizeof t[i].name, "%.*s%s", (int)(sizeof t[i].name - 1) - sl, base, suffix);
+        }
+        if (strcmp(base, t[i].name))
+            fprintf(stderr, "ccbench: trace '%s' is called '%s' in the results (another trace is called '%s')\n",
+                    args ? args[i] : base, t[i].name, base);
+    }
 }

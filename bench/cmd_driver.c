@@ -35,11 +35,9 @@ int ccb_cmd_driver(ccb_options *o) {
         return 1; /* said by ccb_mkdir_p */
     FILE *md = ccb_open_out(o->out, "driver.md"), *csv = ccb_open_out(o->out, "driver.csv");
     ccb_write_driver_md(md ? md : stdout, rows, NSIZES, reps);
-    if (csv) {
+    if (csv)
         ccb_write_driver_csv(csv, rows, NSIZES);
-        fclose(csv);
-    }
-    if (md)
-        fclose(md);
-    return md && csv ? 0 : 1;
+    int bad = ccb_close_out(csv, o->out, "driver.csv") != 0;
+    bad |= md && ccb_close_out(md, o->out, "driver.md") != 0;
+    return md && !bad ? 0 : 1;
 }

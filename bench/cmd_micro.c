@@ -39,14 +39,12 @@ int ccb_run_micro(ccb_options *o, FILE *md) {
         ccb_micro_write_md(md, rows, nrows, timer);
     if (o->out && ccb_mkdir_p(o->out) == 0) {
         FILE *f = ccb_open_out(o->out, "micro.csv");
-        if (f) {
+        if (f)
             ccb_micro_write_csv(f, rows, nrows);
-            fclose(f);
-        }
-        if ((f = ccb_open_out(o->out, "micro.md"))) {
+        ccb_close_out(f, o->out, "micro.csv");
+        if ((f = ccb_open_out(o->out, "micro.md")))
             ccb_micro_write_md(f, rows, nrows, timer);
-            fclose(f);
-        }
+        ccb_close_out(f, o->out, "micro.md");
     }
     free(rows);
     return rc ? 1 : 0;

@@ -6,7 +6,8 @@
  *
  * Strategies default to the host suite followed by the GPU suite; the GPU
  * ones say "skipped: no GPU" without one. All traces are read before the
- * first replay, so a bad file stops the command before any time is spent.
+ * first replay, so a bad file stops the command before any time is spent;
+ * two of one name are then told apart (ccb_name_traces: t, t-2).
  */
 #include "ccbench.h"
 
@@ -73,7 +74,7 @@ static void write_out_dir(const ccb_options *o, const ccb_trace *traces, const c
     fprintf(readme, "- command: `%s`\n- simulated device: %zu bytes of host memory\n", o->command_line,
             o->device_bytes);
     ccb_write_replay_readme(readme, traces, o->nargs, r, o->nspecs, o->alloc_latency_ns, o->free_latency_ns);
-    fclose(readme);
+    ccb_close_out(readme, o->out, "README.md"); /* said, and counted */
 }
 
 int ccb_cmd_replay(ccb_options *o) {
@@ -90,6 +91,7 @@ int ccb_cmd_replay(ccb_options *o) {
             return 2;
         }
     }
+    ccb_name_traces(traces, o->nargs, o->args);
     ccb_result *r;
     int rc = ccb_run_replays(o, traces, o->nargs, &r);
     if (!r) {

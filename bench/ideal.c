@@ -21,7 +21,8 @@
  *   by_addr  key (off, 0):   the neighbours of a freed extent
  * Invariants: free extents never touch each other nor `top`; every node is in
  * both treaps. Cost: O(log F) expected per event, F = free extents; memory
- * O(peak live blocks).
+ * O(peak live blocks), counted against the trace's load budget when it is
+ * being loaded (budget.c; CCB_UNKNOWN when it does not fit).
  */
 #include "ccbench.h"
 
@@ -44,6 +45,7 @@ typedef struct arena {
     int32_t root[2];
     uint64_t top, peak;
     uint64_t rng;
+    ccb_budget *b; /* the load's, or an unbounded one */
 } arena;
 
 static int key_less(const node *a, int tree, uint64_t k1, uint64_t k2) {
@@ -138,12 +140,10 @@ static int32_t new_node(arena *A, uint64_t off, uint64_t len) {
         A->free_list = A->n[id].l[0];
     } else {
         if (A->used == A->cap) {
-            size_t cap = A->cap ? A->cap * 2 : 256;
-            node *n = realloc(A->n, cap * sizeof *n);
+            node *n = ccb_grow(A->b, A->n, &A->cap, sizeof *n, A->used + 1, 256);
             if (!n)
                 return -1;
             A->n = n;
-            A->cap = cap;
         }
         id = (int32_t)A->used++;
     }
@@ -184,9 +184,13 @@ static int add_free(arena *A, uint64_t off, uint64_t len) {
 }
 
 size_t ccb_ideal_arena_peak(const ccb_trace *t) {
-    arena A = {.free_list = -1, .root = {-1, -1}, .rng = 1};
-    uint64_t *off = malloc((t->slots ? t->slots : 1) * sizeof *off);
-    uint64_t *len = malloc((t->slots ? t->slots : 1) * sizeof *len);
+    ccb_budget unbounded = {.cap = SIZE_MAX}; /* not being loaded: host OOM is CCB_UNKNOWN, not an abort */
+    arena A = {.free_list = -1, .root = {-1, -1}, .rng = 1, .b = t->budget ? t->budget : &unbounded};
+    size_t ns = t->slots ? t->slots : 1, held = 2 * ns * sizeof(uint64_t);
+    if (ccb_budget_take(A.b, held) != 0)
+        return CCB_UNKNOWN;
+    uint64_t *off = malloc(ns * sizeof *off);
+    uint64_t *len = malloc(ns * sizeof *len);
     size_t result = CCB_UNKNOWN;
     if (!off || !len)
         goto out;
@@ -229,5 +233,6 @@ out:
     free(off);
     free(len);
     free(A.n);
+    ccb_budget_give(A.b, held + A.cap * sizeof *A.n);
     return result;
 }

@@ -8,13 +8,15 @@
  *   ccbench micro [opts]                cmd_micro.c   cached alloc+free pair cost
  *   ccbench driver [opts]               cmd_driver.c  the GPU driver's real cudaMalloc/cudaFree cost
  *   ccbench switch [opts]               switch.c      model switching: in-process vs process
- *   ccbench --all [--out DIR]           suite.c       all of the above, bounded time
+ *   ccbench --all [--out DIR] [TRACE..] suite.c       all of the above, bounded time
  *   ccbench --list | --help             cli.c         strategies and generators | usage
  *
  * The options (one table, getopt_long) are parsed in cli.c; switch parses
  * its own. A TRACE argument is a file in the recorder's format or gen:NAME
  * for a generated one (seed and scale from --seed/--scale). What the output
- * directory holds: report.c. Exit status: 0 ok, 1 a run failed, 2 bad usage.
+ * directory holds: report.c. Exit status: 0 ok, 1 a run failed, 2 bad usage;
+ * 1 also when any output could not be written whole (a file, or standard
+ * output, flushed and closed at exit: `> /dev/full` fails), said on stderr.
  */
 #include "ccbench.h"
 
@@ -52,8 +54,34 @@ static int parse_and_run(int (*run)(ccb_options *), int argc, char **argv, int f
     int rc = ccb_options_parse(&o, argc - first + 1, argv + first - 1);
     if (rc)
         return rc == 1 ? 0 : rc;
-    rc = run(&o);
-    return rc == 0 && ccb_out_failures() ? 1 : rc; /* an output that could not be written fails the run */
+    return run(&o);
+}
+
+/* The command argv names; its exit status. */
+static int dispatch(int argc, char **argv, const char *command_line) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        ccb_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--list")) {
+        list();
+        return 0;
+    }
+    if (!strcmp(argv[1], "switch"))
+        return ccb_cmd_switch(argc - 1, argv + 1);
+    const command *named = NULL;
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            named = &commands[i];
+    /* --all anywhere: the suite, every other argument its options and TRACE
+     * operands (a command named before it is not one: `replay --all x.csv`) */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--all"))
+            return parse_and_run(ccb_cmd_all, argc, argv, named ? 2 : 1, command_line);
+    if (named)
+        return parse_and_run(named->run, argc, argv, 2, command_line);
+    fprintf(stderr, "ccbench: unknown command '%s' (see ccbench --help)\n", argv[1]);
+    return 2;
 }
 
 int main(int argc, char **argv) {
@@ -68,24 +96,9 @@ int main(int argc, char **argv) {
     mallopt(M_TRIM_THRESHOLD, INT_MAX);
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
 
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        ccb_usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    if (!strcmp(argv[1], "--list")) {
-        list();
-        return 0;
-    }
-    if (!strcmp(argv[1], "switch")) {
-        int rc = ccb_cmd_switch(argc - 1, argv + 1);
-        return rc == 0 && ccb_out_failures() ? 1 : rc;
-    }
-    for (int i = 1; i < argc; i++) /* --all anywhere: the suite, every other argument its options */
-        if (!strcmp(argv[i], "--all"))
-            return parse_and_run(ccb_cmd_all, argc, argv, 1, command_line);
-    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return parse_and_run(commands[i].run, argc, argv, 2, command_line);
-    fprintf(stderr, "ccbench: unknown command '%s' (see ccbench --help)\n", argv[1]);
-    return 2;
+    int rc = dispatch(argc, argv, command_line);
+    /* what it printed is written now, or said and counted; an output that
+     * could not be written fails the run */
+    ccb_close_stdout();
+    return rc == 0 && ccb_out_failures() ? 1 : rc;
 }

@@ -5,8 +5,12 @@
  * directory's files and the gnuplot plots drawn from them.
  *
  * Units: bytes in the CSV (exact, for plots and diffs), binary units in the
- * markdown (readable). An unknown value is an empty CSV field and "—" in
- * markdown; a skipped cell keeps its row and says why.
+ * markdown (readable). An unknown value (a figure a strategy cannot know, or
+ * one the trace gives nothing to measure: any NaN, infinity or negative
+ * double) is an empty CSV field and "—" in markdown, never "nan" or "inf";
+ * README.md says what "—" stands for; a skipped or failed cell keeps its row
+ * and says why. (ratios.dat and the timeline CSVs are gnuplot's input: NaN
+ * there is gnuplot's missing value, as their header lines say.)
  *
  * Output directory (replay --out, --all; micro and driver write theirs too):
  *   README.md              machine, date, exact command, every table (the commands write it)
@@ -18,8 +22,10 @@
  *   timeline/T__S.csv      allocated/reserved over trace T under strategy S
  *   timeline_T.png         one panel per strategy (gnuplot, scripts/timeline.gp)
  *   ratios.dat/.png        peak reserved / peak allocated per trace x strategy
- * A file that cannot be written is reported on stderr and skipped; plots need
- * gnuplot and are skipped, with a message, without it.
+ * A file that cannot be written (opened, or written whole: checked when it is
+ * closed, ccb_close_out, standard output at exit, ccb_close_stdout) is
+ * reported on stderr and counted (ccb_out_failures: ccbench exits 1); plots
+ * need gnuplot and are skipped, with a message, without it.
  */
 #include "ccbench.h"
 
@@ -49,8 +55,13 @@ void ccb_format_bytes(size_t b, char *buf, size_t len) {
         cca_format_bytes(b, buf, len);
 }
 
+/* A figure, or "—" when it is unknown (not finite, or negative). */
+static int known(double v) {
+    return isfinite(v) && v >= 0;
+}
+
 static void fmt_num(double v, const char *f, char *buf, size_t len) {
-    if (isnan(v) || v < 0)
+    if (!known(v))
         snprintf(buf, len, "—");
     else
         snprintf(buf, len, f, v);
@@ -87,7 +98,7 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         fmt_num(x->p99_ns, "%.0f", p99, sizeof p99);
         fmt_num(x->total_ms, "%.2f", tot, sizeof tot);
         fmt_num(x->driver_total_ms, "%.2f", drv, sizeof drv);
-        if (!isnan(x->driver_total_ms))
+        if (known(x->driver_total_ms))
             strncat(drv, driver_label(x), sizeof drv - strlen(drv) - 1);
         ccb_format_bytes(x->peak_reserved, pr, sizeof pr);
         fmt_num(x->ratio_requested, "%.3f", rlb, sizeof rlb);
@@ -262,7 +273,7 @@ static void csv_u64(FILE *f, uint64_t v) {
 }
 
 static void csv_double(FILE *f, double v, const char *fmt) {
-    if (isnan(v) || v < 0)
+    if (!known(v))
         fputc(',', f);
     else {
         fprintf(f, fmt, v);
@@ -295,7 +306,8 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
                "device_free_after,checked,why\n");
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
-        int ok = !x->skipped && !isnan(x->median_ns);
+        /* as in markdown: a failure has its reason; a trace without allocs or frees has no per-op figures */
+        int ok = !x->skipped && !(isnan(x->median_ns) && x->why[0]);
         /* a strategy label is what -s said: 'ccalloc=a:1,b:2' has a comma */
         ccb_csv_field(f, x->trace);
         fputc(',', f);
@@ -341,7 +353,7 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
 }
 
 int ccb_write_timeline_csv(const char *path, const ccb_result *r) {
-    FILE *f = fopen(path, "w");
+    FILE *f = ccb_open_out(NULL, path);
     if (!f)
         return -1;
     fprintf(f, "# %s on %s: maximum over each window of events; MiB\nop,requested_mib,allocated_mib,reserved_mib\n",
@@ -354,7 +366,7 @@ int ccb_write_timeline_csv(const char *path, const ccb_result *r) {
         else
             fprintf(f, "%.3f\n", p->reserved / 1048576.0);
     }
-    return fclose(f) == 0 ? 0 : -1;
+    return ccb_close_out(f, NULL, path);
 }
 
 /* ---- micro and driver tables --------------------------------------------------- */
@@ -368,9 +380,14 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
             fprintf(f, "| %s | all | | | skipped: %s | | |\n", r[i].strategy, r[i].why);
         else if (isnan(r[i].median_ns))
             fprintf(f, "| %s | %zu | %s | | failed: %s | | |\n", r[i].strategy, r[i].live, layout, r[i].why);
-        else
-            fprintf(f, "| %s | %zu | %s | %zu | %.0f | %.0f | %.1f |\n", r[i].strategy, r[i].live, layout, r[i].pairs,
-                    r[i].median_ns, r[i].p99_ns, r[i].mean_ns);
+        else {
+            char med[32], p99[32], mean[32];
+            fmt_num(r[i].median_ns, "%.0f", med, sizeof med);
+            fmt_num(r[i].p99_ns, "%.0f", p99, sizeof p99);
+            fmt_num(r[i].mean_ns, "%.1f", mean, sizeof mean);
+            fprintf(f, "| %s | %zu | %s | %zu | %s | %s | %s |\n", r[i].strategy, r[i].live, layout, r[i].pairs, med,
+                    p99, mean);
+        }
     }
     fprintf(f, "\nEach pair timed alone between two reads of %s; the median read (%.1f ns) is subtracted.\n",
             ccb_clock_name(), timer_ns);
@@ -386,8 +403,11 @@ void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {
             csv_text(f, r[i].why); /* always quoted, as before */
             fputc('\n', f);
         } else {
-            fprintf(f, ",%zu,%s,%zu,%.1f,%.1f,%.2f,ok,\n", r[i].live, layout, r[i].pairs, r[i].median_ns, r[i].p99_ns,
-                    r[i].mean_ns);
+            fprintf(f, ",%zu,%s,%zu,", r[i].live, layout, r[i].pairs);
+            csv_double(f, r[i].median_ns, "%.1f");
+            csv_double(f, r[i].p99_ns, "%.1f");
+            csv_double(f, r[i].mean_ns, "%.2f");
+            fprintf(f, "ok,\n");
         }
     }
 }
@@ -514,20 +534,52 @@ int ccb_mkdir_p(const char *path) {
     return 0;
 }
 
+/* dir/name, or name alone when dir is NULL; -1 (said and counted) if too long. */
+static int out_path(const char *dir, const char *name, char *path, size_t len) {
+    int n = dir ? snprintf(path, len, "%s/%s", dir, name) : snprintf(path, len, "%s", name);
+    return n >= (int)len ? out_failed("write", dir ? dir : name, "path too long") : 0;
+}
+
 FILE *ccb_open_out(const char *dir, const char *name) {
     char path[4096];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
-        out_failed("write", dir, "path too long");
+    if (out_path(dir, name, path, sizeof path))
         return NULL;
-    }
     FILE *f = fopen(path, "w");
     if (!f)
         out_failed("write", path, strerror(errno));
     return f;
 }
 
-/* A strategy or trace name as a file name: '/', '=', ',', ':', ' ' -> '_'. */
-static void safe_name(const char *in, char *out, size_t len) {
+/* A write error is sticky (ferror) and a full device often shows only when
+ * the buffer is flushed: both are checked here, once, at the close. NULL if
+ * all of f was written, else why not. */
+static const char *close_checked(FILE *f) {
+    errno = 0;
+    int bad = fflush(f) != 0 || ferror(f);
+    int e = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    return !bad ? NULL : e ? strerror(e) : "write error";
+}
+
+int ccb_close_out(FILE *f, const char *dir, const char *name) {
+    if (!f)
+        return -1; /* counted when it could not be opened */
+    const char *why = close_checked(f);
+    char path[4096];
+    if (!why || out_path(dir, name, path, sizeof path))
+        return why ? -1 : 0;
+    return out_failed("write", path, why);
+}
+
+int ccb_close_stdout(void) {
+    const char *why = close_checked(stdout);
+    return why ? out_failed("write", "standard output", why) : 0;
+}
+
+void ccb_file_name(const char *in, char *out, size_t len) {
     size_t k = 0;
     for (; *in && k + 1 < len; in++)
         out[k++] = (*in == '/' || *in == '=' || *in == ',' || *in == ':' || *in == ' ') ? '_' : *in;
@@ -542,8 +594,8 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
         if (r[i].skipped || isnan(r[i].median_ns) || !r[i].timeline_n)
             continue;
         char st[64], tr[64], rel[256], path[1024];
-        safe_name(r[i].strategy, st, sizeof st);
-        safe_name(r[i].trace, tr, sizeof tr);
+        ccb_file_name(r[i].strategy, st, sizeof st);
+        ccb_file_name(r[i].trace, tr, sizeof tr);
         snprintf(rel, sizeof rel, "timeline/%s__%s.csv", tr, st);
         snprintf(path, sizeof path, "%s/%s", d->path, rel);
         if (ccb_write_timeline_csv(path, &r[i]) != 0)
@@ -555,7 +607,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
     if (!panels || d->no_plots)
         return;
     char png[1024], title[256], tr[64];
-    safe_name(r[0].trace, tr, sizeof tr);
+    ccb_file_name(r[0].trace, tr, sizeof tr);
     snprintf(png, sizeof png, "%s/timeline_%s.png", d->path, tr);
     snprintf(title, sizeof title,
              "%s: allocated vs reserved (simulated device for ccalloc; MiB; last step: empty-cache, live blocks kept)",
@@ -572,7 +624,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
 static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces, size_t nspecs) {
     char dat[1024];
     snprintf(dat, sizeof dat, "%s/ratios.dat", d->path);
-    FILE *f = fopen(dat, "w");
+    FILE *f = ccb_open_out(NULL, dat);
     if (!f)
         return;
     /* columns: only strategies that know their reserved bytes on at least one trace */
@@ -596,7 +648,8 @@ static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces
                 fprintf(f, " %.4f", r[t * nspecs + s].ratio);
         fprintf(f, "\n");
     }
-    fclose(f);
+    if (ccb_close_out(f, NULL, dat) != 0)
+        return;
     if (d->no_plots || !kept)
         return;
     char png[1024], cols[16];
@@ -614,23 +667,19 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
     snprintf(tl, sizeof tl, "%s/timeline", d->path);
     ccb_mkdir_p(tl);
     FILE *f = ccb_open_out(d->path, "results.md");
-    if (f) {
+    if (f)
         ccb_write_results_md(f, r, n);
-        fclose(f);
-    }
-    if ((f = ccb_open_out(d->path, "results.csv"))) {
+    ccb_close_out(f, d->path, "results.md");
+    if ((f = ccb_open_out(d->path, "results.csv")))
         ccb_write_results_csv(f, r, n);
-        fclose(f);
-    }
-    if ((f = ccb_open_out(d->path, "traces.md"))) {
+    ccb_close_out(f, d->path, "results.csv");
+    if ((f = ccb_open_out(d->path, "traces.md")))
         ccb_write_traces_md(f, traces, ntraces);
-        fclose(f);
-    }
-    if ((f = ccb_open_out(d->path, "checkpoints.csv"))) {
+    ccb_close_out(f, d->path, "traces.md");
+    if ((f = ccb_open_out(d->path, "checkpoints.csv")))
         for (size_t t = 0; t < ntraces; t++)
             ccb_write_checkpoints_csv(f, &traces[t], &r[t * nspecs], nspecs, t == 0);
-        fclose(f);
-    }
+    ccb_close_out(f, d->path, "checkpoints.csv");
     for (size_t t = 0; t < ntraces; t++)
         plot_trace(d, &r[t * nspecs], nspecs);
     plot_ratios(d, r, ntraces, nspecs);
@@ -648,7 +697,10 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
             "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
             "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
             "per device free (the driver's cost; \"(real)\": a GPU strategy, whose times already include its "
-            "driver). × lower bound and × ideal arena: peak reserved over each.\n\n",
+            "driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
+            "cannot know (reserved bytes, upstream calls and fragmentation of the malloc floor, which has no device "
+            "and no driver time either) or the trace gives nothing to measure (per-op times of a trace without "
+            "allocs or frees).\n\n",
             (double)alloc_latency_ns / 1e3, (double)free_latency_ns / 1e3);
     ccb_write_results_md(readme, r, nt * nspecs);
     int any = 0;
@@ -676,7 +728,7 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
     fprintf(readme, "\nPlots: ");
     for (size_t t = 0; t < nt; t++) {
         char tr[64];
-        safe_name(traces[t].name, tr, sizeof tr);
+        ccb_file_name(traces[t].name, tr, sizeof tr);
         fprintf(readme, "[%s](timeline_%s.png) · ", tr, tr);
     }
     fprintf(readme, "[ratios](ratios.png). CSV: results.csv, checkpoints.csv, timeline/*.csv.\n");

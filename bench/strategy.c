@@ -32,12 +32,16 @@
  * Host strategies over the simulated device (ccalloc, device-malloc) open it
  * with the ccb_device's latencies: zero for the bookkeeping passes, the
  * driver's cost for the "with driver" passes. The malloc floor has no
- * device, so no driver time.
+ * device, so no driver time; it takes the device's capacity as its bound
+ * on one block (a larger request, or one larger than the host's physical
+ * memory, is an OOM and malloc is not called: a trace may ask for 2^60
+ * bytes, which ASan's malloc aborts on rather than failing).
  */
 #include "ccbench.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ccalloc.h"
 
@@ -361,24 +365,36 @@ const ccb_strategy_ops ccb_strategy_ccalloc_cuda = {
 
 typedef struct malloc_impl {
     size_t live, peak;
+    size_t max_block; /* the device's capacity, at most the host's memory */
 } malloc_impl;
 
 static int malloc_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
-    (void)dev;
     if (config && *config) {
         snprintf(why, whylen, "malloc takes no config (got '%s')", config);
         return -1;
     }
-    s->impl = calloc(1, sizeof(malloc_impl));
-    return s->impl ? 0 : -1;
+    malloc_impl *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(why, whylen, "out of host memory");
+        return -1;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t host =
+        pages > 0 && page > 0 && (size_t)pages <= SIZE_MAX / (size_t)page ? (size_t)pages * (size_t)page : SIZE_MAX;
+    m->max_block = dev->bytes < host ? dev->bytes : host;
+    s->impl = m;
+    return 0;
 }
 
 static int malloc_alloc(ccb_strategy *s, size_t size, unsigned stream, void **ptr) {
     (void)stream;
+    malloc_impl *m = s->impl;
+    *ptr = NULL;
+    if (size > m->max_block)
+        return 1; /* over the device or the host: an OOM, malloc not asked */
     *ptr = malloc(size);
     if (!*ptr)
         return 1;
-    malloc_impl *m = s->impl;
     m->live += size;
     if (m->live > m->peak)
         m->peak = m->live;
@@ -422,7 +438,7 @@ static void malloc_close(ccb_strategy *s) {
 
 const ccb_strategy_ops ccb_strategy_malloc = {
     .base = "malloc",
-    .doc = "glibc malloc/free of the requested sizes (reserved bytes unknown)",
+    .doc = "glibc malloc/free of the requested sizes (reserved bytes unknown; a block over --device-bytes: OOM)",
     .gpu = 0,
     .open = malloc_open,
     .alloc = malloc_alloc,

@@ -1,11 +1,15 @@
 /*
- * suite.c — `ccbench --all [--out DIR] [--quick]`: the standard suite, in
- * bounded time (< 2 min on 2 cores; --quick, for tests, in seconds).
+ * suite.c — `ccbench --all [--out DIR] [--quick] [TRACE...]`: the standard
+ * suite, in bounded time (< 2 min on 2 cores; --quick, for tests, in
+ * seconds).
  *
  *   1. traces: every generator (gen:NAME at --scale, 0.02 with --quick), then
  *      every *.csv and *.csv.gz in bench/traces, by name (those at their own
  *      size, --quick included); a trace that does not read is left out with
- *      its message;
+ *      its message. TRACE operands replace that set: the suite runs on them
+ *      (files or gen:NAME, in their order), and one that does not read stops
+ *      the suite before anything runs (exit 2), as replay does. Traces of
+ *      one name are told apart (ccb_name_traces: t, t-2);
  *   2. README.md opens with the machine, the exact command and the device;
  *   3. the micro-benchmark (cmd_micro.c), its table copied into README.md;
  *   4. every trace through every strategy (cmd_replay.c): the files of
@@ -41,7 +45,19 @@ static void apply_quick(ccb_options *o) {
         o->pairs = 2000;
 }
 
-/* Step 1: the generators' traces, then bench/traces/ in name order. */
+/* Step 1 with TRACE operands: all of them, or -1 (said) and none. */
+static int load_operands(const ccb_options *o, ccb_trace *traces, size_t *nt) {
+    for (*nt = 0; *nt < o->nargs; ++*nt) {
+        if (ccb_load_trace(o->args[*nt], o, &traces[*nt]) != 0) {
+            while (*nt)
+                ccb_trace_free(&traces[--*nt]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Step 1 without: the generators' traces, then bench/traces/ in name order. */
 static size_t load_traces(const ccb_options *o, ccb_trace *traces, size_t max) {
     size_t nt = 0;
     for (size_t i = 0; i < ccb_generator_count && nt < max; i++) {
@@ -97,12 +113,20 @@ static int switch_section(const ccb_options *o, FILE *readme) {
 int ccb_cmd_all(ccb_options *o) {
     if (!o->out)
         o->out = "ccbench-results";
-    if (ccb_mkdir_p(o->out))
-        return 2; /* said by ccb_mkdir_p */
     apply_quick(o);
     uint64_t t0 = ccb_now_ns();
-    ccb_trace traces[CCB_MAX_TRACES];
-    size_t nt = load_traces(o, traces, CCB_MAX_TRACES);
+    ccb_trace traces[CCB_MAX_TRACES]; /* o->nargs <= CCB_MAX_TRACES (cli.c) */
+    size_t nt = 0;
+    if (o->nargs && load_operands(o, traces, &nt) != 0)
+        return 2; /* said by ccb_load_trace; nothing has run */
+    if (!o->nargs)
+        nt = load_traces(o, traces, CCB_MAX_TRACES);
+    ccb_name_traces(traces, nt, o->nargs ? o->args : NULL); /* x.csv and x.csv.gz are both "x" */
+    if (ccb_mkdir_p(o->out)) {
+        while (nt)
+            ccb_trace_free(&traces[--nt]);
+        return 2; /* said by ccb_mkdir_p */
+    }
 
     FILE *readme = ccb_open_out(o->out, "README.md");
     int rc = 0;
@@ -135,7 +159,8 @@ int ccb_cmd_all(ccb_options *o) {
     if (!o->quick)
         rc |= switch_section(o, readme);
     fprintf(readme, "\nWall time of the suite: %.1f s.\n", (double)(ccb_now_ns() - t0) / 1e9);
-    fclose(readme);
+    if (ccb_close_out(readme, o->out, "README.md") != 0)
+        rc = 2;
     fprintf(stderr, "ccbench: wrote %s/README.md (%.1f s)\n", o->out, (double)(ccb_now_ns() - t0) / 1e9);
 out:
     for (size_t i = 0; i < nt; i++)

@@ -23,13 +23,21 @@
  * are labelled SIMULATED; on a GPU (ccrun --device auto finds it) they are
  * the headline: target (a) >= 25x faster than (b) with the same memory.
  *
- * ccrun is found through --ccrun PATH, then the build tree (CCB_CCRUN_PATH),
- * then next to ccbench (../runtime/ccrun), then $PATH. Without it: skipped.
+ * ccrun is --ccrun PATH when given (a PATH that is not an executable file is
+ * an error, exit 1: the user named it), else it is searched for in the build
+ * tree (CCB_CCRUN_PATH), next to ccbench (../runtime/ccrun), then $PATH; not
+ * found there: "skipped", exit 0.
  *
  * Steps of ccb_cmd_switch: parse the options (getopt_long, the conventions
  * of cli.c), find ccrun, lay out the sequence of models, (a), (b), then the
  * report: switch.md (a table a person reads) and switch.csv (one row per
  * switch) into --out, or the table on stdout.
+ *
+ * Every figure is measured or the run fails with the reason: a sequence of
+ * one model (no switch to time) is a usage error; a number missing from
+ * ccrun's JSON, or fewer switches than the sequence has, fails the run
+ * (exit 1); an in-process switch of 0.000 ms (below ccrun's resolution) is
+ * reported as such, with no speed-up figure, never as "infx faster".
  */
 #include "ccbench.h"
 #include "ccalloc.h"
@@ -68,11 +76,14 @@ static void usage(FILE *f) {
                "                      [--rounds N] [--iters N] [--batch N] [--out DIR] [MODEL...]\n"
                "  Models run in sequence (default four mlp:... specs of different shapes, repeated\n"
                "  --rounds times, 1..1000, default 3): (a) in one ccrun process with unload + release\n"
-               "  between them, (b) one ccrun process per model. Reports time per switch and the device\n"
+               "  between them, (b) one ccrun process per model. The sequence needs two models or more\n"
+               "  (MODELs x --rounds): one has no switch to time. Reports time per switch and the device\n"
                "  memory free for the next model. --device host (simulated) is the default without a GPU.\n"
                "  --device, --capacity (default 2G), --iters (default 1) and --batch (default 8) are\n"
                "  passed to ccrun, which checks them. At most %d models. Options take \"--opt value\"\n"
-               "  or \"--opt=value\", in any order with the models.\n",
+               "  or \"--opt=value\", in any order with the models.\n"
+               "  ccrun: --ccrun PATH (an error if PATH is not an executable file), else searched for in\n"
+               "  the build tree, next to ccbench and in $PATH (\"skipped\" if not found there).\n",
                MAX_MODELS);
 }
 
@@ -135,7 +146,31 @@ static int parse_options(int argc, char **argv, switch_options *so) {
     if (!so->nm)
         for (; so->nm < sizeof default_models / sizeof *default_models; so->nm++)
             so->models[so->nm] = default_models[so->nm];
+    if (so->nm * (size_t)so->rounds < 2)
+        return usage_error("a switch needs two models in the sequence: name two MODELs or more, or give --rounds "
+                           "2 or more (got 1 model x 1 round: nothing to time)");
     return 0;
+}
+
+/* An executable regular file: 1, or 0 with errno saying why not (EISDIR for
+ * a directory; access(2) runs a directory, so it is asked last). */
+static int executable(const char *p) {
+    struct stat st;
+    if (stat(p, &st) != 0)
+        return 0;
+    if (!S_ISREG(st.st_mode)) {
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EACCES;
+        return 0;
+    }
+    return access(p, X_OK) == 0;
+}
+
+/* --ccrun PATH: named by the user, so it must be there. 0, or 1 said. */
+static int check_given_ccrun(const char *given) {
+    if (!given || executable(given))
+        return 0;
+    fprintf(stderr, "ccbench switch: --ccrun '%s' is not an executable file: %s\n", given, strerror(errno));
+    return 1;
 }
 
 #ifndef CCB_HAVE_CJSON
@@ -144,6 +179,8 @@ int ccb_cmd_switch(int argc, char **argv) {
     int rc = parse_options(argc, argv, &so);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (check_given_ccrun(so.ccrun))
+        return 1;
     printf("skipped: ccbench was built without libcjson (apt-get install libcjson-dev), needed to read ccrun --json\n");
     return 0;
 }
@@ -173,10 +210,7 @@ typedef struct switch_run {
 
 /* ---- step 2: ccrun ------------------------------------------------------------------- */
 
-static int executable(const char *p) {
-    return access(p, X_OK) == 0;
-}
-
+/* --ccrun (checked already), or the search; -1: not found. */
 static int find_ccrun(const char *given, char *out, size_t len) {
     if (given) {
         snprintf(out, len, "%s", given);
@@ -297,9 +331,25 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, double *wall_ms) 
     return doc;
 }
 
-static double num(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+/* A figure of ccrun's JSON: a finite number >= 0 under `key` of object o
+ * (`what` names o in the message), else -1 with the reason on stderr. */
+static int num(const cJSON *o, const char *key, const char *what, double *v) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0 || x->valuedouble >= 0x1p64) {
+        fprintf(stderr, "ccbench switch: ccrun --json gave no number >= 0 for '%s' in its %s\n", key, what);
+        return -1;
+    }
+    *v = x->valuedouble;
+    return 0;
+}
+
+/* The same, as bytes. */
+static int bytes(const cJSON *o, const char *key, const char *what, size_t *b) {
+    double v;
+    if (num(o, key, what, &v))
+        return -1;
+    *b = (size_t)v;
+    return 0;
 }
 
 static const char *str(const cJSON *o, const char *key) {
@@ -351,56 +401,63 @@ static int in_process(switch_run *w) {
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(doc, "device");
     w->simulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dev, "simulated"));
     snprintf(w->devname, sizeof w->devname, "%s", str(dev, "name"));
-    size_t baseline = (size_t)num(dev, "free_baseline");
+    size_t baseline;
+    int rc = bytes(dev, "free_baseline", "device", &baseline);
     const cJSON *ph;
-    double unload_ms = 0;
+    double unload_ms = 0, release_ms = 0;
     size_t k = 0; /* the model that ends at the next release */
     cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
         const char *p = str(ph, "phase");
-        if (!strcmp(p, "unload")) {
-            unload_ms = num(ph, "time_ms");
-        } else if (!strcmp(p, "release")) {
+        if (rc == 0 && !strcmp(p, "unload")) {
+            rc = num(ph, "time_ms", "unload phase", &unload_ms);
+        } else if (rc == 0 && !strcmp(p, "release")) {
             if (k + 1 < w->seq_n) { /* a switch to the next model */
                 switch_row *r = add_row(w, "in-process", k, k + 1);
-                r->switch_ms = unload_ms + num(ph, "time_ms");
-                r->free_for_next = (size_t)num(ph, "device_free_bytes");
+                rc = num(ph, "time_ms", "release phase", &release_ms);
+                rc = rc ? rc : bytes(ph, "device_free_bytes", "release phase", &r->free_for_next);
+                r->switch_ms = unload_ms + release_ms;
                 r->baseline = baseline;
             }
             k++;
         }
     }
     cJSON_Delete(doc);
-    return 0;
+    return rc;
 }
 
 /* ---- step 5: (b) one process per model ------------------------------------------------- */
 
 static int process_per_model(switch_run *w) {
-    double prev_cost = NAN;
+    double prev_cost = 0; /* set by model 0, used from model 1 on */
     for (size_t i = 0; i < w->seq_n; i++) {
         double wall;
         cJSON *doc = run_ccrun(w, i, 1, &wall);
         if (!doc)
             return -1;
         w->proc_wall += wall;
-        double load_run = 0;
+        double load_run = 0, ms;
         size_t start_free = 0;
+        int rc = 0;
         const cJSON *ph;
         cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
             const char *p = str(ph, "phase");
-            if (!strcmp(p, "load") || !strcmp(p, "run"))
-                load_run += num(ph, "time_ms");
-            else if (!strcmp(p, "start"))
-                start_free = (size_t)num(ph, "device_free_bytes");
+            if (rc == 0 && (!strcmp(p, "load") || !strcmp(p, "run"))) {
+                rc = num(ph, "time_ms", !strcmp(p, "load") ? "load phase" : "run phase", &ms);
+                load_run += ms;
+            } else if (rc == 0 && !strcmp(p, "start")) {
+                rc = bytes(ph, "device_free_bytes", "start phase", &start_free);
+            }
         }
-        if (i > 0) { /* the switch into model i: previous process's cost, this one's memory */
+        if (rc == 0 && i > 0) { /* the switch into model i: previous process's cost, this one's memory */
             switch_row *r = add_row(w, "process", i - 1, i);
             r->switch_ms = prev_cost;
             r->free_for_next = start_free;
-            r->baseline = (size_t)num(cJSON_GetObjectItemCaseSensitive(doc, "device"), "free_baseline");
+            rc = bytes(cJSON_GetObjectItemCaseSensitive(doc, "device"), "free_baseline", "device", &r->baseline);
         }
         prev_cost = wall - load_run;
         cJSON_Delete(doc);
+        if (rc)
+            return -1;
     }
     return 0;
 }
@@ -429,7 +486,7 @@ static void summarize(const switch_run *w, const char *mode, mode_summary *m) {
         if (r->free_for_next < r->baseline && r->baseline - r->free_for_next > m->short_max)
             m->short_max = r->baseline - r->free_for_next;
     }
-    m->median = m->ms ? ccb_quantile(m->ms, m->n, 0.5) : NAN;
+    m->median = m->ms && m->n ? ccb_quantile(m->ms, m->n, 0.5) : 0; /* n >= 1 once report checked it */
 }
 
 static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const mode_summary *b) {
@@ -443,16 +500,20 @@ static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const
     fprintf(md, "| mode | switches | median ms/switch | min | max | next model gets the baseline free memory | "
                 "largest shortfall |\n");
     fprintf(md, "|---|--:|--:|--:|--:|--:|--:|\n");
+    /* both modes have n >= 1 switches, sorted (report checked it) */
     fprintf(md, "| in-process (unload + release) | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n", a->n, a->median,
-            a->n ? a->ms[0] : NAN, a->n ? a->ms[a->n - 1] : NAN, a->full, a->n,
-            cca_format_bytes(a->short_max, sa, sizeof sa));
-    fprintf(md, "| process per model (start-up + unload + exit) | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n",
-            b->n, b->median, b->n ? b->ms[0] : NAN, b->n ? b->ms[b->n - 1] : NAN, b->full, b->n,
-            cca_format_bytes(b->short_max, sb, sizeof sb));
-    fprintf(md,
-            "\nIn-process switch is %.1fx faster (median). Wall time of the whole sequence: %.1f ms in one "
-            "process, %.1f ms with a process per model.\n",
-            b->median / a->median, w->inproc_wall, w->proc_wall);
+            a->ms[0], a->ms[a->n - 1], a->full, a->n, cca_format_bytes(a->short_max, sa, sizeof sa));
+    fprintf(md, "| process per model (start-up + unload + exit) | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n", b->n,
+            b->median, b->ms[0], b->ms[b->n - 1], b->full, b->n, cca_format_bytes(b->short_max, sb, sizeof sb));
+    if (a->median > 0)
+        fprintf(md, "\nIn-process switch is %.1fx faster (median).", b->median / a->median);
+    else /* ccrun reports ms with 3 decimals */
+        fprintf(md,
+                "\nIn-process switch: %.3f ms (median), below ccrun's resolution of 0.001 ms: no speed-up "
+                "figure.",
+                a->median);
+    fprintf(md, " Wall time of the whole sequence: %.1f ms in one process, %.1f ms with a process per model.\n",
+            w->inproc_wall, w->proc_wall);
 }
 
 static void write_csv(FILE *csv, const switch_run *w) {
@@ -473,6 +534,12 @@ static int report(const switch_run *w) {
     if (!a.ms || !b.ms) {
         fprintf(stderr, "ccbench switch: out of host memory\n");
         rc = 1;
+    } else if (a.n != w->seq_n - 1 || b.n != w->seq_n - 1) {
+        fprintf(stderr,
+                "ccbench switch: ccrun reported %zu switches in one process and %zu with a process per model; the "
+                "sequence of %zu models has %zu (a release phase per model is missing from its JSON)\n",
+                a.n, b.n, w->seq_n, w->seq_n - 1);
+        rc = 1;
     } else if (!out) {
         write_md(stdout, w, &a, &b);
     } else {
@@ -481,16 +548,16 @@ static int report(const switch_run *w) {
         if (md && csv) {
             write_md(md, w, &a, &b);
             write_csv(csv, w);
-            printf("ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n",
-                   a.median, b.median, w->simulated ? "simulated device" : "GPU", out);
-        } else {
+        }
+        int bad = ccb_close_out(md, out, "switch.md") != 0;
+        bad |= ccb_close_out(csv, out, "switch.csv") != 0;
+        if (bad) {
             fprintf(stderr, "ccbench switch: cannot write into %s\n", out);
             rc = 1;
+        } else {
+            printf("ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n",
+                   a.median, b.median, w->simulated ? "simulated device" : "GPU", out);
         }
-        if (md)
-            fclose(md);
-        if (csv)
-            fclose(csv);
     }
     free(a.ms);
     free(b.ms);
@@ -502,6 +569,8 @@ int ccb_cmd_switch(int argc, char **argv) {
     int rc = parse_options(argc, argv, &so);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (check_given_ccrun(so.ccrun))
+        return 1;
     char ccrun[1024];
     if (find_ccrun(so.ccrun, ccrun, sizeof ccrun) != 0) {
         printf("skipped: ccrun not found (build target ccrun with -DCCA_BUILD_RUNTIME=ON, or pass --ccrun PATH)\n");

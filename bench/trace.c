@@ -37,7 +37,11 @@
  *
  * Costs: reading is O(events) with one hash insert per alloc and one lookup
  * per free; analysis is one O(events) pass over a live-size array plus the
- * ideal arena (ideal.c, O(events log F)).
+ * ideal arena (ideal.c, O(events log F)). Memory: 16 bytes an event, and
+ * while reading 40 to 70 more per alloc (id table, per-slot arrays), then
+ * 28 per alloc for the analysis; ccb_trace_load holds all of it, at every
+ * moment, within its cap (budget.c): a file of short alloc lines reaches
+ * 1 GiB at about 16 million allocs and is refused at that line.
  *
  * Errors name the line: a free of an id that is not live, a free whose size
  * differs from its alloc's, an alloc reusing a live id, a bad field, a mark
@@ -57,15 +61,6 @@
 
 #include <zlib.h>
 
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n);
-    if (!q && n) {
-        fprintf(stderr, "ccbench: out of host memory (%zu bytes)\n", n);
-        abort(); /* the harness itself cannot go on; never library code */
-    }
-    return q;
-}
-
 void ccb_trace_init(ccb_trace *t, const char *name) {
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name ? name : "trace");
@@ -80,10 +75,15 @@ void ccb_trace_free(ccb_trace *t) {
     t->comments_len = t->comments_cap = 0;
 }
 
+/* Growth goes through t->budget while ccb_trace_load reads t (budget.c): an
+ * array that would not fit is not grown, the event or name is dropped and
+ * the reader, which checks the budget after every line, fails the load. */
 static void push(ccb_trace *t, ccb_event e) {
     if (t->n == t->cap) {
-        t->cap = t->cap ? t->cap * 2 : 1024;
-        t->ev = xrealloc(t->ev, t->cap * sizeof *t->ev);
+        ccb_event *ev = ccb_grow(t->budget, t->ev, &t->cap, sizeof *ev, t->n + 1, 1024);
+        if (!ev)
+            return;
+        t->ev = ev;
     }
     t->ev[t->n++] = e;
 }
@@ -117,8 +117,10 @@ int ccb_trace_domain(ccb_trace *t, const char *name) {
     if (!name || !ccb_domain_name_ok(name) || t->ndomains >= CCB_MAX_DOMAINS)
         return -1;
     if (t->ndomains + 1 >= t->capdomains) {
-        t->capdomains = t->capdomains ? t->capdomains * 2 : 8;
-        t->domains = xrealloc(t->domains, t->capdomains * sizeof *t->domains);
+        ccb_domain_info *d = ccb_grow(t->budget, t->domains, &t->capdomains, sizeof *d, t->ndomains + 2, 8);
+        if (!d)
+            return -1;
+        t->domains = d;
     }
     if (t->ndomains == 0) { /* the default domain takes number 0 */
         memset(&t->domains[0], 0, sizeof t->domains[0]);
@@ -164,8 +166,10 @@ int ccb_trace_mark(ccb_trace *t, const char *name) {
     if (!name || !ccb_mark_name_ok(name) || t->nmarks >= UINT32_MAX)
         return -1;
     if (t->nmarks == t->capmarks) {
-        t->capmarks = t->capmarks ? t->capmarks * 2 : 16;
-        t->marks = xrealloc(t->marks, t->capmarks * sizeof *t->marks);
+        char(*m)[CCB_MARK_MAX + 1] = ccb_grow(t->budget, t->marks, &t->capmarks, sizeof *m, t->nmarks + 1, 16);
+        if (!m)
+            return -1;
+        t->marks = m;
     }
     memset(t->marks[t->nmarks], 0, sizeof t->marks[0]); /* whole records compare equal */
     memcpy(t->marks[t->nmarks], name, strlen(name));
@@ -200,8 +204,10 @@ void ccb_trace_comment(ccb_trace *t, const char *fmt, ...) {
         return;
     size_t need = t->comments_len + (size_t)n + 2;
     if (need > t->comments_cap) {
-        t->comments_cap = need > 2 * t->comments_cap ? need : 2 * t->comments_cap;
-        t->comments = xrealloc(t->comments, t->comments_cap);
+        char *c = ccb_grow(t->budget, t->comments, &t->comments_cap, 1, need, need);
+        if (!c)
+            return;
+        t->comments = c;
     }
     va_start(ap, fmt);
     vsnprintf(t->comments + t->comments_len, (size_t)n + 1, fmt, ap);
@@ -217,7 +223,10 @@ typedef struct idmap {
     uint64_t *keys; /* 0 = empty; key = (section << 44 | id) + 1 */
     uint32_t *slots;
     size_t cap, n;
+    ccb_budget *b; /* the load's, or NULL */
 } idmap;
+
+#define IDMAP_ENTRY (sizeof(uint64_t) + sizeof(uint32_t)) /* bytes per entry */
 
 /* Keys are mixed with a per-process random key, so a file cannot choose ids
  * that all probe one cluster (the order of slots never depends on it). */
@@ -231,11 +240,13 @@ static uint64_t mix(uint64_t x) {
     return x;
 }
 
-static void idmap_grow(idmap *m);
+static int idmap_grow(idmap *m);
 
+/* The slot of key; with insert, a new entry for it (NULL: no room in the
+ * load's budget, or host memory). */
 static uint32_t *idmap_find(idmap *m, uint64_t key, int insert) {
-    if (insert && (m->n + 1) * 2 > m->cap)
-        idmap_grow(m);
+    if (insert && (m->n + 1) * 2 > m->cap && idmap_grow(m) != 0)
+        return NULL;
     if (!m->cap)
         return NULL;
     for (size_t i = mix(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
@@ -251,21 +262,33 @@ static uint32_t *idmap_find(idmap *m, uint64_t key, int insert) {
     }
 }
 
-static void idmap_grow(idmap *m) {
+/* Twice the entries, rehashed: the old table and the new one are both held
+ * meanwhile, and both are counted. */
+static int idmap_grow(idmap *m) {
     idmap old = *m;
-    m->cap = old.cap ? old.cap * 2 : 1024;
-    m->keys = calloc(m->cap, sizeof *m->keys);
-    m->slots = calloc(m->cap, sizeof *m->slots);
-    if (!m->keys || !m->slots) {
-        fprintf(stderr, "ccbench: out of host memory\n");
-        abort();
+    size_t cap = old.cap ? old.cap * 2 : 1024;
+    if (ccb_budget_take(m->b, cap * IDMAP_ENTRY) != 0)
+        return -1;
+    uint64_t *keys = calloc(cap, sizeof *keys);
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (!keys || !slots) {
+        free(keys);
+        free(slots);
+        if (!m->b) {
+            fprintf(stderr, "ccbench: out of host memory\n");
+            abort(); /* the harness itself cannot go on; never library code */
+        }
+        m->b->oom = 1;
+        return -1;
     }
-    m->n = 0;
+    *m = (idmap){.keys = keys, .slots = slots, .cap = cap, .b = old.b};
     for (size_t i = 0; i < old.cap; i++)
         if (old.keys[i])
-            *idmap_find(m, old.keys[i], 1) = old.slots[i];
+            *idmap_find(m, old.keys[i], 1) = old.slots[i]; /* room enough: no growth */
     free(old.keys);
     free(old.slots);
+    ccb_budget_give(m->b, old.cap * IDMAP_ENTRY);
+    return 0;
 }
 
 /* ---- reading --------------------------------------------------------------- */
@@ -339,12 +362,55 @@ typedef struct reader {
     size_t section_domains;       /* declared in this section, 0 included   */
 } reader;
 
-static void reader_free(reader *r) {
+#define READER_SLOT (sizeof(uint64_t) + sizeof(uint8_t) + sizeof(uint16_t)) /* bytes per slot */
+/* The line buffer and the domain tables: allocated whole, counted whole. */
+#define READER_FIXED (CCB_LINE_MAX + 1 + (CCB_MAX_DOMAINS + 1) * (sizeof(uint64_t) + sizeof(uint16_t)))
+
+/* The three per-slot arrays to hold `need` slots, grown together within b. */
+static int reader_grow(reader *r, size_t need, ccb_budget *b) {
+    size_t n = ccb_grow_to(b, r->slot_cap, READER_SLOT, need, 1024);
+    uint64_t *size = n ? realloc(r->slot_size, n * sizeof *size) : NULL;
+    if (size)
+        r->slot_size = size;
+    uint8_t *stream = size ? realloc(r->slot_stream, n) : NULL;
+    if (stream)
+        r->slot_stream = stream;
+    uint16_t *dom = stream ? realloc(r->slot_domain, n * sizeof *dom) : NULL;
+    if (dom)
+        r->slot_domain = dom;
+    if (!dom && !b) {
+        fprintf(stderr, "ccbench: out of host memory (%zu slots)\n", n);
+        abort(); /* the harness itself cannot go on; never library code */
+    }
+    if (!dom) {
+        b->oom |= n != 0;
+        return -1;
+    }
+    ccb_budget_take(b, (n - r->slot_cap) * READER_SLOT); /* fits: ccb_grow_to said so */
+    r->slot_cap = n;
+    return 0;
+}
+
+static void reader_free(reader *r, ccb_budget *b) {
     free(r->slot_size);
     free(r->slot_stream);
     free(r->slot_domain);
     free(r->domain_live);
     free(r->section_domain);
+    ccb_budget_give(b, r->slot_cap * READER_SLOT + READER_FIXED);
+}
+
+/* The load's budget ran out (or host memory did): every step stops there. */
+static int spent(const ccb_trace *t) {
+    return t->budget && (t->budget->over || t->budget->oom);
+}
+
+/* Its message, naming where (a line, the analysis). */
+static int budget_fail(const ccb_trace *t, char *err, size_t errlen, const char *where) {
+    if (t->budget->oom)
+        return fail(err, errlen, "%s: out of host memory (%zu bytes held)", where, t->budget->held);
+    return fail(err, errlen, "%s: loading the trace needs more than %zu bytes of host memory (the cap on a trace)",
+                where, t->budget->cap);
 }
 
 /* The global number of a section-local domain field; -1 if not declared. */
@@ -358,21 +424,24 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
         hash_key = ((uint64_t)ts.tv_nsec << 32 ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&ts) | 1;
     }
-    char *line = malloc(CCB_LINE_MAX + 1);
+    int taken = ccb_budget_take(t->budget, READER_FIXED) == 0; /* given back by reader_free */
+    char *line = taken ? malloc(CCB_LINE_MAX + 1) : NULL;
     size_t lineno = 0;
     uint64_t section = 0;
     int in_section = 0, version = 0;
-    idmap m = {0};
+    idmap m = {.b = t->budget};
     reader rd = {0};
     /* domains numbered so far by t itself (t may already hold some) */
-    rd.domain_live = calloc(CCB_MAX_DOMAINS + 1, sizeof *rd.domain_live);
-    rd.section_domain = calloc(CCB_MAX_DOMAINS + 1, sizeof *rd.section_domain);
+    rd.domain_live = taken ? calloc(CCB_MAX_DOMAINS + 1, sizeof *rd.domain_live) : NULL;
+    rd.section_domain = taken ? calloc(CCB_MAX_DOMAINS + 1, sizeof *rd.section_domain) : NULL;
     int rc = 0;
     size_t len;
     int got;
-    if (!line || !rd.domain_live || !rd.section_domain)
+    if (!taken)
+        rc = budget_fail(t, err, errlen, "line 1");
+    else if (!line || !rd.domain_live || !rd.section_domain)
         rc = fail(err, errlen, "out of host memory");
-    while (rc == 0 && (got = read_line(f, line, CCB_LINE_MAX + 1, &len)) != 0) {
+    while (rc == 0 && !spent(t) && (got = read_line(f, line, CCB_LINE_MAX + 1, &len)) != 0) {
         lineno++;
         if (got < 0) {
             rc = fail(err, errlen, "line %zu: too long (a line holds at most %d bytes)", lineno, CCB_LINE_MAX);
@@ -457,12 +526,8 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
                 rc = fail(err, errlen, "line %zu: more than 2^32 allocations", lineno);
                 break;
             }
-            if (t->slots >= rd.slot_cap) { /* t may already hold allocs */
-                rd.slot_cap = t->slots + 1 > 2 * rd.slot_cap ? t->slots + 1024 : 2 * rd.slot_cap;
-                rd.slot_size = xrealloc(rd.slot_size, rd.slot_cap * sizeof *rd.slot_size);
-                rd.slot_stream = xrealloc(rd.slot_stream, rd.slot_cap);
-                rd.slot_domain = xrealloc(rd.slot_domain, rd.slot_cap * sizeof *rd.slot_domain);
-            }
+            if (t->slots >= rd.slot_cap && reader_grow(&rd, t->slots + 1, t->budget) != 0)
+                break; /* t may already hold allocs; spent: said below */
             uint64_t r = (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
             if (rd.live_rounded > UINT64_MAX - r || (uint64_t)SIZE_MAX < rd.live_rounded + r) {
                 rc = fail(err, errlen, "line %zu: live bytes overflow 64 bits", lineno);
@@ -473,7 +538,10 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
             rd.slot_stream[t->slots] = (uint8_t)stream;
             rd.slot_domain[t->slots] = (uint16_t)gdom;
             rd.domain_live[gdom]++;
-            *idmap_find(&m, key, 1) = ccb_trace_alloc_in(t, size, (unsigned)stream, (unsigned)gdom);
+            uint32_t *entry = idmap_find(&m, key, 1);
+            if (!entry)
+                break; /* spent: said below */
+            *entry = ccb_trace_alloc_in(t, size, (unsigned)stream, (unsigned)gdom);
         } else if (strcmp(op, "free") == 0) {
             uint32_t *slot = idmap_find(&m, key, 0);
             if (!slot || *slot == UINT32_MAX) {
@@ -558,10 +626,17 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
             break;
         }
     }
+    if (spent(t)) { /* whatever the line's own check made of a name or event not stored */
+        char where[32];
+        snprintf(where, sizeof where, "line %zu", lineno);
+        rc = budget_fail(t, err, errlen, where);
+    }
     free(line);
     free(m.keys);
     free(m.slots);
-    reader_free(&rd);
+    ccb_budget_give(t->budget, m.cap * IDMAP_ENTRY);
+    if (taken)
+        reader_free(&rd, t->budget);
     if (rc == 0 && ferror(f))
         rc = fail(err, errlen, "read error");
     if (rc == 0)
@@ -577,11 +652,14 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
 
 /* The file is read through zlib (which passes plain files through
  * unchanged) as a stream: a fopencookie FILE whose read pulls from gzread,
- * so memory stays bounded whatever the file expands to, and the cap on
- * decompressed bytes is counted as they come. */
+ * so the text is never held whole, and the cap on decompressed bytes is
+ * counted as they come. The same cap bounds the memory the load holds
+ * (budget.c): the stream's buffers, then every array of the reader and the
+ * analysis. */
+#define LOAD_STREAM_BYTES ((size_t)128 << 10) /* zlib's state, window and buffers (~64 KiB), stdio's 8 KiB */
 typedef struct gz_cookie {
     gzFile g;
-    size_t total;
+    size_t total, max;
     int over_cap, zerr;
     char msg[128];
 } gz_cookie;
@@ -610,7 +688,7 @@ static ssize_t gz_cookie_read(void *c, char *buf, size_t size) {
         return 0;
     }
     z->total += (size_t)got;
-    if (z->total > CCB_TRACE_MAX_BYTES) {
+    if (z->total > z->max) {
         z->over_cap = 1;
         return -1;
     }
@@ -618,6 +696,10 @@ static ssize_t gz_cookie_read(void *c, char *buf, size_t size) {
 }
 
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
+    return ccb_trace_load_capped(t, path, CCB_TRACE_MAX_BYTES, err, errlen);
+}
+
+int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char *err, size_t errlen) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     ccb_trace_init(t, base); /* t is empty on every return path, named after the file */
@@ -630,7 +712,7 @@ int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
     if (!probe)
         return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
     fclose(probe);
-    gz_cookie z = {.g = gzopen(path, "rb")};
+    gz_cookie z = {.g = gzopen(path, "rb"), .max = max_bytes};
     if (!z.g)
         return fail(err, errlen, "cannot open '%s'", path);
     cookie_io_functions_t io = {.read = gz_cookie_read};
@@ -639,7 +721,12 @@ int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
         gzclose(z.g);
         return fail(err, errlen, "'%s': out of host memory", path);
     }
+    ccb_budget budget = {.cap = max_bytes};
+    ccb_budget_take(&budget, LOAD_STREAM_BYTES); /* over: the reader says so at once */
+    t->budget = &budget;
     int rc = ccb_trace_read(t, f, err, errlen);
+    t->budget = NULL; /* the trace outlives the load, its budget does not */
+
     if (rc != 0 && !z.over_cap && !z.zerr) { /* a bad last line may be a cut stream: read on to know */
         char tmp[1 << 14];
         while (gz_cookie_read(&z, tmp, sizeof tmp) > 0)
@@ -654,7 +741,7 @@ int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
         ccb_trace_free(t);
         memcpy(t->name, name, sizeof name);
         if (z.over_cap)
-            return fail(err, errlen, "'%s': more than %zu bytes once decompressed", path, CCB_TRACE_MAX_BYTES);
+            return fail(err, errlen, "'%s': more than %zu bytes once decompressed", path, max_bytes);
         return fail(err, errlen, "'%s': %s", path, z.zerr ? z.msg : "truncated or corrupt gzip stream");
     }
     return rc;
@@ -693,16 +780,6 @@ int ccb_trace_write(const ccb_trace *t, FILE *f) {
     return ferror(f) ? -1 : 0;
 }
 
-int ccb_trace_save(const ccb_trace *t, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
-    int rc = ccb_trace_write(t, f);
-    if (fclose(f) != 0)
-        rc = -1;
-    return rc;
-}
-
 /* ---- analysis -------------------------------------------------------------- */
 
 static uint64_t round_gran(uint64_t s) { /* s <= CCB_SIZE_MAX: no overflow */
@@ -713,6 +790,9 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
     /* per slot: size and stream of the live alloc, its domain, alive 1 while
      * live (sizes may be 0); per domain: live blocks and requested bytes */
     size_t ns = t->slots ? t->slots : 1, nd = t->ndomains ? t->ndomains : 1;
+    size_t held = ns * (sizeof(uint64_t) + 2 * sizeof(uint8_t) + sizeof(uint16_t)) + nd * 2 * sizeof(uint64_t);
+    if (ccb_budget_take(t->budget, held) != 0)
+        return budget_fail(t, err, errlen, "the analysis");
     uint64_t *size = calloc(ns, sizeof *size);
     uint8_t *stream = calloc(ns, 1);
     uint8_t *alive = calloc(ns, 1);
@@ -725,6 +805,7 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
         free(dom);
         free(dlive);
         free(dreq);
+        ccb_budget_give(t->budget, held);
         return fail(err, errlen, "out of host memory");
     }
     t->allocs = t->frees = t->releases = t->domain_releases = 0;
@@ -872,7 +953,9 @@ int ccb_trace_analyze(ccb_trace *t, char *err, size_t errlen) {
     free(dom);
     free(dlive);
     free(dreq);
+    ccb_budget_give(t->budget, held);
     if (rc == 0 && (t->ideal_peak = ccb_ideal_arena_peak(t)) == CCB_UNKNOWN)
-        rc = fail(err, errlen, "the ideal arena overflows 64 bits (or host memory ran out)");
+        rc = spent(t) ? budget_fail(t, err, errlen, "the ideal arena")
+                      : fail(err, errlen, "the ideal arena overflows 64 bits (or host memory ran out)");
     return rc;
 }

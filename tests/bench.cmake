@@ -47,6 +47,92 @@ if(TARGET ccbench_core)
     set_tests_properties(ccbench_scale_too_large_${sub} PROPERTIES LABELS cpu TIMEOUT 20
       PASS_REGULAR_EXPRESSION "--scale '1e6' is not a number > 0 and <= 100")
   endforeach()
+  # ccb_cli(NAME CODE WANT UNWANTED STDOUT ARGS...): `ccbench ARGS > STDOUT`
+  # exits CODE, says WANT and never UNWANTED ("" none), STDOUT "-" captured
+  # (tests/ccbench_cli.sh: the exit status and the words both checked)
+  function(ccb_cli name code want unwanted stdout)
+    add_test(NAME ${name} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh $<TARGET_FILE:ccbench>
+      ${code} "${want}" "${unwanted}" ${stdout} ${ARGN})
+    set_tests_properties(${name} PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
+  endfunction()
+  set(ccb_cli_dir ${CMAKE_CURRENT_BINARY_DIR}/ccbench-cli)
+  # standard output on a full device: every command that prints says so and
+  # exits 1 (it used to exit 0, the table lost); usage errors keep their 2
+  set(ccb_full "cannot write standard output: No space left on device")
+  ccb_cli(ccbench_full_stdout_info 1 "${ccb_full}" "" /dev/full info gen:uniform --scale 0.05)
+  ccb_cli(ccbench_full_stdout_gen 1 "${ccb_full}" "" /dev/full gen uniform --scale 0.05)
+  ccb_cli(ccbench_full_stdout_replay 1 "${ccb_full}" "" /dev/full replay -s malloc --reps 1 --scale 0.05 gen:uniform)
+  ccb_cli(ccbench_full_stdout_micro 1 "${ccb_full}" "" /dev/full micro -s malloc --live 10 --pairs 100)
+  ccb_cli(ccbench_full_stdout_driver 1 "${ccb_full}" "" /dev/full driver --reps 1)
+  ccb_cli(ccbench_full_stdout_list 1 "${ccb_full}" "" /dev/full --list)
+  ccb_cli(ccbench_full_stdout_help 1 "${ccb_full}" "" /dev/full --help)
+  ccb_cli(ccbench_full_stdout_switch_help 1 "${ccb_full}" "" /dev/full switch --help)
+  ccb_cli(ccbench_full_stdout_switch 1 "${ccb_full}" "" /dev/full switch --device host --rounds 2 mlp:64x64:relu)
+  ccb_cli(ccbench_full_stdout_all 1 "${ccb_full}" "" /dev/full
+    --all --quick --no-plots -s malloc --live 10 --pairs 10 --out ${ccb_cli_dir}/full-all)
+  ccb_cli(ccbench_full_stdout_usage_error 2 "unknown option '--nope'" "" /dev/full replay --nope)
+  # gen -o FILE that cannot be written names FILE and why (it exited 1 in silence)
+  ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
+    gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)
+  ccb_cli(ccbench_gen_full 1 "cannot write /dev/full: No space left on device" "" - gen uniform --scale 0.05 -o /dev/full)
+  # switch: one model once has no switch to time (it printed NaN and exited 0)
+  ccb_cli(ccbench_switch_one_model 2 "a switch needs two models in the sequence" "" -
+    switch --device host --rounds 1 mlp:64x64:relu)
+  # ... and every figure is measured or the run fails with the reason, never
+  # NaN or inf: a stand-in ccrun (tests/fixtures/fake_ccrun.sh) reports 0.000 ms
+  # switches, a phase without its time, no release phase (needs cJSON)
+  get_target_property(ccb_defs ccbench_core COMPILE_DEFINITIONS)
+  if("${ccb_defs}" MATCHES "CCB_HAVE_CJSON")
+    set(ccb_nan "(^|[^a-zA-Z])-?(nan|inf)")
+    set(ccb_fake ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/fake_ccrun.sh)
+    ccb_cli(ccbench_switch_zero_ms 0 "below ccrun's resolution of 0.001 ms: no speed-up figure" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    ccb_cli(ccbench_switch_no_time 1 "no number >= 0 for 'time_ms' in its release phase" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    ccb_cli(ccbench_switch_no_release 1 "ccrun reported 0 switches in one process" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    foreach(mode zero_ms:zero no_time:no-time no_release:no-release)
+      string(REPLACE ":" ";" mode ${mode})
+      list(GET mode 0 test)
+      list(GET mode 1 value)
+      set_tests_properties(ccbench_switch_${test} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;FAKE_CCRUN=${value}")
+    endforeach()
+  endif()
+  # switch --ccrun PATH names ccrun: a PATH that is not an executable file is an
+  # error (it said "skipped: ccrun not found" and exited 0); skipping is for a
+  # ccrun that was searched for and not found
+  ccb_cli(ccbench_switch_ccrun_missing 1
+    "--ccrun '/nonexistent-ccbench-dir/ccrun' is not an executable file: No such file or directory" "skipped" -
+    switch --ccrun /nonexistent-ccbench-dir/ccrun)
+  ccb_cli(ccbench_switch_ccrun_not_executable 1 "is not an executable file: Permission denied" "skipped" -
+    switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR}/bench.cmake)
+  ccb_cli(ccbench_switch_ccrun_directory 1 "is not an executable file: Is a directory" "skipped" -
+    switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR})
+  # --all TRACE...: the suite on those traces instead of the standard set (the
+  # operands were ignored in silence); one that does not read stops it, exit 2;
+  # a command name before --all is not taken for a trace
+  set(ccb_all_opts --all --quick --no-plots -s malloc --live 10 --pairs 10)
+  ccb_cli(ccbench_all_with_traces 0 "replay uniform +malloc +done" "replay lognormal" -
+    ${ccb_all_opts} --out ${ccb_cli_dir}/all-traces gen:uniform)
+  ccb_cli(ccbench_all_after_a_command 0 "replay uniform +malloc +done" "replay lognormal|cannot open 'replay'" -
+    replay ${ccb_all_opts} --out ${ccb_cli_dir}/all-command gen:uniform)
+  ccb_cli(ccbench_all_with_a_bad_trace 2 "cannot open '/nonexistent-ccbench-dir/t.csv'" "replay " -
+    ${ccb_all_opts} --out ${ccb_cli_dir}/all-bad /nonexistent-ccbench-dir/t.csv)
+  # two traces of one name (a/t.csv b/t.csv, the same trace twice) get distinct
+  # names, said on stderr: their timelines and plots overwrote each other
+  file(WRITE ${ccb_cli_dir}/a/t.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
+  file(WRITE ${ccb_cli_dir}/b/t.csv "seq,op,id,size,stream\n0,alloc,1,8192,0\n1,free,1,8192,0\n")
+  ccb_cli(ccbench_replay_same_name 0 "trace '${ccb_cli_dir}/b/t.csv' is called 't-2'" "" -
+    replay -s malloc --reps 1 --no-plots --out ${ccb_cli_dir}/same-name ${ccb_cli_dir}/a/t.csv ${ccb_cli_dir}/b/t.csv)
+  ccb_cli(ccbench_replay_same_trace_twice 0 "trace 'gen:uniform' is called 'uniform-2'" "" -
+    replay -s malloc --reps 1 --scale 0.05 --no-plots --out ${ccb_cli_dir}/same-trace gen:uniform gen:uniform)
+  ccb_cli(ccbench_all_same_name 0 "trace '${ccb_cli_dir}/b/t.csv' is called 't-2'" "" - ${ccb_all_opts}
+    --out ${ccb_cli_dir}/all-same-name ${ccb_cli_dir}/a/t.csv ${ccb_cli_dir}/b/t.csv)
+  # the malloc floor refuses a block over the device as an OOM, without calling
+  # malloc: a 2^60-byte request aborted ccbench under ASan (allocation-size-too-big)
+  file(WRITE ${ccb_cli_dir}/huge.csv "seq,op,id,size,stream\n0,alloc,1,1152921504606846976,0\n1,alloc,2,4096,0\n")
+  ccb_cli(ccbench_malloc_huge_request 0 "\\| huge \\| malloc \\|( [^|]*\\|){9} 1 \\|" "AddressSanitizer" -
+    replay -s malloc --reps 1 ${ccb_cli_dir}/huge.csv)
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

@@ -5,9 +5,11 @@
  * formed, and a tiny suite runs on the host strategies.
  */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "ccai_rng.h"
@@ -457,7 +459,59 @@ Test(bench_replay, unmeasured_rows_fail_with_a_reason) {
     cr_assert_null(strstr(md, "failed"), "%s", md);
     cr_assert_not_null(strstr(md, "| empty | malloc | —"), "%s", md);
     free(md);
+    f = open_memstream(&md, &len);
+    ccb_write_results_csv(f, &r, 1);
+    fclose(f);
+    cr_assert_not_null(strstr(md, "\nempty,malloc,\"\",ok,0,0,0,1,,,"), "the CSV agrees: not failed, times empty\n%s",
+                       md);
+    free(md);
     ccb_result_free(&r);
+}
+
+/* No figure of a row is ever printed as nan or inf: an unknown one is "—"
+ * in markdown and an empty field in CSV, whatever a strategy or a clock
+ * handed back. */
+static int has_nan_or_inf(const char *s) {
+    for (const char *p = s; *p; p++)
+        if ((p == s || !isalpha((unsigned char)p[-1])) &&
+            (!strncasecmp(p, "nan", 3) || !strncasecmp(p, "inf", 3) || !strncasecmp(p, "-nan", 4)))
+            return 1;
+    return 0;
+}
+
+Test(bench_report, rows_never_print_nan_or_inf) {
+    ccb_trace t;
+    gen("uniform", 1, &t);
+    ccb_result r[2];
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &tiny, &r[0]), 0, "%s", r[0].why);
+    cr_assert_eq(ccb_replay(&t, "malloc", &tiny, &r[1]), 0, "%s", r[1].why);
+    r[0].median_ns = r[0].ratio_requested = INFINITY;
+    r[0].driver_total_ms = r[0].frag_at_peak = -INFINITY;
+    r[1].p99_ns = r[1].ratio = r[1].ratio_ideal = INFINITY;
+    for (int fmt = 0; fmt < 2; fmt++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        if (fmt)
+            ccb_write_results_csv(f, r, 2);
+        else
+            ccb_write_results_md(f, r, 2);
+        fclose(f);
+        cr_assert(!has_nan_or_inf(buf), "%s", buf);
+        free(buf);
+    }
+    ccb_micro_row m = {.strategy = "malloc", .live = 10, .pairs = 5, .median_ns = 1, .p99_ns = INFINITY, .mean_ns = 1};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccb_micro_write_md(f, &m, 1, 0);
+    ccb_micro_write_csv(f, &m, 1);
+    fclose(f);
+    cr_assert(!has_nan_or_inf(buf), "%s", buf);
+    free(buf);
+    ccb_result_free(&r[0]);
+    ccb_result_free(&r[1]);
+    ccb_trace_free(&t);
 }
 
 /* Outputs that cannot be made are said and counted (ccbench then exits 1):
@@ -489,6 +543,85 @@ Test(bench_report, outputs_that_cannot_be_made_are_counted_never_cut) {
     cr_assert_eq(ccb_out_failures(), before + 4);
     char path[64];
     snprintf(path, sizeof path, "%s/x.md", okdir);
+    unlink(path);
+    rmdir(okdir);
+}
+
+/* Traces of one name (a/t.csv and b/t.csv, the same trace twice) or of one
+ * file name ('a b' and 'a_b' are both a_b in file names) get distinct names,
+ * so every per-trace output of a replay (timeline/T__S.csv, timeline_T.png,
+ * README sections) is its own; a name at its longest keeps its suffix. */
+Test(bench_report, traces_of_one_name_get_distinct_names_and_files) {
+    const char *names[] = {"t", "t", "t", "a b", "a_b", "t-2"};
+    enum { N = sizeof names / sizeof *names };
+    ccb_trace t[N + 1];
+    for (size_t i = 0; i < N; i++) {
+        ccb_trace_init(&t[i], names[i]);
+        ccb_trace_alloc(&t[i], 4096, 0);
+        ccb_trace_release(&t[i], 0);
+        cr_assert_eq(ccb_trace_analyze(&t[i], NULL, 0), 0);
+    }
+    char longname[64];
+    memset(longname, 'x', 63);
+    longname[63] = '\0';
+    ccb_trace_init(&t[N], longname);
+    ccb_trace_analyze(&t[N], NULL, 0);
+    ccb_name_traces(t, N, NULL);
+    const char *want[] = {"t", "t-2", "t-3", "a b", "a_b-2", "t-2-2"};
+    for (size_t i = 0; i < N; i++)
+        cr_assert_str_eq(t[i].name, want[i], "trace %zu", i);
+    ccb_trace two[2] = {t[N], t[N]};
+    ccb_name_traces(two, 2, NULL);
+    cr_assert_eq(strlen(two[1].name), 63);
+    cr_assert_str_eq(two[1].name + 61, "-2", "%s", two[1].name);
+    ccb_result r[N];
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(ccb_replay(&t[i], "malloc", &tiny, &r[i]), 0, "%s", r[i].why);
+    char dir[] = "/tmp/ccb_namesXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    ccb_outdir d = {dir, NULL, 1};
+    ccb_write_replay_files(&d, t, N, r, 1);
+    for (size_t i = 0; i < N; i++) {
+        char safe[64], path[256];
+        ccb_file_name(want[i], safe, sizeof safe);
+        snprintf(path, sizeof path, "%s/timeline/%s__malloc.csv", dir, safe);
+        cr_assert_eq(access(path, F_OK), 0, "%s", path);
+        unlink(path);
+        ccb_result_free(&r[i]);
+        ccb_trace_free(&t[i]);
+    }
+    ccb_trace_free(&t[N]);
+    const char *files[] = {"results.md", "results.csv", "traces.md", "checkpoints.csv", "ratios.dat"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/timeline", dir);
+    cr_assert_eq(rmdir(path), 0, "only the timelines named above were written");
+    cr_assert_eq(rmdir(dir), 0);
+}
+
+/* A file that opens but cannot be written whole (a full device: the error
+ * shows only when the buffer is flushed) is said and counted at its close. */
+Test(bench_report, a_file_written_short_is_counted_at_its_close) {
+    unsigned before = ccb_out_failures();
+    FILE *f = ccb_open_out("/dev", "full");
+    cr_assert_not_null(f, "/dev/full opens for writing");
+    fprintf(f, "| a table |\n");
+    cr_assert_eq(ccb_close_out(f, "/dev", "full"), -1, "the lost table is an error");
+    cr_assert_eq(ccb_out_failures(), before + 1);
+    cr_assert_eq(ccb_close_out(NULL, "/dev", "none"), -1, "a file that never opened: counted at its open");
+    cr_assert_eq(ccb_out_failures(), before + 1);
+    char okdir[] = "/tmp/ccb_okXXXXXX";
+    cr_assert_not_null(mkdtemp(okdir));
+    cr_assert_not_null((f = ccb_open_out(okdir, "y.md")));
+    fprintf(f, "fine\n");
+    cr_assert_eq(ccb_close_out(f, okdir, "y.md"), 0);
+    cr_assert_eq(ccb_out_failures(), before + 1);
+    char path[64];
+    snprintf(path, sizeof path, "%s/y.md", okdir);
     unlink(path);
     rmdir(okdir);
 }

@@ -1,6 +1,7 @@
 # Runtime (engine + ccrun) tests. Host suites always run on the simulated
 # device; the gpu suite skips without a GPU; test_ccrun.sh drives the ccrun
-# binary (bad inputs, --json, --keep-cache, --timeline, --resident, --demo);
+# binary (bad inputs, --json, --keep-cache, --timeline, --resident, --demo,
+# outputs on a full device);
 # test_runtime_domains: one memory domain per model, leaks, footprints.
 if(TARGET ccr)
   foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains)

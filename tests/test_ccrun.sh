@@ -6,7 +6,9 @@
 # model's outputs stay the same bytes), --no-domains, footprint sidecars and a
 # small --demo (act 4 included) work; long --conf values and paths are used
 # whole; a batch that can
-# never fit is refused up front; NaN/Inf weights warn and exit 4. Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
+# never fit is refused up front; NaN/Inf weights warn and exit 4; every
+# output that cannot be written whole (/dev/full) exits 1 naming it and the
+# reason. Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
 # CTest (tests/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
@@ -191,12 +193,47 @@ check "--footprint-sidecar: a hostile sidecar is ignored with a warning, the run
 check "--snapshot into a missing directory fails with the reason (exit 1)" sh -c \
     "'$CCRUN' --device host --snapshot '$TMP/snapdir-missing/s.pickle' 'mlp:8x8' >/dev/null 2>'$TMP/se'; test \$? -eq 1 && grep -q -- '--snapshot .*No such file or directory' '$TMP/se'"
 ln -sf /dev/full "$TMP/full.pickle"
-check "--snapshot whose write fails (a full device) fails with the reason (exit 1)" sh -c \
-    "'$CCRUN' --device host --snapshot '$TMP/full.pickle' 'mlp:8x8' >/dev/null 2>'$TMP/sf'; test \$? -eq 1 && grep -q 'cca_write_snapshot_torch: write failed' '$TMP/sf'"
+check "--snapshot whose write fails (a full device) fails with the path and the reason (exit 1)" sh -c \
+    "'$CCRUN' --device host --snapshot '$TMP/full.pickle' 'mlp:8x8' >/dev/null 2>'$TMP/sf'; test \$? -eq 1 && grep -q -- '--snapshot $TMP/full.pickle: cca_write_snapshot_torch: write failed: No space left on device' '$TMP/sf'"
+ln -sf /dev/full "$TMP/full.json"
+check "--snapshot FILE.json whose write fails fails with the path and the reason (exit 1)" sh -c \
+    "'$CCRUN' --device host --snapshot '$TMP/full.json' 'mlp:8x8' >/dev/null 2>'$TMP/sj'; test \$? -eq 1 && grep -q -- '--snapshot $TMP/full.json: .*No space left on device' '$TMP/sj'"
 check "--snapshot is refused with --demo and for other suffixes (exit 2)" sh -c \
     "'$CCRUN' --demo --device host --snapshot '$TMP/d.pickle' >/dev/null 2>&1; test \$? -eq 2 && '$CCRUN' --device host --snapshot '$TMP/s.txt' 'mlp:8x8' >/dev/null 2>&1; test \$? -eq 2 && test ! -e '$TMP/s.txt'"
 check "--snapshot FILE.json writes the JSON snapshot of the loaded model" sh -c \
     "'$CCRUN' --device host --snapshot '$TMP/s.json' 'mlp:16x32x4' >/dev/null && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); assert d['stats']['allocated_bytes'] > 0 and d['segments']\" '$TMP/s.json'"
+
+# Outputs that cannot be written completely (a full device) are said on
+# stderr with the path (or "standard output") and the reason, and ccrun
+# exits 1 however the run went (a model with NaN weights, exit 4 otherwise,
+# too); nothing is written silently in part.
+full() { # full DESCRIPTION WORDS STDOUT ARGS...: exit 1 and WORDS in stderr
+    desc=$1 words=$2 out=$3; shift 3
+    n=$((n + 1))
+    "$CCRUN" "$@" >"$out" 2>"$TMP/fe"
+    rc=$?
+    if [ "$rc" -eq 1 ] && grep -qF -- "$words" "$TMP/fe"; then echo "ok: $desc"; else
+        echo "FAIL: $desc: exit $rc, want 1 and '$words' in stderr:"; cat "$TMP/fe"; fails=$((fails + 1)); fi
+}
+NOSPACE='write failed: No space left on device'
+full "the table on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
+    --device host 'mlp:8x8'
+full "--json on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
+    --device host --json 'mlp:8x8'
+full "a full standard output takes precedence over exit 4 (NaN weights)" "ccrun: standard output: $NOSPACE" /dev/full \
+    --device host "$TMP/nan.safetensors"
+full "--timeline on a full device: exit 1 naming the file" "ccrun: error: --timeline /dev/full: $NOSPACE" /dev/null \
+    --device host --timeline /dev/full 'mlp:8x8'
+full "--timeline on a full device with --json: exit 1 naming the file" "ccrun: error: --timeline /dev/full: $NOSPACE" /dev/null \
+    --device host --json --timeline /dev/full 'mlp:8x8'
+full "--save on a full device: exit 1 naming the file" "/dev/full: $NOSPACE" /dev/null \
+    --device host --save /dev/full 'mlp:8x8'
+full "--help on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
+    --help
+full "--demo on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
+    --demo --device host --capacity 192M --iters 1
+full "--demo --timeline on a full device: exit 1 naming the file" "ccrun: error: --timeline /dev/full: $NOSPACE" /dev/null \
+    --demo --device host --capacity 192M --iters 1 --timeline /dev/full
 
 echo "$((n - fails)) of $n ccrun checks passed"
 [ "$fails" -eq 0 ]

@@ -1,6 +1,6 @@
 /*
- * ccrun.h — what ccrun's three files share: the options, the per-phase
- * report (text table or JSON), and the demo.
+ * ccrun.h — what ccrun's files share: the options, the per-phase report
+ * (text table or JSON), the demo, and the checks on its outputs.
  */
 #ifndef CCRUN_H
 #define CCRUN_H
@@ -92,5 +92,16 @@ const char *ccrun_baseline_note(const ccr_release_info *r, char *buf, size_t n);
 
 /* ccrun --demo */
 int ccrun_demo(const ccrun_options *o);
+
+/* ---- output.c: whether every output was written ---- */
+
+/* The exit code once an output could not be written: CCRUN_ERR_MODEL over
+ * CCRUN_OK and CCRUN_WARN_NONFINITE, any other failure's code kept. */
+int ccrun_output_failed(int rc);
+/* fflush(f), keeping the reason of stdout's first failure for the close. */
+void ccrun_flush(FILE *f);
+/* Close standard output (the last thing ccrun does); a failure now or of an
+ * earlier write is said on stderr. Returns rc, or ccrun_output_failed(rc). */
+int ccrun_close_stdout(int rc);
 
 #endif /* CCRUN_H */

@@ -616,7 +616,10 @@ int ccrun_demo(const ccrun_options *o) {
     for (size_t i = 0; i < d.n_sum; i++)
         printf("%-4s %-40s %s\n", d.sum[i].act, d.sum[i].what, d.sum[i].result);
     printf("demo took %.1f s\n", (ccrun_now_ms() - t0) / 1e3);
-    ccr_timeline_close(d.tl);
+    if (ccr_timeline_close(d.tl) != CCR_OK) {
+        fprintf(stderr, "ccrun: error: --timeline %s\n", ccr_last_error());
+        d.failed = 1;
+    }
     cca_upstream_stats us;
     cca_upstream_get_stats(d.dev, &us);
     if (us.bytes_in_use != 0) {

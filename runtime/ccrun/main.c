@@ -21,7 +21,9 @@
  * segments no resident block pins.
  *
  * Errors name the problem, leave the allocator at zero live bytes, and exit
- * non-zero (see --help).
+ * non-zero (see --help). An output that could not be written whole
+ * (standard output, --timeline, --save, --snapshot) is an error too, said
+ * with the file and the reason (output.c).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -82,7 +84,9 @@ static void usage(FILE *f) {
                "  --help                  this text\n"
                "\n"
                "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
-               "  resident model's outputs changed, ...), 2 bad usage,\n"
+               "  resident model's outputs changed, ...) or an output could not be written\n"
+               "  whole (standard output, --timeline, --save, --snapshot: a full disk; stderr\n"
+               "  names the file and the reason), 2 bad usage,\n"
                "3 device memory still allocated at exit (a bug),\n"
                "4 a model has non-finite (NaN/Inf) weights: it ran, its outputs are not numbers\n"
                "  (a warning on stderr names each tensor and its count).\n"
@@ -389,16 +393,23 @@ static int write_snapshot(run_state *rs) {
     const char *path = rs->o->snapshot_path;
     FILE *f = fopen(path, "wb");
     cca_status st = CCA_ERR_IO;
+    int why = errno; /* the reason of a failed write (the writers keep none) */
     if (f) {
         const cca_allocator *a = ccr_engine_allocator(rs->e);
+        errno = 0;
         st = ends_with(path, ".pickle") ? cca_write_snapshot_torch(a, 0, f) : cca_write_snapshot_json(a, f);
-        if (fclose(f) != 0 && st == CCA_OK)
-            st = cca_set_error(CCA_ERR_IO, "closing the file failed: %s", strerror(errno));
+        why = st == CCA_ERR_IO ? errno : 0;
+        errno = 0;
+        if (fclose(f) != 0 && st == CCA_OK) {
+            why = errno;
+            st = cca_set_error(CCA_ERR_IO, "closing the file failed");
+        }
     }
     if (st == CCA_OK)
         return CCRUN_OK;
     free(rs->errbuf);
-    rs->errbuf = ccrun_format("--snapshot %s: %s", path, f ? cca_last_error() : strerror(errno));
+    rs->errbuf = ccrun_format("--snapshot %s: %s%s%s", path, f ? cca_last_error() : "cannot create", why ? ": " : "",
+                              why ? strerror(why) : "");
     return CCRUN_ERR_MODEL;
 }
 
@@ -564,8 +575,11 @@ static int finish(run_state *rs, int rc) {
     free(rs->errbuf);
     free(rs->conf);
     ccrun_report_free(&rs->rep);
-    ccr_engine_destroy(rs->e);
-    ccr_timeline_close(rs->tl);
+    ccr_engine_destroy(rs->e); /* its last rows go to the timeline: close it after */
+    if (ccr_timeline_close(rs->tl) != CCR_OK) {
+        fprintf(stderr, "ccrun: error: --timeline %s\n", ccr_last_error());
+        rc = ccrun_output_failed(rc);
+    }
     return rc;
 }
 
@@ -639,11 +653,10 @@ static int run_resident(const ccrun_options *o) {
 int main(int argc, char **argv) {
     ccrun_options o;
     int rc = parse_options(argc, argv, &o);
-    if (rc == -1)
-        return CCRUN_OK;
+    if (rc == -1) /* --help */
+        return ccrun_close_stdout(CCRUN_OK);
     if (rc)
         return rc;
-    if (o.demo)
-        return ccrun_demo(&o);
-    return o.n_resident ? run_resident(&o) : run_models(&o);
+    rc = o.demo ? ccrun_demo(&o) : o.n_resident ? run_resident(&o) : run_models(&o);
+    return ccrun_close_stdout(rc);
 }

@@ -111,7 +111,7 @@ static void print_row(FILE *f, const ccrun_row *w) {
         snprintf(model, sizeof model, "...%s", wm + ml - 31);
     fprintf(f, "%-9s %-34s %11s %11s %11s %6.3f %8.1f ms  %s\n", w->phase, model, a, b, c, w->fragmentation, w->ms,
             w->note ? w->note : "");
-    fflush(f);
+    ccrun_flush(f);
 }
 
 void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *model, double ms, const char *note_fmt,

@@ -365,7 +365,11 @@ ccr_status ccr_model_save(ccr_model *m, const char *path);
 /* Columns: t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,
  * fragmentation. event is alloc|free|oom|phase. t_ms counts from creation. */
 ccr_status ccr_timeline_open(const char *path, ccr_timeline **out);
-void ccr_timeline_close(ccr_timeline *t);
+/* Flush and close the file and free t (whatever the status; NULL: CCR_OK).
+ * CCR_ERR_IO when any row or the close could not be written: the message
+ * names the file and the first failure's reason ("t.csv: write failed: No
+ * space left on device"); the file then holds part of the rows. */
+ccr_status ccr_timeline_close(ccr_timeline *t);
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */

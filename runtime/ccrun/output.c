@@ -1,0 +1,58 @@
+/*
+ * output.c — where ccrun's results go, and whether they got there.
+ *
+ * ccrun writes up to four things: the table or the JSON document (standard
+ * output), --timeline FILE.csv, --save FILE and --snapshot FILE. A result
+ * that is cut short is worse than none, because it looks whole: a full disk
+ * turns the table, the JSON document or the CSV into a prefix a script
+ * reads as if it were everything. So every output is checked to the end:
+ *
+ *   - the files: --save and --snapshot check each write and their fclose
+ *     (model.c, the allocator's snapshot writers, write_snapshot in main.c);
+ *     the timeline keeps its first failure and returns it at
+ *     ccr_timeline_close (timeline.c);
+ *   - standard output: rows are flushed as they are printed (ccrun_flush,
+ *     which keeps the first failure's errno: after a failed flush glibc may
+ *     drop the buffer, and the close then succeeds), and ccrun_close_stdout,
+ *     the last thing main does, checks the stream's error flag and closes
+ *     it, so that a failure of the final flush is seen too (the check `cat`
+ *     and GNU's close_stdout make).
+ *
+ * Each failure is said on stderr with the path ("standard output" for
+ * stdout) and the reason (strerror), and makes ccrun exit 1
+ * (CCRUN_ERR_MODEL, "the run failed"), over 0 and over 4 (NaN weights): a
+ * run whose report was lost did not succeed. 2 and 3 (usage, a leak) stay:
+ * they say more.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "ccrun.h"
+
+int ccrun_output_failed(int rc) {
+    return rc == CCRUN_OK || rc == CCRUN_WARN_NONFINITE ? CCRUN_ERR_MODEL : rc;
+}
+
+/* errno of the first failed flush of stdout (ccrun is one thread). */
+static int stdout_errno;
+
+void ccrun_flush(FILE *f) {
+    errno = 0;
+    if (fflush(f) != 0 && f == stdout && !stdout_errno)
+        stdout_errno = errno ? errno : EIO;
+}
+
+int ccrun_close_stdout(int rc) {
+    errno = 0;
+    int bad = ferror(stdout) || stdout_errno;
+    int why = fclose(stdout) != 0 ? errno : 0;
+    if (stdout_errno)
+        why = stdout_errno;
+    if (!bad && !why)
+        return rc;
+    if (why)
+        fprintf(stderr, "ccrun: standard output: write failed: %s\n", strerror(why));
+    else /* an earlier write failed and the stream did not keep its reason */
+        fprintf(stderr, "ccrun: standard output: write failed\n");
+    return ccrun_output_failed(rc);
+}

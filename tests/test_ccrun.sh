@@ -8,7 +8,8 @@
 # whole; a batch that can
 # never fit is refused up front; NaN/Inf weights warn and exit 4; every
 # output that cannot be written whole (/dev/full) exits 1 naming it and the
-# reason. Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
+# reason; hostile text (tensor names, dtypes, metadata keys, sidecar lines,
+# paths) reaches the terminal escaped. Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
 # CTest (tests/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
@@ -129,13 +130,70 @@ check "--save reports a long path whole" sh -c \
     "'$CCRUN' --device host --save '$LD/saved.safetensors' 'mlp:4x4' >'$TMP/sp' && grep -qF 'wrote $LD/saved.safetensors' '$TMP/sp'"
 check "an error about a long path names it whole" sh -c \
     "'$CCRUN' --device host '$LD/missing.safetensors' 2>'$TMP/ep'; test \$? -eq 1 && grep -qF '$LD/missing.safetensors: cannot open' '$TMP/ep'"
+# st_file FILE HEADER DATA: a safetensors file: the header's length (8 bytes,
+# little-endian, < 64 KiB), HEADER as it is, then DATA (printf escapes).
+st_file() {
+    len=$(printf '%s' "$2" | wc -c)
+    { printf "\\$(printf %03o $((len % 256)))\\$(printf %03o $((len / 256)))\\000\\000\\000\\000\\000\\000"
+      printf '%s' "$2"; printf "$3"; } >"$1"
+}
 # NaN/Inf weights load with a warning naming the tensor, and exit 4 (not 0)
 # even though the run completes. mlp:2x1: 0.weight [1, 2] = {NaN, 1}, 0.bias = {+Inf}
-NANH='{"__metadata__":{"ccr.mlp":"mlp:2x1"},"0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"0.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}'
-{ printf "\\$(printf %03o ${#NANH})\\000\\000\\000\\000\\000\\000\\000"; printf '%s' "$NANH"
-  printf '\000\000\300\177\000\000\200\077\000\000\200\177'; } >"$TMP/nan.safetensors"
+NANW='\000\000\300\177\000\000\200\077\000\000\200\177'
+st_file "$TMP/nan.safetensors" '{"__metadata__":{"ccr.mlp":"mlp:2x1"},"0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"0.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}' "$NANW"
 check "non-finite weights: a warning naming the tensors, exit 4" sh -c \
     "'$CCRUN' --device host '$TMP/nan.safetensors' >'$TMP/no' 2>'$TMP/ne'; test \$? -eq 4 && grep -qF \"warning: model '$TMP/nan.safetensors' has 2 non-finite weights (NaN/Inf): tensor '0.weight': 1, tensor '0.bias': 1\" '$TMP/ne'"
+# Text from a model file (tensor names, dtypes, metadata keys, a sidecar's
+# lines) and from the command line reaches the terminal escaped: control
+# bytes, DEL, C1 controls, bidi controls and bytes that are not UTF-8 as
+# \xNN, so a hostile name can neither drive the terminal (ESC sequences) nor
+# forge a line of its own (a newline). Well-formed printable UTF-8 is kept.
+ESC=$(printf '\033')
+NL='
+'
+RAW=$(printf '\033\r\377\302') # bytes no escaped output holds
+# hostile DESCRIPTION WANT ARGS...: stderr and stdout hold no raw ESC, CR,
+# 0xff or 0xc2 (of a C1) and no forged line; one of them has WANT (escaped)
+hostile() {
+    desc=$1 want=$2; shift 2
+    n=$((n + 1))
+    "$CCRUN" --device host "$@" >"$TMP/ho" 2>"$TMP/he"
+    if LC_ALL=C grep -q "[$RAW]" "$TMP/he" "$TMP/ho" || grep -q '^FORGED' "$TMP/he" "$TMP/ho" ||
+        ! cat "$TMP/he" "$TMP/ho" | grep -qF -- "$want"; then
+        echo "FAIL: $desc: raw control bytes, or no '$want':"; od -c "$TMP/he" | head -20
+        fails=$((fails + 1))
+    else
+        echo "ok: $desc"
+    fi
+}
+Z16='\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'
+H0='{"__metadata__":{"ccr.mlp":"mlp:2x1"},"0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"0.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}'
+st_file "$TMP/esc_name.safetensors" "$H0"',"\u001b[31mEVIL\nFORGED line":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}' "$Z16"
+hostile "a tensor name with ESC and a newline (an error) is escaped" \
+    "unexpected tensor '\x1b[31mEVIL\x0aFORGED line'" "$TMP/esc_name.safetensors"
+st_file "$TMP/esc_nan.safetensors" '{"__metadata__":{"ccr.mlp":"mlp:2x1"},"\u001b[2J\nFORGED.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"\u001b[2J\nFORGED.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}' "$NANW"
+hostile "a tensor name with ESC and a newline (the NaN warning) is escaped" \
+    "tensor '\x1b[2J\x0aFORGED.weight': 1, tensor '\x1b[2J\x0aFORGED.bias': 1" "$TMP/esc_nan.safetensors"
+st_file "$TMP/esc_dtype.safetensors" '{"__metadata__":{"ccr.mlp":"mlp:2x1"},"0.weight":{"dtype":"\u001b]0;pwned\u0007","shape":[1,2],"data_offsets":[0,8]}}' '\0\0\0\0\0\0\0\0'
+hostile "a dtype with an OSC sequence is escaped" "unsupported dtype '\x1b]0;pwned\x07'" "$TMP/esc_dtype.safetensors"
+st_file "$TMP/esc_meta.safetensors" '{"__metadata__":{"\u001b[1mk\r\u009b\u007f":1}}' ''
+hostile "a metadata key with ESC, CR, a C1 CSI and DEL is escaped" \
+    "__metadata__ value '\x1b[1mk\x0d\xc2\x9b\x7f' is not a string" "$TMP/esc_meta.safetensors"
+st_file "$TMP/esc_utf8.safetensors" "$H0"',"caf\u00e9 \u202e'"$(printf '\377\303')"'":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}' "$Z16"
+hostile "bytes that are not UTF-8 and a bidi override are escaped, UTF-8 kept" \
+    "unexpected tensor 'café \xe2\x80\xae\xff\xc3'" "$TMP/esc_utf8.safetensors"
+hostile "a path with ESC and a newline (cannot open) is escaped" "missing\x1b[31m\x0aFORGED: cannot open" \
+    "$TMP/missing$ESC[31m${NL}FORGED"
+hostile "a usage error quoting an argument with ESC is escaped" "--policy must be greedy or growth, not '\x1b[31m'" \
+    --policy "$ESC[31m" 'mlp:4x4'
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$TMP/esc$ESC[31m.safetensors"
+hostile "a model path with ESC in the table (stdout) is escaped" 'esc\x1b[31m.safetensors    ' \
+    "$TMP/esc$ESC[31m.safetensors"
+printf 'ccfoot 1\narch mlp:\033[31m\033]0;x\007\nbatch 8\nreserved_peak 2097152\n' >"$TMP/esc$ESC[31m.safetensors.ccfoot"
+hostile "a sidecar line with ESC (the library's warning) is escaped" \
+    "written for other layers ('mlp:\x1b[31m\x1b]0;x\x07'" --footprint-sidecar "$TMP/esc$ESC[31m.safetensors"
+check "--json keeps a hostile tensor name whole, JSON-escaped" sh -c \
+    "'$CCRUN' --device host --json '$TMP/esc_name.safetensors' >'$TMP/hj' 2>/dev/null; test \$? -eq 1 && grep -qF '\\u001b[31mEVIL\\u000aFORGED line' '$TMP/hj'"
 check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a model has non-finite (NaN/Inf) weights'"
 check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
 check "--demo on a small simulated device" sh -c \

@@ -94,9 +94,9 @@ static void usage(FILE *f) {
 }
 
 static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "ccrun: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see ccrun --help)\n");
+    char *text = ccrun_format(fmt, arg);
+    ccrun_say("%s (see ccrun --help)", text ? text : fmt);
+    free(text);
     return CCRUN_ERR_USAGE;
 }
 
@@ -249,15 +249,17 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
 }
 
 /* "ccrun: warning: model 'F' has N non-finite weights (NaN/Inf): tensor
- * '0.weight': 1, tensor '0.bias': 1" on stderr, whatever the output mode. */
+ * '0.weight': 1, tensor '0.bias': 1" on stderr, whatever the output mode;
+ * the tensors' names are the file's, escaped. */
 static void warn_nonfinite(const ccr_model *m, const char *src) {
-    fprintf(stderr, "ccrun: warning: model '%s' has %zu non-finite weights (NaN/Inf):", src,
-            ccr_model_nonfinite_weights(m));
+    fputs("ccrun: ", stderr);
+    ccrun_print(stderr, "warning: model '%s' has %zu non-finite weights (NaN/Inf):", src,
+                ccr_model_nonfinite_weights(m));
     const char *name;
     size_t count;
     for (size_t i = 0; ccr_model_nonfinite_tensor(m, i, &name, &count) == CCR_OK; i++)
-        fprintf(stderr, "%s tensor '%s': %zu", i ? "," : "", name, count);
-    fprintf(stderr, "; its outputs will be NaN (exit status 4)\n");
+        ccrun_print(stderr, "%s tensor '%s': %zu", i ? "," : "", name, count);
+    fputs("; its outputs will be NaN (exit status 4)\n", stderr);
 }
 
 /* One ccrun invocation's state: what run_models' steps share. */
@@ -278,7 +280,7 @@ typedef struct run_state {
 static int open_engine(run_state *rs) {
     const ccrun_options *o = rs->o;
     if (o->timeline_path && ccr_timeline_open(o->timeline_path, &rs->tl) != CCR_OK) {
-        fprintf(stderr, "ccrun: %s\n", ccr_last_error());
+        ccrun_say("%s", ccr_last_error());
         if (o->json) /* --json promises one document, failures included */
             ccrun_json_document(&rs->rep, NULL, ccr_last_error(), 0);
         return CCRUN_ERR_USAGE;
@@ -290,7 +292,7 @@ static int open_engine(run_state *rs) {
         rs->conf = with;
     }
     if (!rs->conf) {
-        fprintf(stderr, "ccrun: out of host memory\n");
+        ccrun_say("out of host memory");
         return CCRUN_ERR_MODEL;
     }
     ccr_engine_options eo;
@@ -305,7 +307,7 @@ static int open_engine(run_state *rs) {
         eo.progress = ccrun_progress;
     ccr_status st = ccr_engine_create(&eo, &rs->e);
     if (st != CCR_OK) {
-        fprintf(stderr, "ccrun: %s\n", ccr_last_error());
+        ccrun_say("%s", ccr_last_error());
         if (o->json)
             ccrun_json_document(&rs->rep, NULL, ccr_last_error(), 0);
         return st == CCR_ERR_INVALID_ARGUMENT ? CCRUN_ERR_USAGE : CCRUN_ERR_MODEL;
@@ -317,10 +319,11 @@ static int open_engine(run_state *rs) {
     ccr_engine_device_info(rs->e, &dev);
     char b0[32], b1[32];
     if (!o->json) {
-        printf("device %s (%s), %s total, %s free at start; allocator %s\n", dev.name,
-               dev.simulated ? "SIMULATED on host memory" : "real GPU",
-               cca_format_bytes(dev.total_bytes, b0, sizeof b0), cca_format_bytes(dev.free_baseline, b1, sizeof b1),
-               *rs->conf ? rs->conf : "defaults (growth)");
+        ccrun_print(stdout, "device %s (%s), %s total, %s free at start; allocator %s", dev.name,
+                    dev.simulated ? "SIMULATED on host memory" : "real GPU",
+                    cca_format_bytes(dev.total_bytes, b0, sizeof b0),
+                    cca_format_bytes(dev.free_baseline, b1, sizeof b1), *rs->conf ? rs->conf : "defaults (growth)");
+        putchar('\n');
         ccrun_table_header(&rs->rep);
     }
     ccrun_phase(&rs->rep, rs->e, "start", "", 0, "device free before the allocator: %s (the baseline); %s",
@@ -556,9 +559,9 @@ static int finish(run_state *rs, int rc) {
             ccrun_phase(&rs->rep, rs->e, "keep", "", 0, "--keep-cache: the process still holds %s",
                         cca_format_bytes(s.reserved_bytes, b0, sizeof b0));
         if (rc == CCRUN_ERR_MODEL)
-            fprintf(stderr, "ccrun: error: %s\n", rs->errbuf ? rs->errbuf : "(out of host memory for the message)");
+            ccrun_say("error: %s", rs->errbuf ? rs->errbuf : "(out of host memory for the message)");
         if (rc != CCRUN_OK && !o->json)
-            fprintf(stderr, "ccrun: after the error the allocator holds %zu live bytes\n", s.allocated_bytes);
+            ccrun_say("after the error the allocator holds %zu live bytes", s.allocated_bytes);
         if (o->json)
             ccrun_json_document(&rs->rep, rs->e,
                                 rc == CCRUN_OK ? NULL : rs->errbuf ? rs->errbuf : "out of host memory",
@@ -566,7 +569,7 @@ static int finish(run_state *rs, int rc) {
         if (rc == CCRUN_OK && rs->nonfinite_seen)
             rc = CCRUN_WARN_NONFINITE;
         if (s.allocated_bytes != 0) {
-            fprintf(stderr, "ccrun: BUG: %zu bytes of device memory still allocated at exit\n", s.allocated_bytes);
+            ccrun_say("BUG: %zu bytes of device memory still allocated at exit", s.allocated_bytes);
             rc = CCRUN_ERR_LEAK;
         }
     }
@@ -577,7 +580,7 @@ static int finish(run_state *rs, int rc) {
     ccrun_report_free(&rs->rep);
     ccr_engine_destroy(rs->e); /* its last rows go to the timeline: close it after */
     if (ccr_timeline_close(rs->tl) != CCR_OK) {
-        fprintf(stderr, "ccrun: error: --timeline %s\n", ccr_last_error());
+        ccrun_say("error: --timeline %s", ccr_last_error());
         rc = ccrun_output_failed(rc);
     }
     return rc;

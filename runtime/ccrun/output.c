@@ -23,11 +23,46 @@
  * (CCRUN_ERR_MODEL, "the run failed"), over 0 and over 4 (NaN weights): a
  * run whose report was lost did not succeed. 2 and 3 (usage, a leak) stay:
  * they say more.
+ *
+ * Text for a person (every message on stderr, the table's model and note
+ * columns, the demo's error lines) goes through ccrun_say and ccrun_print,
+ * which write it with ccr_fputs_escaped: messages quote tensor names,
+ * dtypes and metadata keys from model files, sidecar lines, paths and
+ * --conf as they are, and a control byte there (ESC [ 2 J, a newline that
+ * forges a line of its own) reaches the terminal as \x1b, \x0a. The JSON
+ * document and the timeline escape the same text their own way (report.c,
+ * timeline.c).
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ccrun.h"
+
+static int vprint(FILE *f, const char *fmt, va_list ap) {
+    char *text = ccrun_vformat(fmt, ap);
+    int n = ccr_fputs_escaped(text ? text : "(out of host memory for the message)", f);
+    free(text);
+    return n;
+}
+
+int ccrun_print(FILE *f, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vprint(f, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+void ccrun_say(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ccrun: ", stderr);
+    vprint(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
 
 int ccrun_output_failed(int rc) {
     return rc == CCRUN_OK || rc == CCRUN_WARN_NONFINITE ? CCRUN_ERR_MODEL : rc;
@@ -51,8 +86,8 @@ int ccrun_close_stdout(int rc) {
     if (!bad && !why)
         return rc;
     if (why)
-        fprintf(stderr, "ccrun: standard output: write failed: %s\n", strerror(why));
+        ccrun_say("standard output: write failed: %s", strerror(why));
     else /* an earlier write failed and the stream did not keep its reason */
-        fprintf(stderr, "ccrun: standard output: write failed\n");
+        ccrun_say("standard output: write failed");
     return ccrun_output_failed(rc);
 }

@@ -9,7 +9,8 @@
 # never fit is refused up front; NaN/Inf weights warn and exit 4; every
 # output that cannot be written whole (/dev/full) exits 1 naming it and the
 # reason; hostile text (tensor names, dtypes, metadata keys, sidecar lines,
-# paths) reaches the terminal escaped. Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
+# paths) reaches the terminal escaped; two outputs on one file, or an
+# output on a MODEL, are refused before the run (exit 2). Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
 # CTest (tests/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
@@ -260,6 +261,63 @@ check "--snapshot is refused with --demo and for other suffixes (exit 2)" sh -c 
     "'$CCRUN' --demo --device host --snapshot '$TMP/d.pickle' >/dev/null 2>&1; test \$? -eq 2 && '$CCRUN' --device host --snapshot '$TMP/s.txt' 'mlp:8x8' >/dev/null 2>&1; test \$? -eq 2 && test ! -e '$TMP/s.txt'"
 check "--snapshot FILE.json writes the JSON snapshot of the loaded model" sh -c \
     "'$CCRUN' --device host --snapshot '$TMP/s.json' 'mlp:16x32x4' >/dev/null && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); assert d['stats']['allocated_bytes'] > 0 and d['segments']\" '$TMP/s.json'"
+
+# Two outputs on one file (any spelling: ./X, X//, d/../X, a symlink, a hard
+# link, a symlink to a file not yet made), an output on a MODEL file, or on
+# the file standard output goes to: refused before anything runs (exit 2),
+# naming both, and nothing is written.
+mkdir -p "$TMP/sd/sub"
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$TMP/sd/in.safetensors"
+: >"$TMP/sd/real.json"
+ln -s real.json "$TMP/sd/link.json"
+ln "$TMP/sd/real.json" "$TMP/sd/hard.json"
+ln -s new.json "$TMP/sd/dangling.json"
+# same OUT WORDS ARGS...: exit 2, WORDS in stderr, no file made or changed in $TMP/sd
+same() {
+    desc=$1 words=$2; shift 2
+    n=$((n + 1))
+    ls -l "$TMP/sd" "$TMP/sd/sub" >"$TMP/sd-before"
+    (cd "$TMP/sd" && "$CCRUN" --device host "$@" >"$TMP/sdo" 2>"$TMP/sde")
+    rc=$?
+    ls -l "$TMP/sd" "$TMP/sd/sub" >"$TMP/sd-after"
+    if [ "$rc" -ne 2 ] || ! grep -qF -- "$words" "$TMP/sde" || ! grep -qF "(see ccrun --help)" "$TMP/sde" ||
+        ! cmp -s "$TMP/sd-before" "$TMP/sd-after" || [ -e "$TMP/sd/new.json" ]; then
+        echo "FAIL: $desc: exit $rc, want 2 and '$words', nothing written:"; cat "$TMP/sde"
+        diff "$TMP/sd-before" "$TMP/sd-after"; fails=$((fails + 1))
+    else
+        echo "ok: $desc: $(head -1 "$TMP/sde")"
+    fi
+}
+same "--timeline and --snapshot on one new file" \
+    "--timeline 'o.json' and --snapshot 'o.json' are the same file" --timeline o.json --snapshot o.json 'mlp:8x8'
+same "./X and X" "--timeline './o.json' and --snapshot 'o.json' are the same file" \
+    --timeline ./o.json --snapshot o.json 'mlp:8x8'
+same "X spelled with // and sub/.." "--save 'sub/..//o.json' and --snapshot '$TMP/sd/./o.json' are the same file" \
+    --save 'sub/..//o.json' --snapshot "$TMP/sd/./o.json" 'mlp:8x8'
+same "a symlink and its existing file" "--timeline 'link.json' and --snapshot 'real.json' are the same file" \
+    --timeline link.json --snapshot real.json 'mlp:8x8'
+same "a hard link and its file" "--save 'hard.json' and --snapshot 'real.json' are the same file" \
+    --save hard.json --snapshot real.json 'mlp:8x8'
+same "a dangling symlink and the file it would make" \
+    "--timeline 'dangling.json' and --snapshot 'new.json' are the same file" \
+    --timeline dangling.json --snapshot new.json 'mlp:8x8'
+same "--timeline on the MODEL file" "--timeline 'in.safetensors' is the same file as MODEL './in.safetensors'" \
+    --timeline in.safetensors ./in.safetensors
+same "--save on the MODEL file" "--save 'in.safetensors' is the same file as MODEL 'in.safetensors'" \
+    --save in.safetensors in.safetensors
+same "--snapshot on a --resident file" "--snapshot 'real.json' is the same file as --resident 'hard.json'" \
+    --snapshot real.json --resident hard.json 'mlp:8x8'
+same "--timeline on a MODEL's footprint sidecar" \
+    "--timeline 'in.safetensors.ccfoot' and --footprint-sidecar 'in.safetensors.ccfoot' are the same file" \
+    --footprint-sidecar --timeline in.safetensors.ccfoot in.safetensors
+same "--demo --timeline on the file standard output goes to" \
+    "standard output and --timeline '$TMP/sdo' are the same file" --demo --timeline "$TMP/sdo"
+same "--timeline on the file standard error goes to" "standard error and --timeline '$TMP/sde' are the same file" \
+    --timeline "$TMP/sde" 'mlp:8x8'
+check "outputs on one device file that is not a regular file (/dev/null) are not refused" sh -c \
+    "'$CCRUN' --device host --timeline /dev/null --save /dev/null 'mlp:8x8' >/dev/null"
+check "two outputs on different files still run" sh -c \
+    "cd '$TMP/sd' && '$CCRUN' --device host --timeline o.csv --snapshot o.json 'mlp:8x8' >/dev/null && test -s o.csv && test -s o.json"
 
 # Outputs that cannot be written completely (a full device) are said on
 # stderr with the path (or "standard output") and the reason, and ccrun

@@ -109,6 +109,11 @@ void ccrun_say(const char *fmt, ...) CCRUN_PRINTF(1, 2);
 /* The exit code once an output could not be written: CCRUN_ERR_MODEL over
  * CCRUN_OK and CCRUN_WARN_NONFINITE, any other failure's code kept. */
 int ccrun_output_failed(int rc);
+/* Before the run: two outputs on one file (--timeline, --save, --snapshot,
+ * footprint sidecars, stdout and stderr when they go to a regular file), or
+ * an output on a MODEL or --resident file, are refused with a message
+ * naming both. CCRUN_OK or CCRUN_ERR_USAGE. */
+int ccrun_check_outputs(const ccrun_options *o);
 /* fflush(f), keeping the reason of stdout's first failure for the close. */
 void ccrun_flush(FILE *f);
 /* Close standard output (the last thing ccrun does); a failure now or of an

@@ -23,7 +23,8 @@
  * Errors name the problem, leave the allocator at zero live bytes, and exit
  * non-zero (see --help). An output that could not be written whole
  * (standard output, --timeline, --save, --snapshot) is an error too, said
- * with the file and the reason (output.c).
+ * with the file and the reason, and two outputs on one file (or an output
+ * on a MODEL) are refused before the run (output.c).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -82,6 +83,11 @@ static void usage(FILE *f) {
                "                          fragmentation + trim, explicit release, memory\n"
                "                          domains with a resident model (4 acts)\n"
                "  --help                  this text\n"
+               "\n"
+               "Outputs (--timeline, --save, --snapshot, footprint sidecars, and standard output\n"
+               "and error when they go to a regular file) must be different files, and none a\n"
+               "MODEL or --resident file: two names for one file (./X and X, d/../X, a symlink,\n"
+               "a hard link) are refused before anything runs (exit 2), naming both.\n"
                "\n"
                "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
                "  resident model's outputs changed, ...) or an output could not be written\n"
@@ -658,6 +664,8 @@ int main(int argc, char **argv) {
     int rc = parse_options(argc, argv, &o);
     if (rc == -1) /* --help */
         return ccrun_close_stdout(CCRUN_OK);
+    if (rc == 0)
+        rc = ccrun_check_outputs(&o);
     if (rc)
         return rc;
     rc = o.demo ? ccrun_demo(&o) : o.n_resident ? run_resident(&o) : run_models(&o);

@@ -1,9 +1,11 @@
 # Runtime (engine + ccrun) tests. Host suites always run on the simulated
 # device; the gpu suite skips without a GPU; test_ccrun.sh drives the ccrun
-# binary (bad inputs, --json, --keep-cache, --timeline, --resident, --demo);
-# test_runtime_domains: one memory domain per model, leaks, footprints.
+# binary (bad inputs, --json, --keep-cache, --timeline, --resident, --demo,
+# outputs on a full device);
+# test_runtime_domains: one memory domain per model, leaks, footprints;
+# test_runtime_text: text from model files escaped for a terminal.
 if(TARGET ccr)
-  foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains)
+  foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains test_runtime_text)
     cca_add_test(NAME ${suite} SOURCES ${suite}.c LIBS ccr LABEL cpu)
     target_include_directories(${suite} PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
   endforeach()

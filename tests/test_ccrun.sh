@@ -6,7 +6,11 @@
 # model's outputs stay the same bytes), --no-domains, footprint sidecars and a
 # small --demo (act 4 included) work; long --conf values and paths are used
 # whole; a batch that can
-# never fit is refused up front; NaN/Inf weights warn and exit 4. Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
+# never fit is refused up front; NaN/Inf weights warn and exit 4; every
+# output that cannot be written whole (/dev/full) exits 1 naming it and the
+# reason; hostile text (tensor names, dtypes, metadata keys, sidecar lines,
+# paths) reaches the terminal escaped; two outputs on one file, or an
+# output on a MODEL, are refused before the run (exit 2). Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
 # CTest (tests/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
@@ -127,13 +131,70 @@ check "--save reports a long path whole" sh -c \
     "'$CCRUN' --device host --save '$LD/saved.safetensors' 'mlp:4x4' >'$TMP/sp' && grep -qF 'wrote $LD/saved.safetensors' '$TMP/sp'"
 check "an error about a long path names it whole" sh -c \
     "'$CCRUN' --device host '$LD/missing.safetensors' 2>'$TMP/ep'; test \$? -eq 1 && grep -qF '$LD/missing.safetensors: cannot open' '$TMP/ep'"
+# st_file FILE HEADER DATA: a safetensors file: the header's length (8 bytes,
+# little-endian, < 64 KiB), HEADER as it is, then DATA (printf escapes).
+st_file() {
+    len=$(printf '%s' "$2" | wc -c)
+    { printf "\\$(printf %03o $((len % 256)))\\$(printf %03o $((len / 256)))\\000\\000\\000\\000\\000\\000"
+      printf '%s' "$2"; printf "$3"; } >"$1"
+}
 # NaN/Inf weights load with a warning naming the tensor, and exit 4 (not 0)
 # even though the run completes. mlp:2x1: 0.weight [1, 2] = {NaN, 1}, 0.bias = {+Inf}
-NANH='{"__metadata__":{"ccr.mlp":"mlp:2x1"},"0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"0.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}'
-{ printf "\\$(printf %03o ${#NANH})\\000\\000\\000\\000\\000\\000\\000"; printf '%s' "$NANH"
-  printf '\000\000\300\177\000\000\200\077\000\000\200\177'; } >"$TMP/nan.safetensors"
+NANW='\000\000\300\177\000\000\200\077\000\000\200\177'
+st_file "$TMP/nan.safetensors" '{"__metadata__":{"ccr.mlp":"mlp:2x1"},"0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"0.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}' "$NANW"
 check "non-finite weights: a warning naming the tensors, exit 4" sh -c \
     "'$CCRUN' --device host '$TMP/nan.safetensors' >'$TMP/no' 2>'$TMP/ne'; test \$? -eq 4 && grep -qF \"warning: model '$TMP/nan.safetensors' has 2 non-finite weights (NaN/Inf): tensor '0.weight': 1, tensor '0.bias': 1\" '$TMP/ne'"
+# Text from a model file (tensor names, dtypes, metadata keys, a sidecar's
+# lines) and from the command line reaches the terminal escaped: control
+# bytes, DEL, C1 controls, bidi controls and bytes that are not UTF-8 as
+# \xNN, so a hostile name can neither drive the terminal (ESC sequences) nor
+# forge a line of its own (a newline). Well-formed printable UTF-8 is kept.
+ESC=$(printf '\033')
+NL='
+'
+RAW=$(printf '\033\r\377\302') # bytes no escaped output holds
+# hostile DESCRIPTION WANT ARGS...: stderr and stdout hold no raw ESC, CR,
+# 0xff or 0xc2 (of a C1) and no forged line; one of them has WANT (escaped)
+hostile() {
+    desc=$1 want=$2; shift 2
+    n=$((n + 1))
+    "$CCRUN" --device host "$@" >"$TMP/ho" 2>"$TMP/he"
+    if LC_ALL=C grep -q "[$RAW]" "$TMP/he" "$TMP/ho" || grep -q '^FORGED' "$TMP/he" "$TMP/ho" ||
+        ! cat "$TMP/he" "$TMP/ho" | grep -qF -- "$want"; then
+        echo "FAIL: $desc: raw control bytes, or no '$want':"; od -c "$TMP/he" | head -20
+        fails=$((fails + 1))
+    else
+        echo "ok: $desc"
+    fi
+}
+Z16='\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'
+H0='{"__metadata__":{"ccr.mlp":"mlp:2x1"},"0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"0.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}'
+st_file "$TMP/esc_name.safetensors" "$H0"',"\u001b[31mEVIL\nFORGED line":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}' "$Z16"
+hostile "a tensor name with ESC and a newline (an error) is escaped" \
+    "unexpected tensor '\x1b[31mEVIL\x0aFORGED line'" "$TMP/esc_name.safetensors"
+st_file "$TMP/esc_nan.safetensors" '{"__metadata__":{"ccr.mlp":"mlp:2x1"},"\u001b[2J\nFORGED.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"\u001b[2J\nFORGED.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}' "$NANW"
+hostile "a tensor name with ESC and a newline (the NaN warning) is escaped" \
+    "tensor '\x1b[2J\x0aFORGED.weight': 1, tensor '\x1b[2J\x0aFORGED.bias': 1" "$TMP/esc_nan.safetensors"
+st_file "$TMP/esc_dtype.safetensors" '{"__metadata__":{"ccr.mlp":"mlp:2x1"},"0.weight":{"dtype":"\u001b]0;pwned\u0007","shape":[1,2],"data_offsets":[0,8]}}' '\0\0\0\0\0\0\0\0'
+hostile "a dtype with an OSC sequence is escaped" "unsupported dtype '\x1b]0;pwned\x07'" "$TMP/esc_dtype.safetensors"
+st_file "$TMP/esc_meta.safetensors" '{"__metadata__":{"\u001b[1mk\r\u009b\u007f":1}}' ''
+hostile "a metadata key with ESC, CR, a C1 CSI and DEL is escaped" \
+    "__metadata__ value '\x1b[1mk\x0d\xc2\x9b\x7f' is not a string" "$TMP/esc_meta.safetensors"
+st_file "$TMP/esc_utf8.safetensors" "$H0"',"caf\u00e9 \u202e'"$(printf '\377\303')"'":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}' "$Z16"
+hostile "bytes that are not UTF-8 and a bidi override are escaped, UTF-8 kept" \
+    "unexpected tensor 'café \xe2\x80\xae\xff\xc3'" "$TMP/esc_utf8.safetensors"
+hostile "a path with ESC and a newline (cannot open) is escaped" "missing\x1b[31m\x0aFORGED: cannot open" \
+    "$TMP/missing$ESC[31m${NL}FORGED"
+hostile "a usage error quoting an argument with ESC is escaped" "--policy must be greedy or growth, not '\x1b[31m'" \
+    --policy "$ESC[31m" 'mlp:4x4'
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$TMP/esc$ESC[31m.safetensors"
+hostile "a model path with ESC in the table (stdout) is escaped" 'esc\x1b[31m.safetensors    ' \
+    "$TMP/esc$ESC[31m.safetensors"
+printf 'ccfoot 1\narch mlp:\033[31m\033]0;x\007\nbatch 8\nreserved_peak 2097152\n' >"$TMP/esc$ESC[31m.safetensors.ccfoot"
+hostile "a sidecar line with ESC (the library's warning) is escaped" \
+    "written for other layers ('mlp:\x1b[31m\x1b]0;x\x07'" --footprint-sidecar "$TMP/esc$ESC[31m.safetensors"
+check "--json keeps a hostile tensor name whole, JSON-escaped" sh -c \
+    "'$CCRUN' --device host --json '$TMP/esc_name.safetensors' >'$TMP/hj' 2>/dev/null; test \$? -eq 1 && grep -qF '\\u001b[31mEVIL\\u000aFORGED line' '$TMP/hj'"
 check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a model has non-finite (NaN/Inf) weights'"
 check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
 check "--demo on a small simulated device" sh -c \
@@ -191,12 +252,104 @@ check "--footprint-sidecar: a hostile sidecar is ignored with a warning, the run
 check "--snapshot into a missing directory fails with the reason (exit 1)" sh -c \
     "'$CCRUN' --device host --snapshot '$TMP/snapdir-missing/s.pickle' 'mlp:8x8' >/dev/null 2>'$TMP/se'; test \$? -eq 1 && grep -q -- '--snapshot .*No such file or directory' '$TMP/se'"
 ln -sf /dev/full "$TMP/full.pickle"
-check "--snapshot whose write fails (a full device) fails with the reason (exit 1)" sh -c \
-    "'$CCRUN' --device host --snapshot '$TMP/full.pickle' 'mlp:8x8' >/dev/null 2>'$TMP/sf'; test \$? -eq 1 && grep -q 'cca_write_snapshot_torch: write failed' '$TMP/sf'"
+check "--snapshot whose write fails (a full device) fails with the path and the reason (exit 1)" sh -c \
+    "'$CCRUN' --device host --snapshot '$TMP/full.pickle' 'mlp:8x8' >/dev/null 2>'$TMP/sf'; test \$? -eq 1 && grep -q -- '--snapshot $TMP/full.pickle: cca_write_snapshot_torch: write failed: No space left on device' '$TMP/sf'"
+ln -sf /dev/full "$TMP/full.json"
+check "--snapshot FILE.json whose write fails fails with the path and the reason (exit 1)" sh -c \
+    "'$CCRUN' --device host --snapshot '$TMP/full.json' 'mlp:8x8' >/dev/null 2>'$TMP/sj'; test \$? -eq 1 && grep -q -- '--snapshot $TMP/full.json: .*No space left on device' '$TMP/sj'"
 check "--snapshot is refused with --demo and for other suffixes (exit 2)" sh -c \
     "'$CCRUN' --demo --device host --snapshot '$TMP/d.pickle' >/dev/null 2>&1; test \$? -eq 2 && '$CCRUN' --device host --snapshot '$TMP/s.txt' 'mlp:8x8' >/dev/null 2>&1; test \$? -eq 2 && test ! -e '$TMP/s.txt'"
 check "--snapshot FILE.json writes the JSON snapshot of the loaded model" sh -c \
     "'$CCRUN' --device host --snapshot '$TMP/s.json' 'mlp:16x32x4' >/dev/null && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); assert d['stats']['allocated_bytes'] > 0 and d['segments']\" '$TMP/s.json'"
+
+# Two outputs on one file (any spelling: ./X, X//, d/../X, a symlink, a hard
+# link, a symlink to a file not yet made), an output on a MODEL file, or on
+# the file standard output goes to: refused before anything runs (exit 2),
+# naming both, and nothing is written.
+mkdir -p "$TMP/sd/sub"
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$TMP/sd/in.safetensors"
+: >"$TMP/sd/real.json"
+ln -s real.json "$TMP/sd/link.json"
+ln "$TMP/sd/real.json" "$TMP/sd/hard.json"
+ln -s new.json "$TMP/sd/dangling.json"
+# same OUT WORDS ARGS...: exit 2, WORDS in stderr, no file made or changed in $TMP/sd
+same() {
+    desc=$1 words=$2; shift 2
+    n=$((n + 1))
+    ls -l "$TMP/sd" "$TMP/sd/sub" >"$TMP/sd-before"
+    (cd "$TMP/sd" && "$CCRUN" --device host "$@" >"$TMP/sdo" 2>"$TMP/sde")
+    rc=$?
+    ls -l "$TMP/sd" "$TMP/sd/sub" >"$TMP/sd-after"
+    if [ "$rc" -ne 2 ] || ! grep -qF -- "$words" "$TMP/sde" || ! grep -qF "(see ccrun --help)" "$TMP/sde" ||
+        ! cmp -s "$TMP/sd-before" "$TMP/sd-after" || [ -e "$TMP/sd/new.json" ]; then
+        echo "FAIL: $desc: exit $rc, want 2 and '$words', nothing written:"; cat "$TMP/sde"
+        diff "$TMP/sd-before" "$TMP/sd-after"; fails=$((fails + 1))
+    else
+        echo "ok: $desc: $(head -1 "$TMP/sde")"
+    fi
+}
+same "--timeline and --snapshot on one new file" \
+    "--timeline 'o.json' and --snapshot 'o.json' are the same file" --timeline o.json --snapshot o.json 'mlp:8x8'
+same "./X and X" "--timeline './o.json' and --snapshot 'o.json' are the same file" \
+    --timeline ./o.json --snapshot o.json 'mlp:8x8'
+same "X spelled with // and sub/.." "--save 'sub/..//o.json' and --snapshot '$TMP/sd/./o.json' are the same file" \
+    --save 'sub/..//o.json' --snapshot "$TMP/sd/./o.json" 'mlp:8x8'
+same "a symlink and its existing file" "--timeline 'link.json' and --snapshot 'real.json' are the same file" \
+    --timeline link.json --snapshot real.json 'mlp:8x8'
+same "a hard link and its file" "--save 'hard.json' and --snapshot 'real.json' are the same file" \
+    --save hard.json --snapshot real.json 'mlp:8x8'
+same "a dangling symlink and the file it would make" \
+    "--timeline 'dangling.json' and --snapshot 'new.json' are the same file" \
+    --timeline dangling.json --snapshot new.json 'mlp:8x8'
+same "--timeline on the MODEL file" "--timeline 'in.safetensors' is the same file as MODEL './in.safetensors'" \
+    --timeline in.safetensors ./in.safetensors
+same "--save on the MODEL file" "--save 'in.safetensors' is the same file as MODEL 'in.safetensors'" \
+    --save in.safetensors in.safetensors
+same "--snapshot on a --resident file" "--snapshot 'real.json' is the same file as --resident 'hard.json'" \
+    --snapshot real.json --resident hard.json 'mlp:8x8'
+same "--timeline on a MODEL's footprint sidecar" \
+    "--timeline 'in.safetensors.ccfoot' and --footprint-sidecar 'in.safetensors.ccfoot' are the same file" \
+    --footprint-sidecar --timeline in.safetensors.ccfoot in.safetensors
+same "--demo --timeline on the file standard output goes to" \
+    "standard output and --timeline '$TMP/sdo' are the same file" --demo --timeline "$TMP/sdo"
+same "--timeline on the file standard error goes to" "standard error and --timeline '$TMP/sde' are the same file" \
+    --timeline "$TMP/sde" 'mlp:8x8'
+check "outputs on one device file that is not a regular file (/dev/null) are not refused" sh -c \
+    "'$CCRUN' --device host --timeline /dev/null --save /dev/null 'mlp:8x8' >/dev/null"
+check "two outputs on different files still run" sh -c \
+    "cd '$TMP/sd' && '$CCRUN' --device host --timeline o.csv --snapshot o.json 'mlp:8x8' >/dev/null && test -s o.csv && test -s o.json"
+
+# Outputs that cannot be written completely (a full device) are said on
+# stderr with the path (or "standard output") and the reason, and ccrun
+# exits 1 however the run went (a model with NaN weights, exit 4 otherwise,
+# too); nothing is written silently in part.
+full() { # full DESCRIPTION WORDS STDOUT ARGS...: exit 1 and WORDS in stderr
+    desc=$1 words=$2 out=$3; shift 3
+    n=$((n + 1))
+    "$CCRUN" "$@" >"$out" 2>"$TMP/fe"
+    rc=$?
+    if [ "$rc" -eq 1 ] && grep -qF -- "$words" "$TMP/fe"; then echo "ok: $desc"; else
+        echo "FAIL: $desc: exit $rc, want 1 and '$words' in stderr:"; cat "$TMP/fe"; fails=$((fails + 1)); fi
+}
+NOSPACE='write failed: No space left on device'
+full "the table on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
+    --device host 'mlp:8x8'
+full "--json on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
+    --device host --json 'mlp:8x8'
+full "a full standard output takes precedence over exit 4 (NaN weights)" "ccrun: standard output: $NOSPACE" /dev/full \
+    --device host "$TMP/nan.safetensors"
+full "--timeline on a full device: exit 1 naming the file" "ccrun: error: --timeline /dev/full: $NOSPACE" /dev/null \
+    --device host --timeline /dev/full 'mlp:8x8'
+full "--timeline on a full device with --json: exit 1 naming the file" "ccrun: error: --timeline /dev/full: $NOSPACE" /dev/null \
+    --device host --json --timeline /dev/full 'mlp:8x8'
+full "--save on a full device: exit 1 naming the file" "/dev/full: $NOSPACE" /dev/null \
+    --device host --save /dev/full 'mlp:8x8'
+full "--help on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
+    --help
+full "--demo on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
+    --demo --device host --capacity 192M --iters 1
+full "--demo --timeline on a full device: exit 1 naming the file" "ccrun: error: --timeline /dev/full: $NOSPACE" /dev/null \
+    --demo --device host --capacity 192M --iters 1 --timeline /dev/full
 
 echo "$((n - fails)) of $n ccrun checks passed"
 [ "$fails" -eq 0 ]

@@ -10,7 +10,8 @@
  *     what the model needs (figures documented in docs/release.md);
  *   - the allocator's reserved bytes account for everything the device lost;
  *   - activations are freed as soon as consumed, batch sizes may change;
- *   - spec strings parse strictly; timelines balance alloc/free rows;
+ *   - spec strings parse strictly; timelines balance alloc/free rows, and
+ *     one that could not be written says so at close;
  *   - a batch the device can never hold is refused before anything moves.
  */
 #include <stdio.h>
@@ -293,13 +294,19 @@ Test(runtime_engine, two_engines_share_one_device) {
     cca_upstream_destroy(dev);
 }
 
-Test(runtime_engine, timeline_rows_balance) {
-    char path[] = "/tmp/ccr_timeline_XXXXXX";
+/* A fresh temporary file's name in path (a "..._XXXXXX" template). */
+static void temp_file(char *path) {
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     close(fd);
+}
+
+/* Open a timeline on `path`, load `spec` on a 64 MiB simulated device
+ * writing to it, run one batch of 5 when `spec` is given, release and
+ * destroy the engine. Returns the timeline, still open. */
+static ccr_timeline *timeline_of_run(const char *path, const char *spec) {
     ccr_timeline *tl;
-    cr_assert_eq(ccr_timeline_open(path, &tl), CCR_OK);
+    cr_assert_eq(ccr_timeline_open(path, &tl), CCR_OK, "%s", ccr_last_error());
     ccr_engine_options o;
     ccr_engine_options_default(&o);
     o.device = CCR_DEVICE_HOST;
@@ -308,11 +315,19 @@ Test(runtime_engine, timeline_rows_balance) {
     ccr_engine *e;
     cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK);
     ccr_model *m;
-    cr_assert_eq(ccr_model_load_spec(e, "mlp:32x64x64x10:relu:softmax", &m), CCR_OK);
-    run_once(m, 5);
+    if (spec) {
+        cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
+        run_once(m, 5);
+    }
     ccr_engine_release(e, NULL);
     ccr_engine_destroy(e);
-    ccr_timeline_close(tl);
+    return tl;
+}
+
+Test(runtime_engine, timeline_rows_balance) {
+    char path[] = "/tmp/ccr_timeline_XXXXXX";
+    temp_file(path);
+    cr_expect_eq(ccr_timeline_close(timeline_of_run(path, "mlp:32x64x64x10:relu:softmax")), CCR_OK);
     FILE *f = fopen(path, "r");
     char line[512];
     cr_assert_not_null(fgets(line, sizeof line, f));
@@ -343,6 +358,17 @@ Test(runtime_engine, timeline_rows_balance) {
     cr_expect_eq(frees, allocs);
     cr_expect_geq(phases, 4);
     cr_expect_eq(last_alloc, 0);
+}
+
+/* A timeline whose rows cannot all be written (a full device) says so at
+ * close: CCR_ERR_IO naming the file and the reason; a complete one is CCR_OK. */
+Test(runtime_engine, timeline_write_failure_is_reported_at_close) {
+    cr_expect_eq(ccr_timeline_close(timeline_of_run("/dev/full", "mlp:32x64x10:relu:softmax")), CCR_ERR_IO);
+    cr_expect_str_eq(ccr_last_error(), "/dev/full: write failed: No space left on device");
+    /* a few rows, all buffered until the close: the close's own flush fails */
+    cr_expect_eq(ccr_timeline_close(timeline_of_run("/dev/full", NULL)), CCR_ERR_IO);
+    cr_expect_str_eq(ccr_last_error(), "/dev/full: write failed: No space left on device");
+    cr_expect_eq(ccr_timeline_close(NULL), CCR_OK);
 }
 
 /* A batch that cannot fit is refused before anything is allocated or read,

@@ -67,6 +67,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ccai_utf8.h" /* common/: ccai_utf8_len, the snapshot writers' check on names */
+
 /* ------------------------------------------------------------------------ */
 /* Blocks and segments                                                      */
 /* ------------------------------------------------------------------------ */
@@ -773,33 +775,6 @@ static inline void ccai_unlock(cca_allocator *a) {
         ccai_assert_fail(broken, __FILE__, __LINE__);
 #endif
     ccai_mutex_unlock(&a->lock);
-}
-
-/* The length of the well-formed UTF-8 sequence at p (1 for ASCII, 2-4),
- * or 0 if the bytes there are not one (a stray continuation byte, a cut or
- * overlong sequence, a surrogate, past U+10FFFF). Names from callers pass
- * through the snapshot writers as they are when well formed; each byte of
- * anything else is written as '?'. */
-static inline unsigned ccai_utf8_len(const unsigned char *p) {
-    unsigned char c = p[0];
-    if (c < 0x80)
-        return 1;
-    unsigned n;
-    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-    else
-        return 0;
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (unsigned i = 2; i < n; i++)
-        if (p[i] < 0x80 || p[i] > 0xbf)
-            return 0;
-    return n;
 }
 
 /* status.c */

@@ -1,10 +1,11 @@
 /*
- * ccrun.h — what ccrun's three files share: the options, the per-phase
- * report (text table or JSON), and the demo.
+ * ccrun.h — what ccrun's files share: the options, the per-phase report
+ * (text table or JSON), the demo, and the checks on its outputs.
  */
 #ifndef CCRUN_H
 #define CCRUN_H
 
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "ccr.h"
@@ -13,6 +14,12 @@
  * completed, but a model has NaN/Inf weights (its outputs are NaN); any
  * other failure's code takes precedence. */
 enum { CCRUN_OK = 0, CCRUN_ERR_MODEL = 1, CCRUN_ERR_USAGE = 2, CCRUN_ERR_LEAK = 3, CCRUN_WARN_NONFINITE = 4 };
+
+#if defined(__GNUC__)
+#define CCRUN_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CCRUN_PRINTF(f, a)
+#endif
 
 #define CCRUN_MAX_RESIDENT 8
 
@@ -59,11 +66,8 @@ typedef struct ccrun_report {
 
 /* printf into a malloc'd string of the length it needs; NULL when out of
  * memory. ccrun never copies a user string into a fixed-size buffer. */
-char *ccrun_format(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2)))
-#endif
-    ;
+char *ccrun_format(const char *fmt, ...) CCRUN_PRINTF(1, 2);
+char *ccrun_vformat(const char *fmt, va_list ap);
 /* "policy:X,<conf>" for the allocator, malloc'd (NULL: out of memory). */
 char *ccrun_alloc_conf(const ccrun_options *o, const char *policy);
 
@@ -92,5 +96,28 @@ const char *ccrun_baseline_note(const ccr_release_info *r, char *buf, size_t n);
 
 /* ccrun --demo */
 int ccrun_demo(const ccrun_options *o);
+
+/* ---- output.c: text for a person, and whether every output was written ---- */
+
+/* printf to f with the text escaped for a terminal (ccr_fputs_escaped):
+ * for anything that may quote a model file, a path or --conf. Returns the
+ * bytes written or EOF. */
+int ccrun_print(FILE *f, const char *fmt, ...) CCRUN_PRINTF(2, 3);
+/* One message on stderr: "ccrun: " + the text, escaped, + newline. */
+void ccrun_say(const char *fmt, ...) CCRUN_PRINTF(1, 2);
+
+/* The exit code once an output could not be written: CCRUN_ERR_MODEL over
+ * CCRUN_OK and CCRUN_WARN_NONFINITE, any other failure's code kept. */
+int ccrun_output_failed(int rc);
+/* Before the run: two outputs on one file (--timeline, --save, --snapshot,
+ * footprint sidecars, stdout and stderr when they go to a regular file), or
+ * an output on a MODEL or --resident file, are refused with a message
+ * naming both. CCRUN_OK or CCRUN_ERR_USAGE. */
+int ccrun_check_outputs(const ccrun_options *o);
+/* fflush(f), keeping the reason of stdout's first failure for the close. */
+void ccrun_flush(FILE *f);
+/* Close standard output (the last thing ccrun does); a failure now or of an
+ * earlier write is said on stderr. Returns rc, or ccrun_output_failed(rc). */
+int ccrun_close_stdout(int rc);
 
 #endif /* CCRUN_H */

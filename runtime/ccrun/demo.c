@@ -68,6 +68,13 @@ static void add_summary(demo *d, const char *act, const char *what, const char *
     va_end(ap);
 }
 
+/* "          -> WHAT<the last error>" under the row it is about; the message
+ * may quote --conf, so it is escaped. */
+static void say_error(const char *what) {
+    ccrun_print(stdout, "          -> %s%s", what, ccr_last_error());
+    putchar('\n');
+}
+
 /* A spec of `layers` square W×W layers plus a 10-way softmax head, ~target
  * bytes. Stays inside the spec grammar's limits (CCR_MAX_LAYERS layers, each
  * matrix <= 2^31 elements, so W <= 46336): on a very large device the model
@@ -93,7 +100,7 @@ static void make_spec(char *buf, size_t len, size_t target, size_t layers, unsig
 static ccr_engine *engine(demo *d, const char *policy, int domains) {
     char *conf = ccrun_alloc_conf(d->o, policy);
     if (!conf) {
-        fprintf(stderr, "ccrun: demo: out of host memory\n");
+        ccrun_say("demo: out of host memory");
         d->failed = 1;
         return NULL;
     }
@@ -109,7 +116,7 @@ static ccr_engine *engine(demo *d, const char *policy, int domains) {
     ccr_status st = ccr_engine_create(&eo, &e);
     free(conf);
     if (st != CCR_OK) {
-        fprintf(stderr, "ccrun: demo: %s\n", ccr_last_error());
+        ccrun_say("demo: %s", ccr_last_error());
         d->failed = 1;
         return NULL;
     }
@@ -123,7 +130,7 @@ static ccr_model *load_run(demo *d, ccr_engine *e, const char *label, const char
     double t = ccrun_now_ms();
     if (ccr_model_load_spec(e, spec, &m) != CCR_OK) {
         ccrun_phase(&d->rep, e, "load", label, ccrun_now_ms() - t, "FAILED");
-        printf("          -> %s\n", ccr_last_error());
+        say_error("");
         return NULL;
     }
     ccrun_phase(&d->rep, e, "load", label, ccrun_now_ms() - t, "%s of weights",
@@ -133,7 +140,7 @@ static ccr_model *load_run(demo *d, ccr_engine *e, const char *label, const char
     /* a --batch the device can never hold is refused before host memory is taken */
     int fits = ccr_model_check_batch(m, batch, NULL) == CCR_OK;
     if (!fits)
-        printf("          -> run refused: %s\n", ccr_last_error());
+        say_error("run refused: ");
     float *x = fits ? malloc(batch * in * sizeof(float)) : NULL;
     float *y = fits ? malloc(batch * out * sizeof(float)) : NULL;
     t = ccrun_now_ms();
@@ -141,7 +148,7 @@ static ccr_model *load_run(demo *d, ccr_engine *e, const char *label, const char
     for (size_t i = 0; ok && i < d->iters; i++) {
         ccrun_fill_input(x, batch * in, d->o->seed + i);
         if (ccr_model_run(m, x, batch, y) != CCR_OK) {
-            printf("          -> run failed: %s\n", ccr_last_error());
+            say_error("run failed: ");
             ok = 0;
         }
     }
@@ -274,7 +281,7 @@ static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_
     for (size_t i = 0; x && y && i < sizeof batches / sizeof batches[0]; i++) {
         ccrun_fill_input(x, batches[i] * in, i);
         if (ccr_model_run(m, x, batches[i], y) != CCR_OK)
-            printf("          -> %s\n", ccr_last_error());
+            say_error("");
     }
     free(x);
     free(y);
@@ -399,7 +406,7 @@ static int run_hashed(demo *d, ccr_engine *e, ccr_model *m, const char *label, u
         if (ok)
             h = ccrun_fnv1a(h, y, d->batch * out * sizeof(float));
         else
-            printf("          -> run failed: %s\n", ccr_last_error());
+            say_error("run failed: ");
     }
     if (ok)
         ccrun_phase(&d->rep, e, "run", label, ccrun_now_ms() - t, "%zu x batch %zu; outputs %016llx%s", d->iters,
@@ -438,7 +445,7 @@ static void act4_half_run(demo *d, int domains, const char *spec_a, const char *
     h->a_reserved = reserved(e); /* all A's: nothing else is loaded yet */
     double t = ccrun_now_ms();
     if (a && ccr_model_load_spec(e, spec_r, &r) != CCR_OK) {
-        printf("          -> %s\n", ccr_last_error());
+        say_error("");
         r = NULL;
     }
     if (r) {
@@ -564,23 +571,23 @@ int ccrun_demo(const ccrun_options *o) {
     cca_config cfg;
     char *conf = ccrun_alloc_conf(o, NULL);
     if (!conf) {
-        fprintf(stderr, "ccrun: out of host memory\n");
+        ccrun_say("out of host memory");
         return CCRUN_ERR_MODEL;
     }
     cca_config_default(&cfg);
     if (*conf && cca_config_parse(&cfg, conf) != CCA_OK) {
-        fprintf(stderr, "ccrun: allocator config '%s': %s\n", conf, cca_last_error());
+        ccrun_say("allocator config '%s': %s", conf, cca_last_error());
         free(conf);
         return CCRUN_ERR_USAGE;
     }
     free(conf);
     ccr_status st = ccr_device_open(o->device, 0, o->capacity, &d.dev, &d.simulated);
     if (st != CCR_OK) { /* no such device: exit 1, as for ccrun MODEL... */
-        fprintf(stderr, "ccrun: %s\n", ccr_last_error());
+        ccrun_say("%s", ccr_last_error());
         return st == CCR_ERR_INVALID_ARGUMENT ? CCRUN_ERR_USAGE : CCRUN_ERR_MODEL;
     }
     if (o->timeline_path && ccr_timeline_open(o->timeline_path, &d.tl) != CCR_OK) {
-        fprintf(stderr, "ccrun: %s\n", ccr_last_error());
+        ccrun_say("%s", ccr_last_error());
         cca_upstream_destroy(d.dev);
         return CCRUN_ERR_USAGE;
     }
@@ -613,14 +620,20 @@ int ccrun_demo(const ccrun_options *o) {
     printf("\n== Summary (device %s: %s, %s) ==\n", cca_upstream_name(d.dev),
            d.simulated ? "SIMULATED on host memory" : "real GPU", cca_format_bytes(d.total, b0, sizeof b0));
     printf("%-4s %-40s %s\n", "act", "what", "result");
-    for (size_t i = 0; i < d.n_sum; i++)
-        printf("%-4s %-40s %s\n", d.sum[i].act, d.sum[i].what, d.sum[i].result);
+    for (size_t i = 0; i < d.n_sum; i++) { /* a result may quote an error message: escaped */
+        printf("%-4s %-40s ", d.sum[i].act, d.sum[i].what);
+        ccr_fputs_escaped(d.sum[i].result, stdout);
+        putchar('\n');
+    }
     printf("demo took %.1f s\n", (ccrun_now_ms() - t0) / 1e3);
-    ccr_timeline_close(d.tl);
+    if (ccr_timeline_close(d.tl) != CCR_OK) {
+        ccrun_say("error: --timeline %s", ccr_last_error());
+        d.failed = 1;
+    }
     cca_upstream_stats us;
     cca_upstream_get_stats(d.dev, &us);
     if (us.bytes_in_use != 0) {
-        fprintf(stderr, "ccrun: BUG: the device still holds %zu bytes at the end of the demo\n", us.bytes_in_use);
+        ccrun_say("BUG: the device still holds %zu bytes at the end of the demo", us.bytes_in_use);
         d.failed = 1;
     }
     cca_upstream_destroy(d.dev);

@@ -21,7 +21,10 @@
  * segments no resident block pins.
  *
  * Errors name the problem, leave the allocator at zero live bytes, and exit
- * non-zero (see --help).
+ * non-zero (see --help). An output that could not be written whole
+ * (standard output, --timeline, --save, --snapshot) is an error too, said
+ * with the file and the reason, and two outputs on one file (or an output
+ * on a MODEL) are refused before the run (output.c).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -81,8 +84,15 @@ static void usage(FILE *f) {
                "                          domains with a resident model (4 acts)\n"
                "  --help                  this text\n"
                "\n"
+               "Outputs (--timeline, --save, --snapshot, footprint sidecars, and standard output\n"
+               "and error when they go to a regular file) must be different files, and none a\n"
+               "MODEL or --resident file: two names for one file (./X and X, d/../X, a symlink,\n"
+               "a hard link) are refused before anything runs (exit 2), naming both.\n"
+               "\n"
                "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
-               "  resident model's outputs changed, ...), 2 bad usage,\n"
+               "  resident model's outputs changed, ...) or an output could not be written\n"
+               "  whole (standard output, --timeline, --save, --snapshot: a full disk; stderr\n"
+               "  names the file and the reason), 2 bad usage,\n"
                "3 device memory still allocated at exit (a bug),\n"
                "4 a model has non-finite (NaN/Inf) weights: it ran, its outputs are not numbers\n"
                "  (a warning on stderr names each tensor and its count).\n"
@@ -90,9 +100,9 @@ static void usage(FILE *f) {
 }
 
 static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "ccrun: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see ccrun --help)\n");
+    char *text = ccrun_format(fmt, arg);
+    ccrun_say("%s (see ccrun --help)", text ? text : fmt);
+    free(text);
     return CCRUN_ERR_USAGE;
 }
 
@@ -245,15 +255,17 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
 }
 
 /* "ccrun: warning: model 'F' has N non-finite weights (NaN/Inf): tensor
- * '0.weight': 1, tensor '0.bias': 1" on stderr, whatever the output mode. */
+ * '0.weight': 1, tensor '0.bias': 1" on stderr, whatever the output mode;
+ * the tensors' names are the file's, escaped. */
 static void warn_nonfinite(const ccr_model *m, const char *src) {
-    fprintf(stderr, "ccrun: warning: model '%s' has %zu non-finite weights (NaN/Inf):", src,
-            ccr_model_nonfinite_weights(m));
+    fputs("ccrun: ", stderr);
+    ccrun_print(stderr, "warning: model '%s' has %zu non-finite weights (NaN/Inf):", src,
+                ccr_model_nonfinite_weights(m));
     const char *name;
     size_t count;
     for (size_t i = 0; ccr_model_nonfinite_tensor(m, i, &name, &count) == CCR_OK; i++)
-        fprintf(stderr, "%s tensor '%s': %zu", i ? "," : "", name, count);
-    fprintf(stderr, "; its outputs will be NaN (exit status 4)\n");
+        ccrun_print(stderr, "%s tensor '%s': %zu", i ? "," : "", name, count);
+    fputs("; its outputs will be NaN (exit status 4)\n", stderr);
 }
 
 /* One ccrun invocation's state: what run_models' steps share. */
@@ -274,7 +286,7 @@ typedef struct run_state {
 static int open_engine(run_state *rs) {
     const ccrun_options *o = rs->o;
     if (o->timeline_path && ccr_timeline_open(o->timeline_path, &rs->tl) != CCR_OK) {
-        fprintf(stderr, "ccrun: %s\n", ccr_last_error());
+        ccrun_say("%s", ccr_last_error());
         if (o->json) /* --json promises one document, failures included */
             ccrun_json_document(&rs->rep, NULL, ccr_last_error(), 0);
         return CCRUN_ERR_USAGE;
@@ -286,7 +298,7 @@ static int open_engine(run_state *rs) {
         rs->conf = with;
     }
     if (!rs->conf) {
-        fprintf(stderr, "ccrun: out of host memory\n");
+        ccrun_say("out of host memory");
         return CCRUN_ERR_MODEL;
     }
     ccr_engine_options eo;
@@ -301,7 +313,7 @@ static int open_engine(run_state *rs) {
         eo.progress = ccrun_progress;
     ccr_status st = ccr_engine_create(&eo, &rs->e);
     if (st != CCR_OK) {
-        fprintf(stderr, "ccrun: %s\n", ccr_last_error());
+        ccrun_say("%s", ccr_last_error());
         if (o->json)
             ccrun_json_document(&rs->rep, NULL, ccr_last_error(), 0);
         return st == CCR_ERR_INVALID_ARGUMENT ? CCRUN_ERR_USAGE : CCRUN_ERR_MODEL;
@@ -313,10 +325,11 @@ static int open_engine(run_state *rs) {
     ccr_engine_device_info(rs->e, &dev);
     char b0[32], b1[32];
     if (!o->json) {
-        printf("device %s (%s), %s total, %s free at start; allocator %s\n", dev.name,
-               dev.simulated ? "SIMULATED on host memory" : "real GPU",
-               cca_format_bytes(dev.total_bytes, b0, sizeof b0), cca_format_bytes(dev.free_baseline, b1, sizeof b1),
-               *rs->conf ? rs->conf : "defaults (growth)");
+        ccrun_print(stdout, "device %s (%s), %s total, %s free at start; allocator %s", dev.name,
+                    dev.simulated ? "SIMULATED on host memory" : "real GPU",
+                    cca_format_bytes(dev.total_bytes, b0, sizeof b0),
+                    cca_format_bytes(dev.free_baseline, b1, sizeof b1), *rs->conf ? rs->conf : "defaults (growth)");
+        putchar('\n');
         ccrun_table_header(&rs->rep);
     }
     ccrun_phase(&rs->rep, rs->e, "start", "", 0, "device free before the allocator: %s (the baseline); %s",
@@ -389,16 +402,23 @@ static int write_snapshot(run_state *rs) {
     const char *path = rs->o->snapshot_path;
     FILE *f = fopen(path, "wb");
     cca_status st = CCA_ERR_IO;
+    int why = errno; /* the reason of a failed write (the writers keep none) */
     if (f) {
         const cca_allocator *a = ccr_engine_allocator(rs->e);
+        errno = 0;
         st = ends_with(path, ".pickle") ? cca_write_snapshot_torch(a, 0, f) : cca_write_snapshot_json(a, f);
-        if (fclose(f) != 0 && st == CCA_OK)
-            st = cca_set_error(CCA_ERR_IO, "closing the file failed: %s", strerror(errno));
+        why = st == CCA_ERR_IO ? errno : 0;
+        errno = 0;
+        if (fclose(f) != 0 && st == CCA_OK) {
+            why = errno;
+            st = cca_set_error(CCA_ERR_IO, "closing the file failed");
+        }
     }
     if (st == CCA_OK)
         return CCRUN_OK;
     free(rs->errbuf);
-    rs->errbuf = ccrun_format("--snapshot %s: %s", path, f ? cca_last_error() : strerror(errno));
+    rs->errbuf = ccrun_format("--snapshot %s: %s%s%s", path, f ? cca_last_error() : "cannot create", why ? ": " : "",
+                              why ? strerror(why) : "");
     return CCRUN_ERR_MODEL;
 }
 
@@ -545,9 +565,9 @@ static int finish(run_state *rs, int rc) {
             ccrun_phase(&rs->rep, rs->e, "keep", "", 0, "--keep-cache: the process still holds %s",
                         cca_format_bytes(s.reserved_bytes, b0, sizeof b0));
         if (rc == CCRUN_ERR_MODEL)
-            fprintf(stderr, "ccrun: error: %s\n", rs->errbuf ? rs->errbuf : "(out of host memory for the message)");
+            ccrun_say("error: %s", rs->errbuf ? rs->errbuf : "(out of host memory for the message)");
         if (rc != CCRUN_OK && !o->json)
-            fprintf(stderr, "ccrun: after the error the allocator holds %zu live bytes\n", s.allocated_bytes);
+            ccrun_say("after the error the allocator holds %zu live bytes", s.allocated_bytes);
         if (o->json)
             ccrun_json_document(&rs->rep, rs->e,
                                 rc == CCRUN_OK ? NULL : rs->errbuf ? rs->errbuf : "out of host memory",
@@ -555,7 +575,7 @@ static int finish(run_state *rs, int rc) {
         if (rc == CCRUN_OK && rs->nonfinite_seen)
             rc = CCRUN_WARN_NONFINITE;
         if (s.allocated_bytes != 0) {
-            fprintf(stderr, "ccrun: BUG: %zu bytes of device memory still allocated at exit\n", s.allocated_bytes);
+            ccrun_say("BUG: %zu bytes of device memory still allocated at exit", s.allocated_bytes);
             rc = CCRUN_ERR_LEAK;
         }
     }
@@ -564,8 +584,11 @@ static int finish(run_state *rs, int rc) {
     free(rs->errbuf);
     free(rs->conf);
     ccrun_report_free(&rs->rep);
-    ccr_engine_destroy(rs->e);
-    ccr_timeline_close(rs->tl);
+    ccr_engine_destroy(rs->e); /* its last rows go to the timeline: close it after */
+    if (ccr_timeline_close(rs->tl) != CCR_OK) {
+        ccrun_say("error: --timeline %s", ccr_last_error());
+        rc = ccrun_output_failed(rc);
+    }
     return rc;
 }
 
@@ -639,11 +662,12 @@ static int run_resident(const ccrun_options *o) {
 int main(int argc, char **argv) {
     ccrun_options o;
     int rc = parse_options(argc, argv, &o);
-    if (rc == -1)
-        return CCRUN_OK;
+    if (rc == -1) /* --help */
+        return ccrun_close_stdout(CCRUN_OK);
+    if (rc == 0)
+        rc = ccrun_check_outputs(&o);
     if (rc)
         return rc;
-    if (o.demo)
-        return ccrun_demo(&o);
-    return o.n_resident ? run_resident(&o) : run_models(&o);
+    rc = o.demo ? ccrun_demo(&o) : o.n_resident ? run_resident(&o) : run_models(&o);
+    return ccrun_close_stdout(rc);
 }

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ccai_utf8.h" /* common/ */
 #include "ccrun.h"
 
 double ccrun_now_ms(void) {
@@ -25,7 +26,7 @@ double ccrun_now_ms(void) {
 
 /* printf into a malloc'd string of the length it needs (NULL when out of
  * memory): user strings (paths, --conf) are never cut to a buffer's size. */
-static char *vformat(const char *fmt, va_list ap) {
+char *ccrun_vformat(const char *fmt, va_list ap) {
     va_list again;
     va_copy(again, ap);
     int n = vsnprintf(NULL, 0, fmt, ap);
@@ -39,7 +40,7 @@ static char *vformat(const char *fmt, va_list ap) {
 char *ccrun_format(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    char *s = vformat(fmt, ap);
+    char *s = ccrun_vformat(fmt, ap);
     va_end(ap);
     return s;
 }
@@ -69,6 +70,17 @@ unsigned long long ccrun_fnv1a(unsigned long long h, const void *p, size_t n) {
     return h;
 }
 
+/* The length of s's first `max` bytes at most, not cutting a UTF-8
+ * sequence (a cut one would show as \xNN). */
+static int head_len(const char *s, size_t max) {
+    size_t n = strlen(s);
+    if (n <= max)
+        return (int)n;
+    while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+        max--;
+    return (int)max;
+}
+
 void ccrun_progress(void *user, const char *model, size_t done, size_t total) {
     (void)user;
     static double last;
@@ -76,10 +88,13 @@ void ccrun_progress(void *user, const char *model, size_t done, size_t total) {
     if (done < total && now - last < 100)
         return;
     last = now;
-    if (done < total)
-        fprintf(stderr, "\r  loading %.40s: %3.0f%%", model, total ? 100.0 * (double)done / (double)total : 100.0);
-    else
+    if (done < total) { /* the model's name escaped: only ccrun's own \r and ESC [ K reach the terminal */
+        fputs("\r  loading ", stderr);
+        ccrun_print(stderr, "%.*s", head_len(model, 40), model);
+        fprintf(stderr, ": %3.0f%%", total ? 100.0 * (double)done / (double)total : 100.0);
+    } else {
         fprintf(stderr, "\r\033[K");
+    }
     fflush(stderr);
 }
 
@@ -99,19 +114,30 @@ static void print_row(FILE *f, const ccrun_row *w) {
     size_text(w->allocated, a, sizeof a);
     size_text(w->reserved, b, sizeof b);
     size_text(w->device_free, c, sizeof c);
-    /* 34 columns: spec strings keep their head (the shape), paths their tail */
+    /* 34 columns: spec strings keep their head (the shape), paths their
+     * tail, cut between UTF-8 sequences. The model and the note quote paths
+     * and --conf: written escaped (ccr_fputs_escaped), the column padded to
+     * what was written. */
     char model[35]; /* a display column, marked "..." when shortened; the JSON has it whole */
     const char *wm = w->model ? w->model : "";
     size_t ml = strlen(wm);
-    if (ml <= 34)
+    if (ml <= 34) {
         snprintf(model, sizeof model, "%.34s", *wm ? wm : "-");
-    else if (!strncmp(wm, "mlp:", 4))
-        snprintf(model, sizeof model, "%.31s...", wm);
-    else
-        snprintf(model, sizeof model, "...%s", wm + ml - 31);
-    fprintf(f, "%-9s %-34s %11s %11s %11s %6.3f %8.1f ms  %s\n", w->phase, model, a, b, c, w->fragmentation, w->ms,
-            w->note ? w->note : "");
-    fflush(f);
+    } else if (!strncmp(wm, "mlp:", 4)) {
+        snprintf(model, sizeof model, "%.*s...", head_len(wm, 31), wm);
+    } else {
+        const char *tail = wm + ml - 31;
+        while (((unsigned char)*tail & 0xc0) == 0x80)
+            tail++;
+        snprintf(model, sizeof model, "...%s", tail);
+    }
+    fprintf(f, "%-9s ", w->phase);
+    int n = ccr_fputs_escaped(model, f);
+    fprintf(f, "%*s %11s %11s %11s %6.3f %8.1f ms  ", n >= 0 && n < 34 ? 34 - n : 0, "", a, b, c, w->fragmentation,
+            w->ms);
+    ccr_fputs_escaped(w->note, f);
+    fputc('\n', f);
+    ccrun_flush(f);
 }
 
 void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *model, double ms, const char *note_fmt,
@@ -131,7 +157,7 @@ void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *
     if (note_fmt) {
         va_list ap;
         va_start(ap, note_fmt);
-        w.note = vformat(note_fmt, ap);
+        w.note = ccrun_vformat(note_fmt, ap);
         va_end(ap);
     }
     if (!r->json) {
@@ -164,30 +190,6 @@ void ccrun_report_free(ccrun_report *r) {
     r->n = r->cap = 0;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlongs, no
- * surrogates, nothing above U+10FFFF), or 0 when it is not one. */
-static size_t utf8_len(const unsigned char *s) {
-    size_t n;
-    unsigned min;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        n = 2, min = 0x80;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        n = 3, min = 0x800;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        n = 4, min = 0x10000;
-    else
-        return 0;
-    unsigned cp = s[0] & (0x3f >> (n - 1));
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) /* also stops at the terminating NUL */
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
 /* A JSON string: quotes, backslashes and control characters escaped; bytes
  * that are not well-formed UTF-8 (a non-UTF-8 file name) become U+FFFD, so the document is always valid JSON. */
 static void json_string(FILE *f, const char *s) {
@@ -204,7 +206,7 @@ static void json_string(FILE *f, const char *s) {
             fputc(c, f);
             p++;
         } else {
-            size_t n = utf8_len(p);
+            size_t n = ccai_utf8_len(p);
             if (n) {
                 fwrite(p, 1, n, f);
                 p += n;

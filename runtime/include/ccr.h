@@ -146,6 +146,8 @@ typedef void (*ccr_progress_fn)(void *user, const char *model, size_t done, size
 /* Warnings: something was wrong but the call went on (a footprint sidecar
  * ignored, a leak found at ccr_model_unload). One line, no newline. */
 typedef void (*ccr_warn_fn)(void *user, const char *line);
+/* (The line quotes text from outside as it is: a sink that prints it on a
+ * terminal escapes it with ccr_fputs_escaped, as the default sink does.) */
 
 typedef struct ccr_timeline ccr_timeline;
 
@@ -176,7 +178,7 @@ typedef struct ccr_engine_options {
      * malformed, for other layers or implausible is ignored with a warning.
      * Default 0. */
     int footprint_sidecar;
-    ccr_warn_fn warn; /* NULL = "ccr: warning: <line>" on stderr            */
+    ccr_warn_fn warn; /* NULL = "ccr: warning: <line>" on stderr, escaped   */
     void *warn_user;
 } ccr_engine_options;
 
@@ -365,7 +367,11 @@ ccr_status ccr_model_save(ccr_model *m, const char *path);
 /* Columns: t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,
  * fragmentation. event is alloc|free|oom|phase. t_ms counts from creation. */
 ccr_status ccr_timeline_open(const char *path, ccr_timeline **out);
-void ccr_timeline_close(ccr_timeline *t);
+/* Flush and close the file and free t (whatever the status; NULL: CCR_OK).
+ * CCR_ERR_IO when any row or the close could not be written: the message
+ * names the file and the first failure's reason ("t.csv: write failed: No
+ * space left on device"); the file then holds part of the rows. */
+ccr_status ccr_timeline_close(ccr_timeline *t);
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -375,6 +381,15 @@ void ccr_timeline_close(ccr_timeline *t);
 ccr_status ccr_parse_size(const char *text, size_t *out);
 
 /* Sizes are printed with ccalloc's cca_format_bytes ("1.50 MiB"). */
+
+/* Write s for a person at a terminal: printable ASCII and well-formed
+ * printable UTF-8 as they are; control characters (C0, DEL, C1), bidi and
+ * line-separator controls, and each byte that is not part of well-formed
+ * UTF-8, as \xNN. Messages (ccr_last_error, warnings) quote text from
+ * model files as it is — a tensor named "\u001b[2J" in the header holds an
+ * ESC — so print them with this, never with a plain "%s". NULL is "".
+ * Returns the bytes written, or EOF when a write failed. */
+int ccr_fputs_escaped(const char *s, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -63,10 +63,13 @@ void ccr_warn(ccr_engine *e, const char *fmt, ...) {
     va_end(ap);
     if (n >= (int)sizeof line) /* cut: say so, as the error messages do */
         memcpy(line + sizeof line - 4, "...", 4);
-    if (e && e->warn)
+    if (e && e->warn) {
         e->warn(e->warn_user, line);
-    else
-        fprintf(stderr, "ccr: warning: %s\n", line);
+    } else { /* the line quotes paths and sidecar text: escaped for the terminal */
+        fputs("ccr: warning: ", stderr);
+        ccr_fputs_escaped(line, stderr);
+        fputc('\n', stderr);
+    }
 }
 
 static ccr_status make_allocator(ccr_engine *e, const char *conf) {

@@ -8,8 +8,14 @@
  * The engine calls ccr_timeline_row after every cca_alloc / cca_free it makes
  * and at every phase change (create, load, run, unload, release, ...), with
  * the allocator's stats and the device's free bytes taken right then. The
- * file is line-buffered text; docs/engine.md plots it with gnuplot. Cost:
+ * file is buffered text; docs/engine.md plots it with gnuplot. Cost:
  * one cca_get_stats and one mem_info per event, only when a timeline is set.
+ *
+ * A row that cannot be written (a full disk) does not stop the engine: the
+ * first failure's errno is kept, later rows are still tried, and
+ * ccr_timeline_close, which flushes the rest, returns CCR_ERR_IO naming the
+ * file and that reason ("t.csv: write failed: No space left on device"). A
+ * timeline that closes with CCR_OK holds every row.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,7 +27,15 @@
 struct ccr_timeline {
     FILE *f;
     struct timespec t0;
+    char *path; /* malloc'd, for the close's message */
+    int err;    /* errno of the first failed write, 0 while all went well */
 };
+
+/* Keep the errno of the first write that failed (bad != 0). */
+static void note_write(ccr_timeline *t, int bad) {
+    if (bad && !t->err)
+        t->err = errno ? errno : EIO;
+}
 
 ccr_status ccr_timeline_open(const char *path, ccr_timeline **out) {
     if (!path || !out)
@@ -29,31 +43,42 @@ ccr_status ccr_timeline_open(const char *path, ccr_timeline **out) {
     ccr_timeline *t = calloc(1, sizeof *t);
     if (!t)
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
-    t->f = fopen(path, "w");
+    t->path = strdup(path);
+    t->f = t->path ? fopen(path, "w") : NULL;
     if (!t->f) {
+        ccr_status st = t->path ? ccr_fail(CCR_ERR_IO, "%s: cannot create timeline: %s", path, strerror(errno))
+                                : ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+        free(t->path);
         free(t);
-        return ccr_fail(CCR_ERR_IO, "%s: cannot create timeline: %s", path, strerror(errno));
+        return st;
     }
     clock_gettime(CLOCK_MONOTONIC, &t->t0);
-    fprintf(t->f, "t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,fragmentation\n");
+    errno = 0;
+    note_write(t, fprintf(t->f, "t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,fragmentation\n") < 0);
     *out = t;
     return CCR_OK;
 }
 
-void ccr_timeline_close(ccr_timeline *t) {
+ccr_status ccr_timeline_close(ccr_timeline *t) {
     if (!t)
-        return;
-    fclose(t->f);
+        return CCR_OK;
+    errno = 0;
+    note_write(t, fclose(t->f) != 0);
+    ccr_status st = t->err ? ccr_fail(CCR_ERR_IO, "%s: write failed: %s", t->path, strerror(t->err)) : CCR_OK;
+    free(t->path);
     free(t);
+    return st;
 }
 
 /* CSV-safe: models are file names or spec strings; drop commas, quotes and
- * line breaks (a '\r' in a file name would end the row for most readers). */
-static void put_field(FILE *f, const char *s) {
+ * line breaks (a '\r' in a file name would end the row for most readers).
+ * Returns nonzero when a write failed. */
+static int put_field(FILE *f, const char *s) {
+    int bad = 0;
     for (; s && *s; s++)
         if (*s != ',' && *s != '"' && *s != '\n' && *s != '\r')
-            fputc(*s, f);
-    fputc(',', f);
+            bad |= fputc(*s, f) == EOF;
+    return bad | (fputc(',', f) == EOF);
 }
 
 void ccr_timeline_row(ccr_timeline *t, const char *event, const char *phase, const char *model, const char *tag,
@@ -61,11 +86,13 @@ void ccr_timeline_row(ccr_timeline *t, const char *event, const char *phase, con
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     double ms = (double)(now.tv_sec - t->t0.tv_sec) * 1e3 + (double)(now.tv_nsec - t->t0.tv_nsec) / 1e6;
-    fprintf(t->f, "%.3f,", ms);
-    put_field(t->f, event);
-    put_field(t->f, phase);
-    put_field(t->f, model);
-    put_field(t->f, tag);
-    fprintf(t->f, "%zu,%zu,%zu,%zu,%.6f\n", bytes, st->allocated_bytes, st->reserved_bytes, device_free,
-            st->fragmentation);
+    errno = 0;
+    int bad = fprintf(t->f, "%.3f,", ms) < 0;
+    bad |= put_field(t->f, event);
+    bad |= put_field(t->f, phase);
+    bad |= put_field(t->f, model);
+    bad |= put_field(t->f, tag);
+    bad |= fprintf(t->f, "%zu,%zu,%zu,%zu,%.6f\n", bytes, st->allocated_bytes, st->reserved_bytes, device_free,
+                   st->fragmentation) < 0;
+    note_write(t, bad);
 }

@@ -379,8 +379,17 @@ typedef struct cca_allocator cca_allocator;
  * reserves its arena here (CCA_ERR_OUT_OF_MEMORY if the upstream refuses). */
 cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out);
 
-/* Return every segment to the upstream and free the allocator. If blocks are
- * still live they are released too, and CCA_ERR_LIVE_BLOCKS is returned.
+/* Return every segment to the upstream and free the allocator. The device is
+ * synchronized first when frees are pending or pages of expandable segments
+ * are mapped (unmapping does not wait for queued work; freeing a classic
+ * segment does). If blocks are still live they are released too, and
+ * CCA_ERR_LIVE_BLOCKS is returned. If that synchronize fails, no mapped
+ * page is unmapped (queued work may still use it): the pages stay mapped
+ * and their ranges reserved in the upstream (its stats count them), the
+ * allocator is freed all the same, classic segments are freed, and the
+ * synchronize's status is returned (CCA_ERR_LIVE_BLOCKS first when blocks
+ * were live), the message saying how many bytes were left mapped. If the
+ * upstream refuses to take a segment back: CCA_ERR_UPSTREAM.
  * NULL: CCA_ERR_INVALID_ARGUMENT. */
 cca_status cca_destroy(cca_allocator *a);
 

@@ -580,7 +580,11 @@ cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t ke
 size_t ccai_expandable_trapped(const ccai_block *b);
 /* The longest stretch of free block b that lies in mapped pages. */
 size_t ccai_expandable_largest_mapped(const ccai_block *b);
-void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, cca_status *result);
+/* cca_destroy's part: unmap s's pages and release its range (a refusal
+ * sets *result to CCA_ERR_UPSTREAM), or, with keep_mapped (the device could
+ * not be synchronized), touch no range that has pages mapped. Frees the
+ * bitmap either way. */
+void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, bool keep_mapped, cca_status *result);
 
 /* stream.c */
 /* At cca_free: true = b is now PENDING (or waits for a synchronize), false =

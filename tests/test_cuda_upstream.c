@@ -15,7 +15,8 @@
  * alone, then the allocator's expandable segments (pages unmapped by trim
  * while live blocks stay, a map that runs out of device memory part-way).
  * Where cudart is linked (CCA_TEST_CUDART) the blocks' data are written and
- * read back on the device too. scripts/gpu_session.sh runs this suite under
+ * read back on the device too, and a thread with no current context is
+ * checked to have none after the upstream's ops. scripts/gpu_session.sh runs this suite under
  * compute-sanitizer as well (its `sanitizer` step).
  */
 #include "alloc_test_util.h"
@@ -25,6 +26,8 @@
 #include <string.h>
 #ifdef CCA_TEST_CUDART
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+#include <pthread.h>
 #endif
 
 #define TOLERANCE (1 * MiB)
@@ -111,6 +114,72 @@ Test(cuda_upstream, oom_on_the_device_is_reported_and_recovered) {
     tu_free(a, p);
     tu_teardown(a, u);
 }
+
+#ifdef CCA_TEST_CUDART
+/* What a thread saw of its current context around the upstream's ops. */
+typedef struct context_probe {
+    cca_upstream *u;
+    PFN_cuCtxGetCurrent_v4000 get_current;
+    CUcontext before, after;
+    cca_status st;
+    char why[256];
+} context_probe;
+
+static void *ops_on_a_fresh_thread(void *arg) {
+    context_probe *p = arg;
+    p->before = p->after = (CUcontext)p; /* not NULL until asked */
+    if (p->get_current(&p->before) != CUDA_SUCCESS)
+        return NULL;
+    void *x = NULL, *base = NULL;
+    size_t free_b, total_b, g = 0;
+    p->st = cca_upstream_alloc(p->u, 2 * MiB, &x);
+    if (p->st == CCA_OK)
+        p->st = cca_upstream_free(p->u, x, 2 * MiB);
+    if (p->st == CCA_OK)
+        p->st = cca_upstream_mem_info(p->u, &free_b, &total_b);
+    if (p->st == CCA_OK)
+        p->st = cca_upstream_synchronize(p->u);
+    if (p->st == CCA_OK && cca_upstream_has_vm(p->u) && (p->st = cca_upstream_vm_granularity(p->u, &g)) == CCA_OK &&
+        (p->st = cca_upstream_vm_reserve(p->u, 4 * g, &base)) == CCA_OK) {
+        if ((p->st = cca_upstream_vm_map(p->u, base, 2 * g)) == CCA_OK)
+            p->st = cca_upstream_vm_unmap(p->u, base, 2 * g);
+        cca_status rel = cca_upstream_vm_release(p->u, base, 4 * g);
+        if (p->st == CCA_OK)
+            p->st = rel;
+    }
+    if (p->st != CCA_OK)
+        snprintf(p->why, sizeof p->why, "%s", cca_last_error());
+    (void)p->get_current(&p->after);
+    return NULL;
+}
+
+/* A thread with no current context (this test's, and a fresh one) has none
+ * after cca_upstream_cuda_create and the upstream's ops either: each op makes the device's primary context
+ * current and puts back what was there, nothing. Restoring with
+ * cudaGetDevice/cudaSetDevice instead would leave device 0's primary
+ * context current (and create it, on a machine where the allocator works
+ * on another GPU: PyTorch #94864). */
+Test(cuda_upstream, a_thread_without_a_context_is_left_without_one) {
+    cca_upstream *u = cuda_or_skip();
+    context_probe p = {.u = u};
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    cr_assert_eq(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", (void **)&p.get_current, 12000, cudaEnableDefault,
+                                                  &q),
+                 cudaSuccess);
+    cr_assert_eq(q, cudaDriverEntryPointSuccess);
+    CUcontext mine = (CUcontext)&p;
+    cr_assert_eq(p.get_current(&mine), CUDA_SUCCESS);
+    cr_assert_null(mine, "cca_upstream_cuda_create left context %p current on this thread, which had none",
+                   (void *)mine);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, ops_on_a_fresh_thread, &p), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(p.st, CCA_OK, "the ops on the fresh thread: %s", p.why);
+    cr_assert_null(p.before, "a fresh thread has no current context");
+    cr_assert_null(p.after, "the upstream left context %p current on a thread that had none", (void *)p.after);
+    cca_upstream_destroy(u);
+}
+#endif
 
 /* ---- virtual memory (CUDA VMM through the vm_* ops) ---------------------------- */
 

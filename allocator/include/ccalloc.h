@@ -265,9 +265,11 @@ typedef struct cca_host_options {
 #define CCA_HOST_MAX_LATENCY_NS 1000000000ull
 cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out);
 
-/* cudaMalloc / cudaFree / cudaMemGetInfo / cudaEvent* on `device`.
- * CCA_ERR_NO_DEVICE when no GPU is present or the library was built without
- * CUDA; cca_last_error() says which. */
+/* cudaMalloc / cudaFree / cudaMemGetInfo / cudaEvent* on `device`, in its
+ * primary context (retained here, released by cca_upstream_destroy); each
+ * call puts the caller's current context back, and creates none on another
+ * device. CCA_ERR_NO_DEVICE when no GPU is present or the library was built
+ * without CUDA; cca_last_error() says which. */
 cca_status cca_upstream_cuda_create(int device, cca_upstream **out);
 
 /* Wrap a caller's ops table (copied) and context (borrowed). */

@@ -7,16 +7,33 @@
  * cudaDeviceSynchronize, and stream events are cudaEvent_t created with
  * cudaEventDisableTiming (cheap to record and query).
  *
- * Every call makes `device` current for its duration and then restores the
- * caller's current device, so one process can hold upstreams on several GPUs
- * without an allocation moving the program's own work to another device. Compiled everywhere the toolkit exists
- * (CCA_HAVE_CUDA); without a GPU, cca_upstream_cuda_create returns CCA_ERR_NO_DEVICE with the driver's reason. Built
- * without the toolkit, it says so.
+ * Contexts. Every call makes the device's PRIMARY context current for its
+ * duration and then puts back the caller's current context, whatever it
+ * was: another device's primary context, a context of the caller's own
+ * (cuCtxCreate), or none (a fresh thread). So one process can hold
+ * upstreams on several GPUs without an allocation moving the program's
+ * own work to another device, and without creating a context the program
+ * never asked for. Contexts are switched with the driver
+ * (cuCtxGetCurrent, then cuCtxSetCurrent only when the current one is not
+ * ours, and back), never with cudaSetDevice/cudaGetDevice: on a fresh
+ * thread cudaGetDevice answers 0, and cudaSetDevice(0) to "restore" it
+ * creates device 0's primary context (CUDA 12+; ~500 MiB of GPU 0 for a
+ * program working on GPU 1: PyTorch #94864), and would leave the runtime's
+ * per-thread device set besides. The runtime calls (cudaMalloc, ...) work
+ * in whatever context is current. The primary context is retained once at
+ * creation (cuDevicePrimaryCtxRetain: created then if the device had none)
+ * and released by cca_upstream_destroy; a cudaDeviceReset while the
+ * upstream lives destroys its memory under it and is not supported.
+ *
+ * Compiled everywhere the toolkit exists (CCA_HAVE_CUDA); without a GPU,
+ * cca_upstream_cuda_create returns CCA_ERR_NO_DEVICE with the driver's
+ * reason. Built without the toolkit, it says so. Driver functions are
+ * looked up with cudaGetDriverEntryPointByVersion (no link against
+ * libcuda; types from cudaTypedefs.h).
  *
  * Virtual memory (the vm_* ops, present when the driver and the device
- * support CUDA's VMM). The driver functions are looked up at creation with
- * cudaGetDriverEntryPointByVersion (no link against libcuda; types from
- * cudaTypedefs.h), the device's VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+ * support CUDA's VMM). The driver functions are looked up at creation, the
+ * device's VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
  * attribute checked, and the granularity asked once
  * (cuMemGetAllocationGranularity, MINIMUM: 2 MiB on current GPUs). Then:
  *   vm_reserve  cuMemAddressReserve (aligned to the granularity)
@@ -58,6 +75,16 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+/* The driver's functions every upstream needs: contexts and messages. */
+typedef struct cuda_driver {
+    PFN_cuGetErrorString_v6000 error_string;
+    PFN_cuDeviceGet_v2000 device_get;
+    PFN_cuDevicePrimaryCtxRetain_v7000 primary_retain;
+    PFN_cuDevicePrimaryCtxRelease_v11000 primary_release;
+    PFN_cuCtxGetCurrent_v4000 ctx_get_current;
+    PFN_cuCtxSetCurrent_v4000 ctx_set_current;
+} cuda_driver;
+
 /* The driver's VMM entry points, and what every map needs. */
 typedef struct cuda_vmm {
     PFN_cuMemAddressReserve_v10020 reserve;
@@ -67,7 +94,6 @@ typedef struct cuda_vmm {
     PFN_cuMemMap_v10020 map;
     PFN_cuMemUnmap_v10020 unmap;
     PFN_cuMemSetAccess_v10020 set_access;
-    PFN_cuGetErrorString_v6000 error_string;
     size_t granularity;
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
@@ -75,7 +101,10 @@ typedef struct cuda_vmm {
 
 typedef struct cuda_device {
     int device;
+    CUdevice dev;
+    CUcontext primary; /* the device's primary context, retained at creation */
     char name[32];
+    cuda_driver drv;
     cuda_vmm vm; /* valid when the vm_* ops are in the table */
 } cuda_device;
 
@@ -85,24 +114,52 @@ static cca_status cuda_error(cudaError_t e, const char *what) {
     return ccai_fail(st, "cuda: %s failed: %s", what, cudaGetErrorString(e));
 }
 
-#define CUDA_TRY(call, what)                                                                                           \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess)                                                                                         \
-            return cuda_error(e_, what);                                                                               \
-    } while (0)
+static cca_status driver_error(const cuda_device *d, CUresult r, const char *what) {
+    const char *text = NULL;
+    if (!d->drv.error_string || d->drv.error_string(r, &text) != CUDA_SUCCESS || !text)
+        text = "unknown driver error";
+    return ccai_fail(r == CUDA_ERROR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM,
+                     "cuda: %s failed: %s (CUresult %d)", what, text, (int)r);
+}
 
-/* Run `call` with d->device current, then give the caller back its own
- * current device: an allocator call must not move the program's kernels. */
+/* The caller's current context, put back by leave (NULL: it had none). */
+typedef struct cuda_caller {
+    CUcontext context;
+    bool switched;
+} cuda_caller;
+
+/* Make the device's primary context current, unless it already is. */
+static cca_status enter(const cuda_device *d, cuda_caller *c) {
+    c->context = NULL;
+    c->switched = false;
+    CUresult r = d->drv.ctx_get_current(&c->context);
+    if (r != CUDA_SUCCESS)
+        return driver_error(d, r, "cuCtxGetCurrent");
+    if (c->context == d->primary)
+        return CCA_OK;
+    if ((r = d->drv.ctx_set_current(d->primary)) != CUDA_SUCCESS)
+        return driver_error(d, r, "cuCtxSetCurrent");
+    c->switched = true;
+    return CCA_OK;
+}
+
+/* Give the caller back its own current context (or none). */
+static void leave(const cuda_device *d, const cuda_caller *c) {
+    if (c->switched)
+        (void)d->drv.ctx_set_current(c->context);
+}
+
+/* Run the runtime call `call` in the device's primary context, then give
+ * the caller back its own: an allocator call must not move the program's
+ * kernels, nor create a context. */
 #define ON_DEVICE(d, call, what)                                                                                       \
     do {                                                                                                               \
-        int previous_ = -1;                                                                                            \
-        CUDA_TRY(cudaGetDevice(&previous_), "cudaGetDevice");                                                          \
-        if (previous_ != (d)->device)                                                                                  \
-            CUDA_TRY(cudaSetDevice((d)->device), "cudaSetDevice");                                                     \
+        cuda_caller caller_;                                                                                           \
+        cca_status st_enter_ = enter((d), &caller_);                                                                   \
+        if (st_enter_ != CCA_OK)                                                                                       \
+            return st_enter_;                                                                                          \
         cudaError_t e_call_ = (call);                                                                                  \
-        if (previous_ != (d)->device)                                                                                  \
-            (void)cudaSetDevice(previous_);                                                                            \
+        leave((d), &caller_);                                                                                          \
         if (e_call_ != cudaSuccess)                                                                                    \
             return cuda_error(e_call_, what);                                                                          \
     } while (0)
@@ -152,45 +209,32 @@ static cca_status cuda_event_record(void *ctx, cca_stream stream, void **event) 
     return CCA_OK;
 }
 
+/* Query and destroy in the device's context too: on a thread with no
+ * context the runtime would make one on device 0 for them. */
+/* cudaEventQuery, "not ready" a success with *ready false. */
+static cudaError_t query_event(cudaEvent_t ev, bool *ready) {
+    cudaError_t e = cudaEventQuery(ev);
+    *ready = e != cudaErrorNotReady;
+    if (*ready)
+        return e;
+    (void)cudaGetLastError();
+    return cudaSuccess;
+}
+
 static cca_status cuda_event_query(void *ctx, void *event) {
-    (void)ctx;
-    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
-    if (e == cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        return CCA_ERR_NOT_READY;
-    }
-    CUDA_TRY(e, "cudaEventQuery");
-    return CCA_OK;
+    cuda_device *d = ctx;
+    bool ready = false;
+    ON_DEVICE(d, query_event((cudaEvent_t)event, &ready), "cudaEventQuery");
+    return ready ? CCA_OK : CCA_ERR_NOT_READY;
 }
 
 static cca_status cuda_event_destroy(void *ctx, void *event) {
-    (void)ctx;
-    CUDA_TRY(cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
+    cuda_device *d = ctx;
+    ON_DEVICE(d, cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
     return CCA_OK;
 }
 
 /* ---- virtual memory ------------------------------------------------------- */
-
-static cca_status driver_error(const cuda_vmm *vm, CUresult r, const char *what) {
-    const char *text = NULL;
-    if (!vm->error_string || vm->error_string(r, &text) != CUDA_SUCCESS || !text)
-        text = "unknown driver error";
-    return ccai_fail(r == CUDA_ERROR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM,
-                     "cuda: %s failed: %s (CUresult %d)", what, text, (int)r);
-}
-
-/* Make the device current for driver calls; *previous to restore. */
-static cca_status enter(const cuda_device *d, int *previous) {
-    CUDA_TRY(cudaGetDevice(previous), "cudaGetDevice");
-    if (*previous != d->device)
-        CUDA_TRY(cudaSetDevice(d->device), "cudaSetDevice");
-    return CCA_OK;
-}
-
-static void leave(const cuda_device *d, int previous) {
-    if (previous != d->device)
-        (void)cudaSetDevice(previous);
-}
 
 static cca_status cuda_vm_granularity(void *ctx, size_t *bytes) {
     *bytes = ((cuda_device *)ctx)->vm.granularity;
@@ -199,28 +243,28 @@ static cca_status cuda_vm_granularity(void *ctx, size_t *bytes) {
 
 static cca_status cuda_vm_reserve(void *ctx, size_t size, void **base) {
     cuda_device *d = ctx;
-    int previous;
-    cca_status st = enter(d, &previous);
+    cuda_caller caller;
+    cca_status st = enter(d, &caller);
     if (st != CCA_OK)
         return st;
     CUdeviceptr p = 0;
     CUresult r = d->vm.reserve(&p, size, d->vm.granularity, 0, 0);
-    leave(d, previous);
+    leave(d, &caller);
     if (r != CUDA_SUCCESS)
-        return driver_error(&d->vm, r, "cuMemAddressReserve");
+        return driver_error(d, r, "cuMemAddressReserve");
     *base = (void *)(uintptr_t)p;
     return CCA_OK;
 }
 
 static cca_status cuda_vm_release(void *ctx, void *base, size_t size) {
     cuda_device *d = ctx;
-    int previous;
-    cca_status st = enter(d, &previous);
+    cuda_caller caller;
+    cca_status st = enter(d, &caller);
     if (st != CCA_OK)
         return st;
     CUresult r = d->vm.address_free((CUdeviceptr)(uintptr_t)base, size);
-    leave(d, previous);
-    return r == CUDA_SUCCESS ? CCA_OK : driver_error(&d->vm, r, "cuMemAddressFree");
+    leave(d, &caller);
+    return r == CUDA_SUCCESS ? CCA_OK : driver_error(d, r, "cuMemAddressFree");
 }
 
 /* Unmap granules [from, to) of the range at p: one cuMemUnmap each (a
@@ -270,13 +314,13 @@ static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
     size_t n = size / d->vm.granularity, at = 0; /* the wrapper checked: a multiple */
-    int previous;
-    cca_status st = enter(d, &previous);
+    cuda_caller caller;
+    cca_status st = enter(d, &caller);
     if (st != CCA_OK)
         return st;
     const char *what = "cuMemCreate";
     CUresult r = map_granules(d, p, n, &what, &at);
-    leave(d, previous);
+    leave(d, &caller);
     if (r == CUDA_SUCCESS)
         return CCA_OK;
     char step[96];
@@ -284,7 +328,7 @@ static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
         snprintf(step, sizeof step, "vm_map of %p (%zu granules): cuMemSetAccess over them", addr, n);
     else
         snprintf(step, sizeof step, "vm_map of %p (%zu granules): %s of granule %zu", addr, n, what, at);
-    return driver_error(&d->vm, r, step); /* OOM for CUDA_ERROR_OUT_OF_MEMORY */
+    return driver_error(d, r, step); /* OOM for CUDA_ERROR_OUT_OF_MEMORY */
 }
 
 /* Unmap granule by granule. The driver refuses a granule that is not mapped
@@ -295,8 +339,8 @@ static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
     size_t g = d->vm.granularity, n = size / g, done = 0;
-    int previous;
-    cca_status st = enter(d, &previous);
+    cuda_caller caller;
+    cca_status st = enter(d, &caller);
     if (st != CCA_OK)
         return st;
     CUresult r = unmap_granules(d, p, 0, n, &done);
@@ -305,7 +349,7 @@ static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
     size_t at = 0;
     if (r != CUDA_SUCCESS && done > 0)
         back = map_granules(d, p, done, &what, &at);
-    leave(d, previous);
+    leave(d, &caller);
     if (r == CUDA_SUCCESS)
         return CCA_OK;
     char step[256];
@@ -324,42 +368,50 @@ static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
                  "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu (an unmap names only mapped "
                  "granules; the %zu before it mapped again, contents lost)",
                  addr, n, done, done);
-    (void)driver_error(&d->vm, r, step); /* the message; a refusal whatever the driver said */
+    (void)driver_error(d, r, step); /* the message; a refusal whatever the driver said */
     return CCA_ERR_UPSTREAM;
+}
+
+/* Look up n driver functions by name (the ABI of CUDA 12.0 each): true
+ * when all are there, else the first missing one goes to *why. */
+static bool lookup(const char *const *names, void **const *fns, size_t n, char *why, size_t whylen) {
+    for (size_t i = 0; i < n; i++) {
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion(names[i], fns[i], 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || !*fns[i]) {
+            (void)cudaGetLastError();
+            snprintf(why, whylen, "the driver has no %s", names[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The functions every upstream needs (contexts, messages). */
+static bool load_driver(cuda_device *d, char *why, size_t whylen) {
+    static const char *const names[] = {"cuGetErrorString",          "cuDeviceGet",      "cuDevicePrimaryCtxRetain",
+                                        "cuDevicePrimaryCtxRelease", "cuCtxGetCurrent", "cuCtxSetCurrent"};
+    void **const fns[] = {(void **)&d->drv.error_string,    (void **)&d->drv.device_get,
+                          (void **)&d->drv.primary_retain,  (void **)&d->drv.primary_release,
+                          (void **)&d->drv.ctx_get_current, (void **)&d->drv.ctx_set_current};
+    return lookup(names, fns, sizeof names / sizeof *names, why, whylen);
 }
 
 /* Look the driver's VMM functions up and check the device: true when the
  * vm_* ops can be offered. Why not goes to *why (no error is set). */
 static bool load_vmm(cuda_device *d, char *why, size_t whylen) {
-    struct {
-        const char *name;
-        void **fn;
-    } syms[] = {
-        {"cuMemAddressReserve", (void **)&d->vm.reserve}, {"cuMemAddressFree", (void **)&d->vm.address_free},
-        {"cuMemCreate", (void **)&d->vm.create},          {"cuMemRelease", (void **)&d->vm.release},
-        {"cuMemMap", (void **)&d->vm.map},                {"cuMemUnmap", (void **)&d->vm.unmap},
-        {"cuMemSetAccess", (void **)&d->vm.set_access},   {"cuGetErrorString", (void **)&d->vm.error_string},
-    };
-    PFN_cuDeviceGet_v2000 device_get = NULL;
     PFN_cuDeviceGetAttribute_v2000 get_attribute = NULL;
     PFN_cuMemGetAllocationGranularity_v10020 get_granularity = NULL;
-    void **more[] = {(void **)&device_get, (void **)&get_attribute, (void **)&get_granularity};
-    const char *more_names[] = {"cuDeviceGet", "cuDeviceGetAttribute", "cuMemGetAllocationGranularity"};
-    for (size_t i = 0; i < sizeof syms / sizeof *syms + 3; i++) {
-        const char *name = i < 8 ? syms[i].name : more_names[i - 8];
-        void **fn = i < 8 ? syms[i].fn : more[i - 8];
-        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-        if (cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess || !*fn) {
-            (void)cudaGetLastError();
-            snprintf(why, whylen, "the driver has no %s", name);
-            return false;
-        }
-    }
-    CUdevice dev;
+    static const char *const names[] = {"cuMemAddressReserve", "cuMemAddressFree",     "cuMemCreate",
+                                        "cuMemRelease",        "cuMemMap",             "cuMemUnmap",
+                                        "cuMemSetAccess",      "cuDeviceGetAttribute", "cuMemGetAllocationGranularity"};
+    void **const fns[] = {(void **)&d->vm.reserve, (void **)&d->vm.address_free, (void **)&d->vm.create,
+                          (void **)&d->vm.release, (void **)&d->vm.map,          (void **)&d->vm.unmap,
+                          (void **)&d->vm.set_access, (void **)&get_attribute,  (void **)&get_granularity};
+    if (!lookup(names, fns, sizeof names / sizeof *names, why, whylen))
+        return false;
     int supported = 0;
-    if (device_get(&dev, d->device) != CUDA_SUCCESS ||
-        get_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS ||
+    if (get_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d->dev) != CUDA_SUCCESS ||
         !supported) {
         snprintf(why, whylen, "device %d does not support virtual memory management", d->device);
         return false;
@@ -382,13 +434,30 @@ static bool load_vmm(cuda_device *d, char *why, size_t whylen) {
 }
 
 static void cuda_destroy(void *ctx) {
-    free(ctx);
+    cuda_device *d = ctx;
+    (void)d->drv.primary_release(d->dev);
+    free(d);
 }
 
-/* Create the device's context now, not inside the first allocation. */
-static cca_status create_context(cuda_device *d) {
-    ON_DEVICE(d, cudaFree(NULL), "context creation");
-    return CCA_OK;
+/* The device's primary context, retained (created now if the device had
+ * none), and the runtime's state in it made now, not inside the first
+ * allocation. */
+static cca_status open_context(cuda_device *d) {
+    CUresult r = d->drv.device_get(&d->dev, d->device);
+    if (r != CUDA_SUCCESS)
+        return driver_error(d, r, "cuDeviceGet");
+    if ((r = d->drv.primary_retain(&d->primary, d->dev)) != CUDA_SUCCESS)
+        return driver_error(d, r, "cuDevicePrimaryCtxRetain");
+    cuda_caller caller;
+    cca_status st = enter(d, &caller);
+    cudaError_t e = st == CCA_OK ? cudaFree(NULL) : cudaSuccess;
+    if (st == CCA_OK)
+        leave(d, &caller);
+    if (st == CCA_OK && e != cudaSuccess)
+        st = cuda_error(e, "context creation");
+    if (st != CCA_OK)
+        (void)d->drv.primary_release(d->dev);
+    return st;
 }
 
 cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
@@ -408,7 +477,12 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
     if (!d)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_cuda_create: host malloc failed");
     d->device = device;
-    cca_status st_ctx = create_context(d);
+    char why[128];
+    if (!load_driver(d, why, sizeof why)) {
+        free(d);
+        return ccai_fail(CCA_ERR_UPSTREAM, "cuda: %s", why);
+    }
+    cca_status st_ctx = open_context(d);
     if (st_ctx != CCA_OK) {
         free(d);
         return st_ctx;
@@ -425,7 +499,6 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
         .destroy = cuda_destroy,
         .name = d->name,
     };
-    char why[128];
     if (load_vmm(d, why, sizeof why)) {
         ops.vm_granularity = cuda_vm_granularity;
         ops.vm_reserve = cuda_vm_reserve;
@@ -435,7 +508,7 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
     }
     cca_status st = ccai_upstream_wrap(&ops, d, out);
     if (st != CCA_OK)
-        free(d);
+        cuda_destroy(d);
     return st;
 }
 

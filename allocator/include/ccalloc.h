@@ -278,7 +278,9 @@ cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cc
 cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *total_bytes);
 
 /* Virtual memory through the upstream (see cca_upstream_ops): 1 when it
- * has the vm_* ops. The others fail with CCA_ERR_UPSTREAM without them, and
+ * has the vm_* ops. The others fail with CCA_ERR_UPSTREAM without them (the
+ * message saying why where the upstream can: the CUDA upstream names the
+ * missing driver function or the device without VMM support), and
  * with CCA_ERR_INVALID_ARGUMENT for a size 0 or a size or address that is
  * not a multiple of the granularity. */
 int cca_upstream_has_vm(const cca_upstream *u);
@@ -332,7 +334,8 @@ typedef struct cca_config {
     int expandable;         /* expandable: segments are reserved address ranges
                                whose pages are mapped as they grow and unmapped
                                when free, where the upstream has the vm ops;
-                               elsewhere classic segments (stats: page_size 0) (0) */
+                               elsewhere classic segments (stats: page_size 0;
+                               cca_create logs why, once per upstream)     (0) */
     size_t history;         /* history: keep the last N allocator events (alloc,
                                free, segment and page events, OOMs) in memory
                                for cca_write_snapshot_torch; 0 = off        (0) */

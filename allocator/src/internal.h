@@ -827,7 +827,15 @@ struct cca_upstream {
     cca_upstream_stats stats;
     size_t vm_granularity; /* asked once (0: not yet); under lock */
     char name[32];
+    char no_vm_reason[128]; /* why it has no vm ops, when its maker said ("": not said) */
+    bool no_vm_logged;      /* cca_create's expandable:1 fallback line was written; under lock */
 };
+/* Why u has no vm_* ops (upstream_cuda.c: the driver or the device lacks
+ * VMM), for the messages that say so. */
+void ccai_upstream_set_no_vm_reason(cca_upstream *u, const char *why);
+/* cca_create asked for expandable:1 and u has no vm ops: one log line per
+ * upstream (the first such allocator), naming it and why. */
+void ccai_upstream_log_no_vm(cca_upstream *u);
 bool ccai_upstream_has_events(const cca_upstream *u);
 cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event);
 cca_status ccai_upstream_event_query(cca_upstream *u, void *event);

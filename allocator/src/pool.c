@@ -108,6 +108,8 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
     a->config = cfg;
     a->upstream = u;
     ccai_domain_init_root(a);
+    if (cfg.expandable && !cca_upstream_has_vm(u))
+        ccai_upstream_log_no_vm(u); /* classic segments: said once per upstream, with its reason */
     if (cfg.expandable && cca_upstream_has_vm(u)) {
         cca_status st = cca_upstream_vm_granularity(u, &a->page);
         if (st != CCA_OK) {

@@ -499,7 +499,8 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
         .destroy = cuda_destroy,
         .name = d->name,
     };
-    if (load_vmm(d, why, sizeof why)) {
+    bool vm = load_vmm(d, why, sizeof why);
+    if (vm) {
         ops.vm_granularity = cuda_vm_granularity;
         ops.vm_reserve = cuda_vm_reserve;
         ops.vm_release = cuda_vm_release;
@@ -509,6 +510,8 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
     cca_status st = ccai_upstream_wrap(&ops, d, out);
     if (st != CCA_OK)
         cuda_destroy(d);
+    else if (!vm) /* said by cca_upstream_vm_* and by cca_create's expandable:1 fallback */
+        ccai_upstream_set_no_vm_reason(*out, why);
     return st;
 }
 

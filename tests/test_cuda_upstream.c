@@ -163,9 +163,9 @@ Test(cuda_upstream, a_thread_without_a_context_is_left_without_one) {
     cca_upstream *u = cuda_or_skip();
     context_probe p = {.u = u};
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    cr_assert_eq(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", (void **)&p.get_current, 12000, cudaEnableDefault,
-                                                  &q),
-                 cudaSuccess);
+    cr_assert_eq(
+        cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", (void **)&p.get_current, 12000, cudaEnableDefault, &q),
+        cudaSuccess);
     cr_assert_eq(q, cudaDriverEntryPointSuccess);
     CUcontext mine = (CUcontext)&p;
     cr_assert_eq(p.get_current(&mine), CUDA_SUCCESS);
@@ -186,9 +186,10 @@ Test(cuda_upstream, a_thread_without_a_context_is_left_without_one) {
 /* Reserve a range, map granules [0,1) and [1,4) by two calls, use them as
  * one range (written across the boundary and read back), then release
  * granule by granule: granule 2 alone (part of the second map) gives its
- * memory back at once; unmapping it again, or a run containing it, is
- * refused with what is mapped unchanged; one unmap spanning both maps
- * ([0,2)) and one of granule 3 finish. The driver's free count is checked
+ * memory back at once; unmapping it again, or a run containing it, or
+ * mapping granule 3 again, is refused with what is mapped and its contents
+ * unchanged (checked before the driver is called); one unmap spanning
+ * both maps ([0,2)) and one of granule 3 finish. The driver's free count is checked
  * at each step, the data of the granules that stay where cudart is linked;
  * at the end the device is back where it started and the stats are exact. */
 Test(cuda_upstream, vm_map_unmap_round_trip) {
@@ -232,10 +233,14 @@ Test(cuda_upstream, vm_map_unmap_round_trip) {
     /* a range with a granule not mapped is refused; what is mapped stays */
     cr_assert_eq(cca_upstream_vm_unmap(u, p + 2 * g, g), CCA_ERR_UPSTREAM, "an unmapped granule was unmapped");
     cr_assert_eq(cca_upstream_vm_unmap(u, p + 8 * g, 2 * g), CCA_ERR_UPSTREAM, "a range never mapped was unmapped");
-    /* granule 1 is unmapped by the driver before it reaches granule 2, then
-     * mapped again: mapped, but its contents are lost */
+    /* a run with a hole in the middle: refused before granule 1 is touched */
     cr_assert_eq(cca_upstream_vm_unmap(u, p + g, 3 * g), CCA_ERR_UPSTREAM, "a run with a hole was unmapped");
     cr_assert_not_null(strstr(cca_last_error(), "only mapped granules"), "message: %s", cca_last_error());
+    cr_assert_not_null(strstr(cca_last_error(), "granule 2 "), "the hole is named: %s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_map(u, p + 2 * g, 2 * g), CCA_ERR_UPSTREAM, "a map over mapped granule 3");
+    cr_assert_not_null(strstr(cca_last_error(), "already mapped (a map overlaps no mapped granule"), "message: %s",
+                       cca_last_error());
+    cr_assert_eq(cca_upstream_vm_release(u, base, 64 * g), CCA_ERR_UPSTREAM, "a release with granules mapped");
     cca_upstream_get_stats(u, &s);
     cr_assert_eq(s.vm_mapped_bytes, 3 * g);
     cr_assert_eq(s.vm_unmap_calls, 1);
@@ -244,6 +249,9 @@ Test(cuda_upstream, vm_map_unmap_round_trip) {
     cr_assert_eq(cudaMemcpy(host, p + g / 2, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess, "granule 0");
     for (size_t i = 0; i < sizeof host; i++)
         cr_assert_eq(host[i], 0x5a, "byte %zu of granule 0 after the unmaps", i);
+    cr_assert_eq(cudaMemcpy(host, p + g, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess, "granule 1");
+    for (size_t i = 0; i < sizeof host; i++)
+        cr_assert_eq(host[i], 0x5a, "byte %zu of granule 1 after the refused unmap: its contents stay", i);
     cr_assert_eq(cudaMemcpy(host, p + 4 * g - sizeof host, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess,
                  "granule 3");
     for (size_t i = 0; i < sizeof host; i++)
@@ -354,8 +362,8 @@ Test(cuda_upstream, expandable_segments_follow_the_driver) {
     cr_assert_eq(s.mapped_bytes, s.reserved_bytes, "every reserved byte is a mapped page");
     cr_assert_eq(s.mapped_bytes % g, 0);
     size_t during = device_free(u);
-    cr_assert_leq(distance(start - during, s.mapped_bytes), TOLERANCE, "device lost %zu for %zu mapped",
-                  start - during, s.mapped_bytes);
+    cr_assert_leq(distance(start - during, s.mapped_bytes), TOLERANCE, "device lost %zu for %zu mapped", start - during,
+                  s.mapped_bytes);
     for (int i = 1; i < N; i += 2)
         tu_free(a, p[i]);
     cca_release_report r;
@@ -385,8 +393,8 @@ Test(cuda_upstream, expandable_segments_follow_the_driver) {
     cr_assert_eq(t.reserved_bytes, 0);
     cr_assert_eq(t.mapped_bytes, 0);
     cr_assert_eq(t.expandable_segments, 0, "an empty address range is released by empty-cache");
-    cr_assert_leq(distance(device_free(u), start), TOLERANCE, "device free %zu at start, %zu after empty-cache",
-                  start, device_free(u));
+    cr_assert_leq(distance(device_free(u), start), TOLERANCE, "device free %zu at start, %zu after empty-cache", start,
+                  device_free(u));
     tu_teardown(a, u);
 }
 

@@ -188,9 +188,7 @@ typedef struct cca_upstream_ops {
      * nothing. The wrapper (cca_upstream_vm_*) checks alignment
      * (CCA_ERR_INVALID_ARGUMENT) and counts; the upstream enforces the rest
      * and fails with CCA_ERR_UPSTREAM, changing nothing, when a call breaks
-     * a rule (the CUDA upstream finds an unmapped granule only when it
-     * reaches it: the granules before it are mapped again with new memory,
-     * so what is mapped is unchanged but their contents are lost). */
+     * a rule (the CUDA upstream keeps a bit per granule to check first). */
     /* The mapping granularity: a power of two, a multiple of CCA_GRANULARITY. */
     cca_status (*vm_granularity)(void *ctx, size_t *bytes);
     /* Reserve `size` bytes of address space, no memory behind it. */

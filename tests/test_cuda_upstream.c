@@ -13,7 +13,7 @@
  *
  * The same check runs through the driver's virtual memory: the vm_* ops
  * alone, then the allocator's expandable segments (pages unmapped by trim
- * while live blocks stay, a map that runs out of device memory part-way).
+ * while live blocks stay, a request above the device's free memory).
  * Where cudart is linked (CCA_TEST_CUDART) the blocks' data are written and
  * read back on the device too, and a thread with no current context is
  * checked to have none after the upstream's ops. scripts/gpu_session.sh runs this suite under
@@ -273,9 +273,10 @@ Test(cuda_upstream, vm_map_unmap_round_trip) {
     cca_upstream_destroy(u);
 }
 
-/* A map larger than the device fails with OOM and leaves nothing mapped
- * (cuMemCreate refuses the first granule that does not fit; the granules
- * mapped before it are unmapped); one that fits still works. */
+/* A map larger than the device fails with OOM and leaves nothing mapped:
+ * refused before anything is created, being above the device's free
+ * memory (one cudaMemGetInfo, not a create and a map per granule of free
+ * memory and as many unmaps); one that fits still works. */
 Test(cuda_upstream, vm_map_refused_leaves_nothing) {
     cca_upstream *u = cuda_or_skip();
     cr_assert(cca_upstream_has_vm(u), "no virtual memory on this GPU");
@@ -287,6 +288,8 @@ Test(cuda_upstream, vm_map_refused_leaves_nothing) {
     void *base = NULL;
     cr_assert_eq(cca_upstream_vm_reserve(u, too_big, &base), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_upstream_vm_map(u, base, too_big), CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+    cr_assert_not_null(strstr(cca_last_error(), "bytes free (cudaMemGetInfo); nothing mapped"),
+                       "refused before any granule was created: %s", cca_last_error());
     cca_upstream_stats s;
     cca_upstream_get_stats(u, &s);
     cr_assert_eq(s.vm_mapped_bytes, 0);
@@ -398,13 +401,15 @@ Test(cuda_upstream, expandable_segments_follow_the_driver) {
     tu_teardown(a, u);
 }
 
-/* A request the device cannot hold although it is below its total: the map
- * runs out of physical memory part-way (cuMemCreate fails on some granule),
- * what it mapped is unmapped again, and cca_alloc returns OOM with every live
- * block and its data intact and nothing leaked on the device (PyTorch's
- * expandable segments assert there). Afterwards small requests still work
- * and empty-cache returns everything. */
-Test(cuda_upstream, expandable_oom_part_way_leaves_nothing_behind) {
+/* A request the device cannot hold although it is below its total (above
+ * its free memory): its map is refused, before anything is created, and
+ * cca_alloc returns OOM with every live block and its data intact and
+ * nothing leaked on the device (PyTorch's expandable segments assert
+ * there). Afterwards small requests still work and empty-cache returns
+ * everything. A map refused part-way (cuMemCreate failing on some granule
+ * although the free count said it fits) cannot be provoked on purpose on a
+ * GPU; its undo is the simulated device's fault tests' (test_expandable). */
+Test(cuda_upstream, expandable_oom_below_the_total_leaves_nothing_behind) {
     size_t g = 0;
     cca_upstream *u = cuda_vm_or_skip(&g);
     size_t start = device_free_warm(u), free_b = 0, total_b = 0;
@@ -446,7 +451,7 @@ Test(cuda_upstream, expandable_oom_part_way_leaves_nothing_behind) {
     cr_assert_eq(after.allocated_bytes, before.allocated_bytes);
     cr_assert_eq(after.active_blocks, before.active_blocks);
     cr_assert_leq(after.mapped_bytes, before.mapped_bytes, "the failed map left no page behind");
-    cr_assert_gt(tu_upstream_stats(u).vm_failed_maps, 0, "the driver refused part of the map");
+    cr_assert_gt(tu_upstream_stats(u).vm_failed_maps, 0, "the upstream refused the map");
     cr_assert_leq(distance(device_free(u), free_now + (before.mapped_bytes - after.mapped_bytes)), TOLERANCE,
                   "device free %zu after the OOM, %zu before it", device_free(u), free_now);
     tu_check(a);

@@ -40,7 +40,10 @@
  *     calls no more often than classic segments. The defaults were chosen
  *     on ccbench's traces; docs/tuning.md has the measured trade-off
  *     between calls and peak memory for other settings. An ahead map the
- *     device refuses is retried without the ahead pages;
+ *     device refuses is retried without the ahead pages (always: the
+ *     request alone may fit; when it cannot, the CUDA upstream refuses it
+ *     with one cudaMemGetInfo, so the retry costs one call, as asking
+ *     mem_info here first would);
  *   - release (release.c): a page lying wholly inside a free block is
  *     unmapped by trim, empty-cache and the OOM retry (never by cca_free):
  *     the tail's pages first (mapped ahead, never used), then the rest. A

@@ -45,7 +45,11 @@
  * as on the simulated device. Then:
  *   vm_reserve  cuMemAddressReserve (aligned to the granularity), recorded
  *   vm_release  cuMemAddressFree of a recorded range with no granule mapped
- *   vm_map      (inside one range, no granule mapped) for each granule:
+ *   vm_map      (inside one range, no granule mapped) more than
+ *               cudaMemGetInfo's free bytes: OOM at once, nothing created
+ *               (else a request above free memory would cost a create and
+ *               a map per granule of free memory, and as many unmaps,
+ *               before failing). Then for each granule:
  *               cuMemCreate (one granule of pinned device memory) +
  *               cuMemMap at its place + cuMemRelease of the handle (the
  *               mapping keeps the memory alive and its unmap frees it, so
@@ -69,9 +73,14 @@
  * with one per granule any run of mapped granules can be unmapped, part of
  * one map or across maps made by separate calls. Driver calls: vm_map 2
  * per granule + 1 (cuMemCreate, cuMemMap; one cuMemSetAccess), plus a
- * cuMemRelease per granule (host-side bookkeeping, no device work);
- * vm_unmap 1 per granule. A 2 MiB granule makes growing a segment by 1 GiB
+ * cuMemRelease per granule (host-side bookkeeping, no device work), and
+ * one cudaMemGetInfo; vm_unmap 1 per granule. A 2 MiB granule makes growing a segment by 1 GiB
  * 1025 calls and ~512 releases; this is the price of giving back any page.
+ * Limits (PyTorch's expandable segments add peers and IPC handles; these
+ * do not): access is granted to the owning device only (no peer access:
+ * another GPU touching the memory faults), no shareable handle type is
+ * requested (no IPC: the memory cannot be exported to another process),
+ * and gpuDirectRDMACapable is not set (no GPUDirect RDMA from a NIC).
  * The vm ops of one upstream run one at a time (vm_lock, held across the
  * record's check and the driver calls it allows); alloc and free do not
  * take it. The driver does not wait for queued kernels before unmapping:
@@ -359,8 +368,28 @@ static CUresult map_granules(const cuda_device *d, ccai_vm_range *r, size_t firs
     return e;
 }
 
+/* More than the device has free cannot be mapped: refused before anything
+ * is created, by one cudaMemGetInfo, instead of a cuMemCreate + cuMemMap
+ * per granule of free memory until the driver runs out, then as many
+ * unmaps (40 000 granules on an 80 GB device). A cudaMemGetInfo that
+ * fails decides nothing: the map is tried. */
+static cca_status room_for(const cuda_device *d, const void *addr, size_t size) {
+    size_t free_b = 0, total_b = 0;
+    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return CCA_OK;
+    }
+    if (size <= free_b)
+        return CCA_OK;
+    return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                     "%s: vm_map of %p (%zu bytes): the device has %zu bytes free (cudaMemGetInfo); nothing mapped",
+                     d->name, addr, size, free_b);
+}
+
 /* The rules first (vm_ranges.c: inside one range, no granule already
- * mapped), so a refusal changes nothing; then the granules. */
+ * mapped), so a refusal changes nothing; then room on the device; then
+ * the granules. */
 static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
     size_t n = size / d->vm.granularity, first = 0, at = 0, stuck = 0; /* the wrapper checked: a multiple */
@@ -375,9 +404,13 @@ static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
         return st;
     }
     const char *what = "cuMemCreate";
-    CUresult e = map_granules(d, range, first, n, &what, &at, &stuck);
+    CUresult e = CUDA_SUCCESS;
+    if ((st = room_for(d, addr, size)) == CCA_OK)
+        e = map_granules(d, range, first, n, &what, &at, &stuck);
     leave(d, &caller);
     pthread_mutex_unlock(&d->vm_lock);
+    if (st != CCA_OK)
+        return st;
     if (e == CUDA_SUCCESS)
         return CCA_OK;
     char step[256], left[128] = "";

@@ -210,8 +210,7 @@ Test(upstream, an_upstream_without_vm_says_why_and_expandable_logs_it_once) {
         size_t g = 1;
         cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_ERR_UPSTREAM);
         cr_assert_eq(g, 0);
-        cr_assert(strstr(cca_last_error(), "upstream 'novm' has no virtual-memory operations"), "%s",
-                  cca_last_error());
+        cr_assert(strstr(cca_last_error(), "upstream 'novm' has no virtual-memory operations"), "%s", cca_last_error());
         cr_assert_eq(strstr(cca_last_error(), "device 3 does not support") != NULL, reason, "%s", cca_last_error());
         int before = log.lines;
         cca_allocator *plain = tu_allocator(u, "expandable:0");

@@ -846,10 +846,8 @@ void ccai_vm_ranges_free(ccai_vm_ranges *rs);
  * a map lies inside one range and overlaps no mapped granule; an unmap
  * lies inside one range and names only mapped granules; a release names
  * one range exactly, with nothing mapped in it. */
-cca_status ccai_vm_check_map(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r,
-                             size_t *first);
-cca_status ccai_vm_check_unmap(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r,
-                               size_t *first);
+cca_status ccai_vm_check_map(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r, size_t *first);
+cca_status ccai_vm_check_unmap(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r, size_t *first);
 cca_status ccai_vm_check_release(const ccai_vm_ranges *rs, uintptr_t base, size_t size, ccai_vm_range **r);
 bool ccai_vm_range_mapped(const ccai_vm_range *r, size_t i);
 void ccai_vm_range_set(ccai_vm_range *r, size_t i, bool mapped);

@@ -195,8 +195,8 @@ cca_status cca_destroy(cca_allocator *a) {
                  "ranges reserved (queued work may still use them): %s",
                  kept, sync_why);
     if (live)
-        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live%s%s", live, live_bytes,
-                         kept ? "; " : "", kept_note);
+        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live%s%s", live,
+                         live_bytes, kept ? "; " : "", kept_note);
     if (kept)
         return ccai_fail(sync, "cca_destroy: %s", kept_note);
     if (result != CCA_OK)

@@ -15,7 +15,8 @@
  *   malloc             malloc                                 (host malloc/free floor)
  *   device-malloc      device-malloc                          (one upstream call per request: no cache)
  *   ccalloc-cuda       ccalloc-cuda  policy:growth            (GPU)
- *   ccalloc-cuda-expandable ccalloc-cuda expandable:1         (GPU, over the driver's virtual memory)
+ *   ccalloc-cuda-expandable ccalloc-cuda expandable:1         (GPU, over the driver's virtual memory;
+ *                                                              refused with the reason on a GPU without it)
  *   cuda-malloc        cuda-malloc                            (GPU, raw cudaMalloc/cudaFree)
  *   cuda-async-t0      cuda-async    release_threshold:0      (GPU, cudaMallocAsync)
  *   cuda-async-tmax    cuda-async    release_threshold:max    (GPU)
@@ -180,6 +181,16 @@ int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, ch
     cca_config_default(&cfg);
     cfg.log_oom = 0; /* OOMs are counted in the results, not logged per event */
     cca_status st = cca_config_parse(&cfg, rest);
+    size_t page;
+    if (st == CCA_OK && cfg.expandable && !cca_upstream_has_vm(u)) {
+        /* the allocator would fall back to classic segments: measuring them
+         * under an expandable name would be wrong. The upstream's reason: */
+        (void)cca_upstream_vm_granularity(u, &page);
+        snprintf(why, whylen, "expandable:1 needs virtual memory, and %s", cca_last_error());
+        cca_upstream_destroy(u);
+        free(c);
+        return -1;
+    }
     if (st == CCA_OK)
         st = cca_create(&cfg, u, &c->a);
     if (st != CCA_OK) {

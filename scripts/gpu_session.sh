@@ -29,7 +29,8 @@
 #   build           configure (Release, sm_90 only, Ninja when present) + build;
 #                   FAILS if configure did not print "ccalloc: CUDA ... found"
 #   gpu_tests       ctest -L gpu, with CCA_REQUIRE_GPU=1; FAILS when a suite
-#                   ran 0 tests or skipped any (Criterion "Tested: 0", [SKIP])
+#                   ran 0 tests or skipped any (Criterion "Tested: 0", [SKIP];
+#                   pytest suites, test_python_*: "N passed, M skipped")
 #   sanitizer       compute-sanitizer memcheck + leak check over test_cuda_upstream
 #                   (VMM and expandable segments included); API errors not counted
 #   cpu_tests       ctest -L cpu (on a GPU machine some take other paths)
@@ -124,25 +125,42 @@ step_build() {
     run cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" || { echo "BUILD FAILED: compile/link errors above"; return 1; }
 }
 
-suite_table() { # suite_table CTEST_V_OUTPUT: per GPU suite, ctest verdict, Criterion's
-    # "Tested: N" and [SKIP] lines; exit 1 when any suite failed, ran 0 tests or skipped some
+suite_table() { # suite_table CTEST_V_OUTPUT: per GPU suite, the ctest verdict, tests run and skipped;
+    # exit 1 when any suite failed, ran 0 tests or skipped some. Keyed off the test name:
+    # test_python_* are pytest suites (their summary line "N passed, M skipped in Ts"),
+    # the others Criterion suites ("[====] Synthesis: Tested: N", one [SKIP] line per skip).
+    # ctest -V prints a test's output (each line "N: ...") before its verdict line.
     awk '
+        function testno(line,   a) { split(line, a, ":"); return a[1] }
         /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / {
             n = $3; sub(/#/, "", n); sub(/:$/, "", n); name[n] = $4
             verdict[n] = ($0 ~ /Passed/) ? "Passed" : "FAILED"; order[++k] = n }
-        /^[0-9]+: \[====\] Synthesis: Tested:/ { split($0, a, ":"); n = a[1]; t = $0; sub(/.*Tested: */, "", t); tested[n] = t + 0; seen[n] = 1 }
-        /^[0-9]+: \[SKIP\]/ { split($0, a, ":"); skip[a[1]]++ }
+        /^[0-9]+: \[====\] Synthesis: Tested:/ { n = testno($0); t = $0; sub(/.*Tested: */, "", t); tested[n] = t + 0; seen[n] = 1 }
+        /^[0-9]+: \[SKIP\]/ { skip[testno($0)]++ }
+        # pytest, -q or not: "3 passed, 1 skipped in 0.52s", "=== 1 failed, 2 passed in 3.1s (0:00:03) ===",
+        # "no tests ran in 0.01s"; tested = passed + failed + errors + xfailed + xpassed
+        /^[0-9]+: (=+ )?(no tests ran|[0-9]+ [a-z]+(, [0-9]+ [a-z]+)*) in [0-9.]+s/ {
+            n = testno($0); line = $0; sub(/^[0-9]+: (=+ )?/, "", line); sub(/ in [0-9.]+s.*/, "", line)
+            py_seen[n] = 1; py_tested[n] = 0; py_skip[n] = 0
+            c = split(line, parts, ", ")
+            for (i = 1; i <= c; i++) {
+                split(parts[i], w, " ")
+                if (w[2] ~ /^(passed|failed|errors?|xfailed|xpassed)$/) py_tested[n] += w[1]
+                else if (w[2] == "skipped") py_skip[n] += w[1]
+            } }
         END {
             bad = 0
             printf "\n%-22s %-7s %6s %7s  %s\n", "gpu suite", "ctest", "tested", "skipped", "verdict"
             for (i = 1; i <= k; i++) {
                 n = order[i]; v = "ok"
+                if (name[n] ~ /^test_python_/) { ran = py_seen[n]; t = py_tested[n]; s = py_skip[n]; what = "NO PYTEST SUMMARY (crashed?)" }
+                else { ran = seen[n]; t = tested[n]; s = skip[n]; what = "NO CRITERION SYNTHESIS (crashed?)" }
                 if (verdict[n] != "Passed") v = "FAILED"
-                else if (!seen[n]) v = "NO CRITERION SYNTHESIS (crashed?)"
-                else if (tested[n] == 0) v = "NO TESTS RAN (all skipped: no usable GPU?)"
-                else if (skip[n] > 0) v = "SOME TESTS SKIPPED"
+                else if (!ran) v = what
+                else if (t == 0) v = "NO TESTS RAN (all skipped: no usable GPU?)"
+                else if (s > 0) v = "SOME TESTS SKIPPED"
                 if (v != "ok") bad++
-                printf "%-22s %-7s %6s %7d  %s\n", name[n], verdict[n], seen[n] ? tested[n] : "?", skip[n], v
+                printf "%-22s %-7s %6s %7d  %s\n", name[n], verdict[n], ran ? t : "?", s, v
             }
             if (k == 0) { print "NO GPU TEST SUITES RAN (ctest -L gpu found none?)"; bad++ }
             exit bad ? 1 : 0
@@ -263,6 +281,10 @@ step_ccbench_pytorch() {
     gpu_strategies_ran "$GS_OUT/ccbench-pytorch"
 }
 
+if [ "${1:-}" = --suite-table ]; then # internal: the gpu_tests table of a saved ctest -V log (tests/test_gpu_session.sh)
+    suite_table "$2"
+    exit $?
+fi
 if [ "${1:-}" = --run-step ]; then # internal: one step, environment from the parent
     export GS_STEP=$2
     : "${GS_LIMIT:=120}"

@@ -370,6 +370,9 @@ const char *const tu_fault_names[TU_FAULT_KINDS] = {"alloc",    "free",       "v
  * sticky). */
 static bool faulty_fails(tu_faulty *f, tu_fault_kind k) {
     uint64_t n = ++f->calls[k], at = f->fail_at[k];
+    if (f->order_count < TU_FAULTY_ORDER)
+        f->order[f->order_count] = k;
+    f->order_count++;
     if (at && (n == at || (f->sticky[k] && n > at))) {
         f->failures++;
         return true;
@@ -495,6 +498,14 @@ cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *na
 void tu_faulty_faults_off(tu_faulty *f) {
     memset(f->fail_at, 0, sizeof f->fail_at);
     memset(f->sticky, 0, sizeof f->sticky);
+}
+
+size_t tu_faulty_first(const tu_faulty *f, tu_fault_kind k, size_t from) {
+    size_t n = f->order_count < TU_FAULTY_ORDER ? f->order_count : TU_FAULTY_ORDER;
+    for (size_t i = from; i < n; i++)
+        if (f->order[i] == k)
+            return i;
+    return SIZE_MAX;
 }
 
 /* ---- host memory: pages, faults, resident memory, time ------------------------- */

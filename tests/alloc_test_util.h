@@ -145,6 +145,9 @@ void tu_upstream_free_leftovers(tu_upstream *t);
  *   failures    injected failures so far, all kinds together.
  *   ok[k]       calls of kind k that reached `inner` and succeeded (what the
  *               allocator was granted, to compare with its own stats).
+ *   order       the kind of every counted call, in the order made (the
+ *               first TU_FAULTY_ORDER of them; order_count counts them
+ *               all): "synchronize before the first vm_unmap" is checkable.
  *
  * An injected failure returns CCA_ERR_OUT_OF_MEMORY for alloc, vm_reserve and
  * vm_map, CCA_ERR_UPSTREAM for free, vm_unmap, vm_release and synchronize,
@@ -173,10 +176,13 @@ typedef enum tu_fault_kind {
 /* The op's name for each kind ("alloc", ..., "vm_release", "synchronize"). */
 extern const char *const tu_fault_names[TU_FAULT_KINDS];
 
+#define TU_FAULTY_ORDER 256
 typedef struct tu_faulty {
     cca_upstream *inner; /* the caller's: destroyed by the caller, after the wrapper */
     const char *name;
     uint64_t calls[TU_FAULT_KINDS], ok[TU_FAULT_KINDS], fail_at[TU_FAULT_KINDS];
+    tu_fault_kind order[TU_FAULTY_ORDER];
+    size_t order_count;
     bool sticky[TU_FAULT_KINDS];
     uint64_t failures;
     bool hold_events, sync_keeps_events;
@@ -190,5 +196,8 @@ typedef struct tu_faulty {
 cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
 /* No more injected failures (fail_at and sticky cleared); counts kept. */
 void tu_faulty_faults_off(tu_faulty *f);
+/* The index in f->order of the first call of kind k at or after `from`
+ * (both within the recorded TU_FAULTY_ORDER); SIZE_MAX when none. */
+size_t tu_faulty_first(const tu_faulty *f, tu_fault_kind k, size_t from);
 
 #endif /* CCA_ALLOC_TEST_UTIL_H */

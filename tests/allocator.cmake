@@ -15,6 +15,10 @@ if(CCA_WITH_CUDA) # the VMM test writes and reads mapped memory with cudaMemset/
   target_link_libraries(test_cuda_upstream PRIVATE CUDA::cudart)
 endif()
 
+# The CUDA upstream's record of ranges and mapped granules (vm_ranges.c, internal): its rules, on a CPU.
+cca_add_test(NAME test_vm_ranges SOURCES test_vm_ranges.c LIBS ccalloc_static LABEL cpu)
+target_include_directories(test_vm_ranges PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+
 # The simulated device (upstream_host.c) held to its contract: placement, rounding, refusals, page release, latency.
 cca_add_test(NAME test_upstream_host SOURCES test_upstream_host.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 

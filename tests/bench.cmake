@@ -4,7 +4,7 @@
 # suite. Declared only when the benchmarks are built (CCA_BUILD_BENCH).
 if(TARGET ccbench_core)
   cca_add_test(NAME test_trace_format SOURCES test_trace_format.c LIBS ccbench_core LABEL cpu)
-  cca_add_test(NAME test_bench SOURCES test_bench.c LIBS ccbench_core LABEL cpu)
+  cca_add_test(NAME test_bench SOURCES test_bench.c alloc_test_util.c LIBS ccbench_core LABEL cpu) # tu_upstream
   # real work: tiny blocks, determinism, release events, driver cost, ideal arena, format v2
   cca_add_test(NAME test_replay SOURCES test_replay.c LIBS ccbench_core LABEL cpu)
   # hostile traces, files, call sequences and the recorder under threads

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "alloc_test_util.h"
 #include "ccai_rng.h"
 #include "ccalloc.h"
 #include "ccbench.h"
@@ -284,6 +285,25 @@ Test(bench_strategy, specs_resolve_and_gpu_ones_skip_with_a_reason) {
     cr_assert_eq(ccb_replay(&t, "ccalloc=no_such_key:1", &tiny, &r), -1);
     cr_assert(strstr(r.why, "no_such_key") != NULL, "config errors name the key: %s", r.why);
     ccb_trace_free(&t);
+}
+
+/* A ccalloc strategy asking for expandable:1 over an upstream without vm
+ * ops (ccalloc-cuda-expandable on a GPU without VMM) is refused with the
+ * upstream's reason, not measured as classic segments under the
+ * expandable name; the same upstream without expandable:1 opens. */
+Test(bench_strategy, an_expandable_strategy_without_vm_ops_is_refused) {
+    tu_upstream t; /* the test double: no vm ops */
+    ccb_strategy s = {&ccb_strategy_ccalloc_host, NULL};
+    char why[512] = "";
+    cca_upstream *u = tu_upstream_create(&t, 64 << 20, false);
+    cr_assert_eq(ccb_ccalloc_open_on(&s, u, "policy:growth,expandable:1", why, sizeof why), -1); /* u destroyed */
+    cr_assert_null(s.impl);
+    cr_assert(strstr(why, "expandable:1") && strstr(why, "upstream 'test' has no virtual-memory operations"), "%s",
+              why);
+    u = tu_upstream_create(&t, 64 << 20, false);
+    cr_assert_eq(ccb_ccalloc_open_on(&s, u, "policy:growth,expandable:0", why, sizeof why), 0, "%s", why);
+    cr_assert_not_null(s.impl);
+    s.ops->close(&s);
 }
 
 static size_t csv_fields(const char *line) {

@@ -1660,6 +1660,52 @@ Test(expandable, domain_reserve_retry_synchronizes_before_it_unmaps) {
     fx_finish(a, u, &f);
 }
 
+/* cca_destroy unmaps pages only after the device synchronized, even with
+ * no free pending: a block freed on its own stream is free at once while
+ * that stream may still have work queued on it, and unmapping does not
+ * wait. A synchronize that fails unmaps nothing and releases no range that
+ * has pages mapped: destroy returns the synchronize's failure, says how
+ * much it left mapped, and the upstream still counts it (its own destroy
+ * gives the simulated device's memory back). */
+Test(expandable, destroy_synchronizes_before_it_unmaps) {
+    for (int fail = 0; fail < 2; fail++) {
+        tu_faulty f;
+        cca_upstream *u = fx_create(&f, 64 * MiB, true);
+        cca_allocator *a = tu_allocator(u, "expandable:1");
+        void *live = tu_alloc(a, 3 * MiB, S1);
+        tu_free(a, tu_alloc(a, 8 * MiB, S0)); /* S0 is the block's own stream: free at once */
+        tu_free(a, live);
+        cca_stats s = tu_stats(a);
+        cr_assert_eq(s.pending_blocks, 0, "nothing pending: no free waits for an event");
+        cr_assert_gt(s.mapped_bytes, 0);
+        size_t mark = f.order_count;
+        uint64_t unmaps = f.calls[TU_FAULT_UNMAP], releases = f.calls[TU_FAULT_RELEASE];
+        if (fail)
+            f.fail_at[TU_FAULT_SYNC] = f.calls[TU_FAULT_SYNC] + 1;
+        cca_status st = cca_destroy(a);
+        size_t sync_at = tu_faulty_first(&f, TU_FAULT_SYNC, mark), unmap_at = tu_faulty_first(&f, TU_FAULT_UNMAP, mark);
+        cr_assert_neq(sync_at, SIZE_MAX, "destroy synchronized (fail %d)", fail);
+        cca_upstream_stats us = tu_upstream_stats(u);
+        if (!fail) {
+            cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+            cr_assert_neq(unmap_at, SIZE_MAX, "destroy unmapped the pages");
+            cr_assert_lt(sync_at, unmap_at, "the synchronize came before the first unmap");
+            cr_assert_eq(us.vm_mapped_bytes, 0);
+            cr_assert_eq(us.vm_reserved_bytes, 0);
+        } else {
+            cr_assert_eq(st, CCA_ERR_UPSTREAM, "the synchronize's failure: %s", cca_last_error());
+            cr_assert_eq(f.calls[TU_FAULT_UNMAP], unmaps, "nothing unmapped after a failed synchronize");
+            cr_assert_eq(f.calls[TU_FAULT_RELEASE], releases, "no range with pages in it released");
+            cr_assert_not_null(strstr(cca_last_error(), "left mapped"), "%s", cca_last_error());
+            cr_assert_not_null(strstr(cca_last_error(), "injected synchronize failure"), "%s", cca_last_error());
+            cr_assert_eq(us.vm_mapped_bytes, s.mapped_bytes, "the upstream still counts the pages");
+            cr_assert_eq(us.vm_reserved_bytes, s.address_space_bytes);
+        }
+        cca_upstream_destroy(u);
+        cca_upstream_destroy(f.inner);
+    }
+}
+
 /* A greedy arena over pages: a request no free block of the arena can hold
  * is an OOM at once, with no retry and no upstream call (nothing unmapped). */
 Test(expandable, greedy_request_the_arena_cannot_hold_is_refused_without_a_retry) {

@@ -4,6 +4,7 @@
  * two allocators sharing one device like two tenants, the custom upstream's
  * validation and defaults, and the wrapper's accounting.
  */
+#include "../allocator/src/internal.h" /* ccai_upstream_set_no_vm_reason: what upstream_cuda.c tells the wrapper */
 #include "alloc_test_util.h"
 
 #include <criterion/criterion.h>
@@ -190,6 +191,45 @@ Test(upstream, custom_upstream_defaults_and_name) {
     cr_assert_eq(strlen(cca_upstream_name(u)), 31, "names are kept to 31 characters");
     cr_assert_eq(cca_upstream_name(u)[0], 'x');
     cca_upstream_destroy(u);
+}
+
+/* An upstream without vm ops whose maker knows why (the CUDA upstream on a
+ * driver or device without VMM) says so: cca_upstream_vm_granularity's
+ * message carries the reason, and expandable:1 over it logs one line,
+ * once per upstream, naming it and the reason, before falling back to
+ * classic segments. One that cannot say is named all the same. */
+Test(upstream, an_upstream_without_vm_says_why_and_expandable_logs_it_once) {
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    for (int reason = 0; reason < 2; reason++) {
+        cca_upstream_ops ops = {.alloc = dummy_alloc, .free = dummy_free, .name = "novm"};
+        cca_upstream *u = NULL;
+        cr_assert_eq(cca_upstream_custom_create(&ops, NULL, &u), CCA_OK);
+        if (reason)
+            ccai_upstream_set_no_vm_reason(u, "device 3 does not support virtual memory management");
+        size_t g = 1;
+        cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_ERR_UPSTREAM);
+        cr_assert_eq(g, 0);
+        cr_assert(strstr(cca_last_error(), "upstream 'novm' has no virtual-memory operations"), "%s", cca_last_error());
+        cr_assert_eq(strstr(cca_last_error(), "device 3 does not support") != NULL, reason, "%s", cca_last_error());
+        int before = log.lines;
+        cca_allocator *plain = tu_allocator(u, "expandable:0");
+        cr_assert_eq(log.lines, before, "expandable:0 asks for nothing: no line (%s)", log.last);
+        cca_allocator *a = tu_allocator(u, "expandable:1");
+        cr_assert_eq(log.lines, before + 1, "expandable:1 without vm ops is logged");
+        cr_assert(strstr(log.last, "expandable:1") && strstr(log.last, "upstream 'novm'") &&
+                      strstr(log.last, "classic segments"),
+                  "%s", log.last);
+        cr_assert_eq(strstr(log.last, "device 3 does not support") != NULL, reason, "%s", log.last);
+        cca_allocator *b = tu_allocator(u, "expandable:1");
+        cr_assert_eq(log.lines, before + 1, "once per upstream: %s", log.last);
+        cr_assert_eq(tu_stats(b).page_size, 0, "classic segments");
+        tu_destroy_clean(b, u);
+        tu_destroy_clean(a, u);
+        tu_destroy_clean(plain, u);
+        cca_upstream_destroy(u);
+    }
+    cca_set_log_callback(NULL, NULL);
 }
 
 Test(upstream, an_upstream_returning_ok_without_a_pointer_is_an_error) {

@@ -188,9 +188,7 @@ typedef struct cca_upstream_ops {
      * nothing. The wrapper (cca_upstream_vm_*) checks alignment
      * (CCA_ERR_INVALID_ARGUMENT) and counts; the upstream enforces the rest
      * and fails with CCA_ERR_UPSTREAM, changing nothing, when a call breaks
-     * a rule (the CUDA upstream finds an unmapped granule only when it
-     * reaches it: the granules before it are mapped again with new memory,
-     * so what is mapped is unchanged but their contents are lost). */
+     * a rule (the CUDA upstream keeps a bit per granule to check first). */
     /* The mapping granularity: a power of two, a multiple of CCA_GRANULARITY. */
     cca_status (*vm_granularity)(void *ctx, size_t *bytes);
     /* Reserve `size` bytes of address space, no memory behind it. */
@@ -265,9 +263,11 @@ typedef struct cca_host_options {
 #define CCA_HOST_MAX_LATENCY_NS 1000000000ull
 cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out);
 
-/* cudaMalloc / cudaFree / cudaMemGetInfo / cudaEvent* on `device`.
- * CCA_ERR_NO_DEVICE when no GPU is present or the library was built without
- * CUDA; cca_last_error() says which. */
+/* cudaMalloc / cudaFree / cudaMemGetInfo / cudaEvent* on `device`, in its
+ * primary context (retained here, released by cca_upstream_destroy); each
+ * call puts the caller's current context back, and creates none on another
+ * device. CCA_ERR_NO_DEVICE when no GPU is present or the library was built
+ * without CUDA; cca_last_error() says which. */
 cca_status cca_upstream_cuda_create(int device, cca_upstream **out);
 
 /* Wrap a caller's ops table (copied) and context (borrowed). */
@@ -276,7 +276,9 @@ cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cc
 cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *total_bytes);
 
 /* Virtual memory through the upstream (see cca_upstream_ops): 1 when it
- * has the vm_* ops. The others fail with CCA_ERR_UPSTREAM without them, and
+ * has the vm_* ops. The others fail with CCA_ERR_UPSTREAM without them (the
+ * message saying why where the upstream can: the CUDA upstream names the
+ * missing driver function or the device without VMM support), and
  * with CCA_ERR_INVALID_ARGUMENT for a size 0 or a size or address that is
  * not a multiple of the granularity. */
 int cca_upstream_has_vm(const cca_upstream *u);
@@ -330,7 +332,8 @@ typedef struct cca_config {
     int expandable;         /* expandable: segments are reserved address ranges
                                whose pages are mapped as they grow and unmapped
                                when free, where the upstream has the vm ops;
-                               elsewhere classic segments (stats: page_size 0) (0) */
+                               elsewhere classic segments (stats: page_size 0;
+                               cca_create logs why, once per upstream)     (0) */
     size_t history;         /* history: keep the last N allocator events (alloc,
                                free, segment and page events, OOMs) in memory
                                for cca_write_snapshot_torch; 0 = off        (0) */
@@ -379,8 +382,17 @@ typedef struct cca_allocator cca_allocator;
  * reserves its arena here (CCA_ERR_OUT_OF_MEMORY if the upstream refuses). */
 cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out);
 
-/* Return every segment to the upstream and free the allocator. If blocks are
- * still live they are released too, and CCA_ERR_LIVE_BLOCKS is returned.
+/* Return every segment to the upstream and free the allocator. The device is
+ * synchronized first when frees are pending or pages of expandable segments
+ * are mapped (unmapping does not wait for queued work; freeing a classic
+ * segment does). If blocks are still live they are released too, and
+ * CCA_ERR_LIVE_BLOCKS is returned. If that synchronize fails, no mapped
+ * page is unmapped (queued work may still use it): the pages stay mapped
+ * and their ranges reserved in the upstream (its stats count them), the
+ * allocator is freed all the same, classic segments are freed, and the
+ * synchronize's status is returned (CCA_ERR_LIVE_BLOCKS first when blocks
+ * were live), the message saying how many bytes were left mapped. If the
+ * upstream refuses to take a segment back: CCA_ERR_UPSTREAM.
  * NULL: CCA_ERR_INVALID_ARGUMENT. */
 cca_status cca_destroy(cca_allocator *a);
 

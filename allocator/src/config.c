@@ -78,7 +78,8 @@ static const option options[] = {
     {"log_oom", OPT_BOOL, OFF(log_oom), 1, 0, 1, "log one line per out-of-memory error"},
     {"expandable", OPT_BOOL, OFF(expandable), 0, 0, 1,
      "1 = expandable segments where the upstream has virtual memory: address ranges whose pages are mapped as "
-     "they grow and unmapped by trim and empty-cache wherever live blocks sit; classic segments elsewhere"},
+     "they grow and unmapped by trim and empty-cache wherever live blocks sit; classic segments elsewhere (cca_create "
+     "logs why, once per upstream)"},
     {"expandable_ahead", OPT_FRACTION, OFF(expandable_ahead), 0.0625, 0, 1,
      "expandable segments: a request served from a segment's tail also maps this fraction of what the segment "
      "has mapped, so that a growing segment calls the upstream once per such step (fewer calls, up to this much "

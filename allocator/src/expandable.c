@@ -40,7 +40,10 @@
  *     calls no more often than classic segments. The defaults were chosen
  *     on ccbench's traces; docs/tuning.md has the measured trade-off
  *     between calls and peak memory for other settings. An ahead map the
- *     device refuses is retried without the ahead pages;
+ *     device refuses is retried without the ahead pages (always: the
+ *     request alone may fit; when it cannot, the CUDA upstream refuses it
+ *     with one cudaMemGetInfo, so the retry costs one call, as asking
+ *     mem_info here first would);
  *   - release (release.c): a page lying wholly inside a free block is
  *     unmapped by trim, empty-cache and the OOM retry (never by cca_free):
  *     the tail's pages first (mapped ahead, never used), then the rest. A
@@ -48,8 +51,13 @@
  *     bytes are "trapped" (the release report counts them). At most one
  *     page is trapped at each end of a run of live blocks.
  *   - unmapping does not wait for queued work: it happens only after the
- *     device was synchronized (trim does; the OOM retry does first), and
- *     PENDING blocks are not free, so their pages are never candidates.
+ *     device was synchronized (trim does; the OOM retry and cca_destroy do
+ *     first, even with no free pending: a block freed on its own stream is
+ *     free at once while that stream may still have work queued on it),
+ *     and PENDING blocks are not free, so their pages are never
+ *     candidates. When the synchronize fails nothing is unmapped: trim and
+ *     the retry keep the pages cached; cca_destroy leaves them mapped in
+ *     the upstream and says so.
  *
  * Which segment: one per (stream, pool), grown at its end; another only
  * when no free block of the range is large enough (its address space used
@@ -298,7 +306,11 @@ cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s) {
     return CCA_OK;
 }
 
-void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, cca_status *result) {
+void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, bool keep_mapped, cca_status *result) {
+    if (keep_mapped && s->mapped_pages) { /* queued work may use them: left mapped, the range reserved */
+        free(s->mapped);
+        return;
+    }
     size_t first, n;
     for (size_t i = 0; next_run(s, &i, s->npages, true, &first, &n);)
         if (cca_upstream_vm_unmap(a->upstream, (void *)(s->base + first * s->page), n * s->page) != CCA_OK)

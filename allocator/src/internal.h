@@ -597,7 +597,11 @@ cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t ke
 size_t ccai_expandable_trapped(const ccai_block *b);
 /* The longest stretch of free block b that lies in mapped pages. */
 size_t ccai_expandable_largest_mapped(const ccai_block *b);
-void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, cca_status *result);
+/* cca_destroy's part: unmap s's pages and release its range (a refusal
+ * sets *result to CCA_ERR_UPSTREAM), or, with keep_mapped (the device could
+ * not be synchronized), touch no range that has pages mapped. Frees the
+ * bitmap either way. */
+void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, bool keep_mapped, cca_status *result);
 
 /* stream.c */
 /* At cca_free: true = b is now PENDING (or waits for a synchronize), false =
@@ -808,6 +812,39 @@ static inline void ccai_log_flush(ccai_deferred_log *d) {
     d->set = false;
 }
 
+/* vm_ranges.c: an upstream's record of its reserved address ranges and of
+ * which granules in them are mapped, one bit each (the CUDA upstream's:
+ * the driver keeps no such record it can be asked for), and the vm rules
+ * checked on it before any driver call, so that a call breaking one
+ * changes nothing. Not locked: the caller holds its own lock. */
+typedef struct ccai_vm_range {
+    struct ccai_vm_range *next;
+    uintptr_t base;
+    size_t size, granules;
+    uint64_t mapped[]; /* bit i: granule i is mapped */
+} ccai_vm_range;
+typedef struct ccai_vm_ranges {
+    ccai_vm_range *head;
+    size_t granule;  /* a power of two */
+    const char *who; /* the upstream's name, for messages */
+} ccai_vm_ranges;
+/* Record [base, base + size) (size a multiple of the granule), nothing
+ * mapped. CCA_ERR_OUT_OF_MEMORY when host memory has no room. */
+cca_status ccai_vm_ranges_add(ccai_vm_ranges *rs, uintptr_t base, size_t size);
+/* Forget r (its range released). */
+void ccai_vm_ranges_remove(ccai_vm_ranges *rs, ccai_vm_range *r);
+void ccai_vm_ranges_free(ccai_vm_ranges *rs);
+/* The rules (CCA_ERR_UPSTREAM naming the rule and the granule, nothing
+ * changed; else CCA_OK with the range and the index of addr's granule):
+ * a map lies inside one range and overlaps no mapped granule; an unmap
+ * lies inside one range and names only mapped granules; a release names
+ * one range exactly, with nothing mapped in it. */
+cca_status ccai_vm_check_map(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r, size_t *first);
+cca_status ccai_vm_check_unmap(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r, size_t *first);
+cca_status ccai_vm_check_release(const ccai_vm_ranges *rs, uintptr_t base, size_t size, ccai_vm_range **r);
+bool ccai_vm_range_mapped(const ccai_vm_range *r, size_t i);
+void ccai_vm_range_set(ccai_vm_range *r, size_t i, bool mapped);
+
 /* upstream.c: the wrapper every upstream sits behind (accounting included). */
 struct cca_upstream {
     cca_upstream_ops ops;
@@ -816,7 +853,15 @@ struct cca_upstream {
     cca_upstream_stats stats;
     size_t vm_granularity; /* asked once (0: not yet); under lock */
     char name[32];
+    char no_vm_reason[128]; /* why it has no vm ops, when its maker said ("": not said) */
+    bool no_vm_logged;      /* cca_create's expandable:1 fallback line was written; under lock */
 };
+/* Why u has no vm_* ops (upstream_cuda.c: the driver or the device lacks
+ * VMM), for the messages that say so. */
+void ccai_upstream_set_no_vm_reason(cca_upstream *u, const char *why);
+/* cca_create asked for expandable:1 and u has no vm ops: one log line per
+ * upstream (the first such allocator), naming it and why. */
+void ccai_upstream_log_no_vm(cca_upstream *u);
 bool ccai_upstream_has_events(const cca_upstream *u);
 cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event);
 cca_status ccai_upstream_event_query(cca_upstream *u, void *event);

@@ -108,6 +108,8 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
     a->config = cfg;
     a->upstream = u;
     ccai_domain_init_root(a);
+    if (cfg.expandable && !cca_upstream_has_vm(u))
+        ccai_upstream_log_no_vm(u); /* classic segments: said once per upstream, with its reason */
     if (cfg.expandable && cca_upstream_has_vm(u)) {
         cca_status st = cca_upstream_vm_granularity(u, &a->page);
         if (st != CCA_OK) {
@@ -141,20 +143,34 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
     return CCA_OK;
 }
 
+/* cca_destroy's synchronize: with pages mapped, always (unmapping does not
+ * wait for queued work, and a block freed on its own stream may still have
+ * some); else only for pending frees (freeing a classic segment waits for
+ * the device: cudaFree does). On failure its message goes to why. */
+static cca_status destroy_sync(cca_allocator *a, char why[CCAI_ERROR_CAP]) {
+    cca_status st = a->c.mapped ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
+    if (st != CCA_OK)
+        snprintf(why, CCAI_ERROR_CAP, "%s", cca_last_error());
+    return st;
+}
+
 cca_status cca_destroy(cca_allocator *a) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_destroy: allocator is NULL");
     ccai_mutex_lock(&a->lock);
-    cca_status sync = ccai_stream_wait_all(a);
+    char sync_why[CCAI_ERROR_CAP] = "";
+    cca_status sync = destroy_sync(a, sync_why);
     size_t live = a->live.count;
     size_t live_bytes = a->c.allocated;
+    /* not synchronized: mapped pages stay mapped (and their ranges reserved) */
+    size_t kept = sync != CCA_OK ? a->c.mapped : 0;
     cca_status result = CCA_OK;
     while (a->segments) {
         ccai_segment *s = a->segments;
         for (ccai_block *b = s->first; b; b = b->next)
             ccai_stream_use_free(a, b);
         if (s->expandable)
-            ccai_expandable_destroy(a, s, &result);
+            ccai_expandable_destroy(a, s, kept != 0, &result);
         else if (cca_upstream_free(a->upstream, (void *)s->base, s->size) != CCA_OK)
             result = CCA_ERR_UPSTREAM;
         a->segments = s->next;
@@ -172,12 +188,21 @@ cca_status cca_destroy(cca_allocator *a) {
     ccai_history_destroy(a->history);
     ccai_mutex_unlock(&a->lock);
     free(a);
+    char kept_note[2 * CCAI_ERROR_CAP] = ""; /* room for the synchronize's message whole */
+    if (kept)
+        snprintf(kept_note, sizeof kept_note,
+                 "the synchronize failed, so %zu bytes of mapped pages were left mapped in the upstream, their "
+                 "ranges reserved (queued work may still use them): %s",
+                 kept, sync_why);
     if (live)
-        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live", live, live_bytes);
+        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live%s%s", live,
+                         live_bytes, kept ? "; " : "", kept_note);
+    if (kept)
+        return ccai_fail(sync, "cca_destroy: %s", kept_note);
     if (result != CCA_OK)
         return ccai_fail(result, "cca_destroy: the upstream refused to take a segment back");
     if (sync != CCA_OK)
-        return ccai_fail(sync, "cca_destroy: synchronize failed before releasing the segments");
+        return ccai_fail(sync, "cca_destroy: synchronize failed before releasing the segments: %s", sync_why);
     return CCA_OK;
 }
 

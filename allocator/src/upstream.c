@@ -223,12 +223,34 @@ int cca_upstream_has_vm(const cca_upstream *u) {
     return u && u->ops.vm_map != NULL;
 }
 
+void ccai_upstream_set_no_vm_reason(cca_upstream *u, const char *why) {
+    snprintf(u->no_vm_reason, sizeof u->no_vm_reason, "%s", why);
+}
+
+/* "upstream 'NAME' has no virtual-memory operations[: WHY]" into buf. */
+static const char *no_vm(const cca_upstream *u, char *buf, size_t len) {
+    snprintf(buf, len, "upstream '%s' has no virtual-memory operations%s%s", u->name, u->no_vm_reason[0] ? ": " : "",
+             u->no_vm_reason);
+    return buf;
+}
+
+void ccai_upstream_log_no_vm(cca_upstream *u) {
+    pthread_mutex_lock(&u->lock);
+    bool first = !u->no_vm_logged;
+    u->no_vm_logged = true;
+    pthread_mutex_unlock(&u->lock);
+    char why[256];
+    if (first)
+        ccai_log("expandable:1 asked for, but %s; using classic segments", no_vm(u, why, sizeof why));
+}
+
 cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes) {
     if (!u || !bytes)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_granularity: NULL argument");
     *bytes = 0;
+    char why[256];
     if (!u->ops.vm_granularity)
-        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' has no virtual-memory operations", u->name);
+        return ccai_fail(CCA_ERR_UPSTREAM, "%s", no_vm(u, why, sizeof why));
     pthread_mutex_lock(&u->lock);
     size_t g = u->vm_granularity;
     pthread_mutex_unlock(&u->lock);

@@ -7,47 +7,85 @@
  * cudaDeviceSynchronize, and stream events are cudaEvent_t created with
  * cudaEventDisableTiming (cheap to record and query).
  *
- * Every call makes `device` current for its duration and then restores the
- * caller's current device, so one process can hold upstreams on several GPUs
- * without an allocation moving the program's own work to another device. Compiled everywhere the toolkit exists
- * (CCA_HAVE_CUDA); without a GPU, cca_upstream_cuda_create returns CCA_ERR_NO_DEVICE with the driver's reason. Built
- * without the toolkit, it says so.
+ * Contexts. Every call makes the device's PRIMARY context current for its
+ * duration and then puts back the caller's current context, whatever it
+ * was: another device's primary context, a context of the caller's own
+ * (cuCtxCreate), or none (a fresh thread). So one process can hold
+ * upstreams on several GPUs without an allocation moving the program's
+ * own work to another device, and without creating a context the program
+ * never asked for. Contexts are switched with the driver
+ * (cuCtxGetCurrent, then cuCtxSetCurrent only when the current one is not
+ * ours, and back), never with cudaSetDevice/cudaGetDevice: on a fresh
+ * thread cudaGetDevice answers 0, and cudaSetDevice(0) to "restore" it
+ * creates device 0's primary context (CUDA 12+; ~500 MiB of GPU 0 for a
+ * program working on GPU 1: PyTorch #94864), and would leave the runtime's
+ * per-thread device set besides. The runtime calls (cudaMalloc, ...) work
+ * in whatever context is current. The primary context is retained once at
+ * creation (cuDevicePrimaryCtxRetain: created then if the device had none)
+ * and released by cca_upstream_destroy; a cudaDeviceReset while the
+ * upstream lives destroys its memory under it and is not supported.
+ *
+ * Compiled everywhere the toolkit exists (CCA_HAVE_CUDA); without a GPU,
+ * cca_upstream_cuda_create returns CCA_ERR_NO_DEVICE with the driver's
+ * reason. Built without the toolkit, it says so. Driver functions are
+ * looked up with cudaGetDriverEntryPointByVersion (no link against
+ * libcuda; types from cudaTypedefs.h).
  *
  * Virtual memory (the vm_* ops, present when the driver and the device
- * support CUDA's VMM). The driver functions are looked up at creation with
- * cudaGetDriverEntryPointByVersion (no link against libcuda; types from
- * cudaTypedefs.h), the device's VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
- * attribute checked, and the granularity asked once
- * (cuMemGetAllocationGranularity, MINIMUM: 2 MiB on current GPUs). Then:
- *   vm_reserve  cuMemAddressReserve (aligned to the granularity)
- *   vm_release  cuMemAddressFree
- *   vm_map      for each granule: cuMemCreate (one granule of pinned
- *               device memory) + cuMemMap at its place + cuMemRelease of
- *               the handle (the mapping keeps the memory alive and its
- *               unmap frees it, so no handle table is needed); then ONE
- *               cuMemSetAccess (read/write for this device) over the whole
- *               range. A failure at any step unmaps every granule this call
- *               mapped and returns OOM (CUDA_ERROR_OUT_OF_MEMORY) or
- *               UPSTREAM with the driver's error: nothing stays mapped or
- *               allocated.
- *   vm_unmap    cuMemUnmap of each granule of the range.
+ * support CUDA's VMM; when not, why is handed to the wrapper, which says it
+ * in vm_* messages and in cca_create's expandable:1 fallback line). The
+ * driver functions are looked up at creation, the device's
+ * VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED attribute checked, and the
+ * granularity asked once (cuMemGetAllocationGranularity, MINIMUM: 2 MiB on
+ * current GPUs). The driver cannot be asked cheaply which granules are
+ * mapped, and finds a broken rule only when it reaches the granule, so the
+ * upstream keeps its own record (vm_ranges.c: each reserved range with one
+ * bit per granule) and checks every call against the rules of
+ * cca_upstream_ops BEFORE any driver call: a refused call changes nothing,
+ * as on the simulated device. Then:
+ *   vm_reserve  cuMemAddressReserve (aligned to the granularity), recorded
+ *   vm_release  cuMemAddressFree of a recorded range with no granule mapped
+ *   vm_map      (inside one range, no granule mapped) more than
+ *               cudaMemGetInfo's free bytes: OOM at once, nothing created
+ *               (else a request above free memory would cost a create and
+ *               a map per granule of free memory, and as many unmaps,
+ *               before failing). Then for each granule:
+ *               cuMemCreate (one granule of pinned device memory) +
+ *               cuMemMap at its place + cuMemRelease of the handle (the
+ *               mapping keeps the memory alive and its unmap frees it, so
+ *               no handle table is needed); then ONE cuMemSetAccess over
+ *               the whole range. A failure at any step unmaps every granule
+ *               this call mapped, trying each even past a failure, and
+ *               returns OOM (CUDA_ERROR_OUT_OF_MEMORY) or UPSTREAM with the
+ *               driver's error: nothing stays mapped or allocated, unless
+ *               the driver refuses those unmaps too (then the message says
+ *               how many granules stay mapped; the record keeps them, so
+ *               the range's release is refused until they go).
+ *   vm_unmap    (inside one range, every granule mapped) cuMemUnmap of each
+ *               granule. Should the driver fail one all the same, the
+ *               granules before it are mapped again (new memory: contents
+ *               lost; the allocator unmaps only free pages) and the call
+ *               fails with what is mapped unchanged; if that map fails too,
+ *               they stay unmapped, and the message says so.
  * One physical allocation per granule, as PyTorch's expandable segments
  * have one handle per page, is what makes release GRANULE BY GRANULE: the
  * driver unmaps only whole allocations (a sub-range of one is refused), so
  * with one per granule any run of mapped granules can be unmapped, part of
  * one map or across maps made by separate calls. Driver calls: vm_map 2
  * per granule + 1 (cuMemCreate, cuMemMap; one cuMemSetAccess), plus a
- * cuMemRelease per granule (host-side bookkeeping, no device work);
- * vm_unmap 1 per granule. A 2 MiB granule makes growing a segment by 1 GiB
+ * cuMemRelease per granule (host-side bookkeeping, no device work), and
+ * one cudaMemGetInfo; vm_unmap 1 per granule. A 2 MiB granule makes growing a segment by 1 GiB
  * 1025 calls and ~512 releases; this is the price of giving back any page.
- * A granule that is not mapped is found by the driver only when the unmap
- * reaches it (cuMemUnmap refuses it): the granules before it are mapped
- * again, with new memory (their contents are lost), and the call is
- * refused with CCA_ERR_UPSTREAM and what is mapped unchanged. The allocator
- * unmaps only what it mapped, so this is the path of a bug, not of a
- * policy: the simulated device checks first and changes nothing at all.
- * The driver does not wait for queued kernels before unmapping: the
- * allocator waits for the blocks' events first.
+ * Limits (PyTorch's expandable segments add peers and IPC handles; these
+ * do not): access is granted to the owning device only (no peer access:
+ * another GPU touching the memory faults), no shareable handle type is
+ * requested (no IPC: the memory cannot be exported to another process),
+ * and gpuDirectRDMACapable is not set (no GPUDirect RDMA from a NIC).
+ * The vm ops of one upstream run one at a time (vm_lock, held across the
+ * record's check and the driver calls it allows); alloc and free do not
+ * take it. The driver does not wait for queued kernels before unmapping:
+ * the allocator synchronizes the device first (trim, the OOM retry, domain
+ * release, cca_destroy).
  */
 #include "internal.h"
 
@@ -58,6 +96,16 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+/* The driver's functions every upstream needs: contexts and messages. */
+typedef struct cuda_driver {
+    PFN_cuGetErrorString_v6000 error_string;
+    PFN_cuDeviceGet_v2000 device_get;
+    PFN_cuDevicePrimaryCtxRetain_v7000 primary_retain;
+    PFN_cuDevicePrimaryCtxRelease_v11000 primary_release;
+    PFN_cuCtxGetCurrent_v4000 ctx_get_current;
+    PFN_cuCtxSetCurrent_v4000 ctx_set_current;
+} cuda_driver;
+
 /* The driver's VMM entry points, and what every map needs. */
 typedef struct cuda_vmm {
     PFN_cuMemAddressReserve_v10020 reserve;
@@ -67,7 +115,6 @@ typedef struct cuda_vmm {
     PFN_cuMemMap_v10020 map;
     PFN_cuMemUnmap_v10020 unmap;
     PFN_cuMemSetAccess_v10020 set_access;
-    PFN_cuGetErrorString_v6000 error_string;
     size_t granularity;
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
@@ -75,8 +122,13 @@ typedef struct cuda_vmm {
 
 typedef struct cuda_device {
     int device;
+    CUdevice dev;
+    CUcontext primary; /* the device's primary context, retained at creation */
     char name[32];
-    cuda_vmm vm; /* valid when the vm_* ops are in the table */
+    cuda_driver drv;
+    cuda_vmm vm;             /* valid when the vm_* ops are in the table */
+    pthread_mutex_t vm_lock; /* around each vm op: the record's check, then the driver calls it allows */
+    ccai_vm_ranges ranges;   /* reserved ranges and their mapped granules; under vm_lock */
 } cuda_device;
 
 static cca_status cuda_error(cudaError_t e, const char *what) {
@@ -85,24 +137,52 @@ static cca_status cuda_error(cudaError_t e, const char *what) {
     return ccai_fail(st, "cuda: %s failed: %s", what, cudaGetErrorString(e));
 }
 
-#define CUDA_TRY(call, what)                                                                                           \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess)                                                                                         \
-            return cuda_error(e_, what);                                                                               \
-    } while (0)
+static cca_status driver_error(const cuda_device *d, CUresult r, const char *what) {
+    const char *text = NULL;
+    if (!d->drv.error_string || d->drv.error_string(r, &text) != CUDA_SUCCESS || !text)
+        text = "unknown driver error";
+    return ccai_fail(r == CUDA_ERROR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM,
+                     "cuda: %s failed: %s (CUresult %d)", what, text, (int)r);
+}
 
-/* Run `call` with d->device current, then give the caller back its own
- * current device: an allocator call must not move the program's kernels. */
+/* The caller's current context, put back by leave (NULL: it had none). */
+typedef struct cuda_caller {
+    CUcontext context;
+    bool switched;
+} cuda_caller;
+
+/* Make the device's primary context current, unless it already is. */
+static cca_status enter(const cuda_device *d, cuda_caller *c) {
+    c->context = NULL;
+    c->switched = false;
+    CUresult r = d->drv.ctx_get_current(&c->context);
+    if (r != CUDA_SUCCESS)
+        return driver_error(d, r, "cuCtxGetCurrent");
+    if (c->context == d->primary)
+        return CCA_OK;
+    if ((r = d->drv.ctx_set_current(d->primary)) != CUDA_SUCCESS)
+        return driver_error(d, r, "cuCtxSetCurrent");
+    c->switched = true;
+    return CCA_OK;
+}
+
+/* Give the caller back its own current context (or none). */
+static void leave(const cuda_device *d, const cuda_caller *c) {
+    if (c->switched)
+        (void)d->drv.ctx_set_current(c->context);
+}
+
+/* Run the runtime call `call` in the device's primary context, then give
+ * the caller back its own: an allocator call must not move the program's
+ * kernels, nor create a context. */
 #define ON_DEVICE(d, call, what)                                                                                       \
     do {                                                                                                               \
-        int previous_ = -1;                                                                                            \
-        CUDA_TRY(cudaGetDevice(&previous_), "cudaGetDevice");                                                          \
-        if (previous_ != (d)->device)                                                                                  \
-            CUDA_TRY(cudaSetDevice((d)->device), "cudaSetDevice");                                                     \
+        cuda_caller caller_;                                                                                           \
+        cca_status st_enter_ = enter((d), &caller_);                                                                   \
+        if (st_enter_ != CCA_OK)                                                                                       \
+            return st_enter_;                                                                                          \
         cudaError_t e_call_ = (call);                                                                                  \
-        if (previous_ != (d)->device)                                                                                  \
-            (void)cudaSetDevice(previous_);                                                                            \
+        leave((d), &caller_);                                                                                          \
         if (e_call_ != cudaSuccess)                                                                                    \
             return cuda_error(e_call_, what);                                                                          \
     } while (0)
@@ -152,214 +232,290 @@ static cca_status cuda_event_record(void *ctx, cca_stream stream, void **event) 
     return CCA_OK;
 }
 
+/* Query and destroy in the device's context too: on a thread with no
+ * context the runtime would make one on device 0 for them. */
+/* cudaEventQuery, "not ready" a success with *ready false. */
+static cudaError_t query_event(cudaEvent_t ev, bool *ready) {
+    cudaError_t e = cudaEventQuery(ev);
+    *ready = e != cudaErrorNotReady;
+    if (*ready)
+        return e;
+    (void)cudaGetLastError();
+    return cudaSuccess;
+}
+
 static cca_status cuda_event_query(void *ctx, void *event) {
-    (void)ctx;
-    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
-    if (e == cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        return CCA_ERR_NOT_READY;
-    }
-    CUDA_TRY(e, "cudaEventQuery");
-    return CCA_OK;
+    cuda_device *d = ctx;
+    bool ready = false;
+    ON_DEVICE(d, query_event((cudaEvent_t)event, &ready), "cudaEventQuery");
+    return ready ? CCA_OK : CCA_ERR_NOT_READY;
 }
 
 static cca_status cuda_event_destroy(void *ctx, void *event) {
-    (void)ctx;
-    CUDA_TRY(cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
+    cuda_device *d = ctx;
+    ON_DEVICE(d, cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
     return CCA_OK;
 }
 
 /* ---- virtual memory ------------------------------------------------------- */
-
-static cca_status driver_error(const cuda_vmm *vm, CUresult r, const char *what) {
-    const char *text = NULL;
-    if (!vm->error_string || vm->error_string(r, &text) != CUDA_SUCCESS || !text)
-        text = "unknown driver error";
-    return ccai_fail(r == CUDA_ERROR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM,
-                     "cuda: %s failed: %s (CUresult %d)", what, text, (int)r);
-}
-
-/* Make the device current for driver calls; *previous to restore. */
-static cca_status enter(const cuda_device *d, int *previous) {
-    CUDA_TRY(cudaGetDevice(previous), "cudaGetDevice");
-    if (*previous != d->device)
-        CUDA_TRY(cudaSetDevice(d->device), "cudaSetDevice");
-    return CCA_OK;
-}
-
-static void leave(const cuda_device *d, int previous) {
-    if (previous != d->device)
-        (void)cudaSetDevice(previous);
-}
 
 static cca_status cuda_vm_granularity(void *ctx, size_t *bytes) {
     *bytes = ((cuda_device *)ctx)->vm.granularity;
     return CCA_OK;
 }
 
+/* A reservation is recorded (vm_ranges.c) so that every later call can be
+ * checked against the rules before the driver is asked anything. */
 static cca_status cuda_vm_reserve(void *ctx, size_t size, void **base) {
     cuda_device *d = ctx;
-    int previous;
-    cca_status st = enter(d, &previous);
-    if (st != CCA_OK)
+    pthread_mutex_lock(&d->vm_lock);
+    cuda_caller caller;
+    cca_status st = enter(d, &caller);
+    if (st != CCA_OK) {
+        pthread_mutex_unlock(&d->vm_lock);
         return st;
+    }
     CUdeviceptr p = 0;
     CUresult r = d->vm.reserve(&p, size, d->vm.granularity, 0, 0);
-    leave(d, previous);
     if (r != CUDA_SUCCESS)
-        return driver_error(&d->vm, r, "cuMemAddressReserve");
-    *base = (void *)(uintptr_t)p;
-    return CCA_OK;
+        st = driver_error(d, r, "cuMemAddressReserve");
+    else if ((st = ccai_vm_ranges_add(&d->ranges, (uintptr_t)p, size)) != CCA_OK)
+        (void)d->vm.address_free(p, size); /* unrecorded: not handed out */
+    leave(d, &caller);
+    pthread_mutex_unlock(&d->vm_lock);
+    if (st == CCA_OK)
+        *base = (void *)(uintptr_t)p;
+    return st;
 }
 
 static cca_status cuda_vm_release(void *ctx, void *base, size_t size) {
     cuda_device *d = ctx;
-    int previous;
-    cca_status st = enter(d, &previous);
-    if (st != CCA_OK)
-        return st;
-    CUresult r = d->vm.address_free((CUdeviceptr)(uintptr_t)base, size);
-    leave(d, previous);
-    return r == CUDA_SUCCESS ? CCA_OK : driver_error(&d->vm, r, "cuMemAddressFree");
+    pthread_mutex_lock(&d->vm_lock);
+    ccai_vm_range *range = NULL;
+    cuda_caller caller;
+    cca_status st = ccai_vm_check_release(&d->ranges, (uintptr_t)base, size, &range);
+    if (st == CCA_OK && (st = enter(d, &caller)) == CCA_OK) {
+        CUresult r = d->vm.address_free((CUdeviceptr)(uintptr_t)base, size);
+        leave(d, &caller);
+        if (r == CUDA_SUCCESS)
+            ccai_vm_ranges_remove(&d->ranges, range);
+        else
+            st = driver_error(d, r, "cuMemAddressFree");
+    }
+    pthread_mutex_unlock(&d->vm_lock);
+    return st;
 }
 
-/* Unmap granules [from, to) of the range at p: one cuMemUnmap each (a
- * granule is its own allocation, so each unmap frees its memory). The
- * first failure stops it: *done is how many were unmapped. */
-static CUresult unmap_granules(const cuda_device *d, CUdeviceptr p, size_t from, size_t to, size_t *done) {
-    size_t g = d->vm.granularity, i = from;
-    CUresult r = CUDA_SUCCESS;
-    for (; i < to; i++)
-        if ((r = d->vm.unmap(p + i * g, g)) != CUDA_SUCCESS)
+/* Unmap granules [first, first + n) of range r, one cuMemUnmap each (a
+ * granule is its own allocation: each unmap frees its memory), clearing
+ * each one's bit as it goes. keep_going: past failures too (best effort:
+ * undoing a map frees all the driver lets go); else the first failure
+ * stops it. Returns the first failure, *at its granule, *failed how many
+ * failed (their bits stay set: still mapped). */
+static CUresult unmap_granules(const cuda_device *d, ccai_vm_range *r, size_t first, size_t n, bool keep_going,
+                               size_t *failed, size_t *at) {
+    size_t g = d->vm.granularity;
+    CUresult first_error = CUDA_SUCCESS;
+    *failed = 0;
+    for (size_t i = first; i < first + n; i++) {
+        CUresult e = d->vm.unmap((CUdeviceptr)(r->base + i * g), g);
+        if (e == CUDA_SUCCESS) {
+            ccai_vm_range_set(r, i, false);
+            continue;
+        }
+        if ((*failed)++ == 0) {
+            first_error = e;
+            *at = i;
+        }
+        if (!keep_going)
             break;
-    *done = i - from;
-    return r;
+    }
+    return first_error;
 }
 
-/* Map granules [0, n) of the range at p, each new memory of its own
+/* Map granules [first, first + n) of range r, each new memory of its own
  * (cuMemCreate + cuMemMap, then cuMemRelease: the mapping keeps the memory
- * and its unmap frees it), then one cuMemSetAccess for all of them. On a
- * failure every granule mapped here is unmapped again (nothing stays mapped
- * or allocated) and *what names the failed step, *at its granule. */
-static CUresult map_granules(const cuda_device *d, CUdeviceptr p, size_t n, const char **what, size_t *at) {
-    size_t g = d->vm.granularity, i = 0, undone;
-    CUresult r = CUDA_SUCCESS;
-    for (; i < n; i++) {
+ * and its unmap frees it), setting each one's bit, then one cuMemSetAccess
+ * for all of them. On a failure *what names the failed step and *at its
+ * granule, and every granule mapped here is unmapped again, best effort:
+ * *stuck counts those the driver would not let go (still mapped, their
+ * bits set); 0 means nothing stays mapped or allocated. */
+static CUresult map_granules(const cuda_device *d, ccai_vm_range *r, size_t first, size_t n, const char **what,
+                             size_t *at, size_t *stuck) {
+    size_t g = d->vm.granularity, i = first, undo_at;
+    CUresult e = CUDA_SUCCESS;
+    *stuck = 0;
+    for (; i < first + n; i++) {
         CUmemGenericAllocationHandle h;
         *what = "cuMemCreate";
-        if ((r = d->vm.create(&h, g, &d->vm.prop, 0)) != CUDA_SUCCESS)
+        if ((e = d->vm.create(&h, g, &d->vm.prop, 0)) != CUDA_SUCCESS)
             break;
         *what = "cuMemMap";
-        r = d->vm.map(p + i * g, g, 0, h, 0);
+        e = d->vm.map((CUdeviceptr)(r->base + i * g), g, 0, h, 0);
         /* mapped: the mapping holds the memory; not mapped: this frees it */
         (void)d->vm.release(h);
-        if (r != CUDA_SUCCESS)
+        if (e != CUDA_SUCCESS)
             break;
+        ccai_vm_range_set(r, i, true);
     }
     *at = i;
-    if (r == CUDA_SUCCESS) {
+    if (e == CUDA_SUCCESS) {
         *what = "cuMemSetAccess";
-        r = d->vm.set_access(p, n * g, &d->vm.access, 1);
+        e = d->vm.set_access((CUdeviceptr)(r->base + first * g), n * g, &d->vm.access, 1);
     }
-    if (r != CUDA_SUCCESS)
-        (void)unmap_granules(d, p, 0, i, &undone);
-    return r;
+    if (e != CUDA_SUCCESS)
+        (void)unmap_granules(d, r, first, i - first, true, stuck, &undo_at);
+    return e;
 }
 
+/* More than the device has free cannot be mapped: refused before anything
+ * is created, by one cudaMemGetInfo, instead of a cuMemCreate + cuMemMap
+ * per granule of free memory until the driver runs out, then as many
+ * unmaps (40 000 granules on an 80 GB device). A cudaMemGetInfo that
+ * fails decides nothing: the map is tried. */
+static cca_status room_for(const cuda_device *d, const void *addr, size_t size) {
+    size_t free_b = 0, total_b = 0;
+    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return CCA_OK;
+    }
+    if (size <= free_b)
+        return CCA_OK;
+    return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                     "%s: vm_map of %p (%zu bytes): the device has %zu bytes free (cudaMemGetInfo); nothing mapped",
+                     d->name, addr, size, free_b);
+}
+
+/* The rules first (vm_ranges.c: inside one range, no granule already
+ * mapped), so a refusal changes nothing; then room on the device; then
+ * the granules. */
 static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
-    CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
-    size_t n = size / d->vm.granularity, at = 0; /* the wrapper checked: a multiple */
-    int previous;
-    cca_status st = enter(d, &previous);
+    size_t n = size / d->vm.granularity, first = 0, at = 0, stuck = 0; /* the wrapper checked: a multiple */
+    pthread_mutex_lock(&d->vm_lock);
+    ccai_vm_range *range = NULL;
+    cuda_caller caller;
+    cca_status st = ccai_vm_check_map(&d->ranges, (uintptr_t)addr, size, &range, &first);
+    if (st == CCA_OK)
+        st = enter(d, &caller);
+    if (st != CCA_OK) {
+        pthread_mutex_unlock(&d->vm_lock);
+        return st;
+    }
+    const char *what = "cuMemCreate";
+    CUresult e = CUDA_SUCCESS;
+    if ((st = room_for(d, addr, size)) == CCA_OK)
+        e = map_granules(d, range, first, n, &what, &at, &stuck);
+    leave(d, &caller);
+    pthread_mutex_unlock(&d->vm_lock);
     if (st != CCA_OK)
         return st;
-    const char *what = "cuMemCreate";
-    CUresult r = map_granules(d, p, n, &what, &at);
-    leave(d, previous);
-    if (r == CUDA_SUCCESS)
+    if (e == CUDA_SUCCESS)
         return CCA_OK;
-    char step[96];
+    char step[256], left[128] = "";
+    if (stuck)
+        snprintf(left, sizeof left,
+                 "; %zu of the granules it mapped could not be unmapped again and stay mapped (the range cannot be "
+                 "released until they are)",
+                 stuck);
     if (strcmp(what, "cuMemSetAccess") == 0)
-        snprintf(step, sizeof step, "vm_map of %p (%zu granules): cuMemSetAccess over them", addr, n);
+        snprintf(step, sizeof step, "vm_map of %p (%zu granules): cuMemSetAccess over them%s", addr, n, left);
     else
-        snprintf(step, sizeof step, "vm_map of %p (%zu granules): %s of granule %zu", addr, n, what, at);
-    return driver_error(&d->vm, r, step); /* OOM for CUDA_ERROR_OUT_OF_MEMORY */
+        snprintf(step, sizeof step, "vm_map of %p (%zu granules): %s of granule %zu%s", addr, n, what, at - first,
+                 left);
+    return driver_error(d, e, step); /* OOM for CUDA_ERROR_OUT_OF_MEMORY */
 }
 
-/* Unmap granule by granule. The driver refuses a granule that is not mapped
- * only when the loop reaches it: the granules before it are then gone, and
- * are mapped again (new memory: their contents are lost) so that the range
- * is refused with what is mapped unchanged, as the rule asks. */
+/* The rules first (vm_ranges.c: inside one range, every granule mapped),
+ * so a refusal changes nothing; then one cuMemUnmap per granule. Should
+ * the driver fail one all the same, the granules before it are mapped
+ * again (new memory: their contents are lost; the allocator unmaps only
+ * free pages) so that what is mapped is unchanged. */
 static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
-    CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
-    size_t g = d->vm.granularity, n = size / g, done = 0;
-    int previous;
-    cca_status st = enter(d, &previous);
-    if (st != CCA_OK)
+    size_t n = size / d->vm.granularity, first = 0, failed = 0, at = 0;
+    pthread_mutex_lock(&d->vm_lock);
+    ccai_vm_range *range = NULL;
+    cuda_caller caller;
+    cca_status st = ccai_vm_check_unmap(&d->ranges, (uintptr_t)addr, size, &range, &first);
+    if (st == CCA_OK)
+        st = enter(d, &caller);
+    if (st != CCA_OK) {
+        pthread_mutex_unlock(&d->vm_lock);
         return st;
-    CUresult r = unmap_granules(d, p, 0, n, &done);
+    }
+    CUresult e = unmap_granules(d, range, first, n, false, &failed, &at);
     CUresult back = CUDA_SUCCESS;
+    size_t done = e == CUDA_SUCCESS ? n : at - first, back_at = 0, stuck = 0;
     const char *what = "cuMemCreate";
-    size_t at = 0;
-    if (r != CUDA_SUCCESS && done > 0)
-        back = map_granules(d, p, done, &what, &at);
-    leave(d, previous);
-    if (r == CUDA_SUCCESS)
+    if (e != CUDA_SUCCESS && done > 0)
+        back = map_granules(d, range, first, done, &what, &back_at, &stuck);
+    leave(d, &caller);
+    pthread_mutex_unlock(&d->vm_lock);
+    if (e == CUDA_SUCCESS)
         return CCA_OK;
     char step[256];
-    if (done == 0)
+    if (back != CUDA_SUCCESS)
         snprintf(step, sizeof step,
-                 "vm_unmap of %p (%zu granules): cuMemUnmap of its first granule (an unmap names only "
-                 "mapped granules; nothing changed)",
-                 addr, n);
-    else if (back != CUDA_SUCCESS)
-        snprintf(step, sizeof step,
-                 "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu (an unmap names only mapped "
-                 "granules), and mapping the %zu before it again failed too: they stay unmapped",
-                 addr, n, done, done);
+                 "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu, and mapping the %zu before it again "
+                 "failed too (%s): they stay unmapped",
+                 addr, n, done, done, what);
     else
         snprintf(step, sizeof step,
-                 "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu (an unmap names only mapped "
-                 "granules; the %zu before it mapped again, contents lost)",
+                 "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu (the %zu before it mapped again, "
+                 "contents lost: what is mapped is unchanged)",
                  addr, n, done, done);
-    (void)driver_error(&d->vm, r, step); /* the message; a refusal whatever the driver said */
+    (void)driver_error(d, e, step); /* the message; a refusal whatever the driver said */
     return CCA_ERR_UPSTREAM;
+}
+
+/* Look up n driver functions by name (the ABI of CUDA 12.0 each): true
+ * when all are there, else the first missing one goes to *why. */
+static bool lookup(const char *const *names, void **const *fns, size_t n, char *why, size_t whylen) {
+    for (size_t i = 0; i < n; i++) {
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion(names[i], fns[i], 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || !*fns[i]) {
+            (void)cudaGetLastError();
+            snprintf(why, whylen, "the driver has no %s", names[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The functions every upstream needs (contexts, messages). */
+static bool load_driver(cuda_device *d, char *why, size_t whylen) {
+    static const char *const names[] = {"cuGetErrorString",          "cuDeviceGet",     "cuDevicePrimaryCtxRetain",
+                                        "cuDevicePrimaryCtxRelease", "cuCtxGetCurrent", "cuCtxSetCurrent"};
+    void **const fns[] = {(void **)&d->drv.error_string,    (void **)&d->drv.device_get,
+                          (void **)&d->drv.primary_retain,  (void **)&d->drv.primary_release,
+                          (void **)&d->drv.ctx_get_current, (void **)&d->drv.ctx_set_current};
+    return lookup(names, fns, sizeof names / sizeof *names, why, whylen);
 }
 
 /* Look the driver's VMM functions up and check the device: true when the
  * vm_* ops can be offered. Why not goes to *why (no error is set). */
 static bool load_vmm(cuda_device *d, char *why, size_t whylen) {
-    struct {
-        const char *name;
-        void **fn;
-    } syms[] = {
-        {"cuMemAddressReserve", (void **)&d->vm.reserve}, {"cuMemAddressFree", (void **)&d->vm.address_free},
-        {"cuMemCreate", (void **)&d->vm.create},          {"cuMemRelease", (void **)&d->vm.release},
-        {"cuMemMap", (void **)&d->vm.map},                {"cuMemUnmap", (void **)&d->vm.unmap},
-        {"cuMemSetAccess", (void **)&d->vm.set_access},   {"cuGetErrorString", (void **)&d->vm.error_string},
-    };
-    PFN_cuDeviceGet_v2000 device_get = NULL;
     PFN_cuDeviceGetAttribute_v2000 get_attribute = NULL;
     PFN_cuMemGetAllocationGranularity_v10020 get_granularity = NULL;
-    void **more[] = {(void **)&device_get, (void **)&get_attribute, (void **)&get_granularity};
-    const char *more_names[] = {"cuDeviceGet", "cuDeviceGetAttribute", "cuMemGetAllocationGranularity"};
-    for (size_t i = 0; i < sizeof syms / sizeof *syms + 3; i++) {
-        const char *name = i < 8 ? syms[i].name : more_names[i - 8];
-        void **fn = i < 8 ? syms[i].fn : more[i - 8];
-        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-        if (cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess || !*fn) {
-            (void)cudaGetLastError();
-            snprintf(why, whylen, "the driver has no %s", name);
-            return false;
-        }
-    }
-    CUdevice dev;
+    static const char *const names[] = {"cuMemAddressReserve",
+                                        "cuMemAddressFree",
+                                        "cuMemCreate",
+                                        "cuMemRelease",
+                                        "cuMemMap",
+                                        "cuMemUnmap",
+                                        "cuMemSetAccess",
+                                        "cuDeviceGetAttribute",
+                                        "cuMemGetAllocationGranularity"};
+    void **const fns[] = {(void **)&d->vm.reserve,    (void **)&d->vm.address_free, (void **)&d->vm.create,
+                          (void **)&d->vm.release,    (void **)&d->vm.map,          (void **)&d->vm.unmap,
+                          (void **)&d->vm.set_access, (void **)&get_attribute,      (void **)&get_granularity};
+    if (!lookup(names, fns, sizeof names / sizeof *names, why, whylen))
+        return false;
     int supported = 0;
-    if (device_get(&dev, d->device) != CUDA_SUCCESS ||
-        get_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS ||
+    if (get_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d->dev) != CUDA_SUCCESS ||
         !supported) {
         snprintf(why, whylen, "device %d does not support virtual memory management", d->device);
         return false;
@@ -378,17 +534,40 @@ static bool load_vmm(cuda_device *d, char *why, size_t whylen) {
         return false;
     }
     d->vm.granularity = g;
+    d->ranges.granule = g;
+    d->ranges.who = d->name;
     return true;
 }
 
+/* Ranges still reserved (a release the allocator could not make) stay
+ * with the driver until the context goes; only their record is freed. */
 static void cuda_destroy(void *ctx) {
-    free(ctx);
+    cuda_device *d = ctx;
+    (void)d->drv.primary_release(d->dev);
+    ccai_vm_ranges_free(&d->ranges);
+    pthread_mutex_destroy(&d->vm_lock);
+    free(d);
 }
 
-/* Create the device's context now, not inside the first allocation. */
-static cca_status create_context(cuda_device *d) {
-    ON_DEVICE(d, cudaFree(NULL), "context creation");
-    return CCA_OK;
+/* The device's primary context, retained (created now if the device had
+ * none), and the runtime's state in it made now, not inside the first
+ * allocation. */
+static cca_status open_context(cuda_device *d) {
+    CUresult r = d->drv.device_get(&d->dev, d->device);
+    if (r != CUDA_SUCCESS)
+        return driver_error(d, r, "cuDeviceGet");
+    if ((r = d->drv.primary_retain(&d->primary, d->dev)) != CUDA_SUCCESS)
+        return driver_error(d, r, "cuDevicePrimaryCtxRetain");
+    cuda_caller caller;
+    cca_status st = enter(d, &caller);
+    cudaError_t e = st == CCA_OK ? cudaFree(NULL) : cudaSuccess;
+    if (st == CCA_OK)
+        leave(d, &caller);
+    if (st == CCA_OK && e != cudaSuccess)
+        st = cuda_error(e, "context creation");
+    if (st != CCA_OK)
+        (void)d->drv.primary_release(d->dev);
+    return st;
 }
 
 cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
@@ -408,12 +587,20 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
     if (!d)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_cuda_create: host malloc failed");
     d->device = device;
-    cca_status st_ctx = create_context(d);
+    snprintf(d->name, sizeof d->name, "cuda:%d", device);
+    pthread_mutex_init(&d->vm_lock, NULL);
+    char why[128];
+    if (!load_driver(d, why, sizeof why)) {
+        pthread_mutex_destroy(&d->vm_lock);
+        free(d);
+        return ccai_fail(CCA_ERR_UPSTREAM, "cuda: %s", why);
+    }
+    cca_status st_ctx = open_context(d);
     if (st_ctx != CCA_OK) {
+        pthread_mutex_destroy(&d->vm_lock);
         free(d);
         return st_ctx;
     }
-    snprintf(d->name, sizeof d->name, "cuda:%d", device);
     cca_upstream_ops ops = {
         .alloc = cuda_alloc,
         .free = cuda_free,
@@ -425,8 +612,8 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
         .destroy = cuda_destroy,
         .name = d->name,
     };
-    char why[128];
-    if (load_vmm(d, why, sizeof why)) {
+    bool vm = load_vmm(d, why, sizeof why);
+    if (vm) {
         ops.vm_granularity = cuda_vm_granularity;
         ops.vm_reserve = cuda_vm_reserve;
         ops.vm_release = cuda_vm_release;
@@ -435,7 +622,9 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
     }
     cca_status st = ccai_upstream_wrap(&ops, d, out);
     if (st != CCA_OK)
-        free(d);
+        cuda_destroy(d);
+    else if (!vm) /* said by cca_upstream_vm_* and by cca_create's expandable:1 fallback */
+        ccai_upstream_set_no_vm_reason(*out, why);
     return st;
 }
 

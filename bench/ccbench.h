@@ -493,8 +493,9 @@ void ccb_write_machine_md(FILE *f);
 /* A strategy or trace name as a file name (timeline/T__S.csv, timeline_T.png):
  * '/', '=', ',', ':', ' ' -> '_'. */
 void ccb_file_name(const char *in, char *out, size_t len);
-/* Run gnuplot on scripts/<script> with arguments; 0 ok, 1 gnuplot missing. */
-int ccb_gnuplot(const char *script_dir, const char *script, const char *const *args, size_t nargs);
+/* Run gnuplot on scripts/<script> with arguments, inside directory cwd
+ * (NULL: this process's); 0 ok, 1 gnuplot missing, -1 failed. */
+int ccb_gnuplot(const char *script_dir, const char *script, const char *cwd, const char *const *args, size_t nargs);
 const char *ccb_default_script_dir(void);
 
 /* The output directory of replay, micro, driver and --all. */

@@ -32,6 +32,7 @@
 #include <ccalloc.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -472,9 +473,12 @@ void ccb_write_machine_md(FILE *f) {
             sysconf(_SC_NPROCESSORS_ONLN), ccb_gpu_unavailable_reason(), date);
 }
 
-int ccb_gnuplot(const char *script_dir, const char *script, const char *const *args, size_t nargs) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", script_dir ? script_dir : ccb_default_script_dir(), script);
+int ccb_gnuplot(const char *script_dir, const char *script, const char *cwd, const char *const *args, size_t nargs) {
+    char rel[4096], path[PATH_MAX];
+    int n = snprintf(rel, sizeof rel, "%s/%s", script_dir ? script_dir : ccb_default_script_dir(), script);
+    /* absolute: the child may change directory before it runs gnuplot */
+    if (n < 0 || (size_t)n >= sizeof rel || !realpath(rel, path))
+        return -1;
     const char *argv[24];
     size_t k = 0;
     argv[k++] = "gnuplot";
@@ -488,6 +492,8 @@ int ccb_gnuplot(const char *script_dir, const char *script, const char *const *a
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        if (cwd && chdir(cwd) != 0)
+            _exit(126);
         execvp("gnuplot", (char *const *)argv);
         _exit(127);
     }
@@ -586,38 +592,59 @@ void ccb_file_name(const char *in, char *out, size_t len) {
     out[k] = '\0';
 }
 
-/* One trace's timeline CSVs, and its plot: one panel per strategy that ran. */
+/* One trace's timeline CSVs, and its plot: one panel per strategy that ran.
+ * Each strategy's CSV has a name of its own: two specs that make the same
+ * file name (they differ only in characters ccb_file_name replaces, or
+ * beyond its length) get -2, -3, ... appended, so no CSV overwrites another.
+ * gnuplot runs inside the output directory and is given the CSVs by their
+ * relative names (timeline/T__S.csv: no spaces), since its word list splits
+ * at spaces that the directory's own path may contain. */
 static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
-    char files[4096] = "", labels[2048] = "";
+    char files[CCB_MAX_SPECS * 160] = "", labels[CCB_MAX_SPECS * 72] = "";
+    char used[CCB_MAX_SPECS][64];
     size_t panels = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && panels < CCB_MAX_SPECS; i++) {
         if (r[i].skipped || isnan(r[i].median_ns) || !r[i].timeline_n)
             continue;
-        char st[64], tr[64], rel[256], path[1024];
-        ccb_file_name(r[i].strategy, st, sizeof st);
+        char st[64], base[56], tr[64], rel[160], path[4200];
+        ccb_file_name(r[i].strategy, base, sizeof base);
+        snprintf(st, sizeof st, "%s", base);
+        for (unsigned k = 2;; k++) { /* a name no earlier panel of this trace has */
+            size_t j = 0;
+            while (j < panels && strcmp(used[j], st) != 0)
+                j++;
+            if (j == panels)
+                break;
+            snprintf(st, sizeof st, "%s-%u", base, k);
+        }
         ccb_file_name(r[i].trace, tr, sizeof tr);
         snprintf(rel, sizeof rel, "timeline/%s__%s.csv", tr, st);
-        snprintf(path, sizeof path, "%s/%s", d->path, rel);
+        int len = snprintf(path, sizeof path, "%s/%s", d->path, rel);
+        if (len < 0 || (size_t)len >= sizeof path) {
+            out_failed("write", rel, "the output directory's path is too long");
+            continue;
+        }
         if (ccb_write_timeline_csv(path, &r[i]) != 0)
             continue;
-        snprintf(files + strlen(files), sizeof files - strlen(files), "%s%s", panels ? " " : "", path);
+        snprintf(used[panels], sizeof used[panels], "%s", st);
+        snprintf(files + strlen(files), sizeof files - strlen(files), "%s%s", panels ? " " : "", rel);
         snprintf(labels + strlen(labels), sizeof labels - strlen(labels), "%s%s", panels ? " " : "", st);
         panels++;
     }
     if (!panels || d->no_plots)
         return;
-    char png[1024], title[256], tr[64];
+    char png[128], title[256], tr[64];
     ccb_file_name(r[0].trace, tr, sizeof tr);
-    snprintf(png, sizeof png, "%s/timeline_%s.png", d->path, tr);
+    snprintf(png, sizeof png, "timeline_%s.png", tr); /* in d->path, where gnuplot runs */
     snprintf(title, sizeof title,
              "%s: allocated vs reserved (simulated device for ccalloc; MiB; last step: empty-cache, live blocks kept)",
              r[0].trace);
     const char *args[] = {png, title, files, labels};
-    int rc = ccb_gnuplot(d->script_dir, "timeline.gp", args, 4);
+    int rc = ccb_gnuplot(d->script_dir, "timeline.gp", d->path, args, 4);
     if (rc == 1)
         fprintf(stderr, "ccbench: gnuplot not found: no plots (apt-get install gnuplot)\n");
     else if (rc != 0)
-        fprintf(stderr, "ccbench: gnuplot failed on %s\n", png);
+        fprintf(stderr, "ccbench: gnuplot failed on %s/%s\n", d->path, png);
 }
 
 /* ratios.dat (peak reserved / peak allocated, trace x strategy) and its plot. */
@@ -656,7 +683,7 @@ static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces
     snprintf(png, sizeof png, "%s/ratios.png", d->path);
     snprintf(cols, sizeof cols, "%zu", kept + 1);
     const char *args[] = {dat, png, cols};
-    if (ccb_gnuplot(d->script_dir, "ratios.gp", args, 3) != 0)
+    if (ccb_gnuplot(d->script_dir, "ratios.gp", NULL, args, 3) != 0)
         fprintf(stderr, "ccbench: no ratio plot (gnuplot missing or failed)\n");
 }
 

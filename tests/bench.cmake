@@ -128,6 +128,11 @@ if(TARGET ccbench_core)
     replay -s malloc --reps 1 --scale 0.05 --no-plots --out ${ccb_cli_dir}/same-trace gen:uniform gen:uniform)
   ccb_cli(ccbench_all_same_name 0 "trace '${ccb_cli_dir}/b/t.csv' is called 't-2'" "" - ${ccb_all_opts}
     --out ${ccb_cli_dir}/all-same-name ${ccb_cli_dir}/a/t.csv ${ccb_cli_dir}/b/t.csv)
+  # a strategy named twice: two timeline CSVs, not one overwritten; an output
+  # directory with spaces in its path still gets its plots
+  add_test(NAME ccbench_plots COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_plots.sh $<TARGET_FILE:ccbench>
+    ${ccb_cli_dir}/plots)
+  set_tests_properties(ccbench_plots PROPERTIES LABELS cpu TIMEOUT 120)
   # the malloc floor refuses a block over the device as an OOM, without calling
   # malloc: a 2^60-byte request aborted ccbench under ASan (allocation-size-too-big)
   file(WRITE ${ccb_cli_dir}/huge.csv "seq,op,id,size,stream\n0,alloc,1,1152921504606846976,0\n1,alloc,2,4096,0\n")

@@ -1,0 +1,32 @@
+#!/bin/sh
+# ccbench_plots.sh — the replay's per-trace files, end to end:
+#
+#   ccbench_plots.sh CCBENCH WORKDIR
+#
+# The same strategy named twice gets two timeline CSVs (the second with -2),
+# not one overwritten; with an output directory whose path has spaces, the
+# timeline plot is still drawn (gnuplot is given the CSVs by names relative
+# to the directory it runs in: its word list splits at spaces). The plot is
+# checked only where gnuplot is installed.
+set -u
+ccbench=$1 work=$2
+out="$work/out dir with spaces"
+rm -rf "$work" && mkdir -p "$work" || exit 1
+"$ccbench" replay -s ccalloc-growth -s ccalloc-growth -s malloc --reps 1 --scale 0.05 --out "$out" gen:uniform \
+    >"$work/stdout" 2>"$work/stderr"
+rc=$?
+cat "$work/stdout" "$work/stderr"
+fail=0
+[ "$rc" -eq 0 ] || { echo "FAIL: exit status $rc"; fail=1; }
+for f in uniform__ccalloc-growth.csv uniform__ccalloc-growth-2.csv uniform__malloc.csv; do
+    [ -s "$out/timeline/$f" ] || { echo "FAIL: no timeline/$f"; fail=1; }
+done
+if command -v gnuplot >/dev/null 2>&1; then
+    [ -s "$out/timeline_uniform.png" ] || { echo "FAIL: no timeline_uniform.png"; fail=1; }
+    [ -s "$out/ratios.png" ] || { echo "FAIL: no ratios.png"; fail=1; }
+    if grep -q "gnuplot failed\|no ratio plot" "$work/stderr"; then echo "FAIL: gnuplot failed"; fail=1; fi
+else
+    echo "gnuplot not installed: plots not checked"
+fi
+[ "$fail" -eq 0 ] && echo PASS
+exit "$fail"

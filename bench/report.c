@@ -587,8 +587,12 @@ int ccb_close_stdout(void) {
 
 void ccb_file_name(const char *in, char *out, size_t len) {
     size_t k = 0;
-    for (; *in && k + 1 < len; in++)
-        out[k++] = (*in == '/' || *in == '=' || *in == ',' || *in == ':' || *in == ' ') ? '_' : *in;
+    for (; *in && k + 1 < len; in++) {
+        unsigned char c = (unsigned char)*in;
+        out[k++] = (c < 0x20 || c == 0x7f || c == '/' || c == '=' || c == ',' || c == ':' || c == ' ' || c == '"')
+                       ? '_'
+                       : *in;
+    }
     out[k] = '\0';
 }
 
@@ -664,12 +668,16 @@ static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces
         kept += keep[s];
     }
     fprintf(f, "# peak reserved / peak allocated; NaN = unknown or skipped\ntrace");
+    char word[128]; /* names as gnuplot words: no spaces, controls or quotes */
     for (size_t s = 0; s < nspecs && s < CCB_MAX_SPECS; s++)
-        if (keep[s])
-            fprintf(f, " %s", r[s].strategy);
+        if (keep[s]) {
+            ccb_file_name(r[s].strategy, word, sizeof word);
+            fprintf(f, " %s", word);
+        }
     fprintf(f, "\n");
     for (size_t t = 0; t < ntraces; t++) {
-        fprintf(f, "%s", r[t * nspecs].trace);
+        ccb_file_name(r[t * nspecs].trace, word, sizeof word);
+        fprintf(f, "%s", word);
         for (size_t s = 0; s < nspecs && s < CCB_MAX_SPECS; s++)
             if (keep[s])
                 fprintf(f, " %.4f", r[t * nspecs + s].ratio);

@@ -7,13 +7,15 @@
 # not one overwritten; with an output directory whose path has spaces, the
 # timeline plot is still drawn (gnuplot is given the CSVs by names relative
 # to the directory it runs in: its word list splits at spaces). The plot is
-# checked only where gnuplot is installed.
+# checked only where gnuplot is installed. A trace whose name has a space is
+# one word in ratios.dat (every row as many fields as the header).
 set -u
 ccbench=$1 work=$2
 out="$work/out dir with spaces"
 rm -rf "$work" && mkdir -p "$work" || exit 1
+"$ccbench" gen uniform --scale 0.02 -o "$work/my trace.csv" || exit 1
 "$ccbench" replay -s ccalloc-growth -s ccalloc-growth -s malloc --reps 1 --scale 0.05 --out "$out" gen:uniform \
-    >"$work/stdout" 2>"$work/stderr"
+    "$work/my trace.csv" >"$work/stdout" 2>"$work/stderr"
 rc=$?
 cat "$work/stdout" "$work/stderr"
 fail=0
@@ -21,6 +23,12 @@ fail=0
 for f in uniform__ccalloc-growth.csv uniform__ccalloc-growth-2.csv uniform__malloc.csv; do
     [ -s "$out/timeline/$f" ] || { echo "FAIL: no timeline/$f"; fail=1; }
 done
+if ! awk '/^#/ { next } !h { h = NF; next } NF != h { bad = 1 } END { exit bad || !h }' "$out/ratios.dat" ||
+    ! grep -q '^my_trace ' "$out/ratios.dat"; then
+    echo "FAIL: ratios.dat rows differ from the header in their number of words, or 'my trace' is not the word my_trace:"
+    cat "$out/ratios.dat"
+    fail=1
+fi
 if command -v gnuplot >/dev/null 2>&1; then
     [ -s "$out/timeline_uniform.png" ] || { echo "FAIL: no timeline_uniform.png"; fail=1; }
     [ -s "$out/ratios.png" ] || { echo "FAIL: no ratios.png"; fail=1; }

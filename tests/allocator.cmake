@@ -33,3 +33,9 @@ target_link_libraries(test_expandable PRIVATE PkgConfig::CJSON)
 # per-domain stats against a model, pending blocks, faults at every call of a release, footprint arenas, threads, JSON.
 cca_add_test(NAME test_domain SOURCES test_domain.c alloc_test_util.c LIBS ccalloc_static LABEL cpu TIMEOUT 120)
 target_link_libraries(test_domain PRIVATE PkgConfig::CJSON)
+
+# Domains and the VM record under attack (tests/test_domain_hostile.c): host malloc failures injected with --wrap.
+cca_add_test(NAME test_domain_hostile SOURCES test_domain_hostile.c alloc_test_util.c LIBS ccalloc_static LABEL cpu
+  TIMEOUT 600)
+target_include_directories(test_domain_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+target_link_options(test_domain_hostile PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc")

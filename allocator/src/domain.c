@@ -33,7 +33,8 @@
  *
  * Costs: create, a handle check and destroy O(1) expected (the set doubles
  * at half full); release and per-domain stats O(the domain's segments and
- * their blocks).
+ * their blocks), plus, for expandable segments, O(pages) of each range
+ * released (its bitmap is scanned for mapped runs).
  *
  * Invariants (check.c): every segment's domain is in the allocator's list;
  * each domain's counters equal what its segments and blocks hold, and the
@@ -232,8 +233,6 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
     if (!d)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
     snprintf(d->name, sizeof d->name, "%s", name);
-    if (a->trace) /* before the lock: the recorder may log */
-        d->trace_no = ccai_trace_domain(a->trace, d->name);
     ccai_lock(a);
     cca_status st = set_reserve(a);
     if (st != CCA_OK) {
@@ -250,6 +249,11 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
     d->prev = a->last;
     a->last = d;
     ccai_unlock(a);
+    /* Recorded once it exists (a refused create is not in the trace), and
+     * outside the lock: the recorder may log. No other call can name d
+     * before it is returned, so its number is set before any use. */
+    if (a->trace)
+        d->trace_no = ccai_trace_domain(a->trace, d->name);
     *out = d;
     return CCA_OK;
 }

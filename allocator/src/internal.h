@@ -548,6 +548,11 @@ ccai_segment *ccai_arena_find(const cca_allocator *a);
 /* The address range of a growth segment is the ceiling (device total or
  * max_reserved); when neither is known, this. */
 #define CCAI_EXPANDABLE_DEFAULT_RANGE ((size_t)64 << 30)
+/* The address space an allocator's growth ranges may hold before new ranges
+ * shrink (pool.c, expandable_take): a quarter of a 47-bit user space, so
+ * that ranges for many (domain, stream, pool) never starve the rest of the
+ * process (malloc, thread stacks, other allocators) of addresses. */
+#define CCAI_ADDRESS_BUDGET ((size_t)32 << 40)
 /* A new expandable segment for (stream, pool): address space only, one free
  * block over all of it. greedy: the arena, every page mapped. */
 cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,

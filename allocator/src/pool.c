@@ -393,8 +393,22 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
             size_t pages = round_up(rounded, a->page);
             va = pages > CCAI_EXPANDABLE_DEFAULT_RANGE ? pages : CCAI_EXPANDABLE_DEFAULT_RANGE;
         }
+        /* Address space is finite too: every (domain, stream, pool) has a
+         * range of its own, and ~1,600 ranges of an 80 GiB device would
+         * fill a 47-bit space. A range takes at most half of what is left
+         * of the allocator's budget (CCAI_ADDRESS_BUDGET), so ranges keep
+         * the device's size until the budget is nearly spent, then halve,
+         * never below the request's own pages; a reservation the upstream
+         * refuses is tried again at half the size, down to those pages. */
+        size_t least = round_up(rounded, a->page);
+        size_t held = a->c.address_space;
+        size_t room = held < CCAI_ADDRESS_BUDGET ? (CCAI_ADDRESS_BUDGET - held) / 2 : 0;
+        if (va > room)
+            va = room > least ? room : least;
         ccai_segment *s = NULL;
-        cca_status st = ccai_expandable_reserve(a, va, key, pool, false, &s);
+        cca_status st;
+        while ((st = ccai_expandable_reserve(a, va, key, pool, false, &s)) == CCA_ERR_OUT_OF_MEMORY && va / 2 >= least)
+            va /= 2;
         if (st != CCA_OK)
             return st;
         *b = s->first;

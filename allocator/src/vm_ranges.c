@@ -23,8 +23,8 @@
  * clears bits as its driver calls succeed, so the record stays the truth
  * even when a call fails part-way.
  *
- * Costs: finding the range walks the list (an allocator holds a few
- * ranges: one per stream and pool); checking a run tests its bits one by
+ * Costs: finding the range walks the list (one range per stream, pool and
+ * memory domain in use); checking a run tests its bits one by
  * one (a run of k granules: k tests; the driver then makes >= k calls
  * anyway). A range's bitmap is granules / 8 bytes: 5 KiB for 80 GiB of
  * 2 MiB granules. Not locked: the caller holds its own lock across the
@@ -87,6 +87,9 @@ static size_t first_in_state(const ccai_vm_range *r, size_t first, size_t n, boo
  * else the refusal of `op` (nothing is inside, or it runs past the end). */
 static cca_status inside(const ccai_vm_ranges *rs, const char *op, uintptr_t addr, size_t size, ccai_vm_range **out,
                          size_t *first) {
+    if (size == 0 || addr % rs->granule || size % rs->granule) /* whole granules only, whoever calls */
+        return ccai_fail(CCA_ERR_UPSTREAM, "%s: %s of %p (%zu bytes): not whole granules of %zu bytes", rs->who, op,
+                         (void *)addr, size, rs->granule);
     for (ccai_vm_range *r = rs->head; r; r = r->next) {
         if (addr < r->base || addr - r->base >= r->size)
             continue;

@@ -212,7 +212,24 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
         if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
             fprintf(f, "--:|");
     fprintf(f, "\n");
-    for (size_t d = 0; d < t->ndomains; d++) {
+    /* what each strategy returned at each domain's releases, summed in one
+     * pass over its checkpoints: O(domains x strategies + checkpoints), not
+     * their product (a trace may hold 65,535 domains) */
+    size_t nd = t->ndomains;
+    size_t *sum = nd && nspecs ? calloc(nspecs * nd, sizeof *sum) : NULL;
+    if (nd && nspecs && !sum) {
+        fprintf(f, "(host memory short: no per-domain table)\n");
+        return;
+    }
+    for (size_t s = 0; s < nspecs; s++)
+        for (size_t i = 0; i < r[s].checkpoints_n; i++) {
+            const ccb_checkpoint *c = &r[s].checkpoints[i];
+            if (c->op != CCB_DOMAIN_RELEASE || c->mark >= nd)
+                continue;
+            size_t *v = &sum[s * nd + c->mark];
+            *v = c->returned == CCB_UNKNOWN || *v == CCB_UNKNOWN ? CCB_UNKNOWN : *v + c->returned;
+        }
+    for (size_t d = 0; d < nd; d++) {
         const ccb_domain_info *di = &t->domains[d];
         char pr[32];
         ccb_format_bytes(di->peak_requested, pr, sizeof pr);
@@ -221,23 +238,13 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
         for (size_t s = 0; s < nspecs; s++) {
             if (r[s].skipped || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
-            size_t sum = 0;
-            int unknown = 0;
-            for (size_t i = 0; i < r[s].checkpoints_n; i++) {
-                const ccb_checkpoint *c = &r[s].checkpoints[i];
-                if (c->op != CCB_DOMAIN_RELEASE || c->mark != d)
-                    continue;
-                if (c->returned == CCB_UNKNOWN)
-                    unknown = 1;
-                else
-                    sum += c->returned;
-            }
             char b[32];
-            ccb_format_bytes(sum, b, sizeof b);
-            fprintf(f, " %s |", !di->releases ? "—" : unknown ? "?" : b);
+            ccb_format_bytes(sum[s * nd + d], b, sizeof b);
+            fprintf(f, " %s |", !di->releases ? "—" : sum[s * nd + d] == CCB_UNKNOWN ? "?" : b);
         }
         fprintf(f, "\n");
     }
+    free(sum);
 }
 
 void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {

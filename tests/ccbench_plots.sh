@@ -8,7 +8,8 @@
 # timeline plot is still drawn (gnuplot is given the CSVs by names relative
 # to the directory it runs in: its word list splits at spaces). The plot is
 # checked only where gnuplot is installed. A trace whose name has a space is
-# one word in ratios.dat (every row as many fields as the header).
+# one word in ratios.dat (every row as many fields as the header). The
+# per-domain table sums what each strategy returned at a domain's releases.
 set -u
 ccbench=$1 work=$2
 out="$work/out dir with spaces"
@@ -36,5 +37,16 @@ if command -v gnuplot >/dev/null 2>&1; then
 else
     echo "gnuplot not installed: plots not checked"
 fi
+# the per-domain table: what each strategy returned at a domain's releases
+# (a 2 MiB small segment for each released domain, none for m3)
+printf '%s\n' '# ccalloc trace v3' 'seq,op,id,size,stream,domain,name' '0,domain,0,0,0,1,m1' '1,domain,0,0,0,2,m2' \
+    '2,domain,0,0,0,3,m3' '3,alloc,1,4096,0,1' '4,alloc,2,8192,0,2' '5,alloc,3,12288,0,3' '6,free,1,4096,0,1' \
+    '7,domain_release,0,0,0,1' '8,free,2,8192,0,2' '9,domain_release,0,0,0,2' '10,free,3,12288,0,3' >"$work/dom.csv"
+"$ccbench" replay -s ccalloc-growth -s ccalloc-expandable --reps 1 --no-plots --out "$work/dom" "$work/dom.csv" \
+    >/dev/null 2>&1 || { echo "FAIL: the domain trace did not replay"; fail=1; }
+for row in '| m1 | 1 | 4.00 KiB | 1 | 2.00 MiB | 2.00 MiB |' '| m2 | 1 | 8.00 KiB | 1 | 2.00 MiB | 2.00 MiB |' \
+    '| m3 | 1 | 12.00 KiB | 0 | — | — |'; do
+    grep -qF -- "$row" "$work/dom/README.md" || { echo "FAIL: no row '$row' in the domain table"; fail=1; }
+done
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"

@@ -9,9 +9,10 @@
 # never fit is refused up front; NaN/Inf weights warn and exit 4; every
 # output that cannot be written whole (/dev/full) exits 1 naming it and the
 # reason; hostile text (tensor names, dtypes, metadata keys, sidecar lines,
-# paths) reaches the terminal escaped; two outputs on one file, or an
-# output on a MODEL, are refused before the run (exit 2). Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
-# CTest (tests/runtime.cmake).
+# paths) reaches the terminal escaped; two outputs on one file (standard
+# output or error sent to a footprint sidecar, a hard link to one included),
+# or an output on a MODEL, are refused before the run (exit 2). Needs only a
+# POSIX shell and grep; CCA_SOURCE_DIR is set by CTest (tests/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
 SRC=${CCA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -314,6 +315,37 @@ same "--demo --timeline on the file standard output goes to" \
     "standard output and --timeline '$TMP/sdo' are the same file" --demo --timeline "$TMP/sdo"
 same "--timeline on the file standard error goes to" "standard error and --timeline '$TMP/sde' are the same file" \
     --timeline "$TMP/sde" 'mlp:8x8'
+# A MODEL's footprint sidecar is read at load and a new one renamed over its
+# name at unload: standard output or error sent there would be lost with the
+# file it replaces (the run exited 0, the table gone), and an output on a hard
+# link to it wipes it before it is read. Both are refused (exit 2).
+for fd in 1 2; do
+    n=$((n + 1))
+    rm -f "$TMP/sd/in.safetensors.ccfoot"
+    if [ $fd = 1 ]; then
+        (cd "$TMP/sd" && "$CCRUN" --device host --footprint-sidecar in.safetensors >in.safetensors.ccfoot 2>"$TMP/sde")
+        rc=$?
+    else
+        (cd "$TMP/sd" && "$CCRUN" --device host --footprint-sidecar in.safetensors 2>in.safetensors.ccfoot >"$TMP/sdo")
+        rc=$?
+        cp "$TMP/sd/in.safetensors.ccfoot" "$TMP/sde"
+    fi
+    stream=$([ $fd = 1 ] && echo output || echo error)
+    want="standard $stream and --footprint-sidecar 'in.safetensors.ccfoot' are the same file"
+    if [ "$rc" -eq 2 ] && grep -qF -- "$want" "$TMP/sde"; then
+        echo "ok: standard $stream sent to a MODEL's footprint sidecar refused"
+    else
+        echo "FAIL: standard $stream sent to a MODEL's footprint sidecar: exit $rc, want 2 and '$want':"
+        cat "$TMP/sde"; fails=$((fails + 1))
+    fi
+done
+rm -f "$TMP/sd/in.safetensors.ccfoot"
+(cd "$TMP/sd" && "$CCRUN" --device host --footprint-sidecar in.safetensors >/dev/null 2>&1)
+ln "$TMP/sd/in.safetensors.ccfoot" "$TMP/sd/h.csv"
+same "--timeline on a hard link to a MODEL's existing footprint sidecar" \
+    "--timeline 'h.csv' and --footprint-sidecar 'in.safetensors.ccfoot' are the same file" \
+    --footprint-sidecar --timeline h.csv in.safetensors
+rm -f "$TMP/sd/in.safetensors.ccfoot" "$TMP/sd/h.csv"
 check "outputs on one device file that is not a regular file (/dev/null) are not refused" sh -c \
     "'$CCRUN' --device host --timeline /dev/null --save /dev/null 'mlp:8x8' >/dev/null"
 check "two outputs on different files still run" sh -c \

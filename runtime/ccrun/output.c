@@ -40,9 +40,16 @@
  *     realpath(its directory) + "/" + its name, so ./X, X, d/../X and
  *     dir//X are one; a directory that does not exist cannot hold it, and
  *     such a path is compared with nothing (its open fails on its own);
- *   - a sidecar by its name alone: it is written to a temporary file
- *     renamed over that name, which replaces a link rather than following
- *     it, so a link there shares nothing with its target.
+ *   - a sidecar by its name: it is written to a temporary file renamed
+ *     over that name, which replaces a link rather than following it, so
+ *     a file not there yet, or a link there, is known by the name alone;
+ *     and, when a regular file is there, by its identity too (stat: a
+ *     symlink followed): that file is read at the first load, through the
+ *     name, and then replaced, so standard output or error sent to it
+ *     would be lost with it (`ccrun --footprint-sidecar m >m.ccfoot`: the
+ *     table), and an output on a hard link to it would wipe it before it
+ *     is read. A MODEL that is that file is not refused: reading it as a
+ *     sidecar and replacing the name leaves the model as it was.
  *
  * Files that are not regular (/dev/null, a terminal, a pipe) are not
  * compared: nothing written there is overwritten.
@@ -181,8 +188,10 @@ static int identify(named_file *f) {
         return 1;
     }
     if (f->sidecar) {
+        if (stat(f->path, &st) == 0 && S_ISREG(st.st_mode))
+            f->has_id = 1, f->dev = st.st_dev, f->ino = st.st_ino;
         f->canon = future_path(f->path, 0, 0);
-        return f->canon != NULL;
+        return f->canon != NULL || f->has_id;
     }
     if (stat(f->path, &st) == 0) {
         if (!S_ISREG(st.st_mode))
@@ -196,7 +205,8 @@ static int identify(named_file *f) {
 }
 
 static int same_file(const named_file *a, const named_file *b) {
-    if (a->has_id && b->has_id && a->dev == b->dev && a->ino == b->ino)
+    int sidecar_on_input = (a->sidecar && b->input) || (a->input && b->sidecar); /* read, then its name replaced */
+    if (a->has_id && b->has_id && a->dev == b->dev && a->ino == b->ino && !sidecar_on_input)
         return 1;
     return a->canon && b->canon && !strcmp(a->canon, b->canon);
 }

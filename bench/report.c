@@ -516,16 +516,26 @@ unsigned ccb_out_failures(void) {
     return out_failures;
 }
 
-static int out_failed(const char *what, const char *path, const char *why) {
-    fprintf(stderr, "ccbench: cannot %s %s: %s\n", what, path, why);
+/* Say "cannot WHAT DIR/NAME: WHY" (DIR NULL: NAME alone) and count it; -1. */
+static int out_failed_in(const char *what, const char *dir, const char *name, const char *why) {
+    fprintf(stderr, "ccbench: cannot %s %s%s%s: %s\n", what, dir ? dir : "", dir ? "/" : "", name, why);
     out_failures++;
     return -1;
 }
 
+static int out_failed(const char *what, const char *path, const char *why) {
+    return out_failed_in(what, NULL, path, why);
+}
+
+/* Every path made from --out is built in a PATH_MAX buffer, the longest
+ * path the kernel opens, and checked: one that does not fit is an output
+ * failure ("path too long", counted), never cut to a prefix that would be
+ * another file or directory. */
 int ccb_mkdir_p(const char *path) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+    char buf[PATH_MAX];
+    if (strlen(path) >= sizeof buf)
         return out_failed("create", path, "path too long");
+    memcpy(buf, path, strlen(path) + 1);
     for (char *p = buf + 1; *p; p++) {
         if (*p == '/') {
             *p = '\0';
@@ -543,11 +553,11 @@ int ccb_mkdir_p(const char *path) {
 /* dir/name, or name alone when dir is NULL; -1 (said and counted) if too long. */
 static int out_path(const char *dir, const char *name, char *path, size_t len) {
     int n = dir ? snprintf(path, len, "%s/%s", dir, name) : snprintf(path, len, "%s", name);
-    return n >= (int)len ? out_failed("write", dir ? dir : name, "path too long") : 0;
+    return n < 0 || (size_t)n >= len ? out_failed_in("write", dir, name, "path too long") : 0;
 }
 
 FILE *ccb_open_out(const char *dir, const char *name) {
-    char path[4096];
+    char path[PATH_MAX];
     if (out_path(dir, name, path, sizeof path))
         return NULL;
     FILE *f = fopen(path, "w");
@@ -574,7 +584,7 @@ int ccb_close_out(FILE *f, const char *dir, const char *name) {
     if (!f)
         return -1; /* counted when it could not be opened */
     const char *why = close_checked(f);
-    char path[4096];
+    char path[PATH_MAX];
     if (!why || out_path(dir, name, path, sizeof path))
         return why ? -1 : 0;
     return out_failed("write", path, why);
@@ -610,7 +620,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
     for (size_t i = 0; i < n && panels < CCB_MAX_SPECS; i++) {
         if (r[i].skipped || isnan(r[i].median_ns) || !r[i].timeline_n)
             continue;
-        char st[64], base[56], tr[64], rel[160], path[4200];
+        char st[64], base[56], tr[64], rel[160], path[PATH_MAX];
         ccb_file_name(r[i].strategy, base, sizeof base);
         snprintf(st, sizeof st, "%s", base);
         for (unsigned k = 2;; k++) { /* a name no earlier panel of this trace has */
@@ -622,13 +632,8 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
             snprintf(st, sizeof st, "%s-%u", base, k);
         }
         ccb_file_name(r[i].trace, tr, sizeof tr);
-        snprintf(rel, sizeof rel, "timeline/%s__%s.csv", tr, st);
-        int len = snprintf(path, sizeof path, "%s/%s", d->path, rel);
-        if (len < 0 || (size_t)len >= sizeof path) {
-            out_failed("write", rel, "the output directory's path is too long");
-            continue;
-        }
-        if (ccb_write_timeline_csv(path, &r[i]) != 0)
+        snprintf(rel, sizeof rel, "timeline/%s__%s.csv", tr, st); /* fits: 9 + 63 + 2 + 63 + 4 < 160 */
+        if (out_path(d->path, rel, path, sizeof path) != 0 || ccb_write_timeline_csv(path, &r[i]) != 0)
             continue;
         snprintf(used[panels], sizeof used[panels], "%s", st);
         snprintf(files + strlen(files), sizeof files - strlen(files), "%s%s", panels ? " " : "", rel);
@@ -653,8 +658,9 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
 
 /* ratios.dat (peak reserved / peak allocated, trace x strategy) and its plot. */
 static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces, size_t nspecs) {
-    char dat[1024];
-    snprintf(dat, sizeof dat, "%s/ratios.dat", d->path);
+    char dat[PATH_MAX], png[PATH_MAX], cols[16];
+    if (out_path(d->path, "ratios.dat", dat, sizeof dat) != 0)
+        return;
     FILE *f = ccb_open_out(NULL, dat);
     if (!f)
         return;
@@ -685,10 +691,8 @@ static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces
     }
     if (ccb_close_out(f, NULL, dat) != 0)
         return;
-    if (d->no_plots || !kept)
+    if (d->no_plots || !kept || out_path(d->path, "ratios.png", png, sizeof png) != 0)
         return;
-    char png[1024], cols[16];
-    snprintf(png, sizeof png, "%s/ratios.png", d->path);
     snprintf(cols, sizeof cols, "%zu", kept + 1);
     const char *args[] = {dat, png, cols};
     if (ccb_gnuplot(d->script_dir, "ratios.gp", NULL, args, 3) != 0)
@@ -698,9 +702,9 @@ static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces
 void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t ntraces, const ccb_result *r,
                             size_t nspecs) {
     size_t n = ntraces * nspecs;
-    char tl[1024];
-    snprintf(tl, sizeof tl, "%s/timeline", d->path);
-    ccb_mkdir_p(tl);
+    char tl[PATH_MAX];
+    if (out_path(d->path, "timeline", tl, sizeof tl) == 0)
+        ccb_mkdir_p(tl); /* either failure said and counted; the CSVs then fail too */
     FILE *f = ccb_open_out(d->path, "results.md");
     if (f)
         ccb_write_results_md(f, r, n);

@@ -9,6 +9,12 @@
 # to the directory it runs in: its word list splits at spaces). The plot is
 # checked only where gnuplot is installed. A trace whose name has a space is
 # one word in ratios.dat (every row as many fields as the header).
+#
+# Long --out paths are used whole: every file lands under its own name in the
+# directory (a 1013-byte --out wrote "ratios.da", a 1215-byte one made a stray
+# directory named by a cut path beside it); a path past PATH_MAX is an output
+# failure (exit 1, "path too long"), no file or directory made under a cut
+# name.
 set -u
 ccbench=$1 work=$2
 out="$work/out dir with spaces"
@@ -36,5 +42,44 @@ if command -v gnuplot >/dev/null 2>&1; then
 else
     echo "gnuplot not installed: plots not checked"
 fi
+
+# --- long --out paths -------------------------------------------------------
+trace="$work/t.csv"
+printf 'seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n' >"$trace"
+C=$(printf '%0200d' 0 | tr 0 c) # a 200-byte path component
+want_files="README.md checkpoints.csv ratios.dat results.csv results.md timeline traces.md"
+# long_out LENGTH PREFIX: PREFIX, then components of 200 c's, then one of d's:
+# a directory path of LENGTH bytes (each component within NAME_MAX)
+long_out() {
+    p=$2
+    while [ $(($1 - ${#p})) -gt 201 ]; do p="$p$C/"; done
+    printf '%s%s' "$p" "$(printf '%0*d' $(($1 - ${#p})) 0 | tr 0 d)"
+}
+for len in 1013 1215 2100; do
+    d=$(long_out "$len" "$work/L$len/")
+    "$ccbench" replay -s device-malloc --reps 1 --no-plots --out "$d" "$trace" >/dev/null 2>"$work/e-long"
+    rc=$?
+    got=$(ls "$d" | tr '\n' ' ')
+    stray=$(find "$work/L$len" -mindepth 1 ! -name "$C" ! -path "$d" ! -path "$d/*" | sed "s/$C/C/g")
+    if [ "$rc" -ne 0 ] || [ "$got" != "$want_files " ] || [ -n "$stray" ] || ! [ -s "$d/timeline/t__device-malloc.csv" ]; then
+        echo "FAIL: a $len-byte --out: exit $rc; it holds '$got' (want '$want_files'); made outside it: '$stray'"
+        cat "$work/e-long"
+        fail=1
+    fi
+done
+# past PATH_MAX (4096 with its NUL): README.md and ratios.dat fit,
+# checkpoints.csv and the timeline CSVs do not: exit 1, "path too long",
+# nothing made under a cut name
+d=$(long_out 4082 "$work/L4082/")
+"$ccbench" replay -s device-malloc --reps 1 --no-plots --out "$d" "$trace" >/dev/null 2>"$work/e-long"
+rc=$?
+cut=$(ls "$d" | grep -vx 'README.md\|results.csv\|results.md\|timeline\|traces.md\|checkpoints.csv\|ratios.dat')
+stray=$(find "$work/L4082" -mindepth 1 ! -name "$C" ! -path "$d" ! -path "$d/*" | sed "s/$C/C/g")
+if [ "$rc" -ne 1 ] || ! grep -q '/checkpoints.csv: path too long' "$work/e-long" || [ -n "$cut$stray" ]; then
+    echo "FAIL: a 4082-byte --out: exit $rc (want 1, 'checkpoints.csv: path too long'); cut names: '$cut' '$stray'"
+    sed "s/$C/C/g" "$work/e-long"
+    fail=1
+fi
+
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"

@@ -17,6 +17,8 @@
  * directory holds: report.c. Exit status: 0 ok, 1 a run failed, 2 bad usage;
  * 1 also when any output could not be written whole (a file, or standard
  * output, flushed and closed at exit: `> /dev/full` fails), said on stderr.
+ * Standard output closed (`>&-`) is a failure only when something was
+ * printed there (common/ccai_stdfds.h: `gen -o FILE >&-` succeeds).
  */
 #include "ccbench.h"
 
@@ -24,6 +26,7 @@
 #include <malloc.h>
 #include <string.h>
 
+#include "ccai_stdfds.h" /* common/: a standard stream closed at start */
 #include "ccalloc.h"
 
 typedef struct command {
@@ -85,6 +88,7 @@ static int dispatch(int argc, char **argv, const char *command_line) {
 }
 
 int main(int argc, char **argv) {
+    ccai_hold_std_fds(); /* `>&-`: no file we open becomes standard output */
     static char command_line[4096]; /* quoted in README.md */
     size_t k = 0;
     for (int i = 0; i < argc && k + 2 < sizeof command_line; i++)

@@ -40,6 +40,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ccai_stdfds.h" /* common/: ccai_close_failed */
+
 #ifndef CCB_SCRIPT_DIR
 #define CCB_SCRIPT_DIR "bench/scripts"
 #endif
@@ -568,12 +570,14 @@ FILE *ccb_open_out(const char *dir, const char *name) {
 
 /* A write error is sticky (ferror) and a full device often shows only when
  * the buffer is flushed: both are checked here, once, at the close. NULL if
- * all of f was written, else why not. */
+ * all of f was written, else why not. A close that fails with EBADF after
+ * nothing failed is not a failure (common/ccai_stdfds.h: standard output
+ * closed, `>&-`, and never written). */
 static const char *close_checked(FILE *f) {
     errno = 0;
     int bad = fflush(f) != 0 || ferror(f);
     int e = errno;
-    if (fclose(f) != 0 && !bad) {
+    if (fclose(f) != 0 && !bad && ccai_close_failed(errno)) {
         bad = 1;
         e = errno;
     }

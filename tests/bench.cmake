@@ -71,6 +71,13 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_full_stdout_all 1 "${ccb_full}" "" /dev/full
     --all --quick --no-plots -s malloc --live 10 --pairs 10 --out ${ccb_cli_dir}/full-all)
   ccb_cli(ccbench_full_stdout_usage_error 2 "unknown option '--nope'" "" /dev/full replay --nope)
+  # standard output closed (>&-): a command that writes nothing there succeeds
+  # (EBADF at the close is not a failure when nothing was written: GNU
+  # close_stdout); one that prints fails with the reason
+  ccb_cli(ccbench_closed_stdout_gen_file 0 "" "standard output" closed
+    gen uniform --scale 0.05 -o ${ccb_cli_dir}/closed-gen.csv)
+  ccb_cli(ccbench_closed_stdout_info 1 "cannot write standard output: Bad file descriptor" "" closed
+    info gen:uniform --scale 0.05)
   # gen -o FILE that cannot be written names FILE and why (it exited 1 in silence)
   ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
     gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)

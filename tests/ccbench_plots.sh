@@ -14,7 +14,8 @@
 # directory (a 1013-byte --out wrote "ratios.da", a 1215-byte one made a stray
 # directory named by a cut path beside it); a path past PATH_MAX is an output
 # failure (exit 1, "path too long"), no file or directory made under a cut
-# name.
+# name. Standard output closed (>&-): the table is refused (exit 1, Bad file
+# descriptor) and never lands in an output file that took its descriptor.
 set -u
 ccbench=$1 work=$2
 out="$work/out dir with spaces"
@@ -78,6 +79,17 @@ stray=$(find "$work/L4082" -mindepth 1 ! -name "$C" ! -path "$d" ! -path "$d/*" 
 if [ "$rc" -ne 1 ] || ! grep -q '/checkpoints.csv: path too long' "$work/e-long" || [ -n "$cut$stray" ]; then
     echo "FAIL: a 4082-byte --out: exit $rc (want 1, 'checkpoints.csv: path too long'); cut names: '$cut' '$stray'"
     sed "s/$C/C/g" "$work/e-long"
+    fail=1
+fi
+
+# --- standard output closed -------------------------------------------------
+"$ccbench" replay -s device-malloc --reps 1 --no-plots --out "$work/closed" "$trace" >&- 2>"$work/closed.err"
+rc=$?
+if [ "$rc" -ne 1 ] || ! grep -q 'cannot write standard output: Bad file descriptor' "$work/closed.err" ||
+    ! head -1 "$work/closed/results.md" | grep -q '^| trace |' ||
+    ! head -1 "$work/closed/README.md" | grep -q '^# ccbench replay$'; then
+    echo "FAIL: replay with standard output closed: exit $rc (want 1 and Bad file descriptor), or the table in a file:"
+    cat "$work/closed.err"
     fail=1
 fi
 

@@ -383,5 +383,33 @@ full "--demo on a full standard output: exit 1 with the reason" "ccrun: standard
 full "--demo --timeline on a full device: exit 1 naming the file" "ccrun: error: --timeline /dev/full: $NOSPACE" /dev/null \
     --demo --device host --capacity 192M --iters 1 --timeline /dev/full
 
+# Standard output closed (>&-): a run that prints nothing there is not a
+# failure (GNU close_stdout: EBADF at the close is ignored when nothing was
+# written), one that prints its table fails with the reason; and no file
+# ccrun opens takes the closed descriptor, so the table never lands in the
+# timeline (it did: fopen reused descriptor 1).
+closed() { # closed DESCRIPTION CODE WORDS UNWANTED ARGS...
+    desc=$1 code=$2 words=$3 unwanted=$4; shift 4
+    n=$((n + 1))
+    (cd "$TMP" && "$CCRUN" "$@" >&- 2>"$TMP/ce")
+    rc=$?
+    if [ "$rc" -eq "$code" ] && grep -qF -- "$words" "$TMP/ce" && ! grep -qF -- "$unwanted" "$TMP/ce"; then
+        echo "ok: $desc"
+    else
+        echo "FAIL: $desc: exit $rc, want $code, '$words' and not '$unwanted' in stderr:"; cat "$TMP/ce"
+        fails=$((fails + 1))
+    fi
+}
+closed "a usage error with standard output closed: exit 2, nothing said of standard output" 2 \
+    "unknown option '--nope'" "standard output" --device host --nope
+closed "the table on a closed standard output: exit 1 with the reason" 1 \
+    "ccrun: standard output: write failed: Bad file descriptor" "--timeline" --device host 'mlp:8x8'
+rm -f "$TMP/closed.csv"
+closed "--timeline with standard output closed: exit 1, the table not in the timeline" 1 \
+    "ccrun: standard output: write failed: Bad file descriptor" "--timeline" \
+    --device host --timeline "$TMP/closed.csv" 'mlp:8x8'
+check "--timeline with standard output closed: the timeline holds CSV rows only" sh -c \
+    "head -1 '$TMP/closed.csv' | grep -q '^t_ms,event,' && ! grep -q 'allocator defaults\|^phase ' '$TMP/closed.csv'"
+
 echo "$((n - fails)) of $n ccrun checks passed"
 [ "$fails" -eq 0 ]

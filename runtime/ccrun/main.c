@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ccai_stdfds.h" /* common/: ccai_hold_std_fds */
 #include "ccrun.h"
 
 static void usage(FILE *f) {
@@ -660,6 +661,7 @@ static int run_resident(const ccrun_options *o) {
 }
 
 int main(int argc, char **argv) {
+    ccai_hold_std_fds(); /* `>&-`: no file ccrun opens becomes standard output */
     ccrun_options o;
     int rc = parse_options(argc, argv, &o);
     if (rc == -1) /* --help */

@@ -16,7 +16,10 @@
  *     drop the buffer, and the close then succeeds), and ccrun_close_stdout,
  *     the last thing main does, checks the stream's error flag and closes
  *     it, so that a failure of the final flush is seen too (the check `cat`
- *     and GNU's close_stdout make).
+ *     and GNU's close_stdout make). Standard output closed at start (`>&-`)
+ *     is held by main (common/ccai_stdfds.h), so no file ccrun opens takes
+ *     its descriptor; printing there fails with EBADF, and a run that
+ *     printed nothing there closes it cleanly.
  *
  * Each failure is said on stderr with the path ("standard output" for
  * stdout) and the reason (strerror), and makes ccrun exit 1
@@ -71,6 +74,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ccai_stdfds.h" /* common/: ccai_close_failed */
 #include "ccrun.h"
 
 static int vprint(FILE *f, const char *fmt, va_list ap) {
@@ -111,9 +115,10 @@ void ccrun_flush(FILE *f) {
 }
 
 int ccrun_close_stdout(int rc) {
+    ccrun_flush(stdout); /* what is pending, before the close can hide it */
     errno = 0;
     int bad = ferror(stdout) || stdout_errno;
-    int why = fclose(stdout) != 0 ? errno : 0;
+    int why = fclose(stdout) != 0 && (bad || ccai_close_failed(errno)) ? errno : 0;
     if (stdout_errno)
         why = stdout_errno;
     if (!bad && !why)

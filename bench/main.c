@@ -26,6 +26,7 @@
 #include <malloc.h>
 #include <string.h>
 
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccai_stdfds.h" /* common/: a standard stream closed at start */
 #include "ccalloc.h"
 
@@ -83,7 +84,7 @@ static int dispatch(int argc, char **argv, const char *command_line) {
             return parse_and_run(ccb_cmd_all, argc, argv, named ? 2 : 1, command_line);
     if (named)
         return parse_and_run(named->run, argc, argv, 2, command_line);
-    fprintf(stderr, "ccbench: unknown command '%s' (see ccbench --help)\n", argv[1]);
+    ccai_fprintf_escaped(stderr, "ccbench: unknown command '%s' (see ccbench --help)\n", argv[1]);
     return 2;
 }
 

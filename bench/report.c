@@ -40,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccai_stdfds.h" /* common/: ccai_close_failed */
 
 #ifndef CCB_SCRIPT_DIR
@@ -91,8 +92,8 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         /* a failure always has its reason; a trace without allocations or
          * frees (releases only, or nothing) has no per-op figures: "—" */
         if (x->skipped || (isnan(x->median_ns) && x->why[0])) {
-            fprintf(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", x->trace, x->strategy,
-                    x->skipped ? "skipped" : "failed", x->why);
+            ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", x->trace, x->strategy,
+                                 x->skipped ? "skipped" : "failed", x->why);
             continue;
         }
         char med[32], p99[32], tot[32], drv[48], pr[32], rlb[32], rid[32], frag[32], calls[48], rat[32], rae[32],
@@ -112,9 +113,9 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         ccb_format_bytes(x->reserved_after_empty, rae, sizeof rae);
         ccb_format_bytes(x->device_free_before, dfb, sizeof dfb);
         ccb_format_bytes(x->device_free_after, dfa, sizeof dfa);
-        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n", x->trace,
-                x->strategy, med, p99, tot, drv, pr, rlb, rid, frag, calls, (unsigned long long)x->ooms, rat, rae, dfb,
-                dfa);
+        ccai_fprintf_escaped(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n",
+                             x->trace, x->strategy, med, p99, tot, drv, pr, rlb, rid, frag, calls,
+                             (unsigned long long)x->ooms, rat, rae, dfb, dfa);
     }
 }
 
@@ -143,7 +144,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
     size_t cols = 0;
     for (size_t s = 0; s < nspecs; s++)
         if (!r[s].skipped && r[s].checkpoints_n == ref->checkpoints_n && r[s].peak_reserved != CCB_UNKNOWN) {
-            fprintf(f, " %s |", r[s].strategy);
+            ccai_fprintf_escaped(f, " %s |", r[s].strategy);
             cols++;
         }
     fprintf(f, "\n|--:|---|--:|");
@@ -155,7 +156,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
         char label[96], req[32];
         checkpoint_label(t, c, label, sizeof label);
         ccb_format_bytes(c->requested, req, sizeof req);
-        fprintf(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
+        ccai_fprintf_escaped(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
         for (size_t s = 0; s < nspecs; s++) {
             if (r[s].skipped || r[s].checkpoints_n != ref->checkpoints_n || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
@@ -208,7 +209,7 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
     fprintf(f, "| domain | allocs | peak requested | releases |");
     for (size_t s = 0; s < nspecs; s++)
         if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
-            fprintf(f, " %s: returned at its releases |", r[s].strategy);
+            ccai_fprintf_escaped(f, " %s: returned at its releases |", r[s].strategy);
     fprintf(f, "\n|---|--:|--:|--:|");
     for (size_t s = 0; s < nspecs; s++)
         if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
@@ -218,8 +219,8 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
         const ccb_domain_info *di = &t->domains[d];
         char pr[32];
         ccb_format_bytes(di->peak_requested, pr, sizeof pr);
-        fprintf(f, "| %s | %llu | %s | %llu |", di->name, (unsigned long long)di->allocs, pr,
-                (unsigned long long)di->releases);
+        ccai_fprintf_escaped(f, "| %s | %llu | %s | %llu |", di->name, (unsigned long long)di->allocs, pr,
+                             (unsigned long long)di->releases);
         for (size_t s = 0; s < nspecs; s++) {
             if (r[s].skipped || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
@@ -254,10 +255,11 @@ void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
         ccb_format_bytes(t[i].ideal_peak, id, sizeof id);
         ccb_format_bytes(t[i].final_requested, fr, sizeof fr);
         ccb_format_bytes(t[i].max_size, mx, sizeof mx);
-        fprintf(f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
-                t[i].name, t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
-                t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases,
-                t[i].ndomains ? t[i].ndomains - 1 : 0, (unsigned long long)t[i].domain_releases);
+        ccai_fprintf_escaped(
+            f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
+            t[i].name, t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
+            t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases,
+            t[i].ndomains ? t[i].ndomains - 1 : 0, (unsigned long long)t[i].domain_releases);
     }
 }
 
@@ -380,16 +382,17 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
     for (size_t i = 0; i < n; i++) {
         const char *layout = r[i].holes ? "holes" : "packed";
         if (r[i].skipped)
-            fprintf(f, "| %s | all | | | skipped: %s | | |\n", r[i].strategy, r[i].why);
+            ccai_fprintf_escaped(f, "| %s | all | | | skipped: %s | | |\n", r[i].strategy, r[i].why);
         else if (isnan(r[i].median_ns))
-            fprintf(f, "| %s | %zu | %s | | failed: %s | | |\n", r[i].strategy, r[i].live, layout, r[i].why);
+            ccai_fprintf_escaped(f, "| %s | %zu | %s | | failed: %s | | |\n", r[i].strategy, r[i].live, layout,
+                                 r[i].why);
         else {
             char med[32], p99[32], mean[32];
             fmt_num(r[i].median_ns, "%.0f", med, sizeof med);
             fmt_num(r[i].p99_ns, "%.0f", p99, sizeof p99);
             fmt_num(r[i].mean_ns, "%.1f", mean, sizeof mean);
-            fprintf(f, "| %s | %zu | %s | %zu | %s | %s | %s |\n", r[i].strategy, r[i].live, layout, r[i].pairs, med,
-                    p99, mean);
+            ccai_fprintf_escaped(f, "| %s | %zu | %s | %zu | %s | %s | %s |\n", r[i].strategy, r[i].live, layout,
+                                 r[i].pairs, med, p99, mean);
         }
     }
     fprintf(f, "\nEach pair timed alone between two reads of %s; the median read (%.1f ns) is subtracted.\n",
@@ -520,7 +523,7 @@ unsigned ccb_out_failures(void) {
 
 /* Say "cannot WHAT DIR/NAME: WHY" (DIR NULL: NAME alone) and count it; -1. */
 static int out_failed_in(const char *what, const char *dir, const char *name, const char *why) {
-    fprintf(stderr, "ccbench: cannot %s %s%s%s: %s\n", what, dir ? dir : "", dir ? "/" : "", name, why);
+    ccai_fprintf_escaped(stderr, "ccbench: cannot %s %s%s%s: %s\n", what, dir ? dir : "", dir ? "/" : "", name, why);
     out_failures++;
     return -1;
 }
@@ -657,7 +660,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
     if (rc == 1)
         fprintf(stderr, "ccbench: gnuplot not found: no plots (apt-get install gnuplot)\n");
     else if (rc != 0)
-        fprintf(stderr, "ccbench: gnuplot failed on %s/%s\n", d->path, png);
+        ccai_fprintf_escaped(stderr, "ccbench: gnuplot failed on %s/%s\n", d->path, png);
 }
 
 /* ratios.dat (peak reserved / peak allocated, trace x strategy) and its plot. */
@@ -753,7 +756,7 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
         if (!any++)
             fprintf(readme, "\n## Phases and release events\n\nReserved bytes at each mark of a trace and right "
                             "after each of its release events (every strategy applies its own release call).\n");
-        fprintf(readme, "\n### %s\n\n", traces[t].name);
+        ccai_fprintf_escaped(readme, "\n### %s\n\n", traces[t].name);
         ccb_write_checkpoints_md(readme, &traces[t], &r[t * nspecs], nspecs);
     }
     any = 0;
@@ -765,7 +768,7 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
                             "allocations, its own peak of live requested bytes, and what each strategy's release of "
                             "the domain gave back (its reserved bytes just before minus just after; strategies "
                             "without domains give nothing back there).\n");
-        fprintf(readme, "\n### %s\n\n", traces[t].name);
+        ccai_fprintf_escaped(readme, "\n### %s\n\n", traces[t].name);
         ccb_write_domains_md(readme, &traces[t], &r[t * nspecs], nspecs);
     }
     fprintf(readme, "\nPlots: ");

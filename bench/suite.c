@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
+
 static int has_suffix(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && !strcmp(s + a - b, suf);
@@ -144,10 +146,11 @@ int ccb_cmd_all(ccb_options *o) {
     }
     fprintf(readme, "# ccbench results%s\n\n", o->quick ? " (quick)" : "");
     ccb_write_machine_md(readme);
+    ccai_fprintf_escaped(readme, "- command: `%s`\n", o->command_line); /* paths as given: escaped */
     fprintf(readme,
-            "- command: `%s`\n- simulated device: %zu bytes of host memory (ccalloc strategies); "
+            "- simulated device: %zu bytes of host memory (ccalloc strategies); "
             "all ccalloc figures here are on the SIMULATED device\n\n",
-            o->command_line, o->device_bytes);
+            o->device_bytes);
 
     fprintf(readme, "## Cached-path micro-benchmark (simulated device)\n\n");
     fflush(readme);
@@ -169,7 +172,8 @@ int ccb_cmd_all(ccb_options *o) {
     if (ccb_close_out(readme, o->out, "README.md") != 0) /* said and counted */
         rc = 1;
     else
-        fprintf(stderr, "ccbench: wrote %s/README.md (%.1f s)\n", o->out, (double)(ccb_now_ns() - t0) / 1e9);
+        ccai_fprintf_escaped(stderr, "ccbench: wrote %s/README.md (%.1f s)\n", o->out,
+                             (double)(ccb_now_ns() - t0) / 1e9);
 out:
     for (size_t i = 0; i < nt; i++)
         ccb_trace_free(&traces[i]);

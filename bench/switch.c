@@ -42,6 +42,7 @@
  */
 #include "ccbench.h"
 #include "ccalloc.h"
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 
 #include <errno.h>
 #include <getopt.h>
@@ -94,7 +95,7 @@ static int usage_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "ccbench switch: ");
-    vfprintf(stderr, fmt, ap);
+    ccai_vfprintf_escaped(stderr, fmt, ap); /* values from the command line, escaped */
     fprintf(stderr, " (see ccbench switch --help)\n");
     va_end(ap);
     return 2;
@@ -175,13 +176,14 @@ static int check_given_ccrun(const char *given) {
     if (!given)
         return 0;
     if (strlen(given) >= PATH_MAX) {
-        fprintf(stderr, "ccbench switch: --ccrun '%s' is too long (%zu bytes; at most %d)\n", given, strlen(given),
-                PATH_MAX - 1);
+        ccai_fprintf_escaped(stderr, "ccbench switch: --ccrun '%s' is too long (%zu bytes; at most %d)\n", given,
+                             strlen(given), PATH_MAX - 1);
         return 1;
     }
     if (executable(given))
         return 0;
-    fprintf(stderr, "ccbench switch: --ccrun '%s' is not an executable file: %s\n", given, strerror(errno));
+    ccai_fprintf_escaped(stderr, "ccbench switch: --ccrun '%s' is not an executable file: %s\n", given,
+                         strerror(errno));
     return 1;
 }
 
@@ -336,9 +338,10 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, double *wall_ms) 
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (rc != 0 || !doc) {
         if (n == 1)
-            fprintf(stderr, "ccbench switch: ccrun %s failed (exit %d)\n%s\n", w->seq[first], rc, text ? text : "");
+            ccai_fprintf_escaped(stderr, "ccbench switch: ccrun %s failed (exit %d)\n", w->seq[first], rc);
         else
-            fprintf(stderr, "ccbench switch: in-process ccrun failed (exit %d)\n%s\n", rc, text ? text : "");
+            ccai_fprintf_escaped(stderr, "ccbench switch: in-process ccrun failed (exit %d)\n", rc);
+        ccai_fputs_escaped_lines(text, stderr); /* what it printed, escaped line by line */
         cJSON_Delete(doc);
         doc = NULL;
     }
@@ -351,7 +354,8 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, double *wall_ms) 
 static int num(const cJSON *o, const char *key, const char *what, double *v) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0 || x->valuedouble >= 0x1p64) {
-        fprintf(stderr, "ccbench switch: ccrun --json gave no number >= 0 for '%s' in its %s\n", key, what);
+        ccai_fprintf_escaped(stderr, "ccbench switch: ccrun --json gave no number >= 0 for '%s' in its %s\n", key,
+                             what);
         return -1;
     }
     *v = x->valuedouble;
@@ -506,11 +510,11 @@ static void summarize(const switch_run *w, const char *mode, mode_summary *m) {
 
 static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const mode_summary *b) {
     const switch_options *so = w->so;
-    fprintf(md, "Model switching on %s (%s), %zu models x %d rounds, ccrun %s --iters %s --batch %s%s%s\n\n",
-            w->devname, w->simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures"
-                                     : "real GPU",
-            so->nm, so->rounds, so->device, so->iters, so->batch, w->simulated ? " --capacity " : "",
-            w->simulated ? so->capacity : "");
+    ccai_fprintf_escaped(
+        md, "Model switching on %s (%s), %zu models x %d rounds, ccrun %s --iters %s --batch %s%s%s\n\n", w->devname,
+        w->simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures" : "real GPU", so->nm,
+        so->rounds, so->device, so->iters, so->batch, w->simulated ? " --capacity " : "",
+        w->simulated ? so->capacity : "");
     char sa[32], sb[32];
     fprintf(md, "| mode | switches | median ms/switch | min | max | next model gets the baseline free memory | "
                 "largest shortfall |\n");
@@ -567,11 +571,13 @@ static int report(const switch_run *w) {
         int bad = ccb_close_out(md, out, "switch.md") != 0;
         bad |= ccb_close_out(csv, out, "switch.csv") != 0;
         if (bad) {
-            fprintf(stderr, "ccbench switch: cannot write into %s\n", out);
+            ccai_fprintf_escaped(stderr, "ccbench switch: cannot write into %s\n", out);
             rc = 1;
         } else {
-            printf("ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n",
-                   a.median, b.median, w->simulated ? "simulated device" : "GPU", out);
+            ccai_fprintf_escaped(
+                stdout,
+                "ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n",
+                a.median, b.median, w->simulated ? "simulated device" : "GPU", out);
         }
     }
     free(a.ms);

@@ -14,8 +14,11 @@
 # directory (a 1013-byte --out wrote "ratios.da", a 1215-byte one made a stray
 # directory named by a cut path beside it); a path past PATH_MAX is an output
 # failure (exit 1, "path too long"), no file or directory made under a cut
-# name. Standard output closed (>&-): the table is refused (exit 1, Bad file
-# descriptor) and never lands in an output file that took its descriptor.
+# name. Names from trace files reach stderr, stdout and the markdown escaped
+# (ESC as \x1b, a newline as \x0a): a file name, a name told apart from
+# another (t-2), an op field quoted in an error. Standard output closed
+# (>&-): the table is refused (exit 1, Bad file descriptor) and never lands
+# in an output file that took its descriptor.
 set -u
 ccbench=$1 work=$2
 out="$work/out dir with spaces"
@@ -79,6 +82,40 @@ stray=$(find "$work/L4082" -mindepth 1 ! -name "$C" ! -path "$d" ! -path "$d/*" 
 if [ "$rc" -ne 1 ] || ! grep -q '/checkpoints.csv: path too long' "$work/e-long" || [ -n "$cut$stray" ]; then
     echo "FAIL: a 4082-byte --out: exit $rc (want 1, 'checkpoints.csv: path too long'); cut names: '$cut' '$stray'"
     sed "s/$C/C/g" "$work/e-long"
+    fail=1
+fi
+
+# --- names from trace files, escaped --------------------------------------
+ESC=$(printf '\033')
+NL='
+'
+mkdir -p "$work/n1" "$work/n2"
+hostile="esc$ESC[31m${NL}FORGED"
+cp "$trace" "$work/n1/$hostile.csv"
+cp "$trace" "$work/n2/$hostile.csv"
+"$ccbench" replay -s device-malloc --reps 1 --no-plots --out "$work/names" "$work/n1/$hostile.csv" \
+    "$work/n2/$hostile.csv" >"$work/names.out" 2>"$work/names.err"
+rc=$?
+escaped='esc\x1b[31m\x0aFORGED'
+for f in "$work/names.out" "$work/names.err" "$work/names/README.md" "$work/names/results.md" \
+    "$work/names/traces.md"; do
+    if [ "$rc" -ne 0 ] || grep -q "$ESC" "$f" || grep -q '^FORGED' "$f" || ! grep -qF "$escaped" "$f"; then
+        echo "FAIL: a trace named with ESC and a newline: exit $rc; $f holds it raw, or not '$escaped':"
+        od -c "$f" | head -12
+        fail=1
+    fi
+done
+if ! grep -qF "is called '$escaped-2'" "$work/names.err"; then
+    echo "FAIL: the message naming the second trace '$escaped-2' is missing:"
+    cat "$work/names.err"
+    fail=1
+fi
+printf 'seq,op,id,size,stream\n0,\033[2J,1,4096,0\n' >"$work/bad-op.csv"
+"$ccbench" info "$work/bad-op.csv" >/dev/null 2>"$work/bad-op.err"
+rc=$?
+if [ "$rc" -ne 2 ] || grep -q "$ESC" "$work/bad-op.err" || ! grep -qF "op '\x1b[2J' is not one of" "$work/bad-op.err"; then
+    echo "FAIL: an op field with ESC: exit $rc (want 2), quoted raw or not escaped:"
+    od -c "$work/bad-op.err" | head
     fail=1
 fi
 

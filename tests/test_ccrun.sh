@@ -196,6 +196,24 @@ hostile "a sidecar line with ESC (the library's warning) is escaped" \
     "written for other layers ('mlp:\x1b[31m\x1b]0;x\x07'" --footprint-sidecar "$TMP/esc$ESC[31m.safetensors"
 check "--json keeps a hostile tensor name whole, JSON-escaped" sh -c \
     "'$CCRUN' --device host --json '$TMP/esc_name.safetensors' >'$TMP/hj' 2>/dev/null; test \$? -eq 1 && grep -qF '\\u001b[31mEVIL\\u000aFORGED line' '$TMP/hj'"
+# --json writes every character the terminal escaper refuses as \uXXXX (C1
+# controls, DEL, bidi and line separators, invisible ones, a tag as a
+# surrogate pair): the document stays valid and lossless and reaches a
+# terminal inert (only bytes < 0x20 were escaped; the rest came out raw).
+# The tensor name: U+009B U+007F U+202E U+2028 U+200B U+FEFF U+E0041 "x".
+st_file "$TMP/esc_json.safetensors" "$H0"',"\u009b\u007f\u202e\u2028\u200b\ufeff'"$(printf '\363\240\201\201')"'x":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}' "$Z16"
+n=$((n + 1))
+"$CCRUN" --device host --json "$TMP/esc_json.safetensors" >"$TMP/hj2" 2>/dev/null
+rc=$?
+if [ "$rc" -eq 1 ] && grep -qF '\u009b\u007f\u202e\u2028\u200b\ufeff\udb40\udc41x' "$TMP/hj2" &&
+    ! LC_ALL=C grep -q "$(printf '[\177\302\342\357\363]')" "$TMP/hj2" &&
+    python3 -c 'import json, sys; assert "\u009b\x7f\u202e\u2028\u200b\ufeff\U000e0041x" in json.load(open(sys.argv[1]))["error"]' "$TMP/hj2"; then
+    echo "ok: --json escapes C1, DEL, bidi, line and invisible characters as \\uXXXX, valid and lossless"
+else
+    echo "FAIL: --json with C1, DEL, bidi, line and invisible characters in a name: exit $rc, raw or lost:"
+    od -c "$TMP/hj2" | grep -n '302\|342\|357\|363\|177' | head -5
+    fails=$((fails + 1))
+fi
 check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a model has non-finite (NaN/Inf) weights'"
 check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
 check "--demo on a small simulated device" sh -c \

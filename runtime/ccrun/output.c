@@ -58,8 +58,9 @@
  * compared: nothing written there is overwritten.
  *
  * Text for a person (every message on stderr, the table's model and note
- * columns, the demo's error lines) goes through ccrun_say and ccrun_print,
- * which write it with ccr_fputs_escaped: messages quote tensor names,
+ * columns, the demo's error lines) goes through ccrun_say and
+ * ccai_fprintf_escaped (common/ccai_escape.h, the escaper behind
+ * ccr_fputs_escaped): messages quote tensor names,
  * dtypes and metadata keys from model files, sidecar lines, paths and
  * --conf as they are, and a control byte there (ESC [ 2 J, a newline that
  * forges a line of its own) reaches the terminal as \x1b, \x0a. The JSON
@@ -77,26 +78,11 @@
 #include "ccai_stdfds.h" /* common/: ccai_close_failed */
 #include "ccrun.h"
 
-static int vprint(FILE *f, const char *fmt, va_list ap) {
-    char *text = ccrun_vformat(fmt, ap);
-    int n = ccr_fputs_escaped(text ? text : "(out of host memory for the message)", f);
-    free(text);
-    return n;
-}
-
-int ccrun_print(FILE *f, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vprint(f, fmt, ap);
-    va_end(ap);
-    return n;
-}
-
 void ccrun_say(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("ccrun: ", stderr);
-    vprint(stderr, fmt, ap);
+    ccai_vfprintf_escaped(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
 }

@@ -606,7 +606,8 @@ void ccb_file_name(const char *in, char *out, size_t len) {
     size_t k = 0;
     for (; *in && k + 1 < len; in++) {
         unsigned char c = (unsigned char)*in;
-        out[k++] = (c < 0x20 || c == 0x7f || c == '/' || c == '=' || c == ',' || c == ':' || c == ' ' || c == '"')
+        out[k++] = (c < 0x20 || c == 0x7f || c == '/' || c == '=' || c == ',' || c == ':' || c == ' ' || c == '"' ||
+                    c == '#')
                        ? '_'
                        : *in;
     }

@@ -8,7 +8,9 @@
 # timeline plot is still drawn (gnuplot is given the CSVs by names relative
 # to the directory it runs in: its word list splits at spaces). The plot is
 # checked only where gnuplot is installed. A trace whose name has a space is
-# one word in ratios.dat (every row as many fields as the header).
+# one word in ratios.dat (every row as many fields as the header), and one
+# whose name starts with '#' keeps its row (gnuplot skips a line starting
+# with '#': the trace's ratios were gone from ratios.png).
 #
 # Long --out paths are used whole: every file lands under its own name in the
 # directory (a 1013-byte --out wrote "ratios.da", a 1215-byte one made a stray
@@ -24,8 +26,9 @@ ccbench=$1 work=$2
 out="$work/out dir with spaces"
 rm -rf "$work" && mkdir -p "$work" || exit 1
 "$ccbench" gen uniform --scale 0.02 -o "$work/my trace.csv" || exit 1
+cp "$work/my trace.csv" "$work/#x.csv"
 "$ccbench" replay -s ccalloc-growth -s ccalloc-growth -s malloc --reps 1 --scale 0.05 --out "$out" gen:uniform \
-    "$work/my trace.csv" >"$work/stdout" 2>"$work/stderr"
+    "$work/my trace.csv" "$work/#x.csv" >"$work/stdout" 2>"$work/stderr"
 rc=$?
 cat "$work/stdout" "$work/stderr"
 fail=0
@@ -34,8 +37,9 @@ for f in uniform__ccalloc-growth.csv uniform__ccalloc-growth-2.csv uniform__mall
     [ -s "$out/timeline/$f" ] || { echo "FAIL: no timeline/$f"; fail=1; }
 done
 if ! awk '/^#/ { next } !h { h = NF; next } NF != h { bad = 1 } END { exit bad || !h }' "$out/ratios.dat" ||
-    ! grep -q '^my_trace ' "$out/ratios.dat"; then
-    echo "FAIL: ratios.dat rows differ from the header in their number of words, or 'my trace' is not the word my_trace:"
+    ! grep -q '^my_trace ' "$out/ratios.dat" || ! grep -q '^_x ' "$out/ratios.dat"; then
+    echo "FAIL: ratios.dat rows differ from the header in their number of words, or 'my trace' is not the word"
+    echo "my_trace, or '#x' is not the word _x:"
     cat "$out/ratios.dat"
     fail=1
 fi

@@ -491,8 +491,9 @@ void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n);
 /* Write the machine description (uname -a, CPU model, date) as markdown. */
 void ccb_write_machine_md(FILE *f);
 /* A strategy or trace name as a file name (timeline/T__S.csv, timeline_T.png):
- * '/', '=', ',', ':', ' ', '"' and control bytes -> '_' (ratios.dat's
- * words too). */
+ * '/', '=', ',', ':', ' ', '"', '#' and control bytes -> '_' (ratios.dat's
+ * words too: gnuplot skips a line starting with '#'; README.md links to
+ * the plots, where '#' would start a URL's fragment). */
 void ccb_file_name(const char *in, char *out, size_t len);
 /* Run gnuplot on scripts/<script> with arguments, inside directory cwd
  * (NULL: this process's); 0 ok, 1 gnuplot missing, -1 failed. */

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccalloc.h"
 
 enum {
@@ -163,7 +164,7 @@ static int usage_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "ccbench: ");
-    vfprintf(stderr, fmt, ap);
+    ccai_vfprintf_escaped(stderr, fmt, ap); /* values from the command line, escaped */
     fprintf(stderr, " (see ccbench --help)\n");
     va_end(ap);
     return 2;
@@ -352,14 +353,14 @@ int ccb_load_trace(const char *arg, const ccb_options *o, ccb_trace *t) {
     char err[256];
     if (!strncmp(arg, "gen:", 4)) {
         if (!ccb_generator_find(arg + 4)) {
-            fprintf(stderr, "ccbench: unknown generator '%s' (ccbench --list)\n", arg + 4);
+            ccai_fprintf_escaped(stderr, "ccbench: unknown generator '%s' (ccbench --list)\n", arg + 4);
             return -1;
         }
         ccb_gen_params p = {o->seed, o->scale};
         return ccb_generate(arg + 4, &p, t) == 0 ? 0 : -1;
     }
     if (ccb_trace_load(t, arg, err, sizeof err) != 0) {
-        fprintf(stderr, "ccbench: %s: %s\n", arg, err);
+        ccai_fprintf_escaped(stderr, "ccbench: %s: %s\n", arg, err); /* a path, a field of the file */
         return -1;
     }
     return 0;
@@ -387,7 +388,8 @@ void ccb_name_traces(ccb_trace *t, size_t n, const char *const *args) {
             snprintf(t[i].name, sizeof t[i].name, "%.*s%s", (int)(sizeof t[i].name - 1) - sl, base, suffix);
         }
         if (strcmp(base, t[i].name))
-            fprintf(stderr, "ccbench: trace '%s' is called '%s' in the results (another trace is called '%s')\n",
-                    args ? args[i] : base, t[i].name, base);
+            ccai_fprintf_escaped(stderr,
+                                 "ccbench: trace '%s' is called '%s' in the results (another trace is called '%s')\n",
+                                 args ? args[i] : base, t[i].name, base);
     }
 }

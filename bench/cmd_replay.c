@@ -13,6 +13,8 @@
 
 #include <stdlib.h>
 
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
+
 static const char *const host_suite[] = {"ccalloc-growth",     "ccalloc-greedy",
                                          "ccalloc-nosmall",    "ccalloc-maxsplit",
                                          "ccalloc-onelarge",   "ccalloc-expandable",
@@ -45,10 +47,10 @@ int ccb_run_replays(ccb_options *o, const ccb_trace *traces, size_t ntraces, ccb
             uint64_t t0 = ccb_now_ns();
             if (ccb_replay(&traces[t], o->specs[s], &ro, x) != 0) {
                 failed = 1;
-                fprintf(stderr, "ccbench: %s on %s FAILED: %s\n", o->specs[s], traces[t].name, x->why);
+                ccai_fprintf_escaped(stderr, "ccbench: %s on %s FAILED: %s\n", o->specs[s], traces[t].name, x->why);
             } else {
-                fprintf(stderr, "  replay %-12s %-18s %s (%.1f s)\n", traces[t].name, o->specs[s],
-                        x->skipped ? "skipped" : "done", (double)(ccb_now_ns() - t0) / 1e9);
+                ccai_fprintf_escaped(stderr, "  replay %-12s %-18s %s (%.1f s)\n", traces[t].name, o->specs[s],
+                                     x->skipped ? "skipped" : "done", (double)(ccb_now_ns() - t0) / 1e9);
             }
         }
     }
@@ -71,8 +73,8 @@ static void write_out_dir(const ccb_options *o, const ccb_trace *traces, const c
         return;
     fprintf(readme, "# ccbench replay\n\n");
     ccb_write_machine_md(readme);
-    fprintf(readme, "- command: `%s`\n- simulated device: %zu bytes of host memory\n", o->command_line,
-            o->device_bytes);
+    ccai_fprintf_escaped(readme, "- command: `%s`\n", o->command_line);
+    fprintf(readme, "- simulated device: %zu bytes of host memory\n", o->device_bytes);
     ccb_write_replay_readme(readme, traces, o->nargs, r, o->nspecs, o->alloc_latency_ns, o->free_latency_ns);
     ccb_close_out(readme, o->out, "README.md"); /* said, and counted */
 }

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccai_rng.h"
 
 /* ---- PRNG: xoshiro256** (common/ccai_rng.h) plus a normal deviate ------------ */
@@ -257,7 +258,7 @@ int ccb_generate(const char *name, const ccb_gen_params *p, ccb_trace *t) {
     g->generate(t, p);
     char err[256];
     if (ccb_trace_analyze(t, err, sizeof err) != 0) {
-        fprintf(stderr, "ccbench: generator %s produced a bad trace: %s\n", name, err);
+        ccai_fprintf_escaped(stderr, "ccbench: generator %s produced a bad trace: %s\n", name, err);
         return -1;
     }
     return 0;

@@ -17,6 +17,8 @@
  * directory holds: report.c. Exit status: 0 ok, 1 a run failed, 2 bad usage;
  * 1 also when any output could not be written whole (a file, or standard
  * output, flushed and closed at exit: `> /dev/full` fails), said on stderr.
+ * Standard output closed (`>&-`) is a failure only when something was
+ * printed there (common/ccai_stdfds.h: `gen -o FILE >&-` succeeds).
  */
 #include "ccbench.h"
 
@@ -24,6 +26,8 @@
 #include <malloc.h>
 #include <string.h>
 
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
+#include "ccai_stdfds.h" /* common/: a standard stream closed at start */
 #include "ccalloc.h"
 
 typedef struct command {
@@ -80,11 +84,12 @@ static int dispatch(int argc, char **argv, const char *command_line) {
             return parse_and_run(ccb_cmd_all, argc, argv, named ? 2 : 1, command_line);
     if (named)
         return parse_and_run(named->run, argc, argv, 2, command_line);
-    fprintf(stderr, "ccbench: unknown command '%s' (see ccbench --help)\n", argv[1]);
+    ccai_fprintf_escaped(stderr, "ccbench: unknown command '%s' (see ccbench --help)\n", argv[1]);
     return 2;
 }
 
 int main(int argc, char **argv) {
+    ccai_hold_std_fds(); /* `>&-`: no file we open becomes standard output */
     static char command_line[4096]; /* quoted in README.md */
     size_t k = 0;
     for (int i = 0; i < argc && k + 2 < sizeof command_line; i++)

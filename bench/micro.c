@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccai_rng.h"
 
 #define MICRO_SIZES 4096
@@ -239,11 +240,11 @@ int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size
                 run_one(specs[i], lives[j], holes, pairs, row);
                 if (!row->skipped && isnan(row->median_ns))
                     rc = -1;
-                fprintf(stderr, "  micro %-16s live=%-6zu %-6s %s\n", row->strategy, row->live,
-                        holes ? "holes" : "packed",
-                        row->skipped            ? "skipped"
-                        : isnan(row->median_ns) ? row->why
-                                                : "done");
+                ccai_fprintf_escaped(stderr, "  micro %-16s live=%-6zu %-6s %s\n", row->strategy, row->live,
+                                     holes ? "holes" : "packed",
+                                     row->skipped            ? "skipped"
+                                     : isnan(row->median_ns) ? row->why
+                                                             : "done");
                 if (row->skipped) { /* one line says it for this strategy */
                     j = nlives;
                     holes = 2;

@@ -40,6 +40,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
+#include "ccai_stdfds.h" /* common/: ccai_close_failed */
+
 #ifndef CCB_SCRIPT_DIR
 #define CCB_SCRIPT_DIR "bench/scripts"
 #endif
@@ -89,8 +92,8 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         /* a failure always has its reason; a trace without allocations or
          * frees (releases only, or nothing) has no per-op figures: "—" */
         if (x->skipped || (isnan(x->median_ns) && x->why[0])) {
-            fprintf(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", x->trace, x->strategy,
-                    x->skipped ? "skipped" : "failed", x->why);
+            ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", x->trace, x->strategy,
+                                 x->skipped ? "skipped" : "failed", x->why);
             continue;
         }
         char med[32], p99[32], tot[32], drv[48], pr[32], rlb[32], rid[32], frag[32], calls[48], rat[32], rae[32],
@@ -110,9 +113,9 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         ccb_format_bytes(x->reserved_after_empty, rae, sizeof rae);
         ccb_format_bytes(x->device_free_before, dfb, sizeof dfb);
         ccb_format_bytes(x->device_free_after, dfa, sizeof dfa);
-        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n", x->trace,
-                x->strategy, med, p99, tot, drv, pr, rlb, rid, frag, calls, (unsigned long long)x->ooms, rat, rae, dfb,
-                dfa);
+        ccai_fprintf_escaped(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n",
+                             x->trace, x->strategy, med, p99, tot, drv, pr, rlb, rid, frag, calls,
+                             (unsigned long long)x->ooms, rat, rae, dfb, dfa);
     }
 }
 
@@ -141,7 +144,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
     size_t cols = 0;
     for (size_t s = 0; s < nspecs; s++)
         if (!r[s].skipped && r[s].checkpoints_n == ref->checkpoints_n && r[s].peak_reserved != CCB_UNKNOWN) {
-            fprintf(f, " %s |", r[s].strategy);
+            ccai_fprintf_escaped(f, " %s |", r[s].strategy);
             cols++;
         }
     fprintf(f, "\n|--:|---|--:|");
@@ -153,7 +156,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
         char label[96], req[32];
         checkpoint_label(t, c, label, sizeof label);
         ccb_format_bytes(c->requested, req, sizeof req);
-        fprintf(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
+        ccai_fprintf_escaped(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
         for (size_t s = 0; s < nspecs; s++) {
             if (r[s].skipped || r[s].checkpoints_n != ref->checkpoints_n || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
@@ -206,7 +209,7 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
     fprintf(f, "| domain | allocs | peak requested | releases |");
     for (size_t s = 0; s < nspecs; s++)
         if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
-            fprintf(f, " %s: returned at its releases |", r[s].strategy);
+            ccai_fprintf_escaped(f, " %s: returned at its releases |", r[s].strategy);
     fprintf(f, "\n|---|--:|--:|--:|");
     for (size_t s = 0; s < nspecs; s++)
         if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
@@ -233,8 +236,8 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
         const ccb_domain_info *di = &t->domains[d];
         char pr[32];
         ccb_format_bytes(di->peak_requested, pr, sizeof pr);
-        fprintf(f, "| %s | %llu | %s | %llu |", di->name, (unsigned long long)di->allocs, pr,
-                (unsigned long long)di->releases);
+        ccai_fprintf_escaped(f, "| %s | %llu | %s | %llu |", di->name, (unsigned long long)di->allocs, pr,
+                             (unsigned long long)di->releases);
         for (size_t s = 0; s < nspecs; s++) {
             if (r[s].skipped || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
@@ -259,10 +262,11 @@ void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
         ccb_format_bytes(t[i].ideal_peak, id, sizeof id);
         ccb_format_bytes(t[i].final_requested, fr, sizeof fr);
         ccb_format_bytes(t[i].max_size, mx, sizeof mx);
-        fprintf(f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
-                t[i].name, t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
-                t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases,
-                t[i].ndomains ? t[i].ndomains - 1 : 0, (unsigned long long)t[i].domain_releases);
+        ccai_fprintf_escaped(
+            f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
+            t[i].name, t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
+            t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases,
+            t[i].ndomains ? t[i].ndomains - 1 : 0, (unsigned long long)t[i].domain_releases);
     }
 }
 
@@ -385,16 +389,17 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
     for (size_t i = 0; i < n; i++) {
         const char *layout = r[i].holes ? "holes" : "packed";
         if (r[i].skipped)
-            fprintf(f, "| %s | all | | | skipped: %s | | |\n", r[i].strategy, r[i].why);
+            ccai_fprintf_escaped(f, "| %s | all | | | skipped: %s | | |\n", r[i].strategy, r[i].why);
         else if (isnan(r[i].median_ns))
-            fprintf(f, "| %s | %zu | %s | | failed: %s | | |\n", r[i].strategy, r[i].live, layout, r[i].why);
+            ccai_fprintf_escaped(f, "| %s | %zu | %s | | failed: %s | | |\n", r[i].strategy, r[i].live, layout,
+                                 r[i].why);
         else {
             char med[32], p99[32], mean[32];
             fmt_num(r[i].median_ns, "%.0f", med, sizeof med);
             fmt_num(r[i].p99_ns, "%.0f", p99, sizeof p99);
             fmt_num(r[i].mean_ns, "%.1f", mean, sizeof mean);
-            fprintf(f, "| %s | %zu | %s | %zu | %s | %s | %s |\n", r[i].strategy, r[i].live, layout, r[i].pairs, med,
-                    p99, mean);
+            ccai_fprintf_escaped(f, "| %s | %zu | %s | %zu | %s | %s | %s |\n", r[i].strategy, r[i].live, layout,
+                                 r[i].pairs, med, p99, mean);
         }
     }
     fprintf(f, "\nEach pair timed alone between two reads of %s; the median read (%.1f ns) is subtracted.\n",
@@ -523,16 +528,26 @@ unsigned ccb_out_failures(void) {
     return out_failures;
 }
 
-static int out_failed(const char *what, const char *path, const char *why) {
-    fprintf(stderr, "ccbench: cannot %s %s: %s\n", what, path, why);
+/* Say "cannot WHAT DIR/NAME: WHY" (DIR NULL: NAME alone) and count it; -1. */
+static int out_failed_in(const char *what, const char *dir, const char *name, const char *why) {
+    ccai_fprintf_escaped(stderr, "ccbench: cannot %s %s%s%s: %s\n", what, dir ? dir : "", dir ? "/" : "", name, why);
     out_failures++;
     return -1;
 }
 
+static int out_failed(const char *what, const char *path, const char *why) {
+    return out_failed_in(what, NULL, path, why);
+}
+
+/* Every path made from --out is built in a PATH_MAX buffer, the longest
+ * path the kernel opens, and checked: one that does not fit is an output
+ * failure ("path too long", counted), never cut to a prefix that would be
+ * another file or directory. */
 int ccb_mkdir_p(const char *path) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+    char buf[PATH_MAX];
+    if (strlen(path) >= sizeof buf)
         return out_failed("create", path, "path too long");
+    memcpy(buf, path, strlen(path) + 1);
     for (char *p = buf + 1; *p; p++) {
         if (*p == '/') {
             *p = '\0';
@@ -550,11 +565,11 @@ int ccb_mkdir_p(const char *path) {
 /* dir/name, or name alone when dir is NULL; -1 (said and counted) if too long. */
 static int out_path(const char *dir, const char *name, char *path, size_t len) {
     int n = dir ? snprintf(path, len, "%s/%s", dir, name) : snprintf(path, len, "%s", name);
-    return n >= (int)len ? out_failed("write", dir ? dir : name, "path too long") : 0;
+    return n < 0 || (size_t)n >= len ? out_failed_in("write", dir, name, "path too long") : 0;
 }
 
 FILE *ccb_open_out(const char *dir, const char *name) {
-    char path[4096];
+    char path[PATH_MAX];
     if (out_path(dir, name, path, sizeof path))
         return NULL;
     FILE *f = fopen(path, "w");
@@ -565,12 +580,14 @@ FILE *ccb_open_out(const char *dir, const char *name) {
 
 /* A write error is sticky (ferror) and a full device often shows only when
  * the buffer is flushed: both are checked here, once, at the close. NULL if
- * all of f was written, else why not. */
+ * all of f was written, else why not. A close that fails with EBADF after
+ * nothing failed is not a failure (common/ccai_stdfds.h: standard output
+ * closed, `>&-`, and never written). */
 static const char *close_checked(FILE *f) {
     errno = 0;
     int bad = fflush(f) != 0 || ferror(f);
     int e = errno;
-    if (fclose(f) != 0 && !bad) {
+    if (fclose(f) != 0 && !bad && ccai_close_failed(errno)) {
         bad = 1;
         e = errno;
     }
@@ -581,7 +598,7 @@ int ccb_close_out(FILE *f, const char *dir, const char *name) {
     if (!f)
         return -1; /* counted when it could not be opened */
     const char *why = close_checked(f);
-    char path[4096];
+    char path[PATH_MAX];
     if (!why || out_path(dir, name, path, sizeof path))
         return why ? -1 : 0;
     return out_failed("write", path, why);
@@ -596,7 +613,8 @@ void ccb_file_name(const char *in, char *out, size_t len) {
     size_t k = 0;
     for (; *in && k + 1 < len; in++) {
         unsigned char c = (unsigned char)*in;
-        out[k++] = (c < 0x20 || c == 0x7f || c == '/' || c == '=' || c == ',' || c == ':' || c == ' ' || c == '"')
+        out[k++] = (c < 0x20 || c == 0x7f || c == '/' || c == '=' || c == ',' || c == ':' || c == ' ' || c == '"' ||
+                    c == '#')
                        ? '_'
                        : *in;
     }
@@ -617,7 +635,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
     for (size_t i = 0; i < n && panels < CCB_MAX_SPECS; i++) {
         if (r[i].skipped || isnan(r[i].median_ns) || !r[i].timeline_n)
             continue;
-        char st[64], base[56], tr[64], rel[160], path[4200];
+        char st[64], base[56], tr[64], rel[160], path[PATH_MAX];
         ccb_file_name(r[i].strategy, base, sizeof base);
         snprintf(st, sizeof st, "%s", base);
         for (unsigned k = 2;; k++) { /* a name no earlier panel of this trace has */
@@ -629,13 +647,8 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
             snprintf(st, sizeof st, "%s-%u", base, k);
         }
         ccb_file_name(r[i].trace, tr, sizeof tr);
-        snprintf(rel, sizeof rel, "timeline/%s__%s.csv", tr, st);
-        int len = snprintf(path, sizeof path, "%s/%s", d->path, rel);
-        if (len < 0 || (size_t)len >= sizeof path) {
-            out_failed("write", rel, "the output directory's path is too long");
-            continue;
-        }
-        if (ccb_write_timeline_csv(path, &r[i]) != 0)
+        snprintf(rel, sizeof rel, "timeline/%s__%s.csv", tr, st); /* fits: 9 + 63 + 2 + 63 + 4 < 160 */
+        if (out_path(d->path, rel, path, sizeof path) != 0 || ccb_write_timeline_csv(path, &r[i]) != 0)
             continue;
         snprintf(used[panels], sizeof used[panels], "%s", st);
         snprintf(files + strlen(files), sizeof files - strlen(files), "%s%s", panels ? " " : "", rel);
@@ -655,13 +668,14 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
     if (rc == 1)
         fprintf(stderr, "ccbench: gnuplot not found: no plots (apt-get install gnuplot)\n");
     else if (rc != 0)
-        fprintf(stderr, "ccbench: gnuplot failed on %s/%s\n", d->path, png);
+        ccai_fprintf_escaped(stderr, "ccbench: gnuplot failed on %s/%s\n", d->path, png);
 }
 
 /* ratios.dat (peak reserved / peak allocated, trace x strategy) and its plot. */
 static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces, size_t nspecs) {
-    char dat[1024];
-    snprintf(dat, sizeof dat, "%s/ratios.dat", d->path);
+    char dat[PATH_MAX], png[PATH_MAX], cols[16];
+    if (out_path(d->path, "ratios.dat", dat, sizeof dat) != 0)
+        return;
     FILE *f = ccb_open_out(NULL, dat);
     if (!f)
         return;
@@ -692,10 +706,8 @@ static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces
     }
     if (ccb_close_out(f, NULL, dat) != 0)
         return;
-    if (d->no_plots || !kept)
+    if (d->no_plots || !kept || out_path(d->path, "ratios.png", png, sizeof png) != 0)
         return;
-    char png[1024], cols[16];
-    snprintf(png, sizeof png, "%s/ratios.png", d->path);
     snprintf(cols, sizeof cols, "%zu", kept + 1);
     const char *args[] = {dat, png, cols};
     if (ccb_gnuplot(d->script_dir, "ratios.gp", NULL, args, 3) != 0)
@@ -705,9 +717,9 @@ static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces
 void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t ntraces, const ccb_result *r,
                             size_t nspecs) {
     size_t n = ntraces * nspecs;
-    char tl[1024];
-    snprintf(tl, sizeof tl, "%s/timeline", d->path);
-    ccb_mkdir_p(tl);
+    char tl[PATH_MAX];
+    if (out_path(d->path, "timeline", tl, sizeof tl) == 0)
+        ccb_mkdir_p(tl); /* either failure said and counted; the CSVs then fail too */
     FILE *f = ccb_open_out(d->path, "results.md");
     if (f)
         ccb_write_results_md(f, r, n);
@@ -752,7 +764,7 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
         if (!any++)
             fprintf(readme, "\n## Phases and release events\n\nReserved bytes at each mark of a trace and right "
                             "after each of its release events (every strategy applies its own release call).\n");
-        fprintf(readme, "\n### %s\n\n", traces[t].name);
+        ccai_fprintf_escaped(readme, "\n### %s\n\n", traces[t].name);
         ccb_write_checkpoints_md(readme, &traces[t], &r[t * nspecs], nspecs);
     }
     any = 0;
@@ -764,7 +776,7 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
                             "allocations, its own peak of live requested bytes, and what each strategy's release of "
                             "the domain gave back (its reserved bytes just before minus just after; strategies "
                             "without domains give nothing back there).\n");
-        fprintf(readme, "\n### %s\n\n", traces[t].name);
+        ccai_fprintf_escaped(readme, "\n### %s\n\n", traces[t].name);
         ccb_write_domains_md(readme, &traces[t], &r[t * nspecs], nspecs);
     }
     fprintf(readme, "\nPlots: ");

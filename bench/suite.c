@@ -15,17 +15,25 @@
  *   4. every trace through every strategy (cmd_replay.c): the files of
  *      report.c, and the traces, results and checkpoints in README.md;
  *   5. not with --quick: model switching (switch.c, through ccrun), its
- *      switch.md copied into README.md ("skipped" without ccrun);
+ *      switch.md copied into README.md ("skipped" without ccrun, "failed"
+ *      when switch failed);
  *   6. the suite's wall time, last.
  * --quick also means one timed pass (--reps 1, --driver-reps 1) and 2000
  * micro pairs unless --pairs says otherwise. Exit status 1 when any step
- * failed; every step runs anyway.
+ * failed (every step runs anyway) or any output could not be written
+ * whole, as for replay: an --out that cannot be made a directory stops the
+ * suite before step 2, a README.md that cannot be written (opened, or
+ * closed whole) is said, and "wrote DIR/README.md" only follows a README.md
+ * that was written. 2 is for usage (a TRACE operand that does not read).
  */
 #include "ccbench.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 
 static int has_suffix(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
@@ -66,9 +74,9 @@ static size_t load_traces(const ccb_options *o, ccb_trace *traces, size_t max) {
         if (ccb_load_trace(name, o, &traces[nt]) == 0)
             nt++;
     }
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/../traces", ccb_default_script_dir());
-    DIR *d = opendir(dir);
+    char dir[PATH_MAX];
+    int len = snprintf(dir, sizeof dir, "%s/../traces", ccb_default_script_dir());
+    DIR *d = len >= 0 && (size_t)len < sizeof dir ? opendir(dir) : NULL;
     if (!d)
         return nt;
     char *names[CCB_MAX_TRACES];
@@ -81,9 +89,9 @@ static size_t load_traces(const ccb_options *o, ccb_trace *traces, size_t max) {
     closedir(d);
     qsort(names, nn, sizeof *names, by_name); /* readdir's order is the file system's */
     for (size_t i = 0; i < nn; i++) {
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (nt < max && ccb_load_trace(path, o, &traces[nt]) == 0)
+        char path[PATH_MAX];
+        len = snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (len >= 0 && (size_t)len < sizeof path && nt < max && ccb_load_trace(path, o, &traces[nt]) == 0)
             nt++;
         free(names[i]);
     }
@@ -96,11 +104,12 @@ static int switch_section(const ccb_options *o, FILE *readme) {
     fflush(readme);
     char *sargv[] = {"switch", "--out", (char *)o->out, NULL};
     int rc = ccb_cmd_switch(3, sargv) != 0;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/switch.md", o->out);
-    FILE *sw = fopen(path, "r");
+    char path[PATH_MAX];
+    int len = snprintf(path, sizeof path, "%s/switch.md", o->out);
+    FILE *sw = !rc && len >= 0 && (size_t)len < sizeof path ? fopen(path, "r") : NULL;
     if (!sw) {
-        fprintf(readme, "skipped: ccrun not found (configure with -DCCA_BUILD_RUNTIME=ON).\n");
+        fprintf(readme, rc ? "failed: switch.md was not written (ccbench switch said why on stderr).\n"
+                           : "skipped: ccrun not found (configure with -DCCA_BUILD_RUNTIME=ON).\n");
         return rc;
     }
     char line[1024];
@@ -125,22 +134,23 @@ int ccb_cmd_all(ccb_options *o) {
     if (ccb_mkdir_p(o->out)) {
         while (nt)
             ccb_trace_free(&traces[--nt]);
-        return 2; /* said by ccb_mkdir_p */
+        return 1; /* said and counted by ccb_mkdir_p: an output failure, as for replay */
     }
 
     FILE *readme = ccb_open_out(o->out, "README.md");
     int rc = 0;
     ccb_result *r = NULL;
     if (!readme) {
-        rc = 2;
+        rc = 1; /* said and counted by ccb_open_out */
         goto out;
     }
     fprintf(readme, "# ccbench results%s\n\n", o->quick ? " (quick)" : "");
     ccb_write_machine_md(readme);
+    ccai_fprintf_escaped(readme, "- command: `%s`\n", o->command_line); /* paths as given: escaped */
     fprintf(readme,
-            "- command: `%s`\n- simulated device: %zu bytes of host memory (ccalloc strategies); "
+            "- simulated device: %zu bytes of host memory (ccalloc strategies); "
             "all ccalloc figures here are on the SIMULATED device\n\n",
-            o->command_line, o->device_bytes);
+            o->device_bytes);
 
     fprintf(readme, "## Cached-path micro-benchmark (simulated device)\n\n");
     fflush(readme);
@@ -159,11 +169,13 @@ int ccb_cmd_all(ccb_options *o) {
     if (!o->quick)
         rc |= switch_section(o, readme);
     fprintf(readme, "\nWall time of the suite: %.1f s.\n", (double)(ccb_now_ns() - t0) / 1e9);
-    if (ccb_close_out(readme, o->out, "README.md") != 0)
-        rc = 2;
-    fprintf(stderr, "ccbench: wrote %s/README.md (%.1f s)\n", o->out, (double)(ccb_now_ns() - t0) / 1e9);
+    if (ccb_close_out(readme, o->out, "README.md") != 0) /* said and counted */
+        rc = 1;
+    else
+        ccai_fprintf_escaped(stderr, "ccbench: wrote %s/README.md (%.1f s)\n", o->out,
+                             (double)(ccb_now_ns() - t0) / 1e9);
 out:
     for (size_t i = 0; i < nt; i++)
         ccb_trace_free(&traces[i]);
-    return rc; /* 0, 1, or 2 when README.md could not be written */
+    return rc; /* 0, or 1: a step failed or an output could not be written whole */
 }

@@ -23,8 +23,9 @@
  * are labelled SIMULATED; on a GPU (ccrun --device auto finds it) they are
  * the headline: target (a) >= 25x faster than (b) with the same memory.
  *
- * ccrun is --ccrun PATH when given (a PATH that is not an executable file is
- * an error, exit 1: the user named it), else it is searched for in the build
+ * ccrun is --ccrun PATH when given (a PATH that is not an executable file, or
+ * is too long for PATH_MAX, is an error, exit 1: the user named it; it is
+ * run whole, never cut), else it is searched for in the build
  * tree (CCB_CCRUN_PATH), next to ccbench (../runtime/ccrun), then $PATH; not
  * found there: "skipped", exit 0.
  *
@@ -41,9 +42,11 @@
  */
 #include "ccbench.h"
 #include "ccalloc.h"
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -82,8 +85,9 @@ static void usage(FILE *f) {
                "  --device, --capacity (default 2G), --iters (default 1) and --batch (default 8) are\n"
                "  passed to ccrun, which checks them. At most %d models. Options take \"--opt value\"\n"
                "  or \"--opt=value\", in any order with the models.\n"
-               "  ccrun: --ccrun PATH (an error if PATH is not an executable file), else searched for in\n"
-               "  the build tree, next to ccbench and in $PATH (\"skipped\" if not found there).\n",
+               "  ccrun: --ccrun PATH (an error if PATH is not an executable file or is longer than\n"
+               "  PATH_MAX; used whole), else searched for in the build tree, next to ccbench and in\n"
+               "  $PATH (\"skipped\" if not found there).\n",
                MAX_MODELS);
 }
 
@@ -91,7 +95,7 @@ static int usage_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "ccbench switch: ");
-    vfprintf(stderr, fmt, ap);
+    ccai_vfprintf_escaped(stderr, fmt, ap); /* values from the command line, escaped */
     fprintf(stderr, " (see ccbench switch --help)\n");
     va_end(ap);
     return 2;
@@ -165,11 +169,21 @@ static int executable(const char *p) {
     return access(p, X_OK) == 0;
 }
 
-/* --ccrun PATH: named by the user, so it must be there. 0, or 1 said. */
+/* --ccrun PATH: named by the user, so it must be there, and it is run
+ * whole: a PATH that does not fit a PATH_MAX buffer is refused, never cut
+ * (a cut one named another file, or none). 0, or 1 said. */
 static int check_given_ccrun(const char *given) {
-    if (!given || executable(given))
+    if (!given)
         return 0;
-    fprintf(stderr, "ccbench switch: --ccrun '%s' is not an executable file: %s\n", given, strerror(errno));
+    if (strlen(given) >= PATH_MAX) {
+        ccai_fprintf_escaped(stderr, "ccbench switch: --ccrun '%s' is too long (%zu bytes; at most %d)\n", given,
+                             strlen(given), PATH_MAX - 1);
+        return 1;
+    }
+    if (executable(given))
+        return 0;
+    ccai_fprintf_escaped(stderr, "ccbench switch: --ccrun '%s' is not an executable file: %s\n", given,
+                         strerror(errno));
     return 1;
 }
 
@@ -210,43 +224,46 @@ typedef struct switch_run {
 
 /* ---- step 2: ccrun ------------------------------------------------------------------- */
 
-/* --ccrun (checked already), or the search; -1: not found. */
+/* out = a "/" b (b alone when a is NULL) when it fits len: 0; else -1 and
+ * out is not a path (a cut one would name another file). */
+static int path_join(char *out, size_t len, const char *a, const char *b) {
+    int n = a ? snprintf(out, len, "%s/%s", a, b) : snprintf(out, len, "%s", b);
+    return n >= 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* 1 when a, b joined fit out and name an executable file there. */
+static int found(char *out, size_t len, const char *a, const char *b) {
+    return path_join(out, len, a, b) == 0 && executable(out);
+}
+
+/* --ccrun (checked already: it fits), or the search, whose candidates are
+ * tried whole or not at all; -1: not found. */
 static int find_ccrun(const char *given, char *out, size_t len) {
-    if (given) {
-        snprintf(out, len, "%s", given);
-        return executable(out) ? 0 : -1;
-    }
+    if (given)
+        return found(out, len, NULL, given) ? 0 : -1;
 #ifdef CCB_CCRUN_PATH
-    if (executable(CCB_CCRUN_PATH)) {
-        snprintf(out, len, "%s", CCB_CCRUN_PATH);
+    if (found(out, len, NULL, CCB_CCRUN_PATH))
         return 0;
-    }
 #endif
-    char self[1024];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self);
+    if (n > 0 && (size_t)n < sizeof self) { /* n == sizeof self: cut */
         self[n] = '\0';
         char *slash = strrchr(self, '/');
         if (slash) {
             *slash = '\0';
-            char cand[sizeof self + 32];
-            snprintf(cand, sizeof cand, "%s/../runtime/ccrun", self);
-            if (strlen(cand) < len && executable(cand)) {
-                memcpy(out, cand, strlen(cand) + 1);
+            if (found(out, len, self, "../runtime/ccrun"))
                 return 0;
-            }
         }
     }
-    const char *path = getenv("PATH");
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path ? path : "");
-    char *save;
-    for (char *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        snprintf(out, len, "%s/ccrun", d);
-        if (executable(out))
-            return 0;
-    }
-    return -1;
+    char *path = strdup(getenv("PATH") ? getenv("PATH") : "");
+    char *save = NULL;
+    int rc = -1;
+    for (char *d = path ? strtok_r(path, ":", &save) : NULL; d && rc; d = strtok_r(NULL, ":", &save))
+        if (found(out, len, d, "ccrun"))
+            rc = 0;
+    free(path);
+    return rc;
 }
 
 /* Run argv, capture stdout; wall time from fork to reaped. */
@@ -321,9 +338,10 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, double *wall_ms) 
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (rc != 0 || !doc) {
         if (n == 1)
-            fprintf(stderr, "ccbench switch: ccrun %s failed (exit %d)\n%s\n", w->seq[first], rc, text ? text : "");
+            ccai_fprintf_escaped(stderr, "ccbench switch: ccrun %s failed (exit %d)\n", w->seq[first], rc);
         else
-            fprintf(stderr, "ccbench switch: in-process ccrun failed (exit %d)\n%s\n", rc, text ? text : "");
+            ccai_fprintf_escaped(stderr, "ccbench switch: in-process ccrun failed (exit %d)\n", rc);
+        ccai_fputs_escaped_lines(text, stderr); /* what it printed, escaped line by line */
         cJSON_Delete(doc);
         doc = NULL;
     }
@@ -336,7 +354,8 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, double *wall_ms) 
 static int num(const cJSON *o, const char *key, const char *what, double *v) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0 || x->valuedouble >= 0x1p64) {
-        fprintf(stderr, "ccbench switch: ccrun --json gave no number >= 0 for '%s' in its %s\n", key, what);
+        ccai_fprintf_escaped(stderr, "ccbench switch: ccrun --json gave no number >= 0 for '%s' in its %s\n", key,
+                             what);
         return -1;
     }
     *v = x->valuedouble;
@@ -491,11 +510,11 @@ static void summarize(const switch_run *w, const char *mode, mode_summary *m) {
 
 static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const mode_summary *b) {
     const switch_options *so = w->so;
-    fprintf(md, "Model switching on %s (%s), %zu models x %d rounds, ccrun %s --iters %s --batch %s%s%s\n\n",
-            w->devname, w->simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures"
-                                     : "real GPU",
-            so->nm, so->rounds, so->device, so->iters, so->batch, w->simulated ? " --capacity " : "",
-            w->simulated ? so->capacity : "");
+    ccai_fprintf_escaped(
+        md, "Model switching on %s (%s), %zu models x %d rounds, ccrun %s --iters %s --batch %s%s%s\n\n", w->devname,
+        w->simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures" : "real GPU", so->nm,
+        so->rounds, so->device, so->iters, so->batch, w->simulated ? " --capacity " : "",
+        w->simulated ? so->capacity : "");
     char sa[32], sb[32];
     fprintf(md, "| mode | switches | median ms/switch | min | max | next model gets the baseline free memory | "
                 "largest shortfall |\n");
@@ -552,11 +571,13 @@ static int report(const switch_run *w) {
         int bad = ccb_close_out(md, out, "switch.md") != 0;
         bad |= ccb_close_out(csv, out, "switch.csv") != 0;
         if (bad) {
-            fprintf(stderr, "ccbench switch: cannot write into %s\n", out);
+            ccai_fprintf_escaped(stderr, "ccbench switch: cannot write into %s\n", out);
             rc = 1;
         } else {
-            printf("ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n",
-                   a.median, b.median, w->simulated ? "simulated device" : "GPU", out);
+            ccai_fprintf_escaped(
+                stdout,
+                "ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n",
+                a.median, b.median, w->simulated ? "simulated device" : "GPU", out);
         }
     }
     free(a.ms);
@@ -571,7 +592,7 @@ int ccb_cmd_switch(int argc, char **argv) {
         return rc == 1 ? 0 : rc;
     if (check_given_ccrun(so.ccrun))
         return 1;
-    char ccrun[1024];
+    char ccrun[PATH_MAX];
     if (find_ccrun(so.ccrun, ccrun, sizeof ccrun) != 0) {
         printf("skipped: ccrun not found (build target ccrun with -DCCA_BUILD_RUNTIME=ON, or pass --ccrun PATH)\n");
         return 0;

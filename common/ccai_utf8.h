@@ -4,7 +4,8 @@
  * Names and messages come from outside (an upstream's name, a model file's
  * tensor names, a path): the allocator's snapshot writers keep them when
  * they are well-formed UTF-8 and write '?' for any other byte; the
- * runtime's ccr_fputs_escaped shows them on a terminal with controls and
+ * escaper of ccai_escape.h (the runtime's ccr_fputs_escaped, ccrun's JSON,
+ * ccbench's messages) shows them on a terminal with controls and
  * malformed bytes escaped. Both ask the same question of the bytes at p —
  * is a well-formed sequence here, how long, which character — and this is
  * the one answer, RFC 3629 strictly:

@@ -71,6 +71,13 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_full_stdout_all 1 "${ccb_full}" "" /dev/full
     --all --quick --no-plots -s malloc --live 10 --pairs 10 --out ${ccb_cli_dir}/full-all)
   ccb_cli(ccbench_full_stdout_usage_error 2 "unknown option '--nope'" "" /dev/full replay --nope)
+  # standard output closed (>&-): a command that writes nothing there succeeds
+  # (EBADF at the close is not a failure when nothing was written: GNU
+  # close_stdout); one that prints fails with the reason
+  ccb_cli(ccbench_closed_stdout_gen_file 0 "" "standard output" closed
+    gen uniform --scale 0.05 -o ${ccb_cli_dir}/closed-gen.csv)
+  ccb_cli(ccbench_closed_stdout_info 1 "cannot write standard output: Bad file descriptor" "" closed
+    info gen:uniform --scale 0.05)
   # gen -o FILE that cannot be written names FILE and why (it exited 1 in silence)
   ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
     gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)
@@ -91,6 +98,29 @@ if(TARGET ccbench_core)
       switch --ccrun ${ccb_fake} a b)
     ccb_cli(ccbench_switch_no_release 1 "ccrun reported 0 switches in one process" "${ccb_nan}" -
       switch --ccrun ${ccb_fake} a b)
+    # --ccrun PATH of 1024 bytes or more is used whole: it was cut to 1023 (the
+    # stand-in's "ccrun" to "ccru", an impostor here, or "skipped", exit 0)
+    string(REPEAT "c" 200 ccb_c200)
+    set(ccb_long ${ccb_cli_dir}/long-ccrun)
+    while(TRUE)
+      string(LENGTH "${ccb_long}/${ccb_c200}/ccrun" ccb_len)
+      if(ccb_len GREATER 1024)
+        break()
+      endif()
+      string(APPEND ccb_long "/${ccb_c200}")
+    endwhile()
+    string(LENGTH "${ccb_long}/ccrun" ccb_len)
+    math(EXPR ccb_pad "1024 - ${ccb_len} - 1")
+    if(ccb_pad GREATER 0) # else the build directory's own path is too long for this test
+      string(REPEAT "d" ${ccb_pad} ccb_d)
+      string(APPEND ccb_long "/${ccb_d}") # ${ccb_long}/ccrun: exactly 1024 bytes
+      file(MAKE_DIRECTORY ${ccb_long})
+      file(CREATE_LINK ${ccb_fake} ${ccb_long}/ccrun SYMBOLIC)
+      file(WRITE ${ccb_long}/ccru "#!/bin/sh\necho IMPOSTOR RAN >&2\nexit 1\n")
+      file(CHMOD ${ccb_long}/ccru PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
+      ccb_cli(ccbench_switch_ccrun_long 0 "below ccrun's resolution" "IMPOSTOR|skipped" -
+        switch --ccrun ${ccb_long}/ccrun a b)
+    endif()
     foreach(mode zero_ms:zero no_time:no-time no_release:no-release)
       string(REPLACE ":" ";" mode ${mode})
       list(GET mode 0 test)
@@ -108,6 +138,9 @@ if(TARGET ccbench_core)
     switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR}/bench.cmake)
   ccb_cli(ccbench_switch_ccrun_directory 1 "is not an executable file: Is a directory" "skipped" -
     switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR})
+  string(REPEAT "/x" 2100 ccb_too_long) # 4200 bytes: past PATH_MAX, never cut to a shorter path
+  ccb_cli(ccbench_switch_ccrun_too_long 1 "is too long \\(4206 bytes; at most 4095\\)" "skipped" -
+    switch --ccrun ${ccb_too_long}/ccrun)
   # --all TRACE...: the suite on those traces instead of the standard set (the
   # operands were ignored in silence); one that does not read stops it, exit 2;
   # a command name before --all is not taken for a trace
@@ -118,6 +151,16 @@ if(TARGET ccbench_core)
     replay ${ccb_all_opts} --out ${ccb_cli_dir}/all-command gen:uniform)
   ccb_cli(ccbench_all_with_a_bad_trace 2 "cannot open '/nonexistent-ccbench-dir/t.csv'" "replay " -
     ${ccb_all_opts} --out ${ccb_cli_dir}/all-bad /nonexistent-ccbench-dir/t.csv)
+  # --all whose README.md cannot be written whole, or whose --out is not a
+  # directory: an output failure, exit 1 as for replay (it was 2, "bad
+  # usage"), and no "wrote README.md" after "cannot write"
+  file(MAKE_DIRECTORY ${ccb_cli_dir}/all-full)
+  file(CREATE_LINK /dev/full ${ccb_cli_dir}/all-full/README.md SYMBOLIC)
+  ccb_cli(ccbench_all_readme_full 1 "cannot write ${ccb_cli_dir}/all-full/README.md: No space left on device"
+    "wrote .*README.md" - ${ccb_all_opts} --out ${ccb_cli_dir}/all-full gen:uniform)
+  file(WRITE ${ccb_cli_dir}/all-not-a-dir "")
+  ccb_cli(ccbench_all_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
+    "wrote .*README.md" - ${ccb_all_opts} --out ${ccb_cli_dir}/all-not-a-dir gen:uniform)
   # two traces of one name (a/t.csv b/t.csv, the same trace twice) get distinct
   # names, said on stderr: their timelines and plots overwrote each other
   file(WRITE ${ccb_cli_dir}/a/t.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")

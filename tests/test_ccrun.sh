@@ -9,9 +9,10 @@
 # never fit is refused up front; NaN/Inf weights warn and exit 4; every
 # output that cannot be written whole (/dev/full) exits 1 naming it and the
 # reason; hostile text (tensor names, dtypes, metadata keys, sidecar lines,
-# paths) reaches the terminal escaped; two outputs on one file, or an
-# output on a MODEL, are refused before the run (exit 2). Needs only a POSIX shell and grep; CCA_SOURCE_DIR is set by
-# CTest (tests/runtime.cmake).
+# paths) reaches the terminal escaped; two outputs on one file (standard
+# output or error sent to a footprint sidecar, a hard link to one included),
+# or an output on a MODEL, are refused before the run (exit 2). Needs only a
+# POSIX shell and grep; CCA_SOURCE_DIR is set by CTest (tests/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
 SRC=${CCA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -195,6 +196,24 @@ hostile "a sidecar line with ESC (the library's warning) is escaped" \
     "written for other layers ('mlp:\x1b[31m\x1b]0;x\x07'" --footprint-sidecar "$TMP/esc$ESC[31m.safetensors"
 check "--json keeps a hostile tensor name whole, JSON-escaped" sh -c \
     "'$CCRUN' --device host --json '$TMP/esc_name.safetensors' >'$TMP/hj' 2>/dev/null; test \$? -eq 1 && grep -qF '\\u001b[31mEVIL\\u000aFORGED line' '$TMP/hj'"
+# --json writes every character the terminal escaper refuses as \uXXXX (C1
+# controls, DEL, bidi and line separators, invisible ones, a tag as a
+# surrogate pair): the document stays valid and lossless and reaches a
+# terminal inert (only bytes < 0x20 were escaped; the rest came out raw).
+# The tensor name: U+009B U+007F U+202E U+2028 U+200B U+FEFF U+E0041 "x".
+st_file "$TMP/esc_json.safetensors" "$H0"',"\u009b\u007f\u202e\u2028\u200b\ufeff'"$(printf '\363\240\201\201')"'x":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}' "$Z16"
+n=$((n + 1))
+"$CCRUN" --device host --json "$TMP/esc_json.safetensors" >"$TMP/hj2" 2>/dev/null
+rc=$?
+if [ "$rc" -eq 1 ] && grep -qF '\u009b\u007f\u202e\u2028\u200b\ufeff\udb40\udc41x' "$TMP/hj2" &&
+    ! LC_ALL=C grep -q "$(printf '[\177\302\342\357\363]')" "$TMP/hj2" &&
+    python3 -c 'import json, sys; assert "\u009b\x7f\u202e\u2028\u200b\ufeff\U000e0041x" in json.load(open(sys.argv[1]))["error"]' "$TMP/hj2"; then
+    echo "ok: --json escapes C1, DEL, bidi, line and invisible characters as \\uXXXX, valid and lossless"
+else
+    echo "FAIL: --json with C1, DEL, bidi, line and invisible characters in a name: exit $rc, raw or lost:"
+    od -c "$TMP/hj2" | grep -n '302\|342\|357\|363\|177' | head -5
+    fails=$((fails + 1))
+fi
 check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a model has non-finite (NaN/Inf) weights'"
 check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
 check "--demo on a small simulated device" sh -c \
@@ -314,6 +333,37 @@ same "--demo --timeline on the file standard output goes to" \
     "standard output and --timeline '$TMP/sdo' are the same file" --demo --timeline "$TMP/sdo"
 same "--timeline on the file standard error goes to" "standard error and --timeline '$TMP/sde' are the same file" \
     --timeline "$TMP/sde" 'mlp:8x8'
+# A MODEL's footprint sidecar is read at load and a new one renamed over its
+# name at unload: standard output or error sent there would be lost with the
+# file it replaces (the run exited 0, the table gone), and an output on a hard
+# link to it wipes it before it is read. Both are refused (exit 2).
+for fd in 1 2; do
+    n=$((n + 1))
+    rm -f "$TMP/sd/in.safetensors.ccfoot"
+    if [ $fd = 1 ]; then
+        (cd "$TMP/sd" && "$CCRUN" --device host --footprint-sidecar in.safetensors >in.safetensors.ccfoot 2>"$TMP/sde")
+        rc=$?
+    else
+        (cd "$TMP/sd" && "$CCRUN" --device host --footprint-sidecar in.safetensors 2>in.safetensors.ccfoot >"$TMP/sdo")
+        rc=$?
+        cp "$TMP/sd/in.safetensors.ccfoot" "$TMP/sde"
+    fi
+    stream=$([ $fd = 1 ] && echo output || echo error)
+    want="standard $stream and --footprint-sidecar 'in.safetensors.ccfoot' are the same file"
+    if [ "$rc" -eq 2 ] && grep -qF -- "$want" "$TMP/sde"; then
+        echo "ok: standard $stream sent to a MODEL's footprint sidecar refused"
+    else
+        echo "FAIL: standard $stream sent to a MODEL's footprint sidecar: exit $rc, want 2 and '$want':"
+        cat "$TMP/sde"; fails=$((fails + 1))
+    fi
+done
+rm -f "$TMP/sd/in.safetensors.ccfoot"
+(cd "$TMP/sd" && "$CCRUN" --device host --footprint-sidecar in.safetensors >/dev/null 2>&1)
+ln "$TMP/sd/in.safetensors.ccfoot" "$TMP/sd/h.csv"
+same "--timeline on a hard link to a MODEL's existing footprint sidecar" \
+    "--timeline 'h.csv' and --footprint-sidecar 'in.safetensors.ccfoot' are the same file" \
+    --footprint-sidecar --timeline h.csv in.safetensors
+rm -f "$TMP/sd/in.safetensors.ccfoot" "$TMP/sd/h.csv"
 check "outputs on one device file that is not a regular file (/dev/null) are not refused" sh -c \
     "'$CCRUN' --device host --timeline /dev/null --save /dev/null 'mlp:8x8' >/dev/null"
 check "two outputs on different files still run" sh -c \
@@ -350,6 +400,34 @@ full "--demo on a full standard output: exit 1 with the reason" "ccrun: standard
     --demo --device host --capacity 192M --iters 1
 full "--demo --timeline on a full device: exit 1 naming the file" "ccrun: error: --timeline /dev/full: $NOSPACE" /dev/null \
     --demo --device host --capacity 192M --iters 1 --timeline /dev/full
+
+# Standard output closed (>&-): a run that prints nothing there is not a
+# failure (GNU close_stdout: EBADF at the close is ignored when nothing was
+# written), one that prints its table fails with the reason; and no file
+# ccrun opens takes the closed descriptor, so the table never lands in the
+# timeline (it did: fopen reused descriptor 1).
+closed() { # closed DESCRIPTION CODE WORDS UNWANTED ARGS...
+    desc=$1 code=$2 words=$3 unwanted=$4; shift 4
+    n=$((n + 1))
+    (cd "$TMP" && "$CCRUN" "$@" >&- 2>"$TMP/ce")
+    rc=$?
+    if [ "$rc" -eq "$code" ] && grep -qF -- "$words" "$TMP/ce" && ! grep -qF -- "$unwanted" "$TMP/ce"; then
+        echo "ok: $desc"
+    else
+        echo "FAIL: $desc: exit $rc, want $code, '$words' and not '$unwanted' in stderr:"; cat "$TMP/ce"
+        fails=$((fails + 1))
+    fi
+}
+closed "a usage error with standard output closed: exit 2, nothing said of standard output" 2 \
+    "unknown option '--nope'" "standard output" --device host --nope
+closed "the table on a closed standard output: exit 1 with the reason" 1 \
+    "ccrun: standard output: write failed: Bad file descriptor" "--timeline" --device host 'mlp:8x8'
+rm -f "$TMP/closed.csv"
+closed "--timeline with standard output closed: exit 1, the table not in the timeline" 1 \
+    "ccrun: standard output: write failed: Bad file descriptor" "--timeline" \
+    --device host --timeline "$TMP/closed.csv" 'mlp:8x8'
+check "--timeline with standard output closed: the timeline holds CSV rows only" sh -c \
+    "head -1 '$TMP/closed.csv' | grep -q '^t_ms,event,' && ! grep -q 'allocator defaults\|^phase ' '$TMP/closed.csv'"
 
 echo "$((n - fails)) of $n ccrun checks passed"
 [ "$fails" -eq 0 ]

@@ -1,9 +1,11 @@
 /*
- * test_runtime_text.c — runtime/src/text.c: text from outside the program
- * (a model file's names, a sidecar, a path) written for a terminal.
+ * test_runtime_text.c — runtime/src/text.c and the escaper under it
+ * (common/ccai_escape.h, which ccbench uses too): text from outside the
+ * program (a model file's names, a sidecar, a path) written for a terminal.
  *
- *   - control bytes (C0, DEL), C1 controls, bidi controls and every byte of
- *     a sequence that is not well-formed UTF-8 come out as \xNN;
+ *   - control bytes (C0, DEL), C1 controls, bidi controls, invisible format
+ *     characters (zero-width ones, U+FEFF, tags) and every byte of a
+ *     sequence that is not well-formed UTF-8 come out as \xNN;
  *   - printable ASCII and well-formed printable UTF-8 come out as they are;
  *   - the count returned is the bytes written; the decoder under it
  *     (common/ccai_utf8.h) agrees with RFC 3629 (no overlongs, no
@@ -14,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccai_utf8.h" /* common/ */
+#include "ccai_escape.h" /* common/: ccai_shown_as_is */
+#include "ccai_utf8.h"   /* common/ */
 #include "ccr.h"
 
 /* ccr_fputs_escaped(in) into a string, checking its count. */
@@ -53,6 +56,31 @@ Test(runtime_text, c1_and_bidi_controls_are_escaped) {
     expect_escaped("a\xe2\x80\xae" "b", "a\\xe2\\x80\\xaeb");     /* U+202E RIGHT-TO-LEFT OVERRIDE */
     expect_escaped("\xe2\x80\xaa\xe2\x81\xa6\xe2\x81\xa9", "\\xe2\\x80\\xaa\\xe2\\x81\\xa6\\xe2\\x81\\xa9");
     expect_escaped("\xe2\x80\xa9\xe2\x80\xa8", "\\xe2\\x80\\xa9\\xe2\\x80\\xa8"); /* paragraph, line separators */
+}
+
+/* characters that show nothing, so that one name looks like another */
+Test(runtime_text, invisible_format_characters_are_escaped) {
+    expect_escaped("a\xe2\x80\x8b" "b", "a\\xe2\\x80\\x8bb");                     /* U+200B ZERO WIDTH SPACE */
+    expect_escaped("\xe2\x80\x8c\xe2\x80\x8d", "\\xe2\\x80\\x8c\\xe2\\x80\\x8d"); /* ZWNJ, ZWJ */
+    expect_escaped("\xe2\x81\xa0\xe2\x81\xa4", "\\xe2\\x81\\xa0\\xe2\\x81\\xa4"); /* U+2060 WORD JOINER, U+2064 */
+    expect_escaped("\xef\xbb\xbfx", "\\xef\\xbb\\xbfx");                          /* U+FEFF (BOM) */
+    expect_escaped("\xf3\xa0\x80\x80\xf3\xa0\x81\x81\xf3\xa0\x81\xbf",            /* tags E0000, E0041, E007F */
+                   "\\xf3\\xa0\\x80\\x80\\xf3\\xa0\\x81\\x81\\xf3\\xa0\\x81\\xbf");
+    /* their neighbours are printable: U+200A HAIR SPACE, U+2065, U+FEFE, U+E0080 */
+    expect_escaped("\xe2\x80\x8a\xe2\x81\xa5\xef\xbb\xbe\xf3\xa0\x82\x80",
+                   "\xe2\x80\x8a\xe2\x81\xa5\xef\xbb\xbe\xf3\xa0\x82\x80");
+}
+
+/* the rule alone, as ccrun's JSON writer asks it */
+Test(runtime_text, shown_as_is) {
+    const uint32_t escaped[] = {0x00,   0x1b,   0x7f,   0x80,   0x9b,   0x9f,   0x061c, 0x200b,  0x200f,
+                                0x2028, 0x202e, 0x2060, 0x2064, 0x2066, 0x2069, 0xfeff, 0xe0000, 0xe007f};
+    const uint32_t shown[] = {' ',    '~',    0xa0,   0xe9,   0x200a,  0x2010,  0x2027,  0x202f,
+                              0x2065, 0x206a, 0xfffd, 0x1f600, 0xdffff, 0xe0080, 0x10ffff};
+    for (size_t i = 0; i < sizeof escaped / sizeof *escaped; i++)
+        cr_expect_eq(ccai_shown_as_is(escaped[i]), 0, "U+%04X", (unsigned)escaped[i]);
+    for (size_t i = 0; i < sizeof shown / sizeof *shown; i++)
+        cr_expect_eq(ccai_shown_as_is(shown[i]), 1, "U+%04X", (unsigned)shown[i]);
 }
 
 Test(runtime_text, malformed_utf8_is_escaped_byte_by_byte) {

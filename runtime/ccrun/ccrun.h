@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "ccai_escape.h" /* common/: ccai_fprintf_escaped */
 #include "ccr.h"
 
 /* Exit codes: documented in --help. CCRUN_WARN_NONFINITE: every run
@@ -99,10 +100,9 @@ int ccrun_demo(const ccrun_options *o);
 
 /* ---- output.c: text for a person, and whether every output was written ---- */
 
-/* printf to f with the text escaped for a terminal (ccr_fputs_escaped):
- * for anything that may quote a model file, a path or --conf. Returns the
- * bytes written or EOF. */
-int ccrun_print(FILE *f, const char *fmt, ...) CCRUN_PRINTF(2, 3);
+/* printf to f with the text escaped for a terminal, for anything that may
+ * quote a model file, a path or --conf: ccai_fprintf_escaped (common/
+ * ccai_escape.h, included above). */
 /* One message on stderr: "ccrun: " + the text, escaped, + newline. */
 void ccrun_say(const char *fmt, ...) CCRUN_PRINTF(1, 2);
 

@@ -71,7 +71,7 @@ static void add_summary(demo *d, const char *act, const char *what, const char *
 /* "          -> WHAT<the last error>" under the row it is about; the message
  * may quote --conf, so it is escaped. */
 static void say_error(const char *what) {
-    ccrun_print(stdout, "          -> %s%s", what, ccr_last_error());
+    ccai_fprintf_escaped(stdout, "          -> %s%s", what, ccr_last_error());
     putchar('\n');
 }
 

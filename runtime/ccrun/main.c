@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ccai_stdfds.h" /* common/: ccai_hold_std_fds */
 #include "ccrun.h"
 
 static void usage(FILE *f) {
@@ -259,12 +260,12 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
  * the tensors' names are the file's, escaped. */
 static void warn_nonfinite(const ccr_model *m, const char *src) {
     fputs("ccrun: ", stderr);
-    ccrun_print(stderr, "warning: model '%s' has %zu non-finite weights (NaN/Inf):", src,
-                ccr_model_nonfinite_weights(m));
+    ccai_fprintf_escaped(stderr, "warning: model '%s' has %zu non-finite weights (NaN/Inf):", src,
+                         ccr_model_nonfinite_weights(m));
     const char *name;
     size_t count;
     for (size_t i = 0; ccr_model_nonfinite_tensor(m, i, &name, &count) == CCR_OK; i++)
-        ccrun_print(stderr, "%s tensor '%s': %zu", i ? "," : "", name, count);
+        ccai_fprintf_escaped(stderr, "%s tensor '%s': %zu", i ? "," : "", name, count);
     fputs("; its outputs will be NaN (exit status 4)\n", stderr);
 }
 
@@ -325,10 +326,10 @@ static int open_engine(run_state *rs) {
     ccr_engine_device_info(rs->e, &dev);
     char b0[32], b1[32];
     if (!o->json) {
-        ccrun_print(stdout, "device %s (%s), %s total, %s free at start; allocator %s", dev.name,
-                    dev.simulated ? "SIMULATED on host memory" : "real GPU",
-                    cca_format_bytes(dev.total_bytes, b0, sizeof b0),
-                    cca_format_bytes(dev.free_baseline, b1, sizeof b1), *rs->conf ? rs->conf : "defaults (growth)");
+        ccai_fprintf_escaped(
+            stdout, "device %s (%s), %s total, %s free at start; allocator %s", dev.name,
+            dev.simulated ? "SIMULATED on host memory" : "real GPU", cca_format_bytes(dev.total_bytes, b0, sizeof b0),
+            cca_format_bytes(dev.free_baseline, b1, sizeof b1), *rs->conf ? rs->conf : "defaults (growth)");
         putchar('\n');
         ccrun_table_header(&rs->rep);
     }
@@ -660,6 +661,7 @@ static int run_resident(const ccrun_options *o) {
 }
 
 int main(int argc, char **argv) {
+    ccai_hold_std_fds(); /* `>&-`: no file ccrun opens becomes standard output */
     ccrun_options o;
     int rc = parse_options(argc, argv, &o);
     if (rc == -1) /* --help */

@@ -16,7 +16,10 @@
  *     drop the buffer, and the close then succeeds), and ccrun_close_stdout,
  *     the last thing main does, checks the stream's error flag and closes
  *     it, so that a failure of the final flush is seen too (the check `cat`
- *     and GNU's close_stdout make).
+ *     and GNU's close_stdout make). Standard output closed at start (`>&-`)
+ *     is held by main (common/ccai_stdfds.h), so no file ccrun opens takes
+ *     its descriptor; printing there fails with EBADF, and a run that
+ *     printed nothing there closes it cleanly.
  *
  * Each failure is said on stderr with the path ("standard output" for
  * stdout) and the reason (strerror), and makes ccrun exit 1
@@ -40,16 +43,24 @@
  *     realpath(its directory) + "/" + its name, so ./X, X, d/../X and
  *     dir//X are one; a directory that does not exist cannot hold it, and
  *     such a path is compared with nothing (its open fails on its own);
- *   - a sidecar by its name alone: it is written to a temporary file
- *     renamed over that name, which replaces a link rather than following
- *     it, so a link there shares nothing with its target.
+ *   - a sidecar by its name: it is written to a temporary file renamed
+ *     over that name, which replaces a link rather than following it, so
+ *     a file not there yet, or a link there, is known by the name alone;
+ *     and, when a regular file is there, by its identity too (stat: a
+ *     symlink followed): that file is read at the first load, through the
+ *     name, and then replaced, so standard output or error sent to it
+ *     would be lost with it (`ccrun --footprint-sidecar m >m.ccfoot`: the
+ *     table), and an output on a hard link to it would wipe it before it
+ *     is read. A MODEL that is that file is not refused: reading it as a
+ *     sidecar and replacing the name leaves the model as it was.
  *
  * Files that are not regular (/dev/null, a terminal, a pipe) are not
  * compared: nothing written there is overwritten.
  *
  * Text for a person (every message on stderr, the table's model and note
- * columns, the demo's error lines) goes through ccrun_say and ccrun_print,
- * which write it with ccr_fputs_escaped: messages quote tensor names,
+ * columns, the demo's error lines) goes through ccrun_say and
+ * ccai_fprintf_escaped (common/ccai_escape.h, the escaper behind
+ * ccr_fputs_escaped): messages quote tensor names,
  * dtypes and metadata keys from model files, sidecar lines, paths and
  * --conf as they are, and a control byte there (ESC [ 2 J, a newline that
  * forges a line of its own) reaches the terminal as \x1b, \x0a. The JSON
@@ -64,28 +75,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ccai_stdfds.h" /* common/: ccai_close_failed */
 #include "ccrun.h"
-
-static int vprint(FILE *f, const char *fmt, va_list ap) {
-    char *text = ccrun_vformat(fmt, ap);
-    int n = ccr_fputs_escaped(text ? text : "(out of host memory for the message)", f);
-    free(text);
-    return n;
-}
-
-int ccrun_print(FILE *f, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vprint(f, fmt, ap);
-    va_end(ap);
-    return n;
-}
 
 void ccrun_say(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("ccrun: ", stderr);
-    vprint(stderr, fmt, ap);
+    ccai_vfprintf_escaped(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
 }
@@ -104,9 +101,10 @@ void ccrun_flush(FILE *f) {
 }
 
 int ccrun_close_stdout(int rc) {
+    ccrun_flush(stdout); /* what is pending, before the close can hide it */
     errno = 0;
     int bad = ferror(stdout) || stdout_errno;
-    int why = fclose(stdout) != 0 ? errno : 0;
+    int why = fclose(stdout) != 0 && (bad || ccai_close_failed(errno)) ? errno : 0;
     if (stdout_errno)
         why = stdout_errno;
     if (!bad && !why)
@@ -181,8 +179,10 @@ static int identify(named_file *f) {
         return 1;
     }
     if (f->sidecar) {
+        if (stat(f->path, &st) == 0 && S_ISREG(st.st_mode))
+            f->has_id = 1, f->dev = st.st_dev, f->ino = st.st_ino;
         f->canon = future_path(f->path, 0, 0);
-        return f->canon != NULL;
+        return f->canon != NULL || f->has_id;
     }
     if (stat(f->path, &st) == 0) {
         if (!S_ISREG(st.st_mode))
@@ -196,7 +196,8 @@ static int identify(named_file *f) {
 }
 
 static int same_file(const named_file *a, const named_file *b) {
-    if (a->has_id && b->has_id && a->dev == b->dev && a->ino == b->ino)
+    int sidecar_on_input = (a->sidecar && b->input) || (a->input && b->sidecar); /* read, then its name replaced */
+    if (a->has_id && b->has_id && a->dev == b->dev && a->ino == b->ino && !sidecar_on_input)
         return 1;
     return a->canon && b->canon && !strcmp(a->canon, b->canon);
 }

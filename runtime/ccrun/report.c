@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ccai_utf8.h" /* common/ */
+#include "ccai_escape.h" /* common/: ccai_shown_as_is, on ccai_utf8.h */
 #include "ccrun.h"
 
 double ccrun_now_ms(void) {
@@ -90,7 +90,7 @@ void ccrun_progress(void *user, const char *model, size_t done, size_t total) {
     last = now;
     if (done < total) { /* the model's name escaped: only ccrun's own \r and ESC [ K reach the terminal */
         fputs("\r  loading ", stderr);
-        ccrun_print(stderr, "%.*s", head_len(model, 40), model);
+        ccai_fprintf_escaped(stderr, "%.*s", head_len(model, 40), model);
         fprintf(stderr, ": %3.0f%%", total ? 100.0 * (double)done / (double)total : 100.0);
     } else {
         fprintf(stderr, "\r\033[K");
@@ -190,31 +190,31 @@ void ccrun_report_free(ccrun_report *r) {
     r->n = r->cap = 0;
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped; bytes
- * that are not well-formed UTF-8 (a non-UTF-8 file name) become U+FFFD, so the document is always valid JSON. */
+/* A JSON string: quotes and backslashes escaped, and every character the
+ * terminal escaper refuses (common/ccai_escape.h: C0 and C1 controls, DEL,
+ * bidi and line controls, invisible format characters) written as \uXXXX
+ * (a surrogate pair past U+FFFF), so the document is lossless and reaches
+ * a terminal inert; bytes that are not well-formed UTF-8 (a non-UTF-8 file
+ * name) become U+FFFD, so the document is always valid JSON. */
 static void json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; p && *p;) {
-        unsigned char c = *p;
-        if (c == '"' || c == '\\') {
-            fprintf(f, "\\%c", c);
-            p++;
-        } else if (c < 0x20) {
-            fprintf(f, "\\u%04x", c);
-            p++;
-        } else if (c < 0x80) {
-            fputc(c, f);
-            p++;
-        } else {
-            size_t n = ccai_utf8_len(p);
-            if (n) {
-                fwrite(p, 1, n, f);
-                p += n;
-            } else {
-                fputs("\\ufffd", f);
-                p++;
-            }
+        uint32_t cp = 0;
+        size_t n = ccai_utf8_decode(p, &cp);
+        if (!n) {
+            fputs("\\ufffd", f);
+            n = 1;
+        } else if (cp == '"' || cp == '\\') {
+            fprintf(f, "\\%c", (char)cp);
+        } else if (ccai_shown_as_is(cp)) {
+            fwrite(p, 1, n, f);
+        } else if (cp < 0x10000) {
+            fprintf(f, "\\u%04x", (unsigned)cp);
+        } else { /* UTF-16: a high and a low surrogate */
+            fprintf(f, "\\u%04x\\u%04x", (unsigned)(0xd800 + ((cp - 0x10000) >> 10)),
+                    (unsigned)(0xdc00 + ((cp - 0x10000) & 0x3ff)));
         }
+        p += n;
     }
     fputc('"', f);
 }

@@ -384,8 +384,9 @@ ccr_status ccr_parse_size(const char *text, size_t *out);
 
 /* Write s for a person at a terminal: printable ASCII and well-formed
  * printable UTF-8 as they are; control characters (C0, DEL, C1), bidi and
- * line-separator controls, and each byte that is not part of well-formed
- * UTF-8, as \xNN. Messages (ccr_last_error, warnings) quote text from
+ * line-separator controls, invisible format characters (zero-width ones,
+ * U+FEFF, tags), and each byte that is not part of well-formed UTF-8, as
+ * \xNN (the table: common/ccai_escape.h). Messages (ccr_last_error, warnings) quote text from
  * model files as it is — a tensor named "\u001b[2J" in the header holds an
  * ESC — so print them with this, never with a plain "%s". NULL is "".
  * Returns the bytes written, or EOF when a write failed. */

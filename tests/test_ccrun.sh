@@ -382,6 +382,10 @@ full() { # full DESCRIPTION WORDS STDOUT ARGS...: exit 1 and WORDS in stderr
         echo "FAIL: $desc: exit $rc, want 1 and '$words' in stderr:"; cat "$TMP/fe"; fails=$((fails + 1)); fi
 }
 NOSPACE='write failed: No space left on device'
+# an output that cannot be created is the same kind of failure (exit 1) for
+# --timeline as for --snapshot and --save (--timeline exited 2, a usage error)
+full "--timeline in a missing directory: exit 1 naming the file" "/nonexistent-ccrun-dir/t.csv" /dev/null \
+    --device host --timeline /nonexistent-ccrun-dir/t.csv 'mlp:8x8'
 full "the table on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
     --device host 'mlp:8x8'
 full "--json on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \

@@ -91,9 +91,9 @@ static void usage(FILE *f) {
                "a hard link) are refused before anything runs (exit 2), naming both.\n"
                "\n"
                "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
-               "  resident model's outputs changed, ...) or an output could not be written\n"
-               "  whole (standard output, --timeline, --save, --snapshot: a full disk; stderr\n"
-               "  names the file and the reason), 2 bad usage,\n"
+               "  resident model's outputs changed, ...) or an output could not be made or\n"
+               "  written whole (standard output, --timeline, --save, --snapshot: a missing\n"
+               "  directory, a full disk; stderr names the file and the reason), 2 bad usage,\n"
                "3 device memory still allocated at exit (a bug),\n"
                "4 a model has non-finite (NaN/Inf) weights: it ran, its outputs are not numbers\n"
                "  (a warning on stderr names each tensor and its count).\n"
@@ -290,7 +290,7 @@ static int open_engine(run_state *rs) {
         ccrun_say("%s", ccr_last_error());
         if (o->json) /* --json promises one document, failures included */
             ccrun_json_document(&rs->rep, NULL, ccr_last_error(), 0);
-        return CCRUN_ERR_USAGE;
+        return CCRUN_ERR_MODEL; /* an output that cannot be made: 1, as for --snapshot and --save */
     }
     rs->conf = ccrun_alloc_conf(o, NULL);
     if (rs->conf && o->snapshot_path && ends_with(o->snapshot_path, ".pickle")) { /* --conf may change it */

@@ -387,22 +387,33 @@ static cca_status room_for(const cuda_device *d, const void *addr, size_t size) 
                      d->name, addr, size, free_b);
 }
 
+/* The start of a map or an unmap of a run: the VM lock, the run checked
+ * against the record (vm_ranges.c), the device's context entered. On
+ * CCA_OK the lock is held and the context entered (the caller leaves both);
+ * otherwise neither, and nothing was done. */
+static cca_status run_begin(cuda_device *d, bool unmap, void *addr, size_t size, ccai_vm_range **range, size_t *first,
+                            cuda_caller *caller) {
+    pthread_mutex_lock(&d->vm_lock);
+    cca_status st = unmap ? ccai_vm_check_unmap(&d->ranges, (uintptr_t)addr, size, range, first)
+                          : ccai_vm_check_map(&d->ranges, (uintptr_t)addr, size, range, first);
+    if (st == CCA_OK)
+        st = enter(d, caller);
+    if (st != CCA_OK)
+        pthread_mutex_unlock(&d->vm_lock);
+    return st;
+}
+
 /* The rules first (vm_ranges.c: inside one range, no granule already
  * mapped), so a refusal changes nothing; then room on the device; then
  * the granules. */
 static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
     size_t n = size / d->vm.granularity, first = 0, at = 0, stuck = 0; /* the wrapper checked: a multiple */
-    pthread_mutex_lock(&d->vm_lock);
     ccai_vm_range *range = NULL;
     cuda_caller caller;
-    cca_status st = ccai_vm_check_map(&d->ranges, (uintptr_t)addr, size, &range, &first);
-    if (st == CCA_OK)
-        st = enter(d, &caller);
-    if (st != CCA_OK) {
-        pthread_mutex_unlock(&d->vm_lock);
+    cca_status st = run_begin(d, false, addr, size, &range, &first, &caller);
+    if (st != CCA_OK)
         return st;
-    }
     const char *what = "cuMemCreate";
     CUresult e = CUDA_SUCCESS;
     if ((st = room_for(d, addr, size)) == CCA_OK)
@@ -435,16 +446,11 @@ static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
 static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
     size_t n = size / d->vm.granularity, first = 0, failed = 0, at = 0;
-    pthread_mutex_lock(&d->vm_lock);
     ccai_vm_range *range = NULL;
     cuda_caller caller;
-    cca_status st = ccai_vm_check_unmap(&d->ranges, (uintptr_t)addr, size, &range, &first);
-    if (st == CCA_OK)
-        st = enter(d, &caller);
-    if (st != CCA_OK) {
-        pthread_mutex_unlock(&d->vm_lock);
+    cca_status st = run_begin(d, true, addr, size, &range, &first, &caller);
+    if (st != CCA_OK)
         return st;
-    }
     CUresult e = unmap_granules(d, range, first, n, false, &failed, &at);
     CUresult back = CUDA_SUCCESS;
     size_t done = e == CUDA_SUCCESS ? n : at - first, back_at = 0, stuck = 0;

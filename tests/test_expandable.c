@@ -1660,6 +1660,42 @@ Test(expandable, domain_reserve_retry_synchronizes_before_it_unmaps) {
     fx_finish(a, u, &f);
 }
 
+/* A range the upstream refuses is asked for again at half the size, down to
+ * the request's own pages (address space runs out before device memory when
+ * many domains each hold a range): one refusal, and the request is served
+ * from a range of half the device; refusals all the way down, and it is an
+ * OOM after one attempt per halving (in the request and in its OOM retry),
+ * nothing held. */
+Test(expandable, a_refused_range_is_asked_for_again_at_half_the_size) {
+    for (int sticky = 0; sticky < 2; sticky++) {
+        tu_faulty f;
+        cca_upstream *u = fx_create(&f, 64 * MiB, false);
+        cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0");
+        f.fail_at[TU_FAULT_RESERVE] = f.calls[TU_FAULT_RESERVE] + 1;
+        f.sticky[TU_FAULT_RESERVE] = sticky;
+        void *p = NULL;
+        cca_status st = cca_alloc(a, 1 * MiB, S0, &p);
+        cca_stats s = tu_stats(a);
+        if (!sticky) {
+            cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+            cr_assert_eq(f.calls[TU_FAULT_RESERVE], 2, "64 MiB refused, then 32 MiB");
+            cr_assert_eq(s.address_space_bytes, 32 * MiB);
+            tu_free(a, p);
+        } else {
+            cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+            cr_assert_null(p);
+            /* 64, 32, 16, 8, 4, 2 and 1 MiB, each refused, in the request and
+             * again in the OOM retry after the cache is released */
+            cr_assert_eq(f.calls[TU_FAULT_RESERVE], 14, "%llu reservations tried",
+                         (unsigned long long)f.calls[TU_FAULT_RESERVE]);
+            cr_assert_eq(s.address_space_bytes, 0);
+            cr_assert_eq(s.reserved_bytes, 0);
+        }
+        tu_faulty_faults_off(&f);
+        fx_finish(a, u, &f);
+    }
+}
+
 /* cca_destroy unmaps pages only after the device synchronized, even with
  * no free pending: a block freed on its own stream is free at once while
  * that stream may still have work queued on it, and unmapping does not

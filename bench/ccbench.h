@@ -494,6 +494,9 @@ void ccb_write_machine_md(FILE *f);
  * '/', '=', ',', ':', ' ', '"', '#' and control bytes -> '_' (ratios.dat's
  * words too: gnuplot skips a line starting with '#'; README.md links to
  * the plots, where '#' would start a URL's fragment). */
+/* "- command: `LINE`" for a results README: a markdown code span whose
+ * fence outgrows any backticks in the line, control characters escaped. */
+void ccb_write_command_md(FILE *f, const char *command_line);
 void ccb_file_name(const char *in, char *out, size_t len);
 /* Run gnuplot on scripts/<script> with arguments, inside directory cwd
  * (NULL: this process's); 0 ok, 1 gnuplot missing, -1 failed. */
@@ -566,6 +569,12 @@ typedef struct ccb_options {
     const char *command_line; /* for README.md */
 } ccb_options;
 
+/* The command line as one string for a results README (malloc'd, the
+ * caller frees; NULL without host memory): every argument, whatever the
+ * length, each a POSIX shell word (single-quoted unless it is made only of
+ * letters, digits and _@%+=:,./-), so that pasting it into a shell runs the
+ * same command. */
+char *ccb_command_line(int argc, char **argv);
 void ccb_options_init(ccb_options *o, const char *command_line);
 /* Parse argv[1..argc) (argv[0] is the command) with getopt_long: long options
  * as "--opt value" or "--opt=value", -s/-o/-h short ones, operands anywhere.

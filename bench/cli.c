@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,54 @@ void ccb_usage(FILE *f) {
     fprintf(f, "\nResults on the simulated device (host memory) are labelled simulated; GPU strategies need a GPU.\n"
                "Exit status: 0 ok; 1 a run failed, or an output (a file, or standard output: `> /dev/full`)\n"
                "could not be written whole, said on stderr; 2 bad usage.\n");
+}
+
+/* One argument as a POSIX shell word: as it is when every byte is one a
+ * shell leaves alone, else in single quotes, each ' written '\'' (close,
+ * an escaped quote, reopen). Returns the bytes written, or would write when
+ * out is NULL. */
+static size_t shell_word(const char *arg, char *out) {
+    static const char plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-";
+    size_t n = strlen(arg);
+    bool quote = n == 0 || strspn(arg, plain) != n;
+    size_t k = 0;
+    if (quote && out)
+        out[k] = '\'';
+    k += quote;
+    for (size_t i = 0; i < n; i++) {
+        if (arg[i] == '\'' && quote) {
+            if (out)
+                memcpy(out + k, "'\\''", 4);
+            k += 4;
+        } else {
+            if (out)
+                out[k] = arg[i];
+            k++;
+        }
+    }
+    if (quote && out)
+        out[k] = '\'';
+    return k + quote;
+}
+
+char *ccb_command_line(int argc, char **argv) {
+    size_t len = 1; /* the NUL */
+    for (int i = 0; i < argc; i++) {
+        size_t w = shell_word(argv[i], NULL) + (i > 0);
+        if (w > SIZE_MAX - len)
+            return NULL;
+        len += w;
+    }
+    char *line = malloc(len), *at = line;
+    if (!line)
+        return NULL;
+    for (int i = 0; i < argc; i++) {
+        if (i)
+            *at++ = ' ';
+        at += shell_word(argv[i], at);
+    }
+    *at = '\0';
+    return line;
 }
 
 void ccb_options_init(ccb_options *o, const char *command_line) {

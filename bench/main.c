@@ -90,10 +90,11 @@ static int dispatch(int argc, char **argv, const char *command_line) {
 
 int main(int argc, char **argv) {
     ccai_hold_std_fds(); /* `>&-`: no file we open becomes standard output */
-    static char command_line[4096]; /* quoted in README.md */
-    size_t k = 0;
-    for (int i = 0; i < argc && k + 2 < sizeof command_line; i++)
-        k += (size_t)snprintf(command_line + k, sizeof command_line - k, "%s%s", i ? " " : "", argv[i]);
+    char *command_line = ccb_command_line(argc, argv); /* quoted in README.md */
+    if (!command_line) {
+        fprintf(stderr, "ccbench: out of host memory for the command line\n");
+        return 1;
+    }
     cca_set_log_callback(silence, NULL);
     /* glibc: no heap trimming and a fixed 32 MiB mmap threshold, so that the
      * malloc floor (and the simulated device's aligned_alloc) measure
@@ -102,6 +103,7 @@ int main(int argc, char **argv) {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
 
     int rc = dispatch(argc, argv, command_line);
+    free(command_line);
     /* what it printed is written now, or said and counted; an output that
      * could not be written fails the run */
     ccb_close_stdout();

@@ -609,6 +609,24 @@ int ccb_close_stdout(void) {
     return why ? out_failed("write", "standard output", why) : 0;
 }
 
+void ccb_write_command_md(FILE *f, const char *command_line) {
+    /* a code span's fence is one backtick more than the longest run inside
+     * it, padded with spaces when the text starts or ends with one */
+    size_t run = 0, longest = 0;
+    for (const char *c = command_line; *c; c++) {
+        run = *c == '`' ? run + 1 : 0;
+        longest = run > longest ? run : longest;
+    }
+    const char *pad = longest ? " " : "";
+    fprintf(f, "- command: ");
+    for (size_t i = 0; i <= longest; i++)
+        fputc('`', f);
+    ccai_fprintf_escaped(f, "%s%s%s", pad, command_line, pad); /* paths as given: escaped */
+    for (size_t i = 0; i <= longest; i++)
+        fputc('`', f);
+    fputc('\n', f);
+}
+
 void ccb_file_name(const char *in, char *out, size_t len) {
     size_t k = 0;
     for (; *in && k + 1 < len; in++) {

@@ -146,7 +146,7 @@ int ccb_cmd_all(ccb_options *o) {
     }
     fprintf(readme, "# ccbench results%s\n\n", o->quick ? " (quick)" : "");
     ccb_write_machine_md(readme);
-    ccai_fprintf_escaped(readme, "- command: `%s`\n", o->command_line); /* paths as given: escaped */
+    ccb_write_command_md(readme, o->command_line);
     fprintf(readme,
             "- simulated device: %zu bytes of host memory (ccalloc strategies); "
             "all ccalloc figures here are on the SIMULATED device\n\n",

@@ -176,6 +176,11 @@ if(TARGET ccbench_core)
   add_test(NAME ccbench_plots COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_plots.sh $<TARGET_FILE:ccbench>
     ${ccb_cli_dir}/plots)
   set_tests_properties(ccbench_plots PROPERTIES LABELS cpu TIMEOUT 120)
+  # the command line a results README quotes: whole past 4 KiB, and quoted
+  # so that a shell splits it back into the arguments given
+  add_test(NAME ccbench_command_line COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_command_line.sh
+    $<TARGET_FILE:ccbench> ${ccb_cli_dir}/command_line)
+  set_tests_properties(ccbench_command_line PROPERTIES LABELS cpu TIMEOUT 120)
   # the malloc floor refuses a block over the device as an OOM, without calling
   # malloc: a 2^60-byte request aborted ccbench under ASan (allocation-size-too-big)
   file(WRITE ${ccb_cli_dir}/huge.csv "seq,op,id,size,stream\n0,alloc,1,1152921504606846976,0\n1,alloc,2,4096,0\n")

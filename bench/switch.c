@@ -420,7 +420,7 @@ static int in_process(switch_run *w) {
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(doc, "device");
     w->simulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dev, "simulated"));
     snprintf(w->devname, sizeof w->devname, "%s", str(dev, "name"));
-    size_t baseline;
+    size_t baseline = 0; /* set by bytes() when rc is 0, read only then */
     int rc = bytes(dev, "free_baseline", "device", &baseline);
     const cJSON *ph;
     double unload_ms = 0, release_ms = 0;
@@ -454,7 +454,7 @@ static int process_per_model(switch_run *w) {
         if (!doc)
             return -1;
         w->proc_wall += wall;
-        double load_run = 0, ms;
+        double load_run = 0, ms = 0;
         size_t start_free = 0;
         int rc = 0;
         const cJSON *ph;

@@ -32,6 +32,28 @@
 
 #define TOLERANCE (1 * MiB)
 
+#ifdef CCA_TEST_CUDA_DOUBLE
+/* Built as test_cuda_double (tests/cuda_double.cmake): the same checks on
+ * the driver double, which also counts every call that broke a documented
+ * driver rule and every runtime call on a thread with no context: none may
+ * happen, in any test. */
+#include "cuda_double.h"
+#include <stdio.h>
+#include <stdlib.h>
+static void no_driver_rule_broken(void) {
+    cuda_double_stats s = cuda_double_get_stats();
+    if (s.violations == 0 && s.implicit_contexts == 0)
+        return;
+    /* Criterion reports an assertion in .fini but does not fail the test
+     * for it: a crash it does count */
+    fprintf(stderr, "driver double: %lu rule(s) broken (last: %s); %lu runtime call(s) on a thread with no context "
+                    "(first: %s)\n",
+            s.violations, s.last_violation, s.implicit_contexts, s.first_implicit);
+    abort();
+}
+TestSuite(cuda_upstream, .fini = no_driver_rule_broken);
+#endif
+
 static cca_upstream *cuda_or_skip(void) {
     cca_upstream *u = NULL;
     cca_status st = cca_upstream_cuda_create(0, &u);
@@ -59,6 +81,16 @@ static size_t device_free_warm(cca_upstream *u) {
     cr_assert_eq(cca_upstream_free(u, p, 64 * MiB), CCA_OK, "%s", cca_last_error());
     return device_free(u);
 }
+
+#ifdef CCA_TEST_CUDART
+/* The test's own runtime calls (cudaMemset, cudaMemcpy: reading and writing
+ * the blocks) run in device 0's primary context, made current by the test
+ * itself: the runtime would otherwise make it current implicitly, which the
+ * driver double counts against the upstream. */
+static void test_context(void) {
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+}
+#endif
 
 static size_t distance(size_t x, size_t y) {
     return x > y ? x - y : y - x;
@@ -214,6 +246,7 @@ Test(cuda_upstream, vm_map_unmap_round_trip) {
     cr_assert_eq(s.vm_mapped_bytes, 4 * g);
     cr_assert_eq(s.vm_map_calls, 2);
 #ifdef CCA_TEST_CUDART
+    test_context();
     cr_assert_eq(cudaMemset(p + g / 2, 0x5a, g), cudaSuccess, "write across the two maps");
     cr_assert_eq(cudaMemset(p + 3 * g, 0x33, g), cudaSuccess, "write granule 3");
     unsigned char host[4096];
@@ -246,6 +279,7 @@ Test(cuda_upstream, vm_map_unmap_round_trip) {
     cr_assert_eq(s.vm_unmap_calls, 1);
     cr_assert_leq(distance(device_free(u), after_one), TOLERANCE, "a refused unmap changed the device's free count");
 #ifdef CCA_TEST_CUDART
+    test_context();
     cr_assert_eq(cudaMemcpy(host, p + g / 2, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess, "granule 0");
     for (size_t i = 0; i < sizeof host; i++)
         cr_assert_eq(host[i], 0x5a, "byte %zu of granule 0 after the unmaps", i);
@@ -314,6 +348,7 @@ static cca_upstream *cuda_vm_or_skip(size_t *granularity) {
 #ifdef CCA_TEST_CUDART
 /* Fill a block on the device with one byte value. */
 static void device_fill(void *p, size_t size, int value) {
+    test_context();
     cr_assert_eq(cudaMemset(p, value, size), cudaSuccess, "cudaMemset of %zu bytes at %p", size, p);
 }
 
@@ -322,6 +357,7 @@ static void device_expect(const void *p, size_t size, int value, const char *wha
     unsigned char host[4096];
     size_t n = size < sizeof host ? size : sizeof host;
     const unsigned char *ends[2] = {p, (const unsigned char *)p + size - n};
+    test_context();
     for (int e = 0; e < 2; e++) {
         cr_assert_eq(cudaMemcpy(host, ends[e], n, cudaMemcpyDeviceToHost), cudaSuccess, "%s: copy back", what);
         for (size_t i = 0; i < n; i++)

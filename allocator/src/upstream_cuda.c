@@ -66,7 +66,15 @@
  *               granules before it are mapped again (new memory: contents
  *               lost; the allocator unmaps only free pages) and the call
  *               fails with what is mapped unchanged; if that map fails too,
- *               they stay unmapped, and the message says so.
+ *               they stay unmapped, and the message says so. The record
+ *               then follows the driver, but the call has failed, so its
+ *               caller (the wrapper's vm_mapped_bytes, an expandable
+ *               segment's page bitmap) still takes those granules as
+ *               mapped: an allocation over them would get unmapped memory.
+ *               It takes two refusals in a row (an unmap of a granule that
+ *               is mapped, then a create of memory just freed); the ops
+ *               have no way to say "done in part", so it is left at the
+ *               message (tests/test_cuda_double_faults.c pins it).
  * One physical allocation per granule, as PyTorch's expandable segments
  * have one handle per page, is what makes release GRANULE BY GRANULE: the
  * driver unmaps only whole allocations (a sub-range of one is refused), so

@@ -1,0 +1,911 @@
+/*
+ * cuda_double.c — the CUDA runtime and driver calls of upstream_cuda.c,
+ * over host memory, with the documented rules enforced (cuda_double.h).
+ *
+ * State, all under one mutex:
+ *   devices    config.devices, each with a PRIMARY context (created by
+ *              cuDevicePrimaryCtxRetain or implicitly, see below; retain
+ *              count) and the bytes cudaMalloc and cuMemCreate hold on it;
+ *   contexts   per thread, the CURRENT context (thread-local), which
+ *              cuCtxGetCurrent/cuCtxSetCurrent read and write and which
+ *              every call that works on a device uses: cudaMalloc and
+ *              cudaMemGetInfo act on the current context's device, as the
+ *              real runtime does;
+ *   cudaMalloc blocks: host memory mapped read-write (MAP_NORESERVE), so
+ *              cudaMemset/cudaMemcpy work, counted on the current device
+ *              rounded up to 2 MiB;
+ *   VMM        reservations (address space, PROT_NONE), physical handles
+ *              (a size and a device; no memory until mapped), and mappings
+ *              (a run of a reservation backed by one handle: fresh
+ *              anonymous pages, PROT_NONE until cuMemSetAccess makes them
+ *              read-write; an unmap puts fresh PROT_NONE pages back, so the
+ *              memory goes and a later touch faults).
+ *
+ * Rules enforced (a call that breaks one fails with the driver's
+ * CUDA_ERROR_INVALID_VALUE / INVALID_CONTEXT, or the runtime's
+ * cudaErrorInvalidValue, and counts a VIOLATION, which tests assert to be
+ * 0 after what the upstream does):
+ *   - driver VMM calls need a current context (CUDA_ERROR_INVALID_CONTEXT);
+ *   - cuMemCreate: size a multiple of the granularity, a pinned device
+ *     location that exists; OOM above the device's free memory;
+ *   - cuMemMap: offset 0, size a multiple of the granularity and at most
+ *     the handle's, inside ONE reservation, over no mapped byte; a handle
+ *     is mapped at most once at a time here (the driver allows more; the
+ *     upstream never does it, so a second map is a violation);
+ *   - cuMemSetAccess: every byte of the range mapped;
+ *   - cuMemUnmap: the range is exactly a run of whole mappings (CUDA: "the
+ *     entire contiguous address range that was mapped"; part of one is
+ *     refused), nothing unmapped inside it;
+ *   - cuMemRelease: a live handle; the memory goes when it is released AND
+ *     unmapped;
+ *   - cuMemAddressFree: exactly a reservation, with nothing mapped in it
+ *     (stricter than documented: the upstream must unmap first);
+ *   - cudaFree: NULL or a live cudaMalloc pointer; cudaMemset/cudaMemcpy:
+ *     inside one live cudaMalloc block or accessible mapped run.
+ * IMPLICIT CONTEXTS: a runtime call on a thread with no current context
+ * makes that thread's runtime device's primary context current (device 0
+ * unless cudaSetDevice said otherwise), as CUDA 12+ does, and is counted
+ * in implicit_contexts: the upstream must never cause one.
+ * Events complete at once unless held (cuda_double_hold_events); a
+ * cudaDeviceSynchronize completes them all. There are no kernels and no
+ * streams: cudaEventRecord accepts any stream handle.
+ */
+#include "cuda_double.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <cudaTypedefs.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define MIB ((size_t)1 << 20)
+
+struct CUctx_st {
+    int device;
+    bool primary;
+};
+
+struct CUevent_st {
+    bool ready;
+};
+
+typedef struct dbl_block { /* a cudaMalloc */
+    uintptr_t addr;
+    size_t size, counted;
+    int device;
+} dbl_block;
+
+typedef struct dbl_handle {
+    size_t size;
+    int device;
+    bool live;     /* created, memory counted                   */
+    bool released; /* cuMemRelease'd: goes when unmapped        */
+    bool mapped;
+} dbl_handle;
+
+typedef struct dbl_mapping {
+    uintptr_t addr;
+    size_t size;
+    unsigned long long handle; /* index + 1 */
+    bool access;
+} dbl_mapping;
+
+typedef struct dbl_reservation {
+    uintptr_t base;
+    size_t size;
+    void *raw;
+    size_t raw_size;
+} dbl_reservation;
+
+typedef struct dbl_fault {
+    char fn[40];
+    unsigned long at; /* the call count at which it fires */
+    int code;
+    bool sticky;
+} dbl_fault;
+
+#define LOG_CALLS 64
+#define MAX_FAULTS 16
+#define MAX_FNS 64
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuda_double_config g_config;
+static bool g_configured;
+static struct CUctx_st g_primary[CUDA_DOUBLE_MAX_DEVICES];
+static int g_primary_refs[CUDA_DOUBLE_MAX_DEVICES];
+static bool g_primary_alive[CUDA_DOUBLE_MAX_DEVICES];
+static size_t g_malloc_bytes[CUDA_DOUBLE_MAX_DEVICES], g_physical_bytes[CUDA_DOUBLE_MAX_DEVICES];
+static dbl_block *g_blocks;
+static size_t g_nblocks, g_capblocks;
+static dbl_handle *g_handles;
+static size_t g_nhandles, g_caphandles;
+static dbl_mapping *g_maps;
+static size_t g_nmaps, g_capmaps;
+static dbl_reservation *g_res;
+static size_t g_nres, g_capres;
+static dbl_fault g_faults[MAX_FAULTS];
+static size_t g_nfaults;
+static struct {
+    char name[40];
+    unsigned long calls;
+} g_fns[MAX_FNS];
+static size_t g_nfns;
+static char g_log[LOG_CALLS][40];
+static size_t g_logn;
+static bool g_hold;
+static cuda_double_stats g_stats;
+
+static _Thread_local struct CUctx_st *t_current;
+static _Thread_local cudaError_t t_last_error;
+static _Thread_local int t_runtime_device;
+
+/* ---- bookkeeping ---------------------------------------------------------- */
+
+cuda_double_config cuda_double_defaults(void) {
+    cuda_double_config c = {.devices = 2,
+                            .device_bytes = (size_t)4 << 30,
+                            .granularity = 2 * MIB,
+                            .vmm = true,
+                            .context_bytes = 256 * MIB,
+                            .hidden = NULL};
+    return c;
+}
+
+static void ensure_config(void) { /* under g_lock */
+    if (!g_configured) {
+        g_config = cuda_double_defaults();
+        g_configured = true;
+    }
+}
+
+void cuda_double_configure(const cuda_double_config *c) {
+    pthread_mutex_lock(&g_lock);
+    g_config = *c;
+    if (g_config.devices > CUDA_DOUBLE_MAX_DEVICES)
+        g_config.devices = CUDA_DOUBLE_MAX_DEVICES;
+    g_configured = true;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void grow(void **arr, size_t *cap, size_t n, size_t elem) {
+    if (n < *cap)
+        return;
+    size_t c = *cap ? *cap * 2 : 64;
+    void *p = realloc(*arr, c * elem);
+    if (!p)
+        abort(); /* a test double: no host memory is a broken test machine */
+    *arr = p;
+    *cap = c;
+}
+
+/* Count the call, and say whether an injected fault fires (its code). */
+static bool enter_call(const char *fn, int *code) { /* under g_lock */
+    ensure_config();
+    size_t i = 0;
+    while (i < g_nfns && strcmp(g_fns[i].name, fn) != 0)
+        i++;
+    if (i == g_nfns && g_nfns < MAX_FNS)
+        snprintf(g_fns[g_nfns++].name, sizeof g_fns[0].name, "%s", fn);
+    unsigned long n = i < MAX_FNS ? ++g_fns[i].calls : 0;
+    snprintf(g_log[g_logn++ % LOG_CALLS], sizeof g_log[0], "%s", fn);
+    for (size_t k = 0; k < g_nfaults; k++) {
+        dbl_fault *f = &g_faults[k];
+        if (strcmp(f->fn, fn) == 0 && (n == f->at || (f->sticky && n > f->at))) {
+            *code = f->code;
+            return true;
+        }
+    }
+    return false;
+}
+
+static unsigned long calls_of(const char *fn) { /* under g_lock */
+    for (size_t i = 0; i < g_nfns; i++)
+        if (strcmp(g_fns[i].name, fn) == 0)
+            return g_fns[i].calls;
+    return 0;
+}
+
+void cuda_double_fail(const char *fn, unsigned long nth, int code, bool sticky) {
+    pthread_mutex_lock(&g_lock);
+    if (g_nfaults < MAX_FAULTS && nth > 0) {
+        dbl_fault *f = &g_faults[g_nfaults++];
+        snprintf(f->fn, sizeof f->fn, "%s", fn);
+        f->at = calls_of(fn) + nth;
+        f->code = code;
+        f->sticky = sticky;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+void cuda_double_clear_faults(void) {
+    pthread_mutex_lock(&g_lock);
+    g_nfaults = 0;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void violation(const char *fmt, const char *fn, uintptr_t addr, size_t size) { /* under g_lock */
+    g_stats.violations++;
+    char what[200];
+    snprintf(what, sizeof what, fmt, addr, size);
+    snprintf(g_stats.last_violation, sizeof g_stats.last_violation, "%s: %s", fn, what);
+}
+
+static size_t device_used(int dev) {
+    return g_malloc_bytes[dev] + g_physical_bytes[dev] + (g_primary_alive[dev] ? g_config.context_bytes : 0);
+}
+
+static size_t device_free(int dev) {
+    size_t used = device_used(dev);
+    return used >= g_config.device_bytes ? 0 : g_config.device_bytes - used;
+}
+
+/* The runtime's context for a call: the current one, or (none) the
+ * runtime device's primary context, made current and counted. */
+static struct CUctx_st *runtime_context(void) { /* under g_lock */
+    if (t_current)
+        return t_current;
+    int dev = t_runtime_device;
+    if (g_stats.implicit_contexts++ == 0)
+        snprintf(g_stats.first_implicit, sizeof g_stats.first_implicit, "%s", g_log[(g_logn - 1) % LOG_CALLS]);
+    g_primary_alive[dev] = true;
+    g_primary[dev].device = dev;
+    g_primary[dev].primary = true;
+    t_current = &g_primary[dev];
+    return t_current;
+}
+
+static cudaError_t rt_fail(cudaError_t e) {
+    t_last_error = e;
+    return e;
+}
+
+/* ---- runtime -------------------------------------------------------------- */
+
+#define RT_BEGIN(name)                                                                                                 \
+    int code_ = 0;                                                                                                     \
+    pthread_mutex_lock(&g_lock);                                                                                       \
+    if (enter_call(name, &code_)) {                                                                                    \
+        pthread_mutex_unlock(&g_lock);                                                                                 \
+        return rt_fail((cudaError_t)code_);                                                                            \
+    }
+
+cudaError_t CUDARTAPI cudaGetDeviceCount(int *count) {
+    RT_BEGIN("cudaGetDeviceCount");
+    int n = g_config.devices;
+    pthread_mutex_unlock(&g_lock);
+    if (n <= 0) {
+        *count = 0;
+        return rt_fail(cudaErrorNoDevice);
+    }
+    *count = n;
+    return cudaSuccess;
+}
+
+const char *CUDARTAPI cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    default: return "unknown error (cuda double)";
+    }
+}
+
+cudaError_t CUDARTAPI cudaGetLastError(void) {
+    cudaError_t e = t_last_error;
+    t_last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t CUDARTAPI cudaSetDevice(int device) {
+    RT_BEGIN("cudaSetDevice");
+    if (device < 0 || device >= g_config.devices) {
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorInvalidDevice);
+    }
+    t_runtime_device = device;
+    g_primary_alive[device] = true;
+    g_primary[device].device = device;
+    g_primary[device].primary = true;
+    t_current = &g_primary[device];
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaGetDevice(int *device) {
+    RT_BEGIN("cudaGetDevice");
+    *device = t_current ? t_current->device : t_runtime_device;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaMalloc(void **ptr, size_t size) {
+    RT_BEGIN("cudaMalloc");
+    int dev = runtime_context()->device;
+    size_t counted = (size + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
+    if (size == 0) {
+        *ptr = NULL;
+        pthread_mutex_unlock(&g_lock);
+        return cudaSuccess;
+    }
+    if (counted > device_free(dev)) {
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorMemoryAllocation);
+    }
+    void *p = mmap(NULL, counted, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorMemoryAllocation);
+    }
+    grow((void **)&g_blocks, &g_capblocks, g_nblocks, sizeof *g_blocks);
+    g_blocks[g_nblocks++] = (dbl_block){(uintptr_t)p, size, counted, dev};
+    g_malloc_bytes[dev] += counted;
+    *ptr = p;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaFree(void *ptr) {
+    RT_BEGIN("cudaFree");
+    (void)runtime_context();
+    if (!ptr) {
+        pthread_mutex_unlock(&g_lock);
+        return cudaSuccess;
+    }
+    for (size_t i = 0; i < g_nblocks; i++) {
+        if (g_blocks[i].addr == (uintptr_t)ptr) {
+            munmap(ptr, g_blocks[i].counted);
+            g_malloc_bytes[g_blocks[i].device] -= g_blocks[i].counted;
+            g_blocks[i] = g_blocks[--g_nblocks];
+            pthread_mutex_unlock(&g_lock);
+            return cudaSuccess;
+        }
+    }
+    violation("%#lx (%zu) is not a live cudaMalloc pointer", "cudaFree", (uintptr_t)ptr, 0);
+    pthread_mutex_unlock(&g_lock);
+    return rt_fail(cudaErrorInvalidValue);
+}
+
+cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    RT_BEGIN("cudaMemGetInfo");
+    int dev = runtime_context()->device;
+    *free_bytes = device_free(dev);
+    *total_bytes = g_config.device_bytes;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+static struct CUevent_st **g_events;
+static size_t g_nevents, g_capevents;
+
+cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
+    RT_BEGIN("cudaDeviceSynchronize");
+    (void)runtime_context();
+    g_stats.syncs++;
+    for (size_t i = 0; i < g_nevents; i++)
+        g_events[i]->ready = true;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+    (void)flags;
+    RT_BEGIN("cudaEventCreateWithFlags");
+    (void)runtime_context();
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (!e) {
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorMemoryAllocation);
+    }
+    e->ready = true;
+    grow((void **)&g_events, &g_capevents, g_nevents, sizeof *g_events);
+    g_events[g_nevents++] = e;
+    *event = e;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+static bool event_known(const struct CUevent_st *e) {
+    for (size_t i = 0; i < g_nevents; i++)
+        if (g_events[i] == e)
+            return true;
+    return false;
+}
+
+cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    (void)stream;
+    RT_BEGIN("cudaEventRecord");
+    (void)runtime_context();
+    if (!event_known(event)) {
+        violation("event %#lx (%zu) was not created", "cudaEventRecord", (uintptr_t)event, 0);
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorInvalidValue);
+    }
+    event->ready = !g_hold;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
+    RT_BEGIN("cudaEventQuery");
+    (void)runtime_context();
+    if (!event_known(event)) {
+        violation("event %#lx (%zu) was not created", "cudaEventQuery", (uintptr_t)event, 0);
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorInvalidValue);
+    }
+    bool ready = event->ready;
+    pthread_mutex_unlock(&g_lock);
+    return ready ? cudaSuccess : rt_fail(cudaErrorNotReady);
+}
+
+cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
+    RT_BEGIN("cudaEventDestroy");
+    (void)runtime_context();
+    for (size_t i = 0; i < g_nevents; i++) {
+        if (g_events[i] == event) {
+            free(event);
+            g_events[i] = g_events[--g_nevents];
+            pthread_mutex_unlock(&g_lock);
+            return cudaSuccess;
+        }
+    }
+    violation("event %#lx (%zu) was not created", "cudaEventDestroy", (uintptr_t)event, 0);
+    pthread_mutex_unlock(&g_lock);
+    return rt_fail(cudaErrorInvalidValue);
+}
+
+void cuda_double_hold_events(bool hold) {
+    pthread_mutex_lock(&g_lock);
+    g_hold = hold;
+    if (!hold)
+        for (size_t i = 0; i < g_nevents; i++)
+            g_events[i]->ready = true;
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Is [p, p + n) device memory the host may touch: inside one cudaMalloc
+ * block, or mapped and made accessible? */
+static bool device_range_ok(uintptr_t p, size_t n) { /* under g_lock */
+    for (size_t i = 0; i < g_nblocks; i++)
+        if (p >= g_blocks[i].addr && n <= g_blocks[i].size && p - g_blocks[i].addr <= g_blocks[i].size - n)
+            return true;
+    uintptr_t at = p, end = p + n;
+    while (at < end) {
+        size_t i = 0;
+        while (i < g_nmaps && !(at >= g_maps[i].addr && at < g_maps[i].addr + g_maps[i].size))
+            i++;
+        if (i == g_nmaps || !g_maps[i].access)
+            return false;
+        at = g_maps[i].addr + g_maps[i].size;
+    }
+    return true;
+}
+
+cudaError_t CUDARTAPI cudaMemset(void *ptr, int value, size_t count) {
+    RT_BEGIN("cudaMemset");
+    (void)runtime_context();
+    if (!device_range_ok((uintptr_t)ptr, count)) {
+        violation("%#lx (%zu bytes) is not accessible device memory", "cudaMemset", (uintptr_t)ptr, count);
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorInvalidValue);
+    }
+    memset(ptr, value, count);
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+    RT_BEGIN("cudaMemcpy");
+    (void)runtime_context();
+    bool ok = true;
+    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice)
+        ok = device_range_ok((uintptr_t)src, count);
+    if (ok && (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice))
+        ok = device_range_ok((uintptr_t)dst, count);
+    if (!ok || kind == cudaMemcpyDefault) {
+        violation("%#lx (%zu bytes): not accessible device memory, or kind Default", "cudaMemcpy",
+                  (uintptr_t)(kind == cudaMemcpyDeviceToHost ? src : dst), count);
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorInvalidValue);
+    }
+    memcpy(dst, src, count);
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+/* ---- driver: errors, devices, contexts ------------------------------------ */
+
+#define DRV_BEGIN(name)                                                                                                \
+    int code_ = 0;                                                                                                     \
+    pthread_mutex_lock(&g_lock);                                                                                       \
+    if (enter_call(name, &code_)) {                                                                                    \
+        pthread_mutex_unlock(&g_lock);                                                                                 \
+        return (CUresult)code_;                                                                                        \
+    }
+#define DRV_RETURN(r)                                                                                                  \
+    do {                                                                                                               \
+        pthread_mutex_unlock(&g_lock);                                                                                 \
+        return (r);                                                                                                    \
+    } while (0)
+
+static CUresult CUDAAPI d_get_error_string(CUresult r, const char **s) {
+    switch (r) {
+    case CUDA_SUCCESS: *s = "no error"; break;
+    case CUDA_ERROR_INVALID_VALUE: *s = "invalid argument"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: *s = "out of memory"; break;
+    case CUDA_ERROR_INVALID_CONTEXT: *s = "invalid device context"; break;
+    case CUDA_ERROR_NOT_SUPPORTED: *s = "operation not supported"; break;
+    case CUDA_ERROR_INVALID_DEVICE: *s = "invalid device ordinal"; break;
+    case CUDA_ERROR_UNKNOWN: *s = "unknown error"; break;
+    default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI d_device_get(CUdevice *dev, int ordinal) {
+    DRV_BEGIN("cuDeviceGet");
+    if (ordinal < 0 || ordinal >= g_config.devices)
+        DRV_RETURN(CUDA_ERROR_INVALID_DEVICE);
+    *dev = ordinal;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+static CUresult CUDAAPI d_primary_retain(CUcontext *ctx, CUdevice dev) {
+    DRV_BEGIN("cuDevicePrimaryCtxRetain");
+    if (dev < 0 || dev >= g_config.devices)
+        DRV_RETURN(CUDA_ERROR_INVALID_DEVICE);
+    g_primary[dev].device = dev;
+    g_primary[dev].primary = true;
+    g_primary_alive[dev] = true;
+    g_primary_refs[dev]++;
+    *ctx = &g_primary[dev];
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+static CUresult CUDAAPI d_primary_release(CUdevice dev) {
+    DRV_BEGIN("cuDevicePrimaryCtxRelease");
+    if (dev < 0 || dev >= g_config.devices || g_primary_refs[dev] == 0) {
+        violation("device %lu (%zu): released more often than retained", "cuDevicePrimaryCtxRelease",
+                  (uintptr_t)dev, 0);
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    }
+    g_primary_refs[dev]--; /* the context stays: the runtime's implicit use holds it too */
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+static CUresult CUDAAPI d_ctx_get_current(CUcontext *ctx) {
+    DRV_BEGIN("cuCtxGetCurrent");
+    *ctx = t_current;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+static CUresult CUDAAPI d_ctx_set_current(CUcontext ctx) {
+    DRV_BEGIN("cuCtxSetCurrent");
+    t_current = ctx;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+void *cuda_double_user_context(int device) {
+    struct CUctx_st *c = malloc(sizeof *c); /* lives to the end of the test process */
+    if (c) {
+        c->device = device;
+        c->primary = false;
+    }
+    return c;
+}
+
+void *cuda_double_current(void) {
+    return t_current;
+}
+
+void *cuda_double_primary(int device) {
+    pthread_mutex_lock(&g_lock);
+    void *p = device >= 0 && device < CUDA_DOUBLE_MAX_DEVICES && g_primary_alive[device] ? &g_primary[device] : NULL;
+    pthread_mutex_unlock(&g_lock);
+    return p;
+}
+
+static CUresult CUDAAPI d_device_get_attribute(int *value, CUdevice_attribute attr, CUdevice dev) {
+    DRV_BEGIN("cuDeviceGetAttribute");
+    if (dev < 0 || dev >= g_config.devices)
+        DRV_RETURN(CUDA_ERROR_INVALID_DEVICE);
+    if (attr != CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+        DRV_RETURN(CUDA_ERROR_NOT_SUPPORTED); /* the double knows this one attribute */
+    *value = g_config.vmm;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+/* ---- driver: virtual memory ----------------------------------------------- */
+
+static bool no_context(const char *fn) { /* under g_lock */
+    if (t_current)
+        return false;
+    violation("called with no current context (%#lx, %zu)", fn, 0, 0);
+    return true;
+}
+
+static bool prop_ok(const CUmemAllocationProp *prop) {
+    return prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+           prop->location.id >= 0 && prop->location.id < g_config.devices;
+}
+
+static CUresult CUDAAPI d_granularity(size_t *g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags f) {
+    (void)f;
+    DRV_BEGIN("cuMemGetAllocationGranularity");
+    if (!prop_ok(prop))
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    *g = g_config.granularity;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+static CUresult CUDAAPI d_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+                                  unsigned long long flags) {
+    (void)addr;
+    (void)flags;
+    DRV_BEGIN("cuMemAddressReserve");
+    if (no_context("cuMemAddressReserve"))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    size_t g = g_config.granularity;
+    if (size == 0 || size % g || (align && (align & (align - 1)))) {
+        violation("size %#lx / %zu not a multiple of the granularity, or a bad alignment", "cuMemAddressReserve",
+                  size, align);
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    }
+    size_t a = align > g ? align : g, raw_size = size + a;
+    void *raw = mmap(NULL, raw_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        DRV_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    uintptr_t base = ((uintptr_t)raw + a - 1) & ~(uintptr_t)(a - 1);
+    grow((void **)&g_res, &g_capres, g_nres, sizeof *g_res);
+    g_res[g_nres++] = (dbl_reservation){base, size, raw, raw_size};
+    *ptr = (CUdeviceptr)base;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+static size_t mapped_in(uintptr_t lo, uintptr_t hi) { /* bytes of mappings overlapping [lo, hi) */
+    size_t n = 0;
+    for (size_t i = 0; i < g_nmaps; i++) {
+        uintptr_t a = g_maps[i].addr, b = a + g_maps[i].size;
+        if (a < hi && b > lo)
+            n += (b < hi ? b : hi) - (a > lo ? a : lo);
+    }
+    return n;
+}
+
+static CUresult CUDAAPI d_address_free(CUdeviceptr ptr, size_t size) {
+    DRV_BEGIN("cuMemAddressFree");
+    for (size_t i = 0; i < g_nres; i++) {
+        if (g_res[i].base == (uintptr_t)ptr && g_res[i].size == size) {
+            if (mapped_in(g_res[i].base, g_res[i].base + size)) {
+                violation("%#lx (%zu bytes) still has mappings in it", "cuMemAddressFree", (uintptr_t)ptr, size);
+                DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+            }
+            munmap(g_res[i].raw, g_res[i].raw_size);
+            g_res[i] = g_res[--g_nres];
+            DRV_RETURN(CUDA_SUCCESS);
+        }
+    }
+    violation("%#lx (%zu bytes) is not a reservation", "cuMemAddressFree", (uintptr_t)ptr, size);
+    DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+}
+
+static CUresult CUDAAPI d_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                                 unsigned long long flags) {
+    (void)flags;
+    DRV_BEGIN("cuMemCreate");
+    if (no_context("cuMemCreate"))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (!prop_ok(prop) || size == 0 || size % g_config.granularity) {
+        violation("size %#lx (%zu): not a multiple of the granularity, or a bad prop", "cuMemCreate", size, 0);
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    }
+    int dev = prop->location.id;
+    if (size > device_free(dev))
+        DRV_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    grow((void **)&g_handles, &g_caphandles, g_nhandles, sizeof *g_handles);
+    g_handles[g_nhandles++] = (dbl_handle){.size = size, .device = dev, .live = true};
+    g_physical_bytes[dev] += size;
+    g_stats.handles++;
+    *h = g_nhandles; /* index + 1 */
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+static dbl_handle *handle_of(CUmemGenericAllocationHandle h) {
+    return h >= 1 && h <= g_nhandles && g_handles[h - 1].live ? &g_handles[h - 1] : NULL;
+}
+
+static void handle_maybe_free(dbl_handle *hd) {
+    if (hd->released && !hd->mapped) {
+        hd->live = false;
+        g_physical_bytes[hd->device] -= hd->size;
+        g_stats.handles--;
+    }
+}
+
+static CUresult CUDAAPI d_release(CUmemGenericAllocationHandle h) {
+    DRV_BEGIN("cuMemRelease");
+    dbl_handle *hd = handle_of(h);
+    if (!hd || hd->released) {
+        violation("handle %lu (%zu): not a live handle", "cuMemRelease", (uintptr_t)h, 0);
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    }
+    hd->released = true;
+    handle_maybe_free(hd);
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+static const dbl_reservation *reservation_of(uintptr_t p, size_t size) {
+    for (size_t i = 0; i < g_nres; i++)
+        if (p >= g_res[i].base && size <= g_res[i].size && p - g_res[i].base <= g_res[i].size - size)
+            return &g_res[i];
+    return NULL;
+}
+
+static CUresult CUDAAPI d_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                              unsigned long long flags) {
+    (void)flags;
+    DRV_BEGIN("cuMemMap");
+    if (no_context("cuMemMap"))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    uintptr_t p = (uintptr_t)ptr;
+    dbl_handle *hd = handle_of(h);
+    if (!hd || hd->mapped || offset != 0 || size == 0 || size % g_config.granularity || size > hd->size ||
+        p % g_config.granularity) {
+        violation("%#lx (%zu bytes): a bad handle, offset, size or alignment", "cuMemMap", p, size);
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    }
+    if (!reservation_of(p, size) || mapped_in(p, p + size)) {
+        violation("%#lx (%zu bytes): outside one reservation, or over a mapping", "cuMemMap", p, size);
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    }
+    if (mmap((void *)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+        DRV_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    grow((void **)&g_maps, &g_capmaps, g_nmaps, sizeof *g_maps);
+    g_maps[g_nmaps++] = (dbl_mapping){p, size, h, false};
+    hd->mapped = true;
+    g_stats.mapped_bytes += size;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+static CUresult CUDAAPI d_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+    DRV_BEGIN("cuMemSetAccess");
+    if (no_context("cuMemSetAccess"))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    uintptr_t p = (uintptr_t)ptr;
+    if (!desc || count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE || size == 0 || mapped_in(p, p + size) != size) {
+        violation("%#lx (%zu bytes): not all mapped, or a descriptor the double does not take", "cuMemSetAccess", p,
+                  size);
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    }
+    mprotect((void *)p, size, PROT_READ | PROT_WRITE);
+    for (size_t i = 0; i < g_nmaps; i++) {
+        dbl_mapping *m = &g_maps[i];
+        if (m->addr >= p && m->addr + m->size <= p + size && !m->access) {
+            m->access = true;
+            g_stats.accessible_bytes += m->size;
+        } else if (m->addr < p + size && m->addr + m->size > p && !(m->addr >= p && m->addr + m->size <= p + size)) {
+            /* part of a mapping: the double keeps access per mapping */
+            violation("%#lx (%zu bytes): covers part of a mapping", "cuMemSetAccess", p, size);
+            DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+        }
+    }
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+static CUresult CUDAAPI d_unmap(CUdeviceptr ptr, size_t size) {
+    DRV_BEGIN("cuMemUnmap");
+    uintptr_t p = (uintptr_t)ptr, end = p + size;
+    /* exactly a run of whole mappings: each byte mapped, no mapping sticking out */
+    bool ok = size > 0 && mapped_in(p, end) == size;
+    for (size_t i = 0; ok && i < g_nmaps; i++) {
+        uintptr_t a = g_maps[i].addr, b = a + g_maps[i].size;
+        if (a < end && b > p && (a < p || b > end))
+            ok = false;
+    }
+    if (!ok) {
+        violation("%#lx (%zu bytes): not exactly a run of whole mappings", "cuMemUnmap", p, size);
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    }
+    mmap((void *)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    for (size_t i = 0; i < g_nmaps;) {
+        dbl_mapping *m = &g_maps[i];
+        if (m->addr >= p && m->addr < end) {
+            dbl_handle *hd = &g_handles[m->handle - 1];
+            hd->mapped = false;
+            handle_maybe_free(hd);
+            g_stats.mapped_bytes -= m->size;
+            if (m->access)
+                g_stats.accessible_bytes -= m->size;
+            g_maps[i] = g_maps[--g_nmaps];
+        } else {
+            i++;
+        }
+    }
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+/* ---- entry points ---------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    void *fn;
+} g_entry[] = {
+    {"cuGetErrorString", (void *)(PFN_cuGetErrorString_v6000)d_get_error_string},
+    {"cuDeviceGet", (void *)(PFN_cuDeviceGet_v2000)d_device_get},
+    {"cuDevicePrimaryCtxRetain", (void *)(PFN_cuDevicePrimaryCtxRetain_v7000)d_primary_retain},
+    {"cuDevicePrimaryCtxRelease", (void *)(PFN_cuDevicePrimaryCtxRelease_v11000)d_primary_release},
+    {"cuCtxGetCurrent", (void *)(PFN_cuCtxGetCurrent_v4000)d_ctx_get_current},
+    {"cuCtxSetCurrent", (void *)(PFN_cuCtxSetCurrent_v4000)d_ctx_set_current},
+    {"cuDeviceGetAttribute", (void *)(PFN_cuDeviceGetAttribute_v2000)d_device_get_attribute},
+    {"cuMemGetAllocationGranularity", (void *)(PFN_cuMemGetAllocationGranularity_v10020)d_granularity},
+    {"cuMemAddressReserve", (void *)(PFN_cuMemAddressReserve_v10020)d_reserve},
+    {"cuMemAddressFree", (void *)(PFN_cuMemAddressFree_v10020)d_address_free},
+    {"cuMemCreate", (void *)(PFN_cuMemCreate_v10020)d_create},
+    {"cuMemRelease", (void *)(PFN_cuMemRelease_v10020)d_release},
+    {"cuMemMap", (void *)(PFN_cuMemMap_v10020)d_map},
+    {"cuMemUnmap", (void *)(PFN_cuMemUnmap_v10020)d_unmap},
+    {"cuMemSetAccess", (void *)(PFN_cuMemSetAccess_v10020)d_set_access},
+};
+
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int version,
+                                                       unsigned long long flags,
+                                                       enum cudaDriverEntryPointQueryResult *status) {
+    (void)version;
+    (void)flags;
+    RT_BEGIN("cudaGetDriverEntryPointByVersion");
+    const char *hidden = g_config.hidden;
+    pthread_mutex_unlock(&g_lock);
+    *fn = NULL;
+    for (size_t i = 0; i < sizeof g_entry / sizeof *g_entry; i++) {
+        if (strcmp(g_entry[i].name, symbol) == 0 && !(hidden && strcmp(hidden, symbol) == 0)) {
+            *fn = g_entry[i].fn;
+            if (status)
+                *status = cudaDriverEntryPointSuccess;
+            return cudaSuccess;
+        }
+    }
+    if (status)
+        *status = cudaDriverEntryPointSymbolNotFound;
+    return cudaSuccess;
+}
+
+/* ---- inspection ------------------------------------------------------------ */
+
+cuda_double_stats cuda_double_get_stats(void) {
+    pthread_mutex_lock(&g_lock);
+    cuda_double_stats s = g_stats;
+    s.reservations = g_nres;
+    for (int d = 0; d < CUDA_DOUBLE_MAX_DEVICES; d++) {
+        s.malloc_bytes[d] = g_malloc_bytes[d];
+        s.physical_bytes[d] = g_physical_bytes[d];
+        s.primary_refs[d] = g_primary_refs[d];
+    }
+    pthread_mutex_unlock(&g_lock);
+    return s;
+}
+
+unsigned long cuda_double_calls(const char *fn) {
+    pthread_mutex_lock(&g_lock);
+    unsigned long n = calls_of(fn);
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+const char *cuda_double_log(void) {
+    static char buf[LOG_CALLS * 41];
+    pthread_mutex_lock(&g_lock);
+    size_t n = g_logn < LOG_CALLS ? g_logn : LOG_CALLS, k = 0;
+    buf[0] = '\0';
+    for (size_t i = g_logn - n; i < g_logn; i++)
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", k ? " " : "", g_log[i % LOG_CALLS]);
+    pthread_mutex_unlock(&g_lock);
+    return buf;
+}

@@ -1,0 +1,35 @@
+# The CUDA upstream (allocator/src/upstream_cuda.c) on a machine without a
+# GPU: the allocator's sources compiled with CUDA as for a GPU build, linked
+# against tests/cuda_double.c (a test double of the runtime and driver calls
+# it makes, over host memory, enforcing their documented rules) instead of
+# cudart. Label cpu: it runs everywhere the toolkit's headers are, CI
+# included, and under the sanitizers; it is no GPU and gives no GPU figure
+# (the label gpu suites run the same code on a real device).
+#   test_cuda_double          test_cuda_upstream.c's GPU checks, unchanged, on the double
+#   test_cuda_double_faults   every driver call of map/unmap/reserve/release failing,
+#                             contexts put back, order of synchronize and unmap
+if(NOT CCA_WITH_CUDA)
+  find_package(CUDAToolkit QUIET) # headers only: the CUDA language stays off
+endif()
+if(CUDAToolkit_FOUND AND EXISTS ${CUDAToolkit_INCLUDE_DIRS}/cudaTypedefs.h)
+  get_target_property(cca_double_srcs ccalloc_static SOURCES)
+  list(TRANSFORM cca_double_srcs PREPEND ${PROJECT_SOURCE_DIR}/allocator/)
+  add_library(ccalloc_cuda_double STATIC ${cca_double_srcs})
+  target_include_directories(ccalloc_cuda_double
+    PUBLIC ${PROJECT_SOURCE_DIR}/allocator/include ${CUDAToolkit_INCLUDE_DIRS}
+    PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src ${PROJECT_SOURCE_DIR}/common)
+  target_compile_definitions(ccalloc_cuda_double PRIVATE CCA_HAVE_CUDA=1)
+  target_link_libraries(ccalloc_cuda_double PRIVATE Threads::Threads)
+  if(NOT CCA_DEBUG STREQUAL "")
+    target_compile_definitions(ccalloc_cuda_double PRIVATE CCA_DEBUG=${CCA_DEBUG})
+  endif()
+  cca_add_test(NAME test_cuda_double SOURCES test_cuda_upstream.c cuda_double.c alloc_test_util.c
+    LIBS ccalloc_cuda_double LABEL cpu)
+  target_compile_definitions(test_cuda_double PRIVATE CCA_TEST_CUDART=1 CCA_TEST_CUDA_DOUBLE=1)
+  target_include_directories(test_cuda_double PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  cca_add_test(NAME test_cuda_double_faults SOURCES test_cuda_double_faults.c cuda_double.c alloc_test_util.c
+    LIBS ccalloc_cuda_double LABEL cpu)
+  target_include_directories(test_cuda_double_faults PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+else()
+  message(STATUS "tests: no CUDA toolkit headers: the CUDA upstream's suites on the driver double are not built")
+endif()

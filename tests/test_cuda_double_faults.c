@@ -1,0 +1,689 @@
+/*
+ * test_cuda_double_faults.c — the CUDA upstream (upstream_cuda.c) on the
+ * driver double (cuda_double.c), where a GPU cannot be made to fail on
+ * demand: every driver call of a map, an unmap, a reservation and a release
+ * failing in turn, contexts put back, the order of synchronize and unmap,
+ * and the double's own count of device memory against the allocator's.
+ *
+ * The double enforces CUDA's documented rules and counts a VIOLATION for
+ * any call that breaks one; every test ends with none. It is not a GPU: the
+ * label gpu suite (test_cuda_upstream) runs on a real device.
+ */
+#include "alloc_test_util.h"
+#include "cuda_double.h"
+
+#include <criterion/criterion.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <cudaTypedefs.h>
+#include <pthread.h>
+#include <string.h>
+
+static void *driver(const char *name) {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    cr_assert_eq(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q), cudaSuccess);
+    cr_assert_eq(q, cudaDriverEntryPointSuccess, "%s", name);
+    return fn;
+}
+
+static cca_upstream *cuda0(void) {
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_cuda_create(0, &u), CCA_OK, "%s", cca_last_error());
+    cr_assert(cca_upstream_has_vm(u), "%s", cca_last_error());
+    return u;
+}
+
+static void assert_no_violation(void) {
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.violations, 0, "the upstream broke a driver rule: %s", s.last_violation);
+    cr_assert_eq(s.implicit_contexts, 0, "a runtime call ran on a thread with no context");
+}
+
+/* The double itself: it refuses what the documentation says the driver
+ * refuses, so that the tests below mean something. */
+Test(cuda_double, refuses_what_the_driver_refuses) {
+    PFN_cuDevicePrimaryCtxRetain_v7000 retain = driver("cuDevicePrimaryCtxRetain");
+    PFN_cuCtxSetCurrent_v4000 set_current = driver("cuCtxSetCurrent");
+    PFN_cuMemAddressReserve_v10020 reserve = driver("cuMemAddressReserve");
+    PFN_cuMemAddressFree_v10020 address_free = driver("cuMemAddressFree");
+    PFN_cuMemCreate_v10020 create = driver("cuMemCreate");
+    PFN_cuMemRelease_v10020 release = driver("cuMemRelease");
+    PFN_cuMemMap_v10020 map = driver("cuMemMap");
+    PFN_cuMemUnmap_v10020 unmap = driver("cuMemUnmap");
+    PFN_cuMemSetAccess_v10020 set_access = driver("cuMemSetAccess");
+    size_t g = 2 * MiB;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle h1, h2;
+    CUdeviceptr base;
+    cr_assert_eq(create(&h1, g, &prop, 0), CUDA_ERROR_INVALID_CONTEXT, "no context: refused");
+    CUcontext ctx;
+    cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
+    cr_assert_eq(set_current(ctx), CUDA_SUCCESS);
+    cr_assert_eq(reserve(&base, 4 * g, g, 0, 0), CUDA_SUCCESS);
+    cr_assert_eq(create(&h1, g + 4096, &prop, 0), CUDA_ERROR_INVALID_VALUE, "not a multiple of the granularity");
+    cr_assert_eq(create(&h1, 2 * g, &prop, 0), CUDA_SUCCESS);
+    cr_assert_eq(create(&h2, g, &prop, 0), CUDA_SUCCESS);
+    cr_assert_eq(map(base + 8 * g, g, 0, h2, 0), CUDA_ERROR_INVALID_VALUE, "outside the reservation");
+    cr_assert_eq(map(base, 2 * g, 0, h1, 0), CUDA_SUCCESS);
+    cr_assert_eq(map(base + g, g, 0, h2, 0), CUDA_ERROR_INVALID_VALUE, "over a mapping");
+    cr_assert_eq(set_access(base, 3 * g, &access, 1), CUDA_ERROR_INVALID_VALUE, "part of the range unmapped");
+    cr_assert_eq(cudaMemset((void *)(uintptr_t)base, 1, g), cudaErrorInvalidValue, "not accessible yet");
+    cr_assert_eq(set_access(base, 2 * g, &access, 1), CUDA_SUCCESS);
+    cr_assert_eq(cudaMemset((void *)(uintptr_t)base, 1, 2 * g), cudaSuccess);
+    cr_assert_eq(cuda_double_get_stats().physical_bytes[0], 3 * g);
+    cr_assert_eq(release(h1), CUDA_SUCCESS);
+    cr_assert_eq(cuda_double_get_stats().physical_bytes[0], 3 * g, "released while mapped: the mapping holds it");
+    cr_assert_eq(unmap(base, g), CUDA_ERROR_INVALID_VALUE, "part of one allocation");
+    cr_assert_eq(address_free(base, 4 * g), CUDA_ERROR_INVALID_VALUE, "a mapping still in it");
+    cr_assert_eq(unmap(base, 2 * g), CUDA_SUCCESS);
+    cr_assert_eq(cuda_double_get_stats().physical_bytes[0], g, "unmapped and released: gone");
+    cr_assert_eq(release(h1), CUDA_ERROR_INVALID_VALUE, "released twice");
+    cr_assert_eq(release(h2), CUDA_SUCCESS);
+    cr_assert_eq(address_free(base, 4 * g), CUDA_SUCCESS);
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.physical_bytes[0], 0);
+    cr_assert_eq(s.mapped_bytes, 0);
+    cr_assert_eq(s.reservations, 0);
+    cr_assert_eq(s.handles, 0);
+    cr_assert_eq(s.violations, 9, "each refusal above counted: %lu (%s)", s.violations, s.last_violation);
+}
+
+/* ---- the vm ops, one driver call failing at a time ----------------------------- */
+
+#define GRANULES 8
+
+static cca_upstream_stats ustats(cca_upstream *u) {
+    cca_upstream_stats s;
+    cr_assert_eq(cca_upstream_get_stats(u, &s), CCA_OK);
+    return s;
+}
+
+/* Nothing of a failed map stays: no mapping, no physical memory, no
+ * handle; the upstream's count and record unchanged, so the same map then
+ * succeeds; the caller's (lack of a) context put back. */
+static void expect_nothing_mapped(cca_upstream *u, const char *what) {
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.mapped_bytes, 0, "%s: %zu bytes stay mapped", what, s.mapped_bytes);
+    cr_assert_eq(s.physical_bytes[0], 0, "%s: %zu bytes of device memory stay allocated", what, s.physical_bytes[0]);
+    cr_assert_eq(s.handles, 0, "%s", what);
+    cr_assert_eq(ustats(u).vm_mapped_bytes, 0, "%s", what);
+    cr_assert_null(cuda_double_current(), "%s: a context was left current on a thread that had none", what);
+}
+
+Test(cuda_double, every_step_of_a_map_failing_leaves_nothing_behind) {
+    cca_upstream *u = cuda0();
+    size_t g = 0;
+    void *base = NULL;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    cr_assert_eq(cca_upstream_vm_reserve(u, GRANULES * g, &base), CCA_OK, "%s", cca_last_error());
+    static const struct {
+        const char *fn;
+        unsigned long calls; /* calls of it in one map of GRANULES granules */
+    } steps[] = {{"cuMemCreate", GRANULES}, {"cuMemMap", GRANULES}, {"cuMemSetAccess", 1}};
+    static const int codes[] = {CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN};
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
+        for (size_t c = 0; c < 2; c++)
+            for (unsigned long k = 1; k <= steps[i].calls; k++) {
+                char what[96];
+                snprintf(what, sizeof what, "%s failing at call %lu with %d", steps[i].fn, k, codes[c]);
+                cuda_double_fail(steps[i].fn, k, codes[c], false);
+                cca_status st = cca_upstream_vm_map(u, base, GRANULES * g);
+                cr_assert_eq(st, codes[c] == CUDA_ERROR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM,
+                             "%s: status %d", what, st);
+                cr_assert(strstr(cca_last_error(), steps[i].fn), "%s: the message names it: %s", what,
+                          cca_last_error());
+                cuda_double_clear_faults();
+                expect_nothing_mapped(u, what);
+                cr_assert_eq(cca_upstream_vm_map(u, base, GRANULES * g), CCA_OK, "%s, then: %s", what,
+                             cca_last_error());
+                cr_assert_eq(cuda_double_get_stats().accessible_bytes, GRANULES * g);
+                cr_assert_eq(cca_upstream_vm_unmap(u, base, GRANULES * g), CCA_OK, "%s", cca_last_error());
+            }
+    cr_assert_eq(cca_upstream_vm_release(u, base, GRANULES * g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cuda_double_get_stats().reservations, 0);
+    assert_no_violation();
+    cca_upstream_destroy(u);
+}
+
+/* A map above the device's free memory is refused by one cudaMemGetInfo,
+ * before any granule is created. */
+Test(cuda_double, a_map_above_free_memory_creates_nothing) {
+    cca_upstream *u = cuda0();
+    size_t g = 0, free_b = 0, total_b = 0;
+    void *base = NULL;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    cr_assert_eq(cca_upstream_mem_info(u, &free_b, &total_b), CCA_OK);
+    size_t size = (free_b / g + 1) * g;
+    cr_assert_eq(cca_upstream_vm_reserve(u, size, &base), CCA_OK, "%s", cca_last_error());
+    unsigned long creates = cuda_double_calls("cuMemCreate");
+    cr_assert_eq(cca_upstream_vm_map(u, base, size), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_eq(cuda_double_calls("cuMemCreate"), creates, "granules were created before the refusal");
+    expect_nothing_mapped(u, "a map above free memory");
+    cr_assert_eq(cca_upstream_vm_release(u, base, size), CCA_OK, "%s", cca_last_error());
+    assert_no_violation();
+    cca_upstream_destroy(u);
+}
+
+/* An upstream on device 0 with a range of GRANULES granules reserved and
+ * mapped by one call. */
+static cca_upstream *mapped_range(size_t *g, void **base) {
+    cca_upstream *u = cuda0();
+    cr_assert_eq(cca_upstream_vm_granularity(u, g), CCA_OK);
+    cr_assert_eq(cca_upstream_vm_reserve(u, GRANULES * *g, base), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_map(u, *base, GRANULES * *g), CCA_OK, "%s", cca_last_error());
+    return u;
+}
+
+/* An unmap the driver refuses part-way: the granules it had unmapped are
+ * mapped again (new memory), so what is mapped is what it was, and
+ * accessible; the call fails. */
+Test(cuda_double, an_unmap_refused_part_way_maps_the_rest_back) {
+    size_t g = 0;
+    void *base = NULL;
+    cca_upstream *u = mapped_range(&g, &base);
+    for (unsigned long k = 1; k <= GRANULES; k++) {
+        cuda_double_fail("cuMemUnmap", k, CUDA_ERROR_UNKNOWN, false);
+        cr_assert_eq(cca_upstream_vm_unmap(u, base, GRANULES * g), CCA_ERR_UPSTREAM, "cuMemUnmap failing at %lu", k);
+        cuda_double_clear_faults();
+        cuda_double_stats s = cuda_double_get_stats();
+        cr_assert_eq(s.mapped_bytes, GRANULES * g, "unmap failing at granule %lu: %zu bytes mapped", k,
+                     s.mapped_bytes);
+        cr_assert_eq(s.accessible_bytes, GRANULES * g, "unmap failing at granule %lu", k);
+        cr_assert_eq(s.physical_bytes[0], GRANULES * g);
+        cr_assert_eq(ustats(u).vm_mapped_bytes, GRANULES * g);
+        cr_assert_null(cuda_double_current());
+    }
+    cr_assert_eq(cca_upstream_vm_unmap(u, base, GRANULES * g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_release(u, base, GRANULES * g), CCA_OK, "%s", cca_last_error());
+    expect_nothing_mapped(u, "after the last unmap");
+    assert_no_violation();
+    cca_upstream_destroy(u);
+}
+
+/* The unmap refused part-way AND the map back refused: the granules before
+ * the refusal stay unmapped, the message says so, and the upstream's
+ * record follows the driver (a later unmap of the whole run is refused
+ * before any driver call; the granules still mapped unmap). What the
+ * caller believes is another matter: the call failed, so the wrapper's
+ * count and the allocator still take those granules as mapped (the
+ * limit stated in upstream_cuda.c). */
+Test(cuda_double, an_unmap_and_its_undo_both_refused_leave_the_record_true_to_the_driver) {
+    size_t g = 0;
+    void *base = NULL;
+    cca_upstream *u = mapped_range(&g, &base);
+    cuda_double_fail("cuMemUnmap", 4, CUDA_ERROR_UNKNOWN, false); /* granules 0-2 go, 3 is refused */
+    cuda_double_fail("cuMemCreate", 1, CUDA_ERROR_OUT_OF_MEMORY, true);
+    cr_assert_eq(cca_upstream_vm_unmap(u, base, GRANULES * g), CCA_ERR_UPSTREAM);
+    cr_assert(strstr(cca_last_error(), "they stay unmapped"), "%s", cca_last_error());
+    cuda_double_clear_faults();
+    cr_assert_eq(cuda_double_get_stats().mapped_bytes, (GRANULES - 3) * g);
+    unsigned long unmaps = cuda_double_calls("cuMemUnmap");
+    cr_assert_eq(cca_upstream_vm_unmap(u, base, GRANULES * g), CCA_ERR_UPSTREAM, "granules 0-2 are not mapped");
+    cr_assert_eq(cuda_double_calls("cuMemUnmap"), unmaps, "refused by the record, before the driver");
+    cr_assert_eq(cca_upstream_vm_unmap(u, (char *)base + 3 * g, (GRANULES - 3) * g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cuda_double_get_stats().mapped_bytes, 0);
+    cr_assert_eq(cuda_double_get_stats().physical_bytes[0], 0);
+    cr_assert_eq(cca_upstream_vm_release(u, base, GRANULES * g), CCA_OK, "%s", cca_last_error());
+    assert_no_violation();
+    cca_upstream_destroy(u);
+}
+
+/* Reservations: the driver refusing one is the upstream refusing it;
+ * refusing a release leaves the range reserved and recorded, so a later
+ * release succeeds. */
+Test(cuda_double, refused_reservations_and_releases_change_nothing) {
+    cca_upstream *u = cuda0();
+    size_t g = 0;
+    void *base = (void *)1;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    cuda_double_fail("cuMemAddressReserve", 1, CUDA_ERROR_OUT_OF_MEMORY, false);
+    cr_assert_eq(cca_upstream_vm_reserve(u, 4 * g, &base), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_eq(cuda_double_get_stats().reservations, 0);
+    cr_assert_eq(ustats(u).vm_reserved_bytes, 0);
+    cr_assert_eq(cca_upstream_vm_reserve(u, 4 * g, &base), CCA_OK, "%s", cca_last_error());
+    cuda_double_fail("cuMemAddressFree", 1, CUDA_ERROR_UNKNOWN, false);
+    cr_assert_eq(cca_upstream_vm_release(u, base, 4 * g), CCA_ERR_UPSTREAM);
+    cr_assert_eq(cuda_double_get_stats().reservations, 1);
+    cr_assert_eq(ustats(u).vm_reserved_bytes, 4 * g);
+    cr_assert_eq(cca_upstream_vm_map(u, base, g), CCA_OK, "the range is still recorded: %s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_unmap(u, base, g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_release(u, base, 4 * g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cuda_double_get_stats().reservations, 0);
+    assert_no_violation();
+    cca_upstream_destroy(u);
+}
+
+/* ---- contexts -------------------------------------------------------------------- */
+
+typedef struct ctx_probe {
+    void *mine;     /* made current on the thread first (NULL: none) */
+    int device;     /* the upstream's device                          */
+    cca_status st;
+    char why[256];
+    bool kept;      /* `mine` was current after every op              */
+    size_t on_device, elsewhere; /* cudaMalloc'd bytes seen during the alloc */
+} ctx_probe;
+
+static void *ops_in_a_context(void *arg) {
+    ctx_probe *p = arg;
+    PFN_cuCtxSetCurrent_v4000 set_current = driver("cuCtxSetCurrent");
+    set_current((CUcontext)p->mine);
+    cca_upstream *u = NULL;
+    p->kept = true;
+    if ((p->st = cca_upstream_cuda_create(p->device, &u)) != CCA_OK)
+        goto out;
+    p->kept &= cuda_double_current() == p->mine;
+    void *x = NULL, *base = NULL;
+    size_t f, t, g = 0;
+    if ((p->st = cca_upstream_alloc(u, 4 * MiB, &x)) == CCA_OK) {
+        cuda_double_stats s = cuda_double_get_stats();
+        p->on_device = s.malloc_bytes[p->device];
+        p->elsewhere = s.malloc_bytes[1 - p->device];
+        p->kept &= cuda_double_current() == p->mine;
+        p->st = cca_upstream_free(u, x, 4 * MiB);
+    }
+    p->kept &= cuda_double_current() == p->mine;
+    if (p->st == CCA_OK)
+        p->st = cca_upstream_mem_info(u, &f, &t);
+    if (p->st == CCA_OK)
+        p->st = cca_upstream_synchronize(u);
+    if (p->st == CCA_OK && (p->st = cca_upstream_vm_granularity(u, &g)) == CCA_OK &&
+        (p->st = cca_upstream_vm_reserve(u, 2 * g, &base)) == CCA_OK) {
+        p->kept &= cuda_double_current() == p->mine;
+        if ((p->st = cca_upstream_vm_map(u, base, g)) == CCA_OK) {
+            p->kept &= cuda_double_current() == p->mine;
+            p->st = cca_upstream_vm_unmap(u, base, g);
+        }
+        p->kept &= cuda_double_current() == p->mine;
+        cca_status rel = cca_upstream_vm_release(u, base, 2 * g);
+        p->st = p->st ? p->st : rel;
+    }
+    p->kept &= cuda_double_current() == p->mine;
+    cca_upstream_destroy(u);
+    p->kept &= cuda_double_current() == p->mine;
+out:
+    if (p->st != CCA_OK)
+        snprintf(p->why, sizeof p->why, "%s", cca_last_error());
+    return NULL;
+}
+
+static void run_probe(ctx_probe *p) {
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, ops_in_a_context, p), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(p->st, CCA_OK, "%s", p->why);
+}
+
+/* Whatever is current on the caller's thread — its own context on another
+ * device, another device's primary context, or none — is current again
+ * after every op, and the memory lands on the upstream's device. */
+Test(cuda_double, the_callers_context_is_put_back_and_memory_lands_on_the_upstreams_device) {
+    PFN_cuDevicePrimaryCtxRetain_v7000 retain = driver("cuDevicePrimaryCtxRetain");
+    CUcontext primary1 = NULL;
+    cr_assert_eq(retain(&primary1, 1), CUDA_SUCCESS);
+    ctx_probe cases[] = {
+        {.mine = cuda_double_user_context(1), .device = 0},
+        {.mine = primary1, .device = 0},
+        {.mine = NULL, .device = 1},
+        {.mine = cuda_double_user_context(0), .device = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        run_probe(&cases[i]);
+        cr_assert(cases[i].kept, "case %zu: the caller's context %p was not current after every op", i,
+                  cases[i].mine);
+        cr_assert_eq(cases[i].on_device, 4 * MiB, "case %zu: %zu bytes on device %d", i, cases[i].on_device,
+                     cases[i].device);
+        cr_assert_eq(cases[i].elsewhere, 0, "case %zu: memory went to the caller's device", i);
+    }
+    assert_no_violation();
+}
+
+/* A context switch the driver refuses: the op fails and does nothing. */
+Test(cuda_double, a_refused_context_switch_does_nothing) {
+    cca_upstream *u = cuda0();
+    unsigned long mallocs = cuda_double_calls("cudaMalloc"), creates = cuda_double_calls("cuMemCreate");
+    void *x = (void *)1, *base = NULL;
+    size_t g = 0;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    cr_assert_eq(cca_upstream_vm_reserve(u, 2 * g, &base), CCA_OK, "%s", cca_last_error());
+    cuda_double_fail("cuCtxSetCurrent", 1, CUDA_ERROR_INVALID_CONTEXT, false);
+    cr_assert_eq(cca_upstream_alloc(u, 4 * MiB, &x), CCA_ERR_UPSTREAM);
+    cr_assert(strstr(cca_last_error(), "cuCtxSetCurrent"), "%s", cca_last_error());
+    cuda_double_fail("cuCtxGetCurrent", 1, CUDA_ERROR_UNKNOWN, false);
+    cr_assert_eq(cca_upstream_vm_map(u, base, g), CCA_ERR_UPSTREAM);
+    cr_assert_eq(cuda_double_calls("cudaMalloc"), mallocs);
+    cr_assert_eq(cuda_double_calls("cuMemCreate"), creates);
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.malloc_bytes[0] + s.physical_bytes[0] + s.mapped_bytes, 0);
+    cr_assert_eq(ustats(u).allocations, 0);
+    cr_assert_eq(cca_upstream_vm_map(u, base, g), CCA_OK, "the record is unchanged: %s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_unmap(u, base, g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_release(u, base, 2 * g), CCA_OK, "%s", cca_last_error());
+    assert_no_violation();
+    cca_upstream_destroy(u);
+}
+
+/* ---- creation ------------------------------------------------------------------- */
+
+static cca_status create_with(cuda_double_config c, int device, cca_upstream **u) {
+    cuda_double_configure(&c);
+    *u = NULL;
+    return cca_upstream_cuda_create(device, u);
+}
+
+Test(cuda_double, creation_says_why_without_a_device_a_driver_function_or_vmm) {
+    cuda_double_config c = cuda_double_defaults();
+    cca_upstream *u;
+    c.devices = 0;
+    cr_assert_eq(create_with(c, 0, &u), CCA_ERR_NO_DEVICE);
+    cr_assert_null(u);
+    cr_assert(strstr(cca_last_error(), "no usable GPU"), "%s", cca_last_error());
+    c = cuda_double_defaults();
+    cr_assert_eq(create_with(c, 2, &u), CCA_ERR_INVALID_ARGUMENT, "device 2 of 2");
+    cr_assert_eq(create_with(c, -1, &u), CCA_ERR_INVALID_ARGUMENT);
+    c.hidden = "cuCtxGetCurrent";
+    cr_assert_eq(create_with(c, 0, &u), CCA_ERR_UPSTREAM);
+    cr_assert(strstr(cca_last_error(), "the driver has no cuCtxGetCurrent"), "%s", cca_last_error());
+    cr_assert_eq(cuda_double_get_stats().primary_refs[0], 0);
+    /* no VMM: created, without the vm ops, the reason kept for later */
+    static const struct {
+        const char *hidden;
+        bool vmm;
+        size_t granularity;
+        const char *why;
+    } novm[] = {
+        {"cuMemSetAccess", true, 2 * MiB, "the driver has no cuMemSetAccess"},
+        {NULL, false, 2 * MiB, "does not support virtual memory management"},
+        {NULL, true, 3 * MiB, "no usable granularity (3145728)"},
+        {NULL, true, 0, "no usable granularity (0)"},
+    };
+    for (size_t i = 0; i < sizeof novm / sizeof *novm; i++) {
+        c = cuda_double_defaults();
+        c.hidden = novm[i].hidden;
+        c.vmm = novm[i].vmm;
+        c.granularity = novm[i].granularity;
+        cr_assert_eq(create_with(c, 0, &u), CCA_OK, "case %zu: %s", i, cca_last_error());
+        cr_assert_not(cca_upstream_has_vm(u), "case %zu", i);
+        void *base;
+        cr_assert_eq(cca_upstream_vm_reserve(u, 2 * MiB, &base), CCA_ERR_UPSTREAM, "case %zu", i);
+        cr_assert(strstr(cca_last_error(), novm[i].why), "case %zu: %s", i, cca_last_error());
+        cca_upstream_destroy(u);
+        cr_assert_eq(cuda_double_get_stats().primary_refs[0], 0, "case %zu: the primary context stays retained", i);
+    }
+    assert_no_violation();
+}
+
+/* The primary context is retained once by a created upstream, released by
+ * its destroy, and released again when creation fails after retaining it. */
+Test(cuda_double, the_primary_context_is_retained_for_the_upstreams_life) {
+    cca_upstream *u = cuda0(), *v = NULL;
+    cr_assert_eq(cuda_double_get_stats().primary_refs[0], 1);
+    cuda_double_fail("cudaFree", 1, cudaErrorMemoryAllocation, false); /* the runtime's state in the context */
+    cr_assert_eq(cca_upstream_cuda_create(0, &v), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_null(v);
+    cr_assert_eq(cuda_double_get_stats().primary_refs[0], 1, "a failed creation keeps its retain");
+    cuda_double_fail("cuDevicePrimaryCtxRetain", 1, CUDA_ERROR_OUT_OF_MEMORY, false);
+    cr_assert_eq(cca_upstream_cuda_create(0, &v), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_eq(cuda_double_get_stats().primary_refs[0], 1);
+    cca_upstream_destroy(u);
+    cr_assert_eq(cuda_double_get_stats().primary_refs[0], 0);
+    assert_no_violation();
+}
+
+/* ---- the allocator over the double ------------------------------------------------- */
+
+/* What the driver holds is what the allocator says it maps: the double's
+ * physical and mapped bytes equal the stats' mapped_bytes and the
+ * upstream's vm_mapped_bytes, and every mapped byte is accessible. */
+static void expect_accounts_agree(cca_allocator *a, cca_upstream *u, const char *when) {
+    cca_stats st = tu_stats(a);
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.mapped_bytes, st.mapped_bytes, "%s: the driver maps %zu, the allocator says %zu", when,
+                 s.mapped_bytes, st.mapped_bytes);
+    cr_assert_eq(s.physical_bytes[0], st.mapped_bytes, "%s", when);
+    cr_assert_eq(s.accessible_bytes, s.mapped_bytes, "%s: mapped but not made accessible", when);
+    cr_assert_eq(ustats(u).vm_mapped_bytes, st.mapped_bytes, "%s", when);
+    cr_assert_eq(s.malloc_bytes[0], st.reserved_bytes - st.mapped_bytes, "%s: classic segments", when);
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s: %s", when, cca_last_error());
+}
+
+/* Every byte of a live block is device memory the device may touch. */
+static void touch(void *p, size_t size) {
+    cr_assert_eq(cudaMemset(p, 0xab, 1), cudaSuccess, "the first byte of %p (%zu)", p, size);
+    cr_assert_eq(cudaMemset((char *)p + size - 1, 0xcd, 1), cudaSuccess, "the last byte of %p (%zu)", p, size);
+}
+
+#define SLOTS 48
+
+/* A seeded sequence of allocations (512 B - 48 MiB, three streams, events
+ * held back at times so frees wait), frees, record_stream, trims and
+ * empty-caches over expandable segments, the accounts compared after
+ * every step; at the end nothing is left with the driver. */
+static void random_sequence(const char *conf, uint64_t seed) {
+    cca_upstream *u = cuda0();
+    cca_allocator *a = tu_allocator(u, conf);
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess); /* the test's own cudaMemset: in device 0's context */
+    void *slot[SLOTS] = {0};
+    size_t size[SLOTS] = {0};
+    uint64_t rng = seed;
+    size_t pending_seen = 0;
+    cca_stream streams[3] = {NULL, (cca_stream)0x100, (cca_stream)0x200};
+    for (int step = 0; step < 1500; step++) {
+        uint64_t r = tu_rand(&rng);
+        size_t i = (size_t)(r >> 8) % SLOTS;
+        char when[64];
+        snprintf(when, sizeof when, "seed %llu step %d", (unsigned long long)seed, step);
+        switch (r % 16) {
+        case 0:
+            cr_assert_eq(cca_trim(a, (size_t)(tu_rand(&rng) % (256 * MiB)), NULL), CCA_OK, "%s: %s", when,
+                         cca_last_error());
+            break;
+        case 1:
+            cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s: %s", when, cca_last_error());
+            break;
+        case 2:
+            cuda_double_hold_events(tu_rand(&rng) % 2);
+            break;
+        case 3:
+            if (slot[i])
+                cr_assert_eq(cca_record_stream(a, slot[i], streams[tu_rand(&rng) % 3]), CCA_OK, "%s: %s", when,
+                             cca_last_error());
+            break;
+        default:
+            if (slot[i]) {
+                cr_assert_eq(cca_free(a, slot[i]), CCA_OK, "%s: %s", when, cca_last_error());
+                slot[i] = NULL;
+            } else {
+                uint64_t k = tu_rand(&rng);
+                size[i] = k % 4 == 0 ? 512 + (size_t)(k >> 8) % (48 * MiB) : 512 + (size_t)(k >> 8) % (2 * MiB);
+                cca_status st = cca_alloc(a, size[i], streams[k % 3], &slot[i]);
+                cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY, "%s: %s", when, cca_last_error());
+                if (st == CCA_OK)
+                    touch(slot[i], size[i]);
+            }
+        }
+        expect_accounts_agree(a, u, when);
+        pending_seen += tu_stats(a).pending_blocks > 0;
+    }
+    cca_stats end = tu_stats(a);
+    cr_log_info("%s, seed %llu: peak %zu MiB reserved, %llu maps, %llu unmaps, %llu OOMs, %zu steps with pending frees",
+                conf, (unsigned long long)seed, end.reserved_bytes_peak >> 20, (unsigned long long)end.vm_maps,
+                (unsigned long long)end.vm_unmaps, (unsigned long long)end.ooms, pending_seen);
+    cr_assert_gt(end.reserved_bytes_peak, 64 * MiB, "the sequence used the device");
+    cr_assert_gt(pending_seen, 0, "frees waited on held events");
+    cuda_double_hold_events(false);
+    for (size_t i = 0; i < SLOTS; i++)
+        if (slot[i])
+            cr_assert_eq(cca_free(a, slot[i]), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    expect_accounts_agree(a, u, "after the last empty-cache");
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.mapped_bytes + s.physical_bytes[0] + s.reservations + s.handles, 0,
+                 "left with the driver: %zu mapped, %zu physical, %zu ranges", s.mapped_bytes, s.physical_bytes[0],
+                 s.reservations);
+    cr_assert_eq(s.malloc_bytes[0], 0);
+    cca_upstream_destroy(u);
+    assert_no_violation();
+}
+
+Test(cuda_double, expandable_sequences_keep_the_driver_and_the_allocator_in_step, .timeout = 120) {
+    for (uint64_t seed = 1; seed <= 4; seed++)
+        random_sequence("expandable:1,log_oom:0", seed);
+}
+
+Test(cuda_double, greedy_expandable_and_classic_sequences_too, .timeout = 120) {
+    random_sequence("expandable:1,policy:greedy,greedy_bytes:1G,log_oom:0", 5);
+    random_sequence("log_oom:0", 6);
+}
+
+/* cca_destroy synchronizes the device before it unmaps (queued kernels may
+ * still use freed pages), and when that synchronize fails it unmaps
+ * nothing and says how much it left mapped. */
+Test(cuda_double, destroy_synchronizes_before_it_unmaps) {
+    cca_upstream *u = cuda0();
+    cca_allocator *a = tu_allocator(u, "expandable:1");
+    void *p = tu_alloc(a, 6 * MiB, (cca_stream)0x100), *q = tu_alloc(a, 3 * MiB, NULL);
+    tu_free(a, p);
+    tu_free(a, q);
+    unsigned long syncs = cuda_double_get_stats().syncs;
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cuda_double_get_stats().syncs, syncs + 1);
+    const char *log = cuda_double_log(), *sync = strstr(log, "cudaDeviceSynchronize"), *unmap = strstr(log, "cuMemUnmap");
+    cr_assert(sync && unmap && sync < unmap, "the calls of cca_destroy, in order: %s", log);
+    cr_assert_eq(cuda_double_get_stats().mapped_bytes, 0);
+
+    a = tu_allocator(u, "expandable:1");
+    p = tu_alloc(a, 6 * MiB, NULL);
+    tu_free(a, p);
+    size_t mapped = tu_stats(a).mapped_bytes;
+    cr_assert_gt(mapped, 0);
+    cuda_double_fail("cudaDeviceSynchronize", 1, cudaErrorLaunchFailure, true);
+    unsigned long unmaps = cuda_double_calls("cuMemUnmap");
+    cr_assert_eq(cca_destroy(a), CCA_ERR_UPSTREAM);
+    cr_assert(strstr(cca_last_error(), "left mapped"), "%s", cca_last_error());
+    cr_assert_eq(cuda_double_calls("cuMemUnmap"), unmaps, "pages were unmapped without a synchronize");
+    cr_assert_eq(cuda_double_get_stats().mapped_bytes, mapped);
+    cuda_double_clear_faults();
+    cca_upstream_destroy(u);
+    assert_no_violation();
+}
+
+Test(cuda_double, sequences_on_a_small_device_run_out_and_recover, .timeout = 120) {
+    cuda_double_config c = cuda_double_defaults();
+    c.device_bytes = 768 * MiB; /* 512 MiB free beside the context */
+    cuda_double_configure(&c);
+    random_sequence("expandable:1,log_oom:0", 7);
+    random_sequence("log_oom:0", 8);
+}
+
+/* ---- every driver call of a script failing in turn --------------------------------- */
+
+/* A fixed script (over expandable segments, or classic ones): grow, free with a held event,
+ * trim with live blocks, an OOM retry, empty-cache. Each op may fail only
+ * with a status the header documents for it; whatever fails, the
+ * allocator's accounts equal the driver's after every op, and at the end
+ * nothing stays with the driver. Returns the calls of `fn` it made. */
+static unsigned long script(const char *conf, const char *fn, unsigned long k) {
+    cuda_double_config c = cuda_double_defaults();
+    c.device_bytes = 1280 * MiB; /* 1 GiB free beside the context */
+    cuda_double_configure(&c);
+    cca_upstream *u = cuda0();
+    cca_allocator *a = tu_allocator(u, conf);
+    unsigned long before = cuda_double_calls(fn);
+    if (fn)
+        cuda_double_fail(fn, k, !strncmp(fn, "cu", 2) && strncmp(fn, "cuda", 4) ? CUDA_ERROR_UNKNOWN
+                                                                                : cudaErrorLaunchFailure,
+                         false);
+    char when[96];
+    void *p[6] = {0};
+    static const size_t sizes[6] = {3 * MiB, 40 * MiB, 700, 100 * MiB, 64 * MiB, 5 * MiB};
+    for (int i = 0; i < 6; i++) {
+        snprintf(when, sizeof when, "%s failing at call %lu: alloc %d", fn ? fn : "nothing", k, i);
+        cca_status st = cca_alloc(a, sizes[i], i % 2 ? (cca_stream)0x100 : NULL, &p[i]);
+        cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM, "%s: %d %s", when, st,
+                  cca_last_error());
+        expect_accounts_agree(a, u, when);
+    }
+    cuda_double_hold_events(true);
+    cca_status st;
+    if (p[1]) {
+        st = cca_record_stream(a, p[1], (cca_stream)0x200);
+        cr_assert(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+    }
+    for (int i = 0; i < 6; i += 2) {
+        if (p[i] && i != 4) {
+            cr_assert_eq(cca_free(a, p[i]), CCA_OK, "%s", cca_last_error());
+            p[i] = NULL;
+        }
+    }
+    if (p[1]) { /* pending on the held event; or, its record failed, waited for by a synchronize */
+        st = cca_free(a, p[1]);
+        cr_assert(st == CCA_OK || st == CCA_ERR_UPSTREAM, "%s", cca_last_error());
+        p[1] = NULL;
+    }
+    snprintf(when, sizeof when, "%s failing at call %lu: trim", fn ? fn : "nothing", k);
+    st = cca_trim(a, 0, NULL); /* NOT_READY: an event query failed after the synchronize (kept pending) */
+    cr_assert(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_NOT_READY, "%s: %d %s", when, st,
+              cca_last_error());
+    expect_accounts_agree(a, u, when);
+    void *big = NULL; /* above what is free with the cache: the OOM retry returns cached pages first */
+    snprintf(when, sizeof when, "%s failing at call %lu: the retry", fn ? fn : "nothing", k);
+    st = cca_alloc(a, 900 * MiB, NULL, &big);
+    cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM, "%s: %d %s", when, st,
+              cca_last_error());
+    expect_accounts_agree(a, u, when);
+    cuda_double_hold_events(false);
+    if (big)
+        tu_free(a, big);
+    for (int i = 0; i < 6; i++)
+        if (p[i])
+            tu_free(a, p[i]);
+    unsigned long made = cuda_double_calls(fn) - before;
+    cuda_double_clear_faults();
+    snprintf(when, sizeof when, "%s failing at call %lu: the end", fn ? fn : "nothing", k);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s: %s", when, cca_last_error());
+    expect_accounts_agree(a, u, when);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0, "%s", when);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s: %s", when, cca_last_error());
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.mapped_bytes + s.physical_bytes[0] + s.reservations + s.handles + s.malloc_bytes[0], 0,
+                 "%s: left with the driver", when);
+    cca_upstream_destroy(u);
+    assert_no_violation();
+    return made;
+}
+
+/* The script once clean, counting fn's calls, then once with each of those
+ * calls failing in turn; every run leaves the double as it found it. */
+static void sweep_with(const char *conf, const char *fn) {
+    unsigned long calls = script(conf, fn, 1000000); /* counted, never fired */
+    cr_assert_gt(calls, 0, "the script never calls %s", fn);
+    for (unsigned long k = 1; k <= calls; k++)
+        script(conf, fn, k);
+    cr_log_info("%s, %s: failed at each of its %lu calls in turn", conf, fn, calls);
+}
+
+static void sweep(const char *fn) {
+    sweep_with("expandable:1,log_oom:0", fn);
+}
+
+Test(cuda_double, sweep_cuMemCreate, .timeout = 120) { sweep("cuMemCreate"); }
+Test(cuda_double, sweep_cuMemMap, .timeout = 120) { sweep("cuMemMap"); }
+Test(cuda_double, sweep_cuMemSetAccess) { sweep("cuMemSetAccess"); }
+Test(cuda_double, sweep_cuMemUnmap, .timeout = 120) { sweep("cuMemUnmap"); }
+Test(cuda_double, sweep_cuMemAddressReserve) { sweep("cuMemAddressReserve"); }
+Test(cuda_double, sweep_cuMemAddressFree) { sweep("cuMemAddressFree"); }
+Test(cuda_double, sweep_cuCtxSetCurrent, .timeout = 120) { sweep("cuCtxSetCurrent"); }
+Test(cuda_double, sweep_cudaMemGetInfo) { sweep("cudaMemGetInfo"); }
+Test(cuda_double, sweep_cudaDeviceSynchronize) { sweep("cudaDeviceSynchronize"); }
+Test(cuda_double, sweep_cudaEventRecord) { sweep("cudaEventRecord"); }
+Test(cuda_double, sweep_cudaEventQuery) { sweep("cudaEventQuery"); }
+Test(cuda_double, sweep_cuCtxGetCurrent, .timeout = 120) { sweep("cuCtxGetCurrent"); }
+Test(cuda_double, sweep_classic_cudaMalloc) { sweep_with("log_oom:0", "cudaMalloc"); }
+Test(cuda_double, sweep_classic_cudaFree) { sweep_with("log_oom:0", "cudaFree"); }
+Test(cuda_double, sweep_classic_cuCtxSetCurrent, .timeout = 120) { sweep_with("log_oom:0", "cuCtxSetCurrent"); }
+Test(cuda_double, sweep_classic_cudaMemGetInfo) { sweep_with("log_oom:0", "cudaMemGetInfo"); }

@@ -461,8 +461,9 @@ static void touch(void *p, size_t size) {
 /* A seeded sequence of allocations (512 B - 48 MiB, three streams, events
  * held back at times so frees wait), frees, record_stream, trims and
  * empty-caches over expandable segments, the accounts compared after
- * every step; at the end nothing is left with the driver. */
-static void random_sequence(const char *conf, uint64_t seed) {
+ * every step; at the end nothing is left with the driver. Returns the
+ * OOMs it met. */
+static uint64_t random_sequence(const char *conf, uint64_t seed) {
     cca_upstream *u = cuda0();
     cca_allocator *a = tu_allocator(u, conf);
     cr_assert_eq(cudaSetDevice(0), cudaSuccess); /* the test's own cudaMemset: in device 0's context */
@@ -528,6 +529,7 @@ static void random_sequence(const char *conf, uint64_t seed) {
     cr_assert_eq(s.malloc_bytes[0], 0);
     cca_upstream_destroy(u);
     assert_no_violation();
+    return end.ooms;
 }
 
 Test(cuda_double, expandable_sequences_keep_the_driver_and_the_allocator_in_step, .timeout = 120) {
@@ -574,10 +576,10 @@ Test(cuda_double, destroy_synchronizes_before_it_unmaps) {
 
 Test(cuda_double, sequences_on_a_small_device_run_out_and_recover, .timeout = 120) {
     cuda_double_config c = cuda_double_defaults();
-    c.device_bytes = 768 * MiB; /* 512 MiB free beside the context */
+    c.device_bytes = 576 * MiB; /* 320 MiB free beside the context: the sequences need more */
     cuda_double_configure(&c);
-    random_sequence("expandable:1,log_oom:0", 7);
-    random_sequence("log_oom:0", 8);
+    cr_assert_gt(random_sequence("expandable:1,log_oom:0", 7), 0, "the device never ran out");
+    cr_assert_gt(random_sequence("log_oom:0", 8), 0, "the device never ran out");
 }
 
 /* ---- every driver call of a script failing in turn --------------------------------- */
@@ -687,3 +689,34 @@ Test(cuda_double, sweep_classic_cudaMalloc) { sweep_with("log_oom:0", "cudaMallo
 Test(cuda_double, sweep_classic_cudaFree) { sweep_with("log_oom:0", "cudaFree"); }
 Test(cuda_double, sweep_classic_cuCtxSetCurrent, .timeout = 120) { sweep_with("log_oom:0", "cuCtxSetCurrent"); }
 Test(cuda_double, sweep_classic_cudaMemGetInfo) { sweep_with("log_oom:0", "cudaMemGetInfo"); }
+
+/* ---- PyTorch's entry points over CUDA --------------------------------------------- */
+
+/* cca_plug_* over "cuda", as PyTorch calls them: from a thread working on
+ * cuda:1 (its primary context current), blocks for device 1 land there and
+ * blocks for device 0 on device 0, the thread's context stays, a device
+ * past the count gives NULL, and cca_plug_reset hands everything back. */
+Test(cuda_double, plug_over_cuda_puts_each_block_on_its_device) {
+    cr_assert_eq(cca_plug_configure("cuda", "expandable:1,log_oom:0"), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    void *mine = cuda_double_current();
+    cca_stream s1 = (cca_stream)0x7001;
+    void *a = cca_plug_alloc(5 * MiB, 1, s1), *b = cca_plug_alloc(3 * MiB, 0, NULL);
+    cr_assert(a && b, "%s", cca_last_error());
+    cr_assert_eq(cuda_double_current(), mine, "the caller's context moved");
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_geq(s.physical_bytes[1], 5 * MiB);
+    cr_assert_geq(s.physical_bytes[0], 3 * MiB);
+    cr_assert_eq(cudaMemset(a, 1, 5 * MiB), cudaSuccess, "device 1's block is mapped and accessible");
+    cr_assert_null(cca_plug_alloc(1 * MiB, 2, NULL), "device 2 of 2");
+    cr_assert_null(cca_plug_alloc(0, 1, s1), "size 0");
+    cca_plug_free(a, 5 * MiB, 1, s1);
+    cca_plug_free(b, 3 * MiB, 0, NULL);
+    cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+    s = cuda_double_get_stats();
+    cr_assert_eq(s.physical_bytes[0] + s.physical_bytes[1] + s.mapped_bytes + s.reservations + s.handles, 0,
+                 "left with the driver after cca_plug_reset");
+    cr_assert_eq(s.primary_refs[0] + s.primary_refs[1], 0);
+    cr_assert_eq(cuda_double_current(), mine);
+    assert_no_violation();
+}

@@ -335,6 +335,39 @@ def test_streams_keep_their_blocks(alloc):
     alloc.free(q)
 
 
+
+def test_stream_handles_are_integers_never_truncated_or_parsed(alloc):
+    """A stream handle is an int (or a handle object that converts with
+    __int__, as cuda-python's CUstream does). int() once took every value:
+    1.5 and Fraction(7, 2) were truncated to streams 1 and 3, "12" was parsed
+    to stream 12, and "abc" raised ValueError. A float, another non-integral
+    number, a str or bytes is a TypeError, and nothing is allocated."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    for bad in (1.5, 2.0, float("nan"), Fraction(7, 2), Decimal("3"), 1j, "12", "abc", b"1", [1]):
+        with pytest.raises(TypeError, match="stream"):
+            alloc.alloc(4096, stream=bad)
+        with pytest.raises(TypeError, match="stream"):
+            alloc.record_stream(0x1000, bad)
+    assert alloc.stats()["alloc_calls"] == 0
+
+    class Index:  # numpy.uint64 and the like
+        def __index__(self):
+            return 0x5000
+
+    class Handle:  # cuda-python's CUstream: __int__, no __index__
+        def __int__(self):
+            return 0x5000
+
+    p = alloc.alloc(4096, stream=0x5000)
+    alloc.free(p)
+    assert alloc.alloc(4096, stream=Index()) == p  # the block cached for stream 0x5000
+    alloc.free(p)
+    assert alloc.alloc(4096, stream=Handle()) == p
+    alloc.free(p)
+
+
 # ---- snapshot ----------------------------------------------------------------------
 
 

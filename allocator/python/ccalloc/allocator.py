@@ -15,6 +15,7 @@ device.
 from __future__ import annotations
 
 import json
+import numbers
 import operator
 import pickle
 import os
@@ -137,13 +138,24 @@ def parse_size(lib: _lib.Library, size: Size) -> int:
 
 
 def stream_arg(lib: _lib.Library, stream: Any) -> Optional[int]:
-    """None or an int handle (anything with ``__int__``) in [0, 2**64), else
-    :class:`InvalidArgumentError`."""
+    """None or a handle in [0, 2**64), else :class:`InvalidArgumentError`.
+
+    A handle is an int (anything with ``__index__``: numpy integers), or an
+    object that is not a number and converts with ``__int__`` (cuda-python's
+    ``CUstream`` has ``__int__`` only). Not ``int(stream)`` on anything: it
+    truncates a float or a Fraction (1.5 would be stream 1) and parses a str
+    ("12" would be stream 12), so those, bytes and a bool are a TypeError.
+    """
     if stream is None:
         return None
     if isinstance(stream, bool):
-        raise TypeError("a stream is None or an int handle")
-    value = int(stream)
+        raise TypeError("a stream is None or an int handle, not a bool")
+    try:
+        value = operator.index(stream)
+    except TypeError:
+        if isinstance(stream, numbers.Number) or not hasattr(type(stream), "__int__"):
+            raise TypeError(f"a stream is None or an int handle, not {type(stream).__name__}") from None
+        value = int(stream)
     if value < 0 or value >= SIZE_LIMIT:
         raise argument_error(lib, ERR_INVALID_ARGUMENT, f"stream handle {value:#x} not in [0, 2**64)")
     return value or None

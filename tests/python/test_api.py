@@ -486,6 +486,24 @@ def test_domain_max_leaks_is_checked_before_the_call(alloc):
     assert d.destroy(max_leaks=0).live_blocks == 0
 
 
+def test_domain_max_leaks_of_any_size_lists_the_live_blocks(alloc):
+    """max_leaks is a bound, not a buffer size to allocate: 2**40 once asked
+    ctypes for a 48 TiB leak buffer (MemoryError, which reads as an
+    OutOfMemoryError to whoever catches MemoryError) and 2**63 raised
+    OverflowError, even for a domain with nothing live. Every int in
+    [0, 2**64) lists all the live blocks, up to that many."""
+    d = alloc.domain("bounded")
+    ps = [d.alloc(4096) for _ in range(3)]
+    for n in (1 << 40, 1 << 63, (1 << 64) - 1):
+        with pytest.raises(ccalloc.LiveBlocksError) as e:
+            d.release(max_leaks=n)
+        assert (e.value.report.live_blocks, [leak.ptr for leak in e.value.report.leaks]) == (3, ps)
+    for p in ps:
+        d.free(p)
+    assert d.release(max_leaks=(1 << 64) - 1).bytes_released == 2 * MiB
+    assert d.destroy(max_leaks=1 << 63).live_blocks == 0
+
+
 def test_domain_force_release(alloc):
     d = alloc.domain("forced")
     x = d.alloc(4096)

@@ -560,7 +560,15 @@ class Domain:
 
     def _call(self, fn, force: bool, max_leaks: int) -> DomainReport:
         lib = self.allocator._lib
+        # max_leaks bounds the list; the buffer is only as long as the list
+        # can be: every block of the allocator that is live or pending now
+        # (active_blocks counts both). A huge max_leaks once meant a buffer
+        # of that many entries: MemoryError or OverflowError. A block
+        # allocated by another thread between this count and the call is
+        # counted in live_blocks but may be left off the list.
         cap = count_arg(lib, max_leaks, "max_leaks")
+        if cap:
+            cap = min(cap, self.allocator.stats()["active_blocks"])
         leaks = (_lib.LiveBlock * max(cap, 1))()  # the C side writes at most leaks_cap entries
         r = _lib.out_struct(_lib.DomainReport)
         r.leaks = ctypes.cast(leaks, ctypes.POINTER(_lib.LiveBlock))
@@ -586,8 +594,9 @@ class Domain:
 
         Live blocks: nothing is released and :class:`LiveBlocksError` is
         raised with ``.report`` listing up to ``max_leaks`` of them
-        (an int >= 0: TypeError for another type, :class:`InvalidArgumentError`
-        for a negative one, checked before anything is released).
+        (an int in [0, 2**64), any size: a bound, not a buffer to allocate;
+        TypeError for another type, :class:`InvalidArgumentError` for a
+        negative one, checked before anything is released).
         ``force=True`` releases them anyway: DANGEROUS, their memory goes
         back to the device while their pointers may still be in use
         (``cca_domain_release``, ccalloc.h).

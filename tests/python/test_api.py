@@ -10,7 +10,9 @@ least 512 bytes (small pool) or larger than small_max (medium, large).
 from __future__ import annotations
 
 import ctypes
+import os
 import re
+import tempfile
 
 import pytest
 
@@ -389,6 +391,25 @@ def test_snapshot(alloc):
     alloc.free(p)
     alloc.free(q)
     assert alloc.snapshot()["stats"]["allocated_bytes"] == 0
+
+
+def test_snapshots_and_config_work_under_any_temporary_directory(alloc, tmp_path, monkeypatch):
+    """snapshot(), config() and snapshot_torch() go through a temporary file
+    that C opens. Its path was encoded as UTF-8, so a temporary directory
+    whose name is not UTF-8 (a byte 0xff: Python holds it as the surrogate
+    '\\udcff') raised UnicodeEncodeError; the path goes to C as the bytes
+    the file system gave (os.fsencode). Odd but valid characters too."""
+    p = alloc.alloc(4096)
+    for name in (b"tmp-\xff-not-utf8", "tmp é ,:\"'*?".encode()):
+        d = os.fsencode(tmp_path) + b"/" + name
+        os.mkdir(d)
+        monkeypatch.setattr(tempfile, "tempdir", os.fsdecode(d))
+        assert alloc.snapshot()["stats"]["allocated_bytes"] == 4096
+        assert alloc.config()["policy"] == "growth"
+        out = os.path.join(os.fsdecode(d), "snap.pickle")
+        assert alloc.snapshot_torch(out)["segments"][0]["allocated_size"] == 4096
+        assert os.listdir(d) == [b"snap.pickle"]  # the temporary file is gone
+    alloc.free(p)
 
 
 def test_snapshot_torch_has_pytorchs_structure_and_the_same_numbers(tmp_path):

@@ -167,7 +167,9 @@ def _write_via_file(fn, binary: bool = False):
     fd, path = tempfile.mkstemp(prefix="ccalloc-", suffix=".pickle" if binary else ".json")
     os.close(fd)
     try:
-        f = _lib.fopen(path.encode(), b"wb" if binary else b"w")
+        # the file system's bytes (os.fsencode), not UTF-8: a TMPDIR whose
+        # name is not UTF-8 reaches Python as surrogates that UTF-8 refuses
+        f = _lib.fopen(os.fsencode(path), b"wb" if binary else b"w")
         if not f:
             raise OSError(f"cannot open {path}")
         try:

@@ -17,7 +17,7 @@ import tempfile
 import pytest
 
 import ccalloc
-from ccalloc import _errors, _lib
+from ccalloc import _errors, _lib, plug
 
 from conftest import HEADER, MiB
 
@@ -463,6 +463,27 @@ def test_domain_context_manager_releases_its_memory(alloc):
     assert s["reserved_bytes"] == 2 * MiB  # the domain's 22M went back at exit
     assert s["upstream_frees"] == 2
     alloc.free(other)
+
+
+def test_domain_context_manager_does_not_mask_an_exception(host_plug):
+    """An exception leaving a domain's block is the one the caller sees,
+    whatever the domain's destroy then raises, as for the Allocator's
+    block. Only LiveBlocksError was let through: a destroy that failed for
+    another reason (here the allocator gone: a closed Allocator, a plug view
+    after plug.reset(); on a GPU a failed synchronize) replaced the
+    exception with its own."""
+    with pytest.raises(KeyError, match="the real problem"):
+        with ccalloc.Allocator(capacity="8M") as a, a.domain("closed"):
+            a.close()  # the domain dies with its allocator
+            raise KeyError("the real problem")
+    with pytest.raises(KeyError, match="the real problem"):
+        with plug.allocator(0).domain("reset"):
+            plug.reset()
+            raise KeyError("the real problem")
+    plug.configure(upstream="host:64M")  # the reset forgot the configuration
+    with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
+        with plug.allocator(0).domain("reset"):
+            plug.reset()  # no exception in flight: the failure is the news
 
 
 def test_domain_leak_raises_with_the_report(alloc):

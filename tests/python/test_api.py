@@ -246,6 +246,43 @@ def test_integers_c_cannot_hold_are_refused(alloc):
     assert alloc.stats()["alloc_calls"] == 0
 
 
+def test_sizes_and_counts_take_every_integer_type(alloc):
+    """Addresses and devices took any integer (__index__: numpy.int64,
+    numpy.uint64), sizes and max_leaks only int: alloc(numpy.int64(4096)),
+    what a size computed with numpy is, raised TypeError. Every integer
+    argument now takes __index__; a bool, a float or a str of digits is still
+    refused, and the range checks hold for the converted value."""
+
+    class Int:  # numpy.int64 and the like: __index__, not an int subclass
+        def __init__(self, v):
+            self.v = v
+
+        def __index__(self):
+            return self.v
+
+    p = alloc.alloc(Int(4096))
+    assert alloc.block_size(Int(p)) == 4096
+    assert alloc.trim(Int(0)).bytes_released == 0
+    d = alloc.domain("sized")
+    d.reserve(Int(2 * MiB))
+    d.alloc(Int(512))
+    with pytest.raises(ccalloc.LiveBlocksError) as e:
+        d.release(max_leaks=Int(1))
+    assert len(e.value.report.leaks) == 1
+    for bad in (Int(-1), Int(1 << 64)):
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            alloc.alloc(bad)
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            d.release(max_leaks=bad)
+    for bad in (True, 4096.0, b"4096"):
+        with pytest.raises(TypeError):
+            alloc.alloc(bad)
+        with pytest.raises(TypeError):
+            d.release(max_leaks=bad)
+    alloc.free(p)
+    d.release(force=True)
+
+
 def test_strings_with_a_nul_are_refused(alloc):
     """A C string ends at its first NUL: 'ok\\0,...' once named a domain 'ok'
     and 'max_reserved:8M\\0,bogus:1' was read as 'max_reserved:8M'. Each is

@@ -68,11 +68,22 @@ def argument_error(lib: _lib.Library, status: int, message: str) -> Error:
     return error_class(status)(status, _text(lib.cca_status_string(status)), message)
 
 
+def integer(value: Any, what: str) -> int:
+    """``value`` as an int: an int or anything with ``__index__`` (numpy
+    integers), never a bool; TypeError otherwise (a float is not truncated).
+    The one rule for every integer argument: sizes, counts, devices."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} is an int, not a bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} is an int, not {type(value).__name__}") from None
+
+
 def count_arg(lib: _lib.Library, value: Any, what: str) -> int:
     """A count (``max_leaks``): an int in [0, 2**64); TypeError for a bool or a non-int,
     :class:`InvalidArgumentError` out of range."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} is an int, not {type(value).__name__}")
+    value = integer(value, what)
     if value < 0 or value >= SIZE_LIMIT:
         raise argument_error(lib, ERR_INVALID_ARGUMENT, f"{what} {value} not in [0, 2**64)")
     return value
@@ -98,12 +109,7 @@ def device_arg(lib: _lib.Library, device: Any) -> int:
     """A device number: an int (TypeError for a bool or another type) that
     C's int holds, else :class:`InvalidArgumentError`; the library itself
     refuses the ints that name no device."""
-    if isinstance(device, bool):
-        raise TypeError("a device is an int, not a bool")
-    try:
-        value = operator.index(device)
-    except TypeError:
-        raise TypeError(f"a device is an int, not {type(device).__name__}") from None
+    value = integer(device, "a device")
     if value < INT_MIN or value > INT_MAX:
         raise argument_error(lib, ERR_INVALID_ARGUMENT, f"device {value} not in C's int range")
     return value
@@ -121,20 +127,18 @@ def c_string(lib: _lib.Library, text: str, what: str, status: int = ERR_INVALID_
 
 
 def parse_size(lib: _lib.Library, size: Size) -> int:
-    """An int as is (>= 0), or a size text as ``cca_parse_size`` reads it ("64M", "1.5G")."""
-    if isinstance(size, bool):
-        raise TypeError("a size is an int or a string like '64M', not a bool")
-    if isinstance(size, int):
-        if size < 0 or size >= SIZE_LIMIT:
-            raise argument_error(lib, ERR_INVALID_ARGUMENT, f"size {size} out of range")
-        return size
+    """An int as is (in [0, 2**64); numpy integers too), or a size text as
+    ``cca_parse_size`` reads it ("64M", "1.5G")."""
     if isinstance(size, str):
         out = ctypes.c_size_t()
         lib.cca_clear_error()
         raise_for(lib, lib.cca_parse_size(c_string(lib, size, "size"), ctypes.byref(out)),
                   f"size '{size}' is not a size like 64M")
         return out.value
-    raise TypeError(f"a size is an int or a string like '64M', not {type(size).__name__}")
+    value = integer(size, "a size (or a string like '64M')")
+    if value < 0 or value >= SIZE_LIMIT:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT, f"size {value} out of range")
+    return value
 
 
 def stream_arg(lib: _lib.Library, stream: Any) -> Optional[int]:

@@ -138,6 +138,28 @@ def test_torch_enable_installs_the_entry_points(monkeypatch):
         plug.reset()
 
 
+
+def test_adapter_device_arguments_are_ints_never_truncated_or_parsed(monkeypatch, host_plug):
+    """ccalloc.torch and ccalloc.cupy took int(device): torch.stats(1.5)
+    read device 1 and empty_cache("1") emptied it. A device is checked as
+    every other one (docs/python.md): an int, else TypeError; one outside
+    C's int is an InvalidArgumentError; the default is still the current one."""
+    fake_torch(monkeypatch)
+    fake_cupy(monkeypatch)
+    fns = [ccalloc.torch.stats, ccalloc.torch.empty_cache, ccalloc.torch.snapshot, ccalloc.torch.mem_info,
+           ccalloc.torch.snapshot_torch, lambda device: ccalloc.torch.trim(0, device), ccalloc.cupy.stats,
+           ccalloc.cupy.empty_cache]
+    for fn in fns:
+        for bad in (0.0, 1.5, "0", "cuda:0", True):
+            with pytest.raises(TypeError, match="device"):
+                fn(device=bad)
+        with pytest.raises(ccalloc.InvalidArgumentError, match="device"):
+            fn(device=1 << 32)
+        fn(device=0)
+        fn(device=None)
+    assert ccalloc.torch.stats()["alloc_calls"] == 0
+
+
 # ---- a stand-in CuPy ------------------------------------------------------------------
 
 

@@ -10,12 +10,14 @@ least 512 bytes (small pool) or larger than small_max (medium, large).
 from __future__ import annotations
 
 import ctypes
+import os
 import re
+import tempfile
 
 import pytest
 
 import ccalloc
-from ccalloc import _errors, _lib
+from ccalloc import _errors, _lib, plug
 
 from conftest import HEADER, MiB
 
@@ -244,6 +246,43 @@ def test_integers_c_cannot_hold_are_refused(alloc):
     assert alloc.stats()["alloc_calls"] == 0
 
 
+def test_sizes_and_counts_take_every_integer_type(alloc):
+    """Addresses and devices took any integer (__index__: numpy.int64,
+    numpy.uint64), sizes and max_leaks only int: alloc(numpy.int64(4096)),
+    what a size computed with numpy is, raised TypeError. Every integer
+    argument now takes __index__; a bool, a float or a str of digits is still
+    refused, and the range checks hold for the converted value."""
+
+    class Int:  # numpy.int64 and the like: __index__, not an int subclass
+        def __init__(self, v):
+            self.v = v
+
+        def __index__(self):
+            return self.v
+
+    p = alloc.alloc(Int(4096))
+    assert alloc.block_size(Int(p)) == 4096
+    assert alloc.trim(Int(0)).bytes_released == 0
+    d = alloc.domain("sized")
+    d.reserve(Int(2 * MiB))
+    d.alloc(Int(512))
+    with pytest.raises(ccalloc.LiveBlocksError) as e:
+        d.release(max_leaks=Int(1))
+    assert len(e.value.report.leaks) == 1
+    for bad in (Int(-1), Int(1 << 64)):
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            alloc.alloc(bad)
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            d.release(max_leaks=bad)
+    for bad in (True, 4096.0, b"4096"):
+        with pytest.raises(TypeError):
+            alloc.alloc(bad)
+        with pytest.raises(TypeError):
+            d.release(max_leaks=bad)
+    alloc.free(p)
+    d.release(force=True)
+
+
 def test_strings_with_a_nul_are_refused(alloc):
     """A C string ends at its first NUL: 'ok\\0,...' once named a domain 'ok'
     and 'max_reserved:8M\\0,bogus:1' was read as 'max_reserved:8M'. Each is
@@ -335,6 +374,39 @@ def test_streams_keep_their_blocks(alloc):
     alloc.free(q)
 
 
+
+def test_stream_handles_are_integers_never_truncated_or_parsed(alloc):
+    """A stream handle is an int (or a handle object that converts with
+    __int__, as cuda-python's CUstream does). int() once took every value:
+    1.5 and Fraction(7, 2) were truncated to streams 1 and 3, "12" was parsed
+    to stream 12, and "abc" raised ValueError. A float, another non-integral
+    number, a str or bytes is a TypeError, and nothing is allocated."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    for bad in (1.5, 2.0, float("nan"), Fraction(7, 2), Decimal("3"), 1j, "12", "abc", b"1", [1]):
+        with pytest.raises(TypeError, match="stream"):
+            alloc.alloc(4096, stream=bad)
+        with pytest.raises(TypeError, match="stream"):
+            alloc.record_stream(0x1000, bad)
+    assert alloc.stats()["alloc_calls"] == 0
+
+    class Index:  # numpy.uint64 and the like
+        def __index__(self):
+            return 0x5000
+
+    class Handle:  # cuda-python's CUstream: __int__, no __index__
+        def __int__(self):
+            return 0x5000
+
+    p = alloc.alloc(4096, stream=0x5000)
+    alloc.free(p)
+    assert alloc.alloc(4096, stream=Index()) == p  # the block cached for stream 0x5000
+    alloc.free(p)
+    assert alloc.alloc(4096, stream=Handle()) == p
+    alloc.free(p)
+
+
 # ---- snapshot ----------------------------------------------------------------------
 
 
@@ -356,6 +428,25 @@ def test_snapshot(alloc):
     alloc.free(p)
     alloc.free(q)
     assert alloc.snapshot()["stats"]["allocated_bytes"] == 0
+
+
+def test_snapshots_and_config_work_under_any_temporary_directory(alloc, tmp_path, monkeypatch):
+    """snapshot(), config() and snapshot_torch() go through a temporary file
+    that C opens. Its path was encoded as UTF-8, so a temporary directory
+    whose name is not UTF-8 (a byte 0xff: Python holds it as the surrogate
+    '\\udcff') raised UnicodeEncodeError; the path goes to C as the bytes
+    the file system gave (os.fsencode). Odd but valid characters too."""
+    p = alloc.alloc(4096)
+    for name in (b"tmp-\xff-not-utf8", "tmp é ,:\"'*?".encode()):
+        d = os.fsencode(tmp_path) + b"/" + name
+        os.mkdir(d)
+        monkeypatch.setattr(tempfile, "tempdir", os.fsdecode(d))
+        assert alloc.snapshot()["stats"]["allocated_bytes"] == 4096
+        assert alloc.config()["policy"] == "growth"
+        out = os.path.join(os.fsdecode(d), "snap.pickle")
+        assert alloc.snapshot_torch(out)["segments"][0]["allocated_size"] == 4096
+        assert os.listdir(d) == [b"snap.pickle"]  # the temporary file is gone
+    alloc.free(p)
 
 
 def test_snapshot_torch_has_pytorchs_structure_and_the_same_numbers(tmp_path):
@@ -411,6 +502,27 @@ def test_domain_context_manager_releases_its_memory(alloc):
     alloc.free(other)
 
 
+def test_domain_context_manager_does_not_mask_an_exception(host_plug):
+    """An exception leaving a domain's block is the one the caller sees,
+    whatever the domain's destroy then raises, as for the Allocator's
+    block. Only LiveBlocksError was let through: a destroy that failed for
+    another reason (here the allocator gone: a closed Allocator, a plug view
+    after plug.reset(); on a GPU a failed synchronize) replaced the
+    exception with its own."""
+    with pytest.raises(KeyError, match="the real problem"):
+        with ccalloc.Allocator(capacity="8M") as a, a.domain("closed"):
+            a.close()  # the domain dies with its allocator
+            raise KeyError("the real problem")
+    with pytest.raises(KeyError, match="the real problem"):
+        with plug.allocator(0).domain("reset"):
+            plug.reset()
+            raise KeyError("the real problem")
+    plug.configure(upstream="host:64M")  # the reset forgot the configuration
+    with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
+        with plug.allocator(0).domain("reset"):
+            plug.reset()  # no exception in flight: the failure is the news
+
+
 def test_domain_leak_raises_with_the_report(alloc):
     d = alloc.domain("leaky")
     x = d.alloc(4096)
@@ -451,6 +563,24 @@ def test_domain_max_leaks_is_checked_before_the_call(alloc):
     for p in ps:
         d.free(p)
     assert d.destroy(max_leaks=0).live_blocks == 0
+
+
+def test_domain_max_leaks_of_any_size_lists_the_live_blocks(alloc):
+    """max_leaks is a bound, not a buffer size to allocate: 2**40 once asked
+    ctypes for a 48 TiB leak buffer (MemoryError, which reads as an
+    OutOfMemoryError to whoever catches MemoryError) and 2**63 raised
+    OverflowError, even for a domain with nothing live. Every int in
+    [0, 2**64) lists all the live blocks, up to that many."""
+    d = alloc.domain("bounded")
+    ps = [d.alloc(4096) for _ in range(3)]
+    for n in (1 << 40, 1 << 63, (1 << 64) - 1):
+        with pytest.raises(ccalloc.LiveBlocksError) as e:
+            d.release(max_leaks=n)
+        assert (e.value.report.live_blocks, [leak.ptr for leak in e.value.report.leaks]) == (3, ps)
+    for p in ps:
+        d.free(p)
+    assert d.release(max_leaks=(1 << 64) - 1).bytes_released == 2 * MiB
+    assert d.destroy(max_leaks=1 << 63).live_blocks == 0
 
 
 def test_domain_force_release(alloc):

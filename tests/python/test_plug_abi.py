@@ -16,7 +16,7 @@ import pytest
 import ccalloc
 from ccalloc import plug
 
-from conftest import MiB
+from conftest import HEADER, MiB
 
 ALLOC_T = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
 FREE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
@@ -194,6 +194,22 @@ def test_python_plug_alloc_raises_the_right_error(host_plug):
     assert plug.mem_info(0) == (64 * MiB, 64 * MiB)
     snap = plug.snapshot(0)
     assert snap["segments"] == [] and snap["stats"]["upstream_frees"] == 1
+
+
+def test_python_plug_alloc_of_zero_bytes_refuses_a_bad_device(host_plug, entry, log_lines):
+    """plug.alloc takes cca_plug_alloc's steps: the device is checked before
+    size 0 returns 0. plug.alloc(0, -1) and plug.alloc(0, 64) once returned 0
+    where cca_plug_alloc(0, -1) refuses the device; a good device still gets
+    0 with nothing created."""
+    alloc, _ = entry
+    assert f"#define CCA_PLUG_MAX_DEVICES {plug.MAX_DEVICES}\n" in HEADER.read_text()
+    for device in (-1, 64, -(1 << 31), (1 << 31) - 1):
+        assert alloc(0, device, None) is None
+        with pytest.raises(ccalloc.InvalidArgumentError, match=f"device {device} not in \\[0, 64\\)"):
+            plug.alloc(0, device)
+    assert plug.alloc(0, 5) == 0  # past the simulated count: no creation, so no failure either
+    assert plug.alloc(0, 0) == 0
+    assert plug.stats(0)["alloc_calls"] == 0
 
 
 def test_python_plug_refuses_what_c_cannot_hold(host_plug):

@@ -15,6 +15,7 @@ device.
 from __future__ import annotations
 
 import json
+import numbers
 import operator
 import pickle
 import os
@@ -67,11 +68,22 @@ def argument_error(lib: _lib.Library, status: int, message: str) -> Error:
     return error_class(status)(status, _text(lib.cca_status_string(status)), message)
 
 
+def integer(value: Any, what: str) -> int:
+    """``value`` as an int: an int or anything with ``__index__`` (numpy
+    integers), never a bool; TypeError otherwise (a float is not truncated).
+    The one rule for every integer argument: sizes, counts, devices."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} is an int, not a bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} is an int, not {type(value).__name__}") from None
+
+
 def count_arg(lib: _lib.Library, value: Any, what: str) -> int:
     """A count (``max_leaks``): an int in [0, 2**64); TypeError for a bool or a non-int,
     :class:`InvalidArgumentError` out of range."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} is an int, not {type(value).__name__}")
+    value = integer(value, what)
     if value < 0 or value >= SIZE_LIMIT:
         raise argument_error(lib, ERR_INVALID_ARGUMENT, f"{what} {value} not in [0, 2**64)")
     return value
@@ -97,12 +109,7 @@ def device_arg(lib: _lib.Library, device: Any) -> int:
     """A device number: an int (TypeError for a bool or another type) that
     C's int holds, else :class:`InvalidArgumentError`; the library itself
     refuses the ints that name no device."""
-    if isinstance(device, bool):
-        raise TypeError("a device is an int, not a bool")
-    try:
-        value = operator.index(device)
-    except TypeError:
-        raise TypeError(f"a device is an int, not {type(device).__name__}") from None
+    value = integer(device, "a device")
     if value < INT_MIN or value > INT_MAX:
         raise argument_error(lib, ERR_INVALID_ARGUMENT, f"device {value} not in C's int range")
     return value
@@ -120,30 +127,39 @@ def c_string(lib: _lib.Library, text: str, what: str, status: int = ERR_INVALID_
 
 
 def parse_size(lib: _lib.Library, size: Size) -> int:
-    """An int as is (>= 0), or a size text as ``cca_parse_size`` reads it ("64M", "1.5G")."""
-    if isinstance(size, bool):
-        raise TypeError("a size is an int or a string like '64M', not a bool")
-    if isinstance(size, int):
-        if size < 0 or size >= SIZE_LIMIT:
-            raise argument_error(lib, ERR_INVALID_ARGUMENT, f"size {size} out of range")
-        return size
+    """An int as is (in [0, 2**64); numpy integers too), or a size text as
+    ``cca_parse_size`` reads it ("64M", "1.5G")."""
     if isinstance(size, str):
         out = ctypes.c_size_t()
         lib.cca_clear_error()
         raise_for(lib, lib.cca_parse_size(c_string(lib, size, "size"), ctypes.byref(out)),
                   f"size '{size}' is not a size like 64M")
         return out.value
-    raise TypeError(f"a size is an int or a string like '64M', not {type(size).__name__}")
+    value = integer(size, "a size (or a string like '64M')")
+    if value < 0 or value >= SIZE_LIMIT:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT, f"size {value} out of range")
+    return value
 
 
 def stream_arg(lib: _lib.Library, stream: Any) -> Optional[int]:
-    """None or an int handle (anything with ``__int__``) in [0, 2**64), else
-    :class:`InvalidArgumentError`."""
+    """None or a handle in [0, 2**64), else :class:`InvalidArgumentError`.
+
+    A handle is an int (anything with ``__index__``: numpy integers), or an
+    object that is not a number and converts with ``__int__`` (cuda-python's
+    ``CUstream`` has ``__int__`` only). Not ``int(stream)`` on anything: it
+    truncates a float or a Fraction (1.5 would be stream 1) and parses a str
+    ("12" would be stream 12), so those, bytes and a bool are a TypeError.
+    """
     if stream is None:
         return None
     if isinstance(stream, bool):
-        raise TypeError("a stream is None or an int handle")
-    value = int(stream)
+        raise TypeError("a stream is None or an int handle, not a bool")
+    try:
+        value = operator.index(stream)
+    except TypeError:
+        if isinstance(stream, numbers.Number) or not hasattr(type(stream), "__int__"):
+            raise TypeError(f"a stream is None or an int handle, not {type(stream).__name__}") from None
+        value = int(stream)
     if value < 0 or value >= SIZE_LIMIT:
         raise argument_error(lib, ERR_INVALID_ARGUMENT, f"stream handle {value:#x} not in [0, 2**64)")
     return value or None
@@ -155,7 +171,9 @@ def _write_via_file(fn, binary: bool = False):
     fd, path = tempfile.mkstemp(prefix="ccalloc-", suffix=".pickle" if binary else ".json")
     os.close(fd)
     try:
-        f = _lib.fopen(path.encode(), b"wb" if binary else b"w")
+        # the file system's bytes (os.fsencode), not UTF-8: a TMPDIR whose
+        # name is not UTF-8 reaches Python as surrogates that UTF-8 refuses
+        f = _lib.fopen(os.fsencode(path), b"wb" if binary else b"w")
         if not f:
             raise OSError(f"cannot open {path}")
         try:
@@ -495,7 +513,9 @@ class Allocator:
         ``with a.domain("resnet50") as d: p = d.alloc(n)`` releases all of
         the domain's memory when the block ends, and raises
         :class:`LiveBlocksError` (with the leak report) if blocks are still
-        live then; the domain then stays, with its blocks valid.
+        live then; the domain then stays, with its blocks valid. When the
+        block ends with an exception, that exception is the one raised: a
+        failure of the domain's destroy is dropped (the domain stays).
         """
         out = ctypes.c_void_p()
         raise_for(self._lib, self._lib.cca_domain_create(self.handle, c_string(self._lib, name, "domain name"),
@@ -548,7 +568,15 @@ class Domain:
 
     def _call(self, fn, force: bool, max_leaks: int) -> DomainReport:
         lib = self.allocator._lib
+        # max_leaks bounds the list; the buffer is only as long as the list
+        # can be: every block of the allocator that is live or pending now
+        # (active_blocks counts both). A huge max_leaks once meant a buffer
+        # of that many entries: MemoryError or OverflowError. A block
+        # allocated by another thread between this count and the call is
+        # counted in live_blocks but may be left off the list.
         cap = count_arg(lib, max_leaks, "max_leaks")
+        if cap:
+            cap = min(cap, self.allocator.stats()["active_blocks"])
         leaks = (_lib.LiveBlock * max(cap, 1))()  # the C side writes at most leaks_cap entries
         r = _lib.out_struct(_lib.DomainReport)
         r.leaks = ctypes.cast(leaks, ctypes.POINTER(_lib.LiveBlock))
@@ -574,8 +602,9 @@ class Domain:
 
         Live blocks: nothing is released and :class:`LiveBlocksError` is
         raised with ``.report`` listing up to ``max_leaks`` of them
-        (an int >= 0: TypeError for another type, :class:`InvalidArgumentError`
-        for a negative one, checked before anything is released).
+        (an int in [0, 2**64), any size: a bound, not a buffer to allocate;
+        TypeError for another type, :class:`InvalidArgumentError` for a
+        negative one, checked before anything is released).
         ``force=True`` releases them anyway: DANGEROUS, their memory goes
         back to the device while their pointers may still be in use
         (``cca_domain_release``, ccalloc.h).
@@ -599,5 +628,5 @@ class Domain:
         else:
             try:
                 self.destroy()
-            except LiveBlocksError:
-                pass  # the exception in flight says more; the domain and its blocks stay
+            except Error:
+                pass  # the exception in flight says more; a domain that failed to go stays, its blocks valid

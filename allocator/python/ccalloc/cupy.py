@@ -84,8 +84,9 @@ def disable() -> None:
 
 
 def _device(device: Optional[int]) -> int:
+    """The device asked for, unconverted (ccalloc.plug checks it), else the current one."""
     if device is not None:
-        return int(device)
+        return device
     return int(_import_cupy().cuda.runtime.getDevice())
 
 

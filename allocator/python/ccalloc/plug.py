@@ -18,9 +18,9 @@ import ctypes
 from typing import Any, Dict, Optional, Tuple
 
 from . import _lib
-from ._errors import ERR_CONFIG, ERR_LIVE_BLOCKS
-from .allocator import (Allocator, ReleaseReport, _text, c_string, device_arg, parse_size, pointer_arg, raise_for,
-                        stream_arg)
+from ._errors import ERR_CONFIG, ERR_INVALID_ARGUMENT, ERR_LIVE_BLOCKS
+from .allocator import (Allocator, ReleaseReport, _text, argument_error, c_string, device_arg, parse_size, pointer_arg,
+                        raise_for, stream_arg)
 
 MAX_DEVICES = 64  # CCA_PLUG_MAX_DEVICES
 
@@ -72,13 +72,17 @@ def alloc(size: int, device: int = 0, stream: Any = None) -> int:
     allocator, created on first use, then ``cca_alloc``), taken one by one so
     that a failure raises the exception of its own status:
     :class:`NoDeviceError`, :class:`OutOfMemoryError`, ...; a size outside
-    [0, 2**64) or a device outside C's int: :class:`InvalidArgumentError`.
+    [0, 2**64) or a device outside [0, MAX_DEVICES): :class:`InvalidArgumentError`,
+    for size 0 too (``cca_plug_alloc`` checks the device first, then returns
+    NULL for size 0 without creating anything).
     """
     lib = library()
     n = parse_size(lib, size)
     d = device_arg(lib, device)
     s = stream_arg(lib, stream)
     if n == 0:
+        if not 0 <= d < MAX_DEVICES:
+            raise argument_error(lib, ERR_INVALID_ARGUMENT, f"plug.alloc: device {d} not in [0, {MAX_DEVICES})")
         return 0
     a = ctypes.c_void_p()
     lib.cca_clear_error()

@@ -88,8 +88,10 @@ def enabled() -> bool:
 
 
 def _device(device: Optional[int]) -> int:
+    """The device asked for, unconverted (ccalloc.plug checks it: TypeError
+    for a float or a str, never truncated or parsed), else the current one."""
     if device is not None:
-        return int(device)
+        return device
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return int(torch.cuda.current_device())

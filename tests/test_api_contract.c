@@ -743,6 +743,36 @@ Test(api_contract, stats_null_arguments) {
     tu_teardown(a, u);
 }
 
+/* Every writer says CCA_ERR_IO when its bytes cannot be written, not only
+ * when stdio's buffer happened to fill during the call: /dev/full accepts
+ * every buffered write and fails at the flush. */
+Test(api_contract, writers_report_a_failed_write) {
+    FILE *f = fopen("/dev/full", "w");
+    if (!f)
+        cr_skip_test("no /dev/full");
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    void *p = tu_alloc(a, MiB, NULL);
+    cca_stats s = tu_stats(a);
+    cca_config c;
+    cca_config_default(&c);
+    EXPECT_FAIL(cca_stats_print(&s, f), CCA_ERR_IO, "cca_stats_print");
+    clearerr(f);
+    EXPECT_FAIL(cca_stats_write_json(&s, f), CCA_ERR_IO, "cca_stats_write_json");
+    clearerr(f);
+    EXPECT_FAIL(cca_write_snapshot_json(a, f), CCA_ERR_IO, "cca_write_snapshot_json");
+    clearerr(f);
+    EXPECT_FAIL(cca_domain_stats_write_json(a, f), CCA_ERR_IO, "cca_domain_stats_write_json");
+    clearerr(f);
+    EXPECT_FAIL(cca_config_print(&c, f, 0), CCA_ERR_IO, "cca_config_print");
+    clearerr(f);
+    EXPECT_FAIL(cca_write_snapshot_torch(a, 0, f), CCA_ERR_IO, "cca_write_snapshot_torch");
+    fclose(f);
+    tu_free(a, p);
+    tu_teardown(a, u);
+}
+
 /* ========================================================================== */
 /* domains                                                                    */
 /* ========================================================================== */

@@ -434,5 +434,7 @@ cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs) {
             return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
         }
     }
+    if (ccai_write_failed(f))
+        return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
     return CCA_OK;
 }

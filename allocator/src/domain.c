@@ -552,7 +552,7 @@ cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f) {
     ccai_domain_stats_json(a, f);
     fputc('\n', f);
     ccai_unlock(m);
-    if (ferror(f))
+    if (ccai_write_failed(f))
         return ccai_fail(CCA_ERR_IO, "cca_domain_stats_write_json: write failed");
     return CCA_OK;
 }

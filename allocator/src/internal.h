@@ -791,6 +791,12 @@ static inline void ccai_unlock(cca_allocator *a) {
  * inside and then succeeds (the OOM retry) puts the caller's back. */
 void ccai_error_save(char saved[CCAI_ERROR_CAP]);
 void ccai_error_restore(const char saved[CCAI_ERROR_CAP]);
+/* The end of every writer (stats, snapshots, config, domain stats): flush f
+ * and report whether anything written failed. stdio accepts a write into its
+ * buffer and fails only when the buffer goes out (a full disk, a closed
+ * pipe), so without the flush a short write "succeeds" and the caller learns
+ * of the loss, if ever, at fclose. true: CCA_ERR_IO. */
+bool ccai_write_failed(FILE *f);
 cca_status ccai_fail(cca_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -231,6 +231,23 @@ Test(api_contract, config_validate_apply_env_print_default) {
     EXPECT_OK_KEEPS_MESSAGE(cca_config_apply_env(&c));
 }
 
+/* with_docs is 0, 1 or 2 (ccalloc.h); anything else is refused and writes
+ * nothing, rather than silently printing one of the three. */
+Test(api_contract, config_print_refuses_an_unknown_with_docs) {
+    cca_config c;
+    cca_config_default(&c);
+    int bad[] = {-1, 3, 100};
+    for (size_t i = 0; i < 3; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        EXPECT_FAIL(cca_config_print(&c, f, bad[i]), CCA_ERR_INVALID_ARGUMENT, "cca_config_print");
+        fclose(f);
+        cr_assert_eq(len, 0, "with_docs %d wrote %zu bytes", bad[i], len);
+        free(buf);
+    }
+}
+
 /* ========================================================================== */
 /* upstreams                                                                  */
 /* ========================================================================== */

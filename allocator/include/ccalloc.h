@@ -368,6 +368,7 @@ cca_status cca_config_validate(const cca_config *c);
  * 1 = each value with its default and documentation (for --help);
  * 2 = the option table as markdown (defaults and documentation; the table in
  * docs/allocator.md is this output, and a test keeps them equal).
+ * Any other with_docs: CCA_ERR_INVALID_ARGUMENT, nothing written.
  * f is flushed; a write or the flush failed: CCA_ERR_IO. */
 cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs);
 

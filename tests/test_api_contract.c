@@ -943,6 +943,24 @@ Test(api_contract, domain_reserve_refusals) {
     tu_teardown(a, u);
 }
 
+/* A reserve the device first refuses and that succeeds after the retry
+ * released cached memory is a success: the caller's message is kept. */
+Test(api_contract, domain_reserve_after_retry_keeps_the_message) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    void *x = tu_alloc(a, 40 * MiB, NULL);
+    tu_free(a, x); /* 40 MiB cached: a 32 MiB arena fits only once it is released */
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK);
+    EXPECT_OK_KEEPS_MESSAGE(cca_domain_reserve(a, d, 32 * MiB));
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes, 32 * MiB);
+    cr_assert_eq(s.alloc_retries, 1);
+    cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK);
+    tu_teardown(a, u);
+}
+
 /* ========================================================================== */
 /* trace marks, invariants                                                    */
 /* ========================================================================== */

@@ -435,6 +435,10 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
         if (a->trace)
             ccai_trace_domain_event(a->trace, true, bytes, d->trace_no);
         a->serving = d;
+        /* the first try may fail and the retry succeed: a call that
+         * succeeds leaves the caller's message as it was (ccalloc.h) */
+        char saved[CCAI_ERROR_CAP];
+        ccai_error_save(saved);
         st = reserve_arena(a, rounded);
         if (st == CCA_ERR_OUT_OF_MEMORY) { /* as the OOM retry: cached memory of every domain goes back first */
             a->c.retries++;
@@ -447,6 +451,7 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
         if (st == CCA_OK) {
             d->arena = a->segments; /* linked at the head */
             ccai_assert(d->arena->domain == d && d->arena->shared);
+            ccai_error_restore(saved);
         } else {
             st = ccai_fail(st, "cca_domain_reserve(%s): %zu bytes: %s", d->name, rounded, cca_last_error());
         }

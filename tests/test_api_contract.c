@@ -691,7 +691,7 @@ Test(api_contract, trim_and_empty_cache_errors) {
     tu_free(a, y);
     t.fail_sync = true;
     memset(&r, 0xab, sizeof r);
-    EXPECT_FAIL(cca_empty_cache(a, &r), CCA_ERR_UPSTREAM, "cca_trim");
+    EXPECT_FAIL(cca_empty_cache(a, &r), CCA_ERR_UPSTREAM, "cca_empty_cache");
     t.fail_sync = false;
     cr_assert_eq(r.bytes_released, 12 * MiB);
     cr_assert_eq(r.segments_released, 1);
@@ -982,5 +982,67 @@ Test(api_contract, trace_mark_and_check_invariants) {
     EXPECT_OK_KEEPS_MESSAGE(cca_trace_mark(a, "load:resnet50 \\ ok"));
     EXPECT_FAIL(cca_check_invariants(NULL), CCA_ERR_INVALID_ARGUMENT, "cca_check_invariants");
     EXPECT_OK_KEEPS_MESSAGE(cca_check_invariants(a));
+    tu_teardown(a, u);
+}
+
+/* ========================================================================== */
+/* messages name the call that failed                                         */
+/* ========================================================================== */
+
+/* A failing call's message names the function the caller called, not a
+ * helper it went through (cca_trim for cca_empty_cache, cca_domain_release
+ * for cca_domain_destroy, an internal "live map" or "upstream" for
+ * cca_create and cca_upstream_custom_create). */
+Test(api_contract, failure_messages_name_the_function_called) {
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_host_create(64 * MiB, &u), CCA_OK);
+    cca_config c;
+    cca_config_default(&c);
+    for (long n = 1;; n++) {
+        cr_assert_lt(n, 100);
+        cca_allocator *a = SENTINEL;
+        hm_arm(n);
+        cca_status st = cca_create(&c, u, &a);
+        if (!hm_disarm()) {
+            cr_assert_eq(st, CCA_OK);
+            cr_assert_eq(cca_destroy(a), CCA_OK);
+            break;
+        }
+        cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY);
+        cr_assert_not_null(strstr(cca_last_error(), "cca_create"), "malloc %ld: '%s'", n, cca_last_error());
+    }
+    cca_upstream_ops ops = {.alloc = nop_alloc, .free = nop_free};
+    cca_upstream_ops no_free = {.alloc = nop_alloc};
+    cca_upstream_ops some_events = {.alloc = nop_alloc, .free = nop_free, .event_record = nop_event_record};
+    cca_upstream_ops some_vm = {.alloc = nop_alloc, .free = nop_free, .vm_granularity = nop_gran};
+    cca_upstream *cu;
+    EXPECT_FAIL(cca_upstream_custom_create(NULL, NULL, &cu), CCA_ERR_INVALID_ARGUMENT, "cca_upstream_custom_create");
+    EXPECT_FAIL(cca_upstream_custom_create(&ops, NULL, NULL), CCA_ERR_INVALID_ARGUMENT, "cca_upstream_custom_create");
+    EXPECT_FAIL(cca_upstream_custom_create(&no_free, NULL, &cu), CCA_ERR_INVALID_ARGUMENT,
+                "cca_upstream_custom_create");
+    EXPECT_FAIL(cca_upstream_custom_create(&some_events, NULL, &cu), CCA_ERR_INVALID_ARGUMENT,
+                "cca_upstream_custom_create");
+    EXPECT_FAIL(cca_upstream_custom_create(&some_vm, NULL, &cu), CCA_ERR_INVALID_ARGUMENT,
+                "cca_upstream_custom_create");
+    hm_arm(1);
+    EXPECT_FAIL(cca_upstream_custom_create(&ops, NULL, &cu), CCA_ERR_OUT_OF_MEMORY, "cca_upstream_custom_create");
+    cr_assert(hm_disarm());
+    cca_host_options o = {.capacity = 0};
+    EXPECT_FAIL(cca_upstream_host_create_with(&o, &cu), CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create_with");
+    EXPECT_FAIL(cca_upstream_host_create_with(&o, NULL), CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create_with");
+    o.capacity = MiB;
+    o.vm_granularity = 3 * MiB;
+    EXPECT_FAIL(cca_upstream_host_create_with(&o, &cu), CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create_with");
+    EXPECT_FAIL(cca_empty_cache(NULL, NULL), CCA_ERR_INVALID_ARGUMENT, "cca_empty_cache");
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK);
+    void *p;
+    cr_assert_eq(cca_alloc_in(a, d, MiB, NULL, &p), CCA_OK);
+    EXPECT_FAIL(cca_domain_destroy(a, d, 0, NULL), CCA_ERR_LIVE_BLOCKS, "cca_domain_destroy");
+    cr_assert_not_null(strstr(cca_last_error(), "(m)"), "the domain's name: '%s'", cca_last_error());
+    EXPECT_FAIL(cca_domain_release(a, d, 0, NULL), CCA_ERR_LIVE_BLOCKS, "cca_domain_release(m)");
+    tu_free(a, p);
+    cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK);
     tu_teardown(a, u);
 }

@@ -878,8 +878,9 @@ cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **even
 cca_status ccai_upstream_event_query(cca_upstream *u, void *event);
 void ccai_upstream_event_destroy(cca_upstream *u, void *event);
 
-/* upstream_host.c / upstream_cuda.c build ops tables over a context. */
-cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out);
+/* upstream_host.c / upstream_cuda.c build ops tables over a context; fn is
+ * the public function called, which a refusal's message names. */
+cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out, const char *fn);
 
 /* trace.c: CCALLOC_TRACE recording (a no-op pointer check when unset). */
 struct ccai_trace *ccai_trace_open_from_env(void);

@@ -1046,3 +1046,45 @@ Test(api_contract, failure_messages_name_the_function_called) {
     cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK);
     tu_teardown(a, u);
 }
+
+/* ========================================================================== */
+/* docs/allocator.md says what cca_config_validate refuses                    */
+/* ========================================================================== */
+
+static char *read_doc(const char *rel) {
+    const char *root = getenv("CCA_SOURCE_DIR");
+    cr_assert_not_null(root, "CCA_SOURCE_DIR is set by CTest");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, n, m);
+    fclose(f);
+    fclose(m);
+    return text;
+}
+
+/* Every cross-field rule cca_config_validate enforces is in the doc's list
+ * ("Rules across options are checked by cca_config_validate ..."). */
+Test(api_contract, docs_list_every_cross_field_rule) {
+    cca_config c;
+    cca_config_default(&c);
+    EXPECT_FAIL(cca_config_parse(&c, "max_split:30M,expandable:1"), CCA_ERR_CONFIG, "max_split");
+    char *doc = read_doc("docs/allocator.md");
+    char *rules = strstr(doc, "Rules across options are checked by `cca_config_validate`");
+    cr_assert_not_null(rules);
+    char *end = strchr(rules, '\n');
+    *end = '\0';
+    cr_assert_not_null(strstr(rules, "small_max` ≤ `small_segment"), "%s", rules);
+    cr_assert_not_null(strstr(rules, "large_min` ≤ `medium_segment"), "%s", rules);
+    cr_assert_not_null(strstr(rules, "refused with `policy:greedy`"), "%s", rules);
+    cr_assert_not_null(strstr(rules, "`expandable:1`"), "the doc's rules omit max_split with expandable:1: %s",
+                       rules);
+    free(doc);
+}

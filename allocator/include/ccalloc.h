@@ -324,7 +324,8 @@ typedef struct cca_config {
     size_t max_split;       /* max_split: free blocks larger than this are never
                                split, nor used for smaller requests, nor for
                                larger ones with >= medium_segment of slack;
-                               growth only; 0 = off                          (0) */
+                               growth, classic segments only (refused with
+                               greedy and expandable:1); 0 = off             (0) */
     int small_pool;         /* small_pool: 0 = every request uses the large pool (1)*/
     int medium_pool;        /* medium_pool: requests < large_min never use the
                                segments of large requests (1)                     */

@@ -324,7 +324,8 @@ typedef struct cca_config {
     size_t max_split;       /* max_split: free blocks larger than this are never
                                split, nor used for smaller requests, nor for
                                larger ones with >= medium_segment of slack;
-                               growth only; 0 = off                          (0) */
+                               growth, classic segments only (refused with
+                               greedy and expandable:1); 0 = off             (0) */
     int small_pool;         /* small_pool: 0 = every request uses the large pool (1)*/
     int medium_pool;        /* medium_pool: requests < large_min never use the
                                segments of large requests (1)                     */
@@ -367,7 +368,9 @@ cca_status cca_config_validate(const cca_config *c);
 /* Write the options: with_docs 0 = the values of *c as "key:value" lines;
  * 1 = each value with its default and documentation (for --help);
  * 2 = the option table as markdown (defaults and documentation; the table in
- * docs/allocator.md is this output, and a test keeps them equal). */
+ * docs/allocator.md is this output, and a test keeps them equal).
+ * Any other with_docs: CCA_ERR_INVALID_ARGUMENT, nothing written.
+ * f is flushed; a write or the flush failed: CCA_ERR_IO. */
 cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs);
 
 /* ------------------------------------------------------------------------ */
@@ -528,7 +531,11 @@ void cca_get_stats(const cca_allocator *a, cca_stats *s);
 /* Set every *_peak to its current value. */
 void cca_reset_peak_stats(cca_allocator *a);
 
-/* Stats as one line of text ("allocated=... reserved=...") and as JSON. */
+/* Stats as one line of text ("allocated=... reserved=...") and as JSON.
+ * Every writer below (and cca_config_print, cca_domain_stats_write_json)
+ * flushes f before it returns: a write or the flush failed is CCA_ERR_IO
+ * (f may hold part of the output), a NULL argument CCA_ERR_INVALID_ARGUMENT
+ * (nothing written). */
 cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
 
@@ -680,7 +687,8 @@ typedef struct cca_domain_stats {
 cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca_domain_stats *s);
 
 /* Every domain (the default first, then in creation order) as a JSON array
- * of the stats above. */
+ * of the stats above; f is flushed (CCA_ERR_IO when a write or the flush
+ * failed). */
 cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
 
 /* ------------------------------------------------------------------------ */

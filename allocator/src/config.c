@@ -415,6 +415,8 @@ static void format_range(const option *o, char *buf, size_t len) {
 cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs) {
     if (!c || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_print: NULL argument");
+    if (with_docs < 0 || with_docs > 2) /* refused, not read as "non-zero": a 3 may mean a format we lack */
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_print: with_docs %d is not 0, 1 or 2", with_docs);
     cca_config defaults;
     cca_config_default(&defaults);
     for (size_t i = 0; i < OPTION_COUNT; i++) {
@@ -434,5 +436,7 @@ cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs) {
             return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
         }
     }
+    if (ccai_write_failed(f))
+        return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
     return CCA_OK;
 }

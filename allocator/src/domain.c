@@ -298,10 +298,11 @@ static void drop_live(cca_allocator *a, cca_domain *d) {
     }
 }
 
-static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *r) {
+static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *r,
+                                 const char *fn) {
     cca_status sync = cca_upstream_synchronize(a->upstream);
     if (sync != CCA_OK)
-        return ccai_fail(sync, "cca_domain_release(%s): synchronize failed, nothing released: %s", d->name,
+        return ccai_fail(sync, "%s(%s): synchronize failed, nothing released: %s", fn, d->name,
                          cca_last_error());
     ccai_stream_complete_all(a);
     size_t pending = 0;
@@ -314,10 +315,10 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
                 }
     if (pending)
         return ccai_fail(CCA_ERR_LIVE_BLOCKS,
-                         "cca_domain_release(%s): %zu freed blocks still wait on stream events; nothing released",
+                         "%s(%s): %zu freed blocks still wait on stream events; nothing released", fn,
                          d->name, pending);
     if (r->live_blocks && !(flags & CCA_DOMAIN_FORCE))
-        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_domain_release(%s): %zu live blocks (%zu bytes); nothing released",
+        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "%s(%s): %zu live blocks (%zu bytes); nothing released", fn,
                          d->name, r->live_blocks, r->live_bytes);
     if (r->live_blocks)
         drop_live(a, d);
@@ -343,7 +344,7 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
     r->bytes_released = before - d->c.reserved;
     if (first != CCA_OK)
         return ccai_fail(CCA_ERR_UPSTREAM,
-                         "cca_domain_release(%s): the upstream refused %zu segment(s) (kept, still cached): %s",
+                         "%s(%s): the upstream refused %zu segment(s) (kept, still cached): %s", fn,
                          d->name, refused, why);
     return CCA_OK;
 }
@@ -369,7 +370,7 @@ static cca_status release(cca_allocator *a, cca_domain *d, unsigned flags, cca_d
     } else {
         if (!d)
             d = &a->root;
-        st = release_locked(a, d, flags, &local);
+        st = release_locked(a, d, flags, &local, fn);
         local.bytes_still_reserved = d->c.reserved;
         if (st == CCA_OK && destroy) {
             ccai_assert(d->c.segments == 0 && d->c.reserved == 0);
@@ -435,6 +436,10 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
         if (a->trace)
             ccai_trace_domain_event(a->trace, true, bytes, d->trace_no);
         a->serving = d;
+        /* the first try may fail and the retry succeed: a call that
+         * succeeds leaves the caller's message as it was (ccalloc.h) */
+        char saved[CCAI_ERROR_CAP];
+        ccai_error_save(saved);
         st = reserve_arena(a, rounded);
         if (st == CCA_ERR_OUT_OF_MEMORY) { /* as the OOM retry: cached memory of every domain goes back first */
             a->c.retries++;
@@ -447,6 +452,7 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
         if (st == CCA_OK) {
             d->arena = a->segments; /* linked at the head */
             ccai_assert(d->arena->domain == d && d->arena->shared);
+            ccai_error_restore(saved);
         } else {
             st = ccai_fail(st, "cca_domain_reserve(%s): %zu bytes: %s", d->name, rounded, cca_last_error());
         }
@@ -552,7 +558,7 @@ cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f) {
     ccai_domain_stats_json(a, f);
     fputc('\n', f);
     ccai_unlock(m);
-    if (ferror(f))
+    if (ccai_write_failed(f))
         return ccai_fail(CCA_ERR_IO, "cca_domain_stats_write_json: write failed");
     return CCA_OK;
 }

@@ -791,6 +791,12 @@ static inline void ccai_unlock(cca_allocator *a) {
  * inside and then succeeds (the OOM retry) puts the caller's back. */
 void ccai_error_save(char saved[CCAI_ERROR_CAP]);
 void ccai_error_restore(const char saved[CCAI_ERROR_CAP]);
+/* The end of every writer (stats, snapshots, config, domain stats): flush f
+ * and report whether anything written failed. stdio accepts a write into its
+ * buffer and fails only when the buffer goes out (a full disk, a closed
+ * pipe), so without the flush a short write "succeeds" and the caller learns
+ * of the loss, if ever, at fclose. true: CCA_ERR_IO. */
+bool ccai_write_failed(FILE *f);
 cca_status ccai_fail(cca_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -872,8 +878,9 @@ cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **even
 cca_status ccai_upstream_event_query(cca_upstream *u, void *event);
 void ccai_upstream_event_destroy(cca_upstream *u, void *event);
 
-/* upstream_host.c / upstream_cuda.c build ops tables over a context. */
-cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out);
+/* upstream_host.c / upstream_cuda.c build ops tables over a context; fn is
+ * the public function called, which a refusal's message names. */
+cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out, const char *fn);
 
 /* trace.c: CCALLOC_TRACE recording (a no-op pointer check when unset). */
 struct ccai_trace *ccai_trace_open_from_env(void);

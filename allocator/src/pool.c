@@ -120,7 +120,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
     }
     if (ccai_live_map_init(&a->live) != CCA_OK) {
         free(a);
-        return CCA_ERR_OUT_OF_MEMORY;
+        return cca_error_prefix(CCA_ERR_OUT_OF_MEMORY, "cca_create");
     }
     a->trace = ccai_trace_open_from_env();
     if (cfg.history) {

@@ -184,9 +184,11 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
     return CCA_OK;
 }
 
-cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report) {
+/* cca_trim and cca_empty_cache; fn is the one called, which a failure's
+ * message names. */
+static cca_status trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report, const char *fn) {
     if (!a)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_trim: allocator is NULL");
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
     ccai_lock(a);
     if (a->trace) /* the program's release call, in the trace before its effect */
         ccai_trace_release(a->trace, keep_bytes);
@@ -203,20 +205,24 @@ cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *rep
     size_t pending = a->c.pending;
     ccai_unlock(a);
     if (st != CCA_OK)
-        return st;
+        return cca_error_prefix(st, "%s", fn);
     if (sync != CCA_OK)
         return ccai_fail(sync,
-                         "cca_trim: %s (free classic segments were still released; no page was unmapped; %zu "
+                         "%s: %s (free classic segments were still released; no page was unmapped; %zu "
                          "pending blocks stay reserved)",
-                         why, pending);
+                         fn, why, pending);
     if (pending)
         return ccai_fail(CCA_ERR_NOT_READY,
-                         "cca_trim: the device synchronized but the events of %zu pending blocks are still "
+                         "%s: the device synchronized but the events of %zu pending blocks are still "
                          "incomplete; they stay reserved",
-                         pending);
+                         fn, pending);
     return CCA_OK;
 }
 
+cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report) {
+    return trim(a, keep_bytes, report, "cca_trim");
+}
+
 cca_status cca_empty_cache(cca_allocator *a, cca_release_report *report) {
-    return cca_trim(a, 0, report);
+    return trim(a, 0, report, "cca_empty_cache");
 }

@@ -425,7 +425,7 @@ cca_status cca_write_snapshot_torch(const cca_allocator *a, int device, FILE *f)
     ccai_unlock(m);
     free(sorted);
     free(conf);
-    if (p.bad || fflush(f) != 0 || ferror(f))
+    if (p.bad || ccai_write_failed(f))
         return ccai_fail(CCA_ERR_IO, "cca_write_snapshot_torch: write failed");
     return CCA_OK;
 }

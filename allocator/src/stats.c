@@ -139,7 +139,7 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
                     cca_format_bytes(s->address_space_bytes, as, sizeof as), cca_format_bytes(s->page_size, pg, sizeof pg),
                     s->vm_maps, s->vm_unmaps);
     }
-    return n < 0 ? ccai_fail(CCA_ERR_IO, "cca_stats_print: write failed") : CCA_OK;
+    return n < 0 || ccai_write_failed(f) ? ccai_fail(CCA_ERR_IO, "cca_stats_print: write failed") : CCA_OK;
 }
 
 static int write_stats_json(const cca_stats *s, FILE *f) {
@@ -165,7 +165,7 @@ static int write_stats_json(const cca_stats *s, FILE *f) {
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f) {
     if (!s || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_stats_write_json: NULL argument");
-    if (write_stats_json(s, f) < 0 || fputc('\n', f) == EOF)
+    if (write_stats_json(s, f) < 0 || fputc('\n', f) == EOF || ccai_write_failed(f))
         return ccai_fail(CCA_ERR_IO, "cca_stats_write_json: write failed");
     return CCA_OK;
 }
@@ -256,6 +256,7 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     }
     bad |= fputs("]}\n", f) == EOF;
     ccai_unlock(m);
+    bad |= ccai_write_failed(f);
     return bad ? ccai_fail(CCA_ERR_IO, "cca_write_snapshot_json: write failed") : CCA_OK;
 }
 

@@ -163,6 +163,10 @@ void ccai_error_restore(const char saved[CCAI_ERROR_CAP]) {
     memcpy(last_error, saved, strlen(saved) + 1);
 }
 
+bool ccai_write_failed(FILE *f) {
+    return fflush(f) != 0 || ferror(f);
+}
+
 void cca_clear_error(void) {
     last_error[0] = '\0';
 }

@@ -79,23 +79,23 @@ static void utf8_cut(char *name) {
         name[i - 1] = '\0';
 }
 
-cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out) {
+cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out, const char *fn) {
     if (!out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "upstream: out is NULL");
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!ops || !ops->alloc || !ops->free)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "upstream: ops, ops->alloc and ops->free are required");
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: ops, ops->alloc and ops->free are required", fn);
     bool some_events = ops->event_record || ops->event_query || ops->event_destroy;
     bool all_events = ops->event_record && ops->event_query && ops->event_destroy;
     if (some_events && !all_events)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
-                         "upstream: event_record, event_query and event_destroy go together (all or none)");
+                         "%s: event_record, event_query and event_destroy go together (all or none)", fn);
     int vm = !!ops->vm_granularity + !!ops->vm_reserve + !!ops->vm_release + !!ops->vm_map + !!ops->vm_unmap;
     if (vm != 0 && vm != 5)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "upstream: the five vm_* ops go together (all or none)");
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: the five vm_* ops go together (all or none)", fn);
     cca_upstream *u = calloc(1, sizeof *u);
     if (!u)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "upstream: host malloc failed");
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
     u->ops = *ops;
     u->ctx = ctx;
     if (snprintf(u->name, sizeof u->name, "%s", ops->name ? ops->name : "custom") >= (int)sizeof u->name)
@@ -107,7 +107,7 @@ cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstre
 }
 
 cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cca_upstream **out) {
-    return ccai_upstream_wrap(ops, ctx, out);
+    return ccai_upstream_wrap(ops, ctx, out, "cca_upstream_custom_create");
 }
 
 void cca_upstream_destroy(cca_upstream *u) {

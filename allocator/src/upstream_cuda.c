@@ -634,7 +634,7 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
         ops.vm_map = cuda_vm_map;
         ops.vm_unmap = cuda_vm_unmap;
     }
-    cca_status st = ccai_upstream_wrap(&ops, d, out);
+    cca_status st = ccai_upstream_wrap(&ops, d, out, "cca_upstream_cuda_create");
     if (st != CCA_OK)
         cuda_destroy(d);
     else if (!vm) /* said by cca_upstream_vm_* and by cca_create's expandable:1 fallback */

@@ -664,31 +664,32 @@ static void host_destroy(void *ctx) {
     free(d);
 }
 
-cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out) {
+/* Both public creates; fn is the one called, which every refusal names. */
+static cca_status host_create(const cca_host_options *o, cca_upstream **out, const char *fn) {
     if (!out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create: out is NULL");
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!o)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create_with: options are NULL");
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: options are NULL", fn);
     if (o->capacity == 0)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create: capacity must be > 0");
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: capacity must be > 0", fn);
     if (o->alloc_latency_ns > CCA_HOST_MAX_LATENCY_NS || o->free_latency_ns > CCA_HOST_MAX_LATENCY_NS)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create: a latency above %llu ns (1 s)",
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: a latency above %llu ns (1 s)", fn,
                          (unsigned long long)CCA_HOST_MAX_LATENCY_NS);
     long pg = sysconf(_SC_PAGESIZE);
     size_t page = pg > 0 ? (size_t)pg : 4096;
     size_t gran = o->vm_granularity ? o->vm_granularity : (size_t)2 << 20;
     if ((gran & (gran - 1)) || gran < page || gran % CCA_GRANULARITY)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
-                         "cca_upstream_host_create: vm_granularity %zu is not a power of two >= the %zu-byte host "
-                         "page and a multiple of %u",
-                         gran, page, CCA_GRANULARITY);
+                         "%s: vm_granularity %zu is not a power of two >= the %zu-byte host page and a "
+                         "multiple of %u",
+                         fn, gran, page, CCA_GRANULARITY);
     if (o->capacity > SIZE_MAX / 2)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create: capacity %zu is beyond the address space",
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: capacity %zu is beyond the address space", fn,
                          o->capacity);
     host_device *d = calloc(1, sizeof *d);
     if (!d)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_host_create: host malloc failed");
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
     pthread_mutex_init(&d->lock, NULL);
     d->capacity = o->capacity;
     d->page = page;
@@ -700,14 +701,14 @@ cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream
     if (base == MAP_FAILED) {
         int e = errno;
         host_destroy(d);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_host_create: reserving %zu bytes of address space: %s",
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: reserving %zu bytes of address space: %s", fn,
                          o->capacity, strerror(e));
     }
     d->base = base;
     d->free = malloc(64 * sizeof *d->free);
     if (!d->free) {
         host_destroy(d);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_host_create: host malloc failed");
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
     }
     d->capfree = 64;
     d->free[0] = (extent){0, d->range};
@@ -728,13 +729,17 @@ cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream
         .vm_map = host_vm_map,
         .vm_unmap = host_vm_unmap,
     };
-    cca_status st = ccai_upstream_wrap(&ops, d, out);
+    cca_status st = ccai_upstream_wrap(&ops, d, out, fn);
     if (st != CCA_OK)
         host_destroy(d);
     return st;
 }
 
+cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out) {
+    return host_create(o, out, "cca_upstream_host_create_with");
+}
+
 cca_status cca_upstream_host_create(size_t capacity, cca_upstream **out) {
     cca_host_options o = {.capacity = capacity};
-    return cca_upstream_host_create_with(&o, out);
+    return host_create(&o, out, "cca_upstream_host_create");
 }

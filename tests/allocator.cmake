@@ -39,3 +39,8 @@ cca_add_test(NAME test_domain_hostile SOURCES test_domain_hostile.c alloc_test_u
   TIMEOUT 600)
 target_include_directories(test_domain_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
 target_link_options(test_domain_hostile PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc")
+
+# Seeded random sequences over domains (create/release/destroy, forced, pending blocks, arenas, trims) with
+# upstream faults at random steps, every account checked against a model after every step; classic and expandable.
+cca_add_test(NAME test_random_domains SOURCES test_random_domains.c alloc_test_util.c LIBS ccalloc_static LABEL cpu
+  TIMEOUT 300)

@@ -44,3 +44,8 @@ target_link_options(test_domain_hostile PRIVATE "LINKER:--wrap=malloc,--wrap=cal
 # code, stats and out-parameters on failure, the message); host malloc failures injected with --wrap.
 cca_add_test(NAME test_api_contract SOURCES test_api_contract.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 target_link_options(test_api_contract PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc")
+
+# Seeded random sequences over domains (create/release/destroy, forced, pending blocks, arenas, trims) with
+# upstream faults at random steps, every account checked against a model after every step; classic and expandable.
+cca_add_test(NAME test_random_domains SOURCES test_random_domains.c alloc_test_util.c LIBS ccalloc_static LABEL cpu
+  TIMEOUT 300)

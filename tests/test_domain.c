@@ -1652,6 +1652,44 @@ TEST_BOTH(arena_blocks_used_on_another_stream_wait_for_an_event) {
     dx_destroy(&f, a, u);
 }
 
+/* The OOM retry completes pending frees; a block it completes in the
+ * requesting domain's arena serves the request, as a free arena block
+ * always does ("from the arena first"), instead of the arena being
+ * released as wholly free and a new segment reserved for the request. */
+TEST_BOTH(the_retry_serves_from_the_arena_what_it_completed) {
+    tu_faulty f;
+    cca_upstream *u = dx_create(&f, 64 * MiB);
+    cca_allocator *a = make(m, u, NULL);
+    cca_domain *Y = dom(a, "Y");
+    cca_domain *doms[] = {Y};
+    cr_assert_eq(cca_domain_reserve(a, Y, 32 * MiB), CCA_OK, "%s", cca_last_error());
+    cca_domain_stats s0 = dst(a, Y);
+    f.hold_events = true;
+    void *p = in(a, Y, 32 * MiB, S1); /* the whole arena, used on S1: its free waits for an event */
+    tu_free(a, p);
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    void *r = tu_alloc(a, 28 * MiB, NULL); /* the default domain: the device is then nearly full */
+    uint64_t retries = tu_stats(a).alloc_retries;
+    void *q = in(a, Y, 16 * MiB, S1); /* no room on the device: the retry synchronizes, p completes */
+    cr_assert_eq(tu_stats(a).alloc_retries, retries + 1, "the request went through the retry");
+    cr_assert((uintptr_t)q >= (uintptr_t)p && (uintptr_t)q < (uintptr_t)p + 32 * MiB,
+              "served at %p, outside the arena [%p, +32 MiB)", q, p);
+    cca_domain_stats s1 = dst(a, Y);
+    cr_assert_eq(s1.reserved_bytes, s0.reserved_bytes, "the arena was released and memory reserved instead");
+    cr_assert_eq(s1.segments, s0.segments + (m->expandable ? 1 : 0),
+                 "segments %zu -> %zu (expandable: step 5's empty growth range, reserved before the retry)",
+                 s0.segments, s1.segments);
+    f.hold_events = false;
+    f.events_done = f.events_recorded;
+    tu_free(a, q);
+    void *whole = in(a, Y, 32 * MiB, NULL);
+    cr_assert_eq(whole, p, "the arena is still there, whole");
+    tu_free(a, whole);
+    tu_free(a, r);
+    agree(a, f.inner, doms, 1, "after the retry");
+    dx_destroy(&f, a, u);
+}
+
 /* ---- faults during a domain release ------------------------------------------------- */
 
 typedef struct frun {

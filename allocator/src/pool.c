@@ -336,6 +336,13 @@ static ccai_block *best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream ke
     return best_fit_in(a, a->serving->pools, pool, key, rounded);
 }
 
+/* The serving domain's footprint arena (domain.c), which step 4 asks
+ * first: best fit at any size and stream; NULL without an arena. */
+static ccai_block *arena_fit(cca_allocator *a, size_t rounded) {
+    cca_domain *d = a->serving;
+    return d->arena ? ccai_free_index_best_fit(&d->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX) : NULL;
+}
+
 /* Cached bytes in fully free segments (what releasing could give back). */
 static size_t releasable_bytes(const cca_allocator *a) {
     size_t n = 0;
@@ -455,6 +462,11 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
         cca_status sync = pages ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
         if (pages && sync == CCA_OK)
             flags = CCAI_RELEASE_UNMAP;
+        /* a completed free serves as step 4 would have served it: the
+         * domain's arena first (else the release below would take the
+         * arena back as wholly free and reserve anew), then the pools */
+        if ((*b = arena_fit(a, rounded)) != NULL && (!pages || map_held(a, rounded, b) == CCA_OK))
+            return CCA_OK;
         if (pages ? take(a, rounded, stream, pool, b) == CCA_OK : (*b = best_fit(a, pool, stream, rounded)) != NULL)
             return CCA_OK;
     }
@@ -625,9 +637,8 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
     /* 3 */
     ccai_stream_poll(a);
     /* 4 (a domain's footprint arena first: domain.c) */
-    ccai_block *b = NULL;
-    if (d->arena)
-        b = ccai_free_index_best_fit(&d->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX);
+    ccai_assert(d == a->serving);
+    ccai_block *b = arena_fit(a, rounded);
     if (!b)
         b = best_fit_in(a, d->pools, pool, key, rounded);
     bool split = b && worth_splitting(a, b, rounded); /* decided once: the pages to map, then step 6 */

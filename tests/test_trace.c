@@ -300,3 +300,29 @@ Test(trace, domains_are_recorded_with_their_blocks_and_releases) {
                            "11,domain_release,0,0,0,0\n");
     free(text);
 }
+
+/* A footprint reservation the device refuses (within the device's size, so
+ * it is tried, and the retry too) is not written: a trace records what the
+ * program got, and a replay must not reserve an arena the program never
+ * had. */
+Test(trace, a_reserve_the_device_refuses_is_not_written) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, "log_oom:0", &u, &a);
+    cca_domain *y;
+    cr_assert_eq(cca_domain_create(a, "y", &y), CCA_OK);
+    void *big = tu_alloc(a, 40 * MiB, NULL);
+    cr_assert_eq(cca_domain_reserve(a, y, 32 * MiB), CCA_ERR_OUT_OF_MEMORY, "the device has 24 MiB left");
+    tu_free(a, big);
+    cr_assert_eq(cca_domain_destroy(a, y, 0, NULL), CCA_OK);
+    tu_teardown(a, u);
+    char *text = read_all(path);
+    const char *rows = strstr(text, "seq,op,id,size,stream,domain,name\n");
+    cr_assert_not_null(rows);
+    cr_assert_str_eq(rows, "seq,op,id,size,stream,domain,name\n"
+                           "0,domain,0,0,0,1,y\n"
+                           "1,alloc,1,41943040,0,0\n"
+                           "2,free,1,41943040,0,0\n"
+                           "3,domain_release,0,0,0,1\n");
+    free(text);
+}

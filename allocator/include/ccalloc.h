@@ -661,7 +661,16 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * after an event, as in the greedy arena), then from growth. At most one
  * arena per domain (CCA_ERR_INVALID_ARGUMENT for a second); bytes is rounded
  * up to CCA_GRANULARITY (expandable: to the page). The arena is released
- * with the domain, and by trim/empty-cache when it is wholly free. */
+ * with the domain, and by trim/empty-cache when it is wholly free.
+ * Failures: CCA_ERR_INVALID_ARGUMENT (bytes 0 or above SIZE_MAX/2, the
+ * greedy policy, a foreign handle, an arena already there) and
+ * CCA_ERR_OUT_OF_MEMORY for more than the device or max_reserved could
+ * ever hold change nothing. When the upstream refuses, it retries as the
+ * OOM retry of cca_alloc does (alloc_retries counted): synchronize, release
+ * every cached free segment and page of every domain, reserve once more; if
+ * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was
+ * released stays released (ooms is not counted: no allocation failed).
+ * A CCALLOC_TRACE recording gets the reservation only when it succeeds. */
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes);
 
 typedef struct cca_domain_stats {

@@ -433,8 +433,6 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
                        "cca_domain_reserve(%s): %zu bytes exceed the device or max_reserved (%zu bytes)", d->name,
                        rounded, ccai_segment_ceiling(a));
     if (st == CCA_OK) {
-        if (a->trace)
-            ccai_trace_domain_event(a->trace, true, bytes, d->trace_no);
         a->serving = d;
         /* the first try may fail and the retry succeed: a call that
          * succeeds leaves the caller's message as it was (ccalloc.h) */
@@ -453,6 +451,8 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
             d->arena = a->segments; /* linked at the head */
             ccai_assert(d->arena->domain == d && d->arena->shared);
             ccai_error_restore(saved);
+            if (a->trace) /* what the program got: a refused reserve is not replayed */
+                ccai_trace_domain_event(a->trace, true, bytes, d->trace_no);
         } else {
             st = ccai_fail(st, "cca_domain_reserve(%s): %zu bytes: %s", d->name, rounded, cca_last_error());
         }

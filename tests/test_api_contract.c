@@ -1042,6 +1042,13 @@ Test(api_contract, failure_messages_name_the_function_called) {
     EXPECT_FAIL(cca_domain_destroy(a, d, 0, NULL), CCA_ERR_LIVE_BLOCKS, "cca_domain_destroy");
     cr_assert_not_null(strstr(cca_last_error(), "(m)"), "the domain's name: '%s'", cca_last_error());
     EXPECT_FAIL(cca_domain_release(a, d, 0, NULL), CCA_ERR_LIVE_BLOCKS, "cca_domain_release(m)");
+    /* an allocation's failure names the call made, in or out of a domain */
+    void *q;
+    EXPECT_FAIL(cca_alloc_in(a, d, 1 * GiB, NULL, &q), CCA_ERR_OUT_OF_MEMORY, "cca_alloc_in: ");
+    EXPECT_FAIL(cca_alloc_in(a, NULL, 1 * GiB, NULL, &q), CCA_ERR_OUT_OF_MEMORY, "cca_alloc_in: ");
+    EXPECT_FAIL(cca_alloc_in(a, d, SIZE_MAX - 8, NULL, &q), CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: ");
+    EXPECT_FAIL(cca_alloc(a, 1 * GiB, NULL, &q), CCA_ERR_OUT_OF_MEMORY, "cca_alloc: ");
+    EXPECT_FAIL(cca_alloc(a, SIZE_MAX - 8, NULL, &q), CCA_ERR_INVALID_ARGUMENT, "cca_alloc: ");
     tu_free(a, p);
     cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK);
     tu_teardown(a, u);

@@ -64,6 +64,7 @@ void ccai_domain_init_root(cca_allocator *a) {
     memset(&a->root, 0, sizeof a->root);
     snprintf(a->root.name, sizeof a->root.name, "default");
     a->serving = &a->root;
+    a->allocating = "cca_alloc";
     a->last = &a->root;
     a->holding = NULL;
     memset(&a->domain_set, 0, sizeof a->domain_set);

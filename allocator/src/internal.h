@@ -461,6 +461,9 @@ struct cca_allocator {
      * cca_alloc_in and cca_domain_reserve, root otherwise. New segments
      * belong to it and best fit looks in its pools. */
     struct cca_domain *serving;
+    /* The public function in progress that allocates ("cca_alloc" or
+     * "cca_alloc_in"), set with `serving`, for its failure messages. */
+    const char *allocating;
     /* Per-domain allocated/requested/active counts are kept only from the
      * first cca_domain_create on (then the default domain's start as the
      * allocator's): a program without domains pays one branch per call.

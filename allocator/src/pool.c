@@ -514,7 +514,7 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
             ceiling = fixed;
         if (rounded > ceiling)
             return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
-                             "cca_alloc: %zu bytes can never fit a greedy arena of at most %zu bytes", size, ceiling);
+                             "%s: %zu bytes can never fit a greedy arena of at most %zu bytes", a->allocating, size, ceiling);
         if (!arena) { /* released by empty-cache: reserve it again */
             cca_status st = ccai_arena_reserve(a);
             if (st != CCA_OK)
@@ -524,15 +524,15 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
                 return CCA_OK;
         }
         if (rounded > arena->size)
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: %zu bytes can never fit the %zu-byte greedy arena",
-                             size, arena->size);
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: %zu bytes can never fit the %zu-byte greedy arena",
+                             a->allocating, size, arena->size);
         if (a->expandable) {
             /* a free block that fits, whose trimmed pages the device would
              * not map: the retry frees other free pages of the arena; no
              * block that fits: an OOM, no retry, no upstream call */
             if (!(*b = best_fit(a, pool, NULL, rounded)))
-                return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: the greedy arena has no free block of %zu bytes",
-                                 size);
+                return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: the greedy arena has no free block of %zu bytes",
+                                 a->allocating, size);
             cca_status st = map_held(a, rounded, b);
             if (st == CCA_ERR_OUT_OF_MEMORY)
                 st = retry(a, rounded, NULL, pool, b);
@@ -540,7 +540,7 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
         }
         if (a->c.pending && ccai_stream_wait_all(a) == CCA_OK && (*b = best_fit(a, pool, NULL, rounded)) != NULL)
             return CCA_OK;
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: the greedy arena has no free block of %zu bytes", size);
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: the greedy arena has no free block of %zu bytes", a->allocating, size);
     }
     size_t want, least;
     ccai_segment_sizes(a, rounded, pool, &want, &least);
@@ -549,14 +549,14 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
     size_t ceiling = ccai_segment_ceiling(a);
     if (least > ceiling)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
-                         "cca_alloc: %zu bytes need a %zu-byte segment, more than the device or max_reserved "
+                         "%s: %zu bytes need a %zu-byte segment, more than the device or max_reserved "
                          "allows (%zu bytes): it can never succeed",
-                         size, least, ceiling);
+                         a->allocating, size, least, ceiling);
     cca_status st = take(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
         st = retry(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: cannot reserve a segment for %zu bytes: %s", size,
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: cannot reserve a segment for %zu bytes: %s", a->allocating, size,
                          cca_last_error());
     return st;
 }
@@ -576,7 +576,7 @@ static cca_status take_block(cca_allocator *a, ccai_block *b, size_t rounded, bo
     if (split) {
         rest = ccai_block_new(a);
         if (!rest && (b->seg & CCAI_SEG_EXPANDABLE))
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_alloc: host malloc failed for a block record");
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed for a block record", a->allocating);
     }
     if (!rest) {
         ccai_free_index_take(ix, b);
@@ -629,7 +629,7 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
                                ccai_deferred_log *log) {
     /* 1 */
     if (size > SIZE_MAX - (a->config.segment_round + CCA_GRANULARITY))
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc: size %zu is too large to round", size);
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: size %zu is too large to round", a->allocating, size);
     size_t rounded = round_up(size, CCA_GRANULARITY);
     /* 2 */
     ccai_pool_kind pool = ccai_pool_of(a, rounded);
@@ -715,8 +715,10 @@ cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream
         st = CCA_OK;
     } else {
         a->serving = d ? d : &a->root;
+        a->allocating = "cca_alloc_in";
         st = alloc_locked(a, a->serving, size, s, out, &log);
         a->serving = &a->root;
+        a->allocating = "cca_alloc";
     }
     ccai_unlock(a);
     ccai_log_flush(&log);

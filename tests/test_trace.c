@@ -326,3 +326,30 @@ Test(trace, a_reserve_the_device_refuses_is_not_written) {
                            "3,domain_release,0,0,0,1\n");
     free(text);
 }
+
+/* A trace whose writes fail (a full disk: /dev/full) is not silently cut
+ * short: cca_trace_mark flushes the recording and returns CCA_ERR_IO when
+ * it could not be written, and closing it (the last allocator's
+ * cca_destroy) logs once that the recording is incomplete. The allocator
+ * itself works on. */
+Test(trace, a_trace_that_cannot_be_written_says_so) {
+    cr_assert_eq(setenv("CCALLOC_TRACE", "/dev/full", 1), 0);
+    tu_log_capture log = {0};
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    void *p = tu_alloc(a, 100, NULL);
+    tu_free(a, p);
+    cca_clear_error();
+    cr_assert_eq(cca_trace_mark(a, "phase"), CCA_ERR_IO);
+    cr_assert(strstr(cca_last_error(), "cca_trace_mark") && strstr(cca_last_error(), "/dev/full"), "%s",
+              cca_last_error());
+    p = tu_alloc(a, 100, NULL);
+    tu_free(a, p);
+    cca_set_log_callback(tu_capture_log, &log);
+    tu_teardown(a, u);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(log.lines, 1, "one line at close, got %d", log.lines);
+    cr_assert(strstr(log.last, "CCALLOC_TRACE") && strstr(log.last, "/dev/full") && strstr(log.last, "incomplete"),
+              "%s", log.last);
+}

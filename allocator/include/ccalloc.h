@@ -708,7 +708,13 @@ cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
  * allocator's events, so that a replay reports reserved memory at each
  * phase. A name is 1..CCA_MARK_MAX printable ASCII characters (0x20..0x7e)
  * without ',' or '"'; anything else, or a NULL argument, is
- * CCA_ERR_INVALID_ARGUMENT. When the process is not tracing: CCA_OK, no-op. */
+ * CCA_ERR_INVALID_ARGUMENT. When the process is not tracing: CCA_OK, no-op.
+ * A mark is a checkpoint: the recording is flushed to its file, and
+ * CCA_ERR_IO says that it could not be written (a full disk; the recording
+ * is incomplete from some earlier event on). The allocator calls that
+ * record events cannot fail for the trace: when the last allocator using
+ * it is destroyed, a recording that could not be written whole is said
+ * once in the log. */
 #define CCA_MARK_MAX 63
 cca_status cca_trace_mark(cca_allocator *a, const char *name);
 

@@ -56,6 +56,7 @@ typedef struct ccai_trace {
     size_t stream_count;
     unsigned domains; /* numbered so far in this section */
     bool opened_before, domains_warned;
+    char *path; /* CCALLOC_TRACE as opened, for messages (malloc'd; NULL: no memory for it) */
 } ccai_trace;
 
 #define TRACE_MAX_DOMAINS 65535
@@ -76,6 +77,7 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
             ccai_log("CCALLOC_TRACE: cannot open '%s' for writing; not tracing", path);
             return NULL;
         }
+        t->path = strdup(path); /* NULL after the last close */
         if (!t->opened_before)
             fprintf(t->f, "# ccalloc trace v3\n# source: pid %ld\n", (long)getpid());
         fprintf(t->f, "seq,op,id,size,stream,domain,name\n");
@@ -172,22 +174,40 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
                          "cca_trace_mark: a name is 1..%d printable ASCII characters without ',' or '\"'",
                          CCA_MARK_MAX);
     ccai_lock(a); /* in the order of the allocator's own events */
+    bool written = true;
     if (a->trace) {
         pthread_mutex_lock(&trace_lock);
         fprintf(a->trace->f, "%llu,mark,0,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
+        /* a mark is a checkpoint: what came before it is written now, and
+         * a recording that could not be written is said here */
+        written = fflush(a->trace->f) == 0 && !ferror(a->trace->f);
         pthread_mutex_unlock(&trace_lock);
     }
     ccai_unlock(a);
+    if (!written)
+        return ccai_fail(CCA_ERR_IO, "cca_trace_mark: writing the trace '%s' failed (the recording is incomplete)",
+                         a->trace->path ? a->trace->path : "CCALLOC_TRACE");
     return CCA_OK;
 }
 
+/* The last user closes the file; a recording any of whose writes failed
+ * (a full disk) is said once, in the log: the allocator calls that wrote
+ * it could not fail for it. */
 void ccai_trace_close(struct ccai_trace *t) {
     if (!t)
         return;
     pthread_mutex_lock(&trace_lock);
+    bool failed = false;
+    char *path = NULL; /* the closed file's: a reopening strdups its own */
     if (--t->users == 0) {
-        fclose(t->f);
+        failed = fflush(t->f) != 0 || ferror(t->f);
+        failed = fclose(t->f) != 0 || failed;
         t->f = NULL;
+        path = t->path;
+        t->path = NULL;
     }
     pthread_mutex_unlock(&trace_lock);
+    if (failed) /* outside the trace lock: a log callback may call back */
+        ccai_log("CCALLOC_TRACE: writing '%s' failed: the recording is incomplete", path ? path : "");
+    free(path);
 }

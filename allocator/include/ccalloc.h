@@ -115,7 +115,8 @@ typedef void (*cca_log_fn)(void *user, const char *line);
 void cca_set_log_callback(cca_log_fn fn, void *user);
 
 /* Human-readable size: "512 B", "1.50 MiB", "3.00 GiB". Writes at most len
- * bytes (32 is always enough) and returns buf. */
+ * bytes (32 is always enough; less: the text cut, NUL-terminated) and
+ * returns buf; buf NULL or len 0: writes nothing and returns "". */
 const char *cca_format_bytes(size_t bytes, char *buf, size_t len);
 
 /* Parse a size: a number (decimals allowed: "1.5G") with an optional K, M, G
@@ -235,8 +236,9 @@ typedef struct cca_upstream_stats {
  * Pointers are real and writable while allocated; mem_info reports capacity
  * minus what every allocator on it holds, so allocators sharing it compete
  * like tenants of one GPU. Events complete at once. capacity 0, or more than
- * half the address space: CCA_ERR_INVALID_ARGUMENT; no address space left:
- * CCA_ERR_OUT_OF_MEMORY. */
+ * SIZE_MAX / 2: CCA_ERR_INVALID_ARGUMENT; a capacity the process cannot
+ * reserve as address space (more than the system's, e.g. 2^62 on a 47-bit
+ * space, or none left): CCA_ERR_OUT_OF_MEMORY. */
 cca_status cca_upstream_host_create(size_t capacity, cca_upstream **out);
 
 /* The same device with the driver's costs: every alloc call (granted or
@@ -273,6 +275,11 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out);
 /* Wrap a caller's ops table (copied) and context (borrowed). */
 cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cca_upstream **out);
 
+/* The device's free and total bytes, as the upstream's mem_info reports
+ * them. NULL arguments: CCA_ERR_INVALID_ARGUMENT; an upstream without
+ * mem_info: CCA_ERR_UPSTREAM; either way, and when mem_info fails, what
+ * *free_bytes and *total_bytes hold is unspecified (the upstream may have
+ * written them): read them only after CCA_OK. */
 cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *total_bytes);
 
 /* Virtual memory through the upstream (see cca_upstream_ops): 1 when it
@@ -280,7 +287,9 @@ cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *to
  * message saying why where the upstream can: the CUDA upstream names the
  * missing driver function or the device without VMM support), and
  * with CCA_ERR_INVALID_ARGUMENT for a size 0 or a size or address that is
- * not a multiple of the granularity. */
+ * not a multiple of the granularity. cca_upstream_vm_granularity sets
+ * *bytes, and cca_upstream_vm_reserve *base, to 0 / NULL on any failure but
+ * a NULL argument. */
 int cca_upstream_has_vm(const cca_upstream *u);
 cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes);
 cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base);

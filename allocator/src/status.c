@@ -231,6 +231,8 @@ void ccai_log_release(void) {
 
 const char *cca_format_bytes(size_t bytes, char *buf, size_t len) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    if (!buf || len == 0)
+        return ""; /* nowhere to write: an empty text, not NULL, for printf's %s */
     double v = (double)bytes;
     int u = 0;
     while (v >= 1024.0 && u < 4) {

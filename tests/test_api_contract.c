@@ -1095,3 +1095,16 @@ Test(api_contract, docs_list_every_cross_field_rule) {
                        rules);
     free(doc);
 }
+
+/* cca_format_bytes with nowhere to write: "" and nothing written; with a
+ * short buffer, the text cut and terminated. */
+Test(api_contract, format_bytes_without_room) {
+    cr_assert_str_eq(cca_format_bytes(5 * MiB, NULL, 32), "");
+    char buf[8] = "xxxxxxx";
+    cr_assert_str_eq(cca_format_bytes(5 * MiB, buf, 0), "");
+    cr_assert_str_eq(buf, "xxxxxxx", "len 0: nothing written");
+    cr_assert_eq(cca_format_bytes(5 * MiB, buf, 5), buf);
+    cr_assert_str_eq(buf, "5.00");
+    char full[32];
+    cr_assert_str_eq(cca_format_bytes(3 * MiB / 2, full, sizeof full), "1.50 MiB");
+}

@@ -646,8 +646,9 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
 
 cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {
     (void)device;
-    if (out)
-        *out = NULL;
+    if (!out) /* the argument first, as with CUDA */
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_cuda_create: out is NULL");
+    *out = NULL;
     return ccai_fail(CCA_ERR_NO_DEVICE, "cuda: libccalloc was built without the CUDA toolkit");
 }
 

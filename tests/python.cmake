@@ -7,6 +7,8 @@
 #   test_python_adapters  torch/cupy/numba adapters: ImportError without the
 #                         framework, stand-in frameworks end to end
 #   test_python_install   pip install in a throwaway venv, pip show
+#   test_python_figures   docs/figures/expandable_pages.py runs (to a temporary
+#                         prefix) and its summary holds together
 #   test_python_gpu       real PyTorch/CuPy/Numba on ccalloc (label gpu;
 #                         skips with the reason without a GPU or framework)
 # Not in sanitizer builds: an ASan-built library cannot be loaded into an
@@ -17,7 +19,7 @@ elseif(NOT CCA_PYTEST)
   message(STATUS "tests: python3 with pytest not found: the Python suites (tests/python) are not registered (scripts/deps.sh installs pytest)")
 else()
   set(CCA_PY_ENV "PYTHONDONTWRITEBYTECODE=1;CCALLOC_LIBRARY=$<TARGET_FILE:ccalloc>")
-  foreach(suite api plug_abi adapters install gpu)
+  foreach(suite api plug_abi adapters install figures gpu)
     string(REPLACE "_abi" "" name "${suite}")
     set(label cpu)
     if(suite STREQUAL "gpu")

@@ -26,6 +26,9 @@
  * cudaErrorInvalidValue, and counts a VIOLATION, which tests assert to be
  * 0 after what the upstream does):
  *   - driver VMM calls need a current context (CUDA_ERROR_INVALID_CONTEXT);
+ *   - cuMemAddressReserve, cuMemCreate, cuMemMap: flags 0 (the Driver API's
+ *     VMM page says of each "must be zero":
+ *     https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html);
  *   - cuMemCreate: size a multiple of the granularity, a pinned device
  *     location that exists; OOM above the device's free memory;
  *   - cuMemMap: offset 0, size a multiple of the granularity and at most
@@ -648,14 +651,13 @@ static CUresult CUDAAPI d_granularity(size_t *g, const CUmemAllocationProp *prop
 static CUresult CUDAAPI d_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
                                   unsigned long long flags) {
     (void)addr;
-    (void)flags;
     DRV_BEGIN("cuMemAddressReserve");
     if (no_context("cuMemAddressReserve"))
         DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     size_t g = g_config.granularity;
-    if (size == 0 || size % g || (align && (align & (align - 1)))) {
-        violation("size %#lx / %zu not a multiple of the granularity, or a bad alignment", "cuMemAddressReserve",
-                  size, align);
+    if (size == 0 || size % g || (align && (align & (align - 1))) || flags) {
+        violation("size %#lx / %zu not a multiple of the granularity, a bad alignment, or flags not 0",
+                  "cuMemAddressReserve", size, align);
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
     }
     size_t a = align > g ? align : g, raw_size = size + a;
@@ -698,12 +700,12 @@ static CUresult CUDAAPI d_address_free(CUdeviceptr ptr, size_t size) {
 
 static CUresult CUDAAPI d_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
                                  unsigned long long flags) {
-    (void)flags;
     DRV_BEGIN("cuMemCreate");
     if (no_context("cuMemCreate"))
         DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
-    if (!prop_ok(prop) || size == 0 || size % g_config.granularity) {
-        violation("size %#lx (%zu): not a multiple of the granularity, or a bad prop", "cuMemCreate", size, 0);
+    if (!prop_ok(prop) || size == 0 || size % g_config.granularity || flags) {
+        violation("size %#lx (%zu): not a multiple of the granularity, a bad prop, or flags not 0", "cuMemCreate",
+                  size, 0);
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
     }
     int dev = prop->location.id;
@@ -750,15 +752,14 @@ static const dbl_reservation *reservation_of(uintptr_t p, size_t size) {
 
 static CUresult CUDAAPI d_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
                               unsigned long long flags) {
-    (void)flags;
     DRV_BEGIN("cuMemMap");
     if (no_context("cuMemMap"))
         DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     uintptr_t p = (uintptr_t)ptr;
     dbl_handle *hd = handle_of(h);
     if (!hd || hd->mapped || offset != 0 || size == 0 || size % g_config.granularity || size > hd->size ||
-        p % g_config.granularity) {
-        violation("%#lx (%zu bytes): a bad handle, offset, size or alignment", "cuMemMap", p, size);
+        p % g_config.granularity || flags) {
+        violation("%#lx (%zu bytes): a bad handle, offset, size, alignment or flags", "cuMemMap", p, size);
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
     }
     if (!reservation_of(p, size) || mapped_in(p, p + size)) {

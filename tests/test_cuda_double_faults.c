@@ -62,11 +62,14 @@ Test(cuda_double, refuses_what_the_driver_refuses) {
     CUcontext ctx;
     cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
     cr_assert_eq(set_current(ctx), CUDA_SUCCESS);
+    cr_assert_eq(reserve(&base, 4 * g, g, 0, 1), CUDA_ERROR_INVALID_VALUE, "flags: reserved, must be 0");
     cr_assert_eq(reserve(&base, 4 * g, g, 0, 0), CUDA_SUCCESS);
     cr_assert_eq(create(&h1, g + 4096, &prop, 0), CUDA_ERROR_INVALID_VALUE, "not a multiple of the granularity");
+    cr_assert_eq(create(&h1, g, &prop, 1), CUDA_ERROR_INVALID_VALUE, "flags: reserved, must be 0");
     cr_assert_eq(create(&h1, 2 * g, &prop, 0), CUDA_SUCCESS);
     cr_assert_eq(create(&h2, g, &prop, 0), CUDA_SUCCESS);
     cr_assert_eq(map(base + 8 * g, g, 0, h2, 0), CUDA_ERROR_INVALID_VALUE, "outside the reservation");
+    cr_assert_eq(map(base, g, 0, h2, 1), CUDA_ERROR_INVALID_VALUE, "flags: reserved, must be 0");
     cr_assert_eq(map(base, 2 * g, 0, h1, 0), CUDA_SUCCESS);
     cr_assert_eq(map(base + g, g, 0, h2, 0), CUDA_ERROR_INVALID_VALUE, "over a mapping");
     cr_assert_eq(set_access(base, 3 * g, &access, 1), CUDA_ERROR_INVALID_VALUE, "part of the range unmapped");
@@ -88,7 +91,7 @@ Test(cuda_double, refuses_what_the_driver_refuses) {
     cr_assert_eq(s.mapped_bytes, 0);
     cr_assert_eq(s.reservations, 0);
     cr_assert_eq(s.handles, 0);
-    cr_assert_eq(s.violations, 9, "each refusal above counted: %lu (%s)", s.violations, s.last_violation);
+    cr_assert_eq(s.violations, 12, "each refusal above counted: %lu (%s)", s.violations, s.last_violation);
 }
 
 /* ---- the vm ops, one driver call failing at a time ----------------------------- */

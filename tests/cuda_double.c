@@ -786,16 +786,21 @@ static CUresult CUDAAPI d_set_access(CUdeviceptr ptr, size_t size, const CUmemAc
                   size);
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
     }
+    /* Part of a mapping is refused (the double keeps access per mapping),
+     * before anything changes: a refused call grants nothing. */
+    for (size_t i = 0; i < g_nmaps; i++) {
+        uintptr_t a = g_maps[i].addr, b = a + g_maps[i].size;
+        if (a < p + size && b > p && (a < p || b > p + size)) {
+            violation("%#lx (%zu bytes): covers part of a mapping", "cuMemSetAccess", p, size);
+            DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+        }
+    }
     mprotect((void *)p, size, PROT_READ | PROT_WRITE);
     for (size_t i = 0; i < g_nmaps; i++) {
         dbl_mapping *m = &g_maps[i];
         if (m->addr >= p && m->addr + m->size <= p + size && !m->access) {
             m->access = true;
             g_stats.accessible_bytes += m->size;
-        } else if (m->addr < p + size && m->addr + m->size > p && !(m->addr >= p && m->addr + m->size <= p + size)) {
-            /* part of a mapping: the double keeps access per mapping */
-            violation("%#lx (%zu bytes): covers part of a mapping", "cuMemSetAccess", p, size);
-            DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
         }
     }
     DRV_RETURN(CUDA_SUCCESS);

@@ -73,6 +73,8 @@ Test(cuda_double, refuses_what_the_driver_refuses) {
     cr_assert_eq(map(base, 2 * g, 0, h1, 0), CUDA_SUCCESS);
     cr_assert_eq(map(base + g, g, 0, h2, 0), CUDA_ERROR_INVALID_VALUE, "over a mapping");
     cr_assert_eq(set_access(base, 3 * g, &access, 1), CUDA_ERROR_INVALID_VALUE, "part of the range unmapped");
+    cr_assert_eq(set_access(base, g, &access, 1), CUDA_ERROR_INVALID_VALUE, "part of one mapping");
+    cr_assert_eq(cuda_double_get_stats().accessible_bytes, 0, "a refused cuMemSetAccess grants nothing");
     cr_assert_eq(cudaMemset((void *)(uintptr_t)base, 1, g), cudaErrorInvalidValue, "not accessible yet");
     cr_assert_eq(set_access(base, 2 * g, &access, 1), CUDA_SUCCESS);
     cr_assert_eq(cudaMemset((void *)(uintptr_t)base, 1, 2 * g), cudaSuccess);
@@ -91,7 +93,7 @@ Test(cuda_double, refuses_what_the_driver_refuses) {
     cr_assert_eq(s.mapped_bytes, 0);
     cr_assert_eq(s.reservations, 0);
     cr_assert_eq(s.handles, 0);
-    cr_assert_eq(s.violations, 12, "each refusal above counted: %lu (%s)", s.violations, s.last_violation);
+    cr_assert_eq(s.violations, 13, "each refusal above counted: %lu (%s)", s.violations, s.last_violation);
 }
 
 /* ---- the vm ops, one driver call failing at a time ----------------------------- */

@@ -49,9 +49,19 @@
  * makes that thread's runtime device's primary context current (device 0
  * unless cudaSetDevice said otherwise), as CUDA 12+ does, and is counted
  * in implicit_contexts: the upstream must never cause one.
- * Events complete at once unless held (cuda_double_hold_events); a
- * cudaDeviceSynchronize completes them all. There are no kernels and no
- * streams: cudaEventRecord accepts any stream handle.
+ * EVENTS belong to the context current at their creation. Recording one on
+ * a default stream (NULL, cudaStreamLegacy, cudaStreamPerThread: the
+ * current context's) while another context is current is a violation,
+ * cudaErrorInvalidResourceHandle: the runtime's cudaEventRecord says event
+ * and stream must be on the same device, the driver's cuEventRecord the
+ * same context, or CUDA_ERROR_INVALID_HANDLE
+ * (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__EVENT.html,
+ * https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
+ * They complete at once unless held (cuda_double_hold_events); a
+ * cudaDeviceSynchronize completes those of the current context's device
+ * only. There are no kernels and no stream objects: a handle other than
+ * the default ones is taken as the caller's stream on the event's device
+ * unchecked (a real driver refuses one of another context).
  */
 #include "cuda_double.h"
 
@@ -74,6 +84,7 @@ struct CUctx_st {
 
 struct CUevent_st {
     bool ready;
+    struct CUctx_st *ctx; /* the context current at its creation */
 };
 
 typedef struct dbl_block { /* a cudaMalloc */
@@ -296,6 +307,7 @@ const char *CUDARTAPI cudaGetErrorString(cudaError_t e) {
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     default: return "unknown error (cuda double)";
     }
 }
@@ -389,10 +401,11 @@ static size_t g_nevents, g_capevents;
 
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
     RT_BEGIN("cudaDeviceSynchronize");
-    (void)runtime_context();
+    int dev = runtime_context()->device;
     g_stats.syncs++;
-    for (size_t i = 0; i < g_nevents; i++)
-        g_events[i]->ready = true;
+    for (size_t i = 0; i < g_nevents; i++) /* this device's work only */
+        if (g_events[i]->ctx->device == dev)
+            g_events[i]->ready = true;
     pthread_mutex_unlock(&g_lock);
     return cudaSuccess;
 }
@@ -400,13 +413,14 @@ cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
     (void)flags;
     RT_BEGIN("cudaEventCreateWithFlags");
-    (void)runtime_context();
+    struct CUctx_st *ctx = runtime_context();
     struct CUevent_st *e = calloc(1, sizeof *e);
     if (!e) {
         pthread_mutex_unlock(&g_lock);
         return rt_fail(cudaErrorMemoryAllocation);
     }
     e->ready = true;
+    e->ctx = ctx;
     grow((void **)&g_events, &g_capevents, g_nevents, sizeof *g_events);
     g_events[g_nevents++] = e;
     *event = e;
@@ -421,14 +435,26 @@ static bool event_known(const struct CUevent_st *e) {
     return false;
 }
 
+/* The default streams (NULL, cudaStreamLegacy, cudaStreamPerThread) are
+ * the current context's; any other handle is a stream of the caller's, of
+ * which the double knows nothing. */
+static bool default_stream(cudaStream_t s) {
+    return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    (void)stream;
     RT_BEGIN("cudaEventRecord");
-    (void)runtime_context();
+    struct CUctx_st *ctx = runtime_context();
     if (!event_known(event)) {
         violation("event %#lx (%zu) was not created", "cudaEventRecord", (uintptr_t)event, 0);
         pthread_mutex_unlock(&g_lock);
         return rt_fail(cudaErrorInvalidValue);
+    }
+    if (default_stream(stream) && event->ctx != ctx) {
+        violation("event %#lx (%zu): recorded on the default stream of a context it was not created in",
+                  "cudaEventRecord", (uintptr_t)event, 0);
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorInvalidResourceHandle);
     }
     event->ready = !g_hold;
     pthread_mutex_unlock(&g_lock);

@@ -96,6 +96,29 @@ Test(cuda_double, refuses_what_the_driver_refuses) {
     cr_assert_eq(s.violations, 13, "each refusal above counted: %lu (%s)", s.violations, s.last_violation);
 }
 
+/* Events belong to the context they were created in: recording one on
+ * another context's default stream is refused, and a synchronize of one
+ * device completes that device's work only. */
+Test(cuda_double, events_belong_to_their_context) {
+    cudaEvent_t ev;
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cr_assert_eq(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(ev, NULL), cudaErrorInvalidResourceHandle, "device 1's default stream");
+    cuda_double_hold_events(true);
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(ev, NULL), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    cr_assert_eq(cudaEventQuery(ev), cudaErrorNotReady, "device 1 synchronized, the work is device 0's");
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    cr_assert_eq(cudaEventQuery(ev), cudaSuccess);
+    cr_assert_eq(cudaEventDestroy(ev), cudaSuccess);
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.violations, 1, "%lu (%s)", s.violations, s.last_violation);
+}
+
 /* ---- the vm ops, one driver call failing at a time ----------------------------- */
 
 #define GRANULES 8

@@ -24,31 +24,70 @@
  * Rules enforced (a call that breaks one fails with the driver's
  * CUDA_ERROR_INVALID_VALUE / INVALID_CONTEXT, or the runtime's
  * cudaErrorInvalidValue, and counts a VIOLATION, which tests assert to be
- * 0 after what the upstream does):
- *   - driver VMM calls need a current context (CUDA_ERROR_INVALID_CONTEXT);
- *   - cuMemAddressReserve, cuMemCreate, cuMemMap: flags 0 (the Driver API's
- *     VMM page says of each "must be zero":
- *     https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html);
+ * 0 after what the upstream does). VMM is the Driver API's Virtual Memory
+ * Management page, https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html;
+ * each rule says whether a real driver is known to refuse the same
+ * (DOCUMENTED), or the double is STRICTER than any documented rule, where
+ * the upstream must not rely on the driver's leniency either:
+ *   - every VMM call that names memory or address space (reserve, free,
+ *     create, release, map, unmap, set access) needs a current context,
+ *     CUDA_ERROR_INVALID_CONTEXT. STRICTER: VMM lists no such error for
+ *     them and takes the device from the allocation's properties; vLLM's
+ *     cumem allocator makes the device's primary context current before
+ *     each of them, as the upstream does;
+ *   - cuMemAddressReserve, cuMemCreate, cuMemMap: flags 0 (DOCUMENTED:
+ *     VMM reserves them for later use, to be zero now); reserve: size a
+ *     multiple of the granularity (STRICTER: VMM asks for the host page
+ *     size) and a power-of-two alignment (DOCUMENTED);
  *   - cuMemCreate: size a multiple of the granularity, a pinned device
- *     location that exists; OOM above the device's free memory;
+ *     location that exists (DOCUMENTED); OOM above the device's free memory;
  *   - cuMemMap: offset 0, size a multiple of the granularity and at most
- *     the handle's, inside ONE reservation, over no mapped byte; a handle
- *     is mapped at most once at a time here (the driver allows more; the
- *     upstream never does it, so a second map is a violation);
- *   - cuMemSetAccess: every byte of the range mapped;
- *   - cuMemUnmap: the range is exactly a run of whole mappings (CUDA: "the
- *     entire contiguous address range that was mapped"; part of one is
- *     refused), nothing unmapped inside it;
- *   - cuMemRelease: a live handle; the memory goes when it is released AND
- *     unmapped;
- *   - cuMemAddressFree: exactly a reservation, with nothing mapped in it
- *     (stricter than documented: the upstream must unmap first);
+ *     the handle's, inside ONE reservation, over no mapped byte
+ *     (DOCUMENTED); a handle is mapped at most once at a time (STRICTER:
+ *     the driver allows more; the upstream never does it);
+ *   - cuMemSetAccess: every byte of the range mapped (DOCUMENTED: VMM asks
+ *     for a fully mapped range), spanning any run of whole mappings, as
+ *     NVIDIA's growing-vector example sets a run of handles at once
+ *     (https://developer.nvidia.com/blog/introducing-low-level-gpu-virtual-memory/);
+ *     part of one mapping is refused (STRICTER: not documented either way;
+ *     the double keeps access per mapping);
+ *   - cuMemUnmap: exactly a run of whole mappings, nothing unmapped inside
+ *     it (DOCUMENTED: VMM wants the whole range that was mapped and
+ *     refuses a sub-range of one mapping; one call over several adjacent
+ *     mappings is what the same NVIDIA example and PyTorch's bulk unmap
+ *     do, and a run with a never-mapped part fails on a GPU:
+ *     https://github.com/pytorch/pytorch/issues/188008). It is not known
+ *     to wait for queued work (PyTorch's expandable segments synchronize
+ *     the stream or device before unmapping for that reason); the double
+ *     has no kernels, so tests check the order in cuda_double_log;
+ *   - cuMemRelease: a live handle (STRICTER: VMM leaves another undefined);
+ *     releasing a MAPPED handle is valid and the memory goes when it is
+ *     released AND unmapped (DOCUMENTED: VMM frees it once every mapping
+ *     is gone and every reference released);
+ *   - cuMemAddressFree: exactly a reservation (DOCUMENTED: size and ptr
+ *     must match the reserve), with nothing mapped in it (DOCUMENTED in the
+ *     Programming Guide, not in VMM: the whole range is to be unmapped
+ *     before it is freed,
+ *     https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#reserving-a-virtual-address-range;
+ *     what a driver does otherwise, fail or free and leak, is not said);
  *   - cudaFree: NULL or a live cudaMalloc pointer; cudaMemset/cudaMemcpy:
  *     inside one live cudaMalloc block or accessible mapped run.
+ * Not modelled (LOOSER than a driver, where the upstream is not checked):
+ * a primary context lives on after its last cuDevicePrimaryCtxRelease here,
+ * where the driver resets it once nothing retains it (the runtime's own
+ * use may retain it; undocumented); cudaMemGetInfo counts this process
+ * only (a GPU's free memory also moves with other processes); queued work
+ * does not exist, so nothing is touched after an unmap by a kernel.
  * IMPLICIT CONTEXTS: a runtime call on a thread with no current context
  * makes that thread's runtime device's primary context current (device 0
  * unless cudaSetDevice said otherwise), as CUDA 12+ does, and is counted
- * in implicit_contexts: the upstream must never cause one.
+ * in implicit_contexts: the upstream must never cause one. cudaFree(NULL)
+ * is one such call (the usual way to create a context), so the upstream
+ * makes it with its primary context already current. cudaMemGetInfo
+ * reports what the device has free after every live context's own cost
+ * (context_bytes), as a GPU's does. cudaEventQuery and cudaEventDestroy
+ * count an implicit context too, though the runtime's pages do not say
+ * they need the event's context (STRICTER).
  * EVENTS belong to the context current at their creation. Recording one on
  * a default stream (NULL, cudaStreamLegacy, cudaStreamPerThread: the
  * current context's) while another context is current is a violation,
@@ -709,6 +748,8 @@ static size_t mapped_in(uintptr_t lo, uintptr_t hi) { /* bytes of mappings overl
 
 static CUresult CUDAAPI d_address_free(CUdeviceptr ptr, size_t size) {
     DRV_BEGIN("cuMemAddressFree");
+    if (no_context("cuMemAddressFree"))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     for (size_t i = 0; i < g_nres; i++) {
         if (g_res[i].base == (uintptr_t)ptr && g_res[i].size == size) {
             if (mapped_in(g_res[i].base, g_res[i].base + size)) {
@@ -759,6 +800,8 @@ static void handle_maybe_free(dbl_handle *hd) {
 
 static CUresult CUDAAPI d_release(CUmemGenericAllocationHandle h) {
     DRV_BEGIN("cuMemRelease");
+    if (no_context("cuMemRelease"))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     dbl_handle *hd = handle_of(h);
     if (!hd || hd->released) {
         violation("handle %lu (%zu): not a live handle", "cuMemRelease", (uintptr_t)h, 0);
@@ -834,6 +877,8 @@ static CUresult CUDAAPI d_set_access(CUdeviceptr ptr, size_t size, const CUmemAc
 
 static CUresult CUDAAPI d_unmap(CUdeviceptr ptr, size_t size) {
     DRV_BEGIN("cuMemUnmap");
+    if (no_context("cuMemUnmap"))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     uintptr_t p = (uintptr_t)ptr, end = p + size;
     /* exactly a run of whole mappings: each byte mapped, no mapping sticking out */
     bool ok = size > 0 && mapped_in(p, end) == size;

@@ -24,31 +24,83 @@
  * Rules enforced (a call that breaks one fails with the driver's
  * CUDA_ERROR_INVALID_VALUE / INVALID_CONTEXT, or the runtime's
  * cudaErrorInvalidValue, and counts a VIOLATION, which tests assert to be
- * 0 after what the upstream does):
- *   - driver VMM calls need a current context (CUDA_ERROR_INVALID_CONTEXT);
+ * 0 after what the upstream does). VMM is the Driver API's Virtual Memory
+ * Management page, https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html;
+ * each rule says whether a real driver is known to refuse the same
+ * (DOCUMENTED), or the double is STRICTER than any documented rule, where
+ * the upstream must not rely on the driver's leniency either:
+ *   - every VMM call that names memory or address space (reserve, free,
+ *     create, release, map, unmap, set access) needs a current context,
+ *     CUDA_ERROR_INVALID_CONTEXT. STRICTER: VMM lists no such error for
+ *     them and takes the device from the allocation's properties; vLLM's
+ *     cumem allocator makes the device's primary context current before
+ *     each of them, as the upstream does;
+ *   - cuMemAddressReserve, cuMemCreate, cuMemMap: flags 0 (DOCUMENTED:
+ *     VMM reserves them for later use, to be zero now); reserve: size a
+ *     multiple of the granularity (STRICTER: VMM asks for the host page
+ *     size) and a power-of-two alignment (DOCUMENTED);
  *   - cuMemCreate: size a multiple of the granularity, a pinned device
- *     location that exists; OOM above the device's free memory;
+ *     location that exists (DOCUMENTED); OOM above the device's free memory;
  *   - cuMemMap: offset 0, size a multiple of the granularity and at most
- *     the handle's, inside ONE reservation, over no mapped byte; a handle
- *     is mapped at most once at a time here (the driver allows more; the
- *     upstream never does it, so a second map is a violation);
- *   - cuMemSetAccess: every byte of the range mapped;
- *   - cuMemUnmap: the range is exactly a run of whole mappings (CUDA: "the
- *     entire contiguous address range that was mapped"; part of one is
- *     refused), nothing unmapped inside it;
- *   - cuMemRelease: a live handle; the memory goes when it is released AND
- *     unmapped;
- *   - cuMemAddressFree: exactly a reservation, with nothing mapped in it
- *     (stricter than documented: the upstream must unmap first);
+ *     the handle's, inside ONE reservation, over no mapped byte
+ *     (DOCUMENTED); a handle is mapped at most once at a time (STRICTER:
+ *     the driver allows more; the upstream never does it);
+ *   - cuMemSetAccess: every byte of the range mapped (DOCUMENTED: VMM asks
+ *     for a fully mapped range), spanning any run of whole mappings, as
+ *     NVIDIA's growing-vector example sets a run of handles at once
+ *     (https://developer.nvidia.com/blog/introducing-low-level-gpu-virtual-memory/);
+ *     part of one mapping is refused (STRICTER: not documented either way;
+ *     the double keeps access per mapping);
+ *   - cuMemUnmap: exactly a run of whole mappings, nothing unmapped inside
+ *     it (DOCUMENTED: VMM wants the whole range that was mapped and
+ *     refuses a sub-range of one mapping; one call over several adjacent
+ *     mappings is what the same NVIDIA example and PyTorch's bulk unmap
+ *     do, and a run with a never-mapped part fails on a GPU:
+ *     https://github.com/pytorch/pytorch/issues/188008). It is not known
+ *     to wait for queued work (PyTorch's expandable segments synchronize
+ *     the stream or device before unmapping for that reason); the double
+ *     has no kernels, so tests check the order in cuda_double_log;
+ *   - cuMemRelease: a live handle (STRICTER: VMM leaves another undefined);
+ *     releasing a MAPPED handle is valid and the memory goes when it is
+ *     released AND unmapped (DOCUMENTED: VMM frees it once every mapping
+ *     is gone and every reference released);
+ *   - cuMemAddressFree: exactly a reservation (DOCUMENTED: size and ptr
+ *     must match the reserve), with nothing mapped in it (DOCUMENTED in the
+ *     Programming Guide, not in VMM: the whole range is to be unmapped
+ *     before it is freed,
+ *     https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#reserving-a-virtual-address-range;
+ *     what a driver does otherwise, fail or free and leak, is not said);
  *   - cudaFree: NULL or a live cudaMalloc pointer; cudaMemset/cudaMemcpy:
  *     inside one live cudaMalloc block or accessible mapped run.
+ * Not modelled (LOOSER than a driver, where the upstream is not checked):
+ * a primary context lives on after its last cuDevicePrimaryCtxRelease here,
+ * where the driver resets it once nothing retains it (the runtime's own
+ * use may retain it; undocumented); cudaMemGetInfo counts this process
+ * only (a GPU's free memory also moves with other processes); queued work
+ * does not exist, so nothing is touched after an unmap by a kernel.
  * IMPLICIT CONTEXTS: a runtime call on a thread with no current context
  * makes that thread's runtime device's primary context current (device 0
  * unless cudaSetDevice said otherwise), as CUDA 12+ does, and is counted
- * in implicit_contexts: the upstream must never cause one.
- * Events complete at once unless held (cuda_double_hold_events); a
- * cudaDeviceSynchronize completes them all. There are no kernels and no
- * streams: cudaEventRecord accepts any stream handle.
+ * in implicit_contexts: the upstream must never cause one. cudaFree(NULL)
+ * is one such call (the usual way to create a context), so the upstream
+ * makes it with its primary context already current. cudaMemGetInfo
+ * reports what the device has free after every live context's own cost
+ * (context_bytes), as a GPU's does. cudaEventQuery and cudaEventDestroy
+ * count an implicit context too, though the runtime's pages do not say
+ * they need the event's context (STRICTER).
+ * EVENTS belong to the context current at their creation. Recording one on
+ * a default stream (NULL, cudaStreamLegacy, cudaStreamPerThread: the
+ * current context's) while another context is current is a violation,
+ * cudaErrorInvalidResourceHandle: the runtime's cudaEventRecord says event
+ * and stream must be on the same device, the driver's cuEventRecord the
+ * same context, or CUDA_ERROR_INVALID_HANDLE
+ * (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__EVENT.html,
+ * https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
+ * They complete at once unless held (cuda_double_hold_events); a
+ * cudaDeviceSynchronize completes those of the current context's device
+ * only. There are no kernels and no stream objects: a handle other than
+ * the default ones is taken as the caller's stream on the event's device
+ * unchecked (a real driver refuses one of another context).
  */
 #include "cuda_double.h"
 
@@ -71,6 +123,7 @@ struct CUctx_st {
 
 struct CUevent_st {
     bool ready;
+    struct CUctx_st *ctx; /* the context current at its creation */
 };
 
 typedef struct dbl_block { /* a cudaMalloc */
@@ -293,6 +346,7 @@ const char *CUDARTAPI cudaGetErrorString(cudaError_t e) {
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     default: return "unknown error (cuda double)";
     }
 }
@@ -386,10 +440,11 @@ static size_t g_nevents, g_capevents;
 
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
     RT_BEGIN("cudaDeviceSynchronize");
-    (void)runtime_context();
+    int dev = runtime_context()->device;
     g_stats.syncs++;
-    for (size_t i = 0; i < g_nevents; i++)
-        g_events[i]->ready = true;
+    for (size_t i = 0; i < g_nevents; i++) /* this device's work only */
+        if (g_events[i]->ctx->device == dev)
+            g_events[i]->ready = true;
     pthread_mutex_unlock(&g_lock);
     return cudaSuccess;
 }
@@ -397,13 +452,14 @@ cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
     (void)flags;
     RT_BEGIN("cudaEventCreateWithFlags");
-    (void)runtime_context();
+    struct CUctx_st *ctx = runtime_context();
     struct CUevent_st *e = calloc(1, sizeof *e);
     if (!e) {
         pthread_mutex_unlock(&g_lock);
         return rt_fail(cudaErrorMemoryAllocation);
     }
     e->ready = true;
+    e->ctx = ctx;
     grow((void **)&g_events, &g_capevents, g_nevents, sizeof *g_events);
     g_events[g_nevents++] = e;
     *event = e;
@@ -418,14 +474,26 @@ static bool event_known(const struct CUevent_st *e) {
     return false;
 }
 
+/* The default streams (NULL, cudaStreamLegacy, cudaStreamPerThread) are
+ * the current context's; any other handle is a stream of the caller's, of
+ * which the double knows nothing. */
+static bool default_stream(cudaStream_t s) {
+    return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    (void)stream;
     RT_BEGIN("cudaEventRecord");
-    (void)runtime_context();
+    struct CUctx_st *ctx = runtime_context();
     if (!event_known(event)) {
         violation("event %#lx (%zu) was not created", "cudaEventRecord", (uintptr_t)event, 0);
         pthread_mutex_unlock(&g_lock);
         return rt_fail(cudaErrorInvalidValue);
+    }
+    if (default_stream(stream) && event->ctx != ctx) {
+        violation("event %#lx (%zu): recorded on the default stream of a context it was not created in",
+                  "cudaEventRecord", (uintptr_t)event, 0);
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorInvalidResourceHandle);
     }
     event->ready = !g_hold;
     pthread_mutex_unlock(&g_lock);
@@ -648,14 +716,13 @@ static CUresult CUDAAPI d_granularity(size_t *g, const CUmemAllocationProp *prop
 static CUresult CUDAAPI d_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
                                   unsigned long long flags) {
     (void)addr;
-    (void)flags;
     DRV_BEGIN("cuMemAddressReserve");
     if (no_context("cuMemAddressReserve"))
         DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     size_t g = g_config.granularity;
-    if (size == 0 || size % g || (align && (align & (align - 1)))) {
-        violation("size %#lx / %zu not a multiple of the granularity, or a bad alignment", "cuMemAddressReserve",
-                  size, align);
+    if (size == 0 || size % g || (align && (align & (align - 1))) || flags) {
+        violation("size %#lx / %zu not a multiple of the granularity, a bad alignment, or flags not 0",
+                  "cuMemAddressReserve", size, align);
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
     }
     size_t a = align > g ? align : g, raw_size = size + a;
@@ -681,6 +748,8 @@ static size_t mapped_in(uintptr_t lo, uintptr_t hi) { /* bytes of mappings overl
 
 static CUresult CUDAAPI d_address_free(CUdeviceptr ptr, size_t size) {
     DRV_BEGIN("cuMemAddressFree");
+    if (no_context("cuMemAddressFree"))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     for (size_t i = 0; i < g_nres; i++) {
         if (g_res[i].base == (uintptr_t)ptr && g_res[i].size == size) {
             if (mapped_in(g_res[i].base, g_res[i].base + size)) {
@@ -698,12 +767,12 @@ static CUresult CUDAAPI d_address_free(CUdeviceptr ptr, size_t size) {
 
 static CUresult CUDAAPI d_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
                                  unsigned long long flags) {
-    (void)flags;
     DRV_BEGIN("cuMemCreate");
     if (no_context("cuMemCreate"))
         DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
-    if (!prop_ok(prop) || size == 0 || size % g_config.granularity) {
-        violation("size %#lx (%zu): not a multiple of the granularity, or a bad prop", "cuMemCreate", size, 0);
+    if (!prop_ok(prop) || size == 0 || size % g_config.granularity || flags) {
+        violation("size %#lx (%zu): not a multiple of the granularity, a bad prop, or flags not 0", "cuMemCreate",
+                  size, 0);
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
     }
     int dev = prop->location.id;
@@ -731,6 +800,8 @@ static void handle_maybe_free(dbl_handle *hd) {
 
 static CUresult CUDAAPI d_release(CUmemGenericAllocationHandle h) {
     DRV_BEGIN("cuMemRelease");
+    if (no_context("cuMemRelease"))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     dbl_handle *hd = handle_of(h);
     if (!hd || hd->released) {
         violation("handle %lu (%zu): not a live handle", "cuMemRelease", (uintptr_t)h, 0);
@@ -750,15 +821,14 @@ static const dbl_reservation *reservation_of(uintptr_t p, size_t size) {
 
 static CUresult CUDAAPI d_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
                               unsigned long long flags) {
-    (void)flags;
     DRV_BEGIN("cuMemMap");
     if (no_context("cuMemMap"))
         DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     uintptr_t p = (uintptr_t)ptr;
     dbl_handle *hd = handle_of(h);
     if (!hd || hd->mapped || offset != 0 || size == 0 || size % g_config.granularity || size > hd->size ||
-        p % g_config.granularity) {
-        violation("%#lx (%zu bytes): a bad handle, offset, size or alignment", "cuMemMap", p, size);
+        p % g_config.granularity || flags) {
+        violation("%#lx (%zu bytes): a bad handle, offset, size, alignment or flags", "cuMemMap", p, size);
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
     }
     if (!reservation_of(p, size) || mapped_in(p, p + size)) {
@@ -785,16 +855,21 @@ static CUresult CUDAAPI d_set_access(CUdeviceptr ptr, size_t size, const CUmemAc
                   size);
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
     }
+    /* Part of a mapping is refused (the double keeps access per mapping),
+     * before anything changes: a refused call grants nothing. */
+    for (size_t i = 0; i < g_nmaps; i++) {
+        uintptr_t a = g_maps[i].addr, b = a + g_maps[i].size;
+        if (a < p + size && b > p && (a < p || b > p + size)) {
+            violation("%#lx (%zu bytes): covers part of a mapping", "cuMemSetAccess", p, size);
+            DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+        }
+    }
     mprotect((void *)p, size, PROT_READ | PROT_WRITE);
     for (size_t i = 0; i < g_nmaps; i++) {
         dbl_mapping *m = &g_maps[i];
         if (m->addr >= p && m->addr + m->size <= p + size && !m->access) {
             m->access = true;
             g_stats.accessible_bytes += m->size;
-        } else if (m->addr < p + size && m->addr + m->size > p && !(m->addr >= p && m->addr + m->size <= p + size)) {
-            /* part of a mapping: the double keeps access per mapping */
-            violation("%#lx (%zu bytes): covers part of a mapping", "cuMemSetAccess", p, size);
-            DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
         }
     }
     DRV_RETURN(CUDA_SUCCESS);
@@ -802,6 +877,8 @@ static CUresult CUDAAPI d_set_access(CUdeviceptr ptr, size_t size, const CUmemAc
 
 static CUresult CUDAAPI d_unmap(CUdeviceptr ptr, size_t size) {
     DRV_BEGIN("cuMemUnmap");
+    if (no_context("cuMemUnmap"))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     uintptr_t p = (uintptr_t)ptr, end = p + size;
     /* exactly a run of whole mappings: each byte mapped, no mapping sticking out */
     bool ok = size > 0 && mapped_in(p, end) == size;

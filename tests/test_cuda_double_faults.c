@@ -59,17 +59,23 @@ Test(cuda_double, refuses_what_the_driver_refuses) {
     CUmemGenericAllocationHandle h1, h2;
     CUdeviceptr base;
     cr_assert_eq(create(&h1, g, &prop, 0), CUDA_ERROR_INVALID_CONTEXT, "no context: refused");
+    cr_assert_eq(unmap(0x200000, g), CUDA_ERROR_INVALID_CONTEXT, "no context: refused");
     CUcontext ctx;
     cr_assert_eq(retain(&ctx, 0), CUDA_SUCCESS);
     cr_assert_eq(set_current(ctx), CUDA_SUCCESS);
+    cr_assert_eq(reserve(&base, 4 * g, g, 0, 1), CUDA_ERROR_INVALID_VALUE, "flags: reserved, must be 0");
     cr_assert_eq(reserve(&base, 4 * g, g, 0, 0), CUDA_SUCCESS);
     cr_assert_eq(create(&h1, g + 4096, &prop, 0), CUDA_ERROR_INVALID_VALUE, "not a multiple of the granularity");
+    cr_assert_eq(create(&h1, g, &prop, 1), CUDA_ERROR_INVALID_VALUE, "flags: reserved, must be 0");
     cr_assert_eq(create(&h1, 2 * g, &prop, 0), CUDA_SUCCESS);
     cr_assert_eq(create(&h2, g, &prop, 0), CUDA_SUCCESS);
     cr_assert_eq(map(base + 8 * g, g, 0, h2, 0), CUDA_ERROR_INVALID_VALUE, "outside the reservation");
+    cr_assert_eq(map(base, g, 0, h2, 1), CUDA_ERROR_INVALID_VALUE, "flags: reserved, must be 0");
     cr_assert_eq(map(base, 2 * g, 0, h1, 0), CUDA_SUCCESS);
     cr_assert_eq(map(base + g, g, 0, h2, 0), CUDA_ERROR_INVALID_VALUE, "over a mapping");
     cr_assert_eq(set_access(base, 3 * g, &access, 1), CUDA_ERROR_INVALID_VALUE, "part of the range unmapped");
+    cr_assert_eq(set_access(base, g, &access, 1), CUDA_ERROR_INVALID_VALUE, "part of one mapping");
+    cr_assert_eq(cuda_double_get_stats().accessible_bytes, 0, "a refused cuMemSetAccess grants nothing");
     cr_assert_eq(cudaMemset((void *)(uintptr_t)base, 1, g), cudaErrorInvalidValue, "not accessible yet");
     cr_assert_eq(set_access(base, 2 * g, &access, 1), CUDA_SUCCESS);
     cr_assert_eq(cudaMemset((void *)(uintptr_t)base, 1, 2 * g), cudaSuccess);
@@ -88,7 +94,30 @@ Test(cuda_double, refuses_what_the_driver_refuses) {
     cr_assert_eq(s.mapped_bytes, 0);
     cr_assert_eq(s.reservations, 0);
     cr_assert_eq(s.handles, 0);
-    cr_assert_eq(s.violations, 9, "each refusal above counted: %lu (%s)", s.violations, s.last_violation);
+    cr_assert_eq(s.violations, 14, "each refusal above counted: %lu (%s)", s.violations, s.last_violation);
+}
+
+/* Events belong to the context they were created in: recording one on
+ * another context's default stream is refused, and a synchronize of one
+ * device completes that device's work only. */
+Test(cuda_double, events_belong_to_their_context) {
+    cudaEvent_t ev;
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cr_assert_eq(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(ev, NULL), cudaErrorInvalidResourceHandle, "device 1's default stream");
+    cuda_double_hold_events(true);
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(ev, NULL), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    cr_assert_eq(cudaEventQuery(ev), cudaErrorNotReady, "device 1 synchronized, the work is device 0's");
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    cr_assert_eq(cudaEventQuery(ev), cudaSuccess);
+    cr_assert_eq(cudaEventDestroy(ev), cudaSuccess);
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.violations, 1, "%lu (%s)", s.violations, s.last_violation);
 }
 
 /* ---- the vm ops, one driver call failing at a time ----------------------------- */

@@ -529,8 +529,8 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
                              "%s: %zu bytes can never fit a greedy arena of at most %zu bytes", a->allocating, size, ceiling);
         if (!arena) { /* released by empty-cache: reserve it again */
             cca_status st = ccai_arena_reserve(a);
-            if (st != CCA_OK)
-                return st;
+            if (st != CCA_OK) /* the message names the call made, as every failure of the path */
+                return cca_error_prefix(st, "%s", a->allocating);
             arena = ccai_arena_find(a);
             if ((*b = best_fit(a, pool, NULL, rounded)) != NULL)
                 return CCA_OK;
@@ -548,7 +548,7 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
             cca_status st = map_held(a, rounded, b);
             if (st == CCA_ERR_OUT_OF_MEMORY)
                 st = retry(a, rounded, NULL, pool, b);
-            return st;
+            return st == CCA_OK ? st : cca_error_prefix(st, "%s", a->allocating);
         }
         if (a->c.pending && ccai_stream_wait_all(a) == CCA_OK && (*b = best_fit(a, pool, NULL, rounded)) != NULL)
             return CCA_OK;

@@ -495,7 +495,11 @@ void ccb_write_machine_md(FILE *f);
  * words too: gnuplot skips a line starting with '#'; README.md links to
  * the plots, where '#' would start a URL's fragment). */
 /* "- command: `LINE`" for a results README: a markdown code span whose
- * fence outgrows any backticks in the line, control characters escaped. */
+ * fence outgrows any backticks in the line, control characters escaped.
+ * Escaped characters (controls, bytes that are not UTF-8, invisible and
+ * bidi characters: \xNN) make the line one a shell would read otherwise;
+ * it is then followed by "(characters shown as \xNN: not runnable as
+ * written)". */
 void ccb_write_command_md(FILE *f, const char *command_line);
 void ccb_file_name(const char *in, char *out, size_t len);
 /* Run gnuplot on scripts/<script> with arguments, inside directory cwd
@@ -573,7 +577,8 @@ typedef struct ccb_options {
  * caller frees; NULL without host memory): every argument, whatever the
  * length, each a POSIX shell word (single-quoted unless it is made only of
  * letters, digits and _@%+=:,./-), so that pasting it into a shell runs the
- * same command. */
+ * same command (unless the README must escape a character of it:
+ * ccb_write_command_md). */
 char *ccb_command_line(int argc, char **argv);
 void ccb_options_init(ccb_options *o, const char *command_line);
 /* Parse argv[1..argc) (argv[0] is the command) with getopt_long: long options

@@ -34,6 +34,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -617,6 +619,16 @@ void ccb_write_command_md(FILE *f, const char *command_line) {
         run = *c == '`' ? run + 1 : 0;
         longest = run > longest ? run : longest;
     }
+    /* a character the escaper rewrites (a control, a byte that is not
+     * UTF-8, ...) is shown as \xNN, which a shell reads as four other
+     * characters: the line is then for reading, and says so */
+    bool escaped = false;
+    for (const unsigned char *c = (const unsigned char *)command_line; *c && !escaped;) {
+        uint32_t cp = 0;
+        size_t n = ccai_utf8_decode(c, &cp);
+        escaped = !n || !ccai_shown_as_is(cp);
+        c += n ? n : 1;
+    }
     const char *pad = longest ? " " : "";
     fprintf(f, "- command: ");
     for (size_t i = 0; i <= longest; i++)
@@ -624,6 +636,8 @@ void ccb_write_command_md(FILE *f, const char *command_line) {
     ccai_fprintf_escaped(f, "%s%s%s", pad, command_line, pad); /* paths as given: escaped */
     for (size_t i = 0; i <= longest; i++)
         fputc('`', f);
+    if (escaped)
+        fputs(" (characters shown as \\xNN: not runnable as written)", f);
     fputc('\n', f);
 }
 

@@ -9,7 +9,9 @@
 #    README, the last included;
 # 2. arguments with a space, a single quote, a dollar sign and backticks:
 #    quoted so that a shell splits the line back into the same arguments,
-#    inside a markdown code span whose fence outgrows the backticks.
+#    inside a markdown code span whose fence outgrows the backticks;
+# 3. an argument with a tab and a byte that is not UTF-8: shown escaped, and
+#    the line said not to be runnable as written.
 # Needs only a POSIX shell, grep and sed.
 set -u
 ccbench=$1 work=$2
@@ -60,6 +62,21 @@ if [ "$args" != "$want" ]; then
     echo "  $args"
     echo "want"
     echo "  $want"
+    fail=1
+fi
+# 3. an argument the README can only show escaped (a tab, a byte that is not
+#    UTF-8: written \xNN, so the line pasted would name another directory):
+#    the README says that its line does not run as written
+tab=$(printf '\t') ff=$(printf '\377')
+esc="$work/a${tab}b${ff}c"
+if ! "$ccbench" replay -s ccalloc-growth --reps 1 --out "$esc" gen:uniform >"$work/out3" 2>&1; then
+    cat "$work/out3"
+    echo "FAIL: the command line with control bytes did not run"
+    fail=1
+fi
+if ! grep -a '^- command: ' "$esc/README.md" | grep -F "'" | grep -F 'a\x09b\xffc' | grep -qF 'not runnable as written'; then
+    echo "FAIL: the README's escaped command line is not said to differ from the command:"
+    grep -a '^- command: ' "$esc/README.md"
     fail=1
 fi
 [ $fail -eq 0 ] && echo "ccbench_command_line: ok"

@@ -1054,6 +1054,38 @@ Test(api_contract, failure_messages_name_the_function_called) {
     tu_teardown(a, u);
 }
 
+/* The greedy policy's failures name cca_alloc too: the arena that
+ * empty-cache released and the device no longer has room for, and
+ * (expandable) trimmed pages the device will not map again, after the
+ * retry. Another allocator on the same device holds the rest. */
+Test(api_contract, greedy_failure_messages_name_the_function_called) {
+    cca_host_options o = {.capacity = 64 * MiB, .vm_granularity = 64 * KiB};
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK);
+    cca_allocator *other = tu_allocator(u, "log_oom:0");
+    void *p, *big;
+    for (int expandable = 0; expandable <= 1; expandable++) {
+        cca_allocator *a = tu_allocator(u, expandable ? "log_oom:0,policy:greedy,greedy_bytes:32M,expandable:1"
+                                                      : "log_oom:0,policy:greedy,greedy_bytes:32M");
+        cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+        big = tu_alloc(other, 48 * MiB, NULL);
+        EXPECT_FAIL(cca_alloc(a, MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY, "cca_alloc: ");
+        tu_free(other, big);
+        cr_assert_eq(cca_empty_cache(other, NULL), CCA_OK);
+        if (expandable) { /* the arena kept, 24 MiB of its pages unmapped */
+            p = tu_alloc(a, MiB, NULL);
+            tu_free(a, p);
+            cr_assert_eq(cca_trim(a, 8 * MiB, NULL), CCA_OK, "%s", cca_last_error());
+            big = tu_alloc(other, 48 * MiB, NULL);
+            EXPECT_FAIL(cca_alloc(a, 30 * MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY, "cca_alloc: ");
+            tu_free(other, big);
+            cr_assert_eq(cca_empty_cache(other, NULL), CCA_OK);
+        }
+        cr_assert_eq(cca_destroy(a), CCA_OK);
+    }
+    tu_teardown(other, u);
+}
+
 /* ========================================================================== */
 /* docs/allocator.md says what cca_config_validate refuses                    */
 /* ========================================================================== */

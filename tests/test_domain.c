@@ -1690,6 +1690,38 @@ TEST_BOTH(the_retry_serves_from_the_arena_what_it_completed) {
     dx_destroy(&f, a, u);
 }
 
+/* Expandable: an arena block whose pages were trimmed, on a device full of
+ * cached pages elsewhere. The retry's release makes room; the request is
+ * then served from the arena (its pages mapped again), as step 4 would,
+ * not from a new range of the domain while the arena, unmapped by the same
+ * release, stays empty. */
+Test(domain, the_retry_maps_the_arena_again_after_its_release_expandable, .timeout = 60) {
+    cca_upstream *u = device(64 * MiB);
+    cca_allocator *a = make(&EXPANDABLE, u, NULL);
+    cca_domain *Y = dom(a, "Y");
+    cca_domain *doms[] = {Y};
+    cr_assert_eq(cca_domain_reserve(a, Y, 32 * MiB), CCA_OK, "%s", cca_last_error());
+    void *base = in(a, Y, 32 * MiB, NULL);
+    tu_free(a, base);
+    cr_assert_eq(cca_trim(a, 16 * MiB, NULL), CCA_OK, "%s", cca_last_error()); /* half the arena unmapped */
+    void *x = tu_alloc(a, 40 * MiB, NULL);
+    void *c = tu_alloc(a, 8 * MiB, NULL);
+    tu_free(a, c); /* the device is full: 16 of the arena, 40 live, 8 cached */
+    cca_domain_stats s0 = dst(a, Y);
+    uint64_t retries = tu_stats(a).alloc_retries;
+    void *q = in(a, Y, 24 * MiB, NULL);
+    cr_assert_eq(tu_stats(a).alloc_retries, retries + 1, "the request went through the retry");
+    cr_assert((uintptr_t)q >= (uintptr_t)base && (uintptr_t)q < (uintptr_t)base + 32 * MiB,
+              "served at %p, outside the arena [%p, +32 MiB)", q, base);
+    cca_domain_stats s1 = dst(a, Y);
+    cr_assert_eq(s1.segments, s0.segments + 1, "segments %zu -> %zu (step 5's empty growth range only)",
+                 s0.segments, s1.segments);
+    tu_free(a, q);
+    tu_free(a, x);
+    agree(a, u, doms, 1, "after the retry");
+    finish(a, u);
+}
+
 /* ---- faults during a domain release ------------------------------------------------- */
 
 typedef struct frun {

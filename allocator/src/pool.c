@@ -442,6 +442,14 @@ static cca_status take(cca_allocator *a, size_t rounded, cca_stream stream, ccai
     return a->expandable ? expandable_take(a, rounded, stream, pool, b) : reserve_for(a, rounded, stream, pool, b);
 }
 
+/* The retry's take: the serving domain's arena (its pages mapped again
+ * where a release unmapped them), else step 5b's take. */
+static cca_status take_again(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
+    if ((*b = arena_fit(a, rounded)) != NULL && (!a->expandable || map_held(a, rounded, b) == CCA_OK))
+        return CCA_OK;
+    return take(a, rounded, stream, pool, b);
+}
+
 /* Step 5c: the growth policy's one retry, for both kinds of segment:
  *   - synchronize: classic, only when frees are pending (to complete them);
  *     expandable, always, since pages are unmapped only once the device is
@@ -450,6 +458,11 @@ static cca_status take(cca_allocator *a, size_t rounded, cca_stream stream, ccai
  *   - unless the device's free memory plus everything cached could not
  *     cover the request (then nothing is released): release the shortfall
  *     and take again, then release everything and take once more.
+ * Each "take again" looks as step 4 does, the serving domain's footprint
+ * arena first (else a completed arena free is released as wholly free and
+ * a segment reserved in its place, or, expandable, an arena block whose
+ * pages the release unmapped is passed over for a new range), then the
+ * pools, then new memory.
  * `need` is the request's least segment (classic) or its bytes plus one
  * page (expandable: its pages may straddle one more). */
 static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
@@ -463,11 +476,10 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
         if (pages && sync == CCA_OK)
             flags = CCAI_RELEASE_UNMAP;
         /* a completed free serves as step 4 would have served it: the
-         * domain's arena first (else the release below would take the
-         * arena back as wholly free and reserve anew), then the pools */
-        if ((*b = arena_fit(a, rounded)) != NULL && (!pages || map_held(a, rounded, b) == CCA_OK))
-            return CCA_OK;
-        if (pages ? take(a, rounded, stream, pool, b) == CCA_OK : (*b = best_fit(a, pool, stream, rounded)) != NULL)
+         * domain's arena first, then the pools (classic: cached blocks
+         * only; new memory comes after the release below) */
+        if (pages ? take_again(a, rounded, stream, pool, b) == CCA_OK
+                  : (*b = arena_fit(a, rounded)) != NULL || (*b = best_fit(a, pool, stream, rounded)) != NULL)
             return CCA_OK;
     }
     size_t want, least, free_b = 0, total_b = 0;
@@ -493,11 +505,11 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
     size_t keep = a->c.reserved > shortfall ? a->c.reserved - shortfall : 0;
     if (keep > 0) {
         (void)ccai_release(a, keep, flags, NULL); /* a refusal only means less room */
-        if (take(a, rounded, stream, pool, b) == CCA_OK)
+        if (take_again(a, rounded, stream, pool, b) == CCA_OK)
             return CCA_OK;
     }
     (void)ccai_release(a, 0, flags, NULL);
-    return take(a, rounded, stream, pool, b);
+    return take_again(a, rounded, stream, pool, b);
 }
 
 /* Step 5: no cached block fits. */
@@ -517,8 +529,8 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
                              "%s: %zu bytes can never fit a greedy arena of at most %zu bytes", a->allocating, size, ceiling);
         if (!arena) { /* released by empty-cache: reserve it again */
             cca_status st = ccai_arena_reserve(a);
-            if (st != CCA_OK)
-                return st;
+            if (st != CCA_OK) /* the message names the call made, as every failure of the path */
+                return cca_error_prefix(st, "%s", a->allocating);
             arena = ccai_arena_find(a);
             if ((*b = best_fit(a, pool, NULL, rounded)) != NULL)
                 return CCA_OK;
@@ -536,7 +548,7 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
             cca_status st = map_held(a, rounded, b);
             if (st == CCA_ERR_OUT_OF_MEMORY)
                 st = retry(a, rounded, NULL, pool, b);
-            return st;
+            return st == CCA_OK ? st : cca_error_prefix(st, "%s", a->allocating);
         }
         if (a->c.pending && ccai_stream_wait_all(a) == CCA_OK && (*b = best_fit(a, pool, NULL, rounded)) != NULL)
             return CCA_OK;

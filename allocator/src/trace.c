@@ -26,9 +26,9 @@
  * goes ahead (no refusal for live blocks, the synchronize done), after a
  * free line for each live block FORCE drops, so that no block of the domain
  * is live at its release in the file either. A domain reservation is written
- * when its arguments pass, before it happens. Beyond 65535 domains in one
- * section (the format's limit), later domains are recorded as the default
- * domain and the log says so once.
+ * once it succeeded (after the retry, if it took one): a refused one is not
+ * replayed. Beyond 65535 domains in one section (the format's limit), later
+ * domains are recorded as the default domain and the log says so once.
  *
  * One trace per process: the first allocator created with CCALLOC_TRACE set
  * opens the file (truncating it) and writes the header; every allocator of
@@ -37,8 +37,13 @@
  * allocator destroyed closes it. A later allocator after that starts a new
  * section ("seq,..." header again) in append mode.
  *
+ * Write failures (a full disk): the calls that record events cannot fail
+ * for the trace, so cca_trace_mark, a checkpoint, flushes the file and
+ * returns CCA_ERR_IO once any write failed (and at every later mark: the
+ * recording is incomplete from then on), and the last close logs it once.
+ *
  * Cost when unset: one NULL check per call (a->trace). When set, one fprintf
- * per event under the trace lock.
+ * per event under the trace lock, and one fflush per mark.
  */
 #include "internal.h"
 

@@ -353,3 +353,29 @@ Test(trace, a_trace_that_cannot_be_written_says_so) {
     cr_assert(strstr(log.last, "CCALLOC_TRACE") && strstr(log.last, "/dev/full") && strstr(log.last, "incomplete"),
               "%s", log.last);
 }
+
+/* CCALLOC_TRACE naming a FIFO that nobody reads: opening it for writing
+ * would wait for a reader forever, inside cca_create. It is refused at
+ * once instead (logged, not tracing), and the allocator works. A FIFO with
+ * a reader is written to as a file is (not tested: it needs a second
+ * process). */
+#include <sys/stat.h>
+Test(trace, a_fifo_without_a_reader_does_not_hang_cca_create, .timeout = 10) {
+    char fifo[80];
+    snprintf(fifo, sizeof fifo, "%s.fifo", path);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    cr_assert_eq(setenv("CCALLOC_TRACE", fifo, 1), 0);
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    cca_set_log_callback(NULL, NULL);
+    unlink(fifo);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "CCALLOC_TRACE") && strstr(log.last, fifo), "%s", log.last);
+    void *p = tu_alloc(a, 100, NULL);
+    tu_free(a, p);
+    cr_assert_eq(cca_trace_mark(a, "x"), CCA_OK, "not tracing: a no-op");
+    tu_teardown(a, u);
+}

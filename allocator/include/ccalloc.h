@@ -723,7 +723,11 @@ cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
  * is incomplete from some earlier event on). The allocator calls that
  * record events cannot fail for the trace: when the last allocator using
  * it is destroyed, a recording that could not be written whole is said
- * once in the log. */
+ * once in the log. CCALLOC_TRACE naming a FIFO that no process reads is
+ * refused when the first allocator opens it (logged, not tracing) instead
+ * of waiting for a reader; a pipe whose reader goes away raises SIGPIPE at
+ * the next write, as any write to it does, unless the program ignores
+ * SIGPIPE (then the write fails and is said as above). */
 #define CCA_MARK_MAX 63
 cca_status cca_trace_mark(cca_allocator *a, const char *name);
 

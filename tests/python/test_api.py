@@ -399,6 +399,17 @@ def test_stream_handles_are_integers_never_truncated_or_parsed(alloc):
         def __int__(self):
             return 0x5000
 
+    class Scalar:  # a 0-d float array or a float tensor: __int__ truncates, __float__ says it is a number
+        def __int__(self):
+            return 1
+
+        def __float__(self):
+            return 1.5
+
+    with pytest.raises(TypeError, match="stream"):
+        alloc.alloc(4096, stream=Scalar())
+    assert alloc.stats()["alloc_calls"] == 0
+
     p = alloc.alloc(4096, stream=0x5000)
     alloc.free(p)
     assert alloc.alloc(4096, stream=Index()) == p  # the block cached for stream 0x5000

@@ -145,8 +145,9 @@ def stream_arg(lib: _lib.Library, stream: Any) -> Optional[int]:
     """None or a handle in [0, 2**64), else :class:`InvalidArgumentError`.
 
     A handle is an int (anything with ``__index__``: numpy integers), or an
-    object that is not a number and converts with ``__int__`` (cuda-python's
-    ``CUstream`` has ``__int__`` only). Not ``int(stream)`` on anything: it
+    object that is not a number (no ``__float__``) and converts with
+    ``__int__`` (cuda-python's ``CUstream`` has ``__int__`` only). Not
+    ``int(stream)`` on anything: it
     truncates a float or a Fraction (1.5 would be stream 1) and parses a str
     ("12" would be stream 12), so those, bytes and a bool are a TypeError.
     """
@@ -157,7 +158,10 @@ def stream_arg(lib: _lib.Library, stream: Any) -> Optional[int]:
     try:
         value = operator.index(stream)
     except TypeError:
-        if isinstance(stream, numbers.Number) or not hasattr(type(stream), "__int__"):
+        kind = type(stream)
+        # a number in disguise (a 0-d float array, a float tensor: __int__
+        # would truncate it) has __float__; a handle object does not
+        if isinstance(stream, numbers.Number) or not hasattr(kind, "__int__") or hasattr(kind, "__float__"):
             raise TypeError(f"a stream is None or an int handle, not {type(stream).__name__}") from None
         value = int(stream)
     if value < 0 or value >= SIZE_LIMIT:

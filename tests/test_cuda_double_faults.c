@@ -749,3 +749,32 @@ Test(cuda_double, plug_over_cuda_puts_each_block_on_its_device) {
     cr_assert_eq(cuda_double_current(), mine);
     assert_no_violation();
 }
+
+/* A map the driver refuses for another reason than memory: cca_alloc fails
+ * with CCA_ERR_UPSTREAM (no retry: only an OOM is retried), its message
+ * names the call and keeps the driver's reason, and nothing stays mapped;
+ * cca_alloc_in says its own name. */
+Test(cuda_double, a_map_refused_for_another_reason_fails_the_call_that_asked) {
+    cca_upstream *u = cuda0();
+    cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0");
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK);
+    void *p = (void *)1;
+    cuda_double_fail("cuMemMap", 1, CUDA_ERROR_UNKNOWN, true);
+    cr_assert_eq(cca_alloc(a, 5 * MiB, NULL, &p), CCA_ERR_UPSTREAM);
+    cr_assert_null(p);
+    cr_assert(strncmp(cca_last_error(), "cca_alloc: ", 11) == 0 && strstr(cca_last_error(), "cuMemMap"), "%s",
+              cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, d, 5 * MiB, NULL, &p), CCA_ERR_UPSTREAM);
+    cr_assert(strncmp(cca_last_error(), "cca_alloc_in: ", 14) == 0, "%s", cca_last_error());
+    cuda_double_clear_faults();
+    cr_assert_eq(cuda_double_get_stats().mapped_bytes, 0);
+    cr_assert_eq(tu_stats(a).allocated_bytes, 0);
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    p = tu_alloc(a, 5 * MiB, NULL);
+    tu_free(a, p);
+    cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    assert_no_violation();
+}

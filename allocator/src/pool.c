@@ -637,6 +637,18 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
     }
 }
 
+/* A failure from deeper down (an upstream's own message) returned by the
+ * allocating call: its message starts with that call's name. */
+static cca_status named(const cca_allocator *a, cca_status st) {
+    const char *why = cca_last_error();
+    size_t n = strlen(a->allocating);
+    if (strncmp(why, a->allocating, n) == 0 && why[n] == ':')
+        return st;
+    char copy[CCAI_ERROR_CAP];
+    snprintf(copy, sizeof copy, "%s", why);
+    return ccai_fail(st, "%s: %s", a->allocating, copy);
+}
+
 static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
                                ccai_deferred_log *log) {
     /* 1 */
@@ -665,7 +677,7 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
     if (to_map) {
         cca_status st = ccai_expandable_map(a, b, held);
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
-            return st;
+            return named(a, st);
         if (st != CCA_OK)
             b = NULL; /* the device is full: the retry of step 5 */
     }
@@ -678,8 +690,9 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
                 snprintf(why, sizeof why, "%s", cca_last_error());
                 log_oom(a, size, rounded, stream, log);
                 ccai_fail(st, "%s", why);
+                return st;
             }
-            return st;
+            return named(a, st);
         }
         split = worth_splitting(a, b, rounded);
     }

@@ -331,11 +331,12 @@ Test(upstream, a_silent_upstream_failure_gets_a_message_naming_it) {
     cr_assert(strstr(msg, "'quiet'") && strstr(msg, "alloc") && strstr(msg, "2097152") &&
                   strstr(msg, "CCA_ERR_UPSTREAM"),
               "%s", msg);
-    /* an upstream that sets its own message keeps it */
+    /* an upstream that sets its own message keeps it, after the name of
+     * the call that failed */
     q.speak = 1;
     stale_message(a);
     cr_assert_eq(cca_alloc(a, 4096, NULL, &p), CCA_ERR_UPSTREAM);
-    cr_assert_str_eq(cca_last_error(), "quiet: device lost at 2097152 bytes");
+    cr_assert_str_eq(cca_last_error(), "cca_alloc: quiet: device lost at 2097152 bytes");
     q.fail_alloc = q.speak = 0;
 
     /* free: trim's refused-free message names the upstream free */

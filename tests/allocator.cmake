@@ -35,14 +35,14 @@ cca_add_test(NAME test_domain SOURCES test_domain.c alloc_test_util.c LIBS ccall
 target_link_libraries(test_domain PRIVATE PkgConfig::CJSON)
 
 # Domains and the VM record under attack (tests/test_domain_hostile.c): host malloc failures injected with --wrap.
-cca_add_test(NAME test_domain_hostile SOURCES test_domain_hostile.c alloc_test_util.c LIBS ccalloc_static LABEL cpu
+cca_add_test(NAME test_domain_hostile SOURCES test_domain_hostile.c alloc_test_util.c malloc_fault.c LIBS ccalloc_static LABEL cpu
   TIMEOUT 600)
 target_include_directories(test_domain_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
 target_link_options(test_domain_hostile PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc")
 
 # The public API's error paths held to ccalloc.h and docs/allocator.md (every function: NULLs, each error
 # code, stats and out-parameters on failure, the message); host malloc failures injected with --wrap.
-cca_add_test(NAME test_api_contract SOURCES test_api_contract.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+cca_add_test(NAME test_api_contract SOURCES test_api_contract.c alloc_test_util.c malloc_fault.c LIBS ccalloc_static LABEL cpu)
 target_link_options(test_api_contract PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc")
 
 # Seeded random sequences over domains (create/release/destroy, forced, pending blocks, arenas, trims) with

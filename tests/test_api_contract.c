@@ -15,6 +15,7 @@
  * and hm_arm(n) fails the n-th call from now, once.
  */
 #include "alloc_test_util.h"
+#include "malloc_fault.h"
 
 #include <criterion/criterion.h>
 #include <stdatomic.h>
@@ -22,47 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- host malloc fault injection (-Wl,--wrap=...) ------------------------- */
-
-void *__real_malloc(size_t);
-void *__real_calloc(size_t, size_t);
-void *__real_realloc(void *, size_t);
-void *__real_aligned_alloc(size_t, size_t);
-
-static _Atomic long hm_countdown; /* > 0: armed; the call that brings it to 0 fails */
-static _Atomic long hm_failed;
-
-static bool hm_fail(void) {
-    long c = atomic_load(&hm_countdown);
-    while (c > 0) {
-        if (atomic_compare_exchange_weak(&hm_countdown, &c, c - 1)) {
-            if (c == 1)
-                atomic_fetch_add(&hm_failed, 1);
-            return c == 1;
-        }
-    }
-    return false;
-}
-void *__wrap_malloc(size_t n) {
-    return hm_fail() ? NULL : __real_malloc(n);
-}
-void *__wrap_calloc(size_t n, size_t m) {
-    return hm_fail() ? NULL : __real_calloc(n, m);
-}
-void *__wrap_realloc(void *p, size_t n) {
-    return hm_fail() ? NULL : __real_realloc(p, n);
-}
-void *__wrap_aligned_alloc(size_t al, size_t n) {
-    return hm_fail() ? NULL : __real_aligned_alloc(al, n);
-}
+/* host malloc failures (malloc_fault.h): hm_arm(n) fails the n-th
+ * allocation from now, once; hm_disarm says whether it happened */
 static void hm_arm(long nth) {
-    atomic_store(&hm_failed, 0);
-    atomic_store(&hm_countdown, nth);
+    tu_malloc_arm(nth, false);
 }
-/* Disarm; whether the armed failure happened. */
 static bool hm_disarm(void) {
-    atomic_store(&hm_countdown, 0);
-    return atomic_load(&hm_failed) != 0;
+    return tu_malloc_disarm() != 0;
 }
 
 /* ---- helpers -------------------------------------------------------------- */

@@ -29,11 +29,12 @@
  *
  * Host malloc failures are injected with the linker's --wrap (see
  * tests/allocator.cmake): every malloc/calloc/realloc/aligned_alloc of the
- * library (static archive) and of this suite goes through __wrap_*, which
- * fails the N-th call once armed.
+ * library (static archive) and of this suite goes through __wrap_*
+ * (tests/malloc_fault.c), which fails the N-th call once armed.
  */
 #include "alloc_test_util.h"
 #include "internal.h"
+#include "malloc_fault.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -43,54 +44,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- host malloc fault injection (-Wl,--wrap=...) ------------------------- */
-
-void *__real_malloc(size_t);
-void *__real_calloc(size_t, size_t);
-void *__real_realloc(void *, size_t);
-void *__real_aligned_alloc(size_t, size_t);
-
-static _Atomic long hf_countdown; /* > 0: armed; the call that brings it to 0 fails */
-static _Atomic long hf_failed;
-static _Atomic bool hf_sticky;
-
-static bool hf_fail(void) {
-    if (atomic_load(&hf_sticky) && atomic_load(&hf_failed))
-        return true;
-    long c = atomic_load(&hf_countdown);
-    while (c > 0) {
-        if (atomic_compare_exchange_weak(&hf_countdown, &c, c - 1)) {
-            if (c == 1) {
-                atomic_fetch_add(&hf_failed, 1);
-                return true;
-            }
-            return false;
-        }
-    }
-    return false;
-}
-void *__wrap_malloc(size_t n) {
-    return hf_fail() ? NULL : __real_malloc(n);
-}
-void *__wrap_calloc(size_t n, size_t m) {
-    return hf_fail() ? NULL : __real_calloc(n, m);
-}
-void *__wrap_realloc(void *p, size_t n) {
-    return hf_fail() ? NULL : __real_realloc(p, n);
-}
-void *__wrap_aligned_alloc(size_t al, size_t n) {
-    return hf_fail() ? NULL : __real_aligned_alloc(al, n);
-}
-static void hf_arm(long nth, bool sticky) {
-    atomic_store(&hf_failed, 0);
-    atomic_store(&hf_sticky, sticky);
-    atomic_store(&hf_countdown, nth);
-}
-static long hf_disarm(void) {
-    atomic_store(&hf_countdown, 0);
-    atomic_store(&hf_sticky, false);
-    return atomic_exchange(&hf_failed, 0);
-}
+/* host malloc failures: tu_malloc_arm / tu_malloc_disarm (malloc_fault.h) */
 
 #define PG ((size_t)64 * KiB)
 #define S0 ((cca_stream)0x100)
@@ -208,9 +162,9 @@ static void host_oom_sweep(bool expandable, bool sticky) {
         cca_allocator *a = make(u, expandable, NULL);
         hw_state w;
         memset(&w, 0, sizeof w);
-        hf_arm(n, sticky);
+        tu_malloc_arm(n, sticky);
         hw_workload(a, &w);
-        long got = hf_disarm();
+        long got = tu_malloc_disarm();
         hw_cleanup(a, u, &w);
         injected_total += got;
         if (!got)
@@ -714,9 +668,9 @@ Test(domain_hostile, failed_domain_create_is_not_traced) {
     /* the first domain: calloc(domain) is host allocation 1, the handle set's
      * first table (16 slots) allocation 2 */
     cca_domain *d = (cca_domain *)0x1;
-    hf_arm(2, false);
+    tu_malloc_arm(2, false);
     cca_status st = cca_domain_create(a, "phantom", &d);
-    long injected = hf_disarm();
+    long injected = tu_malloc_disarm();
     cr_assert_eq(injected, 1);
     cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s / %s", cca_status_string(st), cca_last_error());
     cr_assert_null(d);

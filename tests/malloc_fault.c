@@ -1,0 +1,61 @@
+/* malloc_fault.c — see malloc_fault.h. */
+#include "malloc_fault.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+void *__real_malloc(size_t);
+void *__real_calloc(size_t, size_t);
+void *__real_realloc(void *, size_t);
+void *__real_aligned_alloc(size_t, size_t);
+void *__wrap_malloc(size_t);
+void *__wrap_calloc(size_t, size_t);
+void *__wrap_realloc(void *, size_t);
+void *__wrap_aligned_alloc(size_t, size_t);
+
+static _Atomic long countdown; /* > 0: armed; the call that brings it to 0 fails */
+static _Atomic long failed;
+static _Atomic bool sticky_on;
+
+static bool fail_now(void) {
+    if (atomic_load(&sticky_on) && atomic_load(&failed)) {
+        atomic_fetch_add(&failed, 1);
+        return true;
+    }
+    long c = atomic_load(&countdown);
+    while (c > 0) {
+        if (atomic_compare_exchange_weak(&countdown, &c, c - 1)) {
+            if (c == 1) {
+                atomic_fetch_add(&failed, 1);
+                return true;
+            }
+            return false;
+        }
+    }
+    return false;
+}
+
+void *__wrap_malloc(size_t n) {
+    return fail_now() ? NULL : __real_malloc(n);
+}
+void *__wrap_calloc(size_t n, size_t m) {
+    return fail_now() ? NULL : __real_calloc(n, m);
+}
+void *__wrap_realloc(void *p, size_t n) {
+    return fail_now() ? NULL : __real_realloc(p, n);
+}
+void *__wrap_aligned_alloc(size_t al, size_t n) {
+    return fail_now() ? NULL : __real_aligned_alloc(al, n);
+}
+
+void tu_malloc_arm(long nth, bool sticky) {
+    atomic_store(&failed, 0);
+    atomic_store(&sticky_on, sticky);
+    atomic_store(&countdown, nth);
+}
+
+long tu_malloc_disarm(void) {
+    atomic_store(&countdown, 0);
+    atomic_store(&sticky_on, false);
+    return atomic_exchange(&failed, 0);
+}

@@ -638,15 +638,14 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
 }
 
 /* A failure from deeper down (an upstream's own message) returned by the
- * allocating call: its message starts with that call's name. */
+ * allocating call: its message starts with that call's name, once (paths
+ * of step 5 may have named it already). */
 static cca_status named(const cca_allocator *a, cca_status st) {
     const char *why = cca_last_error();
     size_t n = strlen(a->allocating);
     if (strncmp(why, a->allocating, n) == 0 && why[n] == ':')
         return st;
-    char copy[CCAI_ERROR_CAP];
-    snprintf(copy, sizeof copy, "%s", why);
-    return ccai_fail(st, "%s: %s", a->allocating, copy);
+    return cca_error_prefix(st, "%s", a->allocating);
 }
 
 static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,

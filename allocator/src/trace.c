@@ -215,7 +215,7 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
         fprintf(a->trace->f, "%llu,mark,0,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
         /* a mark is a checkpoint: what came before it is written now, and
          * a recording that could not be written is said here */
-        written = fflush(a->trace->f) == 0 && !ferror(a->trace->f);
+        written = !ccai_write_failed(a->trace->f);
         pthread_mutex_unlock(&trace_lock);
     }
     ccai_unlock(a);
@@ -235,7 +235,7 @@ void ccai_trace_close(struct ccai_trace *t) {
     bool failed = false;
     char *path = NULL; /* the closed file's: a reopening strdups its own */
     if (--t->users == 0) {
-        failed = fflush(t->f) != 0 || ferror(t->f);
+        failed = ccai_write_failed(t->f);
         failed = fclose(t->f) != 0 || failed;
         t->f = NULL;
         path = t->path;

@@ -68,6 +68,12 @@ expect 1 "unknown field 'swish'" -- "mlp:64x10:swish"
 # usage errors: exit 2
 expect 2 "unknown option '--frobnicate'" -- --frobnicate "mlp:4x4"
 expect 2 "--batch 'zero' is not a count" -- --batch zero "mlp:4x4"
+# counts are plain decimal, as --seed: strtoull alone takes a sign and leading blanks
+for v in "+5" " 5" "5 " "0x10" "-0" "0" "16777217" "1e3" "5." "99999999999999999999999"; do
+    expect 2 "--batch '$v' is not a count in 1..2^24" -- --batch "$v" "mlp:4x4"
+    expect 2 "--iters '$v' is not a count in 1..2^24" -- --iters "$v" "mlp:4x4"
+done
+expect 2 "--batch '\x095' is not a count" -- --batch "	5" "mlp:4x4" # the tab shown escaped
 expect 2 "--policy must be greedy or growth" -- --policy best "mlp:4x4"
 expect 2 "no MODEL given" --
 expect 2 "no_such_key" -- --conf "no_such_key:1" "mlp:4x4"

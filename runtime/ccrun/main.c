@@ -107,12 +107,15 @@ static int usage_error(const char *fmt, const char *arg) {
     return CCRUN_ERR_USAGE;
 }
 
+/* A count in 1..2^24, plain decimal as --seed: strtoull alone would take
+ * "+5", " 5" and "-5" (as 2^64-5), so the first byte must be a digit. */
 static int parse_count(const char *text, size_t *out) {
     char *end;
-    if (!text || !*text || *text == '-')
+    if (!text || !isdigit((unsigned char)*text))
         return 0;
+    errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (*end || v == 0 || v > (1ull << 24))
+    if (*end || errno == ERANGE || v == 0 || v > (1ull << 24))
         return 0;
     *out = (size_t)v;
     return 1;

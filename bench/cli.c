@@ -11,7 +11,9 @@
  *     option is one line on stderr, "ccbench: MESSAGE (see ccbench --help)",
  *     and exit status 2; nothing has run by then.
  * Values are strict: counts and seeds are plain decimal (no sign, no blanks,
- * no trailing text, no overflow; strtoull alone takes "-1" and "1e9"), sizes
+ * no trailing text, no overflow; strtoull alone takes "-1" and "1e9"), the
+ * scale is a decimal number (ccai_decimal.h: strtod alone takes " 1", "+1"
+ * and "0x10"), lists split at every comma (an empty item is an error), sizes
  * go through cca_parse_size (K/M/G suffixes), durations take ns/us/ms.
  * switch (switch.c) has its own table, parsed the same way.
  *
@@ -32,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccai_decimal.h" /* common/: --scale's grammar */
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccalloc.h"
 
@@ -259,32 +262,38 @@ static int parse_latencies(const char *s, uint64_t *alloc_ns, uint64_t *free_ns)
     return parse_duration_ns(buf, alloc_ns) || parse_duration_ns(comma ? comma + 1 : buf, free_ns) ? -1 : 0;
 }
 
+/* A decimal number (ccai_decimal.h: no sign, blanks, hex or inf) in
+ * (0, CCB_GEN_MAX_SCALE]. */
 static int parse_scale(const char *s, double *out) {
+    if (!ccai_decimal_number(s))
+        return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end || errno == ERANGE || !(v > 0) || !isfinite(v) || v > CCB_GEN_MAX_SCALE)
+    if (*end || errno == ERANGE || !(v > 0) || !isfinite(v) || v > CCB_GEN_MAX_SCALE)
         return -1;
     *out = v;
     return 0;
 }
 
-/* "N,N,...": 1..CCB_MAX_LIVES counts in 1..1000000. */
+/* "N,N,...": 1..CCB_MAX_LIVES counts in 1..1000000. Split at every comma
+ * (strtok would merge "10,,1000" into two counts and drop a trailing one's
+ * empty field): an empty count is an error, as in a trace's fields. */
 static int parse_lives(const char *s, size_t *lives, size_t *n) {
     char buf[256];
     if (strlen(s) >= sizeof buf)
         return -1;
     snprintf(buf, sizeof buf, "%s", s);
     size_t k = 0;
-    char *save;
     unsigned long long v;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    for (char *t = buf, *comma; t; t = comma ? comma + 1 : NULL) {
+        comma = strchr(t, ',');
+        if (comma)
+            *comma = '\0';
         if (k == CCB_MAX_LIVES || parse_uint(t, 1, 1000000, &v))
             return -1;
         lives[k++] = (size_t)v;
     }
-    if (!k)
-        return -1;
     *n = k;
     return 0;
 }

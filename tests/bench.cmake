@@ -56,6 +56,21 @@ if(TARGET ccbench_core)
     set_tests_properties(${name} PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
   endfunction()
   set(ccb_cli_dir ${CMAKE_CURRENT_BINARY_DIR}/ccbench-cli)
+  # --scale is a plain decimal number, optionally with an exponent: strtod
+  # alone takes a sign, leading blanks, hex floats (0x10 is 16) and inf
+  set(i 0)
+  foreach(bad "+1" " 1" "1 " "0x10" "0x1p-1" "-1" "inf" "nan" "." "1e" "1e-400" "")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_scale_${i} 2 "--scale '[^']*' is not a number > 0 and <= 100" "" -
+      gen uniform "--scale=${bad}" -o /dev/null) # "=": an empty value stays an argument
+  endforeach()
+  # --live is N,N,...: an empty count is an error, as an empty field of a trace
+  set(i 0)
+  foreach(bad "10," ",10" "10,,1000" "," "")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_live_${i} 2 "--live '${bad}' is not a list of at most 8 counts" "" -
+      micro -s malloc --pairs 10 "--live=${bad}")
+  endforeach()
   # standard output on a full device: every command that prints says so and
   # exits 1 (it used to exit 0, the table lost); usage errors keep their 2
   set(ccb_full "cannot write standard output: No space left on device")

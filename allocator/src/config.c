@@ -24,6 +24,8 @@
  */
 #include "internal.h"
 
+#include "ccai_decimal.h" /* common/: a fraction's grammar, stricter than strtod's */
+
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -106,35 +108,6 @@ static size_t size_bound(double bound) {
     return bound >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bound;
 }
 
-/* A fraction's grammar, stricter than strtod's: decimal digits with at most
- * one point and at least one digit, then optionally an exponent (e or E, a
- * sign, digits). No sign, no spaces, no hex floats, no inf or nan. */
-static bool decimal_number(const char *s) {
-    size_t digits = 0;
-    bool point = false;
-    for (; *s && *s != 'e' && *s != 'E'; s++) {
-        if (*s == '.' && !point)
-            point = true;
-        else if (*s >= '0' && *s <= '9')
-            digits++;
-        else
-            return false;
-    }
-    if (!digits)
-        return false;
-    if (!*s)
-        return true;
-    s++; /* the exponent */
-    if (*s == '+' || *s == '-')
-        s++;
-    if (!*s)
-        return false;
-    for (; *s; s++)
-        if (*s < '0' || *s > '9')
-            return false;
-    return true;
-}
-
 static void set_value(cca_config *c, const option *o, double v) {
     char *field = (char *)c + o->offset;
     switch (o->type) {
@@ -208,7 +181,7 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
         buf[val_len] = '\0';
         char *end;
         double v = strtod(buf, &end);
-        if (*end != '\0' || end == buf || isnan(v) || !decimal_number(buf))
+        if (*end != '\0' || end == buf || isnan(v) || !ccai_decimal_number(buf))
             return ccai_fail(CCA_ERR_CONFIG, "invalid value '%s' for key '%s' (expected a number)", buf, o->name);
         if (!(v > o->min && v <= o->max))
             return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %s not in (%g, %g]", o->name, buf,

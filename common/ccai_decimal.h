@@ -1,0 +1,48 @@
+/*
+ * ccai_decimal.h — the project's one grammar of a decimal number written by
+ * a person (a fraction in a config string, ccbench's --scale), header-only.
+ *
+ * strtod alone takes much more than a person means by "a number": leading
+ * blanks (" 1"), a sign ("+1", "-0"), hex floats ("0x10" is 16, "0x1p-4"),
+ * "inf", "infinity" and "nan". The grammar here is what the docs promise:
+ *
+ *     digits [ "." digits ] [ ("e" | "E") [ "+" | "-" ] digits ]
+ *
+ * where either side of the point may be empty but not both ("5.", ".5";
+ * not "."), and an exponent needs at least one digit ("1e" and "1e+" are
+ * refused). Nothing else: no sign, no blanks, no trailing text. A text that
+ * passes is then read by strtod (range checks are the caller's: "1e400" is
+ * in the grammar and is HUGE_VAL). Cost: one pass, no allocation.
+ */
+#ifndef CCAI_DECIMAL_H
+#define CCAI_DECIMAL_H
+
+#include <stdbool.h>
+
+static inline bool ccai_decimal_number(const char *s) {
+    size_t digits = 0;
+    bool point = false;
+    for (; *s && *s != 'e' && *s != 'E'; s++) {
+        if (*s == '.' && !point)
+            point = true;
+        else if (*s >= '0' && *s <= '9')
+            digits++;
+        else
+            return false;
+    }
+    if (!digits)
+        return false;
+    if (!*s)
+        return true;
+    s++; /* the exponent */
+    if (*s == '+' || *s == '-')
+        s++;
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return false;
+    return true;
+}
+
+#endif /* CCAI_DECIMAL_H */

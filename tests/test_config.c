@@ -482,6 +482,61 @@ Test(config, long_numbers_within_the_grammar_are_accepted) {
     free(text);
 }
 
+/* Fractions have no length limit either: the same digits as a short
+ * fraction plus any number of zeros are the same value, leading zeros and
+ * a long exponent included; a long text that is not a number is refused as
+ * such, naming the key. */
+Test(config, long_fractions_within_the_grammar_are_accepted) {
+    size_t n = 100000;
+    char *text = malloc(n + 64);
+    cr_assert_not_null(text);
+    const char *keys[] = {"greedy_fraction", "expandable_ahead"};
+    for (size_t k = 0; k < 2; k++) {
+        int at = sprintf(text, "%s:0.5", keys[k]); /* 0.5 and n zeros */
+        memset(text + at, '0', n);
+        text[at + n] = '\0';
+        cca_config c = parse_ok(text);
+        cr_assert_eq(k ? c.expandable_ahead : c.greedy_fraction, 0.5, "%s", keys[k]);
+        at = sprintf(text, "%s:", keys[k]); /* n leading zeros, then 0.0625 */
+        memset(text + at, '0', n);
+        strcpy(text + at + n, "0.0625");
+        c = parse_ok(text);
+        cr_assert_eq(k ? c.expandable_ahead : c.greedy_fraction, 0.0625, "%s", keys[k]);
+        at = sprintf(text, "%s:625e-", keys[k]); /* 625e-0...04 */
+        memset(text + at, '0', n);
+        strcpy(text + at + n, "4");
+        c = parse_ok(text);
+        cr_assert_eq(k ? c.expandable_ahead : c.greedy_fraction, 0.0625, "%s", keys[k]);
+        at = sprintf(text, "%s:0.5", keys[k]); /* ...and one bad byte at the end */
+        memset(text + at, '0', n);
+        strcpy(text + at + n, "x");
+        parse_fails(text, keys[k]);
+        cr_assert(strstr(cca_last_error(), "expected a number") != NULL, "%.200s", cca_last_error());
+        at = sprintf(text, "%s:1.", keys[k]); /* 1.000...0001 is the double 1.0, which is in range */
+        memset(text + at, '0', n);
+        strcpy(text + at + n, "1");
+        cr_assert_eq(parse_ok(text).greedy_fraction, k ? 0.9 : 1.0, "%s", keys[k]);
+        at = sprintf(text, "%s:1.0000001", keys[k]); /* 1.0000001 and n zeros: over 1 */
+        memset(text + at, '0', n);
+        text[at + n] = '\0';
+        parse_fails(text, keys[k]);
+        cr_assert(strstr(cca_last_error(), "out-of-range") != NULL, "%.200s", cca_last_error());
+    }
+    /* a long bad size is named with its key too: the value is shown cut,
+     * never so long that the key falls off the end of the message */
+    int at = sprintf(text, "max_reserved:1.");
+    memset(text + at, '0', n);
+    strcpy(text + at + n, "X");
+    parse_fails(text, "max_reserved");
+    cr_assert(strstr(cca_last_error(), "expected a size") != NULL, "%.200s", cca_last_error());
+    at = sprintf(text, "small_max:");
+    memset(text + at, '0', n);
+    strcpy(text + at + n, "1");
+    parse_fails(text, "small_max");
+    cr_assert(strstr(cca_last_error(), "out-of-range") != NULL, "%.200s", cca_last_error());
+    free(text);
+}
+
 /* print(c, 0) -> parse gives back c exactly, for every option, at edge
  * values: fractions that %g would round (0.123456789 -> 0.123457), the
  * smallest and largest fractions, sizes that are not whole K or M, sizes
@@ -638,8 +693,8 @@ Test(config, expandable_ahead_options_refuse_hostile_values) {
     cr_assert_eq(c.expandable_ahead, 0.001);
     cr_assert_eq(c.expandable_ahead_max, (size_t)4 << 40);
     cr_assert_eq(c.expandable_ahead_min, SIZE_MAX, "the largest size is accepted: expandable_ahead_max caps the step");
-    static const char *bad_fraction[] = {"0",   "-0",  "-0.25", "1.0000001", "2",  "nan",  "inf",
-                                         "-inf", "",   "abc",   "0.5x",      "1/16", "0x1p-4", "1e", "1e+", "..5", "."};
+    static const char *bad_fraction[] = {"0",   "-0",   "-0.25", "1.0000001", "2",  "nan", "inf", "-inf", "",
+                                         "abc", "0.5x", "1/16",  "0x1p-4",    "1e", "1e+", "..5", "."};
     for (size_t i = 0; i < sizeof bad_fraction / sizeof bad_fraction[0]; i++) {
         char text[64];
         snprintf(text, sizeof text, "expandable_ahead:%s", bad_fraction[i]);

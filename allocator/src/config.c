@@ -8,8 +8,9 @@
  * of any length. They are exact: never through a double (2^53 + 1 stays
  * 2^53 + 1), a suffix that overflows is refused, and a fraction is rounded
  * down to a whole byte. Range checks on sizes are exact integer compares.
- * Booleans accept 1/0, true/false,
- * on/off, yes/no. The policy accepts growth or greedy.
+ * Fractions (greedy_fraction, expandable_ahead) are ccai_decimal.h's
+ * decimal numbers, of any length too, read by strtod. Booleans accept 1/0,
+ * true/false, on/off, yes/no. The policy accepts growth or greedy.
  *
  * Parsing is all-or-nothing: the text is applied to a copy, validated, and
  * only then copied back, so a bad string never leaves a half-applied config.
@@ -126,20 +127,51 @@ void cca_config_default(cca_config *c) {
         set_value(c, &options[i], options[i].default_value);
 }
 
-/* A size inside a config string (not NUL-terminated there): CCA_OK, or
- * CCA_ERR_INVALID_ARGUMENT when it is not a size. Any length the grammar
- * allows ("1." and a thousand zeros): long values are copied to the heap
- * rather than refused, and CCA_ERR_OUT_OF_MEMORY says that copy failed. */
+/* A value inside a config string (not NUL-terminated there) as a string of
+ * its own: in `small` when it fits, else a heap copy (the caller frees it
+ * when it is not `small`), NULL when that copy failed. Numbers may be of any
+ * length the grammar allows ("1." and a thousand zeros): long values are
+ * copied rather than refused. */
+static char *value_text(const char *text, size_t len, char *small, size_t cap) {
+    char *buf = len < cap ? small : malloc(len + 1);
+    if (buf) {
+        memcpy(buf, text, len);
+        buf[len] = '\0';
+    }
+    return buf;
+}
+
+/* A size: CCA_OK, CCA_ERR_INVALID_ARGUMENT when it is not a size, or
+ * CCA_ERR_OUT_OF_MEMORY when a long value could not be copied. */
 static cca_status parse_size(const char *text, size_t len, size_t *out) {
     char small[64];
     if (len == 0)
         return CCA_ERR_INVALID_ARGUMENT;
-    char *buf = len < sizeof small ? small : malloc(len + 1);
+    char *buf = value_text(text, len, small, sizeof small);
     if (!buf)
         return CCA_ERR_OUT_OF_MEMORY;
-    memcpy(buf, text, len);
-    buf[len] = '\0';
     cca_status st = cca_parse_size(buf, out);
+    if (buf != small)
+        free(buf);
+    return st;
+}
+
+/* A fraction (ccai_decimal.h's grammar, then strtod), with parse_size's
+ * statuses. */
+static cca_status parse_fraction(const char *text, size_t len, double *out) {
+    char small[64];
+    char *buf = value_text(text, len, small, sizeof small);
+    if (!buf)
+        return CCA_ERR_OUT_OF_MEMORY;
+    cca_status st = CCA_ERR_INVALID_ARGUMENT;
+    if (ccai_decimal_number(buf)) {
+        char *end;
+        double v = strtod(buf, &end);
+        if (*end == '\0' && !isnan(v)) {
+            *out = v;
+            st = CCA_OK;
+        }
+    }
     if (buf != small)
         free(buf);
     return st;
@@ -156,6 +188,22 @@ static bool parse_bool(const char *t, size_t n, int *out) {
     return false;
 }
 
+/* A value in a message: at most VALUE_SHOWN characters of it, then "..."
+ * when it is longer, so that a value of any length (numbers have no length
+ * limit) never pushes the key's name off the end of the message. */
+#define VALUE_SHOWN 64
+#define SHOWN(val, len) (int)((len) > VALUE_SHOWN ? VALUE_SHOWN : (len)), (val), (len) > VALUE_SHOWN ? "..." : ""
+
+/* A number parse_size or parse_fraction did not take (status st). */
+static cca_status number_refused(const option *o, cca_status st, const char *val, size_t val_len,
+                                 const char *expected) {
+    if (st == CCA_ERR_OUT_OF_MEMORY)
+        return ccai_fail(CCA_ERR_CONFIG, "value of key '%s' (%zu characters): no host memory to parse it", o->name,
+                         val_len);
+    return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s%s' for key '%s' (expected %s)", SHOWN(val, val_len), o->name,
+                     expected);
+}
+
 static cca_status apply_one(cca_config *c, const char *key, size_t key_len, const char *val, size_t val_len) {
     const option *o = NULL;
     for (size_t i = 0; i < OPTION_COUNT; i++)
@@ -170,45 +218,35 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
                 set_value(c, o, p);
                 return CCA_OK;
             }
-        return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key 'policy' (expected growth or greedy)",
-                         (int)val_len, val);
+        return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s%s' for key 'policy' (expected growth or greedy)",
+                         SHOWN(val, val_len));
     case OPT_FRACTION: {
-        char buf[64];
-        if (val_len == 0 || val_len >= sizeof buf)
-            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected a number)", (int)val_len, val,
-                             o->name);
-        memcpy(buf, val, val_len);
-        buf[val_len] = '\0';
-        char *end;
-        double v = strtod(buf, &end);
-        if (*end != '\0' || end == buf || isnan(v) || !ccai_decimal_number(buf))
-            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%s' for key '%s' (expected a number)", buf, o->name);
+        double v;
+        cca_status st = parse_fraction(val, val_len, &v);
+        if (st != CCA_OK)
+            return number_refused(o, st, val, val_len, "a number");
         if (!(v > o->min && v <= o->max))
-            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %s not in (%g, %g]", o->name, buf,
-                             o->min, o->max);
+            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in (%g, %g]", o->name,
+                             SHOWN(val, val_len), o->min, o->max);
         set_value(c, o, v);
         return CCA_OK;
     }
     case OPT_SIZE: {
         size_t v;
         cca_status st = parse_size(val, val_len, &v);
-        if (st == CCA_ERR_OUT_OF_MEMORY)
-            return ccai_fail(CCA_ERR_CONFIG, "value of key '%s' (%zu characters): no host memory to parse it", o->name,
-                             val_len);
         if (st != CCA_OK)
-            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected a size like 512M)",
-                             (int)val_len, val, o->name);
+            return number_refused(o, st, val, val_len, "a size like 512M");
         if (v < size_bound(o->min) || v > size_bound(o->max))
-            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s not in [%zu, %zu]", o->name,
-                             (int)val_len, val, size_bound(o->min), size_bound(o->max));
+            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in [%zu, %zu]", o->name,
+                             SHOWN(val, val_len), size_bound(o->min), size_bound(o->max));
         *(size_t *)((char *)c + o->offset) = v; /* exact: not through set_value's double */
         return CCA_OK;
     }
     case OPT_BOOL: {
         int v;
         if (!parse_bool(val, val_len, &v))
-            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s' for key '%s' (expected 0 or 1)", (int)val_len, val,
-                             o->name);
+            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s%s' for key '%s' (expected 0 or 1)",
+                             SHOWN(val, val_len), o->name);
         set_value(c, o, v);
         return CCA_OK;
     }
@@ -316,8 +354,9 @@ cca_status cca_config_validate(const cca_config *c) {
                          "to its end, and its free pages are released wherever they are",
                          c->max_split);
     if (c->max_split && c->policy == CCA_POLICY_GREEDY)
-        return ccai_fail(CCA_ERR_CONFIG, "max_split (%zu) cannot be used with policy:greedy: the arena is one block "
-                                         "that every request must split",
+        return ccai_fail(CCA_ERR_CONFIG,
+                         "max_split (%zu) cannot be used with policy:greedy: the arena is one block "
+                         "that every request must split",
                          c->max_split);
     return CCA_OK;
 }

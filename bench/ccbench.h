@@ -339,6 +339,24 @@ int ccb_ccalloc_open_on(ccb_strategy *s, struct cca_upstream *u, const char *con
 int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen);
 /* The cudaStream_t for trace stream n (NULL for 0, and without CUDA). */
 void *ccb_cuda_stream(unsigned n);
+/* The configs of the GPU strategies, read before any device call
+ * (strategy.c, so that they are checked and tested without a GPU). Values
+ * are plain decimal (ccb_parse_uint); 0 ok, -1 with why naming the value.
+ *  - cuda-async: "" (threshold 0), "release_threshold:max" (UINT64_MAX) or
+ *    "release_threshold:N";
+ *  - cub: "key:N,..." with keys bin_growth (2..2^32-1: cub's bin search
+ *    multiplies by it until it passes the request, which 1 never does, and
+ *    0 puts every request past the last bin),
+ *    min_bin and max_bin (min_bin <= max_bin, and bin_growth^max_bin
+ *    within 64 bits: cub computes the bin sizes as that power) and
+ *    max_cached (bytes); unset keys keep cub's defaults as ccbench uses them
+ *    (8, 3, 7, 6 MiB - 1). */
+typedef struct ccb_cub_config {
+    unsigned bin_growth, min_bin, max_bin;
+    unsigned long long max_cached;
+} ccb_cub_config;
+int ccb_async_config_parse(const char *config, unsigned long long *threshold, char *why, size_t whylen);
+int ccb_cub_config_parse(const char *config, ccb_cub_config *c, char *why, size_t whylen);
 
 /* ------------------------------------------------------------------------ */
 /* Replay (replay.c)                                                        */
@@ -581,6 +599,9 @@ typedef struct ccb_options {
  * ccb_write_command_md). */
 char *ccb_command_line(int argc, char **argv);
 void ccb_options_init(ccb_options *o, const char *command_line);
+/* A plain decimal number in [lo, hi]: digits only (strtoull alone takes a
+ * sign and leading blanks), no overflow. 0, or -1. */
+int ccb_parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out);
 /* Parse argv[1..argc) (argv[0] is the command) with getopt_long: long options
  * as "--opt value" or "--opt=value", -s/-o/-h short ones, operands anywhere.
  * 0 ok; 1 --help was printed (exit 0); 2 a usage error was printed in the

@@ -222,8 +222,7 @@ static int usage_error(const char *fmt, ...) {
     return 2;
 }
 
-/* A plain decimal number in [lo, hi]. */
-static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
+int ccb_parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
     if (!s || *s < '0' || *s > '9')
         return -1;
     char *end;
@@ -290,7 +289,7 @@ static int parse_lives(const char *s, size_t *lives, size_t *n) {
         comma = strchr(t, ',');
         if (comma)
             *comma = '\0';
-        if (k == CCB_MAX_LIVES || parse_uint(t, 1, 1000000, &v))
+        if (k == CCB_MAX_LIVES || ccb_parse_uint(t, 1, 1000000, &v))
             return -1;
         lives[k++] = (size_t)v;
     }
@@ -313,7 +312,7 @@ static int take(ccb_options *o, int id, const char *v) {
     case O_OUTPUT: o->output_file = v; return 0;
     case O_SCRIPTS: o->script_dir = v; return 0;
     case O_SEED:
-        if (parse_uint(v, 0, ULLONG_MAX, &u))
+        if (ccb_parse_uint(v, 0, ULLONG_MAX, &u))
             return usage_error("--seed '%s' is not a number in 0..2^64-1", v);
         o->seed = u;
         return 0;
@@ -322,7 +321,7 @@ static int take(ccb_options *o, int id, const char *v) {
             return usage_error("--scale '%s' is not a number > 0 and <= %g", v, CCB_GEN_MAX_SCALE);
         return 0;
     case O_REPS:
-        if (parse_uint(v, 1, 1000, &u))
+        if (ccb_parse_uint(v, 1, 1000, &u))
             return usage_error("--reps '%s' is not a count in 1..1000", v);
         o->reps = (int)u;
         o->reps_given = 1;
@@ -338,12 +337,12 @@ static int take(ccb_options *o, int id, const char *v) {
                                v);
         return 0;
     case O_DRIVER_REPS:
-        if (parse_uint(v, 1, 1000, &u))
+        if (ccb_parse_uint(v, 1, 1000, &u))
             return usage_error("--driver-reps '%s' is not a count in 1..1000", v);
         o->driver_reps = (int)u;
         return 0;
     case O_PAIRS:
-        if (parse_uint(v, 1, 1ull << 32, &u))
+        if (ccb_parse_uint(v, 1, 1ull << 32, &u))
             return usage_error("--pairs '%s' is not a count in 1..2^32", v);
         o->pairs = (size_t)u;
         return 0;

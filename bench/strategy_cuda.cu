@@ -248,17 +248,11 @@ static size_t pool_attr(async_impl *a, cudaMemPoolAttr attr) {
 }
 
 static int async_open(ccb_strategy *s, const char *config, const ccb_device *, char *why, size_t whylen) {
+    unsigned long long threshold = 0; /* a bad config is an error with or without a GPU */
+    if (ccb_async_config_parse(config, &threshold, why, whylen))
+        return -1;
     if (need_gpu(why, whylen))
         return 1;
-    unsigned long long threshold = 0;
-    if (config && *config) {
-        if (strcmp(config, "release_threshold:max") == 0)
-            threshold = UINT64_MAX;
-        else if (sscanf(config, "release_threshold:%llu", (unsigned long long *)&threshold) != 1) {
-            snprintf(why, whylen, "cuda-async: config is release_threshold:N|max, got '%s'", config);
-            return -1;
-        }
-    }
     async_impl *a = (async_impl *)calloc(1, sizeof *a);
     if (!a) {
         snprintf(why, whylen, "cuda-async: out of host memory");
@@ -404,36 +398,13 @@ static void cub_totals(cub_impl *c, size_t *live, size_t *total) {
 }
 
 static int cub_open(ccb_strategy *s, const char *config, const ccb_device *, char *why, size_t whylen) {
+    ccb_cub_config cc; /* checked: bin_growth 0 or 1 made cub's bin search loop forever */
+    if (ccb_cub_config_parse(config, &cc, why, whylen))
+        return -1;
     if (need_gpu(why, whylen))
         return 1;
-    unsigned bin_growth = 8, min_bin = 3, max_bin = 7;
-    unsigned long long max_cached = (6ull * 1024 * 1024) - 1;
-    for (const char *c = config; c && *c;) {
-        unsigned long long v;
-        char key[32];
-        int used = 0;
-        if (sscanf(c, "%31[a-z_]:%llu%n", key, &v, &used) != 2) {
-            snprintf(why, whylen, "cub: bad config '%s'", c);
-            return -1;
-        }
-        if (!strcmp(key, "bin_growth"))
-            bin_growth = (unsigned)v;
-        else if (!strcmp(key, "min_bin"))
-            min_bin = (unsigned)v;
-        else if (!strcmp(key, "max_bin"))
-            max_bin = (unsigned)v;
-        else if (!strcmp(key, "max_cached"))
-            max_cached = v;
-        else {
-            snprintf(why, whylen, "cub: unknown key '%s'", key);
-            return -1;
-        }
-        c += used;
-        if (*c == ',')
-            c++;
-    }
     cub_impl *c = new cub_impl();
-    c->a = new cub::CachingDeviceAllocator(bin_growth, min_bin, max_bin, (size_t)max_cached);
+    c->a = new cub::CachingDeviceAllocator(cc.bin_growth, cc.min_bin, cc.max_bin, (size_t)cc.max_cached);
     s->impl = c;
     return 0;
 }

@@ -38,14 +38,28 @@ static int skip_open(ccb_strategy *s, const char *config, const ccb_device *dev,
     return 1;
 }
 
-#define SKIPPED(var, name, text)                                                                                       \
-    const ccb_strategy_ops var = {.base = name, .doc = text, .gpu = 1, .open = skip_open, .driver = CCB_DRIVER_REAL}
+/* cuda-async and cub check their configs first, as with CUDA: a bad one
+ * is an error on every build. */
+static int async_skip_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
+    unsigned long long threshold;
+    return ccb_async_config_parse(config, &threshold, why, whylen) ? -1 : skip_open(s, config, dev, why, whylen);
+}
 
-SKIPPED(ccb_strategy_cuda_malloc, "cuda-malloc", "raw cudaMalloc/cudaFree per operation (not built: no CUDA)");
+static int cub_skip_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
+    ccb_cub_config c;
+    return ccb_cub_config_parse(config, &c, why, whylen) ? -1 : skip_open(s, config, dev, why, whylen);
+}
+
+#define SKIPPED(var, name, text, opener)                                                                               \
+    const ccb_strategy_ops var = {.base = name, .doc = text, .gpu = 1, .open = opener, .driver = CCB_DRIVER_REAL}
+
+SKIPPED(ccb_strategy_cuda_malloc, "cuda-malloc", "raw cudaMalloc/cudaFree per operation (not built: no CUDA)",
+        skip_open);
 SKIPPED(ccb_strategy_cuda_async, "cuda-async",
-        "cudaMallocAsync/cudaFreeAsync on the default pool; config release_threshold:N|max (not built)");
+        "cudaMallocAsync/cudaFreeAsync on the default pool; config release_threshold:N|max (not built)",
+        async_skip_open);
 SKIPPED(ccb_strategy_cub, "cub",
-        "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached (not built)");
+        "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached (not built)", cub_skip_open);
 
 int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, size_t whylen) {
     (void)reps;

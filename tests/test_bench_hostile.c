@@ -1447,12 +1447,89 @@ Test(replay, unknown_strategies_and_bad_configs) {
     ccb_result_free(&r);
     cr_assert_eq(ccb_replay(&t, "ccalloc=policy:bogus", &ropt, &r), -1);
     ccb_result_free(&r);
+    /* the GPU strategies' configs: a bad one fails the run, with or without a GPU */
+    cr_assert_eq(ccb_replay(&t, "cub=bin_growth:1", &ropt, &r), -1);
+    cr_assert(strstr(r.why, "bin_growth"), "%s", r.why);
+    ccb_result_free(&r);
+    cr_assert_eq(ccb_replay(&t, "cuda-async=release_threshold:-1", &ropt, &r), -1);
+    cr_assert(strstr(r.why, "release_threshold"), "%s", r.why);
+    ccb_result_free(&r);
     ccb_replay_options o = ropt;
     o.alloc_latency_ns = 2000000000ull; /* above the simulated device's 1 s limit */
     cr_assert_eq(ccb_replay(&t, "device-malloc", &o, &r), -1);
     cr_assert(strstr(r.why, "latency"), "%s", r.why);
     ccb_result_free(&r);
     ccb_trace_free(&t);
+}
+
+/* The GPU strategies' configs, checked before any device call (and on a
+ * build without CUDA, where the strategies are skipped): cub's bin_growth 1
+ * made its bin search loop forever, and sscanf took "-1", " 5" and
+ * trailing text. */
+Test(replay, gpu_strategy_configs_are_checked_before_the_device) {
+    char why[256];
+    unsigned long long th = 77;
+    cr_assert_eq(ccb_async_config_parse(NULL, &th, why, sizeof why), 0);
+    cr_assert_eq(th, 0);
+    cr_assert_eq(ccb_async_config_parse("release_threshold:max", &th, why, sizeof why), 0);
+    cr_assert_eq(th, UINT64_MAX);
+    cr_assert_eq(ccb_async_config_parse("release_threshold:18446744073709551615", &th, why, sizeof why), 0);
+    cr_assert_eq(th, UINT64_MAX);
+    cr_assert_eq(ccb_async_config_parse("release_threshold:1048576", &th, why, sizeof why), 0);
+    cr_assert_eq(th, 1048576);
+    ccb_cub_config c;
+    cr_assert_eq(ccb_cub_config_parse(NULL, &c, why, sizeof why), 0);
+    cr_assert(c.bin_growth == 8 && c.min_bin == 3 && c.max_bin == 7 && c.max_cached == (6ull << 20) - 1);
+    cr_assert_eq(
+        ccb_cub_config_parse("bin_growth:2,min_bin:0,max_bin:63,max_cached:18446744073709551615", &c, why, sizeof why),
+        0, "%s", why);
+    cr_assert(c.bin_growth == 2 && c.min_bin == 0 && c.max_bin == 63 && c.max_cached == UINT64_MAX);
+    cr_assert_eq(ccb_cub_config_parse("max_bin:1,min_bin:1,bin_growth:4294967295", &c, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(c.bin_growth, 4294967295u);
+    /* refused, each naming the strategy: cuda-async's configs, then cub's */
+    static const struct {
+        int cub;
+        const char *text;
+    } bad[] = {{0, "release_threshold:-1"},
+               {0, "release_threshold: 5"},
+               {0, "release_threshold:+5"},
+               {0, "release_threshold:5x"},
+               {0, "release_threshold:"},
+               {0, "release_threshold:0x10"},
+               {0, "release_threshold:18446744073709551616"},
+               {0, "release_threshold"},
+               {0, "release_threshold:MAX"},
+               {0, "threshold:5"},
+               {0, "release_threshold:5,"},
+               {1, "bin_growth:0"},
+               {1, "bin_growth:1"},
+               {1, "bin_growth:-1"},
+               {1, "bin_growth: 8"},
+               {1, "bin_growth:+8"},
+               {1, "bin_growth:8x"},
+               {1, "bin_growth:4294967296"},
+               {1, "min_bin:-1"},
+               {1, "max_cached:-1"},
+               {1, "max_cached:18446744073709551616"},
+               {1, "bin_growth:"},
+               {1, "bin_growth"},
+               {1, "bogus:1"},
+               {1, "Bin_growth:8"},
+               {1, ",bin_growth:8"},
+               {1, "bin_growth:8,"},
+               {1, "bin_growth:8,,min_bin:3"},
+               {1, "min_bin:8"},
+               {1, "bin_growth:2,max_bin:64"},
+               {1, "bin_growth:4294967295,max_bin:3"},
+               {1, "min_bin:4294967296"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        why[0] = '\0';
+        int rc = bad[i].cub ? ccb_cub_config_parse(bad[i].text, &c, why, sizeof why)
+                            : ccb_async_config_parse(bad[i].text, &th, why, sizeof why);
+        cr_assert_eq(rc, -1, "'%s' accepted", bad[i].text);
+        const char *name = bad[i].cub ? "cub: " : "cuda-async: ";
+        cr_assert(strncmp(why, name, strlen(name)) == 0, "%s: %s", bad[i].text, why);
+    }
 }
 
 Test(replay, streams_up_to_255_and_zero_byte_blocks) {

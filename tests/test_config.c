@@ -304,14 +304,56 @@ Test(config, print_lists_every_option_and_parses_back) {
     }
     cr_assert(strstr(text, "max_reserved:6144M\n") != NULL, "%s", text);
     cr_assert(strstr(text, "greedy_bytes:1000000\n") != NULL, "%s", text);
-    /* the printed form is itself a config string: lines -> items */
-    for (char *p = text; *p; p++)
-        if (*p == '\n')
-            *p = ',';
+    /* the printed form is itself a config string, its lines items */
     cca_config back = defaults();
     cr_assert_eq(cca_config_parse(&back, text), CCA_OK, "%s: %s", text, cca_last_error());
     cr_assert(memcmp(&back, &c, sizeof c) == 0, "round trip through print and parse");
+    /* and with its lines joined by commas */
+    for (char *p = text; *p; p++)
+        if (*p == '\n')
+            *p = ',';
+    back = defaults();
+    cr_assert_eq(cca_config_parse(&back, text), CCA_OK, "%s: %s", text, cca_last_error());
+    cr_assert(memcmp(&back, &c, sizeof c) == 0, "round trip through print and parse, one line");
     free(text);
+}
+
+/* Newlines separate items as commas do; spaces, tabs and CRs around keys and
+ * values are blanks (a config file written on any system); a blank inside a
+ * key or a value is not. */
+Test(config, newlines_separate_and_tabs_are_blanks) {
+    static const char *same[] = {
+        "max_reserved:2G,small_max:768K",     "max_reserved:2G\nsmall_max:768K",
+        "max_reserved:2G\r\nsmall_max:768K\r\n", "\t max_reserved\t:\t2G\t\n\n,\nsmall_max : 768K \t",
+        "\n\nmax_reserved:2G,\n,small_max:768K\n",
+    };
+    cca_config want = parse_ok(same[0]);
+    for (size_t i = 1; i < sizeof same / sizeof same[0]; i++) {
+        cca_config c = defaults();
+        cr_assert_eq(cca_config_parse(&c, same[i]), CCA_OK, "[%zu] %s", i, cca_last_error());
+        cr_assert(memcmp(&c, &want, sizeof c) == 0, "[%zu] parses as '%s'", i, same[0]);
+    }
+    static const char *bad[] = {"max_res\terved:2G", "max_reserved:2\tG", "max_reserved:2G\vsmall_max:1M",
+                                "max_reserved\n:2G", "max_reserved:\n2G"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cca_config c = defaults(), before = c;
+        cr_assert_eq(cca_config_parse(&c, bad[i]), CCA_ERR_CONFIG, "[%zu] accepted", i);
+        cr_assert(memcmp(&c, &before, sizeof c) == 0, "[%zu] left the config changed", i);
+    }
+}
+
+/* An item without a colon is named in the message, at most 64 characters of
+ * it, so that a runaway item cannot fill the message. */
+Test(config, an_item_without_a_colon_is_shown_cut) {
+    char item[300];
+    memset(item, 'x', sizeof item - 1);
+    item[sizeof item - 1] = '\0';
+    cca_config c = defaults();
+    cr_assert_eq(cca_config_parse(&c, item), CCA_ERR_CONFIG);
+    const char *msg = cca_last_error();
+    cr_assert(strstr(msg, "expected key:value") != NULL, "%s", msg);
+    cr_assert(strstr(msg, "...") != NULL, "%s", msg);
+    cr_assert_lt(strlen(msg), 160u, "%s", msg);
 }
 
 Test(config, print_with_docs_shows_defaults_and_docs) {

@@ -363,7 +363,9 @@ typedef struct cca_config {
 /* Compiled-in defaults. Does not read the environment. */
 void cca_config_default(cca_config *c);
 
-/* Apply "key:value,key:value" on top of *c. Sizes as cca_parse_size: K/M/G/T
+/* Apply "key:value,key:value" on top of *c. Items are separated by commas or
+ * newlines (cca_config_print's lines parse as they are); blanks (space, tab,
+ * CR) around keys and values are ignored. Sizes as cca_parse_size: K/M/G/T
  * suffixes (powers of 1024), decimals allowed ("1.5G"). On error *c is left unchanged, CCA_ERR_CONFIG is returned
  * and cca_last_error() names the key and the problem. NULL text = no change. */
 cca_status cca_config_parse(cca_config *c, const char *text);

@@ -2,7 +2,9 @@
  * config.c — one table of options drives defaults, parsing, validation,
  * printing and the docs (the jemalloc MALLOC_CONF model).
  *
- * Syntax: "key:value,key:value". Keys are the cca_config field names. Sizes
+ * Syntax: "key:value,key:value": items are separated by commas or newlines,
+ * and blanks (space, tab, CR) around keys and values are ignored, so
+ * cca_config_print's lines parse as they are. Keys are the cca_config field names. Sizes
  * are cca_parse_size's: a number, decimals allowed, with an optional K, M, G
  * or T suffix (powers of 1024, optional "i" and "B": 4G, 4GiB, 1.5G, 512k),
  * of any length. They are exact: never through a double (2^53 + 1 stays
@@ -254,6 +256,17 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
     return ccai_fail(CCA_ERR_CONFIG, "internal: bad option type");
 }
 
+/* The grammar's blanks (around keys and values) and item separators: a
+ * newline separates as a comma does, so cca_config_print's lines, and a
+ * config file of them, parse as they are. */
+static bool is_blank(char ch) {
+    return ch == ' ' || ch == '\t' || ch == '\r';
+}
+
+static bool is_separator(char ch) {
+    return ch == ',' || ch == '\n';
+}
+
 cca_status cca_config_parse(cca_config *c, const char *text) {
     if (!c)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_parse: config is NULL");
@@ -262,25 +275,25 @@ cca_status cca_config_parse(cca_config *c, const char *text) {
     cca_config work = *c;
     const char *p = text;
     while (*p) {
-        while (*p == ' ' || *p == ',')
+        while (is_blank(*p) || is_separator(*p))
             p++;
         if (!*p)
             break;
         const char *item = p;
-        while (*p && *p != ',')
+        while (*p && !is_separator(*p))
             p++;
         size_t item_len = (size_t)(p - item);
-        while (item_len && item[item_len - 1] == ' ')
+        while (item_len && is_blank(item[item_len - 1]))
             item_len--;
         const char *colon = memchr(item, ':', item_len);
         if (!colon)
-            return ccai_fail(CCA_ERR_CONFIG, "expected key:value, got '%.*s'", (int)item_len, item);
+            return ccai_fail(CCA_ERR_CONFIG, "expected key:value, got '%.*s%s'", SHOWN(item, item_len));
         size_t key_len = (size_t)(colon - item);
         const char *val = colon + 1;
         size_t val_len = item_len - key_len - 1;
-        while (key_len && item[key_len - 1] == ' ')
+        while (key_len && is_blank(item[key_len - 1]))
             key_len--;
-        while (val_len && *val == ' ')
+        while (val_len && is_blank(*val))
             val++, val_len--;
         cca_status st = apply_one(&work, item, key_len, val, val_len);
         if (st != CCA_OK)

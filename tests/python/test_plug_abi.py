@@ -143,6 +143,42 @@ def test_foreign_and_double_frees_change_nothing(entry, log_lines):
     assert plug.stats(0)["allocated_bytes"] == 0
 
 
+def test_a_sink_calling_the_library_keeps_the_failed_calls_message(entry, lib):
+    """A log sink may call the library (ccalloc.h); a call of its own that
+    fails sets the thread's message, which must not replace the message of
+    the call that logged: that call's exception (or cca_last_error() after
+    cca_plug_alloc) names its own failure."""
+    alloc, _ = entry
+    other = ccalloc.Allocator(capacity="4M")
+    seen = []
+
+    def sink(_user, line):
+        seen.append(line.decode())
+        with pytest.raises(ccalloc.InvalidPointerError):
+            other.free(0x3E7)  # fails inside the sink
+        lib.cca_clear_error()
+
+    cb = LOG_T(sink)
+    setter = lib.dll.cca_set_log_callback
+    setter.restype = None
+    setter.argtypes = [LOG_T, ctypes.c_void_p]
+    setter(cb, None)
+    try:
+        with ccalloc.Allocator(capacity="4M") as a:
+            with pytest.raises(ccalloc.OutOfMemoryError, match=r"^cca_alloc: 67108864 bytes need"):
+                a.alloc(64 * MiB)  # logs its OOM line
+        assert alloc(128 * MiB, 0, None) is None  # the allocator's OOM line
+        assert lib.cca_last_error().decode().startswith("cca_alloc: 134217728 bytes need")
+        assert alloc(4096, 64, None) is None  # the plug's own line
+        assert lib.cca_last_error().decode() == "cca_plug_alloc: device 64 not in [0, 64)"
+        with pytest.raises(ccalloc.InvalidArgumentError, match=r"^cca_plug_get_allocator: device 64 not in"):
+            plug.alloc(4096, 64)  # logs nothing: raises with its own message
+        assert len(seen) == 3
+    finally:
+        setter(LOG_T(), None)
+        other.close()
+
+
 def test_cuda_requested_without_gpu_is_null_with_the_reason(lib, log_lines):
     plug.reset()
     try:

@@ -9,8 +9,10 @@ least 512 bytes (small pool) or larger than small_max (medium, large).
 """
 from __future__ import annotations
 
+import copy
 import ctypes
 import os
+import pickle
 import re
 import tempfile
 
@@ -299,6 +301,25 @@ def test_strings_with_a_nul_are_refused(alloc):
         ccalloc.Allocator(capacity="64M\x00garbage")
     assert [d["name"] for d in alloc.snapshot()["domains"]] == ["default"]
     assert alloc.stats()["alloc_calls"] == 0
+
+
+@pytest.mark.parametrize("status", range(1, 11))
+def test_errors_survive_pickle_and_copy(alloc, status):
+    """An exception crosses processes by pickle (multiprocessing,
+    concurrent.futures): every Error keeps its status, texts and report."""
+    cls = _errors.error_class(status)
+    e = cls(status, "CCA_ERR_X: text", "cca_call: what went wrong")
+    e.report = ccalloc.DomainReport(1, 2, 3, 4, 5, [ccalloc.LiveBlock(0x1000, 512, 100, None, 7, False)])
+    for back in (pickle.loads(pickle.dumps(e)), copy.copy(e), copy.deepcopy(e)):
+        assert type(back) is cls
+        assert (back.status, back.status_string, back.message, str(back)) == \
+            (status, e.status_string, e.message, str(e))
+        assert back.report == e.report
+    with pytest.raises(ccalloc.InvalidPointerError) as raised:
+        alloc.free(0x3E7)
+    back = pickle.loads(pickle.dumps(raised.value))
+    assert (back.status, back.message) == (_errors.ERR_INVALID_POINTER, raised.value.message)
+    assert str(back) == str(raised.value)
 
 
 def test_out_of_memory_raises():

@@ -303,6 +303,29 @@ def test_strings_with_a_nul_are_refused(alloc):
     assert alloc.stats()["alloc_calls"] == 0
 
 
+def test_strings_that_are_not_utf8_are_refused(alloc):
+    """A str with a lone surrogate (what os.fsdecode makes of a byte that is
+    not UTF-8) has no C string: refused with the exception of that
+    argument's other bad values, not a UnicodeEncodeError from inside."""
+    bad = "x\udcff"
+    with pytest.raises(ccalloc.InvalidArgumentError, match="not UTF-8"):
+        alloc.domain(bad)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="not UTF-8"):
+        alloc.mark(bad)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="not UTF-8"):
+        alloc.alloc("4K" + bad)
+    with pytest.raises(ccalloc.ConfigError, match="not UTF-8"):
+        ccalloc.Allocator(capacity="64M", conf="max_reserved:" + bad)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="not UTF-8"):
+        ccalloc.Allocator(capacity="64M" + bad)
+    plug.reset()
+    for kw in ({"upstream": "host:" + bad}, {"conf": bad}):
+        with pytest.raises(ccalloc.ConfigError, match="not UTF-8"):
+            plug.configure(**kw)
+    assert [d["name"] for d in alloc.snapshot()["domains"]] == ["default"]
+    assert alloc.stats()["alloc_calls"] == 0
+
+
 @pytest.mark.parametrize("status", range(1, 11))
 def test_errors_survive_pickle_and_copy(alloc, status):
     """An exception crosses processes by pickle (multiprocessing,

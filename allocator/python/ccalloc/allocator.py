@@ -116,14 +116,19 @@ def device_arg(lib: _lib.Library, device: Any) -> int:
 
 
 def c_string(lib: _lib.Library, text: str, what: str, status: int = ERR_INVALID_ARGUMENT) -> bytes:
-    """``text`` as the bytes of a C string; one with a NUL (where C would
-    end it) raises the :class:`Error` of ``status``, the one the argument's
-    other bad values get (:class:`ConfigError` for configuration texts)."""
+    """``text`` as the UTF-8 bytes of a C string; one with a NUL (where C
+    would end it) or a lone surrogate (no UTF-8 for it: what os.fsdecode
+    makes of a byte that is not UTF-8) raises the :class:`Error` of
+    ``status``, the one the argument's other bad values get
+    (:class:`ConfigError` for configuration texts)."""
     if not isinstance(text, str):
         raise TypeError(f"{what} is a str, not {type(text).__name__}")
     if "\0" in text:
         raise argument_error(lib, status, f"{what} {text!r} contains a NUL character")
-    return text.encode()
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise argument_error(lib, status, f"{what} {text!r} is not UTF-8 text (a lone surrogate)") from None
 
 
 def parse_size(lib: _lib.Library, size: Size) -> int:

@@ -161,6 +161,33 @@ def test_torch_without_cuda_is_an_import_error(monkeypatch, host_plug):
     assert plug.mem_info(0)[1] == 64 * MiB  # host_plug's 64M device, not the 8M of the refused enable
 
 
+@pytest.mark.parametrize("configured", [True, False])
+def test_torch_enable_refused_after_pytorch_allocated_changes_nothing(monkeypatch, configured):
+    """PyTorch refuses a new allocator once its own one was used: enable()
+    raises RuntimeError, and the configuration it was given is not left
+    behind for the other adapters (the plug's earlier one stays)."""
+    plug.reset()
+    state = fake_torch(monkeypatch)
+    state["initialized"] = True  # a CUDA tensor from PyTorch's own allocator already
+    monkeypatch.setattr(ccalloc.torch, "_installed", None)
+    try:
+        if configured:
+            plug.configure(upstream="host:64M", conf="max_reserved:32M")
+        with pytest.raises(RuntimeError, match="before the first CUDA allocation"):
+            ccalloc.torch.enable(upstream="host:8M", conf="max_reserved:4M")
+        assert not ccalloc.torch.enabled() and state["installed"] is None
+        if configured:
+            assert plug.mem_info(0)[1] == 64 * MiB
+            assert plug.allocator(0).config()["max_reserved"] == "32M"
+        else:  # as never configured: the environment's
+            monkeypatch.setenv("CCALLOC_PLUG_UPSTREAM", "host:16M")
+            monkeypatch.delenv("CCALLOC_CONF", raising=False)
+            assert plug.mem_info(0)[1] == 16 * MiB
+            assert plug.allocator(0).config()["max_reserved"] == "0"
+    finally:
+        plug.reset()
+
+
 def test_adapter_device_arguments_are_ints_never_truncated_or_parsed(monkeypatch, host_plug):
     """ccalloc.torch and ccalloc.cupy took int(device): torch.stats(1.5)
     read device 1 and empty_cache("1") emptied it. A device is checked as

@@ -76,12 +76,16 @@ def enable(conf: Optional[str] = None, upstream: Optional[str] = None) -> None:
     torch = _import_torch()
     from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
 
-    if conf is not None or upstream is not None:
-        plug.configure(upstream=upstream, conf=conf)
     allocator = CUDAPluggableAllocator(plug.library().path, "cca_plug_alloc", "cca_plug_free")
+    previous = plug.configuration()
+    configuring = conf is not None or upstream is not None
+    if configuring:
+        plug.configure(upstream=upstream, conf=conf)
     try:
         change_current_allocator(allocator)
     except RuntimeError as e:
+        if configuring:  # a refused enable leaves the configuration as it was (no device was made since)
+            plug.configure(*previous)
         raise RuntimeError(
             "ccalloc.torch.enable() must run before the first CUDA allocation of the process "
             f"(PyTorch {torch.__version__} refused: {e})"

@@ -293,6 +293,26 @@ def test_configure_refuses_a_nul(lib):
         plug.reset()
 
 
+def test_a_devices_view_writes_its_own_device_in_the_torch_snapshot(lib):
+    """plug.allocator(d) is device d's allocator: its snapshot_torch() names
+    device d (segments' "device", the trace at device_traces[d]), as
+    plug.snapshot_torch(device=d) does, unless told another number."""
+    plug.reset()
+    plug.configure(upstream="host:16M:4", conf="history:16")
+    p = plug.alloc(4096, device=2)
+    try:
+        for snap in (plug.allocator(2).snapshot_torch(), plug.snapshot_torch(device=2)):
+            assert [seg["device"] for seg in snap["segments"]] == [2]
+            assert [len(t) > 0 for t in snap["device_traces"]] == [False, False, True]
+        snap = plug.allocator(2).snapshot_torch(device=0)  # an explicit number wins
+        assert [seg["device"] for seg in snap["segments"]] == [0] and len(snap["device_traces"]) == 1
+        with ccalloc.Allocator(capacity="8M") as a:  # a simulated device of its own: device 0
+            assert len(a.snapshot_torch()["device_traces"]) == 1
+    finally:
+        plug.free(p, 4096, 2)
+        plug.reset()
+
+
 def test_borrowed_allocator_close_only_detaches(host_plug):
     a = plug.allocator(0)
     p = a.alloc(4096)

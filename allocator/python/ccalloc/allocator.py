@@ -260,6 +260,7 @@ class Allocator:
         self._upstream: Optional[int] = None
         self._owned = True
         self._valid: Optional[Callable[[], bool]] = None
+        self._device = 0  # the device number its PyTorch-format snapshot names by default
         if (capacity is None) == (device is None):
             raise TypeError("give exactly one of capacity (simulated device) or device (CUDA)")
         lib = self._lib
@@ -268,7 +269,8 @@ class Allocator:
         if capacity is not None:
             raise_for(lib, lib.cca_upstream_host_create(parse_size(lib, capacity), ctypes.byref(up)))
         else:
-            raise_for(lib, lib.cca_upstream_cuda_create(device_arg(lib, device), ctypes.byref(up)))
+            self._device = device_arg(lib, device)
+            raise_for(lib, lib.cca_upstream_cuda_create(self._device, ctypes.byref(up)))
         try:
             cfg = None
             if conf is not None:
@@ -285,12 +287,13 @@ class Allocator:
         self._handle = a.value
 
     @classmethod
-    def _borrow(cls, lib: _lib.Library, handle: int, upstream: int,
+    def _borrow(cls, lib: _lib.Library, handle: int, upstream: int, device: int,
                 valid: Optional[Callable[[], bool]] = None) -> "Allocator":
         """A view of an allocator owned elsewhere (the plug table): close() does not destroy it.
 
-        ``valid``: False once the owner has destroyed the allocator
-        (``ccalloc.plug.reset``); the view is closed from then on.
+        ``device``: the device number it serves. ``valid``: False once the
+        owner has destroyed the allocator (``ccalloc.plug.reset``); the view
+        is closed from then on.
         """
         self = cls.__new__(cls)
         self._lib = lib
@@ -298,6 +301,7 @@ class Allocator:
         self._upstream = upstream
         self._owned = False
         self._valid = valid
+        self._device = device
         return self
 
     # ---- lifetime ---------------------------------------------------------
@@ -489,15 +493,16 @@ class Allocator:
         text = _write_via_file(lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_json(self.handle, f)))
         return json.loads(text)
 
-    def snapshot_torch(self, path: Optional[str] = None, device: int = 0) -> Dict[str, Any]:
+    def snapshot_torch(self, path: Optional[str] = None, device: Optional[int] = None) -> Dict[str, Any]:
         """The allocator in the structure ``torch.cuda.memory._snapshot()`` returns
         (``cca_write_snapshot_torch``: segments with their blocks, the history
         ring's events as ``device_traces`` (empty unless the config has
         ``history:N``), ``allocator_settings``), unpickled; written to ``path``
         as well when given, for ``python -m torch.cuda._memory_viz`` and
         pytorch.org/memory_viz. ``device`` names the device in the file
-        (0..1023)."""
-        d = device_arg(self._lib, device)
+        (0..1023); None: the allocator's own (``Allocator(device=N)``'s N,
+        ``ccalloc.plug.allocator(N)``'s N, 0 for a simulated device)."""
+        d = device_arg(self._lib, self._device if device is None else device)
         data = _write_via_file(
             lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_torch(self.handle, d, f)),
             binary=True)

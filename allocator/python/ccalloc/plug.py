@@ -76,7 +76,7 @@ def allocator(device: int = 0) -> Allocator:
     u = ctypes.c_void_p()
     raise_for(lib, lib.cca_plug_get_allocator(d, ctypes.byref(a)))
     raise_for(lib, lib.cca_plug_get_upstream(d, ctypes.byref(u)))
-    return Allocator._borrow(lib, a.value, u.value, lambda: _generation == born)  # type: ignore[arg-type]
+    return Allocator._borrow(lib, a.value, u.value, d, lambda: _generation == born)  # type: ignore[arg-type]
 
 
 def alloc(size: int, device: int = 0, stream: Any = None) -> int:

@@ -111,8 +111,8 @@ void cca_clear_error(void);
  * by a thread while it is inside the sink goes to stderr instead (a sink
  * never recurses), and the thread's cca_last_error() is the same after the
  * sink as before it (a failing call in the sink does not replace the
- * message of the call that logged). Once cca_set_log_callback returns, the old sink is not
- * running on another thread and is not called again. */
+ * message of the call that logged). Once cca_set_log_callback returns, the
+ * old sink is not running on another thread and is not called again. */
 typedef void (*cca_log_fn)(void *user, const char *line);
 void cca_set_log_callback(cca_log_fn fn, void *user);
 

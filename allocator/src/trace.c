@@ -53,7 +53,6 @@
 #include "ccai_open.h" /* common/ */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -88,8 +87,7 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
         if (!t->f) {
             int e = errno;
             pthread_mutex_unlock(&trace_lock);
-            ccai_log("CCALLOC_TRACE: cannot open '%s' for writing (%s); not tracing", path,
-                     ccai_open_strerror(e));
+            ccai_log("CCALLOC_TRACE: cannot open '%s' for writing (%s); not tracing", path, ccai_open_strerror(e));
             return NULL;
         }
         t->path = strdup(path); /* NULL after the last close */

@@ -545,18 +545,27 @@ class Domain:
         self.name = name
         self._handle: Optional[int] = handle
 
+    def _live_handle(self) -> Optional[int]:
+        """The handle, or None once destroyed: by :meth:`destroy`, or with its
+        allocator (``cca_destroy`` destroys every domain)."""
+        if self._handle is not None and self.allocator.closed:
+            self._handle = None
+        return self._handle
+
     @property
     def handle(self) -> int:
-        if self._handle is None:
+        if self._live_handle() is None:
             lib = self.allocator._lib
+            why = "its allocator is closed" if self.allocator.closed else "it was destroyed"
             raise error_class(ERR_INVALID_ARGUMENT)(ERR_INVALID_ARGUMENT,
                                                      _text(lib.cca_status_string(ERR_INVALID_ARGUMENT)),
-                                                     f"domain '{self.name}' is destroyed")
+                                                     f"domain '{self.name}' is destroyed: {why}")
         return self._handle
 
     @property
     def destroyed(self) -> bool:
-        return self._handle is None
+        """True after :meth:`destroy`, and once its allocator is closed."""
+        return self._live_handle() is None
 
     def alloc(self, size: Size, stream: Any = None) -> int:
         """``cca_alloc_in``: a block in this domain's own segments."""
@@ -635,7 +644,7 @@ class Domain:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._handle is None:
+        if self.destroyed:  # by destroy(), or with its allocator
             return
         if exc_type is None:
             self.destroy()

@@ -94,7 +94,7 @@ static void usage(FILE *f) {
                "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
                "  resident model's outputs changed, ...) or an output could not be made or\n"
                "  written whole (standard output, --timeline, --save, --snapshot: a missing\n"
-               "  directory, a full disk, a --snapshot FIFO nobody reads; stderr names the\n"
+               "  directory, a full disk, a FIFO nobody reads; stderr names the\n"
                "  file and the reason), 2 bad usage,\n"
                "3 device memory still allocated at exit (a bug),\n"
                "4 a model has non-finite (NaN/Inf) weights: it ran, its outputs are not numbers\n"

@@ -11,7 +11,8 @@
 # reason; hostile text (tensor names, dtypes, metadata keys, sidecar lines,
 # paths) reaches the terminal escaped; two outputs on one file (standard
 # output or error sent to a footprint sidecar, a hard link to one included),
-# or an output on a MODEL, are refused before the run (exit 2). Needs only a
+# or an output on a MODEL, are refused before the run (exit 2); an output on a
+# FIFO nobody reads is refused at once, never waited for. Needs only a
 # POSIX shell and grep; CCA_SOURCE_DIR is set by CTest (tests/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
@@ -438,6 +439,23 @@ closed "--timeline with standard output closed: exit 1, the table not in the tim
     --device host --timeline "$TMP/closed.csv" 'mlp:8x8'
 check "--timeline with standard output closed: the timeline holds CSV rows only" sh -c \
     "head -1 '$TMP/closed.csv' | grep -q '^t_ms,event,' && ! grep -q 'allocator defaults\|^phase ' '$TMP/closed.csv'"
+
+# An output naming a FIFO that no process reads: fopen for writing would wait
+# for a reader for ever; refused at once (exit 1, naming the file and why),
+# as --snapshot and CCALLOC_TRACE are. `timeout` turns a hang into a failure.
+mkfifo "$TMP/fifo.json" 2>/dev/null && {
+    for opt in --timeline --save --snapshot; do
+        n=$((n + 1))
+        timeout 20 "$CCRUN" --device host "$opt" "$TMP/fifo.json" 'mlp:8x8' >/dev/null 2>"$TMP/fe"
+        rc=$?
+        if [ "$rc" -eq 1 ] && grep -qF -- "$TMP/fifo.json" "$TMP/fe" && grep -qF "a FIFO nobody reads" "$TMP/fe"; then
+            echo "ok: $opt on a FIFO nobody reads: exit 1, said"
+        else
+            echo "FAIL: $opt on a FIFO nobody reads: exit $rc (124: hung), want 1 naming the file and the FIFO:"
+            cat "$TMP/fe"; fails=$((fails + 1))
+        fi
+    done
+}
 
 echo "$((n - fails)) of $n ccrun checks passed"
 [ "$fails" -eq 0 ]

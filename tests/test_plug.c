@@ -609,6 +609,25 @@ Test(plug, log_sink_may_call_the_plug_during_a_creation_failure, .timeout = 20) 
     cr_assert_eq(atomic_load(&sink_calls), 2);
 }
 
+/* A sink whose own call fails (or clears the message) leaves the message of
+ * the call that logged: cca_last_error() after a NULL names its cause. */
+static void sink_fails_a_call(void *user, const char *line) {
+    tu_capture_log(user, line);
+    cr_assert_eq(cca_free(NULL, (void *)0x1000), CCA_ERR_INVALID_ARGUMENT);
+    cca_clear_error();
+}
+
+Test(plug, log_sink_calls_keep_the_message_of_the_call_that_logged, .timeout = 20) {
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK);
+    cca_set_log_callback(sink_fails_a_call, &logged);
+    cr_assert_null(cca_plug_alloc(64u << 20, 0, NULL)); /* the allocator's OOM line */
+    cr_assert_eq(logged.lines, 1);
+    cr_assert_eq(strncmp(cca_last_error(), "cca_alloc: 67108864 bytes need", 30), 0, "%s", cca_last_error());
+    cr_assert_null(cca_plug_alloc(4096, -1, NULL)); /* the plug's own line */
+    cr_assert_eq(logged.lines, 2);
+    cr_assert_str_eq(cca_last_error(), "cca_plug_alloc: device -1 not in [0, 64)");
+}
+
 /* Two threads: one's sink waits for a device the other is creating, whose
  * creation logs. Lines from a creation are emitted after the plug's lock
  * is released, so neither waits for the other. */

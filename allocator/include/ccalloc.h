@@ -109,8 +109,10 @@ void cca_clear_error(void);
  * Lines reach the sink one at a time, never while a ccalloc lock is held, so
  * a sink may call the library, cca_set_log_callback included; a line logged
  * by a thread while it is inside the sink goes to stderr instead (a sink
- * never recurses). Once cca_set_log_callback returns, the old sink is not
- * running on another thread and is not called again. */
+ * never recurses), and the thread's cca_last_error() is the same after the
+ * sink as before it (a failing call in the sink does not replace the
+ * message of the call that logged). Once cca_set_log_callback returns, the
+ * old sink is not running on another thread and is not called again. */
 typedef void (*cca_log_fn)(void *user, const char *line);
 void cca_set_log_callback(cca_log_fn fn, void *user);
 

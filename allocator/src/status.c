@@ -183,9 +183,15 @@ static void emit(const char *line) {
     pthread_once(&log_once, log_lock_init);
     pthread_mutex_lock(&log_lock);
     if (log_fn && !in_sink) {
+        /* the sink may call the library, and a call of its own that fails
+         * sets this thread's message: the caller that logged reads its own
+         * failure in cca_last_error() afterwards, not the sink's */
+        char saved[CCAI_ERROR_CAP];
+        ccai_error_save(saved);
         in_sink = true;
         log_fn(log_user, line);
         in_sink = false;
+        ccai_error_restore(saved);
     } else {
         fprintf(stderr, "ccalloc: %s\n", line);
     }

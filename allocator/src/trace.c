@@ -41,18 +41,18 @@
  * for the trace, so cca_trace_mark, a checkpoint, flushes the file and
  * returns CCA_ERR_IO once any write failed (and at every later mark: the
  * recording is incomplete from then on), and the last close logs it once.
- * The file is opened without waiting (open_trace): a FIFO nobody reads is
- * refused at once rather than hanging cca_create; a FIFO with a reader is
- * then written as any pipe (a reader that goes away: SIGPIPE, unless the
- * program ignores it).
+ * The file is opened without waiting (ccai_fopen_nowait, common/ccai_open.h):
+ * a FIFO nobody reads is refused at once rather than hanging cca_create; a
+ * FIFO with a reader is then written as any pipe (a reader that goes away:
+ * SIGPIPE, unless the program ignores it).
  *
  * Cost when unset: one NULL check per call (a->trace). When set, one fprintf
  * per event under the trace lock, and one fflush per mark.
  */
 #include "internal.h"
+#include "ccai_open.h" /* common/ */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,27 +76,6 @@ typedef struct ccai_trace {
 static ccai_trace the_trace;
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* fopen(path, "w" or "a"), except that it never waits: opening a FIFO
- * for writing blocks until a reader comes, which inside cca_create would
- * hang the program. O_NONBLOCK makes that ENXIO at once; then the file is
- * made blocking again, so that writes to a FIFO with a reader wait for it
- * as they would to any pipe. NULL with errno on failure. */
-static FILE *open_trace(const char *path, bool append) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
-    if (fd < 0)
-        return NULL;
-    int flags = fcntl(fd, F_GETFL);
-    FILE *f = NULL;
-    if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0)
-        f = fdopen(fd, append ? "a" : "w");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        errno = e;
-    }
-    return f;
-}
-
 struct ccai_trace *ccai_trace_open_from_env(void) {
     const char *path = getenv("CCALLOC_TRACE");
     if (!path || !*path)
@@ -104,12 +83,11 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
     ccai_trace *t = &the_trace;
     pthread_mutex_lock(&trace_lock);
     if (!t->f) {
-        t->f = open_trace(path, t->opened_before);
+        t->f = ccai_fopen_nowait(path, t->opened_before);
         if (!t->f) {
             int e = errno;
             pthread_mutex_unlock(&trace_lock);
-            ccai_log("CCALLOC_TRACE: cannot open '%s' for writing (%s); not tracing", path,
-                     e == ENXIO ? "a FIFO nobody reads" : strerror(e));
+            ccai_log("CCALLOC_TRACE: cannot open '%s' for writing (%s); not tracing", path, ccai_open_strerror(e));
             return NULL;
         }
         t->path = strdup(path); /* NULL after the last close */

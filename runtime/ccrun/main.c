@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ccai_open.h"   /* common/: ccai_fopen_nowait */
 #include "ccai_stdfds.h" /* common/: ccai_hold_std_fds */
 #include "ccrun.h"
 
@@ -93,7 +94,8 @@ static void usage(FILE *f) {
                "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
                "  resident model's outputs changed, ...) or an output could not be made or\n"
                "  written whole (standard output, --timeline, --save, --snapshot: a missing\n"
-               "  directory, a full disk; stderr names the file and the reason), 2 bad usage,\n"
+               "  directory, a full disk, a FIFO nobody reads; stderr names the\n"
+               "  file and the reason), 2 bad usage,\n"
                "3 device memory still allocated at exit (a bug),\n"
                "4 a model has non-finite (NaN/Inf) weights: it ran, its outputs are not numbers\n"
                "  (a warning on stderr names each tensor and its count).\n"
@@ -404,7 +406,7 @@ static int load_model(run_state *rs, const char *src, const char *role, ccr_mode
  * replacing the file's earlier contents. */
 static int write_snapshot(run_state *rs) {
     const char *path = rs->o->snapshot_path;
-    FILE *f = fopen(path, "wb");
+    FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
     cca_status st = CCA_ERR_IO;
     int why = errno; /* the reason of a failed write (the writers keep none) */
     if (f) {
@@ -422,7 +424,7 @@ static int write_snapshot(run_state *rs) {
         return CCRUN_OK;
     free(rs->errbuf);
     rs->errbuf = ccrun_format("--snapshot %s: %s%s%s", path, f ? cca_last_error() : "cannot create", why ? ": " : "",
-                              why ? strerror(why) : "");
+                              why ? ccai_open_strerror(why) : "");
     return CCRUN_ERR_MODEL;
 }
 

@@ -46,6 +46,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ccai_open.h" /* common/: ccai_fopen_nowait */
 #include "internal.h"
 
 static const struct {
@@ -616,10 +617,10 @@ ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta
     if (!text)
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory printing the header");
     size_t hlen = strlen(text), padded = (hlen + 7) & ~(size_t)7; /* data starts 8-aligned */
-    FILE *f = fopen(path, "wb");
+    FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
     if (!f) {
         free(text);
-        return ccr_fail(CCR_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        return ccr_fail(CCR_ERR_IO, "%s: cannot create: %s", path, ccai_open_strerror(errno));
     }
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++)

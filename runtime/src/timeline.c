@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ccai_open.h" /* common/: ccai_fopen_nowait */
 #include "internal.h"
 
 struct ccr_timeline {
@@ -44,9 +45,9 @@ ccr_status ccr_timeline_open(const char *path, ccr_timeline **out) {
     if (!t)
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
     t->path = strdup(path);
-    t->f = t->path ? fopen(path, "w") : NULL;
+    t->f = t->path ? ccai_fopen_nowait(path, 0) : NULL; /* a FIFO nobody reads: refused, not waited for */
     if (!t->f) {
-        ccr_status st = t->path ? ccr_fail(CCR_ERR_IO, "%s: cannot create timeline: %s", path, strerror(errno))
+        ccr_status st = t->path ? ccr_fail(CCR_ERR_IO, "%s: cannot create timeline: %s", path, ccai_open_strerror(errno))
                                 : ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
         free(t->path);
         free(t);

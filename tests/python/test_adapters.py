@@ -93,6 +93,7 @@ def fake_torch(monkeypatch):
 
     torch = types.ModuleType("torch")
     torch.__version__ = "2.99.0+fake"
+    torch.version = types.SimpleNamespace(cuda="12.4", hip=None)
     cuda = types.ModuleType("torch.cuda")
     memory = types.ModuleType("torch.cuda.memory")
     memory.CUDAPluggableAllocator = CUDAPluggableAllocator
@@ -137,6 +138,54 @@ def test_torch_enable_installs_the_entry_points(monkeypatch):
     finally:
         plug.reset()
 
+
+
+def test_torch_without_cuda_is_an_import_error(monkeypatch, host_plug):
+    """A CPU-only PyTorch (the default pip wheel on many systems) has
+    torch.cuda.memory.CUDAPluggableAllocator, but constructing one fails
+    with an AttributeError on torch._C._cuda_customAllocator, which says
+    nothing of the cause. enable() says what to install, before it touches
+    the plug configuration."""
+    fake_torch(monkeypatch)
+    torch = sys.modules["torch"]
+    monkeypatch.setattr(torch, "version", types.SimpleNamespace(cuda=None, hip=None))
+
+    def cpu_build(self, path, alloc_fn_name, free_fn_name):
+        raise AttributeError("module 'torch._C' has no attribute '_cuda_customAllocator'")
+
+    monkeypatch.setattr(torch.cuda.memory.CUDAPluggableAllocator, "__init__", cpu_build)
+    monkeypatch.setattr(ccalloc.torch, "_installed", None)
+    with pytest.raises(ImportError, match=r"pip install torch .*2\.99\.0\+fake.* without CUDA"):
+        ccalloc.torch.enable(upstream="host:8M")
+    assert not ccalloc.torch.enabled()
+    assert plug.mem_info(0)[1] == 64 * MiB  # host_plug's 64M device, not the 8M of the refused enable
+
+
+@pytest.mark.parametrize("configured", [True, False])
+def test_torch_enable_refused_after_pytorch_allocated_changes_nothing(monkeypatch, configured):
+    """PyTorch refuses a new allocator once its own one was used: enable()
+    raises RuntimeError, and the configuration it was given is not left
+    behind for the other adapters (the plug's earlier one stays)."""
+    plug.reset()
+    state = fake_torch(monkeypatch)
+    state["initialized"] = True  # a CUDA tensor from PyTorch's own allocator already
+    monkeypatch.setattr(ccalloc.torch, "_installed", None)
+    try:
+        if configured:
+            plug.configure(upstream="host:64M", conf="max_reserved:32M")
+        with pytest.raises(RuntimeError, match="before the first CUDA allocation"):
+            ccalloc.torch.enable(upstream="host:8M", conf="max_reserved:4M")
+        assert not ccalloc.torch.enabled() and state["installed"] is None
+        if configured:
+            assert plug.mem_info(0)[1] == 64 * MiB
+            assert plug.allocator(0).config()["max_reserved"] == "32M"
+        else:  # as never configured: the environment's
+            monkeypatch.setenv("CCALLOC_PLUG_UPSTREAM", "host:16M")
+            monkeypatch.delenv("CCALLOC_CONF", raising=False)
+            assert plug.mem_info(0)[1] == 16 * MiB
+            assert plug.allocator(0).config()["max_reserved"] == "0"
+    finally:
+        plug.reset()
 
 
 def test_adapter_device_arguments_are_ints_never_truncated_or_parsed(monkeypatch, host_plug):

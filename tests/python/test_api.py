@@ -9,8 +9,10 @@ least 512 bytes (small pool) or larger than small_max (medium, large).
 """
 from __future__ import annotations
 
+import copy
 import ctypes
 import os
+import pickle
 import re
 import tempfile
 
@@ -174,6 +176,17 @@ def test_size_zero_and_free_zero(alloc):
     assert alloc.stats()["free_calls"] == 0
 
 
+def test_null_address_is_an_invalid_argument_where_c_says_so(alloc):
+    """free(0) does nothing (C's free(NULL)); block_size and record_stream of
+    0 are cca_block_size / cca_record_stream of NULL: InvalidArgumentError,
+    not InvalidPointerError (no pointer was named), as docs/python.md says."""
+    for call in (lambda: alloc.block_size(0), lambda: alloc.record_stream(0, 1)):
+        with pytest.raises(ccalloc.InvalidArgumentError) as e:
+            call()
+        assert not isinstance(e.value, ccalloc.InvalidPointerError)
+    assert alloc.stats()["active_blocks"] == 0
+
+
 def test_size_texts(alloc):
     p = alloc.alloc("1.5M")
     assert alloc.block_size(p) == 3 * MiB // 2
@@ -299,6 +312,48 @@ def test_strings_with_a_nul_are_refused(alloc):
         ccalloc.Allocator(capacity="64M\x00garbage")
     assert [d["name"] for d in alloc.snapshot()["domains"]] == ["default"]
     assert alloc.stats()["alloc_calls"] == 0
+
+
+def test_strings_that_are_not_utf8_are_refused(alloc):
+    """A str with a lone surrogate (what os.fsdecode makes of a byte that is
+    not UTF-8) has no C string: refused with the exception of that
+    argument's other bad values, not a UnicodeEncodeError from inside."""
+    bad = "x\udcff"
+    with pytest.raises(ccalloc.InvalidArgumentError, match="not UTF-8"):
+        alloc.domain(bad)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="not UTF-8"):
+        alloc.mark(bad)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="not UTF-8"):
+        alloc.alloc("4K" + bad)
+    with pytest.raises(ccalloc.ConfigError, match="not UTF-8"):
+        ccalloc.Allocator(capacity="64M", conf="max_reserved:" + bad)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="not UTF-8"):
+        ccalloc.Allocator(capacity="64M" + bad)
+    plug.reset()
+    for kw in ({"upstream": "host:" + bad}, {"conf": bad}):
+        with pytest.raises(ccalloc.ConfigError, match="not UTF-8"):
+            plug.configure(**kw)
+    assert [d["name"] for d in alloc.snapshot()["domains"]] == ["default"]
+    assert alloc.stats()["alloc_calls"] == 0
+
+
+@pytest.mark.parametrize("status", range(1, 11))
+def test_errors_survive_pickle_and_copy(alloc, status):
+    """An exception crosses processes by pickle (multiprocessing,
+    concurrent.futures): every Error keeps its status, texts and report."""
+    cls = _errors.error_class(status)
+    e = cls(status, "CCA_ERR_X: text", "cca_call: what went wrong")
+    e.report = ccalloc.DomainReport(1, 2, 3, 4, 5, [ccalloc.LiveBlock(0x1000, 512, 100, None, 7, False)])
+    for back in (pickle.loads(pickle.dumps(e)), copy.copy(e), copy.deepcopy(e)):
+        assert type(back) is cls
+        assert (back.status, back.status_string, back.message, str(back)) == \
+            (status, e.status_string, e.message, str(e))
+        assert back.report == e.report
+    with pytest.raises(ccalloc.InvalidPointerError) as raised:
+        alloc.free(0x3E7)
+    back = pickle.loads(pickle.dumps(raised.value))
+    assert (back.status, back.message) == (_errors.ERR_INVALID_POINTER, raised.value.message)
+    assert str(back) == str(raised.value)
 
 
 def test_out_of_memory_raises():
@@ -529,9 +584,9 @@ def test_domain_context_manager_does_not_mask_an_exception(host_plug):
             plug.reset()
             raise KeyError("the real problem")
     plug.configure(upstream="host:64M")  # the reset forgot the configuration
-    with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
-        with plug.allocator(0).domain("reset"):
-            plug.reset()  # no exception in flight: the failure is the news
+    with plug.allocator(0).domain("reset") as d:
+        plug.reset()  # no exception in flight: the domain went with its allocator, nothing left to do
+    assert d.destroyed
 
 
 def test_domain_leak_raises_with_the_report(alloc):
@@ -628,3 +683,45 @@ def test_library_path_is_the_loaded_file():
     assert os.path.isabs(path) and os.path.exists(path)
     if os.environ.get("CCALLOC_LIBRARY"):
         assert path == os.path.realpath(os.environ["CCALLOC_LIBRARY"])
+
+
+def test_install_prefixes_include_lib64_and_multiarch(monkeypatch, tmp_path):
+    """Where an install puts the library: PREFIX/lib, or PREFIX/lib64 (cmake's
+    GNUInstallDirs on Fedora, RHEL, SUSE), for the running prefix and the
+    system's; a library only in <prefix>/lib64 is the first candidate found."""
+    import sysconfig
+    monkeypatch.delenv("CCALLOC_LIBRARY", raising=False)
+    monkeypatch.setattr(_lib, "_checkout_root", lambda: None)
+    monkeypatch.setattr(_lib.sys, "prefix", str(tmp_path))
+    (tmp_path / "lib64").mkdir()
+    (tmp_path / "lib64" / "libccalloc.so").write_bytes(b"")
+    tried = [p for origin, p in _lib.candidates() if origin == "install prefix"]
+    dirs = []
+    for p in tried:
+        d = os.path.dirname(p)
+        if d not in dirs:
+            dirs.append(d)
+    want = [str(tmp_path / "lib"), str(tmp_path / "lib64"), "/usr/local/lib", "/usr/local/lib64", "/usr/lib",
+            "/usr/lib64"]
+    if sysconfig.get_config_var("MULTIARCH"):
+        want.append("/usr/lib/" + sysconfig.get_config_var("MULTIARCH"))
+    assert dirs == want
+    assert next(p for p in tried if os.path.exists(p)) == str(tmp_path / "lib64" / "libccalloc.so")
+
+
+def test_a_domain_is_destroyed_with_its_allocator():
+    """cca_destroy destroys every domain: the Python Domain says so, refuses
+    its calls naming why, and its with-block ends quietly."""
+    a = ccalloc.Allocator(capacity="64M")
+    d = a.domain("m")
+    p = d.alloc(4096)
+    assert not d.destroyed
+    with d:
+        with pytest.raises(ccalloc.LiveBlocksError):
+            a.close()
+    assert a.closed and d.destroyed
+    for call in (lambda: d.alloc(512), lambda: d.stats(), lambda: d.reserve("1M"), lambda: d.release(),
+                 lambda: d.destroy()):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="allocator is closed"):
+            call()
+    assert p != 0

@@ -143,6 +143,42 @@ def test_foreign_and_double_frees_change_nothing(entry, log_lines):
     assert plug.stats(0)["allocated_bytes"] == 0
 
 
+def test_a_sink_calling_the_library_keeps_the_failed_calls_message(entry, lib):
+    """A log sink may call the library (ccalloc.h); a call of its own that
+    fails sets the thread's message, which must not replace the message of
+    the call that logged: that call's exception (or cca_last_error() after
+    cca_plug_alloc) names its own failure."""
+    alloc, _ = entry
+    other = ccalloc.Allocator(capacity="4M")
+    seen = []
+
+    def sink(_user, line):
+        seen.append(line.decode())
+        with pytest.raises(ccalloc.InvalidPointerError):
+            other.free(0x3E7)  # fails inside the sink
+        lib.cca_clear_error()
+
+    cb = LOG_T(sink)
+    setter = lib.dll.cca_set_log_callback
+    setter.restype = None
+    setter.argtypes = [LOG_T, ctypes.c_void_p]
+    setter(cb, None)
+    try:
+        with ccalloc.Allocator(capacity="4M") as a:
+            with pytest.raises(ccalloc.OutOfMemoryError, match=r"^cca_alloc: 67108864 bytes need"):
+                a.alloc(64 * MiB)  # logs its OOM line
+        assert alloc(128 * MiB, 0, None) is None  # the allocator's OOM line
+        assert lib.cca_last_error().decode().startswith("cca_alloc: 134217728 bytes need")
+        assert alloc(4096, 64, None) is None  # the plug's own line
+        assert lib.cca_last_error().decode() == "cca_plug_alloc: device 64 not in [0, 64)"
+        with pytest.raises(ccalloc.InvalidArgumentError, match=r"^cca_plug_get_allocator: device 64 not in"):
+            plug.alloc(4096, 64)  # logs nothing: raises with its own message
+        assert len(seen) == 3
+    finally:
+        setter(LOG_T(), None)
+        other.close()
+
+
 def test_cuda_requested_without_gpu_is_null_with_the_reason(lib, log_lines):
     plug.reset()
     try:
@@ -254,6 +290,26 @@ def test_configure_refuses_a_nul(lib):
         plug.configure(upstream="host:8M", conf="max_reserved:4M")  # nothing was configured before
         assert plug.allocator(0).config()["max_reserved"] == "4M"
     finally:
+        plug.reset()
+
+
+def test_a_devices_view_writes_its_own_device_in_the_torch_snapshot(lib):
+    """plug.allocator(d) is device d's allocator: its snapshot_torch() names
+    device d (segments' "device", the trace at device_traces[d]), as
+    plug.snapshot_torch(device=d) does, unless told another number."""
+    plug.reset()
+    plug.configure(upstream="host:16M:4", conf="history:16")
+    p = plug.alloc(4096, device=2)
+    try:
+        for snap in (plug.allocator(2).snapshot_torch(), plug.snapshot_torch(device=2)):
+            assert [seg["device"] for seg in snap["segments"]] == [2]
+            assert [len(t) > 0 for t in snap["device_traces"]] == [False, False, True]
+        snap = plug.allocator(2).snapshot_torch(device=0)  # an explicit number wins
+        assert [seg["device"] for seg in snap["segments"]] == [0] and len(snap["device_traces"]) == 1
+        with ccalloc.Allocator(capacity="8M") as a:  # a simulated device of its own: device 0
+            assert len(a.snapshot_torch()["device_traces"]) == 1
+    finally:
+        plug.free(p, 4096, 2)
         plug.reset()
 
 

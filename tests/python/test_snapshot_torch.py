@@ -21,6 +21,7 @@ import json
 import os
 import pickle
 import subprocess
+import threading
 
 import pytest
 
@@ -284,6 +285,41 @@ def test_ccrun_snapshot_refuses_other_suffixes(tmp_path):
     r = subprocess.run([program("CCA_CCRUN"), "--snapshot", str(tmp_path / "x.txt"), "mlp:4x4"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "must end in .pickle" in r.stderr
+
+
+def test_ccrun_snapshot_to_paths_that_are_not_files(tmp_path):
+    """A directory or a device that is full: exit 1 with the path and the
+    reason. A FIFO nobody reads: refused at once, as CCALLOC_TRACE refuses
+    one (opening it for writing would wait for a reader, for ever); a FIFO
+    with a reader gets the pickle. (A hang fails by the timeout.)"""
+    ccrun = program("CCA_CCRUN")
+
+    def run(path):
+        return subprocess.run([ccrun, "--device", "host", "--snapshot", str(path), "mlp:16x16:relu"],
+                              capture_output=True, text=True, timeout=60)
+
+    (tmp_path / "d.pickle").mkdir()
+    r = run(tmp_path / "d.pickle")
+    assert r.returncode == 1 and f"--snapshot {tmp_path}/d.pickle: cannot create: Is a directory" in r.stderr
+    if os.path.exists("/dev/full"):
+        (tmp_path / "full.pickle").symlink_to("/dev/full")
+        r = run(tmp_path / "full.pickle")
+        assert r.returncode == 1 and "write failed: No space left on device" in r.stderr
+    fifo = tmp_path / "f.pickle"
+    os.mkfifo(fifo)
+    r = run(fifo)
+    assert r.returncode == 1 and f"--snapshot {fifo}: cannot create: a FIFO nobody reads" in r.stderr
+    # with a reader (held read-write, so that it never sees an end of file
+    # before ccrun opens the FIFO): the pickle arrives whole
+    fd = os.open(fifo, os.O_RDWR)
+    with os.fdopen(fd, "rb") as reader:
+        got = {}
+        t = threading.Thread(target=lambda: got.setdefault("snap", pickle.load(reader)), daemon=True)
+        t.start()
+        r = run(fifo)
+        t.join(60)
+    assert r.returncode == 0, r.stderr
+    check_structure(got["snap"], 0)
 
 
 # ---- (b) PyTorch's own code -------------------------------------------------------

@@ -40,6 +40,13 @@ class Error(Exception):
         self.message = message
         super().__init__(f"{message} ({status_string})" if message else status_string)
 
+    def __reduce__(self):
+        # Exception's own reduce rebuilds from self.args (the one formatted
+        # text), which this __init__ cannot take: pickle (multiprocessing,
+        # concurrent.futures) and copy need the three fields, and the
+        # instance's attributes (a LiveBlocksError's report) as its state.
+        return (type(self), (self.status, self.status_string, self.message), self.__dict__)
+
 
 class InvalidArgumentError(Error, ValueError):
     """CCA_ERR_INVALID_ARGUMENT: NULL handle, bad size, bad option value."""

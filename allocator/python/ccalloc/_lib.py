@@ -15,8 +15,12 @@ Where the library is looked for, in order (the first that loads wins):
    runtime would have to be preloaded, and loading it otherwise ends the
    process), as is a library that does not load or lacks a function this
    package needs (an older build); each with its reason recorded.
-3. The install prefix: ``<sys.prefix>/lib``, ``/usr/local/lib``,
-   ``/usr/local/lib64``, ``/usr/lib``.
+3. The install prefix: ``<sys.prefix>/lib``, ``<sys.prefix>/lib64``,
+   ``/usr/local/lib``, ``/usr/local/lib64``, ``/usr/lib``, ``/usr/lib64``
+   and the system's multiarch directory (``/usr/lib/x86_64-linux-gnu``):
+   ``cmake --install`` uses ``lib64`` on Fedora, RHEL and SUSE (a conda
+   prefix there too; a venv's ``lib64`` is a link to its ``lib``) and the
+   multiarch directory for ``--prefix /usr`` on Debian.
 4. ``ctypes.util.find_library("ccalloc")`` (the linker's search path).
 
 If none loads, :class:`LibraryNotFoundError` lists every place tried and why
@@ -28,6 +32,7 @@ import ctypes
 import ctypes.util
 import os
 import sys
+import sysconfig
 import threading
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -295,7 +300,11 @@ def candidates() -> List[Tuple[str, str]]:
         for d in dirs:
             for n in _NAMES:
                 out.append(("checkout build", str(d / n)))
-    prefixes = [Path(sys.prefix) / "lib", Path("/usr/local/lib"), Path("/usr/local/lib64"), Path("/usr/lib")]
+    prefixes = [Path(sys.prefix) / "lib", Path(sys.prefix) / "lib64", Path("/usr/local/lib"),
+                Path("/usr/local/lib64"), Path("/usr/lib"), Path("/usr/lib64")]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    if multiarch:
+        prefixes.append(Path("/usr/lib") / multiarch)
     for p in prefixes:
         for n in _NAMES:
             out.append(("install prefix", str(p / n)))

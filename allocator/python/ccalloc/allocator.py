@@ -116,14 +116,19 @@ def device_arg(lib: _lib.Library, device: Any) -> int:
 
 
 def c_string(lib: _lib.Library, text: str, what: str, status: int = ERR_INVALID_ARGUMENT) -> bytes:
-    """``text`` as the bytes of a C string; one with a NUL (where C would
-    end it) raises the :class:`Error` of ``status``, the one the argument's
-    other bad values get (:class:`ConfigError` for configuration texts)."""
+    """``text`` as the UTF-8 bytes of a C string; one with a NUL (where C
+    would end it) or a lone surrogate (no UTF-8 for it: what os.fsdecode
+    makes of a byte that is not UTF-8) raises the :class:`Error` of
+    ``status``, the one the argument's other bad values get
+    (:class:`ConfigError` for configuration texts)."""
     if not isinstance(text, str):
         raise TypeError(f"{what} is a str, not {type(text).__name__}")
     if "\0" in text:
         raise argument_error(lib, status, f"{what} {text!r} contains a NUL character")
-    return text.encode()
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise argument_error(lib, status, f"{what} {text!r} is not UTF-8 text (a lone surrogate)") from None
 
 
 def parse_size(lib: _lib.Library, size: Size) -> int:
@@ -255,6 +260,7 @@ class Allocator:
         self._upstream: Optional[int] = None
         self._owned = True
         self._valid: Optional[Callable[[], bool]] = None
+        self._device = 0  # the device number its PyTorch-format snapshot names by default
         if (capacity is None) == (device is None):
             raise TypeError("give exactly one of capacity (simulated device) or device (CUDA)")
         lib = self._lib
@@ -263,7 +269,8 @@ class Allocator:
         if capacity is not None:
             raise_for(lib, lib.cca_upstream_host_create(parse_size(lib, capacity), ctypes.byref(up)))
         else:
-            raise_for(lib, lib.cca_upstream_cuda_create(device_arg(lib, device), ctypes.byref(up)))
+            self._device = device_arg(lib, device)
+            raise_for(lib, lib.cca_upstream_cuda_create(self._device, ctypes.byref(up)))
         try:
             cfg = None
             if conf is not None:
@@ -280,12 +287,13 @@ class Allocator:
         self._handle = a.value
 
     @classmethod
-    def _borrow(cls, lib: _lib.Library, handle: int, upstream: int,
+    def _borrow(cls, lib: _lib.Library, handle: int, upstream: int, device: int,
                 valid: Optional[Callable[[], bool]] = None) -> "Allocator":
         """A view of an allocator owned elsewhere (the plug table): close() does not destroy it.
 
-        ``valid``: False once the owner has destroyed the allocator
-        (``ccalloc.plug.reset``); the view is closed from then on.
+        ``device``: the device number it serves. ``valid``: False once the
+        owner has destroyed the allocator (``ccalloc.plug.reset``); the view
+        is closed from then on.
         """
         self = cls.__new__(cls)
         self._lib = lib
@@ -293,6 +301,7 @@ class Allocator:
         self._upstream = upstream
         self._owned = False
         self._valid = valid
+        self._device = device
         return self
 
     # ---- lifetime ---------------------------------------------------------
@@ -484,15 +493,16 @@ class Allocator:
         text = _write_via_file(lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_json(self.handle, f)))
         return json.loads(text)
 
-    def snapshot_torch(self, path: Optional[str] = None, device: int = 0) -> Dict[str, Any]:
+    def snapshot_torch(self, path: Optional[str] = None, device: Optional[int] = None) -> Dict[str, Any]:
         """The allocator in the structure ``torch.cuda.memory._snapshot()`` returns
         (``cca_write_snapshot_torch``: segments with their blocks, the history
         ring's events as ``device_traces`` (empty unless the config has
         ``history:N``), ``allocator_settings``), unpickled; written to ``path``
         as well when given, for ``python -m torch.cuda._memory_viz`` and
         pytorch.org/memory_viz. ``device`` names the device in the file
-        (0..1023)."""
-        d = device_arg(self._lib, device)
+        (0..1023); None: the allocator's own (``Allocator(device=N)``'s N,
+        ``ccalloc.plug.allocator(N)``'s N, 0 for a simulated device)."""
+        d = device_arg(self._lib, self._device if device is None else device)
         data = _write_via_file(
             lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_torch(self.handle, d, f)),
             binary=True)
@@ -535,18 +545,27 @@ class Domain:
         self.name = name
         self._handle: Optional[int] = handle
 
+    def _live_handle(self) -> Optional[int]:
+        """The handle, or None once destroyed: by :meth:`destroy`, or with its
+        allocator (``cca_destroy`` destroys every domain)."""
+        if self._handle is not None and self.allocator.closed:
+            self._handle = None
+        return self._handle
+
     @property
     def handle(self) -> int:
-        if self._handle is None:
+        if self._live_handle() is None:
             lib = self.allocator._lib
+            why = "its allocator is closed" if self.allocator.closed else "it was destroyed"
             raise error_class(ERR_INVALID_ARGUMENT)(ERR_INVALID_ARGUMENT,
                                                      _text(lib.cca_status_string(ERR_INVALID_ARGUMENT)),
-                                                     f"domain '{self.name}' is destroyed")
+                                                     f"domain '{self.name}' is destroyed: {why}")
         return self._handle
 
     @property
     def destroyed(self) -> bool:
-        return self._handle is None
+        """True after :meth:`destroy`, and once its allocator is closed."""
+        return self._live_handle() is None
 
     def alloc(self, size: Size, stream: Any = None) -> int:
         """``cca_alloc_in``: a block in this domain's own segments."""
@@ -625,7 +644,7 @@ class Domain:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._handle is None:
+        if self.destroyed:  # by destroy(), or with its allocator
             return
         if exc_type is None:
             self.destroy()

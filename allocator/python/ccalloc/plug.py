@@ -29,6 +29,11 @@ MAX_DEVICES = 64  # CCA_PLUG_MAX_DEVICES
 # changes (its allocator no longer exists).
 _generation = 0
 
+# What the last configure() since the last reset chose ((None, None): none,
+# the environment's), so that an adapter whose framework refuses to be
+# enabled can put it back: a refused enable changes nothing.
+_configured: Tuple[Optional[str], Optional[str]] = (None, None)
+
 
 def library() -> _lib.Library:
     """The loaded libccalloc (``.path`` is what PyTorch is given)."""
@@ -48,6 +53,15 @@ def configure(upstream: Optional[str] = None, conf: Optional[str] = None) -> Non
     cf = c_string(lib, conf, "conf", ERR_CONFIG) if conf is not None else None
     lib.cca_clear_error()
     raise_for(lib, lib.cca_plug_configure(up, cf))
+    global _configured
+    _configured = (upstream, conf)
+
+
+def configuration() -> Tuple[Optional[str], Optional[str]]:
+    """``(upstream, conf)`` of the last :func:`configure` since the last
+    :func:`reset` (``(None, None)`` if none): ``configure(*configuration())``
+    puts it back."""
+    return _configured
 
 
 def allocator(device: int = 0) -> Allocator:
@@ -62,7 +76,7 @@ def allocator(device: int = 0) -> Allocator:
     u = ctypes.c_void_p()
     raise_for(lib, lib.cca_plug_get_allocator(d, ctypes.byref(a)))
     raise_for(lib, lib.cca_plug_get_upstream(d, ctypes.byref(u)))
-    return Allocator._borrow(lib, a.value, u.value, lambda: _generation == born)  # type: ignore[arg-type]
+    return Allocator._borrow(lib, a.value, u.value, d, lambda: _generation == born)  # type: ignore[arg-type]
 
 
 def alloc(size: int, device: int = 0, stream: Any = None) -> int:
@@ -114,15 +128,17 @@ def reset() -> None:
     Every view :func:`allocator` handed out before a reset that went through
     is closed: its allocator is destroyed.
     """
-    global _generation
+    global _generation, _configured
     lib = library()
     lib.cca_clear_error()
     st = lib.cca_plug_reset()
     message = _text(lib.cca_last_error())
-    # Only the refusal before anything was destroyed keeps the allocators;
-    # any other status (a cca_destroy failing) comes after they are gone.
+    # Only the refusal before anything was destroyed keeps the allocators
+    # and the configuration; any other status (a cca_destroy failing) comes
+    # after they are gone.
     if not (st == ERR_LIVE_BLOCKS and "nothing was reset" in message):
         _generation += 1
+        _configured = (None, None)
     raise_for(lib, st)
 
 

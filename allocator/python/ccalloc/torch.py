@@ -52,6 +52,12 @@ def _import_torch() -> Any:
         from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator  # noqa: F401
     except ImportError as e:
         raise ImportError(_INSTALL) from e
+    # A CPU-only build (the default wheel on many systems; torch.version.cuda
+    # is None) has the class too, but constructing one fails with an
+    # AttributeError on torch._C._cuda_customAllocator; a ROCm build has no
+    # CUDA driver for ccalloc to call. Either way: what to install.
+    if getattr(getattr(torch, "version", None), "cuda", None) is None:
+        raise ImportError(f"{_INSTALL}; this PyTorch ({torch.__version__}) is built without CUDA")
     return torch
 
 
@@ -63,18 +69,23 @@ def enable(conf: Optional[str] = None, upstream: Optional[str] = None) -> None:
     (docs/allocator.md, Options; None: ``CCALLOC_CONF``). ``upstream``:
     ``"cuda"`` (default) or ``"host:..."`` (the simulated device, for tests
     of the plumbing; PyTorch's kernels cannot run on it). Raises
-    ImportError without PyTorch.
+    ImportError without PyTorch, or with a PyTorch built without CUDA
+    (``torch.version.cuda`` None: a CPU-only wheel), saying what to install.
     """
     global _installed
     torch = _import_torch()
     from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
 
-    if conf is not None or upstream is not None:
-        plug.configure(upstream=upstream, conf=conf)
     allocator = CUDAPluggableAllocator(plug.library().path, "cca_plug_alloc", "cca_plug_free")
+    previous = plug.configuration()
+    configuring = conf is not None or upstream is not None
+    if configuring:
+        plug.configure(upstream=upstream, conf=conf)
     try:
         change_current_allocator(allocator)
     except RuntimeError as e:
+        if configuring:  # a refused enable leaves the configuration as it was (no device was made since)
+            plug.configure(*previous)
         raise RuntimeError(
             "ccalloc.torch.enable() must run before the first CUDA allocation of the process "
             f"(PyTorch {torch.__version__} refused: {e})"

@@ -1,0 +1,49 @@
+/*
+ * ccai_open.h — opening a file for writing without waiting, header-only.
+ *
+ * fopen(path, "w") of a FIFO blocks until a process opens it for reading:
+ * with none, for ever (CCALLOC_TRACE inside cca_create, ccrun --snapshot).
+ * ccai_fopen_nowait opens with O_NONBLOCK instead, which fails at once
+ * with ENXIO for a FIFO nobody reads (ccai_open_strerror says so in
+ * words), and then makes the descriptor blocking again, so that writes to
+ * a FIFO with a reader wait for it as they would to any pipe, and a
+ * regular file behaves exactly as with fopen. A reader that goes away
+ * raises SIGPIPE at the next write, as for any pipe, unless the program
+ * ignores SIGPIPE (then the write fails with EPIPE).
+ *
+ * Cost: one open and two fcntl calls more than nothing; the FILE is
+ * fdopen's, closed by fclose as usual.
+ */
+#ifndef CCAI_OPEN_H
+#define CCAI_OPEN_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* fopen(path, append ? "a" : "w") that never waits for a FIFO's reader
+ * (see above); close-on-exec. NULL with errno on failure. */
+static inline FILE *ccai_fopen_nowait(const char *path, int append) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
+    if (fd < 0)
+        return NULL;
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = NULL;
+    if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0)
+        f = fdopen(fd, append ? "a" : "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
+/* The reason ccai_fopen_nowait failed with errno e, for a message. */
+static inline const char *ccai_open_strerror(int e) {
+    return e == ENXIO ? "a FIFO nobody reads" : strerror(e);
+}
+
+#endif /* CCAI_OPEN_H */

@@ -431,11 +431,13 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    again. A failed retry leaves live blocks unchanged; what it released
  *    stays released.
  *  - greedy: the upstream is called only to reserve the arena, here only
- *    when cca_empty_cache released it; a full arena is an OOM (no retry).
- *    Over expandable segments also to map a fitting free block's pages that
- *    trim unmapped; if the device refuses them, the one retry above (which
- *    unmaps other free pages of the arena); no block that fits: an OOM with
- *    no retry and no upstream call.
+ *    when cca_empty_cache released it; a full arena is an OOM (no retry)
+ *    once pending frees are completed (a synchronize, when frees are
+ *    pending, then best fit again). Over expandable segments also to map a
+ *    fitting free block's pages that trim unmapped; if the device refuses
+ *    them, the one retry above (which unmaps other free pages of the
+ *    arena); no block that fits, pending frees completed: an OOM with no
+ *    retry and no other upstream call.
  * An OOM logs one line, after the allocator's lock is released.
  * size 0: CCA_OK, *out = NULL. On failure *out is NULL. */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);

@@ -208,3 +208,23 @@ Test(stream, a_full_greedy_arena_waits_for_its_pending_block_classic) {
 Test(stream, a_full_greedy_arena_waits_for_its_pending_block_expandable) {
     full_greedy_arena_waits_for_its_pending_block("policy:greedy,greedy_bytes:4M,expandable:1,log_oom:0");
 }
+
+/* A free whose events were all complete when recorded (an idle stream)
+ * leaves nothing pending: cca_destroy of classic segments then has nothing
+ * to wait for and does not synchronize (ccalloc.h), so a device whose
+ * synchronize fails cannot fail it. */
+Test(stream, a_free_whose_events_completed_at_once_leaves_nothing_to_synchronize) {
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK);
+    uint64_t records = t.event_records, syncs = t.sync_calls;
+    tu_free(a, p);
+    cr_assert_eq(t.event_records, records + 1, "an event on S2, complete at once");
+    cr_assert_eq(t.events_live, 0, "and destroyed");
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    t.fail_sync = true;
+    cr_assert_eq(cca_destroy(a), CCA_OK, "nothing pending, classic segments: %s", cca_last_error());
+    cr_assert_eq(t.sync_calls, syncs, "no synchronize");
+    cr_assert_eq(t.used, 0);
+    t.fail_sync = false;
+}

@@ -160,7 +160,9 @@ typedef struct cca_upstream_ops {
     /* Wait for all work on the device. NULL: nothing to wait for. */
     cca_status (*synchronize)(void *ctx);
     /* Record an event on `stream` after the work queued so far. NULL (all
-     * three event members): the allocator synchronizes instead of deferring. */
+     * three event members): the allocator synchronizes instead of deferring.
+     * On failure *event is ignored (never queried nor destroyed), whatever
+     * the member left in it, and the allocator synchronizes instead. */
     cca_status (*event_record)(void *ctx, cca_stream stream, void **event);
     /* CCA_OK when the event completed, CCA_ERR_NOT_READY when not yet. */
     cca_status (*event_query)(void *ctx, void *event);

@@ -473,9 +473,10 @@ typedef struct cca_release_report {
     size_t segments_pinned;      /* segments kept because live blocks sit in it */
     size_t live_bytes_pinning;   /* bytes of the live (or pending) blocks in them */
     size_t free_bytes_pinned;    /* cached free bytes trapped in pinned segments */
-    /* expandable segments: pages unmapped by this call in segments that stay
-     * (their bytes are in bytes_released too), and the free bytes that stay
-     * mapped because they share a page with a live or pending block */
+    /* expandable segments: pages unmapped by this call, those of ranges it
+     * then released whole included (their bytes are in bytes_released too),
+     * and the free bytes that stay mapped because they share a page with a
+     * live or pending block */
     size_t pages_unmapped;
     size_t bytes_unmapped;
     size_t free_bytes_trapped;

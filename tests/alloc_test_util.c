@@ -277,11 +277,17 @@ static cca_status t_sync(void *ctx) {
     return fail ? CCA_ERR_UPSTREAM : CCA_OK;
 }
 
+/* What a refused record leaves in *event, as a driver may leave its
+ * out-parameter: not an event, never to be queried or destroyed. */
+static uint64_t t_not_an_event;
+
 static cca_status t_event_record(void *ctx, cca_stream s, void **event) {
     (void)s;
     tu_upstream *t = ctx;
-    if (t->fail_record)
+    if (t->fail_record) {
+        *event = &t_not_an_event;
         return CCA_ERR_UPSTREAM;
+    }
     uint64_t *e = malloc(sizeof *e);
     cr_assert_not_null(e);
     pthread_mutex_lock(&t->lock);
@@ -297,6 +303,7 @@ static cca_status t_event_record(void *ctx, cca_stream s, void **event) {
 
 static cca_status t_event_query(void *ctx, void *event) {
     tu_upstream *t = ctx;
+    cr_assert(event != &t_not_an_event, "the allocator queried what a refused event_record left in *event");
     pthread_mutex_lock(&t->lock);
     t->event_queries++;
     bool done = *(uint64_t *)event <= t->events_done;
@@ -306,6 +313,7 @@ static cca_status t_event_query(void *ctx, void *event) {
 
 static cca_status t_event_destroy(void *ctx, void *event) {
     tu_upstream *t = ctx;
+    cr_assert(event != &t_not_an_event, "the allocator destroyed what a refused event_record left in *event");
     pthread_mutex_lock(&t->lock);
     t->events_live--;
     pthread_mutex_unlock(&t->lock);

@@ -115,7 +115,10 @@ typedef struct tu_upstream {
     bool hold_events, sync_keeps_events;
     uint64_t events_recorded, events_done;
     /* more faults: synchronize and event record fail (CCA_ERR_UPSTREAM, no
-     * message set, like a careless custom upstream) while these are set */
+     * message set, like a careless custom upstream) while these are set; a
+     * refused record leaves *event pointing at a token that is no event, as
+     * a driver may leave its out-parameter (querying or destroying it fails
+     * the test) */
     bool fail_sync, fail_record;
     /* order of sizes given back (trim order checks) */
     size_t freed_sizes[64];

@@ -47,5 +47,12 @@ target_link_options(test_api_contract PRIVATE "LINKER:--wrap=malloc,--wrap=callo
 
 # Seeded random sequences over domains (create/release/destroy, forced, pending blocks, arenas, trims) with
 # upstream faults at random steps, every account checked against a model after every step; classic and expandable.
-cca_add_test(NAME test_random_domains SOURCES test_random_domains.c alloc_test_util.c LIBS ccalloc_static LABEL cpu
+cca_add_test(NAME test_random_domains SOURCES test_random_domains.c alloc_test_util.c device_books.c LIBS ccalloc_static LABEL cpu
   TIMEOUT 300)
+
+# Deferred frees against pages: seeded random sequences of alloc / free / record_stream on streams whose events
+# are held or complete in order, trims, empty-cache and domains, with a fault at any upstream call (events
+# included), checked against a model and the device after every step (and a sweep of every call index);
+# classic and expandable, growth and greedy.
+cca_add_test(NAME test_random_streams SOURCES test_random_streams.c alloc_test_util.c device_books.c LIBS ccalloc_static LABEL cpu
+  TIMEOUT 120)

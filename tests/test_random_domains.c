@@ -23,7 +23,7 @@
  *     (tu_fill at alloc, checked at free and after every release), and
  *     whether it is pending (predicted at free from the streams that used
  *     it and the block's key stream: its own stream, NULL in an arena);
- *   - the device: the test's wrapper upstream (rx, below) records every
+ *   - the device: the test's wrapper upstream (tb, device_books.h) records every
  *     range it granted, the domain the call served, and what is mapped in
  *     each range, so a domain's reserved bytes, segments and upstream calls
  *     are known from the device side.
@@ -43,6 +43,7 @@
  * replays one.
  */
 #include "alloc_test_util.h"
+#include "device_books.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -64,268 +65,18 @@ static size_t round_up(size_t v, size_t to) {
     return (v + to - 1) / to * to;
 }
 
-/* ---- rx: the wrapper upstream ---------------------------------------------- *
- * Forwards to a simulated device and keeps the device side of the books: every
- * range granted (alloc, vm_reserve) with the domain slot it was granted for
- * (`serving`, set by the test before each call), the bytes mapped in each
- * range, and successful calls per domain slot. Fails the fail_at[k]-th call of
- * kind k (numbered in calls[k]; sticky: every later one too). Events are its
- * own numbered tokens: complete when number <= events_done; a successful
- * synchronize completes all. The fault switch is tu_faulty's
- * (alloc_test_util.h); rx is a wrapper of its own because tu_faulty knows
- * how many calls were granted, not which range each touched nor which
+/* ---- the device side: tb (device_books.h) ------------------------------------ *
+ * The wrapper over the simulated device keeps the device side of the books:
+ * every range granted (alloc, vm_reserve) with the domain slot it was granted
+ * for (`serving`, set by the test before each call), the bytes mapped in
+ * each range, and successful calls per domain slot; it fails the
+ * fail_at[k]-th call of kind k (sticky: every later one too). Events are held
+ * until the test (op_progress) or a synchronize completes them. tu_faulty
+ * knows how many calls were granted, not which range each touched nor which
  * domain it served, and those give the per-domain books. Not locked: the
  * threaded test uses the plain simulated device. */
 
-#define RX_RANGES 512
-
-typedef struct rx_range {
-    uintptr_t base;
-    size_t size, mapped;
-    int owner;
-    bool vm, arena;
-} rx_range;
-
-typedef struct rx {
-    cca_upstream *inner;
-    rx_range r[RX_RANGES];
-    int nr;
-    int serving;     /* owner of new ranges; -1: the call must not grant any */
-    int candidate;   /* the range granted during cca_domain_reserve, or -1 */
-    bool capturing;  /* inside cca_domain_reserve */
-    uint64_t stray;  /* ranges granted while serving == -1 */
-    uint64_t calls[TU_FAULT_KINDS], ok[TU_FAULT_KINDS], fail_at[TU_FAULT_KINDS];
-    bool sticky[TU_FAULT_KINDS];
-    uint64_t injected;
-    uint64_t ups[ND], downs[ND]; /* successful grants / give-backs per slot */
-    uint64_t events_recorded, events_done, events_live;
-} rx;
-
-static bool rx_fails(rx *x, tu_fault_kind k) {
-    uint64_t n = ++x->calls[k], at = x->fail_at[k];
-    if (at && (n == at || (x->sticky[k] && n > at))) {
-        x->injected++;
-        return true;
-    }
-    return false;
-}
-
-static cca_status rx_injected(tu_fault_kind k, cca_status st) {
-    return cca_set_error(st, "rx: injected %s failure", tu_fault_names[k]);
-}
-
-static int rx_find(const rx *x, uintptr_t addr, size_t size, bool vm) { /* the range holding [addr, addr+size) */
-    for (int i = 0; i < x->nr; i++)
-        if (x->r[i].vm == vm && addr >= x->r[i].base && addr + size <= x->r[i].base + x->r[i].size)
-            return i;
-    return -1;
-}
-
-static void rx_add(rx *x, void *base, size_t size, bool vm) {
-    cr_assert_lt(x->nr, RX_RANGES, "rx: too many ranges");
-    int owner = x->serving;
-    if (owner < 0) {
-        x->stray++;
-        owner = 0;
-    }
-    x->r[x->nr] = (rx_range){(uintptr_t)base, size, 0, owner, vm, false};
-    if (x->capturing)
-        x->candidate = x->nr;
-    x->nr++;
-    x->ups[owner]++;
-}
-
-static void rx_remove(rx *x, int i) {
-    x->downs[x->r[i].owner]++;
-    if (x->candidate == x->nr - 1)
-        x->candidate = i;
-    else if (x->candidate == i)
-        x->candidate = -1;
-    x->r[i] = x->r[--x->nr];
-}
-
-static cca_status rx_alloc(void *ctx, size_t size, void **ptr) {
-    rx *x = ctx;
-    if (rx_fails(x, TU_FAULT_ALLOC))
-        return rx_injected(TU_FAULT_ALLOC, CCA_ERR_OUT_OF_MEMORY);
-    cca_status st = cca_upstream_alloc(x->inner, size, ptr);
-    if (st == CCA_OK) {
-        x->ok[TU_FAULT_ALLOC]++;
-        rx_add(x, *ptr, size, false);
-    }
-    return st;
-}
-
-static cca_status rx_free(void *ctx, void *ptr, size_t size) {
-    rx *x = ctx;
-    int i = rx_find(x, (uintptr_t)ptr, size, false);
-    cr_assert(i >= 0 && x->r[i].base == (uintptr_t)ptr && x->r[i].size == size, "rx: free of %p (%zu) not granted",
-              ptr, size);
-    if (rx_fails(x, TU_FAULT_FREE))
-        return rx_injected(TU_FAULT_FREE, CCA_ERR_UPSTREAM);
-    cca_status st = cca_upstream_free(x->inner, ptr, size);
-    if (st == CCA_OK) {
-        x->ok[TU_FAULT_FREE]++;
-        rx_remove(x, i);
-    }
-    return st;
-}
-
-static cca_status rx_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
-    rx *x = ctx;
-    return cca_upstream_mem_info(x->inner, free_bytes, total_bytes);
-}
-
-static cca_status rx_sync(void *ctx) {
-    rx *x = ctx;
-    if (rx_fails(x, TU_FAULT_SYNC))
-        return rx_injected(TU_FAULT_SYNC, CCA_ERR_UPSTREAM);
-    cca_status st = cca_upstream_synchronize(x->inner);
-    if (st == CCA_OK) {
-        x->ok[TU_FAULT_SYNC]++;
-        x->events_done = x->events_recorded;
-    }
-    return st;
-}
-
-static cca_status rx_event_record(void *ctx, cca_stream s, void **event) {
-    (void)s;
-    rx *x = ctx;
-    uint64_t *e = malloc(sizeof *e);
-    cr_assert_not_null(e);
-    *e = ++x->events_recorded; /* held: complete only when the test (or a synchronize) says so */
-    x->events_live++;
-    *event = e;
-    return CCA_OK;
-}
-
-static cca_status rx_event_query(void *ctx, void *event) {
-    rx *x = ctx;
-    return *(uint64_t *)event <= x->events_done ? CCA_OK : CCA_ERR_NOT_READY;
-}
-
-static cca_status rx_event_destroy(void *ctx, void *event) {
-    rx *x = ctx;
-    x->events_live--;
-    free(event);
-    return CCA_OK;
-}
-
-static cca_status rx_vm_granularity(void *ctx, size_t *bytes) {
-    rx *x = ctx;
-    return cca_upstream_vm_granularity(x->inner, bytes);
-}
-
-static cca_status rx_vm_reserve(void *ctx, size_t size, void **base) {
-    rx *x = ctx;
-    if (rx_fails(x, TU_FAULT_RESERVE))
-        return rx_injected(TU_FAULT_RESERVE, CCA_ERR_OUT_OF_MEMORY);
-    cca_status st = cca_upstream_vm_reserve(x->inner, size, base);
-    if (st == CCA_OK) {
-        x->ok[TU_FAULT_RESERVE]++;
-        rx_add(x, *base, size, true);
-    }
-    return st;
-}
-
-static cca_status rx_vm_release(void *ctx, void *base, size_t size) {
-    rx *x = ctx;
-    int i = rx_find(x, (uintptr_t)base, size, true);
-    cr_assert(i >= 0 && x->r[i].base == (uintptr_t)base && x->r[i].size == size,
-              "rx: release of range %p (%zu) not reserved", base, size);
-    if (rx_fails(x, TU_FAULT_RELEASE))
-        return rx_injected(TU_FAULT_RELEASE, CCA_ERR_UPSTREAM);
-    cca_status st = cca_upstream_vm_release(x->inner, base, size);
-    if (st == CCA_OK) {
-        cr_assert_eq(x->r[i].mapped, 0, "rx: range %p released with %zu bytes mapped", base, x->r[i].mapped);
-        x->ok[TU_FAULT_RELEASE]++;
-        rx_remove(x, i);
-    }
-    return st;
-}
-
-static cca_status rx_vm_map(void *ctx, void *addr, size_t size) {
-    rx *x = ctx;
-    int i = rx_find(x, (uintptr_t)addr, size, true);
-    cr_assert(i >= 0, "rx: map of %p (%zu) outside every range", addr, size);
-    if (rx_fails(x, TU_FAULT_MAP))
-        return rx_injected(TU_FAULT_MAP, CCA_ERR_OUT_OF_MEMORY);
-    cca_status st = cca_upstream_vm_map(x->inner, addr, size);
-    if (st == CCA_OK) {
-        x->ok[TU_FAULT_MAP]++;
-        x->r[i].mapped += size;
-        x->ups[x->r[i].owner]++;
-    }
-    return st;
-}
-
-static cca_status rx_vm_unmap(void *ctx, void *addr, size_t size) {
-    rx *x = ctx;
-    int i = rx_find(x, (uintptr_t)addr, size, true);
-    cr_assert(i >= 0, "rx: unmap of %p (%zu) outside every range", addr, size);
-    if (rx_fails(x, TU_FAULT_UNMAP))
-        return rx_injected(TU_FAULT_UNMAP, CCA_ERR_UPSTREAM);
-    cca_status st = cca_upstream_vm_unmap(x->inner, addr, size);
-    if (st == CCA_OK) {
-        cr_assert_geq(x->r[i].mapped, size);
-        x->ok[TU_FAULT_UNMAP]++;
-        x->r[i].mapped -= size;
-        x->downs[x->r[i].owner]++;
-    }
-    return st;
-}
-
-static cca_upstream *rx_create(rx *x, cca_upstream *inner) {
-    memset(x, 0, sizeof *x);
-    x->inner = inner;
-    x->candidate = -1;
-    cca_upstream_ops ops = {
-        .alloc = rx_alloc,
-        .free = rx_free,
-        .mem_info = rx_mem_info,
-        .synchronize = rx_sync,
-        .event_record = rx_event_record,
-        .event_query = rx_event_query,
-        .event_destroy = rx_event_destroy,
-        .name = "rx",
-        .vm_granularity = rx_vm_granularity,
-        .vm_reserve = rx_vm_reserve,
-        .vm_release = rx_vm_release,
-        .vm_map = rx_vm_map,
-        .vm_unmap = rx_vm_unmap,
-    };
-    cca_upstream *u = NULL;
-    cr_assert_eq(cca_upstream_custom_create(&ops, x, &u), CCA_OK, "%s", cca_last_error());
-    return u;
-}
-
-static void rx_faults_off(rx *x) {
-    memset(x->fail_at, 0, sizeof x->fail_at);
-    memset(x->sticky, 0, sizeof x->sticky);
-}
-
-/* The device side of slot k's books: reserved bytes (classic ranges whole,
- * vm ranges what is mapped), ranges, address space. k < 0: every slot. */
-static size_t rx_reserved(const rx *x, int k) {
-    size_t sum = 0;
-    for (int i = 0; i < x->nr; i++)
-        if (k < 0 || x->r[i].owner == k)
-            sum += x->r[i].vm ? x->r[i].mapped : x->r[i].size;
-    return sum;
-}
-static size_t rx_segments(const rx *x, int k) {
-    size_t n = 0;
-    for (int i = 0; i < x->nr; i++)
-        n += k < 0 || x->r[i].owner == k;
-    return n;
-}
-static size_t rx_space(const rx *x) {
-    size_t sum = 0;
-    for (int i = 0; i < x->nr; i++)
-        sum += x->r[i].vm ? x->r[i].size : 0;
-    return sum;
-}
-static int rx_arena_of(const rx *x, int k) { /* slot k's footprint arena, or -1 */
+static int rx_arena_of(const tb *x, int k) { /* slot k's footprint arena, or -1 */
     for (int i = 0; i < x->nr; i++)
         if (x->r[i].arena && x->r[i].owner == k)
             return i;
@@ -352,7 +103,7 @@ typedef struct mdom {
     cca_domain *h; /* NULL for slot 0 */
     size_t alloc, alloc_peak, req, req_peak, act, act_peak;
     uint64_t calls;
-    uint64_t ups0, downs0; /* rx's per-slot counts when this domain was made */
+    uint64_t ups0, downs0; /* the wrapper's per-slot counts when this domain was made */
 } mdom;
 
 typedef struct world {
@@ -361,7 +112,7 @@ typedef struct world {
     uint64_t seed;
     int step;
     const char *op;
-    rx x;
+    tb x;
     cca_upstream *dev, *u;
     cca_allocator *a;
     mdom D[ND];
@@ -472,7 +223,7 @@ static void check_world(world *w) {
     for (int k = 0; k < ND; k++) {
         const mdom *m = &w->D[k];
         if (!m->exists) {
-            cr_assert_eq(rx_segments(&w->x, k), 0, WHERE(w) ": a destroyed domain's slot %d holds ranges", WARGS(w), k);
+            cr_assert_eq(tb_segments(&w->x, k), 0, WHERE(w) ": a destroyed domain's slot %d holds ranges", WARGS(w), k);
             continue;
         }
         cca_domain_stats d;
@@ -490,8 +241,8 @@ static void check_world(world *w) {
         DEQ(active_blocks, m->act);
         DEQ(active_blocks_peak, m->act_peak);
         DEQ(alloc_calls, m->calls);
-        DEQ(reserved_bytes, rx_reserved(&w->x, k));
-        DEQ(segments, rx_segments(&w->x, k));
+        DEQ(reserved_bytes, tb_reserved(&w->x, k));
+        DEQ(segments, tb_segments(&w->x, k));
         DEQ(cached_bytes, d.reserved_bytes - d.allocated_bytes);
         DEQ(upstream_allocs, w->x.ups[k] - m->ups0);
         DEQ(upstream_frees, w->x.downs[k] - m->downs0);
@@ -509,9 +260,9 @@ static void check_world(world *w) {
     MEQ("alloc_calls", s.alloc_calls, w->calls);
     MEQ("free_calls", s.free_calls, w->frees);
     MEQ("ooms", s.ooms, w->ooms);
-    MEQ("reserved_bytes", s.reserved_bytes, rx_reserved(&w->x, -1));
-    MEQ("segments", s.segments, rx_segments(&w->x, -1));
-    MEQ("address_space_bytes", s.address_space_bytes, rx_space(&w->x));
+    MEQ("reserved_bytes", s.reserved_bytes, tb_reserved(&w->x, -1));
+    MEQ("segments", s.segments, tb_segments(&w->x, -1));
+    MEQ("address_space_bytes", s.address_space_bytes, tb_space(&w->x));
     MEQ("cached_bytes", s.cached_bytes, s.reserved_bytes - s.allocated_bytes);
     MEQ("upstream_allocs", s.upstream_allocs,
         w->x.ok[TU_FAULT_ALLOC] + w->x.ok[TU_FAULT_RESERVE] + w->x.ok[TU_FAULT_MAP]);
@@ -549,7 +300,7 @@ static int random_domain(world *w, uint64_t *rng) {
 }
 
 /* The step made calls that may complete pending frees: after a successful
- * synchronize all of them (rx completed every event), after an allocation
+ * synchronize all of them (it completed every event), after an allocation
  * those whose events are done. */
 static void settle(world *w, uint64_t syncs_before, bool allocated) {
     if (w->x.ok[TU_FAULT_SYNC] > syncs_before)
@@ -653,7 +404,7 @@ static void op_record(world *w, uint64_t *rng) {
 
 /* The device finishes the work queued so far: every event recorded completes. */
 static void op_progress(world *w) {
-    w->x.events_done = w->x.events_recorded;
+    tb_progress_all(&w->x);
 }
 
 static void op_trim(world *w, uint64_t *rng, bool empty) {
@@ -779,17 +530,17 @@ static void op_release(world *w, uint64_t *rng, bool destroy) {
     cr_assert_eq(rep.live_bytes, live_bytes, WHERE(w), WARGS(w));
     cca_domain_stats after;
     if (st == CCA_OK) {
-        cr_assert_eq(rx_segments(&w->x, k), 0, WHERE(w) ": an OK release left ranges in the domain", WARGS(w));
+        cr_assert_eq(tb_segments(&w->x, k), 0, WHERE(w) ": an OK release left ranges in the domain", WARGS(w));
         cr_assert_eq(rep.bytes_released, before.reserved_bytes, WHERE(w), WARGS(w));
         cr_assert_eq(rep.bytes_still_reserved, 0, WHERE(w), WARGS(w));
     } else {
         cr_assert_eq(st, CCA_ERR_UPSTREAM, WHERE(w) ": release: %s / %s", WARGS(w), cca_status_string(st),
                      cca_last_error());
         cr_assert_gt(w->x.injected, injected, WHERE(w) ": CCA_ERR_UPSTREAM with no fault injected", WARGS(w));
-        cr_assert_gt(rx_segments(&w->x, k), 0, WHERE(w) ": a refused release keeps what was refused", WARGS(w));
+        cr_assert_gt(tb_segments(&w->x, k), 0, WHERE(w) ": a refused release keeps what was refused", WARGS(w));
         w->seen.refused_releases++;
-        cr_assert_eq(rep.bytes_still_reserved, rx_reserved(&w->x, k), WHERE(w), WARGS(w));
-        cr_assert_eq(rep.bytes_released, before.reserved_bytes - rx_reserved(&w->x, k), WHERE(w), WARGS(w));
+        cr_assert_eq(rep.bytes_still_reserved, tb_reserved(&w->x, k), WHERE(w), WARGS(w));
+        cr_assert_eq(rep.bytes_released, before.reserved_bytes - tb_reserved(&w->x, k), WHERE(w), WARGS(w));
     }
     if (destroy && st == CCA_OK) {
         w->retired_ups += w->x.ups[k] - w->D[k].ups0;
@@ -880,7 +631,7 @@ static void run(bool expandable, uint64_t seed, int steps, unsigned fault_pct) {
             (unsigned long long)seed, (unsigned long long)seed);
     cca_host_options o = {.capacity = CAPACITY, .vm_granularity = PG};
     cr_assert_eq(cca_upstream_host_create_with(&o, &w->dev), CCA_OK, "%s", cca_last_error());
-    w->u = rx_create(&w->x, w->dev);
+    w->u = tb_create(&w->x, w->dev, "rx", PG, streams, NS);
     w->x.serving = -1;
     w->a = tu_allocator(w->u, expandable ? "log_oom:0,expandable:1" : "log_oom:0");
     w->D[0].exists = true;
@@ -917,7 +668,7 @@ static void run(bool expandable, uint64_t seed, int steps, unsigned fault_pct) {
             op = "reserve", op_reserve(w, &rng);
         snprintf(what, sizeof what, "%s%s%s", op, fault ? ", fault: " : "", fault ? fault : "");
         w->op = what;
-        rx_faults_off(&w->x);
+        tb_faults_off(&w->x);
         check_world(w);
     }
     fprintf(stderr,

@@ -163,3 +163,68 @@ Test(stream, destroy_with_pending_frees_destroys_their_events) {
     cr_assert_eq(t.used, 0);
     t.hold_events = t.sync_keeps_events = false;
 }
+
+/* A greedy arena whose only block that fits is pending (freed after use on
+ * a non-default stream, its event not complete yet): the allocation
+ * synchronizes, completes the pending free and takes that block, over
+ * classic and expandable segments alike ("a full arena is an OOM after
+ * completing pending frees", docs/allocator.md). */
+static void full_greedy_arena_waits_for_its_pending_block(const char *conf) {
+    cca_host_options o = {.capacity = 64 * MiB, .vm_granularity = 64 * KiB};
+    cca_upstream *dev = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&o, &dev), CCA_OK, "%s", cca_last_error());
+    tu_faulty f;
+    cca_upstream *fu = tu_faulty_create(&f, dev, "gx", true);
+    cca_allocator *a = tu_allocator(fu, conf);
+    void *p = tu_alloc(a, 4 * MiB, S1);
+    f.hold_events = true;
+    tu_free(a, p);
+    cr_assert_eq(tu_stats(a).pending_blocks, 1, "%s: S1 is not the arena's key stream: pending", conf);
+    uint64_t syncs = f.ok[TU_FAULT_SYNC];
+    void *q = NULL;
+    cca_status st = cca_alloc(a, 4 * MiB, NULL, &q);
+    cr_assert_eq(st, CCA_OK, "%s: the arena's only block is pending: %s", conf, cca_last_error());
+    cr_assert_eq(q, p, "%s: the completed block is the one taken", conf);
+    cr_assert_eq(f.ok[TU_FAULT_SYNC], syncs + 1, "%s: one synchronize completed it", conf);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.pending_blocks, 0);
+    cr_assert_eq(s.ooms, 0);
+    cr_assert_eq(f.events_live, 0, "%s: its event destroyed", conf);
+    tu_check(a);
+    f.hold_events = false;
+    tu_free(a, q);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_stats us = tu_upstream_stats(fu);
+    cr_assert_eq(us.bytes_in_use, 0, "%s: nothing lost", conf);
+    cr_assert_eq(us.vm_reserved_bytes, 0, "%s", conf);
+    cca_upstream_destroy(fu);
+    cca_upstream_destroy(dev);
+}
+
+Test(stream, a_full_greedy_arena_waits_for_its_pending_block_classic) {
+    full_greedy_arena_waits_for_its_pending_block("policy:greedy,greedy_bytes:4M,log_oom:0");
+}
+
+Test(stream, a_full_greedy_arena_waits_for_its_pending_block_expandable) {
+    full_greedy_arena_waits_for_its_pending_block("policy:greedy,greedy_bytes:4M,expandable:1,log_oom:0");
+}
+
+/* A free whose events were all complete when recorded (an idle stream)
+ * leaves nothing pending: cca_destroy of classic segments then has nothing
+ * to wait for and does not synchronize (ccalloc.h), so a device whose
+ * synchronize fails cannot fail it. */
+Test(stream, a_free_whose_events_completed_at_once_leaves_nothing_to_synchronize) {
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK);
+    uint64_t records = t.event_records, syncs = t.sync_calls;
+    tu_free(a, p);
+    cr_assert_eq(t.event_records, records + 1, "an event on S2, complete at once");
+    cr_assert_eq(t.events_live, 0, "and destroyed");
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    t.fail_sync = true;
+    cr_assert_eq(cca_destroy(a), CCA_OK, "nothing pending, classic segments: %s", cca_last_error());
+    cr_assert_eq(t.sync_calls, syncs, "no synchronize");
+    cr_assert_eq(t.used, 0);
+    t.fail_sync = false;
+}

@@ -162,7 +162,9 @@ typedef struct cca_upstream_ops {
     /* Wait for all work on the device. NULL: nothing to wait for. */
     cca_status (*synchronize)(void *ctx);
     /* Record an event on `stream` after the work queued so far. NULL (all
-     * three event members): the allocator synchronizes instead of deferring. */
+     * three event members): the allocator synchronizes instead of deferring.
+     * On failure *event is ignored (never queried nor destroyed), whatever
+     * the member left in it, and the allocator synchronizes instead. */
     cca_status (*event_record)(void *ctx, cca_stream stream, void **event);
     /* CCA_OK when the event completed, CCA_ERR_NOT_READY when not yet. */
     cca_status (*event_query)(void *ctx, void *event);
@@ -435,11 +437,13 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    again. A failed retry leaves live blocks unchanged; what it released
  *    stays released.
  *  - greedy: the upstream is called only to reserve the arena, here only
- *    when cca_empty_cache released it; a full arena is an OOM (no retry).
- *    Over expandable segments also to map a fitting free block's pages that
- *    trim unmapped; if the device refuses them, the one retry above (which
- *    unmaps other free pages of the arena); no block that fits: an OOM with
- *    no retry and no upstream call.
+ *    when cca_empty_cache released it; a full arena is an OOM (no retry)
+ *    once pending frees are completed (a synchronize, when frees are
+ *    pending, then best fit again). Over expandable segments also to map a
+ *    fitting free block's pages that trim unmapped; if the device refuses
+ *    them, the one retry above (which unmaps other free pages of the
+ *    arena); no block that fits, pending frees completed: an OOM with no
+ *    retry and no other upstream call.
  * An OOM logs one line, after the allocator's lock is released.
  * size 0: CCA_OK, *out = NULL. On failure *out is NULL. */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
@@ -473,9 +477,10 @@ typedef struct cca_release_report {
     size_t segments_pinned;      /* segments kept because live blocks sit in it */
     size_t live_bytes_pinning;   /* bytes of the live (or pending) blocks in them */
     size_t free_bytes_pinned;    /* cached free bytes trapped in pinned segments */
-    /* expandable segments: pages unmapped by this call in segments that stay
-     * (their bytes are in bytes_released too), and the free bytes that stay
-     * mapped because they share a page with a live or pending block */
+    /* expandable segments: pages unmapped by this call, those of ranges it
+     * then released whole included (their bytes are in bytes_released too),
+     * and the free bytes that stay mapped because they share a page with a
+     * live or pending block */
     size_t pages_unmapped;
     size_t bytes_unmapped;
     size_t free_bytes_trapped;

@@ -538,21 +538,21 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
         if (rounded > arena->size)
             return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: %zu bytes can never fit the %zu-byte greedy arena",
                              a->allocating, size, arena->size);
-        if (a->expandable) {
-            /* a free block that fits, whose trimmed pages the device would
-             * not map: the retry frees other free pages of the arena; no
-             * block that fits: an OOM, no retry, no upstream call */
-            if (!(*b = best_fit(a, pool, NULL, rounded)))
-                return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: the greedy arena has no free block of %zu bytes",
-                                 a->allocating, size);
-            cca_status st = map_held(a, rounded, b);
-            if (st == CCA_ERR_OUT_OF_MEMORY)
-                st = retry(a, rounded, NULL, pool, b);
-            return st == CCA_OK ? st : cca_error_prefix(st, "%s", a->allocating);
-        }
-        if (a->c.pending && ccai_stream_wait_all(a) == CCA_OK && (*b = best_fit(a, pool, NULL, rounded)) != NULL)
+        /* A full arena: pending frees complete once the device is
+         * synchronized, and one of them may fit (both kinds of segment). */
+        if (!(*b = best_fit(a, pool, NULL, rounded)) && a->c.pending && ccai_stream_wait_all(a) == CCA_OK)
+            *b = best_fit(a, pool, NULL, rounded);
+        if (!*b) /* no block that fits: an OOM, no retry */
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: the greedy arena has no free block of %zu bytes",
+                             a->allocating, size);
+        if (!a->expandable)
             return CCA_OK;
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: the greedy arena has no free block of %zu bytes", a->allocating, size);
+        /* a free block that fits, whose trimmed pages the device would not
+         * map: the retry frees other free pages of the arena */
+        cca_status st = map_held(a, rounded, b);
+        if (st == CCA_ERR_OUT_OF_MEMORY)
+            st = retry(a, rounded, NULL, pool, b);
+        return st == CCA_OK ? st : cca_error_prefix(st, "%s", a->allocating);
     }
     size_t want, least;
     ccai_segment_sizes(a, rounded, pool, &want, &least);

@@ -268,9 +268,12 @@ bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st) {
                 ccai_upstream_event_destroy(a->upstream, waits[i].event);
         free(waits);
         free(queues);
+        /* the queues made for these waits stay empty: an empty queue left
+         * linked would read as a pending free (ccai_stream_wait_all would
+         * synchronize for nothing, cca_destroy too) */
+        queue_drop_empty(a);
         if (ok)
             return false; /* the host device, or an idle GPU: no wait */
-        queue_drop_empty(a);
         return sync_instead(a, b, st);
     }
     u->waits = waits;

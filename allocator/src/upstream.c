@@ -383,6 +383,8 @@ cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **even
     op_guard g;
     op_begin(&g);
     cca_status st = u->ops.event_record(u->ctx, s, event);
+    if (st != CCA_OK) /* whatever a refused record left there is no event of ours to query or destroy */
+        *event = NULL;
     return op_end(&g, u, st, st == CCA_OK, "event_record on stream %p", s);
 }
 

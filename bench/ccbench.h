@@ -599,9 +599,6 @@ typedef struct ccb_options {
  * ccb_write_command_md). */
 char *ccb_command_line(int argc, char **argv);
 void ccb_options_init(ccb_options *o, const char *command_line);
-/* A plain decimal number in [lo, hi]: digits only (strtoull alone takes a
- * sign and leading blanks), no overflow. 0, or -1. */
-int ccb_parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out);
 /* Parse argv[1..argc) (argv[0] is the command) with getopt_long: long options
  * as "--opt value" or "--opt=value", -s/-o/-h short ones, operands anywhere.
  * 0 ok; 1 --help was printed (exit 0); 2 a usage error was printed in the

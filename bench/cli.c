@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccai_decimal.h" /* common/: --scale's grammar */
+#include "ccai_decimal.h" /* common/: the grammars of --scale and of counts */
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccalloc.h"
 
@@ -222,18 +222,6 @@ static int usage_error(const char *fmt, ...) {
     return 2;
 }
 
-int ccb_parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
-    if (!s || *s < '0' || *s > '9')
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno == ERANGE || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* A duration: decimal integer with unit ns, us or ms (no unit: us), at most
  * CCA_HOST_MAX_LATENCY_NS. */
 static int parse_duration_ns(const char *s, uint64_t *out) {
@@ -289,7 +277,7 @@ static int parse_lives(const char *s, size_t *lives, size_t *n) {
         comma = strchr(t, ',');
         if (comma)
             *comma = '\0';
-        if (k == CCB_MAX_LIVES || ccb_parse_uint(t, 1, 1000000, &v))
+        if (k == CCB_MAX_LIVES || ccai_decimal_uint(t, 1, 1000000, &v))
             return -1;
         lives[k++] = (size_t)v;
     }
@@ -312,7 +300,7 @@ static int take(ccb_options *o, int id, const char *v) {
     case O_OUTPUT: o->output_file = v; return 0;
     case O_SCRIPTS: o->script_dir = v; return 0;
     case O_SEED:
-        if (ccb_parse_uint(v, 0, ULLONG_MAX, &u))
+        if (ccai_decimal_uint(v, 0, ULLONG_MAX, &u))
             return usage_error("--seed '%s' is not a number in 0..2^64-1", v);
         o->seed = u;
         return 0;
@@ -321,7 +309,7 @@ static int take(ccb_options *o, int id, const char *v) {
             return usage_error("--scale '%s' is not a number > 0 and <= %g", v, CCB_GEN_MAX_SCALE);
         return 0;
     case O_REPS:
-        if (ccb_parse_uint(v, 1, 1000, &u))
+        if (ccai_decimal_uint(v, 1, 1000, &u))
             return usage_error("--reps '%s' is not a count in 1..1000", v);
         o->reps = (int)u;
         o->reps_given = 1;
@@ -337,12 +325,12 @@ static int take(ccb_options *o, int id, const char *v) {
                                v);
         return 0;
     case O_DRIVER_REPS:
-        if (ccb_parse_uint(v, 1, 1000, &u))
+        if (ccai_decimal_uint(v, 1, 1000, &u))
             return usage_error("--driver-reps '%s' is not a count in 1..1000", v);
         o->driver_reps = (int)u;
         return 0;
     case O_PAIRS:
-        if (ccb_parse_uint(v, 1, 1ull << 32, &u))
+        if (ccai_decimal_uint(v, 1, 1ull << 32, &u))
             return usage_error("--pairs '%s' is not a count in 1..2^32", v);
         o->pairs = (size_t)u;
         return 0;

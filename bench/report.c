@@ -44,6 +44,7 @@
 
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccai_stdfds.h" /* common/: ccai_close_failed */
+#include "ccai_open.h"   /* common/: ccai_fopen_nowait */
 
 #ifndef CCB_SCRIPT_DIR
 #define CCB_SCRIPT_DIR "bench/scripts"
@@ -574,9 +575,9 @@ FILE *ccb_open_out(const char *dir, const char *name) {
     char path[PATH_MAX];
     if (out_path(dir, name, path, sizeof path))
         return NULL;
-    FILE *f = fopen(path, "w");
+    FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
     if (!f)
-        out_failed("write", path, strerror(errno));
+        out_failed("write", path, ccai_open_strerror(errno));
     return f;
 }
 

@@ -40,6 +40,8 @@
  */
 #include "ccbench.h"
 
+#include "ccai_decimal.h" /* common/: ccai_decimal_uint */
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -602,7 +604,7 @@ int ccb_async_config_parse(const char *config, unsigned long long *threshold, ch
         *threshold = UINT64_MAX;
         return 0;
     }
-    if (strncmp(config, key, sizeof key - 1) || ccb_parse_uint(config + sizeof key - 1, 0, UINT64_MAX, threshold)) {
+    if (strncmp(config, key, sizeof key - 1) || ccai_decimal_uint(config + sizeof key - 1, 0, UINT64_MAX, threshold)) {
         snprintf(why, whylen,
                  "cuda-async: config is release_threshold:N (plain decimal) or release_threshold:max, got '%s'",
                  config);
@@ -644,7 +646,7 @@ int ccb_cub_config_parse(const char *config, ccb_cub_config *c, char *why, size_
             else
                 colon = NULL; /* an unknown key */
         }
-        int bad = n >= sizeof item || !colon || ccb_parse_uint(colon + 1, lo, hi, &v);
+        int bad = n >= sizeof item || !colon || ccai_decimal_uint(colon + 1, lo, hi, &v);
         if (!bad && field)
             *field = (unsigned)v;
         else if (!bad)

@@ -43,6 +43,7 @@
 #include "ccbench.h"
 #include "ccalloc.h"
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
+#include "ccai_decimal.h" /* common/: ccai_decimal_uint */
 
 #include <errno.h>
 #include <getopt.h>
@@ -123,10 +124,8 @@ static int parse_options(int argc, char **argv, switch_options *so) {
         case O_BATCH: so->batch = optarg; break;
         case O_OUT: so->out = optarg; break;
         case O_ROUNDS: {
-            char *end;
-            errno = 0;
-            long r = strtol(optarg, &end, 10);
-            if (*optarg < '0' || *optarg > '9' || *end || errno || r < 1 || r > 1000)
+            unsigned long long r;
+            if (ccai_decimal_uint(optarg, 1, 1000, &r))
                 return usage_error("--rounds '%s' is not a count in 1..1000", optarg);
             so->rounds = (int)r;
             break;

@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "ccalloc.h"
+#include "ccai_decimal.h" /* common/: ccai_decimal_uint, the fields' grammar */
 
 #include <zlib.h>
 
@@ -305,12 +306,8 @@ static int fail(char *err, size_t len, const char *fmt, ...) {
 
 /* Plain decimal, the whole field: no sign, no space, no base prefix. */
 static int parse_u64(const char *s, uint64_t *v) {
-    if (*s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno || *end != '\0')
+    unsigned long long x;
+    if (ccai_decimal_uint(s, 0, UINT64_MAX, &x))
         return -1;
     *v = x;
     return 0;

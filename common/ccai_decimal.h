@@ -1,6 +1,8 @@
 /*
- * ccai_decimal.h — the project's one grammar of a decimal number written by
- * a person (a fraction in a config string, ccbench's --scale), header-only.
+ * ccai_decimal.h — the project's grammars of a decimal number written by a
+ * person, header-only: a fraction (a config string's, ccbench's --scale)
+ * and a whole number (every count and number option of ccrun, ccbench and
+ * cck_bench, a trace's fields, the plug's device count).
  *
  * strtod alone takes much more than a person means by "a number": leading
  * blanks (" 1"), a sign ("+1", "-0"), hex floats ("0x10" is 16, "0x1p-4"),
@@ -17,7 +19,9 @@
 #ifndef CCAI_DECIMAL_H
 #define CCAI_DECIMAL_H
 
+#include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 static inline bool ccai_decimal_number(const char *s) {
     size_t digits = 0;
@@ -43,6 +47,23 @@ static inline bool ccai_decimal_number(const char *s) {
         if (*s < '0' || *s > '9')
             return false;
     return true;
+}
+
+/* A whole number: digits and nothing else, in [lo, hi]. strtoull alone
+ * takes blanks (" 5"), a sign ("+5"; "-5" as 2^64 - 5) and clamps an
+ * overflow to 2^64 - 1; atoi takes trailing text ("5x") and overflows
+ * silently. 0 and *out set, or -1 and *out untouched. */
+static inline int ccai_decimal_uint(const char *s, unsigned long long lo, unsigned long long hi,
+                                    unsigned long long *out) {
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno == ERANGE || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
 }
 
 #endif /* CCAI_DECIMAL_H */

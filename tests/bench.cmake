@@ -97,6 +97,25 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
     gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)
   ccb_cli(ccbench_gen_full 1 "cannot write /dev/full: No space left on device" "" - gen uniform --scale 0.05 -o /dev/full)
+  # ... and a FIFO that no process reads is refused at once (fopen for writing
+  # waits for a reader for ever); `timeout` makes a hang a failure
+  set(ccb_fifo ${ccb_cli_dir}/fifo.csv)
+  add_test(NAME ccbench_gen_fifo_nobody_reads COMMAND sh -c
+    "mkdir -p '${ccb_cli_dir}' && rm -f '${ccb_fifo}' && mkfifo '${ccb_fifo}' && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 1 'cannot write ${ccb_fifo}: a FIFO nobody reads' '' - gen uniform --scale 0.05 -o '${ccb_fifo}'")
+  set_tests_properties(ccbench_gen_fifo_nobody_reads PROPERTIES LABELS cpu TIMEOUT 60)
+  # cck_bench's counts are plain decimal (atoi took "5x" as 5 and "x" as 0,
+  # strtoull "-1" as 2^64-1): refused with exit 2 naming the option
+  if(TARGET cck_bench)
+    set(i 0)
+    foreach(bad "--reps;5x" "--reps;0" "--reps;x" "--cpu-reps; 3" "--cpu-reps;+3" "--cpu-rows;-1"
+            "--cpu-rows;99999999999999999999999")
+      math(EXPR i "${i} + 1")
+      list(GET bad 0 opt)
+      add_test(NAME cck_bench_bad_count_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh
+        $<TARGET_FILE:cck_bench> 2 "^${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
+      set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
+    endforeach()
+  endif()
   # switch: one model once has no switch to time (it printed NaN and exited 0)
   ccb_cli(ccbench_switch_one_model 2 "a switch needs two models in the sequence" "" -
     switch --device host --rounds 1 mlp:64x64:relu)

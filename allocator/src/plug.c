@@ -67,6 +67,8 @@
  */
 #include "internal.h"
 
+#include "ccai_decimal.h" /* common/: ccai_decimal_uint */
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,10 +135,8 @@ static cca_status parse_spec(const char *text, plug_spec *out) {
             return ccai_fail(CCA_ERR_CONFIG, "upstream 'host': capacity '%s' is not a size > 0 like 512M", cap);
         if (colon) {
             const char *d = colon + 1;
-            char *end = NULL;
-            errno = 0;
-            long v = (*d >= '0' && *d <= '9') ? strtol(d, &end, 10) : -1;
-            if (v < 1 || v > CCA_PLUG_MAX_DEVICES || errno || !end || *end != '\0')
+            unsigned long long v;
+            if (ccai_decimal_uint(d, 1, CCA_PLUG_MAX_DEVICES, &v))
                 return ccai_fail(CCA_ERR_CONFIG, "upstream 'host': devices '%s' is not a number in [1, %d]", d,
                                  CCA_PLUG_MAX_DEVICES);
             s.devices = (int)v;

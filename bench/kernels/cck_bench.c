@@ -29,12 +29,15 @@
  * one CSV row per measurement (default cck_bench.csv).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "ccai_decimal.h" /* common/: ccai_decimal_uint */
+#include "ccai_open.h"    /* common/: ccai_fopen_nowait */
 #include "ccai_rng.h"
 #include "cck.h"
 
@@ -545,12 +548,23 @@ static int bench_gpu(const opts *o) {
 int main(int argc, char **argv) {
     opts o = {.reps = 20, .cpu_reps = 5, .cpu_rows = 4096, .csv = "cck_bench.csv", .cpu = 1};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            o.reps = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--cpu-reps") && i + 1 < argc) {
-            o.cpu_reps = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--cpu-rows") && i + 1 < argc) {
-            o.cpu_rows = (size_t)strtoull(argv[++i], NULL, 10);
+        unsigned long long v;
+        if ((!strcmp(argv[i], "--reps") || !strcmp(argv[i], "--cpu-reps") || !strcmp(argv[i], "--cpu-rows")) &&
+            i + 1 < argc) {
+            /* counts: plain decimal (atoi took "5x" as 5 and "x" as 0); rows
+             * at most 2^20, so that rows x cols of the host sweep fit */
+            const char *opt = argv[i++];
+            unsigned long long hi = !strcmp(opt, "--cpu-rows") ? 1ull << 20 : 1000000;
+            if (ccai_decimal_uint(argv[i], 1, hi, &v)) {
+                fprintf(stderr, "%s '%s' is not a count in 1..%llu\n", opt, argv[i], hi);
+                return 2;
+            }
+            if (!strcmp(opt, "--reps"))
+                o.reps = (int)v;
+            else if (!strcmp(opt, "--cpu-reps"))
+                o.cpu_reps = (int)v;
+            else
+                o.cpu_rows = (size_t)v;
         } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
             o.csv = argv[++i];
         } else if (!strcmp(argv[i], "--no-cpu")) {
@@ -566,9 +580,9 @@ int main(int argc, char **argv) {
         printf("--reps, --cpu-reps and --cpu-rows must be >= 1\n");
         return 2;
     }
-    csv = fopen(o.csv, "w");
+    csv = ccai_fopen_nowait(o.csv, 0); /* a FIFO nobody reads: refused, not waited for */
     if (!csv) {
-        perror(o.csv);
+        fprintf(stderr, "%s: %s\n", o.csv, ccai_open_strerror(errno));
         return 2;
     }
     fprintf(csv, "device,kind,op,version,rows,cols,batch,in,out,act,reps,median_ms,min_ms,max_ms,gbps,"

@@ -29,10 +29,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "ccai_decimal.h" /* common/: ccai_decimal_uint */
 #include "ccai_open.h"   /* common/: ccai_fopen_nowait */
 #include "ccai_stdfds.h" /* common/: ccai_hold_std_fds */
 #include "ccrun.h"
@@ -112,12 +114,8 @@ static int usage_error(const char *fmt, const char *arg) {
 /* A count in 1..2^24, plain decimal as --seed: strtoull alone would take
  * "+5", " 5" and "-5" (as 2^64-5), so the first byte must be a digit. */
 static int parse_count(const char *text, size_t *out) {
-    char *end;
-    if (!text || !isdigit((unsigned char)*text))
-        return 0;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (*end || errno == ERANGE || v == 0 || v > (1ull << 24))
+    unsigned long long v;
+    if (ccai_decimal_uint(text, 1, 1ull << 24, &v))
         return 0;
     *out = (size_t)v;
     return 1;
@@ -208,11 +206,10 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         case O_SEED: {
             /* plain decimal in 0..2^64-1: strtoull alone would take "-1"
              * (as 2^64-1), " 7", "+7" and clamp an overflow to 2^64-1 */
-            char *end;
-            errno = 0;
-            o->seed = strtoull(optarg, &end, 10);
-            if (!isdigit((unsigned char)*optarg) || *end || errno == ERANGE)
+            unsigned long long seed;
+            if (ccai_decimal_uint(optarg, 0, ULLONG_MAX, &seed))
                 return usage_error("--seed '%s' is not a number in 0..2^64-1", optarg);
+            o->seed = seed;
             break;
         }
         case O_DEMO: o->demo = 1; break;

@@ -680,3 +680,35 @@ Test(plug, held_log_lines_are_written_at_release_and_the_lost_counted) {
     ccai_log("after"); /* not held any more: at once */
     cr_assert_eq(held_n, CCAI_LOG_HELD + 2);
 }
+
+/* A held line reaches the sink as a pointer into the thread's queue; a sink
+ * that makes a call which holds and logs again (here: a device's creation
+ * failing) must not change the line it is reading. Device 0's creation holds
+ * one line (a bad CCALLOC_CONF: the defaults are used); the sink, at that
+ * line, names device 1, whose creation fails with a line of its own (to
+ * stderr: it is logged inside the sink). */
+static char sink_seen[256];
+static int sink_seen_n;
+static bool sink_line_changed;
+
+static void sink_creates_another_device(void *user, const char *line) {
+    (void)user;
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", line);
+    if (sink_seen_n++ == 0)
+        cr_assert_null(cca_plug_alloc(4096, 1, NULL)); /* device 1 of 1: its creation fails and logs */
+    sink_line_changed |= strcmp(copy, line) != 0;
+    snprintf(sink_seen, sizeof sink_seen, "%s", copy);
+}
+
+Test(plug, a_sink_that_logs_again_keeps_the_held_line, .timeout = 20) {
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    setenv("CCALLOC_CONF", "no_such_option:1", 1);
+    cca_set_log_callback(sink_creates_another_device, NULL);
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(p, "%s", cca_last_error());
+    cr_assert_eq(sink_seen_n, 1, "one line held by device 0's creation");
+    cr_assert_not_null(strstr(sink_seen, "no_such_option"), "%s", sink_seen);
+    cr_assert_not(sink_line_changed, "the line changed under the sink");
+    cca_plug_free(p, 4096, 0, NULL);
+}

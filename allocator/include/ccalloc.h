@@ -210,7 +210,11 @@ typedef struct cca_upstream_ops {
 
 typedef struct cca_upstream cca_upstream;
 
-/* Accounting kept by every upstream, whatever its ops (counted around them). */
+/* Accounting kept by every upstream, whatever its ops (counted around them).
+ * Memory given back (free, vm_unmap) is uncounted before the op, and counted
+ * again if it fails; memory taken (alloc, vm_map) is counted after the op:
+ * with threads sharing the upstream, bytes_in_use and its peak never exceed
+ * what the device held at that moment. */
 typedef struct cca_upstream_stats {
     size_t bytes_in_use;      /* reserved through this upstream, now      */
     size_t bytes_in_use_peak; /* highest bytes_in_use                     */

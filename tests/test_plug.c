@@ -712,3 +712,24 @@ Test(plug, a_sink_that_logs_again_keeps_the_held_line, .timeout = 20) {
     cr_assert_not(sink_line_changed, "the line changed under the sink");
     cca_plug_free(p, 4096, 0, NULL);
 }
+
+/* A call that succeeds leaves the caller's message (ccalloc.h: "the message
+ * of the last failing call on this thread"), also when it is the first call
+ * of a device and the creation met a bad CCALLOC_CONF on the way (logged,
+ * the defaults used): a framework reading cca_last_error() after a later
+ * NULL from elsewhere must not find the configuration's complaint there. */
+Test(plug, a_first_call_that_succeeds_leaves_the_message) {
+    cr_assert_eq(cca_plug_configure("host:64M:2", NULL), CCA_OK);
+    setenv("CCALLOC_CONF", "no_such_option:1", 1);
+    cca_set_error(CCA_ERR_IO, "the caller's own");
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(p, "%s", cca_last_error());
+    ASSERT_LOGGED(1, "no_such_option");
+    cr_assert_str_eq(cca_last_error(), "the caller's own");
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_plug_get_allocator(1, &a), CCA_OK);
+    cr_assert_eq(logged.lines, 2, "device 1 logged too");
+    cr_assert_str_eq(cca_last_error(), "the caller's own");
+    cca_plug_free(p, 4096, 0, NULL);
+    cr_assert_str_eq(cca_last_error(), "the caller's own");
+}

@@ -394,7 +394,9 @@ typedef struct cca_allocator cca_allocator;
 
 /* Create an allocator over upstream `u` (borrowed; it must outlive the
  * allocator). Config precedence: an explicit `c` is used as given; with
- * c == NULL the defaults plus CCALLOC_CONF are used. The greedy policy
+ * c == NULL the defaults plus CCALLOC_CONF are used (a bad CCALLOC_CONF is
+ * logged and the defaults alone used: the call still succeeds, and leaves
+ * the thread's message as it was). The greedy policy
  * reserves its arena here (CCA_ERR_OUT_OF_MEMORY if the upstream refuses). */
 cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out);
 

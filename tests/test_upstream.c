@@ -558,9 +558,14 @@ static void freed_memory_retaken_is_never_counted_twice(bool vm) {
     cr_assert_eq(cca_upstream_host_create(cap, &g.inner), CCA_OK);
     sem_init(&g.given_back, 0, 0);
     sem_init(&g.go_on, 0, 0);
-    cca_upstream_ops ops = {.alloc = gated_alloc, .free = gated_free, .vm_granularity = gated_granularity,
-                            .vm_reserve = gated_reserve, .vm_release = gated_release, .vm_map = gated_map,
-                            .vm_unmap = gated_unmap, .name = "gated"};
+    cca_upstream_ops ops = {.alloc = gated_alloc,
+                            .free = gated_free,
+                            .vm_granularity = gated_granularity,
+                            .vm_reserve = gated_reserve,
+                            .vm_release = gated_release,
+                            .vm_map = gated_map,
+                            .vm_unmap = gated_unmap,
+                            .name = "gated"};
     cca_upstream *u;
     cr_assert_eq(cca_upstream_custom_create(&ops, &g, &u), CCA_OK);
     void *base = NULL, *p = NULL;

@@ -566,6 +566,52 @@ Test(plug, racing_first_calls_on_several_devices) {
     }
 }
 
+/* Racing first calls on a device whose creation fails: it is tried once,
+ * logged once, and every racer gets NULL with the same reason; a device
+ * beside it works. */
+typedef struct failing_racer {
+    pthread_barrier_t *go;
+    int id;
+    bool got_null, same_reason;
+    void *good;
+} failing_racer;
+
+static void *race_failing(void *arg) {
+    failing_racer *r = arg;
+    pthread_barrier_wait(r->go);
+    for (int i = 0; i < 50; i++) {
+        r->got_null = cca_plug_alloc(4096, 5, NULL) == NULL;
+        r->same_reason = strstr(cca_last_error(), "cca_plug_alloc: device 5: simulated device 5 not in [0, 2)") != NULL;
+        if (!r->got_null || !r->same_reason)
+            break;
+    }
+    r->good = cca_plug_alloc(4096, r->id % 2, NULL);
+    return NULL;
+}
+
+Test(plug, racing_first_calls_on_a_failing_device_try_and_log_once) {
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:64M:2", 1);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, RACERS);
+    pthread_t t[RACERS];
+    failing_racer r[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        r[i] = (failing_racer){.go = &go, .id = i};
+        pthread_create(&t[i], NULL, race_failing, &r[i]);
+    }
+    for (int i = 0; i < RACERS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < RACERS; i++) {
+        cr_assert(r[i].got_null && r[i].same_reason, "racer %d", i);
+        cr_assert_not_null(r[i].good, "racer %d: the working device", i);
+        cca_plug_free(r[i].good, 4096, i % 2, NULL);
+    }
+    ASSERT_LOGGED(1, "device 5");
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(tu_stats(plug_allocator(d)).alloc_calls, RACERS / 2);
+}
+
 /* ---- log callbacks that call back into the library ------------------------------------- */
 
 /* A sink may call the library: unregister itself, or make calls that log

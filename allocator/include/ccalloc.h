@@ -804,8 +804,11 @@ cca_status cca_plug_get_upstream(int device, cca_upstream **out);
 
 /* For tests: destroy every device's allocator and upstream and forget
  * cca_plug_configure and every recorded failure, as at load. Not while
- * another thread is in a cca_plug_* call. If any device has live (or
- * pending) blocks: CCA_ERR_LIVE_BLOCKS naming it, and nothing changes. */
+ * another thread is in a cca_plug_* call, nor while one uses an allocator or
+ * upstream that cca_plug_get_allocator / cca_plug_get_upstream returned:
+ * those handles are destroyed here (the next call on the device creates new
+ * ones). If any device has live (or pending) blocks: CCA_ERR_LIVE_BLOCKS
+ * naming it, and nothing changes. */
 cca_status cca_plug_reset(void);
 
 #ifdef __cplusplus

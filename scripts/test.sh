@@ -31,7 +31,7 @@ cmake --build build-asan -j"$jobs"
 
 echo "== 2b ThreadSanitizer (allocator, threaded stress) =="
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCA_TSAN=ON -DCCA_ENABLE_CUDA=OFF >/dev/null
-cmake --build build-tsan --target tsan_stress -j"$jobs"
+cmake --build build-tsan --target tsan_programs -j"$jobs"
 (cd build-tsan && ctest --output-on-failure)
 
 echo "== 3/4 installed package =="

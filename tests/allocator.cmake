@@ -8,6 +8,22 @@ foreach(suite pool stream check release stats config upstream fault_injection ra
 endforeach()
 target_link_libraries(test_stats PRIVATE PkgConfig::CJSON)
 
+# Every public call from eight threads at once, checked exactly, and the framework entry points racing
+# (tests/threads_api.c, a plain program: also the TSan stage's). Its trace then reads back through ccbench's
+# parser (pairing, domains, sections), and replays where the full invariant walk (CCA_DEBUG=2, minutes on
+# this trace) is off.
+cca_add_thread_program(threads_api)
+if(TARGET ccbench)
+  set_tests_properties(threads_api PROPERTIES FIXTURES_SETUP threads_api_trace)
+  add_test(NAME threads_api_trace_reads COMMAND ccbench info ${CMAKE_CURRENT_BINARY_DIR}/threads_api_trace.csv)
+  set_tests_properties(threads_api_trace_reads PROPERTIES LABELS cpu FIXTURES_REQUIRED threads_api_trace)
+  if(NOT CCA_DEBUG STREQUAL "2")
+    add_test(NAME threads_api_replay COMMAND ccbench replay --quick -s ccalloc-growth -s ccalloc-expandable
+      --out ${CMAKE_CURRENT_BINARY_DIR}/threads_api_replay ${CMAKE_CURRENT_BINARY_DIR}/threads_api_trace.csv)
+    set_tests_properties(threads_api_replay PROPERTIES LABELS cpu TIMEOUT 300 FIXTURES_REQUIRED threads_api_trace)
+  endif()
+endif()
+
 # Skips with a reason where cca_upstream_cuda_create reports no device.
 cca_add_test(NAME test_cuda_upstream SOURCES test_cuda_upstream.c alloc_test_util.c LIBS ccalloc_static LABEL gpu)
 if(CCA_WITH_CUDA) # the VMM test writes and reads mapped memory with cudaMemset/cudaMemcpy

@@ -566,6 +566,52 @@ Test(plug, racing_first_calls_on_several_devices) {
     }
 }
 
+/* Racing first calls on a device whose creation fails: it is tried once,
+ * logged once, and every racer gets NULL with the same reason; a device
+ * beside it works. */
+typedef struct failing_racer {
+    pthread_barrier_t *go;
+    int id;
+    bool got_null, same_reason;
+    void *good;
+} failing_racer;
+
+static void *race_failing(void *arg) {
+    failing_racer *r = arg;
+    pthread_barrier_wait(r->go);
+    for (int i = 0; i < 50; i++) {
+        r->got_null = cca_plug_alloc(4096, 5, NULL) == NULL;
+        r->same_reason = strstr(cca_last_error(), "cca_plug_alloc: device 5: simulated device 5 not in [0, 2)") != NULL;
+        if (!r->got_null || !r->same_reason)
+            break;
+    }
+    r->good = cca_plug_alloc(4096, r->id % 2, NULL);
+    return NULL;
+}
+
+Test(plug, racing_first_calls_on_a_failing_device_try_and_log_once) {
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:64M:2", 1);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, RACERS);
+    pthread_t t[RACERS];
+    failing_racer r[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        r[i] = (failing_racer){.go = &go, .id = i};
+        pthread_create(&t[i], NULL, race_failing, &r[i]);
+    }
+    for (int i = 0; i < RACERS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < RACERS; i++) {
+        cr_assert(r[i].got_null && r[i].same_reason, "racer %d", i);
+        cr_assert_not_null(r[i].good, "racer %d: the working device", i);
+        cca_plug_free(r[i].good, 4096, i % 2, NULL);
+    }
+    ASSERT_LOGGED(1, "device 5");
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(tu_stats(plug_allocator(d)).alloc_calls, RACERS / 2);
+}
+
 /* ---- log callbacks that call back into the library ------------------------------------- */
 
 /* A sink may call the library: unregister itself, or make calls that log
@@ -698,4 +744,57 @@ Test(plug, held_log_lines_are_written_at_release_and_the_lost_counted) {
     cr_assert_str_eq(held_lines[CCAI_LOG_HELD], "3 more lines were not logged");
     ccai_log("after"); /* not held any more: at once */
     cr_assert_eq(held_n, CCAI_LOG_HELD + 2);
+}
+
+/* A held line reaches the sink as a pointer into the thread's queue; a sink
+ * that makes a call which holds and logs again (here: a device's creation
+ * failing) must not change the line it is reading. Device 0's creation holds
+ * one line (a bad CCALLOC_CONF: the defaults are used); the sink, at that
+ * line, names device 1, whose creation fails with a line of its own (to
+ * stderr: it is logged inside the sink). */
+static char sink_seen[256];
+static int sink_seen_n;
+static bool sink_line_changed;
+
+static void sink_creates_another_device(void *user, const char *line) {
+    (void)user;
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", line);
+    if (sink_seen_n++ == 0)
+        cr_assert_null(cca_plug_alloc(4096, 1, NULL)); /* device 1 of 1: its creation fails and logs */
+    sink_line_changed |= strcmp(copy, line) != 0;
+    snprintf(sink_seen, sizeof sink_seen, "%s", copy);
+}
+
+Test(plug, a_sink_that_logs_again_keeps_the_held_line, .timeout = 20) {
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    setenv("CCALLOC_CONF", "no_such_option:1", 1);
+    cca_set_log_callback(sink_creates_another_device, NULL);
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(p, "%s", cca_last_error());
+    cr_assert_eq(sink_seen_n, 1, "one line held by device 0's creation");
+    cr_assert_not_null(strstr(sink_seen, "no_such_option"), "%s", sink_seen);
+    cr_assert_not(sink_line_changed, "the line changed under the sink");
+    cca_plug_free(p, 4096, 0, NULL);
+}
+
+/* A call that succeeds leaves the caller's message (ccalloc.h: "the message
+ * of the last failing call on this thread"), also when it is the first call
+ * of a device and the creation met a bad CCALLOC_CONF on the way (logged,
+ * the defaults used): a framework reading cca_last_error() after a later
+ * NULL from elsewhere must not find the configuration's complaint there. */
+Test(plug, a_first_call_that_succeeds_leaves_the_message) {
+    cr_assert_eq(cca_plug_configure("host:64M:2", NULL), CCA_OK);
+    setenv("CCALLOC_CONF", "no_such_option:1", 1);
+    cca_set_error(CCA_ERR_IO, "the caller's own");
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(p, "%s", cca_last_error());
+    ASSERT_LOGGED(1, "no_such_option");
+    cr_assert_str_eq(cca_last_error(), "the caller's own");
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_plug_get_allocator(1, &a), CCA_OK);
+    cr_assert_eq(logged.lines, 2, "device 1 logged too");
+    cr_assert_str_eq(cca_last_error(), "the caller's own");
+    cca_plug_free(p, 4096, 0, NULL);
+    cr_assert_str_eq(cca_last_error(), "the caller's own");
 }

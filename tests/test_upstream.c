@@ -8,6 +8,8 @@
 #include "alloc_test_util.h"
 
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -488,4 +490,136 @@ Test(upstream, misaligned_pointers_are_refused_and_given_back) {
     cca_upstream_destroy(u);
     cr_assert_eq(tu_upstream_stats(k.inner).bytes_in_use, 0);
     cca_upstream_destroy(k.inner);
+}
+
+/* ---- the wrapper's counts under threads ------------------------------------------------ */
+
+/* A device given back by one thread may be taken by another before the
+ * first has counted its free: bytes_in_use (and so its peak) must never say
+ * the device held more than it has. "gated" forwards to the simulated
+ * device; with `gate` set, free and vm_unmap stop after the device took the
+ * memory back, until the main thread has allocated it again. */
+typedef struct gated {
+    cca_upstream *inner;
+    bool gate;
+    sem_t given_back, go_on;
+} gated;
+
+static void gated_wait(gated *g) {
+    if (!g->gate)
+        return;
+    sem_post(&g->given_back);
+    sem_wait(&g->go_on);
+}
+
+static cca_status gated_alloc(void *ctx, size_t size, void **p) {
+    return cca_upstream_alloc(((gated *)ctx)->inner, size, p);
+}
+static cca_status gated_free(void *ctx, void *p, size_t size) {
+    cca_status st = cca_upstream_free(((gated *)ctx)->inner, p, size);
+    gated_wait(ctx);
+    return st;
+}
+static cca_status gated_granularity(void *ctx, size_t *bytes) {
+    return cca_upstream_vm_granularity(((gated *)ctx)->inner, bytes);
+}
+static cca_status gated_reserve(void *ctx, size_t size, void **base) {
+    return cca_upstream_vm_reserve(((gated *)ctx)->inner, size, base);
+}
+static cca_status gated_release(void *ctx, void *base, size_t size) {
+    return cca_upstream_vm_release(((gated *)ctx)->inner, base, size);
+}
+static cca_status gated_map(void *ctx, void *addr, size_t size) {
+    return cca_upstream_vm_map(((gated *)ctx)->inner, addr, size);
+}
+static cca_status gated_unmap(void *ctx, void *addr, size_t size) {
+    cca_status st = cca_upstream_vm_unmap(((gated *)ctx)->inner, addr, size);
+    gated_wait(ctx);
+    return st;
+}
+
+typedef struct give_back {
+    cca_upstream *u;
+    void *p;
+    size_t size;
+    bool vm;
+    cca_status st;
+} give_back;
+
+static void *give_back_main(void *arg) {
+    give_back *g = arg;
+    g->st = g->vm ? cca_upstream_vm_unmap(g->u, g->p, g->size) : cca_upstream_free(g->u, g->p, g->size);
+    return NULL;
+}
+
+static void freed_memory_retaken_is_never_counted_twice(bool vm) {
+    const size_t cap = 4 * MiB;
+    gated g = {0};
+    cr_assert_eq(cca_upstream_host_create(cap, &g.inner), CCA_OK);
+    sem_init(&g.given_back, 0, 0);
+    sem_init(&g.go_on, 0, 0);
+    cca_upstream_ops ops = {.alloc = gated_alloc,
+                            .free = gated_free,
+                            .vm_granularity = gated_granularity,
+                            .vm_reserve = gated_reserve,
+                            .vm_release = gated_release,
+                            .vm_map = gated_map,
+                            .vm_unmap = gated_unmap,
+                            .name = "gated"};
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_custom_create(&ops, &g, &u), CCA_OK);
+    void *base = NULL, *p = NULL;
+    if (vm) {
+        cr_assert_eq(cca_upstream_vm_reserve(u, 2 * cap, &base), CCA_OK);
+        cr_assert_eq(cca_upstream_vm_map(u, base, cap), CCA_OK, "%s", cca_last_error());
+        p = base;
+    } else {
+        cr_assert_eq(cca_upstream_alloc(u, cap, &p), CCA_OK); /* the device is full */
+    }
+    g.gate = true;
+    give_back gb = {.u = u, .p = p, .size = cap, .vm = vm};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, give_back_main, &gb), 0);
+    sem_wait(&g.given_back); /* the device has it back; the other thread has not counted it yet */
+    void *q = NULL;
+    if (vm)
+        cr_assert_eq(cca_upstream_vm_map(u, (char *)base + cap, cap), CCA_OK, "%s", cca_last_error());
+    else
+        cr_assert_eq(cca_upstream_alloc(u, cap, &q), CCA_OK, "%s", cca_last_error());
+    cca_upstream_stats s = tu_upstream_stats(u);
+    sem_post(&g.go_on);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(gb.st, CCA_OK);
+    g.gate = false;
+    cr_assert_leq(s.bytes_in_use, cap, "%zu bytes in use on a device of %zu", s.bytes_in_use, cap);
+    cr_assert_leq(s.bytes_in_use_peak, cap, "a peak of %zu bytes on a device of %zu", s.bytes_in_use_peak, cap);
+    s = tu_upstream_stats(u);
+    cr_assert_eq(s.bytes_in_use, cap);
+    cr_assert_eq(s.bytes_in_use_peak, cap);
+    if (vm) {
+        cr_assert_eq(s.vm_mapped_bytes, cap);
+        cr_assert_eq(cca_upstream_vm_unmap(u, (char *)base + cap, cap), CCA_OK);
+        cr_assert_eq(cca_upstream_vm_release(u, base, 2 * cap), CCA_OK);
+    } else {
+        cr_assert_eq(s.allocations, 1);
+        cr_assert_eq(cca_upstream_free(u, q, cap), CCA_OK);
+    }
+    s = tu_upstream_stats(u);
+    cr_assert_eq(s.bytes_in_use, 0);
+    cr_assert_eq(s.allocations, 0);
+    cr_assert_eq(s.vm_mapped_bytes, 0);
+    cr_assert_eq(s.vm_reserved_bytes, 0);
+    cca_upstream_destroy(u);
+    cr_assert_eq(tu_upstream_stats(g.inner).bytes_in_use, 0);
+    cca_upstream_destroy(g.inner);
+    sem_destroy(&g.given_back);
+    sem_destroy(&g.go_on);
+}
+
+Test(upstream, a_free_and_another_threads_alloc_never_count_the_memory_twice) {
+    freed_memory_retaken_is_never_counted_twice(false);
+}
+
+Test(upstream, an_unmap_and_another_threads_map_never_count_the_memory_twice) {
+    freed_memory_retaken_is_never_counted_twice(true);
 }

@@ -214,7 +214,11 @@ typedef struct cca_upstream_ops {
 
 typedef struct cca_upstream cca_upstream;
 
-/* Accounting kept by every upstream, whatever its ops (counted around them). */
+/* Accounting kept by every upstream, whatever its ops (counted around them).
+ * Memory given back (free, vm_unmap) is uncounted before the op, and counted
+ * again if it fails; memory taken (alloc, vm_map) is counted after the op:
+ * with threads sharing the upstream, bytes_in_use and its peak never exceed
+ * what the device held at that moment. */
 typedef struct cca_upstream_stats {
     size_t bytes_in_use;      /* reserved through this upstream, now      */
     size_t bytes_in_use_peak; /* highest bytes_in_use                     */
@@ -396,7 +400,9 @@ typedef struct cca_allocator cca_allocator;
 
 /* Create an allocator over upstream `u` (borrowed; it must outlive the
  * allocator). Config precedence: an explicit `c` is used as given; with
- * c == NULL the defaults plus CCALLOC_CONF are used. The greedy policy
+ * c == NULL the defaults plus CCALLOC_CONF are used (a bad CCALLOC_CONF is
+ * logged and the defaults alone used: the call still succeeds, and leaves
+ * the thread's message as it was). The greedy policy
  * reserves its arena here (CCA_ERR_OUT_OF_MEMORY if the upstream refuses). */
 cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out);
 
@@ -807,8 +813,11 @@ cca_status cca_plug_get_upstream(int device, cca_upstream **out);
 
 /* For tests: destroy every device's allocator and upstream and forget
  * cca_plug_configure and every recorded failure, as at load. Not while
- * another thread is in a cca_plug_* call. If any device has live (or
- * pending) blocks: CCA_ERR_LIVE_BLOCKS naming it, and nothing changes. */
+ * another thread is in a cca_plug_* call, nor while one uses an allocator or
+ * upstream that cca_plug_get_allocator / cca_plug_get_upstream returned:
+ * those handles are destroyed here (the next call on the device creates new
+ * ones). If any device has live (or pending) blocks: CCA_ERR_LIVE_BLOCKS
+ * naming it, and nothing changes. */
 cca_status cca_plug_reset(void);
 
 #ifdef __cplusplus

@@ -96,9 +96,13 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
             return st;
     } else {
         cca_config_default(&cfg);
+        /* a bad CCALLOC_CONF is logged, not a failure: the caller's message stays */
+        char saved[CCAI_ERROR_CAP];
+        ccai_error_save(saved);
         if (cca_config_apply_env(&cfg) != CCA_OK) {
             ccai_log("%s; using the defaults", cca_last_error());
             cca_config_default(&cfg);
+            ccai_error_restore(saved);
         }
     }
     cca_allocator *a = calloc(1, sizeof *a);

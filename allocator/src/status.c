@@ -224,10 +224,16 @@ void ccai_log_hold(void) {
 void ccai_log_release(void) {
     if (--log_held)
         return;
+    /* The lines are emitted from a copy: a sink may make a call that holds
+     * and logs again on this thread (a device's creation), which refills the
+     * queue while the sink still reads its line (that call's lines go to
+     * stderr: they are logged inside the sink). */
     unsigned n = held.n, lost = held.lost;
+    char line[CCAI_LOG_HELD][sizeof held.line[0]];
+    memcpy(line, held.line, n * sizeof line[0]);
     held.n = held.lost = 0;
-    for (unsigned i = 0; i < n; i++) /* a sink that logs again goes to stderr: the queue is not reused */
-        emit(held.line[i]);
+    for (unsigned i = 0; i < n; i++)
+        emit(line[i]);
     if (lost) {
         char line[80];
         snprintf(line, sizeof line, "%u more lines were not logged", lost);

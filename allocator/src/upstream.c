@@ -123,6 +123,58 @@ const char *cca_upstream_name(const cca_upstream *u) {
     return u ? u->name : "(null)";
 }
 
+/* Memory given back is uncounted BEFORE the op that gives it back, memory
+ * taken counted after the op that takes it: the moment the device has the
+ * memory back, another thread may take it and count it, so a free counted
+ * after its op would let bytes_in_use, and its peak, say for a while that
+ * the device held more than it has. This way they never exceed what the
+ * device holds. A failed op counts its memory again (restore); a size the
+ * counts do not hold (a caller's wrong pointer or size) is left to after
+ * the op, as the op's verdict decides. `allocation`: a classic allocation
+ * (counted in allocations), else mapped pages (vm_mapped_bytes). */
+static void count_back(cca_upstream *u, size_t size, bool allocation, int sign) {
+    if (sign < 0) {
+        u->stats.bytes_in_use -= size;
+        if (allocation)
+            u->stats.allocations--;
+        else
+            u->stats.vm_mapped_bytes -= size;
+        return;
+    }
+    u->stats.bytes_in_use += size;
+    if (u->stats.bytes_in_use > u->stats.bytes_in_use_peak)
+        u->stats.bytes_in_use_peak = u->stats.bytes_in_use;
+    if (allocation)
+        u->stats.allocations++;
+    else
+        u->stats.vm_mapped_bytes += size;
+}
+
+/* Before a free or unmap: true when its memory was uncounted now. */
+static bool uncount_before(cca_upstream *u, size_t size, bool allocation) {
+    pthread_mutex_lock(&u->lock);
+    bool held =
+        u->stats.bytes_in_use >= size && (allocation ? u->stats.allocations > 0 : u->stats.vm_mapped_bytes >= size);
+    if (held)
+        count_back(u, size, allocation, -1);
+    pthread_mutex_unlock(&u->lock);
+    return held;
+}
+
+/* After it: the call counted, and the counts made right for its verdict. */
+static void uncount_after(cca_upstream *u, size_t size, bool allocation, bool uncounted, bool ok) {
+    pthread_mutex_lock(&u->lock);
+    if (ok && allocation)
+        u->stats.free_calls++;
+    else if (ok)
+        u->stats.vm_unmap_calls++;
+    if (ok && !uncounted)
+        count_back(u, size, allocation, -1);
+    else if (!ok && uncounted)
+        count_back(u, size, allocation, +1);
+    pthread_mutex_unlock(&u->lock);
+}
+
 cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
     if (!u || !ptr)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_alloc: NULL argument");
@@ -149,10 +201,7 @@ cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
     pthread_mutex_lock(&u->lock);
     if (st == CCA_OK && *ptr) {
         u->stats.alloc_calls++;
-        u->stats.allocations++;
-        u->stats.bytes_in_use += size;
-        if (u->stats.bytes_in_use > u->stats.bytes_in_use_peak)
-            u->stats.bytes_in_use_peak = u->stats.bytes_in_use;
+        count_back(u, size, true, +1);
     } else {
         u->stats.failed_allocs++;
         if (st == CCA_OK)
@@ -170,14 +219,9 @@ cca_status cca_upstream_free(cca_upstream *u, void *ptr, size_t size) {
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_free: NULL argument");
     op_guard g;
     op_begin(&g);
+    bool uncounted = uncount_before(u, size, true);
     cca_status st = u->ops.free(u->ctx, ptr, size);
-    if (st == CCA_OK) {
-        pthread_mutex_lock(&u->lock);
-        u->stats.free_calls++;
-        u->stats.allocations--;
-        u->stats.bytes_in_use -= size;
-        pthread_mutex_unlock(&u->lock);
-    }
+    uncount_after(u, size, true, uncounted, st == CCA_OK);
     return op_end(&g, u, st, st == CCA_OK, "free of %p (%zu bytes)", ptr, size);
 }
 
@@ -346,10 +390,7 @@ cca_status cca_upstream_vm_map(cca_upstream *u, void *addr, size_t size) {
     pthread_mutex_lock(&u->lock);
     if (st == CCA_OK) {
         u->stats.vm_map_calls++;
-        u->stats.vm_mapped_bytes += size;
-        u->stats.bytes_in_use += size;
-        if (u->stats.bytes_in_use > u->stats.bytes_in_use_peak)
-            u->stats.bytes_in_use_peak = u->stats.bytes_in_use;
+        count_back(u, size, false, +1);
     } else {
         u->stats.vm_failed_maps++;
     }
@@ -364,14 +405,9 @@ cca_status cca_upstream_vm_unmap(cca_upstream *u, void *addr, size_t size) {
         return st;
     op_guard g;
     op_begin(&g);
+    bool uncounted = uncount_before(u, size, false);
     st = u->ops.vm_unmap(u->ctx, addr, size);
-    if (st == CCA_OK) {
-        pthread_mutex_lock(&u->lock);
-        u->stats.vm_unmap_calls++;
-        u->stats.vm_mapped_bytes -= size;
-        u->stats.bytes_in_use -= size;
-        pthread_mutex_unlock(&u->lock);
-    }
+    uncount_after(u, size, false, uncounted, st == CCA_OK);
     return op_end(&g, u, st, st == CCA_OK, "vm_unmap of %p (%zu bytes)", addr, size);
 }
 

@@ -755,13 +755,27 @@ extern _Atomic bool ccai_mutex_refuse_barrier;            /* tests: waiters act 
 void ccai_mutex_wait(ccai_mutex *m); /* lock.c: the contended path */
 void ccai_mutex_wake(ccai_mutex *m);
 
+#if CCA_DEBUG >= 1
+/* How many ccai_mutex this thread holds (lock.c), so that a log line emitted
+ * under one fails the check in status.c: ccalloc.h promises that lines
+ * reach the sink "never while a ccalloc lock is held". */
+extern _Thread_local unsigned ccai_mutexes_held;
+#endif
+
 static inline void ccai_mutex_lock(ccai_mutex *m) {
     int expected = 0;
     if (!atomic_compare_exchange_strong_explicit(&m->state, &expected, 1, memory_order_acquire, memory_order_relaxed))
         ccai_mutex_wait(m);
+#if CCA_DEBUG >= 1
+    ccai_mutexes_held++;
+#endif
 }
 
 static inline void ccai_mutex_unlock(ccai_mutex *m) {
+#if CCA_DEBUG >= 1
+    ccai_assert(ccai_mutexes_held > 0);
+    ccai_mutexes_held--;
+#endif
     if (m->asymmetric) {
         atomic_store_explicit(&m->state, 0, memory_order_release);
         /* keeps the compiler from reading sleepers before the store; the

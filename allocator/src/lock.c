@@ -67,6 +67,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#if CCA_DEBUG >= 1
+_Thread_local unsigned ccai_mutexes_held;
+#endif
+
 #define SPINS 100
 #define UNFENCED_SLEEP_NS 1000000 /* a waiter without a barrier checks again this often */
 

@@ -188,10 +188,13 @@ cca_status cca_destroy(cca_allocator *a) {
     ccai_stream_destroy(a);
     ccai_live_map_destroy(&a->live);
     ccai_domain_destroy_all(a);
-    ccai_trace_close(a->trace);
     ccai_history_destroy(a->history);
+    struct ccai_trace *trace = a->trace;
     ccai_mutex_unlock(&a->lock);
     free(a);
+    /* after the lock: a failed recording is logged here, and no log line is
+     * written while a ccalloc lock is held (ccalloc.h) */
+    ccai_trace_close(trace);
     char kept_note[2 * CCAI_ERROR_CAP] = ""; /* room for the synchronize's message whole */
     if (kept)
         snprintf(kept_note, sizeof kept_note,

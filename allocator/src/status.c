@@ -180,6 +180,7 @@ void cca_set_log_callback(cca_log_fn fn, void *user) {
 }
 
 static void emit(const char *line) {
+    ccai_assert(ccai_mutexes_held == 0); /* lines never leave under a ccalloc lock */
     pthread_once(&log_once, log_lock_init);
     pthread_mutex_lock(&log_lock);
     if (log_fn && !in_sink) {

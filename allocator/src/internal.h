@@ -699,7 +699,7 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */
  *   0  no checks (Release, RelWithDebInfo);
  *   1  cheap checks of preconditions and postconditions (Debug builds): a
  *      free-index erase finds its block, a returned block was LIVE, counters
- *      never go below zero;
+ *      never go below zero, no log line leaves while a lock is held;
  *   2  level 1, plus the full invariant walk (cca_check_invariants) at the
  *      end of every public call that holds the lock: O(blocks) per call, for
  *      tests and the sanitizer CI stage.

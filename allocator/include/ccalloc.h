@@ -694,6 +694,9 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * every cached free segment and page of every domain, reserve once more; if
  * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was
  * released stays released (ooms is not counted: no allocation failed).
+ * Expandable: a range whose map and then release were both refused stays
+ * reserved, empty, as an ordinary range of d (docs/allocator.md), never as
+ * part of an arena: a later arena of d serves only from itself.
  * A CCALLOC_TRACE recording gets the reservation only when it succeeds. */
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes);
 

@@ -3,6 +3,11 @@
 # shares alloc_test_util.c (assertion short-hands and a test double upstream).
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 
+# The link option of suites that inject host malloc failures (tests/malloc_fault.h): every host allocation
+# the library makes goes through the injector.
+set(CCA_MALLOC_FAULT_WRAP
+  "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc,--wrap=strdup,--wrap=open_memstream")
+
 foreach(suite pool stream check release stats config upstream fault_injection random threads trace)
   cca_add_test(NAME test_${suite} SOURCES test_${suite}.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 endforeach()
@@ -54,12 +59,12 @@ target_link_libraries(test_domain PRIVATE PkgConfig::CJSON)
 cca_add_test(NAME test_domain_hostile SOURCES test_domain_hostile.c alloc_test_util.c malloc_fault.c LIBS ccalloc_static LABEL cpu
   TIMEOUT 600)
 target_include_directories(test_domain_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
-target_link_options(test_domain_hostile PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc")
+target_link_options(test_domain_hostile PRIVATE ${CCA_MALLOC_FAULT_WRAP})
 
 # The public API's error paths held to ccalloc.h and docs/allocator.md (every function: NULLs, each error
 # code, stats and out-parameters on failure, the message); host malloc failures injected with --wrap.
 cca_add_test(NAME test_api_contract SOURCES test_api_contract.c alloc_test_util.c malloc_fault.c LIBS ccalloc_static LABEL cpu)
-target_link_options(test_api_contract PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc")
+target_link_options(test_api_contract PRIVATE ${CCA_MALLOC_FAULT_WRAP})
 
 # Seeded random sequences over domains (create/release/destroy, forced, pending blocks, arenas, trims) with
 # upstream faults at random steps, every account checked against a model after every step; classic and expandable.
@@ -72,3 +77,10 @@ cca_add_test(NAME test_random_domains SOURCES test_random_domains.c alloc_test_u
 # classic and expandable, growth and greedy.
 cca_add_test(NAME test_random_streams SOURCES test_random_streams.c alloc_test_util.c device_books.c LIBS ccalloc_static LABEL cpu
   TIMEOUT 120)
+
+# A failure at every step (tests/test_fault_steps.c): host malloc (--wrap) and upstream refusals at every call
+# of scripted sequences over expandable segments, domains and arenas, history, snapshots, tracing, stream
+# bookkeeping and the writers, in every configuration; each call's status, the invariants, exact stats and
+# the device's own counts checked after every step.
+cca_add_test(NAME test_fault_steps SOURCES test_fault_steps.c alloc_test_util.c malloc_fault.c LIBS ccalloc_static LABEL cpu)
+target_link_options(test_fault_steps PRIVATE ${CCA_MALLOC_FAULT_WRAP})

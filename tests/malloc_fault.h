@@ -1,13 +1,19 @@
 /*
  * malloc_fault.h — host malloc failures on demand, for suites linked with
- * the linker's --wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
- * (tests/allocator.cmake): every allocation of the library's static archive
- * and of the suite goes through __wrap_* (malloc_fault.c), which passes it
- * on to the real one unless armed.
+ * the linker's --wrap for every host allocation the library makes
+ * (CCA_MALLOC_FAULT_WRAP in tests/allocator.cmake: malloc, calloc, realloc,
+ * aligned_alloc, strdup, open_memstream): every allocation of the library's
+ * static archive and of the suite goes through __wrap_* (malloc_fault.c),
+ * which passes it on to the real one unless armed.
  *
  *   tu_malloc_arm(n, sticky)   the n-th allocation from now fails (n >= 1);
  *                              sticky: every one after it too
  *   tu_malloc_disarm()         no more failures; returns how many were injected
+ *   tu_malloc_injected()       how many were injected since the last arm
+ *   tu_malloc_hold(on)         while held (nested holds count), this thread's
+ *                              allocations neither fail nor count: a test's
+ *                              own bookkeeping (its audits, a test double's
+ *                              events) between the library calls it aims at
  *
  * Counters are atomic: threads may allocate while armed.
  */
@@ -18,5 +24,7 @@
 
 void tu_malloc_arm(long nth, bool sticky);
 long tu_malloc_disarm(void);
+long tu_malloc_injected(void);
+void tu_malloc_hold(bool on);
 
 #endif

@@ -415,7 +415,10 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
  * and their ranges reserved in the upstream (its stats count them), the
  * allocator is freed all the same, classic segments are freed, and the
  * synchronize's status is returned (CCA_ERR_LIVE_BLOCKS first when blocks
- * were live), the message saying how many bytes were left mapped. If the
+ * were live), the message saying how many bytes were left mapped. As in
+ * cca_domain_release, a freed block whose stream events have not completed
+ * (that synchronize failed, or an event still reads incomplete) counts as
+ * live: CCA_ERR_LIVE_BLOCKS, and it is in the message's count. If the
  * upstream refuses to take a segment back: CCA_ERR_UPSTREAM.
  * NULL: CCA_ERR_INVALID_ARGUMENT. */
 cca_status cca_destroy(cca_allocator *a);
@@ -694,6 +697,9 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * every cached free segment and page of every domain, reserve once more; if
  * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was
  * released stays released (ooms is not counted: no allocation failed).
+ * Expandable: a range whose map and then release were both refused stays
+ * reserved, empty, as an ordinary range of d (docs/allocator.md), never as
+ * part of an arena: a later arena of d serves only from itself.
  * A CCALLOC_TRACE recording gets the reservation only when it succeeds. */
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes);
 

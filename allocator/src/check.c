@@ -159,7 +159,8 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
  * domain's segment list; the domains that own segments are exactly those on
  * the holding list; each domain's counters are what its segments and blocks
  * hold; their sums are the allocator's; an arena is a shared ARENA segment
- * of its domain; the handle set holds every domain but root.
+ * of its domain, and the only segment of its domain's arena pool; the handle
+ * set holds every domain but root.
  * O(domains + segments + blocks). */
 static const char *check_domains(const cca_allocator *a) {
     size_t reserved = 0, allocated = 0, requested = 0, active = 0, segments = 0, listed = 0, domains = 0;
@@ -185,6 +186,8 @@ static const char *check_domains(const cca_allocator *a) {
             segs++;
             r += s->expandable ? s->mapped_pages * s->page : s->size;
             arena_found |= s == d->arena;
+            if (s->pool == CCAI_POOL_ARENA && s != d->arena) /* arena_fit (pool.c) would serve from it */
+                return "I8: a segment of a domain's arena pool is not its arena";
             for (const ccai_block *b = s->first; b; b = b->next)
                 if (b->state != CCAI_FREE)
                     al += b->size, act++;

@@ -96,7 +96,9 @@
  * refused unmap leaves that run mapped and counted (state intact) and is
  * reported by the caller. An arena whose whole-range map is refused gives
  * its range back; if that release is refused too, the range stays linked
- * as an empty segment with nothing mapped (counted), for a later release.
+ * as an empty segment with nothing mapped (counted), for a later release
+ * (a domain's arena as a range of the domain's large pool, not of its
+ * arena pool: keep_range).
  */
 #include "internal.h"
 
@@ -210,6 +212,23 @@ static void link_range(cca_allocator *a, ccai_segment *s, size_t va) {
     a->c.address_space += va;
 }
 
+/* A domain's footprint arena whose range could be neither mapped nor
+ * released is kept as an ordinary range of the domain's large pool (stream
+ * NULL), not in its arena pool: once the domain has a real arena, requests
+ * take best fit over the whole arena pool (pool.c, arena_fit), and a range
+ * left there would serve them outside the arena that was reserved. In the
+ * large pool it is the domain's own address space like any other range:
+ * growth may map pages in it, and trim, empty-cache, the domain's release or
+ * cca_destroy gives it back. `ix` was attached for stream NULL beforehand;
+ * the arena pool's attachment is dropped. */
+static void keep_range(cca_allocator *a, ccai_segment *s, ccai_free_index *ix) {
+    ccai_free_index_detach(s->index, s->stream);
+    s->index = ix;
+    s->pool = CCAI_POOL_LARGE;
+    s->shared = false;
+    s->first->seg = ccai_segment_flags(a, s);
+}
+
 cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,
                                    ccai_segment **out) {
     size_t page = a->page;
@@ -221,9 +240,20 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
     cca_status st = ccai_segment_new(a, stream, pool, shared, (npages + 63) / 64, &s);
     if (st != CCA_OK)
         return st;
+    /* a domain's arena that might have to be kept empty goes to the large
+     * pool then (keep_range): its bins there are made now, so that keeping
+     * it cannot fail once the upstream has refused */
+    bool domain_arena = pool == CCAI_POOL_ARENA;
+    ccai_free_index *keep_ix = &a->serving->pools[CCAI_POOL_LARGE];
+    if (domain_arena && ccai_free_index_attach(keep_ix, NULL) != CCA_OK) {
+        ccai_segment_discard(a, s);
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for segment bookkeeping");
+    }
     void *base = NULL;
     st = cca_upstream_vm_reserve(a->upstream, va, &base);
     if (st != CCA_OK) {
+        if (domain_arena)
+            ccai_free_index_detach(keep_ix, NULL);
         ccai_segment_discard(a, s);
         return st;
     }
@@ -247,9 +277,13 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
                  * nothing mapped, as a refused release keeps any range, so
                  * that trim, empty-cache, its domain's release or
                  * cca_destroy gives it back later (and it is counted) */
+                if (domain_arena)
+                    keep_range(a, s, keep_ix);
                 link_range(a, s, va);
                 return ccai_fail(st, "%s (and the range's release was refused: kept, empty)", why);
             }
+            if (domain_arena)
+                ccai_free_index_detach(keep_ix, NULL);
             a->c.upstream_allocs++; /* the reservation and its release were calls too */
             a->c.upstream_frees++;
             s->domain->c.upstream_allocs++;
@@ -258,6 +292,8 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
             return ccai_fail(st, "%s", why);
         }
     }
+    if (domain_arena)
+        ccai_free_index_detach(keep_ix, NULL);
     link_range(a, s, va);
     *out = s;
     return CCA_OK;

@@ -232,7 +232,13 @@ typedef struct ccr_release_info {
  * and free its workspace, destroy the domains that earlier unloads had to
  * keep (leaks since freed), cca_empty_cache, and measure the device's free
  * memory. The engine stays usable: a later load recreates what it needs.
- * info may be NULL. */
+ * Every step runs even after one fails; the first failure is returned:
+ * CCR_ERR_DEVICE when the device could not be read or refused memory back
+ * (what it refused stays cached, info->cache.bytes_still_reserved says how
+ * much, and a later release tries again), as ccr_model_release reports it;
+ * CCR_ERR_ALLOCATOR for any other allocator failure. A model that fails to
+ * unload cleanly (a leak) is a warning, not the release's failure:
+ * info->models_leaking counts them. info may be NULL. */
 ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info);
 
 /* Write a "phase" row to the engine's timeline (no-op without one). */

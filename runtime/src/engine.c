@@ -255,7 +255,7 @@ ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
     e->n_orphans = kept;
     cca_status cs = cca_empty_cache(e->alloc, &r.cache);
     if (cs != CCA_OK && st == CCR_OK) {
-        st = CCR_ERR_ALLOCATOR;
+        st = ccr_status_of(cs); /* the device refusing memory back: CCR_ERR_DEVICE, as at an unload */
         snprintf(why, sizeof why, "empty-cache failed: %s: %s", cca_status_string(cs), cca_last_error());
     }
     cca_stats s;

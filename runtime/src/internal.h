@@ -23,6 +23,12 @@ ccr_status ccr_fail(ccr_status s, const char *fmt, ...) CCR_PRINTF(2, 3);
 ccr_status ccr_fail_prefix(ccr_status s, const char *fmt, ...) CCR_PRINTF(2, 3);
 void ccr_clear_error(void);
 
+/* The runtime's status for an allocator call's failure cs: the device
+ * refusing or failing (CCA_ERR_UPSTREAM, CCA_ERR_NO_DEVICE) is
+ * CCR_ERR_DEVICE, wherever the engine meets it; out of memory is
+ * CCR_ERR_OUT_OF_MEMORY; anything else CCR_ERR_ALLOCATOR. */
+ccr_status ccr_status_of(cca_status cs);
+
 /* a*b into *out; 0 on overflow. */
 int ccr_mul_ok(size_t a, size_t b, size_t *out);
 

@@ -64,6 +64,8 @@ expect 1 "not valid JSON" -- "$SRC/tests/fixtures/digits_mlp.safetensors" "$BAD/
 expect 1 "does not fit" -- "mlp:4096x4096x4096:relu"
 # a batch that cannot fit is refused before ccrun allocates (4 GiB of) host input
 expect 1 "batch 16777216 of model 'mlp:64x1' needs at least 4.06 GiB (4362077184 bytes) on the device" -- --batch 16777216 "mlp:64x1"
+# under greedy the arena is the limit: 100000 rows (24.8 MiB) fit the device, not a 4 MiB arena
+expect 1 "needs at least 24.80 MiB (26001024 bytes) on the device: weights 1.00 KiB + activations live at once 24.80 MiB; at most 4.00 MiB (4194304 bytes) is available (the greedy arena)" -- --policy greedy --conf greedy_bytes:4M --batch 100000 "mlp:64x1"
 expect 1 "spec 'mlp:64xx10'" -- "mlp:64xx10"
 expect 1 "unknown field 'swish'" -- "mlp:64x10:swish"
 # usage errors: exit 2

@@ -404,4 +404,25 @@ Test(runtime_engine, batch_too_large_for_the_device_is_refused_up_front) {
     cr_expect(strstr(ccr_last_error(), "at most 4.00 MiB (4194304 bytes) is available (max_reserved)") != NULL, "%s",
               ccr_last_error());
     ccr_engine_destroy(e);
+    /* greedy: the arena is all the allocator can ever hold (ccalloc.h, also
+     * after an empty-cache released it), however large the device */
+    static const char *const greedy[] = {"policy:greedy,greedy_bytes:4M", "policy:greedy,greedy_fraction:0.0625",
+                                         "policy:greedy,expandable:1,greedy_bytes:4M"};
+    for (size_t k = 0; k < sizeof greedy / sizeof greedy[0]; k++) {
+        e = host_engine(64 * MiB, greedy[k]);
+        cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+        for (int released = 0; released < 2; released++) {
+            /* 100000 rows x 65 floats: 24.8 MiB, within the device, not the arena */
+            cr_expect_eq(ccr_model_check_batch(m, 100000, &need), CCR_ERR_OUT_OF_MEMORY, "%s", greedy[k]);
+            cr_expect(strstr(ccr_last_error(), "at most 4.00 MiB (4194304 bytes) is available (the greedy arena)") !=
+                          NULL,
+                      "%s: %s", greedy[k], ccr_last_error());
+            cr_expect_eq(ccr_model_run(m, x, 100000, y), CCR_ERR_OUT_OF_MEMORY);
+            cr_expect(strstr(ccr_last_error(), "(the greedy arena)") != NULL, "%s", ccr_last_error());
+            cr_expect_eq(ccr_model_check_batch(m, 1000, &need), CCR_OK, "%s: %s", greedy[k], ccr_last_error());
+            cr_assert_eq(ccr_engine_release(e, NULL), CCR_OK, "%s", ccr_last_error());
+            cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+        }
+        ccr_engine_destroy(e);
+    }
 }

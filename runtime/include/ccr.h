@@ -356,8 +356,9 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
  * the activations live at once (the input; a layer's input and output; logits
  * and probabilities), overflow-checked. CCR_ERR_OUT_OF_MEMORY, the message
  * giving needed and available bytes, when that is more than the allocator can
- * ever hold: the device's total (cca_upstream_mem_info at engine creation) or
- * max_reserved when set and smaller. Touches no memory; ccr_model_run calls
+ * ever hold: the device's total (cca_upstream_mem_info at engine creation),
+ * or max_reserved when set and smaller, or under policy:greedy the arena
+ * reserved at creation when smaller still (greedy never grows past it). Touches no memory; ccr_model_run calls
  * it first, and a caller can call it before allocating a batch's host input.
  * Passing is no promise: rounding, fragmentation and other tenants count too. */
 ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need);

@@ -55,6 +55,7 @@ struct ccr_engine {
     size_t workspace_bytes;
     size_t total_bytes;
     size_t free_baseline;
+    size_t arena_bytes; /* greedy: the arena cca_create reserved (0: growth) */
     ccr_model *models; /* doubly linked, newest first */
     ccr_timeline *timeline;
     ccr_progress_fn progress;
@@ -71,6 +72,12 @@ struct ccr_engine {
     cca_domain **orphans; /* domains an unload could not destroy (leaks)  */
     size_t n_orphans, cap_orphans;
 };
+
+/* The most the allocator can ever hold, into *what its name: the device's
+ * total ("the device's total"), max_reserved when set and smaller, the
+ * greedy arena when smaller still (greedy never grows past it, even after
+ * an empty-cache gave it back: ccalloc.h, cca_alloc). */
+size_t ccr_engine_limit(ccr_engine *e, const char **what);
 
 /* One warning line through the engine's sink (stderr by default). */
 void ccr_warn(ccr_engine *e, const char *fmt, ...) CCR_PRINTF(2, 3);

@@ -66,6 +66,11 @@ expect 1 "does not fit" -- "mlp:4096x4096x4096:relu"
 expect 1 "batch 16777216 of model 'mlp:64x1' needs at least 4.06 GiB (4362077184 bytes) on the device" -- --batch 16777216 "mlp:64x1"
 # under greedy the arena is the limit: 100000 rows (24.8 MiB) fit the device, not a 4 MiB arena
 expect 1 "needs at least 24.80 MiB (26001024 bytes) on the device: weights 1.00 KiB + activations live at once 24.80 MiB; at most 4.00 MiB (4194304 bytes) is available (the greedy arena)" -- --policy greedy --conf greedy_bytes:4M --batch 100000 "mlp:64x1"
+# failures before any model: the allocator cannot be created (a greedy arena
+# larger than the device), an output cannot be made; still said, 0 live bytes
+expect 1 "reserving the 1073741824-byte arena failed" -- --policy greedy --conf greedy_bytes:1G "mlp:4x4"
+expect 1 "reserving the 1073741824-byte arena failed" -- --policy greedy --conf greedy_bytes:1G --resident "mlp:4x4"
+expect 1 "$TMP/no-such-dir/t.csv" -- --timeline "$TMP/no-such-dir/t.csv" "mlp:4x4"
 expect 1 "spec 'mlp:64xx10'" -- "mlp:64xx10"
 expect 1 "unknown field 'swish'" -- "mlp:64x10:swish"
 # usage errors: exit 2

@@ -64,6 +64,13 @@ expect 1 "not valid JSON" -- "$SRC/tests/fixtures/digits_mlp.safetensors" "$BAD/
 expect 1 "does not fit" -- "mlp:4096x4096x4096:relu"
 # a batch that cannot fit is refused before ccrun allocates (4 GiB of) host input
 expect 1 "batch 16777216 of model 'mlp:64x1' needs at least 4.06 GiB (4362077184 bytes) on the device" -- --batch 16777216 "mlp:64x1"
+# under greedy the arena is the limit: 100000 rows (24.8 MiB) fit the device, not a 4 MiB arena
+expect 1 "needs at least 24.80 MiB (26001024 bytes) on the device: weights 1.00 KiB + activations live at once 24.80 MiB; at most 4.00 MiB (4194304 bytes) is available (the greedy arena)" -- --policy greedy --conf greedy_bytes:4M --batch 100000 "mlp:64x1"
+# failures before any model: the allocator cannot be created (a greedy arena
+# larger than the device), an output cannot be made; still said, 0 live bytes
+expect 1 "reserving the 1073741824-byte arena failed" -- --policy greedy --conf greedy_bytes:1G "mlp:4x4"
+expect 1 "reserving the 1073741824-byte arena failed" -- --policy greedy --conf greedy_bytes:1G --resident "mlp:4x4"
+expect 1 "$TMP/no-such-dir/t.csv" -- --timeline "$TMP/no-such-dir/t.csv" "mlp:4x4"
 expect 1 "spec 'mlp:64xx10'" -- "mlp:64xx10"
 expect 1 "unknown field 'swish'" -- "mlp:64x10:swish"
 # usage errors: exit 2
@@ -225,6 +232,13 @@ check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a mod
 check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
 check "--demo on a small simulated device" sh -c \
     "'$CCRUN' --demo --device host --capacity 192M > '$TMP/demo' && grep -q 'REFUSED' '$TMP/demo' && grep -q '== baseline 192.00 MiB every time' '$TMP/demo'"
+# a device too small for the demo's models: every step that could not run is
+# said under its row, nothing is shown as if it had run, and the demo exits 1
+# with the allocators at 0 live bytes (it exited 0, its act-2 row listing
+# nine batches of which five had failed)
+expect 1 "the demo did not run whole: 13 step(s) failed" -- --demo --capacity 16M --iters 1
+check "--demo on a 16M device: the act-2 rows name the batches that ran and those that failed" sh -c \
+    "'$CCRUN' --demo --device host --capacity 16M --iters 1 >'$TMP/d16' 2>/dev/null; test \$? -eq 1 && test \$(grep -c '^run  *D .*batches 96,40,8,24 ran, 512,1024,700,300,1000 FAILED (5 of 9): [0-9]* splits' '$TMP/d16') -eq 2 && ! grep -q 'batches 512,96,1024' '$TMP/d16' && test \$(grep -c '^2x\\? *fragmentation after changing batches *[0-9.]* (batches failed)' '$TMP/d16') -eq 2 && grep -q '^4 *domains: A unloaded while R runs *did not run: model' '$TMP/d16'"
 check "--demo act 4: memory trapped without domains, all of A returned with them, R unchanged, footprint without upstream calls" sh -c \
     "grep -q '^4 *no domains: A unloaded + empty-cache *device free +0 B of A.s 82.00 MiB; [1-9][0-9.]* MiB trapped' '$TMP/demo' && grep -q '^4 *domains: A unloaded while R runs *device free +82.00 MiB = exactly A.s whole reservation' '$TMP/demo' && grep -q '^4 *R.s outputs as A came and went *bit-identical in both sequences' '$TMP/demo' && grep -q '^4 *A loaded again: remembered footprint *82.00 MiB reserved in 1 upstream call, then 0 in load + 2 runs; peak 82.00 MiB <= first 82.00 MiB' '$TMP/demo'"
 

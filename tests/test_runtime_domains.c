@@ -84,17 +84,8 @@ static int warned_about(const char *words) {
 }
 
 static ccr_engine *engine_with(size_t capacity, const char *conf, int sidecar) {
-    ccr_engine_options o;
-    ccr_engine_options_default(&o);
-    o.device = CCR_DEVICE_HOST;
-    o.host_capacity = capacity;
-    o.alloc_conf = conf;
-    o.footprint_sidecar = sidecar;
-    o.warn = capture;
     n_warned = 0;
-    ccr_engine *e = NULL;
-    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
-    return e;
+    return test_engine(NULL, capacity, conf, 1, sidecar, capture);
 }
 
 /* B resident; A, then C loaded, run, unloaded: each unload gives back

@@ -404,4 +404,80 @@ Test(runtime_engine, batch_too_large_for_the_device_is_refused_up_front) {
     cr_expect(strstr(ccr_last_error(), "at most 4.00 MiB (4194304 bytes) is available (max_reserved)") != NULL, "%s",
               ccr_last_error());
     ccr_engine_destroy(e);
+    /* greedy: the arena is all the allocator can ever hold (ccalloc.h, also
+     * after an empty-cache released it), however large the device */
+    static const char *const greedy[] = {"policy:greedy,greedy_bytes:4M", "policy:greedy,greedy_fraction:0.0625",
+                                         "policy:greedy,expandable:1,greedy_bytes:4M"};
+    for (size_t k = 0; k < sizeof greedy / sizeof greedy[0]; k++) {
+        e = host_engine(64 * MiB, greedy[k]);
+        cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+        for (int released = 0; released < 2; released++) {
+            /* 100000 rows x 65 floats: 24.8 MiB, within the device, not the arena */
+            cr_expect_eq(ccr_model_check_batch(m, 100000, &need), CCR_ERR_OUT_OF_MEMORY, "%s", greedy[k]);
+            cr_expect(strstr(ccr_last_error(), "at most 4.00 MiB (4194304 bytes) is available (the greedy arena)") !=
+                          NULL,
+                      "%s: %s", greedy[k], ccr_last_error());
+            cr_expect_eq(ccr_model_run(m, x, 100000, y), CCR_ERR_OUT_OF_MEMORY);
+            cr_expect(strstr(ccr_last_error(), "(the greedy arena)") != NULL, "%s", ccr_last_error());
+            cr_expect_eq(ccr_model_check_batch(m, 1000, &need), CCR_OK, "%s: %s", greedy[k], ccr_last_error());
+            cr_assert_eq(ccr_engine_release(e, NULL), CCR_OK, "%s", ccr_last_error());
+            cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+        }
+        ccr_engine_destroy(e);
+    }
+}
+
+/* The allocator decides where blocks go, never what a model computes: the
+ * same models and inputs give the same output bytes under every allocator
+ * configuration (pools, segment sizes, splitting, expandable segments and
+ * their mapping ahead, greedy arenas, history, a cap), with domains and
+ * without, batch sizes changing from pass to pass. */
+Test(runtime_engine, outputs_are_the_same_bytes_under_every_allocator_configuration) {
+    static const char *const specs[] = {"mlp:96x700x300x10:relu:softmax:seed=7", "mlp:40x64x33:gelu:nobias:seed=9"};
+    static const size_t batches[] = {1, 37, 5, 64};
+    static const char *const confs[] = {
+        NULL,
+        "expandable:1",
+        "expandable:1,expandable_ahead:1,expandable_ahead_min:0,expandable_ahead_max:0",
+        "policy:greedy,greedy_bytes:12M",
+        "policy:greedy,expandable:1,greedy_bytes:12M",
+        "max_split:21M",
+        "small_pool:0",
+        "medium_pool:0",
+        "small_max:512,small_segment:64K,medium_segment:64K,large_min:512,segment_round:512",
+        "history:1",
+        "max_reserved:12M",
+    };
+    float *want[2][4] = {{0}}, x[64 * 96], y[64 * 33];
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++)
+        x[i] = (float)((i * 7919) % 1009) / 1009.0f - 0.5f;
+    for (size_t c = 0; c <= sizeof confs / sizeof confs[0]; c++) {
+        for (int domains = 0; domains < 2; domains++) {
+            const char *conf = c ? confs[c - 1] : NULL; /* c 0: the reference, defaults */
+            ccr_engine *e = host_engine_domains(64 * MiB, conf, domains);
+            ccr_model *m[2];
+            for (int k = 0; k < 2; k++) /* both loaded at once: blocks interleave */
+                cr_assert_eq(ccr_model_load_spec(e, specs[k], &m[k]), CCR_OK, "%s: %s", conf, ccr_last_error());
+            for (int k = 0; k < 2; k++) {
+                size_t out = ccr_model_arch(m[k])->layers[ccr_model_arch(m[k])->n_layers - 1].out;
+                for (size_t b = 0; b < 4; b++) {
+                    cr_assert_eq(ccr_model_run(m[k], x, batches[b], y), CCR_OK, "%s: %s", conf, ccr_last_error());
+                    size_t bytes = batches[b] * out * sizeof(float);
+                    if (!want[k][b]) {
+                        want[k][b] = malloc(bytes);
+                        memcpy(want[k][b], y, bytes);
+                    }
+                    cr_expect_eq(memcmp(y, want[k][b], bytes), 0, "%s, domains %d: model %d, batch %zu: other bytes",
+                                 conf ? conf : "defaults", domains, k, batches[b]);
+                }
+            }
+            ccr_release_info r;
+            cr_assert_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+            cr_expect_eq(r.live_bytes_after, 0);
+            ccr_engine_destroy(e);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        for (size_t b = 0; b < 4; b++)
+            free(want[k][b]);
 }

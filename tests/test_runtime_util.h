@@ -40,18 +40,28 @@ static inline float *read_tensor(const char *path, const char *name, size_t *cou
     return v;
 }
 
-/* An engine on a simulated device of `capacity` bytes; domains 0 puts every
- * model in the allocator's default domain (one shared pool). */
-static inline ccr_engine *host_engine_domains(size_t capacity, const char *conf, int domains) {
+/* An engine on device `up` (borrowed), or on a simulated device of
+ * `capacity` bytes when up is NULL, with allocator config `conf`; domains 0
+ * puts every model in the allocator's default domain (one shared pool);
+ * sidecar: footprint sidecars; warn: the warning sink (NULL: stderr). */
+static inline ccr_engine *test_engine(cca_upstream *up, size_t capacity, const char *conf, int domains, int sidecar,
+                                      ccr_warn_fn warn) {
     ccr_engine_options o;
     ccr_engine_options_default(&o);
     o.device = CCR_DEVICE_HOST;
     o.host_capacity = capacity;
+    o.upstream = up;
     o.alloc_conf = conf;
     o.domains = domains;
+    o.footprint_sidecar = sidecar;
+    o.warn = warn;
     ccr_engine *e = NULL;
-    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s: %s", conf ? conf : "defaults", ccr_last_error());
     return e;
+}
+
+static inline ccr_engine *host_engine_domains(size_t capacity, const char *conf, int domains) {
+    return test_engine(NULL, capacity, conf, domains, 0, NULL);
 }
 
 static inline ccr_engine *host_engine(size_t capacity, const char *conf) {

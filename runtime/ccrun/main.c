@@ -581,6 +581,8 @@ static int finish(run_state *rs, int rc) {
             ccrun_say("BUG: %zu bytes of device memory still allocated at exit", s.allocated_bytes);
             rc = CCRUN_ERR_LEAK;
         }
+    } else if (rc != CCRUN_OK && !o->json) { /* the message came from open_engine */
+        ccrun_say("after the error the allocator holds 0 live bytes (none was created)");
     }
     free(rs->x);
     free(rs->y);

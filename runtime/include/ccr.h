@@ -232,7 +232,13 @@ typedef struct ccr_release_info {
  * and free its workspace, destroy the domains that earlier unloads had to
  * keep (leaks since freed), cca_empty_cache, and measure the device's free
  * memory. The engine stays usable: a later load recreates what it needs.
- * info may be NULL. */
+ * Every step runs even after one fails; the first failure is returned:
+ * CCR_ERR_DEVICE when the device could not be read or refused memory back
+ * (what it refused stays cached, info->cache.bytes_still_reserved says how
+ * much, and a later release tries again), as ccr_model_release reports it;
+ * CCR_ERR_ALLOCATOR for any other allocator failure. A model that fails to
+ * unload cleanly (a leak) is a warning, not the release's failure:
+ * info->models_leaking counts them. info may be NULL. */
 ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info);
 
 /* Write a "phase" row to the engine's timeline (no-op without one). */
@@ -350,8 +356,9 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
  * the activations live at once (the input; a layer's input and output; logits
  * and probabilities), overflow-checked. CCR_ERR_OUT_OF_MEMORY, the message
  * giving needed and available bytes, when that is more than the allocator can
- * ever hold: the device's total (cca_upstream_mem_info at engine creation) or
- * max_reserved when set and smaller. Touches no memory; ccr_model_run calls
+ * ever hold: the device's total (cca_upstream_mem_info at engine creation),
+ * or max_reserved when set and smaller, or under policy:greedy the arena
+ * reserved at creation when smaller still (greedy never grows past it). Touches no memory; ccr_model_run calls
  * it first, and a caller can call it before allocating a batch's host input.
  * Passing is no promise: rounding, fragmentation and other tenants count too. */
 ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need);

@@ -84,7 +84,26 @@ static ccr_status make_allocator(ccr_engine *e, const char *conf) {
     if (cs != CCA_OK)
         return ccr_fail(CCR_ERR_ALLOCATOR, "creating the allocator (%s): %s: %s", conf ? conf : "defaults",
                         cca_status_string(cs), cca_last_error());
+    /* greedy reserved its arena just now: all it will ever hold */
+    cca_stats s;
+    cca_get_stats(e->alloc, &s);
+    e->arena_bytes = cfg.policy == CCA_POLICY_GREEDY ? s.reserved_bytes : 0;
     return CCR_OK;
+}
+
+size_t ccr_engine_limit(ccr_engine *e, const char **what) {
+    size_t limit = e->total_bytes;
+    *what = "the device's total";
+    cca_config cfg;
+    if (cca_get_config(e->alloc, &cfg) == CCA_OK && cfg.max_reserved && cfg.max_reserved < limit) {
+        limit = cfg.max_reserved;
+        *what = "max_reserved";
+    }
+    if (e->arena_bytes && e->arena_bytes < limit) {
+        limit = e->arena_bytes;
+        *what = "the greedy arena";
+    }
+    return limit;
 }
 
 ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_capacity, cca_upstream **out,
@@ -255,7 +274,7 @@ ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
     e->n_orphans = kept;
     cca_status cs = cca_empty_cache(e->alloc, &r.cache);
     if (cs != CCA_OK && st == CCR_OK) {
-        st = CCR_ERR_ALLOCATOR;
+        st = ccr_status_of(cs); /* the device refusing memory back: CCR_ERR_DEVICE, as at an unload */
         snprintf(why, sizeof why, "empty-cache failed: %s: %s", cca_status_string(cs), cca_last_error());
     }
     cca_stats s;
@@ -295,10 +314,12 @@ ccr_status ccr_engine_reconfigure(ccr_engine *e, const char *alloc_conf) {
     if (st != CCR_OK)
         return st;
     cca_allocator *old = e->alloc;
+    size_t old_arena = e->arena_bytes;
     e->alloc = NULL;
     st = make_allocator(e, alloc_conf);
     if (st != CCR_OK) {
         e->alloc = old; /* keep the engine usable */
+        e->arena_bytes = old_arena;
         return st;
     }
     cca_destroy(old); /* its domains, orphans included, end with it */

@@ -67,6 +67,16 @@ ccr_status ccr_fail_prefix(ccr_status s, const char *fmt, ...) {
     return s;
 }
 
+ccr_status ccr_status_of(cca_status cs) {
+    switch (cs) {
+    case CCA_OK: return CCR_OK;
+    case CCA_ERR_OUT_OF_MEMORY: return CCR_ERR_OUT_OF_MEMORY;
+    case CCA_ERR_UPSTREAM:
+    case CCA_ERR_NO_DEVICE: return CCR_ERR_DEVICE;
+    default: return CCR_ERR_ALLOCATOR;
+    }
+}
+
 int ccr_mul_ok(size_t a, size_t b, size_t *out) {
     if (a != 0 && b > SIZE_MAX / a)
         return 0;

@@ -237,10 +237,8 @@ static int parse_sidecar(char *text, char **arch, size_t *batch, size_t *peak, c
  * allocator. 0 and why when not. */
 static int plausible(ccr_engine *e, const ccr_arch *a, size_t batch, size_t peak, char *why, size_t wn) {
     char b0[32], b1[32];
-    size_t limit = e->total_bytes;
-    cca_config cfg;
-    if (cca_get_config(e->alloc, &cfg) == CCA_OK && cfg.max_reserved && cfg.max_reserved < limit)
-        limit = cfg.max_reserved;
+    const char *what;
+    size_t limit = ccr_engine_limit(e, &what);
     if (batch > ((size_t)1 << 24)) {
         snprintf(why, wn, "batch %zu is more than 2^24", batch);
         return 0;

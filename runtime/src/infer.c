@@ -14,8 +14,8 @@
  *
  * Before anything moves, ccr_model_check_batch compares that peak (weights +
  * the largest set of live activations, overflow-checked) with what the
- * allocator can ever hold (the device's total, or max_reserved when set and
- * smaller): a batch that cannot fit is refused with needed vs available
+ * allocator can ever hold (the device's total, or max_reserved or the greedy
+ * arena when smaller): a batch that cannot fit is refused with needed vs available
  * bytes, and a caller (ccrun) can ask before it allocates its host input.
  * It is a lower bound: rounding, fragmentation or other tenants can still
  * make a batch that passes fail at an allocation, with the usual OOM message.
@@ -79,14 +79,9 @@ ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need) {
     int fits = ccr_arch_activation_bytes(&m->arch, batch, &acts) && m->device_bytes <= SIZE_MAX - acts;
     if (fits)
         total = m->device_bytes + acts;
-    /* what the allocator can ever hold: the device, or max_reserved below it */
-    size_t avail = e->total_bytes;
-    const char *limit = "the device's total";
-    cca_config cfg;
-    if (cca_get_config(e->alloc, &cfg) == CCA_OK && cfg.max_reserved && cfg.max_reserved < avail) {
-        avail = cfg.max_reserved;
-        limit = "max_reserved";
-    }
+    /* what the allocator can ever hold: the device, max_reserved, the greedy arena */
+    const char *limit;
+    size_t avail = ccr_engine_limit(e, &limit);
     if (need)
         *need = fits ? total : SIZE_MAX;
     if (fits && total <= avail)

@@ -23,6 +23,12 @@ ccr_status ccr_fail(ccr_status s, const char *fmt, ...) CCR_PRINTF(2, 3);
 ccr_status ccr_fail_prefix(ccr_status s, const char *fmt, ...) CCR_PRINTF(2, 3);
 void ccr_clear_error(void);
 
+/* The runtime's status for an allocator call's failure cs: the device
+ * refusing or failing (CCA_ERR_UPSTREAM, CCA_ERR_NO_DEVICE) is
+ * CCR_ERR_DEVICE, wherever the engine meets it; out of memory is
+ * CCR_ERR_OUT_OF_MEMORY; anything else CCR_ERR_ALLOCATOR. */
+ccr_status ccr_status_of(cca_status cs);
+
 /* a*b into *out; 0 on overflow. */
 int ccr_mul_ok(size_t a, size_t b, size_t *out);
 
@@ -49,6 +55,7 @@ struct ccr_engine {
     size_t workspace_bytes;
     size_t total_bytes;
     size_t free_baseline;
+    size_t arena_bytes; /* greedy: the arena cca_create reserved (0: growth) */
     ccr_model *models; /* doubly linked, newest first */
     ccr_timeline *timeline;
     ccr_progress_fn progress;
@@ -65,6 +72,12 @@ struct ccr_engine {
     cca_domain **orphans; /* domains an unload could not destroy (leaks)  */
     size_t n_orphans, cap_orphans;
 };
+
+/* The most the allocator can ever hold, into *what its name: the device's
+ * total ("the device's total"), max_reserved when set and smaller, the
+ * greedy arena when smaller still (greedy never grows past it, even after
+ * an empty-cache gave it back: ccalloc.h, cca_alloc). */
+size_t ccr_engine_limit(ccr_engine *e, const char **what);
 
 /* One warning line through the engine's sink (stderr by default). */
 void ccr_warn(ccr_engine *e, const char *fmt, ...) CCR_PRINTF(2, 3);

@@ -191,7 +191,7 @@ static ccr_status release_failed(ccr_model *m, cca_status cs, const ccr_unload_i
     if (cs == CCA_ERR_LIVE_BLOCKS)
         return ccr_fail(CCR_ERR_LIVE_BLOCKS, "model '%s' unloaded, its memory domain kept: %s", m->name,
                         cca_last_error());
-    return ccr_fail(cs == CCA_ERR_UPSTREAM || cs == CCA_ERR_NO_DEVICE ? CCR_ERR_DEVICE : CCR_ERR_ALLOCATOR,
+    return ccr_fail(ccr_status_of(cs) == CCR_ERR_DEVICE ? CCR_ERR_DEVICE : CCR_ERR_ALLOCATOR,
                     "model '%s' unloaded, but its memory domain was not released (%s of %s went back): %s: %s", m->name,
                     cca_format_bytes(u->bytes_released, b0, sizeof b0),
                     cca_format_bytes(u->reserved_at_unload, b1, sizeof b1), cca_status_string(cs), cca_last_error());

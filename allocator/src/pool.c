@@ -166,6 +166,7 @@ cca_status cca_destroy(cca_allocator *a) {
     cca_status sync = destroy_sync(a, sync_why);
     size_t live = a->live.count;
     size_t live_bytes = a->c.allocated;
+    size_t pending = a->c.pending; /* of those, freed but waiting on streams */
     /* not synchronized: mapped pages stay mapped (and their ranges reserved) */
     size_t kept = sync != CCA_OK ? a->c.mapped : 0;
     cca_status result = CCA_OK;
@@ -201,9 +202,13 @@ cca_status cca_destroy(cca_allocator *a) {
                  "the synchronize failed, so %zu bytes of mapped pages were left mapped in the upstream, their "
                  "ranges reserved (queued work may still use them): %s",
                  kept, sync_why);
+    char pending_note[96] = "";
+    if (pending)
+        snprintf(pending_note, sizeof pending_note,
+                 " (%zu of them freed, their streams' work never seen to complete)", pending);
     if (live)
-        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live%s%s", live,
-                         live_bytes, kept ? "; " : "", kept_note);
+        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live%s%s%s", live,
+                         live_bytes, pending_note, kept ? "; " : "", kept_note);
     if (kept)
         return ccai_fail(sync, "cca_destroy: %s", kept_note);
     if (result != CCA_OK)

@@ -3,11 +3,6 @@
 # shares alloc_test_util.c (assertion short-hands and a test double upstream).
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 
-# The link option of suites that inject host malloc failures (tests/malloc_fault.h): every host allocation
-# the library makes goes through the injector.
-set(CCA_MALLOC_FAULT_WRAP
-  "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc,--wrap=strdup,--wrap=open_memstream")
-
 foreach(suite pool stream check release stats config upstream fault_injection random threads trace)
   cca_add_test(NAME test_${suite} SOURCES test_${suite}.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 endforeach()

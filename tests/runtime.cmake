@@ -14,7 +14,7 @@ if(TARGET ccr)
   cca_add_test(NAME test_runtime_faults SOURCES test_runtime_faults.c alloc_test_util.c malloc_fault.c LIBS ccr
     LABEL cpu)
   target_include_directories(test_runtime_faults PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
-  target_link_options(test_runtime_faults PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc")
+  target_link_options(test_runtime_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP})
   cca_add_test(NAME test_runtime_gpu SOURCES test_runtime_gpu.c LIBS ccr LABEL gpu)
   target_include_directories(test_runtime_gpu PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
 

@@ -1107,3 +1107,51 @@ Test(api_contract, format_bytes_without_room) {
     char full[32];
     cr_assert_str_eq(cca_format_bytes(3 * MiB / 2, full, sizeof full), "1.50 MiB");
 }
+
+/* What a writer of the allocator's state writes (it succeeds, keeping the
+ * caller's message); the caller frees it. */
+static char *written_by(cca_status (*writer)(const cca_allocator *, FILE *), const cca_allocator *a) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    EXPECT_OK_KEEPS_MESSAGE(writer(a, f));
+    fclose(f);
+    return buf;
+}
+
+/* cca_write_snapshot_json lists "every segment with its blocks ... in
+ * address order" (ccalloc.h), as cca_write_snapshot_torch does: segments
+ * are kept newest first, so three segments reserved in address order (the
+ * simulated device places first fit by address) must not come out
+ * reversed. Each segment's blocks are in address order too, and each block
+ * carries the fields the header names. */
+Test(api_contract, snapshot_json_lists_segments_in_address_order) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(256 * MiB, NULL, &u, &a);
+    void *p[3];
+    for (int i = 0; i < 3; i++)
+        p[i] = tu_alloc(a, 12 * MiB, NULL); /* large: one segment each */
+    void *small = tu_alloc(a, 4 * KiB, NULL);
+    tu_free(a, p[1]);
+    char *buf = written_by(cca_write_snapshot_json, a);
+    const char *segs = strstr(buf, "\"segments\":[");
+    cr_assert_not_null(segs, "%s", buf);
+    uintptr_t last = 0;
+    int n = 0;
+    for (const char *at = strstr(segs, "\"address\":\"0x"); at; at = strstr(at + 1, "\"address\":\"0x"), n++) {
+        uintptr_t base = (uintptr_t)strtoull(at + strlen("\"address\":\""), NULL, 16);
+        cr_assert_gt(base, last, "segment %d at %#lx follows one at %#lx: not address order\n%s", n,
+                     (unsigned long)base, (unsigned long)last, buf);
+        last = base;
+    }
+    cr_assert_eq(n, 4, "%d segments in the snapshot", n);
+    cr_assert_not_null(strstr(buf, "\"blocks\":[{\"offset\":0,\"size\":"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\"requested\":"), "%s", buf);
+    free(buf);
+    tu_free(a, p[0]);
+    tu_free(a, p[2]);
+    tu_free(a, small);
+    tu_teardown(a, u);
+}

@@ -566,8 +566,11 @@ void cca_reset_peak_stats(cca_allocator *a);
 cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
 
-/* The whole allocator as JSON: config, stats, and every segment with its
- * blocks (address offset, size, state, stream) in address order. */
+/* The whole allocator as JSON: config, stats, domains, and every segment in
+ * address order (its address, size, domain, pool, stream, live blocks, and
+ * for an expandable one its mapped runs) with its blocks in address order
+ * (offset in the segment, size, state, requested bytes). Taken under the
+ * allocator's lock; needs no host memory. */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
 
 /* The same state as a Python pickle (protocol 2) of the dict that PyTorch's

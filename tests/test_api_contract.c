@@ -849,6 +849,9 @@ Test(api_contract, domain_release_destroy_refusals) {
     void *q = SENTINEL;
     EXPECT_FAIL(cca_alloc_in(a, foreign, 512, NULL, &q), CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in");
     cr_assert_null(q);
+    q = SENTINEL; /* a foreign domain is refused even for size 0 (ccalloc.h) */
+    EXPECT_FAIL(cca_alloc_in(a, foreign, 0, NULL, &q), CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in");
+    cr_assert_null(q);
     EXPECT_FAIL(cca_alloc_in(NULL, d, 512, NULL, &q), CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in");
     EXPECT_FAIL(cca_alloc_in(a, d, 512, NULL, NULL), CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in");
     q = SENTINEL;

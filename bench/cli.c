@@ -77,10 +77,12 @@ static const cli_option options[] = {
      "generator event-count scale, > 0 and at most 100 (default 1; a generated\n"
      "trace is held in memory: scale 100 is up to ~7.4M events, ~120 MB)"},
     {"reps", O_REPS, required_argument, "N", "timed passes per strategy x trace, 1..1000 (default 3; driver: 50)"},
-    {"device-bytes", O_DEVICE_BYTES, required_argument, "B", "simulated device capacity, K/M/G suffixes (default 8G)"},
+    {"device-bytes", O_DEVICE_BYTES, required_argument, "B",
+     "simulated device capacity, > 0, K/M/G/T suffixes (default 8G)"},
     {"upstream-latency", O_UPSTREAM_LATENCY, required_argument, "A[,F]",
      "the driver's cost per device alloc [and free] in the \"with driver\"\n"
-     "passes: a duration with ns/us/ms (default 35us,35us; 0: no such pass)"},
+     "passes: a duration in ns, us or ms (no unit: us), at most 1 s (default\n"
+     "35us,35us; 0: no such pass)"},
     {"driver-reps", O_DRIVER_REPS, required_argument, "N",
      "timed passes with the driver's cost, 1..1000 (default: --reps; 1 with --quick)"},
     {"no-release-events", O_NO_RELEASE_EVENTS, no_argument, NULL,

@@ -71,6 +71,16 @@ if(TARGET ccbench_core)
     ccb_cli(ccbench_bad_live_${i} 2 "--live '${bad}' is not a list of at most 8 counts" "" -
       micro -s malloc --pairs 10 "--live=${bad}")
   endforeach()
+  # --help states what the parser takes (a latency without a unit is in us,
+  # at most 1 s; a device capacity > 0), and the parser takes exactly that
+  ccb_cli(ccbench_help_latency_unit 0 "a duration in ns, us or ms \\(no unit: us\\), at most 1 s" "" - --help)
+  ccb_cli(ccbench_help_device_bytes 0 "simulated device capacity, > 0," "" - --help)
+  ccb_cli(ccbench_latency_without_unit_is_us 2 "--upstream-latency '1000001' is not a duration" "" -
+    gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000001)
+  ccb_cli(ccbench_latency_at_most_a_second 0 "" "not a duration" -
+    gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000000,1000ms)
+  ccb_cli(ccbench_device_bytes_zero 2 "--device-bytes '0' is not a size > 0" "" -
+    gen uniform --scale 0.05 -o /dev/null --device-bytes 0)
   # standard output on a full device: every command that prints says so and
   # exits 1 (it used to exit 0, the table lost); usage errors keep their 2
   set(ccb_full "cannot write standard output: No space left on device")

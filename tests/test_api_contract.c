@@ -849,6 +849,9 @@ Test(api_contract, domain_release_destroy_refusals) {
     void *q = SENTINEL;
     EXPECT_FAIL(cca_alloc_in(a, foreign, 512, NULL, &q), CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in");
     cr_assert_null(q);
+    q = SENTINEL; /* a foreign domain is refused even for size 0 (ccalloc.h) */
+    EXPECT_FAIL(cca_alloc_in(a, foreign, 0, NULL, &q), CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in");
+    cr_assert_null(q);
     EXPECT_FAIL(cca_alloc_in(NULL, d, 512, NULL, &q), CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in");
     EXPECT_FAIL(cca_alloc_in(a, d, 512, NULL, NULL), CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in");
     q = SENTINEL;
@@ -1106,4 +1109,135 @@ Test(api_contract, format_bytes_without_room) {
     cr_assert_str_eq(buf, "5.00");
     char full[32];
     cr_assert_str_eq(cca_format_bytes(3 * MiB / 2, full, sizeof full), "1.50 MiB");
+}
+
+/* What a writer of the allocator's state writes (it succeeds, keeping the
+ * caller's message); the caller frees it. */
+static char *written_by(cca_status (*writer)(const cca_allocator *, FILE *), const cca_allocator *a) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    EXPECT_OK_KEEPS_MESSAGE(writer(a, f));
+    fclose(f);
+    return buf;
+}
+
+/* cca_write_snapshot_json lists "every segment with its blocks ... in
+ * address order" (ccalloc.h), as cca_write_snapshot_torch does: segments
+ * are kept newest first, so three segments reserved in address order (the
+ * simulated device places first fit by address) must not come out
+ * reversed. Each segment's blocks are in address order too, and each block
+ * carries the fields the header names. */
+Test(api_contract, snapshot_json_lists_segments_in_address_order) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(256 * MiB, NULL, &u, &a);
+    void *p[3];
+    for (int i = 0; i < 3; i++)
+        p[i] = tu_alloc(a, 12 * MiB, NULL); /* large: one segment each */
+    void *small = tu_alloc(a, 4 * KiB, NULL);
+    tu_free(a, p[1]);
+    char *buf = written_by(cca_write_snapshot_json, a);
+    const char *segs = strstr(buf, "\"segments\":[");
+    cr_assert_not_null(segs, "%s", buf);
+    uintptr_t last = 0;
+    int n = 0;
+    for (const char *at = strstr(segs, "\"address\":\"0x"); at; at = strstr(at + 1, "\"address\":\"0x"), n++) {
+        uintptr_t base = (uintptr_t)strtoull(at + strlen("\"address\":\""), NULL, 16);
+        cr_assert_gt(base, last, "segment %d at %#lx follows one at %#lx: not address order\n%s", n,
+                     (unsigned long)base, (unsigned long)last, buf);
+        last = base;
+    }
+    cr_assert_eq(n, 4, "%d segments in the snapshot", n);
+    cr_assert_not_null(strstr(buf, "\"blocks\":[{\"offset\":0,\"size\":"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\"requested\":"), "%s", buf);
+    free(buf);
+    tu_free(a, p[0]);
+    tu_free(a, p[2]);
+    tu_free(a, small);
+    tu_teardown(a, u);
+}
+
+/* The upstream failing otherwise than for want of memory: its status comes
+ * back as it is, with no OOM retry and no OOM counted (ccalloc.h: cca_create,
+ * cca_alloc, cca_domain_reserve); and greedy_fraction over an upstream
+ * without mem_info is CCA_ERR_UPSTREAM at cca_create (cca_upstream_ops). */
+Test(api_contract, upstream_failures_other_than_oom_pass_through) {
+    cca_upstream_ops ops = {.alloc = nop_alloc, .free = nop_free, .name = "nomeminfo"};
+    cca_upstream *cu;
+    cr_assert_eq(cca_upstream_custom_create(&ops, NULL, &cu), CCA_OK);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy"), CCA_OK);
+    cca_allocator *a = SENTINEL;
+    EXPECT_FAIL(cca_create(&c, cu, &a), CCA_ERR_UPSTREAM, "greedy_fraction");
+    cr_assert_null(a);
+    cr_assert_eq(cca_config_parse(&c, "greedy_bytes:8M"), CCA_OK); /* sized without mem_info: the device says no */
+    a = SENTINEL;
+    EXPECT_FAIL(cca_create(&c, cu, &a), CCA_ERR_OUT_OF_MEMORY, "cca_create");
+    cr_assert_null(a);
+    cca_upstream_destroy(cu);
+
+    tu_upstream t;
+    cca_upstream *u = tu_upstream_create(&t, 64 * MiB, false);
+    t.alloc_error = CCA_ERR_UPSTREAM;
+    t.fail_at = t.calls + 1;
+    a = SENTINEL;
+    EXPECT_FAIL(cca_create(&c, u, &a), CCA_ERR_UPSTREAM, "cca_create");
+    cr_assert_null(a);
+    a = tu_allocator(u, NULL);
+    void *cached = tu_alloc(a, 12 * MiB, NULL);
+    tu_free(a, cached); /* something the OOM retry could release */
+    cca_stats before = tu_stats(a);
+    void *p = SENTINEL;
+    t.fail_at = t.calls + 1;
+    EXPECT_FAIL(cca_alloc(a, MiB, NULL, &p), CCA_ERR_UPSTREAM, "cca_alloc");
+    cr_assert_null(p);
+    assert_stats_same(&before, a, "an upstream error: no retry, no OOM, nothing released");
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK);
+    before = tu_stats(a);
+    t.fail_at = t.calls + 1;
+    EXPECT_FAIL(cca_domain_reserve(a, d, 4 * MiB), CCA_ERR_UPSTREAM, "cca_domain_reserve");
+    assert_stats_same(&before, a, "a reserve refused with an upstream error: no retry");
+    EXPECT_OK_KEEPS_MESSAGE(cca_domain_reserve(a, d, 4 * MiB)); /* d has no arena: a first one is taken */
+    cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK);
+    tu_teardown(a, u);
+}
+
+/* Details ccalloc.h states: an empty CCALLOC_CONF is no config; recording
+ * a block's own stream (or one already recorded) changes nothing, so its
+ * free needs no event; cca_domain_stats_write_json adds each domain's
+ * arena_bytes to the stats. */
+Test(api_contract, header_details_env_record_stream_arena_bytes) {
+    cca_config c, before;
+    cca_config_default(&c);
+    before = c;
+    setenv("CCALLOC_CONF", "", 1);
+    EXPECT_OK_KEEPS_MESSAGE(cca_config_apply_env(&c));
+    unsetenv("CCALLOC_CONF");
+    cr_assert_eq(memcmp(&c, &before, sizeof c), 0);
+
+    tu_upstream t;
+    cca_upstream *u = tu_upstream_create(&t, 64 * MiB, true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 8 * KiB, S1);
+    EXPECT_OK_KEEPS_MESSAGE(cca_record_stream(a, p, S1));
+    uint64_t records = t.event_records;
+    tu_free(a, p);
+    cr_assert_eq(t.event_records, records, "a block used only on its own stream waited on an event");
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK);
+    cr_assert_eq(cca_domain_reserve(a, d, 4 * MiB), CCA_OK, "%s", cca_last_error());
+    char *buf = written_by(cca_domain_stats_write_json, a);
+    const char *m = strstr(buf, "\"name\": \"m\"");
+    cr_assert_not_null(m, "%s", buf);
+    cr_assert_not_null(strstr(buf, "\"arena_bytes\": 0}"), "the default domain has no arena: %s", buf);
+    cr_assert_not_null(strstr(m, "\"arena_bytes\": 4194304}"), "%s", buf);
+    free(buf);
+    cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK);
+    tu_teardown(a, u);
 }

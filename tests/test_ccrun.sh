@@ -100,6 +100,19 @@ check() { # check DESCRIPTION COMMAND...: the command must succeed
         echo "FAIL: $desc"; cat "$TMP/out" "$TMP/err"; fails=$((fails + 1)); fi
 }
 check "--help lists every option" sh -c "'$CCRUN' --help | grep -q -- --timeline && '$CCRUN' --help | grep -q -- --keep-cache && '$CCRUN' --help | grep -q -- --demo"
+# every long option of the parser's table is in --help, and each range the
+# parser enforces is stated there (the values just outside are usage errors)
+for opt in $(grep -o '{"[a-z-]*", [a-z]*_argument' "$SRC/runtime/ccrun/main.c" | sed 's/{"\([a-z-]*\)".*/\1/'); do
+    check "--help lists --$opt" sh -c "'$CCRUN' --help | grep -q -- '--$opt'"
+done
+check "--help states the parser's ranges" sh -c "'$CCRUN' --help >'$TMP/help' &&
+    grep -q -- '--capacity SIZE .*at least 1M' '$TMP/help' && grep -q -- '--batch N .*1\.\.2^24' '$TMP/help' &&
+    grep -q -- '--iters N .*1\.\.2^24' '$TMP/help' && grep -q -- '--seed N .*0\.\.2^64-1' '$TMP/help' &&
+    grep -q -- '-h, --help' '$TMP/help'"
+expect 2 "at least 1M" -- --capacity 1048575 mlp:4x4
+expect 2 "1..2^24" -- --batch 16777217 mlp:4x4
+expect 2 "1..2^24" -- --iters 0 mlp:4x4
+expect 2 "0..2^64-1" -- --seed 18446744073709551616 mlp:4x4
 check "--json on a failure still reports zero live bytes" sh -c \
     "'$CCRUN' --device host --json '$BAD/not_json.safetensors' 2>/dev/null | grep -q '\"live_bytes_at_exit\": 0'; test \$? -eq 0"
 check "--json with a config the allocator rejects is still one document naming the key" sh -c \

@@ -378,10 +378,14 @@ void cca_config_default(cca_config *c);
  * and cca_last_error() names the key and the problem. NULL text = no change. */
 cca_status cca_config_parse(cca_config *c, const char *text);
 
-/* Apply the CCALLOC_CONF environment variable, if set, on top of *c. */
+/* Apply the CCALLOC_CONF environment variable, if set and not empty, on top
+ * of *c. A bad value: CCA_ERR_CONFIG, cca_last_error() naming CCALLOC_CONF
+ * and the key, *c unchanged. c NULL: CCA_ERR_INVALID_ARGUMENT. */
 cca_status cca_config_apply_env(cca_config *c);
 
-/* Check ranges and cross-field rules (e.g. small_max <= small_segment). */
+/* Check ranges and cross-field rules (e.g. small_max <= small_segment;
+ * docs/allocator.md lists them): CCA_ERR_CONFIG naming the key or rule,
+ * CCA_ERR_INVALID_ARGUMENT for NULL. */
 cca_status cca_config_validate(const cca_config *c);
 
 /* Write the options: with_docs 0 = the values of *c as "key:value" lines;
@@ -403,7 +407,14 @@ typedef struct cca_allocator cca_allocator;
  * c == NULL the defaults plus CCALLOC_CONF are used (a bad CCALLOC_CONF is
  * logged and the defaults alone used: the call still succeeds, and leaves
  * the thread's message as it was). The greedy policy
- * reserves its arena here (CCA_ERR_OUT_OF_MEMORY if the upstream refuses). */
+ * reserves its arena here (CCA_ERR_OUT_OF_MEMORY if the upstream refuses).
+ * Failures, *out NULL (when out is not NULL) and nothing held: out or u NULL:
+ * CCA_ERR_INVALID_ARGUMENT; an explicit c that cca_config_validate refuses:
+ * CCA_ERR_CONFIG; host memory short: CCA_ERR_OUT_OF_MEMORY; expandable:1
+ * and the upstream's vm_granularity fails, or the greedy arena cannot be
+ * sized or reserved for a reason other than memory (greedy_fraction over an
+ * upstream without mem_info, an upstream error): that status, usually
+ * CCA_ERR_UPSTREAM. */
 cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out);
 
 /* Return every segment to the upstream and free the allocator. The device is
@@ -423,7 +434,8 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
  * NULL: CCA_ERR_INVALID_ARGUMENT. */
 cca_status cca_destroy(cca_allocator *a);
 
-/* The configuration in force (after env and validation). */
+/* The configuration in force (after env and validation). a or c NULL:
+ * CCA_ERR_INVALID_ARGUMENT. */
 cca_status cca_get_config(const cca_allocator *a, cca_config *c);
 
 /* ------------------------------------------------------------------------ */
@@ -453,7 +465,11 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    them, the one retry above (which unmaps other free pages of the
  *    arena); no block that fits, pending frees completed: an OOM with no
  *    retry and no other upstream call.
- * An OOM logs one line, after the allocator's lock is released.
+ * An OOM logs one line, after the allocator's lock is released. The retry
+ * is for CCA_ERR_OUT_OF_MEMORY only: an upstream failing otherwise (e.g.
+ * CCA_ERR_UPSTREAM) has its status returned at once, no retry, no OOM
+ * counted, nothing released. a or out NULL, or a size whose rounding would
+ * overflow: CCA_ERR_INVALID_ARGUMENT, nothing touched.
  * size 0: CCA_OK, *out = NULL. On failure *out is NULL. */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 
@@ -468,10 +484,16 @@ cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 cca_status cca_free(cca_allocator *a, void *ptr);
 
 /* Mark a live block as used on stream `s` too: at free it returns to the pool
- * only after events recorded on every such stream have completed. */
+ * only after events recorded on every such stream have completed (the
+ * stream it was allocated on, or one already marked: CCA_OK, no change).
+ * a or ptr NULL: CCA_ERR_INVALID_ARGUMENT; ptr not a live block (freed,
+ * pending, interior, foreign): CCA_ERR_INVALID_POINTER; host memory short:
+ * CCA_ERR_OUT_OF_MEMORY, the block's streams as they were. */
 cca_status cca_record_stream(cca_allocator *a, void *ptr, cca_stream s);
 
-/* The size actually held for a live pointer (rounded, maybe unsplit slack). */
+/* The size actually held for a live pointer (rounded, maybe unsplit slack).
+ * A NULL argument: CCA_ERR_INVALID_ARGUMENT; ptr not a live block:
+ * CCA_ERR_INVALID_POINTER; *size is written only on success. */
 cca_status cca_block_size(cca_allocator *a, const void *ptr, size_t *size);
 
 /* ------------------------------------------------------------------------ */
@@ -555,7 +577,8 @@ typedef struct cca_stats {
  * a or s NULL: nothing happens. */
 void cca_get_stats(const cca_allocator *a, cca_stats *s);
 
-/* Set every *_peak to its current value. */
+/* Set every *_peak to its current value, the domains' too. NULL: nothing
+ * happens. */
 void cca_reset_peak_stats(cca_allocator *a);
 
 /* Stats as one line of text ("allocated=... reserved=...") and as JSON.
@@ -566,8 +589,11 @@ void cca_reset_peak_stats(cca_allocator *a);
 cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
 
-/* The whole allocator as JSON: config, stats, and every segment with its
- * blocks (address offset, size, state, stream) in address order. */
+/* The whole allocator as JSON: config, stats, domains, and every segment in
+ * address order (its address, size, domain, pool, stream, live blocks, and
+ * for an expandable one its mapped runs) with its blocks in address order
+ * (offset in the segment, size, state, requested bytes). Taken under the
+ * allocator's lock; needs no host memory. */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
 
 /* The same state as a Python pickle (protocol 2) of the dict that PyTorch's
@@ -617,7 +643,8 @@ typedef struct cca_domain cca_domain;
  * Holds no device memory until something is allocated in it. */
 cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **out);
 
-/* cca_alloc in domain d (NULL: the default domain). Best fit among d's
+/* cca_alloc in domain d (NULL: the default domain; one that is not a's:
+ * CCA_ERR_INVALID_ARGUMENT, even for size 0). Best fit among d's
  * cached blocks only (its arena first, when it has one), growth in d's own
  * segments; the OOM retry may release cached memory of any domain. An
  * explicit argument rather than a per-thread current domain: a model's work
@@ -625,7 +652,9 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
  * block is then visible at the call site. */
 cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream s, void **out);
 
-/* The domain a live pointer belongs to (NULL: the default domain). */
+/* The domain a live pointer belongs to (NULL: the default domain). A NULL
+ * a, ptr or d: CCA_ERR_INVALID_ARGUMENT; ptr not a live block:
+ * CCA_ERR_INVALID_POINTER; *d is NULL on any failure (d not NULL). */
 cca_status cca_domain_of(cca_allocator *a, const void *ptr, cca_domain **d);
 
 /* One live block found by cca_domain_release: a leak at unload. */
@@ -697,6 +726,8 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * every cached free segment and page of every domain, reserve once more; if
  * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was
  * released stays released (ooms is not counted: no allocation failed).
+ * The upstream failing otherwise than for memory (CCA_ERR_UPSTREAM, ...):
+ * that status at once, no retry, d has no arena.
  * Expandable: a range whose map and then release were both refused stays
  * reserved, empty, as an ordinary range of d (docs/allocator.md), never as
  * part of an arena: a later arena of d serves only from itself.
@@ -726,8 +757,9 @@ typedef struct cca_domain_stats {
 cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca_domain_stats *s);
 
 /* Every domain (the default first, then in creation order) as a JSON array
- * of the stats above; f is flushed (CCA_ERR_IO when a write or the flush
- * failed). */
+ * of the stats above, each with "arena_bytes" too (the size of its
+ * cca_domain_reserve arena; 0: none); f is flushed (CCA_ERR_IO when a write
+ * or the flush failed). */
 cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
 
 /* ------------------------------------------------------------------------ */

@@ -215,6 +215,18 @@ static int write_pages_json(FILE *f, const ccai_segment *seg) {
     return bad ? -1 : 0;
 }
 
+/* The segment after `prev` in address order (the first when prev is NULL):
+ * segments are kept newest first, and the snapshot lists them by address,
+ * as cca_write_snapshot_torch does. A walk per step, O(segments^2) for the
+ * whole snapshot, so that writing one never needs host memory. */
+static const ccai_segment *next_by_address(const cca_allocator *a, const ccai_segment *prev) {
+    const ccai_segment *next = NULL;
+    for (const ccai_segment *s = a->segments; s; s = s->next)
+        if ((!prev || s->base > prev->base) && (!next || s->base < next->base))
+            next = s;
+    return next;
+}
+
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     if (!a || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_json: NULL argument");
@@ -233,13 +245,14 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     bad |= fputs(",\"domains\":", f) == EOF;
     ccai_domain_stats_json(a, f);
     bad |= fputs(",\"segments\":[", f) == EOF;
-    for (const ccai_segment *seg = a->segments; seg && !bad; seg = seg->next) {
+    for (const ccai_segment *seg = next_by_address(a, NULL), *first = seg; seg && !bad;
+         seg = next_by_address(a, seg)) {
         size_t live_blocks, live_bytes;
         ccai_segment_live(seg, &live_blocks, &live_bytes);
         bad |= fprintf(f,
                        "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"domain\":\"%s\",\"pool\":\"%s\","
                        "\"stream\":\"%p\",\"live_blocks\":%zu",
-                       seg == a->segments ? "" : ",", seg->base, seg->size, seg->domain->name,
+                       seg == first ? "" : ",", seg->base, seg->size, seg->domain->name,
                        seg->shared                     ? "arena"
                        : seg->pool == CCAI_POOL_SMALL  ? "small"
                        : seg->pool == CCAI_POOL_MEDIUM ? "medium"

@@ -295,6 +295,12 @@ enum { CCB_DRIVER_NONE = 0, CCB_DRIVER_MODEL = 1, CCB_DRIVER_REAL = 2 };
 struct ccb_strategy {
     const ccb_strategy_ops *ops;
     void *impl;
+    /* The device's free bytes before the strategy took anything from it,
+     * measured by open where the strategy takes memory at open (a greedy
+     * arena); CCB_UNKNOWN (set before open) otherwise: the replay then takes
+     * the free bytes after open plus what the strategy reserved there, which
+     * misses the device's own rounding of that reservation. */
+    size_t device_free_at_open;
 };
 
 /* A named preset: base strategy + config string. */

@@ -77,6 +77,7 @@ static int open_strategy(const ccb_strategy_ops *ops, const char *config, const 
                          ccb_strategy *s, ccb_result *r) {
     memset(s, 0, sizeof *s);
     s->ops = ops;
+    s->device_free_at_open = CCB_UNKNOWN;
     ccb_device dev = {o->device_bytes, with_driver ? o->alloc_latency_ns : 0, with_driver ? o->free_latency_ns : 0};
     int rc = ops->open(s, config, &dev, r->why, sizeof r->why);
     if (rc == 1)
@@ -154,8 +155,9 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
     ccb_mem m;
     ops->sample(&s, &m);
     size_t dev_free = ops->device_free(&s);
-    r->device_free_before =
-        dev_free == CCB_UNKNOWN ? CCB_UNKNOWN : dev_free + (m.reserved == CCB_UNKNOWN ? 0 : m.reserved);
+    r->device_free_before = s.device_free_at_open != CCB_UNKNOWN ? s.device_free_at_open
+                            : dev_free == CCB_UNKNOWN           ? CCB_UNKNOWN
+                                                                : dev_free + (m.reserved == CCB_UNKNOWN ? 0 : m.reserved);
     int reserved_known = m.reserved != CCB_UNKNOWN;
     size_t req = 0, peak_alloc = 0, peak_res = 0;
     r->frag_at_peak = -1;

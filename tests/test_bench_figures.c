@@ -1,0 +1,235 @@
+/*
+ * test_bench_figures.c — every memory figure of a ccalloc replay
+ * (bench/replay.c) against the allocator's own numbers, obtained here by an
+ * independent replay of the same trace through the public API with the same
+ * configuration on the same simulated device:
+ *
+ *   peak reserved            cca_stats.reserved_bytes_peak
+ *   peak allocated           cca_stats.allocated_bytes_peak
+ *   frag. at peak            cca_stats.fragmentation right after the event
+ *                            where allocated bytes first reached their peak
+ *   upstream allocs+frees    cca_stats.upstream_allocs / _frees at the end of
+ *                            the trace (before ccbench's own empty-cache)
+ *   reserved after trace     cca_stats.reserved_bytes then
+ *   after empty-cache        ... after cca_empty_cache, leftovers still live
+ *   device free before       cca_upstream_mem_info before cca_create
+ *   device free after        ... after that empty-cache
+ *   × lower bound, × ideal   peak reserved over the trace's references
+ *   checkpoints              reserved after each mark and release event, and
+ *                            what the release gave back
+ *
+ * on every generator's trace at a small scale (two seeds) and on a hand-made
+ * trace with domains and release events, for every ccalloc preset.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccalloc.h"
+#include "ccbench.h"
+
+/* no driver pass (latencies 0): the figures checked here are the observe pass's */
+static const ccb_replay_options opts = {.device_bytes = (size_t)4 << 30, .reps = 1, .timeline_points = 50};
+
+/* What the allocator itself says over the trace. */
+typedef struct direct {
+    size_t peak_reserved, peak_allocated, reserved_after_trace, reserved_after_empty;
+    size_t device_free_before, device_free_after;
+    uint64_t upstream_allocs, upstream_frees, ooms;
+    double frag_at_peak;
+    size_t ncp;
+    size_t cp_reserved[64], cp_returned[64];
+} direct;
+
+static cca_status alloc_event(cca_allocator *a, cca_domain *const *dom, size_t ndom, const ccb_event *e,
+                              void **p) {
+    cca_domain *d = e->domain && e->domain < ndom ? dom[e->domain] : NULL;
+    return d ? cca_alloc_in(a, d, e->size, (cca_stream)(uintptr_t)e->stream, p)
+             : cca_alloc(a, e->size, (cca_stream)(uintptr_t)e->stream, p);
+}
+
+/* The trace through cca_* with `config` (cca_config_parse's syntax; a
+ * "domains:0" token, ccbench's own key, means: no domains). */
+static void direct_replay(const ccb_trace *t, const char *config, direct *d) {
+    memset(d, 0, sizeof *d);
+    int domains = strstr(config, "domains:0") == NULL;
+    char rest[256];
+    snprintf(rest, sizeof rest, "%s", config);
+    char *k = strstr(rest, "domains:0");
+    if (k)
+        memmove(k, k + 9, strlen(k + 9) + 1);
+    cca_upstream *u;
+    cca_host_options ho = {.capacity = opts.device_bytes};
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &u), CCA_OK);
+    size_t fr, total;
+    cr_assert_eq(cca_upstream_mem_info(u, &fr, &total), CCA_OK);
+    d->device_free_before = fr;
+    cca_config cfg;
+    cca_config_default(&cfg);
+    cfg.log_oom = 0;
+    cr_assert_eq(cca_config_parse(&cfg, rest), CCA_OK, "%s", rest);
+    cca_allocator *a;
+    cr_assert_eq(cca_create(&cfg, u, &a), CCA_OK);
+    void **ptr = calloc(t->slots + 1, sizeof *ptr);
+    cca_domain **dom = calloc(t->ndomains + 1, sizeof *dom);
+    cr_assert(ptr && dom);
+    size_t peak_alloc = 0, reserved = 0;
+    d->frag_at_peak = -1;
+    for (size_t i = 0; i < t->n; i++) {
+        const ccb_event *e = &t->ev[i];
+        size_t before = reserved;
+        switch (e->op) {
+        case CCB_ALLOC: {
+            cca_status st = alloc_event(a, dom, t->ndomains, e, &ptr[e->slot]);
+            cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY, "event %zu: %s", i, cca_status_string(st));
+            if (st != CCA_OK) {
+                ptr[e->slot] = NULL;
+                d->ooms++;
+            }
+            break;
+        }
+        case CCB_FREE:
+            if (ptr[e->slot])
+                cr_assert_eq(cca_free(a, ptr[e->slot]), CCA_OK);
+            ptr[e->slot] = NULL;
+            break;
+        case CCB_EMPTY_CACHE:
+            cca_empty_cache(a, NULL);
+            break;
+        case CCB_TRIM:
+            cca_trim(a, (size_t)e->size, NULL);
+            break;
+        case CCB_DOMAIN:
+            if (domains && cca_domain_create(a, ccb_domain_name(t, e->domain), &dom[e->domain]) != CCA_OK)
+                dom[e->domain] = NULL;
+            break;
+        case CCB_DOMAIN_RELEASE:
+            if (domains && (e->domain == 0 || dom[e->domain]))
+                cca_domain_release(a, dom[e->domain], 0, NULL);
+            break;
+        case CCB_DOMAIN_RESERVE:
+            if (domains && (e->domain == 0 || dom[e->domain]))
+                cca_domain_reserve(a, dom[e->domain], (size_t)e->size);
+            break;
+        default:
+            break;
+        }
+        cca_stats s;
+        cca_get_stats(a, &s);
+        reserved = s.reserved_bytes;
+        if (s.allocated_bytes > peak_alloc) {
+            peak_alloc = s.allocated_bytes;
+            d->frag_at_peak = s.fragmentation;
+        }
+        if (ccb_op_is_checkpoint(e->op)) {
+            cr_assert_lt(d->ncp, 64);
+            d->cp_reserved[d->ncp] = reserved;
+            d->cp_returned[d->ncp++] = e->op == CCB_MARK || before < reserved ? 0 : before - reserved;
+        }
+    }
+    cca_stats s;
+    cca_get_stats(a, &s);
+    d->upstream_allocs = s.upstream_allocs;
+    d->upstream_frees = s.upstream_frees;
+    d->reserved_after_trace = s.reserved_bytes;
+    d->peak_reserved = s.reserved_bytes_peak;
+    d->peak_allocated = s.allocated_bytes_peak;
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cca_get_stats(a, &s);
+    d->reserved_after_empty = s.reserved_bytes;
+    cr_assert_eq(cca_upstream_mem_info(u, &fr, &total), CCA_OK);
+    d->device_free_after = fr;
+    for (size_t i = 0; i <= t->slots; i++)
+        if (ptr[i])
+            cca_free(a, ptr[i]);
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+    free(ptr);
+    free(dom);
+}
+
+static int is_ccalloc_preset(size_t i) {
+    return strcmp(ccb_presets[i].base, "ccalloc") == 0;
+}
+
+/* ccbench's figures of t under every ccalloc preset against direct_replay's. */
+static void check_trace(const ccb_trace *t) {
+    for (size_t i = 0; i < ccb_preset_count; i++) {
+        if (!is_ccalloc_preset(i))
+            continue;
+        const char *name = ccb_presets[i].name;
+        ccb_result r;
+        cr_assert_eq(ccb_replay(t, name, &opts, &r), 0, "%s on %s: %s", name, t->name, r.why);
+        if (r.skipped) { /* expandable without virtual memory: said, and no figure */
+            cr_assert(r.why[0], "%s", name);
+            cr_assert_eq(r.peak_reserved, CCB_UNKNOWN, "%s skipped", name);
+            ccb_result_free(&r);
+            continue;
+        }
+        direct d;
+        direct_replay(t, ccb_presets[i].config, &d);
+        cr_assert_eq(r.ooms, d.ooms, "%s on %s: OOMs", name, t->name);
+        cr_assert_eq(r.peak_reserved, d.peak_reserved, "%s on %s: peak reserved", name, t->name);
+        cr_assert_eq(r.peak_allocated, d.peak_allocated, "%s on %s: peak allocated", name, t->name);
+        cr_assert(r.frag_at_peak == d.frag_at_peak, "%s on %s: fragmentation at peak %f, the allocator's %f", name,
+                  t->name, r.frag_at_peak, d.frag_at_peak);
+        cr_assert_eq(r.upstream_allocs, d.upstream_allocs, "%s on %s: upstream allocs", name, t->name);
+        cr_assert_eq(r.upstream_frees, d.upstream_frees, "%s on %s: upstream frees", name, t->name);
+        cr_assert_eq(r.reserved_after_trace, d.reserved_after_trace, "%s on %s: reserved after", name, t->name);
+        cr_assert_eq(r.reserved_after_empty, d.reserved_after_empty, "%s on %s: after empty-cache", name, t->name);
+        cr_assert_eq(r.device_free_before, d.device_free_before, "%s on %s: device free before (%zu, device %zu)",
+                     name, t->name, r.device_free_before, d.device_free_before);
+        cr_assert_eq(r.device_free_after, d.device_free_after, "%s on %s: device free after", name, t->name);
+        cr_assert_eq(r.lower_bound, t->peak_requested);
+        cr_assert_eq(r.ideal_peak, t->ideal_peak);
+        cr_assert(t->peak_requested == 0 ? isnan(r.ratio_requested)
+                                         : r.ratio_requested == (double)d.peak_reserved / (double)t->peak_requested,
+                  "%s on %s: × lower bound", name, t->name);
+        cr_assert(t->ideal_peak == 0 ? isnan(r.ratio_ideal)
+                                     : r.ratio_ideal == (double)d.peak_reserved / (double)t->ideal_peak,
+                  "%s on %s: × ideal arena", name, t->name);
+        cr_assert_eq(r.checkpoints_n, d.ncp, "%s on %s: checkpoints", name, t->name);
+        for (size_t c = 0; c < d.ncp; c++) {
+            cr_assert_eq(r.checkpoints[c].reserved, d.cp_reserved[c], "%s on %s: checkpoint %zu reserved", name,
+                         t->name, c);
+            cr_assert_eq(r.checkpoints[c].returned, d.cp_returned[c], "%s on %s: checkpoint %zu returned", name,
+                         t->name, c);
+        }
+        ccb_result_free(&r);
+    }
+}
+
+static void read_text(ccb_trace *t, const char *name, const char *text) {
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    cr_assert_not_null(f);
+    ccb_trace_init(t, name);
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_read(t, f, err, sizeof err), 0, "%s: %s", name, err);
+    fclose(f);
+}
+
+Test(figures, every_generator_under_every_ccalloc_preset) {
+    for (size_t g = 0; g < ccb_generator_count; g++) {
+        for (uint64_t seed = 1; seed <= 2; seed++) {
+            ccb_gen_params p = {seed, 0.01};
+            ccb_trace t;
+            cr_assert_eq(ccb_generate(ccb_generators[g].name, &p, &t), 0, "%s", ccb_generators[g].name);
+            check_trace(&t);
+            ccb_trace_free(&t);
+        }
+    }
+}
+
+Test(figures, domains_and_release_events) {
+    ccb_trace t;
+    read_text(&t, "domains",
+              "seq,op,id,size,stream,domain,name\n"
+              "0,domain,0,0,0,1,m1\n1,domain,0,0,0,2,m2\n2,mark,0,0,0,0,load\n"
+              "3,domain_reserve,0,8388608,0,1\n4,alloc,1,1000,0,1\n5,alloc,2,3000000,1,2\n"
+              "6,alloc,3,512,0,0\n7,alloc,4,40000000,0,2\n8,free,1,1000,0,1\n9,domain_release,0,0,0,1\n"
+              "10,alloc,5,7000,0,1\n11,free,2,3000000,1,2\n12,trim,0,1048576,0,0\n13,free,4,40000000,0,2\n"
+              "14,mark,0,0,0,0,next\n15,empty_cache,0,0,0,0\n16,domain_release,0,0,0,2\n");
+    check_trace(&t);
+    ccb_trace_free(&t);
+}

@@ -408,8 +408,8 @@ typedef struct ccb_result {
     size_t peak_requested, peak_allocated, peak_reserved;
     size_t strategy_requested_peak;           /* cca_stats.requested_bytes_peak, or CCB_UNKNOWN */
     double ratio;                             /* peak reserved / peak allocated    */
-    double ratio_requested;                   /* peak reserved / lower bound       */
-    double ratio_ideal;                       /* peak reserved / ideal arena       */
+    double ratio_requested;                   /* peak reserved / lower bound (NAN with OOMs) */
+    double ratio_ideal;                       /* peak reserved / ideal arena (NAN with OOMs) */
     double frag_at_peak;                      /* < 0 when unknown                  */
     uint64_t upstream_allocs, upstream_frees; /* UINT64_MAX when unknown    */
     size_t reserved_after_trace, reserved_after_empty;

@@ -408,9 +408,12 @@ int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o
     }
     if (r->peak_reserved != CCB_UNKNOWN && r->peak_allocated)
         r->ratio = (double)r->peak_reserved / (double)r->peak_allocated;
-    if (r->peak_reserved != CCB_UNKNOWN && r->lower_bound)
+    /* the references are the whole trace's: a strategy that refused some of
+     * its allocations held another trace, so its ratio to them (below 1 when
+     * it refused a large block) is no figure of it: unknown */
+    if (r->peak_reserved != CCB_UNKNOWN && r->lower_bound && !r->ooms)
         r->ratio_requested = (double)r->peak_reserved / (double)r->lower_bound;
-    if (r->peak_reserved != CCB_UNKNOWN && r->ideal_peak && r->ideal_peak != CCB_UNKNOWN)
+    if (r->peak_reserved != CCB_UNKNOWN && r->ideal_peak && r->ideal_peak != CCB_UNKNOWN && !r->ooms)
         r->ratio_ideal = (double)r->peak_reserved / (double)r->ideal_peak;
     return 0;
 }

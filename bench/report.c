@@ -786,8 +786,9 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
             "per device free (the driver's cost; \"(real)\": a GPU strategy, whose times already include its "
             "driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
             "cannot know (reserved bytes, upstream calls and fragmentation of the malloc floor, which has no device "
-            "and no driver time either) or the trace gives nothing to measure (per-op times of a trace without "
-            "allocs or frees).\n\n",
+            "and no driver time either), the trace gives nothing to measure (per-op times of a trace without "
+            "allocs or frees), or a ratio of a strategy with OOMs (it held less than the trace the references "
+            "describe).\n\n",
             (double)alloc_latency_ns / 1e3, (double)free_latency_ns / 1e3);
     ccb_write_results_md(readme, r, nt * nspecs);
     int any = 0;

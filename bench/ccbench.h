@@ -391,6 +391,7 @@ typedef struct ccb_result {
     char config[128];
     char trace[64];
     int skipped;
+    int failed; /* ccb_replay returned -1 (why says why): the row says so, and no figure of it is reported */
     char why[160];
     uint64_t ops, allocs, frees, ooms;
     int reps;

@@ -353,7 +353,7 @@ static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *co
     return rc;
 }
 
-int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r) {
+static int replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r) {
     memset(r, 0, sizeof *r);
     /* unknown until measured: a row that fails early says "failed", never 0s */
     r->peak_reserved = r->reserved_after_trace = r->reserved_after_empty = CCB_UNKNOWN;
@@ -416,6 +416,15 @@ int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o
     if (r->peak_reserved != CCB_UNKNOWN && r->ideal_peak && r->ideal_peak != CCB_UNKNOWN && !r->ooms)
         r->ratio_ideal = (double)r->peak_reserved / (double)r->ideal_peak;
     return 0;
+}
+
+int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r) {
+    /* a failure in any pass fails the cell, the last pass (with the
+     * driver's cost) included: what the passes before it measured is not
+     * reported as a result */
+    int rc = replay(t, spec, o, r);
+    r->failed = rc != 0;
+    return rc;
 }
 
 void ccb_result_free(ccb_result *r) {

@@ -62,6 +62,12 @@ void ccb_format_bytes(size_t b, char *buf, size_t len) {
         cca_format_bytes(b, buf, len);
 }
 
+/* A cell whose figures are reported: it ran, every pass of it (a skipped or
+ * failed one has its reason in the results instead, and nothing elsewhere). */
+static int reported(const ccb_result *x) {
+    return !x->skipped && !x->failed;
+}
+
 /* A figure, or "—" when it is unknown (not finite, or negative). */
 static int known(double v) {
     return isfinite(v) && v >= 0;
@@ -94,7 +100,7 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         const ccb_result *x = &r[i];
         /* a failure always has its reason; a trace without allocations or
          * frees (releases only, or nothing) has no per-op figures: "—" */
-        if (x->skipped || (isnan(x->median_ns) && x->why[0])) {
+        if (!reported(x)) {
             ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", x->trace, x->strategy,
                                  x->skipped ? "skipped" : "failed", x->why);
             continue;
@@ -139,14 +145,14 @@ static void checkpoint_label(const ccb_trace *t, const ccb_checkpoint *c, char *
 void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
     const ccb_result *ref = NULL; /* the first strategy that ran: the checkpoints are the trace's */
     for (size_t s = 0; s < nspecs && !ref; s++)
-        if (!r[s].skipped && r[s].checkpoints_n)
+        if (reported(&r[s]) && r[s].checkpoints_n)
             ref = &r[s];
     if (!ref)
         return;
     fprintf(f, "| event | checkpoint | live requested |");
     size_t cols = 0;
     for (size_t s = 0; s < nspecs; s++)
-        if (!r[s].skipped && r[s].checkpoints_n == ref->checkpoints_n && r[s].peak_reserved != CCB_UNKNOWN) {
+        if (reported(&r[s]) && r[s].checkpoints_n == ref->checkpoints_n && r[s].peak_reserved != CCB_UNKNOWN) {
             ccai_fprintf_escaped(f, " %s |", r[s].strategy);
             cols++;
         }
@@ -161,7 +167,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
         ccb_format_bytes(c->requested, req, sizeof req);
         ccai_fprintf_escaped(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
         for (size_t s = 0; s < nspecs; s++) {
-            if (r[s].skipped || r[s].checkpoints_n != ref->checkpoints_n || r[s].peak_reserved == CCB_UNKNOWN)
+            if (!reported(&r[s]) || r[s].checkpoints_n != ref->checkpoints_n || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
             char res[32], back[32];
             const ccb_checkpoint *x = &r[s].checkpoints[i];
@@ -182,7 +188,7 @@ void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r,
         fprintf(f, "trace,strategy,event,op,name,keep,requested,allocated,reserved,returned\n");
     for (size_t s = 0; s < nspecs; s++) {
         const ccb_result *x = &r[s];
-        for (size_t i = 0; i < x->checkpoints_n; i++) {
+        for (size_t i = 0; reported(x) && i < x->checkpoints_n; i++) {
             const ccb_checkpoint *c = &x->checkpoints[i];
             ccb_csv_field(f, x->trace);
             fputc(',', f);
@@ -211,11 +217,11 @@ void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r,
 void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
     fprintf(f, "| domain | allocs | peak requested | releases |");
     for (size_t s = 0; s < nspecs; s++)
-        if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
+        if (reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
             ccai_fprintf_escaped(f, " %s: returned at its releases |", r[s].strategy);
     fprintf(f, "\n|---|--:|--:|--:|");
     for (size_t s = 0; s < nspecs; s++)
-        if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
+        if (reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
             fprintf(f, "--:|");
     fprintf(f, "\n");
     /* what each strategy returned at each domain's releases, summed in one
@@ -242,7 +248,7 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
         ccai_fprintf_escaped(f, "| %s | %llu | %s | %llu |", di->name, (unsigned long long)di->allocs, pr,
                              (unsigned long long)di->releases);
         for (size_t s = 0; s < nspecs; s++) {
-            if (r[s].skipped || r[s].peak_reserved == CCB_UNKNOWN)
+            if (!reported(&r[s]) || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
             char b[32];
             ccb_format_bytes(sum[s * nd + d], b, sizeof b);
@@ -322,7 +328,7 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
         /* as in markdown: a failure has its reason; a trace without allocs or frees has no per-op figures */
-        int ok = !x->skipped && !(isnan(x->median_ns) && x->why[0]);
+        int ok = reported(x);
         /* a strategy label is what -s said: 'ccalloc=a:1,b:2' has a comma */
         ccb_csv_field(f, x->trace);
         fputc(',', f);
@@ -666,7 +672,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
     char used[CCB_MAX_SPECS][64];
     size_t panels = 0;
     for (size_t i = 0; i < n && panels < CCB_MAX_SPECS; i++) {
-        if (r[i].skipped || isnan(r[i].median_ns) || !r[i].timeline_n)
+        if (!reported(&r[i]) || isnan(r[i].median_ns) || !r[i].timeline_n)
             continue;
         char st[64], base[56], tr[64], rel[160], path[PATH_MAX];
         ccb_file_name(r[i].strategy, base, sizeof base);

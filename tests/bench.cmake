@@ -8,7 +8,8 @@ if(TARGET ccbench_core)
   # real work: tiny blocks, determinism, release events, driver cost, ideal arena, format v2
   cca_add_test(NAME test_replay SOURCES test_replay.c LIBS ccbench_core LABEL cpu)
   # every memory figure of a ccalloc replay against the allocator's own stats
-  cca_add_test(NAME test_bench_figures SOURCES test_bench_figures.c LIBS ccbench_core LABEL cpu)
+  cca_add_test(NAME test_bench_figures SOURCES test_bench_figures.c malloc_fault.c LIBS ccbench_core LABEL cpu)
+  target_link_options(test_bench_figures PRIVATE ${CCA_MALLOC_FAULT_WRAP})
   # hostile traces, files, call sequences and the recorder under threads
   cca_add_test(NAME test_bench_hostile SOURCES test_bench_hostile.c LIBS ccbench_core LABEL cpu)
   # the whole suite at --quick scale; under the sanitizer stage (CCA_DEBUG=2: an

@@ -19,7 +19,9 @@
  *                            what the release gave back
  *
  * on every generator's trace at a small scale (two seeds) and on hand-made
- * traces with domains, release events and OOMs, for every ccalloc preset.
+ * traces with domains, release events and OOMs, for every ccalloc preset;
+ * and a row that says "ok" only for a replay whose every pass ran (a host
+ * allocation failing at each step in turn: tests/malloc_fault.h).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -28,6 +30,7 @@
 
 #include "ccalloc.h"
 #include "ccbench.h"
+#include "malloc_fault.h"
 
 /* no driver pass (latencies 0): the figures checked here are the observe pass's */
 static const ccb_replay_options opts = {.device_bytes = (size_t)4 << 30, .reps = 1, .timeline_points = 50};
@@ -268,5 +271,77 @@ Test(figures, a_strategy_with_ooms_has_no_ratio_to_the_references) {
     cr_assert_eq(strncmp(cell, "| — | — |", strlen("| — | — |")), 0, "%s", row);
     free(buf);
     ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
+/* ---- a replay that fails part-way ------------------------------------------------ */
+
+/* The row of r as results.csv writes it, status field alone; *checkpoints:
+ * the lines of r in checkpoints.csv. */
+static void csv_status(const ccb_trace *t, const ccb_result *r, char *status, size_t len, size_t *checkpoints) {
+    char *buf = NULL;
+    size_t n = 0;
+    tu_malloc_hold(true);
+    FILE *m = open_memstream(&buf, &n);
+    cr_assert_not_null(m);
+    ccb_write_checkpoints_csv(m, t, r, 1, 0);
+    fclose(m);
+    *checkpoints = 0;
+    for (const char *c = buf; (c = strchr(c, '\n')); c++)
+        ++*checkpoints;
+    free(buf);
+    m = open_memstream(&buf, &n);
+    cr_assert_not_null(m);
+    ccb_write_results_csv(m, r, 1);
+    fclose(m);
+    tu_malloc_hold(false);
+    const char *row = strchr(buf, '\n') + 1; /* past the header */
+    const char *f = row;
+    for (int k = 0; k < 3; k++) { /* trace, strategy, "config" (quoted, no comma in these) */
+        f = strchr(f, ',');
+        cr_assert_not_null(f, "%s", row);
+        f++;
+    }
+    snprintf(status, len, "%.*s", (int)strcspn(f, ","), f);
+    free(buf);
+}
+
+Test(figures, a_row_says_ok_only_when_every_pass_ran) {
+    /* the k-th host allocation of the replay fails, for every k: the replay
+     * then either succeeds (its row "ok", with every figure: the allocator
+     * may have served it otherwise, a failed host allocation being its
+     * business) or fails, and its row says "failed" with the reason:
+     * never "ok" with figures of a pass that did not finish (the pass with
+     * the driver's cost, last, failed and the row still said ok), and no
+     * checkpoint of a failed cell in checkpoints.csv */
+    ccb_trace t;
+    read_text(&t, "small",
+              "seq,op,id,size,stream,name\n0,alloc,1,4096,0\n1,alloc,2,3000000,0\n2,free,1,4096,0\n"
+              "3,mark,0,0,0,m\n4,alloc,3,100,0\n5,free,2,3000000,0\n6,empty_cache,0,0,0\n7,free,3,100,0\n");
+    ccb_replay_options o = opts;
+    o.alloc_latency_ns = o.free_latency_ns = 1000; /* a pass with the driver's cost, after the timed one */
+    long k = 1;
+    for (;; k++) {
+        ccb_result r;
+        tu_malloc_arm(k, false);
+        int rc = ccb_replay(&t, "ccalloc-growth", &o, &r);
+        long injected = tu_malloc_disarm();
+        char status[32];
+        size_t checkpoints;
+        csv_status(&t, &r, status, sizeof status, &checkpoints);
+        if (rc == 0) {
+            cr_assert_str_eq(status, "ok", "k %ld: replay succeeded, row %s (%s)", k, status, r.why);
+            cr_assert(!isnan(r.driver_total_ms), "k %ld: no time with the driver in an ok row", k);
+            cr_assert_eq(checkpoints, 2, "k %ld: the mark and the empty_cache", k);
+        } else {
+            cr_assert_str_eq(status, "failed", "k %ld: replay failed (%s), row %s", k, r.why, status);
+            cr_assert(r.why[0], "k %ld: a failure says why", k);
+            cr_assert_eq(checkpoints, 0, "k %ld: no checkpoint of a failed cell", k);
+        }
+        ccb_result_free(&r);
+        if (!injected)
+            break; /* past the replay's last allocation */
+    }
+    cr_assert_gt(k, 20, "the sweep reached every pass");
     ccb_trace_free(&t);
 }

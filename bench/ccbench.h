@@ -334,6 +334,7 @@ typedef struct ccb_driver_row {
     size_t size;
     int reps;
     double alloc_median_us, alloc_p99_us, free_median_us, free_p99_us;
+    double pair_median_us; /* the median of each pair's cudaMalloc + cudaFree (not the sum of the two medians) */
 } ccb_driver_row;
 int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, size_t whylen);
 /* "ok" or why GPU strategies cannot run here. */

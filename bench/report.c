@@ -443,15 +443,15 @@ void ccb_write_driver_md(FILE *f, const ccb_driver_row *rows, size_t n, int reps
         char b[32];
         ccb_format_bytes(rows[i].size, b, sizeof b);
         fprintf(f, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", b, rows[i].alloc_median_us, rows[i].alloc_p99_us,
-                rows[i].free_median_us, rows[i].free_p99_us, rows[i].alloc_median_us + rows[i].free_median_us);
+                rows[i].free_median_us, rows[i].free_p99_us, rows[i].pair_median_us);
     }
 }
 
 void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n) {
-    fprintf(f, "size,reps,alloc_median_us,alloc_p99_us,free_median_us,free_p99_us\n");
+    fprintf(f, "size,reps,alloc_median_us,alloc_p99_us,free_median_us,free_p99_us,pair_median_us\n");
     for (size_t i = 0; i < n; i++)
-        fprintf(f, "%zu,%d,%.3f,%.3f,%.3f,%.3f\n", rows[i].size, rows[i].reps, rows[i].alloc_median_us,
-                rows[i].alloc_p99_us, rows[i].free_median_us, rows[i].free_p99_us);
+        fprintf(f, "%zu,%d,%.3f,%.3f,%.3f,%.3f,%.3f\n", rows[i].size, rows[i].reps, rows[i].alloc_median_us,
+                rows[i].alloc_p99_us, rows[i].free_median_us, rows[i].free_p99_us, rows[i].pair_median_us);
 }
 
 /* ---- the machine ------------------------------------------------------------------ */

@@ -345,3 +345,28 @@ Test(figures, a_row_says_ok_only_when_every_pass_ran) {
     cr_assert_gt(k, 20, "the sweep reached every pass");
     ccb_trace_free(&t);
 }
+
+/* ---- the driver's table -------------------------------------------------------------- */
+
+Test(figures, the_driver_tables_pair_median_is_the_median_of_the_pairs) {
+    /* pairs (alloc, free) of (10, 30), (20, 20), (30, 10) µs: each median is
+     * 20 and their sum 40, but every pair cost 40 and the pair median here
+     * is what the row measured: 45 says the column is the row's own, never
+     * the sum of the two medians (which it was) */
+    ccb_driver_row row = {.size = 2 << 20,
+                          .reps = 3,
+                          .alloc_median_us = 20,
+                          .alloc_p99_us = 30,
+                          .free_median_us = 20,
+                          .free_p99_us = 30,
+                          .pair_median_us = 45};
+    char md[1024] = "", csv[256] = ""; /* the tables fit: fmemopen's buffers */
+    FILE *f = fmemopen(md, sizeof md - 1, "w");
+    ccb_write_driver_md(f, &row, 1, 3);
+    fclose(f);
+    cr_assert_not_null(strstr(md, "| 2.00 MiB | 20.0 | 30.0 | 20.0 | 30.0 | 45.0 |\n"), "%s", md);
+    f = fmemopen(csv, sizeof csv - 1, "w");
+    ccb_write_driver_csv(f, &row, 1);
+    fclose(f);
+    cr_assert_not_null(strstr(csv, ",pair_median_us\n2097152,3,20.000,30.000,20.000,30.000,45.000\n"), "%s", csv);
+}

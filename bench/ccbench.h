@@ -295,6 +295,12 @@ enum { CCB_DRIVER_NONE = 0, CCB_DRIVER_MODEL = 1, CCB_DRIVER_REAL = 2 };
 struct ccb_strategy {
     const ccb_strategy_ops *ops;
     void *impl;
+    /* The device's free bytes before the strategy took anything from it,
+     * measured by open where the strategy takes memory at open (a greedy
+     * arena); CCB_UNKNOWN (set before open) otherwise: the replay then takes
+     * the free bytes after open plus what the strategy reserved there, which
+     * misses the device's own rounding of that reservation. */
+    size_t device_free_at_open;
 };
 
 /* A named preset: base strategy + config string. */
@@ -328,6 +334,7 @@ typedef struct ccb_driver_row {
     size_t size;
     int reps;
     double alloc_median_us, alloc_p99_us, free_median_us, free_p99_us;
+    double pair_median_us; /* the median of each pair's cudaMalloc + cudaFree (not the sum of the two medians) */
 } ccb_driver_row;
 int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, size_t whylen);
 /* "ok" or why GPU strategies cannot run here. */
@@ -385,6 +392,7 @@ typedef struct ccb_result {
     char config[128];
     char trace[64];
     int skipped;
+    int failed; /* ccb_replay returned -1 (why says why): the row says so, and no figure of it is reported */
     char why[160];
     uint64_t ops, allocs, frees, ooms;
     int reps;
@@ -402,8 +410,8 @@ typedef struct ccb_result {
     size_t peak_requested, peak_allocated, peak_reserved;
     size_t strategy_requested_peak;           /* cca_stats.requested_bytes_peak, or CCB_UNKNOWN */
     double ratio;                             /* peak reserved / peak allocated    */
-    double ratio_requested;                   /* peak reserved / lower bound       */
-    double ratio_ideal;                       /* peak reserved / ideal arena       */
+    double ratio_requested;                   /* peak reserved / lower bound (NAN with OOMs) */
+    double ratio_ideal;                       /* peak reserved / ideal arena (NAN with OOMs) */
     double frag_at_peak;                      /* < 0 when unknown                  */
     uint64_t upstream_allocs, upstream_frees; /* UINT64_MAX when unknown    */
     size_t reserved_after_trace, reserved_after_empty;

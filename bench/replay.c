@@ -77,6 +77,7 @@ static int open_strategy(const ccb_strategy_ops *ops, const char *config, const 
                          ccb_strategy *s, ccb_result *r) {
     memset(s, 0, sizeof *s);
     s->ops = ops;
+    s->device_free_at_open = CCB_UNKNOWN;
     ccb_device dev = {o->device_bytes, with_driver ? o->alloc_latency_ns : 0, with_driver ? o->free_latency_ns : 0};
     int rc = ops->open(s, config, &dev, r->why, sizeof r->why);
     if (rc == 1)
@@ -154,8 +155,9 @@ static int observe(const ccb_trace *t, const ccb_strategy_ops *ops, const char *
     ccb_mem m;
     ops->sample(&s, &m);
     size_t dev_free = ops->device_free(&s);
-    r->device_free_before =
-        dev_free == CCB_UNKNOWN ? CCB_UNKNOWN : dev_free + (m.reserved == CCB_UNKNOWN ? 0 : m.reserved);
+    r->device_free_before = s.device_free_at_open != CCB_UNKNOWN ? s.device_free_at_open
+                            : dev_free == CCB_UNKNOWN           ? CCB_UNKNOWN
+                                                                : dev_free + (m.reserved == CCB_UNKNOWN ? 0 : m.reserved);
     int reserved_known = m.reserved != CCB_UNKNOWN;
     size_t req = 0, peak_alloc = 0, peak_res = 0;
     r->frag_at_peak = -1;
@@ -351,7 +353,7 @@ static int timed(const ccb_trace *t, const ccb_strategy_ops *ops, const char *co
     return rc;
 }
 
-int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r) {
+static int replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r) {
     memset(r, 0, sizeof *r);
     /* unknown until measured: a row that fails early says "failed", never 0s */
     r->peak_reserved = r->reserved_after_trace = r->reserved_after_empty = CCB_UNKNOWN;
@@ -406,11 +408,23 @@ int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o
     }
     if (r->peak_reserved != CCB_UNKNOWN && r->peak_allocated)
         r->ratio = (double)r->peak_reserved / (double)r->peak_allocated;
-    if (r->peak_reserved != CCB_UNKNOWN && r->lower_bound)
+    /* the references are the whole trace's: a strategy that refused some of
+     * its allocations held another trace, so its ratio to them (below 1 when
+     * it refused a large block) is no figure of it: unknown */
+    if (r->peak_reserved != CCB_UNKNOWN && r->lower_bound && !r->ooms)
         r->ratio_requested = (double)r->peak_reserved / (double)r->lower_bound;
-    if (r->peak_reserved != CCB_UNKNOWN && r->ideal_peak && r->ideal_peak != CCB_UNKNOWN)
+    if (r->peak_reserved != CCB_UNKNOWN && r->ideal_peak && r->ideal_peak != CCB_UNKNOWN && !r->ooms)
         r->ratio_ideal = (double)r->peak_reserved / (double)r->ideal_peak;
     return 0;
+}
+
+int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r) {
+    /* a failure in any pass fails the cell, the last pass (with the
+     * driver's cost) included: what the passes before it measured is not
+     * reported as a result */
+    int rc = replay(t, spec, o, r);
+    r->failed = rc != 0;
+    return rc;
 }
 
 void ccb_result_free(ccb_result *r) {

@@ -62,6 +62,12 @@ void ccb_format_bytes(size_t b, char *buf, size_t len) {
         cca_format_bytes(b, buf, len);
 }
 
+/* A cell whose figures are reported: it ran, every pass of it (a skipped or
+ * failed one has its reason in the results instead, and nothing elsewhere). */
+static int reported(const ccb_result *x) {
+    return !x->skipped && !x->failed;
+}
+
 /* A figure, or "—" when it is unknown (not finite, or negative). */
 static int known(double v) {
     return isfinite(v) && v >= 0;
@@ -94,7 +100,7 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         const ccb_result *x = &r[i];
         /* a failure always has its reason; a trace without allocations or
          * frees (releases only, or nothing) has no per-op figures: "—" */
-        if (x->skipped || (isnan(x->median_ns) && x->why[0])) {
+        if (!reported(x)) {
             ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", x->trace, x->strategy,
                                  x->skipped ? "skipped" : "failed", x->why);
             continue;
@@ -139,14 +145,14 @@ static void checkpoint_label(const ccb_trace *t, const ccb_checkpoint *c, char *
 void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
     const ccb_result *ref = NULL; /* the first strategy that ran: the checkpoints are the trace's */
     for (size_t s = 0; s < nspecs && !ref; s++)
-        if (!r[s].skipped && r[s].checkpoints_n)
+        if (reported(&r[s]) && r[s].checkpoints_n)
             ref = &r[s];
     if (!ref)
         return;
     fprintf(f, "| event | checkpoint | live requested |");
     size_t cols = 0;
     for (size_t s = 0; s < nspecs; s++)
-        if (!r[s].skipped && r[s].checkpoints_n == ref->checkpoints_n && r[s].peak_reserved != CCB_UNKNOWN) {
+        if (reported(&r[s]) && r[s].checkpoints_n == ref->checkpoints_n && r[s].peak_reserved != CCB_UNKNOWN) {
             ccai_fprintf_escaped(f, " %s |", r[s].strategy);
             cols++;
         }
@@ -161,7 +167,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
         ccb_format_bytes(c->requested, req, sizeof req);
         ccai_fprintf_escaped(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
         for (size_t s = 0; s < nspecs; s++) {
-            if (r[s].skipped || r[s].checkpoints_n != ref->checkpoints_n || r[s].peak_reserved == CCB_UNKNOWN)
+            if (!reported(&r[s]) || r[s].checkpoints_n != ref->checkpoints_n || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
             char res[32], back[32];
             const ccb_checkpoint *x = &r[s].checkpoints[i];
@@ -182,7 +188,7 @@ void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r,
         fprintf(f, "trace,strategy,event,op,name,keep,requested,allocated,reserved,returned\n");
     for (size_t s = 0; s < nspecs; s++) {
         const ccb_result *x = &r[s];
-        for (size_t i = 0; i < x->checkpoints_n; i++) {
+        for (size_t i = 0; reported(x) && i < x->checkpoints_n; i++) {
             const ccb_checkpoint *c = &x->checkpoints[i];
             ccb_csv_field(f, x->trace);
             fputc(',', f);
@@ -211,11 +217,11 @@ void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r,
 void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
     fprintf(f, "| domain | allocs | peak requested | releases |");
     for (size_t s = 0; s < nspecs; s++)
-        if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
+        if (reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
             ccai_fprintf_escaped(f, " %s: returned at its releases |", r[s].strategy);
     fprintf(f, "\n|---|--:|--:|--:|");
     for (size_t s = 0; s < nspecs; s++)
-        if (!r[s].skipped && r[s].peak_reserved != CCB_UNKNOWN)
+        if (reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
             fprintf(f, "--:|");
     fprintf(f, "\n");
     /* what each strategy returned at each domain's releases, summed in one
@@ -242,7 +248,7 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
         ccai_fprintf_escaped(f, "| %s | %llu | %s | %llu |", di->name, (unsigned long long)di->allocs, pr,
                              (unsigned long long)di->releases);
         for (size_t s = 0; s < nspecs; s++) {
-            if (r[s].skipped || r[s].peak_reserved == CCB_UNKNOWN)
+            if (!reported(&r[s]) || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
             char b[32];
             ccb_format_bytes(sum[s * nd + d], b, sizeof b);
@@ -322,7 +328,7 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
         /* as in markdown: a failure has its reason; a trace without allocs or frees has no per-op figures */
-        int ok = !x->skipped && !(isnan(x->median_ns) && x->why[0]);
+        int ok = reported(x);
         /* a strategy label is what -s said: 'ccalloc=a:1,b:2' has a comma */
         ccb_csv_field(f, x->trace);
         fputc(',', f);
@@ -437,15 +443,15 @@ void ccb_write_driver_md(FILE *f, const ccb_driver_row *rows, size_t n, int reps
         char b[32];
         ccb_format_bytes(rows[i].size, b, sizeof b);
         fprintf(f, "| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", b, rows[i].alloc_median_us, rows[i].alloc_p99_us,
-                rows[i].free_median_us, rows[i].free_p99_us, rows[i].alloc_median_us + rows[i].free_median_us);
+                rows[i].free_median_us, rows[i].free_p99_us, rows[i].pair_median_us);
     }
 }
 
 void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n) {
-    fprintf(f, "size,reps,alloc_median_us,alloc_p99_us,free_median_us,free_p99_us\n");
+    fprintf(f, "size,reps,alloc_median_us,alloc_p99_us,free_median_us,free_p99_us,pair_median_us\n");
     for (size_t i = 0; i < n; i++)
-        fprintf(f, "%zu,%d,%.3f,%.3f,%.3f,%.3f\n", rows[i].size, rows[i].reps, rows[i].alloc_median_us,
-                rows[i].alloc_p99_us, rows[i].free_median_us, rows[i].free_p99_us);
+        fprintf(f, "%zu,%d,%.3f,%.3f,%.3f,%.3f,%.3f\n", rows[i].size, rows[i].reps, rows[i].alloc_median_us,
+                rows[i].alloc_p99_us, rows[i].free_median_us, rows[i].free_p99_us, rows[i].pair_median_us);
 }
 
 /* ---- the machine ------------------------------------------------------------------ */
@@ -666,7 +672,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
     char used[CCB_MAX_SPECS][64];
     size_t panels = 0;
     for (size_t i = 0; i < n && panels < CCB_MAX_SPECS; i++) {
-        if (r[i].skipped || isnan(r[i].median_ns) || !r[i].timeline_n)
+        if (!reported(&r[i]) || isnan(r[i].median_ns) || !r[i].timeline_n)
             continue;
         char st[64], base[56], tr[64], rel[160], path[PATH_MAX];
         ccb_file_name(r[i].strategy, base, sizeof base);
@@ -786,8 +792,9 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
             "per device free (the driver's cost; \"(real)\": a GPU strategy, whose times already include its "
             "driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
             "cannot know (reserved bytes, upstream calls and fragmentation of the malloc floor, which has no device "
-            "and no driver time either) or the trace gives nothing to measure (per-op times of a trace without "
-            "allocs or frees).\n\n",
+            "and no driver time either), the trace gives nothing to measure (per-op times of a trace without "
+            "allocs or frees), or a ratio of a strategy with OOMs (it held less than the trace the references "
+            "describe).\n\n",
             (double)alloc_latency_ns / 1e3, (double)free_latency_ns / 1e3);
     ccb_write_results_md(readme, r, nt * nspecs);
     int any = 0;

@@ -194,6 +194,9 @@ int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, ch
         free(c);
         return -1;
     }
+    size_t dev_free, dev_total; /* before cca_create: a greedy arena is taken there */
+    if (st == CCA_OK && cca_upstream_mem_info(u, &dev_free, &dev_total) == CCA_OK)
+        s->device_free_at_open = dev_free;
     if (st == CCA_OK)
         st = cca_create(&cfg, u, &c->a);
     if (st != CCA_OK) {

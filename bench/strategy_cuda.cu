@@ -481,9 +481,11 @@ extern "C" int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, ch
     if (need_gpu(why, whylen))
         return 1;
     double *ta = (double *)malloc((size_t)reps * sizeof *ta), *tf = (double *)malloc((size_t)reps * sizeof *tf);
-    if (!ta || !tf) {
+    double *tp = (double *)malloc((size_t)reps * sizeof *tp); /* each pair's alloc + free */
+    if (!ta || !tf || !tp) {
         free(ta);
         free(tf);
+        free(tp);
         snprintf(why, whylen, "out of host memory");
         return -1;
     }
@@ -501,6 +503,7 @@ extern "C" int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, ch
         uint64_t t2 = ccb_now_ns();
         ta[i] = (double)(t1 - t0) / 1e3;
         tf[i] = (double)(t2 - t1) / 1e3;
+        tp[i] = ta[i] + tf[i];
     }
     int rc = 0;
     if (e != cudaSuccess) {
@@ -513,8 +516,10 @@ extern "C" int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, ch
         row->alloc_p99_us = ccb_quantile(ta, (size_t)reps, 0.99);
         row->free_median_us = ccb_quantile(tf, (size_t)reps, 0.5);
         row->free_p99_us = ccb_quantile(tf, (size_t)reps, 0.99);
+        row->pair_median_us = ccb_quantile(tp, (size_t)reps, 0.5);
     }
     free(ta);
     free(tf);
+    free(tp);
     return rc;
 }

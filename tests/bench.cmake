@@ -7,6 +7,17 @@ if(TARGET ccbench_core)
   cca_add_test(NAME test_bench SOURCES test_bench.c alloc_test_util.c LIBS ccbench_core LABEL cpu) # tu_upstream
   # real work: tiny blocks, determinism, release events, driver cost, ideal arena, format v2
   cca_add_test(NAME test_replay SOURCES test_replay.c LIBS ccbench_core LABEL cpu)
+  # every memory figure of a ccalloc replay against the allocator's own stats
+  cca_add_test(NAME test_bench_figures SOURCES test_bench_figures.c malloc_fault.c LIBS ccbench_core LABEL cpu)
+  target_link_options(test_bench_figures PRIVATE ${CCA_MALLOC_FAULT_WRAP})
+  # what `ccbench info` and the replay's tables report, against an independent
+  # reference (tests/ccbench_reference.py: standard library only)
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME ccbench_reference COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_reference.py
+      $<TARGET_FILE:ccbench> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/ccbench-reference)
+    set_tests_properties(ccbench_reference PROPERTIES LABELS cpu TIMEOUT 120
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;PYTHONDONTWRITEBYTECODE=1")
+  endif()
   # hostile traces, files, call sequences and the recorder under threads
   cca_add_test(NAME test_bench_hostile SOURCES test_bench_hostile.c LIBS ccbench_core LABEL cpu)
   # the whole suite at --quick scale; under the sanitizer stage (CCA_DEBUG=2: an

@@ -293,7 +293,7 @@ Test(bench_strategy, specs_resolve_and_gpu_ones_skip_with_a_reason) {
  * expandable name; the same upstream without expandable:1 opens. */
 Test(bench_strategy, an_expandable_strategy_without_vm_ops_is_refused) {
     tu_upstream t; /* the test double: no vm ops */
-    ccb_strategy s = {&ccb_strategy_ccalloc_host, NULL};
+    ccb_strategy s = {.ops = &ccb_strategy_ccalloc_host};
     char why[512] = "";
     cca_upstream *u = tu_upstream_create(&t, 64 << 20, false);
     cr_assert_eq(ccb_ccalloc_open_on(&s, u, "policy:growth,expandable:1", why, sizeof why), -1); /* u destroyed */

@@ -507,8 +507,10 @@ void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r,
 /* A trace's domains: allocs, peak requested, and what each strategy's
  * releases of each domain gave back. */
 void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs);
-/* The traces: events, lower bound, ideal arena, marks, release events. */
-void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n);
+/* The traces: events, lower bound, ideal arena, marks, release events. 0,
+ * or -1 when a row could not be formatted whole (a row over 1 KiB without
+ * host memory: ccai_escape.h). */
+int ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n);
 int ccb_write_timeline_csv(const char *path, const ccb_result *r);
 void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_ns);
 void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n);

@@ -259,7 +259,8 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
     free(sum);
 }
 
-void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
+int ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
+    int bad = 0;
     fprintf(f, "| trace | events | allocs | frees | lower bound (peak requested) | peak rounded (512 B) | ideal arena | "
                "peak live blocks | largest | live at end | bytes live at end | streams | marks | release events | "
                "domains (released) |\n"
@@ -271,12 +272,14 @@ void ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
         ccb_format_bytes(t[i].ideal_peak, id, sizeof id);
         ccb_format_bytes(t[i].final_requested, fr, sizeof fr);
         ccb_format_bytes(t[i].max_size, mx, sizeof mx);
-        ccai_fprintf_escaped(
-            f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
-            t[i].name, t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
-            t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases,
-            t[i].ndomains ? t[i].ndomains - 1 : 0, (unsigned long long)t[i].domain_releases);
+        bad |= ccai_fprintf_escaped(
+                   f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
+                   t[i].name, t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
+                   t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks,
+                   (unsigned long long)t[i].releases, t[i].ndomains ? t[i].ndomains - 1 : 0,
+                   (unsigned long long)t[i].domain_releases) == EOF;
     }
+    return bad ? -1 : 0;
 }
 
 static void csv_size(FILE *f, size_t v) {

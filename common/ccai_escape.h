@@ -53,6 +53,7 @@
 #ifndef CCAI_ESCAPE_H
 #define CCAI_ESCAPE_H
 
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -105,17 +106,27 @@ static inline int ccai_newlines(FILE *f, size_t n) {
 }
 
 /* vfprintf(f, fmt, ap), the text escaped but for the newlines opening and
- * closing fmt. The bytes written, or EOF. */
+ * closing fmt. The bytes written, or EOF. A text of up to 1 KiB (a table
+ * row, a message) is formatted on the stack; a longer one needs host
+ * memory, and without it "(out of host memory for the message)" is written
+ * in its place and EOF returned with errno ENOMEM: a caller that checks
+ * (a table writer) learns its output is not whole. */
 static inline int ccai_vfprintf_escaped(FILE *f, const char *fmt, va_list ap) {
     va_list again;
     va_copy(again, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    char *text = n > 0 ? (char *)malloc((size_t)n + 1) : NULL;
-    if (text)
+    char small[1024];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    char *text = n < 0 ? NULL : (size_t)n < sizeof small ? small : (char *)malloc((size_t)n + 1);
+    if (text && text != small)
         vsnprintf(text, (size_t)n + 1, fmt, again);
     va_end(again);
-    if (!text)
-        return n == 0 ? 0 : ccai_fputs_escaped("(out of host memory for the message)", f);
+    if (!text) {
+        if (n < 0)
+            return EOF;
+        ccai_fputs_escaped("(out of host memory for the message)", f);
+        errno = ENOMEM;
+        return EOF;
+    }
     /* fmt's opening and closing newlines are literal: text has them too */
     size_t len = strlen(fmt), lead = strspn(fmt, "\n"), trail = 0;
     while (trail < len - lead && fmt[len - 1 - trail] == '\n')
@@ -123,7 +134,8 @@ static inline int ccai_vfprintf_escaped(FILE *f, const char *fmt, va_list ap) {
     text[(size_t)n - trail] = '\0';
     int a = ccai_newlines(f, lead), b = a == EOF ? EOF : ccai_fputs_escaped(text + lead, f);
     int c = b == EOF ? EOF : ccai_newlines(f, trail);
-    free(text);
+    if (text != small)
+        free(text);
     return c == EOF ? EOF : a + b + c;
 }
 

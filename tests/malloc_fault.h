@@ -1,7 +1,7 @@
 /*
  * malloc_fault.h — host malloc failures on demand, for suites linked with
  * the linker's --wrap for every host allocation the library makes
- * (CCA_MALLOC_FAULT_WRAP in tests/allocator.cmake: malloc, calloc, realloc,
+ * (CCA_MALLOC_FAULT_WRAP in tests/CMakeLists.txt: malloc, calloc, realloc,
  * aligned_alloc, strdup, open_memstream): every allocation of the library's
  * static archive and of the suite goes through __wrap_* (malloc_fault.c),
  * which passes it on to the real one unless armed.

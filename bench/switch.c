@@ -86,8 +86,8 @@ static void usage(FILE *f) {
                "  --device, --capacity (default 2G), --iters (default 1) and --batch (default 8) are\n"
                "  passed to ccrun, which checks them. At most %d models. Options take \"--opt value\"\n"
                "  or \"--opt=value\", in any order with the models.\n"
-               "  ccrun: --ccrun PATH (an error if PATH is not an executable file or is longer than\n"
-               "  PATH_MAX; used whole), else searched for in the build tree, next to ccbench and in\n"
+               "  ccrun: --ccrun PATH (an error if PATH is not an executable file or is PATH_MAX bytes\n"
+               "  or longer; used whole), else searched for in the build tree, next to ccbench and in\n"
                "  $PATH (\"skipped\" if not found there).\n",
                MAX_MODELS);
 }

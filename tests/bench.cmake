@@ -196,6 +196,11 @@ if(TARGET ccbench_core)
   string(REPEAT "/x" 2100 ccb_too_long) # 4200 bytes: past PATH_MAX, never cut to a shorter path
   ccb_cli(ccbench_switch_ccrun_too_long 1 "is too long \\(4206 bytes; at most 4095\\)" "skipped" -
     switch --ccrun ${ccb_too_long}/ccrun)
+  # the boundary --help and docs/benchmarks.md state: PATH_MAX (4096) bytes is already too long
+  string(REPEAT "/x" 2045 ccb_at_max) # + "/ccrun": exactly 4096 bytes
+  ccb_cli(ccbench_switch_ccrun_path_max 1 "is too long \\(4096 bytes; at most 4095\\)" "skipped" -
+    switch --ccrun ${ccb_at_max}/ccrun)
+  ccb_cli(ccbench_switch_help_path_max 0 "not an executable file or is PATH_MAX bytes" "" - switch --help)
   # --all TRACE...: the suite on those traces instead of the standard set (the
   # operands were ignored in silence); one that does not read stops it, exit 2;
   # a command name before --all is not taken for a trace

@@ -563,9 +563,10 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
                             size_t nspecs);
 /* What README.md says about replays (replay --out and --all alike): the
  * traces, the strategies x traces table with the driver cost it charged, and
- * each trace's phases and release events. */
-void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t ntraces, const ccb_result *r,
-                             size_t nspecs, uint64_t alloc_latency_ns, uint64_t free_latency_ns);
+ * each trace's phases and release events, and links to the plots of d that
+ * ccb_write_replay_files made (none with no_plots, or when gnuplot made none). */
+void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace *traces, size_t ntraces,
+                             const ccb_result *r, size_t nspecs, uint64_t alloc_latency_ns, uint64_t free_latency_ns);
 
 /* ------------------------------------------------------------------------ */
 /* Command line (cli.c) and sub-commands (cmd_*.c, suite.c, switch.c)      */

@@ -75,7 +75,7 @@ static void write_out_dir(const ccb_options *o, const ccb_trace *traces, const c
     ccb_write_machine_md(readme);
     ccb_write_command_md(readme, o->command_line);
     fprintf(readme, "- simulated device: %zu bytes of host memory\n", o->device_bytes);
-    ccb_write_replay_readme(readme, traces, o->nargs, r, o->nspecs, o->alloc_latency_ns, o->free_latency_ns);
+    ccb_write_replay_readme(readme, &d, traces, o->nargs, r, o->nspecs, o->alloc_latency_ns, o->free_latency_ns);
     ccb_close_out(readme, o->out, "README.md"); /* said, and counted */
 }
 

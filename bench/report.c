@@ -781,7 +781,8 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
     plot_ratios(d, r, ntraces, nspecs);
 }
 
-void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, const ccb_result *r, size_t nspecs,
+void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace *traces, size_t nt, const ccb_result *r,
+                             size_t nspecs,
                              uint64_t alloc_latency_ns, uint64_t free_latency_ns) {
     fprintf(readme, "\n## Traces\n\n");
     ccb_write_traces_md(readme, traces, nt);
@@ -822,11 +823,23 @@ void ccb_write_replay_readme(FILE *readme, const ccb_trace *traces, size_t nt, c
         ccai_fprintf_escaped(readme, "\n### %s\n\n", traces[t].name);
         ccb_write_domains_md(readme, &traces[t], &r[t * nspecs], nspecs);
     }
-    fprintf(readme, "\nPlots: ");
-    for (size_t t = 0; t < nt; t++) {
-        char tr[64];
-        ccb_file_name(traces[t].name, tr, sizeof tr);
-        fprintf(readme, "[%s](timeline_%s.png) · ", tr, tr);
+    /* A plot is linked only when it is there: --no-plots, no gnuplot or a
+     * failed one make none, and a link to a missing file is a broken page. */
+    fprintf(readme, "\n");
+    size_t linked = 0;
+    for (size_t t = 0; t <= nt; t++) {
+        char tr[64], png[128], path[PATH_MAX];
+        if (t < nt) {
+            ccb_file_name(traces[t].name, tr, sizeof tr);
+            snprintf(png, sizeof png, "timeline_%s.png", tr);
+        } else {
+            snprintf(tr, sizeof tr, "ratios");
+            snprintf(png, sizeof png, "ratios.png");
+        }
+        if (d->no_plots || snprintf(path, sizeof path, "%s/%s", d->path, png) >= (int)sizeof path ||
+            access(path, F_OK) != 0)
+            continue;
+        fprintf(readme, "%s[%s](%s)", linked++ ? " · " : "Plots: ", tr, png);
     }
-    fprintf(readme, "[ratios](ratios.png). CSV: results.csv, checkpoints.csv, timeline/*.csv.\n");
+    fprintf(readme, "%sCSV: results.csv, checkpoints.csv, timeline/*.csv.\n", linked ? ". " : "");
 }

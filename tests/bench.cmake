@@ -196,6 +196,11 @@ if(TARGET ccbench_core)
   string(REPEAT "/x" 2100 ccb_too_long) # 4200 bytes: past PATH_MAX, never cut to a shorter path
   ccb_cli(ccbench_switch_ccrun_too_long 1 "is too long \\(4206 bytes; at most 4095\\)" "skipped" -
     switch --ccrun ${ccb_too_long}/ccrun)
+  # README.md links only the plots that exist: --no-plots made none, and its
+  # README linked timeline_T.png and ratios.png all the same (broken links)
+  add_test(NAME ccbench_no_plots_no_plot_links COMMAND sh -c
+    "d=$(mktemp -d) && '$<TARGET_FILE:ccbench>' replay --no-plots -s ccalloc-growth --out \"$d\" gen:uniform --scale 0.05 >/dev/null && grep -q 'CSV: results.csv' \"$d/README.md\" && ! grep -n '\\.png' \"$d/README.md\"; rc=$?; rm -rf \"$d\"; exit $rc")
+  set_tests_properties(ccbench_no_plots_no_plot_links PROPERTIES LABELS cpu)
   # the boundary --help and docs/benchmarks.md state: PATH_MAX (4096) bytes is already too long
   string(REPEAT "/x" 2045 ccb_at_max) # + "/ccrun": exactly 4096 bytes
   ccb_cli(ccbench_switch_ccrun_path_max 1 "is too long \\(4096 bytes; at most 4095\\)" "skipped" -

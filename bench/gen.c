@@ -228,7 +228,7 @@ const ccb_generator ccb_generators[] = {
     {"uniform", "RMM-style random alloc/free, sizes uniform in [256 B, 8 MiB], 1 GiB live budget", gen_uniform},
     {"lognormal", "RMM-style random alloc/free, log-normal sizes (median 64 KiB, sigma 2), 2 GiB budget",
      gen_lognormal},
-    {"mlp", "MLP inference: 8x4096 fp32 weights, 1500 requests with batch sizes changing in 1..256", gen_mlp},
+    {"mlp", "MLP inference: 8 layers of 4096x4096 fp32 weights, 1500 requests with batch sizes changing in 1..256", gen_mlp},
     {"models", "six models of different shapes in sequence: load, 200 requests, unload", gen_models},
     {"adversarial", "growing large tensors whose segment tails get pinned by long-lived 1.5 MiB tensors",
      gen_adversarial},

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in time-limited steps, for a borrowed GPU
 # machine (docs/gpu.md is the runbook). Written for the constrained case:
-#   - each command may run for a limited time (10 min here), and the machine
+#   - each command may run for a limited time (minutes), and the machine
 #     may be a fresh one for each command (an ignored build-gpu/ lost);
 #   - the machine gets the working tree and a few ignored paths (.gpudeps),
 #     possibly without .git, and has no network;
@@ -464,7 +464,7 @@ done
 if [ -n "$tarball" ]; then
     mkdir -p "$(dirname "$tarball")"
     tar czf "$tarball" -C "$out" . && size=$(stat -c %s "$tarball")
-    if ((${size:-0} > ${GS_TAR_MAX:-16000000})); then # the device tool returns files up to 16 MiB: drop the biggest files
+    if ((${size:-0} > ${GS_TAR_MAX:-16000000})); then # such machines often return only small files (GS_TAR_MAX, 16 MB by default): drop the biggest files
         echo "gpu_session: $tarball is $size bytes: leaving out files over 1 MB (listed in LEFT_OUT.txt)"
         find "$out" -type f -size +1M -printf '%P %s\n' >"$out/LEFT_OUT.txt"
         tar czf "$tarball" -C "$out" --exclude-from=<(find "$out" -type f -size +1M -printf '%P\n' | sed 's#^#./#') .

@@ -143,13 +143,18 @@ static void checkpoint_label(const ccb_trace *t, const ccb_checkpoint *c, char *
 }
 
 void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
-    const ccb_result *ref = NULL; /* the first strategy that ran: the checkpoints are the trace's */
-    for (size_t s = 0; s < nspecs && !ref; s++)
-        if (reported(&r[s]) && r[s].checkpoints_n)
-            ref = &r[s];
+    /* the reference for the trace's own column (live requested bytes at
+     * each checkpoint): the first strategy that ran and served every
+     * allocation; one with OOMs held less than the trace, so when every
+     * strategy had some the column is headed "live requested (served)" */
+    const ccb_result *ref = NULL;
+    for (int pass = 0; pass < 2 && !ref; pass++)
+        for (size_t s = 0; s < nspecs && !ref; s++)
+            if (reported(&r[s]) && r[s].checkpoints_n && (pass == 1 || r[s].ooms == 0))
+                ref = &r[s];
     if (!ref)
         return;
-    fprintf(f, "| event | checkpoint | live requested |");
+    fprintf(f, "| event | checkpoint | %s |", ref->ooms ? "live requested (served)" : "live requested");
     size_t cols = 0;
     for (size_t s = 0; s < nspecs; s++)
         if (reported(&r[s]) && r[s].checkpoints_n == ref->checkpoints_n && r[s].peak_reserved != CCB_UNKNOWN) {

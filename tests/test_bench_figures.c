@@ -275,6 +275,42 @@ Test(figures, a_strategy_with_ooms_has_no_ratio_to_the_references) {
     ccb_trace_free(&t);
 }
 
+/* The checkpoint table's "live requested" column is the trace's: taken from
+ * a strategy that served every allocation, never from one with OOMs ahead
+ * of it (that one held less: the refused 1 GiB block is live in the trace);
+ * when every strategy had OOMs, the column says it shows what was served. */
+Test(figures, checkpoints_live_requested_is_the_traces) {
+    ccb_trace t;
+    read_text(&t, "cp",
+              "seq,op,id,size,stream,name\n0,alloc,1,1073741824,0\n1,alloc,2,4096,0\n2,mark,0,0,0,m\n"
+              "3,free,2,4096,0\n4,free,1,1073741824,0\n");
+    ccb_result r[2];
+    ccb_replay_options o = opts;
+    o.device_bytes = (size_t)512 << 20; /* the 1 GiB block never fits */
+    cr_assert_eq(ccb_replay(&t, "ccalloc", &o, &r[0]), 0, "%s", r[0].why);
+    cr_assert_eq(r[0].ooms, 1);
+    o.device_bytes = (size_t)4 << 30;
+    cr_assert_eq(ccb_replay(&t, "ccalloc", &o, &r[1]), 0, "%s", r[1].why);
+    cr_assert_eq(r[1].ooms, 0);
+    for (size_t n = 2; n >= 1; n--) { /* both (the first with OOMs), then the first alone */
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        ccb_write_checkpoints_md(m, &t, r, n);
+        fclose(m);
+        const char *want = n == 2 ? "| live requested |" : "| live requested (served) |";
+        cr_assert_not_null(strstr(buf, want), "%zu strategies:\n%s", n, buf);
+        /* the mark's row: event, label, live requested, then each strategy's reserved bytes */
+        cr_assert_not_null(strstr(buf, n == 2 ? "\n| 2 | m | 1.00 GiB | 2.00 MiB | 1.00 GiB |\n"
+                                              : "\n| 2 | m | 4.00 KiB | 2.00 MiB |\n"),
+                           "%zu strategies:\n%s", n, buf);
+        free(buf);
+    }
+    ccb_result_free(&r[0]);
+    ccb_result_free(&r[1]);
+    ccb_trace_free(&t);
+}
+
 /* ---- a replay that fails part-way ------------------------------------------------ */
 
 /* The row of r as results.csv writes it, status field alone; *checkpoints:

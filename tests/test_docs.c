@@ -49,9 +49,43 @@ Test(docs, option_table_matches_config_table) {
  *     <!-- rows-from: bench/results/.../file.md -->
  *     | ... | ... |
  *     <!-- end rows -->
- * passes when every table row in it is, verbatim, a line of that file: a
- * rerun of a benchmark that changes a figure fails here until the docs are
- * updated, so the docs never quote numbers the repository does not hold. */
+ * passes when every table row in it is, verbatim, a line of that file, in a
+ * table of that file whose header is the header the row has in the doc (a
+ * row under another table's header would put its figures in the wrong
+ * columns): a rerun of a benchmark that changes a figure fails here until
+ * the docs are updated, so the docs never quote numbers the repository does
+ * not hold. */
+
+/* The first line of the table (the run of lines starting with '|') that
+ * holds the line at `line` of `text`; its length in *len. */
+static const char *table_header(const char *text, const char *line, size_t *len) {
+    while (line > text) {
+        const char *prev = line - 1; /* the '\n' ending the line before */
+        while (prev > text && prev[-1] != '\n')
+            prev--;
+        if (prev[0] != '|')
+            break;
+        line = prev;
+    }
+    *len = strcspn(line, "\n");
+    return line;
+}
+
+/* Whether `row` (len bytes) is a whole line of `results` under a table
+ * header equal to `header` (hlen bytes). */
+static bool row_under_header(const char *results, const char *row, size_t len, const char *header, size_t hlen) {
+    for (const char *q = strstr(results, row); q; q = strstr(q + 1, row)) {
+        bool line_start = q == results || q[-1] == '\n';
+        if (!line_start || (q[len] != '\n' && q[len] != '\0'))
+            continue;
+        size_t qlen;
+        const char *qh = table_header(results, q, &qlen);
+        if (qlen == hlen && strncmp(qh, header, hlen) == 0)
+            return true;
+    }
+    return false;
+}
+
 static size_t check_rows_from(const char *src, const char *doc_name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/docs/%s", src, doc_name);
@@ -72,12 +106,17 @@ static size_t check_rows_from(const char *src, const char *doc_name) {
             const char *eol = strchr(line, '\n');
             size_t len = (size_t)(eol - line);
             if (len > 0 && line[0] == '|') {
-                char *needle = malloc(len + 3);
-                snprintf(needle, len + 3, "\n%.*s\n", (int)len, line);
-                bool first_line = strncmp(results, line, len) == 0 && results[len] == '\n';
-                cr_assert(first_line || strstr(results, needle), "%s: row not found verbatim in %s:\n%.*s", doc_name,
-                          result_path, (int)len, line);
-                free(needle);
+                char *row = malloc(len + 1);
+                cr_assert_not_null(row);
+                memcpy(row, line, len);
+                row[len] = '\0';
+                size_t hlen;
+                const char *header = table_header(doc, line, &hlen);
+                cr_assert(row_under_header(results, row, len, header, hlen),
+                          "%s: row not found verbatim, under the header it has in the doc, in %s:\n%.*s\nheader: "
+                          "%.*s",
+                          doc_name, result_path, (int)len, line, (int)hlen, header);
+                free(row);
                 checked++;
             }
             line = eol + 1;

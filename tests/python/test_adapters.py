@@ -360,3 +360,21 @@ def test_numba_plugin(monkeypatch, nv_binding):
         assert ccalloc.numba.empty_cache().bytes_still_reserved == 0
     finally:
         plug.reset()
+
+
+def test_numba_trim_gives_cached_memory_back(monkeypatch):
+    """The Numba adapter's docstring and docs/python.md name its own
+    ``empty_cache`` / ``trim`` as what gives device memory back: both exist
+    and release the device's cache (a 4 KiB block's 2 MiB small segment)."""
+    plug.reset()
+    fake_numba(monkeypatch, False)
+    try:
+        ccalloc.numba.enable(upstream="host:64M", conf="")
+        p = plug.alloc(4096)
+        plug.free(p)
+        assert ccalloc.numba.trim(2 * MiB).bytes_released == 0
+        r = ccalloc.numba.trim(0)
+        assert (r.bytes_released, r.segments_released, r.bytes_still_reserved) == (2 * MiB, 1, 0)
+        assert ccalloc.numba.stats()["reserved_bytes"] == 0
+    finally:
+        plug.reset()

@@ -711,7 +711,8 @@ def test_install_prefixes_include_lib64_and_multiarch(monkeypatch, tmp_path):
 
 def test_a_domain_is_destroyed_with_its_allocator():
     """cca_destroy destroys every domain: the Python Domain says so, refuses
-    its calls naming why, and its with-block ends quietly."""
+    its calls with the words docs/python.md quotes ("the allocator is
+    closed"), and its with-block ends quietly."""
     a = ccalloc.Allocator(capacity="64M")
     d = a.domain("m")
     p = d.alloc(4096)
@@ -722,6 +723,6 @@ def test_a_domain_is_destroyed_with_its_allocator():
     assert a.closed and d.destroyed
     for call in (lambda: d.alloc(512), lambda: d.stats(), lambda: d.reserve("1M"), lambda: d.release(),
                  lambda: d.destroy()):
-        with pytest.raises(ccalloc.InvalidArgumentError, match="allocator is closed"):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="the allocator is closed"):
             call()
     assert p != 0

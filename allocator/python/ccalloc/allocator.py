@@ -556,7 +556,7 @@ class Domain:
     def handle(self) -> int:
         if self._live_handle() is None:
             lib = self.allocator._lib
-            why = "its allocator is closed" if self.allocator.closed else "it was destroyed"
+            why = "the allocator is closed" if self.allocator.closed else "it was destroyed"
             raise error_class(ERR_INVALID_ARGUMENT)(ERR_INVALID_ARGUMENT,
                                                      _text(lib.cca_status_string(ERR_INVALID_ARGUMENT)),
                                                      f"domain '{self.name}' is destroyed: {why}")

@@ -144,3 +144,8 @@ def stats(device: int = 0) -> Dict[str, Any]:
 def empty_cache(device: int = 0) -> ReleaseReport:
     """Every cached byte of the device back to the driver."""
     return plug.empty_cache(device)
+
+
+def trim(keep: int, device: int = 0) -> ReleaseReport:
+    """Give cached memory of the device back until at most ``keep`` bytes stay reserved."""
+    return plug.trim(keep, device)

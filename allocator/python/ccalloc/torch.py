@@ -66,9 +66,13 @@ def enable(conf: Optional[str] = None, upstream: Optional[str] = None) -> None:
 
     Call before the first CUDA allocation (PyTorch refuses to swap an
     allocator in use: ``RuntimeError``). ``conf``: ``"key:value,..."``
-    (docs/allocator.md, Options; None: ``CCALLOC_CONF``). ``upstream``:
-    ``"cuda"`` (default) or ``"host:..."`` (the simulated device, for tests
-    of the plumbing; PyTorch's kernels cannot run on it). Raises
+    (docs/allocator.md, Options). ``upstream``: ``"cuda"`` or ``"host:..."``
+    (the simulated device, for tests of the plumbing; PyTorch's kernels
+    cannot run on it). Either given: both are passed to
+    :func:`ccalloc.plug.configure` (None there: the environment,
+    ``CCALLOC_CONF`` / ``CCALLOC_PLUG_UPSTREAM``, else the defaults and
+    "cuda"); both None: an earlier ``plug.configure`` stays in force, else
+    the environment decides. Raises
     ImportError without PyTorch, or with a PyTorch built without CUDA
     (``torch.version.cuda`` None: a CPU-only wheel), saying what to install.
     """

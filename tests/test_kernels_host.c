@@ -207,6 +207,32 @@ Test(softmax_host, bad_arguments) {
     cck_softmax_reference(NULL, NULL, 1, 1);                                         /* no crash */
 }
 
+/* y may equal x; any other overlap would read elements an earlier row (or
+ * an earlier pass) already overwrote, so it is refused and nothing is
+ * written. The CUDA entry points check the same before the device. */
+Test(softmax_host, partial_overlap_is_refused) {
+    float buf[24];
+    for (int i = 0; i < 24; i++)
+        buf[i] = (float)i;
+    const size_t offsets[] = {1, 3, 4, 7}; /* 2x4: y starts inside x's 8 floats */
+    for (size_t k = 0; k < 4; k++) {
+        cr_assert_eq(cck_softmax_host(buf + 8, buf + 8 + offsets[k], 2, 4), CCK_ERR_INVALID_ARGUMENT, "y = x + %zu",
+                     offsets[k]);
+        cr_assert_eq(cck_softmax_host(buf + 8, buf + 8 - offsets[k], 2, 4), CCK_ERR_INVALID_ARGUMENT, "y = x - %zu",
+                     offsets[k]);
+        cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 0, buf + 8, buf + 8 + offsets[k], 2, 4),
+                     CCK_ERR_INVALID_ARGUMENT);
+    }
+    for (int i = 0; i < 24; i++)
+        cr_assert_eq(buf[i], (float)i, "a refused call wrote element %d", i);
+    /* adjacent ranges and y == x are fine */
+    cr_assert_eq(cck_softmax_host(buf + 8, buf + 16, 2, 4), CCK_OK);
+    cr_assert_eq(cck_softmax_host(buf + 8, buf, 2, 4), CCK_OK);
+    cr_assert_eq(cck_softmax_host(buf + 8, buf + 8, 2, 4), CCK_OK);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(buf[i], buf[16 + i], "out of place and in place agree at %d", i);
+}
+
 /* ---- dense ---------------------------------------------------------------- */
 
 /* Both host GEMMs are checked: cck_dense_host (OpenBLAS when the library is

@@ -96,6 +96,15 @@ static inline double check_close(const char *what, const float *y, const double 
     return worst;
 }
 
+/* Row lengths at and past every vector width and tiling boundary: 4 SSE and
+ * 8 AVX2 lanes on the host, the GPU rows' 16-byte split, warp (32) and block
+ * sizes. Use as `static const size_t cols[] = KERNELS_BOUNDARY_COLS;`. */
+#define KERNELS_BOUNDARY_COLS                                                                                          \
+    {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 255, 256, 257, 4095, 4096, 4097}
+
+/* Values that break a naive softmax or activation, for the sweeps. */
+#define KERNELS_SPECIAL_VALUES {NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 1e38f, -1e38f, 1e-45f, -0.0f}
+
 static inline double softmax_rtol(size_t cols) {
     return 1e-5 + 4.0 * sqrt((double)cols) * 0x1.0p-24;
 }

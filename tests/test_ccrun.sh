@@ -172,6 +172,15 @@ NANW='\000\000\300\177\000\000\200\077\000\000\200\177'
 st_file "$TMP/nan.safetensors" '{"__metadata__":{"ccr.mlp":"mlp:2x1"},"0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"0.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}' "$NANW"
 check "non-finite weights: a warning naming the tensors, exit 4" sh -c \
     "'$CCRUN' --device host '$TMP/nan.safetensors' >'$TMP/no' 2>'$TMP/ne'; test \$? -eq 4 && grep -qF \"warning: model '$TMP/nan.safetensors' has 2 non-finite weights (NaN/Inf): tensor '0.weight': 1, tensor '0.bias': 1\" '$TMP/ne'"
+# A -inf weight need not reach the outputs: the kernels map it to 0 (ReLU
+# of -inf, softmax of a -inf logit next to finite ones), so the warning says
+# the outputs may not be numbers, not that they are NaN. mlp:2x2:softmax,
+# W = 0, b = {-Inf, 0}: logits {-Inf, 0}, probabilities {0, 1} for every input.
+NINFW='\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\200\377\000\000\000\000'
+st_file "$TMP/ninf.safetensors" '{"__metadata__":{"ccr.mlp":"mlp:2x2:softmax"},"0.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"0.bias":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}}' "$NINFW"
+check "a -inf bias before softmax: exit 4, a warning that does not promise NaN outputs" sh -c \
+    "'$CCRUN' --device host '$TMP/ninf.safetensors' >'$TMP/nio' 2>'$TMP/nie'; test \$? -eq 4 && grep -qF \"has 1 non-finite weights (NaN/Inf): tensor '0.bias': 1; its outputs may not be numbers (exit status 4)\" '$TMP/nie' && ! grep -q 'will be NaN' '$TMP/nie' && grep -qF 'y[0][0]=0,' '$TMP/nio'"
+check "--help: non-finite weights may give outputs that are not numbers" sh -c "'$CCRUN' --help | grep -q 'it ran, but its outputs may not be numbers'"
 # Text from a model file (tensor names, dtypes, metadata keys, a sidecar's
 # lines) and from the command line reaches the terminal escaped: control
 # bytes, DEL, C1 controls, bidi controls and bytes that are not UTF-8 as

@@ -22,6 +22,7 @@
  * associative, so the GPU's d may differ in the last bits; the tolerance
  * allows it).
  */
+#include <float.h>
 #include <string.h>
 
 #include "activation.h"
@@ -107,6 +108,53 @@ Test(softmax_emulated, v4_block_every_block_size) {
         for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
             for (int x_off = 0; x_off < 4; x_off += 3)
                 run_case(&r, 4, lens[k], x_off, 1, 0, nt, 0, 20.0f);
+}
+
+/* Special values (NaN, infinities, huge and tiny magnitudes) at the first,
+ * middle and last element of rows of every boundary length, each of the 4
+ * row alignments, through a warp and a 256-thread block: the emulated GPU
+ * rows equal the host kernel's in class (NaN where NaN) and both the
+ * reference within its tolerance; all -inf and all NaN rows are all NaN. */
+Test(softmax_emulated, v4_special_values_at_every_width) {
+    rng r = rng_fresh("softmax_emulated.v4_special_values_at_every_width");
+    static const size_t widths[] = KERNELS_BOUNDARY_COLS;
+    const float special[] = KERNELS_SPECIAL_VALUES;
+    enum { NS = sizeof special / sizeof special[0], ROWS = 3 * NS + 2 };
+    for (size_t c = 0; c < sizeof widths / sizeof widths[0]; c++) {
+        int cols = (int)widths[c];
+        size_t n = (size_t)ROWS * cols;
+        float *xbuf = aligned_alloc(16, ((n + 4) * sizeof(float) + 15) / 16 * 16);
+        float *y = xmalloc(n * sizeof *y), *host = xmalloc(n * sizeof *host);
+        cr_assert_not_null(xbuf);
+        for (int x_off = 0; x_off < 4; x_off++) {
+            float *x = xbuf + x_off;
+            fill_uniform(&r, x, n, 5.0f);
+            for (int s = 0; s < NS; s++) {
+                const int pos[3] = {0, cols / 2, cols - 1};
+                for (int p = 0; p < 3; p++)
+                    x[(size_t)(3 * s + p) * cols + pos[p]] = special[s];
+            }
+            for (int j = 0; j < cols; j++) {
+                x[(size_t)(ROWS - 2) * cols + j] = -INFINITY;
+                x[(size_t)(ROWS - 1) * cols + j] = NAN;
+            }
+            cr_assert_eq(cck_softmax_host(x, host, ROWS, (size_t)cols), CCK_OK);
+            for (int nt = 32; nt <= 256; nt *= 8) {
+                for (int row = 0; row < ROWS; row++)
+                    emulate_row(x + (size_t)row * cols, y + (size_t)row * cols, cols, nt, nt == 32);
+                char what[96];
+                snprintf(what, sizeof what, "emulated v4 specials nt=%d cols=%d x+%d", nt, cols, x_off);
+                check_softmax(what, y, x, ROWS, (size_t)cols);
+                for (size_t i = 0; i < n; i++)
+                    cr_assert(isnan(y[i]) == isnan(host[i]), "%s: element %zu is %g, host kernel %g", what, i, y[i],
+                              host[i]);
+                for (int j = 0; j < cols; j++)
+                    cr_assert(isnan(y[(size_t)(ROWS - 2) * cols + j]) && isnan(y[(size_t)(ROWS - 1) * cols + j]),
+                              "%s: all -inf / all NaN rows", what);
+            }
+        }
+        free(xbuf), free(y), free(host);
+    }
 }
 
 /* The rules of the running pair, one case at a time. */

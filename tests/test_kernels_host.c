@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cck_internal.h"
 #include "exp_host.h"
 
 #include "kernels_check.h"
@@ -207,6 +208,94 @@ Test(softmax_host, bad_arguments) {
     cck_softmax_reference(NULL, NULL, 1, 1);                                         /* no crash */
 }
 
+/* y may equal x; any other overlap would read elements an earlier row (or
+ * an earlier pass) already overwrote, so it is refused and nothing is
+ * written. The CUDA entry points check the same before the device. */
+Test(softmax_host, partial_overlap_is_refused) {
+    float buf[24];
+    for (int i = 0; i < 24; i++)
+        buf[i] = (float)i;
+    const size_t offsets[] = {1, 3, 4, 7}; /* 2x4: y starts inside x's 8 floats */
+    for (size_t k = 0; k < 4; k++) {
+        cr_assert_eq(cck_softmax_host(buf + 8, buf + 8 + offsets[k], 2, 4), CCK_ERR_INVALID_ARGUMENT, "y = x + %zu",
+                     offsets[k]);
+        cr_assert_eq(cck_softmax_host(buf + 8, buf + 8 - offsets[k], 2, 4), CCK_ERR_INVALID_ARGUMENT, "y = x - %zu",
+                     offsets[k]);
+        cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 0, buf + 8, buf + 8 + offsets[k], 2, 4),
+                     CCK_ERR_INVALID_ARGUMENT);
+    }
+    for (int i = 0; i < 24; i++)
+        cr_assert_eq(buf[i], (float)i, "a refused call wrote element %d", i);
+    /* adjacent ranges and y == x are fine */
+    cr_assert_eq(cck_softmax_host(buf + 8, buf + 16, 2, 4), CCK_OK);
+    cr_assert_eq(cck_softmax_host(buf + 8, buf, 2, 4), CCK_OK);
+    cr_assert_eq(cck_softmax_host(buf + 8, buf + 8, 2, 4), CCK_OK);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(buf[i], buf[16 + i], "out of place and in place agree at %d", i);
+}
+
+/* Column counts at and past every vector width and tiling boundary (4 SSE
+ * lanes, 8 AVX2, the 16-byte split of the GPU rows, OpenMP's threshold),
+ * each row holding one special value at its first, middle or last element,
+ * with finite neighbours: the host kernel equals the reference element by
+ * element (NaN where it is NaN) and the documented rule holds exactly. */
+static const size_t boundary_cols[] = KERNELS_BOUNDARY_COLS;
+#define N_BOUNDARY_COLS (sizeof boundary_cols / sizeof boundary_cols[0])
+
+Test(softmax_host, special_values_at_every_width_and_position) {
+    rng r = rng_fresh("softmax_host.special_values_at_every_width_and_position");
+    const float special[] = KERNELS_SPECIAL_VALUES;
+    enum { NS = sizeof special / sizeof special[0] };
+    for (size_t c = 0; c < N_BOUNDARY_COLS; c++) {
+        size_t cols = boundary_cols[c], rows = 3 * NS + 2;
+        float *x = xmalloc(rows * cols * sizeof *x), *y = xmalloc(rows * cols * sizeof *y);
+        fill_uniform(&r, x, rows * cols, 5.0f);
+        for (size_t s = 0; s < NS; s++) {
+            const size_t pos[3] = {0, cols / 2, cols - 1};
+            for (int p = 0; p < 3; p++)
+                x[(3 * s + (size_t)p) * cols + pos[p]] = special[s];
+        }
+        for (size_t j = 0; j < cols; j++) { /* the last two rows: all -inf, all NaN */
+            x[(rows - 2) * cols + j] = -INFINITY;
+            x[(rows - 1) * cols + j] = NAN;
+        }
+        cr_assert_eq(cck_softmax_host(x, y, rows, cols), CCK_OK);
+        char what[64];
+        snprintf(what, sizeof what, "softmax_host specials cols=%zu", cols);
+        check_softmax(what, y, x, rows, cols);
+        for (size_t row = 0; row < rows; row++) {
+            const float v = row < 3 * NS ? special[row / 3] : NAN;
+            const float *yr = y + row * cols;
+            int all_nan = isnan(v) || v == INFINITY || (v == -INFINITY && cols == 1) || row == rows - 2;
+            for (size_t j = 0; j < cols; j++) {
+                if (all_nan)
+                    cr_assert(isnan(yr[j]), "%s row %zu (%g): y[%zu] = %g, want NaN", what, row, v, j, yr[j]);
+                else
+                    cr_assert(yr[j] >= 0.0f && yr[j] <= 1.0f, "%s row %zu (%g): y[%zu] = %g", what, row, v, j, yr[j]);
+            }
+        }
+        free(x), free(y);
+    }
+}
+
+/* The same rows twice, and in place: bit for bit the same (the OpenMP split
+ * gives each row to one thread; nothing depends on the thread count). */
+Test(softmax_host, deterministic_at_every_width) {
+    rng r = rng_fresh("softmax_host.deterministic_at_every_width");
+    for (size_t c = 0; c < N_BOUNDARY_COLS; c++) {
+        size_t cols = boundary_cols[c], rows = (CCK_PARALLEL_MIN_ELEMS + cols - 1) / cols;
+        float *x = xmalloc(rows * cols * sizeof *x), *y1 = xmalloc(rows * cols * sizeof *y1),
+              *y2 = xmalloc(rows * cols * sizeof *y2);
+        fill_uniform(&r, x, rows * cols, 30.0f);
+        cr_assert_eq(cck_softmax_host(x, y1, rows, cols), CCK_OK);
+        cr_assert_eq(cck_softmax_host(x, y2, rows, cols), CCK_OK);
+        cr_assert(memcmp(y1, y2, rows * cols * sizeof *y1) == 0, "cols=%zu: two runs differ", cols);
+        cr_assert_eq(cck_softmax_host(x, x, rows, cols), CCK_OK);
+        cr_assert(memcmp(y1, x, rows * cols * sizeof *y1) == 0, "cols=%zu: in place differs", cols);
+        free(x), free(y1), free(y2);
+    }
+}
+
 /* ---- dense ---------------------------------------------------------------- */
 
 /* Both host GEMMs are checked: cck_dense_host (OpenBLAS when the library is
@@ -321,6 +410,64 @@ Test(dense_host, nan_propagates_to_its_row_and_column) {
             cr_assert(isnan(y2[row][1]), "%s: NaN weight, row %d", name, row);
             cr_assert_eq(y2[row][0], x2[row][0], "%s", name);
             cr_assert_eq(y2[row][2], x2[row][2], "%s", name);
+        }
+    }
+}
+
+/* y against the double reference rounded to float: the same class when
+ * either is not finite (NaN with NaN, an infinity with the same one, an
+ * overflow to inf included), else within rtol of it (plus 1e-30 for
+ * results flushed or rounded in the subnormal range). */
+static void check_epilogue_value(const char *what, size_t o, float in, float y, double ref, double rtol) {
+    float rf = (float)ref;
+    if (!isfinite(rf) || !isfinite(y)) {
+        cr_assert((isnan(rf) && isnan(y)) || rf == y, "%s: out %zu, act(%g) = %g, reference %g", what, o, in, y, rf);
+    } else {
+        cr_assert(fabs((double)y - ref) <= rtol * fabs(ref) + 1e-30, "%s: out %zu, act(%.9g) = %.9g, reference %.9g",
+                  what, o, in, y, ref);
+    }
+}
+
+/* The epilogue's vector loops (4 or 8 lanes, a scalar tail) at every width
+ * around their boundaries, with special values in every lane: 1 x 1 x out
+ * layers with x = 1, so y[o] = act(w[o]) or act(1 + b[o]). ReLU keeps NaN
+ * and gives +0 for -0 and negatives (activation.h); GELU's limits are the
+ * reference's; all within 1e-5 of the reference, exactly when not finite. */
+Test(dense_host, activations_of_special_values_at_every_width) {
+    const float special[] = {NAN,    INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 1e38f, -1e38f, 1e-45f, -1e-45f, -0.0f,
+                             0.0f,   1.0f,     -1.0f,     3.0f,    -3.0f,    20.0f, -20.0f, 1e-40f, -1e-40f};
+    enum { NS = sizeof special / sizeof special[0] };
+    for (size_t impl = 0; impl < N_DENSE_IMPLS; impl++) {
+        for (size_t c = 0; c < N_BOUNDARY_COLS; c++) {
+            size_t out = boundary_cols[c];
+            float x = 1.0f, *w = xmalloc(out * sizeof *w), *b = xmalloc(out * sizeof *b), *y = xmalloc(out * sizeof *y);
+            double *ref = xmalloc(out * sizeof *ref);
+            for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
+                for (int mode = 0; mode < 3; mode++) { /* special w, no bias; special w, bias; w = 1, special b */
+                    for (size_t shift = 0; shift < NS; shift += out > NS ? NS : 1) {
+                        for (size_t o = 0; o < out; o++) {
+                            float v = special[(o + shift) % NS];
+                            w[o] = mode == 2 ? 0.0f : v;
+                            b[o] = mode == 2 ? v : 0.25f;
+                        }
+                        const float *bias = mode == 0 ? NULL : b;
+                        cr_assert_eq(dense_impls[impl].fn(&x, w, bias, y, 1, 1, out, (cck_activation)act), CCK_OK);
+                        cck_dense_reference(&x, w, bias, ref, 1, 1, out, (cck_activation)act);
+                        char what[96];
+                        snprintf(what, sizeof what, "%s out=%zu %s mode %d", dense_impls[impl].name, out,
+                                 cck_activation_name((cck_activation)act), mode);
+                        for (size_t o = 0; o < out; o++) {
+                            float in = mode == 2 ? b[o] : w[o] + (bias ? 0.25f : 0.0f);
+                            check_epilogue_value(what, o, in, y[o], ref[o], 1e-5);
+                            if (act == CCK_ACT_RELU && !isnan(y[o]))
+                                cr_assert(!signbit(y[o]), "%s: relu(%g) = %g, want +0 or positive", what, in, y[o]);
+                        }
+                        if (out == 1 && shift + 1 >= NS)
+                            break;
+                    }
+                }
+            }
+            free(w), free(b), free(y), free(ref);
         }
     }
 }

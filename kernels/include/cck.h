@@ -38,7 +38,8 @@ cck_status cck_activation_parse(const char *name, cck_activation *out);
 
 /* ---- host (CPU) kernels: what the engine runs on the simulated device ---- */
 
-/* Row-wise numerically stable softmax; y may equal x (in place). */
+/* Row-wise numerically stable softmax; y may equal x (in place), but must
+ * not otherwise overlap it (CCK_ERR_INVALID_ARGUMENT). */
 cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols);
 
 /* y = act(x·Wᵀ + b); b may be NULL (no bias). y must not overlap x, W or b
@@ -90,7 +91,8 @@ cck_status cck_cuda_context_create(int device, void *stream, void *workspace, si
                                    cck_cuda_context **out);
 cck_status cck_cuda_context_destroy(cck_cuda_context *ctx);
 
-/* Softmax with the promoted (fastest correct) version, chosen by row length. */
+/* Softmax with the promoted (fastest correct) version, chosen by row length;
+ * y and x as for cck_softmax_host (equal, or apart). */
 cck_status cck_softmax_cuda(cck_cuda_context *ctx, const float *x, float *y, size_t rows, size_t cols);
 
 /* One numbered version (1..4, see softmax.cu) with a given block size

@@ -80,6 +80,10 @@ void cck_gemm_host_blocked(const float *x, const float *w, float *y, size_t batc
 /* --- defined in common.c --- */
 /* rows * cols elements fit a size_t and their bytes too: 1, else 0. */
 int cck_dims_ok(size_t rows, size_t cols);
+/* The softmax's arguments (host and CUDA alike): x, y set, no zero or
+ * overflowing dimension, y equal to x (in place) or overlapping none of its
+ * floats: 1, else 0. */
+int cck_softmax_args_ok(const float *x, const float *y, size_t rows, size_t cols);
 /* The dense layer's arguments (host and CUDA alike): x, w, y set, no zero or
  * overflowing dimension, y's floats overlapping none of x's, W's or b's (b
  * may be NULL), a known activation: 1, else 0. */

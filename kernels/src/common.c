@@ -65,6 +65,15 @@ static int ranges_overlap(const float *a, size_t n_a, const float *b, size_t n_b
     return a0 < b0 + n_b * sizeof(float) && b0 < a0 + n_a * sizeof(float);
 }
 
+int cck_softmax_args_ok(const float *x, const float *y, size_t rows, size_t cols) {
+    if (x == NULL || y == NULL || !cck_dims_ok(rows, cols)) {
+        return 0;
+    }
+    /* in place, or apart: a y that starts inside x (or x inside y) would
+     * overwrite elements of x before they are read */
+    return x == y || !ranges_overlap(y, rows * cols, x, rows * cols);
+}
+
 int cck_dense_args_ok(const float *x, const float *w, const float *b, const float *y, size_t batch, size_t in,
                       size_t out, cck_activation act) {
     if (x == NULL || w == NULL || y == NULL) {

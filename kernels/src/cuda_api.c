@@ -6,8 +6,9 @@
  * from cuda_stub.c when the library is built without CUDA. The order of the
  * checks is fixed and documented so callers and tests can rely on it:
  *
- *     NULL pointers, zero or overflowing dimensions, bad version, bad block
- *     size, bad activation        -> CCK_ERR_INVALID_ARGUMENT
+ *     NULL pointers, zero or overflowing dimensions, y overlapping x (other
+ *     than softmax's y == x) or W or b, bad version, bad block size, bad
+ *     activation                  -> CCK_ERR_INVALID_ARGUMENT
  *     a block size this version cannot use (96 for a power-of-two version)
  *                                 -> CCK_ERR_UNSUPPORTED
  *     ctx == NULL                 -> CCK_ERR_INVALID_ARGUMENT
@@ -81,7 +82,7 @@ static int softmax_fits_int(size_t rows, size_t cols) {
 
 cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int block_size, const float *x, float *y,
                                     size_t rows, size_t cols) {
-    if (x == NULL || y == NULL || !cck_dims_ok(rows, cols)) {
+    if (!cck_softmax_args_ok(x, y, rows, cols)) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
     if (version < 1 || version > CCK_SOFTMAX_VERSIONS) {
@@ -102,7 +103,7 @@ cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int bloc
 
 cck_status cck_softmax_cuda(cck_cuda_context *ctx, const float *x, float *y, size_t rows, size_t cols) {
     /* version 0 inside the launcher = the promoted choice (see softmax.cu) */
-    if (x == NULL || y == NULL || !cck_dims_ok(rows, cols) || ctx == NULL) {
+    if (!cck_softmax_args_ok(x, y, rows, cols) || ctx == NULL) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
     if (!softmax_fits_int(rows, cols)) {

@@ -4,7 +4,8 @@
  * Layout: x, y are rows × cols float32, row-major (row r at x + r*cols); any
  * cols >= 1, rows need not be aligned. y may equal x (each element is read by
  * the thread that later writes it, and only after the row's statistics are
- * known). Every version computes
+ * known); any other overlap is refused before launch (cuda_api.c), since
+ * another block could overwrite a row before it is read. Every version computes
  *
  *     y[j] = exp(x[j] - m) / sum_k exp(x[k] - m),   m = max_k x[k]
  *

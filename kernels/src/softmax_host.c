@@ -30,7 +30,10 @@
  * (CCK_VECTOR_CLONES in cck_internal.h): 8 lanes instead of 4.
  *
  * y may equal x (in place): every pass reads element j before it writes
- * element j, and no pass reads an element another iteration wrote. With
+ * element j, and no pass reads an element another iteration wrote. Any
+ * other overlap of y with x (y = x + 1, or y starting in x's next row) would
+ * read elements already overwritten, and is refused with
+ * CCK_ERR_INVALID_ARGUMENT (cck_softmax_args_ok, common.c). With
  * OpenMP, rows are shared among threads (CCK_PARALLEL_FOR in cck_internal.h)
  * once a call has at least CCK_PARALLEL_MIN_ELEMS elements.
  *
@@ -81,7 +84,7 @@ CCK_VECTOR_CLONES static void softmax_row(const float *xr, float *yr, size_t col
 }
 
 cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols) {
-    if (x == NULL || y == NULL || !cck_dims_ok(rows, cols)) {
+    if (!cck_softmax_args_ok(x, y, rows, cols)) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
     CCK_PARALLEL_FOR(rows * cols >= CCK_PARALLEL_MIN_ELEMS)

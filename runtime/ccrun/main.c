@@ -100,7 +100,7 @@ static void usage(FILE *f) {
                "  directory, a full disk, a FIFO nobody reads; stderr names the\n"
                "  file and the reason), 2 bad usage,\n"
                "3 device memory still allocated at exit (a bug),\n"
-               "4 a model has non-finite (NaN/Inf) weights: it ran, its outputs are not numbers\n"
+               "4 a model has non-finite (NaN/Inf) weights: it ran, but its outputs may not be numbers\n"
                "  (a warning on stderr names each tensor and its count).\n"
                "Environment: CCALLOC_CONF is not read by ccrun; use --conf.\n");
 }
@@ -269,7 +269,7 @@ static void warn_nonfinite(const ccr_model *m, const char *src) {
     size_t count;
     for (size_t i = 0; ccr_model_nonfinite_tensor(m, i, &name, &count) == CCR_OK; i++)
         ccai_fprintf_escaped(stderr, "%s tensor '%s': %zu", i ? "," : "", name, count);
-    fputs("; its outputs will be NaN (exit status 4)\n", stderr);
+    fputs("; its outputs may not be numbers (exit status 4)\n", stderr);
 }
 
 /* One ccrun invocation's state: what run_models' steps share. */

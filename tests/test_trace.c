@@ -41,6 +41,17 @@ static char *read_all(const char *file) {
     return buf;
 }
 
+#define TRACE_HEADER "seq,op,id,size,stream,domain,name\n"
+
+/* The trace file's text (*text, freed by the caller) and its rows from the
+ * v3 column header on; the header must be there. */
+static const char *trace_rows(const char *file, char **text) {
+    *text = read_all(file);
+    const char *rows = strstr(*text, TRACE_HEADER);
+    cr_assert_not_null(rows, "no column header in %s:\n%s", file, *text);
+    return rows;
+}
+
 Test(trace, records_exactly_what_the_program_did) {
     cca_upstream *u;
     cca_allocator *a;
@@ -121,9 +132,8 @@ Test(trace, concurrent_allocators_share_one_section) {
     tu_free(a1, p3);
     tu_teardown(a2, u2);
     tu_teardown(a1, u1);
-    char *text = read_all(path);
-    const char *rows = strstr(text, "seq,op,id,size,stream,domain,name\n");
-    cr_assert_not_null(rows);
+    char *text;
+    const char *rows = trace_rows(path, &text);
     cr_assert_null(strstr(rows + 1, "seq,op"), "one section");
     cr_assert_str_eq(rows, "seq,op,id,size,stream,domain,name\n"
                            "0,alloc,1,1000,0,0\n"
@@ -149,8 +159,8 @@ Test(trace, ids_and_sizes_under_load) {
     for (int i = N - 1; i >= 0; i--)
         tu_free(a, p[i]);
     tu_teardown(a, u);
-    char *text = read_all(path);
-    const char *rows = strstr(text, "seq,op,id,size,stream,domain,name\n") + strlen("seq,op,id,size,stream,domain,name\n");
+    char *text;
+    const char *rows = trace_rows(path, &text) + strlen(TRACE_HEADER);
     unsigned long long seq, id, size;
     unsigned stream;
     char op[8];
@@ -228,9 +238,8 @@ Test(trace, release_calls_and_marks_are_recorded_in_order) {
     cr_assert_eq(cca_trace_mark(a, NULL), CCA_ERR_INVALID_ARGUMENT);
     cr_assert_eq(cca_trace_mark(NULL, "x"), CCA_ERR_INVALID_ARGUMENT);
     tu_teardown(a, u);
-    char *text = read_all(path);
-    const char *rows = strstr(text, "seq,op,id,size,stream,domain,name\n");
-    cr_assert_not_null(rows);
+    char *text;
+    const char *rows = trace_rows(path, &text);
     cr_assert_str_eq(rows, "seq,op,id,size,stream,domain,name\n"
                            "0,mark,0,0,0,0,load:model a (batch 16)\n"
                            "1,alloc,1,3145728,0,0\n"
@@ -282,9 +291,8 @@ Test(trace, domains_are_recorded_with_their_blocks_and_releases) {
     tu_free(a, pd);
     cr_assert_eq(cca_domain_release(a, NULL, 0, NULL), CCA_OK, "the default domain");
     tu_teardown(a, u);
-    char *text = read_all(path);
-    const char *rows = strstr(text, "seq,op,id,size,stream,domain,name\n");
-    cr_assert_not_null(rows);
+    char *text;
+    const char *rows = trace_rows(path, &text);
     cr_assert_str_eq(rows, "seq,op,id,size,stream,domain,name\n"
                            "0,domain,0,0,0,1,model x\n"
                            "1,domain,0,0,0,2,y\n"
@@ -316,9 +324,8 @@ Test(trace, a_reserve_the_device_refuses_is_not_written) {
     tu_free(a, big);
     cr_assert_eq(cca_domain_destroy(a, y, 0, NULL), CCA_OK);
     tu_teardown(a, u);
-    char *text = read_all(path);
-    const char *rows = strstr(text, "seq,op,id,size,stream,domain,name\n");
-    cr_assert_not_null(rows);
+    char *text;
+    const char *rows = trace_rows(path, &text);
     cr_assert_str_eq(rows, "seq,op,id,size,stream,domain,name\n"
                            "0,domain,0,0,0,1,y\n"
                            "1,alloc,1,41943040,0,0\n"

@@ -281,6 +281,41 @@ def test_ccrun_snapshot_pickle(tmp_path, conf):
     assert replay(snap, 0) > 10
 
 
+# The opcodes the memory_viz web page's own unpickler (MemoryViz.js,
+# unpickle()) decodes; any other one makes it throw "UNKNOWN OPCODE" and
+# show nothing. Its LONG1 reads up to 8 bytes as a Number and more as a
+# BigInt, which its address arithmetic cannot mix with Numbers.
+VIEWER_OPCODES = {
+    "PROTO", "APPEND", "APPENDS", "LIST", "TUPLE", "NEWFALSE", "NEWTRUE", "NONE", "BINGET", "BININT",
+    "BININT1", "BININT2", "EMPTY_DICT", "EMPTY_LIST", "FRAME", "LONG1", "LONG_BINGET", "MARK", "MEMOIZE",
+    "BINPUT", "LONG_BINPUT", "SETITEMS", "SETITEM", "DICT", "SHORT_BINUNICODE", "BINUNICODE", "STOP",
+    "EMPTY_TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "BINFLOAT",
+}
+
+
+def check_viewer_opcodes(data):
+    import pickletools
+
+    seen = set()
+    for op, arg, _pos in pickletools.genops(data):
+        assert op.name in VIEWER_OPCODES, f"{op.name}: the web viewer cannot decode it"
+        if op.name == "PROTO":
+            assert 2 <= arg <= 4, "the web viewer reads protocols 2 to 4"
+        if op.name == "LONG1":
+            assert -(2**63) <= arg < 2**63, "more than 8 bytes: a BigInt in the web viewer"
+        seen.add(op.name)
+    assert {"PROTO", "EMPTY_DICT", "SETITEMS", "BINUNICODE", "STOP"} <= seen
+
+
+@pytest.mark.parametrize("kind", ["classic", "expandable"])
+def test_pickle_opcodes_are_the_web_viewers(tmp_path, kind):
+    write(tmp_path, kind)
+    for name in (kind, f"{kind}-after"):
+        check_viewer_opcodes((tmp_path / f"{name}.pickle").read_bytes())
+    run_ccrun(tmp_path, "--conf", "expandable:1" if kind == "expandable" else "small_pool:1")
+    check_viewer_opcodes((tmp_path / "run.pickle").read_bytes())
+
+
 def test_ccrun_snapshot_refuses_other_suffixes(tmp_path):
     r = subprocess.run([program("CCA_CCRUN"), "--snapshot", str(tmp_path / "x.txt"), "mlp:4x4"],
                        capture_output=True, text=True)

@@ -679,8 +679,11 @@ static inline void prefetch_pair(const cca_allocator *a, const ccai_free_index *
 
 static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
                                ccai_deferred_log *log) {
-    /* 1 */
-    if (size > SIZE_MAX - (a->config.segment_round + CCA_GRANULARITY))
+    /* 1: every rounding a request may meet below (to 512 bytes, to its
+     * segment's size, with expandable segments to whole pages) stays
+     * representable, so no later step has to check for overflow */
+    size_t rounding = a->expandable && a->page > a->config.segment_round ? a->page : a->config.segment_round;
+    if (size > SIZE_MAX - (rounding + CCA_GRANULARITY))
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: size %zu is too large to round", a->allocating, size);
     size_t rounded = round_up(size, CCA_GRANULARITY);
     /* 2 */

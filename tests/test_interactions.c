@@ -40,6 +40,49 @@ static void fx_finish(cca_allocator *a, cca_upstream *u, tu_faulty *f) {
     cca_upstream_destroy(f->inner);
 }
 
+/* ---- the greedy arena over pages ---------------------------------------- */
+
+/* greedy_bytes:7M over 2 MiB pages is an 8 MiB arena (whole pages, rounded
+ * up). A request of up to 8 MiB fits it: after an empty-cache released the
+ * arena, the request reserves it again and is served. */
+Test(interactions, greedy_pages_arena_serves_up_to_its_rounded_size_after_empty_cache) {
+    cca_upstream *u = tu_vm_device(256 * MiB, PG);
+    cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:7M,expandable:1,log_oom:0");
+    cr_assert_eq(tu_stats(a).reserved_bytes, 8 * MiB);
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    cr_assert_eq(tu_stats(a).segments, 0, "the arena's empty range went back");
+    void *p = NULL;
+    cr_assert_eq(cca_alloc(a, 8 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).reserved_bytes, 8 * MiB);
+    cr_assert_eq(tu_stats(a).ooms, 0);
+    tu_free(a, p);
+    tu_check(a);
+    finish(a, u);
+}
+
+/* The same arena full of a pending block (its event held): a request that
+ * fits the 8 MiB arena but not greedy_bytes waits for the pending free (a
+ * synchronize) as any full arena does, and is served. */
+Test(interactions, greedy_pages_arena_completes_pending_frees_for_requests_over_greedy_bytes) {
+    tu_faulty f;
+    cca_upstream *u = fx_device(&f, 256 * MiB, true);
+    cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:7M,expandable:1,log_oom:0");
+    f.hold_events = true;
+    void *p = tu_alloc(a, 7 * MiB + 512 * KiB, S1);
+    tu_free(a, p); /* pending: allocated on S1 in the shared arena */
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    uint64_t syncs = f.calls[TU_FAULT_SYNC];
+    void *q = NULL;
+    cr_assert_eq(cca_alloc(a, 7 * MiB + 512 * KiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(q, p, "best fit: the only block of that size, the arena's first");
+    cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs + 1, "one synchronize completed the pending free");
+    cr_assert_eq(tu_stats(a).ooms, 0);
+    tu_free(a, q);
+    fx_finish(a, u, &f);
+}
+
 /* ---- sizes at the edge of rounding --------------------------------------- */
 
 /* A size that rounds to 512 but whose pages would pass SIZE_MAX (pages

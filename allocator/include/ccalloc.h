@@ -446,9 +446,9 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  * lowest address), split when the remainder is worth keeping; otherwise:
  *  - a request that can never succeed (its segment, or with expandable
  *    segments its whole pages, would exceed the device's total memory or
- *    max_reserved; greedy: greedy_bytes or the arena, also after an
- *    empty-cache released it) fails at once with CCA_ERR_OUT_OF_MEMORY,
- *    touching neither the cache nor the upstream;
+ *    max_reserved; greedy: greedy_bytes (expandable: in whole pages) or
+ *    the arena, also after an empty-cache released it) fails at once with
+ *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream;
  *  - growth: a new segment (expandable: map the pages the block lacks); if
  *    the upstream refuses (or max_reserved would be crossed), one retry
  *    (alloc_retries): synchronize and complete pending frees (classic

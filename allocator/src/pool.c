@@ -530,9 +530,12 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
     if (a->config.policy == CCA_POLICY_GREEDY) {
         ccai_segment *arena = ccai_arena_find(a);
         /* Impossible whatever arena an empty-cache would leave behind: over
-         * greedy_bytes, or over the device's total or max_reserved (the
-         * arena is never larger). Refused before re-reserving anything. */
+         * greedy_bytes (over pages: rounded up to the page, which the arena
+         * may be), or over the device's total or max_reserved (the arena is
+         * never larger). Refused before re-reserving anything. */
         size_t fixed = a->config.greedy_bytes / CCA_GRANULARITY * CCA_GRANULARITY;
+        if (a->expandable && fixed % a->page)
+            fixed = fixed > SIZE_MAX - a->page ? SIZE_MAX : round_up(fixed, a->page);
         size_t ceiling = ccai_segment_ceiling(a);
         if (fixed && fixed < ceiling)
             ceiling = fixed;

@@ -9,6 +9,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -535,4 +536,98 @@ Test(interactions, random_expandable_sequences_release_what_the_model_says) {
     for (size_t c = 0; c < sizeof r_pages_confs / sizeof *r_pages_confs; c++)
         for (uint64_t seed = 1; seed <= R_SEEDS; seed++)
             r_sequence(true, r_pages_confs[c], 128 * MiB, seed * 104729 + c, R_STEPS);
+}
+
+/* ---- the order of a trim over pages --------------------------------------- */
+
+/* One range, no ahead pages: A live [0, 4M), H free [4M, 10M), B live
+ * [10M, 12M), T free [12M, 20M) at the tail. Trim's budget takes the
+ * tail's pages first, highest first, then the hole's, highest first; the
+ * pages a live block touches never go. */
+Test(interactions, trim_budget_takes_the_tail_then_the_holes_highest_first) {
+    cca_upstream *u = tu_vm_device(64 * MiB, PG);
+    cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    unsigned char *A = tu_alloc(a, 4 * MiB, NULL), *H = tu_alloc(a, 6 * MiB, NULL);
+    unsigned char *B = tu_alloc(a, 2 * MiB, NULL), *T = tu_alloc(a, 8 * MiB, NULL);
+    cr_assert(H == A + 4 * MiB && B == A + 10 * MiB && T == A + 12 * MiB, "one range, in address order");
+    cr_assert_eq(tu_stats(a).reserved_bytes, 20 * MiB);
+    tu_free(a, H);
+    tu_free(a, T);
+    struct {
+        size_t keep, pages; /* pages unmapped by this trim */
+        size_t mapped[10];  /* page i of the range: 1 mapped */
+    } steps[] = {
+        {17 * MiB, 2, {1, 1, 1, 1, 1, 1, 1, 1, 0, 0}}, /* 20M -> 16M: one page would leave 18M */
+        {12 * MiB, 2, {1, 1, 1, 1, 1, 1, 0, 0, 0, 0}}, /* the tail is gone */
+        {10 * MiB, 1, {1, 1, 1, 1, 0, 1, 0, 0, 0, 0}}, /* the hole's highest page */
+        {0, 2, {1, 1, 0, 0, 0, 1, 0, 0, 0, 0}},        /* the rest of the hole; A's and B's stay */
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        cca_release_report r;
+        size_t before = tu_stats(a).reserved_bytes;
+        cr_assert_eq(cca_trim(a, steps[i].keep, &r), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(r.pages_unmapped, steps[i].pages, "trim(%zu): %zu pages", steps[i].keep, r.pages_unmapped);
+        cr_assert_eq(r.bytes_released, steps[i].pages * PG);
+        cr_assert_eq(tu_stats(a).reserved_bytes, before - steps[i].pages * PG);
+        cr_assert_eq(r.segments_released, 0);
+        cr_assert_eq(r.segments_pinned, 1);
+        for (size_t p = 0; p < 10; p++) {
+            if (steps[i].mapped[p])
+                TU_ASSERT_READABLE(A + p * PG);
+            else
+                TU_ASSERT_FAULTS(A + p * PG);
+        }
+        tu_check(a);
+    }
+    /* every block ends on a page boundary: nothing is trapped, nothing
+     * more can go */
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK);
+    cr_assert_eq(r.pages_unmapped, 0);
+    cr_assert_eq(r.free_bytes_trapped, 0, "the hole starts on a page boundary: %zu", r.free_bytes_trapped);
+    tu_free(a, A);
+    tu_free(a, B);
+    finish(a, u);
+}
+
+/* ---- pools at the edges of small_max and large_min ------------------------ */
+
+/* The pool is chosen by the request rounded up to 512 bytes (step 1, then
+ * step 2): with small_max:1000 a 1000-byte request is a 1024-byte block,
+ * over small_max, and goes to the medium pool (a 20 MiB segment); with the
+ * default large_min (10 MiB) a request of 10 MiB - 1 rounds to 10 MiB and
+ * gets a segment of its own (10 MiB), while 10 MiB - 512 is medium. Each
+ * case on a fresh allocator: the segment reserved says the pool. */
+Test(interactions, pool_edges_are_decided_on_the_rounded_size) {
+    struct {
+        const char *conf;
+        size_t size, reserved, held;
+    } cases[] = {
+        {"small_max:1000", 512, 2 * MiB, 512},
+        {"small_max:1000", 513, 20 * MiB, 1024},
+        {"small_max:1000", 1000, 20 * MiB, 1024},
+        {NULL, 1 * MiB, 2 * MiB, 1 * MiB},
+        {NULL, 1 * MiB + 1, 20 * MiB, 1 * MiB + 512},
+        {NULL, 10 * MiB - 512, 20 * MiB, 10 * MiB - 512},
+        {NULL, 10 * MiB - 511, 10 * MiB, 10 * MiB},
+        {NULL, 10 * MiB - 1, 10 * MiB, 10 * MiB},
+        {NULL, 10 * MiB, 10 * MiB, 10 * MiB},
+        {NULL, 10 * MiB + 1, 12 * MiB, 10 * MiB + 512}, /* remainder 2M - 512 > small_max: split */
+        {"large_min:3M,segment_round:512", 3 * MiB - 1, 3 * MiB, 3 * MiB},
+        {"large_min:3M,segment_round:512", 3 * MiB - 512, 20 * MiB, 3 * MiB - 512},
+        {"small_pool:0", 512, 20 * MiB, 512},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cca_upstream *u;
+        cca_allocator *a;
+        tu_host_allocator(256 * MiB, cases[i].conf, &u, &a);
+        void *p = tu_alloc(a, cases[i].size, NULL);
+        cca_stats s = tu_stats(a);
+        cr_assert_eq(s.reserved_bytes, cases[i].reserved, "%s, %zu bytes: reserved %zu", cases[i].conf,
+                     cases[i].size, s.reserved_bytes);
+        cr_assert_eq(tu_block_size(a, p), cases[i].held, "%s, %zu bytes: held %zu", cases[i].conf, cases[i].size,
+                     tu_block_size(a, p));
+        tu_free(a, p);
+        tu_teardown(a, u);
+    }
 }

@@ -42,6 +42,32 @@ void tu_destroy_clean(cca_allocator *a, cca_upstream *u) {
     cr_assert_eq(after.allocations, before.allocations - s.segments);
 }
 
+cca_upstream *tu_vm_device(size_t capacity, size_t gran) {
+    cca_host_options o = {.capacity = capacity, .vm_granularity = gran};
+    cca_upstream *u = NULL;
+    cca_status st = cca_upstream_host_create_with(&o, &u);
+    cr_assert_eq(st, CCA_OK, "host device of %zu bytes, granularity %zu: %s", capacity, gran, cca_last_error());
+    return u;
+}
+
+void tu_empty_all(cca_allocator *a, cca_upstream *u) {
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "empty_cache: %s", cca_last_error());
+    tu_check(a);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.active_blocks, 0);
+    cr_assert_eq(s.reserved_bytes, 0, "reserved %zu after empty_cache", s.reserved_bytes);
+    cr_assert_eq(s.segments, 0);
+    cr_assert_eq(s.expandable_segments, 0);
+    cr_assert_eq(s.address_space_bytes, 0);
+    cr_assert_eq(s.mapped_bytes, 0);
+    cr_assert_eq(r.bytes_still_reserved, 0);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(us.vm_mapped_bytes, 0);
+    cr_assert_eq(us.vm_reserved_bytes, 0);
+    cr_assert_eq(us.bytes_in_use, 0);
+}
+
 void tu_teardown(cca_allocator *a, cca_upstream *u) {
     tu_destroy_clean(a, u);
     cca_upstream_stats us = tu_upstream_stats(u);

@@ -47,6 +47,14 @@ void tu_teardown(cca_allocator *a, cca_upstream *u);
  * ignores assertion failures there): a failure aborts, and the run fails. */
 void tu_fixture_teardown(cca_allocator *a, cca_upstream *u);
 
+/* The simulated device with virtual memory of granularity `gran` (0: the
+ * device's default, 2 MiB). */
+cca_upstream *tu_vm_device(size_t capacity, size_t gran);
+/* Nothing live: cca_empty_cache gives everything back (reserved 0, no
+ * segment or range left, the report saying so) and the upstream holds
+ * nothing (no byte in use, nothing mapped or reserved). Destroys neither. */
+void tu_empty_all(cca_allocator *a, cca_upstream *u);
+
 void *tu_alloc(cca_allocator *a, size_t size, cca_stream s); /* asserts CCA_OK, non-NULL */
 void tu_free(cca_allocator *a, void *p);                     /* asserts CCA_OK */
 size_t tu_block_size(cca_allocator *a, const void *p);

@@ -79,3 +79,8 @@ cca_add_test(NAME test_random_streams SOURCES test_random_streams.c alloc_test_u
 # the device's own counts checked after every step.
 cca_add_test(NAME test_fault_steps SOURCES test_fault_steps.c alloc_test_util.c malloc_fault.c LIBS ccalloc_static LABEL cpu)
 target_link_options(test_fault_steps PRIVATE ${CCA_MALLOC_FAULT_WRAP})
+
+# Where features meet (tests/test_interactions.c): max_reserved with the ahead mapping and footprint arenas,
+# trim's budget and report, the greedy arena over pages, sizes at the edges of rounding, empty-cache's bound,
+# and seeded random sequences of all of it against a model of the mapped pages.
+cca_add_test(NAME test_interactions SOURCES test_interactions.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)

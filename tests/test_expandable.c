@@ -69,11 +69,7 @@ static size_t rnd(size_t size) { /* what the allocator makes of a request */
 }
 
 static cca_upstream *vm_device(size_t capacity, size_t gran) {
-    cca_host_options o = {.capacity = capacity, .vm_granularity = gran};
-    cca_upstream *u = NULL;
-    cca_status st = cca_upstream_host_create_with(&o, &u);
-    cr_assert_eq(st, CCA_OK, "host device of %zu bytes, granularity %zu: %s", capacity, gran, cca_last_error());
-    return u;
+    return tu_vm_device(capacity, gran);
 }
 
 /* Device memory held by another tenant (classic cca_upstream_alloc), which
@@ -120,21 +116,7 @@ static void agree(const cca_allocator *a, cca_upstream *u, size_t page, size_t r
 /* Empty the cache (nothing live): everything goes back, to the upstream's
  * own count; then destroy both. */
 static void finish(cca_allocator *a, cca_upstream *u) {
-    cca_release_report r;
-    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "empty_cache: %s", cca_last_error());
-    tu_check(a);
-    cca_stats s = tu_stats(a);
-    cr_assert_eq(s.active_blocks, 0);
-    cr_assert_eq(s.reserved_bytes, 0, "reserved %zu after empty_cache", s.reserved_bytes);
-    cr_assert_eq(s.segments, 0);
-    cr_assert_eq(s.expandable_segments, 0);
-    cr_assert_eq(s.address_space_bytes, 0);
-    cr_assert_eq(s.mapped_bytes, 0);
-    cr_assert_eq(r.bytes_still_reserved, 0);
-    cca_upstream_stats us = tu_upstream_stats(u);
-    cr_assert_eq(us.vm_mapped_bytes, 0);
-    cr_assert_eq(us.vm_reserved_bytes, 0);
-    cr_assert_eq(us.bytes_in_use, 0);
+    tu_empty_all(a, u);
     cr_assert_eq(device_used(u), 0);
     cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
     cca_upstream_destroy(u);

@@ -332,11 +332,13 @@ typedef struct cca_config {
     double greedy_fraction; /* greedy_fraction: of device free memory, (0,1]  (0.9) */
     size_t greedy_bytes;    /* greedy_bytes: arena size; 0 = use the fraction (0)   */
     size_t max_reserved;    /* max_reserved: cap on reserved bytes; 0 = none    (0) */
-    size_t small_max;       /* small_max: requests <= this use the small pool  (1M) */
+    size_t small_max;       /* small_max: requests <= this (rounded up to 512
+                               first) use the small pool                  (1M) */
     size_t small_segment;   /* small_segment: size of small-pool segments      (2M) */
     size_t medium_segment;  /* medium_segment: segments of the medium pool     (20M)*/
-    size_t large_min;       /* large_min: from here a request gets its own
-                               segment, rounded up to segment_round         (10M) */
+    size_t large_min;       /* large_min: from here (rounded up to 512 first)
+                               a request gets its own segment, rounded up
+                               to segment_round                           (10M) */
     size_t segment_round;   /* segment_round: rounding of large segments       (2M) */
     size_t max_split;       /* max_split: free blocks larger than this are never
                                split, nor used for smaller requests, nor for
@@ -446,9 +448,9 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  * lowest address), split when the remainder is worth keeping; otherwise:
  *  - a request that can never succeed (its segment, or with expandable
  *    segments its whole pages, would exceed the device's total memory or
- *    max_reserved; greedy: greedy_bytes or the arena, also after an
- *    empty-cache released it) fails at once with CCA_ERR_OUT_OF_MEMORY,
- *    touching neither the cache nor the upstream;
+ *    max_reserved; greedy: greedy_bytes (expandable: in whole pages) or
+ *    the arena, also after an empty-cache released it) fails at once with
+ *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream;
  *  - growth: a new segment (expandable: map the pages the block lacks); if
  *    the upstream refuses (or max_reserved would be crossed), one retry
  *    (alloc_retries): synchronize and complete pending frees (classic

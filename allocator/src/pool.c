@@ -530,9 +530,12 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
     if (a->config.policy == CCA_POLICY_GREEDY) {
         ccai_segment *arena = ccai_arena_find(a);
         /* Impossible whatever arena an empty-cache would leave behind: over
-         * greedy_bytes, or over the device's total or max_reserved (the
-         * arena is never larger). Refused before re-reserving anything. */
+         * greedy_bytes (over pages: rounded up to the page, which the arena
+         * may be), or over the device's total or max_reserved (the arena is
+         * never larger). Refused before re-reserving anything. */
         size_t fixed = a->config.greedy_bytes / CCA_GRANULARITY * CCA_GRANULARITY;
+        if (a->expandable && fixed % a->page)
+            fixed = fixed > SIZE_MAX - a->page ? SIZE_MAX : round_up(fixed, a->page);
         size_t ceiling = ccai_segment_ceiling(a);
         if (fixed && fixed < ceiling)
             ceiling = fixed;
@@ -679,8 +682,11 @@ static inline void prefetch_pair(const cca_allocator *a, const ccai_free_index *
 
 static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
                                ccai_deferred_log *log) {
-    /* 1 */
-    if (size > SIZE_MAX - (a->config.segment_round + CCA_GRANULARITY))
+    /* 1: every rounding a request may meet below (to 512 bytes, to its
+     * segment's size, with expandable segments to whole pages) stays
+     * representable, so no later step has to check for overflow */
+    size_t rounding = a->expandable && a->page > a->config.segment_round ? a->page : a->config.segment_round;
+    if (size > SIZE_MAX - (rounding + CCA_GRANULARITY))
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: size %zu is too large to round", a->allocating, size);
     size_t rounded = round_up(size, CCA_GRANULARITY);
     /* 2 */

@@ -453,6 +453,7 @@ struct cca_allocator {
     cca_upstream *upstream;
     bool expandable;         /* config.expandable and the upstream has vm ops */
     size_t page;             /* the upstream's granularity when expandable */
+    size_t max_request;      /* larger requests are CCA_ERR_INVALID_ARGUMENT: their rounding would overflow */
     size_t device_total;     /* upstream's total bytes; 0 = unknown (segment.c) */
     bool device_total_known; /* asked once */
     ccai_segment *segments;  /* list head */

@@ -122,6 +122,11 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
         }
         a->expandable = true;
     }
+    /* step 1's bound: every rounding a request may meet (to 512 bytes, to
+     * its segment's size, with expandable segments to whole pages) stays
+     * representable below it, so no later step has to check for overflow */
+    size_t rounding = a->expandable && a->page > cfg.segment_round ? a->page : cfg.segment_round;
+    a->max_request = SIZE_MAX - (rounding + CCA_GRANULARITY);
     if (ccai_live_map_init(&a->live) != CCA_OK) {
         free(a);
         return cca_error_prefix(CCA_ERR_OUT_OF_MEMORY, "cca_create");
@@ -682,11 +687,8 @@ static inline void prefetch_pair(const cca_allocator *a, const ccai_free_index *
 
 static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
                                ccai_deferred_log *log) {
-    /* 1: every rounding a request may meet below (to 512 bytes, to its
-     * segment's size, with expandable segments to whole pages) stays
-     * representable, so no later step has to check for overflow */
-    size_t rounding = a->expandable && a->page > a->config.segment_round ? a->page : a->config.segment_round;
-    if (size > SIZE_MAX - (rounding + CCA_GRANULARITY))
+    /* 1 (a->max_request: set by cca_create, see there) */
+    if (size > a->max_request)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: size %zu is too large to round", a->allocating, size);
     size_t rounded = round_up(size, CCA_GRANULARITY);
     /* 2 */

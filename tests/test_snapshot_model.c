@@ -51,7 +51,9 @@
  *     byte for byte as before;
  *   - hostile upstream names (every byte value, quotes, backslashes,
  *     controls, malformed and cut UTF-8, 70000 bytes): both snapshots show
- *     the same text, well-formed UTF-8, the name's first 31 bytes.
+ *     the same text, well-formed UTF-8, the name's first 31 bytes;
+ *   - allocator_settings.max_split_size for max_split off, set, and above
+ *     INT64_MAX.
  */
 #include "alloc_test_util.h"
 #include "ccai_utf8.h"
@@ -1381,4 +1383,39 @@ Test(snapshot_model, hostile_upstream_names_are_shown_alike_in_both_snapshots) {
         free(want);
     }
     free(longname);
+}
+
+/* ============================================================================ */
+/* allocator_settings.max_split_size                                            */
+/* ============================================================================ */
+
+/* PyTorch's max_split_size is an int64 with -1 for "none" (SIZE_MAX cast);
+ * ccalloc's max_split is a size_t up to SIZE_MAX. A value that fits is
+ * written as it is; off, and any value above INT64_MAX (no block can be
+ * that large: the same as none), as -1, never as a negative number of
+ * bytes nor as a 9-byte integer (the web viewer reads at most 8). */
+Test(snapshot_model, max_split_size_is_the_config_value_or_minus_one) {
+    static const struct {
+        const char *conf;
+        int64_t want;
+    } cases[] = {
+        {"max_split:0", -1},
+        {"max_split:24M", 24 << 20},
+        {"max_split:9223372036854775807", INT64_MAX},
+        {"max_split:9223372036854775808", -1},
+        {"max_split:18446744073709551615", -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cca_upstream *u;
+        cca_allocator *a;
+        tu_host_allocator(64 * MiB, cases[i].conf, &u, &a);
+        snaps s;
+        take_snaps(a, &s, cases[i].conf);
+        const pr_value *settings = pget(s.pv, "allocator_settings", PR_DICT, cases[i].conf);
+        cr_assert_eq(pint(settings, "max_split_size", cases[i].conf), cases[i].want,
+                     "%s: max_split_size %" PRId64 ", expected %" PRId64, cases[i].conf,
+                     pint(settings, "max_split_size", cases[i].conf), cases[i].want);
+        free_snaps(&s);
+        tu_teardown(a, u);
+    }
 }

@@ -53,7 +53,9 @@
  *     controls, malformed and cut UTF-8, 70000 bytes): both snapshots show
  *     the same text, well-formed UTF-8, the name's first 31 bytes;
  *   - allocator_settings.max_split_size for max_split off, set, and above
- *     INT64_MAX.
+ *     INT64_MAX;
+ *   - domains sharing a name: each JSON segment's domain_index is its
+ *     domain's, and the pickle's segment_pool_id.
  */
 #include "alloc_test_util.h"
 #include "ccai_utf8.h"
@@ -225,11 +227,9 @@ static void gather(const cJSON *js, view *v, size_t page, const char *what) {
         const char *stream = jstr(s, "stream", what);
         g->stream = strcmp(stream, "(nil)") == 0 ? 0 : (uintptr_t)strtoull(stream, NULL, 16);
         const char *dom = jstr(s, "domain", what);
-        g->domain = -1;
-        for (size_t i = 0; i < v->ndomains; i++)
-            if (strcmp(v->domains[i], dom) == 0)
-                g->domain = (int)i;
-        cr_assert_geq(g->domain, 0, "%s: segment of unknown domain '%s'", what, dom);
+        g->domain = (int)jnum(s, "domain_index", what);
+        cr_assert(g->domain < (int)v->ndomains && strcmp(v->domains[g->domain], dom) == 0,
+                  "%s: segment of domain '%s', index %d", what, dom, g->domain);
         const cJSON *ex = cJSON_GetObjectItemCaseSensitive(s, "expandable");
         g->expandable = cJSON_IsTrue(ex);
         if (g->expandable) {
@@ -1418,4 +1418,52 @@ Test(snapshot_model, max_split_size_is_the_config_value_or_minus_one) {
         free_snaps(&s);
         tu_teardown(a, u);
     }
+}
+
+/* ============================================================================ */
+/* Domains with the same name                                                   */
+/* ============================================================================ */
+
+/* Names need not be unique (ccalloc.h), so a segment's domain name alone
+ * cannot say whose it is: each JSON segment carries "domain_index", the
+ * position of its domain in "domains" (the default first, then in creation
+ * order), which is the pickle's segment_pool_id (0, k). */
+Test(snapshot_model, segments_of_domains_with_one_name_are_told_apart) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(256 * MiB, NULL, &u, &a);
+    cca_domain *d[3];
+    const char *names[3] = {"twin", "twin", "default"};
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(cca_domain_create(a, names[k], &d[k]), CCA_OK);
+    void *p[4];
+    for (int k = 0; k < 4; k++) /* (k + 1) MiB each: the default domain, then d[0..2] */
+        cr_assert_eq(cca_alloc_in(a, k ? d[k - 1] : NULL, (size_t)(k + 1) * MiB, NULL, &p[k]), CCA_OK);
+    snaps s;
+    take_snaps(a, &s, "twins");
+    const cJSON *segs = jget(s.js, "segments", "twins"), *g;
+    const pr_value *psegs = pget(s.pv, "segments", PR_LIST, "twins");
+    cr_assert_eq((size_t)cJSON_GetArraySize(segs), psegs->count, "classic segments: one pickle segment each");
+    size_t i = 0, seen = 0;
+    cJSON_ArrayForEach(g, segs) {
+        uint64_t k = jnum(g, "domain_index", "twins");
+        cr_assert_lt(k, 4);
+        const char *want = k == 0 ? "default" : names[k - 1];
+        cr_assert_str_eq(jstr(g, "domain", "twins"), want);
+        const pr_value *pool = pget(psegs->items[i++], "segment_pool_id", PR_TUPLE, "twins");
+        cr_assert_eq(pool->items[1]->i, (__int128)k, "the pickle's pool id and the JSON's domain_index differ");
+        /* the segment holds the block of that domain: (k + 1) MiB live */
+        const cJSON *b;
+        cJSON_ArrayForEach(b, jget(g, "blocks", "twins")) {
+            if (strcmp(jstr(b, "state", "twins"), "live") == 0) {
+                cr_assert_eq(jnum(b, "requested", "twins"), (k + 1) * MiB, "segment of domain %" PRIu64, k);
+                seen |= (size_t)1 << k;
+            }
+        }
+    }
+    cr_assert_eq(seen, 0xf, "every domain's block found under its own index");
+    free_snaps(&s);
+    for (int k = 0; k < 4; k++)
+        tu_free(a, p[k]);
+    tu_teardown(a, u);
 }

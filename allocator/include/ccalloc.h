@@ -593,8 +593,10 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
 
 /* The whole allocator as JSON: config, stats, domains, and every segment in
- * address order (its address, size, domain, pool, stream, live blocks, and
- * for an expandable one its mapped runs) with its blocks in address order
+ * address order (its address, size, domain: its name and, as names need not
+ * be unique, "domain_index", its position in "domains" (the default domain
+ * 0, then in creation order; the pickle's segment_pool_id); pool, stream,
+ * live blocks, and for an expandable one its mapped runs) with its blocks in address order
  * (offset in the segment, size, state, requested bytes). Taken under the
  * allocator's lock; needs no host memory. */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);

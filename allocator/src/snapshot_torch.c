@@ -228,13 +228,6 @@ static int by_base(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-static unsigned domain_number(const cca_allocator *a, const cca_domain *d) {
-    unsigned k = 0;
-    for (const cca_domain *e = &a->root; e && e != d; e = e->next)
-        k++;
-    return k;
-}
-
 static const char *state_name(uint8_t state) {
     return state == CCAI_LIVE ? "active_allocated" : state == CCAI_PENDING ? "active_pending_free" : "inactive";
 }
@@ -279,7 +272,7 @@ static void write_segment(pk *p, const cca_allocator *a, const ccai_segment *seg
     kv_str(p, "segment_type", seg->pool == CCAI_POOL_SMALL ? "small" : "large");
     pk_str(p, "segment_pool_id");
     pk_uint(p, 0);
-    pk_uint(p, domain_number(a, seg->domain));
+    pk_uint(p, ccai_domain_number(a, seg->domain));
     pk_op(p, PK_TUPLE2);
     kv_bool(p, "is_expandable", seg->expandable);
     pk_str(p, "frames");

@@ -22,3 +22,10 @@ if(CCA_PYTEST)
 else()
   message(STATUS "tests: python3 with pytest not found: test_snapshot_torch not registered (scripts/deps.sh installs it)")
 endif()
+
+# Both snapshots, the stats, the release reports and the history ring held to
+# one another and to a model after every step of seeded random sequences
+# (test_snapshot_model.c; tests/pickle_read.c decodes the pickle).
+cca_add_test(NAME test_snapshot_model SOURCES test_snapshot_model.c pickle_read.c alloc_test_util.c
+             LIBS ccalloc_static LABEL cpu)
+target_link_libraries(test_snapshot_model PRIVATE PkgConfig::CJSON)

@@ -171,7 +171,10 @@ typedef struct cca_upstream_ops {
     cca_status (*event_destroy)(void *ctx, void *event);
     /* Called once by cca_upstream_destroy. NULL: nothing to do. */
     void (*destroy)(void *ctx);
-    /* A short name for logs and reports ("host", "cuda:0"). NULL: "custom". */
+    /* A short name for logs and reports ("host", "cuda:0"). NULL: "custom".
+     * Copied when the upstream is made: its first 31 bytes are kept (a
+     * UTF-8 character the cut would split is dropped whole); the writers
+     * show bytes that are not well-formed UTF-8 as '?'. */
     const char *name;
 
     /* ---- Virtual memory: optional, all five or none ----------------------
@@ -592,8 +595,10 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
 
 /* The whole allocator as JSON: config, stats, domains, and every segment in
- * address order (its address, size, domain, pool, stream, live blocks, and
- * for an expandable one its mapped runs) with its blocks in address order
+ * address order (its address, size, domain: its name and, as names need not
+ * be unique, "domain_index", its position in "domains" (the default domain
+ * 0, then in creation order; the pickle's segment_pool_id); pool, stream,
+ * live blocks, and for an expandable one its mapped runs) with its blocks in address order
  * (offset in the segment, size, state, requested bytes). Taken under the
  * allocator's lock; needs no host memory. */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);

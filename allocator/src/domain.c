@@ -159,6 +159,13 @@ bool ccai_domain_valid(const cca_allocator *a, const cca_domain *d) {
     return d == &a->root || (d && set_find(a, d) != a->domain_set.cap);
 }
 
+unsigned ccai_domain_number(const cca_allocator *a, const cca_domain *d) {
+    unsigned k = 0;
+    for (const cca_domain *e = &a->root; e && e != d; e = e->next)
+        k++;
+    return k;
+}
+
 /* ---- a domain's segments ---------------------------------------------- */
 
 /* Push and unlink on the two intrusive lists here (head, node, the

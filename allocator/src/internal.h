@@ -653,6 +653,10 @@ void ccai_domain_add_segment(cca_allocator *a, struct ccai_segment *s);
 void ccai_domain_remove_segment(cca_allocator *a, struct ccai_segment *s);
 /* Every domain's stats as a JSON array (snapshot; the caller holds the lock). */
 void ccai_domain_stats_json(const cca_allocator *a, FILE *f);
+/* d's position in the allocator's list: 0 the default domain, then in
+ * creation order; its index in the snapshots' domain arrays and PyTorch's
+ * segment_pool_id (0, k). O(domains). */
+unsigned ccai_domain_number(const cca_allocator *a, const struct cca_domain *d);
 
 /* pool.c */
 /* Which pool serves a request of `rounded` bytes (segment.c has the table). */

@@ -51,7 +51,8 @@
  *   - allocator_settings keys with no ccalloc meaning carry PyTorch's
  *     defaults (no garbage collection threshold, no roundup divisions, the
  *     pinned-memory keys); max_split_size is ccalloc's max_split, or -1
- *     (PyTorch's "none", SIZE_MAX as int64) when it is off.
+ *     (PyTorch's "none", SIZE_MAX as int64) when it is off or above
+ *     INT64_MAX (no block is that large: the same as none).
  *
  * The pickle: protocol 2, written by a minimal emitter below (dicts, lists,
  * 2-tuples, str, int, bool, float), readable by any Python 3 pickle.load.
@@ -227,13 +228,6 @@ static int by_base(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-static unsigned domain_number(const cca_allocator *a, const cca_domain *d) {
-    unsigned k = 0;
-    for (const cca_domain *e = &a->root; e && e != d; e = e->next)
-        k++;
-    return k;
-}
-
 static const char *state_name(uint8_t state) {
     return state == CCAI_LIVE ? "active_allocated" : state == CCAI_PENDING ? "active_pending_free" : "inactive";
 }
@@ -278,7 +272,7 @@ static void write_segment(pk *p, const cca_allocator *a, const ccai_segment *seg
     kv_str(p, "segment_type", seg->pool == CCAI_POOL_SMALL ? "small" : "large");
     pk_str(p, "segment_pool_id");
     pk_uint(p, 0);
-    pk_uint(p, domain_number(a, seg->domain));
+    pk_uint(p, ccai_domain_number(a, seg->domain));
     pk_op(p, PK_TUPLE2);
     kv_bool(p, "is_expandable", seg->expandable);
     pk_str(p, "frames");
@@ -345,11 +339,19 @@ static void write_traces(pk *p, const cca_allocator *a, int device) {
     pk_list_end(p);
 }
 
+/* PyTorch's max_split_size: an int64, -1 for none (its SIZE_MAX, cast).
+ * ccalloc's max_split is a size_t: 0 (off) and any value above INT64_MAX
+ * (no block is that large, so it splits as none does) are -1; a cast would
+ * write a negative size. */
+static int64_t max_split_size(size_t max_split) {
+    return max_split && max_split <= INT64_MAX ? (int64_t)max_split : -1;
+}
+
 static void write_settings(pk *p, const cca_allocator *a, const char *conf) {
     pk_str(p, "allocator_settings");
     pk_dict(p);
     kv_str(p, "PYTORCH_CUDA_ALLOC_CONF", conf);
-    kv_int(p, "max_split_size", a->config.max_split ? (int64_t)a->config.max_split : -1);
+    kv_int(p, "max_split_size", max_split_size(a->config.max_split));
     pk_str(p, "garbage_collection_threshold");
     pk_float(p, 0.0);
     kv_bool(p, "expandable_segments", a->expandable);

@@ -250,9 +250,10 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
         size_t live_blocks, live_bytes;
         ccai_segment_live(seg, &live_blocks, &live_bytes);
         bad |= fprintf(f,
-                       "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"domain\":\"%s\",\"pool\":\"%s\","
-                       "\"stream\":\"%p\",\"live_blocks\":%zu",
+                       "%s{\"address\":\"0x%" PRIxPTR "\",\"size\":%zu,\"domain\":\"%s\",\"domain_index\":%u,"
+                       "\"pool\":\"%s\",\"stream\":\"%p\",\"live_blocks\":%zu",
                        seg == first ? "" : ",", seg->base, seg->size, seg->domain->name,
+                       ccai_domain_number(a, seg->domain),
                        seg->shared                     ? "arena"
                        : seg->pool == CCAI_POOL_SMALL  ? "small"
                        : seg->pool == CCAI_POOL_MEDIUM ? "medium"

@@ -24,13 +24,17 @@ Where the library is looked for, in order (the first that loads wins):
 4. ``ctypes.util.find_library("ccalloc")`` (the linker's search path).
 
 If none loads, :class:`LibraryNotFoundError` lists every place tried and why
-each failed.
+each failed. A file shorter than its own ELF headers say (an interrupted
+build, copy or download) is refused before ``dlopen`` sees it, wherever it
+was found: glibc maps the missing pages anyway and its loader dies of
+SIGBUS reading them, taking the process with it.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import os
+import struct
 import sys
 import sysconfig
 import threading
@@ -332,6 +336,10 @@ def load(path: Optional[str] = None) -> Library:
             if os.sep in p and not os.path.exists(p):
                 reasons.append(f"  {origin}: {p}: no such file")
                 continue
+            short = _truncated(p) if os.sep in p else None
+            if short:
+                reasons.append(f"  {origin}: {p}: {short}; skipped")
+                continue
             if origin not in ("argument", "CCALLOC_LIBRARY") and _sanitized(p):
                 reasons.append(f"  {origin}: {p}: built with a sanitizer (preload its runtime and name it "
                                "in CCALLOC_LIBRARY to use it); skipped")
@@ -368,6 +376,49 @@ def _sanitized(path: str) -> bool:
     except OSError:
         return False
     return any(marker in data for marker in (b"__asan_init", b"__tsan_init", b"__ubsan_handle"))
+
+
+def _truncated(path: str) -> Optional[str]:
+    """Why an ELF file is shorter than its headers say, else None.
+
+    Program headers (each ``PT_LOAD`` segment's file offset and size) are
+    what ``dlopen`` maps; a file that ends before the last of them would be
+    mapped anyway, and the loader's first read past the end raises SIGBUS.
+    Anything that is not a readable ELF file is left to ``dlopen``, which
+    refuses it with a message of its own.
+    """
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return None
+            order = "<" if head[5] == 1 else ">"
+            if head[4] == 2:  # ELFCLASS64: e_phoff at 32, e_phentsize/e_phnum at 54; p_offset, p_filesz
+                if len(head) < 64:
+                    return None
+                (phoff,), (entsize, count) = struct.unpack_from(order + "Q", head, 32), \
+                    struct.unpack_from(order + "HH", head, 54)
+                entry = struct.Struct(order + "I4xQ16xQ")
+            else:  # ELFCLASS32: e_phoff at 28, e_phentsize/e_phnum at 42
+                (phoff,), (entsize, count) = struct.unpack_from(order + "I", head, 28), \
+                    struct.unpack_from(order + "HH", head, 42)
+                entry = struct.Struct(order + "II8xI")
+            if entsize < entry.size:
+                return None
+            need = phoff + entsize * count
+            if need <= size:
+                f.seek(phoff)
+                table = f.read(entsize * count)
+                for i in range(count):
+                    kind, offset, filesz = entry.unpack_from(table, i * entsize)
+                    if kind == 1:  # PT_LOAD
+                        need = max(need, offset + filesz)
+    except OSError:
+        return None
+    if need <= size:
+        return None
+    return f"truncated: {size} bytes, its ELF headers describe {need} (an interrupted build or copy?)"
 
 
 def _dll_path(dll: ctypes.CDLL, name: str) -> str:

@@ -15,6 +15,8 @@ Where the library is looked for, in order (the first that loads wins):
    runtime would have to be preloaded, and loading it otherwise ends the
    process), as is a library that does not load or lacks a function this
    package needs (an older build); each with its reason recorded.
+   ``CCALLOC_LIBRARY`` may name a sanitizer build once its runtime is
+   preloaded; an AddressSanitizer build without it is refused there too.
 3. The install prefix: ``<sys.prefix>/lib``, ``<sys.prefix>/lib64``,
    ``/usr/local/lib``, ``/usr/local/lib64``, ``/usr/lib``, ``/usr/lib64``
    and the system's multiarch directory (``/usr/lib/x86_64-linux-gnu``):
@@ -340,6 +342,11 @@ def load(path: Optional[str] = None) -> Library:
             if short:
                 reasons.append(f"  {origin}: {p}: {short}; skipped")
                 continue
+            if origin in ("argument", "CCALLOC_LIBRARY") and os.sep in p and _asan_runtime_missing(p):
+                reasons.append(f"  {origin}: {p}: built with AddressSanitizer, whose runtime this process has not "
+                               "loaded (loading the library would end the process): run Python with "
+                               "LD_PRELOAD=$(cc -print-file-name=libasan.so); skipped")
+                continue
             if origin not in ("argument", "CCALLOC_LIBRARY") and _sanitized(p):
                 reasons.append(f"  {origin}: {p}: built with a sanitizer (preload its runtime and name it "
                                "in CCALLOC_LIBRARY to use it); skipped")
@@ -376,6 +383,26 @@ def _sanitized(path: str) -> bool:
     except OSError:
         return False
     return any(marker in data for marker in (b"__asan_init", b"__tsan_init", b"__ubsan_handle"))
+
+
+def _asan_runtime_missing(path: str) -> bool:
+    """Whether ``path`` is an AddressSanitizer build that cannot load here.
+
+    ASan's runtime must be the first library of the process; loaded later
+    by ``dlopen`` it prints "ASan runtime does not come first" and exits the
+    process, so such a library is refused unless the runtime is already
+    mapped (``LD_PRELOAD``) or ``ASAN_OPTIONS`` turns the check off.
+    """
+    if "verify_asan_link_order=0" in os.environ.get("ASAN_OPTIONS", ""):
+        return False
+    try:
+        with open(path, "rb") as f:
+            if b"__asan_init" not in f.read():
+                return False
+        with open("/proc/self/maps") as maps:
+            return not any("libasan" in line or "clang_rt.asan" in line for line in maps)
+    except OSError:
+        return False  # not Linux, or unreadable: dlopen decides
 
 
 def _truncated(path: str) -> Optional[str]:

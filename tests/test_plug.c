@@ -798,3 +798,80 @@ Test(plug, a_first_call_that_succeeds_leaves_the_message) {
     cca_plug_free(p, 4096, 0, NULL);
     cr_assert_str_eq(cca_last_error(), "the caller's own");
 }
+
+/* ---- fork ------------------------------------------------------------------- */
+
+/* A fork while another thread is inside a call on a device's allocator.
+ * fork() copies the memory, the allocator's lock word included, but only
+ * the forking thread: a lock held by another thread at that instant stays
+ * held in the child for ever, and the child's first call on the device
+ * would wait for it for ever (PyTorch's DataLoader workers, multiprocessing
+ * with fork). The plug's fork handler takes every lock of the plug before
+ * the fork, so the child gets them free and consistent.
+ *
+ * Deterministic: a holder thread takes device 0's allocator lock (what a
+ * thread in cca_plug_alloc holds), and gives it up only once the lock has
+ * a waiter (the fork handler) or fork() has returned without waiting (no
+ * handler: the child then starts with the lock held). The child allocates
+ * and frees under an alarm, so a hang ends as SIGALRM, not as a hung run. */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct fork_holder {
+    ccai_mutex *lock;
+    atomic_bool held, forked;
+} fork_holder;
+
+static void *hold_until_fork(void *arg) {
+    fork_holder *h = arg;
+    ccai_mutex_lock(h->lock);
+    atomic_store(&h->held, true);
+    /* a waiter: the asymmetric protocol counts it in sleepers, the
+     * symmetric one marks the word 2 */
+    while (!atomic_load(&h->forked) && atomic_load(&h->lock->sleepers) == 0 && atomic_load(&h->lock->state) != 2)
+        sched_yield();
+    ccai_mutex_unlock(h->lock);
+    return NULL;
+}
+
+static int child_alloc_free(int device) {
+    alarm(10); /* a lock left held would hang the child: SIGALRM ends it */
+    void *p = cca_plug_alloc(4096, device, NULL);
+    if (!p)
+        return 2;
+    cca_plug_free(p, 4096, device, NULL);
+    cca_allocator *a = NULL;
+    if (cca_plug_get_allocator(device, &a) != CCA_OK || tu_stats(a).allocated_bytes != 4096)
+        return 3; /* the parent's live block, copied; the child's own is freed */
+    return cca_check_invariants(a) == CCA_OK ? 0 : 4;
+}
+
+Test(plug, fork_while_another_thread_holds_a_device_lock, .timeout = 60) {
+    cr_assert_eq(cca_plug_configure("host:64M:2", NULL), CCA_OK);
+    void *live = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(live, "%s", cca_last_error());
+    cca_allocator *a = plug_allocator(0);
+    fork_holder h = {.lock = &a->lock};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, hold_until_fork, &h), 0);
+    while (!atomic_load(&h.held))
+        sched_yield();
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        _exit(child_alloc_free(0));
+    atomic_store(&h.forked, true);
+    pthread_join(t, NULL);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "the child died of signal %d (SIGALRM %d: it hung on the lock)",
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0, SIGALRM);
+    cr_assert_eq(WEXITSTATUS(status), 0, "child step %d failed", WEXITSTATUS(status));
+    /* the parent's allocator is as it was */
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.allocated_bytes, 4096);
+    cr_assert_eq(s.alloc_calls, 1);
+    cca_plug_free(live, 4096, 0, NULL);
+    tu_check(a);
+}

@@ -815,6 +815,13 @@ cca_status cca_check_invariants(const cca_allocator *a);
  *    bad CCALLOC_PLUG_UPSTREAM) is logged once and stays failed until
  *    cca_plug_reset: every later call on it fails at once with the same
  *    status and message.
+ *  - fork() is safe at any time: a fork handler takes every lock of the
+ *    plug's allocators before the fork (waiting for the calls in flight to
+ *    leave) and frees them after it, so the child can use the simulated
+ *    devices it inherits, whatever other threads were doing (a CUDA device
+ *    is unusable in a forked child in any case). An allocator made with
+ *    cca_create has no such handler: fork while no other thread is in a
+ *    call on it, or the child may wait for ever on its lock.
  * Usage from Python: ccalloc.torch.enable() (docs/python.md). */
 #define CCA_PLUG_MAX_DEVICES 64
 

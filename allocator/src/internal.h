@@ -759,6 +759,10 @@ void ccai_mutex_init_kind(ccai_mutex *m, bool asymmetric); /* asymmetric only if
 extern _Atomic bool ccai_mutex_refuse_barrier;            /* tests: waiters act as if the kernel refused */
 void ccai_mutex_wait(ccai_mutex *m); /* lock.c: the contended path */
 void ccai_mutex_wake(ccai_mutex *m);
+/* In the child of a fork, release a lock the forking thread took before
+ * the fork (plug.c's fork handler): the child has that one thread, so no
+ * one is woken, and the parent's count of sleepers is forgotten. */
+void ccai_mutex_unlock_in_child(ccai_mutex *m);
 
 #if CCA_DEBUG >= 1
 /* How many ccai_mutex this thread holds (lock.c), so that a log line emitted
@@ -837,6 +841,12 @@ void ccai_log(const char *fmt, ...)
 #define CCAI_LOG_HELD 8
 void ccai_log_hold(void);
 void ccai_log_release(void);
+/* In the child of a fork: the log lock made anew (plug.c's fork handler).
+ * It is not taken before the fork, as the other locks are: a sink may wait
+ * for something the forking thread holds (a Python sink for the GIL), so
+ * waiting for the sink there could wait for ever; a line half written by
+ * another thread of the parent is not the child's to finish. */
+void ccai_log_fork_child(void);
 /* Write a deferred line (if set) through the log sink; call without the
  * allocator lock. */
 static inline void ccai_log_flush(ccai_deferred_log *d) {
@@ -899,6 +909,13 @@ bool ccai_upstream_has_events(const cca_upstream *u);
 cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event);
 cca_status ccai_upstream_event_query(cca_upstream *u, void *event);
 void ccai_upstream_event_destroy(cca_upstream *u, void *event);
+/* plug.c's fork handler: every lock of an upstream (the wrapper's counting
+ * lock and, for the simulated device, the device's own), taken before a
+ * fork and released after it, in the parent and in the child. Neither is
+ * ever held while another ccalloc lock is taken. */
+void ccai_upstream_fork_lock(cca_upstream *u);
+void ccai_upstream_fork_unlock(cca_upstream *u);
+void ccai_upstream_host_fork_lock(cca_upstream *u, bool lock); /* upstream_host.c; nothing for another upstream */
 
 /* upstream_host.c / upstream_cuda.c build ops tables over a context; fn is
  * the public function called, which a refusal's message names. */
@@ -916,6 +933,9 @@ void ccai_trace_domain_event(struct ccai_trace *t, bool reserve, size_t bytes, u
 void ccai_trace_release(struct ccai_trace *t, size_t keep); /* keep 0: empty_cache */
 bool ccai_mark_name_ok(const char *name);
 void ccai_trace_close(struct ccai_trace *t);
+/* plug.c's fork handler: the trace's lock, taken before a fork (after every
+ * allocator lock: recording takes it under one) and released after it. */
+void ccai_trace_fork_lock(bool lock);
 
 /* history.c: the ring of recent events (config `history`; NULL when off). */
 typedef enum ccai_event_kind {

@@ -159,3 +159,10 @@ void ccai_mutex_wake(ccai_mutex *m) {
         atomic_store_explicit(&m->state, 0, memory_order_release);
     syscall(SYS_futex, &m->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
+
+void ccai_mutex_unlock_in_child(ccai_mutex *m) {
+    atomic_store_explicit(&m->sleepers, 0, memory_order_relaxed);
+    if (!m->asymmetric) /* 2: the parent's waiters, none of them in the child */
+        atomic_store_explicit(&m->state, 1, memory_order_relaxed);
+    ccai_mutex_unlock(m);
+}

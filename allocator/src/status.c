@@ -218,6 +218,11 @@ void ccai_log(const char *fmt, ...) {
     }
 }
 
+void ccai_log_fork_child(void) {
+    pthread_once(&log_once, log_lock_init);
+    log_lock_init(); /* unlocked, whoever held it in the parent */
+}
+
 void ccai_log_hold(void) {
     log_held++;
 }

@@ -224,3 +224,10 @@ void ccai_trace_close(struct ccai_trace *t) {
         ccai_log("CCALLOC_TRACE: writing '%s' failed: the recording is incomplete", path ? path : "");
     free(path);
 }
+
+void ccai_trace_fork_lock(bool lock) {
+    if (lock)
+        pthread_mutex_lock(&trace_lock);
+    else
+        pthread_mutex_unlock(&trace_lock);
+}

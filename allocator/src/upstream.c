@@ -439,3 +439,15 @@ void ccai_upstream_event_destroy(cca_upstream *u, void *event) {
     cca_status st = u->ops.event_destroy(u->ctx, event);
     op_end(&g, u, st, true, "event_destroy");
 }
+
+/* ---- fork ------------------------------------------------------------------- */
+
+void ccai_upstream_fork_lock(cca_upstream *u) {
+    pthread_mutex_lock(&u->lock);
+    ccai_upstream_host_fork_lock(u, true);
+}
+
+void ccai_upstream_fork_unlock(cca_upstream *u) {
+    ccai_upstream_host_fork_lock(u, false);
+    pthread_mutex_unlock(&u->lock);
+}

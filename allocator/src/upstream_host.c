@@ -664,6 +664,18 @@ static void host_destroy(void *ctx) {
     free(d);
 }
 
+/* plug.c's fork handler, through ccai_upstream_fork_lock: the device's lock,
+ * so that a fork never copies it held by a thread the child does not have. */
+void ccai_upstream_host_fork_lock(cca_upstream *u, bool lock) {
+    if (u->ops.alloc != host_alloc)
+        return;
+    host_device *d = u->ctx;
+    if (lock)
+        pthread_mutex_lock(&d->lock);
+    else
+        pthread_mutex_unlock(&d->lock);
+}
+
 /* Both public creates; fn is the one called, which every refusal names. */
 static cca_status host_create(const cca_host_options *o, cca_upstream **out, const char *fn) {
     if (!out)

@@ -726,3 +726,76 @@ def test_a_domain_is_destroyed_with_its_allocator():
         with pytest.raises(ccalloc.InvalidArgumentError, match="the allocator is closed"):
             call()
     assert p != 0
+
+
+# A library file cut short (an interrupted link, copy or download). glibc's
+# dlopen maps every loadable segment its program headers name, past the end
+# of the file too, and its first read there raises SIGBUS: the process
+# would die instead of dlopen failing. Each load runs in a subprocess, so a
+# crash fails the test instead of ending the run.
+_LOAD_CUT = """
+import sys
+import ccalloc
+from ccalloc import _lib
+good, cut = sys.argv[1], sys.argv[2]
+try:
+    _lib.load(cut)
+except ccalloc.LibraryNotFoundError as e:
+    print("refused:", repr(str(e)))
+_lib.candidates = lambda: [("checkout build", cut), ("checkout build", good)]
+print("loaded:", _lib.load().path)
+"""
+
+
+def test_a_truncated_library_is_refused_not_loaded(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import PACKAGE_DIR
+
+    good = ccalloc.library_path()
+    data = open(good, "rb").read()
+    cuts = sorted({64, 1000} | {len(data) * k // 8 for k in range(1, 8)})
+    for n in cuts:
+        cut = tmp_path / f"libccalloc-{n}.so"
+        cut.write_bytes(data[:n])
+        env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR))
+        env.pop("CCALLOC_LIBRARY", None)
+        r = subprocess.run([sys.executable, "-c", _LOAD_CUT, good, str(cut)], capture_output=True, text=True,
+                           env=env, timeout=60)
+        assert r.returncode == 0, f"cut at {n} of {len(data)} bytes: exit {r.returncode}\n{r.stderr[-2000:]}"
+        lines = r.stdout.splitlines()
+        assert lines[0].startswith("refused:") and str(cut) in lines[0], (n, lines)
+        assert lines[-1] == f"loaded: {good}", (n, lines)
+
+
+def test_an_asan_library_without_its_runtime_is_refused_not_loaded(tmp_path):
+    """CCALLOC_LIBRARY naming an AddressSanitizer build in a process that did
+    not preload ASan's runtime: loading it would end the process (ASan's
+    runtime exits when it does not come first); the package refuses it with
+    LibraryNotFoundError saying what to preload. A sanitizer build made here
+    (skipped without a compiler that builds one), loaded in a subprocess."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import PACKAGE_DIR
+
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        pytest.skip("no C compiler to build an AddressSanitizer library with")
+    (tmp_path / "s.c").write_text("int cca_status_string(void) { return 0; }\n")
+    so = tmp_path / "libccalloc.so"
+    r = subprocess.run([cc, "-shared", "-fPIC", "-fsanitize=address", "-o", str(so), str(tmp_path / "s.c")],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        pytest.skip(f"{cc} cannot build with -fsanitize=address: {r.stderr.strip()[-300:]}")
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR), CCALLOC_LIBRARY=str(so))
+    env.pop("LD_PRELOAD", None)
+    env.pop("ASAN_OPTIONS", None)
+    code = ("import ccalloc\n"
+            "try:\n    ccalloc.library_path()\n"
+            "except ccalloc.LibraryNotFoundError as e:\n    print('refused:', repr(str(e)))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr[-1000:]}"
+    assert r.stdout.startswith("refused:") and str(so) in r.stdout and "LD_PRELOAD" in r.stdout, r.stdout

@@ -357,3 +357,62 @@ def test_reset_closes_every_view_handed_out_before(host_plug):
     c = plug.allocator(0)
     assert not c.closed and c.stats()["alloc_calls"] == 0
     assert a.closed
+
+
+def test_fork_while_threads_allocate_and_log(entry, log_lines):
+    """os.fork() while other threads are inside cca_plug_alloc / cca_plug_free
+    (ctypes lets go of the GIL there) and inside the log sink (a double free,
+    logged through a Python sink that waits for the GIL the forking thread
+    holds): every child allocates, frees, logs and exits, none waits for
+    ever on a lock the parent's threads held at the fork (plug.c, "Fork").
+    A child that hangs ends by its alarm: exit by signal, a failure."""
+    import os
+    import signal
+    import threading
+    import warnings
+
+    alloc, free = entry
+    stop = threading.Event()
+
+    def allocate(stream):
+        while not stop.is_set():
+            free(alloc(4096, 0, stream), 4096, 0, stream)
+
+    def double_free():
+        p = alloc(4096, 0, None)
+        free(p, 4096, 0, None)
+        while not stop.is_set():
+            free(p, 4096, 0, None)  # refused: logged, through the sink
+
+    threads = [threading.Thread(target=allocate, args=(s,)) for s in (None, 0x100)]
+    threads.append(threading.Thread(target=double_free))
+    for t in threads:
+        t.start()
+    failed = []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
+            for i in range(100):
+                pid = os.fork()
+                if pid == 0:
+                    signal.alarm(20)
+                    held = plug.stats(0)["allocated_bytes"]  # a parent thread's block between its alloc and free
+                    p = alloc(4096, 0, None)
+                    grew = plug.stats(0)["allocated_bytes"] - held
+                    free(p, 4096, 0, None)
+                    free(p, 4096, 0, None)  # logged in the child
+                    os._exit(0 if p and grew == 4096 and plug.stats(0)["allocated_bytes"] == held else 1)
+                _, status = os.waitpid(pid, 0)
+                if status:
+                    failed.append((i, status))
+                    break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert failed == [], f"children that failed (fork number, wait status): {failed}"
+    s = plug.stats(0)
+    assert (s["allocated_bytes"], s["active_blocks"]) == (0, 0)
+    assert s["alloc_calls"] == s["free_calls"]
+    plug.allocator(0).check()
+    assert log_lines and all("double free" in line for line in log_lines)

@@ -15,6 +15,8 @@ Where the library is looked for, in order (the first that loads wins):
    runtime would have to be preloaded, and loading it otherwise ends the
    process), as is a library that does not load or lacks a function this
    package needs (an older build); each with its reason recorded.
+   ``CCALLOC_LIBRARY`` may name a sanitizer build once its runtime is
+   preloaded; an AddressSanitizer build without it is refused there too.
 3. The install prefix: ``<sys.prefix>/lib``, ``<sys.prefix>/lib64``,
    ``/usr/local/lib``, ``/usr/local/lib64``, ``/usr/lib``, ``/usr/lib64``
    and the system's multiarch directory (``/usr/lib/x86_64-linux-gnu``):
@@ -24,13 +26,17 @@ Where the library is looked for, in order (the first that loads wins):
 4. ``ctypes.util.find_library("ccalloc")`` (the linker's search path).
 
 If none loads, :class:`LibraryNotFoundError` lists every place tried and why
-each failed.
+each failed. A file shorter than its own ELF headers say (an interrupted
+build, copy or download) is refused before ``dlopen`` sees it, wherever it
+was found: glibc maps the missing pages anyway and its loader dies of
+SIGBUS reading them, taking the process with it.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import os
+import struct
 import sys
 import sysconfig
 import threading
@@ -332,6 +338,15 @@ def load(path: Optional[str] = None) -> Library:
             if os.sep in p and not os.path.exists(p):
                 reasons.append(f"  {origin}: {p}: no such file")
                 continue
+            short = _truncated(p) if os.sep in p else None
+            if short:
+                reasons.append(f"  {origin}: {p}: {short}; skipped")
+                continue
+            if origin in ("argument", "CCALLOC_LIBRARY") and os.sep in p and _asan_runtime_missing(p):
+                reasons.append(f"  {origin}: {p}: built with AddressSanitizer, whose runtime this process has not "
+                               "loaded (loading the library would end the process): run Python with "
+                               "LD_PRELOAD=$(cc -print-file-name=libasan.so); skipped")
+                continue
             if origin not in ("argument", "CCALLOC_LIBRARY") and _sanitized(p):
                 reasons.append(f"  {origin}: {p}: built with a sanitizer (preload its runtime and name it "
                                "in CCALLOC_LIBRARY to use it); skipped")
@@ -368,6 +383,69 @@ def _sanitized(path: str) -> bool:
     except OSError:
         return False
     return any(marker in data for marker in (b"__asan_init", b"__tsan_init", b"__ubsan_handle"))
+
+
+def _asan_runtime_missing(path: str) -> bool:
+    """Whether ``path`` is an AddressSanitizer build that cannot load here.
+
+    ASan's runtime must be the first library of the process; loaded later
+    by ``dlopen`` it prints "ASan runtime does not come first" and exits the
+    process, so such a library is refused unless the runtime is already
+    mapped (``LD_PRELOAD``) or ``ASAN_OPTIONS`` turns the check off.
+    """
+    if "verify_asan_link_order=0" in os.environ.get("ASAN_OPTIONS", ""):
+        return False
+    try:
+        with open(path, "rb") as f:
+            if b"__asan_init" not in f.read():
+                return False
+        with open("/proc/self/maps") as maps:
+            return not any("libasan" in line or "clang_rt.asan" in line for line in maps)
+    except OSError:
+        return False  # not Linux, or unreadable: dlopen decides
+
+
+def _truncated(path: str) -> Optional[str]:
+    """Why an ELF file is shorter than its headers say, else None.
+
+    Program headers (each ``PT_LOAD`` segment's file offset and size) are
+    what ``dlopen`` maps; a file that ends before the last of them would be
+    mapped anyway, and the loader's first read past the end raises SIGBUS.
+    Anything that is not a readable ELF file is left to ``dlopen``, which
+    refuses it with a message of its own.
+    """
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return None
+            order = "<" if head[5] == 1 else ">"
+            if head[4] == 2:  # ELFCLASS64: e_phoff at 32, e_phentsize/e_phnum at 54; p_offset, p_filesz
+                if len(head) < 64:
+                    return None
+                (phoff,), (entsize, count) = struct.unpack_from(order + "Q", head, 32), \
+                    struct.unpack_from(order + "HH", head, 54)
+                entry = struct.Struct(order + "I4xQ16xQ")
+            else:  # ELFCLASS32: e_phoff at 28, e_phentsize/e_phnum at 42
+                (phoff,), (entsize, count) = struct.unpack_from(order + "I", head, 28), \
+                    struct.unpack_from(order + "HH", head, 42)
+                entry = struct.Struct(order + "II8xI")
+            if entsize < entry.size:
+                return None
+            need = phoff + entsize * count
+            if need <= size:
+                f.seek(phoff)
+                table = f.read(entsize * count)
+                for i in range(count):
+                    kind, offset, filesz = entry.unpack_from(table, i * entsize)
+                    if kind == 1:  # PT_LOAD
+                        need = max(need, offset + filesz)
+    except OSError:
+        return None
+    if need <= size:
+        return None
+    return f"truncated: {size} bytes, its ELF headers describe {need} (an interrupted build or copy?)"
 
 
 def _dll_path(dll: ctypes.CDLL, name: str) -> str:

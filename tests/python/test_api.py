@@ -753,9 +753,22 @@ def test_a_truncated_library_is_refused_not_loaded(tmp_path):
 
     from conftest import PACKAGE_DIR
 
+    import struct
+
     good = ccalloc.library_path()
     data = open(good, "rb").read()
-    cuts = sorted({64, 1000} | {len(data) * k // 8 for k in range(1, 8)})
+    # where the loadable segments end (ELF64 little-endian): a cut beyond it
+    # drops only what dlopen never maps (section headers, debug info), which
+    # a Debug build has plenty of, and may load
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    loaded_end = 0
+    for i in range(phnum):
+        p_type, _flags, p_offset, _va, _pa, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:  # PT_LOAD
+            loaded_end = max(loaded_end, p_offset + p_filesz)
+    assert 1000 < loaded_end <= len(data)
+    cuts = sorted({64, 1000} | {loaded_end * k // 8 for k in range(1, 8)})
     for n in cuts:
         cut = tmp_path / f"libccalloc-{n}.so"
         cut.write_bytes(data[:n])

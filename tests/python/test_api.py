@@ -812,3 +812,55 @@ def test_an_asan_library_without_its_runtime_is_refused_not_loaded(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, f"exit {r.returncode}: {r.stderr[-1000:]}"
     assert r.stdout.startswith("refused:") and str(so) in r.stdout and "LD_PRELOAD" in r.stdout, r.stdout
+
+
+def test_a_child_forked_while_a_thread_loads_the_library_can_load_it():
+    """os.fork() while another thread holds the loader's lock (a first load in
+    progress): the child has no such thread, so with the parent's lock copied
+    held its first load would wait forever. The package gives the child a new
+    lock (os.register_at_fork). Run in a subprocess that has not loaded the
+    library yet; the child must load it and exit within the timeout."""
+    import subprocess
+    import sys
+
+    from conftest import PACKAGE_DIR
+
+    code = r"""
+import os, threading, time, warnings
+from ccalloc import _lib
+held, release = threading.Event(), threading.Event()
+def holder():
+    with _lib._load_lock:  # what a thread inside load() holds
+        held.set()
+        release.wait()
+t = threading.Thread(target=holder)
+t.start()
+held.wait()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
+    pid = os.fork()
+if pid == 0:
+    try:
+        _lib.load()
+        os._exit(0)
+    except BaseException as e:
+        os.write(2, repr(e).encode())
+        os._exit(3)
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    status = -1
+release.set()
+t.join()
+print("child status", status)
+"""
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "child status 0", (r.stdout, r.stderr[-2000:])

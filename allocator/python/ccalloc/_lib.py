@@ -323,6 +323,18 @@ _loaded: Optional[Library] = None
 _load_lock = threading.Lock()
 
 
+def _new_load_lock_in_child() -> None:
+    # A child of fork() has only the forking thread: a lock another thread
+    # held at the fork (a first load in progress) would never be released
+    # there. _loaded is assigned whole, so the child sees None or a library.
+    global _load_lock
+    _load_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_load_lock_in_child)
+
+
 def load(path: Optional[str] = None) -> Library:
     """The library, loaded once per process (``path`` forces one file)."""
     global _loaded

@@ -239,11 +239,13 @@ typedef struct ccb_mem {
 typedef struct ccb_strategy ccb_strategy;
 
 /* The device a host strategy runs on: the simulated device's capacity and
- * the driver's cost it charges per upstream call (0 = bookkeeping alone).
- * GPU strategies ignore it: their device and driver are real. */
+ * the driver's cost it charges per upstream call, and per granule of a
+ * virtual-memory map and unmap (0 = bookkeeping alone). GPU strategies
+ * ignore it: their device and driver are real. */
 typedef struct ccb_device {
     size_t bytes;
     uint64_t alloc_latency_ns, free_latency_ns;
+    uint64_t map_granule_ns, unmap_granule_ns;
 } ccb_device;
 
 /* The driver cost model's defaults: 70 us per cudaMalloc + cudaFree pair, the
@@ -337,11 +339,23 @@ typedef struct ccb_driver_row {
     double pair_median_us; /* the median of each pair's cudaMalloc + cudaFree (not the sum of the two medians) */
 } ccb_driver_row;
 int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, size_t whylen);
+
+/* driver_vm.c: an upstream's vm_map and vm_unmap of granules[i] granules,
+ * `reps` pairs each, every call timed alone (`ccbench driver` on the CUDA
+ * upstream). 0 ok, 1 skipped (the upstream has no virtual memory: why says
+ * so), -1 error (why says which call failed). */
+struct cca_upstream;
+typedef struct ccb_driver_vm_row {
+    size_t granules, bytes;
+    int reps;
+    double map_median_us, map_p99_us, unmap_median_us, unmap_p99_us;
+} ccb_driver_vm_row;
+int ccb_driver_vm_measure(struct cca_upstream *u, const size_t *granules, size_t n, int reps, ccb_driver_vm_row *rows,
+                          char *why, size_t whylen);
 /* "ok" or why GPU strategies cannot run here. */
 const char *ccb_gpu_unavailable_reason(void);
 /* Shared by the ccalloc strategies: create the allocator over upstream u
  * (taken over: destroyed on failure) with config on top of the defaults. */
-struct cca_upstream;
 int ccb_ccalloc_open_on(ccb_strategy *s, struct cca_upstream *u, const char *config, char *why, size_t whylen);
 int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen);
 /* The cudaStream_t for trace stream n (NULL for 0, and without CUDA). */
@@ -428,10 +442,11 @@ typedef struct ccb_replay_options {
     int reps;            /* timed passes (fresh strategy each)       */
     size_t timeline_points;
     /* driver cost charged in the "with driver" passes of host strategies;
-     * both 0: no such pass (driver_total_ms NAN) */
+     * all four 0: no such pass (driver_total_ms NAN) */
     uint64_t alloc_latency_ns, free_latency_ns;
     int driver_reps;     /* passes with the driver's cost (0: reps) */
     int ignore_releases; /* replay as if the program never released (marks still reported) */
+    uint64_t map_granule_ns, unmap_granule_ns; /* per granule of a vm map / unmap */
 } ccb_replay_options;
 
 /* Replay trace t through the strategy: one untimed OBSERVE pass (pattern
@@ -516,6 +531,10 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
 void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n);
 void ccb_write_driver_md(FILE *f, const ccb_driver_row *rows, size_t n, int reps);
 void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n);
+/* The vm table under its own heading: the rows, or "skipped: why" (rows
+ * NULL). upstream: what was measured, e.g. "cuda (GPU 0)". */
+void ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n, const char *why);
+void ccb_write_driver_vm_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n);
 /* Write the machine description (uname -a, CPU model, date) as markdown. */
 void ccb_write_machine_md(FILE *f);
 /* A strategy or trace name as a file name (timeline/T__S.csv, timeline_T.png):
@@ -566,7 +585,7 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
  * each trace's phases and release events, and links to the plots of d that
  * ccb_write_replay_files made (none with no_plots, or when gnuplot made none). */
 void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace *traces, size_t ntraces,
-                             const ccb_result *r, size_t nspecs, uint64_t alloc_latency_ns, uint64_t free_latency_ns);
+                             const ccb_result *r, size_t nspecs, const ccb_device *driver);
 
 /* ------------------------------------------------------------------------ */
 /* Command line (cli.c) and sub-commands (cmd_*.c, suite.c, switch.c)      */
@@ -591,6 +610,7 @@ typedef struct ccb_options {
     int reps, reps_given;
     size_t device_bytes;
     uint64_t alloc_latency_ns, free_latency_ns;
+    uint64_t map_granule_ns, unmap_granule_ns; /* --vm-latency */
     int driver_reps; /* 0: as --reps (1 with --quick) */
     int ignore_releases;
     size_t pairs;

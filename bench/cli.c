@@ -48,6 +48,7 @@ enum {
     O_REPS,
     O_DEVICE_BYTES,
     O_UPSTREAM_LATENCY,
+    O_VM_LATENCY,
     O_DRIVER_REPS,
     O_NO_RELEASE_EVENTS,
     O_PAIRS,
@@ -83,6 +84,10 @@ static const cli_option options[] = {
      "the driver's cost per device alloc [and free] in the \"with driver\"\n"
      "passes: a duration in ns, us or ms (no unit: us), at most 1 s (default\n"
      "35us,35us; 0: no such pass)"},
+    {"vm-latency", O_VM_LATENCY, required_argument, "M[,U]",
+     "and per granule mapped [and unmapped] by a virtual-memory map [unmap]\n"
+     "(expandable segments), on top of the call's own: as --upstream-latency\n"
+     "(default 0: not measured on a GPU yet; `ccbench driver` measures it)"},
     {"driver-reps", O_DRIVER_REPS, required_argument, "N",
      "timed passes with the driver's cost, 1..1000 (default: --reps; 1 with --quick)"},
     {"no-release-events", O_NO_RELEASE_EVENTS, no_argument, NULL,
@@ -324,6 +329,12 @@ static int take(ccb_options *o, int id, const char *v) {
         if (parse_latencies(v, &o->alloc_latency_ns, &o->free_latency_ns))
             return usage_error("--upstream-latency '%s' is not a duration (ns, us, ms; at most 1 s) or two "
                                "separated by a comma",
+                               v);
+        return 0;
+    case O_VM_LATENCY:
+        if (parse_latencies(v, &o->map_granule_ns, &o->unmap_granule_ns))
+            return usage_error("--vm-latency '%s' is not a duration (ns, us, ms; at most 1 s) or two separated by "
+                               "a comma",
                                v);
         return 0;
     case O_DRIVER_REPS:

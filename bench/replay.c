@@ -78,7 +78,10 @@ static int open_strategy(const ccb_strategy_ops *ops, const char *config, const 
     memset(s, 0, sizeof *s);
     s->ops = ops;
     s->device_free_at_open = CCB_UNKNOWN;
-    ccb_device dev = {o->device_bytes, with_driver ? o->alloc_latency_ns : 0, with_driver ? o->free_latency_ns : 0};
+    ccb_device dev = {o->device_bytes, 0, 0, 0, 0};
+    if (with_driver)
+        dev = (ccb_device){o->device_bytes, o->alloc_latency_ns, o->free_latency_ns, o->map_granule_ns,
+                           o->unmap_granule_ns};
     int rc = ops->open(s, config, &dev, r->why, sizeof r->why);
     if (rc == 1)
         r->skipped = 1;
@@ -399,7 +402,8 @@ static int replay(const ccb_trace *t, const char *spec, const ccb_replay_options
     if (ops->driver == CCB_DRIVER_REAL) {
         r->driver_total_ms = r->total_ms;
         r->driver_median_ns = r->median_ns;
-    } else if (ops->driver == CCB_DRIVER_MODEL && (o->alloc_latency_ns || o->free_latency_ns)) {
+    } else if (ops->driver == CCB_DRIVER_MODEL &&
+               (o->alloc_latency_ns || o->free_latency_ns || o->map_granule_ns || o->unmap_granule_ns)) {
         double p99;
         rc = timed(t, ops, config, o, 1, o->driver_reps > 0 ? o->driver_reps : reps, r, &r->driver_median_ns, &p99,
                    &r->driver_total_ms);

@@ -462,6 +462,36 @@ void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n) {
                 rows[i].alloc_p99_us, rows[i].free_median_us, rows[i].free_p99_us, rows[i].pair_median_us);
 }
 
+void ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n, const char *why) {
+    fprintf(f, "\n## Virtual memory: what an expandable segment pays instead\n\n");
+    if (!rows) {
+        fprintf(f, "skipped: %s\n", why);
+        return;
+    }
+    fprintf(f,
+            "The %s upstream's vm_map and vm_unmap of the first n granules of one reserved range, each call "
+            "timed alone, %d pairs per size (on the CUDA upstream a map is one cudaMemGetInfo, cuMemCreate + "
+            "cuMemMap per granule and one cuMemSetAccess; an unmap, cuMemUnmap per granule). Per granule: the "
+            "median over n, what `--vm-latency` models.\n\n",
+            upstream, n ? rows[0].reps : 0);
+    fprintf(f, "| size | granules | vm_map median µs | p99 | vm_unmap median µs | p99 | map µs per granule | "
+               "unmap µs per granule |\n|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for (size_t i = 0; i < n; i++) {
+        char b[32];
+        ccb_format_bytes(rows[i].bytes, b, sizeof b);
+        fprintf(f, "| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", b, rows[i].granules,
+                rows[i].map_median_us, rows[i].map_p99_us, rows[i].unmap_median_us, rows[i].unmap_p99_us,
+                rows[i].map_median_us / (double)rows[i].granules, rows[i].unmap_median_us / (double)rows[i].granules);
+    }
+}
+
+void ccb_write_driver_vm_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n) {
+    fprintf(f, "bytes,granules,reps,map_median_us,map_p99_us,unmap_median_us,unmap_p99_us\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%zu,%zu,%d,%.3f,%.3f,%.3f,%.3f\n", rows[i].bytes, rows[i].granules, rows[i].reps,
+                rows[i].map_median_us, rows[i].map_p99_us, rows[i].unmap_median_us, rows[i].unmap_p99_us);
+}
+
 /* ---- the machine ------------------------------------------------------------------ */
 
 static void cpu_model(char *buf, size_t len) {
@@ -787,8 +817,7 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
 }
 
 void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace *traces, size_t nt, const ccb_result *r,
-                             size_t nspecs,
-                             uint64_t alloc_latency_ns, uint64_t free_latency_ns) {
+                             size_t nspecs, const ccb_device *driver) {
     fprintf(readme, "\n## Traces\n\n");
     ccb_write_traces_md(readme, traces, nt);
     fprintf(readme,
@@ -798,13 +827,15 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
     fprintf(readme,
             "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
             "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
-            "per device free (the driver's cost; \"(real)\": a GPU strategy, whose times already include its "
-            "driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
+            "per device free, and %.1f us per granule mapped and %.1f us per granule unmapped on top of a "
+            "virtual-memory map's or unmap's own (the driver's cost; \"(real)\": a GPU strategy, whose times "
+            "already include its driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
             "cannot know (reserved bytes, upstream calls and fragmentation of the malloc floor, which has no device "
             "and no driver time either), the trace gives nothing to measure (per-op times of a trace without "
             "allocs or frees), or a ratio of a strategy with OOMs (it held less than the trace the references "
             "describe).\n\n",
-            (double)alloc_latency_ns / 1e3, (double)free_latency_ns / 1e3);
+            (double)driver->alloc_latency_ns / 1e3, (double)driver->free_latency_ns / 1e3,
+            (double)driver->map_granule_ns / 1e3, (double)driver->unmap_granule_ns / 1e3);
     ccb_write_results_md(readme, r, nt * nspecs);
     int any = 0;
     for (size_t t = 0; t < nt; t++) {

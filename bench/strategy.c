@@ -211,8 +211,11 @@ int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, ch
 }
 
 static int open_device(const ccb_device *dev, cca_upstream **u, char *why, size_t whylen) {
-    cca_host_options ho = {
-        .capacity = dev->bytes, .alloc_latency_ns = dev->alloc_latency_ns, .free_latency_ns = dev->free_latency_ns};
+    cca_host_options ho = {.capacity = dev->bytes,
+                           .alloc_latency_ns = dev->alloc_latency_ns,
+                           .free_latency_ns = dev->free_latency_ns,
+                           .vm_map_granule_latency_ns = dev->map_granule_ns,
+                           .vm_unmap_granule_latency_ns = dev->unmap_granule_ns};
     cca_status st = cca_upstream_host_create_with(&ho, u);
     if (st != CCA_OK)
         snprintf(why, whylen, "host upstream: %s: %s", cca_status_string(st), cca_last_error());

@@ -37,7 +37,7 @@
 #   demo            ccrun --demo --device cuda (fails rather than simulate)
 #   cck_bench       softmax/dense kernels on the GPU (--no-cpu --sweep: block sizes too)
 #   torch_softmax   torch.softmax on the same shapes
-#   ccbench         ccbench driver (cudaMalloc/cudaFree cost by size), then
+#   ccbench         ccbench driver (cudaMalloc/cudaFree and VMM map/unmap cost by size), then
 #                   ccbench --all --no-plots: GPU strategies included
 #   pytorch_record  record two PyTorch scenarios on the GPU as ccbench traces
 #                   (bench/scripts/record_torch.py --device cuda: multi-model, train-step)

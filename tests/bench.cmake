@@ -31,6 +31,8 @@ if(TARGET ccbench_core)
     string(MAKE_C_IDENTIFIER "${bad}" id)
     add_test(NAME ccbench_bad_latency_${id} COMMAND ccbench replay --upstream-latency ${bad} gen:uniform)
     set_tests_properties(ccbench_bad_latency_${id} PROPERTIES LABELS cpu WILL_FAIL TRUE)
+    add_test(NAME ccbench_bad_vm_latency_${id} COMMAND ccbench replay --vm-latency ${bad} gen:uniform)
+    set_tests_properties(ccbench_bad_vm_latency_${id} PROPERTIES LABELS cpu WILL_FAIL TRUE)
   endforeach()
   # bench/scripts/record_torch.py's reconstruction (pairing, drops, totals,
   # marks, the v2 writer) on synthetic events: pytest, no torch needed
@@ -90,6 +92,10 @@ if(TARGET ccbench_core)
     gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000001)
   ccb_cli(ccbench_latency_at_most_a_second 0 "" "not a duration" -
     gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000000,1000ms)
+  ccb_cli(ccbench_vm_latency_without_unit_is_us 2 "--vm-latency '1000001' is not a duration" "" -
+    gen uniform --scale 0.05 -o /dev/null --vm-latency 1000001)
+  ccb_cli(ccbench_vm_latency_at_most_a_second 0 "" "not a duration" -
+    gen uniform --scale 0.05 -o /dev/null --vm-latency 1000000,1000ms)
   ccb_cli(ccbench_device_bytes_zero 2 "--device-bytes '0' is not a size > 0" "" -
     gen uniform --scale 0.05 -o /dev/null --device-bytes 0)
   # standard output on a full device: every command that prints says so and

@@ -645,3 +645,88 @@ Test(bench_report, a_file_written_short_is_counted_at_its_close) {
     unlink(path);
     rmdir(okdir);
 }
+
+/* ---- driver_vm.c: the vm ops timed (ccbench driver), on the simulated device ---- */
+
+/* Per-granule latencies the simulated device waits: every map of n granules
+ * must time at least n x the map latency, every unmap n x the unmap one
+ * (a busy-wait never ends early), the rows say what was measured, and the
+ * upstream holds nothing after. */
+Test(bench_driver, vm_rows_time_each_call_and_leave_nothing) {
+    const size_t G = 64 << 10;
+    cca_host_options ho = {.capacity = 64 * G,
+                           .vm_granularity = G,
+                           .vm_map_granule_latency_ns = 200000,
+                           .vm_unmap_granule_latency_ns = 300000};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &u), CCA_OK, "%s", cca_last_error());
+    const size_t granules[] = {1, 4, 16};
+    ccb_driver_vm_row rows[3];
+    char why[256] = "";
+    cr_assert_eq(ccb_driver_vm_measure(u, granules, 3, 5, rows, why, sizeof why), 0, "%s", why);
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(rows[i].granules, granules[i]);
+        cr_assert_eq(rows[i].bytes, granules[i] * G);
+        cr_assert_eq(rows[i].reps, 5);
+        cr_assert_geq(rows[i].map_median_us, 200.0 * (double)granules[i], "map of %zu: %.1f us", granules[i],
+                      rows[i].map_median_us);
+        cr_assert_geq(rows[i].unmap_median_us, 300.0 * (double)granules[i], "unmap of %zu: %.1f us", granules[i],
+                      rows[i].unmap_median_us);
+        cr_assert_geq(rows[i].map_p99_us, rows[i].map_median_us);
+        cr_assert_geq(rows[i].unmap_p99_us, rows[i].unmap_median_us);
+    }
+    cca_upstream_stats st = tu_upstream_stats(u);
+    cr_assert_eq(st.vm_reserved_bytes, 0);
+    cr_assert_eq(st.vm_mapped_bytes, 0);
+    cr_assert_eq(st.vm_map_calls, 3 * 6, "one untimed pair and 5 timed per size");
+    cr_assert_eq(st.vm_unmap_calls, 3 * 6);
+    /* the table: per-granule medians, and a skipped section says why */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccb_write_driver_vm_md(f, "host-simulated", rows, 3, "");
+    ccb_write_driver_vm_md(f, "CUDA (GPU 0)", NULL, 0, "no GPU here");
+    fclose(f);
+    cr_assert(strstr(buf, "| 1.00 MiB | 16 |"), "%s", buf);
+    cr_assert(strstr(buf, "host-simulated upstream's vm_map"), "%s", buf);
+    cr_assert(strstr(buf, "skipped: no GPU here\n"), "%s", buf);
+    free(buf);
+    cca_upstream_destroy(u);
+}
+
+/* Refusals: no vm ops (skipped, with the reason); a size the device cannot
+ * map (an error naming the call; the range released, nothing mapped); a
+ * granule count 0 or that overflows, and no repetitions (errors before any
+ * call). */
+Test(bench_driver, vm_measure_refuses_what_it_cannot_time) {
+    tu_upstream t; /* the test double: no vm ops */
+    cca_upstream *plain = tu_upstream_create(&t, 64 << 20, false);
+    const size_t one = 1;
+    ccb_driver_vm_row row;
+    char why[256] = "";
+    cr_assert_eq(ccb_driver_vm_measure(plain, &one, 1, 3, &row, why, sizeof why), 1);
+    cr_assert(strstr(why, "no virtual-memory ops"), "%s", why);
+    cca_upstream_destroy(plain);
+
+    const size_t G = 64 << 10;
+    cca_host_options ho = {.capacity = 8 * G, .vm_granularity = G};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &u), CCA_OK, "%s", cca_last_error());
+    const size_t sizes[] = {2, 9}; /* 9 granules: more than the device */
+    ccb_driver_vm_row rows[2];
+    cr_assert_eq(ccb_driver_vm_measure(u, sizes, 2, 3, rows, why, sizeof why), -1);
+    cr_assert(strstr(why, "vm_map") && strstr(why, "OUT_OF_MEMORY"), "%s", why);
+    cr_assert_eq(rows[0].granules, 2, "the row measured before the failure is kept");
+    cca_upstream_stats st = tu_upstream_stats(u);
+    cr_assert_eq(st.vm_reserved_bytes, 0);
+    cr_assert_eq(st.vm_mapped_bytes, 0);
+    const size_t bad[] = {0, SIZE_MAX / 2};
+    for (size_t i = 0; i < 2; i++) {
+        uint64_t maps = tu_upstream_stats(u).vm_map_calls;
+        cr_assert_eq(ccb_driver_vm_measure(u, &bad[i], 1, 3, &row, why, sizeof why), -1, "%zu granules", bad[i]);
+        cr_assert(strstr(why, "not a size"), "%s", why);
+        cr_assert_eq(tu_upstream_stats(u).vm_map_calls, maps);
+    }
+    cr_assert_eq(ccb_driver_vm_measure(u, &one, 1, 0, &row, why, sizeof why), -1);
+    cca_upstream_destroy(u);
+}

@@ -275,6 +275,27 @@ Test(replay, times_with_the_driver_pay_each_upstream_call) {
     ccb_trace_free(&t);
 }
 
+/* --vm-latency alone: the pass with the driver's cost runs, and an
+ * expandable segment pays per granule it maps: at least its peak's granules
+ * (2 MiB, the simulated device's default) x the map latency. */
+Test(replay, times_with_the_driver_pay_each_granule_mapped) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t, two_models, NULL, 0), 0);
+    ccb_replay_options o = opts;
+    o.map_granule_ns = 1000000; /* 1 ms per granule mapped */
+    o.unmap_granule_ns = 1000000;
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-expandable", &o, &r), 0, "%s", r.why);
+    cr_assert_eq(r.driver, CCB_DRIVER_MODEL);
+    cr_assert(!isnan(r.driver_total_ms), "a vm latency alone makes a pass with the driver's cost");
+    double granules = (double)(r.peak_reserved / (2 * MiB));
+    cr_assert_geq(granules, 26, "the peak is at least 52 MiB");
+    cr_assert_geq(r.driver_total_ms, granules * 1.0, "%f ms for %.0f granules", r.driver_total_ms, granules);
+    cr_assert_lt(r.total_ms, granules * 1.0, "bookkeeping alone pays no latency: %f", r.total_ms);
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
 /* ---- the ideal arena --------------------------------------------------------------------- */
 
 /* Brute force: free extents in an array, scanned for best fit (ties: lowest

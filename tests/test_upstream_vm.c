@@ -1011,6 +1011,47 @@ Test(upstream_vm, map_and_unmap_latencies_are_waited_granted_or_refused) {
     cca_upstream_destroy(u);
 }
 
+/* Per granule: a granted map of n granules waits the call's latency plus n
+ * times the map latency, an unmap of n granules n times the unmap latency;
+ * a refused call only the call's. Lower bounds (a busy-wait never ends
+ * early) and, for the refusals, an upper bound far above the call's own
+ * charge and far below what a per-granule charge would add. */
+Test(upstream_vm, granule_latencies_are_waited_per_granule_of_granted_calls) {
+    const uint64_t ms = 1000000;
+    const size_t G = 64 * KiB;
+    cca_host_options o = {.capacity = 64 * G,
+                          .vm_granularity = G,
+                          .vm_map_granule_latency_ns = 5 * ms,
+                          .vm_unmap_granule_latency_ns = 7 * ms};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
+    char *r = vm_reserve(u, 128 * G);
+    uint64_t t0 = tu_now_ns();
+    vm_map(u, r, 4 * G);
+    uint64_t t1 = tu_now_ns();
+    cr_assert_geq(t1 - t0, 4 * 5 * ms, "a map of 4 granules took %llu ns", (unsigned long long)(t1 - t0));
+    vm_map(u, r + 4 * G, G);
+    uint64_t t2 = tu_now_ns();
+    cr_assert_geq(t2 - t1, 5 * ms, "a map of 1 granule took %llu ns", (unsigned long long)(t2 - t1));
+    /* refused: overlapping (the rule), and more than the device holds */
+    cr_assert_eq(cca_upstream_vm_map(u, r + 10 * G, 100 * G), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_neq(cca_upstream_vm_map(u, r + 3 * G, 2 * G), CCA_OK);
+    cr_assert_neq(cca_upstream_vm_unmap(u, r + 5 * G, 20 * G), CCA_OK);
+    uint64_t t3 = tu_now_ns();
+    cr_assert_lt(t3 - t2, 200 * 5 * ms, "refused calls were charged per granule (%llu ns)",
+                 (unsigned long long)(t3 - t2));
+    vm_unmap(u, r + G, 3 * G);
+    uint64_t t4 = tu_now_ns();
+    cr_assert_geq(t4 - t3, 3 * 7 * ms, "an unmap of 3 granules took %llu ns", (unsigned long long)(t4 - t3));
+    vm_unmap(u, r, G);
+    vm_unmap(u, r + 4 * G, G);
+    uint64_t t5 = tu_now_ns();
+    cr_assert_geq(t5 - t4, 2 * 7 * ms, "two unmaps of 1 granule took %llu ns", (unsigned long long)(t5 - t4));
+    ASSERT_VM_STATS(u, 128 * G, 0, 0, 2, 3, 2);
+    vm_release(u, r, 128 * G);
+    cca_upstream_destroy(u);
+}
+
 /* ---- ops tables ---------------------------------------------------------------------- */
 
 static cca_status stub_alloc(void *ctx, size_t size, void **ptr) {

@@ -255,8 +255,9 @@ cca_status cca_upstream_host_create(size_t capacity, cca_upstream **out);
 /* The same device with the driver's costs: every alloc call (granted or
  * refused) busy-waits alloc_latency_ns and every free free_latency_ns before
  * doing its work, outside any lock, as cudaMalloc and cudaFree take tens of
- * microseconds (cudaFree also waits for the device). Latencies above
- * CCA_HOST_MAX_LATENCY_NS: CCA_ERR_INVALID_ARGUMENT. */
+ * microseconds (cudaFree also waits for the device); the vm_* ops may also
+ * be charged per granule (below). Latencies above CCA_HOST_MAX_LATENCY_NS:
+ * CCA_ERR_INVALID_ARGUMENT. */
 typedef struct cca_host_options {
     size_t capacity;           /* bytes of device memory, > 0            */
     uint64_t alloc_latency_ns; /* per upstream alloc; 0 = none (default) */
@@ -265,13 +266,24 @@ typedef struct cca_host_options {
      * device): mapping granularity, a power of two >= the host page and a
      * multiple of CCA_GRANULARITY (else CCA_ERR_INVALID_ARGUMENT); 0 =
      * 2 MiB, the usual GPU figure. vm_map latency: alloc_latency_ns, vm_unmap:
-     * free_latency_ns (once per call, whatever its size). Physical memory
+     * free_latency_ns (once per call, granted or refused), plus the two
+     * per-granule latencies below for each granule a call maps or unmaps
+     * (granted calls only). Physical memory
      * of a map is a memfd mapped MAP_SHARED | MAP_FIXED into the reserved
      * range; an unmap (any run of mapped granules) punches a hole in the
      * memfd under it (MADV_REMOVE) and puts inaccessible address space back
      * over it, so its pages return to the OS at once, even while the rest
      * of the map stays, and a later touch faults. */
     size_t vm_granularity;
+    /* The CUDA upstream makes two driver calls per granule of a map
+     * (cuMemCreate, cuMemMap) and one per granule of an unmap (cuMemUnmap),
+     * so a map's cost grows with its size, where cudaMalloc's barely does.
+     * These busy-wait that much per granule of a granted vm_map / vm_unmap,
+     * after the call's own latency and outside any lock; 0 = none (the
+     * default). Above CCA_HOST_MAX_LATENCY_NS: CCA_ERR_INVALID_ARGUMENT. A
+     * call's total wait saturates at UINT64_MAX ns. */
+    uint64_t vm_map_granule_latency_ns;
+    uint64_t vm_unmap_granule_latency_ns;
 } cca_host_options;
 #define CCA_HOST_MAX_LATENCY_NS 1000000000ull
 cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out);

@@ -103,9 +103,11 @@
  *               host malloc failure changes nothing.
  *   vm_release  munmap of the range.
  * Costs: vm_map busy-waits alloc_latency_ns and vm_unmap free_latency_ns,
- * granted or refused, outside the lock, as alloc and free (one charge per
- * call, whatever its size: the CUDA upstream pays per granule). Then under
- * the device's lock (so a check and the syscalls it allows are one step for
+ * granted or refused, outside the lock, as alloc and free; a granted call
+ * also waits the options' per-granule latency times its granules, once the
+ * lock is released (the CUDA upstream pays per granule: cuMemCreate +
+ * cuMemMap per granule mapped, cuMemUnmap per granule unmapped). In between,
+ * under the device's lock (so a check and the syscalls it allows are one step for
  * concurrent callers): vm_map O(log m) to find the range and the
  * neighbouring maps, O(m) memmove to record, four syscalls; vm_unmap
  * O(log m + k) to check the run of k maps it overlaps, k madvise calls
@@ -146,6 +148,7 @@ typedef struct host_device {
     extent *live; /* sorted by off; len = the size the alloc was asked for  */
     size_t nlive, caplive;
     uint64_t alloc_latency_ns, free_latency_ns;
+    uint64_t map_granule_ns, unmap_granule_ns; /* per granule of a granted vm_map / vm_unmap */
     /* virtual memory: used + mapped <= capacity                              */
     size_t gran;     /* mapping granularity                                   */
     size_t mapped;   /* bytes in maps                                         */
@@ -167,6 +170,13 @@ static void spin_ns(uint64_t ns) {
         clock_gettime(CLOCK_MONOTONIC, &t);
         now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
     } while (now - start < ns);
+}
+
+/* The per-granule charge of a granted vm_map / vm_unmap of `size` bytes
+ * (a multiple of the granularity), saturating. */
+static void spin_granules(uint64_t per_ns, size_t size, size_t gran) {
+    uint64_t n = size / gran;
+    spin_ns(per_ns && n > UINT64_MAX / per_ns ? UINT64_MAX : per_ns * n);
 }
 
 /* Index of the first extent with off > x (binary search). */
@@ -507,6 +517,8 @@ static cca_status host_vm_map(void *ctx, void *addr, size_t size) {
         d->mapped += size;
     }
     pthread_mutex_unlock(&d->lock);
+    if (st == CCA_OK)
+        spin_granules(d->map_granule_ns, size, d->gran);
     return st;
 }
 
@@ -620,6 +632,7 @@ static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
     cut_maps(d, first, last, a, e);
     d->mapped -= size;
     pthread_mutex_unlock(&d->lock);
+    spin_granules(d->unmap_granule_ns, size, d->gran);
     return CCA_OK;
 }
 
@@ -685,7 +698,9 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: options are NULL", fn);
     if (o->capacity == 0)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: capacity must be > 0", fn);
-    if (o->alloc_latency_ns > CCA_HOST_MAX_LATENCY_NS || o->free_latency_ns > CCA_HOST_MAX_LATENCY_NS)
+    if (o->alloc_latency_ns > CCA_HOST_MAX_LATENCY_NS || o->free_latency_ns > CCA_HOST_MAX_LATENCY_NS ||
+        o->vm_map_granule_latency_ns > CCA_HOST_MAX_LATENCY_NS ||
+        o->vm_unmap_granule_latency_ns > CCA_HOST_MAX_LATENCY_NS)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: a latency above %llu ns (1 s)", fn,
                          (unsigned long long)CCA_HOST_MAX_LATENCY_NS);
     long pg = sysconf(_SC_PAGESIZE);
@@ -708,6 +723,8 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     d->range = (o->capacity + page - 1) & ~(page - 1);
     d->alloc_latency_ns = o->alloc_latency_ns;
     d->free_latency_ns = o->free_latency_ns;
+    d->map_granule_ns = o->vm_map_granule_latency_ns;
+    d->unmap_granule_ns = o->vm_unmap_granule_latency_ns;
     d->gran = gran;
     void *base = mmap(NULL, d->range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {

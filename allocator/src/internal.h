@@ -704,6 +704,12 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */
+/* largest_free_block of domain d, or `floor` when that is larger: over d's
+ * free blocks, the longest stretch on mapped pages (expandable segments) or
+ * the size (classic). From d's free index, largest blocks first
+ * (ccai_free_index_largest_run): O(pools x streams) plus a page test of
+ * each block larger than the best run found before it. Lock held. */
+size_t ccai_domain_largest_free(const struct cca_domain *d, size_t floor);
 
 /* ------------------------------------------------------------------------ */
 /* Assertion levels (check.c) and the lock (lock.c)                                  */

@@ -3,8 +3,11 @@
  *
  * The free index must return the exact best fit (smallest size >= request on
  * the request's stream, lowest address among equal sizes, none above
- * max_size) and the exact largest free block, whatever the mix of sizes and
- * streams. A random sequence of inserts, removes and queries is checked
+ * max_size), the exact largest free block, and the exact largest run(b)
+ * for a run() at most the block's size (ccai_free_index_largest_run, the
+ * stats' longest mapped stretch: its early stop checked against a scan of
+ * every free block, with runs that make the largest blocks lose), whatever
+ * the mix of sizes and streams. A random sequence of inserts, removes and queries is checked
  * step by step against a linear scan of the same set, and the trees' own
  * structure (order, fill, separators, leaf chain, bitmap) with
  * ccai_free_index_check. Classes with thousands of blocks make trees of
@@ -53,6 +56,79 @@ static ccai_block *brute_best(ccai_block *blocks, const bool *in, int n, cca_str
     return best;
 }
 
+/* ---- largest run -------------------------------------------------------------- */
+
+/* The stats ask the index for the largest run(b) over its free blocks,
+ * where run(b) <= b->size (a block's longest mapped stretch): largest
+ * blocks first, stopping at the first block no larger than the best run
+ * found. fake_run stands for the pages: a value fixed by the block's key and
+ * run_salt, the whole size for some blocks and anything below it (0
+ * included) for the others, so that the largest blocks often lose to
+ * smaller ones and the walk must go on past them, across ties and classes.
+ * It counts its calls, and the calls on a block that is not free (the
+ * ghost's entry must be stepped over). Its own generator, so that the
+ * suites' sequences stay what they were. */
+static uint64_t run_salt, run_full, run_rng = 0x6a09e667f3bcc909ull;
+static size_t run_calls, run_not_free;
+
+static uint64_t run_rnd(void) {
+    return tu_rand(&run_rng);
+}
+
+static size_t fake_run(const ccai_block *b) {
+    run_calls++;
+    run_not_free += b->state != CCAI_FREE;
+    uint64_t h = ((uint64_t)b->addr ^ run_salt) * 0x9e3779b97f4a7c15ull ^ (uint64_t)b->size;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    if (h % 64 < run_full)
+        return b->size;
+    return (h >> 6) % 3 == 0 ? 0 : (size_t)((h >> 8) % (b->size + 1));
+}
+
+static size_t size_run(const ccai_block *b) { /* a classic segment's block */
+    run_calls++;
+    run_not_free += b->state != CCAI_FREE;
+    return b->size;
+}
+
+/* ccai_free_index_largest_run against a scan of the model's free blocks
+ * (in[k]), with a fresh salt, a share of wholly "mapped" blocks from none to
+ * all, and a floor now and then; and with run = size, the largest block,
+ * found with at most the recent block, the overflow list and one tree key
+ * per stream. */
+static void check_largest_run(const ccai_free_index *ix, const ccai_block *blocks, const bool *in, int n, int step) {
+    run_salt = run_rnd();
+    static const uint64_t shares[] = {0, 1, 4, 32, 64}; /* of 64 */
+    run_full = shares[run_rnd() % 5];
+    size_t expect = 0, largest = 0;
+    for (int k = 0; k < n; k++)
+        if (in[k]) {
+            size_t r = fake_run(&blocks[k]);
+            expect = r > expect ? r : expect;
+            largest = blocks[k].size > largest ? blocks[k].size : largest;
+        }
+    size_t floor = run_rnd() % 4 == 0 ? (size_t)(run_rnd() % (largest + 1)) : 0;
+    if (floor > expect)
+        expect = floor;
+    run_calls = run_not_free = 0;
+    size_t got = ccai_free_index_largest_run(ix, fake_run, floor);
+    cr_assert_eq(got, expect, "step %d: largest run %zu, expected %zu (floor %zu, %llu/64 whole)", step, got, expect,
+                 floor, (unsigned long long)run_full);
+    cr_assert_eq(run_not_free, 0, "step %d: run() asked of a block that is not free", step);
+    size_t bound = 0;
+    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
+        bound += 2;
+        for (const ccai_block *o = sb->overflow; o; o = o->over_next)
+            bound++;
+    }
+    run_calls = 0;
+    cr_assert_eq(ccai_free_index_largest_run(ix, size_run, 0), largest, "step %d: largest by size", step);
+    cr_assert_leq(run_calls, bound, "step %d: %zu blocks visited for the largest by size", step, run_calls);
+    cr_assert_eq(run_not_free, 0, "step %d", step);
+}
+
 static void run(uint64_t seed) {
     rng_state = seed;
     cr_log_info("block_index random sequence, seed %llu", (unsigned long long)seed);
@@ -99,6 +175,7 @@ static void run(uint64_t seed) {
             if (in[k] && blocks[k].size > largest)
                 largest = blocks[k].size;
         cr_assert_eq(ccai_free_index_largest(&ix), largest, "step %d: largest", step);
+        check_largest_run(&ix, blocks, in, N_BLOCKS, step);
         cr_assert_eq(ix.count, count);
         cr_assert_eq(ix.bytes, bytes);
         if (step % 64 == 0) {
@@ -326,6 +403,7 @@ static void deep_verify(deep_model *m, int step) {
         if (m->in[k] && m->blocks[k].size > largest)
             largest = m->blocks[k].size;
     cr_assert_eq(ccai_free_index_largest(&m->ix), largest, "step %d: largest", step);
+    check_largest_run(&m->ix, m->blocks, m->in, DEEP_N, step);
     cr_assert_eq(m->ix.count, m->count, "step %d", step);
     cr_assert_eq(m->ix.bytes, m->bytes, "step %d", step);
     size_t seen = 0;
@@ -825,6 +903,7 @@ Test(block_index, deferred_takes_match_brute_force) {
         cr_assert_eq(ix.bytes, bytes, "step %d", step);
         cr_assert_eq(ccai_free_index_largest(&ix), largest, "step %d: largest", step);
         if (step % 16 == 0) {
+            check_largest_run(&ix, blocks, in, N + 1, step);
             size_t seen = 0;
             cr_assert(ccai_free_index_walk(&ix, count_block, &seen));
             cr_assert_eq(seen, count, "step %d: walk", step);

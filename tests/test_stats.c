@@ -442,3 +442,321 @@ Test(stats, snapshot_is_utf8_whatever_the_upstream_name) {
         cca_upstream_destroy(host);
     }
 }
+
+/* ---- largest_free_block against every block ---------------------------------------- *
+ * The stats read largest_free_block from the free indexes, largest blocks
+ * first, and stop at the first block no larger than the longest mapped run
+ * found (block_index.c). Here it is computed the long way, from the
+ * snapshot, which lists every block and every segment's mapped runs: each
+ * free block's longest stretch inside a run (its size in a classic
+ * segment), the largest over the allocator and over each domain, and the
+ * mapped free bytes that cached_bytes counts. The allocator's figures (stats,
+ * per-domain stats, the snapshot's own stats and domain list) must equal it
+ * after every step of random sequences on expandable allocators (streams,
+ * domains, arenas, trims that leave large blocks mostly unmapped, sizes that
+ * tie), and on classic ones. */
+
+#define LF_DOMAINS 3 /* the default domain, "d1", "d2": indexes 0, 1, 2 in the snapshot */
+#define LF_SLOTS 64
+
+typedef struct lf_ref {
+    size_t largest, cached, d_largest[LF_DOMAINS], d_cached[LF_DOMAINS];
+    size_t above;      /* free blocks larger than `largest`: what a walk must pass */
+    bool above_tie;    /* two of them of one size */
+    bool top_unmapped; /* the largest free block is not wholly mapped */
+} lf_ref;
+
+/* Of [off, off + size): the longest stretch inside one of `runs` (maximal
+ * runs, so no stretch spans two) and the bytes inside them all. */
+static void lf_block_in_runs(const cJSON *runs, size_t off, size_t size, size_t *longest, size_t *mapped) {
+    *longest = *mapped = 0;
+    const cJSON *run;
+    cJSON_ArrayForEach(run, runs) {
+        size_t lo = (size_t)cJSON_GetArrayItem(run, 0)->valuedouble;
+        size_t hi = lo + (size_t)cJSON_GetArrayItem(run, 1)->valuedouble;
+        lo = lo > off ? lo : off;
+        hi = hi < off + size ? hi : off + size;
+        if (hi > lo) {
+            *longest = hi - lo > *longest ? hi - lo : *longest;
+            *mapped += hi - lo;
+        }
+    }
+}
+
+#define LF_SIZES 4096
+static lf_ref lf_reference(const cJSON *json) {
+    lf_ref r;
+    memset(&r, 0, sizeof r);
+    static size_t size[LF_SIZES], run[LF_SIZES];
+    size_t n = 0;
+    const cJSON *seg;
+    cJSON_ArrayForEach(seg, cJSON_GetObjectItemCaseSensitive(json, "segments")) {
+        size_t d = (size_t)number(seg, "domain_index");
+        cr_assert_lt(d, LF_DOMAINS);
+        bool expandable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(seg, "expandable"));
+        const cJSON *runs = cJSON_GetObjectItemCaseSensitive(seg, "mapped"), *b;
+        cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(seg, "blocks")) {
+            if (strcmp(string(b, "state"), "free") != 0)
+                continue;
+            size_t off = (size_t)number(b, "offset"), bs = (size_t)number(b, "size"), longest = bs, mapped = bs;
+            if (expandable)
+                lf_block_in_runs(runs, off, bs, &longest, &mapped);
+            cr_assert_lt(n, LF_SIZES);
+            size[n] = bs, run[n] = longest, n++;
+            r.largest = longest > r.largest ? longest : r.largest;
+            r.d_largest[d] = longest > r.d_largest[d] ? longest : r.d_largest[d];
+            r.cached += mapped;
+            r.d_cached[d] += mapped;
+        }
+    }
+    size_t top = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (size[i] > r.largest) {
+            r.above++;
+            for (size_t j = 0; j < i; j++)
+                r.above_tie |= size[j] == size[i];
+        }
+        if (size[i] > size[top] || (size[i] == size[top] && run[i] < run[top]))
+            top = i;
+    }
+    r.top_unmapped = n && run[top] < size[top];
+    return r;
+}
+
+static double lf_fragmentation(size_t largest, size_t cached) {
+    return cached ? 1.0 - (double)largest / (double)cached : 0.0;
+}
+
+/* The allocator's figures against the reference; returns the reference. */
+static lf_ref lf_agree(const cca_allocator *al, cca_domain *const dom[LF_DOMAINS], const char *what) {
+    char *text = capture_output(write_snapshot, al);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json, "%s: not JSON", what);
+    lf_ref r = lf_reference(json);
+    cca_stats s = tu_stats(al);
+    cr_assert_eq(s.largest_free_block, r.largest, "%s: largest_free_block %zu, the blocks say %zu", what,
+                 s.largest_free_block, r.largest);
+    cr_assert_eq(s.cached_bytes, r.cached, "%s: cached_bytes %zu, the blocks say %zu", what, s.cached_bytes, r.cached);
+    cr_assert_eq(s.fragmentation, lf_fragmentation(r.largest, r.cached), "%s: fragmentation", what);
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(json, "stats");
+    cr_assert_eq((size_t)number(js, "largest_free_block"), r.largest, "%s: the snapshot's stats", what);
+    const cJSON *jd = cJSON_GetObjectItemCaseSensitive(json, "domains");
+    for (int k = 0; k < LF_DOMAINS; k++) {
+        if (k > 0 && !dom[k])
+            continue;
+        cca_domain_stats ds;
+        cr_assert_eq(cca_get_domain_stats(al, dom[k], &ds), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(ds.largest_free_block, r.d_largest[k], "%s: domain %d: largest_free_block %zu, the blocks say %zu",
+                     what, k, ds.largest_free_block, r.d_largest[k]);
+        cr_assert_eq(ds.cached_bytes, r.d_cached[k], "%s: domain %d: cached_bytes %zu, the blocks say %zu", what, k,
+                     ds.cached_bytes, r.d_cached[k]);
+        cr_assert_eq(ds.fragmentation, lf_fragmentation(r.d_largest[k], r.d_cached[k]), "%s: domain %d", what, k);
+        const cJSON *e = cJSON_GetArrayItem(jd, k);
+        cr_assert_not_null(e, "%s: domain %d missing from the snapshot", what, k);
+        cr_assert_eq((size_t)number(e, "largest_free_block"), r.d_largest[k], "%s: the snapshot's domain %d", what, k);
+    }
+    cJSON_Delete(json);
+    free(text);
+    return r;
+}
+
+typedef struct lf_slot {
+    void *p;
+    int domain;
+} lf_slot;
+
+/* Sizes that tie (one size, several pages and a bit), of whole pages, small
+ * and log-uniform up to 4 MiB. */
+static size_t lf_size(uint64_t *rng, size_t page) {
+    switch (tu_rand(rng) % 5) {
+    case 0: return 3 * page + 512;
+    case 1: return (1 + tu_rand(rng) % 40) * page;
+    case 2: return 512 + tu_rand(rng) % (64 * KiB);
+    default: {
+        unsigned bits = 9 + (unsigned)(tu_rand(rng) % 13); /* 512 B .. 4 MiB */
+        size_t lo = (size_t)1 << bits;
+        return lo + (size_t)(tu_rand(rng) % lo);
+    }
+    }
+}
+
+/* `steps` random steps on an allocator made with conf over u (page: its
+ * granularity, or a size scale for classic segments), checked after each;
+ * domains unless greedy. */
+static void lf_random(cca_upstream *up, const char *conf, size_t page, bool domains, uint64_t seed, int steps) {
+    cca_allocator *al = tu_allocator(up, conf);
+    cca_domain *dom[LF_DOMAINS] = {NULL};
+    if (domains) {
+        cr_assert_eq(cca_domain_create(al, "d1", &dom[1]), CCA_OK);
+        cr_assert_eq(cca_domain_create(al, "d2", &dom[2]), CCA_OK);
+    }
+    const cca_stream streams[3] = {NULL, (cca_stream)0x100, (cca_stream)0x200};
+    lf_slot slots[LF_SLOTS] = {{0}};
+    uint64_t rng = seed;
+    size_t lost = 0, deep = 0, ties = 0, trims = 0;
+    for (int step = 0; step < steps; step++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s, seed %llu, step %d", conf, (unsigned long long)seed, step);
+        uint64_t r = tu_rand(&rng) % 1000;
+        int k = (int)(tu_rand(&rng) % LF_SLOTS), d = domains ? (int)(tu_rand(&rng) % LF_DOMAINS) : 0;
+        if (r < 20) { /* trim to a random keep: large free blocks lose their middle pages */
+            cca_stats s = tu_stats(al);
+            size_t keep = s.reserved_bytes ? (size_t)(tu_rand(&rng) % (s.reserved_bytes + 1)) : 0;
+            cr_assert_eq(cca_trim(al, keep, NULL), CCA_OK, "%s: %s", what, cca_last_error());
+            trims++;
+        } else if (r < 24) {
+            cr_assert_eq(cca_empty_cache(al, NULL), CCA_OK, "%s: %s", what, cca_last_error());
+            trims++;
+        } else if (r < 28 && domains) { /* a footprint arena: a pool of its own */
+            cca_status st = cca_domain_reserve(al, dom[d], (1 + tu_rand(&rng) % 64) * page);
+            cr_assert(st == CCA_OK || st == CCA_ERR_INVALID_ARGUMENT || st == CCA_ERR_OUT_OF_MEMORY, "%s: %s", what,
+                      cca_status_string(st));
+        } else if (r < 30 && domains && d > 0) { /* the domain goes back whole, live blocks and all */
+            cr_assert_eq(cca_domain_release(al, dom[d], CCA_DOMAIN_FORCE, NULL), CCA_OK, "%s: %s", what,
+                         cca_last_error());
+            for (int i = 0; i < LF_SLOTS; i++)
+                if (slots[i].p && slots[i].domain == d)
+                    slots[i].p = NULL;
+        } else if (!slots[k].p) {
+            void *p = NULL;
+            cca_status st = cca_alloc_in(al, dom[d], lf_size(&rng, page), streams[tu_rand(&rng) % 3], &p);
+            cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY, "%s: %s", what, cca_status_string(st));
+            if (st == CCA_OK)
+                slots[k] = (lf_slot){p, d};
+        } else {
+            tu_free(al, slots[k].p);
+            slots[k].p = NULL;
+        }
+        lf_ref ref = lf_agree(al, dom, what);
+        lost += ref.top_unmapped;
+        deep += ref.above >= 3;
+        ties += ref.above_tie;
+    }
+    cr_log_info("%s: %zu steps where the largest free block was not wholly mapped, %zu with 3+ blocks above the "
+                "answer, %zu with ties above it, %zu trims",
+                conf, lost, deep, ties, trims);
+    if (page && strstr(conf, "expandable:1")) { /* the cases the early stop must get right did occur */
+        cr_assert_gt(lost, (size_t)steps / 10, "%s: the largest block lost only %zu times", conf, lost);
+        cr_assert_gt(deep, (size_t)steps / 20, "%s: only %zu steps with 3+ blocks above the answer", conf, deep);
+        cr_assert(ties > 0 || !domains, "%s: no tie above the answer", conf); /* greedy: one arena */
+    }
+    for (int i = 0; i < LF_SLOTS; i++)
+        if (slots[i].p)
+            tu_free(al, slots[i].p);
+    cr_assert_eq(cca_empty_cache(al, NULL), CCA_OK);
+    lf_agree(al, dom, "emptied");
+    tu_destroy_clean(al, up);
+}
+
+#define LF_PG ((size_t)64 * KiB)
+
+Test(largest_free, expandable_64k_pages_matches_every_block, .timeout = 120) {
+    cca_upstream *up = tu_vm_device(96 * MiB, LF_PG);
+    lf_random(up, "expandable:1,log_oom:0,expandable_ahead_min:0", LF_PG, true, 0x5eed1ull, 2500);
+    lf_random(up, "expandable:1,log_oom:0", LF_PG, true, 0x5eed2ull, 2500);
+    cca_upstream_destroy(up);
+}
+
+Test(largest_free, expandable_small_max_64k_matches_every_block, .timeout = 120) {
+    /* small_max 64 KiB: nearly every request shares the large range, many blocks between page edges */
+    cca_upstream *up = tu_vm_device(96 * MiB, LF_PG);
+    lf_random(up, "expandable:1,log_oom:0,expandable_ahead_min:0,small_max:64K", LF_PG, true, 0x5eed3ull, 2500);
+    cca_upstream_destroy(up);
+}
+
+Test(largest_free, expandable_2m_pages_and_greedy_match_every_block, .timeout = 120) {
+    cca_upstream *up = tu_vm_device(256 * MiB, 2 * MiB);
+    lf_random(up, "expandable:1,log_oom:0", 2 * MiB, true, 0x5eed4ull, 1500);
+    cca_upstream_destroy(up);
+    up = tu_vm_device(96 * MiB, LF_PG);
+    lf_random(up, "expandable:1,log_oom:0,policy:greedy,greedy_bytes:64M", LF_PG, false, 0x5eed5ull, 1500);
+    cca_upstream_destroy(up);
+}
+
+Test(largest_free, classic_segments_match_every_block, .timeout = 120) {
+    cca_upstream *up = NULL;
+    cr_assert_eq(cca_upstream_host_create(256 * MiB, &up), CCA_OK);
+    lf_random(up, "log_oom:0", LF_PG, true, 0x5eed6ull, 1500);
+    cca_upstream_destroy(up);
+}
+
+/* The cases by hand, in one expandable range of 64 KiB pages (sizes above
+ * small_max, so every block shares the large range; nothing mapped ahead):
+ *
+ *   X1 (64 pages) | L | X2 | L | X3 | ... | L | X21 | L | tail
+ *
+ * with X2..X21 of one size (24 pages) and L live (17.5 pages: the Xs start
+ * in the middle of pages). Freed and trimmed, every X keeps only the part
+ * of a page it shares with an L: X1 (largest) has nothing mapped. */
+Test(largest_free, trimmed_largest_block_loses_to_a_smaller_mapped_one) {
+    const size_t P = LF_PG, X1 = 64 * P, X = 24 * P, L = 17 * P + P / 2;
+    enum { NX = 20 };
+    cca_upstream *up = tu_vm_device(128 * MiB, P);
+    cca_allocator *al = tu_allocator(up, "expandable:1,log_oom:0,expandable_ahead_min:0,expandable_ahead_max:0");
+    cca_domain *none[LF_DOMAINS] = {NULL};
+    void *x1 = tu_alloc(al, X1, NULL), *x[NX], *l[NX + 1];
+    l[0] = tu_alloc(al, L, NULL);
+    for (int i = 0; i < NX; i++) {
+        x[i] = tu_alloc(al, X, NULL);
+        l[i + 1] = tu_alloc(al, L, NULL);
+    }
+    cr_assert_eq((uintptr_t)x[NX - 1] - (uintptr_t)x1, X1 + L + (NX - 1) * (X + L), "one range, in order");
+    tu_free(al, x1);
+    for (int i = 0; i < NX; i++)
+        tu_free(al, x[i]);
+    /* all mapped: X1 wins */
+    lf_ref r = lf_agree(al, none, "freed");
+    cr_assert_eq(r.largest, X1);
+    cr_assert_eq(tu_stats(al).largest_free_block, X1);
+    /* trimmed: each X keeps the half page it shares with the L before or
+     * after it, X1 nothing (it starts the range and ends on a page) */
+    cr_assert_eq(cca_empty_cache(al, NULL), CCA_OK);
+    r = lf_agree(al, none, "trimmed");
+    cr_assert_eq(r.largest, P / 2, "the trapped half pages");
+    cr_assert(r.top_unmapped && r.above >= NX + 1);
+    /* the lowest X mapped again (best fit takes the lowest address among
+     * ties), freed: it wins over X1 and the 19 other Xs of its size, all
+     * larger than its run or as large, which the walk meets first */
+    void *again = tu_alloc(al, X, NULL);
+    cr_assert_eq(again, x[0]);
+    tu_free(al, again);
+    r = lf_agree(al, none, "the lowest X mapped");
+    cr_assert_eq(r.largest, X);
+    cr_assert(!r.above_tie && r.above == 2, "X1 and the tail are larger; 19 ties of X's size");
+    cca_stats s = tu_stats(al);
+    cr_assert_eq(s.largest_free_block, X);
+    cr_assert_eq(s.fragmentation, 1.0 - (double)X / (double)s.cached_bytes);
+    cca_domain_stats ds;
+    cr_assert_eq(cca_get_domain_stats(al, NULL, &ds), CCA_OK);
+    cr_assert_eq(ds.largest_free_block, X);
+    /* part of X1 mapped: a larger block partly mapped beats X */
+    void *part = tu_alloc(al, 40 * P, NULL);
+    cr_assert_eq(part, x1, "best fit: only X1 holds 40 pages");
+    tu_free(al, part);
+    r = lf_agree(al, none, "40 pages of X1 mapped");
+    cr_assert_eq(r.largest, 40 * P);
+    cr_assert_eq(tu_stats(al).largest_free_block, 40 * P);
+    /* trimmed again, and the highest X freed last of all: a tie met first */
+    cr_assert_eq(cca_empty_cache(al, NULL), CCA_OK);
+    void *hi = NULL;
+    for (int i = 0; i < NX; i++) { /* take every X (lowest first), keep the highest */
+        void *p = tu_alloc(al, X, NULL);
+        cr_assert_eq(p, x[i]);
+        if (i == NX - 1)
+            hi = p;
+    }
+    for (int i = 0; i < NX - 1; i++)
+        tu_free(al, x[i]);
+    cr_assert_eq(cca_empty_cache(al, NULL), CCA_OK); /* the 19 lose their middle pages; the highest is live */
+    tu_free(al, hi);
+    r = lf_agree(al, none, "the highest X mapped");
+    cr_assert_eq(r.largest, X);
+    cr_assert_eq(tu_stats(al).largest_free_block, X);
+    for (int i = 0; i <= NX; i++)
+        tu_free(al, l[i]);
+    lf_agree(al, none, "all free");
+    tu_empty_all(al, up);
+    lf_agree(al, none, "emptied");
+    tu_destroy_clean(al, up);
+    cca_upstream_destroy(up);
+}

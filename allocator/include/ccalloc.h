@@ -591,7 +591,11 @@ typedef struct cca_stats {
 } cca_stats;
 
 /* Consistent snapshot of the counters (taken under the allocator's lock).
- * a or s NULL: nothing happens. */
+ * a or s NULL: nothing happens. Cheap enough to poll every step: it never
+ * reads the live blocks. Cost under the lock: O(domains holding memory x
+ * pools x streams); with expandable segments, plus the free blocks larger
+ * than the longest mapped free stretch, largest first (usually a few per
+ * range; docs/allocator.md, "Pages, not segments"). */
 void cca_get_stats(const cca_allocator *a, cca_stats *s);
 
 /* Set every *_peak to its current value, the domains' too. NULL: nothing
@@ -772,7 +776,8 @@ typedef struct cca_domain_stats {
     double fragmentation; /* 1 - largest_free_block / cached_bytes; 0 if none */
 } cca_domain_stats;
 
-/* d NULL: the default domain. Peaks are reset by cca_reset_peak_stats. */
+/* d NULL: the default domain. Peaks are reset by cca_reset_peak_stats.
+ * Costs what cca_get_stats costs, for d's free blocks only. */
 cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca_domain_stats *s);
 
 /* Every domain (the default first, then in creation order) as a JSON array

@@ -56,8 +56,16 @@
  *    failed node allocation changes nothing; remove borrows from a sibling
  *    with more than 8 or merges with one. Separators are lower bounds, not
  *    copies of live keys, so removing a leaf's first entry changes nothing
- *    above it. The largest free block (stats, OOM message) is the last entry
- *    of the rightmost leaf of the highest non-empty class.
+ *    above it. The largest free block (the OOM message) is the last entry
+ *    of the rightmost leaf of the highest non-empty class. The stats want
+ *    the largest RUN of a free block, which for a block of an expandable
+ *    segment is its longest stretch on mapped pages, at most its size
+ *    (ccai_free_index_largest_run): blocks are visited largest first, from
+ *    that last entry backwards (the trees walked from the right, the
+ *    classes from the top), and the walk stops at the first block no
+ *    larger than the best run found so far, since no smaller block can
+ *    beat it. When the largest block's pages are all mapped, that is one
+ *    block and one more key per stream.
  *
  *    Node memory. Nodes come from a per-index spare list (up to 64 kept)
  *    and else aligned_alloc; an insert that needs a split may allocate, in
@@ -872,6 +880,52 @@ size_t ccai_free_index_largest(const ccai_free_index *ix) {
                 largest = o->size;
     }
     return largest;
+}
+
+/* Raise *best to run(b) for the keys under n, largest first (the ghost's
+ * entry skipped: its block is not free). False as soon as a key is no
+ * larger than *best: every key after it is no larger either, and run(b) <=
+ * b->size, so none can raise *best. An internal node stops before child
+ * i - 1 when separator i is no larger than *best: every key under that
+ * child is below it. Recursion depth: the tree's height. */
+static bool tree_largest_run(const ccai_free_index *ix, const ccai_bnode *n, size_t (*run)(const ccai_block *b),
+                             size_t *best) {
+    if (n->leaf) {
+        for (unsigned j = n->n; j-- > 0;) {
+            if (ix->ghost && n == ix->ghost_leaf && j == ix->ghost_pos)
+                continue;
+            if (n->e[j].size <= *best)
+                return false;
+            size_t r = run(n->e[j].blk);
+            *best = r > *best ? r : *best;
+        }
+        return true;
+    }
+    for (unsigned i = n->n; i-- > 0;)
+        if (!tree_largest_run(ix, n->e[i].child, run, best) || (i > 0 && n->e[i].size <= *best))
+            return false;
+    return true;
+}
+
+size_t ccai_free_index_largest_run(const ccai_free_index *ix, size_t (*run)(const ccai_block *b), size_t floor) {
+    size_t best = floor;
+    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
+        /* outside the trees first: the recent block is often the largest */
+        if (sb->recent && sb->recent->size > best) {
+            size_t r = run(sb->recent);
+            best = r > best ? r : best;
+        }
+        for (const ccai_block *o = sb->overflow; o; o = o->over_next)
+            if (o->size > best) {
+                size_t r = run(o);
+                best = r > best ? r : best;
+            }
+        /* classes partition sizes in order: from the top, until one stops */
+        for (unsigned c = prev_class(sb, CCAI_CLASSES); c != CCAI_CLASSES; c = prev_class(sb, c))
+            if (!tree_largest_run(ix, sb->roots[c], run, &best))
+                break;
+    }
+    return best;
 }
 
 bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, const ccai_block *b), void *user) {

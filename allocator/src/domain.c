@@ -32,9 +32,12 @@
  * lock): best fit and new segments use it.
  *
  * Costs: create, a handle check and destroy O(1) expected (the set doubles
- * at half full); release and per-domain stats O(the domain's segments and
- * their blocks), plus, for expandable segments, O(pages) of each range
- * released (its bitmap is scanned for mapped runs).
+ * at half full); release O(the domain's segments and their blocks), plus,
+ * for expandable segments, O(pages) of each range released (its bitmap is
+ * scanned for mapped runs); per-domain stats O(pools x streams) of the
+ * domain's free index, plus a page test of each free block of an
+ * expandable segment larger than the best mapped run found before it
+ * (largest blocks first: stats.c, ccai_domain_largest_free).
  *
  * Invariants (check.c): every segment's domain is in the allocator's list;
  * each domain's counters equal what its segments and blocks hold, and the
@@ -511,15 +514,7 @@ static void fill_stats(const cca_allocator *a, const cca_domain *d, cca_domain_s
     s->alloc_calls = c->alloc_calls;
     s->upstream_allocs = c->upstream_allocs;
     s->upstream_frees = c->upstream_frees;
-    for (const ccai_segment *g = d->segs; g; g = g->dnext) {
-        for (const ccai_block *b = g->first; b; b = b->next) {
-            if (b->state != CCAI_FREE)
-                continue;
-            size_t l = g->expandable ? ccai_expandable_largest_mapped(b) : b->size;
-            if (l > s->largest_free_block)
-                s->largest_free_block = l;
-        }
-    }
+    s->largest_free_block = ccai_domain_largest_free(d, 0); /* from d's free index (I8), as cca_get_stats */
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
 }
 

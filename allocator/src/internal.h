@@ -306,6 +306,15 @@ bool ccai_free_index_swap_recent(ccai_free_index *ix, ccai_block *n, ccai_block 
  * size is <= max_size; NULL if none. */
 ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, size_t size, size_t max_size);
 size_t ccai_free_index_largest(const ccai_free_index *ix);
+/* The largest run(b) over the free blocks b of ix, or `floor` when none is
+ * larger, for a run() with run(b) <= b->size (stats.c: a block's longest
+ * mapped stretch). Per stream: the recent block and the overflow list, then
+ * the blocks largest first, stopping at the first one no larger than the
+ * best run so far. Cost: per stream, the class bitmap's summary words and a
+ * descent to the last leaf; then run() on each block visited: those larger
+ * than the best run found before them (all the blocks larger than the
+ * result, and ties on the way), plus one key read to stop. */
+size_t ccai_free_index_largest_run(const ccai_free_index *ix, size_t (*run)(const ccai_block *b), size_t floor);
 /* Walk every free block (for invariant checks; a ghost's entry is not one);
  * stops when fn returns false. */
 bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, const ccai_block *b), void *user);
@@ -695,6 +704,12 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */
+/* largest_free_block of domain d, or `floor` when that is larger: over d's
+ * free blocks, the longest stretch on mapped pages (expandable segments) or
+ * the size (classic). From d's free index, largest blocks first
+ * (ccai_free_index_largest_run): O(pools x streams) plus a page test of
+ * each block larger than the best run found before it. Lock held. */
+size_t ccai_domain_largest_free(const struct cca_domain *d, size_t floor);
 
 /* ------------------------------------------------------------------------ */
 /* Assertion levels (check.c) and the lock (lock.c)                                  */

@@ -6,9 +6,28 @@
  * allocator's lock (ccai_counters); reading them is a copy under the same
  * lock, so a cca_stats is always a consistent picture. Derived figures:
  *
- *   cached_bytes        = bytes in FREE blocks (pool indexes keep the sum)
- *   largest_free_block  = max over pools and streams of the highest non-empty
- *                         class's root subtree max: O(pools x streams)
+ *   cached_bytes        = bytes in FREE blocks (pool indexes keep the sum);
+ *                         with expandable segments, mapped free bytes only
+ *                         (reserved - allocated)
+ *   largest_free_block  = the largest free block; of an expandable segment,
+ *                         its longest stretch on mapped pages (a block may
+ *                         span unmapped address space). Read from the free
+ *                         indexes, largest blocks first, stopping at the
+ *                         first block no larger than the best run found
+ *                         (ccai_domain_largest_free): O(domains holding
+ *                         memory x pools x streams), plus, with expandable
+ *                         segments, a scan of the page bits of each free
+ *                         block larger than the best run found before it
+ *                         (every block larger than the answer, and ties).
+ *                         Usually a few per range: its tail (the largest
+ *                         block, mapped only as far as the segment grew),
+ *                         then the largest block below it, wholly mapped,
+ *                         which ends the walk. A trim that unmapped the
+ *                         middle of many large free blocks makes it each of
+ *                         them, down to the best run found; never the live
+ *                         blocks, which the walk of every segment's blocks
+ *                         this replaced read too (both costs with 100k live
+ *                         blocks: bench/results/2026-11-24-host-stats-cost).
  *   fragmentation       = 1 - largest_free_block / cached_bytes (0 if none):
  *                         0 when all cached memory is one block, close to 1
  *                         when it is scattered in pieces too small to use.
@@ -26,6 +45,20 @@
 
 #include <inttypes.h>
 #include <string.h>
+
+/* What a free block adds to largest_free_block: in an expandable segment,
+ * its longest stretch on mapped pages, at most its size (a scan of its
+ * pages' bits, whole words of unmapped pages 64 at a time); in a classic
+ * one, its size. */
+static size_t free_run(const ccai_block *b) {
+    return b->seg & CCAI_SEG_EXPANDABLE ? ccai_expandable_largest_mapped(b) : b->size;
+}
+
+size_t ccai_domain_largest_free(const cca_domain *d, size_t floor) {
+    for (int p = 0; p < CCAI_POOL_COUNT; p++)
+        floor = ccai_free_index_largest_run(&d->pools[p], free_run, floor);
+    return floor;
+}
 
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
     const ccai_counters *c = &a->c;
@@ -53,31 +86,11 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
         for (int p = 0; p < CCAI_POOL_COUNT; p++) {
             s->cached_blocks += d->pools[p].count;
             s->cached_bytes += d->pools[p].bytes;
-            size_t l = ccai_free_index_largest(&d->pools[p]);
-            if (l > s->largest_free_block)
-                s->largest_free_block = l;
         }
+        s->largest_free_block = ccai_domain_largest_free(d, s->largest_free_block);
     }
-    if (c->expandable_segments) {
-        /* Free blocks of expandable segments span unmapped address space:
-         * count what is cached as memory (mapped free bytes, reserved -
-         * allocated), and the largest free block as its largest run of
-         * mapped free bytes. O(blocks of expandable segments). */
-        size_t classic_largest = 0, largest = 0;
-        for (const ccai_segment *seg = a->segments; seg; seg = seg->next)
-            for (const ccai_block *b = seg->first; b; b = b->next) {
-                if (b->state != CCAI_FREE)
-                    continue;
-                if (!seg->expandable) {
-                    classic_largest = b->size > classic_largest ? b->size : classic_largest;
-                    continue;
-                }
-                size_t run = ccai_expandable_largest_mapped(b);
-                largest = run > largest ? run : largest;
-            }
+    if (c->expandable_segments) /* free blocks span unmapped address space: count mapped bytes only */
         s->cached_bytes = c->reserved - c->allocated;
-        s->largest_free_block = classic_largest > largest ? classic_largest : largest;
-    }
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
     s->page_size = a->expandable ? a->page : 0;
     s->expandable_segments = c->expandable_segments;

@@ -914,6 +914,30 @@ Test(expandable, config_refuses_max_split_and_reads_ccalloc_conf) {
     cca_upstream_destroy(u);
 }
 
+/* The OOM line names the largest free block as cca_get_stats does: its
+ * mapped part. A range's unmapped tail is a free block too, as large as the
+ * address space left, which no request can have while the device is full;
+ * the line named it (about 56 MiB here, the device's whole capacity on a
+ * GPU) before the stats' figure was used. */
+Test(expandable, the_oom_line_names_the_largest_mapped_free_block) {
+    size_t cap = 64 * MiB;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, "log_oom:1,expandable_ahead_max:0");
+    void *p = tu_alloc(a, 8 * MiB, NULL), *q = tu_alloc(a, 4 * MiB, NULL);
+    tu_free(a, p); /* 8 MiB mapped and free, then q, then the range's unmapped tail */
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.largest_free_block, 8 * MiB);
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    void *r = NULL;
+    cr_assert_eq(cca_alloc(a, cap, NULL, &r), CCA_ERR_OUT_OF_MEMORY);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "largest free block 8.00 MiB,"), "%s", log.last);
+    tu_free(a, q);
+    finish(a, u);
+}
+
 /* ---- snapshot ------------------------------------------------------------ */
 
 static double json_number(const cJSON *obj, const char *key) {

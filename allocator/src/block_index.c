@@ -56,15 +56,15 @@
  *    failed node allocation changes nothing; remove borrows from a sibling
  *    with more than 8 or merges with one. Separators are lower bounds, not
  *    copies of live keys, so removing a leaf's first entry changes nothing
- *    above it. The largest free block (the OOM message) is the last entry
- *    of the rightmost leaf of the highest non-empty class. The stats want
- *    the largest RUN of a free block, which for a block of an expandable
- *    segment is its longest stretch on mapped pages, at most its size
- *    (ccai_free_index_largest_run): blocks are visited largest first, from
- *    that last entry backwards (the trees walked from the right, the
- *    classes from the top), and the walk stops at the first block no
- *    larger than the best run found so far, since no smaller block can
- *    beat it. When the largest block's pages are all mapped, that is one
+ *    above it. The largest free block is the last entry of the rightmost
+ *    leaf of the highest non-empty class (ccai_free_index_largest). The
+ *    stats and the OOM message want the largest RUN of a free block, which
+ *    for a block of an expandable segment is its longest stretch on mapped
+ *    pages, at most its size (ccai_free_index_largest_run): blocks are
+ *    visited largest first, from that last entry backwards (the trees
+ *    walked from the right, the classes from the top), and the walk stops
+ *    at the first block no larger than the best run found so far, since no
+ *    smaller block can beat it. When the largest block's pages are all mapped, that is one
  *    block and one more key per stream.
  *
  *    Node memory. Nodes come from a per-index spare list (up to 64 kept)

@@ -128,31 +128,33 @@ static void set_pages(ccai_segment *s, size_t i, size_t n, bool on) {
     s->mapped_end = s->base + (prefix << s->page_shift);
 }
 
-size_t ccai_pages_prefix(const ccai_segment *s, size_t from) {
-    for (size_t k = from; k < s->npages; k += 64 - k % 64) {
-        uint64_t unmapped = ~s->mapped[k / 64] >> (k % 64); /* bit 0: page k */
-        if (unmapped) {
-            size_t first = k + (size_t)__builtin_ctzll(unmapped);
-            return first < s->npages ? first : s->npages;
+/* The first page in [k, end) that is mapped (want) or unmapped (!want),
+ * else end: a word of 64 pages per step, the page found by counting zeros. */
+static size_t find_page(const ccai_segment *s, size_t k, size_t end, bool want) {
+    for (; k < end; k += 64 - k % 64) {
+        uint64_t w = want ? s->mapped[k / 64] : ~s->mapped[k / 64];
+        w >>= k % 64; /* bit 0: page k */
+        if (w) {
+            size_t first = k + (size_t)__builtin_ctzll(w);
+            return first < end ? first : end;
         }
     }
-    return s->npages;
+    return end;
+}
+
+size_t ccai_pages_prefix(const ccai_segment *s, size_t from) {
+    return find_page(s, from, s->npages, false);
 }
 
 /* The next run of pages in [*i, end) that are all mapped (want) or all
  * unmapped (!want): true with the run [*first, *first + *n) and *i moved
- * past it; false when none is left. Whole words of the other state are
- * skipped 64 pages at a time. */
+ * past it; false when none is left. Both ends are found a word of 64 pages
+ * at a time (find_page): O(run / 64 + 1). */
 static bool next_run(const ccai_segment *s, size_t *i, size_t end, bool want, size_t *first, size_t *n) {
-    uint64_t other = want ? 0 : ~(uint64_t)0; /* a word with no page of the state wanted */
-    size_t k = *i;
-    while (k < end && page_is_mapped(s, k) != want)
-        k = (k % 64 == 0 && k + 64 <= end && s->mapped[k / 64] == other) ? k + 64 : k + 1;
+    size_t k = find_page(s, *i, end, want);
     if (k >= end)
         return *i = end, false;
-    size_t j = k;
-    while (j < end && page_is_mapped(s, j) == want)
-        j++;
+    size_t j = find_page(s, k, end, !want);
     *first = k;
     *n = j - k;
     *i = j;

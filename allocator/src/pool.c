@@ -301,12 +301,10 @@ static void log_oom(cca_allocator *a, size_t size, size_t rounded, cca_stream st
         return;
     char req[32], res[32], alloc[32], largest[32], devfree[32] = "unknown", total[32] = "?";
     size_t free_b, total_b, big = 0;
+    /* as cca_get_stats counts it: of an expandable segment, the mapped part
+     * (its unmapped tail is a free block as large as the range left) */
     for (const cca_domain *d = &a->root; d; d = d->next)
-        for (int p = 0; p < CCAI_POOL_COUNT; p++) {
-            size_t l = ccai_free_index_largest(&d->pools[p]);
-            if (l > big)
-                big = l;
-        }
+        big = ccai_domain_largest_free(d, big);
     if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK) {
         cca_format_bytes(free_b, devfree, sizeof devfree);
         cca_format_bytes(total_b, total, sizeof total);

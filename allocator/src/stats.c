@@ -48,7 +48,7 @@
 
 /* What a free block adds to largest_free_block: in an expandable segment,
  * its longest stretch on mapped pages, at most its size (a scan of its
- * pages' bits, whole words of unmapped pages 64 at a time); in a classic
+ * pages' bits, a word of 64 pages at a time); in a classic
  * one, its size. */
 static size_t free_run(const ccai_block *b) {
     return b->seg & CCAI_SEG_EXPANDABLE ? ccai_expandable_largest_mapped(b) : b->size;

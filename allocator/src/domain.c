@@ -417,6 +417,25 @@ static cca_status reserve_arena(cca_allocator *a, size_t bytes) {
     return ccai_segment_reserve(a, bytes, NULL, CCAI_POOL_ARENA, true, &s);
 }
 
+/* The arena was refused for memory: as the OOM retry of cca_alloc (pool.c,
+ * step 5c), synchronize (classic: only with frees pending; expandable: also
+ * with none, to unmap pages, unless the cap leaves no room however much is
+ * released), then release every cached free segment and page of every
+ * domain and reserve once more; but when max_reserved leaves no room for
+ * the arena even with everything cached released (ccai_cap_check: the
+ * arena's bytes over what live and pending blocks keep reserved), release
+ * nothing and fail. */
+static cca_status reserve_retry(cca_allocator *a, size_t rounded) {
+    cca_status sync = CCA_OK;
+    if (a->c.pending || (a->expandable && ccai_cap_check(a, rounded) == CCA_OK))
+        sync = a->expandable ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
+    cca_status st = ccai_cap_check(a, rounded); /* a completed free counts as releasable now */
+    if (st != CCA_OK)
+        return st;
+    (void)ccai_release(a, 0, sync == CCA_OK ? CCAI_RELEASE_UNMAP : 0, NULL);
+    return reserve_arena(a, rounded);
+}
+
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: allocator is NULL");
@@ -449,11 +468,7 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
         st = reserve_arena(a, rounded);
         if (st == CCA_ERR_OUT_OF_MEMORY) { /* as the OOM retry: cached memory of every domain goes back first */
             a->c.retries++;
-            if ((a->expandable ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a)) == CCA_OK)
-                (void)ccai_release(a, 0, CCAI_RELEASE_UNMAP, NULL);
-            else
-                (void)ccai_release(a, 0, 0, NULL);
-            st = reserve_arena(a, rounded);
+            st = reserve_retry(a, rounded);
         }
         if (st == CCA_OK) {
             d->arena = a->segments; /* linked at the head */

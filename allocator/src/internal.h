@@ -692,6 +692,18 @@ cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *
 #define CCAI_RELEASE_UNMAP 1u  /* the device synchronized: pages may be unmapped */
 #define CCAI_RELEASE_RANGES 2u /* give back empty expandable segments' ranges */
 cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r);
+/* At most what ccai_release(a, 0, CCAI_RELEASE_UNMAP, ...) could give back
+ * now: classic, the wholly free segments; expandable, every mapped byte not
+ * under a live or pending block (reserved - allocated: more than can go
+ * when a free block shares a page with a live one). So reserved minus it is
+ * at most what would stay reserved, whatever is released. */
+size_t ccai_releasable(const cca_allocator *a);
+/* Whether releasing can make room under max_reserved for `need` more bytes
+ * (the least the caller's next reservation or map takes): CCA_OK when there
+ * is no cap or reserved - ccai_releasable + need fits under it; else
+ * CCA_ERR_OUT_OF_MEMORY with a message saying so and that nothing was
+ * released (the OOM retry and cca_domain_reserve's then release nothing). */
+cca_status ccai_cap_check(const cca_allocator *a, size_t need);
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */

@@ -34,12 +34,18 @@
  *         after an empty-cache released it, the greedy arena again;
  *      c. refused -> the retry (growth), counted in alloc_retries: if frees
  *         are pending, synchronize, complete them and try best fit again;
- *         then, unless the device's free bytes plus the cached free segments
- *         cannot hold the request, release cached free segments largest
- *         first until the shortfall is covered and reserve again, then
- *         release the rest and reserve once more. Expandable segments: the
- *         same retry, but it always synchronizes (unmapping needs an idle
- *         device) and releases free pages too (expandable.c, release.c);
+ *         then release nothing when releasing cannot make room — nothing
+ *         is cached, or max_reserved is set and what would stay reserved
+ *         with everything cached released (live and pending blocks, the
+ *         segments they pin) plus the request's least segment is over it,
+ *         or the device's free bytes plus the cached free segments cannot
+ *         hold it; otherwise release cached free segments largest first
+ *         until the shortfall is covered and reserve again, then release
+ *         the rest and reserve once more. Expandable segments: the same
+ *         retry, but it synchronizes with no free pending too (unmapping
+ *         needs an idle device) unless the cap leaves no room for the
+ *         request's bytes however much is unmapped, and it releases free
+ *         pages as well (expandable.c, release.c);
  *      d. still nothing: CCA_ERR_OUT_OF_MEMORY and one log line, written
  *         after the lock is released. Live blocks never change; segments
  *         released by step c stay released (the stats count them);
@@ -360,15 +366,6 @@ static ccai_block *arena_fit(cca_allocator *a, size_t rounded) {
     return d->arena ? ccai_free_index_best_fit(&d->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX) : NULL;
 }
 
-/* Cached bytes in fully free segments (what releasing could give back). */
-static size_t releasable_bytes(const cca_allocator *a) {
-    size_t n = 0;
-    for (const ccai_segment *s = a->segments; s; s = s->next)
-        if (ccai_segment_empty(s))
-            n += s->size;
-    return n;
-}
-
 static cca_status reserve_for(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool,
                               ccai_block **b) {
     size_t want, least;
@@ -469,24 +466,42 @@ static cca_status take_again(cca_allocator *a, size_t rounded, cca_stream stream
 
 /* Step 5c: the growth policy's one retry, for both kinds of segment:
  *   - synchronize: classic, only when frees are pending (to complete them);
- *     expandable, always, since pages are unmapped only once the device is
- *     idle (a failed synchronize: nothing is unmapped);
+ *     expandable, also with none pending, since pages are unmapped only
+ *     once the device is idle (a failed synchronize: nothing is unmapped) —
+ *     but then only when releasing can make room under max_reserved (below);
  *   - take a block again (a completed free may fit);
- *   - unless the device's free memory plus everything cached could not
- *     cover the request (then nothing is released): release the shortfall
- *     and take again, then release everything and take once more.
+ *   - release nothing when releasing cannot make room: nothing is cached;
+ *     or max_reserved is set and what would stay reserved with everything
+ *     cached released (ccai_releasable: live and pending blocks, and
+ *     classic segments they pin) plus `need` is over it; or the device's
+ *     free memory plus everything cached is short of `need`;
+ *   - otherwise release the shortfall and take again, then release
+ *     everything and take once more.
  * Each "take again" looks as step 4 does, the serving domain's footprint
  * arena first (else a completed arena free is released as wholly free and
  * a segment reserved in its place, or, expandable, an arena block whose
  * pages the release unmapped is passed over for a new range), then the
  * pools, then new memory.
- * `need` is the request's least segment (classic) or its bytes plus one
- * page (expandable: its pages may straddle one more). */
+ * `need`, the least the request takes: classic, its least segment (the
+ * preferred size is tried first, then that); expandable, its bytes (wherever
+ * its block lies, every page under those bytes is mapped when it is served,
+ * and they are no live block's bytes; pages it shares with a live block are
+ * counted in what stays reserved, so the bytes are the least it adds to what
+ * releasing leaves). The shortfall to release adds one page to the
+ * expandable need (its pages may straddle one more). The greedy arena over
+ * pages comes here only when a fitting free block's pages cannot be mapped:
+ * the arena is at most max_reserved, so the cap's test never refuses there
+ * and only the device's does. */
 static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
     a->c.retries++;
     bool pages = a->expandable;
+    size_t want, least, free_b = 0, total_b = 0;
+    ccai_segment_sizes(a, rounded, pool, &want, &least);
+    size_t need = pages ? rounded : least;
     unsigned flags = 0;
-    if (pages || a->c.pending) {
+    /* pending frees: synchronize, for they may complete (and then count as
+     * releasable); pages, none pending: only if unmapping could make room */
+    if (a->c.pending || (pages && ccai_cap_check(a, need) == CCA_OK)) {
         /* pages: the device itself, even with nothing pending (queued work
          * may still use free blocks' pages); a failure leaves frees pending */
         cca_status sync = pages ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
@@ -499,14 +514,14 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
                   : (*b = arena_fit(a, rounded)) != NULL || (*b = best_fit(a, pool, stream, rounded)) != NULL)
             return CCA_OK;
     }
-    size_t want, least, free_b = 0, total_b = 0;
-    ccai_segment_sizes(a, rounded, pool, &want, &least);
-    size_t need = pages ? rounded : least;
     /* what releasing could give back: free classic segments, or every
      * mapped free byte (reserved >= allocated: live blocks are mapped) */
-    size_t releasable = pages ? a->c.reserved - a->c.allocated : releasable_bytes(a);
+    size_t releasable = ccai_releasable(a);
     if (releasable == 0)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
+    cca_status st = ccai_cap_check(a, need);
+    if (st != CCA_OK)
+        return st;
     if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK && free_b < need &&
         need - free_b > releasable)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY,

@@ -40,6 +40,15 @@
  * end of a run of live blocks, the free part of the page it shares with a
  * free block (the report's free_bytes_trapped).
  *
+ * Whether releasing can help (ccai_releasable, ccai_cap_check): the OOM
+ * retry and cca_domain_reserve's retry release nothing when max_reserved
+ * would refuse the request even with everything cached released. What
+ * would stay is at least reserved minus ccai_releasable: classic, the
+ * segments that are not wholly free; expandable, the bytes of live and
+ * pending blocks (a page a free block shares with a live one stays too,
+ * so this is a lower bound, and the test never refuses what a release
+ * would let through). O(S) for classic segments, O(1) for expandable.
+ *
  * Errors: a segment the upstream refuses to take back stays, fully cached and
  * indexed (state intact), the others are still released, the report is
  * filled, and the call returns CCA_ERR_UPSTREAM naming the first refusal.
@@ -182,6 +191,27 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
     if (first != CCA_OK)
         return ccai_fail(CCA_ERR_UPSTREAM, "the upstream refused to take memory back (kept, still cached): %s", why);
     return CCA_OK;
+}
+
+size_t ccai_releasable(const cca_allocator *a) {
+    if (a->expandable) /* reserved >= allocated: live and pending blocks are mapped (I7) */
+        return a->c.reserved - a->c.allocated;
+    size_t n = 0;
+    for (const ccai_segment *s = a->segments; s; s = s->next)
+        if (ccai_segment_empty(s))
+            n += s->size;
+    return n;
+}
+
+cca_status ccai_cap_check(const cca_allocator *a, size_t need) {
+    size_t cap = a->config.max_reserved;
+    size_t floor = a->c.reserved - ccai_releasable(a);
+    if (!cap || (floor <= cap && need <= cap - floor))
+        return CCA_OK;
+    return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                     "max_reserved (%zu) would be exceeded even with everything cached released: %zu bytes stay "
+                     "reserved and %zu more are needed; nothing was released",
+                     cap, floor, need);
 }
 
 /* cca_trim and cca_empty_cache; fn is the one called, which a failure's

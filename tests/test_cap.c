@@ -1,0 +1,351 @@
+/*
+ * test_cap.c — max_reserved and the OOM retry under attack, across the
+ * policies (growth, greedy), the kinds of segment (classic, expandable),
+ * memory domains and their footprint arenas, and streams whose events are
+ * held back (pending frees).
+ *
+ * What every test holds the allocator to (docs/allocator.md, "The life of
+ * one cca_alloc", step 5; docs/tuning.md, "max_reserved"):
+ *   - reserved_bytes, and its peak, never exceed max_reserved;
+ *   - a refused request is CCA_ERR_OUT_OF_MEMORY with a message, *out
+ *     NULL, no live block changed (contents included), ooms counted;
+ *   - the retry releases cached memory only when releasing can make room:
+ *     when the cap refuses and even everything cached released would
+ *     leave too little room under it (what stays reserved — live blocks,
+ *     pinned segments, pending frees — plus the request is over the cap),
+ *     nothing is released, unmapped or synchronized for nothing: the
+ *     cache stays for the requests that fit;
+ *   - a request that fits under the cap once the cache is released does
+ *     succeed;
+ *   - stats are exact against what the upstream double counts, the
+ *     invariants hold, and after cca_destroy the upstream holds nothing.
+ *
+ * Classic segments run over tu_upstream (its own list of allocations and
+ * call counts); expandable ones over the simulated device with 2 MiB pages
+ * behind tu_faulty (its counts of every vm call and synchronize).
+ */
+#include "alloc_test_util.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PG (2 * MiB)
+#define S1 ((cca_stream)0x51)
+#define S2 ((cca_stream)0x52)
+#define S3 ((cca_stream)0x53)
+
+/* ---- a rig: the allocator over either double ------------------------------ */
+
+typedef struct rig {
+    bool pages;    /* expandable:1 over tu_faulty, else classic over tu_upstream */
+    tu_upstream t; /* classic */
+    tu_faulty f;   /* expandable */
+    cca_upstream *u;
+    cca_allocator *a;
+} rig;
+
+/* An allocator with `conf` (plus expandable:1 for pages) over a 1 GiB
+ * double with events. */
+static void rig_open(rig *r, bool pages, const char *conf) {
+    memset(r, 0, sizeof *r);
+    r->pages = pages;
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", pages ? "expandable:1," : "", conf);
+    if (pages)
+        r->u = tu_faulty_create(&r->f, tu_vm_device(1 * GiB, PG), "fx", true);
+    else
+        r->u = tu_upstream_create(&r->t, 1 * GiB, true);
+    r->a = tu_allocator(r->u, full);
+}
+
+static uint64_t rig_syncs(const rig *r) {
+    return r->pages ? r->f.calls[TU_FAULT_SYNC] : r->t.sync_calls;
+}
+
+/* Calls that give memory back: frees, or unmaps and range releases. */
+static uint64_t rig_gives_back(const rig *r) {
+    return r->pages ? r->f.calls[TU_FAULT_UNMAP] + r->f.calls[TU_FAULT_RELEASE] : r->t.free_calls;
+}
+
+/* Calls that ask for memory: allocs, or maps and range reservations. */
+static uint64_t rig_asks(const rig *r) {
+    return r->pages ? r->f.calls[TU_FAULT_MAP] + r->f.calls[TU_FAULT_RESERVE] : r->t.alloc_calls;
+}
+
+/* What the device holds for the allocator, by its own count. */
+static size_t rig_held(const rig *r) {
+    return r->pages ? tu_upstream_stats(r->f.inner).vm_mapped_bytes : r->t.used;
+}
+
+/* Events recorded from now on stay incomplete (hold); a synchronize
+ * completes them unless keep. */
+static void rig_events(rig *r, bool hold, bool keep) {
+    if (r->pages) {
+        r->f.hold_events = hold;
+        r->f.sync_keeps_events = keep;
+    } else {
+        r->t.hold_events = hold;
+        r->t.sync_keeps_events = keep;
+    }
+}
+
+/* The device holds what the allocator says it reserved, within the cap. */
+static void rig_agree(const rig *r, const char *what) {
+    tu_check(r->a);
+    cca_stats s = tu_stats(r->a);
+    cr_assert_eq(s.reserved_bytes, rig_held(r), "%s: reserved %zu, the device holds %zu", what, s.reserved_bytes,
+                 rig_held(r));
+    cca_config c;
+    cr_assert_eq(cca_get_config(r->a, &c), CCA_OK);
+    if (c.max_reserved) {
+        cr_assert_leq(s.reserved_bytes, c.max_reserved, "%s: over max_reserved", what);
+        cr_assert_leq(s.reserved_bytes_peak, c.max_reserved, "%s: peak over max_reserved", what);
+    }
+}
+
+/* No live block left: everything goes back; after cca_destroy the device
+ * holds nothing. */
+static void rig_close(rig *r) {
+    if (r->pages) {
+        tu_faulty_faults_off(&r->f);
+        r->f.fail_mem_info = false;
+    }
+    rig_events(r, false, false);
+    if (r->pages) {
+        r->f.events_done = r->f.events_recorded;
+        tu_empty_all(r->a, r->u);
+    } else {
+        tu_upstream_release_events(&r->t);
+    }
+    tu_destroy_clean(r->a, r->u);
+    cca_upstream_destroy(r->u);
+    if (r->pages) {
+        cca_upstream_stats in = tu_upstream_stats(r->f.inner);
+        cr_assert_eq(in.bytes_in_use, 0, "the device holds %zu bytes after cca_destroy", in.bytes_in_use);
+        cr_assert_eq(in.vm_reserved_bytes, 0);
+        cca_upstream_destroy(r->f.inner);
+    } else {
+        cr_assert_eq(r->t.used, 0, "the device holds %zu bytes after cca_destroy", r->t.used);
+        cr_assert_eq(r->t.live_count, 0);
+    }
+}
+
+/* Both kinds of segment for one scenario: NAME_classic and NAME_expandable. */
+#define TEST_BOTH(name)                                                                                                \
+    static void name(bool pages);                                                                                      \
+    Test(cap, name##_classic) {                                                                                        \
+        name(false);                                                                                                   \
+    }                                                                                                                  \
+    Test(cap, name##_expandable) {                                                                                     \
+        name(true);                                                                                                    \
+    }                                                                                                                  \
+    static void name(bool pages)
+
+/* ---- refusals -------------------------------------------------------------- */
+
+static void expect_oom_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream s, const char *what) {
+    void *p = (void *)1;
+    cca_status st = cca_alloc_in(a, d, size, s, &p);
+    cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s: %s (%s)", what, cca_status_string(st), cca_last_error());
+    cr_assert_null(p, "%s: *out is not NULL after a refusal", what);
+    cr_assert_neq(cca_last_error()[0], '\0', "%s: no message", what);
+}
+
+static void *alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream s) {
+    void *p = NULL;
+    cca_status st = cca_alloc_in(a, d, size, s, &p);
+    cr_assert_eq(st, CCA_OK, "cca_alloc_in(%zu): %s", size, cca_last_error());
+    cr_assert_not_null(p);
+    return p;
+}
+
+/* The message of a refusal the cap decided without releasing anything. */
+static void expect_cap_message(const char *what) {
+    const char *m = cca_last_error();
+    cr_assert(strstr(m, "max_reserved") && strstr(m, "nothing was released"), "%s: message '%s'", what, m);
+}
+
+/* A request in d (NULL: the default domain) that the cap refuses however
+ * much is released: CCA_ERR_OUT_OF_MEMORY saying so, the stats `before`
+ * but one more OOM and one more retry, nothing given back. */
+static void expect_kept(rig *r, cca_domain *d, size_t size, cca_stream s, cca_stats before, const char *what) {
+    uint64_t back = rig_gives_back(r);
+    expect_oom_in(r->a, d, size, s, what);
+    expect_cap_message(what);
+    before.ooms++;
+    before.alloc_retries++;
+    tu_assert_intact(r->a, &before, what);
+    cr_assert_eq(rig_gives_back(r), back, "%s: memory given back for nothing", what);
+    rig_agree(r, what);
+}
+
+/* ---- the retry releases nothing when releasing cannot make room ------------ *
+ *
+ * The scene, both kinds: 40 MiB live on S1 (a 40 MiB segment, or 40 MiB of
+ * S1's range mapped), then 4 MiB allocated and freed on S2 (a cached
+ * 20 MiB medium segment, or 20 MiB of S2's range mapped: the least step,
+ * expandable_ahead_min), max_reserved 64 MiB: 60 MiB reserved. 30 MiB on
+ * S2 needs 30 MiB more (a segment, or the pages under its bytes) and
+ * 40 + 30 > 64 whatever is released; 24 MiB on S3 fits once S2's cache
+ * is released (40 + 24 = 64). */
+
+static void *scene(rig *r) {
+    void *live = tu_alloc(r->a, 40 * MiB, S1);
+    tu_free(r->a, tu_alloc(r->a, 4 * MiB, S2));
+    cr_assert_eq(tu_stats(r->a).reserved_bytes, 60 * MiB);
+    rig_agree(r, "the scene");
+    return live;
+}
+
+/* 24 MiB on S3 fits once the cache is released: served by the one retry,
+ * exactly at the cap. */
+static void fits_once_released(rig *r, cca_stats before) {
+    void *q = tu_alloc(r->a, 24 * MiB, S3);
+    cca_stats s = tu_stats(r->a);
+    cr_assert_eq(s.reserved_bytes, 64 * MiB);
+    cr_assert_eq(s.reserved_bytes_peak, 64 * MiB);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries + 1);
+    cr_assert_eq(s.ooms, before.ooms);
+    cr_assert_gt(rig_gives_back(r), 0);
+    rig_agree(r, "24 MiB once the cache is released");
+    tu_free(r->a, q);
+}
+
+TEST_BOTH(refusal_no_release_could_help_keeps_the_cache) {
+    rig r;
+    rig_open(&r, pages, "max_reserved:64M,log_oom:0");
+    void *live = scene(&r);
+    cca_stats before = tu_stats(r.a);
+    uint64_t asks = rig_asks(&r), syncs = rig_syncs(&r);
+    expect_kept(&r, NULL, 30 * MiB, S2, before, "30 MiB over 40 MiB live under 64 MiB");
+    cr_assert_eq(rig_asks(&r), asks, "the cap refuses before the upstream is asked");
+    cr_assert_eq(rig_syncs(&r), syncs, "nothing pending, nothing to unmap: no synchronize");
+    before = tu_stats(r.a);
+    void *m = tu_alloc(r.a, 4 * MiB, S2);
+    cr_assert_eq(rig_asks(&r), asks, "the cache served it");
+    tu_free(r.a, m);
+    fits_once_released(&r, tu_stats(r.a));
+    tu_free(r.a, live);
+    rig_close(&r);
+}
+
+/* A pending free counts as live until its event completes: 40 MiB freed on
+ * S1 but used on S2 (events held). The retry must synchronize, which
+ * completes it; then 30 MiB fits. */
+static void pending_scene(rig *r, bool keep) {
+    rig_events(r, true, keep);
+    void *p = tu_alloc(r->a, 40 * MiB, S1);
+    cr_assert_eq(cca_record_stream(r->a, p, S2), CCA_OK);
+    tu_free(r->a, p);
+    tu_free(r->a, tu_alloc(r->a, 4 * MiB, S2));
+    cr_assert_eq(tu_stats(r->a).pending_blocks, 1);
+    cr_assert_eq(tu_stats(r->a).reserved_bytes, 60 * MiB);
+}
+
+TEST_BOTH(pending_free_that_completes_makes_room) {
+    rig r;
+    rig_open(&r, pages, "max_reserved:64M,log_oom:0");
+    pending_scene(&r, false);
+    uint64_t syncs = rig_syncs(&r);
+    void *q = tu_alloc(r.a, 30 * MiB, S2);
+    cca_stats s = tu_stats(r.a);
+    cr_assert_eq(rig_syncs(&r), syncs + 1, "one synchronize");
+    cr_assert_eq(s.pending_blocks, 0);
+    cr_assert_eq(s.alloc_retries, 1);
+    cr_assert_eq(s.ooms, 0);
+    rig_agree(&r, "30 MiB once the pending free completed");
+    tu_free(r.a, q);
+    rig_close(&r);
+}
+
+/* The same, but the synchronize leaves the event incomplete: the pending
+ * 40 MiB stay reserved, 40 + 30 > 64: nothing is released (the one
+ * synchronize was needed to learn that). Once the event completes, the
+ * request fits. */
+TEST_BOTH(pending_free_that_stays_pending_keeps_the_cache) {
+    rig r;
+    rig_open(&r, pages, "max_reserved:64M,log_oom:0");
+    pending_scene(&r, true);
+    cca_stats before = tu_stats(r.a);
+    uint64_t syncs = rig_syncs(&r);
+    expect_kept(&r, NULL, 30 * MiB, S2, before, "30 MiB over a pending 40 MiB");
+    cr_assert_eq(rig_syncs(&r), syncs + 1, "one synchronize, to complete what it could");
+    rig_events(&r, true, false);
+    void *q = tu_alloc(r.a, 30 * MiB, S2);
+    cr_assert_eq(tu_stats(r.a).pending_blocks, 0);
+    rig_agree(&r, "30 MiB once the event completed");
+    tu_free(r.a, q);
+    rig_close(&r);
+}
+
+/* Domains: the retry of a request in one domain may release every
+ * domain's cache, but not for nothing. The scene's live block in domain
+ * A, its cache in domain B: 30 MiB in A is refused with B's cache kept,
+ * which still serves B; 24 MiB in A fits once B's cache goes. */
+static void domain_refusal_keeps_other_domains_cache(bool pages);
+Test(cap, domain_refusal_keeps_other_domains_cache_classic) {
+    domain_refusal_keeps_other_domains_cache(false);
+}
+static void domain_refusal_keeps_other_domains_cache(bool pages) {
+    rig r;
+    rig_open(&r, pages, "max_reserved:64M,log_oom:0");
+    cca_domain *da, *db;
+    cr_assert_eq(cca_domain_create(r.a, "A", &da), CCA_OK);
+    cr_assert_eq(cca_domain_create(r.a, "B", &db), CCA_OK);
+    void *live = alloc_in(r.a, da, 40 * MiB, S1);
+    tu_free(r.a, alloc_in(r.a, db, 4 * MiB, S2));
+    cca_stats before = tu_stats(r.a);
+    cr_assert_eq(before.reserved_bytes, 60 * MiB);
+    expect_kept(&r, da, 30 * MiB, S2, before, "30 MiB in A, B's cache kept");
+    cca_domain_stats ds;
+    cr_assert_eq(cca_get_domain_stats(r.a, db, &ds), CCA_OK);
+    cr_assert_eq(ds.reserved_bytes, 20 * MiB);
+    uint64_t asks = rig_asks(&r);
+    tu_free(r.a, alloc_in(r.a, db, 4 * MiB, S2));
+    cr_assert_eq(rig_asks(&r), asks, "B's cache served B");
+    before = tu_stats(r.a);
+    void *big = alloc_in(r.a, da, 24 * MiB, S3); /* fits once B's cache goes */
+    cr_assert_eq(tu_stats(r.a).reserved_bytes, 64 * MiB);
+    cr_assert_eq(tu_stats(r.a).alloc_retries, before.alloc_retries + 1);
+    cr_assert_eq(cca_get_domain_stats(r.a, db, &ds), CCA_OK);
+    cr_assert_eq(ds.reserved_bytes, 0);
+    rig_agree(&r, "24 MiB in A");
+    tu_free(r.a, big);
+    tu_free(r.a, live);
+    rig_close(&r);
+}
+
+/* cca_domain_reserve's retry: an arena the cap refuses even with every
+ * cached byte released keeps the cache; one that fits once it is released
+ * (24 MiB) is reserved. */
+TEST_BOTH(domain_reserve_refusal_no_release_could_help_keeps_the_cache) {
+    rig r;
+    rig_open(&r, pages, "max_reserved:64M,log_oom:0");
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(r.a, "model", &d), CCA_OK);
+    void *live = scene(&r);
+    cca_stats before = tu_stats(r.a);
+    uint64_t back = rig_gives_back(&r), syncs = rig_syncs(&r);
+    cca_status st = cca_domain_reserve(r.a, d, 30 * MiB);
+    cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+    expect_cap_message("a 30 MiB arena");
+    before.alloc_retries++;
+    if (pages) { /* the first try's range, reserved and given back */
+        before.upstream_allocs++;
+        before.upstream_frees++;
+        back++;
+    }
+    tu_assert_intact(r.a, &before, "a refused arena");
+    cr_assert_eq(rig_gives_back(&r), back, "memory given back for nothing");
+    cr_assert_eq(rig_syncs(&r), syncs, "nothing pending, nothing to unmap: no synchronize");
+    rig_agree(&r, "a refused arena");
+    cr_assert_eq(cca_domain_reserve(r.a, d, 24 * MiB), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(r.a).reserved_bytes, 64 * MiB);
+    rig_agree(&r, "a 24 MiB arena");
+    tu_free(r.a, live);
+    cca_domain_report rep;
+    memset(&rep, 0, sizeof rep);
+    cr_assert_eq(cca_domain_destroy(r.a, d, 0, &rep), CCA_OK, "%s", cca_last_error());
+    rig_close(&r);
+}

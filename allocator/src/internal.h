@@ -527,6 +527,11 @@ void ccai_segment_live(const ccai_segment *s, size_t *blocks, size_t *bytes);
 
 /* Preferred and least segment sizes for a growth-policy request. */
 void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least);
+/* CCA_OK when `bytes` more fit under max_reserved now (or there is no
+ * cap); else CCA_ERR_OUT_OF_MEMORY, "max_reserved (N) would be exceeded".
+ * Asked before any upstream call for memory the cap would refuse: a
+ * segment, a map, and a range whose least map it would refuse. */
+cca_status ccai_cap_room(const cca_allocator *a, size_t bytes);
 /* Reserve a segment and index its one free block. CCA_ERR_OUT_OF_MEMORY when
  * max_reserved would be crossed or the upstream refuses. */
 cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,

@@ -399,7 +399,8 @@ static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b);
 
 /* Expandable segments: best fit, or the tail of a new segment for (key,
  * pool) when no block is large enough (first use, or address space used
- * up); then map what the block lacks. */
+ * up) and max_reserved has room for the request's pages; then map what the
+ * block lacks. */
 static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream key, ccai_pool_kind pool,
                                   ccai_block **b) {
     *b = best_fit(a, pool, key, rounded);
@@ -422,12 +423,17 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
          * never below the request's own pages; a reservation the upstream
          * refuses is tried again at half the size, down to those pages. */
         size_t least = round_up(rounded, a->page);
+        /* a new range's first block starts on a page: its map is at least
+         * the request's pages, so a map the cap refuses is refused before
+         * any range is reserved (one would stay behind, empty) */
+        cca_status st = ccai_cap_room(a, least);
+        if (st != CCA_OK)
+            return st;
         size_t held = a->c.address_space;
         size_t room = held < CCAI_ADDRESS_BUDGET ? (CCAI_ADDRESS_BUDGET - held) / 2 : 0;
         if (va > room)
             va = room > least ? room : least;
         ccai_segment *s = NULL;
-        cca_status st;
         while ((st = ccai_expandable_reserve(a, va, key, pool, false, &s)) == CCA_ERR_OUT_OF_MEMORY && va / 2 >= least)
             va /= 2;
         if (st != CCA_OK)

@@ -45,18 +45,23 @@ typedef struct rig {
     cca_allocator *a;
 } rig;
 
-/* An allocator with `conf` (plus expandable:1 for pages) over a 1 GiB
- * double with events. */
-static void rig_open(rig *r, bool pages, const char *conf) {
+/* An allocator with `conf` (plus expandable:1 for pages) over a double of
+ * `capacity` bytes with events. */
+static void rig_open_on(rig *r, bool pages, const char *conf, size_t capacity) {
     memset(r, 0, sizeof *r);
     r->pages = pages;
     char full[256];
     snprintf(full, sizeof full, "%s%s", pages ? "expandable:1," : "", conf);
     if (pages)
-        r->u = tu_faulty_create(&r->f, tu_vm_device(1 * GiB, PG), "fx", true);
+        r->u = tu_faulty_create(&r->f, tu_vm_device(capacity, PG), "fx", true);
     else
-        r->u = tu_upstream_create(&r->t, 1 * GiB, true);
+        r->u = tu_upstream_create(&r->t, capacity, true);
     r->a = tu_allocator(r->u, full);
+}
+
+/* The same over 1 GiB: the cap is the only limit of the tests below. */
+static void rig_open(rig *r, bool pages, const char *conf) {
+    rig_open_on(r, pages, conf, 1 * GiB);
 }
 
 static uint64_t rig_syncs(const rig *r) {
@@ -112,12 +117,11 @@ static void rig_close(rig *r) {
         r->f.fail_mem_info = false;
     }
     rig_events(r, false, false);
-    if (r->pages) {
+    if (r->pages)
         r->f.events_done = r->f.events_recorded;
-        tu_empty_all(r->a, r->u);
-    } else {
+    else
         tu_upstream_release_events(&r->t);
-    }
+    tu_empty_all(r->a, r->u);
     tu_destroy_clean(r->a, r->u);
     cca_upstream_destroy(r->u);
     if (r->pages) {
@@ -350,12 +354,16 @@ TEST_BOTH(domain_refusal_keeps_other_domains_cache) {
     rig_close(&r);
 }
 
-/* cca_domain_reserve's retry: an arena the cap refuses even with every
- * cached byte released keeps the cache; one that fits once it is released
+/* cca_domain_reserve's retry: an arena that cannot fit even with every
+ * cached byte released (under the cap, or on the device: `device`) keeps
+ * the cache, with no synchronize; one that fits once it is released
  * (24 MiB) is reserved. */
-TEST_BOTH(domain_reserve_refusal_no_release_could_help_keeps_the_cache) {
+static void arena_refusal_keeps_the_cache(bool pages, bool device) {
     rig r;
-    rig_open(&r, pages, "max_reserved:64M,log_oom:0");
+    if (device)
+        rig_open_on(&r, pages, "log_oom:0", 64 * MiB);
+    else
+        rig_open(&r, pages, "max_reserved:64M,log_oom:0");
     cca_domain *d;
     cr_assert_eq(cca_domain_create(r.a, "model", &d), CCA_OK);
     void *live = scene(&r);
@@ -363,10 +371,21 @@ TEST_BOTH(domain_reserve_refusal_no_release_could_help_keeps_the_cache) {
     uint64_t back = rig_gives_back(&r), syncs = rig_syncs(&r), asks = rig_asks(&r);
     cca_status st = cca_domain_reserve(r.a, d, 30 * MiB);
     cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
-    expect_cap_message("a 30 MiB arena");
+    const char *m = cca_last_error();
+    cr_assert(strstr(m, device ? "device's free memory" : "max_reserved") && strstr(m, "nothing was released"),
+              "message '%s'", m);
     before.alloc_retries++;
-    tu_assert_intact(r.a, &before, "a refused arena");
-    cr_assert_eq(rig_asks(&r), asks, "the cap refuses before the upstream is asked");
+    if (device) { /* the try the device refused: an alloc, or a range, its map and its release */
+        asks += pages ? 2 : 1;
+        back += pages;
+    }
+    cca_stats now = tu_stats(r.a);
+    cr_assert_eq(now.reserved_bytes, before.reserved_bytes, "the cache was released for nothing");
+    cr_assert_eq(now.segments, before.segments);
+    cr_assert_eq(now.alloc_retries, before.alloc_retries);
+    if (!device)
+        tu_assert_intact(r.a, &before, "a refused arena");
+    cr_assert_eq(rig_asks(&r), asks, "the upstream asked for nothing more");
     cr_assert_eq(rig_gives_back(&r), back, "memory given back for nothing");
     cr_assert_eq(rig_syncs(&r), syncs, "nothing pending, nothing to unmap: no synchronize");
     rig_agree(&r, "a refused arena");
@@ -374,8 +393,50 @@ TEST_BOTH(domain_reserve_refusal_no_release_could_help_keeps_the_cache) {
     cr_assert_eq(tu_stats(r.a).reserved_bytes, 64 * MiB);
     rig_agree(&r, "a 24 MiB arena");
     tu_free(r.a, live);
-    cca_domain_report rep;
-    memset(&rep, 0, sizeof rep);
-    cr_assert_eq(cca_domain_destroy(r.a, d, 0, &rep), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_destroy(r.a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
     rig_close(&r);
+}
+
+TEST_BOTH(domain_reserve_refusal_no_release_could_help_keeps_the_cache) {
+    arena_refusal_keeps_the_cache(pages, false);
+}
+
+/* ---- the same when the device is the limit ----------------------------------- *
+ *
+ * No cap, a 64 MiB device: the scene leaves 4 MiB free. 30 MiB cannot fit
+ * even with the 20 MiB cache released (4 + 20 < 30): a request or an
+ * arena is refused with the cache kept and, nothing pending, no
+ * synchronize; 24 MiB fits once it is released (4 + 20 = 24). */
+
+static void device_refusal_message(const char *what) {
+    const char *m = cca_last_error();
+    cr_assert(strstr(m, "device's free memory") && strstr(m, "nothing was released"), "%s: message '%s'", what, m);
+}
+
+TEST_BOTH(device_refusal_no_release_could_help_keeps_the_cache) {
+    rig r;
+    rig_open_on(&r, pages, "log_oom:0", 64 * MiB);
+    void *live = scene(&r);
+    cca_stats before = tu_stats(r.a);
+    uint64_t back = rig_gives_back(&r), syncs = rig_syncs(&r);
+    expect_oom_in(r.a, NULL, 30 * MiB, S2, "30 MiB with 4 MiB free and 20 MiB cached");
+    device_refusal_message("30 MiB");
+    cca_stats now = tu_stats(r.a);
+    cr_assert_eq(now.reserved_bytes, before.reserved_bytes);
+    cr_assert_eq(now.upstream_frees, before.upstream_frees);
+    cr_assert_eq(now.alloc_retries, before.alloc_retries + 1);
+    cr_assert_eq(rig_gives_back(&r), back, "memory given back for nothing");
+    cr_assert_eq(rig_syncs(&r), syncs, "nothing pending, nothing to unmap: no synchronize");
+    rig_agree(&r, "a refusal the device decided");
+    void *q = tu_alloc(r.a, 24 * MiB, S3);
+    cr_assert_eq(tu_stats(r.a).reserved_bytes, 64 * MiB);
+    cr_assert_eq(tu_stats(r.a).alloc_retries, before.alloc_retries + 2);
+    rig_agree(&r, "24 MiB once the cache is released");
+    tu_free(r.a, q);
+    tu_free(r.a, live);
+    rig_close(&r);
+}
+
+TEST_BOTH(domain_reserve_the_device_cannot_hold_keeps_the_cache) {
+    arena_refusal_keeps_the_cache(pages, true);
 }

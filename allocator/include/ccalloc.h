@@ -739,10 +739,12 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * every cached free segment and page of every domain, reserve once more; if
  * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was
  * released stays released (ooms is not counted: no allocation failed).
- * When max_reserved is what refuses and live and pending blocks (classic:
- * the segments they pin) plus the arena would be over it however much is
- * released, nothing is released: CCA_ERR_OUT_OF_MEMORY at once (after a
- * synchronize only when frees are pending, to complete them).
+ * When releasing cannot make room, nothing is released:
+ * CCA_ERR_OUT_OF_MEMORY at once (after a synchronize only when frees are
+ * pending, to complete them). That is when nothing is cached; when
+ * max_reserved is set and live and pending blocks (classic: the segments
+ * they pin) plus the arena are over it; or when the device's free memory
+ * plus everything cached is short of the arena.
  * The upstream failing otherwise than for memory (CCA_ERR_UPSTREAM, ...):
  * that status at once, no retry, d has no arena.
  * Expandable: a range whose map and then release were both refused stays

@@ -419,19 +419,24 @@ static cca_status reserve_arena(cca_allocator *a, size_t bytes) {
 
 /* The arena was refused for memory: as the OOM retry of cca_alloc (pool.c,
  * step 5c), synchronize (classic: only with frees pending; expandable: also
- * with none, to unmap pages, unless the cap leaves no room however much is
- * released), then release every cached free segment and page of every
- * domain and reserve once more; but when max_reserved leaves no room for
- * the arena even with everything cached released (ccai_cap_check: the
- * arena's bytes over what live and pending blocks keep reserved), release
- * nothing and fail. */
+ * with none, to unmap pages), release every cached free segment and page
+ * of every domain and reserve once more; but when releasing cannot make
+ * room for the arena (ccai_release_can_help: nothing cached, max_reserved
+ * over what live and pending blocks keep plus the arena, or the device's
+ * free memory plus the cache short of it), release nothing and fail —
+ * asked before any synchronize when no free is pending, else after. */
 static cca_status reserve_retry(cca_allocator *a, size_t rounded) {
+    bool pending = a->c.pending != 0;
+    size_t free_b = 0;
+    cca_status can = pending ? CCA_OK : ccai_release_can_help(a, rounded, &free_b);
     cca_status sync = CCA_OK;
-    if (a->c.pending || (a->expandable && ccai_cap_check(a, rounded) == CCA_OK))
+    if (can == CCA_OK && (pending || a->expandable)) {
         sync = a->expandable ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
-    cca_status st = ccai_cap_check(a, rounded); /* a completed free counts as releasable now */
-    if (st != CCA_OK)
-        return st;
+        if (pending) /* completed frees are releasable now */
+            can = ccai_release_can_help(a, rounded, &free_b);
+    }
+    if (can != CCA_OK)
+        return can;
     (void)ccai_release(a, 0, sync == CCA_OK ? CCAI_RELEASE_UNMAP : 0, NULL);
     return reserve_arena(a, rounded);
 }

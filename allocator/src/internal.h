@@ -703,12 +703,15 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
  * when a free block shares a page with a live one). So reserved minus it is
  * at most what would stay reserved, whatever is released. */
 size_t ccai_releasable(const cca_allocator *a);
-/* Whether releasing can make room under max_reserved for `need` more bytes
- * (the least the caller's next reservation or map takes): CCA_OK when there
- * is no cap or reserved - ccai_releasable + need fits under it; else
- * CCA_ERR_OUT_OF_MEMORY with a message saying so and that nothing was
- * released (the OOM retry and cca_domain_reserve's then release nothing). */
-cca_status ccai_cap_check(const cca_allocator *a, size_t need);
+/* Whether releasing cached memory can make room for `need` more bytes (the
+ * least the caller's next reservation or map takes). CCA_ERR_OUT_OF_MEMORY,
+ * with a message saying why and that nothing was released, when it cannot:
+ * nothing is releasable; max_reserved is set and reserved - releasable +
+ * need is over it; or the device's free memory plus what is releasable is
+ * short of need. Else CCA_OK, the device's free bytes in *free_b (0 when
+ * mem_info fails). The OOM retry and cca_domain_reserve's retry then
+ * release nothing. One mem_info call. */
+cca_status ccai_release_can_help(const cca_allocator *a, size_t need, size_t *free_b);
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */

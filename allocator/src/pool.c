@@ -42,10 +42,10 @@
  *         hold it; otherwise release cached free segments largest first
  *         until the shortfall is covered and reserve again, then release
  *         the rest and reserve once more. Expandable segments: the same
- *         retry, but it synchronizes with no free pending too (unmapping
- *         needs an idle device) unless the cap leaves no room for the
- *         request's bytes however much is unmapped, and it releases free
- *         pages as well (expandable.c, release.c);
+ *         retry (the request's bytes in place of its least segment), but
+ *         it synchronizes with no free pending too (unmapping needs an
+ *         idle device) unless releasing cannot make room, and it releases
+ *         free pages as well (expandable.c, release.c);
  *      d. still nothing: CCA_ERR_OUT_OF_MEMORY and one log line, written
  *         after the lock is released. Live blocks never change; segments
  *         released by step c stay released (the stats count them);
@@ -474,13 +474,15 @@ static cca_status take_again(cca_allocator *a, size_t rounded, cca_stream stream
  *   - synchronize: classic, only when frees are pending (to complete them);
  *     expandable, also with none pending, since pages are unmapped only
  *     once the device is idle (a failed synchronize: nothing is unmapped) —
- *     but then only when releasing can make room under max_reserved (below);
+ *     but then only when releasing can make room (below);
  *   - take a block again (a completed free may fit);
- *   - release nothing when releasing cannot make room: nothing is cached;
- *     or max_reserved is set and what would stay reserved with everything
- *     cached released (ccai_releasable: live and pending blocks, and
- *     classic segments they pin) plus `need` is over it; or the device's
- *     free memory plus everything cached is short of `need`;
+ *   - release nothing when releasing cannot make room
+ *     (ccai_release_can_help): nothing is cached; or max_reserved is set
+ *     and what would stay reserved with everything cached released (live
+ *     and pending blocks, and the classic segments they pin) plus `need`
+ *     is over it; or the device's free memory plus everything cached is
+ *     short of `need`. With frees pending this is asked after they
+ *     completed, else before any synchronize;
  *   - otherwise release the shortfall and take again, then release
  *     everything and take once more.
  * Each "take again" looks as step 4 does, the serving domain's footprint
@@ -500,14 +502,15 @@ static cca_status take_again(cca_allocator *a, size_t rounded, cca_stream stream
  * and only the device's does. */
 static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
     a->c.retries++;
-    bool pages = a->expandable;
-    size_t want, least, free_b = 0, total_b = 0;
+    bool pages = a->expandable, pending = a->c.pending != 0;
+    size_t want, least, free_b = 0;
     ccai_segment_sizes(a, rounded, pool, &want, &least);
     size_t need = pages ? rounded : least;
     unsigned flags = 0;
-    /* pending frees: synchronize, for they may complete (and then count as
-     * releasable); pages, none pending: only if unmapping could make room */
-    if (a->c.pending || (pages && ccai_cap_check(a, need) == CCA_OK)) {
+    /* with no free pending, whether releasing can make room is known now:
+     * with pages, before the synchronize that unmapping needs */
+    cca_status can = pending ? CCA_OK : ccai_release_can_help(a, need, &free_b);
+    if (can == CCA_OK && (pages || pending)) {
         /* pages: the device itself, even with nothing pending (queued work
          * may still use free blocks' pages); a failure leaves frees pending */
         cca_status sync = pages ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
@@ -519,21 +522,11 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
         if (pages ? take_again(a, rounded, stream, pool, b) == CCA_OK
                   : (*b = arena_fit(a, rounded)) != NULL || (*b = best_fit(a, pool, stream, rounded)) != NULL)
             return CCA_OK;
+        if (pending) /* completed frees are releasable now */
+            can = ccai_release_can_help(a, need, &free_b);
     }
-    /* what releasing could give back: free classic segments, or every
-     * mapped free byte (reserved >= allocated: live blocks are mapped) */
-    size_t releasable = ccai_releasable(a);
-    if (releasable == 0)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
-    cca_status st = ccai_cap_check(a, need);
-    if (st != CCA_OK)
-        return st;
-    if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK && free_b < need &&
-        need - free_b > releasable)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
-                         "the device's free memory plus everything cached is short of %zu bytes; nothing was "
-                         "released",
-                         need);
+    if (can != CCA_OK)
+        return can;
     if (pages)
         need += a->page;
     size_t shortfall = free_b < need ? need - free_b : 0;

@@ -40,14 +40,17 @@
  * end of a run of live blocks, the free part of the page it shares with a
  * free block (the report's free_bytes_trapped).
  *
- * Whether releasing can help (ccai_releasable, ccai_cap_check): the OOM
- * retry and cca_domain_reserve's retry release nothing when max_reserved
- * would refuse the request even with everything cached released. What
- * would stay is at least reserved minus ccai_releasable: classic, the
- * segments that are not wholly free; expandable, the bytes of live and
- * pending blocks (a page a free block shares with a live one stays too,
- * so this is a lower bound, and the test never refuses what a release
- * would let through). O(S) for classic segments, O(1) for expandable.
+ * Whether releasing can help (ccai_releasable, ccai_release_can_help):
+ * the OOM retry and cca_domain_reserve's retry release nothing (and
+ * synchronize only to complete pending frees) when nothing is cached, when
+ * max_reserved would refuse the request even with everything cached
+ * released, or when the device's free memory plus everything cached is
+ * short of it. What would stay is at least reserved minus
+ * ccai_releasable: classic, the segments that are not wholly free;
+ * expandable, the bytes of live and pending blocks (a page a free block
+ * shares with a live one stays too, so this is a lower bound, and the test
+ * never refuses what a release would let through). O(S) for classic
+ * segments, O(1) for expandable, plus one mem_info.
  *
  * Errors: a segment the upstream refuses to take back stays, fully cached and
  * indexed (state intact), the others are still released, the report is
@@ -203,15 +206,25 @@ size_t ccai_releasable(const cca_allocator *a) {
     return n;
 }
 
-cca_status ccai_cap_check(const cca_allocator *a, size_t need) {
-    size_t cap = a->config.max_reserved;
-    size_t floor = a->c.reserved - ccai_releasable(a);
-    if (!cap || (floor <= cap && need <= cap - floor))
-        return CCA_OK;
-    return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
-                     "max_reserved (%zu) would be exceeded even with everything cached released: %zu bytes stay "
-                     "reserved and %zu more are needed; nothing was released",
-                     cap, floor, need);
+cca_status ccai_release_can_help(const cca_allocator *a, size_t need, size_t *free_b) {
+    *free_b = 0;
+    size_t releasable = ccai_releasable(a), total = 0;
+    if (releasable == 0)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
+    size_t cap = a->config.max_reserved, floor = a->c.reserved - releasable;
+    if (cap && (floor > cap || need > cap - floor))
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                         "max_reserved (%zu) would be exceeded even with everything cached released: %zu bytes "
+                         "stay reserved and %zu more are needed; nothing was released",
+                         cap, floor, need);
+    if (cca_upstream_mem_info(a->upstream, free_b, &total) != CCA_OK)
+        *free_b = 0; /* unknown: the release may help */
+    else if (*free_b < need && need - *free_b > releasable)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                         "the device's free memory plus everything cached is short of %zu bytes; nothing was "
+                         "released",
+                         need);
+    return CCA_OK;
 }
 
 /* cca_trim and cca_empty_cache; fn is the one called, which a failure's

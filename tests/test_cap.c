@@ -401,6 +401,52 @@ TEST_BOTH(domain_reserve_refusal_no_release_could_help_keeps_the_cache) {
     arena_refusal_keeps_the_cache(pages, false);
 }
 
+/* ---- a map in several runs ----------------------------------------------------- */
+
+/* No ahead pages, max_reserved 20 MiB, so a range is 20 MiB: on the
+ * default stream A live [0, 2M), H [2M, 10M), B [10M, 12M), T [12M, 20M);
+ * H and T freed and their pages unmapped by an empty-cache, X 2 MiB live
+ * in S1's range, then B freed: 6 MiB reserved, one free block [2M, 20M)
+ * whose pages [2M, 10M) and [12M, 20M) are unmapped. 18 MiB there needs
+ * both runs, 16 MiB: 6 + 16 > 20. The cap refuses before the first run is
+ * mapped (it used to map [2M, 10M), meet the cap at the second run and
+ * unmap the first again: two upstream calls for nothing), and with 4 MiB
+ * live 4 + 18 > 20 whatever is released, so nothing is unmapped either.
+ * 16 MiB fits (6 + 8 + 6 = 20). */
+Test(cap, expandable_map_over_the_cap_in_several_runs_calls_nothing) {
+    rig r;
+    rig_open(&r, true, "max_reserved:20M,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    unsigned char *A = tu_alloc(r.a, 2 * MiB, NULL), *H = tu_alloc(r.a, 8 * MiB, NULL);
+    unsigned char *B = tu_alloc(r.a, 2 * MiB, NULL), *T = tu_alloc(r.a, 8 * MiB, NULL);
+    cr_assert(H == A + 2 * MiB && B == A + 10 * MiB && T == A + 12 * MiB, "one range, in address order");
+    tu_free(r.a, H);
+    tu_free(r.a, T);
+    cr_assert_eq(cca_empty_cache(r.a, NULL), CCA_OK, "%s", cca_last_error());
+    void *X = tu_alloc(r.a, 2 * MiB, S1);
+    tu_free(r.a, B);
+    cca_stats before = tu_stats(r.a);
+    cr_assert_eq(before.reserved_bytes, 6 * MiB);
+    uint64_t calls[TU_FAULT_KINDS];
+    memcpy(calls, r.f.calls, sizeof calls);
+    expect_oom_in(r.a, NULL, 18 * MiB, NULL, "18 MiB over two unmapped runs");
+    before.ooms++;
+    before.alloc_retries++;
+    tu_assert_intact(r.a, &before, "a map in two runs over the cap");
+    for (int k = 0; k < TU_FAULT_KINDS; k++)
+        cr_assert_eq(r.f.calls[k], calls[k], "%s called %llu times for nothing", tu_fault_names[k],
+                     (unsigned long long)(r.f.calls[k] - calls[k]));
+    rig_agree(&r, "a map in two runs over the cap");
+    void *q = tu_alloc(r.a, 16 * MiB, NULL);
+    cr_assert_eq(q, A + 2 * MiB);
+    cr_assert_eq(tu_stats(r.a).reserved_bytes, 20 * MiB);
+    cr_assert_eq(r.f.calls[TU_FAULT_MAP], calls[TU_FAULT_MAP] + 2, "one map per run");
+    rig_agree(&r, "16 MiB, exactly the cap");
+    tu_free(r.a, q);
+    tu_free(r.a, X);
+    tu_free(r.a, A);
+    rig_close(&r);
+}
+
 /* ---- the same when the device is the limit ----------------------------------- *
  *
  * No cap, a 64 MiB device: the scene leaves 4 MiB free. 30 MiB cannot fit

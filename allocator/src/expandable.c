@@ -90,18 +90,20 @@
  * mapped, the common case while nothing inside has been trimmed), else
  * O(pages / 64) word tests (one or two for most blocks); mapping and
  * unmapping scan the block's pages bit by bit, plus one upstream call per
- * run. A segment's bitmap is npages / 8 bytes (512 B for 8 GiB of 2 MiB
- * pages).
+ * run (mapping with max_reserved set: one more scan, to ask the cap for
+ * every run at once). A segment's bitmap is npages / 8 bytes (512 B for
+ * 8 GiB of 2 MiB pages).
  *
- * Errors: a vm_map refused part-way (several runs) unmaps what this call
- * mapped before returning, so a failed allocation changes nothing; a
- * refused unmap leaves that run mapped and counted (state intact) and is
- * reported by the caller. An arena that max_reserved has no room for is
- * refused before its range is reserved. An arena whose whole-range map is
- * refused gives its range back; if that release is refused too, the range stays linked
- * as an empty segment with nothing mapped (counted), for a later release
- * (a domain's arena as a range of the domain's large pool, not of its
- * arena pool: keep_range).
+ * Errors: max_reserved is asked once for all the runs a block lacks,
+ * before the first is mapped; a vm_map refused part-way (several runs)
+ * unmaps what this call mapped before returning, so a failed allocation
+ * changes nothing; a refused unmap leaves that run mapped and counted
+ * (state intact) and is reported by the caller. An arena that
+ * max_reserved has no room for is refused before its range is reserved.
+ * An arena whose whole-range map is refused gives its range back; if that
+ * release is refused too, the range stays linked as an empty segment with
+ * nothing mapped (counted), for a later release (a domain's arena as a
+ * range of the domain's large pool, not of its arena pool: keep_range).
  */
 #include "internal.h"
 
@@ -402,11 +404,15 @@ static size_t unmapped_pages(const ccai_segment *s, size_t lo, size_t hi) {
 }
 
 /* Map every unmapped page of [lo, hi), one call per run; on failure unmap
- * what this call mapped and return the failure (nothing changed). */
+ * what this call mapped and return the failure (nothing changed). The cap
+ * is asked once for all the runs, before the first: asked run by run, a
+ * refusal at a later run would map the earlier ones only to unmap them. */
 static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi) {
+    cca_status st = a->config.max_reserved ? ccai_cap_room(a, unmapped_pages(s, lo, hi) * s->page) : CCA_OK;
+    if (st != CCA_OK)
+        return st;
     run_list runs = {0, 32, NULL, {0}};
     runs.at = runs.local;
-    cca_status st = CCA_OK;
     size_t start, n;
     for (size_t i = lo; st == CCA_OK && next_run(s, &i, hi, false, &start, &n);) {
         st = map_run(a, s, start, n);

@@ -447,6 +447,72 @@ Test(cap, expandable_map_over_the_cap_in_several_runs_calls_nothing) {
     rig_close(&r);
 }
 
+/* ---- pages a free block shares with a live one --------------------------------- *
+ *
+ * With pages, what stays reserved once everything cached is released is
+ * the pages live and pending blocks touch, not their bytes, and what a
+ * request adds is the new pages its block needs, not its bytes. Both
+ * scenes: `x` live on S1, `y` live on the default stream, `c` allocated
+ * and freed on S2 (its pages cached). */
+
+static void three_tenants(rig *r, const char *conf, size_t x, size_t y, size_t c, void **px, void **py) {
+    rig_open(r, true, conf);
+    *px = tu_alloc(r->a, x, S1);
+    *py = tu_alloc(r->a, y, NULL);
+    tu_free(r->a, tu_alloc(r->a, c, S2));
+}
+
+/* A 4 KiB block keeps its whole page: 40 MiB on S1, 4 KiB on the default
+ * stream (its small range maps one page), 20 MiB of free pages on S2:
+ * 62 MiB under a 64 MiB cap. 23 MiB on S3 needs a new range's 12 pages
+ * (24 MiB) and 40 + 2 + 24 > 64 whatever is released: refused with S2's
+ * pages kept and no synchronize (counting bytes, 40 MiB + 4 KiB + 23 MiB,
+ * the retry synchronized, unmapped S2's pages, and failed). 22 MiB fits
+ * once they go. */
+Test(cap, expandable_refusal_counts_the_pages_live_blocks_keep) {
+    rig r;
+    void *x, *y;
+    three_tenants(&r, "max_reserved:64M,log_oom:0", 40 * MiB, 4 * KiB, 4 * MiB, &x, &y);
+    cca_stats before = tu_stats(r.a);
+    cr_assert_eq(before.reserved_bytes, 62 * MiB);
+    uint64_t syncs = rig_syncs(&r);
+    expect_kept(&r, NULL, 23 * MiB, S3, before, "23 MiB over 42 MiB of pages kept");
+    cr_assert_eq(rig_syncs(&r), syncs, "a synchronize for nothing");
+    void *q = tu_alloc(r.a, 22 * MiB, S3); /* 40 + 2 + 22 = 64 */
+    cr_assert_eq(tu_stats(r.a).reserved_bytes, 64 * MiB);
+    rig_agree(&r, "22 MiB once S2's pages went");
+    tu_free(r.a, q);
+    tu_free(r.a, y);
+    tu_free(r.a, x);
+    rig_close(&r);
+}
+
+/* A page a live block keeps is no new page: one pool (small_pool:0), no
+ * ahead pages, a 6 MiB cap (ranges of 6 MiB), 2 MiB on S1, 1 MiB at the
+ * start of the default stream's range (page 0), a free page on S2: 6 MiB.
+ * 3 MiB on the default stream goes right after the 1 MiB block, over
+ * pages 0 and 1; only page 1 is new, and 2 + 2 + 2 = 6 once S2's page is
+ * gone: served by the retry. */
+Test(cap, expandable_request_on_a_page_a_live_block_keeps_is_served) {
+    rig r;
+    void *x, *y;
+    three_tenants(&r, "max_reserved:6M,small_pool:0,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0",
+                  2 * MiB, 1 * MiB, 2 * MiB, &x, &y);
+    cca_stats before = tu_stats(r.a);
+    cr_assert_eq(before.reserved_bytes, 6 * MiB);
+    unsigned char *q = tu_alloc(r.a, 3 * MiB, NULL);
+    cr_assert_eq(q, (unsigned char *)y + 1 * MiB);
+    cca_stats s = tu_stats(r.a);
+    cr_assert_eq(s.reserved_bytes, 6 * MiB);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries + 1);
+    cr_assert_eq(s.ooms, before.ooms);
+    rig_agree(&r, "3 MiB over the 1 MiB block's page");
+    tu_free(r.a, q);
+    tu_free(r.a, y);
+    tu_free(r.a, x);
+    rig_close(&r);
+}
+
 /* ---- the same when the device is the limit ----------------------------------- *
  *
  * No cap, a 64 MiB device: the scene leaves 4 MiB free. 30 MiB cannot fit

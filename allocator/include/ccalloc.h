@@ -464,9 +464,9 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    expandable with no free pending, nothing synchronized) when releasing
  *    cannot make room: nothing is cached; max_reserved is set and what
  *    live and pending blocks keep reserved (classic: the segments they
- *    pin) plus the request's least segment (expandable: its bytes) is
- *    over it; or the device's free memory plus everything cached is short
- *    of that. A failed retry leaves live blocks unchanged; what it
+ *    pin; expandable: the pages they touch) plus the request's least
+ *    segment (expandable: the new pages its block would need) is over it;
+ *    or the device's free memory plus everything cached is short of that. A failed retry leaves live blocks unchanged; what it
  *    released stays released.
  *  - greedy: the upstream is called only to reserve the arena, here only
  *    when cca_empty_cache released it; a full arena is an OOM (no retry)
@@ -743,8 +743,9 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * CCA_ERR_OUT_OF_MEMORY at once (after a synchronize only when frees are
  * pending, to complete them). That is when nothing is cached; when
  * max_reserved is set and live and pending blocks (classic: the segments
- * they pin) plus the arena are over it; or when the device's free memory
- * plus everything cached is short of the arena.
+ * they pin; expandable: the pages they touch) plus the arena are over it;
+ * or when the device's free memory plus everything cached is short of
+ * the arena.
  * The upstream failing otherwise than for memory (CCA_ERR_UPSTREAM, ...):
  * that status at once, no retry, d has no arena.
  * Expandable: a range whose map and then release were both refused stays

@@ -697,11 +697,11 @@ cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *
 #define CCAI_RELEASE_UNMAP 1u  /* the device synchronized: pages may be unmapped */
 #define CCAI_RELEASE_RANGES 2u /* give back empty expandable segments' ranges */
 cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r);
-/* At most what ccai_release(a, 0, CCAI_RELEASE_UNMAP, ...) could give back
- * now: classic, the wholly free segments; expandable, every mapped byte not
- * under a live or pending block (reserved - allocated: more than can go
- * when a free block shares a page with a live one). So reserved minus it is
- * at most what would stay reserved, whatever is released. */
+/* What ccai_release(a, 0, CCAI_RELEASE_UNMAP, ...) would give back now,
+ * should the upstream take everything: classic, the wholly free segments;
+ * expandable, every mapped page that no live or pending block touches.
+ * Reserved minus it is what would stay. O(segments), expandable
+ * O(blocks). */
 size_t ccai_releasable(const cca_allocator *a);
 /* Whether releasing cached memory can make room for `need` more bytes (the
  * least the caller's next reservation or map takes). CCA_ERR_OUT_OF_MEMORY,

@@ -45,12 +45,11 @@
  * synchronize only to complete pending frees) when nothing is cached, when
  * max_reserved would refuse the request even with everything cached
  * released, or when the device's free memory plus everything cached is
- * short of it. What would stay is at least reserved minus
- * ccai_releasable: classic, the segments that are not wholly free;
- * expandable, the bytes of live and pending blocks (a page a free block
- * shares with a live one stays too, so this is a lower bound, and the test
- * never refuses what a release would let through). O(S) for classic
- * segments, O(1) for expandable, plus one mem_info.
+ * short of it. What a full release gives back (ccai_releasable) is, for
+ * classic segments, the wholly free ones; for expandable ones, every
+ * mapped page no live or pending block touches (the pages they touch stay,
+ * trapped bytes included). O(S) for classic segments, O(blocks) for
+ * expandable ones (only on the OOM path), plus one mem_info.
  *
  * Errors: a segment the upstream refuses to take back stays, fully cached and
  * indexed (state intact), the others are still released, the report is
@@ -196,13 +195,33 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
     return CCA_OK;
 }
 
+/* The pages of expandable segment s that a live or pending block touches
+ * (all mapped, I7), in bytes: what a release leaves mapped. Blocks are in
+ * address order, so a page two of them share is the last one counted. */
+static size_t touched_bytes(const ccai_segment *s) {
+    size_t pages = 0, last = SIZE_MAX;
+    for (const ccai_block *b = s->first; b; b = b->next) {
+        if (b->state == CCAI_FREE)
+            continue;
+        size_t lo = (b->addr - s->base) >> s->page_shift, hi = (b->addr + b->size - 1 - s->base) >> s->page_shift;
+        if (lo == last)
+            lo++;
+        if (lo <= hi) {
+            pages += hi - lo + 1;
+            last = hi;
+        }
+    }
+    return pages * s->page;
+}
+
 size_t ccai_releasable(const cca_allocator *a) {
-    if (a->expandable) /* reserved >= allocated: live and pending blocks are mapped (I7) */
-        return a->c.reserved - a->c.allocated;
     size_t n = 0;
-    for (const ccai_segment *s = a->segments; s; s = s->next)
-        if (ccai_segment_empty(s))
+    for (const ccai_segment *s = a->segments; s; s = s->next) {
+        if (s->expandable)
+            n += s->mapped_pages * s->page - touched_bytes(s);
+        else if (ccai_segment_empty(s))
             n += s->size;
+    }
     return n;
 }
 

@@ -10,19 +10,27 @@
  *   - a refused request is CCA_ERR_OUT_OF_MEMORY with a message, *out
  *     NULL, no live block changed (contents included), ooms counted;
  *   - the retry releases cached memory only when releasing can make room:
- *     when the cap refuses and even everything cached released would
- *     leave too little room under it (what stays reserved — live blocks,
- *     pinned segments, pending frees — plus the request is over the cap),
- *     nothing is released, unmapped or synchronized for nothing: the
- *     cache stays for the requests that fit;
+ *     when even everything cached released would leave too little room
+ *     under the cap (what stays reserved — the segments live and pending
+ *     blocks pin, or the pages they touch — plus what the request adds is
+ *     over it) or on the device, nothing is released, unmapped or
+ *     synchronized for nothing, and no segment, range or map is asked of
+ *     the upstream for memory the cap refuses: the cache stays for the
+ *     requests that fit;
  *   - a request that fits under the cap once the cache is released does
  *     succeed;
  *   - stats are exact against what the upstream double counts, the
  *     invariants hold, and after cca_destroy the upstream holds nothing.
  *
- * Classic segments run over tu_upstream (its own list of allocations and
- * call counts); expandable ones over the simulated device with 2 MiB pages
- * behind tu_faulty (its counts of every vm call and synchronize).
+ * The scenes are written once for both kinds of segment (TEST_BOTH, over
+ * a `rig`): classic segments run over tu_upstream (its own list of
+ * allocations and call counts), expandable ones over the simulated device
+ * with 2 MiB pages behind tu_faulty (its counts of every vm call and
+ * synchronize). Then caps at the edges (under one small segment or page,
+ * exactly one, just above), and seeded random sequences over caps, ahead
+ * mapping and segment sizes at their bounds, greedy arenas, domains and
+ * held events, checked after every step (the properties are listed above
+ * q_run).
  */
 #include "alloc_test_util.h"
 
@@ -551,4 +559,452 @@ TEST_BOTH(device_refusal_no_release_could_help_keeps_the_cache) {
 
 TEST_BOTH(domain_reserve_the_device_cannot_hold_keeps_the_cache) {
     arena_refusal_keeps_the_cache(pages, true);
+}
+
+/* ---- caps at the edges of a segment and a page -------------------------------- */
+
+/* max_reserved below one small segment (classic) or one page (expandable):
+ * no request can ever be served, and each fails at once — "can never
+ * succeed", no retry, no upstream call, no synchronize — whatever its size
+ * and stream, in a domain too; an arena of pages cannot fit either. */
+TEST_BOTH(cap_below_one_segment_or_page_refuses_everything_at_once) {
+    rig r;
+    rig_open(&r, pages, "max_reserved:1M,log_oom:0");
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(r.a, "d", &d), CCA_OK);
+    cca_stats before = tu_stats(r.a);
+    uint64_t asks = rig_asks(&r), syncs = rig_syncs(&r);
+    const size_t sizes[] = {1, 512, 4096, 1 * MiB - 1, 1 * MiB, 1 * MiB + 1, 2 * MiB, 20 * MiB};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        expect_oom_in(r.a, i % 2 ? d : NULL, sizes[i], i % 3 ? S1 : NULL, "under one segment or page");
+        cr_assert(strstr(cca_last_error(), "can never succeed"), "%zu bytes: '%s'", sizes[i], cca_last_error());
+        before.ooms++;
+        tu_assert_intact(r.a, &before, "a request under a cap below one segment or page");
+    }
+    if (pages) { /* an arena of pages is at least a page */
+        cr_assert_eq(cca_domain_reserve(r.a, d, 1), CCA_ERR_OUT_OF_MEMORY);
+        tu_assert_intact(r.a, &before, "an arena of a page over the cap");
+    }
+    cr_assert_eq(rig_asks(&r), asks, "the upstream was asked");
+    cr_assert_eq(rig_syncs(&r), syncs);
+    rig_agree(&r, "under one segment or page");
+    rig_close(&r);
+}
+
+/* max_reserved of exactly one small segment or page: the first small
+ * request takes it all (expandable: the small pool's least step is
+ * small_segment, one page); a request on another stream needs another and
+ * is refused, with the first one live, releasing nothing; once the first
+ * is freed, the retry gives its segment or page back and serves the
+ * other stream, a small request or one of 1.5 MiB (its least segment, or
+ * its page, is the cap). A cap a little above (2 MiB + 512) is the same:
+ * no segment or page fits in the 512 bytes. */
+static void one_segment_or_page(bool pages, const char *conf) {
+    rig r;
+    rig_open(&r, pages, conf);
+    void *p = tu_alloc(r.a, 4096, NULL);
+    cr_assert_eq(tu_stats(r.a).reserved_bytes, 2 * MiB);
+    rig_agree(&r, "one small request");
+    cca_stats before = tu_stats(r.a);
+    uint64_t back = rig_gives_back(&r), syncs = rig_syncs(&r);
+    expect_oom_in(r.a, NULL, 4096, S1, "a second segment or page under the cap");
+    cr_assert(strstr(cca_last_error(), "nothing was released") || strstr(cca_last_error(), "nothing cached"), "'%s'",
+              cca_last_error());
+    before.ooms++;
+    before.alloc_retries++;
+    tu_assert_intact(r.a, &before, "a second segment or page under the cap");
+    cr_assert_eq(rig_gives_back(&r), back);
+    cr_assert_eq(rig_syncs(&r), syncs, "a synchronize for nothing");
+    tu_free(r.a, p);
+    const size_t sizes[] = {4096, 1 * MiB + MiB / 2};
+    for (size_t i = 0; i < 2; i++) {
+        before = tu_stats(r.a);
+        back = rig_gives_back(&r);
+        void *q = tu_alloc(r.a, sizes[i], i ? S2 : S1);
+        cca_stats s = tu_stats(r.a);
+        cr_assert_eq(s.reserved_bytes, 2 * MiB);
+        cr_assert_eq(s.alloc_retries, before.alloc_retries + 1);
+        cr_assert_gt(rig_gives_back(&r), back, "the other stream's segment or page went back");
+        rig_agree(&r, "served once the cache went back");
+        tu_free(r.a, q);
+    }
+    rig_close(&r);
+}
+
+TEST_BOTH(cap_of_one_segment_or_page) {
+    one_segment_or_page(pages, "max_reserved:2M,log_oom:0");
+    one_segment_or_page(pages, "max_reserved:2097664,log_oom:0");
+}
+
+/* ---- seeded random sequences against the properties ------------------------ *
+ *
+ * Allocations at the edges of the config's tables and of the room left
+ * under the cap, in three domains and three streams, frees, frees pending
+ * on held events, events completed or kept by a synchronize, trims,
+ * empty-caches, footprint arenas and domain releases; after every step the
+ * invariants hold, the device holds exactly what the allocator says,
+ * reserved and its peak are within the cap, and after every step that may
+ * release, every live block keeps its contents. Every refused request is CCA_ERR_OUT_OF_MEMORY with a
+ * message and changes no live block, and, growth policy:
+ *   NOTHING FOR NOTHING  classic (any device: the test double has no
+ *                        fragmentation), and expandable under a cap with
+ *                        the device ample: the retry gave nothing back
+ *                        (had it released, the request would have fit:
+ *                        what stays plus what it needs is under the cap),
+ *                        and with no free pending it did not synchronize;
+ *   NO REFUSAL TOO SOON  empty-cache then the same request: refused again
+ *                        (the retry releases what empty-cache releases,
+ *                        pending frees included: a request that fits once
+ *                        the cache is released must have been served).
+ * The same also runs with no cap on a 48 MiB device, the device the limit
+ * (tu_upstream has no fragmentation: the retry must serve whatever fits
+ * once released, and classic segments give nothing back for nothing).
+ */
+
+#define Q_LIVE 256
+
+/* What the sequences met, so that a change that makes them meet nothing
+ * (every request served, say) fails instead of passing vacuously. */
+static struct {
+    size_t refusals, kept, released, again;
+} q_met;
+/* seeds per config and steps per sequence (-DQ_SEEDS=25 -DQ_STEPS=600 for
+ * a longer search: about a minute under ASan) */
+#ifndef Q_SEEDS
+#define Q_SEEDS 3
+#define Q_STEPS 250
+#endif
+
+typedef struct q_block {
+    unsigned char *p;
+    size_t held;
+    int dom;
+    uint64_t seed;
+} q_block;
+
+typedef struct q_run {
+    rig r;
+    const char *conf;
+    cca_config cfg;
+    size_t capacity, ceiling;
+    bool greedy, cap_only; /* cap_only: max_reserved set, the device far larger */
+    cca_domain *dom[3];
+    q_block live[Q_LIVE];
+    size_t n;
+    uint64_t rng;
+    size_t step;
+} q_run;
+
+static size_t q_pick(q_run *q, size_t n) {
+    return n ? (size_t)(tu_rand(&q->rng) % n) : 0;
+}
+
+/* A block's contents: its first and last 4 KiB (all of it when smaller),
+ * each from its own seed — cheap, and a page unmapped under either end
+ * faults. */
+#define Q_END 4096
+static bool q_fill(const q_block *b, bool check) {
+    size_t head = b->held < 2 * Q_END ? b->held : Q_END;
+    if (!check) {
+        tu_fill(b->p, head, b->seed);
+        if (head < b->held)
+            tu_fill(b->p + b->held - Q_END, Q_END, ~b->seed);
+        return true;
+    }
+    return tu_check_fill(b->p, head, b->seed) &&
+           (head == b->held || tu_check_fill(b->p + b->held - Q_END, Q_END, ~b->seed));
+}
+
+static void q_check_stamps(const q_run *q) {
+    for (size_t i = 0; i < q->n; i++)
+        cr_assert(q_fill(&q->live[i], true), "step %zu (%s): block %p lost its contents", q->step, q->conf,
+                  (void *)q->live[i].p);
+}
+
+static size_t q_allocated(const q_run *q) {
+    size_t sum = 0;
+    for (size_t i = 0; i < q->n; i++)
+        sum += q->live[i].held;
+    return sum;
+}
+
+/* A size at an edge of the config's tables or of the room under the cap. */
+static size_t q_size(q_run *q) {
+    const cca_config *c = &q->cfg;
+    static const long fine[] = {-512, -1, 0, 1, 512};
+    long d = fine[q_pick(q, 5)];
+    size_t reserved = tu_stats(q->r.a).reserved_bytes, base;
+    size_t cap = c->max_reserved ? c->max_reserved : q->capacity;
+    switch (q_pick(q, 12)) {
+    case 0: return 1 + q_pick(q, 4096);
+    case 1: base = c->small_max; break;
+    case 2: base = c->large_min; break;
+    case 3: base = c->medium_segment; break;
+    case 4: base = c->small_segment; break;
+    case 5: base = (1 + q_pick(q, 8)) * PG; break;
+    case 6: base = cap > reserved ? cap - reserved : 512; break;    /* the room left */
+    case 7: base = cap - q_allocated(q) > 0 ? cap - q_allocated(q) : 512; break; /* the room once released */
+    case 8: base = cap / 2; break;
+    case 9: return 1 + q_pick(q, cap + 4 * MiB);
+    case 10: return q->ceiling + 1 + q_pick(q, 4 * MiB); /* can never succeed */
+    default: return 1 + q_pick(q, 2 * MiB);
+    }
+    long s = (long)base + d;
+    return s > 0 ? (size_t)s : 1;
+}
+
+/* After every step; the live blocks' contents after every step that may
+ * release. */
+static void q_agree(q_run *q, const char *what) {
+    rig_agree(&q->r, what);
+    cca_stats s = tu_stats(q->r.a);
+    cr_assert_geq(s.allocated_bytes, q_allocated(q), "step %zu (%s): %s", q->step, q->conf, what);
+}
+
+static void q_agree_contents(q_run *q, const char *what) {
+    q_agree(q, what);
+    q_check_stamps(q);
+}
+
+static void q_keep(q_run *q, void *p, int dom) {
+    if (q->n == Q_LIVE) {
+        tu_free(q->r.a, p);
+        return;
+    }
+    q_block *b = &q->live[q->n++];
+    b->p = p;
+    b->held = tu_block_size(q->r.a, p);
+    b->dom = dom;
+    b->seed = tu_rand(&q->rng);
+    q_fill(b, false);
+}
+
+/* A refused request: the properties above. */
+static void q_refused(q_run *q, cca_status st, void *p, size_t size, int dom, cca_stream s, const cca_stats *before,
+                      uint64_t back, uint64_t syncs) {
+    cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "step %zu (%s): %zu bytes: %s (%s)", q->step, q->conf, size,
+                 cca_status_string(st), cca_last_error());
+    cr_assert_null(p);
+    cr_assert_neq(cca_last_error()[0], '\0', "step %zu: no message", q->step);
+    cca_stats now = tu_stats(q->r.a);
+    cr_assert_eq(now.ooms, before->ooms + 1, "step %zu", q->step);
+    cr_assert_eq(now.alloc_calls, before->alloc_calls, "step %zu", q->step);
+    cr_assert_eq(now.requested_bytes, before->requested_bytes, "step %zu", q->step);
+    q_agree_contents(q, "a refusal");
+    size_t rounded = (size + 511) / 512 * 512;
+    if (q->greedy || rounded > q->ceiling)
+        return;
+    q_met.refusals++;
+    if (rig_gives_back(&q->r) == back)
+        q_met.kept++;
+    else
+        q_met.released++;
+    if (!q->r.pages || q->cap_only) {
+        cr_assert_eq(rig_gives_back(&q->r), back, "step %zu (%s): %zu bytes refused after giving %zu bytes back",
+                     q->step, q->conf, size, before->reserved_bytes - now.reserved_bytes);
+        if (before->pending_blocks == 0)
+            cr_assert_eq(rig_syncs(&q->r), syncs, "step %zu (%s): a synchronize for nothing", q->step, q->conf);
+    }
+    /* no refusal too soon: once everything is released, refused again */
+    if (q_pick(q, 3))
+        return;
+    cca_status e = cca_empty_cache(q->r.a, NULL);
+    cr_assert(e == CCA_OK || e == CCA_ERR_NOT_READY, "step %zu: empty_cache: %s", q->step, cca_last_error());
+    q_agree_contents(q, "empty-cache after a refusal");
+    q_met.again++;
+    void *again = (void *)1;
+    st = cca_alloc_in(q->r.a, q->dom[dom], size, s, &again);
+    cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY,
+                 "step %zu (%s): %zu bytes on stream %p in domain %d were refused, yet fit once the cache was "
+                 "released (%s)",
+                 q->step, q->conf, size, (void *)s, dom, cca_status_string(st));
+    q_agree_contents(q, "the same request after empty-cache");
+}
+
+static void q_alloc(q_run *q) {
+    static const cca_stream streams[] = {NULL, S1, S2};
+    size_t size = q_size(q);
+    int dom = q->greedy ? 0 : (int)q_pick(q, 3);
+    cca_stream s = streams[q_pick(q, 3)];
+    cca_stats before = tu_stats(q->r.a);
+    uint64_t back = rig_gives_back(&q->r), syncs = rig_syncs(&q->r);
+    void *p = (void *)1;
+    cca_status st = cca_alloc_in(q->r.a, q->dom[dom], size, s, &p);
+    if (st != CCA_OK) {
+        q_refused(q, st, p, size, dom, s, &before, back, syncs);
+        return;
+    }
+    cr_assert_not_null(p);
+    q_keep(q, p, dom);
+    q_agree(q, "an allocation");
+}
+
+static void q_free(q_run *q) {
+    if (!q->n)
+        return;
+    size_t i = q_pick(q, q->n);
+    if (q_pick(q, 4) == 0)
+        cr_assert_eq(cca_record_stream(q->r.a, q->live[i].p, S3), CCA_OK, "%s", cca_last_error());
+    tu_free(q->r.a, q->live[i].p);
+    q->live[i] = q->live[--q->n];
+    q_agree(q, "a free");
+}
+
+static void q_events(q_run *q) {
+    switch (q_pick(q, 4)) {
+    case 0: rig_events(&q->r, false, false); break;
+    case 1: rig_events(&q->r, true, false); break;
+    case 2: rig_events(&q->r, true, true); break;
+    default: /* the device finishes what it had: every event so far completes */
+        if (q->r.pages)
+            q->r.f.events_done = q->r.f.events_recorded;
+        else
+            tu_upstream_release_events(&q->r.t);
+    }
+}
+
+static void q_trim(q_run *q) {
+    size_t cap = q->cfg.max_reserved ? q->cfg.max_reserved : q->capacity;
+    size_t keep = q_pick(q, 3) ? q_pick(q, cap / 512 + 1) * 512 : 0;
+    cca_status st = cca_trim(q->r.a, keep, NULL);
+    cr_assert(st == CCA_OK || st == CCA_ERR_NOT_READY, "step %zu: trim: %s", q->step, cca_last_error());
+    q_agree_contents(q, "a trim");
+}
+
+/* A footprint arena: within the cap or refused; refused, the same after
+ * empty-cache (the retry released what empty-cache would). */
+static void q_reserve(q_run *q) {
+    int d = 1 + (int)q_pick(q, 2);
+    size_t cap = q->cfg.max_reserved ? q->cfg.max_reserved : q->capacity;
+    size_t bytes = 1 + q_pick(q, cap);
+    uint64_t back = rig_gives_back(&q->r);
+    cca_stats before = tu_stats(q->r.a);
+    cca_status st = cca_domain_reserve(q->r.a, q->dom[d], bytes);
+    q_agree_contents(q, "a footprint arena");
+    if (st != CCA_ERR_OUT_OF_MEMORY) {
+        cr_assert(st == CCA_OK || st == CCA_ERR_INVALID_ARGUMENT, "step %zu: %s", q->step, cca_last_error());
+        return;
+    }
+    if (!q->r.pages)
+        cr_assert_eq(rig_gives_back(&q->r), back, "step %zu (%s): a %zu-byte arena refused after releasing %zu bytes",
+                     q->step, q->conf, bytes, before.reserved_bytes - tu_stats(q->r.a).reserved_bytes);
+    if (q_pick(q, 2))
+        return;
+    cca_status e = cca_empty_cache(q->r.a, NULL);
+    cr_assert(e == CCA_OK || e == CCA_ERR_NOT_READY, "step %zu: empty_cache: %s", q->step, cca_last_error());
+    st = cca_domain_reserve(q->r.a, q->dom[d], bytes);
+    cr_assert(st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_INVALID_ARGUMENT,
+              "step %zu (%s): a %zu-byte arena was refused, yet fit once the cache was released", q->step, q->conf,
+              bytes);
+    q_agree_contents(q, "the same arena after empty-cache");
+}
+
+static void q_domain_release(q_run *q) {
+    int d = 1 + (int)q_pick(q, 2);
+    bool holds = false;
+    for (size_t i = 0; i < q->n; i++)
+        holds |= q->live[i].dom == d;
+    cca_domain_report rep;
+    memset(&rep, 0, sizeof rep);
+    cca_status st = cca_domain_release(q->r.a, q->dom[d], 0, &rep);
+    if (holds)
+        cr_assert_eq(st, CCA_ERR_LIVE_BLOCKS, "step %zu: %s", q->step, cca_status_string(st));
+    else
+        cr_assert(st == CCA_OK || st == CCA_ERR_LIVE_BLOCKS, "step %zu: %s", q->step, cca_last_error()); /* pending */
+    q_agree_contents(q, "a domain release");
+}
+
+static void q_sequence(bool pages, const char *conf, size_t capacity, uint64_t seed) {
+    q_run *q = calloc(1, sizeof *q);
+    cr_assert_not_null(q);
+    q->conf = conf;
+    q->capacity = capacity;
+    q->rng = seed;
+    rig_open_on(&q->r, pages, conf, capacity);
+    cr_assert_eq(cca_get_config(q->r.a, &q->cfg), CCA_OK);
+    q->greedy = q->cfg.policy == CCA_POLICY_GREEDY;
+    q->cap_only = q->cfg.max_reserved && q->cfg.max_reserved <= capacity / 4;
+    q->ceiling = q->cfg.max_reserved && q->cfg.max_reserved < capacity ? q->cfg.max_reserved : capacity;
+    if (!q->greedy) {
+        cr_assert_eq(cca_domain_create(q->r.a, "one", &q->dom[1]), CCA_OK);
+        cr_assert_eq(cca_domain_create(q->r.a, "two", &q->dom[2]), CCA_OK);
+    }
+    q_agree(q, "creation");
+    for (q->step = 0; q->step < Q_STEPS; q->step++) {
+        unsigned op = (unsigned)q_pick(q, 100);
+        if (op < 50)
+            q_alloc(q);
+        else if (op < 80)
+            q_free(q);
+        else if (op < 88)
+            q_events(q);
+        else if (op < 93)
+            q_trim(q);
+        else if (op < 97 && !q->greedy)
+            q_reserve(q);
+        else if (!q->greedy)
+            q_domain_release(q);
+    }
+    while (q->n)
+        q_free(q);
+    for (int d = 1; d < 3 && !q->greedy; d++) {
+        rig_events(&q->r, false, false);
+        cr_assert_eq(cca_domain_destroy(q->r.a, q->dom[d], 0, NULL), CCA_OK, "%s", cca_last_error());
+    }
+    rig_close(&q->r);
+    free(q);
+}
+
+/* Caps at the edges: under one small segment or page, one, just above one,
+ * not a multiple of any size; the ahead mapping at 0 and at its maximum;
+ * segment sizes at their bounds. */
+static const char *const q_classic_confs[] = {
+    "log_oom:0,max_reserved:64M",
+    "log_oom:0,max_reserved:2M",
+    "log_oom:0,max_reserved:2097664",
+    "log_oom:0,max_reserved:45M,medium_pool:0",
+    "log_oom:0,max_reserved:30M,small_pool:0,segment_round:512",
+    "log_oom:0,max_reserved:24M,small_segment:64K,small_max:64K,medium_segment:64K,large_min:64K",
+    "log_oom:0,max_reserved:40M,small_segment:1G",
+    "log_oom:0,max_reserved:41M,max_split:21M",
+    "log_oom:0,policy:greedy,greedy_bytes:40M,max_reserved:24M",
+    "log_oom:0,policy:greedy,greedy_fraction:1,max_reserved:20971521",
+};
+
+static const char *const q_pages_confs[] = {
+    "log_oom:0,max_reserved:64M",
+    "log_oom:0,max_reserved:2M",
+    "log_oom:0,max_reserved:3M",
+    "log_oom:0,max_reserved:33M,expandable_ahead:1,expandable_ahead_max:18446744073709551615,expandable_ahead_min:0",
+    "log_oom:0,max_reserved:40M,expandable_ahead_min:18446744073709551615",
+    "log_oom:0,max_reserved:40M,expandable_ahead_max:0,expandable_ahead_min:0",
+    "log_oom:0,max_reserved:24M,small_segment:64K,small_max:64K,segment_round:512",
+    "log_oom:0,max_reserved:50M,small_pool:0,expandable_ahead:1,expandable_ahead_max:8M",
+    "log_oom:0,policy:greedy,greedy_bytes:7M,max_reserved:100M",
+    "log_oom:0,policy:greedy,max_reserved:5M",
+};
+
+static void q_report(const char *what) {
+    cr_log_info("%s: %zu refusals (%zu with the cache kept, %zu after a release), %zu asked again after "
+                "empty-cache", what, q_met.refusals, q_met.kept, q_met.released, q_met.again);
+    cr_assert_gt(q_met.kept, 20, "%s: too few refusals with the cache kept to mean anything", what);
+    cr_assert_gt(q_met.again, 20, "%s: too few refusals asked again", what);
+}
+
+Test(cap, random_classic_sequences_hold_the_cap_and_release_only_to_serve, .timeout = 240) {
+    for (size_t c = 0; c < sizeof q_classic_confs / sizeof *q_classic_confs; c++)
+        for (uint64_t seed = 1; seed <= Q_SEEDS; seed++)
+            q_sequence(false, q_classic_confs[c], 1 * GiB, seed * 7919 + c);
+    for (uint64_t seed = 1; seed <= Q_SEEDS; seed++) /* the device is the limit */
+        q_sequence(false, "log_oom:0", 48 * MiB, seed * 31 + 5);
+    q_report("classic");
+}
+
+Test(cap, random_expandable_sequences_hold_the_cap_and_release_only_to_serve, .timeout = 240) {
+    for (size_t c = 0; c < sizeof q_pages_confs / sizeof *q_pages_confs; c++)
+        for (uint64_t seed = 1; seed <= Q_SEEDS; seed++)
+            q_sequence(true, q_pages_confs[c], 1 * GiB, seed * 104729 + c);
+    for (uint64_t seed = 1; seed <= Q_SEEDS; seed++)
+        q_sequence(true, "log_oom:0", 48 * MiB, seed * 37 + 3);
+    q_report("expandable");
 }

@@ -658,7 +658,8 @@ TEST_BOTH(cap_of_one_segment_or_page) {
  *                        the cache is released must have been served).
  * The same also runs with no cap on a 48 MiB device, the device the limit
  * (tu_upstream has no fragmentation: the retry must serve whatever fits
- * once released, and classic segments give nothing back for nothing).
+ * once released, and classic segments give nothing back for nothing), and
+ * with a 40 MiB cap on a 56 MiB device, both limits.
  */
 
 #define Q_LIVE 256
@@ -995,8 +996,10 @@ Test(cap, random_classic_sequences_hold_the_cap_and_release_only_to_serve, .time
     for (size_t c = 0; c < sizeof q_classic_confs / sizeof *q_classic_confs; c++)
         for (uint64_t seed = 1; seed <= Q_SEEDS; seed++)
             q_sequence(false, q_classic_confs[c], 1 * GiB, seed * 7919 + c);
-    for (uint64_t seed = 1; seed <= Q_SEEDS; seed++) /* the device is the limit */
+    for (uint64_t seed = 1; seed <= Q_SEEDS; seed++) { /* the device the limit, then both */
         q_sequence(false, "log_oom:0", 48 * MiB, seed * 31 + 5);
+        q_sequence(false, "log_oom:0,max_reserved:40M", 56 * MiB, seed * 31 + 7);
+    }
     q_report("classic");
 }
 
@@ -1004,7 +1007,9 @@ Test(cap, random_expandable_sequences_hold_the_cap_and_release_only_to_serve, .t
     for (size_t c = 0; c < sizeof q_pages_confs / sizeof *q_pages_confs; c++)
         for (uint64_t seed = 1; seed <= Q_SEEDS; seed++)
             q_sequence(true, q_pages_confs[c], 1 * GiB, seed * 104729 + c);
-    for (uint64_t seed = 1; seed <= Q_SEEDS; seed++)
+    for (uint64_t seed = 1; seed <= Q_SEEDS; seed++) {
         q_sequence(true, "log_oom:0", 48 * MiB, seed * 37 + 3);
+        q_sequence(true, "log_oom:0,max_reserved:40M", 56 * MiB, seed * 37 + 9);
+    }
     q_report("expandable");
 }

@@ -466,8 +466,9 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    live and pending blocks keep reserved (classic: the segments they
  *    pin; expandable: the pages they touch) plus the request's least
  *    segment (expandable: the new pages its block would need) is over it;
- *    or the device's free memory plus everything cached is short of that. A failed retry leaves live blocks unchanged; what it
- *    released stays released.
+ *    or the device's free memory plus everything cached is short of that.
+ *    A failed retry leaves live blocks unchanged; what it released stays
+ *    released.
  *  - greedy: the upstream is called only to reserve the arena, here only
  *    when cca_empty_cache released it; a full arena is an OOM (no retry)
  *    once pending frees are completed (a synchronize, when frees are

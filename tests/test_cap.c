@@ -504,8 +504,8 @@ Test(cap, expandable_refusal_counts_the_pages_live_blocks_keep) {
 Test(cap, expandable_request_on_a_page_a_live_block_keeps_is_served) {
     rig r;
     void *x, *y;
-    three_tenants(&r, "max_reserved:6M,small_pool:0,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0",
-                  2 * MiB, 1 * MiB, 2 * MiB, &x, &y);
+    three_tenants(&r, "max_reserved:6M,small_pool:0,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0", 2 * MiB,
+                  1 * MiB, 2 * MiB, &x, &y);
     cca_stats before = tu_stats(r.a);
     cr_assert_eq(before.reserved_bytes, 6 * MiB);
     unsigned char *q = tu_alloc(r.a, 3 * MiB, NULL);
@@ -666,9 +666,7 @@ TEST_BOTH(cap_of_one_segment_or_page) {
 
 /* What the sequences met, so that a change that makes them meet nothing
  * (every request served, say) fails instead of passing vacuously. */
-static struct {
-    size_t refusals, kept, released, again;
-} q_met;
+static struct { size_t refusals, kept, released, again; } q_met;
 /* seeds per config and steps per sequence (-DQ_SEEDS=25 -DQ_STEPS=600 for
  * a longer search: about a minute under ASan) */
 #ifndef Q_SEEDS
@@ -743,8 +741,8 @@ static size_t q_size(q_run *q) {
     case 3: base = c->medium_segment; break;
     case 4: base = c->small_segment; break;
     case 5: base = (1 + q_pick(q, 8)) * PG; break;
-    case 6: base = cap > reserved ? cap - reserved : 512; break;    /* the room left */
-    case 7: base = cap - q_allocated(q) > 0 ? cap - q_allocated(q) : 512; break; /* the room once released */
+    case 6: base = cap > reserved ? cap - reserved : 512; break;             /* the room left */
+    case 7: base = cap > q_allocated(q) ? cap - q_allocated(q) : 512; break; /* the room once released */
     case 8: base = cap / 2; break;
     case 9: return 1 + q_pick(q, cap + 4 * MiB);
     case 10: return q->ceiling + 1 + q_pick(q, 4 * MiB); /* can never succeed */
@@ -987,7 +985,8 @@ static const char *const q_pages_confs[] = {
 
 static void q_report(const char *what) {
     cr_log_info("%s: %zu refusals (%zu with the cache kept, %zu after a release), %zu asked again after "
-                "empty-cache", what, q_met.refusals, q_met.kept, q_met.released, q_met.again);
+                "empty-cache",
+                what, q_met.refusals, q_met.kept, q_met.released, q_met.again);
     cr_assert_gt(q_met.kept, 20, "%s: too few refusals with the cache kept to mean anything", what);
     cr_assert_gt(q_met.again, 20, "%s: too few refusals asked again", what);
 }

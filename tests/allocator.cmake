@@ -80,6 +80,12 @@ cca_add_test(NAME test_random_streams SOURCES test_random_streams.c alloc_test_u
 cca_add_test(NAME test_fault_steps SOURCES test_fault_steps.c alloc_test_util.c malloc_fault.c LIBS ccalloc_static LABEL cpu)
 target_link_options(test_fault_steps PRIVATE ${CCA_MALLOC_FAULT_WRAP})
 
+# max_reserved and the OOM retry under attack (tests/test_cap.c): growth and greedy, classic and expandable
+# segments, domains and footprint arenas, pending frees, caps at the edges of segment and page sizes; the cap
+# never crossed, refusals that change nothing and release nothing for nothing, requests that fit once the
+# cache is released served, exact stats against the upstream doubles.
+cca_add_test(NAME test_cap SOURCES test_cap.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+
 # Where features meet (tests/test_interactions.c): max_reserved with the ahead mapping and footprint arenas,
 # trim's budget and report, the greedy arena over pages, sizes at the edges of rounding, empty-cache's bound,
 # and seeded random sequences of all of it against a model of the mapped pages.

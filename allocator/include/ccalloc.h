@@ -469,11 +469,18 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *  - growth: a new segment (expandable: map the pages the block lacks); if
  *    the upstream refuses (or max_reserved would be crossed), one retry
  *    (alloc_retries): synchronize and complete pending frees (classic
- *    segments: only if frees are pending; expandable: always, since pages
- *    are unmapped only once the device is idle), then release cached memory
- *    as cca_trim does (whole free segments, free pages) as needed and try
- *    again. A failed retry leaves live blocks unchanged; what it released
- *    stays released.
+ *    segments: only if frees are pending; expandable: also with none
+ *    pending, since pages are unmapped only once the device is idle),
+ *    then release cached memory as cca_trim does (whole free segments,
+ *    free pages) as needed and try again. Nothing is released (and,
+ *    expandable with no free pending, nothing synchronized) when releasing
+ *    cannot make room: nothing is cached; max_reserved is set and what
+ *    live and pending blocks keep reserved (classic: the segments they
+ *    pin; expandable: the pages they touch) plus the request's least
+ *    segment (expandable: the new pages its block would need) is over it;
+ *    or the device's free memory plus everything cached is short of that.
+ *    A failed retry leaves live blocks unchanged; what it released stays
+ *    released.
  *  - greedy: the upstream is called only to reserve the arena, here only
  *    when cca_empty_cache released it; a full arena is an OOM (no retry)
  *    once pending frees are completed (a synchronize, when frees are
@@ -749,6 +756,13 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * every cached free segment and page of every domain, reserve once more; if
  * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was
  * released stays released (ooms is not counted: no allocation failed).
+ * When releasing cannot make room, nothing is released:
+ * CCA_ERR_OUT_OF_MEMORY at once (after a synchronize only when frees are
+ * pending, to complete them). That is when nothing is cached; when
+ * max_reserved is set and live and pending blocks (classic: the segments
+ * they pin; expandable: the pages they touch) plus the arena are over it;
+ * or when the device's free memory plus everything cached is short of
+ * the arena.
  * The upstream failing otherwise than for memory (CCA_ERR_UPSTREAM, ...):
  * that status at once, no retry, d has no arena.
  * Expandable: a range whose map and then release were both refused stays

@@ -420,6 +420,30 @@ static cca_status reserve_arena(cca_allocator *a, size_t bytes) {
     return ccai_segment_reserve(a, bytes, NULL, CCAI_POOL_ARENA, true, &s);
 }
 
+/* The arena was refused for memory: as the OOM retry of cca_alloc (pool.c,
+ * step 5c), synchronize (classic: only with frees pending; expandable: also
+ * with none, to unmap pages), release every cached free segment and page
+ * of every domain and reserve once more; but when releasing cannot make
+ * room for the arena (ccai_release_can_help: nothing cached, max_reserved
+ * over what live and pending blocks keep plus the arena, or the device's
+ * free memory plus the cache short of it), release nothing and fail —
+ * asked before any synchronize when no free is pending, else after. */
+static cca_status reserve_retry(cca_allocator *a, size_t rounded) {
+    bool pending = a->c.pending != 0;
+    size_t free_b = 0;
+    cca_status can = pending ? CCA_OK : ccai_release_can_help(a, rounded, &free_b);
+    cca_status sync = CCA_OK;
+    if (can == CCA_OK && (pending || a->expandable)) {
+        sync = a->expandable ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
+        if (pending) /* completed frees are releasable now */
+            can = ccai_release_can_help(a, rounded, &free_b);
+    }
+    if (can != CCA_OK)
+        return can;
+    (void)ccai_release(a, 0, sync == CCA_OK ? CCAI_RELEASE_UNMAP : 0, NULL);
+    return reserve_arena(a, rounded);
+}
+
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: allocator is NULL");
@@ -452,11 +476,7 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
         st = reserve_arena(a, rounded);
         if (st == CCA_ERR_OUT_OF_MEMORY) { /* as the OOM retry: cached memory of every domain goes back first */
             a->c.retries++;
-            if ((a->expandable ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a)) == CCA_OK)
-                (void)ccai_release(a, 0, CCAI_RELEASE_UNMAP, NULL);
-            else
-                (void)ccai_release(a, 0, 0, NULL);
-            st = reserve_arena(a, rounded);
+            st = reserve_retry(a, rounded);
         }
         if (st == CCA_OK) {
             d->arena = a->segments; /* linked at the head */

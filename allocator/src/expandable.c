@@ -61,7 +61,9 @@
  *
  * Which segment: one per (stream, pool), grown at its end; another only
  * when no free block of the range is large enough (its address space used
- * up). The pools are two, not three: small requests (<= small_max) keep
+ * up), and only when max_reserved leaves room to map the request's pages
+ * (else the cap refuses before any range is reserved: the range would
+ * stay behind, empty). The pools are two, not three: small requests (<= small_max) keep
  * their own range, so that tiny long-lived tensors do not sit between big
  * ones; medium requests share the large range. The medium pool exists to
  * stop mid-size blocks from pinning whole classic segments; pages make
@@ -88,17 +90,20 @@
  * mapped, the common case while nothing inside has been trimmed), else
  * O(pages / 64) word tests (one or two for most blocks); mapping and
  * unmapping scan the block's pages bit by bit, plus one upstream call per
- * run. A segment's bitmap is npages / 8 bytes (512 B for 8 GiB of 2 MiB
- * pages).
+ * run (mapping with max_reserved set: one more scan, to ask the cap for
+ * every run at once). A segment's bitmap is npages / 8 bytes (512 B for
+ * 8 GiB of 2 MiB pages).
  *
- * Errors: a vm_map refused part-way (several runs) unmaps what this call
- * mapped before returning, so a failed allocation changes nothing; a
- * refused unmap leaves that run mapped and counted (state intact) and is
- * reported by the caller. An arena whose whole-range map is refused gives
- * its range back; if that release is refused too, the range stays linked
- * as an empty segment with nothing mapped (counted), for a later release
- * (a domain's arena as a range of the domain's large pool, not of its
- * arena pool: keep_range).
+ * Errors: max_reserved is asked once for all the runs a block lacks,
+ * before the first is mapped; a vm_map refused part-way (several runs)
+ * unmaps what this call mapped before returning, so a failed allocation
+ * changes nothing; a refused unmap leaves that run mapped and counted
+ * (state intact) and is reported by the caller. An arena that
+ * max_reserved has no room for is refused before its range is reserved.
+ * An arena whose whole-range map is refused gives its range back; if that
+ * release is refused too, the range stays linked as an empty segment with
+ * nothing mapped (counted), for a later release (a domain's arena as a
+ * range of the domain's large pool, not of its arena pool: keep_range).
  */
 #include "internal.h"
 
@@ -168,10 +173,11 @@ bool ccai_next_mapped_run(const ccai_segment *s, size_t *i, size_t end, size_t *
 /* ---- counted upstream calls ---------------------------------------------- */
 
 static cca_status map_run(cca_allocator *a, ccai_segment *s, size_t first, size_t n) {
-    size_t bytes = n * s->page, cap = a->config.max_reserved;
-    if (cap && (a->c.reserved > cap || bytes > cap - a->c.reserved))
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "max_reserved (%zu) would be exceeded", cap);
-    cca_status st = cca_upstream_vm_map(a->upstream, (void *)(s->base + first * s->page), bytes);
+    size_t bytes = n * s->page;
+    cca_status st = ccai_cap_room(a, bytes);
+    if (st != CCA_OK)
+        return st;
+    st = cca_upstream_vm_map(a->upstream, (void *)(s->base + first * s->page), bytes);
     if (st != CCA_OK)
         return st;
     set_pages(s, first, n, true);
@@ -238,8 +244,13 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "expandable segment of %zu bytes: too large", va);
     va = (va + page - 1) / page * page;
     size_t npages = va / page;
+    /* an arena is mapped whole: a map the cap refuses is refused before the
+     * range is reserved (and released again) for nothing */
+    cca_status st = shared ? ccai_cap_room(a, va) : CCA_OK;
+    if (st != CCA_OK)
+        return st;
     ccai_segment *s;
-    cca_status st = ccai_segment_new(a, stream, pool, shared, (npages + 63) / 64, &s);
+    st = ccai_segment_new(a, stream, pool, shared, (npages + 63) / 64, &s);
     if (st != CCA_OK)
         return st;
     /* a domain's arena that might have to be kept empty goes to the large
@@ -395,11 +406,15 @@ static size_t unmapped_pages(const ccai_segment *s, size_t lo, size_t hi) {
 }
 
 /* Map every unmapped page of [lo, hi), one call per run; on failure unmap
- * what this call mapped and return the failure (nothing changed). */
+ * what this call mapped and return the failure (nothing changed). The cap
+ * is asked once for all the runs, before the first: asked run by run, a
+ * refusal at a later run would map the earlier ones only to unmap them. */
 static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi) {
+    cca_status st = a->config.max_reserved ? ccai_cap_room(a, unmapped_pages(s, lo, hi) * s->page) : CCA_OK;
+    if (st != CCA_OK)
+        return st;
     run_list runs = {0, 32, NULL, {0}};
     runs.at = runs.local;
-    cca_status st = CCA_OK;
     size_t start, n;
     for (size_t i = lo; st == CCA_OK && next_run(s, &i, hi, false, &start, &n);) {
         st = map_run(a, s, start, n);

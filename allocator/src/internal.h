@@ -536,6 +536,11 @@ void ccai_segment_live(const ccai_segment *s, size_t *blocks, size_t *bytes);
 
 /* Preferred and least segment sizes for a growth-policy request. */
 void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least);
+/* CCA_OK when `bytes` more fit under max_reserved now (or there is no
+ * cap); else CCA_ERR_OUT_OF_MEMORY, "max_reserved (N) would be exceeded".
+ * Asked before any upstream call for memory the cap would refuse: a
+ * segment, a map, and a range whose least map it would refuse. */
+cca_status ccai_cap_room(const cca_allocator *a, size_t bytes);
 /* Reserve a segment and index its one free block. CCA_ERR_OUT_OF_MEMORY when
  * max_reserved would be crossed or the upstream refuses. */
 cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,
@@ -701,6 +706,21 @@ cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *
 #define CCAI_RELEASE_UNMAP 1u  /* the device synchronized: pages may be unmapped */
 #define CCAI_RELEASE_RANGES 2u /* give back empty expandable segments' ranges */
 cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r);
+/* What ccai_release(a, 0, CCAI_RELEASE_UNMAP, ...) would give back now,
+ * should the upstream take everything: classic, the wholly free segments;
+ * expandable, every mapped page that no live or pending block touches.
+ * Reserved minus it is what would stay. O(segments), expandable
+ * O(blocks). */
+size_t ccai_releasable(const cca_allocator *a);
+/* Whether releasing cached memory can make room for `need` more bytes (the
+ * least the caller's next reservation or map takes). CCA_ERR_OUT_OF_MEMORY,
+ * with a message saying why and that nothing was released, when it cannot:
+ * nothing is releasable; max_reserved is set and reserved - releasable +
+ * need is over it; or the device's free memory plus what is releasable is
+ * short of need. Else CCA_OK, the device's free bytes in *free_b (0 when
+ * mem_info fails). The OOM retry and cca_domain_reserve's retry then
+ * release nothing. One mem_info call. */
+cca_status ccai_release_can_help(const cca_allocator *a, size_t need, size_t *free_b);
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */

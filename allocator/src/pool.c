@@ -34,12 +34,19 @@
  *         after an empty-cache released it, the greedy arena again;
  *      c. refused -> the retry (growth), counted in alloc_retries: if frees
  *         are pending, synchronize, complete them and try best fit again;
- *         then, unless the device's free bytes plus the cached free segments
- *         cannot hold the request, release cached free segments largest
- *         first until the shortfall is covered and reserve again, then
- *         release the rest and reserve once more. Expandable segments: the
- *         same retry, but it always synchronizes (unmapping needs an idle
- *         device) and releases free pages too (expandable.c, release.c);
+ *         then release nothing when releasing cannot make room — nothing
+ *         is cached, or max_reserved is set and what would stay reserved
+ *         with everything cached released (the segments live and pending
+ *         blocks pin) plus the request's least segment is over it, or the
+ *         device's free bytes plus the cached free segments cannot hold
+ *         it; otherwise release cached free segments largest first until
+ *         the shortfall is covered and reserve again, then release the
+ *         rest and reserve once more. Expandable segments: the same retry
+ *         (what stays: the pages live and pending blocks touch; the
+ *         request's least: the new pages its block would need), but it
+ *         synchronizes with no free pending too (unmapping needs an idle
+ *         device) unless releasing cannot make room, and it releases free
+ *         pages as well (expandable.c, release.c);
  *      d. still nothing: CCA_ERR_OUT_OF_MEMORY and one log line, written
  *         after the lock is released. Live blocks never change; segments
  *         released by step c stay released (the stats count them);
@@ -358,15 +365,6 @@ static ccai_block *arena_fit(cca_allocator *a, size_t rounded) {
     return d->arena ? ccai_free_index_best_fit(&d->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX) : NULL;
 }
 
-/* Cached bytes in fully free segments (what releasing could give back). */
-static size_t releasable_bytes(const cca_allocator *a) {
-    size_t n = 0;
-    for (const ccai_segment *s = a->segments; s; s = s->next)
-        if (ccai_segment_empty(s))
-            n += s->size;
-    return n;
-}
-
 static cca_status reserve_for(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool,
                               ccai_block **b) {
     size_t want, least;
@@ -400,7 +398,8 @@ static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b);
 
 /* Expandable segments: best fit, or the tail of a new segment for (key,
  * pool) when no block is large enough (first use, or address space used
- * up); then map what the block lacks. */
+ * up) and max_reserved has room for the request's pages; then map what the
+ * block lacks. */
 static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream key, ccai_pool_kind pool,
                                   ccai_block **b) {
     *b = best_fit(a, pool, key, rounded);
@@ -423,12 +422,17 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
          * never below the request's own pages; a reservation the upstream
          * refuses is tried again at half the size, down to those pages. */
         size_t least = round_up(rounded, a->page);
+        /* a new range's first block starts on a page: its map is at least
+         * the request's pages, so a map the cap refuses is refused before
+         * any range is reserved (one would stay behind, empty) */
+        cca_status st = ccai_cap_room(a, least);
+        if (st != CCA_OK)
+            return st;
         size_t held = a->c.address_space;
         size_t room = held < CCAI_ADDRESS_BUDGET ? (CCAI_ADDRESS_BUDGET - held) / 2 : 0;
         if (va > room)
             va = room > least ? room : least;
         ccai_segment *s = NULL;
-        cca_status st;
         while ((st = ccai_expandable_reserve(a, va, key, pool, false, &s)) == CCA_ERR_OUT_OF_MEMORY && va / 2 >= least)
             va /= 2;
         if (st != CCA_OK)
@@ -465,26 +469,72 @@ static cca_status take_again(cca_allocator *a, size_t rounded, cca_stream stream
     return take(a, rounded, stream, pool, b);
 }
 
+/* Expandable: the bytes of new pages a request of `rounded` would map in
+ * block b once every free page is unmapped: the pages under what it holds
+ * of b, less the first and the last when a live or pending neighbour
+ * (free neighbours merge, I2) keeps them mapped. */
+static size_t new_pages_in(const cca_allocator *a, const ccai_block *b, size_t rounded) {
+    const ccai_segment *s = b->segment;
+    size_t page = s->page, off = b->addr - s->base, end = off + b->size;
+    size_t first = off / page, last = (off + held_bytes(a, b, rounded) - 1) / page, n = last - first + 1;
+    bool head = off % page && b->prev, tail = end % page && b->next && last == (end - 1) / page;
+    n -= head;
+    if (tail && !(head && first == last))
+        n--;
+    return n * page;
+}
+
+/* The retry's `need`: the least a request adds to what stays reserved once
+ * everything cached is released. Classic: its least segment (the preferred
+ * size is tried first, then that). Expandable: the new pages of the block
+ * a "take again" would use — the domain's arena block first, else best fit
+ * in the pools, whichever needs fewer — or a new range's pages for its
+ * bytes when no block fits (its first block starts on a page). */
+static size_t retry_need(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool) {
+    size_t want, least;
+    ccai_segment_sizes(a, rounded, pool, &want, &least);
+    if (!a->expandable)
+        return least;
+    ccai_block *in_arena = arena_fit(a, rounded), *in_pools = best_fit(a, pool, stream, rounded);
+    size_t need = in_pools ? new_pages_in(a, in_pools, rounded) : round_up(rounded, a->page);
+    if (in_arena && new_pages_in(a, in_arena, rounded) < need)
+        need = new_pages_in(a, in_arena, rounded);
+    return need;
+}
+
 /* Step 5c: the growth policy's one retry, for both kinds of segment:
  *   - synchronize: classic, only when frees are pending (to complete them);
- *     expandable, always, since pages are unmapped only once the device is
- *     idle (a failed synchronize: nothing is unmapped);
+ *     expandable, also with none pending, since pages are unmapped only
+ *     once the device is idle (a failed synchronize: nothing is unmapped) —
+ *     but then only when releasing can make room (below);
  *   - take a block again (a completed free may fit);
- *   - unless the device's free memory plus everything cached could not
- *     cover the request (then nothing is released): release the shortfall
- *     and take again, then release everything and take once more.
+ *   - release nothing when releasing cannot make room
+ *     (ccai_release_can_help, with retry_need): nothing is cached; or
+ *     max_reserved is set and what would stay reserved with everything
+ *     cached released (classic: the segments live and pending blocks pin;
+ *     expandable: the pages they touch) plus the least the request adds
+ *     is over it; or the device's free memory plus everything cached is
+ *     short of that least. With frees pending this is asked after they
+ *     completed, else before any synchronize;
+ *   - otherwise release the shortfall and take again, then release
+ *     everything and take once more.
  * Each "take again" looks as step 4 does, the serving domain's footprint
  * arena first (else a completed arena free is released as wholly free and
  * a segment reserved in its place, or, expandable, an arena block whose
  * pages the release unmapped is passed over for a new range), then the
- * pools, then new memory.
- * `need` is the request's least segment (classic) or its bytes plus one
- * page (expandable: its pages may straddle one more). */
+ * pools, then new memory. The greedy arena over pages comes here only when
+ * a fitting free block's pages cannot be mapped: the arena is at most
+ * max_reserved, so the cap's test never refuses there and only the
+ * device's does. */
 static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
     a->c.retries++;
-    bool pages = a->expandable;
+    bool pages = a->expandable, pending = a->c.pending != 0;
+    size_t free_b = 0;
     unsigned flags = 0;
-    if (pages || a->c.pending) {
+    /* with no free pending, whether releasing can make room is known now:
+     * with pages, before the synchronize that unmapping needs */
+    cca_status can = pending ? CCA_OK : ccai_release_can_help(a, retry_need(a, rounded, stream, pool), &free_b);
+    if (can == CCA_OK && (pages || pending)) {
         /* pages: the device itself, even with nothing pending (queued work
          * may still use free blocks' pages); a failure leaves frees pending */
         cca_status sync = pages ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
@@ -496,23 +546,17 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
         if (pages ? take_again(a, rounded, stream, pool, b) == CCA_OK
                   : (*b = arena_fit(a, rounded)) != NULL || (*b = best_fit(a, pool, stream, rounded)) != NULL)
             return CCA_OK;
+        if (pending) /* completed frees are releasable now */
+            can = ccai_release_can_help(a, retry_need(a, rounded, stream, pool), &free_b);
     }
-    size_t want, least, free_b = 0, total_b = 0;
-    ccai_segment_sizes(a, rounded, pool, &want, &least);
-    size_t need = pages ? rounded : least;
-    /* what releasing could give back: free classic segments, or every
-     * mapped free byte (reserved >= allocated: live blocks are mapped) */
-    size_t releasable = pages ? a->c.reserved - a->c.allocated : releasable_bytes(a);
-    if (releasable == 0)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
-    if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK && free_b < need &&
-        need - free_b > releasable)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
-                         "the device's free memory plus everything cached is short of %zu bytes; nothing was "
-                         "released",
-                         need);
+    if (can != CCA_OK)
+        return can;
+    /* the shortfall to release first: the least segment, or the request's
+     * bytes and one page more (its pages may straddle one more) */
+    size_t want, need;
+    ccai_segment_sizes(a, rounded, pool, &want, &need);
     if (pages)
-        need += a->page;
+        need = rounded + a->page;
     size_t shortfall = free_b < need ? need - free_b : 0;
     size_t cap = a->config.max_reserved;
     if (cap && a->c.reserved + need > cap && a->c.reserved + need - cap > shortfall)

@@ -40,6 +40,17 @@
  * end of a run of live blocks, the free part of the page it shares with a
  * free block (the report's free_bytes_trapped).
  *
+ * Whether releasing can help (ccai_releasable, ccai_release_can_help):
+ * the OOM retry and cca_domain_reserve's retry release nothing (and
+ * synchronize only to complete pending frees) when nothing is cached, when
+ * max_reserved would refuse the request even with everything cached
+ * released, or when the device's free memory plus everything cached is
+ * short of it. What a full release gives back (ccai_releasable) is, for
+ * classic segments, the wholly free ones; for expandable ones, every
+ * mapped page no live or pending block touches (the pages they touch stay,
+ * trapped bytes included). O(S) for classic segments, O(blocks) for
+ * expandable ones (only on the OOM path), plus one mem_info.
+ *
  * Errors: a segment the upstream refuses to take back stays, fully cached and
  * indexed (state intact), the others are still released, the report is
  * filled, and the call returns CCA_ERR_UPSTREAM naming the first refusal.
@@ -181,6 +192,57 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
     }
     if (first != CCA_OK)
         return ccai_fail(CCA_ERR_UPSTREAM, "the upstream refused to take memory back (kept, still cached): %s", why);
+    return CCA_OK;
+}
+
+/* The pages of expandable segment s that a live or pending block touches
+ * (all mapped, I7), in bytes: what a release leaves mapped. Blocks are in
+ * address order, so a page two of them share is the last one counted. */
+static size_t touched_bytes(const ccai_segment *s) {
+    size_t pages = 0, last = SIZE_MAX;
+    for (const ccai_block *b = s->first; b; b = b->next) {
+        if (b->state == CCAI_FREE)
+            continue;
+        size_t lo = (b->addr - s->base) >> s->page_shift, hi = (b->addr + b->size - 1 - s->base) >> s->page_shift;
+        if (lo == last)
+            lo++;
+        if (lo <= hi) {
+            pages += hi - lo + 1;
+            last = hi;
+        }
+    }
+    return pages * s->page;
+}
+
+size_t ccai_releasable(const cca_allocator *a) {
+    size_t n = 0;
+    for (const ccai_segment *s = a->segments; s; s = s->next) {
+        if (s->expandable)
+            n += s->mapped_pages * s->page - touched_bytes(s);
+        else if (ccai_segment_empty(s))
+            n += s->size;
+    }
+    return n;
+}
+
+cca_status ccai_release_can_help(const cca_allocator *a, size_t need, size_t *free_b) {
+    *free_b = 0;
+    size_t releasable = ccai_releasable(a), total = 0;
+    if (releasable == 0)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
+    size_t cap = a->config.max_reserved, floor = a->c.reserved - releasable;
+    if (cap && (floor > cap || need > cap - floor))
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                         "max_reserved (%zu) would be exceeded even with everything cached released: %zu bytes "
+                         "stay reserved and %zu more are needed; nothing was released",
+                         cap, floor, need);
+    if (cca_upstream_mem_info(a->upstream, free_b, &total) != CCA_OK)
+        *free_b = 0; /* unknown: the release may help */
+    else if (*free_b < need && need - *free_b > releasable)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                         "the device's free memory plus everything cached is short of %zu bytes; nothing was "
+                         "released",
+                         need);
     return CCA_OK;
 }
 

@@ -185,13 +185,20 @@ void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
     ccai_segment_discard(a, s);
 }
 
+cca_status ccai_cap_room(const cca_allocator *a, size_t bytes) {
+    size_t cap = a->config.max_reserved;
+    if (cap && (a->c.reserved > cap || bytes > cap - a->c.reserved))
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "max_reserved (%zu) would be exceeded", cap);
+    return CCA_OK;
+}
+
 cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,
                                 ccai_segment **out) {
-    size_t cap = a->config.max_reserved;
-    if (cap && (a->c.reserved > cap || size > cap - a->c.reserved))
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "max_reserved (%zu) would be exceeded", cap);
+    cca_status st = ccai_cap_room(a, size);
+    if (st != CCA_OK)
+        return st;
     ccai_segment *s;
-    cca_status st = ccai_segment_new(a, stream, pool, shared, 0, &s);
+    st = ccai_segment_new(a, stream, pool, shared, 0, &s);
     if (st != CCA_OK)
         return st;
     void *base = NULL;

@@ -432,7 +432,7 @@ static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
         return st;
     if (e == CUDA_SUCCESS)
         return CCA_OK;
-    char step[256], left[128] = "";
+    char step[384], left[192] = "";
     if (stuck)
         snprintf(left, sizeof left,
                  "; %zu of the granules it mapped could not be unmapped again and stay mapped (the range cannot be "

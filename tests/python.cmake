@@ -8,7 +8,8 @@
 #                         framework, stand-in frameworks end to end
 #   test_python_install   pip install in a throwaway venv, pip show
 #   test_python_figures   docs/figures/expandable_pages.py runs (to a temporary
-#                         prefix) and its summary holds together
+#                         prefix) and its summary holds together;
+#                         expandable_frontier.py draws its run's own table
 #   test_python_gpu       real PyTorch/CuPy/Numba on ccalloc (label gpu;
 #                         skips with the reason without a GPU or framework)
 # Not in sanitizer builds: an ASan-built library cannot be loaded into an

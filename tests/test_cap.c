@@ -376,17 +376,17 @@ static void arena_refusal_keeps_the_cache(bool pages, bool device) {
     cr_assert_eq(cca_domain_create(r.a, "model", &d), CCA_OK);
     void *live = scene(&r);
     cca_stats before = tu_stats(r.a);
-    uint64_t back = rig_gives_back(&r), syncs = rig_syncs(&r), asks = rig_asks(&r);
+    uint64_t back = rig_gives_back(&r), syncs = rig_syncs(&r), asks = rig_asks(&r), info = r.f.mem_info_calls;
     cca_status st = cca_domain_reserve(r.a, d, 30 * MiB);
     cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
     const char *m = cca_last_error();
     cr_assert(strstr(m, device ? "device's free memory" : "max_reserved") && strstr(m, "nothing was released"),
               "message '%s'", m);
     before.alloc_retries++;
-    if (device) { /* the try the device refused: an alloc, or a range, its map and its release */
-        asks += pages ? 2 : 1;
-        back += pages;
-    }
+    /* the try the device refused: classic, an alloc; pages, nothing (the
+     * device's free memory, asked first, cannot hold the arena: no range
+     * is reserved, mapped and released again) */
+    asks += device && !pages;
     cca_stats now = tu_stats(r.a);
     cr_assert_eq(now.reserved_bytes, before.reserved_bytes, "the cache was released for nothing");
     cr_assert_eq(now.segments, before.segments);
@@ -396,6 +396,9 @@ static void arena_refusal_keeps_the_cache(bool pages, bool device) {
     cr_assert_eq(rig_asks(&r), asks, "the upstream asked for nothing more");
     cr_assert_eq(rig_gives_back(&r), back, "memory given back for nothing");
     cr_assert_eq(rig_syncs(&r), syncs, "nothing pending, nothing to unmap: no synchronize");
+    if (pages) /* the device: before the range, and the retry's test; the cap refuses before asking */
+        cr_assert_eq(r.f.mem_info_calls - info, device ? 2 : 0, "%llu mem_info calls",
+                     (unsigned long long)(r.f.mem_info_calls - info));
     rig_agree(&r, "a refused arena");
     cr_assert_eq(cca_domain_reserve(r.a, d, 24 * MiB), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(tu_stats(r.a).reserved_bytes, 64 * MiB);
@@ -559,6 +562,149 @@ TEST_BOTH(device_refusal_no_release_could_help_keeps_the_cache) {
 
 TEST_BOTH(domain_reserve_the_device_cannot_hold_keeps_the_cache) {
     arena_refusal_keeps_the_cache(pages, true);
+}
+
+/* ---- the device's refusals over pages ------------------------------------------ *
+ *
+ * What the device cannot hold is found before it costs an address range or
+ * a map: a new range is reserved only when the device's free memory (one
+ * mem_info) holds the request's pages. Counted: every vm call and mem_info
+ * of the double (tu_faulty), and the stats. */
+
+typedef struct rig_calls {
+    uint64_t k[TU_FAULT_KINDS], mem_info;
+} rig_calls;
+
+static rig_calls rig_count(const rig *r) {
+    rig_calls c;
+    memcpy(c.k, r->f.calls, sizeof c.k);
+    c.mem_info = r->f.mem_info_calls;
+    return c;
+}
+
+/* Since `was`: exactly `reserve` vm_reserve, `map` vm_map, `unmap` vm_unmap
+ * and `info` mem_info calls, no vm_release, alloc or free. */
+static void expect_calls(const rig *r, rig_calls was, uint64_t reserve, uint64_t map, uint64_t unmap, uint64_t info,
+                         const char *what) {
+    const uint64_t want[TU_FAULT_KINDS] = {
+        [TU_FAULT_RESERVE] = reserve, [TU_FAULT_MAP] = map, [TU_FAULT_UNMAP] = unmap};
+    for (int k = 0; k < TU_FAULT_KINDS; k++)
+        if (k != TU_FAULT_SYNC)
+            cr_assert_eq(r->f.calls[k] - was.k[k], want[k], "%s: %llu %s calls, expected %llu", what,
+                         (unsigned long long)(r->f.calls[k] - was.k[k]), tu_fault_names[k],
+                         (unsigned long long)want[k]);
+    cr_assert_eq(r->f.mem_info_calls - was.mem_info, info, "%s: %llu mem_info calls, expected %llu", what,
+                 (unsigned long long)(r->f.mem_info_calls - was.mem_info), (unsigned long long)info);
+}
+
+/* Nothing cached, a 64 MiB device: 40 MiB live on S1, 24 MiB free. 30 MiB
+ * on another stream or in a fresh domain needs a new range whose pages the
+ * device cannot hold: refused after one mem_info, no range reserved and no
+ * map asked (a range was reserved, its map refused, and it stayed behind,
+ * empty: one more segment, upstream call and 64 MiB of address space for
+ * each such refusal). 24 MiB, exactly what is free, is then served by one
+ * range and one map. */
+Test(cap, expandable_device_refusal_on_a_new_range_reserves_nothing) {
+    rig r;
+    rig_open_on(&r, true, "log_oom:0", 64 * MiB);
+    void *live = tu_alloc(r.a, 40 * MiB, S1);
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(r.a, "fresh", &d), CCA_OK);
+    cca_stats before = tu_stats(r.a);
+    uint64_t syncs = rig_syncs(&r);
+    const struct {
+        cca_domain *d;
+        cca_stream s;
+    } where[] = {{NULL, S2}, {NULL, S3}, {d, S1}, {d, NULL}};
+    for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
+        rig_calls was = rig_count(&r);
+        expect_oom_in(r.a, where[i].d, 30 * MiB, where[i].s, "30 MiB with 24 MiB free, nothing cached");
+        before.ooms++;
+        before.alloc_retries++;
+        tu_assert_intact(r.a, &before, "a new range the device cannot map"); /* segments, address space */
+        expect_calls(&r, was, 0, 0, 0, 1, "a new range the device cannot map");
+        cr_assert_eq(rig_syncs(&r), syncs);
+        rig_agree(&r, "a new range the device cannot map");
+    }
+    rig_calls was = rig_count(&r);
+    void *q = alloc_in(r.a, d, 24 * MiB, S2);
+    expect_calls(&r, was, 1, 1, 0, 1, "24 MiB, exactly what is free");
+    cca_stats s = tu_stats(r.a);
+    cr_assert_eq(s.reserved_bytes, 64 * MiB);
+    cr_assert_eq(s.expandable_segments, before.expandable_segments + 1);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries);
+    rig_agree(&r, "24 MiB in the fresh domain");
+    tu_free(r.a, q);
+    tu_free(r.a, live);
+    rig_close(&r);
+}
+
+/* The scene on a 64 MiB device (4 MiB free, S2's 20 MiB of pages cached):
+ * 24 MiB on S3 needs a new range, which the device holds once S2's pages
+ * are unmapped. The retry serves it with one range and one map, and the
+ * range is not reserved before there is room for its pages (it was, its
+ * map refused, then mapped by the retry's take: two maps for one). */
+Test(cap, expandable_new_range_the_retry_makes_room_for_is_reserved_once) {
+    rig r;
+    rig_open_on(&r, true, "log_oom:0", 64 * MiB);
+    void *live = scene(&r);
+    cca_stats before = tu_stats(r.a);
+    rig_calls was = rig_count(&r);
+    uint64_t syncs = rig_syncs(&r);
+    void *q = tu_alloc(r.a, 24 * MiB, S3);
+    /* mem_info: before the first take; the retry's test; the take after
+     * the synchronize; the take after S2's pages went */
+    expect_calls(&r, was, 1, 1, 1, 4, "24 MiB on a new range once S2's pages went");
+    cr_assert_eq(rig_syncs(&r), syncs + 1);
+    cca_stats s = tu_stats(r.a);
+    cr_assert_eq(s.reserved_bytes, 64 * MiB);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries + 1);
+    cr_assert_eq(s.ooms, before.ooms);
+    cr_assert_eq(s.expandable_segments, before.expandable_segments + 1);
+    cr_assert_eq(s.address_space_bytes, before.address_space_bytes + 64 * MiB);
+    rig_agree(&r, "24 MiB on S3");
+    tu_free(r.a, q);
+    tu_free(r.a, live);
+    rig_close(&r);
+}
+
+/* An upstream that cannot say its free memory (no mem_info op, or one that
+ * fails) is not asked: the upstream decides, as before. A 64 MiB device,
+ * 40 MiB live on S1: 30 MiB on S2 reserves a range (the default 64 GiB:
+ * the device's size is unknown too), its map is refused, and the range
+ * stays, empty, for S2's next request; the message is the refusal's, not
+ * mem_info's. 24 MiB on S3 is served by one range and one map. */
+Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
+    for (int bare = 0; bare < 2; bare++) {
+        rig r;
+        memset(&r, 0, sizeof r);
+        r.pages = true;
+        cca_upstream *dev = tu_vm_device(64 * MiB, PG);
+        r.u = bare ? tu_faulty_create_without_mem_info(&r.f, dev, "fx", true) : tu_faulty_create(&r.f, dev, "fx", true);
+        r.f.fail_mem_info = !bare;
+        r.a = tu_allocator(r.u, "expandable:1,log_oom:0");
+        void *live = tu_alloc(r.a, 40 * MiB, S1);
+        cca_stats before = tu_stats(r.a);
+        rig_calls was = rig_count(&r);
+        expect_oom_in(r.a, NULL, 30 * MiB, S2, "30 MiB with 24 MiB free, mem_info unknown");
+        const char *m = cca_last_error();
+        cr_assert(!strstr(m, "mem_info") && !strstr(m, "memory info"), "the message is mem_info's: '%s'", m);
+        expect_calls(&r, was, 1, 1, 0, !bare, "a refusal the upstream decided");
+        cca_stats s = tu_stats(r.a);
+        cr_assert_eq(s.ooms, before.ooms + 1);
+        cr_assert_eq(s.expandable_segments, before.expandable_segments + 1, "S2's range stays, empty");
+        cr_assert_eq(s.address_space_bytes, before.address_space_bytes + 64 * GiB);
+        cr_assert_eq(s.reserved_bytes, before.reserved_bytes);
+        rig_agree(&r, "a refusal the upstream decided");
+        was = rig_count(&r);
+        void *q = tu_alloc(r.a, 24 * MiB, S3);
+        expect_calls(&r, was, 1, 1, 0, !bare, "24 MiB, exactly what is free");
+        cr_assert_eq(tu_stats(r.a).reserved_bytes, 64 * MiB);
+        rig_agree(&r, "24 MiB on S3");
+        tu_free(r.a, q);
+        tu_free(r.a, live);
+        rig_close(&r);
+    }
 }
 
 /* ---- caps at the edges of a segment and a page -------------------------------- */

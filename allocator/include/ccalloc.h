@@ -466,8 +466,11 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    max_reserved; greedy: greedy_bytes (expandable: in whole pages) or
  *    the arena, also after an empty-cache released it) fails at once with
  *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream;
- *  - growth: a new segment (expandable: map the pages the block lacks); if
- *    the upstream refuses (or max_reserved would be crossed), one retry
+ *  - growth: a new segment (expandable: map the pages the block lacks; a
+ *    new range is reserved only when max_reserved and the device's free
+ *    memory, asked with one mem_info where the upstream has it, hold the
+ *    request's pages); if the upstream refuses (or max_reserved would be
+ *    crossed, or the device's free memory is short), one retry
  *    (alloc_retries): synchronize and complete pending frees (classic
  *    segments: only if frees are pending; expandable: also with none
  *    pending, since pages are unmapped only once the device is idle),
@@ -751,7 +754,9 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * Failures: CCA_ERR_INVALID_ARGUMENT (bytes 0 or above SIZE_MAX/2, the
  * greedy policy, a foreign handle, an arena already there) and
  * CCA_ERR_OUT_OF_MEMORY for more than the device or max_reserved could
- * ever hold change nothing. When the upstream refuses, it retries as the
+ * ever hold change nothing. When the upstream refuses (expandable: or the
+ * device's free memory, asked with one mem_info before the range is
+ * reserved, cannot hold the arena: no range is reserved), it retries as the
  * OOM retry of cca_alloc does (alloc_retries counted): synchronize, release
  * every cached free segment and page of every domain, reserve once more; if
  * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was

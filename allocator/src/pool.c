@@ -31,7 +31,11 @@
  *         device's total memory or max_reserved, or above the arena — fails
  *         at once: nothing is synchronized, released or asked of the upstream;
  *      b. reserve a segment (growth; preferred size, then least size) or,
- *         after an empty-cache released it, the greedy arena again;
+ *         after an empty-cache released it, the greedy arena again.
+ *         Expandable: best fit, else a new range, only when max_reserved
+ *         and the device's free memory (one mem_info) hold the request's
+ *         pages (expandable.c, "the device's free memory"); then map the
+ *         pages the block lacks;
  *      c. refused -> the retry (growth), counted in alloc_retries: if frees
  *         are pending, synchronize, complete them and try best fit again;
  *         then release nothing when releasing cannot make room — nothing
@@ -394,14 +398,15 @@ static size_t held_bytes(const cca_allocator *a, const ccai_block *b, size_t rou
     return worth_splitting(a, b, rounded) ? rounded : b->size;
 }
 
-static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b);
+static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b, ccai_device_room *room);
 
 /* Expandable segments: best fit, or the tail of a new segment for (key,
  * pool) when no block is large enough (first use, or address space used
- * up) and max_reserved has room for the request's pages; then map what the
- * block lacks. */
+ * up) and both max_reserved and the device's free memory have room for the
+ * request's pages; then map what the block lacks. */
 static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream key, ccai_pool_kind pool,
                                   ccai_block **b) {
+    ccai_device_room room = {false, 0};
     *b = best_fit(a, pool, key, rounded);
     if (!*b) {
         if (a->config.policy == CCA_POLICY_GREEDY)
@@ -423,9 +428,16 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
          * refuses is tried again at half the size, down to those pages. */
         size_t least = round_up(rounded, a->page);
         /* a new range's first block starts on a page: its map is at least
-         * the request's pages, so a map the cap refuses is refused before
-         * any range is reserved (one would stay behind, empty) */
+         * the request's pages, all new, so a map the cap or the device
+         * refuses is refused before any range is reserved (one would stay
+         * behind, empty). The device's free memory costs one mem_info per
+         * new range; its answer then spares the map ahead pages it cannot
+         * hold. Stale, it errs either way: memory freed by another tenant
+         * since is found by the retry's own question; memory taken since,
+         * by the map's refusal (the range then stays, as without asking). */
         cca_status st = ccai_cap_room(a, least);
+        if (st == CCA_OK)
+            st = ccai_device_room_for(a, &room, least, "a new range's first pages");
         if (st != CCA_OK)
             return st;
         size_t held = a->c.address_space;
@@ -440,16 +452,17 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
         *b = s->first;
         ccai_assert((*b)->size >= rounded);
     }
-    return map_held(a, rounded, b);
+    return map_held(a, rounded, b, &room);
 }
 
 /* Map the pages of *b that a request of `rounded` will hold and are not
- * mapped yet; *b = NULL if the device refuses. */
-static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b) {
+ * mapped yet; *b = NULL if the device refuses. room: the device's free
+ * memory, asked already or not. */
+static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b, ccai_device_room *room) {
     size_t held = held_bytes(a, *b, rounded);
     if (!(*b)->unmapped || ccai_block_pages_mapped(*b, held))
         return CCA_OK;
-    cca_status st = ccai_expandable_map(a, *b, held);
+    cca_status st = ccai_expandable_map(a, *b, held, room);
     if (st != CCA_OK)
         *b = NULL;
     return st;
@@ -464,7 +477,8 @@ static cca_status take(cca_allocator *a, size_t rounded, cca_stream stream, ccai
 /* The retry's take: the serving domain's arena (its pages mapped again
  * where a release unmapped them), else step 5b's take. */
 static cca_status take_again(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
-    if ((*b = arena_fit(a, rounded)) != NULL && (!a->expandable || map_held(a, rounded, b) == CCA_OK))
+    ccai_device_room room = {false, 0};
+    if ((*b = arena_fit(a, rounded)) != NULL && (!a->expandable || map_held(a, rounded, b, &room) == CCA_OK))
         return CCA_OK;
     return take(a, rounded, stream, pool, b);
 }
@@ -611,7 +625,8 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
             return CCA_OK;
         /* a free block that fits, whose trimmed pages the device would not
          * map: the retry frees other free pages of the arena */
-        cca_status st = map_held(a, rounded, b);
+        ccai_device_room room = {false, 0};
+        cca_status st = map_held(a, rounded, b, &room);
         if (st == CCA_ERR_OUT_OF_MEMORY)
             st = retry(a, rounded, NULL, pool, b);
         return st == CCA_OK ? st : cca_error_prefix(st, "%s", a->allocating);
@@ -756,7 +771,8 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
     if (slow)
         ccai_error_save(saved);
     if (to_map) {
-        cca_status st = ccai_expandable_map(a, b, held);
+        ccai_device_room room = {false, 0};
+        cca_status st = ccai_expandable_map(a, b, held, &room);
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
             return named(a, st);
         if (st != CCA_OK)

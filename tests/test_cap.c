@@ -53,18 +53,29 @@ typedef struct rig {
     cca_allocator *a;
 } rig;
 
+/* How the expandable double answers mem_info. */
+typedef enum rig_info { INFO_OK, INFO_FAILS, INFO_NONE } rig_info;
+
 /* An allocator with `conf` (plus expandable:1 for pages) over a double of
- * `capacity` bytes with events. */
-static void rig_open_on(rig *r, bool pages, const char *conf, size_t capacity) {
+ * `capacity` bytes with events; pages: whose mem_info answers, fails
+ * (fail_mem_info) or is no op at all. */
+static void rig_open_with(rig *r, bool pages, const char *conf, size_t capacity, rig_info info) {
     memset(r, 0, sizeof *r);
     r->pages = pages;
     char full[256];
     snprintf(full, sizeof full, "%s%s", pages ? "expandable:1," : "", conf);
-    if (pages)
+    if (pages && info == INFO_NONE)
+        r->u = tu_faulty_create_without_mem_info(&r->f, tu_vm_device(capacity, PG), "fx", true);
+    else if (pages)
         r->u = tu_faulty_create(&r->f, tu_vm_device(capacity, PG), "fx", true);
     else
         r->u = tu_upstream_create(&r->t, capacity, true);
+    r->f.fail_mem_info = info == INFO_FAILS;
     r->a = tu_allocator(r->u, full);
+}
+
+static void rig_open_on(rig *r, bool pages, const char *conf, size_t capacity) {
+    rig_open_with(r, pages, conf, capacity, INFO_OK);
 }
 
 /* The same over 1 GiB: the cap is the only limit of the tests below. */
@@ -597,6 +608,17 @@ static void expect_calls(const rig *r, rig_calls was, uint64_t reserve, uint64_t
                  (unsigned long long)(r->f.mem_info_calls - was.mem_info), (unsigned long long)info);
 }
 
+/* A request served: `reserved` bytes reserved now, `retries` more retries
+ * than `before`, no OOM, the device agreeing; the stats, for more checks. */
+static cca_stats expect_served(const rig *r, cca_stats before, size_t reserved, uint64_t retries, const char *what) {
+    cca_stats s = tu_stats(r->a);
+    cr_assert_eq(s.reserved_bytes, reserved, "%s: reserved %zu, expected %zu", what, s.reserved_bytes, reserved);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries + retries, "%s: alloc_retries", what);
+    cr_assert_eq(s.ooms, before.ooms, "%s: ooms", what);
+    rig_agree(r, what);
+    return s;
+}
+
 /* Nothing cached, a 64 MiB device: 40 MiB live on S1, 24 MiB free. 30 MiB
  * on another stream or in a fresh domain needs a new range whose pages the
  * device cannot hold: refused after one mem_info, no range reserved and no
@@ -629,11 +651,8 @@ Test(cap, expandable_device_refusal_on_a_new_range_reserves_nothing) {
     rig_calls was = rig_count(&r);
     void *q = alloc_in(r.a, d, 24 * MiB, S2);
     expect_calls(&r, was, 1, 1, 0, 1, "24 MiB, exactly what is free");
-    cca_stats s = tu_stats(r.a);
-    cr_assert_eq(s.reserved_bytes, 64 * MiB);
+    cca_stats s = expect_served(&r, before, 64 * MiB, 0, "24 MiB in the fresh domain");
     cr_assert_eq(s.expandable_segments, before.expandable_segments + 1);
-    cr_assert_eq(s.alloc_retries, before.alloc_retries);
-    rig_agree(&r, "24 MiB in the fresh domain");
     tu_free(r.a, q);
     tu_free(r.a, live);
     rig_close(&r);
@@ -656,16 +675,101 @@ Test(cap, expandable_new_range_the_retry_makes_room_for_is_reserved_once) {
      * the synchronize; the take after S2's pages went */
     expect_calls(&r, was, 1, 1, 1, 4, "24 MiB on a new range once S2's pages went");
     cr_assert_eq(rig_syncs(&r), syncs + 1);
-    cca_stats s = tu_stats(r.a);
-    cr_assert_eq(s.reserved_bytes, 64 * MiB);
-    cr_assert_eq(s.alloc_retries, before.alloc_retries + 1);
-    cr_assert_eq(s.ooms, before.ooms);
+    cca_stats s = expect_served(&r, before, 64 * MiB, 1, "24 MiB on S3");
     cr_assert_eq(s.expandable_segments, before.expandable_segments + 1);
     cr_assert_eq(s.address_space_bytes, before.address_space_bytes + 64 * MiB);
-    rig_agree(&r, "24 MiB on S3");
     tu_free(r.a, q);
     tu_free(r.a, live);
     rig_close(&r);
+}
+
+/* A block lacking several runs of pages (a trim unmapped pages on both
+ * sides of one still mapped) is mapped only when the device's free memory
+ * holds all the pages it lacks, asked once before the first run: else the
+ * runs before the refused one were mapped and unmapped again. The scene of
+ * expandable_map_over_the_cap_in_several_runs_calls_nothing with the
+ * device the limit: no cap, no ahead pages, a `capacity` device (ranges of
+ * its size); on the default stream A live [0, 2M), H [2M, 10M), B
+ * [10M, 12M), T [12M, capacity); H and T freed and their pages unmapped
+ * by an empty-cache; X 2 MiB live on S1; `cached` freed on S2 (its pages
+ * cached); B freed. */
+static void runs_scene(rig *r, size_t capacity, size_t cached, rig_info info, unsigned char **A, void **X) {
+    rig_open_with(r, true, "expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0", capacity, info);
+    *A = tu_alloc(r->a, 2 * MiB, NULL);
+    unsigned char *H = tu_alloc(r->a, 8 * MiB, NULL), *B = tu_alloc(r->a, 2 * MiB, NULL);
+    unsigned char *T = tu_alloc(r->a, capacity - 12 * MiB, NULL);
+    cr_assert(H == *A + 2 * MiB && B == *A + 10 * MiB && T == *A + 12 * MiB, "one range, in address order");
+    tu_free(r->a, H);
+    tu_free(r->a, T);
+    cr_assert_eq(cca_empty_cache(r->a, NULL), CCA_OK, "%s", cca_last_error());
+    *X = tu_alloc(r->a, 2 * MiB, S1);
+    if (cached)
+        tu_free(r->a, tu_alloc(r->a, cached, S2));
+    tu_free(r->a, B);
+    cr_assert_eq(tu_stats(r->a).reserved_bytes, 6 * MiB + cached);
+}
+
+/* q (served in the scene), X and A freed; everything goes back. */
+static void runs_finish(rig *r, void *q, unsigned char *A, void *X) {
+    tu_free(r->a, q);
+    tu_free(r->a, X);
+    tu_free(r->a, A);
+    rig_close(r);
+}
+
+/* A 20 MiB device, 14 MiB free: 18 MiB at A + 2M lacks 16 MiB of pages in
+ * two runs, and with 4 MiB live 4 + 18 > 20 whatever is released: refused
+ * with no vm call (it mapped [2M, 10M), met the device's refusal at
+ * [12M, 20M) and unmapped [2M, 10M) again, in step 4 and again in step
+ * 5's take: two maps and one unmap each), after one mem_info in each of
+ * those steps and the retry's. 16 MiB there lacks 14 MiB, exactly what is
+ * free: one map per run. */
+Test(cap, expandable_map_the_device_refuses_in_several_runs_calls_nothing) {
+    rig r;
+    unsigned char *A;
+    void *X;
+    runs_scene(&r, 20 * MiB, 0, INFO_OK, &A, &X);
+    cca_stats before = tu_stats(r.a);
+    rig_calls was = rig_count(&r);
+    uint64_t syncs = rig_syncs(&r);
+    expect_oom_in(r.a, NULL, 18 * MiB, NULL, "18 MiB over two unmapped runs");
+    device_refusal_message("18 MiB over two runs");
+    before.ooms++;
+    before.alloc_retries++;
+    tu_assert_intact(r.a, &before, "a map in two runs the device cannot hold");
+    expect_calls(&r, was, 0, 0, 0, 3, "a map in two runs the device cannot hold");
+    cr_assert_eq(rig_syncs(&r), syncs, "nothing pending, nothing to unmap: no synchronize");
+    rig_agree(&r, "a map in two runs the device cannot hold");
+    was = rig_count(&r);
+    void *q = tu_alloc(r.a, 16 * MiB, NULL);
+    cr_assert_eq(q, A + 2 * MiB);
+    cr_assert_eq(tu_stats(r.a).reserved_bytes, 20 * MiB);
+    expect_calls(&r, was, 0, 2, 0, 1, "16 MiB, exactly what is free: one map per run");
+    rig_agree(&r, "16 MiB, exactly the device");
+    runs_finish(&r, q, A, X);
+}
+
+/* The other side: a request the device holds once the retry has unmapped
+ * cached pages is served. A 22 MiB device, B's page and 2 MiB on S2
+ * cached, 14 MiB free: 18 MiB at A + 2M lacks 16 MiB in two runs, refused
+ * by the device's free memory; the retry (14 free + 4 cached >= the 18 MiB
+ * of pages the block needs once B's page is unmapped too) unmaps B's page
+ * and S2's, and the block's 9 pages, now one run, are mapped by one call. */
+Test(cap, expandable_map_in_several_runs_the_retry_makes_room_for_is_served) {
+    rig r;
+    unsigned char *A;
+    void *X;
+    runs_scene(&r, 22 * MiB, 2 * MiB, INFO_OK, &A, &X);
+    cca_stats before = tu_stats(r.a);
+    rig_calls was = rig_count(&r);
+    void *q = tu_alloc(r.a, 18 * MiB, NULL);
+    cr_assert_eq(q, A + 2 * MiB);
+    /* mem_info: step 4's map, step 5's take, the retry's test, its take
+     * after the synchronize; its take after the release maps one run, for
+     * which the device is not asked */
+    expect_calls(&r, was, 0, 1, 2, 4, "18 MiB served once the retry unmapped B's and S2's pages");
+    expect_served(&r, before, 22 * MiB, 1, "18 MiB in two runs once the retry made room");
+    runs_finish(&r, q, A, X);
 }
 
 /* An upstream that cannot say its free memory (no mem_info op, or one that
@@ -673,16 +777,13 @@ Test(cap, expandable_new_range_the_retry_makes_room_for_is_reserved_once) {
  * 40 MiB live on S1: 30 MiB on S2 reserves a range (the default 64 GiB:
  * the device's size is unknown too), its map is refused, and the range
  * stays, empty, for S2's next request; the message is the refusal's, not
- * mem_info's. 24 MiB on S3 is served by one range and one map. */
+ * mem_info's. 24 MiB on S3 is served by one range and one map; so is, in
+ * the scene of several runs on a 20 MiB device, 16 MiB over two runs
+ * (exactly what is free): one map per run. */
 Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
     for (int bare = 0; bare < 2; bare++) {
         rig r;
-        memset(&r, 0, sizeof r);
-        r.pages = true;
-        cca_upstream *dev = tu_vm_device(64 * MiB, PG);
-        r.u = bare ? tu_faulty_create_without_mem_info(&r.f, dev, "fx", true) : tu_faulty_create(&r.f, dev, "fx", true);
-        r.f.fail_mem_info = !bare;
-        r.a = tu_allocator(r.u, "expandable:1,log_oom:0");
+        rig_open_with(&r, true, "log_oom:0", 64 * MiB, bare ? INFO_NONE : INFO_FAILS);
         void *live = tu_alloc(r.a, 40 * MiB, S1);
         cca_stats before = tu_stats(r.a);
         rig_calls was = rig_count(&r);
@@ -704,6 +805,16 @@ Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
         tu_free(r.a, q);
         tu_free(r.a, live);
         rig_close(&r);
+
+        unsigned char *A;
+        void *X;
+        runs_scene(&r, 20 * MiB, 0, bare ? INFO_NONE : INFO_FAILS, &A, &X);
+        was = rig_count(&r);
+        q = tu_alloc(r.a, 16 * MiB, NULL);
+        cr_assert_eq(q, A + 2 * MiB);
+        expect_calls(&r, was, 0, 2, 0, !bare, "16 MiB over two runs, exactly what is free");
+        rig_agree(&r, "16 MiB over two runs");
+        runs_finish(&r, q, A, X);
     }
 }
 

@@ -98,30 +98,40 @@
  *     answer also serves that range's first map (no ahead pages it cannot
  *     hold);
  *   - before a domain's or the greedy arena's range is reserved: the
- *     arena's pages (mapped whole).
+ *     arena's pages (mapped whole);
+ *   - before a block that lacks several runs of pages is mapped (pages
+ *     unmapped by a trim on both sides of one still mapped): the pages it
+ *     lacks, all runs together, ahead pages included (if short, they are
+ *     left out and the answer asked of the rest); a page a live block
+ *     shares is mapped already and not counted.
  * Short: CCA_ERR_OUT_OF_MEMORY with nothing reserved or mapped, and the
  * OOM retry (pool.c) decides, asking the device again after it released
- * (so pages the retry frees count). Never asked on a segment's ordinary
- * growth step (one run: the upstream refuses it whole, by itself). An
- * upstream without mem_info, or whose mem_info fails, is not asked: the
- * upstream decides, as before. The answer is a snapshot: memory another
- * tenant frees just after it is missed by this step (the retry asks again),
+ * (so pages the retry frees count). Never asked for a map of one run, as
+ * a segment's ordinary growth step is (the upstream refuses it whole, by
+ * itself: the CUDA upstream with its own cudaMemGetInfo). An upstream
+ * without mem_info, or whose mem_info fails, is not asked: the upstream
+ * decides, as before. The answer is a snapshot: memory another tenant
+ * frees just after it is missed by this step (the retry asks again),
  * memory one takes just after it is met as the upstream's refusal (the
- * range then stays, empty, as without asking).
+ * range then stays, empty, as without asking; the runs mapped before the
+ * refused one are unmapped again).
  *
  * Costs: checking a marked block's pages is one compare when they end
  * inside the segment's mapped prefix (s->mapped_end: every page before it
  * mapped, the common case while nothing inside has been trimmed), else
  * O(pages / 64) word tests (one or two for most blocks); mapping and
  * unmapping scan the block's pages bit by bit, plus one upstream call per
- * run (with max_reserved set, or the device's free memory known: one more
- * scan, to ask for every run at once); one mem_info before a new range
- * (above). A segment's bitmap is npages / 8 bytes (512 B for 8 GiB of
- * 2 MiB pages).
+ * run, plus one more scan (a word at a time) to count the pages and runs
+ * missing, so that the cap and the device's free memory are asked for
+ * every run at once; one mem_info before a new range, an arena's range,
+ * or a map of several runs (above). A segment's bitmap is npages / 8
+ * bytes (512 B for 8 GiB of 2 MiB pages).
  *
- * Errors: max_reserved is asked once for all the runs a block lacks,
- * before the first is mapped; a vm_map refused part-way (several runs)
- * unmaps what this call mapped before returning, so a failed allocation
+ * Errors: max_reserved, and for several runs the device's free memory,
+ * are asked once for all the runs a block lacks, before the first is
+ * mapped; a vm_map refused part-way all the same (several runs; another
+ * tenant took memory, or the upstream has no mem_info) unmaps what this
+ * call mapped before returning, so a failed allocation
  * changes nothing; a refused unmap leaves that run mapped and counted
  * (state intact) and is reported by the caller. An arena that
  * max_reserved or the device's free memory has no room for is refused
@@ -460,13 +470,15 @@ static size_t unmapped_pages(const ccai_segment *s, size_t lo, size_t hi, size_t
 
 /* Map every unmapped page of [lo, hi), one call per run; on failure unmap
  * what this call mapped and return the failure (nothing changed). The cap
- * is asked once for all the runs, before the first: asked run by run, a
- * refusal at a later run would map the earlier ones only to unmap them.
- * The device's free memory, when known already (room->asked), too. */
+ * and, for several runs, the device's free memory are asked once for all
+ * the runs, before the first: asked run by run, a refusal at a later run
+ * would map the earlier ones only to unmap them. One run needs no question
+ * (the upstream refuses it whole, itself: the CUDA upstream by its own
+ * cudaMemGetInfo) unless the answer is known already (room->asked). */
 static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, ccai_device_room *room) {
-    size_t bytes = a->config.max_reserved || room->asked ? unmapped_pages(s, lo, hi, NULL) * s->page : 0;
+    size_t nruns = 0, bytes = unmapped_pages(s, lo, hi, &nruns) * s->page;
     cca_status st = ccai_cap_room(a, bytes);
-    if (st == CCA_OK && room->asked)
+    if (st == CCA_OK && (nruns > 1 || room->asked))
         st = ccai_device_room_for(a, room, bytes, "the pages the block lacks");
     if (st != CCA_OK)
         return st;

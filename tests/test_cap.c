@@ -772,6 +772,67 @@ Test(cap, expandable_map_in_several_runs_the_retry_makes_room_for_is_served) {
     runs_finish(&r, q, A, X);
 }
 
+/* Over pages the retry releases only by unmapping, which needs an idle
+ * device: when its synchronize fails, nothing can be unmapped and no
+ * pending free completes, so the retry ends there, CCA_ERR_OUT_OF_MEMORY
+ * with the synchronize's failure as the cause, nothing released and
+ * nothing more asked of the upstream (it took again, released nothing and
+ * took twice more, and the message was the last take's). The scene on a
+ * 64 MiB device: 24 MiB on S3 fits once S2's cached pages go, as does a
+ * 24 MiB arena; `pending`: the 40 MiB was freed while in use on S2 (its
+ * event held), so the retry synchronizes before asking what releasing can
+ * do. */
+static void failed_synchronize_ends_the_retry(bool pending) {
+    rig r;
+    rig_open_on(&r, true, "log_oom:0", 64 * MiB);
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(r.a, "model", &d), CCA_OK);
+    void *live = NULL;
+    if (pending)
+        pending_scene(&r, false);
+    else
+        live = scene(&r);
+    for (int arena = 0; arena < 2; arena++) {
+        cca_stats before = tu_stats(r.a);
+        rig_calls was = rig_count(&r);
+        r.f.fail_at[TU_FAULT_SYNC] = r.f.calls[TU_FAULT_SYNC] + 1;
+        const char *what = arena ? "a 24 MiB arena" : "24 MiB on S3";
+        if (arena) {
+            cr_assert_eq(cca_domain_reserve(r.a, d, 24 * MiB), CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+        } else {
+            expect_oom_in(r.a, NULL, 24 * MiB, S3, what);
+            before.ooms++;
+        }
+        const char *m = cca_last_error();
+        cr_assert(strstr(m, "injected synchronize failure") && strstr(m, "nothing was released"),
+                  "%s: the cause is not the synchronize: '%s'", what, m);
+        before.alloc_retries++;
+        tu_assert_intact(r.a, &before, what);
+        /* mem_info: before the range (the first take or the arena), and the
+         * retry's test unless it waits for the synchronize to ask it */
+        expect_calls(&r, was, 0, 0, 0, pending ? 1 : 2, what);
+        cr_assert_eq(rig_syncs(&r), was.k[TU_FAULT_SYNC] + 1, "%s: one synchronize", what);
+        rig_agree(&r, what);
+    }
+    /* the synchronize works again: served by the retry (pending: the 40 MiB
+     * completed, and 11 of its 20 pages go, enough) */
+    tu_faulty_faults_off(&r.f);
+    cca_stats before = tu_stats(r.a);
+    void *q = tu_alloc(r.a, 24 * MiB, S3);
+    expect_served(&r, before, pending ? 62 * MiB : 64 * MiB, 1, "24 MiB once synchronizing works");
+    tu_free(r.a, q);
+    tu_free(r.a, live);
+    rig_close(&r);
+}
+
+Test(cap, expandable_failed_synchronize_ends_the_retry) {
+    failed_synchronize_ends_the_retry(false);
+}
+
+Test(cap, expandable_failed_synchronize_ends_the_retry_with_frees_pending) {
+    failed_synchronize_ends_the_retry(true);
+}
+
 /* An upstream that cannot say its free memory (no mem_info op, or one that
  * fails) is not asked: the upstream decides, as before. A 64 MiB device,
  * 40 MiB live on S1: 30 MiB on S2 reserves a range (the default 64 GiB:

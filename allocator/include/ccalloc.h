@@ -475,7 +475,11 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    segments: only if frees are pending; expandable: also with none
  *    pending, since pages are unmapped only once the device is idle),
  *    then release cached memory as cca_trim does (whole free segments,
- *    free pages) as needed and try again. Nothing is released (and,
+ *    free pages) as needed and try again. Expandable: if that synchronize
+ *    fails, nothing can be unmapped or completed, and the retry ends
+ *    there: CCA_ERR_OUT_OF_MEMORY (ooms counted, the line logged) whose
+ *    message names the synchronize's failure, nothing released, nothing
+ *    more asked of the upstream. Nothing is released (and,
  *    expandable with no free pending, nothing synchronized) when releasing
  *    cannot make room: nothing is cached; max_reserved is set and what
  *    live and pending blocks keep reserved (classic: the segments they
@@ -761,6 +765,9 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * every cached free segment and page of every domain, reserve once more; if
  * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was
  * released stays released (ooms is not counted: no allocation failed).
+ * Expandable: a synchronize that fails ends the retry there, as for
+ * cca_alloc (CCA_ERR_OUT_OF_MEMORY naming it, nothing released, no second
+ * reservation).
  * When releasing cannot make room, nothing is released:
  * CCA_ERR_OUT_OF_MEMORY at once (after a synchronize only when frees are
  * pending, to complete them). That is when nothing is cached; when

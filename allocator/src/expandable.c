@@ -57,8 +57,9 @@
  *     free at once while that stream may still have work queued on it),
  *     and PENDING blocks are not free, so their pages are never
  *     candidates. When the synchronize fails nothing is unmapped: trim and
- *     the retry keep the pages cached; cca_destroy leaves them mapped in
- *     the upstream and says so.
+ *     the retry keep the pages cached (the retry then ends: nothing else
+ *     could make room); cca_destroy leaves them mapped in the upstream and
+ *     says so.
  *
  * Which segment: one per (stream, pool), grown at its end; another only
  * when no free block of the range is large enough (its address space used

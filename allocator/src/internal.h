@@ -736,6 +736,12 @@ size_t ccai_releasable(const cca_allocator *a);
  * mem_info fails). The OOM retry and cca_domain_reserve's retry then
  * release nothing. One mem_info call. */
 cca_status ccai_release_can_help(const cca_allocator *a, size_t need, size_t *free_b);
+/* The retries' end over expandable segments when their synchronize failed
+ * (its message is the thread's): no page can be unmapped and no pending
+ * free completed, and an expandable allocator has nothing else to release,
+ * so nothing is released or tried again. CCA_ERR_OUT_OF_MEMORY, the
+ * synchronize's failure named as the cause. */
+cca_status ccai_release_unsynced(void);
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */

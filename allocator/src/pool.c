@@ -49,8 +49,10 @@
  *         (what stays: the pages live and pending blocks touch; the
  *         request's least: the new pages its block would need), but it
  *         synchronizes with no free pending too (unmapping needs an idle
- *         device) unless releasing cannot make room, and it releases free
- *         pages as well (expandable.c, release.c);
+ *         device) unless releasing cannot make room, ends at once when
+ *         that synchronize fails (nothing can be unmapped or completed:
+ *         the synchronize's failure is the message's cause), and it
+ *         releases free pages as well (expandable.c, release.c);
  *      d. still nothing: CCA_ERR_OUT_OF_MEMORY and one log line, written
  *         after the lock is released. Live blocks never change; segments
  *         released by step c stay released (the stats count them);
@@ -519,8 +521,13 @@ static size_t retry_need(cca_allocator *a, size_t rounded, cca_stream stream, cc
 /* Step 5c: the growth policy's one retry, for both kinds of segment:
  *   - synchronize: classic, only when frees are pending (to complete them);
  *     expandable, also with none pending, since pages are unmapped only
- *     once the device is idle (a failed synchronize: nothing is unmapped) —
- *     but then only when releasing can make room (below);
+ *     once the device is idle — but then only when releasing can make room
+ *     (below). Expandable, a failed synchronize ends the retry: no page
+ *     can be unmapped and no free completed, and there is nothing else to
+ *     release, so a take or a release would only repeat the refusal
+ *     (ccai_release_unsynced: OOM, the synchronize named as the cause);
+ *     classic, the retry goes on (freeing a segment waits for the device
+ *     by itself);
  *   - take a block again (a completed free may fit);
  *   - release nothing when releasing cannot make room
  *     (ccai_release_can_help, with retry_need): nothing is cached; or
@@ -552,7 +559,9 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
         /* pages: the device itself, even with nothing pending (queued work
          * may still use free blocks' pages); a failure leaves frees pending */
         cca_status sync = pages ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
-        if (pages && sync == CCA_OK)
+        if (pages && sync != CCA_OK) /* no page unmapped, no free completed: no take or release can help */
+            return ccai_release_unsynced();
+        if (pages)
             flags = CCAI_RELEASE_UNMAP;
         /* a completed free serves as step 4 would have served it: the
          * domain's arena first, then the pools (classic: cached blocks

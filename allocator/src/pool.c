@@ -528,7 +528,9 @@ static size_t retry_need(cca_allocator *a, size_t rounded, cca_stream stream, cc
  *     (ccai_release_unsynced: OOM, the synchronize named as the cause);
  *     classic, the retry goes on (freeing a segment waits for the device
  *     by itself);
- *   - take a block again (a completed free may fit);
+ *   - when frees were pending, take a block again (a completed free may
+ *     fit; with none pending the synchronize completed nothing, and a take
+ *     would repeat the refused one);
  *   - release nothing when releasing cannot make room
  *     (ccai_release_can_help, with retry_need): nothing is cached; or
  *     max_reserved is set and what would stay reserved with everything
@@ -563,14 +565,18 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
             return ccai_release_unsynced();
         if (pages)
             flags = CCAI_RELEASE_UNMAP;
-        /* a completed free serves as step 4 would have served it: the
-         * domain's arena first, then the pools (classic: cached blocks
-         * only; new memory comes after the release below) */
-        if (pages ? take_again(a, rounded, stream, pool, b) == CCA_OK
-                  : (*b = arena_fit(a, rounded)) != NULL || (*b = best_fit(a, pool, stream, rounded)) != NULL)
-            return CCA_OK;
-        if (pending) /* completed frees are releasable now */
+        /* with none pending the synchronize (for the unmapping) completed
+         * nothing: a take now would only repeat the one refused */
+        if (pending) {
+            /* a completed free serves as step 4 would have served it: the
+             * domain's arena first, then the pools (classic: cached blocks
+             * only; new memory comes after the release below) */
+            if (pages ? take_again(a, rounded, stream, pool, b) == CCA_OK
+                      : (*b = arena_fit(a, rounded)) != NULL || (*b = best_fit(a, pool, stream, rounded)) != NULL)
+                return CCA_OK;
+            /* completed frees are releasable now */
             can = ccai_release_can_help(a, retry_need(a, rounded, stream, pool), &free_b);
+        }
     }
     if (can != CCA_OK)
         return can;

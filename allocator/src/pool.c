@@ -26,7 +26,8 @@
  *      set, a smaller request never takes a block above max_split, and a
  *      request >= max_split takes one only if the block is less than
  *      medium_segment larger (PyTorch bounds this slack by 20 MiB);
- *   5. none fits -> get_block:
+ *   5. none fits, or (expandable) the device would not map the pages of
+ *      the block step 4 found -> get_block:
  *      a. a request that can never succeed — its least segment is above the
  *         device's total memory or max_reserved, or above the arena — fails
  *         at once: nothing is synchronized, released or asked of the upstream;
@@ -35,7 +36,9 @@
  *         Expandable: best fit, else a new range, only when max_reserved
  *         and the device's free memory (one mem_info) hold the request's
  *         pages (expandable.c, "the device's free memory"); then map the
- *         pages the block lacks;
+ *         pages the block lacks. Skipped (greedy: the arena's map) when
+ *         step 4's best fit in the pools was refused its pages: it would
+ *         find that block again and ask the same map;
  *      c. refused -> the retry (growth), counted in alloc_retries: if frees
  *         are pending, synchronize, complete them and try best fit again;
  *         then release nothing when releasing cannot make room — nothing
@@ -600,9 +603,12 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
     return take_again(a, rounded, stream, pool, b);
 }
 
-/* Step 5: no cached block fits. */
+/* Step 5: no cached block fits; or `refused`: step 4's best fit in the
+ * pools is a block whose pages the device would not map, which step 5b's
+ * take (growth) or the greedy arena's best fit would find again and ask
+ * the same map of: straight to the retry then. */
 static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_pool_kind pool,
-                            ccai_block **b) {
+                            bool refused, ccai_block **b) {
     if (a->config.policy == CCA_POLICY_GREEDY) {
         ccai_segment *arena = ccai_arena_find(a);
         /* Impossible whatever arena an empty-cache would leave behind: over
@@ -641,7 +647,7 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
         /* a free block that fits, whose trimmed pages the device would not
          * map: the retry frees other free pages of the arena */
         ccai_device_room room = {false, 0};
-        cca_status st = map_held(a, rounded, b, &room);
+        cca_status st = refused ? CCA_ERR_OUT_OF_MEMORY : map_held(a, rounded, b, &room);
         if (st == CCA_ERR_OUT_OF_MEMORY)
             st = retry(a, rounded, NULL, pool, b);
         return st == CCA_OK ? st : cca_error_prefix(st, "%s", a->allocating);
@@ -656,7 +662,7 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
                          "%s: %zu bytes need a %zu-byte segment, more than the device or max_reserved "
                          "allows (%zu bytes): it can never succeed",
                          a->allocating, size, least, ceiling);
-    cca_status st = take(a, rounded, stream, pool, b);
+    cca_status st = refused ? CCA_ERR_OUT_OF_MEMORY : take(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
         st = retry(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
@@ -785,17 +791,22 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
     char saved[CCAI_ERROR_CAP];
     if (slow)
         ccai_error_save(saved);
+    bool refused = false;
     if (to_map) {
         ccai_device_room room = {false, 0};
         cca_status st = ccai_expandable_map(a, b, held, &room);
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
             return named(a, st);
-        if (st != CCA_OK)
-            b = NULL; /* the device is full: the retry of step 5 */
+        if (st != CCA_OK) {
+            /* the device is full: the retry of step 5, at once when b is
+             * the pools' best fit (step 5 would find b again) */
+            refused = b->segment != d->arena;
+            b = NULL;
+        }
     }
     /* 5 */
     if (!b) {
-        cca_status st = get_block(a, size, rounded, key, pool, &b);
+        cca_status st = get_block(a, size, rounded, key, pool, refused, &b);
         if (st != CCA_OK) {
             if (st == CCA_ERR_OUT_OF_MEMORY) {
                 char why[512];

@@ -157,7 +157,12 @@ typedef struct cca_upstream_ops {
     /* Return a pointer obtained from alloc, with the same size. */
     cca_status (*free)(void *ctx, void *ptr, size_t size);
     /* Device free and total bytes. NULL: CCA_ERR_UPSTREAM (greedy_fraction
-     * cannot be used; greedy_bytes can). */
+     * cannot be used; greedy_bytes can). The allocator takes `free` as what
+     * a map or an alloc can get: with expandable segments it asks it (once
+     * per step) before reserving a new range or an arena and before mapping
+     * a block that lacks several runs of pages, and refuses what it cannot
+     * hold without calling vm_reserve or vm_map; the OOM retry asks it
+     * too. NULL, or a failure: the upstream's own refusals decide. */
     cca_status (*mem_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
     /* Wait for all work on the device. NULL: nothing to wait for. */
     cca_status (*synchronize)(void *ctx);

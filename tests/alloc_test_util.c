@@ -453,6 +453,7 @@ static cca_status faulty_free(void *ctx, void *ptr, size_t size) {
 }
 static cca_status faulty_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
     tu_faulty *f = ctx;
+    f->mem_info_calls++;
     if (f->fail_mem_info)
         return cca_set_error(CCA_ERR_UPSTREAM, "%s: mem_info refused", f->name);
     return cca_upstream_mem_info(f->inner, free_bytes, total_bytes);
@@ -515,14 +516,15 @@ static cca_status faulty_vm_unmap(void *ctx, void *addr, size_t size) {
     return faulty_count(f, TU_FAULT_UNMAP, cca_upstream_vm_unmap(f->inner, addr, size));
 }
 
-cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events) {
+static cca_upstream *faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events,
+                                   bool with_mem_info) {
     memset(f, 0, sizeof *f);
     f->inner = inner;
     f->name = name;
     cca_upstream_ops ops = {
         .alloc = faulty_alloc,
         .free = faulty_free,
-        .mem_info = faulty_mem_info,
+        .mem_info = with_mem_info ? faulty_mem_info : NULL,
         .synchronize = faulty_sync,
         .name = name,
         .vm_granularity = faulty_vm_granularity,
@@ -539,6 +541,14 @@ cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *na
     cca_upstream *u = NULL;
     cr_assert_eq(cca_upstream_custom_create(&ops, f, &u), CCA_OK, "%s", cca_last_error());
     return u;
+}
+
+cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events) {
+    return faulty_create(f, inner, name, with_events, true);
+}
+
+cca_upstream *tu_faulty_create_without_mem_info(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events) {
+    return faulty_create(f, inner, name, with_events, false);
 }
 
 void tu_faulty_faults_off(tu_faulty *f) {

@@ -163,8 +163,11 @@ void tu_upstream_free_leftovers(tu_upstream *t);
  * An injected failure returns CCA_ERR_OUT_OF_MEMORY for alloc, vm_reserve and
  * vm_map, CCA_ERR_UPSTREAM for free, vm_unmap, vm_release and synchronize,
  * with the message "<name>: injected <kind> failure". mem_info and
- * vm_granularity are passed through and never counted; mem_info fails
- * while fail_mem_info is set.
+ * vm_granularity are passed through and are no fault kind; mem_info calls
+ * are counted in mem_info_calls (refused ones included), and mem_info
+ * fails while fail_mem_info is set. tu_faulty_create_without_mem_info
+ * makes a wrapper with no mem_info op at all (the allocator cannot ask the
+ * device's size or free memory).
  *
  * Events (with_events; without them the allocator synchronizes instead) are
  * the wrapper's own numbered tokens, not the device's: one is complete when
@@ -198,13 +201,16 @@ typedef struct tu_faulty {
     uint64_t failures;
     bool hold_events, sync_keeps_events;
     uint64_t events_recorded, events_done, events_live;
-    bool fail_mem_info; /* mem_info refuses (CCA_ERR_UPSTREAM): the device's size is unknown */
+    bool fail_mem_info;      /* mem_info refuses (CCA_ERR_UPSTREAM): the device's size is unknown */
+    uint64_t mem_info_calls; /* every mem_info call, refused ones included */
 } tu_faulty;
 
 /* A cca_upstream over `f` (reset here) wrapping `inner`. `name` is the
  * upstream's name in reports and the prefix of injected failures' messages
  * (the suites use "fx" and "dx"); with_events: provide the three event ops. */
 cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
+/* The same with no mem_info op (cca_upstream_mem_info: CCA_ERR_UPSTREAM). */
+cca_upstream *tu_faulty_create_without_mem_info(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
 /* No more injected failures (fail_at and sticky cleared); counts kept. */
 void tu_faulty_faults_off(tu_faulty *f);
 /* The index in f->order of the first call of kind k at or after `from`

@@ -53,18 +53,29 @@ typedef struct rig {
     cca_allocator *a;
 } rig;
 
+/* How the expandable double answers mem_info. */
+typedef enum rig_info { INFO_OK, INFO_FAILS, INFO_NONE } rig_info;
+
 /* An allocator with `conf` (plus expandable:1 for pages) over a double of
- * `capacity` bytes with events. */
-static void rig_open_on(rig *r, bool pages, const char *conf, size_t capacity) {
+ * `capacity` bytes with events; pages: whose mem_info answers, fails
+ * (fail_mem_info) or is no op at all. */
+static void rig_open_with(rig *r, bool pages, const char *conf, size_t capacity, rig_info info) {
     memset(r, 0, sizeof *r);
     r->pages = pages;
     char full[256];
     snprintf(full, sizeof full, "%s%s", pages ? "expandable:1," : "", conf);
-    if (pages)
+    if (pages && info == INFO_NONE)
+        r->u = tu_faulty_create_without_mem_info(&r->f, tu_vm_device(capacity, PG), "fx", true);
+    else if (pages)
         r->u = tu_faulty_create(&r->f, tu_vm_device(capacity, PG), "fx", true);
     else
         r->u = tu_upstream_create(&r->t, capacity, true);
+    r->f.fail_mem_info = info == INFO_FAILS;
     r->a = tu_allocator(r->u, full);
+}
+
+static void rig_open_on(rig *r, bool pages, const char *conf, size_t capacity) {
+    rig_open_with(r, pages, conf, capacity, INFO_OK);
 }
 
 /* The same over 1 GiB: the cap is the only limit of the tests below. */
@@ -376,17 +387,17 @@ static void arena_refusal_keeps_the_cache(bool pages, bool device) {
     cr_assert_eq(cca_domain_create(r.a, "model", &d), CCA_OK);
     void *live = scene(&r);
     cca_stats before = tu_stats(r.a);
-    uint64_t back = rig_gives_back(&r), syncs = rig_syncs(&r), asks = rig_asks(&r);
+    uint64_t back = rig_gives_back(&r), syncs = rig_syncs(&r), asks = rig_asks(&r), info = r.f.mem_info_calls;
     cca_status st = cca_domain_reserve(r.a, d, 30 * MiB);
     cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
     const char *m = cca_last_error();
     cr_assert(strstr(m, device ? "device's free memory" : "max_reserved") && strstr(m, "nothing was released"),
               "message '%s'", m);
     before.alloc_retries++;
-    if (device) { /* the try the device refused: an alloc, or a range, its map and its release */
-        asks += pages ? 2 : 1;
-        back += pages;
-    }
+    /* the try the device refused: classic, an alloc; pages, nothing (the
+     * device's free memory, asked first, cannot hold the arena: no range
+     * is reserved, mapped and released again) */
+    asks += device && !pages;
     cca_stats now = tu_stats(r.a);
     cr_assert_eq(now.reserved_bytes, before.reserved_bytes, "the cache was released for nothing");
     cr_assert_eq(now.segments, before.segments);
@@ -396,6 +407,9 @@ static void arena_refusal_keeps_the_cache(bool pages, bool device) {
     cr_assert_eq(rig_asks(&r), asks, "the upstream asked for nothing more");
     cr_assert_eq(rig_gives_back(&r), back, "memory given back for nothing");
     cr_assert_eq(rig_syncs(&r), syncs, "nothing pending, nothing to unmap: no synchronize");
+    if (pages) /* the device: before the range, and the retry's test; the cap refuses before asking */
+        cr_assert_eq(r.f.mem_info_calls - info, device ? 2 : 0, "%llu mem_info calls",
+                     (unsigned long long)(r.f.mem_info_calls - info));
     rig_agree(&r, "a refused arena");
     cr_assert_eq(cca_domain_reserve(r.a, d, 24 * MiB), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(tu_stats(r.a).reserved_bytes, 64 * MiB);
@@ -559,6 +573,381 @@ TEST_BOTH(device_refusal_no_release_could_help_keeps_the_cache) {
 
 TEST_BOTH(domain_reserve_the_device_cannot_hold_keeps_the_cache) {
     arena_refusal_keeps_the_cache(pages, true);
+}
+
+/* ---- the device's refusals over pages ------------------------------------------ *
+ *
+ * What the device cannot hold is found before it costs an address range or
+ * a map: a new range is reserved only when the device's free memory (one
+ * mem_info) holds the request's pages. Counted: every vm call and mem_info
+ * of the double (tu_faulty), and the stats. */
+
+typedef struct rig_calls {
+    uint64_t k[TU_FAULT_KINDS], mem_info;
+} rig_calls;
+
+static rig_calls rig_count(const rig *r) {
+    rig_calls c;
+    memcpy(c.k, r->f.calls, sizeof c.k);
+    c.mem_info = r->f.mem_info_calls;
+    return c;
+}
+
+/* Since `was`: exactly `reserve` vm_reserve, `map` vm_map, `unmap` vm_unmap
+ * and `info` mem_info calls, no vm_release, alloc or free. */
+static void expect_calls(const rig *r, rig_calls was, uint64_t reserve, uint64_t map, uint64_t unmap, uint64_t info,
+                         const char *what) {
+    const uint64_t want[TU_FAULT_KINDS] = {
+        [TU_FAULT_RESERVE] = reserve, [TU_FAULT_MAP] = map, [TU_FAULT_UNMAP] = unmap};
+    for (int k = 0; k < TU_FAULT_KINDS; k++)
+        if (k != TU_FAULT_SYNC)
+            cr_assert_eq(r->f.calls[k] - was.k[k], want[k], "%s: %llu %s calls, expected %llu", what,
+                         (unsigned long long)(r->f.calls[k] - was.k[k]), tu_fault_names[k],
+                         (unsigned long long)want[k]);
+    cr_assert_eq(r->f.mem_info_calls - was.mem_info, info, "%s: %llu mem_info calls, expected %llu", what,
+                 (unsigned long long)(r->f.mem_info_calls - was.mem_info), (unsigned long long)info);
+}
+
+/* A request served: `reserved` bytes reserved now, `retries` more retries
+ * than `before`, no OOM, the device agreeing; the stats, for more checks. */
+static cca_stats expect_served(const rig *r, cca_stats before, size_t reserved, uint64_t retries, const char *what) {
+    cca_stats s = tu_stats(r->a);
+    cr_assert_eq(s.reserved_bytes, reserved, "%s: reserved %zu, expected %zu", what, s.reserved_bytes, reserved);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries + retries, "%s: alloc_retries", what);
+    cr_assert_eq(s.ooms, before.ooms, "%s: ooms", what);
+    rig_agree(r, what);
+    return s;
+}
+
+/* Nothing cached, a 64 MiB device: 40 MiB live on S1, 24 MiB free. 30 MiB
+ * on another stream or in a fresh domain needs a new range whose pages the
+ * device cannot hold: refused after one mem_info, no range reserved and no
+ * map asked (a range was reserved, its map refused, and it stayed behind,
+ * empty: one more segment, upstream call and 64 MiB of address space for
+ * each such refusal). 24 MiB, exactly what is free, is then served by one
+ * range and one map. */
+Test(cap, expandable_device_refusal_on_a_new_range_reserves_nothing) {
+    rig r;
+    rig_open_on(&r, true, "log_oom:0", 64 * MiB);
+    void *live = tu_alloc(r.a, 40 * MiB, S1);
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(r.a, "fresh", &d), CCA_OK);
+    cca_stats before = tu_stats(r.a);
+    uint64_t syncs = rig_syncs(&r);
+    const struct {
+        cca_domain *d;
+        cca_stream s;
+    } where[] = {{NULL, S2}, {NULL, S3}, {d, S1}, {d, NULL}};
+    for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
+        rig_calls was = rig_count(&r);
+        expect_oom_in(r.a, where[i].d, 30 * MiB, where[i].s, "30 MiB with 24 MiB free, nothing cached");
+        before.ooms++;
+        before.alloc_retries++;
+        tu_assert_intact(r.a, &before, "a new range the device cannot map"); /* segments, address space */
+        expect_calls(&r, was, 0, 0, 0, 1, "a new range the device cannot map");
+        cr_assert_eq(rig_syncs(&r), syncs);
+        rig_agree(&r, "a new range the device cannot map");
+    }
+    rig_calls was = rig_count(&r);
+    void *q = alloc_in(r.a, d, 24 * MiB, S2);
+    expect_calls(&r, was, 1, 1, 0, 1, "24 MiB, exactly what is free");
+    cca_stats s = expect_served(&r, before, 64 * MiB, 0, "24 MiB in the fresh domain");
+    cr_assert_eq(s.expandable_segments, before.expandable_segments + 1);
+    tu_free(r.a, q);
+    tu_free(r.a, live);
+    rig_close(&r);
+}
+
+/* The scene on a 64 MiB device (4 MiB free, S2's 20 MiB of pages cached):
+ * 24 MiB on S3 needs a new range, which the device holds once S2's pages
+ * are unmapped. The retry serves it with one range and one map, and the
+ * range is not reserved before there is room for its pages (it was, its
+ * map refused, then mapped by the retry's take: two maps for one). */
+Test(cap, expandable_new_range_the_retry_makes_room_for_is_reserved_once) {
+    rig r;
+    rig_open_on(&r, true, "log_oom:0", 64 * MiB);
+    void *live = scene(&r);
+    cca_stats before = tu_stats(r.a);
+    rig_calls was = rig_count(&r);
+    uint64_t syncs = rig_syncs(&r);
+    void *q = tu_alloc(r.a, 24 * MiB, S3);
+    /* mem_info: before the first take; the retry's test; the take after
+     * S2's pages went */
+    expect_calls(&r, was, 1, 1, 1, 3, "24 MiB on a new range once S2's pages went");
+    cr_assert_eq(rig_syncs(&r), syncs + 1);
+    cca_stats s = expect_served(&r, before, 64 * MiB, 1, "24 MiB on S3");
+    cr_assert_eq(s.expandable_segments, before.expandable_segments + 1);
+    cr_assert_eq(s.address_space_bytes, before.address_space_bytes + 64 * MiB);
+    tu_free(r.a, q);
+    tu_free(r.a, live);
+    rig_close(&r);
+}
+
+/* A block lacking several runs of pages (a trim unmapped pages on both
+ * sides of one still mapped) is mapped only when the device's free memory
+ * holds all the pages it lacks, asked once before the first run: else the
+ * runs before the refused one were mapped and unmapped again. The scene of
+ * expandable_map_over_the_cap_in_several_runs_calls_nothing with the
+ * device the limit: no cap, no ahead pages, a `capacity` device (ranges of
+ * its size); on the default stream A live [0, 2M), H [2M, 10M), B
+ * [10M, 12M), T [12M, capacity); H and T freed and their pages unmapped
+ * by an empty-cache; X 2 MiB live on S1; `cached` freed on S2 (its pages
+ * cached); B freed. */
+static void runs_scene(rig *r, size_t capacity, size_t cached, rig_info info, unsigned char **A, void **X) {
+    rig_open_with(r, true, "expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0", capacity, info);
+    *A = tu_alloc(r->a, 2 * MiB, NULL);
+    unsigned char *H = tu_alloc(r->a, 8 * MiB, NULL), *B = tu_alloc(r->a, 2 * MiB, NULL);
+    unsigned char *T = tu_alloc(r->a, capacity - 12 * MiB, NULL);
+    cr_assert(H == *A + 2 * MiB && B == *A + 10 * MiB && T == *A + 12 * MiB, "one range, in address order");
+    tu_free(r->a, H);
+    tu_free(r->a, T);
+    cr_assert_eq(cca_empty_cache(r->a, NULL), CCA_OK, "%s", cca_last_error());
+    *X = tu_alloc(r->a, 2 * MiB, S1);
+    if (cached)
+        tu_free(r->a, tu_alloc(r->a, cached, S2));
+    tu_free(r->a, B);
+    cr_assert_eq(tu_stats(r->a).reserved_bytes, 6 * MiB + cached);
+}
+
+/* q (served in the scene), X and A freed; everything goes back. */
+static void runs_finish(rig *r, void *q, unsigned char *A, void *X) {
+    tu_free(r->a, q);
+    tu_free(r->a, X);
+    tu_free(r->a, A);
+    rig_close(r);
+}
+
+/* A 20 MiB device, 14 MiB free: 18 MiB at A + 2M lacks 16 MiB of pages in
+ * two runs, and with 4 MiB live 4 + 18 > 20 whatever is released: refused
+ * with no vm call (it mapped [2M, 10M), met the device's refusal at
+ * [12M, 20M) and unmapped [2M, 10M) again, in step 4 and again in step
+ * 5's take: two maps and one unmap each), after one mem_info in step 4
+ * and one in the retry's test. 16 MiB there lacks 14 MiB, exactly what is
+ * free: one map per run. */
+Test(cap, expandable_map_the_device_refuses_in_several_runs_calls_nothing) {
+    rig r;
+    unsigned char *A;
+    void *X;
+    runs_scene(&r, 20 * MiB, 0, INFO_OK, &A, &X);
+    cca_stats before = tu_stats(r.a);
+    rig_calls was = rig_count(&r);
+    uint64_t syncs = rig_syncs(&r);
+    expect_oom_in(r.a, NULL, 18 * MiB, NULL, "18 MiB over two unmapped runs");
+    device_refusal_message("18 MiB over two runs");
+    before.ooms++;
+    before.alloc_retries++;
+    tu_assert_intact(r.a, &before, "a map in two runs the device cannot hold");
+    expect_calls(&r, was, 0, 0, 0, 2, "a map in two runs the device cannot hold");
+    cr_assert_eq(rig_syncs(&r), syncs, "nothing pending, nothing to unmap: no synchronize");
+    rig_agree(&r, "a map in two runs the device cannot hold");
+    was = rig_count(&r);
+    void *q = tu_alloc(r.a, 16 * MiB, NULL);
+    cr_assert_eq(q, A + 2 * MiB);
+    cr_assert_eq(tu_stats(r.a).reserved_bytes, 20 * MiB);
+    expect_calls(&r, was, 0, 2, 0, 1, "16 MiB, exactly what is free: one map per run");
+    rig_agree(&r, "16 MiB, exactly the device");
+    runs_finish(&r, q, A, X);
+}
+
+/* The other side: a request the device holds once the retry has unmapped
+ * cached pages is served. A 22 MiB device, B's page and 2 MiB on S2
+ * cached, 14 MiB free: 18 MiB at A + 2M lacks 16 MiB in two runs, refused
+ * by the device's free memory; the retry (14 free + 4 cached >= the 18 MiB
+ * of pages the block needs once B's page is unmapped too) unmaps B's page
+ * and S2's, and the block's 9 pages, now one run, are mapped by one call. */
+Test(cap, expandable_map_in_several_runs_the_retry_makes_room_for_is_served) {
+    rig r;
+    unsigned char *A;
+    void *X;
+    runs_scene(&r, 22 * MiB, 2 * MiB, INFO_OK, &A, &X);
+    cca_stats before = tu_stats(r.a);
+    rig_calls was = rig_count(&r);
+    void *q = tu_alloc(r.a, 18 * MiB, NULL);
+    cr_assert_eq(q, A + 2 * MiB);
+    /* mem_info: step 4's map and the retry's test; its take after the
+     * release maps one run, for which the device is not asked */
+    expect_calls(&r, was, 0, 1, 2, 2, "18 MiB served once the retry unmapped B's and S2's pages");
+    expect_served(&r, before, 22 * MiB, 1, "18 MiB in two runs once the retry made room");
+    runs_finish(&r, q, A, X);
+}
+
+/* Over pages the retry releases only by unmapping, which needs an idle
+ * device: when its synchronize fails, nothing can be unmapped and no
+ * pending free completes, so the retry ends there, CCA_ERR_OUT_OF_MEMORY
+ * with the synchronize's failure as the cause, nothing released and
+ * nothing more asked of the upstream (it took again, released nothing and
+ * took twice more, and the message was the last take's). The scene on a
+ * 64 MiB device: 24 MiB on S3 fits once S2's cached pages go, as does a
+ * 24 MiB arena; `pending`: the 40 MiB was freed while in use on S2 (its
+ * event held), so the retry synchronizes before asking what releasing can
+ * do. */
+static void failed_synchronize_ends_the_retry(bool pending) {
+    rig r;
+    rig_open_on(&r, true, "log_oom:0", 64 * MiB);
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(r.a, "model", &d), CCA_OK);
+    void *live = NULL;
+    if (pending)
+        pending_scene(&r, false);
+    else
+        live = scene(&r);
+    for (int arena = 0; arena < 2; arena++) {
+        cca_stats before = tu_stats(r.a);
+        rig_calls was = rig_count(&r);
+        r.f.fail_at[TU_FAULT_SYNC] = r.f.calls[TU_FAULT_SYNC] + 1;
+        const char *what = arena ? "a 24 MiB arena" : "24 MiB on S3";
+        if (arena) {
+            cr_assert_eq(cca_domain_reserve(r.a, d, 24 * MiB), CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+        } else {
+            expect_oom_in(r.a, NULL, 24 * MiB, S3, what);
+            before.ooms++;
+        }
+        const char *m = cca_last_error();
+        cr_assert(strstr(m, "injected synchronize failure") && strstr(m, "nothing was released"),
+                  "%s: the cause is not the synchronize: '%s'", what, m);
+        before.alloc_retries++;
+        tu_assert_intact(r.a, &before, what);
+        /* mem_info: before the range (the first take or the arena), and the
+         * retry's test unless it waits for the synchronize to ask it */
+        expect_calls(&r, was, 0, 0, 0, pending ? 1 : 2, what);
+        cr_assert_eq(rig_syncs(&r), was.k[TU_FAULT_SYNC] + 1, "%s: one synchronize", what);
+        rig_agree(&r, what);
+    }
+    /* the synchronize works again: served by the retry (pending: the 40 MiB
+     * completed, and 11 of its 20 pages go, enough) */
+    tu_faulty_faults_off(&r.f);
+    cca_stats before = tu_stats(r.a);
+    void *q = tu_alloc(r.a, 24 * MiB, S3);
+    expect_served(&r, before, pending ? 62 * MiB : 64 * MiB, 1, "24 MiB once synchronizing works");
+    tu_free(r.a, q);
+    tu_free(r.a, live);
+    rig_close(&r);
+}
+
+Test(cap, expandable_failed_synchronize_ends_the_retry) {
+    failed_synchronize_ends_the_retry(false);
+}
+
+Test(cap, expandable_failed_synchronize_ends_the_retry_with_frees_pending) {
+    failed_synchronize_ends_the_retry(true);
+}
+
+/* The upstream calls made since r->f.order_count was `from`, one letter
+ * each (A alloc, F free, R vm_reserve, M vm_map, U vm_unmap, L vm_release,
+ * S synchronize): an exact sequence reads well in a failure. */
+static const char *rig_order(const rig *r, size_t from) {
+    static char seq[TU_FAULTY_ORDER + 1];
+    size_t n = 0;
+    for (size_t i = from; i < r->f.order_count && i < TU_FAULTY_ORDER; i++)
+        seq[n++] = "AFRMULS"[r->f.order[i]];
+    seq[n] = '\0';
+    return seq;
+}
+
+/* With no free pending, the retry's synchronize completes nothing: it is
+ * there for the unmapping, so the take after it would repeat the refused
+ * one. The scene on a 64 MiB device: 24 MiB on S1 is its range's 24 MiB
+ * tail, unmapped (one run, so the device's free memory is not asked):
+ * refused in step 4 (and, before step 5 went straight to the retry, in
+ * step 5's take); the retry (4 free + 20 cached >= 24) synchronizes,
+ * unmaps S2's pages and maps the tail. The take between the synchronize
+ * and the release mapped for nothing: a refused vm_map (over CUDA, a
+ * cudaMemGetInfo under the upstream's lock). */
+Test(cap, expandable_retry_takes_again_after_its_synchronize_only_for_completed_frees) {
+    rig r;
+    rig_open_on(&r, true, "log_oom:0", 64 * MiB);
+    unsigned char *live = scene(&r);
+    cca_stats before = tu_stats(r.a);
+    size_t mark = r.f.order_count;
+    rig_calls was = rig_count(&r);
+    unsigned char *q = tu_alloc(r.a, 24 * MiB, S1);
+    cr_assert_eq(q, live + 40 * MiB, "S1's tail");
+    cr_assert_str_eq(rig_order(&r, mark), "MSUM", "calls: %s", rig_order(&r, mark));
+    expect_calls(&r, was, 0, 2, 1, 1, "24 MiB on S1's tail once S2's pages went");
+    expect_served(&r, before, 64 * MiB, 1, "24 MiB on S1's tail");
+    tu_free(r.a, q);
+    tu_free(r.a, live);
+    rig_close(&r);
+}
+
+/* Step 4's best fit, its pages refused, goes to the retry: step 5's take
+ * (growth) or the greedy arena's best fit would find the same block and
+ * ask the same map again. A greedy arena of 32 MiB over pages on a 64 MiB
+ * device, used whole, freed and trimmed to 16 MiB (its upper 8 pages
+ * unmapped); another tenant holds 40 MiB of the device, 8 MiB free. 28 MiB
+ * lacks 6 pages (12 MiB, one run): one refused map (there were two), and
+ * the retry, the device's 8 free + the arena's 16 cached short of the
+ * 28 MiB its block needs once they are unmapped, releases nothing and does
+ * not synchronize. The growth case is the scene of the test above. */
+Test(cap, expandable_block_whose_map_step_4_met_refused_goes_to_the_retry) {
+    rig r;
+    rig_open_on(&r, true, "policy:greedy,greedy_bytes:32M,log_oom:0", 64 * MiB);
+    tu_free(r.a, tu_alloc(r.a, 32 * MiB, NULL));
+    cr_assert_eq(cca_trim(r.a, 16 * MiB, NULL), CCA_OK, "%s", cca_last_error());
+    void *tenant = NULL;
+    cr_assert_eq(cca_upstream_alloc(r.f.inner, 40 * MiB, &tenant), CCA_OK, "%s", cca_last_error());
+    cca_stats before = tu_stats(r.a);
+    cr_assert_eq(before.reserved_bytes, 16 * MiB);
+    size_t mark = r.f.order_count;
+    rig_calls was = rig_count(&r);
+    expect_oom_in(r.a, NULL, 28 * MiB, NULL, "28 MiB of a trimmed arena, 8 MiB free");
+    device_refusal_message("28 MiB of a trimmed arena");
+    cr_assert_str_eq(rig_order(&r, mark), "M", "calls: %s", rig_order(&r, mark));
+    /* mem_info: the device's total (asked once, on the allocator's first
+     * step 5) and the retry's test */
+    expect_calls(&r, was, 0, 1, 0, 2, "28 MiB of a trimmed arena");
+    before.ooms++;
+    before.alloc_retries++;
+    tu_assert_intact(r.a, &before, "28 MiB of a trimmed arena");
+    rig_agree(&r, "28 MiB of a trimmed arena");
+    cr_assert_eq(cca_upstream_free(r.f.inner, tenant, 40 * MiB), CCA_OK, "%s", cca_last_error());
+    rig_close(&r);
+}
+
+/* An upstream that cannot say its free memory (no mem_info op, or one that
+ * fails) is not asked: the upstream decides, as before. A 64 MiB device,
+ * 40 MiB live on S1: 30 MiB on S2 reserves a range (the default 64 GiB:
+ * the device's size is unknown too), its map is refused, and the range
+ * stays, empty, for S2's next request; the message is the refusal's, not
+ * mem_info's. 24 MiB on S3 is served by one range and one map; so is, in
+ * the scene of several runs on a 20 MiB device, 16 MiB over two runs
+ * (exactly what is free): one map per run. */
+Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
+    for (int bare = 0; bare < 2; bare++) {
+        rig r;
+        rig_open_with(&r, true, "log_oom:0", 64 * MiB, bare ? INFO_NONE : INFO_FAILS);
+        void *live = tu_alloc(r.a, 40 * MiB, S1);
+        cca_stats before = tu_stats(r.a);
+        rig_calls was = rig_count(&r);
+        expect_oom_in(r.a, NULL, 30 * MiB, S2, "30 MiB with 24 MiB free, mem_info unknown");
+        const char *m = cca_last_error();
+        cr_assert(!strstr(m, "mem_info") && !strstr(m, "memory info"), "the message is mem_info's: '%s'", m);
+        expect_calls(&r, was, 1, 1, 0, !bare, "a refusal the upstream decided");
+        cca_stats s = tu_stats(r.a);
+        cr_assert_eq(s.ooms, before.ooms + 1);
+        cr_assert_eq(s.expandable_segments, before.expandable_segments + 1, "S2's range stays, empty");
+        cr_assert_eq(s.address_space_bytes, before.address_space_bytes + 64 * GiB);
+        cr_assert_eq(s.reserved_bytes, before.reserved_bytes);
+        rig_agree(&r, "a refusal the upstream decided");
+        was = rig_count(&r);
+        void *q = tu_alloc(r.a, 24 * MiB, S3);
+        expect_calls(&r, was, 1, 1, 0, !bare, "24 MiB, exactly what is free");
+        cr_assert_eq(tu_stats(r.a).reserved_bytes, 64 * MiB);
+        rig_agree(&r, "24 MiB on S3");
+        tu_free(r.a, q);
+        tu_free(r.a, live);
+        rig_close(&r);
+
+        unsigned char *A;
+        void *X;
+        runs_scene(&r, 20 * MiB, 0, bare ? INFO_NONE : INFO_FAILS, &A, &X);
+        was = rig_count(&r);
+        q = tu_alloc(r.a, 16 * MiB, NULL);
+        cr_assert_eq(q, A + 2 * MiB);
+        expect_calls(&r, was, 0, 2, 0, !bare, "16 MiB over two runs, exactly what is free");
+        rig_agree(&r, "16 MiB over two runs");
+        runs_finish(&r, q, A, X);
+    }
 }
 
 /* ---- caps at the edges of a segment and a page -------------------------------- */

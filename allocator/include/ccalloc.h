@@ -157,7 +157,12 @@ typedef struct cca_upstream_ops {
     /* Return a pointer obtained from alloc, with the same size. */
     cca_status (*free)(void *ctx, void *ptr, size_t size);
     /* Device free and total bytes. NULL: CCA_ERR_UPSTREAM (greedy_fraction
-     * cannot be used; greedy_bytes can). */
+     * cannot be used; greedy_bytes can). The allocator takes `free` as what
+     * a map or an alloc can get: with expandable segments it asks it (once
+     * per step) before reserving a new range or an arena and before mapping
+     * a block that lacks several runs of pages, and refuses what it cannot
+     * hold without calling vm_reserve or vm_map; the OOM retry asks it
+     * too. NULL, or a failure: the upstream's own refusals decide. */
     cca_status (*mem_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
     /* Wait for all work on the device. NULL: nothing to wait for. */
     cca_status (*synchronize)(void *ctx);
@@ -466,13 +471,20 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    max_reserved; greedy: greedy_bytes (expandable: in whole pages) or
  *    the arena, also after an empty-cache released it) fails at once with
  *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream;
- *  - growth: a new segment (expandable: map the pages the block lacks); if
- *    the upstream refuses (or max_reserved would be crossed), one retry
+ *  - growth: a new segment (expandable: map the pages the block lacks; a
+ *    new range is reserved only when max_reserved and the device's free
+ *    memory, asked with one mem_info where the upstream has it, hold the
+ *    request's pages); if the upstream refuses (or max_reserved would be
+ *    crossed, or the device's free memory is short), one retry
  *    (alloc_retries): synchronize and complete pending frees (classic
  *    segments: only if frees are pending; expandable: also with none
  *    pending, since pages are unmapped only once the device is idle),
  *    then release cached memory as cca_trim does (whole free segments,
- *    free pages) as needed and try again. Nothing is released (and,
+ *    free pages) as needed and try again. Expandable: if that synchronize
+ *    fails, nothing can be unmapped or completed, and the retry ends
+ *    there: CCA_ERR_OUT_OF_MEMORY (ooms counted, the line logged) whose
+ *    message names the synchronize's failure, nothing released, nothing
+ *    more asked of the upstream. Nothing is released (and,
  *    expandable with no free pending, nothing synchronized) when releasing
  *    cannot make room: nothing is cached; max_reserved is set and what
  *    live and pending blocks keep reserved (classic: the segments they
@@ -751,11 +763,16 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * Failures: CCA_ERR_INVALID_ARGUMENT (bytes 0 or above SIZE_MAX/2, the
  * greedy policy, a foreign handle, an arena already there) and
  * CCA_ERR_OUT_OF_MEMORY for more than the device or max_reserved could
- * ever hold change nothing. When the upstream refuses, it retries as the
+ * ever hold change nothing. When the upstream refuses (expandable: or the
+ * device's free memory, asked with one mem_info before the range is
+ * reserved, cannot hold the arena: no range is reserved), it retries as the
  * OOM retry of cca_alloc does (alloc_retries counted): synchronize, release
  * every cached free segment and page of every domain, reserve once more; if
  * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was
  * released stays released (ooms is not counted: no allocation failed).
+ * Expandable: a synchronize that fails ends the retry there, as for
+ * cca_alloc (CCA_ERR_OUT_OF_MEMORY naming it, nothing released, no second
+ * reservation).
  * When releasing cannot make room, nothing is released:
  * CCA_ERR_OUT_OF_MEMORY at once (after a synchronize only when frees are
  * pending, to complete them). That is when nothing is cached; when

@@ -427,7 +427,9 @@ static cca_status reserve_arena(cca_allocator *a, size_t bytes) {
  * room for the arena (ccai_release_can_help: nothing cached, max_reserved
  * over what live and pending blocks keep plus the arena, or the device's
  * free memory plus the cache short of it), release nothing and fail —
- * asked before any synchronize when no free is pending, else after. */
+ * asked before any synchronize when no free is pending, else after.
+ * Expandable, a failed synchronize ends it there (nothing can be unmapped
+ * or completed: ccai_release_unsynced), with no second reservation. */
 static cca_status reserve_retry(cca_allocator *a, size_t rounded) {
     bool pending = a->c.pending != 0;
     size_t free_b = 0;
@@ -435,6 +437,8 @@ static cca_status reserve_retry(cca_allocator *a, size_t rounded) {
     cca_status sync = CCA_OK;
     if (can == CCA_OK && (pending || a->expandable)) {
         sync = a->expandable ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
+        if (a->expandable && sync != CCA_OK) /* nothing can be unmapped or completed: no release can help */
+            return ccai_release_unsynced();
         if (pending) /* completed frees are releasable now */
             can = ccai_release_can_help(a, rounded, &free_b);
     }

@@ -43,7 +43,8 @@
  *     device refuses is retried without the ahead pages (always: the
  *     request alone may fit; when it cannot, the CUDA upstream refuses it
  *     with one cudaMemGetInfo, so the retry costs one call, as asking
- *     mem_info here first would);
+ *     mem_info here first would); when the device's free memory is known
+ *     already (below) and cannot hold them, they are left out at once;
  *   - release (release.c): a page lying wholly inside a free block is
  *     unmapped by trim, empty-cache and the OOM retry (never by cca_free):
  *     the tail's pages first (mapped ahead, never used), then the rest. A
@@ -56,16 +57,18 @@
  *     free at once while that stream may still have work queued on it),
  *     and PENDING blocks are not free, so their pages are never
  *     candidates. When the synchronize fails nothing is unmapped: trim and
- *     the retry keep the pages cached; cca_destroy leaves them mapped in
- *     the upstream and says so.
+ *     the retry keep the pages cached (the retry then ends: nothing else
+ *     could make room); cca_destroy leaves them mapped in the upstream and
+ *     says so.
  *
  * Which segment: one per (stream, pool), grown at its end; another only
  * when no free block of the range is large enough (its address space used
- * up), and only when max_reserved leaves room to map the request's pages
- * (else the cap refuses before any range is reserved: the range would
- * stay behind, empty). The pools are two, not three: small requests (<= small_max) keep
- * their own range, so that tiny long-lived tensors do not sit between big
- * ones; medium requests share the large range. The medium pool exists to
+ * up), and only when max_reserved and the device's free memory leave room
+ * to map the request's pages (else the request is refused before any
+ * range is reserved: the range would stay behind, empty). The pools are
+ * two, not three: small requests (<= small_max) keep their own range, so
+ * that tiny long-lived tensors do not sit between big ones; medium
+ * requests share the large range. The medium pool exists to
  * stop mid-size blocks from pinning whole classic segments; pages make
  * that moot, and one range fragments less (ccbench, gen:models, 1/8 ahead:
  * peak 1.33x the live peak with a separate medium range, 1.11x without).
@@ -85,21 +88,55 @@
  * turns out mapped. So the cached pair on a block never trimmed makes no
  * page test, exactly as with a classic segment (which never marks).
  *
+ * The device's free memory (ccai_device_room_for): the upstream refuses a
+ * map the device cannot hold, but by then a new range may have been
+ * reserved for it, and stays behind, empty (or, for an arena, is released
+ * again). So the device's free memory (mem_info; over CUDA one
+ * cudaMemGetInfo, a query with no device work) is asked, once per step,
+ * where a refusal would cost more than the question:
+ *   - before a new growth range is reserved: the request's pages (a new
+ *     range's first block starts on a page: all of them are new); the
+ *     answer also serves that range's first map (no ahead pages it cannot
+ *     hold);
+ *   - before a domain's or the greedy arena's range is reserved: the
+ *     arena's pages (mapped whole);
+ *   - before a block that lacks several runs of pages is mapped (pages
+ *     unmapped by a trim on both sides of one still mapped): the pages it
+ *     lacks, all runs together, ahead pages included (if short, they are
+ *     left out and the answer asked of the rest); a page a live block
+ *     shares is mapped already and not counted.
+ * Short: CCA_ERR_OUT_OF_MEMORY with nothing reserved or mapped, and the
+ * OOM retry (pool.c) decides, asking the device again after it released
+ * (so pages the retry frees count). Never asked for a map of one run, as
+ * a segment's ordinary growth step is (the upstream refuses it whole, by
+ * itself: the CUDA upstream with its own cudaMemGetInfo). An upstream
+ * without mem_info, or whose mem_info fails, is not asked: the upstream
+ * decides, as before. The answer is a snapshot: memory another tenant
+ * frees just after it is missed by this step (the retry asks again),
+ * memory one takes just after it is met as the upstream's refusal (the
+ * range then stays, empty, as without asking; the runs mapped before the
+ * refused one are unmapped again).
+ *
  * Costs: checking a marked block's pages is one compare when they end
  * inside the segment's mapped prefix (s->mapped_end: every page before it
  * mapped, the common case while nothing inside has been trimmed), else
  * O(pages / 64) word tests (one or two for most blocks); mapping and
  * unmapping scan the block's pages bit by bit, plus one upstream call per
- * run (mapping with max_reserved set: one more scan, to ask the cap for
- * every run at once). A segment's bitmap is npages / 8 bytes (512 B for
- * 8 GiB of 2 MiB pages).
+ * run, plus one more scan (a word at a time) to count the pages and runs
+ * missing, so that the cap and the device's free memory are asked for
+ * every run at once; one mem_info before a new range, an arena's range,
+ * or a map of several runs (above). A segment's bitmap is npages / 8
+ * bytes (512 B for 8 GiB of 2 MiB pages).
  *
- * Errors: max_reserved is asked once for all the runs a block lacks,
- * before the first is mapped; a vm_map refused part-way (several runs)
- * unmaps what this call mapped before returning, so a failed allocation
+ * Errors: max_reserved, and for several runs the device's free memory,
+ * are asked once for all the runs a block lacks, before the first is
+ * mapped; a vm_map refused part-way all the same (several runs; another
+ * tenant took memory, or the upstream has no mem_info) unmaps what this
+ * call mapped before returning, so a failed allocation
  * changes nothing; a refused unmap leaves that run mapped and counted
  * (state intact) and is reported by the caller. An arena that
- * max_reserved has no room for is refused before its range is reserved.
+ * max_reserved or the device's free memory has no room for is refused
+ * before its range is reserved.
  * An arena whose whole-range map is refused gives its range back; if that
  * release is refused too, the range stays linked as an empty segment with
  * nothing mapped (counted), for a later release (a domain's arena as a
@@ -212,6 +249,26 @@ static cca_status unmap_run(cca_allocator *a, ccai_segment *s, size_t first, siz
     return CCA_OK;
 }
 
+/* ---- the device's free memory -------------------------------------------- */
+
+cca_status ccai_device_room_for(cca_allocator *a, ccai_device_room *room, size_t bytes, const char *what) {
+    if (!room->asked) {
+        char saved[CCAI_ERROR_CAP];
+        size_t total = 0;
+        ccai_error_save(saved);
+        room->asked = true;
+        if (cca_upstream_mem_info(a->upstream, &room->free, &total) != CCA_OK) {
+            room->free = SIZE_MAX; /* unknown: the upstream decides, as without asking */
+            ccai_error_restore(saved);
+        }
+    }
+    if (room->free >= bytes)
+        return CCA_OK;
+    return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                     "the device has %zu bytes free, %zu needed for %s; nothing was reserved or mapped", room->free,
+                     bytes, what);
+}
+
 /* ---- segments ------------------------------------------------------------ */
 
 static void link_range(cca_allocator *a, ccai_segment *s, size_t va) {
@@ -244,9 +301,13 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "expandable segment of %zu bytes: too large", va);
     va = (va + page - 1) / page * page;
     size_t npages = va / page;
-    /* an arena is mapped whole: a map the cap refuses is refused before the
-     * range is reserved (and released again) for nothing */
+    /* an arena is mapped whole: a map the cap or the device's free memory
+     * refuses is refused before the range is reserved (and released again)
+     * for nothing */
+    ccai_device_room room = {false, 0};
     cca_status st = shared ? ccai_cap_room(a, va) : CCA_OK;
+    if (st == CCA_OK && shared)
+        st = ccai_device_room_for(a, &room, va, "the arena's pages");
     if (st != CCA_OK)
         return st;
     ccai_segment *s;
@@ -397,20 +458,29 @@ static bool run_push(run_list *r, size_t first, size_t n) {
     return true;
 }
 
-/* Pages of [lo, hi) that are not mapped. */
-static size_t unmapped_pages(const ccai_segment *s, size_t lo, size_t hi) {
-    size_t pages = 0, first, n;
-    for (size_t i = lo; next_run(s, &i, hi, false, &first, &n);)
+/* Pages of [lo, hi) that are not mapped, and in how many runs (runs may
+ * be NULL). */
+static size_t unmapped_pages(const ccai_segment *s, size_t lo, size_t hi, size_t *runs) {
+    size_t pages = 0, count = 0, first, n;
+    for (size_t i = lo; next_run(s, &i, hi, false, &first, &n); count++)
         pages += n;
+    if (runs)
+        *runs = count;
     return pages;
 }
 
 /* Map every unmapped page of [lo, hi), one call per run; on failure unmap
  * what this call mapped and return the failure (nothing changed). The cap
- * is asked once for all the runs, before the first: asked run by run, a
- * refusal at a later run would map the earlier ones only to unmap them. */
-static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi) {
-    cca_status st = a->config.max_reserved ? ccai_cap_room(a, unmapped_pages(s, lo, hi) * s->page) : CCA_OK;
+ * and, for several runs, the device's free memory are asked once for all
+ * the runs, before the first: asked run by run, a refusal at a later run
+ * would map the earlier ones only to unmap them. One run needs no question
+ * (the upstream refuses it whole, itself: the CUDA upstream by its own
+ * cudaMemGetInfo) unless the answer is known already (room->asked). */
+static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, ccai_device_room *room) {
+    size_t nruns = 0, bytes = unmapped_pages(s, lo, hi, &nruns) * s->page;
+    cca_status st = ccai_cap_room(a, bytes);
+    if (st == CCA_OK && (nruns > 1 || room->asked))
+        st = ccai_device_room_for(a, room, bytes, "the pages the block lacks");
     if (st != CCA_OK)
         return st;
     run_list runs = {0, 32, NULL, {0}};
@@ -435,7 +505,7 @@ static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size
     return st;
 }
 
-cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded) {
+cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, ccai_device_room *room) {
     ccai_segment *s = b->segment;
     size_t lo = (b->addr - s->base) / s->page;
     size_t hi = (b->addr + rounded - 1 - s->base) / s->page + 1;
@@ -445,7 +515,7 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded) 
         double want = (double)s->mapped_pages * (double)s->page * c->expandable_ahead;
         size_t cap = c->expandable_ahead_max;
         /* the least step: expandable_ahead_min of new pages, the request's included */
-        size_t least = c->expandable_ahead_min, step = unmapped_pages(s, lo, hi) * s->page;
+        size_t least = c->expandable_ahead_min, step = unmapped_pages(s, lo, hi, NULL) * s->page;
         if (s->pool == CCAI_POOL_SMALL && least > c->small_segment)
             least = c->small_segment;
         if (least > step && want < (double)(least - step))
@@ -455,9 +525,9 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded) 
             ahead = s->npages - hi;
     }
     size_t before = s->mapped_pages;
-    cca_status st = map_missing(a, s, lo, hi + ahead);
+    cca_status st = map_missing(a, s, lo, hi + ahead, room);
     if (st == CCA_ERR_OUT_OF_MEMORY && ahead) /* no room for the ahead pages: only what the request needs */
-        st = map_missing(a, s, lo, hi);
+        st = map_missing(a, s, lo, hi, room);
     /* after a failure nothing this call mapped stays, unless the upstream
      * refused to unmap it again: then it stays mapped and counted */
     ccai_assert(st == CCA_OK || s->mapped_pages >= before);

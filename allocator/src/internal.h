@@ -610,9 +610,24 @@ static inline bool ccai_block_pages_mapped(ccai_block *b, size_t held) {
     }
     return ccai_pages_mapped(b->segment, b->addr, held);
 }
+/* The device's free memory, asked of the upstream (mem_info; CUDA:
+ * cudaMemGetInfo) at most once per step that needs it, and only by those
+ * that would otherwise cost calls for memory the device cannot give
+ * (expandable.c, "the device's free memory"). Start with {false, 0}. */
+typedef struct ccai_device_room {
+    bool asked;  /* mem_info was asked */
+    size_t free; /* its free bytes; SIZE_MAX when unknown (no mem_info, or it failed) */
+} ccai_device_room;
+/* CCA_OK when the device's free memory (asked now unless room->asked) is
+ * unknown or holds `bytes`; else CCA_ERR_OUT_OF_MEMORY, "the device has F
+ * bytes free, N needed for <what>; nothing was reserved or mapped". A
+ * mem_info that fails leaves the thread's message as it was. */
+cca_status ccai_device_room_for(cca_allocator *a, ccai_device_room *room, size_t bytes, const char *what);
 /* Map the pages a request of `rounded` bytes at free block b needs (and,
- * at the growing end, some ahead: the growth rule). OOM: nothing changed. */
-cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded);
+ * at the growing end, some ahead: the growth rule). `room`: the device's
+ * free memory, asked already or not (it is asked here for a block that
+ * lacks several runs of pages). OOM: nothing changed. */
+cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, ccai_device_room *room);
 /* Unmap the pages lying wholly inside free block b, highest first, until
  * reserved <= keep; counts into pages and bytes. The caller synchronized. */
 cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t keep, size_t *pages, size_t *bytes);
@@ -721,6 +736,12 @@ size_t ccai_releasable(const cca_allocator *a);
  * mem_info fails). The OOM retry and cca_domain_reserve's retry then
  * release nothing. One mem_info call. */
 cca_status ccai_release_can_help(const cca_allocator *a, size_t need, size_t *free_b);
+/* The retries' end over expandable segments when their synchronize failed
+ * (its message is the thread's): no page can be unmapped and no pending
+ * free completed, and an expandable allocator has nothing else to release,
+ * so nothing is released or tried again. CCA_ERR_OUT_OF_MEMORY, the
+ * synchronize's failure named as the cause. */
+cca_status ccai_release_unsynced(void);
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s); /* lock held */

@@ -26,12 +26,19 @@
  *      set, a smaller request never takes a block above max_split, and a
  *      request >= max_split takes one only if the block is less than
  *      medium_segment larger (PyTorch bounds this slack by 20 MiB);
- *   5. none fits -> get_block:
+ *   5. none fits, or (expandable) the device would not map the pages of
+ *      the block step 4 found -> get_block:
  *      a. a request that can never succeed — its least segment is above the
  *         device's total memory or max_reserved, or above the arena — fails
  *         at once: nothing is synchronized, released or asked of the upstream;
  *      b. reserve a segment (growth; preferred size, then least size) or,
- *         after an empty-cache released it, the greedy arena again;
+ *         after an empty-cache released it, the greedy arena again.
+ *         Expandable: best fit, else a new range, only when max_reserved
+ *         and the device's free memory (one mem_info) hold the request's
+ *         pages (expandable.c, "the device's free memory"); then map the
+ *         pages the block lacks. Skipped (greedy: the arena's map) when
+ *         step 4's best fit in the pools was refused its pages: it would
+ *         find that block again and ask the same map;
  *      c. refused -> the retry (growth), counted in alloc_retries: if frees
  *         are pending, synchronize, complete them and try best fit again;
  *         then release nothing when releasing cannot make room — nothing
@@ -45,8 +52,10 @@
  *         (what stays: the pages live and pending blocks touch; the
  *         request's least: the new pages its block would need), but it
  *         synchronizes with no free pending too (unmapping needs an idle
- *         device) unless releasing cannot make room, and it releases free
- *         pages as well (expandable.c, release.c);
+ *         device) unless releasing cannot make room, ends at once when
+ *         that synchronize fails (nothing can be unmapped or completed:
+ *         the synchronize's failure is the message's cause), and it
+ *         releases free pages as well (expandable.c, release.c);
  *      d. still nothing: CCA_ERR_OUT_OF_MEMORY and one log line, written
  *         after the lock is released. Live blocks never change; segments
  *         released by step c stay released (the stats count them);
@@ -394,14 +403,15 @@ static size_t held_bytes(const cca_allocator *a, const ccai_block *b, size_t rou
     return worth_splitting(a, b, rounded) ? rounded : b->size;
 }
 
-static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b);
+static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b, ccai_device_room *room);
 
 /* Expandable segments: best fit, or the tail of a new segment for (key,
  * pool) when no block is large enough (first use, or address space used
- * up) and max_reserved has room for the request's pages; then map what the
- * block lacks. */
+ * up) and both max_reserved and the device's free memory have room for the
+ * request's pages; then map what the block lacks. */
 static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream key, ccai_pool_kind pool,
                                   ccai_block **b) {
+    ccai_device_room room = {false, 0};
     *b = best_fit(a, pool, key, rounded);
     if (!*b) {
         if (a->config.policy == CCA_POLICY_GREEDY)
@@ -423,9 +433,16 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
          * refuses is tried again at half the size, down to those pages. */
         size_t least = round_up(rounded, a->page);
         /* a new range's first block starts on a page: its map is at least
-         * the request's pages, so a map the cap refuses is refused before
-         * any range is reserved (one would stay behind, empty) */
+         * the request's pages, all new, so a map the cap or the device
+         * refuses is refused before any range is reserved (one would stay
+         * behind, empty). The device's free memory costs one mem_info per
+         * new range; its answer then spares the map ahead pages it cannot
+         * hold. Stale, it errs either way: memory freed by another tenant
+         * since is found by the retry's own question; memory taken since,
+         * by the map's refusal (the range then stays, as without asking). */
         cca_status st = ccai_cap_room(a, least);
+        if (st == CCA_OK)
+            st = ccai_device_room_for(a, &room, least, "a new range's first pages");
         if (st != CCA_OK)
             return st;
         size_t held = a->c.address_space;
@@ -440,16 +457,17 @@ static cca_status expandable_take(cca_allocator *a, size_t rounded, cca_stream k
         *b = s->first;
         ccai_assert((*b)->size >= rounded);
     }
-    return map_held(a, rounded, b);
+    return map_held(a, rounded, b, &room);
 }
 
 /* Map the pages of *b that a request of `rounded` will hold and are not
- * mapped yet; *b = NULL if the device refuses. */
-static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b) {
+ * mapped yet; *b = NULL if the device refuses. room: the device's free
+ * memory, asked already or not. */
+static cca_status map_held(cca_allocator *a, size_t rounded, ccai_block **b, ccai_device_room *room) {
     size_t held = held_bytes(a, *b, rounded);
     if (!(*b)->unmapped || ccai_block_pages_mapped(*b, held))
         return CCA_OK;
-    cca_status st = ccai_expandable_map(a, *b, held);
+    cca_status st = ccai_expandable_map(a, *b, held, room);
     if (st != CCA_OK)
         *b = NULL;
     return st;
@@ -464,7 +482,8 @@ static cca_status take(cca_allocator *a, size_t rounded, cca_stream stream, ccai
 /* The retry's take: the serving domain's arena (its pages mapped again
  * where a release unmapped them), else step 5b's take. */
 static cca_status take_again(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
-    if ((*b = arena_fit(a, rounded)) != NULL && (!a->expandable || map_held(a, rounded, b) == CCA_OK))
+    ccai_device_room room = {false, 0};
+    if ((*b = arena_fit(a, rounded)) != NULL && (!a->expandable || map_held(a, rounded, b, &room) == CCA_OK))
         return CCA_OK;
     return take(a, rounded, stream, pool, b);
 }
@@ -505,9 +524,16 @@ static size_t retry_need(cca_allocator *a, size_t rounded, cca_stream stream, cc
 /* Step 5c: the growth policy's one retry, for both kinds of segment:
  *   - synchronize: classic, only when frees are pending (to complete them);
  *     expandable, also with none pending, since pages are unmapped only
- *     once the device is idle (a failed synchronize: nothing is unmapped) —
- *     but then only when releasing can make room (below);
- *   - take a block again (a completed free may fit);
+ *     once the device is idle — but then only when releasing can make room
+ *     (below). Expandable, a failed synchronize ends the retry: no page
+ *     can be unmapped and no free completed, and there is nothing else to
+ *     release, so a take or a release would only repeat the refusal
+ *     (ccai_release_unsynced: OOM, the synchronize named as the cause);
+ *     classic, the retry goes on (freeing a segment waits for the device
+ *     by itself);
+ *   - when frees were pending, take a block again (a completed free may
+ *     fit; with none pending the synchronize completed nothing, and a take
+ *     would repeat the refused one);
  *   - release nothing when releasing cannot make room
  *     (ccai_release_can_help, with retry_need): nothing is cached; or
  *     max_reserved is set and what would stay reserved with everything
@@ -538,16 +564,22 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
         /* pages: the device itself, even with nothing pending (queued work
          * may still use free blocks' pages); a failure leaves frees pending */
         cca_status sync = pages ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
-        if (pages && sync == CCA_OK)
+        if (pages && sync != CCA_OK) /* no page unmapped, no free completed: no take or release can help */
+            return ccai_release_unsynced();
+        if (pages)
             flags = CCAI_RELEASE_UNMAP;
-        /* a completed free serves as step 4 would have served it: the
-         * domain's arena first, then the pools (classic: cached blocks
-         * only; new memory comes after the release below) */
-        if (pages ? take_again(a, rounded, stream, pool, b) == CCA_OK
-                  : (*b = arena_fit(a, rounded)) != NULL || (*b = best_fit(a, pool, stream, rounded)) != NULL)
-            return CCA_OK;
-        if (pending) /* completed frees are releasable now */
+        /* with none pending the synchronize (for the unmapping) completed
+         * nothing: a take now would only repeat the one refused */
+        if (pending) {
+            /* a completed free serves as step 4 would have served it: the
+             * domain's arena first, then the pools (classic: cached blocks
+             * only; new memory comes after the release below) */
+            if (pages ? take_again(a, rounded, stream, pool, b) == CCA_OK
+                      : (*b = arena_fit(a, rounded)) != NULL || (*b = best_fit(a, pool, stream, rounded)) != NULL)
+                return CCA_OK;
+            /* completed frees are releasable now */
             can = ccai_release_can_help(a, retry_need(a, rounded, stream, pool), &free_b);
+        }
     }
     if (can != CCA_OK)
         return can;
@@ -571,9 +603,12 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
     return take_again(a, rounded, stream, pool, b);
 }
 
-/* Step 5: no cached block fits. */
+/* Step 5: no cached block fits; or `refused`: step 4's best fit in the
+ * pools is a block whose pages the device would not map, which step 5b's
+ * take (growth) or the greedy arena's best fit would find again and ask
+ * the same map of: straight to the retry then. */
 static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_pool_kind pool,
-                            ccai_block **b) {
+                            bool refused, ccai_block **b) {
     if (a->config.policy == CCA_POLICY_GREEDY) {
         ccai_segment *arena = ccai_arena_find(a);
         /* Impossible whatever arena an empty-cache would leave behind: over
@@ -611,7 +646,8 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
             return CCA_OK;
         /* a free block that fits, whose trimmed pages the device would not
          * map: the retry frees other free pages of the arena */
-        cca_status st = map_held(a, rounded, b);
+        ccai_device_room room = {false, 0};
+        cca_status st = refused ? CCA_ERR_OUT_OF_MEMORY : map_held(a, rounded, b, &room);
         if (st == CCA_ERR_OUT_OF_MEMORY)
             st = retry(a, rounded, NULL, pool, b);
         return st == CCA_OK ? st : cca_error_prefix(st, "%s", a->allocating);
@@ -626,7 +662,7 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
                          "%s: %zu bytes need a %zu-byte segment, more than the device or max_reserved "
                          "allows (%zu bytes): it can never succeed",
                          a->allocating, size, least, ceiling);
-    cca_status st = take(a, rounded, stream, pool, b);
+    cca_status st = refused ? CCA_ERR_OUT_OF_MEMORY : take(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
         st = retry(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
@@ -755,16 +791,22 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
     char saved[CCAI_ERROR_CAP];
     if (slow)
         ccai_error_save(saved);
+    bool refused = false;
     if (to_map) {
-        cca_status st = ccai_expandable_map(a, b, held);
+        ccai_device_room room = {false, 0};
+        cca_status st = ccai_expandable_map(a, b, held, &room);
         if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
             return named(a, st);
-        if (st != CCA_OK)
-            b = NULL; /* the device is full: the retry of step 5 */
+        if (st != CCA_OK) {
+            /* the device is full: the retry of step 5, at once when b is
+             * the pools' best fit (step 5 would find b again) */
+            refused = b->segment != d->arena;
+            b = NULL;
+        }
     }
     /* 5 */
     if (!b) {
-        cca_status st = get_block(a, size, rounded, key, pool, &b);
+        cca_status st = get_block(a, size, rounded, key, pool, refused, &b);
         if (st != CCA_OK) {
             if (st == CCA_ERR_OUT_OF_MEMORY) {
                 char why[512];

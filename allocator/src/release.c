@@ -49,7 +49,11 @@
  * classic segments, the wholly free ones; for expandable ones, every
  * mapped page no live or pending block touches (the pages they touch stay,
  * trapped bytes included). O(S) for classic segments, O(blocks) for
- * expandable ones (only on the OOM path), plus one mem_info.
+ * expandable ones (only on the OOM path), plus one mem_info. Over
+ * expandable segments (an allocator with them has no classic segment) a
+ * retry whose synchronize failed can release nothing at all — no page may
+ * be unmapped, no pending free completed — so it ends there
+ * (ccai_release_unsynced), the synchronize's failure named as the cause.
  *
  * Errors: a segment the upstream refuses to take back stays, fully cached and
  * indexed (state intact), the others are still released, the report is
@@ -244,6 +248,12 @@ cca_status ccai_release_can_help(const cca_allocator *a, size_t need, size_t *fr
                          "released",
                          need);
     return CCA_OK;
+}
+
+cca_status ccai_release_unsynced(void) {
+    return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                     "no free page can be unmapped without a synchronize, and it failed; nothing was released: %s",
+                     cca_last_error());
 }
 
 /* cca_trim and cca_empty_cache; fn is the one called, which a failure's

@@ -44,6 +44,7 @@ cca_add_test(NAME test_upstream_vm SOURCES test_upstream_vm.c alloc_test_util.c 
 # Expandable segments (expandable.c, with release.c's page release) on the simulated device's vm ops.
 cca_add_test(NAME test_expandable SOURCES test_expandable.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 target_link_libraries(test_expandable PRIVATE PkgConfig::CJSON)
+target_include_directories(test_expandable PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src) # the page bitmap's runs
 
 # Memory domains (domain.c), classic and expandable: isolation, release and its leak report, force, destroy,
 # per-domain stats against a model, pending blocks, faults at every call of a release, footprint arenas, threads, JSON.

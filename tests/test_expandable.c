@@ -42,9 +42,13 @@
  *   greedy       the arena over an expandable segment: mapped whole at
  *                creation, trimmed page by page, mapped again on demand.
  *   config       expandable:1 with max_split is refused; CCALLOC_CONF.
+ *   bitmap       the page bitmap's runs and mapped prefix (internal.h),
+ *                read a word at a time, against a page-by-page reading.
  *   snapshot     "segment_kind":"expandable" and each segment's mapped runs.
  */
 #include "alloc_test_util.h"
+#include "ccai_rng.h"
+#include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -937,6 +941,60 @@ Test(expandable, the_oom_line_names_the_largest_mapped_free_block) {
     cr_assert(strstr(log.last, "largest free block 8.00 MiB,"), "%s", log.last);
     tu_free(a, q);
     finish(a, u);
+}
+
+/* ---- the page bitmap's runs (internal) ------------------------------------ */
+
+/* ccai_next_mapped_run and ccai_pages_prefix read the bitmap a 64-page word
+ * at a time: against a page-by-page reading of random bitmaps whose length
+ * is no multiple of 64 (the last word part used), runs that cross words or
+ * fill them, and bounds inside a word, at every start and end. */
+Test(expandable, page_runs_match_a_page_by_page_reading) {
+    uint64_t rng = 12345;
+    for (int round = 0; round < 400; round++) {
+        size_t npages = 1 + (size_t)(ccai_splitmix64_next(&rng) % 300);
+        uint64_t words[5] = {0};
+        int density = (int)(ccai_splitmix64_next(&rng) % 4); /* sparse, half, dense, runs of whole words */
+        for (size_t i = 0; i < npages; i++) {
+            uint64_t r = ccai_splitmix64_next(&rng) % 8;
+            bool on = density == 0 ? r == 0 : density == 1 ? r < 4 : density == 2 ? r != 0 : (i / 64) % 2 == 0;
+            if (on)
+                words[i / 64] |= (uint64_t)1 << (i % 64);
+        }
+        ccai_segment s = {.npages = npages, .mapped = words};
+        size_t prefix = 0;
+        while (prefix < npages && (words[prefix / 64] >> (prefix % 64) & 1))
+            prefix++;
+        cr_assert_eq(ccai_pages_prefix(&s, 0), prefix, "round %d: prefix", round);
+        size_t from = (size_t)(ccai_splitmix64_next(&rng) % npages);
+        size_t want = from;
+        while (want < npages && (words[want / 64] >> (want % 64) & 1))
+            want++;
+        cr_assert_eq(ccai_pages_prefix(&s, from), want, "round %d: first unmapped from %zu", round, from);
+        size_t lo = (size_t)(ccai_splitmix64_next(&rng) % npages),
+               hi = lo + (size_t)(ccai_splitmix64_next(&rng) % (npages - lo + 1));
+        size_t i = lo, first, n, runs = 0;
+        size_t k = lo; /* the page-by-page reading */
+        for (;;) {
+            while (k < hi && !(words[k / 64] >> (k % 64) & 1))
+                k++;
+            size_t j = k;
+            while (j < hi && (words[j / 64] >> (j % 64) & 1))
+                j++;
+            bool more = ccai_next_mapped_run(&s, &i, hi, &first, &n);
+            if (k >= hi) {
+                cr_assert_not(more, "round %d: a run after the last in [%zu, %zu)", round, lo, hi);
+                cr_assert_eq(i, hi);
+                break;
+            }
+            cr_assert(more, "round %d: run %zu of [%zu, %zu) missed", round, runs, lo, hi);
+            cr_assert_eq(first, k, "round %d: run %zu starts at %zu, expected %zu", round, runs, first, k);
+            cr_assert_eq(n, j - k, "round %d: run %zu at %zu is %zu pages, expected %zu", round, runs, k, n, j - k);
+            cr_assert_eq(i, j);
+            k = j;
+            runs++;
+        }
+    }
 }
 
 /* ---- snapshot ------------------------------------------------------------ */

@@ -1748,6 +1748,9 @@ Test(expandable, a_refused_range_is_asked_for_again_at_half_the_size) {
             tu_free(a, p);
         } else {
             cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+            /* the message names the refusal, then why the retry released nothing */
+            cr_assert(strstr(cca_last_error(), "injected") && strstr(cca_last_error(), "nothing cached to release"),
+                      "%s", cca_last_error());
             cr_assert_null(p);
             /* 64, 32, 16, 8, 4, 2 and 1 MiB, each refused once */
             cr_assert_eq(f.calls[TU_FAULT_RESERVE], 7, "%llu reservations tried",

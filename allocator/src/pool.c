@@ -541,7 +541,8 @@ static size_t retry_need(cca_allocator *a, size_t rounded, cca_stream stream, cc
  *     expandable: the pages they touch) plus the least the request adds
  *     is over it; or the device's free memory plus everything cached is
  *     short of that least. With frees pending this is asked after they
- *     completed, else before any synchronize;
+ *     completed, else before any synchronize. The message is the refusal
+ *     that brought the request here, then that reason;
  *   - otherwise release the shortfall and take again, then release
  *     everything and take once more.
  * Each "take again" looks as step 4 does, the serving domain's footprint
@@ -557,6 +558,8 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
     bool pages = a->expandable, pending = a->c.pending != 0;
     size_t free_b = 0;
     unsigned flags = 0;
+    char refused[CCAI_ERROR_CAP]; /* the refusal that brought us here: named first if nothing is released */
+    ccai_error_save(refused);
     /* with no free pending, whether releasing can make room is known now:
      * with pages, before the synchronize that unmapping needs */
     cca_status can = pending ? CCA_OK : ccai_release_can_help(a, retry_need(a, rounded, stream, pool), &free_b);
@@ -581,8 +584,8 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
             can = ccai_release_can_help(a, retry_need(a, rounded, stream, pool), &free_b);
         }
     }
-    if (can != CCA_OK)
-        return can;
+    if (can != CCA_OK) /* "<the refusal>; <why releasing cannot help>" */
+        return ccai_fail(can, "%s; %s", refused, cca_last_error());
     /* the shortfall to release first: the least segment, or the request's
      * bytes and one page more (its pages may straddle one more) */
     size_t want, need;

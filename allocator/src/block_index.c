@@ -57,15 +57,16 @@
  *    with more than 8 or merges with one. Separators are lower bounds, not
  *    copies of live keys, so removing a leaf's first entry changes nothing
  *    above it. The largest free block is the last entry of the rightmost
- *    leaf of the highest non-empty class (ccai_free_index_largest). The
- *    stats and the OOM message want the largest RUN of a free block, which
- *    for a block of an expandable segment is its longest stretch on mapped
- *    pages, at most its size (ccai_free_index_largest_run): blocks are
- *    visited largest first, from that last entry backwards (the trees
- *    walked from the right, the classes from the top), and the walk stops
- *    at the first block no larger than the best run found so far, since no
- *    smaller block can beat it. When the largest block's pages are all mapped, that is one
- *    block and one more key per stream.
+ *    leaf of the highest non-empty class. The stats and the OOM message
+ *    want the largest RUN of a free block, which for a block of an
+ *    expandable segment is its longest stretch on mapped pages, at most its
+ *    size (ccai_free_index_largest_run): blocks are visited largest first,
+ *    from that last entry backwards (the trees walked from the right, the
+ *    classes from the top), and the walk stops at the first block no larger
+ *    than the best run found so far, since no smaller block can beat it.
+ *    When the largest block's pages are all mapped, that is one block and
+ *    one more key per stream. ccai_free_index_largest is the same walk with
+ *    a block's size as its run.
  *
  *    Node memory. Nodes come from a per-index spare list (up to 64 kept)
  *    and else aligned_alloc; an insert that needs a split may allocate, in
@@ -848,39 +849,6 @@ ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, siz
     return best;
 }
 
-/* The largest key of class c's tree that is not the ghost's; 0 if the
- * ghost is all it holds. A non-root leaf holds BT_MIN entries or more, so
- * when the ghost is the last, the one before it is in the same leaf. */
-static size_t tree_largest(const ccai_free_index *ix, const ccai_bnode *n) {
-    while (!n->leaf) /* ordered by size: the rightmost is the largest */
-        n = n->e[n->n - 1].child;
-    unsigned last = n->n - 1;
-    if (ix->ghost && n == ix->ghost_leaf && last == ix->ghost_pos) {
-        if (last == 0)
-            return 0;
-        last--;
-    }
-    return n->e[last].size;
-}
-
-size_t ccai_free_index_largest(const ccai_free_index *ix) {
-    size_t largest = 0;
-    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
-        for (unsigned c = prev_class(sb, CCAI_CLASSES); c != CCAI_CLASSES; c = prev_class(sb, c)) {
-            size_t l = tree_largest(ix, sb->roots[c]);
-            if (l) {
-                largest = l > largest ? l : largest;
-                break;
-            }
-        }
-        if (sb->recent && sb->recent->size > largest)
-            largest = sb->recent->size;
-        for (const ccai_block *o = sb->overflow; o; o = o->over_next)
-            if (o->size > largest)
-                largest = o->size;
-    }
-    return largest;
-}
 
 /* Raise *best to run(b) for the keys under n, largest first (the ghost's
  * entry skipped: its block is not free). False as soon as a key is no
@@ -926,6 +894,16 @@ size_t ccai_free_index_largest_run(const ccai_free_index *ix, size_t (*run)(cons
                 break;
     }
     return best;
+}
+
+static size_t block_size(const ccai_block *b) {
+    return b->size;
+}
+
+/* A block's run is at most its size: with the size as the run, the walk
+ * stops at the first key it reads below the top of each stream. */
+size_t ccai_free_index_largest(const ccai_free_index *ix) {
+    return ccai_free_index_largest_run(ix, block_size, 0);
 }
 
 bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, const ccai_block *b), void *user) {

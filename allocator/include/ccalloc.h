@@ -14,6 +14,17 @@
  * (the holder then releases it with a plain store); where the kernel
  * refuses, the mutex releases with an atomic decrement instead.
  *
+ * fork() is safe at any moment, whatever other threads are doing in
+ * ccalloc: a fork handler (pthread_atfork, set by the first upstream or
+ * allocator made) takes every allocator's and upstream's lock before the
+ * fork, waiting for the calls in flight to leave, and frees them after it in
+ * parent and child, so the child can go on with every simulated device and
+ * allocator it inherits (their blocks and cache a copy, each as a call left
+ * it). A CUDA device cannot be used in a forked child in any case (the
+ * driver refuses a context inherited across fork). Not covered: the locks
+ * of a custom upstream's own code, whose ops must not create or destroy
+ * allocators or upstreams.
+ *
  * Example usage:
  *
  *     cca_upstream *dev;
@@ -863,13 +874,9 @@ cca_status cca_check_invariants(const cca_allocator *a);
  *    bad CCALLOC_PLUG_UPSTREAM) is logged once and stays failed until
  *    cca_plug_reset: every later call on it fails at once with the same
  *    status and message.
- *  - fork() is safe at any time: a fork handler takes every lock of the
- *    plug's allocators before the fork (waiting for the calls in flight to
- *    leave) and frees them after it, so the child can use the simulated
- *    devices it inherits, whatever other threads were doing (a CUDA device
- *    is unusable in a forked child in any case). An allocator made with
- *    cca_create has no such handler: fork while no other thread is in a
- *    call on it, or the child may wait for ever on its lock.
+ *  - fork() is safe at any time, as for every allocator (the top of this
+ *    header): the child can use the simulated devices it inherits,
+ *    whatever other threads were doing.
  * Usage from Python: ccalloc.torch.enable() (docs/python.md). */
 #define CCA_PLUG_MAX_DEVICES 64
 

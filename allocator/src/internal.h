@@ -456,6 +456,19 @@ typedef struct ccai_mutex {
     bool asymmetric;      /* written once, before any thread can use the lock */
 } ccai_mutex;
 
+/* fork.c's registry: every allocator and upstream is on a list from its
+ * creation to its destruction, so the fork handler can take its locks. */
+typedef struct ccai_fork_link {
+    struct ccai_fork_link *prev, *next;
+} ccai_fork_link;
+void ccai_fork_register_allocator(cca_allocator *a);   /* cca_create, once it succeeds */
+void ccai_fork_unregister_allocator(cca_allocator *a); /* cca_destroy, first; a no-op if never registered */
+void ccai_fork_register_upstream(cca_upstream *u);     /* ccai_upstream_wrap */
+void ccai_fork_unregister_upstream(cca_upstream *u);   /* cca_upstream_destroy, first */
+/* plug.c: its lock, taken first before a fork (a device's creation holds it
+ * across cca_create) and released last after it. */
+void ccai_plug_fork_lock(bool lock);
+
 struct cca_allocator {
     ccai_mutex lock;
     cca_config config;
@@ -495,6 +508,7 @@ struct cca_allocator {
     ccai_counters c;
     struct ccai_trace *trace;
     struct ccai_history *history; /* recent events (history.c); NULL: off */
+    ccai_fork_link fork;          /* fork.c's registry; under its lock */
 };
 
 /* status.c: the per-thread last-error buffer's size, message included its
@@ -954,6 +968,7 @@ struct cca_upstream {
     char name[32];
     char no_vm_reason[128]; /* why it has no vm ops, when its maker said ("": not said) */
     bool no_vm_logged;      /* cca_create's expandable:1 fallback line was written; under lock */
+    ccai_fork_link fork;    /* fork.c's registry; under its lock */
 };
 /* Why u has no vm_* ops (upstream_cuda.c: the driver or the device lacks
  * VMM), for the messages that say so. */
@@ -965,7 +980,7 @@ bool ccai_upstream_has_events(const cca_upstream *u);
 cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event);
 cca_status ccai_upstream_event_query(cca_upstream *u, void *event);
 void ccai_upstream_event_destroy(cca_upstream *u, void *event);
-/* plug.c's fork handler: every lock of an upstream (the wrapper's counting
+/* fork.c's handler: every lock of an upstream (the wrapper's counting
  * lock and, for the simulated device, the device's own), taken before a
  * fork and released after it, in the parent and in the child. Neither is
  * ever held while another ccalloc lock is taken. */

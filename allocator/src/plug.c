@@ -42,21 +42,13 @@
  * per-allocator lock does the rest. cca_plug_reset is for tests: it must
  * not run while another thread is inside a cca_plug_* call.
  *
- * Fork. fork() copies the memory, every lock word included, but only the
- * calling thread: a lock another thread holds at that instant stays held
- * in the child for ever, and the child's first call on that device would
- * wait for ever (PyTorch's DataLoader workers, multiprocessing's fork). So
- * a fork handler (pthread_atfork, set on the first creation) takes every
- * lock a plug call can take, in the order the calls take them: plug_lock,
- * then each device's allocator lock and its upstream's locks, then the
- * trace's. The fork waits for the calls in flight to leave (a cudaMalloc's
- * time at most), and parent and child get them back free, with each
- * allocator as a call left it; the child's log lock is made anew
- * (status.c says why it is not taken). As glibc's malloc and jemalloc do.
- * An allocator made with cca_create is not covered: fork while no other
- * thread is in a call on it (ccalloc.h). A CUDA device is no use in a
- * forked child whatever the allocator does (the driver refuses a context
- * inherited across fork), the simulated one is.
+ * Fork. A fork while other threads are inside cca_plug_* calls is safe
+ * (PyTorch's DataLoader workers, multiprocessing's fork): fork.c's handler
+ * takes plug_lock, then every allocator's and upstream's locks, and gives
+ * them back free in the parent and the child, with each allocator as a
+ * call left it. A CUDA device is no use in a forked child whatever the
+ * allocator does (the driver refuses a context inherited across fork), the
+ * simulated one is.
  *
  * Costs. After the first call on a device: a range check, one atomic load,
  * and the cca_alloc / cca_free it forwards to. The first call: parsing the
@@ -164,53 +156,13 @@ static cca_status parse_spec(const char *text, plug_spec *out) {
 
 /* ---- fork --------------------------------------------------------------------- */
 
-/* Before fork(): every plug lock, in the order the calls take them (no call
- * holds an allocator's lock while it waits for plug_lock, nor the trace's
- * or an upstream's while it waits for an allocator's). */
-static void fork_prepare(void) {
-    pthread_mutex_lock(&plug_lock);
-    for (int i = 0; i < CCA_PLUG_MAX_DEVICES; i++) {
-        cca_allocator *a = atomic_load_explicit(&devices[i].allocator, memory_order_relaxed);
-        if (a) {
-            ccai_mutex_lock(&a->lock);
-            ccai_upstream_fork_lock(devices[i].upstream);
-        }
-    }
-    ccai_trace_fork_lock(true);
-}
-
-/* After it, in the parent (child false) or the child (true), in reverse. */
-static void fork_release(bool child) {
-    ccai_trace_fork_lock(false);
-    for (int i = CCA_PLUG_MAX_DEVICES - 1; i >= 0; i--) {
-        cca_allocator *a = atomic_load_explicit(&devices[i].allocator, memory_order_relaxed);
-        if (!a)
-            continue;
-        ccai_upstream_fork_unlock(devices[i].upstream);
-        if (child)
-            ccai_mutex_unlock_in_child(&a->lock);
-        else
-            ccai_mutex_unlock(&a->lock);
-    }
-    pthread_mutex_unlock(&plug_lock);
-    if (child)
-        ccai_log_fork_child();
-}
-
-static void fork_parent(void) {
-    fork_release(false);
-}
-
-static void fork_child(void) {
-    fork_release(true);
-}
-
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void fork_register(void) {
-    if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0)
-        ccai_log("cca_plug: cannot register the fork handler (no memory): a fork while another thread is in a "
-                 "cca_plug_* call may leave the child waiting on a lock");
+/* fork.c's handler: plug_lock first before a fork (a device's creation
+ * holds it across cca_create, which takes the registry's lock), last after. */
+void ccai_plug_fork_lock(bool lock) {
+    if (lock)
+        pthread_mutex_lock(&plug_lock);
+    else
+        pthread_mutex_unlock(&plug_lock);
 }
 
 /* ---- creating a device's allocator ----------------------------------------- */
@@ -242,7 +194,6 @@ static cca_status create_upstream(const plug_spec *s, int device, cca_upstream *
 static void create_locked(int device) {
     plug_device *d = &devices[device];
     plug.started = true;
-    pthread_once(&fork_once, fork_register);
     plug_spec s;
     cca_upstream *u = NULL;
     cca_allocator *a = NULL;

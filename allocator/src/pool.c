@@ -164,6 +164,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
             return ccai_fail(st, "cca_create: %s", msg);
         }
     }
+    ccai_fork_register_allocator(a); /* fork.c: a fork from now on waits for its lock */
     *out = a;
     return CCA_OK;
 }
@@ -182,6 +183,7 @@ static cca_status destroy_sync(cca_allocator *a, char why[CCAI_ERROR_CAP]) {
 cca_status cca_destroy(cca_allocator *a) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_destroy: allocator is NULL");
+    ccai_fork_unregister_allocator(a); /* before its lock: registry, then allocator, as fork.c takes them */
     ccai_mutex_lock(&a->lock);
     char sync_why[CCAI_ERROR_CAP] = "";
     cca_status sync = destroy_sync(a, sync_why);

@@ -102,6 +102,7 @@ cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstre
         utf8_cut(u->name);
     u->ops.name = u->name;
     pthread_mutex_init(&u->lock, NULL);
+    ccai_fork_register_upstream(u);
     *out = u;
     return CCA_OK;
 }
@@ -113,6 +114,7 @@ cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cc
 void cca_upstream_destroy(cca_upstream *u) {
     if (!u)
         return;
+    ccai_fork_unregister_upstream(u); /* first: a fork from now on does not take its locks */
     if (u->ops.destroy)
         u->ops.destroy(u->ctx);
     pthread_mutex_destroy(&u->lock);

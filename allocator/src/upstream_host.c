@@ -677,7 +677,7 @@ static void host_destroy(void *ctx) {
     free(d);
 }
 
-/* plug.c's fork handler, through ccai_upstream_fork_lock: the device's lock,
+/* fork.c's handler, through ccai_upstream_fork_lock: the device's lock,
  * so that a fork never copies it held by a thread the child does not have. */
 void ccai_upstream_host_fork_lock(cca_upstream *u, bool lock) {
     if (u->ops.alloc != host_alloc)

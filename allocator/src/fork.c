@@ -1,0 +1,149 @@
+/*
+ * fork.c — fork() at any moment: every ccalloc lock taken before it and
+ * given back free after it, in the parent and in the child.
+ *
+ * The problem. fork() copies the memory, every lock word included, but
+ * only the calling thread. A lock another thread holds at that instant
+ * stays held in the child for ever, and the child's first call that needs
+ * it waits for ever. Programs fork with threads running all the time:
+ * multiprocessing's fork start method, PyTorch's DataLoader workers, a
+ * server's worker pool. glibc's malloc and jemalloc solve it the same way
+ * as this file: a pthread_atfork handler.
+ *
+ * The registry. Every upstream (ccai_upstream_wrap) and every allocator
+ * (cca_create) is put on a list when it is made and taken off when it is
+ * destroyed, under registry_lock:
+ *
+ *     allocators: a1 <-> a2 <-> a3        upstreams: u1 <-> u2
+ *          (intrusive: a ccai_fork_link in each object, O(1) in and out)
+ *
+ * The handler (registered once, at the first registration):
+ *   prepare  the plug's lock (plug.c: it is held while a device's allocator
+ *            is made, so it comes before the registry), registry_lock, each
+ *            allocator's lock, each upstream's locks (its counting lock and,
+ *            for the simulated device, the device's own), the trace's lock;
+ *   parent   all of them released, in reverse;
+ *   child    the same, the allocator locks released as a child must
+ *            (ccai_mutex_unlock_in_child: the parent's sleepers are not
+ *            in the child), and the log lock made anew (status.c says why
+ *            it is not taken).
+ * The order is the order the calls take them: no call holds an
+ * allocator's lock while it waits for the plug's or the registry's, none
+ * holds two allocators' locks, and an upstream's or the trace's lock is
+ * only ever the innermost. So the fork waits for the calls in flight to
+ * leave (a cudaMalloc's time at most) and cannot deadlock with them, and
+ * the child gets every allocator as a call left it.
+ *
+ * Not covered: a custom upstream's own locks (its maker's to handle), the
+ * CUDA upstream's VMM lock (a CUDA device cannot be used in a forked child:
+ * the driver refuses a context inherited across fork; the simulated device
+ * can be), and an allocator or upstream destroyed by the child while
+ * another thread of the parent used it (there is no such thread in the
+ * child). An op of a custom upstream must not create or destroy allocators
+ * or upstreams (it would wait for registry_lock while its allocator's lock
+ * is held, which prepare may hold in the other order).
+ *
+ * Costs: cca_create, cca_destroy and every upstream's creation and
+ * destruction take registry_lock once (O(1) list edits); nothing on the
+ * alloc/free path. A fork waits for every lock in turn: O(allocators +
+ * upstreams) plus the calls in flight.
+ */
+#include "internal.h"
+
+#include <pthread.h>
+
+#include <stddef.h>
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static ccai_fork_link *allocators, *upstreams; /* list heads */
+static pthread_once_t handler_once = PTHREAD_ONCE_INIT;
+static bool handler_set;
+
+#define ALLOCATOR(l) ((cca_allocator *)((char *)(l) - offsetof(cca_allocator, fork)))
+#define UPSTREAM(l) ((cca_upstream *)((char *)(l) - offsetof(cca_upstream, fork)))
+
+static void prepare(void) {
+    ccai_plug_fork_lock(true);
+    pthread_mutex_lock(&registry_lock);
+    for (ccai_fork_link *l = allocators; l; l = l->next)
+        ccai_mutex_lock(&ALLOCATOR(l)->lock);
+    for (ccai_fork_link *l = upstreams; l; l = l->next)
+        ccai_upstream_fork_lock(UPSTREAM(l));
+    ccai_trace_fork_lock(true);
+}
+
+/* In reverse: the trace's, the upstreams', the allocators', the registry's,
+ * the plug's (none of them is taken while another of them is held, so the
+ * order of the releases matters only to readers). */
+static void release(bool child) {
+    ccai_trace_fork_lock(false);
+    for (ccai_fork_link *l = upstreams; l; l = l->next)
+        ccai_upstream_fork_unlock(UPSTREAM(l));
+    for (ccai_fork_link *l = allocators; l; l = l->next) {
+        if (child)
+            ccai_mutex_unlock_in_child(&ALLOCATOR(l)->lock);
+        else
+            ccai_mutex_unlock(&ALLOCATOR(l)->lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    ccai_plug_fork_lock(false);
+    if (child)
+        ccai_log_fork_child();
+}
+
+static void parent(void) {
+    release(false);
+}
+
+static void child(void) {
+    release(true);
+}
+
+static void set_handler(void) {
+    handler_set = pthread_atfork(prepare, parent, child) == 0;
+}
+
+/* Push l on *head, setting the handler first if no registration has. A
+ * failed pthread_atfork (no memory) is logged once, after the lock. */
+static void link_in(ccai_fork_link **head, ccai_fork_link *l) {
+    pthread_once(&handler_once, set_handler);
+    pthread_mutex_lock(&registry_lock);
+    l->prev = NULL;
+    l->next = *head;
+    if (*head)
+        (*head)->prev = l;
+    *head = l;
+    pthread_mutex_unlock(&registry_lock);
+    static atomic_bool said;
+    if (!handler_set && !atomic_exchange(&said, true))
+        ccai_log("cannot register the fork handler (pthread_atfork: no memory): a fork while another thread is "
+                 "inside a ccalloc call may leave the child waiting on a lock");
+}
+
+static void link_out(ccai_fork_link **head, ccai_fork_link *l) {
+    pthread_mutex_lock(&registry_lock);
+    if (l->prev)
+        l->prev->next = l->next;
+    else if (*head == l)
+        *head = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    l->prev = l->next = NULL;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void ccai_fork_register_allocator(cca_allocator *a) {
+    link_in(&allocators, &a->fork);
+}
+
+void ccai_fork_unregister_allocator(cca_allocator *a) {
+    link_out(&allocators, &a->fork);
+}
+
+void ccai_fork_register_upstream(cca_upstream *u) {
+    link_in(&upstreams, &u->fork);
+}
+
+void ccai_fork_unregister_upstream(cca_upstream *u) {
+    link_out(&upstreams, &u->fork);
+}

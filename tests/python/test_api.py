@@ -864,3 +864,60 @@ print("child status", status)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "child status 0", (r.stdout, r.stderr[-2000:])
+
+
+def test_fork_while_threads_use_an_allocator_of_ones_own():
+    """os.fork() while other threads are inside alloc / free / trim / stats
+    on an Allocator the program made (ctypes lets go of the GIL there): the
+    library's fork handler (fork.c) covers every allocator, so each child
+    allocates, frees and checks the copy it inherits. A child that hangs on
+    a lock a parent thread held ends by its alarm: exit by signal, a failure."""
+    import signal
+    import threading
+    import warnings
+
+    stop = threading.Event()
+    with ccalloc.Allocator(capacity="256M", conf="") as a, ccalloc.Allocator(
+        capacity="256M", conf="expandable:1"
+    ) as b:
+
+        def churn(alloc_in):
+            while not stop.is_set():
+                ps = [alloc_in.alloc(n) for n in (4096, 3 * MiB, 12 * MiB)]
+                alloc_in.stats()
+                for p in ps:
+                    alloc_in.free(p)
+                alloc_in.trim(0)
+
+        threads = [threading.Thread(target=churn, args=(x,)) for x in (a, a, b)]
+        for t in threads:
+            t.start()
+        failed = []
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
+                for i in range(40):
+                    pid = os.fork()
+                    if pid == 0:
+                        signal.alarm(20)
+                        ok = True
+                        for x in (a, b):
+                            held = x.stats()["allocated_bytes"]  # the parent threads' blocks, copied
+                            p = x.alloc(5 * MiB)
+                            ok = ok and x.stats()["allocated_bytes"] == held + 5 * MiB
+                            x.free(p)
+                            x.empty_cache()
+                            x.check()
+                        os._exit(0 if ok else 1)
+                    _, status = os.waitpid(pid, 0)
+                    if status:
+                        failed.append((i, status))
+                        break
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert failed == [], f"children that failed (fork number, wait status): {failed}"
+        for x in (a, b):
+            assert x.stats()["allocated_bytes"] == 0
+            x.check()

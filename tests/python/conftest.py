@@ -37,3 +37,35 @@ def host_plug():
     plug.configure(upstream="host:64M", conf=None)
     yield
     plug.reset()
+
+
+def fork_children(child, times, alarm=20):
+    """Fork `times` children one after another (the caller's threads keep
+    running); each runs child() under an alarm of `alarm` seconds and exits
+    0 when it returns True. A child that hangs on a lock ends by its alarm,
+    exit by signal. Returns the (fork number, wait status) of the first
+    child that failed, or None."""
+    import os
+    import signal
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
+        for i in range(times):
+            pid = os.fork()
+            if pid == 0:
+                signal.alarm(alarm)
+                ok = False
+                try:
+                    ok = bool(child())
+                except BaseException:  # said on stderr, where pytest shows it
+                    import traceback
+
+                    traceback.print_exc()
+                finally:
+                    os._exit(0 if ok else 1)
+            _, status = os.waitpid(pid, 0)
+            if status:
+                return (i, status)
+    return None
+

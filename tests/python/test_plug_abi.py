@@ -16,7 +16,7 @@ import pytest
 import ccalloc
 from ccalloc import plug
 
-from conftest import HEADER, MiB
+from conftest import HEADER, MiB, fork_children
 
 ALLOC_T = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
 FREE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
@@ -364,12 +364,9 @@ def test_fork_while_threads_allocate_and_log(entry, log_lines):
     (ctypes lets go of the GIL there) and inside the log sink (a double free,
     logged through a Python sink that waits for the GIL the forking thread
     holds): every child allocates, frees, logs and exits, none waits for
-    ever on a lock the parent's threads held at the fork (plug.c, "Fork").
-    A child that hangs ends by its alarm: exit by signal, a failure."""
-    import os
-    import signal
+    ever on a lock the parent's threads held at the fork (fork.c). A child
+    that hangs ends by its alarm: exit by signal, a failure."""
     import threading
-    import warnings
 
     alloc, free = entry
     stop = threading.Event()
@@ -388,29 +385,22 @@ def test_fork_while_threads_allocate_and_log(entry, log_lines):
     threads.append(threading.Thread(target=double_free))
     for t in threads:
         t.start()
-    failed = []
+
+    def child():
+        held = plug.stats(0)["allocated_bytes"]  # a parent thread's block between its alloc and free
+        p = alloc(4096, 0, None)
+        grew = plug.stats(0)["allocated_bytes"] - held
+        free(p, 4096, 0, None)
+        free(p, 4096, 0, None)  # logged in the child
+        return p and grew == 4096 and plug.stats(0)["allocated_bytes"] == held
+
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
-            for i in range(100):
-                pid = os.fork()
-                if pid == 0:
-                    signal.alarm(20)
-                    held = plug.stats(0)["allocated_bytes"]  # a parent thread's block between its alloc and free
-                    p = alloc(4096, 0, None)
-                    grew = plug.stats(0)["allocated_bytes"] - held
-                    free(p, 4096, 0, None)
-                    free(p, 4096, 0, None)  # logged in the child
-                    os._exit(0 if p and grew == 4096 and plug.stats(0)["allocated_bytes"] == held else 1)
-                _, status = os.waitpid(pid, 0)
-                if status:
-                    failed.append((i, status))
-                    break
+        failed = fork_children(child, 100)
     finally:
         stop.set()
         for t in threads:
             t.join()
-    assert failed == [], f"children that failed (fork number, wait status): {failed}"
+    assert failed is None, f"a child failed (fork number, wait status): {failed}"
     s = plug.stats(0)
     assert (s["allocated_bytes"], s["active_blocks"]) == (0, 0)
     assert s["alloc_calls"] == s["free_calls"]

@@ -23,7 +23,8 @@
  * it). A CUDA device cannot be used in a forked child in any case (the
  * driver refuses a context inherited across fork). Not covered: the locks
  * of a custom upstream's own code, whose ops must not create or destroy
- * allocators or upstreams.
+ * allocators or upstreams, nor fork (they run with an allocator's lock
+ * held, which the handler would wait for).
  *
  * Example usage:
  *

@@ -41,7 +41,8 @@
  * another thread of the parent used it (there is no such thread in the
  * child). An op of a custom upstream must not create or destroy allocators
  * or upstreams (it would wait for registry_lock while its allocator's lock
- * is held, which prepare may hold in the other order).
+ * is held, which prepare may hold in the other order), nor fork (prepare
+ * would wait for the lock its own thread holds).
  *
  * Costs: cca_create, cca_destroy and every upstream's creation and
  * destruction take registry_lock once (O(1) list edits); nothing on the

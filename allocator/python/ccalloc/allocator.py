@@ -198,6 +198,17 @@ def _write_via_file(fn, binary: bool = False):
         os.unlink(path)
 
 
+def _refuse_copy(self, *args) -> None:
+    """``__copy__``, ``__deepcopy__`` and ``__reduce_ex__`` of an object that
+    owns C memory through a handle (an Allocator, its Domain): a copy would
+    be a second owner of the same ``cca_allocator`` / ``cca_domain``, and
+    closing one would leave the other using freed memory (a second
+    ``cca_destroy`` when it is collected). The handle means nothing in
+    another process either. Share the object itself."""
+    raise TypeError(f"a ccalloc.{type(self).__name__} owns C memory and cannot be copied or pickled "
+                    "(share the object itself)")
+
+
 @dataclass(frozen=True)
 class ReleaseReport:
     """What ``trim`` / ``empty_cache`` gave back (``cca_release_report``, same field names)."""
@@ -247,6 +258,8 @@ class Allocator:
     GPU or in a build without CUDA). ``conf``: ``"key:value,..."`` as
     ``CCALLOC_CONF`` (docs/allocator.md, Options); None = defaults plus
     ``CCALLOC_CONF``.
+
+    Not copyable nor picklable (``TypeError``): it owns the C allocator.
 
     Use as a context manager, or call :meth:`close`. All methods may be
     called from several threads at once (the C allocator has its own lock),
@@ -349,6 +362,8 @@ class Allocator:
         lib.cca_upstream_destroy(upstream)
         if st != OK:
             raise error_class(st)(st, _text(lib.cca_status_string(st)), message)
+
+    __copy__ = __deepcopy__ = __reduce_ex__ = _refuse_copy
 
     def __enter__(self) -> "Allocator":
         return self
@@ -639,6 +654,8 @@ class Domain:
         report = self._call(lambda lib: lib.cca_domain_destroy, force, max_leaks)
         self._handle = None
         return report
+
+    __copy__ = __deepcopy__ = __reduce_ex__ = _refuse_copy
 
     def __enter__(self) -> "Domain":
         return self

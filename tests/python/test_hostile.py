@@ -103,3 +103,86 @@ def test_a_library_path_that_is_not_a_regular_file_is_refused(tmp_path, kind):
         pytest.fail(f"loading CCALLOC_LIBRARY={path} ({kind}) hung")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "refused:" in r.stdout and f"{path}: not a regular file" in r.stdout, r.stdout
+
+
+# ---- configuration and snapshot output: a locale with a decimal comma -------
+
+_COMMA_LOCALES = ("de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "ru_RU.UTF-8", "nl_NL.UTF-8",
+                  "es_ES.UTF-8", "it_IT.UTF-8", "pt_BR.UTF-8")
+
+_FIND_COMMA = r"""
+import locale, sys
+for name in sys.argv[1:]:
+    try:
+        locale.setlocale(locale.LC_ALL, name)
+    except locale.Error:
+        continue
+    if locale.localeconv()["decimal_point"] == ",":
+        print(name)
+        break
+"""
+
+
+def _comma_locale(tmp_path):
+    """(name, extra environment) of a locale whose decimal point is a comma:
+    an installed one, else de_DE built with localedef into ``tmp_path``
+    (LOCPATH); skips when neither can be had."""
+    r = _run(_FIND_COMMA, *_COMMA_LOCALES)
+    if r.stdout.strip():
+        return r.stdout.strip(), {}
+    locdir = tmp_path / "locales"
+    locdir.mkdir()
+    try:
+        subprocess.run(["localedef", "-i", "de_DE", "-f", "UTF-8", str(locdir / "de_DE.UTF-8")],
+                       capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    extra = {"LOCPATH": str(locdir)}
+    r = _run(_FIND_COMMA, "de_DE.UTF-8", env_extra=extra)
+    if r.stdout.strip():
+        return r.stdout.strip(), extra
+    pytest.skip("no locale with a decimal comma installed, and localedef could not build de_DE.UTF-8")
+
+
+_IN_LOCALE = r"""
+import json, locale, sys
+locale.setlocale(locale.LC_ALL, sys.argv[1])   # as a program does with setlocale(LC_ALL, "")
+assert locale.localeconv()["decimal_point"] == ","
+import ccalloc
+from ccalloc import plug
+a = ccalloc.Allocator("64M", conf="greedy_fraction:0.5,expandable_ahead:0.125")
+c = a.config()
+print("config", c["greedy_fraction"], c["expandable_ahead"])
+p = a.alloc("1.5M")
+q = a.alloc(1000)
+a.free(q)
+snap = json.loads(json.dumps(a.snapshot()))
+print("fragmentation", type(snap["stats"]["fragmentation"]).__name__, snap["stats"]["fragmentation"] > 0)
+settings = a.snapshot_torch()["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"]
+print("settings", [kv for kv in settings.split(",") if kv.startswith(("greedy_fraction", "expandable_ahead:"))])
+a.free(p)
+a.close()
+plug.configure(upstream="host:64M")            # CCALLOC_CONF (set by the test) read at the lazy creation
+print("plug", plug.allocator(0).config()["expandable_ahead"])
+"""
+
+
+def test_numbers_in_configs_and_snapshots_do_not_depend_on_the_locale(tmp_path):
+    """Configuration and snapshot output. A program that sets a locale whose
+    decimal point is a comma (``locale.setlocale(LC_ALL, "")`` under
+    LANG=de_DE.UTF-8) changed what the C library's strtod and printf read and
+    write: ``conf="greedy_fraction:0.5"`` was refused, a CCALLOC_CONF with a
+    fraction was dropped at the plug's lazy creation, ``config()`` read
+    "0,9", the JSON snapshot wrote ``"fragmentation":0,5`` (not JSON) and the
+    PyTorch snapshot's config string ``greedy_fraction:0,9,...`` split into
+    wrong keys. Numbers are read and written in the C locale's format
+    whatever the program's locale is."""
+    name, extra = _comma_locale(tmp_path)
+    r = _run(_IN_LOCALE, name, env_extra=dict(extra, CCALLOC_CONF="expandable_ahead:0.25"))
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.splitlines() == [
+        "config 0.5 0.125",
+        "fragmentation float True",
+        "settings ['greedy_fraction:0.5', 'expandable_ahead:0.125']",
+        "plug 0.25",
+    ], r.stdout + r.stderr

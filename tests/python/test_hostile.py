@@ -186,3 +186,98 @@ def test_numbers_in_configs_and_snapshots_do_not_depend_on_the_locale(tmp_path):
         "settings ['greedy_fraction:0.5', 'expandable_ahead:0.125']",
         "plug 0.25",
     ], r.stdout + r.stderr
+
+
+# ---- threads: close() while other threads are in calls ------------------------
+
+_CLOSE_RACE = r"""
+import threading, time
+import ccalloc
+seen = set()
+for _ in range(40):
+    a = ccalloc.Allocator("64M")
+    d = a.domain("m")
+    go = threading.Event()
+    def hammer():
+        go.wait()
+        try:
+            while True:
+                a.free(a.alloc(1000)); a.stats(); a.trim(0); a.snapshot()
+                d.free(d.alloc(10)); d.stats()
+        except ccalloc.InvalidArgumentError as e:
+            seen.add(e.message)
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    go.set()
+    time.sleep(0.005)
+    try:
+        a.close()
+    except ccalloc.LiveBlocksError:
+        pass    # a thread was between an alloc and its free: closed anyway
+    for t in threads:
+        t.join()
+    assert a.closed and d.destroyed
+print(sorted(seen))
+"""
+
+
+def test_close_while_other_threads_are_in_calls():
+    """Threads and lifetime. close() destroyed the C allocator while other
+    threads were inside calls on it (ctypes releases the GIL): a
+    use-after-free (AddressSanitizer: heap-use-after-free in
+    ccai_mutex_lock), in a Release build a hang on the freed lock. close()
+    now waits for the calls in flight to leave, and every later call raises
+    InvalidArgumentError ("the allocator is closed" / the domain's own)."""
+    try:
+        r = _run(_CLOSE_RACE, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("close() racing calls on other threads hung")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    seen = eval(r.stdout.splitlines()[-1])
+    assert seen and all("the allocator is closed" in m for m in seen), seen
+
+
+_CLOSE_IN_CALLBACK = r"""
+import ctypes
+import ccalloc
+from ccalloc import plug
+lib = plug.library()
+LOG_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+a = ccalloc.Allocator("4M")
+outcome = []
+def sink(_user, line):
+    try:
+        a.close()                  # from inside a.alloc: the allocator's lock is held below
+        outcome.append("closed")
+    except ccalloc.Error as e:
+        outcome.append(type(e).__name__ + ": " + e.message)
+cb = LOG_T(sink)
+setter = lib.dll.cca_set_log_callback
+setter.restype, setter.argtypes = None, [LOG_T, ctypes.c_void_p]
+setter(cb, None)
+try:
+    a.alloc("64M")                 # out of memory: logged (log_oom) from inside the call
+except ccalloc.OutOfMemoryError:
+    pass
+setter(LOG_T(), None)
+print(outcome)
+print(a.closed, a.stats()["alloc_calls"])
+a.close()
+print(a.closed)
+"""
+
+
+def test_close_from_inside_a_call_on_the_same_allocator_is_refused():
+    """Lifetime. A log callback that closes the allocator whose call is
+    logging (an OOM line comes from inside cca_alloc) would destroy it under
+    the call; close() from a thread with a call in flight on that allocator
+    raises InvalidArgumentError instead, and the allocator stays usable."""
+    try:
+        r = _run(_CLOSE_IN_CALLBACK, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("close() from a log callback hung")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("['InvalidArgumentError: close() from inside a call"), r.stdout
+    assert lines[1] == "False 1" and lines[2] == "True", r.stdout

@@ -10,6 +10,9 @@
 #   test_python_figures   docs/figures/expandable_pages.py runs (to a temporary
 #                         prefix) and its summary holds together;
 #                         expandable_frontier.py draws its run's own table
+#   test_python_hostile   the package and the plug ABI attacked: copies of
+#                         owners, library paths that are not files, locales,
+#                         close racing calls (test_hostile.py)
 #   test_python_gpu       real PyTorch/CuPy/Numba on ccalloc (label gpu;
 #                         skips with the reason without a GPU or framework)
 # Not in sanitizer builds: an ASan-built library cannot be loaded into an
@@ -20,7 +23,7 @@ elseif(NOT CCA_PYTEST)
   message(STATUS "tests: python3 with pytest not found: the Python suites (tests/python) are not registered (scripts/deps.sh installs pytest)")
 else()
   set(CCA_PY_ENV "PYTHONDONTWRITEBYTECODE=1;CCALLOC_LIBRARY=$<TARGET_FILE:ccalloc>")
-  foreach(suite api plug_abi adapters install figures gpu)
+  foreach(suite api plug_abi adapters install figures hostile gpu)
     string(REPLACE "_abi" "" name "${suite}")
     set(label cpu)
     if(suite STREQUAL "gpu")

@@ -21,6 +21,18 @@
  *     invalid value 'lots' for key 'max_reserved' (expected a size like 512M)
  *     out-of-range value for key 'greedy_fraction': 1.5 not in (0, 1]
  *
+ * Numbers are C's format whatever the program's locale: a program that
+ * calls setlocale(LC_ALL, "") (Python's locale.setlocale, a GUI toolkit)
+ * under de_DE or fr_FR gets a decimal comma from strtod and printf, so
+ * "greedy_fraction:0.5" would be refused, a printed 0.9 would read "0,9"
+ * (a comma is this syntax's separator) and a JSON snapshot's
+ * "fragmentation":0,5 would not be JSON. Fractions are read with
+ * strtod_l in the C locale (ccai_strtod), and every writer of a double
+ * (here, stats.c's and domain.c's JSON) formats it between
+ * ccai_numeric_begin and ccai_numeric_end, which switch the calling
+ * thread alone to the C locale (uselocale). Sizes never meet the locale:
+ * cca_parse_size reads them digit by digit.
+ *
  * Precedence with the environment (documented in ccalloc.h): an explicit
  * config passed to cca_create is used as given; CCALLOC_CONF applies only
  * when cca_create gets NULL, or when the caller calls cca_config_apply_env.
@@ -36,6 +48,35 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* ---- numbers in the C locale ------------------------------------------------ */
+
+static locale_t c_locale; /* newlocale(.., "C", ..): glibc's built-in C locale, never freed */
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+
+static void c_locale_make(void) {
+    c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+}
+
+static locale_t c_numeric(void) {
+    pthread_once(&c_locale_once, c_locale_make);
+    return c_locale; /* (locale_t)0 only if newlocale failed: then the program's locale, as before */
+}
+
+double ccai_strtod(const char *s, char **end) {
+    locale_t c = c_numeric();
+    return c ? strtod_l(s, end, c) : strtod(s, end);
+}
+
+locale_t ccai_numeric_begin(void) {
+    locale_t c = c_numeric();
+    return c ? uselocale(c) : (locale_t)0;
+}
+
+void ccai_numeric_end(locale_t previous) {
+    if (previous)
+        uselocale(previous);
+}
 
 typedef enum option_type { OPT_POLICY, OPT_FRACTION, OPT_SIZE, OPT_BOOL } option_type;
 
@@ -169,7 +210,7 @@ static cca_status parse_fraction(const char *text, size_t len, double *out) {
     cca_status st = CCA_ERR_INVALID_ARGUMENT;
     if (ccai_decimal_number(buf)) {
         char *end;
-        double v = strtod(buf, &end);
+        double v = ccai_strtod(buf, &end);
         if (*end == '\0' && !isnan(v)) {
             *out = v;
             st = CCA_OK;
@@ -384,11 +425,13 @@ static void format_value(const cca_config *c, const option *o, char *buf, size_t
          * (%.17g always does): 0.9 stays "0.9", 0.123456789 is not cut to
          * %g's 0.123457 */
         double v = *(const double *)field;
+        locale_t previous = ccai_numeric_begin();
         for (int digits = 15; digits <= 17; digits++) {
             snprintf(buf, len, "%.*g", digits, v);
-            if (strtod(buf, NULL) == v)
+            if (ccai_strtod(buf, NULL) == v)
                 break;
         }
+        ccai_numeric_end(previous);
         break;
     }
     case OPT_SIZE: {
@@ -428,7 +471,12 @@ static void format_range(const option *o, char *buf, size_t len) {
     char lo[32], hi[32];
     switch (o->type) {
     case OPT_POLICY: snprintf(buf, len, "%s, %s", policy_names[0], policy_names[1]); break;
-    case OPT_FRACTION: snprintf(buf, len, "(%g, %g]", o->min, o->max); break;
+    case OPT_FRACTION: {
+        locale_t previous = ccai_numeric_begin();
+        snprintf(buf, len, "(%g, %g]", o->min, o->max);
+        ccai_numeric_end(previous);
+        break;
+    }
     case OPT_SIZE:
         format_bound(size_bound(o->min), lo, sizeof lo);
         format_bound(size_bound(o->max), hi, sizeof hi);

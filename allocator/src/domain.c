@@ -558,6 +558,7 @@ cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca
 }
 
 void ccai_domain_stats_json(const cca_allocator *a, FILE *f) {
+    locale_t previous = ccai_numeric_begin(); /* "fragmentation": 0.5 in any locale (config.c) */
     fputc('[', f);
     for (const cca_domain *d = &a->root; d; d = d->next) {
         cca_domain_stats s;
@@ -575,6 +576,7 @@ void ccai_domain_stats_json(const cca_allocator *a, FILE *f) {
                 (unsigned long long)s.upstream_frees, s.fragmentation, d->arena ? d->arena->size : (size_t)0);
     }
     fputc(']', f);
+    ccai_numeric_end(previous);
 }
 
 cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f) {

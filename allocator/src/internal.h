@@ -60,6 +60,7 @@
 
 #include "ccalloc.h"
 
+#include <locale.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -881,6 +882,17 @@ static inline void ccai_unlock(cca_allocator *a) {
 #endif
     ccai_mutex_unlock(&a->lock);
 }
+
+/* config.c: numbers as text in the C locale's format ("0.5"), whatever
+ * locale the program has set (setlocale(LC_ALL, "") under de_DE makes
+ * strtod and printf use a decimal comma). ccai_strtod reads one;
+ * ccai_numeric_begin switches the calling thread to the C locale for the
+ * printf calls of a writer (a JSON snapshot, a config text) and returns
+ * what ccai_numeric_end puts back. Thread-local (uselocale): other threads'
+ * formatting is untouched. */
+double ccai_strtod(const char *s, char **end);
+locale_t ccai_numeric_begin(void);
+void ccai_numeric_end(locale_t previous);
 
 /* status.c */
 /* Copy this thread's message out and back: a public call that fails

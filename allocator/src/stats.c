@@ -37,7 +37,8 @@
  * The one caller-supplied string in it, the upstream's name, is escaped
  * (write_json_string: quotes, backslashes and control bytes escaped, bytes
  * that are not well-formed UTF-8 written as '?'), so any name gives valid
- * JSON.
+ * JSON. Its doubles (fragmentation) are written in the C locale's format
+ * whatever locale the program set (ccai_numeric_begin, config.c says why).
  *
  * The invariant walk (cca_check_invariants) lives in check.c.
  */
@@ -156,7 +157,8 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
 }
 
 static int write_stats_json(const cca_stats *s, FILE *f) {
-    return fprintf(f,
+    locale_t previous = ccai_numeric_begin(); /* "fragmentation":0.5 whatever the program's locale (config.c) */
+    int n = fprintf(f,
                    "{\"allocated_bytes\":%zu,\"allocated_bytes_peak\":%zu,\"requested_bytes\":%zu,"
                    "\"requested_bytes_peak\":%zu,\"reserved_bytes\":%zu,\"reserved_bytes_peak\":%zu,"
                    "\"active_blocks\":%zu,\"active_blocks_peak\":%zu,\"pending_blocks\":%zu,\"cached_blocks\":%zu,"
@@ -173,6 +175,8 @@ static int write_stats_json(const cca_stats *s, FILE *f) {
                    s->alloc_retries, s->ooms, s->splits, s->merges, s->fragmentation, s->page_size,
                    s->expandable_segments, s->address_space_bytes, s->mapped_bytes, s->vm_maps, s->vm_unmaps,
                    s->pages_mapped, s->pages_unmapped);
+    ccai_numeric_end(previous);
+    return n;
 }
 
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f) {

@@ -26,7 +26,9 @@ Where the library is looked for, in order (the first that loads wins):
 4. ``ctypes.util.find_library("ccalloc")`` (the linker's search path).
 
 If none loads, :class:`LibraryNotFoundError` lists every place tried and why
-each failed. A file shorter than its own ELF headers say (an interrupted
+each failed. Anything that is not a regular file (a directory, a device such as
+``/dev/zero``, a FIFO) is refused before it is opened: reading a device
+would never end, opening a FIFO waits for a writer. A file shorter than its own ELF headers say (an interrupted
 build, copy or download) is refused before ``dlopen`` sees it, wherever it
 was found: glibc maps the missing pages anyway and its loader dies of
 SIGBUS reading them, taking the process with it.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import stat
 import struct
 import sys
 import sysconfig
@@ -350,6 +353,10 @@ def load(path: Optional[str] = None) -> Library:
             if os.sep in p and not os.path.exists(p):
                 reasons.append(f"  {origin}: {p}: no such file")
                 continue
+            odd = _not_regular(p) if os.sep in p else None
+            if odd:
+                reasons.append(f"  {origin}: {p}: not a regular file ({odd}); skipped")
+                continue
             short = _truncated(p) if os.sep in p else None
             if short:
                 reasons.append(f"  {origin}: {p}: {short}; skipped")
@@ -385,6 +392,28 @@ def load(path: Optional[str] = None) -> Library:
             "(cmake --install build), or set CCALLOC_LIBRARY=/path/to/libccalloc.so. Looked in:\n"
             + "\n".join(reasons)
         )
+
+
+def _not_regular(path: str) -> Optional[str]:
+    """What ``path`` is when it is not a regular file (after symbolic links), else None.
+
+    Everything below reads a candidate before ``dlopen`` does, and would
+    never finish on some: a character device such as ``/dev/zero`` reads
+    without end (its bytes searched for ASan's marker until memory runs
+    out), a FIFO's open waits for a writer for ever. A library is a regular
+    file; a directory is named here too, rather than by ``dlopen``.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # gone since, or unreadable: the next step says so
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a file"
 
 
 def _sanitized(path: str) -> bool:

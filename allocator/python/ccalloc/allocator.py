@@ -20,6 +20,8 @@ import operator
 import pickle
 import os
 import tempfile
+import threading
+import weakref
 import ctypes
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
@@ -198,6 +200,17 @@ def _write_via_file(fn, binary: bool = False):
         os.unlink(path)
 
 
+def _refuse_copy(self, *args) -> None:
+    """``__copy__``, ``__deepcopy__`` and ``__reduce_ex__`` of an object that
+    owns C memory through a handle (an Allocator, its Domain): a copy would
+    be a second owner of the same ``cca_allocator`` / ``cca_domain``, and
+    closing one would leave the other using freed memory (a second
+    ``cca_destroy`` when it is collected). The handle means nothing in
+    another process either. Share the object itself."""
+    raise TypeError(f"a ccalloc.{type(self).__name__} owns C memory and cannot be copied or pickled "
+                    "(share the object itself)")
+
+
 @dataclass(frozen=True)
 class ReleaseReport:
     """What ``trim`` / ``empty_cache`` gave back (``cca_release_report``, same field names)."""
@@ -238,6 +251,23 @@ class DomainReport:
     leaks: List[LiveBlock] = field(default_factory=list)
 
 
+# Every Allocator this process made, for the fork handler below.
+_ALLOCATORS: "weakref.WeakSet[Allocator]" = weakref.WeakSet()
+
+
+def _calls_anew_in_child() -> None:
+    # A child of fork() has only the forking thread: another thread's calls
+    # counted in flight never leave there (close would wait for ever), and
+    # a thread switched out inside the guard's lock leaves it held. (The C
+    # locks are the library's fork handler's: fork.c.)
+    for a in list(_ALLOCATORS):
+        a._init_calls()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_calls_anew_in_child)
+
+
 class Allocator:
     """A libccalloc allocator over the simulated device or a CUDA device.
 
@@ -248,15 +278,19 @@ class Allocator:
     ``CCALLOC_CONF`` (docs/allocator.md, Options); None = defaults plus
     ``CCALLOC_CONF``.
 
+    Not copyable nor picklable (``TypeError``): it owns the C allocator.
+
     Use as a context manager, or call :meth:`close`. All methods may be
     called from several threads at once (the C allocator has its own lock),
-    except ``close``.
+    ``close`` included: it waits for the calls in flight on other threads
+    to leave, and every call after it raises :class:`InvalidArgumentError`.
     """
 
     def __init__(self, capacity: Optional[Size] = None, *, device: Optional[int] = None,
                  conf: Optional[str] = None, library: Optional[str] = None) -> None:
         self._lib = _lib.load(library)
         self._handle: Optional[int] = None
+        self._init_calls()
         self._upstream: Optional[int] = None
         self._owned = True
         self._valid: Optional[Callable[[], bool]] = None
@@ -285,6 +319,7 @@ class Allocator:
             raise
         self._upstream = up.value
         self._handle = a.value
+        _ALLOCATORS.add(self)
 
     @classmethod
     def _borrow(cls, lib: _lib.Library, handle: int, upstream: int, device: int,
@@ -302,6 +337,7 @@ class Allocator:
         self._owned = False
         self._valid = valid
         self._device = device
+        self._init_calls()
         return self
 
     # ---- lifetime ---------------------------------------------------------
@@ -313,14 +349,58 @@ class Allocator:
             self._upstream = None
         return self._handle
 
+    # Calls in flight. ctypes releases the GIL for every C call, so another
+    # thread's close() could destroy the allocator under a call (a
+    # use-after-free in C). Every call therefore goes through _c / _cu: the
+    # handle is taken, and the calling thread counted in _inflight, under
+    # _lock; close() takes the handle away under the same lock (new calls
+    # raise "closed"), then waits until _inflight is empty before
+    # cca_destroy. A thread that closes from inside one of its own calls (a
+    # log callback) is refused: it would wait for itself. The lock is never
+    # held across a C call.
+
+    def _init_calls(self) -> None:
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # close() waits here for _inflight to empty
+        self._inflight: Dict[int, int] = {}  # thread ident -> calls of that thread in flight
+        self._closing = False
+
+    def _closed_error(self) -> Error:
+        return argument_error(self._lib, ERR_INVALID_ARGUMENT, "the allocator is closed")
+
+    def _c(self, fn, *args, upstream: bool = False):
+        """``fn(handle, *args)`` (``upstream``: ``fn(upstream handle, *args)``),
+        the allocator kept open until it returns."""
+        me = threading.get_ident()
+        inflight = self._inflight
+        with self._lock:
+            handle = self._handle if self._valid is None else self._live_handle()
+            if handle is None:
+                raise self._closed_error()
+            inflight[me] = inflight.get(me, 0) + 1
+            if upstream:
+                handle = self._upstream
+        try:
+            return fn(handle, *args)
+        finally:
+            with self._lock:
+                left = inflight.pop(me) - 1
+                if left:
+                    inflight[me] = left
+                elif self._closing and not inflight:
+                    self._idle.notify_all()
+
+    def _cu(self, fn, *args):
+        """``fn(upstream, *args)`` for the allocator's device, the same way."""
+        return self._c(fn, *args, upstream=True)
+
     @property
     def handle(self) -> int:
-        """The ``cca_allocator *`` as an int (for ctypes/cffi callers)."""
+        """The ``cca_allocator *`` as an int (for ctypes/cffi callers; a call
+        made with it is not waited for by :meth:`close`)."""
         handle = self._live_handle()
         if handle is None:
-            raise error_class(ERR_INVALID_ARGUMENT)(ERR_INVALID_ARGUMENT,
-                                                     _text(self._lib.cca_status_string(ERR_INVALID_ARGUMENT)),
-                                                     "the allocator is closed")
+            raise self._closed_error()
         return handle
 
     @property
@@ -334,13 +414,24 @@ class Allocator:
         Blocks still live are released too, and :class:`LiveBlocksError` is
         raised afterwards: the allocator is closed either way. A borrowed
         allocator (``ccalloc.plug.allocator``) is only detached. Closing
-        twice does nothing.
+        twice does nothing. Calls in flight on other threads are waited
+        for; from inside a call on this allocator (a log callback) it
+        raises :class:`InvalidArgumentError` and changes nothing.
         """
-        if self._handle is None:
-            return
-        handle, upstream = self._handle, self._upstream
-        self._handle = None
-        self._upstream = None
+        with self._lock:
+            if self._handle is None:
+                return
+            if threading.get_ident() in self._inflight:
+                raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
+                                     "close() from inside a call on this allocator (a log callback?) is refused: "
+                                     "the call would go on with a destroyed allocator")
+            handle, upstream = self._handle, self._upstream
+            self._handle = None  # from here every new call raises "closed"
+            self._closing = True
+            while self._inflight:  # the calls already in C finish first
+                self._idle.wait()
+            self._closing = False
+            self._upstream = None
         if not self._owned:
             return
         lib = self._lib
@@ -349,6 +440,8 @@ class Allocator:
         lib.cca_upstream_destroy(upstream)
         if st != OK:
             raise error_class(st)(st, _text(lib.cca_status_string(st)), message)
+
+    __copy__ = __deepcopy__ = __reduce_ex__ = _refuse_copy
 
     def __enter__(self) -> "Allocator":
         return self
@@ -389,9 +482,9 @@ class Allocator:
         s = stream_arg(lib, stream)
         out = ctypes.c_void_p()
         if domain is None:
-            st = lib.cca_alloc(self.handle, n, s, ctypes.byref(out))
+            st = self._c(lib.cca_alloc, n, s, ctypes.byref(out))
         else:
-            st = lib.cca_alloc_in(self.handle, domain, n, s, ctypes.byref(out))
+            st = self._c(lib.cca_alloc_in, domain, n, s, ctypes.byref(out))
         raise_for(lib, st)
         return out.value or 0
 
@@ -405,18 +498,18 @@ class Allocator:
         address = pointer_arg(self._lib, ptr)
         if not address:
             return
-        raise_for(self._lib, self._lib.cca_free(self.handle, address))
+        raise_for(self._lib, self._c(self._lib.cca_free, address))
 
     def block_size(self, ptr: int) -> int:
         """Bytes actually held for a live block (rounded; maybe unsplit slack)."""
         out = ctypes.c_size_t()
-        raise_for(self._lib, self._lib.cca_block_size(self.handle, pointer_arg(self._lib, ptr), ctypes.byref(out)))
+        raise_for(self._lib, self._c(self._lib.cca_block_size, pointer_arg(self._lib, ptr), ctypes.byref(out)))
         return out.value
 
     def record_stream(self, ptr: int, stream: Any) -> None:
         """Mark a live block as used on ``stream`` too (reused after that stream's work completes)."""
-        raise_for(self._lib, self._lib.cca_record_stream(self.handle, pointer_arg(self._lib, ptr),
-                                                         stream_arg(self._lib, stream)))
+        raise_for(self._lib, self._c(self._lib.cca_record_stream, pointer_arg(self._lib, ptr),
+                                          stream_arg(self._lib, stream)))
 
     # ---- giving memory back ---------------------------------------------------
 
@@ -428,7 +521,7 @@ class Allocator:
         """
         lib = self._lib
         r = _lib.out_struct(_lib.ReleaseReport)
-        raise_for(lib, lib.cca_trim(self.handle, parse_size(lib, keep), ctypes.byref(r)))
+        raise_for(lib, self._c(lib.cca_trim, parse_size(lib, keep), ctypes.byref(r)))
         return ReleaseReport(**_lib.as_dict(r))
 
     def empty_cache(self) -> ReleaseReport:
@@ -438,7 +531,7 @@ class Allocator:
         """
         lib = self._lib
         r = _lib.out_struct(_lib.ReleaseReport)
-        raise_for(lib, lib.cca_empty_cache(self.handle, ctypes.byref(r)))
+        raise_for(lib, self._c(lib.cca_empty_cache, ctypes.byref(r)))
         return ReleaseReport(**_lib.as_dict(r))
 
     # ---- statistics --------------------------------------------------------
@@ -446,39 +539,34 @@ class Allocator:
     def stats(self) -> Dict[str, Any]:
         """``cca_stats`` as a dict with the C field names (docs/allocator.md)."""
         s = _lib.out_struct(_lib.Stats)
-        self._lib.cca_get_stats(self.handle, ctypes.byref(s))
+        self._c(self._lib.cca_get_stats, ctypes.byref(s))
         return _lib.as_dict(s)
 
     def reset_peak_stats(self) -> None:
         """Every ``*_peak`` to its current value."""
-        self._lib.cca_reset_peak_stats(self.handle)
+        self._c(self._lib.cca_reset_peak_stats)
 
     def upstream_stats(self) -> Dict[str, Any]:
         """The device's own accounting (``cca_upstream_stats``), shared by its tenants."""
         s = _lib.out_struct(_lib.UpstreamStats)
-        raise_for(self._lib, self._lib.cca_upstream_get_stats(self._upstream_handle(), ctypes.byref(s)))
+        raise_for(self._lib, self._cu(self._lib.cca_upstream_get_stats, ctypes.byref(s)))
         return _lib.as_dict(s)
 
     def mem_info(self) -> Tuple[int, int]:
         """``(free, total)`` bytes of the device, as the driver counts them (cudaMemGetInfo)."""
         free_b, total = ctypes.c_size_t(), ctypes.c_size_t()
-        raise_for(self._lib, self._lib.cca_upstream_mem_info(self._upstream_handle(), ctypes.byref(free_b),
-                                                             ctypes.byref(total)))
+        raise_for(self._lib, self._cu(self._lib.cca_upstream_mem_info, ctypes.byref(free_b), ctypes.byref(total)))
         return free_b.value, total.value
-
-    def _upstream_handle(self) -> int:
-        self.handle  # raises when closed (a stale view included)
-        return self._upstream  # type: ignore[return-value]
 
     @property
     def device_name(self) -> str:
         """The upstream's name: ``"host"`` or ``"cuda:N"``."""
-        return _text(self._lib.cca_upstream_name(self._upstream_handle()))
+        return _text(self._cu(self._lib.cca_upstream_name))
 
     def config(self) -> Dict[str, str]:
         """The configuration in force, ``{option: value}`` as ``cca_config_print`` writes it."""
         cfg = (ctypes.c_char * _lib.CONFIG_BYTES)()
-        raise_for(self._lib, self._lib.cca_get_config(self.handle, cfg))
+        raise_for(self._lib, self._c(self._lib.cca_get_config, cfg))
         text = _write_via_file(lambda f: raise_for(self._lib, self._lib.cca_config_print(cfg, f, 0)))
         out: Dict[str, str] = {}
         for line in text.splitlines():
@@ -490,7 +578,7 @@ class Allocator:
     def snapshot(self) -> Dict[str, Any]:
         """The whole allocator (``cca_write_snapshot_json``) parsed: config, stats, domains,
         and every segment with its blocks in address order."""
-        text = _write_via_file(lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_json(self.handle, f)))
+        text = _write_via_file(lambda f: raise_for(self._lib, self._c(self._lib.cca_write_snapshot_json, f)))
         return json.loads(text)
 
     def snapshot_torch(self, path: Optional[str] = None, device: Optional[int] = None) -> Dict[str, Any]:
@@ -504,7 +592,7 @@ class Allocator:
         ``ccalloc.plug.allocator(N)``'s N, 0 for a simulated device)."""
         d = device_arg(self._lib, self._device if device is None else device)
         data = _write_via_file(
-            lambda f: raise_for(self._lib, self._lib.cca_write_snapshot_torch(self.handle, d, f)),
+            lambda f: raise_for(self._lib, self._c(self._lib.cca_write_snapshot_torch, d, f)),
             binary=True)
         if path is not None:
             with open(path, "wb") as w:
@@ -513,11 +601,11 @@ class Allocator:
 
     def check(self) -> None:
         """Walk every internal invariant (O(blocks), for tests); :class:`InvariantError` if one is broken."""
-        raise_for(self._lib, self._lib.cca_check_invariants(self.handle))
+        raise_for(self._lib, self._c(self._lib.cca_check_invariants))
 
     def mark(self, name: str) -> None:
         """A phase mark in the ``CCALLOC_TRACE`` trace (no-op when not tracing)."""
-        raise_for(self._lib, self._lib.cca_trace_mark(self.handle, c_string(self._lib, name, "mark")))
+        raise_for(self._lib, self._c(self._lib.cca_trace_mark, c_string(self._lib, name, "mark")))
 
     # ---- domains -----------------------------------------------------------
 
@@ -532,8 +620,8 @@ class Allocator:
         failure of the domain's destroy is dropped (the domain stays).
         """
         out = ctypes.c_void_p()
-        raise_for(self._lib, self._lib.cca_domain_create(self.handle, c_string(self._lib, name, "domain name"),
-                                                         ctypes.byref(out)))
+        raise_for(self._lib, self._c(self._lib.cca_domain_create, c_string(self._lib, name, "domain name"),
+                                          ctypes.byref(out)))
         return Domain(self, out.value, name)
 
 
@@ -578,13 +666,13 @@ class Domain:
     def reserve(self, nbytes: Size) -> None:
         """Reserve a footprint arena of ``nbytes`` up front (``cca_domain_reserve``)."""
         lib = self.allocator._lib
-        raise_for(lib, lib.cca_domain_reserve(self.allocator.handle, self.handle, parse_size(lib, nbytes)))
+        raise_for(lib, self.allocator._c(lib.cca_domain_reserve, self.handle, parse_size(lib, nbytes)))
 
     def stats(self) -> Dict[str, Any]:
         """``cca_domain_stats`` as a dict (``name`` as a str)."""
         lib = self.allocator._lib
         s = _lib.out_struct(_lib.DomainStats)
-        raise_for(lib, lib.cca_get_domain_stats(self.allocator.handle, self.handle, ctypes.byref(s)))
+        raise_for(lib, self.allocator._c(lib.cca_get_domain_stats, self.handle, ctypes.byref(s)))
         d = _lib.as_dict(s)
         d["name"] = d["name"].decode("ascii", "replace")
         return d
@@ -604,7 +692,7 @@ class Domain:
         r = _lib.out_struct(_lib.DomainReport)
         r.leaks = ctypes.cast(leaks, ctypes.POINTER(_lib.LiveBlock))
         r.leaks_cap = cap
-        st = fn(lib)(self.allocator.handle, self.handle, DOMAIN_FORCE if force else 0, ctypes.byref(r))
+        st = self.allocator._c(fn(lib), self.handle, DOMAIN_FORCE if force else 0, ctypes.byref(r))
         message = _text(lib.cca_last_error())
         report = DomainReport(
             bytes_released=r.bytes_released, segments_released=r.segments_released,
@@ -639,6 +727,8 @@ class Domain:
         report = self._call(lambda lib: lib.cca_domain_destroy, force, max_leaks)
         self._handle = None
         return report
+
+    __copy__ = __deepcopy__ = __reduce_ex__ = _refuse_copy
 
     def __enter__(self) -> "Domain":
         return self

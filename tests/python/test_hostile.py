@@ -1,0 +1,345 @@
+"""The package and the plug ABI attacked: lifetimes, values, threads,
+configuration, snapshot output.
+
+Each test here was written against a defect found by attacking a class of
+inputs (the class is in the test's docstring), so it fails without its fix.
+What could kill the process (a use-after-free, a read that never ends)
+runs in a subprocess, so a regression fails the one test, not the suite.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ccalloc
+
+from conftest import PACKAGE_DIR
+
+
+def _run(code: str, *args: str, env_extra=None, timeout: float = 60, limit_as: int = 0):
+    """Run ``code`` in a fresh python with the package importable and the
+    same library; ``limit_as``: an address-space limit (bytes) for it."""
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR), CCALLOC_LIBRARY=ccalloc.library_path())
+    env.update(env_extra or {})
+
+    def limit():
+        # ASan (a preloaded runtime, the sanitizer runs by hand) reserves
+        # terabytes of shadow address space: no limit under it
+        if limit_as and "asan" not in os.environ.get("LD_PRELOAD", ""):
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, preexec_fn=limit)
+
+
+# ---- lifetime: an object that owns C memory is not copied --------------------
+
+_COPY = r"""
+import copy, pickle, sys
+import ccalloc
+from ccalloc import plug
+a = ccalloc.Allocator("64M")
+d = a.domain("m")
+plug.configure(upstream="host:64M")
+v = plug.allocator(0)
+for name, obj in (("Allocator", a), ("Domain", d), ("view", v)):
+    for how, fn in (("copy", copy.copy), ("deepcopy", copy.deepcopy), ("pickle", pickle.dumps)):
+        try:
+            fn(obj)
+        except TypeError as e:
+            print(name, how, "refused:", e)
+        else:
+            print(name, how, "COPIED")
+d.destroy()
+a.close()
+print("done")
+"""
+
+
+def test_allocators_domains_and_views_refuse_copy_and_pickle():
+    """Lifetime. copy.copy(Allocator) made a second owner of the same
+    cca_allocator: closing one, then using or collecting the other, was a
+    use-after-free (cca_destroy twice). deepcopy and pickle failed with
+    errors about ctypes internals. Each of the three is refused with a
+    TypeError that says why, for an Allocator, a Domain and a plug view."""
+    r = _run(_COPY)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "done", r.stdout
+    refused = [line for line in lines[:-1] if "refused:" in line]
+    assert len(refused) == 9, r.stdout
+    assert all("cannot be copied or pickled" in line for line in refused), r.stdout
+
+
+# ---- configuration: CCALLOC_LIBRARY naming something that is not a file -----
+
+_LOAD = r"""
+import ccalloc
+try:
+    ccalloc.Allocator("1M")
+except ccalloc.LibraryNotFoundError as e:
+    print("refused:", e)
+"""
+
+
+@pytest.mark.parametrize("kind", ["char-device", "fifo"])
+def test_a_library_path_that_is_not_a_regular_file_is_refused(tmp_path, kind):
+    """Configuration. CCALLOC_LIBRARY=/dev/zero read the device to the end
+    (every byte of it, looking for ASan's marker: MemoryError after eating
+    the machine's memory), and a FIFO blocked the import for ever (its open
+    waits for a writer). Either is refused at once, saying what it is."""
+    if kind == "char-device":
+        path = "/dev/zero"
+        if not os.path.exists(path):
+            pytest.skip("no /dev/zero")
+    else:
+        path = str(tmp_path / "libccalloc.so")
+        os.mkfifo(path)
+    try:
+        r = _run(_LOAD, env_extra={"CCALLOC_LIBRARY": path}, timeout=20, limit_as=1 << 30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"loading CCALLOC_LIBRARY={path} ({kind}) hung")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "refused:" in r.stdout and f"{path}: not a regular file" in r.stdout, r.stdout
+
+
+# ---- configuration and snapshot output: a locale with a decimal comma -------
+
+_COMMA_LOCALES = ("de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "ru_RU.UTF-8", "nl_NL.UTF-8",
+                  "es_ES.UTF-8", "it_IT.UTF-8", "pt_BR.UTF-8")
+
+_FIND_COMMA = r"""
+import locale, sys
+for name in sys.argv[1:]:
+    try:
+        locale.setlocale(locale.LC_ALL, name)
+    except locale.Error:
+        continue
+    if locale.localeconv()["decimal_point"] == ",":
+        print(name)
+        break
+"""
+
+
+def _comma_locale(tmp_path):
+    """(name, extra environment) of a locale whose decimal point is a comma:
+    an installed one, else de_DE built with localedef into ``tmp_path``
+    (LOCPATH); skips when neither can be had."""
+    r = _run(_FIND_COMMA, *_COMMA_LOCALES)
+    if r.stdout.strip():
+        return r.stdout.strip(), {}
+    locdir = tmp_path / "locales"
+    locdir.mkdir()
+    try:
+        subprocess.run(["localedef", "-i", "de_DE", "-f", "UTF-8", str(locdir / "de_DE.UTF-8")],
+                       capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    extra = {"LOCPATH": str(locdir)}
+    r = _run(_FIND_COMMA, "de_DE.UTF-8", env_extra=extra)
+    if r.stdout.strip():
+        return r.stdout.strip(), extra
+    pytest.skip("no locale with a decimal comma installed, and localedef could not build de_DE.UTF-8")
+
+
+_IN_LOCALE = r"""
+import json, locale, sys
+locale.setlocale(locale.LC_ALL, sys.argv[1])   # as a program does with setlocale(LC_ALL, "")
+assert locale.localeconv()["decimal_point"] == ","
+import ccalloc
+from ccalloc import plug
+a = ccalloc.Allocator("64M", conf="greedy_fraction:0.5,expandable_ahead:0.125")
+c = a.config()
+print("config", c["greedy_fraction"], c["expandable_ahead"])
+p = a.alloc("1.5M")
+q = a.alloc(1000)
+a.free(q)
+snap = json.loads(json.dumps(a.snapshot()))
+print("fragmentation", type(snap["stats"]["fragmentation"]).__name__, snap["stats"]["fragmentation"] > 0)
+settings = a.snapshot_torch()["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"]
+print("settings", [kv for kv in settings.split(",") if kv.startswith(("greedy_fraction", "expandable_ahead:"))])
+a.free(p)
+a.close()
+plug.configure(upstream="host:64M")            # CCALLOC_CONF (set by the test) read at the lazy creation
+print("plug", plug.allocator(0).config()["expandable_ahead"])
+"""
+
+
+def test_numbers_in_configs_and_snapshots_do_not_depend_on_the_locale(tmp_path):
+    """Configuration and snapshot output. A program that sets a locale whose
+    decimal point is a comma (``locale.setlocale(LC_ALL, "")`` under
+    LANG=de_DE.UTF-8) changed what the C library's strtod and printf read and
+    write: ``conf="greedy_fraction:0.5"`` was refused, a CCALLOC_CONF with a
+    fraction was dropped at the plug's lazy creation, ``config()`` read
+    "0,9", the JSON snapshot wrote ``"fragmentation":0,5`` (not JSON) and the
+    PyTorch snapshot's config string ``greedy_fraction:0,9,...`` split into
+    wrong keys. Numbers are read and written in the C locale's format
+    whatever the program's locale is."""
+    name, extra = _comma_locale(tmp_path)
+    r = _run(_IN_LOCALE, name, env_extra=dict(extra, CCALLOC_CONF="expandable_ahead:0.25"))
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.splitlines() == [
+        "config 0.5 0.125",
+        "fragmentation float True",
+        "settings ['greedy_fraction:0.5', 'expandable_ahead:0.125']",
+        "plug 0.25",
+    ], r.stdout + r.stderr
+
+
+# ---- threads: close() while other threads are in calls ------------------------
+
+_CLOSE_RACE = r"""
+import threading, time
+import ccalloc
+seen = set()
+for _ in range(40):
+    a = ccalloc.Allocator("64M")
+    d = a.domain("m")
+    go = threading.Event()
+    def hammer():
+        go.wait()
+        try:
+            while True:
+                a.free(a.alloc(1000)); a.stats(); a.trim(0); a.snapshot()
+                d.free(d.alloc(10)); d.stats()
+        except ccalloc.InvalidArgumentError as e:
+            seen.add(e.message)
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    go.set()
+    time.sleep(0.005)
+    try:
+        a.close()
+    except ccalloc.LiveBlocksError:
+        pass    # a thread was between an alloc and its free: closed anyway
+    for t in threads:
+        t.join()
+    assert a.closed and d.destroyed
+print(sorted(seen))
+"""
+
+
+def test_close_while_other_threads_are_in_calls():
+    """Threads and lifetime. close() destroyed the C allocator while other
+    threads were inside calls on it (ctypes releases the GIL): a
+    use-after-free (AddressSanitizer: heap-use-after-free in
+    ccai_mutex_lock), in a Release build a hang on the freed lock. close()
+    now waits for the calls in flight to leave, and every later call raises
+    InvalidArgumentError ("the allocator is closed" / the domain's own)."""
+    try:
+        r = _run(_CLOSE_RACE, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("close() racing calls on other threads hung")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    seen = eval(r.stdout.splitlines()[-1])
+    assert seen and all("the allocator is closed" in m for m in seen), seen
+
+
+_CLOSE_IN_CALLBACK = r"""
+import ctypes
+import ccalloc
+from ccalloc import plug
+lib = plug.library()
+LOG_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+a = ccalloc.Allocator("4M")
+outcome = []
+def sink(_user, line):
+    try:
+        a.close()                  # from inside a.alloc: the allocator's lock is held below
+        outcome.append("closed")
+    except ccalloc.Error as e:
+        outcome.append(type(e).__name__ + ": " + e.message)
+cb = LOG_T(sink)
+setter = lib.dll.cca_set_log_callback
+setter.restype, setter.argtypes = None, [LOG_T, ctypes.c_void_p]
+setter(cb, None)
+try:
+    a.alloc("64M")                 # out of memory: logged (log_oom) from inside the call
+except ccalloc.OutOfMemoryError:
+    pass
+setter(LOG_T(), None)
+print(outcome)
+print(a.closed, a.stats()["ooms"])
+a.close()
+print(a.closed)
+"""
+
+
+def test_close_from_inside_a_call_on_the_same_allocator_is_refused():
+    """Lifetime. A log callback that closes the allocator whose call is
+    logging (an OOM line comes from inside cca_alloc) would destroy it under
+    the call; close() from a thread with a call in flight on that allocator
+    raises InvalidArgumentError instead, and the allocator stays usable."""
+    try:
+        r = _run(_CLOSE_IN_CALLBACK, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("close() from a log callback hung")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("['InvalidArgumentError: close() from inside a call"), r.stdout
+    assert lines[1] == "False 1" and lines[2] == "True", r.stdout
+
+
+_FORK_IN_CALL = r"""
+import ctypes, os, signal, threading, time
+import ccalloc
+from ccalloc import plug
+lib = plug.library()
+LOG_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+a = ccalloc.Allocator("4M")
+inside, release = threading.Event(), threading.Event()
+def sink(_user, line):
+    inside.set()
+    release.wait()                 # a thread parked inside a.alloc (its OOM line)
+cb = LOG_T(sink)
+setter = lib.dll.cca_set_log_callback
+setter.restype, setter.argtypes = None, [LOG_T, ctypes.c_void_p]
+setter(cb, None)
+def parked():
+    try:
+        a.alloc("64M")
+    except ccalloc.OutOfMemoryError:
+        pass
+t = threading.Thread(target=parked)
+t.start()
+inside.wait()
+pid = os.fork()
+if pid == 0:                       # the child: that thread does not exist here; nothing logs
+    a.free(a.alloc(1000))
+    a.close()
+    os._exit(0 if a.closed else 1)
+for _ in range(200):
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    status = -1
+release.set()
+t.join()
+setter(LOG_T(), None)
+a.close()
+print("child", status)
+"""
+
+
+def test_a_child_forked_while_a_thread_is_in_a_call_can_close():
+    """Fork and lifetime. close() waits for the calls other threads have in
+    flight; in a child forked while a thread was inside a call (here parked
+    in the log callback of its OOM, the allocator's own lock already
+    released), that thread does not exist and its call never returns, so
+    the child's close() waited for ever. The child forgets the other
+    threads' calls (and makes the guard's lock anew: a thread switched out
+    while holding it leaves it held in the child). The child does not log:
+    the parked thread holds the log's lock, and a fork during a call on an
+    allocator of one's own is outside the C library's promise (ccalloc.h)."""
+    r = _run(_FORK_IN_CALL, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.splitlines()[-1] == "child 0", r.stdout + r.stderr[-3000:]

@@ -8,6 +8,7 @@
 # Targets (each harness's opening comment says what it checks):
 #   loader  runtime/fuzz/fuzz_loader.c    safetensors model files
 #   text    runtime/fuzz/fuzz_text.c      model specs, footprint sidecars
+#   json    runtime/fuzz/fuzz_json.c      ccrun --json and the snapshots, parsed back
 #   config  allocator/fuzz/fuzz_config.c  CCALLOC_CONF, sizes, validate, print round trip
 #   trace   bench/fuzz/fuzz_trace.c       ccbench trace files (CSV, gzip), write round trip, replay
 #
@@ -20,11 +21,11 @@
 # exit status is libFuzzer's (non-zero on a finding). Reproduce one with:
 #   build-fuzz/bench/ccb_fuzz_trace build-fuzz/fuzz-artifacts/crash-...
 set -eu
-TARGET=${1:?usage: scripts/fuzz.sh loader|text|config|trace|all [SECONDS]}
+TARGET=${1:?usage: scripts/fuzz.sh loader|text|json|config|trace|all [SECONDS]}
 SECONDS_TO_RUN=${2:-60}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${CCA_FUZZ_BUILD:-$ROOT/build-fuzz}
-ALL="loader text config trace"
+ALL="loader text json config trace"
 if [ "$TARGET" = all ]; then
     for t in $ALL; do "$0" "$t" "$SECONDS_TO_RUN"; done
     exit 0
@@ -36,6 +37,8 @@ loader) BIN=runtime/ccr_fuzz_loader DICT=runtime/fuzz/safetensors.dict MAX_LEN=6
     SEEDS="$ROOT/tests/fixtures/*.safetensors $ROOT/tests/fixtures/malformed/*.safetensors" ;;
 text) BIN=runtime/ccr_fuzz_text DICT=runtime/fuzz/text.dict MAX_LEN=4096
     SEEDS="$ROOT/runtime/fuzz/seeds/*" ;;
+json) BIN=runtime/ccr_fuzz_json DICT=runtime/fuzz/json.dict MAX_LEN=1024
+    SEEDS="$ROOT/runtime/fuzz/seeds_json/*" ;;
 config) BIN=allocator/cca_fuzz_config DICT=allocator/fuzz/config.dict MAX_LEN=4096
     SEEDS="$ROOT/allocator/fuzz/seeds/*" ;;
 trace) BIN=bench/ccb_fuzz_trace DICT=bench/fuzz/trace.dict MAX_LEN=65536

@@ -20,6 +20,12 @@
  *      analysis's; for traces of at most 4096 events (replay's observe pass
  *      samples after every event; longer ones are read only).
  *
+ * and a plain (not gzip'd) input must load alike three ways: from the file,
+ * from the same bytes gzip'd (zlib must change nothing the reader sees:
+ * the same status and message), and through ccb_trace_read on a memory
+ * stream with no budget (inputs of at most 64 KiB stay far below the cap,
+ * so the budget must refuse nothing the reader accepts).
+ *
  * Build and run: scripts/fuzz.sh trace [SECONDS] (clang, ASan + UBSan).
  */
 #include <stdint.h>
@@ -27,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <zlib.h>
 
 #include "ccbench.h"
 
@@ -116,10 +124,53 @@ static void replay(const ccb_trace *t) {
     ccb_result_free(&r);
 }
 
+/* Load `path` (plain or gzip'd): 0 or -1, and the message in err. */
+static int load(const char *path, char *err, size_t errlen, ccb_trace *t) {
+    err[0] = '\0';
+    int rc = ccb_trace_load_capped(t, path, LOAD_CAP, err, errlen);
+    if (rc != 0) {
+        if (!err[0])
+            die("a refused trace left no message", NULL);
+        if (t->n || t->ev || t->marks || t->domains || t->comments)
+            die("a refused trace left events or arrays", err);
+    }
+    return rc;
+}
+
+/* The plain input loaded two more ways must give what the file gave. */
+static void differential(const uint8_t *data, size_t size, const char *gz_path, int rc, const char *err) {
+    gzFile g = gzopen(gz_path, "wb");
+    if (!g || (size && gzwrite(g, data, (unsigned)size) != (int)size) || gzclose(g) != Z_OK)
+        abort();
+    ccb_trace t;
+    char err2[256];
+    int rc2 = load(gz_path, err2, sizeof err2, &t);
+    ccb_trace_free(&t);
+    /* the messages name the file only where zlib failed, which it must not here */
+    if (rc2 != rc || (rc && strcmp(err, err2) != 0)) {
+        fprintf(stderr, "plain: %d '%s'\ngzip'd: %d '%s'\n", rc, err, rc2, err2);
+        die("the same bytes gzip'd load otherwise", NULL);
+    }
+    FILE *m = size ? fmemopen((void *)data, size, "r") : fopen("/dev/null", "r");
+    if (!m)
+        abort();
+    ccb_trace_init(&t, "memory");
+    char err3[256] = "";
+    int rc3 = ccb_trace_read(&t, m, err3, sizeof err3);
+    fclose(m);
+    ccb_trace_free(&t);
+    if (rc3 != rc || (rc && strcmp(err, err3) != 0)) {
+        fprintf(stderr, "load: %d '%s'\nread, no budget: %d '%s'\n", rc, err, rc3, err3);
+        die("the reader without a budget disagrees with the load", NULL);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static char path[64];
-    if (!path[0])
+    static char path[64], gz_path[64];
+    if (!path[0]) {
         snprintf(path, sizeof path, "/tmp/ccb_fuzz_trace.%ld.csv", (long)getpid());
+        snprintf(gz_path, sizeof gz_path, "/tmp/ccb_fuzz_trace.%ld.csv.gz", (long)getpid());
+    }
     FILE *f = fopen(path, "wb");
     if (!f)
         abort();
@@ -127,16 +178,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     fclose(f);
     ccb_trace t;
-    char err[256] = "";
-    if (ccb_trace_load_capped(&t, path, LOAD_CAP, err, sizeof err) == 0) {
+    char err[256];
+    int rc = load(path, err, sizeof err, &t);
+    if (rc == 0) {
         round_trip(&t);
         replay(&t);
-    } else {
-        if (!err[0])
-            die("a refused trace left no message", NULL);
-        if (t.n || t.ev || t.marks || t.domains || t.comments)
-            die("a refused trace left events or arrays", err);
     }
     ccb_trace_free(&t);
+    if (!(size >= 2 && data[0] == 0x1f && data[1] == 0x8b))
+        differential(data, size, gz_path, rc, err);
     return 0;
 }

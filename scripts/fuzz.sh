@@ -15,7 +15,9 @@
 # Build dir: $CCA_FUZZ_BUILD, default build-fuzz/ (host-only: CUDA off; no
 # OpenBLAS, whose OpenMP flavour would bring libgomp next to clang's libomp;
 # every library built with ASan + UBSan (CCA_SANITIZE), the ones under test
-# with libFuzzer coverage too). Seeds: committed files (fixtures, traces,
+# with libFuzzer coverage too; the allocator at assertion level 2, CCA_DEBUG:
+# its full invariant walk after every public call, so that a replay or a
+# load that corrupts it stops there). Seeds: committed files (fixtures, traces,
 # each target's seeds/), copied into BUILD/fuzz-corpus/TARGET, which keeps
 # what the runs found. Crashes and leaks land in BUILD/fuzz-artifacts/; the
 # exit status is libFuzzer's (non-zero on a finding). Reproduce one with:
@@ -49,7 +51,7 @@ esac
 CC=${CC:-clang}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="${CXX:-clang++}" \
     -DCCA_SANITIZE=ON -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_TESTS=OFF -DCCA_BUILD_BENCH=ON -DCCR_BUILD_FUZZ=ON \
-    -DCCA_BUILD_FUZZ=ON -DCCK_USE_OPENBLAS=OFF >/dev/null
+    -DCCA_BUILD_FUZZ=ON -DCCK_USE_OPENBLAS=OFF -DCCA_DEBUG=2 >/dev/null
 cmake --build "$BUILD" --target "$(basename "$BIN")" -j"$(nproc)"
 CORPUS=$BUILD/fuzz-corpus/$TARGET
 mkdir -p "$CORPUS" "$BUILD/fuzz-artifacts"

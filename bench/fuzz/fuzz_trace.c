@@ -12,15 +12,20 @@
  *      the same trace event for event (ops, slots, sizes, streams, domains),
  *      the same marks, domain names and counts (the reader's promise:
  *      read(write(t)) == t);
- *   2. replay: ccb_replay through the host strategy ccalloc-growth on a
- *      64 MiB simulated device (one timed pass, no driver costs) returns 0
+ *   2. replay: ccb_replay through one host strategy (a hash of the input
+ *      picks one of the ccalloc presets that run without a GPU, or the
+ *      uncached device-malloc; scripts/fuzz.sh builds the allocator with
+ *      CCA_DEBUG=2, its invariant walk after every call) on a 64 MiB
+ *      simulated device (one timed pass, no driver costs) returns 0
  *      (replay checks block tags at every free and that nothing stays
  *      reserved after the final release), its pattern check ran, and when
  *      no alloc was refused its peak of live requested bytes is the
  *      analysis's; for traces of at most 4096 events (replay's observe pass
  *      samples after every event; longer ones are read only).
  *
- * and a plain (not gzip'd) input must load alike three ways: from the file,
+ * An input that starts with the byte 0xA5 is a program that writes a valid
+ * trace (synthesize, below), which must load, then goes the same way.
+ * A plain (not gzip'd) input must load alike three ways: from the file,
  * from the same bytes gzip'd (zlib must change nothing the reader sees:
  * the same status and message), and through ccb_trace_read on a memory
  * stream with no budget (inputs of at most 64 KiB stay far below the cap,
@@ -106,13 +111,25 @@ static void round_trip(const ccb_trace *t) {
     free(text);
 }
 
-static void replay(const ccb_trace *t) {
+/* The host strategies replay runs, one per input (chosen by a hash of it):
+ * every ccalloc preset that runs without a GPU, and the uncached device. */
+static const char *const strategies[] = {"ccalloc-growth",   "ccalloc-greedy",     "ccalloc-nosmall",
+                                         "ccalloc-maxsplit", "ccalloc-onelarge",   "ccalloc-shared",
+                                         "ccalloc-expandable", "ccalloc-expandable-greedy", "device-malloc"};
+
+static void replay(const ccb_trace *t, const uint8_t *data, size_t size) {
     if (t->n > REPLAY_MAX_EVENTS)
         return;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < size; i++)
+        h = (h ^ data[i]) * 16777619u;
+    const char *spec = strategies[h % (sizeof strategies / sizeof strategies[0])];
     static const ccb_replay_options o = {.device_bytes = (size_t)64 << 20, .reps = 1, .timeline_points = 8};
     ccb_result r;
-    if (ccb_replay(t, "ccalloc-growth", &o, &r) != 0)
+    if (ccb_replay(t, spec, &o, &r) != 0) {
+        fprintf(stderr, "strategy %s\n", spec);
         die("replay of an accepted trace failed", r.why);
+    }
     if (!r.checked)
         die("replay's pattern check did not run", r.why);
     /* with no refusal, replay's live requested bytes are the analysis's */
@@ -122,6 +139,89 @@ static void replay(const ccb_trace *t) {
         die("peak requested bytes differ", n);
     }
     ccb_result_free(&r);
+}
+
+/* ---- synthesized traces ----------------------------------------------------
+ * Byte mutations rarely keep a trace valid for long, so an input whose first
+ * byte is SYNTH is read as a program that writes a valid v3 trace instead
+ * (4 bytes a step): allocs of ids 1..32 with sizes from a table of edges
+ * (0, 1, granule +-1, pool limits, segment sizes, the device, 2^60), frees
+ * of live ids, marks, empty_cache, trims, domain declarations, reservations
+ * and releases (when none of the domain's blocks is live), new sections.
+ * The reader must accept it (the synthesizer keeps the format's rules), so
+ * the replay gets long valid traces. */
+#define SYNTH 0xA5
+#define SYNTH_IDS 32
+
+static const uint64_t synth_sizes[] = {0,          1,           511,         512,         513,
+                                       4096,       (1u << 20) - 1, 1u << 20,   (1u << 20) + 1, 2u << 20,
+                                       10u << 20,  (20u << 20) + 1, 32u << 20, 64u << 20,   (64u << 20) + 1,
+                                       1ull << 30, 1ull << 60,  12345,       999999,      3u << 20};
+#define NSIZES (sizeof synth_sizes / sizeof synth_sizes[0])
+
+typedef struct synth_block {
+    int live;
+    uint64_t size;
+    unsigned stream, domain;
+} synth_block;
+
+/* The trace text of program p[0..n) (malloc'd, *len bytes). */
+static char *synthesize(const uint8_t *p, size_t n, size_t *len) {
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    if (!f)
+        abort();
+    synth_block b[SYNTH_IDS + 1] = {{0}};
+    unsigned domains = 0, seq = 0;       /* declared in this section (1..domains) */
+    unsigned dlive[8] = {0};             /* live blocks per local domain (0..7)   */
+    unsigned long long next_id = 1;      /* ids of this section, never reused     */
+    unsigned long long id_of[SYNTH_IDS + 1] = {0};
+    uint64_t live = 0; /* live bytes, every section's: kept below 2^62 (the reader refuses 2^64) */
+    fprintf(f, "# ccalloc trace v3\nseq,op,id,size,stream,domain,name\n");
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        unsigned op = p[i] % 12, k = 1 + p[i + 1] % SYNTH_IDS;
+        uint64_t size = synth_sizes[p[i + 2] % NSIZES];
+        unsigned stream = p[i + 3] % 4, dom = domains ? (p[i + 3] >> 2) % (domains + 1) : 0;
+        synth_block *x = &b[k];
+        if (op <= 4 && !x->live) {
+            if (live + size > (1ull << 62))
+                size = 1;
+            live += size;
+            *x = (synth_block){1, size, stream, dom};
+            id_of[k] = next_id++;
+            dlive[dom]++;
+            fprintf(f, "%u,alloc,%llu,%llu,%u,%u\n", seq++, id_of[k], (unsigned long long)size, stream, dom);
+        } else if (op <= 7 && x->live) {
+            x->live = 0;
+            live -= x->size;
+            dlive[x->domain]--;
+            fprintf(f, "%u,free,%llu,%llu,%u,%u\n", seq++, id_of[k], (unsigned long long)x->size, x->stream,
+                    x->domain);
+        } else if (op == 8) {
+            fprintf(f, "%u,mark,0,0,0,0,step-%u\n", seq++, p[i + 1]);
+        } else if (op == 9) {
+            if (p[i + 1] & 1)
+                fprintf(f, "%u,empty_cache,0,0,0,0\n", seq++);
+            else
+                fprintf(f, "%u,trim,0,%llu,0,0\n", seq++, (unsigned long long)size);
+        } else if (op == 10) {
+            unsigned what = p[i + 1] % 3;
+            if (what == 0 && domains < 7)
+                fprintf(f, "%u,domain,0,0,0,%u,model-%u\n", seq++, ++domains, p[i + 2]);
+            else if (what == 1 && size)
+                fprintf(f, "%u,domain_reserve,0,%llu,0,%u\n", seq++, (unsigned long long)size, dom);
+            else if (what == 2 && !dlive[dom])
+                fprintf(f, "%u,domain_release,0,0,0,%u\n", seq++, dom);
+        } else if (op == 11 && p[i + 1] % 8 == 0) { /* a new section: the old one's live blocks stay live */
+            fprintf(f, "seq,op,id,size,stream,domain,name\n");
+            memset(b, 0, sizeof b);
+            memset(dlive + 1, 0, sizeof dlive - sizeof dlive[0]); /* domain 0 is every section's */
+            domains = 0;
+            next_id = 1;
+        }
+    }
+    fclose(f);
+    return text;
 }
 
 /* Load `path` (plain or gzip'd): 0 or -1, and the message in err. */
@@ -171,6 +271,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         snprintf(path, sizeof path, "/tmp/ccb_fuzz_trace.%ld.csv", (long)getpid());
         snprintf(gz_path, sizeof gz_path, "/tmp/ccb_fuzz_trace.%ld.csv.gz", (long)getpid());
     }
+    char *program = NULL;
+    if (size && data[0] == SYNTH) {
+        program = synthesize(data + 1, size - 1, &size);
+        data = (const uint8_t *)program;
+    }
     FILE *f = fopen(path, "wb");
     if (!f)
         abort();
@@ -180,12 +285,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ccb_trace t;
     char err[256];
     int rc = load(path, err, sizeof err, &t);
+    if (program && rc != 0)
+        die("a synthesized trace was refused", err);
     if (rc == 0) {
         round_trip(&t);
-        replay(&t);
+        replay(&t, data, size);
     }
     ccb_trace_free(&t);
     if (!(size >= 2 && data[0] == 0x1f && data[1] == 0x8b))
         differential(data, size, gz_path, rc, err);
+    free(program);
     return 0;
 }

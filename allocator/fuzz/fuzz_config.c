@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "ccalloc.h"
+#include "ccai_fuzz.h" /* common/: the input as a C string */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -186,11 +187,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static FILE *null;
     if (!null && !(null = fopen("/dev/null", "w")))
         abort();
-    char *text = malloc(size + 1);
+    char *text = ccai_fuzz_cstring(data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
 
     /* text: all-or-nothing, validate, the round trip */
     cca_config c, before, other;

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "ccalloc.h"
+#include "ccai_fuzz.h" /* common/: the input as a C string */
 #include "ccrun.h"       /* runtime/ccrun: ccrun_json_document */
 #include "pickle_read.h" /* tests/: the pickle's reader */
 
@@ -199,11 +200,9 @@ static void check_snapshots(const char *name) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char *text = malloc(size + 1);
+    char *text = ccai_fuzz_cstring(data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     const char *s[3] = {text, text, text};
     size_t k = 1;
     for (size_t i = 0; i < size && k < 3; i++)

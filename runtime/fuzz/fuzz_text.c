@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "ccr.h"
+#include "ccai_fuzz.h" /* common/: the input as a C string */
 #include "internal.h" /* runtime/src: ccr_footprint_lookup, ccr_footprint_clear */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -157,11 +158,9 @@ static void check_sidecar(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char *text = malloc(size + 1);
+    char *text = ccai_fuzz_cstring(data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     check_spec(text);
     free(text);
     check_sidecar(data, size);

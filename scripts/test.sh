@@ -7,7 +7,9 @@
 #      the baseline vector code are tested too), and
 #      the allocator's threaded stress program under ThreadSanitizer;
 #   3. the installed package consumed by an outside project (CMake + pkg-config);
-#   4. a short libFuzzer run of the model loader, when the fuzzer exists.
+#   4. short libFuzzer runs of every input parser (scripts/fuzz.sh): the model
+#      loader, the spec and sidecar texts, the JSON and pickle writers,
+#      CCALLOC_CONF, ccbench's traces.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -48,5 +50,8 @@ build-install/consumer-pc
 echo "installed package: CMake and pkg-config consumers built and ran"
 
 echo "== 4/4 fuzzing =="
-runtime/fuzz/run.sh 30   # the safetensors loader under libFuzzer, 30 s
+scripts/fuzz.sh loader 30   # the safetensors loader under libFuzzer, 30 s
+for target in text json config trace; do # spec + sidecar, JSON/pickle writers, CCALLOC_CONF, traces: 20 s each
+  scripts/fuzz.sh "$target" 20
+done
 echo "all test stages passed"

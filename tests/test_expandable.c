@@ -53,6 +53,7 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1853,6 +1854,100 @@ Test(expandable, request_whose_pages_exceed_max_reserved_fails_at_once) {
     p = tu_alloc(a, 4 * MiB, NULL); /* 2 pages: fits */
     tu_free(a, p);
     fx_finish(a, u, &f);
+}
+
+/* The same when the ceiling is the device's size and that is not a whole
+ * number of pages (found by allocator/fuzz/fuzz_api.c): the range cached by
+ * an earlier request spans the ceiling rounded up to the page, so its free
+ * block "fits" a request whose pages the device can never hold. That
+ * request must still fail at once, before step 4's block is mapped: no
+ * vm_map refused by the device, no upstream call, nothing counted but the
+ * OOM. */
+Test(expandable, request_whose_pages_exceed_the_device_fails_at_once) {
+    tu_faulty f;
+    cca_upstream *u = tu_faulty_create(&f, vm_device(5 * MiB, 2 * MiB), "fx", false);
+    cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead_min:0,small_max:512,log_oom:0");
+    tu_free(a, tu_alloc(a, 1 * MiB, NULL)); /* a range of the large pool on NULL, one page mapped, free */
+    cca_stats before = tu_stats(a);
+    cr_assert_eq(before.reserved_bytes, 2 * MiB);
+    uint64_t calls = fx_calls(&f);
+    void *p = NULL;
+    cr_assert_eq(cca_alloc(a, 5 * MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY); /* 3 pages: 6 MiB > 5 MiB */
+    cr_assert_not_null(strstr(cca_last_error(), "never"), "%s", cca_last_error());
+    cr_assert_eq(fx_calls(&f), calls, "no upstream call (vm_map called %" PRIu64 " times)",
+                 f.calls[TU_FAULT_MAP]);
+    cca_stats after = tu_stats(a);
+    before.ooms++;
+    tu_assert_stats_equal(&before, &after, "a request that can never succeed");
+    tu_free(a, tu_alloc(a, 4 * MiB, NULL)); /* 2 pages: fits */
+    fx_finish(a, u, &f);
+}
+
+/* The class: whatever the ceiling (a device size or max_reserved that is
+ * not a whole number of pages), the page size, the stream and the domain
+ * whose range is cached, every request whose pages exceed the ceiling fails
+ * at once without an upstream call, and every request whose pages fit it
+ * is served. */
+Test(expandable, requests_over_the_ceiling_in_pages_never_reach_the_upstream) {
+    static const struct {
+        size_t capacity, page;
+        const char *conf;
+    } cases[] = {
+        {5 * MiB, 2 * MiB, ""},
+        {3 * MiB + 28 * KiB, 64 * KiB, ""},
+        {9 * MiB + 4 * KiB, 4 * MiB, ""},
+        {64 * MiB, 2 * MiB, ",max_reserved:7M"},
+        {64 * MiB, 1 * MiB, ",max_reserved:3.5M"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        for (int use_domain = 0; use_domain < 2; use_domain++) {
+            tu_faulty f;
+            cca_upstream *u = tu_faulty_create(&f, vm_device(cases[c].capacity, cases[c].page), "fx", false);
+            char conf[160];
+            /* one pool for every request here: the cached range is the one step 4 finds */
+            snprintf(conf, sizeof conf, "expandable:1,small_max:512,large_min:20M,log_oom:0%s", cases[c].conf);
+            cca_allocator *a = tu_allocator(u, conf);
+            cca_config cfg;
+            cca_get_config(a, &cfg);
+            size_t ceiling = cfg.max_reserved ? cfg.max_reserved : cases[c].capacity;
+            size_t pg = cases[c].page, fit = ceiling / pg * pg; /* the most whole pages under the ceiling */
+            cca_domain *d = NULL;
+            if (use_domain)
+                cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK);
+            cca_stream streams[] = {NULL, S1};
+            for (int si = 0; si < 2; si++) {
+                void *q = NULL;
+                cr_assert_eq(cca_alloc_in(a, d, 4096, streams[si], &q), CCA_OK, "%s", cca_last_error());
+                tu_free(a, q); /* a range of this domain and stream, cached */
+                size_t over[] = {fit + 1, ceiling, fit + pg - CCA_GRANULARITY};
+                for (size_t i = 0; i < sizeof over / sizeof *over; i++) {
+                    if (over[i] <= fit)
+                        continue;
+                    cca_stats before = tu_stats(a);
+                    uint64_t calls = fx_calls(&f);
+                    void *p = (void *)1;
+                    cr_assert_eq(cca_alloc_in(a, d, over[i], streams[si], &p), CCA_ERR_OUT_OF_MEMORY,
+                                 "case %zu: %zu bytes over a ceiling of %zu in %zu-byte pages", c, over[i], ceiling,
+                                 pg);
+                    cr_assert_null(p);
+                    cr_assert_eq(fx_calls(&f), calls, "case %zu, %zu bytes: no upstream call (%" PRIu64 " maps)", c,
+                                 over[i], f.calls[TU_FAULT_MAP]);
+                    cca_stats after = tu_stats(a);
+                    before.ooms++;
+                    tu_assert_stats_equal(&before, &after, "a request that can never succeed");
+                }
+                void *p = NULL; /* still usable (whether `fit` bytes fit depends on the slack rule) */
+                cr_assert_eq(cca_alloc_in(a, d, pg, streams[si], &p), CCA_OK, "case %zu: %zu bytes: %s", c, pg,
+                             cca_last_error());
+                tu_free(a, p);
+                cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+                tu_check(a);
+            }
+            if (d)
+                cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK);
+            fx_finish(a, u, &f);
+        }
+    }
 }
 
 /* A greedy arena over pages is whole pages: its size rounded up, unless

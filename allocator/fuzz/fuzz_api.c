@@ -136,7 +136,22 @@ static int stream_index(cca_stream s) {
 
 static cca_stream stream_of(int i) { return (cca_stream)(uintptr_t)(0x1000u * (unsigned)i); }
 
+/* FZ_TRACE=1 in the environment: every upstream call and action on stderr
+ * (to read a finding; off while fuzzing). */
+static int tracing = -1;
+#define TRACE(...)                                                                                                     \
+    do {                                                                                                               \
+        if (tracing < 0)                                                                                               \
+            tracing = getenv("FZ_TRACE") != NULL;                                                                      \
+        if (tracing)                                                                                                   \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+    } while (0)
+
+static const char *const kind_names[FK_N] = {"none",    "alloc",      "free",   "mem_info",  "synchronize",
+                                              "event_record", "vm_reserve", "vm_map", "vm_unmap", "vm_release"};
+
 static bool fault(fz_dev *d, int kind) {
+    TRACE("  upstream %s\n", kind_names[kind]);
     if (d->fault_kind != kind)
         return false;
     if (d->countdown) {
@@ -486,6 +501,8 @@ static void act_alloc(fz_world *w, fz_in *in, bool in_domain) {
     uint64_t calls_before = w->dev.mutating_calls, fired_before = w->dev.fired;
     void *p = (void *)(uintptr_t)1;
     cca_status st = in_domain ? cca_alloc_in(w->a, d, size, stream_of(si), &p) : cca_alloc(w->a, size, stream_of(si), &p);
+    TRACE("  alloc%s(%zu, stream %d, domain %d) = %s %p\n", in_domain ? "_in" : "", size, si, dom,
+          cca_status_string(st), p);
     if (st != CCA_OK) {
         FZ_CHECK(p == NULL, "a failed alloc left *out %p", p);
         FZ_CHECK(st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_INVALID_ARGUMENT || st == CCA_ERR_UPSTREAM,
@@ -558,6 +575,7 @@ static void act_free(fz_world *w, fz_in *in) {
     w->dev.log_lost = 0;
     uint64_t syncs = w->dev.syncs_ok;
     cca_status st = cca_free(w->a, b.ptr);
+    TRACE("  free(%p, %zu bytes, stream %d) = %s\n", (void *)b.ptr, b.size, b.alloc_stream, cca_status_string(st));
     FZ_CHECK(st != CCA_ERR_INVALID_POINTER && st != CCA_ERR_INVALID_ARGUMENT, "free of a live block: %s",
              cca_status_string(st));
     forget_live(w, i);
@@ -576,7 +594,9 @@ static void act_record(fz_world *w, fz_in *in) {
     if (!w->nlive)
         return;
     fz_block *b = &w->live[in_u8(in) % w->nlive];
-    cca_status st = cca_record_stream(w->a, b->ptr, stream_of(in_u8(in) % FZ_STREAMS));
+    int si = in_u8(in) % FZ_STREAMS;
+    cca_status st = cca_record_stream(w->a, b->ptr, stream_of(si));
+    TRACE("  record_stream(%p, %d) = %s\n", (void *)b->ptr, si, cca_status_string(st));
     FZ_CHECK(st == CCA_OK, "record_stream of a live block: %s", cca_status_string(st));
 }
 
@@ -586,6 +606,7 @@ static void act_trim(fz_world *w, fz_in *in, bool empty) {
     cca_release_report r;
     memset(&r, 0xab, sizeof r);
     cca_status st = empty ? cca_empty_cache(w->a, &r) : cca_trim(w->a, keep, &r);
+    TRACE("  %s(%zu) = %s\n", empty ? "empty_cache" : "trim", keep, cca_status_string(st));
     FZ_CHECK(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_NOT_READY, "trim: undocumented %s",
              cca_status_string(st));
     cca_stats s;
@@ -924,6 +945,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_world(w);
     for (int steps = 0; in.n && steps < 400; steps++) {
         uint8_t op = in_u8(&in);
+        TRACE("step %d: op %d\n", steps, op % 20);
         switch (op % 20) {
         case 0: case 1: case 2: case 3: act_alloc(w, &in, false); break;
         case 4: case 5: case 6: act_free(w, &in); break;

@@ -1950,6 +1950,94 @@ Test(expandable, requests_over_the_ceiling_in_pages_never_reach_the_upstream) {
     }
 }
 
+/* A device whose size the allocator cannot learn (no mem_info answer) and a
+ * request larger than the address space an allocator's ranges may hold
+ * (CCAI_ADDRESS_BUDGET, 32 TiB; found by allocator/fuzz/fuzz_api.c): it can
+ * never succeed, so it fails at once, as one over the device would. It
+ * used to size a range for it and calloc the range's page bitmap first,
+ * va / page / 8 bytes before the upstream was asked (2^45 bytes for a
+ * request near SIZE_MAX: an ASan abort; elsewhere "host malloc failed"). */
+Test(expandable, request_over_the_address_budget_fails_at_once_on_an_unknown_device) {
+    tu_faulty f;
+    cca_upstream *u = fx_create(&f, 256 * MiB, false);
+    f.fail_mem_info = true;
+    cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0");
+    tu_free(a, tu_alloc(a, 3 * MiB, NULL)); /* something cached: nothing may be released for the request */
+    size_t sizes[] = {CCAI_ADDRESS_BUDGET + 1, (size_t)1 << 50, (size_t)1 << 62, SIZE_MAX / 2 + 1,
+                      SIZE_MAX - 3 * MiB};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        cca_stats before = tu_stats(a);
+        uint64_t calls = fx_calls(&f);
+        void *p = (void *)1;
+        cr_assert_eq(cca_alloc(a, sizes[i], NULL, &p), CCA_ERR_OUT_OF_MEMORY, "%zu bytes: %s", sizes[i],
+                     cca_last_error());
+        cr_assert_null(p);
+        cr_assert_not_null(strstr(cca_last_error(), "never"), "%zu bytes: %s", sizes[i], cca_last_error());
+        cr_assert_eq(fx_calls(&f), calls, "%zu bytes: no upstream call", sizes[i]);
+        cca_stats after = tu_stats(a);
+        before.ooms++;
+        tu_assert_stats_equal(&before, &after, "a request over the address budget");
+    }
+    tu_free(a, tu_alloc(a, 3 * MiB, NULL)); /* the device still serves what fits */
+    f.fail_mem_info = false;
+    fx_finish(a, u, &f);
+}
+
+/* The class: every expandable reservation sized by the caller, on a device
+ * of unknown size, is refused before any bookkeeping when it is over the
+ * budget: cca_alloc on every stream and pool, a domain's arena
+ * (cca_domain_reserve: CCA_ERR_OUT_OF_MEMORY, nothing changes) and the
+ * greedy arena of cca_create (CCA_ERR_OUT_OF_MEMORY, nothing held). */
+Test(expandable, reservations_over_the_address_budget_are_refused_before_bookkeeping) {
+    size_t pages[] = {4 * KiB, PG, 2 * MiB};
+    for (size_t k = 0; k < sizeof pages / sizeof *pages; k++) {
+        tu_faulty f;
+        cca_upstream *u = tu_faulty_create(&f, vm_device(256 * MiB, pages[k]), "fx", false);
+        f.fail_mem_info = true;
+        cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0");
+        cca_domain *d = NULL;
+        cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK);
+        size_t over[] = {CCAI_ADDRESS_BUDGET + 1, CCAI_ADDRESS_BUDGET + pages[k], (size_t)1 << 55, SIZE_MAX / 2};
+        cca_stream streams[] = {NULL, S0};
+        for (size_t i = 0; i < sizeof over / sizeof *over; i++) {
+            for (int si = 0; si < 2; si++) {
+                uint64_t calls = fx_calls(&f);
+                void *p = (void *)1;
+                cr_assert_eq(cca_alloc_in(a, si ? d : NULL, over[i], streams[si], &p), CCA_ERR_OUT_OF_MEMORY,
+                             "page %zu, %zu bytes: %s", pages[k], over[i], cca_last_error());
+                cr_assert_eq(fx_calls(&f), calls, "page %zu, %zu bytes: no upstream call", pages[k], over[i]);
+            }
+            cca_stats before = tu_stats(a);
+            uint64_t calls = fx_calls(&f);
+            cr_assert_eq(cca_domain_reserve(a, d, over[i]), CCA_ERR_OUT_OF_MEMORY, "page %zu, arena of %zu: %s",
+                         pages[k], over[i], cca_last_error());
+            cr_assert_eq(fx_calls(&f), calls, "page %zu, arena of %zu bytes: no upstream call", pages[k], over[i]);
+            cca_stats after = tu_stats(a);
+            tu_assert_stats_equal(&before, &after, "a refused arena changes nothing");
+        }
+        cr_assert_eq(cca_domain_reserve(a, d, 4 * MiB), CCA_OK, "%s", cca_last_error()); /* one that fits */
+        cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
+        fx_finish(a, u, &f);
+    }
+    /* the greedy arena */
+    tu_faulty f;
+    cca_upstream *u = tu_faulty_create(&f, vm_device(256 * MiB, PG), "fx", false);
+    f.fail_mem_info = true;
+    cca_config c;
+    cca_config_default(&c);
+    c.policy = CCA_POLICY_GREEDY;
+    c.expandable = 1;
+    c.log_oom = 0;
+    c.greedy_bytes = (size_t)1 << 60;
+    cca_allocator *a = (cca_allocator *)1;
+    cr_assert_eq(cca_create(&c, u, &a), CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+    cr_assert_null(a);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(us.bytes_in_use + us.vm_reserved_bytes, 0, "a refused cca_create holds nothing");
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(f.inner);
+}
+
 /* A greedy arena over pages is whole pages: its size rounded up, unless
  * that passes max_reserved or the device's free memory; then down. */
 Test(expandable, greedy_arena_rounds_down_to_whole_pages) {

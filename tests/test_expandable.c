@@ -2017,6 +2017,7 @@ Test(expandable, reservations_over_the_address_budget_are_refused_before_bookkee
         }
         cr_assert_eq(cca_domain_reserve(a, d, 4 * MiB), CCA_OK, "%s", cca_last_error()); /* one that fits */
         cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
+        f.fail_mem_info = false;
         fx_finish(a, u, &f);
     }
     /* the greedy arena */

@@ -297,8 +297,9 @@ static void keep_range(cca_allocator *a, ccai_segment *s, ccai_free_index *ix) {
 cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,
                                    ccai_segment **out) {
     size_t page = a->page;
-    if (va > SIZE_MAX - page)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "expandable segment of %zu bytes: too large", va);
+    if (va > CCAI_ADDRESS_BUDGET) /* before its bitmap: va / page / 8 bytes of host memory */
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "expandable segment of %zu bytes: more than the %zu-byte address budget",
+                         va, CCAI_ADDRESS_BUDGET);
     va = (va + page - 1) / page * page;
     size_t npages = va / page;
     /* an arena is mapped whole: a map the cap or the device's free memory

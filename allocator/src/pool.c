@@ -616,7 +616,7 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
  * whose pages the device or max_reserved can never hold, and the map would
  * reach the upstream. */
 static cca_status never_succeeds(cca_allocator *a, size_t size, size_t rounded, ccai_pool_kind pool) {
-    size_t ceiling = ccai_segment_ceiling(a);
+    size_t ceiling = ccai_request_ceiling(a);
     if (a->config.policy == CCA_POLICY_GREEDY) {
         /* Impossible whatever arena an empty-cache would leave behind: over
          * greedy_bytes (over pages: rounded up to the page, which the arena
@@ -638,8 +638,8 @@ static cca_status never_succeeds(cca_allocator *a, size_t size, size_t rounded, 
         least = rounded > SIZE_MAX - a->page ? SIZE_MAX : round_up(rounded, a->page);
     if (least > ceiling)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
-                         "%s: %zu bytes need a %zu-byte segment, more than the device or max_reserved "
-                         "allows (%zu bytes): it can never succeed",
+                         "%s: %zu bytes need a %zu-byte segment, more than the device, max_reserved or the "
+                         "address budget allows (%zu bytes): it can never succeed",
                          a->allocating, size, least, ceiling);
     return CCA_OK;
 }

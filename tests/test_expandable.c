@@ -2039,6 +2039,37 @@ Test(expandable, reservations_over_the_address_budget_are_refused_before_bookkee
     cca_upstream_destroy(f.inner);
 }
 
+/* Giving pages back costs a word of 64 pages per step, not a bit test per
+ * page (found by allocator/fuzz/fuzz_api.c: an OOM retry that ran for
+ * minutes over a range sized for a huge request on a device of unknown
+ * size). A range is as large as max_reserved when the device's size is
+ * unknown: here 8 TiB of 4 KiB pages (2^31 pages), one live block at its
+ * start, and each trim walks the free rest of it for mapped runs. Bit by
+ * bit that is seconds per trim; word by word a few tens of milliseconds. */
+Test(expandable, trim_of_a_range_of_billions_of_pages_is_word_by_word) {
+    tu_faulty f;
+    cca_upstream *u = tu_faulty_create(&f, vm_device(64 * MiB, 4 * KiB), "fx", false);
+    f.fail_mem_info = true;
+    cca_allocator *a =
+        tu_allocator(u, "expandable:1,max_reserved:8T,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    void *live = tu_alloc(a, 1 * MiB, NULL);
+    cr_assert_eq(tu_stats(a).address_space_bytes, (size_t)8 << 40, "one 8 TiB range: %zu",
+                 tu_stats(a).address_space_bytes);
+    uint64_t t0 = tu_now_ns();
+    for (int i = 0; i < 8; i++) {
+        void *q = tu_alloc(a, 2 * MiB, NULL); /* pages mapped above the live block, freed, trimmed */
+        tu_free(a, q);
+        cca_release_report r;
+        cr_assert_eq(cca_trim(a, 0, &r), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(r.bytes_unmapped, 2 * MiB, "the 2 MiB freed above the live block: %zu", r.bytes_unmapped);
+    }
+    double s = (double)(tu_now_ns() - t0) / 1e9;
+    cr_assert_lt(s, 4.0, "8 trims of a 2^31-page range took %.2f s", s);
+    tu_free(a, live);
+    f.fail_mem_info = false;
+    fx_finish(a, u, &f);
+}
+
 /* A greedy arena over pages is whole pages: its size rounded up, unless
  * that passes max_reserved or the device's free memory; then down. */
 Test(expandable, greedy_arena_rounds_down_to_whole_pages) {

@@ -2070,6 +2070,38 @@ Test(expandable, trim_of_a_range_of_billions_of_pages_is_word_by_word) {
     fx_finish(a, u, &f);
 }
 
+/* The class: every path that gives free pages back walks the bitmap a word
+ * at a time: the OOM retry (a request the device refuses), trim with a
+ * keep that stops part-way, and the empty-cache that releases the range. */
+Test(expandable, every_page_release_of_a_huge_range_is_word_by_word) {
+    tu_faulty f;
+    cca_upstream *u = tu_faulty_create(&f, vm_device(64 * MiB, 4 * KiB), "fx", false);
+    f.fail_mem_info = true;
+    cca_allocator *a =
+        tu_allocator(u, "expandable:1,max_reserved:8T,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    void *live = tu_alloc(a, 1 * MiB, NULL);
+    uint64_t t0 = tu_now_ns();
+    for (int i = 0; i < 4; i++) {
+        void *q = tu_alloc(a, 8 * MiB, NULL);
+        tu_free(a, q);
+        void *p = NULL; /* more than the device: refused, the retry unmaps the 8 MiB and is refused again */
+        cr_assert_eq(cca_alloc(a, 100 * MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+        cr_assert_eq(tu_stats(a).reserved_bytes, 1 * MiB, "the retry gave the free pages back");
+        q = tu_alloc(a, 8 * MiB, NULL);
+        tu_free(a, q);
+        cca_release_report r;
+        cr_assert_eq(cca_trim(a, 5 * MiB, &r), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(tu_stats(a).reserved_bytes, 5 * MiB, "trim stops at its keep, part-way through the run");
+    }
+    tu_free(a, live);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).address_space_bytes, 0);
+    double s = (double)(tu_now_ns() - t0) / 1e9;
+    cr_assert_lt(s, 4.0, "releases over a 2^31-page range took %.2f s", s);
+    f.fail_mem_info = false;
+    fx_finish(a, u, &f);
+}
+
 /* A greedy arena over pages is whole pages: its size rounded up, unless
  * that passes max_reserved or the device's free memory; then down. */
 Test(expandable, greedy_arena_rounds_down_to_whole_pages) {

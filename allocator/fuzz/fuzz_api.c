@@ -522,6 +522,8 @@ static void act_alloc(fz_world *w, fz_in *in, bool in_domain) {
     /* a request that can never succeed: OOM at once, nothing touched (the
      * device's total is known through mem_info only) */
     size_t bound = w->has_mem_info ? w->capacity : SIZE_MAX;
+    if (w->expandable && bound > ((size_t)32 << 40)) /* no range over the address budget */
+        bound = (size_t)32 << 40;
     if (w->cfg.max_reserved && w->cfg.max_reserved < bound)
         bound = w->cfg.max_reserved;
     if (size > bound && size <= SIZE_MAX / 2) {
@@ -532,7 +534,10 @@ static void act_alloc(fz_world *w, fz_in *in, bool in_domain) {
         cca_stats after;
         cca_get_stats(w->a, &after);
         FZ_CHECK(after.ooms == before.ooms + 1, "ooms not counted");
-        FZ_CHECK(stats_equal(&before, &after), "alloc(%zu) that can never succeed changed the allocator", size);
+        /* step 3 of every alloc (completing pending frees whose events
+         * finished) runs first: with frees pending, the counters may move */
+        if (!before.pending_blocks)
+            FZ_CHECK(stats_equal(&before, &after), "alloc(%zu) that can never succeed changed the allocator", size);
     }
     if (st != CCA_OK || !p)
         return;

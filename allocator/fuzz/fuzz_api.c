@@ -119,6 +119,8 @@ typedef struct fz_dev {
     bool sticky;         /* fail every later call too, until disarmed */
     cca_status fault_st; /* what alloc / vm_map fail with (others: UPSTREAM) */
     uint64_t fired;          /* faults injected so far */
+    bool meminfo_refused;    /* the allocator may never learn the device's size
+                                (segment.c asks it once) */
     uint64_t mutating_calls; /* alloc, free, sync and vm calls, granted or not */
     bool hold_events;
     uint64_t seq, done[FZ_STREAMS];
@@ -161,6 +163,7 @@ static bool fault(fz_dev *d, int kind) {
     if (!d->sticky)
         d->fault_kind = FK_NONE;
     d->fired++;
+    d->meminfo_refused |= kind == FK_MEMINFO;
     return true;
 }
 
@@ -472,7 +475,7 @@ static size_t pick_size(fz_world *w, fz_in *in) {
          * (seconds under this instrumentation for 2^33 pages): kept to
          * 2^36 there, so that one input runs in well under a second. */
         unsigned shift = 20 + in_u8(in) % 44;
-        if (w->expandable && !w->has_mem_info && shift > 36)
+        if (w->expandable && (!w->has_mem_info || w->dev.meminfo_refused) && shift > 36)
             shift = 36;
         return (size_t)1 << shift;
     }
@@ -530,7 +533,7 @@ static void act_alloc(fz_world *w, fz_in *in, bool in_domain) {
                  cca_status_string(st));
     /* a request that can never succeed: OOM at once, nothing touched (the
      * device's total is known through mem_info only) */
-    size_t bound = w->has_mem_info ? w->capacity : SIZE_MAX;
+    size_t bound = w->has_mem_info && !w->dev.meminfo_refused ? w->capacity : SIZE_MAX;
     if (w->expandable && bound > ((size_t)32 << 40)) /* no range over the address budget */
         bound = (size_t)32 << 40;
     if (w->cfg.max_reserved && w->cfg.max_reserved < bound)

@@ -7,7 +7,7 @@
 #      the baseline vector code are tested too), and
 #      the allocator's threaded stress program under ThreadSanitizer;
 #   3. the installed package consumed by an outside project (CMake + pkg-config);
-#   4. a short libFuzzer run of the model loader, when the fuzzer exists.
+#   4. short libFuzzer runs of the model loader and of the allocator's API.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -49,4 +49,5 @@ echo "installed package: CMake and pkg-config consumers built and ran"
 
 echo "== 4/4 fuzzing =="
 runtime/fuzz/run.sh 30   # the safetensors loader under libFuzzer, 30 s
+allocator/fuzz/run.sh 30 # the allocator's API, action by action against a model, 30 s (same build dir)
 echo "all test stages passed"

@@ -14,9 +14,11 @@
  * four streams), cca_free, cca_record_stream, cca_trim (several keeps),
  * cca_empty_cache, stats and peak resets, the JSON and pickle writers into
  * a memory stream, domains (create with fuzzed names, release, force,
- * destroy, reserve an arena), cca_trace_mark with fuzzed names, completing
- * held events, arming an upstream FAULT, and in error mode double frees,
- * interior and unknown pointers.
+ * destroy, reserve an arena), cca_trace_mark with fuzzed names (every
+ * allocator records a CCALLOC_TRACE to /dev/null), completing
+ * held events, arming upstream FAULTs, and in error mode double frees,
+ * interior and unknown pointers, and domain handles that are not the
+ * allocator's (destroyed, a stack byte, a block's address).
  *
  * The device is the host upstream (upstream_host.c) behind a wrapper made
  * with cca_upstream_custom_create that (a) refuses the call a FAULT action
@@ -114,10 +116,12 @@ typedef struct fz_event {
 
 typedef struct fz_dev {
     cca_upstream *host;
-    int fault_kind;      /* FK_NONE: no fault armed */
-    unsigned countdown;  /* calls of that kind to let through first */
-    bool sticky;         /* fail every later call too, until disarmed */
-    cca_status fault_st; /* what alloc / vm_map fail with (others: UPSTREAM) */
+    /* per kind (several may be armed at once: an event record and the
+     * synchronize that replaces it, say) */
+    bool armed[FK_N];
+    unsigned countdown[FK_N]; /* calls of that kind to let through first */
+    bool sticky[FK_N];        /* fail every later call too, until disarmed */
+    cca_status fault_st;      /* what alloc / vm_reserve / vm_map fail with (others: UPSTREAM) */
     uint64_t fired;          /* faults injected so far */
     bool meminfo_refused;    /* the allocator may never learn the device's size
                                 (segment.c asks it once) */
@@ -154,14 +158,14 @@ static const char *const kind_names[FK_N] = {"none",    "alloc",      "free",   
 
 static bool fault(fz_dev *d, int kind) {
     TRACE("  upstream %s\n", kind_names[kind]);
-    if (d->fault_kind != kind)
+    if (!d->armed[kind])
         return false;
-    if (d->countdown) {
-        d->countdown--;
+    if (d->countdown[kind]) {
+        d->countdown[kind]--;
         return false;
     }
-    if (!d->sticky)
-        d->fault_kind = FK_NONE;
+    if (!d->sticky[kind])
+        d->armed[kind] = false;
     d->fired++;
     d->meminfo_refused |= kind == FK_MEMINFO;
     return true;
@@ -294,6 +298,8 @@ typedef struct fz_world {
     void *freed[FZ_MAX_FREED]; /* pointers freed earlier: double-free candidates */
     int nfreed;
     cca_domain *domains[FZ_MAX_DOMAINS];
+    cca_domain *dead[8]; /* destroyed handles: foreign from then on (error mode) */
+    int ndead;
     uint64_t seed;
     FILE *mem;
     char *membuf;
@@ -759,10 +765,19 @@ static void act_domain_release(fz_world *w, fz_in *in, bool destroy) {
         FZ_CHECK(r.live_blocks >= (size_t)(flags ? 0 : live_here), "report: %zu live, model %d", r.live_blocks,
                  live_here);
     reconcile_domain(w, dom, flags != 0);
+    if (st == CCA_OK && !(destroy && d)) { /* released whole: the domain stays, empty */
+        cca_domain_stats ds;
+        FZ_CHECK(cca_get_domain_stats(w->a, d, &ds) == CCA_OK, "domain stats after a release");
+        FZ_CHECK(ds.reserved_bytes == 0 && ds.segments == 0 && ds.active_blocks == 0,
+                 "a released domain holds %zu bytes in %zu segments, %zu blocks", ds.reserved_bytes, ds.segments,
+                 ds.active_blocks);
+        FZ_CHECK(r.bytes_still_reserved == 0, "report: %zu still reserved", r.bytes_still_reserved);
+    }
     if (destroy && st == CCA_OK) {
         FZ_CHECK(!flags ? live_here == 0 : true, "destroyed with live blocks");
         for (int i = 0; i < w->nlive; i++)
             FZ_CHECK(w->live[i].dom != dom, "a block of a destroyed domain is still live");
+        w->dead[w->ndead++ % 8] = w->domains[dom];
         w->domains[dom] = NULL;
     }
 }
@@ -782,9 +797,10 @@ static void act_domain_reserve(fz_world *w, fz_in *in) {
 
 static void act_fault(fz_world *w, fz_in *in) {
     uint8_t k = in_u8(in);
-    w->dev.fault_kind = k % FK_N;
-    w->dev.countdown = in_u8(in) % 4;
-    w->dev.sticky = (k & 0x80) != 0;
+    int kind = 1 + k % (FK_N - 1);
+    w->dev.armed[kind] = true;
+    w->dev.countdown[kind] = in_u8(in) % 4;
+    w->dev.sticky[kind] = (k & 0x80) != 0;
     w->dev.fault_st = k & 0x40 ? CCA_ERR_UPSTREAM : CCA_ERR_OUT_OF_MEMORY;
 }
 
@@ -797,11 +813,54 @@ static void act_complete(fz_world *w, fz_in *in) {
         w->dev.done[k % (FZ_STREAMS + 1)] = w->dev.seq;
 }
 
+/* Error mode: a domain handle that is not one of the allocator's (a
+ * destroyed one, a host stack byte, a block's address) is refused by
+ * cca_alloc_in and cca_domain_reserve with CCA_ERR_INVALID_ARGUMENT,
+ * without being read (ASan would see a read of the stack byte). */
+static void act_bad_domain(fz_world *w, fz_in *in) {
+    uint8_t k = in_u8(in);
+    cca_domain *d;
+    switch (k % 3) {
+    case 0:
+        if (!w->ndead)
+            return;
+        d = w->dead[in_u8(in) % (w->ndead < 8 ? w->ndead : 8)];
+        break;
+    case 1: d = (cca_domain *)&k; break;
+    default:
+        if (!w->nlive)
+            return;
+        d = (cca_domain *)w->live[in_u8(in) % w->nlive].ptr;
+        break;
+    }
+    for (int i = 0; i < FZ_MAX_DOMAINS; i++)
+        if (w->domains[i] == d)
+            return; /* a handle's address given to a new domain: valid */
+    cca_stats before, after;
+    cca_get_stats(w->a, &before);
+    uint64_t calls = w->dev.mutating_calls;
+    cca_status st;
+    if (k & 0x80) {
+        st = cca_domain_reserve(w->a, d, 1 + in_u32(in) % (4 * MiB));
+    } else {
+        void *p = (void *)1;
+        st = cca_alloc_in(w->a, d, in_u8(in) % 2 ? 0 : 1 + in_u32(in) % MiB, NULL, &p);
+        FZ_CHECK(p == NULL, "alloc_in with a foreign domain left *out");
+    }
+    FZ_CHECK(st == CCA_ERR_INVALID_ARGUMENT, "a foreign domain handle: %s", cca_status_string(st));
+    cca_get_stats(w->a, &after);
+    FZ_CHECK(stats_equal(&before, &after) && calls == w->dev.mutating_calls, "a foreign domain changed something");
+}
+
 /* Error mode: bad pointers must be refused and change nothing. */
 static void act_bad_pointer(fz_world *w, fz_in *in) {
     uint8_t k = in_u8(in);
+    if (k % 5 == 4) {
+        act_bad_domain(w, in);
+        return;
+    }
     uint8_t *p = NULL;
-    switch (k % 4) {
+    switch (k % 5) {
     case 0: /* double free / freed pointer */
         if (!w->nfreed)
             return;
@@ -950,6 +1009,15 @@ static bool configure(fz_world *w, fz_in *in) {
     return true;
 }
 
+/* Every allocator records a CCALLOC_TRACE (to /dev/null), so trace.c runs
+ * with every call and cca_trace_mark flushes a real recording. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    setenv("CCALLOC_TRACE", "/dev/null", 0);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static fz_world world;
     fz_world *w = &world;
@@ -988,7 +1056,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             else
                 act_alloc(w, &in, false);
             break;
-        default: w->dev.fault_kind = FK_NONE; break;
+        default: memset(w->dev.armed, 0, sizeof w->dev.armed); break;
         }
         check_world(w);
         if (op % 20 == 11 && (op & 0x80)) {
@@ -1000,7 +1068,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     /* the end: every block still intact, then destroy with the live ones */
-    w->dev.fault_kind = FK_NONE;
+    memset(w->dev.armed, 0, sizeof w->dev.armed);
     for (int i = 0; i < w->nlive; i++)
         pattern(w->live[i].ptr, w->live[i].req, w->live[i].seed, true);
     cca_status st = cca_destroy(w->a);

@@ -1833,6 +1833,26 @@ Test(expandable, greedy_request_the_arena_cannot_hold_is_refused_without_a_retry
     fx_finish(a, u, &f);
 }
 
+/* A request of `size` in domain d on stream st that can never succeed:
+ * CCA_ERR_OUT_OF_MEMORY saying so, *out NULL, no upstream call, no retry,
+ * nothing changed but ooms. */
+static void assert_never_at_once(cca_allocator *a, cca_domain *d, const tu_faulty *f, size_t size, cca_stream st,
+                                 const char *what) {
+    cca_stats before = tu_stats(a);
+    uint64_t calls = fx_calls(f);
+    void *p = (void *)1;
+    cr_assert_eq(cca_alloc_in(a, d, size, st, &p), CCA_ERR_OUT_OF_MEMORY, "%s: %zu bytes: %s", what, size,
+                 cca_last_error());
+    cr_assert_null(p, "%s", what);
+    cr_assert_not_null(strstr(cca_last_error(), "never"), "%s: %s", what, cca_last_error());
+    cr_assert_eq(fx_calls(f), calls, "%s: %zu bytes: no upstream call (%" PRIu64 " maps in all)", what, size,
+                 f->calls[TU_FAULT_MAP]);
+    cca_stats after = tu_stats(a);
+    cr_assert_eq(after.alloc_retries, before.alloc_retries, "%s: no retry", what);
+    before.ooms++; /* the one thing that changes */
+    tu_assert_stats_equal(&before, &after, what);
+}
+
 /* With pages, a request needs whole pages: one whose pages exceed
  * max_reserved fails at once, touching neither the cache nor the upstream. */
 Test(expandable, request_whose_pages_exceed_max_reserved_fails_at_once) {
@@ -1840,18 +1860,10 @@ Test(expandable, request_whose_pages_exceed_max_reserved_fails_at_once) {
     cca_upstream *u = tu_faulty_create(&f, vm_device(256 * MiB, 2 * MiB), "fx", false);
     cca_allocator *a = tu_allocator(u, "expandable:1,max_reserved:5M,expandable_ahead_min:0,log_oom:0");
     tu_free(a, tu_alloc(a, 1 * MiB, NULL));
-    cca_stats before = tu_stats(a);
-    cr_assert_eq(before.reserved_bytes, 2 * MiB);
-    uint64_t calls = fx_calls(&f);
-    void *p = NULL;
-    cr_assert_eq(cca_alloc(a, 5 * MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY); /* 3 pages: 6 MiB > 5 MiB */
-    cr_assert_not_null(strstr(cca_last_error(), "never"), "%s", cca_last_error());
-    cca_stats after = tu_stats(a);
-    cr_assert_eq(fx_calls(&f), calls, "no upstream call");
-    cr_assert_eq(after.alloc_retries, 0);
-    before.ooms++; /* the one thing that changes */
-    tu_assert_stats_equal(&before, &after, "a request that can never succeed");
-    p = tu_alloc(a, 4 * MiB, NULL); /* 2 pages: fits */
+    cr_assert_eq(tu_stats(a).reserved_bytes, 2 * MiB);
+    assert_never_at_once(a, NULL, &f, 5 * MiB, NULL, "3 pages: 6 MiB > 5 MiB");
+    cr_assert_eq(tu_stats(a).alloc_retries, 0);
+    void *p = tu_alloc(a, 4 * MiB, NULL); /* 2 pages: fits */
     tu_free(a, p);
     fx_finish(a, u, &f);
 }
@@ -1868,17 +1880,8 @@ Test(expandable, request_whose_pages_exceed_the_device_fails_at_once) {
     cca_upstream *u = tu_faulty_create(&f, vm_device(5 * MiB, 2 * MiB), "fx", false);
     cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead_min:0,small_max:512,log_oom:0");
     tu_free(a, tu_alloc(a, 1 * MiB, NULL)); /* a range of the large pool on NULL, one page mapped, free */
-    cca_stats before = tu_stats(a);
-    cr_assert_eq(before.reserved_bytes, 2 * MiB);
-    uint64_t calls = fx_calls(&f);
-    void *p = NULL;
-    cr_assert_eq(cca_alloc(a, 5 * MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY); /* 3 pages: 6 MiB > 5 MiB */
-    cr_assert_not_null(strstr(cca_last_error(), "never"), "%s", cca_last_error());
-    cr_assert_eq(fx_calls(&f), calls, "no upstream call (vm_map called %" PRIu64 " times)",
-                 f.calls[TU_FAULT_MAP]);
-    cca_stats after = tu_stats(a);
-    before.ooms++;
-    tu_assert_stats_equal(&before, &after, "a request that can never succeed");
+    cr_assert_eq(tu_stats(a).reserved_bytes, 2 * MiB);
+    assert_never_at_once(a, NULL, &f, 5 * MiB, NULL, "3 pages: 6 MiB > a 5 MiB device");
     tu_free(a, tu_alloc(a, 4 * MiB, NULL)); /* 2 pages: fits */
     fx_finish(a, u, &f);
 }
@@ -1921,20 +1924,10 @@ Test(expandable, requests_over_the_ceiling_in_pages_never_reach_the_upstream) {
                 tu_free(a, q); /* a range of this domain and stream, cached */
                 size_t over[] = {fit + 1, ceiling, fit + pg - CCA_GRANULARITY};
                 for (size_t i = 0; i < sizeof over / sizeof *over; i++) {
-                    if (over[i] <= fit)
-                        continue;
-                    cca_stats before = tu_stats(a);
-                    uint64_t calls = fx_calls(&f);
-                    void *p = (void *)1;
-                    cr_assert_eq(cca_alloc_in(a, d, over[i], streams[si], &p), CCA_ERR_OUT_OF_MEMORY,
-                                 "case %zu: %zu bytes over a ceiling of %zu in %zu-byte pages", c, over[i], ceiling,
-                                 pg);
-                    cr_assert_null(p);
-                    cr_assert_eq(fx_calls(&f), calls, "case %zu, %zu bytes: no upstream call (%" PRIu64 " maps)", c,
-                                 over[i], f.calls[TU_FAULT_MAP]);
-                    cca_stats after = tu_stats(a);
-                    before.ooms++;
-                    tu_assert_stats_equal(&before, &after, "a request that can never succeed");
+                    char what[96];
+                    snprintf(what, sizeof what, "case %zu: over a ceiling of %zu in %zu-byte pages", c, ceiling, pg);
+                    if (over[i] > fit)
+                        assert_never_at_once(a, d, &f, over[i], streams[si], what);
                 }
                 void *p = NULL; /* still usable (whether `fit` bytes fit depends on the slack rule) */
                 cr_assert_eq(cca_alloc_in(a, d, pg, streams[si], &p), CCA_OK, "case %zu: %zu bytes: %s", c, pg,
@@ -1965,19 +1958,8 @@ Test(expandable, request_over_the_address_budget_fails_at_once_on_an_unknown_dev
     tu_free(a, tu_alloc(a, 3 * MiB, NULL)); /* something cached: nothing may be released for the request */
     size_t sizes[] = {CCAI_ADDRESS_BUDGET + 1, (size_t)1 << 50, (size_t)1 << 62, SIZE_MAX / 2 + 1,
                       SIZE_MAX - 3 * MiB};
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        cca_stats before = tu_stats(a);
-        uint64_t calls = fx_calls(&f);
-        void *p = (void *)1;
-        cr_assert_eq(cca_alloc(a, sizes[i], NULL, &p), CCA_ERR_OUT_OF_MEMORY, "%zu bytes: %s", sizes[i],
-                     cca_last_error());
-        cr_assert_null(p);
-        cr_assert_not_null(strstr(cca_last_error(), "never"), "%zu bytes: %s", sizes[i], cca_last_error());
-        cr_assert_eq(fx_calls(&f), calls, "%zu bytes: no upstream call", sizes[i]);
-        cca_stats after = tu_stats(a);
-        before.ooms++;
-        tu_assert_stats_equal(&before, &after, "a request over the address budget");
-    }
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        assert_never_at_once(a, NULL, &f, sizes[i], NULL, "over the address budget");
     tu_free(a, tu_alloc(a, 3 * MiB, NULL)); /* the device still serves what fits */
     f.fail_mem_info = false;
     fx_finish(a, u, &f);
@@ -2039,6 +2021,18 @@ Test(expandable, reservations_over_the_address_budget_are_refused_before_bookkee
     cca_upstream_destroy(f.inner);
 }
 
+/* A device of unknown size (mem_info refused) in 4 KiB pages, an allocator
+ * capped at 8 TiB (so its range is 8 TiB: 2^31 pages) and one live 1 MiB
+ * block at the range's start (*live). No ahead pages. */
+static cca_allocator *huge_range(tu_faulty *f, cca_upstream **u, void **live) {
+    *u = tu_faulty_create(f, vm_device(64 * MiB, 4 * KiB), "fx", false);
+    f->fail_mem_info = true;
+    cca_allocator *a =
+        tu_allocator(*u, "expandable:1,max_reserved:8T,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    *live = tu_alloc(a, 1 * MiB, NULL);
+    return a;
+}
+
 /* Giving pages back costs a word of 64 pages per step, not a bit test per
  * page (found by allocator/fuzz/fuzz_api.c: an OOM retry that ran for
  * minutes over a range sized for a huge request on a device of unknown
@@ -2048,11 +2042,9 @@ Test(expandable, reservations_over_the_address_budget_are_refused_before_bookkee
  * bit that is seconds per trim; word by word a few tens of milliseconds. */
 Test(expandable, trim_of_a_range_of_billions_of_pages_is_word_by_word) {
     tu_faulty f;
-    cca_upstream *u = tu_faulty_create(&f, vm_device(64 * MiB, 4 * KiB), "fx", false);
-    f.fail_mem_info = true;
-    cca_allocator *a =
-        tu_allocator(u, "expandable:1,max_reserved:8T,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
-    void *live = tu_alloc(a, 1 * MiB, NULL);
+    cca_upstream *u;
+    void *live;
+    cca_allocator *a = huge_range(&f, &u, &live);
     cr_assert_eq(tu_stats(a).address_space_bytes, (size_t)8 << 40, "one 8 TiB range: %zu",
                  tu_stats(a).address_space_bytes);
     uint64_t t0 = tu_now_ns();
@@ -2075,11 +2067,9 @@ Test(expandable, trim_of_a_range_of_billions_of_pages_is_word_by_word) {
  * keep that stops part-way, and the empty-cache that releases the range. */
 Test(expandable, every_page_release_of_a_huge_range_is_word_by_word) {
     tu_faulty f;
-    cca_upstream *u = tu_faulty_create(&f, vm_device(64 * MiB, 4 * KiB), "fx", false);
-    f.fail_mem_info = true;
-    cca_allocator *a =
-        tu_allocator(u, "expandable:1,max_reserved:8T,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
-    void *live = tu_alloc(a, 1 * MiB, NULL);
+    cca_upstream *u;
+    void *live;
+    cca_allocator *a = huge_range(&f, &u, &live);
     uint64_t t0 = tu_now_ns();
     for (int i = 0; i < 4; i++) {
         void *q = tu_alloc(a, 8 * MiB, NULL);

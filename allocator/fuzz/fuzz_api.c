@@ -171,19 +171,26 @@ static bool fault(fz_dev *d, int kind) {
     return true;
 }
 
+/* A call that takes or gives memory (counted): CCA_OK to pass it on, else
+ * the injected failure (memory takers fail with fault_st, others with
+ * CCA_ERR_UPSTREAM), its message naming the op. */
+static cca_status refused(fz_dev *d, int kind) {
+    d->mutating_calls++;
+    if (!fault(d, kind))
+        return CCA_OK;
+    bool taker = kind == FK_ALLOC || kind == FK_VMRES || kind == FK_VMMAP;
+    return cca_set_error(taker ? d->fault_st : CCA_ERR_UPSTREAM, "fuzz: %s refused", kind_names[kind]);
+}
+
 static cca_status w_alloc(void *ctx, size_t size, void **ptr) {
     fz_dev *d = ctx;
-    d->mutating_calls++;
-    if (fault(d, FK_ALLOC))
-        return cca_set_error(d->fault_st, "fuzz: alloc refused");
-    return cca_upstream_alloc(d->host, size, ptr);
+    cca_status st = refused(d, FK_ALLOC);
+    return st != CCA_OK ? st : cca_upstream_alloc(d->host, size, ptr);
 }
 static cca_status w_free(void *ctx, void *ptr, size_t size) {
     fz_dev *d = ctx;
-    d->mutating_calls++;
-    if (fault(d, FK_FREE))
-        return cca_set_error(CCA_ERR_UPSTREAM, "fuzz: free refused");
-    return cca_upstream_free(d->host, ptr, size);
+    cca_status st = refused(d, FK_FREE);
+    return st != CCA_OK ? st : cca_upstream_free(d->host, ptr, size);
 }
 static cca_status w_mem_info(void *ctx, size_t *f, size_t *t) {
     fz_dev *d = ctx;
@@ -193,9 +200,9 @@ static cca_status w_mem_info(void *ctx, size_t *f, size_t *t) {
 }
 static cca_status w_sync(void *ctx) {
     fz_dev *d = ctx;
-    d->mutating_calls++;
-    if (fault(d, FK_SYNC))
-        return cca_set_error(CCA_ERR_UPSTREAM, "fuzz: synchronize refused");
+    cca_status st = refused(d, FK_SYNC);
+    if (st != CCA_OK)
+        return st;
     for (int i = 0; i < FZ_STREAMS; i++)
         d->done[i] = d->seq;
     d->syncs_ok++;
@@ -237,31 +244,23 @@ static cca_status w_event_destroy(void *ctx, void *event) {
 static cca_status w_vm_gran(void *ctx, size_t *b) { return cca_upstream_vm_granularity(((fz_dev *)ctx)->host, b); }
 static cca_status w_vm_reserve(void *ctx, size_t size, void **base) {
     fz_dev *d = ctx;
-    d->mutating_calls++;
-    if (fault(d, FK_VMRES))
-        return cca_set_error(d->fault_st, "fuzz: vm_reserve refused");
-    return cca_upstream_vm_reserve(d->host, size, base);
+    cca_status st = refused(d, FK_VMRES);
+    return st != CCA_OK ? st : cca_upstream_vm_reserve(d->host, size, base);
 }
 static cca_status w_vm_release(void *ctx, void *base, size_t size) {
     fz_dev *d = ctx;
-    d->mutating_calls++;
-    if (fault(d, FK_VMREL))
-        return cca_set_error(CCA_ERR_UPSTREAM, "fuzz: vm_release refused");
-    return cca_upstream_vm_release(d->host, base, size);
+    cca_status st = refused(d, FK_VMREL);
+    return st != CCA_OK ? st : cca_upstream_vm_release(d->host, base, size);
 }
 static cca_status w_vm_map(void *ctx, void *addr, size_t size) {
     fz_dev *d = ctx;
-    d->mutating_calls++;
-    if (fault(d, FK_VMMAP))
-        return cca_set_error(d->fault_st, "fuzz: vm_map refused");
-    return cca_upstream_vm_map(d->host, addr, size);
+    cca_status st = refused(d, FK_VMMAP);
+    return st != CCA_OK ? st : cca_upstream_vm_map(d->host, addr, size);
 }
 static cca_status w_vm_unmap(void *ctx, void *addr, size_t size) {
     fz_dev *d = ctx;
-    d->mutating_calls++;
-    if (fault(d, FK_VMUNMAP))
-        return cca_set_error(CCA_ERR_UPSTREAM, "fuzz: vm_unmap refused");
-    return cca_upstream_vm_unmap(d->host, addr, size);
+    cca_status st = refused(d, FK_VMUNMAP);
+    return st != CCA_OK ? st : cca_upstream_vm_unmap(d->host, addr, size);
 }
 
 /* ---- the model ------------------------------------------------------------ */

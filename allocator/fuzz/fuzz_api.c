@@ -371,6 +371,9 @@ static void check_world(fz_world *w) {
         live_alloc += b->size;
         live_req += b->req;
         pattern(b->ptr, b->req, b->seed, true);
+        size_t held = 0;
+        FZ_CHECK(cca_block_size(w->a, b->ptr, &held) == CCA_OK && held == b->size, "live block %p: size %zu, was %zu",
+                 (void *)b->ptr, held, b->size);
     }
     /* pending blocks: a block the model holds pending whose events are not
      * complete must still be pending in the allocator */
@@ -627,6 +630,8 @@ static void act_trim(fz_world *w, fz_in *in, bool empty) {
     size_t keep = keeps[in_u8(in) % (sizeof keeps / sizeof keeps[0])];
     cca_release_report r;
     memset(&r, 0xab, sizeof r);
+    cca_stats s0;
+    cca_get_stats(w->a, &s0);
     cca_status st = empty ? cca_empty_cache(w->a, &r) : cca_trim(w->a, keep, &r);
     TRACE("  %s(%zu) = %s\n", empty ? "empty_cache" : "trim", keep, cca_status_string(st));
     FZ_CHECK(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_NOT_READY, "trim: undocumented %s",
@@ -635,6 +640,10 @@ static void act_trim(fz_world *w, fz_in *in, bool empty) {
     cca_get_stats(w->a, &s);
     FZ_CHECK(r.bytes_still_reserved == s.reserved_bytes, "report says %zu still reserved, stats %zu",
              r.bytes_still_reserved, s.reserved_bytes);
+    FZ_CHECK(r.bytes_released == s0.reserved_bytes - s.reserved_bytes, "report: %zu released, reserved %zu -> %zu",
+             r.bytes_released, s0.reserved_bytes, s.reserved_bytes);
+    FZ_CHECK(r.bytes_unmapped <= r.bytes_released || !w->expandable, "report: %zu unmapped, %zu released",
+             r.bytes_unmapped, r.bytes_released);
     if (st == CCA_OK && (empty || keep == 0) && w->nlive == 0 && s.pending_blocks == 0)
         FZ_CHECK(s.reserved_bytes == 0 && s.segments == 0 && s.address_space_bytes == 0,
                  "empty-cache with nothing live left reserved %zu, %zu segments, %zu address space", s.reserved_bytes,
@@ -749,6 +758,8 @@ static void act_domain_release(fz_world *w, fz_in *in, bool destroy) {
     int live_here = 0;
     for (int i = 0; i < w->nlive; i++)
         live_here += w->live[i].dom == dom;
+    cca_domain_stats ds0;
+    FZ_CHECK(cca_get_domain_stats(w->a, d, &ds0) == CCA_OK, "domain stats before a release");
     cca_status st = destroy ? cca_domain_destroy(w->a, d, flags, &r) : cca_domain_release(w->a, d, flags, &r);
     if (destroy && !d) {
         FZ_CHECK(st == CCA_ERR_INVALID_ARGUMENT, "destroying the default domain: %s", cca_status_string(st));
@@ -757,6 +768,14 @@ static void act_domain_release(fz_world *w, fz_in *in, bool destroy) {
     FZ_CHECK(st == CCA_OK || st == CCA_ERR_LIVE_BLOCKS || st == CCA_ERR_UPSTREAM, "domain release: undocumented %s",
              cca_status_string(st));
     FZ_CHECK(r.leaks_written <= r.leaks_cap && r.leaks_written <= r.live_blocks, "report leaks_written");
+    if (st != CCA_ERR_INVALID_ARGUMENT && !(destroy && st == CCA_OK)) {
+        cca_domain_stats ds1;
+        FZ_CHECK(cca_get_domain_stats(w->a, d, &ds1) == CCA_OK, "domain stats after a release");
+        FZ_CHECK(r.bytes_released == ds0.reserved_bytes - ds1.reserved_bytes &&
+                     r.bytes_still_reserved == ds1.reserved_bytes,
+                 "domain report: %zu released, %zu still reserved; stats %zu -> %zu", r.bytes_released,
+                 r.bytes_still_reserved, ds0.reserved_bytes, ds1.reserved_bytes);
+    }
     if (!flags && live_here) {
         FZ_CHECK(st != CCA_OK, "domain release without force and %d live blocks: OK", live_here);
     }

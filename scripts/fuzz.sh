@@ -10,6 +10,7 @@
 #   text    runtime/fuzz/fuzz_text.c      model specs, footprint sidecars
 #   json    runtime/fuzz/fuzz_json.c      ccrun --json and the snapshots, parsed back
 #   config  allocator/fuzz/fuzz_config.c  CCALLOC_CONF, sizes, validate, print round trip
+#   api     allocator/fuzz/fuzz_api.c     the allocator's public API, action by action against a model
 #   trace   bench/fuzz/fuzz_trace.c       ccbench trace files (CSV, gzip), write round trip, replay
 #
 # Build dir: $CCA_FUZZ_BUILD, default build-fuzz/ (host-only: CUDA off; no
@@ -23,17 +24,18 @@
 # exit status is libFuzzer's (non-zero on a finding). Reproduce one with:
 #   build-fuzz/bench/ccb_fuzz_trace build-fuzz/fuzz-artifacts/crash-...
 set -eu
-TARGET=${1:?usage: scripts/fuzz.sh loader|text|json|config|trace|all [SECONDS]}
+TARGET=${1:?usage: scripts/fuzz.sh loader|text|json|config|api|trace|all [SECONDS]}
 SECONDS_TO_RUN=${2:-60}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${CCA_FUZZ_BUILD:-$ROOT/build-fuzz}
-ALL="loader text json config trace"
+ALL="loader text json config api trace"
 if [ "$TARGET" = all ]; then
     for t in $ALL; do "$0" "$t" "$SECONDS_TO_RUN"; done
     exit 0
 fi
 
-# binary, seeds and libFuzzer options per target
+# binary, seeds and libFuzzer options per target (DICT "": none)
+RSS=2048 TIMEOUT=10
 case $TARGET in
 loader) BIN=runtime/ccr_fuzz_loader DICT=runtime/fuzz/safetensors.dict MAX_LEN=65536
     SEEDS="$ROOT/tests/fixtures/*.safetensors $ROOT/tests/fixtures/malformed/*.safetensors" ;;
@@ -43,6 +45,8 @@ json) BIN=runtime/ccr_fuzz_json DICT=runtime/fuzz/json.dict MAX_LEN=1024
     SEEDS="$ROOT/runtime/fuzz/seeds_json/*" ;;
 config) BIN=allocator/cca_fuzz_config DICT=allocator/fuzz/config.dict MAX_LEN=4096
     SEEDS="$ROOT/allocator/fuzz/seeds/*" ;;
+api) BIN=allocator/cca_fuzz_api DICT="" MAX_LEN=4096 RSS=4096 TIMEOUT=20
+    SEEDS="$ROOT/allocator/fuzz/corpus/*" ;;
 trace) BIN=bench/ccb_fuzz_trace DICT=bench/fuzz/trace.dict MAX_LEN=65536
     SEEDS="$ROOT/bench/fuzz/seeds/* $ROOT/bench/traces/*.csv $ROOT/bench/traces/torch-bert-infer.csv.gz $ROOT/bench/traces/torch-resnet50-infer.csv.gz" ;;
 *) echo "scripts/fuzz.sh: unknown target '$TARGET' (one of: $ALL, all)" >&2; exit 2 ;;
@@ -59,6 +63,6 @@ mkdir -p "$CORPUS" "$BUILD/fuzz-artifacts"
 cp $SEEDS "$CORPUS"/
 echo "== fuzzing $TARGET for $SECONDS_TO_RUN s =="
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} "$BUILD/$BIN" \
-    -max_total_time="$SECONDS_TO_RUN" -max_len="$MAX_LEN" -rss_limit_mb=2048 -timeout=10 \
-    -dict="$ROOT/$DICT" -artifact_prefix="$BUILD/fuzz-artifacts/" \
+    -max_total_time="$SECONDS_TO_RUN" -max_len="$MAX_LEN" -rss_limit_mb="$RSS" -timeout="$TIMEOUT" \
+    ${DICT:+-dict="$ROOT/$DICT"} -artifact_prefix="$BUILD/fuzz-artifacts/" \
     -print_final_stats=1 "$CORPUS"

@@ -9,7 +9,8 @@
 #   3. the installed package consumed by an outside project (CMake + pkg-config);
 #   4. short libFuzzer runs of every input parser (scripts/fuzz.sh): the model
 #      loader, the spec and sidecar texts, the JSON and pickle writers,
-#      CCALLOC_CONF, ccbench's traces.
+#      CCALLOC_CONF, ccbench's traces,
+#      and the allocator's API action by action against a model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -51,6 +52,7 @@ echo "installed package: CMake and pkg-config consumers built and ran"
 
 echo "== 4/4 fuzzing =="
 scripts/fuzz.sh loader 30   # the safetensors loader under libFuzzer, 30 s
+scripts/fuzz.sh api 30      # the allocator's API, action by action against a model, 30 s
 for target in text json config trace; do # spec + sidecar, JSON/pickle writers, CCALLOC_CONF, traces: 20 s each
   scripts/fuzz.sh "$target" 20
 done

@@ -480,7 +480,9 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  * lowest address), split when the remainder is worth keeping; otherwise:
  *  - a request that can never succeed (its segment, or with expandable
  *    segments its whole pages, would exceed the device's total memory or
- *    max_reserved; greedy: greedy_bytes (expandable: in whole pages) or
+ *    max_reserved, or with expandable segments the 32 TiB of address space
+ *    one allocator's ranges may hold, whether or not the device's size is
+ *    known; greedy: greedy_bytes (expandable: in whole pages) or
  *    the arena, also after an empty-cache released it) fails at once with
  *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream;
  *  - growth: a new segment (expandable: map the pages the block lacks; a
@@ -775,9 +777,10 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  * Failures: CCA_ERR_INVALID_ARGUMENT (bytes 0 or above SIZE_MAX/2, the
  * greedy policy, a foreign handle, an arena already there) and
  * CCA_ERR_OUT_OF_MEMORY for more than the device or max_reserved could
- * ever hold change nothing. When the upstream refuses (expandable: or the
- * device's free memory, asked with one mem_info before the range is
- * reserved, cannot hold the arena: no range is reserved), it retries as the
+ * ever hold (expandable: or more than 32 TiB) change nothing. When the
+ * upstream refuses (expandable: or the device's free memory, asked with
+ * one mem_info before the range is reserved, cannot hold the arena: no
+ * range is reserved), it retries as the
  * OOM retry of cca_alloc does (alloc_retries counted): synchronize, release
  * every cached free segment and page of every domain, reserve once more; if
  * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was

@@ -467,10 +467,11 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
         st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve(%s): the domain has an arena already", d->name);
     if (a->expandable && rounded <= SIZE_MAX / 2) /* an arena over pages is whole pages */
         rounded = (rounded + a->page - 1) / a->page * a->page;
-    if (st == CCA_OK && rounded > ccai_segment_ceiling(a))
+    if (st == CCA_OK && rounded > ccai_request_ceiling(a))
         st = ccai_fail(CCA_ERR_OUT_OF_MEMORY,
-                       "cca_domain_reserve(%s): %zu bytes exceed the device or max_reserved (%zu bytes)", d->name,
-                       rounded, ccai_segment_ceiling(a));
+                       "cca_domain_reserve(%s): %zu bytes exceed the device, max_reserved or the address budget "
+                       "(%zu bytes)",
+                       d->name, rounded, ccai_request_ceiling(a));
     if (st == CCA_OK) {
         a->serving = d;
         /* the first try may fail and the retry succeed: a call that

@@ -184,6 +184,23 @@ static size_t find_page(const ccai_segment *s, size_t k, size_t end, bool want) 
     return end;
 }
 
+/* find_page backwards: one past the last page in [lo, end) that is mapped
+ * (want) or unmapped (!want), else lo; a word of 64 pages per step. */
+static size_t find_page_back(const ccai_segment *s, size_t lo, size_t end, bool want) {
+    while (end > lo) {
+        size_t k = end - 1, bit = k % 64; /* page k, and the pages below it in its word */
+        uint64_t w = want ? s->mapped[k / 64] : ~s->mapped[k / 64];
+        if (bit < 63)
+            w &= ((uint64_t)1 << (bit + 1)) - 1;
+        if (w) {
+            size_t last = k - bit + 63 - (size_t)__builtin_clzll(w);
+            return last >= lo ? last + 1 : lo;
+        }
+        end = k - bit;
+    }
+    return lo;
+}
+
 size_t ccai_pages_prefix(const ccai_segment *s, size_t from) {
     return find_page(s, from, s->npages, false);
 }
@@ -297,8 +314,9 @@ static void keep_range(cca_allocator *a, ccai_segment *s, ccai_free_index *ix) {
 cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,
                                    ccai_segment **out) {
     size_t page = a->page;
-    if (va > SIZE_MAX - page)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "expandable segment of %zu bytes: too large", va);
+    if (va > CCAI_ADDRESS_BUDGET) /* before its bitmap: va / page / 8 bytes of host memory */
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "expandable segment of %zu bytes: more than the %zu-byte address budget",
+                         va, CCAI_ADDRESS_BUDGET);
     va = (va + page - 1) / page * page;
     size_t npages = va / page;
     /* an arena is mapped whole: a map the cap or the device's free memory
@@ -374,16 +392,16 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
 }
 
 /* Unmap every mapped run of [lo, hi), highest first, while reserved > keep
- * (the last run only partly, its highest pages, when that reaches keep). */
+ * (the last run only partly, its highest pages, when that reaches keep).
+ * Runs are found a word of 64 pages at a time (find_page_back): a range
+ * of billions of pages (a device of unknown size, small pages) costs
+ * O(pages / 64), not a bit test per page. */
 static cca_status unmap_range(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, size_t keep, size_t *pages,
                               size_t *bytes) {
     size_t i = hi;
     while (i > lo && a->c.reserved > keep) {
-        while (i > lo && !page_is_mapped(s, i - 1))
-            i--;
-        size_t end = i;
-        while (i > lo && page_is_mapped(s, i - 1))
-            i--;
+        size_t end = find_page_back(s, lo, i, true); /* one past the highest mapped page */
+        i = find_page_back(s, lo, end, false);      /* the run's first page */
         if (end == i)
             break;
         size_t n = end - i, need = (a->c.reserved - keep + s->page - 1) / s->page;

@@ -574,6 +574,10 @@ cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s);
 /* The largest segment that could ever be reserved: min(device total,
  * max_reserved), SIZE_MAX when neither is known. */
 size_t ccai_segment_ceiling(cca_allocator *a);
+/* The same for what a request or an arena may ask: with expandable
+ * segments also no range over CCAI_ADDRESS_BUDGET (expandable.c), whatever
+ * the device's size, known or not. */
+size_t ccai_request_ceiling(cca_allocator *a);
 cca_status ccai_arena_reserve(cca_allocator *a);
 ccai_segment *ccai_arena_find(const cca_allocator *a);
 
@@ -586,6 +590,10 @@ ccai_segment *ccai_arena_find(const cca_allocator *a);
  * that ranges for many (domain, stream, pool) never starve the rest of the
  * process (malloc, thread stacks, other allocators) of addresses. */
 #define CCAI_ADDRESS_BUDGET ((size_t)32 << 40)
+/* No one range is larger: a request or an arena whose pages pass it can
+ * never succeed (ccai_request_ceiling), and ccai_expandable_reserve refuses
+ * it before its bookkeeping, whose page bitmap alone is va / page / 8 bytes
+ * of host memory (2^45 for a range near SIZE_MAX in 64 KiB pages). */
 /* A new expandable segment for (stream, pool): address space only, one free
  * block over all of it. greedy: the arena, every page mapped. */
 cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,

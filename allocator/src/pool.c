@@ -30,7 +30,10 @@
  *      the block step 4 found -> get_block:
  *      a. a request that can never succeed — its least segment is above the
  *         device's total memory or max_reserved, or above the arena — fails
- *         at once: nothing is synchronized, released or asked of the upstream;
+ *         at once: nothing is synchronized, released or asked of the upstream
+ *         (step 4 asks this too before it maps a block's missing pages: a
+ *         range spans the ceiling rounded up to the page, so its free block
+ *         may hold a request whose pages can never be mapped);
  *      b. reserve a segment (growth; preferred size, then least size) or,
  *         after an empty-cache released it, the greedy arena again.
  *         Expandable: best fit, else a new range, only when max_reserved
@@ -608,14 +611,15 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
     return take_again(a, rounded, stream, pool, b);
 }
 
-/* Step 5: no cached block fits; or `refused`: step 4's best fit in the
- * pools is a block whose pages the device would not map, which step 5b's
- * take (growth) or the greedy arena's best fit would find again and ask
- * the same map of: straight to the retry then. */
-static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_pool_kind pool,
-                            bool refused, ccai_block **b) {
+/* Step 5a: CCA_ERR_OUT_OF_MEMORY (with its message) for a request that can
+ * never succeed, else CCA_OK. Asked by step 5 first, and by step 4 before
+ * it maps the pages a cached block lacks: an expandable range spans the
+ * ceiling rounded up to the page, so its free block may "fit" a request
+ * whose pages the device or max_reserved can never hold, and the map would
+ * reach the upstream. */
+static cca_status never_succeeds(cca_allocator *a, size_t size, size_t rounded, ccai_pool_kind pool) {
+    size_t ceiling = ccai_request_ceiling(a);
     if (a->config.policy == CCA_POLICY_GREEDY) {
-        ccai_segment *arena = ccai_arena_find(a);
         /* Impossible whatever arena an empty-cache would leave behind: over
          * greedy_bytes (over pages: rounded up to the page, which the arena
          * may be), or over the device's total or max_reserved (the arena is
@@ -623,12 +627,36 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
         size_t fixed = a->config.greedy_bytes / CCA_GRANULARITY * CCA_GRANULARITY;
         if (a->expandable && fixed % a->page)
             fixed = fixed > SIZE_MAX - a->page ? SIZE_MAX : round_up(fixed, a->page);
-        size_t ceiling = ccai_segment_ceiling(a);
         if (fixed && fixed < ceiling)
             ceiling = fixed;
         if (rounded > ceiling)
             return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
                              "%s: %zu bytes can never fit a greedy arena of at most %zu bytes", a->allocating, size, ceiling);
+        return CCA_OK;
+    }
+    size_t want, least;
+    ccai_segment_sizes(a, rounded, pool, &want, &least);
+    if (a->expandable) /* its pages at least (a block that starts on a page boundary) */
+        least = rounded > SIZE_MAX - a->page ? SIZE_MAX : round_up(rounded, a->page);
+    if (least > ceiling)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+                         "%s: %zu bytes need a %zu-byte segment, more than the device, max_reserved or the "
+                         "address budget allows (%zu bytes): it can never succeed",
+                         a->allocating, size, least, ceiling);
+    return CCA_OK;
+}
+
+/* Step 5: no cached block fits; or `refused`: step 4's best fit in the
+ * pools is a block whose pages the device would not map, which step 5b's
+ * take (growth) or the greedy arena's best fit would find again and ask
+ * the same map of: straight to the retry then. */
+static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_pool_kind pool,
+                            bool refused, ccai_block **b) {
+    cca_status never = never_succeeds(a, size, rounded, pool);
+    if (never != CCA_OK)
+        return never;
+    if (a->config.policy == CCA_POLICY_GREEDY) {
+        ccai_segment *arena = ccai_arena_find(a);
         if (!arena) { /* released by empty-cache: reserve it again */
             cca_status st = ccai_arena_reserve(a);
             if (st != CCA_OK) /* the message names the call made, as every failure of the path */
@@ -657,16 +685,6 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
             st = retry(a, rounded, NULL, pool, b);
         return st == CCA_OK ? st : cca_error_prefix(st, "%s", a->allocating);
     }
-    size_t want, least;
-    ccai_segment_sizes(a, rounded, pool, &want, &least);
-    if (a->expandable) /* its pages at least (a block that starts on a page boundary) */
-        least = rounded > SIZE_MAX - a->page ? SIZE_MAX : round_up(rounded, a->page);
-    size_t ceiling = ccai_segment_ceiling(a);
-    if (least > ceiling)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
-                         "%s: %zu bytes need a %zu-byte segment, more than the device or max_reserved "
-                         "allows (%zu bytes): it can never succeed",
-                         a->allocating, size, least, ceiling);
     cca_status st = refused ? CCA_ERR_OUT_OF_MEMORY : take(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
         st = retry(a, rounded, stream, pool, b);
@@ -797,6 +815,8 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
     if (slow)
         ccai_error_save(saved);
     bool refused = false;
+    if (to_map && never_succeeds(a, size, rounded, pool) != CCA_OK)
+        b = NULL, to_map = false; /* step 5 fails it (5a), nothing mapped */
     if (to_map) {
         ccai_device_room room = {false, 0};
         cca_status st = ccai_expandable_map(a, b, held, &room);

@@ -21,9 +21,11 @@
  * When the preferred medium segment is refused, the least size is tried.
  *
  * The ceiling (ccai_segment_ceiling): the largest segment that could ever be
- * reserved, min(device total, max_reserved). A request whose least segment
- * is above it can never succeed, so cca_alloc fails it at once without
- * touching the cache or calling the upstream. The device total is asked from
+ * reserved, min(device total, max_reserved); with expandable segments also
+ * the address budget (ccai_request_ceiling: no range is larger, even on a
+ * device of unknown size). A request whose least segment is above it can
+ * never succeed, so cca_alloc fails it at once without touching the cache
+ * or calling the upstream. The device total is asked from
  * the upstream once, on the first request that needs a new segment.
  *
  * The greedy arena (TensorFlow's default policy): one segment of
@@ -102,6 +104,11 @@ size_t ccai_segment_ceiling(cca_allocator *a) {
     if (a->config.max_reserved && a->config.max_reserved < ceiling)
         ceiling = a->config.max_reserved;
     return ceiling;
+}
+
+size_t ccai_request_ceiling(cca_allocator *a) {
+    size_t ceiling = ccai_segment_ceiling(a);
+    return a->expandable && ceiling > CCAI_ADDRESS_BUDGET ? CCAI_ADDRESS_BUDGET : ceiling;
 }
 
 /* ---- segments ----------------------------------------------------------- */

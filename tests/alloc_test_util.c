@@ -595,6 +595,12 @@ uint64_t tu_now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+uint64_t tu_thread_cpu_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* The process's resident memory, from /proc/self/statm. */
 size_t tu_resident_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");

@@ -87,6 +87,9 @@ int tu_probe(const void *p);
 #define TU_ASSERT_READABLE(p) cr_assert_eq(tu_probe(p), 0, "%s (%p) should be accessible", #p, (void *)(p))
 #define TU_ASSERT_FAULTS(p) cr_assert_eq(tu_probe(p), EFAULT, "%s (%p) should fault (EFAULT)", #p, (void *)(p))
 uint64_t tu_now_ns(void);
+/* The calling thread's CPU time: what a call cost, not counting the time
+ * other programs had the core (for cost ratios measured within one test). */
+uint64_t tu_thread_cpu_ns(void);
 size_t tu_resident_bytes(void);
 
 

@@ -2172,3 +2172,63 @@ Test(expandable, greedy_arena_rounds_down_to_whole_pages) {
     cr_assert_eq(tu_upstream_stats(u).bytes_in_use, 0);
     cca_upstream_destroy(u);
 }
+
+/* ---- slack over unmapped pages ------------------------------------------------- */
+
+/* A block's remainder too small to be a block of its own (<= small_max in
+ * the medium and large pools) stays with it as slack, and every byte of a
+ * live block is mapped (I7). Where that slack lies in pages that are not
+ * mapped, keeping it would map pages the request does not need: it is
+ * split off instead, a free block over unmapped pages. Found by
+ * allocator/fuzz/fuzz_api.c: on a device whose size is not a whole number
+ * of pages, a request a little under the device's size failed, since its
+ * range (the device's size rounded up to the page) left it a slack whose
+ * last page the device cannot hold. */
+Test(expandable, slack_past_the_device_is_not_mapped) {
+    cca_upstream *u = vm_device(3 * MiB + 28 * KiB, PG);
+    cca_allocator *a = exp_allocator(u, "expandable_ahead_max:0");
+    void *p = NULL;
+    cr_assert_eq(cca_alloc(a, 3 * MiB, NULL, &p), CCA_OK, "3 MiB on a 3 MiB + 28 KiB device: %s", cca_last_error());
+    cr_assert_eq(tu_block_size(a, p), 3 * MiB, "the 64 KiB remainder split off, not slack");
+    cr_assert_eq(tu_upstream_stats(u).vm_mapped_bytes, 3 * MiB, "the request's pages alone");
+    tu_check(a);
+    tu_free(a, p);
+    finish(a, u);
+}
+
+/* The class: a block whose slack would reach pages that are not mapped,
+ * wherever it lies (here a hole trim unmapped): the
+ * request maps its own pages and no more, the remainder is a free block,
+ * and it merges back when the block is freed (the range's unmapped tail is
+ * the test above). Slack in pages already
+ * mapped stays slack (it costs nothing, and a block of its own there would
+ * only wait for its neighbour to be freed). */
+Test(expandable, slack_over_unmapped_pages_is_split_off) {
+    cca_upstream *u = vm_device(256 * MiB, PG);
+    cca_allocator *a = exp_allocator(u, "expandable_ahead_max:0");
+    /* a hole: B's 4 MiB between two live blocks, unmapped by trim */
+    void *A = tu_alloc(a, 4 * MiB, NULL), *B = tu_alloc(a, 4 * MiB, NULL), *C = tu_alloc(a, 4 * MiB, NULL);
+    tu_free(a, B);
+    cr_assert_eq(cca_trim(a, 0, NULL), CCA_OK, "%s", cca_last_error());
+    size_t mapped = tu_upstream_stats(u).vm_mapped_bytes;
+    void *p = tu_alloc(a, 4 * MiB - 512 * KiB, NULL); /* best fit: B's hole, a 512 KiB remainder */
+    cr_assert_eq((uintptr_t)p, (uintptr_t)B, "best fit takes the hole");
+    cr_assert_eq(tu_block_size(a, p), 4 * MiB - 512 * KiB, "the unmapped remainder is split off");
+    cr_assert_eq(tu_upstream_stats(u).vm_mapped_bytes - mapped, 4 * MiB - 512 * KiB, "its pages alone mapped");
+    tu_check(a);
+    tu_free(a, p); /* merges with the remainder: B's hole again */
+    tu_check(a);
+    /* slack in mapped pages stays slack: B's pages mapped again, then a
+     * request 512 KiB short of them */
+    void *full = tu_alloc(a, 4 * MiB, NULL);
+    cr_assert_eq((uintptr_t)full, (uintptr_t)B);
+    tu_free(a, full);
+    void *r = tu_alloc(a, 4 * MiB - 512 * KiB, NULL);
+    cr_assert_eq((uintptr_t)r, (uintptr_t)B);
+    cr_assert_eq(tu_block_size(a, r), 4 * MiB, "mapped slack stays with the block, as in a classic segment");
+    tu_free(a, r);
+    tu_free(a, A);
+    tu_free(a, C);
+    tu_check(a);
+    finish(a, u);
+}

@@ -422,7 +422,9 @@ Test(expandable, trim_returns_resident_memory_with_2mib_pages) {
 
 /* A block taken whole because its remainder is not worth a split (large
  * range: remainder <= small_max) holds the slack too (cca_block_size says
- * so): every page under it must be mapped (I7), not only the request's. */
+ * so): every page under it must be mapped (I7), not only the request's.
+ * Unless the slack reaches pages that are not mapped: then it is split off
+ * and stays unmapped (slack_over_unmapped_pages_is_split_off, below). */
 Test(expandable, an_unsplit_block_is_mapped_to_its_end) {
     const size_t cap = 64 * MiB;
     cca_upstream *u = vm_device(cap, PG);
@@ -432,8 +434,19 @@ Test(expandable, an_unsplit_block_is_mapped_to_its_end) {
     tu_free(a, B);
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK); /* B's pages [32, 80) unmapped */
     TU_ASSERT_FAULTS(B);
-    /* 2.5 MiB in B's 3 MiB block: the 0.5 MiB left is not split off */
+    /* 2.5 MiB in B's 3 MiB block: the 0.5 MiB left lies on unmapped pages,
+     * so it is split off and stays unmapped */
     char *p = tu_alloc(a, 2 * MiB + 512 * KiB, S0);
+    cr_assert_eq(p, B);
+    cr_assert_eq(tu_block_size(a, p), 2 * MiB + 512 * KiB, "the unmapped remainder is split off");
+    agree(a, u, PG, cap, "split block"); /* I7 */
+    TU_ASSERT_READABLE(p + 2 * MiB + 512 * KiB - 1);
+    TU_ASSERT_FAULTS(p + 2 * MiB + 512 * KiB);
+    tu_free(a, p);
+    /* B whole (its pages all mapped again), freed, then 2.5 MiB of it: the
+     * remainder is on mapped pages and stays as slack, mapped to its end */
+    tu_free(a, tu_alloc(a, 3 * MiB, S0));
+    p = tu_alloc(a, 2 * MiB + 512 * KiB, S0);
     cr_assert_eq(p, B);
     size_t held = tu_block_size(a, p);
     cr_assert_eq(held, 3 * MiB, "the slack stays with the block");

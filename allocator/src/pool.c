@@ -67,7 +67,9 @@
  *      small pool and greedy arena: >= 512 B; medium and large pools:
  *      > small_max (a smaller tail would only serve small requests, which
  *      have their own pool, so it stays with the block as slack); never for
- *      a block above max_split;
+ *      a block above max_split; and, in an expandable segment, whenever the
+ *      remainder reaches a page the request does not touch that is not
+ *      mapped (as slack it would have to be mapped: worth_splitting);
  *   7. record the block in the live map and the counters.
  *
  * cca_free: find the block in the live map (O(1)); if another stream may
@@ -391,14 +393,32 @@ static cca_status reserve_for(cca_allocator *a, size_t rounded, cca_stream strea
     return st;
 }
 
-/* Step 6: is the remainder of b after `rounded` bytes worth a block? */
-static bool worth_splitting(const cca_allocator *a, const ccai_block *b, size_t rounded) {
+/* Step 6's rule for any segment: is the remainder of b after `rounded`
+ * bytes worth a block of its own? */
+static bool worth_a_block(const cca_allocator *a, const ccai_block *b, size_t rounded) {
     size_t remainder = b->size - rounded;
     if ((b->seg & CCAI_SEG_SHARED) || ccai_block_pool(b) == CCAI_POOL_SMALL)
         return remainder >= CCA_GRANULARITY;
     if (a->config.max_split && b->size > a->config.max_split)
         return false;
     return remainder > a->config.small_max;
+}
+
+/* Step 6: split b after `rounded` bytes? When the remainder is worth a
+ * block; in an expandable segment also when it reaches a page the request
+ * does not touch and that is not mapped: kept as slack it would have to be
+ * mapped (I7), pages the request does not need (and, near a device that is
+ * no whole number of pages, pages the device cannot hold); split off it
+ * stays a free block over unmapped pages, merged back at the free. Only a
+ * block marked unmapped can have such pages (the cached path's one test). */
+static bool worth_splitting(const cca_allocator *a, const ccai_block *b, size_t rounded) {
+    if (worth_a_block(a, b, rounded))
+        return true;
+    if (!b->unmapped || b->size == rounded)
+        return false;
+    const ccai_segment *s = b->segment;
+    size_t from = round_up(b->addr + rounded - s->base, s->page), to = round_up(b->addr + b->size - s->base, s->page);
+    return from < to && !ccai_pages_mapped(s, s->base + from, to - from);
 }
 
 /* The bytes of b a request of `rounded` will hold: all of b when the
@@ -500,7 +520,16 @@ static cca_status take_again(cca_allocator *a, size_t rounded, cca_stream stream
 static size_t new_pages_in(const cca_allocator *a, const ccai_block *b, size_t rounded) {
     const ccai_segment *s = b->segment;
     size_t page = s->page, off = b->addr - s->base, end = off + b->size;
-    size_t first = off / page, last = (off + held_bytes(a, b, rounded) - 1) / page, n = last - first + 1;
+    /* what it holds: its slack too, unless that reaches a page no live or
+     * pending neighbour keeps (then unmapped, so split off: worth_splitting) */
+    size_t held = rounded;
+    if (!worth_a_block(a, b, rounded)) {
+        size_t req_last = (off + rounded - 1) / page, blk_last = (end - 1) / page;
+        bool kept = end % page && b->next; /* b's last page, held by the next block */
+        if (blk_last - req_last <= (size_t)kept)
+            held = b->size;
+    }
+    size_t first = off / page, last = (off + held - 1) / page, n = last - first + 1;
     bool head = off % page && b->prev, tail = end % page && b->next && last == (end - 1) / page;
     n -= head;
     if (tail && !(head && first == last))
@@ -705,7 +734,10 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
 static cca_status take_block(cca_allocator *a, ccai_block *b, size_t rounded, bool split) {
     ccai_free_index *ix = ccai_block_index(a, b);
     ccai_block *rest = NULL;
-    ccai_assert(split == worth_splitting(a, b, rounded));
+    /* decided before step 4 or 5 mapped pages: a map ahead may since have
+     * mapped the slack's pages, so "split" may now be more than needed, never
+     * less (nothing is unmapped in between) */
+    ccai_assert(split || !worth_splitting(a, b, rounded));
     if (split) {
         rest = ccai_block_new(a);
         if (!rest && (b->seg & CCAI_SEG_EXPANDABLE))

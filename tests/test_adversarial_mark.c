@@ -18,8 +18,10 @@
  *   stop points  a trim whose keep stops at every page of a free block
  *                (the highest pages go first), then every way a request can
  *                land in that block: exact fit, split with a remainder, the
- *                remainder taken next, slack kept whole, a piece inside the
- *                still-mapped head; in the small and large ranges (three
+ *                remainder taken next, slack (kept whole on mapped pages,
+ *                split off over unmapped ones: the device is probed to say
+ *                which), a piece inside the still-mapped head; in the
+ *                small and large ranges (three
  *                map-ahead settings), the greedy arena and a domain's
  *                footprint arena.
  *   merges       three neighbours freed in every order with a trim (full or
@@ -448,10 +450,25 @@ static size_t plan_size(long v, size_t hs, size_t left) {
 #define K(x) ((long)((x)*KiB))
 #define M(x) ((long)((x)*MiB))
 
+/* In a medium or large range, a request of `size` from a free block at p
+ * of `left` bytes leaves a remainder of at most small_max, not worth a
+ * block: it stays with the block as slack unless it reaches a page the
+ * request does not touch that is not mapped, when it is split off (pool.c,
+ * worth_splitting). The device says which: those pages are probed. */
+static bool slack_split_off(const char *p, size_t size, size_t left) {
+    if (size >= left || left - size > 1 * MiB)
+        return false;
+    uintptr_t from = ((uintptr_t)p + size + PG - 1) / PG * PG, to = ((uintptr_t)p + left + PG - 1) / PG * PG;
+    for (uintptr_t q = from; q < to; q += PG)
+        if (tu_probe((const void *)q) != 0)
+            return true;
+    return false;
+}
+
 static const plan large_plans[] = {
     {"exact", {REST}},
-    {"slack of 512 KiB kept whole", {-K(512)}},
-    {"slack of small_max kept whole", {-M(1)}},
+    {"slack of 512 KiB (kept whole, or split off over unmapped pages)", {-K(512)}},
+    {"slack of small_max (kept whole, or split off over unmapped pages)", {-M(1)}},
     {"split leaving small_max + 512, then that", {-(M(1) + 512), REST}},
     {"smallest large request, then the rest", {M(1) + 512, REST}},
 };
@@ -531,12 +548,18 @@ static void hole_run(hmode m, const char *conf, long stop, const plan *pl) {
     }
     blk got[PLAN_MAX];
     int n = 0;
-    size_t used = 0;
+    size_t used = 0, split_off = 0; /* split_off: slack left free over unmapped pages */
     for (int i = 0; i < PLAN_MAX && n == 0; i++) {
         size_t size = plan_size(pl->step[i], hs, hs - used);
         char step[300];
         snprintf(step, sizeof step, "%s, step %d (%zu bytes)", what, i, size);
+        bool split = m == H_LARGE && slack_split_off(hole + used, size, hs - used);
         got[i] = must_put(&w, d, size, S0, 10 + (uint64_t)i, step);
+        if (m == H_LARGE && size < hs - used && hs - used - size <= 1 * MiB)
+            cr_assert_eq(got[i].size, split ? size : hs - used, "%s: slack %s", step,
+                         split ? "over unmapped pages split off" : "on mapped pages kept whole");
+        if (split)
+            split_off = hs - used - size, n = i + 1;
         cr_assert(got[i].p >= hole && got[i].p + got[i].size <= hole + hs,
                   "%s: %p (%zu bytes) is not inside the hole %p (%zu bytes)", step, (void *)got[i].p, got[i].size,
                   (void *)hole, hs);
@@ -550,7 +573,8 @@ static void hole_run(hmode m, const char *conf, long stop, const plan *pl) {
         if (used == hs || pl->step[i] == REST)
             n = i + 1;
     }
-    cr_assert_eq(used, hs, "%s: the plan fills the hole (%zu of %zu bytes)", what, used, hs);
+    cr_assert_eq(used + split_off, hs, "%s: the plan fills the hole (%zu + %zu split off of %zu bytes)", what, used,
+                 split_off, hs);
     /* back, unmapped whole, and taken whole again */
     for (int i = n - 1; i >= 0; i -= 2)
         release_blk(&w, &got[i], what);
@@ -638,20 +662,27 @@ static void merge_run(hmode m, const int perm[3], unsigned trims, bool half, con
     audit(&w, what);
     blk got[PLAN_MAX];
     int n = 0;
-    size_t used = 0;
+    size_t used = 0, split_off = 0;
     for (int i = 0; i < PLAN_MAX && n == 0; i++) {
         long v = pl->step[i];
         size_t size = v == TO_AB ? sizes[1] : v == TO_BC ? sizes[1] + sizes[2] : plan_size(v, ms, ms - used);
         char step[300];
         snprintf(step, sizeof step, "%s, step %d (%zu bytes)", what, i, size);
+        bool split = m == H_LARGE && slack_split_off(a0 + used, size, ms - used);
         got[i] = must_put(&w, d, size, S0, 10 + (uint64_t)i, step);
         cr_assert_eq(got[i].p, a0 + used, "%s: taken from the merged block", step);
+        if (m == H_LARGE && size < ms - used && ms - used - size <= 1 * MiB)
+            cr_assert_eq(got[i].size, split ? size : ms - used, "%s: slack %s", step,
+                         split ? "over unmapped pages split off" : "on mapped pages kept whole");
         used += got[i].size;
         audit(&w, step);
+        if (split)
+            split_off = ms - used, n = i + 1;
         if (used == ms || v == REST)
             n = i + 1;
     }
-    cr_assert_eq(used, ms, "%s: the plan fills the merged block", what);
+    cr_assert_eq(used + split_off, ms, "%s: the plan fills the merged block (%zu + %zu split off)", what, used,
+                 split_off);
     for (int i = 0; i < n; i++)
         release_blk(&w, &got[i], what);
     for (int i = 0; i < 6; i += i == 0 ? 4 : 1)
@@ -664,7 +695,7 @@ static const plan merge_plans[] = {
     {"whole", {REST}},
     {"A, then B + C", {TO_AB, REST}},
     {"A + B, then C", {TO_BC, REST}},
-    {"all but 512 KiB, then the rest (large range: slack kept whole)", {-K(512), REST}},
+    {"all but 512 KiB, then the rest (large range: slack kept whole, or split off over unmapped pages)", {-K(512), REST}},
 };
 
 /* Every order of the frees with the trims after each subset of them in

@@ -484,7 +484,10 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    one allocator's ranges may hold, whether or not the device's size is
  *    known; greedy: greedy_bytes (expandable: in whole pages) or
  *    the arena, also after an empty-cache released it) fails at once with
- *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream;
+ *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream
+ *    (as every cca_alloc, it first completes the pending frees whose
+ *    events have finished: event queries only, nothing synchronized,
+ *    released or allocated);
  *  - growth: a new segment (expandable: map the pages the block lacks; a
  *    new range is reserved only when max_reserved and the device's free
  *    memory, asked with one mem_info where the upstream has it, hold the

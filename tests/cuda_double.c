@@ -357,6 +357,10 @@ cudaError_t CUDARTAPI cudaGetLastError(void) {
     return e;
 }
 
+cudaError_t CUDARTAPI cudaPeekAtLastError(void) {
+    return t_last_error;
+}
+
 cudaError_t CUDARTAPI cudaSetDevice(int device) {
     RT_BEGIN("cudaSetDevice");
     if (device < 0 || device >= g_config.devices) {
@@ -508,9 +512,9 @@ cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
         pthread_mutex_unlock(&g_lock);
         return rt_fail(cudaErrorInvalidValue);
     }
-    bool ready = event->ready;
+    bool ready = event->ready, recorded = !g_config.not_ready_unrecorded;
     pthread_mutex_unlock(&g_lock);
-    return ready ? cudaSuccess : rt_fail(cudaErrorNotReady);
+    return ready ? cudaSuccess : recorded ? rt_fail(cudaErrorNotReady) : cudaErrorNotReady;
 }
 
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {

@@ -34,6 +34,12 @@ typedef struct cuda_double_config {
     bool vmm;                /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
     size_t context_bytes;    /* device memory a live primary context takes    */
     const char *hidden;      /* a driver symbol the entry-point lookup does not find (NULL: none) */
+    /* cudaEventQuery's cudaErrorNotReady left out of the thread's last
+     * error (cudaGetLastError / cudaPeekAtLastError). The runtime's pages do
+     * not say whether "not ready", "not actually an error", is recorded
+     * there: false (the default) records it, true does not; the upstream
+     * must be right under both. */
+    bool not_ready_unrecorded;
 } cuda_double_config;
 
 void cuda_double_configure(const cuda_double_config *c);

@@ -603,6 +603,49 @@ Test(cuda_double, destroy_synchronizes_before_it_unmaps) {
     assert_no_violation();
 }
 
+/* The allocator's event queries leave the thread's last error as the
+ * caller would have it, whether or not the runtime records "not ready"
+ * there (cuda_double_config): recorded, it is cleared (the caller must not
+ * find a "not ready" of the allocator's; the runtime has already put it in
+ * place of any earlier error); not recorded, the caller's own pending
+ * error (a launch it has not checked yet) stays. */
+Test(cuda_double, event_queries_leave_the_callers_pending_error) {
+    for (int unrecorded = 0; unrecorded < 2; unrecorded++) {
+        cuda_double_config c = cuda_double_defaults();
+        c.not_ready_unrecorded = unrecorded;
+        cuda_double_configure(&c);
+        cca_upstream *u = cuda0();
+        cca_allocator *a = tu_allocator(u, NULL);
+        cuda_double_hold_events(true);
+        void *p = tu_alloc(a, 1 * MiB, (cca_stream)0x100);
+        cr_assert_eq(cca_record_stream(a, p, (cca_stream)0x200), CCA_OK, "%s", cca_last_error());
+        tu_free(a, p); /* pending on 0x200's event, held: not ready */
+        cr_assert_eq(tu_stats(a).pending_blocks, 1);
+        /* the caller's error, as an unchecked launch would leave it */
+        cuda_double_fail("cudaMemGetInfo", 1, cudaErrorInvalidValue, false);
+        size_t f, t;
+        cr_assert_eq(cudaMemGetInfo(&f, &t), cudaErrorInvalidValue);
+        void *q = tu_alloc(a, 4096, (cca_stream)0x100); /* step 3 queries the held event */
+        cr_assert_eq(tu_stats(a).pending_blocks, 1, "the event is still not ready");
+        cudaError_t want = unrecorded ? cudaErrorInvalidValue : cudaSuccess;
+        cr_assert_eq(cudaPeekAtLastError(), want, "not ready %s: the last error is %d, not %d",
+                     unrecorded ? "unrecorded" : "recorded", (int)cudaPeekAtLastError(), (int)want);
+        (void)cudaGetLastError();
+        /* with no error of the caller's, a recorded "not ready" is cleared */
+        void *r = tu_alloc(a, 4096, (cca_stream)0x100);
+        cr_assert_eq(cudaPeekAtLastError(), cudaSuccess, "a \"not ready\" was left in the last error");
+        tu_free(a, q);
+        tu_free(a, r);
+        cuda_double_hold_events(false);
+        cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+        cca_upstream_destroy(u);
+        assert_no_violation();
+        cuda_double_clear_faults();
+    }
+    cuda_double_config c = cuda_double_defaults();
+    cuda_double_configure(&c);
+}
+
 Test(cuda_double, sequences_on_a_small_device_run_out_and_recover, .timeout = 120) {
     cuda_double_config c = cuda_double_defaults();
     c.device_bytes = 576 * MiB; /* 320 MiB free beside the context: the sequences need more */

@@ -242,13 +242,18 @@ static cca_status cuda_event_record(void *ctx, cca_stream stream, void **event) 
 
 /* Query and destroy in the device's context too: on a thread with no
  * context the runtime would make one on device 0 for them. */
-/* cudaEventQuery, "not ready" a success with *ready false. */
+/* cudaEventQuery, "not ready" a success with *ready false. The runtime's
+ * pages do not say whether "not ready" ("not actually an error") lands in
+ * the thread's last error: it is cleared only when the last error holds
+ * it, so that the caller finds no "not ready" of ours, and an error of its
+ * own still pending (a launch not checked yet) is not wiped out. */
 static cudaError_t query_event(cudaEvent_t ev, bool *ready) {
     cudaError_t e = cudaEventQuery(ev);
     *ready = e != cudaErrorNotReady;
     if (*ready)
         return e;
-    (void)cudaGetLastError();
+    if (cudaPeekAtLastError() == cudaErrorNotReady)
+        (void)cudaGetLastError();
     return cudaSuccess;
 }
 

@@ -13,6 +13,9 @@ target_link_libraries(test_stats PRIVATE PkgConfig::CJSON)
 # parser (pairing, domains, sections), and replays where the full invariant walk (CCA_DEBUG=2, minutes on
 # this trace) is off.
 cca_add_thread_program(threads_api)
+# Shared allocators with held events, allocators created and destroyed beside them, forks, every writer,
+# whole-block patterns (tests/tsan_shared.c; also the TSan stage's).
+cca_add_thread_program(tsan_shared)
 if(TARGET ccbench)
   set_tests_properties(threads_api PROPERTIES FIXTURES_SETUP threads_api_trace)
   add_test(NAME threads_api_trace_reads COMMAND ccbench info ${CMAKE_CURRENT_BINARY_DIR}/threads_api_trace.csv)

@@ -285,3 +285,43 @@ Test(fork, forks_while_threads_allocate_trim_and_create, .timeout = 120) {
     }
     end_scene(&s);
 }
+
+/* KNOWN DEFECT (found by tests/tsan_shared.c; unfixed): fork() must give the
+ * child a copy of device memory, as of every other page of the process, so
+ * a child writing a block it inherited leaves the parent's block as it was.
+ * Classic segments are private anonymous pages (copy-on-write): they pass.
+ * Expandable segments are memfd pages mapped MAP_SHARED (upstream_host.c,
+ * vm_map), which fork() leaves shared: the child's write shows in the
+ * parent. This test fails until vm_map's memory is made private to each
+ * process across fork. */
+static void child_writes_inherited_block(const char *conf) {
+    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, conf);
+    unsigned char *p = NULL;
+    cr_assert_eq(cca_alloc(a, 3 * MiB, NULL, (void **)&p), CCA_OK, "%s", cca_last_error());
+    memset(p, 0x11, 3 * MiB);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        memset(p, 0x77, 3 * MiB);
+        _exit(0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    size_t changed = 0;
+    for (size_t i = 0; i < 3 * MiB; i++)
+        changed += p[i] != 0x11;
+    cr_expect_eq(changed, 0, "%s: the child's writes changed %zu bytes of the parent's block", conf ? conf : "classic",
+                 changed);
+    cr_assert_eq(cca_free(a, p), CCA_OK);
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    cca_upstream_destroy(u);
+}
+
+Test(fork, a_childs_writes_stay_in_the_child_classic) {
+    child_writes_inherited_block(NULL);
+}
+
+Test(fork, a_childs_writes_stay_in_the_child_expandable) {
+    child_writes_inherited_block("expandable:1");
+}

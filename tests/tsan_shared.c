@@ -600,15 +600,11 @@ static void *forker_main(void *arg) {
                 void *p = NULL;
                 cca_status st = cca_alloc(run.a[n], 4096, NULL, &p);
                 if (st == CCA_OK) {
-                    /* Not written: KNOWN DEFECT, unfixed. The simulated
-                     * device backs expandable segments with memfd pages
-                     * mapped MAP_SHARED, which fork() leaves SHARED between
-                     * parent and child, so a child writing a block it was
-                     * handed (free in its copy of the allocator) overwrites
-                     * whatever parent block has since been placed there
-                     * (seen here: "a block ... was overwritten" in the
-                     * expandable run). Classic segments are private,
-                     * copy-on-write, as fork promises. */
+                    /* written: the child's own copy of the device's memory
+                     * (fork.c: the simulated device's MAP_SHARED maps made
+                     * the child's own), so a block free in the child's copy
+                     * of the allocator is no parent block's memory */
+                    memset(p, 0x5c, 4096);
                     bad |= cca_free(run.a[n], p) != CCA_OK;
                 } else {
                     bad |= st != CCA_ERR_OUT_OF_MEMORY;

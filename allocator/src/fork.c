@@ -25,8 +25,10 @@
  *   parent   all of them released, in reverse;
  *   child    the same, the allocator locks released as a child must
  *            (ccai_mutex_unlock_in_child: the parent's sleepers are not
- *            in the child), and the log lock made anew (status.c says why
- *            it is not taken).
+ *            in the child), the log lock made anew (status.c says why it
+ *            is not taken), and, before each simulated device's locks go,
+ *            its maps made the child's own: they are MAP_SHARED memfd
+ *            pages, which fork() leaves shared (upstream_host.c).
  * The order is the order the calls take them: no call holds an
  * allocator's lock while it waits for the plug's or the registry's, none
  * holds two allocators' locks, and an upstream's or the trace's lock is
@@ -78,8 +80,11 @@ static void prepare(void) {
  * order of the releases matters only to readers). */
 static void release(bool child) {
     ccai_trace_fork_lock(false);
-    for (ccai_fork_link *l = upstreams; l; l = l->next)
+    for (ccai_fork_link *l = upstreams; l; l = l->next) {
+        if (child) /* the simulated device's maps, shared by fork(), made the child's own */
+            ccai_upstream_host_fork_child(UPSTREAM(l));
         ccai_upstream_fork_unlock(UPSTREAM(l));
+    }
     for (ccai_fork_link *l = allocators; l; l = l->next) {
         if (child)
             ccai_mutex_unlock_in_child(&ALLOCATOR(l)->lock);

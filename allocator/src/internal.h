@@ -1007,6 +1007,10 @@ void ccai_upstream_event_destroy(cca_upstream *u, void *event);
 void ccai_upstream_fork_lock(cca_upstream *u);
 void ccai_upstream_fork_unlock(cca_upstream *u);
 void ccai_upstream_host_fork_lock(cca_upstream *u, bool lock); /* upstream_host.c; nothing for another upstream */
+/* In the child, before the locks go: the simulated device's maps made the
+ * child's own (upstream_host.c: they are MAP_SHARED memfd pages, which
+ * fork() would leave shared with the parent). Nothing for another upstream. */
+void ccai_upstream_host_fork_child(cca_upstream *u);
 
 /* upstream_host.c / upstream_cuda.c build ops tables over a context; fn is
  * the public function called, which a refusal's message names. */

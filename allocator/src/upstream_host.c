@@ -90,7 +90,10 @@
  *               is backed whole at once). Maps made by separate calls that
  *               touch are one contiguous run of addresses, as on a GPU. Any
  *               syscall failing puts the PROT_NONE pages back: nothing stays
- *               mapped (status: OOM for ENOMEM/ENOSPC, else UPSTREAM). One
+ *               mapped (status: OOM for ENOMEM/ENOSPC, else UPSTREAM).
+ *               fork() would leave these pages shared between parent and
+ *               child: the child's fork handler gives it a copy of its own
+ *               (ccai_upstream_host_fork_child, below). One
  *               memfd per map, not per granule, and still granule release:
  *   vm_unmap    for each map the range overlaps, madvise(MADV_REMOVE) of
  *               the overlapped part punches a hole in its memfd, so those
@@ -675,6 +678,59 @@ static void host_destroy(void *ctx) {
     free(d->maps);
     pthread_mutex_destroy(&d->lock);
     free(d);
+}
+
+/* In the child of a fork, under the device's lock (fork.c's handler): every
+ * map made private to the child. fork() copies private memory (copy on
+ * write) but leaves MAP_SHARED pages shared, and a map's pages are a memfd
+ * mapped MAP_SHARED: without this a child writing a block it inherited
+ * would write the parent's block, as no GPU's memory and no other page of
+ * the process behaves. Each map record gets a new memfd of its length, the
+ * pages that hold data copied in (mincore: a page never touched or given
+ * back by vm_unmap is a hole in the old memfd, stays a hole in the new one,
+ * and is not read, which would allocate it), mapped over the same
+ * addresses. Costs the child a copy of the device's resident mapped bytes,
+ * as a copy on write would over time, and a few syscalls per map. Only
+ * system calls (async-signal-safe, as a child of a threaded fork needs):
+ * the mincore vector is mmap'd. A step that fails leaves that record's
+ * pages PROT_NONE in the child (a touch faults), never the parent's pages
+ * writable by the child. */
+static void remap_private(uintptr_t addr, size_t len, size_t page) {
+    size_t npages = len / page;
+    unsigned char *vec = mmap(NULL, npages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int fd = vec == MAP_FAILED ? -1 : memfd_create("ccalloc-sim", MFD_CLOEXEC);
+    bool ok = fd >= 0 && ftruncate(fd, (off_t)len) == 0 && mincore((void *)addr, len, vec) == 0;
+    for (size_t i = 0; ok && i < npages;) {
+        if (!(vec[i] & 1)) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < npages && (vec[j] & 1))
+            j++;
+        for (size_t off = i * page, end = j * page; ok && off < end;) {
+            ssize_t n = pwrite(fd, (const void *)(addr + off), end - off, (off_t)off);
+            ok = n > 0;
+            off += ok ? (size_t)n : 0;
+        }
+        i = j;
+    }
+    if (ok)
+        ok = mmap((void *)addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
+    if (!ok)
+        (void)mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (fd >= 0)
+        close(fd);
+    if (vec != MAP_FAILED)
+        munmap(vec, npages);
+}
+
+void ccai_upstream_host_fork_child(cca_upstream *u) {
+    if (u->ops.alloc != host_alloc)
+        return;
+    host_device *d = u->ctx;
+    for (size_t i = 0; i < d->nmaps; i++)
+        remap_private(d->maps[i].addr, d->maps[i].len, d->page);
 }
 
 /* fork.c's handler, through ccai_upstream_fork_lock: the device's lock,

@@ -29,3 +29,11 @@ endif()
 cca_add_test(NAME test_snapshot_model SOURCES test_snapshot_model.c pickle_read.c alloc_test_util.c
              LIBS ccalloc_static LABEL cpu)
 target_link_libraries(test_snapshot_model PRIVATE PkgConfig::CJSON)
+
+# The recorders and writers under hostile conditions: huge snapshots, the
+# history ring at its limits, snapshots taken while threads allocate
+# (test_writers_hostile.c).
+cca_add_test(NAME test_writers_hostile SOURCES test_writers_hostile.c pickle_read.c alloc_test_util.c
+             LIBS ccalloc_static LABEL cpu)
+target_include_directories(test_writers_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+target_link_libraries(test_writers_hostile PRIVATE PkgConfig::CJSON Threads::Threads)

@@ -1168,6 +1168,38 @@ Test(api_contract, snapshot_json_lists_segments_in_address_order) {
     tu_teardown(a, u);
 }
 
+/* The JSON snapshot sorts its segments by address in one host allocation
+ * (a walk by address took seconds for tens of thousands of segments); with
+ * no host memory it falls back on that walk: still CCA_OK, still address
+ * order, the same bytes. */
+Test(api_contract, snapshot_json_without_host_memory_is_the_same_snapshot) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(256 * MiB, NULL, &u, &a);
+    void *p[3];
+    for (int i = 0; i < 3; i++)
+        p[i] = tu_alloc(a, 12 * MiB, NULL); /* large: one segment each */
+    void *small = tu_alloc(a, 4 * KiB, NULL);
+    tu_free(a, p[1]);
+    char *want = written_by(cca_write_snapshot_json, a);
+    static char got[1 << 16];
+    memset(got, 0, sizeof got);
+    FILE *f = fmemopen(got, sizeof got - 1, "w"); /* glibc's own allocation: not failed */
+    cr_assert_not_null(f);
+    tu_malloc_arm(1, true); /* every host allocation from now fails */
+    cca_status st = cca_write_snapshot_json(a, f);
+    long injected = tu_malloc_disarm();
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_geq(injected, 1, "the snapshot asked for host memory and was refused");
+    cr_assert_str_eq(got, want);
+    free(want);
+    tu_free(a, p[0]);
+    tu_free(a, p[2]);
+    tu_free(a, small);
+    tu_teardown(a, u);
+}
+
 /* The upstream failing otherwise than for want of memory: its status comes
  * back as it is, with no OOM retry and no OOM counted (ccalloc.h: cca_create,
  * cca_alloc, cca_domain_reserve); and greedy_fraction over an upstream

@@ -41,6 +41,10 @@
  * for the trace, so cca_trace_mark, a checkpoint, flushes the file and
  * returns CCA_ERR_IO once any write failed (and at every later mark: the
  * recording is incomplete from then on), and the last close logs it once.
+ * Messages name the path last: a log line is cut at 512 bytes and an error
+ * at 1024 (status.c), and a path may be up to PATH_MAX (4096), so what
+ * failed and why come first, where a long path cannot push them out.
+ *
  * The file is opened without waiting (ccai_fopen_nowait, common/ccai_open.h):
  * a FIFO nobody reads is refused at once rather than hanging cca_create; a
  * FIFO with a reader is then written as any pipe (a reader that goes away:
@@ -87,7 +91,7 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
         if (!t->f) {
             int e = errno;
             pthread_mutex_unlock(&trace_lock);
-            ccai_log("CCALLOC_TRACE: cannot open '%s' for writing (%s); not tracing", path, ccai_open_strerror(e));
+            ccai_log("CCALLOC_TRACE: not tracing: cannot open for writing (%s): '%s'", ccai_open_strerror(e), path);
             return NULL;
         }
         t->path = strdup(path); /* NULL after the last close */
@@ -198,7 +202,7 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
     }
     ccai_unlock(a);
     if (!written)
-        return ccai_fail(CCA_ERR_IO, "cca_trace_mark: writing the trace '%s' failed (the recording is incomplete)",
+        return ccai_fail(CCA_ERR_IO, "cca_trace_mark: writing the trace failed, the recording is incomplete: '%s'",
                          a->trace->path ? a->trace->path : "CCALLOC_TRACE");
     return CCA_OK;
 }
@@ -221,7 +225,7 @@ void ccai_trace_close(struct ccai_trace *t) {
     }
     pthread_mutex_unlock(&trace_lock);
     if (failed) /* outside the trace lock: a log callback may call back */
-        ccai_log("CCALLOC_TRACE: writing '%s' failed: the recording is incomplete", path ? path : "");
+        ccai_log("CCALLOC_TRACE: writing failed, the recording is incomplete: '%s'", path ? path : "");
     free(path);
 }
 

@@ -37,3 +37,8 @@ cca_add_test(NAME test_writers_hostile SOURCES test_writers_hostile.c pickle_rea
              LIBS ccalloc_static LABEL cpu)
 target_include_directories(test_writers_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
 target_link_libraries(test_writers_hostile PRIVATE PkgConfig::CJSON Threads::Threads)
+# at CCA_DEBUG=2 every call walks every segment: 40,000 segments would make
+# the setup quadratic (minutes under ASan); the suite then builds fewer
+if(CCA_DEBUG STREQUAL "2")
+  target_compile_definitions(test_writers_hostile PRIVATE TU_WALK_EVERY_CALL=1)
+endif()

@@ -57,8 +57,15 @@ static double seconds(uint64_t ns) {
 /* ---- tens of thousands of segments ---------------------------------------- */
 
 /* small_segment 64 KiB and small_max 64 KiB: every 64 KiB request is a
- * segment of its own. */
+ * segment of its own. At CCA_DEBUG=2 (TU_WALK_EVERY_CALL, set by CMake)
+ * every call walks every segment, so 40,000 would make the setup itself
+ * quadratic: 4,000 there, where the parsers are checked and the time
+ * comparison, meaningless among the walks, is not made. */
+#ifdef TU_WALK_EVERY_CALL
+enum { MANY = 4000 };
+#else
 enum { MANY = 40000 };
+#endif
 
 Test(writers_hostile, snapshots_of_forty_thousand_segments_are_fast_and_parse, .timeout = 120) {
     cca_upstream *u;
@@ -71,11 +78,11 @@ Test(writers_hostile, snapshots_of_forty_thousand_segments_are_fast_and_parse, .
     cca_stats s = tu_stats(a);
     cr_assert_eq(s.segments, MANY);
 
-    uint64_t t0 = tu_now_ns();
+    uint64_t t0 = tu_thread_cpu_ns();
     mem_out pk = write_torch(a);
-    uint64_t t1 = tu_now_ns();
+    uint64_t t1 = tu_thread_cpu_ns();
     mem_out js = write_json(a);
-    uint64_t t2 = tu_now_ns();
+    uint64_t t2 = tu_thread_cpu_ns();
     cr_log_info("torch %.3f s (%zu bytes), json %.3f s (%zu bytes)", seconds(t1 - t0), pk.len, seconds(t2 - t1),
                 js.len);
 
@@ -89,12 +96,15 @@ Test(writers_hostile, snapshots_of_forty_thousand_segments_are_fast_and_parse, .
     cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "segments")), MANY);
     cJSON_Delete(j);
 
-    /* A snapshot holds the allocator's lock throughout: it must stay within
-     * the same order as the pickle's (O(n log n)); a quadratic walk of
-     * 40,000 segments is 1.6e9 list steps, seconds. Generous bounds for a
-     * loaded machine: 2 s each. */
-    cr_expect_lt(t1 - t0, 2000000000ull, "torch snapshot took %.3f s", seconds(t1 - t0));
-    cr_expect_lt(t2 - t1, 2000000000ull, "JSON snapshot took %.3f s", seconds(t2 - t1));
+    /* A snapshot holds the allocator's lock throughout: the JSON writer
+     * must stay within the order of the pickle's (O(n log n)), measured
+     * against it in the same run, in thread CPU time. Measured on 40,000
+     * segments (Release): pickle 0.14 s, JSON 0.03 s; the quadratic walk of
+     * before, 4.2 s (30x the pickle's). */
+#ifndef TU_WALK_EVERY_CALL
+    cr_expect_lt(t2 - t1, 5 * (t1 - t0) + 50000000ull, "JSON snapshot %.3f s against the pickle's %.3f s",
+                 seconds(t2 - t1), seconds(t1 - t0));
+#endif
     free(pk.buf);
     free(js.buf);
     for (int i = 0; i < MANY; i++)

@@ -493,5 +493,22 @@ mkfifo "$TMP/fifo.json" 2>/dev/null && {
     done
 }
 
+# A FIFO as a MODEL (or --resident): fopen for reading would wait for a
+# writer for ever; refused at once as not a regular file (exit 1, naming it).
+mkfifo "$TMP/fifo.safetensors" 2>/dev/null && {
+    for args in "$TMP/fifo.safetensors" "--resident $TMP/fifo.safetensors mlp:8x8"; do
+        n=$((n + 1))
+        # shellcheck disable=SC2086 # args is split on purpose
+        timeout 20 "$CCRUN" --device host $args >/dev/null 2>"$TMP/fe"
+        rc=$?
+        if [ "$rc" -eq 1 ] && grep -qF -- "$TMP/fifo.safetensors: not a regular file (a FIFO)" "$TMP/fe"; then
+            echo "ok: a FIFO as the model ($args): exit 1, said"
+        else
+            echo "FAIL: a FIFO as the model ($args): exit $rc (124: hung), want 1 naming the file and the FIFO:"
+            cat "$TMP/fe"; fails=$((fails + 1))
+        fi
+    done
+}
+
 echo "$((n - fails)) of $n ccrun checks passed"
 [ "$fails" -eq 0 ]

@@ -13,6 +13,8 @@
  * non-finite weights load and are counted per tensor.
  */
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "test_runtime_util.h"
 
@@ -87,6 +89,30 @@ Test(runtime_loader, missing_file) {
     cr_expect_eq(ccr_model_load(e, "no-such-file.safetensors", &m), CCR_ERR_IO);
     cr_expect_eq(ccr_model_load_file(e, "/tmp", &m), CCR_ERR_IO, "a directory");
     cr_expect(strstr(ccr_last_error(), "/tmp: is a directory") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A FIFO as the model path: fopen(path, "rb") would wait for a writer, for
+ * ever when none comes (ccrun hung on `ccrun FIFO`). It must be refused at
+ * once, as a file that is not a model, with nothing allocated; a character
+ * device is not a model file either. The timeout turns a hang into a failure. */
+Test(runtime_loader, fifo_or_device_as_model_path_is_refused_at_once, .timeout = 20) {
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "/tmp/ccr-fifo-%ld", (long)getpid());
+    unlink(fifo);
+    cr_assert_eq(mkfifo(fifo, 0600), 0, "mkfifo %s", fifo);
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m = (ccr_model *)1;
+    ccr_status st = ccr_model_load_file(e, fifo, &m);
+    unlink(fifo);
+    cr_expect_eq(st, CCR_ERR_IO, "%s", ccr_last_error());
+    cr_expect_null(m);
+    cr_expect(strstr(ccr_last_error(), "not a regular file") != NULL, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "a FIFO") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_load(e, "/dev/zero", &m), CCR_ERR_IO, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "/dev/zero: not a regular file (a character device)") != NULL, "%s",
+              ccr_last_error());
     cr_expect_eq(live_bytes(e), 0);
     ccr_engine_destroy(e);
 }

@@ -45,9 +45,12 @@
  * (ccrun warns and exits 4). Spec models are finite by construction.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ccai_rng.h"
 #include "internal.h"
@@ -370,14 +373,61 @@ ccr_status ccr_model_load_stream(ccr_engine *e, FILE *fp, const char *name, ccr_
     return load_stream(e, fp, name, 0, out);
 }
 
+/* What a non-regular file is, for the message. */
+static const char *file_kind(mode_t mode) {
+    return S_ISFIFO(mode)  ? "a FIFO"
+           : S_ISCHR(mode) ? "a character device"
+           : S_ISBLK(mode) ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+                            : "not a file";
+}
+
+/* Open a model file for reading, never waiting. fopen(path, "rb") of a FIFO
+ * blocks in open(2) until some process opens it for writing: with none, for
+ * ever (`ccrun FIFO` hung). So the file is opened with O_NONBLOCK, which
+ * returns at once for a FIFO, then fstat decides: a directory goes on to
+ * ccr_st_open (which says "is a directory"); anything else that is not a
+ * regular file (FIFO, character or block device, socket) is refused here —
+ * a safetensors file is read with seeks, which a pipe cannot do, and a
+ * device is no model file. A regular file is made blocking again and read
+ * exactly as with fopen. */
+static ccr_status open_model_file(const char *path, FILE **out) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return ccr_fail(CCR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int err = errno;
+        close(fd);
+        return ccr_fail(CCR_ERR_IO, "%s: cannot stat: %s", path, strerror(err));
+    }
+    if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+        close(fd);
+        return ccr_fail(CCR_ERR_IO, "%s: not a regular file (%s), not a model file", path, file_kind(sb.st_mode));
+    }
+    int flags = fcntl(fd, F_GETFL);
+    FILE *fp = NULL;
+    if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0)
+        fp = fdopen(fd, "rb");
+    if (!fp) {
+        int err = errno;
+        close(fd);
+        return ccr_fail(CCR_ERR_IO, "%s: cannot open: %s", path, strerror(err));
+    }
+    *out = fp;
+    return CCR_OK;
+}
+
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out) {
     if (!e || !path || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, path or output is NULL");
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return ccr_fail(CCR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    ccr_status s = load_stream(e, fp, path, 1, out);
+    FILE *fp = NULL;
+    ccr_status s = open_model_file(path, &fp);
+    if (s != CCR_OK)
+        return s;
+    s = load_stream(e, fp, path, 1, out);
     fclose(fp);
     return s;
 }

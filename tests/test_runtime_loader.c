@@ -117,6 +117,22 @@ Test(runtime_loader, fifo_or_device_as_model_path_is_refused_at_once, .timeout =
     ccr_engine_destroy(e);
 }
 
+/* An empty path names no file: refused as a bad argument that says so,
+ * not "': cannot open: No such file or directory" with nothing before the
+ * colon; through ccr_model_load too (ccrun ""). */
+Test(runtime_loader, an_empty_model_path_is_refused_by_name) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m = (ccr_model *)1;
+    cr_expect_eq(ccr_model_load_file(e, "", &m), CCR_ERR_INVALID_ARGUMENT, "%s", ccr_last_error());
+    cr_expect_null(m);
+    cr_expect(strstr(ccr_last_error(), "empty model path") != NULL, "%s", ccr_last_error());
+    m = (ccr_model *)1;
+    cr_expect_eq(ccr_model_load(e, "", &m), CCR_ERR_INVALID_ARGUMENT, "%s", ccr_last_error());
+    cr_expect_null(m);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
 Test(runtime_loader, model_too_large_from_file) {
     /* the digits model needs ~20 KiB: on a 1 MiB device with max_reserved 4K it cannot fit */
     ccr_engine *e = host_engine(1u << 20, "max_reserved:4K");

@@ -45,6 +45,7 @@ expect() {
 
 # bad model files (same table as test_runtime_loader.c)
 expect 1 "cannot open" -- "$TMP/missing.safetensors"
+expect 1 "empty model path" -- ""
 expect 1 "truncated: 0 bytes" -- "$BAD/empty.safetensors"
 expect 1 "truncated: header length" -- "$BAD/truncated_header.safetensors"
 expect 1 "out of range" -- "$BAD/truncated_data.safetensors"

@@ -255,7 +255,8 @@ typedef struct ccr_model ccr_model;
  * PyTorch nn.Sequential state dict ("0.weight", "0.bias", "2.weight", ...).
  * Everything is validated before any device memory is taken. On failure
  * nothing stays allocated. A path that is not a regular file is refused at
- * once with CCR_ERR_IO (a directory; a FIFO, never waited for; a device). */
+ * once with CCR_ERR_IO (a directory; a FIFO, never waited for; a device);
+ * an empty path with CCR_ERR_INVALID_ARGUMENT, as a NULL one. */
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out);
 
 /* Same, from an open stream (the fuzzer uses fmemopen). `name` labels it. */

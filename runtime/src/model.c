@@ -423,6 +423,8 @@ ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out)
     if (!e || !path || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, path or output is NULL");
     *out = NULL;
+    if (!*path)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "empty model path (a safetensors file or an mlp: spec)");
     FILE *fp = NULL;
     ccr_status s = open_model_file(path, &fp);
     if (s != CCR_OK)

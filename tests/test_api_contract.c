@@ -1132,6 +1132,31 @@ static char *written_by(cca_status (*writer)(const cca_allocator *, FILE *), con
     return buf;
 }
 
+/* Four segments for the snapshot tests: three large ones reserved in
+ * address order, the middle one's block freed, and a small one. */
+typedef struct four_segments {
+    cca_upstream *u;
+    cca_allocator *a;
+    void *p[3], *small;
+} four_segments;
+
+static four_segments four_segments_make(void) {
+    four_segments f;
+    tu_host_allocator(256 * MiB, NULL, &f.u, &f.a);
+    for (int i = 0; i < 3; i++)
+        f.p[i] = tu_alloc(f.a, 12 * MiB, NULL); /* large: one segment each */
+    f.small = tu_alloc(f.a, 4 * KiB, NULL);
+    tu_free(f.a, f.p[1]);
+    return f;
+}
+
+static void four_segments_end(four_segments *f) {
+    tu_free(f->a, f->p[0]);
+    tu_free(f->a, f->p[2]);
+    tu_free(f->a, f->small);
+    tu_teardown(f->a, f->u);
+}
+
 /* cca_write_snapshot_json lists "every segment with its blocks ... in
  * address order" (ccalloc.h), as cca_write_snapshot_torch does: segments
  * are kept newest first, so three segments reserved in address order (the
@@ -1139,14 +1164,8 @@ static char *written_by(cca_status (*writer)(const cca_allocator *, FILE *), con
  * reversed. Each segment's blocks are in address order too, and each block
  * carries the fields the header names. */
 Test(api_contract, snapshot_json_lists_segments_in_address_order) {
-    cca_upstream *u;
-    cca_allocator *a;
-    tu_host_allocator(256 * MiB, NULL, &u, &a);
-    void *p[3];
-    for (int i = 0; i < 3; i++)
-        p[i] = tu_alloc(a, 12 * MiB, NULL); /* large: one segment each */
-    void *small = tu_alloc(a, 4 * KiB, NULL);
-    tu_free(a, p[1]);
+    four_segments seg = four_segments_make();
+    cca_allocator *a = seg.a;
     char *buf = written_by(cca_write_snapshot_json, a);
     const char *segs = strstr(buf, "\"segments\":[");
     cr_assert_not_null(segs, "%s", buf);
@@ -1162,10 +1181,7 @@ Test(api_contract, snapshot_json_lists_segments_in_address_order) {
     cr_assert_not_null(strstr(buf, "\"blocks\":[{\"offset\":0,\"size\":"), "%s", buf);
     cr_assert_not_null(strstr(buf, "\"requested\":"), "%s", buf);
     free(buf);
-    tu_free(a, p[0]);
-    tu_free(a, p[2]);
-    tu_free(a, small);
-    tu_teardown(a, u);
+    four_segments_end(&seg);
 }
 
 /* The JSON snapshot sorts its segments by address in one host allocation
@@ -1173,14 +1189,8 @@ Test(api_contract, snapshot_json_lists_segments_in_address_order) {
  * no host memory it falls back on that walk: still CCA_OK, still address
  * order, the same bytes. */
 Test(api_contract, snapshot_json_without_host_memory_is_the_same_snapshot) {
-    cca_upstream *u;
-    cca_allocator *a;
-    tu_host_allocator(256 * MiB, NULL, &u, &a);
-    void *p[3];
-    for (int i = 0; i < 3; i++)
-        p[i] = tu_alloc(a, 12 * MiB, NULL); /* large: one segment each */
-    void *small = tu_alloc(a, 4 * KiB, NULL);
-    tu_free(a, p[1]);
+    four_segments seg = four_segments_make();
+    cca_allocator *a = seg.a;
     char *want = written_by(cca_write_snapshot_json, a);
     static char got[1 << 16];
     memset(got, 0, sizeof got);
@@ -1194,10 +1204,7 @@ Test(api_contract, snapshot_json_without_host_memory_is_the_same_snapshot) {
     cr_assert_geq(injected, 1, "the snapshot asked for host memory and was refused");
     cr_assert_str_eq(got, want);
     free(want);
-    tu_free(a, p[0]);
-    tu_free(a, p[2]);
-    tu_free(a, small);
-    tu_teardown(a, u);
+    four_segments_end(&seg);
 }
 
 /* The upstream failing otherwise than for want of memory: its status comes

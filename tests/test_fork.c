@@ -100,11 +100,11 @@ static int child_uses(void *arg) {
     return use_allocator(arg, 10);
 }
 
-Test(fork, an_allocator_of_ones_own_held_by_another_thread, .timeout = 60) {
-    cca_upstream *u = NULL;
-    cca_allocator *a = NULL;
-    tu_host_allocator(256 * MiB, NULL, &u, &a);
-    void *live = tu_alloc(a, 4096, NULL);
+/* Another thread holds a's lock (what a thread inside a call on it holds)
+ * while this one forks; the child runs child(arg) under an alarm and must
+ * exit 0. Afterwards the parent's allocator holds exactly `live` bytes in
+ * `calls` allocations, as before the fork. */
+static void fork_while_held(cca_allocator *a, int (*child)(void *), void *arg, size_t live, uint64_t calls) {
     mutex_holder h = {.lock = &a->lock};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, hold_allocator_lock, &h), 0);
@@ -114,7 +114,7 @@ Test(fork, an_allocator_of_ones_own_held_by_another_thread, .timeout = 60) {
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         alarm(10);
-        _exit(child_uses(a));
+        _exit(child(arg));
     }
     atomic_store(&h.forked, true);
     pthread_join(t, NULL);
@@ -123,13 +123,46 @@ Test(fork, an_allocator_of_ones_own_held_by_another_thread, .timeout = 60) {
     cr_assert(WIFEXITED(status), "the child died of signal %d (SIGALRM %d: it hung on the allocator's lock)",
               WIFSIGNALED(status) ? WTERMSIG(status) : 0, SIGALRM);
     cr_assert_eq(WEXITSTATUS(status), 0, "child step %d failed", WEXITSTATUS(status));
-    /* the parent's allocator is as it was */
-    cca_stats s = tu_stats(a);
-    cr_assert_eq(s.allocated_bytes, 4096);
-    cr_assert_eq(s.alloc_calls, 1);
+    cca_stats s = tu_stats(a); /* the parent's allocator is as it was */
+    cr_assert_eq(s.allocated_bytes, live);
+    cr_assert_eq(s.alloc_calls, calls);
+}
+
+Test(fork, an_allocator_of_ones_own_held_by_another_thread, .timeout = 60) {
+    cca_upstream *u = NULL;
+    cca_allocator *a = NULL;
+    tu_host_allocator(256 * MiB, NULL, &u, &a);
+    void *live = tu_alloc(a, 4096, NULL);
+    fork_while_held(a, child_uses, a, 4096, 1);
     tu_free(a, live);
     tu_check(a);
     tu_teardown(a, u);
+}
+
+/* The same with a device of the plug (cca_plug_*: PyTorch's entry points,
+ * what a DataLoader worker forked from a training process inherits). */
+static int child_plug_alloc_free(void *arg) {
+    (void)arg;
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    if (!p)
+        return 2;
+    cca_plug_free(p, 4096, 0, NULL);
+    cca_allocator *a = NULL;
+    if (cca_plug_get_allocator(0, &a) != CCA_OK || tu_stats(a).allocated_bytes != 4096)
+        return 3; /* the parent's live block, copied; the child's own is freed */
+    return cca_check_invariants(a) == CCA_OK ? 0 : 4;
+}
+
+Test(fork, a_plug_device_held_by_another_thread, .timeout = 60) {
+    cr_assert_eq(cca_plug_configure("host:64M:2", NULL), CCA_OK, "%s", cca_last_error());
+    void *live = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(live, "%s", cca_last_error());
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_plug_get_allocator(0, &a), CCA_OK, "%s", cca_last_error());
+    fork_while_held(a, child_plug_alloc_free, NULL, 4096, 1);
+    cca_plug_free(live, 4096, 0, NULL);
+    tu_check(a);
+    cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
 }
 
 typedef struct tenant {

@@ -11,7 +11,15 @@
 if(NOT CCA_WITH_CUDA)
   find_package(CUDAToolkit QUIET) # headers only: the CUDA language stays off
 endif()
-if(CUDAToolkit_FOUND AND EXISTS ${CUDAToolkit_INCLUDE_DIRS}/cudaTypedefs.h)
+# CUDAToolkit_INCLUDE_DIRS may be a list (CUDA 13 puts CCCL's headers, and on
+# some installs cudaTypedefs.h, in a second directory): look in each.
+set(cca_have_typedefs FALSE)
+foreach(cca_dir IN LISTS CUDAToolkit_INCLUDE_DIRS)
+  if(EXISTS "${cca_dir}/cudaTypedefs.h")
+    set(cca_have_typedefs TRUE)
+  endif()
+endforeach()
+if(CUDAToolkit_FOUND AND cca_have_typedefs)
   get_target_property(cca_double_srcs ccalloc_static SOURCES)
   list(TRANSFORM cca_double_srcs PREPEND ${PROJECT_SOURCE_DIR}/allocator/)
   add_library(ccalloc_cuda_double STATIC ${cca_double_srcs})

@@ -68,6 +68,7 @@ done
 trace="$work/t.csv"
 printf 'seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n' >"$trace"
 C=$(printf '%0200d' 0 | tr 0 c) # a 200-byte path component
+# (ls in the C locale: upper case first, whatever the machine's locale)
 want_files="README.md checkpoints.csv ratios.dat results.csv results.md timeline traces.md"
 # long_out LENGTH PREFIX: PREFIX, then components of 200 c's, then one of d's:
 # a directory path of LENGTH bytes (each component within NAME_MAX)
@@ -80,7 +81,7 @@ for len in 1013 1215 2100; do
     d=$(long_out "$len" "$work/L$len/")
     "$ccbench" replay -s device-malloc --reps 1 --no-plots --out "$d" "$trace" >/dev/null 2>"$work/e-long"
     rc=$?
-    got=$(ls "$d" | tr '\n' ' ')
+    got=$(LC_ALL=C ls "$d" | tr '\n' ' ')
     stray=$(find "$work/L$len" -mindepth 1 ! -name "$C" ! -path "$d" ! -path "$d/*" | sed "s/$C/C/g")
     if [ "$rc" -ne 0 ] || [ "$got" != "$want_files " ] || [ -n "$stray" ] || ! [ -s "$d/timeline/t__device-malloc.csv" ]; then
         echo "FAIL: a $len-byte --out: exit $rc; it holds '$got' (want '$want_files'); made outside it: '$stray'"

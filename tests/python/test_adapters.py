@@ -277,7 +277,13 @@ def test_cupy_enable_and_malloc(monkeypatch):
 
 def fake_numba(monkeypatch, nv_binding):
     """numba.cuda's EMM names (HostOnlyCUDAMemoryManager, GetIpcHandleMixin,
-    MemoryPointer, MemoryInfo, set_memory_manager) and the driver's pointer types."""
+    MemoryPointer, MemoryInfo, set_memory_manager) and the driver's pointer types.
+    ``nv_binding``: True or False, an older Numba whose driver module has
+    ``USE_NV_BINDING`` (the NVIDIA binding's ``CUdeviceptr`` or a ctypes
+    pointer); None, numba-cuda 0.2x-0.30 (seen on a GPU machine, 0.30.4):
+    no ``USE_NV_BINDING``, always the NVIDIA binding, and
+    ``MemoryPointer.device_pointer_value`` is ``int(self.device_pointer)``
+    (which on a ctypes pointer reads its bytes as digits: ValueError)."""
     state = {"manager": None}
 
     class BaseCUDAMemoryManager:
@@ -299,6 +305,12 @@ def fake_numba(monkeypatch, nv_binding):
             if finalizer is not None:
                 self._finalizer = weakref.finalize(self, finalizer)
 
+        @property
+        def device_pointer_value(self):  # as numba's driver.py reads it
+            if nv_binding is False:
+                return self.device_pointer.value or None
+            return int(self.device_pointer) or None
+
     class CUdeviceptr:
         def __init__(self, v):
             self.v = v
@@ -311,7 +323,8 @@ def fake_numba(monkeypatch, nv_binding):
     cudadrv = types.ModuleType("numba.cuda.cudadrv")
     driver = types.ModuleType("numba.cuda.cudadrv.driver")
     drvapi = types.ModuleType("numba.cuda.cudadrv.drvapi")
-    driver.USE_NV_BINDING = nv_binding
+    if nv_binding is not None:
+        driver.USE_NV_BINDING = nv_binding
     driver.binding = types.SimpleNamespace(CUdeviceptr=CUdeviceptr)
     drvapi.cu_device_ptr = ctypes.c_size_t
     cuda.HostOnlyCUDAMemoryManager = HostOnlyCUDAMemoryManager
@@ -330,7 +343,7 @@ def fake_numba(monkeypatch, nv_binding):
     return state
 
 
-@pytest.mark.parametrize("nv_binding", [False, True])
+@pytest.mark.parametrize("nv_binding", [False, True, None])
 def test_numba_plugin(monkeypatch, nv_binding):
     plug.reset()
     state = fake_numba(monkeypatch, nv_binding)
@@ -343,9 +356,10 @@ def test_numba_plugin(monkeypatch, nv_binding):
         assert m.interface_version == 1
         m.initialize()
         mp = m.memalloc(4096)
-        address = int(mp.device_pointer) if nv_binding else mp.device_pointer.value
+        address = mp.device_pointer.value if nv_binding is False else int(mp.device_pointer)
         assert address and address % 256 == 0
-        assert type(mp.device_pointer).__name__ == ("CUdeviceptr" if nv_binding else "c_ulong")
+        assert mp.device_pointer_value == address
+        assert type(mp.device_pointer).__name__ == ("c_ulong" if nv_binding is False else "CUdeviceptr")
         assert ccalloc.numba.stats()["allocated_bytes"] == 4096
         info = m.get_memory_info()
         assert (info.free, info.total) == plug.mem_info(0) == (62 * MiB, 64 * MiB)

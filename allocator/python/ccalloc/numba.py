@@ -32,7 +32,9 @@ cache at once whether or not it is active; only ccalloc's own
 Checked against: numba-cuda's ``docs/source/user/external-memory.rst`` and
 ``numba/cuda/cudadrv/driver.py`` (``MemoryPointer(context, pointer, size,
 finalizer=...)``, the NVIDIA binding's ``CUdeviceptr`` vs the ctypes
-binding's pointer, ``USE_NV_BINDING``), and RAPIDS RMM's ``RMMNumbaManager``.
+binding's pointer, ``USE_NV_BINDING``, gone in numba-cuda 0.2x: 0.30.4 on
+a GPU machine read our ctypes pointer's bytes as digits), and RAPIDS RMM's
+``RMMNumbaManager``.
 """
 from __future__ import annotations
 
@@ -57,11 +59,17 @@ def _import_numba_cuda() -> Any:
 
 
 def _device_pointer(ptr: int) -> Any:
-    """The pointer type Numba's driver binding expects."""
+    """The pointer type Numba's driver binding expects: the NVIDIA binding's
+    ``CUdeviceptr`` where the driver module uses that binding (an older
+    Numba with ``USE_NV_BINDING`` true, or numba-cuda 0.2x and later, which
+    dropped the switch and always uses it: there ``int(pointer)`` must be
+    the address, and a ctypes pointer fails with ValueError), else the
+    ctypes binding's pointer."""
     from numba.cuda.cudadrv import driver as drv
 
-    if getattr(drv, "USE_NV_BINDING", False):
-        return drv.binding.CUdeviceptr(ptr)
+    binding = getattr(drv, "binding", None)
+    if getattr(drv, "USE_NV_BINDING", binding is not None) and binding is not None:
+        return binding.CUdeviceptr(ptr)
     try:
         from numba.cuda.cudadrv import drvapi
 

@@ -246,6 +246,10 @@ typedef struct ccb_device {
     size_t bytes;
     uint64_t alloc_latency_ns, free_latency_ns;
     uint64_t map_granule_ns, unmap_granule_ns;
+    /* --vm-granularity: the page of virtual-memory maps, on the simulated
+     * device and (the one thing GPU strategies take from here) on the CUDA
+     * upstream of ccalloc-cuda; 0: each device's default */
+    size_t vm_granularity;
 } ccb_device;
 
 /* The driver cost model's defaults: 70 us per cudaMalloc + cudaFree pair, the
@@ -447,6 +451,7 @@ typedef struct ccb_replay_options {
     int driver_reps;     /* passes with the driver's cost (0: reps) */
     int ignore_releases; /* replay as if the program never released (marks still reported) */
     uint64_t map_granule_ns, unmap_granule_ns; /* per granule of a vm map / unmap */
+    size_t vm_granularity;                     /* --vm-granularity (0: the device's default) */
 } ccb_replay_options;
 
 /* Replay trace t through the strategy: one untimed OBSERVE pass (pattern
@@ -611,6 +616,7 @@ typedef struct ccb_options {
     size_t device_bytes;
     uint64_t alloc_latency_ns, free_latency_ns;
     uint64_t map_granule_ns, unmap_granule_ns; /* --vm-latency */
+    size_t vm_granularity;                     /* --vm-granularity; 0: each device's default */
     int driver_reps; /* 0: as --reps (1 with --quick) */
     int ignore_releases;
     size_t pairs;

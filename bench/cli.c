@@ -49,6 +49,7 @@ enum {
     O_DEVICE_BYTES,
     O_UPSTREAM_LATENCY,
     O_VM_LATENCY,
+    O_VM_GRANULARITY,
     O_DRIVER_REPS,
     O_NO_RELEASE_EVENTS,
     O_PAIRS,
@@ -88,6 +89,12 @@ static const cli_option options[] = {
      "and per granule mapped [and unmapped] by a virtual-memory map [unmap]\n"
      "(expandable segments), on top of the call's own: as --upstream-latency\n"
      "(default 0: not measured on a GPU yet; `ccbench driver` measures it)"},
+    {"vm-granularity", O_VM_GRANULARITY, required_argument, "B",
+     "the page of virtual-memory maps (expandable segments): the simulated\n"
+     "device's granularity, and the CUDA upstream's for the ccalloc-cuda\n"
+     "strategies and `ccbench driver`'s virtual-memory table; a power of two\n"
+     "from 4K to 1G, K/M/G suffixes (default: 2M on the simulated device, the\n"
+     "driver's minimum on a GPU)"},
     {"driver-reps", O_DRIVER_REPS, required_argument, "N",
      "timed passes with the driver's cost, 1..1000 (default: --reps; 1 with --quick)"},
     {"no-release-events", O_NO_RELEASE_EVENTS, no_argument, NULL,
@@ -336,6 +343,11 @@ static int take(ccb_options *o, int id, const char *v) {
             return usage_error("--vm-latency '%s' is not a duration (ns, us, ms; at most 1 s) or two separated by "
                                "a comma",
                                v);
+        return 0;
+    case O_VM_GRANULARITY:
+        if (cca_parse_size(v, &o->vm_granularity) != CCA_OK || o->vm_granularity < 4096 ||
+            o->vm_granularity > ((size_t)1 << 30) || (o->vm_granularity & (o->vm_granularity - 1)))
+            return usage_error("--vm-granularity '%s' is not a power of two from 4K to 1G", v);
         return 0;
     case O_DRIVER_REPS:
         if (ccai_decimal_uint(v, 1, 1000, &u))

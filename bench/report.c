@@ -474,21 +474,23 @@ void ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_r
             "cuMemMap per granule and one cuMemSetAccess; an unmap, cuMemUnmap per granule). Per granule: the "
             "median over n, what `--vm-latency` models.\n\n",
             upstream, n ? rows[0].reps : 0);
-    fprintf(f, "| size | granules | vm_map median µs | p99 | vm_unmap median µs | p99 | map µs per granule | "
-               "unmap µs per granule |\n|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    fprintf(f, "| granule | size | granules | vm_map median µs | p99 | vm_unmap median µs | p99 | map µs per granule | "
+               "unmap µs per granule |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (size_t i = 0; i < n; i++) {
-        char b[32];
+        char b[32], g[32];
         ccb_format_bytes(rows[i].bytes, b, sizeof b);
-        fprintf(f, "| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", b, rows[i].granules,
+        ccb_format_bytes(rows[i].granules ? rows[i].bytes / rows[i].granules : 0, g, sizeof g);
+        fprintf(f, "| %s | %s | %zu | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", g, b, rows[i].granules,
                 rows[i].map_median_us, rows[i].map_p99_us, rows[i].unmap_median_us, rows[i].unmap_p99_us,
                 rows[i].map_median_us / (double)rows[i].granules, rows[i].unmap_median_us / (double)rows[i].granules);
     }
 }
 
 void ccb_write_driver_vm_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n) {
-    fprintf(f, "bytes,granules,reps,map_median_us,map_p99_us,unmap_median_us,unmap_p99_us\n");
+    fprintf(f, "granule,bytes,granules,reps,map_median_us,map_p99_us,unmap_median_us,unmap_p99_us\n");
     for (size_t i = 0; i < n; i++)
-        fprintf(f, "%zu,%zu,%d,%.3f,%.3f,%.3f,%.3f\n", rows[i].bytes, rows[i].granules, rows[i].reps,
+        fprintf(f, "%zu,%zu,%zu,%d,%.3f,%.3f,%.3f,%.3f\n", rows[i].granules ? rows[i].bytes / rows[i].granules : 0,
+                rows[i].bytes, rows[i].granules, rows[i].reps,
                 rows[i].map_median_us, rows[i].map_p99_us, rows[i].unmap_median_us, rows[i].unmap_p99_us);
 }
 

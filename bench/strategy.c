@@ -215,7 +215,8 @@ static int open_device(const ccb_device *dev, cca_upstream **u, char *why, size_
                            .alloc_latency_ns = dev->alloc_latency_ns,
                            .free_latency_ns = dev->free_latency_ns,
                            .vm_map_granule_latency_ns = dev->map_granule_ns,
-                           .vm_unmap_granule_latency_ns = dev->unmap_granule_ns};
+                           .vm_unmap_granule_latency_ns = dev->unmap_granule_ns,
+                           .vm_granularity = dev->vm_granularity};
     cca_status st = cca_upstream_host_create_with(&ho, u);
     if (st != CCA_OK)
         snprintf(why, whylen, "host upstream: %s: %s", cca_status_string(st), cca_last_error());

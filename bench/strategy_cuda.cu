@@ -103,11 +103,11 @@ static size_t cuda_free_bytes(void) {
 
 extern "C" int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why,
                                      size_t whylen) {
-    (void)dev;
     if (need_gpu(why, whylen))
         return 1;
     cca_upstream *u;
-    cca_status st = cca_upstream_cuda_create(0, &u);
+    cca_cuda_options co = {0, dev->vm_granularity};
+    cca_status st = cca_upstream_cuda_create_with(&co, &u);
     if (st != CCA_OK) {
         snprintf(why, whylen, "%s", cca_last_error());
         return st == CCA_ERR_NO_DEVICE ? 1 : -1;

@@ -687,7 +687,7 @@ Test(bench_driver, vm_rows_time_each_call_and_leave_nothing) {
     ccb_write_driver_vm_md(f, "host-simulated", rows, 3, "");
     ccb_write_driver_vm_md(f, "CUDA (GPU 0)", NULL, 0, "no GPU here");
     fclose(f);
-    cr_assert(strstr(buf, "| 1.00 MiB | 16 |"), "%s", buf);
+    cr_assert(strstr(buf, "| 64.00 KiB | 1.00 MiB | 16 |"), "the page, then the size: %s", buf);
     cr_assert(strstr(buf, "host-simulated upstream's vm_map"), "%s", buf);
     cr_assert(strstr(buf, "skipped: no GPU here\n"), "%s", buf);
     free(buf);

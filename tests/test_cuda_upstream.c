@@ -382,9 +382,7 @@ static void device_expect(const void *p, size_t size, int value, const char *wha
  * report says; the live blocks' data survive), the freed sizes allocated
  * again (pages mapped again, data written and read), and empty-cache giving
  * the device back where it started. */
-Test(cuda_upstream, expandable_segments_follow_the_driver) {
-    size_t g = 0;
-    cca_upstream *u = cuda_vm_or_skip(&g);
+static void follow_the_driver(cca_upstream *u, size_t g) {
     size_t start = device_free_warm(u);
     cca_allocator *a = tu_allocator(u, "expandable:1");
     enum { N = 48 };
@@ -396,7 +394,7 @@ Test(cuda_upstream, expandable_segments_follow_the_driver) {
         device_fill(p[i], size[i], i % 250 + 1);
     }
     cca_stats s = tu_stats(a);
-    cr_assert_eq(s.page_size, g, "expandable segments use the driver's granularity");
+    cr_assert_eq(s.page_size, g, "expandable segments use the upstream's granularity");
     cr_assert_geq(s.expandable_segments, 1);
     cr_assert_eq(s.mapped_bytes, s.reserved_bytes, "every reserved byte is a mapped page");
     cr_assert_eq(s.mapped_bytes % g, 0);
@@ -435,6 +433,124 @@ Test(cuda_upstream, expandable_segments_follow_the_driver) {
     cr_assert_leq(distance(device_free(u), start), TOLERANCE, "device free %zu at start, %zu after empty-cache", start,
                   device_free(u));
     tu_teardown(a, u);
+}
+
+Test(cuda_upstream, expandable_segments_follow_the_driver) {
+    size_t g = 0;
+    cca_upstream *u = cuda_vm_or_skip(&g);
+    follow_the_driver(u, g);
+}
+
+/* The device's minimum granularity (one throwaway upstream asks it), then an
+ * upstream whose pages are `times` of those. */
+static cca_upstream *cuda_pages_or_skip(size_t times, size_t *min, size_t *page) {
+    cca_upstream *probe = cuda_vm_or_skip(min);
+    cca_upstream_destroy(probe);
+    cca_cuda_options o = {.device = 0, .vm_granularity = times * *min};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_granularity(u, page), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(*page, times * *min, "the granularity asked for is the upstream's");
+    return u;
+}
+
+/* The same life in pages of 4 of the driver's granules: each page one
+ * physical allocation, unmapped whole by trim; the allocator's page_size
+ * follows the upstream's. */
+Test(cuda_upstream, expandable_segments_follow_the_driver_in_larger_pages) {
+    size_t min = 0, page = 0;
+    cca_upstream *u = cuda_pages_or_skip(4, &min, &page);
+    follow_the_driver(u, page);
+}
+
+/* cca_upstream_cuda_create_with's arguments: checked before any device is
+ * touched (so the same statuses with or without a GPU, and without CUDA),
+ * then against the device's minimum granularity. */
+Test(cuda_upstream, cuda_options_are_checked) {
+    cca_upstream *u = (cca_upstream *)&u;
+    cca_cuda_options o = {.device = 0};
+    cr_assert_eq(cca_upstream_cuda_create_with(NULL, &u), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(u, "out cleared on a refusal");
+    cr_assert_not_null(strstr(cca_last_error(), "options are NULL"), "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_cuda_create_with(&o, NULL), CCA_ERR_INVALID_ARGUMENT);
+    const size_t bad[] = {3 * MiB, 256, 1000, (size_t)2 << 30, SIZE_MAX, (SIZE_MAX >> 1) + 1, 6 * MiB};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        o.vm_granularity = bad[i];
+        u = (cca_upstream *)&u;
+        cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "vm_granularity %zu", bad[i]);
+        cr_assert_null(u);
+        cr_assert_not_null(strstr(cca_last_error(), "is not a power of two"), "%zu: %s", bad[i], cca_last_error());
+    }
+    o.vm_granularity = CCA_CUDA_MAX_VM_GRANULARITY; /* the largest accepted: the device decides */
+    cca_status st = cca_upstream_cuda_create_with(&o, &u);
+    if (st == CCA_ERR_NO_DEVICE)
+        CCA_NO_GPU("no GPU: %s", cca_last_error());
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    size_t min = 0;
+    u = cuda_vm_or_skip(&min);
+    cca_upstream_destroy(u);
+    if (min / 2 >= CCA_GRANULARITY) { /* a power of two, but less than the device's minimum */
+        o.vm_granularity = min / 2;
+        cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT);
+        cr_assert_null(u);
+        cr_assert_not_null(strstr(cca_last_error(), "minimum granularity"), "%s", cca_last_error());
+    }
+    o.vm_granularity = 0; /* the driver's minimum, as cca_upstream_cuda_create */
+    cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
+    size_t g = 0;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    cr_assert_eq(g, min);
+    cca_upstream_destroy(u);
+    o.device = -1;
+    cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "device -1");
+}
+
+/* A page of 4 granules is ONE physical allocation: a map of 3 pages makes 3
+ * of them (on the double: 3 cuMemCreate calls of a page each), the device
+ * loses 3 pages, an unmap of the middle page gives exactly one page back
+ * while the pages around it keep their data, and a map refused by the
+ * driver's second create leaves nothing mapped. */
+Test(cuda_upstream, a_larger_page_is_one_allocation) {
+    size_t min = 0, page = 0;
+    cca_upstream *u = cuda_pages_or_skip(4, &min, &page);
+    size_t start = device_free_warm(u);
+    void *base = NULL;
+    cr_assert_eq(cca_upstream_vm_reserve(u, 8 * page, &base), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq((uintptr_t)base % page, 0, "the range is aligned to the page");
+    cr_assert_eq(cca_upstream_vm_map(u, base, min), CCA_ERR_INVALID_ARGUMENT, "a driver granule is less than a page");
+#ifdef CCA_TEST_CUDA_DOUBLE
+    unsigned long creates = cuda_double_calls("cuMemCreate");
+#endif
+    cr_assert_eq(cca_upstream_vm_map(u, base, 3 * page), CCA_OK, "%s", cca_last_error());
+#ifdef CCA_TEST_CUDA_DOUBLE
+    cr_assert_eq(cuda_double_calls("cuMemCreate") - creates, 3, "one physical allocation per page");
+    cr_assert_eq(cuda_double_get_stats().physical_bytes[0], 3 * page);
+    cr_assert_eq(cuda_double_get_stats().handles, 3);
+#endif
+    char *p = base;
+    size_t during = device_free(u);
+    cr_assert_leq(distance(start - during, 3 * page), TOLERANCE, "device lost %zu for 3 pages of %zu", start - during,
+                  page);
+    device_fill(p, 3 * page, 0x5a);
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + page, min), CCA_ERR_INVALID_ARGUMENT, "part of a page");
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + page, page), CCA_OK, "%s", cca_last_error());
+    cr_assert_leq(distance(device_free(u) - during, page), TOLERANCE, "one page back");
+    device_expect(p, page, 0x5a, "page 0 after page 1 went");
+    device_expect(p + 2 * page, page, 0x5a, "page 2 after page 1 went");
+    cr_assert_eq(cca_upstream_vm_unmap(u, p, page), CCA_OK);
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + 2 * page, page), CCA_OK);
+#ifdef CCA_TEST_CUDA_DOUBLE
+    cr_assert_eq(cuda_double_get_stats().physical_bytes[0], 0);
+    cuda_double_fail("cuMemCreate", 2, CUDA_ERROR_OUT_OF_MEMORY, false);
+    cr_assert_eq(cca_upstream_vm_map(u, base, 3 * page), CCA_ERR_OUT_OF_MEMORY, "the second page's create failed");
+    cuda_double_clear_faults();
+    cr_assert_eq(cuda_double_get_stats().physical_bytes[0], 0, "the first page was unmapped again");
+    cr_assert_eq(cuda_double_get_stats().mapped_bytes, 0);
+#endif
+    cr_assert_eq(cca_upstream_vm_release(u, base, 8 * page), CCA_OK, "%s", cca_last_error());
+    cr_assert_leq(distance(device_free(u), start), TOLERANCE);
+    cca_upstream_destroy(u);
 }
 
 /* A request the device cannot hold although it is below its total (above

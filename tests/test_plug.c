@@ -353,7 +353,20 @@ Test(plug, hostile_upstream_texts_are_refused) {
                          "host:1G:+1",
                          "host:1G:99999999999999999999",
                          "host:1G,devices:2",
-                         "host:99999999999T"};
+                         "host:99999999999T",
+                         "cuda:",
+                         "cuda:vm_granularity",
+                         "cuda:vm_granularity=",
+                         "cuda:vm_granularity=0",
+                         "cuda:vm_granularity=3M",
+                         "cuda:vm_granularity=256",
+                         "cuda:vm_granularity=2G",
+                         "cuda:vm_granularity=8M:1",
+                         "cuda:vm_granularity=-8M",
+                         "cuda:vm_granularity= 8M",
+                         "cuda:page=8M",
+                         "cuda:VM_GRANULARITY=8M",
+                         "cuda:8M"};
     cr_assert_eq(cca_plug_configure("host:8M", "max_reserved:4M"), CCA_OK);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert_eq(cca_plug_configure(bad[i], NULL), CCA_ERR_CONFIG, "'%s' accepted", bad[i]);
@@ -388,6 +401,20 @@ Test(plug, good_upstream_texts) {
     }
     cr_assert_eq(cca_plug_configure("host:4M:64", NULL), CCA_OK);
     cr_assert_not_null(plug_allocator(63), "device 63 of 64");
+    /* the CUDA device with larger pages: accepted; what it gives depends on
+     * the machine (no GPU: the device fails with CCA_ERR_NO_DEVICE; a GPU:
+     * its upstream's granularity is the one asked for) */
+    cr_assert_eq(cca_plug_reset(), CCA_OK);
+    cr_assert_eq(cca_plug_configure("cuda:vm_granularity=8M", NULL), CCA_OK, "%s", cca_last_error());
+    cca_upstream *u = NULL;
+    cca_status st = cca_plug_get_upstream(0, &u);
+    if (st == CCA_OK && cca_upstream_has_vm(u)) {
+        size_t g = 0;
+        cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+        cr_assert_eq(g, 8 * MiB);
+    } else if (st != CCA_OK) {
+        cr_assert_eq(st, CCA_ERR_NO_DEVICE, "%s", cca_last_error());
+    }
 }
 
 Test(plug, hostile_environment_upstream_fails_every_device_once) {

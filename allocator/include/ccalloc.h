@@ -312,6 +312,29 @@ cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream
  * without CUDA; cca_last_error() says which. */
 cca_status cca_upstream_cuda_create(int device, cca_upstream **out);
 
+/* The same with options. vm_granularity: the page of the vm_* ops, so of
+ * expandable segments: each page is one physical allocation (cuMemCreate +
+ * cuMemMap to map it, cuMemUnmap to give it back), and a page's cost is
+ * nearly the same whatever its size (measured on an H100: about 31 us to
+ * map and 26 us to unmap a page, 2 to 32 MiB alike; docs/tuning.md), so
+ * larger pages map a segment in fewer calls but give memory back in larger
+ * steps (a free run shorter than a page, or a page a live block shares,
+ * stays mapped). 0: the driver's minimum granularity (2 MiB on current
+ * GPUs), what cca_upstream_cuda_create uses. Else a power of two, a
+ * multiple of CCA_GRANULARITY and at most CCA_CUDA_MAX_VM_GRANULARITY
+ * (else CCA_ERR_INVALID_ARGUMENT, before any device is touched), and a
+ * multiple of the device's minimum granularity (else
+ * CCA_ERR_INVALID_ARGUMENT once the device is asked). On a device without
+ * virtual memory management it is not checked against the device and has
+ * no effect: there are no vm_* ops. o or out NULL: CCA_ERR_INVALID_ARGUMENT;
+ * the rest as cca_upstream_cuda_create. */
+typedef struct cca_cuda_options {
+    int device;
+    size_t vm_granularity;
+} cca_cuda_options;
+#define CCA_CUDA_MAX_VM_GRANULARITY ((size_t)1 << 30)
+cca_status cca_upstream_cuda_create_with(const cca_cuda_options *o, cca_upstream **out);
+
 /* Wrap a caller's ops table (copied) and context (borrowed). */
 cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cca_upstream **out);
 
@@ -873,7 +896,11 @@ cca_status cca_check_invariants(const cca_allocator *a);
  *  - config: cca_plug_configure's conf, else the defaults + CCALLOC_CONF (a
  *    bad CCALLOC_CONF is logged and the defaults kept, as in cca_create);
  *  - upstream: cca_plug_configure's, else CCALLOC_PLUG_UPSTREAM, else
- *    "cuda": the CUDA device `device`. "host[:CAPACITY[:DEVICES]]" (default
+ *    "cuda": the CUDA device `device` ("cuda:vm_granularity=SIZE": the
+ *    page of its expandable segments, cca_cuda_options; a power of two from
+ *    CCA_GRANULARITY to CCA_CUDA_MAX_VM_GRANULARITY, else CCA_ERR_CONFIG,
+ *    and one the device refuses fails the device's creation with
+ *    CCA_ERR_INVALID_ARGUMENT). "host[:CAPACITY[:DEVICES]]" (default
  *    1G and 1) gives each device number below DEVICES a simulated device of
  *    its own of CAPACITY bytes. Only ever chosen explicitly: with "cuda"
  *    and no GPU (or a build without CUDA) there is no fallback;

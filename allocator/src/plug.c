@@ -93,6 +93,7 @@ typedef struct plug_spec {
     plug_kind kind;
     size_t capacity; /* host: bytes per simulated device */
     int devices;     /* host: how many simulated devices (device numbers 0..devices-1) */
+    size_t vm_granularity; /* cuda: cca_cuda_options.vm_granularity (0: the driver's minimum) */
 } plug_spec;
 
 typedef struct plug_device {
@@ -117,7 +118,8 @@ static struct {
 
 /* ---- the upstream text ----------------------------------------------------- */
 
-/* "cuda" | "host" | "host:CAPACITY" | "host:CAPACITY:DEVICES". */
+/* "cuda" | "cuda:vm_granularity=SIZE" | "host" | "host:CAPACITY" |
+ * "host:CAPACITY:DEVICES". */
 static cca_status parse_spec(const char *text, plug_spec *out) {
     size_t n = strnlen(text, PLUG_SPEC_MAX + 1);
     if (n > PLUG_SPEC_MAX)
@@ -130,8 +132,21 @@ static cca_status parse_spec(const char *text, plug_spec *out) {
         *out = s;
         return CCA_OK;
     }
+    static const char page_key[] = "cuda:vm_granularity=";
+    if (strncmp(buf, page_key, sizeof page_key - 1) == 0) {
+        const char *v = buf + sizeof page_key - 1;
+        size_t g = 0;
+        if (cca_parse_size(v, &g) != CCA_OK || !g || (g & (g - 1)) || g % CCA_GRANULARITY ||
+            g > CCA_CUDA_MAX_VM_GRANULARITY)
+            return ccai_fail(CCA_ERR_CONFIG, "upstream 'cuda': vm_granularity '%s' is not a power of two from %u to %zu",
+                             v, CCA_GRANULARITY, CCA_CUDA_MAX_VM_GRANULARITY);
+        s.vm_granularity = g;
+        *out = s;
+        return CCA_OK;
+    }
     if (strncmp(buf, "host", 4) != 0 || (buf[4] != '\0' && buf[4] != ':'))
-        return ccai_fail(CCA_ERR_CONFIG, "upstream '%s': expected cuda or host[:CAPACITY[:DEVICES]]", buf);
+        return ccai_fail(CCA_ERR_CONFIG,
+                         "upstream '%s': expected cuda[:vm_granularity=SIZE] or host[:CAPACITY[:DEVICES]]", buf);
     s.kind = PLUG_HOST;
     s.capacity = PLUG_HOST_DEFAULT_CAPACITY;
     if (buf[4] == ':') {
@@ -183,8 +198,10 @@ static cca_status resolve_spec(plug_spec *s) {
 }
 
 static cca_status create_upstream(const plug_spec *s, int device, cca_upstream **u) {
-    if (s->kind == PLUG_CUDA)
-        return cca_upstream_cuda_create(device, u);
+    if (s->kind == PLUG_CUDA) {
+        cca_cuda_options o = {.device = device, .vm_granularity = s->vm_granularity};
+        return cca_upstream_cuda_create_with(&o, u);
+    }
     if (device >= s->devices)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "simulated device %d not in [0, %d)", device, s->devices);
     return cca_upstream_host_create(s->capacity, u);

@@ -70,6 +70,8 @@ def _c_fields(struct: str):
     ("cca_live_block", _lib.LiveBlock),
     ("cca_domain_report", _lib.DomainReport),
     ("cca_domain_stats", _lib.DomainStats),
+    ("cca_host_options", _lib.HostOptions),
+    ("cca_cuda_options", _lib.CudaOptions),
 ])
 def test_structures_mirror_the_header(struct, mirror):
     py = [(name, ctypes.sizeof(t)) for name, t in mirror._fields_]
@@ -914,3 +916,34 @@ def test_fork_while_threads_use_an_allocator_of_ones_own():
         for x in (a, b):
             assert x.stats()["allocated_bytes"] == 0
             x.check()
+
+
+def test_vm_granularity_is_the_page_of_expandable_segments():
+    """``Allocator(..., vm_granularity=)``: the simulated device's page
+    (stats' page_size with expandable:1; one 8 MiB page mapped for a 4 KiB
+    request in the small pool's range, a trim gives it back whole); a size
+    the C library refuses raises InvalidArgumentError with its message; on
+    a CUDA device the same argument reaches cca_cuda_options (a build or
+    machine without a GPU: NoDeviceError after the argument checks, so a
+    bad page is refused first)."""
+    with ccalloc.Allocator("64M", conf="expandable:1", vm_granularity="8M") as a:
+        p = a.alloc(4096)
+        s = a.stats()
+        assert s["page_size"] == 8 * MiB
+        assert s["mapped_bytes"] == 8 * MiB
+        a.free(p)
+        r = a.trim(0)
+        assert (r.pages_unmapped, r.bytes_unmapped) == (1, 8 * MiB)
+        assert a.stats()["mapped_bytes"] == 0
+    with ccalloc.Allocator("64M", conf="expandable:1") as a:
+        a.free(a.alloc(4096))
+        assert a.stats()["page_size"] == 2 * MiB, "None: the simulated device's 2 MiB"
+    for bad in ("3M", 100, 3 << 20):
+        with pytest.raises(ccalloc.InvalidArgumentError):
+            ccalloc.Allocator("64M", vm_granularity=bad)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="not a power of two"):
+        ccalloc.Allocator(device=0, vm_granularity="3M")
+    try:
+        ccalloc.Allocator(device=0, vm_granularity="8M").close()
+    except ccalloc.NoDeviceError:
+        pass

@@ -208,6 +208,20 @@ def out_struct(cls):
     return inst
 
 
+class HostOptions(ctypes.Structure):
+    """``cca_host_options``: the simulated device's capacity, costs and granularity."""
+
+    _fields_ = [("capacity", c_size_t), ("alloc_latency_ns", ctypes.c_uint64),
+                ("free_latency_ns", ctypes.c_uint64), ("vm_granularity", c_size_t),
+                ("vm_map_granule_latency_ns", ctypes.c_uint64), ("vm_unmap_granule_latency_ns", ctypes.c_uint64)]
+
+
+class CudaOptions(ctypes.Structure):
+    """``cca_cuda_options``: the device and the page of its virtual-memory maps."""
+
+    _fields_ = [("device", ctypes.c_int), ("vm_granularity", c_size_t)]
+
+
 def as_dict(struct) -> dict:
     """A structure's fields as a dict, with their C names."""
     return {name: getattr(struct, name) for name, _ in struct._fields_}
@@ -225,6 +239,8 @@ _PROTOTYPES = {
     "cca_parse_size": (c_int, [c_char_p, ctypes.POINTER(c_size_t)]),
     "cca_upstream_host_create": (c_int, [c_size_t, _PP]),
     "cca_upstream_cuda_create": (c_int, [c_int, _PP]),
+    "cca_upstream_host_create_with": (c_int, [c_void_p, _PP]),
+    "cca_upstream_cuda_create_with": (c_int, [c_void_p, _PP]),
     "cca_upstream_destroy": (None, [_P]),
     "cca_upstream_mem_info": (c_int, [_P, ctypes.POINTER(c_size_t), ctypes.POINTER(c_size_t)]),
     "cca_upstream_get_stats": (c_int, [_P, c_void_p]),

@@ -276,7 +276,14 @@ class Allocator:
     one). ``Allocator(device=0)``: CUDA device 0 (``NoDeviceError`` without a
     GPU or in a build without CUDA). ``conf``: ``"key:value,..."`` as
     ``CCALLOC_CONF`` (docs/allocator.md, Options); None = defaults plus
-    ``CCALLOC_CONF``.
+    ``CCALLOC_CONF``. ``vm_granularity``: the page of expandable segments
+    (``expandable:1``), one physical allocation each: the simulated
+    device's ``cca_host_options.vm_granularity`` or the CUDA upstream's
+    ``cca_cuda_options.vm_granularity`` (a power of two; None or 0 = 2 MiB
+    on the simulated device, the driver's minimum on a GPU; larger pages
+    map in fewer driver calls and give memory back in larger steps,
+    docs/tuning.md). A value the C library refuses raises
+    ``InvalidArgumentError``.
 
     Not copyable nor picklable (``TypeError``): it owns the C allocator.
 
@@ -287,7 +294,8 @@ class Allocator:
     """
 
     def __init__(self, capacity: Optional[Size] = None, *, device: Optional[int] = None,
-                 conf: Optional[str] = None, library: Optional[str] = None) -> None:
+                 conf: Optional[str] = None, library: Optional[str] = None,
+                 vm_granularity: Optional[Size] = None) -> None:
         self._lib = _lib.load(library)
         self._handle: Optional[int] = None
         self._init_calls()
@@ -300,11 +308,14 @@ class Allocator:
         lib = self._lib
         up = ctypes.c_void_p()
         lib.cca_clear_error()
+        page = 0 if vm_granularity is None else parse_size(lib, vm_granularity)
         if capacity is not None:
-            raise_for(lib, lib.cca_upstream_host_create(parse_size(lib, capacity), ctypes.byref(up)))
+            ho = _lib.HostOptions(capacity=parse_size(lib, capacity), vm_granularity=page)
+            raise_for(lib, lib.cca_upstream_host_create_with(ctypes.byref(ho), ctypes.byref(up)))
         else:
             self._device = device_arg(lib, device)
-            raise_for(lib, lib.cca_upstream_cuda_create(self._device, ctypes.byref(up)))
+            co = _lib.CudaOptions(device=self._device, vm_granularity=page)
+            raise_for(lib, lib.cca_upstream_cuda_create_with(ctypes.byref(co), ctypes.byref(up)))
         try:
             cfg = None
             if conf is not None:

@@ -257,6 +257,14 @@ typedef struct ccb_device {
  * measured figures where `ccbench driver` ran on a GPU (docs/benchmarks.md). */
 #define CCB_DEFAULT_ALLOC_LATENCY_NS 35000u
 #define CCB_DEFAULT_FREE_LATENCY_NS 35000u
+/* Per page mapped and unmapped by the CUDA upstream's vm ops, in proportion
+ * to that pair: measured on two H100 machines (bench/results/2026-11-24-h100,
+ * `ccbench driver`), a page's map cost 0.50-0.53 and its unmap 0.42-0.45 of
+ * the same machine's 2 MiB cudaMalloc + cudaFree pair (31 and 26 us against
+ * 58 us on one, 46 and 38 against 92 us on the other), for pages of 2 to
+ * 32 MiB alike: 36 and 30 us of the default 70 us pair. */
+#define CCB_DEFAULT_MAP_GRANULE_NS 36000u
+#define CCB_DEFAULT_UNMAP_GRANULE_NS 30000u
 
 typedef struct ccb_strategy_ops {
     const char *base; /* "ccalloc", "malloc", "cuda-malloc", ... */

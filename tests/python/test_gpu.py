@@ -114,6 +114,52 @@ def test_torch_model_memory_back(cuda_library):
     _check(result)
 
 
+def test_torch_live_snapshot_opens_in_memory_viz(cuda_library, tmp_path):
+    """A live PyTorch process on the GPU with ccalloc as its allocator: the
+    PyTorch-format snapshot (``ccalloc.torch.snapshot_torch``, with
+    ``history`` recording the trace) taken while a model's tensors are
+    live, read by the installed PyTorch's own ``torch.cuda._memory_viz``:
+    ``segsum`` (which raises on any accounting mismatch), ``trace`` and
+    ``segment_plot``; its segments total what ccalloc reserved and its
+    active blocks what PyTorch allocated."""
+    path = tmp_path / "live.pickle"
+    result = _run(cuda_library, "torch", f"""
+        import pickle
+        import ccalloc.torch
+        ccalloc.torch.enable(conf="history:65536")
+        import torch
+        from torch import nn
+        from torch.cuda import _memory_viz as mv
+
+        model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 10)).cuda().eval()
+        x = torch.randn(256, 1024, device="cuda")
+        with torch.no_grad():
+            y = model(x).softmax(dim=1)
+        torch.cuda.synchronize()
+        live = sum(p.numel() * p.element_size() for p in model.parameters()) + x.numel() * 4 + y.numel() * 4
+        snap = ccalloc.torch.snapshot_torch({str(path)!r})
+        with open({str(path)!r}, "rb") as f:
+            again = pickle.load(f)
+        assert again["segments"] == snap["segments"]
+        text = mv.segsum(again)
+        trace = mv.trace(again)
+        plot = mv.segment_plot(again)
+        s = ccalloc.torch.stats()
+        seg_total = sum(seg["total_size"] for seg in again["segments"])
+        active = sum(b["size"] for seg in again["segments"] for b in seg["blocks"] if b["state"] == "active_allocated")
+        events = sum(len(t) for t in again["device_traces"])
+        print(json.dumps({{"torch": torch.__version__, "seg_total": seg_total, "reserved": s["reserved_bytes"],
+                          "active": active, "allocated": s["allocated_bytes"], "live_at_least": live,
+                          "events": events, "segsum_lines": len(text.splitlines()), "trace_len": len(trace),
+                          "plot_len": len(plot)}}))
+        del model, x, y
+    """)
+    assert result["seg_total"] == result["reserved"] > 0, result
+    assert result["active"] == result["allocated"] >= result["live_at_least"], result
+    assert result["events"] > 0 and result["segsum_lines"] > 0 and result["trace_len"] > 0, result
+    assert result["plot_len"] > 0, result
+
+
 def test_cupy_arrays_memory_back(cuda_library):
     result = _run(cuda_library, "cupy", """
         import ccalloc.cupy

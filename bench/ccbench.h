@@ -512,6 +512,16 @@ typedef struct ccb_micro_row {
 #define CCB_MICRO_QUICK_NLIVES 2
 extern const size_t ccb_micro_default_lives[CCB_MICRO_DEFAULT_NLIVES];
 
+/* A cell's timed pairs stop once they have taken ccb_micro_budget_ns
+ * (checked every CCB_MICRO_BUDGET_CHECK pairs; default CCB_MICRO_BUDGET_NS,
+ * 10 s), and the batch then runs as many: a row's `pairs` says how many
+ * ran. glibc malloc with 100k holes costs ~0.6 ms a pair (its large bins
+ * are walked), so 200k pairs would take minutes; ccalloc's cells finish
+ * far inside the budget. Tests lower it. */
+#define CCB_MICRO_BUDGET_NS 10000000000ull
+#define CCB_MICRO_BUDGET_CHECK 256
+extern uint64_t ccb_micro_budget_ns;
+
 /* Every strategy x layout (packed, then holes) x live count; rows in that
  * order (a skipped strategy has one row). 0, or -1 when a cell failed. */
 int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size_t nlives, size_t pairs,

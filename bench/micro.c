@@ -22,6 +22,9 @@
  *      of a pair, so per-pair figures carry its jitter; the same pairs are
  *      then run again between just two reads, and that batch's time / pairs
  *      is the mean (no per-pair clock cost in it);
+ *      Step 3 stops once its pairs have taken ccb_micro_budget_ns (10 s;
+ *      the batch then runs as many, and the row's `pairs` says how many):
+ *      glibc malloc with 100k holes costs ~0.6 ms a pair;
  *   4. check: allocated bytes are back to their value before step 3.
  *
  * Sizes: log-uniform in [512 B, 8 MiB] (seeded, xoshiro256** from
@@ -142,11 +145,21 @@ static int rewarm(cell *c, char *why, size_t whylen) {
     return 0;
 }
 
-/* Step 3a: `pairs` timed alloc+free pairs; c->lat gets each one's cost. */
-static int timed_pairs(cell *c, size_t pairs, char *why, size_t whylen) {
+uint64_t ccb_micro_budget_ns = CCB_MICRO_BUDGET_NS;
+
+/* Step 3a: up to `pairs` timed alloc+free pairs; c->lat gets each one's
+ * cost; *done how many ran (fewer once the budget is spent: checked every
+ * CCB_MICRO_BUDGET_CHECK pairs, outside the timed pairs). */
+static int timed_pairs(cell *c, size_t pairs, size_t *done, char *why, size_t whylen) {
     const ccb_strategy_ops *ops = c->s.ops;
     double timer = ccb_timer_overhead_ns();
+    uint64_t start = ccb_ticks();
+    *done = pairs;
     for (size_t i = 0; i < pairs; i++) {
+        if (i && i % CCB_MICRO_BUDGET_CHECK == 0 && ccb_ticks_ns(start, ccb_ticks()) >= (double)ccb_micro_budget_ns) {
+            *done = i;
+            break;
+        }
         size_t size = c->sizes[i & (MICRO_SIZES - 1)];
         void *p;
         uint64_t t0 = ccb_ticks();
@@ -226,16 +239,19 @@ static void run_one(const char *spec, size_t live, int holes, size_t pairs, ccb_
     double mean;
     if (set_up(c, holes, row->why, sizeof row->why) == 0 && warm_up(c, row->why, sizeof row->why) == 0) {
         ops->sample(&c->s, &before);
-        if (rewarm(c, row->why, sizeof row->why) == 0 && timed_pairs(c, pairs, row->why, sizeof row->why) == 0 &&
-            batch_pairs(c, pairs, &mean, row->why, sizeof row->why) == 0) {
+        size_t done = 0;
+        if (rewarm(c, row->why, sizeof row->why) == 0 &&
+            timed_pairs(c, pairs, &done, row->why, sizeof row->why) == 0 &&
+            batch_pairs(c, done, &mean, row->why, sizeof row->why) == 0) {
+            row->pairs = done;
             ops->sample(&c->s, &after); /* step 4 */
             if (after.allocated != before.allocated) {
                 snprintf(row->why, sizeof row->why, "allocated changed across the timed pairs (%zu -> %zu)",
                          before.allocated, after.allocated);
             } else {
                 row->mean_ns = mean;
-                row->median_ns = ccb_quantile(c->lat, pairs, 0.5);
-                row->p99_ns = ccb_quantile(c->lat, pairs, 0.99);
+                row->median_ns = ccb_quantile(c->lat, done, 0.5);
+                row->p99_ns = ccb_quantile(c->lat, done, 0.99);
             }
         }
     }

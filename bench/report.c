@@ -419,8 +419,10 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
                                  r[i].pairs, med, p99, mean);
         }
     }
-    fprintf(f, "\nEach pair timed alone between two reads of %s; the median read (%.1f ns) is subtracted.\n",
-            ccb_clock_name(), timer_ns);
+    fprintf(f,
+            "\nEach pair timed alone between two reads of %s; the median read (%.1f ns) is subtracted. A cell's "
+            "timed pairs stop after %.0f s (\"pairs\" says how many ran).\n",
+            ccb_clock_name(), timer_ns, (double)ccb_micro_budget_ns / 1e9);
 }
 
 void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {

@@ -363,6 +363,33 @@ Test(bench_suite, tiny_suite_on_host_strategies_writes_consistent_reports) {
     free(rows);
 }
 
+/* A cell's timed pairs stop at the budget (glibc malloc with 100k holes
+ * costs ~0.6 ms a pair: 200k pairs would take minutes): with a budget of
+ * 1 ns every cell stops at its first check, after CCB_MICRO_BUDGET_CHECK
+ * pairs, says so in `pairs`, and still has its three figures; the default
+ * budget is back after. */
+Test(bench_stats, micro_cells_stop_at_the_time_budget) {
+    const char *mspecs[] = {"ccalloc-growth", "malloc"};
+    size_t lives[] = {10};
+    ccb_micro_row *rows;
+    size_t nrows;
+    uint64_t was = ccb_micro_budget_ns;
+    cr_assert_eq(was, CCB_MICRO_BUDGET_NS);
+    ccb_micro_budget_ns = 1;
+    cr_assert_eq(ccb_micro(mspecs, 2, lives, 1, 100000, &rows, &nrows), 0);
+    ccb_micro_budget_ns = was;
+    cr_assert_eq(nrows, 4);
+    for (size_t i = 0; i < nrows; i++) {
+        cr_assert_eq(rows[i].pairs, CCB_MICRO_BUDGET_CHECK, "%s: %zu pairs", rows[i].strategy, rows[i].pairs);
+        cr_assert(!isnan(rows[i].median_ns) && !isnan(rows[i].p99_ns) && !isnan(rows[i].mean_ns), "%s: %s",
+                  rows[i].strategy, rows[i].why);
+    }
+    free(rows);
+    cr_assert_eq(ccb_micro(mspecs, 1, lives, 1, 300, &rows, &nrows), 0);
+    cr_assert_eq(rows[0].pairs, 300, "under the budget every pair asked for runs");
+    free(rows);
+}
+
 Test(bench_stats, quantiles_are_nearest_rank) {
     double v[] = {5, 1, 4, 2, 3};
     cr_assert_eq(ccb_quantile(v, 5, 0.5), 3);

@@ -840,6 +840,12 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
             "describe).\n\n",
             (double)driver->alloc_latency_ns / 1e3, (double)driver->free_latency_ns / 1e3,
             (double)driver->map_granule_ns / 1e3, (double)driver->unmap_granule_ns / 1e3);
+    if (driver->vm_granularity) {
+        char g[32];
+        ccb_format_bytes(driver->vm_granularity, g, sizeof g);
+        fprintf(readme, "Pages of expandable segments (`--vm-granularity`): %s, on the simulated device and over CUDA.\n\n",
+                g);
+    }
     ccb_write_results_md(readme, r, nt * nspecs);
     int any = 0;
     for (size_t t = 0; t < nt; t++) {

@@ -17,7 +17,7 @@
 # The two planned commands (docs/gpu.md); run scripts/gpu_carry.sh on the
 # build machine first and send .gpudeps; limits sum to <= 540 s, the default --budget:
 #   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:180 sanitizer:60 demo:90 cck_bench:45 torch_softmax:45" --tar OUT/gs1.tgz /tmp/gs1
-#   2: bash scripts/gpu_session.sh --steps "build:90 ccbench:300 pytorch_record:60 pytorch_replay:45 ccbench_pytorch:45" --tar OUT/gs2.tgz /tmp/gs2
+#   2: bash scripts/gpu_session.sh --steps "build:60 ccbench:400 pytorch_record:40 pytorch_replay:20 ccbench_pytorch:20" --tar OUT/gs2.tgz /tmp/gs2
 # Command 2 does not rely on command 1: "build" reuses a build-gpu/ left on a warm
 # machine (same source path) and otherwise configures and builds from scratch,
 # only the targets its steps need (ccrun, ccbench, cck_bench: no tests).
@@ -57,7 +57,7 @@ SELF="$ROOT/scripts/gpu_session.sh"
 BUILD=${GS_BUILD_DIR:-build-gpu} # GS_BUILD_DIR: elsewhere, for a local trial
 
 # name:default-limit, in the order they run
-ALL_STEPS="build:120 gpu_tests:180 sanitizer:60 cpu_tests:60 demo:90 cck_bench:45 torch_softmax:45 ccbench:300 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60"
+ALL_STEPS="build:120 gpu_tests:180 sanitizer:60 cpu_tests:60 demo:90 cck_bench:45 torch_softmax:45 ccbench:400 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60"
 needs_build() { case $1 in build | torch_softmax | pytorch_record | pytorch_replay) return 1 ;; *) return 0 ;; esac; }
 uses_python() { case $1 in torch_softmax | pytorch_record | pytorch_replay) return 0 ;; *) return 1 ;; esac; }
 default_limit() { local s; for s in $ALL_STEPS; do [ "${s%%:*}" = "$1" ] && { echo "${s#*:}"; return 0; }; done; return 1; }

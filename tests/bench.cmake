@@ -98,6 +98,18 @@ if(TARGET ccbench_core)
     gen uniform --scale 0.05 -o /dev/null --vm-latency 1000000,1000ms)
   ccb_cli(ccbench_device_bytes_zero 2 "--device-bytes '0' is not a size > 0" "" -
     gen uniform --scale 0.05 -o /dev/null --device-bytes 0)
+  # --vm-granularity: a power of two from 4K to 1G, else exit 2 before anything runs
+  set(i 0)
+  foreach(bad "3M" "0" "2K" "2G" "-8M" "x" "" "8M,4M")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_vm_granularity_${i} 2 "--vm-granularity '[^']*' is not a power of two from 4K to 1G" "" -
+      gen uniform --scale 0.05 -o /dev/null "--vm-granularity=${bad}")
+  endforeach()
+  # ... and a good one is taken: the replay's README names the page
+  add_test(NAME ccbench_vm_granularity_sets_the_page COMMAND sh -c
+    "rm -rf \"$1\" && \"$0\" replay -s ccalloc-expandable --reps 1 --driver-reps 1 --no-plots --vm-granularity 8M --out \"$1\" gen:mlp >/dev/null && grep -q 'vm-granularity.): 8.00 MiB' \"$1/README.md\""
+    $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-vm-granularity)
+  set_tests_properties(ccbench_vm_granularity_sets_the_page PROPERTIES LABELS cpu TIMEOUT 120)
   # standard output on a full device: every command that prints says so and
   # exits 1 (it used to exit 0, the table lost); usage errors keep their 2
   set(ccb_full "cannot write standard output: No space left on device")

@@ -501,8 +501,15 @@ typedef struct ccb_micro_row {
     size_t pairs;
     double median_ns, p99_ns, mean_ns;
     int skipped;
+    int unfit; /* the device cannot hold the cell's blocks (why says so): not a failure */
     char why[160];
 } ccb_micro_row;
+
+/* 1 when `nheld` blocks of `need` bytes in all are more than a device with
+ * `room` bytes free can hold (room CCB_UNKNOWN: never), why saying so; a GPU
+ * of 80 GB cannot hold the 100k-block cells (mean ~0.8 MiB a block), and
+ * such a cell is reported, not failed. */
+int ccb_micro_unfit(size_t nheld, size_t need, size_t room, char *why, size_t whylen);
 
 /* The live-block table when --live is not given: 10, 1k, 10k, 100k; --quick
  * runs the first CCB_MICRO_QUICK_NLIVES (up to 1k: the sanitizer stage

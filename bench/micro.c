@@ -195,6 +195,16 @@ static int batch_pairs(cell *c, size_t pairs, double *mean, char *why, size_t wh
     return 0;
 }
 
+int ccb_micro_unfit(size_t nheld, size_t need, size_t room, char *why, size_t whylen) {
+    if (room == CCB_UNKNOWN || need <= room)
+        return 0;
+    char n[32], r[32];
+    ccb_format_bytes(need, n, sizeof n);
+    ccb_format_bytes(room, r, sizeof r);
+    snprintf(why, whylen, "%zu blocks need %s, the device has %s free", nheld, n, r);
+    return 1;
+}
+
 static void run_one(const char *spec, size_t live, int holes, size_t pairs, ccb_micro_row *row) {
     memset(row, 0, sizeof *row);
     row->holes = holes;
@@ -237,7 +247,13 @@ static void run_one(const char *spec, size_t live, int holes, size_t pairs, ccb_
     }
     ccb_mem before, after;
     double mean;
-    if (set_up(c, holes, row->why, sizeof row->why) == 0 && warm_up(c, row->why, sizeof row->why) == 0) {
+    size_t need = 0; /* every held block is allocated before the holes are freed */
+    for (size_t i = 0; i < c->nheld; i++)
+        need = need > SIZE_MAX - c->held_size[i] ? SIZE_MAX : need + c->held_size[i];
+    size_t room = ops->device_free ? ops->device_free(&c->s) : CCB_UNKNOWN;
+    if (ccb_micro_unfit(c->nheld, need, room, row->why, sizeof row->why))
+        row->unfit = 1;
+    else if (set_up(c, holes, row->why, sizeof row->why) == 0 && warm_up(c, row->why, sizeof row->why) == 0) {
         ops->sample(&c->s, &before);
         size_t done = 0;
         if (rewarm(c, row->why, sizeof row->why) == 0 &&
@@ -282,13 +298,15 @@ int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size
             for (size_t j = 0; j < nlives; j++) {
                 ccb_micro_row *row = &(*rows)[(*nrows)++];
                 run_one(specs[i], lives[j], holes, pairs, row);
-                if (!row->skipped && isnan(row->median_ns))
+                if (!row->skipped && !row->unfit && isnan(row->median_ns))
                     rc = -1;
-                ccai_fprintf_escaped(stderr, "  micro %-16s live=%-6zu %-6s %s\n", row->strategy, row->live,
+                ccai_fprintf_escaped(stderr, "  micro %-16s live=%-6zu %-6s %s%s\n", row->strategy, row->live,
                                      holes ? "holes" : "packed",
                                      row->skipped            ? "skipped"
-                                     : isnan(row->median_ns) ? row->why
-                                                             : "done");
+                                     : row->unfit            ? "does not fit: "
+                                     : isnan(row->median_ns) ? ""
+                                                             : "done",
+                                     row->skipped || !isnan(row->median_ns) ? "" : row->why);
                 if (row->skipped) { /* one line says it for this strategy */
                     j = nlives;
                     holes = 2;

@@ -408,8 +408,8 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
         if (r[i].skipped)
             ccai_fprintf_escaped(f, "| %s | all | | | skipped: %s | | |\n", r[i].strategy, r[i].why);
         else if (isnan(r[i].median_ns))
-            ccai_fprintf_escaped(f, "| %s | %zu | %s | | failed: %s | | |\n", r[i].strategy, r[i].live, layout,
-                                 r[i].why);
+            ccai_fprintf_escaped(f, "| %s | %zu | %s | | %s: %s | | |\n", r[i].strategy, r[i].live, layout,
+                                 r[i].unfit ? "does not fit" : "failed", r[i].why);
         else {
             char med[32], p99[32], mean[32];
             fmt_num(r[i].median_ns, "%.0f", med, sizeof med);
@@ -431,7 +431,8 @@ void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {
         const char *layout = r[i].holes ? "holes" : "packed";
         ccb_csv_field(f, r[i].strategy); /* -s 'ccalloc=a:1,b:2' has a comma */
         if (isnan(r[i].median_ns)) {
-            fprintf(f, ",%zu,%s,,,,,%s,", r[i].live, layout, r[i].skipped ? "skipped" : "failed");
+            fprintf(f, ",%zu,%s,,,,,%s,", r[i].live, layout,
+                    r[i].skipped ? "skipped" : r[i].unfit ? "unfit" : "failed");
             csv_text(f, r[i].why); /* always quoted, as before */
             fputc('\n', f);
         } else {

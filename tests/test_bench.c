@@ -390,6 +390,35 @@ Test(bench_stats, micro_cells_stop_at_the_time_budget) {
     free(rows);
 }
 
+/* A cell whose blocks the device cannot hold (the 100k cells on an 80 GB
+ * GPU) is said, not failed: the helper decides (unknown room: never), the
+ * table and CSV say "does not fit" / "unfit", and a run whose only
+ * non-results are such cells is not a failure (ccb_micro's rc ignores them,
+ * as it ignores skipped strategies: checked here on the rows' own flag). */
+Test(bench_stats, micro_cells_the_device_cannot_hold_are_said) {
+    char why[160] = "";
+    cr_assert_eq(ccb_micro_unfit(10, 100, CCB_UNKNOWN, why, sizeof why), 0);
+    cr_assert_eq(ccb_micro_unfit(10, 100, 100, why, sizeof why), 0, "exactly the room fits");
+    cr_assert_eq(ccb_micro_unfit(200000, (size_t)160 << 30, (size_t)79 << 30, why, sizeof why), 1);
+    cr_assert_str_eq(why, "200000 blocks need 160.00 GiB, the device has 79.00 GiB free");
+    ccb_micro_row r[2] = {{.strategy = "ccalloc-cuda", .live = 100000, .holes = 1, .unfit = 1},
+                          {.strategy = "ccalloc-cuda", .live = 100000, .holes = 0}};
+    snprintf(r[0].why, sizeof r[0].why, "%s", why);
+    snprintf(r[1].why, sizeof r[1].why, "set-up alloc 3 of 4096 failed");
+    r[0].median_ns = r[0].p99_ns = r[0].mean_ns = r[1].median_ns = r[1].p99_ns = r[1].mean_ns = NAN;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccb_micro_write_md(f, r, 2, 10.0);
+    ccb_micro_write_csv(f, r, 2);
+    fclose(f);
+    cr_assert(strstr(buf, "| ccalloc-cuda | 100000 | holes | | does not fit: 200000 blocks need 160.00 GiB"), "%s", buf);
+    cr_assert(strstr(buf, "| ccalloc-cuda | 100000 | packed | | failed: set-up alloc 3 of 4096 failed"), "%s", buf);
+    cr_assert(strstr(buf, ",unfit,"), "%s", buf);
+    cr_assert(strstr(buf, ",failed,"), "%s", buf);
+    free(buf);
+}
+
 Test(bench_stats, quantiles_are_nearest_rank) {
     double v[] = {5, 1, 4, 2, 3};
     cr_assert_eq(ccb_quantile(v, 5, 0.5), 3);

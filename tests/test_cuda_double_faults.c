@@ -34,6 +34,17 @@ static cca_upstream *cuda0(void) {
     return u;
 }
 
+/* Device 0 in pages of `page` bytes (0: the driver's minimum). */
+static cca_upstream *cuda_paged(size_t page) {
+    cca_upstream *u = NULL;
+    cca_cuda_options o = {.device = 0, .vm_granularity = page};
+    cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "page %zu: %s", page, cca_last_error());
+    size_t g = 0;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(g, page ? page : cuda_double_defaults().granularity);
+    return u;
+}
+
 static void assert_no_violation(void) {
     cuda_double_stats s = cuda_double_get_stats();
     cr_assert_eq(s.violations, 0, "the upstream broke a driver rule: %s", s.last_violation);
@@ -661,11 +672,13 @@ Test(cuda_double, sequences_on_a_small_device_run_out_and_recover, .timeout = 12
  * with a status the header documents for it; whatever fails, the
  * allocator's accounts equal the driver's after every op, and at the end
  * nothing stays with the driver. Returns the calls of `fn` it made. */
+static size_t script_pages = 1; /* the upstream's page, in the driver's minimum granules (sweep_pages) */
+
 static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     cuda_double_config c = cuda_double_defaults();
     c.device_bytes = 1280 * MiB; /* 1 GiB free beside the context */
     cuda_double_configure(&c);
-    cca_upstream *u = cuda0();
+    cca_upstream *u = cuda_paged(script_pages * c.granularity);
     cca_allocator *a = tu_allocator(u, conf);
     unsigned long before = cuda_double_calls(fn);
     if (fn)
@@ -745,6 +758,17 @@ static void sweep(const char *fn) {
     sweep_with("expandable:1,log_oom:0", fn);
 }
 
+/* The same over pages of 4 and 16 of the driver's granules (one cuMemCreate
+ * each, cca_cuda_options.vm_granularity). */
+static void sweep_pages(const char *fn) {
+    static const size_t pages[] = {4, 16};
+    for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
+        script_pages = pages[i];
+        sweep(fn);
+    }
+    script_pages = 1;
+}
+
 Test(cuda_double, sweep_cuMemCreate, .timeout = 120) { sweep("cuMemCreate"); }
 Test(cuda_double, sweep_cuMemMap, .timeout = 120) { sweep("cuMemMap"); }
 Test(cuda_double, sweep_cuMemSetAccess) { sweep("cuMemSetAccess"); }
@@ -757,6 +781,11 @@ Test(cuda_double, sweep_cudaDeviceSynchronize) { sweep("cudaDeviceSynchronize");
 Test(cuda_double, sweep_cudaEventRecord) { sweep("cudaEventRecord"); }
 Test(cuda_double, sweep_cudaEventQuery) { sweep("cudaEventQuery"); }
 Test(cuda_double, sweep_cuCtxGetCurrent, .timeout = 120) { sweep("cuCtxGetCurrent"); }
+Test(cuda_double, sweep_pages_cuMemCreate, .timeout = 120) { sweep_pages("cuMemCreate"); }
+Test(cuda_double, sweep_pages_cuMemMap, .timeout = 120) { sweep_pages("cuMemMap"); }
+Test(cuda_double, sweep_pages_cuMemSetAccess) { sweep_pages("cuMemSetAccess"); }
+Test(cuda_double, sweep_pages_cuMemUnmap, .timeout = 120) { sweep_pages("cuMemUnmap"); }
+Test(cuda_double, sweep_pages_cudaMemGetInfo) { sweep_pages("cudaMemGetInfo"); }
 Test(cuda_double, sweep_classic_cudaMalloc) { sweep_with("log_oom:0", "cudaMalloc"); }
 Test(cuda_double, sweep_classic_cudaFree) { sweep_with("log_oom:0", "cudaFree"); }
 Test(cuda_double, sweep_classic_cuCtxSetCurrent, .timeout = 120) { sweep_with("log_oom:0", "cuCtxSetCurrent"); }
@@ -817,6 +846,103 @@ Test(cuda_double, a_map_refused_for_another_reason_fails_the_call_that_asked) {
     p = tu_alloc(a, 5 * MiB, NULL);
     tu_free(a, p);
     cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    assert_no_violation();
+}
+
+/* ---- pages above the driver's minimum ------------------------------------------------ */
+
+/* The largest page (1 GiB, CCA_CUDA_MAX_VM_GRANULARITY) on a device that
+ * holds three of them: a range aligned to it, sizes that are not whole
+ * pages refused before the driver is asked, one cuMemCreate per page, and
+ * the upstream's and the driver's counts equal after each step. */
+Test(cuda_double, the_largest_page_maps_whole_pages_only) {
+    cuda_double_config c = cuda_double_defaults();
+    c.device_bytes = 3 * CCA_CUDA_MAX_VM_GRANULARITY + c.context_bytes;
+    cuda_double_configure(&c);
+    const size_t page = CCA_CUDA_MAX_VM_GRANULARITY;
+    cca_upstream *u = cuda_paged(page);
+    void *base = NULL;
+    static const size_t odd[] = {1, 2 * MiB, page - 2 * MiB, page + 2 * MiB, 3 * page / 2};
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+        base = (void *)1;
+        cr_assert_eq(cca_upstream_vm_reserve(u, odd[i], &base), CCA_ERR_INVALID_ARGUMENT, "reserve of %zu", odd[i]);
+        cr_assert_null(base);
+    }
+    cr_assert_eq(cuda_double_calls("cuMemAddressReserve"), 0, "refused before the driver");
+    cr_assert_eq(cca_upstream_vm_reserve(u, 4 * page, &base), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq((uintptr_t)base % page, 0);
+    char *p = base;
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++)
+        cr_assert_eq(cca_upstream_vm_map(u, p, odd[i]), CCA_ERR_INVALID_ARGUMENT, "map of %zu", odd[i]);
+    cr_assert_eq(cca_upstream_vm_map(u, p + 2 * MiB, page), CCA_ERR_INVALID_ARGUMENT, "a map off the page");
+    cr_assert_eq(cuda_double_calls("cuMemCreate"), 0);
+    cr_assert_eq(cca_upstream_vm_map(u, p + page, 2 * page), CCA_OK, "%s", cca_last_error());
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(cuda_double_calls("cuMemCreate"), 2);
+    cr_assert_eq(s.physical_bytes[0], 2 * page);
+    cr_assert_eq(s.mapped_bytes, 2 * page);
+    cr_assert_eq(s.accessible_bytes, 2 * page);
+    cr_assert_eq(s.handles, 2);
+    cr_assert_eq(ustats(u).vm_mapped_bytes, 2 * page);
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    cr_assert_eq(cudaMemset(p + page, 1, 1), cudaSuccess);
+    cr_assert_eq(cudaMemset(p + 3 * page - 1, 1, 1), cudaSuccess);
+    /* two pages mapped, one left: a map of two more is above free memory */
+    cr_assert_eq(cca_upstream_vm_map(u, p, page), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_map(u, p + 3 * page, page), CCA_ERR_OUT_OF_MEMORY, "the device is full");
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + page, page - 2 * MiB), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + page, page), CCA_OK, "%s", cca_last_error());
+    s = cuda_double_get_stats();
+    cr_assert_eq(s.physical_bytes[0], 2 * page);
+    cr_assert_eq(s.handles, 2);
+    cr_assert_eq(ustats(u).vm_mapped_bytes, 2 * page);
+    cr_assert_eq(cca_upstream_vm_release(u, base, 4 * page), CCA_ERR_UPSTREAM, "pages still mapped");
+    cr_assert_eq(cca_upstream_vm_unmap(u, p, page), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_unmap(u, p + 2 * page, page), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_release(u, base, 4 * page), CCA_OK, "%s", cca_last_error());
+    cca_upstream_stats us = ustats(u);
+    cr_assert_eq(us.vm_mapped_bytes + us.vm_reserved_bytes + us.bytes_in_use, 0);
+    cr_assert_eq(us.vm_map_calls, 2);
+    cr_assert_eq(us.vm_unmap_calls, 3);
+    cr_assert_eq(us.vm_failed_maps, 1);
+    s = cuda_double_get_stats();
+    cr_assert_eq(s.physical_bytes[0] + s.mapped_bytes + s.handles + s.reservations, 0);
+    cca_upstream_destroy(u);
+    assert_no_violation();
+}
+
+/* Expandable segments over pages of 16 driver granules: a block maps whole
+ * pages (the driver holds exactly what the allocator says), a free leaves
+ * them cached, trim with keep_bytes keeps whole pages and returns the
+ * rest, empty-cache returns everything; the counts exact at each step. */
+Test(cuda_double, expandable_segments_over_large_pages_trim_exactly) {
+    const size_t page = 16 * cuda_double_defaults().granularity;
+    cca_upstream *u = cuda_paged(page);
+    cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0");
+    const size_t sizes[] = {512, 3 * MiB, page - 512, page + 1, 5 * page / 2};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        char when[64];
+        snprintf(when, sizeof when, "a block of %zu", sizes[i]);
+        void *p = tu_alloc(a, sizes[i], NULL);
+        expect_accounts_agree(a, u, when);
+        size_t mapped = tu_stats(a).mapped_bytes;
+        cr_assert_eq(mapped % page, 0, "%s: %zu mapped", when, mapped);
+        cr_assert_geq(mapped, sizes[i], "%s", when);
+        cr_assert_lt(mapped - sizes[i], page + 2 * MiB, "%s: %zu mapped", when, mapped);
+        tu_free(a, p);
+        cr_assert_eq(tu_stats(a).mapped_bytes, mapped, "%s: a free keeps its pages cached", when);
+        cca_release_report r;
+        cr_assert_eq(cca_trim(a, page, &r), CCA_OK, "%s", cca_last_error());
+        expect_accounts_agree(a, u, when);
+        cr_assert_eq(tu_stats(a).mapped_bytes, mapped > page ? page : mapped, "%s: trim to one page", when);
+        cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+        expect_accounts_agree(a, u, when);
+        cr_assert_eq(tu_stats(a).reserved_bytes, 0, "%s", when);
+        cuda_double_stats s = cuda_double_get_stats();
+        cr_assert_eq(s.physical_bytes[0] + s.mapped_bytes + s.handles + s.reservations, 0, "%s", when);
+    }
     cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
     cca_upstream_destroy(u);
     assert_no_violation();

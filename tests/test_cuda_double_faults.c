@@ -274,6 +274,42 @@ Test(cuda_double, an_unmap_and_its_undo_both_refused_leave_the_record_true_to_th
 /* Reservations: the driver refusing one is the upstream refusing it;
  * refusing a release leaves the range reserved and recorded, so a later
  * release succeeds. */
+/* Three refusals in a row: the unmap refused at granule 3, the map back
+ * of granules 0-2 refused at its third create, and the undo of that map
+ * refused for granule j (0 or 1) too. Granule j stays mapped: the message
+ * says how many of the three stay mapped and how many unmapped (not "they
+ * stay unmapped"), as the driver and the record have them. */
+Test(cuda_double, an_unmap_whose_undo_cannot_be_undone_says_what_stays_mapped) {
+    for (unsigned long j = 0; j < 2; j++) {
+        size_t g = 0;
+        void *base = NULL;
+        cca_upstream *u = mapped_range(&g, &base);
+        cuda_double_fail("cuMemUnmap", 4, CUDA_ERROR_UNKNOWN, false);     /* granules 0-2 go, 3 is refused */
+        cuda_double_fail("cuMemCreate", 3, CUDA_ERROR_OUT_OF_MEMORY, false); /* 0 and 1 mapped back, 2 not */
+        cuda_double_fail("cuMemUnmap", 5 + j, CUDA_ERROR_UNKNOWN, false);  /* the undo of granule j refused */
+        cr_assert_eq(cca_upstream_vm_unmap(u, base, GRANULES * g), CCA_ERR_UPSTREAM);
+        cuda_double_clear_faults();
+        cuda_double_stats s = cuda_double_get_stats();
+        cr_assert_eq(s.mapped_bytes, (GRANULES - 3 + 1) * g, "granule %lu: %zu bytes mapped", j, s.mapped_bytes);
+        const char *says = "mapping the 3 before it again failed too (cuMemCreate): 1 of them stays mapped (mapped "
+                           "again, and its undo refused), the other 2 stay unmapped";
+        cr_assert(strstr(cca_last_error(), says), "granule %lu: the message says: %s", j, cca_last_error());
+        cr_assert_null(strstr(cca_last_error(), "they stay unmapped"), "%s", cca_last_error());
+        /* the record follows the driver: granule j and 3.. unmap, the others are refused before the driver */
+        unsigned long before = cuda_double_calls("cuMemUnmap");
+        cr_assert_eq(cca_upstream_vm_unmap(u, base, GRANULES * g), CCA_ERR_UPSTREAM);
+        cr_assert_eq(cuda_double_calls("cuMemUnmap"), before, "refused by the record");
+        cr_assert_eq(cca_upstream_vm_unmap(u, (char *)base + j * g, g), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_upstream_vm_unmap(u, (char *)base + 3 * g, (GRANULES - 3) * g), CCA_OK, "%s",
+                     cca_last_error());
+        s = cuda_double_get_stats();
+        cr_assert_eq(s.mapped_bytes + s.physical_bytes[0] + s.handles, 0);
+        cr_assert_eq(cca_upstream_vm_release(u, base, GRANULES * g), CCA_OK, "%s", cca_last_error());
+        assert_no_violation();
+        cca_upstream_destroy(u);
+    }
+}
+
 Test(cuda_double, refused_reservations_and_releases_change_nothing) {
     cca_upstream *u = cuda0();
     size_t g = 0;

@@ -66,7 +66,8 @@
  *               granules before it are mapped again (new memory: contents
  *               lost; the allocator unmaps only free pages) and the call
  *               fails with what is mapped unchanged; if that map fails too,
- *               they stay unmapped, and the message says so. The record
+ *               they stay unmapped, and the message says so (and how many
+ *               stay mapped, should that map's own undo be refused too). The record
  *               then follows the driver, but the call has failed, so its
  *               caller (the wrapper's vm_mapped_bytes, an expandable
  *               segment's page bitmap) still takes those granules as
@@ -500,8 +501,15 @@ static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
     pthread_mutex_unlock(&d->vm_lock);
     if (e == CUDA_SUCCESS)
         return CCA_OK;
-    char step[256];
-    if (back != CUDA_SUCCESS)
+    char step[384];
+    if (back != CUDA_SUCCESS && stuck) /* mapped again, then that map's own undo refused for these */
+        snprintf(step, sizeof step,
+                 "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu, and mapping the %zu before it again "
+                 "failed too (%s): %zu of them %s mapped (mapped again, and %s undo refused), the other %zu %s "
+                 "unmapped",
+                 addr, n, done, done, what, stuck, stuck == 1 ? "stays" : "stay", stuck == 1 ? "its" : "their",
+                 done - stuck, done - stuck == 1 ? "stays" : "stay");
+    else if (back != CUDA_SUCCESS)
         snprintf(step, sizeof step,
                  "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu, and mapping the %zu before it again "
                  "failed too (%s): they stay unmapped",

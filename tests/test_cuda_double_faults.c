@@ -972,7 +972,16 @@ Test(cuda_double, expandable_segments_over_large_pages_trim_exactly) {
         cca_release_report r;
         cr_assert_eq(cca_trim(a, page, &r), CCA_OK, "%s", cca_last_error());
         expect_accounts_agree(a, u, when);
-        cr_assert_eq(tu_stats(a).mapped_bytes, mapped > page ? page : mapped, "%s: trim to one page", when);
+        size_t kept = mapped > page ? page : mapped;
+        cr_assert_eq(tu_stats(a).mapped_bytes, kept, "%s: trim to one page", when);
+        cr_assert_eq(r.bytes_unmapped, mapped - kept, "%s", when);
+        cr_assert_eq(r.pages_unmapped, (mapped - kept) / page, "%s", when);
+        cr_assert_eq(r.free_bytes_trapped, 0, "%s", when);
+        cr_assert_eq(cca_trim(a, page / 2, &r), CCA_OK, "%s", cca_last_error()); /* less than a page: none kept */
+        expect_accounts_agree(a, u, when);
+        cr_assert_eq(tu_stats(a).mapped_bytes, 0, "%s: trim below one page", when);
+        cr_assert_eq(r.pages_unmapped, 1, "%s", when);
+        cr_assert_eq(r.bytes_unmapped, page, "%s", when);
         cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
         expect_accounts_agree(a, u, when);
         cr_assert_eq(tu_stats(a).reserved_bytes, 0, "%s", when);
@@ -981,5 +990,46 @@ Test(cuda_double, expandable_segments_over_large_pages_trim_exactly) {
     }
     cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
     cca_upstream_destroy(u);
+    assert_no_violation();
+}
+
+/* The plug's "cuda:vm_granularity=SIZE" on the double (2 MiB minimum): a
+ * page the device refuses (below or not a multiple of its minimum) fails
+ * the device's creation with CCA_ERR_INVALID_ARGUMENT, the same on every
+ * later call, the primary context given back; pages it takes, up to 1 GiB,
+ * are what each block maps. */
+Test(cuda_double, plug_pages_the_device_refuses_or_takes) {
+    static const char *const refused[] = {"cuda:vm_granularity=512", "cuda:vm_granularity=1M",
+                                          "cuda:vm_granularity=1MiB"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        cr_assert_eq(cca_plug_configure(refused[i], "expandable:1,log_oom:0"), CCA_OK, "%s", cca_last_error());
+        for (int k = 0; k < 2; k++) {
+            cr_assert_null(cca_plug_alloc(MiB, 0, NULL), "%s", refused[i]);
+            cca_allocator *a = NULL;
+            cr_assert_eq(cca_plug_get_allocator(0, &a), CCA_ERR_INVALID_ARGUMENT, "%s: %s", refused[i],
+                         cca_last_error());
+            cr_assert(strstr(cca_last_error(), "is not a multiple of device 0's minimum granularity (2097152)"),
+                      "%s: %s", refused[i], cca_last_error());
+        }
+        cr_assert_eq(cuda_double_get_stats().primary_refs[0], 0, "%s: the context was given back", refused[i]);
+        cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+    }
+    static const struct {
+        const char *text;
+        size_t page;
+    } taken[] = {{"cuda:vm_granularity=2M", 2 * MiB}, {"cuda:vm_granularity=16M", 16 * MiB},
+                 {"cuda:vm_granularity=1G", 1024 * MiB}};
+    for (size_t i = 0; i < sizeof taken / sizeof *taken; i++) {
+        cr_assert_eq(cca_plug_configure(taken[i].text, "expandable:1,log_oom:0"), CCA_OK, "%s", cca_last_error());
+        void *p = cca_plug_alloc(MiB, 0, NULL);
+        cr_assert_not_null(p, "%s: %s", taken[i].text, cca_last_error());
+        cuda_double_stats s = cuda_double_get_stats();
+        cr_assert_eq(s.mapped_bytes, taken[i].page, "%s: %zu mapped", taken[i].text, s.mapped_bytes);
+        cr_assert_eq(s.handles, 1, "%s: one physical allocation", taken[i].text);
+        cca_plug_free(p, MiB, 0, NULL);
+        cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+        s = cuda_double_get_stats();
+        cr_assert_eq(s.physical_bytes[0] + s.mapped_bytes + s.reservations + s.handles, 0, "%s", taken[i].text);
+    }
     assert_no_violation();
 }

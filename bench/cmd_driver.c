@@ -70,7 +70,10 @@ int ccb_cmd_driver(ccb_options *o) {
     }
     size_t min = 0, used = 0;
     int vrc = measure_vm(o->vm_granularity, reps, vrows, &nv, &min, vwhy, sizeof vwhy);
-    for (size_t p = 1; p < NPAGES && vrc == 0 && !o->vm_granularity; p++)
+    /* larger pages only up to the CUDA upstream's largest (a device whose
+     * minimum is above 64 MiB measures fewer tables, not none) */
+    for (size_t p = 1; p < NPAGES && vrc == 0 && !o->vm_granularity && min <= CCA_CUDA_MAX_VM_GRANULARITY / times_min[p];
+         p++)
         vrc = measure_vm(min * times_min[p], reps, vrows, &nv, &used, vwhy, sizeof vwhy);
     if (vrc < 0)
         fprintf(stderr, "ccbench driver: virtual memory: %s\n", vwhy);

@@ -18,6 +18,7 @@
 # build machine first and send .gpudeps; limits sum to <= 540 s, the default --budget:
 #   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:180 sanitizer:60 demo:90 cck_bench:45 torch_softmax:45" --tar OUT/gs1.tgz /tmp/gs1
 #   2: bash scripts/gpu_session.sh --steps "build:60 ccbench:400 pytorch_record:40 pytorch_replay:20 ccbench_pytorch:20" --tar OUT/gs2.tgz /tmp/gs2
+#   3 (when time allows): bash scripts/gpu_session.sh --steps "build:120 pages:150 cpu_tests:120" --tar OUT/gs3.tgz /tmp/gs3
 # Command 2 does not rely on command 1: "build" reuses a build-gpu/ left on a warm
 # machine (same source path) and otherwise configures and builds from scratch,
 # only the targets its steps need (ccrun, ccbench, cck_bench: no tests).
@@ -43,6 +44,10 @@
 #                   (bench/scripts/record_torch.py --device cuda: multi-model, train-step)
 #   pytorch_replay  replay recorded + standard traces through PyTorch's allocator
 #   ccbench_pytorch replay the recorded traces through ccbench's strategies
+#   pages           the page of expandable segments over CUDA VMM: ccalloc-cuda and
+#                   ccalloc-cuda-expandable on every committed trace and generator with
+#                   --vm-granularity 2M, 8M and 32M, one run each (expandable against the
+#                   classic strategy of the same run: bench/results/2026-11-24-h100/session3)
 # A step that runs but does no GPU work ("skipped: no CUDA device", "GPU
 # benchmarks skipped", GPU strategies skipped) exits 75 and is flagged.
 # Exit status: 0 when every step succeeded, else 1.
@@ -57,7 +62,7 @@ SELF="$ROOT/scripts/gpu_session.sh"
 BUILD=${GS_BUILD_DIR:-build-gpu} # GS_BUILD_DIR: elsewhere, for a local trial
 
 # name:default-limit, in the order they run
-ALL_STEPS="build:120 gpu_tests:180 sanitizer:60 cpu_tests:60 demo:90 cck_bench:45 torch_softmax:45 ccbench:400 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60"
+ALL_STEPS="build:120 gpu_tests:180 sanitizer:60 cpu_tests:60 demo:90 cck_bench:45 torch_softmax:45 ccbench:400 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60 pages:150"
 needs_build() { case $1 in build | torch_softmax | pytorch_record | pytorch_replay) return 1 ;; *) return 0 ;; esac; }
 uses_python() { case $1 in torch_softmax | pytorch_record | pytorch_replay) return 0 ;; *) return 1 ;; esac; }
 default_limit() { local s; for s in $ALL_STEPS; do [ "${s%%:*}" = "$1" ] && { echo "${s#*:}"; return 0; }; done; return 1; }
@@ -279,6 +284,20 @@ step_ccbench_pytorch() {
     fi
     run "$BUILD/bench/ccbench" replay --no-plots --out "$GS_OUT/ccbench-pytorch" "${traces[@]}" || return $?
     gpu_strategies_ran "$GS_OUT/ccbench-pytorch"
+}
+
+step_pages() {
+    local g rc=0 traces
+    shopt -s nullglob
+    traces=(gen:uniform gen:lognormal gen:mlp gen:models gen:adversarial bench/traces/*.csv bench/traces/*.csv.gz)
+    shopt -u nullglob
+    for g in 2M 8M 32M; do
+        run "$BUILD/bench/ccbench" replay -s ccalloc-cuda -s ccalloc-cuda-expandable --vm-granularity "$g" --reps 3 \
+            --no-plots --out "$GS_OUT/pages/r$g" "${traces[@]}" || rc=1
+        rm -rf "$GS_OUT/pages/r$g/timeline" # a CSV per trace and strategy: not needed to compare
+    done
+    ((rc == 0)) || return "$rc"
+    gpu_strategies_ran "$GS_OUT/pages/r2M"
 }
 
 if [ "${1:-}" = --suite-table ]; then # internal: the gpu_tests table of a saved ctest -V log (tests/test_gpu_session.sh)

@@ -981,10 +981,13 @@ static bool configure(fz_world *w, fz_in *in) {
     if (cca_config_validate(c) != CCA_OK)
         return false;
     static const size_t capacities[] = {64 * MiB, 32 * MiB, 8 * MiB, 4096, 3 * MiB + 4096 * 7, 24 * MiB + 512 * 3};
-    static const size_t grans[] = {0, 4096, 64 * KiB, 1 * MiB};
+    /* pages from the host page to 32 MiB: the large ones (8 and 32 MiB, what
+     * a GPU wants for speed) a large share of these small devices, so a few
+     * pages hold everything and slack, trapped bytes and refusals are pages */
+    static const size_t grans[] = {0, 4096, 64 * KiB, 1 * MiB, 8 * MiB, 32 * MiB};
     cca_host_options o = {0};
     o.capacity = w->capacity = capacities[devb % 6];
-    o.vm_granularity = grans[(devb >> 3) % 4];
+    o.vm_granularity = grans[(devb >> 3) % 6];
     if (cca_upstream_host_create_with(&o, &w->dev.host) != CCA_OK)
         return false;
     w->error_mode = flags & 1;

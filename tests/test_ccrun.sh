@@ -88,6 +88,22 @@ expect 2 "no MODEL given" --
 expect 2 "no_such_key" -- --conf "no_such_key:1" "mlp:4x4"
 expect 2 "needs a value" -- "mlp:4x4" --iters
 expect 2 "--capacity 'lots' is not a size" -- --capacity lots "mlp:4x4"
+for bad in 3M 2K 2G lots 0 -8M; do
+    expect 2 "--vm-granularity '$bad' is not a power of two from 4K to 1G" -- --vm-granularity "$bad" "mlp:4x4"
+done
+# a good page reaches the device: a 16 KiB model in expandable segments
+# maps one whole page, 8 MiB (2 MiB with the device's own page)
+for page in 8M:8388608 "":2097152; do
+    n=$((n + 1))
+    flag=${page%%:*} want=${page#*:}
+    if "$CCRUN" --device host --capacity 64M --conf expandable:1 ${flag:+--vm-granularity "$flag"} --json "mlp:64x64" \
+        >"$TMP/out" 2>"$TMP/err" && grep -q "\"phase\": \"load\"[^}]*\"reserved_bytes\": $want," "$TMP/out"; then
+        echo "ok: ccrun --vm-granularity '$flag': the load reserves one page, $want bytes"
+    else
+        echo "FAIL: ccrun --vm-granularity '$flag': the load does not reserve $want bytes"; cat "$TMP/out" "$TMP/err"
+        fails=$((fails + 1))
+    fi
+done
 expect 2 "--seed '-1' is not a number" -- --seed -1 "mlp:4x4"
 expect 2 "--seed '99999999999999999999' is not a number" -- --seed 99999999999999999999 "mlp:4x4"
 # the demo: a rejected --conf is a usage error as for MODEL runs; it has no JSON form

@@ -270,6 +270,50 @@ Test(runtime_engine, engine_options) {
     cr_expect_neq(ccr_parse_size("12Q", &sz), CCR_OK);
 }
 
+/* The page of expandable segments through the engine: ccr_device_open_paged
+ * gives the simulated device that page; a page the library refuses is
+ * CCR_ERR_INVALID_ARGUMENT on every kind, never a silent fall-back to the
+ * simulated device (AUTO on a machine without a GPU); an engine with
+ * vm_granularity and expandable:1 serves its model from pages of that size. */
+Test(runtime_engine, the_page_of_expandable_segments) {
+    cca_upstream *dev = (cca_upstream *)&dev;
+    int simulated = -1;
+    cr_assert_eq(ccr_device_open_paged(CCR_DEVICE_HOST, 0, 64 * MiB, 8 * MiB, &dev, &simulated), CCR_OK, "%s",
+                 ccr_last_error());
+    size_t g = 0;
+    cr_assert_eq(cca_upstream_vm_granularity(dev, &g), CCA_OK);
+    cr_assert_eq(g, 8 * MiB);
+    cr_assert_eq(simulated, 1);
+    cca_upstream_destroy(dev);
+    const ccr_device_kind kinds[] = {CCR_DEVICE_HOST, CCR_DEVICE_AUTO, CCR_DEVICE_CUDA};
+    const size_t bad[] = {3 * MiB, 1000, (size_t)3 << 40};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t i = 0; i < 3; i++) {
+            dev = (cca_upstream *)&dev;
+            cr_assert_eq(ccr_device_open_paged(kinds[k], 0, 64 * MiB, bad[i], &dev, NULL), CCR_ERR_INVALID_ARGUMENT,
+                         "kind %zu, page %zu: %s", k, bad[i], ccr_last_error());
+            cr_assert_null(dev);
+            cr_assert_not_null(strstr(ccr_last_error(), "vm_granularity"), "%s", ccr_last_error());
+        }
+    ccr_engine_options o;
+    ccr_engine_options_default(&o);
+    cr_assert_eq(o.vm_granularity, 0, "the device's page by default");
+    o.device = CCR_DEVICE_HOST;
+    o.host_capacity = 64 * MiB;
+    o.vm_granularity = 8 * MiB;
+    o.alloc_conf = "expandable:1";
+    ccr_engine *e;
+    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x64", &m), CCR_OK, "%s", ccr_last_error());
+    cca_stats s;
+    cca_get_stats(ccr_engine_allocator(e), &s);
+    cr_assert_eq(s.page_size, 8 * MiB);
+    cr_assert_eq(s.mapped_bytes % (8 * MiB), 0);
+    cr_assert_gt(s.mapped_bytes, 0);
+    ccr_engine_destroy(e);
+}
+
 Test(runtime_engine, two_engines_share_one_device) {
     cca_upstream *dev;
     cr_assert_eq(ccr_device_open(CCR_DEVICE_HOST, 0, 64 * MiB, &dev, NULL), CCR_OK);

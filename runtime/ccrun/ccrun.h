@@ -27,6 +27,7 @@ enum { CCRUN_OK = 0, CCRUN_ERR_MODEL = 1, CCRUN_ERR_USAGE = 2, CCRUN_ERR_LEAK = 
 typedef struct ccrun_options {
     ccr_device_kind device;
     size_t capacity;
+    size_t vm_granularity; /* --vm-granularity; 0: the device's page */
     const char *policy; /* NULL = allocator default (growth) */
     const char *conf;
     size_t batch, iters;
@@ -116,6 +117,9 @@ int ccrun_output_failed(int rc);
 int ccrun_check_outputs(const ccrun_options *o);
 /* fflush(f), keeping the reason of stdout's first failure for the close. */
 void ccrun_flush(FILE *f);
+/* A write to stdout failed with `err` (0: unknown): kept as its reason, as a
+ * failed ccrun_flush keeps its, for ccrun_close_stdout to say. */
+void ccrun_stdout_failed(int err);
 /* Close standard output (the last thing ccrun does); a failure now or of an
  * earlier write is said on stderr. Returns rc, or ccrun_output_failed(rc). */
 int ccrun_close_stdout(int rc);

@@ -40,9 +40,10 @@
 #include "ccrun.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: ccrun [options] MODEL...\n"
+    errno = 0;
+    int n = fprintf(f, "usage: ccrun [options] MODEL...\n"
                "       ccrun [options] --resident MODEL [--resident MODEL]... [MODEL...]\n"
-               "       ccrun --demo [--device D] [--capacity SIZE]\n"
+               "       ccrun --demo [--device D] [--capacity SIZE] [--vm-granularity SIZE]\n"
                "\n"
                "Runs each MODEL in sequence in one process: load, run N batches, unload,\n"
                "release (unless --keep-cache), printing a table of memory figures per phase.\n"
@@ -60,6 +61,11 @@ static void usage(FILE *f) {
                "                          simulated device\n"
                "  --capacity SIZE         simulated device size, at least 1M, K/M/G/T suffixes\n"
                "                          (default 1G)\n"
+               "  --vm-granularity SIZE   the page of expandable segments (--conf expandable:1),\n"
+               "                          a power of two from 4K to 1G: on a GPU one driver\n"
+               "                          allocation each, so larger pages map in fewer calls\n"
+               "                          and give memory back in larger steps (default: the\n"
+               "                          device's, 2M)\n"
                "  --batch N               rows per batch, 1..2^24 (default 8)\n"
                "  --iters N               batches per model, 1..2^24 (default 3)\n"
                "  --keep-cache            never release: memory stays with the process, as in\n"
@@ -103,6 +109,8 @@ static void usage(FILE *f) {
                "4 a model has non-finite (NaN/Inf) weights: it ran, but its outputs may not be numbers\n"
                "  (a warning on stderr names each tensor and its count).\n"
                "Environment: CCALLOC_CONF is not read by ccrun; use --conf.\n");
+    if (n < 0 && f == stdout) /* the text outgrows stdio's buffer: a write fails inside, its reason kept now */
+        ccrun_stdout_failed(errno);
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -134,6 +142,7 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         O_CONF,
         O_DEVICE,
         O_CAPACITY,
+        O_VM_GRANULARITY,
         O_BATCH,
         O_ITERS,
         O_KEEP,
@@ -152,6 +161,7 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
                                              {"conf", required_argument, 0, O_CONF},
                                              {"device", required_argument, 0, O_DEVICE},
                                              {"capacity", required_argument, 0, O_CAPACITY},
+                                             {"vm-granularity", required_argument, 0, O_VM_GRANULARITY},
                                              {"batch", required_argument, 0, O_BATCH},
                                              {"iters", required_argument, 0, O_ITERS},
                                              {"keep-cache", no_argument, 0, O_KEEP},
@@ -185,6 +195,11 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         case O_DEVICE:
             if (ccr_device_parse(optarg, &o->device) != CCR_OK)
                 return usage_error("--device must be auto, cuda or host, not '%s'", optarg);
+            break;
+        case O_VM_GRANULARITY:
+            if (ccr_parse_size(optarg, &o->vm_granularity) != CCR_OK || o->vm_granularity < 4096 ||
+                o->vm_granularity > ((size_t)1 << 30) || (o->vm_granularity & (o->vm_granularity - 1)))
+                return usage_error("--vm-granularity '%s' is not a power of two from 4K to 1G", optarg);
             break;
         case O_CAPACITY:
             if (ccr_parse_size(optarg, &o->capacity) != CCR_OK || o->capacity < (1u << 20))
@@ -309,6 +324,7 @@ static int open_engine(run_state *rs) {
     ccr_engine_options_default(&eo);
     eo.device = o->device;
     eo.host_capacity = o->capacity;
+    eo.vm_granularity = o->vm_granularity;
     eo.alloc_conf = rs->conf;
     eo.timeline = rs->tl;
     eo.domains = !o->no_domains && !o->keep_cache;

@@ -94,10 +94,15 @@ int ccrun_output_failed(int rc) {
 /* errno of the first failed flush of stdout (ccrun is one thread). */
 static int stdout_errno;
 
+void ccrun_stdout_failed(int err) {
+    if (!stdout_errno)
+        stdout_errno = err ? err : EIO;
+}
+
 void ccrun_flush(FILE *f) {
     errno = 0;
-    if (fflush(f) != 0 && f == stdout && !stdout_errno)
-        stdout_errno = errno ? errno : EIO;
+    if (fflush(f) != 0 && f == stdout)
+        ccrun_stdout_failed(errno);
 }
 
 int ccrun_close_stdout(int rc) {

@@ -139,6 +139,14 @@ ccr_status ccr_device_parse(const char *name, ccr_device_kind *out);
  * which (may be NULL). Destroy with cca_upstream_destroy. */
 ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_capacity, cca_upstream **out,
                            int *simulated);
+/* The same with the page of expandable segments (allocator config
+ * expandable:1): `vm_granularity` bytes per page on either device
+ * (cca_cuda_options / cca_host_options; 0: the device's default, the
+ * driver's minimum or 2 MiB). A page the library refuses is
+ * CCR_ERR_INVALID_ARGUMENT with its message, never a fall-back to the
+ * simulated device (with kind AUTO either). ccr_device_open is this with 0. */
+ccr_status ccr_device_open_paged(ccr_device_kind kind, int cuda_device, size_t host_capacity, size_t vm_granularity,
+                                 cca_upstream **out, int *simulated);
 
 /* Called during loads: bytes of weights copied so far, of total. */
 typedef void (*ccr_progress_fn)(void *user, const char *model, size_t done, size_t total);
@@ -180,6 +188,11 @@ typedef struct ccr_engine_options {
     int footprint_sidecar;
     ccr_warn_fn warn; /* NULL = "ccr: warning: <line>" on stderr, escaped   */
     void *warn_user;
+    /* The page of expandable segments on the device the engine opens
+     * (ccr_device_open_paged; ignored with a borrowed upstream). 0 (default):
+     * the device's. On a GPU, 32 MiB pages map a large model in a sixteenth
+     * of the driver calls of 2 MiB ones (docs/tuning.md, "The page"). */
+    size_t vm_granularity;
 } ccr_engine_options;
 
 #define CCR_DEFAULT_CAPACITY ((size_t)1 << 30)

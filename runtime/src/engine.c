@@ -108,15 +108,23 @@ size_t ccr_engine_limit(ccr_engine *e, const char **what) {
 
 ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_capacity, cca_upstream **out,
                            int *simulated) {
+    return ccr_device_open_paged(kind, cuda_device, host_capacity, 0, out, simulated);
+}
+
+ccr_status ccr_device_open_paged(ccr_device_kind kind, int cuda_device, size_t host_capacity, size_t vm_granularity,
+                                 cca_upstream **out, int *simulated) {
     if (!out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "device output is NULL");
     *out = NULL;
     if (kind != CCR_DEVICE_HOST) {
         int count = 0;
         cck_cuda_device_count(&count);
-        cca_status cs = CCA_ERR_NO_DEVICE;
-        if (count > 0 && cuda_device >= 0 && cuda_device < count)
-            cs = cca_upstream_cuda_create(cuda_device, out);
+        /* the page first, whatever the machine: a bad one is refused the same
+         * with or without a GPU, not turned into a simulated device */
+        cca_cuda_options co = {.device = cuda_device, .vm_granularity = vm_granularity};
+        cca_status cs = cca_upstream_cuda_create_with(&co, out);
+        if (cs == CCA_ERR_INVALID_ARGUMENT && (count == 0 || (cuda_device >= 0 && cuda_device < count)))
+            return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "device cuda:%d: %s", cuda_device, cca_last_error());
         if (cs == CCA_OK) {
             if (simulated)
                 *simulated = 0;
@@ -129,7 +137,11 @@ ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_ca
     }
     if (host_capacity == 0)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "simulated device capacity is 0");
-    if (cca_upstream_host_create(host_capacity, out) != CCA_OK)
+    cca_host_options ho = {.capacity = host_capacity, .vm_granularity = vm_granularity};
+    cca_status hs = cca_upstream_host_create_with(&ho, out);
+    if (hs == CCA_ERR_INVALID_ARGUMENT && vm_granularity)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "simulated device: %s", cca_last_error());
+    if (hs != CCA_OK)
         return ccr_fail(CCR_ERR_DEVICE, "cannot create the simulated device: %s", cca_last_error());
     if (simulated)
         *simulated = 1;
@@ -141,7 +153,8 @@ static ccr_status open_device(ccr_engine *e, const ccr_engine_options *o) {
     e->up = o->upstream;
     int simulated = 1;
     if (!e->up) {
-        ccr_status st = ccr_device_open(o->device, o->cuda_device, o->host_capacity, &e->up, &simulated);
+        ccr_status st =
+            ccr_device_open_paged(o->device, o->cuda_device, o->host_capacity, o->vm_granularity, &e->up, &simulated);
         if (st != CCR_OK)
             return st;
         e->cuda_device = o->cuda_device;

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <unistd.h>
 
 /* The bytes a writer produced (open_memstream), NUL-terminated. */
 typedef struct mem_out {
@@ -329,4 +331,93 @@ Test(writers_hostile, snapshots_taken_while_threads_allocate_are_consistent, .ti
 
 Test(writers_hostile, expandable_snapshots_taken_while_threads_allocate_are_consistent, .timeout = 120) {
     snapshots_under_churn("expandable:1,history:1000");
+}
+
+/* ---- a writer whose file does not drain ------------------------------------ */
+
+/* A snapshot written to a pipe nobody reads yet (a monitoring thread whose
+ * consumer is slow, a full disk over NFS): the writer blocks in its
+ * writes. The allocator must not be blocked with it: every other thread's
+ * alloc and free go on. Each writer, its snapshot larger than the pipe's
+ * buffer (2,000 blocks), is started on its own thread; once it is blocked
+ * in the pipe, a second thread's alloc + free must finish within 10 s
+ * (they take microseconds); then the pipe is drained and the snapshot
+ * read whole. */
+typedef struct stalled {
+    cca_allocator *a;
+    FILE *f;
+    int torch;
+    cca_status st;
+    atomic_int started;
+} stalled;
+
+static void *write_stalled(void *arg) {
+    stalled *w = arg;
+    atomic_store(&w->started, 1);
+    w->st = w->torch ? cca_write_snapshot_torch(w->a, 0, w->f) : cca_write_snapshot_json(w->a, w->f);
+    fclose(w->f);
+    return NULL;
+}
+
+typedef struct other_thread {
+    cca_allocator *a;
+    atomic_int done;
+} other_thread;
+
+static void *alloc_free(void *arg) {
+    other_thread *o = arg;
+    void *p = NULL;
+    if (cca_alloc(o->a, 4096, NULL, &p) == CCA_OK)
+        cca_free(o->a, p);
+    atomic_store(&o->done, 1);
+    return NULL;
+}
+
+static void a_stalled_writer_blocks_nobody(int torch) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(256 * MiB, torch ? "history:4096" : "", &u, &a);
+    enum { N = 2000 };
+    void *p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = tu_alloc(a, 512 + (size_t)(i % 7) * 512, NULL);
+    for (int i = 0; i < N; i += 2) /* free blocks between live ones: every block its own record */
+        tu_free(a, p[i]);
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    stalled w = {.a = a, .f = fdopen(fd[1], "w"), .torch = torch};
+    cr_assert_not_null(w.f);
+    pthread_t wt, ot;
+    cr_assert_eq(pthread_create(&wt, NULL, write_stalled, &w), 0);
+    while (!atomic_load(&w.started))
+        sched_yield();
+    usleep(200 * 1000); /* the writer has filled the pipe (64 KiB) and waits in write() */
+    other_thread o = {.a = a};
+    cr_assert_eq(pthread_create(&ot, NULL, alloc_free, &o), 0);
+    for (int ms = 0; ms < 10000 && !atomic_load(&o.done); ms++)
+        usleep(1000);
+    int done = atomic_load(&o.done);
+    /* drain the pipe (whatever happened) so that both threads end */
+    size_t total = 0;
+    char buf[65536];
+    ssize_t r;
+    while ((r = read(fd[0], buf, sizeof buf)) > 0)
+        total += (size_t)r;
+    close(fd[0]);
+    pthread_join(wt, NULL);
+    pthread_join(ot, NULL);
+    cr_assert(done, "an alloc + free on another thread waited for the stalled snapshot writer");
+    cr_assert_eq(w.st, CCA_OK, "%s", cca_last_error());
+    cr_assert_gt(total, 65536, "the snapshot (%zu bytes) outgrew the pipe", total);
+    for (int i = 1; i < N; i += 2)
+        tu_free(a, p[i]);
+    tu_teardown(a, u);
+}
+
+Test(writers_hostile, a_stalled_json_writer_blocks_nobody, .timeout = 60) {
+    a_stalled_writer_blocks_nobody(0);
+}
+
+Test(writers_hostile, a_stalled_torch_writer_blocks_nobody, .timeout = 60) {
+    a_stalled_writer_blocks_nobody(1);
 }

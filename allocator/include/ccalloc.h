@@ -675,7 +675,10 @@ cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
  * 0, then in creation order; the pickle's segment_pool_id); pool, stream,
  * live blocks, and for an expandable one its mapped runs) with its blocks in address order
  * (offset in the segment, size, state, requested bytes). Taken under the
- * allocator's lock; needs no host memory. */
+ * allocator's lock into host memory and written to f after it, so a file
+ * that does not drain (a pipe nobody reads yet) stalls this call only,
+ * never the allocator's other callers; with no host memory for that copy,
+ * written to f under the lock instead (it needs none). */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
 
 /* The same state as a Python pickle (protocol 2) of the dict that PyTorch's
@@ -692,7 +695,9 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
  *    first;
  *  - "allocator_settings" (the config string as PYTORCH_CUDA_ALLOC_CONF),
  *    and "ccalloc" (upstream name, policy, history size and count).
- * Taken under the allocator's lock; f is flushed. a or f NULL, or device
+ * Taken under the allocator's lock into host memory and written to f after
+ * it, as cca_write_snapshot_json (straight to f under the lock when that
+ * memory is short); f is flushed. a or f NULL, or device
  * not in [0, CCA_SNAPSHOT_MAX_DEVICE]: CCA_ERR_INVALID_ARGUMENT, nothing
  * written. A write or the flush failed: CCA_ERR_IO (f holds a partial
  * pickle). Host memory short: CCA_ERR_OUT_OF_MEMORY, nothing written. */

@@ -391,6 +391,14 @@ static char *config_string(const cca_config *c) {
     return text;
 }
 
+/* What the body needs: the allocator, the device it names, the config text. */
+typedef struct torch_ctx {
+    const cca_allocator *a;
+    int device;
+    const char *conf;
+} torch_ctx;
+static int torch_body(const void *ctx, FILE *f);
+
 cca_status cca_write_snapshot_torch(const cca_allocator *a, int device, FILE *f) {
     if (!a || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_torch: %s is NULL", a ? "f" : "allocator");
@@ -398,17 +406,33 @@ cca_status cca_write_snapshot_torch(const cca_allocator *a, int device, FILE *f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_torch: device %d not in [0, %d]", device,
                          CCA_SNAPSHOT_MAX_DEVICE);
     char *conf = config_string(&a->config); /* immutable: no lock needed */
-    cca_allocator *m = (cca_allocator *)a;  /* the lock is not part of the logical state */
+    if (!conf)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_write_snapshot_torch: host malloc failed");
+    torch_ctx t = {a, device, conf};
+    int r = ccai_write_via_memory(f, torch_body, &t);
+    free(conf);
+    if (r == CCAI_BODY_NOMEM)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_write_snapshot_torch: host malloc failed");
+    if (r != CCAI_BODY_OK || ccai_write_failed(f))
+        return ccai_fail(CCA_ERR_IO, "cca_write_snapshot_torch: write failed");
+    return CCA_OK;
+}
+
+/* The pickle's body (ccai_body_fn), under the lock. */
+static int torch_body(const void *ctx, FILE *f) {
+    const torch_ctx *t = ctx;
+    const cca_allocator *a = t->a;
+    int device = t->device;
+    const char *conf = t->conf;
+    cca_allocator *m = (cca_allocator *)a; /* the lock is not part of the logical state */
     ccai_lock(m);
     size_t n = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next)
         n++;
     const ccai_segment **sorted = malloc((n ? n : 1) * sizeof *sorted);
-    if (!sorted || !conf) {
+    if (!sorted) {
         ccai_unlock(m);
-        free(sorted);
-        free(conf);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_write_snapshot_torch: host malloc failed");
+        return CCAI_BODY_NOMEM; /* nothing written */
     }
     n = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next)
@@ -426,8 +450,5 @@ cca_status cca_write_snapshot_torch(const cca_allocator *a, int device, FILE *f)
     pk_op(&p, PK_STOP);
     ccai_unlock(m);
     free(sorted);
-    free(conf);
-    if (p.bad || ccai_write_failed(f))
-        return ccai_fail(CCA_ERR_IO, "cca_write_snapshot_torch: write failed");
-    return CCA_OK;
+    return p.bad ? CCAI_BODY_WRITE : CCAI_BODY_OK;
 }

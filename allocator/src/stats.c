@@ -270,9 +270,9 @@ static const ccai_segment **sorted_by_address(const cca_allocator *a, size_t *n)
     return sorted;
 }
 
-cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
-    if (!a || !f)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_json: NULL argument");
+/* The JSON snapshot's body (ccai_body_fn): everything, under the lock. */
+static int json_body(const void *ctx, FILE *f) {
+    const cca_allocator *a = ctx;
     cca_allocator *m = (cca_allocator *)a;
     ccai_lock(m);
     cca_stats s;
@@ -316,6 +316,13 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     bad |= fputs("]}\n", f) == EOF;
     ccai_unlock(m);
     free(sorted);
+    return bad ? CCAI_BODY_WRITE : CCAI_BODY_OK;
+}
+
+cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
+    if (!a || !f)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_json: NULL argument");
+    int bad = ccai_write_via_memory(f, json_body, a) != CCAI_BODY_OK;
     bad |= ccai_write_failed(f);
     return bad ? ccai_fail(CCA_ERR_IO, "cca_write_snapshot_json: write failed") : CCA_OK;
 }

@@ -167,6 +167,25 @@ bool ccai_write_failed(FILE *f) {
     return fflush(f) != 0 || ferror(f);
 }
 
+int ccai_write_via_memory(FILE *f, ccai_body_fn body, const void *ctx) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (mem) {
+        int r = body(ctx, mem);
+        bool lost = fclose(mem) != 0; /* the stream's own growth failed: out of memory */
+        if (r == CCAI_BODY_OK && !lost) {
+            int bad = len && fwrite(buf, 1, len, f) != len ? CCAI_BODY_WRITE : CCAI_BODY_OK;
+            free(buf);
+            return bad;
+        }
+        free(buf);
+        if (r == CCAI_BODY_NOMEM)
+            return r;
+    }
+    return body(ctx, f);
+}
+
 void cca_clear_error(void) {
     last_error[0] = '\0';
 }

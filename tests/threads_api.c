@@ -70,27 +70,8 @@
 #define SLOTS 24
 #define MIB ((size_t)1 << 20)
 
-static int failures;
-static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&fail_lock);
-    if (failures++ < 20) {
-        fprintf(stderr, "threads_api: ");
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-    }
-    pthread_mutex_unlock(&fail_lock);
-    va_end(ap);
-}
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond))                                                                                                   \
-            fail(__VA_ARGS__);                                                                                         \
-    } while (0)
+#define THREAD_CHECK_NAME "threads_api"
+#include "thread_check.h"
 
 /* ---- the log sink -------------------------------------------------------------------------- */
 

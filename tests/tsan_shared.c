@@ -58,24 +58,8 @@
 #define PLUG_SLOTS 3
 #define MIB ((size_t)1 << 20)
 
-static atomic_int failures;
-
-static void fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (atomic_fetch_add(&failures, 1) < 20) {
-        fprintf(stderr, "tsan_shared: ");
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-    }
-    va_end(ap);
-}
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond))                                                                                                   \
-            fail(__VA_ARGS__);                                                                                         \
-    } while (0)
+#define THREAD_CHECK_NAME "tsan_shared"
+#include "thread_check.h"
 
 /* ---- the device: the simulated one, with events that are held ------------------------------ */
 

@@ -230,7 +230,22 @@ typedef struct cca_upstream_ops {
      * their contents. The caller has made sure no queued work still uses
      * it (unmapping does not wait). */
     cca_status (*vm_unmap)(void *ctx, void *addr, size_t size);
+    /* How the memory behind a map is kept: 0 (the default) as above, each
+     * granule memory of its own; CCA_VM_WHOLE_MAPS: each vm_map is ONE
+     * physical allocation (over CUDA one cuMemCreate of the map's size,
+     * whatever its granules: the driver's cost is per allocation, not per
+     * byte), so an unmap must name WHOLE maps: one map, or a run of
+     * adjacent maps made by separate calls, each whole; a range that
+     * starts or ends inside a map is refused (CCA_ERR_UPSTREAM, nothing
+     * changed). The allocator then never unmaps part of a map: it cuts
+     * what it maps into maps of at most expandable_chunk bytes and gives
+     * memory back map by map. Any other value: cca_upstream_custom_create
+     * refuses the table (CCA_ERR_INVALID_ARGUMENT); ignored without the
+     * vm ops. */
+    int vm_backing;
 } cca_upstream_ops;
+#define CCA_VM_PAGES 0      /* vm_backing: every granule its own memory     */
+#define CCA_VM_WHOLE_MAPS 1 /* vm_backing: every map one allocation, unmapped whole */
 
 typedef struct cca_upstream cca_upstream;
 
@@ -301,6 +316,13 @@ typedef struct cca_host_options {
      * call's total wait saturates at UINT64_MAX ns. */
     uint64_t vm_map_granule_latency_ns;
     uint64_t vm_unmap_granule_latency_ns;
+    /* CCA_VM_PAGES (0, the default) or CCA_VM_WHOLE_MAPS (else
+     * CCA_ERR_INVALID_ARGUMENT): the vm ops' backing (cca_upstream_ops).
+     * With whole maps, each map is one memfd that only a whole unmap gives
+     * back, and the two per-granule latencies above are charged once per
+     * map mapped or unmapped, whatever its size: the CUDA upstream's
+     * cuMemCreate + cuMemMap, and cuMemUnmap, per physical allocation. */
+    int vm_backing;
 } cca_host_options;
 #define CCA_HOST_MAX_LATENCY_NS 1000000000ull
 cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out);
@@ -331,6 +353,12 @@ cca_status cca_upstream_cuda_create(int device, cca_upstream **out);
 typedef struct cca_cuda_options {
     int device;
     size_t vm_granularity;
+    /* CCA_VM_PAGES (0): one cuMemCreate per page, any run of pages can be
+     * unmapped. CCA_VM_WHOLE_MAPS: one cuMemCreate per vm_map, of the map's
+     * size (two driver calls and one cuMemSetAccess per map instead of two
+     * per page), unmapped only whole (cca_upstream_ops.vm_backing). Else
+     * CCA_ERR_INVALID_ARGUMENT, before any device is touched. */
+    int vm_backing;
 } cca_cuda_options;
 #define CCA_CUDA_MAX_VM_GRANULARITY ((size_t)1 << 30)
 cca_status cca_upstream_cuda_create_with(const cca_cuda_options *o, cca_upstream **out);
@@ -354,6 +382,9 @@ cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *to
  * *bytes, and cca_upstream_vm_reserve *base, to 0 / NULL on any failure but
  * a NULL argument. */
 int cca_upstream_has_vm(const cca_upstream *u);
+/* The upstream's vm_backing (CCA_VM_PAGES or CCA_VM_WHOLE_MAPS); CCA_VM_PAGES
+ * for NULL or an upstream without the vm ops. */
+int cca_upstream_vm_backing(const cca_upstream *u);
 cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes);
 cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base);
 cca_status cca_upstream_vm_release(cca_upstream *u, void *base, size_t size);
@@ -423,6 +454,14 @@ typedef struct cca_config {
                                     (small pool's range: at most small_segment);
                                     capped by expandable_ahead_max; 0 = off
                                                                      (20 MiB) */
+    size_t expandable_chunk;     /* expandable_chunk: over an upstream whose
+                                    maps are whole (CCA_VM_WHOLE_MAPS), the
+                                    largest map the allocator makes: a run of
+                                    pages is mapped in maps of at most this
+                                    (rounded down to pages, at least one),
+                                    and memory goes back only map by map;
+                                    0 = one map per run; no effect
+                                    over pages                 (32 MiB) */
 } cca_config;
 
 /* Compiled-in defaults. Does not read the environment. */

@@ -93,6 +93,9 @@ cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstre
     int vm = !!ops->vm_granularity + !!ops->vm_reserve + !!ops->vm_release + !!ops->vm_map + !!ops->vm_unmap;
     if (vm != 0 && vm != 5)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: the five vm_* ops go together (all or none)", fn);
+    if (ops->vm_backing != CCA_VM_PAGES && ops->vm_backing != CCA_VM_WHOLE_MAPS)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)",
+                         fn, ops->vm_backing);
     cca_upstream *u = calloc(1, sizeof *u);
     if (!u)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
@@ -267,6 +270,10 @@ cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s) {
 
 int cca_upstream_has_vm(const cca_upstream *u) {
     return u && u->ops.vm_map != NULL;
+}
+
+int cca_upstream_vm_backing(const cca_upstream *u) {
+    return cca_upstream_has_vm(u) ? u->ops.vm_backing : CCA_VM_PAGES;
 }
 
 void ccai_upstream_set_no_vm_reason(cca_upstream *u, const char *why) {

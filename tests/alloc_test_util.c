@@ -43,7 +43,11 @@ void tu_destroy_clean(cca_allocator *a, cca_upstream *u) {
 }
 
 cca_upstream *tu_vm_device(size_t capacity, size_t gran) {
-    cca_host_options o = {.capacity = capacity, .vm_granularity = gran};
+    return tu_vm_device_backed(capacity, gran, CCA_VM_PAGES);
+}
+
+cca_upstream *tu_vm_device_backed(size_t capacity, size_t gran, int backing) {
+    cca_host_options o = {.capacity = capacity, .vm_granularity = gran, .vm_backing = backing};
     cca_upstream *u = NULL;
     cca_status st = cca_upstream_host_create_with(&o, &u);
     cr_assert_eq(st, CCA_OK, "host device of %zu bytes, granularity %zu: %s", capacity, gran, cca_last_error());
@@ -532,6 +536,7 @@ static cca_upstream *faulty_create(tu_faulty *f, cca_upstream *inner, const char
         .vm_release = faulty_vm_release,
         .vm_map = faulty_vm_map,
         .vm_unmap = faulty_vm_unmap,
+        .vm_backing = cca_upstream_vm_backing(inner), /* the inner device's rules are the allocator's */
     };
     if (with_events) {
         ops.event_record = faulty_event_record;

@@ -50,6 +50,8 @@ void tu_fixture_teardown(cca_allocator *a, cca_upstream *u);
 /* The simulated device with virtual memory of granularity `gran` (0: the
  * device's default, 2 MiB). */
 cca_upstream *tu_vm_device(size_t capacity, size_t gran);
+/* The same with vm_backing (CCA_VM_PAGES or CCA_VM_WHOLE_MAPS). */
+cca_upstream *tu_vm_device_backed(size_t capacity, size_t gran, int backing);
 /* Nothing live: cca_empty_cache gives everything back (reserved 0, no
  * segment or range left, the report saying so) and the upstream holds
  * nothing (no byte in use, nothing mapped or reserved). Destroys neither. */

@@ -49,6 +49,11 @@ cca_add_test(NAME test_expandable SOURCES test_expandable.c alloc_test_util.c LI
 target_link_libraries(test_expandable PRIVATE PkgConfig::CJSON)
 target_include_directories(test_expandable PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src) # the page bitmap's runs
 
+# Expandable segments over whole maps (vm_backing CCA_VM_WHOLE_MAPS): the device's rule, maps cut at
+# expandable_chunk, release map by map and the trapped bytes, greedy, the retry, invariant I8.
+cca_add_test(NAME test_whole_maps SOURCES test_whole_maps.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+target_include_directories(test_whole_maps PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src) # a segment's start bits
+
 # Memory domains (domain.c), classic and expandable: isolation, release and its leak report, force, destroy,
 # per-domain stats against a model, pending blocks, faults at every call of a release, footprint arenas, threads, JSON.
 cca_add_test(NAME test_domain SOURCES test_domain.c alloc_test_util.c LIBS ccalloc_static LABEL cpu TIMEOUT 120)

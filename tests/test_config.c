@@ -286,7 +286,7 @@ static char *print_config(const cca_config *c, int with_docs) {
 static const char *option_names[] = {"policy",        "greedy_fraction", "greedy_bytes", "max_reserved",  "small_max",
                                      "small_segment", "medium_segment",  "large_min",    "segment_round", "max_split",
                                      "small_pool",    "medium_pool",     "log_oom",      "expandable",    "expandable_ahead",
-                                     "expandable_ahead_max", "expandable_ahead_min", "history"};
+                                     "expandable_ahead_max", "expandable_ahead_min", "expandable_chunk", "history"};
 #define OPTION_COUNT (sizeof option_names / sizeof option_names[0])
 
 Test(config, print_lists_every_option_and_parses_back) {
@@ -749,5 +749,20 @@ Test(config, expandable_ahead_options_refuse_hostile_values) {
         parse_fails(text, "expandable_ahead_max");
         snprintf(text, sizeof text, "expandable_ahead_min:%s", bad_size[i]);
         parse_fails(text, "expandable_ahead_min");
+        snprintf(text, sizeof text, "expandable_chunk:%s", bad_size[i]);
+        parse_fails(text, "expandable_chunk");
     }
+}
+
+/* expandable_chunk: 32 MiB by default, 0 (one map per run) and the largest
+ * size accepted. */
+Test(config, expandable_chunk_default_and_edges) {
+    cca_config c = defaults();
+    cr_assert_eq(c.expandable_chunk, 32 * MiB);
+    c = parse_ok("expandable_chunk:0");
+    cr_assert_eq(c.expandable_chunk, 0);
+    c = parse_ok("expandable_chunk:1");
+    cr_assert_eq(c.expandable_chunk, 1, "rounded to pages by the allocator, not the parser");
+    c = parse_ok("expandable_chunk:18446744073709551615");
+    cr_assert_eq(c.expandable_chunk, SIZE_MAX);
 }

@@ -73,8 +73,17 @@ static size_t rnd(size_t size) { /* what the allocator makes of a request */
     return round_to(size, CCA_GRANULARITY);
 }
 
+/* The device's vm_backing in this test: CCA_VM_PAGES, but the whole-maps
+ * twins of the fault sweep, the random sequence and the threads set
+ * CCA_VM_WHOLE_MAPS, and their allocators cut maps at whole_chunk (three
+ * pages: runs are cut, and a trim frees a map only whole; 2 MiB for the
+ * sweep, which fails every call of its script in turn: a few maps per
+ * request keep it to seconds). */
+static int backing = CCA_VM_PAGES;
+static size_t whole_chunk = 3 * PG;
+
 static cca_upstream *vm_device(size_t capacity, size_t gran) {
-    return tu_vm_device(capacity, gran);
+    return tu_vm_device_backed(capacity, gran, backing);
 }
 
 /* Device memory held by another tenant (classic cca_upstream_alloc), which
@@ -130,9 +139,11 @@ static void finish(cca_allocator *a, cca_upstream *u) {
 /* The least step is off here (expandable_ahead_min:0): these tests follow
  * the fractional rule page by page; the_least_step_... turns it on. */
 static cca_allocator *exp_allocator(cca_upstream *u, const char *extra) {
-    char conf[256];
-    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead_min:0%s%s", extra ? "," : "",
-             extra ? extra : "");
+    char conf[256], chunk[64] = "";
+    if (backing == CCA_VM_WHOLE_MAPS)
+        snprintf(chunk, sizeof chunk, ",expandable_chunk:%zu", whole_chunk);
+    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead_min:0%s%s%s", extra ? "," : "",
+             extra ? extra : "", chunk);
     return tu_allocator(u, conf);
 }
 
@@ -1339,6 +1350,16 @@ Test(expandable, fault_sweep_with_events, .timeout = 60) {
     fault_sweep(true);
 }
 
+/* The same over whole maps: every map, one physical allocation, unmapped
+ * only whole (the device refuses a cut, so any unmap the allocator makes of
+ * part of a map fails the sweep). */
+Test(expandable, fault_sweep_over_whole_maps, .timeout = 60) {
+    backing = CCA_VM_WHOLE_MAPS;
+    whole_chunk = 2 * MiB;
+    fault_sweep(false);
+    fault_sweep(true);
+}
+
 /* A map refused part-way through a request whose rollback unmap is refused
  * too: expandable.c's header says a refused unmap "leaves that run mapped
  * and counted (state intact)", so the request should fail cleanly (or
@@ -1493,7 +1514,9 @@ static size_t random_size(uint64_t *rng) {
     return lo + (size_t)(tu_rand(rng) % lo);
 }
 
-Test(expandable, seeded_random_sequence_keeps_every_account, .timeout = 60) {
+/* unit: what a trim gives back at a time (a page; over whole maps, up to
+ * a map), so how far under keep it may go */
+static void random_sequence(size_t unit) {
     const size_t cap = 64 * MiB;
     cca_upstream *u = vm_device(cap, PG);
     cca_allocator *a = exp_allocator(u, NULL);
@@ -1518,7 +1541,7 @@ Test(expandable, seeded_random_sequence_keeps_every_account, .timeout = 60) {
             cr_assert_eq(rep.bytes_released, before.reserved_bytes - s.reserved_bytes, "%s", what);
             cr_assert_eq(rep.bytes_unmapped, rep.bytes_released, "%s", what);
             if (before.reserved_bytes > keep) /* down to keep, less than a page under it, or all it could */
-                cr_assert((s.reserved_bytes <= keep && s.reserved_bytes + PG > keep) ||
+                cr_assert((s.reserved_bytes <= keep && s.reserved_bytes + unit > keep) ||
                               s.reserved_bytes == s.allocated_bytes + rep.free_bytes_trapped,
                           "%s: trim(%zu) left %zu (allocated %zu, trapped %zu)", what, keep, s.reserved_bytes,
                           s.allocated_bytes, rep.free_bytes_trapped);
@@ -1544,7 +1567,7 @@ Test(expandable, seeded_random_sequence_keeps_every_account, .timeout = 60) {
                 cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s: %s", what, cca_status_string(st));
                 cca_stats after = tu_stats(a);
                 /* only when the device could not hold it, whatever was unmapped */
-                cr_assert_gt(after.mapped_bytes + rnd(size) + 2 * PG, cap,
+                cr_assert_gt(after.mapped_bytes + rnd(size) + 2 * unit, cap,
                              "%s: OOM for %zu bytes with %zu mapped of %zu", what, size, after.mapped_bytes, cap);
                 ooms++;
             }
@@ -1567,6 +1590,15 @@ Test(expandable, seeded_random_sequence_keeps_every_account, .timeout = 60) {
     cr_log_info("random: %zu OOMs, %llu retries, %llu maps, %llu unmaps", ooms, (unsigned long long)s.alloc_retries,
                 (unsigned long long)s.vm_maps, (unsigned long long)s.vm_unmaps);
     finish(a, u);
+}
+
+Test(expandable, seeded_random_sequence_keeps_every_account, .timeout = 60) {
+    random_sequence(PG);
+}
+
+Test(expandable, seeded_random_sequence_over_whole_maps, .timeout = 60) {
+    backing = CCA_VM_WHOLE_MAPS;
+    random_sequence(whole_chunk);
 }
 
 /* ---- threads ------------------------------------------------------------- */
@@ -1626,7 +1658,7 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-Test(expandable, threads_allocate_free_and_trim_at_once, .timeout = 60) {
+static void threads_at_once(void) {
     const size_t cap = 256 * MiB;
     cca_upstream *u = vm_device(cap, PG);
     cca_allocator *a = exp_allocator(u, NULL);
@@ -1646,6 +1678,15 @@ Test(expandable, threads_allocate_free_and_trim_at_once, .timeout = 60) {
     cr_assert_eq(s.allocated_bytes, 0);
     cr_assert_gt(s.vm_unmaps, 0);
     finish(a, u);
+}
+
+Test(expandable, threads_allocate_free_and_trim_at_once, .timeout = 60) {
+    threads_at_once();
+}
+
+Test(expandable, threads_over_whole_maps, .timeout = 60) {
+    backing = CCA_VM_WHOLE_MAPS;
+    threads_at_once();
 }
 
 /* ---- requests that can never succeed, the retry's synchronize, greedy's arena ---------- */

@@ -75,7 +75,7 @@ static const char *check_pages(const ccai_segment *s) {
         return "I7: a page beyond the segment's end is marked mapped";
     if (count != s->mapped_pages)
         return "I7: a segment's mapped_pages disagrees with its bitmap";
-    return NULL;
+    return ccai_expandable_check_maps(s);
 }
 
 static const char *check_segments(const cca_allocator *a, size_t *allocated, size_t *live_count, size_t *pending,

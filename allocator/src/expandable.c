@@ -224,9 +224,55 @@ bool ccai_next_mapped_run(const ccai_segment *s, size_t *i, size_t end, size_t *
     return next_run(s, i, end, true, first, n);
 }
 
+/* ---- whole maps: where each map starts ----------------------------------- */
+
+static void set_starts(ccai_segment *s, size_t i, size_t n, bool on) {
+    for (size_t k = i; k < i + n; k++) {
+        uint64_t bit = (uint64_t)1 << (k % 64);
+        if (on)
+            s->starts[k / 64] |= bit;
+        else
+            s->starts[k / 64] &= ~bit;
+    }
+}
+
+/* The first page in [k, end) where a map begins or nothing is mapped (so
+ * the map holding page k - 1, if any, has ended), else end: a word of 64
+ * pages per step. */
+static size_t map_boundary(const ccai_segment *s, size_t k, size_t end) {
+    for (; k < end; k += 64 - k % 64) {
+        uint64_t w = (s->starts[k / 64] | ~s->mapped[k / 64]) >> (k % 64);
+        if (w) {
+            size_t first = k + (size_t)__builtin_ctzll(w);
+            return first < end ? first : end;
+        }
+    }
+    return end;
+}
+
+/* The first page of the map holding mapped page p: the last start bit at
+ * or below p (I8: there is one), a word of 64 pages per step. */
+static size_t map_first(const ccai_segment *s, size_t p) {
+    for (size_t k = p;; k -= k % 64 + 1) {
+        uint64_t w = s->starts[k / 64];
+        if (k % 64 < 63)
+            w &= ((uint64_t)1 << (k % 64 + 1)) - 1;
+        if (w)
+            return k - k % 64 + 63 - (size_t)__builtin_clzll(w);
+        ccai_assert(k >= 64);
+    }
+}
+
+/* One past the last page of the map holding mapped page p. */
+static size_t map_end(const ccai_segment *s, size_t p) {
+    return map_boundary(s, p + 1, s->npages);
+}
+
 /* ---- counted upstream calls ---------------------------------------------- */
 
-static cca_status map_run(cca_allocator *a, ccai_segment *s, size_t first, size_t n) {
+/* One vm_map call: pages [first, first + n), counted; over whole maps, one
+ * map (its start bit set). */
+static cca_status map_one(cca_allocator *a, ccai_segment *s, size_t first, size_t n) {
     size_t bytes = n * s->page;
     cca_status st = ccai_cap_room(a, bytes);
     if (st != CCA_OK)
@@ -235,6 +281,8 @@ static cca_status map_run(cca_allocator *a, ccai_segment *s, size_t first, size_
     if (st != CCA_OK)
         return st;
     set_pages(s, first, n, true);
+    if (s->starts)
+        set_starts(s, first, 1, true);
     s->mapped_pages += n;
     a->c.mapped += bytes;
     ccai_count_reserved(a, s, bytes, true);
@@ -247,12 +295,16 @@ static cca_status map_run(cca_allocator *a, ccai_segment *s, size_t first, size_
     return CCA_OK;
 }
 
-static cca_status unmap_run(cca_allocator *a, ccai_segment *s, size_t first, size_t n) {
+/* One vm_unmap call: pages [first, first + n), counted; over whole maps,
+ * whole maps only (the caller's care). */
+static cca_status unmap_one(cca_allocator *a, ccai_segment *s, size_t first, size_t n) {
     size_t bytes = n * s->page;
     cca_status st = cca_upstream_vm_unmap(a->upstream, (void *)(s->base + first * s->page), bytes);
     if (st != CCA_OK)
         return st; /* still mapped and counted */
     set_pages(s, first, n, false);
+    if (s->starts)
+        set_starts(s, first, n, false);
     ccai_assert(s->mapped_pages >= n && a->c.mapped >= bytes);
     s->mapped_pages -= n;
     a->c.mapped -= bytes;
@@ -263,6 +315,48 @@ static cca_status unmap_run(cca_allocator *a, ccai_segment *s, size_t first, siz
     s->domain->c.upstream_frees++;
     if (a->history)
         ccai_history_record(a->history, CCAI_EV_SEGMENT_UNMAP, s->base + first * s->page, bytes, s->stream);
+    return CCA_OK;
+}
+
+/* Unmap pages [first, first + n): one call, or over whole maps (the run
+ * is whole maps) one call per map, lowest first, so that the calls counted
+ * are the driver's physical allocations given back. A refusal stops there:
+ * the maps before it stay unmapped and counted as such. */
+static cca_status unmap_run(cca_allocator *a, ccai_segment *s, size_t first, size_t n) {
+    if (!s->starts)
+        return unmap_one(a, s, first, n);
+    for (size_t j = first, end = first + n; j < end;) {
+        size_t e = map_boundary(s, j + 1, end);
+        cca_status st = unmap_one(a, s, j, e - j);
+        if (st != CCA_OK)
+            return st;
+        j = e;
+    }
+    return CCA_OK;
+}
+
+/* Map pages [first, first + n), all unmapped: one call, or over whole maps
+ * one call per map of at most s->map_pages pages (0: one), from the run's
+ * start. A refusal unmaps the maps this call made before it and returns
+ * the refusal (its message kept): nothing changed, unless that unmap is
+ * refused too (then they stay mapped and counted). */
+static cca_status map_run(cca_allocator *a, ccai_segment *s, size_t first, size_t n) {
+    if (!s->starts)
+        return map_one(a, s, first, n);
+    for (size_t done = 0; done < n;) {
+        size_t k = s->map_pages && n - done > s->map_pages ? s->map_pages : n - done;
+        cca_status st = map_one(a, s, first + done, k);
+        if (st != CCA_OK) {
+            if (done) {
+                char why[CCAI_ERROR_CAP];
+                snprintf(why, sizeof why, "%s", cca_last_error());
+                (void)unmap_run(a, s, first, done);
+                st = ccai_fail(st, "%s", why);
+            }
+            return st;
+        }
+        done += k;
+    }
     return CCA_OK;
 }
 
@@ -329,9 +423,15 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
     if (st != CCA_OK)
         return st;
     ccai_segment *s;
-    st = ccai_segment_new(a, stream, pool, shared, (npages + 63) / 64, &s);
+    size_t words = (npages + 63) / 64;
+    st = ccai_segment_new(a, stream, pool, shared, a->whole_maps ? 2 * words : words, &s);
     if (st != CCA_OK)
         return st;
+    if (a->whole_maps) { /* the start bits: the same allocation, after the mapped bits */
+        s->starts = s->mapped + words;
+        size_t chunk = a->config.expandable_chunk;
+        s->map_pages = chunk == 0 ? 0 : chunk / page ? chunk / page : 1;
+    }
     /* a domain's arena that might have to be kept empty goes to the large
      * pool then (keep_range): its bins there are made now, so that keeping
      * it cannot fail once the upstream has refused */
@@ -398,6 +498,11 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
  * O(pages / 64), not a bit test per page. */
 static cca_status unmap_range(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, size_t keep, size_t *pages,
                               size_t *bytes) {
+    if (s->starts) { /* whole maps: only those lying wholly in [lo, hi) */
+        lo = map_boundary(s, lo, hi);
+        if (hi < s->npages && page_is_mapped(s, hi) && !((s->starts[hi / 64] >> (hi % 64)) & 1))
+            hi = map_first(s, hi) > lo ? map_first(s, hi) : lo; /* the map holding page hi goes on past it */
+    }
     size_t i = hi;
     while (i > lo && a->c.reserved > keep) {
         size_t end = find_page_back(s, lo, i, true); /* one past the highest mapped page */
@@ -405,8 +510,11 @@ static cca_status unmap_range(cca_allocator *a, ccai_segment *s, size_t lo, size
         if (end == i)
             break;
         size_t n = end - i, need = (a->c.reserved - keep + s->page - 1) / s->page;
-        if (n > need)
+        if (s->starts) /* the highest map of the run, whole (it may take reserved below keep) */
+            n = end - map_first(s, end - 1);
+        else if (n > need)
             n = need;
+        i = end - n;
         cca_status st = unmap_run(a, s, end - n, n);
         if (st != CCA_OK)
             return st;
@@ -441,8 +549,12 @@ void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, bool keep_mapped
     }
     size_t first, n;
     for (size_t i = 0; next_run(s, &i, s->npages, true, &first, &n);)
-        if (cca_upstream_vm_unmap(a->upstream, (void *)(s->base + first * s->page), n * s->page) != CCA_OK)
-            *result = CCA_ERR_UPSTREAM;
+        for (size_t j = first, end = first + n; j < end;) { /* whole maps: one call per map */
+            size_t e = s->starts ? map_boundary(s, j + 1, end) : end;
+            if (cca_upstream_vm_unmap(a->upstream, (void *)(s->base + j * s->page), (e - j) * s->page) != CCA_OK)
+                *result = CCA_ERR_UPSTREAM;
+            j = e;
+        }
     if (cca_upstream_vm_release(a->upstream, (void *)s->base, s->size) != CCA_OK)
         *result = CCA_ERR_UPSTREAM;
     free(s->mapped);
@@ -566,7 +678,31 @@ cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t ke
     return unmap_range(a, s, lo, hi, keep, pages, bytes);
 }
 
+/* Whole maps: the bytes of free block b in the maps holding its first and
+ * last page, where such a map reaches past the block (so a live or
+ * pending block shares it: free blocks never touch). Maps between them
+ * lie wholly inside b. */
+static size_t trapped_in_maps(const ccai_block *b) {
+    const ccai_segment *s = b->segment;
+    size_t off = b->addr - s->base, end = off + b->size, page = s->page;
+    size_t first = off / page, last = (end - 1) / page, trapped = 0, left_end = 0;
+    if (page_is_mapped(s, first)) {
+        size_t lo = map_first(s, first) * page, hi = map_end(s, first) * page;
+        left_end = hi;
+        if (lo < off || hi > end)
+            trapped += (hi < end ? hi : end) - off;
+    }
+    if (page_is_mapped(s, last) && last * page >= left_end) { /* another map than the first's */
+        size_t lo = map_first(s, last) * page, hi = map_end(s, last) * page;
+        if (lo < off || hi > end)
+            trapped += end - (lo > off ? lo : off);
+    }
+    return trapped;
+}
+
 size_t ccai_expandable_trapped(const ccai_block *b) {
+    if (b->segment->starts)
+        return trapped_in_maps(b);
     const ccai_segment *s = b->segment;
     size_t off = b->addr - s->base, end = off + b->size, page = s->page;
     size_t first = off / page, last = (end - 1) / page;
@@ -587,4 +723,43 @@ size_t ccai_expandable_largest_mapped(const ccai_block *b) {
         best = hi - lo > best ? hi - lo : best;
     }
     return best;
+}
+
+size_t ccai_expandable_held(const ccai_segment *s) {
+    size_t pages = 0, last = 0; /* pages [0, last) counted already (blocks are in address order) */
+    for (const ccai_block *b = s->first; b; b = b->next) {
+        if (b->state == CCAI_FREE)
+            continue;
+        size_t lo = (b->addr - s->base) >> s->page_shift, hi = ((b->addr + b->size - 1 - s->base) >> s->page_shift) + 1;
+        if (s->starts) { /* whole maps: every map the block touches (its pages are mapped, I7) */
+            lo = map_first(s, lo);
+            hi = map_end(s, hi - 1);
+        }
+        if (lo < last)
+            lo = last;
+        if (lo < hi) {
+            pages += hi - lo;
+            last = hi;
+        }
+    }
+    return pages * s->page;
+}
+
+const char *ccai_expandable_check_maps(const ccai_segment *s) {
+    if (!s->starts)
+        return NULL;
+    size_t words = (s->npages + 63) / 64;
+    for (size_t w = 0; w < words; w++) {
+        uint64_t m = s->mapped[w], st = s->starts[w];
+        uint64_t after_hole = m & ~((m << 1) | (w ? s->mapped[w - 1] >> 63 : 0));
+        if (st & ~m)
+            return "I8: a map starts on a page that is not mapped";
+        if (after_hole & ~st)
+            return "I8: a run of mapped pages does not begin with a map's start";
+    }
+    if (s->map_pages) /* each map: from its start bit to the next start or hole */
+        for (size_t i = map_boundary(s, 0, s->npages); i < s->npages; i = map_boundary(s, i + 1, s->npages))
+            if (page_is_mapped(s, i) && map_end(s, i) - i > s->map_pages)
+                return "I8: a map holds more pages than expandable_chunk";
+    return NULL;
 }

@@ -186,6 +186,13 @@ typedef struct ccai_segment {
     size_t npages;       /* size / page                                   */
     size_t mapped_pages; /* bits set                                      */
     uint64_t *mapped;    /* npages bits                                   */
+    /* over whole maps (CCA_VM_WHOLE_MAPS) only, else NULL: bit i set when
+     * page i is the first of a map (one vm_map call, one physical
+     * allocation, unmapped only whole); the same allocation as `mapped`,
+     * the words after it. A map runs from its start bit up to the next
+     * start bit or unmapped page (I8, check.c)                            */
+    uint64_t *starts;
+    size_t map_pages;    /* whole maps: the most pages one map holds (expandable_chunk; 0: no limit) */
     struct cca_domain *domain; /* its owner (domain.c); never changes      */
     struct ccai_segment *dprev, *dnext; /* the owner's segments (domain.c) */
     struct ccai_free_index *index; /* = &domain->pools[pool]: where its free
@@ -476,6 +483,7 @@ struct cca_allocator {
     cca_upstream *upstream;
     bool expandable;         /* config.expandable and the upstream has vm ops */
     size_t page;             /* the upstream's granularity when expandable */
+    bool whole_maps;         /* expandable over CCA_VM_WHOLE_MAPS (expandable.c) */
     size_t max_request;      /* larger requests are CCA_ERR_INVALID_ARGUMENT: their rounding would overflow */
     size_t device_total;     /* upstream's total bytes; 0 = unknown (segment.c) */
     bool device_total_known; /* asked once */
@@ -654,8 +662,15 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, 
 /* Unmap the pages lying wholly inside free block b, highest first, until
  * reserved <= keep; counts into pages and bytes. The caller synchronized. */
 cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t keep, size_t *pages, size_t *bytes);
-/* Free bytes of b that sit in mapped pages it shares with a live block. */
+/* Free bytes of b that sit in mapped pages it shares with a live block
+ * (whole maps: in maps it shares with one). */
 size_t ccai_expandable_trapped(const ccai_block *b);
+/* I8 (whole maps; NULL when s has no start bits or holds): a message
+ * naming the broken rule. O(words + maps). */
+const char *ccai_expandable_check_maps(const ccai_segment *s);
+/* The mapped bytes of s that no release can give back while its live and
+ * pending blocks stay: the pages they touch (whole maps: the maps). */
+size_t ccai_expandable_held(const ccai_segment *s);
 /* The longest stretch of free block b that lies in mapped pages. */
 size_t ccai_expandable_largest_mapped(const ccai_block *b);
 /* cca_destroy's part: unmap s's pages and release its range (a refusal

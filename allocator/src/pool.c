@@ -142,6 +142,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
             return cca_error_prefix(st, "cca_create: expandable:1 needs the upstream's granularity");
         }
         a->expandable = true;
+        a->whole_maps = cca_upstream_vm_backing(u) == CCA_VM_WHOLE_MAPS;
     }
     /* step 1's bound: every rounding a request may meet (to 512 bytes, to
      * its segment's size, with expandable segments to whole pages) stays

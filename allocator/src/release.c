@@ -199,30 +199,11 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
     return CCA_OK;
 }
 
-/* The pages of expandable segment s that a live or pending block touches
- * (all mapped, I7), in bytes: what a release leaves mapped. Blocks are in
- * address order, so a page two of them share is the last one counted. */
-static size_t touched_bytes(const ccai_segment *s) {
-    size_t pages = 0, last = SIZE_MAX;
-    for (const ccai_block *b = s->first; b; b = b->next) {
-        if (b->state == CCAI_FREE)
-            continue;
-        size_t lo = (b->addr - s->base) >> s->page_shift, hi = (b->addr + b->size - 1 - s->base) >> s->page_shift;
-        if (lo == last)
-            lo++;
-        if (lo <= hi) {
-            pages += hi - lo + 1;
-            last = hi;
-        }
-    }
-    return pages * s->page;
-}
-
 size_t ccai_releasable(const cca_allocator *a) {
     size_t n = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next) {
         if (s->expandable)
-            n += s->mapped_pages * s->page - touched_bytes(s);
+            n += s->mapped_pages * s->page - ccai_expandable_held(s);
         else if (ccai_segment_empty(s))
             n += s->size;
     }

@@ -104,12 +104,21 @@
  *               MAP_FIXED, one call), so a later touch faults, and the
  *               records are cut. The records' room is reserved first, so a
  *               host malloc failure changes nothing.
+ *               With whole maps (option vm_backing CCA_VM_WHOLE_MAPS, as
+ *               the CUDA upstream with one cuMemCreate per map) one more
+ *               rule: the run names whole maps only, no record is ever cut
+ *               (a range starting or ending inside a map is refused,
+ *               CCA_ERR_UPSTREAM, nothing changed), so every record is one
+ *               map call's.
  *   vm_release  munmap of the range.
  * Costs: vm_map busy-waits alloc_latency_ns and vm_unmap free_latency_ns,
  * granted or refused, outside the lock, as alloc and free; a granted call
  * also waits the options' per-granule latency times its granules, once the
  * lock is released (the CUDA upstream pays per granule: cuMemCreate +
- * cuMemMap per granule mapped, cuMemUnmap per granule unmapped). In between,
+ * cuMemMap per granule mapped, cuMemUnmap per granule unmapped); with
+ * whole maps, that latency once per map mapped or unmapped (the CUDA
+ * upstream's driver calls are per physical allocation, and measured the
+ * same from 2 to 32 MiB). In between,
  * under the device's lock (so a check and the syscalls it allows are one step for
  * concurrent callers): vm_map O(log m) to find the range and the
  * neighbouring maps, O(m) memmove to record, four syscalls; vm_unmap
@@ -151,7 +160,8 @@ typedef struct host_device {
     extent *live; /* sorted by off; len = the size the alloc was asked for  */
     size_t nlive, caplive;
     uint64_t alloc_latency_ns, free_latency_ns;
-    uint64_t map_granule_ns, unmap_granule_ns; /* per granule of a granted vm_map / vm_unmap */
+    uint64_t map_granule_ns, unmap_granule_ns; /* per granule (whole maps: per map) of a granted vm_map / vm_unmap */
+    bool whole_maps; /* CCA_VM_WHOLE_MAPS: an unmap names whole maps, and each map costs one granule's latency */
     /* virtual memory: used + mapped <= capacity                              */
     size_t gran;     /* mapping granularity                                   */
     size_t mapped;   /* bytes in maps                                         */
@@ -521,7 +531,7 @@ static cca_status host_vm_map(void *ctx, void *addr, size_t size) {
     }
     pthread_mutex_unlock(&d->lock);
     if (st == CCA_OK)
-        spin_granules(d->map_granule_ns, size, d->gran);
+        spin_granules(d->map_granule_ns, d->whole_maps ? d->gran : size, d->gran);
     return st;
 }
 
@@ -553,6 +563,20 @@ static cca_status vm_unmap_allowed(const host_device *d, uintptr_t a, size_t siz
                      "host device: vm_unmap of %p (%zu bytes): nothing is mapped at %p (%zu bytes in); an "
                      "unmap names only mapped granules",
                      (void *)a, size, (void *)hole, (size_t)(hole - a));
+}
+
+/* Whole maps (CCA_VM_WHOLE_MAPS): maps[first..last], which the run
+ * [a, e) overlaps, must lie wholly inside it (no record is ever cut, so
+ * every record is a whole map). Else the refusal names the map cut. */
+static cca_status vm_unmap_whole(const host_device *d, uintptr_t a, uintptr_t e, size_t first, size_t last) {
+    const vm_span *cut = d->maps[first].addr < a ? &d->maps[first]
+                       : d->maps[last].addr + d->maps[last].len > e ? &d->maps[last] : NULL;
+    if (!cut)
+        return CCA_OK;
+    return ccai_fail(CCA_ERR_UPSTREAM,
+                     "host device: vm_unmap of %p (%zu bytes) cuts the map at %p (%zu bytes): its maps are "
+                     "whole (CCA_VM_WHOLE_MAPS), an unmap names whole maps only",
+                     (void *)a, (size_t)(e - a), (void *)cut->addr, cut->len);
 }
 
 /* Give the memfd pages behind [lo, hi), part of one map, back to the OS
@@ -590,6 +614,8 @@ static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
     /* 1. the rule: every granule mapped */
     size_t first = 0, last = 0;
     cca_status st = vm_unmap_allowed(d, a, size, &first, &last);
+    if (st == CCA_OK && d->whole_maps)
+        st = vm_unmap_whole(d, a, a + size, first, last);
     if (st != CCA_OK) {
         pthread_mutex_unlock(&d->lock);
         return st;
@@ -635,7 +661,7 @@ static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
     cut_maps(d, first, last, a, e);
     d->mapped -= size;
     pthread_mutex_unlock(&d->lock);
-    spin_granules(d->unmap_granule_ns, size, d->gran);
+    spin_granules(d->unmap_granule_ns, d->whole_maps ? (last - first + 1) * d->gran : size, d->gran);
     return CCA_OK;
 }
 
@@ -767,6 +793,9 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
                          "%s: vm_granularity %zu is not a power of two >= the %zu-byte host page and a "
                          "multiple of %u",
                          fn, gran, page, CCA_GRANULARITY);
+    if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+                         "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)", fn, o->vm_backing);
     if (o->capacity > SIZE_MAX / 2)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: capacity %zu is beyond the address space", fn,
                          o->capacity);
@@ -782,6 +811,7 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     d->map_granule_ns = o->vm_map_granule_latency_ns;
     d->unmap_granule_ns = o->vm_unmap_granule_latency_ns;
     d->gran = gran;
+    d->whole_maps = o->vm_backing == CCA_VM_WHOLE_MAPS;
     void *base = mmap(NULL, d->range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
         int e = errno;
@@ -798,7 +828,7 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     d->capfree = 64;
     d->free[0] = (extent){0, d->range};
     d->nfree = 1;
-    static const cca_upstream_ops ops = {
+    cca_upstream_ops ops = {
         .alloc = host_alloc,
         .free = host_free,
         .mem_info = host_mem_info,
@@ -813,6 +843,7 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
         .vm_release = host_vm_release,
         .vm_map = host_vm_map,
         .vm_unmap = host_vm_unmap,
+        .vm_backing = o->vm_backing,
     };
     cca_status st = ccai_upstream_wrap(&ops, d, out, fn);
     if (st != CCA_OK)

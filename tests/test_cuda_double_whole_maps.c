@@ -541,3 +541,44 @@ Test(cuda_whole_maps, sweep_cudaMemGetInfo) { sweep("cudaMemGetInfo", 5); }
 Test(cuda_whole_maps, sweep_cuCtxGetCurrent) { sweep("cuCtxGetCurrent", 9); }
 Test(cuda_whole_maps, sweep_cuMemAddressReserve) { sweep("cuMemAddressReserve", 1); }
 Test(cuda_whole_maps, sweep_cuMemAddressFree) { sweep("cuMemAddressFree", 1); }
+
+/* ---- the plug's upstream text ------------------------------------------------------- */
+
+/* "cuda:vm_backing=whole_maps" (alone, or with a page) reaches the driver:
+ * under a block of 7 MiB, each of the upstream's vm_map calls is one
+ * physical allocation; "cuda:vm_backing=pages" keeps one per page. (How
+ * the allocator cuts what it maps is not this file's concern.) */
+Test(cuda_whole_maps, the_plug_text_reaches_the_driver) {
+    static const struct {
+        const char *text;
+        int backing;
+        size_t page;
+    } cases[] = {{"cuda:vm_backing=whole_maps", CCA_VM_WHOLE_MAPS, 2 * MiB},
+                 {"cuda:vm_granularity=4M,vm_backing=whole_maps", CCA_VM_WHOLE_MAPS, 4 * MiB},
+                 {"cuda:vm_backing=pages", CCA_VM_PAGES, 2 * MiB},
+                 {"cuda:vm_backing=pages,vm_granularity=4M", CCA_VM_PAGES, 4 * MiB}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cr_assert_eq(cca_plug_configure(cases[i].text, "expandable:1,log_oom:0"), CCA_OK, "%s", cca_last_error());
+        cca_upstream *u = NULL;
+        cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK, "%s: %s", cases[i].text, cca_last_error());
+        cr_assert_eq(cca_upstream_vm_backing(u), cases[i].backing, "%s", cases[i].text);
+        size_t g = 0;
+        cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+        cr_assert_eq(g, cases[i].page, "%s", cases[i].text);
+        unsigned long creates = cuda_double_calls("cuMemCreate");
+        void *p = cca_plug_alloc(7 * MiB, 0, NULL);
+        cr_assert_not_null(p, "%s: %s", cases[i].text, cca_last_error());
+        cuda_double_stats s = cuda_double_get_stats();
+        cca_upstream_stats us = ustats(u);
+        cr_assert_geq(s.mapped_bytes, 7 * MiB, "%s", cases[i].text);
+        cr_assert_eq(s.mapped_bytes, us.vm_mapped_bytes, "%s", cases[i].text);
+        size_t want = cases[i].backing == CCA_VM_WHOLE_MAPS ? us.vm_map_calls : s.mapped_bytes / g;
+        cr_assert_eq(s.handles, want, "%s: %zu physical allocations, not %zu", cases[i].text, s.handles, want);
+        cr_assert_eq(cuda_double_calls("cuMemCreate") - creates, want, "%s", cases[i].text);
+        cca_plug_free(p, 7 * MiB, 0, NULL);
+        cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+        s = cuda_double_get_stats();
+        cr_assert_eq(s.physical_bytes[0] + s.mapped_bytes + s.reservations + s.handles, 0, "%s", cases[i].text);
+    }
+    assert_no_violation();
+}

@@ -30,6 +30,22 @@ static cca_upstream *whole(size_t page) {
     return u;
 }
 
+/* A whole-maps upstream on device 0 (the driver's page) with a range of
+ * `granules` reserved at *base; *g the page. */
+static cca_upstream *whole_range(size_t granules, size_t *g, void **base) {
+    cca_upstream *u = whole(0);
+    cr_assert_eq(cca_upstream_vm_granularity(u, g), CCA_OK);
+    cr_assert_eq(cca_upstream_vm_reserve(u, granules * *g, base), CCA_OK, "%s", cca_last_error());
+    return u;
+}
+
+/* Map [start[m], end[m]) of the range at p for each m < n, one call each. */
+static void map_runs(cca_upstream *u, char *p, size_t g, const size_t *start, const size_t *end, size_t n) {
+    for (size_t m = 0; m < n; m++)
+        cr_assert_eq(cca_upstream_vm_map(u, p + start[m] * g, (end[m] - start[m]) * g), CCA_OK, "map %zu: %s", m,
+                     cca_last_error());
+}
+
 static void assert_no_violation(void) {
     cuda_double_stats s = cuda_double_get_stats();
     cr_assert_eq(s.violations, 0, "the upstream broke a driver rule: %s", s.last_violation);
@@ -189,11 +205,9 @@ Test(cuda_whole_maps, page_mode_still_makes_one_allocation_per_granule) {
  * names the map it would cut. Then whole maps unmap: A alone, B and C by
  * one call (one cuMemUnmap each). */
 Test(cuda_whole_maps, an_unmap_cutting_a_map_is_refused_and_changes_nothing) {
-    cca_upstream *u = whole(0);
     size_t g = 0;
     void *base = NULL;
-    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
-    cr_assert_eq(cca_upstream_vm_reserve(u, 9 * g, &base), CCA_OK, "%s", cca_last_error());
+    cca_upstream *u = whole_range(9, &g, &base);
     char *p = base;
     cr_assert_eq(cca_upstream_vm_map(u, p, 4 * g), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_upstream_vm_map(u, p + 4 * g, 2 * g), CCA_OK, "%s", cca_last_error());
@@ -254,11 +268,9 @@ Test(cuda_whole_maps, an_unmap_cutting_a_map_is_refused_and_changes_nothing) {
 
 /* A map at the end of the range: the granule after it is the range's end. */
 Test(cuda_whole_maps, a_map_at_the_end_of_its_range_unmaps) {
-    cca_upstream *u = whole(0);
     size_t g = 0;
     void *base = NULL;
-    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
-    cr_assert_eq(cca_upstream_vm_reserve(u, 4 * g, &base), CCA_OK, "%s", cca_last_error());
+    cca_upstream *u = whole_range(4, &g, &base);
     char *p = base;
     cr_assert_eq(cca_upstream_vm_map(u, p + 2 * g, 2 * g), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_upstream_vm_map(u, p, 2 * g), CCA_OK, "%s", cca_last_error());
@@ -278,11 +290,9 @@ Test(cuda_whole_maps, a_map_at_the_end_of_its_range_unmaps) {
  * (the second refused, with its undo refused too: the first map, and only
  * it, is then gone). */
 Test(cuda_whole_maps, a_run_of_maps_unmaps_one_cuMemUnmap_each_in_address_order) {
-    cca_upstream *u = whole(0);
     size_t g = 0;
     void *base = NULL;
-    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
-    cr_assert_eq(cca_upstream_vm_reserve(u, 6 * g, &base), CCA_OK, "%s", cca_last_error());
+    cca_upstream *u = whole_range(6, &g, &base);
     char *p = base;
     cr_assert_eq(cca_upstream_vm_map(u, p + 3 * g, 3 * g), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_upstream_vm_map(u, p + g, 2 * g), CCA_OK, "%s", cca_last_error());
@@ -320,11 +330,9 @@ Test(cuda_whole_maps, a_run_of_maps_unmaps_one_cuMemUnmap_each_in_address_order)
  * CUDA_ERROR_OUT_OF_MEMORY else UPSTREAM, the message names the step; the
  * same map then succeeds as one allocation. */
 Test(cuda_whole_maps, every_step_of_a_map_failing_leaves_nothing_behind) {
-    cca_upstream *u = whole(0);
     size_t g = 0;
     void *base = NULL;
-    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
-    cr_assert_eq(cca_upstream_vm_reserve(u, 8 * g, &base), CCA_OK, "%s", cca_last_error());
+    cca_upstream *u = whole_range(8, &g, &base);
     static const char *const steps[] = {"cuMemCreate", "cuMemMap", "cuMemSetAccess"};
     static const int codes[] = {CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN};
     for (size_t i = 0; i < 3; i++)
@@ -353,11 +361,9 @@ Test(cuda_whole_maps, every_step_of_a_map_failing_leaves_nothing_behind) {
  * stays mapped (the message says so), the record keeps it (a release is
  * refused, a map over it too), and its whole unmap later gives it back. */
 Test(cuda_whole_maps, a_map_whose_undo_is_refused_stays_recorded_until_unmapped) {
-    cca_upstream *u = whole(0);
     size_t g = 0;
     void *base = NULL;
-    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
-    cr_assert_eq(cca_upstream_vm_reserve(u, 8 * g, &base), CCA_OK, "%s", cca_last_error());
+    cca_upstream *u = whole_range(8, &g, &base);
     cuda_double_fail("cuMemSetAccess", 1, CUDA_ERROR_UNKNOWN, false);
     cuda_double_fail("cuMemUnmap", 1, CUDA_ERROR_UNKNOWN, false);
     cr_assert_eq(cca_upstream_vm_map(u, base, 8 * g), CCA_ERR_UPSTREAM);
@@ -385,15 +391,11 @@ Test(cuda_whole_maps, a_map_whose_undo_is_refused_stays_recorded_until_unmapped)
 Test(cuda_whole_maps, an_unmap_whose_undo_cannot_be_undone_says_what_stays_mapped) {
     static const size_t start[] = {0, 2, 3, 5}, end[] = {2, 3, 5, 8};
     for (unsigned long j = 0; j < 2; j++) {
-        cca_upstream *u = whole(0);
         size_t g = 0;
         void *base = NULL;
-        cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
-        cr_assert_eq(cca_upstream_vm_reserve(u, 8 * g, &base), CCA_OK, "%s", cca_last_error());
+        cca_upstream *u = whole_range(8, &g, &base);
         char *p = base;
-        for (size_t m = 0; m < 4; m++)
-            cr_assert_eq(cca_upstream_vm_map(u, p + start[m] * g, (end[m] - start[m]) * g), CCA_OK, "%s",
-                         cca_last_error());
+        map_runs(u, p, g, start, end, 4);
         cuda_double_fail("cuMemUnmap", 4, CUDA_ERROR_UNKNOWN, false);        /* A, B, C go, D is refused */
         cuda_double_fail("cuMemCreate", 3, CUDA_ERROR_OUT_OF_MEMORY, false); /* A and B mapped back, C not */
         cuda_double_fail("cuMemUnmap", 5 + j, CUDA_ERROR_UNKNOWN, false);    /* the undo of A or B refused */
@@ -427,15 +429,11 @@ Test(cuda_whole_maps, an_unmap_whose_undo_cannot_be_undone_says_what_stays_mappe
  * mapped is unchanged (contents lost) and accessible; the call fails. */
 Test(cuda_whole_maps, an_unmap_refused_part_way_maps_the_maps_before_it_back_whole) {
     static const size_t start[] = {0, 2, 3, 5}, end[] = {2, 3, 5, 8};
-    cca_upstream *u = whole(0);
     size_t g = 0;
     void *base = NULL;
-    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
-    cr_assert_eq(cca_upstream_vm_reserve(u, 8 * g, &base), CCA_OK, "%s", cca_last_error());
+    cca_upstream *u = whole_range(8, &g, &base);
     char *p = base;
-    for (size_t m = 0; m < 4; m++)
-        cr_assert_eq(cca_upstream_vm_map(u, p + start[m] * g, (end[m] - start[m]) * g), CCA_OK, "%s",
-                     cca_last_error());
+    map_runs(u, p, g, start, end, 4);
     for (unsigned long k = 1; k <= 4; k++) {
         unsigned long creates = cuda_double_calls("cuMemCreate"), access = cuda_double_calls("cuMemSetAccess");
         cuda_double_fail("cuMemUnmap", k, CUDA_ERROR_UNKNOWN, false);

@@ -250,6 +250,10 @@ typedef struct ccb_device {
      * device and (the one thing GPU strategies take from here) on the CUDA
      * upstream of ccalloc-cuda; 0: each device's default */
     size_t vm_granularity;
+    /* --vm-backing: cca_host_options.vm_backing of the simulated device and
+     * cca_cuda_options.vm_backing of ccalloc-cuda's upstream (CCA_VM_PAGES,
+     * the default, or CCA_VM_WHOLE_MAPS) */
+    int vm_backing;
 } ccb_device;
 
 /* The driver cost model's defaults: 70 us per cudaMalloc + cudaFree pair, the
@@ -460,6 +464,7 @@ typedef struct ccb_replay_options {
     int ignore_releases; /* replay as if the program never released (marks still reported) */
     uint64_t map_granule_ns, unmap_granule_ns; /* per granule of a vm map / unmap */
     size_t vm_granularity;                     /* --vm-granularity (0: the device's default) */
+    int vm_backing;                            /* --vm-backing (CCA_VM_PAGES: the default) */
 } ccb_replay_options;
 
 /* Replay trace t through the strategy: one untimed OBSERVE pass (pattern
@@ -642,6 +647,7 @@ typedef struct ccb_options {
     uint64_t alloc_latency_ns, free_latency_ns;
     uint64_t map_granule_ns, unmap_granule_ns; /* --vm-latency */
     size_t vm_granularity;                     /* --vm-granularity; 0: each device's default */
+    int vm_backing;                            /* --vm-backing: CCA_VM_PAGES (default) or CCA_VM_WHOLE_MAPS */
     int driver_reps; /* 0: as --reps (1 with --quick) */
     int ignore_releases;
     size_t pairs;

@@ -50,6 +50,7 @@ enum {
     O_UPSTREAM_LATENCY,
     O_VM_LATENCY,
     O_VM_GRANULARITY,
+    O_VM_BACKING,
     O_DRIVER_REPS,
     O_NO_RELEASE_EVENTS,
     O_PAIRS,
@@ -96,6 +97,11 @@ static const cli_option options[] = {
      "strategies and `ccbench driver`'s virtual-memory table; a power of two\n"
      "from 4K to 1G, K/M/G suffixes (default: 2M on the simulated device, the\n"
      "driver's minimum on a GPU)"},
+    {"vm-backing", O_VM_BACKING, required_argument, "pages|whole-maps",
+     "how the memory behind each virtual-memory map is kept, on the simulated\n"
+     "device and on the CUDA upstream of the ccalloc-cuda strategies: pages\n"
+     "(default: one physical allocation per page, any run of pages given\n"
+     "back) or whole-maps (one physical allocation per map, given back whole)"},
     {"driver-reps", O_DRIVER_REPS, required_argument, "N",
      "timed passes with the driver's cost, 1..1000 (default: --reps; 1 with --quick)"},
     {"no-release-events", O_NO_RELEASE_EVENTS, no_argument, NULL,
@@ -351,6 +357,14 @@ static int take(ccb_options *o, int id, const char *v) {
         if (cca_parse_size(v, &o->vm_granularity) != CCA_OK || o->vm_granularity < 4096 ||
             o->vm_granularity > ((size_t)1 << 30) || (o->vm_granularity & (o->vm_granularity - 1)))
             return usage_error("--vm-granularity '%s' is not a power of two from 4K to 1G", v);
+        return 0;
+    case O_VM_BACKING:
+        if (strcmp(v, "pages") == 0)
+            o->vm_backing = CCA_VM_PAGES;
+        else if (strcmp(v, "whole-maps") == 0)
+            o->vm_backing = CCA_VM_WHOLE_MAPS;
+        else
+            return usage_error("--vm-backing '%s' is neither pages nor whole-maps", v);
         return 0;
     case O_DRIVER_REPS:
         if (ccai_decimal_uint(v, 1, 1000, &u))

@@ -30,7 +30,7 @@ static const size_t times_min[NPAGES] = {1, 4, 16}; /* granules measured, in the
 static int measure_vm(size_t page, int reps, ccb_driver_vm_row *rows, size_t *n, size_t *page_out, char *why,
                       size_t whylen) {
     cca_upstream *u = NULL;
-    cca_cuda_options co = {0, page};
+    cca_cuda_options co = {0, page, CCA_VM_PAGES};
     cca_status st = cca_upstream_cuda_create_with(&co, &u);
     if (st != CCA_OK) {
         snprintf(why, whylen, "%s", cca_last_error());

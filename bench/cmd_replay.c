@@ -39,7 +39,8 @@ int ccb_run_replays(ccb_options *o, const ccb_trace *traces, size_t ntraces, ccb
     if (!r)
         return -1;
     ccb_replay_options ro = {o->device_bytes,    o->reps,        600, o->alloc_latency_ns, o->free_latency_ns,
-                             o->driver_reps, o->ignore_releases, o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity};
+                             o->driver_reps, o->ignore_releases, o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity,
+                             o->vm_backing};
     int failed = 0;
     for (size_t t = 0; t < ntraces; t++) {
         for (size_t s = 0; s < o->nspecs; s++) {
@@ -76,7 +77,7 @@ static void write_out_dir(const ccb_options *o, const ccb_trace *traces, const c
     ccb_write_command_md(readme, o->command_line);
     fprintf(readme, "- simulated device: %zu bytes of host memory\n", o->device_bytes);
     ccb_device cost = {o->device_bytes,    o->alloc_latency_ns, o->free_latency_ns,
-                       o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity};
+                       o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity, o->vm_backing};
     ccb_write_replay_readme(readme, &d, traces, o->nargs, r, o->nspecs, &cost);
     ccb_close_out(readme, o->out, "README.md"); /* said, and counted */
 }

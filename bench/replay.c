@@ -78,10 +78,10 @@ static int open_strategy(const ccb_strategy_ops *ops, const char *config, const 
     memset(s, 0, sizeof *s);
     s->ops = ops;
     s->device_free_at_open = CCB_UNKNOWN;
-    ccb_device dev = {o->device_bytes, 0, 0, 0, 0, o->vm_granularity};
+    ccb_device dev = {o->device_bytes, 0, 0, 0, 0, o->vm_granularity, o->vm_backing};
     if (with_driver)
         dev = (ccb_device){o->device_bytes,      o->alloc_latency_ns, o->free_latency_ns, o->map_granule_ns,
-                           o->unmap_granule_ns, o->vm_granularity};
+                           o->unmap_granule_ns, o->vm_granularity,  o->vm_backing};
     int rc = ops->open(s, config, &dev, r->why, sizeof r->why);
     if (rc == 1)
         r->skipped = 1;

@@ -821,6 +821,29 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
     plot_ratios(d, r, ntraces, nspecs);
 }
 
+/* The --vm-backing line: what was asked, and what a simulated device made
+ * with these options reports (cca_upstream_vm_backing), so that a library
+ * whose device did not take it says so instead of being taken at its word. */
+static void write_backing(FILE *readme, const ccb_device *driver) {
+    cca_host_options ho = {.capacity = (size_t)64 << 20, .vm_granularity = driver->vm_granularity,
+                           .vm_backing = driver->vm_backing};
+    cca_upstream *u = NULL;
+    int got = -1;
+    if (cca_upstream_host_create_with(&ho, &u) == CCA_OK) {
+        got = cca_upstream_vm_backing(u);
+        cca_upstream_destroy(u);
+    }
+    fprintf(readme, "Backing of virtual-memory maps (`--vm-backing`): whole maps (one physical allocation per map, given "
+                    "back whole), on the simulated device and over CUDA; ");
+    if (got == CCA_VM_WHOLE_MAPS)
+        fprintf(readme, "the simulated device reports whole maps.\n\n");
+    else if (got == CCA_VM_PAGES)
+        fprintf(readme, "but the simulated device reports pages: this library's simulated device does not take "
+                        "vm_backing.\n\n");
+    else
+        fprintf(readme, "a simulated device with these options could not be made to ask (%s).\n\n", cca_last_error());
+}
+
 void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace *traces, size_t nt, const ccb_result *r,
                              size_t nspecs, const ccb_device *driver) {
     fprintf(readme, "\n## Traces\n\n");
@@ -847,6 +870,8 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
         fprintf(readme, "Pages of expandable segments (`--vm-granularity`): %s, on the simulated device and over CUDA.\n\n",
                 g);
     }
+    if (driver->vm_backing == CCA_VM_WHOLE_MAPS)
+        write_backing(readme, driver);
     ccb_write_results_md(readme, r, nt * nspecs);
     int any = 0;
     for (size_t t = 0; t < nt; t++) {

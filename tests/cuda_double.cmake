@@ -8,6 +8,8 @@
 #   test_cuda_double          test_cuda_upstream.c's GPU checks, unchanged, on the double
 #   test_cuda_double_faults   every driver call of map/unmap/reserve/release failing,
 #                             contexts put back, order of synchronize and unmap
+#   test_cuda_double_whole_maps   vm_backing CCA_VM_WHOLE_MAPS: one allocation per
+#                             map, whole unmaps only, every driver call failing
 if(NOT CCA_WITH_CUDA)
   find_package(CUDAToolkit QUIET) # headers only: the CUDA language stays off
 endif()
@@ -38,6 +40,9 @@ if(CUDAToolkit_FOUND AND cca_have_typedefs)
   cca_add_test(NAME test_cuda_double_faults SOURCES test_cuda_double_faults.c cuda_double.c alloc_test_util.c
     LIBS ccalloc_cuda_double LABEL cpu)
   target_include_directories(test_cuda_double_faults PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  cca_add_test(NAME test_cuda_double_whole_maps SOURCES test_cuda_double_whole_maps.c cuda_double.c
+    alloc_test_util.c LIBS ccalloc_cuda_double LABEL cpu)
+  target_include_directories(test_cuda_double_whole_maps PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 else()
   message(STATUS "tests: no CUDA toolkit headers: the CUDA upstream's suites on the driver double are not built")
 endif()

@@ -104,6 +104,21 @@ for page in 8M:8388608 "":2097152; do
         fails=$((fails + 1))
     fi
 done
+for bad in whole_maps WHOLE-MAPS page 1 "" "pages,whole-maps"; do
+    expect 2 "--vm-backing '$bad' is neither pages nor whole-maps" -- --vm-backing "$bad" "mlp:4x4"
+done
+# a good backing runs (whether it reaches the device: test_runtime_engine's
+# the_backing_of_virtual_memory_maps, through the same ccr_engine_options)
+for backing in pages whole-maps; do
+    n=$((n + 1))
+    if "$CCRUN" --device host --capacity 64M --conf expandable:1 --vm-backing "$backing" --json "mlp:64x64" \
+        >"$TMP/out" 2>"$TMP/err" && grep -q '"phase": "load"' "$TMP/out"; then
+        echo "ok: ccrun --vm-backing $backing: the model loads"
+    else
+        echo "FAIL: ccrun --vm-backing $backing"; cat "$TMP/out" "$TMP/err"
+        fails=$((fails + 1))
+    fi
+done
 expect 2 "--seed '-1' is not a number" -- --seed -1 "mlp:4x4"
 expect 2 "--seed '99999999999999999999' is not a number" -- --seed 99999999999999999999 "mlp:4x4"
 # the demo: a rejected --conf is a usage error as for MODEL runs; it has no JSON form

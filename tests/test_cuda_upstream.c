@@ -481,6 +481,18 @@ Test(cuda_upstream, cuda_options_are_checked) {
         cr_assert_null(u);
         cr_assert_not_null(strstr(cca_last_error(), "is not a power of two"), "%zu: %s", bad[i], cca_last_error());
     }
+    o.vm_granularity = 0;
+    const int bad_backing[] = {2, -1, 1000};
+    for (size_t i = 0; i < sizeof bad_backing / sizeof *bad_backing; i++) {
+        o.vm_backing = bad_backing[i];
+        u = (cca_upstream *)&u;
+        cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "vm_backing %d",
+                     bad_backing[i]);
+        cr_assert_null(u);
+        cr_assert_not_null(strstr(cca_last_error(), "is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)"), "%d: %s",
+                           bad_backing[i], cca_last_error());
+    }
+    o.vm_backing = CCA_VM_PAGES;
     o.vm_granularity = CCA_CUDA_MAX_VM_GRANULARITY; /* the largest accepted: the device decides */
     cca_status st = cca_upstream_cuda_create_with(&o, &u);
     if (st == CCA_ERR_NO_DEVICE)

@@ -366,11 +366,40 @@ Test(plug, hostile_upstream_texts_are_refused) {
                          "cuda:vm_granularity= 8M",
                          "cuda:page=8M",
                          "cuda:VM_GRANULARITY=8M",
-                         "cuda:8M"};
+                         "cuda:8M",
+                         "cuda:vm_backing",
+                         "cuda:vm_backing=",
+                         "cuda:vm_backing=whole",
+                         "cuda:vm_backing=WHOLE_MAPS",
+                         "cuda:vm_backing=whole-maps",
+                         "cuda:vm_backing=1",
+                         "cuda:vm_backing=pages ",
+                         "cuda:vm_backing=whole_maps,",
+                         "cuda:vm_backing=whole_maps,,vm_granularity=8M",
+                         "cuda:,vm_backing=pages",
+                         "cuda:vm_backing=pages,vm_backing=pages",
+                         "cuda:vm_backing=pages,vm_backing=whole_maps",
+                         "cuda:vm_granularity=8M,vm_granularity=8M",
+                         "cuda:vm_granularity=8M,",
+                         "cuda:vm_granularity=8M,vm_backing=",
+                         "cuda:vm_granularity=,vm_backing=pages",
+                         "cuda:vm_granularity=8M,vm_backing=whole_maps,extra=1",
+                         "cuda:vm_granularity=8M,vm_backing=whole_maps:1",
+                         "cuda:vm_granularity=8M;vm_backing=whole_maps",
+                         "cuda:vm_backing=whole_maps vm_granularity=8M",
+                         "cuda:=whole_maps",
+                         "cuda:vm_backing==whole_maps",
+                         "cuda:vm_granularity=3M,vm_backing=pages",
+                         "host:8M,vm_backing=whole_maps",
+                         "host:vm_backing=whole_maps"};
     cr_assert_eq(cca_plug_configure("host:8M", "max_reserved:4M"), CCA_OK);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert_eq(cca_plug_configure(bad[i], NULL), CCA_ERR_CONFIG, "'%s' accepted", bad[i]);
         cr_assert_not_null(strstr(cca_last_error(), "cca_plug_configure: upstream"), "%s", cca_last_error());
+        if (strncmp(bad[i], "cuda", 4) == 0)
+            cr_assert_not_null(strstr(cca_last_error(), "cuda[:KEY=VALUE[,KEY=VALUE]] with keys vm_granularity=SIZE "
+                                                        "and vm_backing=pages|whole_maps, each at most once"),
+                               "'%s': the message gives the accepted form: %s", bad[i], cca_last_error());
     }
     char longer[4096];
     memset(longer, 'h', sizeof longer - 1);
@@ -414,6 +443,26 @@ Test(plug, good_upstream_texts) {
         cr_assert_eq(g, 8 * MiB);
     } else if (st != CCA_OK) {
         cr_assert_eq(st, CCA_ERR_NO_DEVICE, "%s", cca_last_error());
+    }
+    /* the backing, alone or with a page, either order: accepted; the
+     * upstream says its backing where there is one (tests/
+     * test_cuda_double_whole_maps.c checks it reaches the driver) */
+    static const struct {
+        const char *text;
+        int backing;
+    } backed[] = {{"cuda:vm_backing=pages", CCA_VM_PAGES},
+                  {"cuda:vm_backing=whole_maps", CCA_VM_WHOLE_MAPS},
+                  {"cuda:vm_granularity=32M,vm_backing=whole_maps", CCA_VM_WHOLE_MAPS},
+                  {"cuda:vm_backing=whole_maps,vm_granularity=32M", CCA_VM_WHOLE_MAPS},
+                  {"cuda:vm_granularity=8M,vm_backing=pages", CCA_VM_PAGES}};
+    for (size_t i = 0; i < sizeof backed / sizeof *backed; i++) {
+        cr_assert_eq(cca_plug_reset(), CCA_OK);
+        cr_assert_eq(cca_plug_configure(backed[i].text, NULL), CCA_OK, "'%s': %s", backed[i].text, cca_last_error());
+        st = cca_plug_get_upstream(0, &u);
+        if (st == CCA_OK && cca_upstream_has_vm(u))
+            cr_assert_eq(cca_upstream_vm_backing(u), backed[i].backing, "'%s'", backed[i].text);
+        else if (st != CCA_OK)
+            cr_assert_eq(st, CCA_ERR_NO_DEVICE, "'%s': %s", backed[i].text, cca_last_error());
     }
 }
 

@@ -314,6 +314,68 @@ Test(runtime_engine, the_page_of_expandable_segments) {
     ccr_engine_destroy(e);
 }
 
+/* Whether the library's simulated device takes cca_host_options.vm_backing
+ * (it refuses a value other than 0 and 1). */
+static bool host_takes_vm_backing(void) {
+    cca_host_options ho = {.capacity = 64 * MiB, .vm_backing = 2};
+    cca_upstream *u = NULL;
+    cca_status st = cca_upstream_host_create_with(&ho, &u);
+    cca_upstream_destroy(u);
+    return st != CCA_OK;
+}
+
+/* The backing of virtual-memory maps: a value other than CCA_VM_PAGES and
+ * CCA_VM_WHOLE_MAPS is CCR_ERR_INVALID_ARGUMENT on every kind before any
+ * device is opened (o NULL too); ccr_device_open_with and an engine's
+ * vm_backing reach the device (cca_upstream_vm_backing), checked where the
+ * library's simulated device takes it. */
+Test(runtime_engine, the_backing_of_virtual_memory_maps) {
+    const ccr_device_kind kinds[] = {CCR_DEVICE_HOST, CCR_DEVICE_AUTO, CCR_DEVICE_CUDA};
+    const int bad[] = {2, -1, 77};
+    cca_upstream *dev = (cca_upstream *)&dev;
+    cr_assert_eq(ccr_device_open_with(NULL, &dev, NULL), CCR_ERR_INVALID_ARGUMENT);
+    cr_assert_null(dev);
+    for (size_t k = 0; k < 3; k++)
+        for (size_t i = 0; i < 3; i++) {
+            ccr_device_options d = {kinds[k], 0, 64 * MiB, 0, bad[i]};
+            dev = (cca_upstream *)&dev;
+            cr_assert_eq(ccr_device_open_with(&d, &dev, NULL), CCR_ERR_INVALID_ARGUMENT, "kind %zu, backing %d: %s", k,
+                         bad[i], ccr_last_error());
+            cr_assert_null(dev);
+            char want[64];
+            snprintf(want, sizeof want, "vm_backing %d is neither", bad[i]);
+            cr_assert_not_null(strstr(ccr_last_error(), want), "%s", ccr_last_error());
+        }
+    ccr_engine_options o;
+    ccr_engine_options_default(&o);
+    cr_assert_eq(o.vm_backing, CCA_VM_PAGES, "pages by default");
+    o.device = CCR_DEVICE_HOST;
+    o.host_capacity = 64 * MiB;
+    o.alloc_conf = "expandable:1";
+    o.vm_backing = 5;
+    ccr_engine *e = NULL;
+    cr_assert_eq(ccr_engine_create(&o, &e), CCR_ERR_INVALID_ARGUMENT, "%s", ccr_last_error());
+    ccr_device_options d = {CCR_DEVICE_HOST, 0, 64 * MiB, 4 * MiB, CCA_VM_PAGES};
+    cr_assert_eq(ccr_device_open_with(&d, &dev, NULL), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(cca_upstream_vm_backing(dev), CCA_VM_PAGES);
+    size_t g = 0;
+    cr_assert_eq(cca_upstream_vm_granularity(dev, &g), CCA_OK);
+    cr_assert_eq(g, 4 * MiB, "the page goes with it");
+    cca_upstream_destroy(dev);
+    if (!host_takes_vm_backing())
+        cr_skip_test("this library's simulated device does not take vm_backing yet");
+    d.vm_backing = CCA_VM_WHOLE_MAPS;
+    cr_assert_eq(ccr_device_open_with(&d, &dev, NULL), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(cca_upstream_vm_backing(dev), CCA_VM_WHOLE_MAPS);
+    cca_upstream_destroy(dev);
+    o.vm_backing = CCA_VM_WHOLE_MAPS;
+    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(cca_upstream_vm_backing(ccr_engine_upstream(e)), CCA_VM_WHOLE_MAPS);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x64", &m), CCR_OK, "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+}
+
 Test(runtime_engine, two_engines_share_one_device) {
     cca_upstream *dev;
     cr_assert_eq(ccr_device_open(CCR_DEVICE_HOST, 0, 64 * MiB, &dev, NULL), CCR_OK);

@@ -973,21 +973,24 @@ static inline void ccai_log_flush(ccai_deferred_log *d) {
     d->set = false;
 }
 
-/* vm_ranges.c: an upstream's record of its reserved address ranges and of
- * which granules in them are mapped, one bit each (the CUDA upstream's:
- * the driver keeps no such record it can be asked for), and the vm rules
- * checked on it before any driver call, so that a call breaking one
- * changes nothing. Not locked: the caller holds its own lock. */
+/* vm_ranges.c: an upstream's record of its reserved address ranges, of
+ * which granules in them are mapped and where each physical allocation
+ * starts, one bit each (the CUDA upstream's: the driver keeps no such
+ * record it can be asked for), and the vm rules checked on it before any
+ * driver call, so that a call breaking one changes nothing. Not locked:
+ * the caller holds its own lock. */
 typedef struct ccai_vm_range {
     struct ccai_vm_range *next;
     uintptr_t base;
     size_t size, granules;
-    uint64_t mapped[]; /* bit i: granule i is mapped */
+    uint64_t *starts;  /* bit i: an allocation starts at granule i (meaningful where mapped) */
+    uint64_t mapped[]; /* bit i: granule i is mapped; then the starts words */
 } ccai_vm_range;
 typedef struct ccai_vm_ranges {
     ccai_vm_range *head;
     size_t granule;  /* a power of two */
     const char *who; /* the upstream's name, for messages */
+    bool whole_maps; /* CCA_VM_WHOLE_MAPS: an unmap names whole maps only */
 } ccai_vm_ranges;
 /* Record [base, base + size) (size a multiple of the granule), nothing
  * mapped. CCA_ERR_OUT_OF_MEMORY when host memory has no room. */
@@ -998,13 +1001,23 @@ void ccai_vm_ranges_free(ccai_vm_ranges *rs);
 /* The rules (CCA_ERR_UPSTREAM naming the rule and the granule, nothing
  * changed; else CCA_OK with the range and the index of addr's granule):
  * a map lies inside one range and overlaps no mapped granule; an unmap
- * lies inside one range and names only mapped granules; a release names
- * one range exactly, with nothing mapped in it. */
+ * lies inside one range and names only mapped granules, and with
+ * whole_maps starts at a map's start and ends at a map's end (the map it
+ * would cut is named); a release names one range exactly, with nothing
+ * mapped in it. */
 cca_status ccai_vm_check_map(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r, size_t *first);
 cca_status ccai_vm_check_unmap(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r, size_t *first);
 cca_status ccai_vm_check_release(const ccai_vm_ranges *rs, uintptr_t base, size_t size, ccai_vm_range **r);
 bool ccai_vm_range_mapped(const ccai_vm_range *r, size_t i);
 void ccai_vm_range_set(ccai_vm_range *r, size_t i, bool mapped);
+/* Where the allocations of granules [first, first + n), about to be mapped
+ * by one vm_map, start: each granule without whole_maps, the first only
+ * with. Mapped bits untouched. */
+void ccai_vm_range_mark_map(const ccai_vm_ranges *rs, ccai_vm_range *r, size_t first, size_t n);
+bool ccai_vm_range_starts(const ccai_vm_range *r, size_t i);
+/* The end of the allocation starting at granule i: the next granule before
+ * `end` where one starts, else end. */
+size_t ccai_vm_map_end(const ccai_vm_range *r, size_t i, size_t end);
 
 /* upstream.c: the wrapper every upstream sits behind (accounting included). */
 struct cca_upstream {

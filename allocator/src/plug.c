@@ -94,6 +94,7 @@ typedef struct plug_spec {
     size_t capacity; /* host: bytes per simulated device */
     int devices;     /* host: how many simulated devices (device numbers 0..devices-1) */
     size_t vm_granularity; /* cuda: cca_cuda_options.vm_granularity (0: the driver's minimum) */
+    int vm_backing;        /* cuda: cca_cuda_options.vm_backing (CCA_VM_PAGES unless given) */
 } plug_spec;
 
 typedef struct plug_device {
@@ -118,7 +119,49 @@ static struct {
 
 /* ---- the upstream text ----------------------------------------------------- */
 
-/* "cuda" | "cuda:vm_granularity=SIZE" | "host" | "host:CAPACITY" |
+/* What "cuda:" takes, said by every refusal of a "cuda..." text. */
+#define PLUG_CUDA_FORM                                                                                                 \
+    "cuda[:KEY=VALUE[,KEY=VALUE]] with keys vm_granularity=SIZE and vm_backing=pages|whole_maps, each at most once"
+
+/* The keys after "cuda:" (buf, written into: each pair cut at its comma):
+ * comma-separated KEY=VALUE, each key once, no empty key, value or pair. */
+static cca_status parse_cuda_keys(char *keys, plug_spec *s) {
+    bool have_page = false, have_backing = false;
+    for (char *pair = keys, *next; pair; pair = next) {
+        char *comma = strchr(pair, ',');
+        next = comma ? comma + 1 : NULL;
+        if (comma)
+            *comma = '\0';
+        char *eq = strchr(pair, '=');
+        const char *v = eq ? eq + 1 : "";
+        if (eq)
+            *eq = '\0';
+        if (strcmp(pair, "vm_granularity") == 0 && !have_page && *v) {
+            size_t g = 0;
+            if (cca_parse_size(v, &g) != CCA_OK || !g || (g & (g - 1)) || g % CCA_GRANULARITY ||
+                g > CCA_CUDA_MAX_VM_GRANULARITY)
+                return ccai_fail(CCA_ERR_CONFIG,
+                                 "upstream 'cuda': vm_granularity '%s' is not a power of two from %u to %zu (expected "
+                                 "%s)",
+                                 v, CCA_GRANULARITY, CCA_CUDA_MAX_VM_GRANULARITY, PLUG_CUDA_FORM);
+            s->vm_granularity = g;
+            have_page = true;
+        } else if (strcmp(pair, "vm_backing") == 0 && !have_backing &&
+                   (strcmp(v, "pages") == 0 || strcmp(v, "whole_maps") == 0)) {
+            s->vm_backing = strcmp(v, "pages") == 0 ? CCA_VM_PAGES : CCA_VM_WHOLE_MAPS;
+            have_backing = true;
+        } else {
+            bool twice = (strcmp(pair, "vm_granularity") == 0 && have_page) ||
+                         (strcmp(pair, "vm_backing") == 0 && have_backing);
+            return ccai_fail(CCA_ERR_CONFIG, "upstream 'cuda': '%s%s%s' is %s (expected %s)", pair, eq ? "=" : "", v,
+                             twice ? "a key given twice" : "not a key=value it takes", PLUG_CUDA_FORM);
+        }
+    }
+    return CCA_OK;
+}
+
+/* "cuda" | "cuda:KEY=VALUE[,KEY=VALUE]" (vm_granularity=SIZE,
+ * vm_backing=pages|whole_maps) | "host" | "host:CAPACITY" |
  * "host:CAPACITY:DEVICES". */
 static cca_status parse_spec(const char *text, plug_spec *out) {
     size_t n = strnlen(text, PLUG_SPEC_MAX + 1);
@@ -132,21 +175,17 @@ static cca_status parse_spec(const char *text, plug_spec *out) {
         *out = s;
         return CCA_OK;
     }
-    static const char page_key[] = "cuda:vm_granularity=";
-    if (strncmp(buf, page_key, sizeof page_key - 1) == 0) {
-        const char *v = buf + sizeof page_key - 1;
-        size_t g = 0;
-        if (cca_parse_size(v, &g) != CCA_OK || !g || (g & (g - 1)) || g % CCA_GRANULARITY ||
-            g > CCA_CUDA_MAX_VM_GRANULARITY)
-            return ccai_fail(CCA_ERR_CONFIG, "upstream 'cuda': vm_granularity '%s' is not a power of two from %u to %zu",
-                             v, CCA_GRANULARITY, CCA_CUDA_MAX_VM_GRANULARITY);
-        s.vm_granularity = g;
-        *out = s;
-        return CCA_OK;
+    if (strncmp(buf, "cuda:", 5) == 0) {
+        cca_status st = parse_cuda_keys(buf + 5, &s);
+        if (st == CCA_OK)
+            *out = s;
+        return st;
     }
+    if (strncmp(buf, "cuda", 4) == 0)
+        return ccai_fail(CCA_ERR_CONFIG, "upstream '%s': expected %s", buf, PLUG_CUDA_FORM);
     if (strncmp(buf, "host", 4) != 0 || (buf[4] != '\0' && buf[4] != ':'))
         return ccai_fail(CCA_ERR_CONFIG,
-                         "upstream '%s': expected cuda[:vm_granularity=SIZE] or host[:CAPACITY[:DEVICES]]", buf);
+                         "upstream '%s': expected cuda[:KEY=VALUE[,KEY=VALUE]] or host[:CAPACITY[:DEVICES]]", buf);
     s.kind = PLUG_HOST;
     s.capacity = PLUG_HOST_DEFAULT_CAPACITY;
     if (buf[4] == ':') {
@@ -199,7 +238,7 @@ static cca_status resolve_spec(plug_spec *s) {
 
 static cca_status create_upstream(const plug_spec *s, int device, cca_upstream **u) {
     if (s->kind == PLUG_CUDA) {
-        cca_cuda_options o = {.device = device, .vm_granularity = s->vm_granularity};
+        cca_cuda_options o = {.device = device, .vm_granularity = s->vm_granularity, .vm_backing = s->vm_backing};
         return cca_upstream_cuda_create_with(&o, u);
     }
     if (device >= s->devices)

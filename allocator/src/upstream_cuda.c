@@ -40,34 +40,46 @@
  * current GPUs). The driver cannot be asked cheaply which granules are
  * mapped, and finds a broken rule only when it reaches the granule, so the
  * upstream keeps its own record (vm_ranges.c: each reserved range with one
- * bit per granule) and checks every call against the rules of
- * cca_upstream_ops BEFORE any driver call: a refused call changes nothing,
- * as on the simulated device. Then:
+ * bit per granule for "mapped" and one for "a physical allocation starts
+ * here") and checks every call against the rules of cca_upstream_ops
+ * BEFORE any driver call: a refused call changes nothing, as on the
+ * simulated device. Two backings (cca_cuda_options.vm_backing, said in
+ * the ops table's vm_backing):
+ *   PAGES       (the default) each granule is one physical allocation;
+ *   WHOLE_MAPS  each vm_map is ONE physical allocation of the map's size,
+ *               and an unmap must name whole maps (vm_ranges.c refuses one
+ *               that starts or ends inside a map, naming it).
+ * Below, an "allocation" is a granule in page mode and a map with whole
+ * maps. Then:
  *   vm_reserve  cuMemAddressReserve (aligned to the granularity), recorded
  *   vm_release  cuMemAddressFree of a recorded range with no granule mapped
  *   vm_map      (inside one range, no granule mapped) more than
  *               cudaMemGetInfo's free bytes: OOM at once, nothing created
  *               (else a request above free memory would cost a create and
  *               a map per granule of free memory, and as many unmaps,
- *               before failing). Then for each granule:
- *               cuMemCreate (one granule of pinned device memory) +
+ *               before failing). Then for each allocation:
+ *               cuMemCreate (pinned device memory of its size) +
  *               cuMemMap at its place + cuMemRelease of the handle (the
  *               mapping keeps the memory alive and its unmap frees it, so
  *               no handle table is needed); then ONE cuMemSetAccess over
- *               the whole range. A failure at any step unmaps every granule
- *               this call mapped, trying each even past a failure, and
- *               returns OOM (CUDA_ERROR_OUT_OF_MEMORY) or UPSTREAM with the
- *               driver's error: nothing stays mapped or allocated, unless
- *               the driver refuses those unmaps too (then the message says
- *               how many granules stay mapped; the record keeps them, so
- *               the range's release is refused until they go).
- *   vm_unmap    (inside one range, every granule mapped) cuMemUnmap of each
- *               granule. Should the driver fail one all the same, the
- *               granules before it are mapped again (new memory: contents
- *               lost; the allocator unmaps only free pages) and the call
- *               fails with what is mapped unchanged; if that map fails too,
- *               they stay unmapped, and the message says so (and how many
- *               stay mapped, should that map's own undo be refused too). The record
+ *               the whole range. A failure at any step unmaps every
+ *               allocation this call mapped, trying each even past a
+ *               failure, and returns OOM (CUDA_ERROR_OUT_OF_MEMORY) or
+ *               UPSTREAM with the driver's error: nothing stays mapped or
+ *               allocated, unless the driver refuses those unmaps too (then
+ *               the message says how many granules, or that the map, stay
+ *               mapped; the record keeps them, so the range's release is
+ *               refused until they go).
+ *   vm_unmap    (inside one range, every granule mapped; whole maps only
+ *               with WHOLE_MAPS) cuMemUnmap of each allocation, in address
+ *               order. Should the driver fail one all the same, the
+ *               allocations before it are mapped again as they were laid
+ *               out (new memory: contents lost; the allocator unmaps only
+ *               free pages) and the call fails with what is mapped
+ *               unchanged; if that map fails too, they stay unmapped, and
+ *               the message says so (and how many stay mapped, should that
+ *               map's own undo be refused too; counted in granules, or in
+ *               maps with WHOLE_MAPS). The record
  *               then follows the driver, but the call has failed, so its
  *               caller (the wrapper's vm_mapped_bytes, an expandable
  *               segment's page bitmap) still takes those granules as
@@ -75,22 +87,30 @@
  *               It takes two refusals in a row (an unmap of a granule that
  *               is mapped, then a create of memory just freed); the ops
  *               have no way to say "done in part", so it is left at the
- *               message (tests/test_cuda_double_faults.c pins it).
+ *               message (tests/test_cuda_double_faults.c and
+ *               test_cuda_double_whole_maps.c pin it).
  * One physical allocation per granule, as PyTorch's expandable segments
  * have one handle per page, is what makes release GRANULE BY GRANULE: the
  * driver unmaps only whole allocations (a sub-range of one is refused), so
  * with one per granule any run of mapped granules can be unmapped, part of
- * one map or across maps made by separate calls. Driver calls: vm_map 2
- * per granule + 1 (cuMemCreate, cuMemMap; one cuMemSetAccess), plus a
- * cuMemRelease per granule (host-side bookkeeping, no device work), and
- * one cudaMemGetInfo; vm_unmap 1 per granule. A 2 MiB granule makes growing a segment by 1 GiB
+ * one map or across maps made by separate calls. Driver calls in page
+ * mode: vm_map 2 per granule + 1 (cuMemCreate, cuMemMap; one
+ * cuMemSetAccess), plus a cuMemRelease per granule (host-side bookkeeping,
+ * no device work), and one cudaMemGetInfo; vm_unmap 1 per granule. A 2 MiB
+ * granule makes growing a segment by 1 GiB
  * 1025 calls and ~512 releases; this is the price of giving back any page.
  * Measured on an H100 (bench/results/2026-11-24-h100): ~31 us per granule
  * mapped and ~26 us per granule unmapped, while one cudaMalloc of 1 GiB
- * takes ~92 us. Hence cca_upstream_cuda_create_with's vm_granularity: a
+ * takes ~92 us. Hence two ways to pay less. WHOLE_MAPS: vm_map 2 driver
+ * calls (cuMemCreate, cuMemMap) + 1 cuMemSetAccess + 1 cuMemRelease + 1
+ * cudaMemGetInfo per map whatever its size, vm_unmap 1 cuMemUnmap per map
+ * (the driver's cost is per physical allocation, ~31-46 us from 2 to 32
+ * MiB alike), at the price of giving memory back only map by map. And
+ * cca_upstream_cuda_create_with's vm_granularity: a
  * granule ("page") of any power of two from the driver's minimum up to
- * 1 GiB, made of ONE cuMemCreate of that size, so the same calls per
- * granule cover more bytes, and release goes in those larger steps. The
+ * 1 GiB, made of ONE cuMemCreate of that size in page mode, so the same
+ * calls per granule cover more bytes, and release goes in those larger
+ * steps. The
  * driver's minimum is asked all the same and the page must hold whole
  * minimum granules (cuMemCreate's and cuMemMap's sizes and the reserved
  * range's alignment are multiples of it); the record and every rule above
@@ -124,6 +144,9 @@ static cca_status options_check(const cca_cuda_options *o, cca_upstream **out, c
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
                          "%s: vm_granularity %zu is not a power of two from %zu to %zu (0: the driver's minimum)", fn,
                          g, (size_t)CCA_GRANULARITY, CCA_CUDA_MAX_VM_GRANULARITY);
+    if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+                         "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)", fn, o->vm_backing);
     return CCA_OK;
 }
 
@@ -162,6 +185,7 @@ typedef struct cuda_device {
     char name[32];
     cuda_driver drv;
     cuda_vmm vm;             /* valid when the vm_* ops are in the table */
+    bool whole_maps;         /* vm_backing CCA_VM_WHOLE_MAPS: one allocation per vm_map */
     pthread_mutex_t vm_lock; /* around each vm op: the record's check, then the driver calls it allows */
     ccai_vm_ranges ranges;   /* reserved ranges and their mapped granules; under vm_lock */
 } cuda_device;
@@ -346,21 +370,25 @@ static cca_status cuda_vm_release(void *ctx, void *base, size_t size) {
     return st;
 }
 
-/* Unmap granules [first, first + n) of range r, one cuMemUnmap each (a
- * granule is its own allocation: each unmap frees its memory), clearing
- * each one's bit as it goes. keep_going: past failures too (best effort:
- * undoing a map frees all the driver lets go); else the first failure
- * stops it. Returns the first failure, *at its granule, *failed how many
- * failed (their bits stay set: still mapped). */
-static CUresult unmap_granules(const cuda_device *d, ccai_vm_range *r, size_t first, size_t n, bool keep_going,
-                               size_t *failed, size_t *at) {
+/* Unmap the allocations of granules [first, first + n) of range r, one
+ * cuMemUnmap each, in address order (one per granule in page mode, one per
+ * map with whole maps: vm_ranges.c's starts bits say where each begins;
+ * the caller checked that the run holds whole ones), clearing their mapped
+ * bits as it goes. keep_going: past failures too (best effort: undoing a
+ * map frees all the driver lets go); else the first failure stops it.
+ * Returns the first failure, *at its first granule, *failed how many
+ * allocations failed (their bits stay set: still mapped). */
+static CUresult unmap_allocations(const cuda_device *d, ccai_vm_range *r, size_t first, size_t n, bool keep_going,
+                                  size_t *failed, size_t *at) {
     size_t g = d->vm.granularity;
     CUresult first_error = CUDA_SUCCESS;
     *failed = 0;
-    for (size_t i = first; i < first + n; i++) {
-        CUresult e = d->vm.unmap((CUdeviceptr)(r->base + i * g), g);
+    for (size_t i = first, end; i < first + n; i = end) {
+        end = ccai_vm_map_end(r, i, first + n);
+        CUresult e = d->vm.unmap((CUdeviceptr)(r->base + i * g), (end - i) * g);
         if (e == CUDA_SUCCESS) {
-            ccai_vm_range_set(r, i, false);
+            for (size_t j = i; j < end; j++)
+                ccai_vm_range_set(r, j, false);
             continue;
         }
         if ((*failed)++ == 0) {
@@ -373,30 +401,35 @@ static CUresult unmap_granules(const cuda_device *d, ccai_vm_range *r, size_t fi
     return first_error;
 }
 
-/* Map granules [first, first + n) of range r, each new memory of its own
- * (cuMemCreate + cuMemMap, then cuMemRelease: the mapping keeps the memory
- * and its unmap frees it), setting each one's bit, then one cuMemSetAccess
- * for all of them. On a failure *what names the failed step and *at its
- * granule, and every granule mapped here is unmapped again, best effort:
- * *stuck counts those the driver would not let go (still mapped, their
- * bits set); 0 means nothing stays mapped or allocated. */
-static CUresult map_granules(const cuda_device *d, ccai_vm_range *r, size_t first, size_t n, const char **what,
-                             size_t *at, size_t *stuck) {
-    size_t g = d->vm.granularity, i = first, undo_at;
+/* Map the allocations of granules [first, first + n) of range r as the
+ * starts bits lay them out (ccai_vm_range_mark_map for a new map; as they
+ * were for an unmap's undo), each new memory of its own (cuMemCreate of
+ * its size + cuMemMap, then cuMemRelease: the mapping keeps the memory and
+ * its unmap frees it), setting their mapped bits, then one cuMemSetAccess
+ * for all of them. On a failure *what names the failed step and *at the
+ * first granule of its allocation, and every allocation mapped here is
+ * unmapped again, best effort: *stuck counts those the driver would not
+ * let go (still mapped, their bits set); 0 means nothing stays mapped or
+ * allocated. */
+static CUresult map_allocations(const cuda_device *d, ccai_vm_range *r, size_t first, size_t n, const char **what,
+                                size_t *at, size_t *stuck) {
+    size_t g = d->vm.granularity, i = first, end, undo_at;
     CUresult e = CUDA_SUCCESS;
     *stuck = 0;
-    for (; i < first + n; i++) {
+    for (; i < first + n; i = end) {
+        end = ccai_vm_map_end(r, i, first + n);
         CUmemGenericAllocationHandle h;
         *what = "cuMemCreate";
-        if ((e = d->vm.create(&h, g, &d->vm.prop, 0)) != CUDA_SUCCESS)
+        if ((e = d->vm.create(&h, (end - i) * g, &d->vm.prop, 0)) != CUDA_SUCCESS)
             break;
         *what = "cuMemMap";
-        e = d->vm.map((CUdeviceptr)(r->base + i * g), g, 0, h, 0);
+        e = d->vm.map((CUdeviceptr)(r->base + i * g), (end - i) * g, 0, h, 0);
         /* mapped: the mapping holds the memory; not mapped: this frees it */
         (void)d->vm.release(h);
         if (e != CUDA_SUCCESS)
             break;
-        ccai_vm_range_set(r, i, true);
+        for (size_t j = i; j < end; j++)
+            ccai_vm_range_set(r, j, true);
     }
     *at = i;
     if (e == CUDA_SUCCESS) {
@@ -404,8 +437,16 @@ static CUresult map_granules(const cuda_device *d, ccai_vm_range *r, size_t firs
         e = d->vm.set_access((CUdeviceptr)(r->base + first * g), n * g, &d->vm.access, 1);
     }
     if (e != CUDA_SUCCESS)
-        (void)unmap_granules(d, r, first, i - first, true, stuck, &undo_at);
+        (void)unmap_allocations(d, r, first, i - first, true, stuck, &undo_at);
     return e;
+}
+
+/* How many allocations start in granules [first, first + n). */
+static size_t allocations_in(const ccai_vm_range *r, size_t first, size_t n) {
+    size_t count = 0;
+    for (size_t i = first; i < first + n; i = ccai_vm_map_end(r, i, first + n))
+        count++;
+    return count;
 }
 
 /* More than the device has free cannot be mapped: refused before anything
@@ -445,7 +486,7 @@ static cca_status run_begin(cuda_device *d, bool unmap, void *addr, size_t size,
 
 /* The rules first (vm_ranges.c: inside one range, no granule already
  * mapped), so a refusal changes nothing; then room on the device; then
- * the granules. */
+ * the allocations: one per granule, or one for the whole map. */
 static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
     size_t n = size / d->vm.granularity, first = 0, at = 0, stuck = 0; /* the wrapper checked: a multiple */
@@ -456,8 +497,10 @@ static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
         return st;
     const char *what = "cuMemCreate";
     CUresult e = CUDA_SUCCESS;
-    if ((st = room_for(d, addr, size)) == CCA_OK)
-        e = map_granules(d, range, first, n, &what, &at, &stuck);
+    if ((st = room_for(d, addr, size)) == CCA_OK) {
+        ccai_vm_range_mark_map(&d->ranges, range, first, n);
+        e = map_allocations(d, range, first, n, &what, &at, &stuck);
+    }
     leave(d, &caller);
     pthread_mutex_unlock(&d->vm_lock);
     if (st != CCA_OK)
@@ -465,12 +508,19 @@ static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
     if (e == CUDA_SUCCESS)
         return CCA_OK;
     char step[384], left[192] = "";
-    if (stuck)
+    bool whole = d->ranges.whole_maps;
+    if (stuck && whole)
+        snprintf(left, sizeof left,
+                 "; the map could not be unmapped again and stays mapped (the range cannot be released until it is)");
+    else if (stuck)
         snprintf(left, sizeof left,
                  "; %zu of the granules it mapped could not be unmapped again and stay mapped (the range cannot be "
                  "released until they are)",
                  stuck);
-    if (strcmp(what, "cuMemSetAccess") == 0)
+    if (whole)
+        snprintf(step, sizeof step, "vm_map of %p (%zu granules, one map): %s %s it%s", addr, n, what,
+                 strcmp(what, "cuMemSetAccess") == 0 ? "over" : "of", left);
+    else if (strcmp(what, "cuMemSetAccess") == 0)
         snprintf(step, sizeof step, "vm_map of %p (%zu granules): cuMemSetAccess over them%s", addr, n, left);
     else
         snprintf(step, sizeof step, "vm_map of %p (%zu granules): %s of granule %zu%s", addr, n, what, at - first,
@@ -478,11 +528,13 @@ static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
     return driver_error(d, e, step); /* OOM for CUDA_ERROR_OUT_OF_MEMORY */
 }
 
-/* The rules first (vm_ranges.c: inside one range, every granule mapped),
- * so a refusal changes nothing; then one cuMemUnmap per granule. Should
- * the driver fail one all the same, the granules before it are mapped
- * again (new memory: their contents are lost; the allocator unmaps only
- * free pages) so that what is mapped is unchanged. */
+/* The rules first (vm_ranges.c: inside one range, every granule mapped;
+ * with whole maps, whole maps only), so a refusal changes nothing; then
+ * one cuMemUnmap per allocation (granule, or map). Should the driver fail
+ * one all the same, the allocations before it are mapped again as they
+ * were laid out (new memory: their contents are lost; the allocator
+ * unmaps only free pages) so that what is mapped is unchanged. The
+ * messages count granules in page mode, maps with whole maps. */
 static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
     cuda_device *d = ctx;
     size_t n = size / d->vm.granularity, first = 0, failed = 0, at = 0;
@@ -491,34 +543,37 @@ static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
     cca_status st = run_begin(d, true, addr, size, &range, &first, &caller);
     if (st != CCA_OK)
         return st;
-    CUresult e = unmap_granules(d, range, first, n, false, &failed, &at);
+    bool whole = d->ranges.whole_maps;
+    size_t units = whole ? allocations_in(range, first, n) : n; /* read before the bits change */
+    CUresult e = unmap_allocations(d, range, first, n, false, &failed, &at);
     CUresult back = CUDA_SUCCESS;
     size_t done = e == CUDA_SUCCESS ? n : at - first, back_at = 0, stuck = 0;
+    size_t done_units = whole && done ? allocations_in(range, first, done) : done;
     const char *what = "cuMemCreate";
     if (e != CUDA_SUCCESS && done > 0)
-        back = map_granules(d, range, first, done, &what, &back_at, &stuck);
+        back = map_allocations(d, range, first, done, &what, &back_at, &stuck);
     leave(d, &caller);
     pthread_mutex_unlock(&d->vm_lock);
     if (e == CUDA_SUCCESS)
         return CCA_OK;
-    char step[384];
+    char call[160], step[512];
+    if (whole)
+        snprintf(call, sizeof call, "vm_unmap of %p (%zu granules in %zu maps): cuMemUnmap of map %zu (granule %zu)",
+                 addr, n, units, done_units, at - first);
+    else
+        snprintf(call, sizeof call, "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu", addr, n, done);
     if (back != CUDA_SUCCESS && stuck) /* mapped again, then that map's own undo refused for these */
         snprintf(step, sizeof step,
-                 "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu, and mapping the %zu before it again "
-                 "failed too (%s): %zu of them %s mapped (mapped again, and %s undo refused), the other %zu %s "
-                 "unmapped",
-                 addr, n, done, done, what, stuck, stuck == 1 ? "stays" : "stay", stuck == 1 ? "its" : "their",
-                 done - stuck, done - stuck == 1 ? "stays" : "stay");
+                 "%s, and mapping the %zu before it again failed too (%s): %zu of them %s mapped (mapped again, "
+                 "and %s undo refused), the other %zu %s unmapped",
+                 call, done_units, what, stuck, stuck == 1 ? "stays" : "stay", stuck == 1 ? "its" : "their",
+                 done_units - stuck, done_units - stuck == 1 ? "stays" : "stay");
     else if (back != CUDA_SUCCESS)
-        snprintf(step, sizeof step,
-                 "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu, and mapping the %zu before it again "
-                 "failed too (%s): they stay unmapped",
-                 addr, n, done, done, what);
+        snprintf(step, sizeof step, "%s, and mapping the %zu before it again failed too (%s): they stay unmapped", call,
+                 done_units, what);
     else
-        snprintf(step, sizeof step,
-                 "vm_unmap of %p (%zu granules): cuMemUnmap of granule %zu (the %zu before it mapped again, "
-                 "contents lost: what is mapped is unchanged)",
-                 addr, n, done, done);
+        snprintf(step, sizeof step, "%s (the %zu before it mapped again, contents lost: what is mapped is unchanged)",
+                 call, done_units);
     (void)driver_error(d, e, step); /* the message; a refusal whatever the driver said */
     return CCA_ERR_UPSTREAM;
 }
@@ -596,6 +651,7 @@ static bool load_vmm(cuda_device *d, char *why, size_t whylen) {
         d->vm.granularity = g;
     d->ranges.granule = d->vm.granularity;
     d->ranges.who = d->name;
+    d->ranges.whole_maps = d->whole_maps;
     return true;
 }
 
@@ -649,6 +705,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_cuda_create: host malloc failed");
     d->device = device;
     d->vm.granularity = o->vm_granularity; /* 0: the driver's minimum, asked in load_vmm */
+    d->whole_maps = o->vm_backing == CCA_VM_WHOLE_MAPS;
     snprintf(d->name, sizeof d->name, "cuda:%d", device);
     pthread_mutex_init(&d->vm_lock, NULL);
     char why[128];
@@ -687,6 +744,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
         ops.vm_release = cuda_vm_release;
         ops.vm_map = cuda_vm_map;
         ops.vm_unmap = cuda_vm_unmap;
+        ops.vm_backing = d->whole_maps ? CCA_VM_WHOLE_MAPS : CCA_VM_PAGES;
     }
     cca_status st = ccai_upstream_wrap(&ops, d, out, "cca_upstream_cuda_create");
     if (st != CCA_OK)

@@ -1,7 +1,8 @@
 /*
- * vm_ranges.c — an upstream's record of the address ranges it reserved and
- * of which granules in them are mapped, and the virtual-memory rules
- * checked on that record BEFORE any driver call.
+ * vm_ranges.c — an upstream's record of the address ranges it reserved, of
+ * which granules in them are mapped and where each physical allocation
+ * behind them starts, and the virtual-memory rules checked on that record
+ * BEFORE any driver call.
  *
  * Why: the CUDA driver finds a rule broken only when it reaches the
  * offending granule. An unmap of granules [0, 4) whose granule 2 is not
@@ -11,24 +12,36 @@
  * refused call changes nothing, and the simulated device (upstream_host.c)
  * checks first; so does the CUDA upstream, on this record:
  *
- *   ranges  head -> [base, size, granules | bitmap] -> [ ... ] -> NULL
- *   bitmap  one bit per granule: 1 = mapped    granules 0 1 2 3 4 5 ...
- *                                              bits     1 1 0 1 0 0 ...
- *   map      [addr, addr + size) inside one range, every bit 0;
- *   unmap    inside one range, every bit 1 (the first 0 is named);
- *   release  exactly one range (same base and size), every bit 0.
+ *   ranges  head -> [base, size, granules | mapped | starts] -> [ ... ] -> NULL
+ *   mapped  one bit per granule: 1 = mapped    granules 0 1 2 3 4 5 6 ...
+ *                                              mapped   1 1 1 1 0 1 0 ...
+ *   starts  one bit per granule: 1 = a physical starts   1 0 0 1 . 1 . ...
+ *           allocation starts here (read only where mapped: '.')
+ *           Above, whole maps [0, 3), [3, 4) and [5, 6).
+ *   map      [addr, addr + size) inside one range, every mapped bit 0;
+ *   unmap    inside one range, every mapped bit 1 (the first 0 is named);
+ *            with whole maps (rs->whole_maps) also: the run starts where a
+ *            map starts, and the granule after it is the range's end, not
+ *            mapped, or a map's start (else the map it would cut is named);
+ *   release  exactly one range (same base and size), every mapped bit 0.
  *
  * A refusal is CCA_ERR_UPSTREAM with a message naming the upstream, the
- * rule and the granule (its index in the range). The caller sets and
- * clears bits as its driver calls succeed, so the record stays the truth
- * even when a call fails part-way.
+ * rule and the granule (its index in the range). The caller marks where
+ * its allocations start before mapping a run (ccai_vm_range_mark_map: every
+ * granule in page mode, the run's first with whole maps), then sets and
+ * clears mapped bits as its driver calls succeed, so the record stays the
+ * truth even when a call fails part-way. An unmap leaves the starts bits
+ * of what it unmapped as they were: a caller that must map it again (the
+ * undo of an unmap the driver refused part-way) finds the allocations it
+ * had there (ccai_vm_map_end).
  *
  * Costs: finding the range walks the list (one range per stream, pool and
- * memory domain in use); checking a run tests its bits one by
- * one (a run of k granules: k tests; the driver then makes >= k calls
- * anyway). A range's bitmap is granules / 8 bytes: 5 KiB for 80 GiB of
- * 2 MiB granules. Not locked: the caller holds its own lock across the
- * check and the driver calls it allows.
+ * memory domain in use); checking a run tests its bits one by one (a run
+ * of k granules: k tests, plus two starts bits with whole maps; the driver
+ * then makes >= 1 call anyway; naming a map a refused unmap would cut walks
+ * that map). A range's bitmaps are 2 * granules / 8 bytes: 10 KiB for 80
+ * GiB of 2 MiB granules. Not locked: the caller holds its own lock across
+ * the check and the driver calls it allows.
  */
 #include "internal.h"
 
@@ -38,19 +51,40 @@ bool ccai_vm_range_mapped(const ccai_vm_range *r, size_t i) {
     return (r->mapped[i / 64] >> (i % 64)) & 1;
 }
 
-void ccai_vm_range_set(ccai_vm_range *r, size_t i, bool mapped) {
+static void set_bit(uint64_t *bits, size_t i, bool on) {
     uint64_t bit = (uint64_t)1 << (i % 64);
-    if (mapped)
-        r->mapped[i / 64] |= bit;
+    if (on)
+        bits[i / 64] |= bit;
     else
-        r->mapped[i / 64] &= ~bit;
+        bits[i / 64] &= ~bit;
+}
+
+void ccai_vm_range_set(ccai_vm_range *r, size_t i, bool mapped) {
+    set_bit(r->mapped, i, mapped);
+}
+
+bool ccai_vm_range_starts(const ccai_vm_range *r, size_t i) {
+    return (r->starts[i / 64] >> (i % 64)) & 1;
+}
+
+void ccai_vm_range_mark_map(const ccai_vm_ranges *rs, ccai_vm_range *r, size_t first, size_t n) {
+    for (size_t i = first; i < first + n; i++)
+        set_bit(r->starts, i, !rs->whole_maps || i == first);
+}
+
+size_t ccai_vm_map_end(const ccai_vm_range *r, size_t i, size_t end) {
+    size_t j = i + 1;
+    while (j < end && !ccai_vm_range_starts(r, j))
+        j++;
+    return j;
 }
 
 cca_status ccai_vm_ranges_add(ccai_vm_ranges *rs, uintptr_t base, size_t size) {
     size_t granules = size / rs->granule, words = (granules + 63) / 64;
-    ccai_vm_range *r = calloc(1, sizeof *r + words * sizeof r->mapped[0]);
+    ccai_vm_range *r = calloc(1, sizeof *r + 2 * words * sizeof r->mapped[0]);
     if (!r)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed recording a range of %zu bytes", rs->who, size);
+    r->starts = r->mapped + words;
     r->base = base;
     r->size = size;
     r->granules = granules;
@@ -127,9 +161,34 @@ cca_status ccai_vm_check_map(const ccai_vm_ranges *rs, uintptr_t addr, size_t si
     return check_run(rs, false, addr, size, r, first);
 }
 
+/* The map holding mapped granule i (whole maps): [*s, *e). */
+static void map_around(const ccai_vm_range *r, size_t i, size_t *s, size_t *e) {
+    *s = i;
+    while (!ccai_vm_range_starts(r, *s)) /* a mapped granule's map starts at or before it */
+        (*s)--;
+    *e = *s + 1;
+    while (*e < r->granules && ccai_vm_range_mapped(r, *e) && !ccai_vm_range_starts(r, *e))
+        (*e)++;
+}
+
 cca_status ccai_vm_check_unmap(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r,
                                size_t *first) {
-    return check_run(rs, true, addr, size, r, first);
+    cca_status st = check_run(rs, true, addr, size, r, first);
+    if (st != CCA_OK || !rs->whole_maps)
+        return st;
+    size_t end = *first + size / rs->granule, cut, s, e;
+    if (!ccai_vm_range_starts(*r, *first))
+        cut = *first;
+    else if (end < (*r)->granules && ccai_vm_range_mapped(*r, end) && !ccai_vm_range_starts(*r, end))
+        cut = end;
+    else
+        return CCA_OK;
+    map_around(*r, cut, &s, &e);
+    return ccai_fail(CCA_ERR_UPSTREAM,
+                     "%s: vm_unmap of %p (%zu bytes): it would cut the map of granules [%zu, %zu) of the range at %p, "
+                     "which it %s (maps here are whole allocations, unmapped only whole; nothing changed)",
+                     rs->who, (void *)addr, size, s, e, (void *)(*r)->base,
+                     cut == *first ? "starts inside" : "ends inside");
 }
 
 cca_status ccai_vm_check_release(const ccai_vm_ranges *rs, uintptr_t base, size_t size, ccai_vm_range **r) {

@@ -28,6 +28,7 @@ typedef struct ccrun_options {
     ccr_device_kind device;
     size_t capacity;
     size_t vm_granularity; /* --vm-granularity; 0: the device's page */
+    int vm_backing;        /* --vm-backing: CCA_VM_PAGES (default) or CCA_VM_WHOLE_MAPS */
     const char *policy; /* NULL = allocator default (growth) */
     const char *conf;
     size_t batch, iters;

@@ -648,7 +648,8 @@ int ccrun_demo(const ccrun_options *o) {
         return CCRUN_ERR_USAGE;
     }
     free(conf);
-    ccr_status st = ccr_device_open_paged(o->device, 0, o->capacity, o->vm_granularity, &d.dev, &d.simulated);
+    ccr_device_options dopt = {o->device, 0, o->capacity, o->vm_granularity, o->vm_backing};
+    ccr_status st = ccr_device_open_with(&dopt, &d.dev, &d.simulated);
     if (st != CCR_OK) { /* no such device: exit 1, as for ccrun MODEL... */
         ccrun_say("%s", ccr_last_error());
         return st == CCR_ERR_INVALID_ARGUMENT ? CCRUN_ERR_USAGE : CCRUN_ERR_MODEL;

@@ -44,6 +44,7 @@ static void usage(FILE *f) {
     int n = fprintf(f, "usage: ccrun [options] MODEL...\n"
                "       ccrun [options] --resident MODEL [--resident MODEL]... [MODEL...]\n"
                "       ccrun --demo [--device D] [--capacity SIZE] [--vm-granularity SIZE]\n"
+               "                    [--vm-backing pages|whole-maps]\n"
                "\n"
                "Runs each MODEL in sequence in one process: load, run N batches, unload,\n"
                "release (unless --keep-cache), printing a table of memory figures per phase.\n"
@@ -66,6 +67,11 @@ static void usage(FILE *f) {
                "                          allocation each, so larger pages map in fewer calls\n"
                "                          and give memory back in larger steps (default: the\n"
                "                          device's, 2M)\n"
+               "  --vm-backing pages|whole-maps\n"
+               "                          the memory behind each map of expandable segments:\n"
+               "                          one allocation per page, any page given back (pages,\n"
+               "                          the default), or one per map, given back whole\n"
+               "                          (whole-maps: on a GPU far fewer driver calls)\n"
                "  --batch N               rows per batch, 1..2^24 (default 8)\n"
                "  --iters N               batches per model, 1..2^24 (default 3)\n"
                "  --keep-cache            never release: memory stays with the process, as in\n"
@@ -143,6 +149,7 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         O_DEVICE,
         O_CAPACITY,
         O_VM_GRANULARITY,
+        O_VM_BACKING,
         O_BATCH,
         O_ITERS,
         O_KEEP,
@@ -162,6 +169,7 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
                                              {"device", required_argument, 0, O_DEVICE},
                                              {"capacity", required_argument, 0, O_CAPACITY},
                                              {"vm-granularity", required_argument, 0, O_VM_GRANULARITY},
+                                             {"vm-backing", required_argument, 0, O_VM_BACKING},
                                              {"batch", required_argument, 0, O_BATCH},
                                              {"iters", required_argument, 0, O_ITERS},
                                              {"keep-cache", no_argument, 0, O_KEEP},
@@ -200,6 +208,14 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
             if (ccr_parse_size(optarg, &o->vm_granularity) != CCR_OK || o->vm_granularity < 4096 ||
                 o->vm_granularity > ((size_t)1 << 30) || (o->vm_granularity & (o->vm_granularity - 1)))
                 return usage_error("--vm-granularity '%s' is not a power of two from 4K to 1G", optarg);
+            break;
+        case O_VM_BACKING:
+            if (strcmp(optarg, "pages") == 0)
+                o->vm_backing = CCA_VM_PAGES;
+            else if (strcmp(optarg, "whole-maps") == 0)
+                o->vm_backing = CCA_VM_WHOLE_MAPS;
+            else
+                return usage_error("--vm-backing '%s' is neither pages nor whole-maps", optarg);
             break;
         case O_CAPACITY:
             if (ccr_parse_size(optarg, &o->capacity) != CCR_OK || o->capacity < (1u << 20))
@@ -325,6 +341,7 @@ static int open_engine(run_state *rs) {
     eo.device = o->device;
     eo.host_capacity = o->capacity;
     eo.vm_granularity = o->vm_granularity;
+    eo.vm_backing = o->vm_backing;
     eo.alloc_conf = rs->conf;
     eo.timeline = rs->tl;
     eo.domains = !o->no_domains && !o->keep_cache;

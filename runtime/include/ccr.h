@@ -147,6 +147,23 @@ ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_ca
  * simulated device (with kind AUTO either). ccr_device_open is this with 0. */
 ccr_status ccr_device_open_paged(ccr_device_kind kind, int cuda_device, size_t host_capacity, size_t vm_granularity,
                                  cca_upstream **out, int *simulated);
+/* Every setting of the device to open, for ccr_device_open_with. */
+typedef struct ccr_device_options {
+    ccr_device_kind kind;
+    int cuda_device;
+    size_t host_capacity;
+    size_t vm_granularity; /* as ccr_device_open_paged's */
+    /* How the memory behind each virtual-memory map is kept, on either
+     * device (cca_cuda_options / cca_host_options .vm_backing):
+     * CCA_VM_PAGES (0) or CCA_VM_WHOLE_MAPS (1). Another value is
+     * CCR_ERR_INVALID_ARGUMENT before any device is opened; a backing the
+     * library refuses is CCR_ERR_INVALID_ARGUMENT with its message, never a
+     * fall-back to the simulated device. */
+    int vm_backing;
+} ccr_device_options;
+/* ccr_device_open_paged with every setting (o NULL: CCR_ERR_INVALID_ARGUMENT);
+ * ccr_device_open_paged is this with vm_backing CCA_VM_PAGES. */
+ccr_status ccr_device_open_with(const ccr_device_options *o, cca_upstream **out, int *simulated);
 
 /* Called during loads: bytes of weights copied so far, of total. */
 typedef void (*ccr_progress_fn)(void *user, const char *model, size_t done, size_t total);
@@ -193,6 +210,11 @@ typedef struct ccr_engine_options {
      * the device's. On a GPU, 32 MiB pages map a large model in a sixteenth
      * of the driver calls of 2 MiB ones (docs/tuning.md, "The page"). */
     size_t vm_granularity;
+    /* The backing of its virtual-memory maps (ccr_device_options.vm_backing;
+     * ignored with a borrowed upstream): CCA_VM_PAGES (0, default) or
+     * CCA_VM_WHOLE_MAPS (1, one physical allocation per map: on a GPU far
+     * fewer driver calls, memory given back map by map). */
+    int vm_backing;
 } ccr_engine_options;
 
 #define CCR_DEFAULT_CAPACITY ((size_t)1 << 30)

@@ -40,6 +40,7 @@
  * OOM messages.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,15 +114,29 @@ ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_ca
 
 ccr_status ccr_device_open_paged(ccr_device_kind kind, int cuda_device, size_t host_capacity, size_t vm_granularity,
                                  cca_upstream **out, int *simulated) {
+    ccr_device_options o = {kind, cuda_device, host_capacity, vm_granularity, CCA_VM_PAGES};
+    return ccr_device_open_with(&o, out, simulated);
+}
+
+ccr_status ccr_device_open_with(const ccr_device_options *o, cca_upstream **out, int *simulated) {
     if (!out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "device output is NULL");
     *out = NULL;
+    if (!o)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "device options are NULL");
+    if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)",
+                        o->vm_backing);
+    ccr_device_kind kind = o->kind;
+    int cuda_device = o->cuda_device;
+    size_t host_capacity = o->host_capacity, vm_granularity = o->vm_granularity;
+    bool asked = vm_granularity || o->vm_backing != CCA_VM_PAGES; /* a refusal is the caller's setting's */
     if (kind != CCR_DEVICE_HOST) {
         int count = 0;
         cck_cuda_device_count(&count);
         /* the page first, whatever the machine: a bad one is refused the same
          * with or without a GPU, not turned into a simulated device */
-        cca_cuda_options co = {.device = cuda_device, .vm_granularity = vm_granularity};
+        cca_cuda_options co = {.device = cuda_device, .vm_granularity = vm_granularity, .vm_backing = o->vm_backing};
         cca_status cs = cca_upstream_cuda_create_with(&co, out);
         if (cs == CCA_ERR_INVALID_ARGUMENT && (count == 0 || (cuda_device >= 0 && cuda_device < count)))
             return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "device cuda:%d: %s", cuda_device, cca_last_error());
@@ -137,9 +152,9 @@ ccr_status ccr_device_open_paged(ccr_device_kind kind, int cuda_device, size_t h
     }
     if (host_capacity == 0)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "simulated device capacity is 0");
-    cca_host_options ho = {.capacity = host_capacity, .vm_granularity = vm_granularity};
+    cca_host_options ho = {.capacity = host_capacity, .vm_granularity = vm_granularity, .vm_backing = o->vm_backing};
     cca_status hs = cca_upstream_host_create_with(&ho, out);
-    if (hs == CCA_ERR_INVALID_ARGUMENT && vm_granularity)
+    if (hs == CCA_ERR_INVALID_ARGUMENT && asked)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "simulated device: %s", cca_last_error());
     if (hs != CCA_OK)
         return ccr_fail(CCR_ERR_DEVICE, "cannot create the simulated device: %s", cca_last_error());
@@ -153,8 +168,8 @@ static ccr_status open_device(ccr_engine *e, const ccr_engine_options *o) {
     e->up = o->upstream;
     int simulated = 1;
     if (!e->up) {
-        ccr_status st =
-            ccr_device_open_paged(o->device, o->cuda_device, o->host_capacity, o->vm_granularity, &e->up, &simulated);
+        ccr_device_options d = {o->device, o->cuda_device, o->host_capacity, o->vm_granularity, o->vm_backing};
+        ccr_status st = ccr_device_open_with(&d, &e->up, &simulated);
         if (st != CCR_OK)
             return st;
         e->cuda_device = o->cuda_device;

@@ -918,6 +918,57 @@ def test_fork_while_threads_use_an_allocator_of_ones_own():
             x.check()
 
 
+def _host_knows_vm_backing(lib) -> bool:
+    """Whether the library's simulated device takes cca_host_options.vm_backing
+    (it refuses a value other than 0 and 1)."""
+    ho = _lib.HostOptions(capacity=64 * MiB, vm_backing=2)
+    up = ctypes.c_void_p()
+    st = lib.cca_upstream_host_create_with(ctypes.byref(ho), ctypes.byref(up))
+    if st == 0:
+        lib.cca_upstream_destroy(up)
+    return st != 0
+
+
+def test_vm_backing_reaches_the_upstream():
+    """``Allocator(..., vm_backing=)``: None and "pages" leave the upstream
+    in pages (cca_upstream_vm_backing 0), "whole_maps" makes it whole maps
+    (1), on the simulated device; on a CUDA device the same argument
+    reaches cca_cuda_options (no GPU: NoDeviceError, after the checks)."""
+    for arg in (None, "pages"):
+        with ccalloc.Allocator("64M", conf="expandable:1", vm_backing=arg) as a:
+            assert a._lib.cca_upstream_vm_backing(a._upstream) == 0, arg
+    with ccalloc.Allocator("64M", conf="expandable:1") as a:
+        if not _host_knows_vm_backing(a._lib):
+            pytest.skip("this library's simulated device does not take vm_backing yet")
+    with ccalloc.Allocator("64M", conf="expandable:1", vm_backing="whole_maps") as a:
+        assert a._lib.cca_upstream_vm_backing(a._upstream) == 1
+        a.free(a.alloc(4096))
+
+
+def test_vm_backing_is_handed_to_the_c_options(monkeypatch):
+    """What each vm_backing becomes in cca_host_options / cca_cuda_options."""
+    seen = []
+    lib = _lib.load(None)
+    for fn in ("cca_upstream_host_create_with", "cca_upstream_cuda_create_with"):
+        real = getattr(lib, fn)
+
+        def spy(opts, out, real=real, fn=fn):
+            kind = _lib.HostOptions if fn.startswith("cca_upstream_host") else _lib.CudaOptions
+            seen.append((fn, ctypes.cast(opts, ctypes.POINTER(kind)).contents.vm_backing))
+            return real(opts, out)
+        monkeypatch.setattr(lib, fn, spy)
+    for arg, want in ((None, 0), ("pages", 0), ("whole_maps", 1)):
+        seen.clear()
+        ccalloc.Allocator("64M", vm_backing=arg).close()
+        assert seen == [("cca_upstream_host_create_with", want)], arg
+        seen.clear()
+        try:
+            ccalloc.Allocator(device=0, vm_backing=arg).close()
+        except ccalloc.NoDeviceError:
+            pass
+        assert seen == [("cca_upstream_cuda_create_with", want)], arg
+
+
 def test_vm_granularity_is_the_page_of_expandable_segments():
     """``Allocator(..., vm_granularity=)``: the simulated device's page
     (stats' page_size with expandable:1; one 8 MiB page mapped for a 4 KiB

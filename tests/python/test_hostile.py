@@ -343,3 +343,17 @@ def test_a_child_forked_while_a_thread_is_in_a_call_can_close():
     r = _run(_FORK_IN_CALL, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert r.stdout.splitlines()[-1] == "child 0", r.stdout + r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("device", [None, 0])
+def test_vm_backing_refuses_what_is_not_a_backing(device):
+    """``vm_backing``: None, "pages" or "whole_maps"; another str is an
+    InvalidArgumentError (a ValueError) before any C call, another type a
+    TypeError, on the simulated device and on CUDA alike."""
+    kind = {"capacity": "64M"} if device is None else {"device": device}
+    for bad in ("", "whole-maps", "WHOLE_MAPS", "page", "pages ", "whole_maps\0", "1"):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="vm_backing"):
+            ccalloc.Allocator(**kind, vm_backing=bad)
+    for bad in (0, 1, True, b"pages", 1.0, ["pages"]):
+        with pytest.raises(TypeError, match="vm_backing"):
+            ccalloc.Allocator(**kind, vm_backing=bad)

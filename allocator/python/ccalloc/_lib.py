@@ -209,17 +209,18 @@ def out_struct(cls):
 
 
 class HostOptions(ctypes.Structure):
-    """``cca_host_options``: the simulated device's capacity, costs and granularity."""
+    """``cca_host_options``: the simulated device's capacity, costs, granularity and backing."""
 
     _fields_ = [("capacity", c_size_t), ("alloc_latency_ns", ctypes.c_uint64),
                 ("free_latency_ns", ctypes.c_uint64), ("vm_granularity", c_size_t),
-                ("vm_map_granule_latency_ns", ctypes.c_uint64), ("vm_unmap_granule_latency_ns", ctypes.c_uint64)]
+                ("vm_map_granule_latency_ns", ctypes.c_uint64), ("vm_unmap_granule_latency_ns", ctypes.c_uint64),
+                ("vm_backing", ctypes.c_int)]
 
 
 class CudaOptions(ctypes.Structure):
-    """``cca_cuda_options``: the device and the page of its virtual-memory maps."""
+    """``cca_cuda_options``: the device, the page of its virtual-memory maps and their backing."""
 
-    _fields_ = [("device", ctypes.c_int), ("vm_granularity", c_size_t)]
+    _fields_ = [("device", ctypes.c_int), ("vm_granularity", c_size_t), ("vm_backing", ctypes.c_int)]
 
 
 def as_dict(struct) -> dict:
@@ -245,6 +246,7 @@ _PROTOTYPES = {
     "cca_upstream_mem_info": (c_int, [_P, ctypes.POINTER(c_size_t), ctypes.POINTER(c_size_t)]),
     "cca_upstream_get_stats": (c_int, [_P, c_void_p]),
     "cca_upstream_name": (c_char_p, [_P]),
+    "cca_upstream_vm_backing": (c_int, [_P]),
     "cca_config_default": (None, [c_void_p]),
     "cca_config_parse": (c_int, [c_void_p, c_char_p]),
     "cca_config_validate": (c_int, [c_void_p]),

@@ -133,6 +133,21 @@ def c_string(lib: _lib.Library, text: str, what: str, status: int = ERR_INVALID_
         raise argument_error(lib, status, f"{what} {text!r} is not UTF-8 text (a lone surrogate)") from None
 
 
+VM_BACKINGS = {None: 0, "pages": 0, "whole_maps": 1}  # CCA_VM_PAGES, CCA_VM_WHOLE_MAPS
+
+
+def backing_arg(lib: _lib.Library, vm_backing: Any) -> int:
+    """``vm_backing`` as ``cca_*_options.vm_backing``: None or "pages" 0
+    (CCA_VM_PAGES), "whole_maps" 1 (CCA_VM_WHOLE_MAPS); another str is
+    :class:`InvalidArgumentError`, another type TypeError."""
+    if vm_backing is not None and not isinstance(vm_backing, str):
+        raise TypeError(f"vm_backing is None, 'pages' or 'whole_maps', not {type(vm_backing).__name__}")
+    if vm_backing not in VM_BACKINGS:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT,
+                             f"vm_backing {vm_backing!r} is neither 'pages' nor 'whole_maps'")
+    return VM_BACKINGS[vm_backing]
+
+
 def parse_size(lib: _lib.Library, size: Size) -> int:
     """An int as is (in [0, 2**64); numpy integers too), or a size text as
     ``cca_parse_size`` reads it ("64M", "1.5G")."""
@@ -283,7 +298,13 @@ class Allocator:
     on the simulated device, the driver's minimum on a GPU; larger pages
     map in fewer driver calls and give memory back in larger steps,
     docs/tuning.md). A value the C library refuses raises
-    ``InvalidArgumentError``.
+    ``InvalidArgumentError``. ``vm_backing``: how the memory behind each
+    virtual-memory map is kept, ``cca_host_options.vm_backing`` or
+    ``cca_cuda_options.vm_backing``: None or ``"pages"`` (one physical
+    allocation per page, any run of pages can be given back),
+    ``"whole_maps"`` (one physical allocation per map, given back whole);
+    another str raises ``InvalidArgumentError``, another type ``TypeError``,
+    before any C call.
 
     Not copyable nor picklable (``TypeError``): it owns the C allocator.
 
@@ -295,7 +316,7 @@ class Allocator:
 
     def __init__(self, capacity: Optional[Size] = None, *, device: Optional[int] = None,
                  conf: Optional[str] = None, library: Optional[str] = None,
-                 vm_granularity: Optional[Size] = None) -> None:
+                 vm_granularity: Optional[Size] = None, vm_backing: Optional[str] = None) -> None:
         self._lib = _lib.load(library)
         self._handle: Optional[int] = None
         self._init_calls()
@@ -309,12 +330,13 @@ class Allocator:
         up = ctypes.c_void_p()
         lib.cca_clear_error()
         page = 0 if vm_granularity is None else parse_size(lib, vm_granularity)
+        backing = backing_arg(lib, vm_backing)
         if capacity is not None:
-            ho = _lib.HostOptions(capacity=parse_size(lib, capacity), vm_granularity=page)
+            ho = _lib.HostOptions(capacity=parse_size(lib, capacity), vm_granularity=page, vm_backing=backing)
             raise_for(lib, lib.cca_upstream_host_create_with(ctypes.byref(ho), ctypes.byref(up)))
         else:
             self._device = device_arg(lib, device)
-            co = _lib.CudaOptions(device=self._device, vm_granularity=page)
+            co = _lib.CudaOptions(device=self._device, vm_granularity=page, vm_backing=backing)
             raise_for(lib, lib.cca_upstream_cuda_create_with(ctypes.byref(co), ctypes.byref(up)))
         try:
             cfg = None

@@ -758,7 +758,7 @@ Test(config, expandable_ahead_options_refuse_hostile_values) {
  * size accepted. */
 Test(config, expandable_chunk_default_and_edges) {
     cca_config c = defaults();
-    cr_assert_eq(c.expandable_chunk, 32 * MiB);
+    cr_assert_eq(c.expandable_chunk, 128 * MiB);
     c = parse_ok("expandable_chunk:0");
     cr_assert_eq(c.expandable_chunk, 0);
     c = parse_ok("expandable_chunk:1");

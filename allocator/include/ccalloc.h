@@ -461,7 +461,7 @@ typedef struct cca_config {
                                     (rounded down to pages, at least one),
                                     and memory goes back only map by map;
                                     0 = one map per run; no effect
-                                    over pages                 (32 MiB) */
+                                    over pages                (128 MiB) */
 } cca_config;
 
 /* Compiled-in defaults. Does not read the environment. */

@@ -138,7 +138,7 @@ static const option options[] = {
      "included (at most small_segment in the small pool's range), so that a segment starting out calls the "
      "upstream no more often than classic segments would; expandable_ahead_max still caps what is mapped "
      "beyond the request; 0 = off"},
-    {"expandable_chunk", OPT_SIZE, OFF(expandable_chunk), 32 * MiB, 0, (double)SIZE_MAX,
+    {"expandable_chunk", OPT_SIZE, OFF(expandable_chunk), 128 * MiB, 0, (double)SIZE_MAX,
      "expandable segments over an upstream whose maps are whole (vm_backing CCA_VM_WHOLE_MAPS: one physical "
      "allocation per map, unmapped only whole): the largest map made, rounded down to pages (at least one); a "
      "run of pages is mapped in maps of at most this, and memory goes back map by map; 0 = one map per run; no "

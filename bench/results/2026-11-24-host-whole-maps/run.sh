@@ -6,10 +6,10 @@ T="gen:uniform gen:lognormal gen:mlp gen:models gen:adversarial bench/traces/ccr
 B=${CCBENCH:-build/bench/ccbench}
 run() { # NAME ARGS...
   local name=$1; shift
-  $B replay "$@" --vm-latency 31us,26us --reps 1 --driver-reps 1 --no-plots --out ${OUT:-.}/$name $T > ${OUT:-.}/$name.log 2>&1
+  $B replay "$@" --vm-latency 31us,26us --reps 1 --driver-reps 5 --no-plots --out ${OUT:-.}/$name $T > ${OUT:-.}/$name.log 2>&1
   echo "$name rc=$?" >&2
 }
 run pages2M  -s ccalloc-growth -s ccalloc-expandable --vm-granularity 2M
 run pages32M -s ccalloc-expandable --vm-granularity 32M
-run whole2M  -s ccalloc-expandable -s ccalloc=expandable:1,expandable_chunk:8M -s ccalloc=expandable:1,expandable_chunk:0 \
+run whole2M  -s ccalloc-expandable -s ccalloc=expandable:1,expandable_chunk:32M -s ccalloc=expandable:1,expandable_chunk:0 \
              --vm-granularity 2M --vm-backing whole-maps

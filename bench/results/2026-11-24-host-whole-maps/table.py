@@ -5,8 +5,8 @@ import csv, sys
 runs = [("pages2M", "ccalloc-growth", "classic growth"),
         ("pages2M", "ccalloc-expandable", "pages of 2M"),
         ("pages32M", "ccalloc-expandable", "pages of 32M"),
-        ("whole2M", "ccalloc-expandable", "whole maps, chunk 32M (default)"),
-        ("whole2M", "ccalloc=expandable:1,expandable_chunk:8M", "whole maps, chunk 8M"),
+        ("whole2M", "ccalloc-expandable", "whole maps, chunk 128M (default)"),
+        ("whole2M", "ccalloc=expandable:1,expandable_chunk:32M", "whole maps, chunk 32M"),
         ("whole2M", "ccalloc=expandable:1,expandable_chunk:0", "whole maps, no chunk")]
 data, order = {}, []
 for run in sorted({r for r, _, _ in runs}):

@@ -78,6 +78,31 @@
  * behaviour); trim then gives its free pages back one by one, and later
  * requests map them again as needed: a greedy process that can shrink.
  *
+ * Whole maps (an upstream whose vm_backing is CCA_VM_WHOLE_MAPS: each
+ * vm_map ONE physical allocation, over CUDA one cuMemCreate, given back
+ * only whole). The driver's cost is per allocation, nearly flat in its
+ * size, so a run of pages mapped as one allocation costs what one page
+ * does; the price is release in whole maps. The segment keeps a second
+ * bitmap beside `mapped`, `starts`: bit i set when page i begins a map.
+ *   pages   |##|##|##|##|##|##|##|  |  |##|##|  ....
+ *   starts   ^           ^                ^          maps [0,4) [4,7) [9,11)
+ * Invariant I8: a map runs from its start bit to the next start bit or
+ * unmapped page; every mapped page after an unmapped one (or at the
+ * range's start) is a start; no map holds more than map_pages pages.
+ *   - mapping (map_run): a run of missing pages is cut into maps of at
+ *     most expandable_chunk bytes (map_pages pages; 0 = one map per run),
+ *     from the run's start, one vm_map each, so a large request or the
+ *     greedy arena is never one allocation that a single live byte pins;
+ *   - release (unmap_range): the free pages of a block are first narrowed
+ *     to the maps lying wholly inside them (map_boundary, map_first), then
+ *     given back from the highest map down, one vm_unmap per map, each
+ *     whole: trim(keep) may end below keep by less than a map;
+ *   - trapped bytes and what a release could give back
+ *     (ccai_expandable_trapped, ccai_expandable_held) count maps, not
+ *     pages: a live block holds every page of the maps it touches.
+ * Costs: a start-bit search is a word of 64 pages per step, like the
+ * mapped bitmap's; the bitmaps double (npages / 4 bytes).
+ *
  * Which free blocks need a page test at all: a free block carries the mark
  * b->unmapped when some of its pages may be unmapped. It is set on the
  * first block of a new range (not the greedy arena, mapped whole), on a

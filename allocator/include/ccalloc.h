@@ -940,11 +940,15 @@ cca_status cca_check_invariants(const cca_allocator *a);
  *  - config: cca_plug_configure's conf, else the defaults + CCALLOC_CONF (a
  *    bad CCALLOC_CONF is logged and the defaults kept, as in cca_create);
  *  - upstream: cca_plug_configure's, else CCALLOC_PLUG_UPSTREAM, else
- *    "cuda": the CUDA device `device` ("cuda:vm_granularity=SIZE": the
- *    page of its expandable segments, cca_cuda_options; a power of two from
- *    CCA_GRANULARITY to CCA_CUDA_MAX_VM_GRANULARITY, else CCA_ERR_CONFIG,
- *    and one the device refuses fails the device's creation with
- *    CCA_ERR_INVALID_ARGUMENT). "host[:CAPACITY[:DEVICES]]" (default
+ *    "cuda": the CUDA device `device`. "cuda:KEY=VALUE[,KEY=VALUE]" sets
+ *    its cca_cuda_options: vm_granularity=SIZE (the page of its expandable
+ *    segments, a power of two from CCA_GRANULARITY to
+ *    CCA_CUDA_MAX_VM_GRANULARITY, K/M/G suffixes) and
+ *    vm_backing=pages|whole_maps (CCA_VM_PAGES / CCA_VM_WHOLE_MAPS), each
+ *    key at most once, in either order, no blanks, no empty key or value,
+ *    no trailing comma (e.g. "cuda:vm_granularity=32M,vm_backing=whole_maps");
+ *    anything else is CCA_ERR_CONFIG, and a page the device refuses fails
+ *    the device's creation with CCA_ERR_INVALID_ARGUMENT. "host[:CAPACITY[:DEVICES]]" (default
  *    1G and 1) gives each device number below DEVICES a simulated device of
  *    its own of CAPACITY bytes. Only ever chosen explicitly: with "cuda"
  *    and no GPU (or a build without CUDA) there is no fallback;

@@ -412,3 +412,28 @@ Test(whole_maps, free_pages_of_a_held_map_are_not_counted_releasable) {
     tu_free(a, y0);
     finish(a, u);
 }
+
+/* Stats say which backing: vm_backing in the struct, the JSON and the
+ * printed line; pages elsewhere. */
+Test(whole_maps, stats_say_whole_maps) {
+    cca_upstream *u = whole_device(64 * MiB);
+    cca_allocator *a = whole_allocator(u, "expandable_chunk:256K");
+    cr_assert_eq(tu_stats(a).vm_backing, CCA_VM_WHOLE_MAPS);
+    char buf[2048] = {0};
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(cca_stats_print(&s, f), CCA_OK);
+    cr_assert_eq(cca_stats_write_json(&s, f), CCA_OK);
+    fclose(f);
+    cr_assert(strstr(buf, "page=64.00 KiB (whole maps)") != NULL, "%s", buf);
+    cr_assert(strstr(buf, "\"vm_backing\":\"whole_maps\"") != NULL, "%s", buf);
+    finish(a, u);
+    u = tu_vm_device(64 * MiB, PG);
+    a = whole_allocator(u, "expandable_chunk:256K");
+    cr_assert_eq(tu_stats(a).vm_backing, CCA_VM_PAGES);
+    finish(a, u);
+    u = whole_device(64 * MiB);
+    a = tu_allocator(u, "expandable:0");
+    cr_assert_eq(tu_stats(a).vm_backing, CCA_VM_PAGES, "classic segments: no maps at all");
+    finish(a, u);
+}

@@ -686,6 +686,8 @@ typedef struct cca_stats {
     uint64_t vm_unmaps;         /* unmap calls (also in upstream_frees)      */
     uint64_t pages_mapped;      /* pages mapped by those calls, in all       */
     uint64_t pages_unmapped;
+    int vm_backing; /* the upstream's: CCA_VM_WHOLE_MAPS (maps of at most
+                       expandable_chunk, given back whole) or CCA_VM_PAGES */
 } cca_stats;
 
 /* Consistent snapshot of the counters (taken under the allocator's lock).

@@ -102,6 +102,7 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
     s->vm_unmaps = c->vm_unmaps;
     s->pages_mapped = c->pages_mapped;
     s->pages_unmapped = c->pages_unmapped;
+    s->vm_backing = a->whole_maps ? CCA_VM_WHOLE_MAPS : CCA_VM_PAGES;
 }
 
 void cca_get_stats(const cca_allocator *a, cca_stats *s) {
@@ -148,11 +149,11 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
     if (n >= 0 && s->page_size) {
         char ma[32], as[32], pg[32];
         n = fprintf(f,
-                    " expandable: %zu segments, mapped=%s of %s address space, page=%s, maps=%" PRIu64
+                    " expandable: %zu segments, mapped=%s of %s address space, page=%s%s, maps=%" PRIu64
                     " unmaps=%" PRIu64 "\n",
                     s->expandable_segments, cca_format_bytes(s->mapped_bytes, ma, sizeof ma),
                     cca_format_bytes(s->address_space_bytes, as, sizeof as), cca_format_bytes(s->page_size, pg, sizeof pg),
-                    s->vm_maps, s->vm_unmaps);
+                    s->vm_backing == CCA_VM_WHOLE_MAPS ? " (whole maps)" : "", s->vm_maps, s->vm_unmaps);
     }
     return n < 0 || ccai_write_failed(f) ? ccai_fail(CCA_ERR_IO, "cca_stats_print: write failed") : CCA_OK;
 }
@@ -168,14 +169,15 @@ static int write_stats_json(const cca_stats *s, FILE *f) {
                    ",\"upstream_frees\":%" PRIu64 ",\"alloc_retries\":%" PRIu64 ",\"ooms\":%" PRIu64
                    ",\"splits\":%" PRIu64 ",\"merges\":%" PRIu64 ",\"fragmentation\":%.6f,\"page_size\":%zu,"
                    "\"expandable_segments\":%zu,\"address_space_bytes\":%zu,\"mapped_bytes\":%zu,\"vm_maps\":%" PRIu64
-                   ",\"vm_unmaps\":%" PRIu64 ",\"pages_mapped\":%" PRIu64 ",\"pages_unmapped\":%" PRIu64 "}",
+                   ",\"vm_unmaps\":%" PRIu64 ",\"pages_mapped\":%" PRIu64 ",\"pages_unmapped\":%" PRIu64
+                   ",\"vm_backing\":\"%s\"}",
                    s->allocated_bytes, s->allocated_bytes_peak, s->requested_bytes, s->requested_bytes_peak,
                    s->reserved_bytes, s->reserved_bytes_peak, s->active_blocks, s->active_blocks_peak,
                    s->pending_blocks, s->cached_blocks, s->cached_bytes, s->segments, s->segments_peak,
                    s->largest_free_block, s->alloc_calls, s->free_calls, s->upstream_allocs, s->upstream_frees,
                    s->alloc_retries, s->ooms, s->splits, s->merges, s->fragmentation, s->page_size,
                    s->expandable_segments, s->address_space_bytes, s->mapped_bytes, s->vm_maps, s->vm_unmaps,
-                   s->pages_mapped, s->pages_unmapped);
+                   s->pages_mapped, s->pages_unmapped, s->vm_backing == CCA_VM_WHOLE_MAPS ? "whole_maps" : "pages");
     ccai_numeric_end(previous);
     return n;
 }

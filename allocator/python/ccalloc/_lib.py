@@ -97,6 +97,7 @@ class Stats(ctypes.Structure):
         ("vm_unmaps", c_uint64),
         ("pages_mapped", c_uint64),
         ("pages_unmapped", c_uint64),
+        ("vm_backing", ctypes.c_int),
     ]
 
 

@@ -6,7 +6,8 @@
  * policy (growth / greedy), expandable segments, pool geometry (small_max,
  * small_segment, medium_segment, large_min, segment_round, max_split, the
  * small and medium pools on or off), a max_reserved cap, the simulated
- * device's capacity (tiny and odd ones included) and mapping granularity,
+ * device's capacity (tiny and odd ones included), mapping granularity and
+ * backing (pages, or whole maps cut at one of four expandable_chunk values),
  * whether the device has events at all, whether its events complete at once
  * or are held until the program completes them, and an ERROR MODE that lets
  * the program pass bad pointers. The rest is a sequence of ACTIONS, one per
@@ -978,6 +979,10 @@ static bool configure(fz_world *w, fz_in *in) {
     c->max_reserved = caps[(geo >> 2) % 5];
     c->expandable_ahead_min = (geo >> 5) % 2 ? 0 : 20 * MiB;
     c->expandable_ahead_max = (geo >> 6) % 2 ? 0 : 64 * MiB;
+    /* over whole maps (flags 0x40): maps of the default 128 MiB, one per run,
+     * a page each, or three 64 KiB pages */
+    static const size_t chunks[] = {128 * MiB, 0, 1, 192 * KiB};
+    c->expandable_chunk = chunks[(flags >> 7) | ((geo >> 7) << 1)];
     if (cca_config_validate(c) != CCA_OK)
         return false;
     static const size_t capacities[] = {64 * MiB, 32 * MiB, 8 * MiB, 4096, 3 * MiB + 4096 * 7, 24 * MiB + 512 * 3};
@@ -988,6 +993,7 @@ static bool configure(fz_world *w, fz_in *in) {
     cca_host_options o = {0};
     o.capacity = w->capacity = capacities[devb % 6];
     o.vm_granularity = grans[(devb >> 3) % 6];
+    o.vm_backing = flags & 0x40 ? CCA_VM_WHOLE_MAPS : CCA_VM_PAGES;
     if (cca_upstream_host_create_with(&o, &w->dev.host) != CCA_OK)
         return false;
     w->error_mode = flags & 1;
@@ -1004,6 +1010,7 @@ static bool configure(fz_world *w, fz_in *in) {
         .vm_release = w_vm_release,
         .vm_map = w_vm_map,
         .vm_unmap = w_vm_unmap,
+        .vm_backing = o.vm_backing, /* the device's rule is the allocator's */
     };
     if (!(flags & 4)) {
         ops.event_record = w_event_record;

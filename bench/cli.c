@@ -365,6 +365,7 @@ static int take(ccb_options *o, int id, const char *v) {
             o->vm_backing = CCA_VM_WHOLE_MAPS;
         else
             return usage_error("--vm-backing '%s' is neither pages nor whole-maps", v);
+        o->vm_backing_given = 1;
         return 0;
     case O_DRIVER_REPS:
         if (ccai_decimal_uint(v, 1, 1000, &u))

@@ -101,7 +101,8 @@ static const cli_option options[] = {
      "how the memory behind each virtual-memory map is kept, on the simulated\n"
      "device and on the CUDA upstream of the ccalloc-cuda strategies: pages\n"
      "(default: one physical allocation per page, any run of pages given\n"
-     "back) or whole-maps (one physical allocation per map, given back whole)"},
+     "back) or whole-maps (one physical allocation per map, given back whole);\n"
+     "driver: only that virtual-memory table (default: both)"},
     {"driver-reps", O_DRIVER_REPS, required_argument, "N",
      "timed passes with the driver's cost, 1..1000 (default: --reps; 1 with --quick)"},
     {"no-release-events", O_NO_RELEASE_EVENTS, no_argument, NULL,
@@ -135,8 +136,10 @@ void ccb_usage(FILE *f) {
                "  ccbench micro [-s STRATEGY]... [--live N,N,..] [--pairs N] [--out DIR]\n"
                "                                        cost of a cached alloc+free pair with N blocks live\n"
                "  ccbench switch [--help]               model switching: in-process release vs a process per model\n"
-               "  ccbench driver [--reps N] [--out DIR] the GPU driver's real cudaMalloc/cudaFree cost by size\n"
-               "                                        (the figures the simulated device's latencies model)\n"
+               "  ccbench driver [--reps N] [--vm-backing pages|whole-maps] [--out DIR]\n"
+               "                                        the GPU driver's real cudaMalloc/cudaFree cost by size\n"
+               "                                        (the figures the simulated device's latencies model),\n"
+               "                                        and its virtual-memory maps' over pages and whole maps\n"
                "  ccbench --list                        strategies and generators\n"
                "\n"
                "TRACE: a CSV file (seq,op,id,size,stream,domain,name; written by CCALLOC_TRACE=path or\n"

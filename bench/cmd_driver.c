@@ -47,18 +47,27 @@ int ccb_driver_tables(const ccb_options *o) {
     return o->vm_backing == CCA_VM_WHOLE_MAPS ? CCB_DRIVER_WHOLE_MAPS : CCB_DRIVER_PAGES;
 }
 
+/* The CUDA upstream on GPU 0 with granule `page` (0: the driver's minimum)
+ * and vm_backing `backing`: 0 made, 1 none here (skipped), -1 refused
+ * options (why says which). */
+static int cuda_upstream(size_t page, int backing, cca_upstream **u, char *why, size_t whylen) {
+    cca_cuda_options co = {0, page, backing};
+    cca_status st = cca_upstream_cuda_create_with(&co, u);
+    if (st == CCA_OK)
+        return 0;
+    snprintf(why, whylen, "%s", cca_last_error());
+    return st == CCA_ERR_INVALID_ARGUMENT ? -1 : 1;
+}
+
 /* The vm rows of the CUDA upstream on GPU 0 with granule `page` (0: the
  * driver's minimum), appended at rows + *n: 0 measured, 1 skipped, -1
  * error (why says which). *page_out: the granule used. */
 static int measure_vm(size_t page, int reps, ccb_driver_vm_row *rows, size_t *n, size_t *page_out, char *why,
                       size_t whylen) {
     cca_upstream *u = NULL;
-    cca_cuda_options co = {0, page, CCA_VM_PAGES};
-    cca_status st = cca_upstream_cuda_create_with(&co, &u);
-    if (st != CCA_OK) {
-        snprintf(why, whylen, "%s", cca_last_error());
-        return st == CCA_ERR_INVALID_ARGUMENT ? -1 : 1;
-    }
+    int made = cuda_upstream(page, CCA_VM_PAGES, &u, why, whylen);
+    if (made != 0)
+        return made;
     size_t g = 0, granules[NSIZES] = {1};
     size_t k = ccb_driver_vm_granules(u, sizes, NSIZES, granules, &g);
     *page_out = g;
@@ -77,12 +86,9 @@ static int measure_vm(size_t page, int reps, ccb_driver_vm_row *rows, size_t *n,
 static int measure_whole(size_t page, int reps, const ccb_driver_row *rows, ccb_driver_vm_row *wrows, size_t *nw,
                          ccb_driver_row *mrows, char *why, size_t whylen) {
     cca_upstream *u = NULL;
-    cca_cuda_options co = {0, page, CCA_VM_WHOLE_MAPS};
-    cca_status st = cca_upstream_cuda_create_with(&co, &u);
-    if (st != CCA_OK) {
-        snprintf(why, whylen, "%s", cca_last_error());
-        return st == CCA_ERR_INVALID_ARGUMENT ? -1 : 1;
-    }
+    int made = cuda_upstream(page, CCA_VM_WHOLE_MAPS, &u, why, whylen);
+    if (made != 0)
+        return made;
     int rc = ccb_driver_vm_whole_maps(u, whole_sizes, NWHOLE, reps, wrows, nw, why, whylen);
     cca_upstream_destroy(u);
     for (size_t i = 0; i < *nw; i++) {
@@ -121,9 +127,8 @@ int ccb_cmd_driver(ccb_options *o) {
         vrc = measure_vm(o->vm_granularity, reps, vrows, &nv, &min, vwhy, sizeof vwhy);
         /* larger pages only up to the CUDA upstream's largest (a device whose
          * minimum is above 64 MiB measures fewer tables, not none) */
-        for (size_t p = 1; p < NPAGES && vrc == 0 && !o->vm_granularity &&
-                           min <= CCA_CUDA_MAX_VM_GRANULARITY / times_min[p];
-             p++)
+        for (size_t p = 1;
+             p < NPAGES && vrc == 0 && !o->vm_granularity && min <= CCA_CUDA_MAX_VM_GRANULARITY / times_min[p]; p++)
             vrc = measure_vm(min * times_min[p], reps, vrows, &nv, &used, vwhy, sizeof vwhy);
         if (vrc < 0)
             fprintf(stderr, "ccbench driver: virtual memory: %s\n", vwhy);

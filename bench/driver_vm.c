@@ -120,8 +120,7 @@ int ccb_driver_vm_measure(cca_upstream *u, const size_t *granules, size_t n, int
     return rc;
 }
 
-size_t ccb_driver_vm_granules(cca_upstream *u, const size_t *sizes, size_t n, size_t *granules,
-                              size_t *granule_bytes) {
+size_t ccb_driver_vm_granules(cca_upstream *u, const size_t *sizes, size_t n, size_t *granules, size_t *granule_bytes) {
     size_t g = 0, k = 0;
     if (!cca_upstream_has_vm(u) || cca_upstream_vm_granularity(u, &g) != CCA_OK) {
         *granule_bytes = 0;

@@ -94,7 +94,7 @@ static const cli_option options[] = {
     {"vm-granularity", O_VM_GRANULARITY, required_argument, "B",
      "the page of virtual-memory maps (expandable segments): the simulated\n"
      "device's granularity, and the CUDA upstream's for the ccalloc-cuda\n"
-     "strategies and `ccbench driver`'s virtual-memory table; a power of two\n"
+     "strategies and `ccbench driver`'s virtual-memory tables; a power of two\n"
      "from 4K to 1G, K/M/G suffixes (default: 2M on the simulated device, the\n"
      "driver's minimum on a GPU)"},
     {"vm-backing", O_VM_BACKING, required_argument, "pages|whole-maps",
@@ -139,7 +139,7 @@ void ccb_usage(FILE *f) {
                "  ccbench driver [--reps N] [--vm-backing pages|whole-maps] [--out DIR]\n"
                "                                        the GPU driver's real cudaMalloc/cudaFree cost by size\n"
                "                                        (the figures the simulated device's latencies model),\n"
-               "                                        and its virtual-memory maps' over pages and whole maps\n"
+               "                                        and of its virtual-memory maps, over pages and over whole maps\n"
                "  ccbench --list                        strategies and generators\n"
                "\n"
                "TRACE: a CSV file (seq,op,id,size,stream,domain,name; written by CCALLOC_TRACE=path or\n"

@@ -358,16 +358,36 @@ int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, si
 
 /* driver_vm.c: an upstream's vm_map and vm_unmap of granules[i] granules,
  * `reps` pairs each, every call timed alone (`ccbench driver` on the CUDA
- * upstream). 0 ok, 1 skipped (the upstream has no virtual memory: why says
- * so), -1 error (why says which call failed). */
+ * upstream). A size whose vm_map the device refuses as out of memory is a
+ * row with unfit set (why says so, reps 0), not an error: the next sizes
+ * are measured. 0 ok, 1 skipped (the upstream has no virtual memory: why
+ * says so), -1 error (why says which call failed). */
 struct cca_upstream;
 typedef struct ccb_driver_vm_row {
     size_t granules, bytes;
-    int reps;
+    int reps; /* 0: nothing timed (unfit) */
     double map_median_us, map_p99_us, unmap_median_us, unmap_p99_us;
+    int unfit; /* the device cannot hold the size (why says so): not a failure */
+    char why[160];
 } ccb_driver_vm_row;
 int ccb_driver_vm_measure(struct cca_upstream *u, const size_t *granules, size_t n, int reps, ccb_driver_vm_row *rows,
                           char *why, size_t whylen);
+/* The sizes[] (bytes, ascending) in u's granules, written to granules[]: a
+ * size rounded down to whole granules, one granule at least, a count equal
+ * to the one before it dropped. Returns how many (0: u has no vm ops);
+ * *granule_bytes: the granule (0 without vm ops). */
+size_t ccb_driver_vm_granules(struct cca_upstream *u, const size_t *sizes, size_t n, size_t *granules,
+                              size_t *granule_bytes);
+/* One map + unmap of each of sizes[] (bytes, ascending, at most
+ * CCB_DRIVER_MAX_SIZES) on u, an upstream whose maps are whole
+ * (cca_upstream_vm_backing CCA_VM_WHOLE_MAPS): each map one physical
+ * allocation. Rows as ccb_driver_vm_measure's, one per size in granules
+ * (ccb_driver_vm_granules), *nrows of them. 0 ok, 1 skipped (no vm ops),
+ * -1 error: an upstream whose maps are pages (nothing called), or as
+ * ccb_driver_vm_measure. */
+#define CCB_DRIVER_MAX_SIZES 16
+int ccb_driver_vm_whole_maps(struct cca_upstream *u, const size_t *sizes, size_t n, int reps, ccb_driver_vm_row *rows,
+                             size_t *nrows, char *why, size_t whylen);
 /* "ok" or why GPU strategies cannot run here. */
 const char *ccb_gpu_unavailable_reason(void);
 /* Shared by the ccalloc strategies: create the allocator over upstream u
@@ -570,6 +590,13 @@ void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n);
  * NULL). upstream: what was measured, e.g. "cuda (GPU 0)". */
 void ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n, const char *why);
 void ccb_write_driver_vm_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n);
+/* The whole-maps table (rows NULL: "skipped: why"), each size next to the
+ * cudaMalloc / cudaFree medians of the mrows row of the same size ("—"
+ * where none has reps), and its CSV. */
+void ccb_write_driver_whole_maps_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n,
+                                    const ccb_driver_row *mrows, size_t nm, const char *why);
+void ccb_write_driver_whole_maps_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n, const ccb_driver_row *mrows,
+                                     size_t nm);
 /* Write the machine description (uname -a, CPU model, date) as markdown. */
 void ccb_write_machine_md(FILE *f);
 /* A strategy or trace name as a file name (timeline/T__S.csv, timeline_T.png):
@@ -648,6 +675,7 @@ typedef struct ccb_options {
     uint64_t map_granule_ns, unmap_granule_ns; /* --vm-latency */
     size_t vm_granularity;                     /* --vm-granularity; 0: each device's default */
     int vm_backing;                            /* --vm-backing: CCA_VM_PAGES (default) or CCA_VM_WHOLE_MAPS */
+    int vm_backing_given;                      /* --vm-backing was given (driver: which tables) */
     int driver_reps; /* 0: as --reps (1 with --quick) */
     int ignore_releases;
     size_t pairs;
@@ -696,6 +724,11 @@ int ccb_cmd_info(ccb_options *o);   /* cmd_info.c   */
 int ccb_cmd_replay(ccb_options *o); /* cmd_replay.c */
 int ccb_cmd_micro(ccb_options *o);  /* cmd_micro.c  */
 int ccb_cmd_driver(ccb_options *o); /* cmd_driver.c */
+/* The virtual-memory tables `ccbench driver` measures: --vm-backing pages,
+ * the page tables; whole-maps, the whole-maps table; neither, both. */
+#define CCB_DRIVER_PAGES 1
+#define CCB_DRIVER_WHOLE_MAPS 2
+int ccb_driver_tables(const ccb_options *o);
 int ccb_cmd_all(ccb_options *o);    /* suite.c      */
 /* `ccbench switch ARGS` (argv[0] = "switch"): parses its own options. */
 int ccb_cmd_switch(int argc, char **argv);

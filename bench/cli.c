@@ -94,14 +94,15 @@ static const cli_option options[] = {
     {"vm-granularity", O_VM_GRANULARITY, required_argument, "B",
      "the page of virtual-memory maps (expandable segments): the simulated\n"
      "device's granularity, and the CUDA upstream's for the ccalloc-cuda\n"
-     "strategies and `ccbench driver`'s virtual-memory table; a power of two\n"
+     "strategies and `ccbench driver`'s virtual-memory tables; a power of two\n"
      "from 4K to 1G, K/M/G suffixes (default: 2M on the simulated device, the\n"
      "driver's minimum on a GPU)"},
     {"vm-backing", O_VM_BACKING, required_argument, "pages|whole-maps",
      "how the memory behind each virtual-memory map is kept, on the simulated\n"
      "device and on the CUDA upstream of the ccalloc-cuda strategies: pages\n"
      "(default: one physical allocation per page, any run of pages given\n"
-     "back) or whole-maps (one physical allocation per map, given back whole)"},
+     "back) or whole-maps (one physical allocation per map, given back whole);\n"
+     "driver: only that virtual-memory table (default: both)"},
     {"driver-reps", O_DRIVER_REPS, required_argument, "N",
      "timed passes with the driver's cost, 1..1000 (default: --reps; 1 with --quick)"},
     {"no-release-events", O_NO_RELEASE_EVENTS, no_argument, NULL,
@@ -135,8 +136,10 @@ void ccb_usage(FILE *f) {
                "  ccbench micro [-s STRATEGY]... [--live N,N,..] [--pairs N] [--out DIR]\n"
                "                                        cost of a cached alloc+free pair with N blocks live\n"
                "  ccbench switch [--help]               model switching: in-process release vs a process per model\n"
-               "  ccbench driver [--reps N] [--out DIR] the GPU driver's real cudaMalloc/cudaFree cost by size\n"
-               "                                        (the figures the simulated device's latencies model)\n"
+               "  ccbench driver [--reps N] [--vm-backing pages|whole-maps] [--out DIR]\n"
+               "                                        the GPU driver's real cudaMalloc/cudaFree cost by size\n"
+               "                                        (the figures the simulated device's latencies model),\n"
+               "                                        and of its virtual-memory maps, over pages and over whole maps\n"
                "  ccbench --list                        strategies and generators\n"
                "\n"
                "TRACE: a CSV file (seq,op,id,size,stream,domain,name; written by CCALLOC_TRACE=path or\n"
@@ -365,6 +368,7 @@ static int take(ccb_options *o, int id, const char *v) {
             o->vm_backing = CCA_VM_WHOLE_MAPS;
         else
             return usage_error("--vm-backing '%s' is neither pages nor whole-maps", v);
+        o->vm_backing_given = 1;
         return 0;
     case O_DRIVER_REPS:
         if (ccai_decimal_uint(v, 1, 1000, &u))

@@ -483,18 +483,95 @@ void ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_r
         char b[32], g[32];
         ccb_format_bytes(rows[i].bytes, b, sizeof b);
         ccb_format_bytes(rows[i].granules ? rows[i].bytes / rows[i].granules : 0, g, sizeof g);
+        if (rows[i].unfit) {
+            ccai_fprintf_escaped(f, "| %s | %s | %zu | does not fit: %s | | | | | |\n", g, b, rows[i].granules,
+                                 rows[i].why);
+            continue;
+        }
         fprintf(f, "| %s | %s | %zu | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", g, b, rows[i].granules,
                 rows[i].map_median_us, rows[i].map_p99_us, rows[i].unmap_median_us, rows[i].unmap_p99_us,
                 rows[i].map_median_us / (double)rows[i].granules, rows[i].unmap_median_us / (double)rows[i].granules);
     }
 }
 
+/* A vm row's timed columns, "reps,map_median_us,map_p99_us,unmap_median_us,
+ * unmap_p99_us" (a row that did not fit: reps 0, the figures empty). */
+static void vm_row_csv(FILE *f, const ccb_driver_vm_row *r) {
+    if (r->unfit)
+        fprintf(f, "0,,,,");
+    else
+        fprintf(f, "%d,%.3f,%.3f,%.3f,%.3f", r->reps, r->map_median_us, r->map_p99_us, r->unmap_median_us,
+                r->unmap_p99_us);
+}
+
 void ccb_write_driver_vm_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n) {
-    fprintf(f, "granule,bytes,granules,reps,map_median_us,map_p99_us,unmap_median_us,unmap_p99_us\n");
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "%zu,%zu,%zu,%d,%.3f,%.3f,%.3f,%.3f\n", rows[i].granules ? rows[i].bytes / rows[i].granules : 0,
-                rows[i].bytes, rows[i].granules, rows[i].reps,
-                rows[i].map_median_us, rows[i].map_p99_us, rows[i].unmap_median_us, rows[i].unmap_p99_us);
+    fprintf(f, "granule,bytes,granules,reps,map_median_us,map_p99_us,unmap_median_us,unmap_p99_us,status\n");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%zu,%zu,%zu,", rows[i].granules ? rows[i].bytes / rows[i].granules : 0, rows[i].bytes,
+                rows[i].granules);
+        vm_row_csv(f, &rows[i]);
+        fprintf(f, ",%s\n", rows[i].unfit ? "unfit" : "ok");
+    }
+}
+
+/* The row of mrows with this size and a measurement, or NULL. */
+static const ccb_driver_row *malloc_row(const ccb_driver_row *mrows, size_t nm, size_t size) {
+    for (size_t i = 0; i < nm; i++)
+        if (mrows[i].size == size && mrows[i].reps > 0)
+            return &mrows[i];
+    return NULL;
+}
+
+void ccb_write_driver_whole_maps_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n,
+                                    const ccb_driver_row *mrows, size_t nm, const char *why) {
+    fprintf(f, "\n## Whole maps: one physical allocation per map\n\n");
+    if (!rows) {
+        fprintf(f, "skipped: %s\n", why);
+        return;
+    }
+    int reps = 0;
+    for (size_t i = 0; i < n && !reps; i++)
+        reps = rows[i].reps;
+    fprintf(f,
+            "The %s upstream made with vm_backing CCA_VM_WHOLE_MAPS: vm_map and vm_unmap of one map of each size "
+            "at the start of one reserved range, each call timed alone, %d pairs per size (on the CUDA upstream a "
+            "map is one cudaMemGetInfo, ONE cuMemCreate of the map's size, one cuMemMap and one cuMemSetAccess; an "
+            "unmap, one cuMemUnmap), next to cudaMalloc and cudaFree of the same size (\"—\": no such figure). A "
+            "size the device cannot hold says so.\n\n",
+            upstream, reps);
+    fprintf(f, "| size | granules | vm_map median µs | p99 | vm_unmap median µs | p99 | cudaMalloc median µs | "
+               "cudaFree median µs |\n|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for (size_t i = 0; i < n; i++) {
+        char b[32];
+        ccb_format_bytes(rows[i].bytes, b, sizeof b);
+        if (rows[i].unfit) {
+            ccai_fprintf_escaped(f, "| %s | %zu | does not fit: %s | | | | | |\n", b, rows[i].granules, rows[i].why);
+            continue;
+        }
+        fprintf(f, "| %s | %zu | %.1f | %.1f | %.1f | %.1f | ", b, rows[i].granules, rows[i].map_median_us,
+                rows[i].map_p99_us, rows[i].unmap_median_us, rows[i].unmap_p99_us);
+        const ccb_driver_row *m = malloc_row(mrows, nm, rows[i].bytes);
+        if (m)
+            fprintf(f, "%.1f | %.1f |\n", m->alloc_median_us, m->free_median_us);
+        else
+            fprintf(f, "— | — |\n");
+    }
+}
+
+void ccb_write_driver_whole_maps_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n, const ccb_driver_row *mrows,
+                                     size_t nm) {
+    fprintf(f, "bytes,granules,reps,map_median_us,map_p99_us,unmap_median_us,unmap_p99_us,cuda_malloc_median_us,"
+               "cuda_free_median_us,status\n");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%zu,%zu,", rows[i].bytes, rows[i].granules);
+        vm_row_csv(f, &rows[i]);
+        const ccb_driver_row *m = rows[i].unfit ? NULL : malloc_row(mrows, nm, rows[i].bytes);
+        if (m)
+            fprintf(f, ",%.3f,%.3f", m->alloc_median_us, m->free_median_us);
+        else
+            fprintf(f, ",,");
+        fprintf(f, ",%s\n", rows[i].unfit ? "unfit" : "ok");
+    }
 }
 
 /* ---- the machine ------------------------------------------------------------------ */

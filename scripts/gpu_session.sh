@@ -38,16 +38,18 @@
 #   demo            ccrun --demo --device cuda (fails rather than simulate)
 #   cck_bench       softmax/dense kernels on the GPU (--no-cpu --sweep: block sizes too)
 #   torch_softmax   torch.softmax on the same shapes
-#   ccbench         ccbench driver (cudaMalloc/cudaFree and VMM map/unmap cost by size), then
+#   ccbench         ccbench driver (cudaMalloc/cudaFree, VMM map/unmap by page, and one map of
+#                   2 MiB .. 1 GiB as one physical allocation: cost by size), then
 #                   ccbench --all --no-plots: GPU strategies included
 #   pytorch_record  record two PyTorch scenarios on the GPU as ccbench traces
 #                   (bench/scripts/record_torch.py --device cuda: multi-model, train-step)
 #   pytorch_replay  replay recorded + standard traces through PyTorch's allocator
 #   ccbench_pytorch replay the recorded traces through ccbench's strategies
-#   pages           the page of expandable segments over CUDA VMM: ccalloc-cuda and
-#                   ccalloc-cuda-expandable on every committed trace and generator with
-#                   --vm-granularity 2M, 8M and 32M, one run each (expandable against the
-#                   classic strategy of the same run: bench/results/2026-11-24-h100/session3)
+#   pages           the page and backing of expandable segments over CUDA VMM: ccalloc-cuda
+#                   and ccalloc-cuda-expandable on every committed trace and generator with
+#                   --vm-granularity 2M and 32M, and 2M with --vm-backing whole-maps, one run
+#                   each (expandable against the classic strategy of the same run; 8M pages,
+#                   measured in bench/results/2026-11-24-h100/session3, are not run again)
 # A step that runs but does no GPU work ("skipped: no CUDA device", "GPU
 # benchmarks skipped", GPU strategies skipped) exits 75 and is flagged.
 # Exit status: 0 when every step succeeded, else 1.
@@ -287,14 +289,18 @@ step_ccbench_pytorch() {
 }
 
 step_pages() {
-    local g rc=0 traces
+    local run dir g backing rc=0 traces
     shopt -s nullglob
     traces=(gen:uniform gen:lognormal gen:mlp gen:models gen:adversarial bench/traces/*.csv bench/traces/*.csv.gz)
     shopt -u nullglob
-    for g in 2M 8M 32M; do
-        run "$BUILD/bench/ccbench" replay -s ccalloc-cuda -s ccalloc-cuda-expandable --vm-granularity "$g" --reps 3 \
-            --no-plots --out "$GS_OUT/pages/r$g" "${traces[@]}" || rc=1
-        rm -rf "$GS_OUT/pages/r$g/timeline" # a CSV per trace and strategy: not needed to compare
+    # rG: pages of G; w2M: 2 MiB pages over whole maps (each map one physical allocation,
+    # maps of the default expandable_chunk). 8M pages are not run: session 3 measured them
+    # (bench/results/2026-11-24-h100), and the whole-maps run takes their time.
+    for run in r2M:2M r32M:32M w2M:2M:whole-maps; do
+        IFS=: read -r dir g backing <<<"$run"
+        run "$BUILD/bench/ccbench" replay -s ccalloc-cuda -s ccalloc-cuda-expandable --vm-granularity "$g" \
+            ${backing:+--vm-backing "$backing"} --reps 3 --no-plots --out "$GS_OUT/pages/$dir" "${traces[@]}" || rc=1
+        rm -rf "$GS_OUT/pages/$dir/timeline" # a CSV per trace and strategy: not needed to compare
     done
     ((rc == 0)) || return "$rc"
     gpu_strategies_ran "$GS_OUT/pages/r2M"

@@ -283,4 +283,7 @@ if(TARGET ccbench_core)
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu
     PASS_REGULAR_EXPRESSION "^skipped: no GPU|cudaMalloc median")
+  # --vm-backing picks the virtual-memory tables (whole-maps: only the whole-maps one); without a GPU, the same skip
+  ccb_cli(ccbench_driver_whole_maps 0 "^skipped: no GPU|## Whole maps: one physical allocation per map" "" -
+    driver --reps 2 --vm-backing whole-maps)
 endif()

@@ -751,9 +751,9 @@ Test(bench_driver, vm_rows_time_each_call_and_leave_nothing) {
 }
 
 /* Refusals: no vm ops (skipped, with the reason); a size the device cannot
- * map (an error naming the call; the range released, nothing mapped); a
- * granule count 0 or that overflows, and no repetitions (errors before any
- * call). */
+ * hold (its row says so, naming the call; the other rows are measured, the
+ * range released, nothing mapped); a granule count 0 or that overflows, and
+ * no repetitions (errors before any call). */
 Test(bench_driver, vm_measure_refuses_what_it_cannot_time) {
     tu_upstream t; /* the test double: no vm ops */
     cca_upstream *plain = tu_upstream_create(&t, 64 << 20, false);
@@ -768,14 +768,32 @@ Test(bench_driver, vm_measure_refuses_what_it_cannot_time) {
     cca_host_options ho = {.capacity = 8 * G, .vm_granularity = G};
     cca_upstream *u = NULL;
     cr_assert_eq(cca_upstream_host_create_with(&ho, &u), CCA_OK, "%s", cca_last_error());
-    const size_t sizes[] = {2, 9}; /* 9 granules: more than the device */
-    ccb_driver_vm_row rows[2];
-    cr_assert_eq(ccb_driver_vm_measure(u, sizes, 2, 3, rows, why, sizeof why), -1);
-    cr_assert(strstr(why, "vm_map") && strstr(why, "OUT_OF_MEMORY"), "%s", why);
-    cr_assert_eq(rows[0].granules, 2, "the row measured before the failure is kept");
+    const size_t sizes[] = {2, 9, 4}; /* 9 granules: more than the device */
+    ccb_driver_vm_row rows[3];
+    cr_assert_eq(ccb_driver_vm_measure(u, sizes, 3, 3, rows, why, sizeof why), 0, "%s", why);
+    cr_assert(!rows[0].unfit && rows[0].granules == 2 && rows[0].reps == 3);
+    cr_assert(rows[1].unfit, "9 granules do not fit in 8");
+    cr_assert_eq(rows[1].granules, 9);
+    cr_assert_eq(rows[1].bytes, 9 * G);
+    cr_assert_eq(rows[1].reps, 0, "nothing timed");
+    cr_assert(strstr(rows[1].why, "vm_map of 576.00 KiB: "), "%s", rows[1].why);
+    cr_assert(!rows[2].unfit && rows[2].granules == 4 && rows[2].reps == 3, "the sizes after it are measured");
     cca_upstream_stats st = tu_upstream_stats(u);
     cr_assert_eq(st.vm_reserved_bytes, 0);
     cr_assert_eq(st.vm_mapped_bytes, 0);
+    cr_assert_eq(st.vm_failed_maps, 1, "one refused map: the size is not tried again");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccb_write_driver_vm_md(f, "host-simulated", rows, 3, "");
+    ccb_write_driver_vm_csv(f, rows, 3);
+    fclose(f);
+    cr_assert(strstr(buf, "| 64.00 KiB | 576.00 KiB | 9 | does not fit: vm_map of 576.00 KiB: "), "%s", buf);
+    cr_assert(strstr(buf, "granule,bytes,granules,reps,map_median_us,map_p99_us,unmap_median_us,unmap_p99_us,status\n"),
+              "%s", buf);
+    cr_assert(strstr(buf, "\n65536,589824,9,0,,,,,unfit\n"), "%s", buf);
+    cr_assert(strstr(buf, ",ok\n"), "%s", buf);
+    free(buf);
     const size_t bad[] = {0, SIZE_MAX / 2};
     for (size_t i = 0; i < 2; i++) {
         uint64_t maps = tu_upstream_stats(u).vm_map_calls;
@@ -785,4 +803,103 @@ Test(bench_driver, vm_measure_refuses_what_it_cannot_time) {
     }
     cr_assert_eq(ccb_driver_vm_measure(u, &one, 1, 0, &row, why, sizeof why), -1);
     cca_upstream_destroy(u);
+}
+
+/* Whole maps on the simulated device, whose per-granule latencies a whole
+ * map pays once (cca_host_options.vm_backing): a map of 16 granules waits at
+ * least one map latency, where the same map over pages waits 16 (lower
+ * bounds only: a busy-wait never ends early). Sizes in bytes become granules
+ * (one row per size, a size below the granule one granule); a size the device
+ * cannot hold is a row that says so; every size is one vm_map per timed
+ * pair, one physical allocation. */
+Test(bench_driver, whole_map_charged_once_where_pages_are_charged_per_granule) {
+    const size_t G = 64 << 10;
+    const uint64_t MAP = 2000000, UNMAP = 3000000; /* 2 and 3 ms per granule (whole maps: per map) */
+    cca_host_options ho = {.capacity = 32 * G,
+                           .vm_granularity = G,
+                           .vm_map_granule_latency_ns = MAP,
+                           .vm_unmap_granule_latency_ns = UNMAP,
+                           .vm_backing = CCA_VM_WHOLE_MAPS};
+    cca_upstream *whole = NULL, *pages = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &whole), CCA_OK, "%s", cca_last_error());
+    ho.vm_backing = CCA_VM_PAGES;
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &pages), CCA_OK, "%s", cca_last_error());
+    const size_t sizes[] = {G / 2, 16 * G, 64 * G}; /* half a granule: one granule; 64: more than the device */
+    ccb_driver_vm_row rows[3];
+    size_t n = 0;
+    char why[256] = "";
+    cr_assert_eq(ccb_driver_vm_whole_maps(whole, sizes, 3, 3, rows, &n, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(n, 3);
+    cr_assert(!rows[0].unfit && rows[0].granules == 1 && rows[0].bytes == G && rows[0].reps == 3);
+    cr_assert(!rows[1].unfit && rows[1].granules == 16 && rows[1].bytes == 16 * G && rows[1].reps == 3);
+    cr_assert(rows[2].unfit && rows[2].granules == 64 && rows[2].bytes == 64 * G, "%s", rows[2].why);
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert_geq(rows[i].map_median_us, MAP / 1e3, "charged once: %.1f us", rows[i].map_median_us);
+        cr_assert_geq(rows[i].unmap_median_us, UNMAP / 1e3, "charged once: %.1f us", rows[i].unmap_median_us);
+    }
+    cca_upstream_stats st = tu_upstream_stats(whole);
+    cr_assert_eq(st.vm_map_calls, 2 * 4, "one map per pair, untimed pair included: one physical allocation");
+    cr_assert_eq(st.vm_unmap_calls, 2 * 4);
+    cr_assert_eq(st.vm_failed_maps, 1);
+    cr_assert_eq(st.vm_mapped_bytes, 0);
+    cr_assert_eq(st.vm_reserved_bytes, 0);
+    /* the same 16 granules over pages: each granule charged */
+    const size_t sixteen = 16;
+    ccb_driver_vm_row prow;
+    cr_assert_eq(ccb_driver_vm_measure(pages, &sixteen, 1, 3, &prow, why, sizeof why), 0, "%s", why);
+    cr_assert_geq(prow.map_median_us, 16 * MAP / 1e3, "charged per granule: %.1f us", prow.map_median_us);
+    cr_assert_geq(prow.unmap_median_us, 16 * UNMAP / 1e3, "charged per granule: %.1f us", prow.unmap_median_us);
+    /* a pages upstream is not measured as whole maps */
+    n = 7;
+    cr_assert_eq(ccb_driver_vm_whole_maps(pages, sizes, 3, 3, rows, &n, why, sizeof why), -1);
+    cr_assert(strstr(why, "pages (CCA_VM_PAGES), not whole maps"), "%s", why);
+    cr_assert_eq(n, 0);
+    cr_assert_eq(tu_upstream_stats(pages).vm_map_calls, 4, "nothing mapped");
+
+    /* the table: cudaMalloc / cudaFree next to the sizes it has figures for */
+    ccb_driver_row mrows[2] = {{.size = 16 * G, .reps = 3, .alloc_median_us = 41.25, .free_median_us = 30.5},
+                               {.size = 2 * G, .reps = 3, .alloc_median_us = 1, .free_median_us = 1}};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccb_write_driver_whole_maps_md(f, "host-simulated", rows, 3, mrows, 2, "");
+    ccb_write_driver_whole_maps_md(f, "CUDA (GPU 0)", NULL, 0, NULL, 0, "no GPU here");
+    ccb_write_driver_whole_maps_csv(f, rows, 3, mrows, 2);
+    fclose(f);
+    const char *want[] = {
+        "\n## Whole maps: one physical allocation per map\n\n",
+        "The host-simulated upstream made with vm_backing CCA_VM_WHOLE_MAPS",
+        "| size | granules | vm_map median µs | p99 | vm_unmap median µs | p99 | cudaMalloc median µs | "
+        "cudaFree median µs |\n",
+        "\n| 64.00 KiB | 1 | ",
+        " | — | — |\n| 1.00 MiB | 16 | ", /* no cudaMalloc figure at 64 KiB */
+        " | 41.2 | 30.5 |\n",             /* the 1 MiB row has cudaMalloc's */
+        "\n| 4.00 MiB | 64 | does not fit: vm_map of 4.00 MiB: ",
+        "skipped: no GPU here\n",
+        "bytes,granules,reps,map_median_us,map_p99_us,unmap_median_us,unmap_p99_us,cuda_malloc_median_us,"
+        "cuda_free_median_us,status\n",
+        ",41.250,30.500,ok\n",
+        "\n4194304,64,0,,,,,,,unfit\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(strstr(buf, want[i]), "no \"%s\" in:\n%s", want[i], buf);
+    fputs(buf, stderr); /* the table, for whoever reads the log */
+    free(buf);
+    cca_upstream_destroy(whole);
+    cca_upstream_destroy(pages);
+}
+
+/* `ccbench driver --vm-backing`: which virtual-memory tables are measured
+ * (pages: the page tables; whole-maps: the whole-maps table; neither: both). */
+Test(bench_driver, vm_backing_selects_the_tables) {
+    const char *cases[][3] = {{"", NULL, NULL}, {"--vm-backing", "pages", NULL}, {"--vm-backing", "whole-maps", NULL}};
+    const int want[] = {CCB_DRIVER_PAGES | CCB_DRIVER_WHOLE_MAPS, CCB_DRIVER_PAGES, CCB_DRIVER_WHOLE_MAPS};
+    for (int i = 0; i < 3; i++) {
+        char *argv[] = {"ccbench", "driver", (char *)cases[i][0], (char *)cases[i][1], NULL};
+        int argc = cases[i][1] ? 4 : 2;
+        ccb_options o;
+        ccb_options_init(&o, "ccbench driver");
+        cr_assert_eq(ccb_options_parse(&o, argc, argv), 0);
+        cr_assert_eq(ccb_driver_tables(&o), want[i], "case %d", i);
+    }
 }

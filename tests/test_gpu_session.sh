@@ -5,7 +5,8 @@
 # The table must say "ok" for a suite that ran tests and skipped none, and
 # flag everything else, whichever runner wrote the log; a pytest suite is
 # read from its summary line ("2 passed, 1 skipped in 0.5s"), never from a
-# Criterion synthesis it cannot print.
+# Criterion synthesis it cannot print. Then the pages step's replays, with a
+# stand-in ccbench.
 set -u
 script=$(cd "$(dirname "$0")/.." && pwd)/scripts/gpu_session.sh
 dir=$(mktemp -d)
@@ -69,6 +70,40 @@ check "criterion skips one, pytest runs none" 6 1 Passed "SOME TESTS SKIPPED" "n
 table "$dir/g.txt"
 if [[ $out != *"NO GPU TEST SUITES RAN"* ]] || [ "$rc" != 1 ]; then
     echo "FAIL empty log: got exit $rc: $out"
+    fails=$((fails + 1))
+fi
+
+# The pages step's commands, with a stand-in ccbench that records its
+# arguments: ccalloc-cuda and ccalloc-cuda-expandable at 2M and 32M pages,
+# and at 2M pages over whole maps, one replay each, on the same traces.
+mkdir -p "$dir/build/bench" "$dir/out"
+cat >"$dir/build/bench/ccbench" <<'FAKE'
+#!/usr/bin/env bash
+printf '%s\n' "$*" >>"$GS_OUT/calls.txt"
+while (($#)); do [ "$1" = --out ] && { mkdir -p "$2"; printf 'x,strategy,y,status\n,ccalloc-cuda,,ok\n' >"$2/results.csv"; }; shift; done
+FAKE
+chmod +x "$dir/build/bench/ccbench"
+GS_BUILD_DIR="$dir/build" GS_OUT="$dir/out" GS_LDLP="" GS_LDLP_ORIG="" bash "$script" --run-step pages
+rc=$?
+common="-s ccalloc-cuda -s ccalloc-cuda-expandable"
+want=$(for run in "--vm-granularity 2M --reps 3 --no-plots --out $dir/out/pages/r2M" \
+    "--vm-granularity 32M --reps 3 --no-plots --out $dir/out/pages/r32M" \
+    "--vm-granularity 2M --vm-backing whole-maps --reps 3 --no-plots --out $dir/out/pages/w2M"; do
+    echo "replay $common $run gen:uniform"
+done)
+got=$(sed 's/ gen:lognormal.*//' "$dir/out/calls.txt" 2>/dev/null)
+if [ "$rc" != 0 ] || [ "$got" != "$want" ]; then
+    echo "FAIL pages step: exit $rc, calls:"
+    printf '%s\n' "$got"
+    echo "wanted:"
+    printf '%s\n' "$want"
+    cat "$dir/out/pages.log"
+    fails=$((fails + 1))
+else
+    echo "ok   pages step: 2M, 32M and 2M whole maps"
+fi
+if [ "$(sed 's/.* gen:uniform/gen:uniform/' "$dir/out/calls.txt" | sort -u | wc -l)" != 1 ]; then
+    echo "FAIL pages step: the runs do not replay the same traces"
     fails=$((fails + 1))
 fi
 

@@ -463,6 +463,63 @@ Test(cuda_upstream, expandable_segments_follow_the_driver_in_larger_pages) {
     follow_the_driver(u, page);
 }
 
+/* Over whole maps (CCA_VM_WHOLE_MAPS: one cuMemCreate per map): the same
+ * blocks, the upper half freed as one run so that whole maps lie in it,
+ * trim(0) giving back exactly what the report says (maps, never part of
+ * one: the device would refuse), the live half's data intact, the freed
+ * sizes allocated again, and empty-cache giving the device back. */
+Test(cuda_upstream, expandable_segments_follow_the_driver_over_whole_maps) {
+    size_t g = 0;
+    cca_upstream *probe = cuda_vm_or_skip(&g);
+    cca_upstream_destroy(probe);
+    cca_cuda_options o = {.device = 0, .vm_backing = CCA_VM_WHOLE_MAPS};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_backing(u), CCA_VM_WHOLE_MAPS);
+    size_t start = device_free_warm(u);
+    cca_allocator *a = tu_allocator(u, "expandable:1,expandable_chunk:8M");
+    enum { N = 48 };
+    void *p[N];
+    size_t size[N];
+    for (int i = 0; i < N; i++) {
+        size[i] = i % 3 == 0 ? (size_t)(i + 1) * MiB + 123 : (size_t)(i + 1) * 37 * KiB;
+        p[i] = tu_alloc(a, size[i], NULL);
+        device_fill(p[i], size[i], i % 250 + 1);
+    }
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.vm_backing, CCA_VM_WHOLE_MAPS);
+    cr_assert_eq(s.mapped_bytes, s.reserved_bytes);
+    size_t during = device_free(u);
+    cr_assert_leq(distance(start - during, s.mapped_bytes), TOLERANCE, "device lost %zu for %zu mapped", start - during,
+                  s.mapped_bytes);
+    for (int i = N / 2; i < N; i++)
+        tu_free(a, p[i]);
+    cca_release_report r;
+    cr_assert_eq(cca_trim(a, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_gt(r.pages_unmapped, 0, "the maps lying in the freed half went");
+    cca_stats t = tu_stats(a);
+    cr_assert_eq(t.mapped_bytes, s.mapped_bytes - r.bytes_released);
+    size_t trimmed = device_free(u);
+    cr_assert_leq(distance(trimmed - during, r.bytes_released), TOLERANCE, "device gained %zu, report says %zu",
+                  trimmed - during, r.bytes_released);
+    tu_check(a);
+    for (int i = 0; i < N / 2; i++)
+        device_expect(p[i], size[i], i % 250 + 1, "a live block after trim");
+    for (int i = N / 2; i < N; i++) {
+        p[i] = tu_alloc(a, size[i], NULL);
+        device_fill(p[i], size[i], i % 250 + 1);
+    }
+    for (int i = 0; i < N; i++)
+        device_expect(p[i], size[i], i % 250 + 1, "a block after the maps were made again");
+    for (int i = 0; i < N; i++)
+        tu_free(a, p[i]);
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    cr_assert_leq(distance(device_free(u), start), TOLERANCE, "device free %zu at start, %zu after empty-cache", start,
+                  device_free(u));
+    tu_teardown(a, u);
+}
+
 /* cca_upstream_cuda_create_with's arguments: checked before any device is
  * touched (so the same statuses with or without a GPU, and without CUDA),
  * then against the device's minimum granularity. */

@@ -374,6 +374,16 @@ static void device_expect(const void *p, size_t size, int value, const char *wha
 }
 #endif
 
+/* n blocks of mixed sizes (MiB-sized every third, tens of KiB between),
+ * each filled on the device with its own byte. */
+static void alloc_filled(cca_allocator *a, void **p, size_t *size, int n) {
+    for (int i = 0; i < n; i++) {
+        size[i] = i % 3 == 0 ? (size_t)(i + 1) * MiB + 123 : (size_t)(i + 1) * 37 * KiB;
+        p[i] = tu_alloc(a, size[i], NULL);
+        device_fill(p[i], size[i], i % 250 + 1);
+    }
+}
+
 /* The allocator's page-granular life on a real GPU, checked against the
  * driver's own free count at every step: blocks of mixed sizes in
  * expandable segments (mapped bytes = reserved bytes = what the device
@@ -388,11 +398,7 @@ static void follow_the_driver(cca_upstream *u, size_t g) {
     enum { N = 48 };
     void *p[N];
     size_t size[N];
-    for (int i = 0; i < N; i++) {
-        size[i] = i % 3 == 0 ? (size_t)(i + 1) * MiB + 123 : (size_t)(i + 1) * 37 * KiB;
-        p[i] = tu_alloc(a, size[i], NULL);
-        device_fill(p[i], size[i], i % 250 + 1);
-    }
+    alloc_filled(a, p, size, N);
     cca_stats s = tu_stats(a);
     cr_assert_eq(s.page_size, g, "expandable segments use the upstream's granularity");
     cr_assert_geq(s.expandable_segments, 1);
@@ -481,11 +487,7 @@ Test(cuda_upstream, expandable_segments_follow_the_driver_over_whole_maps) {
     enum { N = 48 };
     void *p[N];
     size_t size[N];
-    for (int i = 0; i < N; i++) {
-        size[i] = i % 3 == 0 ? (size_t)(i + 1) * MiB + 123 : (size_t)(i + 1) * 37 * KiB;
-        p[i] = tu_alloc(a, size[i], NULL);
-        device_fill(p[i], size[i], i % 250 + 1);
-    }
+    alloc_filled(a, p, size, N);
     cca_stats s = tu_stats(a);
     cr_assert_eq(s.vm_backing, CCA_VM_WHOLE_MAPS);
     cr_assert_eq(s.mapped_bytes, s.reserved_bytes);

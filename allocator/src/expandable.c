@@ -306,8 +306,11 @@ static cca_status map_one(cca_allocator *a, ccai_segment *s, size_t first, size_
     if (st != CCA_OK)
         return st;
     set_pages(s, first, n, true);
-    if (s->starts)
+    if (s->starts) {
         set_starts(s, first, 1, true);
+        if (first + n > s->map_hi)
+            s->map_hi = first + n;
+    }
     s->mapped_pages += n;
     a->c.mapped += bytes;
     ccai_count_reserved(a, s, bytes, true);
@@ -770,14 +773,15 @@ size_t ccai_expandable_held(const ccai_segment *s) {
     return pages * s->page;
 }
 
-const char *ccai_expandable_check_maps(const ccai_segment *s) {
+const char *ccai_expandable_check_maps(const ccai_segment *s, size_t starts) {
     if (!s->starts)
         return NULL;
-    /* one pass, a word of 64 pages at a time; a word with nothing mapped
-     * and no start costs one test (a range of billions of unmapped pages
-     * costs its words), each map its own length (map_end) */
-    size_t words = (s->npages + 63) / 64;
+    /* one pass below map_hi (above it no map ever was: every start bit
+     * counted must lie below it), a word of 64 pages at a time, each map
+     * its own length (map_end) */
+    size_t words = (s->map_hi + 63) / 64, below = 0;
     for (size_t w = 0; w < words; w++) {
+        below += (size_t)__builtin_popcountll(s->starts[w]);
         uint64_t m = s->mapped[w], st = s->starts[w];
         if (!(m | st))
             continue;
@@ -792,5 +796,7 @@ const char *ccai_expandable_check_maps(const ccai_segment *s) {
                 return "I8: a map holds more pages than expandable_chunk";
         }
     }
+    if (below != starts)
+        return "I8: a map starts on a page that is not mapped";
     return NULL;
 }

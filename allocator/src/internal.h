@@ -193,6 +193,8 @@ typedef struct ccai_segment {
      * start bit or unmapped page (I8, check.c)                            */
     uint64_t *starts;
     size_t map_pages;    /* whole maps: the most pages one map holds (expandable_chunk; 0: no limit) */
+    size_t map_hi;       /* whole maps: one past the highest page any map covered (never falls):
+                            I8's walk stops there, a range of billions of pages costs what it used */
     struct cca_domain *domain; /* its owner (domain.c); never changes      */
     struct ccai_segment *dprev, *dnext; /* the owner's segments (domain.c) */
     struct ccai_free_index *index; /* = &domain->pools[pool]: where its free
@@ -666,8 +668,10 @@ cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t ke
  * (whole maps: in maps it shares with one). */
 size_t ccai_expandable_trapped(const ccai_block *b);
 /* I8 (whole maps; NULL when s has no start bits or holds): a message
- * naming the broken rule. O(words + maps). */
-const char *ccai_expandable_check_maps(const ccai_segment *s);
+ * naming the broken rule. `starts` is the count of start bits over the
+ * whole bitmap (check.c counts it with the mapped bits); the walk itself
+ * covers the pages below map_hi: O(map_hi / 64 + maps). */
+const char *ccai_expandable_check_maps(const ccai_segment *s, size_t starts);
 /* The mapped bytes of s that no release can give back while its live and
  * pending blocks stay: the pages they touch (whole maps: the maps). */
 size_t ccai_expandable_held(const ccai_segment *s);

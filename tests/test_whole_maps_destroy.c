@@ -17,79 +17,81 @@
 #define PG ((size_t)64 * KiB)
 #define S0 ((cca_stream)0x100)
 
-static cca_allocator *ten_pages_cached(cca_upstream *u, char **x) {
-    cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0,expandable_ahead_min:0,expandable_ahead_max:0,"
-                                       "small_pool:0,expandable_chunk:192K");
-    *x = tu_alloc(a, 10 * PG, S0);
-    tu_free(a, *x);
-    cca_stats s = tu_stats(a);
+typedef struct scene {
+    tu_faulty f;
+    cca_upstream *inner, *u;
+    cca_allocator *a;
+    char *x;            /* the range's base: X's address */
+    uint64_t unmaps;    /* vm_unmap calls before the destroy */
+} scene;
+
+static void ten_pages_cached(scene *sc) {
+    sc->inner = tu_vm_device_backed(64 * MiB, PG, CCA_VM_WHOLE_MAPS);
+    sc->u = tu_faulty_create(&sc->f, sc->inner, "dx", false);
+    sc->a = tu_allocator(sc->u, "expandable:1,log_oom:0,expandable_ahead_min:0,expandable_ahead_max:0,"
+                                "small_pool:0,expandable_chunk:192K");
+    sc->x = tu_alloc(sc->a, 10 * PG, S0);
+    tu_free(sc->a, sc->x);
+    cca_stats s = tu_stats(sc->a);
     cr_assert_eq(s.vm_maps, 4, "10 pages in maps of 3: 3 + 3 + 3 + 1");
     cr_assert_eq(s.mapped_bytes, 10 * PG);
-    return a;
+    sc->unmaps = sc->f.calls[TU_FAULT_UNMAP];
+}
+
+/* What the allocator left on the device given back by hand (the caller's
+ * cleanup): the maps of `maps` (first page, pages), then the range. */
+static void clean_up(scene *sc, const size_t (*maps)[2], size_t n) {
+    size_t reserved = tu_upstream_stats(sc->inner).vm_reserved_bytes;
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(cca_upstream_vm_unmap(sc->inner, sc->x + maps[i][0] * PG, maps[i][1] * PG), CCA_OK,
+                     "pages [%zu, +%zu): %s", maps[i][0], maps[i][1], cca_last_error());
+    if (reserved)
+        cr_assert_eq(cca_upstream_vm_release(sc->inner, sc->x, reserved), CCA_OK, "%s", cca_last_error());
+    cca_upstream_stats us = tu_upstream_stats(sc->inner);
+    cr_assert_eq(us.vm_mapped_bytes + us.vm_reserved_bytes, 0, "the device holds nothing");
+    cca_upstream_destroy(sc->u);
+    cca_upstream_destroy(sc->inner);
 }
 
 Test(whole_maps_destroy, every_map_unmapped_whole_then_the_range_released) {
-    tu_faulty f;
-    cca_upstream *inner = tu_vm_device_backed(64 * MiB, PG, CCA_VM_WHOLE_MAPS);
-    cca_upstream *u = tu_faulty_create(&f, inner, "dx", false);
-    char *x;
-    cca_allocator *a = ten_pages_cached(u, &x);
-    uint64_t unmaps = f.calls[TU_FAULT_UNMAP];
-    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(f.calls[TU_FAULT_UNMAP] - unmaps, 4, "one vm_unmap per map");
-    cr_assert_eq(f.ok[TU_FAULT_UNMAP] - unmaps, 4, "each whole: the device granted all");
-    cr_assert_eq(f.ok[TU_FAULT_RELEASE], 1);
-    cca_upstream_stats us = tu_upstream_stats(inner);
-    cr_assert_eq(us.vm_mapped_bytes + us.vm_reserved_bytes, 0, "the device holds nothing");
-    cca_upstream_destroy(u);
-    cca_upstream_destroy(inner);
+    scene sc;
+    ten_pages_cached(&sc);
+    cr_assert_eq(cca_destroy(sc.a), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(sc.f.calls[TU_FAULT_UNMAP] - sc.unmaps, 4, "one vm_unmap per map");
+    cr_assert_eq(sc.f.ok[TU_FAULT_UNMAP] - sc.unmaps, 4, "each whole: the device granted all");
+    cr_assert_eq(sc.f.ok[TU_FAULT_RELEASE], 1);
+    clean_up(&sc, NULL, 0);
 }
 
 /* The second map's unmap refused: the three others go, that one stays
  * (mapped, 3 pages), and its range with it (a range is released only
  * with nothing mapped in it). */
 Test(whole_maps_destroy, a_refused_unmap_leaves_that_map_alone) {
-    tu_faulty f;
-    cca_upstream *inner = tu_vm_device_backed(64 * MiB, PG, CCA_VM_WHOLE_MAPS);
-    cca_upstream *u = tu_faulty_create(&f, inner, "dx", false);
-    char *x;
-    cca_allocator *a = ten_pages_cached(u, &x);
-    f.fail_at[TU_FAULT_UNMAP] = f.calls[TU_FAULT_UNMAP] + 2;
-    cr_assert_eq(cca_destroy(a), CCA_ERR_UPSTREAM);
-    cca_upstream_stats us = tu_upstream_stats(inner);
+    scene sc;
+    ten_pages_cached(&sc);
+    sc.f.fail_at[TU_FAULT_UNMAP] = sc.unmaps + 2;
+    cr_assert_eq(cca_destroy(sc.a), CCA_ERR_UPSTREAM);
+    cca_upstream_stats us = tu_upstream_stats(sc.inner);
     cr_assert_eq(us.vm_mapped_bytes, 3 * PG, "the refused map, whole; the others given back");
     cr_assert_gt(us.vm_reserved_bytes, 0, "its range stays");
-    cr_assert_eq(cca_upstream_vm_unmap(inner, x + 3 * PG, 3 * PG), CCA_OK, "pages [3,6): %s", cca_last_error());
-    TU_ASSERT_FAULTS(x);
-    TU_ASSERT_FAULTS(x + 6 * PG);
-    cr_assert_eq(cca_upstream_vm_release(inner, x, us.vm_reserved_bytes), CCA_OK, "%s", cca_last_error());
-    cca_upstream_destroy(u);
-    cca_upstream_destroy(inner);
+    TU_ASSERT_FAULTS(sc.x);
+    TU_ASSERT_READABLE(sc.x + 3 * PG);
+    TU_ASSERT_FAULTS(sc.x + 6 * PG);
+    const size_t left[][2] = {{3, 3}};
+    clean_up(&sc, left, 1);
 }
 
 /* A refused synchronize: queued work may still use the maps, so none is
  * unmapped and no range released. */
 Test(whole_maps_destroy, a_refused_synchronize_unmaps_nothing) {
-    tu_faulty f;
-    cca_upstream *inner = tu_vm_device_backed(64 * MiB, PG, CCA_VM_WHOLE_MAPS);
-    cca_upstream *u = tu_faulty_create(&f, inner, "dx", false);
-    char *x;
-    cca_allocator *a = ten_pages_cached(u, &x);
-    uint64_t unmaps = f.calls[TU_FAULT_UNMAP];
-    f.fail_at[TU_FAULT_SYNC] = f.calls[TU_FAULT_SYNC] + 1;
-    f.sticky[TU_FAULT_SYNC] = true;
-    cca_status st = cca_destroy(a);
-    cr_assert_neq(st, CCA_OK, "the synchronize failed: said so");
-    cr_assert_eq(f.calls[TU_FAULT_UNMAP], unmaps, "no unmap");
-    cca_upstream_stats us = tu_upstream_stats(inner);
-    cr_assert_eq(us.vm_mapped_bytes, 10 * PG);
-    TU_ASSERT_READABLE(x + 9 * PG);
-    /* the caller's cleanup, map by map */
+    scene sc;
+    ten_pages_cached(&sc);
+    sc.f.fail_at[TU_FAULT_SYNC] = sc.f.calls[TU_FAULT_SYNC] + 1;
+    sc.f.sticky[TU_FAULT_SYNC] = true;
+    cr_assert_neq(cca_destroy(sc.a), CCA_OK, "the synchronize failed: said so");
+    cr_assert_eq(sc.f.calls[TU_FAULT_UNMAP], sc.unmaps, "no unmap");
+    cr_assert_eq(tu_upstream_stats(sc.inner).vm_mapped_bytes, 10 * PG);
+    TU_ASSERT_READABLE(sc.x + 9 * PG);
     const size_t maps[][2] = {{0, 3}, {3, 3}, {6, 3}, {9, 1}};
-    for (size_t i = 0; i < 4; i++)
-        cr_assert_eq(cca_upstream_vm_unmap(inner, x + maps[i][0] * PG, maps[i][1] * PG), CCA_OK, "%s",
-                     cca_last_error());
-    cr_assert_eq(cca_upstream_vm_release(inner, x, us.vm_reserved_bytes), CCA_OK, "%s", cca_last_error());
-    cca_upstream_destroy(u);
-    cca_upstream_destroy(inner);
+    clean_up(&sc, maps, 4);
 }

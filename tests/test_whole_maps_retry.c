@@ -53,6 +53,16 @@ static void layout(cca_allocator *a, cca_upstream *u, char **l) {
     cr_assert_eq(tu_stats(a).mapped_bytes, 12 * PG);
 }
 
+/* R, 12 pages on S0: served from page 1 after one retry. */
+static char *serve_r(cca_allocator *a, cca_upstream *u, const char *why) {
+    void *r = NULL;
+    cca_status st = cca_alloc(a, 12 * PG, S0, &r);
+    cr_assert_eq(st, CCA_OK, "%s: %s", why, cca_last_error());
+    agree(a, u, "R served");
+    cr_assert_eq(tu_stats(a).alloc_retries, 1);
+    return r;
+}
+
 static void finish(cca_allocator *a, cca_upstream *u, char *l) {
     cr_assert(tu_check_fill(l, PG, 7), "L overwritten");
     tu_free(a, l);
@@ -67,13 +77,9 @@ Test(whole_maps_retry, pages_a_live_neighbours_map_holds_are_not_needed_again) {
     cca_allocator *a = allocator(u, "");
     char *l;
     layout(a, u, &l);
-    void *r = NULL;
-    cca_status st = cca_alloc(a, 12 * PG, S0, &r);
-    cr_assert_eq(st, CCA_OK, "releasing S1's 4 pages makes room for the 5 R lacks: %s", cca_last_error());
+    char *r = serve_r(a, u, "releasing S1's 4 pages makes room for the 5 R lacks");
     cr_assert_eq(r, l + PG);
-    agree(a, u, "R served");
     cca_stats s = tu_stats(a);
-    cr_assert_eq(s.alloc_retries, 1);
     cr_assert_eq(s.mapped_bytes, 13 * PG, "L's map and R's five pages; Z's map gone");
     tu_fill(r, 12 * PG, 9);
     cr_assert(tu_check_fill(r, 12 * PG, 9));
@@ -90,11 +96,8 @@ Test(whole_maps_retry, max_reserved_counts_a_held_map_once) {
     cca_allocator *a = allocator(u, more);
     char *l;
     layout(a, u, &l);
-    void *r = NULL;
-    cca_status st = cca_alloc(a, 12 * PG, S0, &r);
-    cr_assert_eq(st, CCA_OK, "13 pages reserved once Z's map goes: %s", cca_last_error());
+    char *r = serve_r(a, u, "13 pages reserved once Z's map goes");
     cr_assert_eq(r, l + PG);
-    agree(a, u, "R served");
     cr_assert_eq(tu_stats(a).reserved_bytes, 13 * PG);
     tu_free(a, r);
     finish(a, u, l);

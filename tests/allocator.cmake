@@ -53,6 +53,13 @@ target_include_directories(test_expandable PRIVATE ${PROJECT_SOURCE_DIR}/allocat
 # expandable_chunk, release map by map and the trapped bytes, greedy, the retry, invariant I8.
 cca_add_test(NAME test_whole_maps SOURCES test_whole_maps.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 target_include_directories(test_whole_maps PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src) # a segment's start bits
+# The OOM retry over whole maps: a request's new pages leave out those a live neighbour's map holds.
+cca_add_test(NAME test_whole_maps_retry SOURCES test_whole_maps_retry.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+# Seeded random sequences over whole maps with faults at random upstream calls: every chunk (0, 1, a page less
+# one .. SIZE_MAX), granularities 4 KiB - 1 MiB, domains and arenas, greedy; the device checked after every step.
+cca_add_test(NAME test_whole_maps_random SOURCES test_whole_maps_random.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+# cca_destroy over whole maps with maps mapped: one unmap per map, a refused unmap or synchronize.
+cca_add_test(NAME test_whole_maps_destroy SOURCES test_whole_maps_destroy.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 
 # Memory domains (domain.c), classic and expandable: isolation, release and its leak report, force, destroy,
 # per-domain stats against a model, pending blocks, faults at every call of a release, footprint arenas, threads, JSON.

@@ -5,3 +5,6 @@ target_include_directories(test_block_index PRIVATE ${PROJECT_SOURCE_DIR}/alloca
 # calls reach __wrap_aligned_alloc in the test.
 target_sources(test_block_index PRIVATE alloc_test_util.c)
 target_link_options(test_block_index PRIVATE -Wl,--wrap=aligned_alloc)
+
+# The deferred removal (the ghost) freed into the recent slot, then merged away by its predecessor's free.
+cca_add_test(NAME test_ghost_merge SOURCES test_ghost_merge.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)

@@ -328,9 +328,12 @@ Test(fork, forks_while_threads_allocate_trim_and_create, .timeout = 120) {
  * writes showed in the parent until fork.c's child handler made them the
  * child's own (ccai_upstream_host_fork_child). Two live blocks around a
  * trimmed hole, so that the device holds several map records, one of them
- * cut by the unmap, and a tail never touched (holes in the memfd). */
-static void child_writes_inherited_blocks(const char *conf) {
-    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+ * cut by the unmap, and a tail never touched (holes in the memfd). The
+ * child then gives its copy of a block back (empty_cache unmaps it): the
+ * parent's block stays. Over whole maps (one memfd per map, unmapped only
+ * whole) the child's copy keeps each map whole, so its unmaps are granted. */
+static void child_writes_inherited_blocks(const char *conf, int backing) {
+    cca_upstream *u = tu_vm_device_backed(256 * MiB, 0, backing);
     cca_allocator *a = tu_allocator(u, conf);
     unsigned char *p = tu_alloc(a, 3 * MiB, NULL), *hole = tu_alloc(a, 5 * MiB, NULL), *q = tu_alloc(a, 3 * MiB, NULL);
     tu_free(a, hole);
@@ -346,6 +349,8 @@ static void child_writes_inherited_blocks(const char *conf) {
                 _exit(2); /* the child's copy lost the parent's data */
         memset(p, 0x77, 3 * MiB);
         memset(q, 0x77, 3 * MiB);
+        if (cca_free(a, p) != CCA_OK || cca_empty_cache(a, NULL) != CCA_OK)
+            _exit(5); /* the child's copy of p given back */
         void *r = NULL; /* and the child's allocator goes on */
         if (cca_alloc(a, 4 * MiB, NULL, &r) != CCA_OK)
             _exit(3);
@@ -371,9 +376,13 @@ static void child_writes_inherited_blocks(const char *conf) {
 }
 
 Test(fork, a_childs_writes_stay_in_the_child_classic) {
-    child_writes_inherited_blocks(NULL);
+    child_writes_inherited_blocks(NULL, CCA_VM_PAGES);
 }
 
 Test(fork, a_childs_writes_stay_in_the_child_expandable) {
-    child_writes_inherited_blocks("expandable:1");
+    child_writes_inherited_blocks("expandable:1", CCA_VM_PAGES);
+}
+
+Test(fork, a_childs_writes_stay_in_the_child_over_whole_maps) {
+    child_writes_inherited_blocks("expandable:1,expandable_chunk:2M", CCA_VM_WHOLE_MAPS);
 }

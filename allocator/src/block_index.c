@@ -792,6 +792,13 @@ bool ccai_free_index_swap_recent(ccai_free_index *ix, ccai_block *n, ccai_block 
     if (sb->recent != n)
         return false;
     ccai_assert(b->stream == n->stream && b->state == CCAI_FREE);
+    /* n itself may be the ghost: taken whole, then freed into this slot by
+     * an earlier swap (its entry kept, as a recent ghost may). n merges
+     * into b next and its block is recycled, so its entry is dropped now,
+     * the removal it stood for; left, the index would keep a recycled
+     * block as its ghost. */
+    if (ix->ghost == n)
+        settle_ghost(ix);
     if (n->size <= SIZE_MAX - b->size && is_ghost(ix, b, b->size + n->size)) {
         sb->recent = NULL; /* the split undone: b returns to its entry */
         resurrect(ix, b);

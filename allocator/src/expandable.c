@@ -728,6 +728,35 @@ static size_t trapped_in_maps(const ccai_block *b) {
     return trapped;
 }
 
+/* The pages of [lo, hi) in [first, last]. */
+static size_t pages_within(size_t lo, size_t hi, size_t first, size_t last) {
+    lo = lo > first ? lo : first;
+    hi = hi < last + 1 ? hi : last + 1;
+    return hi > lo ? hi - lo : 0;
+}
+
+/* The maps trapped_in_maps counts bytes of, counted in pages of [first,
+ * last]: a request's new pages in b are its pages less these (pool.c's
+ * retry_need). Over pages a neighbour keeps at most one page at each end;
+ * here a map it shares may reach any number of pages into b. */
+size_t ccai_expandable_kept_pages(const ccai_block *b, size_t first, size_t last) {
+    const ccai_segment *s = b->segment;
+    size_t off = b->addr - s->base, end = off + b->size, page = s->page;
+    size_t bfirst = off / page, blast = (end - 1) / page, kept = 0, left_end = 0;
+    if (page_is_mapped(s, bfirst)) {
+        size_t lo = map_first(s, bfirst), hi = map_end(s, bfirst);
+        left_end = hi;
+        if (lo * page < off || hi * page > end)
+            kept += pages_within(lo, hi, first, last);
+    }
+    if (page_is_mapped(s, blast) && blast >= left_end) { /* another map than the first's */
+        size_t lo = map_first(s, blast), hi = map_end(s, blast);
+        if (lo * page < off || hi * page > end)
+            kept += pages_within(lo, hi, first, last);
+    }
+    return kept;
+}
+
 size_t ccai_expandable_trapped(const ccai_block *b) {
     if (b->segment->starts)
         return trapped_in_maps(b);

@@ -667,6 +667,10 @@ cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t ke
 /* Free bytes of b that sit in mapped pages it shares with a live block
  * (whole maps: in maps it shares with one). */
 size_t ccai_expandable_trapped(const ccai_block *b);
+/* Whole maps: how many of pages [first, last] of free block b stay mapped
+ * once every free map is unmapped (those of the maps at b's two ends that
+ * reach past b: a live or pending neighbour holds them whole). */
+size_t ccai_expandable_kept_pages(const ccai_block *b, size_t first, size_t last);
 /* I8 (whole maps; NULL when s has no start bits or holds): a message
  * naming the broken rule. `starts` is the count of start bits over the
  * whole bitmap (check.c counts it with the mapped bits); the walk itself

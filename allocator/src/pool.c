@@ -517,7 +517,8 @@ static cca_status take_again(cca_allocator *a, size_t rounded, cca_stream stream
 /* Expandable: the bytes of new pages a request of `rounded` would map in
  * block b once every free page is unmapped: the pages under what it holds
  * of b, less the first and the last when a live or pending neighbour
- * (free neighbours merge, I2) keeps them mapped. */
+ * (free neighbours merge, I2) keeps them mapped (whole maps: less every
+ * page of the maps such a neighbour shares with b). */
 static size_t new_pages_in(const cca_allocator *a, const ccai_block *b, size_t rounded) {
     const ccai_segment *s = b->segment;
     size_t page = s->page, off = b->addr - s->base, end = off + b->size;
@@ -531,6 +532,12 @@ static size_t new_pages_in(const cca_allocator *a, const ccai_block *b, size_t r
             held = b->size;
     }
     size_t first = off / page, last = (off + held - 1) / page, n = last - first + 1;
+    /* whole maps: a neighbour holds every page of a map it shares with b,
+     * and that map may reach many pages into b; those are neither new nor
+     * releasable (ccai_releasable leaves them out): counted here too, the
+     * retry would ask the device and max_reserved for them twice */
+    if (s->starts)
+        return (n - ccai_expandable_kept_pages(b, first, last)) * page;
     bool head = off % page && b->prev, tail = end % page && b->next && last == (end - 1) / page;
     n -= head;
     if (tail && !(head && first == last))

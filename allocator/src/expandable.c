@@ -180,6 +180,8 @@ static bool page_is_mapped(const ccai_segment *s, size_t i) {
 }
 
 static void set_pages(ccai_segment *s, size_t i, size_t n, bool on) {
+    if (on && i + n > s->pages_hi)
+        s->pages_hi = i + n;
     for (size_t k = i; k < i + n; k++) {
         uint64_t bit = (uint64_t)1 << (k % 64);
         if (on)
@@ -196,8 +198,16 @@ static void set_pages(ccai_segment *s, size_t i, size_t n, bool on) {
 }
 
 /* The first page in [k, end) that is mapped (want) or unmapped (!want),
- * else end: a word of 64 pages per step, the page found by counting zeros. */
+ * else end: a word of 64 pages per step, the page found by counting zeros.
+ * No page at or above pages_hi is mapped, so neither search goes past it
+ * (a range of billions of pages costs the words it has used). */
 static size_t find_page(const ccai_segment *s, size_t k, size_t end, bool want) {
+    if (end > s->pages_hi) {
+        if (!want) /* page max(k, pages_hi) is unmapped */
+            return k < end ? (k > s->pages_hi ? k : find_page(s, k, s->pages_hi, false)) : end;
+        size_t found = find_page(s, k, s->pages_hi, true);
+        return found < s->pages_hi ? found : end;
+    }
     for (; k < end; k += 64 - k % 64) {
         uint64_t w = want ? s->mapped[k / 64] : ~s->mapped[k / 64];
         w >>= k % 64; /* bit 0: page k */
@@ -212,6 +222,11 @@ static size_t find_page(const ccai_segment *s, size_t k, size_t end, bool want) 
 /* find_page backwards: one past the last page in [lo, end) that is mapped
  * (want) or unmapped (!want), else lo; a word of 64 pages per step. */
 static size_t find_page_back(const ccai_segment *s, size_t lo, size_t end, bool want) {
+    if (end > s->pages_hi && end > lo) { /* pages from pages_hi up are unmapped */
+        if (!want)
+            return end;
+        end = lo > s->pages_hi ? lo : s->pages_hi;
+    }
     while (end > lo) {
         size_t k = end - 1, bit = k % 64; /* page k, and the pages below it in its word */
         uint64_t w = want ? s->mapped[k / 64] : ~s->mapped[k / 64];
@@ -306,11 +321,8 @@ static cca_status map_one(cca_allocator *a, ccai_segment *s, size_t first, size_
     if (st != CCA_OK)
         return st;
     set_pages(s, first, n, true);
-    if (s->starts) {
+    if (s->starts)
         set_starts(s, first, 1, true);
-        if (first + n > s->map_hi)
-            s->map_hi = first + n;
-    }
     s->mapped_pages += n;
     a->c.mapped += bytes;
     ccai_count_reserved(a, s, bytes, true);
@@ -802,15 +814,14 @@ size_t ccai_expandable_held(const ccai_segment *s) {
     return pages * s->page;
 }
 
-const char *ccai_expandable_check_maps(const ccai_segment *s, size_t starts) {
+const char *ccai_expandable_check_maps(const ccai_segment *s) {
     if (!s->starts)
         return NULL;
-    /* one pass below map_hi (above it no map ever was: every start bit
-     * counted must lie below it), a word of 64 pages at a time, each map
-     * its own length (map_end) */
-    size_t words = (s->map_hi + 63) / 64, below = 0;
+    /* one pass below pages_hi (no page above it was ever mapped, and a
+     * start is set only with its page), a word of 64 pages at a time, each
+     * map its own length (map_end) */
+    size_t words = (s->pages_hi + 63) / 64;
     for (size_t w = 0; w < words; w++) {
-        below += (size_t)__builtin_popcountll(s->starts[w]);
         uint64_t m = s->mapped[w], st = s->starts[w];
         if (!(m | st))
             continue;
@@ -825,7 +836,5 @@ const char *ccai_expandable_check_maps(const ccai_segment *s, size_t starts) {
                 return "I8: a map holds more pages than expandable_chunk";
         }
     }
-    if (below != starts)
-        return "I8: a map starts on a page that is not mapped";
     return NULL;
 }

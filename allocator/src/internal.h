@@ -184,6 +184,10 @@ typedef struct ccai_segment {
                              of its pages is one compare when they end
                              inside it                                      */
     size_t npages;       /* size / page                                   */
+    size_t pages_hi;     /* one past the highest page ever mapped (never
+                            falls): no bit is set above it, so the
+                            invariant walks (check.c) stop there and a
+                            range of billions of pages costs what it used */
     size_t mapped_pages; /* bits set                                      */
     uint64_t *mapped;    /* npages bits                                   */
     /* over whole maps (CCA_VM_WHOLE_MAPS) only, else NULL: bit i set when
@@ -193,8 +197,7 @@ typedef struct ccai_segment {
      * start bit or unmapped page (I8, check.c)                            */
     uint64_t *starts;
     size_t map_pages;    /* whole maps: the most pages one map holds (expandable_chunk; 0: no limit) */
-    size_t map_hi;       /* whole maps: one past the highest page any map covered (never falls):
-                            I8's walk stops there, a range of billions of pages costs what it used */
+
     struct cca_domain *domain; /* its owner (domain.c); never changes      */
     struct ccai_segment *dprev, *dnext; /* the owner's segments (domain.c) */
     struct ccai_free_index *index; /* = &domain->pools[pool]: where its free
@@ -672,10 +675,8 @@ size_t ccai_expandable_trapped(const ccai_block *b);
  * reach past b: a live or pending neighbour holds them whole). */
 size_t ccai_expandable_kept_pages(const ccai_block *b, size_t first, size_t last);
 /* I8 (whole maps; NULL when s has no start bits or holds): a message
- * naming the broken rule. `starts` is the count of start bits over the
- * whole bitmap (check.c counts it with the mapped bits); the walk itself
- * covers the pages below map_hi: O(map_hi / 64 + maps). */
-const char *ccai_expandable_check_maps(const ccai_segment *s, size_t starts);
+ * naming the broken rule. O(pages_hi / 64 + maps). */
+const char *ccai_expandable_check_maps(const ccai_segment *s);
 /* The mapped bytes of s that no release can give back while its live and
  * pending blocks stay: the pages they touch (whole maps: the maps). */
 size_t ccai_expandable_held(const ccai_segment *s);

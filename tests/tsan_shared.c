@@ -29,6 +29,8 @@
  *   - fork() every 20 ms while all of that runs; the child allocates and
  *     frees on each tenant and a plug device, checks the invariants, and
  *     exits 0 when every call held.
+ * Three runs: classic segments, expandable segments over pages, and over
+ * whole maps (each map one allocation, unmapped whole, cut at 6 MiB).
  * Each run ends exact: nothing live or pending, nothing reserved, the
  * counters equal what the threads counted, invariants intact, every event
  * destroyed, and the device holding nothing. Exit status 0 = every check
@@ -613,7 +615,10 @@ static void *forker_main(void *arg) {
 
 /* ---- one run --------------------------------------------------------------------------------- */
 
-static void run_one(const char *name, const char *conf, size_t capacity, uint64_t seed) {
+/* backing: the simulated device's vm_backing, the held-events device's too
+ * (whole maps: the allocator cuts maps at expandable_chunk and unmaps them
+ * whole while the other threads race it) */
+static void run_one(const char *name, const char *conf, size_t capacity, uint64_t seed, int backing) {
     memset(&run, 0, sizeof run);
     run.name = name;
     cca_config_default(&run.cfg);
@@ -621,12 +626,15 @@ static void run_one(const char *name, const char *conf, size_t capacity, uint64_
     atomic_store(&dev.recorded, 0);
     atomic_store(&dev.done, 0);
     atomic_store(&dev.queries_not_ready, 0);
-    if (cca_config_parse(&run.cfg, conf) != CCA_OK || cca_upstream_host_create(capacity, &host) != CCA_OK) {
+    cca_host_options ho = {.capacity = capacity, .vm_backing = backing};
+    if (cca_config_parse(&run.cfg, conf) != CCA_OK || cca_upstream_host_create_with(&ho, &host) != CCA_OK) {
         fail("%s: setup: %s", name, cca_last_error());
         return;
     }
     dev.host = host;
-    if (cca_upstream_custom_create(&held_ops, &dev, &run.up) != CCA_OK) {
+    cca_upstream_ops ops = held_ops;
+    ops.vm_backing = backing;
+    if (cca_upstream_custom_create(&ops, &dev, &run.up) != CCA_OK) {
         fail("%s: the held-events device: %s", name, cca_last_error());
         return;
     }
@@ -706,8 +714,10 @@ int main(void) {
     cca_set_log_callback(sink_line, &sinks[0]);
     setenv("CCALLOC_PLUG_UPSTREAM", "host:64M:2", 1);
     unsetenv("CCALLOC_CONF");
-    run_one("classic, max_reserved", "max_reserved:24M,history:32", 80 * MIB, 1);
-    run_one("expandable, max_reserved", "expandable:1,max_reserved:24M,history:32", 80 * MIB, 2);
+    run_one("classic, max_reserved", "max_reserved:24M,history:32", 80 * MIB, 1, CCA_VM_PAGES);
+    run_one("expandable, max_reserved", "expandable:1,max_reserved:24M,history:32", 80 * MIB, 2, CCA_VM_PAGES);
+    run_one("expandable over whole maps, max_reserved", "expandable:1,max_reserved:24M,history:32,expandable_chunk:6M",
+            80 * MIB, 3, CCA_VM_WHOLE_MAPS);
     cca_status st = cca_plug_reset();
     CHECK(st == CCA_OK, "cca_plug_reset: %s (%s)", cca_status_string(st), cca_last_error());
     CHECK(oom_lines() == total_ooms, "%lu OOM lines logged for %" PRIu64 " OOMs", oom_lines(), total_ooms);

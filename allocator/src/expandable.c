@@ -150,7 +150,11 @@
  * run, plus one more scan (a word at a time) to count the pages and runs
  * missing, so that the cap and the device's free memory are asked for
  * every run at once; one mem_info before a new range, an arena's range,
- * or a map of several runs (above). A segment's bitmap is npages / 8
+ * or a map of several runs (above). No page at or above s->pages_hi (one
+ * past the highest page ever mapped; it never falls) is mapped, so the
+ * searches and the invariant walks stop there: a range of billions of
+ * pages (a device of unknown size, small pages) costs the words it has
+ * used, not its size. A segment's bitmap is npages / 8
  * bytes (512 B for 8 GiB of 2 MiB pages).
  *
  * Errors: max_reserved, and for several runs the device's free memory,

@@ -417,61 +417,6 @@ Test(cuda_double, the_callers_context_is_put_back_and_memory_lands_on_the_upstre
     assert_no_violation();
 }
 
-/* The caller's context that cannot be made current again (the driver
- * refuses the switch back): the op has happened and stands (its memory is
- * the caller's to free), the primary context stays current on the thread,
- * and one log line says so, naming the device and the driver's error;
- * the next op on that thread, finding the primary current, switches
- * nothing. */
-typedef struct restore_probe {
-    cca_status st;
-    void *ptr;
-    void *after; /* current after the op */
-    char line[512];
-    int lines;
-} restore_probe;
-
-static void restore_sink(void *user, const char *line) {
-    restore_probe *p = user;
-    if (strstr(line, "cuCtxSetCurrent")) {
-        snprintf(p->line, sizeof p->line, "%s", line);
-        p->lines++;
-    }
-}
-
-static void *restore_refused(void *arg) {
-    restore_probe *p = arg;
-    PFN_cuCtxSetCurrent_v4000 set_current = driver("cuCtxSetCurrent");
-    set_current((CUcontext)cuda_double_user_context(1));
-    cca_upstream *u = NULL;
-    if ((p->st = cca_upstream_cuda_create(0, &u)) != CCA_OK)
-        return NULL;
-    cuda_double_fail("cuCtxSetCurrent", 2, CUDA_ERROR_INVALID_CONTEXT, false); /* the switch back */
-    p->st = cca_upstream_alloc(u, 4 * MiB, &p->ptr);
-    cuda_double_clear_faults();
-    p->after = cuda_double_current();
-    if (p->st == CCA_OK)
-        p->st = cca_upstream_free(u, p->ptr, 4 * MiB);
-    cca_upstream_destroy(u);
-    return NULL;
-}
-
-Test(cuda_double, a_refused_switch_back_is_logged_and_the_op_stands) {
-    restore_probe p = {0};
-    cca_set_log_callback(restore_sink, &p);
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, restore_refused, &p), 0);
-    cr_assert_eq(pthread_join(t, NULL), 0);
-    cca_set_log_callback(NULL, NULL);
-    cr_assert_eq(p.st, CCA_OK, "the allocation was made and freed: %s", cca_status_string(p.st));
-    cr_assert_not_null(p.ptr);
-    cr_assert_neq(p.after, cuda_double_user_context(1), "the caller's context could not be put back");
-    cr_assert_eq(p.lines, 1, "one line: %d", p.lines);
-    cr_assert(strstr(p.line, "cuda:0") && strstr(p.line, "caller"), "%s", p.line);
-    cr_assert_eq(cuda_double_get_stats().malloc_bytes[0], 0, "freed");
-    assert_no_violation();
-}
-
 /* A context switch the driver refuses: the op fails and does nothing. */
 Test(cuda_double, a_refused_context_switch_does_nothing) {
     cca_upstream *u = cuda0();

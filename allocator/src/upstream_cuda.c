@@ -13,8 +13,7 @@
  * (cuCtxCreate), or none (a fresh thread). So one process can hold
  * upstreams on several GPUs without an allocation moving the program's
  * own work to another device, and without creating a context the program
- * never asked for. A switch back the driver refuses leaves the op done and
- * the primary context current, and logs one line saying so. Contexts are switched with the driver
+ * never asked for. Contexts are switched with the driver
  * (cuCtxGetCurrent, then cuCtxSetCurrent only when the current one is not
  * ours, and back), never with cudaSetDevice/cudaGetDevice: on a fresh
  * thread cudaGetDevice answers 0, and cudaSetDevice(0) to "restore" it
@@ -226,23 +225,10 @@ static cca_status enter(const cuda_device *d, cuda_caller *c) {
     return CCA_OK;
 }
 
-/* Give the caller back its own current context (or none). Should the
- * driver refuse (the caller's context destroyed meanwhile, say), the op
- * has happened and stands — failing it now would lose what it did — and
- * the primary context stays current on this thread: one log line says
- * so, for the program to put its own back. */
+/* Give the caller back its own current context (or none). */
 static void leave(const cuda_device *d, const cuda_caller *c) {
-    if (!c->switched)
-        return;
-    CUresult r = d->drv.ctx_set_current(c->context);
-    if (r == CUDA_SUCCESS)
-        return;
-    const char *text = NULL;
-    if (!d->drv.error_string || d->drv.error_string(r, &text) != CUDA_SUCCESS || !text)
-        text = "unknown driver error";
-    ccai_log("%s: the caller's context %p could not be made current again (cuCtxSetCurrent: %s, CUresult %d); "
-             "the device's primary context stays current on this thread",
-             d->name, (void *)c->context, text, (int)r);
+    if (c->switched)
+        (void)d->drv.ctx_set_current(c->context);
 }
 
 /* Run the runtime call `call` in the device's primary context, then give

@@ -722,53 +722,50 @@ cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t ke
     return unmap_range(a, s, lo, hi, keep, pages, bytes);
 }
 
-/* Whole maps: the bytes of free block b in the maps holding its first and
- * last page, where such a map reaches past the block (so a live or
- * pending block shares it: free blocks never touch). Maps between them
- * lie wholly inside b. */
-static size_t trapped_in_maps(const ccai_block *b) {
+/* Whole maps: the maps holding free block b's first and last page that
+ * reach past b (so a live or pending neighbour holds them whole: free
+ * blocks never touch), as page ranges [lo, hi) into out[0..n); maps
+ * between them lie wholly inside b. What trapped bytes and the retry's
+ * kept pages are both counted from. */
+static size_t shared_end_maps(const ccai_block *b, size_t out[2][2]) {
     const ccai_segment *s = b->segment;
     size_t off = b->addr - s->base, end = off + b->size, page = s->page;
-    size_t first = off / page, last = (end - 1) / page, trapped = 0, left_end = 0;
-    if (page_is_mapped(s, first)) {
-        size_t lo = map_first(s, first) * page, hi = map_end(s, first) * page;
+    size_t ends[2] = {off / page, (end - 1) / page}, n = 0, left_end = 0;
+    for (int k = 0; k < 2; k++) {
+        size_t p = ends[k];
+        if (!page_is_mapped(s, p) || (k == 1 && p < left_end)) /* not mapped, or the first's map again */
+            continue;
+        size_t lo = map_first(s, p), hi = map_end(s, p);
         left_end = hi;
-        if (lo < off || hi > end)
-            trapped += (hi < end ? hi : end) - off;
+        if (lo * page < off || hi * page > end) {
+            out[n][0] = lo;
+            out[n][1] = hi;
+            n++;
+        }
     }
-    if (page_is_mapped(s, last) && last * page >= left_end) { /* another map than the first's */
-        size_t lo = map_first(s, last) * page, hi = map_end(s, last) * page;
-        if (lo < off || hi > end)
-            trapped += end - (lo > off ? lo : off);
+    return n;
+}
+
+/* The free bytes of b inside the maps it shares with a neighbour. */
+static size_t trapped_in_maps(const ccai_block *b) {
+    const ccai_segment *s = b->segment;
+    size_t off = b->addr - s->base, end = off + b->size, m[2][2], trapped = 0;
+    for (size_t i = 0, n = shared_end_maps(b, m); i < n; i++) {
+        size_t lo = m[i][0] * s->page, hi = m[i][1] * s->page;
+        trapped += (hi < end ? hi : end) - (lo > off ? lo : off);
     }
     return trapped;
 }
 
-/* The pages of [lo, hi) in [first, last]. */
-static size_t pages_within(size_t lo, size_t hi, size_t first, size_t last) {
-    lo = lo > first ? lo : first;
-    hi = hi < last + 1 ? hi : last + 1;
-    return hi > lo ? hi - lo : 0;
-}
-
-/* The maps trapped_in_maps counts bytes of, counted in pages of [first,
- * last]: a request's new pages in b are its pages less these (pool.c's
- * retry_need). Over pages a neighbour keeps at most one page at each end;
- * here a map it shares may reach any number of pages into b. */
+/* The pages of those maps in [first, last]: a request's new pages in b
+ * are its pages less these (pool.c's retry_need). Over pages a neighbour
+ * keeps at most one page at each end; here a map it shares may reach any
+ * number of pages into b. */
 size_t ccai_expandable_kept_pages(const ccai_block *b, size_t first, size_t last) {
-    const ccai_segment *s = b->segment;
-    size_t off = b->addr - s->base, end = off + b->size, page = s->page;
-    size_t bfirst = off / page, blast = (end - 1) / page, kept = 0, left_end = 0;
-    if (page_is_mapped(s, bfirst)) {
-        size_t lo = map_first(s, bfirst), hi = map_end(s, bfirst);
-        left_end = hi;
-        if (lo * page < off || hi * page > end)
-            kept += pages_within(lo, hi, first, last);
-    }
-    if (page_is_mapped(s, blast) && blast >= left_end) { /* another map than the first's */
-        size_t lo = map_first(s, blast), hi = map_end(s, blast);
-        if (lo * page < off || hi * page > end)
-            kept += pages_within(lo, hi, first, last);
+    size_t m[2][2], kept = 0;
+    for (size_t i = 0, n = shared_end_maps(b, m); i < n; i++) {
+        size_t lo = m[i][0] > first ? m[i][0] : first, hi = m[i][1] < last + 1 ? m[i][1] : last + 1;
+        kept += hi > lo ? hi - lo : 0;
     }
     return kept;
 }

@@ -314,16 +314,6 @@ Test(runtime_engine, the_page_of_expandable_segments) {
     ccr_engine_destroy(e);
 }
 
-/* Whether the library's simulated device takes cca_host_options.vm_backing
- * (it refuses a value other than 0 and 1). */
-static bool host_takes_vm_backing(void) {
-    cca_host_options ho = {.capacity = 64 * MiB, .vm_backing = 2};
-    cca_upstream *u = NULL;
-    cca_status st = cca_upstream_host_create_with(&ho, &u);
-    cca_upstream_destroy(u);
-    return st != CCA_OK;
-}
-
 /* The backing of virtual-memory maps: a value other than CCA_VM_PAGES and
  * CCA_VM_WHOLE_MAPS is CCR_ERR_INVALID_ARGUMENT on every kind before any
  * device is opened (o NULL too); ccr_device_open_with and an engine's
@@ -362,8 +352,6 @@ Test(runtime_engine, the_backing_of_virtual_memory_maps) {
     cr_assert_eq(cca_upstream_vm_granularity(dev, &g), CCA_OK);
     cr_assert_eq(g, 4 * MiB, "the page goes with it");
     cca_upstream_destroy(dev);
-    if (!host_takes_vm_backing())
-        cr_skip_test("this library's simulated device does not take vm_backing yet");
     d.vm_backing = CCA_VM_WHOLE_MAPS;
     cr_assert_eq(ccr_device_open_with(&d, &dev, NULL), CCR_OK, "%s", ccr_last_error());
     cr_assert_eq(cca_upstream_vm_backing(dev), CCA_VM_WHOLE_MAPS);

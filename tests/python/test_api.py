@@ -918,17 +918,6 @@ def test_fork_while_threads_use_an_allocator_of_ones_own():
             x.check()
 
 
-def _host_knows_vm_backing(lib) -> bool:
-    """Whether the library's simulated device takes cca_host_options.vm_backing
-    (it refuses a value other than 0 and 1)."""
-    ho = _lib.HostOptions(capacity=64 * MiB, vm_backing=2)
-    up = ctypes.c_void_p()
-    st = lib.cca_upstream_host_create_with(ctypes.byref(ho), ctypes.byref(up))
-    if st == 0:
-        lib.cca_upstream_destroy(up)
-    return st != 0
-
-
 def test_vm_backing_reaches_the_upstream():
     """``Allocator(..., vm_backing=)``: None and "pages" leave the upstream
     in pages (cca_upstream_vm_backing 0), "whole_maps" makes it whole maps
@@ -937,9 +926,6 @@ def test_vm_backing_reaches_the_upstream():
     for arg in (None, "pages"):
         with ccalloc.Allocator("64M", conf="expandable:1", vm_backing=arg) as a:
             assert a._lib.cca_upstream_vm_backing(a._upstream) == 0, arg
-    with ccalloc.Allocator("64M", conf="expandable:1") as a:
-        if not _host_knows_vm_backing(a._lib):
-            pytest.skip("this library's simulated device does not take vm_backing yet")
     with ccalloc.Allocator("64M", conf="expandable:1", vm_backing="whole_maps") as a:
         assert a._lib.cca_upstream_vm_backing(a._upstream) == 1
         a.free(a.alloc(4096))

@@ -465,7 +465,7 @@ static void run_api(uint64_t seed, const char *conf, int steps) {
             cca_stream s = streams[rnd() % 4];
             int dn = (int)(rnd() % 3);
             cca_domain *d = doms[dn];
-            const ccai_block *exp = api_expect(a, d ? d : &a->root, size, s);
+            const ccai_block *exp = api_expect(a, ccai_domain_lookup(a, d), size, s);
             uintptr_t exp_addr = exp ? exp->addr : 0;
             size_t segs = tu_stats(a).segments;
             void *p = NULL;

@@ -399,7 +399,7 @@ static int drain(world *w, blk *out, int *n, int cap, uint64_t seed, const char 
                 size = SMALL_MAX;
             if (!g->shared && g->pool != CCAI_POOL_SMALL && size <= SMALL_MAX)
                 continue; /* a small request goes to the small range */
-            cca_domain *d = g->domain == &w->a->root ? NULL : g->domain;
+            cca_domain *d = ccai_domain_handle(g->domain);
             t[k++] = (target){size, d, g->shared ? S0 : g->stream};
         }
     qsort(t, (size_t)k, sizeof t[0], by_size);

@@ -768,7 +768,11 @@ typedef struct cca_domain cca_domain;
 /* A new, empty domain. name: 1..CCA_DOMAIN_NAME_MAX printable ASCII
  * characters without '"', '\\' or ',' (names appear in JSON and in the
  * CSV of a CCALLOC_TRACE recording); names need not be unique.
- * Holds no device memory until something is allocated in it. */
+ * Holds no device memory until something is allocated in it.
+ * The handle is opaque (not the domain's address; never dereference it)
+ * and never given twice in a process: once the domain is destroyed, every
+ * call refuses its handle (CCA_ERR_INVALID_ARGUMENT), whatever was created
+ * since. Handles of other allocators are refused the same way. */
 cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **out);
 
 /* cca_alloc in domain d (NULL: the default domain; one that is not a's:

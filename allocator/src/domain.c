@@ -26,8 +26,9 @@
  * allocator (a->root) and heads a doubly linked list of the others, in
  * creation order (a->last: its tail). The domains that own segments are
  * also on a->holding, so sums over domains (cca_get_stats) cost the domains
- * holding memory, not every domain ever made. Handles are checked in a hash
- * set of the domains' addresses (below), never by reading them.
+ * holding memory, not every domain ever made. A caller holds a handle, a
+ * number never given twice, not the record's address; handles are looked up
+ * in a hash set (below), never read.
  * `a->serving` names the domain the call in progress serves (under the
  * lock): best fit and new segments use it.
  *
@@ -88,32 +89,50 @@ void ccai_domain_destroy_all(cca_allocator *a) {
     memset(&a->domain_set, 0, sizeof a->domain_set);
 }
 
-/* ---- the handle set ------------------------------------------------------ *
- * Every domain but root, by address, in an open-addressing table with linear
- * probing: a handle is checked by hashing its value, never by reading what
- * it points to (it may be freed or foreign). Deletion shifts the entries of
- * the probe run back (no tombstones), so a lookup stops at the first empty
- * slot. The table doubles at half full: O(1) expected per operation. */
+/* ---- handles and the handle set --------------------------------------- *
+ * A caller never holds a domain's address: a handle is a number drawn once
+ * per process, the k-th domain ever created (by any allocator) getting
+ * k * 0x9E3779B97F4A7C15 (mod 2^64; odd, so k -> handle is one-to-one and
+ * never 0 before 2^64 creates). So no handle is ever given twice: the
+ * handle of a destroyed domain stays refused even when malloc gives its
+ * record to the next domain (a program that unloads one model and loads
+ * another does exactly that), and another allocator's handle is refused
+ * too. Consecutive handles lie far apart, so an offset or interior pointer
+ * names nothing either.
+ *
+ * The set holds every domain but root, keyed by handle, in an
+ * open-addressing table with linear probing: a handle is looked up by
+ * hashing its value, never by reading what it points to (it may be freed
+ * or foreign memory). Deletion shifts the entries of the probe run back
+ * (no tombstones), so a lookup stops at the first empty slot. The table
+ * doubles at half full: O(1) expected per operation. */
 
-static size_t set_home(const cca_allocator *a, const cca_domain *d) {
-    uint64_t h = (uint64_t)(uintptr_t)d * 0x9E3779B97F4A7C15ull; /* Fibonacci hashing */
-    return (size_t)(h >> 32) & (a->domain_set.cap - 1);
+static _Atomic uint64_t handles_made;
+
+static uintptr_t new_handle(void) {
+    uint64_t k = atomic_fetch_add_explicit(&handles_made, 1, memory_order_relaxed) + 1;
+    return (uintptr_t)(k * 0x9E3779B97F4A7C15ull);
 }
 
-static size_t set_find(const cca_allocator *a, const cca_domain *d) { /* the slot holding d, or cap */
+static size_t set_home(const cca_allocator *a, uintptr_t h) {
+    uint64_t x = (uint64_t)h * 0x9E3779B97F4A7C15ull; /* Fibonacci hashing (garbage handles too) */
+    return (size_t)(x >> 32) & (a->domain_set.cap - 1);
+}
+
+static size_t set_find(const cca_allocator *a, uintptr_t h) { /* the slot holding handle h, or cap */
     if (!a->domain_set.cap)
         return 0;
     size_t mask = a->domain_set.cap - 1;
-    for (size_t i = set_home(a, d);; i = (i + 1) & mask) {
-        if (a->domain_set.slot[i] == d)
-            return i;
+    for (size_t i = set_home(a, h);; i = (i + 1) & mask) {
         if (!a->domain_set.slot[i])
             return a->domain_set.cap;
+        if (a->domain_set.slot[i]->handle == h)
+            return i;
     }
 }
 
-static void set_place(cca_allocator *a, const cca_domain *d) { /* room known */
-    size_t mask = a->domain_set.cap - 1, i = set_home(a, d);
+static void set_place(cca_allocator *a, cca_domain *d) { /* room known */
+    size_t mask = a->domain_set.cap - 1, i = set_home(a, d->handle);
     while (a->domain_set.slot[i])
         i = (i + 1) & mask;
     a->domain_set.slot[i] = d;
@@ -126,10 +145,10 @@ static cca_status set_reserve(cca_allocator *a) {
     if (a->domain_set.count + 1 <= a->domain_set.cap / 2)
         return CCA_OK;
     size_t cap = a->domain_set.cap ? a->domain_set.cap * 2 : 16;
-    const cca_domain **slot = calloc(cap, sizeof *slot);
+    cca_domain **slot = calloc(cap, sizeof *slot);
     if (!slot)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
-    const cca_domain **old = a->domain_set.slot;
+    cca_domain **old = a->domain_set.slot;
     size_t old_cap = a->domain_set.cap;
     a->domain_set.slot = slot;
     a->domain_set.cap = cap;
@@ -142,13 +161,13 @@ static cca_status set_reserve(cca_allocator *a) {
 }
 
 static void set_erase(cca_allocator *a, const cca_domain *d) {
-    size_t mask = a->domain_set.cap - 1, hole = set_find(a, d);
-    ccai_assert(hole != a->domain_set.cap);
+    size_t mask = a->domain_set.cap - 1, hole = set_find(a, d->handle);
+    ccai_assert(hole != a->domain_set.cap && a->domain_set.slot[hole] == d);
     a->domain_set.slot[hole] = NULL;
     a->domain_set.count--;
     /* shift back every later entry of the run whose home is not in (hole, i] */
     for (size_t i = (hole + 1) & mask; a->domain_set.slot[i]; i = (i + 1) & mask) {
-        size_t home = set_home(a, a->domain_set.slot[i]);
+        size_t home = set_home(a, a->domain_set.slot[i]->handle);
         bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
         if (stays)
             continue;
@@ -158,8 +177,18 @@ static void set_erase(cca_allocator *a, const cca_domain *d) {
     }
 }
 
+cca_domain *ccai_domain_lookup(const cca_allocator *a, const cca_domain *handle) {
+    if (!handle)
+        return (cca_domain *)&a->root;
+    size_t i = set_find(a, (uintptr_t)handle);
+    return i == a->domain_set.cap ? NULL : a->domain_set.slot[i];
+}
+
 bool ccai_domain_valid(const cca_allocator *a, const cca_domain *d) {
-    return d == &a->root || (d && set_find(a, d) != a->domain_set.cap);
+    if (d == &a->root)
+        return true;
+    size_t i = set_find(a, d->handle);
+    return i != a->domain_set.cap && a->domain_set.slot[i] == d;
 }
 
 unsigned ccai_domain_number(const cca_allocator *a, const cca_domain *d) {
@@ -244,6 +273,7 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
     if (!d)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
     snprintf(d->name, sizeof d->name, "%s", name);
+    d->handle = new_handle();
     ccai_lock(a);
     cca_status st = set_reserve(a);
     if (st != CCA_OK) {
@@ -265,7 +295,7 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
      * before it is returned, so its number is set before any use. */
     if (a->trace)
         d->trace_no = ccai_trace_domain(a->trace, d->name);
-    *out = d;
+    *out = ccai_domain_handle(d);
     return CCA_OK;
 }
 
@@ -360,7 +390,7 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
     return CCA_OK;
 }
 
-static cca_status release(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *report, bool destroy,
+static cca_status release(cca_allocator *a, cca_domain *h, unsigned flags, cca_domain_report *report, bool destroy,
                           const char *fn) {
     cca_domain_report local;
     memset(&local, 0, sizeof local);
@@ -372,15 +402,14 @@ static cca_status release(cca_allocator *a, cca_domain *d, unsigned flags, cca_d
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
     if (flags & ~CCA_DOMAIN_FORCE)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn, flags & ~CCA_DOMAIN_FORCE);
-    if (destroy && !d)
+    if (destroy && !h)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: the default domain cannot be destroyed", fn);
     ccai_lock(a);
     cca_status st;
-    if (d && !ccai_domain_valid(a, d)) {
-        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: domain %p is not one of this allocator's", fn, (void *)d);
+    cca_domain *d = ccai_domain_lookup(a, h);
+    if (!d) {
+        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: domain %p is not one of this allocator's", fn, (void *)h);
     } else {
-        if (!d)
-            d = &a->root;
         st = release_locked(a, d, flags, &local, fn);
         local.bytes_still_reserved = d->c.reserved;
         if (st == CCA_OK && destroy) {
@@ -448,7 +477,7 @@ static cca_status reserve_retry(cca_allocator *a, size_t rounded) {
     return reserve_arena(a, rounded);
 }
 
-cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
+cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: allocator is NULL");
     if (bytes == 0 || bytes > SIZE_MAX / 2)
@@ -458,11 +487,12 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes) {
     size_t rounded = (bytes + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
     ccai_lock(a);
     cca_status st = CCA_OK;
-    if (d && !ccai_domain_valid(a, d))
+    cca_domain *d = ccai_domain_lookup(a, h);
+    if (!d) {
         st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: domain %p is not one of this allocator's",
-                       (void *)d);
-    if (!d)
-        d = &a->root;
+                       (void *)h);
+        d = &a->root; /* for the messages below, which st already skips */
+    }
     if (st == CCA_OK && d->arena)
         st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve(%s): the domain has an arena already", d->name);
     if (a->expandable && rounded <= SIZE_MAX / 2) /* an arena over pages is whole pages */
@@ -510,8 +540,8 @@ cca_status cca_domain_of(cca_allocator *a, const void *ptr, cca_domain **d) {
     cca_status st = CCA_OK;
     if (!b || b->state != CCAI_LIVE)
         st = ccai_diagnose_pointer(a, ptr, "cca_domain_of");
-    else if (b->segment->domain != &a->root)
-        *d = b->segment->domain;
+    else
+        *d = ccai_domain_handle(b->segment->domain);
     ccai_unlock(a);
     return st;
 }
@@ -543,17 +573,18 @@ static void fill_stats(const cca_allocator *a, const cca_domain *d, cca_domain_s
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
 }
 
-cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca_domain_stats *s) {
+cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *h, cca_domain_stats *s) {
     if (!a || !s)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: %s is NULL", a ? "stats" : "allocator");
     cca_allocator *m = (cca_allocator *)a; /* the lock only */
     ccai_lock(m);
     cca_status st = CCA_OK;
-    if (d && !ccai_domain_valid(a, d))
+    const cca_domain *d = ccai_domain_lookup(a, h);
+    if (!d)
         st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: domain %p is not one of this allocator's",
-                       (const void *)d);
+                       (const void *)h);
     else
-        fill_stats(a, d ? d : &a->root, s);
+        fill_stats(a, d, s);
     ccai_unlock(m);
     return st;
 }

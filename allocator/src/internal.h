@@ -445,6 +445,7 @@ struct cca_domain {
     ccai_domain_counters c;
     struct ccai_segment *arena; /* cca_domain_reserve's arena, or NULL */
     unsigned trace_no;          /* its number in CCALLOC_TRACE's file (0: the default domain) */
+    uintptr_t handle;           /* what the caller holds (domain.c); 0 for the default domain */
 };
 
 /* The events pending frees wait on, per stream, in the order recorded. Work
@@ -508,10 +509,10 @@ struct cca_allocator {
     bool domains_tracked;
     struct cca_domain *last;    /* the domain list's tail (root when alone) */
     struct cca_domain *holding; /* domains that own segments (domain.c) */
-    /* The handles of the domains besides root, an open-addressing set of
-     * pointers (domain.c): a handle is checked in O(1) without reading it. */
+    /* The domains besides root, an open-addressing set keyed by their
+     * handles (domain.c): a handle is looked up in O(1) without reading it. */
     struct {
-        const struct cca_domain **slot;
+        struct cca_domain **slot;
         size_t cap, count; /* cap: 0 or a power of two, count <= cap / 2 */
     } domain_set;
     ccai_live_map live;
@@ -722,7 +723,16 @@ void ccai_stream_destroy(cca_allocator *a);
  * free every other domain's record (cca_destroy, after the segments). */
 void ccai_domain_init_root(cca_allocator *a);
 void ccai_domain_destroy_all(cca_allocator *a);
-/* Does d belong to a? (a handle from another allocator, or destroyed) */
+/* The domain record a caller's handle names: NULL names the default domain
+ * (&a->root); NULL is returned for a handle that is not one of a's live
+ * domains (another allocator's, destroyed, garbage). The caller holds the
+ * lock. O(1) expected; the handle is never read. */
+struct cca_domain *ccai_domain_lookup(const cca_allocator *a, const cca_domain *handle);
+/* What the caller is given for record d (NULL for the default domain). */
+static inline cca_domain *ccai_domain_handle(const struct cca_domain *d) {
+    return (cca_domain *)d->handle;
+}
+/* Is record d one of a's domains? (check.c) */
 bool ccai_domain_valid(const cca_allocator *a, const struct cca_domain *d);
 /* A segment joins / leaves its domain's list (ccai_segment_link/unlink). */
 void ccai_domain_add_segment(cca_allocator *a, struct ccai_segment *s);

@@ -913,7 +913,7 @@ cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out) {
     return st;
 }
 
-cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream s, void **out) {
+cca_status cca_alloc_in(cca_allocator *a, cca_domain *h, size_t size, cca_stream s, void **out) {
     if (out)
         *out = NULL;
     if (!a || !out)
@@ -922,12 +922,13 @@ cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream
     log.set = false;
     ccai_lock(a);
     cca_status st;
-    if (d && !ccai_domain_valid(a, d)) {
-        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: domain %p is not one of this allocator's", (void *)d);
+    cca_domain *d = ccai_domain_lookup(a, h);
+    if (!d) {
+        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: domain %p is not one of this allocator's", (void *)h);
     } else if (size == 0) {
         st = CCA_OK;
     } else {
-        a->serving = d ? d : &a->root;
+        a->serving = d;
         a->allocating = "cca_alloc_in";
         st = alloc_locked(a, a->serving, size, s, out, &log);
         a->serving = &a->root;

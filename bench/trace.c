@@ -56,6 +56,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ccalloc.h"
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint, the fields' grammar */
@@ -647,42 +648,124 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     return rc;
 }
 
-/* The file is read through zlib (which passes plain files through
- * unchanged) as a stream: a fopencookie FILE whose read pulls from gzread,
- * so the text is never held whole, and the cap on decompressed bytes is
- * counted as they come. The same cap bounds the memory the load holds
- * (budget.c): the stream's buffers, then every array of the reader and the
- * analysis. */
-#define LOAD_STREAM_BYTES ((size_t)128 << 10) /* zlib's state, window and buffers (~64 KiB), stdio's 8 KiB */
+/* The file is read as a stream: a fopencookie FILE whose read inflates it
+ * with zlib (or passes a plain file through), so the text is never held
+ * whole, and the cap on decompressed bytes is counted as they come. A file
+ * is gzip when it starts with gzip's magic bytes (1f 8b), whatever its name.
+ * It may hold several members one after the other (gzip's rule: their texts
+ * join, so each is a section of the trace); after the last member the file
+ * must end. Any other byte there is an error naming how many follow: zlib's
+ * own gzread skips them, which would load a damaged or badly joined file
+ * without its tail and without a word. The same cap bounds the memory the
+ * load holds (budget.c): the stream's buffers, then every array of the
+ * reader and the analysis. */
+#define LOAD_IN_BYTES ((size_t)16 << 10)     /* compressed input read at a time */
+#define LOAD_STREAM_BYTES ((size_t)128 << 10) /* that, zlib's state and 32 KiB window, stdio's buffers */
 typedef struct gz_cookie {
-    gzFile g;
+    FILE *raw;
+    z_stream zs;
+    bool gzip;      /* the file starts with gzip's magic */
+    bool inflating; /* inside a member (gzip) */
+    bool raw_eof, done;
     size_t total, max;
     int over_cap, zerr;
     char msg[128];
+    unsigned char in[LOAD_IN_BYTES];
 } gz_cookie;
+
+static int gz_stop(gz_cookie *z, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int gz_stop(gz_cookie *z, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(z->msg, sizeof z->msg, fmt, ap);
+    va_end(ap);
+    z->zerr = 1;
+    return -1;
+}
+
+/* Keep the unread input at the front of the buffer and read more after it.
+ * -1 on a read error. */
+static int gz_fill(gz_cookie *z) {
+    if (z->raw_eof)
+        return 0;
+    if (z->zs.avail_in && z->zs.next_in != z->in)
+        memmove(z->in, z->zs.next_in, z->zs.avail_in);
+    z->zs.next_in = z->in;
+    size_t n = fread(z->in + z->zs.avail_in, 1, sizeof z->in - z->zs.avail_in, z->raw);
+    if (n == 0) {
+        if (ferror(z->raw))
+            return gz_stop(z, "read error: %s", strerror(errno));
+        z->raw_eof = true;
+    }
+    z->zs.avail_in += (uInt)n;
+    return 0;
+}
+
+/* Bytes from the unread input to the end of the file (a file that is not
+ * regular: those in the buffer, and "or more"). */
+static int gz_trailing(gz_cookie *z) {
+    struct stat st;
+    off_t at = ftello(z->raw);
+    if (fstat(fileno(z->raw), &st) == 0 && S_ISREG(st.st_mode) && at >= 0 && st.st_size >= at)
+        return gz_stop(z, "%llu bytes after the last gzip member (not gzip data)",
+                       (unsigned long long)(st.st_size - at) + z->zs.avail_in);
+    return gz_stop(z, "%u or more bytes after the last gzip member (not gzip data)", z->zs.avail_in);
+}
+
+/* The next decompressed bytes: > 0, 0 at the end of the file, -1 on an
+ * error (z->msg) or over the cap. */
+static ssize_t gz_produce(gz_cookie *z, unsigned char *buf, size_t size) {
+    unsigned want = size > (1u << 30) ? (1u << 30) : (unsigned)size;
+    for (;;) {
+        if (z->zs.avail_in == 0 && gz_fill(z) < 0)
+            return -1;
+        if (!z->gzip) { /* plain: the bytes as they are */
+            if (z->zs.avail_in == 0)
+                return 0;
+            unsigned n = z->zs.avail_in < want ? z->zs.avail_in : want;
+            memcpy(buf, z->zs.next_in, n);
+            z->zs.next_in += n;
+            z->zs.avail_in -= n;
+            return n;
+        }
+        if (!z->inflating) { /* between members: the end, another member, or bytes that are neither */
+            if (z->zs.avail_in < 2 && gz_fill(z) < 0)
+                return -1;
+            if (z->zs.avail_in == 0)
+                return 0;
+            if (z->zs.avail_in < 2 || z->zs.next_in[0] != 0x1f || z->zs.next_in[1] != 0x8b)
+                return gz_trailing(z);
+            if (inflateReset(&z->zs) != Z_OK)
+                return gz_stop(z, "zlib: inflateReset failed");
+            z->inflating = true;
+        }
+        z->zs.next_out = buf;
+        z->zs.avail_out = want;
+        int r = inflate(&z->zs, Z_NO_FLUSH);
+        unsigned got = want - z->zs.avail_out;
+        if (r == Z_STREAM_END)
+            z->inflating = false;
+        else if (r == Z_MEM_ERROR)
+            return gz_stop(z, "out of host memory (zlib)");
+        else if (r != Z_OK && r != Z_BUF_ERROR)
+            return gz_stop(z, "truncated or corrupt gzip stream (%s)", z->zs.msg ? z->zs.msg : "corrupt data");
+        else if (got == 0 && z->zs.avail_in == 0 && z->raw_eof)
+            return gz_stop(z, "truncated or corrupt gzip stream (it ends inside a member)");
+        if (got)
+            return got;
+    }
+}
 
 static ssize_t gz_cookie_read(void *c, char *buf, size_t size) {
     gz_cookie *z = c;
     if (z->over_cap || z->zerr)
         return -1;
-    unsigned want = size > (1u << 30) ? (1u << 30) : (unsigned)size;
-    int got = gzread(z->g, buf, want);
-    if (got < 0) {
-        int e;
-        const char *m = gzerror(z->g, &e);
-        z->zerr = 1;
-        snprintf(z->msg, sizeof z->msg, "%s", m ? m : "read error");
-        return -1;
-    }
-    if (got == 0) { /* end: a stream that ended early is Z_BUF_ERROR here */
-        int e;
-        const char *m = gzerror(z->g, &e);
-        if (e == Z_BUF_ERROR) {
-            z->zerr = 1;
-            snprintf(z->msg, sizeof z->msg, "truncated or corrupt gzip stream (%s)", m ? m : "");
-            return -1;
-        }
+    if (z->done)
         return 0;
+    ssize_t got = gz_produce(z, (unsigned char *)buf, size);
+    if (got <= 0) {
+        z->done = got == 0;
+        return got;
     }
     z->total += (size_t)got;
     if (z->total > z->max) {
@@ -690,6 +773,33 @@ static ssize_t gz_cookie_read(void *c, char *buf, size_t size) {
         return -1;
     }
     return got;
+}
+
+/* Open path for the cookie: 0, or -1 with err set. */
+static int gz_open(gz_cookie *z, const char *path, char *err, size_t errlen) {
+    if (!(z->raw = fopen(path, "rb")))
+        return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    if (gz_fill(z) < 0 || (z->zs.avail_in < 2 && gz_fill(z) < 0)) {
+        fclose(z->raw);
+        return fail(err, errlen, "'%s': %s", path, z->msg);
+    }
+    z->gzip = z->zs.avail_in >= 2 && z->in[0] == 0x1f && z->in[1] == 0x8b;
+    if (z->gzip) {
+        int r = inflateInit2(&z->zs, 15 + 16); /* gzip members only */
+        if (r != Z_OK) {
+            fclose(z->raw);
+            return fail(err, errlen, "'%s': %s", path,
+                        r == Z_MEM_ERROR ? "out of host memory (zlib)" : "zlib: inflateInit2 failed");
+        }
+        z->inflating = true;
+    }
+    return 0;
+}
+
+static void gz_close(gz_cookie *z) {
+    if (z->gzip)
+        inflateEnd(&z->zs);
+    fclose(z->raw);
 }
 
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
@@ -705,17 +815,19 @@ int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char
         t->name[nl - 7] = '\0';
     else if (nl > 4 && !strcmp(t->name + nl - 4, ".csv"))
         t->name[nl - 4] = '\0';
-    FILE *probe = fopen(path, "rb");
-    if (!probe)
-        return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-    fclose(probe);
-    gz_cookie z = {.g = gzopen(path, "rb"), .max = max_bytes};
-    if (!z.g)
-        return fail(err, errlen, "cannot open '%s'", path);
+    gz_cookie *z = calloc(1, sizeof *z); /* its input buffer is not for the stack */
+    if (!z)
+        return fail(err, errlen, "'%s': out of host memory", path);
+    z->max = max_bytes;
+    if (gz_open(z, path, err, errlen) != 0) {
+        free(z);
+        return -1;
+    }
     cookie_io_functions_t io = {.read = gz_cookie_read};
-    FILE *f = fopencookie(&z, "r", io);
+    FILE *f = fopencookie(z, "r", io);
     if (!f) {
-        gzclose(z.g);
+        gz_close(z);
+        free(z);
         return fail(err, errlen, "'%s': out of host memory", path);
     }
     ccb_budget budget = {.cap = max_bytes};
@@ -724,22 +836,26 @@ int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char
     int rc = ccb_trace_read(t, f, err, errlen);
     t->budget = NULL; /* the trace outlives the load, its budget does not */
 
-    if (rc != 0 && !z.over_cap && !z.zerr) { /* a bad last line may be a cut stream: read on to know */
+    if (rc != 0 && !z->over_cap && !z->zerr) { /* a bad last line may be a cut stream: read on to know */
         char tmp[1 << 14];
-        while (gz_cookie_read(&z, tmp, sizeof tmp) > 0)
+        while (gz_cookie_read(z, tmp, sizeof tmp) > 0)
             ;
     }
     fclose(f);
-    int zc = gzclose(z.g);
-    if (z.over_cap || z.zerr || (rc == 0 && zc != Z_OK)) {
+    gz_close(z);
+    int over_cap = z->over_cap, zerr = z->zerr;
+    char msg[sizeof z->msg];
+    memcpy(msg, z->msg, sizeof msg);
+    free(z);
+    if (over_cap || zerr) {
         /* the stream's own failure explains whatever the reader said */
         char name[sizeof t->name];
         memcpy(name, t->name, sizeof name);
         ccb_trace_free(t);
         memcpy(t->name, name, sizeof name);
-        if (z.over_cap)
+        if (over_cap)
             return fail(err, errlen, "'%s': more than %zu bytes once decompressed", path, max_bytes);
-        return fail(err, errlen, "'%s': %s", path, z.zerr ? z.msg : "truncated or corrupt gzip stream");
+        return fail(err, errlen, "'%s': %s", path, msg);
     }
     return rc;
 }

@@ -1,8 +1,8 @@
 /*
  * fuzz_trace.c — libFuzzer target for ccbench's trace reader (bench/trace.c).
  *
- * Each input is a whole trace file, plain CSV or gzip'd CSV (zlib decides by
- * the magic bytes, as it does for a real file): written to one scratch file
+ * Each input is a whole trace file, plain CSV or gzip'd CSV (the reader
+ * decides by gzip's magic bytes, as for a real file): written to one scratch file
  * and loaded with ccb_trace_load_capped under a cap of 8 MiB, so that huge
  * counts, many ids and gzip bombs reach the budget (budget.c) quickly. A load
  * that fails must leave the trace empty and name a reason. Whatever it
@@ -26,7 +26,7 @@
  * An input that starts with the byte 0xA5 is a program that writes a valid
  * trace (synthesize, below), which must load, then goes the same way.
  * A plain (not gzip'd) input must load alike three ways: from the file,
- * from the same bytes gzip'd (zlib must change nothing the reader sees:
+ * from the same bytes gzip'd (inflating must change nothing the reader sees:
  * the same status and message), and through ccb_trace_read on a memory
  * stream with no budget (inputs of at most 64 KiB stay far below the cap,
  * so the budget must refuse nothing the reader accepts).

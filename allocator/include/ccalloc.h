@@ -901,7 +901,10 @@ cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca
 /* Every domain (the default first, then in creation order) as a JSON array
  * of the stats above, each with "arena_bytes" too (the size of its
  * cca_domain_reserve arena; 0: none); f is flushed (CCA_ERR_IO when a write
- * or the flush failed). */
+ * or the flush failed). Taken under the allocator's lock into host memory
+ * and written to f after it, as cca_write_snapshot_json, so a file that
+ * does not drain stalls this call only (with no host memory for that copy,
+ * written to f under the lock). */
 cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
 
 /* ------------------------------------------------------------------------ */

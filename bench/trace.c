@@ -52,10 +52,13 @@
 #include "ccbench.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ccalloc.h"
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint, the fields' grammar */
@@ -661,6 +664,18 @@ typedef struct gz_cookie {
     char msg[128];
 } gz_cookie;
 
+/* zlib's message without the "<fd:N>: " that gzdopen's stream puts first
+ * (the caller names the file). */
+static const char *gz_message(gzFile g, int *e) {
+    const char *m = gzerror(g, e);
+    if (m && !strncmp(m, "<fd:", 4)) {
+        const char *rest = strstr(m, ": ");
+        if (rest)
+            m = rest + 2;
+    }
+    return m;
+}
+
 static ssize_t gz_cookie_read(void *c, char *buf, size_t size) {
     gz_cookie *z = c;
     if (z->over_cap || z->zerr)
@@ -669,14 +684,14 @@ static ssize_t gz_cookie_read(void *c, char *buf, size_t size) {
     int got = gzread(z->g, buf, want);
     if (got < 0) {
         int e;
-        const char *m = gzerror(z->g, &e);
+        const char *m = gz_message(z->g, &e);
         z->zerr = 1;
         snprintf(z->msg, sizeof z->msg, "%s", m ? m : "read error");
         return -1;
     }
     if (got == 0) { /* end: a stream that ended early is Z_BUF_ERROR here */
         int e;
-        const char *m = gzerror(z->g, &e);
+        const char *m = gz_message(z->g, &e);
         if (e == Z_BUF_ERROR) {
             z->zerr = 1;
             snprintf(z->msg, sizeof z->msg, "truncated or corrupt gzip stream (%s)", m ? m : "");
@@ -692,6 +707,50 @@ static ssize_t gz_cookie_read(void *c, char *buf, size_t size) {
     return got;
 }
 
+/* Open a trace for reading, never waiting: fopen of a FIFO blocks in
+ * open(2) until some process opens it for writing, with none for ever. So
+ * the file is opened with O_NONBLOCK (at once for a FIFO), and a FIFO or
+ * pipe is asked, without taking a byte from it, whether anything can come:
+ * tee(2) of one byte into a pipe of our own answers 0 when it is empty and
+ * no process holds it for writing (refused: "a FIFO nobody writes"), EAGAIN
+ * when a writer holds it with nothing written yet (it is read, waiting for
+ * the writer as any pipe), 1 when bytes wait. The descriptor is then made
+ * blocking again: a pipe with a writer and a regular file read as before.
+ * The descriptor, or -1 with the message in err. */
+static int open_trace(const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    int e = fstat(fd, &sb) == 0 ? 0 : errno;
+    if (!e && S_ISDIR(sb.st_mode))
+        e = EISDIR;
+    if (!e && S_ISFIFO(sb.st_mode)) {
+        int p[2];
+        if (pipe2(p, O_NONBLOCK | O_CLOEXEC) == 0) {
+            ssize_t n = tee(fd, p[1], 1, SPLICE_F_NONBLOCK);
+            close(p[0]);
+            close(p[1]);
+            if (n == 0) {
+                close(fd);
+                fail(err, errlen, "'%s': a FIFO nobody writes (refused rather than waited for)", path);
+                return -1;
+            }
+        }
+    }
+    int flags = e ? -1 : fcntl(fd, F_GETFL);
+    if (!e && (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0))
+        e = errno;
+    if (e) {
+        close(fd);
+        fail(err, errlen, "cannot open '%s': %s", path, strerror(e));
+        return -1;
+    }
+    return fd;
+}
+
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
     return ccb_trace_load_capped(t, path, CCB_TRACE_MAX_BYTES, err, errlen);
 }
@@ -705,13 +764,14 @@ int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char
         t->name[nl - 7] = '\0';
     else if (nl > 4 && !strcmp(t->name + nl - 4, ".csv"))
         t->name[nl - 4] = '\0';
-    FILE *probe = fopen(path, "rb");
-    if (!probe)
-        return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-    fclose(probe);
-    gz_cookie z = {.g = gzopen(path, "rb"), .max = max_bytes};
-    if (!z.g)
+    int fd = open_trace(path, err, errlen);
+    if (fd < 0)
+        return -1;
+    gz_cookie z = {.g = gzdopen(fd, "rb"), .max = max_bytes};
+    if (!z.g) {
+        close(fd); /* gzdopen leaves it open when it fails */
         return fail(err, errlen, "cannot open '%s'", path);
+    }
     cookie_io_functions_t io = {.read = gz_cookie_read};
     FILE *f = fopencookie(&z, "r", io);
     if (!f) {

@@ -469,7 +469,9 @@ void cca_config_default(cca_config *c);
 
 /* Apply "key:value,key:value" on top of *c. Items are separated by commas or
  * newlines (cca_config_print's lines parse as they are); blanks (space, tab,
- * CR) around keys and values are ignored. Sizes as cca_parse_size: K/M/G/T
+ * CR) around keys and values are ignored, and so are empty items; a key
+ * given more than once takes its last value (a string layered on another
+ * overrides it, as ccrun's --conf does). Sizes as cca_parse_size: K/M/G/T
  * suffixes (powers of 1024), decimals allowed ("1.5G"). On error *c is left unchanged, CCA_ERR_CONFIG is returned
  * and cca_last_error() names the key and the problem. NULL text = no change. */
 cca_status cca_config_parse(cca_config *c, const char *text);

@@ -995,9 +995,9 @@ Test(random_streams, a_fault_at_every_call_index, .timeout = 300) {
 }
 
 Test(random_streams, whole_maps_a_fault_at_every_call_index, .timeout = 300) {
-    const char *confs[] = {"expandable_chunk:192K,max_reserved:20700K,expandable_ahead:1,expandable_ahead_min:6M",
+    const char *confs[] = {"expandable_chunk:1M,max_reserved:20700K,expandable_ahead:1,expandable_ahead_min:6M",
                            "expandable_chunk:3M"};
     for (int g = 0; g < 2; g++)
         sweep_plan((plan){.expandable = true, .whole = true, .greedy = g, .events = true, .seed = 11 + (uint64_t)g,
-                          .steps = 50, .conf = confs[g], .max_reserved = g ? 0 : 20700 * KiB});
+                          .steps = 30, .conf = confs[g], .max_reserved = g ? 0 : 20700 * KiB});
 }

@@ -152,7 +152,9 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen);
  * per-slot arrays, the analysis and the ideal arena; a growing array with
  * its copy: budget.c): a trace over either is refused, naming the line (or
  * the analysis) where it went over. The name is the file's base name without
- * .csv / .csv.gz. ccb_trace_load_capped: the same with another cap (tests). */
+ * .csv / .csv.gz. A FIFO no process holds for writing, or a directory, is
+ * refused at once (a pipe with a writer is read, waiting for it).
+ * ccb_trace_load_capped: the same with another cap (tests). */
 #define CCB_TRACE_MAX_BYTES ((size_t)1 << 30)
 #define CCB_LINE_MAX 4096 /* bytes in one line, its line end included */
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen);

@@ -52,11 +52,13 @@
 #include "ccbench.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ccalloc.h"
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint, the fields' grammar */
@@ -775,10 +777,59 @@ static ssize_t gz_cookie_read(void *c, char *buf, size_t size) {
     return got;
 }
 
+/* Open a trace for reading, never waiting: fopen of a FIFO blocks in
+ * open(2) until some process opens it for writing, with none for ever. So
+ * the file is opened with O_NONBLOCK (at once for a FIFO), and a FIFO or
+ * pipe is asked, without taking a byte from it, whether anything can come:
+ * tee(2) of one byte into a pipe of our own answers 0 when it is empty and
+ * no process holds it for writing (refused: "a FIFO nobody writes"), EAGAIN
+ * when a writer holds it with nothing written yet (it is read, waiting for
+ * the writer as any pipe), 1 when bytes wait. The descriptor is then made
+ * blocking again: a pipe with a writer and a regular file read as before.
+ * The descriptor, or -1 with the message in err. */
+static int open_trace(const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    int e = fstat(fd, &sb) == 0 ? 0 : errno;
+    if (!e && S_ISDIR(sb.st_mode))
+        e = EISDIR;
+    if (!e && S_ISFIFO(sb.st_mode)) {
+        int p[2];
+        if (pipe2(p, O_NONBLOCK | O_CLOEXEC) == 0) {
+            ssize_t n = tee(fd, p[1], 1, SPLICE_F_NONBLOCK);
+            close(p[0]);
+            close(p[1]);
+            if (n == 0) {
+                close(fd);
+                fail(err, errlen, "'%s': a FIFO nobody writes (refused rather than waited for)", path);
+                return -1;
+            }
+        }
+    }
+    int flags = e ? -1 : fcntl(fd, F_GETFL);
+    if (!e && (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0))
+        e = errno;
+    if (e) {
+        close(fd);
+        fail(err, errlen, "cannot open '%s': %s", path, strerror(e));
+        return -1;
+    }
+    return fd;
+}
+
 /* Open path for the cookie: 0, or -1 with err set. */
 static int gz_open(gz_cookie *z, const char *path, char *err, size_t errlen) {
-    if (!(z->raw = fopen(path, "rb")))
-        return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    int fd = open_trace(path, err, errlen);
+    if (fd < 0)
+        return -1;
+    if (!(z->raw = fdopen(fd, "rb"))) {
+        close(fd);
+        return fail(err, errlen, "'%s': out of host memory", path);
+    }
     if (gz_fill(z) < 0 || (z->zs.avail_in < 2 && gz_fill(z) < 0)) {
         fclose(z->raw);
         return fail(err, errlen, "'%s': %s", path, z->msg);

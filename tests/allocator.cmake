@@ -85,9 +85,9 @@ cca_add_test(NAME test_random_domains SOURCES test_random_domains.c alloc_test_u
 # Deferred frees against pages: seeded random sequences of alloc / free / record_stream on streams whose events
 # are held or complete in order, trims, empty-cache and domains, with a fault at any upstream call (events
 # included), checked against a model and the device after every step (and a sweep of every call index);
-# classic and expandable, growth and greedy.
+# classic and expandable (over pages and whole maps, under max_reserved caps), growth and greedy.
 cca_add_test(NAME test_random_streams SOURCES test_random_streams.c alloc_test_util.c device_books.c LIBS ccalloc_static LABEL cpu
-  TIMEOUT 120)
+  TIMEOUT 300)
 
 # A failure at every step (tests/test_fault_steps.c): host malloc (--wrap) and upstream refusals at every call
 # of scripted sequences over expandable segments, domains and arenas, history, snapshots, tracing, stream

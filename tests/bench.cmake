@@ -152,6 +152,27 @@ if(TARGET ccbench_core)
   add_test(NAME ccbench_gen_fifo_nobody_reads COMMAND sh -c
     "mkdir -p '${ccb_cli_dir}' && rm -f '${ccb_fifo}' && mkfifo '${ccb_fifo}' && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 1 'cannot write ${ccb_fifo}: a FIFO nobody reads' '' - gen uniform --scale 0.05 -o '${ccb_fifo}'")
   set_tests_properties(ccbench_gen_fifo_nobody_reads PROPERTIES LABELS cpu TIMEOUT 60)
+  # ... and a TRACE that is a FIFO no process writes is refused at once, by
+  # every command that reads one (fopen for reading waits for a writer for
+  # ever); one with a writer is read as any pipe
+  foreach(cmd "info" "replay;-s;malloc;--reps;1" "--all;--quick;--no-plots;-s;malloc;--live;10;--pairs;10;--out;${ccb_cli_dir}/fifo-all")
+    list(GET cmd 0 sub)
+    string(REPLACE "-" "" sub "${sub}")
+    string(REPLACE ";" " " args "${cmd}")
+    set(fifo ${ccb_cli_dir}/fifo-${sub}.csv)
+    add_test(NAME ccbench_${sub}_fifo_nobody_writes COMMAND sh -c
+      "mkdir -p '${ccb_cli_dir}' && rm -f '${fifo}' && mkfifo '${fifo}' && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 2 '${fifo}.*a FIFO nobody writes' '' - ${args} '${fifo}'")
+    set_tests_properties(ccbench_${sub}_fifo_nobody_writes PROPERTIES LABELS cpu TIMEOUT 60)
+  endforeach()
+  # the writer: a pipe (the shell's |), and a process waiting in open() for
+  # the FIFO's reader (cat, started a second before)
+  set(fifo ${ccb_cli_dir}/fifo-written.csv)
+  set(made ${ccb_cli_dir}/fifo-source.csv)
+  add_test(NAME ccbench_info_pipe_with_a_writer COMMAND sh -c
+    "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${made}-pipe' && cat '${made}-pipe' | timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '[|] stdin [|] [1-9][0-9]* [|]' 'FIFO' - info /dev/stdin")
+  add_test(NAME ccbench_info_fifo_with_a_writer COMMAND sh -c
+    "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${made}' && rm -f '${fifo}' && mkfifo '${fifo}' && { cat '${made}' > '${fifo}' & } && sleep 1 && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '[|] fifo-written [|] [1-9][0-9]* [|]' 'FIFO' - info '${fifo}'")
+  set_tests_properties(ccbench_info_pipe_with_a_writer ccbench_info_fifo_with_a_writer PROPERTIES LABELS cpu TIMEOUT 60)
   # cck_bench's counts are plain decimal (atoi took "5x" as 5 and "x" as 0,
   # strtoull "-1" as 2^64-1): refused with exit 2 naming the option
   if(TARGET cck_bench)

@@ -64,6 +64,19 @@ bool tb_mapped(const tb *x, int i, size_t g) {
     return bit(x->r[i].bits, g);
 }
 
+bool tb_map_of(const tb *x, int i, size_t g, size_t *first, size_t *end) {
+    const tb_range *r = &x->r[i];
+    if (!bit(r->bits, g))
+        return false;
+    size_t lo = g, hi = g + 1, n = r->size / x->page;
+    while (!bit(r->starts, lo))
+        lo--;
+    while (hi < n && bit(r->bits, hi) && !bit(r->starts, hi))
+        hi++;
+    *first = lo, *end = hi;
+    return true;
+}
+
 static void tb_add(tb *x, void *base, size_t size, bool vm) {
     cr_assert_lt(x->nr, TB_RANGES, "%s: too many ranges", x->name);
     cr_assert(!vm || size / x->page <= TB_GRANULES, "%s: a range of %zu bytes", x->name, size);
@@ -257,6 +270,7 @@ static cca_status tb_vm_map(void *ctx, void *addr, size_t size) {
     if (st != CCA_OK)
         return st;
     tb_range *r = &x->r[i];
+    set_bit(r->starts, ((uintptr_t)addr - r->base) / x->page, true);
     for (size_t g = ((uintptr_t)addr - r->base) / x->page, n = size / x->page; n--; g++) {
         cr_assert(!bit(r->bits, g), "%s: granule %zu of %p mapped twice", x->name, g, (void *)r->base);
         set_bit(r->bits, g, true);
@@ -278,6 +292,13 @@ static cca_status tb_vm_unmap(void *ctx, void *addr, size_t size) {
     bool fresh = true;
     for (size_t g = g0; g < g0 + n; g++)
         fresh &= bit(r->fresh, g);
+    if (x->whole) { /* whole maps: it starts at a map's start and ends at a map's end */
+        size_t first, end;
+        cr_assert(tb_map_of(x, i, g0, &first, &end) && first == g0, "%s: unmap of %p (%zu) starts inside a map",
+                  x->name, addr, size);
+        cr_assert(tb_map_of(x, i, g0 + n - 1, &first, &end) && end == g0 + n, "%s: unmap of %p (%zu) ends inside a map",
+                  x->name, addr, size);
+    }
     cr_assert(!x->check_calls || fresh || x->call.syncs_ok > 0,
               "%s: unmap of %p (%zu) with no synchronize that succeeded in this call (queued work may use it)",
               x->name, addr, size);
@@ -291,6 +312,7 @@ static cca_status tb_vm_unmap(void *ctx, void *addr, size_t size) {
         cr_assert(bit(r->bits, g), "%s: granule %zu of %p unmapped but not mapped", x->name, g, (void *)r->base);
         set_bit(r->bits, g, false);
         set_bit(r->fresh, g, false);
+        set_bit(r->starts, g, false);
     }
     for (size_t g = g0; g < g0 + n; g += n > 1 ? n - 1 : 1) /* its first and last granules */
         cr_assert_eq(tu_probe((char *)r->base + g * x->page), EFAULT, "%s: an unmapped granule is still accessible",
@@ -311,6 +333,7 @@ cca_upstream *tb_create(tb *x, cca_upstream *inner, const char *name, size_t pag
     x->inner = inner;
     x->name = name;
     x->page = page;
+    x->whole = cca_upstream_vm_backing(inner) == CCA_VM_WHOLE_MAPS;
     x->serving = -1;
     x->candidate = -1;
     x->nstreams = nstreams;
@@ -329,6 +352,7 @@ cca_upstream *tb_create(tb *x, cca_upstream *inner, const char *name, size_t pag
         .vm_release = tb_vm_release,
         .vm_map = tb_vm_map,
         .vm_unmap = tb_vm_unmap,
+        .vm_backing = x->whole ? CCA_VM_WHOLE_MAPS : CCA_VM_PAGES,
     };
     if (nstreams) {
         ops.event_record = tb_event_record;

@@ -63,6 +63,7 @@ typedef struct tb_range {
     bool vm, arena; /* arena: set by the test */
     uint64_t id;    /* the grant's number, from 1: a later range at the same base has another */
     uint64_t bits[TB_GRANULES / 64], fresh[TB_GRANULES / 64]; /* mapped; mapped during the current call */
+    uint64_t starts[TB_GRANULES / 64]; /* the first granule of every map (whole maps: what an unmap must start at) */
 } tb_range;
 
 typedef struct tb_event {
@@ -74,6 +75,7 @@ typedef struct tb {
     cca_upstream *inner;
     const char *name;
     size_t page;
+    bool whole; /* the inner device's maps are whole (CCA_VM_WHOLE_MAPS): so is the wrapper's */
     tb_range r[TB_RANGES];
     int nr;
     uint64_t grants;
@@ -108,7 +110,9 @@ typedef struct tb {
 
 /* A cca_upstream over `x` (reset here) wrapping `inner` (granularity `page`),
  * with events on `nstreams` streams (0: no event ops; the allocator
- * synchronizes instead), every stream busy. */
+ * synchronizes instead), every stream busy. The wrapper's vm_backing is
+ * inner's: over whole maps every unmap must name whole maps (checked
+ * here, with the map a granule starts in kept in the range's `starts`). */
 cca_upstream *tb_create(tb *x, cca_upstream *inner, const char *name, size_t page, const cca_stream *streams,
                         int nstreams);
 void tb_faults_off(tb *x);
@@ -124,5 +128,8 @@ size_t tb_reserved(const tb *x, int owner);
 size_t tb_segments(const tb *x, int owner);
 size_t tb_space(const tb *x);
 bool tb_mapped(const tb *x, int i, size_t g);
+/* Whole maps: the map holding granule g of range i, [*first, *end) in
+ * granules; false when g is not mapped. */
+bool tb_map_of(const tb *x, int i, size_t g, size_t *first, size_t *end);
 
 #endif /* CCA_DEVICE_BOOKS_H */

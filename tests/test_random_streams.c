@@ -5,7 +5,9 @@
  * lets complete (stream by stream, in order, as a GPU completes them),
  * trims to random budgets, empty-cache and, with the growth policy, memory
  * domains (release and destroy, forced or not, footprint arenas); classic
- * and expandable segments, growth and greedy. Upstream calls fail on
+ * and expandable segments (over pages and over whole maps, cut at several
+ * chunks, under max_reserved caps that are no multiple of the page),
+ * growth and greedy; peaks reset at random. Upstream calls fail on
  * demand: the k-th call from now, of any kind (alloc, free, vm_reserve,
  * vm_map, vm_unmap, vm_release, synchronize, event_record), once or for
  * the rest of the step; one test replays a fixed sequence once per call
@@ -40,13 +42,17 @@
  * equal the model and the device; every live and pending block lies on
  * mapped granules with its contents intact (a pending block is never
  * handed out again); events alive equal the pending blocks' waits; per
- * domain, allocated, requested, active, reserved and segments. Every
+ * domain, allocated, requested, active, reserved and segments, and the
+ * peaks of the first three (since the domain was made or the last
+ * cca_reset_peak_stats, after which every reserved peak equals its
+ * value); reserved never over max_reserved. Every
  * release report is exact: bytes and segments released and pages
  * unmapped as the device saw them, bytes still reserved, segments pinned
  * and kept, live bytes pinning, free bytes pinned, and free bytes trapped
  * (the free bytes of mapped granules that a live or pending block
- * touches). At the end every event completes, everything is freed, the
- * cache emptied: the device holds nothing.
+ * touches; over whole maps, of the maps it touches). At the end every
+ * event completes, everything is freed, the cache emptied: the device
+ * holds nothing.
  *
  * Seeds: a fixed list plus one from time(), each printed; CCA_RANDOM_SEED
  * replays one.
@@ -100,11 +106,14 @@ static void guard(void *user, const char *what, uintptr_t lo, uintptr_t hi);
 typedef struct mdom {
     bool exists;
     cca_domain *h;
+    size_t alloc_peak, req_peak, act_peak; /* since its creation or the last cca_reset_peak_stats */
 } mdom;
 
 struct world {
     const char *mode;
     bool expandable, greedy, events;
+    bool whole;          /* the device's maps are whole (CCA_VM_WHOLE_MAPS) */
+    size_t max_reserved; /* the config's cap (0: none) */
     uint64_t seed;
     int step;
     const char *op;
@@ -237,6 +246,12 @@ static void check_world(world *w) {
         w->req_peak = req;
     if (act > w->act_peak)
         w->act_peak = act;
+    for (int k = 0; k < ND; k++) {
+        mdom *m = &w->D[k];
+        m->alloc_peak = d_alloc[k] > m->alloc_peak ? d_alloc[k] : m->alloc_peak;
+        m->req_peak = d_req[k] > m->req_peak ? d_req[k] : m->req_peak;
+        m->act_peak = d_act[k] > m->act_peak ? d_act[k] : m->act_peak;
+    }
     const tb *x = &w->x;
     size_t mapped = 0, space = 0;
     for (int i = 0; i < x->nr; i++)
@@ -280,7 +295,17 @@ static void check_world(world *w) {
         MEQ("a domain's active_blocks", d.active_blocks, d_act[k]);
         MEQ("a domain's reserved_bytes", d.reserved_bytes, tb_reserved(x, k));
         MEQ("a domain's segments", d.segments, segs);
+        MEQ("a domain's allocated_bytes_peak", d.allocated_bytes_peak, w->D[k].alloc_peak);
+        MEQ("a domain's requested_bytes_peak", d.requested_bytes_peak, w->D[k].req_peak);
+        MEQ("a domain's active_blocks_peak", d.active_blocks_peak, w->D[k].act_peak);
+        cr_assert_geq(d.reserved_bytes_peak, d.reserved_bytes, WHERE ": a domain's reserved peak under its reserved",
+                      WARGS);
     }
+    cr_assert_geq(s.reserved_bytes_peak, s.reserved_bytes, WHERE, WARGS);
+    cr_assert_geq(s.segments_peak, s.segments, WHERE, WARGS);
+    if (w->max_reserved)
+        cr_assert_leq(s.reserved_bytes, w->max_reserved, WHERE ": reserved %zu over max_reserved %zu", WARGS,
+                      s.reserved_bytes, w->max_reserved);
 }
 
 /* ---- operations ----------------------------------------------------------------- */
@@ -451,10 +476,14 @@ static void check_report(world *w, const cca_release_report *r) {
         } else {
             kept++;
         }
-        for (size_t k = 0; g->vm && k < g->size / PG; k++) {
-            size_t used = busy_bytes(w, g->base + k * PG, g->base + (k + 1) * PG);
+        for (size_t k = 0, n = 1; g->vm && k < g->size / PG; k += n) { /* a page, or over whole maps a map */
+            size_t first = k, end = k + 1;
+            if (w->whole && tb_map_of(x, i, k, &first, &end))
+                cr_assert_eq(first, k, WHERE, WARGS);
+            n = end - first;
+            size_t used = busy_bytes(w, g->base + k * PG, g->base + end * PG);
             if (tb_mapped(x, i, k) && used)
-                trapped += PG - used;
+                trapped += n * PG - used;
         }
     }
     MEQ("report bytes_released", r->bytes_released, x->call.given_bytes);
@@ -511,9 +540,13 @@ static void op_trim(world *w, uint64_t *rng, bool empty) {
         bool used = busy_bytes(w, g->base, g->base + g->size) > 0;
         cr_assert(used || (!over && (!g->vm || g->mapped)), WHERE ": trim(%zu) kept a free %s of %zu bytes (%zu mapped)",
                   WARGS, keep, g->vm ? "range" : "segment", g->size, g->mapped);
-        for (size_t k = 0; over && g->vm && k < g->size / PG; k++)
-            cr_assert(!tb_mapped(x, i, k) || busy_bytes(w, g->base + k * PG, g->base + (k + 1) * PG),
+        for (size_t k = 0; over && g->vm && k < g->size / PG; k++) { /* over whole maps: a map with none */
+            size_t first = k, end = k + 1;
+            if (w->whole)
+                tb_map_of(x, i, k, &first, &end);
+            cr_assert(!tb_mapped(x, i, k) || busy_bytes(w, g->base + first * PG, g->base + end * PG),
                       WHERE ": trim(%zu) kept free granule %zu of %p mapped", WARGS, keep, k, (void *)g->base);
+        }
     }
 }
 
@@ -600,8 +633,9 @@ static void op_create(world *w) {
             continue;
         char name[32];
         snprintf(name, sizeof name, "d%d", ++w->created);
-        cr_assert_eq(cca_domain_create(w->a, name, &w->D[k].h), CCA_OK, WHERE ": %s", WARGS, cca_last_error());
-        w->D[k].exists = true;
+        cca_domain *h = NULL;
+        cr_assert_eq(cca_domain_create(w->a, name, &h), CCA_OK, WHERE ": %s", WARGS, cca_last_error());
+        w->D[k] = (mdom){.exists = true, .h = h};
         return;
     }
 }
@@ -623,10 +657,39 @@ static void op_reserve(world *w, uint64_t *rng) {
               WHERE ": reserve: %s / %s", WARGS, cca_status_string(st), cca_last_error());
 }
 
+/* cca_reset_peak_stats: every peak, the domains' too, is its current value. */
+static void op_reset_peaks(world *w) {
+    cca_reset_peak_stats(w->a);
+    size_t alloc = 0, req = 0, act = 0;
+    for (int k = 0; k < ND; k++)
+        w->D[k].alloc_peak = w->D[k].req_peak = w->D[k].act_peak = 0;
+    for (int i = 0; i < w->nb; i++) {
+        const mblk *b = &w->B[i];
+        alloc += b->held, act++;
+        w->D[b->k].alloc_peak += b->held, w->D[b->k].act_peak++;
+        if (!b->pending)
+            req += b->size, w->D[b->k].req_peak += b->size;
+    }
+    w->alloc_peak = alloc, w->req_peak = req, w->act_peak = act;
+    cca_stats s = tu_stats(w->a);
+    MEQ("reserved_bytes_peak after a reset", s.reserved_bytes_peak, s.reserved_bytes);
+    MEQ("segments_peak after a reset", s.segments_peak, s.segments);
+    for (int k = 0; k < ND; k++) {
+        cca_domain_stats d;
+        if (!w->D[k].exists)
+            continue;
+        cr_assert_eq(cca_get_domain_stats(w->a, w->D[k].h, &d), CCA_OK, WHERE ": %s", WARGS, cca_last_error());
+        MEQ("a domain's reserved_bytes_peak after a reset", d.reserved_bytes_peak, d.reserved_bytes);
+    }
+}
+
 /* ---- one run ------------------------------------------------------------------------ */
 
 typedef struct plan {
     bool expandable, greedy, events;
+    bool whole;         /* expandable over whole maps */
+    const char *conf;   /* more options (NULL: none) */
+    size_t max_reserved; /* the cap in conf, checked after every step */
     uint64_t seed;
     int steps;
     unsigned fault_pct; /* the share of steps with a fault armed */
@@ -644,22 +707,27 @@ static uint64_t run(const plan *pl) {
     world *w = calloc(1, sizeof *w);
     cr_assert_not_null(w);
     W = w;
-    w->mode = modes[pl->expandable][pl->greedy];
+    w->mode = pl->whole ? (pl->greedy ? "whole maps greedy" : "whole maps growth") : modes[pl->expandable][pl->greedy];
+    w->whole = pl->whole;
+    w->max_reserved = pl->max_reserved;
     w->expandable = pl->expandable;
     w->greedy = pl->greedy;
     w->events = pl->events;
     w->seed = pl->seed;
     w->step = -1;
     w->op = "setup";
-    cca_host_options o = {.capacity = CAPACITY, .vm_granularity = PG};
+    cca_host_options o = {.capacity = CAPACITY, .vm_granularity = PG,
+                          .vm_backing = pl->whole ? CCA_VM_WHOLE_MAPS : CCA_VM_PAGES};
     cr_assert_eq(cca_upstream_host_create_with(&o, &w->dev), CCA_OK, "%s", cca_last_error());
     w->u = tb_create(&w->x, w->dev, "sx", PG, streams, pl->events ? NS : 0);
+    cr_assert_eq(w->x.whole, pl->whole);
     w->x.check_calls = true;
     w->x.guard = guard;
-    char conf[160];
-    snprintf(conf, sizeof conf, "log_oom:0%s%s%s", pl->expandable ? ",expandable:1" : "",
+    char conf[320];
+    snprintf(conf, sizeof conf, "log_oom:0%s%s%s%s%s", pl->expandable ? ",expandable:1" : "",
              pl->greedy ? ",policy:greedy,greedy_bytes:40M" : "",
-             pl->expandable && pl->seed % 2 ? ",expandable_ahead_min:1M,expandable_ahead:0.25" : "");
+             pl->expandable && pl->seed % 2 ? ",expandable_ahead_min:1M,expandable_ahead:0.25" : "", pl->conf ? "," : "",
+             pl->conf ? pl->conf : "");
     w->x.serving = 0;
     w->a = tu_allocator(w->u, conf);
     w->x.serving = -1;
@@ -693,8 +761,10 @@ static uint64_t run(const plan *pl) {
             op = "streams", w->op = op, op_streams(w, &rng);
         else if (r < 780)
             op = "trim", w->op = op, op_trim(w, &rng, false);
-        else if (r < 800)
+        else if (r < 792)
             op = "empty_cache", w->op = op, op_trim(w, &rng, true);
+        else if (r < 800)
+            op = "reset_peak_stats", w->op = op, op_reset_peaks(w);
         else if (r < 840)
             op = "domain release", w->op = op, op_domain_release(w, &rng, false);
         else if (r < 870)
@@ -807,9 +877,14 @@ static void end_by_destroy(world *w, uint64_t *rng) {
     MEQ("the upstream's bytes_in_use", us.bytes_in_use, kept_mapped);
     for (int i = w->x.nr - 1; i >= 0; i--) { /* the driver's cleanup: what the allocator had to leave */
         tb_range *g = &w->x.r[i];
-        for (size_t k = 0; k < g->size / PG; k++)
+        for (size_t k = 0; k < g->size / PG; k++) { /* page by page, or over whole maps map by map */
+            size_t first = k, end = k + 1;
+            if (w->whole && tb_map_of(x, i, k, &first, &end))
+                cr_assert_eq(first, k);
             if (tb_mapped(x, i, k))
-                cr_assert_eq(cca_upstream_vm_unmap(w->x.inner, (void *)(g->base + k * PG), PG), CCA_OK);
+                cr_assert_eq(cca_upstream_vm_unmap(w->x.inner, (void *)(g->base + k * PG), (end - k) * PG), CCA_OK);
+            k = end - 1;
+        }
         cr_assert_eq(cca_upstream_vm_release(w->x.inner, (void *)g->base, g->size), CCA_OK);
     }
     cca_upstream_destroy(w->u);
@@ -819,12 +894,19 @@ static void end_by_destroy(world *w, uint64_t *rng) {
     cca_upstream_destroy(w->dev);
 }
 
+static void run_plan_seeds(plan pl);
+
 static void run_seeds(bool expandable, bool greedy) {
-    plan pl = {.expandable = expandable, .greedy = greedy, .events = true, .steps = 700, .fault_pct = 12};
+    run_plan_seeds((plan){.expandable = expandable, .greedy = greedy, .events = true, .steps = 700, .fault_pct = 12});
+}
+
+static void run_plan_seeds(plan pl) {
+    bool expandable = pl.expandable, greedy = pl.greedy;
     const char *only = getenv("CCA_RANDOM_SEED");
     if (only && *only) {
         pl.seed = strtoull(only, NULL, 0); /* with events, then without */
-        fprintf(stderr, "test_random_streams: %s, seed %llu\n", modes[expandable][greedy], (unsigned long long)pl.seed);
+        fprintf(stderr, "test_random_streams: %s%s %s, seed %llu\n", modes[expandable][greedy], pl.whole ? " (whole maps)" : "",
+                pl.conf ? pl.conf : "", (unsigned long long)pl.seed);
         run(&pl);
         pl.events = false;
         run(&pl);
@@ -834,8 +916,9 @@ static void run_seeds(bool expandable, bool greedy) {
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         pl.seed = seeds[i];
         pl.events = i != 2; /* one run on an upstream without events */
-        fprintf(stderr, "test_random_streams: %s%s, seed %llu (CCA_RANDOM_SEED=%llu replays it)\n",
-                modes[expandable][greedy], pl.events ? "" : ", no events", (unsigned long long)pl.seed,
+        fprintf(stderr, "test_random_streams: %s%s %s%s, seed %llu (CCA_RANDOM_SEED=%llu replays it)\n",
+                modes[expandable][greedy], pl.whole ? " (whole maps)" : "", pl.conf ? pl.conf : "",
+                pl.events ? "" : ", no events", (unsigned long long)pl.seed,
                 (unsigned long long)pl.seed);
         run(&pl);
     }
@@ -857,11 +940,46 @@ Test(random_streams, expandable_greedy, .timeout = 120) {
     run_seeds(true, true);
 }
 
+/* Whole maps (every map one allocation, unmapped whole), maps cut at
+ * several chunks, under max_reserved caps that are no multiple of the page
+ * or the chunk, with the ahead maps large against the cap. */
+static void run_whole(bool greedy, const char *conf, size_t cap) {
+    run_plan_seeds((plan){.expandable = true, .whole = true, .greedy = greedy, .events = true, .steps = 700,
+                          .fault_pct = 12, .conf = conf, .max_reserved = cap});
+}
+
+Test(random_streams, whole_maps_growth, .timeout = 120) {
+    run_whole(false, "expandable_chunk:192K", 0);
+    run_whole(false, "expandable_chunk:0,expandable_ahead_min:0", 0);
+}
+
+Test(random_streams, whole_maps_greedy, .timeout = 120) {
+    run_whole(true, "expandable_chunk:3M", 0);
+}
+
+Test(random_streams, whole_maps_under_max_reserved, .timeout = 120) {
+    run_whole(false, "expandable_chunk:192K,max_reserved:20700K,expandable_ahead:1,expandable_ahead_min:6M", 20700 * KiB);
+    run_whole(false, "expandable_chunk:0,max_reserved:13M,expandable_ahead_max:0", 13 * MiB);
+}
+
+Test(random_streams, pages_under_max_reserved, .timeout = 120) {
+    run_plan_seeds((plan){.expandable = true, .events = true, .steps = 700, .fault_pct = 12,
+                          .conf = "max_reserved:20700K,expandable_ahead:1,expandable_ahead_min:6M",
+                          .max_reserved = 20700 * KiB});
+    run_plan_seeds((plan){.events = true, .steps = 700, .fault_pct = 12, .conf = "max_reserved:23M",
+                          .max_reserved = 23 * MiB});
+}
+
 /* One fixed sequence, replayed once per upstream call k of its fault-free
  * run, with exactly call k failing (for every third k, every later call of
  * the same step too). */
+static void sweep_plan(plan pl);
+
 static void sweep(bool expandable, bool greedy, uint64_t seed) {
-    plan pl = {.expandable = expandable, .greedy = greedy, .events = true, .seed = seed, .steps = 50};
+    sweep_plan((plan){.expandable = expandable, .greedy = greedy, .events = true, .seed = seed, .steps = 50});
+}
+
+static void sweep_plan(plan pl) {
     uint64_t calls = run(&pl);
     for (uint64_t k = 1; k <= calls; k++) {
         pl.fail_at = k;
@@ -874,4 +992,12 @@ Test(random_streams, a_fault_at_every_call_index, .timeout = 300) {
     for (int e = 0; e < 2; e++)
         for (int g = 0; g < 2; g++)
             sweep(e, g, 7 + (uint64_t)(2 * e + g));
+}
+
+Test(random_streams, whole_maps_a_fault_at_every_call_index, .timeout = 300) {
+    const char *confs[] = {"expandable_chunk:1M,max_reserved:20700K,expandable_ahead:1,expandable_ahead_min:6M",
+                           "expandable_chunk:3M"};
+    for (int g = 0; g < 2; g++)
+        sweep_plan((plan){.expandable = true, .whole = true, .greedy = g, .events = true, .seed = 11 + (uint64_t)g,
+                          .steps = 30, .conf = confs[g], .max_reserved = g ? 0 : 20700 * KiB});
 }

@@ -233,6 +233,33 @@ Test(runtime_engine, spec_strings) {
     ccr_engine_destroy(e);
 }
 
+/* The grammar gives each field at most once ([:ACT][:softmax|:nosoftmax]
+ * [:seed=N][:nobias][:acts=...]): a field given twice, or two that say
+ * opposite things (relu then gelu, softmax then nosoftmax, an ACT beside
+ * acts=, which would silently override it), is a spec error naming the
+ * field, not "the last one wins". */
+Test(runtime_engine, spec_fields_given_twice_or_in_conflict_are_refused) {
+    static const char *bad[] = {
+        "mlp:8x8:relu:gelu",           "mlp:8x8:relu:relu",          "mlp:8x8:softmax:nosoftmax",
+        "mlp:8x8:softmax:softmax",     "mlp:8x8:seed=1:seed=2",      "mlp:8x8:nobias:nobias",
+        "mlp:8x8x8:acts=relu/gelu:none", "mlp:8x8x8:gelu:acts=relu/none", "mlp:8x8:acts=none:acts=relu",
+    };
+    ccr_arch a;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&a, 0x5a, sizeof a);
+        ccr_arch before = a;
+        cr_expect_eq(ccr_arch_parse(bad[i], &a), CCR_ERR_SPEC, "'%s' accepted", bad[i]);
+        cr_expect(strstr(ccr_last_error(), bad[i]) != NULL, "'%s': the message names the spec: %s", bad[i],
+                  ccr_last_error());
+        cr_expect_eq(memcmp(&a, &before, sizeof a), 0, "'%s': *out written on failure", bad[i]);
+    }
+    /* each field once, in any order, is fine */
+    cr_assert_eq(ccr_arch_parse("mlp:8x8x8:nobias:seed=3:nosoftmax:gelu", &a), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(a.layers[0].act, CCK_ACT_GELU);
+    cr_assert_eq(ccr_arch_parse("mlp:8x8x8:seed=3:acts=none/relu:softmax", &a), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(a.layers[1].act, CCK_ACT_RELU);
+}
+
 Test(runtime_engine, engine_options) {
     ccr_engine_options o;
     ccr_engine_options_default(&o);

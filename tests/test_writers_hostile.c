@@ -338,15 +338,18 @@ Test(writers_hostile, expandable_snapshots_taken_while_threads_allocate_are_cons
 /* A snapshot written to a pipe nobody reads yet (a monitoring thread whose
  * consumer is slow, a full disk over NFS): the writer blocks in its
  * writes. The allocator must not be blocked with it: every other thread's
- * alloc and free go on. Each writer, its snapshot larger than the pipe's
- * buffer (2,000 blocks), is started on its own thread; once it is blocked
+ * alloc and free go on. Each writer (the two snapshots, and the domains'
+ * stats as JSON), its output larger than the pipe's buffer (2,000 blocks;
+ * 600 domains), is started on its own thread; once it is blocked
  * in the pipe, a second thread's alloc + free must finish within 10 s
  * (they take microseconds); then the pipe is drained and the snapshot
  * read whole. */
+enum { W_JSON, W_TORCH, W_DOMAINS };
+
 typedef struct stalled {
     cca_allocator *a;
     FILE *f;
-    int torch;
+    int writer; /* W_* */
     cca_status st;
     atomic_int started;
 } stalled;
@@ -354,7 +357,9 @@ typedef struct stalled {
 static void *write_stalled(void *arg) {
     stalled *w = arg;
     atomic_store(&w->started, 1);
-    w->st = w->torch ? cca_write_snapshot_torch(w->a, 0, w->f) : cca_write_snapshot_json(w->a, w->f);
+    w->st = w->writer == W_TORCH ? cca_write_snapshot_torch(w->a, 0, w->f)
+            : w->writer == W_JSON ? cca_write_snapshot_json(w->a, w->f)
+                                  : cca_domain_stats_write_json(w->a, w->f);
     fclose(w->f);
     return NULL;
 }
@@ -373,10 +378,17 @@ static void *alloc_free(void *arg) {
     return NULL;
 }
 
-static void a_stalled_writer_blocks_nobody(int torch) {
+static void a_stalled_writer_blocks_nobody(int writer) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(256 * MiB, torch ? "history:4096" : "", &u, &a);
+    tu_host_allocator(256 * MiB, writer == W_TORCH ? "history:4096" : "", &u, &a);
+    enum { ND = 600 };
+    cca_domain *d[ND];
+    for (int i = 0; writer == W_DOMAINS && i < ND; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "tenant-%d", i);
+        cr_assert_eq(cca_domain_create(a, name, &d[i]), CCA_OK, "%s", cca_last_error());
+    }
     enum { N = 2000 };
     void *p[N];
     for (int i = 0; i < N; i++)
@@ -385,7 +397,7 @@ static void a_stalled_writer_blocks_nobody(int torch) {
         tu_free(a, p[i]);
     int fd[2];
     cr_assert_eq(pipe(fd), 0);
-    stalled w = {.a = a, .f = fdopen(fd[1], "w"), .torch = torch};
+    stalled w = {.a = a, .f = fdopen(fd[1], "w"), .writer = writer};
     cr_assert_not_null(w.f);
     pthread_t wt, ot;
     cr_assert_eq(pthread_create(&wt, NULL, write_stalled, &w), 0);
@@ -406,18 +418,24 @@ static void a_stalled_writer_blocks_nobody(int torch) {
     close(fd[0]);
     pthread_join(wt, NULL);
     pthread_join(ot, NULL);
-    cr_assert(done, "an alloc + free on another thread waited for the stalled snapshot writer");
+    cr_assert(done, "an alloc + free on another thread waited for the stalled writer %d", writer);
     cr_assert_eq(w.st, CCA_OK, "%s", cca_last_error());
-    cr_assert_gt(total, 65536, "the snapshot (%zu bytes) outgrew the pipe", total);
+    cr_assert_gt(total, 65536, "the output (%zu bytes) outgrew the pipe", total);
     for (int i = 1; i < N; i += 2)
         tu_free(a, p[i]);
+    for (int i = 0; writer == W_DOMAINS && i < ND; i++)
+        cr_assert_eq(cca_domain_destroy(a, d[i], 0, NULL), CCA_OK, "%s", cca_last_error());
     tu_teardown(a, u);
 }
 
 Test(writers_hostile, a_stalled_json_writer_blocks_nobody, .timeout = 60) {
-    a_stalled_writer_blocks_nobody(0);
+    a_stalled_writer_blocks_nobody(W_JSON);
 }
 
 Test(writers_hostile, a_stalled_torch_writer_blocks_nobody, .timeout = 60) {
-    a_stalled_writer_blocks_nobody(1);
+    a_stalled_writer_blocks_nobody(W_TORCH);
+}
+
+Test(writers_hostile, a_stalled_domain_stats_writer_blocks_nobody, .timeout = 60) {
+    a_stalled_writer_blocks_nobody(W_DOMAINS);
 }

@@ -469,7 +469,9 @@ void cca_config_default(cca_config *c);
 
 /* Apply "key:value,key:value" on top of *c. Items are separated by commas or
  * newlines (cca_config_print's lines parse as they are); blanks (space, tab,
- * CR) around keys and values are ignored. Sizes as cca_parse_size: K/M/G/T
+ * CR) around keys and values are ignored, and so are empty items; a key
+ * given more than once takes its last value (a string layered on another
+ * overrides it, as ccrun's --conf does). Sizes as cca_parse_size: K/M/G/T
  * suffixes (powers of 1024), decimals allowed ("1.5G"). On error *c is left unchanged, CCA_ERR_CONFIG is returned
  * and cca_last_error() names the key and the problem. NULL text = no change. */
 cca_status cca_config_parse(cca_config *c, const char *text);
@@ -905,7 +907,10 @@ cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca
 /* Every domain (the default first, then in creation order) as a JSON array
  * of the stats above, each with "arena_bytes" too (the size of its
  * cca_domain_reserve arena; 0: none); f is flushed (CCA_ERR_IO when a write
- * or the flush failed). */
+ * or the flush failed). Taken under the allocator's lock into host memory
+ * and written to f after it, as cca_write_snapshot_json, so a file that
+ * does not drain stalls this call only (with no host memory for that copy,
+ * written to f under the lock). */
 cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
 
 /* ------------------------------------------------------------------------ */

@@ -611,15 +611,23 @@ void ccai_domain_stats_json(const cca_allocator *a, FILE *f) {
     ccai_numeric_end(previous);
 }
 
+/* The array's body (ccai_body_fn), under the lock. */
+static int domain_stats_body(const void *ctx, FILE *f) {
+    cca_allocator *m = (cca_allocator *)ctx; /* the lock is not part of the logical state */
+    ccai_lock(m);
+    ccai_domain_stats_json(m, f);
+    fputc('\n', f);
+    ccai_unlock(m);
+    return ferror(f) ? CCAI_BODY_WRITE : CCAI_BODY_OK;
+}
+
+/* Taken under the lock into host memory and written to f after it, as the
+ * snapshots are: a file that does not drain stalls this call only. */
 cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f) {
     if (!a || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_stats_write_json: %s is NULL", a ? "file" : "allocator");
-    cca_allocator *m = (cca_allocator *)a;
-    ccai_lock(m);
-    ccai_domain_stats_json(a, f);
-    fputc('\n', f);
-    ccai_unlock(m);
-    if (ccai_write_failed(f))
+    int bad = ccai_write_via_memory(f, domain_stats_body, a) != CCAI_BODY_OK;
+    if (bad || ccai_write_failed(f))
         return ccai_fail(CCA_ERR_IO, "cca_domain_stats_write_json: write failed");
     return CCA_OK;
 }

@@ -104,6 +104,8 @@ typedef struct ccr_arch {
  * D0 is the input width, Dn the output width, n layers (1..CCR_MAX_LAYERS).
  * ACT (relu|gelu|none, default relu) is applied after every hidden layer; the
  * last layer gets none. acts= gives every layer's activation explicitly.
+ * Each field at most once: a repeat, softmax with nosoftmax, or ACT with
+ * acts= is an error. *out is written only on success.
  * Each dimension is 1..2^24 and each weight matrix at most 2^31 elements.
  * Errors: CCR_ERR_SPEC naming the offending field.
  */

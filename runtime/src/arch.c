@@ -100,6 +100,11 @@ ccr_status ccr_arch_parse(const char *spec, ccr_arch *out) {
         return st;
     cck_activation hidden = CCK_ACT_RELU;
     int have_acts = 0;
+    /* each field at most once; ACT and acts= say the same thing, one of
+     * them; softmax and nosoftmax too: a repeat is refused, never "the last
+     * one wins" */
+    enum { F_ACT = 1, F_SOFTMAX = 2, F_SEED = 4, F_NOBIAS = 8 };
+    unsigned seen = 0;
     while (*e == ':') {
         p = e + 1;
         e = strchr(p, ':');
@@ -108,6 +113,19 @@ ccr_status ccr_arch_parse(const char *spec, ccr_arch *out) {
         size_t len = (size_t)(e - p);
         cck_activation act;
         unsigned long long v;
+        unsigned field = (len == 7 && !strncmp(p, "softmax", 7)) || (len == 9 && !strncmp(p, "nosoftmax", 9)) ? F_SOFTMAX
+                         : len == 6 && !strncmp(p, "nobias", 6)                                           ? F_NOBIAS
+                         : len > 5 && !strncmp(p, "seed=", 5)                                             ? F_SEED
+                         : (len > 5 && !strncmp(p, "acts=", 5)) || parse_act(p, e, &act)                  ? F_ACT
+                                                                                                          : 0;
+        if (field & seen)
+            return ccr_fail(CCR_ERR_SPEC, "spec '%s': field '%.*s' repeats or contradicts an earlier one (%s at most once)",
+                            spec, (int)len, p,
+                            field == F_SOFTMAX ? "softmax or nosoftmax"
+                            : field == F_ACT   ? "one of relu|gelu|none or acts="
+                            : field == F_SEED  ? "seed="
+                                               : "nobias");
+        seen |= field;
         if (len == 7 && !strncmp(p, "softmax", 7)) {
             a.softmax = 1;
         } else if (len == 9 && !strncmp(p, "nosoftmax", 9)) {

@@ -766,3 +766,32 @@ Test(config, expandable_chunk_default_and_edges) {
     c = parse_ok("expandable_chunk:18446744073709551615");
     cr_assert_eq(c.expandable_chunk, SIZE_MAX);
 }
+
+/* A size option where 0 means "none" or "off" (no cap, no arena size, no
+ * ring...) must not get that meaning from a positive value that rounds down
+ * to 0 bytes: max_reserved:0.1 asked for a cap, and would run with none.
+ * Every such key refuses it, naming the key; 0 written as 0 (or 0.0) still
+ * means off, and a fraction that leaves at least one byte is taken. */
+Test(config, a_positive_size_that_rounds_to_zero_is_refused) {
+    static const char *keys[] = {"greedy_bytes",         "max_reserved", "max_split", "expandable_ahead_max",
+                                 "expandable_ahead_min", "expandable_chunk", "history"};
+    static const char *tiny[] = {"0.1", "0.5", "0.999", "0.0009765624K", "0.00000000000000000000001T", "0.4B"};
+    char text[128];
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
+            snprintf(text, sizeof text, "%s:%s", keys[k], tiny[i]);
+            parse_fails(text, keys[k]);
+            parse_fails(text, "rounds to 0");
+        }
+        static const char *zero[] = {"0", "0.0", "0K", "0.000G", "00"};
+        for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
+            snprintf(text, sizeof text, "%s:%s", keys[k], zero[i]);
+            (void)parse_ok(text);
+        }
+        snprintf(text, sizeof text, "%s:0.0009765625K", keys[k]); /* exactly one byte */
+        cca_config c = parse_ok(text);
+        (void)c;
+    }
+    cca_config c = parse_ok("max_reserved:1.5K");
+    cr_assert_eq(c.max_reserved, 1536);
+}

@@ -472,7 +472,9 @@ void cca_config_default(cca_config *c);
  * CR) around keys and values are ignored, and so are empty items; a key
  * given more than once takes its last value (a string layered on another
  * overrides it, as ccrun's --conf does). Sizes as cca_parse_size: K/M/G/T
- * suffixes (powers of 1024), decimals allowed ("1.5G"). On error *c is left unchanged, CCA_ERR_CONFIG is returned
+ * suffixes (powers of 1024), decimals allowed ("1.5G"); a positive value
+ * that rounds down to 0 bytes ("0.1") is refused, as 0 means none or off
+ * for several keys (max_reserved:0 is no cap). On error *c is left unchanged, CCA_ERR_CONFIG is returned
  * and cca_last_error() names the key and the problem. NULL text = no change. */
 cca_status cca_config_parse(cca_config *c, const char *text);
 
@@ -505,7 +507,9 @@ typedef struct cca_allocator cca_allocator;
  * c == NULL the defaults plus CCALLOC_CONF are used (a bad CCALLOC_CONF is
  * logged and the defaults alone used: the call still succeeds, and leaves
  * the thread's message as it was). The greedy policy
- * reserves its arena here (CCA_ERR_OUT_OF_MEMORY if the upstream refuses).
+ * reserves its arena here (CCA_ERR_OUT_OF_MEMORY if the upstream refuses,
+ * or if the arena comes to 0 bytes: greedy_bytes under 512, or expandable
+ * with less than one page allowed).
  * Failures, *out NULL (when out is not NULL) and nothing held: out or u NULL:
  * CCA_ERR_INVALID_ARGUMENT; an explicit c that cca_config_validate refuses:
  * CCA_ERR_CONFIG; host memory short: CCA_ERR_OUT_OF_MEMORY; expandable:1

@@ -119,7 +119,12 @@ void cca_clear_error(void);
 /* Log sink for warnings (the one-line OOM report, bad env config). Default:
  * stderr with a "ccalloc: " prefix. NULL restores the default. Process-wide.
  * Lines reach the sink one at a time, never while a ccalloc lock is held, so
- * a sink may call the library, cca_set_log_callback included; a line logged
+ * a sink may call the library, cca_set_log_callback included. A line made
+ * while the thread holds one (by an upstream op the allocator calls under
+ * its lock, say) waits in that thread and reaches the sink, in order, when
+ * the thread's last ccalloc lock is released, before the call returns; at
+ * most 8 lines wait per call, and one more line says how many others were
+ * not logged. A line logged
  * by a thread while it is inside the sink goes to stderr instead (a sink
  * never recurses), and the thread's cca_last_error() is the same after the
  * sink as before it (a failing call in the sink does not replace the

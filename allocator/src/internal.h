@@ -870,7 +870,7 @@ static inline void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
  * written at the outermost release. Code that holds a ccalloc lock while it
  * may log holds the log across it, so no sink runs under a ccalloc lock:
  * an allocator's lock through ccai_mutex_hold_log (below), plug.c's around
- * a creation. */
+ * a creation, the CUDA upstream's vm lock around each vm op. */
 #define CCAI_LOG_HELD 8
 void ccai_log_hold(void);
 void ccai_log_release(void);
@@ -889,9 +889,10 @@ void ccai_mutex_wake(ccai_mutex *m);
 void ccai_mutex_unlock_in_child(ccai_mutex *m);
 
 #if CCA_DEBUG >= 1
-/* How many ccai_mutex this thread holds (lock.c), so that a log line emitted
- * under one fails the check in status.c: ccalloc.h promises that lines
- * reach the sink "never while a ccalloc lock is held". */
+/* How many of ccalloc's locks this thread holds (lock.c): every ccai_mutex,
+ * and the CUDA upstream's vm lock (upstream_cuda.c counts it), so that a log
+ * line emitted under one fails the check in status.c: ccalloc.h promises
+ * that lines reach the sink "never while a ccalloc lock is held". */
 extern _Thread_local unsigned ccai_mutexes_held;
 #endif
 
@@ -957,9 +958,10 @@ static inline void ccai_lock(cca_allocator *a) {
 }
 
 /* a's upstream, for an op the allocator calls under a's lock (every op it
- * calls is). An op may log, so the lock holds this thread's log until its
- * unlock (ccai_mutex_hold_log). Only the calls that reach the upstream pay
- * for it; the cached alloc/free path never does. */
+ * calls is). An op may log (the CUDA upstream, when the driver refuses a
+ * cleanup step), so the lock holds this thread's log until its unlock
+ * (ccai_mutex_hold_log). Only the calls that reach the upstream pay for it;
+ * the cached alloc/free path never does. */
 static inline cca_upstream *ccai_upstream_op(cca_allocator *a) {
     ccai_mutex_hold_log(&a->lock);
     return a->upstream;

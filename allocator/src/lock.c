@@ -59,7 +59,7 @@
  * its own thread holds would wait for ever. The allocator's own lines are
  * formatted under the lock and written after it (ccai_deferred_log), but
  * an upstream op, which the allocator calls under its lock, may log too
- * (an upstream that says what the device refused). So before
+ * (the CUDA upstream, when the driver refuses a cleanup step). So before
  * it calls an op (ccai_upstream_op), the holder marks the lock (a bit of
  * its `unlock` byte) and holds its thread's log (status.c: lines queued,
  * CCAI_LOG_HELD at most, the rest counted and said in one line); the

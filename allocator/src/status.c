@@ -41,8 +41,8 @@ static _Thread_local char last_error[CCAI_ERROR_CAP];
  * holds one of them is queued in that thread (ccai_log_hold) and written by
  * the outermost release, once none is held: an allocator's lock holds the
  * log before it calls an upstream op and releases it after its unlock
- * (lock.c, "The log"), plug.c holds it across a device's creation and
- * cca_plug_reset. */
+ * (lock.c, "The log"), the CUDA upstream's vm ops hold it across their
+ * lock, plug.c across a device's creation and cca_plug_reset. */
 static cca_log_fn log_fn;
 static void *log_user;
 static pthread_mutex_t log_lock;

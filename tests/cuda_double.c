@@ -182,6 +182,8 @@ static dbl_reservation *g_res;
 static size_t g_nres, g_capres;
 static dbl_fault g_faults[MAX_FAULTS];
 static size_t g_nfaults;
+static unsigned long g_calls; /* every counted call, all functions together */
+static char g_last_fault[40];
 static struct {
     char name[40];
     unsigned long calls;
@@ -244,11 +246,15 @@ static bool enter_call(const char *fn, int *code) { /* under g_lock */
     if (i == g_nfns && g_nfns < MAX_FNS)
         snprintf(g_fns[g_nfns++].name, sizeof g_fns[0].name, "%s", fn);
     unsigned long n = i < MAX_FNS ? ++g_fns[i].calls : 0;
+    g_calls++;
     snprintf(g_log[g_logn++ % LOG_CALLS], sizeof g_log[0], "%s", fn);
     for (size_t k = 0; k < g_nfaults; k++) {
         dbl_fault *f = &g_faults[k];
-        if (strcmp(f->fn, fn) == 0 && (n == f->at || (f->sticky && n > f->at))) {
-            *code = f->code;
+        bool any = strcmp(f->fn, "*") == 0; /* cuda_double_fail_call */
+        if (any ? g_calls == f->at : strcmp(f->fn, fn) == 0 && (n == f->at || (f->sticky && n > f->at))) {
+            bool runtime = strncmp(fn, "cuda", 4) == 0;
+            *code = any ? (runtime ? (int)cudaErrorLaunchFailure : (int)CUDA_ERROR_UNKNOWN) : f->code;
+            snprintf(g_last_fault, sizeof g_last_fault, "%s", fn);
             return true;
         }
     }
@@ -256,6 +262,8 @@ static bool enter_call(const char *fn, int *code) { /* under g_lock */
 }
 
 static unsigned long calls_of(const char *fn) { /* under g_lock */
+    if (strcmp(fn, "*") == 0)
+        return g_calls;
     for (size_t i = 0; i < g_nfns; i++)
         if (strcmp(g_fns[i].name, fn) == 0)
             return g_fns[i].calls;
@@ -271,6 +279,19 @@ void cuda_double_fail(const char *fn, unsigned long nth, int code, bool sticky) 
         f->code = code;
         f->sticky = sticky;
     }
+    g_last_fault[0] = '\0';
+    pthread_mutex_unlock(&g_lock);
+}
+
+void cuda_double_fail_call(unsigned long nth) {
+    pthread_mutex_lock(&g_lock);
+    if (g_nfaults < MAX_FAULTS && nth > 0) {
+        dbl_fault *f = &g_faults[g_nfaults++];
+        snprintf(f->fn, sizeof f->fn, "*");
+        f->at = g_calls + nth;
+        f->sticky = false;
+    }
+    g_last_fault[0] = '\0';
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -278,6 +299,14 @@ void cuda_double_clear_faults(void) {
     pthread_mutex_lock(&g_lock);
     g_nfaults = 0;
     pthread_mutex_unlock(&g_lock);
+}
+
+const char *cuda_double_last_fault(void) {
+    static char name[sizeof g_last_fault];
+    pthread_mutex_lock(&g_lock);
+    memcpy(name, g_last_fault, sizeof name);
+    pthread_mutex_unlock(&g_lock);
+    return name;
 }
 
 static void violation(const char *fmt, const char *fn, uintptr_t addr, size_t size) { /* under g_lock */
@@ -677,6 +706,15 @@ void *cuda_double_current(void) {
     return t_current;
 }
 
+bool cuda_double_mapped(const void *addr) {
+    pthread_mutex_lock(&g_lock);
+    bool in = false;
+    for (size_t i = 0; i < g_nmaps && !in; i++)
+        in = (uintptr_t)addr >= g_maps[i].addr && (uintptr_t)addr - g_maps[i].addr < g_maps[i].size;
+    pthread_mutex_unlock(&g_lock);
+    return in;
+}
+
 void *cuda_double_primary(int device) {
     pthread_mutex_lock(&g_lock);
     void *p = device >= 0 && device < CUDA_DOUBLE_MAX_DEVICES && g_primary_alive[device] ? &g_primary[device] : NULL;
@@ -800,6 +838,21 @@ static void handle_maybe_free(dbl_handle *hd) {
         g_physical_bytes[hd->device] -= hd->size;
         g_stats.handles--;
     }
+}
+
+size_t cuda_double_free_leaked_handles(void) {
+    pthread_mutex_lock(&g_lock);
+    size_t n = 0;
+    for (size_t i = 0; i < g_nhandles; i++) {
+        dbl_handle *hd = &g_handles[i];
+        if (hd->live && !hd->released && !hd->mapped) {
+            hd->released = true;
+            handle_maybe_free(hd);
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return n;
 }
 
 static CUresult CUDAAPI d_release(CUmemGenericAllocationHandle h) {

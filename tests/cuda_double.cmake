@@ -7,6 +7,8 @@
 # (the label gpu suites run the same code on a real device).
 #   test_cuda_double          test_cuda_upstream.c's GPU checks, unchanged, on the double
 #   test_cuda_double_faults   every driver call of map/unmap/reserve/release failing,
+#                             every call of a script failing whatever its function,
+#                             refused cleanup steps logged (never under a lock),
 #                             contexts put back, order of synchronize and unmap
 #   test_cuda_double_whole_maps   vm_backing CCA_VM_WHOLE_MAPS: one allocation per
 #                             map, whole unmaps only, every driver call failing
@@ -38,8 +40,11 @@ if(CUDAToolkit_FOUND AND cca_have_typedefs)
   target_compile_definitions(test_cuda_double PRIVATE CCA_TEST_CUDART=1 CCA_TEST_CUDA_DOUBLE=1)
   target_include_directories(test_cuda_double PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   cca_add_test(NAME test_cuda_double_faults SOURCES test_cuda_double_faults.c cuda_double.c alloc_test_util.c
-    LIBS ccalloc_cuda_double LABEL cpu)
-  target_include_directories(test_cuda_double_faults PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+    malloc_fault.c LIBS ccalloc_cuda_double LABEL cpu)
+  # internal header: the allocator's lock word (its log sink checks it is free); host malloc failures injected
+  target_include_directories(test_cuda_double_faults PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
+    ${PROJECT_SOURCE_DIR}/allocator/src)
+  target_link_options(test_cuda_double_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP})
   cca_add_test(NAME test_cuda_double_whole_maps SOURCES test_cuda_double_whole_maps.c cuda_double.c
     alloc_test_util.c LIBS ccalloc_cuda_double LABEL cpu)
   target_include_directories(test_cuda_double_whole_maps PRIVATE ${CUDAToolkit_INCLUDE_DIRS})

@@ -50,7 +50,19 @@ cuda_double_config cuda_double_defaults(void);
  * (a CUresult for cu*, a cudaError_t for cuda*), and with `sticky` every
  * later call of it too. Up to 16 rules; cuda_double_clear_faults drops all. */
 void cuda_double_fail(const char *fn, unsigned long nth, int code, bool sticky);
+/* The `nth` call from now of ANY function of the double fails, once: a
+ * driver call (cu*) with CUDA_ERROR_UNKNOWN, a runtime call (cuda*) with
+ * cudaErrorLaunchFailure. Counted are the calls cuda_double_calls counts
+ * (cudaGetLastError and cudaPeekAtLastError are not). One rule of the 16. */
+void cuda_double_fail_call(unsigned long nth);
 void cuda_double_clear_faults(void);
+/* The function the last injected fault failed since a fault was last
+ * asked for (cuda_double_fail, cuda_double_fail_call): "" if none fired. */
+const char *cuda_double_last_fault(void);
+/* Every physical allocation neither released nor mapped (what a refused
+ * cuMemRelease leaves behind) freed, as a later release would: returns how
+ * many. For tests that go on after a leak they checked. */
+size_t cuda_double_free_leaked_handles(void);
 
 /* Events recorded while held stay not ready (cudaEventQuery:
  * cudaErrorNotReady) until released or a cudaDeviceSynchronize. */
@@ -61,6 +73,8 @@ void cuda_double_hold_events(bool hold);
 void *cuda_double_user_context(int device);
 /* The calling thread's current context (NULL: none), as cuCtxGetCurrent. */
 void *cuda_double_current(void);
+/* Whether `addr` lies in a mapping now (cuMemMap'd, not yet unmapped). */
+bool cuda_double_mapped(const void *addr);
 /* Device `device`'s primary context, NULL while it has none. */
 void *cuda_double_primary(int device);
 
@@ -81,7 +95,8 @@ typedef struct cuda_double_stats {
 } cuda_double_stats;
 
 cuda_double_stats cuda_double_get_stats(void);
-/* How many times `fn` was called (successful or not). */
+/* How many times `fn` was called (successful or not); "*": every function
+ * together (the count cuda_double_fail_call aims in). */
 unsigned long cuda_double_calls(const char *fn);
 /* The names of the last calls made, oldest first, space-separated (at most
  * the last 64), for checks of order ("cudaDeviceSynchronize before the

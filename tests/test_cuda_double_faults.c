@@ -2,8 +2,11 @@
  * test_cuda_double_faults.c — the CUDA upstream (upstream_cuda.c) on the
  * driver double (cuda_double.c), where a GPU cannot be made to fail on
  * demand: every driver call of a map, an unmap, a reservation and a release
- * failing in turn, contexts put back, the order of synchronize and unmap,
- * and the double's own count of device memory against the allocator's.
+ * failing in turn, then every call of a script whatever its function,
+ * contexts put back, the order of synchronize and unmap, the double's own
+ * count of device memory against the allocator's, and the log line of each
+ * cleanup step the driver refuses (one, naming the call, never under a
+ * lock: probe_sink checks it whenever it runs).
  *
  * The double enforces CUDA's documented rules and counts a VIOLATION for
  * any call that breaks one; every test ends with none. It is not a GPU: the
@@ -11,12 +14,16 @@
  */
 #include "alloc_test_util.h"
 #include "cuda_double.h"
+#include "internal.h" /* the allocator's lock word, for the log sink's check */
+#include "malloc_fault.h"
 
 #include <criterion/criterion.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 static void *driver(const char *name) {
@@ -442,6 +449,328 @@ Test(cuda_double, a_refused_context_switch_does_nothing) {
     cca_upstream_destroy(u);
 }
 
+/* ---- log lines from inside an op ------------------------------------------------ */
+
+/* A failing driver call on a cleanup path (the switch back to the caller's
+ * context, a handle's cuMemRelease, ...) cannot change what the op did: it
+ * is said in one log line. Those lines are made inside the op, which the
+ * allocator calls under its lock and the vm ops make under the upstream's
+ * vm lock; ccalloc.h promises that no line reaches the sink while a ccalloc
+ * lock is held, so that a sink may call the library. probe_sink checks
+ * that promise whenever it runs: the allocator's lock word is free (this
+ * thread would be the holder), then it calls the library back: the
+ * allocator's stats (its lock) and a vm_release of a range the upstream
+ * never reserved, refused by its record before any driver call (the vm
+ * lock). A lock this thread still held would make the call back wait for
+ * ever, and the test's timeout fails it; with CCA_DEBUG >= 1 the library
+ * aborts first (status.c). It counts lines, keeps the last naming `want`,
+ * and adds up the bytes they say leak. */
+typedef struct log_probe {
+    cca_allocator *a; /* the allocator to check and call back; NULL: none */
+    cca_upstream *u;  /* the upstream to call back (with vm ops); NULL: none */
+    const char *want; /* NULL: every line */
+    int lines, named, under_lock;
+    size_t leaked;  /* "leaked: N bytes of device memory", added up */
+    void *leak_map; /* the last such allocation that was mapped ("mapped at P"); NULL: none */
+    char line[512];
+} log_probe;
+
+/* What the driver holds beside what is mapped: the leaked bytes, less a
+ * leaked allocation still mapped (its memory is the mapping's until the
+ * unmap). At most one leak per probe here. */
+static size_t leaked_unmapped(const log_probe *p) {
+    return p->leak_map && cuda_double_mapped(p->leak_map) ? 0 : p->leaked;
+}
+
+static void probe_sink(void *user, const char *line) {
+    log_probe *p = user;
+    p->lines++;
+    if (!p->want || strstr(line, p->want)) {
+        p->named++;
+        snprintf(p->line, sizeof p->line, "%s", line);
+    }
+    const char *leak = strstr(line, "leaked: ");
+    size_t n = 0;
+    if (leak && strstr(leak, " bytes of device memory") && sscanf(leak, "leaked: %zu", &n) == 1)
+        p->leaked += n;
+    const char *at = strstr(line, "mapped at ");
+    void *addr = NULL;
+    if (leak && at && sscanf(at, "mapped at %p", &addr) == 1)
+        p->leak_map = addr;
+    if (p->a && atomic_load(&p->a->lock.state) != 0) {
+        p->under_lock++; /* calling back would wait for ever */
+        return;
+    }
+    if (p->a) {
+        cca_stats s;
+        cca_get_stats(p->a, &s);
+    }
+    size_t g = 0;
+    if (p->u && cca_upstream_vm_granularity(p->u, &g) == CCA_OK) /* an address no range holds */
+        cr_assert_eq(cca_upstream_vm_release(p->u, (void *)(uintptr_t)g, g), CCA_ERR_UPSTREAM);
+}
+
+static void watch_log(log_probe *p, cca_allocator *a, cca_upstream *u, const char *want) {
+    *p = (log_probe){.a = a, .u = u, .want = want};
+    cca_set_log_callback(probe_sink, p);
+}
+
+/* An op that switches to the device's primary context, with the switch
+ * back refused (the caller's context destroyed meanwhile, say). */
+enum { OP_ALLOC, OP_FREE, OP_MEM_INFO, OP_SYNCHRONIZE, OP_VM_RESERVE, OP_VM_MAP, OP_VM_UNMAP, OP_VM_RELEASE, OPS };
+static const char *const op_names[OPS] = {"alloc",      "free",   "mem_info", "synchronize",
+                                          "vm_reserve", "vm_map", "vm_unmap", "vm_release"};
+
+static cca_status run_op(int op, cca_upstream *u, void **x, void **base, size_t g) {
+    size_t f, t;
+    switch (op) {
+    case OP_ALLOC: return cca_upstream_alloc(u, 4 * MiB, x);
+    case OP_FREE: return cca_upstream_free(u, *x, 4 * MiB);
+    case OP_MEM_INFO: return cca_upstream_mem_info(u, &f, &t);
+    case OP_SYNCHRONIZE: return cca_upstream_synchronize(u);
+    case OP_VM_RESERVE: return cca_upstream_vm_reserve(u, 2 * g, base);
+    case OP_VM_MAP: return cca_upstream_vm_map(u, *base, g);
+    case OP_VM_UNMAP: return cca_upstream_vm_unmap(u, *base, g);
+    default: return cca_upstream_vm_release(u, *base, 2 * g);
+    }
+}
+
+/* The switch back refused: the op's result stands (each op here succeeds,
+ * and its memory is the caller's as usual), the device's primary context
+ * stays current on the thread, and exactly one line says so, naming the
+ * device, cuCtxSetCurrent and the driver's error, by the time the op
+ * returns. The same through the allocator (under its lock): a classic
+ * allocation, a free that records an event, an allocation over pages and
+ * the empty-cache that unmaps them: one line each, after the lock. */
+Test(cuda_double, a_refused_switch_back_is_logged_once_and_the_op_stands, .timeout = 60) {
+    PFN_cuCtxSetCurrent_v4000 set_current = driver("cuCtxSetCurrent");
+    CUcontext mine = (CUcontext)cuda_double_user_context(1);
+    cca_upstream *u = cuda0();
+    size_t g = 0;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    log_probe p;
+    watch_log(&p, NULL, u, "cuCtxSetCurrent");
+    void *x = NULL, *base = NULL;
+    for (int op = 0; op < OPS; op++) {
+        set_current(mine);
+        cuda_double_fail("cuCtxSetCurrent", 2, CUDA_ERROR_INVALID_CONTEXT, false); /* 1: to the primary; 2: back */
+        cr_assert_eq(run_op(op, u, &x, &base, g), CCA_OK, "%s: the op stands: %s", op_names[op], cca_last_error());
+        cuda_double_clear_faults();
+        cr_assert_eq(p.named, op + 1, "%s: one line each: %d", op_names[op], p.named);
+        cr_assert_eq(cuda_double_current(), cuda_double_primary(0), "%s: the primary context stays current",
+                     op_names[op]);
+        cr_assert(strstr(p.line, "cuda:0: cuCtxSetCurrent back to the caller's context") &&
+                      strstr(p.line, "failed: invalid device context (CUresult 201)") &&
+                      strstr(p.line, "the op stands, and the device's primary context stays current on this thread"),
+                  "%s: %s", op_names[op], p.line);
+    }
+    cr_assert_eq(p.lines, OPS, "no other line: %d", p.lines);
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.malloc_bytes[0] + s.physical_bytes[0] + s.mapped_bytes + s.reservations, 0, "every op happened");
+
+    static const struct {
+        const char *conf;
+        bool expandable;
+    } allocators[] = {{"log_oom:0", false}, {"expandable:1,log_oom:0", true}};
+    for (size_t i = 0; i < 2; i++) {
+        cca_allocator *a = tu_allocator(u, allocators[i].conf);
+        watch_log(&p, a, u, "cuCtxSetCurrent");
+        set_current(mine);
+        cuda_double_fail("cuCtxSetCurrent", 2, CUDA_ERROR_INVALID_CONTEXT, false); /* the first op's switch back */
+        void *q = NULL;
+        cr_assert_eq(cca_alloc(a, 5 * MiB, (cca_stream)0x100, &q), CCA_OK, "%s: %s", allocators[i].conf,
+                     cca_last_error());
+        cuda_double_clear_faults();
+        cr_assert_eq(p.named, 1, "%s: cca_alloc: one line by its return: %d", allocators[i].conf, p.named);
+        cr_assert_eq(cuda_double_current(), cuda_double_primary(0));
+        cr_assert_eq(cca_record_stream(a, q, (cca_stream)0x200), CCA_OK);
+        cuda_double_hold_events(true);
+        set_current(mine);
+        cuda_double_fail("cuCtxSetCurrent", 2, CUDA_ERROR_INVALID_CONTEXT, false); /* the event record's */
+        cr_assert_eq(cca_free(a, q), CCA_OK, "%s", cca_last_error());
+        cuda_double_clear_faults();
+        cr_assert_eq(p.named, 2, "%s: cca_free: one line: %d", allocators[i].conf, p.named);
+        cr_assert_eq(tu_stats(a).pending_blocks, 1, "%s: the free waits on the recorded event", allocators[i].conf);
+        cuda_double_hold_events(false);
+        set_current(mine);
+        cuda_double_fail("cuCtxSetCurrent", 2, CUDA_ERROR_INVALID_CONTEXT, false);
+        cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error()); /* the segment goes back */
+        cuda_double_clear_faults();
+        cr_assert_eq(p.named, 3, "%s: cca_empty_cache: one line: %d", allocators[i].conf, p.named);
+        cr_assert_eq(tu_stats(a).reserved_bytes, 0, "%s", allocators[i].conf);
+        cr_assert_eq(p.under_lock, 0, "%s: %d lines reached the sink under the allocator's lock", allocators[i].conf,
+                     p.under_lock);
+        cr_assert_eq(p.lines, 3, "%s: %d lines", allocators[i].conf, p.lines);
+        p.a = NULL; /* not called back while it is destroyed */
+        cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    }
+    cca_set_log_callback(NULL, NULL);
+    set_current(NULL);
+    cca_upstream_destroy(u);
+    s = cuda_double_get_stats();
+    cr_assert_eq(s.malloc_bytes[0] + s.physical_bytes[0] + s.mapped_bytes + s.reservations + s.handles, 0);
+    assert_no_violation();
+}
+
+/* A handle's cuMemRelease refused, after its map (granule k of a map of
+ * GRANULES): the map stands (CCA_OK, every granule mapped and accessible)
+ * and one line names cuMemRelease and the bytes that leak: that granule's
+ * memory is not freed by its unmap. Unmapped, the driver holds exactly
+ * that one allocation; nothing else is lost and nothing released twice
+ * (the double counts a second release as a violation). Then the undo of a
+ * map: cuMemMap refused at granule k and the release of the memory made
+ * for it refused too: the map fails with cuMemMap's error, the granules
+ * before k are unmapped and freed, and the line says that allocation
+ * leaks. Through the allocator, the line comes after its lock. */
+Test(cuda_double, a_refused_release_of_a_handle_is_logged_and_leaks_that_handle_only, .timeout = 60) {
+    size_t g = 0;
+    void *base = NULL;
+    cca_upstream *u = cuda0();
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    cr_assert_eq(cca_upstream_vm_reserve(u, GRANULES * g, &base), CCA_OK, "%s", cca_last_error());
+    log_probe p;
+    for (unsigned long k = 1; k <= GRANULES; k++) {
+        watch_log(&p, NULL, u, "cuMemRelease");
+        cuda_double_fail("cuMemRelease", k, CUDA_ERROR_UNKNOWN, false);
+        cr_assert_eq(cca_upstream_vm_map(u, base, GRANULES * g), CCA_OK, "granule %lu: %s", k, cca_last_error());
+        cuda_double_clear_faults();
+        cr_assert_eq(p.lines, 1, "granule %lu: %d lines", k, p.lines);
+        char want[160];
+        snprintf(want, sizeof want, "cuda:0: cuMemRelease of the allocation mapped at %p (%zu bytes) failed",
+                 (void *)((char *)base + (k - 1) * g), g);
+        cr_assert(strstr(p.line, want) && strstr(p.line, "unknown error (CUresult 999)"), "granule %lu: %s", k, p.line);
+        cr_assert_eq(p.leaked, g, "granule %lu: %s", k, p.line);
+        cuda_double_stats s = cuda_double_get_stats();
+        cr_assert_eq(s.mapped_bytes, GRANULES * g, "granule %lu: the map stands", k);
+        cr_assert_eq(s.accessible_bytes, GRANULES * g);
+        cr_assert_eq(cca_upstream_vm_unmap(u, base, GRANULES * g), CCA_OK, "%s", cca_last_error());
+        s = cuda_double_get_stats();
+        cr_assert_eq(s.mapped_bytes, 0);
+        cr_assert_eq(s.handles, 1, "granule %lu: exactly the one allocation stays: %zu", k, s.handles);
+        cr_assert_eq(s.physical_bytes[0], g, "granule %lu: %zu bytes stay", k, s.physical_bytes[0]);
+        cr_assert_eq(ustats(u).vm_mapped_bytes, 0);
+        cr_assert_eq(cuda_double_free_leaked_handles(), 1);
+        assert_no_violation();
+    }
+    for (unsigned long k = 1; k <= GRANULES; k++) {
+        watch_log(&p, NULL, u, "cuMemRelease");
+        cuda_double_fail("cuMemMap", k, CUDA_ERROR_UNKNOWN, false);
+        cuda_double_fail("cuMemRelease", k, CUDA_ERROR_UNKNOWN, false); /* the release of granule k's memory */
+        cr_assert_eq(cca_upstream_vm_map(u, base, GRANULES * g), CCA_ERR_UPSTREAM, "granule %lu", k);
+        cr_assert(strstr(cca_last_error(), "cuMemMap"), "granule %lu: %s", k, cca_last_error());
+        cuda_double_clear_faults();
+        cr_assert_eq(p.lines, 1, "granule %lu: %d lines", k, p.lines);
+        char want[200];
+        snprintf(want, sizeof want,
+                 "cuda:0: cuMemRelease of the allocation made for %p (%zu bytes), whose cuMemMap failed, failed",
+                 (void *)((char *)base + (k - 1) * g), g);
+        cr_assert(strstr(p.line, want), "granule %lu: %s", k, p.line);
+        cr_assert_eq(p.leaked, g, "granule %lu: %s", k, p.line);
+        cuda_double_stats s = cuda_double_get_stats();
+        cr_assert_eq(s.mapped_bytes, 0, "granule %lu: the granules before it unmapped", k);
+        cr_assert_eq(s.handles, 1, "granule %lu: %zu allocations stay", k, s.handles);
+        cr_assert_eq(s.physical_bytes[0], g);
+        cr_assert_eq(ustats(u).vm_mapped_bytes, 0);
+        cr_assert_eq(cuda_double_free_leaked_handles(), 1);
+        cr_assert_eq(cca_upstream_vm_map(u, base, GRANULES * g), CCA_OK, "the record is unchanged: %s",
+                     cca_last_error());
+        cr_assert_eq(cca_upstream_vm_unmap(u, base, GRANULES * g), CCA_OK, "%s", cca_last_error());
+        assert_no_violation();
+    }
+    cr_assert_eq(cca_upstream_vm_release(u, base, GRANULES * g), CCA_OK, "%s", cca_last_error());
+
+    cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0");
+    watch_log(&p, a, u, "cuMemRelease");
+    cuda_double_fail("cuMemRelease", 1, CUDA_ERROR_UNKNOWN, false);
+    void *q = tu_alloc(a, 5 * MiB, NULL);
+    cuda_double_clear_faults();
+    cr_assert_eq(p.named, 1, "one line by cca_alloc's return: %d", p.named);
+    cr_assert_eq(p.under_lock, 0);
+    tu_free(a, q);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    cuda_double_stats s = cuda_double_get_stats();
+    cr_assert_eq(s.physical_bytes[0], p.leaked, "what stays is what the line said: %zu, %zu", s.physical_bytes[0],
+                 p.leaked);
+    cr_assert_eq(p.leaked, g);
+    cr_assert_eq(p.lines, 1);
+    p.a = NULL;
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(cuda_double_free_leaked_handles(), 1);
+    cca_upstream_destroy(u);
+    assert_no_violation();
+}
+
+/* The other cleanup steps the driver may refuse, each logged once with what
+ * stays behind, the op's result unchanged: the primary context's release
+ * by cca_upstream_destroy and by a creation that fails after retaining it
+ * (one retain stays: the driver keeps the context), the event of a refused
+ * cudaEventRecord that cudaEventDestroy will not take (the free
+ * synchronizes instead, as for any refused record), and a reservation that
+ * could not be recorded (no host memory) and that cuMemAddressFree will not
+ * give back (the range stays reserved). */
+Test(cuda_double, refused_cleanups_are_logged_and_change_no_result, .timeout = 60) {
+    log_probe p;
+    watch_log(&p, NULL, NULL, "cuDevicePrimaryCtxRelease");
+    cca_upstream *u = cuda0();
+    cuda_double_fail("cuDevicePrimaryCtxRelease", 1, CUDA_ERROR_UNKNOWN, false);
+    cca_upstream_destroy(u);
+    cuda_double_clear_faults();
+    cr_assert_eq(p.named, 1, "%d", p.named);
+    cr_assert(strstr(p.line, "cuda:0: cuDevicePrimaryCtxRelease failed: unknown error (CUresult 999)"), "%s", p.line);
+    cr_assert_eq(cuda_double_get_stats().primary_refs[0], 1, "the retain stays");
+
+    cuda_double_fail("cudaFree", 1, cudaErrorMemoryAllocation, false); /* the creation's cudaFree(NULL) */
+    cuda_double_fail("cuDevicePrimaryCtxRelease", 1, CUDA_ERROR_UNKNOWN, false);
+    cr_assert_eq(cca_upstream_cuda_create(0, &u), CCA_ERR_OUT_OF_MEMORY, "the creation's own failure");
+    cr_assert(strstr(cca_last_error(), "context creation"), "%s", cca_last_error());
+    cuda_double_clear_faults();
+    cr_assert_eq(p.named, 2, "%d", p.named);
+    cr_assert_eq(cuda_double_get_stats().primary_refs[0], 2);
+
+    u = cuda0();
+    cca_allocator *a = tu_allocator(u, "log_oom:0");
+    watch_log(&p, a, u, "cudaEventDestroy");
+    void *q = tu_alloc(a, MiB, (cca_stream)0x100);
+    cr_assert_eq(cca_record_stream(a, q, (cca_stream)0x200), CCA_OK);
+    cuda_double_fail("cudaEventRecord", 1, cudaErrorLaunchFailure, false);
+    cuda_double_fail("cudaEventDestroy", 1, cudaErrorLaunchFailure, false);
+    unsigned long syncs = cuda_double_get_stats().syncs;
+    cr_assert_eq(cca_free(a, q), CCA_OK, "%s", cca_last_error());
+    cuda_double_clear_faults();
+    cr_assert_eq(cuda_double_get_stats().syncs, syncs + 1, "a refused record: the free synchronizes instead");
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    cr_assert_eq(p.named, 1, "%d", p.named);
+    cr_assert(strstr(p.line, "cuda:0: cudaEventDestroy of the event whose cudaEventRecord failed, failed"), "%s",
+              p.line);
+    cr_assert_eq(p.under_lock, 0);
+    p.a = NULL;
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+
+    watch_log(&p, NULL, u, "cuMemAddressFree");
+    size_t g = 0;
+    void *base = (void *)1;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    cr_assert_eq(cca_upstream_vm_reserve(u, 4 * g, &base), CCA_OK); /* the double's own tables grown first */
+    cr_assert_eq(cca_upstream_vm_release(u, base, 4 * g), CCA_OK);
+    cuda_double_fail("cuMemAddressFree", 1, CUDA_ERROR_UNKNOWN, false);
+    tu_malloc_arm(1, false); /* the record of the range */
+    cca_status st = cca_upstream_vm_reserve(u, 4 * g, &base);
+    tu_malloc_disarm();
+    cuda_double_clear_faults();
+    cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "host malloc failed recording a range"), "%s", cca_last_error());
+    cr_assert_null(base);
+    cr_assert_eq(p.named, 1, "%d", p.named);
+    cr_assert(strstr(p.line, "cuMemAddressFree of") && strstr(p.line, "the range stays reserved"), "%s", p.line);
+    cr_assert_eq(cuda_double_get_stats().reservations, 1, "the range the driver kept");
+    cr_assert_eq(ustats(u).vm_reserved_bytes, 0, "not the upstream's: it never handed it out");
+    cca_set_log_callback(NULL, NULL);
+    cca_upstream_destroy(u);
+    assert_no_violation();
+}
+
 /* ---- creation ------------------------------------------------------------------- */
 
 static cca_status create_with(cuda_double_config c, int device, cca_upstream **u) {
@@ -514,16 +843,23 @@ Test(cuda_double, the_primary_context_is_retained_for_the_upstreams_life) {
 /* What the driver holds is what the allocator says it maps: the double's
  * physical and mapped bytes equal the stats' mapped_bytes and the
  * upstream's vm_mapped_bytes, and every mapped byte is accessible. */
-static void expect_accounts_agree(cca_allocator *a, cca_upstream *u, const char *when) {
+static void expect_accounts_agree_leaking(cca_allocator *a, cca_upstream *u, size_t leaked, const char *when) {
     cca_stats st = tu_stats(a);
     cuda_double_stats s = cuda_double_get_stats();
     cr_assert_eq(s.mapped_bytes, st.mapped_bytes, "%s: the driver maps %zu, the allocator says %zu", when,
                  s.mapped_bytes, st.mapped_bytes);
-    cr_assert_eq(s.physical_bytes[0], st.mapped_bytes, "%s", when);
+    cr_assert_eq(s.physical_bytes[0], st.mapped_bytes + leaked,
+                 "%s: %zu bytes of device memory, %zu mapped, %zu leaked", when, s.physical_bytes[0], st.mapped_bytes,
+                 leaked);
     cr_assert_eq(s.accessible_bytes, s.mapped_bytes, "%s: mapped but not made accessible", when);
     cr_assert_eq(ustats(u).vm_mapped_bytes, st.mapped_bytes, "%s", when);
     cr_assert_eq(s.malloc_bytes[0], st.reserved_bytes - st.mapped_bytes, "%s: classic segments", when);
     cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s: %s", when, cca_last_error());
+}
+
+/* The same where nothing leaked: the driver holds exactly what is mapped. */
+static void expect_accounts_agree(cca_allocator *a, cca_upstream *u, const char *when) {
+    expect_accounts_agree_leaking(a, u, 0, when);
 }
 
 /* Every byte of a live block is device memory the device may touch. */
@@ -704,11 +1040,44 @@ Test(cuda_double, sequences_on_a_small_device_run_out_and_recover, .timeout = 12
 /* ---- every driver call of a script failing in turn --------------------------------- */
 
 /* A fixed script (over expandable segments, or classic ones): grow, free with a held event,
- * trim with live blocks, an OOM retry, empty-cache. Each op may fail only
+ * trim with live blocks, an OOM retry, empty-cache. `fn` names the function
+ * whose k-th call fails ("*": the k-th call of any function, counted from
+ * the allocator's creation: cuda_double_fail_call). Each op may fail only
  * with a status the header documents for it; whatever fails, the
  * allocator's accounts equal the driver's after every op, and at the end
- * nothing stays with the driver. Returns the calls of `fn` it made. */
+ * nothing stays with the driver but what a log line said leaks. The log
+ * (probe_sink: never under a lock) has a line only for a refused cleanup,
+ * one at most: a cuMemRelease (its line names it and the bytes that leak,
+ * which the accounts allow for), or the switch back to the caller's (no)
+ * context, which leaves the primary context current: then, and only then,
+ * a line names cuCtxSetCurrent. The script runs with no context current,
+ * and puts none back at its end. Returns the calls of `fn` it made. */
 static size_t script_pages = 1; /* the upstream's page, in the driver's minimum granules (sweep_pages) */
+
+/* Runs of script() whose log had the line of a refused release, and of a
+ * refused switch back: a sweep of every call must meet both. */
+static unsigned long logged_releases, logged_switch_backs;
+
+/* The check of script()'s log once its faults are cleared: which call failed decides what lines are due. */
+static void expect_log_of_the_fault(const log_probe *p, const char *when) {
+    const char *failed = cuda_double_last_fault();
+    cr_assert_eq(p->under_lock, 0, "%s: a line reached the sink under the allocator's lock", when);
+    bool primary_kept = cuda_double_current() != NULL; /* a switch back to "none" was refused */
+    int due = strcmp(failed, "cuMemRelease") == 0 || primary_kept;
+    cr_assert_eq(p->lines, due, "%s (the failed call: '%s'): %d lines, the last: %s", when, failed, p->lines, p->line);
+    logged_releases += due && !primary_kept;
+    logged_switch_backs += primary_kept;
+    if (primary_kept) {
+        cr_assert_str_eq(failed, "cuCtxSetCurrent", "%s", when);
+        cr_assert_eq(cuda_double_current(), cuda_double_primary(0), "%s", when);
+        cr_assert(strstr(p->line, "cuCtxSetCurrent back to the caller's context"), "%s: %s", when, p->line);
+    } else if (due) {
+        cr_assert(strstr(p->line, "cuda:0: cuMemRelease of the allocation"), "%s: %s", when, p->line);
+        cr_assert_eq(p->leaked, script_pages * cuda_double_defaults().granularity, "%s: %s", when, p->line);
+    }
+    if (!due)
+        cr_assert_eq(p->leaked, 0, "%s", when);
+}
 
 static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     cuda_double_config c = cuda_double_defaults();
@@ -716,8 +1085,14 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     cuda_double_configure(&c);
     cca_upstream *u = cuda_paged(script_pages * c.granularity);
     cca_allocator *a = tu_allocator(u, conf);
+    cr_assert_null(cuda_double_current(), "the script starts with no context current");
+    log_probe log;
+    watch_log(&log, a, u, NULL);
+    bool any = strcmp(fn, "*") == 0;
     unsigned long before = cuda_double_calls(fn);
-    if (fn)
+    if (any)
+        cuda_double_fail_call(k);
+    else
         cuda_double_fail(fn, k, !strncmp(fn, "cu", 2) && strncmp(fn, "cuda", 4) ? CUDA_ERROR_UNKNOWN
                                                                                 : cudaErrorLaunchFailure,
                          false);
@@ -725,11 +1100,11 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     void *p[6] = {0};
     static const size_t sizes[6] = {3 * MiB, 40 * MiB, 700, 100 * MiB, 64 * MiB, 5 * MiB};
     for (int i = 0; i < 6; i++) {
-        snprintf(when, sizeof when, "%s failing at call %lu: alloc %d", fn ? fn : "nothing", k, i);
+        snprintf(when, sizeof when, "%s failing at call %lu: alloc %d", fn, k, i);
         cca_status st = cca_alloc(a, sizes[i], i % 2 ? (cca_stream)0x100 : NULL, &p[i]);
         cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM, "%s: %d %s", when, st,
                   cca_last_error());
-        expect_accounts_agree(a, u, when);
+        expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
     }
     cuda_double_hold_events(true);
     cca_status st;
@@ -748,17 +1123,17 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
         cr_assert(st == CCA_OK || st == CCA_ERR_UPSTREAM, "%s", cca_last_error());
         p[1] = NULL;
     }
-    snprintf(when, sizeof when, "%s failing at call %lu: trim", fn ? fn : "nothing", k);
+    snprintf(when, sizeof when, "%s failing at call %lu: trim", fn, k);
     st = cca_trim(a, 0, NULL); /* NOT_READY: an event query failed after the synchronize (kept pending) */
     cr_assert(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_NOT_READY, "%s: %d %s", when, st,
               cca_last_error());
-    expect_accounts_agree(a, u, when);
+    expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
     void *big = NULL; /* above what is free with the cache: the OOM retry returns cached pages first */
-    snprintf(when, sizeof when, "%s failing at call %lu: the retry", fn ? fn : "nothing", k);
+    snprintf(when, sizeof when, "%s failing at call %lu: the retry", fn, k);
     st = cca_alloc(a, 900 * MiB, NULL, &big);
     cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM, "%s: %d %s", when, st,
               cca_last_error());
-    expect_accounts_agree(a, u, when);
+    expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
     cuda_double_hold_events(false);
     if (big)
         tu_free(a, big);
@@ -767,14 +1142,21 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
             tu_free(a, p[i]);
     unsigned long made = cuda_double_calls(fn) - before;
     cuda_double_clear_faults();
-    snprintf(when, sizeof when, "%s failing at call %lu: the end", fn ? fn : "nothing", k);
+    snprintf(when, sizeof when, "%s failing at call %lu: the end", fn, k);
+    expect_log_of_the_fault(&log, when);
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s: %s", when, cca_last_error());
-    expect_accounts_agree(a, u, when);
+    expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
     cr_assert_eq(tu_stats(a).reserved_bytes, 0, "%s", when);
+    log.a = NULL; /* not called back while it is destroyed */
     cr_assert_eq(cca_destroy(a), CCA_OK, "%s: %s", when, cca_last_error());
     cuda_double_stats s = cuda_double_get_stats();
-    cr_assert_eq(s.mapped_bytes + s.physical_bytes[0] + s.reservations + s.handles + s.malloc_bytes[0], 0,
-                 "%s: left with the driver", when);
+    cr_assert_eq(s.mapped_bytes + s.reservations + s.malloc_bytes[0], 0, "%s: left with the driver", when);
+    cr_assert_eq(s.physical_bytes[0], log.leaked, "%s: left with the driver: %zu bytes", when, s.physical_bytes[0]);
+    cr_assert_eq(s.handles, log.leaked ? 1 : 0, "%s", when);
+    cr_assert_eq(cuda_double_free_leaked_handles(), s.handles);
+    cca_set_log_callback(NULL, NULL);
+    PFN_cuCtxSetCurrent_v4000 set_current = driver("cuCtxSetCurrent");
+    set_current(NULL);
     cca_upstream_destroy(u);
     assert_no_violation();
     return made;
@@ -826,6 +1208,26 @@ Test(cuda_double, sweep_classic_cudaMalloc) { sweep_with("log_oom:0", "cudaMallo
 Test(cuda_double, sweep_classic_cudaFree) { sweep_with("log_oom:0", "cudaFree"); }
 Test(cuda_double, sweep_classic_cuCtxSetCurrent, .timeout = 120) { sweep_with("log_oom:0", "cuCtxSetCurrent"); }
 Test(cuda_double, sweep_classic_cudaMemGetInfo) { sweep_with("log_oom:0", "cudaMemGetInfo"); }
+
+/* Every call of the script failing in turn, whichever function it is
+ * ("*"): each driver and runtime call the allocator makes, cleanup steps
+ * included (a handle's cuMemRelease, the switch back to the caller's
+ * context), over pages of the driver's granule, of 4 and of 16, and over
+ * classic segments (cudaMalloc, cudaFree, events). */
+Test(cuda_double, sweep_every_call, .timeout = 300) {
+    sweep("*");
+    cr_assert_gt(logged_releases, 0, "no run refused a handle's release");
+    cr_assert_gt(logged_switch_backs, 0, "no run refused a switch back");
+}
+Test(cuda_double, sweep_pages_every_call, .timeout = 300) {
+    sweep_pages("*");
+    cr_assert_gt(logged_releases, 0, "no run refused a handle's release");
+    cr_assert_gt(logged_switch_backs, 0, "no run refused a switch back");
+}
+Test(cuda_double, sweep_classic_every_call, .timeout = 300) {
+    sweep_with("log_oom:0", "*");
+    cr_assert_gt(logged_switch_backs, 0, "no run refused a switch back");
+}
 
 /* ---- PyTorch's entry points over CUDA --------------------------------------------- */
 

@@ -24,6 +24,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,12 +69,16 @@ typedef struct mutex_holder {
 /* Holds an allocator lock until it has a waiter (the asymmetric protocol
  * counts it in sleepers, the symmetric one marks the word 2) or fork()
  * returned without waiting (no handler). */
+static void wait_for_the_fork(mutex_holder *h) {
+    while (!atomic_load(&h->forked) && atomic_load(&h->lock->sleepers) == 0 && atomic_load(&h->lock->state) != 2)
+        sched_yield();
+}
+
 static void *hold_allocator_lock(void *arg) {
     mutex_holder *h = arg;
     ccai_mutex_lock(h->lock);
     atomic_store(&h->held, true);
-    while (!atomic_load(&h->forked) && atomic_load(&h->lock->sleepers) == 0 && atomic_load(&h->lock->state) != 2)
-        sched_yield();
+    wait_for_the_fork(h);
     ccai_mutex_unlock(h->lock);
     return NULL;
 }
@@ -100,14 +106,16 @@ static int child_uses(void *arg) {
     return use_allocator(arg, 10);
 }
 
-/* Another thread holds a's lock (what a thread inside a call on it holds)
- * while this one forks; the child runs child(arg) under an alarm and must
- * exit 0. Afterwards the parent's allocator holds exactly `live` bytes in
- * `calls` allocations, as before the fork. */
-static void fork_while_held(cca_allocator *a, int (*child)(void *), void *arg, size_t live, uint64_t calls) {
+/* Another thread holds a's lock (what a thread inside a call on it holds;
+ * holder: hold_allocator_lock, or another that takes it and waits for the
+ * fork the same way) while this one forks; the child runs child(arg) under
+ * an alarm and must exit 0. Afterwards the parent's allocator holds exactly
+ * `live` bytes in `calls` allocations, as before the fork. */
+static void fork_while_held_by(void *(*holder)(void *), cca_allocator *a, int (*child)(void *), void *arg, size_t live,
+                               uint64_t calls) {
     mutex_holder h = {.lock = &a->lock};
     pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, hold_allocator_lock, &h), 0);
+    cr_assert_eq(pthread_create(&t, NULL, holder, &h), 0);
     while (!atomic_load(&h.held))
         sched_yield();
     pid_t pid = fork();
@@ -128,6 +136,10 @@ static void fork_while_held(cca_allocator *a, int (*child)(void *), void *arg, s
     cr_assert_eq(s.alloc_calls, calls);
 }
 
+static void fork_while_held(cca_allocator *a, int (*child)(void *), void *arg, size_t live, uint64_t calls) {
+    fork_while_held_by(hold_allocator_lock, a, child, arg, live, calls);
+}
+
 Test(fork, an_allocator_of_ones_own_held_by_another_thread, .timeout = 60) {
     cca_upstream *u = NULL;
     cca_allocator *a = NULL;
@@ -136,6 +148,65 @@ Test(fork, an_allocator_of_ones_own_held_by_another_thread, .timeout = 60) {
     fork_while_held(a, child_uses, a, 4096, 1);
     tu_free(a, live);
     tu_check(a);
+    tu_teardown(a, u);
+}
+
+/* A thread inside a call whose upstream op logged: the lock is marked and
+ * the line waits in that thread for the unlock (lock.c, "The log"). The
+ * fork waits for the unlock like any holder's, so the child's copy of the
+ * lock is unmarked and the line is the parent's alone (written once, by
+ * the holder, after its unlock); in the child a line logged under the lock
+ * waits for the unlock there too, and the allocator works. */
+static atomic_int fork_lines;
+static cca_allocator *fork_lines_of; /* the child checks its lock word while the sink runs */
+static atomic_int fork_lines_under_lock;
+
+static void count_fork_lines(void *user, const char *line) {
+    (void)user;
+    if (strstr(line, "held across the fork") || strstr(line, "the child's line"))
+        atomic_fetch_add(&fork_lines, 1);
+    if (fork_lines_of && atomic_load(&fork_lines_of->lock.state) != 0)
+        atomic_fetch_add(&fork_lines_under_lock, 1);
+}
+
+static void *hold_lock_with_a_line(void *arg) {
+    mutex_holder *h = arg;
+    cca_allocator *a = (cca_allocator *)((char *)h->lock - offsetof(cca_allocator, lock));
+    ccai_mutex_lock(h->lock);
+    (void)ccai_upstream_op(a); /* as before an op: the lock marked, the log held */
+    ccai_log("held across the fork");
+    atomic_store(&h->held, true);
+    wait_for_the_fork(h);
+    ccai_mutex_unlock(h->lock);
+    return NULL;
+}
+
+static int child_with_the_log(void *arg) {
+    cca_allocator *a = arg;
+    if ((a->lock.unlock & CCAI_UNLOCK_LOG)) /* the parent's mark came across */
+        return 20;
+    fork_lines_of = a; /* one thread here: the lock word is this thread's to read */
+    int before = atomic_load(&fork_lines);
+    ccai_mutex_lock(&a->lock);
+    (void)ccai_upstream_op(a);
+    ccai_log("the child's line");
+    if (atomic_load(&fork_lines) != before)
+        return 21; /* written under the lock */
+    ccai_mutex_unlock(&a->lock);
+    if (atomic_load(&fork_lines) != before + 1 || atomic_load(&fork_lines_under_lock) != 0)
+        return 22;
+    return use_allocator(a, 23);
+}
+
+Test(fork, a_line_held_under_a_lock_at_the_fork_stays_the_parents, .timeout = 60) {
+    cca_upstream *u = NULL;
+    cca_allocator *a = NULL;
+    tu_host_allocator(256 * MiB, NULL, &u, &a);
+    cca_set_log_callback(count_fork_lines, NULL);
+    fork_while_held_by(hold_lock_with_a_line, a, child_with_the_log, a, 0, 0);
+    cr_assert_eq(atomic_load(&fork_lines), 1, "the holder's line, once, in the parent: %d", atomic_load(&fork_lines));
+    cr_assert_not((a->lock.unlock & CCAI_UNLOCK_LOG));
+    cca_set_log_callback(NULL, NULL);
     tu_teardown(a, u);
 }
 

@@ -116,10 +116,16 @@ cca_status cca_verror_prefix(cca_status s, const char *fmt, va_list ap);
 /* Empty this thread's message (cca_last_error() returns ""). */
 void cca_clear_error(void);
 
-/* Log sink for warnings (the one-line OOM report, bad env config). Default:
+/* Log sink for warnings (the one-line OOM report, bad env config, a cleanup
+ * step the CUDA driver refused). Default:
  * stderr with a "ccalloc: " prefix. NULL restores the default. Process-wide.
  * Lines reach the sink one at a time, never while a ccalloc lock is held, so
- * a sink may call the library, cca_set_log_callback included; a line logged
+ * a sink may call the library, cca_set_log_callback included. A line made
+ * while the thread holds one (by an upstream op the allocator calls under
+ * its lock, say) waits in that thread and reaches the sink, in order, when
+ * the thread's last ccalloc lock is released, before the call returns; at
+ * most 8 lines wait per call, and one more line says how many others were
+ * not logged. A line logged
  * by a thread while it is inside the sink goes to stderr instead (a sink
  * never recurses), and the thread's cca_last_error() is the same after the
  * sink as before it (a failing call in the sink does not replace the
@@ -331,7 +337,17 @@ cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream
  * primary context (retained here, released by cca_upstream_destroy); each
  * call puts the caller's current context back, and creates none on another
  * device. CCA_ERR_NO_DEVICE when no GPU is present or the library was built
- * without CUDA; cca_last_error() says which. */
+ * without CUDA; cca_last_error() says which.
+ * A cleanup step the driver refuses never changes what a call returns: it
+ * is logged, one line naming the device, the driver call, its error and
+ * what stays behind. The steps: putting the caller's context back (the call
+ * stands, and the device's primary context stays current on the thread),
+ * a vm_map's cuMemRelease of each new allocation (the map stands or fails
+ * as it would, but that memory is not freed by its unmap: "leaked: N bytes
+ * of device memory"), cuMemAddressFree of a reservation that could not be
+ * recorded (the range stays reserved), cudaEventDestroy of an event whose
+ * record failed (it leaks), and cuDevicePrimaryCtxRelease by
+ * cca_upstream_destroy or a failed creation (the context stays retained). */
 cca_status cca_upstream_cuda_create(int device, cca_upstream **out);
 
 /* The same with options. vm_granularity: the page of the vm_* ops, so of

@@ -341,7 +341,7 @@ static void drop_live(cca_allocator *a, cca_domain *d) {
 
 static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *r,
                                  const char *fn) {
-    cca_status sync = cca_upstream_synchronize(a->upstream);
+    cca_status sync = cca_upstream_synchronize(ccai_upstream_op(a));
     if (sync != CCA_OK)
         return ccai_fail(sync, "%s(%s): synchronize failed, nothing released: %s", fn, d->name,
                          cca_last_error());

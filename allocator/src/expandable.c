@@ -321,7 +321,7 @@ static cca_status map_one(cca_allocator *a, ccai_segment *s, size_t first, size_
     cca_status st = ccai_cap_room(a, bytes);
     if (st != CCA_OK)
         return st;
-    st = cca_upstream_vm_map(a->upstream, (void *)(s->base + first * s->page), bytes);
+    st = cca_upstream_vm_map(ccai_upstream_op(a), (void *)(s->base + first * s->page), bytes);
     if (st != CCA_OK)
         return st;
     set_pages(s, first, n, true);
@@ -343,7 +343,7 @@ static cca_status map_one(cca_allocator *a, ccai_segment *s, size_t first, size_
  * whole maps only (the caller's care). */
 static cca_status unmap_one(cca_allocator *a, ccai_segment *s, size_t first, size_t n) {
     size_t bytes = n * s->page;
-    cca_status st = cca_upstream_vm_unmap(a->upstream, (void *)(s->base + first * s->page), bytes);
+    cca_status st = cca_upstream_vm_unmap(ccai_upstream_op(a), (void *)(s->base + first * s->page), bytes);
     if (st != CCA_OK)
         return st; /* still mapped and counted */
     set_pages(s, first, n, false);
@@ -412,7 +412,7 @@ cca_status ccai_device_room_for(cca_allocator *a, ccai_device_room *room, size_t
         size_t total = 0;
         ccai_error_save(saved);
         room->asked = true;
-        if (cca_upstream_mem_info(a->upstream, &room->free, &total) != CCA_OK) {
+        if (cca_upstream_mem_info(ccai_upstream_op(a), &room->free, &total) != CCA_OK) {
             room->free = SIZE_MAX; /* unknown: the upstream decides, as without asking */
             ccai_error_restore(saved);
         }
@@ -486,7 +486,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for segment bookkeeping");
     }
     void *base = NULL;
-    st = cca_upstream_vm_reserve(a->upstream, va, &base);
+    st = cca_upstream_vm_reserve(ccai_upstream_op(a), va, &base);
     if (st != CCA_OK) {
         if (domain_arena)
             ccai_free_index_detach(keep_ix, NULL);
@@ -508,7 +508,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
         } else {
             char why[CCAI_ERROR_CAP];
             snprintf(why, sizeof why, "%s", cca_last_error());
-            if (cca_upstream_vm_release(a->upstream, base, va) != CCA_OK) {
+            if (cca_upstream_vm_release(ccai_upstream_op(a), base, va) != CCA_OK) {
                 /* the range stays reserved: kept as an empty segment with
                  * nothing mapped, as a refused release keeps any range, so
                  * that trim, empty-cache, its domain's release or
@@ -576,7 +576,7 @@ cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s) {
     cca_status st = unmap_range(a, s, 0, s->npages, 0, NULL, NULL);
     if (st != CCA_OK)
         return st;
-    st = cca_upstream_vm_release(a->upstream, (void *)s->base, s->size);
+    st = cca_upstream_vm_release(ccai_upstream_op(a), (void *)s->base, s->size);
     if (st != CCA_OK)
         return st; /* every page unmapped; the empty range stays, indexed */
     ccai_assert(a->c.expandable_segments > 0 && a->c.address_space >= s->size);
@@ -595,11 +595,12 @@ void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, bool keep_mapped
     for (size_t i = 0; next_run(s, &i, s->npages, true, &first, &n);)
         for (size_t j = first, end = first + n; j < end;) { /* whole maps: one call per map */
             size_t e = s->starts ? map_boundary(s, j + 1, end) : end;
-            if (cca_upstream_vm_unmap(a->upstream, (void *)(s->base + j * s->page), (e - j) * s->page) != CCA_OK)
+            if (cca_upstream_vm_unmap(ccai_upstream_op(a), (void *)(s->base + j * s->page), (e - j) * s->page) !=
+                CCA_OK)
                 *result = CCA_ERR_UPSTREAM;
             j = e;
         }
-    if (cca_upstream_vm_release(a->upstream, (void *)s->base, s->size) != CCA_OK)
+    if (cca_upstream_vm_release(ccai_upstream_op(a), (void *)s->base, s->size) != CCA_OK)
         *result = CCA_ERR_UPSTREAM;
     free(s->mapped);
 }

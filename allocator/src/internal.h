@@ -468,7 +468,14 @@ typedef struct ccai_mutex {
     _Atomic int state;
     _Atomic int sleepers; /* asymmetric only */
     bool asymmetric;      /* written once, before any thread can use the lock */
+    /* How the holder unlocks, the one byte the unlock tests first:
+     * CCAI_UNLOCK_STORE (asymmetric) or CCAI_UNLOCK_DECREMENT (symmetric),
+     * set with `asymmetric`, plus CCAI_UNLOCK_LOG while the holder holds its
+     * thread's log (ccai_mutex_hold_log), which sends the unlock out of line
+     * to release it. Read and written by the holder only (and ccai_mutex_init). */
+    uint8_t unlock;
 } ccai_mutex;
+enum { CCAI_UNLOCK_STORE = 0, CCAI_UNLOCK_DECREMENT = 1, CCAI_UNLOCK_LOG = 2 };
 
 /* fork.c's registry: every allocator and upstream is on a list from its
  * creation to its destruction, so the fork handler can take its locks. */
@@ -792,7 +799,7 @@ size_t ccai_releasable(const cca_allocator *a);
  * short of need. Else CCA_OK, the device's free bytes in *free_b (0 when
  * mem_info fails). The OOM retry and cca_domain_reserve's retry then
  * release nothing. One mem_info call. */
-cca_status ccai_release_can_help(const cca_allocator *a, size_t need, size_t *free_b);
+cca_status ccai_release_can_help(cca_allocator *a, size_t need, size_t *free_b);
 /* The retries' end over expandable segments when their synchronize failed
  * (its message is the thread's): no page can be unmapped and no pending
  * free completed, and an expandable allocator has nothing else to release,
@@ -867,6 +874,20 @@ static inline void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
  * (tens of ns), so a waiter spins first: most contended acquisitions never
  * enter the kernel. C11 atomics, so ThreadSanitizer sees every acquire and
  * release. */
+/* status.c, declared here for the lock's inline unlock: lines logged by
+ * this thread between hold and release are queued (up to CCAI_LOG_HELD
+ * lines; more are counted, and one line says how many were lost) and
+ * written at the outermost release. Code that holds a ccalloc lock while it
+ * may log holds the log across it, so no sink runs under a ccalloc lock:
+ * an allocator's lock through ccai_mutex_hold_log (below), plug.c's around
+ * a creation, the CUDA upstream's vm lock around each vm op. */
+#define CCAI_LOG_HELD 8
+void ccai_log_hold(void);
+void ccai_log_release(void);
+#if CCA_DEBUG >= 1
+bool ccai_log_holding(void); /* this thread holds its log now */
+#endif
+
 void ccai_mutex_init(ccai_mutex *m);                       /* asymmetric where the kernel allows */
 void ccai_mutex_init_kind(ccai_mutex *m, bool asymmetric); /* asymmetric only if the kernel allows; tests */
 extern _Atomic bool ccai_mutex_refuse_barrier;            /* tests: waiters act as if the kernel refused */
@@ -878,9 +899,10 @@ void ccai_mutex_wake(ccai_mutex *m);
 void ccai_mutex_unlock_in_child(ccai_mutex *m);
 
 #if CCA_DEBUG >= 1
-/* How many ccai_mutex this thread holds (lock.c), so that a log line emitted
- * under one fails the check in status.c: ccalloc.h promises that lines
- * reach the sink "never while a ccalloc lock is held". */
+/* How many of ccalloc's locks this thread holds (lock.c): every ccai_mutex,
+ * and the CUDA upstream's vm lock (upstream_cuda.c counts it), so that a log
+ * line emitted under one fails the check in status.c: ccalloc.h promises
+ * that lines reach the sink "never while a ccalloc lock is held". */
 extern _Thread_local unsigned ccai_mutexes_held;
 #endif
 
@@ -893,12 +915,26 @@ static inline void ccai_mutex_lock(ccai_mutex *m) {
 #endif
 }
 
-static inline void ccai_mutex_unlock(ccai_mutex *m) {
+/* The holder of m is about to call something that may log (an upstream
+ * op): from now until m's unlock, this thread's lines are queued, and the
+ * unlock writes them once m is free (lock.c, "The log"). Once per holding:
+ * a second call finds the mark. */
+static inline void ccai_mutex_hold_log(ccai_mutex *m) {
+    ccai_assert(ccai_mutexes_held > 0);
+    if (!(m->unlock & CCAI_UNLOCK_LOG)) {
+        m->unlock |= CCAI_UNLOCK_LOG;
+        ccai_log_hold();
+    }
+}
+
+/* Free the lock word by its protocol (ccai_mutex_unlock, below, and
+ * lock.c's unlock of a marked lock). */
+static inline void ccai_mutex_release(ccai_mutex *m, bool asymmetric) {
 #if CCA_DEBUG >= 1
     ccai_assert(ccai_mutexes_held > 0);
     ccai_mutexes_held--;
 #endif
-    if (m->asymmetric) {
+    if (asymmetric) {
         atomic_store_explicit(&m->state, 0, memory_order_release);
         /* keeps the compiler from reading sleepers before the store; the
          * processor may still, and the waiter's membarrier covers that */
@@ -910,8 +946,35 @@ static inline void ccai_mutex_unlock(ccai_mutex *m) {
     }
 }
 
+/* lock.c: the unlock of a marked lock, out of line: the mark cleared, the
+ * word freed, then the lines held under it written. */
+void ccai_mutex_unlock_and_log(ccai_mutex *m);
+
+/* The protocol and the mark in one byte, read while m is still ours: the
+ * asymmetric unlock of an unmarked lock costs what it cost without the
+ * mark (one compare and branch), the symmetric one a compare more, and a
+ * marked lock goes out of line. */
+static inline void ccai_mutex_unlock(ccai_mutex *m) {
+    if (__builtin_expect(m->unlock == CCAI_UNLOCK_STORE, 1))
+        ccai_mutex_release(m, true);
+    else if (m->unlock == CCAI_UNLOCK_DECREMENT)
+        ccai_mutex_release(m, false);
+    else
+        ccai_mutex_unlock_and_log(m);
+}
+
 static inline void ccai_lock(cca_allocator *a) {
     ccai_mutex_lock(&a->lock);
+}
+
+/* a's upstream, for an op the allocator calls under a's lock (every op it
+ * calls is). An op may log (the CUDA upstream, when the driver refuses a
+ * cleanup step), so the lock holds this thread's log until its unlock
+ * (ccai_mutex_hold_log). Only the calls that reach the upstream pay for it;
+ * the cached alloc/free path never does. */
+static inline cca_upstream *ccai_upstream_op(cca_allocator *a) {
+    ccai_mutex_hold_log(&a->lock);
+    return a->upstream;
 }
 
 /* Release the lock at the end of a public call; at CCA_DEBUG >= 2, first
@@ -970,14 +1033,6 @@ void ccai_log(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
-/* Lines logged by this thread between hold and release are queued (up to
- * CCAI_LOG_HELD lines; more are counted, and one line says how many were
- * lost) and written at the outermost release: code that holds a lock of its
- * own while it may log (plug.c's creation) holds the log across it, so no
- * sink runs under a ccalloc lock. */
-#define CCAI_LOG_HELD 8
-void ccai_log_hold(void);
-void ccai_log_release(void);
 /* In the child of a fork: the log lock made anew (plug.c's fork handler).
  * It is not taken before the fork, as the other locks are: a sink may wait
  * for something the forking thread holds (a Python sink for the GIL), so

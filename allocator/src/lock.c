@@ -1,5 +1,6 @@
 /*
- * lock.c — the allocator's lock: its two protocols and their contended paths.
+ * lock.c — the allocator's lock: its two protocols, their contended paths,
+ * and the log lines it holds until its release.
  *
  * One lock per allocator guards everything. The fast paths are inline in
  * internal.h (ccai_mutex_lock/unlock); a taker that finds the lock held comes
@@ -53,10 +54,41 @@
  * 1 ms at a time and checks again, so a lost wake-up costs a millisecond,
  * never a hang (ccai_mutex_refuse_barrier makes tests take that path).
  *
+ * The log. No log line may reach the sink while a ccalloc lock is held:
+ * ccalloc.h lets a sink call the library, and a call that needs the lock
+ * its own thread holds would wait for ever. The allocator's own lines are
+ * formatted under the lock and written after it (ccai_deferred_log), but
+ * an upstream op, which the allocator calls under its lock, may log too
+ * (the CUDA upstream, when the driver refuses a cleanup step). So before
+ * it calls an op (ccai_upstream_op), the holder marks the lock (a bit of
+ * its `unlock` byte) and holds its thread's log (status.c: lines queued,
+ * CCAI_LOG_HELD at most, the rest counted and said in one line); the
+ * unlock reads the mark while the lock is still its own, frees the lock
+ * word, then releases the log, which writes the queued lines in order,
+ * outside every lock:
+ *
+ *     lock .. mark, hold .. op: ccai_log("x") (queued) .. unlock: word freed, "x" written
+ *
+ * The mark is a bit of the byte in which the lock keeps its protocol,
+ * which the unlock tests anyway, and only the holder touches it: an
+ * unlock that finds it clear (every cached alloc and free: they call no
+ * op) costs exactly what it cost before, the same compare and branch; a
+ * marked lock is unlocked out of line (ccai_mutex_unlock_and_log). Nothing
+ * is thread-local on that path. Holding the log on every lock instead, the
+ * obvious design, puts a thread-local count up and down in each lock round
+ * trip: counted under callgrind (a cached pair at 1,000 live blocks), 31
+ * more instructions per pair linked statically and 99 through the shared
+ * library, where each access is a call to __tls_get_addr, against none
+ * for the mark. A lock whose holder never marks it (fork.c's handler, the
+ * invariant check) writes nothing. With CCA_DEBUG >= 1 the upstream
+ * wrapper checks that every op called under a lock has the log held.
+ *
  * Costs: uncontended, no system call and one locked instruction per
  * lock+unlock (asymmetric) or two (symmetric); contended, at most one futex
  * wait per sleep, plus one barrier (asymmetric), and one wake per unlock
- * that finds a sleeper.
+ * that finds a sleeper. The log's mark: nothing on an unmarked unlock (a
+ * symmetric one: a second compare), and where a call reaches the upstream,
+ * a store, the thread's hold and an out-of-line unlock.
  */
 #include "internal.h"
 
@@ -95,6 +127,7 @@ void ccai_mutex_init_kind(ccai_mutex *m, bool asymmetric) {
     atomic_init(&m->state, 0);
     atomic_init(&m->sleepers, 0);
     m->asymmetric = asymmetric && barrier_registered;
+    m->unlock = m->asymmetric ? CCAI_UNLOCK_STORE : CCAI_UNLOCK_DECREMENT;
 }
 
 void ccai_mutex_init(ccai_mutex *m) {
@@ -158,6 +191,15 @@ void ccai_mutex_wake(ccai_mutex *m) {
     if (!m->asymmetric) /* the decrement left 1: no one may take it before this store */
         atomic_store_explicit(&m->state, 0, memory_order_release);
     syscall(SYS_futex, &m->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* "The log", above: the mark is cleared while the lock is still ours (the
+ * next holder finds it clear), and the lines go once no ccalloc lock is
+ * held by this thread (an allocator's is the only one around an op). */
+void ccai_mutex_unlock_and_log(ccai_mutex *m) {
+    m->unlock &= (uint8_t)~CCAI_UNLOCK_LOG;
+    ccai_mutex_release(m, m->asymmetric);
+    ccai_log_release();
 }
 
 void ccai_mutex_unlock_in_child(ccai_mutex *m) {

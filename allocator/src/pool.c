@@ -162,7 +162,11 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
         }
     }
     if (cfg.policy == CCA_POLICY_GREEDY) {
+        /* under the lock, as every upstream op the allocator calls (a line
+         * an op logs waits for the unlock); no other thread knows a yet */
+        ccai_mutex_lock(&a->lock);
         cca_status st = ccai_arena_reserve(a);
+        ccai_mutex_unlock(&a->lock);
         if (st != CCA_OK) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", cca_last_error());
@@ -205,7 +209,7 @@ cca_status cca_destroy(cca_allocator *a) {
             ccai_stream_use_free(a, b);
         if (s->expandable)
             ccai_expandable_destroy(a, s, kept != 0, &result);
-        else if (cca_upstream_free(a->upstream, (void *)s->base, s->size) != CCA_OK)
+        else if (cca_upstream_free(ccai_upstream_op(a), (void *)s->base, s->size) != CCA_OK)
             result = CCA_ERR_UPSTREAM;
         a->segments = s->next;
         free(s);
@@ -318,7 +322,7 @@ static void log_oom(cca_allocator *a, size_t size, size_t rounded, cca_stream st
     a->c.ooms++;
     if (a->history) {
         size_t free_now = 0, total_now = 0;
-        (void)cca_upstream_mem_info(a->upstream, &free_now, &total_now);
+        (void)cca_upstream_mem_info(ccai_upstream_op(a), &free_now, &total_now);
         ccai_history_record(a->history, CCAI_EV_OOM, free_now, size, stream);
     }
     if (!a->config.log_oom)
@@ -329,7 +333,7 @@ static void log_oom(cca_allocator *a, size_t size, size_t rounded, cca_stream st
      * (its unmapped tail is a free block as large as the range left) */
     for (const cca_domain *d = &a->root; d; d = d->next)
         big = ccai_domain_largest_free(d, big);
-    if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK) {
+    if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) == CCA_OK) {
         cca_format_bytes(free_b, devfree, sizeof devfree);
         cca_format_bytes(total_b, total, sizeof total);
     }

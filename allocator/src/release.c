@@ -210,7 +210,7 @@ size_t ccai_releasable(const cca_allocator *a) {
     return n;
 }
 
-cca_status ccai_release_can_help(const cca_allocator *a, size_t need, size_t *free_b) {
+cca_status ccai_release_can_help(cca_allocator *a, size_t need, size_t *free_b) {
     *free_b = 0;
     size_t releasable = ccai_releasable(a), total = 0;
     if (releasable == 0)
@@ -221,7 +221,7 @@ cca_status ccai_release_can_help(const cca_allocator *a, size_t need, size_t *fr
                          "max_reserved (%zu) would be exceeded even with everything cached released: %zu bytes "
                          "stay reserved and %zu more are needed; nothing was released",
                          cap, floor, need);
-    if (cca_upstream_mem_info(a->upstream, free_b, &total) != CCA_OK)
+    if (cca_upstream_mem_info(ccai_upstream_op(a), free_b, &total) != CCA_OK)
         *free_b = 0; /* unknown: the release may help */
     else if (*free_b < need && need - *free_b > releasable)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
@@ -247,7 +247,7 @@ static cca_status trim(cca_allocator *a, size_t keep_bytes, cca_release_report *
         ccai_trace_release(a->trace, keep_bytes);
     /* One synchronize: queued work finishes, so pending frees complete and
      * the memory the program released is really free on the device. */
-    cca_status sync = cca_upstream_synchronize(a->upstream);
+    cca_status sync = cca_upstream_synchronize(ccai_upstream_op(a));
     char why[256] = "";
     if (sync != CCA_OK)
         snprintf(why, sizeof why, "synchronize failed: %s", cca_last_error());

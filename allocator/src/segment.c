@@ -97,7 +97,7 @@ size_t ccai_segment_ceiling(cca_allocator *a) {
     if (!a->device_total_known) {
         size_t free_b = 0, total_b = 0;
         a->device_total_known = true;
-        if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK)
+        if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) == CCA_OK)
             a->device_total = total_b;
     }
     size_t ceiling = a->device_total ? a->device_total : SIZE_MAX;
@@ -209,7 +209,7 @@ cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream
     if (st != CCA_OK)
         return st;
     void *base = NULL;
-    st = cca_upstream_alloc(a->upstream, size, &base);
+    st = cca_upstream_alloc(ccai_upstream_op(a), size, &base);
     if (st != CCA_OK) {
         ccai_segment_discard(a, s);
         return st;
@@ -224,7 +224,7 @@ cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream
 
 cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s) {
     ccai_assert(ccai_segment_empty(s) && s->first->size == s->size);
-    cca_status st = cca_upstream_free(a->upstream, (void *)s->base, s->size);
+    cca_status st = cca_upstream_free(ccai_upstream_op(a), (void *)s->base, s->size);
     if (st != CCA_OK)
         return st; /* the segment stays, fully indexed: state intact */
     if (a->history)
@@ -247,7 +247,7 @@ static cca_status arena_size(cca_allocator *a, size_t *size) {
     size_t want = a->config.greedy_bytes;
     if (!want) {
         size_t free_b = 0, total_b = 0;
-        cca_status st = cca_upstream_mem_info(a->upstream, &free_b, &total_b);
+        cca_status st = cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b);
         if (st != CCA_OK)
             return ccai_fail(st, "greedy: cannot size the arena from greedy_fraction: %s", cca_last_error());
         double bytes = (double)free_b * a->config.greedy_fraction; /* fraction <= 1: at most free_b */
@@ -260,7 +260,7 @@ static cca_status arena_size(cca_allocator *a, size_t *size) {
         /* whole pages: up, unless that passes max_reserved or the device's
          * free memory (when it says); then down */
         size_t free_b = 0, total_b = 0, limit = a->config.max_reserved ? a->config.max_reserved : SIZE_MAX;
-        if (cca_upstream_mem_info(a->upstream, &free_b, &total_b) == CCA_OK && free_b < limit)
+        if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) == CCA_OK && free_b < limit)
             limit = free_b;
         size_t down = want / a->page * a->page;
         want = limit >= a->page && down <= limit - a->page ? down + a->page : down;

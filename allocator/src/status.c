@@ -37,7 +37,12 @@ static _Thread_local char last_error[CCAI_ERROR_CAP];
  * again (its user data may be freed). A line logged by a thread that is
  * inside the sink goes to stderr, so a sink that logs never recurses.
  * ccalloc's own locks are never held while a sink runs: the allocator
- * defers its lines (ccai_deferred_log), plug.c holds them (ccai_log_hold). */
+ * defers its own lines (ccai_deferred_log); a line logged while a thread
+ * holds one of them is queued in that thread (ccai_log_hold) and written by
+ * the outermost release, once none is held: an allocator's lock holds the
+ * log before it calls an upstream op and releases it after its unlock
+ * (lock.c, "The log"), the CUDA upstream's vm ops hold it across their
+ * lock, plug.c across a device's creation and cca_plug_reset. */
 static cca_log_fn log_fn;
 static void *log_user;
 static pthread_mutex_t log_lock;
@@ -245,6 +250,12 @@ void ccai_log_fork_child(void) {
 void ccai_log_hold(void) {
     log_held++;
 }
+
+#if CCA_DEBUG >= 1
+bool ccai_log_holding(void) {
+    return log_held > 0;
+}
+#endif
 
 void ccai_log_release(void) {
     if (--log_held)

@@ -65,7 +65,7 @@ void ccai_stream_use_free(cca_allocator *a, ccai_block *b) {
         return;
     for (size_t i = 0; i < u->wait_count; i++)
         if (u->waits[i].event)
-            ccai_upstream_event_destroy(a->upstream, u->waits[i].event);
+            ccai_upstream_event_destroy(ccai_upstream_op(a), u->waits[i].event);
     free(u->waits);
     free(u->streams);
     free(u);
@@ -126,7 +126,7 @@ static void queue_drop_empty(cca_allocator *a) {
 static void wait_done(cca_allocator *a, ccai_wait *w) {
     ccai_block *b = w->block;
     ccai_stream_use *u = b->uses;
-    ccai_upstream_event_destroy(a->upstream, w->event);
+    ccai_upstream_event_destroy(ccai_upstream_op(a), w->event);
     w->event = NULL;
     ccai_assert(u && u->outstanding > 0);
     if (--u->outstanding > 0 || b->needs_sync)
@@ -143,7 +143,7 @@ static void poll_queue(cca_allocator *a, ccai_pending_queue *q, bool all) {
     ccai_wait **link = &q->head, *last = NULL;
     while (*link) {
         ccai_wait *w = *link;
-        if (ccai_upstream_event_query(a->upstream, w->event) != CCA_OK) {
+        if (ccai_upstream_event_query(ccai_upstream_op(a), w->event) != CCA_OK) {
             if (!all)
                 return; /* q is not empty and its tail is unchanged */
             last = w;
@@ -191,7 +191,7 @@ cca_status ccai_stream_wait_all(cca_allocator *a) {
 }
 
 cca_status ccai_stream_sync_device(cca_allocator *a) {
-    cca_status st = cca_upstream_synchronize(a->upstream);
+    cca_status st = cca_upstream_synchronize(ccai_upstream_op(a));
     if (st != CCA_OK)
         return ccai_fail(st, "synchronize failed; %zu frees stay pending: %s", a->c.pending, cca_last_error());
     ccai_stream_complete_all(a);
@@ -216,7 +216,7 @@ static bool needs_wait(const ccai_block *b, cca_stream user) {
 /* The device could not be told to signal the block's users: synchronize,
  * and when even that fails, hold the block until a synchronize works. */
 static bool sync_instead(cca_allocator *a, ccai_block *b, cca_status *st) {
-    cca_status s = cca_upstream_synchronize(a->upstream);
+    cca_status s = cca_upstream_synchronize(ccai_upstream_op(a));
     if (s == CCA_OK)
         return false;
     b->needs_sync = true;
@@ -255,17 +255,17 @@ bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st) {
         waits[i].block = b;
         waits[i].stream = users_list[i];
         ok = (queues[i] = queue_of(a, users_list[i], true)) != NULL &&
-             ccai_upstream_event_record(a->upstream, users_list[i], &waits[i].event) == CCA_OK;
+             ccai_upstream_event_record(ccai_upstream_op(a), users_list[i], &waits[i].event) == CCA_OK;
     }
     if (users_list != list_stack)
         free(users_list);
     size_t done = 0;
     for (size_t i = 0; ok && i < users; i++)
-        done += ccai_upstream_event_query(a->upstream, waits[i].event) == CCA_OK;
+        done += ccai_upstream_event_query(ccai_upstream_op(a), waits[i].event) == CCA_OK;
     if (!ok || done == users) { /* no events, or all complete already */
         for (size_t i = 0; waits && i < users; i++)
             if (waits[i].event)
-                ccai_upstream_event_destroy(a->upstream, waits[i].event);
+                ccai_upstream_event_destroy(ccai_upstream_op(a), waits[i].event);
         free(waits);
         free(queues);
         /* the queues made for these waits stay empty: an empty queue left

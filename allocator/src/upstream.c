@@ -39,6 +39,9 @@ typedef struct op_guard {
 } op_guard;
 
 static void op_begin(op_guard *g) {
+    /* an op may log: called under an allocator's lock, it is called with the
+     * log held (ccai_upstream_op), so no line reaches the sink under it */
+    ccai_assert(ccai_mutexes_held == 0 || ccai_log_holding());
     ccai_error_save(g->saved);
     if (g->saved[0])
         cca_clear_error();

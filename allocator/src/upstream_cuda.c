@@ -13,7 +13,9 @@
  * (cuCtxCreate), or none (a fresh thread). So one process can hold
  * upstreams on several GPUs without an allocation moving the program's
  * own work to another device, and without creating a context the program
- * never asked for. Contexts are switched with the driver
+ * never asked for. A switch back the driver refuses leaves the op done
+ * and the primary context current on the thread (see "Cleanup steps").
+ * Contexts are switched with the driver
  * (cuCtxGetCurrent, then cuCtxSetCurrent only when the current one is not
  * ours, and back), never with cudaSetDevice/cudaGetDevice: on a fresh
  * thread cudaGetDevice answers 0, and cudaSetDevice(0) to "restore" it
@@ -125,9 +127,29 @@
  * take it. The driver does not wait for queued kernels before unmapping:
  * the allocator synchronizes the device first (trim, the OOM retry, domain
  * release, cca_destroy).
+ *
+ * Cleanup steps. Some driver calls only tidy up after an op, and a
+ * refusal of one cannot change what the op did: putting the caller's
+ * context back (every op), releasing the handle of a new allocation once
+ * cuMemMap was tried (the mapping keeps the memory, or the map failed),
+ * freeing a reservation that could not be recorded (no host memory),
+ * destroying the event of a refused cudaEventRecord, and releasing the
+ * primary context's retain (cca_upstream_destroy, a failed creation).
+ * Each such refusal is logged, one line naming the device, the call, the
+ * driver's error and what stays behind (the primary context current on
+ * the thread; "leaked: N bytes of device memory" for a handle, whose memory
+ * then outlives its unmap; the reserved range; the event; the retain), and
+ * the op returns what it would have returned: none of them changes a
+ * status. The lines are made inside the op, under the vm lock or the
+ * allocator's lock, and wait for the unlock like every line logged under a
+ * ccalloc lock (lock.c, "The log"): the vm ops hold the log across vm_lock.
+ * The undo of a failed map (unmapping what it mapped) and of a failed
+ * unmap (mapping back) are not cleanup steps in this sense: what they
+ * leave changes the op's message, as said above.
  */
 #include "internal.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,12 +218,30 @@ static cca_status cuda_error(cudaError_t e, const char *what) {
     return ccai_fail(st, "cuda: %s failed: %s", what, cudaGetErrorString(e));
 }
 
-static cca_status driver_error(const cuda_device *d, CUresult r, const char *what) {
+/* The driver's words for r. */
+static const char *driver_text(const cuda_device *d, CUresult r) {
     const char *text = NULL;
     if (!d->drv.error_string || d->drv.error_string(r, &text) != CUDA_SUCCESS || !text)
         text = "unknown driver error";
+    return text;
+}
+
+static cca_status driver_error(const cuda_device *d, CUresult r, const char *what) {
     return ccai_fail(r == CUDA_ERROR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM,
-                     "cuda: %s failed: %s (CUresult %d)", what, text, (int)r);
+                     "cuda: %s failed: %s (CUresult %d)", what, driver_text(d, r), (int)r);
+}
+
+/* A cleanup step the driver refused (see "Cleanup steps" above): one log
+ * line naming the device, the call, the driver's error and what stays
+ * behind (`stays`, printf-style). The op's result is not changed. */
+static void log_refused(const cuda_device *d, CUresult r, const char *call, const char *stays, ...) CCA_PRINTF(4, 5);
+static void log_refused(const cuda_device *d, CUresult r, const char *call, const char *stays, ...) {
+    char what[256];
+    va_list ap;
+    va_start(ap, stays);
+    vsnprintf(what, sizeof what, stays, ap);
+    va_end(ap);
+    ccai_log("%s: %s failed: %s (CUresult %d); %s", d->name, call, driver_text(d, r), (int)r, what);
 }
 
 /* The caller's current context, put back by leave (NULL: it had none). */
@@ -225,10 +265,20 @@ static cca_status enter(const cuda_device *d, cuda_caller *c) {
     return CCA_OK;
 }
 
-/* Give the caller back its own current context (or none). */
+/* Give the caller back its own current context (or none). Should the
+ * driver refuse (the caller's context destroyed meanwhile, say), the op has
+ * happened and stands (failing it now would lose what it did), the primary
+ * context stays current on this thread, and one log line says so, for the
+ * program to put its own back. */
 static void leave(const cuda_device *d, const cuda_caller *c) {
-    if (c->switched)
-        (void)d->drv.ctx_set_current(c->context);
+    if (!c->switched)
+        return;
+    CUresult r = d->drv.ctx_set_current(c->context);
+    if (r != CUDA_SUCCESS) {
+        char call[96];
+        snprintf(call, sizeof call, "cuCtxSetCurrent back to the caller's context %p", (void *)c->context);
+        log_refused(d, r, call, "the op stands, and the device's primary context stays current on this thread");
+    }
 }
 
 /* Run the runtime call `call` in the device's primary context, then give
@@ -272,21 +322,25 @@ static cca_status cuda_synchronize(void *ctx) {
 }
 
 /* Create an event on the device and record it on `stream` (one call, so that
- * ON_DEVICE brackets both). */
-static cudaError_t create_and_record(cudaEvent_t *ev, cudaStream_t stream) {
+ * ON_DEVICE brackets both). An event whose record failed is destroyed; should
+ * that be refused too, it leaks, and one log line says so (the record's
+ * failure is what the op returns). */
+static cudaError_t create_and_record(const cuda_device *d, cudaEvent_t *ev, cudaStream_t stream) {
     cudaError_t e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
     if (e != cudaSuccess)
         return e;
     e = cudaEventRecord(*ev, stream);
-    if (e != cudaSuccess)
-        cudaEventDestroy(*ev);
+    cudaError_t back = e != cudaSuccess ? cudaEventDestroy(*ev) : cudaSuccess;
+    if (back != cudaSuccess)
+        ccai_log("%s: cudaEventDestroy of the event whose cudaEventRecord failed, failed: %s; the event leaks", d->name,
+                 cudaGetErrorString(back));
     return e;
 }
 
 static cca_status cuda_event_record(void *ctx, cca_stream stream, void **event) {
     cuda_device *d = ctx;
     cudaEvent_t ev;
-    ON_DEVICE(d, create_and_record(&ev, (cudaStream_t)stream), "cudaEventRecord");
+    ON_DEVICE(d, create_and_record(d, &ev, (cudaStream_t)stream), "cudaEventRecord");
     *event = ev;
     return CCA_OK;
 }
@@ -323,6 +377,27 @@ static cca_status cuda_event_destroy(void *ctx, void *event) {
 
 /* ---- virtual memory ------------------------------------------------------- */
 
+/* d->vm_lock around a vm op, with this thread's log held across it: a line the
+ * op logs (a cleanup step refused) reaches the sink after the unlock, never
+ * under the lock (a sink may call this upstream back). Counted among the
+ * thread's ccalloc locks at CCA_DEBUG >= 1, so that status.c's check
+ * covers it. */
+static void take_vm_lock(cuda_device *d) {
+    ccai_log_hold();
+    pthread_mutex_lock(&d->vm_lock);
+#if CCA_DEBUG >= 1
+    ccai_mutexes_held++;
+#endif
+}
+
+static void give_vm_lock(cuda_device *d) {
+#if CCA_DEBUG >= 1
+    ccai_mutexes_held--;
+#endif
+    pthread_mutex_unlock(&d->vm_lock);
+    ccai_log_release();
+}
+
 static cca_status cuda_vm_granularity(void *ctx, size_t *bytes) {
     *bytes = ((cuda_device *)ctx)->vm.granularity;
     return CCA_OK;
@@ -332,21 +407,26 @@ static cca_status cuda_vm_granularity(void *ctx, size_t *bytes) {
  * checked against the rules before the driver is asked anything. */
 static cca_status cuda_vm_reserve(void *ctx, size_t size, void **base) {
     cuda_device *d = ctx;
-    pthread_mutex_lock(&d->vm_lock);
+    take_vm_lock(d);
     cuda_caller caller;
     cca_status st = enter(d, &caller);
     if (st != CCA_OK) {
-        pthread_mutex_unlock(&d->vm_lock);
+        give_vm_lock(d);
         return st;
     }
     CUdeviceptr p = 0;
     CUresult r = d->vm.reserve(&p, size, d->vm.granularity, 0, 0);
     if (r != CUDA_SUCCESS)
         st = driver_error(d, r, "cuMemAddressReserve");
-    else if ((st = ccai_vm_ranges_add(&d->ranges, (uintptr_t)p, size)) != CCA_OK)
-        (void)d->vm.address_free(p, size); /* unrecorded: not handed out */
+    else if ((st = ccai_vm_ranges_add(&d->ranges, (uintptr_t)p, size)) != CCA_OK &&
+             (r = d->vm.address_free(p, size)) != CUDA_SUCCESS) { /* unrecorded: not handed out */
+        char call[160];
+        snprintf(call, sizeof call, "cuMemAddressFree of %p (%zu bytes), reserved but not recorded,",
+                 (void *)(uintptr_t)p, size);
+        log_refused(d, r, call, "the range stays reserved (leaked: %zu bytes of address space)", size);
+    }
     leave(d, &caller);
-    pthread_mutex_unlock(&d->vm_lock);
+    give_vm_lock(d);
     if (st == CCA_OK)
         *base = (void *)(uintptr_t)p;
     return st;
@@ -354,7 +434,7 @@ static cca_status cuda_vm_reserve(void *ctx, size_t size, void **base) {
 
 static cca_status cuda_vm_release(void *ctx, void *base, size_t size) {
     cuda_device *d = ctx;
-    pthread_mutex_lock(&d->vm_lock);
+    take_vm_lock(d);
     ccai_vm_range *range = NULL;
     cuda_caller caller;
     cca_status st = ccai_vm_check_release(&d->ranges, (uintptr_t)base, size, &range);
@@ -366,7 +446,7 @@ static cca_status cuda_vm_release(void *ctx, void *base, size_t size) {
         else
             st = driver_error(d, r, "cuMemAddressFree");
     }
-    pthread_mutex_unlock(&d->vm_lock);
+    give_vm_lock(d);
     return st;
 }
 
@@ -401,6 +481,26 @@ static CUresult unmap_allocations(const cuda_device *d, ccai_vm_range *r, size_t
     return first_error;
 }
 
+/* Drop the handle of a new allocation once cuMemMap has been tried at
+ * addr: mapped, the mapping keeps the memory (its unmap frees it); not
+ * mapped, this frees it. A release the driver refuses changes nothing the
+ * op returns (a map stands, a failed map fails for its own reason), but
+ * the memory then outlives its unmap: one log line says how much leaks. */
+static void release_handle(const cuda_device *d, CUmemGenericAllocationHandle h, void *addr, size_t size, bool mapped) {
+    CUresult e = d->vm.release(h);
+    if (e == CUDA_SUCCESS)
+        return;
+    char call[160];
+    if (mapped) {
+        snprintf(call, sizeof call, "cuMemRelease of the allocation mapped at %p (%zu bytes)", addr, size);
+        log_refused(d, e, call, "its unmap will not free it (leaked: %zu bytes of device memory)", size);
+    } else {
+        snprintf(call, sizeof call, "cuMemRelease of the allocation made for %p (%zu bytes), whose cuMemMap failed,",
+                 addr, size);
+        log_refused(d, e, call, "it stays allocated (leaked: %zu bytes of device memory)", size);
+    }
+}
+
 /* Map the allocations of granules [first, first + n) of range r as the
  * starts bits lay them out (ccai_vm_range_mark_map for a new map; as they
  * were for an unmap's undo), each new memory of its own (cuMemCreate of
@@ -425,7 +525,7 @@ static CUresult map_allocations(const cuda_device *d, ccai_vm_range *r, size_t f
         *what = "cuMemMap";
         e = d->vm.map((CUdeviceptr)(r->base + i * g), (end - i) * g, 0, h, 0);
         /* mapped: the mapping holds the memory; not mapped: this frees it */
-        (void)d->vm.release(h);
+        release_handle(d, h, (void *)(r->base + i * g), (end - i) * g, e == CUDA_SUCCESS);
         if (e != CUDA_SUCCESS)
             break;
         for (size_t j = i; j < end; j++)
@@ -474,13 +574,13 @@ static cca_status room_for(const cuda_device *d, const void *addr, size_t size) 
  * otherwise neither, and nothing was done. */
 static cca_status run_begin(cuda_device *d, bool unmap, void *addr, size_t size, ccai_vm_range **range, size_t *first,
                             cuda_caller *caller) {
-    pthread_mutex_lock(&d->vm_lock);
+    take_vm_lock(d);
     cca_status st = unmap ? ccai_vm_check_unmap(&d->ranges, (uintptr_t)addr, size, range, first)
                           : ccai_vm_check_map(&d->ranges, (uintptr_t)addr, size, range, first);
     if (st == CCA_OK)
         st = enter(d, caller);
     if (st != CCA_OK)
-        pthread_mutex_unlock(&d->vm_lock);
+        give_vm_lock(d);
     return st;
 }
 
@@ -502,7 +602,7 @@ static cca_status cuda_vm_map(void *ctx, void *addr, size_t size) {
         e = map_allocations(d, range, first, n, &what, &at, &stuck);
     }
     leave(d, &caller);
-    pthread_mutex_unlock(&d->vm_lock);
+    give_vm_lock(d);
     if (st != CCA_OK)
         return st;
     if (e == CUDA_SUCCESS)
@@ -553,7 +653,7 @@ static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
     if (e != CUDA_SUCCESS && done > 0)
         back = map_allocations(d, range, first, done, &what, &back_at, &stuck);
     leave(d, &caller);
-    pthread_mutex_unlock(&d->vm_lock);
+    give_vm_lock(d);
     if (e == CUDA_SUCCESS)
         return CCA_OK;
     char call[160], step[512];
@@ -655,11 +755,22 @@ static bool load_vmm(cuda_device *d, char *why, size_t whylen) {
     return true;
 }
 
+/* Give back the retain of the device's primary context taken at creation.
+ * Refused, the context keeps one retain too many (the driver will not reset
+ * it when the program's own are released): one log line says so. */
+static void release_primary(const cuda_device *d) {
+    CUresult r = d->drv.primary_release(d->dev);
+    if (r != CUDA_SUCCESS)
+        log_refused(d, r, "cuDevicePrimaryCtxRelease",
+                    "the primary context stays retained once more (it and its memory stay until the process "
+                    "ends or the context is reset)");
+}
+
 /* Ranges still reserved (a release the allocator could not make) stay
  * with the driver until the context goes; only their record is freed. */
 static void cuda_destroy(void *ctx) {
     cuda_device *d = ctx;
-    (void)d->drv.primary_release(d->dev);
+    release_primary(d);
     ccai_vm_ranges_free(&d->ranges);
     pthread_mutex_destroy(&d->vm_lock);
     free(d);
@@ -682,7 +793,7 @@ static cca_status open_context(cuda_device *d) {
     if (st == CCA_OK && e != cudaSuccess)
         st = cuda_error(e, "context creation");
     if (st != CCA_OK)
-        (void)d->drv.primary_release(d->dev);
+        release_primary(d);
     return st;
 }
 
@@ -733,7 +844,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
     };
     bool vm = load_vmm(d, why, sizeof why);
     if (!vm && o->vm_granularity && d->vm.granularity == 0) { /* the page asked for does not fit the device */
-        (void)d->drv.primary_release(d->dev);
+        release_primary(d);
         pthread_mutex_destroy(&d->vm_lock);
         free(d);
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cuda: %s", why);

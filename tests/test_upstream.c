@@ -623,3 +623,67 @@ Test(upstream, a_free_and_another_threads_alloc_never_count_the_memory_twice) {
 Test(upstream, an_unmap_and_another_threads_map_never_count_the_memory_twice) {
     freed_memory_retaken_is_never_counted_twice(true);
 }
+
+/* An event the upstream refuses to destroy leaks in the upstream, and the
+ * allocator can do nothing about it (ccai_upstream_event_destroy returns
+ * nothing): it is logged, one line naming the upstream and the op, and the
+ * caller's message is kept. Through the allocator too: the pending free's
+ * event, destroyed once it completed, under the allocator's lock (the line
+ * is written after the unlock). */
+typedef struct refusing_events {
+    int made, destroyed;
+} refusing_events;
+static cca_status re_record(void *ctx, cca_stream s, void **event) {
+    refusing_events *r = ctx;
+    (void)s;
+    *event = (void *)(uintptr_t)(0x1000 + ++r->made);
+    return CCA_OK;
+}
+static cca_status re_query(void *ctx, void *event) {
+    (void)ctx, (void)event;
+    return CCA_OK;
+}
+static cca_status re_destroy(void *ctx, void *event) {
+    (void)event;
+    ((refusing_events *)ctx)->destroyed++;
+    return cca_set_error(CCA_ERR_UPSTREAM, "refused on purpose");
+}
+static cca_status re_sync(void *ctx) {
+    (void)ctx;
+    return CCA_OK;
+}
+
+Test(upstream, a_refused_event_destroy_is_logged) {
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    refusing_events r = {0};
+    cca_upstream_ops ops = {.alloc = dummy_alloc, .free = dummy_free, .event_record = re_record, .event_query = re_query, .event_destroy = re_destroy,
+                            .synchronize = re_sync, .name = "leaky-events"};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_custom_create(&ops, &r, &u), CCA_OK, "%s", cca_last_error());
+    cca_set_error(CCA_ERR_CONFIG, "the caller's message");
+    ccai_upstream_event_destroy(u, (void *)(uintptr_t)0x1234);
+    cr_assert_eq(r.destroyed, 1);
+    cr_assert_eq(log.lines, 1, "one line for the refused destroy");
+    cr_assert(strstr(log.last, "upstream 'leaky-events'") && strstr(log.last, "event_destroy") &&
+                  strstr(log.last, "refused on purpose"),
+              "%s", log.last);
+    cr_assert_str_eq(cca_last_error(), "the caller's message");
+    /* through the allocator: a block used on a second stream is freed
+     * pending an event; the next alloc finds it complete and destroys it
+     * under the lock: one more line, written once the call returned */
+    cca_allocator *a = tu_allocator(u, "policy:growth");
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc(a, 4096, (cca_stream)0x10, &p), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_record_stream(a, p, (cca_stream)0x20), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_free(a, p), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.made, 1, "the free recorded an event");
+    cr_assert_eq(cca_alloc(a, 4096, (cca_stream)0x10, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.destroyed, 2);
+    cr_assert_eq(log.lines, 2, "one line for the allocator's refused destroy");
+    cr_assert(strstr(log.last, "event_destroy"), "%s", log.last);
+    tu_free(a, q);
+    tu_destroy_clean(a, u);
+    cca_upstream_destroy(u);
+    cca_set_log_callback(NULL, NULL);
+}

@@ -1267,6 +1267,7 @@ Test(upstream_vm, four_threads_mapping_and_unmapping_keep_the_stats_exact) {
 
 typedef struct bad_vm {
     int released;
+    bool refuse_release;
     char space[4 << 20];
 } bad_vm;
 
@@ -1291,7 +1292,7 @@ static cca_status bad_reserve(void *ctx, size_t size, void **base) {
 static cca_status bad_release(void *ctx, void *base, size_t size) {
     (void)base, (void)size;
     ((bad_vm *)ctx)->released++;
-    return CCA_OK;
+    return ((bad_vm *)ctx)->refuse_release ? CCA_ERR_UPSTREAM : CCA_OK;
 }
 static cca_status bad_map(void *ctx, void *addr, size_t size) {
     (void)ctx, (void)addr, (void)size;
@@ -1312,9 +1313,17 @@ Test(upstream_vm, misaligned_reserve_is_refused_and_given_back) {
     cr_assert_eq(cca_upstream_vm_reserve(u, 2 << 20, &base), CCA_ERR_UPSTREAM);
     cr_assert_null(base);
     cr_assert(strstr(cca_last_error(), "not a 1048576-aligned") != NULL, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "(given back)") != NULL, "%s", cca_last_error());
     cr_assert_eq(ctx.released, 1, "the misaligned range was not given back");
     cca_upstream_stats s;
     cca_upstream_get_stats(u, &s);
     cr_assert_eq(s.vm_reserved_bytes, 0);
+    /* the give-back refused: the message says the range stays reserved */
+    ctx.refuse_release = true;
+    cr_assert_eq(cca_upstream_vm_reserve(u, 2 << 20, &base), CCA_ERR_UPSTREAM);
+    cr_assert_null(base);
+    cr_assert(strstr(cca_last_error(), "its release was refused: the range stays reserved") != NULL, "%s",
+              cca_last_error());
+    cr_assert_eq(ctx.released, 2);
     cca_upstream_destroy(u);
 }

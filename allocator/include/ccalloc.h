@@ -191,6 +191,9 @@ typedef struct cca_upstream_ops {
     cca_status (*event_record)(void *ctx, cca_stream stream, void **event);
     /* CCA_OK when the event completed, CCA_ERR_NOT_READY when not yet. */
     cca_status (*event_query)(void *ctx, void *event);
+    /* Called once per event, after it completed (or at cca_destroy). A
+     * refusal changes nothing for the allocator (the event is not asked
+     * about again): it is logged, one line naming the upstream. */
     cca_status (*event_destroy)(void *ctx, void *event);
     /* Called once by cca_upstream_destroy. NULL: nothing to do. */
     void (*destroy)(void *ctx);

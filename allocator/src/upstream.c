@@ -360,10 +360,12 @@ cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base) {
     if (st == CCA_OK && (!*base || (uintptr_t)*base % gran)) {
         void *b = *base;
         *base = NULL;
-        if (b) /* give the range back: the caller never sees it */
-            (void)u->ops.vm_release(u->ctx, b, size);
+        /* give the range back: the caller never sees it */
+        cca_status back = b ? u->ops.vm_release(u->ctx, b, size) : CCA_OK;
         return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' vm_reserve of %zu bytes returned %p: not a %zu-aligned "
-                         "address", u->name, size, b, gran);
+                         "address%s", u->name, size, b, gran,
+                         back == CCA_OK ? (b ? " (given back)" : "")
+                                        : " (and its release was refused: the range stays reserved)");
     }
     if (st == CCA_OK) {
         pthread_mutex_lock(&u->lock);
@@ -444,12 +446,20 @@ cca_status ccai_upstream_event_query(cca_upstream *u, void *event) {
 }
 
 void ccai_upstream_event_destroy(cca_upstream *u, void *event) {
-    /* its status has nowhere to go (the allocator cannot act on it): the
-     * caller's message is kept either way */
+    /* its status has nowhere to go (the allocator cannot act on it), so a
+     * refusal is logged (the event stays with the upstream: it may leak);
+     * the caller's message is kept either way. Called under an allocator's
+     * lock, the line waits for the unlock (ccai_upstream_op). */
     op_guard g;
     op_begin(&g);
     cca_status st = u->ops.event_destroy(u->ctx, event);
-    op_end(&g, u, st, true, "event_destroy");
+    if (st != CCA_OK) {
+        char why[CCAI_ERROR_CAP];
+        snprintf(why, sizeof why, "%s", cca_last_error()[0] ? cca_last_error() : cca_status_string(st));
+        ccai_log("upstream '%s' event_destroy of %p refused (%s): the event stays with the upstream", u->name, event,
+                 why);
+    }
+    op_end(&g, u, CCA_OK, true, "event_destroy");
 }
 
 /* ---- fork ------------------------------------------------------------------- */

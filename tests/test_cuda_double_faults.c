@@ -1048,7 +1048,9 @@ Test(cuda_double, sequences_on_a_small_device_run_out_and_recover, .timeout = 12
  * nothing stays with the driver but what a log line said leaks. The log
  * (probe_sink: never under a lock) has a line only for a refused cleanup,
  * one at most: a cuMemRelease (its line names it and the bytes that leak,
- * which the accounts allow for), or the switch back to the caller's (no)
+ * which the accounts allow for), a refused event_destroy op (the wrapper's
+ * line: its cudaEventDestroy, or entering the context for it, failed), or
+ * the switch back to the caller's (no)
  * context, which leaves the primary context current: then, and only then,
  * a line names cuCtxSetCurrent. The script runs with no context current,
  * and puts none back at its end. Returns the calls of `fn` it made. */
@@ -1063,7 +1065,17 @@ static void expect_log_of_the_fault(const log_probe *p, const char *when) {
     const char *failed = cuda_double_last_fault();
     cr_assert_eq(p->under_lock, 0, "%s: a line reached the sink under the allocator's lock", when);
     bool primary_kept = cuda_double_current() != NULL; /* a switch back to "none" was refused */
-    int due = strcmp(failed, "cuMemRelease") == 0 || primary_kept;
+    /* a refused event_destroy op is the wrapper's line: the failed call was
+     * the op's own (cudaEventDestroy, or entering the context for it) */
+    bool event_kept = p->lines == 1 && strstr(p->line, "event_destroy") != NULL;
+    if (strcmp(failed, "cudaEventDestroy") == 0)
+        cr_assert(event_kept, "%s: a refused cudaEventDestroy is logged: %d lines, the last: %s", when, p->lines,
+                  p->line);
+    if (event_kept)
+        cr_assert(!strcmp(failed, "cudaEventDestroy") || !strcmp(failed, "cuCtxGetCurrent") ||
+                      (!strcmp(failed, "cuCtxSetCurrent") && !primary_kept),
+                  "%s: an event_destroy line for the failed call '%s': %s", when, failed, p->line);
+    int due = strcmp(failed, "cuMemRelease") == 0 || primary_kept || event_kept;
     cr_assert_eq(p->lines, due, "%s (the failed call: '%s'): %d lines, the last: %s", when, failed, p->lines, p->line);
     logged_releases += due && !primary_kept;
     logged_switch_backs += primary_kept;
@@ -1071,6 +1083,9 @@ static void expect_log_of_the_fault(const log_probe *p, const char *when) {
         cr_assert_str_eq(failed, "cuCtxSetCurrent", "%s", when);
         cr_assert_eq(cuda_double_current(), cuda_double_primary(0), "%s", when);
         cr_assert(strstr(p->line, "cuCtxSetCurrent back to the caller's context"), "%s: %s", when, p->line);
+    } else if (event_kept) {
+        cr_assert(strstr(p->line, "upstream 'cuda:0' event_destroy"), "%s: %s", when, p->line);
+        cr_assert_eq(p->leaked, 0, "%s", when);
     } else if (due) {
         cr_assert(strstr(p->line, "cuda:0: cuMemRelease of the allocation"), "%s: %s", when, p->line);
         cr_assert_eq(p->leaked, script_pages * cuda_double_defaults().granularity, "%s: %s", when, p->line);

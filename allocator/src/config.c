@@ -255,7 +255,7 @@ static cca_status number_refused(const option *o, cca_status st, const char *val
 
 /* Does a size's text hold a digit other than 0? (Then it is not zero, even
  * when it rounds down to 0 bytes.) */
-static bool memchr_nonzero_digit(const char *t, size_t n) {
+static bool has_nonzero_digit(const char *t, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (t[i] >= '1' && t[i] <= '9')
             return true;
@@ -294,7 +294,7 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
         cca_status st = parse_size(val, val_len, &v);
         if (st != CCA_OK)
             return number_refused(o, st, val, val_len, "a size like 512M");
-        if (v == 0 && memchr_nonzero_digit(val, val_len)) /* 0 means none or off: only when written as 0 */
+        if (v == 0 && has_nonzero_digit(val, val_len)) /* 0 means none or off: only when written as 0 */
             return ccai_fail(CCA_ERR_CONFIG,
                              "value '%.*s%s' for key '%s' rounds to 0 bytes, which means none or off here (write 0 "
                              "for that, or at least 1 byte)",

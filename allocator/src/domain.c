@@ -185,10 +185,7 @@ cca_domain *ccai_domain_lookup(const cca_allocator *a, const cca_domain *handle)
 }
 
 bool ccai_domain_valid(const cca_allocator *a, const cca_domain *d) {
-    if (d == &a->root)
-        return true;
-    size_t i = set_find(a, d->handle);
-    return i != a->domain_set.cap && a->domain_set.slot[i] == d;
+    return ccai_domain_lookup(a, ccai_domain_handle(d)) == d; /* root's handle is NULL: root */
 }
 
 unsigned ccai_domain_number(const cca_allocator *a, const cca_domain *d) {

@@ -453,12 +453,9 @@ void ccai_upstream_event_destroy(cca_upstream *u, void *event) {
     op_guard g;
     op_begin(&g);
     cca_status st = u->ops.event_destroy(u->ctx, event);
-    if (st != CCA_OK) {
-        char why[CCAI_ERROR_CAP];
-        snprintf(why, sizeof why, "%s", cca_last_error()[0] ? cca_last_error() : cca_status_string(st));
+    if (st != CCA_OK) /* the op's own message, if it wrote one (op_begin cleared the caller's) */
         ccai_log("upstream '%s' event_destroy of %p refused (%s): the event stays with the upstream", u->name, event,
-                 why);
-    }
+                 cca_last_error()[0] ? cca_last_error() : cca_status_string(st));
     op_end(&g, u, CCA_OK, true, "event_destroy");
 }
 

@@ -81,6 +81,9 @@ static size_t rnd(size_t size) { /* what the allocator makes of a request */
  * request keep it to seconds). */
 static int backing = CCA_VM_PAGES;
 static size_t whole_chunk = 3 * PG;
+/* More config for the allocators of exp_allocator (the hold_peak twins of
+ * the fault sweep and the random sequence); NULL: none. */
+static const char *extra_conf;
 
 static cca_upstream *vm_device(size_t capacity, size_t gran) {
     return tu_vm_device_backed(capacity, gran, backing);
@@ -142,8 +145,8 @@ static cca_allocator *exp_allocator(cca_upstream *u, const char *extra) {
     char conf[256], chunk[64] = "";
     if (backing == CCA_VM_WHOLE_MAPS)
         snprintf(chunk, sizeof chunk, ",expandable_chunk:%zu", whole_chunk);
-    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead_min:0%s%s%s", extra ? "," : "",
-             extra ? extra : "", chunk);
+    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead_min:0%s%s%s%s%s", extra ? "," : "",
+             extra ? extra : "", chunk, extra_conf ? "," : "", extra_conf ? extra_conf : "");
     return tu_allocator(u, conf);
 }
 
@@ -1232,6 +1235,7 @@ typedef struct fx_run {
     bool sticky;
     uint64_t calls[TU_FAULT_KINDS]; /* out */
     uint64_t retries;         /* out */
+    uint64_t holds;           /* out: peak_holds */
 } fx_run;
 
 static void run_script(fx_run *run, bool with_events) {
@@ -1310,6 +1314,7 @@ static void run_script(fx_run *run, bool with_events) {
         cr_assert_geq(f.failures, 1, "%s: the fault never fired", what);
     memcpy(run->calls, f.calls, sizeof f.calls);
     run->retries = tu_stats(a).alloc_retries;
+    run->holds = tu_stats(a).peak_holds;
     /* faults off: whatever is left goes back, and nothing was lost */
     tu_faulty_faults_off(&f);
     for (int k = 0; k < SLOTS; k++)
@@ -1333,7 +1338,10 @@ static void run_script(fx_run *run, bool with_events) {
 static void fault_sweep(bool with_events) {
     fx_run base = {.kind = TU_FAULT_MAP};
     run_script(&base, with_events);
-    cr_assert_geq(base.retries, 1, "the script exercises the retry");
+    if (extra_conf) /* hold_peak: the releases happen in holds, before the device refuses */
+        cr_assert_geq(base.holds, 1, "the script exercises the hold");
+    else
+        cr_assert_geq(base.retries, 1, "the script exercises the retry");
     cr_assert_geq(base.calls[TU_FAULT_UNMAP], 4);
     cr_assert_geq(base.calls[TU_FAULT_RELEASE], 2);
     cr_assert_geq(base.calls[TU_FAULT_SYNC], 4);
@@ -1363,6 +1371,14 @@ Test(expandable, fault_sweep_with_events, .timeout = 60) {
 Test(expandable, fault_sweep_over_whole_maps, .timeout = 60) {
     backing = CCA_VM_WHOLE_MAPS;
     whole_chunk = 2 * MiB;
+    fault_sweep(false);
+    fault_sweep(true);
+}
+
+/* hold_peak:1: the script's requests that meet the peak release free
+ * pages first (a synchronize, unmaps), and every such call fails in turn */
+Test(expandable, fault_sweep_holding_the_peak, .timeout = 60) {
+    extra_conf = "hold_peak:1";
     fault_sweep(false);
     fault_sweep(true);
 }
@@ -1601,6 +1617,13 @@ static void random_sequence(size_t unit) {
 
 Test(expandable, seeded_random_sequence_keeps_every_account, .timeout = 60) {
     random_sequence(PG);
+}
+
+Test(expandable, seeded_random_sequence_holding_the_peak, .timeout = 60) {
+    extra_conf = "hold_peak:1";
+    random_sequence(PG);
+    backing = CCA_VM_WHOLE_MAPS;
+    random_sequence(whole_chunk);
 }
 
 Test(expandable, seeded_random_sequence_over_whole_maps, .timeout = 60) {

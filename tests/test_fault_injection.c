@@ -69,6 +69,7 @@ static void step_free(cca_allocator *a, slot *s, uint64_t k) {
 }
 
 static uint64_t last_failures; /* faults that fired in the last run */
+static uint64_t last_holds;    /* its peak_holds before cca_destroy */
 
 /* Runs the sequence; returns the number of upstream alloc/free calls made. */
 static uint64_t run_sequence(const char *conf, uint64_t k, cca_status alloc_error) {
@@ -130,6 +131,7 @@ static uint64_t run_sequence(const char *conf, uint64_t k, cca_status alloc_erro
 
     uint64_t frees_before = t.free_calls, failures_before = t.failures;
     size_t segments = tu_stats(a).segments;
+    last_holds = tu_stats(a).peak_holds;
     st = cca_destroy(a);
     bool refused_in_destroy = t.failures > failures_before;
     if (refused_in_destroy) {
@@ -168,6 +170,15 @@ Test(fault_injection, growth_every_call_fails_once_with_an_upstream_error) {
 
 Test(fault_injection, growth_with_a_cap_every_call_fails_once) {
     every_k("max_reserved:48M", CCA_ERR_OUT_OF_MEMORY);
+}
+
+/* hold_peak:1: the 30M request meets the peak with 4M cached (the hold's
+ * release), and every release and take of a hold fails in turn */
+Test(fault_injection, growth_holding_the_peak_every_call_fails_once) {
+    run_sequence("hold_peak:1", 0, CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_geq(last_holds, 1, "the sequence meets the peak with memory cached");
+    every_k("hold_peak:1", CCA_ERR_OUT_OF_MEMORY);
+    every_k("hold_peak:1", CCA_ERR_UPSTREAM);
 }
 
 Test(fault_injection, greedy_every_call_fails_once) {

@@ -164,6 +164,12 @@ Test(random, growth_without_small_pool) {
 Test(random, growth_with_max_split) {
     run_seeds("max_split:24M");
 }
+Test(random, growth_holding_the_peak) {
+    run_seeds("hold_peak:1");
+}
+Test(random, growth_holding_the_peak_with_a_cap) {
+    run_seeds("hold_peak:1,max_reserved:96M");
+}
 Test(random, greedy) {
     run_seeds("policy:greedy,greedy_bytes:128M");
 }

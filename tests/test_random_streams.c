@@ -962,6 +962,15 @@ Test(random_streams, whole_maps_under_max_reserved, .timeout = 120) {
     run_whole(false, "expandable_chunk:0,max_reserved:13M,expandable_ahead_max:0", 13 * MiB);
 }
 
+/* hold_peak:1: requests that meet the peak synchronize and release first,
+ * with pending blocks, refused events and faults at any call among them */
+Test(random_streams, holding_the_peak, .timeout = 120) {
+    run_plan_seeds((plan){.expandable = true, .events = true, .steps = 700, .fault_pct = 12, .conf = "hold_peak:1"});
+    run_plan_seeds((plan){.events = true, .steps = 700, .fault_pct = 12, .conf = "hold_peak:1"});
+    run_plan_seeds((plan){.expandable = true, .whole = true, .events = true, .steps = 700, .fault_pct = 12,
+                          .conf = "hold_peak:1,expandable_chunk:192K"});
+}
+
 Test(random_streams, pages_under_max_reserved, .timeout = 120) {
     run_plan_seeds((plan){.expandable = true, .events = true, .steps = 700, .fault_pct = 12,
                           .conf = "max_reserved:20700K,expandable_ahead:1,expandable_ahead_min:6M",

@@ -481,6 +481,14 @@ typedef struct cca_config {
                                     and memory goes back only map by map;
                                     0 = one map per run; no effect
                                     over pages                (128 MiB) */
+    int hold_peak;               /* hold_peak: growth only (refused with
+                                    greedy): a request that would raise
+                                    reserved bytes above reserved_bytes_peak
+                                    first releases cached memory as the OOM
+                                    retry does; the peak rises only when
+                                    releasing everything cached leaves no
+                                    room, and then by what the request needs
+                                    (stats: peak_holds)                  (0) */
 } cca_config;
 
 /* Compiled-in defaults. Does not read the environment. */
@@ -713,6 +721,9 @@ typedef struct cca_stats {
     uint64_t pages_unmapped;
     int vm_backing; /* the upstream's: CCA_VM_WHOLE_MAPS (maps of at most
                        expandable_chunk, given back whole) or CCA_VM_PAGES */
+    uint64_t peak_holds; /* hold_peak:1: requests that would have raised
+                            reserved_bytes_peak and released cached memory
+                            first (not counted in alloc_retries)          */
 } cca_stats;
 
 /* Consistent snapshot of the counters (taken under the allocator's lock).

@@ -143,6 +143,11 @@ static const option options[] = {
      "allocation per map, unmapped only whole): the largest map made, rounded down to pages (at least one); a "
      "run of pages is mapped in maps of at most this, and memory goes back map by map; 0 = one map per run; no "
      "effect over an upstream whose pages are each their own memory"},
+    {"hold_peak", OPT_BOOL, OFF(hold_peak), 0, 0, 1,
+     "1 = growth: a request that would raise reserved bytes above their peak so far first releases cached memory "
+     "(whole free segments, free pages), as the out-of-memory retry does, and the peak rises only when releasing "
+     "everything cached leaves no room, by what the request then needs: less memory held, more upstream calls "
+     "(policy:growth only)"},
     {"history", OPT_SIZE, OFF(history), 0, 0, (double)CCAI_HISTORY_MAX,
      "entries of the ring of recent events (alloc, free, segment, map, OOM) that cca_write_snapshot_torch "
      "writes as PyTorch's device trace: a count (64K = 65536), 40 bytes each; 0 = off"},
@@ -432,6 +437,9 @@ cca_status cca_config_validate(const cca_config *c) {
                          "max_split (%zu) cannot be used with policy:greedy: the arena is one block "
                          "that every request must split",
                          c->max_split);
+    if (c->hold_peak && c->policy == CCA_POLICY_GREEDY)
+        return ccai_fail(CCA_ERR_CONFIG, "hold_peak cannot be used with policy:greedy: the arena is reserved once, "
+                                         "whole, and never grows past it");
     return CCA_OK;
 }
 

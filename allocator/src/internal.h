@@ -413,6 +413,7 @@ typedef struct ccai_counters {
     uint64_t alloc_calls, free_calls, upstream_allocs, upstream_frees;
     uint64_t vm_maps, vm_unmaps, pages_mapped, pages_unmapped;
     uint64_t retries, ooms, splits, merges;
+    uint64_t peak_holds; /* growth requests held under the reserved peak (hold_peak, pool.c) */
 } ccai_counters;
 
 struct ccai_trace;
@@ -496,6 +497,9 @@ struct cca_allocator {
     cca_upstream *upstream;
     bool expandable;         /* config.expandable and the upstream has vm ops */
     size_t page;             /* the upstream's granularity when expandable */
+    size_t peak_hold;        /* while one request of hold_peak:1 grows: the reserved
+                                peak it may not cross (a cap beside max_reserved);
+                                0 = none (pool.c, alloc_locked) */
     bool whole_maps;         /* expandable over CCA_VM_WHOLE_MAPS (expandable.c) */
     size_t max_request;      /* larger requests are CCA_ERR_INVALID_ARGUMENT: their rounding would overflow */
     size_t device_total;     /* upstream's total bytes; 0 = unknown (segment.c) */
@@ -577,6 +581,14 @@ void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind p
  * Asked before any upstream call for memory the cap would refuse: a
  * segment, a map, and a range whose least map it would refuse. */
 cca_status ccai_cap_room(const cca_allocator *a, size_t bytes);
+/* The cap on reserved bytes now: max_reserved, or the reserved peak while a
+ * request of hold_peak:1 is held under it (the lower of the two); 0 = none. */
+static inline size_t ccai_cap(const cca_allocator *a) {
+    size_t cap = a->config.max_reserved;
+    return a->peak_hold && (!cap || a->peak_hold < cap) ? a->peak_hold : cap;
+}
+/* Names that cap for a message: "max_reserved (N)" or "the reserved peak (N, hold_peak)". */
+const char *ccai_cap_name(const cca_allocator *a, char *buf, size_t len);
 /* Reserve a segment and index its one free block. CCA_ERR_OUT_OF_MEMORY when
  * max_reserved would be crossed or the upstream refuses. */
 cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,

@@ -599,8 +599,8 @@ static size_t retry_need(cca_allocator *a, size_t rounded, cca_stream stream, cc
  * a fitting free block's pages cannot be mapped: the arena is at most
  * max_reserved, so the cap's test never refuses there and only the
  * device's does. */
-static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
-    a->c.retries++;
+static cca_status release_and_take(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool,
+                                   ccai_block **b) {
     bool pages = a->expandable, pending = a->c.pending != 0;
     size_t free_b = 0;
     unsigned flags = 0;
@@ -639,7 +639,7 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
     if (pages)
         need = rounded + a->page;
     size_t shortfall = free_b < need ? need - free_b : 0;
-    size_t cap = a->config.max_reserved;
+    size_t cap = ccai_cap(a);
     if (cap && a->c.reserved + need > cap && a->c.reserved + need - cap > shortfall)
         shortfall = a->c.reserved + need - cap;
     size_t keep = a->c.reserved > shortfall ? a->c.reserved - shortfall : 0;
@@ -650,6 +650,41 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
     }
     (void)ccai_release(a, 0, flags, NULL);
     return take_again(a, rounded, stream, pool, b);
+}
+
+static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
+    a->c.retries++;
+    return release_and_take(a, rounded, stream, pool, b);
+}
+
+/* Step 5c under hold_peak:1 (counted in peak_holds instead of the retry):
+ * the request was refused because it would raise reserved bytes above
+ * their peak (a->peak_hold, the cap ccai_cap adds), or by the device.
+ *   - the retry's release and take, the peak as the cap: release the
+ *     shortfall (the tails' pages first, then whole free segments, then
+ *     other free pages) and take again, then everything and take once
+ *     more; nothing is released when even everything cached would leave
+ *     the request over the peak (ccai_release_can_help);
+ *   - then the peak must rise, and rises by the least: everything cached
+ *     is released (expandable: after the device synchronized; if that
+ *     fails nothing is unmapped) and the request is taken again with no
+ *     hold, as without hold_peak (ahead pages, a classic segment's size);
+ *   - refused still (the device is full): the ordinary retry, counted in
+ *     alloc_retries; it finds nothing cached unless frees were pending.
+ * Cost: a full release walks every block of expandable segments
+ * (ccai_releasable), and each synchronize waits for the device: paid only
+ * by requests that would raise the peak. */
+static cca_status hold(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
+    uint64_t frees = a->c.upstream_frees;
+    cca_status st = release_and_take(a, rounded, stream, pool, b);
+    a->peak_hold = 0;
+    if (st == CCA_ERR_OUT_OF_MEMORY) {
+        if (ccai_releasable(a) && (!a->expandable || ccai_stream_sync_device(a) == CCA_OK))
+            (void)ccai_release(a, 0, a->expandable ? CCAI_RELEASE_UNMAP : 0, NULL); /* a refusal: less room */
+        st = take_again(a, rounded, stream, pool, b);
+    }
+    a->c.peak_holds += a->c.upstream_frees != frees; /* counted when it released something */
+    return st == CCA_ERR_OUT_OF_MEMORY ? retry(a, rounded, stream, pool, b) : st;
 }
 
 /* Step 5a: CCA_ERR_OUT_OF_MEMORY (with its message) for a request that can
@@ -728,7 +763,7 @@ static cca_status get_block(cca_allocator *a, size_t size, size_t rounded, cca_s
     }
     cca_status st = refused ? CCA_ERR_OUT_OF_MEMORY : take(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
-        st = retry(a, rounded, stream, pool, b);
+        st = a->peak_hold ? hold(a, rounded, stream, pool, b) : retry(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: cannot reserve a segment for %zu bytes: %s", a->allocating, size,
                          cca_last_error());
@@ -830,8 +865,8 @@ static inline void prefetch_pair(const cca_allocator *a, const ccai_free_index *
     __builtin_prefetch(b->next);
 }
 
-static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
-                               ccai_deferred_log *log) {
+static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
+                             ccai_deferred_log *log) {
     /* 1 (a->max_request: set by cca_create, see there) */
     if (size > a->max_request)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: size %zu is too large to round", a->allocating, size);
@@ -855,6 +890,13 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
      * (a refused map, the retry): the caller's message is put back then */
     bool to_map = b && b->unmapped && !ccai_block_pages_mapped(b, held);
     bool slow = !b || to_map;
+    /* hold_peak: off the cached path, a request may not raise reserved
+     * bytes above their peak until releasing cached memory could not make
+     * room (hold, step 5c; a->peak_hold is cleared by alloc_locked). Only
+     * when something may be released: cached bytes, or pending frees to
+     * complete (a peak of 0: nothing was ever reserved). */
+    if (slow && a->config.hold_peak && (a->c.reserved > a->c.allocated || a->c.pending))
+        a->peak_hold = a->c.reserved_peak;
     char saved[CCAI_ERROR_CAP];
     if (slow)
         ccai_error_save(saved);
@@ -899,6 +941,13 @@ static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca
     if (slow)
         ccai_error_restore(saved);
     return CCA_OK;
+}
+
+static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
+                               ccai_deferred_log *log) {
+    cca_status st = alloc_step(a, d, size, stream, out, log);
+    a->peak_hold = 0;
+    return st;
 }
 
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out) {

@@ -215,12 +215,13 @@ cca_status ccai_release_can_help(cca_allocator *a, size_t need, size_t *free_b) 
     size_t releasable = ccai_releasable(a), total = 0;
     if (releasable == 0)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
-    size_t cap = a->config.max_reserved, floor = a->c.reserved - releasable;
+    size_t cap = ccai_cap(a), floor = a->c.reserved - releasable;
+    char name[64];
     if (cap && (floor > cap || need > cap - floor))
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
-                         "max_reserved (%zu) would be exceeded even with everything cached released: %zu bytes "
+                         "%s would be exceeded even with everything cached released: %zu bytes "
                          "stay reserved and %zu more are needed; nothing was released",
-                         cap, floor, need);
+                         ccai_cap_name(a, name, sizeof name), floor, need);
     if (cca_upstream_mem_info(ccai_upstream_op(a), free_b, &total) != CCA_OK)
         *free_b = 0; /* unknown: the release may help */
     else if (*free_b < need && need - *free_b > releasable)

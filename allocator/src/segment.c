@@ -192,10 +192,20 @@ void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
     ccai_segment_discard(a, s);
 }
 
+const char *ccai_cap_name(const cca_allocator *a, char *buf, size_t len) {
+    size_t cap = ccai_cap(a);
+    if (cap == a->config.max_reserved)
+        snprintf(buf, len, "max_reserved (%zu)", cap);
+    else
+        snprintf(buf, len, "the reserved peak (%zu, hold_peak)", cap);
+    return buf;
+}
+
 cca_status ccai_cap_room(const cca_allocator *a, size_t bytes) {
-    size_t cap = a->config.max_reserved;
+    size_t cap = ccai_cap(a);
+    char name[64];
     if (cap && (a->c.reserved > cap || bytes > cap - a->c.reserved))
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "max_reserved (%zu) would be exceeded", cap);
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s would be exceeded", ccai_cap_name(a, name, sizeof name));
     return CCA_OK;
 }
 

@@ -81,6 +81,7 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
     s->upstream_allocs = c->upstream_allocs;
     s->upstream_frees = c->upstream_frees;
     s->alloc_retries = c->retries;
+    s->peak_holds = c->peak_holds;
     s->ooms = c->ooms;
     s->splits = c->splits;
     s->merges = c->merges;
@@ -140,12 +141,13 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
         f,
         "allocated=%s (peak %s) reserved=%s (peak %s) cached=%s in %zu blocks, largest free %s, "
         "fragmentation=%.3f active=%zu pending=%zu segments=%zu upstream allocs=%" PRIu64 " frees=%" PRIu64
-        " retries=%" PRIu64 " ooms=%" PRIu64 "%s",
+        " retries=%" PRIu64 " holds=%" PRIu64 " ooms=%" PRIu64 "%s",
         cca_format_bytes(s->allocated_bytes, al, sizeof al), cca_format_bytes(s->allocated_bytes_peak, alp, sizeof alp),
         cca_format_bytes(s->reserved_bytes, re, sizeof re), cca_format_bytes(s->reserved_bytes_peak, rep, sizeof rep),
         cca_format_bytes(s->cached_bytes, ca, sizeof ca), s->cached_blocks,
         cca_format_bytes(s->largest_free_block, lf, sizeof lf), s->fragmentation, s->active_blocks, s->pending_blocks,
-        s->segments, s->upstream_allocs, s->upstream_frees, s->alloc_retries, s->ooms, s->page_size ? "" : "\n");
+        s->segments, s->upstream_allocs, s->upstream_frees, s->alloc_retries, s->peak_holds, s->ooms,
+        s->page_size ? "" : "\n");
     if (n >= 0 && s->page_size) {
         char ma[32], as[32], pg[32];
         n = fprintf(f,
@@ -170,14 +172,15 @@ static int write_stats_json(const cca_stats *s, FILE *f) {
                    ",\"splits\":%" PRIu64 ",\"merges\":%" PRIu64 ",\"fragmentation\":%.6f,\"page_size\":%zu,"
                    "\"expandable_segments\":%zu,\"address_space_bytes\":%zu,\"mapped_bytes\":%zu,\"vm_maps\":%" PRIu64
                    ",\"vm_unmaps\":%" PRIu64 ",\"pages_mapped\":%" PRIu64 ",\"pages_unmapped\":%" PRIu64
-                   ",\"vm_backing\":\"%s\"}",
+                   ",\"vm_backing\":\"%s\",\"peak_holds\":%" PRIu64 "}",
                    s->allocated_bytes, s->allocated_bytes_peak, s->requested_bytes, s->requested_bytes_peak,
                    s->reserved_bytes, s->reserved_bytes_peak, s->active_blocks, s->active_blocks_peak,
                    s->pending_blocks, s->cached_blocks, s->cached_bytes, s->segments, s->segments_peak,
                    s->largest_free_block, s->alloc_calls, s->free_calls, s->upstream_allocs, s->upstream_frees,
                    s->alloc_retries, s->ooms, s->splits, s->merges, s->fragmentation, s->page_size,
                    s->expandable_segments, s->address_space_bytes, s->mapped_bytes, s->vm_maps, s->vm_unmaps,
-                   s->pages_mapped, s->pages_unmapped, s->vm_backing == CCA_VM_WHOLE_MAPS ? "whole_maps" : "pages");
+                   s->pages_mapped, s->pages_unmapped, s->vm_backing == CCA_VM_WHOLE_MAPS ? "whole_maps" : "pages",
+                   s->peak_holds);
     ccai_numeric_end(previous);
     return n;
 }

@@ -98,6 +98,7 @@ class Stats(ctypes.Structure):
         ("pages_mapped", c_uint64),
         ("pages_unmapped", c_uint64),
         ("vm_backing", ctypes.c_int),
+        ("peak_holds", c_uint64),
     ]
 
 

@@ -634,6 +634,10 @@ FILE *ccb_open_out(const char *dir, const char *name);
  * 0, or -1 with a message on stderr when any of it could not be written
  * (a write error, a full device at the last flush) or f is NULL. */
 int ccb_close_out(FILE *f, const char *dir, const char *name);
+/* Standard output from here on through a stream that keeps the reason of
+ * its first failed write, for ccb_close_stdout's message (called once, at
+ * start; without host memory for it nothing changes). */
+void ccb_track_stdout(void);
 /* Flush and close standard output at exit: 0, or -1 with a message. */
 int ccb_close_stdout(void);
 /* How many outputs ccb_mkdir_p, ccb_open_out, ccb_close_out and

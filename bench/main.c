@@ -90,6 +90,7 @@ static int dispatch(int argc, char **argv, const char *command_line) {
 
 int main(int argc, char **argv) {
     ccai_hold_std_fds(); /* `>&-`: no file we open becomes standard output */
+    ccb_track_stdout();  /* a failed write's reason kept for the message at exit */
     char *command_line = ccb_command_line(argc, argv); /* quoted in README.md */
     if (!command_line) {
         fprintf(stderr, "ccbench: out of host memory for the command line\n");

@@ -707,6 +707,48 @@ FILE *ccb_open_out(const char *dir, const char *name) {
     return f;
 }
 
+/* Standard output through a stream of ours (ccb_track_stdout), which keeps
+ * the reason of its first failed write. A write error is sticky (ferror),
+ * but its errno is not: once a buffer's write failed, glibc writes nothing
+ * more, so an output longer than one buffer (4 KiB to a file or device)
+ * that meets a full device would be reported at its close as only "write
+ * error". The cookie's write is write(2) on descriptor 1, looped over
+ * short writes and EINTR; its close closes nothing (descriptor 1 stays the
+ * process's, as with stdio's own stdout). */
+static int stdout_errno; /* the first failed write's errno; 0: none */
+
+static ssize_t stdout_write(void *cookie, const char *buf, size_t n) {
+    (void)cookie;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (!stdout_errno)
+                stdout_errno = w < 0 ? errno : EIO;
+            return done ? (ssize_t)done : -1;
+        }
+        done += (size_t)w;
+    }
+    return (ssize_t)done;
+}
+
+static int stdout_close(void *cookie) {
+    (void)cookie;
+    return 0;
+}
+
+void ccb_track_stdout(void) {
+    fflush(stdout);
+    FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){NULL, stdout_write, NULL, stdout_close});
+    if (!f)
+        return; /* no host memory: stdio's own stdout, whose reasons may be lost */
+    if (isatty(STDOUT_FILENO))
+        setvbuf(f, NULL, _IOLBF, 0);
+    stdout = f;
+}
+
 /* A write error is sticky (ferror) and a full device often shows only when
  * the buffer is flushed: both are checked here, once, at the close. NULL if
  * all of f was written, else why not. A close that fails with EBADF after
@@ -716,6 +758,8 @@ static const char *close_checked(FILE *f) {
     errno = 0;
     int bad = fflush(f) != 0 || ferror(f);
     int e = errno;
+    if (bad && f == stdout && stdout_errno) /* the first failure's reason (ccb_track_stdout) */
+        e = stdout_errno;
     if (fclose(f) != 0 && !bad && ccai_close_failed(errno)) {
         bad = 1;
         e = errno;

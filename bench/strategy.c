@@ -12,6 +12,8 @@
  *   ccalloc-shared     ccalloc       domains:0                (a trace's domains ignored: one pool)
  *   ccalloc-expandable ccalloc       expandable:1             (pages of reserved ranges, growth)
  *   ccalloc-expandable-greedy ccalloc policy:greedy,expandable:1 (the arena as pages: it can shrink)
+ *   ccalloc-hold       ccalloc       hold_peak:1              (cached memory released before the peak rises)
+ *   ccalloc-expandable-hold ccalloc expandable:1,hold_peak:1 (the same, page by page)
  *   malloc             malloc                                 (host malloc/free floor)
  *   device-malloc      device-malloc                          (one upstream call per request: no cache)
  *   ccalloc-cuda       ccalloc-cuda  policy:growth            (GPU)
@@ -62,6 +64,10 @@ const ccb_preset ccb_presets[] = {
      "ccalloc growth over expandable segments: pages mapped as they grow, unmapped when free"},
     {"ccalloc-expandable-greedy", "ccalloc", "policy:greedy,expandable:1",
      "ccalloc greedy arena as an expandable segment: mapped whole, trim unmaps its free pages"},
+    {"ccalloc-hold", "ccalloc", "policy:growth,hold_peak:1",
+     "ccalloc growth holding the peak: free segments go back before reserved bytes pass their peak"},
+    {"ccalloc-expandable-hold", "ccalloc", "expandable:1,hold_peak:1",
+     "ccalloc growth over expandable segments holding the peak: free pages are unmapped before the peak rises"},
     {"malloc", "malloc", "", "host malloc/free: the floor for bookkeeping cost"},
     {"device-malloc", "device-malloc", "",
      "one simulated-device alloc/free per request, no cache (cudaMalloc/cudaFree's analogue)"},

@@ -605,6 +605,22 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    or the device's free memory plus everything cached is short of that.
  *    A failed retry leaves live blocks unchanged; what it released stays
  *    released.
+ *  - growth with hold_peak:1: a request that needs new memory while
+ *    something is cached (free bytes reserved, or frees pending) may not
+ *    raise reserved_bytes past reserved_bytes_peak, a cap beside
+ *    max_reserved for this request only. Refused by it, the request
+ *    takes the retry's steps above with the peak as the cap (synchronize,
+ *    complete pending frees, release the shortfall, then everything, each
+ *    followed by a take), none counted in alloc_retries; if it still does
+ *    not fit, everything cached is released (expandable: after a
+ *    synchronize; if that fails nothing is unmapped) and the request is
+ *    taken with no hold, so the peak rises by no more than the request
+ *    needs once the cache is empty (classic: a segment of its usual size;
+ *    expandable: its own pages, no ahead pages). peak_holds counts the requests
+ *    that released something on the way. If the upstream refuses that
+ *    last take, the retry above follows (counted) and its outcome is the
+ *    call's. Like the retry, a hold may release any domain's cached
+ *    memory, a reserved footprint included.
  *  - greedy: the upstream is called only to reserve the arena, here only
  *    when cca_empty_cache released it; a full arena is an OOM (no retry)
  *    once pending frees are completed (a synchronize, when frees are

@@ -44,7 +44,11 @@
  *     request alone may fit; when it cannot, the CUDA upstream refuses it
  *     with one cudaMemGetInfo, so the retry costs one call, as asking
  *     mem_info here first would); when the device's free memory is known
- *     already (below) and cannot hold them, they are left out at once;
+ *     already (below) and cannot hold them, they are left out at once.
+ *     Under hold_peak the ahead pages count against the peak like any
+ *     (they are left out where they would cross it), and a request that
+ *     must raise the peak maps none (pool.c, hold: the peak rises by its
+ *     own pages only);
  *   - release (release.c): a page lying wholly inside a free block is
  *     unmapped by trim, empty-cache and the OOM retry (never by cca_free):
  *     the tail's pages first (mapped ahead, never used), then the rest. A
@@ -685,7 +689,7 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, 
     size_t lo = (b->addr - s->base) / s->page;
     size_t hi = (b->addr + rounded - 1 - s->base) / s->page + 1;
     size_t ahead = 0;
-    if (b->next == NULL && !s->shared) { /* the tail block: the segment grows */
+    if (b->next == NULL && !s->shared && !a->peak_rising) { /* the tail block: the segment grows */
         const cca_config *c = &a->config;
         double want = (double)s->mapped_pages * (double)s->page * c->expandable_ahead;
         size_t cap = c->expandable_ahead_max;

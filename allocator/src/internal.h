@@ -500,6 +500,7 @@ struct cca_allocator {
     size_t peak_hold;        /* while one request of hold_peak:1 grows: the reserved
                                 peak it may not cross (a cap beside max_reserved);
                                 0 = none (pool.c, alloc_locked) */
+    bool peak_rising;        /* that request raises the peak: no ahead pages (expandable.c) */
     bool whole_maps;         /* expandable over CCA_VM_WHOLE_MAPS (expandable.c) */
     size_t max_request;      /* larger requests are CCA_ERR_INVALID_ARGUMENT: their rounding would overflow */
     size_t device_total;     /* upstream's total bytes; 0 = unknown (segment.c) */

@@ -58,7 +58,12 @@
  *         device) unless releasing cannot make room, ends at once when
  *         that synchronize fails (nothing can be unmapped or completed:
  *         the synchronize's failure is the message's cause), and it
- *         releases free pages as well (expandable.c, release.c);
+ *         releases free pages as well (expandable.c, release.c).
+ *         hold_peak:1 puts a hold before it: a request that would raise
+ *         reserved bytes past their peak while something is cached first
+ *         takes the same steps with the peak as the cap, then releases
+ *         everything and raises the peak by what it still needs (hold,
+ *         counted in peak_holds; the retry only if the device refuses);
  *      d. still nothing: CCA_ERR_OUT_OF_MEMORY and one log line, written
  *         after the lock is released. Live blocks never change; segments
  *         released by step c stay released (the stats count them);
@@ -668,7 +673,9 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
  *   - then the peak must rise, and rises by the least: everything cached
  *     is released (expandable: after the device synchronized; if that
  *     fails nothing is unmapped) and the request is taken again with no
- *     hold, as without hold_peak (ahead pages, a classic segment's size);
+ *     hold: expandable, its own pages and no ahead pages (a->peak_rising;
+ *     ahead pages would raise the peak further for calls saved later);
+ *     classic, a segment of its usual size, as without hold_peak;
  *   - refused still (the device is full): the ordinary retry, counted in
  *     alloc_retries; it finds nothing cached unless frees were pending.
  * Cost: a full release walks every block of expandable segments
@@ -681,7 +688,9 @@ static cca_status hold(cca_allocator *a, size_t rounded, cca_stream stream, ccai
     if (st == CCA_ERR_OUT_OF_MEMORY) {
         if (ccai_releasable(a) && (!a->expandable || ccai_stream_sync_device(a) == CCA_OK))
             (void)ccai_release(a, 0, a->expandable ? CCAI_RELEASE_UNMAP : 0, NULL); /* a refusal: less room */
+        a->peak_rising = true;
         st = take_again(a, rounded, stream, pool, b);
+        a->peak_rising = false;
     }
     a->c.peak_holds += a->c.upstream_frees != frees; /* counted when it released something */
     return st == CCA_ERR_OUT_OF_MEMORY ? retry(a, rounded, stream, pool, b) : st;

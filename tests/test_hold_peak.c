@@ -225,6 +225,36 @@ Test(hold_peak, expandable_hole_pages_are_unmapped_before_the_peak_would_rise) {
     }
 }
 
+/* The step that raises the peak maps the request's own pages, none ahead:
+ * here a least step of 4 MiB would map 2 MiB more.
+ *   [A 1M][B 3M] (A's step mapped 4 MiB), A freed, C of 2 MiB: the tail */
+Test(hold_peak, the_step_that_raises_the_peak_maps_no_ahead_pages) {
+    for (int hold = 0; hold < 2; hold++) {
+        cca_upstream *u = tu_vm_device(64 * MiB, PG);
+        cca_allocator *a = tu_allocator(u, hold ? "expandable:1,hold_peak:1,small_pool:0,expandable_ahead_min:4M,log_oom:0"
+                                                : "expandable:1,small_pool:0,expandable_ahead_min:4M,log_oom:0");
+        char *A = tu_alloc(a, 1 * MiB, NULL), *B = tu_alloc(a, 3 * MiB, NULL);
+        cr_assert_eq(B, A + 1 * MiB);
+        cr_assert_eq(tu_stats(a).reserved_bytes, 4 * MiB, "A's step maps the least step");
+        tu_free(a, A);
+        char *C = tu_alloc(a, 2 * MiB, NULL);
+        cr_assert_eq(C, A + 4 * MiB);
+        cca_stats s = tu_stats(a);
+        agree(a, u);
+        /* hold: A's pages go, then C's own 2 MiB; without: C's step of 4 MiB beside A's cached pages */
+        cr_assert_eq(s.reserved_bytes, hold ? 5 * MiB : 8 * MiB, "%zu", s.reserved_bytes);
+        cr_assert_eq(s.reserved_bytes_peak, s.reserved_bytes);
+        cr_assert_eq(s.vm_maps, 2);
+        cr_assert_eq(s.peak_holds, hold ? 1 : 0);
+        tu_free(a, B);
+        tu_free(a, C);
+        cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(tu_upstream_stats(u).vm_mapped_bytes, 0);
+        cr_assert_eq(cca_destroy(a), CCA_OK);
+        cca_upstream_destroy(u);
+    }
+}
+
 /* A device too small for the request even with everything cached released:
  * the hold releases, the ordinary retry follows (alloc_retries), and the
  * OOM leaves live blocks as they were; what was released stays released. */

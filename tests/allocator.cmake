@@ -45,6 +45,10 @@ cca_add_test(NAME test_upstream_host SOURCES test_upstream_host.c alloc_test_uti
 # The simulated device's virtual memory (upstream_host.c, vm_* ops) held to CUDA's rules: ranges, maps, capacity, page release.
 cca_add_test(NAME test_upstream_vm SOURCES test_upstream_vm.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 
+# A custom upstream that misbehaves (tests/test_upstream_hostile.c): ranges past the top of the address space,
+# a huge granularity, mem_info and event queries that lie, ops that call back into their own allocator.
+cca_add_test(NAME test_upstream_hostile SOURCES test_upstream_hostile.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+
 # Expandable segments (expandable.c, with release.c's page release) on the simulated device's vm ops.
 cca_add_test(NAME test_expandable SOURCES test_expandable.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 target_link_libraries(test_expandable PRIVATE PkgConfig::CJSON)

@@ -163,14 +163,23 @@ typedef void *cca_stream; /* cudaStream_t or any token; NULL = default stream */
  * wrapper naming the upstream, the member, the size or pointer, and the
  * status: "upstream 'mydev' alloc of 2097152 bytes failed (CCA_ERR_UPSTREAM:
  * ...)"; never the message of an earlier call. A member that succeeds (or
- * an event_query answering CCA_ERR_NOT_READY) leaves the caller's message
- * as it was, whatever it wrote. */
+ * an event_query, whatever it answers) leaves the caller's message as it
+ * was, whatever it wrote.
+ *
+ * Re-entry: the allocator calls every member but destroy with its lock
+ * held, on the thread of the public call that needed it. A member must not
+ * call back into that allocator: such a call on the member's own thread is
+ * refused, nothing taken or changed (CCA_ERR_INVALID_ARGUMENT, the message
+ * saying so; cca_get_stats fills *s with zeros, cca_reset_peak_stats does
+ * nothing), and the outer call goes on; a member that waits for another
+ * thread's call into it waits for ever. Other allocators may be called. */
 typedef struct cca_upstream_ops {
     /* Reserve `size` bytes (size > 0, multiple of CCA_GRANULARITY); the
-     * pointer must be CCA_ALIGNMENT-aligned (one that is not is given back
-     * and the call is CCA_ERR_UPSTREAM) and must not overlap any range it
-     * holds (not checked: the allocator would hand the same bytes out
-     * twice). CCA_ERR_OUT_OF_MEMORY when full. */
+     * pointer must be CCA_ALIGNMENT-aligned and end below the top of the
+     * address space (ptr + size neither wraps nor is 2^64): one that is not
+     * is given back and the call is CCA_ERR_UPSTREAM. It must not overlap
+     * any range it holds (not checked: the allocator would hand the same
+     * bytes out twice). CCA_ERR_OUT_OF_MEMORY when full. */
     cca_status (*alloc)(void *ctx, size_t size, void **ptr);
     /* Return a pointer obtained from alloc, with the same size. */
     cca_status (*free)(void *ctx, void *ptr, size_t size);
@@ -189,7 +198,10 @@ typedef struct cca_upstream_ops {
      * On failure *event is ignored (never queried nor destroyed), whatever
      * the member left in it, and the allocator synchronizes instead. */
     cca_status (*event_record)(void *ctx, cca_stream stream, void **event);
-    /* CCA_OK when the event completed, CCA_ERR_NOT_READY when not yet. */
+    /* CCA_OK when the event completed, CCA_ERR_NOT_READY when not yet. Any
+     * other status reads as not yet: the event is asked again later (a
+     * trim then says CCA_ERR_NOT_READY, a cca_destroy counts its block
+     * live), and the member's message is dropped. */
     cca_status (*event_query)(void *ctx, void *event);
     /* Called once per event, after it completed (or at cca_destroy). A
      * refusal changes nothing for the allocator (the event is not asked
@@ -225,7 +237,10 @@ typedef struct cca_upstream_ops {
      * a rule (the CUDA upstream keeps a bit per granule to check first). */
     /* The mapping granularity: a power of two, a multiple of CCA_GRANULARITY. */
     cca_status (*vm_granularity)(void *ctx, size_t *bytes);
-    /* Reserve `size` bytes of address space, no memory behind it. */
+    /* Reserve `size` bytes of address space, no memory behind it. A base
+     * that is NULL, not a multiple of the granularity, or whose range ends
+     * past the top of the address space is released (vm_release) and the
+     * call is CCA_ERR_UPSTREAM. */
     cca_status (*vm_reserve)(void *ctx, size_t size, void **base);
     /* Give back a range from vm_reserve (same base and size), nothing mapped in it. */
     cca_status (*vm_release)(void *ctx, void *base, size_t size);

@@ -291,7 +291,8 @@ cca_status cca_check_invariants(const cca_allocator *a) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_check_invariants: allocator is NULL");
     cca_allocator *m = (cca_allocator *)a;
-    ccai_mutex_lock(&m->lock);
+    if (!ccai_mutex_lock(&m->lock))
+        return ccai_lock_refused("cca_check_invariants");
     const char *err = ccai_check_locked(a);
     ccai_mutex_unlock(&m->lock);
     return err ? ccai_fail(CCA_ERR_INVARIANT, "invariant broken: %s", err) : CCA_OK;

@@ -271,8 +271,12 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
     snprintf(d->name, sizeof d->name, "%s", name);
     d->handle = new_handle();
-    ccai_lock(a);
-    cca_status st = set_reserve(a);
+    cca_status st = ccai_lock(a, "cca_domain_create");
+    if (st != CCA_OK) {
+        free(d);
+        return st;
+    }
+    st = set_reserve(a);
     if (st != CCA_OK) {
         ccai_unlock(a);
         free(d);
@@ -401,8 +405,9 @@ static cca_status release(cca_allocator *a, cca_domain *h, unsigned flags, cca_d
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn, flags & ~CCA_DOMAIN_FORCE);
     if (destroy && !h)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: the default domain cannot be destroyed", fn);
-    ccai_lock(a);
-    cca_status st;
+    cca_status st = ccai_lock(a, fn);
+    if (st != CCA_OK)
+        return st;
     cca_domain *d = ccai_domain_lookup(a, h);
     if (!d) {
         st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: domain %p is not one of this allocator's", fn, (void *)h);
@@ -482,8 +487,9 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
     if (a->config.policy == CCA_POLICY_GREEDY)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: the greedy policy has its arena already");
     size_t rounded = (bytes + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
-    ccai_lock(a);
-    cca_status st = CCA_OK;
+    cca_status st = ccai_lock(a, "cca_domain_reserve");
+    if (st != CCA_OK)
+        return st;
     cca_domain *d = ccai_domain_lookup(a, h);
     if (!d) {
         st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: domain %p is not one of this allocator's",
@@ -532,9 +538,10 @@ cca_status cca_domain_of(cca_allocator *a, const void *ptr, cca_domain **d) {
         *d = NULL;
     if (!a || !ptr || !d)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_of: %s is NULL", !a ? "allocator" : !ptr ? "ptr" : "d");
-    ccai_lock(a);
+    cca_status st = ccai_lock(a, "cca_domain_of");
+    if (st != CCA_OK)
+        return st;
     ccai_block *b = ccai_live_map_find(&a->live, (uintptr_t)ptr);
-    cca_status st = CCA_OK;
     if (!b || b->state != CCAI_LIVE)
         st = ccai_diagnose_pointer(a, ptr, "cca_domain_of");
     else
@@ -574,8 +581,9 @@ cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *h, cca
     if (!a || !s)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: %s is NULL", a ? "stats" : "allocator");
     cca_allocator *m = (cca_allocator *)a; /* the lock only */
-    ccai_lock(m);
-    cca_status st = CCA_OK;
+    cca_status st = ccai_lock(m, "cca_get_domain_stats");
+    if (st != CCA_OK)
+        return st;
     const cca_domain *d = ccai_domain_lookup(a, h);
     if (!d)
         st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: domain %p is not one of this allocator's",
@@ -611,7 +619,7 @@ void ccai_domain_stats_json(const cca_allocator *a, FILE *f) {
 /* The array's body (ccai_body_fn), under the lock. */
 static int domain_stats_body(const void *ctx, FILE *f) {
     cca_allocator *m = (cca_allocator *)ctx; /* the lock is not part of the logical state */
-    ccai_lock(m);
+    (void)ccai_lock(m, "cca_domain_stats_write_json"); /* never refused: the caller checked */
     ccai_domain_stats_json(m, f);
     fputc('\n', f);
     ccai_unlock(m);
@@ -623,6 +631,8 @@ static int domain_stats_body(const void *ctx, FILE *f) {
 cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f) {
     if (!a || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_stats_write_json: %s is NULL", a ? "file" : "allocator");
+    if (ccai_mutex_held_here(&a->lock))
+        return ccai_lock_refused("cca_domain_stats_write_json");
     int bad = ccai_write_via_memory(f, domain_stats_body, a) != CCAI_BODY_OK;
     if (bad || ccai_write_failed(f))
         return ccai_fail(CCA_ERR_IO, "cca_domain_stats_write_json: write failed");

@@ -68,8 +68,8 @@ static bool handler_set;
 static void prepare(void) {
     ccai_plug_fork_lock(true);
     pthread_mutex_lock(&registry_lock);
-    for (ccai_fork_link *l = allocators; l; l = l->next)
-        ccai_mutex_lock(&ALLOCATOR(l)->lock);
+    for (ccai_fork_link *l = allocators; l; l = l->next) /* refused only for a fork from inside an op (ccalloc.h: */
+        ALLOCATOR(l)->fork_locked = ccai_mutex_lock(&ALLOCATOR(l)->lock); /* not allowed): then this thread holds it */
     for (ccai_fork_link *l = upstreams; l; l = l->next)
         ccai_upstream_fork_lock(UPSTREAM(l));
     ccai_trace_fork_lock(true);
@@ -86,6 +86,8 @@ static void release(bool child) {
         ccai_upstream_fork_unlock(UPSTREAM(l));
     }
     for (ccai_fork_link *l = allocators; l; l = l->next) {
+        if (!ALLOCATOR(l)->fork_locked)
+            continue; /* not taken by prepare: its holder, this thread's op, unlocks it */
         if (child)
             ccai_mutex_unlock_in_child(&ALLOCATOR(l)->lock);
         else

@@ -475,6 +475,14 @@ typedef struct ccai_mutex {
      * thread's log (ccai_mutex_hold_log), which sends the unlock out of line
      * to release it. Read and written by the holder only (and ccai_mutex_init). */
     uint8_t unlock;
+    /* Re-entry: while the holder calls upstream ops (set with the log's
+     * mark, cleared by its unlock), its thread's token (&ccai_this_thread),
+     * else NULL. An op that calls back into the allocator on its own thread
+     * takes the contended path, finds its own token here and is refused
+     * instead of waiting for ever (ccai_mutex_lock). Written by the holder
+     * only; a thread reads its own token here only while it holds the lock
+     * itself, so relaxed accesses are enough. */
+    _Atomic(const void *) owner;
 } ccai_mutex;
 enum { CCAI_UNLOCK_STORE = 0, CCAI_UNLOCK_DECREMENT = 1, CCAI_UNLOCK_LOG = 2 };
 
@@ -536,6 +544,7 @@ struct cca_allocator {
     struct ccai_trace *trace;
     struct ccai_history *history; /* recent events (history.c); NULL: off */
     ccai_fork_link fork;          /* fork.c's registry; under its lock */
+    bool fork_locked;             /* fork.c's prepare took lock (not: the forking thread held it, in an op) */
 };
 
 /* status.c: the per-thread last-error buffer's size, message included its
@@ -904,7 +913,11 @@ bool ccai_log_holding(void); /* this thread holds its log now */
 void ccai_mutex_init(ccai_mutex *m);                       /* asymmetric where the kernel allows */
 void ccai_mutex_init_kind(ccai_mutex *m, bool asymmetric); /* asymmetric only if the kernel allows; tests */
 extern _Atomic bool ccai_mutex_refuse_barrier;            /* tests: waiters act as if the kernel refused */
-void ccai_mutex_wait(ccai_mutex *m); /* lock.c: the contended path */
+/* lock.c: the contended path; false, without taking m, when this thread
+ * holds m itself inside an upstream op (m->owner) */
+bool ccai_mutex_wait(ccai_mutex *m);
+/* Its address identifies the calling thread (ccai_mutex.owner). */
+extern _Thread_local char ccai_this_thread;
 void ccai_mutex_wake(ccai_mutex *m);
 /* In the child of a fork, release a lock the forking thread took before
  * the fork (plug.c's fork handler): the child has that one thread, so no
@@ -919,13 +932,24 @@ void ccai_mutex_unlock_in_child(ccai_mutex *m);
 extern _Thread_local unsigned ccai_mutexes_held;
 #endif
 
-static inline void ccai_mutex_lock(ccai_mutex *m) {
+/* Take m; false (m not taken) when this thread holds it already, inside an
+ * upstream op: a call back into the allocator from its own op, which would
+ * otherwise wait for ever. */
+static inline bool ccai_mutex_lock(ccai_mutex *m) {
     int expected = 0;
-    if (!atomic_compare_exchange_strong_explicit(&m->state, &expected, 1, memory_order_acquire, memory_order_relaxed))
-        ccai_mutex_wait(m);
+    if (!atomic_compare_exchange_strong_explicit(&m->state, &expected, 1, memory_order_acquire, memory_order_relaxed) &&
+        !ccai_mutex_wait(m))
+        return false;
 #if CCA_DEBUG >= 1
     ccai_mutexes_held++;
 #endif
+    return true;
+}
+
+/* This thread holds m, inside an upstream op (a public call made from the
+ * op: the ones that must refuse before ccai_mutex_lock would). */
+static inline bool ccai_mutex_held_here(const ccai_mutex *m) {
+    return atomic_load_explicit(&m->owner, memory_order_relaxed) == &ccai_this_thread;
 }
 
 /* The holder of m is about to call something that may log (an upstream
@@ -936,6 +960,7 @@ static inline void ccai_mutex_hold_log(ccai_mutex *m) {
     ccai_assert(ccai_mutexes_held > 0);
     if (!(m->unlock & CCAI_UNLOCK_LOG)) {
         m->unlock |= CCAI_UNLOCK_LOG;
+        atomic_store_explicit(&m->owner, &ccai_this_thread, memory_order_relaxed);
         ccai_log_hold();
     }
 }
@@ -976,8 +1001,15 @@ static inline void ccai_mutex_unlock(ccai_mutex *m) {
         ccai_mutex_unlock_and_log(m);
 }
 
-static inline void ccai_lock(cca_allocator *a) {
-    ccai_mutex_lock(&a->lock);
+/* lock.c: the failure of a public call `fn` made from inside an upstream
+ * op of the allocator it names (CCA_ERR_INVALID_ARGUMENT, saying so). */
+cca_status ccai_lock_refused(const char *fn);
+
+/* Take a's lock at the start of public call `fn`: CCA_OK, or its refusal
+ * when the call comes from inside one of a's own upstream ops (nothing
+ * taken, nothing to unlock). */
+static inline cca_status ccai_lock(cca_allocator *a, const char *fn) {
+    return __builtin_expect(ccai_mutex_lock(&a->lock), 1) ? CCA_OK : ccai_lock_refused(fn);
 }
 
 /* a's upstream, for an op the allocator calls under a's lock (every op it

@@ -83,6 +83,15 @@
  * invariant check) writes nothing. With CCA_DEBUG >= 1 the upstream
  * wrapper checks that every op called under a lock has the log held.
  *
+ * Re-entry. Every upstream op runs with the allocator's lock held, and an
+ * op that calls the same allocator on its own thread would wait for
+ * itself for ever. The mark's holder also writes its thread's token into
+ * the lock (`owner`, cleared by the marked unlock), and the contended path
+ * first compares it with its own: a thread can read its own token there
+ * only while it holds the lock itself, so the taker is refused instead
+ * (ccai_lock_refused: CCA_ERR_INVALID_ARGUMENT, nothing taken). The cached
+ * path never marks the lock, and an uncontended take never reads owner.
+ *
  * Costs: uncontended, no system call and one locked instruction per
  * lock+unlock (asymmetric) or two (symmetric); contended, at most one futex
  * wait per sleep, plus one barrier (asymmetric), and one wake per unlock
@@ -126,6 +135,7 @@ void ccai_mutex_init_kind(ccai_mutex *m, bool asymmetric) {
     pthread_once(&barrier_once, register_barrier);
     atomic_init(&m->state, 0);
     atomic_init(&m->sleepers, 0);
+    atomic_init(&m->owner, NULL);
     m->asymmetric = asymmetric && barrier_registered;
     m->unlock = m->asymmetric ? CCAI_UNLOCK_STORE : CCAI_UNLOCK_DECREMENT;
 }
@@ -170,21 +180,33 @@ static void wait_asymmetric(ccai_mutex *m) {
     atomic_fetch_sub_explicit(&m->sleepers, 1, memory_order_relaxed);
 }
 
-void ccai_mutex_wait(ccai_mutex *m) {
+_Thread_local char ccai_this_thread;
+
+bool ccai_mutex_wait(ccai_mutex *m) {
+    if (ccai_mutex_held_here(m)) /* our own op calling back: it would wait for itself */
+        return false;
     for (int i = 0; i < SPINS; i++) {
         if (try_take(m))
-            return;
+            return true;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
     }
     if (m->asymmetric) {
         wait_asymmetric(m);
-        return;
+        return true;
     }
     /* symmetric: mark the lock contended (2) so that unlock wakes someone */
     while (atomic_exchange_explicit(&m->state, 2, memory_order_acquire) != 0)
         futex_wait(m, 2, NULL);
+    return true;
+}
+
+cca_status ccai_lock_refused(const char *fn) {
+    return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+                     "%s: called from inside an upstream op of this allocator, on the thread that holds its lock "
+                     "for that op; an op must not call back into the allocator that called it",
+                     fn);
 }
 
 void ccai_mutex_wake(ccai_mutex *m) {
@@ -198,6 +220,7 @@ void ccai_mutex_wake(ccai_mutex *m) {
  * held by this thread (an allocator's is the only one around an op). */
 void ccai_mutex_unlock_and_log(ccai_mutex *m) {
     m->unlock &= (uint8_t)~CCAI_UNLOCK_LOG;
+    atomic_store_explicit(&m->owner, NULL, memory_order_relaxed);
     ccai_mutex_release(m, m->asymmetric);
     ccai_log_release();
 }

@@ -169,7 +169,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
     if (cfg.policy == CCA_POLICY_GREEDY) {
         /* under the lock, as every upstream op the allocator calls (a line
          * an op logs waits for the unlock); no other thread knows a yet */
-        ccai_mutex_lock(&a->lock);
+        (void)ccai_mutex_lock(&a->lock); /* a is new: none of its ops is running, so never refused */
         cca_status st = ccai_arena_reserve(a);
         ccai_mutex_unlock(&a->lock);
         if (st != CCA_OK) {
@@ -198,8 +198,10 @@ static cca_status destroy_sync(cca_allocator *a, char why[CCAI_ERROR_CAP]) {
 cca_status cca_destroy(cca_allocator *a) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_destroy: allocator is NULL");
+    if (ccai_mutex_held_here(&a->lock)) /* from inside one of a's ops: refused before anything changes */
+        return ccai_lock_refused("cca_destroy");
     ccai_fork_unregister_allocator(a); /* before its lock: registry, then allocator, as fork.c takes them */
-    ccai_mutex_lock(&a->lock);
+    (void)ccai_mutex_lock(&a->lock);   /* not refused: checked above */
     char sync_why[CCAI_ERROR_CAP] = "";
     cca_status sync = destroy_sync(a, sync_why);
     size_t live = a->live.count;
@@ -968,8 +970,10 @@ cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out) {
         return CCA_OK;
     ccai_deferred_log log;
     log.set = false;
-    ccai_lock(a);
-    cca_status st = alloc_locked(a, &a->root, size, s, out, &log);
+    cca_status st = ccai_lock(a, "cca_alloc");
+    if (st != CCA_OK)
+        return st;
+    st = alloc_locked(a, &a->root, size, s, out, &log);
     ccai_unlock(a);
     ccai_log_flush(&log);
     return st;
@@ -982,8 +986,9 @@ cca_status cca_alloc_in(cca_allocator *a, cca_domain *h, size_t size, cca_stream
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: %s is NULL", a ? "out" : "allocator");
     ccai_deferred_log log;
     log.set = false;
-    ccai_lock(a);
-    cca_status st;
+    cca_status st = ccai_lock(a, "cca_alloc_in");
+    if (st != CCA_OK)
+        return st;
     cca_domain *d = ccai_domain_lookup(a, h);
     if (!d) {
         st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: domain %p is not one of this allocator's", (void *)h);
@@ -1008,9 +1013,10 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_free: allocator is NULL");
     if (!ptr)
         return CCA_OK;
-    ccai_lock(a);
+    cca_status st = ccai_lock(a, "cca_free");
+    if (st != CCA_OK)
+        return st;
     ccai_block **link = ccai_live_map_link(&a->live, (uintptr_t)ptr), *b = *link;
-    cca_status st = CCA_OK;
     if (!b || b->state != CCAI_LIVE) {
         st = ccai_diagnose_pointer(a, ptr, "cca_free");
     } else {
@@ -1038,9 +1044,10 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
 cca_status cca_record_stream(cca_allocator *a, void *ptr, cca_stream s) {
     if (!a || !ptr)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_record_stream: %s is NULL", a ? "ptr" : "allocator");
-    ccai_lock(a);
+    cca_status st = ccai_lock(a, "cca_record_stream");
+    if (st != CCA_OK)
+        return st;
     ccai_block *b = ccai_live_map_find(&a->live, (uintptr_t)ptr);
-    cca_status st;
     if (!b || b->state != CCAI_LIVE)
         st = ccai_diagnose_pointer(a, ptr, "cca_record_stream");
     else
@@ -1052,9 +1059,10 @@ cca_status cca_record_stream(cca_allocator *a, void *ptr, cca_stream s) {
 cca_status cca_block_size(cca_allocator *a, const void *ptr, size_t *size) {
     if (!a || !ptr || !size)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_block_size: NULL argument");
-    ccai_lock(a);
+    cca_status st = ccai_lock(a, "cca_block_size");
+    if (st != CCA_OK)
+        return st;
     ccai_block *b = ccai_live_map_find(&a->live, (uintptr_t)ptr);
-    cca_status st = CCA_OK;
     if (!b || b->state != CCAI_LIVE)
         st = ccai_diagnose_pointer(a, ptr, "cca_block_size");
     else

@@ -243,7 +243,9 @@ cca_status ccai_release_unsynced(void) {
 static cca_status trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report, const char *fn) {
     if (!a)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
-    ccai_lock(a);
+    cca_status refused = ccai_lock(a, fn);
+    if (refused != CCA_OK)
+        return refused;
     if (a->trace) /* the program's release call, in the trace before its effect */
         ccai_trace_release(a->trace, keep_bytes);
     /* One synchronize: queued work finishes, so pending frees complete and

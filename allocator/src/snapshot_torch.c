@@ -405,6 +405,8 @@ cca_status cca_write_snapshot_torch(const cca_allocator *a, int device, FILE *f)
     if (device < 0 || device > CCA_SNAPSHOT_MAX_DEVICE)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_torch: device %d not in [0, %d]", device,
                          CCA_SNAPSHOT_MAX_DEVICE);
+    if (ccai_mutex_held_here(&a->lock))
+        return ccai_lock_refused("cca_write_snapshot_torch");
     char *conf = config_string(&a->config); /* immutable: no lock needed */
     if (!conf)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_write_snapshot_torch: host malloc failed");
@@ -425,7 +427,7 @@ static int torch_body(const void *ctx, FILE *f) {
     int device = t->device;
     const char *conf = t->conf;
     cca_allocator *m = (cca_allocator *)a; /* the lock is not part of the logical state */
-    ccai_lock(m);
+    (void)ccai_lock(m, "cca_write_snapshot_torch"); /* never refused: the caller checked */
     size_t n = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next)
         n++;

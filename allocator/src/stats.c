@@ -110,15 +110,17 @@ void cca_get_stats(const cca_allocator *a, cca_stats *s) {
     if (!a || !s)
         return;
     cca_allocator *m = (cca_allocator *)a; /* the lock is not part of the logical state */
-    ccai_lock(m);
+    if (ccai_lock(m, "cca_get_stats") != CCA_OK) { /* from inside one of a's ops: zeros, and the message */
+        memset(s, 0, sizeof *s);
+        return;
+    }
     ccai_fill_stats(a, s);
     ccai_unlock(m);
 }
 
 void cca_reset_peak_stats(cca_allocator *a) {
-    if (!a)
+    if (!a || ccai_lock(a, "cca_reset_peak_stats") != CCA_OK) /* from inside one of a's ops: nothing */
         return;
-    ccai_lock(a);
     a->c.allocated_peak = a->c.allocated;
     a->c.requested_peak = a->c.requested;
     a->c.reserved_peak = a->c.reserved;
@@ -279,7 +281,7 @@ static const ccai_segment **sorted_by_address(const cca_allocator *a, size_t *n)
 static int json_body(const void *ctx, FILE *f) {
     const cca_allocator *a = ctx;
     cca_allocator *m = (cca_allocator *)a;
-    ccai_lock(m);
+    (void)ccai_lock(m, "cca_write_snapshot_json"); /* never refused: the caller checked */
     cca_stats s;
     ccai_fill_stats(a, &s);
     int bad = fputs("{\"upstream\":", f) == EOF;
@@ -327,6 +329,8 @@ static int json_body(const void *ctx, FILE *f) {
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     if (!a || !f)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_json: NULL argument");
+    if (ccai_mutex_held_here(&a->lock))
+        return ccai_lock_refused("cca_write_snapshot_json");
     int bad = ccai_write_via_memory(f, json_body, a) != CCAI_BODY_OK;
     bad |= ccai_write_failed(f);
     return bad ? ccai_fail(CCA_ERR_IO, "cca_write_snapshot_json: write failed") : CCA_OK;

@@ -190,7 +190,9 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
                          "cca_trace_mark: a name is 1..%d printable ASCII characters without ',' or '\"'",
                          CCA_MARK_MAX);
-    ccai_lock(a); /* in the order of the allocator's own events */
+    cca_status refused = ccai_lock(a, "cca_trace_mark"); /* in the order of the allocator's own events */
+    if (refused != CCA_OK)
+        return refused;
     bool written = true;
     if (a->trace) {
         pthread_mutex_lock(&trace_lock);

@@ -11,7 +11,8 @@
  * ops are.
  *
  * Contract of the ops (0 = success, preconditions):
- *   alloc(size > 0, size % CCA_GRANULARITY == 0) -> CCA_ALIGNMENT-aligned ptr
+ *   alloc(size > 0, size % CCA_GRANULARITY == 0) -> CCA_ALIGNMENT-aligned ptr,
+ *       ptr + size not past the top of the address space (else given back)
  *   free(ptr, size) with exactly the pair alloc returned
  *   mem_info / synchronize / events: optional, defaults in ccalloc.h
  * The ops' own locking is their business; the wrapper's lock covers only the
@@ -20,7 +21,7 @@
  * Messages (op_begin / op_end around every op): the thread's message is
  * saved and cleared before the op, so what is there afterwards is the op's
  * own (cca_set_error). Then:
- *   op succeeded (event_query: or answered NOT_READY) -> the saved message
+ *   op succeeded (event_query: whatever it answered) -> the saved message
  *       is put back: a call that did not fail changes nothing (ccalloc.h);
  *   op failed and said why  -> its message stands;
  *   op failed silently      -> "upstream 'NAME' alloc of N bytes failed
@@ -183,6 +184,15 @@ static void uncount_after(cca_upstream *u, size_t size, bool allocation, bool un
     pthread_mutex_unlock(&u->lock);
 }
 
+/* [p, p + size) from an op that claimed success ends past the top of the
+ * address space: p + size wraps, or is exactly 2^64. Unusable: the
+ * allocator keeps every end as a number, and a block would end below
+ * where it starts. */
+#define PAST_TOP "whose end passes the top of the address space"
+static bool passes_top(const void *p, size_t size) {
+    return size > UINTPTR_MAX - (uintptr_t)p;
+}
+
 cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
     if (!u || !ptr)
         return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_alloc: NULL argument");
@@ -195,16 +205,19 @@ cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
     cca_status st = u->ops.alloc(u->ctx, size, ptr);
     bool no_pointer = st == CCA_OK && !*ptr;
     bool misaligned = st == CCA_OK && *ptr && (uintptr_t)*ptr % CCA_ALIGNMENT;
-    if (misaligned) { /* unusable: every block must start on CCA_ALIGNMENT; given back */
+    if (misaligned || (st == CCA_OK && *ptr && passes_top(*ptr, size))) {
+        /* unusable: every block must start on CCA_ALIGNMENT and end below the top; given back */
         void *bad = *ptr;
         cca_status back = u->ops.free(u->ctx, bad, size);
         pthread_mutex_lock(&u->lock);
         u->stats.failed_allocs++;
         pthread_mutex_unlock(&u->lock);
         *ptr = NULL;
-        return ccai_fail(CCA_ERR_UPSTREAM,
-                         "upstream '%s' alloc of %zu bytes returned %p, not a multiple of %u bytes%s", u->name, size,
-                         bad, CCA_ALIGNMENT, back == CCA_OK ? " (given back)" : " (and its free was refused)");
+        char why[64] = PAST_TOP;
+        if (misaligned)
+            snprintf(why, sizeof why, "not a multiple of %u bytes", CCA_ALIGNMENT);
+        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' alloc of %zu bytes returned %p, %s%s", u->name, size, bad,
+                         why, back == CCA_OK ? " (given back)" : " (and its free was refused)");
     }
     pthread_mutex_lock(&u->lock);
     if (st == CCA_OK && *ptr) {
@@ -357,13 +370,16 @@ cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base) {
     op_guard g;
     op_begin(&g);
     st = u->ops.vm_reserve(u->ctx, size, base);
-    if (st == CCA_OK && (!*base || (uintptr_t)*base % gran)) {
+    if (st == CCA_OK && (!*base || (uintptr_t)*base % gran || passes_top(*base, size))) {
         void *b = *base;
         *base = NULL;
+        char why[64] = PAST_TOP;
+        if (!b || (uintptr_t)b % gran)
+            snprintf(why, sizeof why, "not a %zu-aligned address", gran);
         /* give the range back: the caller never sees it */
         cca_status back = b ? u->ops.vm_release(u->ctx, b, size) : CCA_OK;
-        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' vm_reserve of %zu bytes returned %p: not a %zu-aligned "
-                         "address%s", u->name, size, b, gran,
+        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' vm_reserve of %zu bytes returned %p: %s%s", u->name, size,
+                         b, why,
                          back == CCA_OK ? (b ? " (given back)" : "")
                                         : " (and its release was refused: the range stays reserved)");
     }
@@ -439,10 +455,13 @@ cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **even
 }
 
 cca_status ccai_upstream_event_query(cca_upstream *u, void *event) {
+    /* every caller reads any status but CCA_OK as "not completed yet" and
+     * asks again later, inside calls that go on and may succeed: a failure
+     * (a lost device) is no message of theirs, so the caller's is kept */
     op_guard g;
     op_begin(&g);
     cca_status st = u->ops.event_query(u->ctx, event);
-    return op_end(&g, u, st, st == CCA_OK || st == CCA_ERR_NOT_READY, "event_query of event %p", event);
+    return op_end(&g, u, st, true, "event_query of event %p", event);
 }
 
 void ccai_upstream_event_destroy(cca_upstream *u, void *event) {

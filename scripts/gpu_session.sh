@@ -49,7 +49,8 @@
 #                   and ccalloc-cuda-expandable on every committed trace and generator with
 #                   --vm-granularity 2M and 32M, and 2M with --vm-backing whole-maps, one run
 #                   each (expandable against the classic strategy of the same run; 8M pages,
-#                   measured in bench/results/2026-11-24-h100/session3, are not run again)
+#                   measured in bench/results/2026-11-24-h100/session3, are not run again);
+#                   the 2M run also holds the peak (expandable:1,hold_peak:1)
 # A step that runs but does no GPU work ("skipped: no CUDA device", "GPU
 # benchmarks skipped", GPU strategies skipped) exits 75 and is flagged.
 # Exit status: 0 when every step succeeded, else 1.
@@ -296,9 +297,12 @@ step_pages() {
     # rG: pages of G; w2M: 2 MiB pages over whole maps (each map one physical allocation,
     # maps of the default expandable_chunk). 8M pages are not run: session 3 measured them
     # (bench/results/2026-11-24-h100), and the whole-maps run takes their time.
+    # r2M also holds the peak (hold_peak:1): what its synchronizes and extra calls cost on a GPU.
     for run in r2M:2M r32M:32M w2M:2M:whole-maps; do
         IFS=: read -r dir g backing <<<"$run"
-        run "$BUILD/bench/ccbench" replay -s ccalloc-cuda -s ccalloc-cuda-expandable --vm-granularity "$g" \
+        local hold=()
+        [ "$dir" = r2M ] && hold=(-s 'ccalloc-cuda=expandable:1,hold_peak:1')
+        run "$BUILD/bench/ccbench" replay -s ccalloc-cuda -s ccalloc-cuda-expandable "${hold[@]}" --vm-granularity "$g" \
             ${backing:+--vm-backing "$backing"} --reps 3 --no-plots --out "$GS_OUT/pages/$dir" "${traces[@]}" || rc=1
         rm -rf "$GS_OUT/pages/$dir/timeline" # a CSV per trace and strategy: not needed to compare
     done

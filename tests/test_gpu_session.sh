@@ -75,7 +75,8 @@ fi
 
 # The pages step's commands, with a stand-in ccbench that records its
 # arguments: ccalloc-cuda and ccalloc-cuda-expandable at 2M and 32M pages,
-# and at 2M pages over whole maps, one replay each, on the same traces.
+# and at 2M pages over whole maps, one replay each, on the same traces; the
+# 2M run also holds the peak.
 mkdir -p "$dir/build/bench" "$dir/out"
 cat >"$dir/build/bench/ccbench" <<'FAKE'
 #!/usr/bin/env bash
@@ -86,7 +87,7 @@ chmod +x "$dir/build/bench/ccbench"
 GS_BUILD_DIR="$dir/build" GS_OUT="$dir/out" GS_LDLP="" GS_LDLP_ORIG="" bash "$script" --run-step pages
 rc=$?
 common="-s ccalloc-cuda -s ccalloc-cuda-expandable"
-want=$(for run in "--vm-granularity 2M --reps 3 --no-plots --out $dir/out/pages/r2M" \
+want=$(for run in "-s ccalloc-cuda=expandable:1,hold_peak:1 --vm-granularity 2M --reps 3 --no-plots --out $dir/out/pages/r2M" \
     "--vm-granularity 32M --reps 3 --no-plots --out $dir/out/pages/r32M" \
     "--vm-granularity 2M --vm-backing whole-maps --reps 3 --no-plots --out $dir/out/pages/w2M"; do
     echo "replay $common $run gen:uniform"

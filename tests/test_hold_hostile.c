@@ -180,6 +180,44 @@ Test(hold_hostile, classic_the_peak_rises_under_max_reserved_and_stops_there) {
     tu_teardown(a, u);
 }
 
+/* ---- what a hold counts ----------------------------------------------------- */
+
+/* peak_holds counts holds that released cached memory. Here nothing can be
+ * released (A's free remainder shares A's map: trapped, not releasable),
+ * so the hold takes with no cap at once; the device refuses that take's
+ * second map, and the first is unmapped again. That unmap undoes this
+ * request's own map, it releases nothing cached: no hold is counted. */
+Test(hold_hostile, an_undone_map_is_not_a_hold) {
+    cca_upstream *dev = tu_vm_device_backed(64 * MiB, PG, CCA_VM_WHOLE_MAPS);
+    tu_faulty f;
+    cca_upstream *u = tu_faulty_create(&f, dev, "fx", false);
+    cca_allocator *a = tu_allocator(u, "expandable:1,hold_peak:1,small_pool:0,expandable_ahead_min:0,"
+                                       "expandable_ahead_max:0,expandable_chunk:128K,log_oom:0");
+    char *A = tu_alloc(a, 96 * KiB, NULL);
+    tu_fill(A, 96 * KiB, 1);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes, 2 * PG);
+    cr_assert_eq(s.cached_bytes, 32 * KiB, "trapped in A's map");
+    f.fail_at[TU_FAULT_MAP] = f.calls[TU_FAULT_MAP] + 2; /* the second map of B's four */
+    void *B = (void *)1;
+    cr_assert_eq(cca_alloc(a, 512 * KiB, NULL, &B), CCA_ERR_OUT_OF_MEMORY);
+    s = tu_stats(a);
+    agree(a, dev);
+    cr_assert_eq(f.ok[TU_FAULT_UNMAP], 1, "the first map was undone");
+    cr_assert_eq(s.reserved_bytes, 2 * PG);
+    cr_assert_eq(s.peak_holds, 0, "nothing cached was released, yet %lu holds counted", (unsigned long)s.peak_holds);
+    B = tu_alloc(a, 512 * KiB, NULL); /* the device maps it now: the peak rises, nothing to release */
+    s = tu_stats(a);
+    cr_assert_eq(s.peak_holds, 0);
+    cr_assert(tu_check_fill(A, 96 * KiB, 1));
+    tu_free(a, A);
+    tu_free(a, B);
+    tu_empty_all(a, u);
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(dev);
+}
+
 /* ---- domains ------------------------------------------------------------------ */
 
 static void domains_sum(const cca_allocator *a, cca_domain *const *ds, size_t n) {

@@ -689,7 +689,7 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
  * (ccai_releasable), and each synchronize waits for the device: paid only
  * by requests that would raise the peak. */
 static cca_status hold(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
-    uint64_t frees = a->c.upstream_frees;
+    uint64_t frees = a->release_frees; /* not upstream_frees: a map refused part-way unmaps what it mapped */
     cca_status st = release_and_take(a, rounded, stream, pool, b);
     a->peak_hold = 0;
     if (st == CCA_ERR_OUT_OF_MEMORY) {
@@ -706,7 +706,7 @@ static cca_status hold(cca_allocator *a, size_t rounded, cca_stream stream, ccai
         st = take_again(a, rounded, stream, pool, b);
         a->peak_rising = false;
     }
-    a->c.peak_holds += a->c.upstream_frees != frees; /* counted when it released something */
+    a->c.peak_holds += a->release_frees != frees; /* counted when it released something cached */
     return st == CCA_ERR_OUT_OF_MEMORY ? retry(a, rounded, stream, pool, b) : st;
 }
 

@@ -4,7 +4,7 @@
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 
 foreach(suite pool stream check release stats config upstream fault_injection random threads trace trace_hostile
-              hold_peak)
+              hold_peak hold_hostile)
   cca_add_test(NAME test_${suite} SOURCES test_${suite}.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 endforeach()
 target_link_libraries(test_stats PRIVATE PkgConfig::CJSON)

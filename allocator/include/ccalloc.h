@@ -631,8 +631,13 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    synchronize; if that fails nothing is unmapped) and the request is
  *    taken with no hold, so the peak rises by no more than the request
  *    needs once the cache is empty (classic: a segment of its usual size;
- *    expandable: its own pages, no ahead pages). peak_holds counts the requests
- *    that released something on the way. If the upstream refuses that
+ *    expandable: its own pages, no ahead pages). That release follows the
+ *    retry's rule: when releasing cannot make room even with the peak
+ *    lifted (max_reserved, or the device's free memory plus everything
+ *    cached, is short of what the request needs), nothing is released or
+ *    synchronized, and the take is refused. peak_holds counts the requests
+ *    that released cached memory on the way (a map refused part-way and
+ *    unmapped again is no release). If the upstream refuses that
  *    last take, the retry above follows (counted) and its outcome is the
  *    call's. Like the retry, a hold may release any domain's cached
  *    memory, a reserved footprint included.

@@ -509,6 +509,9 @@ struct cca_allocator {
                                 peak it may not cross (a cap beside max_reserved);
                                 0 = none (pool.c, alloc_locked) */
     bool peak_rising;        /* that request raises the peak: no ahead pages (expandable.c) */
+    uint64_t release_frees;  /* upstream frees (segments, unmaps) made by ccai_release:
+                                what a hold gave back of the cache, told apart from a
+                                refused map's undo, also an unmap (pool.c, hold) */
     bool whole_maps;         /* expandable over CCA_VM_WHOLE_MAPS (expandable.c) */
     size_t max_request;      /* larger requests are CCA_ERR_INVALID_ARGUMENT: their rounding would overflow */
     size_t device_total;     /* upstream's total bytes; 0 = unknown (segment.c) */
@@ -803,7 +806,8 @@ cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *
  * expandable segments left empty, until reserved <= keep. Pages are
  * unmapped only with CCAI_RELEASE_UNMAP (the device was synchronized:
  * unmapping does not wait for queued work). CCA_ERR_UPSTREAM if the upstream
- * refused something (it stays, counted); the rest is still released. */
+ * refused something (it stays, counted); the rest is still released. The
+ * upstream frees it made are added to a->release_frees. */
 #define CCAI_RELEASE_UNMAP 1u  /* the device synchronized: pages may be unmapped */
 #define CCAI_RELEASE_RANGES 2u /* give back empty expandable segments' ranges */
 cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r);

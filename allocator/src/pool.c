@@ -62,8 +62,9 @@
  *         hold_peak:1 puts a hold before it: a request that would raise
  *         reserved bytes past their peak while something is cached first
  *         takes the same steps with the peak as the cap, then releases
- *         everything and raises the peak by what it still needs (hold,
- *         counted in peak_holds; the retry only if the device refuses);
+ *         everything (unless releasing cannot make room even so) and
+ *         raises the peak by what it still needs (hold, counted in
+ *         peak_holds; the retry only if the device refuses);
  *      d. still nothing: CCA_ERR_OUT_OF_MEMORY and one log line, written
  *         after the lock is released. Live blocks never change; segments
  *         released by step c stay released (the stats count them);
@@ -675,7 +676,11 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
  *   - then the peak must rise, and rises by the least: everything cached
  *     is released (expandable: after the device synchronized; if that
  *     fails nothing is unmapped) and the request is taken again with no
- *     hold: expandable, its own pages and no ahead pages (a->peak_rising;
+ *     hold. Nothing is released (nor synchronized) when releasing cannot
+ *     make room even without the peak (ccai_release_can_help: max_reserved,
+ *     or the device's free memory plus everything cached, dooms the
+ *     request), as the retry releases nothing then; the take is still made
+ *     and refused, and the retry below says why: expandable, its own pages and no ahead pages (a->peak_rising;
  *     ahead pages would raise the peak further for calls saved later);
  *     classic, a segment of its usual size, as without hold_peak;
  *   - refused still (the device is full): the ordinary retry, counted in
@@ -684,17 +689,24 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
  * (ccai_releasable), and each synchronize waits for the device: paid only
  * by requests that would raise the peak. */
 static cca_status hold(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
-    uint64_t frees = a->c.upstream_frees;
+    uint64_t frees = a->release_frees; /* not upstream_frees: a map refused part-way unmaps what it mapped */
     cca_status st = release_and_take(a, rounded, stream, pool, b);
     a->peak_hold = 0;
     if (st == CCA_ERR_OUT_OF_MEMORY) {
-        if (ccai_releasable(a) && (!a->expandable || ccai_stream_sync_device(a) == CCA_OK))
+        /* The retry's rule, the peak no longer a cap: release nothing (and,
+         * expandable, synchronize nothing) when releasing cannot make room,
+         * for max_reserved or the device dooms the request whatever goes
+         * back: the take below is refused, the retry says why, and the
+         * cache stays, as it does without hold_peak. */
+        size_t free_b = 0;
+        if (ccai_release_can_help(a, retry_need(a, rounded, stream, pool), &free_b) == CCA_OK &&
+            (!a->expandable || ccai_stream_sync_device(a) == CCA_OK))
             (void)ccai_release(a, 0, a->expandable ? CCAI_RELEASE_UNMAP : 0, NULL); /* a refusal: less room */
         a->peak_rising = true;
         st = take_again(a, rounded, stream, pool, b);
         a->peak_rising = false;
     }
-    a->c.peak_holds += a->c.upstream_frees != frees; /* counted when it released something */
+    a->c.peak_holds += a->release_frees != frees; /* counted when it released something cached */
     return st == CCA_ERR_OUT_OF_MEMORY ? retry(a, rounded, stream, pool, b) : st;
 }
 

@@ -161,6 +161,7 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
     cca_status first = CCA_OK;
     char why[CCAI_ERROR_CAP] = "";
     bool unmap = flags & CCAI_RELEASE_UNMAP;
+    uint64_t frees = a->c.upstream_frees;
     /* 1. the tails of expandable segments */
     for (ccai_segment *s = a->segments; s && unmap && a->c.reserved > keep; s = s->next) {
         ccai_block *t = s->expandable ? tail_block(s) : NULL;
@@ -190,6 +191,7 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
         }
     }
     local.bytes_released += local.bytes_unmapped;
+    a->release_frees += a->c.upstream_frees - frees;
     if (r) {
         *r = local;
         fill_report(a, r);

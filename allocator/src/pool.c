@@ -676,13 +676,14 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
  *   - then the peak must rise, and rises by the least: everything cached
  *     is released (expandable: after the device synchronized; if that
  *     fails nothing is unmapped) and the request is taken again with no
- *     hold. Nothing is released (nor synchronized) when releasing cannot
- *     make room even without the peak (ccai_release_can_help: max_reserved,
- *     or the device's free memory plus everything cached, dooms the
- *     request), as the retry releases nothing then; the take is still made
- *     and refused, and the retry below says why: expandable, its own pages and no ahead pages (a->peak_rising;
+ *     hold: expandable, its own pages and no ahead pages (a->peak_rising;
  *     ahead pages would raise the peak further for calls saved later);
- *     classic, a segment of its usual size, as without hold_peak;
+ *     classic, a segment of its usual size, as without hold_peak. Nothing
+ *     is released (nor synchronized) when releasing cannot make room even
+ *     without the peak (ccai_release_can_help: max_reserved, or the
+ *     device's free memory plus everything cached, dooms the request), as
+ *     the retry releases nothing then; the take is still made and refused,
+ *     and the retry below says why;
  *   - refused still (the device is full): the ordinary retry, counted in
  *     alloc_retries; it finds nothing cached unless frees were pending.
  * Cost: a full release walks every block of expandable segments

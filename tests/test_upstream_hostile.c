@@ -514,6 +514,40 @@ Test(upstream_hostile, an_op_failing_inside_a_call_that_succeeds_leaves_the_call
     cr_assert_eq(hostile_finish(&h, a, u), CCA_OK, "%s", cca_last_error());
 }
 
+/* A failing event_query (a lost device) reads as "not yet": the block it
+ * guards stays pending and trim says CCA_ERR_NOT_READY, which alone reads
+ * as work still queued. One log line says the query failed and why, the
+ * first time in a run of failures of that upstream (not once per query, a
+ * poll at every cca_alloc would flood the log); a query that answers again
+ * ends the run, and the next failure is logged again. */
+Test(upstream_hostile, a_failing_event_query_is_logged_once_per_run_of_failures) {
+    hostile h;
+    cca_upstream *u = hostile_create(&h, 64 * MiB, true);
+    cca_allocator *a = allocator(u, "policy:growth");
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    for (int run = 1; run <= 2; run++) {
+        void *p = tu_alloc(a, 4096, (cca_stream)1);
+        cr_assert_eq(cca_record_stream(a, p, (cca_stream)2), CCA_OK);
+        h.lie = QUERY_FAILS;
+        tu_free(a, p);
+        for (int i = 0; i < 3; i++) {
+            void *q = tu_alloc(a, 8192, (cca_stream)1); /* polls the pending free: a query each time */
+            tu_free(a, q);
+            cr_assert_eq(cca_trim(a, 0, NULL), CCA_ERR_NOT_READY, "%s", cca_last_error());
+        }
+        cr_assert_eq(log.lines, run, "one line per run of failures, not per query (%llu queries): %s",
+                     (unsigned long long)h.queries, log.last);
+        cr_assert(strstr(log.last, "event_query") && strstr(log.last, "device lost"), "%s", log.last);
+        h.lie = QUERY_TRUE;
+        cr_assert_eq(cca_trim(a, 0, NULL), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(tu_stats(a).pending_blocks, 0);
+        cr_assert_eq(log.lines, run, "an answer logs nothing");
+    }
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(hostile_finish(&h, a, u), CCA_OK, "%s", cca_last_error());
+}
+
 /* No event can be recorded and the synchronize instead fails, through
  * free, trim, domain release and destroy (classic segments): each call
  * says so with the synchronize's status, the block is held (never handed

@@ -1049,7 +1049,8 @@ Test(cuda_double, sequences_on_a_small_device_run_out_and_recover, .timeout = 12
  * (probe_sink: never under a lock) has a line only for a refused cleanup,
  * one at most: a cuMemRelease (its line names it and the bytes that leak,
  * which the accounts allow for), a refused event_destroy op (the wrapper's
- * line: its cudaEventDestroy, or entering the context for it, failed), or
+ * line: its cudaEventDestroy, or entering the context for it, failed), a
+ * failed event_query op (the wrapper's line, likewise), or
  * the switch back to the caller's (no)
  * context, which leaves the primary context current: then, and only then,
  * a line names cuCtxSetCurrent. The script runs with no context current,
@@ -1075,7 +1076,19 @@ static void expect_log_of_the_fault(const log_probe *p, const char *when) {
         cr_assert(!strcmp(failed, "cudaEventDestroy") || !strcmp(failed, "cuCtxGetCurrent") ||
                       (!strcmp(failed, "cuCtxSetCurrent") && !primary_kept),
                   "%s: an event_destroy line for the failed call '%s': %s", when, failed, p->line);
-    int due = strcmp(failed, "cuMemRelease") == 0 || primary_kept || event_kept;
+    /* a failed event_query op is the wrapper's line too (the first of a run
+     * of failures): its cudaEventQuery, or entering the context for it */
+    bool query_failed = p->lines == 1 && strstr(p->line, "event_query") != NULL;
+    if (strcmp(failed, "cudaEventQuery") == 0)
+        cr_assert(query_failed, "%s: a failed cudaEventQuery is logged: %d lines, the last: %s", when, p->lines,
+                  p->line);
+    if (query_failed) {
+        cr_assert(!strcmp(failed, "cudaEventQuery") || !strcmp(failed, "cuCtxGetCurrent") ||
+                      (!strcmp(failed, "cuCtxSetCurrent") && !primary_kept),
+                  "%s: an event_query line for the failed call '%s': %s", when, failed, p->line);
+        cr_assert(strstr(p->line, "upstream 'cuda:0' event_query"), "%s: %s", when, p->line);
+    }
+    int due = strcmp(failed, "cuMemRelease") == 0 || primary_kept || event_kept || query_failed;
     cr_assert_eq(p->lines, due, "%s (the failed call: '%s'): %d lines, the last: %s", when, failed, p->lines, p->line);
     logged_releases += due && !primary_kept;
     logged_switch_backs += primary_kept;
@@ -1085,6 +1098,8 @@ static void expect_log_of_the_fault(const log_probe *p, const char *when) {
         cr_assert(strstr(p->line, "cuCtxSetCurrent back to the caller's context"), "%s: %s", when, p->line);
     } else if (event_kept) {
         cr_assert(strstr(p->line, "upstream 'cuda:0' event_destroy"), "%s: %s", when, p->line);
+        cr_assert_eq(p->leaked, 0, "%s", when);
+    } else if (query_failed) {
         cr_assert_eq(p->leaked, 0, "%s", when);
     } else if (due) {
         cr_assert(strstr(p->line, "cuda:0: cuMemRelease of the allocation"), "%s: %s", when, p->line);

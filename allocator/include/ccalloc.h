@@ -201,7 +201,10 @@ typedef struct cca_upstream_ops {
     /* CCA_OK when the event completed, CCA_ERR_NOT_READY when not yet. Any
      * other status reads as not yet: the event is asked again later (a
      * trim then says CCA_ERR_NOT_READY, a cca_destroy counts its block
-     * live), and the member's message is dropped. */
+     * live), and the caller's message is kept; the first failure of a run
+     * (the upstream's last query answered, or none was made) logs one line
+     * with the member's message, the later ones none until a query answers
+     * again. */
     cca_status (*event_query)(void *ctx, void *event);
     /* Called once per event, after it completed (or at cca_destroy). A
      * refusal changes nothing for the allocator (the event is not asked

@@ -1152,6 +1152,7 @@ struct cca_upstream {
     char name[32];
     char no_vm_reason[128]; /* why it has no vm ops, when its maker said ("": not said) */
     bool no_vm_logged;      /* cca_create's expandable:1 fallback line was written; under lock */
+    bool query_failing;     /* the last event_query failed (its run was logged once); under lock */
     ccai_fork_link fork;    /* fork.c's registry; under its lock */
 };
 /* Why u has no vm_* ops (upstream_cuda.c: the driver or the device lacks

@@ -461,6 +461,19 @@ cca_status ccai_upstream_event_query(cca_upstream *u, void *event) {
     op_guard g;
     op_begin(&g);
     cca_status st = u->ops.event_query(u->ctx, event);
+    /* ...but said once per run of failures (a poll queries at every
+     * cca_alloc): a lost device would otherwise show only as trim's
+     * CCA_ERR_NOT_READY, which reads as work still queued */
+    bool failed = st != CCA_OK && st != CCA_ERR_NOT_READY;
+    pthread_mutex_lock(&u->lock);
+    bool first = failed && !u->query_failing;
+    u->query_failing = failed;
+    pthread_mutex_unlock(&u->lock);
+    if (first) /* the op's own message, if it wrote one (op_begin cleared the caller's) */
+        ccai_log("upstream '%s' event_query of %p failed (%s): read as not yet completed, so the blocks waiting on "
+                 "its events stay pending (trim: CCA_ERR_NOT_READY); later failures are not logged until a query "
+                 "answers again",
+                 u->name, event, cca_last_error()[0] ? cca_last_error() : cca_status_string(st));
     return op_end(&g, u, st, true, "event_query of event %p", event);
 }
 

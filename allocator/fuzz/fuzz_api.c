@@ -8,6 +8,7 @@
  * small and medium pools on or off), a max_reserved cap, the simulated
  * device's capacity (tiny and odd ones included), mapping granularity and
  * backing (pages, or whole maps cut at one of four expandable_chunk values),
+ * hold_peak (half the growth configurations),
  * whether the device has events at all, whether its events complete at once
  * or are held until the program completes them, and an ERROR MODE that lets
  * the program pass bad pointers. The rest is a sequence of ACTIONS, one per
@@ -983,6 +984,9 @@ static bool configure(fz_world *w, fz_in *in) {
      * a page each, or three 64 KiB pages */
     static const size_t chunks[] = {128 * MiB, 0, 1, 192 * KiB};
     c->expandable_chunk = chunks[(flags >> 7) | ((geo >> 7) << 1)];
+    /* hold_peak on half the growth configurations (greedy refuses it): every
+     * request that meets the peak with memory cached releases first */
+    c->hold_peak = c->policy == CCA_POLICY_GROWTH && ((geo ^ devb ^ flags) & 2);
     if (cca_config_validate(c) != CCA_OK)
         return false;
     static const size_t capacities[] = {64 * MiB, 32 * MiB, 8 * MiB, 4096, 3 * MiB + 4096 * 7, 24 * MiB + 512 * 3};

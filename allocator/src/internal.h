@@ -505,9 +505,8 @@ struct cca_allocator {
     cca_upstream *upstream;
     bool expandable;         /* config.expandable and the upstream has vm ops */
     size_t page;             /* the upstream's granularity when expandable */
-    size_t peak_hold;        /* while one request of hold_peak:1 grows: the reserved
-                                peak it may not cross (a cap beside max_reserved);
-                                0 = none (pool.c, alloc_locked) */
+    bool peak_hold;          /* one request of hold_peak:1 grows: reserved_peak is a
+                                cap beside max_reserved (ccai_cap; pool.c, alloc_locked) */
     bool peak_rising;        /* that request raises the peak: no ahead pages (expandable.c) */
     uint64_t release_frees;  /* upstream frees (segments, unmaps) made by ccai_release:
                                 what a hold gave back of the cache, told apart from a
@@ -597,8 +596,8 @@ cca_status ccai_cap_room(const cca_allocator *a, size_t bytes);
 /* The cap on reserved bytes now: max_reserved, or the reserved peak while a
  * request of hold_peak:1 is held under it (the lower of the two); 0 = none. */
 static inline size_t ccai_cap(const cca_allocator *a) {
-    size_t cap = a->config.max_reserved;
-    return a->peak_hold && (!cap || a->peak_hold < cap) ? a->peak_hold : cap;
+    size_t cap = a->config.max_reserved, peak = a->c.reserved_peak;
+    return a->peak_hold && (!cap || peak < cap) ? peak : cap;
 }
 /* Names that cap for a message: "max_reserved (N)" or "the reserved peak (N, hold_peak)". */
 const char *ccai_cap_name(const cca_allocator *a, char *buf, size_t len);

@@ -667,7 +667,8 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
 
 /* Step 5c under hold_peak:1 (counted in peak_holds instead of the retry):
  * the request was refused because it would raise reserved bytes above
- * their peak (a->peak_hold, the cap ccai_cap adds), or by the device.
+ * their peak (a->peak_hold: reserved_peak is the cap ccai_cap adds), or
+ * by the device.
  *   - the retry's release and take, the peak as the cap: release the
  *     shortfall (the tails' pages first, then whole free segments, then
  *     other free pages) and take again, then everything and take once
@@ -692,7 +693,7 @@ static cca_status retry(cca_allocator *a, size_t rounded, cca_stream stream, cca
 static cca_status hold(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
     uint64_t frees = a->release_frees; /* not upstream_frees: a map refused part-way unmaps what it mapped */
     cca_status st = release_and_take(a, rounded, stream, pool, b);
-    a->peak_hold = 0;
+    a->peak_hold = false;
     if (st == CCA_ERR_OUT_OF_MEMORY) {
         /* The retry's rule, the peak no longer a cap: release nothing (and,
          * expandable, synchronize nothing) when releasing cannot make room,
@@ -920,7 +921,7 @@ static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_s
      * when something may be released: cached bytes, or pending frees to
      * complete (a peak of 0: nothing was ever reserved). */
     if (slow && a->config.hold_peak && (a->c.reserved > a->c.allocated || a->c.pending))
-        a->peak_hold = a->c.reserved_peak;
+        a->peak_hold = true; /* reserved > 0 here, so reserved_peak is too */
     char saved[CCAI_ERROR_CAP];
     if (slow)
         ccai_error_save(saved);
@@ -970,7 +971,7 @@ static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_s
 static cca_status alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
                                ccai_deferred_log *log) {
     cca_status st = alloc_step(a, d, size, stream, out, log);
-    a->peak_hold = 0;
+    a->peak_hold = false;
     return st;
 }
 

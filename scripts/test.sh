@@ -25,7 +25,7 @@ echo "== 2/4 sanitizers (ASan + UBSan, host build) =="
 # also the build without OpenBLAS (the host GEMM is then the built-in blocked
 # loop) and without AVX2 clones (the baseline vector code runs, whatever the CPU)
 # the allocator at assertion level 2: every public call ends with the full
-# invariant walk (CCA_DEBUG, allocator/src/internal.h)
+# invariant walk (CCA_DEBUG, allocator/src/core/internal.h)
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCA_SANITIZE=ON -DCCA_DEBUG=2 -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_BENCH=ON \
   -DCCK_USE_OPENBLAS=OFF -DCCK_VECTOR_CLONES=OFF >/dev/null
 cmake --build build-asan -j"$jobs"

@@ -37,7 +37,7 @@ endif()
 
 # The CUDA upstream's record of ranges and mapped granules (vm_ranges.c, internal): its rules, on a CPU.
 cca_add_test(NAME test_vm_ranges SOURCES test_vm_ranges.c LIBS ccalloc_static LABEL cpu)
-target_include_directories(test_vm_ranges PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+target_include_directories(test_vm_ranges PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 
 # The simulated device (upstream_host.c) held to its contract: placement, rounding, refusals, page release, latency.
 cca_add_test(NAME test_upstream_host SOURCES test_upstream_host.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
@@ -52,12 +52,12 @@ cca_add_test(NAME test_upstream_hostile SOURCES test_upstream_hostile.c alloc_te
 # Expandable segments (expandable.c, with release.c's page release) on the simulated device's vm ops.
 cca_add_test(NAME test_expandable SOURCES test_expandable.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 target_link_libraries(test_expandable PRIVATE PkgConfig::CJSON)
-target_include_directories(test_expandable PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src) # the page bitmap's runs
+target_include_directories(test_expandable PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core) # the page bitmap's runs
 
 # Expandable segments over whole maps (vm_backing CCA_VM_WHOLE_MAPS): the device's rule, maps cut at
 # expandable_chunk, release map by map and the trapped bytes, greedy, the retry, invariant I8.
 cca_add_test(NAME test_whole_maps SOURCES test_whole_maps.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
-target_include_directories(test_whole_maps PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src) # a segment's start bits
+target_include_directories(test_whole_maps PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core) # a segment's start bits
 # The OOM retry over whole maps: a request's new pages leave out those a live neighbour's map holds.
 cca_add_test(NAME test_whole_maps_retry SOURCES test_whole_maps_retry.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 # Seeded random sequences over whole maps with faults at random upstream calls: every chunk (0, 1, a page less
@@ -74,7 +74,7 @@ target_link_libraries(test_domain PRIVATE PkgConfig::CJSON)
 # Domains and the VM record under attack (tests/test_domain_hostile.c): host malloc failures injected with --wrap.
 cca_add_test(NAME test_domain_hostile SOURCES test_domain_hostile.c alloc_test_util.c malloc_fault.c LIBS ccalloc_static LABEL cpu
   TIMEOUT 600)
-target_include_directories(test_domain_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+target_include_directories(test_domain_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 target_link_options(test_domain_hostile PRIVATE ${CCA_MALLOC_FAULT_WRAP})
 
 # The public API's error paths held to ccalloc.h and docs/allocator.md (every function: NULLs, each error

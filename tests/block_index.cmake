@@ -1,6 +1,6 @@
 # block_index.c is internal: the test includes allocator/src/internal.h.
 cca_add_test(NAME test_block_index SOURCES test_block_index.c LIBS ccalloc_static LABEL cpu)
-target_include_directories(test_block_index PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+target_include_directories(test_block_index PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 # The suite makes tree-node allocation fail: the library's aligned_alloc
 # calls reach __wrap_aligned_alloc in the test.
 target_sources(test_block_index PRIVATE alloc_test_util.c)

@@ -29,7 +29,7 @@ if(CUDAToolkit_FOUND AND cca_have_typedefs)
   add_library(ccalloc_cuda_double STATIC ${cca_double_srcs})
   target_include_directories(ccalloc_cuda_double
     PUBLIC ${PROJECT_SOURCE_DIR}/allocator/include ${CUDAToolkit_INCLUDE_DIRS}
-    PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src ${PROJECT_SOURCE_DIR}/common)
+    PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core ${PROJECT_SOURCE_DIR}/common)
   target_compile_definitions(ccalloc_cuda_double PRIVATE CCA_HAVE_CUDA=1)
   target_link_libraries(ccalloc_cuda_double PRIVATE Threads::Threads)
   if(NOT CCA_DEBUG STREQUAL "")
@@ -43,7 +43,7 @@ if(CUDAToolkit_FOUND AND cca_have_typedefs)
     malloc_fault.c LIBS ccalloc_cuda_double LABEL cpu)
   # internal header: the allocator's lock word (its log sink checks it is free); host malloc failures injected
   target_include_directories(test_cuda_double_faults PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
-    ${PROJECT_SOURCE_DIR}/allocator/src)
+    ${PROJECT_SOURCE_DIR}/allocator/src/core)
   target_link_options(test_cuda_double_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP})
   cca_add_test(NAME test_cuda_double_whole_maps SOURCES test_cuda_double_whole_maps.c cuda_double.c
     alloc_test_util.c LIBS ccalloc_cuda_double LABEL cpu)

@@ -6,7 +6,7 @@
 # and ccrun --snapshot. No torch needed: the pytest part skips only what
 # needs it.
 cca_add_test(NAME test_history SOURCES test_history.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
-target_include_directories(test_history PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+target_include_directories(test_history PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 
 add_executable(snapshot_torch_writer snapshot_torch_writer.c)
 target_link_libraries(snapshot_torch_writer PRIVATE ccalloc_static Threads::Threads)
@@ -35,7 +35,7 @@ target_link_libraries(test_snapshot_model PRIVATE PkgConfig::CJSON)
 # (test_writers_hostile.c).
 cca_add_test(NAME test_writers_hostile SOURCES test_writers_hostile.c pickle_read.c alloc_test_util.c
              LIBS ccalloc_static LABEL cpu)
-target_include_directories(test_writers_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+target_include_directories(test_writers_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 target_link_libraries(test_writers_hostile PRIVATE PkgConfig::CJSON Threads::Threads)
 # at CCA_DEBUG=2 every call walks every segment: 40,000 segments would make
 # the setup quadratic (minutes under ASan); the suite then builds fewer

@@ -59,7 +59,7 @@
  * Cached free memory stays the allocator's: trim, empty-cache and the OOM
  * retry release free segments and pages of every domain.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

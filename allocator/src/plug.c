@@ -73,7 +73,7 @@
  * PyTorch does, but only ccalloc's own release calls (cca_trim,
  * cca_empty_cache, or ccalloc.torch.empty_cache() in Python) give it back.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint */
 

@@ -32,7 +32,7 @@ pairs() { # instructions per pair for CONFIG: two runs, the difference
          sed -n 's/.*Collected : *\([0-9]*\).*/\1/p')
     i2=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$build/bench/ccb_pair" $n2 "$conf" 2>&1 |
          sed -n 's/.*Collected : *\([0-9]*\).*/\1/p')
-    echo "$conf $(( (i2 - i1) / (n2 - n1) ))"
+    echo "${conf:-default} $(( (i2 - i1) / (n2 - n1) ))"
 }
 
 case "${1:-}" in

@@ -129,7 +129,7 @@
  * Events: host work is synchronous, so an event is complete when recorded
  * (record returns a non-NULL token, query returns CCA_OK at once).
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -53,7 +53,7 @@
  * Cost when unset: one NULL check per call (a->trace). When set, one fprintf
  * per event under the trace lock, and one fflush per mark.
  */
-#include "internal.h"
+#include "../core/internal.h"
 #include "ccai_open.h" /* common/ */
 
 #include <errno.h>

@@ -66,7 +66,7 @@
  * allocator's lock, like cca_write_snapshot_json; one host allocation (the
  * segments in address order).
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

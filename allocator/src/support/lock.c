@@ -99,7 +99,7 @@
  * symmetric one: a second compare), and where a call reaches the upstream,
  * a store, the thread's hold and an out-of-line unlock.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <linux/futex.h>
 #include <linux/membarrier.h>

@@ -51,7 +51,7 @@
  * alloc/free path. A fork waits for every lock in turn: O(allocators +
  * upstreams) plus the calls in flight.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <pthread.h>
 

@@ -175,7 +175,7 @@
  * nothing mapped (counted), for a later release (a domain's arena as a
  * range of the domain's large pool, not of its arena pool: keep_range).
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

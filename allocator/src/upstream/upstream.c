@@ -29,7 +29,7 @@
  *       as trim and the greedy cca_create would otherwise wrap as the cause.
  * Cost: a strlen and a copy of the (usually empty) message per op.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

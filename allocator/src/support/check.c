@@ -17,7 +17,7 @@
  * segment that contains it: O(segments + blocks of that segment), paid only
  * on the error path.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

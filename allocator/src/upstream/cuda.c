@@ -147,7 +147,7 @@
  * unmap (mapping back) are not cleanup steps in this sense: what they
  * leave changes the op's message, as said above.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -42,7 +42,7 @@
  *
  * The invariant walk (cca_check_invariants) lives in check.c.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

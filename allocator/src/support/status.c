@@ -16,7 +16,7 @@
  * a longer message is cut and ends in "...", never cut silently), and the
  * default log sink writes one line to stderr.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <ctype.h>
 #include <stdarg.h>

@@ -56,7 +56,7 @@
  * not taken. The recording functions are out of line so that the hot paths
  * carry only a compare and a not-taken call.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include <stdlib.h>
 #include <time.h>

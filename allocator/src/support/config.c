@@ -37,7 +37,7 @@
  * config passed to cca_create is used as given; CCALLOC_CONF applies only
  * when cca_create gets NULL, or when the caller calls cca_config_apply_env.
  */
-#include "internal.h"
+#include "../core/internal.h"
 
 #include "ccai_decimal.h" /* common/: a fraction's grammar, stricter than strtod's */
 

@@ -3,28 +3,46 @@
  * allocator for GPU memory that can give its memory back.
  *
  * Plain C11, no CUDA header: streams are opaque `void *` (a cudaStream_t on
- * the CUDA upstream, any token on the host upstream). Every function returns
- * a cca_status (0 = success) and passes results through out-parameters.
+ * the CUDA upstream, any token on the host upstream). How it works and why:
+ * docs/allocator.md.
  *
- * Thread safety: every function taking a cca_allocator may be called
- * concurrently on the same allocator (one mutex per allocator). Upstreams are
- * safe to share between allocators and threads. On Linux 4.14+ the first
- * cca_create registers the process for membarrier(2)'s private expedited
- * barrier, which a thread that waits for the mutex uses before it sleeps
- * (the holder then releases it with a plain store); where the kernel
- * refuses, the mutex releases with an atomic decrement instead.
+ * How to read this header. Declarations are grouped under banners by topic.
+ * Each function's comment has the same three parts:
+ *   - what it does;
+ *   - Errors: the cca_status codes it returns, and when;
+ *   - Cost: time, upstream calls it may make, locks it takes.
+ * Rules of policy (the slow path of cca_alloc, the hold, expandable
+ * segments, domains, streams) are in docs/allocator.md; a comment names
+ * the section.
  *
- * fork() is safe at any moment, whatever other threads are doing in
- * ccalloc: a fork handler (pthread_atfork, set by the first upstream or
- * allocator made) takes every allocator's and upstream's lock before the
- * fork, waiting for the calls in flight to leave, and frees them after it in
- * parent and child, so the child can go on with every simulated device and
- * allocator it inherits (their blocks and cache a copy, each as a call left
- * it). A CUDA device cannot be used in a forked child in any case (the
- * driver refuses a context inherited across fork). Not covered: the locks
- * of a custom upstream's own code, whose ops must not create or destroy
- * allocators or upstreams, nor fork (they run with an allocator's lock
- * held, which the handler would wait for).
+ * Return values. Most functions return a cca_status (CCA_OK = 0 on
+ * success) and pass results through out-parameters. The exceptions:
+ *   - void: cca_clear_error, cca_set_log_callback, cca_upstream_destroy,
+ *     cca_config_default, cca_get_stats, cca_reset_peak_stats,
+ *     cca_plug_free;
+ *   - const char *: cca_status_string, cca_last_error, cca_format_bytes,
+ *     cca_upstream_name;
+ *   - int: cca_upstream_has_vm, cca_upstream_vm_backing;
+ *   - void *: cca_plug_alloc (NULL on failure: PyTorch's signature).
+ *
+ * Errors every function shares (not repeated below):
+ *   - a NULL handle or out-parameter: CCA_ERR_INVALID_ARGUMENT, nothing
+ *     changed (where a function treats a NULL as a no-op, it says so);
+ *   - a call on an allocator from inside one of that allocator's own
+ *     upstream ops, on the op's thread: CCA_ERR_INVALID_ARGUMENT, nothing
+ *     taken or changed (every call that takes the allocator's lock; see
+ *     cca_upstream_ops, "Re-entry");
+ *   - a failing call sets this thread's message (cca_last_error); a call
+ *     that succeeds leaves it as it was (the message functions aside).
+ *
+ * Threads: every function taking a cca_allocator may be called
+ * concurrently on the same allocator (one lock per allocator; a cached
+ * alloc or free takes it once). Upstreams are safe to share between
+ * allocators and threads. fork() is safe at any moment: the child can go
+ * on with every simulated device and allocator it inherits; a CUDA device
+ * cannot be used in a forked child. A custom upstream's ops must not
+ * create or destroy allocators or upstreams, nor fork (they run with an
+ * allocator's lock held). How: docs/allocator.md, "Threads".
  *
  * Example usage:
  *
@@ -66,7 +84,7 @@ extern "C" {
 #define CCA_GRANULARITY 512u
 
 /* ------------------------------------------------------------------------ */
-/* Status codes                                                             */
+/* Status codes, messages and the log                                       */
 /* ------------------------------------------------------------------------ */
 
 typedef enum cca_status {
@@ -83,11 +101,14 @@ typedef enum cca_status {
     CCA_ERR_INVARIANT         /* cca_check_invariants found a broken invariant */
 } cca_status;
 
-/* A short constant name for every code ("CCA_ERR_OUT_OF_MEMORY: ..."). */
+/* A short constant text for every code ("CCA_ERR_OUT_OF_MEMORY: out of
+ * device memory"); "unknown cca_status" for a value outside the enum.
+ * Errors: none. Cost: O(1). */
 const char *cca_status_string(cca_status s);
 
-/* The message of the last failing call on this thread ("" if none): names the
- * key, pointer or size that was wrong. Valid until the next failing call. */
+/* The message of the last failing call on this thread ("" if none): names
+ * the key, pointer or size that was wrong. Valid until this thread's next
+ * failing call. Errors: none. Cost: O(1), no lock (per-thread). */
 const char *cca_last_error(void);
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -99,51 +120,63 @@ const char *cca_last_error(void);
 /* Set this thread's message (printf-style) and return s, so a failing path
  * reads
  *     return cca_set_error(CCA_ERR_UPSTREAM, "device lost at %zu", size);
- * For custom upstreams (see cca_upstream_ops) and layers above the allocator
- * (the runtime's ccr_fail writes here too: one message per thread). The
- * arguments may include cca_last_error() itself, to wrap it. A message keeps
- * at most 1023 characters: a longer one is cut and ends in "...". */
+ * For custom upstreams (see cca_upstream_ops) and layers above the
+ * allocator (the runtime's ccr_fail writes here too: one message per
+ * thread). The arguments may include cca_last_error() itself, to wrap it.
+ * A message keeps at most 1023 characters: a longer one is cut and ends in
+ * "...".
+ * Errors: none: returns s, whatever it is.
+ * Cost: one vsnprintf into a per-thread buffer; no lock. */
 cca_status cca_set_error(cca_status s, const char *fmt, ...) CCA_PRINTF(2, 3);
 cca_status cca_vset_error(cca_status s, const char *fmt, va_list ap);
 
 /* Put "prefix: " before this thread's message and return s: a layer adds
  * context to a failure from below ("model.bin: tensor 'w': <message>"). A
- * message too long for the buffer loses its end, never the prefix, and ends
- * in "...". */
+ * message too long for the buffer loses its end, never the prefix, and
+ * ends in "...".
+ * Errors: none: returns s. Cost: as cca_set_error. */
 cca_status cca_error_prefix(cca_status s, const char *fmt, ...) CCA_PRINTF(2, 3);
 cca_status cca_verror_prefix(cca_status s, const char *fmt, va_list ap);
 
-/* Empty this thread's message (cca_last_error() returns ""). */
+/* Empty this thread's message (cca_last_error() returns "").
+ * Errors: none (void). Cost: O(1). */
 void cca_clear_error(void);
 
-/* Log sink for warnings (the one-line OOM report, bad env config, a cleanup
- * step the CUDA driver refused). Default:
- * stderr with a "ccalloc: " prefix. NULL restores the default. Process-wide.
- * Lines reach the sink one at a time, never while a ccalloc lock is held, so
- * a sink may call the library, cca_set_log_callback included. A line made
- * while the thread holds one (by an upstream op the allocator calls under
- * its lock, say) waits in that thread and reaches the sink, in order, when
- * the thread's last ccalloc lock is released, before the call returns; at
- * most 8 lines wait per call, and one more line says how many others were
- * not logged. A line logged
- * by a thread while it is inside the sink goes to stderr instead (a sink
- * never recurses), and the thread's cca_last_error() is the same after the
- * sink as before it (a failing call in the sink does not replace the
- * message of the call that logged). Once cca_set_log_callback returns, the
- * old sink is not running on another thread and is not called again. */
+/* Set the process-wide log sink for warnings (the one-line OOM report, a
+ * bad CCALLOC_CONF, a cleanup step the CUDA driver refused). NULL restores
+ * the default: stderr with a "ccalloc: " prefix.
+ *  - Lines reach the sink one at a time, never while a ccalloc lock is
+ *    held, so a sink may call the library, cca_set_log_callback included.
+ *    A line made under a lock (by an upstream op the allocator calls, say)
+ *    waits in its thread and reaches the sink, in order, when the thread's
+ *    last ccalloc lock is released, before the call returns; at most 8
+ *    lines wait per call, and one more line says how many others were not
+ *    logged.
+ *  - A line logged by a thread while it is inside the sink goes to stderr
+ *    instead (a sink never recurses); the thread's cca_last_error() is the
+ *    same after the sink as before it.
+ *  - Once this returns, the old sink is not running on another thread and
+ *    is not called again.
+ * Errors: none (void).
+ * Cost: takes the log's lock, so it waits for a line being written. */
 typedef void (*cca_log_fn)(void *user, const char *line);
 void cca_set_log_callback(cca_log_fn fn, void *user);
 
 /* Human-readable size: "512 B", "1.50 MiB", "3.00 GiB". Writes at most len
  * bytes (32 is always enough; less: the text cut, NUL-terminated) and
- * returns buf; buf NULL or len 0: writes nothing and returns "". */
+ * returns buf; buf NULL or len 0: writes nothing and returns "".
+ * Errors: none. Cost: one snprintf. */
 const char *cca_format_bytes(size_t bytes, char *buf, size_t len);
 
-/* Parse a size: a number (decimals allowed: "1.5G") with an optional K, M, G
- * or T suffix (powers of 1024), optionally followed by "i" and/or "B"
- * ("4GiB", "512k", "1048576"). Fractions of a byte are dropped.
- * CCA_ERR_INVALID_ARGUMENT for anything else, negative or too large values;
- * *out is unchanged then. The syntax of every size in config strings. */
+/* Parse a size, the syntax of every size in config strings: digits with an
+ * optional fraction ("1.5"), then an optional K, M, G or T (powers of
+ * 1024, either case) that may be followed by "i", then an optional "B"
+ * ("4GiB", "512k", "1048576", "100B"). Exact (integer arithmetic);
+ * fractions of a byte are dropped.
+ * Errors: CCA_ERR_INVALID_ARGUMENT for a NULL argument, anything else
+ * (sign, blanks, exponent, an unknown suffix), or a value above SIZE_MAX;
+ * *out is unchanged then.
+ * Cost: one pass over the text. */
 cca_status cca_parse_size(const char *text, size_t *out);
 
 typedef void *cca_stream; /* cudaStream_t or any token; NULL = default stream */
@@ -298,17 +331,19 @@ typedef struct cca_upstream_stats {
 } cca_upstream_stats;
 
 /* A simulated device of `capacity` bytes over host memory, behaving like a
- * GPU: it reserves one range of address space of that size and places every
- * allocation in it itself (first fit by address), so the same calls give the
- * same addresses whatever else the process did; sizes are rounded up to the
- * host page, which mem_info counts (as a GPU counts its own pages); freed
- * memory goes back to the OS at once and touching it afterwards faults.
- * Pointers are real and writable while allocated; mem_info reports capacity
- * minus what every allocator on it holds, so allocators sharing it compete
- * like tenants of one GPU. Events complete at once. capacity 0, or more than
- * SIZE_MAX / 2: CCA_ERR_INVALID_ARGUMENT; a capacity the process cannot
- * reserve as address space (more than the system's, e.g. 2^62 on a 47-bit
- * space, or none left): CCA_ERR_OUT_OF_MEMORY. */
+ * GPU: one range of address space of that size, every allocation placed
+ * in it first fit by address (the same calls give the same addresses
+ * whatever else the process did); sizes rounded up to the host page, which
+ * mem_info counts; freed memory goes back to the OS at once and touching it
+ * afterwards faults. mem_info reports capacity minus what every allocator
+ * on it holds, so allocators sharing it compete like tenants of one GPU.
+ * Events complete at once. Has the vm_* ops (2 MiB granularity).
+ * Errors: CCA_ERR_INVALID_ARGUMENT for capacity 0 or above SIZE_MAX / 2;
+ * CCA_ERR_OUT_OF_MEMORY when the process cannot reserve that much address
+ * space (e.g. 2^62 on a 47-bit space) or host memory is short. *out is
+ * NULL on failure.
+ * Cost: one mmap of PROT_NONE address space (no memory until used) and two
+ * host mallocs. docs/allocator.md, "Upstreams". */
 cca_status cca_upstream_host_create(size_t capacity, cca_upstream **out);
 
 /* The same device with the driver's costs: every alloc call (granted or
@@ -352,41 +387,44 @@ typedef struct cca_host_options {
     int vm_backing;
 } cca_host_options;
 #define CCA_HOST_MAX_LATENCY_NS 1000000000ull
+
+/* The same device with the driver's costs (cca_host_options above).
+ * Errors: as cca_upstream_host_create, and CCA_ERR_INVALID_ARGUMENT for o
+ * NULL, a latency above CCA_HOST_MAX_LATENCY_NS, a bad vm_granularity or
+ * vm_backing. Cost: as cca_upstream_host_create. */
 cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out);
 
-/* cudaMalloc / cudaFree / cudaMemGetInfo / cudaEvent* on `device`, in its
- * primary context (retained here, released by cca_upstream_destroy); each
- * call puts the caller's current context back, and creates none on another
- * device. CCA_ERR_NO_DEVICE when no GPU is present or the library was built
- * without CUDA; cca_last_error() says which.
+/* cudaMalloc / cudaFree / cudaMemGetInfo / cudaDeviceSynchronize /
+ * cudaEvent* on `device`, in its primary context (retained here, released
+ * by cca_upstream_destroy); each call puts the caller's current context
+ * back, and creates none on another device. Has the vm_* ops (the
+ * driver's VMM calls) where the device supports virtual memory management.
  * A cleanup step the driver refuses never changes what a call returns: it
  * is logged, one line naming the device, the driver call, its error and
- * what stays behind. The steps: putting the caller's context back (the call
- * stands, and the device's primary context stays current on the thread),
- * a vm_map's cuMemRelease of each new allocation (the map stands or fails
- * as it would, but that memory is not freed by its unmap: "leaked: N bytes
- * of device memory"), cuMemAddressFree of a reservation that could not be
- * recorded (the range stays reserved), cudaEventDestroy of an event whose
- * record failed (it leaks), and cuDevicePrimaryCtxRelease by
- * cca_upstream_destroy or a failed creation (the context stays retained). */
+ * what stays behind. The steps: putting the caller's context back (the
+ * primary context stays current on the thread), a vm_map's cuMemRelease of
+ * each new allocation ("leaked: N bytes of device memory"),
+ * cuMemAddressFree of a reservation that could not be recorded (the range
+ * stays reserved), cudaEventDestroy of an event whose record failed (it
+ * leaks), and cuDevicePrimaryCtxRelease by cca_upstream_destroy or a
+ * failed creation (the context stays retained).
+ * Errors: CCA_ERR_NO_DEVICE when no GPU is usable, or the library was
+ * built without CUDA (cca_last_error() says which); CCA_ERR_INVALID_ARGUMENT
+ * for a device number outside [0, device count) when there are devices;
+ * CCA_ERR_UPSTREAM when a driver entry point cannot be found or retaining
+ * the primary context fails (CCA_ERR_OUT_OF_MEMORY if the driver says out
+ * of memory); CCA_ERR_OUT_OF_MEMORY when host memory is short.
+ * Cost: driver initialisation on the first call; one context retain. */
 cca_status cca_upstream_cuda_create(int device, cca_upstream **out);
 
 /* The same with options. vm_granularity: the page of the vm_* ops, so of
  * expandable segments: each page is one physical allocation (cuMemCreate +
- * cuMemMap to map it, cuMemUnmap to give it back), and a page's cost is
- * nearly the same whatever its size (measured on an H100: about 31 us to
- * map and 26 us to unmap a page, 2 to 32 MiB alike; docs/tuning.md), so
- * larger pages map a segment in fewer calls but give memory back in larger
- * steps (a free run shorter than a page, or a page a live block shares,
- * stays mapped). 0: the driver's minimum granularity (2 MiB on current
- * GPUs), what cca_upstream_cuda_create uses. Else a power of two, a
- * multiple of CCA_GRANULARITY and at most CCA_CUDA_MAX_VM_GRANULARITY
- * (else CCA_ERR_INVALID_ARGUMENT, before any device is touched), and a
- * multiple of the device's minimum granularity (else
- * CCA_ERR_INVALID_ARGUMENT once the device is asked). On a device without
- * virtual memory management it is not checked against the device and has
- * no effect: there are no vm_* ops. o or out NULL: CCA_ERR_INVALID_ARGUMENT;
- * the rest as cca_upstream_cuda_create. */
+ * cuMemMap to map it, cuMemUnmap to give it back); a page costs the driver
+ * nearly the same whatever its size, so larger pages map a segment in
+ * fewer calls but give memory back in larger steps (docs/tuning.md, "The
+ * page"). 0: the driver's minimum granularity (2 MiB on current GPUs), what
+ * cca_upstream_cuda_create uses. On a device without virtual memory
+ * management it is not checked against the device and has no effect. */
 typedef struct cca_cuda_options {
     int device;
     size_t vm_granularity;
@@ -398,44 +436,88 @@ typedef struct cca_cuda_options {
     int vm_backing;
 } cca_cuda_options;
 #define CCA_CUDA_MAX_VM_GRANULARITY ((size_t)1 << 30)
+/* Errors: as cca_upstream_cuda_create, and CCA_ERR_INVALID_ARGUMENT for o
+ * NULL, a bad vm_backing, or a vm_granularity that is not 0 or a power of
+ * two, multiple of CCA_GRANULARITY, at most CCA_CUDA_MAX_VM_GRANULARITY
+ * (these before any device is touched), or that is not a multiple of the
+ * device's minimum granularity (once the device is asked).
+ * Cost: as cca_upstream_cuda_create. */
 cca_status cca_upstream_cuda_create_with(const cca_cuda_options *o, cca_upstream **out);
 
-/* Wrap a caller's ops table (copied) and context (borrowed). */
+/* Wrap a caller's ops table (copied) and context (borrowed: it must
+ * outlive the upstream).
+ * Errors: CCA_ERR_INVALID_ARGUMENT when ops is NULL or lacks alloc or free,
+ * when the three event ops or the five vm ops are not all present or all
+ * absent, or when vm_backing is neither CCA_VM_PAGES nor
+ * CCA_VM_WHOLE_MAPS; CCA_ERR_OUT_OF_MEMORY when host memory is short.
+ * *out is NULL on failure.
+ * Cost: one host malloc; no op is called. */
 cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cca_upstream **out);
 
 /* The device's free and total bytes, as the upstream's mem_info reports
- * them. NULL arguments: CCA_ERR_INVALID_ARGUMENT; an upstream without
- * mem_info: CCA_ERR_UPSTREAM; either way, and when mem_info fails, what
- * *free_bytes and *total_bytes hold is unspecified (the upstream may have
- * written them): read them only after CCA_OK. */
+ * them. Read *free_bytes and *total_bytes only after CCA_OK: on any failure
+ * what they hold is unspecified (the upstream may have written them).
+ * Errors: CCA_ERR_UPSTREAM for an upstream without mem_info; else
+ * mem_info's own status.
+ * Cost: one mem_info call. */
 cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *total_bytes);
 
-/* Virtual memory through the upstream (see cca_upstream_ops): 1 when it
- * has the vm_* ops. The others fail with CCA_ERR_UPSTREAM without them (the
- * message saying why where the upstream can: the CUDA upstream names the
- * missing driver function or the device without VMM support), and
- * with CCA_ERR_INVALID_ARGUMENT for a size 0 or a size or address that is
- * not a multiple of the granularity. cca_upstream_vm_granularity sets
- * *bytes, and cca_upstream_vm_reserve *base, to 0 / NULL on any failure but
- * a NULL argument. */
+/* Virtual memory through the upstream (the rules: cca_upstream_ops). */
+
+/* 1 when the upstream has the vm_* ops, else 0 (also for NULL).
+ * Errors: none. Cost: O(1). */
 int cca_upstream_has_vm(const cca_upstream *u);
-/* The upstream's vm_backing (CCA_VM_PAGES or CCA_VM_WHOLE_MAPS); CCA_VM_PAGES
- * for NULL or an upstream without the vm ops. */
+/* The upstream's vm_backing (CCA_VM_PAGES or CCA_VM_WHOLE_MAPS);
+ * CCA_VM_PAGES for NULL or an upstream without the vm ops.
+ * Errors: none. Cost: O(1). */
 int cca_upstream_vm_backing(const cca_upstream *u);
+/* The mapping granularity; *bytes is 0 on any failure but a NULL argument.
+ * Errors: CCA_ERR_UPSTREAM without the vm ops (the message says why where
+ * the upstream can: the CUDA upstream names the missing driver function or
+ * the device without VMM support), or when the op reports a size that is
+ * not a power-of-two multiple of CCA_GRANULARITY; else the op's status.
+ * Cost: one vm_granularity call, the first time only (kept). */
 cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes);
+/* Reserve, release, map and unmap through the upstream, counted in its
+ * stats. *base is NULL after a failed reserve (but a NULL argument).
+ * Errors: CCA_ERR_UPSTREAM without the vm ops (as above); the granularity's
+ * failure; CCA_ERR_INVALID_ARGUMENT for size 0, or a size or address that
+ * is not a multiple of the granularity; then the op's own status (a rule
+ * of cca_upstream_ops broken: CCA_ERR_UPSTREAM, nothing changed;
+ * CCA_ERR_OUT_OF_MEMORY when the device is full). A vm_reserve base that is
+ * NULL, misaligned or past the top of the address space is released and
+ * the call is CCA_ERR_UPSTREAM.
+ * Cost: one op call each (over CUDA, a map is two driver calls per
+ * granule plus one, an unmap one per granule); the counters under the
+ * upstream's own lock. */
 cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base);
 cca_status cca_upstream_vm_release(cca_upstream *u, void *base, size_t size);
 cca_status cca_upstream_vm_map(cca_upstream *u, void *addr, size_t size);
 cca_status cca_upstream_vm_unmap(cca_upstream *u, void *addr, size_t size);
+/* Wait for all work on the device.
+ * Errors: the synchronize op's status; CCA_OK when it has none.
+ * Cost: one synchronize call. */
 cca_status cca_upstream_synchronize(cca_upstream *u);
+/* Copy the upstream's counters (cca_upstream_stats) into *s.
+ * Errors: only the shared ones. Cost: O(1) under the upstream's lock. */
 cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s);
+/* The upstream's name as kept at creation; "(null)" for NULL.
+ * Errors: none. Cost: O(1). */
 const char *cca_upstream_name(const cca_upstream *u);
 
-/* Destroy after every allocator using it is destroyed. NULL is a no-op. */
+/* Destroy, after every allocator using it is destroyed. NULL is a no-op.
+ * Errors: none (void). Cost: the destroy op, once. */
 void cca_upstream_destroy(cca_upstream *u);
 
-/* Raw access for tenants that do not use an allocator (the "second tenant" in
- * demos, baselines in benchmarks): counted in the upstream's stats. */
+/* Raw access for tenants that do not use an allocator (the "second tenant"
+ * in demos, baselines in benchmarks): counted in the upstream's stats.
+ * Errors (alloc): CCA_ERR_INVALID_ARGUMENT for a size that is 0 or not a
+ * multiple of CCA_GRANULARITY; CCA_ERR_UPSTREAM when the op claims success
+ * with no pointer, a pointer off CCA_ALIGNMENT or one whose range passes
+ * the top of the address space (given back); else the op's status
+ * (CCA_ERR_OUT_OF_MEMORY when full). *ptr is NULL on failure.
+ * Errors (free): the op's status.
+ * Cost: one op call; the counters under the upstream's own lock. */
 cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr);
 cca_status cca_upstream_free(cca_upstream *u, void *ptr, size_t size);
 
@@ -509,36 +591,42 @@ typedef struct cca_config {
                                     (stats: peak_holds)                  (0) */
 } cca_config;
 
-/* Compiled-in defaults. Does not read the environment. */
+/* The compiled-in defaults into *c; does not read the environment. NULL is
+ * a no-op. Errors: none (void). Cost: O(options). */
 void cca_config_default(cca_config *c);
 
-/* Apply "key:value,key:value" on top of *c. Items are separated by commas or
- * newlines (cca_config_print's lines parse as they are); blanks (space, tab,
- * CR) around keys and values are ignored, and so are empty items; a key
- * given more than once takes its last value (a string layered on another
- * overrides it, as ccrun's --conf does). Sizes as cca_parse_size: K/M/G/T
- * suffixes (powers of 1024), decimals allowed ("1.5G"); a positive value
- * that rounds down to 0 bytes ("0.1") is refused, as 0 means none or off
- * for several keys (max_reserved:0 is no cap). On error *c is left unchanged, CCA_ERR_CONFIG is returned
- * and cca_last_error() names the key and the problem. NULL text = no change. */
+/* Apply "key:value,key:value" on top of *c, then check the result as
+ * cca_config_validate does. Items are separated by commas or newlines
+ * (cca_config_print's lines parse as they are); blanks (space, tab, CR)
+ * around keys and values are ignored, and so are empty items; a key given
+ * more than once takes its last value. Sizes as cca_parse_size; a positive
+ * value that rounds down to 0 bytes ("0.1") is refused, as 0 means none or
+ * off for several keys. Booleans: 0/1, on/off, yes/no, true/false. All or
+ * nothing: on any error *c is unchanged. NULL text: no change, CCA_OK.
+ * Errors: CCA_ERR_CONFIG naming the key and the problem (unknown key,
+ * invalid or out-of-range value, a rule across options; a value too long
+ * to copy when host memory is short); CCA_ERR_INVALID_ARGUMENT for c NULL.
+ * Cost: O(text length x options); no lock. */
 cca_status cca_config_parse(cca_config *c, const char *text);
 
 /* Apply the CCALLOC_CONF environment variable, if set and not empty, on top
- * of *c. A bad value: CCA_ERR_CONFIG, cca_last_error() naming CCALLOC_CONF
- * and the key, *c unchanged. c NULL: CCA_ERR_INVALID_ARGUMENT. */
+ * of *c, as cca_config_parse.
+ * Errors: CCA_ERR_CONFIG, cca_last_error() naming CCALLOC_CONF and the key,
+ * *c unchanged. Cost: a getenv and a parse. */
 cca_status cca_config_apply_env(cca_config *c);
 
-/* Check ranges and cross-field rules (e.g. small_max <= small_segment;
- * docs/allocator.md lists them): CCA_ERR_CONFIG naming the key or rule,
- * CCA_ERR_INVALID_ARGUMENT for NULL. */
+/* Check every option's range and the rules across options (e.g. small_max
+ * <= small_segment; the list: docs/allocator.md, "Options").
+ * Errors: CCA_ERR_CONFIG naming the key or rule. Cost: O(options). */
 cca_status cca_config_validate(const cca_config *c);
 
-/* Write the options: with_docs 0 = the values of *c as "key:value" lines;
- * 1 = each value with its default and documentation (for --help);
- * 2 = the option table as markdown (defaults and documentation; the table in
- * docs/allocator.md is this output, and a test keeps them equal).
- * Any other with_docs: CCA_ERR_INVALID_ARGUMENT, nothing written.
- * f is flushed; a write or the flush failed: CCA_ERR_IO. */
+/* Write the options: with_docs 0 = the values of *c as "key:value" lines
+ * (they parse back to exactly *c); 1 = each value with its default and
+ * documentation (for --help); 2 = the option table as markdown (the table
+ * in docs/allocator.md is this output, and a test keeps them equal).
+ * Errors: CCA_ERR_INVALID_ARGUMENT for any other with_docs (nothing
+ * written); CCA_ERR_IO when a write or the final flush of f failed.
+ * Cost: O(options); f is flushed. */
 cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs);
 
 /* ------------------------------------------------------------------------ */
@@ -548,139 +636,112 @@ cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs);
 typedef struct cca_allocator cca_allocator;
 
 /* Create an allocator over upstream `u` (borrowed; it must outlive the
- * allocator). Config precedence: an explicit `c` is used as given; with
- * c == NULL the defaults plus CCALLOC_CONF are used (a bad CCALLOC_CONF is
- * logged and the defaults alone used: the call still succeeds, and leaves
- * the thread's message as it was). The greedy policy
- * reserves its arena here (CCA_ERR_OUT_OF_MEMORY if the upstream refuses,
- * or if the arena comes to 0 bytes: greedy_bytes under 512, or expandable
- * with less than one page allowed).
- * Failures, *out NULL (when out is not NULL) and nothing held: out or u NULL:
- * CCA_ERR_INVALID_ARGUMENT; an explicit c that cca_config_validate refuses:
- * CCA_ERR_CONFIG; host memory short: CCA_ERR_OUT_OF_MEMORY; expandable:1
- * and the upstream's vm_granularity fails, or the greedy arena cannot be
- * sized or reserved for a reason other than memory (greedy_fraction over an
- * upstream without mem_info, an upstream error): that status, usually
- * CCA_ERR_UPSTREAM. */
+ * allocator). An explicit `c` is used as given; with c NULL the defaults
+ * plus CCALLOC_CONF (a bad CCALLOC_CONF is logged and the defaults alone
+ * used: the call still succeeds and keeps the thread's message).
+ * expandable:1 over an upstream without vm ops gives classic segments, and
+ * logs why once per upstream. The greedy policy reserves its arena here:
+ * greedy_bytes, or greedy_fraction of the device's free memory, capped by
+ * max_reserved (docs/allocator.md, "Greedy and growth").
+ * Errors (*out NULL, nothing held): CCA_ERR_CONFIG for an explicit c that
+ * cca_config_validate refuses; CCA_ERR_OUT_OF_MEMORY when host memory is
+ * short, the upstream refuses the greedy arena, or the arena comes to 0
+ * bytes (greedy_bytes under 512, or expandable with less than one page
+ * allowed); when expandable:1 and the upstream's vm_granularity fails, or
+ * the greedy arena cannot be sized or reserved for another reason
+ * (greedy_fraction over an upstream without mem_info, an upstream error):
+ * that status, usually CCA_ERR_UPSTREAM.
+ * Cost: a few host mallocs; growth: no upstream call (expandable: one
+ * vm_granularity, the first time per upstream); greedy: a mem_info or two
+ * (for greedy_fraction; expandable, to size and check the range) and the
+ * arena's reservation (classic: one alloc; expandable: a vm_reserve and one
+ * vm_map per map). */
 cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out);
 
-/* Return every segment to the upstream and free the allocator. The device is
- * synchronized first when frees are pending or pages of expandable segments
- * are mapped (unmapping does not wait for queued work; freeing a classic
- * segment does). If blocks are still live they are released too, and
- * CCA_ERR_LIVE_BLOCKS is returned. If that synchronize fails, no mapped
- * page is unmapped (queued work may still use it): the pages stay mapped
- * and their ranges reserved in the upstream (its stats count them), the
- * allocator is freed all the same, classic segments are freed, and the
- * synchronize's status is returned (CCA_ERR_LIVE_BLOCKS first when blocks
- * were live), the message saying how many bytes were left mapped. As in
- * cca_domain_release, a freed block whose stream events have not completed
- * (that synchronize failed, or an event still reads incomplete) counts as
- * live: CCA_ERR_LIVE_BLOCKS, and it is in the message's count. If the
- * upstream refuses to take a segment back: CCA_ERR_UPSTREAM.
- * NULL: CCA_ERR_INVALID_ARGUMENT. */
+/* Return every segment to the upstream and free the allocator. The device
+ * is synchronized first when frees are pending or pages of expandable
+ * segments are mapped (unmapping does not wait for queued work; freeing a
+ * classic segment does). Live blocks are released too. The allocator is
+ * freed whatever is returned.
+ * Errors, the first that applies:
+ *  - CCA_ERR_LIVE_BLOCKS: blocks were still live; a freed block whose
+ *    stream events have not completed (that synchronize failed, or an
+ *    event still reads incomplete) counts as live; the message counts them;
+ *  - the synchronize's status when it failed with pages mapped: no mapped
+ *    page is unmapped (queued work may still use it), the pages stay mapped
+ *    and their ranges reserved in the upstream (its stats count them),
+ *    classic segments are freed, and the message says how many bytes were
+ *    left mapped;
+ *  - CCA_ERR_UPSTREAM: the upstream refused to take a segment back;
+ *  - the synchronize's status when it failed otherwise.
+ * Cost: O(segments + blocks); at most one synchronize; one upstream free
+ * per classic segment, one vm_unmap per run of mapped pages (whole maps:
+ * per map) and one vm_release per range. */
 cca_status cca_destroy(cca_allocator *a);
 
-/* The configuration in force (after env and validation). a or c NULL:
- * CCA_ERR_INVALID_ARGUMENT. */
+/* The configuration in force (after CCALLOC_CONF and validation) into *c.
+ * Errors: only a NULL argument. Cost: O(1), no lock (it never changes). */
 cca_status cca_get_config(const cca_allocator *a, cca_config *c);
 
 /* ------------------------------------------------------------------------ */
 /* Allocation                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* Best fit: the smallest cached free block of the stream that fits (ties:
- * lowest address), split when the remainder is worth keeping; otherwise:
- *  - a request that can never succeed (its segment, or with expandable
- *    segments its whole pages, would exceed the device's total memory or
- *    max_reserved, or with expandable segments the 32 TiB of address space
- *    one allocator's ranges may hold, whether or not the device's size is
- *    known; greedy: greedy_bytes (expandable: in whole pages) or
- *    the arena, also after an empty-cache released it) fails at once with
- *    CCA_ERR_OUT_OF_MEMORY, touching neither the cache nor the upstream
- *    (as every cca_alloc, it first completes the pending frees whose
- *    events have finished: event queries only, nothing synchronized,
- *    released or allocated);
- *  - growth: a new segment (expandable: map the pages the block lacks; a
- *    new range is reserved only when max_reserved and the device's free
- *    memory, asked with one mem_info where the upstream has it, hold the
- *    request's pages); if the upstream refuses (or max_reserved would be
- *    crossed, or the device's free memory is short), one retry
- *    (alloc_retries): synchronize and complete pending frees (classic
- *    segments: only if frees are pending; expandable: also with none
- *    pending, since pages are unmapped only once the device is idle),
- *    then release cached memory as cca_trim does (whole free segments,
- *    free pages) as needed and try again. Expandable: if that synchronize
- *    fails, nothing can be unmapped or completed, and the retry ends
- *    there: CCA_ERR_OUT_OF_MEMORY (ooms counted, the line logged) whose
- *    message names the synchronize's failure, nothing released, nothing
- *    more asked of the upstream. Nothing is released (and,
- *    expandable with no free pending, nothing synchronized) when releasing
- *    cannot make room: nothing is cached; max_reserved is set and what
- *    live and pending blocks keep reserved (classic: the segments they
- *    pin; expandable: the pages they touch) plus the request's least
- *    segment (expandable: the new pages its block would need) is over it;
- *    or the device's free memory plus everything cached is short of that.
- *    A failed retry leaves live blocks unchanged; what it released stays
- *    released.
- *  - growth with hold_peak:1: a request that needs new memory while
- *    something is cached (free bytes reserved, or frees pending) may not
- *    raise reserved_bytes past reserved_bytes_peak, a cap beside
- *    max_reserved for this request only. Refused by it, the request
- *    takes the retry's steps above with the peak as the cap (synchronize,
- *    complete pending frees, release the shortfall, then everything, each
- *    followed by a take), none counted in alloc_retries; if it still does
- *    not fit, everything cached is released (expandable: after a
- *    synchronize; if that fails nothing is unmapped) and the request is
- *    taken with no hold, so the peak rises by no more than the request
- *    needs once the cache is empty (classic: a segment of its usual size;
- *    expandable: its own pages, no ahead pages). That release follows the
- *    retry's rule: when releasing cannot make room even with the peak
- *    lifted (max_reserved, or the device's free memory plus everything
- *    cached, is short of what the request needs), nothing is released or
- *    synchronized, and the take is refused. peak_holds counts the requests
- *    that released cached memory on the way (a map refused part-way and
- *    unmapped again is no release). If the upstream refuses that
- *    last take, the retry above follows (counted) and its outcome is the
- *    call's. Like the retry, a hold may release any domain's cached
- *    memory, a reserved footprint included.
- *  - greedy: the upstream is called only to reserve the arena, here only
- *    when cca_empty_cache released it; a full arena is an OOM (no retry)
- *    once pending frees are completed (a synchronize, when frees are
- *    pending, then best fit again). Over expandable segments also to map a
- *    fitting free block's pages that trim unmapped; if the device refuses
- *    them, the one retry above (which unmaps other free pages of the
- *    arena); no block that fits, pending frees completed: an OOM with no
- *    retry and no other upstream call.
- * An OOM logs one line, after the allocator's lock is released. The retry
- * is for CCA_ERR_OUT_OF_MEMORY only: an upstream failing otherwise (e.g.
- * CCA_ERR_UPSTREAM) has its status returned at once, no retry, no OOM
- * counted, nothing released. a or out NULL, or a size whose rounding would
- * overflow: CCA_ERR_INVALID_ARGUMENT, nothing touched.
- * size 0: CCA_OK, *out = NULL. On failure *out is NULL. */
+/* Allocate `size` bytes on stream `s`: the smallest cached free block of
+ * the stream that fits (ties: lowest address), split when the remainder is
+ * worth keeping; when none fits, new memory from the upstream, then one
+ * retry that releases cached memory. The steps, the retry, the hold
+ * (hold_peak:1) and greedy: docs/allocator.md, "The life of one
+ * cca_alloc". size 0: CCA_OK and *out NULL. *out is NULL on any failure.
+ * Errors:
+ *  - CCA_ERR_INVALID_ARGUMENT: a size whose rounding would overflow
+ *    (nothing touched);
+ *  - CCA_ERR_OUT_OF_MEMORY (ooms counted, one log line written after the
+ *    lock is released, when log_oom:1): a request that can never succeed
+ *    (over the device's total, max_reserved, the 32 TiB address budget of
+ *    expandable segments, or greedy's arena), at once, nothing released;
+ *    the upstream refused and the retry could not make room (what it
+ *    released stays released; live blocks never change); a full greedy
+ *    arena; host memory short for a block record in an expandable segment;
+ *  - any other upstream status (e.g. CCA_ERR_UPSTREAM): returned at once,
+ *    no retry, no OOM counted, nothing released.
+ * Cost: cached: one lock, one event query per stream with pending frees,
+ * a best fit (a bitmap scan and one small B+-tree search), a hash insert;
+ * no upstream call. Otherwise: growth, one upstream alloc (expandable: a
+ * mem_info, maybe a vm_reserve, one vm_map per run of missing pages); the
+ * retry, one synchronize, a free or unmap per released segment or run, and
+ * up to two more takes; greedy, no upstream call (expandable: a vm_map for
+ * trimmed pages). */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 
-/* Free a pointer from cca_alloc. NULL is a no-op. Double free, an unknown or
- * an interior pointer: CCA_ERR_INVALID_POINTER, nothing changes. If another
- * stream used the block (cca_record_stream; or a greedy-arena block
- * allocated on a non-default stream), it is reused only after events on
- * those streams complete. If no event can be recorded and the fallback
- * synchronize fails, the upstream's status is returned: the pointer is
+/* Free a pointer from cca_alloc. NULL is a no-op (CCA_OK; a NULL allocator
+ * is still CCA_ERR_INVALID_ARGUMENT). If another stream used the block
+ * (cca_record_stream; or a greedy-arena block allocated on a non-default
+ * stream), it is reused only after events on those streams complete
+ * (docs/allocator.md, "Streams").
+ * Errors: CCA_ERR_INVALID_POINTER for a double free, an unknown or an
+ * interior pointer, nothing changed; when no event can be recorded and the
+ * fallback synchronize fails, that synchronize's status: the pointer is
  * consumed all the same (do not free it again), and its block is reused
- * only after a later synchronize succeeds (trim, empty-cache, OOM retry). */
+ * only after a later synchronize succeeds (trim, empty-cache, OOM retry).
+ * Cost: one lock, a hash lookup, a merge with free neighbours and an index
+ * insert; no upstream call on one stream; per other user stream one
+ * event_record and one event_query (a synchronize where events fail). */
 cca_status cca_free(cca_allocator *a, void *ptr);
 
-/* Mark a live block as used on stream `s` too: at free it returns to the pool
- * only after events recorded on every such stream have completed (the
+/* Mark a live block as used on stream `s` too: at free it returns to the
+ * pool only after events recorded on every such stream have completed (the
  * stream it was allocated on, or one already marked: CCA_OK, no change).
- * a or ptr NULL: CCA_ERR_INVALID_ARGUMENT; ptr not a live block (freed,
- * pending, interior, foreign): CCA_ERR_INVALID_POINTER; host memory short:
- * CCA_ERR_OUT_OF_MEMORY, the block's streams as they were. */
+ * Errors: CCA_ERR_INVALID_POINTER for ptr not a live block (freed,
+ * pending, interior, foreign); CCA_ERR_OUT_OF_MEMORY when host memory is
+ * short, the block's streams as they were.
+ * Cost: one lock, a hash lookup, a scan of the block's streams. */
 cca_status cca_record_stream(cca_allocator *a, void *ptr, cca_stream s);
 
-/* The size actually held for a live pointer (rounded, maybe unsplit slack).
- * A NULL argument: CCA_ERR_INVALID_ARGUMENT; ptr not a live block:
- * CCA_ERR_INVALID_POINTER; *size is written only on success. */
+/* The size actually held for a live pointer (rounded, maybe unsplit slack)
+ * into *size, written only on success.
+ * Errors: CCA_ERR_INVALID_POINTER for ptr not a live block.
+ * Cost: one lock, a hash lookup. */
 cca_status cca_block_size(cca_allocator *a, const void *ptr, size_t *size);
 
 /* ------------------------------------------------------------------------ */
@@ -708,20 +769,26 @@ typedef struct cca_release_report {
  * reserved <= keep_bytes or nothing free is left: whole free classic
  * segments largest first and, with expandable segments, every page lying
  * wholly inside a free block (tails first), then empty address ranges
- * (docs/allocator.md, "Giving memory back" and "Pages, not segments"). If
- * the synchronize fails, no page is unmapped. report may be NULL. If the upstream refuses to take a
- * segment back, that segment stays cached (state intact), the rest are
- * released, the report is filled and CCA_ERR_UPSTREAM is returned. Pending
- * blocks that could not complete stay reserved, and after the release the
- * call returns the synchronize's failure, or CCA_ERR_NOT_READY when the
- * device synchronized but an event still reads incomplete. */
+ * (docs/allocator.md, "Giving memory back" and "Pages, not segments").
+ * report may be NULL; it is filled whenever the lock was taken.
+ * Errors, the first that applies (each after releasing what it could):
+ *  - CCA_ERR_UPSTREAM: the upstream refused to take a segment or page
+ *    back; that memory stays cached, state intact;
+ *  - the synchronize's status when it failed: free classic segments are
+ *    released, no page is unmapped, pending blocks stay reserved;
+ *  - CCA_ERR_NOT_READY: the device synchronized but an event still reads
+ *    incomplete: those pending blocks stay reserved.
+ * Cost: one synchronize; O(segments + free blocks); one upstream free per
+ * segment released, one vm_unmap per run of pages (whole maps: per map),
+ * one vm_release per empty range. */
 cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report);
 
-/* cca_trim(a, 0, report): with no live blocks, reserved_bytes becomes 0. */
+/* cca_trim(a, 0, report): with no live blocks, reserved_bytes becomes 0.
+ * Errors and cost: cca_trim's. */
 cca_status cca_empty_cache(cca_allocator *a, cca_release_report *report);
 
 /* ------------------------------------------------------------------------ */
-/* Statistics                                                               */
+/* Statistics and snapshots                                                 */
 /* ------------------------------------------------------------------------ */
 
 typedef struct cca_stats {
@@ -765,23 +832,27 @@ typedef struct cca_stats {
                             first (not counted in alloc_retries)          */
 } cca_stats;
 
-/* Consistent snapshot of the counters (taken under the allocator's lock).
- * a or s NULL: nothing happens. Cheap enough to poll every step: it never
- * reads the live blocks. Cost under the lock: O(domains holding memory x
- * pools x streams); with expandable segments, plus the free blocks larger
- * than the longest mapped free stretch, largest first (usually a few per
- * range; docs/allocator.md, "Pages, not segments"). */
+/* A consistent snapshot of the counters (taken under the allocator's
+ * lock). a or s NULL: nothing happens.
+ * Errors: none (void); called from inside one of a's upstream ops, *s is
+ * all zeros and the thread's message says why.
+ * Cost: never reads the live blocks, cheap enough to poll every step:
+ * O(domains holding memory x pools x streams) under the lock; with
+ * expandable segments, plus the free blocks larger than the longest mapped
+ * free stretch, largest first (usually a few per range). */
 void cca_get_stats(const cca_allocator *a, cca_stats *s);
 
 /* Set every *_peak to its current value, the domains' too. NULL: nothing
- * happens. */
+ * happens. Errors: none (void); from inside one of a's upstream ops
+ * nothing happens and the thread's message says why.
+ * Cost: O(domains) under the lock. */
 void cca_reset_peak_stats(cca_allocator *a);
 
-/* Stats as one line of text ("allocated=... reserved=...") and as JSON.
- * Every writer below (and cca_config_print, cca_domain_stats_write_json)
- * flushes f before it returns: a write or the flush failed is CCA_ERR_IO
- * (f may hold part of the output), a NULL argument CCA_ERR_INVALID_ARGUMENT
- * (nothing written). */
+/* Stats as one line of text ("allocated=... reserved=...") and as one JSON
+ * object, then a newline.
+ * Errors (these and every writer below): CCA_ERR_IO when a write or the
+ * final flush of f failed (f may hold part of the output).
+ * Cost: one formatted write and a flush; no lock. */
 cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
 
@@ -789,18 +860,19 @@ cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
  * address order (its address, size, domain: its name and, as names need not
  * be unique, "domain_index", its position in "domains" (the default domain
  * 0, then in creation order; the pickle's segment_pool_id); pool, stream,
- * live blocks, and for an expandable one its mapped runs) with its blocks in address order
- * (offset in the segment, size, state, requested bytes). Taken under the
- * allocator's lock into host memory and written to f after it, so a file
- * that does not drain (a pipe nobody reads yet) stalls this call only,
- * never the allocator's other callers; with no host memory for that copy,
- * written to f under the lock instead (it needs none). */
+ * live blocks, and for an expandable one its mapped runs) with its blocks
+ * in address order (offset in the segment, size, state, requested bytes).
+ * Errors: CCA_ERR_IO.
+ * Cost: O(segments x log segments + blocks) under the allocator's lock,
+ * into host memory; written to f after the lock, so a file that does not
+ * drain (a pipe nobody reads yet) stalls this call only; with no host
+ * memory for that copy, written to f under the lock instead. */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
 
 /* The same state as a Python pickle (protocol 2) of the dict that PyTorch's
  * torch.cuda.memory._snapshot() returns, so that PyTorch's tools open it
- * (torch.cuda._memory_viz, pytorch.org/memory_viz; docs/allocator.md,
- * "Snapshots in PyTorch's format"):
+ * (torch.cuda._memory_viz, pytorch.org/memory_viz; the mapping field by
+ * field: docs/allocator.md, "Snapshots in PyTorch's format"):
  *  - "segments": every segment in address order with its blocks and their
  *    states (live: active_allocated, pending: active_pending_free, free:
  *    inactive); an expandable segment as one segment per run of mapped
@@ -811,12 +883,11 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
  *    first;
  *  - "allocator_settings" (the config string as PYTORCH_CUDA_ALLOC_CONF),
  *    and "ccalloc" (upstream name, policy, history size and count).
- * Taken under the allocator's lock into host memory and written to f after
- * it, as cca_write_snapshot_json (straight to f under the lock when that
- * memory is short); f is flushed. a or f NULL, or device
- * not in [0, CCA_SNAPSHOT_MAX_DEVICE]: CCA_ERR_INVALID_ARGUMENT, nothing
- * written. A write or the flush failed: CCA_ERR_IO (f holds a partial
- * pickle). Host memory short: CCA_ERR_OUT_OF_MEMORY, nothing written. */
+ * Errors: CCA_ERR_INVALID_ARGUMENT for device not in [0,
+ * CCA_SNAPSHOT_MAX_DEVICE], nothing written; CCA_ERR_IO when a write or the
+ * flush failed (f holds a partial pickle); CCA_ERR_OUT_OF_MEMORY when host
+ * memory is short, nothing written.
+ * Cost: as cca_write_snapshot_json, plus the history ring. */
 #define CCA_SNAPSHOT_MAX_DEVICE 1023
 cca_status cca_write_snapshot_torch(const cca_allocator *a, int device, FILE *f);
 
@@ -824,44 +895,45 @@ cca_status cca_write_snapshot_torch(const cca_allocator *a, int device, FILE *f)
 /* Memory domains: one owner per model, released whole                     */
 /* ------------------------------------------------------------------------ */
 
-/* A DOMAIN is a named owner of segments inside one allocator. A domain's
- * blocks live only in its own segments (expandable: its own address
- * ranges), so they never pin another domain's memory, and
- * cca_domain_release gives all of it back while other domains keep
- * running. Every allocator has a default domain (NULL in the calls below),
- * which cca_alloc uses. Domains need policy:growth: a greedy allocator holds
- * one arena for the whole process, which is what domains exist to avoid —
- * cca_domain_create refuses there (CCA_ERR_INVALID_ARGUMENT); a domain's own
- * up-front arena is cca_domain_reserve.
- *
- * Cached free memory is the allocator's to manage: cca_trim, cca_empty_cache
- * and the OOM retry release free memory of every domain. */
+/* A DOMAIN is a named owner of segments inside one allocator: its blocks
+ * live only in its own segments, so they never pin another domain's
+ * memory, and cca_domain_release gives all of it back while other domains
+ * keep running. Every allocator has a default domain (NULL in the calls
+ * below), which cca_alloc uses. Domains need policy:growth. Cached free
+ * memory is the allocator's: trim, empty-cache and the OOM retry release
+ * free memory of every domain. The rules: docs/allocator.md, "Memory
+ * domains". */
 typedef struct cca_domain cca_domain;
 
 #define CCA_DOMAIN_NAME_MAX 63
 
-/* A new, empty domain. name: 1..CCA_DOMAIN_NAME_MAX printable ASCII
- * characters without '"', '\\' or ',' (names appear in JSON and in the
- * CSV of a CCALLOC_TRACE recording); names need not be unique.
- * Holds no device memory until something is allocated in it.
- * The handle is opaque (not the domain's address; never dereference it)
- * and never given twice in a process: once the domain is destroyed, every
- * call refuses its handle (CCA_ERR_INVALID_ARGUMENT), whatever was created
- * since. Handles of other allocators are refused the same way. */
+/* A new, empty domain named `name`: 1..CCA_DOMAIN_NAME_MAX printable ASCII
+ * characters without '"', '\\' or ','; names need not be unique. It holds
+ * no device memory until something is allocated in it. The handle is
+ * opaque (never dereference it) and never given twice in a process: once
+ * the domain is destroyed, every call refuses it, whatever was created
+ * since; so are handles of other allocators (CCA_ERR_INVALID_ARGUMENT).
+ * Errors: CCA_ERR_INVALID_ARGUMENT for a bad name or a greedy allocator (a
+ * domain's own up-front arena is cca_domain_reserve);
+ * CCA_ERR_OUT_OF_MEMORY when host memory is short. *out NULL on failure.
+ * Cost: a host malloc and an insert into the allocator's handle set, under
+ * the lock; no upstream call. */
 cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **out);
 
-/* cca_alloc in domain d (NULL: the default domain; one that is not a's:
- * CCA_ERR_INVALID_ARGUMENT, even for size 0). Best fit among d's
+/* cca_alloc in domain d (NULL: the default domain): best fit among d's
  * cached blocks only (its arena first, when it has one), growth in d's own
  * segments; the OOM retry may release cached memory of any domain. An
  * explicit argument rather than a per-thread current domain: a model's work
- * often hops threads (thread pools, callbacks), and the domain of every
- * block is then visible at the call site. */
+ * often hops threads, and the domain of every block is then visible at the
+ * call site.
+ * Errors: cca_alloc's, and CCA_ERR_INVALID_ARGUMENT for a domain that is
+ * not a's (even for size 0). Cost: cca_alloc's, plus a handle lookup. */
 cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream s, void **out);
 
-/* The domain a live pointer belongs to (NULL: the default domain). A NULL
- * a, ptr or d: CCA_ERR_INVALID_ARGUMENT; ptr not a live block:
- * CCA_ERR_INVALID_POINTER; *d is NULL on any failure (d not NULL). */
+/* The domain a live pointer belongs to into *d (NULL: the default domain);
+ * *d is NULL on any failure.
+ * Errors: CCA_ERR_INVALID_POINTER for ptr not a live block.
+ * Cost: one lock, a hash lookup. */
 cca_status cca_domain_of(cca_allocator *a, const void *ptr, cca_domain **d);
 
 /* One live block found by cca_domain_release: a leak at unload. */
@@ -891,67 +963,59 @@ typedef struct cca_domain_report {
 #define CCA_DOMAIN_FORCE 1u /* release live blocks too: DANGEROUS (see below) */
 
 /* Synchronize the device, complete pending frees, then return every segment
- * (every mapped page and address range) of domain d to the upstream; the
- * domain stays usable, empty, with its peak statistics. report may be NULL;
- * on entry only its leaks/leaks_cap are read.
- *  - live blocks in d (or pending ones whose events are still incomplete):
- *    nothing is released, CCA_ERR_LIVE_BLOCKS, the report lists them — a
- *    leak check at unload;
- *  - flags CCA_DOMAIN_FORCE: live blocks are released all the same; their
- *    pointers become invalid (a later cca_free of one is
- *    CCA_ERR_INVALID_POINTER). Only for a caller that knows no kernel will
- *    touch that memory again: the device is synchronized first, but work
- *    queued after this call on such a pointer faults or corrupts another
- *    owner's memory. Pending blocks whose events did not complete are never
- *    released, even with FORCE (CCA_ERR_LIVE_BLOCKS);
- *  - the synchronize failed: nothing is released, its status is returned;
- *  - the upstream refuses a segment or page: that memory stays in d, cached
- *    and indexed (state intact), the rest is released, CCA_ERR_UPSTREAM.
- * d NULL: the default domain. */
+ * (every mapped page and address range) of domain d (NULL: the default
+ * domain) to the upstream; the domain stays usable, empty, with its peak
+ * statistics. report may be NULL; on entry only its leaks/leaks_cap are
+ * read. flags CCA_DOMAIN_FORCE releases live blocks all the same: their
+ * pointers become invalid (a later cca_free of one is
+ * CCA_ERR_INVALID_POINTER); only for a caller that knows no kernel will
+ * touch that memory again (work queued after this call on such a pointer
+ * faults or corrupts another owner's memory).
+ * Errors:
+ *  - CCA_ERR_INVALID_ARGUMENT: flags other than CCA_DOMAIN_FORCE, a domain
+ *    that is not a's;
+ *  - the synchronize's status when it failed: nothing released;
+ *  - CCA_ERR_LIVE_BLOCKS: live blocks in d without FORCE, or pending blocks
+ *    whose events did not complete (even with FORCE): nothing released, the
+ *    report lists them (a leak check at unload);
+ *  - CCA_ERR_UPSTREAM: the upstream refused a segment or page: that memory
+ *    stays in d, cached and indexed (state intact), the rest is released.
+ * Cost: one synchronize; O(d's segments and blocks); one upstream free per
+ * classic segment, one vm_unmap per run (whole maps: per map) and one
+ * vm_release per range. */
 cca_status cca_domain_release(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *report);
 
-/* cca_domain_release, then free the handle (only if everything was
- * released; otherwise the domain stays and the release's status is
- * returned). The default domain cannot be destroyed
- * (CCA_ERR_INVALID_ARGUMENT). */
+/* cca_domain_release, then free the handle, only if everything was
+ * released; otherwise the domain stays.
+ * Errors: cca_domain_release's, and CCA_ERR_INVALID_ARGUMENT for the
+ * default domain (d NULL), which cannot be destroyed.
+ * Cost: cca_domain_release's. */
 cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, cca_domain_report *report);
 
 /* FOOTPRINT: reserve `bytes` for d up front, as one arena (classic: one
- * upstream allocation; expandable: one range mapped whole), so that a model
- * whose peak is known (from a previous load) runs with no upstream call.
- * Requests in d are served from the arena first (best fit at any size, any
- * stream: a block used on a stream other than the default is reused only
- * after an event, as in the greedy arena), then from growth. At most one
- * arena per domain (CCA_ERR_INVALID_ARGUMENT for a second); bytes is rounded
- * up to CCA_GRANULARITY (expandable: to the page). The arena is released
- * with the domain, and by trim/empty-cache when it is wholly free.
- * Failures: CCA_ERR_INVALID_ARGUMENT (bytes 0 or above SIZE_MAX/2, the
- * greedy policy, a foreign handle, an arena already there) and
- * CCA_ERR_OUT_OF_MEMORY for more than the device or max_reserved could
- * ever hold (expandable: or more than 32 TiB) change nothing. When the
- * upstream refuses (expandable: or the device's free memory, asked with
- * one mem_info before the range is reserved, cannot hold the arena: no
- * range is reserved), it retries as the
- * OOM retry of cca_alloc does (alloc_retries counted): synchronize, release
- * every cached free segment and page of every domain, reserve once more; if
- * that is refused too, CCA_ERR_OUT_OF_MEMORY, d has no arena, and what was
- * released stays released (ooms is not counted: no allocation failed).
- * Expandable: a synchronize that fails ends the retry there, as for
- * cca_alloc (CCA_ERR_OUT_OF_MEMORY naming it, nothing released, no second
- * reservation).
- * When releasing cannot make room, nothing is released:
- * CCA_ERR_OUT_OF_MEMORY at once (after a synchronize only when frees are
- * pending, to complete them). That is when nothing is cached; when
- * max_reserved is set and live and pending blocks (classic: the segments
- * they pin; expandable: the pages they touch) plus the arena are over it;
- * or when the device's free memory plus everything cached is short of
- * the arena.
- * The upstream failing otherwise than for memory (CCA_ERR_UPSTREAM, ...):
- * that status at once, no retry, d has no arena.
- * Expandable: a range whose map and then release were both refused stays
- * reserved, empty, as an ordinary range of d (docs/allocator.md), never as
- * part of an arena: a later arena of d serves only from itself.
- * A CCALLOC_TRACE recording gets the reservation only when it succeeds. */
+ * upstream allocation; expandable: one range mapped whole), so that a
+ * model whose peak is known runs with no upstream call. bytes is rounded up
+ * to CCA_GRANULARITY (expandable: to the page). Requests in d are served
+ * from the arena first (best fit at any size, any stream), then from
+ * growth. The arena goes with the domain's release, and with trim or
+ * empty-cache when it is wholly free. A CCALLOC_TRACE recording gets the
+ * reservation only when it succeeds. When the upstream refuses it retries
+ * as cca_alloc's OOM retry does (alloc_retries counted, ooms not):
+ * docs/allocator.md, "Memory domains".
+ * Errors (d has no arena after any of them):
+ *  - CCA_ERR_INVALID_ARGUMENT, nothing changed: bytes 0 or above
+ *    SIZE_MAX / 2, the greedy policy, a domain that is not a's, an arena
+ *    already there;
+ *  - CCA_ERR_OUT_OF_MEMORY, nothing changed: more than the device,
+ *    max_reserved or (expandable) 32 TiB could ever hold;
+ *  - CCA_ERR_OUT_OF_MEMORY after the retry: refused again (what the retry
+ *    released stays released), or releasing cannot make room (nothing
+ *    released), or (expandable) the retry's synchronize failed (nothing
+ *    released, no second reservation; the message names it);
+ *  - any other upstream status (CCA_ERR_UPSTREAM, ...): at once, no retry.
+ * Cost: one upstream alloc (expandable: a mem_info, a vm_reserve and one
+ * vm_map per map); the retry adds a synchronize, the releases and one more
+ * reservation. */
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes);
 
 typedef struct cca_domain_stats {
@@ -973,17 +1037,19 @@ typedef struct cca_domain_stats {
     double fragmentation; /* 1 - largest_free_block / cached_bytes; 0 if none */
 } cca_domain_stats;
 
-/* d NULL: the default domain. Peaks are reset by cca_reset_peak_stats.
- * Costs what cca_get_stats costs, for d's free blocks only. */
+/* The stats of domain d (NULL: the default domain) into *s. Peaks are
+ * reset by cca_reset_peak_stats.
+ * Errors: CCA_ERR_INVALID_ARGUMENT for a domain that is not a's.
+ * Cost: what cca_get_stats costs, for d's free blocks only. */
 cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca_domain_stats *s);
 
 /* Every domain (the default first, then in creation order) as a JSON array
  * of the stats above, each with "arena_bytes" too (the size of its
- * cca_domain_reserve arena; 0: none); f is flushed (CCA_ERR_IO when a write
- * or the flush failed). Taken under the allocator's lock into host memory
- * and written to f after it, as cca_write_snapshot_json, so a file that
- * does not drain stalls this call only (with no host memory for that copy,
- * written to f under the lock). */
+ * cca_domain_reserve arena; 0: none); f is flushed.
+ * Errors: CCA_ERR_IO when a write or the flush failed.
+ * Cost: O(domains) under the lock into host memory, written to f after it
+ * as cca_write_snapshot_json (with no host memory for that copy, written
+ * to f under the lock). */
 cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
 
 /* ------------------------------------------------------------------------ */
@@ -992,26 +1058,28 @@ cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
 
 /* Write a phase mark ("load:resnet50") into the trace, in order with the
  * allocator's events, so that a replay reports reserved memory at each
- * phase. A name is 1..CCA_MARK_MAX printable ASCII characters (0x20..0x7e)
- * without ',' or '"'; anything else, or a NULL argument, is
- * CCA_ERR_INVALID_ARGUMENT. When the process is not tracing: CCA_OK, no-op.
- * A mark is a checkpoint: the recording is flushed to its file, and
- * CCA_ERR_IO says that it could not be written (a full disk; the recording
- * is incomplete from some earlier event on). The allocator calls that
- * record events cannot fail for the trace: when the last allocator using
- * it is destroyed, a recording that could not be written whole is said
- * once in the log. CCALLOC_TRACE naming a FIFO that no process reads is
- * refused when the first allocator opens it (logged, not tracing) instead
- * of waiting for a reader; a pipe whose reader goes away raises SIGPIPE at
- * the next write, as any write to it does, unless the program ignores
- * SIGPIPE (then the write fails and is said as above). */
+ * phase; a mark is a checkpoint: the recording is flushed to its file.
+ * When the process is not tracing: CCA_OK, no-op. The allocator calls that
+ * record events cannot fail for the trace: a recording that could not be
+ * written whole is said once in the log, when the last allocator using it
+ * is destroyed. CCALLOC_TRACE naming a FIFO that no process reads is
+ * refused when the first allocator opens it (logged, not tracing); a pipe
+ * whose reader goes away raises SIGPIPE at the next write unless the
+ * program ignores it (then the write fails and is said as above).
+ * Errors: CCA_ERR_INVALID_ARGUMENT for a name that is not 1..CCA_MARK_MAX
+ * printable ASCII characters (0x20..0x7e) without ',' or '"'; CCA_ERR_IO
+ * when the recording could not be written (a full disk; it is incomplete
+ * from some earlier event on).
+ * Cost: the allocator's lock and the trace's lock, one line and a flush. */
 #define CCA_MARK_MAX 63
 cca_status cca_trace_mark(cca_allocator *a, const char *name);
 
-/* Walk every internal invariant (block chains tile each segment, no two free
- * neighbours, index and stats agree). CCA_OK, CCA_ERR_INVARIANT with
- * cca_last_error() naming the broken invariant, or CCA_ERR_INVALID_ARGUMENT
- * for a NULL allocator. O(blocks): for tests. */
+/* Walk every internal invariant (docs/allocator.md, "Invariants": blocks
+ * tile each segment, no two free neighbours, index, stats, streams, pages
+ * and domains agree).
+ * Errors: CCA_ERR_INVARIANT, cca_last_error() naming the broken invariant
+ * by its id ("I2: two neighbouring free blocks").
+ * Cost: O(blocks + segments + pages / 64) under the lock: for tests. */
 cca_status cca_check_invariants(const cca_allocator *a);
 
 /* ------------------------------------------------------------------------ */
@@ -1032,65 +1100,81 @@ cca_status cca_check_invariants(const cca_allocator *a);
  *    key at most once, in either order, no blanks, no empty key or value,
  *    no trailing comma (e.g. "cuda:vm_granularity=32M,vm_backing=whole_maps");
  *    anything else is CCA_ERR_CONFIG, and a page the device refuses fails
- *    the device's creation with CCA_ERR_INVALID_ARGUMENT. "host[:CAPACITY[:DEVICES]]" (default
- *    1G and 1) gives each device number below DEVICES a simulated device of
- *    its own of CAPACITY bytes. Only ever chosen explicitly: with "cuda"
- *    and no GPU (or a build without CUDA) there is no fallback;
+ *    the device's creation with CCA_ERR_INVALID_ARGUMENT.
+ *    "host[:CAPACITY[:DEVICES]]" (default 1G and 1) gives each device
+ *    number below DEVICES a simulated device of its own of CAPACITY bytes.
+ *    Only ever chosen explicitly: with "cuda" and no GPU (or a build
+ *    without CUDA) there is no fallback;
  *  - a device whose creation failed (no GPU, device number past the count,
  *    bad CCALLOC_PLUG_UPSTREAM) is logged once and stays failed until
  *    cca_plug_reset: every later call on it fails at once with the same
- *    status and message.
- *  - fork() is safe at any time, as for every allocator (the top of this
- *    header): the child can use the simulated devices it inherits,
- *    whatever other threads were doing.
+ *    status and message;
+ *  - fork() is safe at any time, as for every allocator: the child can use
+ *    the simulated devices it inherits.
  * Usage from Python: ccalloc.torch.enable() (docs/python.md). */
 #define CCA_PLUG_MAX_DEVICES 64
 
 /* PyTorch's alloc signature (`stream` is a cudaStream_t): cca_alloc on the
- * device's allocator with `stream` passed through. Returns NULL, and never
- * aborts, on any failure, with cca_last_error() set on this thread and one
- * log line: device < 0 or >= CCA_PLUG_MAX_DEVICES (logged every time), a
- * device that cannot be created (logged once, above), out of memory
- * (logged by the allocator when log_oom:1, the default), any other
- * cca_alloc failure. size 0: NULL, no log, no message, nothing created
- * (PyTorch's own allocator gives an empty tensor a null pointer too). */
+ * device's allocator with `stream` passed through. size 0: NULL, no log,
+ * no message, nothing created (PyTorch's own allocator gives an empty
+ * tensor a null pointer too).
+ * Errors: NULL, never an abort, with cca_last_error() set on this thread
+ * and one log line: device < 0 or >= CCA_PLUG_MAX_DEVICES (logged every
+ * time), a device that cannot be created (logged once, when it failed),
+ * out of memory (logged by the allocator when log_oom:1, the default), any
+ * other cca_alloc failure.
+ * Cost: one atomic load and cca_alloc's; the first call on a device
+ * creates its upstream and allocator under the plug's lock. */
 void *cca_plug_alloc(size_t size, int device, void *stream);
 
 /* PyTorch's free signature: cca_free on the device's allocator. size and
  * stream are ignored (the allocator knows the block's size and the streams
- * that used it). NULL: no-op. A device out of range, a device with no
- * allocator, or a pointer that is not a live block of that device's
- * allocator (double free, foreign or interior pointer, another device's
- * block): nothing changes, cca_last_error() is set, one log line. */
+ * that used it). NULL: no-op.
+ * Errors: none returned (void): a device out of range
+ * (CCA_ERR_INVALID_ARGUMENT), a device with no allocator
+ * (CCA_ERR_INVALID_POINTER), or any cca_free failure (a pointer that is not
+ * a live block of that device's allocator: double free, foreign or
+ * interior pointer, another device's block): nothing changes,
+ * cca_last_error() is set, one log line.
+ * Cost: one atomic load and cca_free's. */
 void cca_plug_free(void *ptr, size_t size, int device, void *stream);
 
 /* Choose, before the first call that creates a device, the upstream text
- * ("cuda" or "host[:CAPACITY[:DEVICES]]"; NULL: CCALLOC_PLUG_UPSTREAM or
- * "cuda") and the allocator config ("key:value,..." as cca_config_parse;
- * NULL: defaults + CCALLOC_CONF). Replaces any earlier configure.
- * CCA_ERR_CONFIG for a bad text of either (nothing changes);
+ * ("cuda[:...]" or "host[:CAPACITY[:DEVICES]]"; NULL: CCALLOC_PLUG_UPSTREAM
+ * or "cuda") and the allocator config ("key:value,..." as
+ * cca_config_parse; NULL: defaults + CCALLOC_CONF). Replaces any earlier
+ * configure.
+ * Errors: CCA_ERR_CONFIG for a bad text of either (nothing changes);
  * CCA_ERR_INVALID_ARGUMENT once a device has been created (or its creation
- * tried) since the last reset. */
+ * tried) since the last reset.
+ * Cost: the parses, and the plug's lock. */
 cca_status cca_plug_configure(const char *upstream, const char *conf);
 
-/* The allocator cca_plug_alloc uses for `device`, created now if it was not
- * yet (for stats, trim, empty-cache, snapshots and domains through the
- * ordinary calls; do not cca_destroy it). Fails as cca_plug_alloc would:
- * CCA_ERR_INVALID_ARGUMENT for a device out of range, or the device's
- * creation failure (CCA_ERR_NO_DEVICE, CCA_ERR_CONFIG, ...); *out NULL. */
+/* The allocator cca_plug_alloc uses for `device`, created now if it was
+ * not yet (for stats, trim, empty-cache, snapshots and domains through the
+ * ordinary calls; do not cca_destroy it). *out NULL on failure.
+ * Errors: as cca_plug_alloc would fail: CCA_ERR_INVALID_ARGUMENT for a
+ * device out of range, or the device's creation failure
+ * (CCA_ERR_NO_DEVICE, CCA_ERR_CONFIG, ...).
+ * Cost: one atomic load; a creation the first time. */
 cca_status cca_plug_get_allocator(int device, cca_allocator **out);
 
 /* The upstream under that allocator (for cca_upstream_mem_info and
- * cca_upstream_get_stats), with the same errors. Do not destroy it. */
+ * cca_upstream_get_stats). Do not destroy it.
+ * Errors and cost: cca_plug_get_allocator's. */
 cca_status cca_plug_get_upstream(int device, cca_upstream **out);
 
 /* For tests: destroy every device's allocator and upstream and forget
  * cca_plug_configure and every recorded failure, as at load. Not while
- * another thread is in a cca_plug_* call, nor while one uses an allocator or
- * upstream that cca_plug_get_allocator / cca_plug_get_upstream returned:
- * those handles are destroyed here (the next call on the device creates new
- * ones). If any device has live (or pending) blocks: CCA_ERR_LIVE_BLOCKS
- * naming it, and nothing changes. */
+ * another thread is in a cca_plug_* call, nor while one uses an allocator
+ * or upstream that cca_plug_get_allocator / cca_plug_get_upstream
+ * returned: those handles are destroyed here (the next call on the device
+ * creates new ones).
+ * Errors: CCA_ERR_LIVE_BLOCKS naming the first device with live (or
+ * pending) blocks, and nothing changes; else the first cca_destroy
+ * failure, prefixed with its device (everything is reset all the same).
+ * Cost: a cca_get_stats and a cca_destroy per device, under the plug's
+ * lock. */
 cca_status cca_plug_reset(void);
 
 #ifdef __cplusplus

@@ -1,4 +1,5 @@
-# Allocator suites (tests/test_<module>.c mirrors allocator/src/<module>.c).
+# Allocator suites: some are named after the file they test (test_pool.c,
+# allocator/src/pool.c), others cross files (random, threads, hostile, hold).
 # Declared here by the allocator tests; see tests/CMakeLists.txt. Every suite
 # shares alloc_test_util.c (assertion short-hands and a test double upstream).
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)

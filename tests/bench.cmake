@@ -18,6 +18,13 @@ if(TARGET ccbench_core)
     set_tests_properties(ccbench_reference PROPERTIES LABELS cpu TIMEOUT 120
       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;PYTHONDONTWRITEBYTECODE=1")
   endif()
+  # bench/scripts/pair_loop.c, the pair loop for callgrind counts, still
+  # runs: holes on the simulated device, packed and expandable, the bump upstream
+  add_test(NAME ccb_pair_loop_holes COMMAND ccb_pair_loop 100 1 2000)
+  add_test(NAME ccb_pair_loop_expandable COMMAND ccb_pair_loop 100 0 2000 expandable:1)
+  add_test(NAME ccb_pair_loop_bump COMMAND ccb_pair_loop --bump 100 1 2000)
+  set_tests_properties(ccb_pair_loop_holes ccb_pair_loop_expandable ccb_pair_loop_bump PROPERTIES
+    LABELS cpu TIMEOUT 60 PASS_REGULAR_EXPRESSION "^[0-9.]+ ns/pair")
   # hostile traces, files, call sequences and the recorder under threads
   cca_add_test(NAME test_bench_hostile SOURCES test_bench_hostile.c LIBS ccbench_core LABEL cpu)
   # the whole suite at --quick scale; under the sanitizer stage (CCA_DEBUG=2: an

@@ -5,7 +5,8 @@ exists, and an anchor (#section) names a heading of the Markdown file it
 points into, slugged as GitHub does (lower case; characters other than
 letters, digits, '-', '_' and spaces dropped; spaces become '-'; a repeated
 heading gets -1, -2, ...). Links inside fenced code blocks and inline code
-are not links. Absolute URLs (http:, mailto:, ...) are not checked: this
+are not links. Every run folder of bench/results is linked from the index,
+bench/results/README.md. Absolute URLs (http:, mailto:, ...) are not checked: this
 machine may have no network. Prints each broken link; exit 1 if any.
 Standard library only."""
 import os
@@ -71,6 +72,13 @@ def main():
                 bad += 1
             elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
                 print(f"{rel}: '{target}': no heading '{anchor}' in {os.path.relpath(dest, ROOT)}")
+                bad += 1
+    results = os.path.join(ROOT, "bench", "results")
+    if os.path.isdir(results):
+        index = open(os.path.join(results, "README.md"), encoding="utf-8").read()
+        for run in sorted(os.listdir(results)):
+            if os.path.isdir(os.path.join(results, run)) and f"]({run}/README.md)" not in index:
+                print(f"bench/results/README.md: no row for the run {run}")
                 bad += 1
     print(f"{links} relative links, {bad} broken")
     return 1 if bad else 0

@@ -102,6 +102,11 @@ Test(config, booleans) {
         snprintf(text, sizeof text, "log_oom:%s", no[i]);
         cr_assert_eq(parse_ok(text).log_oom, 0, "%s", no[i]);
     }
+    /* the message names every spelling the parser takes, not only 0 and 1 */
+    cca_config c = defaults();
+    cr_assert_eq(cca_config_parse(&c, "log_oom:maybe"), CCA_ERR_CONFIG);
+    cr_assert_str_eq(cca_last_error(),
+                     "invalid value 'maybe' for key 'log_oom' (expected 1, true, on, yes or 0, false, off, no)");
 }
 
 Test(config, whitespace_empty_items_and_repeats) {

@@ -238,3 +238,119 @@ Test(docs, option_table_range_column_is_what_the_parser_enforces) {
     free(lines);
     free(doc);
 }
+
+/* ---- statements of the docs held by the code they describe ------------- */
+
+static char *read_source(const char *rel) {
+    const char *src = getenv("CCA_SOURCE_DIR");
+    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", src, rel);
+    return read_file(path);
+}
+
+/* The text from `start` (which must occur in `text`) to the next `end`. */
+static char *between(const char *text, const char *start, const char *end, const char *what) {
+    const char *p = strstr(text, start);
+    cr_assert_not_null(p, "%s: '%s' not found", what, start);
+    const char *q = strstr(p, end);
+    cr_assert_not_null(q, "%s: no '%s' after '%s'", what, end, start);
+    size_t n = (size_t)(q - p);
+    char *out = malloc(n + 1);
+    cr_assert_not_null(out);
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return out;
+}
+
+/* docs/tuning.md says alloc_retries counts retries as they begin, before
+ * anything is released: a refusal with nothing cached counts one and
+ * releases nothing, and so does cca_domain_reserve's. */
+Test(docs, alloc_retries_is_what_tuning_md_says) {
+    char *doc = read_source("docs/tuning.md");
+    cr_assert_not_null(
+        strstr(doc, "is counted when its\n  retry starts, before it completes pending frees or releases anything"),
+        "docs/tuning.md: the alloc_retries bullet changed; keep this test with it");
+    free(doc);
+    const size_t MiB = (size_t)1 << 20;
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_host_create(64 * MiB, &u), CCA_OK);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "log_oom:0"), CCA_OK);
+    cca_allocator *a;
+    cr_assert_eq(cca_create(&c, u, &a), CCA_OK, "%s", cca_last_error());
+    void *live, *p;
+    cr_assert_eq(cca_alloc(a, 40 * MiB, NULL, &live), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc(a, 40 * MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY, "40 MiB more on a 64 MiB device");
+    cca_stats s;
+    cca_get_stats(a, &s);
+    cr_assert_eq(s.alloc_retries, 1, "the retry is counted though nothing is cached");
+    cr_assert_eq(s.upstream_frees, 0, "nothing was released");
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "model", &d), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_reserve(a, d, 40 * MiB), CCA_ERR_OUT_OF_MEMORY);
+    cca_get_stats(a, &s);
+    cr_assert_eq(s.alloc_retries, 2, "cca_domain_reserve's retry counts too");
+    cr_assert_eq(s.upstream_frees, 0, "nothing was released");
+    cr_assert_eq(cca_free(a, live), CCA_OK);
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+}
+
+/* docs/tuning.md's table "What the release report tells you" names every
+ * field of cca_release_report (ccalloc.h). */
+Test(docs, release_report_table_names_every_field) {
+    char *header = read_source("allocator/include/ccalloc.h");
+    char *fields = between(header, "typedef struct cca_release_report {", "} cca_release_report;", "ccalloc.h");
+    char *doc = read_source("docs/tuning.md");
+    char *table = between(doc, "What the release report tells you:", "\n\n###", "docs/tuning.md");
+    int n = 0;
+    for (const char *p = strstr(fields, "size_t "); p; p = strstr(p, "size_t ")) {
+        p += strlen("size_t ");
+        char name[64], quoted[72];
+        cr_assert_eq(sscanf(p, "%63[a-z_]", name), 1);
+        snprintf(quoted, sizeof quoted, "`%s`", name);
+        cr_assert_not_null(strstr(table, quoted), "docs/tuning.md's release report table lacks %s", quoted);
+        n++;
+    }
+    cr_assert_geq(n, 10, "only %d fields read from cca_release_report", n);
+    free(table);
+    free(doc);
+    free(fields);
+    free(header);
+}
+
+/* docs/release.md's steps of ccr_engine_release name every call it makes
+ * (runtime/src/engine.c), save those that only compose messages. */
+Test(docs, release_md_steps_name_every_call_of_ccr_engine_release) {
+    char *code = read_source("runtime/src/engine.c");
+    char *body = between(code, "ccr_status ccr_engine_release(ccr_engine *e", "\n}\n", "runtime/src/engine.c");
+    char *doc = read_source("docs/release.md");
+    char *steps = between(doc, "ccr_engine_release(e, &info)\n", "```", "docs/release.md");
+    static const char *messages[] = {"ccr_fail",       "ccr_warn",          "ccr_engine_mark",
+                                     "ccr_status_of",  "ccr_last_error",    "cca_status_string",
+                                     "cca_last_error", "cck_status_string", "ccr_engine_release"};
+    int calls = 0;
+    for (const char *p = body; *p; p++) {
+        if ((p != body && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z'))) || strncmp(p, "cc", 2) != 0)
+            continue;
+        char name[64];
+        int len = 0;
+        if (sscanf(p, "%63[a-z_]%n", name, &len) != 1 || p[len] != '(' || name[3] != '_')
+            continue;
+        bool message = false;
+        for (size_t i = 0; i < sizeof messages / sizeof *messages; i++)
+            message |= strcmp(name, messages[i]) == 0;
+        if (!message) {
+            cr_assert_not_null(strstr(steps, name), "docs/release.md's steps leave out %s", name);
+            calls++;
+        }
+        p += len;
+    }
+    cr_assert_geq(calls, 5, "only %d calls read from ccr_engine_release", calls);
+    free(steps);
+    free(doc);
+    free(body);
+    free(code);
+}

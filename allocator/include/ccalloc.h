@@ -811,7 +811,9 @@ typedef struct cca_stats {
     uint64_t free_calls;  /* successful cca_free calls (ptr != NULL)       */
     uint64_t upstream_allocs;
     uint64_t upstream_frees;
-    uint64_t alloc_retries; /* upstream refused, cache released, retried     */
+    uint64_t alloc_retries; /* retries begun: new memory refused (cca_alloc,
+                               cca_domain_reserve); counted before any
+                               release, whether anything goes back or not */
     uint64_t ooms;          /* CCA_ERR_OUT_OF_MEMORY returned                */
     uint64_t splits;
     uint64_t merges;

@@ -5,8 +5,8 @@ traces issue 12's call target names (lognormal and the training step, whose
 RMM pool counts it quotes), with the box where both targets hold.
 
 It draws the committed run bench/results/2026-11-24-host-expandable-frontier
-(its sweep.csv and caps.csv, written by frontier.py there); nothing is
-measured here. Each point: one setting's upstream calls (x, log scale) and
+(its sweep.csv and caps.csv, written by that run's frontier.py, in commit
+b6e453a); nothing is measured here. Each point: one setting's upstream calls (x, log scale) and
 peak reserved over the live peak (y); a setting with OOMs is left out (its
 peak is not comparable).
 

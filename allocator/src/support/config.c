@@ -313,7 +313,8 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
     case OPT_BOOL: {
         int v;
         if (!parse_bool(val, val_len, &v))
-            return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s%s' for key '%s' (expected 0 or 1)",
+            return ccai_fail(CCA_ERR_CONFIG,
+                             "invalid value '%.*s%s' for key '%s' (expected 1, true, on, yes or 0, false, off, no)",
                              SHOWN(val, val_len), o->name);
         set_value(c, o, v);
         return CCA_OK;

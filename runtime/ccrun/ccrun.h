@@ -1,6 +1,7 @@
 /*
  * ccrun.h — what ccrun's files share: the options, the per-phase report
- * (text table or JSON), the demo, and the checks on its outputs.
+ * (text table or JSON), the demo, and the checks on its outputs; each group
+ * of functions under a banner naming the file that defines it.
  */
 #ifndef CCRUN_H
 #define CCRUN_H
@@ -67,10 +68,15 @@ typedef struct ccrun_report {
     ccrun_row *rows;
 } ccrun_report;
 
+/* ---- format.c: strings of the length they need ---- */
+
 /* printf into a malloc'd string of the length it needs; NULL when out of
  * memory. ccrun never copies a user string into a fixed-size buffer. */
 char *ccrun_format(const char *fmt, ...) CCRUN_PRINTF(1, 2);
 char *ccrun_vformat(const char *fmt, va_list ap);
+
+/* ---- report.c: the per-phase table and its JSON form ---- */
+
 /* "policy:X,<conf>" for the allocator, malloc'd (NULL: out of memory). */
 char *ccrun_alloc_conf(const ccrun_options *o, const char *policy);
 
@@ -96,6 +102,8 @@ unsigned long long ccrun_fnv1a(unsigned long long h, const void *p, size_t n);
 /* "device free == baseline", or "device free N below baseline" (above):
  * the exact difference, formatted into BUF; returns BUF. */
 const char *ccrun_baseline_note(const ccr_release_info *r, char *buf, size_t n);
+
+/* ---- demo.c ---- */
 
 /* ccrun --demo */
 int ccrun_demo(const ccrun_options *o);

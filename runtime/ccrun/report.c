@@ -7,6 +7,9 @@
  * (cca_upstream_mem_info: cudaMemGetInfo or the simulated device), and the
  * phase's wall time. Text mode prints each row as it happens; --json keeps
  * them and prints one document at the end (also on failure, with "error").
+ * Each text row is flushed as it is printed, through output.c's
+ * ccrun_flush, which keeps a failure for the exit status; output.c calls
+ * nothing here.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -22,27 +25,6 @@ double ccrun_now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-/* printf into a malloc'd string of the length it needs (NULL when out of
- * memory): user strings (paths, --conf) are never cut to a buffer's size. */
-char *ccrun_vformat(const char *fmt, va_list ap) {
-    va_list again;
-    va_copy(again, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s)
-        vsnprintf(s, (size_t)n + 1, fmt, again);
-    va_end(again);
-    return s;
-}
-
-char *ccrun_format(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = ccrun_vformat(fmt, ap);
-    va_end(ap);
-    return s;
 }
 
 char *ccrun_alloc_conf(const ccrun_options *o, const char *policy) {

@@ -1,16 +1,28 @@
 /*
- * arch.c — the layer list of an MLP, and its spec-string form.
+ * arch.c — the layer list of an MLP: its spec-string form and its sizes.
  *
  *     mlp:784x4096x4096x10:relu:softmax:seed=7
  *         |  dimensions   | hidden | final | weights seed
  *
- * n+1 dimensions give n dense layers; layer i maps D[i] -> D[i+1]. The same
- * string (without the seed) is what a safetensors file stores in its metadata
- * under CCR_META_KEY, so one grammar describes models from files and models
- * built for memory-pressure runs. Parsing is strict: every field is checked,
- * numbers must be plain decimal, and the error names the field and why.
- * Limits (CCR_MAX_LAYERS layers, dimensions <= 2^24, each weight matrix
- * <= 2^31 elements) keep every size computation far from overflow.
+ * Rules:
+ * - Owns: the spec grammar (ccr_arch_parse, ccr_arch_format) and what an
+ *   architecture costs in device bytes: its parameters
+ *   (ccr_arch_param_bytes) and the activations live at once at the peak of
+ *   a pass (ccr_arch_activation_bytes).
+ * - n+1 dimensions give n dense layers; layer i maps D[i] -> D[i+1]. The
+ *   same string (without the seed) is what a safetensors file stores in its
+ *   metadata under CCR_META_KEY: one grammar describes models from files
+ *   and models built for memory-pressure runs.
+ * - Parsing is strict: every field is checked, numbers must be plain
+ *   decimal, and the error names the field and why.
+ * - Limits (CCR_MAX_LAYERS layers, dimensions <= 2^24, each weight matrix
+ *   <= 2^31 elements) keep every size computation far from overflow; the
+ *   activation bytes, which multiply by the batch, are overflow-checked.
+ * - The activation peak follows infer.c's order of allocations: the input
+ *   alone, then each layer's input and output, then logits and
+ *   probabilities (softmax). infer.c checks a batch against it before a
+ *   pass; footprint.c checks a sidecar's footprint is plausible with it.
+ * - Costs: every function is O(layers) and allocates nothing.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -224,16 +236,21 @@ size_t ccr_arch_param_bytes(const ccr_arch *a) {
     return total;
 }
 
-ccr_status ccr_device_parse(const char *name, ccr_device_kind *out) {
-    if (!name || !out)
-        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "device name is NULL");
-    if (!strcmp(name, "auto"))
-        *out = CCR_DEVICE_AUTO;
-    else if (!strcmp(name, "cuda"))
-        *out = CCR_DEVICE_CUDA;
-    else if (!strcmp(name, "host"))
-        *out = CCR_DEVICE_HOST;
-    else
-        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "unknown device '%s' (auto|cuda|host)", name);
-    return CCR_OK;
+/* Floats live at once at the peak of a pass, per row: the input alone, then
+ * each layer's input and output, then logits and probabilities. */
+static size_t peak_floats_per_row(const ccr_arch *a) {
+    size_t peak = a->layers[0].in, prev = a->layers[0].in;
+    for (size_t i = 0; i < a->n_layers; i++) {
+        size_t pair = prev + a->layers[i].out; /* each <= 2^24: no overflow */
+        if (pair > peak)
+            peak = pair;
+        prev = a->layers[i].out;
+    }
+    if (a->softmax && 2 * prev > peak)
+        peak = 2 * prev;
+    return peak;
+}
+
+int ccr_arch_activation_bytes(const ccr_arch *a, size_t batch, size_t *out) {
+    return ccr_mul_ok(batch, peak_floats_per_row(a) * sizeof(float), out);
 }

@@ -13,10 +13,11 @@
  * blocks and fragments a pool (docs/engine.md shows it on a timeline).
  *
  * Before anything moves, ccr_model_check_batch compares that peak (weights +
- * the largest set of live activations, overflow-checked) with what the
- * allocator can ever hold (the device's total, or max_reserved or the greedy
- * arena when smaller): a batch that cannot fit is refused with needed vs available
- * bytes, and a caller (ccrun) can ask before it allocates its host input.
+ * the largest set of live activations, ccr_arch_activation_bytes in arch.c,
+ * overflow-checked) with what the allocator can ever hold (the device's
+ * total, or max_reserved or the greedy arena when smaller): a batch that
+ * cannot fit is refused with needed vs available bytes, and a caller
+ * (ccrun) can ask before it allocates its host input.
  * It is a lower bound: rounding, fragmentation or other tenants can still
  * make a batch that passes fail at an allocation, with the usual OOM message.
  *
@@ -46,25 +47,6 @@ static ccr_status softmax(ccr_engine *e, const float *x, float *y, size_t rows, 
     cck_status ks =
         e->kind == CCR_DEVICE_HOST ? cck_softmax_host(x, y, rows, cols) : cck_softmax_cuda(e->cuda, x, y, rows, cols);
     return ks == CCK_OK ? CCR_OK : ccr_fail(CCR_ERR_KERNEL, "softmax %zux%zu: %s", rows, cols, cck_status_string(ks));
-}
-
-/* Floats live at once at the peak of a pass, per row: the input alone, then
- * each layer's input and output, then logits and probabilities. */
-static size_t peak_floats_per_row(const ccr_arch *a) {
-    size_t peak = a->layers[0].in, prev = a->layers[0].in;
-    for (size_t i = 0; i < a->n_layers; i++) {
-        size_t pair = prev + a->layers[i].out; /* each <= 2^24: no overflow */
-        if (pair > peak)
-            peak = pair;
-        prev = a->layers[i].out;
-    }
-    if (a->softmax && 2 * prev > peak)
-        peak = 2 * prev;
-    return peak;
-}
-
-int ccr_arch_activation_bytes(const ccr_arch *a, size_t batch, size_t *out) {
-    return ccr_mul_ok(batch, peak_floats_per_row(a) * sizeof(float), out);
 }
 
 ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need) {

@@ -82,6 +82,20 @@ size_t ccr_engine_limit(ccr_engine *e, const char **what);
 /* One warning line through the engine's sink (stderr by default). */
 void ccr_warn(ccr_engine *e, const char *fmt, ...) CCR_PRINTF(2, 3);
 
+/* Start a phase on the timeline with a detail in the tag column. */
+void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, const char *tag);
+void ccr_engine_link_model(ccr_engine *e, ccr_model *m);
+void ccr_engine_unlink_model(ccr_engine *e, ccr_model *m);
+/* Keep a domain an unload could not destroy, for ccr_engine_release to try
+ * again (returns 0 when out of host memory: the allocator still owns it). */
+int ccr_engine_keep_orphan(ccr_engine *e, cca_domain *d);
+
+/* ---- device.c ----------------------------------------------------------- */
+
+/* Give engine `e` its device: o->upstream borrowed, else opened from o's
+ * settings (ccr_device_open_with); sets kind, cuda_device, devname and
+ * own_up. */
+ccr_status ccr_engine_open_device(ccr_engine *e, const ccr_engine_options *o);
 /* Allocate device memory for `tag` ("weight", "activation", ...) of model
  * `m` — in m's domain — or of the engine itself (m NULL: the default
  * domain) from the engine's allocator. CCR_ERR_OUT_OF_MEMORY names the
@@ -93,13 +107,6 @@ ccr_status ccr_dev_upload(ccr_engine *e, void *dst, const void *src, size_t byte
 ccr_status ccr_dev_download(ccr_engine *e, void *dst, const void *src, size_t bytes);
 /* CUDA only: make sure the cuBLAS context and its workspace exist. */
 ccr_status ccr_engine_ensure_context(ccr_engine *e);
-/* Start a phase on the timeline with a detail in the tag column. */
-void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, const char *tag);
-void ccr_engine_link_model(ccr_engine *e, ccr_model *m);
-void ccr_engine_unlink_model(ccr_engine *e, ccr_model *m);
-/* Keep a domain an unload could not destroy, for ccr_engine_release to try
- * again (returns 0 when out of host memory: the allocator still owns it). */
-int ccr_engine_keep_orphan(ccr_engine *e, cca_domain *d);
 
 /* ---- model.c ------------------------------------------------------------ */
 
@@ -139,7 +146,7 @@ typedef ccr_status (*ccr_fill_fn)(void *user, size_t layer, int is_bias, float *
 ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name, int from_file, ccr_fill_fn fill,
                            void *user, ccr_model **out);
 
-/* ---- infer.c ------------------------------------------------------------ */
+/* ---- arch.c ------------------------------------------------------------- */
 
 /* Bytes of activations live at once at the peak of a pass of `batch` rows
  * into *out; 0 on overflow. */
@@ -213,7 +220,10 @@ ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta
 
 /* ---- timeline.c --------------------------------------------------------- */
 
-void ccr_timeline_row(ccr_timeline *t, const char *event, const char *phase, const char *model, const char *tag,
-                      size_t bytes, const cca_stats *st, size_t device_free);
+/* One row of the engine's timeline, when it has one: `event` ("phase",
+ * "alloc", "free", "oom") of `bytes` for `tag` of `model` (NULL: none), in
+ * the engine's current phase, with the allocator's stats and the device's
+ * free bytes read now. */
+void ccr_timeline_event(ccr_engine *e, const char *event, const char *tag, const char *model, size_t bytes);
 
 #endif /* CCR_INTERNAL_H */

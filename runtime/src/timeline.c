@@ -5,9 +5,10 @@
  *     0.012,phase,load,digits.safetensors,load,0,0,0,1073741824,0.000000
  *     0.020,alloc,load,digits.safetensors,weight,16384,16384,2097152,1071644672,0.000000
  *
- * The engine calls ccr_timeline_row after every cca_alloc / cca_free it makes
- * and at every phase change (create, load, run, unload, release, ...), with
- * the allocator's stats and the device's free bytes taken right then. The
+ * The engine writes a row through ccr_timeline_event after every cca_alloc /
+ * cca_free it makes (device.c) and at every phase change (create, load, run,
+ * unload, release, ...: engine.c), with the allocator's stats and the
+ * device's free bytes taken right then. The
  * file is buffered text; docs/engine.md plots it with gnuplot. Cost:
  * one cca_get_stats and one mem_info per event, only when a timeline is set.
  *
@@ -82,7 +83,7 @@ static int put_field(FILE *f, const char *s) {
     return bad | (fputc(',', f) == EOF);
 }
 
-void ccr_timeline_row(ccr_timeline *t, const char *event, const char *phase, const char *model, const char *tag,
+static void write_row(ccr_timeline *t, const char *event, const char *phase, const char *model, const char *tag,
                       size_t bytes, const cca_stats *st, size_t device_free) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -96,4 +97,14 @@ void ccr_timeline_row(ccr_timeline *t, const char *event, const char *phase, con
     bad |= fprintf(t->f, "%zu,%zu,%zu,%zu,%.6f\n", bytes, st->allocated_bytes, st->reserved_bytes, device_free,
                    st->fragmentation) < 0;
     note_write(t, bad);
+}
+
+void ccr_timeline_event(ccr_engine *e, const char *event, const char *tag, const char *model, size_t bytes) {
+    if (!e->timeline)
+        return;
+    cca_stats s;
+    size_t free_b = 0, total = 0;
+    cca_get_stats(e->alloc, &s);
+    cca_upstream_mem_info(e->up, &free_b, &total);
+    write_row(e->timeline, event, e->phase, model ? model : "", tag, bytes, &s, free_b);
 }

@@ -10,7 +10,7 @@
 #                         peaks, ratios, upstream calls, OOMs, reserved after, device free
 #   replay/<preset>.checkpoints.csv   the checkpoint table (what each trim/empty-cache released)
 #   demo.txt              `ccrun --demo`'s tables, the time column removed
-#   pair.txt              callgrind instructions per cached pair (classic, expandable,
+#   pair.txt              callgrind instructions per cached pair (ccb_pair_loop 1000 1: classic, expandable,
 #                         hold): compared within 2%, not byte for byte
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,10 +27,10 @@ r = csv.reader(sys.stdin); w = csv.writer(sys.stdout, lineterminator="\n")
 for row in r: w.writerow(row[:8] + row[12:13] + row[15:])'; }
 
 pairs() { # instructions per pair for CONFIG: two runs, the difference
-    local build=$1 conf=$2 n1=20000 n2=120000 i1 i2
-    i1=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$build/bench/ccb_pair" $n1 "$conf" 2>&1 |
+    local build=$1 conf=$2 n1=0 n2=50000 i1 i2
+    i1=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$build/bench/ccb_pair_loop" 1000 1 $n1 "$conf" 2>&1 |
          sed -n 's/.*Collected : *\([0-9]*\).*/\1/p')
-    i2=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$build/bench/ccb_pair" $n2 "$conf" 2>&1 |
+    i2=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$build/bench/ccb_pair_loop" 1000 1 $n2 "$conf" 2>&1 |
          sed -n 's/.*Collected : *\([0-9]*\).*/\1/p')
     echo "${conf:-default} $(( (i2 - i1) / (n2 - n1) ))"
 }

@@ -372,7 +372,7 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
     for (ccai_segment *s = d->segs, *next; s; s = next) {
         next = s->dnext;
         ccai_assert(ccai_segment_empty(s));
-        cca_status st = s->expandable ? ccai_expandable_release(a, s) : ccai_segment_release(a, s);
+        cca_status st = a->kind->release(a, s);
         if (st == CCA_OK) {
             r->segments_released++;
         } else {
@@ -444,39 +444,11 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
 
 /* ---- footprint ----------------------------------------------------------- */
 
+/* The footprint arena: a shared segment of the domain's own pool, every
+ * byte usable at once (kind.h, reserve). */
 static cca_status reserve_arena(cca_allocator *a, size_t bytes) {
     ccai_segment *s = NULL;
-    if (a->expandable)
-        return ccai_expandable_reserve(a, bytes, NULL, CCAI_POOL_ARENA, true, &s);
-    return ccai_segment_reserve(a, bytes, NULL, CCAI_POOL_ARENA, true, &s);
-}
-
-/* The arena was refused for memory: as the OOM retry of cca_alloc (pool.c,
- * step 5c), synchronize (classic: only with frees pending; expandable: also
- * with none, to unmap pages), release every cached free segment and page
- * of every domain and reserve once more; but when releasing cannot make
- * room for the arena (ccai_release_can_help: nothing cached, max_reserved
- * over what live and pending blocks keep plus the arena, or the device's
- * free memory plus the cache short of it), release nothing and fail —
- * asked before any synchronize when no free is pending, else after.
- * Expandable, a failed synchronize ends it there (nothing can be unmapped
- * or completed: ccai_release_unsynced), with no second reservation. */
-static cca_status reserve_retry(cca_allocator *a, size_t rounded) {
-    bool pending = a->c.pending != 0;
-    size_t free_b = 0;
-    cca_status can = pending ? CCA_OK : ccai_release_can_help(a, rounded, &free_b);
-    cca_status sync = CCA_OK;
-    if (can == CCA_OK && (pending || a->expandable)) {
-        sync = a->expandable ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
-        if (a->expandable && sync != CCA_OK) /* nothing can be unmapped or completed: no release can help */
-            return ccai_release_unsynced();
-        if (pending) /* completed frees are releasable now */
-            can = ccai_release_can_help(a, rounded, &free_b);
-    }
-    if (can != CCA_OK)
-        return can;
-    (void)ccai_release(a, 0, sync == CCA_OK ? CCAI_RELEASE_UNMAP : 0, NULL);
-    return reserve_arena(a, rounded);
+    return a->kind->reserve(a, bytes, NULL, CCAI_POOL_ARENA, true, &s);
 }
 
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
@@ -498,8 +470,8 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
     }
     if (st == CCA_OK && d->arena)
         st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve(%s): the domain has an arena already", d->name);
-    if (a->expandable && rounded <= SIZE_MAX / 2) /* an arena over pages is whole pages */
-        rounded = (rounded + a->page - 1) / a->page * a->page;
+    if (rounded <= SIZE_MAX / 2) /* in the kind's unit: an arena over pages is whole pages */
+        rounded = a->kind->whole(a, rounded);
     if (st == CCA_OK && rounded > ccai_request_ceiling(a))
         st = ccai_fail(CCA_ERR_OUT_OF_MEMORY,
                        "cca_domain_reserve(%s): %zu bytes exceed the device, max_reserved or the address budget "
@@ -512,9 +484,9 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
         char saved[CCAI_ERROR_CAP];
         ccai_error_save(saved);
         st = reserve_arena(a, rounded);
-        if (st == CCA_ERR_OUT_OF_MEMORY) { /* as the OOM retry: cached memory of every domain goes back first */
-            a->c.retries++;
-            st = reserve_retry(a, rounded);
+        if (st == CCA_ERR_OUT_OF_MEMORY) { /* the OOM retry (grow.c): cached memory of every domain goes back first */
+            ccai_block *unused;
+            st = ccai_grow_retry(a, &(ccai_grow_req){rounded, NULL, CCAI_POOL_ARENA, true}, &unused);
         }
         if (st == CCA_OK) {
             d->arena = a->segments; /* linked at the head */

@@ -1,7 +1,8 @@
 /*
- * block_index.c — the two indexes over blocks.
+ * free_index.c — the free index, version 2 (the fast one; free_index_v1.c
+ * is the one to read first, same semantics).
  *
- * 1. The free index: every FREE block of a pool, found by BEST FIT: the
+ * The free index: every FREE block of a pool, found by BEST FIT: the
  *    smallest free block of the request's stream that fits, and among equal
  *    sizes the lowest address (the rule documented in ccalloc.h).
  *
@@ -118,12 +119,6 @@
  *    in the pool (so inserting a free block never allocates) and freed when
  *    its last segment is released (so short-lived stream handles cost nothing
  *    once their memory is returned).
- *
- * 2. The live map: address -> LIVE/PENDING block, a chained hash table with
- *    the chain link inside the block (no extra allocation per entry). It grows
- *    by doubling at load factor 1, so cca_free finds its block in O(1). The
- *    hash is one multiply (Fibonacci hashing, internal.h), and insert, find
- *    and unlink are inline there: they are on the cached path.
  */
 #include "internal.h"
 
@@ -1047,50 +1042,4 @@ const char *ccai_free_index_check(const ccai_free_index *ix) {
     if (ix->ghost && !ghost_seen)
         return "free index: the deferred removal's entry is not in its tree";
     return NULL;
-}
-
-/* ---- live map -------------------------------------------------------------- */
-
-cca_status ccai_live_map_init(ccai_live_map *m) {
-    m->bucket_count = 256;
-    m->shift = 64 - 8;
-    m->count = 0;
-    m->buckets = calloc(m->bucket_count, sizeof *m->buckets);
-    return m->buckets ? CCA_OK : ccai_fail(CCA_ERR_OUT_OF_MEMORY, "live map: host malloc failed");
-}
-
-void ccai_live_map_destroy(ccai_live_map *m) {
-    free(m->buckets);
-    m->buckets = NULL;
-    m->bucket_count = m->count = 0;
-}
-
-void ccai_live_map_grow(ccai_live_map *m) {
-    if (m->shift == 1)
-        return; /* 2^63 buckets: cannot happen before host memory runs out */
-    ccai_live_map bigger = {.bucket_count = m->bucket_count * 2, .shift = m->shift - 1, .count = m->count};
-    bigger.buckets = calloc(bigger.bucket_count, sizeof *bigger.buckets);
-    if (!bigger.buckets)
-        return; /* keep the old table: lookups stay correct, only slower */
-    for (size_t i = 0; i < m->bucket_count; i++) {
-        for (ccai_block *b = m->buckets[i], *next; b; b = next) {
-            next = b->hash_next;
-            size_t k = ccai_live_map_bucket(&bigger, b->addr);
-            b->hash_next = bigger.buckets[k];
-            bigger.buckets[k] = b;
-        }
-    }
-    free(m->buckets);
-    *m = bigger;
-}
-
-void ccai_live_map_remove(ccai_live_map *m, ccai_block *b) {
-    ccai_block **link = &m->buckets[ccai_live_map_bucket(m, b->addr)];
-    while (*link && *link != b)
-        link = &(*link)->hash_next;
-    if (*link) {
-        *link = b->hash_next;
-        m->count--;
-    }
-    b->hash_next = NULL;
 }

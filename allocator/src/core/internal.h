@@ -207,7 +207,7 @@ typedef struct ccai_segment {
 } ccai_segment;
 
 /* ------------------------------------------------------------------------ */
-/* block_index.c: the free-block index and the live-pointer hash map      */
+/* free_index.c: the free-block index (version 2)                          */
 /* ------------------------------------------------------------------------ */
 
 /* Segregated classes: sizes in units of 512 B; units < 512 map to their
@@ -334,6 +334,10 @@ bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, cons
 /* The index's own structure (trees ordered, filled and linked, bitmap and
  * classes consistent): NULL, or what is broken. check.c runs it. */
 const char *ccai_free_index_check(const ccai_free_index *ix);
+
+/* ------------------------------------------------------------------------ */
+/* live_map.c: address -> LIVE or PENDING block                             */
+/* ------------------------------------------------------------------------ */
 
 typedef struct ccai_live_map {
     ccai_block **buckets;
@@ -534,7 +538,9 @@ struct cca_allocator {
     ccai_mutex lock;
     cca_config config;
     cca_upstream *upstream;
-    bool expandable;         /* config.expandable and the upstream has vm ops */
+    const struct ccai_kind *kind; /* its segments' kind (kind.h): chosen by cca_create, never changed */
+    bool medium_pool;        /* config.medium_pool and the kind has the pool (ccai_pool_of) */
+    bool expandable;         /* kind is pages (for the reports: stats, snapshots) */
     size_t page;             /* the upstream's granularity when expandable */
     bool peak_hold;          /* one request of hold_peak:1 grows: reserved_peak is a
                                 cap beside max_reserved (ccai_cap; pool.c, alloc_locked) */
@@ -592,7 +598,7 @@ typedef struct ccai_deferred_log {
 } ccai_deferred_log;
 
 /* segment.c */
-ccai_block *ccai_block_new_slab(cca_allocator *a); /* a new slab, then as below */
+ccai_block *ccai_block_new_slab(cca_allocator *a); /* block.c: a new slab, then as below */
 
 /* A segment's fixed properties as its blocks carry them (b->seg). */
 static inline uint8_t ccai_segment_flags(const cca_allocator *a, const ccai_segment *s) {
@@ -632,10 +638,6 @@ static inline size_t ccai_cap(const cca_allocator *a) {
 }
 /* Names that cap for a message: "max_reserved (N)" or "the reserved peak (N, hold_peak)". */
 const char *ccai_cap_name(const cca_allocator *a, char *buf, size_t len);
-/* Reserve a segment and index its one free block. CCA_ERR_OUT_OF_MEMORY when
- * max_reserved would be crossed or the upstream refuses. */
-cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,
-                                ccai_segment **out);
 /* Shared by classic and expandable segments: new = the bookkeeping before
  * the upstream call (discard undoes it), link = after it granted [base,
  * base + size) (counts the call and the segment), unlink = after the
@@ -645,8 +647,6 @@ cca_status ccai_segment_new(cca_allocator *a, cca_stream stream, ccai_pool_kind 
 void ccai_segment_discard(cca_allocator *a, ccai_segment *s);
 void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t size);
 void ccai_segment_unlink(cca_allocator *a, ccai_segment *s);
-/* Return a fully free segment to the upstream (removes its block). */
-cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s);
 /* The largest segment that could ever be reserved: min(device total,
  * max_reserved), SIZE_MAX when neither is known. */
 size_t ccai_segment_ceiling(cca_allocator *a);
@@ -722,6 +722,8 @@ typedef struct ccai_device_room {
  * bytes free, N needed for <what>; nothing was reserved or mapped". A
  * mem_info that fails leaves the thread's message as it was. */
 cca_status ccai_device_room_for(cca_allocator *a, ccai_device_room *room, size_t bytes, const char *what);
+
+#include "kind.h" /* the segment-kind seam: classic.c, pages.c */
 /* Map the pages a request of `rounded` bytes at free block b needs (and,
  * at the growing end, some ahead: the growth rule). `room`: the device's
  * free memory, asked already or not (it is asked here for a block that
@@ -806,7 +808,39 @@ void ccai_domain_stats_json(const cca_allocator *a, FILE *f);
  * segment_pool_id (0, k). O(domains). */
 unsigned ccai_domain_number(const cca_allocator *a, const struct cca_domain *d);
 
-/* pool.c */
+/* alloc.c: best fit, for the slow path (grow.c) and pages' grow */
+/* In the serving domain's pools (a large request also looks in the medium
+ * pool): the smallest block of `key` >= rounded, lowest address on ties. */
+ccai_block *ccai_best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream key, size_t rounded);
+/* The serving domain's footprint arena, which step 4 asks first: best fit
+ * at any size and stream; NULL without an arena. */
+static inline ccai_block *ccai_arena_fit(cca_allocator *a, size_t rounded) {
+    struct cca_domain *d = a->serving;
+    return d->arena ? ccai_free_index_best_fit(&d->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX) : NULL;
+}
+
+/* grow.c: the slow path */
+/* Step 5 of cca_alloc: a block for a request no cached block served
+ * (`refused`: step 4's block could not get its pages); the chain 5a-5d. */
+cca_status ccai_grow(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_pool_kind pool,
+                     bool refused, ccai_block **b);
+/* Step 5a: CCA_ERR_OUT_OF_MEMORY for a request that can never succeed. */
+cca_status ccai_grow_never_succeeds(cca_allocator *a, size_t size, size_t rounded, ccai_pool_kind pool);
+/* One retry's request: a block (arena false), or a domain's footprint
+ * arena of `rounded` bytes (arena true). */
+typedef struct ccai_grow_req {
+    size_t rounded;
+    cca_stream stream;
+    ccai_pool_kind pool;
+    bool arena;
+} ccai_grow_req;
+/* The one retry (counted in alloc_retries): synchronize, release, take
+ * again (grow.c has the steps). *b: the block (unset for an arena). */
+cca_status ccai_grow_retry(cca_allocator *a, const ccai_grow_req *q, ccai_block **b);
+/* Step 5d: counts the OOM, records it in the history, and formats the
+ * log line written after the unlock. */
+void ccai_grow_log_oom(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_deferred_log *log);
+
 /* Which pool serves a request of `rounded` bytes (segment.c has the table). */
 static inline ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded) {
     const cca_config *c = &a->config;
@@ -814,8 +848,8 @@ static inline ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded
         return CCAI_POOL_LARGE;
     if (c->small_pool && rounded <= c->small_max)
         return CCAI_POOL_SMALL;
-    if (c->medium_pool && rounded < c->large_min && !a->expandable)
-        return CCAI_POOL_MEDIUM; /* expandable: medium requests share the large range (expandable.c) */
+    if (a->medium_pool && rounded < c->large_min)
+        return CCAI_POOL_MEDIUM; /* pages: medium requests share the large range (kind.h) */
     return CCAI_POOL_LARGE;
 }
 /* A LIVE or PENDING block rejoins its pool, coalescing with free neighbours
@@ -830,6 +864,13 @@ const char *ccai_check_locked(const cca_allocator *a);
 cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *who);
 
 /* release.c */
+/* Keep the first failure of a walk that goes on (its status and message). */
+static inline void ccai_note_error(cca_status st, cca_status *first, char *why, size_t len) {
+    if (st != CCA_OK && *first == CCA_OK) {
+        *first = st;
+        snprintf(why, len, "%s", cca_last_error());
+    }
+}
 /* Everything releasable, for trim and the OOM retry: the free pages at the
  * growing end of expandable segments, then whole free classic segments
  * largest first, then the other free pages of expandable segments, then
@@ -901,7 +942,22 @@ void ccai_assert_fail(const char *cond, const char *file, int line);
 #define ccai_assert(cond) ((void)0)
 #endif
 
-/* segment.c's block records, inline (defined here, after ccai_assert) */
+/* Arithmetic shared by the core's files. */
+static inline size_t ccai_round_up(size_t v, size_t to) {
+    return (v + to - 1) / to * to;
+}
+/* A counter and its peak up, or a counter down (never below zero). */
+static inline void ccai_raise(size_t *cur, size_t *peak, size_t by) {
+    *cur += by;
+    if (*cur > *peak)
+        *peak = *cur;
+}
+static inline void ccai_lower(size_t *cur, size_t by) {
+    ccai_assert(*cur >= by);
+    *cur -= by;
+}
+
+/* block.c's records, inline (defined here, after ccai_assert) */
 /* A zeroed block record from the spare list (a new slab when it is empty);
  * NULL: host malloc failed. Inline: a split takes one on the cached path. */
 static inline ccai_block *ccai_block_new(cca_allocator *a) {
@@ -1079,6 +1135,8 @@ locale_t ccai_numeric_begin(void);
 void ccai_numeric_end(locale_t previous);
 
 /* status.c */
+/* Cut message (of `size` bytes) marked: it ends in "...". */
+void ccai_mark_cut(char *message, size_t size);
 /* Copy this thread's message out and back: a public call that fails
  * inside and then succeeds (the OOM retry) puts the caller's back. */
 void ccai_error_save(char saved[CCAI_ERROR_CAP]);
@@ -1277,5 +1335,7 @@ static inline void ccai_count_reserved(cca_allocator *a, const ccai_segment *s, 
         d->reserved -= bytes;
     }
 }
+
+#include "block.h" /* the split, inline */
 
 #endif /* CCA_INTERNAL_H */

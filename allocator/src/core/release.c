@@ -64,69 +64,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int by_size_desc(const void *x, const void *y) {
-    const ccai_segment *a = *(ccai_segment *const *)x, *b = *(ccai_segment *const *)y;
-    if (a->size != b->size)
-        return a->size < b->size ? 1 : -1;
-    return a->base < b->base ? -1 : (a->base > b->base);
-}
 
-static cca_status release_free_segments(cca_allocator *a, size_t keep, size_t *bytes_out, size_t *count_out) {
-    size_t n_free = 0;
-    for (ccai_segment *s = a->segments; s; s = s->next)
-        n_free += ccai_segment_empty(s) && !s->expandable;
-    /* Largest first needs a sorted list; without host memory for it, release
-     * in list order rather than not at all. */
-    ccai_segment **list = n_free ? malloc(n_free * sizeof *list) : NULL;
-    size_t n = 0;
-    for (ccai_segment *s = a->segments; s && list; s = s->next)
-        if (ccai_segment_empty(s) && !s->expandable)
-            list[n++] = s;
-    if (n > 1)
-        qsort(list, n, sizeof *list, by_size_desc);
-    size_t released_bytes = 0, released = 0, refused = 0;
-    cca_status first_error = CCA_OK;
-    char why[256] = "";
-    for (size_t i = 0, visited = 0; visited < n_free && a->c.reserved > keep; visited++) {
-        ccai_segment *seg = NULL;
-        if (list) {
-            seg = list[i++];
-        } else { /* unsorted fallback: next free segment not yet refused */
-            size_t skip = refused;
-            for (ccai_segment *s = a->segments; s && !seg; s = s->next)
-                if (ccai_segment_empty(s) && !s->expandable && skip-- == 0)
-                    seg = s;
-            if (!seg)
-                break;
-        }
-        size_t size = seg->size;
-        cca_status st = ccai_segment_release(a, seg);
-        if (st == CCA_OK) {
-            released_bytes += size;
-            released++;
-        } else {
-            refused++;
-            if (first_error == CCA_OK) {
-                first_error = st;
-                snprintf(why, sizeof why, "%s", cca_last_error());
-            }
-        }
-    }
-    free(list);
-    *bytes_out += released_bytes;
-    *count_out += released;
-    if (first_error != CCA_OK)
-        return ccai_fail(CCA_ERR_UPSTREAM, "the upstream refused to take back %zu segment(s) (kept, still cached): %s",
-                         refused, why);
-    return CCA_OK;
-}
 
-static ccai_block *tail_block(const ccai_segment *s) {
-    ccai_block *b = s->first;
-    while (b->next)
-        b = b->next;
-    return b;
-}
 
 static void fill_report(const cca_allocator *a, cca_release_report *r) {
     r->bytes_still_reserved = a->c.reserved;
@@ -138,77 +77,36 @@ static void fill_report(const cca_allocator *a, cca_release_report *r) {
             ccai_segment_live(s, &live_blocks, &live_bytes);
             r->segments_pinned++;
             r->live_bytes_pinning += live_bytes;
-            r->free_bytes_pinned += (s->expandable ? s->mapped_pages * s->page : s->size) - live_bytes;
+            r->free_bytes_pinned += a->kind->reserved(s) - live_bytes;
         }
-        if (s->expandable)
-            for (const ccai_block *b = s->first; b; b = b->next)
-                if (b->state == CCAI_FREE)
-                    r->free_bytes_trapped += ccai_expandable_trapped(b);
+        r->free_bytes_trapped += a->kind->trapped(s);
     }
 }
 
-/* Remember the first failure and its message; later ones only count. */
-static void note_error(cca_status st, cca_status *first, char *why, size_t len) {
-    if (st != CCA_OK && *first == CCA_OK) {
-        *first = st;
-        snprintf(why, len, "%s", cca_last_error());
-    }
-}
 
 cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r) {
     cca_release_report local;
     memset(&local, 0, sizeof local);
-    cca_status first = CCA_OK;
-    char why[CCAI_ERROR_CAP] = "";
-    bool unmap = flags & CCAI_RELEASE_UNMAP;
     uint64_t frees = a->c.upstream_frees;
-    /* 1. the tails of expandable segments */
-    for (ccai_segment *s = a->segments; s && unmap && a->c.reserved > keep; s = s->next) {
-        ccai_block *t = s->expandable ? tail_block(s) : NULL;
-        if (t && t->state == CCAI_FREE)
-            note_error(ccai_expandable_unmap_free(a, t, keep, &local.pages_unmapped, &local.bytes_unmapped), &first,
-                       why, sizeof why);
-    }
-    /* 2. whole free classic segments */
-    if (a->c.reserved > keep)
-        note_error(release_free_segments(a, keep, &local.bytes_released, &local.segments_released), &first, why,
-                   sizeof why);
-    /* 3. the other free pages of expandable segments */
-    for (ccai_segment *s = a->segments; s && unmap && a->c.reserved > keep; s = s->next)
-        for (ccai_block *b = s->expandable ? s->first : NULL; b && a->c.reserved > keep; b = b->next)
-            if (b->state == CCAI_FREE)
-                note_error(ccai_expandable_unmap_free(a, b, keep, &local.pages_unmapped, &local.bytes_unmapped),
-                           &first, why, sizeof why);
-    /* 4. empty expandable segments with nothing mapped */
-    if (flags & CCAI_RELEASE_RANGES) {
-        for (ccai_segment *s = a->segments, *next; s; s = next) {
-            next = s->next;
-            if (s->expandable && ccai_segment_empty(s) && s->mapped_pages == 0) {
-                cca_status st = ccai_expandable_release(a, s);
-                note_error(st, &first, why, sizeof why);
-                local.segments_released += st == CCA_OK;
-            }
-        }
-    }
+    cca_status st = a->kind->release_cached(a, keep, flags, &local);
+    char why[CCAI_ERROR_CAP] = "";
+    if (st != CCA_OK)
+        snprintf(why, sizeof why, "%s", cca_last_error());
     local.bytes_released += local.bytes_unmapped;
     a->release_frees += a->c.upstream_frees - frees;
     if (r) {
         *r = local;
         fill_report(a, r);
     }
-    if (first != CCA_OK)
+    if (st != CCA_OK)
         return ccai_fail(CCA_ERR_UPSTREAM, "the upstream refused to take memory back (kept, still cached): %s", why);
     return CCA_OK;
 }
 
 size_t ccai_releasable(const cca_allocator *a) {
     size_t n = 0;
-    for (const ccai_segment *s = a->segments; s; s = s->next) {
-        if (s->expandable)
-            n += s->mapped_pages * s->page - ccai_expandable_held(s);
-        else if (ccai_segment_empty(s))
-            n += s->size;
-    }
+    for (const ccai_segment *s = a->segments; s; s = s->next)
+        n += a->kind->releasable(s);
     return n;
 }
 

@@ -57,29 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SLAB_BLOCKS 128
-
-/* ---- block records ------------------------------------------------------ */
-
-ccai_block *ccai_block_new_slab(cca_allocator *a) {
-    ccai_block_slab *slab = aligned_alloc(64, sizeof *slab + SLAB_BLOCKS * sizeof(ccai_block));
-    if (!slab)
-        return NULL;
-    memset(slab, 0, sizeof *slab + SLAB_BLOCKS * sizeof(ccai_block));
-    slab->next = a->slabs;
-    a->slabs = slab;
-    for (size_t i = 0; i < SLAB_BLOCKS; i++) {
-        slab->blocks[i].next = a->spare_blocks;
-        a->spare_blocks = &slab->blocks[i];
-    }
-    return ccai_block_new(a);
-}
-
 /* ---- sizes -------------------------------------------------------------- */
-
-static size_t round_up(size_t v, size_t to) {
-    return (v + to - 1) / to * to;
-}
 
 void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least) {
     const cca_config *c = &a->config;
@@ -87,9 +65,9 @@ void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind p
         *want = *least = c->small_segment;
     } else if (rounded < c->large_min) {
         *want = c->medium_segment;
-        *least = round_up(rounded, c->segment_round);
+        *least = ccai_round_up(rounded, c->segment_round);
     } else {
-        *want = *least = round_up(rounded, c->segment_round);
+        *want = *least = ccai_round_up(rounded, c->segment_round);
     }
 }
 
@@ -108,7 +86,7 @@ size_t ccai_segment_ceiling(cca_allocator *a) {
 
 size_t ccai_request_ceiling(cca_allocator *a) {
     size_t ceiling = ccai_segment_ceiling(a);
-    return a->expandable && ceiling > CCAI_ADDRESS_BUDGET ? CCAI_ADDRESS_BUDGET : ceiling;
+    return ceiling > a->kind->max_range ? a->kind->max_range : ceiling;
 }
 
 /* ---- segments ----------------------------------------------------------- */
@@ -209,40 +187,7 @@ cca_status ccai_cap_room(const cca_allocator *a, size_t bytes) {
     return CCA_OK;
 }
 
-cca_status ccai_segment_reserve(cca_allocator *a, size_t size, cca_stream stream, ccai_pool_kind pool, bool shared,
-                                ccai_segment **out) {
-    cca_status st = ccai_cap_room(a, size);
-    if (st != CCA_OK)
-        return st;
-    ccai_segment *s;
-    st = ccai_segment_new(a, stream, pool, shared, 0, &s);
-    if (st != CCA_OK)
-        return st;
-    void *base = NULL;
-    st = cca_upstream_alloc(ccai_upstream_op(a), size, &base);
-    if (st != CCA_OK) {
-        ccai_segment_discard(a, s);
-        return st;
-    }
-    ccai_segment_link(a, s, (uintptr_t)base, size);
-    ccai_count_reserved(a, s, size, true);
-    if (a->history)
-        ccai_history_record(a->history, CCAI_EV_SEGMENT_ALLOC, (uintptr_t)base, size, stream);
-    *out = s;
-    return CCA_OK;
-}
 
-cca_status ccai_segment_release(cca_allocator *a, ccai_segment *s) {
-    ccai_assert(ccai_segment_empty(s) && s->first->size == s->size);
-    cca_status st = cca_upstream_free(ccai_upstream_op(a), (void *)s->base, s->size);
-    if (st != CCA_OK)
-        return st; /* the segment stays, fully indexed: state intact */
-    if (a->history)
-        ccai_history_record(a->history, CCAI_EV_SEGMENT_FREE, s->base, s->size, s->stream);
-    ccai_count_reserved(a, s, s->size, false);
-    ccai_segment_unlink(a, s);
-    return CCA_OK;
-}
 
 /* ---- the greedy arena --------------------------------------------------- */
 
@@ -266,18 +211,9 @@ static cca_status arena_size(cca_allocator *a, size_t *size) {
     if (a->config.max_reserved && want > a->config.max_reserved)
         want = a->config.max_reserved;
     want = want / CCA_GRANULARITY * CCA_GRANULARITY;
-    if (a->expandable && want % a->page) {
-        /* whole pages: up, unless that passes max_reserved or the device's
-         * free memory (when it says); then down */
-        size_t free_b = 0, total_b = 0, limit = a->config.max_reserved ? a->config.max_reserved : SIZE_MAX;
-        if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) == CCA_OK && free_b < limit)
-            limit = free_b;
-        size_t down = want / a->page * a->page;
-        want = limit >= a->page && down <= limit - a->page ? down + a->page : down;
-        if (!want)
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "greedy: the arena is smaller than one page of %zu bytes",
-                             a->page);
-    }
+    cca_status st = a->kind->fit_arena(a, &want);
+    if (st != CCA_OK)
+        return st;
     if (!want)
         return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "greedy: arena size rounds to 0 bytes");
     *size = want;
@@ -290,10 +226,7 @@ cca_status ccai_arena_reserve(cca_allocator *a) {
     if (st != CCA_OK)
         return st;
     ccai_segment *s;
-    if (a->expandable)
-        st = ccai_expandable_reserve(a, size, NULL, CCAI_POOL_LARGE, true, &s);
-    else
-        st = ccai_segment_reserve(a, size, NULL, CCAI_POOL_LARGE, true, &s);
+    st = a->kind->reserve(a, size, NULL, CCAI_POOL_LARGE, true, &s);
     if (st != CCA_OK)
         return ccai_fail(st, "greedy: reserving the %zu-byte arena failed: %s", size, cca_last_error());
     return CCA_OK;

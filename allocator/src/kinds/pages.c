@@ -844,3 +844,224 @@ const char *ccai_expandable_check_maps(const ccai_segment *s) {
     }
     return NULL;
 }
+
+/* ---- the seam (kind.h) ------------------------------------------------------ */
+
+/* Step 5b: best fit, or the tail of a new range for (key, pool) when no
+ * block is large enough (first use, or address space used up) and both
+ * max_reserved and the device's free memory have room for the request's
+ * pages. The core then maps what the block lacks (kind.h, back). */
+static cca_status pages_grow(cca_allocator *a, size_t rounded, cca_stream key, ccai_pool_kind pool,
+                             ccai_device_room *room, ccai_block **b) {
+    *b = ccai_best_fit(a, pool, key, rounded);
+    if (!*b) {
+        if (a->config.policy == CCA_POLICY_GREEDY)
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "the greedy arena has no free block of %zu bytes", rounded);
+        /* the device's or max_reserved's size; unknown: the default range,
+         * or the request's pages if they need more (get_block checked that
+         * they fit the ceiling and do not overflow) */
+        size_t va = ccai_segment_ceiling(a);
+        if (va == SIZE_MAX) {
+            size_t pages = ccai_round_up(rounded, a->page);
+            va = pages > CCAI_EXPANDABLE_DEFAULT_RANGE ? pages : CCAI_EXPANDABLE_DEFAULT_RANGE;
+        }
+        /* Address space is finite too: every (domain, stream, pool) has a
+         * range of its own, and ~1,600 ranges of an 80 GiB device would
+         * fill a 47-bit space. A range takes at most half of what is left
+         * of the allocator's budget (CCAI_ADDRESS_BUDGET), so ranges keep
+         * the device's size until the budget is nearly spent, then halve,
+         * never below the request's own pages; a reservation the upstream
+         * refuses is tried again at half the size, down to those pages. */
+        size_t least = ccai_round_up(rounded, a->page);
+        /* a new range's first block starts on a page: its map is at least
+         * the request's pages, all new, so a map the cap or the device
+         * refuses is refused before any range is reserved (one would stay
+         * behind, empty). The device's free memory costs one mem_info per
+         * new range; its answer then spares the map ahead pages it cannot
+         * hold. Stale, it errs either way: memory freed by another tenant
+         * since is found by the retry's own question; memory taken since,
+         * by the map's refusal (the range then stays, as without asking). */
+        cca_status st = ccai_cap_room(a, least);
+        if (st == CCA_OK)
+            st = ccai_device_room_for(a, room, least, "a new range's first pages");
+        if (st != CCA_OK)
+            return st;
+        size_t held = a->c.address_space;
+        size_t left = held < CCAI_ADDRESS_BUDGET ? (CCAI_ADDRESS_BUDGET - held) / 2 : 0;
+        if (va > left)
+            va = left > least ? left : least;
+        ccai_segment *s = NULL;
+        while ((st = ccai_expandable_reserve(a, va, key, pool, false, &s)) == CCA_ERR_OUT_OF_MEMORY && va / 2 >= least)
+            va /= 2;
+        if (st != CCA_OK)
+            return st;
+        *b = s->first;
+        ccai_assert((*b)->size >= rounded);
+    }
+    return CCA_OK; /* the core maps what the request holds (grow.c, take) */
+}
+
+/* Expandable: the bytes of new pages a request of `rounded` would map in
+ * block b once every free page is unmapped: the pages under what it holds
+ * of b, less the first and the last when a live or pending neighbour
+ * (free neighbours merge, I2) keeps them mapped (whole maps: less every
+ * page of the maps such a neighbour shares with b). */
+static size_t pages_new_bytes(const cca_allocator *a, const ccai_block *b, size_t rounded) {
+    const ccai_segment *s = b->segment;
+    size_t page = s->page, off = b->addr - s->base, end = off + b->size;
+    /* what it holds: its slack too, unless that reaches a page no live or
+     * pending neighbour keeps (then unmapped, so split off: worth_splitting) */
+    size_t held = rounded;
+    if (!ccai_block_worth_a_block(a, b, rounded)) {
+        size_t req_last = (off + rounded - 1) / page, blk_last = (end - 1) / page;
+        bool kept = end % page && b->next; /* b's last page, held by the next block */
+        if (blk_last - req_last <= (size_t)kept)
+            held = b->size;
+    }
+    size_t first = off / page, last = (off + held - 1) / page, n = last - first + 1;
+    /* whole maps: a neighbour holds every page of a map it shares with b,
+     * and that map may reach many pages into b; those are neither new nor
+     * releasable (ccai_releasable leaves them out): counted here too, the
+     * retry would ask the device and max_reserved for them twice */
+    if (s->starts)
+        return (n - ccai_expandable_kept_pages(b, first, last)) * page;
+    bool head = off % page && b->prev, tail = end % page && b->next && last == (end - 1) / page;
+    n -= head;
+    if (tail && !(head && first == last))
+        n--;
+    return n * page;
+}
+
+static size_t pages_whole(const cca_allocator *a, size_t bytes) {
+    if (bytes % a->page == 0)
+        return bytes;
+    return bytes > SIZE_MAX - a->page ? SIZE_MAX : ccai_round_up(bytes, a->page);
+}
+
+/* its pages at least (a block that starts on a page boundary) */
+static size_t pages_least(const cca_allocator *a, size_t rounded, ccai_pool_kind pool) {
+    (void)pool;
+    return rounded > SIZE_MAX - a->page ? SIZE_MAX : ccai_round_up(rounded, a->page);
+}
+
+static size_t pages_shortfall(const cca_allocator *a, size_t rounded, ccai_pool_kind pool) {
+    (void)pool;
+    return rounded + a->page;
+}
+
+/* The greedy arena in whole pages: up, unless that passes max_reserved or
+ * the device's free memory (when it says); then down. */
+static cca_status pages_fit_arena(cca_allocator *a, size_t *size) {
+    size_t want = *size;
+    if (want % a->page) {
+        size_t free_b = 0, total_b = 0, limit = a->config.max_reserved ? a->config.max_reserved : SIZE_MAX;
+        if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) == CCA_OK && free_b < limit)
+            limit = free_b;
+        size_t down = want / a->page * a->page;
+        want = limit >= a->page && down <= limit - a->page ? down + a->page : down;
+        if (!want)
+            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "greedy: the arena is smaller than one page of %zu bytes",
+                             a->page);
+    }
+    *size = want;
+    return CCA_OK;
+}
+
+static ccai_block *tail_block(const ccai_segment *s) {
+    ccai_block *b = s->first;
+    while (b->next)
+        b = b->next;
+    return b;
+}
+
+/* release.c's order within pages: the tails' free pages (mapped ahead,
+ * never used), then every other free page in address order, then (trim,
+ * empty-cache) the ranges left empty with nothing mapped. Pages go only
+ * with CCAI_RELEASE_UNMAP (the device synchronized). */
+static cca_status pages_release_cached(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r) {
+    cca_status first = CCA_OK;
+    char why[CCAI_ERROR_CAP] = "";
+    bool unmap = flags & CCAI_RELEASE_UNMAP;
+    for (ccai_segment *s = a->segments; s && unmap && a->c.reserved > keep; s = s->next) {
+        ccai_block *t = tail_block(s);
+        if (t->state == CCAI_FREE)
+            ccai_note_error(ccai_expandable_unmap_free(a, t, keep, &r->pages_unmapped, &r->bytes_unmapped), &first,
+                            why, sizeof why);
+    }
+    for (ccai_segment *s = a->segments; s && unmap && a->c.reserved > keep; s = s->next)
+        for (ccai_block *b = s->first; b && a->c.reserved > keep; b = b->next)
+            if (b->state == CCAI_FREE)
+                ccai_note_error(ccai_expandable_unmap_free(a, b, keep, &r->pages_unmapped, &r->bytes_unmapped),
+                                &first, why, sizeof why);
+    if (flags & CCAI_RELEASE_RANGES) {
+        for (ccai_segment *s = a->segments, *next; s; s = next) {
+            next = s->next;
+            if (ccai_segment_empty(s) && s->mapped_pages == 0) {
+                cca_status st = ccai_expandable_release(a, s);
+                ccai_note_error(st, &first, why, sizeof why);
+                r->segments_released += st == CCA_OK;
+            }
+        }
+    }
+    return first == CCA_OK ? CCA_OK : ccai_fail(first, "%s", why);
+}
+
+static size_t pages_reserved(const ccai_segment *s) {
+    return s->mapped_pages * s->page;
+}
+
+static size_t pages_releasable(const ccai_segment *s) {
+    return s->mapped_pages * s->page - ccai_expandable_held(s);
+}
+
+static size_t pages_trapped(const ccai_segment *s) {
+    size_t n = 0;
+    for (const ccai_block *b = s->first; b; b = b->next)
+        if (b->state == CCAI_FREE)
+            n += ccai_expandable_trapped(b);
+    return n;
+}
+
+/* An expandable segment's bitmap: its count, and no bit past npages. */
+static const char *pages_check(const ccai_segment *s) {
+    size_t words = (s->npages + 63) / 64, count = 0;
+    if (!s->page || ((size_t)1 << s->page_shift) != s->page || s->size != s->npages * s->page || s->base % s->page)
+        return "I7: an expandable segment's range is not whole pages";
+    if (s->mapped_end != s->base + (ccai_pages_prefix(s, 0) << s->page_shift))
+        return "I7: an expandable segment's mapped prefix is not its first unmapped page";
+    if (s->pages_hi > s->npages)
+        return "I7: a segment's highest mapped page is past its end";
+    /* the words below pages_hi: set_pages raises it with every bit it
+     * sets, so none is set above (a device of unknown size with small
+     * pages has ranges of billions of pages, walked after every call at
+     * CCA_DEBUG=2) */
+    for (size_t w = 0, used = (s->pages_hi + 63) / 64; w < used; w++)
+        count += (size_t)__builtin_popcountll(s->mapped[w]);
+    if (s->npages % 64 && (s->mapped[words - 1] >> (s->npages % 64)))
+        return "I7: a page beyond the segment's end is marked mapped";
+    if (count != s->mapped_pages)
+        return "I7: a segment's mapped_pages disagrees with its bitmap";
+    return ccai_expandable_check_maps(s);
+}
+
+const ccai_kind ccai_kind_pages = {
+    .name = "pages",
+    .medium_pool = false,
+    .unmap_when_idle = true,
+    .max_range = CCAI_ADDRESS_BUDGET,
+    .grow = pages_grow,
+    .reserve = ccai_expandable_reserve,
+    .back = ccai_expandable_map,
+    .whole = pages_whole,
+    .least = pages_least,
+    .shortfall = pages_shortfall,
+    .new_bytes = pages_new_bytes,
+    .fit_arena = pages_fit_arena,
+    .release_cached = pages_release_cached,
+    .reserved = pages_reserved,
+    .releasable = pages_releasable,
+    .trapped = pages_trapped,
+    .release = ccai_expandable_release,
+    .destroy = ccai_expandable_destroy,
+    .check = pages_check,
+};

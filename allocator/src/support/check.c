@@ -62,27 +62,6 @@ static const char *check_block(const ccai_block *b) {
     return NULL;
 }
 
-/* An expandable segment's bitmap: its count, and no bit past npages. */
-static const char *check_pages(const ccai_segment *s) {
-    size_t words = (s->npages + 63) / 64, count = 0;
-    if (!s->page || ((size_t)1 << s->page_shift) != s->page || s->size != s->npages * s->page || s->base % s->page)
-        return "I7: an expandable segment's range is not whole pages";
-    if (s->mapped_end != s->base + (ccai_pages_prefix(s, 0) << s->page_shift))
-        return "I7: an expandable segment's mapped prefix is not its first unmapped page";
-    if (s->pages_hi > s->npages)
-        return "I7: a segment's highest mapped page is past its end";
-    /* the words below pages_hi: set_pages raises it with every bit it
-     * sets, so none is set above (a device of unknown size with small
-     * pages has ranges of billions of pages, walked after every call at
-     * CCA_DEBUG=2) */
-    for (size_t w = 0, used = (s->pages_hi + 63) / 64; w < used; w++)
-        count += (size_t)__builtin_popcountll(s->mapped[w]);
-    if (s->npages % 64 && (s->mapped[words - 1] >> (s->npages % 64)))
-        return "I7: a page beyond the segment's end is marked mapped";
-    if (count != s->mapped_pages)
-        return "I7: a segment's mapped_pages disagrees with its bitmap";
-    return ccai_expandable_check_maps(s);
-}
 
 static const char *check_segments(const cca_allocator *a, size_t *allocated, size_t *live_count, size_t *pending,
                                   size_t *free_bytes, size_t *free_count, size_t *waits) {
@@ -90,7 +69,7 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
     for (const ccai_segment *s = a->segments; s; s = s->next) {
         segments++;
         if (s->expandable) {
-            const char *err = check_pages(s);
+            const char *err = a->kind->check(s);
             if (err)
                 return err;
             reserved += s->mapped_pages * s->page;

@@ -1,0 +1,173 @@
+/*
+ * allocator.c — an allocator's life: cca_create, cca_destroy, cca_get_config.
+ *
+ * - cca_create validates the config (or reads CCALLOC_CONF), picks the
+ *   segment kind once (a->kind: pages where expandable:1 and the upstream
+ *   has virtual memory, else classic; kind.h) and, under policy:greedy,
+ *   reserves the arena. Nothing else is reserved until the first request.
+ * - cca_destroy synchronizes (always when pages are mapped, else only for
+ *   pending frees), gives every segment back through its kind, and reports
+ *   live blocks as CCA_ERR_LIVE_BLOCKS. The record is freed whatever fails.
+ * - The config is immutable after creation: cca_get_config takes no lock.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out) {
+    if (!out)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_create: out is NULL");
+    *out = NULL;
+    if (!u)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_create: upstream is NULL");
+    cca_config cfg;
+    if (c) {
+        cfg = *c;
+        cca_status st = cca_config_validate(&cfg);
+        if (st != CCA_OK)
+            return st;
+    } else {
+        cca_config_default(&cfg);
+        /* a bad CCALLOC_CONF is logged, not a failure: the caller's message stays */
+        char saved[CCAI_ERROR_CAP];
+        ccai_error_save(saved);
+        if (cca_config_apply_env(&cfg) != CCA_OK) {
+            ccai_log("%s; using the defaults", cca_last_error());
+            cca_config_default(&cfg);
+            ccai_error_restore(saved);
+        }
+    }
+    cca_allocator *a = calloc(1, sizeof *a);
+    if (!a)
+        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_create: host malloc failed");
+    ccai_mutex_init(&a->lock);
+    a->config = cfg;
+    a->upstream = u;
+    ccai_domain_init_root(a);
+    if (cfg.expandable && !cca_upstream_has_vm(u))
+        ccai_upstream_log_no_vm(u); /* classic segments: said once per upstream, with its reason */
+    a->kind = &ccai_kind_classic;
+    if (cfg.expandable && cca_upstream_has_vm(u)) {
+        cca_status st = cca_upstream_vm_granularity(u, &a->page);
+        if (st != CCA_OK) {
+            free(a);
+            return cca_error_prefix(st, "cca_create: expandable:1 needs the upstream's granularity");
+        }
+        a->kind = &ccai_kind_pages;
+        a->expandable = true;
+        a->whole_maps = cca_upstream_vm_backing(u) == CCA_VM_WHOLE_MAPS;
+    }
+    a->medium_pool = cfg.medium_pool && a->kind->medium_pool;
+    /* step 1's bound: every rounding a request may meet (to 512 bytes, to
+     * its segment's size, to the kind's unit: whole pages) stays
+     * representable below it, so no later step has to check for overflow */
+    size_t rounding = a->page > cfg.segment_round ? a->page : cfg.segment_round;
+    a->max_request = SIZE_MAX - (rounding + CCA_GRANULARITY);
+    if (ccai_live_map_init(&a->live) != CCA_OK) {
+        free(a);
+        return cca_error_prefix(CCA_ERR_OUT_OF_MEMORY, "cca_create");
+    }
+    a->trace = ccai_trace_open_from_env();
+    if (cfg.history) {
+        cca_status st = ccai_history_create(cfg.history, &a->history);
+        if (st != CCA_OK) {
+            cca_destroy(a);
+            return cca_error_prefix(st, "cca_create");
+        }
+    }
+    if (cfg.policy == CCA_POLICY_GREEDY) {
+        /* under the lock, as every upstream op the allocator calls (a line
+         * an op logs waits for the unlock); no other thread knows a yet */
+        (void)ccai_mutex_lock(&a->lock); /* a is new: none of its ops is running, so never refused */
+        cca_status st = ccai_arena_reserve(a);
+        ccai_mutex_unlock(&a->lock);
+        if (st != CCA_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", cca_last_error());
+            cca_destroy(a);
+            return ccai_fail(st, "cca_create: %s", msg);
+        }
+    }
+    ccai_fork_register_allocator(a); /* fork.c: a fork from now on waits for its lock */
+    *out = a;
+    return CCA_OK;
+}
+
+/* cca_destroy's synchronize: with pages mapped, always (unmapping does not
+ * wait for queued work, and a block freed on its own stream may still have
+ * some); else only for pending frees (freeing a classic segment waits for
+ * the device: cudaFree does). On failure its message goes to why. */
+static cca_status destroy_sync(cca_allocator *a, char why[CCAI_ERROR_CAP]) {
+    cca_status st = a->c.mapped ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
+    if (st != CCA_OK)
+        snprintf(why, CCAI_ERROR_CAP, "%s", cca_last_error());
+    return st;
+}
+
+cca_status cca_destroy(cca_allocator *a) {
+    if (!a)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_destroy: allocator is NULL");
+    if (ccai_mutex_held_here(&a->lock)) /* from inside one of a's ops: refused before anything changes */
+        return ccai_lock_refused("cca_destroy");
+    ccai_fork_unregister_allocator(a); /* before its lock: registry, then allocator, as fork.c takes them */
+    (void)ccai_mutex_lock(&a->lock);   /* not refused: checked above */
+    char sync_why[CCAI_ERROR_CAP] = "";
+    cca_status sync = destroy_sync(a, sync_why);
+    size_t live = a->live.count;
+    size_t live_bytes = a->c.allocated;
+    size_t pending = a->c.pending; /* of those, freed but waiting on streams */
+    /* not synchronized: mapped pages stay mapped (and their ranges reserved) */
+    size_t kept = sync != CCA_OK ? a->c.mapped : 0;
+    cca_status result = CCA_OK;
+    while (a->segments) {
+        ccai_segment *s = a->segments;
+        for (ccai_block *b = s->first; b; b = b->next)
+            ccai_stream_use_free(a, b);
+        a->kind->destroy(a, s, kept != 0, &result);
+        a->segments = s->next;
+        free(s);
+    }
+    while (a->slabs) {
+        ccai_block_slab *next = a->slabs->next;
+        free(a->slabs);
+        a->slabs = next;
+    }
+    ccai_stream_destroy(a);
+    ccai_live_map_destroy(&a->live);
+    ccai_domain_destroy_all(a);
+    ccai_history_destroy(a->history);
+    struct ccai_trace *trace = a->trace;
+    ccai_mutex_unlock(&a->lock);
+    free(a);
+    /* after the lock: a failed recording is logged here, and no log line is
+     * written while a ccalloc lock is held (ccalloc.h) */
+    ccai_trace_close(trace);
+    char kept_note[2 * CCAI_ERROR_CAP] = ""; /* room for the synchronize's message whole */
+    if (kept)
+        snprintf(kept_note, sizeof kept_note,
+                 "the synchronize failed, so %zu bytes of mapped pages were left mapped in the upstream, their "
+                 "ranges reserved (queued work may still use them): %s",
+                 kept, sync_why);
+    char pending_note[96] = "";
+    if (pending)
+        snprintf(pending_note, sizeof pending_note,
+                 " (%zu of them freed, their streams' work never seen to complete)", pending);
+    if (live)
+        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live%s%s%s", live,
+                         live_bytes, pending_note, kept ? "; " : "", kept_note);
+    if (kept)
+        return ccai_fail(sync, "cca_destroy: %s", kept_note);
+    if (result != CCA_OK)
+        return ccai_fail(result, "cca_destroy: the upstream refused to take a segment back");
+    if (sync != CCA_OK)
+        return ccai_fail(sync, "cca_destroy: synchronize failed before releasing the segments: %s", sync_why);
+    return CCA_OK;
+}
+
+cca_status cca_get_config(const cca_allocator *a, cca_config *c) {
+    if (!a || !c)
+        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_get_config: NULL argument");
+    *c = a->config; /* immutable after creation: no lock needed */
+    return CCA_OK;
+}

@@ -70,6 +70,9 @@
 
 #include "ccai_utf8.h" /* common/: ccai_utf8_len, the snapshot writers' check on names */
 
+#include "../support/support.h"   /* assertions, status, log, the fork registry's link */
+#include "../upstream/upstream.h" /* the upstream wrapper and vm ranges (no allocator type) */
+
 /* ------------------------------------------------------------------------ */
 /* Blocks and segments                                                      */
 /* ------------------------------------------------------------------------ */
@@ -523,13 +526,8 @@ enum { CCAI_UNLOCK_STORE = 0, CCAI_UNLOCK_DECREMENT = 1, CCAI_UNLOCK_LOG = 2 };
 
 /* fork.c's registry: every allocator and upstream is on a list from its
  * creation to its destruction, so the fork handler can take its locks. */
-typedef struct ccai_fork_link {
-    struct ccai_fork_link *prev, *next;
-} ccai_fork_link;
 void ccai_fork_register_allocator(cca_allocator *a);   /* cca_create, once it succeeds */
 void ccai_fork_unregister_allocator(cca_allocator *a); /* cca_destroy, first; a no-op if never registered */
-void ccai_fork_register_upstream(cca_upstream *u);     /* ccai_upstream_wrap */
-void ccai_fork_unregister_upstream(cca_upstream *u);   /* cca_upstream_destroy, first */
 /* plug.c: its lock, taken first before a fork (a device's creation holds it
  * across cca_create) and released last after it. */
 void ccai_plug_fork_lock(bool lock);
@@ -585,17 +583,6 @@ struct cca_allocator {
     ccai_fork_link fork;          /* fork.c's registry; under its lock */
     bool fork_locked;             /* fork.c's prepare took lock (not: the forking thread held it, in an op) */
 };
-
-/* status.c: the per-thread last-error buffer's size, message included its
- * NUL; longer messages end in "...". upstream.c saves a message this large. */
-#define CCAI_ERROR_CAP 1024
-
-/* A log line formatted under the lock and written after it is released: the
- * log callback may call back into the allocator (status.c). */
-typedef struct ccai_deferred_log {
-    bool set;
-    char line[512];
-} ccai_deferred_log;
 
 /* segment.c */
 ccai_block *ccai_block_new_slab(cca_allocator *a); /* block.c: a new slab, then as below */
@@ -917,31 +904,6 @@ size_t ccai_domain_largest_free(const struct cca_domain *d, size_t floor);
 /* Assertion levels (check.c) and the lock (lock.c)                                  */
 /* ------------------------------------------------------------------------ */
 
-/* CCA_DEBUG, in the spirit of mimalloc's MI_DEBUG:
- *   0  no checks (Release, RelWithDebInfo);
- *   1  cheap checks of preconditions and postconditions (Debug builds): a
- *      free-index erase finds its block, a returned block was LIVE, counters
- *      never go below zero, no log line leaves while a lock is held;
- *   2  level 1, plus the full invariant walk (cca_check_invariants) at the
- *      end of every public call that holds the lock: O(blocks) per call, for
- *      tests and the sanitizer CI stage.
- * A failed check is a bug in ccalloc: it prints the condition, file and line
- * (and the broken invariant) and aborts. */
-#ifndef CCA_DEBUG
-#ifdef NDEBUG
-#define CCA_DEBUG 0
-#else
-#define CCA_DEBUG 1
-#endif
-#endif
-
-void ccai_assert_fail(const char *cond, const char *file, int line);
-#if CCA_DEBUG >= 1
-#define ccai_assert(cond) ((cond) ? (void)0 : ccai_assert_fail(#cond, __FILE__, __LINE__))
-#else
-#define ccai_assert(cond) ((void)0)
-#endif
-
 /* Arithmetic shared by the core's files. */
 static inline size_t ccai_round_up(size_t v, size_t to) {
     return (v + to - 1) / to * to;
@@ -986,20 +948,6 @@ static inline void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
  * (tens of ns), so a waiter spins first: most contended acquisitions never
  * enter the kernel. C11 atomics, so ThreadSanitizer sees every acquire and
  * release. */
-/* status.c, declared here for the lock's inline unlock: lines logged by
- * this thread between hold and release are queued (up to CCAI_LOG_HELD
- * lines; more are counted, and one line says how many were lost) and
- * written at the outermost release. Code that holds a ccalloc lock while it
- * may log holds the log across it, so no sink runs under a ccalloc lock:
- * an allocator's lock through ccai_mutex_hold_log (below), plug.c's around
- * a creation, the CUDA upstream's vm lock around each vm op. */
-#define CCAI_LOG_HELD 8
-void ccai_log_hold(void);
-void ccai_log_release(void);
-#if CCA_DEBUG >= 1
-bool ccai_log_holding(void); /* this thread holds its log now */
-#endif
-
 void ccai_mutex_init(ccai_mutex *m);                       /* asymmetric where the kernel allows */
 void ccai_mutex_init_kind(ccai_mutex *m, bool asymmetric); /* asymmetric only if the kernel allows; tests */
 extern _Atomic bool ccai_mutex_refuse_barrier;            /* tests: waiters act as if the kernel refused */
@@ -1013,14 +961,6 @@ void ccai_mutex_wake(ccai_mutex *m);
  * the fork (plug.c's fork handler): the child has that one thread, so no
  * one is woken, and the parent's count of sleepers is forgotten. */
 void ccai_mutex_unlock_in_child(ccai_mutex *m);
-
-#if CCA_DEBUG >= 1
-/* How many of ccalloc's locks this thread holds (lock.c): every ccai_mutex,
- * and the CUDA upstream's vm lock (upstream_cuda.c counts it), so that a log
- * line emitted under one fails the check in status.c: ccalloc.h promises
- * that lines reach the sink "never while a ccalloc lock is held". */
-extern _Thread_local unsigned ccai_mutexes_held;
-#endif
 
 /* Take m; false (m not taken) when this thread holds it already, inside an
  * upstream op: a call back into the allocator from its own op, which would
@@ -1133,141 +1073,6 @@ static inline void ccai_unlock(cca_allocator *a) {
 double ccai_strtod(const char *s, char **end);
 locale_t ccai_numeric_begin(void);
 void ccai_numeric_end(locale_t previous);
-
-/* status.c */
-/* Cut message (of `size` bytes) marked: it ends in "...". */
-void ccai_mark_cut(char *message, size_t size);
-/* Copy this thread's message out and back: a public call that fails
- * inside and then succeeds (the OOM retry) puts the caller's back. */
-void ccai_error_save(char saved[CCAI_ERROR_CAP]);
-void ccai_error_restore(const char saved[CCAI_ERROR_CAP]);
-/* The end of every writer (stats, snapshots, config, domain stats): flush f
- * and report whether anything written failed. stdio accepts a write into its
- * buffer and fails only when the buffer goes out (a full disk, a closed
- * pipe), so without the flush a short write "succeeds" and the caller learns
- * of the loss, if ever, at fclose. true: CCA_ERR_IO. */
-bool ccai_write_failed(FILE *f);
-/* A snapshot's body, written to `out` under the allocator's lock, which it
- * takes and releases itself: CCAI_BODY_OK, CCAI_BODY_WRITE (a write to out
- * failed) or CCAI_BODY_NOMEM (host memory short before anything was
- * written). */
-enum { CCAI_BODY_OK = 0, CCAI_BODY_WRITE = 1, CCAI_BODY_NOMEM = 2 };
-typedef int (*ccai_body_fn)(const void *ctx, FILE *out);
-/* Run body into host memory (open_memstream), then copy that to f after the
- * lock is released, so that a file that does not drain (a pipe nobody reads
- * yet) stalls only the writing thread, never the allocator's other callers.
- * Where that memory cannot be had (the stream cannot be opened, or grows
- * out of memory), body runs again straight into f, under the lock, as
- * before. Returns body's result for the pass that counts. */
-int ccai_write_via_memory(FILE *f, ccai_body_fn body, const void *ctx);
-cca_status ccai_fail(cca_status s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-void ccai_log(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2)))
-#endif
-    ;
-/* In the child of a fork: the log lock made anew (plug.c's fork handler).
- * It is not taken before the fork, as the other locks are: a sink may wait
- * for something the forking thread holds (a Python sink for the GIL), so
- * waiting for the sink there could wait for ever; a line half written by
- * another thread of the parent is not the child's to finish. */
-void ccai_log_fork_child(void);
-/* Write a deferred line (if set) through the log sink; call without the
- * allocator lock. */
-static inline void ccai_log_flush(ccai_deferred_log *d) {
-    if (d->set)
-        ccai_log("%s", d->line);
-    d->set = false;
-}
-
-/* vm_ranges.c: an upstream's record of its reserved address ranges, of
- * which granules in them are mapped and where each physical allocation
- * starts, one bit each (the CUDA upstream's: the driver keeps no such
- * record it can be asked for), and the vm rules checked on it before any
- * driver call, so that a call breaking one changes nothing. Not locked:
- * the caller holds its own lock. */
-typedef struct ccai_vm_range {
-    struct ccai_vm_range *next;
-    uintptr_t base;
-    size_t size, granules;
-    uint64_t *starts;  /* bit i: an allocation starts at granule i (meaningful where mapped) */
-    uint64_t mapped[]; /* bit i: granule i is mapped; then the starts words */
-} ccai_vm_range;
-typedef struct ccai_vm_ranges {
-    ccai_vm_range *head;
-    size_t granule;  /* a power of two */
-    const char *who; /* the upstream's name, for messages */
-    bool whole_maps; /* CCA_VM_WHOLE_MAPS: an unmap names whole maps only */
-} ccai_vm_ranges;
-/* Record [base, base + size) (size a multiple of the granule), nothing
- * mapped. CCA_ERR_OUT_OF_MEMORY when host memory has no room. */
-cca_status ccai_vm_ranges_add(ccai_vm_ranges *rs, uintptr_t base, size_t size);
-/* Forget r (its range released). */
-void ccai_vm_ranges_remove(ccai_vm_ranges *rs, ccai_vm_range *r);
-void ccai_vm_ranges_free(ccai_vm_ranges *rs);
-/* The rules (CCA_ERR_UPSTREAM naming the rule and the granule, nothing
- * changed; else CCA_OK with the range and the index of addr's granule):
- * a map lies inside one range and overlaps no mapped granule; an unmap
- * lies inside one range and names only mapped granules, and with
- * whole_maps starts at a map's start and ends at a map's end (the map it
- * would cut is named); a release names one range exactly, with nothing
- * mapped in it. */
-cca_status ccai_vm_check_map(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r, size_t *first);
-cca_status ccai_vm_check_unmap(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r, size_t *first);
-cca_status ccai_vm_check_release(const ccai_vm_ranges *rs, uintptr_t base, size_t size, ccai_vm_range **r);
-bool ccai_vm_range_mapped(const ccai_vm_range *r, size_t i);
-void ccai_vm_range_set(ccai_vm_range *r, size_t i, bool mapped);
-/* Where the allocations of granules [first, first + n), about to be mapped
- * by one vm_map, start: each granule without whole_maps, the first only
- * with. Mapped bits untouched. */
-void ccai_vm_range_mark_map(const ccai_vm_ranges *rs, ccai_vm_range *r, size_t first, size_t n);
-bool ccai_vm_range_starts(const ccai_vm_range *r, size_t i);
-/* The end of the allocation starting at granule i: the next granule before
- * `end` where one starts, else end. */
-size_t ccai_vm_map_end(const ccai_vm_range *r, size_t i, size_t end);
-
-/* upstream.c: the wrapper every upstream sits behind (accounting included). */
-struct cca_upstream {
-    cca_upstream_ops ops;
-    void *ctx;
-    pthread_mutex_t lock;
-    cca_upstream_stats stats;
-    size_t vm_granularity; /* asked once (0: not yet); under lock */
-    char name[32];
-    char no_vm_reason[128]; /* why it has no vm ops, when its maker said ("": not said) */
-    bool no_vm_logged;      /* cca_create's expandable:1 fallback line was written; under lock */
-    bool query_failing;     /* the last event_query failed (its run was logged once); under lock */
-    ccai_fork_link fork;    /* fork.c's registry; under its lock */
-};
-/* Why u has no vm_* ops (upstream_cuda.c: the driver or the device lacks
- * VMM), for the messages that say so. */
-void ccai_upstream_set_no_vm_reason(cca_upstream *u, const char *why);
-/* cca_create asked for expandable:1 and u has no vm ops: one log line per
- * upstream (the first such allocator), naming it and why. */
-void ccai_upstream_log_no_vm(cca_upstream *u);
-bool ccai_upstream_has_events(const cca_upstream *u);
-cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event);
-cca_status ccai_upstream_event_query(cca_upstream *u, void *event);
-void ccai_upstream_event_destroy(cca_upstream *u, void *event);
-/* fork.c's handler: every lock of an upstream (the wrapper's counting
- * lock and, for the simulated device, the device's own), taken before a
- * fork and released after it, in the parent and in the child. Neither is
- * ever held while another ccalloc lock is taken. */
-void ccai_upstream_fork_lock(cca_upstream *u);
-void ccai_upstream_fork_unlock(cca_upstream *u);
-void ccai_upstream_host_fork_lock(cca_upstream *u, bool lock); /* upstream_host.c; nothing for another upstream */
-/* In the child, before the locks go: the simulated device's maps made the
- * child's own (upstream_host.c: they are MAP_SHARED memfd pages, which
- * fork() would leave shared with the parent). Nothing for another upstream. */
-void ccai_upstream_host_fork_child(cca_upstream *u);
-
-/* upstream_host.c / upstream_cuda.c build ops tables over a context; fn is
- * the public function called, which a refusal's message names. */
-cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out, const char *fn);
 
 /* trace.c: CCALLOC_TRACE recording (a no-op pointer check when unset). */
 struct ccai_trace *ccai_trace_open_from_env(void);

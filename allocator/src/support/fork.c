@@ -82,7 +82,7 @@ static void release(bool child) {
     ccai_trace_fork_lock(false);
     for (ccai_fork_link *l = upstreams; l; l = l->next) {
         if (child) /* the simulated device's maps, shared by fork(), made the child's own */
-            ccai_upstream_host_fork_child(UPSTREAM(l));
+            ccai_upstream_fork_child(UPSTREAM(l));
         ccai_upstream_fork_unlock(UPSTREAM(l));
     }
     for (ccai_fork_link *l = allocators; l; l = l->next) {

@@ -147,7 +147,7 @@
  * unmap (mapping back) are not cleanup steps in this sense: what they
  * leave changes the op's message, as said above.
  */
-#include "../core/internal.h"
+#include "upstream.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -93,7 +93,7 @@
  *               mapped (status: OOM for ENOMEM/ENOSPC, else UPSTREAM).
  *               fork() would leave these pages shared between parent and
  *               child: the child's fork handler gives it a copy of its own
- *               (ccai_upstream_host_fork_child, below). One
+ *               (host_fork_child, below, a fork hook). One
  *               memfd per map, not per granule, and still granule release:
  *   vm_unmap    for each map the range overlaps, madvise(MADV_REMOVE) of
  *               the overlapped part punches a hole in its memfd, so those
@@ -129,7 +129,7 @@
  * Events: host work is synchronous, so an event is complete when recorded
  * (record returns a non-NULL token, query returns CCA_OK at once).
  */
-#include "../core/internal.h"
+#include "upstream.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -751,20 +751,16 @@ static void remap_private(uintptr_t addr, size_t len, size_t page) {
         munmap(vec, npages);
 }
 
-void ccai_upstream_host_fork_child(cca_upstream *u) {
-    if (u->ops.alloc != host_alloc)
-        return;
-    host_device *d = u->ctx;
+static void host_fork_child(void *ctx) {
+    host_device *d = ctx;
     for (size_t i = 0; i < d->nmaps; i++)
         remap_private(d->maps[i].addr, d->maps[i].len, d->page);
 }
 
 /* fork.c's handler, through ccai_upstream_fork_lock: the device's lock,
  * so that a fork never copies it held by a thread the child does not have. */
-void ccai_upstream_host_fork_lock(cca_upstream *u, bool lock) {
-    if (u->ops.alloc != host_alloc)
-        return;
-    host_device *d = u->ctx;
+static void host_fork_lock(void *ctx, bool lock) {
+    host_device *d = ctx;
     if (lock)
         pthread_mutex_lock(&d->lock);
     else
@@ -848,6 +844,8 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     cca_status st = ccai_upstream_wrap(&ops, d, out, fn);
     if (st != CCA_OK)
         host_destroy(d);
+    else
+        ccai_upstream_set_fork_hooks(*out, host_fork_lock, host_fork_child);
     return st;
 }
 

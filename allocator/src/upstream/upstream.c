@@ -29,7 +29,7 @@
  *       as trim and the greedy cca_create would otherwise wrap as the cause.
  * Cost: a strlen and a copy of the (usually empty) message per op.
  */
-#include "../core/internal.h"
+#include "upstream.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -493,12 +493,24 @@ void ccai_upstream_event_destroy(cca_upstream *u, void *event) {
 
 /* ---- fork ------------------------------------------------------------------- */
 
+void ccai_upstream_set_fork_hooks(cca_upstream *u, void (*lock)(void *ctx, bool lock), void (*child)(void *ctx)) {
+    u->fork_lock = lock;
+    u->fork_child = child;
+}
+
 void ccai_upstream_fork_lock(cca_upstream *u) {
     pthread_mutex_lock(&u->lock);
-    ccai_upstream_host_fork_lock(u, true);
+    if (u->fork_lock)
+        u->fork_lock(u->ctx, true);
 }
 
 void ccai_upstream_fork_unlock(cca_upstream *u) {
-    ccai_upstream_host_fork_lock(u, false);
+    if (u->fork_lock)
+        u->fork_lock(u->ctx, false);
     pthread_mutex_unlock(&u->lock);
+}
+
+void ccai_upstream_fork_child(cca_upstream *u) {
+    if (u->fork_child)
+        u->fork_child(u->ctx);
 }

@@ -43,7 +43,7 @@
  * GiB of 2 MiB granules. Not locked: the caller holds its own lock across
  * the check and the driver calls it allows.
  */
-#include "../core/internal.h"
+#include "upstream.h"
 
 #include <stdlib.h>
 

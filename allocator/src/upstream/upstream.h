@@ -1,0 +1,110 @@
+/*
+ * upstream.h — where device memory comes from: the wrapper every upstream
+ * sits behind (upstream.c: accounting, the vm rules, events), the simulated
+ * device (host.c), the CUDA one (cuda.c) and the record of reserved ranges
+ * (vm_ranges.c).
+ *
+ * - An upstream knows nothing of the allocator: this header includes no
+ *   allocator type, and the fork handler reaches a device's own locks
+ *   through hooks (ccai_upstream_set_fork_hooks), not by name.
+ * - Every op returns a cca_status and sets the thread's message on failure.
+ */
+#ifndef CCA_UPSTREAM_H
+#define CCA_UPSTREAM_H
+
+#include "../support/support.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* vm_ranges.c: an upstream's record of its reserved address ranges, of
+ * which granules in them are mapped and where each physical allocation
+ * starts, one bit each (the CUDA upstream's: the driver keeps no such
+ * record it can be asked for), and the vm rules checked on it before any
+ * driver call, so that a call breaking one changes nothing. Not locked:
+ * the caller holds its own lock. */
+typedef struct ccai_vm_range {
+    struct ccai_vm_range *next;
+    uintptr_t base;
+    size_t size, granules;
+    uint64_t *starts;  /* bit i: an allocation starts at granule i (meaningful where mapped) */
+    uint64_t mapped[]; /* bit i: granule i is mapped; then the starts words */
+} ccai_vm_range;
+typedef struct ccai_vm_ranges {
+    ccai_vm_range *head;
+    size_t granule;  /* a power of two */
+    const char *who; /* the upstream's name, for messages */
+    bool whole_maps; /* CCA_VM_WHOLE_MAPS: an unmap names whole maps only */
+} ccai_vm_ranges;
+/* Record [base, base + size) (size a multiple of the granule), nothing
+ * mapped. CCA_ERR_OUT_OF_MEMORY when host memory has no room. */
+cca_status ccai_vm_ranges_add(ccai_vm_ranges *rs, uintptr_t base, size_t size);
+/* Forget r (its range released). */
+void ccai_vm_ranges_remove(ccai_vm_ranges *rs, ccai_vm_range *r);
+void ccai_vm_ranges_free(ccai_vm_ranges *rs);
+/* The rules (CCA_ERR_UPSTREAM naming the rule and the granule, nothing
+ * changed; else CCA_OK with the range and the index of addr's granule):
+ * a map lies inside one range and overlaps no mapped granule; an unmap
+ * lies inside one range and names only mapped granules, and with
+ * whole_maps starts at a map's start and ends at a map's end (the map it
+ * would cut is named); a release names one range exactly, with nothing
+ * mapped in it. */
+cca_status ccai_vm_check_map(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r, size_t *first);
+cca_status ccai_vm_check_unmap(const ccai_vm_ranges *rs, uintptr_t addr, size_t size, ccai_vm_range **r, size_t *first);
+cca_status ccai_vm_check_release(const ccai_vm_ranges *rs, uintptr_t base, size_t size, ccai_vm_range **r);
+bool ccai_vm_range_mapped(const ccai_vm_range *r, size_t i);
+void ccai_vm_range_set(ccai_vm_range *r, size_t i, bool mapped);
+/* Where the allocations of granules [first, first + n), about to be mapped
+ * by one vm_map, start: each granule without whole_maps, the first only
+ * with. Mapped bits untouched. */
+void ccai_vm_range_mark_map(const ccai_vm_ranges *rs, ccai_vm_range *r, size_t first, size_t n);
+bool ccai_vm_range_starts(const ccai_vm_range *r, size_t i);
+/* The end of the allocation starting at granule i: the next granule before
+ * `end` where one starts, else end. */
+size_t ccai_vm_map_end(const ccai_vm_range *r, size_t i, size_t end);
+
+/* upstream.c: the wrapper every upstream sits behind (accounting included). */
+struct cca_upstream {
+    cca_upstream_ops ops;
+    void *ctx;
+    pthread_mutex_t lock;
+    cca_upstream_stats stats;
+    size_t vm_granularity; /* asked once (0: not yet); under lock */
+    char name[32];
+    char no_vm_reason[128]; /* why it has no vm ops, when its maker said ("": not said) */
+    bool no_vm_logged;      /* cca_create's expandable:1 fallback line was written; under lock */
+    bool query_failing;     /* the last event_query failed (its run was logged once); under lock */
+    ccai_fork_link fork;    /* fork.c's registry; under its lock */
+    void (*fork_lock)(void *ctx, bool lock); /* the device's own locks (ccai_upstream_set_fork_hooks) */
+    void (*fork_child)(void *ctx);           /* its state fixed in a forked child */
+};
+/* Why u has no vm_* ops (upstream_cuda.c: the driver or the device lacks
+ * VMM), for the messages that say so. */
+void ccai_upstream_set_no_vm_reason(cca_upstream *u, const char *why);
+/* cca_create asked for expandable:1 and u has no vm ops: one log line per
+ * upstream (the first such allocator), naming it and why. */
+void ccai_upstream_log_no_vm(cca_upstream *u);
+bool ccai_upstream_has_events(const cca_upstream *u);
+cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event);
+cca_status ccai_upstream_event_query(cca_upstream *u, void *event);
+void ccai_upstream_event_destroy(cca_upstream *u, void *event);
+/* fork.c's handler: every lock of an upstream (the wrapper's counting
+ * lock and, for the simulated device, the device's own), taken before a
+ * fork and released after it, in the parent and in the child. Neither is
+ * ever held while another ccalloc lock is taken. */
+void ccai_upstream_fork_lock(cca_upstream *u);
+void ccai_upstream_fork_unlock(cca_upstream *u);
+/* In the child, before the locks go: the device's own fork_child hook
+ * (the simulated device's MAP_SHARED memfd maps, which fork() would leave
+ * shared with the parent, made the child's own). */
+void ccai_upstream_fork_child(cca_upstream *u);
+/* A device whose context has locks of its own, or state to fix in a forked
+ * child, says so once after ccai_upstream_wrap (host.c does): lock(ctx,
+ * true/false) around a fork, child(ctx) in the child. NULL: none. */
+void ccai_upstream_set_fork_hooks(cca_upstream *u, void (*lock)(void *ctx, bool lock), void (*child)(void *ctx));
+
+/* upstream_host.c / upstream_cuda.c build ops tables over a context; fn is
+ * the public function called, which a refusal's message names. */
+cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out, const char *fn);
+
+#endif /* CCA_UPSTREAM_H */

@@ -197,7 +197,7 @@ typedef struct ccai_segment {
      * page i is the first of a map (one vm_map call, one physical
      * allocation, unmapped only whole); the same allocation as `mapped`,
      * the words after it. A map runs from its start bit up to the next
-     * start bit or unmapped page (I8, check.c)                            */
+     * start bit or unmapped page (I9, check.c)                            */
     uint64_t *starts;
     size_t map_pages;    /* whole maps: the most pages one map holds (expandable_chunk; 0: no limit) */
 
@@ -726,7 +726,7 @@ size_t ccai_expandable_trapped(const ccai_block *b);
  * once every free map is unmapped (those of the maps at b's two ends that
  * reach past b: a live or pending neighbour holds them whole). */
 size_t ccai_expandable_kept_pages(const ccai_block *b, size_t first, size_t last);
-/* I8 (whole maps; NULL when s has no start bits or holds): a message
+/* I9 (whole maps; NULL when s has no start bits or holds): a message
  * naming the broken rule. O(pages_hi / 64 + maps). */
 const char *ccai_expandable_check_maps(const ccai_segment *s);
 /* The mapped bytes of s that no release can give back while its live and

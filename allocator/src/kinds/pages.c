@@ -90,7 +90,7 @@
  * bitmap beside `mapped`, `starts`: bit i set when page i begins a map.
  *   pages   |##|##|##|##|##|##|##|  |  |##|##|  ....
  *   starts   ^           ^                ^          maps [0,4) [4,7) [9,11)
- * Invariant I8: a map runs from its start bit to the next start bit or
+ * Invariant I9: a map runs from its start bit to the next start bit or
  * unmapped page; every mapped page after an unmapped one (or at the
  * range's start) is a start; no map holds more than map_pages pages.
  *   - mapping (map_run): a run of missing pages is cut into maps of at
@@ -299,7 +299,7 @@ static size_t map_boundary(const ccai_segment *s, size_t k, size_t end) {
 }
 
 /* The first page of the map holding mapped page p: the last start bit at
- * or below p (I8: there is one), a word of 64 pages per step. */
+ * or below p (I9: there is one), a word of 64 pages per step. */
 static size_t map_first(const ccai_segment *s, size_t p) {
     for (size_t k = p;; k -= k % 64 + 1) {
         uint64_t w = s->starts[k / 64];
@@ -833,13 +833,13 @@ const char *ccai_expandable_check_maps(const ccai_segment *s) {
             continue;
         uint64_t after_hole = m & ~((m << 1) | (w ? s->mapped[w - 1] >> 63 : 0));
         if (st & ~m)
-            return "I8: a map starts on a page that is not mapped";
+            return "I9: a map starts on a page that is not mapped";
         if (after_hole & ~st)
-            return "I8: a run of mapped pages does not begin with a map's start";
+            return "I9: a run of mapped pages does not begin with a map's start";
         for (; s->map_pages && st; st &= st - 1) {
             size_t i = w * 64 + (size_t)__builtin_ctzll(st);
             if (map_end(s, i) - i > s->map_pages)
-                return "I8: a map holds more pages than expandable_chunk";
+                return "I9: a map holds more pages than expandable_chunk";
         }
     }
     return NULL;

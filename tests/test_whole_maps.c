@@ -20,7 +20,7 @@
  *   greedy      the arena mapped in maps of expandable_chunk, trimmed map
  *               by map.
  *   retry       the OOM retry unmaps another stream's whole maps.
- *   invariant   I8 (check.c via expandable.c) catches a start bit on an
+ *   invariant   I9 (check.c via kinds/pages.c) catches a start bit on an
  *               unmapped page, a run without a start, a map over the cap.
  * The same allocator paths under faults, a random sequence and threads:
  * test_expandable.c's *_over_whole_maps twins.
@@ -360,7 +360,7 @@ Test(whole_maps, the_retry_unmaps_another_streams_whole_maps) {
     finish(a, u);
 }
 
-/* ---- I8 ------------------------------------------------------------------ */
+/* ---- I9 ------------------------------------------------------------------ */
 
 static ccai_segment *only_segment(cca_allocator *a) {
     cr_assert_not_null(a->segments);
@@ -377,10 +377,10 @@ Test(whole_maps, invariant_i8_catches_broken_start_bits) {
     cr_assert_eq(s->starts[0], (1u << 0) | (1u << 4));
     s->starts[0] |= 1u << 9; /* a start on an unmapped page */
     cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
-    cr_assert(strstr(cca_last_error(), "I8") != NULL, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "I9") != NULL, "%s", cca_last_error());
     s->starts[0] = 1u << 4; /* the run [0,6) without its start */
     cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
-    cr_assert(strstr(cca_last_error(), "I8") != NULL, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "I9") != NULL, "%s", cca_last_error());
     s->starts[0] = 1u << 0; /* one map of 6 pages, over the chunk of 4 */
     cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
     cr_assert(strstr(cca_last_error(), "expandable_chunk") != NULL, "%s", cca_last_error());

@@ -1,6 +1,6 @@
 # The CUDA upstream (allocator/src/upstream_cuda.c) on a machine without a
 # GPU: the allocator's sources compiled with CUDA as for a GPU build, linked
-# against tests/cuda_double.c (a test double of the runtime and driver calls
+# against tests/allocator/cuda/cuda_double.c (a test double of the runtime and driver calls
 # it makes, over host memory, enforcing their documented rules) instead of
 # cudart. Label cpu: it runs everywhere the toolkit's headers are, CI
 # included, and under the sanitizers; it is no GPU and gives no GPU figure
@@ -35,18 +35,18 @@ if(CUDAToolkit_FOUND AND cca_have_typedefs)
   if(NOT CCA_DEBUG STREQUAL "")
     target_compile_definitions(ccalloc_cuda_double PRIVATE CCA_DEBUG=${CCA_DEBUG})
   endif()
-  cca_add_test(NAME test_cuda_double SOURCES test_cuda_upstream.c cuda_double.c alloc_test_util.c
+  cca_add_test(NAME test_cuda_double SOURCES allocator/cuda/test_cuda_upstream.c allocator/cuda/cuda_double.c support/alloc_test_util.c
     LIBS ccalloc_cuda_double LABEL cpu)
   target_compile_definitions(test_cuda_double PRIVATE CCA_TEST_CUDART=1 CCA_TEST_CUDA_DOUBLE=1)
   target_include_directories(test_cuda_double PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
-  cca_add_test(NAME test_cuda_double_faults SOURCES test_cuda_double_faults.c cuda_double.c alloc_test_util.c
-    malloc_fault.c LIBS ccalloc_cuda_double LABEL cpu)
+  cca_add_test(NAME test_cuda_double_faults SOURCES allocator/cuda/test_cuda_double_faults.c allocator/cuda/cuda_double.c
+    support/alloc_test_util.c support/malloc_fault.c LIBS ccalloc_cuda_double LABEL cpu)
   # internal header: the allocator's lock word (its log sink checks it is free); host malloc failures injected
   target_include_directories(test_cuda_double_faults PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
     ${PROJECT_SOURCE_DIR}/allocator/src/core)
   target_link_options(test_cuda_double_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP})
-  cca_add_test(NAME test_cuda_double_whole_maps SOURCES test_cuda_double_whole_maps.c cuda_double.c
-    alloc_test_util.c LIBS ccalloc_cuda_double LABEL cpu)
+  cca_add_test(NAME test_cuda_double_whole_maps SOURCES allocator/cuda/test_cuda_double_whole_maps.c allocator/cuda/cuda_double.c
+    support/alloc_test_util.c LIBS ccalloc_cuda_double LABEL cpu)
   target_include_directories(test_cuda_double_whole_maps PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 else()
   message(STATUS "tests: no CUDA toolkit headers: the CUDA upstream's suites on the driver double are not built")

@@ -5,10 +5,10 @@
 # a pytest file (tests/python/test_snapshot_torch.py) over a writer program
 # and ccrun --snapshot. No torch needed: the pytest part skips only what
 # needs it.
-cca_add_test(NAME test_history SOURCES test_history.c alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+cca_add_test(NAME test_history SOURCES allocator/unit/test_history.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 target_include_directories(test_history PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 
-add_executable(snapshot_torch_writer snapshot_torch_writer.c)
+add_executable(snapshot_torch_writer python/snapshot_torch_writer.c)
 target_link_libraries(snapshot_torch_writer PRIVATE ccalloc_static Threads::Threads)
 
 if(CCA_PYTEST)
@@ -25,15 +25,16 @@ endif()
 
 # Both snapshots, the stats, the release reports and the history ring held to
 # one another and to a model after every step of seeded random sequences
-# (test_snapshot_model.c; tests/pickle_read.c decodes the pickle).
-cca_add_test(NAME test_snapshot_model SOURCES test_snapshot_model.c pickle_read.c alloc_test_util.c
+# (random/test_snapshot_model.c; tests/support/pickle_read.c decodes the pickle).
+cca_add_test(NAME test_snapshot_model SOURCES allocator/random/test_snapshot_model.c support/pickle_read.c support/alloc_test_util.c
              LIBS ccalloc_static LABEL cpu)
 target_link_libraries(test_snapshot_model PRIVATE PkgConfig::CJSON)
 
 # The recorders and writers under hostile conditions: huge snapshots, the
 # history ring at its limits, snapshots taken while threads allocate
-# (test_writers_hostile.c).
-cca_add_test(NAME test_writers_hostile SOURCES test_writers_hostile.c pickle_read.c alloc_test_util.c
+# (hostile/test_writers_hostile.c).
+cca_add_test(NAME test_writers_hostile SOURCES allocator/hostile/test_writers_hostile.c support/pickle_read.c
+             support/alloc_test_util.c
              LIBS ccalloc_static LABEL cpu)
 target_include_directories(test_writers_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 target_link_libraries(test_writers_hostile PRIVATE PkgConfig::CJSON Threads::Threads)

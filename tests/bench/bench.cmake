@@ -1,19 +1,19 @@
-# ccbench suites (bench/): the trace format (tests/test_trace_format.c
-# mirrors bench/trace.c) and the harness (tests/test_bench.c: generators,
+# ccbench suites (bench/): the trace format (tests/bench/test_trace_format.c
+# mirrors bench/trace.c) and the harness (tests/bench/test_bench.c: generators,
 # replay, strategies, reports, a tiny suite), plus the program's own quick
 # suite. Declared only when the benchmarks are built (CCA_BUILD_BENCH).
 if(TARGET ccbench_core)
-  cca_add_test(NAME test_trace_format SOURCES test_trace_format.c LIBS ccbench_core LABEL cpu)
-  cca_add_test(NAME test_bench SOURCES test_bench.c alloc_test_util.c LIBS ccbench_core LABEL cpu) # tu_upstream
+  cca_add_test(NAME test_trace_format SOURCES bench/test_trace_format.c LIBS ccbench_core LABEL cpu)
+  cca_add_test(NAME test_bench SOURCES bench/test_bench.c support/alloc_test_util.c LIBS ccbench_core LABEL cpu) # tu_upstream
   # real work: tiny blocks, determinism, release events, driver cost, ideal arena, format v2
-  cca_add_test(NAME test_replay SOURCES test_replay.c LIBS ccbench_core LABEL cpu)
+  cca_add_test(NAME test_replay SOURCES bench/test_replay.c LIBS ccbench_core LABEL cpu)
   # every memory figure of a ccalloc replay against the allocator's own stats
-  cca_add_test(NAME test_bench_figures SOURCES test_bench_figures.c malloc_fault.c LIBS ccbench_core LABEL cpu)
+  cca_add_test(NAME test_bench_figures SOURCES bench/test_bench_figures.c support/malloc_fault.c LIBS ccbench_core LABEL cpu)
   target_link_options(test_bench_figures PRIVATE ${CCA_MALLOC_FAULT_WRAP})
   # what `ccbench info` and the replay's tables report, against an independent
-  # reference (tests/ccbench_reference.py: standard library only)
+  # reference (tests/bench/ccbench_reference.py: standard library only)
   if(Python3_Interpreter_FOUND)
-    add_test(NAME ccbench_reference COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_reference.py
+    add_test(NAME ccbench_reference COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_reference.py
       $<TARGET_FILE:ccbench> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/ccbench-reference)
     set_tests_properties(ccbench_reference PROPERTIES LABELS cpu TIMEOUT 120
       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;PYTHONDONTWRITEBYTECODE=1")
@@ -26,7 +26,7 @@ if(TARGET ccbench_core)
   set_tests_properties(ccb_pair_loop_holes ccb_pair_loop_expandable ccb_pair_loop_bump PROPERTIES
     LABELS cpu TIMEOUT 60 PASS_REGULAR_EXPRESSION "^[0-9.]+ ns/pair")
   # hostile traces, files, call sequences and the recorder under threads
-  cca_add_test(NAME test_bench_hostile SOURCES test_bench_hostile.c LIBS ccbench_core LABEL cpu)
+  cca_add_test(NAME test_bench_hostile SOURCES bench/test_bench_hostile.c LIBS ccbench_core LABEL cpu)
   # the whole suite at --quick scale; under the sanitizer stage (CCA_DEBUG=2: an
   # invariant walk after every call) it took 233 s on the CI machine
   add_test(NAME ccbench_quick
@@ -45,11 +45,11 @@ if(TARGET ccbench_core)
   # marks, the v2 writer) on synthetic events: pytest, no torch needed
   if(CCA_PYTEST)
     add_test(NAME test_record_torch
-      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/test_record_torch.py)
+      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_record_torch.py)
     set_tests_properties(test_record_torch PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
     # bench/scripts/pytorch_replay.py over a stand-in for torch.cuda
     add_test(NAME test_pytorch_replay
-      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/test_pytorch_replay.py)
+      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_pytorch_replay.py)
     set_tests_properties(test_pytorch_replay PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
   else()
     message(STATUS "tests: python3 with pytest not found: test_record_torch not registered (scripts/deps.sh installs it)")
@@ -69,9 +69,9 @@ if(TARGET ccbench_core)
   endforeach()
   # ccb_cli(NAME CODE WANT UNWANTED STDOUT ARGS...): `ccbench ARGS > STDOUT`
   # exits CODE, says WANT and never UNWANTED ("" none), STDOUT "-" captured
-  # (tests/ccbench_cli.sh: the exit status and the words both checked)
+  # (tests/bench/ccbench_cli.sh: the exit status and the words both checked)
   function(ccb_cli name code want unwanted stdout)
-    add_test(NAME ${name} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh $<TARGET_FILE:ccbench>
+    add_test(NAME ${name} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh $<TARGET_FILE:ccbench>
       ${code} "${want}" "${unwanted}" ${stdout} ${ARGN})
     set_tests_properties(${name} PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
   endfunction()
@@ -113,7 +113,7 @@ if(TARGET ccbench_core)
       gen uniform --scale 0.05 -o /dev/null "--vm-granularity=${bad}")
   endforeach()
   # ... and a good one reaches the device: one 4 KiB block maps one page of it
-  add_test(NAME ccbench_vm_granularity_sets_the_page COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_vm_granularity.sh
+  add_test(NAME ccbench_vm_granularity_sets_the_page COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_vm_granularity.sh
     $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-vm-granularity)
   set_tests_properties(ccbench_vm_granularity_sets_the_page PROPERTIES LABELS cpu TIMEOUT 120)
   # --vm-backing: pages or whole-maps, else exit 2 before anything runs
@@ -124,7 +124,7 @@ if(TARGET ccbench_core)
       gen uniform --scale 0.05 -o /dev/null "--vm-backing=${bad}")
   endforeach()
   # ... and whole-maps reaches the simulated device
-  add_test(NAME ccbench_vm_backing_reaches_the_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_vm_backing.sh
+  add_test(NAME ccbench_vm_backing_reaches_the_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_vm_backing.sh
     $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-vm-backing)
   set_tests_properties(ccbench_vm_backing_reaches_the_device PROPERTIES LABELS cpu TIMEOUT 120)
   # standard output on a full device: every command that prints says so and
@@ -157,7 +157,7 @@ if(TARGET ccbench_core)
   # waits for a reader for ever); `timeout` makes a hang a failure
   set(ccb_fifo ${ccb_cli_dir}/fifo.csv)
   add_test(NAME ccbench_gen_fifo_nobody_reads COMMAND sh -c
-    "mkdir -p '${ccb_cli_dir}' && rm -f '${ccb_fifo}' && mkfifo '${ccb_fifo}' && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 1 'cannot write ${ccb_fifo}: a FIFO nobody reads' '' - gen uniform --scale 0.05 -o '${ccb_fifo}'")
+    "mkdir -p '${ccb_cli_dir}' && rm -f '${ccb_fifo}' && mkfifo '${ccb_fifo}' && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 1 'cannot write ${ccb_fifo}: a FIFO nobody reads' '' - gen uniform --scale 0.05 -o '${ccb_fifo}'")
   set_tests_properties(ccbench_gen_fifo_nobody_reads PROPERTIES LABELS cpu TIMEOUT 60)
   # ... and a TRACE that is a FIFO no process writes is refused at once, by
   # every command that reads one (fopen for reading waits for a writer for
@@ -168,7 +168,7 @@ if(TARGET ccbench_core)
     string(REPLACE ";" " " args "${cmd}")
     set(fifo ${ccb_cli_dir}/fifo-${sub}.csv)
     add_test(NAME ccbench_${sub}_fifo_nobody_writes COMMAND sh -c
-      "mkdir -p '${ccb_cli_dir}' && rm -f '${fifo}' && mkfifo '${fifo}' && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 2 '${fifo}.*a FIFO nobody writes' '' - ${args} '${fifo}'")
+      "mkdir -p '${ccb_cli_dir}' && rm -f '${fifo}' && mkfifo '${fifo}' && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 2 '${fifo}.*a FIFO nobody writes' '' - ${args} '${fifo}'")
     set_tests_properties(ccbench_${sub}_fifo_nobody_writes PROPERTIES LABELS cpu TIMEOUT 60)
   endforeach()
   # the writer: a pipe (the shell's |), and a process waiting in open() for
@@ -176,9 +176,9 @@ if(TARGET ccbench_core)
   set(fifo ${ccb_cli_dir}/fifo-written.csv)
   set(made ${ccb_cli_dir}/fifo-source.csv)
   add_test(NAME ccbench_info_pipe_with_a_writer COMMAND sh -c
-    "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${made}-pipe' && cat '${made}-pipe' | timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '[|] stdin [|] [1-9][0-9]* [|]' 'FIFO' - info /dev/stdin")
+    "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${made}-pipe' && cat '${made}-pipe' | timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '[|] stdin [|] [1-9][0-9]* [|]' 'FIFO' - info /dev/stdin")
   add_test(NAME ccbench_info_fifo_with_a_writer COMMAND sh -c
-    "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${made}' && rm -f '${fifo}' && mkfifo '${fifo}' && { cat '${made}' > '${fifo}' & } && sleep 1 && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '[|] fifo-written [|] [1-9][0-9]* [|]' 'FIFO' - info '${fifo}'")
+    "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${made}' && rm -f '${fifo}' && mkfifo '${fifo}' && { cat '${made}' > '${fifo}' & } && sleep 1 && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '[|] fifo-written [|] [1-9][0-9]* [|]' 'FIFO' - info '${fifo}'")
   set_tests_properties(ccbench_info_pipe_with_a_writer ccbench_info_fifo_with_a_writer PROPERTIES LABELS cpu TIMEOUT 60)
   # cck_bench's counts are plain decimal (atoi took "5x" as 5 and "x" as 0,
   # strtoull "-1" as 2^64-1): refused with exit 2 naming the option
@@ -188,7 +188,7 @@ if(TARGET ccbench_core)
             "--cpu-rows;99999999999999999999999")
       math(EXPR i "${i} + 1")
       list(GET bad 0 opt)
-      add_test(NAME cck_bench_bad_count_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_cli.sh
+      add_test(NAME cck_bench_bad_count_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
         $<TARGET_FILE:cck_bench> 2 "^${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
       set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
@@ -246,7 +246,7 @@ if(TARGET ccbench_core)
     "--ccrun '/nonexistent-ccbench-dir/ccrun' is not an executable file: No such file or directory" "skipped" -
     switch --ccrun /nonexistent-ccbench-dir/ccrun)
   ccb_cli(ccbench_switch_ccrun_not_executable 1 "is not an executable file: Permission denied" "skipped" -
-    switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR}/bench.cmake)
+    switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR}/bench/bench.cmake)
   ccb_cli(ccbench_switch_ccrun_directory 1 "is not an executable file: Is a directory" "skipped" -
     switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR})
   string(REPEAT "/x" 2100 ccb_too_long) # 4200 bytes: past PATH_MAX, never cut to a shorter path
@@ -294,12 +294,12 @@ if(TARGET ccbench_core)
     --out ${ccb_cli_dir}/all-same-name ${ccb_cli_dir}/a/t.csv ${ccb_cli_dir}/b/t.csv)
   # a strategy named twice: two timeline CSVs, not one overwritten; an output
   # directory with spaces in its path still gets its plots
-  add_test(NAME ccbench_plots COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_plots.sh $<TARGET_FILE:ccbench>
+  add_test(NAME ccbench_plots COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_plots.sh $<TARGET_FILE:ccbench>
     ${ccb_cli_dir}/plots)
   set_tests_properties(ccbench_plots PROPERTIES LABELS cpu TIMEOUT 120)
   # the command line a results README quotes: whole past 4 KiB, and quoted
   # so that a shell splits it back into the arguments given
-  add_test(NAME ccbench_command_line COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ccbench_command_line.sh
+  add_test(NAME ccbench_command_line COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_command_line.sh
     $<TARGET_FILE:ccbench> ${ccb_cli_dir}/command_line)
   set_tests_properties(ccbench_command_line PROPERTIES LABELS cpu TIMEOUT 120)
   # the malloc floor refuses a block over the device as an OOM, without calling

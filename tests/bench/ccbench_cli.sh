@@ -1,6 +1,6 @@
 #!/bin/sh
 # ccbench_cli.sh — one ccbench command line checked end to end, for the CLI
-# tests of tests/bench.cmake (exit status AND what it said; CTest's
+# tests of tests/bench/bench.cmake (exit status AND what it said; CTest's
 # PASS_REGULAR_EXPRESSION alone ignores the exit status):
 #
 #   ccbench_cli.sh CCBENCH CODE WANT UNWANTED STDOUT ARGS...

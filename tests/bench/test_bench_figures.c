@@ -21,7 +21,7 @@
  * on every generator's trace at a small scale (two seeds) and on hand-made
  * traces with domains, release events and OOMs, for every ccalloc preset;
  * and a row that says "ok" only for a replay whose every pass ran (a host
- * allocation failing at each step in turn: tests/malloc_fault.h).
+ * allocation failing at each step in turn: tests/support/malloc_fault.h).
  */
 #include <criterion/criterion.h>
 #include <math.h>

@@ -10,7 +10,7 @@
  * (or crashes) until its defect is fixed. Run under ASan + UBSan:
  *
  *   gcc -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
- *       -I bench -I allocator/include tests/test_bench_hostile.c \
+ *       -I bench -I allocator/include tests/bench/test_bench_hostile.c \
  *       BUILD/bench/libccbench_core.a BUILD/allocator/libccalloc.a \
  *       -lcriterion -lz -lm -lpthread -o /tmp/hostile && /tmp/hostile --jobs=1
  *
@@ -1338,7 +1338,7 @@ Test(replay, allocations_over_the_device_are_counted_and_replay_goes_on) {
  * device (--device-bytes) or than the host's physical memory: such a request
  * is an OOM of its row and malloc is not called (under ASan a 2^60-byte
  * malloc aborts the process: allocation-size-too-big; this suite hides that
- * with allocator_may_return_null, tests/bench.cmake's
+ * with allocator_may_return_null, tests/bench/bench.cmake's
  * ccbench_malloc_huge_request runs ccbench without it). */
 Test(replay, malloc_refuses_blocks_over_the_device_or_the_host) {
     ccb_trace t;

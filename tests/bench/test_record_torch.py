@@ -3,7 +3,7 @@ trace format v2, event ordering, reconstruction and its checks, the CUDA
 history conversion; and an independent reader that checks every committed
 bench/traces/torch-*.csv.gz.
 
-    python3 -m pytest -q tests/test_record_torch.py
+    python3 -m pytest -q tests/bench/test_record_torch.py
 """
 import glob
 import gzip
@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench", "scripts"))
 
 import record_torch as rt  # noqa: E402

@@ -3,17 +3,17 @@
 # The GPU suite takes its device memory, cuBLAS workspace included, from a
 # ccalloc allocator over the CUDA upstream.
 if(TARGET cck)
-  cca_add_test(NAME test_kernels_host SOURCES test_kernels_host.c LIBS cck LABEL cpu)
+  cca_add_test(NAME test_kernels_host SOURCES kernels/test_kernels_host.c LIBS cck LABEL cpu)
   # exp_host.h is tested directly
   target_include_directories(test_kernels_host PRIVATE ${PROJECT_SOURCE_DIR}/kernels/src)
   # softmax v4's per-thread code (kernels/src/softmax_online.h) on the CPU
-  cca_add_test(NAME test_kernels_emulated SOURCES test_kernels_emulated.c LIBS cck LABEL cpu)
+  cca_add_test(NAME test_kernels_emulated SOURCES kernels/test_kernels_emulated.c LIBS cck LABEL cpu)
   target_include_directories(test_kernels_emulated PRIVATE ${PROJECT_SOURCE_DIR}/kernels/src)
   if(CCK_HAVE_OPENBLAS)
     target_compile_definitions(test_kernels_host PRIVATE CCK_EXPECT_OPENBLAS=1)
   endif()
   if(TARGET ccalloc_static)
-    cca_add_test(NAME test_kernels_cuda SOURCES test_kernels_cuda.c LIBS cck ccalloc_static LABEL gpu)
+    cca_add_test(NAME test_kernels_cuda SOURCES kernels/test_kernels_cuda.c LIBS cck ccalloc_static LABEL gpu)
   endif()
 endif()
 

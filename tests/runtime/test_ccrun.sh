@@ -13,10 +13,10 @@
 # output or error sent to a footprint sidecar, a hard link to one included),
 # or an output on a MODEL, are refused before the run (exit 2); an output on a
 # FIFO nobody reads is refused at once, never waited for. Needs only a
-# POSIX shell and grep; CCA_SOURCE_DIR is set by CTest (tests/runtime.cmake).
+# POSIX shell and grep; CCA_SOURCE_DIR is set by CTest (tests/runtime/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
-SRC=${CCA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+SRC=${CCA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BAD=$SRC/tests/fixtures/malformed
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

@@ -9,7 +9,7 @@
  *   front), run, unloaded; ccr_engine_release. Outputs are compared bit
  *   for bit with a run on a fresh engine that met no fault.
  *
- *   device faults  tu_faulty (tests/alloc_test_util.h) fails the k-th call
+ *   device faults  tu_faulty (tests/support/alloc_test_util.h) fails the k-th call
  *                  of one kind (alloc, free, vm_reserve, vm_map, vm_unmap,
  *                  vm_release, synchronize), once or from then on, for every
  *                  k the fault-free life makes and one more: growth with

@@ -4,7 +4,7 @@
  *
  * The files are hand-made and committed in tests/fixtures/malformed/
  * (make_malformed.py documents how); each row below says which status and
- * which words the message must contain. tests/test_ccrun.sh checks the same
+ * which words the message must contain. tests/runtime/test_ccrun.sh checks the same
  * files through the ccrun binary (exit code 1 and the message).
  *
  * Headers built in memory cover padding (whitespace only), NUL in strings

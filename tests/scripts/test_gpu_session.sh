@@ -8,7 +8,7 @@
 # Criterion synthesis it cannot print. Then the pages step's replays, with a
 # stand-in ccbench.
 set -u
-script=$(cd "$(dirname "$0")/.." && pwd)/scripts/gpu_session.sh
+script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/gpu_session.sh
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fails=0

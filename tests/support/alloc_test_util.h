@@ -1,5 +1,5 @@
 /*
- * alloc_test_util.h — helpers shared by the allocator suites (tests/test_*.c).
+ * alloc_test_util.h — helpers shared by the allocator suites (tests/allocator/).
  *
  * Three kinds of helper:
  *   tu_*   short-hands that assert: create a host-upstream allocator from a

@@ -11,7 +11,7 @@
  * leaves the caller's message as it was.
  *
  * Host malloc failures are injected as in test_domain_hostile.c: the suite is
- * linked with --wrap=malloc,calloc,realloc,aligned_alloc (tests/allocator.cmake)
+ * linked with --wrap=malloc,calloc,realloc,aligned_alloc (tests/allocator/allocator.cmake)
  * and hm_arm(n) fails the n-th call from now, once.
  */
 #include "alloc_test_util.h"

@@ -1,10 +1,10 @@
 /*
  * cuda_double.h — a test double of the CUDA runtime and driver, over host
  * memory, for running allocator/src/upstream_cuda.c on a machine without a
- * GPU (tests/cuda_double.cmake: test_cuda_double*).
+ * GPU (tests/allocator/cuda_double.cmake: test_cuda_double*).
  *
  * It is NOT a GPU and gives no GPU figure: it implements the calls the CUDA
- * upstream and tests/test_cuda_upstream.c make, and enforces the rules the
+ * upstream and tests/allocator/cuda/test_cuda_upstream.c make, and enforces the rules the
  * CUDA documentation states for them, so that a call sequence the real
  * driver would refuse (or silently get wrong: a runtime call on the wrong
  * device, an unmap of part of an allocation, memory touched before

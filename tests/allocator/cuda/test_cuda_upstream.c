@@ -33,7 +33,7 @@
 #define TOLERANCE (1 * MiB)
 
 #ifdef CCA_TEST_CUDA_DOUBLE
-/* Built as test_cuda_double (tests/cuda_double.cmake): the same checks on
+/* Built as test_cuda_double (tests/allocator/cuda_double.cmake): the same checks on
  * the driver double, which also counts every call that broke a documented
  * driver rule and every runtime call on a thread with no context: none may
  * happen, in any test. */

@@ -28,9 +28,9 @@
  *                handles refused by every call without being read.
  *
  * Host malloc failures are injected with the linker's --wrap (see
- * tests/allocator.cmake): every malloc/calloc/realloc/aligned_alloc of the
+ * tests/allocator/allocator.cmake): every malloc/calloc/realloc/aligned_alloc of the
  * library (static archive) and of this suite goes through __wrap_*
- * (tests/malloc_fault.c), which fails the N-th call once armed.
+ * (tests/support/malloc_fault.c), which fails the N-th call once armed.
  */
 #include "alloc_test_util.h"
 #include "internal.h"

@@ -1,7 +1,7 @@
 /*
  * test_writers_hostile.c — the recorders and writers under hostile
  * conditions: snapshots of allocators with tens of thousands of segments
- * (time, memory, and output that tests/pickle_read.c and cJSON accept), the
+ * (time, memory, and output that tests/support/pickle_read.c and cJSON accept), the
  * history ring at its limits as the pickle's device trace shows it, and
  * snapshots taken while other threads allocate.
  *

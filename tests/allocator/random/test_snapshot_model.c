@@ -2,7 +2,7 @@
  * test_snapshot_model.c — the allocator's reports held to one another and
  * to what it holds, in every state a seeded random sequence of public calls
  * reaches: cca_write_snapshot_json (parsed with cJSON),
- * cca_write_snapshot_torch (parsed with tests/pickle_read.c), cca_get_stats,
+ * cca_write_snapshot_torch (parsed with tests/support/pickle_read.c), cca_get_stats,
  * cca_get_domain_stats, the release reports of cca_trim / cca_empty_cache /
  * cca_domain_release, and the history ring in the pickle's device trace.
  *

@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "../allocator/src/core/internal.h"
+#include "internal.h"
 #include "alloc_test_util.h"
 
 static cca_upstream *u;

@@ -393,7 +393,7 @@ Test(fork, forks_while_threads_allocate_trim_and_create, .timeout = 120) {
 /* fork() gives the child a copy of device memory, as of every other page
  * of the process: a child writing a block it inherited leaves the parent's
  * block as it was, and finds in it what the parent had written (found by
- * tests/tsan_shared.c). Classic segments are private anonymous pages (copy
+ * tests/allocator/threads/tsan_shared.c). Classic segments are private anonymous pages (copy
  * on write). Expandable segments are memfd pages mapped MAP_SHARED
  * (upstream_host.c, vm_map), which fork() alone leaves shared: the child's
  * writes showed in the parent until fork.c's child handler made them the

@@ -878,5 +878,5 @@ Test(plug, a_first_call_that_succeeds_leaves_the_message) {
 /* ---- fork ------------------------------------------------------------------- */
 
 /* A fork while another thread holds a device's allocator lock: in
- * tests/test_fork.c (fork.c's handler covers the plug's allocators with
+ * tests/allocator/unit/test_fork.c (fork.c's handler covers the plug's allocators with
  * every other), fork::a_plug_device_held_by_another_thread. */

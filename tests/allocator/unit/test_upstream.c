@@ -4,7 +4,7 @@
  * two allocators sharing one device like two tenants, the custom upstream's
  * validation and defaults, and the wrapper's accounting.
  */
-#include "../allocator/src/core/internal.h" /* ccai_upstream_set_no_vm_reason: what upstream_cuda.c tells the wrapper */
+#include "internal.h" /* ccai_upstream_set_no_vm_reason: what upstream_cuda.c tells the wrapper */
 #include "alloc_test_util.h"
 
 #include <criterion/criterion.h>

@@ -56,10 +56,17 @@ cca_add_test(NAME test_upstream_vm SOURCES allocator/unit/test_upstream_vm.c sup
 # a huge granularity, mem_info and event queries that lie, ops that call back into their own allocator.
 cca_add_test(NAME test_upstream_hostile SOURCES allocator/hostile/test_upstream_hostile.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 
-# Expandable segments (expandable.c, with release.c's page release) on the simulated device's vm ops.
-cca_add_test(NAME test_expandable SOURCES allocator/unit/test_expandable.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
-target_link_libraries(test_expandable PRIVATE PkgConfig::CJSON)
-target_include_directories(test_expandable PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core) # the page bitmap's runs
+# Expandable segments (kinds/pages.c, with core/release.c's page release) on the simulated device's vm ops,
+# one suite per concern (allocator/unit/expandable_suite.h has what they share):
+#   test_expandable_pages    accounting, release, growth, greedy, config, the page bitmap, snapshots, slack
+#   test_expandable_limits   requests that cannot be served, the OOM retry, ranges of billions of pages
+#   test_expandable_stress   a fault at every upstream call, seeded random sequences, threads
+foreach(suite pages limits stress)
+  cca_add_test(NAME test_expandable_${suite} SOURCES allocator/unit/test_expandable_${suite}.c support/alloc_test_util.c
+    LIBS ccalloc_static LABEL cpu)
+  target_link_libraries(test_expandable_${suite} PRIVATE PkgConfig::CJSON)
+  target_include_directories(test_expandable_${suite} PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core) # the page bitmap's runs
+endforeach()
 
 # Expandable segments over whole maps (vm_backing CCA_VM_WHOLE_MAPS): the device's rule, maps cut at
 # expandable_chunk, release map by map and the trapped bytes, greedy, the retry, invariant I8.
@@ -73,10 +80,17 @@ cca_add_test(NAME test_whole_maps_random SOURCES allocator/random/test_whole_map
 # cca_destroy over whole maps with maps mapped: one unmap per map, a refused unmap or synchronize.
 cca_add_test(NAME test_whole_maps_destroy SOURCES allocator/unit/test_whole_maps_destroy.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 
-# Memory domains (domain.c), classic and expandable: isolation, release and its leak report, force, destroy,
-# per-domain stats against a model, pending blocks, faults at every call of a release, footprint arenas, threads, JSON.
-cca_add_test(NAME test_domain SOURCES allocator/unit/test_domain.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu TIMEOUT 120)
-target_link_libraries(test_domain PRIVATE PkgConfig::CJSON)
+# Memory domains (domain.c), classic and expandable, one suite per concern (allocator/unit/domain_suite.h has
+# what they share):
+#   test_domain_lifecycle   create, domain_of, isolation, release and its leak report, force, destroy
+#   test_domain_stats       per-domain stats against a model, threads, JSON
+#   test_domain_release     pending blocks and faults at every call of a release
+#   test_domain_footprint   footprint arenas (cca_domain_reserve), cached memory released by trim and the retry
+foreach(suite lifecycle stats release footprint)
+  cca_add_test(NAME test_domain_${suite} SOURCES allocator/unit/test_domain_${suite}.c support/alloc_test_util.c
+    LIBS ccalloc_static LABEL cpu TIMEOUT 120)
+  target_link_libraries(test_domain_${suite} PRIVATE PkgConfig::CJSON)
+endforeach()
 
 # Domains and the VM record under attack (tests/allocator/hostile/test_domain_hostile.c): host malloc failures injected with --wrap.
 cca_add_test(NAME test_domain_hostile SOURCES allocator/hostile/test_domain_hostile.c support/alloc_test_util.c support/malloc_fault.c LIBS ccalloc_static LABEL cpu

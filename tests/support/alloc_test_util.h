@@ -150,7 +150,7 @@ void tu_upstream_free_leftovers(tu_upstream *t);
 
 /* tu_faulty forwards every op to `inner` (which must have vm ops) and fails
  * calls on demand, so a test can make the allocator meet a refusal at every
- * upstream call it makes (test_expandable.c, test_domain.c):
+ * upstream call it makes (test_expandable_*.c, test_domain_release.c):
  *
  *   calls[k]    every call of kind k, numbered from 1, injected failures
  *               included.

@@ -631,7 +631,7 @@ Test(cuda_upstream, a_larger_page_is_one_allocation) {
  * there). Afterwards small requests still work and empty-cache returns
  * everything. A map refused part-way (cuMemCreate failing on some granule
  * although the free count said it fits) cannot be provoked on purpose on a
- * GPU; its undo is the simulated device's fault tests' (test_expandable). */
+ * GPU; its undo is the simulated device's fault tests' (test_expandable_stress). */
 Test(cuda_upstream, expandable_oom_below_the_total_leaves_nothing_behind) {
     size_t g = 0;
     cca_upstream *u = cuda_vm_or_skip(&g);

@@ -3,7 +3,7 @@
  * checked against a model after every step, with upstream faults injected
  * at random steps.
  *
- * What test_random.c does for one pool and test_domain.c's per-domain
+ * What test_random.c does for one pool and test_domain_stats.c's per-domain
  * sequence does without faults, this suite does for everything at once, in
  * one allocator: up to five domains (the default one included) created,
  * released and destroyed at random, forced or not, with live and pending

@@ -23,7 +23,7 @@
  *   invariant   I8 (check.c via expandable.c) catches a start bit on an
  *               unmapped page, a run without a start, a map over the cap.
  * The same allocator paths under faults, a random sequence and threads:
- * test_expandable.c's *_over_whole_maps twins.
+ * test_expandable_stress.c's *_over_whole_maps twins.
  */
 #include "alloc_test_util.h"
 #include "internal.h"

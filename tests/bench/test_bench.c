@@ -1,5 +1,5 @@
 /*
- * test_bench.c — the ccbench harness (bench/): generators are deterministic
+ * test_bench.c — bench/: the ccbench harness: generators are deterministic
  * per seed, replay reproduces a trace's peaks exactly, strategies behave as
  * documented (GPU ones skip with a reason without a GPU), reports are well
  * formed, and a tiny suite runs on the host strategies.

@@ -1,5 +1,5 @@
 /*
- * test_bench_figures.c — every memory figure of a ccalloc replay
+ * test_bench_figures.c — bench/replay.c: every memory figure of a ccalloc replay
  * (bench/replay.c) against the allocator's own numbers, obtained here by an
  * independent replay of the same trace through the public API with the same
  * configuration on the same simulated device:

@@ -1,5 +1,5 @@
 /*
- * test_bench_hostile.c — adversarial tests of the trace reader/writer
+ * test_bench_hostile.c — bench/trace.c, ideal.c, replay.c: adversarial tests of the trace reader/writer
  * (bench/trace.c), the analysis and ideal arena (bench/ideal.c), replay
  * (bench/replay.c, bench/strategy.c) and the allocator's recorder
  * (allocator/src/trace.c).

@@ -1,5 +1,5 @@
 /*
- * test_replay.c — ccbench on real work (bench/replay.c, ideal.c, trace.c v2,
+ * test_replay.c — bench/replay.c: ccbench on real work (bench/replay.c, ideal.c, trace.c v2,
  * strategy.c): blocks of 0 and 1 bytes on every strategy, figures that do
  * not depend on what ran before in the process, release events applied by
  * every strategy with its own call and reported at checkpoints, the driver's

@@ -1,5 +1,5 @@
 /*
- * test_docs.c — the option table in docs/allocator.md is the output of
+ * test_docs.c — docs/ against allocator/src/support/config.c: the option table in docs/allocator.md is the output of
  * cca_config_print(..., 2), so the docs cannot drift from config.c, and its
  * range column is checked against what the parser accepts.
  */

@@ -1,5 +1,5 @@
 /*
- * test_kernels_cuda.c — the CUDA kernels (softmax.cu, dense.cu, context.cu)
+ * test_kernels_cuda.c — kernels/src/softmax.cu, dense.cu, context.cu: the CUDA kernels
  * against the double references, on a GPU. Every test skips with a reason
  * when cck_cuda_device_count finds none (fails under CCA_REQUIRE_GPU=1).
  *

@@ -1,5 +1,5 @@
 /*
- * test_kernels_emulated.c — the GPU kernels' own code, run on the CPU.
+ * test_kernels_emulated.c — kernels/src/softmax_online.h: the GPU kernels' own code, run on the CPU.
  *
  * Two parts of the CUDA kernels are written once, as CCK_HD functions, for
  * the GPU and for this test:

@@ -1,5 +1,5 @@
 /*
- * test_kernels_host.c — the host kernels (softmax_host.c, dense_host.c,
+ * test_kernels_host.c — kernels/src/ (host side): the host kernels (softmax_host.c, dense_host.c,
  * gemm_host_blocked.c) against the double references, the vocabulary of
  * common.c, and the argument checks of every CUDA entry point (cuda_api.c),
  * which run the same with or without a GPU.

@@ -1,5 +1,5 @@
 /*
- * test_runtime_domains.c — one memory domain per model (runtime/src/model.c,
+ * test_runtime_domains.c — runtime/src/model.c: one memory domain per model (runtime/src/model.c,
  * engine.c, footprint.c) on the simulated device, where every figure is
  * exact:
  *

@@ -1,5 +1,5 @@
 /*
- * test_runtime_engine.c — the engine's memory contract on the simulated
+ * test_runtime_engine.c — runtime/src/engine.c: the engine's memory contract on the simulated
  * device: where device bytes come from, and that release gives them all
  * back.
  *

@@ -1,5 +1,5 @@
 /*
- * test_runtime_faults.c — the engine (runtime/src) when its allocator's
+ * test_runtime_faults.c — runtime/src/engine.c: the engine (runtime/src) when its allocator's
  * device, or the host, refuses memory: every call index of a fault, across
  * a whole life of two models on one engine.
  *

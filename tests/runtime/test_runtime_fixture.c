@@ -1,5 +1,5 @@
 /*
- * test_runtime_fixture.c — the engine against a real client: scikit-learn.
+ * test_runtime_fixture.c — runtime/src/infer.c: the engine against a real client: scikit-learn.
  *
  * tests/fixtures/make_digits.py trained an MLPClassifier (64 -> 64 relu ->
  * 10 softmax) on sklearn's bundled digits and wrote the weights with the

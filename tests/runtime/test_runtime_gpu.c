@@ -1,5 +1,5 @@
 /*
- * test_runtime_gpu.c — the runtime on a real GPU (skips without one).
+ * test_runtime_gpu.c — runtime/src/device.c: the runtime on a real GPU (skips without one).
  *
  *   - digits: probabilities within 1e-5 of sklearn, same accuracy (cuBLAS
  *     SGEMM without TF32, so float32 accumulation like the host);

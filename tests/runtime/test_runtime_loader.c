@@ -1,5 +1,5 @@
 /*
- * test_runtime_loader.c — every bad model input gets a clear message, a
+ * test_runtime_loader.c — runtime/src/safetensors.c: every bad model input gets a clear message, a
  * non-zero status, and leaves the allocator with zero live bytes.
  *
  * The files are hand-made and committed in tests/fixtures/malformed/

@@ -1,5 +1,5 @@
 /*
- * test_api_contract.c — the public API's error paths held to what ccalloc.h
+ * test_api_contract.c — allocator/include/ccalloc.h: the public API's error paths held to what ccalloc.h
  * and docs/allocator.md promise.
  *
  * For every public function: each NULL argument, each documented error code,

@@ -1,5 +1,5 @@
 /*
- * test_cuda_double_faults.c — the CUDA upstream (upstream_cuda.c) on the
+ * test_cuda_double_faults.c — allocator/src/upstream/cuda.c: the CUDA upstream on the
  * driver double (cuda_double.c), where a GPU cannot be made to fail on
  * demand: every driver call of a map, an unmap, a reservation and a release
  * failing in turn, then every call of a script whatever its function,

@@ -1,5 +1,5 @@
 /*
- * test_cuda_upstream.c — allocator/src/upstream_cuda.c on a real GPU (label
+ * test_cuda_upstream.c — allocator/src/upstream/cuda.c on a real GPU (label
  * gpu). Skips, saying why, when cca_upstream_cuda_create reports
  * CCA_ERR_NO_DEVICE (no GPU, or libccalloc built without CUDA); fails
  * instead under CCA_REQUIRE_GPU=1 (gpu_required.h).

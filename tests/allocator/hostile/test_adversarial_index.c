@@ -1,5 +1,5 @@
 /*
- * test_adversarial_index.c — adversarial tests of the free index
+ * test_adversarial_index.c — allocator/src/core/free_index.c: adversarial tests of the free index
  * (block_index.c) and of the public API around it.
  *
  * Input classes not covered by test_block_index.c:

@@ -1,5 +1,5 @@
 /*
- * test_adversarial_mark.c — adversarial tests of the `unmapped` mark of the
+ * test_adversarial_mark.c — allocator/src/kinds/pages.c: adversarial tests of the `unmapped` mark of the
  * free blocks of expandable segments (b->unmapped, invariant I7: a free
  * block without the mark lies wholly on mapped pages, so an allocation from
  * it makes no page test and maps nothing).

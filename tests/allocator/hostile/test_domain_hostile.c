@@ -1,5 +1,5 @@
 /*
- * test_domain_hostile.c — memory domains and the virtual-memory record under
+ * test_domain_hostile.c — allocator/src/domain.c: memory domains and the virtual-memory record under
  * attack: what the contract in ccalloc.h ("Memory domains") must survive.
  *
  *   host OOM     host malloc fails at every allocation of a 40-domain

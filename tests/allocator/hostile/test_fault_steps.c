@@ -1,5 +1,5 @@
 /*
- * test_fault_steps.c — a failure at every step of the newer allocator
+ * test_fault_steps.c — allocator/src/kinds/pages.c, domain.c: a failure at every step of the newer allocator
  * paths: expandable segments (page bitmaps), memory domains and their
  * footprint arenas, the history ring, snapshots (JSON and PyTorch's
  * pickle), the trace recorder, stream bookkeeping (record_stream's use

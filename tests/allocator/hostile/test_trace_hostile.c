@@ -1,5 +1,5 @@
 /*
- * test_trace_hostile.c — CCALLOC_TRACE (allocator/src/trace.c) naming what
+ * test_trace_hostile.c — allocator/src/support/trace.c: CCALLOC_TRACE naming what
  * is not a plain writable file: a directory, a path too long for the
  * system, a symlink, an empty value; and several allocators on threads of
  * their own recording to the one trace at once. cca_create must never fail

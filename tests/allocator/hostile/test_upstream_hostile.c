@@ -1,5 +1,5 @@
 /*
- * test_upstream_hostile.c — a custom upstream that misbehaves (allocator/src/
+ * test_upstream_hostile.c — allocator/src/upstream/upstream.c: a custom upstream that misbehaves (upstream/
  * upstream.c, the wrapper that checks what an upstream hands back, and the
  * allocator calls that go through it).
  *

@@ -1,5 +1,5 @@
 /*
- * test_random_domains.c — seeded random sequences over memory domains,
+ * test_random_domains.c — allocator/src/domain.c: seeded random sequences over memory domains,
  * checked against a model after every step, with upstream faults injected
  * at random steps.
  *

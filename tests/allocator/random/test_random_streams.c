@@ -1,5 +1,5 @@
 /*
- * test_random_streams.c — deferred frees against pages, checked against a
+ * test_random_streams.c — allocator/src/core/stream.c: deferred frees against pages, checked against a
  * model after every step: seeded random sequences of alloc / free /
  * record_stream on three streams whose events the test holds NOT READY or
  * lets complete (stream by stream, in order, as a GPU completes them),

@@ -1,5 +1,5 @@
 /*
- * test_whole_maps_random.c — seeded random sequences over whole maps
+ * test_whole_maps_random.c — allocator/src/kinds/pages.c: seeded random sequences over whole maps
  * (vm_backing CCA_VM_WHOLE_MAPS) under hostile configurations and faults.
  *
  *   faults        alloc / free / record_stream / trim(keep: 0, SIZE_MAX,

@@ -1,5 +1,5 @@
 /*
- * test_threads.c — every function is safe to call concurrently on one
+ * test_threads.c — allocator/src/support/lock.c: every function is safe to call concurrently on one
  * allocator (pool.c's one mutex per allocator).
  *
  * THREADS workers each run OPS random alloc/free operations (own stream or

@@ -1,5 +1,5 @@
 /*
- * threads_api.c — every public call of the allocator at once, from eight
+ * threads_api.c — allocator/src/support/lock.c: every public call of the allocator at once, from eight
  * threads, checked exactly.
  *
  * A plain program (no Criterion: its runner cannot start under TSan), built

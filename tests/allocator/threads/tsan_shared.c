@@ -1,5 +1,5 @@
 /*
- * tsan_shared.c — shared allocators, held events and everything around them
+ * tsan_shared.c — allocator/src/support/lock.c, fork.c: shared allocators, held events and everything around them
  * at once, under ThreadSanitizer (and checked exactly in every build).
  *
  * What tsan_stress and threads_api leave out, and this program adds:

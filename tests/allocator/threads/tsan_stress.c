@@ -1,5 +1,5 @@
 /*
- * tsan_stress.c — the allocator under ThreadSanitizer.
+ * tsan_stress.c — allocator/src/support/lock.c: the allocator under ThreadSanitizer.
  *
  * Criterion's runner cannot start under TSan (its shared arena mapping), so
  * this is a plain program, built and run only in the TSan configuration

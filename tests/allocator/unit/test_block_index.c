@@ -1,5 +1,5 @@
 /*
- * test_block_index.c — block_index.c against a brute-force model.
+ * test_block_index.c — allocator/src/core/free_index.c against a brute-force model.
  *
  * The free index must return the exact best fit (smallest size >= request on
  * the request's stream, lowest address among equal sizes, none above

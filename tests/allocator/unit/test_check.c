@@ -1,5 +1,5 @@
 /*
- * test_check.c — the allocator checking itself (allocator/src/check.c):
+ * test_check.c — allocator/src/support/check.c: the allocator checking itself:
  * cca_check_invariants names a broken invariant with its own status code,
  * and bad pointers are diagnosed precisely. The suite breaks the state on
  * purpose through internal.h, then repairs it so destroy stays clean.

@@ -1,5 +1,5 @@
 /*
- * test_config.c — allocator/src/config.c: the option table, parsing (every
+ * test_config.c — allocator/src/support/config.c: the option table, parsing (every
  * option, size suffixes, booleans), rejection of unknown keys, out-of-range
  * and malformed values with a message naming the key, all-or-nothing
  * application, cross-field validation, CCALLOC_CONF, and printing.

@@ -1,5 +1,5 @@
 /*
- * test_fork.c — fork() while other threads are inside ccalloc calls, on
+ * test_fork.c — allocator/src/support/fork.c: fork() while other threads are inside ccalloc calls, on
  * allocators and upstreams a program made itself (cca_create,
  * cca_upstream_*_create), not only the plug's devices (test_plug.c).
  *

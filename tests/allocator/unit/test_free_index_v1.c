@@ -1,5 +1,5 @@
 /*
- * test_free_index_v1.c — free_index_v1.c (sorted bins) against
+ * test_free_index_v1.c — allocator/src/core/free_index_v1.c (sorted bins) against
  * block_index.c's free index (version 2), and v1's own structure check.
  *
  * Both indexes hold the SAME block records and are driven by the same

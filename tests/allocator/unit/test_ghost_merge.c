@@ -1,5 +1,5 @@
 /*
- * test_ghost_merge.c — the free index's deferred removal (the GHOST,
+ * test_ghost_merge.c — allocator/src/core/free_index.c: the free index's deferred removal (the GHOST,
  * block_index.c) when the ghost block is freed into the recent slot and
  * then merged away by the free of the block before it.
  *

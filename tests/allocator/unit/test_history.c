@@ -1,5 +1,5 @@
 /*
- * test_history.c — the ring of recent events (allocator/src/history.c) and
+ * test_history.c — allocator/src/support/history.c: the ring of recent events and
  * the pickle writer's argument and error paths (allocator/src/
  * snapshot_torch.c; its structure is checked field by field by
  * tests/python/test_snapshot_torch.py).

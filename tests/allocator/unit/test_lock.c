@@ -1,5 +1,5 @@
 /*
- * test_lock.c — the allocator's lock (lock.c), both protocols, on its own.
+ * test_lock.c — allocator/src/support/lock.c: the allocator's lock, both protocols, on its own.
  *
  * - which protocol a lock gets: asymmetric exactly when the kernel grants
  *   process-private memory barriers, symmetric when asked for;

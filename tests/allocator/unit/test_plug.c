@@ -1,5 +1,5 @@
 /*
- * test_plug.c — the framework entry points (allocator/src/plug.c) on the
+ * test_plug.c — allocator/src/plug.c: the framework entry points on the
  * simulated device: PyTorch's two signatures, the lazily created per-device
  * table, configuration by call and by environment, every error path (bad
  * device numbers, sizes, pointers, upstream texts and configs, CUDA without

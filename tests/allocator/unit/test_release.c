@@ -1,5 +1,5 @@
 /*
- * test_release.c — allocator/src/release.c: cca_trim and cca_empty_cache.
+ * test_release.c — allocator/src/core/release.c: cca_trim and cca_empty_cache.
  *
  * Only whole free segments go back, largest first (ties: lowest base), until
  * reserved <= keep; a segment with a live block is pinned. The report's

@@ -1,5 +1,5 @@
 /*
- * test_stats.c — allocator/src/stats.c: counters, fragmentation, peaks and
+ * test_stats.c — allocator/src/support/stats.c: counters, fragmentation, peaks and
  * their reset, the text and JSON forms (parsed back with cJSON), the
  * snapshot, and the invariant walker's argument checks.
  */

@@ -1,5 +1,5 @@
 /*
- * test_upstream.c — allocator/src/upstream.c, upstream_host.c and the
+ * test_upstream.c — allocator/src/upstream/upstream.c, host.c and the
  * no-GPU side of upstream_cuda.c: the host device's capacity and mem_info,
  * two allocators sharing one device like two tenants, the custom upstream's
  * validation and defaults, and the wrapper's accounting.

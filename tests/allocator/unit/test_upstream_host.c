@@ -1,5 +1,5 @@
 /*
- * test_upstream_host.c — allocator/src/upstream_host.c, the simulated device,
+ * test_upstream_host.c — allocator/src/upstream/host.c, the simulated device,
  * held to its contract exactly:
  *
  *   placement   one reserved range; first fit by address over the free

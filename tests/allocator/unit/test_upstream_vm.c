@@ -1,5 +1,5 @@
 /*
- * test_upstream_vm.c — the virtual-memory ops of the simulated device
+ * test_upstream_vm.c — allocator/src/upstream/host.c: the virtual-memory ops of the simulated device
  * (allocator/src/upstream_host.c, "Virtual memory") held to CUDA's rules,
  * through the public wrapper (cca_upstream_vm_*, upstream.c):
  *

@@ -1,5 +1,5 @@
 /*
- * test_vm_ranges.c — allocator/src/vm_ranges.c: the CUDA upstream's record
+ * test_vm_ranges.c — allocator/src/upstream/vm_ranges.c: the CUDA upstream's record
  * of its reserved ranges and of which granules are mapped, one bit each,
  * and the rules checked on it before any driver call (so that a call that
  * breaks one changes nothing, as on the simulated device):

@@ -1,5 +1,5 @@
 /*
- * test_whole_maps.c — expandable segments over an upstream whose maps are
+ * test_whole_maps.c — allocator/src/kinds/pages.c: expandable segments over an upstream whose maps are
  * WHOLE (vm_backing CCA_VM_WHOLE_MAPS): each vm_map one physical
  * allocation, unmapped only whole, as the CUDA upstream makes them with
  * one cuMemCreate per map.

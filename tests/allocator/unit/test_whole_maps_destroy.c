@@ -1,5 +1,5 @@
 /*
- * test_whole_maps_destroy.c — cca_destroy over whole maps (vm_backing
+ * test_whole_maps_destroy.c — allocator/src/kinds/pages.c: cca_destroy over whole maps (vm_backing
  * CCA_VM_WHOLE_MAPS) with maps still mapped: one vm_unmap per map, each
  * whole, then the range's release; a refused unmap leaves exactly that map
  * (and so its range) on the device, every other map given back; a refused

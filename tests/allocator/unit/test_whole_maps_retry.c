@@ -1,5 +1,5 @@
 /*
- * test_whole_maps_retry.c — the OOM retry over whole maps: what a request
+ * test_whole_maps_retry.c — allocator/src/kinds/pages.c: the OOM retry over whole maps: what a request
  * still needs once everything cached is released.
  *
  * Before it releases anything, the retry (pool.c) asks whether releasing

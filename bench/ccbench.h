@@ -203,7 +203,7 @@ typedef struct ccb_gen_params {
  * (~128 MB of events). Counts grow at most linearly with the scale and the
  * largest generator, models, has 73,944 events at scale 1, so the bound
  * allows scale 100 (~7.4M events); ccb_generate refuses a larger scale before
- * generating, and so does --scale. tests/test_bench.c checks every generator
+ * generating, and so does --scale. tests/bench/test_bench.c checks every generator
  * against the bound. */
 #define CCB_GEN_MAX_EVENTS 8000000.0
 #define CCB_GEN_MAX_SCALE 100.0

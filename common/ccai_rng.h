@@ -17,8 +17,8 @@
  *
  * Both are integer-only: the same seed gives the same numbers, bit for bit,
  * on every machine and compiler. Changing any line here changes the runtime's
- * random weights and every generated trace; tests/test_random.c and
- * tests/test_bench.c pin reference outputs.
+ * random weights and every generated trace; tests/allocator/random/test_random.c and
+ * tests/bench/test_bench.c pin reference outputs.
  *
  *   ccai_rng r;
  *   ccai_rng_seed(&r, 42);

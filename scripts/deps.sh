@@ -13,7 +13,7 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# pytest for the recorder's tests (tests/test_record_torch.py), from PyPI
+# pytest for the recorder's tests (tests/bench/test_record_torch.py), from PyPI
 if command -v python3 >/dev/null && ! python3 -c "import pytest" 2>/dev/null; then
   echo "deps: installing pytest"
   python3 -m pip install -q pytest || echo "deps: pytest could not be installed: test_record_torch will not be registered"

@@ -310,7 +310,7 @@ step_pages() {
     gpu_strategies_ran "$GS_OUT/pages/r2M"
 }
 
-if [ "${1:-}" = --suite-table ]; then # internal: the gpu_tests table of a saved ctest -V log (tests/test_gpu_session.sh)
+if [ "${1:-}" = --suite-table ]; then # internal: the gpu_tests table of a saved ctest -V log (tests/scripts/test_gpu_session.sh)
     suite_table "$2"
     exit $?
 fi

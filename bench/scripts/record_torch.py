@@ -90,7 +90,7 @@ Trace format v2 (what bench/trace.c reads):
 Files named *.gz are gzip-compressed with mtime 0 (same text, same bytes).
 
 The parts that need no torch (format, ordering, reconstruction, snapshot
-conversion) are plain functions tested by tests/test_record_torch.py; torch
+conversion) are plain functions tested by tests/bench/test_record_torch.py; torch
 is imported only when a scenario runs.
 """
 import argparse

@@ -34,7 +34,7 @@
  * with e = expf(-2|u|) (activation.h, shared with dense_host.c, whose only
  * difference is its own exp): no cancellation, and exact limits (v for large
  * v, -0 for very negative v) where 0.5·v·(1 + tanhf(u)) rounds to 0 for
- * u < -9 or so. tests/test_kernels_emulated.c checks this very function on
+ * u < -9 or so. tests/kernels/test_kernels_emulated.c checks this very function on
  * the CPU against the double reference.
  */
 #include <stdint.h>

@@ -18,7 +18,7 @@
  *   - 2^n: written directly into the float's exponent field.
  * Error < 1 ulp over [-87.33, 0]: 0.99 ulp at worst against double exp over
  * every float of that range (an exhaustive scalar run, 31 s, not in CI;
- * tests/test_kernels_host.c checks every 97th float against a 1.5 ulp bound).
+ * tests/kernels/test_kernels_host.c checks every 97th float against a 1.5 ulp bound).
  *
  * Domain: d <= 0 or NaN. Both callers guarantee it (softmax: x - max <= 0;
  * GELU: -2|u|). Results below FLT_MIN (d < -87.34) are 0 where expf would

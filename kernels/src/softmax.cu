@@ -55,7 +55,7 @@
  *   pairs, several rows per block); longer rows one block per row with
  *   cub::BlockReduce over pairs. This is the promoted version:
  *   cck_softmax_cuda runs it with its default block size. Its per-thread
- *   code is in softmax_online.h, which tests/test_kernels_emulated.c also
+ *   code is in softmax_online.h, which tests/kernels/test_kernels_emulated.c also
  *   runs on the CPU, thread by thread, with the merges emulated.
  *   NOTE: the promotion follows the design argument above; it has not been
  *   measured yet (no GPU in the session that wrote it). bench/kernels prints

@@ -25,7 +25,7 @@
  * and likewise of the tail. Pass 2 splits the row exactly as pass 1 did, so
  * each element is read and written by the same thread (y may equal x).
  *
- * Invariants the tests check on the CPU (tests/test_kernels_emulated.c runs
+ * Invariants the tests check on the CPU (tests/kernels/test_kernels_emulated.c runs
  * these functions with the warp's butterfly merge emulated lane by lane):
  * every element is in exactly one of head, body or tail; body groups start
  * 16-byte aligned; a pair whose m is -inf holds d = 0 (or NaN), so its

@@ -9,7 +9,7 @@
  * The input, cut at its NUL bytes, gives the strings: the first is the
  * upstream's name and the ccrun row's model, the second the row's note, the
  * third the error (each the whole input when it holds no NUL). Each document
- * is parsed back with a real parser, cJSON for JSON, tests/pickle_read.c for
+ * is parsed back with a real parser, cJSON for JSON, tests/support/pickle_read.c for
  * the pickle (it refuses what Python's pickle.load would), and every string
  * must come back as the writer promises, checked against a UTF-8 decoder
  * written here (RFC 3629: no overlongs, surrogates or code points past

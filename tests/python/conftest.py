@@ -2,7 +2,7 @@
 
 The package is imported from the checkout (allocator/python), and the
 library from CCALLOC_LIBRARY, which CTest sets to the library it built
-(tests/python.cmake); run by hand, the package's own discovery finds a
+(tests/python/python.cmake); run by hand, the package's own discovery finds a
 build directory of the checkout.
 """
 from __future__ import annotations

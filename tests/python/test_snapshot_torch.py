@@ -11,7 +11,7 @@ ccrun --snapshot FILE.pickle, checked against what PyTorch's tools read.
 (b) Where torch is importable: _memory_viz's stats (segsum), trace,
     segments, memory, compare, trace_plot and segment_plot run on them.
 
-CTest (tests/snapshot_torch.cmake) sets CCA_SNAPSHOT_WRITER and CCA_CCRUN to
+CTest (tests/allocator/snapshot_torch.cmake) sets CCA_SNAPSHOT_WRITER and CCA_CCRUN to
 the programs it built; run by hand, set them (a test needing one that is
 not set is skipped with a message).
 """
@@ -44,7 +44,7 @@ STATES = {"live": "active_allocated", "pending": "active_pending_free", "free": 
 def program(var):
     path = os.environ.get(var)
     if not path:
-        pytest.skip(f"{var} is not set (CTest sets it: tests/snapshot_torch.cmake)")
+        pytest.skip(f"{var} is not set (CTest sets it: tests/allocator/snapshot_torch.cmake)")
     return path
 
 

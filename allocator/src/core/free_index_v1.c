@@ -4,7 +4,7 @@
  * Read this one first. It answers the same questions as block_index.c's
  * free index (version 2, the fast one, which the allocator uses) over the
  * same blocks, in the plainest way that is still exact. The tests run the
- * two against each other (tests/test_free_index_v1.c). Not on the
+ * two against each other (tests/allocator/unit/test_free_index_v1.c). Not on the
  * allocator's path.
  *
  * Rules:

@@ -89,7 +89,7 @@
  *               It takes two refusals in a row (an unmap of a granule that
  *               is mapped, then a create of memory just freed); the ops
  *               have no way to say "done in part", so it is left at the
- *               message (tests/test_cuda_double_faults.c and
+ *               message (tests/allocator/cuda/test_cuda_double_faults.c and
  *               test_cuda_double_whole_maps.c pin it).
  * One physical allocation per granule, as PyTorch's expandable segments
  * have one handle per page, is what makes release GRANULE BY GRANULE: the

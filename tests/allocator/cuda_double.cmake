@@ -1,0 +1,53 @@
+# The CUDA upstream (allocator/src/upstream_cuda.c) on a machine without a
+# GPU: the allocator's sources compiled with CUDA as for a GPU build, linked
+# against tests/allocator/cuda/cuda_double.c (a test double of the runtime and driver calls
+# it makes, over host memory, enforcing their documented rules) instead of
+# cudart. Label cpu: it runs everywhere the toolkit's headers are, CI
+# included, and under the sanitizers; it is no GPU and gives no GPU figure
+# (the label gpu suites run the same code on a real device).
+#   test_cuda_double          test_cuda_upstream.c's GPU checks, unchanged, on the double
+#   test_cuda_double_faults   every driver call of map/unmap/reserve/release failing,
+#                             every call of a script failing whatever its function,
+#                             refused cleanup steps logged (never under a lock),
+#                             contexts put back, order of synchronize and unmap
+#   test_cuda_double_whole_maps   vm_backing CCA_VM_WHOLE_MAPS: one allocation per
+#                             map, whole unmaps only, every driver call failing
+if(NOT CCA_WITH_CUDA)
+  find_package(CUDAToolkit QUIET) # headers only: the CUDA language stays off
+endif()
+# CUDAToolkit_INCLUDE_DIRS may be a list (CUDA 13 puts CCCL's headers, and on
+# some installs cudaTypedefs.h, in a second directory): look in each.
+set(cca_have_typedefs FALSE)
+foreach(cca_dir IN LISTS CUDAToolkit_INCLUDE_DIRS)
+  if(EXISTS "${cca_dir}/cudaTypedefs.h")
+    set(cca_have_typedefs TRUE)
+  endif()
+endforeach()
+if(CUDAToolkit_FOUND AND cca_have_typedefs)
+  get_target_property(cca_double_srcs ccalloc_static SOURCES)
+  list(TRANSFORM cca_double_srcs PREPEND ${PROJECT_SOURCE_DIR}/allocator/)
+  add_library(ccalloc_cuda_double STATIC ${cca_double_srcs})
+  target_include_directories(ccalloc_cuda_double
+    PUBLIC ${PROJECT_SOURCE_DIR}/allocator/include ${CUDAToolkit_INCLUDE_DIRS}
+    PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core ${PROJECT_SOURCE_DIR}/common)
+  target_compile_definitions(ccalloc_cuda_double PRIVATE CCA_HAVE_CUDA=1)
+  target_link_libraries(ccalloc_cuda_double PRIVATE Threads::Threads)
+  if(NOT CCA_DEBUG STREQUAL "")
+    target_compile_definitions(ccalloc_cuda_double PRIVATE CCA_DEBUG=${CCA_DEBUG})
+  endif()
+  cca_add_test(NAME test_cuda_double SOURCES allocator/cuda/test_cuda_upstream.c allocator/cuda/cuda_double.c support/alloc_test_util.c
+    LIBS ccalloc_cuda_double LABEL cpu)
+  target_compile_definitions(test_cuda_double PRIVATE CCA_TEST_CUDART=1 CCA_TEST_CUDA_DOUBLE=1)
+  target_include_directories(test_cuda_double PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  cca_add_test(NAME test_cuda_double_faults SOURCES allocator/cuda/test_cuda_double_faults.c allocator/cuda/cuda_double.c
+    support/alloc_test_util.c support/malloc_fault.c LIBS ccalloc_cuda_double LABEL cpu)
+  # internal header: the allocator's lock word (its log sink checks it is free); host malloc failures injected
+  target_include_directories(test_cuda_double_faults PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
+    ${PROJECT_SOURCE_DIR}/allocator/src/core)
+  target_link_options(test_cuda_double_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP})
+  cca_add_test(NAME test_cuda_double_whole_maps SOURCES allocator/cuda/test_cuda_double_whole_maps.c allocator/cuda/cuda_double.c
+    support/alloc_test_util.c LIBS ccalloc_cuda_double LABEL cpu)
+  target_include_directories(test_cuda_double_whole_maps PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+else()
+  message(STATUS "tests: no CUDA toolkit headers: the CUDA upstream's suites on the driver double are not built")
+endif()

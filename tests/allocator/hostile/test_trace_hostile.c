@@ -1,0 +1,240 @@
+/*
+ * test_trace_hostile.c — allocator/src/support/trace.c: CCALLOC_TRACE naming what
+ * is not a plain writable file: a directory, a path too long for the
+ * system, a symlink, an empty value; and several allocators on threads of
+ * their own recording to the one trace at once. cca_create must never fail
+ * or wait for the trace, and a trace it cannot open is one clear log line
+ * that says why. (A FIFO with no reader and /dev/full: test_trace.c.)
+ *
+ * Criterion runs each test in its own process, so setenv stays local to it.
+ */
+#include "alloc_test_util.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static void make_dir(void) {
+    snprintf(dir, sizeof dir, "/tmp/cca_trace_hostile_XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static void remove_dir(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(trace_hostile, .init = make_dir, .fini = remove_dir, .timeout = 30);
+
+/* cca_create with CCALLOC_TRACE=value: the allocator works, and the log
+ * lines cca_create wrote are in *log. */
+static void create_and_use(const char *value, tu_log_capture *log) {
+    cr_assert_eq(setenv("CCALLOC_TRACE", value, 1), 0);
+    cca_set_log_callback(tu_capture_log, log);
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    cca_set_log_callback(NULL, NULL);
+    void *p = tu_alloc(a, 100, NULL);
+    tu_free(a, p);
+    cr_assert_eq(cca_trace_mark(a, "m"), CCA_OK);
+    tu_teardown(a, u);
+}
+
+static char *read_file(const char *file) {
+    FILE *f = fopen(file, "r");
+    cr_assert_not_null(f, "no file %s", file);
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+Test(trace_hostile, a_directory_is_refused_with_the_reason) {
+    tu_log_capture log = {0};
+    create_and_use(dir, &log);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "CCALLOC_TRACE") && strstr(log.last, dir) && strstr(log.last, strerror(EISDIR)) &&
+                  strstr(log.last, "not tracing"),
+              "%s", log.last);
+}
+
+/* A path longer than the system takes (PATH_MAX 4096): the log line is cut
+ * at 512 bytes, and what it must still say is why, and that nothing is
+ * traced. */
+Test(trace_hostile, a_path_too_long_is_refused_and_the_line_says_why) {
+    static char longpath[6000];
+    int n = snprintf(longpath, sizeof longpath, "%s/", dir);
+    memset(longpath + n, 'x', sizeof longpath - (size_t)n - 1);
+    tu_log_capture log = {0};
+    create_and_use(longpath, &log);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "CCALLOC_TRACE"), "%s", log.last);
+    cr_assert(strstr(log.last, strerror(ENAMETOOLONG)) && strstr(log.last, "not tracing"),
+              "the reason is cut off the line: %s", log.last);
+}
+
+/* A long path that opens (1,500 bytes of "/./" before /dev/full) and
+ * cannot be written: the mark's error (1024 bytes at most) and the closing
+ * log line (512) still say that the recording is incomplete. */
+Test(trace_hostile, a_long_path_that_cannot_be_written_still_says_so) {
+    static char longpath[1600];
+    size_t n = 0;
+    while (n < 1500)
+        n += (size_t)snprintf(longpath + n, sizeof longpath - n, "/.");
+    snprintf(longpath + n, sizeof longpath - n, "/dev/full");
+    cr_assert_eq(setenv("CCALLOC_TRACE", longpath, 1), 0);
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    void *p = tu_alloc(a, 100, NULL);
+    tu_free(a, p);
+    cr_assert_eq(cca_trace_mark(a, "m"), CCA_ERR_IO);
+    cr_assert(strstr(cca_last_error(), "cca_trace_mark") && strstr(cca_last_error(), "incomplete"),
+              "the reason is cut off the error: %s", cca_last_error());
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    tu_teardown(a, u);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "CCALLOC_TRACE") && strstr(log.last, "incomplete"),
+              "the reason is cut off the line: %s", log.last);
+}
+
+Test(trace_hostile, a_symlink_is_followed_to_its_file) {
+    char target[96], link[96];
+    snprintf(target, sizeof target, "%s/target.csv", dir);
+    snprintf(link, sizeof link, "%s/link.csv", dir);
+    cr_assert_eq(symlink(target, link), 0); /* dangling: the trace creates the target */
+    tu_log_capture log = {0};
+    create_and_use(link, &log);
+    cr_assert_eq(log.lines, 0, "%s", log.last);
+    char *text = read_file(target);
+    cr_assert(strstr(text, "seq,op,id,size,stream,domain,name\n0,alloc,1,100,0,0\n1,free,1,100,0,0\n2,mark,0,0,0,0,m\n"),
+              "%s", text);
+    free(text);
+    struct stat st;
+    cr_assert_eq(lstat(link, &st), 0);
+    cr_assert(S_ISLNK(st.st_mode), "the link itself is left a link");
+}
+
+Test(trace_hostile, a_symlink_loop_is_refused_with_the_reason) {
+    char link[96];
+    snprintf(link, sizeof link, "%s/loop", dir);
+    cr_assert_eq(symlink(link, link), 0);
+    tu_log_capture log = {0};
+    create_and_use(link, &log);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, link) && strstr(log.last, strerror(ELOOP)), "%s", log.last);
+}
+
+/* An empty value is unset: no file, no log line. */
+Test(trace_hostile, an_empty_value_traces_nothing_and_says_nothing) {
+    char cwd_before[4096];
+    cr_assert_not_null(getcwd(cwd_before, sizeof cwd_before));
+    cr_assert_eq(chdir(dir), 0);
+    tu_log_capture log = {0};
+    create_and_use("", &log);
+    cr_assert_eq(log.lines, 0, "%s", log.last);
+    cr_assert_eq(system("test -z \"$(ls -A .)\""), 0, "nothing created in the working directory");
+    cr_assert_eq(chdir(cwd_before), 0);
+}
+
+/* ---- several allocators on threads, one trace ---------------------------- */
+
+enum { THREADS = 4, ROUNDS = 2000 };
+
+static pthread_barrier_t all_created;
+
+static void *one_allocator(void *arg) {
+    (void)arg;
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    pthread_barrier_wait(&all_created); /* every allocator alive: one section */
+    void *p[8] = {0};
+    for (int i = 0; i < ROUNDS; i++) {
+        int k = i % 8;
+        if (p[k])
+            tu_free(a, p[k]);
+        p[k] = tu_alloc(a, (size_t)(i % 5000) + 1, (cca_stream)(uintptr_t)(i % 2));
+        if (i % 500 == 0)
+            cr_assert_eq(cca_trace_mark(a, "tick"), CCA_OK);
+    }
+    for (int k = 0; k < 8; k++)
+        tu_free(a, p[k]);
+    tu_teardown(a, u);
+    return NULL;
+}
+
+/* Every allocator is created before any works (a barrier), so they share
+ * one section: whole lines, seq consecutive, every id allocated once and
+ * freed once after its allocation, with the same size; every mark there. */
+Test(trace_hostile, allocators_on_threads_write_whole_consistent_lines) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/threads.csv", dir);
+    cr_assert_eq(setenv("CCALLOC_TRACE", file, 1), 0);
+    pthread_t t[THREADS];
+    cr_assert_eq(pthread_barrier_init(&all_created, NULL, THREADS), 0);
+    for (int i = 0; i < THREADS; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, one_allocator, NULL), 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    FILE *f = fopen(file, "r");
+    cr_assert_not_null(f);
+    enum { IDS = THREADS * ROUNDS + 1 };
+    static long long size_of[IDS];
+    static char state[IDS]; /* 0 unseen, 1 allocated, 2 freed */
+    char line[256];
+    long long seq_next = 0;
+    long allocs = 0, frees = 0, marks = 0, sections = 0;
+    while (fgets(line, sizeof line, f)) {
+        cr_assert(strchr(line, '\n'), "a whole line: %s", line);
+        if (line[0] == '#')
+            continue;
+        if (strcmp(line, "seq,op,id,size,stream,domain,name\n") == 0) {
+            seq_next = 0;
+            sections++;
+            continue;
+        }
+        long long seq, id, size;
+        unsigned stream, domain;
+        char op[16];
+        int n = sscanf(line, "%lld,%15[a-z],%lld,%lld,%u,%u", &seq, op, &id, &size, &stream, &domain);
+        cr_assert_eq(n, 6, "a malformed line: %s", line);
+        cr_assert_eq(seq, seq_next, "seq %lld where %lld was due: %s", seq, seq_next, line);
+        seq_next++;
+        if (strcmp(op, "mark") == 0) {
+            cr_assert_str_eq(line + strlen(line) - 6, ",tick\n");
+            marks++;
+            continue;
+        }
+        cr_assert(id > 0 && id < IDS, "id %lld", id);
+        if (strcmp(op, "alloc") == 0) {
+            cr_assert_eq(state[id], 0, "id %lld allocated twice", id);
+            state[id] = 1;
+            size_of[id] = size;
+            allocs++;
+        } else {
+            cr_assert_str_eq(op, "free");
+            cr_assert_eq(state[id], 1, "id %lld freed before its allocation or twice", id);
+            cr_assert_eq(size, size_of[id]);
+            state[id] = 2;
+            frees++;
+        }
+    }
+    fclose(f);
+    cr_assert_eq(sections, 1);
+    cr_assert_eq(allocs, (long)THREADS * ROUNDS);
+    cr_assert_eq(frees, allocs);
+    cr_assert_eq(marks, (long)THREADS * (ROUNDS / 500));
+}

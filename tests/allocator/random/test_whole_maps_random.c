@@ -1,0 +1,270 @@
+/*
+ * test_whole_maps_random.c — allocator/src/kinds/pages.c: seeded random sequences over whole maps
+ * (vm_backing CCA_VM_WHOLE_MAPS) under hostile configurations and faults.
+ *
+ *   faults        alloc / free / record_stream / trim(keep: 0, SIZE_MAX,
+ *                 inside a map, random) / empty_cache over streams and
+ *                 memory domains (arenas included), with a refusal
+ *                 injected at a random upstream call of a random kind
+ *                 (vm_map, vm_unmap, vm_reserve, vm_release, synchronize;
+ *                 once or from then on) every few steps; after EVERY step:
+ *                 invariants (I8 included), the allocator's mapped bytes,
+ *                 maps and unmaps equal the device's, every live block
+ *                 holds its data; at the end nothing is left anywhere.
+ *   chunks        expandable_chunk 0, 1, a page less one, a page, a page
+ *                 and one, three pages, huge, SIZE_MAX; granularities 4 KiB
+ *                 to 1 MiB; a capacity that is no multiple of the chunk;
+ *                 max_reserved caps that are no multiple of it either.
+ * CCA_RANDOM_SEED replays another seed.
+ */
+#include "alloc_test_util.h"
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOTS 48
+#define S0 ((cca_stream)0x100)
+#define S1 ((cca_stream)0x200)
+#define S2 ((cca_stream)0x300)
+
+typedef struct slot {
+    char *p;
+    size_t size;
+    uint64_t tag;
+} slot;
+
+static uint64_t seed_from_env(uint64_t fallback) {
+    const char *env = getenv("CCA_RANDOM_SEED");
+    return env && *env ? strtoull(env, NULL, 0) : fallback;
+}
+
+static void tag(slot *s) {
+    memcpy(s->p, &s->tag, s->size < 8 ? s->size : 8);
+    if (s->size >= 16)
+        memcpy(s->p + s->size - 8, &s->tag, 8);
+    if (s->size >= 64 * KiB)
+        memcpy(s->p + s->size / 2, &s->tag, 8);
+}
+
+static bool intact(const slot *s) {
+    uint64_t v = 0;
+    memcpy(&v, s->p, s->size < 8 ? s->size : 8);
+    if (s->size < 8)
+        return memcmp(&v, &s->tag, s->size) == 0;
+    if (v != s->tag)
+        return false;
+    if (s->size >= 16 && (memcpy(&v, s->p + s->size - 8, 8), v != s->tag))
+        return false;
+    if (s->size >= 64 * KiB && (memcpy(&v, s->p + s->size / 2, 8), v != s->tag))
+        return false;
+    return true;
+}
+
+/* Log-uniform in [1, max]. */
+static size_t rsize(uint64_t *rng, unsigned max_bits) {
+    unsigned bits = (unsigned)(tu_rand(rng) % (max_bits + 1));
+    size_t lo = (size_t)1 << bits;
+    return lo + (size_t)(tu_rand(rng) % lo);
+}
+
+static void agree(const cca_allocator *a, cca_upstream *u, const tu_faulty *f, const char *what) {
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s: invariants: %s", what, cca_last_error());
+    cca_stats s = tu_stats(a);
+    cca_upstream_stats inner = tu_upstream_stats(f->inner);
+    (void)u;
+    cr_assert_eq(s.mapped_bytes, inner.vm_mapped_bytes, "%s: mapped %zu, device %zu", what, s.mapped_bytes,
+                 inner.vm_mapped_bytes);
+    cr_assert_eq(s.address_space_bytes, inner.vm_reserved_bytes, "%s: address space %zu, device %zu", what,
+                 s.address_space_bytes, inner.vm_reserved_bytes);
+    cr_assert_eq(s.reserved_bytes, s.mapped_bytes, "%s", what);
+    cr_assert_eq(s.vm_maps, f->ok[TU_FAULT_MAP], "%s: vm_maps", what);
+    cr_assert_eq(s.vm_unmaps, f->ok[TU_FAULT_UNMAP], "%s: vm_unmaps", what);
+}
+
+typedef struct config {
+    size_t capacity, gran;
+    const char *conf; /* on top of expandable:1,log_oom:0 */
+    int steps;
+    bool domains;
+} config;
+
+static void faulty_run(const config *c, uint64_t seed) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device_backed(c->capacity, c->gran, CCA_VM_WHOLE_MAPS);
+    cca_upstream *u = tu_faulty_create(&f, inner, "wx", seed & 1);
+    cr_assert_eq(cca_upstream_vm_backing(u), CCA_VM_WHOLE_MAPS, "the wrapper keeps the backing");
+    char conf[256];
+    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,%s", c->conf);
+    cca_allocator *a = tu_allocator(u, conf);
+    uint64_t rng = seed;
+    slot slots[SLOTS] = {{0}};
+    cca_domain *doms[3] = {NULL, NULL, NULL}; /* [0]: the default */
+    cca_stream streams[3] = {S0, S1, S2};
+    int fault_left = 0;
+    unsigned max_bits = 0;
+    while (((size_t)2 << max_bits) <= c->capacity / 6)
+        max_bits++;
+    const tu_fault_kind kinds[] = {TU_FAULT_MAP, TU_FAULT_UNMAP, TU_FAULT_RESERVE, TU_FAULT_RELEASE, TU_FAULT_SYNC};
+    for (int step = 0; step < c->steps; step++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s seed %llu step %d", c->conf, (unsigned long long)seed, step);
+        if (fault_left > 0 && --fault_left == 0)
+            tu_faulty_faults_off(&f);
+        uint64_t r = tu_rand(&rng) % 1000;
+        int k = (int)(tu_rand(&rng) % SLOTS);
+        uint64_t failures = f.failures;
+        if (r < 60 && fault_left == 0) { /* a refusal at one of the next calls of one kind */
+            tu_fault_kind kind = kinds[tu_rand(&rng) % 5];
+            f.fail_at[kind] = f.calls[kind] + 1 + tu_rand(&rng) % 3;
+            f.sticky[kind] = tu_rand(&rng) % 3 == 0;
+            fault_left = 5 + (int)(tu_rand(&rng) % 40); /* armed until then, fired or not */
+        } else if (r < 60) {
+            size_t reserved = tu_stats(a).reserved_bytes;
+            size_t keep;
+            switch (tu_rand(&rng) % 5) {
+            case 0: keep = 0; break;
+            case 1: keep = SIZE_MAX; break;
+            case 2: keep = reserved ? reserved - 1 : 0; break; /* inside the highest map */
+            default: keep = reserved ? (size_t)(tu_rand(&rng) % (reserved + 1)) : 0;
+            }
+            cca_release_report rep;
+            cca_status st = tu_rand(&rng) % 4 == 0 ? cca_empty_cache(a, &rep) : cca_trim(a, keep, &rep);
+            cr_assert(st == CCA_OK || (st == CCA_ERR_UPSTREAM && f.failures > failures), "%s: release: %s", what,
+                      cca_last_error());
+            cr_assert_eq(rep.bytes_still_reserved, tu_stats(a).reserved_bytes, "%s", what);
+        } else if (r < 90 && c->domains) {
+            int d = 1 + (int)(tu_rand(&rng) % 2);
+            if (!doms[d]) {
+                cr_assert_eq(cca_domain_create(a, d == 1 ? "d1" : "d2", &doms[d]), CCA_OK);
+                if (tu_rand(&rng) % 2) {
+                    cca_status st = cca_domain_reserve(a, doms[d], rsize(&rng, max_bits));
+                    cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || (st == CCA_ERR_UPSTREAM && f.failures > failures),
+                              "%s: domain_reserve: %s", what, cca_last_error());
+                }
+            } else { /* release or destroy it, FORCE or not */
+                bool force = tu_rand(&rng) % 2, destroy = tu_rand(&rng) % 2;
+                unsigned flags = force ? CCA_DOMAIN_FORCE : 0;
+                cca_domain_report rep;
+                memset(&rep, 0, sizeof rep);
+                cca_status st = destroy ? cca_domain_destroy(a, doms[d], flags, &rep)
+                                        : cca_domain_release(a, doms[d], flags, &rep);
+                cr_assert(st == CCA_OK || (st == CCA_ERR_LIVE_BLOCKS && (rep.live_blocks || !force)) ||
+                              (st == CCA_ERR_UPSTREAM && f.failures > failures),
+                          "%s: domain %s: %s", what, destroy ? "destroy" : "release", cca_last_error());
+                if (st == CCA_OK && destroy)
+                    doms[d] = NULL;
+                for (int j = 0; j < SLOTS; j++) { /* blocks FORCE dropped are no longer live */
+                    cca_domain *of = NULL;
+                    if (slots[j].p && cca_domain_of(a, slots[j].p, &of) == CCA_ERR_INVALID_POINTER)
+                        slots[j].p = NULL;
+                }
+            }
+        } else if (r < 120) {
+            if (slots[k].p)
+                cr_assert_eq(cca_record_stream(a, slots[k].p, streams[tu_rand(&rng) % 3]), CCA_OK, "%s", what);
+        } else if (!slots[k].p) {
+            size_t size = rsize(&rng, max_bits);
+            cca_domain *d = c->domains ? doms[tu_rand(&rng) % 3] : NULL;
+            void *p = (void *)1;
+            cca_status st = cca_alloc_in(a, d, size, streams[tu_rand(&rng) % 3], &p);
+            if (st == CCA_OK) {
+                slots[k] = (slot){p, size, tu_rand(&rng)};
+                tag(&slots[k]);
+            } else {
+                cr_assert(st == CCA_ERR_OUT_OF_MEMORY || (st == CCA_ERR_UPSTREAM && f.failures > failures),
+                          "%s: alloc %zu: %s: %s", what, size, cca_status_string(st), cca_last_error());
+                cr_assert_null(p, "%s", what);
+            }
+        } else {
+            cr_assert(intact(&slots[k]), "%s: block %p (%zu) overwritten", what, (void *)slots[k].p, slots[k].size);
+            cca_status st = cca_free(a, slots[k].p);
+            cr_assert(st == CCA_OK || (st == CCA_ERR_UPSTREAM && f.failures > failures), "%s: free: %s", what,
+                      cca_last_error());
+            slots[k].p = NULL;
+        }
+        agree(a, u, &f, what);
+        for (int j = 0; j < SLOTS; j++)
+            if (slots[j].p)
+                cr_assert(intact(&slots[j]), "%s: slot %d (%p, %zu bytes) overwritten", what, j, (void *)slots[j].p,
+                          slots[j].size);
+    }
+    cca_stats end = tu_stats(a);
+    cr_log_info("%s: %llu injected, %llu maps, %llu unmaps, %llu retries, %llu ooms", c->conf,
+                (unsigned long long)f.failures, (unsigned long long)end.vm_maps, (unsigned long long)end.vm_unmaps,
+                (unsigned long long)end.alloc_retries, (unsigned long long)end.ooms);
+    /* the sequence did what it is for: refusals met, maps made and given back */
+    cr_assert_geq(f.failures, 3, "%s: only %llu refusals injected", c->conf, (unsigned long long)f.failures);
+    cr_assert_geq(end.vm_unmaps, 10, "%s", c->conf);
+    tu_faulty_faults_off(&f);
+    for (int j = 0; j < SLOTS; j++)
+        if (slots[j].p) {
+            cr_assert(intact(&slots[j]));
+            cr_assert_eq(cca_free(a, slots[j].p), CCA_OK, "%s", cca_last_error());
+        }
+    for (int d = 1; d < 3; d++)
+        if (doms[d])
+            cr_assert_eq(cca_domain_destroy(a, doms[d], 0, NULL), CCA_OK, "%s", cca_last_error());
+    cca_release_report rep;
+    cr_assert_eq(cca_empty_cache(a, &rep), CCA_OK, "final empty_cache: %s", cca_last_error());
+    agree(a, u, &f, "final");
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    cr_assert_eq(tu_stats(a).segments, 0);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_stats us = tu_upstream_stats(inner);
+    cr_assert_eq(us.vm_mapped_bytes, 0);
+    cr_assert_eq(us.vm_reserved_bytes, 0);
+    cr_assert_eq(f.events_live, 0);
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
+}
+
+Test(whole_maps_random, faults_with_every_kind_of_chunk, .timeout = 120) {
+    const uint64_t seed = seed_from_env(0x51ab1e);
+    char conf[160];
+    const size_t pg = 64 * KiB;
+    const size_t chunks[] = {0, 1, pg - 1, pg, pg + 1, 3 * pg, 1024 * pg, SIZE_MAX};
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+        snprintf(conf, sizeof conf, "expandable_chunk:%zu,expandable_ahead_min:%s", chunks[i], i % 2 ? "0" : "256K");
+        config c = {40 * MiB + 3 * pg, pg, conf, 1500, false}; /* no multiple of 3 pages */
+        faulty_run(&c, seed + i);
+    }
+}
+
+Test(whole_maps_random, faults_with_domains_and_arenas, .timeout = 120) {
+    const uint64_t seed = seed_from_env(0xd0a1);
+    const char *confs[] = {"expandable_chunk:192K", "expandable_chunk:0", "expandable_chunk:64K,small_pool:0"};
+    for (size_t i = 0; i < 3; i++) {
+        config c = {48 * MiB, 64 * KiB, confs[i], 1500, true};
+        faulty_run(&c, seed + 17 * i);
+    }
+}
+
+Test(whole_maps_random, faults_on_every_granularity, .timeout = 120) {
+    const uint64_t seed = seed_from_env(0x6a7);
+    const size_t grans[] = {4 * KiB, 16 * KiB, 256 * KiB, 1 * MiB};
+    for (size_t i = 0; i < 4; i++) {
+        char conf[96];
+        snprintf(conf, sizeof conf, "expandable_chunk:%zu", 5 * grans[i] / 2); /* rounds down to 2 pages */
+        config c = {32 * MiB + (i + 1) * grans[i], grans[i], conf, 800, i % 2};
+        faulty_run(&c, seed + i);
+    }
+}
+
+/* max_reserved: under the device, and no multiple of the chunk. */
+Test(whole_maps_random, faults_under_max_reserved, .timeout = 120) {
+    const uint64_t seed = seed_from_env(0xcab);
+    const char *confs[] = {"expandable_chunk:192K,max_reserved:20M", "expandable_chunk:0,max_reserved:15M,expandable_ahead_max:0"};
+    for (size_t i = 0; i < 2; i++) {
+        config c = {48 * MiB, 64 * KiB, confs[i], 1500, i == 0};
+        faulty_run(&c, seed + i);
+    }
+}
+
+Test(whole_maps_random, greedy_arena_under_faults, .timeout = 120) {
+    const uint64_t seed = seed_from_env(0x9eed);
+    config c = {64 * MiB, 64 * KiB, "policy:greedy,greedy_bytes:40M,expandable_chunk:3M", 1500, false};
+    faulty_run(&c, seed);
+}

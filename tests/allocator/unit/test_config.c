@@ -1,0 +1,804 @@
+/*
+ * test_config.c — allocator/src/support/config.c: the option table, parsing (every
+ * option, size suffixes, booleans), rejection of unknown keys, out-of-range
+ * and malformed values with a message naming the key, all-or-nothing
+ * application, cross-field validation, CCALLOC_CONF, and printing.
+ */
+#include "alloc_test_util.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static cca_config defaults(void) {
+    cca_config c;
+    cca_config_default(&c);
+    return c;
+}
+
+static cca_config parse_ok(const char *text) {
+    cca_config c = defaults();
+    cca_status st = cca_config_parse(&c, text);
+    cr_assert_eq(st, CCA_OK, "'%s': %s", text, cca_last_error());
+    return c;
+}
+
+/* Must fail with CCA_ERR_CONFIG, leave the config untouched, and name `word`. */
+static void parse_fails(const char *text, const char *word) {
+    cca_config c = defaults(), before = c;
+    cca_status st = cca_config_parse(&c, text);
+    cr_assert_eq(st, CCA_ERR_CONFIG, "'%s' was accepted (%s)", text, cca_status_string(st));
+    cr_assert(memcmp(&c, &before, sizeof c) == 0, "'%s' changed the config", text);
+    cr_assert(strstr(cca_last_error(), word) != NULL, "'%s': message '%s' does not name '%s'", text, cca_last_error(),
+              word);
+}
+
+Test(config, defaults_are_the_documented_ones) {
+    cca_config c = defaults();
+    cr_assert_eq(c.policy, CCA_POLICY_GROWTH);
+    cr_assert_eq(c.greedy_fraction, 0.9);
+    cr_assert_eq(c.greedy_bytes, 0);
+    cr_assert_eq(c.max_reserved, 0);
+    cr_assert_eq(c.small_max, 1 * MiB);
+    cr_assert_eq(c.small_segment, 2 * MiB);
+    cr_assert_eq(c.medium_segment, 20 * MiB);
+    cr_assert_eq(c.large_min, 10 * MiB);
+    cr_assert_eq(c.segment_round, 2 * MiB);
+    cr_assert_eq(c.max_split, 0);
+    cr_assert_eq(c.small_pool, 1);
+    cr_assert_eq(c.medium_pool, 1);
+    cr_assert_eq(c.log_oom, 1);
+    cr_assert_eq(cca_config_validate(&c), CCA_OK);
+    cca_config_default(NULL); /* no crash */
+}
+
+Test(config, every_option_parses) {
+    /* growth: max_split has no meaning under greedy (refused, test_pool) */
+    cca_config c = parse_ok("policy:growth,greedy_fraction:0.75,greedy_bytes:3G,max_reserved:10G,small_max:256K,"
+                            "small_segment:4M,medium_segment:32M,large_min:16M,segment_round:1M,max_split:64M,"
+                            "small_pool:0,medium_pool:no,log_oom:off");
+    cr_assert_eq(c.policy, CCA_POLICY_GROWTH);
+    cr_assert_eq(c.greedy_fraction, 0.75);
+    cr_assert_eq(c.greedy_bytes, 3 * GiB);
+    cr_assert_eq(c.max_reserved, 10 * GiB);
+    cr_assert_eq(c.small_max, 256 * KiB);
+    cr_assert_eq(c.small_segment, 4 * MiB);
+    cr_assert_eq(c.medium_segment, 32 * MiB);
+    cr_assert_eq(c.large_min, 16 * MiB);
+    cr_assert_eq(c.segment_round, 1 * MiB);
+    cr_assert_eq(c.max_split, 64 * MiB);
+    cr_assert_eq(c.small_pool, 0);
+    cr_assert_eq(c.medium_pool, 0);
+    cr_assert_eq(c.log_oom, 0);
+    cr_assert_eq(parse_ok("policy:growth").policy, CCA_POLICY_GROWTH);
+    cr_assert_eq(parse_ok("policy:GREEDY").policy, CCA_POLICY_GREEDY, "values are case-insensitive");
+}
+
+Test(config, size_suffixes) {
+    struct {
+        const char *text;
+        size_t value;
+    } cases[] = {
+        {"max_reserved:0", 0},           {"max_reserved:4096", 4096},
+        {"max_reserved:1k", KiB},        {"max_reserved:512K", 512 * KiB},
+        {"max_reserved:3M", 3 * MiB},    {"max_reserved:4G", 4 * GiB},
+        {"max_reserved:2T", 2048 * GiB}, {"max_reserved:4GiB", 4 * GiB},
+        {"max_reserved:4GB", 4 * GiB},   {"max_reserved:7mb", 7 * MiB},
+        {"max_reserved:100B", 100},      {"max_reserved:16Gi", 16 * GiB},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_assert_eq(parse_ok(cases[i].text).max_reserved, cases[i].value, "%s", cases[i].text);
+}
+
+Test(config, booleans) {
+    const char *yes[] = {"1", "true", "on", "yes", "TRUE", "Yes"}, *no[] = {"0", "false", "off", "no", "OFF"};
+    char text[64];
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        snprintf(text, sizeof text, "small_pool:0,small_pool:%s", yes[i]);
+        cr_assert_eq(parse_ok(text).small_pool, 1, "%s", yes[i]);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        snprintf(text, sizeof text, "log_oom:%s", no[i]);
+        cr_assert_eq(parse_ok(text).log_oom, 0, "%s", no[i]);
+    }
+    /* the message names every spelling the parser takes, not only 0 and 1 */
+    cca_config c = defaults();
+    cr_assert_eq(cca_config_parse(&c, "log_oom:maybe"), CCA_ERR_CONFIG);
+    cr_assert_str_eq(cca_last_error(),
+                     "invalid value 'maybe' for key 'log_oom' (expected 1, true, on, yes or 0, false, off, no)");
+}
+
+Test(config, whitespace_empty_items_and_repeats) {
+    cca_config c = parse_ok("  policy : greedy ,, max_reserved: 4G ,");
+    cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
+    cr_assert_eq(c.max_reserved, 4 * GiB);
+    cr_assert_eq(parse_ok("max_reserved:1G,max_reserved:2G").max_reserved, 2 * GiB, "the last one wins");
+    cca_config d = defaults(), e = d;
+    cr_assert_eq(cca_config_parse(&d, ""), CCA_OK);
+    cr_assert_eq(cca_config_parse(&d, NULL), CCA_OK);
+    cr_assert(memcmp(&d, &e, sizeof d) == 0);
+    cr_assert_eq(cca_config_parse(NULL, "policy:greedy"), CCA_ERR_INVALID_ARGUMENT);
+}
+
+Test(config, parse_applies_on_top_of_the_given_config) {
+    cca_config c = parse_ok("max_reserved:1G");
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy"), CCA_OK);
+    cr_assert_eq(c.max_reserved, 1 * GiB, "earlier settings stay");
+    cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
+}
+
+Test(config, unknown_keys_are_rejected_by_name) {
+    parse_fails("greedy_fractoin:0.5", "greedy_fractoin");
+    parse_fails("policy:greedy,bogus:1", "bogus");
+    parse_fails("Policy:greedy", "Policy"); /* keys are case-sensitive */
+    parse_fails("max_reserved_bytes:1G", "max_reserved_bytes");
+}
+
+Test(config, out_of_range_values_are_rejected_by_name) {
+    parse_fails("greedy_fraction:1.5", "greedy_fraction");
+    parse_fails("greedy_fraction:0", "greedy_fraction");
+    parse_fails("greedy_fraction:-0.5", "greedy_fraction");
+    parse_fails("greedy_fraction:1.0000001", "greedy_fraction");
+    parse_fails("greedy_fraction:inf", "greedy_fraction");
+    parse_fails("small_max:256", "small_max");
+    parse_fails("small_max:2G", "small_max");
+    parse_fails("small_segment:32K", "small_segment");
+    parse_fails("medium_segment:65G", "medium_segment");
+    parse_fails("segment_round:256", "segment_round");
+    parse_fails("segment_round:2G", "segment_round");
+    parse_fails("large_min:511", "large_min");
+    cca_config c = parse_ok("greedy_fraction:1");
+    cr_assert_eq(c.greedy_fraction, 1.0, "1 is in (0, 1]");
+    cr_assert_eq(parse_ok("greedy_fraction:1e-9").greedy_fraction, 1e-9);
+}
+
+Test(config, malformed_values_are_rejected_by_name) {
+    parse_fails("policy", "policy");
+    parse_fails("policy:", "policy");
+    parse_fails("policy:fastest", "policy");
+    parse_fails("max_reserved:lots", "max_reserved");
+    parse_fails("max_reserved:", "max_reserved");
+    parse_fails("max_reserved:-1", "max_reserved");
+    parse_fails("max_reserved:+1", "max_reserved");
+    parse_fails("max_reserved:4X", "max_reserved");
+    parse_fails("max_reserved:4..5G", "max_reserved");
+    parse_fails("max_reserved:.", "max_reserved");
+    parse_fails("max_reserved:1e9", "max_reserved");
+    parse_fails("max_reserved:0x10", "max_reserved");
+    parse_fails("max_reserved:4 G", "max_reserved");
+    parse_fails("max_reserved:99999999999999999999", "max_reserved");
+    parse_fails("max_reserved:17179869184G", "max_reserved"); /* 2^34 G overflows 64 bits */
+    parse_fails("greedy_bytes:123456789012345678901234567890123456789012345678901234567890123456", "greedy_bytes");
+    parse_fails("greedy_fraction:abc", "greedy_fraction");
+    parse_fails("greedy_fraction:nan", "greedy_fraction");
+    parse_fails("greedy_fraction:0.5x", "greedy_fraction");
+    parse_fails("greedy_fraction:", "greedy_fraction");
+    parse_fails("small_pool:maybe", "small_pool");
+    parse_fails("small_pool:2", "small_pool");
+    parse_fails("log_oom:", "log_oom");
+    parse_fails(":1", "''");
+    parse_fails("max_reserved=4G", "max_reserved=4G");
+}
+
+Test(config, parsing_is_all_or_nothing) {
+    cca_config c = parse_ok("max_reserved:1G");
+    cca_config before = c;
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy,greedy_bytes:8M,bogus:1"), CCA_ERR_CONFIG);
+    cr_assert(memcmp(&c, &before, sizeof c) == 0, "the valid items before the bad one were not applied");
+    /* cross-field rules are checked on the whole result too */
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy,small_max:4M"), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "small_max") != NULL, "%s", cca_last_error());
+    cr_assert(memcmp(&c, &before, sizeof c) == 0);
+    /* ...and the same pair is fine once small_segment grows with it */
+    cr_assert_eq(cca_config_parse(&c, "small_segment:8M,small_max:4M"), CCA_OK);
+    cr_assert_eq(c.small_max, 4 * MiB);
+}
+
+Test(config, cross_field_rules) {
+    parse_fails("small_max:4M", "small_max");
+    parse_fails("segment_round:1000", "multiples of 512");
+    parse_fails("small_max:64K,small_segment:100000", "multiples of 512");
+    parse_fails("large_min:32M", "large_min");
+    cca_config c = defaults();
+    c.policy = (cca_policy)7;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "policy") != NULL);
+    c = defaults();
+    c.small_pool = 2;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "small_pool") != NULL);
+    c = defaults();
+    c.greedy_fraction = 0.0;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cr_assert_eq(cca_config_validate(NULL), CCA_ERR_INVALID_ARGUMENT);
+}
+
+/* ---- CCALLOC_CONF ------------------------------------------------------------------- */
+
+Test(config, env_applies_when_create_gets_no_config) {
+    cr_assert_eq(setenv("CCALLOC_CONF", "policy:greedy,greedy_bytes:8M,max_reserved:1G", 1), 0);
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_host_create(1 * GiB, &u), CCA_OK);
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK, "%s", cca_last_error());
+    cca_config c;
+    cr_assert_eq(cca_get_config(a, &c), CCA_OK);
+    cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
+    cr_assert_eq(c.max_reserved, 1 * GiB);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 8 * MiB, "the greedy arena from the env");
+    tu_destroy_clean(a, u);
+    /* an explicit config wins: the env is not read */
+    cca_config explicit_cfg = defaults();
+    a = NULL;
+    cr_assert_eq(cca_create(&explicit_cfg, u, &a), CCA_OK);
+    cr_assert_eq(cca_get_config(a, &c), CCA_OK);
+    cr_assert_eq(c.policy, CCA_POLICY_GROWTH);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    tu_teardown(a, u);
+    /* cca_config_apply_env applies it on top of anything */
+    c = parse_ok("small_max:512K");
+    cr_assert_eq(cca_config_apply_env(&c), CCA_OK);
+    cr_assert_eq(c.policy, CCA_POLICY_GREEDY);
+    cr_assert_eq(c.small_max, 512 * KiB);
+    cr_assert_eq(cca_config_apply_env(NULL), CCA_ERR_INVALID_ARGUMENT);
+}
+
+Test(config, bad_env_is_logged_and_the_defaults_are_used) {
+    cr_assert_eq(setenv("CCALLOC_CONF", "policy:greedy,max_reserved:lots", 1), 0);
+    cca_config c = parse_ok("small_max:512K"), before = c;
+    cr_assert_eq(cca_config_apply_env(&c), CCA_ERR_CONFIG);
+    cr_assert(memcmp(&c, &before, sizeof c) == 0);
+    cr_assert(strstr(cca_last_error(), "CCALLOC_CONF") && strstr(cca_last_error(), "max_reserved"), "%s",
+              cca_last_error());
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_host_create(1 * GiB, &u), CCA_OK);
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "max_reserved") && strstr(log.last, "defaults"), "%s", log.last);
+    cca_config in_force, def = defaults();
+    cr_assert_eq(cca_get_config(a, &in_force), CCA_OK);
+    cr_assert(memcmp(&in_force, &def, sizeof def) == 0, "the whole env string was ignored");
+    tu_teardown(a, u);
+}
+
+Test(config, empty_env_changes_nothing) {
+    cr_assert_eq(setenv("CCALLOC_CONF", "", 1), 0);
+    cca_config c = defaults(), before = c;
+    cr_assert_eq(cca_config_apply_env(&c), CCA_OK);
+    cr_assert(memcmp(&c, &before, sizeof c) == 0);
+    cr_assert_eq(unsetenv("CCALLOC_CONF"), 0);
+    cr_assert_eq(cca_config_apply_env(&c), CCA_OK);
+    cr_assert(memcmp(&c, &before, sizeof c) == 0);
+}
+
+/* ---- printing ------------------------------------------------------------------- */
+
+static char *print_config(const cca_config *c, int with_docs) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    cr_assert_eq(cca_config_print(c, f, with_docs), CCA_OK);
+    fclose(f);
+    return buf;
+}
+
+static const char *option_names[] = {"policy",        "greedy_fraction", "greedy_bytes", "max_reserved",  "small_max",
+                                     "small_segment", "medium_segment",  "large_min",    "segment_round", "max_split",
+                                     "small_pool",    "medium_pool",     "log_oom",      "expandable",    "expandable_ahead",
+                                     "expandable_ahead_max", "expandable_ahead_min", "expandable_chunk", "hold_peak",
+                                     "history"};
+#define OPTION_COUNT (sizeof option_names / sizeof option_names[0])
+
+Test(config, print_lists_every_option_and_parses_back) {
+    cca_config c = parse_ok("policy:growth,greedy_fraction:0.625,greedy_bytes:1000000,max_reserved:6G,"
+                            "small_max:768K,max_split:40M,small_pool:0,medium_pool:0,log_oom:0");
+    char *text = print_config(&c, 0);
+    int lines = 0;
+    for (const char *p = text; *p; p++)
+        lines += *p == '\n';
+    cr_assert_eq(lines, (int)OPTION_COUNT, "%s", text);
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "%s:", option_names[i]);
+        cr_assert(strstr(text, key) != NULL, "'%s' missing from\n%s", option_names[i], text);
+    }
+    cr_assert(strstr(text, "max_reserved:6144M\n") != NULL, "%s", text);
+    cr_assert(strstr(text, "greedy_bytes:1000000\n") != NULL, "%s", text);
+    /* the printed form is itself a config string, its lines items */
+    cca_config back = defaults();
+    cr_assert_eq(cca_config_parse(&back, text), CCA_OK, "%s: %s", text, cca_last_error());
+    cr_assert(memcmp(&back, &c, sizeof c) == 0, "round trip through print and parse");
+    /* and with its lines joined by commas */
+    for (char *p = text; *p; p++)
+        if (*p == '\n')
+            *p = ',';
+    back = defaults();
+    cr_assert_eq(cca_config_parse(&back, text), CCA_OK, "%s: %s", text, cca_last_error());
+    cr_assert(memcmp(&back, &c, sizeof c) == 0, "round trip through print and parse, one line");
+    free(text);
+}
+
+/* Newlines separate items as commas do; spaces, tabs and CRs around keys and
+ * values are blanks (a config file written on any system); a blank inside a
+ * key or a value is not. */
+Test(config, newlines_separate_and_tabs_are_blanks) {
+    static const char *same[] = {
+        "max_reserved:2G,small_max:768K",     "max_reserved:2G\nsmall_max:768K",
+        "max_reserved:2G\r\nsmall_max:768K\r\n", "\t max_reserved\t:\t2G\t\n\n,\nsmall_max : 768K \t",
+        "\n\nmax_reserved:2G,\n,small_max:768K\n",
+    };
+    cca_config want = parse_ok(same[0]);
+    for (size_t i = 1; i < sizeof same / sizeof same[0]; i++) {
+        cca_config c = defaults();
+        cr_assert_eq(cca_config_parse(&c, same[i]), CCA_OK, "[%zu] %s", i, cca_last_error());
+        cr_assert(memcmp(&c, &want, sizeof c) == 0, "[%zu] parses as '%s'", i, same[0]);
+    }
+    static const char *bad[] = {"max_res\terved:2G", "max_reserved:2\tG", "max_reserved:2G\vsmall_max:1M",
+                                "max_reserved\n:2G", "max_reserved:\n2G"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cca_config c = defaults(), before = c;
+        cr_assert_eq(cca_config_parse(&c, bad[i]), CCA_ERR_CONFIG, "[%zu] accepted", i);
+        cr_assert(memcmp(&c, &before, sizeof c) == 0, "[%zu] left the config changed", i);
+    }
+}
+
+/* An item without a colon is named in the message, at most 64 characters of
+ * it, so that a runaway item cannot fill the message. */
+Test(config, an_item_without_a_colon_is_shown_cut) {
+    char item[300];
+    memset(item, 'x', sizeof item - 1);
+    item[sizeof item - 1] = '\0';
+    cca_config c = defaults();
+    cr_assert_eq(cca_config_parse(&c, item), CCA_ERR_CONFIG);
+    const char *msg = cca_last_error();
+    cr_assert(strstr(msg, "expected key:value") != NULL, "%s", msg);
+    cr_assert(strstr(msg, "...") != NULL, "%s", msg);
+    cr_assert_lt(strlen(msg), 160u, "%s", msg);
+}
+
+Test(config, print_with_docs_shows_defaults_and_docs) {
+    cca_config c = parse_ok("max_reserved:2G");
+    char *text = print_config(&c, 1);
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        cr_assert(strstr(text, option_names[i]) != NULL, "'%s' missing", option_names[i]);
+    cr_assert(strstr(text, "(default 20M)") != NULL, "%s", text);
+    cr_assert(strstr(text, "2048M") && strstr(text, "cap on reserved bytes"), "%s", text);
+    free(text);
+    cr_assert_eq(cca_config_print(NULL, stdout, 0), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_config_print(&c, NULL, 0), CCA_ERR_INVALID_ARGUMENT);
+    FILE *ro = fopen("/dev/null", "r");
+    cr_assert_eq(cca_config_print(&c, ro, 0), CCA_ERR_IO);
+    cr_assert_eq(cca_config_print(&c, ro, 1), CCA_ERR_IO);
+    fclose(ro);
+}
+
+Test(config, max_split_must_exceed_medium_segment) {
+    cca_config c;
+    cca_config_default(&c);
+    cca_config before;
+    memcpy(&before, &c, sizeof c);
+    cr_assert_eq(cca_config_parse(&c, "max_split:8M"), CCA_ERR_CONFIG);
+    cr_assert_not_null(strstr(cca_last_error(), "max_split"), "%s", cca_last_error());
+    cr_assert_eq(memcmp(&c, &before, sizeof c), 0, "a rejected string changes nothing");
+    cr_assert_eq(cca_config_parse(&c, "max_split:20M"), CCA_ERR_CONFIG, "equal to medium_segment is still too small");
+    cr_assert_eq(cca_config_parse(&c, "max_split:21M"), CCA_OK);
+    cr_assert_eq(c.max_split, 21 * 1024 * 1024);
+}
+
+/* The one size syntax of config strings and command lines (cca_parse_size). */
+Test(config, sizes_parse_exactly) {
+    struct {
+        const char *text;
+        size_t bytes;
+    } ok[] = {
+        {"0", 0},
+        {"4096", 4096},
+        {"512k", 512 * 1024},
+        {"4G", (size_t)4 << 30},
+        {"4GiB", (size_t)4 << 30},
+        {"4gb", (size_t)4 << 30},
+        {"4Gi", (size_t)4 << 30},
+        {"1.5G", (size_t)3 << 29},
+        {"0.5K", 512},
+        {".25M", (size_t)1 << 18},
+        {"1.0001K", 1024}, /* fractions of a byte are dropped */
+        {"2T", (size_t)2 << 40},
+        {"18446744073709551615", SIZE_MAX}, /* exact, not through a double */
+        {"7B", 7},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        size_t v = 12345;
+        cr_assert_eq(cca_parse_size(ok[i].text, &v), CCA_OK, "'%s': %s", ok[i].text, cca_last_error());
+        cr_assert_eq(v, ok[i].bytes, "'%s' -> %zu, want %zu", ok[i].text, v, ok[i].bytes);
+    }
+    const char *bad[] = {"",
+                         "G",
+                         "-1",
+                         "+1",
+                         "1e3",
+                         "0x10",
+                         "inf",
+                         "nan",
+                         "1.2.3",
+                         "4 G",
+                         "4X",
+                         "4iB",
+                         "18446744073709551616",
+                         "16777216T",
+                         "1.5",
+                         ".",
+                         "K"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t v = 777;
+        cca_status st = cca_parse_size(bad[i], &v);
+        if (strcmp(bad[i], "1.5") == 0) { /* a decimal byte count is fine: 1 byte */
+            cr_assert_eq(st, CCA_OK);
+            cr_assert_eq(v, 1);
+            continue;
+        }
+        cr_assert_eq(st, CCA_ERR_INVALID_ARGUMENT, "'%s' accepted as %zu", bad[i], v);
+        cr_assert_eq(v, 777, "'%s': output unchanged on error", bad[i]);
+    }
+    cr_assert_eq(cca_parse_size(NULL, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cca_config c = parse_ok("max_reserved:1.5G");
+    cr_assert_eq(c.max_reserved, (size_t)3 << 29);
+}
+
+/* A bad CCALLOC_CONF is reported whole, naming the variable and the key. */
+Test(config, bad_env_message_wraps_the_parse_error) {
+    setenv("CCALLOC_CONF", "medium_pol:0", 1);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_apply_env(&c), CCA_ERR_CONFIG);
+    cr_assert_str_eq(cca_last_error(), "CCALLOC_CONF: unknown key 'medium_pol'");
+    unsetenv("CCALLOC_CONF");
+}
+
+/* Sizes in config strings are stored exactly: 2^53 + 1 is not a double, and
+ * went through one (stored as 2^53). */
+Test(config, sizes_in_config_strings_are_exact) {
+    cca_config c = parse_ok("max_reserved:9007199254740993,greedy_bytes:18446744073709551614");
+    cr_assert_eq(c.max_reserved, (size_t)9007199254740993ull);
+    cr_assert_eq(c.greedy_bytes, (size_t)18446744073709551614ull);
+    c = parse_ok("max_reserved:18446744073709551615");
+    cr_assert_eq(c.max_reserved, SIZE_MAX);
+    c = parse_ok("max_reserved:17179869183G"); /* 2^64 - 2^30: the largest whole-G size */
+    cr_assert_eq(c.max_reserved, SIZE_MAX - ((size_t)1 << 30) + 1);
+    parse_fails("max_reserved:17179869184G", "max_reserved"); /* 2^64: the suffix overflows */
+    parse_fails("max_reserved:18446744073709551616", "max_reserved");
+    /* the range checks are exact too: one byte over a bound is refused */
+    parse_fails("small_max:1073741825,small_segment:1G", "small_max");
+    c = parse_ok("small_max:1073741824,small_segment:1G");
+    cr_assert_eq(c.small_max, (size_t)1 << 30);
+}
+
+/* A fractional size is its exact value rounded down to a whole byte: no
+ * rounding through a double on the way. */
+Test(config, fractional_sizes_round_down_exactly) {
+    struct {
+        const char *text;
+        size_t bytes;
+    } ok[] = {
+        {"0.9999999999999999999K", 1023},         /* a double would say 1.0 -> 1024 */
+        {"16777215.9999999999999999T", SIZE_MAX}, /* 2^64 - 1.1e-4, rounded down */
+        {"8388607.99999999999999999999999999999999999999999999T", ((size_t)1 << 63) - 1},
+        {"0.00000000000000000000000000000000000000000001T", 0},
+        {"0.0009765625K", 1}, /* 2^-10 K: exactly one byte */
+        {"0.0009765624K", 0},
+        {"1.5", 1},
+        {"4095.9999999999999999", 4095},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        size_t v = 12345;
+        cr_assert_eq(cca_parse_size(ok[i].text, &v), CCA_OK, "'%s': %s", ok[i].text, cca_last_error());
+        cr_assert_eq(v, ok[i].bytes, "'%s' -> %zu, want %zu", ok[i].text, v, ok[i].bytes);
+    }
+    size_t v = 777;
+    cr_assert_eq(cca_parse_size("16777216.0000000000000000001T", &v), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(v, 777);
+}
+
+/* The grammar has no length limit: "1." and any number of zeros is 1, in
+ * cca_parse_size and in a config string alike; work stays linear in the
+ * length (one pass, no copy of the digits). */
+Test(config, long_numbers_within_the_grammar_are_accepted) {
+    size_t n = 100000;
+    char *text = malloc(n + 64);
+    cr_assert_not_null(text);
+    strcpy(text, "1.");
+    memset(text + 2, '0', n);
+    strcpy(text + 2 + n, "K");
+    size_t v = 0;
+    cr_assert_eq(cca_parse_size(text, &v), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(v, 1024);
+    memset(text, '0', n); /* leading zeros */
+    strcpy(text + n, "1.5M");
+    cr_assert_eq(cca_parse_size(text, &v), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(v, (size_t)3 << 19);
+    /* the same in a config string */
+    strcpy(text, "max_reserved:1.");
+    memset(text + 15, '0', n);
+    strcpy(text + 15 + n, "G");
+    cca_config c = parse_ok(text);
+    cr_assert_eq(c.max_reserved, (size_t)1 << 30);
+    free(text);
+}
+
+/* Fractions have no length limit either: the same digits as a short
+ * fraction plus any number of zeros are the same value, leading zeros and
+ * a long exponent included; a long text that is not a number is refused as
+ * such, naming the key. */
+Test(config, long_fractions_within_the_grammar_are_accepted) {
+    size_t n = 100000;
+    char *text = malloc(n + 64);
+    cr_assert_not_null(text);
+    const char *keys[] = {"greedy_fraction", "expandable_ahead"};
+    for (size_t k = 0; k < 2; k++) {
+        int at = sprintf(text, "%s:0.5", keys[k]); /* 0.5 and n zeros */
+        memset(text + at, '0', n);
+        text[at + n] = '\0';
+        cca_config c = parse_ok(text);
+        cr_assert_eq(k ? c.expandable_ahead : c.greedy_fraction, 0.5, "%s", keys[k]);
+        at = sprintf(text, "%s:", keys[k]); /* n leading zeros, then 0.0625 */
+        memset(text + at, '0', n);
+        strcpy(text + at + n, "0.0625");
+        c = parse_ok(text);
+        cr_assert_eq(k ? c.expandable_ahead : c.greedy_fraction, 0.0625, "%s", keys[k]);
+        at = sprintf(text, "%s:625e-", keys[k]); /* 625e-0...04 */
+        memset(text + at, '0', n);
+        strcpy(text + at + n, "4");
+        c = parse_ok(text);
+        cr_assert_eq(k ? c.expandable_ahead : c.greedy_fraction, 0.0625, "%s", keys[k]);
+        at = sprintf(text, "%s:0.5", keys[k]); /* ...and one bad byte at the end */
+        memset(text + at, '0', n);
+        strcpy(text + at + n, "x");
+        parse_fails(text, keys[k]);
+        cr_assert(strstr(cca_last_error(), "expected a number") != NULL, "%.200s", cca_last_error());
+        at = sprintf(text, "%s:1.", keys[k]); /* 1.000...0001 is the double 1.0, which is in range */
+        memset(text + at, '0', n);
+        strcpy(text + at + n, "1");
+        cr_assert_eq(parse_ok(text).greedy_fraction, k ? 0.9 : 1.0, "%s", keys[k]);
+        at = sprintf(text, "%s:1.0000001", keys[k]); /* 1.0000001 and n zeros: over 1 */
+        memset(text + at, '0', n);
+        text[at + n] = '\0';
+        parse_fails(text, keys[k]);
+        cr_assert(strstr(cca_last_error(), "out-of-range") != NULL, "%.200s", cca_last_error());
+    }
+    /* a long bad size is named with its key too: the value is shown cut,
+     * never so long that the key falls off the end of the message */
+    int at = sprintf(text, "max_reserved:1.");
+    memset(text + at, '0', n);
+    strcpy(text + at + n, "X");
+    parse_fails(text, "max_reserved");
+    cr_assert(strstr(cca_last_error(), "expected a size") != NULL, "%.200s", cca_last_error());
+    at = sprintf(text, "small_max:");
+    memset(text + at, '0', n);
+    strcpy(text + at + n, "1");
+    parse_fails(text, "small_max");
+    cr_assert(strstr(cca_last_error(), "out-of-range") != NULL, "%.200s", cca_last_error());
+    free(text);
+}
+
+/* print(c, 0) -> parse gives back c exactly, for every option, at edge
+ * values: fractions that %g would round (0.123456789 -> 0.123457), the
+ * smallest and largest fractions, sizes that are not whole K or M, sizes
+ * above 2^53, both policies, both boolean values. */
+static void assert_round_trip(const cca_config *c) {
+    cr_assert_eq(cca_config_validate(c), CCA_OK, "%s", cca_last_error());
+    char *text = print_config(c, 0);
+    for (char *p = text; *p; p++)
+        if (*p == '\n')
+            *p = ',';
+    cca_config back = defaults();
+    cr_assert_eq(cca_config_parse(&back, text), CCA_OK, "%s: %s", text, cca_last_error());
+    cr_assert_eq(back.policy, c->policy, "%s", text);
+    cr_assert(back.greedy_fraction == c->greedy_fraction, "greedy_fraction %.17g came back as %.17g: %s",
+              c->greedy_fraction, back.greedy_fraction, text);
+#define SAME(f) cr_assert_eq(back.f, c->f, #f ": %zu came back as %zu: %s", (size_t)c->f, (size_t)back.f, text)
+    SAME(greedy_bytes);
+    SAME(max_reserved);
+    SAME(small_max);
+    SAME(small_segment);
+    SAME(medium_segment);
+    SAME(large_min);
+    SAME(segment_round);
+    SAME(max_split);
+    SAME(small_pool);
+    SAME(medium_pool);
+    SAME(log_oom);
+    SAME(history);
+#undef SAME
+    cr_assert(memcmp(&back, c, sizeof *c) == 0, "round trip through print and parse: %s", text);
+    free(text);
+}
+
+Test(config, printed_configs_parse_back_to_the_same_values) {
+    const double fractions[] = {0.123456789,
+                                0.1,
+                                1.0 / 3.0,
+                                0.9,
+                                1.0,
+                                0.99999999999999989 /* below 1 */,
+                                4.9406564584124654e-324 /* the smallest double */,
+                                2.2250738585072014e-308,
+                                1e-17};
+    for (size_t i = 0; i < sizeof fractions / sizeof fractions[0]; i++) {
+        cca_config c = defaults();
+        c.policy = CCA_POLICY_GREEDY;
+        c.greedy_fraction = fractions[i];
+        assert_round_trip(&c);
+    }
+    cca_config c = defaults(); /* growth, every size at an awkward value */
+    c.greedy_fraction = 0.7000000000000001;
+    c.greedy_bytes = (size_t)9007199254740993ull; /* 2^53 + 1 */
+    c.max_reserved = SIZE_MAX;
+    c.small_max = 512 + 1024; /* not a whole K */
+    c.small_segment = 1024 * 1024 + 512;
+    c.medium_segment = 64 * GiB; /* its maximum, a whole M */
+    c.large_min = 1025 * KiB;
+    c.segment_round = 512;
+    c.max_split = SIZE_MAX - 1;
+    c.small_pool = 0;
+    c.medium_pool = 0;
+    c.log_oom = 0;
+    assert_round_trip(&c);
+    c.greedy_bytes = 1;
+    c.max_reserved = 1;
+    c.max_split = 64 * GiB + 1;
+    c.small_pool = c.medium_pool = c.log_oom = 1;
+    assert_round_trip(&c);
+    c = defaults();
+    assert_round_trip(&c);
+}
+
+/* Every option of the table, at the edges of its range: the rows of
+ * cca_config_print(c, f, 2) (the option table itself: name and range) give
+ * each option's candidates, each candidate that the parser accepts is set
+ * on a config, and that config must come back from print -> parse exactly
+ * (assert_round_trip). Two base configs: the defaults, and a wide one whose
+ * cross-option rules (small_max <= small_segment, large_min <=
+ * medium_segment) leave room for every bound. */
+static int round_trip_candidate(const char *key, const char *value) {
+    static const char *bases[] = {"", "small_max:512,small_segment:1G,medium_segment:64G,large_min:512"};
+    int accepted = 0;
+    for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
+        cca_config c = parse_ok(bases[b]);
+        char text[128];
+        snprintf(text, sizeof text, "%s:%s", key, value);
+        if (cca_config_parse(&c, text) != CCA_OK)
+            continue; /* out of range, or against a cross-option rule */
+        assert_round_trip(&c);
+        accepted++;
+    }
+    return accepted;
+}
+
+Test(config, every_option_round_trips_at_the_edges_of_its_range) {
+    char *table = print_config(&(cca_config){0}, 2); /* the values do not matter: names and ranges do */
+    const char *row = strstr(table, "|---|---|---|---|\n");
+    cr_assert_not_null(row, "%s", table);
+    row += strlen("|---|---|---|---|\n");
+    size_t options = 0;
+    for (; *row == '|'; row = strchr(row, '\n') + 1, options++) {
+        char key[64], def[64], range[128];
+        cr_assert_eq(sscanf(row, "| `%63[^`]` | `%63[^`]` | `%127[^`]` |", key, def, range), 3, "%.80s", row);
+        char cand[16][64];
+        size_t n = 0;
+        if (range[0] == '[') { /* a size: both bounds, their neighbours, 2^53 + 1, fractions of a K and a G */
+            char lo_s[64], hi_s[64];
+            size_t lo, hi;
+            cr_assert_eq(sscanf(range, "[%63[^,], %63[^]]]", lo_s, hi_s), 2, "%s", range);
+            cr_assert_eq(cca_parse_size(lo_s, &lo), CCA_OK);
+            hi = strcmp(hi_s, "SIZE_MAX") == 0 ? SIZE_MAX : 0;
+            if (!hi)
+                cr_assert_eq(cca_parse_size(hi_s, &hi), CCA_OK);
+            const size_t values[] = {lo, lo + 1, lo + 512, hi, hi - 1, hi - 512, (size_t)9007199254740993ull};
+            for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+                snprintf(cand[n++], sizeof cand[0], "%zu", values[i]);
+            snprintf(cand[n++], sizeof cand[0], "1.5K");
+            snprintf(cand[n++], sizeof cand[0], "0.3G");
+        } else if (range[0] == '(') { /* a fraction: both ends' neighbours, values %g would round */
+            double lo, hi;
+            cr_assert_eq(sscanf(range, "(%lf, %lf]", &lo, &hi), 2, "%s", range);
+            const double values[] = {
+                nextafter(lo, hi),      hi, nextafter(hi, lo), 0.123456789, 1.0 / 3.0, 0.7000000000000001,
+                2.2250738585072014e-308};
+            for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+                snprintf(cand[n++], sizeof cand[0], "%.17g", values[i]);
+        } else { /* a list of words */
+            char words[128];
+            snprintf(words, sizeof words, "%s", range);
+            for (char *w = strtok(words, ", "); w; w = strtok(NULL, ", "))
+                snprintf(cand[n++], sizeof cand[0], "%s", w);
+        }
+        int accepted = 0;
+        for (size_t i = 0; i < n; i++)
+            accepted += round_trip_candidate(key, cand[i]);
+        cr_assert_geq(accepted, 2, "%s: only %d of its edge values were accepted", key, accepted);
+    }
+    cr_assert_eq(options, OPTION_COUNT, "one row per option");
+    free(table);
+}
+
+/* The growth rule's three options: their defaults, their edges, and hostile
+ * values refused with the config unchanged and the option named. */
+Test(config, expandable_ahead_options_refuse_hostile_values) {
+    cca_config c = defaults();
+    cr_assert_eq(c.expandable_ahead, 0.0625);
+    cr_assert_eq(c.expandable_ahead_max, 64 * MiB);
+    cr_assert_eq(c.expandable_ahead_min, 20 * MiB);
+    c = parse_ok("expandable_ahead:1,expandable_ahead_max:0,expandable_ahead_min:0");
+    cr_assert_eq(c.expandable_ahead, 1.0);
+    cr_assert_eq(c.expandable_ahead_max, 0);
+    cr_assert_eq(c.expandable_ahead_min, 0);
+    c = parse_ok("expandable_ahead:0.001,expandable_ahead_max:4T,expandable_ahead_min:18446744073709551615");
+    cr_assert_eq(c.expandable_ahead, 0.001);
+    cr_assert_eq(c.expandable_ahead_max, (size_t)4 << 40);
+    cr_assert_eq(c.expandable_ahead_min, SIZE_MAX, "the largest size is accepted: expandable_ahead_max caps the step");
+    static const char *bad_fraction[] = {"0",   "-0",   "-0.25", "1.0000001", "2",  "nan", "inf", "-inf", "",
+                                         "abc", "0.5x", "1/16",  "0x1p-4",    "1e", "1e+", "..5", "."};
+    for (size_t i = 0; i < sizeof bad_fraction / sizeof bad_fraction[0]; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "expandable_ahead:%s", bad_fraction[i]);
+        parse_fails(text, "expandable_ahead");
+    }
+    static const char *bad_size[] = {"-1", "", "abc", "1e6", "0x40", "64 M", "99999999999999999999", "17179869184G"};
+    for (size_t i = 0; i < sizeof bad_size / sizeof bad_size[0]; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "expandable_ahead_max:%s", bad_size[i]);
+        parse_fails(text, "expandable_ahead_max");
+        snprintf(text, sizeof text, "expandable_ahead_min:%s", bad_size[i]);
+        parse_fails(text, "expandable_ahead_min");
+        snprintf(text, sizeof text, "expandable_chunk:%s", bad_size[i]);
+        parse_fails(text, "expandable_chunk");
+    }
+}
+
+/* expandable_chunk: 32 MiB by default, 0 (one map per run) and the largest
+ * size accepted. */
+Test(config, expandable_chunk_default_and_edges) {
+    cca_config c = defaults();
+    cr_assert_eq(c.expandable_chunk, 128 * MiB);
+    c = parse_ok("expandable_chunk:0");
+    cr_assert_eq(c.expandable_chunk, 0);
+    c = parse_ok("expandable_chunk:1");
+    cr_assert_eq(c.expandable_chunk, 1, "rounded to pages by the allocator, not the parser");
+    c = parse_ok("expandable_chunk:18446744073709551615");
+    cr_assert_eq(c.expandable_chunk, SIZE_MAX);
+}
+
+/* A size option where 0 means "none" or "off" (no cap, no arena size, no
+ * ring...) must not get that meaning from a positive value that rounds down
+ * to 0 bytes: max_reserved:0.1 asked for a cap, and would run with none.
+ * Every such key refuses it, naming the key; 0 written as 0 (or 0.0) still
+ * means off, and a fraction that leaves at least one byte is taken. */
+Test(config, a_positive_size_that_rounds_to_zero_is_refused) {
+    static const char *keys[] = {"greedy_bytes",         "max_reserved", "max_split", "expandable_ahead_max",
+                                 "expandable_ahead_min", "expandable_chunk", "history"};
+    static const char *tiny[] = {"0.1", "0.5", "0.999", "0.0009765624K", "0.00000000000000000000001T", "0.4B"};
+    char text[128];
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
+            snprintf(text, sizeof text, "%s:%s", keys[k], tiny[i]);
+            parse_fails(text, keys[k]);
+            parse_fails(text, "rounds to 0");
+        }
+        static const char *zero[] = {"0", "0.0", "0K", "0.000G", "00"};
+        for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
+            snprintf(text, sizeof text, "%s:%s", keys[k], zero[i]);
+            (void)parse_ok(text);
+        }
+        snprintf(text, sizeof text, "%s:0.0009765625K", keys[k]); /* exactly one byte: not this rule's */
+        cca_config c = defaults();
+        cca_status st = cca_config_parse(&c, text);
+        cr_assert(st == CCA_OK || !strstr(cca_last_error(), "rounds to 0"), "'%s': %s", text, cca_last_error());
+    }
+    cca_config c = parse_ok("max_reserved:1.5K");
+    cr_assert_eq(c.max_reserved, 1536);
+}

@@ -1,0 +1,317 @@
+# ccbench suites (bench/): the trace format (tests/bench/test_trace_format.c
+# mirrors bench/trace.c) and the harness (tests/bench/test_bench.c: generators,
+# replay, strategies, reports, a tiny suite), plus the program's own quick
+# suite. Declared only when the benchmarks are built (CCA_BUILD_BENCH).
+if(TARGET ccbench_core)
+  cca_add_test(NAME test_trace_format SOURCES bench/test_trace_format.c LIBS ccbench_core LABEL cpu)
+  cca_add_test(NAME test_bench SOURCES bench/test_bench.c support/alloc_test_util.c LIBS ccbench_core LABEL cpu) # tu_upstream
+  # real work: tiny blocks, determinism, release events, driver cost, ideal arena, format v2
+  cca_add_test(NAME test_replay SOURCES bench/test_replay.c LIBS ccbench_core LABEL cpu)
+  # every memory figure of a ccalloc replay against the allocator's own stats
+  cca_add_test(NAME test_bench_figures SOURCES bench/test_bench_figures.c support/malloc_fault.c LIBS ccbench_core LABEL cpu)
+  target_link_options(test_bench_figures PRIVATE ${CCA_MALLOC_FAULT_WRAP})
+  # what `ccbench info` and the replay's tables report, against an independent
+  # reference (tests/bench/ccbench_reference.py: standard library only)
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME ccbench_reference COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_reference.py
+      $<TARGET_FILE:ccbench> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/ccbench-reference)
+    set_tests_properties(ccbench_reference PROPERTIES LABELS cpu TIMEOUT 120
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;PYTHONDONTWRITEBYTECODE=1")
+  endif()
+  # bench/scripts/pair_loop.c, the pair loop for callgrind counts, still
+  # runs: holes on the simulated device, packed and expandable, the bump upstream
+  add_test(NAME ccb_pair_loop_holes COMMAND ccb_pair_loop 100 1 2000)
+  add_test(NAME ccb_pair_loop_expandable COMMAND ccb_pair_loop 100 0 2000 expandable:1)
+  add_test(NAME ccb_pair_loop_bump COMMAND ccb_pair_loop --bump 100 1 2000)
+  set_tests_properties(ccb_pair_loop_holes ccb_pair_loop_expandable ccb_pair_loop_bump PROPERTIES
+    LABELS cpu TIMEOUT 60 PASS_REGULAR_EXPRESSION "^[0-9.]+ ns/pair")
+  # hostile traces, files, call sequences and the recorder under threads
+  cca_add_test(NAME test_bench_hostile SOURCES bench/test_bench_hostile.c LIBS ccbench_core LABEL cpu)
+  # the whole suite at --quick scale; under the sanitizer stage (CCA_DEBUG=2: an
+  # invariant walk after every call) it took 233 s on the CI machine
+  add_test(NAME ccbench_quick
+    COMMAND ccbench --all --quick --out ${CMAKE_CURRENT_BINARY_DIR}/ccbench-quick)
+  set_tests_properties(ccbench_quick PROPERTIES LABELS cpu TIMEOUT 600
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
+  # bad driver-cost options are refused (exit 2), never taken as 0
+  foreach(bad "x" "2s" "2000000us" "5us," "-1us" "1ms,x")
+    string(MAKE_C_IDENTIFIER "${bad}" id)
+    add_test(NAME ccbench_bad_latency_${id} COMMAND ccbench replay --upstream-latency ${bad} gen:uniform)
+    set_tests_properties(ccbench_bad_latency_${id} PROPERTIES LABELS cpu WILL_FAIL TRUE)
+    add_test(NAME ccbench_bad_vm_latency_${id} COMMAND ccbench replay --vm-latency ${bad} gen:uniform)
+    set_tests_properties(ccbench_bad_vm_latency_${id} PROPERTIES LABELS cpu WILL_FAIL TRUE)
+  endforeach()
+  # bench/scripts/record_torch.py's reconstruction (pairing, drops, totals,
+  # marks, the v2 writer) on synthetic events: pytest, no torch needed
+  if(CCA_PYTEST)
+    add_test(NAME test_record_torch
+      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_record_torch.py)
+    set_tests_properties(test_record_torch PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+    # bench/scripts/pytorch_replay.py over a stand-in for torch.cuda
+    add_test(NAME test_pytorch_replay
+      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_pytorch_replay.py)
+    set_tests_properties(test_pytorch_replay PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+  else()
+    message(STATUS "tests: python3 with pytest not found: test_record_torch not registered (scripts/deps.sh installs it)")
+  endif()
+  foreach(bad "0" "1001" "x")
+    add_test(NAME ccbench_bad_driver_reps_${bad} COMMAND ccbench replay --driver-reps ${bad} gen:uniform)
+    set_tests_properties(ccbench_bad_driver_reps_${bad} PROPERTIES LABELS cpu WILL_FAIL TRUE)
+  endforeach()
+  # a generated trace is held in memory: a --scale past CCB_GEN_MAX_SCALE (the
+  # bound on generated events, bench/ccbench.h) is refused with a message before
+  # anything is generated; 1e6 once grew to gigabytes and aborted
+  foreach(cmd "info;gen:uniform" "gen;uniform" "replay;gen:models")
+    list(GET cmd 0 sub)
+    add_test(NAME ccbench_scale_too_large_${sub} COMMAND ccbench ${cmd} --scale 1e6)
+    set_tests_properties(ccbench_scale_too_large_${sub} PROPERTIES LABELS cpu TIMEOUT 20
+      PASS_REGULAR_EXPRESSION "--scale '1e6' is not a number > 0 and <= 100")
+  endforeach()
+  # ccb_cli(NAME CODE WANT UNWANTED STDOUT ARGS...): `ccbench ARGS > STDOUT`
+  # exits CODE, says WANT and never UNWANTED ("" none), STDOUT "-" captured
+  # (tests/bench/ccbench_cli.sh: the exit status and the words both checked)
+  function(ccb_cli name code want unwanted stdout)
+    add_test(NAME ${name} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh $<TARGET_FILE:ccbench>
+      ${code} "${want}" "${unwanted}" ${stdout} ${ARGN})
+    set_tests_properties(${name} PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
+  endfunction()
+  set(ccb_cli_dir ${CMAKE_CURRENT_BINARY_DIR}/ccbench-cli)
+  # --scale is a plain decimal number, optionally with an exponent: strtod
+  # alone takes a sign, leading blanks, hex floats (0x10 is 16) and inf
+  set(i 0)
+  foreach(bad "+1" " 1" "1 " "0x10" "0x1p-1" "-1" "inf" "nan" "." "1e" "1e-400" "")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_scale_${i} 2 "--scale '[^']*' is not a number > 0 and <= 100" "" -
+      gen uniform "--scale=${bad}" -o /dev/null) # "=": an empty value stays an argument
+  endforeach()
+  # --live is N,N,...: an empty count is an error, as an empty field of a trace
+  set(i 0)
+  foreach(bad "10," ",10" "10,,1000" "," "")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_live_${i} 2 "--live '${bad}' is not a list of at most 8 counts" "" -
+      micro -s malloc --pairs 10 "--live=${bad}")
+  endforeach()
+  # --help states what the parser takes (a latency without a unit is in us,
+  # at most 1 s; a device capacity > 0), and the parser takes exactly that
+  ccb_cli(ccbench_help_latency_unit 0 "a duration in ns, us or ms \\(no unit: us\\), at most 1 s" "" - --help)
+  ccb_cli(ccbench_help_device_bytes 0 "simulated device capacity, > 0," "" - --help)
+  ccb_cli(ccbench_latency_without_unit_is_us 2 "--upstream-latency '1000001' is not a duration" "" -
+    gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000001)
+  ccb_cli(ccbench_latency_at_most_a_second 0 "" "not a duration" -
+    gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000000,1000ms)
+  ccb_cli(ccbench_vm_latency_without_unit_is_us 2 "--vm-latency '1000001' is not a duration" "" -
+    gen uniform --scale 0.05 -o /dev/null --vm-latency 1000001)
+  ccb_cli(ccbench_vm_latency_at_most_a_second 0 "" "not a duration" -
+    gen uniform --scale 0.05 -o /dev/null --vm-latency 1000000,1000ms)
+  ccb_cli(ccbench_device_bytes_zero 2 "--device-bytes '0' is not a size > 0" "" -
+    gen uniform --scale 0.05 -o /dev/null --device-bytes 0)
+  # --vm-granularity: a power of two from 4K to 1G, else exit 2 before anything runs
+  set(i 0)
+  foreach(bad "3M" "0" "2K" "2G" "-8M" "x" "" "8M,4M")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_vm_granularity_${i} 2 "--vm-granularity '[^']*' is not a power of two from 4K to 1G" "" -
+      gen uniform --scale 0.05 -o /dev/null "--vm-granularity=${bad}")
+  endforeach()
+  # ... and a good one reaches the device: one 4 KiB block maps one page of it
+  add_test(NAME ccbench_vm_granularity_sets_the_page COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_vm_granularity.sh
+    $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-vm-granularity)
+  set_tests_properties(ccbench_vm_granularity_sets_the_page PROPERTIES LABELS cpu TIMEOUT 120)
+  # --vm-backing: pages or whole-maps, else exit 2 before anything runs
+  set(i 0)
+  foreach(bad "whole_maps" "WHOLE-MAPS" "page" "0" "1" "" "pages,whole-maps" "whole-maps ")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_vm_backing_${i} 2 "--vm-backing '[^']*' is neither pages nor whole-maps" "" -
+      gen uniform --scale 0.05 -o /dev/null "--vm-backing=${bad}")
+  endforeach()
+  # ... and whole-maps reaches the simulated device
+  add_test(NAME ccbench_vm_backing_reaches_the_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_vm_backing.sh
+    $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-vm-backing)
+  set_tests_properties(ccbench_vm_backing_reaches_the_device PROPERTIES LABELS cpu TIMEOUT 120)
+  # standard output on a full device: every command that prints says so and
+  # exits 1 (it used to exit 0, the table lost); usage errors keep their 2
+  set(ccb_full "cannot write standard output: No space left on device")
+  ccb_cli(ccbench_full_stdout_info 1 "${ccb_full}" "" /dev/full info gen:uniform --scale 0.05)
+  ccb_cli(ccbench_full_stdout_gen 1 "${ccb_full}" "" /dev/full gen uniform --scale 0.05)
+  ccb_cli(ccbench_full_stdout_replay 1 "${ccb_full}" "" /dev/full replay -s malloc --reps 1 --scale 0.05 gen:uniform)
+  ccb_cli(ccbench_full_stdout_micro 1 "${ccb_full}" "" /dev/full micro -s malloc --live 10 --pairs 100)
+  ccb_cli(ccbench_full_stdout_driver 1 "${ccb_full}" "" /dev/full driver --reps 1)
+  ccb_cli(ccbench_full_stdout_list 1 "${ccb_full}" "" /dev/full --list)
+  ccb_cli(ccbench_full_stdout_help 1 "${ccb_full}" "" /dev/full --help)
+  ccb_cli(ccbench_full_stdout_switch_help 1 "${ccb_full}" "" /dev/full switch --help)
+  ccb_cli(ccbench_full_stdout_switch 1 "${ccb_full}" "" /dev/full switch --device host --rounds 2 mlp:64x64:relu)
+  ccb_cli(ccbench_full_stdout_all 1 "${ccb_full}" "" /dev/full
+    --all --quick --no-plots -s malloc --live 10 --pairs 10 --out ${ccb_cli_dir}/full-all)
+  ccb_cli(ccbench_full_stdout_usage_error 2 "unknown option '--nope'" "" /dev/full replay --nope)
+  # standard output closed (>&-): a command that writes nothing there succeeds
+  # (EBADF at the close is not a failure when nothing was written: GNU
+  # close_stdout); one that prints fails with the reason
+  ccb_cli(ccbench_closed_stdout_gen_file 0 "" "standard output" closed
+    gen uniform --scale 0.05 -o ${ccb_cli_dir}/closed-gen.csv)
+  ccb_cli(ccbench_closed_stdout_info 1 "cannot write standard output: Bad file descriptor" "" closed
+    info gen:uniform --scale 0.05)
+  # gen -o FILE that cannot be written names FILE and why (it exited 1 in silence)
+  ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
+    gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)
+  ccb_cli(ccbench_gen_full 1 "cannot write /dev/full: No space left on device" "" - gen uniform --scale 0.05 -o /dev/full)
+  # ... and a FIFO that no process reads is refused at once (fopen for writing
+  # waits for a reader for ever); `timeout` makes a hang a failure
+  set(ccb_fifo ${ccb_cli_dir}/fifo.csv)
+  add_test(NAME ccbench_gen_fifo_nobody_reads COMMAND sh -c
+    "mkdir -p '${ccb_cli_dir}' && rm -f '${ccb_fifo}' && mkfifo '${ccb_fifo}' && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 1 'cannot write ${ccb_fifo}: a FIFO nobody reads' '' - gen uniform --scale 0.05 -o '${ccb_fifo}'")
+  set_tests_properties(ccbench_gen_fifo_nobody_reads PROPERTIES LABELS cpu TIMEOUT 60)
+  # ... and a TRACE that is a FIFO no process writes is refused at once, by
+  # every command that reads one (fopen for reading waits for a writer for
+  # ever); one with a writer is read as any pipe
+  foreach(cmd "info" "replay;-s;malloc;--reps;1" "--all;--quick;--no-plots;-s;malloc;--live;10;--pairs;10;--out;${ccb_cli_dir}/fifo-all")
+    list(GET cmd 0 sub)
+    string(REPLACE "-" "" sub "${sub}")
+    string(REPLACE ";" " " args "${cmd}")
+    set(fifo ${ccb_cli_dir}/fifo-${sub}.csv)
+    add_test(NAME ccbench_${sub}_fifo_nobody_writes COMMAND sh -c
+      "mkdir -p '${ccb_cli_dir}' && rm -f '${fifo}' && mkfifo '${fifo}' && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 2 '${fifo}.*a FIFO nobody writes' '' - ${args} '${fifo}'")
+    set_tests_properties(ccbench_${sub}_fifo_nobody_writes PROPERTIES LABELS cpu TIMEOUT 60)
+  endforeach()
+  # the writer: a pipe (the shell's |), and a process waiting in open() for
+  # the FIFO's reader (cat, started a second before)
+  set(fifo ${ccb_cli_dir}/fifo-written.csv)
+  set(made ${ccb_cli_dir}/fifo-source.csv)
+  add_test(NAME ccbench_info_pipe_with_a_writer COMMAND sh -c
+    "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${made}-pipe' && cat '${made}-pipe' | timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '[|] stdin [|] [1-9][0-9]* [|]' 'FIFO' - info /dev/stdin")
+  add_test(NAME ccbench_info_fifo_with_a_writer COMMAND sh -c
+    "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${made}' && rm -f '${fifo}' && mkfifo '${fifo}' && { cat '${made}' > '${fifo}' & } && sleep 1 && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '[|] fifo-written [|] [1-9][0-9]* [|]' 'FIFO' - info '${fifo}'")
+  set_tests_properties(ccbench_info_pipe_with_a_writer ccbench_info_fifo_with_a_writer PROPERTIES LABELS cpu TIMEOUT 60)
+  # cck_bench's counts are plain decimal (atoi took "5x" as 5 and "x" as 0,
+  # strtoull "-1" as 2^64-1): refused with exit 2 naming the option
+  if(TARGET cck_bench)
+    set(i 0)
+    foreach(bad "--reps;5x" "--reps;0" "--reps;x" "--cpu-reps; 3" "--cpu-reps;+3" "--cpu-rows;-1"
+            "--cpu-rows;99999999999999999999999")
+      math(EXPR i "${i} + 1")
+      list(GET bad 0 opt)
+      add_test(NAME cck_bench_bad_count_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+        $<TARGET_FILE:cck_bench> 2 "^${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
+      set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
+    endforeach()
+  endif()
+  # switch: one model once has no switch to time (it printed NaN and exited 0)
+  ccb_cli(ccbench_switch_one_model 2 "a switch needs two models in the sequence" "" -
+    switch --device host --rounds 1 mlp:64x64:relu)
+  # ... and every figure is measured or the run fails with the reason, never
+  # NaN or inf: a stand-in ccrun (tests/fixtures/fake_ccrun.sh) reports 0.000 ms
+  # switches, a phase without its time, no release phase (needs cJSON)
+  get_target_property(ccb_defs ccbench_core COMPILE_DEFINITIONS)
+  if("${ccb_defs}" MATCHES "CCB_HAVE_CJSON")
+    set(ccb_nan "(^|[^a-zA-Z])-?(nan|inf)")
+    set(ccb_fake ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/fake_ccrun.sh)
+    ccb_cli(ccbench_switch_zero_ms 0 "below ccrun's resolution of 0.001 ms: no speed-up figure" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    ccb_cli(ccbench_switch_no_time 1 "no number >= 0 for 'time_ms' in its release phase" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    ccb_cli(ccbench_switch_no_release 1 "ccrun reported 0 switches in one process" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    # --ccrun PATH of 1024 bytes or more is used whole: it was cut to 1023 (the
+    # stand-in's "ccrun" to "ccru", an impostor here, or "skipped", exit 0)
+    string(REPEAT "c" 200 ccb_c200)
+    set(ccb_long ${ccb_cli_dir}/long-ccrun)
+    while(TRUE)
+      string(LENGTH "${ccb_long}/${ccb_c200}/ccrun" ccb_len)
+      if(ccb_len GREATER 1024)
+        break()
+      endif()
+      string(APPEND ccb_long "/${ccb_c200}")
+    endwhile()
+    string(LENGTH "${ccb_long}/ccrun" ccb_len)
+    math(EXPR ccb_pad "1024 - ${ccb_len} - 1")
+    if(ccb_pad GREATER 0) # else the build directory's own path is too long for this test
+      string(REPEAT "d" ${ccb_pad} ccb_d)
+      string(APPEND ccb_long "/${ccb_d}") # ${ccb_long}/ccrun: exactly 1024 bytes
+      file(MAKE_DIRECTORY ${ccb_long})
+      file(CREATE_LINK ${ccb_fake} ${ccb_long}/ccrun SYMBOLIC)
+      file(WRITE ${ccb_long}/ccru "#!/bin/sh\necho IMPOSTOR RAN >&2\nexit 1\n")
+      file(CHMOD ${ccb_long}/ccru PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
+      ccb_cli(ccbench_switch_ccrun_long 0 "below ccrun's resolution" "IMPOSTOR|skipped" -
+        switch --ccrun ${ccb_long}/ccrun a b)
+    endif()
+    foreach(mode zero_ms:zero no_time:no-time no_release:no-release)
+      string(REPLACE ":" ";" mode ${mode})
+      list(GET mode 0 test)
+      list(GET mode 1 value)
+      set_tests_properties(ccbench_switch_${test} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;FAKE_CCRUN=${value}")
+    endforeach()
+  endif()
+  # switch --ccrun PATH names ccrun: a PATH that is not an executable file is an
+  # error (it said "skipped: ccrun not found" and exited 0); skipping is for a
+  # ccrun that was searched for and not found
+  ccb_cli(ccbench_switch_ccrun_missing 1
+    "--ccrun '/nonexistent-ccbench-dir/ccrun' is not an executable file: No such file or directory" "skipped" -
+    switch --ccrun /nonexistent-ccbench-dir/ccrun)
+  ccb_cli(ccbench_switch_ccrun_not_executable 1 "is not an executable file: Permission denied" "skipped" -
+    switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR}/bench/bench.cmake)
+  ccb_cli(ccbench_switch_ccrun_directory 1 "is not an executable file: Is a directory" "skipped" -
+    switch --ccrun ${CMAKE_CURRENT_SOURCE_DIR})
+  string(REPEAT "/x" 2100 ccb_too_long) # 4200 bytes: past PATH_MAX, never cut to a shorter path
+  ccb_cli(ccbench_switch_ccrun_too_long 1 "is too long \\(4206 bytes; at most 4095\\)" "skipped" -
+    switch --ccrun ${ccb_too_long}/ccrun)
+  # README.md links only the plots that exist: --no-plots made none, and its
+  # README linked timeline_T.png and ratios.png all the same (broken links)
+  add_test(NAME ccbench_no_plots_no_plot_links COMMAND sh -c
+    "d=$(mktemp -d) && '$<TARGET_FILE:ccbench>' replay --no-plots -s ccalloc-growth --out \"$d\" gen:uniform --scale 0.05 >/dev/null && grep -q 'CSV: results.csv' \"$d/README.md\" && ! grep -n '\\.png' \"$d/README.md\"; rc=$?; rm -rf \"$d\"; exit $rc")
+  set_tests_properties(ccbench_no_plots_no_plot_links PROPERTIES LABELS cpu)
+  # the boundary --help and docs/benchmarks.md state: PATH_MAX (4096) bytes is already too long
+  string(REPEAT "/x" 2045 ccb_at_max) # + "/ccrun": exactly 4096 bytes
+  ccb_cli(ccbench_switch_ccrun_path_max 1 "is too long \\(4096 bytes; at most 4095\\)" "skipped" -
+    switch --ccrun ${ccb_at_max}/ccrun)
+  ccb_cli(ccbench_switch_help_path_max 0 "not an executable file or is PATH_MAX bytes" "" - switch --help)
+  # --all TRACE...: the suite on those traces instead of the standard set (the
+  # operands were ignored in silence); one that does not read stops it, exit 2;
+  # a command name before --all is not taken for a trace
+  set(ccb_all_opts --all --quick --no-plots -s malloc --live 10 --pairs 10)
+  ccb_cli(ccbench_all_with_traces 0 "replay uniform +malloc +done" "replay lognormal" -
+    ${ccb_all_opts} --out ${ccb_cli_dir}/all-traces gen:uniform)
+  ccb_cli(ccbench_all_after_a_command 0 "replay uniform +malloc +done" "replay lognormal|cannot open 'replay'" -
+    replay ${ccb_all_opts} --out ${ccb_cli_dir}/all-command gen:uniform)
+  ccb_cli(ccbench_all_with_a_bad_trace 2 "cannot open '/nonexistent-ccbench-dir/t.csv'" "replay " -
+    ${ccb_all_opts} --out ${ccb_cli_dir}/all-bad /nonexistent-ccbench-dir/t.csv)
+  # --all whose README.md cannot be written whole, or whose --out is not a
+  # directory: an output failure, exit 1 as for replay (it was 2, "bad
+  # usage"), and no "wrote README.md" after "cannot write"
+  file(MAKE_DIRECTORY ${ccb_cli_dir}/all-full)
+  file(CREATE_LINK /dev/full ${ccb_cli_dir}/all-full/README.md SYMBOLIC)
+  ccb_cli(ccbench_all_readme_full 1 "cannot write ${ccb_cli_dir}/all-full/README.md: No space left on device"
+    "wrote .*README.md" - ${ccb_all_opts} --out ${ccb_cli_dir}/all-full gen:uniform)
+  file(WRITE ${ccb_cli_dir}/all-not-a-dir "")
+  ccb_cli(ccbench_all_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
+    "wrote .*README.md" - ${ccb_all_opts} --out ${ccb_cli_dir}/all-not-a-dir gen:uniform)
+  # two traces of one name (a/t.csv b/t.csv, the same trace twice) get distinct
+  # names, said on stderr: their timelines and plots overwrote each other
+  file(WRITE ${ccb_cli_dir}/a/t.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
+  file(WRITE ${ccb_cli_dir}/b/t.csv "seq,op,id,size,stream\n0,alloc,1,8192,0\n1,free,1,8192,0\n")
+  ccb_cli(ccbench_replay_same_name 0 "trace '${ccb_cli_dir}/b/t.csv' is called 't-2'" "" -
+    replay -s malloc --reps 1 --no-plots --out ${ccb_cli_dir}/same-name ${ccb_cli_dir}/a/t.csv ${ccb_cli_dir}/b/t.csv)
+  ccb_cli(ccbench_replay_same_trace_twice 0 "trace 'gen:uniform' is called 'uniform-2'" "" -
+    replay -s malloc --reps 1 --scale 0.05 --no-plots --out ${ccb_cli_dir}/same-trace gen:uniform gen:uniform)
+  ccb_cli(ccbench_all_same_name 0 "trace '${ccb_cli_dir}/b/t.csv' is called 't-2'" "" - ${ccb_all_opts}
+    --out ${ccb_cli_dir}/all-same-name ${ccb_cli_dir}/a/t.csv ${ccb_cli_dir}/b/t.csv)
+  # a strategy named twice: two timeline CSVs, not one overwritten; an output
+  # directory with spaces in its path still gets its plots
+  add_test(NAME ccbench_plots COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_plots.sh $<TARGET_FILE:ccbench>
+    ${ccb_cli_dir}/plots)
+  set_tests_properties(ccbench_plots PROPERTIES LABELS cpu TIMEOUT 120)
+  # the command line a results README quotes: whole past 4 KiB, and quoted
+  # so that a shell splits it back into the arguments given
+  add_test(NAME ccbench_command_line COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_command_line.sh
+    $<TARGET_FILE:ccbench> ${ccb_cli_dir}/command_line)
+  set_tests_properties(ccbench_command_line PROPERTIES LABELS cpu TIMEOUT 120)
+  # the malloc floor refuses a block over the device as an OOM, without calling
+  # malloc: a 2^60-byte request aborted ccbench under ASan (allocation-size-too-big)
+  file(WRITE ${ccb_cli_dir}/huge.csv "seq,op,id,size,stream\n0,alloc,1,1152921504606846976,0\n1,alloc,2,4096,0\n")
+  ccb_cli(ccbench_malloc_huge_request 0 "\\| huge \\| malloc \\|( [^|]*\\|){9} 1 \\|" "AddressSanitizer" -
+    replay -s malloc --reps 1 ${ccb_cli_dir}/huge.csv)
+  # the driver's real costs: measured on a GPU, a labelled skip without one
+  add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
+  set_tests_properties(ccbench_driver PROPERTIES LABELS cpu
+    PASS_REGULAR_EXPRESSION "^skipped: no GPU|cudaMalloc median")
+  # --vm-backing picks the virtual-memory tables (whole-maps: only the whole-maps one); without a GPU, the same skip
+  ccb_cli(ccbench_driver_whole_maps 0 "^skipped: no GPU|## Whole maps: one physical allocation per map" "" -
+    driver --reps 2 --vm-backing whole-maps)
+endif()

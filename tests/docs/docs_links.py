@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""docs_links.py [ROOT] — every relative link of the project's Markdown
+(README.md, docs/, allocator/, bench/results/) leads somewhere: the file
+exists, and an anchor (#section) names a heading of the Markdown file it
+points into, slugged as GitHub does (lower case; characters other than
+letters, digits, '-', '_' and spaces dropped; spaces become '-'; a repeated
+heading gets -1, -2, ...). Links inside fenced code blocks and inline code
+are not links. Every run folder of bench/results is linked from the index,
+bench/results/README.md. Absolute URLs (http:, mailto:, ...) are not checked: this
+machine may have no network. Prints each broken link; exit 1 if any.
+Standard library only."""
+import os
+import re
+import sys
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+CODE = re.compile(r"`+[^`\n]*`+")
+LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def markdown_files():
+    yield os.path.join(ROOT, "README.md")
+    for top in ("docs", "allocator", "bench/results", "bench/traces", "runtime"):
+        for d, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = [x for x in dirs if not x.startswith((".", "build"))]
+            for f in files:
+                if f.endswith(".md"):
+                    yield os.path.join(d, f)
+
+
+def slug(heading):
+    h = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return h.replace(" ", "-")
+
+
+_anchors = {}
+
+
+def anchors(path):
+    if path not in _anchors:
+        seen, out = {}, set()
+        text = FENCE.sub("", open(path, encoding="utf-8", errors="replace").read())
+        for line in text.splitlines():
+            m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+            if not m:
+                continue
+            s = slug(CODE.sub(lambda c: c.group(0).strip("`"), m.group(1)))
+            n = seen.get(s, 0)
+            seen[s] = n + 1
+            out.add(s if n == 0 else f"{s}-{n}")
+        _anchors[path] = out
+    return _anchors[path]
+
+
+def main():
+    bad = links = 0
+    for f in markdown_files():
+        if not os.path.exists(f):
+            continue
+        text = CODE.sub("", FENCE.sub("", open(f, encoding="utf-8", errors="replace").read()))
+        for m in LINK.finditer(text):
+            target = m.group(1)
+            if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", target):
+                continue
+            links += 1
+            path, _, anchor = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(f), path)) if path else f
+            rel = os.path.relpath(f, ROOT)
+            if not os.path.exists(dest):
+                print(f"{rel}: '{target}': no such file")
+                bad += 1
+            elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
+                print(f"{rel}: '{target}': no heading '{anchor}' in {os.path.relpath(dest, ROOT)}")
+                bad += 1
+    results = os.path.join(ROOT, "bench", "results")
+    if os.path.isdir(results):
+        index = open(os.path.join(results, "README.md"), encoding="utf-8").read()
+        for run in sorted(os.listdir(results)):
+            if os.path.isdir(os.path.join(results, run)) and f"]({run}/README.md)" not in index:
+                print(f"bench/results/README.md: no row for the run {run}")
+                bad += 1
+    print(f"{links} relative links, {bad} broken")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+/*
+ * test_docs.c — docs/ against allocator/src/support/config.c: the option table in docs/allocator.md is the output of
+ * cca_config_print(..., 2), so the docs cannot drift from config.c, and its
+ * range column is checked against what the parser accepts.
+ */
+#include <ccalloc.h>
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+Test(docs, option_table_matches_config_table) {
+    const char *src = getenv("CCA_SOURCE_DIR");
+    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs/allocator.md", src);
+    char *doc = read_file(path);
+
+    char *table = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&table, &len);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_print(&c, mem, 2), CCA_OK);
+    fclose(mem);
+    cr_assert_gt(len, 100);
+    cr_assert_not_null(strstr(doc, table), "docs/allocator.md must contain the option table verbatim:\n%s", table);
+    free(table);
+    free(doc);
+}
+
+/* Tables of measured figures in the docs are copies of committed result
+ * files. A block
+ *     <!-- rows-from: bench/results/.../file.md -->
+ *     | ... | ... |
+ *     <!-- end rows -->
+ * passes when every table row in it is, verbatim, a line of that file, in a
+ * table of that file whose header is the header the row has in the doc (a
+ * row under another table's header would put its figures in the wrong
+ * columns): a rerun of a benchmark that changes a figure fails here until
+ * the docs are updated, so the docs never quote numbers the repository does
+ * not hold. */
+
+/* The first line of the table (the run of lines starting with '|') that
+ * holds the line at `line` of `text`; its length in *len. */
+static const char *table_header(const char *text, const char *line, size_t *len) {
+    while (line > text) {
+        const char *prev = line - 1; /* the '\n' ending the line before */
+        while (prev > text && prev[-1] != '\n')
+            prev--;
+        if (prev[0] != '|')
+            break;
+        line = prev;
+    }
+    *len = strcspn(line, "\n");
+    return line;
+}
+
+/* Whether `row` (len bytes) is a whole line of `results` under a table
+ * header equal to `header` (hlen bytes). */
+static bool row_under_header(const char *results, const char *row, size_t len, const char *header, size_t hlen) {
+    for (const char *q = strstr(results, row); q; q = strstr(q + 1, row)) {
+        bool line_start = q == results || q[-1] == '\n';
+        if (!line_start || (q[len] != '\n' && q[len] != '\0'))
+            continue;
+        size_t qlen;
+        const char *qh = table_header(results, q, &qlen);
+        if (qlen == hlen && strncmp(qh, header, hlen) == 0)
+            return true;
+    }
+    return false;
+}
+
+static size_t check_rows_from(const char *src, const char *doc_name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs/%s", src, doc_name);
+    char *doc = read_file(path);
+    size_t checked = 0;
+    const char *marker = "<!-- rows-from: ";
+    for (const char *p = strstr(doc, marker); p; p = strstr(p, marker)) {
+        p += strlen(marker);
+        const char *name_end = strstr(p, " -->");
+        cr_assert_not_null(name_end, "%s: unterminated rows-from marker", doc_name);
+        char result_path[4096];
+        snprintf(result_path, sizeof result_path, "%s/%.*s", src, (int)(name_end - p), p);
+        char *results = read_file(result_path);
+        const char *block_end = strstr(name_end, "<!-- end rows -->");
+        cr_assert_not_null(block_end, "%s: rows-from block without <!-- end rows -->", doc_name);
+        const char *line = strchr(name_end, '\n') + 1;
+        while (line < block_end) {
+            const char *eol = strchr(line, '\n');
+            size_t len = (size_t)(eol - line);
+            if (len > 0 && line[0] == '|') {
+                char *row = malloc(len + 1);
+                cr_assert_not_null(row);
+                memcpy(row, line, len);
+                row[len] = '\0';
+                size_t hlen;
+                const char *header = table_header(doc, line, &hlen);
+                cr_assert(row_under_header(results, row, len, header, hlen),
+                          "%s: row not found verbatim, under the header it has in the doc, in %s:\n%.*s\nheader: "
+                          "%.*s",
+                          doc_name, result_path, (int)len, line, (int)hlen, header);
+                free(row);
+                checked++;
+            }
+            line = eol + 1;
+        }
+        free(results);
+        p = block_end;
+    }
+    free(doc);
+    return checked;
+}
+
+Test(docs, measured_tables_are_verbatim_rows_of_committed_results) {
+    const char *src = getenv("CCA_SOURCE_DIR");
+    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    cr_assert_gt(check_rows_from(src, "benchmarks.md"), 30, "benchmarks.md quotes the micro, trace and switch tables");
+    cr_assert_gt(check_rows_from(src, "kernels.md"), 10, "kernels.md quotes the CPU kernel table");
+    cr_assert_gt(check_rows_from(src, "tuning.md"), 5, "tuning.md quotes rows of the trace table");
+    cr_assert_gt(check_rows_from(src, "allocator-measurements.md"), 20,
+                 "allocator-measurements.md quotes the expandable-segment and whole-maps tables");
+}
+
+/* The range column of docs/allocator.md is what the parser enforces: for
+ * every row, each end of the range is accepted by cca_config_parse as far as
+ * that key's own range goes (a rule across options, such as small_max <=
+ * small_segment, may still refuse it), and the value just outside each end
+ * is refused as out of range. With option_table_matches_config_table (the
+ * table is generated from config.c's table), the column can drift neither
+ * from the code's bounds nor from what the code does with them. */
+static bool out_of_range(const char *key, const char *value) {
+    char text[256];
+    snprintf(text, sizeof text, "%s:%s", key, value);
+    cca_config c;
+    cca_config_default(&c);
+    if (cca_config_parse(&c, text) == CCA_OK)
+        return false;
+    char expect_range[128], expect_value[128];
+    snprintf(expect_range, sizeof expect_range, "out-of-range value for key '%s'", key);
+    snprintf(expect_value, sizeof expect_value, "invalid value '%s' for key '%s'", value, key);
+    return strstr(cca_last_error(), expect_range) || strstr(cca_last_error(), expect_value);
+}
+
+static void check_size_range(const char *key, const char *range) {
+    char lo[64], hi[64];
+    cr_assert_eq(sscanf(range, "[%63[^,], %63[^]]]", lo, hi), 2, "%s: range '%s'", key, range);
+    if (strcmp(hi, "SIZE_MAX") == 0)
+        snprintf(hi, sizeof hi, "%zu", SIZE_MAX);
+    size_t lo_v, hi_v;
+    cr_assert_eq(cca_parse_size(lo, &lo_v), CCA_OK, "%s: %s", key, cca_last_error());
+    cr_assert_eq(cca_parse_size(hi, &hi_v), CCA_OK, "%s: %s", key, cca_last_error());
+    char v[64];
+    cr_assert(!out_of_range(key, lo), "%s: %s is in %s: %s", key, lo, range, cca_last_error());
+    cr_assert(!out_of_range(key, hi), "%s: %s is in %s: %s", key, hi, range, cca_last_error());
+    if (lo_v > 0) {
+        snprintf(v, sizeof v, "%zu", lo_v - 1);
+        cr_assert(out_of_range(key, v), "%s: %s is below %s", key, v, range);
+    }
+    snprintf(v, sizeof v, "%zu", hi_v + 1); /* SIZE_MAX + 1 wraps to 0: */
+    if (hi_v == SIZE_MAX)                   /* write 2^64 itself        */
+        snprintf(v, sizeof v, "18446744073709551616");
+    cr_assert(out_of_range(key, v), "%s: %s is above %s", key, v, range);
+}
+
+static void check_fraction_range(const char *key, const char *range) {
+    double lo, hi;
+    cr_assert_eq(sscanf(range, "(%lf, %lf]", &lo, &hi), 2, "%s: range '%s'", key, range);
+    char v[64];
+    snprintf(v, sizeof v, "%.17g", lo);
+    cr_assert(out_of_range(key, v), "%s: %s is not in %s", key, v, range);
+    snprintf(v, sizeof v, "%.17g", nextafter(lo, hi));
+    cr_assert(!out_of_range(key, v), "%s: %s is in %s: %s", key, v, range, cca_last_error());
+    snprintf(v, sizeof v, "%.17g", hi);
+    cr_assert(!out_of_range(key, v), "%s: %s is in %s: %s", key, v, range, cca_last_error());
+    snprintf(v, sizeof v, "%.17g", nextafter(hi, 2 * hi + 1));
+    cr_assert(out_of_range(key, v), "%s: %s is not in %s", key, v, range);
+}
+
+/* "growth, greedy", "0, 1": each word is accepted, another is not. */
+static void check_list_range(const char *key, const char *range) {
+    char words[128];
+    snprintf(words, sizeof words, "%s", range);
+    for (char *w = strtok(words, ", "); w; w = strtok(NULL, ", "))
+        cr_assert(!out_of_range(key, w), "%s: %s is in %s: %s", key, w, range, cca_last_error());
+    cr_assert(out_of_range(key, "2"), "%s: 2 is not in %s", key, range);
+}
+
+Test(docs, option_table_range_column_is_what_the_parser_enforces) {
+    const char *src = getenv("CCA_SOURCE_DIR");
+    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs/allocator.md", src);
+    char *doc = read_file(path);
+    const char *header = "| option | default | range | meaning |\n|---|---|---|---|\n";
+    const char *row = strstr(doc, header);
+    cr_assert_not_null(row, "docs/allocator.md: no option table with a range column");
+    row += strlen(header);
+    int rows = 0;
+    for (; *row == '|'; row = strchr(row, '\n') + 1, rows++) {
+        char key[64], def[64], range[128];
+        cr_assert_eq(sscanf(row, "| `%63[^`]` | `%63[^`]` | `%127[^`]` |", key, def, range), 3, "row: %.80s", row);
+        if (range[0] == '[')
+            check_size_range(key, range);
+        else if (range[0] == '(')
+            check_fraction_range(key, range);
+        else
+            check_list_range(key, range);
+    }
+    /* one row per option: as many as cca_config_print(c, f, 0) has lines */
+    char *lines = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&lines, &len);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_print(&c, mem, 0), CCA_OK);
+    fclose(mem);
+    int options = 0;
+    for (const char *p = lines; *p; p++)
+        options += *p == '\n';
+    cr_assert_eq(rows, options, "%d rows in the docs, %d options in config.c", rows, options);
+    free(lines);
+    free(doc);
+}
+
+/* ---- statements of the docs held by the code they describe ------------- */
+
+static char *read_source(const char *rel) {
+    const char *src = getenv("CCA_SOURCE_DIR");
+    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", src, rel);
+    return read_file(path);
+}
+
+/* The text from `start` (which must occur in `text`) to the next `end`. */
+static char *between(const char *text, const char *start, const char *end, const char *what) {
+    const char *p = strstr(text, start);
+    cr_assert_not_null(p, "%s: '%s' not found", what, start);
+    const char *q = strstr(p, end);
+    cr_assert_not_null(q, "%s: no '%s' after '%s'", what, end, start);
+    size_t n = (size_t)(q - p);
+    char *out = malloc(n + 1);
+    cr_assert_not_null(out);
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return out;
+}
+
+/* docs/tuning.md says alloc_retries counts retries as they begin, before
+ * anything is released: a refusal with nothing cached counts one and
+ * releases nothing, and so does cca_domain_reserve's. */
+Test(docs, alloc_retries_is_what_tuning_md_says) {
+    char *doc = read_source("docs/tuning.md");
+    cr_assert_not_null(
+        strstr(doc, "is counted when its\n  retry starts, before it completes pending frees or releases anything"),
+        "docs/tuning.md: the alloc_retries bullet changed; keep this test with it");
+    free(doc);
+    const size_t MiB = (size_t)1 << 20;
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_host_create(64 * MiB, &u), CCA_OK);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "log_oom:0"), CCA_OK);
+    cca_allocator *a;
+    cr_assert_eq(cca_create(&c, u, &a), CCA_OK, "%s", cca_last_error());
+    void *live, *p;
+    cr_assert_eq(cca_alloc(a, 40 * MiB, NULL, &live), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc(a, 40 * MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY, "40 MiB more on a 64 MiB device");
+    cca_stats s;
+    cca_get_stats(a, &s);
+    cr_assert_eq(s.alloc_retries, 1, "the retry is counted though nothing is cached");
+    cr_assert_eq(s.upstream_frees, 0, "nothing was released");
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "model", &d), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_reserve(a, d, 40 * MiB), CCA_ERR_OUT_OF_MEMORY);
+    cca_get_stats(a, &s);
+    cr_assert_eq(s.alloc_retries, 2, "cca_domain_reserve's retry counts too");
+    cr_assert_eq(s.upstream_frees, 0, "nothing was released");
+    cr_assert_eq(cca_free(a, live), CCA_OK);
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+}
+
+/* docs/tuning.md's table "What the release report tells you" names every
+ * field of cca_release_report (ccalloc.h). */
+Test(docs, release_report_table_names_every_field) {
+    char *header = read_source("allocator/include/ccalloc.h");
+    char *fields = between(header, "typedef struct cca_release_report {", "} cca_release_report;", "ccalloc.h");
+    char *doc = read_source("docs/tuning.md");
+    char *table = between(doc, "What the release report tells you:", "\n\n###", "docs/tuning.md");
+    int n = 0;
+    for (const char *p = strstr(fields, "size_t "); p; p = strstr(p, "size_t ")) {
+        p += strlen("size_t ");
+        char name[64], quoted[72];
+        cr_assert_eq(sscanf(p, "%63[a-z_]", name), 1);
+        snprintf(quoted, sizeof quoted, "`%s`", name);
+        cr_assert_not_null(strstr(table, quoted), "docs/tuning.md's release report table lacks %s", quoted);
+        n++;
+    }
+    cr_assert_geq(n, 10, "only %d fields read from cca_release_report", n);
+    free(table);
+    free(doc);
+    free(fields);
+    free(header);
+}
+
+/* docs/release.md's steps of ccr_engine_release name every call it makes
+ * (runtime/src/engine.c), save those that only compose messages. */
+Test(docs, release_md_steps_name_every_call_of_ccr_engine_release) {
+    char *code = read_source("runtime/src/engine.c");
+    char *body = between(code, "ccr_status ccr_engine_release(ccr_engine *e", "\n}\n", "runtime/src/engine.c");
+    char *doc = read_source("docs/release.md");
+    char *steps = between(doc, "ccr_engine_release(e, &info)\n", "```", "docs/release.md");
+    static const char *messages[] = {"ccr_fail",       "ccr_warn",          "ccr_engine_mark",
+                                     "ccr_status_of",  "ccr_last_error",    "cca_status_string",
+                                     "cca_last_error", "cck_status_string", "ccr_engine_release"};
+    int calls = 0;
+    for (const char *p = body; *p; p++) {
+        if ((p != body && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z'))) || strncmp(p, "cc", 2) != 0)
+            continue;
+        char name[64];
+        int len = 0;
+        if (sscanf(p, "%63[a-z_]%n", name, &len) != 1 || p[len] != '(' || name[3] != '_')
+            continue;
+        bool message = false;
+        for (size_t i = 0; i < sizeof messages / sizeof *messages; i++)
+            message |= strcmp(name, messages[i]) == 0;
+        if (!message) {
+            cr_assert_not_null(strstr(steps, name), "docs/release.md's steps leave out %s", name);
+            calls++;
+        }
+        p += len;
+    }
+    cr_assert_geq(calls, 5, "only %d calls read from ccr_engine_release", calls);
+    free(steps);
+    free(doc);
+    free(body);
+    free(code);
+}

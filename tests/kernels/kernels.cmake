@@ -1,0 +1,28 @@
+# kernels/ (libcck): host kernels and argument checks run everywhere (cpu);
+# the CUDA suite skips each test with a reason when no GPU is present (gpu).
+# The GPU suite takes its device memory, cuBLAS workspace included, from a
+# ccalloc allocator over the CUDA upstream.
+if(TARGET cck)
+  cca_add_test(NAME test_kernels_host SOURCES kernels/test_kernels_host.c LIBS cck LABEL cpu)
+  # exp_host.h is tested directly
+  target_include_directories(test_kernels_host PRIVATE ${PROJECT_SOURCE_DIR}/kernels/src)
+  # softmax v4's per-thread code (kernels/src/softmax_online.h) on the CPU
+  cca_add_test(NAME test_kernels_emulated SOURCES kernels/test_kernels_emulated.c LIBS cck LABEL cpu)
+  target_include_directories(test_kernels_emulated PRIVATE ${PROJECT_SOURCE_DIR}/kernels/src)
+  if(CCK_HAVE_OPENBLAS)
+    target_compile_definitions(test_kernels_host PRIVATE CCK_EXPECT_OPENBLAS=1)
+  endif()
+  if(TARGET ccalloc_static)
+    cca_add_test(NAME test_kernels_cuda SOURCES kernels/test_kernels_cuda.c LIBS cck ccalloc_static LABEL gpu)
+  endif()
+endif()
+
+# What ptxas and the PTX say about the CUDA kernels (no GPU needed): no spills,
+# no stack frame, 16-byte accesses exactly where softmax.cu and dense.cu say.
+if(CCA_WITH_CUDA)
+  string(REPLACE ";" " " _cck_archs "${CMAKE_CUDA_ARCHITECTURES}")
+  add_test(NAME kernels_static_check
+    COMMAND ${PROJECT_SOURCE_DIR}/bench/kernels/kernel_resources.sh --check --nvcc ${CMAKE_CUDA_COMPILER}
+            --arch "${_cck_archs}")
+  set_tests_properties(kernels_static_check PROPERTIES LABELS cpu TIMEOUT 300)
+endif()

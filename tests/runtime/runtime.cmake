@@ -1,0 +1,24 @@
+# Runtime (engine + ccrun) tests. Host suites always run on the simulated
+# device; the gpu suite skips without a GPU; test_ccrun.sh drives the ccrun
+# binary (bad inputs, --json, --keep-cache, --timeline, --resident, --demo,
+# outputs on a full device);
+# test_runtime_domains: one memory domain per model, leaks, footprints;
+# test_runtime_text: text from model files escaped for a terminal.
+if(TARGET ccr)
+  foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains test_runtime_text)
+    cca_add_test(NAME ${suite} SOURCES runtime/${suite}.c LIBS ccr LABEL cpu)
+    target_include_directories(${suite} PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
+  endforeach()
+  # The engine when the device or the host refuses memory, at every call index of a model's life
+  # (tests/runtime/test_runtime_faults.c): host malloc failures injected with --wrap (tests/support/malloc_fault.h).
+  cca_add_test(NAME test_runtime_faults SOURCES runtime/test_runtime_faults.c support/alloc_test_util.c support/malloc_fault.c
+    LIBS ccr LABEL cpu)
+  target_include_directories(test_runtime_faults PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
+  target_link_options(test_runtime_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP})
+  cca_add_test(NAME test_runtime_gpu SOURCES runtime/test_runtime_gpu.c LIBS ccr LABEL gpu)
+  target_include_directories(test_runtime_gpu PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
+
+  add_test(NAME test_ccrun COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_ccrun.sh $<TARGET_FILE:ccrun>)
+  set_tests_properties(test_ccrun PROPERTIES LABELS cpu TIMEOUT 300
+    ENVIRONMENT "CCA_SOURCE_DIR=${PROJECT_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=1")
+endif()

@@ -1,0 +1,502 @@
+/*
+ * test_runtime_domains.c — runtime/src/model.c: one memory domain per model (runtime/src/model.c,
+ * engine.c, footprint.c) on the simulated device, where every figure is
+ * exact:
+ *
+ *   - unloading one model returns all it reserved (device free rises by
+ *     exactly its domain's reserved bytes) while another stays loaded and
+ *     keeps producing the same output bytes; classic and expandable
+ *     segments;
+ *   - without domains (and under greedy) models share the pool: the unload
+ *     leaves memory cached, as before domains;
+ *   - a block left live in a model's domain is a leak: the unload reports it
+ *     (status, info, warning), releases nothing of the domain, and
+ *     ccr_engine_release destroys the domain once the block is freed;
+ *   - footprint: the second load of a model reserves its first peak up front
+ *     and then makes no upstream call during its load and runs, with a peak
+ *     no higher; the key keeps the largest batch; reconfigure forgets;
+ *   - sidecars: written and read across engines; hostile ones (garbage,
+ *     oversized, NUL bytes, duplicates, other layers, absurd peaks, a FIFO,
+ *     a directory) are ignored with a warning and the load succeeds.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_runtime_util.h"
+
+#define MiB ((size_t)1 << 20)
+
+static size_t dev_free(ccr_engine *e) {
+    size_t f = 0, t = 0;
+    cr_assert_eq(cca_upstream_mem_info(ccr_engine_upstream(e), &f, &t), CCA_OK);
+    return f;
+}
+
+static unsigned long long upstream_calls(ccr_engine *e) {
+    cca_upstream_stats us;
+    cca_upstream_get_stats(ccr_engine_upstream(e), &us);
+    return (unsigned long long)(us.alloc_calls + us.vm_map_calls);
+}
+
+static cca_domain_stats dstats(ccr_engine *e, ccr_model *m) {
+    cca_domain_stats s;
+    cr_assert_not_null(ccr_model_domain(m));
+    cr_assert_eq(cca_get_domain_stats(ccr_engine_allocator(e), ccr_model_domain(m), &s), CCA_OK);
+    return s;
+}
+
+/* Run `batch` rows of a fixed input; the outputs (malloc'd) for comparing. */
+static float *run_rows(ccr_model *m, size_t batch) {
+    const ccr_arch *a = ccr_model_arch(m);
+    size_t in = a->layers[0].in, out = a->layers[a->n_layers - 1].out;
+    float *x = malloc(batch * in * sizeof(float)), *y = malloc(batch * out * sizeof(float));
+    for (size_t i = 0; i < batch * in; i++)
+        x[i] = (float)((i * 7919) % 1009) / 1009.0f;
+    cr_assert_eq(ccr_model_run(m, x, batch, y), CCR_OK, "%s", ccr_last_error());
+    free(x);
+    return y;
+}
+
+static void expect_same_outputs(ccr_model *m, size_t batch, const float *want, const char *when) {
+    const ccr_arch *a = ccr_model_arch(m);
+    float *y = run_rows(m, batch);
+    cr_expect_eq(memcmp(y, want, batch * a->layers[a->n_layers - 1].out * sizeof(float)), 0,
+                 "resident outputs changed %s", when);
+    free(y);
+}
+
+/* Warnings of the engine, kept for the test to read. */
+static char warned[8][1024];
+static size_t n_warned;
+static void capture(void *user, const char *line) {
+    (void)user;
+    if (n_warned < 8)
+        snprintf(warned[n_warned], sizeof warned[0], "%s", line);
+    n_warned++;
+}
+static int warned_about(const char *words) {
+    for (size_t i = 0; i < n_warned && i < 8; i++)
+        if (strstr(warned[i], words))
+            return 1;
+    return 0;
+}
+
+static ccr_engine *engine_with(size_t capacity, const char *conf, int sidecar) {
+    n_warned = 0;
+    return test_engine(NULL, capacity, conf, 1, sidecar, capture);
+}
+
+/* B resident; A, then C loaded, run, unloaded: each unload gives back
+ * exactly its domain's reservation, B's bytes and outputs never move. */
+static void resident_sequence(const char *conf) {
+    ccr_engine *e = host_engine(256 * MiB, conf);
+    ccr_model *b, *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:256x2048x2048x10:relu:softmax:seed=2", &b), CCR_OK, "%s",
+                 ccr_last_error());
+    float *want = run_rows(b, 8);
+    cca_domain_stats b0 = dstats(e, b);
+    const char *swapped[] = {"mlp:512x1024x1024x10:relu:softmax:seed=1", "mlp:128x3000x3000x10:gelu:softmax:seed=3",
+                             "mlp:64x700x900x300x10:relu:softmax:seed=4"};
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(ccr_model_load_spec(e, swapped[k], &m), CCR_OK, "%s", ccr_last_error());
+        free(run_rows(m, 16));
+        expect_same_outputs(b, 8, want, "while another model is loaded");
+        size_t own = dstats(e, m).reserved_bytes, before = dev_free(e);
+        cr_expect_gt(own, 0);
+        ccr_unload_info u;
+        cr_assert_eq(ccr_model_release(m, &u), CCR_OK, "%s", ccr_last_error());
+        size_t after = dev_free(e);
+        cr_expect(u.domain);
+        cr_expect_eq(u.reserved_at_unload, own);
+        cr_expect_eq(u.bytes_released, own, "%s: released %zu of %zu", conf, u.bytes_released, own);
+        cr_expect_eq(after - before, own, "%s, model %d: device free rose by %zu, the model reserved %zu", conf, k,
+                     after - before, own);
+        cr_expect_eq(u.live_blocks, 0);
+        /* B untouched: same reservation, same bytes live, same outputs */
+        cca_domain_stats b1 = dstats(e, b);
+        cr_expect_eq(b1.reserved_bytes, b0.reserved_bytes);
+        cr_expect_eq(b1.allocated_bytes, b0.allocated_bytes);
+        cr_expect_eq(reserved_bytes(e), b0.reserved_bytes, "only B's memory is left");
+        expect_same_outputs(b, 8, want, "after another model's unload");
+    }
+    free(want);
+    ccr_release_info r;
+    cr_assert_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.domain_bytes_released, b0.reserved_bytes);
+    cr_expect_eq(r.device_free_after, r.device_free_baseline);
+    cr_expect_eq(r.models_leaking, 0);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_domains, unload_returns_all_of_a_models_memory_while_another_runs) {
+    resident_sequence("policy:growth");
+}
+
+Test(runtime_domains, unload_returns_all_of_a_models_memory_with_expandable_segments) {
+    resident_sequence("policy:growth,expandable:1");
+}
+
+/* Every device byte of a model is its domain's: weights, and activations. */
+Test(runtime_domains, weights_and_activations_live_in_the_models_domain) {
+    ccr_engine *e = host_engine(64 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:32x64x64x10:relu:softmax", &m), CCR_OK, "%s", ccr_last_error());
+    cca_domain_stats s = dstats(e, m), root;
+    cr_expect_eq(s.allocated_bytes, ccr_model_device_bytes(m));
+    cr_expect_eq(s.alloc_calls, 6, "3 weights + 3 biases");
+    free(run_rows(m, 5));
+    s = dstats(e, m);
+    cr_expect_eq(s.alloc_calls, 6 + 5, "input, 3 activations, probs: in the model's domain");
+    cr_expect_eq(s.allocated_bytes, ccr_model_device_bytes(m), "activations freed");
+    cr_assert_eq(cca_get_domain_stats(ccr_engine_allocator(e), NULL, &root), CCA_OK);
+    cr_expect_eq(root.reserved_bytes, 0, "nothing in the default domain on the simulated device");
+    cr_expect_eq(root.alloc_calls, 0);
+    ccr_engine_destroy(e);
+}
+
+/* Domains off, and greedy: one shared pool; the unload leaves the memory cached. */
+Test(runtime_domains, without_domains_models_share_the_pool) {
+    ccr_engine *engines[2] = {host_engine_domains(64 * MiB, "policy:growth", 0),
+                              host_engine(64 * MiB, "policy:greedy,greedy_bytes:48M")};
+    for (int k = 0; k < 2; k++) {
+        ccr_engine *e = engines[k];
+        ccr_model *m;
+        cr_assert_eq(ccr_model_load_spec(e, "mlp:512x1024x10", &m), CCR_OK, "%s", ccr_last_error());
+        cr_expect_null(ccr_model_domain(m));
+        size_t held = reserved_bytes(e), before = dev_free(e);
+        ccr_unload_info u;
+        cr_expect_eq(ccr_model_release(m, &u), CCR_OK, "%s", ccr_last_error());
+        cr_expect_eq(u.domain, 0);
+        cr_expect_eq(u.bytes_released, 0);
+        cr_expect_eq(dev_free(e), before, "the unload gives nothing back without a domain");
+        cr_expect_eq(reserved_bytes(e), held);
+        ccr_release_info r;
+        cr_expect_eq(ccr_engine_release(e, &r), CCR_OK);
+        cr_expect_eq(r.device_free_after, r.device_free_baseline);
+        ccr_engine_destroy(e);
+    }
+}
+
+/* A block left in a model's domain: reported at unload, nothing of the
+ * domain released (the block may still be in use), cleaned up by the
+ * engine's release once the block is freed. */
+Test(runtime_domains, a_leak_at_unload_is_reported_and_keeps_the_domain) {
+    ccr_engine *e = engine_with(64 * MiB, NULL, 0);
+    cca_allocator *a = ccr_engine_allocator(e);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x256x10", &m), CCR_OK, "%s", ccr_last_error());
+    free(run_rows(m, 4));
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(a, ccr_model_domain(m), 3000, NULL, &p), CCA_OK);
+    size_t reserved = dstats(e, m).reserved_bytes, before = dev_free(e);
+    ccr_unload_info u;
+    cr_expect_eq(ccr_model_release(m, &u), CCR_ERR_LIVE_BLOCKS);
+    cr_expect(strstr(ccr_last_error(), "a leak") != NULL, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "mlp:64x256x10") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(u.live_blocks, 1);
+    cr_expect_eq(u.leaks_written, 1);
+    cr_expect_eq(u.leaks[0].ptr, p);
+    cr_expect_eq(u.leaks[0].requested, 3000);
+    cr_expect_eq(u.live_bytes, u.leaks[0].size);
+    cr_expect_eq(u.bytes_released, 0);
+    cr_expect_eq(u.reserved_at_unload, reserved);
+    cr_expect_eq(dev_free(e), before, "nothing of a leaking domain is released");
+    cr_expect_eq(live_bytes(e), u.leaks[0].size, "the weights are freed all the same");
+    /* ccr_model_unload: the same leak is a warning */
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:16x16", &m), CCR_OK, "%s", ccr_last_error());
+    void *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, ccr_model_domain(m), 100, NULL, &q), CCA_OK);
+    ccr_model_unload(m);
+    cr_expect(warned_about("mlp:16x16' unloaded with 1 block(s)"), "warnings: %zu, first '%s'", n_warned, warned[0]);
+    /* freed later: the engine's release destroys both domains */
+    cr_expect_eq(cca_free(a, p), CCA_OK);
+    cr_expect_eq(cca_free(a, q), CCA_OK);
+    ccr_release_info r;
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_geq(r.domain_bytes_released, reserved);
+    cr_expect_eq(r.device_free_after, r.device_free_baseline);
+    cca_stats s;
+    cca_get_stats(a, &s);
+    cr_expect_eq(s.reserved_bytes, 0);
+    ccr_engine_destroy(e);
+}
+
+/* Footprint: the second load reserves the first peak up front; nothing else
+ * calls the upstream during the load and runs, and the peak is no higher. */
+static void second_load_uses_footprint(ccr_engine *e, const char *src, size_t batch) {
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load(e, src, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), 0, "nothing remembered yet");
+    free(run_rows(m, batch));
+    free(run_rows(m, batch));
+    ccr_unload_info first;
+    cr_assert_eq(ccr_model_release(m, &first), CCR_OK, "%s", ccr_last_error());
+    cr_expect_gt(first.upstream_allocs, 0);
+
+    /* the device's count of calls that take memory (allocs, maps): the
+     * footprint's arena is one (expandable: one range mapped whole; the
+     * allocator also counts reserving that address space) */
+    unsigned long long c0 = upstream_calls(e);
+    cr_assert_eq(ccr_model_load(e, src, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), first.reserved_peak);
+    unsigned long long c1 = upstream_calls(e);
+    uint64_t at_load = dstats(e, m).upstream_allocs;
+    cr_expect_eq(c1 - c0, 1, "%s: the load made %llu upstream calls: the footprint's one only", src, c1 - c0);
+    free(run_rows(m, batch));
+    free(run_rows(m, batch));
+    cr_expect_eq(upstream_calls(e), c1, "%s: the runs made upstream calls", src);
+    ccr_unload_info second;
+    cr_assert_eq(ccr_model_release(m, &second), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(second.upstream_allocs, at_load, "%s: %llu upstream allocs in its domain, %llu at load", src,
+                 (unsigned long long)second.upstream_allocs, (unsigned long long)at_load);
+    cr_expect_leq(second.upstream_allocs, 2);
+    cr_expect_eq(second.footprint, first.reserved_peak);
+    cr_expect_leq(second.reserved_peak, first.reserved_peak, "%s: peak %zu > first %zu", src, second.reserved_peak,
+                  first.reserved_peak);
+    cr_expect_eq(second.bytes_released, second.reserved_at_unload);
+}
+
+Test(runtime_domains, footprint_second_load_makes_no_upstream_call) {
+    ccr_engine *e = host_engine(256 * MiB, NULL);
+    second_load_uses_footprint(e, "mlp:256x2048x2048x10:relu:softmax:seed=2", 32);
+    second_load_uses_footprint(e, "mlp:1344x1344x1344x1344x10:relu:softmax", 2);
+    second_load_uses_footprint(e, fixture_path("digits_mlp.safetensors"), 64);
+    cr_expect_eq(dev_free(e), 256 * MiB);
+    ccr_engine_destroy(e);
+    e = host_engine(256 * MiB, "expandable:1");
+    second_load_uses_footprint(e, "mlp:256x2048x2048x10:relu:softmax:seed=2", 32);
+    ccr_engine_destroy(e);
+}
+
+/* The key's batch is the largest run: a later load with smaller batches
+ * keeps it, one with a larger batch replaces it. Reconfigure forgets. */
+Test(runtime_domains, footprint_key_keeps_the_largest_batch) {
+    const char *spec = "mlp:64x4096x10:relu:softmax";
+    ccr_engine *e = host_engine(256 * MiB, NULL);
+    ccr_model *m;
+    ccr_unload_info u;
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
+    free(run_rows(m, 2000)); /* 2000 x 4096 floats: a 31 MiB activation */
+    cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
+    size_t big = u.reserved_peak;
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
+    cr_expect_eq(ccr_model_footprint(m), big);
+    free(run_rows(m, 2));
+    cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
+    cr_expect_eq(ccr_model_footprint(m), big, "a smaller batch must not replace the footprint");
+    ccr_model_unload(m);
+    /* a fresh measurement with a larger batch replaces it */
+    ccr_engine_destroy(e);
+    e = host_engine(256 * MiB, NULL);
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
+    free(run_rows(m, 2));
+    cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
+    size_t small = u.reserved_peak;
+    cr_expect_lt(small, big);
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
+    free(run_rows(m, 2000));
+    cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
+    cr_expect_eq(ccr_model_footprint(m), u.reserved_peak);
+    cr_expect_gt(ccr_model_footprint(m), small);
+    ccr_model_unload(m);
+    /* a model never loaded whole is not remembered; reconfigure forgets */
+    cr_expect_eq(ccr_engine_reconfigure(e, "policy:growth"), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
+    cr_expect_eq(ccr_model_footprint(m), 0);
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+}
+
+/* A footprint the device cannot hold any more (another tenant came) is a
+ * warning, not a failure: the load goes on without it. */
+Test(runtime_domains, footprint_that_no_longer_fits_is_skipped) {
+    ccr_engine *e = engine_with(64 * MiB, NULL, 0);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1024x10", &m), CCR_OK, "%s", ccr_last_error());
+    free(run_rows(m, 4000)); /* a 15.6 MiB activation: the peak is ~20 MiB */
+    ccr_unload_info u;
+    cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
+    cr_assert_gt(u.reserved_peak, 16 * MiB);
+    void *tenant = NULL;
+    cr_assert_eq(cca_upstream_alloc(ccr_engine_upstream(e), 52 * MiB, &tenant), CCA_OK);
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1024x10", &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), 0);
+    cr_expect(warned_about("was not reserved up front"), "warnings: %zu '%s'", n_warned, warned[0]);
+    free(run_rows(m, 2));
+    ccr_model_unload(m);
+    cr_expect_eq(live_bytes(e), 0);
+    cca_upstream_free(ccr_engine_upstream(e), tenant, 52 * MiB);
+    ccr_engine_destroy(e);
+}
+
+/* ---- sidecars ---------------------------------------------------------------- */
+
+static char tmpdir[64];
+
+static const char *tmp_path(const char *name) {
+    static char buf[4][256];
+    static int next;
+    char *out = buf[next++ % 4];
+    snprintf(out, sizeof buf[0], "%s/%s", tmpdir, name);
+    return out;
+}
+
+static void make_tmpdir(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ccr_foot_XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void write_text(const char *path, const char *text, size_t len) {
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(text, 1, len, f), len);
+    fclose(f);
+}
+
+/* A model file in tmpdir (saved from a spec), its path. */
+static const char *model_file(const char *name, const char *spec) {
+    const char *path = tmp_path(name);
+    ccr_engine *e = host_engine(64 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(ccr_model_save(m, path), CCR_OK, "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+    return path;
+}
+
+Test(runtime_domains, sidecar_carries_the_footprint_to_another_engine) {
+    make_tmpdir();
+    const char *path = model_file("m.safetensors", "mlp:512x1024x1024x10:relu:softmax");
+    char side[300];
+    snprintf(side, sizeof side, "%s.ccfoot", path);
+    ccr_engine *e = engine_with(128 * MiB, NULL, 1);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(n_warned, 0, "a missing sidecar is no warning: '%s'", warned[0]);
+    cr_expect_eq(ccr_model_footprint(m), 0);
+    free(run_rows(m, 8));
+    ccr_unload_info u;
+    cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
+    ccr_engine_destroy(e);
+    /* the file: four lines, the canonical layers, the batch, the peak */
+    char text[512] = "", want[512];
+    FILE *f = fopen(side, "r");
+    cr_assert_not_null(f, "no sidecar written at %s", side);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    snprintf(want, sizeof want, "ccfoot 1\narch mlp:512x1024x1024x10:relu:softmax\nbatch 8\nreserved_peak %zu\n",
+             u.reserved_peak);
+    cr_expect_str_eq(text, want);
+    /* a new engine (a new process) reads it */
+    e = engine_with(128 * MiB, NULL, 1);
+    unsigned long long c0 = upstream_calls(e);
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), u.reserved_peak);
+    free(run_rows(m, 8));
+    cr_expect_eq(upstream_calls(e) - c0, 1);
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+    /* without the option, no sidecar is read */
+    e = engine_with(128 * MiB, NULL, 0);
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), 0);
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+    unlink(side);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
+/* Hostile sidecars: each is ignored with a warning naming the problem; the
+ * load succeeds without a footprint, nothing stays allocated. */
+Test(runtime_domains, hostile_sidecars_are_ignored_with_a_warning) {
+    make_tmpdir();
+    const char *path = model_file("h.safetensors", "mlp:64x128x10:relu:softmax");
+    char side[300];
+    snprintf(side, sizeof side, "%s.ccfoot", path);
+    const char *arch = "arch mlp:64x128x10:relu:softmax\n";
+    char big[8000];
+    memset(big, 'x', sizeof big);
+    char nul[128];
+    int nl = snprintf(nul, sizeof nul, "ccfoot 1\n%sbatch 8\nreserved_peak 2097152\n", arch);
+    nul[20] = '\0';
+    static const struct {
+        const char *text, *why;
+    } cases[] = {
+        {"", "empty"},
+        {"garbage\n", "not 'key value'"},
+        {"ccfoot 2\n", "'ccfoot 1'"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\n", "lacks 'reserved_peak'"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 2097152\nreserved_peak 1\n", "twice"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak -5\n", "not a number"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 99999999999999999999999\n", "not a number"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 0x10\n", "not a number"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 18446744073709551615\n", "outside"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 100\n", "outside"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 100000000\n", "implausible"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 99999999\nreserved_peak 2097152\n", "more than 2^24"},
+        {"ccfoot 1\narch mlp:9x9\nbatch 8\nreserved_peak 2097152\n", "other layers"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 2097152\nextra 1\n", "unknown key"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0] + 5; k++) {
+        const char *why;
+        unlink(side);
+        rmdir(side);
+        if (k < sizeof cases / sizeof cases[0]) {
+            write_text(side, cases[k].text, strlen(cases[k].text));
+            why = cases[k].why;
+        } else if (k == sizeof cases / sizeof cases[0]) {
+            write_text(side, big, sizeof big);
+            why = "more than a footprint's";
+        } else if (k == sizeof cases / sizeof cases[0] + 1) {
+            write_text(side, nul, (size_t)nl);
+            why = "NUL";
+        } else if (k == sizeof cases / sizeof cases[0] + 2) {
+            cr_assert_eq(mkfifo(side, 0600), 0);
+            why = "not a regular file";
+        } else if (k == sizeof cases / sizeof cases[0] + 3) {
+            cr_assert_eq(mkdir(side, 0700), 0);
+            why = "not a regular file";
+        } else {
+            write_text(side, "ccfoot 1\n", 9);
+            chmod(side, 0);
+            if (access(side, R_OK) == 0) /* root reads anything: nothing to test */
+                continue;
+            why = "cannot open";
+        }
+        ccr_engine *e = engine_with(256 * MiB, NULL, 1);
+        ccr_model *m;
+        cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "case %zu: %s", k, ccr_last_error());
+        cr_expect_eq(ccr_model_footprint(m), 0, "case %zu", k);
+        cr_expect(warned_about(why) && warned_about("ignored"), "case %zu: want '%s', got %zu warnings: '%s'", k, why,
+                  n_warned, warned[0]);
+        free(run_rows(m, 8));
+        ccr_model_unload(m); /* rewrites a regular sidecar with a good footprint */
+        cr_expect_eq(live_bytes(e), 0);
+        ccr_engine_destroy(e);
+    }
+    unlink(side);
+    rmdir(side);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
+/* A sidecar that cannot be written (the directory is gone) is a warning. */
+Test(runtime_domains, unwritable_sidecar_is_a_warning) {
+    ccr_engine *e = engine_with(64 * MiB, NULL, 1);
+    make_tmpdir();
+    const char *path = model_file("w.safetensors", "mlp:8x8");
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    unlink(path);
+    rmdir(tmpdir);
+    ccr_model_unload(m);
+    cr_expect(warned_about("not written"), "got %zu warnings: '%s'", n_warned, warned[0]);
+    /* the engine still remembers it */
+    ccr_engine_destroy(e);
+}

@@ -1,0 +1,402 @@
+/*
+ * test_runtime_loader.c — runtime/src/safetensors.c: every bad model input gets a clear message, a
+ * non-zero status, and leaves the allocator with zero live bytes.
+ *
+ * The files are hand-made and committed in tests/fixtures/malformed/
+ * (make_malformed.py documents how); each row below says which status and
+ * which words the message must contain. tests/runtime/test_ccrun.sh checks the same
+ * files through the ccrun binary (exit code 1 and the message).
+ *
+ * Headers built in memory cover padding (whitespace only), NUL in strings
+ * and structure bounds; hostile files generated at test time (a 93 MB header
+ * of zeros, a token bomb) must be refused by the caps with little memory;
+ * non-finite weights load and are counted per tensor.
+ */
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_runtime_util.h"
+
+typedef struct bad_case {
+    const char *file;
+    ccr_status status;
+    const char *words; /* must appear in ccr_last_error() */
+} bad_case;
+
+static const bad_case cases[] = {
+    {"empty.safetensors", CCR_ERR_FORMAT, "truncated: 0 bytes"},
+    {"tiny.safetensors", CCR_ERR_FORMAT, "truncated: 3 bytes"},
+    {"zero_header.safetensors", CCR_ERR_FORMAT, "header length is 0"},
+    {"huge_header_len.safetensors", CCR_ERR_FORMAT, "exceeds the cap"},
+    {"truncated_header.safetensors", CCR_ERR_FORMAT, "truncated: header length"},
+    {"truncated_data.safetensors", CCR_ERR_FORMAT, "out of range"},
+    {"not_json.safetensors", CCR_ERR_FORMAT, "not valid JSON"},
+    {"header_not_object.safetensors", CCR_ERR_FORMAT, "not an object"},
+    {"offsets_out_of_range.safetensors", CCR_ERR_FORMAT, "'2.bias': data_offsets [84, 1000) out of range"},
+    {"offsets_overlap.safetensors", CCR_ERR_FORMAT, "overlaps tensor '0.weight'"},
+    {"offsets_gap.safetensors", CCR_ERR_FORMAT, "[48, 52) are not covered"},
+    {"trailing_bytes.safetensors", CCR_ERR_FORMAT, "at the end are not covered"},
+    {"size_mismatch.safetensors", CCR_ERR_FORMAT, "F32 [3, 5] needs 60"},
+    {"dtype_i64.safetensors", CCR_ERR_DTYPE, "unsupported dtype 'I64'"},
+    {"dtype_unknown.safetensors", CCR_ERR_DTYPE, "unsupported dtype 'Q4_K'"},
+    {"shape_mismatch.safetensors", CCR_ERR_SHAPE, "'0.weight' has shape [4, 3] but layer 0"},
+    {"missing_metadata.safetensors", CCR_ERR_FORMAT, "no __metadata__ key 'ccr.mlp'"},
+    {"bad_spec_metadata.safetensors", CCR_ERR_SPEC, "mlp:4xx2"},
+    {"layer_count_mismatch.safetensors", CCR_ERR_SHAPE, "file has 2 layers but 'mlp:4x3x3x2' lists 3"},
+    {"unexpected_tensor.safetensors", CCR_ERR_SHAPE, "unexpected tensor 'running_mean'"},
+    {"duplicate_name.safetensors", CCR_ERR_FORMAT, "'0.weight' appears twice"},
+    {"bad_shape_value.safetensors", CCR_ERR_FORMAT, "shape[1] is not a non-negative integer"},
+};
+
+Test(runtime_loader, every_malformed_file_is_rejected_cleanly) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bad_case *c = &cases[i];
+        ccr_model *m = (ccr_model *)1;
+        char rel[128];
+        snprintf(rel, sizeof rel, "malformed/%s", c->file);
+        ccr_status st = ccr_model_load_file(e, fixture_path(rel), &m);
+        cr_expect_eq(st, c->status, "%s: got %s (%s), want %s", c->file, ccr_status_string(st), ccr_last_error(),
+                     ccr_status_string(c->status));
+        cr_expect_null(m, "%s: model pointer not cleared", c->file);
+        cr_expect(strstr(ccr_last_error(), c->words) != NULL, "%s: message '%s' lacks '%s'", c->file, ccr_last_error(),
+                  c->words);
+        cr_expect(strstr(ccr_last_error(), c->file) != NULL, "%s: message '%s' does not name the file", c->file,
+                  ccr_last_error());
+        cr_expect_eq(live_bytes(e), 0, "%s: %zu live bytes", c->file, live_bytes(e));
+        cr_expect_eq(reserved_bytes(e), 0, "%s: validation must precede any device allocation", c->file);
+    }
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_loader, the_valid_control_file_loads) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, fixture_path("malformed/valid_4x3x2.safetensors"), &m), CCR_OK, "%s",
+                 ccr_last_error());
+    float x[4] = {1, 2, 3, 4}, y[2];
+    cr_expect_eq(ccr_model_run(m, x, 1, y), CCR_OK);
+    cr_expect_float_eq(y[0] + y[1], 1.0f, 1e-6);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_loader, missing_file) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m;
+    cr_expect_eq(ccr_model_load_file(e, "/nonexistent/model.safetensors", &m), CCR_ERR_IO);
+    cr_expect(strstr(ccr_last_error(), "/nonexistent/model.safetensors: cannot open") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_load(e, "no-such-file.safetensors", &m), CCR_ERR_IO);
+    cr_expect_eq(ccr_model_load_file(e, "/tmp", &m), CCR_ERR_IO, "a directory");
+    cr_expect(strstr(ccr_last_error(), "/tmp: is a directory") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A FIFO as the model path: fopen(path, "rb") would wait for a writer, for
+ * ever when none comes (ccrun hung on `ccrun FIFO`). It must be refused at
+ * once, as a file that is not a model, with nothing allocated; a character
+ * device is not a model file either. The timeout turns a hang into a failure. */
+Test(runtime_loader, fifo_or_device_as_model_path_is_refused_at_once, .timeout = 20) {
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "/tmp/ccr-fifo-%ld", (long)getpid());
+    unlink(fifo);
+    cr_assert_eq(mkfifo(fifo, 0600), 0, "mkfifo %s", fifo);
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m = (ccr_model *)1;
+    ccr_status st = ccr_model_load_file(e, fifo, &m);
+    unlink(fifo);
+    cr_expect_eq(st, CCR_ERR_IO, "%s", ccr_last_error());
+    cr_expect_null(m);
+    cr_expect(strstr(ccr_last_error(), "not a regular file") != NULL, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "a FIFO") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_load(e, "/dev/zero", &m), CCR_ERR_IO, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "/dev/zero: not a regular file (a character device)") != NULL, "%s",
+              ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* An empty path names no file: refused as a bad argument that says so,
+ * not "': cannot open: No such file or directory" with nothing before the
+ * colon; through ccr_model_load too (ccrun ""). */
+Test(runtime_loader, an_empty_model_path_is_refused_by_name) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m = (ccr_model *)1;
+    cr_expect_eq(ccr_model_load_file(e, "", &m), CCR_ERR_INVALID_ARGUMENT, "%s", ccr_last_error());
+    cr_expect_null(m);
+    cr_expect(strstr(ccr_last_error(), "empty model path") != NULL, "%s", ccr_last_error());
+    m = (ccr_model *)1;
+    cr_expect_eq(ccr_model_load(e, "", &m), CCR_ERR_INVALID_ARGUMENT, "%s", ccr_last_error());
+    cr_expect_null(m);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_loader, model_too_large_from_file) {
+    /* the digits model needs ~20 KiB: on a 1 MiB device with max_reserved 4K it cannot fit */
+    ccr_engine *e = host_engine(1u << 20, "max_reserved:4K");
+    ccr_model *m;
+    cr_expect_eq(ccr_model_load_file(e, fixture_path("digits_mlp.safetensors"), &m), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(strstr(ccr_last_error(), "does not fit") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_loader, from_a_memory_stream) {
+    /* what the fuzzer does: fmemopen over bytes */
+    static const char junk[] = "\x08\0\0\0\0\0\0\0{}      ";
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    FILE *f = fmemopen((void *)junk, sizeof junk - 1, "rb");
+    cr_assert_not_null(f);
+    ccr_model *m;
+    cr_expect_eq(ccr_model_load_stream(e, f, "junk", &m), CCR_ERR_FORMAT);
+    cr_expect(strstr(ccr_last_error(), "no __metadata__") != NULL, "%s", ccr_last_error());
+    fclose(f);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* ---- headers built in memory (defects found by hand and by the fuzzer) ---- */
+
+/* A one-layer model mlp:2x1: 0.weight [1, 2] and 0.bias [1], 12 data bytes. */
+#define TINY_META "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x1\"},"
+#define TINY_TENSORS(dtype)                                                                                            \
+    "\"0.weight\":{\"dtype\":\"" dtype "\",\"shape\":[1,2],\"data_offsets\":[0,8]},"                                   \
+    "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"
+
+/* Load 8-byte length + `hlen` header bytes + `dlen` data bytes (zeros when
+ * data is NULL) through a memory stream named "mem". */
+static ccr_status load_bytes(ccr_engine *e, const char *header, size_t hlen, const void *data, size_t dlen) {
+    size_t total = 8 + hlen + dlen;
+    unsigned char *buf = calloc(1, total);
+    cr_assert_not_null(buf);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    memcpy(buf + 8, header, hlen);
+    if (data)
+        memcpy(buf + 8 + hlen, data, dlen);
+    FILE *f = fmemopen(buf, total, "rb");
+    cr_assert_not_null(f);
+    ccr_model *m = (ccr_model *)1;
+    ccr_status st = ccr_model_load_stream(e, f, "mem", &m);
+    if (st == CCR_OK)
+        ccr_model_unload(m);
+    else
+        cr_expect_null(m);
+    fclose(f);
+    free(buf);
+    return st;
+}
+
+static ccr_status load_header(ccr_engine *e, const char *header) {
+    static const float data[3] = {0.5f, -0.25f, 0.125f};
+    return load_bytes(e, header, strlen(header), data, sizeof data);
+}
+
+Test(runtime_loader, header_padding_is_whitespace_only) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    /* control: the spec's padding (spaces; JSON whitespace in general) is fine */
+    cr_expect_eq(load_header(e, TINY_META TINY_TENSORS("F32")), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(load_header(e, TINY_META TINY_TENSORS("F32") "        "), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(load_header(e, TINY_META TINY_TENSORS("F32") " \t\r\n"), CCR_OK, "%s", ccr_last_error());
+    /* bytes after the object are not padding */
+    static const char *const bad[] = {
+        TINY_META TINY_TENSORS("F32") "GARBAGE",
+        TINY_META TINY_TENSORS("F32") "{}",
+        TINY_META TINY_TENSORS("F32") "  " TINY_META TINY_TENSORS("F32"),
+        TINY_META TINY_TENSORS("F32") "   x",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(load_header(e, bad[i]), CCR_ERR_FORMAT, "case %zu: %s", i, ccr_last_error());
+        cr_expect(strstr(ccr_last_error(), "mem: header has") != NULL &&
+                      strstr(ccr_last_error(), "after the JSON object") != NULL,
+                  "case %zu: %s", i, ccr_last_error());
+    }
+    /* a NUL byte is neither JSON nor padding */
+    char nul[sizeof(TINY_META TINY_TENSORS("F32")) + 4] = TINY_META TINY_TENSORS("F32");
+    size_t n = strlen(nul);
+    memcpy(nul + n, " \0 ", 3);
+    cr_expect_eq(load_bytes(e, nul, n + 3, (const float[3]){0}, 12), CCR_ERR_FORMAT, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_loader, nul_inside_a_string_is_rejected) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    /* "F32\u0000junk" must not be read as "F32" (cJSON stops at the NUL) */
+    cr_expect_eq(load_header(e, TINY_META TINY_TENSORS("F32\\u0000junk")), CCR_ERR_FORMAT, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "mem: header string at byte") != NULL &&
+                  strstr(ccr_last_error(), "holds a NUL") != NULL,
+              "%s", ccr_last_error());
+    /* in a name or a metadata value too */
+    cr_expect_eq(load_header(e, "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x1\\u0000:relu\"}," TINY_TENSORS("F32")),
+                 CCR_ERR_FORMAT, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "holds a NUL") != NULL, "%s", ccr_last_error());
+    /* an escaped backslash followed by u0000 is five plain characters */
+    cr_expect_eq(load_header(e, TINY_META TINY_TENSORS("F32\\\\u0000")), CCR_ERR_DTYPE, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* ---- hostile headers: bounded before cJSON builds anything -------------- */
+
+#include <sys/resource.h>
+
+static long peak_rss_kib(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+
+/* Write a file (tmpfile) of 8-byte length + header made of `open`, `count`
+ * copies of `item` (without the last one's trailing comma), `close`, then
+ * `data_bytes` zero bytes; generated here so no large fixture is committed. */
+static FILE *hostile_file(const char *open, const char *item, size_t count, const char *close, size_t data_bytes) {
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    size_t il = strlen(item), hlen = strlen(open) + count * il - 1 + strlen(close);
+    unsigned char lenbuf[8];
+    for (int i = 0; i < 8; i++)
+        lenbuf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    fwrite(lenbuf, 1, 8, f);
+    fputs(open, f);
+    enum { CHUNK = 1 << 16 };
+    static char chunk[CHUNK];
+    size_t per = CHUNK / il;
+    for (size_t i = 0; i < per; i++)
+        memcpy(chunk + i * il, item, il);
+    for (size_t done = 0; done < count;) {
+        size_t k = count - done < per ? count - done : per;
+        size_t bytes = k * il - (done + k == count ? 1 : 0); /* no comma after the last */
+        cr_assert_eq(fwrite(chunk, 1, bytes, f), bytes);
+        done += k;
+    }
+    fputs(close, f);
+    memset(chunk, 0, sizeof chunk);
+    for (size_t done = 0; done < data_bytes;) {
+        size_t k = data_bytes - done < CHUNK ? data_bytes - done : CHUNK;
+        cr_assert_eq(fwrite(chunk, 1, k, f), k);
+        done += k;
+    }
+    cr_assert_eq(fflush(f), 0);
+    rewind(f);
+    return f;
+}
+
+static void expect_refused(FILE *f, const char *words) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    long before = peak_rss_kib();
+    ccr_model *m = (ccr_model *)1;
+    cr_expect_eq(ccr_model_load_stream(e, f, "hostile", &m), CCR_ERR_FORMAT, "%s", ccr_last_error());
+    cr_expect_null(m);
+    cr_expect(strstr(ccr_last_error(), words) != NULL, "message '%s' lacks '%s'", ccr_last_error(), words);
+    cr_expect(strncmp(ccr_last_error(), "hostile: ", 9) == 0, "%s", ccr_last_error());
+    long grew = peak_rss_kib() - before;
+    cr_expect_lt(grew, 64 * 1024, "peak RSS grew by %ld KiB refusing it", grew);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+    fclose(f);
+}
+
+Test(runtime_loader, hostile_93mb_array_header_is_refused_by_the_size_cap, .timeout = 60) {
+    /* the report: a 93 MB file whose header is one array of zeros, no data */
+    FILE *f = hostile_file("[", "0,", 46500000, "]", 0);
+    expect_refused(f, "header length 93000001 is more than the data section (0 bytes) + 1 MiB");
+}
+
+Test(runtime_loader, token_bomb_header_is_refused_before_parsing, .timeout = 60) {
+    /* within the size caps (3 MiB of data), but 2^20 + 2 tokens of nothing */
+    FILE *f = hostile_file("{", "\"k\":0,", (1u << 19) + 1, "}", 3u << 20);
+    expect_refused(f, "more than 1048576 JSON tokens");
+}
+
+Test(runtime_loader, header_structure_is_bounded) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    /* deeper than root object > entry > array */
+    cr_expect_eq(load_header(e, TINY_META "\"x\":{\"a\":[[0]]}," TINY_TENSORS("F32")), CCR_ERR_FORMAT);
+    cr_expect(strstr(ccr_last_error(), "mem: header nests deeper than 3 levels (at byte ") != NULL, "%s",
+              ccr_last_error());
+    cr_expect_eq(load_header(e, "{\"__metadata__\":{\"ccr.mlp\":{\"a\":{}}}}"), CCR_ERR_FORMAT);
+    cr_expect(strstr(ccr_last_error(), "nests deeper than 3") != NULL, "%s", ccr_last_error());
+    /* a shape has at most 8 entries and data_offsets 2: no array needs more */
+    cr_expect_eq(load_header(e, TINY_META "\"x\":{\"shape\":[0,0,0,0,0,0,0,0,0]}," TINY_TENSORS("F32")),
+                 CCR_ERR_FORMAT);
+    cr_expect(strstr(ccr_last_error(), "mem: header array at byte ") != NULL &&
+                  strstr(ccr_last_error(), "has more than 8 elements") != NULL,
+              "%s", ccr_last_error());
+    /* the root must be an object, said before anything is parsed */
+    cr_expect_eq(load_header(e, "[0,0,0]"), CCR_ERR_FORMAT);
+    cr_expect(strstr(ccr_last_error(), "mem: header is JSON but not an object") != NULL ||
+                  strstr(ccr_last_error(), "mem: header is not a JSON object") != NULL,
+              "%s", ccr_last_error());
+    /* the control still loads: 8 dims is the limit, not 7 */
+    cr_expect_eq(load_header(e, TINY_META TINY_TENSORS("F32")), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* ---- non-finite weights: loaded, but counted per tensor ------------------ */
+
+static ccr_model *load_tiny(ccr_engine *e, const char *dtype_w, const void *data, size_t dlen) {
+    char header[512];
+    snprintf(header, sizeof header,
+             TINY_META "\"0.weight\":{\"dtype\":\"%s\",\"shape\":[1,2],\"data_offsets\":[0,%zu]},"
+                       "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}}",
+             dtype_w, dlen - 4, dlen - 4, dlen);
+    size_t hlen = strlen(header);
+    unsigned char *buf = calloc(1, 8 + hlen + dlen);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    memcpy(buf + 8, header, hlen);
+    memcpy(buf + 8 + hlen, data, dlen);
+    FILE *f = fmemopen(buf, 8 + hlen + dlen, "rb");
+    ccr_model *m = NULL;
+    cr_assert_eq(ccr_model_load_stream(e, f, "tiny", &m), CCR_OK, "%s", ccr_last_error());
+    fclose(f);
+    free(buf);
+    return m;
+}
+
+Test(runtime_loader, nonfinite_weights_are_counted_per_tensor) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    const char *name;
+    size_t count;
+    /* F32: weight {NaN, 1}, bias {+Inf} */
+    float f32[3] = {NAN, 1.0f, INFINITY};
+    ccr_model *m = load_tiny(e, "F32", f32, sizeof f32);
+    cr_expect_eq(ccr_model_nonfinite_weights(m), 2);
+    cr_assert_eq(ccr_model_nonfinite_tensor(m, 0, &name, &count), CCR_OK);
+    cr_expect_str_eq(name, "0.weight");
+    cr_expect_eq(count, 1);
+    cr_assert_eq(ccr_model_nonfinite_tensor(m, 1, &name, &count), CCR_OK);
+    cr_expect_str_eq(name, "0.bias");
+    cr_expect_eq(count, 1);
+    cr_expect_eq(ccr_model_nonfinite_tensor(m, 2, &name, &count), CCR_ERR_INVALID_ARGUMENT);
+    ccr_model_unload(m);
+    /* F64 values too large for float32 become Inf when loaded: counted too */
+    unsigned char f64[20];
+    double big[2] = {1e300, -INFINITY};
+    float one = 1.0f;
+    memcpy(f64, big, 16);
+    memcpy(f64 + 16, &one, 4);
+    m = load_tiny(e, "F64", f64, sizeof f64);
+    cr_expect_eq(ccr_model_nonfinite_weights(m), 2);
+    cr_assert_eq(ccr_model_nonfinite_tensor(m, 0, &name, &count), CCR_OK);
+    cr_expect_str_eq(name, "0.weight");
+    cr_expect_eq(count, 2);
+    cr_expect_eq(ccr_model_nonfinite_tensor(m, 1, &name, &count), CCR_ERR_INVALID_ARGUMENT);
+    ccr_model_unload(m);
+    /* finite files and spec models: zero */
+    float ok[3] = {0.5f, -1.0f, 2.0f};
+    m = load_tiny(e, "F32", ok, sizeof ok);
+    cr_expect_eq(ccr_model_nonfinite_weights(m), 0);
+    cr_expect_eq(ccr_model_nonfinite_tensor(m, 0, &name, &count), CCR_ERR_INVALID_ARGUMENT);
+    ccr_model_unload(m);
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:8x4x2", &m), CCR_OK);
+    cr_expect_eq(ccr_model_nonfinite_weights(m), 0);
+    ccr_model_unload(m);
+    cr_expect_eq(ccr_model_nonfinite_weights(NULL), 0);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# test_gpu_session.sh — scripts/gpu_session.sh's gpu_tests table (suite_table)
+# over made-up `ctest -L gpu -V` logs, no GPU needed: a Criterion suite and a
+# pytest suite (test_python_*), each passing, failing, skipping and crashing.
+# The table must say "ok" for a suite that ran tests and skipped none, and
+# flag everything else, whichever runner wrote the log; a pytest suite is
+# read from its summary line ("2 passed, 1 skipped in 0.5s"), never from a
+# Criterion synthesis it cannot print. Then the pages step's replays, with a
+# stand-in ccbench.
+set -u
+script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/gpu_session.sh
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+
+# table LOG -> the table on stdout, its exit status in $rc
+table() {
+    out=$(bash "$script" --suite-table "$1")
+    rc=$?
+}
+# expect CASE SUITE VERDICT WANT_RC: the row of SUITE ends in VERDICT
+expect() {
+    local row
+    row=$(printf '%s\n' "$out" | awk -v s="$2" '$1 == s')
+    if [[ $row != *"$3" ]] || [ "$rc" != "$4" ]; then
+        echo "FAIL $1: $2 should be '$3' (exit $4); got exit $rc:"
+        printf '%s\n' "$out"
+        fails=$((fails + 1))
+    else
+        echo "ok   $1: $row"
+    fi
+}
+
+# ctest -V: a test's output lines ("N: ...") come before its verdict line.
+criterion() { # criterion N NAME TESTED SKIPS VERDICT
+    echo "$1: [----] Criterion v2.4.1"
+    for ((i = 0; i < $4; i++)); do echo "$1: [SKIP] suite::t$i: no GPU: reason"; done
+    [ "$3" = crash ] || echo "$1: [====] Synthesis: Tested: $3 | Passing: $3 | Failing: 0 | Crashing: 0 "
+    echo "1/2 Test #$1: $2 ...............   $5    0.10 sec"
+}
+pytest() { # pytest N NAME SUMMARY VERDICT (SUMMARY "" = no summary line: crashed)
+    echo "$1: Test command: /usr/bin/python3 \"-m\" \"pytest\" \"-q\""
+    echo "$1: ...                                                       [100%]"
+    [ -z "$3" ] || echo "$1: $3"
+    echo "2/2 Test #$1: $2 ..................   $4    0.23 sec"
+}
+
+# check CASE  TESTED SKIPS CTEST WANT  SUMMARY CTEST WANT  RC: a log of the
+# Criterion suite (TESTED run or "crash", SKIPS [SKIP] lines, its ctest
+# verdict) and the pytest suite (its summary line, its ctest verdict); the
+# table must give each its WANT and exit RC.
+check() {
+    local log="$dir/$((++logs)).txt"
+    { criterion 14 test_cuda_upstream "$2" "$3" "$4"; pytest 52 test_python_gpu "$6" "$7"; } >"$log"
+    table "$log"
+    expect "$1" test_cuda_upstream "$5" "$9"
+    expect "$1" test_python_gpu "$8" "$9"
+}
+logs=0
+none="NO TESTS RAN (all skipped: no usable GPU?)"
+check "both pass" 7 0 Passed ok "3 passed in 4.21s" Passed ok 0
+check "pytest fails" 7 0 Passed ok "========= 1 failed, 2 passed in 63.20s (0:01:03) =========" "***Failed" FAILED 1
+check "criterion fails, pytest skips one" 7 0 "***Failed" FAILED "2 passed, 1 skipped in 0.52s" Passed \
+    "SOME TESTS SKIPPED" 1
+check "all skipped" 0 7 Passed "$none" "3 skipped in 0.01s" Passed "$none" 1
+check "no summary" crash 0 Passed "NO CRITERION SYNTHESIS (crashed?)" "" Passed "NO PYTEST SUMMARY (crashed?)" 1
+check "criterion skips one, pytest runs none" 6 1 Passed "SOME TESTS SKIPPED" "no tests ran in 0.01s" Passed "$none" 1
+
+: >"$dir/g.txt"
+table "$dir/g.txt"
+if [[ $out != *"NO GPU TEST SUITES RAN"* ]] || [ "$rc" != 1 ]; then
+    echo "FAIL empty log: got exit $rc: $out"
+    fails=$((fails + 1))
+fi
+
+# The pages step's commands, with a stand-in ccbench that records its
+# arguments: ccalloc-cuda and ccalloc-cuda-expandable at 2M and 32M pages,
+# and at 2M pages over whole maps, one replay each, on the same traces; the
+# 2M run also holds the peak.
+mkdir -p "$dir/build/bench" "$dir/out"
+cat >"$dir/build/bench/ccbench" <<'FAKE'
+#!/usr/bin/env bash
+printf '%s\n' "$*" >>"$GS_OUT/calls.txt"
+while (($#)); do [ "$1" = --out ] && { mkdir -p "$2"; printf 'x,strategy,y,status\n,ccalloc-cuda,,ok\n' >"$2/results.csv"; }; shift; done
+FAKE
+chmod +x "$dir/build/bench/ccbench"
+GS_BUILD_DIR="$dir/build" GS_OUT="$dir/out" GS_LDLP="" GS_LDLP_ORIG="" bash "$script" --run-step pages
+rc=$?
+common="-s ccalloc-cuda -s ccalloc-cuda-expandable"
+want=$(for run in "-s ccalloc-cuda=expandable:1,hold_peak:1 --vm-granularity 2M --reps 3 --no-plots --out $dir/out/pages/r2M" \
+    "--vm-granularity 32M --reps 3 --no-plots --out $dir/out/pages/r32M" \
+    "--vm-granularity 2M --vm-backing whole-maps --reps 3 --no-plots --out $dir/out/pages/w2M"; do
+    echo "replay $common $run gen:uniform"
+done)
+got=$(sed 's/ gen:lognormal.*//' "$dir/out/calls.txt" 2>/dev/null)
+if [ "$rc" != 0 ] || [ "$got" != "$want" ]; then
+    echo "FAIL pages step: exit $rc, calls:"
+    printf '%s\n' "$got"
+    echo "wanted:"
+    printf '%s\n' "$want"
+    cat "$dir/out/pages.log"
+    fails=$((fails + 1))
+else
+    echo "ok   pages step: 2M, 32M and 2M whole maps"
+fi
+if [ "$(sed 's/.* gen:uniform/gen:uniform/' "$dir/out/calls.txt" | sort -u | wc -l)" != 1 ]; then
+    echo "FAIL pages step: the runs do not replay the same traces"
+    fails=$((fails + 1))
+fi
+
+((fails == 0)) && echo "all suite_table checks passed"
+exit $((fails > 0))

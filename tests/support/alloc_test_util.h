@@ -1,0 +1,225 @@
+/*
+ * alloc_test_util.h — helpers shared by the allocator suites (tests/allocator/).
+ *
+ * Three kinds of helper:
+ *   tu_*   short-hands that assert: create a host-upstream allocator from a
+ *          config string, allocate and free expecting success, compare stats
+ *          field by field (so a failure names the field), check invariants.
+ *   tu_upstream  a test double upstream ("test" in reports) with its own
+ *          accounting, independent of the allocator's and of the wrapper's:
+ *          a capacity, a list of live (pointer, size) pairs, call counters,
+ *          a fault switch that fails the k-th alloc/free call, and events
+ *          that can be held back until released or synchronized.
+ *   tu_faulty  a wrapper over a real upstream (the simulated device, vm ops
+ *          included) that fails the N-th call of one kind (alloc, free,
+ *          vm_reserve, vm_map, vm_unmap, vm_release, synchronize), once or
+ *          from then on, and counts each kind's calls and successes.
+ *
+ * Everything asserts through Criterion, so a helper failing fails the test
+ * that called it.
+ */
+#ifndef CCA_ALLOC_TEST_UTIL_H
+#define CCA_ALLOC_TEST_UTIL_H
+
+#include "ccalloc.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+#define GiB (1024 * MiB)
+
+/* ---- allocator short-hands ------------------------------------------------ */
+
+/* A host upstream of `capacity` bytes and an allocator over it, configured
+ * by `conf` ("key:value,...") on top of the defaults (NULL = defaults). */
+void tu_host_allocator(size_t capacity, const char *conf, cca_upstream **u, cca_allocator **a);
+/* An allocator over any upstream with `conf` on top of the defaults. */
+cca_allocator *tu_allocator(cca_upstream *u, const char *conf);
+/* No live blocks; cca_destroy succeeds and the upstream's bytes_in_use drops
+ * by exactly the allocator's reserved_bytes (other tenants may remain). */
+void tu_destroy_clean(cca_allocator *a, cca_upstream *u);
+/* tu_destroy_clean, then the upstream must hold nothing; destroy it too. */
+void tu_teardown(cca_allocator *a, cca_upstream *u);
+/* The same checks for a suite's .fini, which must not use cr_assert (Criterion
+ * ignores assertion failures there): a failure aborts, and the run fails. */
+void tu_fixture_teardown(cca_allocator *a, cca_upstream *u);
+
+/* The simulated device with virtual memory of granularity `gran` (0: the
+ * device's default, 2 MiB). */
+cca_upstream *tu_vm_device(size_t capacity, size_t gran);
+/* The same with vm_backing (CCA_VM_PAGES or CCA_VM_WHOLE_MAPS). */
+cca_upstream *tu_vm_device_backed(size_t capacity, size_t gran, int backing);
+/* Nothing live: cca_empty_cache gives everything back (reserved 0, no
+ * segment or range left, the report saying so) and the upstream holds
+ * nothing (no byte in use, nothing mapped or reserved). Destroys neither. */
+void tu_empty_all(cca_allocator *a, cca_upstream *u);
+
+void *tu_alloc(cca_allocator *a, size_t size, cca_stream s); /* asserts CCA_OK, non-NULL */
+void tu_free(cca_allocator *a, void *p);                     /* asserts CCA_OK */
+size_t tu_block_size(cca_allocator *a, const void *p);
+
+cca_stats tu_stats(const cca_allocator *a);
+cca_upstream_stats tu_upstream_stats(cca_upstream *u);
+/* cca_check_invariants == CCA_OK, with cca_last_error() in the message. */
+void tu_check(const cca_allocator *a);
+/* Every integer field equal, fragmentation equal; `what` names the step. */
+void tu_assert_stats_equal(const cca_stats *expected, const cca_stats *actual, const char *what);
+/* An error path left nothing changed: invariants hold and stats equal `before`. */
+void tu_assert_intact(const cca_allocator *a, const cca_stats *before, const char *what);
+
+/* Fill / check a block with a pattern derived from `seed`. Blocks larger than
+ * 64 KiB are filled at their head, tail and one word per 4 KiB page. */
+void tu_fill(void *p, size_t size, uint64_t seed);
+bool tu_check_fill(const void *p, size_t size, uint64_t seed);
+
+/* A log sink for cca_set_log_callback that counts lines and keeps the last. */
+typedef struct tu_log_capture {
+    int lines;
+    char last[512];
+} tu_log_capture;
+void tu_capture_log(void *capture, const char *line);
+
+/* Host memory: the page size; whether a byte is readable (0) or faults
+ * (EFAULT), asked without faulting; CLOCK_MONOTONIC in ns; resident bytes. */
+size_t tu_page_size(void);
+int tu_probe(const void *p);
+#define TU_ASSERT_READABLE(p) cr_assert_eq(tu_probe(p), 0, "%s (%p) should be accessible", #p, (void *)(p))
+#define TU_ASSERT_FAULTS(p) cr_assert_eq(tu_probe(p), EFAULT, "%s (%p) should fault (EFAULT)", #p, (void *)(p))
+uint64_t tu_now_ns(void);
+/* The calling thread's CPU time: what a call cost, not counting the time
+ * other programs had the core (for cost ratios measured within one test). */
+uint64_t tu_thread_cpu_ns(void);
+size_t tu_resident_bytes(void);
+
+
+/* The PRNG of the randomized suites: the next output of the splitmix64 stream
+ * whose state is *state (ccai_splitmix64_next, common/ccai_rng.h). */
+uint64_t tu_rand(uint64_t *state);
+
+/* ---- the test double upstream ---------------------------------------------- */
+
+#define TU_MAX_LIVE 4096
+
+typedef struct tu_live {
+    void *ptr;
+    size_t size;
+} tu_live;
+
+typedef struct tu_upstream {
+    pthread_mutex_t lock;
+    size_t capacity; /* alloc fails with OOM past this */
+    size_t used;     /* own accounting: bytes handed out now */
+    tu_live live[TU_MAX_LIVE];
+    size_t live_count;
+    /* counters (successful and failed calls alike) */
+    uint64_t alloc_calls, free_calls, sync_calls;
+    uint64_t event_records, event_queries, events_live;
+    /* faults: the fail_at-th call among alloc+free calls fails (1-based, 0 =
+     * never); alloc fails with alloc_error, free with CCA_ERR_UPSTREAM. */
+    uint64_t calls, fail_at;
+    cca_status alloc_error;
+    uint64_t failures;
+    /* events: complete when their number <= events_done. hold_events keeps
+     * new events incomplete; synchronize completes every event unless
+     * sync_keeps_events is set. */
+    bool hold_events, sync_keeps_events;
+    uint64_t events_recorded, events_done;
+    /* more faults: synchronize and event record fail (CCA_ERR_UPSTREAM, no
+     * message set, like a careless custom upstream) while these are set; a
+     * refused record leaves *event pointing at a token that is no event, as
+     * a driver may leave its out-parameter (querying or destroying it fails
+     * the test) */
+    bool fail_sync, fail_record;
+    /* order of sizes given back (trim order checks) */
+    size_t freed_sizes[64];
+    size_t freed_count;
+} tu_upstream;
+
+/* A cca_upstream over `t` (initialised here with `capacity`). with_events:
+ * provide the three event ops; otherwise the allocator synchronizes. */
+cca_upstream *tu_upstream_create(tu_upstream *t, size_t capacity, bool with_events);
+/* Complete every event recorded so far. */
+void tu_upstream_release_events(tu_upstream *t);
+/* Give back whatever the allocator could not (after a refused free). */
+void tu_upstream_free_leftovers(tu_upstream *t);
+
+/* ---- the fault-injecting wrapper upstream ---------------------------------- */
+
+/* tu_faulty forwards every op to `inner` (which must have vm ops) and fails
+ * calls on demand, so a test can make the allocator meet a refusal at every
+ * upstream call it makes (test_expandable_*.c, test_domain_release.c):
+ *
+ *   calls[k]    every call of kind k, numbered from 1, injected failures
+ *               included.
+ *   fail_at[k]  N: call number N of kind k fails (0 = never), without
+ *               reaching `inner`; with sticky[k], every later call of k too.
+ *               A test aims at "the N-th call from now" with
+ *               fail_at[k] = calls[k] + N.
+ *   failures    injected failures so far, all kinds together.
+ *   ok[k]       calls of kind k that reached `inner` and succeeded (what the
+ *               allocator was granted, to compare with its own stats).
+ *   order       the kind of every counted call, in the order made (the
+ *               first TU_FAULTY_ORDER of them; order_count counts them
+ *               all): "synchronize before the first vm_unmap" is checkable.
+ *
+ * An injected failure returns CCA_ERR_OUT_OF_MEMORY for alloc, vm_reserve and
+ * vm_map, CCA_ERR_UPSTREAM for free, vm_unmap, vm_release and synchronize,
+ * with the message "<name>: injected <kind> failure". mem_info and
+ * vm_granularity are passed through and are no fault kind; mem_info calls
+ * are counted in mem_info_calls (refused ones included), and mem_info
+ * fails while fail_mem_info is set. tu_faulty_create_without_mem_info
+ * makes a wrapper with no mem_info op at all (the allocator cannot ask the
+ * device's size or free memory).
+ *
+ * Events (with_events; without them the allocator synchronizes instead) are
+ * the wrapper's own numbered tokens, not the device's: one is complete when
+ * its number <= events_done. A new event is complete at once unless
+ * hold_events is set; a synchronize that is not failed completes every event
+ * recorded so far unless sync_keeps_events is set; a test may also set
+ * events_done itself. events_live counts events not yet destroyed.
+ *
+ * Not locked: for single-threaded tests. */
+typedef enum tu_fault_kind {
+    TU_FAULT_ALLOC,
+    TU_FAULT_FREE,
+    TU_FAULT_RESERVE, /* vm_reserve */
+    TU_FAULT_MAP,     /* vm_map */
+    TU_FAULT_UNMAP,   /* vm_unmap */
+    TU_FAULT_RELEASE, /* vm_release */
+    TU_FAULT_SYNC,    /* synchronize */
+    TU_FAULT_KINDS
+} tu_fault_kind;
+/* The op's name for each kind ("alloc", ..., "vm_release", "synchronize"). */
+extern const char *const tu_fault_names[TU_FAULT_KINDS];
+
+#define TU_FAULTY_ORDER 256
+typedef struct tu_faulty {
+    cca_upstream *inner; /* the caller's: destroyed by the caller, after the wrapper */
+    const char *name;
+    uint64_t calls[TU_FAULT_KINDS], ok[TU_FAULT_KINDS], fail_at[TU_FAULT_KINDS];
+    tu_fault_kind order[TU_FAULTY_ORDER];
+    size_t order_count;
+    bool sticky[TU_FAULT_KINDS];
+    uint64_t failures;
+    bool hold_events, sync_keeps_events;
+    uint64_t events_recorded, events_done, events_live;
+    bool fail_mem_info;      /* mem_info refuses (CCA_ERR_UPSTREAM): the device's size is unknown */
+    uint64_t mem_info_calls; /* every mem_info call, refused ones included */
+} tu_faulty;
+
+/* A cca_upstream over `f` (reset here) wrapping `inner`. `name` is the
+ * upstream's name in reports and the prefix of injected failures' messages
+ * (the suites use "fx" and "dx"); with_events: provide the three event ops. */
+cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
+/* The same with no mem_info op (cca_upstream_mem_info: CCA_ERR_UPSTREAM). */
+cca_upstream *tu_faulty_create_without_mem_info(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
+/* No more injected failures (fail_at and sticky cleared); counts kept. */
+void tu_faulty_faults_off(tu_faulty *f);
+/* The index in f->order of the first call of kind k at or after `from`
+ * (both within the recorded TU_FAULTY_ORDER); SIZE_MAX when none. */
+size_t tu_faulty_first(const tu_faulty *f, tu_fault_kind k, size_t from);
+
+#endif /* CCA_ALLOC_TEST_UTIL_H */

@@ -662,9 +662,10 @@ cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 
 /* Free a pointer from cca_alloc. NULL is a no-op. Double free, an unknown or
  * an interior pointer: CCA_ERR_INVALID_POINTER, nothing changes. If another
- * stream used the block (cca_record_stream; or a greedy-arena block
- * allocated on a non-default stream), it is reused only after events on
- * those streams complete. If no event can be recorded and the fallback
+ * stream used the block (cca_record_stream; or any block of a greedy or
+ * footprint arena, which goes to any stream: the default stream is taken
+ * as ordered against no other, as CUDA's non-blocking streams are), it is
+ * reused only after events on those streams complete. If no event can be recorded and the fallback
  * synchronize fails, the upstream's status is returned: the pointer is
  * consumed all the same (do not free it again), and its block is reused
  * only after a later synchronize succeeds (trim, empty-cache, OOM retry). */

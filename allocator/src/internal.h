@@ -102,8 +102,10 @@ struct ccai_block;
  *          stream of the cca_alloc call (b->alloc_stream) and every stream
  *          named by cca_record_stream (uses->streams).
  * At cca_free a block is reused at once when every user is ordered before
- * the next user of its key (user == key); otherwise an event is recorded on
- * each other user and the block is PENDING until all have completed. */
+ * the next user of its key (user == key, outside an arena: an arena's next
+ * user may be any stream, and no two streams are ordered, NULL included);
+ * otherwise an event is recorded on each other user and the block is
+ * PENDING until all have completed. */
 typedef struct ccai_wait {
     struct ccai_wait *next; /* FIFO of the stream's pending queue        */
     struct ccai_block *block;

@@ -1043,7 +1043,8 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
         uintptr_t addr = b->addr; /* for the history: b may merge away below */
         size_t requested = b->requested;
         cca_stream used = b->alloc_stream;
-        bool deferred = (b->uses || b->alloc_stream != b->stream) && ccai_stream_defer_free(a, b, &st);
+        bool deferred = (b->uses || b->alloc_stream != b->stream || (b->seg & CCAI_SEG_SHARED)) &&
+                        ccai_stream_defer_free(a, b, &st);
         if (!deferred) {
             ccai_live_map_unlink(&a->live, link);
             ccai_pool_return_unlinked(a, b);

@@ -1195,8 +1195,12 @@ void ccai_trace_release(struct ccai_trace *t, size_t keep); /* keep 0: empty_cac
 bool ccai_mark_name_ok(const char *name);
 void ccai_trace_close(struct ccai_trace *t);
 /* plug.c's fork handler: the trace's lock, taken before a fork (after every
- * allocator lock: recording takes it under one) and released after it. */
+ * allocator lock: recording takes it under one), the file flushed, and
+ * released after it. */
 void ccai_trace_fork_lock(bool lock);
+/* fork.c, in the child before the lock is released: the parent's file is
+ * detached, nothing more written to it or opened (trace.c). */
+void ccai_trace_fork_child(void);
 
 /* history.c: the ring of recent events (config `history`; NULL when off). */
 typedef enum ccai_event_kind {

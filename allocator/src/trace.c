@@ -45,6 +45,15 @@
  * at 1024 (status.c), and a path may be up to PATH_MAX (4096), so what
  * failed and why come first, where a long path cannot push them out.
  *
+ * fork(): the child's FILE is a copy of the parent's, buffer included, on
+ * the same open file. fork.c's handler flushes the file before the fork
+ * (under the trace's lock, so no line is half written) and detaches the
+ * child's copy: the child writes nothing to it (`off`), drops whatever a
+ * failed flush left in its buffer, and never opens the file again, so its
+ * exit (which flushes every stdio stream) cannot write the parent's lines a
+ * second time, and its own events, ids and headers never mix with the
+ * parent's. A child forked after the trace was opened records nothing.
+ *
  * The file is opened without waiting (ccai_fopen_nowait, common/ccai_open.h):
  * a FIFO nobody reads is refused at once rather than hanging cca_create; a
  * FIFO with a reader is then written as any pipe (a reader that goes away:
@@ -57,6 +66,7 @@
 #include "ccai_open.h" /* common/ */
 
 #include <errno.h>
+#include <stdio_ext.h> /* __fpurge */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -72,6 +82,8 @@ typedef struct ccai_trace {
     size_t stream_count;
     unsigned domains; /* numbered so far in this section */
     bool opened_before, domains_warned;
+    bool off;    /* nothing more is written: a forked child's copy */
+    bool forked; /* a forked child's, the file the parent's: never opened again */
     char *path; /* CCALLOC_TRACE as opened, for messages (malloc'd; NULL: no memory for it) */
 } ccai_trace;
 
@@ -86,6 +98,10 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
         return NULL;
     ccai_trace *t = &the_trace;
     pthread_mutex_lock(&trace_lock);
+    if (t->forked) {
+        pthread_mutex_unlock(&trace_lock);
+        return NULL;
+    }
     if (!t->f) {
         t->f = ccai_fopen_nowait(path, t->opened_before);
         if (!t->f) {
@@ -122,16 +138,18 @@ static unsigned stream_number(ccai_trace *t, cca_stream s) {
 uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s, unsigned domain) {
     pthread_mutex_lock(&trace_lock);
     uint64_t id = ++t->next_id;
-    fprintf(t->f, "%llu,alloc,%llu,%zu,%u,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
-            stream_number(t, s), domain);
+    if (!t->off)
+        fprintf(t->f, "%llu,alloc,%llu,%zu,%u,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
+                stream_number(t, s), domain);
     pthread_mutex_unlock(&trace_lock);
     return id;
 }
 
 void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s, unsigned domain) {
     pthread_mutex_lock(&trace_lock);
-    fprintf(t->f, "%llu,free,%llu,%zu,%u,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
-            stream_number(t, s), domain);
+    if (!t->off)
+        fprintf(t->f, "%llu,free,%llu,%zu,%u,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
+                stream_number(t, s), domain);
     pthread_mutex_unlock(&trace_lock);
 }
 
@@ -143,9 +161,9 @@ static unsigned long long format_size(size_t size) {
 
 void ccai_trace_release(struct ccai_trace *t, size_t keep) {
     pthread_mutex_lock(&trace_lock);
-    if (keep == 0)
+    if (!t->off && keep == 0)
         fprintf(t->f, "%llu,empty_cache,0,0,0,0\n", (unsigned long long)t->seq++);
-    else
+    else if (!t->off)
         fprintf(t->f, "%llu,trim,0,%llu,0,0\n", (unsigned long long)t->seq++, format_size(keep));
     pthread_mutex_unlock(&trace_lock);
 }
@@ -154,10 +172,10 @@ unsigned ccai_trace_domain(struct ccai_trace *t, const char *name) {
     unsigned n = 0;
     bool warn = false;
     pthread_mutex_lock(&trace_lock);
-    if (t->domains < TRACE_MAX_DOMAINS) {
+    if (!t->off && t->domains < TRACE_MAX_DOMAINS) {
         n = ++t->domains;
         fprintf(t->f, "%llu,domain,0,0,0,%u,%s\n", (unsigned long long)t->seq++, n, name);
-    } else if (!t->domains_warned) {
+    } else if (!t->off && !t->domains_warned) {
         t->domains_warned = warn = true;
     }
     pthread_mutex_unlock(&trace_lock);
@@ -170,8 +188,9 @@ unsigned ccai_trace_domain(struct ccai_trace *t, const char *name) {
 
 void ccai_trace_domain_event(struct ccai_trace *t, bool reserve, size_t bytes, unsigned domain) {
     pthread_mutex_lock(&trace_lock);
-    fprintf(t->f, "%llu,%s,0,%llu,0,%u\n", (unsigned long long)t->seq++, reserve ? "domain_reserve" : "domain_release",
-            reserve ? format_size(bytes) : 0ull, domain);
+    if (!t->off)
+        fprintf(t->f, "%llu,%s,0,%llu,0,%u\n", (unsigned long long)t->seq++,
+                reserve ? "domain_reserve" : "domain_release", reserve ? format_size(bytes) : 0ull, domain);
     pthread_mutex_unlock(&trace_lock);
 }
 
@@ -196,10 +215,12 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
     bool written = true;
     if (a->trace) {
         pthread_mutex_lock(&trace_lock);
-        fprintf(a->trace->f, "%llu,mark,0,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
-        /* a mark is a checkpoint: what came before it is written now, and
-         * a recording that could not be written is said here */
-        written = !ccai_write_failed(a->trace->f);
+        if (!a->trace->off) {
+            fprintf(a->trace->f, "%llu,mark,0,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
+            /* a mark is a checkpoint: what came before it is written now,
+             * and a recording that could not be written is said here */
+            written = !ccai_write_failed(a->trace->f);
+        }
         pthread_mutex_unlock(&trace_lock);
     }
     ccai_unlock(a);
@@ -232,8 +253,19 @@ void ccai_trace_close(struct ccai_trace *t) {
 }
 
 void ccai_trace_fork_lock(bool lock) {
-    if (lock)
+    if (lock) {
         pthread_mutex_lock(&trace_lock);
-    else
+        if (the_trace.f && !the_trace.off) /* nothing buffered for the child to write again */
+            fflush(the_trace.f);
+    } else {
         pthread_mutex_unlock(&trace_lock);
+    }
+}
+
+void ccai_trace_fork_child(void) {
+    the_trace.forked = the_trace.opened_before; /* the file is the parent's */
+    if (the_trace.f) {
+        the_trace.off = true;
+        __fpurge(the_trace.f); /* what a failed flush left: the parent's lines */
+    }
 }

@@ -1187,8 +1187,9 @@ struct ccai_trace *ccai_trace_open_from_env(void);
 /* Returns the trace id of the new allocation (unique in the process). */
 uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s, unsigned domain);
 void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s, unsigned domain);
-/* A domain's number in the trace (1..; 0 beyond the format's limit), its
- * declaration written; a domain_release or (reserve) domain_reserve line. */
+/* A domain's number in the trace (1..; 0 once the recording stopped at a
+ * limit: nothing more is written), its declaration written; a
+ * domain_release or (reserve) domain_reserve line. */
 unsigned ccai_trace_domain(struct ccai_trace *t, const char *name);
 void ccai_trace_domain_event(struct ccai_trace *t, bool reserve, size_t bytes, unsigned domain);
 void ccai_trace_release(struct ccai_trace *t, size_t keep); /* keep 0: empty_cache */

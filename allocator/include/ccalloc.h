@@ -591,8 +591,10 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
 
 /* Best fit: the smallest cached free block of the stream that fits (ties:
  * lowest address), split when the remainder is worth keeping; otherwise:
- *  - a request that can never succeed (its segment, or with expandable
- *    segments its whole pages, would exceed the device's total memory or
+ *  - a request that can never succeed (its segment — which shrinks to a
+ *    device or max_reserved smaller than it, never below the request — or
+ *    with expandable segments its whole pages, would exceed the device's
+ *    total memory or
  *    max_reserved, or with expandable segments the 32 TiB of address space
  *    one allocator's ranges may hold, whether or not the device's size is
  *    known; greedy: greedy_bytes (expandable: in whole pages) or

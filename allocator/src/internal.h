@@ -588,7 +588,8 @@ static inline bool ccai_segment_empty(const ccai_segment *s) {
  * per-segment counter: it would load the segment record on every pair). */
 void ccai_segment_live(const ccai_segment *s, size_t *blocks, size_t *bytes);
 
-/* Preferred and least segment sizes for a growth-policy request. */
+/* Preferred and least segment sizes for a growth-policy request; a least
+ * size over the ceiling (as known) shrinks to it, never below `rounded`. */
 void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least);
 /* CCA_OK when `bytes` more fit under max_reserved now (or there is no
  * cap); else CCA_ERR_OUT_OF_MEMORY, "max_reserved (N) would be exceeded".

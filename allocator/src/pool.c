@@ -28,7 +28,8 @@
  *      medium_segment larger (PyTorch bounds this slack by 20 MiB);
  *   5. none fits, or (expandable) the device would not map the pages of
  *      the block step 4 found -> get_block:
- *      a. a request that can never succeed — its least segment is above the
+ *      a. a request that can never succeed — its least segment (which
+ *         shrinks to the ceiling, never below the request) is above the
  *         device's total memory or max_reserved, or above the arena — fails
  *         at once: nothing is synchronized, released or asked of the upstream
  *         (step 4 asks this too before it maps a block's missing pages: a

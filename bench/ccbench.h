@@ -10,6 +10,8 @@
 #ifndef CCBENCH_H
 #define CCBENCH_H
 
+#include "ccai_trace_limits.h" /* common/: the limits shared with the recorder */
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,10 +63,11 @@ static inline int ccb_op_is_checkpoint(unsigned op) {
     return op == CCB_MARK || op == CCB_EMPTY_CACHE || op == CCB_TRIM || op == CCB_DOMAIN_RELEASE;
 }
 
+/* The recorder's limits are the reader's (common/ccai_trace_limits.h). */
 #define CCB_MARK_MAX 63                   /* characters in a mark's name        */
 #define CCB_DOMAIN_NAME_MAX 63            /* ... in a domain's (as CCA_DOMAIN_NAME_MAX) */
-#define CCB_MAX_DOMAINS 65535             /* domains in one trace, the default one included */
-#define CCB_SIZE_MAX ((uint64_t)1 << 60) /* largest size a trace may hold      */
+#define CCB_MAX_DOMAINS (CCAI_TRACE_MAX_DOMAINS + 1) /* domains in one trace, the default one included */
+#define CCB_SIZE_MAX ((uint64_t)CCAI_TRACE_MAX_SIZE) /* largest size a trace may hold */
 #define CCB_SIZE_FILL UINT64_MAX         /* a free's size to be taken from its alloc (analysis) */
 
 typedef struct ccb_event {

@@ -493,18 +493,20 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
             break;
         }
         uint64_t seq, id, size, stream, dom = 0;
-        if (section >= (1ull << 19)) {
+        if (section >= CCAI_TRACE_MAX_SECTIONS) {
             rc = fail(err, errlen, "line %zu: more than 2^19 sections (column header lines)", lineno);
             break;
         }
         if (parse_u64(field[0], &seq) || parse_u64(field[2], &id) || parse_u64(field[3], &size) ||
-            parse_u64(field[4], &stream) || stream > 255 || id >= (1ull << 44) || size > CCB_SIZE_MAX ||
-            (version == 3 && (parse_u64(field[5], &dom) || dom >= CCB_MAX_DOMAINS))) {
+            parse_u64(field[4], &stream) || stream > CCAI_TRACE_MAX_STREAM || id > CCAI_TRACE_MAX_ID ||
+            size > CCB_SIZE_MAX || (version == 3 && (parse_u64(field[5], &dom) || dom >= CCB_MAX_DOMAINS))) {
             rc = fail(err, errlen, "line %zu: bad number (seq, id < 2^44, size <= 2^60, stream < 256, domain < %d)",
                       lineno, CCB_MAX_DOMAINS);
             break;
         }
         (void)seq; /* order of lines is the order of events */
+        _Static_assert(CCAI_TRACE_MAX_ID < (1ull << 44) && CCAI_TRACE_MAX_SECTIONS <= (1ull << 19),
+                       "a key (section << 44 | id) + 1 fits 64 bits");
         uint64_t key = ((section << 44) | id) + 1;
         const char *op = field[1];
         int is_domain_op = version == 3 && (!strcmp(op, "domain") || !strcmp(op, "domain_release") ||

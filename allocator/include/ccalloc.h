@@ -698,8 +698,10 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  *    (nothing touched);
  *  - CCA_ERR_OUT_OF_MEMORY (ooms counted, one log line written after the
  *    lock is released, when log_oom:1): a request that can never succeed
- *    (over the device's total, max_reserved, the 32 TiB address budget of
- *    expandable segments, or greedy's arena), at once, nothing released;
+ *    (its least segment, which shrinks to a device or max_reserved smaller
+ *    than it but never below the request, or its whole pages, over the
+ *    device's total, max_reserved, the 32 TiB address budget of expandable
+ *    segments, or greedy's arena), at once, nothing released;
  *    the upstream refused and the retry could not make room (what it
  *    released stays released; live blocks never change); a full greedy
  *    arena; host memory short for a block record in an expandable segment;
@@ -716,17 +718,19 @@ cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 
 /* Free a pointer from cca_alloc. NULL is a no-op (CCA_OK; a NULL allocator
  * is still CCA_ERR_INVALID_ARGUMENT). If another stream used the block
- * (cca_record_stream; or a greedy-arena block allocated on a non-default
- * stream), it is reused only after events on those streams complete
- * (docs/allocator.md, "Streams").
+ * (cca_record_stream; or any block of a greedy or footprint arena, which
+ * goes to any stream: the default stream is taken as ordered against no
+ * other, as CUDA's non-blocking streams are), it is reused only after
+ * events on those streams complete (docs/allocator.md, "Streams").
  * Errors: CCA_ERR_INVALID_POINTER for a double free, an unknown or an
  * interior pointer, nothing changed; when no event can be recorded and the
  * fallback synchronize fails, that synchronize's status: the pointer is
  * consumed all the same (do not free it again), and its block is reused
  * only after a later synchronize succeeds (trim, empty-cache, OOM retry).
  * Cost: one lock, a hash lookup, a merge with free neighbours and an index
- * insert; no upstream call on one stream; per other user stream one
- * event_record and one event_query (a synchronize where events fail). */
+ * insert; no upstream call on one stream; per other user stream (every
+ * user stream of an arena block) one event_record and one event_query (a
+ * synchronize where events fail). */
 cca_status cca_free(cca_allocator *a, void *ptr);
 
 /* Mark a live block as used on stream `s` too: at free it returns to the

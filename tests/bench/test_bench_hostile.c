@@ -1841,7 +1841,7 @@ Test(recorder, reopened_trace_is_a_new_section_and_reads_back) {
     ccb_trace_free(&t);
 }
 
-Test(recorder, more_than_64_streams_share_the_last_number) {
+Test(recorder, seventy_streams_get_seventy_numbers) {
     const char *path = tmp_path("streams.csv");
     setenv("CCALLOC_TRACE", path, 1);
     cca_upstream *u;
@@ -1861,8 +1861,8 @@ Test(recorder, more_than_64_streams_share_the_last_number) {
     ccb_trace t;
     char err[256] = "";
     cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(t.streams, 65);
-    cr_assert_eq(t.ev[69].stream, 64);
+    cr_assert_eq(t.streams, 71);
+    cr_assert_eq(t.ev[69].stream, 70);
     ccb_trace_free(&t);
 }
 
@@ -1987,4 +1987,194 @@ Test(cost, defect_chosen_ids_do_not_make_reading_quadratic, .timeout = 60) {
     cr_assert_lt(t2, 10 * t1 + 0.1, "sequential ids %.4f s, chosen ids %.4f s", t1, t2);
     free(plain);
     free(evil);
+}
+
+/* ---- the recorder's limits, read back ------------------------------------------ */
+
+/* The recorder and the reader keep one set of limits: 65534 domains in a
+ * file (all sections together), streams numbered up to 255 in a section,
+ * 2^19 sections in a file. At each limit less one and at the limit the
+ * recording reads back whole; one past it the recorder logs once that it
+ * stops and writes nothing more, so the file reads back with nothing past
+ * the stop: no domain recorded as the default one, no stream merged into
+ * another, no section the reader refuses. */
+
+static int stop_lines;
+static char stop_line[512];
+
+static void count_stops(void *user, const char *line) {
+    (void)user;
+    if (strstr(line, "CCALLOC_TRACE")) {
+        stop_lines++;
+        snprintf(stop_line, sizeof stop_line, "%s", line);
+    }
+}
+
+/* CCALLOC_TRACE names path, the log counts the recorder's lines; a device. */
+static cca_upstream *begin_recording(const char *path) {
+    setenv("CCALLOC_TRACE", path, 1);
+    stop_lines = 0;
+    cca_set_log_callback(count_stops, NULL);
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_host_create((size_t)64 << 20, &u), CCA_OK);
+    return u;
+}
+
+static void end_recording(cca_upstream *u) {
+    cca_upstream_destroy(u);
+    cca_set_log_callback(NULL, NULL);
+    unsetenv("CCALLOC_TRACE");
+}
+
+static void load_ok(ccb_trace *t, const char *path) {
+    char err[512];
+    ccb_trace_init(t, "limits");
+    cr_assert_eq(ccb_trace_load(t, path, err, sizeof err), 0, "the reader refuses the recording: %s", err);
+}
+
+static cca_allocator *limits_allocator(cca_upstream *u, const char *conf) {
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, conf), CCA_OK, "%s", cca_last_error());
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_create(&c, u, &a), CCA_OK, "%s", cca_last_error());
+    return a;
+}
+
+/* `first` domains in one allocator lifetime, then `second` in another (0:
+ * none); the last domain of all gets one allocation, and the default domain
+ * one at the end of each lifetime. */
+static void record_domains(const char *path, int first, int second) {
+    cca_upstream *u = begin_recording(path);
+    int lifetimes[2] = {first, second}, last = second ? 1 : 0;
+    for (int l = 0; l <= last; l++) {
+        cca_allocator *a = limits_allocator(u, "log_oom:0");
+        for (int i = 0; i < lifetimes[l]; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "d%d", i);
+            cca_domain *d = NULL;
+            void *p = NULL;
+            cr_assert_eq(cca_domain_create(a, name, &d), CCA_OK, "domain %d: %s", i, cca_last_error());
+            if (l == last && i == lifetimes[l] - 1) {
+                cr_assert_eq(cca_alloc_in(a, d, 4096, NULL, &p), CCA_OK, "%s", cca_last_error());
+                cr_assert_eq(cca_free(a, p), CCA_OK);
+            }
+            cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
+        }
+        void *p = NULL;
+        cr_assert_eq(cca_alloc(a, 512, NULL, &p), CCA_OK);
+        cr_assert_eq(cca_free(a, p), CCA_OK);
+        cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    }
+    end_recording(u);
+}
+
+/* n = first + second domains: up to the limit every one reads back, the
+ * last with its allocation; one past it, the first 65534 only, nothing of
+ * the last domain nor after it, and one log line. */
+static void domains_read_back(int first, int second) {
+    const char *path = tmp_path("domains.csv");
+    record_domains(path, first, second);
+    int n = first + second;
+    ccb_trace t;
+    load_ok(&t, path);
+    if (n <= 65534) {
+        cr_assert_eq(t.ndomains, (size_t)n + 1, "%d domains: the trace holds %zu", n, t.ndomains - 1);
+        cr_assert_eq(t.domains[n].allocs, 1, "the last domain's allocation");
+        cr_assert_eq(t.domains[0].allocs, second ? 2u : 1u, "the default domain's");
+        cr_assert_eq(stop_lines, 0, "%s", stop_line);
+    } else {
+        cr_assert_eq(t.ndomains, (size_t)65535, "65534 domains and the default one, not %zu", t.ndomains);
+        cr_assert_eq(t.allocs, second ? 1u : 0u, "nothing past the stop (the first lifetime's default allocation)");
+        cr_assert_eq(stop_lines, 1, "the stop said once, not %d times", stop_lines);
+        cr_assert(strstr(stop_line, "65534 domains"), "%s", stop_line);
+    }
+    ccb_trace_free(&t);
+}
+
+Test(recorder, domains_one_below_the_limit_read_back, .timeout = 120) {
+    domains_read_back(65533, 0);
+}
+
+Test(recorder, domains_at_the_limit_read_back, .timeout = 120) {
+    domains_read_back(65534, 0);
+}
+
+Test(recorder, domains_past_the_limit_stop_the_recording, .timeout = 120) {
+    domains_read_back(65535, 0);
+}
+
+Test(recorder, domains_of_two_lifetimes_count_in_one_file, .timeout = 120) {
+    domains_read_back(40000, 25534);
+}
+
+Test(recorder, domains_of_two_lifetimes_past_the_limit_stop, .timeout = 120) {
+    domains_read_back(40000, 40000);
+}
+
+/* n streams besides the default one, an allocation on each, then one on
+ * the default stream. */
+static void streams_read_back(int n) {
+    const char *path = tmp_path("streams.csv");
+    cca_upstream *u = begin_recording(path);
+    cca_allocator *a = limits_allocator(u, "policy:greedy,greedy_bytes:4M");
+    for (int i = 0; i <= n; i++) {
+        void *p = NULL;
+        cca_stream s = i < n ? (cca_stream)(uintptr_t)(0x1000 * (i + 1)) : NULL;
+        cr_assert_eq(cca_alloc(a, 512, s, &p), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_free(a, p), CCA_OK);
+    }
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    end_recording(u);
+    ccb_trace t;
+    load_ok(&t, path);
+    if (n <= 255) {
+        cr_assert_eq(t.allocs, (uint64_t)n + 1);
+        cr_assert_eq(t.streams, (unsigned)n + 1, "streams 0..%d, not %u", n, t.streams - 1);
+        cr_assert_eq(stop_lines, 0, "%s", stop_line);
+    } else {
+        cr_assert_eq(t.allocs, 255, "one allocation on each of the first 255 streams, nothing after: %" PRIu64,
+                     t.allocs);
+        cr_assert_eq(t.streams, 256u, "streams 0..255");
+        cr_assert_eq(stop_lines, 1, "the stop said once, not %d times", stop_lines);
+        cr_assert(strstr(stop_line, "255 streams"), "%s", stop_line);
+    }
+    ccb_trace_free(&t);
+}
+
+Test(recorder, streams_one_below_the_limit_read_back) {
+    streams_read_back(254);
+}
+
+Test(recorder, streams_at_the_limit_read_back) {
+    streams_read_back(255);
+}
+
+Test(recorder, streams_past_the_limit_stop_the_recording) {
+    streams_read_back(256);
+}
+
+/* 2^19 + 1 allocator lifetimes, one section each with one allocation: the
+ * file read back after 2^19 - 1, 2^19 and 2^19 + 1 of them. */
+Test(recorder, sections_below_at_and_past_the_limit, .timeout = 600) {
+    const char *path = tmp_path("sections.csv");
+    cca_upstream *u = begin_recording(path);
+    const uint64_t limit = (uint64_t)1 << 19;
+    for (uint64_t s = 1; s <= limit + 1; s++) {
+        cca_allocator *a = NULL;
+        void *p = NULL;
+        cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+        cr_assert_eq(cca_alloc(a, 512, NULL, &p), CCA_OK);
+        cr_assert_eq(cca_free(a, p), CCA_OK);
+        cr_assert_eq(cca_destroy(a), CCA_OK);
+        if (s + 1 < limit)
+            continue;
+        ccb_trace t;
+        load_ok(&t, path);
+        cr_assert_eq(t.allocs, s <= limit ? s : limit, "%" PRIu64 " sections: %" PRIu64 " allocations", s, t.allocs);
+        cr_assert_eq(stop_lines, s <= limit ? 0 : 1, "after %" PRIu64 " sections: %s", s, stop_line);
+        ccb_trace_free(&t);
+    }
+    cr_assert(strstr(stop_line, "524288 sections"), "%s", stop_line);
+    end_recording(u);
 }

@@ -142,6 +142,8 @@ check "--help states the parser's ranges" sh -c "'$CCRUN' --help >'$TMP/help' &&
     grep -q -- '--iters N .*1\.\.2^24' '$TMP/help' && grep -q -- '--seed N .*0\.\.2^64-1' '$TMP/help' &&
     grep -q -- '-h, --help' '$TMP/help'"
 expect 2 "at least 1M" -- --capacity 1048575 mlp:4x4
+# ... and the least it takes runs a model: small requests fit a segment of the device's size
+check "--capacity 1M runs a small model" sh -c "'$CCRUN' --device host --capacity 1M mlp:4x4"
 expect 2 "1..2^24" -- --batch 16777217 mlp:4x4
 expect 2 "1..2^24" -- --iters 0 mlp:4x4
 expect 2 "0..2^64-1" -- --seed 18446744073709551616 mlp:4x4

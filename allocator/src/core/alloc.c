@@ -66,8 +66,12 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
     b->state = CCAI_LIVE;
     b->requested = size;
     b->alloc_stream = stream;
-    if (a->trace) /* set at creation or never: without a trace no id is needed */
+    /* a->trace is set at creation or never: without a trace no id is
+     * needed; the recorder may log that it stops, written after the unlock */
+    if (a->trace) {
+        ccai_mutex_hold_log(&a->lock);
         b->id = ccai_trace_alloc(a->trace, size, stream, b->segment->domain->trace_no);
+    }
     if (a->history)
         ccai_history_record(a->history, CCAI_EV_ALLOC, b->addr, size, stream);
     ccai_live_map_insert(&a->live, b);
@@ -267,7 +271,8 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
         uintptr_t addr = b->addr; /* for the history: b may merge away below */
         size_t requested = b->requested;
         cca_stream used = b->alloc_stream;
-        bool deferred = (b->uses || b->alloc_stream != b->stream) && ccai_stream_defer_free(a, b, &st);
+        bool deferred = (b->uses || b->alloc_stream != b->stream || (b->seg & CCAI_SEG_SHARED)) &&
+                        ccai_stream_defer_free(a, b, &st);
         if (!deferred) {
             ccai_live_map_unlink(&a->live, link);
             ccai_pool_return_unlinked(a, b);

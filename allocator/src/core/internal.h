@@ -105,8 +105,10 @@ struct ccai_block;
  *          stream of the cca_alloc call (b->alloc_stream) and every stream
  *          named by cca_record_stream (uses->streams).
  * At cca_free a block is reused at once when every user is ordered before
- * the next user of its key (user == key); otherwise an event is recorded on
- * each other user and the block is PENDING until all have completed. */
+ * the next user of its key (user == key, outside an arena: an arena's next
+ * user may be any stream, and no two streams are ordered, NULL included);
+ * otherwise an event is recorded on each other user and the block is
+ * PENDING until all have completed. */
 typedef struct ccai_wait {
     struct ccai_wait *next; /* FIFO of the stream's pending queue        */
     struct ccai_block *block;
@@ -610,7 +612,8 @@ static inline bool ccai_segment_empty(const ccai_segment *s) {
  * per-segment counter: it would load the segment record on every pair). */
 void ccai_segment_live(const ccai_segment *s, size_t *blocks, size_t *bytes);
 
-/* Preferred and least segment sizes for a growth-policy request. */
+/* Preferred and least segment sizes for a growth-policy request; a least
+ * size over the ceiling (as known) shrinks to it, never below `rounded`. */
 void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least);
 /* CCA_OK when `bytes` more fit under max_reserved now (or there is no
  * cap); else CCA_ERR_OUT_OF_MEMORY, "max_reserved (N) would be exceeded".
@@ -1079,16 +1082,21 @@ struct ccai_trace *ccai_trace_open_from_env(void);
 /* Returns the trace id of the new allocation (unique in the process). */
 uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s, unsigned domain);
 void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s, unsigned domain);
-/* A domain's number in the trace (1..; 0 beyond the format's limit), its
- * declaration written; a domain_release or (reserve) domain_reserve line. */
+/* A domain's number in the trace (1..; 0 once the recording stopped at a
+ * limit: nothing more is written), its declaration written; a
+ * domain_release or (reserve) domain_reserve line. */
 unsigned ccai_trace_domain(struct ccai_trace *t, const char *name);
 void ccai_trace_domain_event(struct ccai_trace *t, bool reserve, size_t bytes, unsigned domain);
 void ccai_trace_release(struct ccai_trace *t, size_t keep); /* keep 0: empty_cache */
 bool ccai_mark_name_ok(const char *name);
 void ccai_trace_close(struct ccai_trace *t);
 /* plug.c's fork handler: the trace's lock, taken before a fork (after every
- * allocator lock: recording takes it under one) and released after it. */
+ * allocator lock: recording takes it under one), the file flushed, and
+ * released after it. */
 void ccai_trace_fork_lock(bool lock);
+/* fork.c, in the child before the lock is released: the parent's file is
+ * detached, nothing more written to it or opened (trace.c). */
+void ccai_trace_fork_child(void);
 
 /* history.c: the ring of recent events (config `history`; NULL when off). */
 typedef enum ccai_event_kind {

@@ -19,13 +19,19 @@
  * that they can be returned whole. PyTorch keeps medium and large in one
  * pool; ccalloc separates them (medium_pool:0 restores PyTorch's layout).
  * When the preferred medium segment is refused, the least size is tried.
+ * A least segment over the ceiling (below) shrinks to it, rounded down to
+ * 512 bytes, never below the request: a device or max_reserved smaller
+ * than small_segment (or than a medium request rounded to segment_round)
+ * still serves what fits under it, small requests sharing one segment of
+ * the ceiling's size, where a least segment over it could never be
+ * reserved at all.
  *
  * The ceiling (ccai_segment_ceiling): the largest segment that could ever be
  * reserved, min(device total, max_reserved); with expandable segments also
  * the address budget (ccai_request_ceiling: no range is larger, even on a
- * device of unknown size). A request whose least segment is above it can
- * never succeed, so cca_alloc fails it at once without touching the cache
- * or calling the upstream. The device total is asked from
+ * device of unknown size). A request whose least segment is above it (a
+ * request larger than the ceiling) can never succeed, so cca_alloc fails
+ * it at once without touching the cache or calling the upstream. The device total is asked from
  * the upstream once, on the first request that needs a new segment.
  *
  * The greedy arena (TensorFlow's default policy): one segment of
@@ -59,6 +65,14 @@
 
 /* ---- sizes -------------------------------------------------------------- */
 
+/* The ceiling as known now (the device total once asked). */
+static size_t known_ceiling(const cca_allocator *a) {
+    size_t ceiling = a->device_total ? a->device_total : SIZE_MAX;
+    if (a->config.max_reserved && a->config.max_reserved < ceiling)
+        ceiling = a->config.max_reserved;
+    return ceiling;
+}
+
 void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind pool, size_t *want, size_t *least) {
     const cca_config *c = &a->config;
     if (pool == CCAI_POOL_SMALL) {
@@ -69,6 +83,13 @@ void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind p
     } else {
         *want = *least = ccai_round_up(rounded, c->segment_round);
     }
+    size_t ceiling = known_ceiling(a) / CCA_GRANULARITY * CCA_GRANULARITY;
+    if (*least > ceiling) { /* shrinks to the ceiling, never below the request */
+        bool same = *want == *least;
+        *least = rounded > ceiling ? rounded : ceiling;
+        if (same)
+            *want = *least;
+    }
 }
 
 size_t ccai_segment_ceiling(cca_allocator *a) {
@@ -78,10 +99,7 @@ size_t ccai_segment_ceiling(cca_allocator *a) {
         if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) == CCA_OK)
             a->device_total = total_b;
     }
-    size_t ceiling = a->device_total ? a->device_total : SIZE_MAX;
-    if (a->config.max_reserved && a->config.max_reserved < ceiling)
-        ceiling = a->config.max_reserved;
-    return ceiling;
+    return known_ceiling(a);
 }
 
 size_t ccai_request_ceiling(cca_allocator *a) {

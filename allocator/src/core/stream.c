@@ -9,22 +9,26 @@
  *          segment's stream. A growth segment's key is the stream of the
  *          request that reserved it; the greedy arena is shared and its key
  *          is NULL. A FREE block is handed out only to requests of its key
- *          stream (in the arena: to every stream).
+ *          stream (in a shared arena, the greedy one or a domain's
+ *          footprint arena: to every stream).
  *   users  while a block is LIVE, the streams whose queued work may touch it:
  *          alloc_stream (the stream passed to cca_alloc) and every stream
  *          named by cca_record_stream (uses->streams).
  *
  *   At cca_free, a user U needs no wait when the next owner's work is
- *   ordered after U's: U == key. In the arena the key is NULL, the legacy
- *   default stream, which is ordered against every other blocking stream,
- *   so a block allocated there on NULL needs no wait either. For every other user an
- *   event is recorded on that stream; the block is PENDING (still counted
- *   as allocated, not reusable) until every event has completed.
+ *   ordered after U's: U == key, outside an arena. Streams are taken as
+ *   independent: no stream's work is ordered against another's, not even
+ *   the legacy default stream's (NULL), since CUDA orders nothing of a
+ *   cudaStreamNonBlocking stream (PyTorch's pool streams, CuPy's) against
+ *   it. A shared arena's next owner may be any stream, so there every user
+ *   waits, NULL included. For each user that waits an event is recorded on
+ *   that stream; the block is PENDING (still counted as allocated, not
+ *   reusable) until every event has completed. An event already complete
+ *   when recorded (the simulated device, an idle GPU) frees at once.
  *
  *     growth, alloc on s, no record_stream   -> FREE at once (the fast path)
  *     growth, alloc on s, record_stream(t)   -> event on t, PENDING
- *     arena,  alloc on NULL                  -> FREE at once
- *     arena,  alloc on s != NULL             -> event on s, PENDING
+ *     arena,  alloc on s (NULL too)          -> event on s, PENDING
  *
  *   If an event cannot be recorded (no event ops, or record fails), the
  *   device is synchronized instead and the block is FREE at once. If that
@@ -209,8 +213,10 @@ void ccai_stream_destroy(cca_allocator *a) {
 
 /* ---- deferring a free --------------------------------------------------- */
 
+/* b->stream is the key (NULL for an arena, whose next owner may be any
+ * stream: every user waits there) */
 static bool needs_wait(const ccai_block *b, cca_stream user) {
-    return user != b->stream; /* b->stream is the key (NULL for the arena) */
+    return user != b->stream || (b->seg & CCAI_SEG_SHARED);
 }
 
 /* The device could not be told to signal the block's users: synchronize,

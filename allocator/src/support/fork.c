@@ -21,12 +21,15 @@
  *   prepare  the plug's lock (plug.c: it is held while a device's allocator
  *            is made, so it comes before the registry), registry_lock, each
  *            allocator's lock, each upstream's locks (its counting lock and,
- *            for the simulated device, the device's own), the trace's lock;
+ *            for the simulated device, the device's own), the trace's lock
+ *            (and the trace flushed: nothing buffered at the fork);
  *   parent   all of them released, in reverse;
  *   child    the same, the allocator locks released as a child must
  *            (ccai_mutex_unlock_in_child: the parent's sleepers are not
  *            in the child), the log lock made anew (status.c says why it
- *            is not taken), and, before each simulated device's locks go,
+ *            is not taken), the trace's file detached (the child writes
+ *            nothing to the parent's trace, trace.c), and, before each
+ *            simulated device's locks go,
  *            its maps made the child's own: they are MAP_SHARED memfd
  *            pages, which fork() leaves shared (upstream_host.c).
  * The order is the order the calls take them: no call holds an
@@ -79,6 +82,8 @@ static void prepare(void) {
  * the plug's (none of them is taken while another of them is held, so the
  * order of the releases matters only to readers). */
 static void release(bool child) {
+    if (child)
+        ccai_trace_fork_child();
     ccai_trace_fork_lock(false);
     for (ccai_fork_link *l = upstreams; l; l = l->next) {
         if (child) /* the simulated device's maps, shared by fork(), made the child's own */

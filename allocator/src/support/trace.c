@@ -27,8 +27,15 @@
  * free line for each live block FORCE drops, so that no block of the domain
  * is live at its release in the file either. A domain reservation is written
  * once it succeeded (after the retry, if it took one): a refused one is not
- * replayed. Beyond 65535 domains in one section (the format's limit), later
- * domains are recorded as the default domain and the log says so once.
+ * replayed.
+ *
+ * Limits: one set for the recorder and ccbench's reader, per file
+ * (common/ccai_trace_limits.h): 65534 domains in the file, stream numbers
+ * up to 255 in a section, 2^19 sections, ids below 2^44. An event past one
+ * of them stops the recording: it is not written, nothing after it is
+ * (not even a new section), and the log says which limit, once. The file
+ * then reads back whole up to the stop: no domain is written as the
+ * default one, no stream shares another's number.
  *
  * One trace per process: the first allocator created with CCALLOC_TRACE set
  * opens the file (truncating it) and writes the header; every allocator of
@@ -45,6 +52,15 @@
  * at 1024 (status.c), and a path may be up to PATH_MAX (4096), so what
  * failed and why come first, where a long path cannot push them out.
  *
+ * fork(): the child's FILE is a copy of the parent's, buffer included, on
+ * the same open file. fork.c's handler flushes the file before the fork
+ * (under the trace's lock, so no line is half written) and detaches the
+ * child's copy: the child writes nothing to it (`off`), drops whatever a
+ * failed flush left in its buffer, and never opens the file again, so its
+ * exit (which flushes every stdio stream) cannot write the parent's lines a
+ * second time, and its own events, ids and headers never mix with the
+ * parent's. A child forked after the trace was opened records nothing.
+ *
  * The file is opened without waiting (ccai_fopen_nowait, common/ccai_open.h):
  * a FIFO nobody reads is refused at once rather than hanging cca_create; a
  * FIFO with a reader is then written as any pipe (a reader that goes away:
@@ -54,38 +70,69 @@
  * per event under the trace lock, and one fflush per mark.
  */
 #include "../core/internal.h"
-#include "ccai_open.h" /* common/ */
+#include "ccai_open.h"         /* common/ */
+#include "ccai_trace_limits.h" /* common/: the reader's limits too */
 
 #include <errno.h>
+#include <stdio_ext.h> /* __fpurge */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define TRACE_MAX_STREAMS 64
 
 typedef struct ccai_trace {
     FILE *f;
     size_t users;
     uint64_t seq;
     uint64_t next_id;
-    cca_stream streams[TRACE_MAX_STREAMS];
+    cca_stream streams[CCAI_TRACE_MAX_STREAM]; /* stream i + 1 of the section */
     size_t stream_count;
-    unsigned domains; /* numbered so far in this section */
-    bool opened_before, domains_warned;
+    unsigned domains;      /* numbered so far in this section */
+    unsigned file_domains; /* ... in the file, every section */
+    uint64_t sections;     /* column headers written */
+    bool opened_before;
+    bool off;    /* nothing more is written: a limit passed, or a forked child's copy */
+    bool forked; /* a forked child's, the file the parent's: never opened again */
     char *path; /* CCALLOC_TRACE as opened, for messages (malloc'd; NULL: no memory for it) */
 } ccai_trace;
 
-#define TRACE_MAX_DOMAINS 65535
+/* What stopped the recording: "more than <limit> <what>". */
+typedef struct trace_stop {
+    const char *what;
+    unsigned long long limit;
+} trace_stop;
 
 static ccai_trace the_trace;
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Past a limit, under the lock: nothing more is written. The caller logs
+ * the stop (said_stop) once it has released the trace's lock (under an
+ * allocator's, with its log held: the line is written after its unlock). */
+static trace_stop stop(ccai_trace *t, const char *what, unsigned long long limit) {
+    t->off = true;
+    return (trace_stop){what, limit};
+}
+
+static void said_stop(trace_stop s) {
+    if (s.what) /* outside the trace lock: a log callback may call back */
+        ccai_log("CCALLOC_TRACE: the recording stops: more than %llu %s, the trace format's limit; what it holds "
+                 "reads back whole",
+                 s.limit, s.what);
+}
 
 struct ccai_trace *ccai_trace_open_from_env(void) {
     const char *path = getenv("CCALLOC_TRACE");
     if (!path || !*path)
         return NULL;
     ccai_trace *t = &the_trace;
+    trace_stop stopped = {0};
     pthread_mutex_lock(&trace_lock);
+    if (!t->f && !t->off && t->sections == CCAI_TRACE_MAX_SECTIONS)
+        stopped = stop(t, "sections in the file", CCAI_TRACE_MAX_SECTIONS);
+    if (t->forked || (!t->f && t->off)) { /* a stopped recording opens no new section */
+        pthread_mutex_unlock(&trace_lock);
+        said_stop(stopped);
+        return NULL;
+    }
     if (!t->f) {
         t->f = ccai_fopen_nowait(path, t->opened_before);
         if (!t->f) {
@@ -98,6 +145,7 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
         if (!t->opened_before)
             fprintf(t->f, "# ccalloc trace v3\n# source: pid %ld\n", (long)getpid());
         fprintf(t->f, "seq,op,id,size,stream,domain,name\n");
+        t->sections++;
         t->opened_before = true;
         t->seq = 0;
         t->stream_count = 0;
@@ -108,70 +156,91 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
     return t;
 }
 
-static unsigned stream_number(ccai_trace *t, cca_stream s) {
+/* 0 for the default stream, then 1.. in order of first use in the section;
+ * -1 past CCAI_TRACE_MAX_STREAM. O(streams of the section). */
+static int stream_number(ccai_trace *t, cca_stream s) {
     if (!s)
         return 0;
     for (size_t i = 0; i < t->stream_count; i++)
         if (t->streams[i] == s)
-            return (unsigned)i + 1;
-    if (t->stream_count < TRACE_MAX_STREAMS)
-        t->streams[t->stream_count++] = s;
-    return (unsigned)t->stream_count; /* beyond 64 streams, the last number is shared */
+            return (int)i + 1;
+    if (t->stream_count == CCAI_TRACE_MAX_STREAM)
+        return -1;
+    t->streams[t->stream_count++] = s;
+    return (int)t->stream_count;
 }
 
+/* An alloc or free line, under the lock; past a limit, none. */
+static trace_stop block_line(ccai_trace *t, const char *op, uint64_t id, size_t size, cca_stream s, unsigned domain) {
+    if (t->off)
+        return (trace_stop){0};
+    int stream = stream_number(t, s);
+    if (stream < 0)
+        return stop(t, "streams in a section", CCAI_TRACE_MAX_STREAM);
+    if (id > CCAI_TRACE_MAX_ID)
+        return stop(t, "allocations", CCAI_TRACE_MAX_ID);
+    fprintf(t->f, "%llu,%s,%llu,%zu,%d,%u\n", (unsigned long long)t->seq++, op, (unsigned long long)id, size, stream,
+            domain);
+    return (trace_stop){0};
+}
+
+/* Called under the allocator's lock, its log held (pool.c): a stop's line
+ * is queued and written after the unlock. */
 uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s, unsigned domain) {
     pthread_mutex_lock(&trace_lock);
     uint64_t id = ++t->next_id;
-    fprintf(t->f, "%llu,alloc,%llu,%zu,%u,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
-            stream_number(t, s), domain);
+    trace_stop stopped = block_line(t, "alloc", id, size, s, domain);
     pthread_mutex_unlock(&trace_lock);
+    said_stop(stopped);
     return id;
 }
 
+/* A free never stops the recording: its stream and id were its alloc's,
+ * written within the limits (or nothing is written any more). */
 void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s, unsigned domain) {
     pthread_mutex_lock(&trace_lock);
-    fprintf(t->f, "%llu,free,%llu,%zu,%u,%u\n", (unsigned long long)t->seq++, (unsigned long long)id, size,
-            stream_number(t, s), domain);
+    trace_stop stopped = block_line(t, "free", id, size, s, domain);
     pthread_mutex_unlock(&trace_lock);
+    ccai_assert(!stopped.what);
+    (void)stopped;
 }
 
 /* sizes above 2^60 are written as 2^60: the format's largest (a trim keeping
  * more than that keeps everything, as 2^60 does) */
 static unsigned long long format_size(size_t size) {
-    return (unsigned long long)(size > ((size_t)1 << 60) ? ((size_t)1 << 60) : size);
+    return size > CCAI_TRACE_MAX_SIZE ? CCAI_TRACE_MAX_SIZE : (unsigned long long)size;
 }
 
 void ccai_trace_release(struct ccai_trace *t, size_t keep) {
     pthread_mutex_lock(&trace_lock);
-    if (keep == 0)
+    if (!t->off && keep == 0)
         fprintf(t->f, "%llu,empty_cache,0,0,0,0\n", (unsigned long long)t->seq++);
-    else
+    else if (!t->off)
         fprintf(t->f, "%llu,trim,0,%llu,0,0\n", (unsigned long long)t->seq++, format_size(keep));
     pthread_mutex_unlock(&trace_lock);
 }
 
 unsigned ccai_trace_domain(struct ccai_trace *t, const char *name) {
     unsigned n = 0;
-    bool warn = false;
+    trace_stop stopped = {0};
     pthread_mutex_lock(&trace_lock);
-    if (t->domains < TRACE_MAX_DOMAINS) {
+    if (!t->off && t->file_domains == CCAI_TRACE_MAX_DOMAINS) {
+        stopped = stop(t, "domains in the file", CCAI_TRACE_MAX_DOMAINS);
+    } else if (!t->off) {
+        t->file_domains++;
         n = ++t->domains;
         fprintf(t->f, "%llu,domain,0,0,0,%u,%s\n", (unsigned long long)t->seq++, n, name);
-    } else if (!t->domains_warned) {
-        t->domains_warned = warn = true;
     }
     pthread_mutex_unlock(&trace_lock);
-    if (warn) /* outside the trace lock: a log callback may call back */
-        ccai_log("CCALLOC_TRACE: more than %d domains in this section; '%s' and later ones are recorded as the "
-                 "default domain",
-                 TRACE_MAX_DOMAINS, name);
+    said_stop(stopped);
     return n;
 }
 
 void ccai_trace_domain_event(struct ccai_trace *t, bool reserve, size_t bytes, unsigned domain) {
     pthread_mutex_lock(&trace_lock);
-    fprintf(t->f, "%llu,%s,0,%llu,0,%u\n", (unsigned long long)t->seq++, reserve ? "domain_reserve" : "domain_release",
-            reserve ? format_size(bytes) : 0ull, domain);
+    if (!t->off)
+        fprintf(t->f, "%llu,%s,0,%llu,0,%u\n", (unsigned long long)t->seq++,
+                reserve ? "domain_reserve" : "domain_release", reserve ? format_size(bytes) : 0ull, domain);
     pthread_mutex_unlock(&trace_lock);
 }
 
@@ -196,10 +265,12 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
     bool written = true;
     if (a->trace) {
         pthread_mutex_lock(&trace_lock);
-        fprintf(a->trace->f, "%llu,mark,0,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
-        /* a mark is a checkpoint: what came before it is written now, and
-         * a recording that could not be written is said here */
-        written = !ccai_write_failed(a->trace->f);
+        if (!a->trace->off) {
+            fprintf(a->trace->f, "%llu,mark,0,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
+            /* a mark is a checkpoint: what came before it is written now,
+             * and a recording that could not be written is said here */
+            written = !ccai_write_failed(a->trace->f);
+        }
         pthread_mutex_unlock(&trace_lock);
     }
     ccai_unlock(a);
@@ -232,8 +303,19 @@ void ccai_trace_close(struct ccai_trace *t) {
 }
 
 void ccai_trace_fork_lock(bool lock) {
-    if (lock)
+    if (lock) {
         pthread_mutex_lock(&trace_lock);
-    else
+        if (the_trace.f && !the_trace.off) /* nothing buffered for the child to write again */
+            fflush(the_trace.f);
+    } else {
         pthread_mutex_unlock(&trace_lock);
+    }
+}
+
+void ccai_trace_fork_child(void) {
+    the_trace.forked = the_trace.opened_before; /* the file is the parent's */
+    if (the_trace.f) {
+        the_trace.off = true;
+        __fpurge(the_trace.f); /* what a failed flush left: the parent's lines */
+    }
 }

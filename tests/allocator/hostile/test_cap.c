@@ -952,10 +952,12 @@ Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
 
 /* ---- caps at the edges of a segment and a page -------------------------------- */
 
-/* max_reserved below one small segment (classic) or one page (expandable):
- * no request can ever be served, and each fails at once — "can never
- * succeed", no retry, no upstream call, no synchronize — whatever its size
- * and stream, in a domain too; an arena of pages cannot fit either. */
+/* max_reserved below one page (expandable): no request can ever be served,
+ * and each fails at once — "can never succeed", no retry, no upstream
+ * call, no synchronize — whatever its size and stream, in a domain too; an
+ * arena of pages cannot fit either. Below one small segment (classic) the
+ * same holds for every request over the cap; those under it are served
+ * from a segment of the cap (the tests at the end of this file). */
 TEST_BOTH(cap_below_one_segment_or_page_refuses_everything_at_once) {
     rig r;
     rig_open(&r, pages, "max_reserved:1M,log_oom:0");
@@ -965,6 +967,8 @@ TEST_BOTH(cap_below_one_segment_or_page_refuses_everything_at_once) {
     uint64_t asks = rig_asks(&r), syncs = rig_syncs(&r);
     const size_t sizes[] = {1, 512, 4096, 1 * MiB - 1, 1 * MiB, 1 * MiB + 1, 2 * MiB, 20 * MiB};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        if (!pages && sizes[i] <= 1 * MiB)
+            continue; /* a segment of the cap holds it */
         expect_oom_in(r.a, i % 2 ? d : NULL, sizes[i], i % 3 ? S1 : NULL, "under one segment or page");
         cr_assert(strstr(cca_last_error(), "can never succeed"), "%zu bytes: '%s'", sizes[i], cca_last_error());
         before.ooms++;
@@ -1400,4 +1404,63 @@ Test(cap, random_expandable_sequences_hold_the_cap_and_release_only_to_serve, .t
         q_sequence(true, "log_oom:0,max_reserved:40M", 56 * MiB, seed * 37 + 9);
     }
     q_report("expandable");
+}
+
+/* ---- a ceiling below a request's least segment ---------------------------------- */
+
+/* A ceiling (max_reserved, or the device's total) below the least segment
+ * a request would reserve — small_segment for a small request, a medium
+ * request rounded up to segment_round — is accepted by
+ * cca_config_validate, and the segment shrinks to the ceiling (rounded
+ * down to 512 bytes), never below the request: small requests share one
+ * segment of the cap. Only a request over the ceiling can never succeed,
+ * and only it is told so. */
+Test(cap, a_cap_below_small_segment_serves_small_requests_in_a_segment_of_the_cap) {
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "max_reserved:1M"), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_config_validate(&c), CCA_OK, "%s", cca_last_error());
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(1 * GiB, "max_reserved:1000000,log_oom:0", &u, &a);
+    void *p = tu_alloc(a, 4096, NULL), *q = tu_alloc(a, 100 * KiB, NULL);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes, 999936, "one segment of the cap rounded down to 512 bytes: %zu", s.reserved_bytes);
+    cr_assert_eq(s.segments, 1);
+    void *r = NULL;
+    cr_assert_eq(cca_alloc(a, 900000, NULL, &r), CCA_ERR_OUT_OF_MEMORY, "it does not fit beside p and q");
+    cr_assert_null(strstr(cca_last_error(), "can never succeed"), "it can, once they are freed: '%s'",
+                   cca_last_error());
+    tu_free(a, p);
+    tu_free(a, q);
+    r = tu_alloc(a, 900000, NULL);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 999936);
+    void *big = NULL;
+    cr_assert_eq(cca_alloc(a, 999937, NULL, &big), CCA_ERR_OUT_OF_MEMORY, "1000448 bytes once rounded: over the cap");
+    cr_assert(strstr(cca_last_error(), "can never succeed"), "'%s'", cca_last_error());
+    tu_free(a, r);
+    tu_check(a);
+    tu_teardown(a, u);
+}
+
+Test(cap, a_cap_below_a_medium_requests_rounded_segment_serves_it) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(1 * GiB, "max_reserved:1536K,log_oom:0", &u, &a);
+    void *p = tu_alloc(a, 1200 * KiB, NULL); /* medium: its least segment, 2 MiB, is over the cap */
+    cr_assert_eq(tu_stats(a).reserved_bytes, 1536 * KiB);
+    tu_free(a, p);
+    tu_check(a);
+    tu_teardown(a, u);
+}
+
+Test(cap, a_device_below_small_segment_serves_small_requests) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(1 * MiB, "log_oom:0", &u, &a);
+    void *p = tu_alloc(a, 4096, NULL), *q = tu_alloc(a, 64, NULL);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 1 * MiB, "one segment of the whole device");
+    tu_free(a, p);
+    tu_free(a, q);
+    tu_teardown(a, u);
 }

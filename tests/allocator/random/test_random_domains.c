@@ -22,7 +22,9 @@
  *     unsplit slack outside the small pool and the arenas), contents
  *     (tu_fill at alloc, checked at free and after every release), and
  *     whether it is pending (predicted at free from the streams that used
- *     it and the block's key stream: its own stream, NULL in an arena);
+ *     it and the block's key stream: its own stream; in an arena, whose
+ *     blocks go to any stream, none: the streams are independent, NULL
+ *     included, so every stream that used it waits);
  *   - the device: the test's wrapper upstream (tb, device_books.h) records every
  *     range it granted, the domain the call served, and what is mapped in
  *     each range, so a domain's reserved bytes, segments and upstream calls
@@ -355,14 +357,14 @@ static void op_alloc(world *w, uint64_t *rng) {
 }
 
 /* cca_free of the model's block i: pending exactly when a stream that used
- * it is not its key stream (one event recorded per such stream). */
+ * it is not its key stream, or it lies in an arena (one event recorded per
+ * such stream: no stream is ordered against another, NULL included). */
 static void free_block(world *w, int i) {
     mblk *b = &w->B[i];
     check_contents(w, b);
-    const cca_stream key = b->arena ? NULL : streams[b->s];
     uint64_t waits = 0;
     for (int s = 0; s < NS; s++)
-        waits += (s == b->s || b->rec[s]) && streams[s] != key;
+        waits += (s == b->s || b->rec[s]) && (b->arena || s != b->s);
     uint64_t ev = w->x.events_recorded;
     cca_status st = cca_free(w->a, b->p);
     cr_assert_eq(st, CCA_OK, WHERE(w) ": free(%p): %s", WARGS(w), (void *)b->p, cca_last_error());

@@ -31,8 +31,10 @@
  *     than the budget (nothing beyond "until reserved <= keep").
  * The model (blocks, independent of the allocator's counters) predicts
  * from the wrapper's log of each call: which frees defer (the streams that
- * used a block other than its key stream: its own stream, NULL in an
- * arena), the events recorded and in which order, the fallback
+ * used a block other than its key stream: its own stream; in an arena,
+ * every stream that used it, NULL included: the streams are independent,
+ * as CUDA's non-blocking ones, NULL ordered against none), the events
+ * recorded and in which order, the fallback
  * synchronize when a record fails, cca_free's status, when pending blocks
  * rejoin the pool (an allocation polls; a successful synchronize in any
  * call but cca_free completes everything complete), and each call's
@@ -365,18 +367,18 @@ static void op_alloc(world *w, uint64_t *rng) {
 
 /* cca_free of the model's block i, its outcome predicted from what the
  * wrapper saw: the users other than the key stream each get an event, in
- * order (the allocation's stream, then record_stream's); a refused record
- * falls back to a synchronize; a failed one holds the block. */
+ * order (the allocation's stream, then record_stream's); in an arena, whose
+ * blocks go to any stream, every user does, NULL included (no stream is
+ * ordered against another); a refused record falls back to a synchronize;
+ * a failed one holds the block. */
 static void free_block(world *w, int i) {
     mblk *b = &w->B[i];
     check_block(w, b);
     int users[NS], n = 0;
-    int key = b->key_null ? 0 : b->s;
-    if (b->s != key)
+    if (b->key_null) /* else the allocation's stream is the key */
         users[n++] = b->s;
-    for (int j = 0; j < b->nrec; j++)
-        if (b->rec[j] != key && b->rec[j] != b->s)
-            users[n++] = b->rec[j];
+    for (int j = 0; j < b->nrec; j++) /* never b->s (op_record) */
+        users[n++] = b->rec[j];
     tb_call_begin(&w->x);
     uint64_t live_before = w->x.events_live;
     cca_status st = cca_free(w->a, b->p);

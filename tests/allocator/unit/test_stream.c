@@ -132,16 +132,17 @@ Test(stream, a_block_waits_for_every_user_stream) {
     tu_destroy_clean(a, u);
 }
 
-Test(stream, greedy_arena_waits_only_for_non_default_streams) {
+Test(stream, greedy_arena_waits_for_every_stream) {
     cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:64M");
     t.hold_events = true;
     void *p = tu_alloc(a, 64 * KiB, NULL);
     uint64_t records = t.event_records;
     tu_free(a, p);
-    cr_assert_eq(t.event_records, records, "the legacy default stream is ordered against all: no event");
+    cr_assert_eq(t.event_records, records + 1, "the default stream is ordered against no other: one event");
+    tu_upstream_release_events(&t);
     cr_assert_eq(tu_alloc(a, 64 * KiB, S1), p, "the arena is shared by every stream");
     tu_free(a, p);
-    cr_assert_eq(t.event_records, records + 1, "S1 != the arena's key: one event");
+    cr_assert_eq(t.event_records, records + 2, "S1: one event");
     cr_assert_eq(tu_stats(a).pending_blocks, 1);
     tu_upstream_release_events(&t);
     cr_assert_eq(tu_alloc(a, 64 * KiB, S2), p);
@@ -227,4 +228,87 @@ Test(stream, a_free_whose_events_completed_at_once_leaves_nothing_to_synchronize
     cr_assert_eq(t.sync_calls, syncs, "no synchronize");
     cr_assert_eq(t.used, 0);
     t.fail_sync = false;
+}
+
+/* Independent streams: no stream's work is ordered against another's, the
+ * legacy default stream (NULL) included, as for CUDA's non-blocking
+ * streams (cudaStreamNonBlocking: PyTorch's pool streams, CuPy's). A block
+ * of a shared arena (policy:greedy's, a domain's footprint arena) goes to
+ * any stream, so its free waits for every stream that used it, NULL too:
+ * an event on NULL, the block pending until it completes; reused at once
+ * when the event is already complete; a synchronize where no event can be
+ * recorded. */
+Test(stream, a_greedy_arena_block_used_on_null_waits_for_null) {
+    cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:64M");
+    t.hold_events = true;
+    void *p = tu_alloc(a, 64 * KiB, NULL);
+    uint64_t records = t.event_records;
+    tu_free(a, p);
+    cr_assert_eq(t.event_records, records + 1, "NULL's work may still touch p: one event on NULL");
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    tu_check(a);
+    void *q = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_neq(q, p, "S1 is not ordered after NULL: p must wait for NULL's event");
+    void *r = tu_alloc(a, 64 * KiB, NULL);
+    cr_assert(r != p && r != q, "pending until its event completes, for NULL too");
+    tu_free(a, q);
+    tu_free(a, r);
+    tu_upstream_release_events(&t);
+    cr_assert_eq(tu_alloc(a, 64 * KiB, S1), p, "once NULL's event completed, p is free for any stream");
+    t.hold_events = false;
+    tu_free(a, p);
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    cr_assert_eq(t.events_live, 0);
+    tu_destroy_clean(a, u);
+}
+
+Test(stream, a_complete_event_frees_the_arena_block_at_once) {
+    cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:64M");
+    void *p = tu_alloc(a, 64 * KiB, NULL);
+    uint64_t records = t.event_records;
+    tu_free(a, p);
+    cr_assert_eq(t.event_records, records + 1, "an event on NULL");
+    cr_assert_eq(tu_stats(a).pending_blocks, 0, "already complete: free at once");
+    cr_assert_eq(t.events_live, 0, "its event destroyed");
+    cr_assert_eq(tu_alloc(a, 64 * KiB, S1), p);
+    tu_free(a, p);
+    tu_destroy_clean(a, u);
+}
+
+Test(stream, without_events_an_arena_free_on_null_synchronizes) {
+    tu_upstream t2;
+    cca_upstream *u2 = tu_upstream_create(&t2, 1 * GiB, false);
+    cca_allocator *a = tu_allocator(u2, "policy:greedy,greedy_bytes:64M");
+    void *p = tu_alloc(a, 64 * KiB, NULL);
+    uint64_t syncs = t2.sync_calls;
+    tu_free(a, p);
+    cr_assert_eq(t2.sync_calls, syncs + 1, "no event can be recorded: the device is synchronized");
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    cr_assert_eq(tu_alloc(a, 64 * KiB, S1), p);
+    tu_free(a, p);
+    tu_destroy_clean(a, u2);
+    cca_upstream_destroy(u2);
+}
+
+Test(stream, a_footprint_arena_block_used_on_null_waits_for_null) {
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *d = NULL;
+    cr_assert_eq(cca_domain_create(a, "d", &d), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_reserve(a, d, 4 * MiB), CCA_OK, "%s", cca_last_error());
+    t.hold_events = true;
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, d, 1 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    uint64_t records = t.event_records;
+    tu_free(a, p);
+    cr_assert_eq(t.event_records, records + 1, "one event on NULL");
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    cr_assert_eq(cca_alloc_in(a, d, 1 * MiB, S1, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_neq(q, p, "S1 is not ordered after NULL: p must wait for NULL's event");
+    tu_check(a);
+    tu_upstream_release_events(&t);
+    t.hold_events = false;
+    tu_free(a, q);
+    cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    tu_destroy_clean(a, u);
 }

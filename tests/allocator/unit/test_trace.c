@@ -386,3 +386,102 @@ Test(trace, a_fifo_without_a_reader_does_not_hang_cca_create, .timeout = 10) {
     cr_assert_eq(cca_trace_mark(a, "x"), CCA_OK, "not tracing: a no-op");
     tu_teardown(a, u);
 }
+
+/* fork(): a child forked from a recording process (Python
+ * multiprocessing, DataLoader workers) that exits normally leaves the
+ * parent's trace whole: one header, each allocation once, nothing of its
+ * own. exit() flushes every stdio stream; a Criterion test's child must not
+ * run the runner's exit handlers, so it does what exit() does to the trace
+ * (fflush(NULL)) and leaves with _exit(). */
+#include <sys/wait.h>
+
+#define NFORK 8 /* allocations of the parent, buffered at the fork */
+
+/* Counts of what the file holds: header lines, allocs and frees, and
+ * whether an id was allocated twice. */
+typedef struct counts {
+    int format, columns, allocs, frees, twice;
+} counts;
+
+static counts count_lines(void) {
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "no trace file %s", path);
+    counts c = {0};
+    unsigned long long seen[64] = {0};
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long seq, id;
+        char op[16];
+        if (!strcmp(line, "# ccalloc trace v3\n"))
+            c.format++;
+        else if (!strcmp(line, "seq,op,id,size,stream,domain,name\n"))
+            c.columns++;
+        else if (sscanf(line, "%llu,%15[a-z_],%llu", &seq, op, &id) == 3 && !strcmp(op, "alloc")) {
+            for (int i = 0; i < c.allocs && i < 64; i++)
+                c.twice += seen[i] == id;
+            if (c.allocs < 64)
+                seen[c.allocs] = id;
+            c.allocs++;
+        } else if (sscanf(line, "%llu,%15[a-z_],%llu", &seq, op, &id) == 3 && !strcmp(op, "free"))
+            c.frees++;
+    }
+    fclose(f);
+    return c;
+}
+
+/* Fork with the parent's NFORK allocations recorded and not yet written; the
+ * child runs `child` then flushes stdio as exit() does. The parent frees
+ * and destroys: the file must hold exactly the parent's events. */
+static void fork_from_recording(void (*child)(cca_allocator *, cca_upstream *)) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    void *p[NFORK];
+    for (int i = 0; i < NFORK; i++)
+        p[i] = tu_alloc(a, 4096 * (size_t)(i + 1), NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        alarm(10);
+        child(a, u);
+        fflush(NULL); /* what exit() does to every stdio stream */
+        _exit(0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed: status %#x", status);
+    for (int i = 0; i < NFORK; i++)
+        tu_free(a, p[i]);
+    tu_teardown(a, u); /* closes the trace */
+    counts c = count_lines();
+    cr_assert_eq(c.format, 1, "one format line, not %d", c.format);
+    cr_assert_eq(c.columns, 1, "one column header, not %d", c.columns);
+    cr_assert_eq(c.allocs, NFORK, "each allocation once: %d alloc lines", c.allocs);
+    cr_assert_eq(c.frees, NFORK, "%d free lines", c.frees);
+    cr_assert_eq(c.twice, 0, "an id allocated twice");
+}
+
+static void child_exits(cca_allocator *a, cca_upstream *u) {
+    (void)a, (void)u;
+}
+
+static void child_allocates_and_destroys(cca_allocator *a, cca_upstream *u) {
+    void *q = NULL;
+    if (cca_alloc(a, 100, NULL, &q) != CCA_OK || cca_free(a, q) != CCA_OK)
+        _exit(2);
+    if (cca_trace_mark(a, "child") != CCA_OK)
+        _exit(3);
+    cca_allocator *b = NULL; /* a new allocator of the child's: no new section in the parent's file */
+    if (cca_create(NULL, u, &b) != CCA_OK || cca_alloc(b, 100, NULL, &q) != CCA_OK || cca_free(b, q) != CCA_OK ||
+        cca_destroy(b) != CCA_OK)
+        _exit(4);
+    (void)cca_destroy(a); /* the parent's live blocks: CCA_ERR_LIVE_BLOCKS; the trace closed */
+}
+
+Test(trace, a_child_that_exits_does_not_write_the_parents_lines_again) {
+    fork_from_recording(child_exits);
+}
+
+Test(trace, a_child_that_allocates_writes_nothing_to_the_parents_trace) {
+    fork_from_recording(child_allocates_and_destroys);
+}

@@ -334,6 +334,7 @@ static void drop_live(cca_allocator *a, cca_domain *d) {
             }
             if (a->trace)
                 ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream, d->trace_no);
+            ccai_stream_use_free(a, b); /* cca_record_stream's users, if any */
             ccai_pool_return(a, b);
             b = s->first;
         }

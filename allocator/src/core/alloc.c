@@ -23,41 +23,18 @@
  *   7 live           live map, counters, trace, history
  */
 #include "internal.h"
+#include "block.h" /* step 6, the split */
+#include "fit.h"   /* step 4, best fit */
+
+/* Step 3 of an allocation: complete the deferred frees whose events are done.
+ * Inline so that the usual case, no queue at all, is one load. */
+static inline void ccai_stream_poll(cca_allocator *a) {
+    if (a->queues)
+        ccai_stream_poll_queues(a);
+}
 
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- step 4: best fit ------------------------------------------------------ */
-
-static bool better_fit(const ccai_block *x, const ccai_block *than) {
-    return x && (!than || x->size < than->size || (x->size == than->size && x->addr < than->addr));
-}
-
-/* Step 4: best fit for a request of `pool` on key stream `key`, among the
- * blocks of domain d (its free index `pools`). */
-static inline ccai_block *best_fit_in(cca_allocator *a, ccai_free_index *pools, ccai_pool_kind pool, cca_stream key,
-                                      size_t rounded) {
-    const cca_config *c = &a->config;
-    size_t max_size = SIZE_MAX;
-    if (c->max_split) {
-        if (rounded < c->max_split)
-            max_size = c->max_split;
-        else if (rounded <= SIZE_MAX - c->medium_segment)
-            max_size = rounded + c->medium_segment - 1; /* slack < medium_segment */
-    }
-    ccai_block *b = ccai_free_index_best_fit(&pools[pool], key, rounded, max_size);
-    if (pool == CCAI_POOL_LARGE && a->medium_pool && c->policy == CCA_POLICY_GROWTH && rounded <= c->medium_segment) {
-        ccai_block *m = ccai_free_index_best_fit(&pools[CCAI_POOL_MEDIUM], key, rounded, max_size);
-        if (better_fit(m, b))
-            b = m;
-    }
-    return b;
-}
-
-/* The same in the domain the call serves (the slow path: grow.c). */
-ccai_block *ccai_best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream key, size_t rounded) {
-    return best_fit_in(a, a->serving->pools, pool, key, rounded);
-}
 
 /* ---- steps 1-7 ---------------------------------------------------------- */
 
@@ -133,7 +110,7 @@ static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_s
     ccai_assert(d == a->serving);
     ccai_block *b = ccai_arena_fit(a, rounded);
     if (!b) {
-        b = best_fit_in(a, d->pools, pool, key, rounded);
+        b = ccai_best_fit_in(a, d->pools, pool, key, rounded);
         if (b)
             prefetch_pair(a, &d->pools[pool], b);
     }
@@ -274,6 +251,8 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
         bool deferred = (b->uses || b->alloc_stream != b->stream || (b->seg & CCAI_SEG_SHARED)) &&
                         ccai_stream_defer_free(a, b, &st);
         if (!deferred) {
+            if (b->uses) /* every user done: its record goes (stream.c) */
+                ccai_stream_use_free(a, b);
             ccai_live_map_unlink(&a->live, link);
             ccai_pool_return_unlinked(a, b);
         }

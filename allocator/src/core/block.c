@@ -16,7 +16,7 @@
  *   before free(C):  [A free 6M][C live 2M][D free 8M]
  *   after:           [A free 16M                    ]   merges += 2
  */
-#include "internal.h"
+#include "block.h" /* the split, block records */
 
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +65,7 @@ void ccai_pool_return(cca_allocator *a, ccai_block *b) {
 void ccai_pool_return_unlinked(cca_allocator *a, ccai_block *b) {
     ccai_free_index *ix = ccai_block_index(a, b);
     ccai_assert(b->state != CCAI_FREE && !b->needs_sync && ix == b->segment->index);
-    if (b->uses)
-        ccai_stream_use_free(a, b);
+    ccai_assert(!b->uses); /* its stream-use record went first (stream.c, the callers) */
     ccai_lower(&a->c.allocated, b->size);
     ccai_lower(&a->c.active, 1);
     if (a->domains_tracked) {

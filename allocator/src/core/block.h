@@ -13,6 +13,26 @@
 #ifndef CCA_BLOCK_H
 #define CCA_BLOCK_H
 
+#include "internal.h"
+
+/* block.c's records, inline: a split takes one on the cached path */
+/* A zeroed block record from the spare list (a new slab when it is empty);
+ * NULL: host malloc failed. Inline: a split takes one on the cached path. */
+static inline ccai_block *ccai_block_new(cca_allocator *a) {
+    ccai_block *b = a->spare_blocks;
+    if (!b)
+        return ccai_block_new_slab(a);
+    a->spare_blocks = b->next;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static inline void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
+    ccai_assert(b->uses == NULL);
+    b->next = a->spare_blocks; /* cleared again by ccai_block_new */
+    a->spare_blocks = b;
+}
+
 /* Step 6's rule for any segment: is the remainder of b after `rounded`
  * bytes worth a block of its own? */
 static inline bool ccai_block_worth_a_block(const cca_allocator *a, const ccai_block *b, size_t rounded) {

@@ -120,7 +120,7 @@
  *    its last segment is released (so short-lived stream handles cost nothing
  *    once their memory is returned).
  */
-#include "internal.h"
+#include "free_index.h"
 
 #include <stdlib.h>
 #include <string.h>

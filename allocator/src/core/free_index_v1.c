@@ -49,7 +49,8 @@
  * memory has no tree node); v1's insert and split return
  * CCA_ERR_OUT_OF_MEMORY, the index unchanged, when a bin cannot grow.
  */
-#include "internal.h"
+#include "free_index_v1.h"
+#include "../support/support.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -24,6 +24,8 @@
  *   a release walk over the segments (pages: over their blocks).
  */
 #include "internal.h"
+#include "block.h" /* the split, block records */
+#include "fit.h"   /* best fit */
 
 #include <stdlib.h>
 #include <string.h>

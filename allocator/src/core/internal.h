@@ -73,363 +73,10 @@
 #include "../support/support.h"   /* assertions, status, log, the fork registry's link */
 #include "../upstream/upstream.h" /* the upstream wrapper and vm ranges (no allocator type) */
 
-/* ------------------------------------------------------------------------ */
-/* Blocks and segments                                                      */
-/* ------------------------------------------------------------------------ */
-
-typedef enum ccai_block_state { CCAI_FREE = 0, CCAI_LIVE = 1, CCAI_PENDING = 2 } ccai_block_state;
-
-/* small: requests <= small_max in small_segment segments; medium: requests
- * < large_min in medium_segment segments; large: requests >= large_min, each
- * in a segment of its own (and the greedy arena); arena: a domain's
- * footprint arena (cca_domain_reserve, domain.c), requests of any size. */
-typedef enum ccai_pool_kind {
-    CCAI_POOL_SMALL = 0,
-    CCAI_POOL_MEDIUM = 1,
-    CCAI_POOL_LARGE = 2,
-    CCAI_POOL_ARENA = 3,
-    CCAI_POOL_COUNT = 4
-} ccai_pool_kind;
-_Static_assert(CCAI_POOL_COUNT <= 4, "a block keeps its pool kind in two bits (CCAI_SEG_POOL_SHIFT)");
-
-struct ccai_segment;
-struct ccai_block;
-
-/* Which streams own and use a block: ONE model, described in full in
- * stream.c. In short:
- *   key    the stream whose free index holds the block while it is FREE:
- *          its segment's stream (NULL for the greedy arena, shared by all).
- *          b->stream is a copy of b->segment->stream, kept in the block
- *          because every index operation reads it.
- *   users  the streams whose queued work may still touch a LIVE block: the
- *          stream of the cca_alloc call (b->alloc_stream) and every stream
- *          named by cca_record_stream (uses->streams).
- * At cca_free a block is reused at once when every user is ordered before
- * the next user of its key (user == key, outside an arena: an arena's next
- * user may be any stream, and no two streams are ordered, NULL included);
- * otherwise an event is recorded on each other user and the block is
- * PENDING until all have completed. */
-typedef struct ccai_wait {
-    struct ccai_wait *next; /* FIFO of the stream's pending queue        */
-    struct ccai_block *block;
-    cca_stream stream;
-    void *event;
-} ccai_wait;
-
-typedef struct ccai_stream_use {
-    cca_stream *streams; /* users beyond alloc_stream (cca_record_stream) */
-    size_t count, cap;
-    ccai_wait *waits;     /* one per event recorded at free               */
-    size_t wait_count;
-    size_t outstanding;   /* waits whose events have not completed yet    */
-} ccai_stream_use;
-
-/* What a block knows of its segment without reading it (b->seg): the
- * segment's fixed properties, copied into every block of it, so that the
- * cached alloc+free pair never loads the segment record (a cache miss per
- * pair once thousands of segments are live: docs/allocator.md, "Speed"). */
-enum {
-    CCAI_SEG_EXPANDABLE = 1, /* s->expandable                                 */
-    CCAI_SEG_SHARED = 2,     /* s->shared (the greedy arena)                   */
-    CCAI_SEG_ROOT = 4,       /* s->domain is the root domain: s->index is
-                                &a->root.pools[pool], found without s       */
-    CCAI_SEG_POOL_SHIFT = 4  /* bits 4-5: s->pool                              */
-};
-
-typedef struct ccai_block {
-    /* first cache line (records are 128 bytes, 64-aligned in their slabs):
-     * everything best fit, a cached alloc+free pair and a neighbour's merge
-     * check read; the second line is written by an alloc and read by a
-     * free, never read before it */
-    size_t size; /* multiple of CCA_GRANULARITY */
-    uintptr_t addr;
-    struct ccai_segment *segment;
-    struct ccai_block *prev, *next; /* address order within the segment     */
-    cca_stream stream;              /* key stream (= segment->stream)       */
-    size_t requested;               /* what the caller asked for (LIVE/PENDING) */
-    uint16_t cls;                   /* FREE: size class of its tree, or
-                                       CCAI_CLASS_OVERFLOW                  */
-    uint8_t state;                  /* FREE / LIVE / PENDING               */
-    bool unmapped;   /* FREE, expandable segment: some of its pages may be
-                        unmapped, so an allocation from it asks the page
-                        bitmap; false: every page under it is mapped and no
-                        page test is needed (I7). Meaningless while LIVE or
-                        PENDING (those pages are mapped): cleared when the
-                        block is freed, in the same store as `state`. Never
-                        set in a classic segment. */
-    bool needs_sync; /* PENDING: no event could be recorded and synchronize
-                        failed; reused only after a synchronize succeeds  */
-    uint8_t seg;     /* CCAI_SEG_*: its segment's fixed properties        */
-    /* second line: the live map, streams, sequence numbers, rarer lists */
-    cca_stream alloc_stream;                  /* stream of the cca_alloc call   */
-    struct ccai_block *hash_next;             /* live map chain                 */
-    ccai_stream_use *uses;                    /* NULL unless record_stream or a wait */
-    uint64_t id;                              /* the trace's id of the allocation (tracing only) */
-    uint64_t born;                            /* alloc_calls when it was handed out */
-    struct ccai_block *over_prev, *over_next; /* free index overflow list    */
-    struct ccai_block *sync_next;             /* list of blocks waiting on needs_sync */
-} ccai_block;
-_Static_assert(offsetof(ccai_block, alloc_stream) == 64, "a block's first cache line holds its hot fields");
-_Static_assert(sizeof(ccai_block) == 128, "a block record is two cache lines");
-
-typedef struct ccai_segment {
-    uintptr_t base;
-    size_t size; /* classic: bytes reserved; expandable: address space     */
-    cca_stream stream; /* every block in it belongs to this stream; the
-                          greedy arena is shared (shared = true)          */
-    bool shared;
-    bool expandable; /* pages of a reserved address range (expandable.c) */
-    ccai_pool_kind pool;
-    /* expandable only: which pages are mapped (bit i: [base + i*page, +page)) */
-    size_t page;         /* the upstream's granularity (a power of two)   */
-    unsigned page_shift; /* log2(page): a page number is a shift, not a division */
-    uintptr_t mapped_end; /* the end of the mapped prefix: pages from base
-                             to here are all mapped, the page here is not
-                             (or it is base + size). The cached alloc's test
-                             of its pages is one compare when they end
-                             inside it                                      */
-    size_t npages;       /* size / page                                   */
-    size_t pages_hi;     /* one past the highest page ever mapped (never
-                            falls): no bit is set above it, so the
-                            invariant walks (check.c) stop there and a
-                            range of billions of pages costs what it used */
-    size_t mapped_pages; /* bits set                                      */
-    uint64_t *mapped;    /* npages bits                                   */
-    /* over whole maps (CCA_VM_WHOLE_MAPS) only, else NULL: bit i set when
-     * page i is the first of a map (one vm_map call, one physical
-     * allocation, unmapped only whole); the same allocation as `mapped`,
-     * the words after it. A map runs from its start bit up to the next
-     * start bit or unmapped page (I9, check.c)                            */
-    uint64_t *starts;
-    size_t map_pages;    /* whole maps: the most pages one map holds (expandable_chunk; 0: no limit) */
-
-    struct cca_domain *domain; /* its owner (domain.c); never changes      */
-    struct ccai_segment *dprev, *dnext; /* the owner's segments (domain.c) */
-    struct ccai_free_index *index; /* = &domain->pools[pool]: where its free
-                                  blocks are indexed (one load on free)   */
-    ccai_block *first; /* lowest-address block                          */
-    struct ccai_segment *prev, *next;
-} ccai_segment;
-
-/* ------------------------------------------------------------------------ */
-/* free_index.c: the free-block index (version 2)                          */
-/* ------------------------------------------------------------------------ */
-
-/* Segregated classes: sizes in units of 512 B; units < 512 map to their
- * own class (exact sizes up to 256 KiB), larger sizes to 512 sub-classes per
- * power of two (TLSF-style, at most 1/512 = 0.2% apart): small trees, see
- * block_index.c. */
-#define CCAI_CLASS_SUB_BITS 9
-#define CCAI_CLASS_SUB (1u << CCAI_CLASS_SUB_BITS)
-/* row 0: the exact sizes below CCAI_CLASS_SUB units; row r >= 1: the power
- * of two 2^(r + SUB_BITS - 1) units; sizes are below 2^55 units */
-#define CCAI_CLASS_ROWS (56 - CCAI_CLASS_SUB_BITS)
-#define CCAI_CLASSES (CCAI_CLASS_ROWS * CCAI_CLASS_SUB)
-#define CCAI_CLASS_WORDS (CCAI_CLASSES / 64)           /* the class bitmap   */
-#define CCAI_CLASS_SUMMARY ((CCAI_CLASS_WORDS + 63) / 64) /* its non-empty words */
-#define CCAI_CLASS_OVERFLOW 0xffffu /* b->cls of a block in the overflow list */
-_Static_assert(CCAI_CLASSES < CCAI_CLASS_OVERFLOW, "a block keeps its class in 16 bits");
-
-/* A node of a class's B+-tree (block_index.c). A leaf holds up to
- * CCAI_BT_MAX free blocks sorted by (size, address), with the keys inline so
- * that a search reads them without touching the blocks; an internal node
- * holds up to CCAI_BT_MAX children and, at 1..n-1, the separators: every key
- * under child[i-1] < (e[i].size, e[i].addr) <= every key under child[i].
- * An entry keeps its key and its block or child together: a small node's
- * entries share the header's cache line. */
-#define CCAI_BT_MAX 16
-typedef struct ccai_bentry {
-    size_t size;
-    uintptr_t addr;
-    union {
-        struct ccai_block *blk;   /* leaf     */
-        struct ccai_bnode *child; /* internal */
-    };
-} ccai_bentry;
-typedef struct ccai_bnode {
-    uint16_t n; /* entries (leaf) or children (internal) */
-    bool leaf;
-    struct ccai_bnode *next; /* leaf: the next leaf of its tree; spare list */
-    ccai_bentry e[CCAI_BT_MAX];
-} ccai_bnode;
-
-/* The free blocks of one stream in one pool: a B+-tree per size class, and
- * a two-level bitmap of the non-empty classes. */
-typedef struct ccai_stream_bins {
-    struct ccai_stream_bins *next;
-    cca_stream stream;
-    size_t segments;                  /* segments of this stream in the pool  */
-    uint64_t rows[CCAI_CLASS_SUMMARY]; /* bit w%64 of rows[w/64]: bitmap[w] != 0 */
-    uint64_t bitmap[CCAI_CLASS_WORDS]; /* bit c%64 of bitmap[c/64]: class c non-empty */
-    size_t trees;                      /* classes whose root is not NULL, counted
-                                          where roots change (the check compares
-                                          it with the bitmap)                  */
-    ccai_bnode *roots[CCAI_CLASSES];
-    ccai_block *recent;   /* the last block inserted, held outside the trees */
-    ccai_block *overflow; /* blocks no tree node could be had for (host OOM) */
-} ccai_stream_bins;
-
-typedef struct ccai_free_index {
-    ccai_stream_bins *streams; /* most recently used first */
-    size_t count;
-    size_t bytes;
-    /* The last best fit found in a tree, its leaf and position, so that
-     * taking it (remove) needs no second descent; NULL after any change to
-     * the index. */
-    ccai_block *hint;
-    ccai_bnode *hint_leaf;
-    unsigned hint_pos;
-    /* The DEFERRED removal (the ghost): the block the last take found
-     * through the hint, still in its leaf at ghost_pos under its old key
-     * (ghost_size, ghost_addr), although it is no longer free and no longer
-     * counted. The next operation that reads or changes a tree drops the
-     * entry first (settles); a free that brings the same block back with the
-     * same key (the cached pair) only forgets the ghost. NULL when none. */
-    ccai_block *ghost;
-    ccai_bnode *ghost_leaf;
-    unsigned ghost_pos;
-    unsigned ghost_cls;
-    size_t ghost_size;
-    uintptr_t ghost_addr;
-    ccai_stream_bins *ghost_sb;
-    ccai_bnode *spare; /* nodes kept for reuse, linked by next */
-    size_t spare_count;
-} ccai_free_index;
-
-/* A segment of `stream` joins (attach) or leaves (detach) the pool: the
- * stream's bins exist while it has segments here, so inserting a free block
- * never allocates, and a stream's bins are freed with its last segment. */
-cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream);
-void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream);
-void ccai_free_index_destroy(ccai_free_index *ix);
-/* Insert b, FREE; if b is the index's ghost under the same key (the block
- * of the last take, back unchanged), its tree entry is simply kept. */
-void ccai_free_index_insert(ccai_free_index *ix, ccai_block *b);
-void ccai_free_index_remove(ccai_free_index *ix, ccai_block *b);
-/* cca_alloc takes b, found by the last best fit on ix, whole: as remove,
- * but the tree entry's removal may be deferred (the ghost). */
-void ccai_free_index_take(ccai_free_index *ix, ccai_block *b);
-/* The cached pair's allocation: b (indexed, its size not yet reduced) leaves
- * the index (its entry possibly deferred, as in take) and rest, its free
- * remainder, enters it as the recent block. */
-void ccai_free_index_split(ccai_free_index *ix, ccai_block *b, ccai_block *rest);
-/* The cached pair's free: b (not in the index) is about to absorb its
- * successor n (in the index). If n is its stream's recent block, n leaves
- * the slot and true is returned: b returns to its deferred tree entry when
- * it is the ghost and b + n is the ghost's key, else b takes the slot; no
- * tree entry is added or dropped, and b is counted with n's bytes, which it
- * absorbs next. Otherwise nothing changes. */
-bool ccai_free_index_swap_recent(ccai_free_index *ix, ccai_block *n, ccai_block *b);
-/* Smallest block of `stream` with size >= size (ties: lowest address) whose
- * size is <= max_size; NULL if none. */
-ccai_block *ccai_free_index_best_fit(ccai_free_index *ix, cca_stream stream, size_t size, size_t max_size);
-size_t ccai_free_index_largest(const ccai_free_index *ix);
-/* The largest run(b) over the free blocks b of ix, or `floor` when none is
- * larger, for a run() with run(b) <= b->size (stats.c: a block's longest
- * mapped stretch). Per stream: the recent block and the overflow list, then
- * the blocks largest first, stopping at the first one no larger than the
- * best run so far. Cost: per stream, the class bitmap's summary words and a
- * descent to the last leaf; then run() on each block visited: those larger
- * than the best run found before them (all the blocks larger than the
- * result, and ties on the way), plus one key read to stop. */
-size_t ccai_free_index_largest_run(const ccai_free_index *ix, size_t (*run)(const ccai_block *b), size_t floor);
-/* Walk every free block (for invariant checks; a ghost's entry is not one);
- * stops when fn returns false. */
-bool ccai_free_index_walk(const ccai_free_index *ix, bool (*fn)(void *user, const ccai_block *b), void *user);
-/* The index's own structure (trees ordered, filled and linked, bitmap and
- * classes consistent): NULL, or what is broken. check.c runs it. */
-const char *ccai_free_index_check(const ccai_free_index *ix);
-
-/* ------------------------------------------------------------------------ */
-/* live_map.c: address -> LIVE or PENDING block                             */
-/* ------------------------------------------------------------------------ */
-
-typedef struct ccai_live_map {
-    ccai_block **buckets;
-    size_t bucket_count; /* power of two: 2^(64 - shift) */
-    unsigned shift;      /* a bucket is the top (64 - shift) bits of the hash */
-    size_t count;
-} ccai_live_map;
-
-cca_status ccai_live_map_init(ccai_live_map *m);
-void ccai_live_map_destroy(ccai_live_map *m);
-void ccai_live_map_grow(ccai_live_map *m); /* doubles; on host OOM keeps the table */
-void ccai_live_map_remove(ccai_live_map *m, ccai_block *b);
-
-/* The cached path's operations are inline (one multiply to hash, then the
- * chain): cca_alloc inserts, cca_free finds and unlinks. */
-
-/* Fibonacci hashing: the top bits of addr x 2^64/phi. Block addresses
- * (multiples of 512, often evenly spaced) spread over the buckets because
- * the product's top bits depend on every bit of the address. */
-static inline size_t ccai_live_map_bucket(const ccai_live_map *m, uintptr_t addr) {
-    return (size_t)(((uint64_t)addr * 0x9e3779b97f4a7c15ull) >> m->shift);
-}
-
-/* Grows at load factor 1 first; never fails (a table that cannot grow only
- * makes chains longer). */
-static inline void ccai_live_map_insert(ccai_live_map *m, ccai_block *b) {
-    if (m->count >= m->bucket_count)
-        ccai_live_map_grow(m);
-    size_t k = ccai_live_map_bucket(m, b->addr);
-    b->hash_next = m->buckets[k];
-    m->buckets[k] = b;
-    m->count++;
-}
-
-static inline ccai_block *ccai_live_map_find(const ccai_live_map *m, uintptr_t addr) {
-    ccai_block *b = m->buckets[ccai_live_map_bucket(m, addr)];
-    while (b && b->addr != addr)
-        b = b->hash_next;
-    return b;
-}
-
-/* The link that holds (or would hold) addr's block: *link is the block or
- * NULL. cca_free finds and removes with one hash and one chain walk. */
-static inline ccai_block **ccai_live_map_link(ccai_live_map *m, uintptr_t addr) {
-    ccai_block **link = &m->buckets[ccai_live_map_bucket(m, addr)];
-    while (*link && (*link)->addr != addr)
-        link = &(*link)->hash_next;
-    return link;
-}
-
-static inline void ccai_live_map_unlink(ccai_live_map *m, ccai_block **link) { /* *link != NULL */
-    ccai_block *b = *link;
-    *link = b->hash_next;
-    b->hash_next = NULL;
-    m->count--;
-}
-
-/* ------------------------------------------------------------------------ */
-/* free_index_v1.c: the free index, version 1 (sorted bins; read it first)  */
-/* ------------------------------------------------------------------------ */
-
-/* The same questions as ccai_free_index (version 2) over the same blocks,
- * answered from per-stream bins of sorted arrays; no block field is
- * written. Not on the allocator's path: the tests run it against v2. A
- * zeroed struct is an empty index. */
-typedef struct ccai_v1_stream ccai_v1_stream; /* a stream's bins */
-typedef struct ccai_free_index_v1 {
-    ccai_v1_stream *streams;
-    size_t count; /* blocks indexed */
-    size_t bytes; /* their total size */
-} ccai_free_index_v1;
-
-cca_status ccai_free_index_v1_attach(ccai_free_index_v1 *ix, cca_stream stream);
-void ccai_free_index_v1_detach(ccai_free_index_v1 *ix, cca_stream stream);
-void ccai_free_index_v1_destroy(ccai_free_index_v1 *ix);
-/* Insert and split fail (CCA_ERR_OUT_OF_MEMORY, nothing changed) when a
- * bin's array cannot grow; v2's never fail. */
-cca_status ccai_free_index_v1_insert(ccai_free_index_v1 *ix, ccai_block *b);
-void ccai_free_index_v1_remove(ccai_free_index_v1 *ix, ccai_block *b);
-void ccai_free_index_v1_take(ccai_free_index_v1 *ix, ccai_block *b); /* = remove */
-cca_status ccai_free_index_v1_split(ccai_free_index_v1 *ix, ccai_block *b, ccai_block *rest);
-bool ccai_free_index_v1_swap_recent(ccai_free_index_v1 *ix, ccai_block *n, ccai_block *b); /* always false */
-ccai_block *ccai_free_index_v1_best_fit(ccai_free_index_v1 *ix, cca_stream stream, size_t size, size_t max_size);
-size_t ccai_free_index_v1_largest(const ccai_free_index_v1 *ix);
-size_t ccai_free_index_v1_largest_run(const ccai_free_index_v1 *ix, size_t (*run)(const ccai_block *b), size_t floor);
-bool ccai_free_index_v1_walk(const ccai_free_index_v1 *ix, bool (*fn)(void *user, const ccai_block *b), void *user);
-const char *ccai_free_index_v1_check(const ccai_free_index_v1 *ix);
+#include "types.h"         /* blocks and segments */
+#include "free_index.h"    /* the free index, version 2 */
+#include "free_index_v1.h" /* and version 1 */
+#include "live_map.h"      /* address -> live block */
 
 /* ------------------------------------------------------------------------ */
 /* The allocator                                                            */
@@ -751,12 +398,6 @@ bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st);
 /* Complete pending frees whose events finished, in bounded work: one query
  * per stream with pending frees plus one per completed wait. */
 void ccai_stream_poll_queues(cca_allocator *a);
-/* Step 3 of an allocation: complete the deferred frees whose events are done.
- * Inline so that the usual case, no queue at all, is one load. */
-static inline void ccai_stream_poll(cca_allocator *a) {
-    if (a->queues)
-        ccai_stream_poll_queues(a);
-}
 /* Synchronize the device and complete every pending free that can be.
  * Returns the synchronize's status (pending blocks stay pending on failure). */
 cca_status ccai_stream_wait_all(cca_allocator *a);
@@ -798,17 +439,6 @@ void ccai_domain_stats_json(const cca_allocator *a, FILE *f);
  * segment_pool_id (0, k). O(domains). */
 unsigned ccai_domain_number(const cca_allocator *a, const struct cca_domain *d);
 
-/* alloc.c: best fit, for the slow path (grow.c) and pages' grow */
-/* In the serving domain's pools (a large request also looks in the medium
- * pool): the smallest block of `key` >= rounded, lowest address on ties. */
-ccai_block *ccai_best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream key, size_t rounded);
-/* The serving domain's footprint arena, which step 4 asks first: best fit
- * at any size and stream; NULL without an arena. */
-static inline ccai_block *ccai_arena_fit(cca_allocator *a, size_t rounded) {
-    struct cca_domain *d = a->serving;
-    return d->arena ? ccai_free_index_best_fit(&d->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX) : NULL;
-}
-
 /* grow.c: the slow path */
 /* Step 5 of cca_alloc: a block for a request no cached block served
  * (`refused`: step 4's block could not get its pages); the chain 5a-5d. */
@@ -842,8 +472,10 @@ static inline ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded
         return CCAI_POOL_MEDIUM; /* pages: medium requests share the large range (kind.h) */
     return CCAI_POOL_LARGE;
 }
-/* A LIVE or PENDING block rejoins its pool, coalescing with free neighbours
- * (ccai_pool_return removes it from the live map; _unlinked: done already). */
+/* block.c: a LIVE or PENDING block rejoins its pool, coalescing with free
+ * neighbours (ccai_pool_return removes it from the live map; _unlinked:
+ * done already). Its stream-use record is gone first (ccai_stream_use_free,
+ * by the caller: block.c calls nothing above it). */
 void ccai_pool_return(cca_allocator *a, ccai_block *b);
 void ccai_pool_return_unlinked(cca_allocator *a, ccai_block *b);
 
@@ -922,23 +554,6 @@ static inline void ccai_lower(size_t *cur, size_t by) {
     *cur -= by;
 }
 
-/* block.c's records, inline (defined here, after ccai_assert) */
-/* A zeroed block record from the spare list (a new slab when it is empty);
- * NULL: host malloc failed. Inline: a split takes one on the cached path. */
-static inline ccai_block *ccai_block_new(cca_allocator *a) {
-    ccai_block *b = a->spare_blocks;
-    if (!b)
-        return ccai_block_new_slab(a);
-    a->spare_blocks = b->next;
-    memset(b, 0, sizeof *b);
-    return b;
-}
-
-static inline void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
-    ccai_assert(b->uses == NULL);
-    b->next = a->spare_blocks; /* cleared again by ccai_block_new */
-    a->spare_blocks = b;
-}
 
 /* The lock: a futex mutex with a short spin before sleeping (lock.c has
  * the protocols and why they are correct). Uncontended, lock is one
@@ -1148,7 +763,5 @@ static inline void ccai_count_reserved(cca_allocator *a, const ccai_segment *s, 
         d->reserved -= bytes;
     }
 }
-
-#include "block.h" /* the split, inline */
 
 #endif /* CCA_INTERNAL_H */

@@ -10,7 +10,7 @@
  *   table's life, its growth and the removal by block.
  * - Invariant I3: a block is in the live map iff it is LIVE or PENDING.
  */
-#include "internal.h"
+#include "live_map.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -58,7 +58,7 @@
  * test O(1); ccai_segment_live O(blocks in the segment); the arena is found
  * by a walk of the segment list (only on the greedy slow path).
  */
-#include "internal.h"
+#include "block.h" /* the split, block records */
 
 #include <stdlib.h>
 #include <string.h>

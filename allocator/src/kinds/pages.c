@@ -176,6 +176,8 @@
  * range of the domain's large pool, not of its arena pool: keep_range).
  */
 #include "../core/internal.h"
+#include "../core/block.h" /* worth a block */
+#include "../core/fit.h"   /* best fit */
 
 #include <stdlib.h>
 #include <string.h>

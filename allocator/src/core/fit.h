@@ -1,0 +1,56 @@
+/*
+ * fit.h — step 4, best fit over a domain's pools, inline: every cca_alloc
+ * runs it, and the slow path (grow.c) and pages' grow ask it again.
+ *
+ * - The smallest free block of the key stream with size >= rounded, the
+ *   lowest address on ties (the free index answers within one pool).
+ * - A large request also looks in the medium pool and takes the better fit
+ *   there; a medium request never looks in the large pool.
+ * - max_split: a request below it never takes a block above it; one at or
+ *   above it takes a block less than medium_segment larger.
+ * - The domain's footprint arena is asked first (ccai_arena_fit).
+ * - Cost: one or two free-index searches.
+ */
+#ifndef CCA_FIT_H
+#define CCA_FIT_H
+
+#include "internal.h"
+
+static inline bool ccai_better_fit(const ccai_block *x, const ccai_block *than) {
+    return x && (!than || x->size < than->size || (x->size == than->size && x->addr < than->addr));
+}
+
+/* Step 4: best fit for a request of `pool` on key stream `key`, among the
+ * blocks of domain d (its free index `pools`). */
+static inline ccai_block *ccai_best_fit_in(cca_allocator *a, ccai_free_index *pools, ccai_pool_kind pool, cca_stream key,
+                                      size_t rounded) {
+    const cca_config *c = &a->config;
+    size_t max_size = SIZE_MAX;
+    if (c->max_split) {
+        if (rounded < c->max_split)
+            max_size = c->max_split;
+        else if (rounded <= SIZE_MAX - c->medium_segment)
+            max_size = rounded + c->medium_segment - 1; /* slack < medium_segment */
+    }
+    ccai_block *b = ccai_free_index_best_fit(&pools[pool], key, rounded, max_size);
+    if (pool == CCAI_POOL_LARGE && a->medium_pool && c->policy == CCA_POLICY_GROWTH && rounded <= c->medium_segment) {
+        ccai_block *m = ccai_free_index_best_fit(&pools[CCAI_POOL_MEDIUM], key, rounded, max_size);
+        if (ccai_better_fit(m, b))
+            b = m;
+    }
+    return b;
+}
+
+/* The same in the domain the call serves (the slow path: grow.c). */
+static inline ccai_block *ccai_best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream key, size_t rounded) {
+    return ccai_best_fit_in(a, a->serving->pools, pool, key, rounded);
+}
+
+/* The serving domain's footprint arena, which step 4 asks first: best fit
+ * at any size and stream; NULL without an arena. */
+static inline ccai_block *ccai_arena_fit(cca_allocator *a, size_t rounded) {
+    struct cca_domain *d = a->serving;
+    return d->arena ? ccai_free_index_best_fit(&d->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX) : NULL;
+}
+
+#endif /* CCA_FIT_H */

@@ -13,8 +13,14 @@
  * - Owns: device names (ccr_device_parse); opening a device, CUDA or the
  *   host-simulated one (ccr_device_open*); the engine's device identity
  *   (kind, cuda_device, "host" / "cuda:N") and its figures
- *   (ccr_engine_device_info); ccr_dev_alloc/free; host <-> device copies;
- *   the cuBLAS context and its workspace (ccr_engine_ensure_context).
+ *   (ccr_engine_device_info); the most of it the allocator can ever hold
+ *   (ccr_engine_limit); ccr_dev_alloc/free; host <-> device copies; the
+ *   cuBLAS context and its workspace (ccr_engine_ensure_context).
+ * - The limit is the smallest of the device's total (read once at engine
+ *   creation), max_reserved when set, and the greedy arena (reserved at
+ *   cca_create, engine.c): greedy never grows past its arena, even after an
+ *   empty-cache gave it back. Batch checks (infer.c) and sidecar checks
+ *   (footprint.c) measure against it.
  * - Every device byte the runtime uses goes through ccr_dev_alloc and
  *   ccr_dev_free: the one place that picks the domain (the model's, or the
  *   default domain for the engine's own memory), writes the timeline row
@@ -30,9 +36,10 @@
  * - Calls nothing in engine.c: the engine calls down to this file.
  * - Costs: alloc/free: one cca_alloc_in / cca_free, plus one cca_get_stats
  *   and one mem_info per event when a timeline is set (an out-of-memory adds
- *   both for its message); a copy: one memcpy (simulated) or one cck_copy
- *   (CUDA); opening: a GPU count and one CUDA upstream create (CUDA, AUTO),
- *   then one host upstream create when the device is the simulated one.
+ *   both for its message); the limit: one cca_get_config; a copy: one
+ *   memcpy (simulated) or one cck_copy (CUDA); opening: a GPU count and one
+ *   CUDA upstream create (CUDA, AUTO), then one host upstream create when
+ *   the device is the simulated one.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -144,6 +151,21 @@ ccr_status ccr_engine_device_info(ccr_engine *e, ccr_device_info *out) {
     if (cca_upstream_mem_info(e->up, &out->free_bytes, &out->total_bytes) != CCA_OK)
         return ccr_fail(CCR_ERR_DEVICE, "mem_info failed: %s", cca_last_error());
     return CCR_OK;
+}
+
+size_t ccr_engine_limit(ccr_engine *e, const char **what) {
+    size_t limit = e->total_bytes;
+    *what = "the device's total";
+    cca_config cfg;
+    if (cca_get_config(e->alloc, &cfg) == CCA_OK && cfg.max_reserved && cfg.max_reserved < limit) {
+        limit = cfg.max_reserved;
+        *what = "max_reserved";
+    }
+    if (e->arena_bytes && e->arena_bytes < limit) {
+        limit = e->arena_bytes;
+        *what = "the greedy arena";
+    }
+    return limit;
 }
 
 ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *tag, void **out) {

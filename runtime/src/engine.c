@@ -16,11 +16,14 @@
  *       └── cck_cuda_context  cuBLAS handle + stream (CUDA only, lazy: device.c)
  *
  * Rules:
- * - Owns: the engine's life (create, reconfigure, release, destroy), the
- *   allocator it makes on the device, what that allocator can ever hold
- *   (ccr_engine_limit), the list of loaded models, the domains an unload
- *   had to keep (orphans), phase marks and warnings. The device itself and
- *   every byte taken from it are device.c's.
+ * - Owns: the engine's life (create, reconfigure, release, destroy) and
+ *   the allocator it makes on the device. The device, every byte taken
+ *   from it and what the allocator can ever hold (ccr_engine_limit) are
+ *   device.c's; the list of loaded models and the domains an unload had to
+ *   keep (orphans) are filled by model.c; phase marks are timeline.c's,
+ *   warnings error.c's.
+ * - Calls down only: device.c, model.c (ccr_model_release), footprint.c
+ *   (ccr_footprint_clear), timeline.c, error.c; none of them calls here.
  * - The device's free memory is measured once, before the allocator exists
  *   (free_baseline), because the greedy policy reserves its arena at
  *   cca_create.
@@ -39,14 +42,12 @@
  *   others keep running (without domains a segment goes back only when all
  *   of its blocks are free; model.c, ccr_model_release). A domain an unload
  *   cannot destroy because a block in it is still live (a leak) is kept
- *   here as an orphan, and release tries it again. Reconfigure and destroy
- *   end the allocator, and with it every domain.
+ *   as an orphan (model.c), and release tries it again. Reconfigure and
+ *   destroy end the allocator, and with it every domain.
  * - Costs: create: one device open, one mem_info, one cca_create (greedy:
  *   the arena's reservation); release: one unload per model, one
- *   empty-cache, two mem_info; a mark: one timeline row when a timeline is
- *   set, one trace mark when the process is tracing.
+ *   empty-cache, two mem_info.
  */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,23 +61,6 @@ void ccr_engine_options_default(ccr_engine_options *o) {
     o->host_capacity = CCR_DEFAULT_CAPACITY;
     o->domains = 1;
     o->footprint = 1;
-}
-
-void ccr_warn(ccr_engine *e, const char *fmt, ...) {
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n >= (int)sizeof line) /* cut: say so, as the error messages do */
-        memcpy(line + sizeof line - 4, "...", 4);
-    if (e && e->warn) {
-        e->warn(e->warn_user, line);
-    } else { /* the line quotes paths and sidecar text: escaped for the terminal */
-        fputs("ccr: warning: ", stderr);
-        ccr_fputs_escaped(line, stderr);
-        fputc('\n', stderr);
-    }
 }
 
 static ccr_status make_allocator(ccr_engine *e, const char *conf) {
@@ -96,21 +80,6 @@ static ccr_status make_allocator(ccr_engine *e, const char *conf) {
     cca_get_stats(e->alloc, &s);
     e->arena_bytes = cfg.policy == CCA_POLICY_GREEDY ? s.reserved_bytes : 0;
     return CCR_OK;
-}
-
-size_t ccr_engine_limit(ccr_engine *e, const char **what) {
-    size_t limit = e->total_bytes;
-    *what = "the device's total";
-    cca_config cfg;
-    if (cca_get_config(e->alloc, &cfg) == CCA_OK && cfg.max_reserved && cfg.max_reserved < limit) {
-        limit = cfg.max_reserved;
-        *what = "max_reserved";
-    }
-    if (e->arena_bytes && e->arena_bytes < limit) {
-        limit = e->arena_bytes;
-        *what = "the greedy arena";
-    }
-    return limit;
 }
 
 ccr_status ccr_engine_create(const ccr_engine_options *o, ccr_engine **out) {
@@ -286,60 +255,4 @@ cca_allocator *ccr_engine_allocator(ccr_engine *e) {
 }
 cca_upstream *ccr_engine_upstream(ccr_engine *e) {
     return e ? e->up : NULL;
-}
-
-void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, const char *tag) {
-    if (!e)
-        return;
-    snprintf(e->phase, sizeof e->phase, "%s", phase ? phase : "");
-    ccr_timeline_event(e, "phase", tag ? tag : phase, model, 0);
-    /* the same phase in the allocator's trace (CCALLOC_TRACE), as "phase:model":
-     * a replay reports reserved memory at each; characters a mark cannot hold
-     * become '_', and a mark keeps its first CCA_MARK_MAX characters (the
-     * trace format's limit; the timeline and messages have the name whole).
-     * A no-op when the process is not tracing. */
-    if (e->alloc) {
-        char mark[CCA_MARK_MAX + 1];
-        snprintf(mark, sizeof mark, "%s%s%s", phase ? phase : "", model && *model ? ":" : "", model ? model : "");
-        for (char *c = mark; *c; c++)
-            if (*c < 0x20 || *c > 0x7e || *c == ',' || *c == '"')
-                *c = '_';
-        if (*mark)
-            cca_trace_mark(e->alloc, mark);
-    }
-}
-
-void ccr_engine_mark(ccr_engine *e, const char *phase, const char *model) {
-    ccr_engine_mark_tag(e, phase, model, NULL);
-}
-
-void ccr_engine_link_model(ccr_engine *e, ccr_model *m) {
-    m->prev = NULL;
-    m->next = e->models;
-    if (e->models)
-        e->models->prev = m;
-    e->models = m;
-}
-
-void ccr_engine_unlink_model(ccr_engine *e, ccr_model *m) {
-    if (m->prev)
-        m->prev->next = m->next;
-    else
-        e->models = m->next;
-    if (m->next)
-        m->next->prev = m->prev;
-    m->prev = m->next = NULL;
-}
-
-int ccr_engine_keep_orphan(ccr_engine *e, cca_domain *d) {
-    if (e->n_orphans == e->cap_orphans) {
-        size_t cap = e->cap_orphans ? 2 * e->cap_orphans : 4;
-        cca_domain **o = realloc(e->orphans, cap * sizeof *o);
-        if (!o)
-            return 0;
-        e->orphans = o;
-        e->cap_orphans = cap;
-    }
-    e->orphans[e->n_orphans++] = d;
-    return 1;
 }

@@ -1,19 +1,29 @@
 /*
- * error.c — status names, the per-thread last-error message, size parsing.
+ * error.c — the runtime's messages: status names, the per-thread last-error
+ * message, warnings, size parsing.
  *
- * Every failing runtime call writes one message naming what was wrong (the
- * file and byte offset, the tensor, the option) into a thread-local buffer
- * and returns a ccr_status; callers print ccr_last_error(). Layers of the
- * runtime add context with ccr_fail_prefix ("digits.safetensors: tensor
- * '0.weight': ..."), like errno + a message, never by exiting.
- *
- * The message lives in ccalloc's one thread-local buffer (status.c):
- * ccr_fail, ccr_fail_prefix, ccr_clear_error and ccr_last_error are thin
- * wrappers over cca_vset_error, cca_verror_prefix, cca_clear_error and
- * cca_last_error (prefixing and the "..." marking a cut message are done
- * once, there). One buffer per thread, so an allocator failure and the
- * runtime's context around it are one message, and neither library's
- * message can be stale in the other's.
+ * Rules:
+ * - Owns: ccr_status_string; the last-error message (ccr_fail,
+ *   ccr_fail_prefix, ccr_clear_error, ccr_last_error); warnings through the
+ *   engine's sink (ccr_warn); ccr_status_of; ccr_mul_ok; ccr_parse_size.
+ * - Every failing runtime call writes one message naming what was wrong
+ *   (the file and byte offset, the tensor, the option) and returns a
+ *   ccr_status; callers print ccr_last_error(). Layers add context with
+ *   ccr_fail_prefix ("digits.safetensors: tensor '0.weight': ..."), like
+ *   errno + a message, never by exiting.
+ * - The message lives in ccalloc's one thread-local buffer (status.c): the
+ *   four are thin wrappers over cca_vset_error, cca_verror_prefix,
+ *   cca_clear_error and cca_last_error, which prefix and mark a cut message
+ *   with "..." once. One buffer per thread, so an allocator failure and the
+ *   runtime's context around it are one message, and neither library's
+ *   message can be stale in the other's.
+ * - A warning is one line, cut to 1023 bytes with "..."; it goes to the
+ *   engine's warn callback when set, else to stderr as "ccr: warning: "
+ *   and the line escaped for the terminal (text.c): it quotes paths and
+ *   sidecar text.
+ * - Calls nothing in the runtime but text.c: every other file calls down
+ *   to this one.
+ * - Costs: a message or a warning: one vsnprintf.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,6 +75,23 @@ ccr_status ccr_fail_prefix(ccr_status s, const char *fmt, ...) {
     cca_verror_prefix(CCA_OK, fmt, ap);
     va_end(ap);
     return s;
+}
+
+void ccr_warn(ccr_engine *e, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof line) /* cut: say so, as the error messages do */
+        memcpy(line + sizeof line - 4, "...", 4);
+    if (e && e->warn) {
+        e->warn(e->warn_user, line);
+    } else { /* the line quotes paths and sidecar text: escaped for the terminal */
+        fputs("ccr: warning: ", stderr);
+        ccr_fputs_escaped(line, stderr);
+        fputc('\n', stderr);
+    }
 }
 
 ccr_status ccr_status_of(cca_status cs) {

@@ -32,6 +32,9 @@ ccr_status ccr_status_of(cca_status cs);
 /* a*b into *out; 0 on overflow. */
 int ccr_mul_ok(size_t a, size_t b, size_t *out);
 
+/* One warning line through the engine's sink (stderr by default). */
+void ccr_warn(ccr_engine *e, const char *fmt, ...) CCR_PRINTF(2, 3);
+
 /* ---- footprint.c (the engine's memory of its models' peaks) ------------- */
 
 /* One remembered footprint: what a model's domain reserved at its peak. */
@@ -56,7 +59,7 @@ struct ccr_engine {
     size_t total_bytes;
     size_t free_baseline;
     size_t arena_bytes; /* greedy: the arena cca_create reserved (0: growth) */
-    ccr_model *models; /* doubly linked, newest first */
+    ccr_model *models;  /* doubly linked, newest first (model.c) */
     ccr_timeline *timeline;
     ccr_progress_fn progress;
     void *progress_user;
@@ -69,26 +72,9 @@ struct ccr_engine {
     void *warn_user;
     ccr_footprint *foot; /* remembered footprints, one per source        */
     size_t n_foot, cap_foot;
-    cca_domain **orphans; /* domains an unload could not destroy (leaks)  */
+    cca_domain **orphans; /* domains an unload could not destroy (leaks): model.c */
     size_t n_orphans, cap_orphans;
 };
-
-/* The most the allocator can ever hold, into *what its name: the device's
- * total ("the device's total"), max_reserved when set and smaller, the
- * greedy arena when smaller still (greedy never grows past it, even after
- * an empty-cache gave it back: ccalloc.h, cca_alloc). */
-size_t ccr_engine_limit(ccr_engine *e, const char **what);
-
-/* One warning line through the engine's sink (stderr by default). */
-void ccr_warn(ccr_engine *e, const char *fmt, ...) CCR_PRINTF(2, 3);
-
-/* Start a phase on the timeline with a detail in the tag column. */
-void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, const char *tag);
-void ccr_engine_link_model(ccr_engine *e, ccr_model *m);
-void ccr_engine_unlink_model(ccr_engine *e, ccr_model *m);
-/* Keep a domain an unload could not destroy, for ccr_engine_release to try
- * again (returns 0 when out of host memory: the allocator still owns it). */
-int ccr_engine_keep_orphan(ccr_engine *e, cca_domain *d);
 
 /* ---- device.c ----------------------------------------------------------- */
 
@@ -107,6 +93,11 @@ ccr_status ccr_dev_upload(ccr_engine *e, void *dst, const void *src, size_t byte
 ccr_status ccr_dev_download(ccr_engine *e, void *dst, const void *src, size_t bytes);
 /* CUDA only: make sure the cuBLAS context and its workspace exist. */
 ccr_status ccr_engine_ensure_context(ccr_engine *e);
+/* The most the allocator can ever hold, into *what its name: the device's
+ * total ("the device's total"), max_reserved when set and smaller, the
+ * greedy arena when smaller still (greedy never grows past it, even after
+ * an empty-cache gave it back: ccalloc.h, cca_alloc). */
+size_t ccr_engine_limit(ccr_engine *e, const char **what);
 
 /* ---- model.c ------------------------------------------------------------ */
 
@@ -225,5 +216,8 @@ ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta
  * the engine's current phase, with the allocator's stats and the device's
  * free bytes read now. */
 void ccr_timeline_event(ccr_engine *e, const char *event, const char *tag, const char *model, size_t bytes);
+/* Start a phase on the timeline with a detail in the tag column (and mark
+ * it in the allocator's trace); ccr_engine_mark (ccr.h) is this, tag NULL. */
+void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, const char *tag);
 
 #endif /* CCR_INTERNAL_H */

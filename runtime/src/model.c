@@ -1,48 +1,66 @@
 /*
- * model.c — a loaded MLP: its layer list and one device block per tensor.
+ * model.c — a loaded MLP: its layer list, one device block per tensor, its
+ * memory domain, and the engine's list of loaded models.
  *
  *     ccr_model ──> arch (layers: in, out, act, has_bias; softmax)
  *               ──> w[i]: device block, out×in float32 (nn.Linear layout)
  *               ──> b[i]: device block, out float32, or NULL
+ *               ──> domain: its own segments (NULL: the default domain)
  *
- * Every model comes through ccr_model_build: the source (a safetensors file,
- * or seeded random numbers for a spec string) is a fill callback that writes
- * one tensor into host memory. On the simulated device the destination is the
- * device block itself (its pointers are host memory); on CUDA it is one
- * staging buffer the size of the largest tensor, copied up tensor by tensor.
- * So loading never holds two copies of a whole model, and progress can be
- * reported per tensor. A failed build frees every block it took, which is
- * what lets every bad input end with zero live bytes.
- *
- * Files are validated completely (ccr_st_open, ccr_st_bind_mlp) before the
- * first device byte is allocated.
- *
- * Memory domains. With the engine's domains on (the default; growth policy
- * only), a model owns a cca_domain from the start of its load to the end of
- * its unload, and every block it uses — weights here, activations in
- * infer.c — is allocated in it (ccr_dev_alloc(e, m, ...)). Its segments are
- * its own, so unloading returns all of them while other models keep theirs:
- *
- *   load    domain created, footprint reserved (if one is remembered),
- *           one block per tensor in the domain
- *   run     activations in the domain, freed layer by layer (cached in it)
+ *   load    linked into the engine's list -> domain created, footprint
+ *           reserved (if one is remembered) -> one block per tensor in it
+ *   run     activations in the domain, freed layer by layer (infer.c)
  *   unload  weights freed -> domain stats read (peak = footprint for next
  *           time) -> cca_domain_destroy (no FORCE): every segment of the
  *           domain back to the device; live blocks (a leak) refuse it
+ *           -> unlinked, handle freed
  *
- * The leak check is the allocator's: cca_domain_destroy lists the blocks
- * still live, and the model is unloaded all the same (its weights are
- * freed; the handle goes), the domain kept as the engine's orphan until
- * ccr_engine_release, since FORCE would hand memory someone may still use
- * to the next tenant.
- *
- * Non-finite weights (NaN, ±Inf after conversion to float32) are not an
- * error — the file is well-formed — but NaN and +Inf poison every output
- * they reach (a -Inf may not: ReLU and softmax map it to 0, kernels/cck.h
- * and softmax_host.c), so the
- * file fill counts them per tensor while each tensor is in host memory, and
- * ccr_model_nonfinite_weights / ccr_model_nonfinite_tensor report them
- * (ccrun warns and exits 4). Spec models are finite by construction.
+ * Rules:
+ * - Owns: loading (ccr_model_build and the file, stream and spec loaders),
+ *   the model's domain from the start of its load to the end of its
+ *   unload, unloading (ccr_model_release, ccr_model_unload), saving,
+ *   seeded spec weights, the non-finite report, and the engine's list of
+ *   loaded models and of the domains unloads had to keep (orphans).
+ * - Every model comes through ccr_model_build: the source (a safetensors
+ *   file, or seeded random numbers for a spec) is a fill callback that
+ *   writes one tensor into host memory: the device block itself on the
+ *   simulated device (its pointers are host memory), one staging buffer
+ *   the size of the largest tensor on CUDA, copied up tensor by tensor.
+ *   Loading never holds two copies of a whole model; progress is reported
+ *   per tensor.
+ * - A failed build frees every block it took and destroys its domain, so
+ *   every bad input ends with zero live bytes; a partial load records no
+ *   footprint.
+ * - Files are validated completely (ccr_st_open, ccr_st_bind_mlp) before
+ *   the first device byte is allocated.
+ * - Domains (the engine's domains on, the default; growth policy only):
+ *   every block a model uses, weights here and activations in infer.c, is
+ *   allocated in its domain (ccr_dev_alloc(e, m, ...)). Its segments are
+ *   its own, so unloading returns all of them while other models keep
+ *   theirs. Domains off or greedy: the default domain.
+ * - The leak check is the allocator's: cca_domain_destroy lists the blocks
+ *   still live, and the model is unloaded all the same (its weights freed,
+ *   the handle gone). Its domain is kept as an orphan until
+ *   ccr_engine_release tries it again, since FORCE would hand memory
+ *   someone may still use to the next tenant; no host memory to keep it is
+ *   a warning, and the domain ends with the allocator.
+ * - The list: a model is linked (newest first) when its build starts and
+ *   unlinked when its unload ends; ccr_engine_release (engine.c) unloads
+ *   each until the list is empty.
+ * - Non-finite weights (NaN, ±Inf after conversion to float32) are not an
+ *   error — the file is well-formed — but NaN and +Inf poison every output
+ *   they reach (a -Inf may not: ReLU and softmax map it to 0,
+ *   kernels/cck.h and softmax_host.c). The file fill counts them per tensor
+ *   while each tensor is in host memory; ccr_model_nonfinite_weights /
+ *   ccr_model_nonfinite_tensor report them (ccrun warns and exits 4). Spec
+ *   models are finite by construction.
+ * - Calls down only (footprint.c, device.c, timeline.c, safetensors.c,
+ *   arch.c, error.c), never engine.c.
+ * - Costs: load: with a domain, one domain create and one reserve when a
+ *   footprint is known; one ccr_dev_alloc and one fill per tensor (plus one
+ *   upload on CUDA);
+ *   unload: one ccr_dev_free per tensor, one domain stats read, one domain
+ *   destroy; linking and unlinking: O(1); keeping an orphan: amortized O(1).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +72,45 @@
 
 #include "ccai_rng.h"
 #include "internal.h"
+
+/* ---- the engine's list of models, and the domains unloads kept ----------- */
+
+/* Newest first: a model is linked when its build starts. */
+static void link_model(ccr_engine *e, ccr_model *m) {
+    m->prev = NULL;
+    m->next = e->models;
+    if (e->models)
+        e->models->prev = m;
+    e->models = m;
+}
+
+/* At the end of an unload. */
+static void unlink_model(ccr_engine *e, ccr_model *m) {
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        e->models = m->next;
+    if (m->next)
+        m->next->prev = m->prev;
+    m->prev = m->next = NULL;
+}
+
+/* Keep a domain an unload could not destroy, for ccr_engine_release to try
+ * again (0 when out of host memory: the allocator still owns it). */
+static int keep_orphan(ccr_engine *e, cca_domain *d) {
+    if (e->n_orphans == e->cap_orphans) {
+        size_t cap = e->cap_orphans ? 2 * e->cap_orphans : 4;
+        cca_domain **o = realloc(e->orphans, cap * sizeof *o);
+        if (!o)
+            return 0;
+        e->orphans = o;
+        e->cap_orphans = cap;
+    }
+    e->orphans[e->n_orphans++] = d;
+    return 1;
+}
+
+/* ---- loading and unloading ------------------------------------------------ */
 
 /* A domain name from the model's source: at most CCA_DOMAIN_NAME_MAX
  * printable characters without '"', '\\' or ',' (those become '_'); a spec keeps
@@ -122,7 +179,7 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
         free(m);
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
     }
-    ccr_engine_link_model(e, m);
+    link_model(e, m);
     ccr_engine_mark(e, "load", m->name);
     ccr_status st = open_domain(e, m);
     if (st != CCR_OK)
@@ -240,14 +297,14 @@ ccr_status ccr_model_release(ccr_model *m, ccr_unload_info *info) {
         u.leaks_written = r.leaks_written;
         if (cs != CCA_OK) {
             st = release_failed(m, cs, &u);
-            if (!ccr_engine_keep_orphan(e, m->domain))
+            if (!keep_orphan(e, m->domain))
                 ccr_warn(e, "model '%s': out of host memory to keep its domain: it stays until the engine ends",
                          m->name);
         }
         m->domain = NULL;
     }
     ccr_engine_mark(e, "idle", m->name);
-    ccr_engine_unlink_model(e, m);
+    unlink_model(e, m);
     for (size_t i = 0; i < m->n_nonfinite; i++)
         free(m->bad[i].name);
     free(m->name);

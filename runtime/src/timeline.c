@@ -1,22 +1,34 @@
 /*
- * timeline.c — one CSV row per allocator event or phase, for plots.
+ * timeline.c — the engine's phases and one CSV row per allocator event or
+ * phase, for plots.
  *
  *     t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,fragmentation
  *     0.012,phase,load,digits.safetensors,load,0,0,0,1073741824,0.000000
  *     0.020,alloc,load,digits.safetensors,weight,16384,16384,2097152,1071644672,0.000000
  *
- * The engine writes a row through ccr_timeline_event after every cca_alloc /
- * cca_free it makes (device.c) and at every phase change (create, load, run,
- * unload, release, ...: engine.c), with the allocator's stats and the
- * device's free bytes taken right then. The
- * file is buffered text; docs/engine.md plots it with gnuplot. Cost:
- * one cca_get_stats and one mem_info per event, only when a timeline is set.
- *
- * A row that cannot be written (a full disk) does not stop the engine: the
- * first failure's errno is kept, later rows are still tried, and
- * ccr_timeline_close, which flushes the rest, returns CCR_ERR_IO naming the
- * file and that reason ("t.csv: write failed: No space left on device"). A
- * timeline that closes with CCR_OK holds every row.
+ * Rules:
+ * - Owns: the timeline file (ccr_timeline_open/close), its rows
+ *   (ccr_timeline_event) and the engine's phase marks (ccr_engine_mark,
+ *   ccr_engine_mark_tag).
+ * - A row follows every cca_alloc / cca_free the engine makes (device.c)
+ *   and every phase change (create, load, run, unload, release, ...), with
+ *   the allocator's stats and the device's free bytes taken right then.
+ *   docs/engine.md plots the file with gnuplot.
+ * - A mark sets the engine's current phase, writes its row (when a
+ *   timeline is set), and writes the same phase into the allocator's trace
+ *   (CCALLOC_TRACE) as "phase:model", so a replay reports reserved memory
+ *   at each. In the trace a character a mark cannot hold becomes '_' and a
+ *   mark keeps its first CCA_MARK_MAX characters (the trace format's
+ *   limit); the timeline and messages have the name whole.
+ * - A row that cannot be written (a full disk) does not stop the engine:
+ *   the first failure's errno is kept, later rows are still tried, and
+ *   ccr_timeline_close, which flushes the rest, returns CCR_ERR_IO naming
+ *   the file and that reason ("t.csv: write failed: No space left on
+ *   device"). A timeline that closes with CCR_OK holds every row.
+ * - Calls nothing in engine.c, model.c or device.c: they call down to it.
+ * - Costs: a row: one cca_get_stats and one mem_info, only when a timeline
+ *   is set (buffered text); a mark: that row, plus one trace mark when the
+ *   process is tracing.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -107,4 +119,29 @@ void ccr_timeline_event(ccr_engine *e, const char *event, const char *tag, const
     cca_get_stats(e->alloc, &s);
     cca_upstream_mem_info(e->up, &free_b, &total);
     write_row(e->timeline, event, e->phase, model ? model : "", tag, bytes, &s, free_b);
+}
+
+void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, const char *tag) {
+    if (!e)
+        return;
+    snprintf(e->phase, sizeof e->phase, "%s", phase ? phase : "");
+    ccr_timeline_event(e, "phase", tag ? tag : phase, model, 0);
+    /* the same phase in the allocator's trace (CCALLOC_TRACE), as "phase:model":
+     * a replay reports reserved memory at each; characters a mark cannot hold
+     * become '_', and a mark keeps its first CCA_MARK_MAX characters (the
+     * trace format's limit; the timeline and messages have the name whole).
+     * A no-op when the process is not tracing. */
+    if (e->alloc) {
+        char mark[CCA_MARK_MAX + 1];
+        snprintf(mark, sizeof mark, "%s%s%s", phase ? phase : "", model && *model ? ":" : "", model ? model : "");
+        for (char *c = mark; *c; c++)
+            if (*c < 0x20 || *c > 0x7e || *c == ',' || *c == '"')
+                *c = '_';
+        if (*mark)
+            cca_trace_mark(e->alloc, mark);
+    }
+}
+
+void ccr_engine_mark(ccr_engine *e, const char *phase, const char *model) {
+    ccr_engine_mark_tag(e, phase, model, NULL);
 }

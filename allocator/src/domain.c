@@ -147,7 +147,7 @@ static cca_status set_reserve(cca_allocator *a) {
     size_t cap = a->domain_set.cap ? a->domain_set.cap * 2 : 16;
     cca_domain **slot = calloc(cap, sizeof *slot);
     if (!slot)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
     cca_domain **old = a->domain_set.slot;
     size_t old_cap = a->domain_set.cap;
     a->domain_set.slot = slot;
@@ -256,19 +256,19 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
     if (out)
         *out = NULL;
     if (!a || !name || !out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_create: %s is NULL",
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_create: %s is NULL",
                          !a ? "allocator" : !name ? "name" : "out");
     if (!name_ok(name))
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "cca_domain_create: a name is 1..%d printable ASCII characters without '\"', '\\' or ','",
                          CCA_DOMAIN_NAME_MAX);
     if (a->config.policy == CCA_POLICY_GREEDY)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "cca_domain_create: domains need policy:growth (a greedy allocator holds one arena for "
                          "every owner; give a domain its own arena with cca_domain_reserve instead)");
     cca_domain *d = calloc(1, sizeof *d);
     if (!d)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
     snprintf(d->name, sizeof d->name, "%s", name);
     d->handle = new_handle();
     cca_status st = ccai_lock(a, "cca_domain_create");
@@ -345,7 +345,7 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
                                  const char *fn) {
     cca_status sync = cca_upstream_synchronize(ccai_upstream_op(a));
     if (sync != CCA_OK)
-        return ccai_fail(sync, "%s(%s): synchronize failed, nothing released: %s", fn, d->name,
+        return cca_set_error(sync, "%s(%s): synchronize failed, nothing released: %s", fn, d->name,
                          cca_last_error());
     ccai_stream_complete_all(a);
     size_t pending = 0;
@@ -357,11 +357,11 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
                     pending += b->state == CCAI_PENDING;
                 }
     if (pending)
-        return ccai_fail(CCA_ERR_LIVE_BLOCKS,
+        return cca_set_error(CCA_ERR_LIVE_BLOCKS,
                          "%s(%s): %zu freed blocks still wait on stream events; nothing released", fn,
                          d->name, pending);
     if (r->live_blocks && !(flags & CCA_DOMAIN_FORCE))
-        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "%s(%s): %zu live blocks (%zu bytes); nothing released", fn,
+        return cca_set_error(CCA_ERR_LIVE_BLOCKS, "%s(%s): %zu live blocks (%zu bytes); nothing released", fn,
                          d->name, r->live_blocks, r->live_bytes);
     if (r->live_blocks)
         drop_live(a, d);
@@ -386,7 +386,7 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
     }
     r->bytes_released = before - d->c.reserved;
     if (first != CCA_OK)
-        return ccai_fail(CCA_ERR_UPSTREAM,
+        return cca_set_error(CCA_ERR_UPSTREAM,
                          "%s(%s): the upstream refused %zu segment(s) (kept, still cached): %s", fn,
                          d->name, refused, why);
     return CCA_OK;
@@ -401,17 +401,17 @@ static cca_status release(cca_allocator *a, cca_domain *h, unsigned flags, cca_d
         local.leaks_cap = report->leaks ? report->leaks_cap : 0;
     }
     if (!a)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
     if (flags & ~CCA_DOMAIN_FORCE)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn, flags & ~CCA_DOMAIN_FORCE);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn, flags & ~CCA_DOMAIN_FORCE);
     if (destroy && !h)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: the default domain cannot be destroyed", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: the default domain cannot be destroyed", fn);
     cca_status st = ccai_lock(a, fn);
     if (st != CCA_OK)
         return st;
     cca_domain *d = ccai_domain_lookup(a, h);
     if (!d) {
-        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: domain %p is not one of this allocator's", fn, (void *)h);
+        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: domain %p is not one of this allocator's", fn, (void *)h);
     } else {
         st = release_locked(a, d, flags, &local, fn);
         local.bytes_still_reserved = d->c.reserved;
@@ -454,27 +454,27 @@ static cca_status reserve_arena(cca_allocator *a, size_t bytes) {
 
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
     if (!a)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: allocator is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: allocator is NULL");
     if (bytes == 0 || bytes > SIZE_MAX / 2)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: %zu bytes (1..SIZE_MAX/2)", bytes);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: %zu bytes (1..SIZE_MAX/2)", bytes);
     if (a->config.policy == CCA_POLICY_GREEDY)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: the greedy policy has its arena already");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: the greedy policy has its arena already");
     size_t rounded = (bytes + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
     cca_status st = ccai_lock(a, "cca_domain_reserve");
     if (st != CCA_OK)
         return st;
     cca_domain *d = ccai_domain_lookup(a, h);
     if (!d) {
-        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: domain %p is not one of this allocator's",
+        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: domain %p is not one of this allocator's",
                        (void *)h);
         d = &a->root; /* for the messages below, which st already skips */
     }
     if (st == CCA_OK && d->arena)
-        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve(%s): the domain has an arena already", d->name);
+        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve(%s): the domain has an arena already", d->name);
     if (rounded <= SIZE_MAX / 2) /* in the kind's unit: an arena over pages is whole pages */
         rounded = a->kind->whole(a, rounded);
     if (st == CCA_OK && rounded > ccai_request_ceiling(a))
-        st = ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+        st = cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                        "cca_domain_reserve(%s): %zu bytes exceed the device, max_reserved or the address budget "
                        "(%zu bytes)",
                        d->name, rounded, ccai_request_ceiling(a));
@@ -496,7 +496,7 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
             if (a->trace) /* what the program got: a refused reserve is not replayed */
                 ccai_trace_domain_event(a->trace, true, bytes, d->trace_no);
         } else {
-            st = ccai_fail(st, "cca_domain_reserve(%s): %zu bytes: %s", d->name, rounded, cca_last_error());
+            st = cca_set_error(st, "cca_domain_reserve(%s): %zu bytes: %s", d->name, rounded, cca_last_error());
         }
         a->serving = &a->root;
     }
@@ -510,7 +510,7 @@ cca_status cca_domain_of(cca_allocator *a, const void *ptr, cca_domain **d) {
     if (d)
         *d = NULL;
     if (!a || !ptr || !d)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_of: %s is NULL", !a ? "allocator" : !ptr ? "ptr" : "d");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_of: %s is NULL", !a ? "allocator" : !ptr ? "ptr" : "d");
     cca_status st = ccai_lock(a, "cca_domain_of");
     if (st != CCA_OK)
         return st;
@@ -552,14 +552,14 @@ static void fill_stats(const cca_allocator *a, const cca_domain *d, cca_domain_s
 
 cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *h, cca_domain_stats *s) {
     if (!a || !s)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: %s is NULL", a ? "stats" : "allocator");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: %s is NULL", a ? "stats" : "allocator");
     cca_allocator *m = (cca_allocator *)a; /* the lock only */
     cca_status st = ccai_lock(m, "cca_get_domain_stats");
     if (st != CCA_OK)
         return st;
     const cca_domain *d = ccai_domain_lookup(a, h);
     if (!d)
-        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: domain %p is not one of this allocator's",
+        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: domain %p is not one of this allocator's",
                        (const void *)h);
     else
         fill_stats(a, d, s);
@@ -603,11 +603,11 @@ static int domain_stats_body(const void *ctx, FILE *f) {
  * snapshots are: a file that does not drain stalls this call only. */
 cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f) {
     if (!a || !f)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_domain_stats_write_json: %s is NULL", a ? "file" : "allocator");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_stats_write_json: %s is NULL", a ? "file" : "allocator");
     if (ccai_mutex_held_here(&a->lock))
         return ccai_lock_refused("cca_domain_stats_write_json");
     int bad = ccai_write_via_memory(f, domain_stats_body, a) != CCAI_BODY_OK;
     if (bad || ccai_write_failed(f))
-        return ccai_fail(CCA_ERR_IO, "cca_domain_stats_write_json: write failed");
+        return cca_set_error(CCA_ERR_IO, "cca_domain_stats_write_json: write failed");
     return CCA_OK;
 }

@@ -140,7 +140,7 @@ static cca_status parse_cuda_keys(char *keys, plug_spec *s) {
             size_t g = 0;
             if (cca_parse_size(v, &g) != CCA_OK || !g || (g & (g - 1)) || g % CCA_GRANULARITY ||
                 g > CCA_CUDA_MAX_VM_GRANULARITY)
-                return ccai_fail(CCA_ERR_CONFIG,
+                return cca_set_error(CCA_ERR_CONFIG,
                                  "upstream 'cuda': vm_granularity '%s' is not a power of two from %u to %zu (expected "
                                  "%s)",
                                  v, CCA_GRANULARITY, CCA_CUDA_MAX_VM_GRANULARITY, PLUG_CUDA_FORM);
@@ -153,7 +153,7 @@ static cca_status parse_cuda_keys(char *keys, plug_spec *s) {
         } else {
             bool twice = (strcmp(pair, "vm_granularity") == 0 && have_page) ||
                          (strcmp(pair, "vm_backing") == 0 && have_backing);
-            return ccai_fail(CCA_ERR_CONFIG, "upstream 'cuda': '%s%s%s' is %s (expected %s)", pair, eq ? "=" : "", v,
+            return cca_set_error(CCA_ERR_CONFIG, "upstream 'cuda': '%s%s%s' is %s (expected %s)", pair, eq ? "=" : "", v,
                              twice ? "a key given twice" : "not a key=value it takes", PLUG_CUDA_FORM);
         }
     }
@@ -166,7 +166,7 @@ static cca_status parse_cuda_keys(char *keys, plug_spec *s) {
 static cca_status parse_spec(const char *text, plug_spec *out) {
     size_t n = strnlen(text, PLUG_SPEC_MAX + 1);
     if (n > PLUG_SPEC_MAX)
-        return ccai_fail(CCA_ERR_CONFIG, "upstream: text longer than %d characters", PLUG_SPEC_MAX);
+        return cca_set_error(CCA_ERR_CONFIG, "upstream: text longer than %d characters", PLUG_SPEC_MAX);
     char buf[PLUG_SPEC_MAX + 1];
     memcpy(buf, text, n);
     buf[n] = '\0';
@@ -182,9 +182,9 @@ static cca_status parse_spec(const char *text, plug_spec *out) {
         return st;
     }
     if (strncmp(buf, "cuda", 4) == 0)
-        return ccai_fail(CCA_ERR_CONFIG, "upstream '%s': expected %s", buf, PLUG_CUDA_FORM);
+        return cca_set_error(CCA_ERR_CONFIG, "upstream '%s': expected %s", buf, PLUG_CUDA_FORM);
     if (strncmp(buf, "host", 4) != 0 || (buf[4] != '\0' && buf[4] != ':'))
-        return ccai_fail(CCA_ERR_CONFIG,
+        return cca_set_error(CCA_ERR_CONFIG,
                          "upstream '%s': expected cuda[:KEY=VALUE[,KEY=VALUE]] or host[:CAPACITY[:DEVICES]]", buf);
     s.kind = PLUG_HOST;
     s.capacity = PLUG_HOST_DEFAULT_CAPACITY;
@@ -194,12 +194,12 @@ static cca_status parse_spec(const char *text, plug_spec *out) {
         if (colon)
             *colon = '\0';
         if (cca_parse_size(cap, &s.capacity) != CCA_OK || s.capacity == 0)
-            return ccai_fail(CCA_ERR_CONFIG, "upstream 'host': capacity '%s' is not a size > 0 like 512M", cap);
+            return cca_set_error(CCA_ERR_CONFIG, "upstream 'host': capacity '%s' is not a size > 0 like 512M", cap);
         if (colon) {
             const char *d = colon + 1;
             unsigned long long v;
             if (ccai_decimal_uint(d, 1, CCA_PLUG_MAX_DEVICES, &v))
-                return ccai_fail(CCA_ERR_CONFIG, "upstream 'host': devices '%s' is not a number in [1, %d]", d,
+                return cca_set_error(CCA_ERR_CONFIG, "upstream 'host': devices '%s' is not a number in [1, %d]", d,
                                  CCA_PLUG_MAX_DEVICES);
             s.devices = (int)v;
         }
@@ -242,7 +242,7 @@ static cca_status create_upstream(const plug_spec *s, int device, cca_upstream *
         return cca_upstream_cuda_create_with(&o, u);
     }
     if (device >= s->devices)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "simulated device %d not in [0, %d)", device, s->devices);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "simulated device %d not in [0, %d)", device, s->devices);
     return cca_upstream_host_create(s->capacity, u);
 }
 
@@ -279,7 +279,7 @@ static void create_locked(int device) {
 static cca_allocator *device_allocator(const char *who, int device, cca_status *status) {
     if (device < 0 || device >= CCA_PLUG_MAX_DEVICES) {
         *status =
-            ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: device %d not in [0, %d)", who, device, CCA_PLUG_MAX_DEVICES);
+            cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: device %d not in [0, %d)", who, device, CCA_PLUG_MAX_DEVICES);
         return NULL;
     }
     plug_device *d = &devices[device];
@@ -298,7 +298,7 @@ static cca_allocator *device_allocator(const char *who, int device, cca_status *
     pthread_mutex_unlock(&plug_lock);
     ccai_log_release();
     if (!a)
-        *status = ccai_fail(failed, "%s: %s", who, why);
+        *status = cca_set_error(failed, "%s: %s", who, why);
     return a;
 }
 
@@ -338,13 +338,13 @@ void cca_plug_free(void *ptr, size_t size, int device, void *stream) {
     if (!ptr)
         return;
     if (device < 0 || device >= CCA_PLUG_MAX_DEVICES) {
-        log_failure(ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_plug_free(%p): device %d not in [0, %d); ignored", ptr,
+        log_failure(cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_plug_free(%p): device %d not in [0, %d); ignored", ptr,
                               device, CCA_PLUG_MAX_DEVICES));
         return;
     }
     cca_allocator *a = atomic_load_explicit(&devices[device].allocator, memory_order_acquire);
     if (!a) {
-        log_failure(ccai_fail(CCA_ERR_INVALID_POINTER,
+        log_failure(cca_set_error(CCA_ERR_INVALID_POINTER,
                               "cca_plug_free(%p): device %d has no allocator, so not ours; ignored", ptr, device));
         return;
     }
@@ -373,7 +373,7 @@ cca_status cca_plug_configure(const char *upstream, const char *conf) {
     pthread_mutex_lock(&plug_lock);
     if (plug.started) {
         pthread_mutex_unlock(&plug_lock);
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "cca_plug_configure: a device is already in use (configure before the first "
                          "cca_plug_alloc, or cca_plug_reset first)");
     }
@@ -387,7 +387,7 @@ cca_status cca_plug_configure(const char *upstream, const char *conf) {
 
 cca_status cca_plug_get_allocator(int device, cca_allocator **out) {
     if (!out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_plug_get_allocator: out is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_plug_get_allocator: out is NULL");
     cca_status st = CCA_OK;
     *out = device_allocator("cca_plug_get_allocator", device, &st);
     return *out ? CCA_OK : st;
@@ -395,7 +395,7 @@ cca_status cca_plug_get_allocator(int device, cca_allocator **out) {
 
 cca_status cca_plug_get_upstream(int device, cca_upstream **out) {
     if (!out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_plug_get_upstream: out is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_plug_get_upstream: out is NULL");
     *out = NULL;
     cca_status st = CCA_OK;
     if (!device_allocator("cca_plug_get_upstream", device, &st))
@@ -424,7 +424,7 @@ static cca_status reset_locked(void) {
         cca_get_stats(a, &s);
         if (s.active_blocks) {
             pthread_mutex_unlock(&plug_lock);
-            return ccai_fail(CCA_ERR_LIVE_BLOCKS,
+            return cca_set_error(CCA_ERR_LIVE_BLOCKS,
                              "cca_plug_reset: device %d has %zu live blocks (%zu bytes); "
                              "nothing was reset",
                              i, s.active_blocks, s.allocated_bytes);

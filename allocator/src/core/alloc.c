@@ -99,7 +99,7 @@ static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_s
                              ccai_deferred_log *log) {
     /* 1 (a->max_request: set by cca_create, see there) */
     if (size > a->max_request)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: size %zu is too large to round", a->allocating, size);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: size %zu is too large to round", a->allocating, size);
     size_t rounded = ccai_round_up(size, CCA_GRANULARITY);
     /* 2 */
     ccai_pool_kind pool = ccai_pool_of(a, rounded);
@@ -153,7 +153,7 @@ static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_s
                 char why[512];
                 snprintf(why, sizeof why, "%s", cca_last_error());
                 ccai_grow_log_oom(a, size, rounded, stream, log);
-                ccai_fail(st, "%s", why);
+                cca_set_error(st, "%s", why);
                 return st;
             }
             return named(a, st);
@@ -184,7 +184,7 @@ cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out) {
     if (out)
         *out = NULL;
     if (!a || !out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc: %s is NULL", a ? "out" : "allocator");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_alloc: %s is NULL", a ? "out" : "allocator");
     if (size == 0)
         return CCA_OK;
     ccai_deferred_log log;
@@ -202,7 +202,7 @@ cca_status cca_alloc_in(cca_allocator *a, cca_domain *h, size_t size, cca_stream
     if (out)
         *out = NULL;
     if (!a || !out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: %s is NULL", a ? "out" : "allocator");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: %s is NULL", a ? "out" : "allocator");
     ccai_deferred_log log;
     log.set = false;
     cca_status st = ccai_lock(a, "cca_alloc_in");
@@ -210,7 +210,7 @@ cca_status cca_alloc_in(cca_allocator *a, cca_domain *h, size_t size, cca_stream
         return st;
     cca_domain *d = ccai_domain_lookup(a, h);
     if (!d) {
-        st = ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: domain %p is not one of this allocator's", (void *)h);
+        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: domain %p is not one of this allocator's", (void *)h);
     } else if (size == 0) {
         st = CCA_OK;
     } else {
@@ -229,7 +229,7 @@ cca_status cca_alloc_in(cca_allocator *a, cca_domain *h, size_t size, cca_stream
 
 cca_status cca_free(cca_allocator *a, void *ptr) {
     if (!a)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_free: allocator is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_free: allocator is NULL");
     if (!ptr)
         return CCA_OK;
     cca_status st = ccai_lock(a, "cca_free");
@@ -265,7 +265,7 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
 
 cca_status cca_record_stream(cca_allocator *a, void *ptr, cca_stream s) {
     if (!a || !ptr)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_record_stream: %s is NULL", a ? "ptr" : "allocator");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_record_stream: %s is NULL", a ? "ptr" : "allocator");
     cca_status st = ccai_lock(a, "cca_record_stream");
     if (st != CCA_OK)
         return st;
@@ -280,7 +280,7 @@ cca_status cca_record_stream(cca_allocator *a, void *ptr, cca_stream s) {
 
 cca_status cca_block_size(cca_allocator *a, const void *ptr, size_t *size) {
     if (!a || !ptr || !size)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_block_size: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_block_size: NULL argument");
     cca_status st = ccai_lock(a, "cca_block_size");
     if (st != CCA_OK)
         return st;

@@ -17,10 +17,10 @@
 
 cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out) {
     if (!out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_create: out is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_create: out is NULL");
     *out = NULL;
     if (!u)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_create: upstream is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_create: upstream is NULL");
     cca_config cfg;
     if (c) {
         cfg = *c;
@@ -40,7 +40,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
     }
     cca_allocator *a = calloc(1, sizeof *a);
     if (!a)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_create: host malloc failed");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_create: host malloc failed");
     ccai_mutex_init(&a->lock);
     a->config = cfg;
     a->upstream = u;
@@ -86,7 +86,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
             char msg[512];
             snprintf(msg, sizeof msg, "%s", cca_last_error());
             cca_destroy(a);
-            return ccai_fail(st, "cca_create: %s", msg);
+            return cca_set_error(st, "cca_create: %s", msg);
         }
     }
     ccai_fork_register_allocator(a); /* fork.c: a fork from now on waits for its lock */
@@ -107,7 +107,7 @@ static cca_status destroy_sync(cca_allocator *a, char why[CCAI_ERROR_CAP]) {
 
 cca_status cca_destroy(cca_allocator *a) {
     if (!a)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_destroy: allocator is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_destroy: allocator is NULL");
     if (ccai_mutex_held_here(&a->lock)) /* from inside one of a's ops: refused before anything changes */
         return ccai_lock_refused("cca_destroy");
     ccai_fork_unregister_allocator(a); /* before its lock: registry, then allocator, as fork.c takes them */
@@ -154,20 +154,20 @@ cca_status cca_destroy(cca_allocator *a) {
         snprintf(pending_note, sizeof pending_note,
                  " (%zu of them freed, their streams' work never seen to complete)", pending);
     if (live)
-        return ccai_fail(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live%s%s%s", live,
+        return cca_set_error(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live%s%s%s", live,
                          live_bytes, pending_note, kept ? "; " : "", kept_note);
     if (kept)
-        return ccai_fail(sync, "cca_destroy: %s", kept_note);
+        return cca_set_error(sync, "cca_destroy: %s", kept_note);
     if (result != CCA_OK)
-        return ccai_fail(result, "cca_destroy: the upstream refused to take a segment back");
+        return cca_set_error(result, "cca_destroy: the upstream refused to take a segment back");
     if (sync != CCA_OK)
-        return ccai_fail(sync, "cca_destroy: synchronize failed before releasing the segments: %s", sync_why);
+        return cca_set_error(sync, "cca_destroy: synchronize failed before releasing the segments: %s", sync_why);
     return CCA_OK;
 }
 
 cca_status cca_get_config(const cca_allocator *a, cca_config *c) {
     if (!a || !c)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_get_config: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_get_config: NULL argument");
     *c = a->config; /* immutable after creation: no lock needed */
     return CCA_OK;
 }

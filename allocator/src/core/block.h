@@ -86,7 +86,7 @@ static inline cca_status ccai_block_take(cca_allocator *a, ccai_block *b, size_t
     if (split) {
         rest = ccai_block_new(a);
         if (!rest && (b->seg & CCAI_SEG_EXPANDABLE))
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed for a block record", a->allocating);
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed for a block record", a->allocating);
     }
     if (!rest) {
         ccai_free_index_take(ix, b);

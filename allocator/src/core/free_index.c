@@ -586,7 +586,7 @@ cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream) {
     if (!sb) {
         sb = calloc(1, sizeof *sb);
         if (!sb)
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "free index: host malloc failed");
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "free index: host malloc failed");
         sb->stream = stream;
         sb->next = ix->streams;
         ix->streams = sb;

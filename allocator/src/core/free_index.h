@@ -14,7 +14,7 @@
 /* Segregated classes: sizes in units of 512 B; units < 512 map to their
  * own class (exact sizes up to 256 KiB), larger sizes to 512 sub-classes per
  * power of two (TLSF-style, at most 1/512 = 0.2% apart): small trees, see
- * block_index.c. */
+ * free_index.c. */
 #define CCAI_CLASS_SUB_BITS 9
 #define CCAI_CLASS_SUB (1u << CCAI_CLASS_SUB_BITS)
 /* row 0: the exact sizes below CCAI_CLASS_SUB units; row r >= 1: the power
@@ -26,7 +26,7 @@
 #define CCAI_CLASS_OVERFLOW 0xffffu /* b->cls of a block in the overflow list */
 _Static_assert(CCAI_CLASSES < CCAI_CLASS_OVERFLOW, "a block keeps its class in 16 bits");
 
-/* A node of a class's B+-tree (block_index.c). A leaf holds up to
+/* A node of a class's B+-tree (free_index.c). A leaf holds up to
  * CCAI_BT_MAX free blocks sorted by (size, address), with the keys inline so
  * that a search reads them without touching the blocks; an internal node
  * holds up to CCAI_BT_MAX children and, at 1..n-1, the separators: every key

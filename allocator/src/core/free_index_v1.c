@@ -1,7 +1,7 @@
 /*
  * free_index_v1.c — the free index, version 1: sorted bins (BFC style).
  *
- * Read this one first. It answers the same questions as block_index.c's
+ * Read this one first. It answers the same questions as free_index.c's (version 2)
  * free index (version 2, the fast one, which the allocator uses) over the
  * same blocks, in the plainest way that is still exact. The tests run the
  * two against each other (tests/allocator/unit/test_free_index_v1.c). Not on the
@@ -40,7 +40,7 @@
  *                        best run found before it
  *   walk, check          O(S * B + blocks)
  *
- * Where v2 departs (block_index.c): it keeps a tree per fine size class, a
+ * Where v2 departs (free_index.c): it keeps a tree per fine size class, a
  * bitmap of non-empty classes, and three shortcuts for the cached
  * alloc/free pair (the recent slot, the hint, the ghost). Here take is
  * remove, split is insert then remove, and swap_recent always answers
@@ -105,7 +105,7 @@ static cca_status bin_reserve(v1_bin *bin) {
     size_t cap = bin->cap ? bin->cap * 2 : 8;
     ccai_block **v = realloc(bin->v, cap * sizeof *v);
     if (!v)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "free index v1: host malloc failed");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "free index v1: host malloc failed");
     bin->v = v;
     bin->cap = cap;
     return CCA_OK;
@@ -131,7 +131,7 @@ cca_status ccai_free_index_v1_attach(ccai_free_index_v1 *ix, cca_stream stream) 
     if (!sb) {
         sb = calloc(1, sizeof *sb);
         if (!sb)
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "free index v1: host malloc failed");
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "free index v1: host malloc failed");
         sb->stream = stream;
         sb->next = ix->streams;
         ix->streams = sb;

@@ -162,7 +162,7 @@ static cca_status release_and_take(cca_allocator *a, const ccai_grow_req *q, cca
         flags = CCAI_RELEASE_UNMAP; /* nothing was queued to wait for */
     }
     if (can != CCA_OK)
-        return q->arena ? can : ccai_fail(can, "%s; %s", refused, cca_last_error());
+        return q->arena ? can : cca_set_error(can, "%s; %s", refused, cca_last_error());
     /* 4 */
     if (q->arena) {
         (void)ccai_release(a, 0, flags, NULL);
@@ -264,13 +264,13 @@ cca_status ccai_grow_never_succeeds(cca_allocator *a, size_t size, size_t rounde
         if (fixed && fixed < ceiling)
             ceiling = fixed;
         if (rounded > ceiling)
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                              "%s: %zu bytes can never fit a greedy arena of at most %zu bytes", a->allocating, size, ceiling);
         return CCA_OK;
     }
     size_t least = a->kind->least(a, rounded, pool);
     if (least > ceiling)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                          "%s: %zu bytes need a %zu-byte segment, more than the device, max_reserved or the "
                          "address budget allows (%zu bytes): it can never succeed",
                          a->allocating, size, least, ceiling);
@@ -297,14 +297,14 @@ cca_status ccai_grow(cca_allocator *a, size_t size, size_t rounded, cca_stream s
                 return CCA_OK;
         }
         if (rounded > arena->size)
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: %zu bytes can never fit the %zu-byte greedy arena",
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: %zu bytes can never fit the %zu-byte greedy arena",
                              a->allocating, size, arena->size);
         /* A full arena: pending frees complete once the device is
          * synchronized, and one of them may fit (both kinds of segment). */
         if (!(*b = ccai_best_fit(a, pool, NULL, rounded)) && a->c.pending && ccai_stream_wait_all(a) == CCA_OK)
             *b = ccai_best_fit(a, pool, NULL, rounded);
         if (!*b) /* no block that fits: an OOM, no retry */
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: the greedy arena has no free block of %zu bytes",
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: the greedy arena has no free block of %zu bytes",
                              a->allocating, size);
         /* over pages, a free block that fits may have trimmed pages the
          * device would not map: the retry frees other free pages of the
@@ -319,7 +319,7 @@ cca_status ccai_grow(cca_allocator *a, size_t size, size_t rounded, cca_stream s
     if (st == CCA_ERR_OUT_OF_MEMORY)
         st = a->peak_hold ? hold(a, rounded, stream, pool, b) : retry(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: cannot reserve a segment for %zu bytes: %s", a->allocating, size,
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: cannot reserve a segment for %zu bytes: %s", a->allocating, size,
                          cca_last_error());
     return st;
 }

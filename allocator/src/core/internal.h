@@ -1,31 +1,27 @@
 /*
- * internal.h — data structures shared between the allocator's source files.
+ * internal.h — the allocator and its domains, and the prototypes the core's
+ * files share, under a banner naming the file that defines them.
  *
- * Names: public cca_*; shared between files ccai_*, declared here under a
- * banner naming the file that defines them; private `static`.
+ * Names: public cca_*; shared between files ccai_*; private `static`.
+ * The records are in types.h; each index has its header (free_index.h,
+ * free_index_v1.h, live_map.h); the seam is kind.h; support/ and upstream/
+ * have theirs. allocator/src/README.md lists every file in reading order.
  *
  * The picture (growth policy):
  *
  *   allocator
+ *    ├─ kind: classic or pages, chosen once (kind.h)            allocator.c
  *    ├─ segments (doubly linked, newest first)                  segment.c
  *    │    segment 0 [ base ............................................ size )
  *    │               ├─ block A live ─┼─ block B free ─┼─ block C live ─┤
  *    │               blocks of a segment form an address-ordered chain
- *    │               (prev/next) that tiles the segment exactly.
- *    ├─ free index per pool (small, medium, large; greedy uses "large"):
+ *    │               (prev/next) that tiles the segment exactly. block.c
+ *    ├─ domains, each with a free index per pool (small, medium, large,
+ *    │    arena; greedy uses "large")                           domain.c
  *    │    per key stream, size classes each holding a B+-tree ordered by
- *    │    (size, address), and a bitmap of the non-empty classes. block_index.c
- *    ├─ live map: hash table address -> block, for cca_free in O(1). block_index.c
+ *    │    (size, address), and a bitmap of the non-empty classes. free_index.c
+ *    ├─ live map: hash table address -> block, for cca_free in O(1). live_map.c
  *    └─ pending queues: per stream, the events pending frees wait on.  stream.c
- *
- * Files: pool.c alloc/free, split and coalesce; segment.c block records,
- * segment sizes, reserving and releasing, the greedy arena; stream.c which
- * streams use a block and deferred frees; block_index.c the two indexes;
- * release.c trim and empty-cache; expandable.c segments of mapped pages;
- * check.c invariants, bad-pointer diagnosis and the assertion levels; stats.c counters and snapshots; config.c options;
- * status.c status codes, messages and the log; upstream*.c device memory;
- * trace.c recording; history.c the ring of recent events; snapshot_torch.c
- * the snapshot in PyTorch's format; lock.c the allocator's lock.
  *
  * Invariants (checked by cca_check_invariants, and after every public call
  * when built with CCA_DEBUG=2):
@@ -77,6 +73,9 @@
 #include "free_index.h"    /* the free index, version 2 */
 #include "free_index_v1.h" /* and version 1 */
 #include "live_map.h"      /* address -> live block */
+#include "../support/lock.h"    /* the allocator's lock */
+#include "../support/trace.h"   /* CCALLOC_TRACE */
+#include "../support/history.h" /* the ring of recent events */
 
 /* ------------------------------------------------------------------------ */
 /* The allocator                                                            */
@@ -100,7 +99,7 @@ typedef struct ccai_counters {
     uint64_t alloc_calls, free_calls, upstream_allocs, upstream_frees;
     uint64_t vm_maps, vm_unmaps, pages_mapped, pages_unmapped;
     uint64_t retries, ooms, splits, merges;
-    uint64_t peak_holds; /* growth requests held under the reserved peak (hold_peak, pool.c) */
+    uint64_t peak_holds; /* growth requests held under the reserved peak (hold_peak, grow.c) */
 } ccai_counters;
 
 struct ccai_trace;
@@ -146,33 +145,6 @@ typedef struct ccai_pending_queue {
     ccai_wait *head, *tail;
 } ccai_pending_queue;
 
-/* The allocator lock (lock.c; fast paths inline below). Two protocols,
- * fixed when the lock is made:
- *   asymmetric: state 0 free, 1 held; `sleepers` counts waiters that may
- *               sleep in the kernel; unlock is a plain store;
- *   symmetric:  state 0 free, 1 held, 2 held with waiters sleeping in the
- *               kernel (Drepper's mutex 2); unlock is an atomic decrement. */
-typedef struct ccai_mutex {
-    _Atomic int state;
-    _Atomic int sleepers; /* asymmetric only */
-    bool asymmetric;      /* written once, before any thread can use the lock */
-    /* How the holder unlocks, the one byte the unlock tests first:
-     * CCAI_UNLOCK_STORE (asymmetric) or CCAI_UNLOCK_DECREMENT (symmetric),
-     * set with `asymmetric`, plus CCAI_UNLOCK_LOG while the holder holds its
-     * thread's log (ccai_mutex_hold_log), which sends the unlock out of line
-     * to release it. Read and written by the holder only (and ccai_mutex_init). */
-    uint8_t unlock;
-    /* Re-entry: while the holder calls upstream ops (set with the log's
-     * mark, cleared by its unlock), its thread's token (&ccai_this_thread),
-     * else NULL. An op that calls back into the allocator on its own thread
-     * takes the contended path, finds its own token here and is refused
-     * instead of waiting for ever (ccai_mutex_lock). Written by the holder
-     * only; a thread reads its own token here only while it holds the lock
-     * itself, so relaxed accesses are enough. */
-    _Atomic(const void *) owner;
-} ccai_mutex;
-enum { CCAI_UNLOCK_STORE = 0, CCAI_UNLOCK_DECREMENT = 1, CCAI_UNLOCK_LOG = 2 };
-
 /* fork.c's registry: every allocator and upstream is on a list from its
  * creation to its destruction, so the fork handler can take its locks. */
 void ccai_fork_register_allocator(cca_allocator *a);   /* cca_create, once it succeeds */
@@ -190,12 +162,12 @@ struct cca_allocator {
     bool expandable;         /* kind is pages (for the reports: stats, snapshots) */
     size_t page;             /* the upstream's granularity when expandable */
     bool peak_hold;          /* one request of hold_peak:1 grows: reserved_peak is a
-                                cap beside max_reserved (ccai_cap; pool.c, alloc_locked) */
-    bool peak_rising;        /* that request raises the peak: no ahead pages (expandable.c) */
+                                cap beside max_reserved (ccai_cap; alloc.c, alloc_locked) */
+    bool peak_rising;        /* that request raises the peak: no ahead pages (kinds/pages.c) */
     uint64_t release_frees;  /* upstream frees (segments, unmaps) made by ccai_release:
                                 what a hold gave back of the cache, told apart from a
-                                refused map's undo, also an unmap (pool.c, hold) */
-    bool whole_maps;         /* expandable over CCA_VM_WHOLE_MAPS (expandable.c) */
+                                refused map's undo, also an unmap (grow.c, hold) */
+    bool whole_maps;         /* expandable over CCA_VM_WHOLE_MAPS (kinds/pages.c) */
     size_t max_request;      /* larger requests are CCA_ERR_INVALID_ARGUMENT: their rounding would overflow */
     size_t device_total;     /* upstream's total bytes; 0 = unknown (segment.c) */
     bool device_total_known; /* asked once */
@@ -288,37 +260,13 @@ void ccai_segment_unlink(cca_allocator *a, ccai_segment *s);
  * max_reserved), SIZE_MAX when neither is known. */
 size_t ccai_segment_ceiling(cca_allocator *a);
 /* The same for what a request or an arena may ask: with expandable
- * segments also no range over CCAI_ADDRESS_BUDGET (expandable.c), whatever
+ * segments also no range over CCAI_ADDRESS_BUDGET (kinds/pages.h), whatever
  * the device's size, known or not. */
 size_t ccai_request_ceiling(cca_allocator *a);
 cca_status ccai_arena_reserve(cca_allocator *a);
 ccai_segment *ccai_arena_find(const cca_allocator *a);
 
-/* expandable.c: segments whose pages are mapped on demand */
-/* The address range of a growth segment is the ceiling (device total or
- * max_reserved); when neither is known, this. */
-#define CCAI_EXPANDABLE_DEFAULT_RANGE ((size_t)64 << 30)
-/* The address space an allocator's growth ranges may hold before new ranges
- * shrink (pool.c, expandable_take): a quarter of a 47-bit user space, so
- * that ranges for many (domain, stream, pool) never starve the rest of the
- * process (malloc, thread stacks, other allocators) of addresses. */
-#define CCAI_ADDRESS_BUDGET ((size_t)32 << 40)
-/* No one range is larger: a request or an arena whose pages pass it can
- * never succeed (ccai_request_ceiling), and ccai_expandable_reserve refuses
- * it before its bookkeeping, whose page bitmap alone is va / page / 8 bytes
- * of host memory (2^45 for a range near SIZE_MAX in 64 KiB pages). */
-/* A new expandable segment for (stream, pool): address space only, one free
- * block over all of it. greedy: the arena, every page mapped. */
-cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,
-                                   ccai_segment **out);
-/* Unmap every page and give the address range back (it is empty). */
-cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s);
-/* The next run of mapped pages in [*i, end): true with [*first, *first +
- * *n) and *i past it; false when none is left. */
-bool ccai_next_mapped_run(const ccai_segment *s, size_t *i, size_t end, size_t *first, size_t *n);
-/* The first unmapped page at or after page `from` of pages all mapped from
- * `from` on (npages if none): a word at a time. */
-size_t ccai_pages_prefix(const ccai_segment *s, size_t from);
+/* kinds/pages.c: what the core reads of a pages segment (the rest: kinds/pages.h) */
 /* Are the pages under [addr, addr + len) all mapped? (len > 0) Inline: an
  * expandable segment's cached alloc asks it once; a block under 64 pages
  * that starts in the right place needs one bitmap word. */
@@ -349,7 +297,7 @@ static inline bool ccai_block_pages_mapped(ccai_block *b, size_t held) {
 /* The device's free memory, asked of the upstream (mem_info; CUDA:
  * cudaMemGetInfo) at most once per step that needs it, and only by those
  * that would otherwise cost calls for memory the device cannot give
- * (expandable.c, "the device's free memory"). Start with {false, 0}. */
+ * (kinds/pages.c, "the device's free memory"). Start with {false, 0}. */
 typedef struct ccai_device_room {
     bool asked;  /* mem_info was asked */
     size_t free; /* its free bytes; SIZE_MAX when unknown (no mem_info, or it failed) */
@@ -361,34 +309,6 @@ typedef struct ccai_device_room {
 cca_status ccai_device_room_for(cca_allocator *a, ccai_device_room *room, size_t bytes, const char *what);
 
 #include "kind.h" /* the segment-kind seam: classic.c, pages.c */
-/* Map the pages a request of `rounded` bytes at free block b needs (and,
- * at the growing end, some ahead: the growth rule). `room`: the device's
- * free memory, asked already or not (it is asked here for a block that
- * lacks several runs of pages). OOM: nothing changed. */
-cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, ccai_device_room *room);
-/* Unmap the pages lying wholly inside free block b, highest first, until
- * reserved <= keep; counts into pages and bytes. The caller synchronized. */
-cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t keep, size_t *pages, size_t *bytes);
-/* Free bytes of b that sit in mapped pages it shares with a live block
- * (whole maps: in maps it shares with one). */
-size_t ccai_expandable_trapped(const ccai_block *b);
-/* Whole maps: how many of pages [first, last] of free block b stay mapped
- * once every free map is unmapped (those of the maps at b's two ends that
- * reach past b: a live or pending neighbour holds them whole). */
-size_t ccai_expandable_kept_pages(const ccai_block *b, size_t first, size_t last);
-/* I9 (whole maps; NULL when s has no start bits or holds): a message
- * naming the broken rule. O(pages_hi / 64 + maps). */
-const char *ccai_expandable_check_maps(const ccai_segment *s);
-/* The mapped bytes of s that no release can give back while its live and
- * pending blocks stay: the pages they touch (whole maps: the maps). */
-size_t ccai_expandable_held(const ccai_segment *s);
-/* The longest stretch of free block b that lies in mapped pages. */
-size_t ccai_expandable_largest_mapped(const ccai_block *b);
-/* cca_destroy's part: unmap s's pages and release its range (a refusal
- * sets *result to CCA_ERR_UPSTREAM), or, with keep_mapped (the device could
- * not be synchronized), touch no range that has pages mapped. Frees the
- * bitmap either way. */
-void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, bool keep_mapped, cca_status *result);
 
 /* stream.c */
 /* At cca_free: true = b is now PENDING (or waits for a synchronize), false =
@@ -555,100 +475,6 @@ static inline void ccai_lower(size_t *cur, size_t by) {
 }
 
 
-/* The lock: a futex mutex with a short spin before sleeping (lock.c has
- * the protocols and why they are correct). Uncontended, lock is one
- * compare-and-swap; unlock is a plain store (asymmetric protocol, where the
- * kernel offers process-private memory barriers) or one atomic decrement
- * (symmetric). A cached alloc+free pair takes two round trips, and on x86
- * each locked instruction also waits for every earlier store to reach the
- * cache, so the unlock's kind is a third of the pair's time at 1k live
- * blocks (docs/allocator.md, "Then the lock"). Critical sections are short
- * (tens of ns), so a waiter spins first: most contended acquisitions never
- * enter the kernel. C11 atomics, so ThreadSanitizer sees every acquire and
- * release. */
-void ccai_mutex_init(ccai_mutex *m);                       /* asymmetric where the kernel allows */
-void ccai_mutex_init_kind(ccai_mutex *m, bool asymmetric); /* asymmetric only if the kernel allows; tests */
-extern _Atomic bool ccai_mutex_refuse_barrier;            /* tests: waiters act as if the kernel refused */
-/* lock.c: the contended path; false, without taking m, when this thread
- * holds m itself inside an upstream op (m->owner) */
-bool ccai_mutex_wait(ccai_mutex *m);
-/* Its address identifies the calling thread (ccai_mutex.owner). */
-extern _Thread_local char ccai_this_thread;
-void ccai_mutex_wake(ccai_mutex *m);
-/* In the child of a fork, release a lock the forking thread took before
- * the fork (plug.c's fork handler): the child has that one thread, so no
- * one is woken, and the parent's count of sleepers is forgotten. */
-void ccai_mutex_unlock_in_child(ccai_mutex *m);
-
-/* Take m; false (m not taken) when this thread holds it already, inside an
- * upstream op: a call back into the allocator from its own op, which would
- * otherwise wait for ever. */
-static inline bool ccai_mutex_lock(ccai_mutex *m) {
-    int expected = 0;
-    if (!atomic_compare_exchange_strong_explicit(&m->state, &expected, 1, memory_order_acquire, memory_order_relaxed) &&
-        !ccai_mutex_wait(m))
-        return false;
-#if CCA_DEBUG >= 1
-    ccai_mutexes_held++;
-#endif
-    return true;
-}
-
-/* This thread holds m, inside an upstream op (a public call made from the
- * op: the ones that must refuse before ccai_mutex_lock would). */
-static inline bool ccai_mutex_held_here(const ccai_mutex *m) {
-    return atomic_load_explicit(&m->owner, memory_order_relaxed) == &ccai_this_thread;
-}
-
-/* The holder of m is about to call something that may log (an upstream
- * op): from now until m's unlock, this thread's lines are queued, and the
- * unlock writes them once m is free (lock.c, "The log"). Once per holding:
- * a second call finds the mark. */
-static inline void ccai_mutex_hold_log(ccai_mutex *m) {
-    ccai_assert(ccai_mutexes_held > 0);
-    if (!(m->unlock & CCAI_UNLOCK_LOG)) {
-        m->unlock |= CCAI_UNLOCK_LOG;
-        atomic_store_explicit(&m->owner, &ccai_this_thread, memory_order_relaxed);
-        ccai_log_hold();
-    }
-}
-
-/* Free the lock word by its protocol (ccai_mutex_unlock, below, and
- * lock.c's unlock of a marked lock). */
-static inline void ccai_mutex_release(ccai_mutex *m, bool asymmetric) {
-#if CCA_DEBUG >= 1
-    ccai_assert(ccai_mutexes_held > 0);
-    ccai_mutexes_held--;
-#endif
-    if (asymmetric) {
-        atomic_store_explicit(&m->state, 0, memory_order_release);
-        /* keeps the compiler from reading sleepers before the store; the
-         * processor may still, and the waiter's membarrier covers that */
-        atomic_signal_fence(memory_order_seq_cst);
-        if (atomic_load_explicit(&m->sleepers, memory_order_relaxed) != 0)
-            ccai_mutex_wake(m);
-    } else if (atomic_fetch_sub_explicit(&m->state, 1, memory_order_release) != 1) {
-        ccai_mutex_wake(m); /* there were waiters (state was 2) */
-    }
-}
-
-/* lock.c: the unlock of a marked lock, out of line: the mark cleared, the
- * word freed, then the lines held under it written. */
-void ccai_mutex_unlock_and_log(ccai_mutex *m);
-
-/* The protocol and the mark in one byte, read while m is still ours: the
- * asymmetric unlock of an unmarked lock costs what it cost without the
- * mark (one compare and branch), the symmetric one a compare more, and a
- * marked lock goes out of line. */
-static inline void ccai_mutex_unlock(ccai_mutex *m) {
-    if (__builtin_expect(m->unlock == CCAI_UNLOCK_STORE, 1))
-        ccai_mutex_release(m, true);
-    else if (m->unlock == CCAI_UNLOCK_DECREMENT)
-        ccai_mutex_release(m, false);
-    else
-        ccai_mutex_unlock_and_log(m);
-}
-
 /* lock.c: the failure of a public call `fn` made from inside an upstream
  * op of the allocator it names (CCA_ERR_INVALID_ARGUMENT, saying so). */
 cca_status ccai_lock_refused(const char *fn);
@@ -691,60 +517,6 @@ static inline void ccai_unlock(cca_allocator *a) {
 double ccai_strtod(const char *s, char **end);
 locale_t ccai_numeric_begin(void);
 void ccai_numeric_end(locale_t previous);
-
-/* trace.c: CCALLOC_TRACE recording (a no-op pointer check when unset). */
-struct ccai_trace *ccai_trace_open_from_env(void);
-/* Returns the trace id of the new allocation (unique in the process). */
-uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s, unsigned domain);
-void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s, unsigned domain);
-/* A domain's number in the trace (1..; 0 once the recording stopped at a
- * limit: nothing more is written), its declaration written; a
- * domain_release or (reserve) domain_reserve line. */
-unsigned ccai_trace_domain(struct ccai_trace *t, const char *name);
-void ccai_trace_domain_event(struct ccai_trace *t, bool reserve, size_t bytes, unsigned domain);
-void ccai_trace_release(struct ccai_trace *t, size_t keep); /* keep 0: empty_cache */
-bool ccai_mark_name_ok(const char *name);
-void ccai_trace_close(struct ccai_trace *t);
-/* plug.c's fork handler: the trace's lock, taken before a fork (after every
- * allocator lock: recording takes it under one), the file flushed, and
- * released after it. */
-void ccai_trace_fork_lock(bool lock);
-/* fork.c, in the child before the lock is released: the parent's file is
- * detached, nothing more written to it or opened (trace.c). */
-void ccai_trace_fork_child(void);
-
-/* history.c: the ring of recent events (config `history`; NULL when off). */
-typedef enum ccai_event_kind {
-    CCAI_EV_ALLOC = 0,
-    CCAI_EV_FREE_REQUESTED,
-    CCAI_EV_FREE_COMPLETED,
-    CCAI_EV_SEGMENT_ALLOC,
-    CCAI_EV_SEGMENT_FREE,
-    CCAI_EV_SEGMENT_MAP,
-    CCAI_EV_SEGMENT_UNMAP,
-    CCAI_EV_OOM
-} ccai_event_kind;
-typedef struct ccai_event {
-    uint64_t time_us; /* CLOCK_REALTIME, microseconds since the epoch */
-    uintptr_t addr;   /* block or first page; oom: the device's free bytes */
-    size_t size;      /* requested bytes (blocks, oom), bytes (segments, maps) */
-    cca_stream stream;
-    uint8_t kind; /* ccai_event_kind */
-} ccai_event;
-typedef struct ccai_history {
-    size_t cap;     /* entries */
-    uint64_t total; /* events ever recorded; event k is in ring[k % cap] */
-    ccai_event ring[];
-} ccai_history;
-#define CCAI_HISTORY_MAX ((size_t)16 << 20) /* the config option's upper bound */
-cca_status ccai_history_create(size_t cap, ccai_history **out);
-void ccai_history_destroy(ccai_history *h);
-void ccai_history_record(ccai_history *h, ccai_event_kind kind, uintptr_t addr, size_t size, cca_stream stream);
-/* cca_free: free_requested, and free_completed unless the free is deferred. */
-void ccai_history_free(ccai_history *h, uintptr_t addr, size_t requested, cca_stream stream, bool deferred);
-size_t ccai_history_held(const ccai_history *h); /* min(total, cap) */
-const ccai_event *ccai_history_at(const ccai_history *h, size_t i); /* 0 = oldest held */
-const char *ccai_event_name(ccai_event_kind kind);                 /* PyTorch's action name */
 
 /* Count bytes reserved (+) or released (-) by segment s, in the allocator
  * and in s's domain (peaks follow). */

@@ -20,7 +20,7 @@ cca_status ccai_live_map_init(ccai_live_map *m) {
     m->shift = 64 - 8;
     m->count = 0;
     m->buckets = calloc(m->bucket_count, sizeof *m->buckets);
-    return m->buckets ? CCA_OK : ccai_fail(CCA_ERR_OUT_OF_MEMORY, "live map: host malloc failed");
+    return m->buckets ? CCA_OK : cca_set_error(CCA_ERR_OUT_OF_MEMORY, "live map: host malloc failed");
 }
 
 void ccai_live_map_destroy(ccai_live_map *m) {

@@ -21,7 +21,7 @@
  * segments that serve the common small requests. Cost: O(S log S) in the
  * number of segments.
  *
- * Expandable segments (expandable.c) go back PAGE by page: every page lying
+ * Expandable segments (kinds/pages.c) go back PAGE by page: every page lying
  * wholly inside a free block can be unmapped, live neighbours or not. The
  * order of ccai_release, until reserved <= keep:
  *   1. the free pages at the growing end (tail) of each expandable segment:
@@ -99,7 +99,7 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
         fill_report(a, r);
     }
     if (st != CCA_OK)
-        return ccai_fail(CCA_ERR_UPSTREAM, "the upstream refused to take memory back (kept, still cached): %s", why);
+        return cca_set_error(CCA_ERR_UPSTREAM, "the upstream refused to take memory back (kept, still cached): %s", why);
     return CCA_OK;
 }
 
@@ -114,18 +114,18 @@ cca_status ccai_release_can_help(cca_allocator *a, size_t need, size_t *free_b) 
     *free_b = 0;
     size_t releasable = ccai_releasable(a), total = 0;
     if (releasable == 0)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
     size_t cap = ccai_cap(a), floor = a->c.reserved - releasable;
     char name[64];
     if (cap && (floor > cap || need > cap - floor))
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                          "%s would be exceeded even with everything cached released: %zu bytes "
                          "stay reserved and %zu more are needed; nothing was released",
                          ccai_cap_name(a, name, sizeof name), floor, need);
     if (cca_upstream_mem_info(ccai_upstream_op(a), free_b, &total) != CCA_OK)
         *free_b = 0; /* unknown: the release may help */
     else if (*free_b < need && need - *free_b > releasable)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                          "the device's free memory plus everything cached is short of %zu bytes; nothing was "
                          "released",
                          need);
@@ -133,7 +133,7 @@ cca_status ccai_release_can_help(cca_allocator *a, size_t need, size_t *free_b) 
 }
 
 cca_status ccai_release_unsynced(void) {
-    return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+    return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                      "no free page can be unmapped without a synchronize, and it failed; nothing was released: %s",
                      cca_last_error());
 }
@@ -142,7 +142,7 @@ cca_status ccai_release_unsynced(void) {
  * message names. */
 static cca_status trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report, const char *fn) {
     if (!a)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
     cca_status refused = ccai_lock(a, fn);
     if (refused != CCA_OK)
         return refused;
@@ -163,12 +163,12 @@ static cca_status trim(cca_allocator *a, size_t keep_bytes, cca_release_report *
     if (st != CCA_OK)
         return cca_error_prefix(st, "%s", fn);
     if (sync != CCA_OK)
-        return ccai_fail(sync,
+        return cca_set_error(sync,
                          "%s: %s (free classic segments were still released; no page was unmapped; %zu "
                          "pending blocks stay reserved)",
                          fn, why, pending);
     if (pending)
-        return ccai_fail(CCA_ERR_NOT_READY,
+        return cca_set_error(CCA_ERR_NOT_READY,
                          "%s: the device synchronized but the events of %zu pending blocks are still "
                          "incomplete; they stay reserved",
                          fn, pending);

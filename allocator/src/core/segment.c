@@ -122,7 +122,7 @@ cca_status ccai_segment_new(cca_allocator *a, cca_stream stream, ccai_pool_kind 
         free(bits);
         if (b)
             ccai_block_recycle(a, b);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for segment bookkeeping");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for segment bookkeeping");
     }
     s->stream = stream;
     s->domain = a->serving;
@@ -201,7 +201,7 @@ cca_status ccai_cap_room(const cca_allocator *a, size_t bytes) {
     size_t cap = ccai_cap(a);
     char name[64];
     if (cap && (a->c.reserved > cap || bytes > cap - a->c.reserved))
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s would be exceeded", ccai_cap_name(a, name, sizeof name));
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s would be exceeded", ccai_cap_name(a, name, sizeof name));
     return CCA_OK;
 }
 
@@ -222,7 +222,7 @@ static cca_status arena_size(cca_allocator *a, size_t *size) {
         size_t free_b = 0, total_b = 0;
         cca_status st = cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b);
         if (st != CCA_OK)
-            return ccai_fail(st, "greedy: cannot size the arena from greedy_fraction: %s", cca_last_error());
+            return cca_set_error(st, "greedy: cannot size the arena from greedy_fraction: %s", cca_last_error());
         double bytes = (double)free_b * a->config.greedy_fraction; /* fraction <= 1: at most free_b */
         want = bytes >= (double)free_b ? free_b : (size_t)bytes;
     }
@@ -233,7 +233,7 @@ static cca_status arena_size(cca_allocator *a, size_t *size) {
     if (st != CCA_OK)
         return st;
     if (!want)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "greedy: arena size rounds to 0 bytes");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "greedy: arena size rounds to 0 bytes");
     *size = want;
     return CCA_OK;
 }
@@ -246,7 +246,7 @@ cca_status ccai_arena_reserve(cca_allocator *a) {
     ccai_segment *s;
     st = a->kind->reserve(a, size, NULL, CCAI_POOL_LARGE, true, &s);
     if (st != CCA_OK)
-        return ccai_fail(st, "greedy: reserving the %zu-byte arena failed: %s", size, cca_last_error());
+        return cca_set_error(st, "greedy: reserving the %zu-byte arena failed: %s", size, cca_last_error());
     return CCA_OK;
 }
 

@@ -81,7 +81,7 @@ cca_status ccai_stream_record(ccai_block *b, cca_stream s) {
         return CCA_OK;
     ccai_stream_use *u = use_of(b);
     if (!u)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_record_stream: host malloc failed");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_record_stream: host malloc failed");
     for (size_t i = 0; i < u->count; i++)
         if (u->streams[i] == s)
             return CCA_OK;
@@ -89,7 +89,7 @@ cca_status ccai_stream_record(ccai_block *b, cca_stream s) {
         size_t cap = u->cap ? 2 * u->cap : 2;
         cca_stream *grown = realloc(u->streams, cap * sizeof *grown);
         if (!grown)
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_record_stream: host malloc failed");
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_record_stream: host malloc failed");
         u->streams = grown;
         u->cap = cap;
     }
@@ -197,7 +197,7 @@ cca_status ccai_stream_wait_all(cca_allocator *a) {
 cca_status ccai_stream_sync_device(cca_allocator *a) {
     cca_status st = cca_upstream_synchronize(ccai_upstream_op(a));
     if (st != CCA_OK)
-        return ccai_fail(st, "synchronize failed; %zu frees stay pending: %s", a->c.pending, cca_last_error());
+        return cca_set_error(st, "synchronize failed; %zu frees stay pending: %s", a->c.pending, cca_last_error());
     ccai_stream_complete_all(a);
     return CCA_OK;
 }
@@ -230,7 +230,7 @@ static bool sync_instead(cca_allocator *a, ccai_block *b, cca_status *st) {
     a->sync_head = b;
     b->state = CCAI_PENDING;
     a->c.pending++;
-    *st = ccai_fail(s, "cca_free: could not record a stream event and synchronize failed; %p is held until a "
+    *st = cca_set_error(s, "cca_free: could not record a stream event and synchronize failed; %p is held until a "
                        "synchronize succeeds: %s",
                     (void *)b->addr, cca_last_error());
     return true;

@@ -116,7 +116,7 @@ typedef struct ccai_segment {
     cca_stream stream; /* every block in it belongs to this stream; the
                           greedy arena is shared (shared = true)          */
     bool shared;
-    bool expandable; /* pages of a reserved address range (expandable.c) */
+    bool expandable; /* pages of a reserved address range (kinds/pages.c) */
     ccai_pool_kind pool;
     /* expandable only: which pages are mapped (bit i: [base + i*page, +page)) */
     size_t page;         /* the upstream's granularity (a power of two)   */

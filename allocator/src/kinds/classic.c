@@ -139,7 +139,7 @@ static cca_status release_free_segments(cca_allocator *a, size_t keep, size_t *b
     *bytes_out += released_bytes;
     *count_out += released;
     if (first_error != CCA_OK)
-        return ccai_fail(CCA_ERR_UPSTREAM, "the upstream refused to take back %zu segment(s) (kept, still cached): %s",
+        return cca_set_error(CCA_ERR_UPSTREAM, "the upstream refused to take back %zu segment(s) (kept, still cached): %s",
                          refused, why);
     return CCA_OK;
 }

@@ -1,5 +1,5 @@
 /*
- * expandable.c — expandable segments: device memory as PAGES of a reserved
+ * pages.c — the pages kind (expandable:1): segments of device memory as PAGES: device memory as PAGES of a reserved
  * address range, mapped as the segment grows and unmapped when free,
  * wherever live blocks sit.
  *
@@ -23,7 +23,7 @@
  *
  * Invariant I7: every page under a LIVE or PENDING block is mapped. A free
  * block may have any of its pages mapped. So:
- *   - allocation (pool.c step 4): best fit as before; if the chosen block's
+ *   - allocation (alloc.c step 4): best fit as before; if the chosen block's
  *     pages are not all mapped, map the missing ones (ccai_expandable_map),
  *     each run of missing pages in one vm_map call;
  *   - the GROWTH RULE: a request served from the tail block (the segment is
@@ -47,7 +47,7 @@
  *     already (below) and cannot hold them, they are left out at once.
  *     Under hold_peak the ahead pages count against the peak like any
  *     (they are left out where they would cross it), and a request that
- *     must raise the peak maps none (pool.c, hold: the peak rises by its
+ *     must raise the peak maps none (grow.c, hold: the peak rises by its
  *     own pages only);
  *   - release (release.c): a page lying wholly inside a free block is
  *     unmapped by trim, empty-cache and the OOM retry (never by cca_free):
@@ -135,7 +135,7 @@
  *     left out and the answer asked of the rest); a page a live block
  *     shares is mapped already and not counted.
  * Short: CCA_ERR_OUT_OF_MEMORY with nothing reserved or mapped, and the
- * OOM retry (pool.c) decides, asking the device again after it released
+ * OOM retry (grow.c) decides, asking the device again after it released
  * (so pages the retry frees count). Never asked for a map of one run, as
  * a segment's ordinary growth step is (the upstream refuses it whole, by
  * itself: the CUDA upstream with its own cudaMemGetInfo). An upstream
@@ -175,7 +175,7 @@
  * nothing mapped (counted), for a later release (a domain's arena as a
  * range of the domain's large pool, not of its arena pool: keep_range).
  */
-#include "../core/internal.h"
+#include "pages.h"
 #include "../core/block.h" /* worth a block */
 #include "../core/fit.h"   /* best fit */
 
@@ -401,7 +401,7 @@ static cca_status map_run(cca_allocator *a, ccai_segment *s, size_t first, size_
                 char why[CCAI_ERROR_CAP];
                 snprintf(why, sizeof why, "%s", cca_last_error());
                 (void)unmap_run(a, s, first, done);
-                st = ccai_fail(st, "%s", why);
+                st = cca_set_error(st, "%s", why);
             }
             return st;
         }
@@ -425,7 +425,7 @@ cca_status ccai_device_room_for(cca_allocator *a, ccai_device_room *room, size_t
     }
     if (room->free >= bytes)
         return CCA_OK;
-    return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+    return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                      "the device has %zu bytes free, %zu needed for %s; nothing was reserved or mapped", room->free,
                      bytes, what);
 }
@@ -441,7 +441,7 @@ static void link_range(cca_allocator *a, ccai_segment *s, size_t va) {
 /* A domain's footprint arena whose range could be neither mapped nor
  * released is kept as an ordinary range of the domain's large pool (stream
  * NULL), not in its arena pool: once the domain has a real arena, requests
- * take best fit over the whole arena pool (pool.c, arena_fit), and a range
+ * take best fit over the whole arena pool (fit.h, ccai_arena_fit), and a range
  * left there would serve them outside the arena that was reserved. In the
  * large pool it is the domain's own address space like any other range:
  * growth may map pages in it, and trim, empty-cache, the domain's release or
@@ -459,7 +459,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
                                    ccai_segment **out) {
     size_t page = a->page;
     if (va > CCAI_ADDRESS_BUDGET) /* before its bitmap: va / page / 8 bytes of host memory */
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "expandable segment of %zu bytes: more than the %zu-byte address budget",
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "expandable segment of %zu bytes: more than the %zu-byte address budget",
                          va, CCAI_ADDRESS_BUDGET);
     va = (va + page - 1) / page * page;
     size_t npages = va / page;
@@ -489,7 +489,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
     ccai_free_index *keep_ix = &a->serving->pools[CCAI_POOL_LARGE];
     if (domain_arena && ccai_free_index_attach(keep_ix, NULL) != CCA_OK) {
         ccai_segment_discard(a, s);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for segment bookkeeping");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for segment bookkeeping");
     }
     void *base = NULL;
     st = cca_upstream_vm_reserve(ccai_upstream_op(a), va, &base);
@@ -522,7 +522,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
                 if (domain_arena)
                     keep_range(a, s, keep_ix);
                 link_range(a, s, va);
-                return ccai_fail(st, "%s (and the range's release was refused: kept, empty)", why);
+                return cca_set_error(st, "%s (and the range's release was refused: kept, empty)", why);
             }
             if (domain_arena)
                 ccai_free_index_detach(keep_ix, NULL);
@@ -531,7 +531,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
             s->domain->c.upstream_allocs++;
             s->domain->c.upstream_frees++;
             ccai_segment_discard(a, s);
-            return ccai_fail(st, "%s", why);
+            return cca_set_error(st, "%s", why);
         }
     }
     if (domain_arena)
@@ -671,7 +671,7 @@ static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size
         st = map_run(a, s, start, n);
         if (st == CCA_OK && !run_push(&runs, start, n)) {
             (void)unmap_run(a, s, start, n);
-            st = ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host malloc failed while mapping pages");
+            st = cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host malloc failed while mapping pages");
         }
     }
     if (st != CCA_OK) {
@@ -679,7 +679,7 @@ static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size
         snprintf(why, sizeof why, "%s", cca_last_error());
         for (size_t r = runs.n; r-- > 0;)
             (void)unmap_run(a, s, runs.at[2 * r], runs.at[2 * r + 1]);
-        st = ccai_fail(st, "%s", why);
+        st = cca_set_error(st, "%s", why);
     }
     if (runs.at != runs.local)
         free(runs.at);
@@ -765,7 +765,7 @@ static size_t trapped_in_maps(const ccai_block *b) {
 }
 
 /* The pages of those maps in [first, last]: a request's new pages in b
- * are its pages less these (pool.c's retry_need). Over pages a neighbour
+ * are its pages less these (grow.c's retry_need). Over pages a neighbour
  * keeps at most one page at each end; here a map it shares may reach any
  * number of pages into b. */
 size_t ccai_expandable_kept_pages(const ccai_block *b, size_t first, size_t last) {
@@ -858,7 +858,7 @@ static cca_status pages_grow(cca_allocator *a, size_t rounded, cca_stream key, c
     *b = ccai_best_fit(a, pool, key, rounded);
     if (!*b) {
         if (a->config.policy == CCA_POLICY_GREEDY)
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "the greedy arena has no free block of %zu bytes", rounded);
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "the greedy arena has no free block of %zu bytes", rounded);
         /* the device's or max_reserved's size; unknown: the default range,
          * or the request's pages if they need more (get_block checked that
          * they fit the ceiling and do not overflow) */
@@ -962,7 +962,7 @@ static cca_status pages_fit_arena(cca_allocator *a, size_t *size) {
         size_t down = want / a->page * a->page;
         want = limit >= a->page && down <= limit - a->page ? down + a->page : down;
         if (!want)
-            return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "greedy: the arena is smaller than one page of %zu bytes",
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "greedy: the arena is smaller than one page of %zu bytes",
                              a->page);
     }
     *size = want;
@@ -1005,7 +1005,7 @@ static cca_status pages_release_cached(cca_allocator *a, size_t keep, unsigned f
             }
         }
     }
-    return first == CCA_OK ? CCA_OK : ccai_fail(first, "%s", why);
+    return first == CCA_OK ? CCA_OK : cca_set_error(first, "%s", why);
 }
 
 static size_t pages_reserved(const ccai_segment *s) {

@@ -171,7 +171,7 @@ static const char *check_domains(const cca_allocator *a) {
             segs++;
             r += s->expandable ? s->mapped_pages * s->page : s->size;
             arena_found |= s == d->arena;
-            if (s->pool == CCAI_POOL_ARENA && s != d->arena) /* arena_fit (pool.c) would serve from it */
+            if (s->pool == CCAI_POOL_ARENA && s != d->arena) /* ccai_arena_fit (fit.h) would serve from it */
                 return "I8: a segment of a domain's arena pool is not its arena";
             for (const ccai_block *b = s->first; b; b = b->next)
                 if (b->state != CCAI_FREE)
@@ -268,20 +268,20 @@ const char *ccai_check_locked(const cca_allocator *a) {
 
 cca_status cca_check_invariants(const cca_allocator *a) {
     if (!a)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_check_invariants: allocator is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_check_invariants: allocator is NULL");
     cca_allocator *m = (cca_allocator *)a;
     if (!ccai_mutex_lock(&m->lock))
         return ccai_lock_refused("cca_check_invariants");
     const char *err = ccai_check_locked(a);
     ccai_mutex_unlock(&m->lock);
-    return err ? ccai_fail(CCA_ERR_INVARIANT, "invariant broken: %s", err) : CCA_OK;
+    return err ? cca_set_error(CCA_ERR_INVARIANT, "invariant broken: %s", err) : CCA_OK;
 }
 
 cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *who) {
     uintptr_t p = (uintptr_t)ptr;
     ccai_block *live = ccai_live_map_find(&a->live, p);
     if (live && live->state == CCAI_PENDING)
-        return ccai_fail(CCA_ERR_INVALID_POINTER, "%s: double free of %p (its free is waiting on stream events)", who,
+        return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: double free of %p (its free is waiting on stream events)", who,
                          ptr);
     for (ccai_segment *s = a->segments; s; s = s->next) {
         if (p < s->base || p >= s->base + s->size)
@@ -290,14 +290,14 @@ cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *
             if (p < b->addr || p >= b->addr + b->size)
                 continue;
             if (b->state == CCAI_FREE && b->addr == p)
-                return ccai_fail(CCA_ERR_INVALID_POINTER, "%s: double free of %p", who, ptr);
+                return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: double free of %p", who, ptr);
             if (b->state == CCAI_FREE)
-                return ccai_fail(CCA_ERR_INVALID_POINTER,
+                return cca_set_error(CCA_ERR_INVALID_POINTER,
                                  "%s: %p lies inside a free block (double free of a coalesced block, or stale pointer)",
                                  who, ptr);
-            return ccai_fail(CCA_ERR_INVALID_POINTER, "%s: interior pointer %p (block starts at %p, offset %zu)", who,
+            return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: interior pointer %p (block starts at %p, offset %zu)", who,
                              ptr, (void *)b->addr, (size_t)(p - b->addr));
         }
     }
-    return ccai_fail(CCA_ERR_INVALID_POINTER, "%s: %p was not allocated by this allocator", who, ptr);
+    return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: %p was not allocated by this allocator", who, ptr);
 }

@@ -252,9 +252,9 @@ static bool parse_bool(const char *t, size_t n, int *out) {
 static cca_status number_refused(const option *o, cca_status st, const char *val, size_t val_len,
                                  const char *expected) {
     if (st == CCA_ERR_OUT_OF_MEMORY)
-        return ccai_fail(CCA_ERR_CONFIG, "value of key '%s' (%zu characters): no host memory to parse it", o->name,
+        return cca_set_error(CCA_ERR_CONFIG, "value of key '%s' (%zu characters): no host memory to parse it", o->name,
                          val_len);
-    return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s%s' for key '%s' (expected %s)", SHOWN(val, val_len), o->name,
+    return cca_set_error(CCA_ERR_CONFIG, "invalid value '%.*s%s' for key '%s' (expected %s)", SHOWN(val, val_len), o->name,
                      expected);
 }
 
@@ -273,7 +273,7 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
         if (strlen(options[i].name) == key_len && strncmp(options[i].name, key, key_len) == 0)
             o = &options[i];
     if (!o)
-        return ccai_fail(CCA_ERR_CONFIG, "unknown key '%.*s'", (int)key_len, key);
+        return cca_set_error(CCA_ERR_CONFIG, "unknown key '%.*s'", (int)key_len, key);
     switch (o->type) {
     case OPT_POLICY:
         for (int p = 0; p < 2; p++)
@@ -281,7 +281,7 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
                 set_value(c, o, p);
                 return CCA_OK;
             }
-        return ccai_fail(CCA_ERR_CONFIG, "invalid value '%.*s%s' for key 'policy' (expected growth or greedy)",
+        return cca_set_error(CCA_ERR_CONFIG, "invalid value '%.*s%s' for key 'policy' (expected growth or greedy)",
                          SHOWN(val, val_len));
     case OPT_FRACTION: {
         double v;
@@ -289,7 +289,7 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
         if (st != CCA_OK)
             return number_refused(o, st, val, val_len, "a number");
         if (!(v > o->min && v <= o->max))
-            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in (%g, %g]", o->name,
+            return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in (%g, %g]", o->name,
                              SHOWN(val, val_len), o->min, o->max);
         set_value(c, o, v);
         return CCA_OK;
@@ -300,12 +300,12 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
         if (st != CCA_OK)
             return number_refused(o, st, val, val_len, "a size like 512M");
         if (v == 0 && has_nonzero_digit(val, val_len)) /* 0 means none or off: only when written as 0 */
-            return ccai_fail(CCA_ERR_CONFIG,
+            return cca_set_error(CCA_ERR_CONFIG,
                              "value '%.*s%s' for key '%s' rounds to 0 bytes, which means none or off here (write 0 "
                              "for that, or at least 1 byte)",
                              SHOWN(val, val_len), o->name);
         if (v < size_bound(o->min) || v > size_bound(o->max))
-            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in [%zu, %zu]", o->name,
+            return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in [%zu, %zu]", o->name,
                              SHOWN(val, val_len), size_bound(o->min), size_bound(o->max));
         *(size_t *)((char *)c + o->offset) = v; /* exact: not through set_value's double */
         return CCA_OK;
@@ -313,14 +313,14 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
     case OPT_BOOL: {
         int v;
         if (!parse_bool(val, val_len, &v))
-            return ccai_fail(CCA_ERR_CONFIG,
+            return cca_set_error(CCA_ERR_CONFIG,
                              "invalid value '%.*s%s' for key '%s' (expected 1, true, on, yes or 0, false, off, no)",
                              SHOWN(val, val_len), o->name);
         set_value(c, o, v);
         return CCA_OK;
     }
     }
-    return ccai_fail(CCA_ERR_CONFIG, "internal: bad option type");
+    return cca_set_error(CCA_ERR_CONFIG, "internal: bad option type");
 }
 
 /* The grammar's blanks (around keys and values) and item separators: a
@@ -336,7 +336,7 @@ static bool is_separator(char ch) {
 
 cca_status cca_config_parse(cca_config *c, const char *text) {
     if (!c)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_parse: config is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_config_parse: config is NULL");
     if (!text)
         return CCA_OK;
     cca_config work = *c;
@@ -354,7 +354,7 @@ cca_status cca_config_parse(cca_config *c, const char *text) {
             item_len--;
         const char *colon = memchr(item, ':', item_len);
         if (!colon)
-            return ccai_fail(CCA_ERR_CONFIG, "expected key:value, got '%.*s%s'", SHOWN(item, item_len));
+            return cca_set_error(CCA_ERR_CONFIG, "expected key:value, got '%.*s%s'", SHOWN(item, item_len));
         size_t key_len = (size_t)(colon - item);
         const char *val = colon + 1;
         size_t val_len = item_len - key_len - 1;
@@ -375,21 +375,21 @@ cca_status cca_config_parse(cca_config *c, const char *text) {
 
 cca_status cca_config_apply_env(cca_config *c) {
     if (!c)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_apply_env: config is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_config_apply_env: config is NULL");
     const char *env = getenv("CCALLOC_CONF");
     if (!env || !*env)
         return CCA_OK;
     cca_status st = cca_config_parse(c, env);
     if (st != CCA_OK)
-        return ccai_fail(st, "CCALLOC_CONF: %s", cca_last_error());
+        return cca_set_error(st, "CCALLOC_CONF: %s", cca_last_error());
     return CCA_OK;
 }
 
 cca_status cca_config_validate(const cca_config *c) {
     if (!c)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_validate: config is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_config_validate: config is NULL");
     if (c->policy != CCA_POLICY_GROWTH && c->policy != CCA_POLICY_GREEDY)
-        return ccai_fail(CCA_ERR_CONFIG, "policy: %d is neither growth nor greedy", (int)c->policy);
+        return cca_set_error(CCA_ERR_CONFIG, "policy: %d is neither growth nor greedy", (int)c->policy);
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         const option *o = &options[i];
         const char *field = (const char *)c + o->offset;
@@ -399,47 +399,47 @@ cca_status cca_config_validate(const cca_config *c) {
         case OPT_FRACTION:
             v = *(const double *)field;
             if (!(v > o->min && v <= o->max))
-                return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %g not in (%g, %g]", o->name, v,
+                return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %g not in (%g, %g]", o->name, v,
                                  o->min, o->max);
             continue;
         case OPT_SIZE: {
             size_t z = *(const size_t *)field;
             if (z < size_bound(o->min) || z > size_bound(o->max))
-                return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %zu not in [%zu, %zu]", o->name, z,
+                return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %zu not in [%zu, %zu]", o->name, z,
                                  size_bound(o->min), size_bound(o->max));
             continue;
         }
         case OPT_BOOL: v = *(const int *)field; break;
         }
         if (v < o->min || v > o->max)
-            return ccai_fail(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.0f not in [%.0f, %.0f]", o->name, v,
+            return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.0f not in [%.0f, %.0f]", o->name, v,
                              o->min, o->max);
     }
     if (c->small_max > c->small_segment)
-        return ccai_fail(CCA_ERR_CONFIG, "small_max (%zu) must not exceed small_segment (%zu)", c->small_max,
+        return cca_set_error(CCA_ERR_CONFIG, "small_max (%zu) must not exceed small_segment (%zu)", c->small_max,
                          c->small_segment);
     if (c->segment_round % CCA_GRANULARITY || c->small_segment % CCA_GRANULARITY || c->medium_segment % CCA_GRANULARITY)
-        return ccai_fail(CCA_ERR_CONFIG, "segment sizes must be multiples of %u bytes", CCA_GRANULARITY);
+        return cca_set_error(CCA_ERR_CONFIG, "segment sizes must be multiples of %u bytes", CCA_GRANULARITY);
     if (c->max_split && c->max_split <= c->medium_segment)
-        return ccai_fail(CCA_ERR_CONFIG,
+        return cca_set_error(CCA_ERR_CONFIG,
                          "max_split (%zu) must be 0 or larger than medium_segment (%zu): smaller blocks are the "
                          "ones that must be split",
                          c->max_split, c->medium_segment);
     if (c->large_min > c->medium_segment)
-        return ccai_fail(CCA_ERR_CONFIG, "large_min (%zu) must not exceed medium_segment (%zu)", c->large_min,
+        return cca_set_error(CCA_ERR_CONFIG, "large_min (%zu) must not exceed medium_segment (%zu)", c->large_min,
                          c->medium_segment);
     if (c->max_split && c->expandable)
-        return ccai_fail(CCA_ERR_CONFIG,
+        return cca_set_error(CCA_ERR_CONFIG,
                          "max_split (%zu) cannot be used with expandable:1: an expandable segment is one free block "
                          "to its end, and its free pages are released wherever they are",
                          c->max_split);
     if (c->max_split && c->policy == CCA_POLICY_GREEDY)
-        return ccai_fail(CCA_ERR_CONFIG,
+        return cca_set_error(CCA_ERR_CONFIG,
                          "max_split (%zu) cannot be used with policy:greedy: the arena is one block "
                          "that every request must split",
                          c->max_split);
     if (c->hold_peak && c->policy == CCA_POLICY_GREEDY)
-        return ccai_fail(CCA_ERR_CONFIG, "hold_peak cannot be used with policy:greedy: the arena is reserved once, "
+        return cca_set_error(CCA_ERR_CONFIG, "hold_peak cannot be used with policy:greedy: the arena is reserved once, "
                                          "whole, and never grows past it");
     return CCA_OK;
 }
@@ -516,9 +516,9 @@ static void format_range(const option *o, char *buf, size_t len) {
 
 cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs) {
     if (!c || !f)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_print: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_config_print: NULL argument");
     if (with_docs < 0 || with_docs > 2) /* refused, not read as "non-zero": a 3 may mean a format we lack */
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_config_print: with_docs %d is not 0, 1 or 2", with_docs);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_config_print: with_docs %d is not 0, 1 or 2", with_docs);
     cca_config defaults;
     cca_config_default(&defaults);
     for (size_t i = 0; i < OPTION_COUNT; i++) {
@@ -529,16 +529,16 @@ cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs) {
             format_range(&options[i], range, sizeof range);
             if ((i == 0 && fprintf(f, "| option | default | range | meaning |\n|---|---|---|---|\n") < 0) ||
                 fprintf(f, "| `%s` | `%s` | `%s` | %s |\n", options[i].name, def, range, options[i].doc) < 0)
-                return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
+                return cca_set_error(CCA_ERR_IO, "cca_config_print: write failed");
         } else if (with_docs) {
             format_value(&defaults, &options[i], def, sizeof def);
             if (fprintf(f, "  %-16s %-10s (default %s) %s\n", options[i].name, value, def, options[i].doc) < 0)
-                return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
+                return cca_set_error(CCA_ERR_IO, "cca_config_print: write failed");
         } else if (fprintf(f, "%s:%s\n", options[i].name, value) < 0) {
-            return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
+            return cca_set_error(CCA_ERR_IO, "cca_config_print: write failed");
         }
     }
     if (ccai_write_failed(f))
-        return ccai_fail(CCA_ERR_IO, "cca_config_print: write failed");
+        return cca_set_error(CCA_ERR_IO, "cca_config_print: write failed");
     return CCA_OK;
 }

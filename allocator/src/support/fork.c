@@ -31,7 +31,7 @@
  *            nothing to the parent's trace, trace.c), and, before each
  *            simulated device's locks go,
  *            its maps made the child's own: they are MAP_SHARED memfd
- *            pages, which fork() leaves shared (upstream_host.c).
+ *            pages, which fork() leaves shared (host.c).
  * The order is the order the calls take them: no call holds an
  * allocator's lock while it waits for the plug's or the registry's, none
  * holds two allocators' locks, and an upstream's or the trace's lock is

@@ -51,12 +51,12 @@
  * pair took about 50 ns with history off and 130-170 ns with it on, the
  * two clock reads being most of the difference (~20 ns each with a vDSO
  * clock on bare metal). With history off the cost is one test of a->history against NULL
- * on each path above (pool.c, segment.c, expandable.c); ccalloc's cached
+ * on each path above (alloc.c, grow.c, segment.c, kinds/pages.c); ccalloc's cached
  * alloc+free pair pays two (one in cca_alloc, one in cca_free), predicted
  * not taken. The recording functions are out of line so that the hot paths
  * carry only a compare and a not-taken call.
  */
-#include "../core/internal.h"
+#include "history.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -64,11 +64,11 @@
 cca_status ccai_history_create(size_t cap, ccai_history **out) {
     *out = NULL;
     if (cap == 0 || cap > CCAI_HISTORY_MAX)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "history: %zu entries not in [1, %zu]", cap,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "history: %zu entries not in [1, %zu]", cap,
                          (size_t)CCAI_HISTORY_MAX);
     ccai_history *h = malloc(sizeof *h + cap * sizeof h->ring[0]);
     if (!h)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "history: host malloc failed for %zu entries", cap);
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "history: host malloc failed for %zu entries", cap);
     h->cap = cap;
     h->total = 0;
     *out = h;

@@ -99,7 +99,7 @@
  * symmetric one: a second compare), and where a call reaches the upstream,
  * a store, the thread's hold and an out-of-line unlock.
  */
-#include "../core/internal.h"
+#include "lock.h"
 
 #include <linux/futex.h>
 #include <linux/membarrier.h>
@@ -203,7 +203,7 @@ bool ccai_mutex_wait(ccai_mutex *m) {
 }
 
 cca_status ccai_lock_refused(const char *fn) {
-    return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+    return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                      "%s: called from inside an upstream op of this allocator, on the thread that holds its lock "
                      "for that op; an op must not call back into the allocator that called it",
                      fn);

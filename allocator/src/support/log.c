@@ -11,8 +11,11 @@
  *   and a line logged inside the sink goes to stderr (no recursion).
  * - After a fork the child makes the log's lock anew (ccai_log_fork_child).
  */
-#include "../core/internal.h"
+#include "debug.h"
+#include "status.h"
+#include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

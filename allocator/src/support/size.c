@@ -63,7 +63,7 @@ static uint64_t fraction_bits(const char *frac, size_t n, unsigned shift) {
  * fraction digits cost a step each and need no buffer. */
 cca_status cca_parse_size(const char *text, size_t *out) {
     if (!text || !out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_parse_size: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_parse_size: NULL argument");
     /* the number: digits, optionally one '.' and more digits; nothing else
      * (no sign, exponent, hex, inf or nan) */
     const char *p = text;
@@ -82,7 +82,7 @@ cca_status cca_parse_size(const char *text, size_t *out) {
         for (frac = ++p; isdigit((unsigned char)*p); p++)
             frac_digits++;
     if (int_digits + frac_digits == 0)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (expected e.g. 512M, 1.5G, 4096)", text);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (expected e.g. 512M, 1.5G, 4096)", text);
     unsigned shift = 0;
     switch (toupper((unsigned char)*p)) {
     case 'K': shift = 10; break;
@@ -99,14 +99,14 @@ cca_status cca_parse_size(const char *text, size_t *out) {
     if (*p == 'B' || *p == 'b')
         p++;
     if (*p != '\0')
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (expected e.g. 512M, 1.5G, 4096)", text);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (expected e.g. 512M, 1.5G, 4096)", text);
     if (too_large || whole > (UINT64_MAX >> shift))
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
     /* whole << shift is a multiple of 2^shift and the fraction adds less
      * than 2^shift: the sum cannot overflow 64 bits */
     uint64_t bytes = (whole << shift) + (frac ? fraction_bits(frac, frac_digits, shift) : 0);
     if (bytes > SIZE_MAX)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
     *out = (size_t)bytes;
     return CCA_OK;
 }

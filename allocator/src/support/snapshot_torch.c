@@ -67,6 +67,7 @@
  * segments in address order).
  */
 #include "../core/internal.h"
+#include "../kinds/pages.h" /* mapped runs of a pages segment */
 
 #include <stdlib.h>
 #include <string.h>
@@ -401,22 +402,22 @@ static int torch_body(const void *ctx, FILE *f);
 
 cca_status cca_write_snapshot_torch(const cca_allocator *a, int device, FILE *f) {
     if (!a || !f)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_torch: %s is NULL", a ? "f" : "allocator");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_torch: %s is NULL", a ? "f" : "allocator");
     if (device < 0 || device > CCA_SNAPSHOT_MAX_DEVICE)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_torch: device %d not in [0, %d]", device,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_torch: device %d not in [0, %d]", device,
                          CCA_SNAPSHOT_MAX_DEVICE);
     if (ccai_mutex_held_here(&a->lock))
         return ccai_lock_refused("cca_write_snapshot_torch");
     char *conf = config_string(&a->config); /* immutable: no lock needed */
     if (!conf)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_write_snapshot_torch: host malloc failed");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_write_snapshot_torch: host malloc failed");
     torch_ctx t = {a, device, conf};
     int r = ccai_write_via_memory(f, torch_body, &t);
     free(conf);
     if (r == CCAI_BODY_NOMEM)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_write_snapshot_torch: host malloc failed");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_write_snapshot_torch: host malloc failed");
     if (r != CCAI_BODY_OK || ccai_write_failed(f))
-        return ccai_fail(CCA_ERR_IO, "cca_write_snapshot_torch: write failed");
+        return cca_set_error(CCA_ERR_IO, "cca_write_snapshot_torch: write failed");
     return CCA_OK;
 }
 

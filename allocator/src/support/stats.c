@@ -1,9 +1,9 @@
 /*
- * stats.c — counters, their text and JSON forms, the snapshot, and the
- * invariant walker.
+ * stats.c — counters, their text and JSON forms, and the JSON snapshot
+ * (the invariant walker is check.c's).
  *
- * Counters are updated in place by pool.c and release.c under the
- * allocator's lock (ccai_counters); reading them is a copy under the same
+ * Counters are updated in place by the core (alloc.c, block.c, segment.c,
+ * release.c) under the allocator's lock (ccai_counters); reading them is a copy under the same
  * lock, so a cca_stats is always a consistent picture. Derived figures:
  *
  *   cached_bytes        = bytes in FREE blocks (pool indexes keep the sum);
@@ -43,6 +43,7 @@
  * The invariant walk (cca_check_invariants) lives in check.c.
  */
 #include "../core/internal.h"
+#include "../kinds/pages.h" /* mapped runs of a pages segment */
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -137,7 +138,7 @@ void cca_reset_peak_stats(cca_allocator *a) {
 
 cca_status cca_stats_print(const cca_stats *s, FILE *f) {
     if (!s || !f)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_stats_print: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_stats_print: NULL argument");
     char al[32], alp[32], re[32], rep[32], ca[32], lf[32];
     int n = fprintf(
         f,
@@ -159,7 +160,7 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
                     cca_format_bytes(s->address_space_bytes, as, sizeof as), cca_format_bytes(s->page_size, pg, sizeof pg),
                     s->vm_backing == CCA_VM_WHOLE_MAPS ? " (whole maps)" : "", s->vm_maps, s->vm_unmaps);
     }
-    return n < 0 || ccai_write_failed(f) ? ccai_fail(CCA_ERR_IO, "cca_stats_print: write failed") : CCA_OK;
+    return n < 0 || ccai_write_failed(f) ? cca_set_error(CCA_ERR_IO, "cca_stats_print: write failed") : CCA_OK;
 }
 
 static int write_stats_json(const cca_stats *s, FILE *f) {
@@ -189,9 +190,9 @@ static int write_stats_json(const cca_stats *s, FILE *f) {
 
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f) {
     if (!s || !f)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_stats_write_json: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_stats_write_json: NULL argument");
     if (write_stats_json(s, f) < 0 || fputc('\n', f) == EOF || ccai_write_failed(f))
-        return ccai_fail(CCA_ERR_IO, "cca_stats_write_json: write failed");
+        return cca_set_error(CCA_ERR_IO, "cca_stats_write_json: write failed");
     return CCA_OK;
 }
 
@@ -328,12 +329,10 @@ static int json_body(const void *ctx, FILE *f) {
 
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     if (!a || !f)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_json: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_json: NULL argument");
     if (ccai_mutex_held_here(&a->lock))
         return ccai_lock_refused("cca_write_snapshot_json");
     int bad = ccai_write_via_memory(f, json_body, a) != CCAI_BODY_OK;
     bad |= ccai_write_failed(f);
-    return bad ? ccai_fail(CCA_ERR_IO, "cca_write_snapshot_json: write failed") : CCA_OK;
+    return bad ? cca_set_error(CCA_ERR_IO, "cca_write_snapshot_json: write failed") : CCA_OK;
 }
-
-/* ---- invariants ---------------------------------------------------------------- */

@@ -2,16 +2,17 @@
  * status.c — status names and the per-thread last-error message (the log
  * is log.c; sizes as text, size.c).
  *
- * Every failing public call goes through ccai_fail(), which formats a message
+ * Every failing public call goes through cca_set_error(), which formats a message
  * into a thread-local buffer and returns the status, so call sites read
- * `return ccai_fail(CCA_ERR_CONFIG, "unknown key '%s'", key);`. The same
+ * `return cca_set_error(CCA_ERR_CONFIG, "unknown key '%s'", key);`. The same
  * buffer is public through cca_set_error / cca_error_prefix / cca_clear_error,
  * so layers above (the runtime's ccr_fail) keep one message per thread, not
  * one per library. Nothing here allocates: the buffer is fixed (1024 bytes;
  * a longer message is cut and ends in "...", never cut silently), and the
  * default log sink writes one line to stderr.
  */
-#include "../core/internal.h"
+#include "debug.h"
+#include "status.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -77,15 +78,8 @@ cca_status cca_vset_error(cca_status s, const char *fmt, va_list ap) {
     return s;
 }
 
-cca_status ccai_fail(cca_status s, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    cca_vset_error(s, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-/* The public face of ccai_fail, for custom upstreams and other layers. */
+/* Every failure of the library, and of custom upstreams and other layers:
+ * the message set, the status returned (`return cca_set_error(...)`). */
 cca_status cca_set_error(cca_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

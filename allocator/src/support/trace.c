@@ -184,7 +184,7 @@ static trace_stop block_line(ccai_trace *t, const char *op, uint64_t id, size_t 
     return (trace_stop){0};
 }
 
-/* Called under the allocator's lock, its log held (pool.c): a stop's line
+/* Called under the allocator's lock, its log held (alloc.c, mark_live): a stop's line
  * is queued and written after the unlock. */
 uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s, unsigned domain) {
     pthread_mutex_lock(&trace_lock);
@@ -254,9 +254,9 @@ bool ccai_mark_name_ok(const char *name) {
 
 cca_status cca_trace_mark(cca_allocator *a, const char *name) {
     if (!a || !name)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_trace_mark: %s is NULL", a ? "name" : "allocator");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_trace_mark: %s is NULL", a ? "name" : "allocator");
     if (!ccai_mark_name_ok(name))
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "cca_trace_mark: a name is 1..%d printable ASCII characters without ',' or '\"'",
                          CCA_MARK_MAX);
     cca_status refused = ccai_lock(a, "cca_trace_mark"); /* in the order of the allocator's own events */
@@ -275,7 +275,7 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
     }
     ccai_unlock(a);
     if (!written)
-        return ccai_fail(CCA_ERR_IO, "cca_trace_mark: writing the trace failed, the recording is incomplete: '%s'",
+        return cca_set_error(CCA_ERR_IO, "cca_trace_mark: writing the trace failed, the recording is incomplete: '%s'",
                          a->trace->path ? a->trace->path : "CCALLOC_TRACE");
     return CCA_OK;
 }

@@ -10,7 +10,7 @@
  *   to the file after it: a file that does not drain stalls only the
  *   writing thread. Without that memory, the body runs into the file.
  */
-#include "../core/internal.h"
+#include "writer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * upstream_cuda.c — device memory from the CUDA runtime.
+ * cuda.c — device memory from the CUDA runtime.
  *
  * alloc/free are cudaMalloc/cudaFree (256-byte aligned, synchronous w.r.t.
  * the device), mem_info is cudaMemGetInfo (the driver's own free count, used
@@ -157,17 +157,17 @@
  * without): out cleared first where it can be. */
 static cca_status options_check(const cca_cuda_options *o, cca_upstream **out, const char *fn) {
     if (!out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!o)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: options are NULL", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: options are NULL", fn);
     size_t g = o->vm_granularity;
     if (g && ((g & (g - 1)) || g % CCA_GRANULARITY || g > CCA_CUDA_MAX_VM_GRANULARITY))
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "%s: vm_granularity %zu is not a power of two from %zu to %zu (0: the driver's minimum)", fn,
                          g, (size_t)CCA_GRANULARITY, CCA_CUDA_MAX_VM_GRANULARITY);
     if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)", fn, o->vm_backing);
     return CCA_OK;
 }
@@ -215,7 +215,7 @@ typedef struct cuda_device {
 static cca_status cuda_error(cudaError_t e, const char *what) {
     cca_status st = e == cudaErrorMemoryAllocation ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM;
     (void)cudaGetLastError(); /* clear the sticky-free error state */
-    return ccai_fail(st, "cuda: %s failed: %s", what, cudaGetErrorString(e));
+    return cca_set_error(st, "cuda: %s failed: %s", what, cudaGetErrorString(e));
 }
 
 /* The driver's words for r. */
@@ -227,7 +227,7 @@ static const char *driver_text(const cuda_device *d, CUresult r) {
 }
 
 static cca_status driver_error(const cuda_device *d, CUresult r, const char *what) {
-    return ccai_fail(r == CUDA_ERROR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM,
+    return cca_set_error(r == CUDA_ERROR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM,
                      "cuda: %s failed: %s (CUresult %d)", what, driver_text(d, r), (int)r);
 }
 
@@ -563,7 +563,7 @@ static cca_status room_for(const cuda_device *d, const void *addr, size_t size) 
     }
     if (size <= free_b)
         return CCA_OK;
-    return ccai_fail(CCA_ERR_OUT_OF_MEMORY,
+    return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                      "%s: vm_map of %p (%zu bytes): the device has %zu bytes free (cudaMemGetInfo); nothing mapped",
                      d->name, addr, size, free_b);
 }
@@ -806,14 +806,14 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return ccai_fail(CCA_ERR_NO_DEVICE, "cuda: no usable GPU (%s)", cudaGetErrorString(e));
+        return cca_set_error(CCA_ERR_NO_DEVICE, "cuda: no usable GPU (%s)", cudaGetErrorString(e));
     }
     if (device < 0 || device >= count)
-        return ccai_fail(count ? CCA_ERR_INVALID_ARGUMENT : CCA_ERR_NO_DEVICE, "cuda: device %d not in [0, %d)", device,
+        return cca_set_error(count ? CCA_ERR_INVALID_ARGUMENT : CCA_ERR_NO_DEVICE, "cuda: device %d not in [0, %d)", device,
                          count);
     cuda_device *d = calloc(1, sizeof *d);
     if (!d)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_cuda_create: host malloc failed");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_cuda_create: host malloc failed");
     d->device = device;
     d->vm.granularity = o->vm_granularity; /* 0: the driver's minimum, asked in load_vmm */
     d->whole_maps = o->vm_backing == CCA_VM_WHOLE_MAPS;
@@ -823,7 +823,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
     if (!load_driver(d, why, sizeof why)) {
         pthread_mutex_destroy(&d->vm_lock);
         free(d);
-        return ccai_fail(CCA_ERR_UPSTREAM, "cuda: %s", why);
+        return cca_set_error(CCA_ERR_UPSTREAM, "cuda: %s", why);
     }
     cca_status st_ctx = open_context(d);
     if (st_ctx != CCA_OK) {
@@ -847,7 +847,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
         release_primary(d);
         pthread_mutex_destroy(&d->vm_lock);
         free(d);
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cuda: %s", why);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cuda: %s", why);
     }
     if (vm) {
         ops.vm_granularity = cuda_vm_granularity;
@@ -880,7 +880,7 @@ static cca_status no_cuda(const cca_cuda_options *o, cca_upstream **out, const c
     cca_status bad = options_check(o, out, fn); /* the arguments first, as with CUDA */
     if (bad != CCA_OK)
         return bad;
-    return ccai_fail(CCA_ERR_NO_DEVICE, "cuda: libccalloc was built without the CUDA toolkit");
+    return cca_set_error(CCA_ERR_NO_DEVICE, "cuda: libccalloc was built without the CUDA toolkit");
 }
 
 cca_status cca_upstream_cuda_create(int device, cca_upstream **out) {

@@ -1,5 +1,5 @@
 /*
- * upstream_host.c — a simulated device of fixed capacity over host memory,
+ * host.c — a simulated device of fixed capacity over host memory,
  * made to behave like a GPU so that every allocator path (OOM, retry, trim,
  * release) runs, and is measured, on a machine without one.
  *
@@ -246,18 +246,18 @@ static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
         /* i == nfree with len <= free_now: the free bytes are there but in
          * pieces (the range is exactly the capacity, maps or not); a GPU
          * refuses such a request as well. */
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: %zu bytes requested, %zu of %zu free%s", size,
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: %zu bytes requested, %zu of %zu free%s", size,
                          free_now, d->capacity, len <= free_now && len ? " (address space fragmented)" : "");
     }
     char *p = d->base + d->free[i].off;
     if (!reserve_one(&d->live, d->nlive, &d->caplive)) {
         pthread_mutex_unlock(&d->lock);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: host malloc failed recording an allocation");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: host malloc failed recording an allocation");
     }
     if (mprotect(p, len, PROT_READ | PROT_WRITE) != 0) {
         int e = errno;
         pthread_mutex_unlock(&d->lock);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: mprotect of %zu bytes failed: %s", len, strerror(e));
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: mprotect of %zu bytes failed: %s", len, strerror(e));
     }
     size_t off = d->free[i].off, k = live_at_or_after(d, off);
     memmove(&d->live[k + 1], &d->live[k], (d->nlive - k) * sizeof *d->live);
@@ -289,20 +289,20 @@ static cca_status host_free(void *ctx, void *ptr, size_t size) {
     size_t k = inside ? live_at_or_after(d, off) : d->nlive;
     if (k == d->nlive || d->live[k].off != off || d->live[k].len != size || !len) {
         pthread_mutex_unlock(&d->lock);
-        return ccai_fail(CCA_ERR_UPSTREAM, "host device: free of %p (%zu bytes) is not an allocation of this device",
+        return cca_set_error(CCA_ERR_UPSTREAM, "host device: free of %p (%zu bytes) is not an allocation of this device",
                          ptr, size);
     }
     size_t i = first_after(d, off); /* free[i-1].off <= off < free[i].off */
     if (!reserve_one(&d->free, d->nfree, &d->capfree)) {
         pthread_mutex_unlock(&d->lock);
-        return ccai_fail(CCA_ERR_UPSTREAM, "host device: host malloc failed recording a free");
+        return cca_set_error(CCA_ERR_UPSTREAM, "host device: host malloc failed recording a free");
     }
     /* Fresh inaccessible pages over the extent: the old ones go back to the
      * OS now, and a later touch faults. */
     if (mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
         int e = errno;
         pthread_mutex_unlock(&d->lock);
-        return ccai_fail(CCA_ERR_UPSTREAM, "host device: unmapping %zu bytes failed: %s", len, strerror(e));
+        return cca_set_error(CCA_ERR_UPSTREAM, "host device: unmapping %zu bytes failed: %s", len, strerror(e));
     }
     bool join_left = i > 0 && d->free[i - 1].off + d->free[i - 1].len == off;
     bool join_right = i < d->nfree && d->free[i].off == off + len;
@@ -387,12 +387,12 @@ static cca_status host_vm_reserve(void *ctx, size_t size, void **base) {
     host_device *d = ctx;
     size_t g = d->gran;
     if (size > SIZE_MAX - g)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: vm_reserve of %zu bytes: beyond the address space", size);
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: vm_reserve of %zu bytes: beyond the address space", size);
     /* one granule more than asked, so that an aligned start lies inside */
     char *p = mmap(NULL, size + g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         int e = errno;
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: vm_reserve of %zu bytes of address space: %s", size,
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: vm_reserve of %zu bytes of address space: %s", size,
                          strerror(e));
     }
     char *start = (char *)(((uintptr_t)p + g - 1) & ~(uintptr_t)(g - 1));
@@ -405,7 +405,7 @@ static cca_status host_vm_reserve(void *ctx, size_t size, void **base) {
     if (!reserve_span(&d->ranges, d->nranges, &d->capranges)) {
         pthread_mutex_unlock(&d->lock);
         munmap(start, size);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: host malloc failed recording a reserved range");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: host malloc failed recording a reserved range");
     }
     size_t i = span_index(d->ranges, d->nranges, (uintptr_t)start);
     insert_span(d->ranges, &d->nranges, i, (vm_span){(uintptr_t)start, size});
@@ -424,11 +424,11 @@ static cca_status host_vm_release(void *ctx, void *base, size_t size) {
         size_t len = at ? d->ranges[i].len : 0;
         pthread_mutex_unlock(&d->lock);
         if (at)
-            return ccai_fail(CCA_ERR_UPSTREAM,
+            return cca_set_error(CCA_ERR_UPSTREAM,
                              "host device: vm_release of %p (%zu bytes): the range reserved there "
                              "is %zu bytes; a release names exactly one range",
                              base, size, len);
-        return ccai_fail(CCA_ERR_UPSTREAM,
+        return cca_set_error(CCA_ERR_UPSTREAM,
                          "host device: vm_release of %p (%zu bytes): no range reserved there "
                          "(a release names exactly one range from vm_reserve)",
                          base, size);
@@ -438,7 +438,7 @@ static cca_status host_vm_release(void *ctx, void *base, size_t size) {
     if (k < d->nmaps && d->maps[k].addr - b < size) {
         vm_span m = d->maps[k];
         pthread_mutex_unlock(&d->lock);
-        return ccai_fail(CCA_ERR_UPSTREAM,
+        return cca_set_error(CCA_ERR_UPSTREAM,
                          "host device: vm_release of %p (%zu bytes): the map at %p (%zu bytes) "
                          "is still in it; unmap first",
                          base, size, (void *)m.addr, m.len);
@@ -446,7 +446,7 @@ static cca_status host_vm_release(void *ctx, void *base, size_t size) {
     if (munmap(base, size) != 0) {
         int e = errno;
         pthread_mutex_unlock(&d->lock);
-        return ccai_fail(CCA_ERR_UPSTREAM, "host device: vm_release of %p (%zu bytes): munmap: %s", base, size,
+        return cca_set_error(CCA_ERR_UPSTREAM, "host device: vm_release of %p (%zu bytes): munmap: %s", base, size,
                          strerror(e));
     }
     remove_span(d->ranges, &d->nranges, i);
@@ -460,11 +460,11 @@ static cca_status vm_map_allowed(const host_device *d, uintptr_t a, size_t size,
     void *p = (void *)a;
     size_t i = span_index(d->ranges, d->nranges, a + 1); /* ranges[i-1]: the last starting at or below a */
     if (i == 0 || a - d->ranges[i - 1].addr >= d->ranges[i - 1].len)
-        return ccai_fail(CCA_ERR_UPSTREAM, "host device: vm_map of %p (%zu bytes): not inside any reserved range", p,
+        return cca_set_error(CCA_ERR_UPSTREAM, "host device: vm_map of %p (%zu bytes): not inside any reserved range", p,
                          size);
     vm_span r = d->ranges[i - 1];
     if (size > r.len - (a - r.addr))
-        return ccai_fail(CCA_ERR_UPSTREAM,
+        return cca_set_error(CCA_ERR_UPSTREAM,
                          "host device: vm_map of %p (%zu bytes) runs past the end of its reserved "
                          "range %p (%zu bytes): a map lies inside one range",
                          p, size, (void *)r.addr, r.len);
@@ -475,13 +475,13 @@ static cca_status vm_map_allowed(const host_device *d, uintptr_t a, size_t size,
     else if (k < d->nmaps && d->maps[k].addr - a < size)
         hit = &d->maps[k];
     if (hit)
-        return ccai_fail(CCA_ERR_UPSTREAM,
+        return cca_set_error(CCA_ERR_UPSTREAM,
                          "host device: vm_map of %p (%zu bytes) overlaps the map at %p (%zu "
                          "bytes): a map overlaps no mapped granule",
                          p, size, (void *)hit->addr, hit->len);
     size_t free_now = d->capacity - d->used - d->mapped;
     if (size > free_now)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: vm_map of %zu bytes, %zu of %zu free", size, free_now,
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: vm_map of %zu bytes, %zu of %zu free", size, free_now,
                          d->capacity);
     *at = k;
     return CCA_OK;
@@ -507,11 +507,11 @@ static cca_status map_memory(void *p, size_t size) {
         close(fd);
     /* a failed MAP_FIXED may have removed what was there: put it back */
     if (strcmp(step, "mmap") == 0 && !protect_none(p, size))
-        return ccai_fail(CCA_ERR_UPSTREAM,
+        return cca_set_error(CCA_ERR_UPSTREAM,
                          "host device: vm_map of %p (%zu bytes): mmap: %s, and restoring the "
                          "reserved range failed: %s",
                          p, size, strerror(e), strerror(errno));
-    return ccai_fail(errno_status(e), "host device: vm_map of %p (%zu bytes): %s: %s", p, size, step, strerror(e));
+    return cca_set_error(errno_status(e), "host device: vm_map of %p (%zu bytes): %s: %s", p, size, step, strerror(e));
 }
 
 static cca_status host_vm_map(void *ctx, void *addr, size_t size) {
@@ -522,7 +522,7 @@ static cca_status host_vm_map(void *ctx, void *addr, size_t size) {
     size_t k = 0;
     cca_status st = vm_map_allowed(d, a, size, &k);
     if (st == CCA_OK && !reserve_span(&d->maps, d->nmaps, &d->capmaps))
-        st = ccai_fail(CCA_ERR_OUT_OF_MEMORY, "host device: host malloc failed recording a map");
+        st = cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: host malloc failed recording a map");
     if (st == CCA_OK)
         st = map_memory(addr, size);
     if (st == CCA_OK) {
@@ -559,7 +559,7 @@ static cca_status vm_unmap_allowed(const host_device *d, uintptr_t a, size_t siz
         }
         hole = end;
     }
-    return ccai_fail(CCA_ERR_UPSTREAM,
+    return cca_set_error(CCA_ERR_UPSTREAM,
                      "host device: vm_unmap of %p (%zu bytes): nothing is mapped at %p (%zu bytes in); an "
                      "unmap names only mapped granules",
                      (void *)a, size, (void *)hole, (size_t)(hole - a));
@@ -573,7 +573,7 @@ static cca_status vm_unmap_whole(const host_device *d, uintptr_t a, uintptr_t e,
                        : d->maps[last].addr + d->maps[last].len > e ? &d->maps[last] : NULL;
     if (!cut)
         return CCA_OK;
-    return ccai_fail(CCA_ERR_UPSTREAM,
+    return cca_set_error(CCA_ERR_UPSTREAM,
                      "host device: vm_unmap of %p (%zu bytes) cuts the map at %p (%zu bytes): its maps are "
                      "whole (CCA_VM_WHOLE_MAPS), an unmap names whole maps only",
                      (void *)a, (size_t)(e - a), (void *)cut->addr, cut->len);
@@ -626,7 +626,7 @@ static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
     bool split = first == last && d->maps[first].addr < a && d->maps[first].addr + d->maps[first].len > e;
     if (split && !reserve_span(&d->maps, d->nmaps, &d->capmaps)) {
         pthread_mutex_unlock(&d->lock);
-        return ccai_fail(CCA_ERR_UPSTREAM,
+        return cca_set_error(CCA_ERR_UPSTREAM,
                          "host device: vm_unmap of %p (%zu bytes): host malloc failed recording "
                          "what is left of the map",
                          addr, size);
@@ -642,7 +642,7 @@ static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
         if (!discard_pages(lo, hi)) {
             int err = errno;
             pthread_mutex_unlock(&d->lock);
-            return ccai_fail(CCA_ERR_UPSTREAM,
+            return cca_set_error(CCA_ERR_UPSTREAM,
                              "host device: vm_unmap of %p (%zu bytes): madvise(MADV_REMOVE) of "
                              "%p (%zu bytes): %s",
                              addr, size, (void *)lo, (size_t)(hi - lo), strerror(err));
@@ -654,7 +654,7 @@ static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
     if (!protect_none(addr, size)) {
         int err = errno;
         pthread_mutex_unlock(&d->lock);
-        return ccai_fail(CCA_ERR_UPSTREAM, "host device: vm_unmap of %p (%zu bytes): mmap: %s", addr, size,
+        return cca_set_error(CCA_ERR_UPSTREAM, "host device: vm_unmap of %p (%zu bytes): mmap: %s", addr, size,
                          strerror(err));
     }
     /* 5. the records: maps cut, removed, or split in two */
@@ -770,34 +770,34 @@ static void host_fork_lock(void *ctx, bool lock) {
 /* Both public creates; fn is the one called, which every refusal names. */
 static cca_status host_create(const cca_host_options *o, cca_upstream **out, const char *fn) {
     if (!out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!o)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: options are NULL", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: options are NULL", fn);
     if (o->capacity == 0)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: capacity must be > 0", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: capacity must be > 0", fn);
     if (o->alloc_latency_ns > CCA_HOST_MAX_LATENCY_NS || o->free_latency_ns > CCA_HOST_MAX_LATENCY_NS ||
         o->vm_map_granule_latency_ns > CCA_HOST_MAX_LATENCY_NS ||
         o->vm_unmap_granule_latency_ns > CCA_HOST_MAX_LATENCY_NS)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: a latency above %llu ns (1 s)", fn,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: a latency above %llu ns (1 s)", fn,
                          (unsigned long long)CCA_HOST_MAX_LATENCY_NS);
     long pg = sysconf(_SC_PAGESIZE);
     size_t page = pg > 0 ? (size_t)pg : 4096;
     size_t gran = o->vm_granularity ? o->vm_granularity : (size_t)2 << 20;
     if ((gran & (gran - 1)) || gran < page || gran % CCA_GRANULARITY)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "%s: vm_granularity %zu is not a power of two >= the %zu-byte host page and a "
                          "multiple of %u",
                          fn, gran, page, CCA_GRANULARITY);
     if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)", fn, o->vm_backing);
     if (o->capacity > SIZE_MAX / 2)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: capacity %zu is beyond the address space", fn,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: capacity %zu is beyond the address space", fn,
                          o->capacity);
     host_device *d = calloc(1, sizeof *d);
     if (!d)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
     pthread_mutex_init(&d->lock, NULL);
     d->capacity = o->capacity;
     d->page = page;
@@ -812,14 +812,14 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     if (base == MAP_FAILED) {
         int e = errno;
         host_destroy(d);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: reserving %zu bytes of address space: %s", fn,
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: reserving %zu bytes of address space: %s", fn,
                          o->capacity, strerror(e));
     }
     d->base = base;
     d->free = malloc(64 * sizeof *d->free);
     if (!d->free) {
         host_destroy(d);
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
     }
     d->capfree = 64;
     d->free[0] = (extent){0, d->range};

@@ -55,7 +55,7 @@ static cca_status op_end(const op_guard *g, const cca_upstream *u, cca_status st
 static cca_status op_end(const op_guard *g, const cca_upstream *u, cca_status st, bool ok, const char *what, ...) {
     if (ok) {
         if (g->saved[0] || cca_last_error()[0])
-            ccai_fail(st, "%s", g->saved);
+            cca_set_error(st, "%s", g->saved);
         return st;
     }
     if (cca_last_error()[0])
@@ -65,7 +65,7 @@ static cca_status op_end(const op_guard *g, const cca_upstream *u, cca_status st
     va_start(ap, what);
     vsnprintf(op, sizeof op, what, ap);
     va_end(ap);
-    return ccai_fail(st, "upstream '%s' %s failed (%s)", u->name, op, cca_status_string(st));
+    return cca_set_error(st, "upstream '%s' %s failed (%s)", u->name, op, cca_status_string(st));
 }
 
 /* A name cut to its buffer may end inside a UTF-8 sequence: drop that
@@ -85,24 +85,24 @@ static void utf8_cut(char *name) {
 
 cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out, const char *fn) {
     if (!out)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!ops || !ops->alloc || !ops->free)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: ops, ops->alloc and ops->free are required", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: ops, ops->alloc and ops->free are required", fn);
     bool some_events = ops->event_record || ops->event_query || ops->event_destroy;
     bool all_events = ops->event_record && ops->event_query && ops->event_destroy;
     if (some_events && !all_events)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT,
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "%s: event_record, event_query and event_destroy go together (all or none)", fn);
     int vm = !!ops->vm_granularity + !!ops->vm_reserve + !!ops->vm_release + !!ops->vm_map + !!ops->vm_unmap;
     if (vm != 0 && vm != 5)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: the five vm_* ops go together (all or none)", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: the five vm_* ops go together (all or none)", fn);
     if (ops->vm_backing != CCA_VM_PAGES && ops->vm_backing != CCA_VM_WHOLE_MAPS)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)",
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)",
                          fn, ops->vm_backing);
     cca_upstream *u = calloc(1, sizeof *u);
     if (!u)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
     u->ops = *ops;
     u->ctx = ctx;
     if (snprintf(u->name, sizeof u->name, "%s", ops->name ? ops->name : "custom") >= (int)sizeof u->name)
@@ -195,10 +195,10 @@ static bool passes_top(const void *p, size_t size) {
 
 cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
     if (!u || !ptr)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_alloc: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_alloc: NULL argument");
     *ptr = NULL;
     if (size == 0 || size % CCA_GRANULARITY)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_alloc: size %zu is not a positive multiple of %u",
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_alloc: size %zu is not a positive multiple of %u",
                          size, CCA_GRANULARITY);
     op_guard g;
     op_begin(&g);
@@ -216,7 +216,7 @@ cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
         char why[64] = PAST_TOP;
         if (misaligned)
             snprintf(why, sizeof why, "not a multiple of %u bytes", CCA_ALIGNMENT);
-        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' alloc of %zu bytes returned %p, %s%s", u->name, size, bad,
+        return cca_set_error(CCA_ERR_UPSTREAM, "upstream '%s' alloc of %zu bytes returned %p, %s%s", u->name, size, bad,
                          why, back == CCA_OK ? " (given back)" : " (and its free was refused)");
     }
     pthread_mutex_lock(&u->lock);
@@ -231,13 +231,13 @@ cca_status cca_upstream_alloc(cca_upstream *u, size_t size, void **ptr) {
     }
     pthread_mutex_unlock(&u->lock);
     if (no_pointer) /* whatever the op wrote: it claimed success */
-        return ccai_fail(st, "upstream '%s' alloc of %zu bytes returned CCA_OK without a pointer", u->name, size);
+        return cca_set_error(st, "upstream '%s' alloc of %zu bytes returned CCA_OK without a pointer", u->name, size);
     return op_end(&g, u, st, st == CCA_OK, "alloc of %zu bytes", size);
 }
 
 cca_status cca_upstream_free(cca_upstream *u, void *ptr, size_t size) {
     if (!u || !ptr)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_free: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_free: NULL argument");
     op_guard g;
     op_begin(&g);
     bool uncounted = uncount_before(u, size, true);
@@ -248,9 +248,9 @@ cca_status cca_upstream_free(cca_upstream *u, void *ptr, size_t size) {
 
 cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *total_bytes) {
     if (!u || !free_bytes || !total_bytes)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_mem_info: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_mem_info: NULL argument");
     if (!u->ops.mem_info)
-        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' cannot report memory info", u->name);
+        return cca_set_error(CCA_ERR_UPSTREAM, "upstream '%s' cannot report memory info", u->name);
     op_guard g;
     op_begin(&g);
     cca_status st = u->ops.mem_info(u->ctx, free_bytes, total_bytes);
@@ -259,7 +259,7 @@ cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *to
 
 cca_status cca_upstream_synchronize(cca_upstream *u) {
     if (!u)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_synchronize: upstream is NULL");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_synchronize: upstream is NULL");
     if (!u->ops.synchronize)
         return CCA_OK;
     op_guard g;
@@ -270,7 +270,7 @@ cca_status cca_upstream_synchronize(cca_upstream *u) {
 
 cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s) {
     if (!u || !s)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_get_stats: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_get_stats: NULL argument");
     pthread_mutex_lock(&u->lock);
     *s = u->stats;
     pthread_mutex_unlock(&u->lock);
@@ -315,11 +315,11 @@ void ccai_upstream_log_no_vm(cca_upstream *u) {
 
 cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes) {
     if (!u || !bytes)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_granularity: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_granularity: NULL argument");
     *bytes = 0;
     char why[256];
     if (!u->ops.vm_granularity)
-        return ccai_fail(CCA_ERR_UPSTREAM, "%s", no_vm(u, why, sizeof why));
+        return cca_set_error(CCA_ERR_UPSTREAM, "%s", no_vm(u, why, sizeof why));
     pthread_mutex_lock(&u->lock);
     size_t g = u->vm_granularity;
     pthread_mutex_unlock(&u->lock);
@@ -331,7 +331,7 @@ cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes) {
     op_begin(&gd);
     cca_status st = u->ops.vm_granularity(u->ctx, &g);
     if (st == CCA_OK && (g == 0 || g % CCA_GRANULARITY || (g & (g - 1))))
-        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' reported a granularity of %zu bytes: not a power of two "
+        return cca_set_error(CCA_ERR_UPSTREAM, "upstream '%s' reported a granularity of %zu bytes: not a power of two "
                          "multiple of %u", u->name, g, CCA_GRANULARITY);
     if (st == CCA_OK) {
         pthread_mutex_lock(&u->lock);
@@ -349,19 +349,19 @@ cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes) {
 static cca_status vm_check(cca_upstream *u, const char *fn, const void *addr, bool addr_needed, size_t size,
                            size_t *gran) {
     if (!u || (addr_needed && !addr))
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
     cca_status st = cca_upstream_vm_granularity(u, gran);
     if (st != CCA_OK)
         return cca_error_prefix(st, "%s", fn);
     if (size == 0 || size % *gran || (uintptr_t)addr % *gran)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "%s: address %p and size %zu must be multiples of the %zu-byte "
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: address %p and size %zu must be multiples of the %zu-byte "
                          "granularity, size > 0", fn, addr, size, *gran);
     return CCA_OK;
 }
 
 cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base) {
     if (!u || !base)
-        return ccai_fail(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_reserve: NULL argument");
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_vm_reserve: NULL argument");
     *base = NULL;
     size_t gran;
     cca_status st = vm_check(u, "cca_upstream_vm_reserve", NULL, false, size, &gran);
@@ -378,7 +378,7 @@ cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base) {
             snprintf(why, sizeof why, "not a %zu-aligned address", gran);
         /* give the range back: the caller never sees it */
         cca_status back = b ? u->ops.vm_release(u->ctx, b, size) : CCA_OK;
-        return ccai_fail(CCA_ERR_UPSTREAM, "upstream '%s' vm_reserve of %zu bytes returned %p: %s%s", u->name, size,
+        return cca_set_error(CCA_ERR_UPSTREAM, "upstream '%s' vm_reserve of %zu bytes returned %p: %s%s", u->name, size,
                          b, why,
                          back == CCA_OK ? (b ? " (given back)" : "")
                                         : " (and its release was refused: the range stays reserved)");

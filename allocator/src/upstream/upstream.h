@@ -78,7 +78,7 @@ struct cca_upstream {
     void (*fork_lock)(void *ctx, bool lock); /* the device's own locks (ccai_upstream_set_fork_hooks) */
     void (*fork_child)(void *ctx);           /* its state fixed in a forked child */
 };
-/* Why u has no vm_* ops (upstream_cuda.c: the driver or the device lacks
+/* Why u has no vm_* ops (cuda.c: the driver or the device lacks
  * VMM), for the messages that say so. */
 void ccai_upstream_set_no_vm_reason(cca_upstream *u, const char *why);
 /* cca_create asked for expandable:1 and u has no vm ops: one log line per
@@ -103,7 +103,7 @@ void ccai_upstream_fork_child(cca_upstream *u);
  * true/false) around a fork, child(ctx) in the child. NULL: none. */
 void ccai_upstream_set_fork_hooks(cca_upstream *u, void (*lock)(void *ctx, bool lock), void (*child)(void *ctx));
 
-/* upstream_host.c / upstream_cuda.c build ops tables over a context; fn is
+/* host.c / cuda.c build ops tables over a context; fn is
  * the public function called, which a refusal's message names. */
 cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out, const char *fn);
 

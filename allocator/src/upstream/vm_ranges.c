@@ -9,7 +9,7 @@
  * mapped would unmap 0 and 1, then be refused at 2: the call "failed", yet
  * two granules are gone, and putting them back means new memory (their
  * contents lost) and may itself fail. The rules of cca_upstream_ops say a
- * refused call changes nothing, and the simulated device (upstream_host.c)
+ * refused call changes nothing, and the simulated device (host.c)
  * checks first; so does the CUDA upstream, on this record:
  *
  *   ranges  head -> [base, size, granules | mapped | starts] -> [ ... ] -> NULL
@@ -83,7 +83,7 @@ cca_status ccai_vm_ranges_add(ccai_vm_ranges *rs, uintptr_t base, size_t size) {
     size_t granules = size / rs->granule, words = (granules + 63) / 64;
     ccai_vm_range *r = calloc(1, sizeof *r + 2 * words * sizeof r->mapped[0]);
     if (!r)
-        return ccai_fail(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed recording a range of %zu bytes", rs->who, size);
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed recording a range of %zu bytes", rs->who, size);
     r->starts = r->mapped + words;
     r->base = base;
     r->size = size;
@@ -122,20 +122,20 @@ static size_t first_in_state(const ccai_vm_range *r, size_t first, size_t n, boo
 static cca_status inside(const ccai_vm_ranges *rs, const char *op, uintptr_t addr, size_t size, ccai_vm_range **out,
                          size_t *first) {
     if (size == 0 || addr % rs->granule || size % rs->granule) /* whole granules only, whoever calls */
-        return ccai_fail(CCA_ERR_UPSTREAM, "%s: %s of %p (%zu bytes): not whole granules of %zu bytes", rs->who, op,
+        return cca_set_error(CCA_ERR_UPSTREAM, "%s: %s of %p (%zu bytes): not whole granules of %zu bytes", rs->who, op,
                          (void *)addr, size, rs->granule);
     for (ccai_vm_range *r = rs->head; r; r = r->next) {
         if (addr < r->base || addr - r->base >= r->size)
             continue;
         if (size > r->size - (addr - r->base))
-            return ccai_fail(CCA_ERR_UPSTREAM,
+            return cca_set_error(CCA_ERR_UPSTREAM,
                              "%s: %s of %p (%zu bytes) runs past the end of its reserved range %p (%zu bytes)", rs->who,
                              op, (void *)addr, size, (void *)r->base, r->size);
         *out = r;
         *first = (addr - r->base) / rs->granule;
         return CCA_OK;
     }
-    return ccai_fail(CCA_ERR_UPSTREAM, "%s: %s of %p (%zu bytes): not inside any reserved range", rs->who, op,
+    return cca_set_error(CCA_ERR_UPSTREAM, "%s: %s of %p (%zu bytes): not inside any reserved range", rs->who, op,
                      (void *)addr, size);
 }
 
@@ -150,7 +150,7 @@ static cca_status check_run(const ccai_vm_ranges *rs, bool unmap, uintptr_t addr
     size_t n = size / rs->granule, bad = first_in_state(*r, *first, n, !unmap);
     if (bad == *first + n)
         return CCA_OK;
-    return ccai_fail(CCA_ERR_UPSTREAM,
+    return cca_set_error(CCA_ERR_UPSTREAM,
                      "%s: %s of %p (%zu bytes): granule %zu of the range at %p is %s (%s; nothing "
                      "changed)",
                      rs->who, op, (void *)addr, size, bad, (void *)(*r)->base, unmap ? "not mapped" : "already mapped",
@@ -184,7 +184,7 @@ cca_status ccai_vm_check_unmap(const ccai_vm_ranges *rs, uintptr_t addr, size_t 
     else
         return CCA_OK;
     map_around(*r, cut, &s, &e);
-    return ccai_fail(CCA_ERR_UPSTREAM,
+    return cca_set_error(CCA_ERR_UPSTREAM,
                      "%s: vm_unmap of %p (%zu bytes): it would cut the map of granules [%zu, %zu) of the range at %p, "
                      "which it %s (maps here are whole allocations, unmapped only whole; nothing changed)",
                      rs->who, (void *)addr, size, s, e, (void *)(*r)->base,
@@ -196,13 +196,13 @@ cca_status ccai_vm_check_release(const ccai_vm_ranges *rs, uintptr_t base, size_
         if ((*r)->base == base && (*r)->size == size)
             break;
     if (!*r)
-        return ccai_fail(CCA_ERR_UPSTREAM,
+        return cca_set_error(CCA_ERR_UPSTREAM,
                          "%s: vm_release: no range of %zu bytes reserved at %p (a release names exactly one range "
                          "from vm_reserve)",
                          rs->who, size, (void *)base);
     size_t mapped = first_in_state(*r, 0, (*r)->granules, true);
     if (mapped < (*r)->granules)
-        return ccai_fail(CCA_ERR_UPSTREAM, "%s: vm_release of %p (%zu bytes): granule %zu is still mapped; unmap first",
+        return cca_set_error(CCA_ERR_UPSTREAM, "%s: vm_release of %p (%zu bytes): granule %zu is still mapped; unmap first",
                          rs->who, (void *)base, size, mapped);
     return CCA_OK;
 }

@@ -57,6 +57,7 @@
  */
 #include "alloc_test_util.h"
 #include "internal.h"
+#include "../kinds/pages.h" /* the page bitmap, the address budget */
 
 #include <criterion/criterion.h>
 #include <errno.h>

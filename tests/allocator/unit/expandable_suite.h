@@ -21,6 +21,7 @@
 #include "alloc_test_util.h"
 #include "ccai_rng.h"
 #include "internal.h"
+#include "../kinds/pages.h" /* the page bitmap, the address budget */
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>

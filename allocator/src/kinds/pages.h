@@ -1,0 +1,65 @@
+/*
+ * pages.h — the pages kind's own operations (pages.c), for the kind itself,
+ * the reports that show pages (stats.c, snapshot_torch.c) and the tests.
+ * The core reaches pages only through kind.h's table.
+ */
+#ifndef CCA_PAGES_H
+#define CCA_PAGES_H
+
+#include "../core/internal.h"
+
+/* The address range of a growth segment is the ceiling (device total or
+ * max_reserved); when neither is known, this. */
+#define CCAI_EXPANDABLE_DEFAULT_RANGE ((size_t)64 << 30)
+/* The address space an allocator's growth ranges may hold before new ranges
+ * shrink (pages_grow, below): a quarter of a 47-bit user space, so
+ * that ranges for many (domain, stream, pool) never starve the rest of the
+ * process (malloc, thread stacks, other allocators) of addresses. */
+#define CCAI_ADDRESS_BUDGET ((size_t)32 << 40)
+/* No one range is larger: a request or an arena whose pages pass it can
+ * never succeed (ccai_request_ceiling), and ccai_expandable_reserve refuses
+ * it before its bookkeeping, whose page bitmap alone is va / page / 8 bytes
+ * of host memory (2^45 for a range near SIZE_MAX in 64 KiB pages). */
+/* A new expandable segment for (stream, pool): address space only, one free
+ * block over all of it. greedy: the arena, every page mapped. */
+cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,
+                                   ccai_segment **out);
+/* Unmap every page and give the address range back (it is empty). */
+cca_status ccai_expandable_release(cca_allocator *a, ccai_segment *s);
+/* The next run of mapped pages in [*i, end): true with [*first, *first +
+ * *n) and *i past it; false when none is left. */
+bool ccai_next_mapped_run(const ccai_segment *s, size_t *i, size_t end, size_t *first, size_t *n);
+/* The first unmapped page at or after page `from` of pages all mapped from
+ * `from` on (npages if none): a word at a time. */
+size_t ccai_pages_prefix(const ccai_segment *s, size_t from);
+
+/* Map the pages a request of `rounded` bytes at free block b needs (and,
+ * at the growing end, some ahead: the growth rule). `room`: the device's
+ * free memory, asked already or not (it is asked here for a block that
+ * lacks several runs of pages). OOM: nothing changed. */
+cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, ccai_device_room *room);
+/* Unmap the pages lying wholly inside free block b, highest first, until
+ * reserved <= keep; counts into pages and bytes. The caller synchronized. */
+cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t keep, size_t *pages, size_t *bytes);
+/* Free bytes of b that sit in mapped pages it shares with a live block
+ * (whole maps: in maps it shares with one). */
+size_t ccai_expandable_trapped(const ccai_block *b);
+/* Whole maps: how many of pages [first, last] of free block b stay mapped
+ * once every free map is unmapped (those of the maps at b's two ends that
+ * reach past b: a live or pending neighbour holds them whole). */
+size_t ccai_expandable_kept_pages(const ccai_block *b, size_t first, size_t last);
+/* I9 (whole maps; NULL when s has no start bits or holds): a message
+ * naming the broken rule. O(pages_hi / 64 + maps). */
+const char *ccai_expandable_check_maps(const ccai_segment *s);
+/* The mapped bytes of s that no release can give back while its live and
+ * pending blocks stay: the pages they touch (whole maps: the maps). */
+size_t ccai_expandable_held(const ccai_segment *s);
+/* The longest stretch of free block b that lies in mapped pages. */
+size_t ccai_expandable_largest_mapped(const ccai_block *b);
+/* cca_destroy's part: unmap s's pages and release its range (a refusal
+ * sets *result to CCA_ERR_UPSTREAM), or, with keep_mapped (the device could
+ * not be synchronized), touch no range that has pages mapped. Frees the
+ * bitmap either way. */
+void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, bool keep_mapped, cca_status *result);
+
+#endif /* CCA_PAGES_H */

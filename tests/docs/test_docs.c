@@ -1,15 +1,19 @@
 /*
  * test_docs.c — docs/ against allocator/src/support/config.c: the option table in docs/allocator.md is the output of
  * cca_config_print(..., 2), so the docs cannot drift from config.c, and its
- * range column is checked against what the parser accepts.
+ * range column is checked against what the parser accepts. Likewise the
+ * invariants table is allocator/src/support/invariants.c's, row for row.
  */
 #include <ccalloc.h>
 
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "invariants.h" /* allocator/src/support: the invariants table, no allocator type */
 
 static char *read_file(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -353,4 +357,93 @@ Test(docs, release_md_steps_name_every_call_of_ccr_engine_release) {
     free(doc);
     free(body);
     free(code);
+}
+
+/* ---- the invariants table ------------------------------------------------ */
+
+/* docs/allocator.md's invariants table is the code's (invariants.h), row for
+ * row: the rule is equality. Its rows, in order, are exactly
+ * ccai_invariant_row_md(1) ... ccai_invariant_row_md(CCAI_INV_COUNT - 1), so
+ * the docs list the same ids, each once, with the same statement, scope and
+ * place of check; a row added on either side alone fails here. */
+Test(docs, invariants_table_is_the_code_table) {
+    char *doc = read_source("docs/allocator.md");
+    const char *section = strstr(doc, "\n### Invariants\n");
+    cr_assert_not_null(section, "docs/allocator.md: no section Invariants");
+    const char *header = "| id | statement | applies to | checked in |\n|---|---|---|---|\n";
+    const char *row = strstr(section, header);
+    cr_assert_not_null(row, "docs/allocator.md: no invariants table under Invariants");
+    row += strlen(header);
+    int id = 1;
+    for (; *row == '|'; id++) {
+        size_t len = strcspn(row, "\n");
+        cr_assert_lt(id, CCAI_INV_COUNT, "docs row without an invariant in invariants.c: %.*s", (int)len, row);
+        char want[2048];
+        ccai_invariant_row_md((ccai_invariant)id, want, sizeof want);
+        cr_assert(strlen(want) == len && !strncmp(row, want, len),
+                  "docs/allocator.md's row for I%d differs from invariants.c's:\n  docs: %.*s\n  code: %s", id,
+                  (int)len, row, want);
+        row += len + (row[len] == '\n');
+    }
+    cr_assert_eq(id, CCAI_INV_COUNT, "docs/allocator.md lists I1..I%d; invariants.c has I1..I%d", id - 1,
+                 CCAI_INV_COUNT - 1);
+    /* no invariant stated as a row ("| I<digit>") anywhere else in the docs */
+    for (const char *p = strstr(doc, "\n| I"); p; p = strstr(p + 1, "\n| I"))
+        cr_assert(!isdigit((unsigned char)p[4]) || (p >= section && p < row),
+                  "an invariant row outside the table: %.60s", p + 1);
+    free(doc);
+}
+
+/* Whether `text` defines or calls function `name`: "name(" after a
+ * character that cannot be part of an identifier. */
+static bool names_function(const char *text, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, name); p; p = strstr(p + 1, name))
+        if ((p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_')) && p[n] == '(')
+            return true;
+    return false;
+}
+
+/* The "checked in" column names files (relative to allocator/src) that
+ * exist and functions each of those files holds: a check moved or renamed
+ * fails here until its row follows. */
+Test(docs, invariants_are_checked_where_the_table_says) {
+    for (int id = 1; id < CCAI_INV_COUNT; id++) {
+        const ccai_invariant_row *r = &ccai_invariants[id];
+        cr_assert(r->statement && *r->statement && r->applies_to && *r->applies_to && r->checked_in,
+                  "I%d has no row in invariants.c", id);
+        char where[512];
+        snprintf(where, sizeof where, "%s", r->checked_in);
+        char *files[4];
+        int nfiles = 0, nfunctions = 0;
+        char *tokens[16]; /* the texts between pairs of backticks */
+        int ntokens = 0;
+        for (char *open = strchr(where, '`'), *close; open && ntokens < 16; open = strchr(close + 1, '`')) {
+            close = strchr(open + 1, '`');
+            cr_assert_not_null(close, "I%d: unpaired backtick in \"%s\"", id, r->checked_in);
+            *close = '\0';
+            tokens[ntokens++] = open + 1;
+        }
+        for (int i = 0; i < ntokens; i++) {
+            if (!strstr(tokens[i], ".c"))
+                continue;
+            char rel[600];
+            snprintf(rel, sizeof rel, "allocator/src/%s", tokens[i]);
+            cr_assert_lt(nfiles, 4);
+            files[nfiles++] = read_source(rel); /* fails when the file is not there */
+        }
+        cr_assert_gt(nfiles, 0, "I%d: no file in \"%s\"", id, r->checked_in);
+        for (int i = 0; i < ntokens; i++) {
+            if (strstr(tokens[i], ".c"))
+                continue;
+            bool found = false;
+            for (int f = 0; f < nfiles && !found; f++)
+                found = names_function(files[f], tokens[i]);
+            cr_assert(found, "I%d: no function %s in the files of \"%s\"", id, tokens[i], r->checked_in);
+            nfunctions++;
+        }
+        cr_assert_gt(nfunctions, 0, "I%d: no function in \"%s\"", id, r->checked_in);
+        for (int f = 0; f < nfiles; f++)
+            free(files[f]);
+    }
 }

@@ -23,33 +23,10 @@
  *    ├─ live map: hash table address -> block, for cca_free in O(1). live_map.c
  *    └─ pending queues: per stream, the events pending frees wait on.  stream.c
  *
- * Invariants (checked by cca_check_invariants, and after every public call
- * when built with CCA_DEBUG=2):
- *   I1 the blocks of a segment tile it: first starts at base, each next starts
- *      where the previous ends, the last ends at base + size.
- *   I2 no two neighbouring blocks are both FREE (frees coalesce at once).
- *   I3 a block is in the free index iff it is FREE; in the live map iff LIVE
- *      or PENDING.
- *   I4 allocated_bytes = sum of LIVE+PENDING block sizes; reserved_bytes = sum
- *      of classic segment sizes + pages mapped in expandable segments;
- *      cached_bytes = sum of FREE block sizes.
- *   I5 every block's address is CCA_ALIGNMENT aligned and its size a multiple
- *      of CCA_GRANULARITY.
- *   I6 a block is PENDING iff it waits: needs_sync (then it is on the sync
- *      list) or outstanding events in its stream-use record; every
- *      outstanding wait is in exactly one pending queue, its stream's.
- *   I7 (expandable segments) every page under a LIVE or PENDING block is
- *      mapped, and so is every page under a FREE block without its
- *      `unmapped` mark (only blocks of expandable segments carry it);
- *      a segment's mapped_pages is its bitmap's count, and the allocator's
- *      mapped bytes are their sum, never more than the upstream's own count
- *      of mapped bytes.
- *   I8 (domains, domain.c) every segment belongs to one domain of the
- *      allocator, is on that domain's segment list, and its free blocks are
- *      in that domain's free index; the holding list is exactly the domains
- *      with segments; the handle set is exactly the domains besides root; a
- *      domain's counters are what its segments and blocks hold, and they
- *      sum to the allocator's.
+ * Invariants: one table, support/invariants.h (id, statement, what it
+ * applies to, where it is checked; the rows in invariants.c). The walker
+ * (check.c: cca_check_invariants, and after every public call when built
+ * with CCA_DEBUG=2) reports by its ids; docs/allocator.md holds its rows.
  */
 #ifndef CCA_INTERNAL_H
 #define CCA_INTERNAL_H

@@ -23,6 +23,8 @@
 #ifndef CCA_KIND_H
 #define CCA_KIND_H
 
+#include "../support/invariants.h" /* ccai_broken: what a kind's check reports */
+
 typedef struct ccai_kind {
     const char *name; /* "classic" or "pages": the snapshot's segment_kind */
     /* Requests below large_min get a pool of their own (classic); pages:
@@ -87,8 +89,9 @@ typedef struct ccai_kind {
      * keep_mapped: the device could not be synchronized (pages: touch no
      * range with pages mapped). A refusal sets *result. */
     void (*destroy)(cca_allocator *a, ccai_segment *s, bool keep_mapped, cca_status *result);
-    /* The kind's own invariants of s (pages: I7, I9): NULL or the broken one. */
-    const char *(*check)(const ccai_segment *s);
+    /* The kind's own invariants of s (pages: I7, I9): CCAI_HOLDS or the
+     * broken one (invariants.h). */
+    ccai_broken (*check)(const ccai_segment *s);
 } ccai_kind;
 
 extern const ccai_kind ccai_kind_classic; /* kinds/classic.c */

@@ -3,7 +3,8 @@
  * reserving and releasing segments, and the greedy arena.
  *
  * A SEGMENT is one upstream allocation (one cudaMalloc). It is cut into
- * BLOCKS that tile it (internal.h, I1); a fresh segment is one free block.
+ * BLOCKS that tile it (I1, support/invariants.h); a fresh segment is one
+ * free block.
  * Only a whole free segment goes back to the upstream (release.c).
  *
  * Segment sizes, by pool (ccai_segment_sizes). These are PyTorch's sizes:

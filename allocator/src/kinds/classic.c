@@ -168,9 +168,9 @@ static void classic_destroy(cca_allocator *a, ccai_segment *s, bool keep_mapped,
         *result = CCA_ERR_UPSTREAM;
 }
 
-static const char *classic_check(const ccai_segment *s) {
+static ccai_broken classic_check(const ccai_segment *s) {
     (void)s;
-    return NULL;
+    return CCAI_HOLDS;
 }
 
 const ccai_kind ccai_kind_classic = {

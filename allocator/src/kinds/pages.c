@@ -90,9 +90,10 @@
  * bitmap beside `mapped`, `starts`: bit i set when page i begins a map.
  *   pages   |##|##|##|##|##|##|##|  |  |##|##|  ....
  *   starts   ^           ^                ^          maps [0,4) [4,7) [9,11)
- * Invariant I9: a map runs from its start bit to the next start bit or
- * unmapped page; every mapped page after an unmapped one (or at the
- * range's start) is a start; no map holds more than map_pages pages.
+ * Invariant I9 (its row: support/invariants.h): a map runs from its start
+ * bit to the next start bit or unmapped page; every mapped page after an
+ * unmapped one (or at the range's start) is a start; no map holds more
+ * than map_pages pages.
  *   - mapping (map_run): a run of missing pages is cut into maps of at
  *     most expandable_chunk bytes (map_pages pages; 0 = one map per run),
  *     from the run's start, one vm_map each, so a large request or the
@@ -822,6 +823,8 @@ size_t ccai_expandable_held(const ccai_segment *s) {
     return pages * s->page;
 }
 
+/* I9's checks: NULL, or the detail of the broken one (pages_check gives it
+ * its id). */
 const char *ccai_expandable_check_maps(const ccai_segment *s) {
     if (!s->starts)
         return NULL;
@@ -835,13 +838,13 @@ const char *ccai_expandable_check_maps(const ccai_segment *s) {
             continue;
         uint64_t after_hole = m & ~((m << 1) | (w ? s->mapped[w - 1] >> 63 : 0));
         if (st & ~m)
-            return "I9: a map starts on a page that is not mapped";
+            return "a map starts on a page that is not mapped";
         if (after_hole & ~st)
-            return "I9: a run of mapped pages does not begin with a map's start";
+            return "a run of mapped pages does not begin with a map's start";
         for (; s->map_pages && st; st &= st - 1) {
             size_t i = w * 64 + (size_t)__builtin_ctzll(st);
             if (map_end(s, i) - i > s->map_pages)
-                return "I9: a map holds more pages than expandable_chunk";
+                return "a map holds more pages than expandable_chunk";
         }
     }
     return NULL;
@@ -1024,15 +1027,16 @@ static size_t pages_trapped(const ccai_segment *s) {
     return n;
 }
 
-/* An expandable segment's bitmap: its count, and no bit past npages. */
-static const char *pages_check(const ccai_segment *s) {
+/* An expandable segment's bitmap: its count, and no bit past npages (I7);
+ * whole maps: its start bits (I9). */
+static ccai_broken pages_check(const ccai_segment *s) {
     size_t words = (s->npages + 63) / 64, count = 0;
     if (!s->page || ((size_t)1 << s->page_shift) != s->page || s->size != s->npages * s->page || s->base % s->page)
-        return "I7: an expandable segment's range is not whole pages";
+        return ccai_broke(CCAI_INV_MAPPED, "an expandable segment's range is not whole pages");
     if (s->mapped_end != s->base + (ccai_pages_prefix(s, 0) << s->page_shift))
-        return "I7: an expandable segment's mapped prefix is not its first unmapped page";
+        return ccai_broke(CCAI_INV_MAPPED, "an expandable segment's mapped prefix is not its first unmapped page");
     if (s->pages_hi > s->npages)
-        return "I7: a segment's highest mapped page is past its end";
+        return ccai_broke(CCAI_INV_MAPPED, "a segment's highest mapped page is past its end");
     /* the words below pages_hi: set_pages raises it with every bit it
      * sets, so none is set above (a device of unknown size with small
      * pages has ranges of billions of pages, walked after every call at
@@ -1040,10 +1044,11 @@ static const char *pages_check(const ccai_segment *s) {
     for (size_t w = 0, used = (s->pages_hi + 63) / 64; w < used; w++)
         count += (size_t)__builtin_popcountll(s->mapped[w]);
     if (s->npages % 64 && (s->mapped[words - 1] >> (s->npages % 64)))
-        return "I7: a page beyond the segment's end is marked mapped";
+        return ccai_broke(CCAI_INV_MAPPED, "a page beyond the segment's end is marked mapped");
     if (count != s->mapped_pages)
-        return "I7: a segment's mapped_pages disagrees with its bitmap";
-    return ccai_expandable_check_maps(s);
+        return ccai_broke(CCAI_INV_MAPPED, "a segment's mapped_pages disagrees with its bitmap");
+    const char *maps = ccai_expandable_check_maps(s);
+    return maps ? ccai_broke(CCAI_INV_WHOLE_MAPS, maps) : CCAI_HOLDS;
 }
 
 const ccai_kind ccai_kind_pages = {

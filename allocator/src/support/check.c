@@ -4,11 +4,14 @@
  * levels (CCA_DEBUG, internal.h).
  *
  * ccai_check_locked walks every segment's block chain, the free index, the
- * live map and the pending queues, and recounts what the counters claim:
- * I1..I6 of internal.h. Cost O(blocks + pending waits); it allocates
- * nothing, so it can run after every public call (CCA_DEBUG=2) and inside
- * fault-injection tests. cca_check_invariants reports a broken invariant as
- * CCA_ERR_INVARIANT with the invariant's name in the message.
+ * live map, the domains and the pending queues, and recounts what the
+ * counters claim: the invariants of the table in invariants.h (the kind's
+ * `check` adds its own, kind.h). Each check returns a ccai_broken, the
+ * table's id and a detail; the message, "I2: two neighbouring free blocks",
+ * is formatted from it once, at the end. Cost O(blocks + pending waits); it
+ * allocates nothing, so it can run after every public call (CCA_DEBUG=2) and
+ * inside fault-injection tests. cca_check_invariants reports a broken
+ * invariant as CCA_ERR_INVARIANT with the invariant's id in the message.
  *
  * ccai_diagnose_pointer turns "not in the live map" into the precise
  * mistake — double free (of a pending block, of a free block), an interior
@@ -34,43 +37,43 @@ typedef struct index_check {
     const cca_domain *domain;
     int pool;
     size_t count, bytes;
-    const char *error;
+    ccai_broken error;
 } index_check;
 
 static bool check_index_entry(void *user, const ccai_block *b) {
     index_check *ic = user;
     if (b->state != CCAI_FREE)
-        return ic->error = "I3: a non-free block is in the free index", false;
+        return ic->error = ccai_broke(CCAI_INV_INDEXED, "a non-free block is in the free index"), false;
     if ((int)b->segment->pool != ic->pool)
-        return ic->error = "I3: a block is in the wrong pool's index", false;
+        return ic->error = ccai_broke(CCAI_INV_INDEXED, "a block is in the wrong pool's index"), false;
     if (b->segment->domain != ic->domain)
-        return ic->error = "I8: a block is in another domain's free index", false;
+        return ic->error = ccai_broke(CCAI_INV_DOMAINS, "a block is in another domain's free index"), false;
     ic->count++;
     ic->bytes += b->size;
     return true;
 }
 
-static const char *check_block(const ccai_block *b) {
+static ccai_broken check_block(const ccai_block *b) {
     if (b->state == CCAI_FREE)
-        return b->uses || b->needs_sync ? "I6: a free block has stream uses or waits" : NULL;
+        return b->uses || b->needs_sync ? ccai_broke(CCAI_INV_WAITS, "a free block has stream uses or waits")
+                                        : CCAI_HOLDS;
     const ccai_stream_use *u = b->uses;
     bool waits = b->needs_sync || (u && u->outstanding > 0);
     if ((b->state == CCAI_PENDING) != waits)
-        return "I6: PENDING disagrees with the block's waits";
+        return ccai_broke(CCAI_INV_WAITS, "PENDING disagrees with the block's waits");
     if (u && u->outstanding > u->wait_count)
-        return "I6: more outstanding waits than waits";
-    return NULL;
+        return ccai_broke(CCAI_INV_WAITS, "more outstanding waits than waits");
+    return CCAI_HOLDS;
 }
 
-
-static const char *check_segments(const cca_allocator *a, size_t *allocated, size_t *live_count, size_t *pending,
+static ccai_broken check_segments(const cca_allocator *a, size_t *allocated, size_t *live_count, size_t *pending,
                                   size_t *free_bytes, size_t *free_count, size_t *waits) {
     size_t reserved = 0, segments = 0, mapped = 0, expandable = 0, space = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next) {
         segments++;
         if (s->expandable) {
-            const char *err = a->kind->check(s);
-            if (err)
+            ccai_broken err = a->kind->check(s);
+            if (err.detail)
                 return err;
             reserved += s->mapped_pages * s->page;
             mapped += s->mapped_pages * s->page;
@@ -83,29 +86,30 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
         size_t seg_live = 0, seg_live_bytes = 0;
         const ccai_block *prev = NULL;
         for (const ccai_block *b = s->first; b; prev = b, b = b->next) {
-            const char *err = NULL;
+            ccai_broken err = CCAI_HOLDS;
             if (b->addr != expect)
-                err = "I1: blocks do not tile their segment";
+                err = ccai_broke(CCAI_INV_TILING, "blocks do not tile their segment");
             else if (b->prev != prev || b->segment != s)
-                err = "I1: broken block chain links";
+                err = ccai_broke(CCAI_INV_TILING, "broken block chain links");
             else if (b->addr % CCA_ALIGNMENT || b->size % CCA_GRANULARITY || b->size == 0)
-                err = "I5: misaligned block";
+                err = ccai_broke(CCAI_INV_ALIGNED, "misaligned block");
             else if (b->state == CCAI_FREE && prev && prev->state == CCAI_FREE)
-                err = "I2: two neighbouring free blocks";
+                err = ccai_broke(CCAI_INV_COALESCED, "two neighbouring free blocks");
             else if (b->stream != s->stream)
-                err = "a block's key stream differs from its segment's";
+                err.detail = "a block's key stream differs from its segment's";
             else if (b->seg != ccai_segment_flags(a, s))
-                err = "a block's copy of its segment's properties is stale";
+                err.detail = "a block's copy of its segment's properties is stale";
             else if (b->state > CCAI_PENDING)
-                err = "a block has no valid state";
+                err.detail = "a block has no valid state";
             else if (b->unmapped && !s->expandable)
-                err = "a block of a classic segment is marked as lying on unmapped pages";
-            else if (s->expandable && b->state == CCAI_FREE && !b->unmapped &&
-                     !ccai_pages_mapped(s, b->addr, b->size))
-                err = "I7: a free block lies on unmapped pages without its mark (an allocation would skip mapping them)";
+                err.detail = "a block of a classic segment is marked as lying on unmapped pages";
+            else if (s->expandable && b->state == CCAI_FREE && !b->unmapped && !ccai_pages_mapped(s, b->addr, b->size))
+                err = ccai_broke(
+                    CCAI_INV_MAPPED,
+                    "a free block lies on unmapped pages without its mark (an allocation would skip mapping them)");
             else
                 err = check_block(b);
-            if (err)
+            if (err.detail)
                 return err;
             expect = b->addr + b->size;
             if (b->state == CCAI_FREE) {
@@ -119,25 +123,26 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
             if (b->uses)
                 *waits += b->uses->outstanding;
             if (ccai_live_map_find(&a->live, b->addr) != b)
-                return "I3: a live block is missing from the live map";
+                return ccai_broke(CCAI_INV_INDEXED, "a live block is missing from the live map");
             if (s->expandable && !ccai_pages_mapped(s, b->addr, b->size))
-                return "I7: a live or pending block lies on an unmapped page";
+                return ccai_broke(CCAI_INV_MAPPED, "a live or pending block lies on an unmapped page");
         }
         if (expect != s->base + s->size)
-            return "I1: blocks do not reach the end of their segment";
+            return ccai_broke(CCAI_INV_TILING, "blocks do not reach the end of their segment");
         *live_count += seg_live;
         *allocated += seg_live_bytes;
     }
     if (reserved != a->c.reserved || segments != a->c.segments)
-        return "I4: reserved bytes or segment count disagree with the segments";
+        return ccai_broke(CCAI_INV_COUNTERS, "reserved bytes or segment count disagree with the segments");
     if (mapped != a->c.mapped || expandable != a->c.expandable_segments || space != a->c.address_space)
-        return "I7: mapped bytes, expandable segments or address space disagree with the segments";
+        return ccai_broke(CCAI_INV_MAPPED,
+                          "mapped bytes, expandable segments or address space disagree with the segments");
     if (expandable) {
         cca_upstream_stats us;
         if (cca_upstream_get_stats(a->upstream, &us) == CCA_OK && mapped > us.vm_mapped_bytes)
-            return "I7: more bytes mapped than the upstream counts";
+            return ccai_broke(CCAI_INV_MAPPED, "more bytes mapped than the upstream counts");
     }
-    return NULL;
+    return CCAI_HOLDS;
 }
 
 /* I8: every segment belongs to a domain of this allocator and is on that
@@ -147,123 +152,131 @@ static const char *check_segments(const cca_allocator *a, size_t *allocated, siz
  * of its domain, and the only segment of its domain's arena pool; the handle
  * set holds every domain but root.
  * O(domains + segments + blocks). */
-static const char *check_domains(const cca_allocator *a) {
+static ccai_broken check_domains(const cca_allocator *a) {
     size_t reserved = 0, allocated = 0, requested = 0, active = 0, segments = 0, listed = 0, domains = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next)
         if (!ccai_domain_valid(a, s->domain) || s->index != &s->domain->pools[s->pool])
-            return "I8: a segment's domain is not one of the allocator's, or its index not that domain's";
+            return ccai_broke(CCAI_INV_DOMAINS,
+                              "a segment's domain is not one of the allocator's, or its index not that domain's");
     size_t holding = 0;
     for (const cca_domain *d = a->holding; d; d = d->hnext) {
         if ((d->hnext && d->hnext->hprev != d) || !d->segs || ++holding > a->c.segments)
-            return "I8: the holding list is broken, or names a domain without segments";
+            return ccai_broke(CCAI_INV_DOMAINS, "the holding list is broken, or names a domain without segments");
     }
     for (const cca_domain *d = &a->root; d; d = d->next) {
         if ((d->next && d->next->prev != d) || (!d->next && a->last != d))
-            return "I8: the domain list is broken";
+            return ccai_broke(CCAI_INV_DOMAINS, "the domain list is broken");
         if (d != &a->root && (++domains > a->domain_set.count || !ccai_domain_valid(a, d)))
-            return "I8: a domain is missing from the handle set";
+            return ccai_broke(CCAI_INV_DOMAINS, "a domain is missing from the handle set");
         size_t r = 0, al = 0, act = 0, segs = 0;
         bool arena_found = d->arena == NULL;
         holding -= d->segs != NULL;
         for (const ccai_segment *s = d->segs; s; s = s->dnext) {
             if (s->domain != d || (s->dnext && s->dnext->dprev != s) || ++listed > a->c.segments)
-                return "I8: a domain's segment list is broken or names another domain's segment";
+                return ccai_broke(CCAI_INV_DOMAINS,
+                                  "a domain's segment list is broken or names another domain's segment");
             segs++;
             r += s->expandable ? s->mapped_pages * s->page : s->size;
             arena_found |= s == d->arena;
             if (s->pool == CCAI_POOL_ARENA && s != d->arena) /* ccai_arena_fit (fit.h) would serve from it */
-                return "I8: a segment of a domain's arena pool is not its arena";
+                return ccai_broke(CCAI_INV_DOMAINS, "a segment of a domain's arena pool is not its arena");
             for (const ccai_block *b = s->first; b; b = b->next)
                 if (b->state != CCAI_FREE)
                     al += b->size, act++;
         }
         if (!arena_found || (d->arena && (!d->arena->shared || d->arena->pool != CCAI_POOL_ARENA)))
-            return "I8: a domain's arena is not a shared arena segment of that domain";
+            return ccai_broke(CCAI_INV_DOMAINS, "a domain's arena is not a shared arena segment of that domain");
         const ccai_domain_counters *c = &d->c;
         bool hot = a->domains_tracked; /* allocated, requested, active: kept only then */
         if (r != c->reserved || segs != c->segments || (hot && (al != c->allocated || act != c->active)))
-            return "I8: a domain's counters disagree with its segments and blocks";
+            return ccai_broke(CCAI_INV_DOMAINS, "a domain's counters disagree with its segments and blocks");
         if (c->reserved > c->reserved_peak ||
             (hot && (c->requested > c->allocated || c->allocated > c->allocated_peak ||
                      c->requested > c->requested_peak || c->active > c->active_peak)))
-            return "I8: a domain's peak is below its current value, or requested exceeds allocated";
+            return ccai_broke(CCAI_INV_DOMAINS,
+                              "a domain's peak is below its current value, or requested exceeds allocated");
         reserved += c->reserved, allocated += c->allocated, requested += c->requested, active += c->active;
         segments += c->segments;
     }
     if (holding != 0)
-        return "I8: the holding list and the domains with segments differ";
+        return ccai_broke(CCAI_INV_DOMAINS, "the holding list and the domains with segments differ");
     if (domains != a->domain_set.count)
-        return "I8: the handle set holds a domain that is not in the list";
+        return ccai_broke(CCAI_INV_DOMAINS, "the handle set holds a domain that is not in the list");
     if (listed != a->c.segments)
-        return "I8: a segment is on no domain's list";
+        return ccai_broke(CCAI_INV_DOMAINS, "a segment is on no domain's list");
     if (reserved != a->c.reserved || segments != a->c.segments ||
         (a->domains_tracked && (allocated != a->c.allocated || requested != a->c.requested || active != a->c.active)))
-        return "I8: the domains' counters do not sum to the allocator's";
-    return NULL;
+        return ccai_broke(CCAI_INV_DOMAINS, "the domains' counters do not sum to the allocator's");
+    return CCAI_HOLDS;
 }
 
-static const char *check_queues(const cca_allocator *a, size_t waits) {
+static ccai_broken check_queues(const cca_allocator *a, size_t waits) {
     size_t queued = 0;
     for (const ccai_pending_queue *q = a->queues; q; q = q->next) {
         const ccai_wait *last = NULL;
         for (const ccai_wait *w = q->head; w; last = w, w = w->next) {
             queued++;
             if (w->stream != q->stream || !w->event)
-                return "I6: a wait is in another stream's queue, or has no event";
+                return ccai_broke(CCAI_INV_WAITS, "a wait is in another stream's queue, or has no event");
             if (w->block->state != CCAI_PENDING)
-                return "I6: a queued wait belongs to a block that is not PENDING";
+                return ccai_broke(CCAI_INV_WAITS, "a queued wait belongs to a block that is not PENDING");
             if (queued > waits)
-                return "I6: more queued waits than outstanding ones (a cycle?)";
+                return ccai_broke(CCAI_INV_WAITS, "more queued waits than outstanding ones (a cycle?)");
         }
         if (q->tail != last)
-            return "I6: a pending queue's tail is not its last wait";
+            return ccai_broke(CCAI_INV_WAITS, "a pending queue's tail is not its last wait");
     }
     if (queued != waits)
-        return "I6: outstanding waits and queued waits disagree";
+        return ccai_broke(CCAI_INV_WAITS, "outstanding waits and queued waits disagree");
     for (const ccai_block *b = a->sync_head; b; b = b->sync_next)
         if (!b->needs_sync || b->state != CCAI_PENDING)
-            return "I6: a block on the sync list does not need a synchronize";
-    return NULL;
+            return ccai_broke(CCAI_INV_WAITS, "a block on the sync list does not need a synchronize");
+    return CCAI_HOLDS;
 }
 
-const char *ccai_check_locked(const cca_allocator *a) {
+static ccai_broken check_all(const cca_allocator *a) {
     size_t allocated = 0, live_count = 0, pending = 0, free_bytes = 0, free_count = 0, waits = 0;
-    const char *err =
-        check_segments(a, &allocated, &live_count, &pending, &free_bytes, &free_count, &waits);
-    if (err)
+    ccai_broken err = check_segments(a, &allocated, &live_count, &pending, &free_bytes, &free_count, &waits);
+    if (err.detail)
         return err;
     size_t index_count = 0, index_bytes = 0;
     for (const cca_domain *d = &a->root; d; d = d->next) {
         for (int p = 0; p < CCAI_POOL_COUNT; p++) {
-            const char *structure = ccai_free_index_check(&d->pools[p]);
+            const char *structure = ccai_free_index_check(&d->pools[p]); /* its own rules, free_index.c */
             if (structure)
-                return structure;
-            index_check ic = {d, p, 0, 0, NULL};
+                return ccai_broke(CCAI_INV_NONE, structure);
+            index_check ic = {d, p, 0, 0, CCAI_HOLDS};
             ccai_free_index_walk(&d->pools[p], check_index_entry, &ic);
-            if (ic.error)
+            if (ic.error.detail)
                 return ic.error;
             if (ic.count != d->pools[p].count || ic.bytes != d->pools[p].bytes)
-                return "free index counters disagree with its entries";
+                return ccai_broke(CCAI_INV_NONE, "free index counters disagree with its entries");
             index_count += ic.count;
             index_bytes += ic.bytes;
         }
     }
 
     if (index_count != free_count || index_bytes != free_bytes)
-        return "I3: free blocks and the free index disagree";
+        return ccai_broke(CCAI_INV_INDEXED, "free blocks and the free index disagree");
     if (live_count != a->live.count)
-        return "I3: live map holds a block not in any segment";
+        return ccai_broke(CCAI_INV_INDEXED, "live map holds a block not in any segment");
     if (allocated != a->c.allocated || live_count != a->c.active || pending != a->c.pending)
-        return "I4: allocated bytes, active or pending blocks disagree with the blocks";
+        return ccai_broke(CCAI_INV_COUNTERS, "allocated bytes, active or pending blocks disagree with the blocks");
     if (a->c.allocated > a->c.allocated_peak || a->c.reserved > a->c.reserved_peak ||
-        a->c.requested > a->c.requested_peak || a->c.active > a->c.active_peak ||
-        a->c.segments > a->c.segments_peak)
-        return "a peak is below its current value";
+        a->c.requested > a->c.requested_peak || a->c.active > a->c.active_peak || a->c.segments > a->c.segments_peak)
+        return ccai_broke(CCAI_INV_NONE, "a peak is below its current value");
     if (a->c.requested > a->c.allocated)
-        return "requested bytes exceed allocated bytes";
-    if ((err = check_domains(a)) != NULL)
+        return ccai_broke(CCAI_INV_NONE, "requested bytes exceed allocated bytes");
+    if ((err = check_domains(a)).detail)
         return err;
     return check_queues(a, waits);
+}
+
+const char *ccai_check_locked(const cca_allocator *a) {
+    /* the calling thread's: valid until its next check, allocated never */
+    static _Thread_local char message[256];
+    ccai_broken err = check_all(a);
+    return err.detail ? ccai_broken_message(err, message, sizeof message) : NULL;
 }
 
 cca_status cca_check_invariants(const cca_allocator *a) {

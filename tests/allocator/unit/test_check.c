@@ -56,6 +56,7 @@ Test(check, a_broken_block_chain_is_reported) {
     cr_assert_not_null(b);
     b->size += 512; /* no longer tiles its segment */
     ASSERT_BROKEN(a, "I1");
+    cr_assert_str_eq(cca_last_error(), "invariant broken: I1: blocks do not tile their segment");
     b->size -= 512;
     b->state = CCAI_PENDING; /* pending without any wait */
     ASSERT_BROKEN(a, "I6");
@@ -159,4 +160,34 @@ Test(check, bad_pointers_are_diagnosed_precisely) {
     cr_assert_eq(cca_free(a, &local), CCA_ERR_INVALID_POINTER);
     cr_assert(strstr(cca_last_error(), "not allocated by this allocator") != NULL, "%s", cca_last_error());
     tu_free(a, q);
+}
+
+/* ---- the table of invariants (invariants.h) ------------------------------ */
+
+/* Every id from 1 has its row, and row 0 (no invariant) none: a row given
+ * twice one id leaves another id without (and does not compile). */
+Test(check, every_invariant_id_has_its_row) {
+    const ccai_invariant_row *none = &ccai_invariants[CCAI_INV_NONE];
+    cr_assert(!none->statement && !none->applies_to && !none->checked_in);
+    for (int id = 1; id < CCAI_INV_COUNT; id++) {
+        const ccai_invariant_row *r = &ccai_invariants[id];
+        cr_assert(r->statement && *r->statement, "I%d has no statement", id);
+        cr_assert(r->applies_to && *r->applies_to, "I%d does not say what it applies to", id);
+        cr_assert(r->checked_in && *r->checked_in, "I%d does not say where it is checked", id);
+    }
+    cr_assert_eq(CCAI_INV_COALESCED, 2);
+    cr_assert_eq(CCAI_INV_WHOLE_MAPS, 9);
+}
+
+/* A message is the row's id and the check's detail; a check outside the
+ * table (CCAI_INV_NONE) gives its detail alone. */
+Test(check, a_broken_invariant_is_named_by_its_rows_id) {
+    char buf[128];
+    cr_assert_str_eq(
+        ccai_broken_message(ccai_broke(CCAI_INV_COALESCED, "two neighbouring free blocks"), buf, sizeof buf),
+        "I2: two neighbouring free blocks");
+    cr_assert_str_eq(
+        ccai_broken_message(ccai_broke(CCAI_INV_NONE, "a peak is below its current value"), buf, sizeof buf),
+        "a peak is below its current value");
+    cr_assert_str_eq(ccai_broken_message(ccai_broke(CCAI_INV_WHOLE_MAPS, "a map"), buf, 8), "I9: a m");
 }

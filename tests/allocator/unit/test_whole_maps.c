@@ -369,7 +369,7 @@ static ccai_segment *only_segment(cca_allocator *a) {
     return a->segments;
 }
 
-Test(whole_maps, invariant_i8_catches_broken_start_bits) {
+Test(whole_maps, invariant_i9_catches_broken_start_bits) {
     cca_upstream *u = whole_device(64 * MiB);
     cca_allocator *a = whole_allocator(u, "expandable_chunk:256K");
     char *x = tu_alloc(a, 6 * PG, S0); /* maps [0,4) [4,6) */

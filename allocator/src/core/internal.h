@@ -358,7 +358,9 @@ cca_status ccai_grow_retry(cca_allocator *a, const ccai_grow_req *q, ccai_block 
  * log line written after the unlock. */
 void ccai_grow_log_oom(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_deferred_log *log);
 
-/* Which pool serves a request of `rounded` bytes (segment.c has the table). */
+/* Step 2: which pool serves a request of `rounded` bytes (docs/allocator.md,
+ * "The life of one cca_alloc", step 2; each pool's segment sizes:
+ * ccai_segment_sizes, segment.c). */
 static inline ccai_pool_kind ccai_pool_of(const cca_allocator *a, size_t rounded) {
     const cca_config *c = &a->config;
     if (c->policy == CCA_POLICY_GREEDY)

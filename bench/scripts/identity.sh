@@ -3,6 +3,9 @@
 #
 #   bench/scripts/identity.sh run BUILD OUT     record BUILD's behaviour into OUT
 #   bench/scripts/identity.sh compare OUT1 OUT2 byte-compare two records (exit 1: they differ)
+#   bench/scripts/identity.sh micro A B OUT [N]  `ccbench micro` of build A then build B, N rounds
+#                                               interleaved (default 5): OUT/micro.md, the median
+#                                               of each build's round medians per cell
 #
 # What a record holds (timings stripped; everything else byte for byte):
 #   replay/<preset>.csv   every ccalloc preset of `ccbench replay --reps 1 --driver-reps 1`
@@ -68,5 +71,32 @@ compare)
     [ $bad = 0 ] && echo "identity: replay tables, checkpoints and demo byte-identical"
     exit $bad
     ;;
-*) sed -n '2,16p' "$0"; exit 2 ;;
+micro)
+    a=$(cd "$2" && pwd); b=$(cd "$3" && pwd); out=$4; rounds=${5:-5}
+    mkdir -p "$out"
+    for r in $(seq 1 "$rounds"); do
+        for side in a b; do
+            build=$a; [ $side = b ] && build=$b
+            "$build/bench/ccbench" micro -s ccalloc-growth -s ccalloc-expandable --live 10,1000,10000,100000 \
+                --no-plots --out "$out/$side$r" >/dev/null 2>&1
+        done
+    done
+    python3 - "$out" "$rounds" <<'PY'
+import csv, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+cells = {}
+for side in "ab":
+    for r in range(1, rounds + 1):
+        for row in csv.DictReader(open(f"{out}/{side}{r}/micro.csv")):
+            key = (row["strategy"], int(row["live"]), row["layout"])
+            cells.setdefault(key, {"a": [], "b": []})[side].append(float(row["median_ns"]))
+with open(f"{out}/micro.md", "w") as f:
+    f.write(f"| strategy | live | layout | A median ns | B median ns | B/A |\n|---|--:|---|--:|--:|--:|\n")
+    for key in sorted(cells):
+        ma, mb = statistics.median(cells[key]["a"]), statistics.median(cells[key]["b"])
+        f.write(f"| {key[0]} | {key[1]} | {key[2]} | {ma:.1f} | {mb:.1f} | {mb / ma:.3f} |\n")
+print(open(f"{out}/micro.md").read())
+PY
+    ;;
+*) sed -n '2,20p' "$0"; exit 2 ;;
 esac

@@ -50,7 +50,6 @@
  * CCA_ERR_OUT_OF_MEMORY, the index unchanged, when a bin cannot grow.
  */
 #include "free_index_v1.h"
-#include "../support/support.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,6 +5,7 @@
 #define CCA_FREE_INDEX_V1_H
 
 #include "types.h"
+#include "../support/support.h"
 
 /* ------------------------------------------------------------------------ */
 /* free_index_v1.c: the free index, version 1 (sorted bins; read it first)  */

@@ -187,7 +187,7 @@ ccai_block *ccai_block_new_slab(cca_allocator *a); /* block.c: a new slab, then 
 
 /* A segment's fixed properties as its blocks carry them (b->seg). */
 static inline uint8_t ccai_segment_flags(const cca_allocator *a, const ccai_segment *s) {
-    return (uint8_t)((s->expandable ? CCAI_SEG_EXPANDABLE : 0) | (s->shared ? CCAI_SEG_SHARED : 0) |
+    return (uint8_t)(a->kind->seg_flags | (s->shared ? CCAI_SEG_SHARED : 0) |
                      (s->domain == &a->root ? CCAI_SEG_ROOT : 0) | ((unsigned)s->pool << CCAI_SEG_POOL_SHIFT));
 }
 static inline ccai_pool_kind ccai_block_pool(const ccai_block *b) {

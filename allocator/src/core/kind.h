@@ -36,6 +36,10 @@ typedef struct ccai_kind {
     bool unmap_when_idle;
     /* No request or arena is larger (pages: the address budget). */
     size_t max_range;
+    /* What every block of its segments carries of the kind (b->seg,
+     * types.h): pages, CCAI_SEG_EXPANDABLE (a free remainder may lie on
+     * unmapped pages); classic, nothing. */
+    uint8_t seg_flags;
 
     /* Step 5b: a free block of at least `rounded` bytes for (key, pool)
      * from new memory (classic: a new segment, preferred then least size;

@@ -178,6 +178,7 @@ const ccai_kind ccai_kind_classic = {
     .medium_pool = true,
     .unmap_when_idle = false,
     .max_range = SIZE_MAX,
+    .seg_flags = 0,
     .grow = classic_grow,
     .reserve = classic_reserve,
     .back = NULL,

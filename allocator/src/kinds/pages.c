@@ -1056,6 +1056,7 @@ const ccai_kind ccai_kind_pages = {
     .medium_pool = false,
     .unmap_when_idle = true,
     .max_range = CCAI_ADDRESS_BUDGET,
+    .seg_flags = CCAI_SEG_EXPANDABLE,
     .grow = pages_grow,
     .reserve = ccai_expandable_reserve,
     .back = ccai_expandable_map,

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""tests/docs/layout.py — allocator/src/README.md's rules of the layout, checked.
+
+- upstream/: every .c includes no project header but upstream.h, and no
+  file there (nor a support header upstream.h reaches) names an allocator
+  type (cca_allocator, ccai_block, ccai_segment, cca_domain).
+- core/: no code (comments and strings stripped) reads the expandable flag
+  of the allocator or a segment (->expandable): the core asks a->kind; the
+  kind is chosen once, in allocator.c (a->expandable is set there for the
+  reports).
+- core/free_index.c, free_index_v1.c and live_map.c include only their own
+  header: an index never sees the allocator.
+- allocator/src/README.md names every source file of allocator/src.
+Usage: layout.py REPO. Exit 1 with one line per broken rule.
+"""
+import os
+import re
+import sys
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+SRC = os.path.join(ROOT, "allocator", "src")
+broken = []
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def code_of(text):
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+
+
+def project_includes(text):
+    return re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, flags=re.M)
+
+
+ALLOCATOR_TYPES = re.compile(r"\b(cca_allocator|ccai_block|ccai_segment|cca_domain)\b")
+
+
+def headers_reached(start):
+    seen, todo = set(), [os.path.normpath(start)]
+    while todo:
+        path = todo.pop()
+        if path in seen or not os.path.exists(path):
+            continue
+        seen.add(path)
+        for inc in project_includes(read(path)):
+            todo.append(os.path.normpath(os.path.join(os.path.dirname(path), inc)))
+    return seen
+
+
+up = os.path.join(SRC, "upstream")
+for name in sorted(os.listdir(up)):
+    path = os.path.join(up, name)
+    text = read(path)
+    if name.endswith(".c"):
+        others = [i for i in project_includes(text) if i != "upstream.h"]
+        if others:
+            broken.append(f"upstream/{name}: includes {', '.join(others)}: an upstream file includes upstream.h only")
+    found = ALLOCATOR_TYPES.search(code_of(text))
+    if found:
+        broken.append(f"upstream/{name}: names the allocator type {found.group(1)}")
+for path in sorted(headers_reached(os.path.join(up, "upstream.h"))):
+    found = ALLOCATOR_TYPES.search(code_of(read(path)))
+    if found:
+        broken.append(f"{os.path.relpath(path, SRC)}: reached from upstream.h, names {found.group(1)}")
+
+core = os.path.join(SRC, "core")
+for name in sorted(os.listdir(core)):
+    code = code_of(read(os.path.join(core, name)))
+    for line in code.splitlines():
+        if re.search(r"->expandable\b", line) and not (name == "allocator.c" and "a->expandable = true" in line):
+            broken.append(f"core/{name}: reads the expandable flag ({line.strip()}): ask a->kind")
+
+for name, own in (("free_index.c", "free_index.h"), ("free_index_v1.c", "free_index_v1.h"), ("live_map.c", "live_map.h")):
+    incs = project_includes(read(os.path.join(core, name)))
+    if incs != [own]:
+        broken.append(f"core/{name}: includes {incs}, not its own header {own} alone")
+
+readme = read(os.path.join(SRC, "README.md"))
+for folder, _, files in os.walk(SRC):
+    for name in files:
+        if name.endswith((".c", ".h")) and name not in readme:
+            broken.append(f"allocator/src/README.md does not name {os.path.relpath(os.path.join(folder, name), SRC)}")
+
+for line in broken:
+    print(line)
+print(f"layout: {len(broken)} broken rule(s)" if broken else "layout: every rule holds")
+sys.exit(1 if broken else 0)

@@ -2,62 +2,31 @@
  * domain.c — memory domains: named owners of segments, so that one model's
  * memory goes back whole while other models keep running.
  *
- * Without domains, the blocks of every model share segments (and the pages
- * of expandable segments), and a segment goes back only when all of its
- * blocks are free:
+ * - A DOMAIN owns segments (expandable: address ranges); a request in d is
+ *   served only from d's free index (`pools`) and new segments are d's, so
+ *   one domain's blocks never pin another's memory (I8).
  *
- *   segment (20 MiB)   [ A's weights | B's weights | A's activations | free ]
- *   unload A           [    free     | B's weights |      free       | free ]
- *                        -> pinned by B: nothing goes back
+ *     one domain:  [ A's weights | B's weights | A's activations | free ]
+ *                  unload A -> pinned by B: nothing goes back
+ *     domain A:    [ A's weights | A's activations | free ] -> released whole
+ *     domain B:    [ B's weights | free ]                   -> untouched
  *
- * A DOMAIN owns segments; a request in domain d is served only from d's
- * segments (best fit in d's own free index: `pools`), and new segments are
- * d's. So unloading model A (domain A) frees every block in A's segments,
- * and cca_domain_release returns all of them:
- *
- *   domain A: [ A's weights | A's activations | free ]   -> released whole
- *   domain B: [ B's weights | free ]                      -> untouched
- *
- * Data structure: `struct cca_domain` (internal.h) holds its free index (one
- * ccai_free_index per pool kind), its counters, the list of its segments
- * (segment->dnext) and at most one footprint arena. Each segment names its
- * domain (never changes), so freeing a block finds its free index in O(1)
- * through block -> segment -> domain. The default domain is embedded in the
- * allocator (a->root) and heads a doubly linked list of the others, in
- * creation order (a->last: its tail). The domains that own segments are
- * also on a->holding, so sums over domains (cca_get_stats) cost the domains
- * holding memory, not every domain ever made. A caller holds a handle, a
- * number never given twice, not the record's address; handles are looked up
- * in a hash set (below), never read.
- * `a->serving` names the domain the call in progress serves (under the
- * lock): best fit and new segments use it.
- *
- * Costs: create, a handle check and destroy O(1) expected (the set doubles
- * at half full); release O(the domain's segments and their blocks), plus,
- * for expandable segments, O(pages) of each range released (its bitmap is
- * scanned for mapped runs); per-domain stats O(pools x streams) of the
- * domain's free index, plus a page test of each free block of an
- * expandable segment larger than the best mapped run found before it
- * (largest blocks first: stats.c, ccai_domain_largest_free).
- *
- * Invariants (check.c): every segment's domain is in the allocator's list;
- * each domain's counters equal what its segments and blocks hold, and the
- * sums over domains are the allocator's counters; a domain's free index
- * holds exactly the free blocks of its segments.
- *
- * Release (cca_domain_release): synchronize, complete pending frees, count
- * the live and pending blocks of d's segments; refuse if any (unless
- * FORCE, which returns live blocks to the pool first); then release every
- * segment of d — classic: one upstream free; expandable: unmap its pages,
- * then release its range. Cost: O(segments + blocks of d).
- *
- * The footprint arena (cca_domain_reserve) is one shared segment of pool
- * kind ARENA in d: requests in d look there first (best fit over all
- * sizes, key stream NULL as in the greedy arena, so blocks used on another
- * stream wait for an event before reuse), then grow as usual.
- *
- * Cached free memory stays the allocator's: trim, empty-cache and the OOM
- * retry release free segments and pages of every domain.
+ * - The default domain is a->root; the others follow it in creation order;
+ *   those owning segments are also on a->holding. a->serving is the domain
+ *   the call in progress serves. A segment's domain never changes.
+ * - Handles are numbers never given twice, looked up in a hash set, never
+ *   read: a destroyed or foreign handle is refused.
+ * - Release (cca_domain_release): synchronize, complete pending frees,
+ *   count d's live and pending blocks; any: refuse (unless FORCE, which
+ *   returns live blocks to the pool first); then every segment of d goes
+ *   back through its kind.
+ * - The footprint arena (cca_domain_reserve): one shared segment of pool
+ *   ARENA in d, key stream NULL; d's requests look there first, then grow.
+ * - Cached free memory stays the allocator's: trim, empty-cache and the OOM
+ *   retry release free memory of every domain.
+ * - Cost: create, handle check, destroy O(1) expected; release O(d's
+ *   segments + blocks), plus O(pages) per range; per-domain stats
+ *   O(pools x streams) of d's free index.
  */
 #include "../core/internal.h"
 

@@ -1,124 +1,39 @@
 /*
- * free_index.c — the free index, version 2 (the fast one; free_index_v1.c
- * is the one to read first, same semantics).
+ * free_index.c — the free index, version 2: the fast one, which the
+ * allocator uses (free_index_v1.c has the same semantics; read it first).
  *
- * The free index: every FREE block of a pool, found by BEST FIT: the
- *    smallest free block of the request's stream that fits, and among equal
- *    sizes the lowest address (the rule documented in ccalloc.h).
+ * - Owns, per pool and key stream, every FREE block (I3), found by best fit:
+ *   the smallest block >= size, the lowest address on ties (ccalloc.h).
+ * - Size classes of 512-B units: 1..511 exact (up to 256 KiB), then 512 per
+ *   power of two (TLSF, finer); a two-level bitmap marks the non-empty ones.
+ *   Classes partition sizes in order, so best fit is exact:
+ *     lower bound of (size, 0) in the request's class, else the first
+ *     block of the next non-empty class (count-trailing-zeros).
+ * - Each class is a B+-tree by (size, address), keys in the nodes: up to 16
+ *   entries a node, at least 8 (BT_MIN) but the root; separators are lower
+ *   bounds. A search touches no block record until it has its answer.
+ * - Insert never fails: with no host memory for a node the block waits on
+ *   its stream's OVERFLOW list (scanned by best fit, drained by the next
+ *   insert that gets its nodes). Nodes come from a spare list (64 kept).
+ * - The cached pair's shortcuts: the RECENT slot (the last block inserted
+ *   waits outside the trees), the HINT (best fit's leaf and position), the
+ *   GHOST (a taken block's entry stays until another tree operation; the
+ *   free that brings it back with the same key forgets it). Largest, walk
+ *   and check change nothing and step over the ghost.
+ * - A stream's bins live from the first segment of the stream in the pool
+ *   to its last (so an insert never allocates bins).
+ * - Cost: best fit O(log8 k) in its class plus at most 7 bitmap words;
+ *   insert and remove O(log8 k); the cached pair, one descent and no tree
+ *   change; largest, the last entry of the top class's rightmost leaf, per
+ *   stream; largest run visits blocks largest first until none can beat
+ *   the best run. Bins: 196 KB of address space per
+ *   (pool, stream), resident only where classes are used.
  *
- *    Per stream, blocks are segregated into size classes (sizes in units of
- *    512 B): units 1..511 have a class each (exact sizes up to 256 KiB,
- *    where most requests fall); from 512 units on, each power of two is cut
- *    into 512 sub-classes (the TLSF layout, finer: two classes are at most
- *    1/512 apart). Fine classes keep each class's tree small: 100k free
- *    blocks of sizes from 512 B to 8 MiB spread over about 7,000 classes,
- *    about 14 a class, one leaf, so best fit is two dependent loads (the
- *    leaf, the block) where 64 sub-classes (110 a class) made it three
- *    (root, leaf, block): 12% off the cached pair at 100k free blocks
- *    (docs/allocator.md, "Speed"). Classes partition sizes in order, so
+ *     class:   1    2    3   ... 511 | 512..1023 (256K..512K) | ...
+ *     bitmap:  0    1    0   ...  1  |  0 1 0 0 ...           |   ...
+ *     roots:   -   tree  -   ... tree
  *
- *      best fit = lower bound of (size, 0) in the tree of the request's class
- *                 or, if that class has nothing large enough, the leftmost
- *                 (smallest, lowest-address) block of the next non-empty class,
- *
- *    which is still the exact best fit, not an approximation. The next
- *    non-empty class is found with a two-level bitmap (a bit per class, a
- *    summary bit per bitmap word) and count-trailing-zeros: at most one
- *    word and the six summary words.
- *
- *      class:   1    2    3   ... 511 | 512..1023 (256K..512K) | ...
- *      bitmap:  0    1    0   ...  1  |  0 1 0 0 ...           |   ...
- *      roots:  -   tree   -   ... tree
- *
- *    Memory: a stream's bins in a pool are one record of 24,064 root
- *    pointers and their bitmaps, 196 KB of address space, of which only the
- *    pages of classes in use become resident (calloc of that size maps
- *    fresh zero pages). The structure check reads only the marked classes;
- *    `trees`, the count of non-NULL roots kept where roots change, catches
- *    a root its bit does not mark.
- *
- *    Each class holds its blocks in a B+-tree ordered by (size, address).
- *    The keys are stored in the nodes, so a search reads 2-3 cache lines of
- *    sorted sizes per level and never touches a block record until it has
- *    its answer. That is the point: with many free blocks the records are
- *    scattered over memory, and a tree of records (the treap used before)
- *    paid a cache miss per level, about nine at 100k free blocks.
- *
- *      internal node: n children; separators at 1..n-1:
- *                     keys under child[i-1] < key[i] <= keys under child[i]
- *      leaf:          up to 16 (size, addr, block), sorted; next -> the next leaf
- *
- *    Every node but the root holds at least 8 (BT_MIN), so the height is
- *    log8 of the class's population: 2 levels up to 128 blocks in a class,
- *    3 up to 1024. Best fit is the lower bound of (size, 0): one descent
- *    comparing sizes only, then, if the leaf holds nothing large enough, the
- *    first entry of the next leaf. Insert splits a full node into halves of
- *    8 and 8 (+1), bottom-up, after having every node it needs, so that a
- *    failed node allocation changes nothing; remove borrows from a sibling
- *    with more than 8 or merges with one. Separators are lower bounds, not
- *    copies of live keys, so removing a leaf's first entry changes nothing
- *    above it. The largest free block is the last entry of the rightmost
- *    leaf of the highest non-empty class. The stats and the OOM message
- *    want the largest RUN of a free block, which for a block of an
- *    expandable segment is its longest stretch on mapped pages, at most its
- *    size (ccai_free_index_largest_run): blocks are visited largest first,
- *    from that last entry backwards (the trees walked from the right, the
- *    classes from the top), and the walk stops at the first block no larger
- *    than the best run found so far, since no smaller block can beat it.
- *    When the largest block's pages are all mapped, that is one block and
- *    one more key per stream. ccai_free_index_largest is the same walk with
- *    a block's size as its run.
- *
- *    Node memory. Nodes come from a per-index spare list (up to 64 kept)
- *    and else aligned_alloc; an insert that needs a split may allocate, in
- *    cca_free too. If host memory has none, the block goes to its stream's
- *    OVERFLOW list instead, which best fit, largest and walk scan, and which
- *    the next insert that gets its nodes drains: the index stays exact and
- *    cca_free never fails; it is only slower until host memory returns.
- *
- *    Three shortcuts save whole descents on the cached path, where
- *    cca_alloc takes a block (splitting it or not) and the matching cca_free
- *    gives it back (merging the remainder back):
- *
- *    - the RECENT slot: the block inserted last waits in its stream's bins
- *      outside the trees (the one it displaces is put into its tree then).
- *      A remainder that is merged back before the next insert, the usual
- *      alloc/free pair, never enters a tree. Best fit compares the slot's
- *      block with the trees' answer by (size, address), so the result is
- *      still the exact best fit; largest and walk look at the slot too.
- *    - the HINT: best fit remembers the block it found in a tree, its leaf
- *      and position, so taking that block (what cca_alloc does next) needs
- *      no second descent. Any change to a tree clears the hint, but the
- *      insert of the block a split's remainder displaces from the slot
- *      keeps it (the block is then one place further, or the hint dropped).
- *    - the GHOST (deferred removal): taking the hinted block does not drop
- *      its entry from the leaf; the index records the entry (leaf, position,
- *      old key) and stops counting the block. If the block comes back with
- *      the same key before any other tree operation (the pair's free,
- *      directly or by merging back its remainder), the ghost is forgotten:
- *      the entry was never gone, so a cached pair costs one best-fit descent
- *      and no tree change at all. Otherwise the next operation that reads or
- *      changes a tree (best fit, insert, remove, split, detach) first drops
- *      the entry (settles), exactly the removal it stood for. Largest, walk
- *      and check, which must not change the index, step over it. One ghost
- *      per index at most; a new take settles the old one first.
- *
- *          pair without the ghost:  descent, drop from leaf | insert: descent, shift
- *          pair with the ghost:     descent, note (leaf, pos) | forget the note
- *
- *    and two fused operations do the pair's index work in one call each:
- *    ccai_free_index_split (the allocated block out, its remainder in as the
- *    recent block) and ccai_free_index_swap_recent (the freed block takes
- *    the slot of the remainder it absorbs, or returns to its ghost entry).
- *    A block in a tree keeps its class (cls), so taking it out recomputes
- *    nothing.
- *
- *    Streams: a pool keeps one set of classes per stream (ccai_stream_bins),
- *    in a list with the most recently used first; programs use one or a few
- *    streams. Bins are created when the first segment of a stream is reserved
- *    in the pool (so inserting a free block never allocates) and freed when
- *    its last segment is released (so short-lived stream handles cost nothing
- *    once their memory is returned).
+ * docs/allocator.md, "The free index", has the details.
  */
 #include "free_index.h"
 

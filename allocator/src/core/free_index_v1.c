@@ -1,36 +1,37 @@
 /*
  * free_index_v1.c — the free index, version 1: sorted bins (BFC style).
  *
- * Read this one first. It answers the same questions as free_index.c's (version 2)
- * free index (version 2, the fast one, which the allocator uses) over the
- * same blocks, in the plainest way that is still exact. The tests run the
- * two against each other (tests/allocator/unit/test_free_index_v1.c). Not on the
- * allocator's path.
+ * Read this one first: the same answers as free_index.c (version 2, which
+ * the allocator uses) over the same blocks, in the plainest exact way.
+ * Not on the allocator's path; tests/allocator/unit/test_free_index_v1.c
+ * runs the two against each other.
  *
- * Rules:
  * - Owns, per key stream, V1_BINS bins; a bin is a growable array of
  *   pointers to FREE blocks. It only reads a block (size, addr, stream,
- *   state) and never writes one, so v1 and v2 can index the same blocks.
- * - Bin i holds the sizes in [512 B << i, 512 B << (i + 1)); the last bin
- *   holds every larger size too (TensorFlow BFC's bins, 256 B << i there).
+ *   state), never writes one, so v1 and v2 can index the same blocks.
+ * - Bin i holds sizes in [512 B << i, 512 B << (i + 1)); the last bin also
+ *   every larger size (TensorFlow BFC's bins, 256 B << i there).
  * - Each bin is sorted by (size, address), strictly: a block is in at most
  *   one place, and bins partition sizes in order.
  * - count and bytes are the number and total size of the blocks indexed.
  * - A stream's bins exist from its first attach to its last detach, as in
  *   v2: insert needs them (an assertion), best fit without them is NULL.
  * - Best fit: the smallest block of the stream with size >= n, the lowest
- *   address among equal sizes; NULL when there is none or it is larger than
- *   max_size. Since bins partition sizes in order, it is the lower bound of
- *   (n, 0) in n's bin, or else the first block of the next non-empty bin.
+ *   address on ties; NULL when none, or when it is larger than max_size:
+ *   the lower bound of (n, 0) in n's bin, else the first block of the next
+ *   non-empty bin.
+ * - Departs from v2: take is remove, split is insert then remove,
+ *   swap_recent always answers false (no recent slot); insert and split
+ *   return CCA_ERR_OUT_OF_MEMORY, the index unchanged, when a bin cannot
+ *   grow (v2 never fails: its overflow list).
  *
  *     stream NULL:  bin 0  [512 B, 1 KiB)  [ 512@0x9000 ]
  *                   bin 1  [1 KiB, 2 KiB)  [ ]
  *                   bin 2  [2 KiB, 4 KiB)  [ 2K@0x1000  3K@0x200  3K@0x800 ]
  *                   ...
  *                   bin 20 [512 MiB, ...)  [ 1G@0x40000000  8G@0x0 ... ]
- *     stream 0x10:  ...
  *
- * Cost (S streams in the index, k blocks in the bin, B = V1_BINS = 21):
+ * Cost (S streams, k blocks in the bin, B = V1_BINS = 21):
  *   attach, detach       O(S), one calloc or free
  *   insert, remove       O(S + log k) to find the place, O(k) to move the
  *                        tail; insert may realloc the bin (doubling)
@@ -39,15 +40,6 @@
  *   largest_run          O(S * B), plus run() on each block larger than the
  *                        best run found before it
  *   walk, check          O(S * B + blocks)
- *
- * Where v2 departs (free_index.c): it keeps a tree per fine size class, a
- * bitmap of non-empty classes, and three shortcuts for the cached
- * alloc/free pair (the recent slot, the hint, the ghost). Here take is
- * remove, split is insert then remove, and swap_recent always answers
- * false (there is no recent slot), so a caller does the plain remove and
- * insert. v2's insert never fails (blocks go to an overflow list when host
- * memory has no tree node); v1's insert and split return
- * CCA_ERR_OUT_OF_MEMORY, the index unchanged, when a bin cannot grow.
  */
 #include "free_index_v1.h"
 

@@ -197,31 +197,19 @@ cca_status ccai_grow_retry(cca_allocator *a, const ccai_grow_req *q, ccai_block 
     return release_and_take(a, q, b);
 }
 
-/* Step 5c under hold_peak:1 (counted in peak_holds instead of the retry):
- * the request was refused because it would raise reserved bytes above
- * their peak (a->peak_hold: reserved_peak is the cap ccai_cap adds), or
- * by the device.
- *   - the retry's release and take, the peak as the cap: release the
- *     shortfall (the tails' pages first, then whole free segments, then
- *     other free pages) and take again, then everything and take once
- *     more; nothing is released when even everything cached would leave
- *     the request over the peak (ccai_release_can_help);
- *   - then the peak must rise, and rises by the least: everything cached
- *     is released (expandable: after the device synchronized; if that
- *     fails nothing is unmapped) and the request is taken again with no
- *     hold: expandable, its own pages and no ahead pages (a->peak_rising;
- *     ahead pages would raise the peak further for calls saved later);
- *     classic, a segment of its usual size, as without hold_peak. Nothing
- *     is released (nor synchronized) when releasing cannot make room even
- *     without the peak (ccai_release_can_help: max_reserved, or the
- *     device's free memory plus everything cached, dooms the request), as
- *     the retry releases nothing then; the take is still made and refused,
- *     and the retry below says why;
- *   - refused still (the device is full): the ordinary retry, counted in
- *     alloc_retries; it finds nothing cached unless frees were pending.
- * Cost: a full release walks every block of expandable segments
- * (ccai_releasable), and each synchronize waits for the device: paid only
- * by requests that would raise the peak. */
+/* Step 5c under hold_peak:1 (counted in peak_holds, not alloc_retries):
+ * refused by the peak cap (a->peak_hold) or by the device.
+ *   1. the retry's release and take with the peak as the cap (nothing
+ *      released when even everything cached leaves it over the peak);
+ *   2. the peak rises by the least: release everything cached (pages:
+ *      after a synchronize; failed, nothing unmapped) and take with no
+ *      cap; pages map no ahead pages (a->peak_rising). Nothing is released
+ *      or synchronized when releasing cannot make room even without the
+ *      peak (ccai_release_can_help); the take is made and refused;
+ *   3. refused still: the ordinary retry, counted in alloc_retries.
+ * Cost: a full release walks every block of pages segments, and each
+ * synchronize waits for the device: paid only by requests that raise the
+ * peak. docs/allocator.md, "Holding the peak". */
 static cca_status hold(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
     uint64_t frees = a->release_frees; /* not upstream_frees: a map refused part-way unmaps what it mapped */
     cca_status st = release_and_take(a, &(ccai_grow_req){rounded, stream, pool, false}, b);

@@ -1,63 +1,37 @@
 /*
- * release.c — giving memory back: cca_trim, cca_empty_cache, and the release
- * step of the OOM retry.
+ * release.c — giving memory back: cca_trim, cca_empty_cache (trim(0)),
+ * and the release step of the OOM retry and the hold.
  *
- * Classic segments go back only WHOLE: the upstream (cudaFree) takes back
- * exactly what it handed out. A segment with even one live block is PINNED,
- * and every free byte around that block stays reserved:
+ * - Classic segments go back only WHOLE (cudaFree takes what cudaMalloc
+ *   gave): one live block PINS its segment, and the report says so
+ *   (segments_pinned, live_bytes_pinning, free_bytes_pinned).
  *
- *   segment 20 MiB:  [ free 9 MiB | live 512 B | free ~11 MiB ]  -> pinned
+ *     segment 20 MiB:  [ free 9 MiB | live 512 B | free ~11 MiB ]  -> pinned
  *
- * That is how a few long-lived small tensors keep gigabytes reserved; the
- * report says so (segments_pinned, live_bytes_pinning, free_bytes_pinned)
- * instead of leaving users to guess.
- *
- * trim(keep): synchronize the device and complete every pending free; then
- * release free segments largest first until reserved <= keep. A pending
- * block that could not complete stays reserved, and the call says so after
- * releasing what it could: the synchronize's failure, or CCA_ERR_NOT_READY
- * when the device synchronized but an event still reads incomplete. Largest first
- * reaches the budget with the fewest upstream calls and keeps the small
- * segments that serve the common small requests. Cost: O(S log S) in the
- * number of segments.
- *
- * Expandable segments (kinds/pages.c) go back PAGE by page: every page lying
- * wholly inside a free block can be unmapped, live neighbours or not. The
- * order of ccai_release, until reserved <= keep:
- *   1. the free pages at the growing end (tail) of each expandable segment:
- *      mapped ahead by the growth rule and never used, or the last freed;
- *   2. whole free classic segments, largest first;
- *   3. every other free page of expandable segments, in address order;
- *   4. (trim and empty-cache) expandable segments left empty, with nothing
- *      mapped: their address range goes back (one more call).
- * Pages are unmapped only after the device synchronized (unmapping does not
- * wait for queued kernels, unlike cudaFree): trim skips steps 1 and 3 when
- * its synchronize failed, and says so.
- *
- * empty_cache = trim(0): with no live blocks, reserved_bytes becomes 0 and the
- * upstream's own count of what this allocator holds is zero. With live
- * blocks in expandable segments, what stays is the live bytes plus, at each
- * end of a run of live blocks, the free part of the page it shares with a
- * free block (the report's free_bytes_trapped).
- *
- * Whether releasing can help (ccai_releasable, ccai_release_can_help):
- * the OOM retry and cca_domain_reserve's retry release nothing (and
- * synchronize only to complete pending frees) when nothing is cached, when
- * max_reserved would refuse the request even with everything cached
- * released, or when the device's free memory plus everything cached is
- * short of it. What a full release gives back (ccai_releasable) is, for
- * classic segments, the wholly free ones; for expandable ones, every
- * mapped page no live or pending block touches (the pages they touch stay,
- * trapped bytes included). O(S) for classic segments, O(blocks) for
- * expandable ones (only on the OOM path), plus one mem_info. Over
- * expandable segments (an allocator with them has no classic segment) a
- * retry whose synchronize failed can release nothing at all — no page may
- * be unmapped, no pending free completed — so it ends there
- * (ccai_release_unsynced), the synchronize's failure named as the cause.
- *
- * Errors: a segment the upstream refuses to take back stays, fully cached and
- * indexed (state intact), the others are still released, the report is
- * filled, and the call returns CCA_ERR_UPSTREAM naming the first refusal.
+ * - Pages (kinds/pages.c) go back page by page: every page wholly inside a
+ *   free block, live neighbours or not; a page a live block shares stays,
+ *   its free bytes "trapped" (free_bytes_trapped).
+ * - trim(keep): synchronize, complete every pending free, then release in
+ *   this order (ccai_release) until reserved <= keep:
+ *     1. the free pages at each expandable segment's tail;
+ *     2. whole free classic segments, largest first;
+ *     3. the other free pages, in address order;
+ *     4. (trim, empty-cache) empty ranges: their address space goes back.
+ *   Pages are unmapped only after the device synchronized: a failed
+ *   synchronize skips 1 and 3, and says so.
+ * - Pending blocks are not free (I6): never released. One that could not
+ *   complete stays reserved; the call says so after releasing what it
+ *   could (the synchronize's failure, or CCA_ERR_NOT_READY).
+ * - ccai_release_can_help: the retries release nothing when nothing is
+ *   cached, when max_reserved (or the held peak) would refuse the need even
+ *   with all cached released, or when the device's free memory plus all
+ *   cached is short of it. Over pages, a retry whose synchronize failed
+ *   ends (ccai_release_unsynced).
+ * - Errors: a segment the upstream refuses to take back stays, fully
+ *   cached and indexed; the others still go, the report is filled, and
+ *   the call returns CCA_ERR_UPSTREAM naming the first refusal.
+ * - Cost: O(S log S) in segments (the sort); can_help O(S) classic,
+ *   O(blocks) pages, plus one mem_info; each release one upstream call.
  */
 #include "internal.h"
 

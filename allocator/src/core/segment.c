@@ -1,63 +1,35 @@
 /*
- * segment.c — where blocks come from: block records, segment sizes,
- * reserving and releasing segments, and the greedy arena.
+ * segment.c — segment records and sizes: the bookkeeping of a new segment,
+ * linking and unlinking it, how large one is, the ceiling, the cap, and
+ * the greedy arena.
  *
- * A SEGMENT is one upstream allocation (one cudaMalloc). It is cut into
- * BLOCKS that tile it (I1, support/invariants.h); a fresh segment is one
- * free block.
- * Only a whole free segment goes back to the upstream (release.c).
+ * - A SEGMENT is what a kind reserves (classic: one cudaMalloc; pages: an
+ *   address range). Its blocks tile it (I1); a fresh one is one free block.
+ *   It belongs to one domain and is on its list (I8).
+ * - Sizes (ccai_segment_sizes), PyTorch's, a pool apart for medium:
  *
- * Segment sizes, by pool (ccai_segment_sizes). These are PyTorch's sizes:
- *
- *   pool     requests              segment reserved          least on OOM
- *   small    <= small_max (1M)     small_segment (2M)        same
- *   medium   <  large_min (10M)    medium_segment (20M)      request rounded
+ *     pool     requests              segment reserved        least
+ *     small    <= small_max (1M)     small_segment (2M)      same
+ *     medium   <  large_min (10M)    medium_segment (20M)    request rounded
  *                                                            to segment_round
- *   large    >= large_min          request rounded to segment_round (2M)
+ *     large    >= large_min          request rounded to segment_round (2M)
  *
- * Small segments keep tiny tensors from pinning big segments, the 20 MiB
- * segment packs mid-size tensors, and big tensors get their own segment so
- * that they can be returned whole. PyTorch keeps medium and large in one
- * pool; ccalloc separates them (medium_pool:0 restores PyTorch's layout).
- * When the preferred medium segment is refused, the least size is tried.
- * A least segment over the ceiling (below) shrinks to it, rounded down to
- * 512 bytes, never below the request: a device or max_reserved smaller
- * than small_segment (or than a medium request rounded to segment_round)
- * still serves what fits under it, small requests sharing one segment of
- * the ceiling's size, where a least segment over it could never be
- * reserved at all.
- *
- * The ceiling (ccai_segment_ceiling): the largest segment that could ever be
- * reserved, min(device total, max_reserved); with expandable segments also
- * the address budget (ccai_request_ceiling: no range is larger, even on a
- * device of unknown size). A request whose least segment is above it (a
- * request larger than the ceiling) can never succeed, so cca_alloc fails
- * it at once without touching the cache or calling the upstream. The device total is asked from
- * the upstream once, on the first request that needs a new segment.
- *
- * The greedy arena (TensorFlow's default policy): one segment of
- * greedy_bytes, or greedy_fraction of the device's free memory (capped by
- * max_reserved), reserved by cca_create and shared by every stream (its key
- * stream is NULL, stream.c). A request never reserves anything else; after an
- * empty-cache has released the arena, the next cca_alloc reserves it again
- * (one upstream call), and fails with OOM if that is refused. A request that
- * no arena could hold (over greedy_bytes or the ceiling) fails before that.
- *
- * Block records come from slabs of 128, recycled through a free list, so a
- * split costs no malloc in the steady state. A record is 128 bytes, and
- * slabs are 64-byte aligned, so a record is two whole cache lines: the
- * first holds what best fit, alloc, free and a neighbour's merge check read
- * (a neighbour costs one line, not two), including the segment's fixed
- * properties (b->seg), so that the cached pair never loads the segment.
- *
- * A segment keeps no count of its live blocks (the pair would load it to
- * update one): it is empty when it is one free block, because free
- * neighbours always merge (I2); ccai_segment_live walks it for the reports
- * that print counts.
- *
- * Costs: reserve and release are O(1) plus one upstream call; the emptiness
- * test O(1); ccai_segment_live O(blocks in the segment); the arena is found
- * by a walk of the segment list (only on the greedy slow path).
+ *   A least segment over the ceiling shrinks to it (rounded down to 512 B),
+ *   never below the request.
+ * - The ceiling (ccai_segment_ceiling): min(device total, max_reserved),
+ *   the device total asked once (mem_info), on the first request that needs
+ *   a segment; ccai_request_ceiling also caps it at the kind's largest
+ *   range. A request above it can never succeed (grow.c, 5a).
+ * - The cap (ccai_cap_room): max_reserved, or the lower of it and the
+ *   reserved peak while a hold_peak request is held under it.
+ * - The greedy arena: one shared segment (key stream NULL), greedy_bytes or
+ *   greedy_fraction of the device's free memory, capped by max_reserved,
+ *   reserved through the kind.
+ * - A segment keeps no live count: it is empty when it is one free block
+ *   (I2); ccai_segment_live walks it for the reports.
+ * - Cost: new, link and unlink O(1) (plus the kind's upstream call); sizes
+ *   O(1); ccai_segment_live O(its blocks); the arena is found by a walk of
+ *   the segment list (the greedy slow path only).
  */
 #include "block.h" /* the split, block records */
 

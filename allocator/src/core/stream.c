@@ -1,56 +1,32 @@
 /*
- * stream.c — which streams own and use a block, and frees that must wait.
+ * stream.c — which streams own and use a block, and the frees that wait.
  *
- * Device work is queued on STREAMS and runs later; work on one stream runs
- * in order. A freed block may still be read or written by queued work. The
- * model, one for both policies:
- *
- *   key    every block belongs to the free index of one KEY stream: its
- *          segment's stream. A growth segment's key is the stream of the
- *          request that reserved it; the greedy arena is shared and its key
- *          is NULL. A FREE block is handed out only to requests of its key
- *          stream (in a shared arena, the greedy one or a domain's
- *          footprint arena: to every stream).
- *   users  while a block is LIVE, the streams whose queued work may touch it:
- *          alloc_stream (the stream passed to cca_alloc) and every stream
- *          named by cca_record_stream (uses->streams).
- *
- *   At cca_free, a user U needs no wait when the next owner's work is
- *   ordered after U's: U == key, outside an arena. Streams are taken as
- *   independent: no stream's work is ordered against another's, not even
- *   the legacy default stream's (NULL), since CUDA orders nothing of a
- *   cudaStreamNonBlocking stream (PyTorch's pool streams, CuPy's) against
- *   it. A shared arena's next owner may be any stream, so there every user
- *   waits, NULL included. For each user that waits an event is recorded on
- *   that stream; the block is PENDING (still counted as allocated, not
- *   reusable) until every event has completed. An event already complete
- *   when recorded (the simulated device, an idle GPU) frees at once.
+ * - KEY stream: a block is in the free index of its segment's stream (the
+ *   requester's in growth; NULL in a shared arena, greedy's or a domain's
+ *   footprint arena). A FREE block goes only to requests of its key stream
+ *   (in a shared arena: to every stream).
+ * - USERS: while LIVE, alloc_stream and every stream cca_record_stream
+ *   named (uses->streams).
+ * - At cca_free a user needs no wait only when it is the key, outside an
+ *   arena. Streams are independent: NULL is ordered against none (CUDA
+ *   orders nothing of a cudaStreamNonBlocking stream against it). Every
+ *   other user gets an event; the block is PENDING (allocated, not
+ *   reusable) until all complete (I6).
  *
  *     growth, alloc on s, no record_stream   -> FREE at once (the fast path)
  *     growth, alloc on s, record_stream(t)   -> event on t, PENDING
  *     arena,  alloc on s (NULL too)          -> event on s, PENDING
  *
- *   If an event cannot be recorded (no event ops, or record fails), the
- *   device is synchronized instead and the block is FREE at once. If that
- *   synchronize fails too, nothing says the other streams are done: the
- *   block is held PENDING with needs_sync, cca_free reports the failure, and
- *   the block rejoins the pool after a later synchronize succeeds (trim,
- *   empty-cache, the OOM retry, destroy). A block is never reused while
- *   another stream's use of it is not known to be finished.
- *
- * Pending queues: each event recorded at free becomes a WAIT, appended to
- * the FIFO queue of its stream. Events of one stream complete in order, so
- * polling a queue stops at its first incomplete event. cca_alloc polls every
- * queue: one event query per stream with pending frees, plus one per wait
- * that completed (each wait completes once), instead of querying every
- * pending event on every call. A block with several waits rejoins the pool
- * when the last one completes. An upstream whose events complete out of
- * order is still correct, only later: a completed event behind an
- * incomplete one is seen when its predecessor completes, or at the next
- * synchronize (ccai_stream_wait_all queries every wait).
- *
- * Costs: record_stream O(users of the block); a deferred free O(users) plus
- * one host allocation; polling as above; queues are freed when empty.
+ * - No event (no event ops, or the record fails): synchronize instead, FREE
+ *   at once. That fails too: PENDING with needs_sync, cca_free reports it,
+ *   and the block rejoins after a later synchronize succeeds. A block is
+ *   never reused while another stream's use is not known finished.
+ * - Pending queues: one FIFO of WAITs per stream; a poll stops at a queue's
+ *   first incomplete event (one stream's events complete in order). Out of
+ *   order is correct, only later.
+ * - Cost: a poll, one event query per stream with pending frees plus one
+ *   per wait completed; record_stream O(users); a deferred free O(users)
+ *   plus one host allocation; empty queues are freed.
  */
 #include "internal.h"
 

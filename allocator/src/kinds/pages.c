@@ -1,180 +1,53 @@
 /*
- * pages.c — the pages kind (expandable:1): segments of device memory as PAGES: device memory as PAGES of a reserved
- * address range, mapped as the segment grows and unmapped when free,
+ * pages.c — the pages kind (expandable:1): a segment is a reserved address
+ * range whose pages are mapped as it grows and unmapped when free,
  * wherever live blocks sit.
  *
- * A classic segment (segment.c) is one upstream allocation and goes back
- * only whole. An expandable segment is a range of ADDRESS SPACE (vm_reserve:
- * no memory behind it) as large as the device, cut into pages of the
- * upstream's granularity (2 MiB on current GPUs); a page holds memory only
- * while it is MAPPED (vm_map), and each page can be unmapped on its own
- * (vm_unmap). The blocks still tile the whole range (I1), so best fit,
- * split and coalesce are the same code as for classic segments; what is new
- * is a bitmap saying which pages are mapped:
+ * - A segment is a range of ADDRESS SPACE (vm_reserve, nothing behind it)
+ *   cut into pages of the upstream's granularity; a page holds memory only
+ *   while MAPPED. Blocks tile the range (I1): best fit, split and coalesce
+ *   are the core's. A bitmap per segment says which pages are mapped.
  *
- *   address range (reserved, 8 GiB)
- *   pages   |##|##|##|##|  |  |##|##|##|  |  |  | ....................... |
- *   blocks  [A live |B free   |C live |D free (the tail, to the range's end) ]
- *             ##: mapped page; B's middle pages were unmapped by a trim, the
- *             page B shares with A (and the one with C) stays: partly used
+ *     pages   |##|##|##|##|  |  |##|##|##|  |  |  | ....................... |
+ *     blocks  [A live |B free   |C live |D free (the tail, to the range's end) ]
+ *             ##: mapped. B's middle pages were unmapped by a trim; the pages
+ *             B shares with A and C stay: their free bytes are "trapped".
  *
- *   reserved_bytes counts MAPPED pages (what the device really holds), not
- *   the address range.
+ * - I7: every page under a LIVE or PENDING block is mapped, and under a
+ *   free block without the `unmapped` mark; reserved_bytes counts mapped
+ *   pages, not address space. Only a marked block gets the page test.
+ * - Allocation: map the chosen block's missing pages, one vm_map per run
+ *   (ccai_expandable_map). From the tail, also map AHEAD: min(mapped x
+ *   expandable_ahead, expandable_ahead_max), at least expandable_ahead_min
+ *   (in the small pool at most small_segment); an ahead map refused is
+ *   retried without the ahead pages. A map refused part-way unmaps what
+ *   the call mapped: a failed allocation changes nothing.
+ * - Which segment: one per (stream, pool), grown at its end; two pools
+ *   (small; everything else); a new range only when no free block of one
+ *   fits and max_reserved and the device's free memory (ccai_device_room_for)
+ *   have room for the request's pages.
+ * - Release (release.c): a page wholly inside a free block, tail pages
+ *   first; only after the device synchronized (unmapping does not wait for
+ *   queued work); never by cca_free; a refused unmap leaves the run mapped
+ *   and counted.
+ * - The greedy arena and a domain's footprint arena: one range mapped whole
+ *   at creation; a refused map gives the range back, and a refused release
+ *   of it keeps an empty segment (a domain's: keep_range, its large pool).
+ * - Whole maps (vm_backing CCA_VM_WHOLE_MAPS: one physical allocation per
+ *   map, unmapped only whole): a second bitmap, `starts`, marks each map's
+ *   first page; runs are mapped in maps of at most map_pages
+ *   (expandable_chunk), released highest map first (unmap_range); trapped
+ *   and held bytes count maps (I9).
  *
- * Invariant I7: every page under a LIVE or PENDING block is mapped. A free
- * block may have any of its pages mapped. So:
- *   - allocation (alloc.c step 4): best fit as before; if the chosen block's
- *     pages are not all mapped, map the missing ones (ccai_expandable_map),
- *     each run of missing pages in one vm_map call;
- *   - the GROWTH RULE: a request served from the tail block (the segment is
- *     growing) maps AHEAD: its own pages plus min(mapped x expandable_ahead,
- *     expandable_ahead_max) more (defaults 1/16 and 64 MiB), rounded down to
- *     pages, so that a segment growing by small steps calls the upstream
- *     about once per 1/16 of growth instead of once per request, and
- *     over-maps by at most 1/16 (less once the cap applies). While little
- *     is mapped, 1/16 is less than a page and every request crossing into
- *     a new page would call the upstream: a step therefore maps at least
- *     expandable_ahead_min (20 MiB, the request's pages included; in the
- *     small pool's range at most small_segment, 2 MiB), what a classic
- *     segment of the pool would reserve, so that a segment starting out
- *     calls no more often than classic segments. The defaults were chosen
- *     on ccbench's traces; docs/tuning.md has the measured trade-off
- *     between calls and peak memory for other settings. An ahead map the
- *     device refuses is retried without the ahead pages (always: the
- *     request alone may fit; when it cannot, the CUDA upstream refuses it
- *     with one cudaMemGetInfo, so the retry costs one call, as asking
- *     mem_info here first would); when the device's free memory is known
- *     already (below) and cannot hold them, they are left out at once.
- *     Under hold_peak the ahead pages count against the peak like any
- *     (they are left out where they would cross it), and a request that
- *     must raise the peak maps none (grow.c, hold: the peak rises by its
- *     own pages only);
- *   - release (release.c): a page lying wholly inside a free block is
- *     unmapped by trim, empty-cache and the OOM retry (never by cca_free):
- *     the tail's pages first (mapped ahead, never used), then the rest. A
- *     page shared by a free block and a live one stays mapped: those free
- *     bytes are "trapped" (the release report counts them). At most one
- *     page is trapped at each end of a run of live blocks.
- *   - unmapping does not wait for queued work: it happens only after the
- *     device was synchronized (trim does; the OOM retry and cca_destroy do
- *     first, even with no free pending: a block freed on its own stream is
- *     free at once while that stream may still have work queued on it),
- *     and PENDING blocks are not free, so their pages are never
- *     candidates. When the synchronize fails nothing is unmapped: trim and
- *     the retry keep the pages cached (the retry then ends: nothing else
- *     could make room); cca_destroy leaves them mapped in the upstream and
- *     says so.
+ *     pages   |##|##|##|##|##|##|##|  |  |##|##|  ....
+ *     starts   ^           ^                ^          maps [0,4) [4,7) [9,11)
  *
- * Which segment: one per (stream, pool), grown at its end; another only
- * when no free block of the range is large enough (its address space used
- * up), and only when max_reserved and the device's free memory leave room
- * to map the request's pages (else the request is refused before any
- * range is reserved: the range would stay behind, empty). The pools are
- * two, not three: small requests (<= small_max) keep their own range, so
- * that tiny long-lived tensors do not sit between big ones; medium
- * requests share the large range. The medium pool exists to
- * stop mid-size blocks from pinning whole classic segments; pages make
- * that moot, and one range fragments less (ccbench, gen:models, 1/8 ahead:
- * peak 1.33x the live peak with a separate medium range, 1.11x without).
+ * - Cost: a marked block's test is one compare inside the mapped prefix
+ *   (mapped_end), else O(pages / 64); map and unmap scan the block's pages
+ *   plus one upstream call per run; nothing at or above pages_hi is mapped,
+ *   so searches stop there; a bitmap is npages / 8 bytes (x2 whole maps).
  *
- * The greedy arena over an expandable segment is reserved as a range of the
- * arena's size and mapped whole at creation (one vm_map, TensorFlow's
- * behaviour); trim then gives its free pages back one by one, and later
- * requests map them again as needed: a greedy process that can shrink.
- *
- * Whole maps (an upstream whose vm_backing is CCA_VM_WHOLE_MAPS: each
- * vm_map ONE physical allocation, over CUDA one cuMemCreate, given back
- * only whole). The driver's cost is per allocation, nearly flat in its
- * size, so a run of pages mapped as one allocation costs what one page
- * does; the price is release in whole maps. The segment keeps a second
- * bitmap beside `mapped`, `starts`: bit i set when page i begins a map.
- *   pages   |##|##|##|##|##|##|##|  |  |##|##|  ....
- *   starts   ^           ^                ^          maps [0,4) [4,7) [9,11)
- * Invariant I9 (its row: support/invariants.h): a map runs from its start
- * bit to the next start bit or unmapped page; every mapped page after an
- * unmapped one (or at the range's start) is a start; no map holds more
- * than map_pages pages.
- *   - mapping (map_run): a run of missing pages is cut into maps of at
- *     most expandable_chunk bytes (map_pages pages; 0 = one map per run),
- *     from the run's start, one vm_map each, so a large request or the
- *     greedy arena is never one allocation that a single live byte pins;
- *   - release (unmap_range): the free pages of a block are first narrowed
- *     to the maps lying wholly inside them (map_boundary, map_first), then
- *     given back from the highest map down, one vm_unmap per map, each
- *     whole: trim(keep) may end below keep by less than a map;
- *   - trapped bytes and what a release could give back
- *     (ccai_expandable_trapped, ccai_expandable_held) count maps, not
- *     pages: a live block holds every page of the maps it touches.
- * Costs: a start-bit search is a word of 64 pages per step, like the
- * mapped bitmap's; the bitmaps double (npages / 4 bytes).
- *
- * Which free blocks need a page test at all: a free block carries the mark
- * b->unmapped when some of its pages may be unmapped. It is set on the
- * first block of a new range (not the greedy arena, mapped whole), on a
- * block whose pages a trim is about to unmap, and on an empty range's block
- * before its pages go; a split remainder inherits it, a merge ORs it, and a
- * freed block starts without it (a live block's pages are mapped, I7). A
- * mark is conservative: the test it asks for drops it when the whole block
- * turns out mapped. So the cached pair on a block never trimmed makes no
- * page test, exactly as with a classic segment (which never marks).
- *
- * The device's free memory (ccai_device_room_for): the upstream refuses a
- * map the device cannot hold, but by then a new range may have been
- * reserved for it, and stays behind, empty (or, for an arena, is released
- * again). So the device's free memory (mem_info; over CUDA one
- * cudaMemGetInfo, a query with no device work) is asked, once per step,
- * where a refusal would cost more than the question:
- *   - before a new growth range is reserved: the request's pages (a new
- *     range's first block starts on a page: all of them are new); the
- *     answer also serves that range's first map (no ahead pages it cannot
- *     hold);
- *   - before a domain's or the greedy arena's range is reserved: the
- *     arena's pages (mapped whole);
- *   - before a block that lacks several runs of pages is mapped (pages
- *     unmapped by a trim on both sides of one still mapped): the pages it
- *     lacks, all runs together, ahead pages included (if short, they are
- *     left out and the answer asked of the rest); a page a live block
- *     shares is mapped already and not counted.
- * Short: CCA_ERR_OUT_OF_MEMORY with nothing reserved or mapped, and the
- * OOM retry (grow.c) decides, asking the device again after it released
- * (so pages the retry frees count). Never asked for a map of one run, as
- * a segment's ordinary growth step is (the upstream refuses it whole, by
- * itself: the CUDA upstream with its own cudaMemGetInfo). An upstream
- * without mem_info, or whose mem_info fails, is not asked: the upstream
- * decides, as before. The answer is a snapshot: memory another tenant
- * frees just after it is missed by this step (the retry asks again),
- * memory one takes just after it is met as the upstream's refusal (the
- * range then stays, empty, as without asking; the runs mapped before the
- * refused one are unmapped again).
- *
- * Costs: checking a marked block's pages is one compare when they end
- * inside the segment's mapped prefix (s->mapped_end: every page before it
- * mapped, the common case while nothing inside has been trimmed), else
- * O(pages / 64) word tests (one or two for most blocks); mapping and
- * unmapping scan the block's pages bit by bit, plus one upstream call per
- * run, plus one more scan (a word at a time) to count the pages and runs
- * missing, so that the cap and the device's free memory are asked for
- * every run at once; one mem_info before a new range, an arena's range,
- * or a map of several runs (above). No page at or above s->pages_hi (one
- * past the highest page ever mapped; it never falls) is mapped, so the
- * searches and the invariant walks stop there: a range of billions of
- * pages (a device of unknown size, small pages) costs the words it has
- * used, not its size. A segment's bitmap is npages / 8
- * bytes (512 B for 8 GiB of 2 MiB pages).
- *
- * Errors: max_reserved, and for several runs the device's free memory,
- * are asked once for all the runs a block lacks, before the first is
- * mapped; a vm_map refused part-way all the same (several runs; another
- * tenant took memory, or the upstream has no mem_info) unmaps what this
- * call mapped before returning, so a failed allocation
- * changes nothing; a refused unmap leaves that run mapped and counted
- * (state intact) and is reported by the caller. An arena that
- * max_reserved or the device's free memory has no room for is refused
- * before its range is reserved.
- * An arena whose whole-range map is refused gives its range back; if that
- * release is refused too, the range stays linked as an empty segment with
- * nothing mapped (counted), for a later release (a domain's arena as a
- * range of the domain's large pool, not of its arena pool: keep_range).
+ * docs/allocator.md, "Pages, not segments", has the rules in full.
  */
 #include "pages.h"
 #include "../core/block.h" /* worth a block */

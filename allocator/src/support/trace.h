@@ -23,7 +23,7 @@ void ccai_trace_domain_event(struct ccai_trace *t, bool reserve, size_t bytes, u
 void ccai_trace_release(struct ccai_trace *t, size_t keep); /* keep 0: empty_cache */
 bool ccai_mark_name_ok(const char *name);
 void ccai_trace_close(struct ccai_trace *t);
-/* plug.c's fork handler: the trace's lock, taken before a fork (after every
+/* fork.c's handler: the trace's lock, taken before a fork (after every
  * allocator lock: recording takes it under one), the file flushed, and
  * released after it. */
 void ccai_trace_fork_lock(bool lock);

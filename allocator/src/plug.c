@@ -1,77 +1,49 @@
 /*
  * plug.c — the entry points a framework calls instead of its own allocator:
  * PyTorch's CUDAPluggableAllocator, and through the Python package the CuPy
- * and Numba adapters.
+ * and Numba adapters (docs/python.md, "The framework entry points").
  *
- * What PyTorch calls, and when. torch.cuda.memory.CUDAPluggableAllocator
- * (path, "cca_plug_alloc", "cca_plug_free") dlopens this library and keeps
- * two function pointers. Installed by change_current_allocator before the
- * first CUDA allocation of the process, it then calls, for every tensor,
+ * - PyTorch calls two functions, nothing else (no init, empty_cache or
+ *   stats: PyTorch refuses those with a pluggable allocator), for every
+ *   tensor on the current device and stream, and when it dies with the
+ *   same values:
  *     void *cca_plug_alloc(size_t size, int device, cudaStream_t stream)
- * with the current device and its current stream, and when the tensor dies
  *     void cca_plug_free(void *ptr, size_t size, int device, cudaStream_t stream)
- * with the values of that alloc call. Nothing else: no init, no
- * empty_cache, no stats (PyTorch refuses memory_stats and snapshots with a
- * pluggable allocator, and its empty_cache calls nothing). So everything
- * else is here as ordinary status-returning calls on the allocator of a
- * device (cca_plug_get_allocator), for the Python package to offer.
- *
- * The per-device table. One allocator per device number, in a fixed table
- * of CCA_PLUG_MAX_DEVICES slots, created on the first call that names the
- * device:
+ *   Everything else is an ordinary status-returning call on a device's
+ *   allocator (cca_plug_get_allocator), for the Python package.
+ * - One allocator per device number, in a fixed table of
+ *   CCA_PLUG_MAX_DEVICES slots, made on the first call naming the device:
  *
  *     devices[0]  allocator ──> cca_allocator (config: cca_plug_configure or CCALLOC_CONF)
  *                 upstream  ──> cuda:0  (or a simulated device, if chosen)
  *     devices[1]  failed = CCA_ERR_NO_DEVICE, why = "cuda: device 1 not in [0, 1)"
  *     devices[2]  (never named: nothing)
  *
- * Where memory comes from: the CUDA device `device`, unless a simulated
- * device was chosen explicitly, by cca_plug_configure or by the environment
- * variable CCALLOC_PLUG_UPSTREAM ("host[:CAPACITY[:DEVICES]]"). Never by
- * fallback: with CUDA chosen and no GPU (or a build without CUDA) the slot
- * records CCA_ERR_NO_DEVICE and every alloc on it returns NULL. A slot's
- * failure is sticky until cca_plug_reset: it is logged once, when it
- * happens, and every later call on the slot sets the same message
- * (cca_last_error) without asking the driver again.
- *
- * Locking. Creation takes one process-wide mutex (plug_lock) and checks the
- * slot again under it, so threads racing on a device's first call create
- * one allocator, and the losers wait for it. The allocator pointer is then
- * published with a release store; every later call reads it with one
- * acquire load and goes straight to cca_alloc / cca_free, whose own
- * per-allocator lock does the rest. cca_plug_reset is for tests: it must
- * not run while another thread is inside a cca_plug_* call.
- *
- * Fork. A fork while other threads are inside cca_plug_* calls is safe
- * (PyTorch's DataLoader workers, multiprocessing's fork): fork.c's handler
- * takes plug_lock, then every allocator's and upstream's locks, and gives
- * them back free in the parent and the child, with each allocator as a
- * call left it. A CUDA device is no use in a forked child whatever the
- * allocator does (the driver refuses a context inherited across fork), the
- * simulated one is.
- *
- * Costs. After the first call on a device: a range check, one atomic load,
- * and the cca_alloc / cca_free it forwards to. The first call: parsing the
- * configuration, creating the upstream (the CUDA runtime's first call on a
- * device costs tens to hundreds of milliseconds) and the allocator (greedy:
- * its arena).
- *
- * Errors. The two PyTorch entry points return nothing but a pointer, and
- * they never abort, longjmp or throw: every failure is NULL (alloc) or
- * nothing (free), with cca_last_error() set on the calling thread and one
- * log line (cca_set_log_callback) naming the call, the device and the
- * reason. An out-of-memory alloc is logged by the allocator itself (its
- * log_oom option), not twice. A free of a pointer that is not a live block
- * of that device's allocator (double free, foreign pointer, wrong device)
- * changes nothing and is logged: cca_free diagnoses it without touching any
- * block. size 0 returns NULL without creating anything, as PyTorch's own
- * caching allocator returns a null data pointer for an empty tensor; newer
- * PyTorch versions then call free with NULL, which does nothing.
- *
- * Departs from PyTorch's caching allocator in one way a user sees: PyTorch
- * calls free when a tensor dies, and ccalloc caches the block (growth) like
- * PyTorch does, but only ccalloc's own release calls (cca_trim,
- * cca_empty_cache, or ccalloc.torch.empty_cache() in Python) give it back.
+ * - Memory comes from CUDA device `device` unless a simulated device was
+ *   chosen (cca_plug_configure, or CCALLOC_PLUG_UPSTREAM
+ *   "host[:CAPACITY[:DEVICES]]"); never by fallback. A slot's failure is
+ *   sticky until cca_plug_reset: logged once, then every call on the slot
+ *   sets the same message without asking the driver again.
+ * - Locking: creation takes plug_lock and checks the slot again under it
+ *   (racing first calls make one allocator); the pointer is published with
+ *   a release store, read with one acquire load. cca_plug_reset (tests)
+ *   must not run while another thread is in a cca_plug_* call.
+ * - Fork: safe with calls in flight; fork.c's handler takes plug_lock
+ *   first (docs/allocator.md, "Threads").
+ * - Errors: the two PyTorch entry points never abort, longjmp or throw:
+ *   failure is NULL (alloc) or nothing (free), with cca_last_error() set
+ *   and one log line naming the call, device and reason (an OOM is logged
+ *   by the allocator's log_oom, not twice). A free of a pointer that is not
+ *   a live block of that device's allocator changes nothing and is logged.
+ *   size 0 returns NULL and creates nothing (PyTorch's own empty tensor);
+ *   a free of NULL does nothing.
+ * - Departs from PyTorch in one visible way: freed blocks stay cached until
+ *   ccalloc's own release calls (cca_trim, cca_empty_cache,
+ *   ccalloc.torch.empty_cache()); PyTorch's empty_cache calls nothing here.
+ * - Costs: after the first call on a device, a range check, one atomic load
+ *   and the cca_alloc / cca_free it forwards to. The first call: parsing
+ *   the config, creating the upstream (the CUDA runtime's first call on a
+ *   device: tens to hundreds of ms) and the allocator (greedy: its arena).
  */
 #include "../core/internal.h"
 

@@ -1,24 +1,21 @@
 /*
  * check.c — the allocator checking itself: the invariant walk behind
  * cca_check_invariants, the diagnosis of a bad pointer, and the assertion
- * levels (CCA_DEBUG, internal.h).
+ * levels' failure (CCA_DEBUG, debug.h).
  *
- * ccai_check_locked walks every segment's block chain, the free index, the
- * live map, the domains and the pending queues, and recounts what the
- * counters claim: the invariants of the table in invariants.h (the kind's
- * `check` adds its own, kind.h). Each check returns a ccai_broken, the
- * table's id and a detail; the message, "I2: two neighbouring free blocks",
- * is formatted from it once, at the end. Cost O(blocks + pending waits); it
- * allocates nothing, so it can run after every public call (CCA_DEBUG=2) and
- * inside fault-injection tests. cca_check_invariants reports a broken
- * invariant as CCA_ERR_INVARIANT with the invariant's id in the message.
- *
- * ccai_diagnose_pointer turns "not in the live map" into the precise
- * mistake — double free (of a pending block, of a free block), an interior
- * pointer (with the block's start and the offset), a pointer inside a free
- * block, or a pointer this allocator never handed out — by walking the
- * segment that contains it: O(segments + blocks of that segment), paid only
- * on the error path.
+ * - ccai_check_locked walks every segment's block chain, the free index,
+ *   the live map, the domains and the pending queues, and recounts what
+ *   the counters claim: the invariants of invariants.h's table (a kind's
+ *   `check` adds its own, kind.h). Each check returns a ccai_broken (id and
+ *   detail); the message ("I2: two neighbouring free blocks") is formatted
+ *   once, at the end: CCA_ERR_INVARIANT with the id in the message.
+ * - Cost O(blocks + pending waits); allocates nothing, so it runs after
+ *   every public call (CCA_DEBUG=2) and inside fault-injection tests.
+ * - ccai_diagnose_pointer turns "not in the live map" into the mistake:
+ *   double free (of a pending or a free block), interior pointer (block
+ *   start and offset), pointer inside a free block, or never handed out.
+ *   It walks the segment holding the pointer: O(segments + that segment's
+ *   blocks), on the error path only.
  */
 #include "../core/internal.h"
 

@@ -1,41 +1,32 @@
 /*
  * config.c — one table of options drives defaults, parsing, validation,
- * printing and the docs (the jemalloc MALLOC_CONF model).
+ * printing and the docs (jemalloc's MALLOC_CONF model; docs/allocator.md,
+ * "Options").
  *
- * Syntax: "key:value,key:value": items are separated by commas or newlines,
- * and blanks (space, tab, CR) around keys and values are ignored, so
- * cca_config_print's lines parse as they are. Keys are the cca_config field names. Sizes
- * are cca_parse_size's: a number, decimals allowed, with an optional K, M, G
- * or T suffix (powers of 1024, optional "i" and "B": 4G, 4GiB, 1.5G, 512k),
- * of any length. They are exact: never through a double (2^53 + 1 stays
- * 2^53 + 1), a suffix that overflows is refused, and a fraction is rounded
- * down to a whole byte. Range checks on sizes are exact integer compares.
- * Fractions (greedy_fraction, expandable_ahead) are ccai_decimal.h's
- * decimal numbers, of any length too, read by strtod. Booleans accept 1/0,
- * true/false, on/off, yes/no. The policy accepts growth or greedy.
- *
- * Parsing is all-or-nothing: the text is applied to a copy, validated, and
- * only then copied back, so a bad string never leaves a half-applied config.
- * Errors are CCA_ERR_CONFIG with cca_last_error() naming the key:
+ * - Syntax: "key:value,key:value"; items separated by commas or newlines,
+ *   blanks (space, tab, CR) around keys and values ignored, so
+ *   cca_config_print's lines parse as they are. Keys are cca_config's
+ *   field names.
+ * - Values: sizes are cca_parse_size's (size.c: K/M/G/T, exact, any
+ *   length; range checks are exact integer compares); fractions
+ *   (greedy_fraction, expandable_ahead) ccai_decimal.h's decimal numbers,
+ *   any length, read by strtod; booleans 1/0, true/false, on/off, yes/no;
+ *   the policy growth or greedy.
+ * - All or nothing: the text is applied to a copy, validated, then copied
+ *   back; a bad string never leaves a half-applied config. Errors are
+ *   CCA_ERR_CONFIG, cca_last_error() naming the key:
  *     unknown key 'greedy_fractoin'
  *     invalid value 'lots' for key 'max_reserved' (expected a size like 512M)
  *     out-of-range value for key 'greedy_fraction': 1.5 not in (0, 1]
- *
- * Numbers are C's format whatever the program's locale: a program that
- * calls setlocale(LC_ALL, "") (Python's locale.setlocale, a GUI toolkit)
- * under de_DE or fr_FR gets a decimal comma from strtod and printf, so
- * "greedy_fraction:0.5" would be refused, a printed 0.9 would read "0,9"
- * (a comma is this syntax's separator) and a JSON snapshot's
- * "fragmentation":0,5 would not be JSON. Fractions are read with
- * strtod_l in the C locale (ccai_strtod), and every writer of a double
- * (here, stats.c's and domain.c's JSON) formats it between
- * ccai_numeric_begin and ccai_numeric_end, which switch the calling
- * thread alone to the C locale (uselocale). Sizes never meet the locale:
- * cca_parse_size reads them digit by digit.
- *
- * Precedence with the environment (documented in ccalloc.h): an explicit
- * config passed to cca_create is used as given; CCALLOC_CONF applies only
- * when cca_create gets NULL, or when the caller calls cca_config_apply_env.
+ * - Numbers are C's format whatever the program's locale: fractions are
+ *   read with strtod_l in the C locale (ccai_strtod), and every writer of a
+ *   double (here, stats.c's and domain.c's JSON) formats it between
+ *   ccai_numeric_begin and ccai_numeric_end, which switch the calling
+ *   thread alone to the C locale (uselocale). Sizes never meet the locale
+ *   (read digit by digit). Why: docs/allocator.md, "Options".
+ * - Precedence (ccalloc.h): a config passed to cca_create is used as given;
+ *   CCALLOC_CONF applies only when cca_create gets NULL, or through
+ *   cca_config_apply_env.
  */
 #include "../core/internal.h"
 

@@ -2,57 +2,47 @@
  * fork.c — fork() at any moment: every ccalloc lock taken before it and
  * given back free after it, in the parent and in the child.
  *
- * The problem. fork() copies the memory, every lock word included, but
- * only the calling thread. A lock another thread holds at that instant
- * stays held in the child for ever, and the child's first call that needs
- * it waits for ever. Programs fork with threads running all the time:
- * multiprocessing's fork start method, PyTorch's DataLoader workers, a
- * server's worker pool. glibc's malloc and jemalloc solve it the same way
- * as this file: a pthread_atfork handler.
- *
- * The registry. Every upstream (ccai_upstream_wrap) and every allocator
- * (cca_create) is put on a list when it is made and taken off when it is
- * destroyed, under registry_lock:
+ * - Why: fork() copies every lock word but only the calling thread; a lock
+ *   another thread holds stays held in the child for ever. The fix is
+ *   glibc's malloc's and jemalloc's: a pthread_atfork handler
+ *   (docs/allocator.md, "Threads").
+ * - The registry: every upstream (ccai_upstream_wrap) and allocator
+ *   (cca_create) is on a list from creation to destruction, under
+ *   registry_lock; intrusive (a ccai_fork_link in each object), O(1) in
+ *   and out:
  *
  *     allocators: a1 <-> a2 <-> a3        upstreams: u1 <-> u2
- *          (intrusive: a ccai_fork_link in each object, O(1) in and out)
  *
- * The handler (registered once, at the first registration):
- *   prepare  the plug's lock (plug.c: it is held while a device's allocator
- *            is made, so it comes before the registry), registry_lock, each
- *            allocator's lock, each upstream's locks (its counting lock and,
- *            for the simulated device, the device's own), the trace's lock
- *            (and the trace flushed: nothing buffered at the fork);
- *   parent   all of them released, in reverse;
- *   child    the same, the allocator locks released as a child must
- *            (ccai_mutex_unlock_in_child: the parent's sleepers are not
- *            in the child), the log lock made anew (status.c says why it
- *            is not taken), the trace's file detached (the child writes
- *            nothing to the parent's trace, trace.c), and, before each
- *            simulated device's locks go,
- *            its maps made the child's own: they are MAP_SHARED memfd
- *            pages, which fork() leaves shared (host.c).
- * The order is the order the calls take them: no call holds an
- * allocator's lock while it waits for the plug's or the registry's, none
- * holds two allocators' locks, and an upstream's or the trace's lock is
- * only ever the innermost. So the fork waits for the calls in flight to
- * leave (a cudaMalloc's time at most) and cannot deadlock with them, and
- * the child gets every allocator as a call left it.
- *
- * Not covered: a custom upstream's own locks (its maker's to handle), the
- * CUDA upstream's VMM lock (a CUDA device cannot be used in a forked child:
- * the driver refuses a context inherited across fork; the simulated device
- * can be), and an allocator or upstream destroyed by the child while
- * another thread of the parent used it (there is no such thread in the
- * child). An op of a custom upstream must not create or destroy allocators
- * or upstreams (it would wait for registry_lock while its allocator's lock
- * is held, which prepare may hold in the other order), nor fork (prepare
- * would wait for the lock its own thread holds).
- *
- * Costs: cca_create, cca_destroy and every upstream's creation and
- * destruction take registry_lock once (O(1) list edits); nothing on the
- * alloc/free path. A fork waits for every lock in turn: O(allocators +
- * upstreams) plus the calls in flight.
+ * - The handler, registered once at the first registration:
+ *   prepare  the plug's lock (plug.c: held while a device's allocator is
+ *            made, so before the registry), registry_lock, each allocator's
+ *            lock, each upstream's locks (its counting lock and, through
+ *            its fork hooks, the simulated device's own), the trace's lock
+ *            (the trace flushed: nothing buffered at the fork);
+ *   parent   all released, in reverse;
+ *   child    the same, allocator locks released as a child must
+ *            (ccai_mutex_unlock_in_child: the parent's sleepers are not in
+ *            the child), the log lock made anew (log.h says why it is not
+ *            taken), the trace's file detached (trace.c), and, before each
+ *            simulated device's locks go, its MAP_SHARED memfd maps made
+ *            the child's own (host.c).
+ * - Order: the order calls take them. No call holds an allocator's lock
+ *   while it waits for the plug's or the registry's, none holds two
+ *   allocators' locks, an upstream's or the trace's lock is innermost. So
+ *   the fork waits for calls in flight (a cudaMalloc's time at most),
+ *   cannot deadlock with them, and the child gets each allocator as a call
+ *   left it.
+ * - Not covered: a custom upstream's own locks (its maker's to handle); the
+ *   CUDA upstream's vm lock (the driver refuses a context inherited across
+ *   fork; the simulated device works in the child); an allocator or
+ *   upstream the child destroys while another parent thread used it.
+ * - An op of a custom upstream must not create or destroy allocators or
+ *   upstreams (it would wait for registry_lock under its allocator's lock,
+ *   the reverse of prepare's order), nor fork (prepare would wait for the
+ *   lock its own thread holds).
+ * - Costs: creating or destroying an allocator or upstream takes
+ *   registry_lock once (O(1)); nothing on alloc/free. A fork: O(allocators
+ *   + upstreams) lock takes, plus the calls in flight.
  */
 #include "../core/internal.h"
 

@@ -1,10 +1,9 @@
 /*
- * history.c — an in-memory ring of the allocator's recent events, for
- * snapshots that show how memory got where it is (snapshot_torch.c writes
- * it as PyTorch's `device_traces`).
+ * history.c — a ring of the allocator's recent events, for snapshots that
+ * show how memory got where it is (snapshot_torch.c writes it as PyTorch's
+ * `device_traces`; docs/allocator.md, "Snapshots in PyTorch's format").
  *
- * Off by default (config `history:0`). With `history:N` the allocator keeps
- * the last N events, each with its address, size, stream and time:
+ * - Off by default (`history:0`); `history:N` keeps the last N events:
  *
  *   event            recorded by                    addr          size
  *   alloc            cca_alloc / cca_alloc_in       block         requested
@@ -17,44 +16,34 @@
  *                    free_requested then)
  *   segment_alloc    a classic segment reserved     segment base  its size
  *   segment_free     a classic segment given back   segment base  its size
- *   segment_map      pages of an expandable         first page    bytes
- *                    segment mapped (one vm_map)
+ *   segment_map      pages mapped (one vm_map)      first page    bytes
  *   segment_unmap    pages unmapped (one vm_unmap)  first page    bytes
  *   oom              cca_alloc fails for memory     device free   requested
  *                                                   bytes (0 if unknown)
  *
- * These are PyTorch's trace entries (CUDACachingAllocator's record_trace),
- * with its sizes: the caller's requested bytes for blocks, the bytes the
- * upstream call moved for segments. The stream of a block event is the
- * stream of its cca_alloc call, of a segment event the segment's stream.
- * An expandable segment's address range (vm_reserve / vm_release) is not an
- * event: memory arrives and leaves by maps and unmaps, as in PyTorch. The
- * segments cca_destroy gives back are not recorded (the ring goes with it).
- *
- * The ring: one array of `cap` entries allocated by cca_create, and a count
- * of events ever recorded (`total`). Event k (0-based, in recording order)
- * lives in slot k % cap; the oldest still held is total - cap (or 0):
+ * - PyTorch's trace entries (CUDACachingAllocator's record_trace) and its
+ *   sizes. A block event's stream is its cca_alloc's, a segment event's the
+ *   segment's. Not events: an expandable range's vm_reserve / vm_release
+ *   (memory moves by maps, as in PyTorch), and the segments cca_destroy
+ *   gives back (the ring goes with it).
+ * - The ring: `cap` entries allocated by cca_create and `total` events ever
+ *   recorded; event k (0-based) lives in slot k % cap:
  *
  *   cap = 4, total = 6:   slot  0    1    2    3
  *                               e4   e5   e2   e3      oldest e2, newest e5
  *
- * Invariants: held = min(total, cap); the held events are in the order they
- * happened; times never decrease (the system clock permitting: CLOCK_REALTIME,
- * as PyTorch's time_us, microseconds since the epoch). Recording is under the
- * allocator's lock, as is reading (snapshots), so there is no other
- * synchronization.
- *
- * Costs: recording is O(1): one clock read and one 40-byte store per event
- * (cca_free's request and completion share one read); memory is 40 bytes
- * per entry (history:64K = 2.5 MiB), allocated once. Measured on the build
- * machine (a VM whose CLOCK_REALTIME read takes 47 ns): a cached alloc+free
- * pair took about 50 ns with history off and 130-170 ns with it on, the
- * two clock reads being most of the difference (~20 ns each with a vDSO
- * clock on bare metal). With history off the cost is one test of a->history against NULL
- * on each path above (alloc.c, grow.c, segment.c, kinds/pages.c); ccalloc's cached
- * alloc+free pair pays two (one in cca_alloc, one in cca_free), predicted
- * not taken. The recording functions are out of line so that the hot paths
- * carry only a compare and a not-taken call.
+ * - Invariants: held = min(total, cap); held events in the order they
+ *   happened; times (CLOCK_REALTIME, microseconds since the epoch, as
+ *   PyTorch's time_us) never decrease, the system clock permitting.
+ * - Recording and reading (snapshots) are under the allocator's lock; no
+ *   other synchronization.
+ * - Costs: recording O(1), one clock read and one 40-byte store (cca_free's
+ *   request and completion share a read); 40 bytes per entry (history:64K
+ *   = 2.5 MiB), allocated once. Off: one test of a->history against NULL
+ *   on each recording path (alloc.c, grow.c, segment.c, kinds/pages.c),
+ *   two per cached alloc+free pair, predicted not taken; the recorders are
+ *   out of line so hot paths carry only a compare and a not-taken call.
+ *   Measured: docs/allocator-measurements.md, "The history ring".
  */
 #include "history.h"
 

@@ -2,102 +2,82 @@
  * lock.c — the allocator's lock: its two protocols, their contended paths,
  * and the log lines it holds until its release.
  *
- * One lock per allocator guards everything. The fast paths are inline in
- * internal.h (ccai_mutex_lock/unlock); a taker that finds the lock held comes
- * here, spins a little (critical sections are tens of nanoseconds, so the
- * holder is usually about to leave), then sleeps on the lock word with
- * futex(2) until an unlock wakes it.
+ * - One lock per allocator guards everything. Fast paths are inline in
+ *   lock.h; a taker that finds the lock held comes here, spins (SPINS: the
+ *   holder's sections are tens of ns), then sleeps on the word (futex(2)).
+ * - The hard part is the unlock: it must learn whether someone sleeps in
+ *   the same step as it frees the word, or a waiter that checked just
+ *   before the release sleeps for ever (a lost wake-up).
+ * - Costs: uncontended, no system call and one locked instruction per
+ *   lock+unlock (asymmetric) or two (symmetric); contended, at most one
+ *   futex wait per sleep, plus one barrier (asymmetric), and one wake per
+ *   unlock that finds a sleeper. Measurements: docs/allocator-measurements.md,
+ *   "Then the lock".
  *
- * Why two protocols. The hard part of a sleeping lock is the unlock: it must
- * learn whether someone sleeps, in the same step as it frees the lock, or a
- * waiter that checks the lock word just before the release becomes visible
- * sleeps for ever (a lost wake-up).
+ * SYMMETRIC (Drepper's "mutex 2", "Futexes Are Tricky"): the word is 0
+ * free, 1 held, 2 held with someone maybe asleep. A waiter swaps in 2
+ * before sleeping; unlock is an atomic decrement whose old value says
+ * whether to wake. Always correct; the decrement is a locked instruction
+ * (on x86 it waits for every earlier store of the section to reach the
+ * cache).
  *
- *  - SYMMETRIC (Drepper's "mutex 2", "Futexes Are Tricky"). The word is 0
- *    (free), 1 (held) or 2 (held, someone may sleep). A waiter swaps in 2
- *    before sleeping; unlock is an atomic decrement, whose old value says
- *    whether to wake. Always correct, but the decrement is a locked
- *    instruction, and on x86 a locked instruction first waits until every
- *    earlier store of the critical section has reached the cache. Lock plus
- *    unlock measure 9.6 ns on the reference machine, against 5.5 ns with a
- *    plain store for the unlock; a cached alloc+free pair is two of them.
+ * ASYMMETRIC (the default where the kernel allows): the word is 0 or 1, and
+ * `sleepers` counts waiters that may sleep. Unlock is a plain store:
  *
- *  - ASYMMETRIC (the default where the kernel allows it). The word is 0 or
- *    1, and a separate count says how many waiters may sleep. Unlock is a
- *    plain store of 0, then a read of the count (wake one if nonzero):
+ *     holder:  state = 0;  (plain store)      waiter:  sleepers++;  (atomic)
+ *              if (sleepers) wake;                     membarrier();
+ *                                                      if (state == 0) take it
+ *                                                      else sleep while state == 1
  *
- *        holder:  state = 0;  (plain store)      waiter:  sleepers++;  (atomic)
- *                 if (sleepers) wake;                     membarrier();
- *                                                         if (state == 0) take it
- *                                                         else sleep while state == 1
+ * - Why correct: the holder's read of `sleepers` may pass its store of 0
+ *   (store buffers), so the waiter pays for the order:
+ *   membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) makes every running thread
+ *   of the process execute a full barrier before it returns. Either the
+ *   holder's store was before that barrier (the waiter's check sees the
+ *   word free) or its read of `sleepers` is after it (it sees the waiter).
+ *   The futex sleeps only while the word is still 1, so a wake between the
+ *   check and the sleep is not lost either.
+ * - Cost to the waiter: a system call and an interrupt to each CPU running
+ *   a thread of the process, once per sleep; the holder pays nothing.
+ * - Needs the barrier command (Linux 4.14+) and registration, once per
+ *   process (pthread_once); if the kernel refuses either (old kernel,
+ *   seccomp), every lock is symmetric. A barrier refused later (a forked
+ *   child keeps the registration, so it should not be) is retried after
+ *   registering again; still refused, the waiter sleeps at most 1 ms at a
+ *   time and checks again: a lost wake-up costs a millisecond, never a hang
+ *   (ccai_mutex_refuse_barrier makes tests take that path).
  *
- *    A processor may let the holder's read of `sleepers` pass its store of
- *    0 (store buffers): alone, both sides could miss each other. The waiter
- *    pays for the order instead: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
- *    makes every running thread of the process execute a full memory
- *    barrier before it returns. So either the holder's store was before
- *    that barrier, and the waiter's check sees the lock free, or the
- *    holder's read of `sleepers` is after it, and sees the waiter counted.
- *    One of the two always happens; no wake-up is lost. The futex wait
- *    itself sleeps only while the word is still 1, so a wake between the
- *    check and the sleep is not lost either. The barrier costs the waiter
- *    a system call and an interrupt to each CPU running a thread of the
- *    process, once per sleep, on a path that was about to sleep anyway;
- *    the holder pays nothing.
- *
- * Where the asymmetric protocol is unavailable. It needs the barrier
- * command (Linux 4.14+) and registration for it, done once per process
- * (pthread_once). If the kernel refuses either (an old kernel, a seccomp
- * filter), every lock is made symmetric. Should a barrier be refused later
- * (it should not: a forked child keeps the registration), it is retried
- * after registering again, and if it still fails the waiter sleeps at most
- * 1 ms at a time and checks again, so a lost wake-up costs a millisecond,
- * never a hang (ccai_mutex_refuse_barrier makes tests take that path).
- *
- * The log. No log line may reach the sink while a ccalloc lock is held:
- * ccalloc.h lets a sink call the library, and a call that needs the lock
- * its own thread holds would wait for ever. The allocator's own lines are
- * formatted under the lock and written after it (ccai_deferred_log), but
- * an upstream op, which the allocator calls under its lock, may log too
- * (the CUDA upstream, when the driver refuses a cleanup step). So before
- * it calls an op (ccai_upstream_op), the holder marks the lock (a bit of
- * its `unlock` byte) and holds its thread's log (status.c: lines queued,
- * CCAI_LOG_HELD at most, the rest counted and said in one line); the
- * unlock reads the mark while the lock is still its own, frees the lock
- * word, then releases the log, which writes the queued lines in order,
- * outside every lock:
+ * The log. No line may reach the sink while a ccalloc lock is held (a sink
+ * may call the library, and would wait for its own thread's lock).
+ * - The allocator's own lines are formatted under the lock and written
+ *   after it (ccai_deferred_log). An upstream op, called under the lock,
+ *   may log too (the CUDA upstream, on a refused cleanup step).
+ * - So before an op (ccai_upstream_op) the holder marks the lock (a bit of
+ *   its `unlock` byte) and holds its thread's log (log.c: lines queued, at
+ *   most CCAI_LOG_HELD, the rest counted and said in one line). The unlock
+ *   reads the mark while the lock is still its own, frees the word, then
+ *   releases the log, which writes the queued lines in order, outside
+ *   every lock:
  *
  *     lock .. mark, hold .. op: ccai_log("x") (queued) .. unlock: word freed, "x" written
  *
- * The mark is a bit of the byte in which the lock keeps its protocol,
- * which the unlock tests anyway, and only the holder touches it: an
- * unlock that finds it clear (every cached alloc and free: they call no
- * op) costs exactly what it cost before, the same compare and branch; a
- * marked lock is unlocked out of line (ccai_mutex_unlock_and_log). Nothing
- * is thread-local on that path. Holding the log on every lock instead, the
- * obvious design, puts a thread-local count up and down in each lock round
- * trip: counted under callgrind (a cached pair at 1,000 live blocks), 31
- * more instructions per pair linked statically and 99 through the shared
- * library, where each access is a call to __tls_get_addr, against none
- * for the mark. A lock whose holder never marks it (fork.c's handler, the
- * invariant check) writes nothing. With CCA_DEBUG >= 1 the upstream
- * wrapper checks that every op called under a lock has the log held.
+ * - The mark shares the byte that holds the protocol, which the unlock
+ *   tests anyway, and only the holder touches it: an unmarked unlock (every
+ *   cached alloc and free: they call no op) costs one compare and branch,
+ *   a symmetric one a compare more; a marked lock unlocks out of line
+ *   (ccai_mutex_unlock_and_log). Nothing thread-local on that path (why
+ *   not a thread-local count on every lock: docs/allocator-measurements.md,
+ *   "Then the lock"). A lock never marked (fork.c's handler, the invariant
+ *   check) writes nothing. With CCA_DEBUG >= 1 the upstream wrapper checks
+ *   that every op called under a lock has the log held.
  *
- * Re-entry. Every upstream op runs with the allocator's lock held, and an
- * op that calls the same allocator on its own thread would wait for
- * itself for ever. The mark's holder also writes its thread's token into
- * the lock (`owner`, cleared by the marked unlock), and the contended path
- * first compares it with its own: a thread can read its own token there
- * only while it holds the lock itself, so the taker is refused instead
+ * Re-entry. An op that calls the same allocator on its own thread would
+ * wait for itself for ever. The mark's holder also writes its thread's
+ * token into the lock (`owner`, cleared by the marked unlock); the
+ * contended path compares it with its own first. A thread reads its own
+ * token there only while it holds the lock itself, so the taker is refused
  * (ccai_lock_refused: CCA_ERR_INVALID_ARGUMENT, nothing taken). The cached
- * path never marks the lock, and an uncontended take never reads owner.
- *
- * Costs: uncontended, no system call and one locked instruction per
- * lock+unlock (asymmetric) or two (symmetric); contended, at most one futex
- * wait per sleep, plus one barrier (asymmetric), and one wake per unlock
- * that finds a sleeper. The log's mark: nothing on an unmarked unlock (a
- * symmetric one: a second compare), and where a call reaches the upstream,
- * a store, the thread's hold and an out-of-line unlock.
+ * path never marks the lock; an uncontended take never reads owner.
  */
 #include "lock.h"
 

@@ -36,7 +36,7 @@ static inline void ccai_log_flush(ccai_deferred_log *d) {
 }
 
 
-/* status.c, declared here for the lock's inline unlock: lines logged by
+/* log.c, declared here for the lock's inline unlock: lines logged by
  * this thread between hold and release are queued (up to CCAI_LOG_HELD
  * lines; more are counted, and one line says how many were lost) and
  * written at the outermost release. Code that holds a ccalloc lock while it

@@ -1,13 +1,8 @@
 /*
- * snapshot_torch.c — the allocator's state in the structure that PyTorch's
- * torch.cuda.memory._snapshot() returns, written as a Python pickle, so that
- * PyTorch's own tools read ccalloc's memory: torch.cuda._memory_viz
- * (`stats`, `trace`, `segments`, `memory`, `compare`, `trace_plot`,
- * `segment_plot`) and the web viewer at pytorch.org/memory_viz. Checked
- * against torch 2.15.0 (docs/allocator.md, "Snapshots in PyTorch's format").
- *
- * The structure (every key PyTorch writes; "frames" are always empty lists:
- * ccalloc records no stacks):
+ * snapshot_torch.c — the allocator's state as the dict PyTorch's
+ * torch.cuda.memory._snapshot() returns, written as a Python pickle, so
+ * torch.cuda._memory_viz and pytorch.org/memory_viz read it
+ * (docs/allocator.md, "Snapshots in PyTorch's format").
  *
  *   {"segments": [                        address order
  *      {"device": D, "address": A, "total_size": T,
@@ -28,43 +23,31 @@
  *    "ccalloc": {"upstream", "policy", "history_entries",
  *                "history_recorded"}}
  *
- * How ccalloc maps onto it:
- *   - a classic segment is one segment; its blocks tile it (I1), so their
- *     sizes sum to total_size, which is what _memory_viz's `stats` checks;
- *   - an expandable segment is one segment PER RUN OF MAPPED PAGES, as
- *     PyTorch reports its own expandable segments (memory is what is
- *     mapped): the blocks of the run, a free block cut at the run's ends
- *     (live and pending blocks lie wholly in mapped pages, I7). The
- *     segments' total sizes then sum to reserved_bytes, either way;
- *   - pools: small -> "small"; medium, large, the greedy arena and domain
- *     arenas -> "large" (PyTorch has two pools);
- *   - domains -> segment_pool_id (0, k): k = 0 the default domain, k the
- *     k-th domain created (in the allocator's list order);
- *   - block states: LIVE -> active_allocated, PENDING (freed, waiting on
- *     stream events) -> active_pending_free, FREE -> inactive (requested
- *     size 0);
- *   - streams: the cca_stream pointer as a signed 64-bit integer, as
- *     PyTorch writes int64_t(cudaStream_t); NULL (the default stream) is 0;
- *   - device_traces: the history ring (history.c), oldest first, one dict per
- *     event {"action", "addr" (oom: "device_free"), "size", "stream",
- *     "time_us", "frames"}; empty when the `history` option is 0;
- *   - allocator_settings keys with no ccalloc meaning carry PyTorch's
- *     defaults (no garbage collection threshold, no roundup divisions, the
- *     pinned-memory keys); max_split_size is ccalloc's max_split, or -1
- *     (PyTorch's "none", SIZE_MAX as int64) when it is off or above
- *     INT64_MAX (no block is that large: the same as none).
- *
- * The pickle: protocol 2, written by a minimal emitter below (dicts, lists,
- * 2-tuples, str, int, bool, float), readable by any Python 3 pickle.load.
- * Dicts and lists are EMPTY_DICT / EMPTY_LIST then MARK ... SETITEMS /
- * APPENDS, so nothing needs to be known in advance and no memo is used;
- * integers take the smallest opcode (BININT1, BININT2, BININT, else LONG1);
- * strings are BINUNICODE (names from callers: well-formed UTF-8 as it is,
- * every other byte >= 0x80 as '?', so the text is always valid UTF-8).
- *
- * Costs: O(segments log segments + blocks + pages / 64 + history) under the
- * allocator's lock, like cca_write_snapshot_json; one host allocation (the
- * segments in address order).
+ * - Every key PyTorch writes; "frames" always empty (no stacks recorded).
+ * - Segments: a classic segment is one (its blocks tile it, I1, so sizes
+ *   sum to total_size, as `stats` checks); an expandable segment is one
+ *   per run of mapped pages, a free block cut at the run's ends (live and
+ *   pending blocks lie in mapped pages, I7). Total sizes sum to
+ *   reserved_bytes either way.
+ * - Pools: small -> "small", all else -> "large"; domains ->
+ *   segment_pool_id (0, k), k = 0 the default domain, else the k-th
+ *   created (list order).
+ * - States: LIVE -> active_allocated, PENDING -> active_pending_free, FREE
+ *   -> inactive (requested size 0). Streams: the cca_stream as a signed
+ *   64-bit integer (NULL is 0), as PyTorch writes int64_t(cudaStream_t).
+ * - device_traces: the history ring (history.c), oldest first, one dict
+ *   per event {"action", "addr" (oom: "device_free"), "size", "stream",
+ *   "time_us", "frames"}; empty when `history` is 0.
+ * - allocator_settings: keys with no ccalloc meaning carry PyTorch's
+ *   defaults; max_split_size is max_split, or -1 (PyTorch's "none") when
+ *   off or above INT64_MAX (no block is that large).
+ * - The pickle: protocol 2, a minimal emitter (dicts, lists, 2-tuples, str,
+ *   int, bool, float). EMPTY_DICT / EMPTY_LIST then MARK ... SETITEMS /
+ *   APPENDS (nothing known in advance, no memo); integers in the smallest
+ *   opcode (BININT1, BININT2, BININT, else LONG1); strings BINUNICODE,
+ *   callers' names as well-formed UTF-8, every other byte >= 0x80 as '?'.
+ * - Costs: O(segments log segments + blocks + pages / 64 + history) under
+ *   the allocator's lock; one host allocation (segments in address order).
  */
 #include "../core/internal.h"
 #include "../kinds/pages.h" /* mapped runs of a pages segment */

@@ -1,46 +1,31 @@
 /*
  * stats.c — counters, their text and JSON forms, and the JSON snapshot
- * (the invariant walker is check.c's).
+ * (the invariant walk is check.c's).
  *
- * Counters are updated in place by the core (alloc.c, block.c, segment.c,
- * release.c) under the allocator's lock (ccai_counters); reading them is a copy under the same
- * lock, so a cca_stats is always a consistent picture. Derived figures:
- *
- *   cached_bytes        = bytes in FREE blocks (pool indexes keep the sum);
+ * - The core updates the counters in place under the allocator's lock
+ *   (ccai_counters: alloc.c, block.c, segment.c, release.c); reading is a
+ *   copy under the same lock, so a cca_stats is one consistent picture.
+ * - Derived figures:
+ *     cached_bytes        bytes in FREE blocks (the indexes keep the sum);
  *                         with expandable segments, mapped free bytes only
  *                         (reserved - allocated)
- *   largest_free_block  = the largest free block; of an expandable segment,
- *                         its longest stretch on mapped pages (a block may
- *                         span unmapped address space). Read from the free
- *                         indexes, largest blocks first, stopping at the
- *                         first block no larger than the best run found
- *                         (ccai_domain_largest_free): O(domains holding
- *                         memory x pools x streams), plus, with expandable
- *                         segments, a scan of the page bits of each free
- *                         block larger than the best run found before it
- *                         (every block larger than the answer, and ties).
- *                         Usually a few per range: its tail (the largest
- *                         block, mapped only as far as the segment grew),
- *                         then the largest block below it, wholly mapped,
- *                         which ends the walk. A trim that unmapped the
- *                         middle of many large free blocks makes it each of
- *                         them, down to the best run found; never the live
- *                         blocks, which the walk of every segment's blocks
- *                         this replaced read too (both costs with 100k live
- *                         blocks: bench/results/2026-11-24-host-stats-cost).
- *   fragmentation       = 1 - largest_free_block / cached_bytes (0 if none):
- *                         0 when all cached memory is one block, close to 1
- *                         when it is scattered in pieces too small to use.
- *
- * The snapshot (cca_write_snapshot_json) lists every segment and block in
- * address order: what PyTorch's memory snapshot shows, for one allocator.
- * The one caller-supplied string in it, the upstream's name, is escaped
- * (write_json_string: quotes, backslashes and control bytes escaped, bytes
- * that are not well-formed UTF-8 written as '?'), so any name gives valid
- * JSON. Its doubles (fragmentation) are written in the C locale's format
- * whatever locale the program set (ccai_numeric_begin, config.c says why).
- *
- * The invariant walk (cca_check_invariants) lives in check.c.
+ *     largest_free_block  the largest free block; of an expandable
+ *                         segment, its longest stretch on mapped pages
+ *     fragmentation       1 - largest_free_block / cached_bytes (0 if none)
+ * - largest_free_block's cost (ccai_domain_largest_free): the free indexes
+ *   read largest first, stopping at the first block no larger than the
+ *   best run found: O(domains holding memory x pools x streams), plus,
+ *   with expandable segments, a page-bit scan of each free block larger
+ *   than the best run before it (usually a few per range: its tail, then
+ *   the largest wholly mapped block below; after a trim that unmapped the
+ *   middle of many large free blocks, each of them). Never the live
+ *   blocks. Measured: docs/allocator-measurements.md, "Expandable
+ *   segments", Stats.
+ * - The snapshot (cca_write_snapshot_json): every segment and block in
+ *   address order. The one caller-supplied string, the upstream's name, is
+ *   escaped (write_json_string: quotes, backslashes, control bytes; bytes
+ *   not well-formed UTF-8 as '?'), so any name gives valid JSON. Doubles
+ *   are written in the C locale's format (ccai_numeric_begin; config.c).
  */
 #include "../core/internal.h"
 #include "../kinds/pages.h" /* mapped runs of a pages segment */

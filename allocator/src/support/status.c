@@ -2,14 +2,14 @@
  * status.c — status names and the per-thread last-error message (the log
  * is log.c; sizes as text, size.c).
  *
- * Every failing public call goes through cca_set_error(), which formats a message
- * into a thread-local buffer and returns the status, so call sites read
- * `return cca_set_error(CCA_ERR_CONFIG, "unknown key '%s'", key);`. The same
- * buffer is public through cca_set_error / cca_error_prefix / cca_clear_error,
- * so layers above (the runtime's ccr_fail) keep one message per thread, not
- * one per library. Nothing here allocates: the buffer is fixed (1024 bytes;
- * a longer message is cut and ends in "...", never cut silently), and the
- * default log sink writes one line to stderr.
+ * - Every failing public call goes through cca_set_error(), which formats
+ *   into a thread-local buffer and returns the status:
+ *   `return cca_set_error(CCA_ERR_CONFIG, "unknown key '%s'", key);`.
+ * - The buffer is public (cca_set_error / cca_error_prefix /
+ *   cca_clear_error), so layers above (the runtime's ccr_fail) keep one
+ *   message per thread, not one per library.
+ * - Nothing here allocates: the buffer is fixed (CCAI_ERROR_CAP, 1024
+ *   bytes); a longer message is cut and ends in "...", never silently.
  */
 #include "debug.h"
 #include "status.h"

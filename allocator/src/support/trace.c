@@ -1,9 +1,8 @@
 /*
- * trace.c — recording every cca_alloc / cca_free of a program, its release
- * calls and its phase marks to a CSV trace when the environment variable
- * CCALLOC_TRACE names a file.
+ * trace.c — CCALLOC_TRACE: every cca_alloc / cca_free of a program, its
+ * release calls and phase marks, recorded to a CSV file (format v3,
+ * docs/benchmarks.md, "Trace format"; bench/ replays it):
  *
- * Format v3 (docs/benchmarks.md#trace-format; bench/ replays it):
  *     # ccalloc trace v3
  *     # source: pid 1234
  *     seq,op,id,size,stream,domain,name
@@ -11,63 +10,36 @@
  *     1,alloc,1,4096,0,1            <- cca_alloc_in (cca_alloc: domain 0)
  *     2,free,1,4096,0,1
  *     3,mark,0,0,0,0,load:mlp       <- cca_trace_mark
- *     4,empty_cache,0,0,0,0         <- cca_empty_cache, cca_trim(a, 0, ..)
- *     5,trim,0,1048576,0,0          <- cca_trim(a, 1048576, ..)
- *     6,domain_reserve,0,8388608,0,1 <- cca_domain_reserve
- *     7,domain_release,0,0,0,1      <- cca_domain_release / _destroy
- * `id` pairs a free with its alloc; `size` is the requested size; `stream` is
- * a small integer per distinct stream handle in order of first use (0 = the
- * default stream), so traces do not leak addresses and replay anywhere;
- * `domain` numbers the domains of the section in order of creation (0 = the
- * default domain; a domain's number is never reused, so a destroyed domain's
- * release is its last event). A release event is written when the program
- * asks for it, before it happens; the OOM retry's own release is the
- * allocator's business and not written. A domain release is written once it
- * goes ahead (no refusal for live blocks, the synchronize done), after a
- * free line for each live block FORCE drops, so that no block of the domain
- * is live at its release in the file either. A domain reservation is written
- * once it succeeded (after the retry, if it took one): a refused one is not
- * replayed.
  *
- * Limits: one set for the recorder and ccbench's reader, per file
- * (common/ccai_trace_limits.h): 65534 domains in the file, stream numbers
- * up to 255 in a section, 2^19 sections, ids below 2^44. An event past one
- * of them stops the recording: it is not written, nothing after it is
- * (not even a new section), and the log says which limit, once. The file
- * then reads back whole up to the stop: no domain is written as the
- * default one, no stream shares another's number.
- *
- * One trace per process: the first allocator created with CCALLOC_TRACE set
- * opens the file (truncating it) and writes the header; every allocator of
- * the process then writes to it under one lock, so lines never interleave,
- * `seq` is one global order and ids are unique across allocators. The last
- * allocator destroyed closes it. A later allocator after that starts a new
- * section ("seq,..." header again) in append mode.
- *
- * Write failures (a full disk): the calls that record events cannot fail
- * for the trace, so cca_trace_mark, a checkpoint, flushes the file and
- * returns CCA_ERR_IO once any write failed (and at every later mark: the
- * recording is incomplete from then on), and the last close logs it once.
- * Messages name the path last: a log line is cut at 512 bytes and an error
- * at 1024 (status.c), and a path may be up to PATH_MAX (4096), so what
- * failed and why come first, where a long path cannot push them out.
- *
- * fork(): the child's FILE is a copy of the parent's, buffer included, on
- * the same open file. fork.c's handler flushes the file before the fork
- * (under the trace's lock, so no line is half written) and detaches the
- * child's copy: the child writes nothing to it (`off`), drops whatever a
- * failed flush left in its buffer, and never opens the file again, so its
- * exit (which flushes every stdio stream) cannot write the parent's lines a
- * second time, and its own events, ids and headers never mix with the
- * parent's. A child forked after the trace was opened records nothing.
- *
- * The file is opened without waiting (ccai_fopen_nowait, common/ccai_open.h):
- * a FIFO nobody reads is refused at once rather than hanging cca_create; a
- * FIFO with a reader is then written as any pipe (a reader that goes away:
- * SIGPIPE, unless the program ignores it).
- *
- * Cost when unset: one NULL check per call (a->trace). When set, one fprintf
- * per event under the trace lock, and one fflush per mark.
+ * - `id` pairs a free with its alloc; `size` is the requested size;
+ *   `stream` a small number per stream handle in order of first use (0 =
+ *   the default stream: no addresses leak); `domain` numbers the section's
+ *   domains in order of creation (0 = default), never reused.
+ * - A release event (empty_cache, trim) is written when the program asks,
+ *   before it happens; the OOM retry's own release is not written. A
+ *   domain release is written once it goes ahead, after a free line for
+ *   each live block FORCE drops; a domain reservation once it succeeded.
+ * - Limits: the reader's, per file (common/ccai_trace_limits.h). An event
+ *   past one stops the recording: it and nothing after it is written, the
+ *   log names the limit once, and the file reads back whole up to the stop.
+ * - One trace per process: the first allocator created with CCALLOC_TRACE
+ *   set opens the file (truncating) and writes the header; every allocator
+ *   writes under one lock (lines never interleave, one `seq`, ids unique);
+ *   the last one destroyed closes it; a later one appends a new section.
+ * - Write failures: recording calls cannot fail for the trace, so
+ *   cca_trace_mark flushes and returns CCA_ERR_IO once any write failed
+ *   (and at every later mark); the last close logs it once. Messages name
+ *   the path last (a line is cut at 512 bytes, an error at 1024, a path may
+ *   be 4096), so what failed and why come first.
+ * - fork(): fork.c's handler flushes under the trace's lock before the fork
+ *   and detaches the child's copy (`off`: nothing written, a failed
+ *   flush's buffer dropped, the file never opened again), so the child's
+ *   exit cannot write the parent's lines twice. A child forked after the
+ *   trace was opened records nothing.
+ * - Opened without waiting (ccai_fopen_nowait): a FIFO nobody reads is
+ *   refused at once, not a hang in cca_create.
+ * - Costs: unset, one NULL check per call (a->trace); set, one fprintf per
+ *   event under the trace lock, one fflush per mark.
  */
 #include "../core/internal.h"
 #include "ccai_open.h"         /* common/ */

@@ -1,151 +1,96 @@
 /*
- * cuda.c — device memory from the CUDA runtime.
+ * cuda.c — device memory from the CUDA runtime (docs/allocator.md,
+ * "Upstreams").
  *
- * alloc/free are cudaMalloc/cudaFree (256-byte aligned, synchronous w.r.t.
- * the device), mem_info is cudaMemGetInfo (the driver's own free count, used
- * to verify that a release really returned memory), synchronize is
- * cudaDeviceSynchronize, and stream events are cudaEvent_t created with
- * cudaEventDisableTiming (cheap to record and query).
+ * - Ops: alloc/free are cudaMalloc/cudaFree (256-byte aligned, synchronous
+ *   w.r.t. the device); mem_info is cudaMemGetInfo (the driver's own free
+ *   count, which verifies that a release returned memory); synchronize is
+ *   cudaDeviceSynchronize; events are cudaEvent_t made with
+ *   cudaEventDisableTiming (cheap to record and query).
+ * - Contexts: every call makes the device's PRIMARY context current and
+ *   then puts back the caller's, whatever it was (another device's, one of
+ *   its own, none), so upstreams on several GPUs never move the program's
+ *   work nor create a context it did not ask for. Switched with the driver
+ *   (cuCtxGetCurrent, cuCtxSetCurrent only when not ours, and back), never
+ *   cudaSetDevice/cudaGetDevice (on a fresh thread those would create
+ *   device 0's primary context: docs/allocator.md, "Upstreams"). The
+ *   primary context is retained once at creation (cuDevicePrimaryCtxRetain)
+ *   and released by cca_upstream_destroy; cudaDeviceReset while the
+ *   upstream lives is not supported.
+ * - Built where the toolkit exists (CCA_HAVE_CUDA); without a GPU,
+ *   cca_upstream_cuda_create returns CCA_ERR_NO_DEVICE with the driver's
+ *   reason; without the toolkit, it says so. Driver functions come from
+ *   cudaGetDriverEntryPointByVersion (no link against libcuda; types from
+ *   cudaTypedefs.h).
  *
- * Contexts. Every call makes the device's PRIMARY context current for its
- * duration and then puts back the caller's current context, whatever it
- * was: another device's primary context, a context of the caller's own
- * (cuCtxCreate), or none (a fresh thread). So one process can hold
- * upstreams on several GPUs without an allocation moving the program's
- * own work to another device, and without creating a context the program
- * never asked for. A switch back the driver refuses leaves the op done
- * and the primary context current on the thread (see "Cleanup steps").
- * Contexts are switched with the driver
- * (cuCtxGetCurrent, then cuCtxSetCurrent only when the current one is not
- * ours, and back), never with cudaSetDevice/cudaGetDevice: on a fresh
- * thread cudaGetDevice answers 0, and cudaSetDevice(0) to "restore" it
- * creates device 0's primary context (CUDA 12+; ~500 MiB of GPU 0 for a
- * program working on GPU 1: PyTorch #94864), and would leave the runtime's
- * per-thread device set besides. The runtime calls (cudaMalloc, ...) work
- * in whatever context is current. The primary context is retained once at
- * creation (cuDevicePrimaryCtxRetain: created then if the device had none)
- * and released by cca_upstream_destroy; a cudaDeviceReset while the
- * upstream lives destroys its memory under it and is not supported.
- *
- * Compiled everywhere the toolkit exists (CCA_HAVE_CUDA); without a GPU,
- * cca_upstream_cuda_create returns CCA_ERR_NO_DEVICE with the driver's
- * reason. Built without the toolkit, it says so. Driver functions are
- * looked up with cudaGetDriverEntryPointByVersion (no link against
- * libcuda; types from cudaTypedefs.h).
- *
- * Virtual memory (the vm_* ops, present when the driver and the device
- * support CUDA's VMM; when not, why is handed to the wrapper, which says it
- * in vm_* messages and in cca_create's expandable:1 fallback line). The
- * driver functions are looked up at creation, the device's
- * VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED attribute checked, and the
- * granularity asked once (cuMemGetAllocationGranularity, MINIMUM: 2 MiB on
- * current GPUs). The driver cannot be asked cheaply which granules are
- * mapped, and finds a broken rule only when it reaches the granule, so the
- * upstream keeps its own record (vm_ranges.c: each reserved range with one
- * bit per granule for "mapped" and one for "a physical allocation starts
- * here") and checks every call against the rules of cca_upstream_ops
- * BEFORE any driver call: a refused call changes nothing, as on the
- * simulated device. Two backings (cca_cuda_options.vm_backing, said in
- * the ops table's vm_backing):
- *   PAGES       (the default) each granule is one physical allocation;
- *   WHOLE_MAPS  each vm_map is ONE physical allocation of the map's size,
- *               and an unmap must name whole maps (vm_ranges.c refuses one
- *               that starts or ends inside a map, naming it).
- * Below, an "allocation" is a granule in page mode and a map with whole
- * maps. Then:
- *   vm_reserve  cuMemAddressReserve (aligned to the granularity), recorded
- *   vm_release  cuMemAddressFree of a recorded range with no granule mapped
- *   vm_map      (inside one range, no granule mapped) more than
- *               cudaMemGetInfo's free bytes: OOM at once, nothing created
- *               (else a request above free memory would cost a create and
- *               a map per granule of free memory, and as many unmaps,
- *               before failing). Then for each allocation:
- *               cuMemCreate (pinned device memory of its size) +
- *               cuMemMap at its place + cuMemRelease of the handle (the
- *               mapping keeps the memory alive and its unmap frees it, so
- *               no handle table is needed); then ONE cuMemSetAccess over
- *               the whole range. A failure at any step unmaps every
- *               allocation this call mapped, trying each even past a
- *               failure, and returns OOM (CUDA_ERROR_OUT_OF_MEMORY) or
- *               UPSTREAM with the driver's error: nothing stays mapped or
- *               allocated, unless the driver refuses those unmaps too (then
- *               the message says how many granules, or that the map, stay
- *               mapped; the record keeps them, so the range's release is
+ * Virtual memory (vm_* ops, offered when the driver and the device support
+ * VMM; else the reason goes to the wrapper, which says it in vm_* messages
+ * and in cca_create's expandable:1 fallback line).
+ * - At creation: driver functions looked up, VIRTUAL_MEMORY_MANAGEMENT_
+ *   SUPPORTED checked, the MINIMUM granularity asked once (2 MiB today).
+ * - Every call is checked against the rules of cca_upstream_ops on the
+ *   record (vm_ranges.c) BEFORE any driver call: a refused call changes
+ *   nothing, as on the simulated device.
+ * - Backings (cca_cuda_options.vm_backing): PAGES (default), one physical
+ *   allocation per granule, so any run of mapped granules can be unmapped
+ *   (the driver unmaps only whole allocations); WHOLE_MAPS, one per
+ *   vm_map, unmapped only whole. An "allocation" below is a granule or a
+ *   map accordingly.
+ *   vm_reserve  cuMemAddressReserve (granularity-aligned), recorded
+ *   vm_release  cuMemAddressFree of a recorded range with nothing mapped
+ *   vm_map      more than cudaMemGetInfo's free: OOM at once, nothing
+ *               created. Then per allocation cuMemCreate + cuMemMap +
+ *               cuMemRelease of the handle (the mapping keeps the memory;
+ *               its unmap frees it: no handle table), then ONE
+ *               cuMemSetAccess over the run. A failing step unmaps every
+ *               allocation the call mapped (each tried, even past a
+ *               failure) and returns OOM or UPSTREAM with the driver's
+ *               error; unmaps the driver refuses too are counted in the
+ *               message and stay in the record (the range's release is
  *               refused until they go).
- *   vm_unmap    (inside one range, every granule mapped; whole maps only
- *               with WHOLE_MAPS) cuMemUnmap of each allocation, in address
- *               order. Should the driver fail one all the same, the
- *               allocations before it are mapped again as they were laid
- *               out (new memory: contents lost; the allocator unmaps only
- *               free pages) and the call fails with what is mapped
- *               unchanged; if that map fails too, they stay unmapped, and
- *               the message says so (and how many stay mapped, should that
- *               map's own undo be refused too; counted in granules, or in
- *               maps with WHOLE_MAPS). The record
- *               then follows the driver, but the call has failed, so its
- *               caller (the wrapper's vm_mapped_bytes, an expandable
- *               segment's page bitmap) still takes those granules as
- *               mapped: an allocation over them would get unmapped memory.
- *               It takes two refusals in a row (an unmap of a granule that
- *               is mapped, then a create of memory just freed); the ops
- *               have no way to say "done in part", so it is left at the
- *               message (tests/allocator/cuda/test_cuda_double_faults.c and
+ *   vm_unmap    cuMemUnmap per allocation, in address order. One failing:
+ *               those before it are mapped again as laid out (new memory,
+ *               contents lost: the allocator unmaps only free pages) and
+ *               the call fails, mapping unchanged; if that map fails too,
+ *               they stay unmapped and the message says so (and how many
+ *               stay mapped should that undo be refused). The record
+ *               follows the driver, but the caller (vm_mapped_bytes, a
+ *               segment's page bitmap) still takes them as mapped: two
+ *               refusals in a row, left at the message
+ *               (tests/allocator/cuda/test_cuda_double_faults.c and
  *               test_cuda_double_whole_maps.c pin it).
- * One physical allocation per granule, as PyTorch's expandable segments
- * have one handle per page, is what makes release GRANULE BY GRANULE: the
- * driver unmaps only whole allocations (a sub-range of one is refused), so
- * with one per granule any run of mapped granules can be unmapped, part of
- * one map or across maps made by separate calls. Driver calls in page
- * mode: vm_map 2 per granule + 1 (cuMemCreate, cuMemMap; one
- * cuMemSetAccess), plus a cuMemRelease per granule (host-side bookkeeping,
- * no device work), and one cudaMemGetInfo; vm_unmap 1 per granule. A 2 MiB
- * granule makes growing a segment by 1 GiB
- * 1025 calls and ~512 releases; this is the price of giving back any page.
- * Measured on an H100 (bench/results/2026-11-24-h100): ~31 us per granule
- * mapped and ~26 us per granule unmapped, while one cudaMalloc of 1 GiB
- * takes ~92 us. Hence two ways to pay less. WHOLE_MAPS: vm_map 2 driver
- * calls (cuMemCreate, cuMemMap) + 1 cuMemSetAccess + 1 cuMemRelease + 1
- * cudaMemGetInfo per map whatever its size, vm_unmap 1 cuMemUnmap per map
- * (the driver's cost is per physical allocation, ~31-46 us from 2 to 32
- * MiB alike), at the price of giving memory back only map by map. And
- * cca_upstream_cuda_create_with's vm_granularity: a
- * granule ("page") of any power of two from the driver's minimum up to
- * 1 GiB, made of ONE cuMemCreate of that size in page mode, so the same
- * calls per granule cover more bytes, and release goes in those larger
- * steps. The
- * driver's minimum is asked all the same and the page must hold whole
- * minimum granules (cuMemCreate's and cuMemMap's sizes and the reserved
- * range's alignment are multiples of it); the record and every rule above
- * work in pages.
- * Limits (PyTorch's expandable segments add peers and IPC handles; these
- * do not): access is granted to the owning device only (no peer access:
- * another GPU touching the memory faults), no shareable handle type is
- * requested (no IPC: the memory cannot be exported to another process),
- * and gpuDirectRDMACapable is not set (no GPUDirect RDMA from a NIC).
- * The vm ops of one upstream run one at a time (vm_lock, held across the
- * record's check and the driver calls it allows); alloc and free do not
- * take it. The driver does not wait for queued kernels before unmapping:
- * the allocator synchronizes the device first (trim, the OOM retry, domain
- * release, cca_destroy).
+ * - Page size: cca_upstream_cuda_create_with's vm_granularity, any power of
+ *   two from the driver's minimum to 1 GiB, ONE cuMemCreate per page in
+ *   page mode; it holds whole minimum granules; the record and every rule
+ *   work in pages.
+ * - Limits (PyTorch adds peers and IPC): access for the owning device only
+ *   (another GPU touching it faults), no shareable handle type (no IPC),
+ *   gpuDirectRDMACapable not set.
+ * - vm_lock: the vm ops of one upstream run one at a time (held across the
+ *   record's check and the driver calls); alloc and free do not take it.
+ *   The driver does not wait for queued kernels before unmapping: the
+ *   allocator synchronizes first (trim, the OOM retry, domain release,
+ *   cca_destroy).
+ * - Costs in driver calls: page mode, vm_map 2 per page + 1
+ *   (cuMemCreate, cuMemMap; one cuMemSetAccess), a cuMemRelease per page
+ *   (host-side), one cudaMemGetInfo; vm_unmap 1 per page. WHOLE_MAPS: the
+ *   same per map, whatever its size. Measured per page on an H100:
+ *   docs/allocator-measurements.md, "Expandable segments".
  *
- * Cleanup steps. Some driver calls only tidy up after an op, and a
- * refusal of one cannot change what the op did: putting the caller's
- * context back (every op), releasing the handle of a new allocation once
- * cuMemMap was tried (the mapping keeps the memory, or the map failed),
+ * Cleanup steps: driver calls that only tidy up after an op, whose refusal
+ * cannot change what the op did: putting the caller's context back (every
+ * op), releasing a new allocation's handle once cuMemMap was tried,
  * freeing a reservation that could not be recorded (no host memory),
- * destroying the event of a refused cudaEventRecord, and releasing the
- * primary context's retain (cca_upstream_destroy, a failed creation).
- * Each such refusal is logged, one line naming the device, the call, the
- * driver's error and what stays behind (the primary context current on
- * the thread; "leaked: N bytes of device memory" for a handle, whose memory
- * then outlives its unmap; the reserved range; the event; the retain), and
- * the op returns what it would have returned: none of them changes a
- * status. The lines are made inside the op, under the vm lock or the
- * allocator's lock, and wait for the unlock like every line logged under a
- * ccalloc lock (lock.c, "The log"): the vm ops hold the log across vm_lock.
- * The undo of a failed map (unmapping what it mapped) and of a failed
- * unmap (mapping back) are not cleanup steps in this sense: what they
- * leave changes the op's message, as said above.
+ * destroying the event of a refused cudaEventRecord, releasing the primary
+ * context's retain (destroy, a failed creation).
+ * - A refusal changes no status; one log line names the device, the call,
+ *   the driver's error and what stays behind (the primary context current;
+ *   "leaked: N bytes of device memory" for a handle, whose memory outlives
+ *   its unmap; the range; the event; the retain).
+ * - The lines are made under the vm lock or the allocator's and wait for
+ *   the unlock (lock.c, "The log"): the vm ops hold the log across vm_lock.
+ * - The undo of a failed map or unmap is not a cleanup step: what it
+ *   leaves changes the op's message, as above.
  */
 #include "upstream.h"
 

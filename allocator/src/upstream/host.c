@@ -1,133 +1,88 @@
 /*
- * host.c — a simulated device of fixed capacity over host memory,
- * made to behave like a GPU so that every allocator path (OOM, retry, trim,
- * release) runs, and is measured, on a machine without one.
+ * host.c — a simulated device of fixed capacity over host memory that
+ * behaves like a GPU, so every allocator path (OOM, retry, trim, release)
+ * runs, and is measured, without one (docs/allocator.md, "Upstreams").
  *
- * Address space. At creation the device reserves ONE range of address space
- * the size of its capacity (rounded up to the host page), with
- *     mmap(NULL, range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
- * which costs no memory: no page exists until one is touched. Every alloc is
- * placed inside that range by the device itself, so addresses depend only on
- * the sequence of calls made on this device, never on what else the process
- * did (glibc's malloc would hand out different addresses after other work,
- * and best fit breaks ties by address: figures would drift between runs).
- *
- * Placement is FIRST FIT BY ADDRESS over a sorted array of free extents:
+ * - Address space: ONE range the size of the capacity (rounded up to the
+ *   host page), mmap(NULL, range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+ *   MAP_NORESERVE): no memory until touched. The device places every alloc
+ *   itself, so addresses depend only on this device's calls (best fit
+ *   breaks ties by address: figures are the same in every run).
+ * - Placement: FIRST FIT BY ADDRESS over a sorted array of free extents,
  *     free[0..n): {off, len}, off strictly increasing, no two touching
- * (touching extents are merged on free). An alloc takes the lowest extent
- * that fits, from its start; a free inserts its extent and merges it with its
- * neighbours. A second sorted array holds the live allocations {off, size as
- * asked}: a free must name exactly one of them (pointer and size), as
- * cudaFree takes exactly what cudaMalloc gave; anything else (a double free,
- * another size, an interior pointer) is refused and changes nothing. Sizes are rounded up to the host page (the unit mprotect works
- * in), as a GPU rounds cudaMalloc to its own page (2 MiB on current NVIDIA
- * GPUs): capacity and mem_info count rounded bytes, so a capacity that is not
- * a page multiple cannot be allocated whole, and one under a page not at
- * all. Cost: O(n) per alloc and O(log n + n) per free (binary searches,
- * memmove), n = live allocations (free extents <= n + 1); upstream calls are
- * rare by design.
+ *   (merged on free); an alloc takes the lowest extent that fits, from its
+ *   start. A second sorted array holds live allocations {off, size as
+ *   asked}: a free must name exactly one (pointer and size), as cudaFree;
+ *   anything else (double free, other size, interior pointer) is refused
+ *   and changes nothing.
+ * - Sizes round up to the host page (mprotect's unit; a GPU rounds
+ *   cudaMalloc to 2 MiB); capacity and mem_info count rounded bytes (a
+ *   capacity off a page multiple cannot be allocated whole).
+ * - Pages live only while allocated: alloc mprotects them READ|WRITE (zero
+ *   pages on first touch); free maps fresh PROT_NONE pages over them (mmap
+ *   MAP_FIXED): the memory goes back to the OS at once and a later touch
+ *   faults, like a use after cudaFree.
+ * - Driver costs (optional): a busy-wait per alloc and per free, on
+ *   CLOCK_MONOTONIC, outside the lock, charged to refused allocs too.
+ * - Events: host work is synchronous, so an event is complete when
+ *   recorded (record returns a non-NULL token, query returns CCA_OK).
+ * - Costs: alloc O(n), free O(log n + n) (binary searches, memmove),
+ *   n = live allocations (free extents <= n + 1).
  *
- * Pages live only while allocated. Alloc makes its pages accessible
- * (mprotect PROT_READ|PROT_WRITE; the kernel then hands out zero pages on
- * first touch). Free maps fresh PROT_NONE pages over the extent
- * (mmap MAP_FIXED), which gives the old pages back to the OS at once — the
- * process's resident memory drops — and makes any later touch fault, like a
- * use-after-cudaFree on a GPU (which faults as an illegal address).
- *
- * Driver costs. Optional busy-waits per alloc and per free model what a real
- * driver charges (cudaMalloc tens of microseconds, cudaFree also waits for
- * the device), so a strategy that calls the upstream many times more often
- * than another is also slower by that much. They spin outside the lock, on
- * CLOCK_MONOTONIC, and are charged to failed allocs as well (a refused
- * cudaMalloc costs as much as a granted one).
- *
- * Virtual memory (the vm_* ops, what expandable segments are built on;
- * CUDA's cuMemAddressReserve / cuMemCreate + cuMemMap / cuMemUnmap /
- * cuMemAddressFree). Two more sorted arrays of {address, size}, by address:
+ * Virtual memory (the vm_* ops, CUDA's cuMemAddressReserve / cuMemCreate +
+ * cuMemMap / cuMemUnmap / cuMemAddressFree). Two more sorted arrays, by
+ * address, and `mapped`, the bytes in maps:
  *     ranges[0..n): address space from vm_reserve, disjoint
- *     maps[0..m):   what is mapped: the maps from vm_map, or what is left of
- *                   them after unmaps, disjoint, each inside one range
+ *     maps[0..m):   what is mapped (maps from vm_map, or what unmaps left
+ *                   of them), disjoint, each inside one range
  *     classic range | range A [ map | map |  ....  ]   range B [ .. | map ]
  *                   (PROT_NONE where nothing is mapped: a touch faults)
- * and `mapped`, the bytes in maps. Release is GRANULE BY GRANULE, as
- * PyTorch's expandable segments have it on a GPU with one physical handle
- * per page: a map is made in one call, but each of its granules is memory
- * of its own, and any run of mapped granules can be unmapped, whichever
- * calls mapped them:
+ * - Release is GRANULE BY GRANULE (PyTorch's expandable segments: one
+ *   handle per page): any run of mapped granules can be unmapped,
+ *   whichever calls mapped them:
  *     map [0,3)   map [3,4)          granules  0 1 2 3 4
  *     unmap [1,2)                              # . # # .   (# mapped)
  *     unmap [2,4)  (spans two maps)            # . . . .
  *     unmap [0,2)  refused: granule 1 is not mapped; nothing changes
- * A record is cut where an unmap ends inside it (one map losing its middle
- * becomes two records); records of adjacent maps are not merged, so m is
- * at most the number of map calls plus the cuts. The rules, enforced so
- * that the allocator is held to them on a CPU; a call that breaks one
- * fails, with a message naming the rule, and changes nothing:
- *   - every address and size is a multiple of the granularity (an option:
- *     0 = 2 MiB, else a power of two >= the host page, checked at creation);
- *     the wrapper (upstream.c) refuses the rest, CCA_ERR_INVALID_ARGUMENT:
- *     no partial unmap of a granule;
- * and here, CCA_ERR_UPSTREAM:
- *   - a map lies inside ONE reserved range and overlaps no mapped granule;
- *   - an unmap names only mapped granules: one map, part of one, or a run
- *     across adjacent maps made by separate calls; a range with any granule
- *     not mapped is refused whole;
- *   - a release names exactly one range (same base and size) with nothing
+ *   A record is cut where an unmap ends inside it; adjacent records are not
+ *   merged (m <= map calls + cuts).
+ * - Rules; a call that breaks one fails, naming the rule, changing nothing:
+ *   - addresses and sizes are multiples of the granularity (0 = 2 MiB,
+ *     else a power of two >= the host page, checked at creation); the
+ *     wrapper refuses the rest (CCA_ERR_INVALID_ARGUMENT);
+ *   and here, CCA_ERR_UPSTREAM:
+ *   - a map lies inside ONE range and overlaps no mapped granule;
+ *   - an unmap names only mapped granules (one map, part of one, or a run
+ *     across adjacent maps); any unmapped granule refuses it whole; with
+ *     whole maps (vm_backing CCA_VM_WHOLE_MAPS, as CUDA's one cuMemCreate
+ *     per map) it names whole maps only, so no record is ever cut;
+ *   - a release names exactly one range (same base and size), nothing
  *     mapped in it.
- * Capacity is shared: classic allocations and maps together, used + mapped
- * <= capacity (else CCA_ERR_OUT_OF_MEMORY, after the rules are checked), and
- * mem_info's free is capacity - used - mapped; reserved address space counts
- * for nothing.
- *   vm_reserve  mmap(NULL, size + gran, PROT_NONE, ... | MAP_NORESERVE) and
- *               unmap the slop on each side, leaving a granularity-aligned
- *               range: address space only, as the classic range.
- *   vm_map      fresh physical memory for each map: a memfd of the size
- *               (memfd_create, ftruncate), mapped MAP_SHARED | MAP_FIXED
- *               over the range's PROT_NONE pages, the fd closed at once (the
- *               mapping keeps the memory alive). Pages appear, zeroed, on
- *               first touch, a read as well as a write (shared memory has no
- *               zero page to read from, unlike the classic range; a GPU map
- *               is backed whole at once). Maps made by separate calls that
- *               touch are one contiguous run of addresses, as on a GPU. Any
- *               syscall failing puts the PROT_NONE pages back: nothing stays
- *               mapped (status: OOM for ENOMEM/ENOSPC, else UPSTREAM).
- *               fork() would leave these pages shared between parent and
- *               child: the child's fork handler gives it a copy of its own
- *               (host_fork_child, below, a fork hook). One
- *               memfd per map, not per granule, and still granule release:
- *   vm_unmap    for each map the range overlaps, madvise(MADV_REMOVE) of
- *               the overlapped part punches a hole in its memfd, so those
- *               pages go back to the OS at once (resident memory drops) even
- *               though the rest of the memfd stays mapped (mapping new
- *               pages over them alone would free nothing: the file keeps
- *               them); then fresh PROT_NONE pages over the whole range (mmap
- *               MAP_FIXED, one call), so a later touch faults, and the
- *               records are cut. The records' room is reserved first, so a
- *               host malloc failure changes nothing.
- *               With whole maps (option vm_backing CCA_VM_WHOLE_MAPS, as
- *               the CUDA upstream with one cuMemCreate per map) one more
- *               rule: the run names whole maps only, no record is ever cut
- *               (a range starting or ending inside a map is refused,
- *               CCA_ERR_UPSTREAM, nothing changed), so every record is one
- *               map call's.
- *   vm_release  munmap of the range.
- * Costs: vm_map busy-waits alloc_latency_ns and vm_unmap free_latency_ns,
- * granted or refused, outside the lock, as alloc and free; a granted call
- * also waits the options' per-granule latency times its granules, once the
- * lock is released (the CUDA upstream pays per granule: cuMemCreate +
- * cuMemMap per granule mapped, cuMemUnmap per granule unmapped); with
- * whole maps, that latency once per map mapped or unmapped (the CUDA
- * upstream's driver calls are per physical allocation, and measured the
- * same from 2 to 32 MiB). In between,
- * under the device's lock (so a check and the syscalls it allows are one step for
- * concurrent callers): vm_map O(log m) to find the range and the
- * neighbouring maps, O(m) memmove to record, four syscalls; vm_unmap
- * O(log m + k) to check the run of k maps it overlaps, k madvise calls
- * plus one mmap, O(m) memmove to cut. Destroy munmaps every range that is
- * left, maps and all.
- *
- * Events: host work is synchronous, so an event is complete when recorded
- * (record returns a non-NULL token, query returns CCA_OK at once).
+ * - Capacity is shared: used + mapped <= capacity (else
+ *   CCA_ERR_OUT_OF_MEMORY, after the rules); mem_info's free is capacity -
+ *   used - mapped; reserved address space counts for nothing.
+ *   vm_reserve  mmap(size + gran, PROT_NONE, MAP_NORESERVE), slop unmapped
+ *               on each side: a granularity-aligned range.
+ *   vm_map      a memfd of the map's size (memfd_create, ftruncate) mapped
+ *               MAP_SHARED | MAP_FIXED over the range, fd closed at once.
+ *               Pages appear zeroed on first touch, read or write (no zero
+ *               page for shared memory). Touching maps are one run of
+ *               addresses. A failing syscall puts PROT_NONE back (OOM for
+ *               ENOMEM/ENOSPC, else UPSTREAM). fork() would leave the pages
+ *               shared: the child's fork hook copies them (host_fork_child).
+ *   vm_unmap    per map overlapped, madvise(MADV_REMOVE) punches the part
+ *               out of its memfd (memory back to the OS even while the rest
+ *               stays mapped), then one mmap MAP_FIXED of PROT_NONE over the
+ *               run, and the records cut. The records' room is reserved
+ *               first, so a host malloc failure changes nothing.
+ *   vm_release  munmap of the range. Destroy munmaps every range left.
+ * - Costs: vm_map busy-waits alloc_latency_ns and vm_unmap free_latency_ns,
+ *   granted or refused, outside the lock; a granted call also waits the
+ *   per-granule latency times its granules (with whole maps, once per map),
+ *   after the lock. Under the device's lock (a check and the syscalls it
+ *   allows are one step): vm_map O(log m) + O(m) memmove, four syscalls;
+ *   vm_unmap O(log m + k) for the k maps it overlaps, k madvise + one mmap,
+ *   O(m) memmove.
  */
 #include "upstream.h"
 

@@ -1,33 +1,29 @@
 /*
- * upstream.c — the wrapper every upstream sits behind.
+ * upstream.c — the wrapper every upstream sits behind (docs/allocator.md,
+ * "Upstreams").
  *
- * An upstream is an ops table (ccalloc.h, cca_upstream_ops) plus a context.
- * The host-simulated device, the CUDA device and test doubles are all just
- * tables; this file adds what every one of them needs and none should write
- * again: argument checks, a lock around the accounting, and the counters of
- * cca_upstream_stats (bytes in use now and at peak, live allocations, calls).
- * Because accounting lives here, "the upstream holds nothing for this
- * allocator" can be checked against the upstream's own count whatever the
- * ops are.
- *
- * Contract of the ops (0 = success, preconditions):
- *   alloc(size > 0, size % CCA_GRANULARITY == 0) -> CCA_ALIGNMENT-aligned ptr,
- *       ptr + size not past the top of the address space (else given back)
- *   free(ptr, size) with exactly the pair alloc returned
- *   mem_info / synchronize / events: optional, defaults in ccalloc.h
- * The ops' own locking is their business; the wrapper's lock covers only the
- * counters, so a slow cudaMalloc does not serialize unrelated accounting.
- *
- * Messages (op_begin / op_end around every op): the thread's message is
- * saved and cleared before the op, so what is there afterwards is the op's
- * own (cca_set_error). Then:
- *   op succeeded (event_query: whatever it answered) -> the saved message
- *       is put back: a call that did not fail changes nothing (ccalloc.h);
- *   op failed and said why  -> its message stands;
- *   op failed silently      -> "upstream 'NAME' alloc of N bytes failed
- *       (STATUS)", never the previous call's message, which callers such
- *       as trim and the greedy cca_create would otherwise wrap as the cause.
- * Cost: a strlen and a copy of the (usually empty) message per op.
+ * - An upstream is an ops table (ccalloc.h, cca_upstream_ops) plus a
+ *   context; the simulated device, CUDA and test doubles are all tables.
+ *   This file adds what each needs once: argument checks, a lock around
+ *   the accounting, the counters of cca_upstream_stats (bytes in use now
+ *   and at peak, live allocations, calls). So "the upstream holds nothing
+ *   for this allocator" is checkable whatever the ops are.
+ * - Contract of the ops (0 = success, preconditions):
+ *     alloc(size > 0, size % CCA_GRANULARITY == 0) -> CCA_ALIGNMENT-aligned
+ *         ptr, ptr + size not past the top of the address space (else
+ *         given back)
+ *     free(ptr, size) with exactly the pair alloc returned
+ *     mem_info / synchronize / events: optional, defaults in ccalloc.h
+ * - The ops' own locking is theirs; the wrapper's lock covers only the
+ *   counters, so a slow cudaMalloc does not serialize unrelated accounting.
+ * - Messages (op_begin / op_end around every op): the thread's message is
+ *   saved and cleared before the op, then
+ *     op succeeded (event_query: any answer) -> the saved message put back;
+ *     op failed and said why                 -> its message stands;
+ *     op failed silently -> "upstream 'NAME' alloc of N bytes failed
+ *         (STATUS)", never the previous call's message (which trim or the
+ *         greedy cca_create would otherwise wrap as the cause).
+ *   Cost: a strlen and a copy of the (usually empty) message per op.
  */
 #include "upstream.h"
 

@@ -1,16 +1,12 @@
 /*
- * vm_ranges.c — an upstream's record of the address ranges it reserved, of
- * which granules in them are mapped and where each physical allocation
- * behind them starts, and the virtual-memory rules checked on that record
- * BEFORE any driver call.
+ * vm_ranges.c — an upstream's record of the address ranges it reserved:
+ * which granules are mapped, where each physical allocation starts, and
+ * the virtual-memory rules checked on that record BEFORE any driver call.
  *
- * Why: the CUDA driver finds a rule broken only when it reaches the
- * offending granule. An unmap of granules [0, 4) whose granule 2 is not
- * mapped would unmap 0 and 1, then be refused at 2: the call "failed", yet
- * two granules are gone, and putting them back means new memory (their
- * contents lost) and may itself fail. The rules of cca_upstream_ops say a
- * refused call changes nothing, and the simulated device (host.c)
- * checks first; so does the CUDA upstream, on this record:
+ * - Why: the CUDA driver finds a broken rule only when it reaches the
+ *   granule (an unmap of [0, 4) with granule 2 unmapped unmaps 0 and 1,
+ *   then fails); cca_upstream_ops says a refused call changes nothing, so
+ *   the CUDA upstream checks here first, as host.c does on its own arrays.
  *
  *   ranges  head -> [base, size, granules | mapped | starts] -> [ ... ] -> NULL
  *   mapped  one bit per granule: 1 = mapped    granules 0 1 2 3 4 5 6 ...
@@ -18,30 +14,29 @@
  *   starts  one bit per granule: 1 = a physical starts   1 0 0 1 . 1 . ...
  *           allocation starts here (read only where mapped: '.')
  *           Above, whole maps [0, 3), [3, 4) and [5, 6).
+ *
+ * - Rules:
  *   map      [addr, addr + size) inside one range, every mapped bit 0;
  *   unmap    inside one range, every mapped bit 1 (the first 0 is named);
  *            with whole maps (rs->whole_maps) also: the run starts where a
  *            map starts, and the granule after it is the range's end, not
  *            mapped, or a map's start (else the map it would cut is named);
  *   release  exactly one range (same base and size), every mapped bit 0.
- *
- * A refusal is CCA_ERR_UPSTREAM with a message naming the upstream, the
- * rule and the granule (its index in the range). The caller marks where
- * its allocations start before mapping a run (ccai_vm_range_mark_map: every
- * granule in page mode, the run's first with whole maps), then sets and
- * clears mapped bits as its driver calls succeed, so the record stays the
- * truth even when a call fails part-way. An unmap leaves the starts bits
- * of what it unmapped as they were: a caller that must map it again (the
- * undo of an unmap the driver refused part-way) finds the allocations it
- * had there (ccai_vm_map_end).
- *
- * Costs: finding the range walks the list (one range per stream, pool and
- * memory domain in use); checking a run tests its bits one by one (a run
- * of k granules: k tests, plus two starts bits with whole maps; the driver
- * then makes >= 1 call anyway; naming a map a refused unmap would cut walks
- * that map). A range's bitmaps are 2 * granules / 8 bytes: 10 KiB for 80
- * GiB of 2 MiB granules. Not locked: the caller holds its own lock across
- * the check and the driver calls it allows.
+ * - A refusal is CCA_ERR_UPSTREAM naming the upstream, the rule and the
+ *   granule (its index in the range).
+ * - The record stays the truth when a call fails part-way: the caller
+ *   marks starts before mapping a run (ccai_vm_range_mark_map: every
+ *   granule in page mode, the run's first with whole maps), then sets and
+ *   clears mapped bits as its driver calls succeed. An unmap leaves starts
+ *   bits as they were, so an undo that maps again finds the allocations it
+ *   had there (ccai_vm_map_end).
+ * - Not locked: the caller holds its own lock across the check and the
+ *   driver calls it allows.
+ * - Costs: finding a range walks the list (one range per stream, pool and
+ *   domain in use); a run of k granules is k bit tests (plus two starts
+ *   bits with whole maps; naming a map a refused unmap would cut walks
+ *   that map). Bitmaps: 2 * granules / 8 bytes per range (10 KiB for 80
+ *   GiB of 2 MiB granules).
  */
 #include "upstream.h"
 

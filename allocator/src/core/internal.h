@@ -182,6 +182,8 @@ struct cca_allocator {
     bool fork_locked;             /* fork.c's prepare took lock (not: the forking thread held it, in an op) */
 };
 
+#include "kind.h" /* the segment-kind seam: classic.c, pages.c */
+
 /* segment.c */
 ccai_block *ccai_block_new_slab(cca_allocator *a); /* block.c: a new slab, then as below */
 
@@ -271,21 +273,11 @@ static inline bool ccai_block_pages_mapped(ccai_block *b, size_t held) {
     }
     return ccai_pages_mapped(b->segment, b->addr, held);
 }
-/* The device's free memory, asked of the upstream (mem_info; CUDA:
- * cudaMemGetInfo) at most once per step that needs it, and only by those
- * that would otherwise cost calls for memory the device cannot give
- * (kinds/pages.c, "the device's free memory"). Start with {false, 0}. */
-typedef struct ccai_device_room {
-    bool asked;  /* mem_info was asked */
-    size_t free; /* its free bytes; SIZE_MAX when unknown (no mem_info, or it failed) */
-} ccai_device_room;
 /* CCA_OK when the device's free memory (asked now unless room->asked) is
  * unknown or holds `bytes`; else CCA_ERR_OUT_OF_MEMORY, "the device has F
  * bytes free, N needed for <what>; nothing was reserved or mapped". A
  * mem_info that fails leaves the thread's message as it was. */
 cca_status ccai_device_room_for(cca_allocator *a, ccai_device_room *room, size_t bytes, const char *what);
-
-#include "kind.h" /* the segment-kind seam: classic.c, pages.c */
 
 /* stream.c */
 /* At cca_free: true = b is now PENDING (or waits for a synchronize), false =

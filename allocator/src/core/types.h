@@ -149,4 +149,13 @@ typedef struct ccai_segment {
     struct ccai_segment *prev, *next;
 } ccai_segment;
 
+/* The device's free memory, asked of the upstream (mem_info; CUDA:
+ * cudaMemGetInfo) at most once per step that needs it, and only by those
+ * that would otherwise cost calls for memory the device cannot give
+ * (kinds/pages.c, "the device's free memory"). Start with {false, 0}. */
+typedef struct ccai_device_room {
+    bool asked;  /* mem_info was asked */
+    size_t free; /* its free bytes; SIZE_MAX when unknown (no mem_info, or it failed) */
+} ccai_device_room;
+
 #endif /* CCA_TYPES_H */

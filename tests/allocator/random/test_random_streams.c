@@ -651,10 +651,16 @@ static void op_reserve(world *w, uint64_t *rng) {
     cca_status st = cca_domain_reserve(w->a, w->D[k].h, bytes);
     w->x.serving = -1;
     settle(w, false, false);
-    /* every range the call made is an arena's: the arena, or one whose map
-     * and release were both refused, kept in the domain's arena pool */
+    /* only a reserve that succeeds makes an arena: the range it made that is
+     * mapped whole. A range whose map and release were both refused stays
+     * (what its map's undo could not unmap still mapped) as an ordinary
+     * range of the domain's large pool, stream NULL (pages.c, keep_range):
+     * not an arena, its blocks keyed by NULL like a growth segment's, in a
+     * failed call or before the retry of one that succeeds. Classic: a
+     * refused reservation leaves no range. */
     for (int i = 0; i < w->x.nr; i++)
-        w->x.r[i].arena |= w->x.r[i].id > grants;
+        w->x.r[i].arena |=
+            st == CCA_OK && w->x.r[i].id > grants && (!w->x.r[i].vm || w->x.r[i].mapped == w->x.r[i].size);
     cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_INVALID_ARGUMENT,
               WHERE ": reserve: %s / %s", WARGS, cca_status_string(st), cca_last_error());
 }

@@ -1,5 +1,5 @@
-# Allocator suites: some are named after the file they test (test_pool.c,
-# allocator/src/pool.c), others cross files (random, threads, hostile, hold).
+# Allocator suites: some are named after the file they test (test_stream.c,
+# allocator/src/core/stream.c), others cross files (random, threads, hostile, hold).
 # Declared here by the allocator tests; see tests/CMakeLists.txt. Every suite
 # shares alloc_test_util.c (assertion short-hands and a test double upstream).
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
@@ -46,10 +46,10 @@ endif()
 cca_add_test(NAME test_vm_ranges SOURCES allocator/unit/test_vm_ranges.c LIBS ccalloc_static LABEL cpu)
 target_include_directories(test_vm_ranges PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 
-# The simulated device (upstream_host.c) held to its contract: placement, rounding, refusals, page release, latency.
+# The simulated device (upstream/host.c) held to its contract: placement, rounding, refusals, page release, latency.
 cca_add_test(NAME test_upstream_host SOURCES allocator/unit/test_upstream_host.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 
-# The simulated device's virtual memory (upstream_host.c, vm_* ops) held to CUDA's rules: ranges, maps, capacity, page release.
+# The simulated device's virtual memory (upstream/host.c, vm_* ops) held to CUDA's rules: ranges, maps, capacity, page release.
 cca_add_test(NAME test_upstream_vm SOURCES allocator/unit/test_upstream_vm.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 
 # A custom upstream that misbehaves (tests/allocator/hostile/test_upstream_hostile.c): ranges past the top of the address space,

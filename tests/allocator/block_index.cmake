@@ -1,4 +1,4 @@
-# block_index.c is internal: the test includes allocator/src/internal.h.
+# the free index (core/free_index.c, version 2) is internal: the test includes allocator/src/core/internal.h.
 cca_add_test(NAME test_block_index SOURCES allocator/unit/test_block_index.c LIBS ccalloc_static LABEL cpu)
 target_include_directories(test_block_index PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 # The suite makes tree-node allocation fail: the library's aligned_alloc

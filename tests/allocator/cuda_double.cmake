@@ -1,4 +1,4 @@
-# The CUDA upstream (allocator/src/upstream_cuda.c) on a machine without a
+# The CUDA upstream (allocator/src/upstream/cuda.c) on a machine without a
 # GPU: the allocator's sources compiled with CUDA as for a GPU build, linked
 # against tests/allocator/cuda/cuda_double.c (a test double of the runtime and driver calls
 # it makes, over host memory, enforcing their documented rules) instead of

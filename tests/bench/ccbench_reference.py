@@ -223,7 +223,7 @@ def trace_figures(path):
 
 
 def format_bytes(b):
-    """cca_format_bytes (allocator/src/status.c), as the markdown shows bytes."""
+    """cca_format_bytes (allocator/src/support/size.c), as the markdown shows bytes."""
     v, u = float(b), 0
     units = ["B", "KiB", "MiB", "GiB", "TiB"]
     while v >= 1024.0 and u < 4:

@@ -137,7 +137,7 @@ struct cca_allocator {
     const struct ccai_kind *kind; /* its segments' kind (kind.h): chosen by cca_create, never changed */
     bool medium_pool;        /* config.medium_pool and the kind has the pool (ccai_pool_of) */
     bool expandable;         /* kind is pages (for the reports: stats, snapshots) */
-    size_t page;             /* the upstream's granularity when expandable */
+    size_t page;             /* the upstream's granularity with the pages kind; else 0 */
     bool peak_hold;          /* one request of hold_peak:1 grows: reserved_peak is a
                                 cap beside max_reserved (ccai_cap; alloc.c, alloc_locked) */
     bool peak_rising;        /* that request raises the peak: no ahead pages (kinds/pages.c) */

@@ -68,16 +68,14 @@ static ccai_broken check_segments(const cca_allocator *a, size_t *allocated, siz
     size_t reserved = 0, segments = 0, mapped = 0, expandable = 0, space = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next) {
         segments++;
+        ccai_broken err = a->kind->check(s); /* the kind's own rules: pages, I7 and I9 */
+        if (err.detail)
+            return err;
+        reserved += a->kind->reserved(s);
         if (s->expandable) {
-            ccai_broken err = a->kind->check(s);
-            if (err.detail)
-                return err;
-            reserved += s->mapped_pages * s->page;
             mapped += s->mapped_pages * s->page;
             space += s->size;
             expandable++;
-        } else {
-            reserved += s->size;
         }
         uintptr_t expect = s->base;
         size_t seg_live = 0, seg_live_bytes = 0;
@@ -173,7 +171,7 @@ static ccai_broken check_domains(const cca_allocator *a) {
                 return ccai_broke(CCAI_INV_DOMAINS,
                                   "a domain's segment list is broken or names another domain's segment");
             segs++;
-            r += s->expandable ? s->mapped_pages * s->page : s->size;
+            r += a->kind->reserved(s);
             arena_found |= s == d->arena;
             if (s->pool == CCAI_POOL_ARENA && s != d->arena) /* ccai_arena_fit (fit.h) would serve from it */
                 return ccai_broke(CCAI_INV_DOMAINS, "a segment of a domain's arena pool is not its arena");

@@ -81,7 +81,7 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
     if (c->expandable_segments) /* free blocks span unmapped address space: count mapped bytes only */
         s->cached_bytes = c->reserved - c->allocated;
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
-    s->page_size = a->expandable ? a->page : 0;
+    s->page_size = a->page; /* 0 unless the kind is pages (cca_create) */
     s->expandable_segments = c->expandable_segments;
     s->address_space_bytes = c->address_space;
     s->mapped_bytes = c->mapped;

@@ -2,9 +2,9 @@
  * domain.c — memory domains: named owners of segments, so that one model's
  * memory goes back whole while other models keep running.
  *
- * - A DOMAIN owns segments (expandable: address ranges); a request in d is
- *   served only from d's free index (`pools`) and new segments are d's, so
- *   one domain's blocks never pin another's memory (I8).
+ * - A DOMAIN owns segments (expandable: address ranges); a request in d
+ *   (cca_alloc_in) is served only from d's free index (`pools`) and new
+ *   segments are d's, so one domain's blocks never pin another's memory (I8).
  *
  *     one domain:  [ A's weights | B's weights | A's activations | free ]
  *                  unload A -> pinned by B: nothing goes back
@@ -28,7 +28,7 @@
  *   segments + blocks), plus O(pages) per range; per-domain stats
  *   O(pools x streams) of d's free index.
  */
-#include "../core/internal.h"
+#include "domain.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -267,6 +267,36 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
         d->trace_no = ccai_trace_domain(a->trace, d->name);
     *out = ccai_domain_handle(d);
     return CCA_OK;
+}
+
+/* ---- allocating in a domain -------------------------------------------- */
+
+cca_status cca_alloc_in(cca_allocator *a, cca_domain *h, size_t size, cca_stream s, void **out) {
+    if (out)
+        *out = NULL;
+    if (!a || !out)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: %s is NULL", a ? "out" : "allocator");
+    ccai_deferred_log log;
+    log.set = false;
+    cca_status st = ccai_lock(a, "cca_alloc_in");
+    if (st != CCA_OK)
+        return st;
+    cca_domain *d = ccai_domain_lookup(a, h);
+    if (!d) {
+        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: domain %p is not one of this allocator's",
+                           (void *)h);
+    } else if (size == 0) {
+        st = CCA_OK;
+    } else {
+        a->serving = d;
+        a->allocating = "cca_alloc_in";
+        st = ccai_alloc_locked(a, a->serving, size, s, out, &log);
+        a->serving = &a->root;
+        a->allocating = "cca_alloc";
+    }
+    ccai_unlock(a);
+    ccai_log_flush(&log);
+    return st;
 }
 
 /* ---- release ------------------------------------------------------------- */

@@ -1,16 +1,15 @@
 /*
- * allocator.c — an allocator's life: cca_create, cca_destroy, cca_get_config.
+ * allocator.c — an allocator's life: cca_create, cca_destroy.
  *
- * - cca_create validates the config (or reads CCALLOC_CONF), picks the
- *   segment kind once (a->kind: pages where expandable:1 and the upstream
- *   has virtual memory, else classic; kind.h) and, under policy:greedy,
- *   reserves the arena. Nothing else is reserved until the first request.
- * - cca_destroy synchronizes (always when pages are mapped, else only for
- *   pending frees), gives every segment back through its kind, and reports
- *   live blocks as CCA_ERR_LIVE_BLOCKS. The record is freed whatever fails.
- * - The config is immutable after creation: cca_get_config takes no lock.
+ * - cca_create validates the config (or reads CCALLOC_CONF) and picks the
+ *   kind and the policy once; only greedy reserves anything before the
+ *   first request. The config never changes.
+ * - cca_destroy synchronizes, gives every segment back through its kind,
+ *   and reports live blocks as CCA_ERR_LIVE_BLOCKS; the record is freed
+ *   whatever fails.
  */
 #include "internal.h"
+#include "../domain.h" /* the default domain */
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,21 +46,16 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
     ccai_domain_init_root(a);
     if (cfg.expandable && !cca_upstream_has_vm(u))
         ccai_upstream_log_no_vm(u); /* classic segments: said once per upstream, with its reason */
-    a->kind = &ccai_kind_classic;
-    if (cfg.expandable && cca_upstream_has_vm(u)) {
-        cca_status st = cca_upstream_vm_granularity(u, &a->page);
-        if (st != CCA_OK) {
-            free(a);
-            return cca_error_prefix(st, "cca_create: expandable:1 needs the upstream's granularity");
-        }
-        a->kind = &ccai_kind_pages;
-        a->expandable = true;
-        a->whole_maps = cca_upstream_vm_backing(u) == CCA_VM_WHOLE_MAPS;
+    a->kind = cfg.expandable && cca_upstream_has_vm(u) ? &ccai_kind_pages : &ccai_kind_classic;
+    cca_status st = a->kind->start ? a->kind->start(a) : CCA_OK;
+    if (st != CCA_OK) {
+        free(a);
+        return cca_error_prefix(st, "cca_create");
     }
+    a->policy = cfg.policy == CCA_POLICY_GREEDY ? &ccai_policy_greedy : &ccai_policy_growth;
     a->medium_pool = cfg.medium_pool && a->kind->medium_pool;
-    /* step 1's bound: every rounding a request may meet (to 512 bytes, to
-     * its segment's size, to the kind's unit: whole pages) stays
-     * representable below it, so no later step has to check for overflow */
+    /* step 1's bound: no rounding a request meets (512 B, its segment, the
+     * kind's unit) can overflow below it */
     size_t rounding = a->page > cfg.segment_round ? a->page : cfg.segment_round;
     a->max_request = SIZE_MAX - (rounding + CCA_GRANULARITY);
     if (ccai_live_map_init(&a->live) != CCA_OK) {
@@ -69,18 +63,13 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
         return cca_error_prefix(CCA_ERR_OUT_OF_MEMORY, "cca_create");
     }
     a->trace = ccai_trace_open_from_env();
-    if (cfg.history) {
-        cca_status st = ccai_history_create(cfg.history, &a->history);
-        if (st != CCA_OK) {
-            cca_destroy(a);
-            return cca_error_prefix(st, "cca_create");
-        }
+    if (cfg.history && (st = ccai_history_create(cfg.history, &a->history)) != CCA_OK) {
+        cca_destroy(a);
+        return cca_error_prefix(st, "cca_create");
     }
-    if (cfg.policy == CCA_POLICY_GREEDY) {
-        /* under the lock, as every upstream op the allocator calls (a line
-         * an op logs waits for the unlock); no other thread knows a yet */
+    if (a->policy->start) { /* greedy: the arena; under the lock, as every upstream op */
         (void)ccai_mutex_lock(&a->lock); /* a is new: none of its ops is running, so never refused */
-        cca_status st = ccai_arena_reserve(a);
+        st = a->policy->start(a);
         ccai_mutex_unlock(&a->lock);
         if (st != CCA_OK) {
             char msg[512];
@@ -94,17 +83,6 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
     return CCA_OK;
 }
 
-/* cca_destroy's synchronize: with pages mapped, always (unmapping does not
- * wait for queued work, and a block freed on its own stream may still have
- * some); else only for pending frees (freeing a classic segment waits for
- * the device: cudaFree does). On failure its message goes to why. */
-static cca_status destroy_sync(cca_allocator *a, char why[CCAI_ERROR_CAP]) {
-    cca_status st = a->c.mapped ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
-    if (st != CCA_OK)
-        snprintf(why, CCAI_ERROR_CAP, "%s", cca_last_error());
-    return st;
-}
-
 cca_status cca_destroy(cca_allocator *a) {
     if (!a)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_destroy: allocator is NULL");
@@ -112,8 +90,12 @@ cca_status cca_destroy(cca_allocator *a) {
         return ccai_lock_refused("cca_destroy");
     ccai_fork_unregister_allocator(a); /* before its lock: registry, then allocator, as fork.c takes them */
     (void)ccai_mutex_lock(&a->lock);   /* not refused: checked above */
+    /* with pages mapped always (unmapping does not wait for queued work);
+     * else only for pending frees (cudaFree waits) */
+    cca_status sync = a->c.mapped ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
     char sync_why[CCAI_ERROR_CAP] = "";
-    cca_status sync = destroy_sync(a, sync_why);
+    if (sync != CCA_OK)
+        snprintf(sync_why, sizeof sync_why, "%s", cca_last_error());
     size_t live = a->live.count;
     size_t live_bytes = a->c.allocated;
     size_t pending = a->c.pending; /* of those, freed but waiting on streams */
@@ -128,11 +110,7 @@ cca_status cca_destroy(cca_allocator *a) {
         a->segments = s->next;
         free(s);
     }
-    while (a->slabs) {
-        ccai_block_slab *next = a->slabs->next;
-        free(a->slabs);
-        a->slabs = next;
-    }
+    ccai_block_free_slabs(a);
     ccai_stream_destroy(a);
     ccai_live_map_destroy(&a->live);
     ccai_domain_destroy_all(a);
@@ -140,9 +118,7 @@ cca_status cca_destroy(cca_allocator *a) {
     struct ccai_trace *trace = a->trace;
     ccai_mutex_unlock(&a->lock);
     free(a);
-    /* after the lock: a failed recording is logged here, and no log line is
-     * written while a ccalloc lock is held (ccalloc.h) */
-    ccai_trace_close(trace);
+    ccai_trace_close(trace); /* after the lock: it may log */
     char kept_note[2 * CCAI_ERROR_CAP] = ""; /* room for the synchronize's message whole */
     if (kept)
         snprintf(kept_note, sizeof kept_note,
@@ -162,12 +138,5 @@ cca_status cca_destroy(cca_allocator *a) {
         return cca_set_error(result, "cca_destroy: the upstream refused to take a segment back");
     if (sync != CCA_OK)
         return cca_set_error(sync, "cca_destroy: synchronize failed before releasing the segments: %s", sync_why);
-    return CCA_OK;
-}
-
-cca_status cca_get_config(const cca_allocator *a, cca_config *c) {
-    if (!a || !c)
-        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_get_config: NULL argument");
-    *c = a->config; /* immutable after creation: no lock needed */
     return CCA_OK;
 }

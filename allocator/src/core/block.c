@@ -1,15 +1,11 @@
 /*
- * block.c — blocks: their records, the split of a free block and the
- * coalescing of a freed one.
+ * block.c — block records and the coalescing of a freed block (the split
+ * is block.h's).
  *
  * - A segment is tiled by blocks in address order (prev/next, I1); no two
  *   neighbours are both FREE (I2): a block that becomes free merges at once.
- * - Records come from 64-aligned slabs of 128 and are recycled, never freed
- *   before cca_destroy; taking one is O(1) (inline in internal.h).
- * - Split (block.h, inline: the cached pair runs it): a free block handed
- *   out keeps `rounded` bytes; the rest becomes a free block when worth one,
- *   and always when it reaches a page no live block needs mapped. O(1)
- *   plus one free-index insert.
+ * - Records come from 64-aligned slabs of 128, recycled, freed only by
+ *   cca_destroy; taking one is O(1).
  * - Coalesce (ccai_pool_return): a LIVE or PENDING block turns FREE and
  *   absorbs its free neighbours. O(1) plus at most two index removals.
  *
@@ -17,13 +13,25 @@
  *   after:           [A free 16M                    ]   merges += 2
  */
 #include "block.h" /* the split, block records */
+#include "../domain.h" /* a domain's counts */
 
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- records ------------------------------------------------------------ */
-
 #define SLAB_BLOCKS 128
+
+typedef struct ccai_block_slab {
+    struct ccai_block_slab *next;
+    _Alignas(64) ccai_block blocks[]; /* each record on two whole cache lines */
+} ccai_block_slab;
+
+void ccai_block_free_slabs(cca_allocator *a) {
+    while (a->slabs) {
+        ccai_block_slab *next = a->slabs->next;
+        free(a->slabs);
+        a->slabs = next;
+    }
+}
 
 /* ---- block records ------------------------------------------------------ */
 
@@ -68,10 +76,8 @@ void ccai_pool_return_unlinked(cca_allocator *a, ccai_block *b) {
     ccai_assert(!b->uses); /* its stream-use record went first (stream.c, the callers) */
     ccai_lower(&a->c.allocated, b->size);
     ccai_lower(&a->c.active, 1);
-    if (a->domains_tracked) {
-        ccai_lower(&b->segment->domain->c.allocated, b->size);
-        ccai_lower(&b->segment->domain->c.active, 1);
-    }
+    if (a->domains_tracked)
+        ccai_domain_count_return(&b->segment->domain->c, b);
     b->requested = 0;
     b->alloc_stream = NULL;
     b->state = CCAI_FREE;

@@ -1,15 +1,11 @@
 /*
- * fit.h — step 4, best fit over a domain's pools, inline: every cca_alloc
- * runs it, and the slow path (grow.c) and pages' grow ask it again.
+ * fit.h — step 4, best fit over a domain's pools, inline (every cca_alloc).
  *
  * - The smallest free block of the key stream with size >= rounded, the
- *   lowest address on ties (the free index answers within one pool).
- * - A large request also looks in the medium pool and takes the better fit
- *   there; a medium request never looks in the large pool.
+ *   lowest address on ties; a large request also looks in the medium pool.
  * - max_split: a request below it never takes a block above it; one at or
  *   above it takes a block less than medium_segment larger.
- * - The domain's footprint arena is asked first (ccai_arena_fit).
- * - Cost: one or two free-index searches.
+ * - The domain's footprint arena is asked first. Cost: one or two searches.
  */
 #ifndef CCA_FIT_H
 #define CCA_FIT_H
@@ -20,8 +16,7 @@ static inline bool ccai_better_fit(const ccai_block *x, const ccai_block *than) 
     return x && (!than || x->size < than->size || (x->size == than->size && x->addr < than->addr));
 }
 
-/* Step 4: best fit for a request of `pool` on key stream `key`, among the
- * blocks of domain d (its free index `pools`). */
+/* Step 4 among one domain's `pools`. */
 static inline ccai_block *ccai_best_fit_in(cca_allocator *a, ccai_free_index *pools, ccai_pool_kind pool, cca_stream key,
                                       size_t rounded) {
     const cca_config *c = &a->config;
@@ -41,13 +36,12 @@ static inline ccai_block *ccai_best_fit_in(cca_allocator *a, ccai_free_index *po
     return b;
 }
 
-/* The same in the domain the call serves (the slow path: grow.c). */
+/* The same in the domain the call serves. */
 static inline ccai_block *ccai_best_fit(cca_allocator *a, ccai_pool_kind pool, cca_stream key, size_t rounded) {
     return ccai_best_fit_in(a, a->serving->pools, pool, key, rounded);
 }
 
-/* The serving domain's footprint arena, which step 4 asks first: best fit
- * at any size and stream; NULL without an arena. */
+/* The serving domain's footprint arena (any stream); NULL without one. */
 static inline ccai_block *ccai_arena_fit(cca_allocator *a, size_t rounded) {
     struct cca_domain *d = a->serving;
     return d->arena ? ccai_free_index_best_fit(&d->pools[CCAI_POOL_ARENA], NULL, rounded, SIZE_MAX) : NULL;

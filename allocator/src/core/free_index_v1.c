@@ -1,29 +1,20 @@
 /*
  * free_index_v1.c — the free index, version 1: sorted bins (BFC style).
- *
  * Read this one first: the same answers as free_index.c (version 2, which
- * the allocator uses) over the same blocks, in the plainest exact way.
- * Not on the allocator's path; tests/allocator/unit/test_free_index_v1.c
- * runs the two against each other.
+ * the allocator uses), the plainest exact way; the tests run the two
+ * against each other (tests/allocator/unit/test_free_index_v1.c).
  *
- * - Owns, per key stream, V1_BINS bins; a bin is a growable array of
- *   pointers to FREE blocks. It only reads a block (size, addr, stream,
- *   state), never writes one, so v1 and v2 can index the same blocks.
- * - Bin i holds sizes in [512 B << i, 512 B << (i + 1)); the last bin also
- *   every larger size (TensorFlow BFC's bins, 256 B << i there).
- * - Each bin is sorted by (size, address), strictly: a block is in at most
- *   one place, and bins partition sizes in order.
- * - count and bytes are the number and total size of the blocks indexed.
- * - A stream's bins exist from its first attach to its last detach, as in
- *   v2: insert needs them (an assertion), best fit without them is NULL.
+ * - Per key stream, V1_BINS bins, each a growable array of FREE blocks
+ *   sorted strictly by (size, address); bin i holds sizes in
+ *   [512 B << i, 512 B << (i + 1)), the last also every larger size.
+ * - It only reads a block (size, addr, stream, state), never writes one.
+ * - A stream's bins live from its first attach to its last detach.
  * - Best fit: the smallest block of the stream with size >= n, the lowest
- *   address on ties; NULL when none, or when it is larger than max_size:
- *   the lower bound of (n, 0) in n's bin, else the first block of the next
- *   non-empty bin.
- * - Departs from v2: take is remove, split is insert then remove,
- *   swap_recent always answers false (no recent slot); insert and split
- *   return CCA_ERR_OUT_OF_MEMORY, the index unchanged, when a bin cannot
- *   grow (v2 never fails: its overflow list).
+ *   address on ties (NULL: none, or over max_size): the lower bound of
+ *   (n, 0) in n's bin, else the first block of the next non-empty bin.
+ * - Departs from v2: take is remove, split is insert then remove, no
+ *   recent slot; insert and split fail (CCA_ERR_OUT_OF_MEMORY, nothing
+ *   changed) when a bin cannot grow.
  *
  *     stream NULL:  bin 0  [512 B, 1 KiB)  [ 512@0x9000 ]
  *                   bin 1  [1 KiB, 2 KiB)  [ ]
@@ -31,15 +22,11 @@
  *                   ...
  *                   bin 20 [512 MiB, ...)  [ 1G@0x40000000  8G@0x0 ... ]
  *
- * Cost (S streams, k blocks in the bin, B = V1_BINS = 21):
- *   attach, detach       O(S), one calloc or free
- *   insert, remove       O(S + log k) to find the place, O(k) to move the
- *                        tail; insert may realloc the bin (doubling)
- *   best_fit             O(S + log k + B)
- *   largest              O(S * B)
- *   largest_run          O(S * B), plus run() on each block larger than the
- *                        best run found before it
- *   walk, check          O(S * B + blocks)
+ * Cost (S streams, k blocks in the bin, B = 21 bins): attach, detach O(S);
+ * insert, remove O(S + log k) plus O(k) to move the tail (insert may
+ * double the bin); best_fit O(S + log k + B); largest O(S * B);
+ * largest_run that plus run() per block larger than the best run so far;
+ * walk, check O(S * B + blocks).
  */
 #include "free_index_v1.h"
 
@@ -186,21 +173,12 @@ void ccai_free_index_v1_remove(ccai_free_index_v1 *ix, ccai_block *b) {
     ix->bytes -= b->size;
 }
 
-void ccai_free_index_v1_take(ccai_free_index_v1 *ix, ccai_block *b) {
-    ccai_free_index_v1_remove(ix, b);
-}
-
 /* rest first: if its bin cannot grow, b stays and nothing changes. */
 cca_status ccai_free_index_v1_split(ccai_free_index_v1 *ix, ccai_block *b, ccai_block *rest) {
     cca_status st = ccai_free_index_v1_insert(ix, rest);
     if (st == CCA_OK)
         ccai_free_index_v1_remove(ix, b);
     return st;
-}
-
-bool ccai_free_index_v1_swap_recent(ccai_free_index_v1 *ix, ccai_block *n, ccai_block *b) {
-    (void)ix, (void)n, (void)b;
-    return false; /* no recent slot: the caller removes n and inserts b */
 }
 
 /* ---- queries ---------------------------------------------------------------- */

@@ -1,20 +1,12 @@
-/*
- * free_index_v1.h — the free index, version 1 (free_index_v1.c): same questions as version 2.
- */
+/* free_index_v1.h — the free index, version 1 (free_index_v1.c). */
 #ifndef CCA_FREE_INDEX_V1_H
 #define CCA_FREE_INDEX_V1_H
 
 #include "types.h"
 #include "../support/support.h"
 
-/* ------------------------------------------------------------------------ */
-/* free_index_v1.c: the free index, version 1 (sorted bins; read it first)  */
-/* ------------------------------------------------------------------------ */
-
-/* The same questions as ccai_free_index (version 2) over the same blocks,
- * answered from per-stream bins of sorted arrays; no block field is
- * written. Not on the allocator's path: the tests run it against v2. A
- * zeroed struct is an empty index. */
+/* Not on the allocator's path (the tests run it against v2); a zeroed
+ * struct is an empty index. */
 typedef struct ccai_v1_stream ccai_v1_stream; /* a stream's bins */
 typedef struct ccai_free_index_v1 {
     ccai_v1_stream *streams;
@@ -29,9 +21,12 @@ void ccai_free_index_v1_destroy(ccai_free_index_v1 *ix);
  * bin's array cannot grow; v2's never fail. */
 cca_status ccai_free_index_v1_insert(ccai_free_index_v1 *ix, ccai_block *b);
 void ccai_free_index_v1_remove(ccai_free_index_v1 *ix, ccai_block *b);
-void ccai_free_index_v1_take(ccai_free_index_v1 *ix, ccai_block *b); /* = remove */
+static inline void ccai_free_index_v1_take(ccai_free_index_v1 *ix, ccai_block *b) { ccai_free_index_v1_remove(ix, b); }
 cca_status ccai_free_index_v1_split(ccai_free_index_v1 *ix, ccai_block *b, ccai_block *rest);
-bool ccai_free_index_v1_swap_recent(ccai_free_index_v1 *ix, ccai_block *n, ccai_block *b); /* always false */
+static inline bool ccai_free_index_v1_swap_recent(ccai_free_index_v1 *ix, ccai_block *n, ccai_block *b) {
+    (void)ix, (void)n, (void)b;
+    return false; /* no recent slot: the caller removes n and inserts b */
+}
 ccai_block *ccai_free_index_v1_best_fit(ccai_free_index_v1 *ix, cca_stream stream, size_t size, size_t max_size);
 size_t ccai_free_index_v1_largest(const ccai_free_index_v1 *ix);
 size_t ccai_free_index_v1_largest_run(const ccai_free_index_v1 *ix, size_t (*run)(const ccai_block *b), size_t floor);

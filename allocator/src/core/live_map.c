@@ -1,14 +1,10 @@
 /*
- * live_map.c — the live map: address -> LIVE or PENDING block, for cca_free.
+ * live_map.c — the live map: address -> LIVE or PENDING block (I3).
  *
- * - A chained hash table with the chain link inside the block record
- *   (hash_next): no allocation per entry.
- * - Doubles at load factor 1; a table that cannot grow (host OOM) keeps
- *   working with longer chains. Insert, find and unlink are O(1) expected.
- * - The hash is one multiply (Fibonacci hashing); insert, find and unlink
- *   are inline in internal.h, as the cached pair runs them. Here: the
- *   table's life, its growth and the removal by block.
- * - Invariant I3: a block is in the live map iff it is LIVE or PENDING.
+ * - A chained hash table, the link inside the block record: no allocation
+ *   per entry. One multiply to hash; insert, find, unlink inline (.h).
+ * - Doubles at load factor 1; a table that cannot grow keeps working with
+ *   longer chains. O(1) expected.
  */
 #include "live_map.h"
 
@@ -49,12 +45,8 @@ void ccai_live_map_grow(ccai_live_map *m) {
 }
 
 void ccai_live_map_remove(ccai_live_map *m, ccai_block *b) {
-    ccai_block **link = &m->buckets[ccai_live_map_bucket(m, b->addr)];
-    while (*link && *link != b)
-        link = &(*link)->hash_next;
-    if (*link) {
-        *link = b->hash_next;
-        m->count--;
-    }
+    ccai_block **link = ccai_live_map_link(m, b->addr); /* one block an address */
+    if (*link == b)
+        ccai_live_map_unlink(m, link);
     b->hash_next = NULL;
 }

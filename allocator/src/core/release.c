@@ -2,44 +2,35 @@
  * release.c — giving memory back: cca_trim, cca_empty_cache (trim(0)),
  * and the release step of the OOM retry and the hold.
  *
- * - Classic segments go back only WHOLE (cudaFree takes what cudaMalloc
- *   gave): one live block PINS its segment, and the report says so
- *   (segments_pinned, live_bytes_pinning, free_bytes_pinned).
- *
- *     segment 20 MiB:  [ free 9 MiB | live 512 B | free ~11 MiB ]  -> pinned
- *
- * - Pages (kinds/pages.c) go back page by page: every page wholly inside a
- *   free block, live neighbours or not; a page a live block shares stays,
- *   its free bytes "trapped" (free_bytes_trapped).
- * - trim(keep): synchronize, complete every pending free, then release in
- *   this order (ccai_release) until reserved <= keep:
- *     1. the free pages at each expandable segment's tail;
+ * - trim(keep): synchronize, complete every pending free, then release
+ *   through the kind until reserved <= keep, in this order:
+ *     1. the free pages at each pages segment's tail;
  *     2. whole free classic segments, largest first;
  *     3. the other free pages, in address order;
  *     4. (trim, empty-cache) empty ranges: their address space goes back.
- *   Pages are unmapped only after the device synchronized: a failed
- *   synchronize skips 1 and 3, and says so.
- * - Pending blocks are not free (I6): never released. One that could not
- *   complete stays reserved; the call says so after releasing what it
- *   could (the synchronize's failure, or CCA_ERR_NOT_READY).
- * - ccai_release_can_help: the retries release nothing when nothing is
- *   cached, when max_reserved (or the held peak) would refuse the need even
- *   with all cached released, or when the device's free memory plus all
- *   cached is short of it. Over pages, a retry whose synchronize failed
- *   ends (ccai_release_unsynced).
- * - Errors: a segment the upstream refuses to take back stays, fully
- *   cached and indexed; the others still go, the report is filled, and
- *   the call returns CCA_ERR_UPSTREAM naming the first refusal.
- * - Cost: O(S log S) in segments (the sort); can_help O(S) classic,
- *   O(blocks) pages, plus one mem_info; each release one upstream call.
+ * - Classic segments go back only WHOLE: one live block PINS its segment,
+ *   and the report says so (segments_pinned, live_bytes_pinning,
+ *   free_bytes_pinned). Pages go back around live blocks; the free bytes
+ *   of a page a live block shares stay (free_bytes_trapped).
+ *
+ *     segment 20 MiB:  [ free 9 MiB | live 512 B | free ~11 MiB ]  -> pinned
+ *
+ * - Pages are unmapped only after the device synchronized: a failed
+ *   synchronize skips 1 and 3, and says so. Pending blocks (I6) are never
+ *   released; one that could not complete stays, and the call says so
+ *   (the synchronize's failure, or CCA_ERR_NOT_READY).
+ * - A retry releases nothing when that cannot help (ccai_release_can_help):
+ *   nothing cached; the cap refuses even with all cached released; the
+ *   device's free memory plus all cached is short of the need.
+ * - A segment the upstream refuses to take back stays, cached and
+ *   indexed; the others still go, and the call returns CCA_ERR_UPSTREAM.
+ * - Cost: O(S log S) in segments (the sort), pages O(blocks); one upstream
+ *   call per release; can_help one mem_info.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-
-
 
 static void fill_report(const cca_allocator *a, cca_release_report *r) {
     r->bytes_still_reserved = a->c.reserved;
@@ -57,10 +48,8 @@ static void fill_report(const cca_allocator *a, cca_release_report *r) {
     }
 }
 
-
 cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r) {
-    cca_release_report local;
-    memset(&local, 0, sizeof local);
+    cca_release_report local = {0};
     uint64_t frees = a->c.upstream_frees;
     cca_status st = a->kind->release_cached(a, keep, flags, &local);
     char why[CCAI_ERROR_CAP] = "";
@@ -112,15 +101,14 @@ cca_status ccai_release_unsynced(void) {
                      cca_last_error());
 }
 
-/* cca_trim and cca_empty_cache; fn is the one called, which a failure's
- * message names. */
+/* cca_trim and cca_empty_cache; fn names the call in messages. */
 static cca_status trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report, const char *fn) {
     if (!a)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
     cca_status refused = ccai_lock(a, fn);
     if (refused != CCA_OK)
         return refused;
-    if (a->trace) /* the program's release call, in the trace before its effect */
+    if (a->trace) /* the call, in the trace before its effect */
         ccai_trace_release(a->trace, keep_bytes);
     /* One synchronize: queued work finishes, so pending frees complete and
      * the memory the program released is really free on the device. */

@@ -1,11 +1,10 @@
 /*
- * segment.c — segment records and sizes: the bookkeeping of a new segment,
- * linking and unlinking it, how large one is, the ceiling, the cap, and
- * the greedy arena.
+ * segment.c — segment records and sizes: a new segment's bookkeeping,
+ * linking and unlinking it, how large one is, the ceiling and the cap.
  *
- * - A SEGMENT is what a kind reserves (classic: one cudaMalloc; pages: an
- *   address range). Its blocks tile it (I1); a fresh one is one free block.
- *   It belongs to one domain and is on its list (I8).
+ * - A SEGMENT is what a kind reserves; blocks tile it (I1); a fresh one is
+ *   one free block; it belongs to one domain, on its list (I8). It keeps no
+ *   live count: it is empty when it is one free block (I2).
  * - Sizes (ccai_segment_sizes), PyTorch's, a pool apart for medium:
  *
  *     pool     requests              segment reserved        least
@@ -14,24 +13,17 @@
  *                                                            to segment_round
  *     large    >= large_min          request rounded to segment_round (2M)
  *
- *   A least segment over the ceiling shrinks to it (rounded down to 512 B),
- *   never below the request.
- * - The ceiling (ccai_segment_ceiling): min(device total, max_reserved),
- *   the device total asked once (mem_info), on the first request that needs
- *   a segment; ccai_request_ceiling also caps it at the kind's largest
- *   range. A request above it can never succeed (grow.c, 5a).
+ *   A least segment over the ceiling shrinks to it, never below the request.
+ * - The ceiling: min(device total, max_reserved), the total asked once
+ *   (mem_info); a request's also at most the kind's max_range. A request
+ *   above it can never succeed (5a).
  * - The cap (ccai_cap_room): max_reserved, or the lower of it and the
- *   reserved peak while a hold_peak request is held under it.
- * - The greedy arena: one shared segment (key stream NULL), greedy_bytes or
- *   greedy_fraction of the device's free memory, capped by max_reserved,
- *   reserved through the kind.
- * - A segment keeps no live count: it is empty when it is one free block
- *   (I2); ccai_segment_live walks it for the reports.
- * - Cost: new, link and unlink O(1) (plus the kind's upstream call); sizes
- *   O(1); ccai_segment_live O(its blocks); the arena is found by a walk of
- *   the segment list (the greedy slow path only).
+ *   reserved peak while a request is held.
+ * - Cost: O(1) each (plus the kind's upstream call); ccai_segment_live
+ *   O(its blocks).
  */
-#include "block.h" /* the split, block records */
+#include "block.h"     /* the split, block records */
+#include "../domain.h" /* a segment joins its domain */
 
 #include <stdlib.h>
 #include <string.h>
@@ -131,9 +123,7 @@ void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t
         a->segments->prev = s;
     a->segments = s;
     ccai_free_index_insert(s->index, s->first);
-    a->c.segments++;
-    if (a->c.segments > a->c.segments_peak)
-        a->c.segments_peak = a->c.segments;
+    ccai_raise(&a->c.segments, &a->c.segments_peak, 1);
     a->c.upstream_allocs++;
     s->domain->c.segments++;
     s->domain->c.upstream_allocs++;
@@ -142,7 +132,7 @@ void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t
 
 /* The reverse, after the upstream took it back: s is freed. */
 void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
-    ccai_assert(ccai_segment_empty(s) && a->c.segments > 0);
+    ccai_assert(ccai_segment_empty(s));
     ccai_free_index_remove(s->index, s->first);
     if (s->domain->arena == s)
         s->domain->arena = NULL;
@@ -152,10 +142,9 @@ void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
         a->segments = s->next;
     if (s->next)
         s->next->prev = s->prev;
-    a->c.segments--;
+    ccai_lower(&a->c.segments, 1);
     a->c.upstream_frees++;
-    ccai_assert(s->domain->c.segments > 0);
-    s->domain->c.segments--;
+    ccai_lower(&s->domain->c.segments, 1);
     ccai_domain_remove_segment(a, s);
     s->domain->c.upstream_frees++;
     ccai_segment_discard(a, s);
@@ -163,10 +152,8 @@ void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
 
 const char *ccai_cap_name(const cca_allocator *a, char *buf, size_t len) {
     size_t cap = ccai_cap(a);
-    if (cap == a->config.max_reserved)
-        snprintf(buf, len, "max_reserved (%zu)", cap);
-    else
-        snprintf(buf, len, "the reserved peak (%zu, hold_peak)", cap);
+    bool max = cap == a->config.max_reserved;
+    snprintf(buf, len, max ? "max_reserved (%zu)" : "the reserved peak (%zu, hold_peak)", cap);
     return buf;
 }
 
@@ -175,51 +162,6 @@ cca_status ccai_cap_room(const cca_allocator *a, size_t bytes) {
     char name[64];
     if (cap && (a->c.reserved > cap || bytes > cap - a->c.reserved))
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s would be exceeded", ccai_cap_name(a, name, sizeof name));
-    return CCA_OK;
-}
-
-
-
-/* ---- the greedy arena --------------------------------------------------- */
-
-ccai_segment *ccai_arena_find(const cca_allocator *a) {
-    for (ccai_segment *s = a->segments; s; s = s->next)
-        if (s->shared)
-            return s;
-    return NULL;
-}
-
-static cca_status arena_size(cca_allocator *a, size_t *size) {
-    size_t want = a->config.greedy_bytes;
-    if (!want) {
-        size_t free_b = 0, total_b = 0;
-        cca_status st = cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b);
-        if (st != CCA_OK)
-            return cca_set_error(st, "greedy: cannot size the arena from greedy_fraction: %s", cca_last_error());
-        double bytes = (double)free_b * a->config.greedy_fraction; /* fraction <= 1: at most free_b */
-        want = bytes >= (double)free_b ? free_b : (size_t)bytes;
-    }
-    if (a->config.max_reserved && want > a->config.max_reserved)
-        want = a->config.max_reserved;
-    want = want / CCA_GRANULARITY * CCA_GRANULARITY;
-    cca_status st = a->kind->fit_arena(a, &want);
-    if (st != CCA_OK)
-        return st;
-    if (!want)
-        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "greedy: arena size rounds to 0 bytes");
-    *size = want;
-    return CCA_OK;
-}
-
-cca_status ccai_arena_reserve(cca_allocator *a) {
-    size_t size = 0;
-    cca_status st = arena_size(a, &size);
-    if (st != CCA_OK)
-        return st;
-    ccai_segment *s;
-    st = a->kind->reserve(a, size, NULL, CCAI_POOL_LARGE, true, &s);
-    if (st != CCA_OK)
-        return cca_set_error(st, "greedy: reserving the %zu-byte arena failed: %s", size, cca_last_error());
     return CCA_OK;
 }
 

@@ -1,29 +1,23 @@
 /*
  * stream.c — which streams own and use a block, and the frees that wait.
  *
- * - KEY stream: a block is in the free index of its segment's stream (the
- *   requester's in growth; NULL in a shared arena, greedy's or a domain's
- *   footprint arena). A FREE block goes only to requests of its key stream
- *   (in a shared arena: to every stream).
- * - USERS: while LIVE, alloc_stream and every stream cca_record_stream
- *   named (uses->streams).
+ * - KEY stream: a FREE block goes only to requests of its segment's stream
+ *   (NULL in a shared arena, greedy's or a domain's: to every stream).
+ * - USERS: while LIVE, alloc_stream and every stream cca_record_stream named.
  * - At cca_free a user needs no wait only when it is the key, outside an
  *   arena. Streams are independent: NULL is ordered against none (CUDA
  *   orders nothing of a cudaStreamNonBlocking stream against it). Every
- *   other user gets an event; the block is PENDING (allocated, not
- *   reusable) until all complete (I6).
+ *   other user gets an event; the block is PENDING until all complete (I6).
  *
  *     growth, alloc on s, no record_stream   -> FREE at once (the fast path)
  *     growth, alloc on s, record_stream(t)   -> event on t, PENDING
  *     arena,  alloc on s (NULL too)          -> event on s, PENDING
  *
  * - No event (no event ops, or the record fails): synchronize instead, FREE
- *   at once. That fails too: PENDING with needs_sync, cca_free reports it,
- *   and the block rejoins after a later synchronize succeeds. A block is
- *   never reused while another stream's use is not known finished.
- * - Pending queues: one FIFO of WAITs per stream; a poll stops at a queue's
- *   first incomplete event (one stream's events complete in order). Out of
- *   order is correct, only later.
+ *   at once; that fails too: PENDING with needs_sync until a synchronize
+ *   succeeds (cca_free reports it).
+ * - Pending queues: a FIFO of waits per stream; a poll stops at a queue's
+ *   first incomplete event (one stream's events complete in order).
  * - Cost: a poll, one event query per stream with pending frees plus one
  *   per wait completed; record_stream O(users); a deferred free O(users)
  *   plus one host allocation; empty queues are freed.
@@ -91,30 +85,30 @@ static ccai_pending_queue *queue_of(cca_allocator *a, cca_stream s, bool create)
 }
 
 static void queue_drop_empty(cca_allocator *a) {
-    for (ccai_pending_queue **link = &a->queues; *link;) {
-        ccai_pending_queue *q = *link;
+    for (ccai_pending_queue **link = &a->queues, *q; (q = *link) != NULL;) {
         if (q->head) {
             link = &q->next;
-            continue;
+        } else {
+            *link = q->next;
+            free(q);
         }
-        *link = q->next;
-        free(q);
     }
 }
 
-/* A wait completed: the block rejoins its pool when it was the last one. */
+/* Pending block b's last wait is over: it rejoins its pool. */
+static void complete(cca_allocator *a, ccai_block *b) {
+    ccai_stream_use_free(a, b);
+    ccai_lower(&a->c.pending, 1);
+    ccai_pool_return(a, b);
+}
+
 static void wait_done(cca_allocator *a, ccai_wait *w) {
-    ccai_block *b = w->block;
-    ccai_stream_use *u = b->uses;
+    ccai_stream_use *u = w->block->uses;
     ccai_upstream_event_destroy(ccai_upstream_op(a), w->event);
     w->event = NULL;
     ccai_assert(u && u->outstanding > 0);
-    if (--u->outstanding > 0 || b->needs_sync)
-        return;
-    ccai_stream_use_free(a, b);
-    ccai_assert(a->c.pending > 0);
-    a->c.pending--;
-    ccai_pool_return(a, b);
+    if (--u->outstanding == 0 && !w->block->needs_sync)
+        complete(a, w->block);
 }
 
 /* Complete the waits at the head of q; stop at the first incomplete event
@@ -152,12 +146,8 @@ void ccai_stream_complete_all(cca_allocator *a) {
         a->sync_head = b->sync_next;
         b->sync_next = NULL;
         b->needs_sync = false;
-        if (!b->uses || b->uses->outstanding == 0) {
-            ccai_stream_use_free(a, b);
-            ccai_assert(a->c.pending > 0);
-            a->c.pending--;
-            ccai_pool_return(a, b);
-        }
+        if (!b->uses || b->uses->outstanding == 0)
+            complete(a, b);
     }
     for (ccai_pending_queue *q = a->queues; q; q = q->next)
         poll_queue(a, q, true);
@@ -212,35 +202,31 @@ static bool sync_instead(cca_allocator *a, ccai_block *b, cca_status *st) {
     return true;
 }
 
-bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st) {
-    ccai_stream_use *u = b->uses;
-    size_t users = 0;
-    cca_stream list_stack[8], *users_list = list_stack;
-    size_t max_users = 1 + (u ? u->count : 0);
-    if (max_users > 8 && !(users_list = malloc(max_users * sizeof *users_list)))
-        return sync_instead(a, b, st);
-    if (needs_wait(b, b->alloc_stream))
-        users_list[users++] = b->alloc_stream;
-    for (size_t i = 0; u && i < u->count; i++)
-        if (needs_wait(b, u->streams[i]))
-            users_list[users++] = u->streams[i];
-    if (users == 0) {
-        if (users_list != list_stack)
-            free(users_list);
-        return false; /* every user is the key: reuse at once */
+/* The users of b that need a wait (stream set in w[i] when w is given). */
+static size_t users_to_wait(const ccai_block *b, ccai_wait *w) {
+    const ccai_stream_use *u = b->uses;
+    size_t n = 0;
+    for (size_t i = 0; i <= (u ? u->count : 0); i++) {
+        cca_stream s = i == 0 ? b->alloc_stream : u->streams[i - 1];
+        if (needs_wait(b, s) && w)
+            w[n].stream = s;
+        n += needs_wait(b, s);
     }
-    bool ok = ccai_upstream_has_events(a->upstream) && (u = use_of(b)) != NULL;
-    ccai_wait *waits = ok ? calloc(users, sizeof *waits) : NULL;
-    ccai_pending_queue **queues = waits ? calloc(users, sizeof *queues) : NULL;
-    ok = queues != NULL;
+    return n;
+}
+
+bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st) {
+    size_t users = users_to_wait(b, NULL);
+    if (users == 0)
+        return false; /* every user is the key: reuse at once */
+    ccai_stream_use *u = NULL;
+    ccai_wait *waits = ccai_upstream_has_events(a->upstream) && (u = use_of(b)) ? calloc(users, sizeof *waits) : NULL;
+    bool ok = waits != NULL && users_to_wait(b, waits) == users;
     for (size_t i = 0; ok && i < users; i++) {
         waits[i].block = b;
-        waits[i].stream = users_list[i];
-        ok = (queues[i] = queue_of(a, users_list[i], true)) != NULL &&
-             ccai_upstream_event_record(ccai_upstream_op(a), users_list[i], &waits[i].event) == CCA_OK;
+        ok = queue_of(a, waits[i].stream, true) != NULL &&
+             ccai_upstream_event_record(ccai_upstream_op(a), waits[i].stream, &waits[i].event) == CCA_OK;
     }
-    if (users_list != list_stack)
-        free(users_list);
     size_t done = 0;
     for (size_t i = 0; ok && i < users; i++)
         done += ccai_upstream_event_query(ccai_upstream_op(a), waits[i].event) == CCA_OK;
@@ -249,27 +235,19 @@ bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st) {
             if (waits[i].event)
                 ccai_upstream_event_destroy(ccai_upstream_op(a), waits[i].event);
         free(waits);
-        free(queues);
-        /* the queues made for these waits stay empty: an empty queue left
-         * linked would read as a pending free (ccai_stream_wait_all would
-         * synchronize for nothing, cca_destroy too) */
-        queue_drop_empty(a);
-        if (ok)
-            return false; /* the host device, or an idle GPU: no wait */
-        return sync_instead(a, b, st);
+        queue_drop_empty(a); /* an empty queue left linked would read as a pending free */
+        return ok ? false : sync_instead(a, b, st); /* ok: the host device, or an idle GPU */
     }
     u->waits = waits;
-    u->wait_count = users;
-    u->outstanding = users;
+    u->wait_count = u->outstanding = users;
     for (size_t i = 0; i < users; i++) {
-        ccai_pending_queue *q = queues[i];
+        ccai_pending_queue *q = queue_of(a, waits[i].stream, false);
         if (q->tail)
             q->tail->next = &waits[i];
         else
             q->head = &waits[i];
         q->tail = &waits[i];
     }
-    free(queues);
     b->state = CCAI_PENDING;
     a->c.pending++;
     return true;

@@ -1,15 +1,10 @@
 /*
- * classic.c — classic segments: one upstream allocation each (one
- * cudaMalloc), reserved whole and given back whole (kind.h).
+ * classic.c — classic segments (kind.h): one upstream allocation each (one
+ * cudaMalloc), of the sizes in segment.c's table.
  *
- * - Sizes (segment.c, ccai_segment_sizes): small requests share
- *   small_segment segments (2 MiB), medium ones medium_segment (20 MiB, or
- *   the request rounded up when that fails), large ones a segment of their
- *   own rounded to segment_round.
- * - A segment goes back only when wholly free: one live block pins it all.
- *   Release gives back free segments largest first until reserved <= keep.
- * - Every byte of a segment is usable at once: no block is ever marked
- *   unmapped, so `back` is never called.
+ * - A segment goes back only when wholly free: one live block pins it.
+ *   Release: free segments, largest first, until reserved <= keep.
+ * - Every byte is usable at once: no block is ever marked unmapped.
  * - Cost: grow is one upstream alloc (two when the preferred size is
  *   refused); release sorts the free segments, O(s log s).
  */
@@ -94,53 +89,48 @@ static int by_size_desc(const void *x, const void *y) {
     return a->base < b->base ? -1 : (a->base > b->base);
 }
 
+/* The next free segment from *cursor on; *cursor moves past it (before a
+ * release frees it). */
+static ccai_segment *next_free(ccai_segment **cursor) {
+    ccai_segment *s = *cursor;
+    while (s && !ccai_segment_empty(s))
+        s = s->next;
+    *cursor = s ? s->next : NULL;
+    return s;
+}
+
+/* Largest first needs a sorted list; without host memory for it, the free
+ * segments go in list order rather than not at all. */
 static cca_status release_free_segments(cca_allocator *a, size_t keep, size_t *bytes_out, size_t *count_out) {
-    size_t n_free = 0;
+    size_t n = 0, refused = 0;
     for (ccai_segment *s = a->segments; s; s = s->next)
-        n_free += ccai_segment_empty(s);
-    /* Largest first needs a sorted list; without host memory for it, release
-     * in list order rather than not at all. */
-    ccai_segment **list = n_free ? malloc(n_free * sizeof *list) : NULL;
-    size_t n = 0;
-    for (ccai_segment *s = a->segments; s && list; s = s->next)
-        if (ccai_segment_empty(s))
-            list[n++] = s;
-    if (n > 1)
+        n += ccai_segment_empty(s);
+    ccai_segment **list = n ? malloc(n * sizeof *list) : NULL, *cursor = a->segments;
+    for (size_t k = 0; list && cursor; cursor = cursor->next)
+        if (ccai_segment_empty(cursor))
+            list[k++] = cursor;
+    if (list && n > 1)
         qsort(list, n, sizeof *list, by_size_desc);
-    size_t released_bytes = 0, released = 0, refused = 0;
     cca_status first_error = CCA_OK;
     char why[256] = "";
-    for (size_t i = 0, visited = 0; visited < n_free && a->c.reserved > keep; visited++) {
-        ccai_segment *seg = NULL;
-        if (list) {
-            seg = list[i++];
-        } else { /* unsorted fallback: next free segment not yet refused */
-            size_t skip = refused;
-            for (ccai_segment *s = a->segments; s && !seg; s = s->next)
-                if (ccai_segment_empty(s) && skip-- == 0)
-                    seg = s;
-            if (!seg)
-                break;
-        }
+    for (size_t i = 0; i < n && a->c.reserved > keep; i++) {
+        ccai_segment *seg = list ? list[i] : next_free(&cursor);
+        if (!seg)
+            break;
         size_t size = seg->size;
         cca_status st = classic_release(a, seg);
         if (st == CCA_OK) {
-            released_bytes += size;
-            released++;
-        } else {
-            refused++;
-            if (first_error == CCA_OK) {
-                first_error = st;
-                snprintf(why, sizeof why, "%s", cca_last_error());
-            }
+            *bytes_out += size;
+            ++*count_out;
+        } else if (refused++ == 0) {
+            first_error = st;
+            snprintf(why, sizeof why, "%s", cca_last_error());
         }
     }
     free(list);
-    *bytes_out += released_bytes;
-    *count_out += released;
     if (first_error != CCA_OK)
         return cca_set_error(CCA_ERR_UPSTREAM, "the upstream refused to take back %zu segment(s) (kept, still cached): %s",
-                         refused, why);
+                             refused, why);
     return CCA_OK;
 }
 
@@ -179,9 +169,12 @@ const ccai_kind ccai_kind_classic = {
     .unmap_when_idle = false,
     .max_range = SIZE_MAX,
     .seg_flags = 0,
+    .start = NULL,
     .grow = classic_grow,
     .reserve = classic_reserve,
     .back = NULL,
+    .usable = NULL,
+    .gap = NULL,
     .whole = classic_whole,
     .least = classic_least,
     .shortfall = classic_least,

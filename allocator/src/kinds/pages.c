@@ -53,6 +53,14 @@
 #include "../core/block.h" /* worth a block */
 #include "../core/fit.h"   /* best fit */
 
+/* Keep the first failure of a walk that goes on (its status and message). */
+static inline void ccai_note_error(cca_status st, cca_status *first, char *why, size_t len) {
+    if (st != CCA_OK && *first == CCA_OK) {
+        *first = st;
+        snprintf(why, len, "%s", cca_last_error());
+    }
+}
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -924,15 +932,38 @@ static ccai_broken pages_check(const ccai_segment *s) {
     return maps ? ccai_broke(CCAI_INV_WHOLE_MAPS, maps) : CCAI_HOLDS;
 }
 
+static cca_status pages_start(cca_allocator *a) {
+    cca_status st = cca_upstream_vm_granularity(a->upstream, &a->page);
+    if (st != CCA_OK)
+        return cca_error_prefix(st, "expandable:1 needs the upstream's granularity");
+    a->expandable = true;
+    a->whole_maps = cca_upstream_vm_backing(a->upstream) == CCA_VM_WHOLE_MAPS;
+    return CCA_OK;
+}
+
+static bool pages_usable(ccai_block *b, size_t held) {
+    return ccai_block_pages_mapped(b, held);
+}
+
+static bool pages_gap(const ccai_block *b, size_t rounded) {
+    const ccai_segment *s = b->segment;
+    size_t from = ccai_round_up(b->addr + rounded - s->base, s->page);
+    size_t to = ccai_round_up(b->addr + b->size - s->base, s->page);
+    return from < to && !ccai_pages_mapped(s, s->base + from, to - from);
+}
+
 const ccai_kind ccai_kind_pages = {
     .name = "pages",
     .medium_pool = false,
     .unmap_when_idle = true,
     .max_range = CCAI_ADDRESS_BUDGET,
     .seg_flags = CCAI_SEG_EXPANDABLE,
+    .start = pages_start,
     .grow = pages_grow,
     .reserve = ccai_expandable_reserve,
     .back = ccai_expandable_map,
+    .usable = pages_usable,
+    .gap = pages_gap,
     .whole = pages_whole,
     .least = pages_least,
     .shortfall = pages_shortfall,

@@ -8,6 +8,39 @@
 
 #include "../core/internal.h"
 
+/* Are the pages under [addr, addr + len) all mapped? (len > 0) A block
+ * under 64 pages that starts in the right place needs one bitmap word. */
+static inline bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size_t len) {
+    if (addr + len <= s->mapped_end)
+        return true;
+    size_t p0 = (addr - s->base) >> s->page_shift, p1 = ((addr + len - 1 - s->base) >> s->page_shift) + 1;
+    while (p0 < p1) { /* [p0, p1), a word at a time */
+        size_t lo = p0 % 64, n = p1 - p0 < 64 - lo ? p1 - p0 : 64 - lo;
+        uint64_t want = (~(uint64_t)0 >> (64 - n)) << lo;
+        if ((s->mapped[p0 / 64] & want) != want)
+            return false;
+        p0 += n;
+    }
+    return true;
+}
+/* Are the first `held` bytes of free block b, marked b->unmapped, on mapped
+ * pages? When the whole block is, the mark is dropped first (a mark is
+ * conservative: a split remainder inherits it, a merge ORs it), so the
+ * block's next allocation skips the test. */
+static inline bool ccai_block_pages_mapped(ccai_block *b, size_t held) {
+    if (ccai_pages_mapped(b->segment, b->addr, b->size)) {
+        b->unmapped = false;
+        return true;
+    }
+    return ccai_pages_mapped(b->segment, b->addr, held);
+}
+
+/* CCA_OK when the device's free memory (asked now unless room->asked) is
+ * unknown or holds `bytes`; else CCA_ERR_OUT_OF_MEMORY, "the device has F
+ * bytes free, N needed for <what>; nothing was reserved or mapped". A
+ * mem_info that fails leaves the thread's message as it was. */
+cca_status ccai_device_room_for(cca_allocator *a, ccai_device_room *room, size_t bytes, const char *what);
+
 /* The address range of a growth segment is the ceiling (device total or
  * max_reserved); when neither is known, this. */
 #define CCAI_EXPANDABLE_DEFAULT_RANGE ((size_t)64 << 30)

@@ -18,6 +18,8 @@
  *   blocks), on the error path only.
  */
 #include "../core/internal.h"
+#include "../domain.h" /* the domains' records and numbers */
+#include "../kinds/pages.h" /* ccai_pages_mapped: I7 */
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
  * config.c — one table of options drives defaults, parsing, validation,
  * printing and the docs (jemalloc's MALLOC_CONF model; docs/allocator.md,
- * "Options").
+ * "Options"); an allocator's copy (cca_get_config).
  *
  * - Syntax: "key:value,key:value"; items separated by commas or newlines,
  *   blanks (space, tab, CR) around keys and values ignored, so
@@ -531,5 +531,13 @@ cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs) {
     }
     if (ccai_write_failed(f))
         return cca_set_error(CCA_ERR_IO, "cca_config_print: write failed");
+    return CCA_OK;
+}
+
+/* The config never changes after cca_create: no lock. */
+cca_status cca_get_config(const cca_allocator *a, cca_config *c) {
+    if (!a || !c)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_get_config: NULL argument");
+    *c = a->config;
     return CCA_OK;
 }

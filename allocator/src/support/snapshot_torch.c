@@ -50,6 +50,8 @@
  *   the allocator's lock; one host allocation (segments in address order).
  */
 #include "../core/internal.h"
+#include "../domain.h" /* the domains' records and numbers */
+#include "ccai_utf8.h" /* common/: the writers' check on names */
 #include "../kinds/pages.h" /* mapped runs of a pages segment */
 
 #include <stdlib.h>

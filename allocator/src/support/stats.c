@@ -28,6 +28,8 @@
  *   are written in the C locale's format (ccai_numeric_begin; config.c).
  */
 #include "../core/internal.h"
+#include "../domain.h" /* the domains' records and numbers */
+#include "ccai_utf8.h" /* common/: the writers' check on names */
 #include "../kinds/pages.h" /* mapped runs of a pages segment */
 
 #include <inttypes.h>

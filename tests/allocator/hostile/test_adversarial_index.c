@@ -18,6 +18,7 @@
  */
 #include "alloc_test_util.h"
 #include "internal.h"
+#include "../domain.h" /* ccai_domain_* */
 
 #include <criterion/criterion.h>
 #include <stdio.h>

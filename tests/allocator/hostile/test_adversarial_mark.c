@@ -57,6 +57,7 @@
  */
 #include "alloc_test_util.h"
 #include "internal.h"
+#include "../domain.h" /* ccai_domain_* */
 #include "../kinds/pages.h" /* the page bitmap, the address budget */
 
 #include <criterion/criterion.h>

@@ -1,0 +1,49 @@
+/*
+ * domain.h — what domain.c gives the rest of the library: the default
+ * domain's set-up and teardown (allocator.c), a handle's record, a
+ * segment joining and leaving its domain (segment.c), the domains' stats
+ * and numbers (the reports). Every function runs under the allocator's lock.
+ */
+#ifndef CCA_DOMAIN_H
+#define CCA_DOMAIN_H
+
+#include "core/internal.h"
+
+/* Set up / tear down the default domain (cca_create, cca_destroy), and
+ * free every other domain's record (cca_destroy, after the segments). */
+void ccai_domain_init_root(cca_allocator *a);
+void ccai_domain_destroy_all(cca_allocator *a);
+/* The domain record a caller's handle names: NULL names the default domain
+ * (&a->root); NULL is returned for a handle that is not one of a's live
+ * domains (another allocator's, destroyed, garbage). The caller holds the
+ * lock. O(1) expected; the handle is never read. */
+struct cca_domain *ccai_domain_lookup(const cca_allocator *a, const cca_domain *handle);
+/* What the caller is given for record d (NULL for the default domain). */
+static inline cca_domain *ccai_domain_handle(const struct cca_domain *d) {
+    return (cca_domain *)d->handle;
+}
+/* Is record d one of a's domains? (check.c) */
+bool ccai_domain_valid(const cca_allocator *a, const struct cca_domain *d);
+/* A segment joins / leaves its domain's list (ccai_segment_link/unlink). */
+void ccai_domain_add_segment(cca_allocator *a, struct ccai_segment *s);
+void ccai_domain_remove_segment(cca_allocator *a, struct ccai_segment *s);
+/* A block handed out in, or returned to, a domain: its counts (kept only
+ * while a->domains_tracked; the allocator's own are counted apart). */
+static inline void ccai_domain_count_alloc(ccai_domain_counters *d, const ccai_block *b, size_t size) {
+    ccai_raise(&d->allocated, &d->allocated_peak, b->size);
+    ccai_raise(&d->requested, &d->requested_peak, size);
+    ccai_raise(&d->active, &d->active_peak, 1);
+    d->alloc_calls++;
+}
+static inline void ccai_domain_count_return(ccai_domain_counters *d, const ccai_block *b) {
+    ccai_lower(&d->allocated, b->size);
+    ccai_lower(&d->active, 1);
+}
+/* Every domain's stats as a JSON array (snapshot; the caller holds the lock). */
+void ccai_domain_stats_json(const cca_allocator *a, FILE *f);
+/* d's position in the allocator's list: 0 the default domain, then in
+ * creation order; its index in the snapshots' domain arrays and PyTorch's
+ * segment_pool_id (0, k). O(domains). */
+unsigned ccai_domain_number(const cca_allocator *a, const struct cca_domain *d);
+
+#endif /* CCA_DOMAIN_H */

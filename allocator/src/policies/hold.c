@@ -1,0 +1,46 @@
+/*
+ * hold.c — hold_peak:1, growth's option: reserved bytes do not rise above
+ * their peak while releasing the cache could make room.
+ *
+ * - A request off the cached path is HELD (a->peak_hold) when something is
+ *   cached or pending: the reserved peak is a cap beside max_reserved
+ *   (ccai_cap, the lower of the two) for its step 5.
+ * - Held and refused (by the peak or the device):
+ *     1. the retry's release and take, with the peak as the cap (nothing
+ *        released when even everything cached leaves it over the peak);
+ *     2. the peak rises by the least: release everything cached (pages:
+ *        after a synchronize; failed, nothing unmapped) and take with no
+ *        cap; pages map no ahead pages (a->peak_rising). Nothing is
+ *        released or synchronized when releasing cannot make room even
+ *        without the peak (ccai_release_can_help): the take is refused;
+ *     3. refused still: the ordinary retry, counted in alloc_retries.
+ * - Counted in peak_holds when it released something cached.
+ * - Cost: a full release walks every block of pages segments, and each
+ *   synchronize waits for the device: paid only by requests that raise
+ *   the peak. docs/allocator.md, "Holding the peak".
+ */
+#include "../core/internal.h"
+
+void ccai_hold_begin(cca_allocator *a) {
+    if (a->c.reserved > a->c.allocated || a->c.pending)
+        a->peak_hold = true; /* reserved > 0 here, so reserved_peak is too */
+}
+
+cca_status ccai_hold_grow(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
+    uint64_t frees = a->release_frees; /* not upstream_frees: a map refused part-way unmaps what it mapped */
+    ccai_grow_req q = {rounded, stream, pool, false};
+    cca_status st = ccai_grow_release_and_take(a, &q, b); /* 1 */
+    a->peak_hold = false;
+    if (st == CCA_ERR_OUT_OF_MEMORY) { /* 2 */
+        size_t free_b = 0;
+        bool idle = a->kind->unmap_when_idle;
+        if (ccai_release_can_help(a, ccai_grow_need(a, rounded, stream, pool), &free_b) == CCA_OK &&
+            (!idle || ccai_stream_sync_device(a) == CCA_OK))
+            (void)ccai_release(a, 0, idle ? CCAI_RELEASE_UNMAP : 0, NULL); /* a refusal: less room */
+        a->peak_rising = true;
+        st = ccai_grow_take_again(a, rounded, stream, pool, b);
+        a->peak_rising = false;
+    }
+    a->c.peak_holds += a->release_frees != frees; /* counted when it released something cached */
+    return st == CCA_ERR_OUT_OF_MEMORY ? ccai_grow_retry(a, &q, b) : st; /* 3 */
+}

@@ -18,11 +18,12 @@ if command -v python3 >/dev/null && ! python3 -c "import pytest" 2>/dev/null; th
   echo "deps: installing pytest"
   python3 -m pip install -q pytest || echo "deps: pytest could not be installed: test_record_torch will not be registered"
 fi
-# wheel: the Python package's install test (tests/python/test_install.py) builds it
-# with pip --no-build-isolation, which needs wheel under setuptools < 70.1
-if command -v python3 >/dev/null && ! python3 -c "import wheel" 2>/dev/null; then
-  echo "deps: installing wheel"
-  python3 -m pip install -q wheel || echo "deps: wheel could not be installed: the pip install test will skip"
+# scikit-build-core: the Python package's build backend; tests/python/test_install.py
+# builds the wheel with pip --no-build-isolation (no network in the test), so it is
+# installed here, with the system's pip (23 or later reads its metadata)
+if command -v python3 >/dev/null && ! python3 -c "import scikit_build_core" 2>/dev/null; then
+  echo "deps: installing scikit-build-core"
+  python3 -m pip install -q "scikit-build-core>=0.10" || echo "deps: scikit-build-core could not be installed: the wheel test will fail under CI"
 fi
 if [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "deps: CUDA toolkit $(/usr/local/cuda/bin/nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') found"

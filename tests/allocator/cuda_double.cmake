@@ -12,6 +12,15 @@
 #                             contexts put back, order of synchronize and unmap
 #   test_cuda_double_whole_maps   vm_backing CCA_VM_WHOLE_MAPS: one allocation per
 #                             map, whole unmaps only, every driver call failing
+# And the runtime found at run time (allocator/src/upstream/cudart.c,
+# CCA_CUDA_RUNTIME=dlopen, as the Python wheel builds it), label cpu too:
+#   test_cudart_dlopen        the search: CCALLOC_CUDART naming a missing file,
+#                             nothing, a library that is no runtime (no device,
+#                             the message says what to install); the toolkit's
+#                             libcudart loaded (no GPU: the runtime's reason)
+#   test_cuda_double_dlopen   test_cuda_upstream.c's checks again, the double
+#                             built as a shared library that the upstream finds
+#                             through CCALLOC_CUDART, as the wheel finds libcudart
 if(NOT CCA_WITH_CUDA)
   find_package(CUDAToolkit QUIET) # headers only: the CUDA language stays off
 endif()
@@ -31,7 +40,7 @@ if(CUDAToolkit_FOUND AND cca_have_typedefs)
     PUBLIC ${PROJECT_SOURCE_DIR}/allocator/include ${CUDAToolkit_INCLUDE_DIRS}
     PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core ${PROJECT_SOURCE_DIR}/common)
   target_compile_definitions(ccalloc_cuda_double PRIVATE CCA_HAVE_CUDA=1)
-  target_link_libraries(ccalloc_cuda_double PRIVATE Threads::Threads)
+  target_link_libraries(ccalloc_cuda_double PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
   if(NOT CCA_DEBUG STREQUAL "")
     target_compile_definitions(ccalloc_cuda_double PRIVATE CCA_DEBUG=${CCA_DEBUG})
   endif()
@@ -48,6 +57,28 @@ if(CUDAToolkit_FOUND AND cca_have_typedefs)
   cca_add_test(NAME test_cuda_double_whole_maps SOURCES allocator/cuda/test_cuda_double_whole_maps.c allocator/cuda/cuda_double.c
     support/alloc_test_util.c LIBS ccalloc_cuda_double LABEL cpu)
   target_include_directories(test_cuda_double_whole_maps PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+
+  add_library(ccalloc_cudart_dlopen STATIC ${cca_double_srcs})
+  target_include_directories(ccalloc_cudart_dlopen
+    PUBLIC ${PROJECT_SOURCE_DIR}/allocator/include ${CUDAToolkit_INCLUDE_DIRS}
+    PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core ${PROJECT_SOURCE_DIR}/common)
+  target_compile_definitions(ccalloc_cudart_dlopen PRIVATE CCA_HAVE_CUDA=1 CCA_CUDA_DLOPEN=1)
+  target_link_libraries(ccalloc_cudart_dlopen PUBLIC Threads::Threads ${CMAKE_DL_LIBS})
+  cca_add_test(NAME test_cudart_dlopen SOURCES allocator/cuda/test_cudart_dlopen.c support/alloc_test_util.c
+    LIBS ccalloc_cudart_dlopen LABEL cpu)
+  if(EXISTS "${CUDAToolkit_LIBRARY_DIR}/libcudart.so")
+    target_compile_definitions(test_cudart_dlopen PRIVATE
+      CCA_TEST_TOOLKIT_CUDART="${CUDAToolkit_LIBRARY_DIR}/libcudart.so")
+  endif()
+  add_library(cudart_double SHARED allocator/cuda/cuda_double.c)
+  target_include_directories(cudart_double PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(cudart_double PRIVATE Threads::Threads)
+  cca_add_test(NAME test_cuda_double_dlopen SOURCES allocator/cuda/test_cuda_upstream.c support/alloc_test_util.c
+    LIBS ccalloc_cudart_dlopen cudart_double LABEL cpu)
+  target_compile_definitions(test_cuda_double_dlopen PRIVATE CCA_TEST_CUDART=1 CCA_TEST_CUDA_DOUBLE=1)
+  # found through CCALLOC_CUDART (the link above only shares the double's counters with the test); no skip
+  set_tests_properties(test_cuda_double_dlopen PROPERTIES ENVIRONMENT
+    "CCA_SOURCE_DIR=${PROJECT_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=1;CCALLOC_CUDART=$<TARGET_FILE:cudart_double>;CCA_REQUIRE_GPU=1")
 else()
   message(STATUS "tests: no CUDA toolkit headers: the CUDA upstream's suites on the driver double are not built")
 endif()

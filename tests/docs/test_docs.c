@@ -138,6 +138,7 @@ Test(docs, measured_tables_are_verbatim_rows_of_committed_results) {
     cr_assert_gt(check_rows_from(src, "benchmarks.md"), 30, "benchmarks.md quotes the micro, trace and switch tables");
     cr_assert_gt(check_rows_from(src, "kernels.md"), 10, "kernels.md quotes the CPU kernel table");
     cr_assert_gt(check_rows_from(src, "tuning.md"), 5, "tuning.md quotes rows of the trace table");
+    cr_assert_gt(check_rows_from(src, "python.md"), 5, "python.md quotes the wheel's size and times");
     cr_assert_gt(check_rows_from(src, "allocator-measurements.md"), 20,
                  "allocator-measurements.md quotes the expandable-segment and whole-maps tables");
 }

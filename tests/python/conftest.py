@@ -4,9 +4,16 @@ The package is imported from the checkout (allocator/python), and the
 library from CCALLOC_LIBRARY, which CTest sets to the library it built
 (tests/python/python.cmake); run by hand, the package's own discovery finds a
 build directory of the checkout.
+
+With CCALLOC_TEST_INSTALLED=1 (test_install.py, in the virtual environment
+it installed the wheel into) the suites test the installed package instead:
+nothing from the checkout is put on the path, the package must import from
+outside the checkout, and PACKAGE_DIR is the folder that holds it (what the
+suites' subprocesses put on PYTHONPATH).
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,10 +22,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "allocator" / "python"
 HEADER = ROOT / "allocator" / "include" / "ccalloc.h"
-sys.path.insert(0, str(PACKAGE_DIR))
+INSTALLED = os.environ.get("CCALLOC_TEST_INSTALLED") == "1"
+if not INSTALLED:
+    sys.path.insert(0, str(PACKAGE_DIR))
 
 import ccalloc  # noqa: E402
 from ccalloc import plug  # noqa: E402
+
+if INSTALLED:
+    PACKAGE_DIR = Path(ccalloc.__file__).resolve().parents[1]
+    if ROOT in PACKAGE_DIR.parents or PACKAGE_DIR == ROOT:
+        raise RuntimeError(f"CCALLOC_TEST_INSTALLED=1 but ccalloc comes from the checkout: {ccalloc.__file__}")
 
 KiB = 1024
 MiB = 1024 * KiB

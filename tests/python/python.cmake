@@ -6,7 +6,12 @@
 #                         PyTorch's exact C signatures; every error path
 #   test_python_adapters  torch/cupy/numba adapters: ImportError without the
 #                         framework, stand-in frameworks end to end
-#   test_python_install   pip install in a throwaway venv, pip show
+#   test_python_install   the wheel built from a clean copy of the tree
+#                         (scikit-build-core, no network), installed into a
+#                         fresh venv, used from outside the checkout with no
+#                         CCALLOC_LIBRARY: the docs' quick start, the suites
+#                         above on the installed package, the bundled
+#                         library's hostile cases (test_install.py)
 #   test_python_figures   docs/figures/expandable_pages.py runs (to a temporary
 #                         prefix) and its summary holds together;
 #                         expandable_frontier.py draws its run's own table
@@ -31,6 +36,10 @@ else()
     endif()
     add_test(NAME test_python_${name}
       COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider -rs ${CMAKE_CURRENT_SOURCE_DIR}/python/test_${suite}.py)
-    set_tests_properties(test_python_${name} PROPERTIES LABELS ${label} TIMEOUT 300 ENVIRONMENT "${CCA_PY_ENV}")
+    set(timeout 300)
+    if(suite STREQUAL "install") # builds libccalloc once more, in the wheel
+      set(timeout 900)
+    endif()
+    set_tests_properties(test_python_${name} PROPERTIES LABELS ${label} TIMEOUT ${timeout} ENVIRONMENT "${CCA_PY_ENV}")
   endforeach()
 endif()

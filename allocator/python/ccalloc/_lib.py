@@ -17,13 +17,21 @@ Where the library is looked for, in order (the first that loads wins):
    package needs (an older build); each with its reason recorded.
    ``CCALLOC_LIBRARY`` may name a sanitizer build once its runtime is
    preloaded; an AddressSanitizer build without it is refused there too.
-3. The install prefix: ``<sys.prefix>/lib``, ``<sys.prefix>/lib64``,
+3. The copy bundled with the package: ``ccalloc/lib/libccalloc.so``, which
+   ``pip install ./allocator/python`` builds and installs with the package.
+   A checkout build comes first (2.): a developer running the package from
+   the checkout gets the library just built, not an older copy; an installed
+   package is outside any checkout, so the bundled copy is what it loads,
+   whatever checkout builds exist or whatever directory the program runs
+   from. A bundled copy that is missing or truncated is listed with its
+   reason and the search goes on.
+4. The install prefix: ``<sys.prefix>/lib``, ``<sys.prefix>/lib64``,
    ``/usr/local/lib``, ``/usr/local/lib64``, ``/usr/lib``, ``/usr/lib64``
    and the system's multiarch directory (``/usr/lib/x86_64-linux-gnu``):
    ``cmake --install`` uses ``lib64`` on Fedora, RHEL and SUSE (a conda
    prefix there too; a venv's ``lib64`` is a link to its ``lib``) and the
    multiarch directory for ``--prefix /usr`` on Debian.
-4. ``ctypes.util.find_library("ccalloc")`` (the linker's search path).
+5. ``ctypes.util.find_library("ccalloc")`` (the linker's search path).
 
 If none loads, :class:`LibraryNotFoundError` lists every place tried and why
 each failed. Anything that is not a regular file (a directory, a device such as
@@ -316,6 +324,11 @@ def _checkout_root() -> Optional[Path]:
     return None
 
 
+def bundled_path() -> Path:
+    """Where ``pip install`` puts the library: inside the package (``ccalloc/lib/libccalloc.so``)."""
+    return Path(__file__).resolve().parent / "lib" / _NAMES[0]
+
+
 def candidates() -> List[Tuple[str, str]]:
     """Every (origin, path) tried, in order (see the module docstring)."""
     env = os.environ.get("CCALLOC_LIBRARY")
@@ -329,6 +342,7 @@ def candidates() -> List[Tuple[str, str]]:
         for d in dirs:
             for n in _NAMES:
                 out.append(("checkout build", str(d / n)))
+    out.append(("bundled with the package", str(bundled_path())))
     prefixes = [Path(sys.prefix) / "lib", Path(sys.prefix) / "lib64", Path("/usr/local/lib"),
                 Path("/usr/local/lib64"), Path("/usr/lib"), Path("/usr/lib64")]
     multiarch = sysconfig.get_config_var("MULTIARCH")
@@ -408,7 +422,8 @@ def load(path: Optional[str] = None) -> Library:
             _loaded = lib
             return lib
         raise LibraryNotFoundError(
-            "libccalloc not found. Build it (cmake -S . -B build && cmake --build build), install it "
+            "libccalloc not found. Install the package with its library (pip install ./allocator/python from "
+            "the repository), build it in the checkout (cmake -S . -B build && cmake --build build), install it "
             "(cmake --install build), or set CCALLOC_LIBRARY=/path/to/libccalloc.so. Looked in:\n"
             + "\n".join(reasons)
         )

@@ -19,7 +19,10 @@
  *   upstream lives is not supported.
  * - Built where the toolkit exists (CCA_HAVE_CUDA); without a GPU,
  *   cca_upstream_cuda_create returns CCA_ERR_NO_DEVICE with the driver's
- *   reason; without the toolkit, it says so. Driver functions come from
+ *   reason; without the toolkit, it says so. Runtime functions go through
+ *   the table of cudart.c (rt->cudaMalloc): linked, or, in the Python
+ *   wheel's build, found at run time (none found: CCA_ERR_NO_DEVICE naming
+ *   what to install). Driver functions come from
  *   cudaGetDriverEntryPointByVersion (no link against libcuda; types from
  *   cudaTypedefs.h).
  *
@@ -109,16 +112,18 @@ static cca_status options_check(const cca_cuda_options *o, cca_upstream **out, c
     size_t g = o->vm_granularity;
     if (g && ((g & (g - 1)) || g % CCA_GRANULARITY || g > CCA_CUDA_MAX_VM_GRANULARITY))
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
-                         "%s: vm_granularity %zu is not a power of two from %zu to %zu (0: the driver's minimum)", fn,
-                         g, (size_t)CCA_GRANULARITY, CCA_CUDA_MAX_VM_GRANULARITY);
+                             "%s: vm_granularity %zu is not a power of two from %zu to %zu (0: the driver's minimum)",
+                             fn, g, (size_t)CCA_GRANULARITY, CCA_CUDA_MAX_VM_GRANULARITY);
     if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
-                         "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)", fn, o->vm_backing);
+                             "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)", fn,
+                             o->vm_backing);
     return CCA_OK;
 }
 
 #ifdef CCA_HAVE_CUDA
-#include <cuda_runtime.h>
+#include "cudart.h"
+
 #include <cudaTypedefs.h>
 
 /* The driver's functions every upstream needs: contexts and messages. */
@@ -146,6 +151,7 @@ typedef struct cuda_vmm {
 } cuda_vmm;
 
 typedef struct cuda_device {
+    const ccai_cudart *rt; /* the runtime's functions (cudart.c: linked, or found at run time) */
     int device;
     CUdevice dev;
     CUcontext primary; /* the device's primary context, retained at creation */
@@ -157,10 +163,10 @@ typedef struct cuda_device {
     ccai_vm_ranges ranges;   /* reserved ranges and their mapped granules; under vm_lock */
 } cuda_device;
 
-static cca_status cuda_error(cudaError_t e, const char *what) {
+static cca_status cuda_error(const cuda_device *d, cudaError_t e, const char *what) {
     cca_status st = e == cudaErrorMemoryAllocation ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM;
-    (void)cudaGetLastError(); /* clear the sticky-free error state */
-    return cca_set_error(st, "cuda: %s failed: %s", what, cudaGetErrorString(e));
+    (void)d->rt->cudaGetLastError(); /* clear the sticky-free error state */
+    return cca_set_error(st, "cuda: %s failed: %s", what, d->rt->cudaGetErrorString(e));
 }
 
 /* The driver's words for r. */
@@ -173,7 +179,7 @@ static const char *driver_text(const cuda_device *d, CUresult r) {
 
 static cca_status driver_error(const cuda_device *d, CUresult r, const char *what) {
     return cca_set_error(r == CUDA_ERROR_OUT_OF_MEMORY ? CCA_ERR_OUT_OF_MEMORY : CCA_ERR_UPSTREAM,
-                     "cuda: %s failed: %s (CUresult %d)", what, driver_text(d, r), (int)r);
+                         "cuda: %s failed: %s (CUresult %d)", what, driver_text(d, r), (int)r);
 }
 
 /* A cleanup step the driver refused (see "Cleanup steps" above): one log
@@ -238,31 +244,31 @@ static void leave(const cuda_device *d, const cuda_caller *c) {
         cudaError_t e_call_ = (call);                                                                                  \
         leave((d), &caller_);                                                                                          \
         if (e_call_ != cudaSuccess)                                                                                    \
-            return cuda_error(e_call_, what);                                                                          \
+            return cuda_error((d), e_call_, what);                                                                     \
     } while (0)
 
 static cca_status cuda_alloc(void *ctx, size_t size, void **ptr) {
     cuda_device *d = ctx;
-    ON_DEVICE(d, cudaMalloc(ptr, size), "cudaMalloc");
+    ON_DEVICE(d, d->rt->cudaMalloc(ptr, size), "cudaMalloc");
     return CCA_OK;
 }
 
 static cca_status cuda_free(void *ctx, void *ptr, size_t size) {
     cuda_device *d = ctx;
     (void)size;
-    ON_DEVICE(d, cudaFree(ptr), "cudaFree");
+    ON_DEVICE(d, d->rt->cudaFree(ptr), "cudaFree");
     return CCA_OK;
 }
 
 static cca_status cuda_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
     cuda_device *d = ctx;
-    ON_DEVICE(d, cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
+    ON_DEVICE(d, d->rt->cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
     return CCA_OK;
 }
 
 static cca_status cuda_synchronize(void *ctx) {
     cuda_device *d = ctx;
-    ON_DEVICE(d, cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    ON_DEVICE(d, d->rt->cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     return CCA_OK;
 }
 
@@ -271,14 +277,14 @@ static cca_status cuda_synchronize(void *ctx) {
  * that be refused too, it leaks, and one log line says so (the record's
  * failure is what the op returns). */
 static cudaError_t create_and_record(const cuda_device *d, cudaEvent_t *ev, cudaStream_t stream) {
-    cudaError_t e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+    cudaError_t e = d->rt->cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
     if (e != cudaSuccess)
         return e;
-    e = cudaEventRecord(*ev, stream);
-    cudaError_t back = e != cudaSuccess ? cudaEventDestroy(*ev) : cudaSuccess;
+    e = d->rt->cudaEventRecord(*ev, stream);
+    cudaError_t back = e != cudaSuccess ? d->rt->cudaEventDestroy(*ev) : cudaSuccess;
     if (back != cudaSuccess)
         ccai_log("%s: cudaEventDestroy of the event whose cudaEventRecord failed, failed: %s; the event leaks", d->name,
-                 cudaGetErrorString(back));
+                 d->rt->cudaGetErrorString(back));
     return e;
 }
 
@@ -297,26 +303,26 @@ static cca_status cuda_event_record(void *ctx, cca_stream stream, void **event) 
  * the thread's last error: it is cleared only when the last error holds
  * it, so that the caller finds no "not ready" of ours, and an error of its
  * own still pending (a launch not checked yet) is not wiped out. */
-static cudaError_t query_event(cudaEvent_t ev, bool *ready) {
-    cudaError_t e = cudaEventQuery(ev);
+static cudaError_t query_event(const cuda_device *d, cudaEvent_t ev, bool *ready) {
+    cudaError_t e = d->rt->cudaEventQuery(ev);
     *ready = e != cudaErrorNotReady;
     if (*ready)
         return e;
-    if (cudaPeekAtLastError() == cudaErrorNotReady)
-        (void)cudaGetLastError();
+    if (d->rt->cudaPeekAtLastError() == cudaErrorNotReady)
+        (void)d->rt->cudaGetLastError();
     return cudaSuccess;
 }
 
 static cca_status cuda_event_query(void *ctx, void *event) {
     cuda_device *d = ctx;
     bool ready = false;
-    ON_DEVICE(d, query_event((cudaEvent_t)event, &ready), "cudaEventQuery");
+    ON_DEVICE(d, query_event(d, (cudaEvent_t)event, &ready), "cudaEventQuery");
     return ready ? CCA_OK : CCA_ERR_NOT_READY;
 }
 
 static cca_status cuda_event_destroy(void *ctx, void *event) {
     cuda_device *d = ctx;
-    ON_DEVICE(d, cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
+    ON_DEVICE(d, d->rt->cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
     return CCA_OK;
 }
 
@@ -501,16 +507,16 @@ static size_t allocations_in(const ccai_vm_range *r, size_t first, size_t n) {
  * fails decides nothing: the map is tried. */
 static cca_status room_for(const cuda_device *d, const void *addr, size_t size) {
     size_t free_b = 0, total_b = 0;
-    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+    cudaError_t e = d->rt->cudaMemGetInfo(&free_b, &total_b);
     if (e != cudaSuccess) {
-        (void)cudaGetLastError();
+        (void)d->rt->cudaGetLastError();
         return CCA_OK;
     }
     if (size <= free_b)
         return CCA_OK;
     return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
-                     "%s: vm_map of %p (%zu bytes): the device has %zu bytes free (cudaMemGetInfo); nothing mapped",
-                     d->name, addr, size, free_b);
+                         "%s: vm_map of %p (%zu bytes): the device has %zu bytes free (cudaMemGetInfo); nothing mapped",
+                         d->name, addr, size, free_b);
 }
 
 /* The start of a map or an unmap of a run: the VM lock, the run checked
@@ -625,12 +631,13 @@ static cca_status cuda_vm_unmap(void *ctx, void *addr, size_t size) {
 
 /* Look up n driver functions by name (the ABI of CUDA 12.0 each): true
  * when all are there, else the first missing one goes to *why. */
-static bool lookup(const char *const *names, void **const *fns, size_t n, char *why, size_t whylen) {
+static bool lookup(const ccai_cudart *rt, const char *const *names, void **const *fns, size_t n, char *why,
+                   size_t whylen) {
     for (size_t i = 0; i < n; i++) {
         enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-        if (cudaGetDriverEntryPointByVersion(names[i], fns[i], 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        if (rt->cudaGetDriverEntryPointByVersion(names[i], fns[i], 12000, cudaEnableDefault, &q) != cudaSuccess ||
             q != cudaDriverEntryPointSuccess || !*fns[i]) {
-            (void)cudaGetLastError();
+            (void)rt->cudaGetLastError();
             snprintf(why, whylen, "the driver has no %s", names[i]);
             return false;
         }
@@ -645,7 +652,7 @@ static bool load_driver(cuda_device *d, char *why, size_t whylen) {
     void **const fns[] = {(void **)&d->drv.error_string,    (void **)&d->drv.device_get,
                           (void **)&d->drv.primary_retain,  (void **)&d->drv.primary_release,
                           (void **)&d->drv.ctx_get_current, (void **)&d->drv.ctx_set_current};
-    return lookup(names, fns, sizeof names / sizeof *names, why, whylen);
+    return lookup(d->rt, names, fns, sizeof names / sizeof *names, why, whylen);
 }
 
 /* Look the driver's VMM functions up and check the device: true when the
@@ -665,7 +672,7 @@ static bool load_vmm(cuda_device *d, char *why, size_t whylen) {
     void **const fns[] = {(void **)&d->vm.reserve,    (void **)&d->vm.address_free, (void **)&d->vm.create,
                           (void **)&d->vm.release,    (void **)&d->vm.map,          (void **)&d->vm.unmap,
                           (void **)&d->vm.set_access, (void **)&get_attribute,      (void **)&get_granularity};
-    if (!lookup(names, fns, sizeof names / sizeof *names, why, whylen))
+    if (!lookup(d->rt, names, fns, sizeof names / sizeof *names, why, whylen))
         return false;
     int supported = 0;
     if (get_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d->dev) != CUDA_SUCCESS ||
@@ -732,11 +739,11 @@ static cca_status open_context(cuda_device *d) {
         return driver_error(d, r, "cuDevicePrimaryCtxRetain");
     cuda_caller caller;
     cca_status st = enter(d, &caller);
-    cudaError_t e = st == CCA_OK ? cudaFree(NULL) : cudaSuccess;
+    cudaError_t e = st == CCA_OK ? d->rt->cudaFree(NULL) : cudaSuccess;
     if (st == CCA_OK)
         leave(d, &caller);
     if (st == CCA_OK && e != cudaSuccess)
-        st = cuda_error(e, "context creation");
+        st = cuda_error(d, e, "context creation");
     if (st != CCA_OK)
         release_primary(d);
     return st;
@@ -746,19 +753,24 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
     cca_status bad = options_check(o, out, fn);
     if (bad != CCA_OK)
         return bad;
+    const ccai_cudart *rt = NULL;
+    if (ccai_cudart_get(&rt) != CCA_OK) /* no runtime: the message says what to install */
+        return CCA_ERR_NO_DEVICE;
     int device = o->device;
     int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
+    cudaError_t e = rt->cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return cca_set_error(CCA_ERR_NO_DEVICE, "cuda: no usable GPU (%s)", cudaGetErrorString(e));
+        (void)rt->cudaGetLastError();
+        return cca_set_error(CCA_ERR_NO_DEVICE, "cuda: no usable GPU (%s; runtime %s)", rt->cudaGetErrorString(e),
+                             rt->path);
     }
     if (device < 0 || device >= count)
-        return cca_set_error(count ? CCA_ERR_INVALID_ARGUMENT : CCA_ERR_NO_DEVICE, "cuda: device %d not in [0, %d)", device,
-                         count);
+        return cca_set_error(count ? CCA_ERR_INVALID_ARGUMENT : CCA_ERR_NO_DEVICE, "cuda: device %d not in [0, %d)",
+                             device, count);
     cuda_device *d = calloc(1, sizeof *d);
     if (!d)
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_cuda_create: host malloc failed");
+    d->rt = rt;
     d->device = device;
     d->vm.granularity = o->vm_granularity; /* 0: the driver's minimum, asked in load_vmm */
     d->whole_maps = o->vm_backing == CCA_VM_WHOLE_MAPS;

@@ -303,6 +303,11 @@ typedef struct cca_upstream_ops {
      * refuses the table (CCA_ERR_INVALID_ARGUMENT); ignored without the
      * vm ops. */
     int vm_backing;
+    /* Wait for the work queued on `stream` so far (over CUDA,
+     * cudaStreamSynchronize). What pages are given back after: the allocator
+     * waits for the streams whose work may still touch the pages it unmaps,
+     * not for the whole device. NULL: it calls `synchronize` instead. */
+    cca_status (*stream_synchronize)(void *ctx, cca_stream stream);
 } cca_upstream_ops;
 #define CCA_VM_PAGES 0      /* vm_backing: every granule its own memory     */
 #define CCA_VM_WHOLE_MAPS 1 /* vm_backing: every map one allocation, unmapped whole */
@@ -498,6 +503,11 @@ cca_status cca_upstream_vm_unmap(cca_upstream *u, void *addr, size_t size);
  * Errors: the synchronize op's status; CCA_OK when it has none.
  * Cost: one synchronize call. */
 cca_status cca_upstream_synchronize(cca_upstream *u);
+/* Wait for the work queued on `stream` so far: the stream_synchronize op,
+ * or without one the synchronize op (the whole device).
+ * Errors: the op's status; CCA_OK when the upstream has neither.
+ * Cost: one op call. */
+cca_status cca_upstream_stream_synchronize(cca_upstream *u, cca_stream stream);
 /* Copy the upstream's counters (cca_upstream_stats) into *s.
  * Errors: only the shared ones. Cost: O(1) under the upstream's lock. */
 cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s);
@@ -711,8 +721,9 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  * a best fit (a bitmap scan and one small B+-tree search), a hash insert;
  * no upstream call. Otherwise: growth, one upstream alloc (expandable: a
  * mem_info, maybe a vm_reserve, one vm_map per run of missing pages); the
- * retry, one synchronize, a free or unmap per released segment or run, and
- * up to two more takes; greedy, no upstream call (expandable: a vm_map for
+ * retry, one synchronize (expandable: one stream_synchronize per stream
+ * that may touch the pages it frees, cca_trim's rule), a free or unmap per
+ * released segment or run, and up to two more takes; greedy, no upstream call (expandable: a vm_map for
  * trimmed pages). */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 
@@ -774,15 +785,23 @@ typedef struct cca_release_report {
  * segments largest first and, with expandable segments, every page lying
  * wholly inside a free block (tails first), then empty address ranges
  * (docs/allocator.md, "Giving memory back" and "Pages, not segments").
+ * Classic segments: the whole device is synchronized. Expandable segments:
+ * only the streams whose queued work may touch what goes back (the stream
+ * of each segment with free mapped pages, each stream a pending free waits
+ * on), one stream_synchronize each; the device instead when the upstream
+ * has no stream_synchronize, past 16 such streams, or when a free could
+ * record no event.
  * report may be NULL; it is filled whenever the lock was taken.
  * Errors, the first that applies (each after releasing what it could):
  *  - CCA_ERR_UPSTREAM: the upstream refused to take a segment or page
  *    back; that memory stays cached, state intact;
- *  - the synchronize's status when it failed: free classic segments are
- *    released, no page is unmapped, pending blocks stay reserved;
- *  - CCA_ERR_NOT_READY: the device synchronized but an event still reads
+ *  - the synchronize's status when it (or a stream's) failed: free classic
+ *    segments are released, no page is unmapped, pending blocks stay
+ *    reserved;
+ *  - CCA_ERR_NOT_READY: the wait succeeded but an event still reads
  *    incomplete: those pending blocks stay reserved.
- * Cost: one synchronize; O(segments + free blocks); one upstream free per
+ * Cost: one synchronize (or one per stream, above); O(segments + free
+ * blocks), expandable O(blocks); one upstream free per
  * segment released, one vm_unmap per run of pages (whole maps: per map),
  * one vm_release per empty range. */
 cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report);

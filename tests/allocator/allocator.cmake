@@ -5,7 +5,8 @@
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 
 foreach(suite unit/pool unit/stream unit/check unit/release unit/stats unit/config unit/upstream hostile/fault_injection
-              random/random threads/threads unit/trace hostile/trace_hostile unit/hold_peak hostile/hold_hostile)
+              random/random threads/threads unit/trace hostile/trace_hostile unit/hold_peak hostile/hold_hostile
+              unit/release_waits)
   get_filename_component(kind ${suite} DIRECTORY)
   get_filename_component(suite ${suite} NAME)
   cca_add_test(NAME test_${suite} SOURCES allocator/${kind}/test_${suite}.c support/alloc_test_util.c LIBS ccalloc_static

@@ -414,8 +414,8 @@ void tu_upstream_free_leftovers(tu_upstream *t) {
  * fail_at[k] (or later, sticky), returns an injected failure without reaching
  * the inner upstream; otherwise it forwards the call and counts a success in
  * ok[k] (faulty_count). */
-const char *const tu_fault_names[TU_FAULT_KINDS] = {"alloc",    "free",       "vm_reserve", "vm_map",
-                                                    "vm_unmap", "vm_release", "synchronize"};
+const char *const tu_fault_names[TU_FAULT_KINDS] = {"alloc",    "free",       "vm_reserve",  "vm_map",
+                                                    "vm_unmap", "vm_release", "synchronize", "stream_synchronize"};
 
 /* Counts the call of kind k; true when it is the one to fail (or a later one,
  * sticky). */
@@ -470,6 +470,17 @@ static cca_status faulty_sync(void *ctx) {
         f->events_done = f->events_recorded;
     return faulty_count(f, TU_FAULT_SYNC, cca_upstream_synchronize(f->inner));
 }
+static cca_status faulty_stream_sync(void *ctx, cca_stream stream) {
+    tu_faulty *f = ctx;
+    uint64_t k = f->calls[TU_FAULT_STREAM_SYNC];
+    if (k < TU_FAULTY_ORDER)
+        f->synced_streams[k] = stream;
+    if (faulty_fails(f, TU_FAULT_STREAM_SYNC))
+        return faulty_injected(f, TU_FAULT_STREAM_SYNC, CCA_ERR_UPSTREAM);
+    if (!f->sync_keeps_events)
+        f->events_done = f->events_recorded;
+    return faulty_count(f, TU_FAULT_STREAM_SYNC, cca_upstream_stream_synchronize(f->inner, stream));
+}
 static cca_status faulty_event_record(void *ctx, cca_stream s, void **event) {
     (void)s;
     tu_faulty *f = ctx;
@@ -521,7 +532,7 @@ static cca_status faulty_vm_unmap(void *ctx, void *addr, size_t size) {
 }
 
 static cca_upstream *faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events,
-                                   bool with_mem_info) {
+                                   bool with_mem_info, bool with_stream_sync) {
     memset(f, 0, sizeof *f);
     f->inner = inner;
     f->name = name;
@@ -537,6 +548,7 @@ static cca_upstream *faulty_create(tu_faulty *f, cca_upstream *inner, const char
         .vm_map = faulty_vm_map,
         .vm_unmap = faulty_vm_unmap,
         .vm_backing = cca_upstream_vm_backing(inner), /* the inner device's rules are the allocator's */
+        .stream_synchronize = with_stream_sync ? faulty_stream_sync : NULL,
     };
     if (with_events) {
         ops.event_record = faulty_event_record;
@@ -549,11 +561,15 @@ static cca_upstream *faulty_create(tu_faulty *f, cca_upstream *inner, const char
 }
 
 cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events) {
-    return faulty_create(f, inner, name, with_events, true);
+    return faulty_create(f, inner, name, with_events, true, false);
+}
+
+cca_upstream *tu_faulty_create_streams(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events) {
+    return faulty_create(f, inner, name, with_events, true, true);
 }
 
 cca_upstream *tu_faulty_create_without_mem_info(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events) {
-    return faulty_create(f, inner, name, with_events, false);
+    return faulty_create(f, inner, name, with_events, false, false);
 }
 
 void tu_faulty_faults_off(tu_faulty *f) {

@@ -190,6 +190,7 @@ typedef enum tu_fault_kind {
     TU_FAULT_UNMAP,   /* vm_unmap */
     TU_FAULT_RELEASE, /* vm_release */
     TU_FAULT_SYNC,    /* synchronize */
+    TU_FAULT_STREAM_SYNC, /* stream_synchronize (tu_faulty_create_streams only) */
     TU_FAULT_KINDS
 } tu_fault_kind;
 /* The op's name for each kind ("alloc", ..., "vm_release", "synchronize"). */
@@ -208,12 +209,18 @@ typedef struct tu_faulty {
     uint64_t events_recorded, events_done, events_live;
     bool fail_mem_info;      /* mem_info refuses (CCA_ERR_UPSTREAM): the device's size is unknown */
     uint64_t mem_info_calls; /* every mem_info call, refused ones included */
+    cca_stream synced_streams[TU_FAULTY_ORDER]; /* tu_faulty_create_streams: each call's stream */
 } tu_faulty;
 
 /* A cca_upstream over `f` (reset here) wrapping `inner`. `name` is the
  * upstream's name in reports and the prefix of injected failures' messages
  * (the suites use "fx" and "dx"); with_events: provide the three event ops. */
 cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
+/* The same with a stream_synchronize op (TU_FAULT_STREAM_SYNC): each call's
+ * stream is kept in synced_streams (the first TU_FAULTY_ORDER); one that
+ * is not failed completes every event recorded so far, as synchronize does
+ * (the wrapper keeps no stream's work apart), unless sync_keeps_events. */
+cca_upstream *tu_faulty_create_streams(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
 /* The same with no mem_info op (cca_upstream_mem_info: CCA_ERR_UPSTREAM). */
 cca_upstream *tu_faulty_create_without_mem_info(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
 /* No more injected failures (fail_at and sticky cleared); counts kept. */

@@ -76,8 +76,8 @@ static size_t need_now(cca_allocator *a, const ccai_grow_req *q) {
  *   1. no free pending: can releasing make room (ccai_release_can_help)?
  *      No: nothing synchronized or released; the message is the refusal
  *      that brought the request here, then why;
- *   2. synchronize, with frees pending or when the kind needs an idle
- *      device (there a failed synchronize ends the retry);
+ *   2. synchronize, with frees pending or when the kind gives memory back
+ *      only once its users' work is done (quiesce; a failure ends it);
  *   3. frees were pending: take a completed block as step 4 would (pages:
  *      also new memory), then ask step 1 again;
  *   4. release the shortfall and take again; then release everything and
@@ -86,7 +86,7 @@ cca_status ccai_grow_release_and_take(cca_allocator *a, const ccai_grow_req *q, 
     size_t rounded = q->rounded;
     cca_stream stream = q->stream;
     ccai_pool_kind pool = q->pool;
-    bool idle = a->kind->unmap_when_idle, pending = a->c.pending != 0;
+    bool idle = a->kind->quiesce != NULL, pending = a->c.pending != 0;
     size_t free_b = 0;
     unsigned flags = 0;
     char refused[CCAI_ERROR_CAP]; /* what brought us here: named first if nothing is released */
@@ -95,7 +95,7 @@ cca_status ccai_grow_release_and_take(cca_allocator *a, const ccai_grow_req *q, 
     cca_status can = pending ? CCA_OK : ccai_release_can_help(a, need_now(a, q), &free_b);
     /* 2 */
     if (can == CCA_OK && (idle || pending)) {
-        cca_status sync = idle ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
+        cca_status sync = idle ? a->kind->quiesce(a) : ccai_stream_wait_all(a);
         if (idle && sync != CCA_OK)
             return ccai_release_unsynced();
         if (idle || sync == CCA_OK)

@@ -21,13 +21,15 @@
 typedef struct ccai_kind {
     const char *name;     /* "classic" or "pages": the snapshot's segment_kind */
     bool medium_pool;     /* requests below large_min get a pool of their own */
-    bool unmap_when_idle; /* memory goes back only while the device is idle:
-                             the retry synchronizes, and a failed one ends it */
+
     size_t max_range;     /* no request or arena is larger */
     uint8_t seg_flags;    /* what every block carries of the kind (b->seg) */
 
-    /* At cca_create, before anything is reserved (pages: the upstream's
-     * granularity); NULL: nothing to do. */
+    /* Wait for the work that may touch what a release gives back and complete
+     * the pending frees it covers (a failure ends the retry); NULL: classic,
+     * whose cudaFree waits by itself. */
+    cca_status (*quiesce)(cca_allocator *a);
+    /* At cca_create (pages: the upstream's granularity); NULL: nothing. */
     cca_status (*start)(cca_allocator *a);
     /* Step 5b: a free block of at least `rounded` bytes for (key, pool) from
      * new memory; it may still need `back`. room: the device's free memory,
@@ -47,11 +49,10 @@ typedef struct ccai_kind {
     bool (*gap)(const ccai_block *b, size_t rounded);
     /* bytes in the kind's unit (pages: whole pages, saturating). */
     size_t (*whole)(const cca_allocator *a, size_t bytes);
-    /* The least a request adds to reserved bytes (classic: its least
-     * segment; pages: its pages); what the retry releases first for it
-     * (shortfall; pages: one page more); the new bytes it would map in
-     * free block b once every free page is unmapped (new_bytes; NULL: the
-     * kind cannot say). */
+    /* The least a request adds to reserved bytes (classic: its least segment;
+     * pages: its pages); what the retry releases first for it (shortfall);
+     * the new bytes it would map in free block b once every free page is
+     * unmapped (new_bytes; NULL: the kind cannot say). */
     size_t (*least)(const cca_allocator *a, size_t rounded, ccai_pool_kind pool);
     size_t (*shortfall)(const cca_allocator *a, size_t rounded, ccai_pool_kind pool);
     size_t (*new_bytes)(const cca_allocator *a, const ccai_block *b, size_t rounded);

@@ -110,9 +110,8 @@ static cca_status trim(cca_allocator *a, size_t keep_bytes, cca_release_report *
         return refused;
     if (a->trace) /* the call, in the trace before its effect */
         ccai_trace_release(a->trace, keep_bytes);
-    /* One synchronize: queued work finishes, so pending frees complete and
-     * the memory the program released is really free on the device. */
-    cca_status sync = cca_upstream_synchronize(ccai_upstream_op(a));
+    /* queued work done, pending frees complete: the kind's quiesce, else the device */
+    cca_status sync = a->kind->quiesce ? a->kind->quiesce(a) : cca_upstream_synchronize(ccai_upstream_op(a));
     char why[256] = "";
     if (sync != CCA_OK)
         snprintf(why, sizeof why, "synchronize failed: %s", cca_last_error());

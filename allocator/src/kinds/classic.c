@@ -166,7 +166,7 @@ static ccai_broken classic_check(const ccai_segment *s) {
 const ccai_kind ccai_kind_classic = {
     .name = "classic",
     .medium_pool = true,
-    .unmap_when_idle = false,
+    .quiesce = NULL,
     .max_range = SIZE_MAX,
     .seg_flags = 0,
     .start = NULL,

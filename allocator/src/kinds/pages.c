@@ -932,6 +932,46 @@ static ccai_broken pages_check(const ccai_segment *s) {
     return maps ? ccai_broke(CCAI_INV_WHOLE_MAPS, maps) : CCAI_HOLDS;
 }
 
+/* Add s to the streams to wait for, once; false when the list is full. */
+static bool wait_for(cca_stream *list, size_t *n, size_t cap, cca_stream s) {
+    for (size_t i = 0; i < *n; i++)
+        if (list[i] == s)
+            return true;
+    if (*n == cap)
+        return false;
+    list[(*n)++] = s;
+    return true;
+}
+
+/* Before free pages are unmapped: wait for the streams whose queued work
+ * may still touch them, one stream_synchronize each, never the whole
+ * device: the key stream of every segment (not an arena: its frees waited
+ * for their users' events) with free mapped pages, and every stream a
+ * pending free waits on. Then the pending frees complete. An upstream
+ * without stream_synchronize, blocks no event could be recorded for, or
+ * more than 16 such streams: one device synchronize instead, as before.
+ * O(segments + blocks). */
+static cca_status pages_quiesce(cca_allocator *a) {
+    cca_stream streams[16];
+    size_t n = 0;
+    bool fits = a->sync_head == NULL;
+    for (const ccai_segment *s = a->segments; s && fits; s = s->next)
+        if (!s->shared && pages_releasable(s) > 0)
+            fits = wait_for(streams, &n, 16, s->stream);
+    for (const ccai_pending_queue *q = a->queues; q && fits; q = q->next)
+        fits = wait_for(streams, &n, 16, q->stream);
+    if (!fits || !ccai_upstream_has_stream_sync(a->upstream))
+        return ccai_stream_sync_device(a);
+    for (size_t i = 0; i < n; i++) {
+        cca_status st = cca_upstream_stream_synchronize(ccai_upstream_op(a), streams[i]);
+        if (st != CCA_OK)
+            return cca_set_error(st, "synchronize of stream %p failed; %zu frees stay pending: %s", streams[i],
+                                 a->c.pending, cca_last_error());
+    }
+    ccai_stream_complete_all(a);
+    return CCA_OK;
+}
+
 static cca_status pages_start(cca_allocator *a) {
     cca_status st = cca_upstream_vm_granularity(a->upstream, &a->page);
     if (st != CCA_OK)
@@ -955,7 +995,7 @@ static bool pages_gap(const ccai_block *b, size_t rounded) {
 const ccai_kind ccai_kind_pages = {
     .name = "pages",
     .medium_pool = false,
-    .unmap_when_idle = true,
+    .quiesce = pages_quiesce,
     .max_range = CCAI_ADDRESS_BUDGET,
     .seg_flags = CCAI_SEG_EXPANDABLE,
     .start = pages_start,

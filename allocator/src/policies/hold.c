@@ -9,7 +9,7 @@
  *     1. the retry's release and take, with the peak as the cap (nothing
  *        released when even everything cached leaves it over the peak);
  *     2. the peak rises by the least: release everything cached (pages:
- *        after a synchronize; failed, nothing unmapped) and take with no
+ *        after quiesce (kind.h); failed, nothing unmapped) and take with no
  *        cap; pages map no ahead pages (a->peak_rising). Nothing is
  *        released or synchronized when releasing cannot make room even
  *        without the peak (ccai_release_can_help): the take is refused;
@@ -33,9 +33,9 @@ cca_status ccai_hold_grow(cca_allocator *a, size_t rounded, cca_stream stream, c
     a->peak_hold = false;
     if (st == CCA_ERR_OUT_OF_MEMORY) { /* 2 */
         size_t free_b = 0;
-        bool idle = a->kind->unmap_when_idle;
+        bool idle = a->kind->quiesce != NULL;
         if (ccai_release_can_help(a, ccai_grow_need(a, rounded, stream, pool), &free_b) == CCA_OK &&
-            (!idle || ccai_stream_sync_device(a) == CCA_OK))
+            (!idle || a->kind->quiesce(a) == CCA_OK))
             (void)ccai_release(a, 0, idle ? CCAI_RELEASE_UNMAP : 0, NULL); /* a refusal: less room */
         a->peak_rising = true;
         st = ccai_grow_take_again(a, rounded, stream, pool, b);

@@ -5,7 +5,8 @@
  * - Ops: alloc/free are cudaMalloc/cudaFree (256-byte aligned, synchronous
  *   w.r.t. the device); mem_info is cudaMemGetInfo (the driver's own free
  *   count, which verifies that a release returned memory); synchronize is
- *   cudaDeviceSynchronize; events are cudaEvent_t made with
+ *   cudaDeviceSynchronize, stream_synchronize cudaStreamSynchronize (what
+ *   a release of pages waits for); events are cudaEvent_t made with
  *   cudaEventDisableTiming (cheap to record and query).
  * - Contexts: every call makes the device's PRIMARY context current and
  *   then puts back the caller's, whatever it was (another device's, one of
@@ -269,6 +270,12 @@ static cca_status cuda_mem_info(void *ctx, size_t *free_bytes, size_t *total_byt
 static cca_status cuda_synchronize(void *ctx) {
     cuda_device *d = ctx;
     ON_DEVICE(d, d->rt->cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    return CCA_OK;
+}
+
+static cca_status cuda_stream_synchronize(void *ctx, cca_stream stream) {
+    cuda_device *d = ctx;
+    ON_DEVICE(d, d->rt->cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
     return CCA_OK;
 }
 
@@ -793,6 +800,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
         .free = cuda_free,
         .mem_info = cuda_mem_info,
         .synchronize = cuda_synchronize,
+        .stream_synchronize = cuda_stream_synchronize,
         .event_record = cuda_event_record,
         .event_query = cuda_event_query,
         .event_destroy = cuda_event_destroy,

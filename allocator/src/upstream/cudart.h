@@ -33,6 +33,7 @@
     X(cudaFree)                                                                                                        \
     X(cudaMemGetInfo)                                                                                                  \
     X(cudaDeviceSynchronize)                                                                                           \
+    X(cudaStreamSynchronize)                                                                                           \
     X(cudaEventCreateWithFlags)                                                                                        \
     X(cudaEventRecord)                                                                                                 \
     X(cudaEventQuery)                                                                                                  \

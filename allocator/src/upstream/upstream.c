@@ -13,7 +13,8 @@
  *         ptr, ptr + size not past the top of the address space (else
  *         given back)
  *     free(ptr, size) with exactly the pair alloc returned
- *     mem_info / synchronize / events: optional, defaults in ccalloc.h
+ *     mem_info / synchronize / stream_synchronize / events: optional,
+ *     defaults in ccalloc.h
  * - The ops' own locking is theirs; the wrapper's lock covers only the
  *   counters, so a slow cudaMalloc does not serialize unrelated accounting.
  * - Messages (op_begin / op_end around every op): the thread's message is
@@ -264,6 +265,17 @@ cca_status cca_upstream_synchronize(cca_upstream *u) {
     return op_end(&g, u, st, st == CCA_OK, "synchronize");
 }
 
+cca_status cca_upstream_stream_synchronize(cca_upstream *u, cca_stream stream) {
+    if (!u)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_stream_synchronize: upstream is NULL");
+    if (!u->ops.stream_synchronize)
+        return cca_upstream_synchronize(u);
+    op_guard g;
+    op_begin(&g);
+    cca_status st = u->ops.stream_synchronize(u->ctx, stream);
+    return op_end(&g, u, st, st == CCA_OK, "stream_synchronize of stream %p", stream);
+}
+
 cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s) {
     if (!u || !s)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_upstream_get_stats: NULL argument");
@@ -435,6 +447,10 @@ cca_status cca_upstream_vm_unmap(cca_upstream *u, void *addr, size_t size) {
     st = u->ops.vm_unmap(u->ctx, addr, size);
     uncount_after(u, size, false, uncounted, st == CCA_OK);
     return op_end(&g, u, st, st == CCA_OK, "vm_unmap of %p (%zu bytes)", addr, size);
+}
+
+bool ccai_upstream_has_stream_sync(const cca_upstream *u) {
+    return u->ops.stream_synchronize != NULL;
 }
 
 bool ccai_upstream_has_events(const cca_upstream *u) {

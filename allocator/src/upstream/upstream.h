@@ -85,6 +85,8 @@ void ccai_upstream_set_no_vm_reason(cca_upstream *u, const char *why);
  * upstream (the first such allocator), naming it and why. */
 void ccai_upstream_log_no_vm(cca_upstream *u);
 bool ccai_upstream_has_events(const cca_upstream *u);
+/* Has the stream_synchronize op (else waiting for a stream is the device's synchronize). */
+bool ccai_upstream_has_stream_sync(const cca_upstream *u);
 cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event);
 cca_status ccai_upstream_event_query(cca_upstream *u, void *event);
 void ccai_upstream_event_destroy(cca_upstream *u, void *event);

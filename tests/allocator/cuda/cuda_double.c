@@ -98,7 +98,7 @@
  * https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
  * They complete at once unless held (cuda_double_hold_events); a
  * cudaDeviceSynchronize completes those of the current context's device
- * only. There are no kernels and no stream objects: a handle other than
+ * only, a cudaStreamSynchronize those recorded on that stream of it. There are no kernels and no stream objects: a handle other than
  * the default ones is taken as the caller's stream on the event's device
  * unchecked (a real driver refuses one of another context).
  */
@@ -124,6 +124,7 @@ struct CUctx_st {
 struct CUevent_st {
     bool ready;
     struct CUctx_st *ctx; /* the context current at its creation */
+    cudaStream_t stream;  /* where it was last recorded */
 };
 
 typedef struct dbl_block { /* a cudaMalloc */
@@ -529,6 +530,18 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
         return rt_fail(cudaErrorInvalidResourceHandle);
     }
     event->ready = !g_hold;
+    event->stream = stream;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
+    RT_BEGIN("cudaStreamSynchronize");
+    int dev = runtime_context()->device;
+    g_stats.stream_syncs++;
+    for (size_t i = 0; i < g_nevents; i++) /* the work recorded on this stream of this device */
+        if (g_events[i]->ctx->device == dev && g_events[i]->stream == stream)
+            g_events[i]->ready = true;
     pthread_mutex_unlock(&g_lock);
     return cudaSuccess;
 }

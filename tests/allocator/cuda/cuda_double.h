@@ -89,6 +89,7 @@ typedef struct cuda_double_stats {
     unsigned long implicit_contexts; /* runtime calls made on a thread with no context: a
                                         real runtime makes device 0's primary context then */
     unsigned long syncs;      /* cudaDeviceSynchronize calls                              */
+    unsigned long stream_syncs; /* cudaStreamSynchronize calls                            */
     int primary_refs[CUDA_DOUBLE_MAX_DEVICES]; /* cuDevicePrimaryCtxRetain - Release        */
     char last_violation[256];
     char first_implicit[40];  /* the runtime call that made the first implicit context */

@@ -244,9 +244,10 @@ typedef struct ccb_mem {
 typedef struct ccb_strategy ccb_strategy;
 
 /* The device a host strategy runs on: the simulated device's capacity and
- * the driver's cost it charges per upstream call, and per granule of a
- * virtual-memory map and unmap (0 = bookkeeping alone). GPU strategies
- * ignore it: their device and driver are real. */
+ * the driver's cost it charges per upstream call, and per physical
+ * allocation a virtual-memory map makes or an unmap gives back (a page, or
+ * with whole-maps backing a map whatever its size; 0 = bookkeeping alone).
+ * GPU strategies ignore it: their device and driver are real. */
 typedef struct ccb_device {
     size_t bytes;
     uint64_t alloc_latency_ns, free_latency_ns;
@@ -266,12 +267,16 @@ typedef struct ccb_device {
  * measured figures where `ccbench driver` ran on a GPU (docs/benchmarks.md). */
 #define CCB_DEFAULT_ALLOC_LATENCY_NS 35000u
 #define CCB_DEFAULT_FREE_LATENCY_NS 35000u
-/* Per page mapped and unmapped by the CUDA upstream's vm ops, in proportion
- * to that pair: measured on two H100 machines (bench/results/2026-11-24-h100,
- * `ccbench driver`), a page's map cost 0.50-0.53 and its unmap 0.42-0.45 of
- * the same machine's 2 MiB cudaMalloc + cudaFree pair (31 and 26 us against
- * 58 us on one, 46 and 38 against 92 us on the other), for pages of 2 to
- * 32 MiB alike: 36 and 30 us of the default 70 us pair. */
+/* Per physical allocation mapped and unmapped by the vm ops (a page; a
+ * whole map with CCA_VM_WHOLE_MAPS), on top of the call's own alloc / free
+ * latency, in proportion to that pair: measured on two H100 machines
+ * (bench/results/2026-11-24-h100, `ccbench driver`), an allocation's map
+ * cost 0.49-0.54 and its unmap 0.42-0.46 of the same machine's 2 MiB
+ * cudaMalloc + cudaFree pair (31 and 26 us against 58 us on one, 45-47 and
+ * 39-42 against 92 us on the other, allocations of 2 to 32 MiB alike but
+ * the unmap of 32 MiB ones, 58 us): 36 and 30 us of the default 70 us
+ * pair. docs/benchmarks.md, "The driver-cost model", says what this model
+ * does not match. */
 #define CCB_DEFAULT_MAP_GRANULE_NS 36000u
 #define CCB_DEFAULT_UNMAP_GRANULE_NS 30000u
 
@@ -497,7 +502,7 @@ typedef struct ccb_replay_options {
     uint64_t alloc_latency_ns, free_latency_ns;
     int driver_reps;     /* passes with the driver's cost (0: reps) */
     int ignore_releases; /* replay as if the program never released (marks still reported) */
-    uint64_t map_granule_ns, unmap_granule_ns; /* per granule of a vm map / unmap */
+    uint64_t map_granule_ns, unmap_granule_ns; /* per physical allocation of a vm map / unmap */
     size_t vm_granularity;                     /* --vm-granularity (0: the device's default) */
     int vm_backing;                            /* --vm-backing (CCA_VM_PAGES: the default) */
     int iterations; /* --iterations: the trace replayed this many times in one strategy (0: 1) */

@@ -88,8 +88,9 @@ static const cli_option options[] = {
      "passes: a duration in ns, us or ms (no unit: us), at most 1 s (default\n"
      "35us,35us; 0: no such pass)"},
     {"vm-latency", O_VM_LATENCY, required_argument, "M[,U]",
-     "and per granule mapped [and unmapped] by a virtual-memory map [unmap]\n"
-     "(expandable segments), on top of the call's own: as --upstream-latency\n"
+     "and per physical allocation mapped [and unmapped] by a virtual-memory\n"
+     "map [unmap] (expandable segments: a page, or with --vm-backing whole-maps\n"
+     "a map, whatever its size), on top of the call's own: as --upstream-latency\n"
      "(default 36us,30us: measured on H100s in proportion to the default pair;\n"
      "`ccbench driver` measures it)"},
     {"vm-granularity", O_VM_GRANULARITY, required_argument, "B",

@@ -987,8 +987,9 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
     fprintf(readme,
             "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
             "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
-            "per device free, and %.1f us per granule mapped and %.1f us per granule unmapped on top of a "
-            "virtual-memory map's or unmap's own (the driver's cost; \"(real)\": a GPU strategy, whose times "
+            "per device free, and %.1f us per physical allocation mapped and %.1f us per one unmapped (a page, "
+            "or a whole map with whole-maps backing) on top of a virtual-memory map's or unmap's own (the "
+            "driver's cost; \"(real)\": a GPU strategy, whose times "
             "already include its driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
             "cannot know (reserved bytes, upstream calls and fragmentation of the malloc floor, which has no device "
             "and no driver time either), the trace gives nothing to measure (per-op times of a trace without "

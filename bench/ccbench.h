@@ -244,9 +244,10 @@ typedef struct ccb_mem {
 typedef struct ccb_strategy ccb_strategy;
 
 /* The device a host strategy runs on: the simulated device's capacity and
- * the driver's cost it charges per upstream call, and per granule of a
- * virtual-memory map and unmap (0 = bookkeeping alone). GPU strategies
- * ignore it: their device and driver are real. */
+ * the driver's cost it charges per upstream call, and per physical
+ * allocation a virtual-memory map makes or an unmap gives back (a page, or
+ * with whole-maps backing a map whatever its size; 0 = bookkeeping alone).
+ * GPU strategies ignore it: their device and driver are real. */
 typedef struct ccb_device {
     size_t bytes;
     uint64_t alloc_latency_ns, free_latency_ns;
@@ -266,12 +267,16 @@ typedef struct ccb_device {
  * measured figures where `ccbench driver` ran on a GPU (docs/benchmarks.md). */
 #define CCB_DEFAULT_ALLOC_LATENCY_NS 35000u
 #define CCB_DEFAULT_FREE_LATENCY_NS 35000u
-/* Per page mapped and unmapped by the CUDA upstream's vm ops, in proportion
- * to that pair: measured on two H100 machines (bench/results/2026-11-24-h100,
- * `ccbench driver`), a page's map cost 0.50-0.53 and its unmap 0.42-0.45 of
- * the same machine's 2 MiB cudaMalloc + cudaFree pair (31 and 26 us against
- * 58 us on one, 46 and 38 against 92 us on the other), for pages of 2 to
- * 32 MiB alike: 36 and 30 us of the default 70 us pair. */
+/* Per physical allocation mapped and unmapped by the vm ops (a page; a
+ * whole map with CCA_VM_WHOLE_MAPS), on top of the call's own alloc / free
+ * latency, in proportion to that pair: measured on two H100 machines
+ * (bench/results/2026-11-24-h100, `ccbench driver`), an allocation's map
+ * cost 0.49-0.54 and its unmap 0.42-0.46 of the same machine's 2 MiB
+ * cudaMalloc + cudaFree pair (31 and 26 us against 58 us on one, 45-47 and
+ * 39-42 against 92 us on the other, allocations of 2 to 32 MiB alike but
+ * the unmap of 32 MiB ones, 58 us): 36 and 30 us of the default 70 us
+ * pair. docs/benchmarks.md, "The driver-cost model", says what this model
+ * does not match. */
 #define CCB_DEFAULT_MAP_GRANULE_NS 36000u
 #define CCB_DEFAULT_UNMAP_GRANULE_NS 30000u
 
@@ -476,6 +481,16 @@ typedef struct ccb_result {
     size_t timeline_n;
     ccb_checkpoint *checkpoints; /* one per mark and release event, in order */
     size_t checkpoints_n;
+    /* --iterations N (ccb_replay_options.iterations): with N > 1 every
+     * figure above is the whole run's (the trace N times back to back in one
+     * strategy: see ccb_replay), and these say the first iteration and the
+     * later ones (2..N together) apart; iterations.c writes them. */
+    int iterations;                                       /* N; 1: the fields below are not reported */
+    size_t first_peak_reserved, later_peak_reserved;      /* CCB_UNKNOWN when unknown */
+    uint64_t first_upstream_allocs, first_upstream_frees; /* UINT64_MAX when unknown */
+    uint64_t later_upstream_allocs, later_upstream_frees;
+    double first_total_ms, later_total_ms;               /* bookkeeping alone: medians over the timed passes */
+    double first_driver_total_ms, later_driver_total_ms; /* with the driver's cost, as driver_total_ms */
 } ccb_result;
 
 typedef struct ccb_replay_options {
@@ -487,16 +502,26 @@ typedef struct ccb_replay_options {
     uint64_t alloc_latency_ns, free_latency_ns;
     int driver_reps;     /* passes with the driver's cost (0: reps) */
     int ignore_releases; /* replay as if the program never released (marks still reported) */
-    uint64_t map_granule_ns, unmap_granule_ns; /* per granule of a vm map / unmap */
+    uint64_t map_granule_ns, unmap_granule_ns; /* per physical allocation of a vm map / unmap */
     size_t vm_granularity;                     /* --vm-granularity (0: the device's default) */
     int vm_backing;                            /* --vm-backing (CCA_VM_PAGES: the default) */
+    int iterations; /* --iterations: the trace replayed this many times in one strategy (0: 1) */
 } ccb_replay_options;
+
+/* --iterations: at most this many (every timed pass keeps a latency per
+ * event of every iteration, pooled for the median). */
+#define CCB_MAX_ITERATIONS 100
 
 /* Replay trace t through the strategy: one untimed OBSERVE pass (pattern
  * checks on host pointers, per-op sampling for the timeline and peaks, the
  * checkpoints, release at the end), `reps` TIMED passes of bookkeeping, and
  * `driver_reps` timed passes with the driver's cost. Release events call the
- * strategy's empty_cache / trim. 0 ok / skipped, -1 error. */
+ * strategy's empty_cache / trim. 0 ok / skipped, -1 error.
+ * With o->iterations N > 1 each pass replays the trace N times back to back
+ * in one strategy: iteration k > 1 first frees the blocks iteration k - 1
+ * left live (timed as frees), then replays every event again (a domain is
+ * declared once, in the first iteration); nothing else happens between
+ * iterations (no empty-cache, no trim). */
 int ccb_replay(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r);
 /* t must have passed ccb_trace_analyze; a trace whose events name slots or
  * marks out of range is refused (-1) before anything runs. */
@@ -572,8 +597,29 @@ void ccb_format_bytes(size_t b, char *buf, size_t len);
 /* One CSV field, quoted (quotes doubled) only when it holds a comma, quote or
  * line break, so plain names stay as they were. No separator written. */
 void ccb_csv_field(FILE *f, const char *s);
+/* report.c's cells, shared by the writers of other files (iterations.c).
+ * Markdown: a figure with printf format f, or "—" when unknown (not finite,
+ * or negative); upstream calls "a+f", "—" when unknown (UINT64_MAX). CSV:
+ * the value and its ',' (an unknown one: the ',' alone); a text always
+ * quoted (quotes doubled), no separator. A cell is reported when it ran
+ * whole (neither skipped nor failed). */
+void ccb_fmt_num(double v, const char *f, char *buf, size_t len);
+void ccb_fmt_calls(uint64_t a, uint64_t f, char *buf, size_t len);
+void ccb_csv_size(FILE *f, size_t v);
+void ccb_csv_u64(FILE *f, uint64_t v);
+void ccb_csv_double(FILE *f, double v, const char *fmt);
+void ccb_csv_quoted(FILE *f, const char *s);
+int ccb_result_reported(const ccb_result *x);
 void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);
+/* iterations.c: the first iteration and the later ones apart (--iterations
+ * N > 1), as markdown, CSV, and README.md's "Iterations" section (nothing
+ * when every row's N is 1). ccb_results_iterations: the largest N of the
+ * rows (1 when none is larger). */
+int ccb_results_iterations(const ccb_result *r, size_t n);
+void ccb_write_iterations_md(FILE *f, const ccb_result *r, size_t n);
+void ccb_write_iterations_csv(FILE *f, const ccb_result *r, size_t n);
+void ccb_write_iterations_readme(FILE *f, const ccb_result *r, size_t n);
 /* One trace's checkpoints (marks, release events): a row each, reserved per
  * strategy (r = that trace's nspecs results). CSV: one row per strategy and
  * checkpoint, header when asked. */
@@ -686,6 +732,7 @@ typedef struct ccb_options {
     int vm_backing;                            /* --vm-backing: CCA_VM_PAGES (default) or CCA_VM_WHOLE_MAPS */
     int vm_backing_given;                      /* --vm-backing was given (driver: which tables) */
     int driver_reps; /* 0: as --reps (1 with --quick) */
+    int iterations;  /* --iterations: 1..CCB_MAX_ITERATIONS (0: 1) */
     int ignore_releases;
     size_t pairs;
     size_t lives[CCB_MAX_LIVES]; /* --live; nlives 0: the default table */

@@ -52,6 +52,7 @@ enum {
     O_VM_GRANULARITY,
     O_VM_BACKING,
     O_DRIVER_REPS,
+    O_ITERATIONS,
     O_NO_RELEASE_EVENTS,
     O_PAIRS,
     O_LIVE,
@@ -87,8 +88,9 @@ static const cli_option options[] = {
      "passes: a duration in ns, us or ms (no unit: us), at most 1 s (default\n"
      "35us,35us; 0: no such pass)"},
     {"vm-latency", O_VM_LATENCY, required_argument, "M[,U]",
-     "and per granule mapped [and unmapped] by a virtual-memory map [unmap]\n"
-     "(expandable segments), on top of the call's own: as --upstream-latency\n"
+     "and per physical allocation mapped [and unmapped] by a virtual-memory\n"
+     "map [unmap] (expandable segments: a page, or with --vm-backing whole-maps\n"
+     "a map, whatever its size), on top of the call's own: as --upstream-latency\n"
      "(default 36us,30us: measured on H100s in proportion to the default pair;\n"
      "`ccbench driver` measures it)"},
     {"vm-granularity", O_VM_GRANULARITY, required_argument, "B",
@@ -105,6 +107,11 @@ static const cli_option options[] = {
      "driver: only that virtual-memory table (default: both)"},
     {"driver-reps", O_DRIVER_REPS, required_argument, "N",
      "timed passes with the driver's cost, 1..1000 (default: --reps; 1 with --quick)"},
+    {"iterations", O_ITERATIONS, required_argument, "N",
+     "replay: each trace N times back to back in one strategy, 1..100 (default\n"
+     "1); the blocks it leaves live are freed between iterations, nothing is\n"
+     "released; the first iteration and the later ones reported apart\n"
+     "(iterations.md/.csv)"},
     {"no-release-events", O_NO_RELEASE_EVENTS, no_argument, NULL,
      "replay as if the program never emptied or trimmed its cache (the trace's\n"
      "empty_cache, trim and domain_release events are reported at their checkpoints,\n"
@@ -233,6 +240,7 @@ void ccb_options_init(ccb_options *o, const char *command_line) {
     o->map_granule_ns = CCB_DEFAULT_MAP_GRANULE_NS;
     o->unmap_granule_ns = CCB_DEFAULT_UNMAP_GRANULE_NS;
     o->pairs = 200000;
+    o->iterations = 1;
     o->command_line = command_line ? command_line : "";
 }
 
@@ -374,6 +382,11 @@ static int take(ccb_options *o, int id, const char *v) {
         if (ccai_decimal_uint(v, 1, 1000, &u))
             return usage_error("--driver-reps '%s' is not a count in 1..1000", v);
         o->driver_reps = (int)u;
+        return 0;
+    case O_ITERATIONS:
+        if (ccai_decimal_uint(v, 1, CCB_MAX_ITERATIONS, &u))
+            return usage_error("--iterations '%s' is not a count in 1..%d", v, CCB_MAX_ITERATIONS);
+        o->iterations = (int)u;
         return 0;
     case O_PAIRS:
         if (ccai_decimal_uint(v, 1, 1ull << 32, &u))

@@ -40,7 +40,7 @@ int ccb_run_replays(ccb_options *o, const ccb_trace *traces, size_t ntraces, ccb
         return -1;
     ccb_replay_options ro = {o->device_bytes,    o->reps,        600, o->alloc_latency_ns, o->free_latency_ns,
                              o->driver_reps, o->ignore_releases, o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity,
-                             o->vm_backing};
+                             o->vm_backing, o->iterations};
     int failed = 0;
     for (size_t t = 0; t < ntraces; t++) {
         for (size_t s = 0; s < o->nspecs; s++) {
@@ -104,6 +104,10 @@ int ccb_cmd_replay(ccb_options *o) {
         return 1;
     }
     ccb_write_results_md(stdout, r, o->nargs * o->nspecs);
+    if (ccb_results_iterations(r, o->nargs * o->nspecs) > 1) {
+        printf("\nIterations (first, later):\n\n");
+        ccb_write_iterations_md(stdout, r, o->nargs * o->nspecs);
+    }
     if (o->out)
         write_out_dir(o, traces, r);
     for (size_t i = 0; i < o->nargs * o->nspecs; i++)

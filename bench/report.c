@@ -17,6 +17,7 @@
  *   results.md/.csv        one row per strategy x trace
  *   traces.md              the traces with their lower bound and ideal arena
  *   checkpoints.csv        reserved bytes at each mark and release event
+ *   iterations.md/.csv     --iterations N > 1 only: first and later iterations apart (iterations.c)
  *   micro.md/.csv          the micro-benchmark
  *   driver.md/.csv         `ccbench driver`
  *   timeline/T__S.csv      allocated/reserved over trace T under strategy S
@@ -64,7 +65,7 @@ void ccb_format_bytes(size_t b, char *buf, size_t len) {
 
 /* A cell whose figures are reported: it ran, every pass of it (a skipped or
  * failed one has its reason in the results instead, and nothing elsewhere). */
-static int reported(const ccb_result *x) {
+int ccb_result_reported(const ccb_result *x) {
     return !x->skipped && !x->failed;
 }
 
@@ -73,14 +74,14 @@ static int known(double v) {
     return isfinite(v) && v >= 0;
 }
 
-static void fmt_num(double v, const char *f, char *buf, size_t len) {
+void ccb_fmt_num(double v, const char *f, char *buf, size_t len) {
     if (!known(v))
         snprintf(buf, len, "—");
     else
         snprintf(buf, len, f, v);
 }
 
-static void fmt_calls(uint64_t a, uint64_t f, char *buf, size_t len) {
+void ccb_fmt_calls(uint64_t a, uint64_t f, char *buf, size_t len) {
     if (a == UINT64_MAX)
         snprintf(buf, len, "—");
     else
@@ -100,24 +101,24 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         const ccb_result *x = &r[i];
         /* a failure always has its reason; a trace without allocations or
          * frees (releases only, or nothing) has no per-op figures: "—" */
-        if (!reported(x)) {
+        if (!ccb_result_reported(x)) {
             ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", x->trace, x->strategy,
                                  x->skipped ? "skipped" : "failed", x->why);
             continue;
         }
         char med[32], p99[32], tot[32], drv[48], pr[32], rlb[32], rid[32], frag[32], calls[48], rat[32], rae[32],
             dfb[32], dfa[32];
-        fmt_num(x->median_ns, "%.0f", med, sizeof med);
-        fmt_num(x->p99_ns, "%.0f", p99, sizeof p99);
-        fmt_num(x->total_ms, "%.2f", tot, sizeof tot);
-        fmt_num(x->driver_total_ms, "%.2f", drv, sizeof drv);
+        ccb_fmt_num(x->median_ns, "%.0f", med, sizeof med);
+        ccb_fmt_num(x->p99_ns, "%.0f", p99, sizeof p99);
+        ccb_fmt_num(x->total_ms, "%.2f", tot, sizeof tot);
+        ccb_fmt_num(x->driver_total_ms, "%.2f", drv, sizeof drv);
         if (known(x->driver_total_ms))
             strncat(drv, driver_label(x), sizeof drv - strlen(drv) - 1);
         ccb_format_bytes(x->peak_reserved, pr, sizeof pr);
-        fmt_num(x->ratio_requested, "%.3f", rlb, sizeof rlb);
-        fmt_num(x->ratio_ideal, "%.3f", rid, sizeof rid);
-        fmt_num(x->frag_at_peak, "%.3f", frag, sizeof frag);
-        fmt_calls(x->upstream_allocs, x->upstream_frees, calls, sizeof calls);
+        ccb_fmt_num(x->ratio_requested, "%.3f", rlb, sizeof rlb);
+        ccb_fmt_num(x->ratio_ideal, "%.3f", rid, sizeof rid);
+        ccb_fmt_num(x->frag_at_peak, "%.3f", frag, sizeof frag);
+        ccb_fmt_calls(x->upstream_allocs, x->upstream_frees, calls, sizeof calls);
         ccb_format_bytes(x->reserved_after_trace, rat, sizeof rat);
         ccb_format_bytes(x->reserved_after_empty, rae, sizeof rae);
         ccb_format_bytes(x->device_free_before, dfb, sizeof dfb);
@@ -150,14 +151,15 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
     const ccb_result *ref = NULL;
     for (int pass = 0; pass < 2 && !ref; pass++)
         for (size_t s = 0; s < nspecs && !ref; s++)
-            if (reported(&r[s]) && r[s].checkpoints_n && (pass == 1 || r[s].ooms == 0))
+            if (ccb_result_reported(&r[s]) && r[s].checkpoints_n && (pass == 1 || r[s].ooms == 0))
                 ref = &r[s];
     if (!ref)
         return;
     fprintf(f, "| event | checkpoint | %s |", ref->ooms ? "live requested (served)" : "live requested");
     size_t cols = 0;
     for (size_t s = 0; s < nspecs; s++)
-        if (reported(&r[s]) && r[s].checkpoints_n == ref->checkpoints_n && r[s].peak_reserved != CCB_UNKNOWN) {
+        if (ccb_result_reported(&r[s]) && r[s].checkpoints_n == ref->checkpoints_n &&
+            r[s].peak_reserved != CCB_UNKNOWN) {
             ccai_fprintf_escaped(f, " %s |", r[s].strategy);
             cols++;
         }
@@ -172,7 +174,8 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
         ccb_format_bytes(c->requested, req, sizeof req);
         ccai_fprintf_escaped(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
         for (size_t s = 0; s < nspecs; s++) {
-            if (!reported(&r[s]) || r[s].checkpoints_n != ref->checkpoints_n || r[s].peak_reserved == CCB_UNKNOWN)
+            if (!ccb_result_reported(&r[s]) || r[s].checkpoints_n != ref->checkpoints_n ||
+                r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
             char res[32], back[32];
             const ccb_checkpoint *x = &r[s].checkpoints[i];
@@ -193,7 +196,7 @@ void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r,
         fprintf(f, "trace,strategy,event,op,name,keep,requested,allocated,reserved,returned\n");
     for (size_t s = 0; s < nspecs; s++) {
         const ccb_result *x = &r[s];
-        for (size_t i = 0; reported(x) && i < x->checkpoints_n; i++) {
+        for (size_t i = 0; ccb_result_reported(x) && i < x->checkpoints_n; i++) {
             const ccb_checkpoint *c = &x->checkpoints[i];
             ccb_csv_field(f, x->trace);
             fputc(',', f);
@@ -222,11 +225,11 @@ void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r,
 void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
     fprintf(f, "| domain | allocs | peak requested | releases |");
     for (size_t s = 0; s < nspecs; s++)
-        if (reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
+        if (ccb_result_reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
             ccai_fprintf_escaped(f, " %s: returned at its releases |", r[s].strategy);
     fprintf(f, "\n|---|--:|--:|--:|");
     for (size_t s = 0; s < nspecs; s++)
-        if (reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
+        if (ccb_result_reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
             fprintf(f, "--:|");
     fprintf(f, "\n");
     /* what each strategy returned at each domain's releases, summed in one
@@ -253,7 +256,7 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
         ccai_fprintf_escaped(f, "| %s | %llu | %s | %llu |", di->name, (unsigned long long)di->allocs, pr,
                              (unsigned long long)di->releases);
         for (size_t s = 0; s < nspecs; s++) {
-            if (!reported(&r[s]) || r[s].peak_reserved == CCB_UNKNOWN)
+            if (!ccb_result_reported(&r[s]) || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
             char b[32];
             ccb_format_bytes(sum[s * nd + d], b, sizeof b);
@@ -287,21 +290,21 @@ int ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
     return bad ? -1 : 0;
 }
 
-static void csv_size(FILE *f, size_t v) {
+void ccb_csv_size(FILE *f, size_t v) {
     if (v == CCB_UNKNOWN)
         fputc(',', f);
     else
         fprintf(f, "%zu,", v);
 }
 
-static void csv_u64(FILE *f, uint64_t v) {
+void ccb_csv_u64(FILE *f, uint64_t v) {
     if (v == UINT64_MAX)
         fputc(',', f);
     else
         fprintf(f, "%llu,", (unsigned long long)v);
 }
 
-static void csv_double(FILE *f, double v, const char *fmt) {
+void ccb_csv_double(FILE *f, double v, const char *fmt) {
     if (!known(v))
         fputc(',', f);
     else {
@@ -310,7 +313,7 @@ static void csv_double(FILE *f, double v, const char *fmt) {
     }
 }
 
-static void csv_text(FILE *f, const char *s) { /* quoted, quotes doubled */
+void ccb_csv_quoted(FILE *f, const char *s) { /* quoted, quotes doubled */
     fputc('"', f);
     for (; *s; s++) {
         if (*s == '"')
@@ -322,7 +325,7 @@ static void csv_text(FILE *f, const char *s) { /* quoted, quotes doubled */
 
 void ccb_csv_field(FILE *f, const char *s) {
     if (s && strpbrk(s, ",\"\r\n"))
-        csv_text(f, s);
+        ccb_csv_quoted(f, s);
     else if (s)
         fputs(s, f);
 }
@@ -336,47 +339,47 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
         /* as in markdown: a failure has its reason; a trace without allocs or frees has no per-op figures */
-        int ok = reported(x);
+        int ok = ccb_result_reported(x);
         /* a strategy label is what -s said: 'ccalloc=a:1,b:2' has a comma */
         ccb_csv_field(f, x->trace);
         fputc(',', f);
         ccb_csv_field(f, x->strategy);
         fputc(',', f);
-        csv_text(f, x->config);
+        ccb_csv_quoted(f, x->config);
         fprintf(f, ",%s,", x->skipped ? "skipped" : ok ? "ok" : "failed");
         if (!ok) {
             fprintf(f, "%s", ",,,,,,,,,,,,,,,,,,,,,,,,,,,,"); /* 28 empty fields: ops .. checked */
-            csv_text(f, x->why);
+            ccb_csv_quoted(f, x->why);
             fputc('\n', f);
             continue;
         }
         fprintf(f, "%llu,%llu,%llu,%d,", (unsigned long long)x->ops, (unsigned long long)x->allocs,
                 (unsigned long long)x->frees, x->reps);
-        csv_double(f, x->median_ns, "%.1f");
-        csv_double(f, x->p99_ns, "%.1f");
-        csv_double(f, x->total_ms, "%.3f");
-        csv_double(f, x->timer_ns, "%.1f");
+        ccb_csv_double(f, x->median_ns, "%.1f");
+        ccb_csv_double(f, x->p99_ns, "%.1f");
+        ccb_csv_double(f, x->total_ms, "%.3f");
+        ccb_csv_double(f, x->timer_ns, "%.1f");
         fprintf(f, "%s,", x->driver == CCB_DRIVER_REAL ? "real" : x->driver == CCB_DRIVER_MODEL ? "model" : "none");
-        csv_double(f, x->driver_median_ns, "%.1f");
-        csv_double(f, x->driver_total_ms, "%.3f");
-        csv_size(f, x->lower_bound);
-        csv_size(f, x->ideal_peak);
-        csv_size(f, x->peak_requested);
-        csv_size(f, x->peak_allocated);
-        csv_size(f, x->peak_reserved);
-        csv_double(f, x->ratio, "%.4f");
-        csv_double(f, x->ratio_requested, "%.4f");
-        csv_double(f, x->ratio_ideal, "%.4f");
-        csv_double(f, x->frag_at_peak, "%.4f");
-        csv_u64(f, x->upstream_allocs);
-        csv_u64(f, x->upstream_frees);
+        ccb_csv_double(f, x->driver_median_ns, "%.1f");
+        ccb_csv_double(f, x->driver_total_ms, "%.3f");
+        ccb_csv_size(f, x->lower_bound);
+        ccb_csv_size(f, x->ideal_peak);
+        ccb_csv_size(f, x->peak_requested);
+        ccb_csv_size(f, x->peak_allocated);
+        ccb_csv_size(f, x->peak_reserved);
+        ccb_csv_double(f, x->ratio, "%.4f");
+        ccb_csv_double(f, x->ratio_requested, "%.4f");
+        ccb_csv_double(f, x->ratio_ideal, "%.4f");
+        ccb_csv_double(f, x->frag_at_peak, "%.4f");
+        ccb_csv_u64(f, x->upstream_allocs);
+        ccb_csv_u64(f, x->upstream_frees);
         fprintf(f, "%llu,", (unsigned long long)x->ooms);
-        csv_size(f, x->reserved_after_trace);
-        csv_size(f, x->reserved_after_empty);
-        csv_size(f, x->device_free_before);
-        csv_size(f, x->device_free_after);
+        ccb_csv_size(f, x->reserved_after_trace);
+        ccb_csv_size(f, x->reserved_after_empty);
+        ccb_csv_size(f, x->device_free_before);
+        ccb_csv_size(f, x->device_free_after);
         fprintf(f, "%d,", x->checked);
-        csv_text(f, x->why);
+        ccb_csv_quoted(f, x->why);
         fputc('\n', f);
     }
 }
@@ -412,9 +415,9 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
                                  r[i].unfit ? "does not fit" : "failed", r[i].why);
         else {
             char med[32], p99[32], mean[32];
-            fmt_num(r[i].median_ns, "%.0f", med, sizeof med);
-            fmt_num(r[i].p99_ns, "%.0f", p99, sizeof p99);
-            fmt_num(r[i].mean_ns, "%.1f", mean, sizeof mean);
+            ccb_fmt_num(r[i].median_ns, "%.0f", med, sizeof med);
+            ccb_fmt_num(r[i].p99_ns, "%.0f", p99, sizeof p99);
+            ccb_fmt_num(r[i].mean_ns, "%.1f", mean, sizeof mean);
             ccai_fprintf_escaped(f, "| %s | %zu | %s | %zu | %s | %s | %s |\n", r[i].strategy, r[i].live, layout,
                                  r[i].pairs, med, p99, mean);
         }
@@ -433,13 +436,13 @@ void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {
         if (isnan(r[i].median_ns)) {
             fprintf(f, ",%zu,%s,,,,,%s,", r[i].live, layout,
                     r[i].skipped ? "skipped" : r[i].unfit ? "unfit" : "failed");
-            csv_text(f, r[i].why); /* always quoted, as before */
+            ccb_csv_quoted(f, r[i].why); /* always quoted, as before */
             fputc('\n', f);
         } else {
             fprintf(f, ",%zu,%s,%zu,", r[i].live, layout, r[i].pairs);
-            csv_double(f, r[i].median_ns, "%.1f");
-            csv_double(f, r[i].p99_ns, "%.1f");
-            csv_double(f, r[i].mean_ns, "%.2f");
+            ccb_csv_double(f, r[i].median_ns, "%.1f");
+            ccb_csv_double(f, r[i].p99_ns, "%.1f");
+            ccb_csv_double(f, r[i].mean_ns, "%.2f");
             fprintf(f, "ok,\n");
         }
     }
@@ -836,7 +839,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
     char used[CCB_MAX_SPECS][64];
     size_t panels = 0;
     for (size_t i = 0; i < n && panels < CCB_MAX_SPECS; i++) {
-        if (!reported(&r[i]) || isnan(r[i].median_ns) || !r[i].timeline_n)
+        if (!ccb_result_reported(&r[i]) || isnan(r[i].median_ns) || !r[i].timeline_n)
             continue;
         char st[64], base[56], tr[64], rel[160], path[PATH_MAX];
         ccb_file_name(r[i].strategy, base, sizeof base);
@@ -937,6 +940,14 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
         for (size_t t = 0; t < ntraces; t++)
             ccb_write_checkpoints_csv(f, &traces[t], &r[t * nspecs], nspecs, t == 0);
     ccb_close_out(f, d->path, "checkpoints.csv");
+    if (ccb_results_iterations(r, n) > 1) { /* --iterations: written only then (iterations.c) */
+        if ((f = ccb_open_out(d->path, "iterations.md")))
+            ccb_write_iterations_md(f, r, n);
+        ccb_close_out(f, d->path, "iterations.md");
+        if ((f = ccb_open_out(d->path, "iterations.csv")))
+            ccb_write_iterations_csv(f, r, n);
+        ccb_close_out(f, d->path, "iterations.csv");
+    }
     for (size_t t = 0; t < ntraces; t++)
         plot_trace(d, &r[t * nspecs], nspecs);
     plot_ratios(d, r, ntraces, nspecs);
@@ -976,8 +987,9 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
     fprintf(readme,
             "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
             "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
-            "per device free, and %.1f us per granule mapped and %.1f us per granule unmapped on top of a "
-            "virtual-memory map's or unmap's own (the driver's cost; \"(real)\": a GPU strategy, whose times "
+            "per device free, and %.1f us per physical allocation mapped and %.1f us per one unmapped (a page, "
+            "or a whole map with whole-maps backing) on top of a virtual-memory map's or unmap's own (the "
+            "driver's cost; \"(real)\": a GPU strategy, whose times "
             "already include its driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
             "cannot know (reserved bytes, upstream calls and fragmentation of the malloc floor, which has no device "
             "and no driver time either), the trace gives nothing to measure (per-op times of a trace without "
@@ -994,6 +1006,7 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
     if (driver->vm_backing == CCA_VM_WHOLE_MAPS)
         write_backing(readme, driver);
     ccb_write_results_md(readme, r, nt * nspecs);
+    ccb_write_iterations_readme(readme, r, nt * nspecs); /* nothing without --iterations */
     int any = 0;
     for (size_t t = 0; t < nt; t++) {
         if (!traces[t].nmarks && !traces[t].releases && !traces[t].domain_releases)
@@ -1034,5 +1047,6 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
             continue;
         fprintf(readme, "%s[%s](%s)", linked++ ? " · " : "Plots: ", tr, png);
     }
-    fprintf(readme, "%sCSV: results.csv, checkpoints.csv, timeline/*.csv.\n", linked ? ". " : "");
+    fprintf(readme, "%sCSV: results.csv, checkpoints.csv, %stimeline/*.csv.\n", linked ? ". " : "",
+            ccb_results_iterations(r, nt * nspecs) > 1 ? "iterations.csv, " : "");
 }

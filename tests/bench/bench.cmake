@@ -7,6 +7,8 @@ if(TARGET ccbench_core)
   cca_add_test(NAME test_bench SOURCES bench/test_bench.c support/alloc_test_util.c LIBS ccbench_core LABEL cpu) # tu_upstream
   # real work: tiny blocks, determinism, release events, driver cost, ideal arena, format v2
   cca_add_test(NAME test_replay SOURCES bench/test_replay.c LIBS ccbench_core LABEL cpu)
+  # replay --iterations: the trace N times in one strategy, first and later iterations apart
+  cca_add_test(NAME test_iterations SOURCES bench/test_iterations.c LIBS ccbench_core LABEL cpu)
   # every memory figure of a ccalloc replay against the allocator's own stats
   cca_add_test(NAME test_bench_figures SOURCES bench/test_bench_figures.c support/malloc_fault.c LIBS ccbench_core LABEL cpu)
   target_link_options(test_bench_figures PRIVATE ${CCA_MALLOC_FAULT_WRAP})
@@ -105,6 +107,16 @@ if(TARGET ccbench_core)
     gen uniform --scale 0.05 -o /dev/null --vm-latency 1000000,1000ms)
   ccb_cli(ccbench_device_bytes_zero 2 "--device-bytes '0' is not a size > 0" "" -
     gen uniform --scale 0.05 -o /dev/null --device-bytes 0)
+  # --iterations: a count in 1..100 (CCB_MAX_ITERATIONS), else exit 2 before anything runs
+  set(i 0)
+  foreach(bad "0" "-1" "101" "1e9" "99999999999999999999999" "x" "" " 5" "5x" "+5")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_iterations_${i} 2 "--iterations '[^']*' is not a count in 1\\.\\.100" "" -
+      replay -s malloc --reps 1 --scale 0.05 gen:mlp "--iterations=${bad}")
+  endforeach()
+  # ... and a good one prints the first and later iterations apart
+  ccb_cli(ccbench_iterations_table 0 "\\| mlp \\| ccalloc-growth \\| 3 \\| [0-9.]+ MiB \\| [0-9.]+ MiB \\| [0-9]+\\+0 \\| 0\\+0 \\|"
+    "" - replay -s ccalloc-growth --reps 1 --driver-reps 1 --scale 0.05 --iterations 3 gen:mlp)
   # --vm-granularity: a power of two from 4K to 1G, else exit 2 before anything runs
   set(i 0)
   foreach(bad "3M" "0" "2K" "2G" "-8M" "x" "" "8M,4M")

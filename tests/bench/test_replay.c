@@ -296,6 +296,46 @@ Test(replay, times_with_the_driver_pay_each_granule_mapped) {
     ccb_trace_free(&t);
 }
 
+/* The driver's cost per PHYSICAL ALLOCATION (the simulated device,
+ * cca_host_options): a map is charged once per physical allocation it
+ * makes and an unmap once per one it gives back; over pages each page is
+ * one, over whole maps each map, whatever its size. One 8 MiB block in an
+ * expandable segment maps 20 MiB in one call (expandable_ahead_min): 10
+ * pages of 2 MiB, or one whole map; the trace's empty_cache unmaps them in
+ * one call. No per-call latency, 20 ms per allocation mapped and 10 ms per
+ * one unmapped: the pass with the driver's cost takes 10 x 30 ms over
+ * pages and 30 ms over whole maps, plus bookkeeping far below 10 ms, so
+ * the number of charges is exact (the median of three passes). */
+Test(replay, the_driver_charges_each_physical_allocation_once) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t,
+                           "seq,op,id,size,stream,name\n0,alloc,1,8388608,0\n1,free,1,8388608,0\n"
+                           "2,empty_cache,0,0,0\n",
+                           NULL, 0),
+                 0);
+    ccb_replay_options o = opts;
+    o.map_granule_ns = 20000000;
+    o.unmap_granule_ns = 10000000;
+    o.driver_reps = 3;
+    const int backing[] = {CCA_VM_PAGES, CCA_VM_WHOLE_MAPS};
+    const double want_ms[] = {10 * 30.0, 30.0};
+    for (size_t i = 0; i < 2; i++) {
+        o.vm_backing = backing[i];
+        ccb_result r;
+        cr_assert_eq(ccb_replay(&t, "ccalloc-expandable", &o, &r), 0, "%s", r.why);
+        cr_assert_eq(r.peak_reserved, 20 * MiB, "%zu", r.peak_reserved);
+        cr_assert_eq(r.upstream_allocs, 2, "a range and ONE map of 20 MiB");
+        cr_assert_eq(r.checkpoints[0].returned, 20 * MiB, "the empty_cache unmaps it all");
+        cr_assert_geq(r.driver_total_ms, want_ms[i], "backing %d: %.1f ms", backing[i], r.driver_total_ms);
+        cr_assert_lt(r.driver_total_ms, want_ms[i] + 10.0,
+                     "backing %d: %.1f ms, charged more than once per physical "
+                     "allocation",
+                     backing[i], r.driver_total_ms);
+        ccb_result_free(&r);
+    }
+    ccb_trace_free(&t);
+}
+
 /* ---- the ideal arena --------------------------------------------------------------------- */
 
 /* Brute force: free extents in an array, scanned for best fit (ties: lowest

@@ -423,7 +423,7 @@ static const size_t sweep_shapes[][2] = {{4096, 128},  {4096, 512},   {4096, 768
                                          {4096, 1008}, {4096, 1024},  {4096, 1025}, {4096, 2048}, {4096, 4096},
                                          {4096, 8192}, {4096, 32768}, {8, 10},      {1024, 10}};
 #define NSWEEP (sizeof sweep_shapes / sizeof sweep_shapes[0])
-#define SWEEP_V0 2 /* v1 (one thread per row) is left out: 7-50x slower everywhere measured */
+#define SWEEP_V0 2 /* v1 (one thread per row) is left out: 7-23x slower everywhere measured */
 #define SWEEP_NV (CCK_SOFTMAX_VERSIONS - SWEEP_V0 + 1)
 
 typedef struct sweep_best {

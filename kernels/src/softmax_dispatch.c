@@ -28,7 +28,7 @@
  *     4096    v3, block 512    0.0508 ms    98.2 %      v4 block 256,  0.0583 ms
  *     32768   v3, block 1024   0.5056 ms    71.5 %      v4 block 1024, 0.5357 ms
  *
- * v1 is not in the sweep; in the same run's main table it is 7 to 50 times
+ * v1 is not in the sweep; in the same run's main table it is 7 to 23 times
  * slower than the fastest version at every shape. Some winners are close
  * (1024: 0.0168 against 0.0169 ms) and would swap within the run's spread;
  * the table takes the medians as they are. tests/kernels/test_softmax_dispatch.c
@@ -41,8 +41,9 @@
  *      `cols` on a log scale (ties to the shorter); its version and block.
  * A log scale because what decides between the versions grows by factors,
  * not by steps: elements per thread, rows per SM, whether a row fits in a
- * warp's registers or in L1. A row of 2000 is like one of 2048, not like
- * 1025. The boundaries that follow (c belongs to a when c² <= a·b):
+ * warp's registers or in L1. A row of 2000 is taken to be like one of
+ * 2048 rather than 1025 (an assumption; the next sweep adds points). The
+ * boundaries that follow (c belongs to a when c² <= a·b):
  *
  *     cols       1-256  257-715  716-1011  1012-1024  1025-1448  1449-2896  2897-11585  11586-
  *     runs       v2/128 v2/512   v4/1024   v2/1024    v3/128     v3/256     v3/512      v3/1024
@@ -59,6 +60,10 @@
  * its test (with a two-row-count table) are in place for the run that
  * measures other row counts: cck_bench's sweep now includes the engine's
  * shapes (8 × 10, 1024 × 10).
+ *
+ * Device: the table has no device key, because one GPU (an H100) has been
+ * measured. A run on another GPU (the workplace also lends H200s) may imply
+ * other rows; if two devices disagree, the key gains the device.
  *
  * Version 5 has no GPU figure yet, and so no row here: the table never
  * chooses a version on a guess. HOW TO UPDATE from a new run:

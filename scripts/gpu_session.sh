@@ -36,8 +36,11 @@
 #                   (VMM and expandable segments included); API errors not counted
 #   cpu_tests       ctest -L cpu (on a GPU machine some take other paths)
 #   demo            ccrun --demo --device cuda (fails rather than simulate)
-#   cck_bench       softmax/dense kernels on the GPU (--no-cpu --sweep: block sizes too)
-#   torch_softmax   torch.softmax on the same shapes
+#   cck_bench       softmax/dense kernels on the GPU (--no-cpu --sweep): per shape every
+#                   softmax version, the dispatched one and the copy in one table; every
+#                   block size of v2-v5; the dispatch-table rows the run implies
+#                   (kernels/src/softmax_dispatch.c says how to apply them)
+#   torch_softmax   torch.softmax on the same shapes (bench/kernels/torch_softmax.py)
 #   ccbench         ccbench driver (cudaMalloc/cudaFree, VMM map/unmap by page, and one map of
 #                   2 MiB .. 1 GiB as one physical allocation: cost by size), then
 #                   ccbench --all --no-plots: GPU strategies included

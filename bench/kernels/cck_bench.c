@@ -3,22 +3,33 @@
  * as a fraction of copy bandwidth, and the dense layer's epilogue overhead.
  *
  *     cck_bench [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]
+ *     cck_bench --list-shapes     the main table's softmax shapes, one per line
+ *                                 (bench/kernels/torch_softmax.py --list-shapes
+ *                                 must print the same: a CTest compares them)
  *
  * GPU (when one is present and the library was built with CUDA):
- *   softmax, 4096 × {128, 1000, 4096, 32768}: every version at its default
- *   block size, timed with CUDA events one launch at a time, the L2 cache
- *   flushed (a memset of twice its size) before each launch. Bandwidth counts
- *   the compulsory bytes, read x + write y = 8·rows·cols, and is divided by
- *   the bandwidth of a device-to-device cudaMemcpy of the same bytes measured
+ *   softmax, 4096 × {128, 1000, 4096, 32768} and the engine's own softmax
+ *   heads, 8 × 10 and 1024 × 10 (ccrun's default batch and the demo's
+ *   largest; every demo model ends in 10 classes): one table per run with,
+ *   per shape, the copy, every version at its default block size, and the
+ *   dispatched one (cck_softmax_cuda, which version and block it ran named),
+ *   timed with CUDA events one launch at a time, the L2 cache flushed (a
+ *   memset of twice its size) before each launch. Bandwidth counts the
+ *   compulsory bytes, read x + write y = 8·rows·cols, and is divided by the
+ *   bandwidth of a device-to-device cudaMemcpy of the same bytes measured
  *   the same way in the same run: 100% means "as fast as a copy".
  *   dense, y = act(x·Wᵀ + b): the layer with no bias and no activation is
  *   exactly the cuBLAS SGEMM (the epilogue is skipped), so
  *   overhead = (t(bias+act) - t(GEMM)) / t(GEMM).
- *   --sweep adds the data for choosing the promoted softmax by row length:
- *   versions 2-4 at every power-of-two block size from 32 to 1024, on 4096
- *   rows of {128, 512, 1000, 1024, 1025, 2048, 4096, 32768} columns (around
- *   v4's warp/block switch at 1024), one table row per (shape, version) with
- *   the fastest block, the default block's time, and a CSV row per block.
+ *   --sweep adds the data of the dispatch table (kernels/src/softmax_dispatch.c):
+ *   versions 2-5 at every power-of-two block size from 32 to 1024, on 4096
+ *   rows of {128, 512, 768, 992, 1000, 1008, 1024, 1025, 2048, 4096, 8192,
+ *   32768} columns (around the warp/block switch at 1024, and on either side
+ *   of 1000, to tell length from divisibility by 32) and on the engine's two
+ *   shapes, one table row per (shape, version) with the fastest block, the
+ *   default block's time, and a CSV row per block; then "Dispatch table this
+ *   run implies": per shape the fastest (version, block), written as rows of
+ *   cck_softmax_table, to paste into softmax_dispatch.c.
  * CPU (always, unless --no-cpu): the host kernels on the same softmax shapes
  *   (rows capped by --cpu-rows) against memcpy of the same bytes, and the host
  *   dense layer with and without its epilogue, wall clock.
@@ -56,9 +67,10 @@ typedef struct timing {
     double med, min, max; /* milliseconds */
 } timing;
 
-#define SOFTMAX_ROWS ((size_t)4096) /* GPU shapes: 4096 x softmax_cols */
-static const size_t softmax_cols[] = {128, 1000, 4096, 32768};
-#define NCOLS (sizeof softmax_cols / sizeof softmax_cols[0])
+/* Softmax shapes (rows x cols) of the main tables: the issue's four, then
+ * the engine's heads. The CPU caps rows at --cpu-rows. */
+static const size_t softmax_shapes[][2] = {{4096, 128}, {4096, 1000}, {4096, 4096}, {4096, 32768}, {8, 10}, {1024, 10}};
+#define NSHAPES (sizeof softmax_shapes / sizeof softmax_shapes[0])
 
 static FILE *csv;
 static char device_name[256];
@@ -171,8 +183,10 @@ static void bench_cpu(const opts *o) {
     printf("| op | shape | version | median ms | spread ms | GB/s or GFLOP/s | vs memcpy / overhead |\n");
     printf("|---|---|---|---|---|---|---|\n");
     double *ms = malloc((size_t)o->cpu_reps * sizeof *ms);
-    for (size_t c = 0; c < NCOLS; c++) {
-        size_t cols = softmax_cols[c], rows = o->cpu_rows, n = rows * cols;
+    for (size_t c = 0; c < NSHAPES; c++) {
+        size_t cols = softmax_shapes[c][1],
+               rows = softmax_shapes[c][0] < o->cpu_rows ? softmax_shapes[c][0] : o->cpu_rows;
+        size_t n = rows * cols;
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
         if (!x || !y || !ms) {
             printf("| softmax | %zux%zu | - | out of memory |\n", rows, cols);
@@ -289,11 +303,12 @@ typedef struct gpu_timer {
     size_t flush_bytes;
 } gpu_timer;
 
-/* One launch per rep: flush L2, record, run, record. kind 0 = copy,
- * 1..4 = softmax version, 5 = dense. */
+/* One launch per rep: flush L2, record, run, record. */
+enum job_kind { JOB_COPY, JOB_SOFTMAX, JOB_SOFTMAX_DISPATCHED, JOB_DENSE };
 typedef struct gpu_job {
-    int kind;
-    int block; /* softmax: threads per block, 0 = the version's default */
+    enum job_kind kind;
+    int version; /* JOB_SOFTMAX: 1..CCK_SOFTMAX_VERSIONS                */
+    int block;   /* softmax: threads per block, 0 = the version's default */
     cck_cuda_context *ctx;
     const float *x, *w, *b;
     float *y;
@@ -303,13 +318,13 @@ typedef struct gpu_job {
 
 static int gpu_run(const gpu_job *j) {
     cck_status st = CCK_OK;
-    if (j->kind == 0) {
+    switch (j->kind) {
+    case JOB_COPY:
         return cudaMemcpyAsync(j->y, j->x, j->rows * j->cols * sizeof(float), cudaMemcpyDeviceToDevice, 0) ==
                cudaSuccess;
-    } else if (j->kind <= 4) {
-        st = cck_softmax_cuda_version(j->ctx, j->kind, j->block, j->x, j->y, j->rows, j->cols);
-    } else {
-        st = cck_dense_cuda(j->ctx, j->x, j->w, j->b, j->y, j->batch, j->in, j->out, j->act);
+    case JOB_SOFTMAX: st = cck_softmax_cuda_version(j->ctx, j->version, j->block, j->x, j->y, j->rows, j->cols); break;
+    case JOB_SOFTMAX_DISPATCHED: st = cck_softmax_cuda(j->ctx, j->x, j->y, j->rows, j->cols); break;
+    case JOB_DENSE: st = cck_dense_cuda(j->ctx, j->x, j->w, j->b, j->y, j->batch, j->in, j->out, j->act); break;
     }
     return st == CCK_OK;
 }
@@ -333,76 +348,216 @@ static int gpu_time(gpu_timer *t, const gpu_job *j, int reps, double *ms, timing
     return 0;
 }
 
-/* Run a softmax job once on NaN-poisoned y, check the first and last
- * `sample` rows against the double reference, and only then time it into
- * *tv: 1 timed, 0 wrong (reported, counted in `failures`, not timed), -1 a
- * CUDA error. */
-static int gpu_softmax_measure(gpu_timer *t, const gpu_job *job, const float *hx, float *hy, const char *what,
-                               size_t sample, int reps, double *ms, timing *tv) {
-    size_t nel = job->rows * job->cols;
-    CUR(cudaMemset(job->y, 0xff, nel * sizeof(float)), -1); /* NaN poison */
+/* Device buffers for a rows × cols softmax, x filled from `seed`; hx and hy
+ * on the host (hy only for the rows checked). 0 on success. */
+typedef struct softmax_bufs {
+    float *hx, *hy, *dx, *dy;
+} softmax_bufs;
+
+static int softmax_bufs_open(softmax_bufs *b, size_t rows, size_t cols, unsigned seed) {
+    size_t nel = rows * cols;
+    memset(b, 0, sizeof *b);
+    b->hx = malloc(nel * sizeof *b->hx), b->hy = malloc(nel * sizeof *b->hy);
+    if (!b->hx || !b->hy) {
+        printf("out of host memory for %zux%zu\n", rows, cols);
+        return 1;
+    }
+    CU(cudaMalloc((void **)&b->dx, nel * sizeof(float)));
+    CU(cudaMalloc((void **)&b->dy, nel * sizeof(float)));
+    fill(b->hx, nel, seed, 8.0f);
+    CU(cudaMemcpy(b->dx, b->hx, nel * sizeof(float), cudaMemcpyHostToDevice));
+    return 0;
+}
+
+static void softmax_bufs_close(softmax_bufs *b) {
+    cudaFree(b->dx), cudaFree(b->dy), free(b->hx), free(b->hy);
+}
+
+/* Make *job a softmax of the given kind, version and block over b, run it
+ * once on NaN-poisoned y, check the first and last `sample` rows (all rows
+ * when there are fewer than 2·sample) against the double reference, and
+ * only then time it into *tv: 1 timed, 0 wrong (reported, counted in
+ * `failures`, not timed), -1 a CUDA error. Only the checked rows are copied
+ * back. */
+static int gpu_softmax_measure(gpu_timer *t, gpu_job *job, enum job_kind kind, int version, int block,
+                               const softmax_bufs *b, const char *what, size_t sample, int reps, double *ms,
+                               timing *tv) {
+    job->kind = kind, job->version = version, job->block = block;
+    const float *hx = b->hx;
+    float *hy = b->hy;
+    size_t rows = job->rows, cols = job->cols, row_bytes = cols * sizeof(float);
+    if (sample > rows / 2)
+        sample = rows - rows / 2;                        /* first half and the rest: every row */
+    CUR(cudaMemset(job->y, 0xff, rows * row_bytes), -1); /* NaN poison */
     if (!gpu_run(job))
         return -1;
-    CUR(cudaMemcpy(hy, job->y, nel * sizeof(float), cudaMemcpyDeviceToHost), -1);
-    if (!softmax_ok(what, hx, hy, 0, sample, job->cols) ||
-        !softmax_ok(what, hx, hy, job->rows - sample, sample, job->cols))
+    size_t last = rows - sample;
+    CUR(cudaMemcpy(hy, job->y, sample * row_bytes, cudaMemcpyDeviceToHost), -1);
+    CUR(cudaMemcpy(hy + last * cols, job->y + last * cols, sample * row_bytes, cudaMemcpyDeviceToHost), -1);
+    if (!softmax_ok(what, hx, hy, 0, sample, cols) || !softmax_ok(what, hx, hy, last, sample, cols))
         return 0;
     return gpu_time(t, job, reps, ms, tv) ? -1 : 1;
 }
 
-/* --sweep: versions 2-4 at every power-of-two block, around v4's switch
- * from one warp per row to one block per row (1024 columns). */
-static int gpu_sweep(gpu_timer *t, cck_cuda_context *ctx, int reps, double *ms) {
-    static const size_t cols_list[] = {128, 512, 1000, 1024, 1025, 2048, 4096, 32768};
-    printf("\n### Block-size sweep (4096 rows; fastest block per version and row length)\n\n");
-    printf("| cols | version | best block | best ms | default ms | best vs copy |\n|---|---|---|---|---|---|\n");
-    for (size_t c = 0; c < sizeof cols_list / sizeof *cols_list; c++) {
-        size_t rows = SOFTMAX_ROWS, cols = cols_list[c], nel = rows * cols;
-        float *hx = malloc(nel * sizeof *hx), *hy = malloc(nel * sizeof *hy), *dx, *dy;
-        if (!hx || !hy) {
-            free(hx), free(hy);
-            return 1;
+/* Buffers for a rows × cols softmax and a job over them, and the copy of
+ * the same bytes timed into *tc: the yardstick of every softmax figure of
+ * this shape. 0 on success. */
+static int shape_begin(gpu_timer *t, cck_cuda_context *ctx, size_t rows, size_t cols, unsigned seed, int reps,
+                       double *ms, softmax_bufs *b, gpu_job *job, timing *tc) {
+    if (softmax_bufs_open(b, rows, cols, seed))
+        return 1;
+    gpu_job j = {.kind = JOB_COPY, .ctx = ctx, .x = b->dx, .y = b->dy, .rows = rows, .cols = cols};
+    *job = j;
+    return gpu_time(t, job, reps, ms, tc);
+}
+
+/* "v3 block 512" */
+static void choice_name(char *buf, size_t len, int version, int block) {
+    snprintf(buf, len, "v%d block %d", version, block);
+}
+
+/* --sweep: versions 2-5 at every power-of-two block, on the lengths around
+ * the warp/block switch (1024 columns), around 1000, and the engine's
+ * shapes. Then the dispatch table the run implies. */
+static const size_t sweep_shapes[][2] = {{4096, 128},  {4096, 512},   {4096, 768},  {4096, 992},  {4096, 1000},
+                                         {4096, 1008}, {4096, 1024},  {4096, 1025}, {4096, 2048}, {4096, 4096},
+                                         {4096, 8192}, {4096, 32768}, {8, 10},      {1024, 10}};
+#define NSWEEP (sizeof sweep_shapes / sizeof sweep_shapes[0])
+#define SWEEP_V0 2 /* v1 (one thread per row) is left out: 7-23x slower everywhere measured */
+#define SWEEP_NV (CCK_SOFTMAX_VERSIONS - SWEEP_V0 + 1)
+
+typedef struct sweep_best {
+    double ms[SWEEP_NV], copy_ms; /* fastest median per version; INFINITY = none passed */
+    int block[SWEEP_NV];
+} sweep_best;
+
+/* The rows of cck_softmax_table (kernels/src/softmax_dispatch.c) this run
+ * implies: per shape, the fastest (version, block), with the fastest of the
+ * other versions as the runner-up. */
+static void print_implied_table(const sweep_best *best) {
+    printf("\n### Dispatch table this run implies\n\n");
+    printf("Per shape the fastest (version, block) of the sweep above, as rows of `cck_softmax_table`\n"
+           "(kernels/src/softmax_dispatch.c: rows, cols, version, block; then point\n"
+           "`cck_softmax_table_source` at this file and run test_softmax_dispatch):\n\n");
+    for (size_t c = 0; c < NSWEEP; c++) {
+        int w = -1, r = -1;
+        for (int v = 0; v < SWEEP_NV; v++) {
+            if (!isfinite(best[c].ms[v]))
+                continue;
+            if (w < 0 || best[c].ms[v] < best[c].ms[w]) {
+                r = w;
+                w = v;
+            } else if (r < 0 || best[c].ms[v] < best[c].ms[r]) {
+                r = v;
+            }
         }
-        CU(cudaMalloc((void **)&dx, nel * sizeof(float)));
-        CU(cudaMalloc((void **)&dy, nel * sizeof(float)));
-        fill(hx, nel, (unsigned)cols + 7, 8.0f);
-        CU(cudaMemcpy(dx, hx, nel * sizeof(float), cudaMemcpyHostToDevice));
-        double bytes = 2.0 * nel * sizeof(float);
-        gpu_job job = {.kind = 0, .ctx = ctx, .x = dx, .y = dy, .rows = rows, .cols = cols};
+        if (w < 0) {
+            printf("    /* %zux%zu: no version passed its check */\n", sweep_shapes[c][0], sweep_shapes[c][1]);
+            continue;
+        }
+        char entry[64], runner[64] = "none";
+        snprintf(entry, sizeof entry, "{%zu, %zu, %d, %d},", sweep_shapes[c][0], sweep_shapes[c][1], w + SWEEP_V0,
+                 best[c].block[w]);
+        if (r >= 0)
+            snprintf(runner, sizeof runner, "v%d block %d %.4f ms", r + SWEEP_V0, best[c].block[r], best[c].ms[r]);
+        printf("    %-24s /* %.4f ms, %.1f%%; %s */\n", entry, best[c].ms[w], 100.0 * best[c].copy_ms / best[c].ms[w],
+               runner);
+    }
+}
+
+static int gpu_sweep(gpu_timer *t, cck_cuda_context *ctx, int reps, double *ms) {
+    sweep_best best[NSWEEP];
+    printf("\n### Block-size sweep (fastest block per version and shape)\n\n");
+    printf("| rows | cols | version | best block | best ms | default ms | best vs copy |\n"
+           "|---|---|---|---|---|---|---|\n");
+    for (size_t c = 0; c < NSWEEP; c++) {
+        size_t rows = sweep_shapes[c][0], cols = sweep_shapes[c][1];
+        softmax_bufs b;
+        gpu_job job;
         timing tc;
-        if (gpu_time(t, &job, reps, ms, &tc))
+        if (shape_begin(t, ctx, rows, cols, (unsigned)cols + 7, reps, ms, &b, &job, &tc))
             return 1;
-        for (int v = 2; v <= 4; v++) {
-            double best = INFINITY, dflt = NAN;
+        double bytes = 2.0 * rows * cols * sizeof(float);
+        best[c].copy_ms = tc.med;
+        for (int v = SWEEP_V0; v <= CCK_SOFTMAX_VERSIONS; v++) {
+            double fastest = INFINITY, dflt = NAN;
             int best_block = 0;
             for (int bs = 0; bs <= 1024; bs = bs ? 2 * bs : 32) { /* 0 = the default, then 32..1024 */
                 char what[96];
                 snprintf(what, sizeof what, "gpu sweep v%d block %d %zux%zu", v, bs, rows, cols);
-                job.kind = v;
-                job.block = bs;
                 timing tv;
-                int ok = gpu_softmax_measure(t, &job, hx, hy, what, 16, reps, ms, &tv);
+                int ok = gpu_softmax_measure(t, &job, JOB_SOFTMAX, v, bs, &b, what, 16, reps, ms, &tv);
                 if (ok < 0)
                     return 1;
                 if (!ok)
                     continue;
                 double gbps = bytes / tv.med * 1e-6;
                 char ver[32];
-                snprintf(ver, sizeof ver, "v%d block %d", v, bs);
+                choice_name(ver, sizeof ver, v, bs);
                 csv_row("gpu", "softmax-sweep", ver, rows, cols, 0, 0, 0, "-", reps, tv, gbps,
                         tv.med > 0 ? tc.med / tv.med : 0, 0, 0);
                 if (bs == 0) {
                     dflt = tv.med;
-                } else if (tv.med < best) {
-                    best = tv.med;
+                } else if (tv.med < fastest) {
+                    fastest = tv.med;
                     best_block = bs;
                 }
             }
-            printf("| %zu | v%d | %d | %.4f | %.4f | %.1f%% |\n", cols, v, best_block, best, dflt,
-                   100.0 * tc.med / best);
+            best[c].ms[v - SWEEP_V0] = fastest;
+            best[c].block[v - SWEEP_V0] = best_block;
+            printf("| %zu | %zu | v%d | %d | %.4f | %.4f | %.1f%% |\n", rows, cols, v, best_block, fastest, dflt,
+                   100.0 * tc.med / fastest);
         }
-        job.block = 0;
-        cudaFree(dx), cudaFree(dy), free(hx), free(hy);
+        softmax_bufs_close(&b);
+    }
+    print_implied_table(best);
+    return 0;
+}
+
+/* Per shape: the copy, every version at its default block, and the
+ * dispatched one (cck_softmax_cuda), in one table and as CSV rows. */
+static int gpu_softmax_table(gpu_timer *t, cck_cuda_context *ctx, int reps, double *ms) {
+    printf("| op | shape | version | median ms | spread ms | GB/s or GFLOP/s | vs copy / overhead |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    for (size_t c = 0; c < NSHAPES; c++) {
+        size_t rows = softmax_shapes[c][0], cols = softmax_shapes[c][1];
+        softmax_bufs b;
+        gpu_job job;
+        timing tc;
+        if (shape_begin(t, ctx, rows, cols, (unsigned)cols, reps, ms, &b, &job, &tc))
+            return 1;
+        double bytes = 2.0 * rows * cols * sizeof(float);
+        double copy_gbps = bytes / tc.med * 1e-6;
+        printf("| copy D2D | %zux%zu | cudaMemcpy | %.4f | %.4f–%.4f | %.1f GB/s | 100%% |\n", rows, cols, tc.med,
+               tc.min, tc.max, copy_gbps);
+        csv_row("gpu", "copy", "memcpy", rows, cols, 0, 0, 0, "-", reps, tc, copy_gbps, 1.0, 0, 0);
+        cck_softmax_choice d;
+        if (cck_softmax_dispatch(rows, cols, &d) != CCK_OK)
+            return 1;
+        for (int v = 1; v <= CCK_SOFTMAX_VERSIONS + 1; v++) { /* the last: the dispatched one */
+            int dispatched = v > CCK_SOFTMAX_VERSIONS;
+            char ver[64], what[96];
+            if (dispatched) {
+                char name[32];
+                choice_name(name, sizeof name, d.version, d.block_size);
+                snprintf(ver, sizeof ver, "dispatched (%s)", name);
+            } else {
+                snprintf(ver, sizeof ver, "v%d", v);
+            }
+            snprintf(what, sizeof what, "gpu softmax %s %zux%zu", ver, rows, cols);
+            timing tv;
+            int ok = gpu_softmax_measure(t, &job, dispatched ? JOB_SOFTMAX_DISPATCHED : JOB_SOFTMAX, v, 0, &b, what, 32,
+                                         reps, ms, &tv);
+            if (ok < 0)
+                return 1;
+            if (!ok)
+                continue;
+            double gbps = bytes / tv.med * 1e-6;
+            printf("| softmax | %zux%zu | %s | %.4f | %.4f–%.4f | %.1f GB/s | %.1f%% |\n", rows, cols, ver, tv.med,
+                   tv.min, tv.max, gbps, 100.0 * gbps / copy_gbps);
+            csv_row("gpu", "softmax", ver, rows, cols, 0, 0, 0, "-", reps, tv, gbps, gbps / copy_gbps, 0, 0);
+        }
+        softmax_bufs_close(&b);
     }
     return 0;
 }
@@ -434,43 +589,8 @@ static int bench_gpu(const opts *o) {
     double *ms = malloc((size_t)o->reps * sizeof *ms);
 
     printf("\n## %s\n\n", device_name);
-    printf("| op | shape | version | median ms | spread ms | GB/s or GFLOP/s | vs copy / overhead |\n");
-    printf("|---|---|---|---|---|---|---|\n");
-    for (size_t c = 0; c < NCOLS; c++) {
-        size_t rows = SOFTMAX_ROWS, cols = softmax_cols[c], nel = rows * cols;
-        float *hx = malloc(nel * sizeof *hx), *hy = malloc(nel * sizeof *hy), *dx, *dy;
-        CU(cudaMalloc((void **)&dx, nel * sizeof(float)));
-        CU(cudaMalloc((void **)&dy, nel * sizeof(float)));
-        fill(hx, nel, (unsigned)cols, 8.0f);
-        CU(cudaMemcpy(dx, hx, nel * sizeof(float), cudaMemcpyHostToDevice));
-        double bytes = 2.0 * nel * sizeof(float);
-        gpu_job job = {.kind = 0, .ctx = ctx, .x = dx, .y = dy, .rows = rows, .cols = cols};
-        timing tc;
-        if (gpu_time(&t, &job, o->reps, ms, &tc))
-            return 1;
-        double copy_gbps = bytes / tc.med * 1e-6;
-        printf("| copy D2D | %zux%zu | cudaMemcpy | %.4f | %.4f–%.4f | %.1f GB/s | 100%% |\n", rows, cols, tc.med,
-               tc.min, tc.max, copy_gbps);
-        csv_row("gpu", "copy", "memcpy", rows, cols, 0, 0, 0, "-", o->reps, tc, copy_gbps, 1.0, 0, 0);
-        for (int v = 1; v <= 4; v++) {
-            char what[64];
-            snprintf(what, sizeof what, "gpu softmax v%d %zux%zu", v, rows, cols);
-            job.kind = v;
-            timing tv;
-            int ok = gpu_softmax_measure(&t, &job, hx, hy, what, 32, o->reps, ms, &tv);
-            if (ok < 0)
-                return 1;
-            if (!ok)
-                continue;
-            double gbps = bytes / tv.med * 1e-6;
-            char ver[16];
-            snprintf(ver, sizeof ver, "v%d%s", v, v == 4 ? " (promoted)" : "");
-            printf("| softmax | %zux%zu | %s | %.4f | %.4f–%.4f | %.1f GB/s | %.1f%% |\n", rows, cols, ver, tv.med,
-                   tv.min, tv.max, gbps, 100.0 * gbps / copy_gbps);
-            csv_row("gpu", "softmax", ver, rows, cols, 0, 0, 0, "-", o->reps, tv, gbps, gbps / copy_gbps, 0, 0);
-        }
-        cudaFree(dx), cudaFree(dy), free(hx), free(hy);
-    }
+    if (gpu_softmax_table(&t, ctx, o->reps, ms))
+        return 1;
     if (o->sweep && gpu_sweep(&t, ctx, o->reps, ms))
         return 1;
     if (o->sweep) /* the dense table follows the sweep's */
@@ -494,7 +614,7 @@ static int bench_gpu(const opts *o) {
         CU(cudaMemcpy(db, hb, out * sizeof(float), cudaMemcpyHostToDevice));
         double gemm_ms = 0;
         for (int act = -1; act <= CCK_ACT_GELU; act++) {
-            gpu_job job = {.kind = 5,
+            gpu_job job = {.kind = JOB_DENSE,
                            .ctx = ctx,
                            .x = dx,
                            .w = dw,
@@ -571,8 +691,14 @@ int main(int argc, char **argv) {
             o.cpu = 0;
         } else if (!strcmp(argv[i], "--sweep")) {
             o.sweep = 1;
+        } else if (!strcmp(argv[i], "--list-shapes")) {
+            for (size_t c = 0; c < NSHAPES; c++)
+                printf("%zux%zu\n", softmax_shapes[c][0], softmax_shapes[c][1]);
+            return 0;
         } else {
-            printf("usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n", argv[0]);
+            printf("usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n"
+                   "       %s --list-shapes\n",
+                   argv[0], argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }

@@ -10,12 +10,17 @@
 # allocated per warp in units of 256, at most 2048 threads: the same on
 # sm_80 and sm_90); a memory-bound kernel wants that high, to keep many loads
 # in flight. The PTX (nvcc -ptx) shows which loads and stores are vectorized:
-# softmax v4's claim of 16-byte loads and streaming 16-byte stores can be
-# checked here, on a machine without a GPU.
+# softmax v4's and v5's claims of 16-byte loads and streaming 16-byte stores
+# can be checked here, on a machine without a GPU, and so can v5's claim that
+# a row kept in registers is read from memory once.
 #
 # Prints a markdown table. With --check it also fails (exit 1) when:
 #   - any kernel spills registers or has a stack frame (local memory traffic);
 #   - a softmax v4 kernel lacks ld.global.v4.f32 or st.global.cs.v4.f32;
+#   - a softmax v5 kernel lacks streaming 16-byte stores, or its 16-byte
+#     loads are not exactly one per register slot (VPT, its template
+#     argument) when the row is resident, two per slot (pass 1 and the
+#     re-read) when it is taken in chunks: more would mean x is read twice;
 #   - the float4 epilogue (bias_act_kernel4) lacks 16-byte loads and stores
 #     (but the identity instance <none, no bias>, which is never launched);
 #   - softmax v1-v3 or the scalar epilogue use 16-byte accesses (they should not:
@@ -34,7 +39,7 @@ while (($#)); do
   --check) check=1 ;;
   --nvcc) nvcc="$2"; shift ;;
   --arch) archs="$2"; shift ;;
-  -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
   *) echo "kernel_resources.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -140,6 +145,15 @@ for src in softmax dense; do
         family=v4
         ((v4ld > 0)) || fail "$pretty sm_$arch: no 16-byte global load"
         ((v4cs > 0)) || fail "$pretty sm_$arch: no 16-byte streaming store (st.global.cs)" ;;
+      *softmax_kernel5_warpI* | *softmax_kernel5_blockI*)
+        # _Z20softmax_kernel5_warpILi<VPT>E..., _Z21softmax_kernel5_blockILi<BLOCK>ELi<VPT>ELb<RESIDENT>E...
+        family=v5
+        vpt=$(sed -nE 's/.*softmax_kernel5_warpILi([0-9]+)E.*/\1/p; s/.*softmax_kernel5_blockILi[0-9]+ELi([0-9]+)E.*/\1/p' <<<"$name")
+        resident=1
+        [[ $name == *ELb0E* ]] && resident=0
+        want=$((resident ? vpt : 2 * vpt))
+        ((v4cs > 0)) || fail "$pretty sm_$arch: no 16-byte streaming store (st.global.cs)"
+        ((v4ld == want)) || fail "$pretty sm_$arch: $v4ld 16-byte loads, expected $want (VPT $vpt, resident $resident)" ;;
       *bias_act_kernel4IL14cck_activation0ELb0E* | *bias_act_kernelIL14cck_activation0ELb0E*)
         family=identity
         ((v4ld + v4st == 0)) || fail "$pretty sm_$arch: the identity epilogue touches memory" ;;
@@ -156,7 +170,7 @@ for src in softmax dense; do
   done
 done
 if ((check)); then
-  for family in v4 epilogue4 scalar identity; do
+  for family in v4 v5 epilogue4 scalar identity; do
     [[ " $seen " == *" $family "* ]] || fail "no kernel of the '$family' family was found: renamed?"
   done
   if ((failures)); then

@@ -2,25 +2,35 @@
 """torch_softmax.py — time torch.softmax on the shapes cck_bench uses, on a GPU.
 
     python3 bench/kernels/torch_softmax.py [--reps 20] [--csv torch_softmax.csv]
+    python3 bench/kernels/torch_softmax.py --list-shapes   # one ROWSxCOLS a line, no torch needed
 
-Same method as cck_bench: 4096 x {128, 1000, 4096, 32768} float32, one
-launch per rep timed with CUDA events, L2 flushed (a fill of twice its size)
-before each; bandwidth counts read x + write y = 8 * rows * cols bytes and is
-divided by a device-to-device copy of the same bytes measured in this run.
-Prints "skipped: ..." and exits 0 when torch or a CUDA device is absent.
+Same shapes and method as cck_bench's main softmax table: 4096 x {128, 1000,
+4096, 32768} and the engine's softmax heads, 8 x 10 and 1024 x 10, float32;
+one launch per rep timed with CUDA events, L2 flushed (a fill of twice its
+size) before each; bandwidth counts read x + write y = 8 * rows * cols bytes
+and is divided by a device-to-device copy of the same bytes measured in this
+run. Prints "skipped: ..." and exits 0 when torch or a CUDA device is absent.
+scripts/gpu_session.sh runs it (step torch_softmax) right after cck_bench.
 """
 import argparse
 import statistics
 import sys
 
-SHAPES = [(4096, 128), (4096, 1000), (4096, 4096), (4096, 32768)]
+# the shapes of softmax_shapes in bench/kernels/cck_bench.c: the CTest
+# cck_bench_torch_same_shapes compares both programs' --list-shapes
+SHAPES = [(4096, 128), (4096, 1000), (4096, 4096), (4096, 32768), (8, 10), (1024, 10)]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--csv", default="torch_softmax.csv")
+    ap.add_argument("--list-shapes", action="store_true", help="print the shapes, one ROWSxCOLS a line, and exit")
     args = ap.parse_args()
+    if args.list_shapes:
+        for rows, cols in SHAPES:
+            print(f"{rows}x{cols}")
+        return 0
     try:
         import torch
     except ImportError:

@@ -91,12 +91,35 @@ cck_status cck_cuda_context_create(int device, void *stream, void *workspace, si
                                    cck_cuda_context **out);
 cck_status cck_cuda_context_destroy(cck_cuda_context *ctx);
 
-/* Softmax with the promoted (fastest correct) version, chosen by row length;
- * y and x as for cck_softmax_host (equal, or apart). */
+/* Softmax with the version and block size that cck_softmax_dispatch picks
+ * for this shape; y and x as for cck_softmax_host (equal, or apart).
+ * CCK_ERR_INVALID_ARGUMENT as for cck_softmax_host or for ctx == NULL;
+ * CCK_ERR_UNSUPPORTED for rows or cols above INT_MAX - 1024. */
 cck_status cck_softmax_cuda(cck_cuda_context *ctx, const float *x, float *y, size_t rows, size_t cols);
 
-/* One numbered version (1..4, see softmax.cu) with a given block size
- * (threads per block; 0 = the version's default). For tests and benchmarks. */
+/* What cck_softmax_cuda runs for a rows × cols softmax. */
+typedef struct cck_softmax_choice {
+    int version;    /* 1..5, a version of softmax.cu        */
+    int block_size; /* threads per block, as for _version    */
+} cck_softmax_choice;
+
+/* The dispatch: the (version, block size) measured fastest at the nearest
+ * measured shape — the table and its source run are in softmax_dispatch.c;
+ * nearest means the nearest measured row count, then the nearest measured
+ * row length, both on a log scale (ties to the smaller). Pure arithmetic:
+ * no device, the same answer on every machine. On failure *out is {0, 0}.
+ *   CCK_ERR_INVALID_ARGUMENT: out NULL, rows or cols 0, rows·cols floats
+ *                             overflowing size_t;
+ *   CCK_ERR_UNSUPPORTED:      rows or cols above INT_MAX - 1024 (the
+ *                             kernels index with int). */
+cck_status cck_softmax_dispatch(size_t rows, size_t cols, cck_softmax_choice *out);
+
+/* The CUDA softmax versions: 1..CCK_SOFTMAX_VERSIONS (softmax.cu). */
+#define CCK_SOFTMAX_VERSIONS 5
+
+/* One numbered version (1..5, see softmax.cu) with a given block size
+ * (threads per block; 0 = the version's default; versions 3-5 take powers
+ * of two only, else CCK_ERR_UNSUPPORTED). For tests and benchmarks. */
 cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int block_size, const float *x, float *y,
                                     size_t rows, size_t cols);
 

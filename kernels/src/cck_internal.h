@@ -17,10 +17,10 @@
 extern "C" {
 #endif
 
-/* Block sizes: every version takes a multiple of 32 in [32, 1024] (0 = its
- * default); versions 3 and 4 need a power of two (CUB's BlockReduce is a
- * template on the block size, and only those are instantiated). */
-#define CCK_SOFTMAX_VERSIONS 4
+/* Block sizes: every version (1..CCK_SOFTMAX_VERSIONS, cck.h) takes a
+ * multiple of 32 in [32, 1024] (0 = its default); versions 3, 4 and 5 need a
+ * power of two (CUB's BlockReduce and v5's register tiles are templates on
+ * the block size, and only those are instantiated). */
 #define CCK_MAX_BLOCK 1024
 
 /* --- defined in context.cu (or cuda_stub.c) --- */
@@ -72,6 +72,24 @@ cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, c
 #define CCK_VECTOR_CLONES
 #endif
 
+/* --- defined in softmax_dispatch.c --- */
+/* One measured shape and its fastest configuration. */
+typedef struct cck_softmax_entry {
+    size_t rows, cols;  /* the shape measured (<= INT_MAX each)        */
+    int version, block; /* the fastest version there, its block size   */
+} cck_softmax_entry;
+/* The table cck_softmax_dispatch uses (sorted by rows, then cols), and the
+ * results file (relative to the source tree) its rows come from. */
+extern const cck_softmax_entry cck_softmax_table[];
+extern const size_t cck_softmax_table_len;
+extern const char cck_softmax_table_source[];
+/* The dispatch rule over any table (sorted by rows, then cols): the nearest
+ * row count on a log scale, then among its entries the nearest row length
+ * (ties to the smaller). Status codes as cck_softmax_dispatch, and
+ * CCK_ERR_INVALID_ARGUMENT for a NULL or empty table. */
+cck_status cck_softmax_lookup(const cck_softmax_entry *table, size_t n, size_t rows, size_t cols,
+                              cck_softmax_choice *out);
+
 /* --- defined in gemm_host_blocked.c --- */
 /* y = x·Wᵀ (row-major, no bias, no activation) with the built-in blocked
  * loop; arguments already checked by the caller. */
@@ -84,6 +102,12 @@ int cck_dims_ok(size_t rows, size_t cols);
  * overflowing dimension, y equal to x (in place) or overlapping none of its
  * floats: 1, else 0. */
 int cck_softmax_args_ok(const float *x, const float *y, size_t rows, size_t cols);
+/* The CUDA softmax kernels index rows and columns with int: a thread's row
+ * index runs up to rows + CCK_MAX_BLOCK - 1 (the last block's spare
+ * threads) and a loop counter up to cols + CCK_MAX_BLOCK - 1 before its test
+ * fails, and neither may wrap. 1 when both stay below INT_MAX, else 0 (the
+ * caller answers CCK_ERR_UNSUPPORTED). */
+int cck_softmax_fits_int(size_t rows, size_t cols);
 /* The dense layer's arguments (host and CUDA alike): x, w, y set, no zero or
  * overflowing dimension, y's floats overlapping none of x's, W's or b's (b
  * may be NULL), a known activation: 1, else 0. */

@@ -6,6 +6,7 @@
  * every code); activation names are the lower-case words the engine's model
  * files and command lines use. Nothing here allocates; everything is O(1).
  */
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -72,6 +73,10 @@ int cck_softmax_args_ok(const float *x, const float *y, size_t rows, size_t cols
     /* in place, or apart: a y that starts inside x (or x inside y) would
      * overwrite elements of x before they are read */
     return x == y || !ranges_overlap(y, rows * cols, x, rows * cols);
+}
+
+int cck_softmax_fits_int(size_t rows, size_t cols) {
+    return rows <= (size_t)INT_MAX - CCK_MAX_BLOCK && cols <= (size_t)INT_MAX - CCK_MAX_BLOCK;
 }
 
 int cck_dense_args_ok(const float *x, const float *w, const float *b, const float *y, size_t batch, size_t in,

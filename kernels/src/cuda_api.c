@@ -65,19 +65,10 @@ static cck_status check_block(int version, int block_size) {
     if (block_size < 32 || block_size > CCK_MAX_BLOCK || block_size % 32 != 0) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
-    if ((version == 3 || version == 4) && (block_size & (block_size - 1)) != 0) {
+    if (version >= 3 && (block_size & (block_size - 1)) != 0) {
         return CCK_ERR_UNSUPPORTED;
     }
     return CCK_OK;
-}
-
-/* The kernels index rows and columns with int: a thread's row index runs up
- * to rows + CCK_MAX_BLOCK - 1 (the last block's spare threads) and a loop
- * counter up to cols + CCK_MAX_BLOCK - 1 before its test fails, and neither
- * may wrap. Rows or columns that close to INT_MAX (8 GiB and more of
- * floats) are refused with CCK_ERR_UNSUPPORTED. */
-static int softmax_fits_int(size_t rows, size_t cols) {
-    return rows <= (size_t)INT_MAX - CCK_MAX_BLOCK && cols <= (size_t)INT_MAX - CCK_MAX_BLOCK;
 }
 
 cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int block_size, const float *x, float *y,
@@ -95,21 +86,26 @@ cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int bloc
     if (ctx == NULL) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
-    if (!softmax_fits_int(rows, cols)) {
+    /* rows or columns within CCK_MAX_BLOCK of INT_MAX (8 GiB and more of
+     * floats): the kernels index with int (cck_softmax_fits_int, common.c) */
+    if (!cck_softmax_fits_int(rows, cols)) {
         return CCK_ERR_UNSUPPORTED;
     }
     return cck_cu_softmax(ctx, version, block_size, x, y, rows, cols);
 }
 
 cck_status cck_softmax_cuda(cck_cuda_context *ctx, const float *x, float *y, size_t rows, size_t cols) {
-    /* version 0 inside the launcher = the promoted choice (see softmax.cu) */
     if (!cck_softmax_args_ok(x, y, rows, cols) || ctx == NULL) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
-    if (!softmax_fits_int(rows, cols)) {
-        return CCK_ERR_UNSUPPORTED;
+    /* the version and block measured fastest nearest this shape
+     * (softmax_dispatch.c); CCK_ERR_UNSUPPORTED past the kernels' int range */
+    cck_softmax_choice c;
+    cck_status st = cck_softmax_dispatch(rows, cols, &c);
+    if (st != CCK_OK) {
+        return st;
     }
-    return cck_cu_softmax(ctx, 0, 0, x, y, rows, cols);
+    return cck_cu_softmax(ctx, c.version, c.block_size, x, y, rows, cols);
 }
 
 cck_status cck_dense_cuda(cck_cuda_context *ctx, const float *x, const float *w, const float *b, float *y, size_t batch,

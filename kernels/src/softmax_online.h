@@ -84,6 +84,24 @@ CCK_HD void cck_store4_cs(float *p, cck_float4 v) {
 #endif
 }
 
+/* Group g (floats 4g..4g+3) of a row body yb: one streaming 16-byte store
+ * when yb is 16-byte aligned, else four streaming scalar stores (y's rows
+ * may be aligned differently from x's: y = x + 1 row of odd length, say).
+ * Version 5 calls it; version 4 (cck_row_write) keeps the same lines inline:
+ * with the call, ptxas allocated softmax_kernel4_block<1024> for sm_80
+ * differently and it spilled 4 bytes (kernel_resources.sh --check), and v4
+ * is a measured kernel whose code should not move under its figures. */
+CCK_HD void cck_store_group_cs(float *yb, int g, cck_float4 v, int aligned) {
+    if (aligned) {
+        cck_store4_cs(yb + 4 * g, v);
+    } else {
+        cck_store_cs(yb + 4 * g + 0, v.x);
+        cck_store_cs(yb + 4 * g + 1, v.y);
+        cck_store_cs(yb + 4 * g + 2, v.z);
+        cck_store_cs(yb + 4 * g + 3, v.w);
+    }
+}
+
 /* The running pair: maximum so far and sum of exp(x - m) so far. */
 typedef struct cck_md_pair {
     float m;

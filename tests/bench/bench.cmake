@@ -204,6 +204,14 @@ if(TARGET ccbench_core)
         $<TARGET_FILE:cck_bench> 2 "^${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
       set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
+    # torch.softmax is timed on the shapes of cck_bench's main table, so the
+    # two tables side by side compare like with like
+    if(Python3_Interpreter_FOUND)
+      add_test(NAME cck_bench_torch_same_shapes COMMAND sh -c
+        "a=$('$<TARGET_FILE:cck_bench>' --list-shapes) && b=$('${Python3_EXECUTABLE}' '${PROJECT_SOURCE_DIR}/bench/kernels/torch_softmax.py' --list-shapes) && echo \"$a\" && [ -n \"$a\" ] && [ \"$a\" = \"$b\" ]")
+      set_tests_properties(cck_bench_torch_same_shapes PROPERTIES LABELS cpu TIMEOUT 30
+        ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+    endif()
   endif()
   # switch: one model once has no switch to time (it printed NaN and exited 0)
   ccb_cli(ccbench_switch_one_model 2 "a switch needs two models in the sequence" "" -

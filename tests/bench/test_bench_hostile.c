@@ -10,7 +10,7 @@
  * (or crashes) until its defect is fixed. Run under ASan + UBSan:
  *
  *   gcc -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
- *       -I bench -I allocator/include tests/bench/test_bench_hostile.c \
+ *       -I bench -I allocator/include -I tests/support tests/bench/test_bench_hostile.c \
  *       BUILD/bench/libccbench_core.a BUILD/allocator/libccalloc.a \
  *       -lcriterion -lz -lm -lpthread -o /tmp/hostile && /tmp/hostile --jobs=1
  *
@@ -32,6 +32,7 @@
 
 #include "ccalloc.h"
 #include "ccbench.h"
+#include "read_text.h" /* tests/support */
 
 #if defined(__has_include)
 #if __has_include(<sanitizer/lsan_interface.h>) && defined(__SANITIZE_ADDRESS__)
@@ -1616,19 +1617,6 @@ Test(replay, defect_unanalyzed_trace_with_a_bad_slot_is_refused) {
 /* 9. The recorder                                                          */
 /* ======================================================================== */
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
 
 Test(recorder, mark_without_tracing_is_a_no_op_and_names_are_checked) {
     unsetenv("CCALLOC_TRACE");
@@ -1747,7 +1735,7 @@ Test(recorder, concurrent_marks_allocs_frees_and_releases, .timeout = 60) {
 
     /* every line well formed, seq 0..n-1 in file order */
     size_t len;
-    char *text = slurp(path, &len);
+    char *text = tu_read_text(path, &len);
     cr_assert_eq(memchr(text, '\0', len), NULL);
     cr_assert(len > 0 && text[len - 1] == '\n');
     char *save, *line = strtok_r(text, "\n", &save);

@@ -14,18 +14,10 @@
 #include <string.h>
 
 #include "invariants.h" /* allocator/src/support: the invariants table, no allocator type */
+#include "read_text.h"  /* tests/support */
 
 static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    return tu_read_text(path, NULL);
 }
 
 Test(docs, option_table_matches_config_table) {

@@ -6,9 +6,14 @@ if(TARGET cck)
   cca_add_test(NAME test_kernels_host SOURCES kernels/test_kernels_host.c LIBS cck LABEL cpu)
   # exp_host.h is tested directly
   target_include_directories(test_kernels_host PRIVATE ${PROJECT_SOURCE_DIR}/kernels/src)
-  # softmax v4's per-thread code (kernels/src/softmax_online.h) on the CPU
+  # softmax v2-v5's per-thread code (kernels/src/softmax_strided.h,
+  # softmax_online.h, softmax_v5.h) and the epilogue's activations on the CPU
   cca_add_test(NAME test_kernels_emulated SOURCES kernels/test_kernels_emulated.c LIBS cck LABEL cpu)
   target_include_directories(test_kernels_emulated PRIVATE ${PROJECT_SOURCE_DIR}/kernels/src)
+  # the dispatch table (kernels/src/softmax_dispatch.c) against the results
+  # file it cites, and each choice through its version's emulation
+  cca_add_test(NAME test_softmax_dispatch SOURCES kernels/test_softmax_dispatch.c LIBS cck LABEL cpu)
+  target_include_directories(test_softmax_dispatch PRIVATE ${PROJECT_SOURCE_DIR}/kernels/src)
   if(CCK_HAVE_OPENBLAS)
     target_compile_definitions(test_kernels_host PRIVATE CCK_EXPECT_OPENBLAS=1)
   endif()

@@ -11,8 +11,10 @@
  * Every run poisons its output with NaN first and every element is checked
  * (kernels_check.h: a NaN passes only where the reference is NaN). Softmax is
  * run for every version and every block size it allows (v1, v2: multiples of
- * 32 up to 1024; v3, v4: powers of two), on odd shapes, with rows that start
- * off 16-byte boundaries, with y aligned differently from x, and in place.
+ * 32 up to 1024; v3-v5: powers of two), on odd shapes, with rows that start
+ * off 16-byte boundaries, with y aligned differently from x, and in place;
+ * v5 on rows that stay in registers at each tile size and on rows too long
+ * for them; and cck_softmax_cuda against the version the dispatch names.
  */
 #include <string.h>
 
@@ -145,13 +147,65 @@ Test(softmax_cuda, v3_every_block_size, .timeout = 600) {
 Test(softmax_cuda, v4_every_block_size, .timeout = 600) {
     every_block_size(4);
 }
+Test(softmax_cuda, v5_every_block_size, .timeout = 600) {
+    every_block_size(5);
+}
+
+/* v5's two paths at every block: rows resident in registers (each tile
+ * size: 2, 4, 8 float4 per thread) and rows longer than the registers hold
+ * (chunks, re-read), odd lengths, rows off 16-byte boundaries, in place. */
+Test(softmax_cuda, v5_resident_and_chunked_rows, .timeout = 600) {
+    gpu g = gpu_open(0);
+    rng r = rng_fresh("softmax_cuda.v5_resident_and_chunked_rows");
+    static const size_t v5_shapes[][2] = {{5, 1025},  {4, 2051},  {3, 4099}, {1, 8191},
+                                          {3, 32768}, {2, 32771}, {2, 40000}};
+    for (int bs = 32; bs <= 1024; bs *= 2)
+        for (size_t s = 0; s < sizeof v5_shapes / sizeof v5_shapes[0]; s++) {
+            softmax_run(&g, &r, 5, bs, v5_shapes[s][0], v5_shapes[s][1], 0, 0, 0, 20.0f);
+            softmax_run(&g, &r, 5, bs, v5_shapes[s][0], v5_shapes[s][1], 3, 1, 0, 20.0f);
+            softmax_run(&g, &r, 5, bs, v5_shapes[s][0], v5_shapes[s][1], 2, 2, 1, 20.0f);
+        }
+    gpu_close(&g);
+}
+
+/* cck_softmax_cuda runs exactly what cck_softmax_dispatch names: the same
+ * bits as cck_softmax_cuda_version with that version and block, on a shape
+ * of every band of the table and the engine's softmax heads (10 columns,
+ * batches 8 and 1024). */
+Test(softmax_cuda, dispatched_is_the_named_version, .timeout = 600) {
+    gpu g = gpu_open(0);
+    rng r = rng_fresh("softmax_cuda.dispatched_is_the_named_version");
+    static const size_t dshapes[][2] = {{8, 10},   {1024, 10}, {64, 128}, {33, 600}, {17, 1000}, {9, 1020},
+                                        {5, 1024}, {4, 1300},  {3, 2048}, {3, 4096}, {2, 32768}, {2, 40000}};
+    for (size_t s = 0; s < sizeof dshapes / sizeof dshapes[0]; s++) {
+        size_t rows = dshapes[s][0], cols = dshapes[s][1], n = rows * cols;
+        cck_softmax_choice c;
+        cr_assert_eq(cck_softmax_dispatch(rows, cols, &c), CCK_OK);
+        float *hx = xmalloc(n * sizeof *hx), *a = xmalloc(n * sizeof *a), *b = xmalloc(n * sizeof *b);
+        fill_uniform(&r, hx, n, 20.0f);
+        float *dx = dev_alloc(&g, n), *dy = dev_alloc(&g, n);
+        to_dev(&g, dx, hx, n);
+        cr_assert_eq(cck_softmax_cuda(g.ctx, dx, dy, rows, cols), CCK_OK);
+        to_host(&g, a, dy, n);
+        cr_assert_eq(cck_softmax_cuda_version(g.ctx, c.version, c.block_size, dx, dy, rows, cols), CCK_OK);
+        to_host(&g, b, dy, n);
+        cr_assert(memcmp(a, b, n * sizeof *a) == 0, "%zux%zu: cck_softmax_cuda differs from v%d block %d", rows, cols,
+                  c.version, c.block_size);
+        char what[64];
+        snprintf(what, sizeof what, "dispatched v%d block %d %zux%zu", c.version, c.block_size, rows, cols);
+        check_softmax(what, a, hx, rows, cols);
+        dev_free(&g, dx), dev_free(&g, dy);
+        free(hx), free(a), free(b);
+    }
+    gpu_close(&g);
+}
 
 /* Rows longer than any in `shapes`: a float sum over one thread's whole row
  * (v1) would drift past the tolerance here; every version must not. */
 Test(softmax_cuda, long_rows_every_version, .timeout = 600) {
     gpu g = gpu_open(0);
     rng r = rng_fresh("softmax_cuda.long_rows_every_version");
-    for (int v = 0; v <= 4; v++) {
+    for (int v = 0; v <= 5; v++) {
         softmax_run(&g, &r, v, 0, 3, 131072, 0, 0, 0, 4.0f);
         softmax_run(&g, &r, v, 0, 2, 262147, 1, 3, 0, 4.0f);
     }
@@ -162,7 +216,7 @@ Test(softmax_cuda, unaligned_rows_and_in_place) {
     gpu g = gpu_open(0);
     rng r = rng_fresh("softmax_cuda.unaligned_rows_and_in_place");
     static const size_t offs[][2] = {{1, 1}, {1, 2}, {3, 0}, {0, 1}, {2, 3}};
-    for (int v = 0; v <= 4; v++) {
+    for (int v = 0; v <= 5; v++) {
         for (size_t s = 0; s < NSHAPES; s++) {
             for (size_t o = 0; o < 5; o++) {
                 softmax_run(&g, &r, v, 0, shapes[s][0], shapes[s][1], offs[o][0], offs[o][1], 0, 30.0f);
@@ -176,12 +230,14 @@ Test(softmax_cuda, unaligned_rows_and_in_place) {
 Test(softmax_cuda, nan_and_inf_follow_the_reference) {
     gpu g = gpu_open(0);
     const float nan = NAN, inf = INFINITY;
-    /* the rows of the host test, stretched to 1100 columns (v4's block path)
-     * and 40 (its warp path) by padding with -inf, which must not matter */
+    /* the rows of the host test, stretched to 1100 columns (v4's and v5's
+     * block path), 40 (their warp path) and 33000 (v5's rows too long for
+     * its registers at its default block) by padding with -inf, which must
+     * not matter */
     float rows[7][4] = {{1, nan, 2, 3},       {1, inf, 2, 3},        {-inf, 0, -inf, 0}, {-inf, -inf, -inf, -inf},
                         {nan, nan, nan, nan}, {-inf, 5, -inf, -inf}, {inf, -inf, 1, nan}};
-    size_t widths[] = {4, 40, 1100};
-    for (size_t wi = 0; wi < 3; wi++) {
+    size_t widths[] = {4, 40, 1100, 33000};
+    for (size_t wi = 0; wi < 4; wi++) {
         size_t cols = widths[wi], n = 7 * cols;
         float *hx = xmalloc(n * sizeof *hx), *hy = xmalloc(n * sizeof *hy);
         for (size_t i = 0; i < 7; i++) {
@@ -190,7 +246,7 @@ Test(softmax_cuda, nan_and_inf_follow_the_reference) {
         }
         float *dx = dev_alloc(&g, n), *dy = dev_alloc(&g, n);
         to_dev(&g, dx, hx, n);
-        for (int v = 0; v <= 4; v++) {
+        for (int v = 0; v <= 5; v++) {
             for (size_t i = 0; i < n; i++)
                 hy[i] = 0.25f; /* a number: NaN outputs must be written */
             to_dev(&g, dy, hy, n);
@@ -317,7 +373,8 @@ Test(kernels_cuda_api, device_errors_with_a_context) {
     cr_assert_null(ctx);
     float *d = dev_alloc(&g, 64);
     cr_assert_eq(cck_softmax_cuda_version(g.ctx, 3, 96, d, d, 1, 64), CCK_ERR_UNSUPPORTED);
-    cr_assert_eq(cck_softmax_cuda_version(g.ctx, 5, 0, d, d, 1, 64), CCK_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cck_softmax_cuda_version(g.ctx, 5, 96, d, d, 1, 64), CCK_ERR_UNSUPPORTED);
+    cr_assert_eq(cck_softmax_cuda_version(g.ctx, 6, 0, d, d, 1, 64), CCK_ERR_INVALID_ARGUMENT);
     /* refused before any launch: indices too close to INT_MAX for the
      * kernels' int arithmetic, and a y that overlaps an input */
     cr_assert_eq(cck_softmax_cuda(g.ctx, d, d, (size_t)INT_MAX - 100, 1), CCK_ERR_UNSUPPORTED);

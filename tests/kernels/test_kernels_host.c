@@ -544,12 +544,12 @@ Test(kernels_cuda_api, bad_arguments_are_caught_before_the_device) {
     cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 0, x, NULL, 1, 1), bad);
     cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 0, x, y, 0, 1), bad);
     cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 0, x, y, 1, 0), bad);
-    int versions[] = {0, -1, 5, 100};
+    int versions[] = {0, -1, 6, 100};
     for (int i = 0; i < 4; i++) {
         cr_assert_eq(cck_softmax_cuda_version(NULL, versions[i], 0, x, y, 1, 8), bad, "version %d", versions[i]);
     }
     int blocks[] = {-32, 1, 31, 33, 1056, 2048};
-    for (int v = 1; v <= 4; v++) {
+    for (int v = 1; v <= 5; v++) {
         for (int i = 0; i < 6; i++) {
             cr_assert_eq(cck_softmax_cuda_version(NULL, v, blocks[i], x, y, 1, 8), bad, "v%d block %d", v, blocks[i]);
         }
@@ -557,6 +557,7 @@ Test(kernels_cuda_api, bad_arguments_are_caught_before_the_device) {
     /* 96 and 992 are multiples of 32 but not powers of two: only v1 and v2 */
     cr_assert_eq(cck_softmax_cuda_version(NULL, 3, 96, x, y, 1, 8), CCK_ERR_UNSUPPORTED);
     cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 992, x, y, 1, 8), CCK_ERR_UNSUPPORTED);
+    cr_assert_eq(cck_softmax_cuda_version(NULL, 5, 96, x, y, 1, 8), CCK_ERR_UNSUPPORTED);
     cr_assert_eq(cck_softmax_cuda_version(NULL, 1, 96, x, y, 1, 8), bad); /* valid; NULL context */
     cr_assert_eq(cck_softmax_cuda_version(NULL, 2, 992, x, y, 1, 8), bad);
 

@@ -260,6 +260,9 @@ typedef struct ccb_device {
      * cca_cuda_options.vm_backing of ccalloc-cuda's upstream (CCA_VM_PAGES,
      * the default, or CCA_VM_WHOLE_MAPS) */
     int vm_backing;
+    /* --vm-call-latency: a vm_map's / vm_unmap's own cost per call, in place
+     * of the device alloc's / free's (0: as those) */
+    uint64_t map_call_ns, unmap_call_ns;
 } ccb_device;
 
 /* The driver cost model's defaults: 70 us per cudaMalloc + cudaFree pair, the
@@ -278,6 +281,13 @@ typedef struct ccb_device {
  * pair. docs/benchmarks.md, "The driver-cost model", says what this model
  * does not match. */
 #define CCB_DEFAULT_MAP_GRANULE_NS 36000u
+/* A vm_map / vm_unmap call's own part, beside its physical allocations: the
+ * one-allocation time less the per-allocation slope up to 1 GiB, on the
+ * same two H100s (bench/results/2026-11-24-h100, sessions 2 and 3): a map
+ * 0.18-0.25 of the machine's 2 MiB cudaMalloc + cudaFree pair, an unmap
+ * 0.02-0.09; the middles, 0.21 and 0.05 of the model's 70 us pair. */
+#define CCB_DEFAULT_MAP_CALL_NS 15000u
+#define CCB_DEFAULT_UNMAP_CALL_NS 4000u
 #define CCB_DEFAULT_UNMAP_GRANULE_NS 30000u
 
 typedef struct ccb_strategy_ops {
@@ -506,6 +516,7 @@ typedef struct ccb_replay_options {
     size_t vm_granularity;                     /* --vm-granularity (0: the device's default) */
     int vm_backing;                            /* --vm-backing (CCA_VM_PAGES: the default) */
     int iterations; /* --iterations: the trace replayed this many times in one strategy (0: 1) */
+    uint64_t map_call_ns, unmap_call_ns; /* --vm-call-latency: per vm_map / vm_unmap call (0: as alloc / free) */
 } ccb_replay_options;
 
 /* --iterations: at most this many (every timed pass keeps a latency per
@@ -728,6 +739,7 @@ typedef struct ccb_options {
     size_t device_bytes;
     uint64_t alloc_latency_ns, free_latency_ns;
     uint64_t map_granule_ns, unmap_granule_ns; /* --vm-latency */
+    uint64_t map_call_ns, unmap_call_ns;       /* --vm-call-latency */
     size_t vm_granularity;                     /* --vm-granularity; 0: each device's default */
     int vm_backing;                            /* --vm-backing: CCA_VM_PAGES (default) or CCA_VM_WHOLE_MAPS */
     int vm_backing_given;                      /* --vm-backing was given (driver: which tables) */

@@ -49,6 +49,7 @@ enum {
     O_DEVICE_BYTES,
     O_UPSTREAM_LATENCY,
     O_VM_LATENCY,
+    O_VM_CALL_LATENCY,
     O_VM_GRANULARITY,
     O_VM_BACKING,
     O_DRIVER_REPS,
@@ -93,6 +94,11 @@ static const cli_option options[] = {
      "a map, whatever its size), on top of the call's own: as --upstream-latency\n"
      "(default 36us,30us: measured on H100s in proportion to the default pair;\n"
      "`ccbench driver` measures it)"},
+    {"vm-call-latency", O_VM_CALL_LATENCY, required_argument, "C[,D]",
+     "a virtual-memory map's [and unmap's] own cost per call, in place of the\n"
+     "device alloc's [free's]: as --upstream-latency (default 15us,4us: the\n"
+     "H100s' one-allocation times less their per-allocation slopes, in\n"
+     "proportion to the default pair; 0: as the device alloc's and free's)"},
     {"vm-granularity", O_VM_GRANULARITY, required_argument, "B",
      "the page of virtual-memory maps (expandable segments): the simulated\n"
      "device's granularity, and the CUDA upstream's for the ccalloc-cuda\n"
@@ -239,6 +245,8 @@ void ccb_options_init(ccb_options *o, const char *command_line) {
     o->free_latency_ns = CCB_DEFAULT_FREE_LATENCY_NS;
     o->map_granule_ns = CCB_DEFAULT_MAP_GRANULE_NS;
     o->unmap_granule_ns = CCB_DEFAULT_UNMAP_GRANULE_NS;
+    o->map_call_ns = CCB_DEFAULT_MAP_CALL_NS;
+    o->unmap_call_ns = CCB_DEFAULT_UNMAP_CALL_NS;
     o->pairs = 200000;
     o->iterations = 1;
     o->command_line = command_line ? command_line : "";
@@ -362,6 +370,12 @@ static int take(ccb_options *o, int id, const char *v) {
         if (parse_latencies(v, &o->map_granule_ns, &o->unmap_granule_ns))
             return usage_error("--vm-latency '%s' is not a duration (ns, us, ms; at most 1 s) or two separated by "
                                "a comma",
+                               v);
+        return 0;
+    case O_VM_CALL_LATENCY:
+        if (parse_latencies(v, &o->map_call_ns, &o->unmap_call_ns))
+            return usage_error("--vm-call-latency '%s' is not a duration (ns, us, ms; at most 1 s) or two "
+                               "separated by a comma",
                                v);
         return 0;
     case O_VM_GRANULARITY:

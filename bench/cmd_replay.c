@@ -40,7 +40,7 @@ int ccb_run_replays(ccb_options *o, const ccb_trace *traces, size_t ntraces, ccb
         return -1;
     ccb_replay_options ro = {o->device_bytes,    o->reps,        600, o->alloc_latency_ns, o->free_latency_ns,
                              o->driver_reps, o->ignore_releases, o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity,
-                             o->vm_backing, o->iterations};
+                             o->vm_backing, o->iterations,  o->map_call_ns,     o->unmap_call_ns};
     int failed = 0;
     for (size_t t = 0; t < ntraces; t++) {
         for (size_t s = 0; s < o->nspecs; s++) {
@@ -77,7 +77,8 @@ static void write_out_dir(const ccb_options *o, const ccb_trace *traces, const c
     ccb_write_command_md(readme, o->command_line);
     fprintf(readme, "- simulated device: %zu bytes of host memory\n", o->device_bytes);
     ccb_device cost = {o->device_bytes,    o->alloc_latency_ns, o->free_latency_ns,
-                       o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity, o->vm_backing};
+                       o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity, o->vm_backing,
+                       o->map_call_ns,    o->unmap_call_ns};
     ccb_write_replay_readme(readme, &d, traces, o->nargs, r, o->nspecs, &cost);
     ccb_close_out(readme, o->out, "README.md"); /* said, and counted */
 }

@@ -239,7 +239,7 @@ static void run_one(const char *spec, size_t live, int holes, size_t pairs, ccb_
         c->sizes[i] = mixed_size(&r);
     for (size_t i = 0; i < c->nheld; i++)
         c->held_size[i] = mixed_size(&r);
-    ccb_device dev = {device_for(c->held_size, c->nheld), 0, 0, 0, 0, 0, 0};
+    ccb_device dev = {device_for(c->held_size, c->nheld), 0, 0, 0, 0, 0, 0, 0, 0};
     int rc = ops->open(&c->s, config, &dev, row->why, sizeof row->why);
     if (rc != 0) {
         row->skipped = rc == 1;

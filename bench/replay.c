@@ -99,10 +99,11 @@ static int open_strategy(const ccb_strategy_ops *ops, const char *config, const 
     memset(s, 0, sizeof *s);
     s->ops = ops;
     s->device_free_at_open = CCB_UNKNOWN;
-    ccb_device dev = {o->device_bytes, 0, 0, 0, 0, o->vm_granularity, o->vm_backing};
+    ccb_device dev = {o->device_bytes, 0, 0, 0, 0, o->vm_granularity, o->vm_backing, 0, 0};
     if (with_driver)
         dev = (ccb_device){o->device_bytes,      o->alloc_latency_ns, o->free_latency_ns, o->map_granule_ns,
-                           o->unmap_granule_ns, o->vm_granularity,  o->vm_backing};
+                           o->unmap_granule_ns, o->vm_granularity,  o->vm_backing,       o->map_call_ns,
+                           o->unmap_call_ns};
     int rc = ops->open(s, config, &dev, r->why, sizeof r->why);
     if (rc == 1)
         r->skipped = 1;
@@ -585,7 +586,8 @@ static int replay(const ccb_trace *t, const char *spec, const ccb_replay_options
     r->first_total_ms = p.first_ms;
     r->later_total_ms = p.later_ms;
     int model = ops->driver == CCB_DRIVER_MODEL &&
-                (o->alloc_latency_ns || o->free_latency_ns || o->map_granule_ns || o->unmap_granule_ns);
+                (o->alloc_latency_ns || o->free_latency_ns || o->map_granule_ns || o->unmap_granule_ns ||
+                 o->map_call_ns || o->unmap_call_ns);
     if (model) {
         rc = timed(t, ops, config, o, 1, o->driver_reps > 0 ? o->driver_reps : reps, r, &p);
         if (rc != 0)

@@ -988,15 +988,17 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
             "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
             "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
             "per device free, and %.1f us per physical allocation mapped and %.1f us per one unmapped (a page, "
-            "or a whole map with whole-maps backing) on top of a virtual-memory map's or unmap's own (the "
-            "driver's cost; \"(real)\": a GPU strategy, whose times "
+            "or a whole map with whole-maps backing) on top of a virtual-memory map's or unmap's own, %.1f and "
+            "%.1f us a call (the driver's cost; \"(real)\": a GPU strategy, whose times "
             "already include its driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
             "cannot know (reserved bytes, upstream calls and fragmentation of the malloc floor, which has no device "
             "and no driver time either), the trace gives nothing to measure (per-op times of a trace without "
             "allocs or frees), or a ratio of a strategy with OOMs (it held less than the trace the references "
             "describe).\n\n",
             (double)driver->alloc_latency_ns / 1e3, (double)driver->free_latency_ns / 1e3,
-            (double)driver->map_granule_ns / 1e3, (double)driver->unmap_granule_ns / 1e3);
+            (double)driver->map_granule_ns / 1e3, (double)driver->unmap_granule_ns / 1e3,
+            (double)(driver->map_call_ns ? driver->map_call_ns : driver->alloc_latency_ns) / 1e3,
+            (double)(driver->unmap_call_ns ? driver->unmap_call_ns : driver->free_latency_ns) / 1e3);
     if (driver->vm_granularity) {
         char g[32];
         ccb_format_bytes(driver->vm_granularity, g, sizeof g);

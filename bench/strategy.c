@@ -222,6 +222,8 @@ static int open_device(const ccb_device *dev, cca_upstream **u, char *why, size_
                            .free_latency_ns = dev->free_latency_ns,
                            .vm_map_granule_latency_ns = dev->map_granule_ns,
                            .vm_unmap_granule_latency_ns = dev->unmap_granule_ns,
+                           .vm_map_call_latency_ns = dev->map_call_ns,
+                           .vm_unmap_call_latency_ns = dev->unmap_call_ns,
                            .vm_granularity = dev->vm_granularity,
                            .vm_backing = dev->vm_backing};
     cca_status st = cca_upstream_host_create_with(&ho, u);

@@ -161,7 +161,8 @@ int ccb_cmd_all(ccb_options *o) {
         ccb_outdir d = {o->out, o->script_dir, o->no_plots};
         ccb_write_replay_files(&d, traces, nt, r, o->nspecs);
         ccb_device cost = {o->device_bytes,    o->alloc_latency_ns, o->free_latency_ns,
-                           o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity, o->vm_backing};
+                           o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity, o->vm_backing,
+                           o->map_call_ns,    o->unmap_call_ns};
         ccb_write_replay_readme(readme, &d, traces, nt, r, o->nspecs, &cost);
         for (size_t i = 0; i < nt * o->nspecs; i++)
             ccb_result_free(&r[i]);

@@ -365,7 +365,8 @@ typedef struct cca_host_options {
      * device): mapping granularity, a power of two >= the host page and a
      * multiple of CCA_GRANULARITY (else CCA_ERR_INVALID_ARGUMENT); 0 =
      * 2 MiB, the usual GPU figure. vm_map latency: alloc_latency_ns, vm_unmap:
-     * free_latency_ns (once per call, granted or refused), plus the two
+     * free_latency_ns (once per call, granted or refused; or the call
+     * latencies at the end of this struct), plus the two
      * per-granule latencies below for each granule a call maps or unmaps
      * (granted calls only). Physical memory
      * of a map is a memfd mapped MAP_SHARED | MAP_FIXED into the reserved
@@ -390,6 +391,15 @@ typedef struct cca_host_options {
      * map mapped or unmapped, whatever its size: the CUDA upstream's
      * cuMemCreate + cuMemMap, and cuMemUnmap, per physical allocation. */
     int vm_backing;
+    /* What a vm_map / vm_unmap call itself costs, granted or refused, in
+     * place of alloc_latency_ns / free_latency_ns (a VMM call's own part is
+     * smaller than a cudaMalloc's: docs/benchmarks.md, "The driver-cost
+     * model"); the per-granule latencies above come on top. 0: the call
+     * costs alloc_latency_ns / free_latency_ns, as without these fields
+     * (to charge nothing per call, give 1 ns). Above CCA_HOST_MAX_LATENCY_NS:
+     * CCA_ERR_INVALID_ARGUMENT. */
+    uint64_t vm_map_call_latency_ns;
+    uint64_t vm_unmap_call_latency_ns;
 } cca_host_options;
 #define CCA_HOST_MAX_LATENCY_NS 1000000000ull
 

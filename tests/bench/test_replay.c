@@ -336,6 +336,31 @@ Test(replay, the_driver_charges_each_physical_allocation_once) {
     ccb_trace_free(&t);
 }
 
+/* --vm-call-latency: a vm_map / vm_unmap costs its own call latency (not the
+ * device alloc's / free's) once per call, beside its physical allocations. */
+Test(replay, a_vm_call_costs_its_own_latency_once) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t,
+                           "seq,op,id,size,stream,name\n0,alloc,1,8388608,0\n1,free,1,8388608,0\n"
+                           "2,empty_cache,0,0,0\n",
+                           NULL, 0),
+                 0);
+    ccb_replay_options o = opts;
+    o.alloc_latency_ns = 1; /* would be the calls' cost without --vm-call-latency */
+    o.free_latency_ns = 1;
+    o.map_call_ns = 20000000;
+    o.unmap_call_ns = 10000000;
+    o.driver_reps = 3;
+    o.vm_backing = CCA_VM_PAGES;
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-expandable", &o, &r), 0, "%s", r.why);
+    cr_assert_eq(r.upstream_allocs, 2, "a range and ONE map (ten pages)");
+    cr_assert_geq(r.driver_total_ms, 30.0, "one map call and one unmap call: %.1f ms", r.driver_total_ms);
+    cr_assert_lt(r.driver_total_ms, 40.0, "%.1f ms: a call charged per page, or twice", r.driver_total_ms);
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
 /* ---- the ideal arena --------------------------------------------------------------------- */
 
 /* Brute force: free extents in an array, scanned for best fit (ties: lowest

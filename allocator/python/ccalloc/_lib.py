@@ -224,7 +224,8 @@ class HostOptions(ctypes.Structure):
     _fields_ = [("capacity", c_size_t), ("alloc_latency_ns", ctypes.c_uint64),
                 ("free_latency_ns", ctypes.c_uint64), ("vm_granularity", c_size_t),
                 ("vm_map_granule_latency_ns", ctypes.c_uint64), ("vm_unmap_granule_latency_ns", ctypes.c_uint64),
-                ("vm_backing", ctypes.c_int)]
+                ("vm_backing", ctypes.c_int), ("vm_map_call_latency_ns", ctypes.c_uint64),
+                ("vm_unmap_call_latency_ns", ctypes.c_uint64)]
 
 
 class CudaOptions(ctypes.Structure):

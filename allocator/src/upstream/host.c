@@ -76,8 +76,9 @@
  *               run, and the records cut. The records' room is reserved
  *               first, so a host malloc failure changes nothing.
  *   vm_release  munmap of the range. Destroy munmaps every range left.
- * - Costs: vm_map busy-waits alloc_latency_ns and vm_unmap free_latency_ns,
- *   granted or refused, outside the lock; a granted call also waits the
+ * - Costs: vm_map busy-waits its call latency (vm_map_call_latency_ns, else
+ *   alloc_latency_ns) and vm_unmap its own (else free_latency_ns), granted
+ *   or refused, outside the lock; a granted call also waits the
  *   per-granule latency times its granules (with whole maps, once per map),
  *   after the lock. Under the device's lock (a check and the syscalls it
  *   allows are one step): vm_map O(log m) + O(m) memmove, four syscalls;
@@ -116,6 +117,7 @@ typedef struct host_device {
     size_t nlive, caplive;
     uint64_t alloc_latency_ns, free_latency_ns;
     uint64_t map_granule_ns, unmap_granule_ns; /* per granule (whole maps: per map) of a granted vm_map / vm_unmap */
+    uint64_t map_call_ns, unmap_call_ns;       /* per vm_map / vm_unmap call, granted or refused */
     bool whole_maps; /* CCA_VM_WHOLE_MAPS: an unmap names whole maps, and each map costs one granule's latency */
     /* virtual memory: used + mapped <= capacity                              */
     size_t gran;     /* mapping granularity                                   */
@@ -471,7 +473,7 @@ static cca_status map_memory(void *p, size_t size) {
 
 static cca_status host_vm_map(void *ctx, void *addr, size_t size) {
     host_device *d = ctx;
-    spin_ns(d->alloc_latency_ns); /* granted or refused, as alloc */
+    spin_ns(d->map_call_ns); /* granted or refused */
     uintptr_t a = (uintptr_t)addr;
     pthread_mutex_lock(&d->lock);
     size_t k = 0;
@@ -563,7 +565,7 @@ static void cut_maps(host_device *d, size_t first, size_t last, uintptr_t a, uin
 
 static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
     host_device *d = ctx;
-    spin_ns(d->free_latency_ns); /* granted or refused, as free */
+    spin_ns(d->unmap_call_ns); /* granted or refused */
     uintptr_t a = (uintptr_t)addr;
     pthread_mutex_lock(&d->lock);
     /* 1. the rule: every granule mapped */
@@ -733,7 +735,8 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: capacity must be > 0", fn);
     if (o->alloc_latency_ns > CCA_HOST_MAX_LATENCY_NS || o->free_latency_ns > CCA_HOST_MAX_LATENCY_NS ||
         o->vm_map_granule_latency_ns > CCA_HOST_MAX_LATENCY_NS ||
-        o->vm_unmap_granule_latency_ns > CCA_HOST_MAX_LATENCY_NS)
+        o->vm_unmap_granule_latency_ns > CCA_HOST_MAX_LATENCY_NS || o->vm_map_call_latency_ns > CCA_HOST_MAX_LATENCY_NS ||
+        o->vm_unmap_call_latency_ns > CCA_HOST_MAX_LATENCY_NS)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: a latency above %llu ns (1 s)", fn,
                          (unsigned long long)CCA_HOST_MAX_LATENCY_NS);
     long pg = sysconf(_SC_PAGESIZE);
@@ -761,6 +764,8 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     d->free_latency_ns = o->free_latency_ns;
     d->map_granule_ns = o->vm_map_granule_latency_ns;
     d->unmap_granule_ns = o->vm_unmap_granule_latency_ns;
+    d->map_call_ns = o->vm_map_call_latency_ns ? o->vm_map_call_latency_ns : o->alloc_latency_ns;
+    d->unmap_call_ns = o->vm_unmap_call_latency_ns ? o->vm_unmap_call_latency_ns : o->free_latency_ns;
     d->gran = gran;
     d->whole_maps = o->vm_backing == CCA_VM_WHOLE_MAPS;
     void *base = mmap(NULL, d->range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -246,6 +246,14 @@ Test(api_contract, host_create_refusals_clear_out) {
     EXPECT_FAIL(cca_upstream_host_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create");
     cr_assert_null(u);
     o.vm_unmap_granule_latency_ns = 0;
+    o.vm_map_call_latency_ns = CCA_HOST_MAX_LATENCY_NS + 1;
+    EXPECT_FAIL(cca_upstream_host_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create");
+    cr_assert_null(u);
+    o.vm_map_call_latency_ns = 0;
+    o.vm_unmap_call_latency_ns = UINT64_MAX;
+    EXPECT_FAIL(cca_upstream_host_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create");
+    cr_assert_null(u);
+    o.vm_unmap_call_latency_ns = 0;
     o.free_latency_ns = CCA_HOST_MAX_LATENCY_NS; /* the bound itself is allowed */
     size_t grans[] = {3 * MiB, 512, 1 * MiB + 512};
     for (size_t i = 0; i < 3; i++) {

@@ -111,6 +111,15 @@ if(TARGET ccbench_core)
     gen uniform --scale 0.05 -o /dev/null --vm-latency 1000001)
   ccb_cli(ccbench_vm_latency_at_most_a_second 0 "" "not a duration" -
     gen uniform --scale 0.05 -o /dev/null --vm-latency 1000000,1000ms)
+  # --vm-call-latency: the same grammar; a bad value exits 2 with its message, never taken as 0
+  set(i 0)
+  foreach(bad "x" "2s" "2000000us" "5us," "-1us" "1ms,x" "1000001" "")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_vm_call_latency_${i} 2 "--vm-call-latency '[^']*' is not a duration" "" -
+      gen uniform --scale 0.05 -o /dev/null "--vm-call-latency=${bad}")
+  endforeach()
+  ccb_cli(ccbench_vm_call_latency_at_most_a_second 0 "" "not a duration" -
+    gen uniform --scale 0.05 -o /dev/null --vm-call-latency 1000000,1000ms)
   ccb_cli(ccbench_device_bytes_zero 2 "--device-bytes '0' is not a size > 0" "" -
     gen uniform --scale 0.05 -o /dev/null --device-bytes 0)
   # --iterations: a count in 1..100 (CCB_MAX_ITERATIONS), else exit 2 before anything runs

@@ -245,8 +245,9 @@ typedef struct ccb_strategy ccb_strategy;
 
 /* The device a host strategy runs on: the simulated device's capacity and
  * the driver's cost it charges per upstream call, and per physical
- * allocation a virtual-memory map makes or an unmap gives back (a page, or
- * with whole-maps backing a map whatever its size; 0 = bookkeeping alone).
+ * allocation a virtual-memory map makes or an unmap gives back (a map
+ * whatever its size with whole-maps backing, the default, or a page with
+ * pages backing; 0 = bookkeeping alone).
  * GPU strategies ignore it: their device and driver are real. */
 typedef struct ccb_device {
     size_t bytes;
@@ -257,8 +258,8 @@ typedef struct ccb_device {
      * upstream of ccalloc-cuda; 0: each device's default */
     size_t vm_granularity;
     /* --vm-backing: cca_host_options.vm_backing of the simulated device and
-     * cca_cuda_options.vm_backing of ccalloc-cuda's upstream (CCA_VM_PAGES,
-     * the default, or CCA_VM_WHOLE_MAPS) */
+     * cca_cuda_options.vm_backing of ccalloc-cuda's upstream
+     * (CCA_VM_WHOLE_MAPS, 0: the default, or CCA_VM_PAGES) */
     int vm_backing;
     /* --vm-call-latency: a vm_map's / vm_unmap's own cost per call, in place
      * of the device alloc's / free's (0: as those) */
@@ -514,7 +515,7 @@ typedef struct ccb_replay_options {
     int ignore_releases; /* replay as if the program never released (marks still reported) */
     uint64_t map_granule_ns, unmap_granule_ns; /* per physical allocation of a vm map / unmap */
     size_t vm_granularity;                     /* --vm-granularity (0: the device's default) */
-    int vm_backing;                            /* --vm-backing (CCA_VM_PAGES: the default) */
+    int vm_backing;                            /* --vm-backing (CCA_VM_WHOLE_MAPS, 0: the default) */
     int iterations; /* --iterations: the trace replayed this many times in one strategy (0: 1) */
     uint64_t map_call_ns, unmap_call_ns; /* --vm-call-latency: per vm_map / vm_unmap call (0: as alloc / free) */
 } ccb_replay_options;
@@ -741,7 +742,7 @@ typedef struct ccb_options {
     uint64_t map_granule_ns, unmap_granule_ns; /* --vm-latency */
     uint64_t map_call_ns, unmap_call_ns;       /* --vm-call-latency */
     size_t vm_granularity;                     /* --vm-granularity; 0: each device's default */
-    int vm_backing;                            /* --vm-backing: CCA_VM_PAGES (default) or CCA_VM_WHOLE_MAPS */
+    int vm_backing;                            /* --vm-backing: CCA_VM_WHOLE_MAPS (0, default) or CCA_VM_PAGES */
     int vm_backing_given;                      /* --vm-backing was given (driver: which tables) */
     int driver_reps; /* 0: as --reps (1 with --quick) */
     int iterations;  /* --iterations: 1..CCB_MAX_ITERATIONS (0: 1) */

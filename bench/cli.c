@@ -90,8 +90,8 @@ static const cli_option options[] = {
      "35us,35us; 0: no such pass)"},
     {"vm-latency", O_VM_LATENCY, required_argument, "M[,U]",
      "and per physical allocation mapped [and unmapped] by a virtual-memory\n"
-     "map [unmap] (expandable segments: a page, or with --vm-backing whole-maps\n"
-     "a map, whatever its size), on top of the call's own: as --upstream-latency\n"
+     "map [unmap] (expandable segments: a map whatever its size, or with\n"
+     "--vm-backing pages a page), on top of the call's own: as --upstream-latency\n"
      "(default 36us,30us: measured on H100s in proportion to the default pair;\n"
      "`ccbench driver` measures it)"},
     {"vm-call-latency", O_VM_CALL_LATENCY, required_argument, "C[,D]",
@@ -107,10 +107,10 @@ static const cli_option options[] = {
      "driver's minimum on a GPU)"},
     {"vm-backing", O_VM_BACKING, required_argument, "pages|whole-maps",
      "how the memory behind each virtual-memory map is kept, on the simulated\n"
-     "device and on the CUDA upstream of the ccalloc-cuda strategies: pages\n"
-     "(default: one physical allocation per page, any run of pages given\n"
-     "back) or whole-maps (one physical allocation per map, given back whole);\n"
-     "driver: only that virtual-memory table (default: both)"},
+     "device and on the CUDA upstream of the ccalloc-cuda strategies:\n"
+     "whole-maps (default: one physical allocation per map, given back whole)\n"
+     "or pages (one physical allocation per page, any run of pages given\n"
+     "back); driver: only that virtual-memory table (default: both)"},
     {"driver-reps", O_DRIVER_REPS, required_argument, "N",
      "timed passes with the driver's cost, 1..1000 (default: --reps; 1 with --quick)"},
     {"iterations", O_ITERATIONS, required_argument, "N",

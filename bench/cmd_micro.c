@@ -5,8 +5,9 @@
  * micro.csv into --out. --all runs it too (with --quick: the table up to 1k
  * and 2000 pairs).
  *
- * Strategies default to ccalloc-growth, the malloc floor and the GPU
- * allocators (skipped without a GPU).
+ * Strategies default to ccalloc-growth (classic segments), ccalloc-expandable
+ * (the allocator's default), the malloc floor and the GPU allocators (skipped
+ * without a GPU).
  */
 #include "ccbench.h"
 

@@ -953,9 +953,11 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
     plot_ratios(d, r, ntraces, nspecs);
 }
 
-/* The --vm-backing line: what was asked, and what a simulated device made
- * with these options reports (cca_upstream_vm_backing), so that a library
- * whose device did not take it says so instead of being taken at its word. */
+/* The --vm-backing line, in every replay's README (the default, whole maps,
+ * included, so that a README says which backing its figures had): what was
+ * asked, and what a simulated device made with these options
+ * reports (cca_upstream_vm_backing), so that a library whose device did not
+ * take it says so instead of being taken at its word. */
 static void write_backing(FILE *readme, const ccb_device *driver) {
     cca_host_options ho = {.capacity = (size_t)64 << 20, .vm_granularity = driver->vm_granularity,
                            .vm_backing = driver->vm_backing};
@@ -965,13 +967,19 @@ static void write_backing(FILE *readme, const ccb_device *driver) {
         got = cca_upstream_vm_backing(u);
         cca_upstream_destroy(u);
     }
-    fprintf(readme, "Backing of virtual-memory maps (`--vm-backing`): whole maps (one physical allocation per map, given "
-                    "back whole), on the simulated device and over CUDA; ");
-    if (got == CCA_VM_WHOLE_MAPS)
-        fprintf(readme, "the simulated device reports whole maps.\n\n");
-    else if (got == CCA_VM_PAGES)
-        fprintf(readme, "but the simulated device reports pages: this library's simulated device does not take "
-                        "vm_backing.\n\n");
+    int whole = driver->vm_backing == CCA_VM_WHOLE_MAPS;
+    if (whole)
+        fprintf(readme, "Backing of virtual-memory maps (`--vm-backing`): whole maps (the default: one physical "
+                        "allocation per map, given back whole), on the simulated device and over CUDA; ");
+    else
+        fprintf(readme, "Backing of virtual-memory maps (`--vm-backing`): pages (one physical allocation per page, any "
+                        "run of pages given back), on the simulated device and over CUDA; ");
+    if (got == driver->vm_backing)
+        fprintf(readme, "the simulated device reports %s.\n\n", whole ? "whole maps" : "pages");
+    else if (got == CCA_VM_PAGES || got == CCA_VM_WHOLE_MAPS)
+        fprintf(readme, "but the simulated device reports %s: this library's simulated device does not take "
+                        "vm_backing.\n\n",
+                got == CCA_VM_PAGES ? "pages" : "whole maps");
     else
         fprintf(readme, "a simulated device with these options could not be made to ask (%s).\n\n", cca_last_error());
 }
@@ -987,9 +995,9 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
     fprintf(readme,
             "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
             "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
-            "per device free, and %.1f us per physical allocation mapped and %.1f us per one unmapped (a page, "
-            "or a whole map with whole-maps backing) on top of a virtual-memory map's or unmap's own, %.1f and "
-            "%.1f us a call (the driver's cost; \"(real)\": a GPU strategy, whose times "
+            "per device free, and %.1f us per physical allocation mapped and %.1f us per one unmapped (a whole "
+            "map with whole-maps backing, or a page with pages backing) on top of a virtual-memory map's or "
+            "unmap's own, %.1f and %.1f us a call (the driver's cost; \"(real)\": a GPU strategy, whose times "
             "already include its driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
             "cannot know (reserved bytes, upstream calls and fragmentation of the malloc floor, which has no device "
             "and no driver time either), the trace gives nothing to measure (per-op times of a trace without "
@@ -1005,8 +1013,7 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
         fprintf(readme, "Pages of expandable segments (`--vm-granularity`): %s, on the simulated device and over CUDA.\n\n",
                 g);
     }
-    if (driver->vm_backing == CCA_VM_WHOLE_MAPS)
-        write_backing(readme, driver);
+    write_backing(readme, driver);
     ccb_write_results_md(readme, r, nt * nspecs);
     ccb_write_iterations_readme(readme, r, nt * nspecs); /* nothing without --iterations */
     int any = 0;

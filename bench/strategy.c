@@ -4,19 +4,21 @@
  * empty_cache/device_free/close), and PRESETS naming a base plus a config.
  *
  *   preset             base          config
- *   ccalloc-growth     ccalloc       policy:growth            (simulated device)
- *   ccalloc-greedy     ccalloc       policy:greedy            (arena = 0.9 x device)
- *   ccalloc-nosmall    ccalloc       small_pool:0             (one pool for all sizes)
- *   ccalloc-maxsplit   ccalloc       max_split:64M            (PyTorch's max_split_size_mb)
- *   ccalloc-onelarge   ccalloc       medium_pool:0            (PyTorch's pools: medium and large share)
- *   ccalloc-shared     ccalloc       domains:0                (a trace's domains ignored: one pool)
- *   ccalloc-expandable ccalloc       expandable:1             (pages of reserved ranges, growth)
+ *   ccalloc-default    ccalloc       (none)                   (cca_config_default: as ccalloc-expandable here)
+ *   ccalloc-growth     ccalloc       policy:growth,expandable:0 (classic segments, simulated device)
+ *   ccalloc-greedy     ccalloc       policy:greedy,expandable:0 (arena = 0.9 x device)
+ *   ccalloc-nosmall    ccalloc       small_pool:0,expandable:0  (one pool for all sizes)
+ *   ccalloc-maxsplit   ccalloc       max_split:64M,expandable:0 (PyTorch's max_split_size_mb)
+ *   ccalloc-onelarge   ccalloc       medium_pool:0,expandable:0 (PyTorch's pools: medium and large share)
+ *   ccalloc-shared     ccalloc       policy:growth,domains:0,expandable:0 (a trace's domains ignored: one pool)
+ *   ccalloc-expandable ccalloc       expandable:1             (pages of reserved ranges, growth: the default)
  *   ccalloc-expandable-greedy ccalloc policy:greedy,expandable:1 (the arena as pages: it can shrink)
- *   ccalloc-hold       ccalloc       hold_peak:1              (cached memory released before the peak rises)
+ *   ccalloc-hold       ccalloc       policy:growth,hold_peak:1,expandable:0 (cached memory released before
+ *                                                              the peak rises)
  *   ccalloc-expandable-hold ccalloc expandable:1,hold_peak:1 (the same, page by page)
  *   malloc             malloc                                 (host malloc/free floor)
  *   device-malloc      device-malloc                          (one upstream call per request: no cache)
- *   ccalloc-cuda       ccalloc-cuda  policy:growth            (GPU)
+ *   ccalloc-cuda       ccalloc-cuda  policy:growth,expandable:0 (GPU, classic segments over cudaMalloc)
  *   ccalloc-cuda-expandable ccalloc-cuda expandable:1         (GPU, over the driver's virtual memory;
  *                                                              refused with the reason on a GPU without it)
  *   cuda-malloc        cuda-malloc                            (GPU, raw cudaMalloc/cudaFree)
@@ -24,8 +26,18 @@
  *   cuda-async-tmax    cuda-async    release_threshold:max    (GPU)
  *   cub                cub                                    (GPU, cub::CachingDeviceAllocator)
  *
- * Any spec may also be written BASE=CONFIG ("ccalloc=policy:growth,max_split:
- * 128M"); the config string of ccalloc bases is cca_config_parse's syntax.
+ * The allocator's default is expandable segments wherever the upstream has
+ * virtual memory (the simulated device always has), so every preset named
+ * for classic segments (growth, greedy and their variants, ccalloc-cuda)
+ * says expandable:0 itself: a preset means what its name says whatever the
+ * default. ccalloc-default takes no key at all, so it is whatever the
+ * default is: on the simulated device it replays exactly as
+ * ccalloc-expandable, which the suites run under that name.
+ *
+ * Any spec may also be written BASE=CONFIG ("ccalloc=max_split:128M,
+ * expandable:0"); the config string of ccalloc bases is cca_config_parse's
+ * syntax, on top of cca_config_default (so expandable segments unless it
+ * says expandable:0; max_split needs classic segments).
  *
  * The host strategies live here; the GPU ones in strategy_cuda.cu (built with
  * the CUDA toolkit) or strategy_nocuda.c (which opens them as "skipped").
@@ -52,28 +64,34 @@
 #include "ccalloc.h"
 
 const ccb_preset ccb_presets[] = {
-    {"ccalloc-growth", "ccalloc", "policy:growth", "ccalloc, growth policy, on the simulated device"},
-    {"ccalloc-greedy", "ccalloc", "policy:greedy", "ccalloc, greedy arena of 0.9 x the simulated device"},
-    {"ccalloc-nosmall", "ccalloc", "small_pool:0", "ccalloc growth without the small pool"},
-    {"ccalloc-maxsplit", "ccalloc", "max_split:64M", "ccalloc growth, blocks > 64 MiB never split"},
-    {"ccalloc-onelarge", "ccalloc", "medium_pool:0",
-     "ccalloc growth, medium and large requests share one pool (PyTorch's layout)"},
-    {"ccalloc-shared", "ccalloc", "policy:growth,domains:0",
-     "ccalloc growth with a trace's domains ignored: every model's blocks share segments"},
+    {"ccalloc-default", "ccalloc", "",
+     "ccalloc with cca_config_default: growth over expandable segments where the device has virtual memory"},
+    {"ccalloc-growth", "ccalloc", "policy:growth,expandable:0",
+     "ccalloc, growth policy over classic segments, on the simulated device"},
+    {"ccalloc-greedy", "ccalloc", "policy:greedy,expandable:0",
+     "ccalloc, greedy arena of 0.9 x the simulated device, one classic segment"},
+    {"ccalloc-nosmall", "ccalloc", "small_pool:0,expandable:0", "ccalloc classic growth without the small pool"},
+    {"ccalloc-maxsplit", "ccalloc", "max_split:64M,expandable:0",
+     "ccalloc classic growth, blocks > 64 MiB never split"},
+    {"ccalloc-onelarge", "ccalloc", "medium_pool:0,expandable:0",
+     "ccalloc classic growth, medium and large requests share one pool (PyTorch's layout)"},
+    {"ccalloc-shared", "ccalloc", "policy:growth,domains:0,expandable:0",
+     "ccalloc classic growth with a trace's domains ignored: every model's blocks share segments"},
     {"ccalloc-expandable", "ccalloc", "expandable:1",
-     "ccalloc growth over expandable segments: pages mapped as they grow, unmapped when free"},
+     "ccalloc growth over expandable segments (the default): address ranges mapped as they grow, unmapped when free"},
     {"ccalloc-expandable-greedy", "ccalloc", "policy:greedy,expandable:1",
-     "ccalloc greedy arena as an expandable segment: mapped whole, trim unmaps its free pages"},
-    {"ccalloc-hold", "ccalloc", "policy:growth,hold_peak:1",
-     "ccalloc growth holding the peak: free segments go back before reserved bytes pass their peak"},
+     "ccalloc greedy arena as an expandable segment: mapped whole, trim unmaps what is free of it"},
+    {"ccalloc-hold", "ccalloc", "policy:growth,hold_peak:1,expandable:0",
+     "ccalloc classic growth holding the peak: free segments go back before reserved bytes pass their peak"},
     {"ccalloc-expandable-hold", "ccalloc", "expandable:1,hold_peak:1",
-     "ccalloc growth over expandable segments holding the peak: free pages are unmapped before the peak rises"},
+     "ccalloc growth over expandable segments holding the peak: free memory is unmapped before the peak rises"},
     {"malloc", "malloc", "", "host malloc/free: the floor for bookkeeping cost"},
     {"device-malloc", "device-malloc", "",
      "one simulated-device alloc/free per request, no cache (cudaMalloc/cudaFree's analogue)"},
-    {"ccalloc-cuda", "ccalloc-cuda", "policy:growth", "ccalloc growth over cudaMalloc (GPU)"},
+    {"ccalloc-cuda", "ccalloc-cuda", "policy:growth,expandable:0",
+     "ccalloc growth over cudaMalloc: classic segments (GPU)"},
     {"ccalloc-cuda-expandable", "ccalloc-cuda", "expandable:1",
-     "ccalloc growth over the driver's virtual memory: cuMemCreate/cuMemMap pages (GPU)"},
+     "ccalloc growth over the driver's virtual memory: expandable segments, cuMemCreate/cuMemMap (GPU)"},
     {"cuda-malloc", "cuda-malloc", "", "raw cudaMalloc/cudaFree per op (GPU)"},
     {"cuda-async-t0", "cuda-async", "release_threshold:0", "cudaMallocAsync, default pool, threshold 0 (GPU)"},
     {"cuda-async-tmax", "cuda-async", "release_threshold:max",
@@ -190,10 +208,16 @@ int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, ch
     cca_config_default(&cfg);
     cfg.log_oom = 0; /* OOMs are counted in the results, not logged per event */
     cca_status st = cca_config_parse(&cfg, rest);
+    /* expandable:1 written in the config, not merely the default */
+    cca_config asked;
+    cca_config_default(&asked);
+    asked.expandable = 0;
     size_t page;
-    if (st == CCA_OK && cfg.expandable && !cca_upstream_has_vm(u)) {
+    if (st == CCA_OK && cca_config_parse(&asked, rest) == CCA_OK && asked.expandable && !cca_upstream_has_vm(u)) {
         /* the allocator would fall back to classic segments: measuring them
-         * under an expandable name would be wrong. The upstream's reason: */
+         * under an expandable name would be wrong. The upstream's reason.
+         * Without the key (the default), classic segments are what the
+         * allocator itself would use there: no refusal. */
         (void)cca_upstream_vm_granularity(u, &page);
         snprintf(why, whylen, "expandable:1 needs virtual memory, and %s", cca_last_error());
         cca_upstream_destroy(u);

@@ -284,22 +284,24 @@ typedef struct cca_upstream_ops {
      * from the device. CCA_ERR_OUT_OF_MEMORY when the device is full; on any
      * failure nothing stays mapped or allocated. */
     cca_status (*vm_map)(void *ctx, void *addr, size_t size);
-    /* Unmap [addr, addr + size) and give its memory back at once, granule
-     * by granule: any granule-aligned run of mapped granules, whichever
-     * vm_map calls mapped them; the granules around it stay mapped with
-     * their contents. The caller has made sure no queued work still uses
-     * it (unmapping does not wait). */
+    /* Unmap [addr, addr + size) and give its memory back at once: whole
+     * maps (vm_backing below), or with CCA_VM_PAGES any granule-aligned
+     * run of mapped granules, whichever vm_map calls mapped them, the
+     * granules around it staying mapped with their contents. The caller
+     * has made sure no queued work still uses it (unmapping does not
+     * wait). */
     cca_status (*vm_unmap)(void *ctx, void *addr, size_t size);
-    /* How the memory behind a map is kept: 0 (the default) as above, each
-     * granule memory of its own; CCA_VM_WHOLE_MAPS: each vm_map is ONE
-     * physical allocation (over CUDA one cuMemCreate of the map's size,
-     * whatever its granules: the driver's cost is per allocation, not per
-     * byte), so an unmap must name WHOLE maps: one map, or a run of
-     * adjacent maps made by separate calls, each whole; a range that
-     * starts or ends inside a map is refused (CCA_ERR_UPSTREAM, nothing
-     * changed). The allocator then never unmaps part of a map: it cuts
-     * what it maps into maps of at most expandable_chunk bytes and gives
-     * memory back map by map. Any other value: cca_upstream_custom_create
+    /* How the memory behind a map is kept. CCA_VM_WHOLE_MAPS (0, the
+     * default): each vm_map is ONE physical allocation (over CUDA one
+     * cuMemCreate of the map's size, whatever its granules: the driver's
+     * cost is per allocation, not per byte), so an unmap names WHOLE maps:
+     * one map, or a run of adjacent maps made by separate calls, each
+     * whole; a range that starts or ends inside a map is refused
+     * (CCA_ERR_UPSTREAM, nothing changed). The allocator then never unmaps
+     * part of a map: its growth rule sizes each map (docs/allocator.md,
+     * "Expandable segments") and memory goes back map by map.
+     * CCA_VM_PAGES: vm_unmap as above, granule by granule, each granule
+     * memory of its own. Any other value: cca_upstream_custom_create
      * refuses the table (CCA_ERR_INVALID_ARGUMENT); ignored without the
      * vm ops. */
     int vm_backing;
@@ -309,8 +311,8 @@ typedef struct cca_upstream_ops {
      * not for the whole device. NULL: it calls `synchronize` instead. */
     cca_status (*stream_synchronize)(void *ctx, cca_stream stream);
 } cca_upstream_ops;
-#define CCA_VM_PAGES 0      /* vm_backing: every granule its own memory     */
-#define CCA_VM_WHOLE_MAPS 1 /* vm_backing: every map one allocation, unmapped whole */
+#define CCA_VM_WHOLE_MAPS 0 /* vm_backing (the default): every map one allocation, unmapped whole */
+#define CCA_VM_PAGES 1      /* vm_backing: every granule its own memory     */
 
 typedef struct cca_upstream cca_upstream;
 
@@ -342,7 +344,8 @@ typedef struct cca_upstream_stats {
  * mem_info counts; freed memory goes back to the OS at once and touching it
  * afterwards faults. mem_info reports capacity minus what every allocator
  * on it holds, so allocators sharing it compete like tenants of one GPU.
- * Events complete at once. Has the vm_* ops (2 MiB granularity).
+ * Events complete at once. Has the vm_* ops (2 MiB granularity, or the
+ * largest power of two within a capacity below 2 MiB) over whole maps.
  * Errors: CCA_ERR_INVALID_ARGUMENT for capacity 0 or above SIZE_MAX / 2;
  * CCA_ERR_OUT_OF_MEMORY when the process cannot reserve that much address
  * space (e.g. 2^62 on a 47-bit space) or host memory is short. *out is
@@ -364,14 +367,16 @@ typedef struct cca_host_options {
     /* Virtual memory (the vm_* ops, always present on the simulated
      * device): mapping granularity, a power of two >= the host page and a
      * multiple of CCA_GRANULARITY (else CCA_ERR_INVALID_ARGUMENT); 0 =
-     * 2 MiB, the usual GPU figure. vm_map latency: alloc_latency_ns, vm_unmap:
+     * 2 MiB, the usual GPU figure (on a device of less than 2 MiB, the
+     * largest power of two within its capacity, at least the host page,
+     * so that one page fits). vm_map latency: alloc_latency_ns, vm_unmap:
      * free_latency_ns (once per call, granted or refused; or the call
      * latencies at the end of this struct), plus the two
      * per-granule latencies below for each granule a call maps or unmaps
      * (granted calls only). Physical memory
      * of a map is a memfd mapped MAP_SHARED | MAP_FIXED into the reserved
-     * range; an unmap (any run of mapped granules) punches a hole in the
-     * memfd under it (MADV_REMOVE) and puts inaccessible address space back
+     * range; an unmap (whole maps, or with CCA_VM_PAGES any run of mapped
+     * granules) punches a hole in the memfd under it (MADV_REMOVE) and puts inaccessible address space back
      * over it, so its pages return to the OS at once, even while the rest
      * of the map stays, and a later touch faults. */
     size_t vm_granularity;
@@ -384,7 +389,7 @@ typedef struct cca_host_options {
      * call's total wait saturates at UINT64_MAX ns. */
     uint64_t vm_map_granule_latency_ns;
     uint64_t vm_unmap_granule_latency_ns;
-    /* CCA_VM_PAGES (0, the default) or CCA_VM_WHOLE_MAPS (else
+    /* CCA_VM_WHOLE_MAPS (0, the default) or CCA_VM_PAGES (else
      * CCA_ERR_INVALID_ARGUMENT): the vm ops' backing (cca_upstream_ops).
      * With whole maps, each map is one memfd that only a whole unmap gives
      * back, and the two per-granule latencies above are charged once per
@@ -433,20 +438,22 @@ cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream
 cca_status cca_upstream_cuda_create(int device, cca_upstream **out);
 
 /* The same with options. vm_granularity: the page of the vm_* ops, so of
- * expandable segments: each page is one physical allocation (cuMemCreate +
- * cuMemMap to map it, cuMemUnmap to give it back); a page costs the driver
+ * expandable segments: every map is a whole number of pages (with
+ * CCA_VM_PAGES each page is one physical allocation, cuMemCreate +
+ * cuMemMap to map it, cuMemUnmap to give it back; a page costs the driver
  * nearly the same whatever its size, so larger pages map a segment in
- * fewer calls but give memory back in larger steps (docs/tuning.md, "The
+ * fewer calls but give memory back in larger steps: docs/tuning.md, "The
  * page"). 0: the driver's minimum granularity (2 MiB on current GPUs), what
  * cca_upstream_cuda_create uses. On a device without virtual memory
  * management it is not checked against the device and has no effect. */
 typedef struct cca_cuda_options {
     int device;
     size_t vm_granularity;
-    /* CCA_VM_PAGES (0): one cuMemCreate per page, any run of pages can be
-     * unmapped. CCA_VM_WHOLE_MAPS: one cuMemCreate per vm_map, of the map's
-     * size (two driver calls and one cuMemSetAccess per map instead of two
-     * per page), unmapped only whole (cca_upstream_ops.vm_backing). Else
+    /* CCA_VM_WHOLE_MAPS (0, the default): one cuMemCreate per vm_map, of
+     * the map's size (two driver calls and one cuMemSetAccess per map
+     * instead of two per page), unmapped only whole
+     * (cca_upstream_ops.vm_backing). CCA_VM_PAGES: one cuMemCreate per
+     * page, any run of pages can be unmapped. Else
      * CCA_ERR_INVALID_ARGUMENT, before any device is touched. */
     int vm_backing;
 } cca_cuda_options;
@@ -482,7 +489,7 @@ cca_status cca_upstream_mem_info(cca_upstream *u, size_t *free_bytes, size_t *to
 /* 1 when the upstream has the vm_* ops, else 0 (also for NULL).
  * Errors: none. Cost: O(1). */
 int cca_upstream_has_vm(const cca_upstream *u);
-/* The upstream's vm_backing (CCA_VM_PAGES or CCA_VM_WHOLE_MAPS);
+/* The upstream's vm_backing (CCA_VM_WHOLE_MAPS or CCA_VM_PAGES);
  * CCA_VM_PAGES for NULL or an upstream without the vm ops.
  * Errors: none. Cost: O(1). */
 int cca_upstream_vm_backing(const cca_upstream *u);
@@ -578,7 +585,8 @@ typedef struct cca_config {
                                whose pages are mapped as they grow and unmapped
                                when free, where the upstream has the vm ops;
                                elsewhere classic segments (stats: page_size 0;
-                               cca_create logs why, once per upstream)     (0) */
+                               over a GPU without VMM cca_create logs why,
+                               once per upstream); 0: classic segments     (1) */
     size_t history;         /* history: keep the last N allocator events (alloc,
                                free, segment and page events, OOMs) in memory
                                for cca_write_snapshot_torch; 0 = off        (0) */
@@ -659,8 +667,9 @@ typedef struct cca_allocator cca_allocator;
  * allocator). An explicit `c` is used as given; with c NULL the defaults
  * plus CCALLOC_CONF (a bad CCALLOC_CONF is logged and the defaults alone
  * used: the call still succeeds and keeps the thread's message).
- * expandable:1 over an upstream without vm ops gives classic segments, and
- * logs why once per upstream. The greedy policy reserves its arena here:
+ * expandable:1 (the default) over an upstream without vm ops gives classic
+ * segments, and logs why once per upstream where the upstream can say (the
+ * CUDA upstream on a GPU or driver without VMM). The greedy policy reserves its arena here:
  * greedy_bytes, or greedy_fraction of the device's free memory, capped by
  * max_reserved (docs/allocator.md, "Greedy and growth").
  * Errors (*out NULL, nothing held): CCA_ERR_CONFIG for an explicit c that

@@ -11,13 +11,19 @@
  * - Warm-up: one pair per size of a sequence of 4,096 sizes; then PAIRS
  *   pairs cycling through that sequence, timed as one batch (ns/pair on
  *   stdout). The generator is seeded, so two builds run the same requests.
- * - CONFIG goes to cca_config_parse ("expandable:1,max_reserved:8G", ...).
+ * - CONFIG goes to cca_config_parse ("expandable:0,max_reserved:8G", ...)
+ *   on top of cca_config_default: expandable segments on the simulated
+ *   device (whole maps, its default backing); "expandable:0" gives the
+ *   classic segments that the results below measured.
  * - The device is the simulated one (cca_upstream_host_create), at least
  *   32 GiB and twice the live bytes plus 4 GiB. --bump uses instead an
  *   upstream that hands out addresses without memory (a bump pointer, never
  *   touched), so that 200k blocks of up to 8 MiB fit under valgrind, whose
  *   address space the simulated device's reservation would exceed; it has
- *   no virtual-memory ops, so expandable segments fall back to classic.
+ *   no virtual-memory ops, so its CONFIG goes on top of expandable:0:
+ *   classic segments, as the allocator would fall back to, without the
+ *   fallback's log line (an explicit expandable:1 still falls back, and
+ *   cca_create says so on stderr).
  *
  * Per-pair counts: a run with PAIRS = N minus a run with PAIRS = 0, over N:
  *
@@ -27,8 +33,11 @@
  *
  * The results that used its earlier copies (bench/results/2026-11-23-host-
  * micro-ghost, -classes, -seg, -mark, -lock, -bounds; 2026-11-24-host-hold-
- * peak) ran the same sequence. Exit status: 0, or 1 with a message on
- * stderr when an argument or an allocator call fails.
+ * peak; 2026-11-29-core-route, -host-carve) ran the same sequence; their
+ * runs without a CONFIG measured classic segments, the default then: add
+ * CONFIG expandable:0 to compare with those. Exit
+ * status: 0, or 1 with a message on stderr when an argument or an
+ * allocator call fails.
  */
 #include <ccalloc.h>
 
@@ -126,6 +135,8 @@ int main(int argc, char **argv) {
     }
     cca_config c;
     cca_config_default(&c);
+    if (bump)
+        c.expandable = 0;
     if (cca_config_parse(&c, conf) != CCA_OK)
         return fail("CONFIG");
     cca_allocator *a;

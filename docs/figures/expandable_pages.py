@@ -4,13 +4,17 @@ segments": one expandable segment of a real model's run, before and after
 cca_trim(0), drawn from the allocator's own snapshots.
 
 It replays a trace recorded from PyTorch (bench/traces) through ccalloc's
-Python package on the simulated device with expandable:1, stops part-way
+Python package on the simulated device with expandable:1 over the pages
+backing (vm_backing "pages": every page its own memory, so that trim
+unmaps each free page wherever it lies; the default, whole maps, gives
+back only maps wholly free), stops part-way
 (default: 13% into torch-train-step, within the first training step, where
 freed tensors leave holes between live ones), takes a snapshot
 (cca_write_snapshot_json: every block with its offset and state, and the
 mapped runs of each segment), calls trim(0), takes another, and draws the
 large pool's segment twice: blocks (live / free) above its pages (mapped /
-unmapped). The same replay with classic segments gives the comparison line.
+unmapped). The same replay with classic segments (expandable:0) gives the
+comparison line.
 
     python3 docs/figures/expandable_pages.py             (from the repository root,
                                                            after a build: build/allocator)
@@ -43,10 +47,10 @@ def events(path):
                 yield row
 
 
-def replay(path, stop, conf):
+def replay(path, stop, conf, vm_backing=None):
     """The first `stop` events of the trace through a fresh allocator; its
     live blocks (trace id -> address) come back with it."""
-    a = ccalloc.Allocator("8G", conf=conf)
+    a = ccalloc.Allocator("8G", conf=conf, vm_backing=vm_backing)
     live, n = {}, 0
     for row in events(path):
         if row[1] == "alloc":
@@ -96,12 +100,12 @@ def main():
     total = sum(1 for _ in events(trace))
     stop = int(total * fraction)
 
-    a, live = replay(trace, stop, "expandable:1")
+    a, live = replay(trace, stop, "expandable:1", "pages")
     before = a.snapshot()
     report = a.trim(0)
     after = a.snapshot()
     finish(a, live)
-    c, clive = replay(trace, stop, "")
+    c, clive = replay(trace, stop, "expandable:0")
     classic_before = c.stats()["reserved_bytes"]
     classic_report = c.trim(0)
     finish(c, clive)

@@ -29,7 +29,7 @@ typedef struct ccrun_options {
     ccr_device_kind device;
     size_t capacity;
     size_t vm_granularity; /* --vm-granularity; 0: the device's page */
-    int vm_backing;        /* --vm-backing: CCA_VM_PAGES (default) or CCA_VM_WHOLE_MAPS */
+    int vm_backing;        /* --vm-backing: CCA_VM_WHOLE_MAPS (default) or CCA_VM_PAGES */
     const char *policy; /* NULL = allocator default (growth) */
     const char *conf;
     size_t batch, iters;

@@ -5,12 +5,12 @@
  *          90% of the device at creation; after model A is unloaded the idle
  *          process still holds it, a second tenant on the same device is
  *          refused, and model B only fits because it reuses A's cache.
- *   Act 2  growth (PyTorch-like): reserved follows need; a small model run
- *          with changing batch sizes splits cached blocks; the fragmentation
- *          figure and what cca_trim recovers (and what live weights pin).
- *   Act 2x the same over expandable segments (expandable:1): trim with the
- *          model still loaded unmaps the free pages around its weights, where
- *          classic segments pinned by them give back nothing.
+ *   Act 2  growth over classic segments (expandable:0, PyTorch's default):
+ *          reserved follows need; a small model run with changing batch
+ *          sizes splits cached blocks; the fragmentation figure and what
+ *          cca_trim recovers (and what live weights pin).
+ *   Act 2x the same over expandable segments, the allocator's default
+ *          (pages mapped as a segment grows, given back map by map).
  *   Act 3  explicit release: A, B, C one after another, each followed by
  *          ccr_engine_release; the device's free memory is back at its
  *          starting value every time.
@@ -282,8 +282,9 @@ static void act1(demo *d, const char *spec_a, const char *spec_b) {
     close_act(d, e);
 }
 
-/* Act 2, run twice on the same device: classic segments (policy "growth"),
- * then expandable ones ("growth,expandable:1"), act "2" and "2x". */
+/* Act 2, run twice on the same device: classic segments
+ * ("growth,expandable:0"), then expandable ones ("growth,expandable:1", the
+ * default), act "2" and "2x". */
 static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_held, const char *policy,
                  const char *act, const char *title) {
     char b0[32], b1[32], b2[32];
@@ -296,7 +297,7 @@ static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_
     ccr_model *a = load_run(d, e, "A", spec_a, d->batch);
     if (a) {
         size_t r = reserved(e);
-        add_summary(d, act, pages ? "expandable: reserved with model A loaded" : "growth: reserved with model A loaded",
+        add_summary(d, act, pages ? "expandable: reserved with model A loaded" : "classic: reserved with model A loaded",
                     "%s (greedy held %s)", cca_format_bytes(r, b0, sizeof b0),
                     cca_format_bytes(greedy_held, b1, sizeof b1));
         unload(d, e, a, "A");
@@ -360,11 +361,12 @@ static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_
     ccrun_phase(&d->rep, e, "trim", "D", ccrun_now_ms() - t, "D still loaded");
     if (pages) {
         char b3[32];
+        const char *unit = st0.vm_backing == CCA_VM_WHOLE_MAPS ? "maps" : "pages";
         printf("  trim(0) with D loaded: released %s (%zu pages of %s unmapped around the live weights); %s of "
-               "live weights keep %s of free space mapped in the pages they share\n",
+               "live weights keep %s of free space mapped in the %s they share\n",
                cca_format_bytes(rr.bytes_released, b0, sizeof b0), rr.pages_unmapped,
                cca_format_bytes(st0.page_size, b3, sizeof b3), cca_format_bytes(rr.live_bytes_pinning, b1, sizeof b1),
-               cca_format_bytes(rr.free_bytes_trapped, b2, sizeof b2));
+               cca_format_bytes(rr.free_bytes_trapped, b2, sizeof b2), unit);
         add_summary(d, act, "fragmentation after changing batches", "%.3f%s; trim released %s, %s trapped", frag,
                     n_lost ? " (batches failed)" : "", cca_format_bytes(rr.bytes_released, b0, sizeof b0),
                     cca_format_bytes(rr.free_bytes_trapped, b1, sizeof b1));
@@ -677,10 +679,10 @@ int ccrun_demo(const ccrun_options *o) {
     act1(&d, sa, sb);
     cca_config_default(&cfg);
     size_t greedy_held = (size_t)((double)d.free0 * cfg.greedy_fraction);
-    act2(&d, sa, sd, greedy_held, "growth", "2",
-         "Act 2: growth: reserved follows need; changing batch sizes, fragmentation, trim");
+    act2(&d, sa, sd, greedy_held, "growth,expandable:0", "2",
+         "Act 2: growth over classic segments: reserved follows need; changing batch sizes, fragmentation, trim");
     act2(&d, sa, sd, greedy_held, "growth,expandable:1", "2x",
-         "Act 2x: the same over expandable segments: trim unmaps free pages around the live weights");
+         "Act 2x: the same over expandable segments, the default: pages mapped as it grows, given back by trim");
     const char *specs[3] = {sa, sb, sc}, *labels[3] = {"A", "B", "C"};
     act3(&d, specs, labels);
     act4(&d);

@@ -157,14 +157,14 @@ typedef struct ccr_device_options {
     size_t vm_granularity; /* as ccr_device_open_paged's */
     /* How the memory behind each virtual-memory map is kept, on either
      * device (cca_cuda_options / cca_host_options .vm_backing):
-     * CCA_VM_PAGES (0) or CCA_VM_WHOLE_MAPS (1). Another value is
+     * CCA_VM_WHOLE_MAPS (0) or CCA_VM_PAGES (1). Another value is
      * CCR_ERR_INVALID_ARGUMENT before any device is opened; a backing the
      * library refuses is CCR_ERR_INVALID_ARGUMENT with its message, never a
      * fall-back to the simulated device. */
     int vm_backing;
 } ccr_device_options;
 /* ccr_device_open_paged with every setting (o NULL: CCR_ERR_INVALID_ARGUMENT);
- * ccr_device_open_paged is this with vm_backing CCA_VM_PAGES. */
+ * ccr_device_open_paged is this with vm_backing CCA_VM_WHOLE_MAPS. */
 ccr_status ccr_device_open_with(const ccr_device_options *o, cca_upstream **out, int *simulated);
 
 /* Called during loads: bytes of weights copied so far, of total. */
@@ -213,9 +213,10 @@ typedef struct ccr_engine_options {
      * of the driver calls of 2 MiB ones (docs/tuning.md, "The page"). */
     size_t vm_granularity;
     /* The backing of its virtual-memory maps (ccr_device_options.vm_backing;
-     * ignored with a borrowed upstream): CCA_VM_PAGES (0, default) or
-     * CCA_VM_WHOLE_MAPS (1, one physical allocation per map: on a GPU far
-     * fewer driver calls, memory given back map by map). */
+     * ignored with a borrowed upstream): CCA_VM_WHOLE_MAPS (0, default:
+     * one physical allocation per map, on a GPU far fewer driver calls,
+     * memory given back map by map) or CCA_VM_PAGES (1, one per page, any
+     * page given back). */
     int vm_backing;
 } ccr_engine_options;
 

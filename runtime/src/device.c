@@ -67,7 +67,7 @@ ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_ca
 
 ccr_status ccr_device_open_paged(ccr_device_kind kind, int cuda_device, size_t host_capacity, size_t vm_granularity,
                                  cca_upstream **out, int *simulated) {
-    ccr_device_options o = {kind, cuda_device, host_capacity, vm_granularity, CCA_VM_PAGES};
+    ccr_device_options o = {kind, cuda_device, host_capacity, vm_granularity, CCA_VM_WHOLE_MAPS};
     return ccr_device_open_with(&o, out, simulated);
 }
 
@@ -77,13 +77,13 @@ ccr_status ccr_device_open_with(const ccr_device_options *o, cca_upstream **out,
     *out = NULL;
     if (!o)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "device options are NULL");
-    if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
-        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)",
+    if (o->vm_backing != CCA_VM_WHOLE_MAPS && o->vm_backing != CCA_VM_PAGES)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "vm_backing %d is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)",
                         o->vm_backing);
     ccr_device_kind kind = o->kind;
     int cuda_device = o->cuda_device;
     size_t host_capacity = o->host_capacity, vm_granularity = o->vm_granularity;
-    bool asked = vm_granularity || o->vm_backing != CCA_VM_PAGES; /* a refusal is the caller's setting's */
+    bool asked = vm_granularity || o->vm_backing != CCA_VM_WHOLE_MAPS; /* a refusal is the caller's setting's */
     if (kind != CCR_DEVICE_HOST) {
         int count = 0;
         cck_cuda_device_count(&count);

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """tests/bench/steady_state.py — issue 41's steady state, held on the
 committed traces: replayed 3 times back to back in one allocator
-(`ccbench replay --iterations 3`), ccalloc's expandable segments make no
-upstream call after the first iteration and keep the first iteration's
-peak, on every trace that repeats its work (every committed trace but
-those that release memory themselves: ccrun-resident, torch-multi-model).
-The classic default is replayed beside it and not held to this: it adds
-segments after the first iteration on torch-resnet50-infer and
-torch-train-step (bench/results/2026-11-29-iterations).
+(`ccbench replay --iterations 3`), ccalloc's expandable segments
+(ccalloc-expandable, and ccalloc-default: the allocator's default
+configuration, which uses them) make no upstream call after the first
+iteration and keep the first iteration's peak, on every trace that repeats
+its work (every committed trace but those that release memory themselves:
+ccrun-resident, torch-multi-model). Classic growth (ccalloc-growth) is
+replayed beside them and not held to this: it adds segments after the
+first iteration on torch-resnet50-infer and torch-train-step
+(bench/results/2026-11-29-iterations).
 
 Usage: steady_state.py CCBENCH REPO OUTDIR. Exit 1, one line per broken
 rule. No driver pass (--upstream-latency 0): calls and peaks are exact
@@ -22,25 +24,29 @@ ccbench, repo, out = sys.argv[1:4]
 RELEASING = ("ccrun-resident", "torch-multi-model")
 traces = sorted(glob.glob(os.path.join(repo, "bench", "traces", "*.csv*")))
 cmd = [ccbench, "replay", "--iterations", "3", "--reps", "1", "--upstream-latency", "0", "--no-plots",
-       "--out", out, "-s", "ccalloc-expandable", "-s", "ccalloc-growth"] + traces
+       "--out", out, "-s", "ccalloc-expandable", "-s", "ccalloc-default", "-s", "ccalloc-growth"] + traces
+HELD = ("ccalloc-expandable", "ccalloc-default")
 done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 if done.returncode != 0:
     sys.exit(f"steady_state: ccbench failed ({done.returncode}): {done.stderr[-2000:]}")
 broken, seen = [], 0
 for row in csv.DictReader(open(os.path.join(out, "iterations.csv"))):
-    if row["strategy"] != "ccalloc-expandable" or row["trace"] in RELEASING:
+    if row["strategy"] not in HELD or row["trace"] in RELEASING:
         continue
     seen += 1
     later = int(row["later_upstream_allocs"]) + int(row["later_upstream_frees"])
     if row["status"] != "ok":
-        broken.append(f"{row['trace']}: status {row['status']} {row['why']}")
+        broken.append(f"{row['trace']} {row['strategy']}: status {row['status']} {row['why']}")
     if later:
-        broken.append(f"{row['trace']}: {later} upstream calls after the first iteration")
+        broken.append(f"{row['trace']} {row['strategy']}: {later} upstream calls after the first iteration")
     if row["later_peak_reserved"] != row["first_peak_reserved"]:
-        broken.append(f"{row['trace']}: peak {row['first_peak_reserved']} then {row['later_peak_reserved']}")
-if seen != len(traces) - len(RELEASING):
-    broken.append(f"{seen} repeating traces replayed, {len(traces) - len(RELEASING)} committed")
+        broken.append(
+            f"{row['trace']} {row['strategy']}: peak {row['first_peak_reserved']} then {row['later_peak_reserved']}")
+want = len(HELD) * (len(traces) - len(RELEASING))
+if seen != want:
+    broken.append(f"{seen} rows of repeating traces replayed, {want} wanted ({len(HELD)} strategies)")
 for line in broken:
     print(line)
-print(f"steady_state: {len(broken)} broken" if broken else f"steady_state: {seen} traces, no call after the first iteration")
+print(f"steady_state: {len(broken)} broken" if broken
+      else f"steady_state: {seen} trace x strategy rows, no call after the first iteration")
 sys.exit(1 if broken else 0)

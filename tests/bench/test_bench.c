@@ -90,7 +90,8 @@ Test(bench_gen, scale_is_bounded_by_the_event_count) {
 }
 
 Test(bench_replay, peak_requested_is_reproduced_exactly) {
-    const char *specs[] = {"ccalloc-growth", "ccalloc-greedy", "ccalloc-nosmall", "ccalloc-maxsplit", "malloc"};
+    const char *specs[] = {"ccalloc-growth",   "ccalloc-greedy",  "ccalloc-nosmall",
+                           "ccalloc-maxsplit", "ccalloc-default", "malloc"};
     for (size_t g = 0; g < ccb_generator_count; g++) {
         ccb_trace t;
         gen(ccb_generators[g].name, 3, &t);
@@ -258,7 +259,12 @@ Test(bench_strategy, specs_resolve_and_gpu_ones_skip_with_a_reason) {
     char label[64];
     cr_assert_eq(ccb_strategy_resolve("ccalloc-greedy", &ops, &config, label, sizeof label), 0);
     cr_assert_str_eq(ops->base, "ccalloc");
-    cr_assert_str_eq(config, "policy:greedy");
+    cr_assert_str_eq(config, "policy:greedy,expandable:0", "greedy's classic arena, whatever the default");
+    cr_assert_eq(ccb_strategy_resolve("ccalloc-growth", &ops, &config, label, sizeof label), 0);
+    cr_assert_str_eq(config, "policy:growth,expandable:0", "classic growth, whatever the default");
+    cr_assert_eq(ccb_strategy_resolve("ccalloc-default", &ops, &config, label, sizeof label), 0);
+    cr_assert_str_eq(ops->base, "ccalloc");
+    cr_assert_str_eq(config, "", "the allocator's default: no key at all");
     cr_assert_eq(ccb_strategy_resolve("ccalloc=small_pool:0,max_split:128M", &ops, &config, label, sizeof label), 0);
     cr_assert_str_eq(config, "small_pool:0,max_split:128M");
     cr_assert_eq(ccb_strategy_resolve("nonesuch", &ops, &config, label, sizeof label), -1);
@@ -290,7 +296,9 @@ Test(bench_strategy, specs_resolve_and_gpu_ones_skip_with_a_reason) {
 /* A ccalloc strategy asking for expandable:1 over an upstream without vm
  * ops (ccalloc-cuda-expandable on a GPU without VMM) is refused with the
  * upstream's reason, not measured as classic segments under the
- * expandable name; the same upstream without expandable:1 opens. */
+ * expandable name; the same upstream with expandable:0 opens, and so does
+ * one whose config leaves expandable at its default (1): the allocator
+ * falls back to classic segments there, as it would in any program. */
 Test(bench_strategy, an_expandable_strategy_without_vm_ops_is_refused) {
     tu_upstream t; /* the test double: no vm ops */
     ccb_strategy s = {.ops = &ccb_strategy_ccalloc_host};
@@ -302,6 +310,10 @@ Test(bench_strategy, an_expandable_strategy_without_vm_ops_is_refused) {
               why);
     u = tu_upstream_create(&t, 64 << 20, false);
     cr_assert_eq(ccb_ccalloc_open_on(&s, u, "policy:growth,expandable:0", why, sizeof why), 0, "%s", why);
+    cr_assert_not_null(s.impl);
+    s.ops->close(&s);
+    u = tu_upstream_create(&t, 64 << 20, false);
+    cr_assert_eq(ccb_ccalloc_open_on(&s, u, "policy:growth", why, sizeof why), 0, "the default: %s", why);
     cr_assert_not_null(s.impl);
     s.ops->close(&s);
 }
@@ -429,20 +441,22 @@ Test(bench_stats, quantiles_are_nearest_rank) {
 }
 
 Test(bench_report, csv_quotes_names_that_hold_a_comma) {
-    /* -s 'ccalloc=max_split:64M,small_pool:0' is a legal strategy: its label
-     * must stay one field in results.csv and micro.csv */
+    /* -s 'ccalloc=max_split:64M,small_pool:0,expandable:0' is a legal
+     * strategy (max_split needs classic segments): its label must stay one
+     * field in results.csv and micro.csv */
     ccb_trace t;
     gen("uniform", 1, &t);
     ccb_result r;
-    const char *spec = "ccalloc=max_split:64M,small_pool:0";
+    const char *spec = "ccalloc=max_split:64M,small_pool:0,expandable:0";
     cr_assert_eq(ccb_replay(&t, spec, &tiny, &r), 0, "%s", r.why);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     ccb_write_results_csv(f, &r, 1);
     fclose(f);
-    cr_assert(strstr(buf, "\nuniform,\"ccalloc=max_split:64M,small_pool:0\",\"max_split:64M,small_pool:0\",ok,"), "%s",
-              buf);
+    cr_assert(strstr(buf, "\nuniform,\"ccalloc=max_split:64M,small_pool:0,expandable:0\","
+                          "\"max_split:64M,small_pool:0,expandable:0\",ok,"),
+              "%s", buf);
     free(buf);
     ccb_micro_row m;
     memset(&m, 0, sizeof m);
@@ -454,7 +468,7 @@ Test(bench_report, csv_quotes_names_that_hold_a_comma) {
     f = open_memstream(&buf, &len);
     ccb_micro_write_csv(f, &m, 1);
     fclose(f);
-    cr_assert(strstr(buf, "\n\"ccalloc=max_split:64M,small_pool:0\",10,packed,5,"), "%s", buf);
+    cr_assert(strstr(buf, "\n\"ccalloc=max_split:64M,small_pool:0,expandable:0\",10,packed,5,"), "%s", buf);
     free(buf);
     ccb_result_free(&r);
     ccb_trace_free(&t);
@@ -704,16 +718,18 @@ Test(bench_report, a_file_written_short_is_counted_at_its_close) {
 
 /* ---- driver_vm.c: the vm ops timed (ccbench driver), on the simulated device ---- */
 
-/* Per-granule latencies the simulated device waits: every map of n granules
- * must time at least n x the map latency, every unmap n x the unmap one
- * (a busy-wait never ends early), the rows say what was measured, and the
+/* Per-granule latencies the simulated device waits over pages (the backing
+ * `ccbench driver` measures this table on): every map of n granules must
+ * time at least n x the map latency, every unmap n x the unmap one (a
+ * busy-wait never ends early), the rows say what was measured, and the
  * upstream holds nothing after. */
 Test(bench_driver, vm_rows_time_each_call_and_leave_nothing) {
     const size_t G = 64 << 10;
     cca_host_options ho = {.capacity = 64 * G,
                            .vm_granularity = G,
                            .vm_map_granule_latency_ns = 200000,
-                           .vm_unmap_granule_latency_ns = 300000};
+                           .vm_unmap_granule_latency_ns = 300000,
+                           .vm_backing = CCA_VM_PAGES};
     cca_upstream *u = NULL;
     cr_assert_eq(cca_upstream_host_create_with(&ho, &u), CCA_OK, "%s", cca_last_error());
     const size_t granules[] = {1, 4, 16};

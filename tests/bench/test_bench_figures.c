@@ -334,11 +334,16 @@ static void csv_status(const ccb_trace *t, const ccb_result *r, char *status, si
     tu_malloc_hold(false);
     const char *row = strchr(buf, '\n') + 1; /* past the header */
     const char *f = row;
-    for (int k = 0; k < 3; k++) { /* trace, strategy, "config" (quoted, no comma in these) */
+    for (int k = 0; k < 2; k++) { /* trace, strategy (no comma in these) */
         f = strchr(f, ',');
         cr_assert_not_null(f, "%s", row);
         f++;
     }
+    /* "config": quoted, commas inside ("policy:growth,expandable:0"), no quote */
+    cr_assert_eq(*f, '"', "%s", row);
+    f = strchr(f + 1, '"');
+    cr_assert(f && f[1] == ',', "%s", row);
+    f += 2;
     snprintf(status, len, "%.*s", (int)strcspn(f, ","), f);
     free(buf);
 }

@@ -2,9 +2,10 @@
  * test_iterations.c — `ccbench replay --iterations N` (bench/replay.c's
  * iterations, bench/iterations.c's tables), on tiny traces whose figures
  * are known exactly:
- *   - a trace that repeats its work: ccalloc-growth calls upstream only in
- *     the first iteration, whose figures are those of a replay without
- *     --iterations (N = 1), and the whole run's peak is the first's;
+ *   - a trace that repeats its work: ccalloc-growth (classic segments) and
+ *     ccalloc-default (expandable ones) call upstream only in the first
+ *     iteration, whose figures are those of a replay without --iterations
+ *     (N = 1), and the whole run's peak is the first's;
  *   - blocks left live at the end are freed between iterations (never N
  *     copies of them): device-malloc's calls counted one by one;
  *   - a trace that releases its cache pays again in every iteration;
@@ -82,6 +83,19 @@ Test(iterations, a_repeating_trace_calls_upstream_only_in_the_first_iteration) {
     cr_assert_eq(one.later_upstream_allocs, UINT64_MAX);
     cr_assert(isnan(one.first_total_ms));
     cr_assert(isfinite(five.first_total_ms) && isfinite(five.later_total_ms));
+    ccb_result_free(&one);
+    ccb_result_free(&five);
+    /* the allocator's default, expandable segments: the same steady state */
+    replay_n(&t, "ccalloc-default", opts, 1, &one);
+    replay_n(&t, "ccalloc-default", opts, 5, &five);
+    cr_assert_eq(one.upstream_allocs, 4, "a medium and a small range, one map each");
+    cr_assert_eq(one.upstream_frees, 0);
+    cr_assert_eq(five.first_upstream_allocs, one.upstream_allocs);
+    cr_assert_eq(five.first_peak_reserved, one.peak_reserved);
+    cr_assert_eq(five.later_upstream_allocs, 0);
+    cr_assert_eq(five.later_upstream_frees, 0);
+    cr_assert_eq(five.later_peak_reserved, one.peak_reserved);
+    cr_assert_eq(five.peak_reserved, one.peak_reserved);
     ccb_result_free(&one);
     ccb_result_free(&five);
     ccb_trace_free(&t);
@@ -265,7 +279,8 @@ Test(iterations, the_tables_say_first_and_later_apart) {
                           "first_total_ms,later_total_ms,total_ms,driver,first_driver_total_ms,"
                           "later_driver_total_ms,driver_total_ms,why\n"),
               "%s", csv);
-    cr_assert(strstr(csv, "\nrepeats,ccalloc-growth,\"policy:growth\",ok,5,23068672,23068672,2,0,0,0,"), "%s", csv);
+    cr_assert(strstr(csv, "\nrepeats,ccalloc-growth,\"policy:growth,expandable:0\",ok,5,23068672,23068672,2,0,0,0,"),
+              "%s", csv);
     cr_assert(strstr(csv, ",model,,,,\"\"\n"), "no driver pass without a latency: %s", csv);
     cr_assert(strstr(csv, "\nrepeats,malloc,\"\",ok,5,,,,,,,"), "%s", csv);
     cr_assert(strstr(csv, "\nrepeats,no-such-strategy,\"\",failed,5,,,,,,,,,,,,,,\"unknown strategy"), "%s", csv);

@@ -276,14 +276,17 @@ Test(replay, times_with_the_driver_pay_each_upstream_call) {
 }
 
 /* --vm-latency alone: the pass with the driver's cost runs, and an
- * expandable segment pays per granule it maps: at least its peak's granules
- * (2 MiB, the simulated device's default) x the map latency. */
+ * expandable segment over pages (--vm-backing pages) pays per granule it
+ * maps: at least its peak's granules (2 MiB, the simulated device's
+ * default) x the map latency. Whole maps are charged per map instead
+ * (the_driver_charges_each_physical_allocation_once). */
 Test(replay, times_with_the_driver_pay_each_granule_mapped) {
     ccb_trace t;
     cr_assert_eq(read_text(&t, two_models, NULL, 0), 0);
     ccb_replay_options o = opts;
     o.map_granule_ns = 1000000; /* 1 ms per granule mapped */
     o.unmap_granule_ns = 1000000;
+    o.vm_backing = CCA_VM_PAGES;
     ccb_result r;
     cr_assert_eq(ccb_replay(&t, "ccalloc-expandable", &o, &r), 0, "%s", r.why);
     cr_assert_eq(r.driver, CCB_DRIVER_MODEL);
@@ -860,15 +863,21 @@ Test(replay_domains, a_footprint_reservation_serves_the_domain_without_upstream_
     ccb_trace t;
     char err[256] = "";
     cr_assert_eq(read_text(&t, text, err, sizeof err), 0, "%s", err);
-    ccb_result g, sh;
+    ccb_result g, sh, d;
     cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &opts, &g), 0, "%s", g.why);
     cr_assert_eq(ccb_replay(&t, "ccalloc-shared", &opts, &sh), 0, "%s", sh.why);
     cr_assert_eq(g.upstream_allocs, 1, "the arena, and nothing else");
     cr_assert_eq(g.peak_reserved, 40 * MiB);
     cr_assert_eq(g.checkpoints[0].returned, 40 * MiB);
     cr_assert_gt(sh.upstream_allocs, 1, "without domains: no footprint, a segment per pool");
+    /* the default, expandable segments: the footprint is one range, mapped once */
+    cr_assert_eq(ccb_replay(&t, "ccalloc-default", &opts, &d), 0, "%s", d.why);
+    cr_assert_eq(d.upstream_allocs, 2, "the footprint's range and its map, and nothing else");
+    cr_assert_eq(d.peak_reserved, 40 * MiB);
+    cr_assert_eq(d.checkpoints[0].returned, 40 * MiB);
     ccb_result_free(&g);
     ccb_result_free(&sh);
+    ccb_result_free(&d);
     ccb_trace_free(&t);
 }
 
@@ -881,10 +890,11 @@ Test(replay_domains, domains_zero_or_one_only) {
     ccb_result_free(&r);
     cr_assert_eq(ccb_replay(&t, "ccalloc=domains:", &opts, &r), -1);
     ccb_result_free(&r);
-    cr_assert_eq(ccb_replay(&t, "ccalloc=max_split:64M,domains:0", &opts, &r), 0, "%s", r.why);
+    /* max_split needs classic segments: expandable:0 beside it */
+    cr_assert_eq(ccb_replay(&t, "ccalloc=max_split:64M,domains:0,expandable:0", &opts, &r), 0, "%s", r.why);
     cr_assert_eq(r.checkpoints[0].returned, 0, "domains:0 anywhere in the config");
     ccb_result_free(&r);
-    cr_assert_eq(ccb_replay(&t, "ccalloc=domains:1,max_split:64M", &opts, &r), 0, "%s", r.why);
+    cr_assert_eq(ccb_replay(&t, "ccalloc=expandable:0,domains:1,max_split:64M", &opts, &r), 0, "%s", r.why);
     cr_assert_eq(r.checkpoints[0].returned, 32 * MiB);
     ccb_result_free(&r);
     ccb_trace_free(&t);

@@ -247,7 +247,7 @@ Test(trace_format, a_recorded_program_with_domains_replays_per_domain) {
     cr_assert_eq(t.frees, 18, "FORCE's dropped block is a free in the file");
     ccb_replay_options o = {.device_bytes = (size_t)1 << 30, .reps = 1, .timeline_points = 10};
     ccb_result r;
-    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &o, &r), 0, "%s", r.why);
+    cr_assert_eq(ccb_replay(&t, "ccalloc-default", &o, &r), 0, "%s", r.why); /* the recording's config */
     cr_assert_eq(r.checkpoints_n, 3);
     static const int order[] = {1, 0, 2};
     static const char *const names[] = {"m0", "m1", "m2"};

@@ -14,9 +14,11 @@
  * Then (OUT-after.pickle) the pending free completed and one block freed,
  * for _memory_viz.compare. Exit status 0, or 1 with a message.
  *
- * The upstream is the simulated device behind a custom upstream whose
+ * The upstream is the simulated device (the pages backing, CCA_VM_PAGES:
+ * the trim unmaps pages between live blocks) behind a custom upstream whose
  * events complete only when the script says so (the simulated device's
- * complete at once, so nothing would stay pending).
+ * complete at once, so nothing would stay pending). Classic segments are
+ * asked for with expandable:0.
  */
 #include <ccalloc.h>
 
@@ -106,7 +108,8 @@ int main(int argc, char **argv) {
     bool expandable = strcmp(argv[1], "expandable") == 0;
     int device = atoi(argv[2]);
     held h = {NULL, false};
-    if (cca_upstream_host_create(512 * MiB, &h.dev) != CCA_OK)
+    cca_host_options o = {.capacity = 512 * MiB, .vm_backing = CCA_VM_PAGES};
+    if (cca_upstream_host_create_with(&o, &h.dev) != CCA_OK)
         return fail("host upstream");
     cca_upstream_ops ops = {h_alloc,         h_free, h_mem_info,         h_sync,        h_record,  h_query,
                             h_destroy_event, NULL,   "host-held-events", h_granularity, h_reserve, h_release,
@@ -116,7 +119,8 @@ int main(int argc, char **argv) {
         return fail("custom upstream");
     cca_config c;
     cca_config_default(&c);
-    if (cca_config_parse(&c, expandable ? "history:4096,log_oom:0,expandable:1" : "history:4096,log_oom:0") != CCA_OK)
+    if (cca_config_parse(&c, expandable ? "history:4096,log_oom:0,expandable:1"
+                                        : "history:4096,log_oom:0,expandable:0") != CCA_OK)
         return fail("config");
     cca_allocator *a;
     if (cca_create(&c, u, &a) != CCA_OK)

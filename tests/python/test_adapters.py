@@ -379,7 +379,8 @@ def test_numba_plugin(monkeypatch, nv_binding):
 def test_numba_trim_gives_cached_memory_back(monkeypatch):
     """The Numba adapter's docstring and docs/python.md name its own
     ``empty_cache`` / ``trim`` as what gives device memory back: both exist
-    and release the device's cache (a 4 KiB block's 2 MiB small segment)."""
+    and release the device's cache (a 4 KiB block's small range, 2 MiB
+    mapped, under the default expandable segments)."""
     plug.reset()
     fake_numba(monkeypatch, False)
     try:

@@ -1,11 +1,23 @@
 """ccalloc.Allocator end to end on the simulated device, with exact figures.
 
+The allocators run under the default configuration (expandable segments over
+whole maps: the simulated device has the vm ops) unless a test says
+otherwise; the tests whose figures are those of classic segments say
+expandable:0 (the `classic` fixture), and most of those have an expandable
+twin.
+
 The expected numbers come from the documented rules (docs/allocator.md, "The
-life of one cca_alloc"): requests round up to 512 bytes; up to small_max (1M)
-they use 2M small segments, below large_min (10M) 20M medium segments, and
-larger ones a segment of their own rounded up to 2M, unless a free block in
-a medium segment is the best fit; a remainder is split off when it is at
-least 512 bytes (small pool) or larger than small_max (medium, large).
+life of one cca_alloc"): requests round up to 512 bytes; with classic
+segments, up to small_max (1M) they use 2M small segments, below large_min
+(10M) 20M medium segments, and larger ones a segment of their own rounded up
+to 2M, unless a free block in a medium segment is the best fit; a remainder
+is split off when it is at least 512 bytes (small pool) or larger than
+small_max (medium, large). With expandable segments ("Pages, not segments")
+small requests take one address range and every other request one more, each
+as large as the device, its pages (2M) mapped as it grows from its start: at
+least 20M per map call (small: 2M), the request's pages plus mapped / 16
+ahead; a reservation and each map count as an upstream alloc, each unmap and
+range release as an upstream free.
 """
 from __future__ import annotations
 
@@ -107,12 +119,20 @@ def test_version_matches_the_header():
 
 @pytest.fixture
 def alloc():
+    """An allocator of the default configuration on a 256M device."""
     with ccalloc.Allocator(capacity="256M", conf="") as a:
         yield a
 
 
-def test_alloc_free_and_exact_stats(alloc):
-    a = alloc
+@pytest.fixture
+def classic():
+    """The same with classic segments (expandable:0)."""
+    with ccalloc.Allocator(capacity="256M", conf="expandable:0") as a:
+        yield a
+
+
+def test_alloc_free_and_exact_stats_classic(classic):
+    a = classic
     sizes = [1000, 3 * MiB, MiB + 1, 12 * MiB, 30 * MiB]
     ptrs = [a.alloc(n) for n in sizes]
     assert all(p % 256 == 0 for p in ptrs)
@@ -146,8 +166,55 @@ def test_alloc_free_and_exact_stats(alloc):
     assert set(s) == {name for name, _ in _lib.Stats._fields_}
 
 
-def test_trim_and_empty_cache_reports(alloc):
+def test_alloc_free_and_exact_stats_expandable(alloc):
+    """The same requests under the default: expandable segments over whole
+    maps, one small range and one large range of 256M each."""
     a = alloc
+    sizes = [1000, 3 * MiB, MiB + 1, 12 * MiB, 30 * MiB]
+    ptrs = [a.alloc(n) for n in sizes]
+    assert all(p % 256 == 0 for p in ptrs)
+    assert [a.block_size(p) for p in ptrs] == [1024, 3 * MiB, MiB + 512, 12 * MiB, 30 * MiB]
+    s = a.stats()
+    assert (s["page_size"], s["vm_backing"]) == (2 * MiB, 0)  # CCA_VM_WHOLE_MAPS
+    # small: 2M mapped (a small map is at most small_segment), 1024 live;
+    # large: 20M mapped for the 3M request, which the 1M+512 and 12M ones
+    # fit in (16M+512 used); the 30M one maps 28M more, to the page past
+    # 46M+512 + 20M/16 ahead: 48M
+    assert s["allocated_bytes"] == 46 * MiB + 1536
+    assert s["requested_bytes"] == 46 * MiB + 1001
+    assert s["reserved_bytes"] == s["mapped_bytes"] == 50 * MiB
+    assert s["address_space_bytes"] == 2 * 256 * MiB
+    assert s["segments"] == 2
+    assert (s["vm_maps"], s["pages_mapped"]) == (3, 25)
+    assert s["upstream_allocs"] == 5  # 2 reservations, 3 maps
+    assert s["active_blocks"] == 5
+    assert s["cached_blocks"] == 2  # each range's tail
+    assert s["cached_bytes"] == 4 * MiB - 1536  # mapped free bytes only
+    assert s["largest_free_block"] == 2 * MiB - 512  # the large tail's mapped stretch
+    assert s["splits"] == 5
+    assert s["alloc_calls"] == 5
+    assert s["fragmentation"] == pytest.approx(1 - (2 * MiB - 512) / (4 * MiB - 1536), rel=1e-12)
+    for p in ptrs:
+        a.free(p)
+    s = a.stats()
+    assert s["allocated_bytes"] == 0 and s["requested_bytes"] == 0
+    assert s["allocated_bytes_peak"] == 46 * MiB + 1536
+    assert s["free_calls"] == 5
+    assert s["merges"] == 5  # small 1; large: each of the 4 blocks into the tail
+    assert s["cached_blocks"] == 2  # one free block per range
+    assert s["reserved_bytes"] == s["cached_bytes"] == 50 * MiB
+    assert s["largest_free_block"] == 48 * MiB
+    a.check()
+    assert set(s) == {name for name, _ in _lib.Stats._fields_}
+    r = a.empty_cache()
+    assert r == ccalloc.ReleaseReport(bytes_released=50 * MiB, segments_released=2, bytes_still_reserved=0,
+                                      segments_kept=0, segments_pinned=0, live_bytes_pinning=0,
+                                      free_bytes_pinned=0, pages_unmapped=25, bytes_unmapped=50 * MiB,
+                                      free_bytes_trapped=0)
+
+
+def test_trim_and_empty_cache_reports_classic(classic):
+    a = classic
     small = a.alloc(1000)
     for n in (3 * MiB, 30 * MiB):
         a.free(a.alloc(n))
@@ -167,6 +234,40 @@ def test_trim_and_empty_cache_reports(alloc):
     assert (r.bytes_released, r.segments_released, r.bytes_still_reserved) == (2 * MiB, 1, 0)
     assert a.stats()["reserved_bytes"] == 0
     assert a.upstream_stats()["bytes_in_use"] == 0
+    free, total = a.mem_info()
+    assert free == total == 256 * MiB
+
+
+def test_trim_and_empty_cache_reports_expandable(alloc):
+    """The same under the default (whole maps): the large range maps 20M for
+    the 3M request, then 20M more in one map for the 30M one (a map call
+    maps at least 20M); its maps go back whole, and a range left empty
+    with them."""
+    a = alloc
+    small = a.alloc(1000)
+    for n in (3 * MiB, 30 * MiB):
+        a.free(a.alloc(n))
+    assert a.stats()["reserved_bytes"] == 42 * MiB
+    r = a.trim(25 * MiB)  # the tail's map [20M, 40M) goes whole: 22M stay
+    # the large range keeps its first map for `keep`; the small one is
+    # pinned by its live block, whose page holds its free bytes
+    assert r == ccalloc.ReleaseReport(bytes_released=20 * MiB, segments_released=0,
+                                      bytes_still_reserved=22 * MiB, segments_kept=1, segments_pinned=1,
+                                      live_bytes_pinning=1024, free_bytes_pinned=2 * MiB - 1024,
+                                      pages_unmapped=10, bytes_unmapped=20 * MiB, free_bytes_trapped=2 * MiB - 1024)
+    r = a.empty_cache()  # the large range's other map, then the range
+    assert r == ccalloc.ReleaseReport(bytes_released=20 * MiB, segments_released=1,
+                                      bytes_still_reserved=2 * MiB, segments_kept=0, segments_pinned=1,
+                                      live_bytes_pinning=1024, free_bytes_pinned=2 * MiB - 1024,
+                                      pages_unmapped=10, bytes_unmapped=20 * MiB, free_bytes_trapped=2 * MiB - 1024)
+    a.free(small)
+    r = a.empty_cache()
+    assert (r.bytes_released, r.segments_released, r.bytes_still_reserved, r.pages_unmapped) == (2 * MiB, 1, 0, 1)
+    s = a.stats()
+    assert (s["reserved_bytes"], s["address_space_bytes"]) == (0, 0)
+    u = a.upstream_stats()
+    assert (u["bytes_in_use"], u["vm_reserved_bytes"], u["vm_mapped_bytes"]) == (0, 0, 0)
+    assert (u["vm_map_calls"], u["vm_unmap_calls"]) == (3, 3)
     free, total = a.mem_info()
     assert free == total == 256 * MiB
 
@@ -478,7 +579,8 @@ def test_stream_handles_are_integers_never_truncated_or_parsed(alloc):
 # ---- snapshot ----------------------------------------------------------------------
 
 
-def test_snapshot(alloc):
+def test_snapshot_classic(classic):
+    alloc = classic
     p = alloc.alloc(1000)
     q = alloc.alloc(30 * MiB)
     snap = alloc.snapshot()
@@ -493,6 +595,29 @@ def test_snapshot(alloc):
                                                                               (1024, 2 * MiB - 1024, "free")]
     assert segs[1]["blocks"][0]["requested"] == 30 * MiB
     assert [d["name"] for d in snap["domains"]] == ["default"]
+    alloc.free(p)
+    alloc.free(q)
+    assert alloc.snapshot()["stats"]["allocated_bytes"] == 0
+
+
+def test_snapshot_expandable(alloc):
+    """The default: one range per pool, as large as the device, with its
+    mapped runs; the large range's first map is the 30M request's pages."""
+    p = alloc.alloc(1000)
+    q = alloc.alloc(30 * MiB)
+    snap = alloc.snapshot()
+    assert snap["config"]["expandable"] == 1
+    assert snap["stats"]["allocated_bytes"] == 30 * MiB + 1024
+    segs = sorted(snap["segments"], key=lambda s: s["mapped_bytes"])
+    assert [(s["size"], s["pool"], s["live_blocks"], s["expandable"], s["page"], s["mapped"]) for s in segs] == [
+        (256 * MiB, "small", 1, True, 2 * MiB, [[0, 2 * MiB]]),
+        (256 * MiB, "large", 1, True, 2 * MiB, [[0, 30 * MiB]])]
+    small, large = segs
+    assert int(small["address"], 16) == p and int(large["address"], 16) == q
+    assert [(b["offset"], b["size"], b["state"]) for b in small["blocks"]] == [(0, 1024, "live"),
+                                                                              (1024, 256 * MiB - 1024, "free")]
+    assert [(b["offset"], b["size"], b["state"], b["requested"]) for b in large["blocks"]] == [
+        (0, 30 * MiB, "live", 30 * MiB), (30 * MiB, 226 * MiB, "free", 0)]
     alloc.free(p)
     alloc.free(q)
     assert alloc.snapshot()["stats"]["allocated_bytes"] == 0
@@ -520,8 +645,9 @@ def test_snapshots_and_config_work_under_any_temporary_directory(alloc, tmp_path
 def test_snapshot_torch_has_pytorchs_structure_and_the_same_numbers(tmp_path):
     """Allocator.snapshot_torch: the same state as the JSON snapshot in the
     structure torch.cuda.memory._snapshot() returns, written to a file that
-    the standard pickle module reads back equal."""
-    with ccalloc.Allocator(capacity="256M", conf="history:64") as a:
+    the standard pickle module reads back equal. Classic segments, whose
+    segment_alloc events are one per segment."""
+    with ccalloc.Allocator(capacity="256M", conf="history:64,expandable:0") as a:
         p = a.alloc(1000)
         q = a.alloc(30 * MiB)
         a.free(p)
@@ -552,7 +678,8 @@ def test_snapshot_torch_has_pytorchs_structure_and_the_same_numbers(tmp_path):
 # ---- domains -----------------------------------------------------------------------
 
 
-def test_domain_context_manager_releases_its_memory(alloc):
+def test_domain_context_manager_releases_its_memory_classic(classic):
+    alloc = classic
     other = alloc.alloc(1000)  # the default domain keeps its segment
     with alloc.domain("resnet50") as d:
         x = d.alloc(5 * MiB)
@@ -567,6 +694,27 @@ def test_domain_context_manager_releases_its_memory(alloc):
     s = alloc.stats()
     assert s["reserved_bytes"] == 2 * MiB  # the domain's 22M went back at exit
     assert s["upstream_frees"] == 2
+    alloc.free(other)
+
+
+def test_domain_context_manager_releases_its_memory_expandable(alloc):
+    """The default: the domain's own two ranges, 20M and 2M mapped, go back
+    at exit, each one unmap and one range release."""
+    other = alloc.alloc(1000)  # the default domain keeps its range
+    with alloc.domain("resnet50") as d:
+        x = d.alloc(5 * MiB)
+        y = d.alloc(1000)
+        st = d.stats()
+        assert st["reserved_bytes"] == 22 * MiB  # its own large (20M mapped) and small (2M) ranges
+        assert st["allocated_bytes"] == 5 * MiB + 1024
+        assert alloc.stats()["upstream_allocs"] == 6  # 3 ranges, a map in each
+        d.free(x)
+        d.free(y)
+    assert d.destroyed
+    s = alloc.stats()
+    assert s["reserved_bytes"] == 2 * MiB  # the domain's 22M went back at exit
+    assert s["upstream_frees"] == 4
+    assert s["address_space_bytes"] == 256 * MiB  # the default domain's small range
     alloc.free(other)
 
 
@@ -661,12 +809,22 @@ def test_domain_force_release(alloc):
     d.destroy()
 
 
-def test_domain_reserve_and_bad_names(alloc):
+@pytest.mark.parametrize("conf,arena_calls", [("expandable:0", 1), ("", 2)])
+def test_domain_reserve_and_bad_names(conf, arena_calls):
+    """The footprint arena is one upstream allocation (classic) or one range
+    mapped whole (the default: a reservation and a map); a request then
+    costs no upstream call."""
+    with ccalloc.Allocator(capacity="256M", conf=conf) as alloc:
+        _domain_reserve_and_bad_names(alloc, arena_calls)
+
+
+def _domain_reserve_and_bad_names(alloc, arena_calls):
     with alloc.domain("m") as d:
         d.reserve("8M")
         assert d.stats()["reserved_bytes"] == 8 * MiB
+        assert alloc.stats()["upstream_allocs"] == arena_calls
         p = d.alloc(MiB)
-        assert alloc.stats()["upstream_allocs"] == 1  # served from the arena
+        assert alloc.stats()["upstream_allocs"] == arena_calls  # served from the arena
         d.free(p)
     for bad in ("", "x" * 64, 'q"uote', "back\\slash", "tab\t"):
         with pytest.raises(ccalloc.InvalidArgumentError):
@@ -872,14 +1030,16 @@ def test_fork_while_threads_use_an_allocator_of_ones_own():
     """os.fork() while other threads are inside alloc / free / trim / stats
     on an Allocator the program made (ctypes lets go of the GIL there): the
     library's fork handler (fork.c) covers every allocator, so each child
-    allocates, frees and checks the copy it inherits. A child that hangs on
-    a lock a parent thread held ends by its alarm: exit by signal, a failure."""
+    allocates, frees and checks the copy it inherits: classic segments,
+    expandable ones over whole maps (the default) and over pages. A child
+    that hangs on a lock a parent thread held ends by its alarm: exit by
+    signal, a failure."""
     import threading
 
     stop = threading.Event()
-    with ccalloc.Allocator(capacity="256M", conf="") as a, ccalloc.Allocator(
+    with ccalloc.Allocator(capacity="256M", conf="expandable:0") as a, ccalloc.Allocator(
         capacity="256M", conf="expandable:1"
-    ) as b:
+    ) as b, ccalloc.Allocator(capacity="256M", conf="expandable:1", vm_backing="pages") as c:
 
         def churn(alloc_in):
             while not stop.is_set():
@@ -889,13 +1049,13 @@ def test_fork_while_threads_use_an_allocator_of_ones_own():
                     alloc_in.free(p)
                 alloc_in.trim(0)
 
-        threads = [threading.Thread(target=churn, args=(x,)) for x in (a, a, b)]
+        threads = [threading.Thread(target=churn, args=(x,)) for x in (a, a, b, c)]
         for t in threads:
             t.start()
 
         def child():
             ok = True
-            for x in (a, b):
+            for x in (a, b, c):
                 # the parent threads' blocks, copied; requested bytes, as the
                 # block may keep an unsplit remainder of a free block they left
                 held = x.stats()["requested_bytes"]
@@ -913,22 +1073,29 @@ def test_fork_while_threads_use_an_allocator_of_ones_own():
             for t in threads:
                 t.join()
         assert failed is None, f"a child failed (fork number, wait status): {failed}"
-        for x in (a, b):
+        assert [x.stats()["page_size"] for x in (a, b, c)] == [0, 2 * MiB, 2 * MiB]
+        assert [x.stats()["vm_backing"] for x in (b, c)] == [0, 1]  # whole maps, pages
+        for x in (a, b, c):
             assert x.stats()["allocated_bytes"] == 0
             x.check()
 
 
 def test_vm_backing_reaches_the_upstream():
-    """``Allocator(..., vm_backing=)``: None and "pages" leave the upstream
-    in pages (cca_upstream_vm_backing 0), "whole_maps" makes it whole maps
-    (1), on the simulated device; on a CUDA device the same argument
-    reaches cca_cuda_options (no GPU: NoDeviceError, after the checks)."""
-    for arg in (None, "pages"):
+    """``Allocator(..., vm_backing=)``: None and "whole_maps" leave the
+    upstream in whole maps (cca_upstream_vm_backing 0, CCA_VM_WHOLE_MAPS,
+    the default), "pages" makes it pages (1, CCA_VM_PAGES), on the simulated
+    device, and the allocator's stats say the same; on a CUDA device the
+    same argument reaches cca_cuda_options (no GPU: NoDeviceError, after
+    the checks)."""
+    for arg in (None, "whole_maps"):
         with ccalloc.Allocator("64M", conf="expandable:1", vm_backing=arg) as a:
             assert a._lib.cca_upstream_vm_backing(a._upstream) == 0, arg
-    with ccalloc.Allocator("64M", conf="expandable:1", vm_backing="whole_maps") as a:
+            a.free(a.alloc(4096))
+            assert a.stats()["vm_backing"] == 0, arg
+    with ccalloc.Allocator("64M", conf="expandable:1", vm_backing="pages") as a:
         assert a._lib.cca_upstream_vm_backing(a._upstream) == 1
         a.free(a.alloc(4096))
+        assert a.stats()["vm_backing"] == 1
 
 
 def test_vm_backing_is_handed_to_the_c_options(monkeypatch):
@@ -943,7 +1110,7 @@ def test_vm_backing_is_handed_to_the_c_options(monkeypatch):
             seen.append((fn, ctypes.cast(opts, ctypes.POINTER(kind)).contents.vm_backing))
             return real(opts, out)
         monkeypatch.setattr(lib, fn, spy)
-    for arg, want in ((None, 0), ("pages", 0), ("whole_maps", 1)):
+    for arg, want in ((None, 0), ("whole_maps", 0), ("pages", 1)):
         seen.clear()
         ccalloc.Allocator("64M", vm_backing=arg).close()
         assert seen == [("cca_upstream_host_create_with", want)], arg

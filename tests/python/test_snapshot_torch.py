@@ -268,7 +268,7 @@ def run_ccrun(tmp_path, *extra):
         return pickle.load(f)
 
 
-@pytest.mark.parametrize("conf", [[], ["--conf", "expandable:1"]])
+@pytest.mark.parametrize("conf", [[], ["--conf", "expandable:0"]])  # the defaults (expandable), classic
 def test_ccrun_snapshot_pickle(tmp_path, conf):
     snap = run_ccrun(tmp_path, *conf)
     check_structure(snap, 0)
@@ -312,7 +312,7 @@ def test_pickle_opcodes_are_the_web_viewers(tmp_path, kind):
     write(tmp_path, kind)
     for name in (kind, f"{kind}-after"):
         check_viewer_opcodes((tmp_path / f"{name}.pickle").read_bytes())
-    run_ccrun(tmp_path, "--conf", "expandable:1" if kind == "expandable" else "small_pool:1")
+    run_ccrun(tmp_path, "--conf", "expandable:1" if kind == "expandable" else "expandable:0,small_pool:1")
     check_viewer_opcodes((tmp_path / "run.pickle").read_bytes())
 
 

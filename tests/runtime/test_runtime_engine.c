@@ -365,7 +365,7 @@ Test(runtime_engine, the_backing_of_virtual_memory_maps) {
         }
     ccr_engine_options o;
     ccr_engine_options_default(&o);
-    cr_assert_eq(o.vm_backing, CCA_VM_PAGES, "pages by default");
+    cr_assert_eq(o.vm_backing, CCA_VM_WHOLE_MAPS, "whole maps by default");
     o.device = CCR_DEVICE_HOST;
     o.host_capacity = 64 * MiB;
     o.alloc_conf = "expandable:1";
@@ -383,9 +383,9 @@ Test(runtime_engine, the_backing_of_virtual_memory_maps) {
     cr_assert_eq(ccr_device_open_with(&d, &dev, NULL), CCR_OK, "%s", ccr_last_error());
     cr_assert_eq(cca_upstream_vm_backing(dev), CCA_VM_WHOLE_MAPS);
     cca_upstream_destroy(dev);
-    o.vm_backing = CCA_VM_WHOLE_MAPS;
+    o.vm_backing = CCA_VM_PAGES;
     cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
-    cr_assert_eq(cca_upstream_vm_backing(ccr_engine_upstream(e)), CCA_VM_WHOLE_MAPS);
+    cr_assert_eq(cca_upstream_vm_backing(ccr_engine_upstream(e)), CCA_VM_PAGES);
     ccr_model *m;
     cr_assert_eq(ccr_model_load_spec(e, "mlp:64x64", &m), CCR_OK, "%s", ccr_last_error());
     ccr_engine_destroy(e);
@@ -558,11 +558,11 @@ Test(runtime_engine, outputs_are_the_same_bytes_under_every_allocator_configurat
     static const size_t batches[] = {1, 37, 5, 64};
     static const char *const confs[] = {
         NULL,
-        "expandable:1",
+        "expandable:0",
         "expandable:1,expandable_ahead:1,expandable_ahead_min:0,expandable_ahead_max:0",
+        "policy:greedy,expandable:0,greedy_bytes:12M",
         "policy:greedy,greedy_bytes:12M",
-        "policy:greedy,expandable:1,greedy_bytes:12M",
-        "max_split:21M",
+        "expandable:0,max_split:21M",
         "small_pool:0",
         "medium_pool:0",
         "small_max:512,small_segment:64K,medium_segment:64K,large_min:512,segment_round:512",

@@ -39,7 +39,10 @@ void tu_destroy_clean(cca_allocator *a, cca_upstream *u) {
     cr_assert_eq(after.bytes_in_use, before.bytes_in_use - s.reserved_bytes,
                  "cca_destroy gave back %zu bytes, the allocator held %zu", before.bytes_in_use - after.bytes_in_use,
                  s.reserved_bytes);
-    cr_assert_eq(after.allocations, before.allocations - s.segments);
+    /* classic segments are upstream allocations; expandable ones ranges */
+    cr_assert_eq(after.allocations, before.allocations - (s.segments - s.expandable_segments));
+    cr_assert_eq(after.vm_reserved_bytes, before.vm_reserved_bytes - s.address_space_bytes);
+    cr_assert_eq(after.vm_mapped_bytes, before.vm_mapped_bytes - s.mapped_bytes);
 }
 
 cca_upstream *tu_vm_device(size_t capacity, size_t gran) {

@@ -39,7 +39,9 @@ void tu_host_allocator(size_t capacity, const char *conf, cca_upstream **u, cca_
 /* An allocator over any upstream with `conf` on top of the defaults. */
 cca_allocator *tu_allocator(cca_upstream *u, const char *conf);
 /* No live blocks; cca_destroy succeeds and the upstream's bytes_in_use drops
- * by exactly the allocator's reserved_bytes (other tenants may remain). */
+ * by exactly the allocator's reserved_bytes, its allocations by the classic
+ * segments, its reserved and mapped address space by what the expandable
+ * ones hold (other tenants may remain). */
 void tu_destroy_clean(cca_allocator *a, cca_upstream *u);
 /* tu_destroy_clean, then the upstream must hold nothing; destroy it too. */
 void tu_teardown(cca_allocator *a, cca_upstream *u);

@@ -133,12 +133,12 @@ def c_string(lib: _lib.Library, text: str, what: str, status: int = ERR_INVALID_
         raise argument_error(lib, status, f"{what} {text!r} is not UTF-8 text (a lone surrogate)") from None
 
 
-VM_BACKINGS = {None: 0, "pages": 0, "whole_maps": 1}  # CCA_VM_PAGES, CCA_VM_WHOLE_MAPS
+VM_BACKINGS = {None: 0, "whole_maps": 0, "pages": 1}  # CCA_VM_WHOLE_MAPS, CCA_VM_PAGES
 
 
 def backing_arg(lib: _lib.Library, vm_backing: Any) -> int:
-    """``vm_backing`` as ``cca_*_options.vm_backing``: None or "pages" 0
-    (CCA_VM_PAGES), "whole_maps" 1 (CCA_VM_WHOLE_MAPS); another str is
+    """``vm_backing`` as ``cca_*_options.vm_backing``: None or "whole_maps"
+    0 (CCA_VM_WHOLE_MAPS), "pages" 1 (CCA_VM_PAGES); another str is
     :class:`InvalidArgumentError`, another type TypeError."""
     if vm_backing is not None and not isinstance(vm_backing, str):
         raise TypeError(f"vm_backing is None, 'pages' or 'whole_maps', not {type(vm_backing).__name__}")
@@ -292,7 +292,9 @@ class Allocator:
     GPU or in a build without CUDA). ``conf``: ``"key:value,..."`` as
     ``CCALLOC_CONF`` (docs/allocator.md, Options); None = defaults plus
     ``CCALLOC_CONF``. ``vm_granularity``: the page of expandable segments
-    (``expandable:1``), one physical allocation each: the simulated
+    (``expandable:1``, the default wherever the device has virtual memory:
+    always on the simulated device; ``expandable:0`` for classic
+    segments), each map a whole number of pages: the simulated
     device's ``cca_host_options.vm_granularity`` or the CUDA upstream's
     ``cca_cuda_options.vm_granularity`` (a power of two; None or 0 = 2 MiB
     on the simulated device, the driver's minimum on a GPU; larger pages
@@ -300,9 +302,10 @@ class Allocator:
     docs/tuning.md). A value the C library refuses raises
     ``InvalidArgumentError``. ``vm_backing``: how the memory behind each
     virtual-memory map is kept, ``cca_host_options.vm_backing`` or
-    ``cca_cuda_options.vm_backing``: None or ``"pages"`` (one physical
-    allocation per page, any run of pages can be given back),
-    ``"whole_maps"`` (one physical allocation per map, given back whole);
+    ``cca_cuda_options.vm_backing``: None or ``"whole_maps"`` (the
+    default, ``CCA_VM_WHOLE_MAPS``: one physical allocation per map, given
+    back whole), ``"pages"`` (``CCA_VM_PAGES``: one physical allocation per
+    page, any run of pages can be given back);
     another str raises ``InvalidArgumentError``, another type ``TypeError``,
     before any C call.
 

@@ -12,8 +12,9 @@ module imports without Numba) derives from ``HostOnlyCUDAMemoryManager``
 (Numba keeps managing pinned and mapped host memory) and
 ``GetIpcHandleMixin`` (IPC handles from the driver's base address of the
 allocation, with the block's offset into its segment; classic segments
-only: memory of ``expandable:1`` segments is mapped with the VMM API, which
-cudaIpc does not export). It implements:
+only: memory of expandable segments, the default on a GPU with virtual
+memory management, is mapped with the VMM API, which cudaIpc does not
+export, so IPC needs ``conf="expandable:0"``). It implements:
 
 - ``initialize``: creates the device's plug allocator (raising
   :class:`ccalloc.NoDeviceError` and the like at once, not at the first

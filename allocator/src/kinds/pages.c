@@ -733,10 +733,23 @@ const char *ccai_expandable_check_maps(const ccai_segment *s) {
 
 /* ---- the seam (kind.h) ------------------------------------------------------ */
 
+static bool pages_usable(ccai_block *b, size_t held);
+
+/* A small request whose own range cannot grow (the device or max_reserved
+ * has no room for a new range's first pages): a free block of the large
+ * range whose bytes it would hold are mapped already, the smallest that
+ * fits, so that memory already mapped serves it rather than an OOM. */
+static ccai_block *spill_to_large(cca_allocator *a, size_t rounded, cca_stream key) {
+    ccai_block *l = ccai_best_fit(a, CCAI_POOL_LARGE, key, rounded);
+    return l && (!l->unmapped || pages_usable(l, ccai_block_held(a, l, rounded))) ? l : NULL;
+}
+
 /* Step 5b: best fit, or the tail of a new range for (key, pool) when no
  * block is large enough (first use, or address space used up) and both
  * max_reserved and the device's free memory have room for the request's
- * pages. The core then maps what the block lacks (kind.h, back). */
+ * pages; without room, a small request takes mapped memory of the large
+ * range (spill_to_large). The core then maps what the block lacks
+ * (kind.h, back). */
 static cca_status pages_grow(cca_allocator *a, size_t rounded, cca_stream key, ccai_pool_kind pool,
                              ccai_device_room *room, ccai_block **b) {
     *b = ccai_best_fit(a, pool, key, rounded);
@@ -770,6 +783,8 @@ static cca_status pages_grow(cca_allocator *a, size_t rounded, cca_stream key, c
         cca_status st = ccai_cap_room(a, least);
         if (st == CCA_OK)
             st = ccai_device_room_for(a, room, least, "a new range's first pages");
+        if (st == CCA_ERR_OUT_OF_MEMORY && pool == CCAI_POOL_SMALL && (*b = spill_to_large(a, rounded, key)) != NULL)
+            return CCA_OK;
         if (st != CCA_OK)
             return st;
         size_t held = a->c.address_space;

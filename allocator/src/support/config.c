@@ -114,10 +114,12 @@ static const option options[] = {
      "1 = requests below large_min never use the segments of large requests (large requests may use medium "
      "segments); 0 = one pool for both, as PyTorch does"},
     {"log_oom", OPT_BOOL, OFF(log_oom), 1, 0, 1, "log one line per out-of-memory error"},
-    {"expandable", OPT_BOOL, OFF(expandable), 0, 0, 1,
+    {"expandable", OPT_BOOL, OFF(expandable), 1, 0, 1,
      "1 = expandable segments where the upstream has virtual memory: address ranges whose pages are mapped as "
-     "they grow and unmapped by trim and empty-cache wherever live blocks sit; classic segments elsewhere (cca_create "
-     "logs why, once per upstream)"},
+     "they grow and given back by trim, empty-cache and the out-of-memory retry wherever they are free (map by map "
+     "over whole maps, the upstreams' default; page by page over CCA_VM_PAGES); classic segments elsewhere (over a "
+     "GPU without VMM cca_create logs why, once per upstream); 0 = classic segments, one upstream allocation each "
+     "(max_split needs them)"},
     {"expandable_ahead", OPT_FRACTION, OFF(expandable_ahead), 0.0625, 0, 1,
      "expandable segments: a request served from a segment's tail also maps this fraction of what the segment "
      "has mapped, so that a growing segment calls the upstream once per such step (fewer calls, up to this much "
@@ -421,8 +423,8 @@ cca_status cca_config_validate(const cca_config *c) {
                          c->medium_segment);
     if (c->max_split && c->expandable)
         return cca_set_error(CCA_ERR_CONFIG,
-                         "max_split (%zu) cannot be used with expandable:1: an expandable segment is one free block "
-                         "to its end, and its free pages are released wherever they are",
+                         "max_split (%zu) needs classic segments (expandable:0): expandable segments, the default, "
+                         "are one free block to their end, and their free pages are released wherever they are",
                          c->max_split);
     if (c->max_split && c->policy == CCA_POLICY_GREEDY)
         return cca_set_error(CCA_ERR_CONFIG,

@@ -117,7 +117,7 @@ static cca_status options_check(const cca_cuda_options *o, cca_upstream **out, c
                              fn, g, (size_t)CCA_GRANULARITY, CCA_CUDA_MAX_VM_GRANULARITY);
     if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
-                             "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)", fn,
+                             "%s: vm_backing %d is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)", fn,
                              o->vm_backing);
     return CCA_OK;
 }

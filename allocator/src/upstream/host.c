@@ -47,8 +47,10 @@
  *   A record is cut where an unmap ends inside it; adjacent records are not
  *   merged (m <= map calls + cuts).
  * - Rules; a call that breaks one fails, naming the rule, changing nothing:
- *   - addresses and sizes are multiples of the granularity (0 = 2 MiB,
- *     else a power of two >= the host page, checked at creation); the
+ *   - addresses and sizes are multiples of the granularity (0 = 2 MiB, or
+ *     the largest power of two within a smaller capacity, at least the
+ *     host page; else a power of two >= the host page, checked at
+ *     creation); the
  *     wrapper refuses the rest (CCA_ERR_INVALID_ARGUMENT);
  *   and here, CCA_ERR_UPSTREAM:
  *   - a map lies inside ONE range and overlaps no mapped granule;
@@ -742,6 +744,8 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     long pg = sysconf(_SC_PAGESIZE);
     size_t page = pg > 0 ? (size_t)pg : 4096;
     size_t gran = o->vm_granularity ? o->vm_granularity : (size_t)2 << 20;
+    while (!o->vm_granularity && gran > page && gran > o->capacity) /* a device below 2 MiB: one page fits */
+        gran /= 2;
     if ((gran & (gran - 1)) || gran < page || gran % CCA_GRANULARITY)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "%s: vm_granularity %zu is not a power of two >= the %zu-byte host page and a "
@@ -749,7 +753,7 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
                          fn, gran, page, CCA_GRANULARITY);
     if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
-                         "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)", fn, o->vm_backing);
+                         "%s: vm_backing %d is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)", fn, o->vm_backing);
     if (o->capacity > SIZE_MAX / 2)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: capacity %zu is beyond the address space", fn,
                          o->capacity);

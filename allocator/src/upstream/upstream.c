@@ -95,7 +95,7 @@ cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstre
     if (vm != 0 && vm != 5)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: the five vm_* ops go together (all or none)", fn);
     if (ops->vm_backing != CCA_VM_PAGES && ops->vm_backing != CCA_VM_WHOLE_MAPS)
-        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: vm_backing %d is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)",
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: vm_backing %d is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)",
                          fn, ops->vm_backing);
     cca_upstream *u = calloc(1, sizeof *u);
     if (!u)
@@ -312,13 +312,16 @@ static const char *no_vm(const cca_upstream *u, char *buf, size_t len) {
 }
 
 void ccai_upstream_log_no_vm(cca_upstream *u) {
+    if (!u->no_vm_reason[0]) /* an upstream made without vm ops: its maker's choice, nothing to say */
+        return;
     pthread_mutex_lock(&u->lock);
     bool first = !u->no_vm_logged;
     u->no_vm_logged = true;
     pthread_mutex_unlock(&u->lock);
     char why[256];
     if (first)
-        ccai_log("expandable:1 asked for, but %s; using classic segments", no_vm(u, why, sizeof why));
+        ccai_log("expandable segments need virtual memory, but %s; using classic segments",
+                 no_vm(u, why, sizeof why));
 }
 
 cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes) {

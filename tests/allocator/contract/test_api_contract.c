@@ -584,7 +584,7 @@ Test(api_contract, alloc_refusals) {
 Test(api_contract, alloc_oom_after_retry_changes_only_what_the_doc_says) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(32 * MiB, "log_oom:0", &u, &a);
+    tu_host_allocator(32 * MiB, "log_oom:0,expandable:0", &u, &a); /* classic: a segment per request */
     void *x = tu_alloc(a, 12 * MiB, NULL);
     void *y = tu_alloc(a, 12 * MiB, NULL);
     tu_free(a, y);
@@ -1053,7 +1053,7 @@ Test(api_contract, greedy_failure_messages_name_the_function_called) {
     void *p, *big;
     for (int expandable = 0; expandable <= 1; expandable++) {
         cca_allocator *a = tu_allocator(u, expandable ? "log_oom:0,policy:greedy,greedy_bytes:32M,expandable:1"
-                                                      : "log_oom:0,policy:greedy,greedy_bytes:32M");
+                                                      : "log_oom:0,policy:greedy,greedy_bytes:32M,expandable:0");
         cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
         big = tu_alloc(other, 48 * MiB, NULL);
         EXPECT_FAIL(cca_alloc(a, MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY, "cca_alloc: ");
@@ -1141,7 +1141,8 @@ static char *written_by(cca_status (*writer)(const cca_allocator *, FILE *), con
 }
 
 /* Four segments for the snapshot tests: three large ones reserved in
- * address order, the middle one's block freed, and a small one. */
+ * address order, the middle one's block freed, and a small one (classic
+ * segments: one per large request). */
 typedef struct four_segments {
     cca_upstream *u;
     cca_allocator *a;
@@ -1150,7 +1151,7 @@ typedef struct four_segments {
 
 static four_segments four_segments_make(void) {
     four_segments f;
-    tu_host_allocator(256 * MiB, NULL, &f.u, &f.a);
+    tu_host_allocator(256 * MiB, "expandable:0", &f.u, &f.a);
     for (int i = 0; i < 3; i++)
         f.p[i] = tu_alloc(f.a, 12 * MiB, NULL); /* large: one segment each */
     f.small = tu_alloc(f.a, 4 * KiB, NULL);

@@ -507,13 +507,13 @@ static void r_sequence(bool pages, const char *conf, size_t capacity, uint64_t s
 }
 
 static const char *const r_classic_confs[] = {
-    "log_oom:0",
-    "log_oom:0,max_reserved:96M",
-    "log_oom:0,medium_pool:0",
-    "log_oom:0,small_pool:0,max_reserved:64M",
-    "log_oom:0,max_split:22M",
-    "log_oom:0,max_split:21M,medium_pool:0,segment_round:512,large_min:3M",
-    "log_oom:0,policy:greedy,greedy_bytes:100M",
+    "expandable:0,log_oom:0",
+    "expandable:0,log_oom:0,max_reserved:96M",
+    "expandable:0,log_oom:0,medium_pool:0",
+    "expandable:0,log_oom:0,small_pool:0,max_reserved:64M",
+    "expandable:0,log_oom:0,max_split:22M",
+    "expandable:0,log_oom:0,max_split:21M,medium_pool:0,segment_round:512,large_min:3M",
+    "expandable:0,log_oom:0,policy:greedy,greedy_bytes:100M",
 };
 
 static const char *const r_pages_confs[] = {
@@ -597,25 +597,26 @@ Test(interactions, trim_budget_takes_the_tail_then_the_holes_highest_first) {
  * over small_max, and goes to the medium pool (a 20 MiB segment); with the
  * default large_min (10 MiB) a request of 10 MiB - 1 rounds to 10 MiB and
  * gets a segment of its own (10 MiB), while 10 MiB - 512 is medium. Each
- * case on a fresh allocator: the segment reserved says the pool. */
+ * case on a fresh allocator with classic segments: the segment reserved
+ * says the pool. */
 Test(interactions, pool_edges_are_decided_on_the_rounded_size) {
     struct {
         const char *conf;
         size_t size, reserved, held;
     } cases[] = {
-        {"small_max:1000", 512, 2 * MiB, 512},
-        {"small_max:1000", 513, 20 * MiB, 1024},
-        {"small_max:1000", 1000, 20 * MiB, 1024},
-        {NULL, 1 * MiB, 2 * MiB, 1 * MiB},
-        {NULL, 1 * MiB + 1, 20 * MiB, 1 * MiB + 512},
-        {NULL, 10 * MiB - 512, 20 * MiB, 10 * MiB - 512},
-        {NULL, 10 * MiB - 511, 10 * MiB, 10 * MiB},
-        {NULL, 10 * MiB - 1, 10 * MiB, 10 * MiB},
-        {NULL, 10 * MiB, 10 * MiB, 10 * MiB},
-        {NULL, 10 * MiB + 1, 12 * MiB, 10 * MiB + 512}, /* remainder 2M - 512 > small_max: split */
-        {"large_min:3M,segment_round:512", 3 * MiB - 1, 3 * MiB, 3 * MiB},
-        {"large_min:3M,segment_round:512", 3 * MiB - 512, 20 * MiB, 3 * MiB - 512},
-        {"small_pool:0", 512, 20 * MiB, 512},
+        {"expandable:0,small_max:1000", 512, 2 * MiB, 512},
+        {"expandable:0,small_max:1000", 513, 20 * MiB, 1024},
+        {"expandable:0,small_max:1000", 1000, 20 * MiB, 1024},
+        {"expandable:0", 1 * MiB, 2 * MiB, 1 * MiB},
+        {"expandable:0", 1 * MiB + 1, 20 * MiB, 1 * MiB + 512},
+        {"expandable:0", 10 * MiB - 512, 20 * MiB, 10 * MiB - 512},
+        {"expandable:0", 10 * MiB - 511, 10 * MiB, 10 * MiB},
+        {"expandable:0", 10 * MiB - 1, 10 * MiB, 10 * MiB},
+        {"expandable:0", 10 * MiB, 10 * MiB, 10 * MiB},
+        {"expandable:0", 10 * MiB + 1, 12 * MiB, 10 * MiB + 512}, /* remainder 2M - 512 > small_max: split */
+        {"expandable:0,large_min:3M,segment_round:512", 3 * MiB - 1, 3 * MiB, 3 * MiB},
+        {"expandable:0,large_min:3M,segment_round:512", 3 * MiB - 512, 20 * MiB, 3 * MiB - 512},
+        {"expandable:0,small_pool:0", 512, 20 * MiB, 512},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         cca_upstream *u;

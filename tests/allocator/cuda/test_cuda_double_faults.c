@@ -8,6 +8,13 @@
  * cleanup step the driver refuses (one, naming the call, never under a
  * lock: probe_sink checks it whenever it runs).
  *
+ * The vm ops' faults, and the scripts failing every call, are those of the
+ * pages backing (CCA_VM_PAGES: one cuMemCreate per page, any run of pages
+ * unmapped), asked for explicitly (cuda0_pages, cuda_paged); the random
+ * sequences and the other tests over cuda0 run over the upstream's default
+ * (whole maps), and test_cuda_double_whole_maps.c fails every driver call
+ * of whole maps.
+ *
  * The double enforces CUDA's documented rules and counts a VIOLATION for
  * any call that breaks one; every test ends with none. It is not a GPU: the
  * label gpu suite (test_cuda_upstream) runs on a real device.
@@ -41,15 +48,22 @@ static cca_upstream *cuda0(void) {
     return u;
 }
 
-/* Device 0 in pages of `page` bytes (0: the driver's minimum). */
+/* Device 0 with the pages backing, in pages of `page` bytes (0: the
+ * driver's minimum). */
 static cca_upstream *cuda_paged(size_t page) {
     cca_upstream *u = NULL;
-    cca_cuda_options o = {.device = 0, .vm_granularity = page};
+    cca_cuda_options o = {.device = 0, .vm_granularity = page, .vm_backing = CCA_VM_PAGES};
     cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "page %zu: %s", page, cca_last_error());
     size_t g = 0;
     cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(g, page ? page : cuda_double_defaults().granularity);
+    cr_assert_eq(cca_upstream_vm_backing(u), CCA_VM_PAGES);
     return u;
+}
+
+/* Device 0 with the pages backing in the driver's granules. */
+static cca_upstream *cuda0_pages(void) {
+    return cuda_paged(0);
 }
 
 static void assert_no_violation(void) {
@@ -161,7 +175,7 @@ static void expect_nothing_mapped(cca_upstream *u, const char *what) {
 }
 
 Test(cuda_double, every_step_of_a_map_failing_leaves_nothing_behind) {
-    cca_upstream *u = cuda0();
+    cca_upstream *u = cuda0_pages();
     size_t g = 0;
     void *base = NULL;
     cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
@@ -214,10 +228,10 @@ Test(cuda_double, a_map_above_free_memory_creates_nothing) {
     cca_upstream_destroy(u);
 }
 
-/* An upstream on device 0 with a range of GRANULES granules reserved and
- * mapped by one call. */
+/* An upstream on device 0 (pages backing) with a range of GRANULES
+ * granules reserved and mapped by one call. */
 static cca_upstream *mapped_range(size_t *g, void **base) {
-    cca_upstream *u = cuda0();
+    cca_upstream *u = cuda0_pages();
     cr_assert_eq(cca_upstream_vm_granularity(u, g), CCA_OK);
     cr_assert_eq(cca_upstream_vm_reserve(u, GRANULES * *g, base), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_upstream_vm_map(u, *base, GRANULES * *g), CCA_OK, "%s", cca_last_error());
@@ -571,7 +585,7 @@ Test(cuda_double, a_refused_switch_back_is_logged_once_and_the_op_stands, .timeo
     static const struct {
         const char *conf;
         bool expandable;
-    } allocators[] = {{"log_oom:0", false}, {"expandable:1,log_oom:0", true}};
+    } allocators[] = {{"expandable:0,log_oom:0", false}, {"expandable:1,log_oom:0", true}};
     for (size_t i = 0; i < 2; i++) {
         cca_allocator *a = tu_allocator(u, allocators[i].conf);
         watch_log(&p, a, u, "cuCtxSetCurrent");
@@ -625,7 +639,7 @@ Test(cuda_double, a_refused_switch_back_is_logged_once_and_the_op_stands, .timeo
 Test(cuda_double, a_refused_release_of_a_handle_is_logged_and_leaks_that_handle_only, .timeout = 60) {
     size_t g = 0;
     void *base = NULL;
-    cca_upstream *u = cuda0();
+    cca_upstream *u = cuda0_pages();
     cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
     cr_assert_eq(cca_upstream_vm_reserve(u, GRANULES * g, &base), CCA_OK, "%s", cca_last_error());
     log_probe p;
@@ -951,7 +965,7 @@ Test(cuda_double, expandable_sequences_keep_the_driver_and_the_allocator_in_step
 
 Test(cuda_double, greedy_expandable_and_classic_sequences_too, .timeout = 120) {
     random_sequence("expandable:1,policy:greedy,greedy_bytes:1G,log_oom:0", 5);
-    random_sequence("log_oom:0", 6);
+    random_sequence("expandable:0,log_oom:0", 6);
 }
 
 /* cca_destroy synchronizes the device before it unmaps (queued kernels may
@@ -1034,7 +1048,7 @@ Test(cuda_double, sequences_on_a_small_device_run_out_and_recover, .timeout = 12
     c.device_bytes = 576 * MiB; /* 320 MiB free beside the context: the sequences need more */
     cuda_double_configure(&c);
     cr_assert_gt(random_sequence("expandable:1,log_oom:0", 7), 0, "the device never ran out");
-    cr_assert_gt(random_sequence("log_oom:0", 8), 0, "the device never ran out");
+    cr_assert_gt(random_sequence("expandable:0,log_oom:0", 8), 0, "the device never ran out");
 }
 
 /* ---- every driver call of a script failing in turn --------------------------------- */
@@ -1206,6 +1220,11 @@ static void sweep(const char *fn) {
     sweep_with("expandable:1,log_oom:0", fn);
 }
 
+/* The same over classic segments (cudaMalloc, cudaFree). */
+static void sweep_classic(const char *fn) {
+    sweep_with("expandable:0,log_oom:0", fn);
+}
+
 /* The same over pages of 4 and 16 of the driver's granules (one cuMemCreate
  * each, cca_cuda_options.vm_granularity). */
 static void sweep_pages(const char *fn) {
@@ -1225,7 +1244,7 @@ Test(cuda_double, sweep_cuMemAddressReserve) { sweep("cuMemAddressReserve"); }
 Test(cuda_double, sweep_cuMemAddressFree) { sweep("cuMemAddressFree"); }
 Test(cuda_double, sweep_cuCtxSetCurrent, .timeout = 120) { sweep("cuCtxSetCurrent"); }
 Test(cuda_double, sweep_cudaMemGetInfo) { sweep("cudaMemGetInfo"); }
-Test(cuda_double, sweep_cudaDeviceSynchronize) { sweep_with("log_oom:0", "cudaDeviceSynchronize"); } /* classic trims */
+Test(cuda_double, sweep_cudaDeviceSynchronize) { sweep_classic("cudaDeviceSynchronize"); } /* classic trims */
 Test(cuda_double, sweep_cudaStreamSynchronize) { sweep("cudaStreamSynchronize"); }
 Test(cuda_double, sweep_cudaEventRecord) { sweep("cudaEventRecord"); }
 Test(cuda_double, sweep_cudaEventQuery) { sweep("cudaEventQuery"); }
@@ -1235,10 +1254,10 @@ Test(cuda_double, sweep_pages_cuMemMap, .timeout = 120) { sweep_pages("cuMemMap"
 Test(cuda_double, sweep_pages_cuMemSetAccess) { sweep_pages("cuMemSetAccess"); }
 Test(cuda_double, sweep_pages_cuMemUnmap, .timeout = 120) { sweep_pages("cuMemUnmap"); }
 Test(cuda_double, sweep_pages_cudaMemGetInfo) { sweep_pages("cudaMemGetInfo"); }
-Test(cuda_double, sweep_classic_cudaMalloc) { sweep_with("log_oom:0", "cudaMalloc"); }
-Test(cuda_double, sweep_classic_cudaFree) { sweep_with("log_oom:0", "cudaFree"); }
-Test(cuda_double, sweep_classic_cuCtxSetCurrent, .timeout = 120) { sweep_with("log_oom:0", "cuCtxSetCurrent"); }
-Test(cuda_double, sweep_classic_cudaMemGetInfo) { sweep_with("log_oom:0", "cudaMemGetInfo"); }
+Test(cuda_double, sweep_classic_cudaMalloc) { sweep_classic("cudaMalloc"); }
+Test(cuda_double, sweep_classic_cudaFree) { sweep_classic("cudaFree"); }
+Test(cuda_double, sweep_classic_cuCtxSetCurrent, .timeout = 120) { sweep_classic("cuCtxSetCurrent"); }
+Test(cuda_double, sweep_classic_cudaMemGetInfo) { sweep_classic("cudaMemGetInfo"); }
 
 /* Every call of the script failing in turn, whichever function it is
  * ("*"): each driver and runtime call the allocator makes, cleanup steps
@@ -1256,7 +1275,7 @@ Test(cuda_double, sweep_pages_every_call, .timeout = 300) {
     cr_assert_gt(logged_switch_backs, 0, "no run refused a switch back");
 }
 Test(cuda_double, sweep_classic_every_call, .timeout = 300) {
-    sweep_with("log_oom:0", "*");
+    sweep_classic("*");
     cr_assert_gt(logged_switch_backs, 0, "no run refused a switch back");
 }
 

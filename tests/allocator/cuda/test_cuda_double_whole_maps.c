@@ -1,6 +1,6 @@
 /*
  * test_cuda_double_whole_maps.c — allocator/src/upstream/cuda.c: the CUDA upstream's whole-maps backing
- * (cca_cuda_options.vm_backing = CCA_VM_WHOLE_MAPS, upstream_cuda.c) on the
+ * (cca_cuda_options.vm_backing = CCA_VM_WHOLE_MAPS, the default; upstream_cuda.c) on the
  * driver double (cuda_double.c): each vm_map is ONE cuMemCreate of its
  * size, one cuMemMap and one cuMemSetAccess, whatever its granules; an
  * unmap names whole maps (one, or a run of adjacent ones, one cuMemUnmap
@@ -104,12 +104,16 @@ Test(cuda_whole_maps, other_backings_are_refused_before_any_device_is_touched) {
     cr_assert_eq(cuda_double_calls("cuDevicePrimaryCtxRetain"), 0, "a context was made");
 }
 
-/* Page mode stays the default and says so; whole maps say so. */
+/* Whole maps are the default (zeroed options, and cca_upstream_cuda_create)
+ * and say so; the pages backing says so. */
 Test(cuda_whole_maps, the_ops_table_says_its_backing) {
     cca_upstream *u = NULL;
     cca_cuda_options o = {.device = 0};
     cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_upstream_vm_backing(u), CCA_VM_PAGES);
+    cr_assert_eq(cca_upstream_vm_backing(u), CCA_VM_WHOLE_MAPS);
+    cca_upstream_destroy(u);
+    cr_assert_eq(cca_upstream_cuda_create(0, &u), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_backing(u), CCA_VM_WHOLE_MAPS);
     cca_upstream_destroy(u);
     o.vm_backing = CCA_VM_PAGES;
     cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "%s", cca_last_error());

@@ -13,7 +13,11 @@
  *
  * The same check runs through the driver's virtual memory: the vm_* ops
  * alone, then the allocator's expandable segments (pages unmapped by trim
- * while live blocks stay, a request above the device's free memory).
+ * while live blocks stay, a request above the device's free memory). The
+ * allocator's defaults (expandable segments over the upstream's default
+ * backing, whole maps) and classic segments (expandable:0) both run the
+ * first checks; granule by granule unmapping needs CCA_VM_PAGES, asked for
+ * where a test's subject is that backing.
  * Where cudart is linked (CCA_TEST_CUDART) the blocks' data are written and
  * read back on the device too, and a thread with no current context is
  * checked to have none after the upstream's ops. scripts/gpu_session.sh runs this suite under
@@ -23,6 +27,7 @@
 
 #include <criterion/criterion.h>
 #include "gpu_required.h"
+#include <stdio.h>
 #include <string.h>
 #ifdef CCA_TEST_CUDART
 #include <cuda_runtime.h>
@@ -64,6 +69,20 @@ static cca_upstream *cuda_or_skip(void) {
     return u;
 }
 
+/* Device 0 with the pages backing (CCA_VM_PAGES: one physical allocation
+ * per page, any run of pages unmapped) and the driver's granularity. */
+static cca_upstream *cuda_pages_backing_or_skip(void) {
+    cca_cuda_options o = {.device = 0, .vm_backing = CCA_VM_PAGES};
+    cca_upstream *u = NULL;
+    cca_status st = cca_upstream_cuda_create_with(&o, &u);
+    if (st == CCA_ERR_NO_DEVICE)
+        CCA_NO_GPU("no GPU: %s", cca_last_error());
+    cr_assert_eq(st, CCA_OK, "cca_upstream_cuda_create_with: %s", cca_last_error());
+    cr_assert_str_eq(cca_upstream_name(u), "cuda:0");
+    cr_assert_eq(cca_upstream_vm_backing(u), CCA_VM_PAGES);
+    return u;
+}
+
 static size_t device_free(cca_upstream *u) {
     size_t free_b = 0, total_b = 0;
     cr_assert_eq(cca_upstream_mem_info(u, &free_b, &total_b), CCA_OK, "%s", cca_last_error());
@@ -96,10 +115,12 @@ static size_t distance(size_t x, size_t y) {
     return x > y ? x - y : y - x;
 }
 
-Test(cuda_upstream, empty_cache_gives_the_device_memory_back) {
+/* With the defaults (expandable segments over whole maps) and classic
+ * segments. */
+static void empty_cache_gives_back(const char *conf) {
     cca_upstream *u = cuda_or_skip();
     size_t start = device_free_warm(u);
-    cca_allocator *a = tu_allocator(u, NULL);
+    cca_allocator *a = tu_allocator(u, conf);
     enum { N = 64 };
     void *p[N];
     for (int i = 0; i < N; i++)
@@ -115,36 +136,48 @@ Test(cuda_upstream, empty_cache_gives_the_device_memory_back) {
     cr_assert_eq(r.bytes_released, s.reserved_bytes);
     cr_assert_eq(tu_stats(a).reserved_bytes, 0);
     size_t end = device_free(u);
-    cr_assert_leq(distance(end, start), TOLERANCE, "device free %zu at start, %zu after empty-cache", start, end);
+    cr_assert_leq(distance(end, start), TOLERANCE, "[%s] device free %zu at start, %zu after empty-cache",
+                  conf ? conf : "defaults", start, end);
     tu_teardown(a, u);
+}
+
+Test(cuda_upstream, empty_cache_gives_the_device_memory_back) {
+    empty_cache_gives_back(NULL);
+    empty_cache_gives_back("expandable:0");
 }
 
 Test(cuda_upstream, greedy_arena_is_released_too) {
-    cca_upstream *u = cuda_or_skip();
-    size_t start = device_free_warm(u);
-    cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:256M");
-    size_t during = device_free(u);
-    cr_assert_geq(start - during + TOLERANCE, 256 * MiB);
-    void *p = tu_alloc(a, 100 * MiB, (cca_stream)NULL);
-    tu_free(a, p);
-    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
-    cr_assert_leq(distance(device_free(u), start), TOLERANCE);
-    tu_teardown(a, u);
+    const char *confs[2] = {"policy:greedy,greedy_bytes:256M", "policy:greedy,greedy_bytes:256M,expandable:0"};
+    for (int c = 0; c < 2; c++) {
+        cca_upstream *u = cuda_or_skip();
+        size_t start = device_free_warm(u);
+        cca_allocator *a = tu_allocator(u, confs[c]);
+        size_t during = device_free(u);
+        cr_assert_geq(start - during + TOLERANCE, 256 * MiB, "[%s]", confs[c]);
+        void *p = tu_alloc(a, 100 * MiB, (cca_stream)NULL);
+        tu_free(a, p);
+        cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+        cr_assert_leq(distance(device_free(u), start), TOLERANCE, "[%s]", confs[c]);
+        tu_teardown(a, u);
+    }
 }
 
 Test(cuda_upstream, oom_on_the_device_is_reported_and_recovered) {
-    cca_upstream *u = cuda_or_skip();
-    size_t free_b = device_free(u);
-    cca_allocator *a = tu_allocator(u, "log_oom:0");
-    void *p = (void *)1;
-    cr_assert_eq(cca_alloc(a, free_b + 64 * GiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY);
-    cr_assert_null(p);
-    cca_stats s = tu_stats(a);
-    cr_assert_eq(s.ooms, 1);
-    cr_assert_eq(s.reserved_bytes, 0);
-    p = tu_alloc(a, 1 * MiB, NULL);
-    tu_free(a, p);
-    tu_teardown(a, u);
+    const char *confs[2] = {"log_oom:0", "log_oom:0,expandable:0"};
+    for (int c = 0; c < 2; c++) {
+        cca_upstream *u = cuda_or_skip();
+        size_t free_b = device_free(u);
+        cca_allocator *a = tu_allocator(u, confs[c]);
+        void *p = (void *)1;
+        cr_assert_eq(cca_alloc(a, free_b + 64 * GiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY, "[%s]", confs[c]);
+        cr_assert_null(p);
+        cca_stats s = tu_stats(a);
+        cr_assert_eq(s.ooms, 1);
+        cr_assert_eq(s.reserved_bytes, 0);
+        p = tu_alloc(a, 1 * MiB, NULL);
+        tu_free(a, p);
+        tu_teardown(a, u);
+    }
 }
 
 #ifdef CCA_TEST_CUDART
@@ -225,7 +258,7 @@ Test(cuda_upstream, a_thread_without_a_context_is_left_without_one) {
  * at each step, the data of the granules that stay where cudart is linked;
  * at the end the device is back where it started and the stats are exact. */
 Test(cuda_upstream, vm_map_unmap_round_trip) {
-    cca_upstream *u = cuda_or_skip();
+    cca_upstream *u = cuda_pages_backing_or_skip();
     cr_assert(cca_upstream_has_vm(u), "the CUDA upstream offers no virtual memory on this GPU");
     size_t g = 0;
     cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK, "%s", cca_last_error());
@@ -338,8 +371,9 @@ Test(cuda_upstream, vm_map_refused_leaves_nothing) {
 
 /* ---- expandable segments over CUDA VMM ------------------------------------------ */
 
-static cca_upstream *cuda_vm_or_skip(size_t *granularity) {
-    cca_upstream *u = cuda_or_skip();
+/* pages: the pages backing; else cca_upstream_cuda_create's (whole maps). */
+static cca_upstream *cuda_vm_or_skip(bool pages, size_t *granularity) {
+    cca_upstream *u = pages ? cuda_pages_backing_or_skip() : cuda_or_skip();
     cr_assert(cca_upstream_has_vm(u), "the CUDA upstream offers no virtual memory on this GPU");
     cr_assert_eq(cca_upstream_vm_granularity(u, granularity), CCA_OK, "%s", cca_last_error());
     return u;
@@ -443,16 +477,16 @@ static void follow_the_driver(cca_upstream *u, size_t g) {
 
 Test(cuda_upstream, expandable_segments_follow_the_driver) {
     size_t g = 0;
-    cca_upstream *u = cuda_vm_or_skip(&g);
+    cca_upstream *u = cuda_vm_or_skip(true, &g);
     follow_the_driver(u, g);
 }
 
 /* The device's minimum granularity (one throwaway upstream asks it), then an
- * upstream whose pages are `times` of those. */
+ * upstream with the pages backing whose pages are `times` of those. */
 static cca_upstream *cuda_pages_or_skip(size_t times, size_t *min, size_t *page) {
-    cca_upstream *probe = cuda_vm_or_skip(min);
+    cca_upstream *probe = cuda_vm_or_skip(false, min);
     cca_upstream_destroy(probe);
-    cca_cuda_options o = {.device = 0, .vm_granularity = times * *min};
+    cca_cuda_options o = {.device = 0, .vm_granularity = times * *min, .vm_backing = CCA_VM_PAGES};
     cca_upstream *u = NULL;
     cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_upstream_vm_granularity(u, page), CCA_OK, "%s", cca_last_error());
@@ -476,7 +510,7 @@ Test(cuda_upstream, expandable_segments_follow_the_driver_in_larger_pages) {
  * sizes allocated again, and empty-cache giving the device back. */
 Test(cuda_upstream, expandable_segments_follow_the_driver_over_whole_maps) {
     size_t g = 0;
-    cca_upstream *probe = cuda_vm_or_skip(&g);
+    cca_upstream *probe = cuda_vm_or_skip(false, &g);
     cca_upstream_destroy(probe);
     cca_cuda_options o = {.device = 0, .vm_backing = CCA_VM_WHOLE_MAPS};
     cca_upstream *u = NULL;
@@ -548,8 +582,13 @@ Test(cuda_upstream, cuda_options_are_checked) {
         cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "vm_backing %d",
                      bad_backing[i]);
         cr_assert_null(u);
-        cr_assert_not_null(strstr(cca_last_error(), "is neither CCA_VM_PAGES (0) nor CCA_VM_WHOLE_MAPS (1)"), "%d: %s",
-                           bad_backing[i], cca_last_error());
+        /* the message names both values as ccalloc.h defines them */
+        char pages[32], whole[32];
+        snprintf(pages, sizeof pages, "CCA_VM_PAGES (%d)", CCA_VM_PAGES);
+        snprintf(whole, sizeof whole, "CCA_VM_WHOLE_MAPS (%d)", CCA_VM_WHOLE_MAPS);
+        cr_assert(strstr(cca_last_error(), "is neither ") && strstr(cca_last_error(), pages) &&
+                      strstr(cca_last_error(), whole),
+                  "%d: %s (want %s and %s)", bad_backing[i], cca_last_error(), pages, whole);
     }
     o.vm_backing = CCA_VM_PAGES;
     o.vm_granularity = CCA_CUDA_MAX_VM_GRANULARITY; /* the largest accepted: the device decides */
@@ -559,7 +598,7 @@ Test(cuda_upstream, cuda_options_are_checked) {
     cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
     cca_upstream_destroy(u);
     size_t min = 0;
-    u = cuda_vm_or_skip(&min);
+    u = cuda_vm_or_skip(false, &min);
     cca_upstream_destroy(u);
     if (min / 2 >= CCA_GRANULARITY) { /* a power of two, but less than the device's minimum */
         o.vm_granularity = min / 2;
@@ -634,7 +673,7 @@ Test(cuda_upstream, a_larger_page_is_one_allocation) {
  * GPU; its undo is the simulated device's fault tests' (test_expandable_stress). */
 Test(cuda_upstream, expandable_oom_below_the_total_leaves_nothing_behind) {
     size_t g = 0;
-    cca_upstream *u = cuda_vm_or_skip(&g);
+    cca_upstream *u = cuda_vm_or_skip(false, &g);
     size_t start = device_free_warm(u), free_b = 0, total_b = 0;
     cr_assert_eq(cca_upstream_mem_info(u, &free_b, &total_b), CCA_OK);
     cca_allocator *a = tu_allocator(u, "expandable:1,log_oom:0");

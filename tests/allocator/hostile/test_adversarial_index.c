@@ -517,11 +517,15 @@ static void run_api(uint64_t seed, const char *conf, int steps) {
 }
 
 Test(adversarial_api, best_fit_is_exact_with_node_failures_growth) {
-    run_api(0xbe5466cf34e90c6cull, "", 1500);
+    run_api(0xbe5466cf34e90c6cull, "expandable:0", 1500);
 }
 
 Test(adversarial_api, best_fit_is_exact_with_node_failures_no_medium_pool) {
-    run_api(0xc0ac29b7c97c50ddull, "medium_pool:0", 1500);
+    run_api(0xc0ac29b7c97c50ddull, "expandable:0,medium_pool:0", 1500);
+}
+
+Test(adversarial_api, best_fit_is_exact_with_node_failures_expandable) {
+    run_api(0xbe5466cf34e90c6cull, "expandable:1", 1500);
 }
 
 /* ---- host allocation failing at every call of a script --------------------- */
@@ -698,7 +702,7 @@ Test(adversarial_hostoom, every_host_allocation_fails_expandable, .timeout = 120
 }
 
 Test(adversarial_hostoom, every_host_allocation_fails_classic, .timeout = 120) {
-    host_sweep("");
+    host_sweep("expandable:0");
 }
 
 Test(adversarial_hostoom, every_host_allocation_fails_greedy_expandable, .timeout = 120) {
@@ -844,7 +848,8 @@ Test(adversarial_index, ties_come_out_by_address_at_class_boundaries) {
 
 /* ---- expandable: trim at page boundaries ---------------------------------- */
 
-/* Eight 2 MiB blocks on page boundaries, three of them freed (holes of 32
+/* Pages backing (CCA_VM_PAGES: any run of pages unmaps). Eight 2 MiB
+ * blocks on page boundaries, three of them freed (holes of 32
  * pages, no page shared with a live block, tail fully used): trim(keep) for
  * keep at, one byte around and one page around page boundaries unmaps
  * exactly ceil((reserved - keep) / page) pages, never a live one. */
@@ -856,7 +861,7 @@ Test(adversarial_expandable, trim_keep_at_page_boundaries_is_exact) {
     };
     for (size_t t = 0; t < sizeof keeps_from_top / sizeof keeps_from_top[0]; t++) {
         for (int plus = 0; plus < 2; plus++) {
-            cca_host_options o = {.capacity = 64 * MiB, .vm_granularity = HPG};
+            cca_host_options o = {.capacity = 64 * MiB, .vm_granularity = HPG, .vm_backing = CCA_VM_PAGES};
             cca_upstream *u = NULL;
             cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK);
             cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead_max:0");

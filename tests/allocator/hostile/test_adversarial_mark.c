@@ -5,7 +5,8 @@
  * it makes no page test and maps nothing).
  *
  * A missed mark hands out a block over unmapped pages: on the simulated
- * device (64 KiB pages) touching it faults. So every block a test is given
+ * device (64 KiB pages, CCA_VM_PAGES: each page its own memory, so a trim
+ * can stop at any page) touching it faults. So every block a test is given
  * is probed page by page (a clear assertion instead of a crash) and then
  * written WHOLE, its slack included (cca_block_size bytes), and read back
  * whole before it is freed; and after the steps that matter the state is
@@ -87,11 +88,12 @@ typedef struct world {
     size_t tenant_bytes;
 } world;
 
-/* A device of `cap` bytes with 64 KiB pages behind the fault wrapper (with
- * events), and an expandable allocator over it with `conf`. */
+/* A device of `cap` bytes with 64 KiB pages, the pages backing (any run of
+ * pages unmaps, so a free block can be part mapped), behind the fault
+ * wrapper (with events), and an expandable allocator over it with `conf`. */
 static void w_open(world *w, size_t cap, const char *conf) {
     memset(w, 0, sizeof *w);
-    cca_host_options o = {.capacity = cap, .vm_granularity = PG};
+    cca_host_options o = {.capacity = cap, .vm_granularity = PG, .vm_backing = CCA_VM_PAGES};
     cca_upstream *dev = NULL;
     cr_assert_eq(cca_upstream_host_create_with(&o, &dev), CCA_OK, "%s", cca_last_error());
     w->u = tu_faulty_create(&w->f, dev, "mx", true);

@@ -56,14 +56,15 @@ typedef struct rig {
 /* How the expandable double answers mem_info. */
 typedef enum rig_info { INFO_OK, INFO_FAILS, INFO_NONE } rig_info;
 
-/* An allocator with `conf` (plus expandable:1 for pages) over a double of
- * `capacity` bytes with events; pages: whose mem_info answers, fails
+/* An allocator with `conf` (plus expandable:1 for pages, else
+ * expandable:0) over a double of `capacity` bytes with events; pages: the
+ * simulated device (CCA_VM_PAGES) whose mem_info answers, fails
  * (fail_mem_info) or is no op at all. */
 static void rig_open_with(rig *r, bool pages, const char *conf, size_t capacity, rig_info info) {
     memset(r, 0, sizeof *r);
     r->pages = pages;
     char full[256];
-    snprintf(full, sizeof full, "%s%s", pages ? "expandable:1," : "", conf);
+    snprintf(full, sizeof full, "%s%s", pages ? "expandable:1," : "expandable:0,", conf);
     if (pages && info == INFO_NONE)
         r->u = tu_faulty_create_without_mem_info(&r->f, tu_vm_device(capacity, PG), "fx", true);
     else if (pages)
@@ -1414,7 +1415,7 @@ Test(cap, random_expandable_sequences_hold_the_cap_and_release_only_to_serve, .t
  * cca_config_validate, and the segment shrinks to the ceiling (rounded
  * down to 512 bytes), never below the request: small requests share one
  * segment of the cap. Only a request over the ceiling can never succeed,
- * and only it is told so. */
+ * and only it is told so. Classic segments (expandable:0). */
 Test(cap, a_cap_below_small_segment_serves_small_requests_in_a_segment_of_the_cap) {
     cca_config c;
     cca_config_default(&c);
@@ -1422,7 +1423,7 @@ Test(cap, a_cap_below_small_segment_serves_small_requests_in_a_segment_of_the_ca
     cr_assert_eq(cca_config_validate(&c), CCA_OK, "%s", cca_last_error());
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(1 * GiB, "max_reserved:1000000,log_oom:0", &u, &a);
+    tu_host_allocator(1 * GiB, "expandable:0,max_reserved:1000000,log_oom:0", &u, &a);
     void *p = tu_alloc(a, 4096, NULL), *q = tu_alloc(a, 100 * KiB, NULL);
     cca_stats s = tu_stats(a);
     cr_assert_eq(s.reserved_bytes, 999936, "one segment of the cap rounded down to 512 bytes: %zu", s.reserved_bytes);
@@ -1446,7 +1447,7 @@ Test(cap, a_cap_below_small_segment_serves_small_requests_in_a_segment_of_the_ca
 Test(cap, a_cap_below_a_medium_requests_rounded_segment_serves_it) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(1 * GiB, "max_reserved:1536K,log_oom:0", &u, &a);
+    tu_host_allocator(1 * GiB, "expandable:0,max_reserved:1536K,log_oom:0", &u, &a);
     void *p = tu_alloc(a, 1200 * KiB, NULL); /* medium: its least segment, 2 MiB, is over the cap */
     cr_assert_eq(tu_stats(a).reserved_bytes, 1536 * KiB);
     tu_free(a, p);
@@ -1457,7 +1458,7 @@ Test(cap, a_cap_below_a_medium_requests_rounded_segment_serves_it) {
 Test(cap, a_device_below_small_segment_serves_small_requests) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(1 * MiB, "log_oom:0", &u, &a);
+    tu_host_allocator(1 * MiB, "expandable:0,log_oom:0", &u, &a);
     void *p = tu_alloc(a, 4096, NULL), *q = tu_alloc(a, 64, NULL);
     cr_assert_eq(tu_stats(a).reserved_bytes, 1 * MiB, "one segment of the whole device");
     tu_free(a, p);

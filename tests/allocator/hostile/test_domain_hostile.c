@@ -59,7 +59,7 @@ static cca_upstream *device(size_t capacity) {
 
 static cca_allocator *make(cca_upstream *u, bool expandable, const char *extra) {
     char conf[256];
-    snprintf(conf, sizeof conf, "log_oom:0%s%s%s", expandable ? ",expandable:1" : "", extra ? "," : "",
+    snprintf(conf, sizeof conf, "log_oom:0%s%s%s", expandable ? ",expandable:1" : ",expandable:0", extra ? "," : "",
              extra ? extra : "");
     return tu_allocator(u, conf);
 }

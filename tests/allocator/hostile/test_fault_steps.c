@@ -104,7 +104,7 @@ static void destroy_with_pending(bool expandable, bool with_live) {
     tu_faulty f;
     cca_upstream *dev, *u = faulty_device(64 * MiB, &f, &dev);
     f.hold_events = true;
-    cca_allocator *a = tu_allocator(u, expandable ? "log_oom:0,expandable:1" : "log_oom:0");
+    cca_allocator *a = tu_allocator(u, expandable ? "log_oom:0,expandable:1" : "log_oom:0,expandable:0");
     void *p = tu_alloc(a, 1 * MiB, (cca_stream)0x100);
     cr_assert_eq(cca_record_stream(a, p, (cca_stream)0x200), CCA_OK, "%s", cca_last_error());
     size_t p_size = tu_block_size(a, p);
@@ -643,12 +643,13 @@ static bool fs_one(const fs_cfg *c, cca_upstream **devp, fs_mode mode, tu_fault_
     return hit;
 }
 
-static const fs_cfg CFG_CLASSIC = {"classic", "log_oom:0", false, false, false};
+static const fs_cfg CFG_CLASSIC = {"classic", "log_oom:0,expandable:0", false, false, false};
 static const fs_cfg CFG_EXPANDABLE = {"expandable", "log_oom:0,expandable:1", false, false, false};
-static const fs_cfg CFG_GREEDY = {"greedy", "log_oom:0,policy:greedy,greedy_bytes:40M", false, true, false};
+static const fs_cfg CFG_GREEDY = {"greedy", "log_oom:0,expandable:0,policy:greedy,greedy_bytes:40M", false, true,
+                                  false};
 static const fs_cfg CFG_GREEDY_EXP = {"greedy-expandable", "log_oom:0,policy:greedy,greedy_bytes:40M,expandable:1",
                                       false, true, false};
-static const fs_cfg CFG_DOMAINS = {"domains", "log_oom:0,history:5", true, false, false};
+static const fs_cfg CFG_DOMAINS = {"domains", "log_oom:0,expandable:0,history:5", true, false, false};
 static const fs_cfg CFG_DOMAINS_EXP = {"domains-expandable", "log_oom:0,expandable:1,history:5", true, false, false};
 static const fs_cfg CFG_TRACED = {"traced-domains-expandable", "log_oom:0,expandable:1,history:3", true, false, true};
 

@@ -75,7 +75,9 @@ Test(hold_hostile, classic_a_request_max_reserved_dooms_releases_nothing) {
     for (int hold = 0; hold < 2; hold++) {
         cca_upstream *u;
         cca_allocator *a;
-        tu_host_allocator(256 * MiB, hold ? "hold_peak:1,max_reserved:24M,log_oom:0" : "max_reserved:24M,log_oom:0",
+        tu_host_allocator(256 * MiB,
+                          hold ? "expandable:0,hold_peak:1,max_reserved:24M,log_oom:0"
+                               : "expandable:0,max_reserved:24M,log_oom:0",
                           &u, &a);
         void *A = tu_alloc(a, 12 * MiB, NULL), *B = tu_alloc(a, 12 * MiB, NULL);
         tu_fill(A, 12 * MiB, 1);
@@ -159,7 +161,7 @@ Test(hold_hostile, expandable_a_request_the_device_dooms_unmaps_nothing) {
 Test(hold_hostile, classic_the_peak_rises_under_max_reserved_and_stops_there) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(256 * MiB, "hold_peak:1,max_reserved:30M,log_oom:0", &u, &a);
+    tu_host_allocator(256 * MiB, "expandable:0,hold_peak:1,max_reserved:30M,log_oom:0", &u, &a);
     void *A = tu_alloc(a, 12 * MiB, NULL), *B = tu_alloc(a, 12 * MiB, NULL);
     tu_free(a, A);
     void *C = tu_alloc(a, 14 * MiB, NULL); /* 12 + 14 passes the peak of 24: A goes, then the peak rises */
@@ -233,15 +235,15 @@ static void domains_sum(const cca_allocator *a, cca_domain *const *ds, size_t n)
     cr_assert_eq(allocated, s.allocated_bytes);
 }
 
-/* A request in one domain is held by the allocator's peak and releases the
- * cached segments of another (ccalloc.h: a hold may release any domain's
+/* Classic segments: a request in one domain is held by the allocator's
+ * peak and releases the cached segments of another (ccalloc.h: a hold may release any domain's
  * cached memory, a reserved footprint included); each domain's counters
  * stay exact, and a forced release of a domain afterwards leaves the rest
  * intact. */
 Test(hold_hostile, a_hold_in_one_domain_releases_another_domains_cache_and_footprint) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(256 * MiB, "hold_peak:1,log_oom:0", &u, &a);
+    tu_host_allocator(256 * MiB, "expandable:0,hold_peak:1,log_oom:0", &u, &a);
     cca_domain *D, *E;
     cr_assert_eq(cca_domain_create(a, "d", &D), CCA_OK);
     cr_assert_eq(cca_domain_create(a, "e", &E), CCA_OK);
@@ -369,7 +371,7 @@ Test(hold_hostile, expandable_a_failing_synchronize_unmaps_nothing_and_the_peak_
 Test(hold_hostile, classic_a_free_waiting_for_a_synchronize_meets_a_hold) {
     tu_upstream t;
     cca_upstream *u = tu_upstream_create(&t, 256 * MiB, true);
-    cca_allocator *a = tu_allocator(u, "hold_peak:1,log_oom:0");
+    cca_allocator *a = tu_allocator(u, "expandable:0,hold_peak:1,log_oom:0");
     void *A = tu_alloc(a, 12 * MiB, S0), *B = tu_alloc(a, 12 * MiB, S0);
     tu_fill(A, 12 * MiB, 1);
     cr_assert_eq(cca_record_stream(a, A, S1), CCA_OK);
@@ -474,7 +476,7 @@ Test(hold_hostile, classic_faults_at_every_call_of_a_hold) {
     for (uint64_t n = 1;; n++) {
         tu_upstream t;
         cca_upstream *u = tu_upstream_create(&t, 256 * MiB, false);
-        cca_allocator *a = tu_allocator(u, "hold_peak:1,log_oom:0");
+        cca_allocator *a = tu_allocator(u, "expandable:0,hold_peak:1,log_oom:0");
         void *A = tu_alloc(a, 12 * MiB, NULL), *B = tu_alloc(a, 12 * MiB, NULL), *C = tu_alloc(a, 12 * MiB, NULL);
         tu_fill(C, 12 * MiB, 3);
         tu_free(a, A);

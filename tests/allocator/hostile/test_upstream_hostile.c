@@ -295,7 +295,7 @@ static void past_the_top(bool vm, fake_range kind) {
     cr_assert_eq(us.failed_allocs, vm ? 0 : 1);
     cr_assert_eq(us.vm_reserved_bytes, 0);
     /* through an allocator: the request fails, nothing is held, no OOM */
-    cca_allocator *a = allocator(u, vm ? "expandable:1" : "policy:growth");
+    cca_allocator *a = allocator(u, vm ? "expandable:1" : "expandable:0");
     cr_assert_eq(cca_alloc(a, 1000, NULL, &p), CCA_ERR_UPSTREAM, "vm %d kind %d: %s", vm, kind, cca_last_error());
     cr_assert_null(p);
     tu_check(a);
@@ -374,7 +374,7 @@ Test(upstream_hostile, a_huge_granularity_makes_every_request_an_oom_and_nothing
  * be refused at once), but every call returns OK or OOM, the invariants
  * hold, and everything goes back. Classic, expandable and greedy. */
 Test(upstream_hostile, mem_info_lying_about_free_and_total_never_breaks_the_books) {
-    const char *confs[3] = {"policy:growth", "expandable:1", "policy:greedy,greedy_fraction:1"};
+    const char *confs[3] = {"expandable:0", "expandable:1", "expandable:0,policy:greedy,greedy_fraction:1"};
     for (int c = 0; c < 3; c++)
         for (int lie = 0; lie < 3; lie++) {
             hostile h;
@@ -436,7 +436,7 @@ Test(upstream_hostile, mem_info_lying_about_free_and_total_never_breaks_the_book
  * pending and trim says so (CCA_ERR_NOT_READY), destroy counts it live. */
 Test(upstream_hostile, lying_and_failing_event_queries_never_misuse_an_event_nor_lose_memory) {
     const query_lie lies[2] = {QUERY_FLIP, QUERY_FAILS};
-    const char *confs[3] = {"policy:growth", "expandable:1", "policy:greedy,greedy_bytes:48M"};
+    const char *confs[3] = {"expandable:0", "expandable:1", "expandable:0,policy:greedy,greedy_bytes:48M"};
     for (int l = 0; l < 2; l++)
         for (int c = 0; c < 3; c++) {
             hostile h;
@@ -558,7 +558,7 @@ Test(upstream_hostile, a_failing_event_query_is_logged_once_per_run_of_failures)
 Test(upstream_hostile, a_refused_record_and_a_failing_synchronize_hold_the_block_and_lose_nothing) {
     hostile h;
     cca_upstream *u = hostile_create(&h, 64 * MiB, true);
-    cca_allocator *a = allocator(u, "policy:growth");
+    cca_allocator *a = allocator(u, "expandable:0");
     cca_domain *d = NULL;
     cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK);
     void *p = NULL;
@@ -699,18 +699,18 @@ static void run_reentry(const reentry_case *rc) {
 }
 
 static const reentry_case reentry_cases[] = {
-    {"cca_alloc in alloc", OP_ALLOC, re_alloc, "policy:growth"},
-    {"cca_free in alloc", OP_ALLOC, re_free, "policy:growth"},
-    {"cca_get_stats in alloc", OP_ALLOC, re_stats, "policy:growth"},
-    {"cca_trim in alloc", OP_ALLOC, re_trim, "policy:growth"},
-    {"cca_destroy in alloc", OP_ALLOC, re_destroy, "policy:growth"},
-    {"cca_domain_create in alloc", OP_ALLOC, re_domain, "policy:growth"},
-    {"cca_write_snapshot_json in alloc", OP_ALLOC, re_snapshot, "policy:growth"},
+    {"cca_alloc in alloc", OP_ALLOC, re_alloc, "expandable:0"},
+    {"cca_free in alloc", OP_ALLOC, re_free, "expandable:0"},
+    {"cca_get_stats in alloc", OP_ALLOC, re_stats, "expandable:0"},
+    {"cca_trim in alloc", OP_ALLOC, re_trim, "expandable:0"},
+    {"cca_destroy in alloc", OP_ALLOC, re_destroy, "expandable:0"},
+    {"cca_domain_create in alloc", OP_ALLOC, re_domain, "expandable:0"},
+    {"cca_write_snapshot_json in alloc", OP_ALLOC, re_snapshot, "expandable:0"},
     {"cca_check_invariants in mem_info", OP_MEM_INFO, re_check, "expandable:1"},
-    {"cca_alloc in free", OP_FREE, re_alloc, "policy:growth"},
-    {"cca_trim in synchronize", OP_SYNC, re_trim, "policy:growth"},
-    {"cca_get_stats in event_query", OP_QUERY, re_stats, "policy:growth"},
-    {"cca_free in event_query", OP_QUERY, re_free, "policy:growth"},
+    {"cca_alloc in free", OP_FREE, re_alloc, "expandable:0"},
+    {"cca_trim in synchronize", OP_SYNC, re_trim, "expandable:0"},
+    {"cca_get_stats in event_query", OP_QUERY, re_stats, "expandable:0"},
+    {"cca_free in event_query", OP_QUERY, re_free, "expandable:0"},
     {"cca_alloc in vm_map", OP_MAP, re_alloc, "expandable:1"},
     {"cca_free in vm_unmap", OP_UNMAP, re_free, "expandable:1"},
     {"cca_destroy in vm_unmap", OP_UNMAP, re_destroy, "expandable:1"},
@@ -733,18 +733,23 @@ static void re_other(hostile *h) {
 }
 
 Test(upstream_hostile, an_op_may_call_another_allocator, .timeout = 30) {
-    hostile h;
-    cca_upstream *u = hostile_create(&h, 256 * MiB, true);
-    cca_allocator *a = allocator(u, "policy:growth");
-    cca_upstream *u2 = NULL;
-    tu_host_allocator(64 * MiB, NULL, &u2, &other);
-    h.a = a;
-    h.reenter_in = OP_ALLOC;
-    h.reenter = re_other;
-    void *p = tu_alloc(a, 1000, NULL);
-    cr_assert(h.reentered);
-    cr_assert_eq(h.inner_status, CCA_OK, "%s", h.inner_message);
-    tu_free(a, p);
-    tu_teardown(other, u2);
-    cr_assert_eq(hostile_finish(&h, a, u), CCA_OK, "%s", cca_last_error());
+    /* from inside alloc (classic segments) and vm_map (expandable) */
+    const char *confs[2] = {"expandable:0", "expandable:1"};
+    const op_kind ops[2] = {OP_ALLOC, OP_MAP};
+    for (int c = 0; c < 2; c++) {
+        hostile h;
+        cca_upstream *u = hostile_create(&h, 256 * MiB, true);
+        cca_allocator *a = allocator(u, confs[c]);
+        cca_upstream *u2 = NULL;
+        tu_host_allocator(64 * MiB, NULL, &u2, &other);
+        h.a = a;
+        h.reenter_in = ops[c];
+        h.reenter = re_other;
+        void *p = tu_alloc(a, 1000, NULL);
+        cr_assert(h.reentered, "%s: the op was never called", confs[c]);
+        cr_assert_eq(h.inner_status, CCA_OK, "%s: %s", confs[c], h.inner_message);
+        tu_free(a, p);
+        tu_teardown(other, u2);
+        cr_assert_eq(hostile_finish(&h, a, u), CCA_OK, "%s", cca_last_error());
+    }
 }

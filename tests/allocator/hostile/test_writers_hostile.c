@@ -58,8 +58,8 @@ static double seconds(uint64_t ns) {
 
 /* ---- tens of thousands of segments ---------------------------------------- */
 
-/* small_segment 64 KiB and small_max 64 KiB: every 64 KiB request is a
- * segment of its own. At CCA_DEBUG=2 (TU_WALK_EVERY_CALL, set by CMake)
+/* Classic segments, small_segment 64 KiB and small_max 64 KiB: every 64
+ * KiB request is a segment of its own. At CCA_DEBUG=2 (TU_WALK_EVERY_CALL, set by CMake)
  * every call walks every segment, so 40,000 would make the setup itself
  * quadratic: 4,000 there, where the parsers are checked and the time
  * comparison, meaningless among the walks, is not made. */
@@ -72,7 +72,7 @@ enum { MANY = 40000 };
 Test(writers_hostile, snapshots_of_forty_thousand_segments_are_fast_and_parse, .timeout = 120) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator((size_t)MANY * 64 * KiB + 64 * MiB, "small_segment:64K,small_max:64K", &u, &a);
+    tu_host_allocator((size_t)MANY * 64 * KiB + 64 * MiB, "expandable:0,small_segment:64K,small_max:64K", &u, &a);
     void **p = malloc(MANY * sizeof *p);
     cr_assert_not_null(p);
     for (int i = 0; i < MANY; i++)
@@ -155,8 +155,8 @@ Test(writers_hostile, the_device_trace_is_the_last_n_events_after_many_wraps, .t
     ev *all = malloc((3 * PAIRS + 1) * sizeof *all);
     cr_assert_not_null(all);
     for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
-        char conf[32];
-        snprintf(conf, sizeof conf, "history:%zu", caps[c]);
+        char conf[48]; /* classic: the first small request is a segment_alloc */
+        snprintf(conf, sizeof conf, "expandable:0,history:%zu", caps[c]);
         cca_upstream *u;
         cca_allocator *a;
         tu_host_allocator(64 * MiB, conf, &u, &a);
@@ -183,8 +183,8 @@ Test(writers_hostile, the_device_trace_is_the_last_n_events_after_many_wraps, .t
 Test(writers_hostile, the_largest_history_is_accepted_and_written) {
     cca_upstream *u;
     cca_allocator *a;
-    char conf[48];
-    snprintf(conf, sizeof conf, "history:%zu", (size_t)CCAI_HISTORY_MAX);
+    char conf[64];
+    snprintf(conf, sizeof conf, "expandable:0,history:%zu", (size_t)CCAI_HISTORY_MAX); /* classic: a segment_alloc */
     tu_host_allocator(64 * MiB, conf, &u, &a);
     void *p = tu_alloc(a, 1000, NULL);
     tu_free(a, p);
@@ -326,7 +326,7 @@ static void snapshots_under_churn(const char *conf) {
 }
 
 Test(writers_hostile, snapshots_taken_while_threads_allocate_are_consistent, .timeout = 120) {
-    snapshots_under_churn("history:1000");
+    snapshots_under_churn("expandable:0,history:1000");
 }
 
 Test(writers_hostile, expandable_snapshots_taken_while_threads_allocate_are_consistent, .timeout = 120) {

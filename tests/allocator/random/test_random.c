@@ -9,6 +9,10 @@
  * show up there); cca_check_invariants runs after every step, and the stats
  * are compared with the test's own bookkeeping and with the upstream's.
  *
+ * Each config runs twice: with the default kind (expandable segments, over
+ * the simulated device's whole maps) and with classic segments
+ * (expandable:0); max_split, an option of classic segments, runs classic.
+ *
  * Seeds: a fixed list plus one from time(), all printed, so a failure names
  * the seed and step to replay (set CCA_RANDOM_SEED to run just one).
  *
@@ -152,26 +156,34 @@ static void run_seeds(const char *conf) {
     run((uint64_t)time(NULL), conf);
 }
 
+/* `conf` with the default kind, then with classic segments. */
+static void run_both_kinds(const char *conf) {
+    run_seeds(conf);
+    char classic[256];
+    snprintf(classic, sizeof classic, "expandable:0%s%s", *conf ? "," : "", conf);
+    run_seeds(classic);
+}
+
 Test(random, growth) {
-    run_seeds("");
+    run_both_kinds("");
 }
 Test(random, growth_with_a_cap) {
-    run_seeds("max_reserved:96M");
+    run_both_kinds("max_reserved:96M");
 }
 Test(random, growth_without_small_pool) {
-    run_seeds("small_pool:0");
+    run_both_kinds("small_pool:0");
 }
 Test(random, growth_with_max_split) {
-    run_seeds("max_split:24M");
+    run_seeds("expandable:0,max_split:24M");
 }
 Test(random, growth_holding_the_peak) {
-    run_seeds("hold_peak:1");
+    run_both_kinds("hold_peak:1");
 }
 Test(random, growth_holding_the_peak_with_a_cap) {
-    run_seeds("hold_peak:1,max_reserved:96M");
+    run_both_kinds("hold_peak:1,max_reserved:96M");
 }
 Test(random, greedy) {
-    run_seeds("policy:greedy,greedy_bytes:128M");
+    run_both_kinds("policy:greedy,greedy_bytes:128M");
 }
 
 /* The splitmix64 counter mix exactly as runtime/src/model.c wrote it before it

@@ -12,8 +12,8 @@
  * when it chooses); trims to random budgets; empty-cache; footprint arenas;
  * and, at random steps, the k-th upstream call of a chosen kind refused
  * (alloc, free, vm_reserve, vm_map, vm_unmap, vm_release, synchronize),
- * once or for the whole step. Classic and expandable:1 segments, in
- * separate runs.
+ * once or for the whole step. Classic segments, and expandable:1 ones over
+ * whole maps (the device's default) and over pages, in separate runs.
  *
  * The model is independent of the allocator's counters:
  *   - blocks: each live or pending block with its domain, stream, held
@@ -621,21 +621,28 @@ static const char *arm_fault(world *w, uint64_t *rng) {
 
 /* ---- one run ------------------------------------------------------------------- */
 
-static void run(bool expandable, uint64_t seed, int steps, unsigned fault_pct) {
+/* The segments of a run: classic, expandable over whole maps (the device's
+ * default backing), expandable over pages (CCA_VM_PAGES). */
+typedef enum run_kind { RUN_CLASSIC, RUN_EXPANDABLE, RUN_EXPANDABLE_PAGES } run_kind;
+
+static void run(run_kind kind, uint64_t seed, int steps, unsigned fault_pct) {
     world *w = calloc(1, sizeof *w);
     cr_assert_not_null(w);
-    w->mode = expandable ? "expandable" : "classic";
+    bool expandable = kind != RUN_CLASSIC;
+    w->mode = kind == RUN_CLASSIC ? "classic" : kind == RUN_EXPANDABLE ? "expandable" : "expandable, pages";
     w->expandable = expandable;
     w->seed = seed;
     w->step = -1;
     w->op = "setup";
     fprintf(stderr, "test_random_domains: %s, seed %llu (CCA_RANDOM_SEED=%llu replays it)\n", w->mode,
             (unsigned long long)seed, (unsigned long long)seed);
-    cca_host_options o = {.capacity = CAPACITY, .vm_granularity = PG};
+    cca_host_options o = {.capacity = CAPACITY,
+                          .vm_granularity = PG,
+                          .vm_backing = kind == RUN_EXPANDABLE_PAGES ? CCA_VM_PAGES : CCA_VM_WHOLE_MAPS};
     cr_assert_eq(cca_upstream_host_create_with(&o, &w->dev), CCA_OK, "%s", cca_last_error());
     w->u = tb_create(&w->x, w->dev, "rx", PG, streams, NS);
     w->x.serving = -1;
-    w->a = tu_allocator(w->u, expandable ? "log_oom:0,expandable:1" : "log_oom:0");
+    w->a = tu_allocator(w->u, expandable ? "log_oom:0,expandable:1" : "log_oom:0,expandable:0");
     w->D[0].exists = true;
     for (int k = 1; k < ND - 1; k++)
         op_create(w);
@@ -726,34 +733,42 @@ static void run(bool expandable, uint64_t seed, int steps, unsigned fault_pct) {
 }
 
 /* fault_pct: the share of steps (in percent) with a fault armed. */
-static void run_seeds(bool expandable, int steps, unsigned fault_pct) {
+static void run_seeds(run_kind kind, int steps, unsigned fault_pct) {
     const char *only = getenv("CCA_RANDOM_SEED");
     if (only && *only) {
-        run(expandable, strtoull(only, NULL, 0), steps, fault_pct);
+        run(kind, strtoull(only, NULL, 0), steps, fault_pct);
         return;
     }
     const uint64_t seeds[] = {1, 0xd0d0, 20261124};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
-        run(expandable, seeds[i], steps, fault_pct);
-    run(expandable, (uint64_t)time(NULL), steps, fault_pct);
+        run(kind, seeds[i], steps, fault_pct);
+    run(kind, (uint64_t)time(NULL), steps, fault_pct);
 }
 
 Test(random_domains, classic, .timeout = 120) {
-    run_seeds(false, 2500, 14);
+    run_seeds(RUN_CLASSIC, 2500, 14);
 }
 
 Test(random_domains, expandable, .timeout = 120) {
-    run_seeds(true, 2500, 14);
+    run_seeds(RUN_EXPANDABLE, 2500, 14);
+}
+
+Test(random_domains, expandable_pages, .timeout = 120) {
+    run_seeds(RUN_EXPANDABLE_PAGES, 2500, 14);
 }
 
 /* Faults at most steps: refusals meet refusals (a trim's refused unmap after
  * a refused map, a release after a kept range). */
 Test(random_domains, classic_faults_at_most_steps, .timeout = 120) {
-    run_seeds(false, 800, 60);
+    run_seeds(RUN_CLASSIC, 800, 60);
 }
 
 Test(random_domains, expandable_faults_at_most_steps, .timeout = 120) {
-    run_seeds(true, 800, 60);
+    run_seeds(RUN_EXPANDABLE, 800, 60);
+}
+
+Test(random_domains, expandable_pages_faults_at_most_steps, .timeout = 120) {
+    run_seeds(RUN_EXPANDABLE_PAGES, 800, 60);
 }
 
 /* ---- four threads: each its own domain and one shared ------------------------- *
@@ -877,7 +892,7 @@ static void threads_run(bool expandable, uint64_t seed) {
     cca_host_options o = {.capacity = 1 * GiB, .vm_granularity = PG};
     cca_upstream *u = NULL;
     cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
-    cca_allocator *a = tu_allocator(u, expandable ? "log_oom:0,expandable:1" : "log_oom:0");
+    cca_allocator *a = tu_allocator(u, expandable ? "log_oom:0,expandable:1" : "log_oom:0,expandable:0");
     cca_domain *shared = NULL;
     cr_assert_eq(cca_domain_create(a, "shared", &shared), CCA_OK);
     static tw w[TT];

@@ -7,9 +7,11 @@
  * cca_domain_release, and the history ring in the pickle's device trace.
  *
  * Configurations: classic, expandable, greedy and greedy over expandable
- * segments; growth ones with memory domains and footprint arenas; history
- * rings large enough to hold every event, and small ones that wrap. The
- * device is the simulated one behind tu_faulty: events held NOT READY on
+ * segments (expandable:0 / expandable:1 in every configuration); growth
+ * ones with memory domains and footprint arenas; history rings large
+ * enough to hold every event, and small ones that wrap. The device is the
+ * simulated one with the pages backing (CCA_VM_PAGES: any run of pages
+ * unmaps) behind tu_faulty: events held NOT READY on
  * demand (frees of blocks used on another stream stay pending), and an
  * upstream call of any kind refused now and then (the k-th from now).
  *
@@ -863,7 +865,9 @@ static const char *const NAMES[DOMAINS] = {
 static void model_open(model *m, const run_cfg *cfg, const char *upstream_name, const char *shown_name) {
     memset(m, 0, sizeof *m);
     m->capacity = 96 * MiB;
-    cca_host_options o = {.capacity = m->capacity, .vm_granularity = PG};
+    /* pages backing: the trapped bytes of a release report are counted page
+     * by page (trapped_in) */
+    cca_host_options o = {.capacity = m->capacity, .vm_granularity = PG, .vm_backing = CCA_VM_PAGES};
     cr_assert_eq(cca_upstream_host_create_with(&o, &m->dev), CCA_OK, "%s", cca_last_error());
     m->u = tu_faulty_create(&m->f, m->dev, upstream_name, !cfg->no_events);
     m->upstream_name = shown_name;
@@ -1118,21 +1122,21 @@ static void run_random(const run_cfg *cfg, uint64_t seed, int steps) {
 }
 
 static const run_cfg CONFIGS[] = {
-    {"classic", "history:100000", false, true, false},
-    {"classic-wrap", "history:53", false, true, false},
+    {"classic", "expandable:0,history:100000", false, true, false},
+    {"classic-wrap", "expandable:0,history:53", false, true, false},
     {"expandable", "expandable:1,history:100000", false, true, false},
     {"expandable-wrap", "expandable:1,history:41", false, true, false},
-    {"greedy", "policy:greedy,greedy_bytes:40M,history:100000", true, false, false},
-    {"greedy-wrap", "policy:greedy,greedy_bytes:40M,history:29", true, false, false},
+    {"greedy", "expandable:0,policy:greedy,greedy_bytes:40M,history:100000", true, false, false},
+    {"greedy-wrap", "expandable:0,policy:greedy,greedy_bytes:40M,history:29", true, false, false},
     {"greedy-expandable", "policy:greedy,greedy_bytes:40M,expandable:1,history:100000", true, false, false},
     {"greedy-expandable-wrap", "policy:greedy,greedy_bytes:40M,expandable:1,history:31", true, false, false},
-    {"classic-no-history", "", false, true, false},
-    {"classic-no-events", "history:61", false, true, true},
+    {"classic-no-history", "expandable:0", false, true, false},
+    {"classic-no-events", "expandable:0,history:61", false, true, true},
     {"greedy-expandable-no-events", "policy:greedy,greedy_bytes:40M,expandable:1,history:100000", true, false, true},
     {"expandable-eager", "expandable:1,expandable_ahead_min:0,expandable_ahead:0.5,history:1", false, true, false},
-    {"classic-capped", "max_reserved:40M,history:7", false, true, false},
+    {"classic-capped", "expandable:0,max_reserved:40M,history:7", false, true, false},
     {"expandable-capped", "expandable:1,max_reserved:40M,history:5000", false, true, false},
-    {"one-pool", "small_pool:0,medium_pool:0,max_split:24M,history:3000", false, true, false},
+    {"one-pool", "expandable:0,small_pool:0,medium_pool:0,max_split:24M,history:3000", false, true, false},
 };
 
 static uint64_t seed_or(uint64_t fixed) {
@@ -1399,11 +1403,11 @@ Test(snapshot_model, max_split_size_is_the_config_value_or_minus_one) {
         const char *conf;
         int64_t want;
     } cases[] = {
-        {"max_split:0", -1},
-        {"max_split:24M", 24 << 20},
-        {"max_split:9223372036854775807", INT64_MAX},
-        {"max_split:9223372036854775808", -1},
-        {"max_split:18446744073709551615", -1},
+        {"expandable:0,max_split:0", -1},
+        {"expandable:0,max_split:24M", 24 << 20},
+        {"expandable:0,max_split:9223372036854775807", INT64_MAX},
+        {"expandable:0,max_split:9223372036854775808", -1},
+        {"expandable:0,max_split:18446744073709551615", -1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cca_upstream *u;

@@ -141,8 +141,9 @@ Test(threads, greedy_stress_then_exact_stats) {
     stress("policy:greedy,greedy_bytes:256M", 0);
 }
 
+/* classic segments; the defaults (expandable) above and below */
 Test(threads, growth_stress_on_a_slow_device_then_exact_stats, .timeout = 120) {
-    stress(NULL, 200 * 1000);
+    stress("expandable:0", 200 * 1000);
 }
 
 Test(threads, expandable_stress_on_a_slow_device_then_exact_stats, .timeout = 120) {

@@ -716,16 +716,16 @@ int main(void) {
         size_t capacity;
         int tenants;
     } runs[] = {
-        {"classic", NULL, 1024 * MIB, 1},
+        {"classic", "expandable:0", 1024 * MIB, 1},
         {"expandable", "expandable:1,history:64", 1024 * MIB, 1},
-        {"greedy", "policy:greedy,greedy_bytes:256M", 1024 * MIB, 1},
+        {"greedy", "expandable:0,policy:greedy,greedy_bytes:256M", 1024 * MIB, 1},
         {"greedy-expandable", "policy:greedy,greedy_bytes:256M,expandable:1", 1024 * MIB, 1},
-        {"classic, max_reserved", "max_reserved:40M,history:64", 1024 * MIB, 1},
-        {"classic, small device", NULL, 48 * MIB, 1},
+        {"classic, max_reserved", "expandable:0,max_reserved:40M,history:64", 1024 * MIB, 1},
+        {"classic, small device", "expandable:0", 48 * MIB, 1},
         {"expandable, small device", "expandable:1", 48 * MIB, 1},
-        {"greedy, small device", "policy:greedy,greedy_bytes:40M", 48 * MIB, 1},
+        {"greedy, small device", "expandable:0,policy:greedy,greedy_bytes:40M", 48 * MIB, 1},
         {"greedy-expandable, small device", "policy:greedy,greedy_bytes:40M,expandable:1", 48 * MIB, 1},
-        {"classic, two tenants of a small device", NULL, 64 * MIB, 2},
+        {"classic, two tenants of a small device", "expandable:0", 64 * MIB, 2},
         {"expandable, two tenants of a small device", "expandable:1", 64 * MIB, 2},
         {"greedy-expandable, two tenants of a device", "policy:greedy,greedy_bytes:100M,expandable:1", 256 * MIB, 2},
     };

@@ -714,7 +714,7 @@ int main(void) {
     cca_set_log_callback(sink_line, &sinks[0]);
     setenv("CCALLOC_PLUG_UPSTREAM", "host:64M:2", 1);
     unsetenv("CCALLOC_CONF");
-    run_one("classic, max_reserved", "max_reserved:24M,history:32", 80 * MIB, 1, CCA_VM_PAGES);
+    run_one("classic, max_reserved", "expandable:0,max_reserved:24M,history:32", 80 * MIB, 1, CCA_VM_PAGES);
     run_one("expandable, max_reserved", "expandable:1,max_reserved:24M,history:32", 80 * MIB, 2, CCA_VM_PAGES);
     run_one("expandable over whole maps, max_reserved", "expandable:1,max_reserved:24M,history:32,expandable_chunk:6M",
             80 * MIB, 3, CCA_VM_WHOLE_MAPS);

@@ -129,5 +129,5 @@ static int run(const char *conf) {
 }
 
 int main(void) {
-    return run(NULL) | run("expandable:1") | run("policy:greedy,greedy_bytes:960M,expandable:1");
+    return run("expandable:0") | run("expandable:1") | run("policy:greedy,greedy_bytes:960M,expandable:1");
 }

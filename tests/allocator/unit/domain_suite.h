@@ -1,9 +1,11 @@
 /*
  * domain_suite.h — what the memory-domain suites (test_domain_*.c, one
  * concern each, all of allocator/src/domain.c) share: the two modes and
- * TEST_BOTH, which runs a test with classic segments and again with
- * expandable segments (expandable:1 over the simulated device's vm ops,
- * 64 KiB pages); short-hands that assert; agree_r, the accounts of every
+ * TEST_BOTH, which runs a test with classic segments (expandable:0) and
+ * again with expandable segments (expandable:1 over the simulated device's
+ * vm ops, 64 KiB pages, whole maps, the device's default backing; a test
+ * that unmaps part of a map makes its device with CCA_VM_PAGES,
+ * tu_vm_device); short-hands that assert; agree_r, the accounts of every
  * domain against the allocator's totals and the device's own count; blocks
  * with contents; the JSON form.
  */
@@ -59,8 +61,8 @@ static inline cca_upstream *device(size_t capacity) {
 
 static inline cca_allocator *make(const mode *m, cca_upstream *u, const char *extra) {
     char conf[256];
-    snprintf(conf, sizeof conf, "log_oom:0%s%s%s", m->expandable ? ",expandable:1" : "", extra ? "," : "",
-             extra ? extra : "");
+    snprintf(conf, sizeof conf, "log_oom:0%s%s%s", m->expandable ? ",expandable:1" : ",expandable:0",
+             extra ? "," : "", extra ? extra : "");
     return tu_allocator(u, conf);
 }
 

@@ -81,9 +81,8 @@ Test(check, a_stale_copy_of_the_segments_properties_is_reported) {
 }
 
 Test(check, an_expandable_segments_mapped_prefix_is_checked) {
-    cca_upstream *eu;
-    cca_allocator *ea;
-    tu_host_allocator(256 * MiB, "expandable:1", &eu, &ea);
+    cca_upstream *eu = tu_vm_device(256 * MiB, 0); /* pages: trim unmaps part of a map */
+    cca_allocator *ea = tu_allocator(eu, "expandable:1");
     void *p = tu_alloc(ea, 3 * MiB, NULL), *q = tu_alloc(ea, 3 * MiB, NULL);
     ccai_block *b = ccai_live_map_find(&ea->live, (uintptr_t)p);
     ccai_segment *s = b->segment;
@@ -112,9 +111,8 @@ Test(check, an_expandable_segments_mapped_prefix_is_checked) {
  * and that no block of a classic segment is marked. A freed block is
  * unmarked (its pages were mapped while it was live). */
 Test(check, a_block_marked_mapped_over_unmapped_pages_is_reported) {
-    cca_upstream *eu;
-    cca_allocator *ea;
-    tu_host_allocator(256 * MiB, "expandable:1", &eu, &ea);
+    cca_upstream *eu = tu_vm_device(256 * MiB, 0); /* pages: trim unmaps part of a map */
+    cca_allocator *ea = tu_allocator(eu, "expandable:1");
     void *p = tu_alloc(ea, 5 * MiB, NULL), *q = tu_alloc(ea, 3 * MiB, NULL);
     ccai_block *bp = ccai_live_map_find(&ea->live, (uintptr_t)p), *bq = bp->next;
     tu_free(ea, p);
@@ -138,14 +136,16 @@ Test(check, a_block_marked_mapped_over_unmapped_pages_is_reported) {
     tu_free(ea, q);
     tu_fixture_teardown(ea, eu);
     /* a classic segment's blocks are never marked */
-    void *c = tu_alloc(a, 8192, NULL);
-    ccai_block *bc = ccai_live_map_find(&a->live, (uintptr_t)c);
-    tu_free(a, c);
+    cca_allocator *ca = tu_allocator(u, "expandable:0");
+    void *c = tu_alloc(ca, 8192, NULL);
+    ccai_block *bc = ccai_live_map_find(&ca->live, (uintptr_t)c);
+    tu_free(ca, c);
     ccai_block *f = bc->segment->first;
-    cr_assert(f->state == CCAI_FREE && !f->unmapped);
+    cr_assert(!f->segment->expandable && f->state == CCAI_FREE && !f->unmapped);
     f->unmapped = true;
-    ASSERT_BROKEN(a, "classic");
+    ASSERT_BROKEN(ca, "classic");
     f->unmapped = false;
+    tu_destroy_clean(ca, u);
 }
 
 Test(check, bad_pointers_are_diagnosed_precisely) {

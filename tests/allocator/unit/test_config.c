@@ -49,15 +49,17 @@ Test(config, defaults_are_the_documented_ones) {
     cr_assert_eq(c.small_pool, 1);
     cr_assert_eq(c.medium_pool, 1);
     cr_assert_eq(c.log_oom, 1);
+    cr_assert_eq(c.expandable, 1);
     cr_assert_eq(cca_config_validate(&c), CCA_OK);
     cca_config_default(NULL); /* no crash */
 }
 
 Test(config, every_option_parses) {
-    /* growth: max_split has no meaning under greedy (refused, test_pool) */
+    /* growth over classic segments: max_split has no meaning under greedy
+     * (refused, test_pool) nor with expandable segments */
     cca_config c = parse_ok("policy:growth,greedy_fraction:0.75,greedy_bytes:3G,max_reserved:10G,small_max:256K,"
                             "small_segment:4M,medium_segment:32M,large_min:16M,segment_round:1M,max_split:64M,"
-                            "small_pool:0,medium_pool:no,log_oom:off");
+                            "small_pool:0,medium_pool:no,log_oom:off,expandable:0");
     cr_assert_eq(c.policy, CCA_POLICY_GROWTH);
     cr_assert_eq(c.greedy_fraction, 0.75);
     cr_assert_eq(c.greedy_bytes, 3 * GiB);
@@ -71,6 +73,7 @@ Test(config, every_option_parses) {
     cr_assert_eq(c.small_pool, 0);
     cr_assert_eq(c.medium_pool, 0);
     cr_assert_eq(c.log_oom, 0);
+    cr_assert_eq(c.expandable, 0);
     cr_assert_eq(parse_ok("policy:growth").policy, CCA_POLICY_GROWTH);
     cr_assert_eq(parse_ok("policy:GREEDY").policy, CCA_POLICY_GREEDY, "values are case-insensitive");
 }
@@ -200,6 +203,7 @@ Test(config, cross_field_rules) {
     parse_fails("segment_round:1000", "multiples of 512");
     parse_fails("small_max:64K,small_segment:100000", "multiples of 512");
     parse_fails("large_min:32M", "large_min");
+    parse_fails("max_split:64M", "expandable:0"); /* classic segments' option: the message says how to get them */
     cca_config c = defaults();
     c.policy = (cca_policy)7;
     cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
@@ -297,7 +301,7 @@ static const char *option_names[] = {"policy",        "greedy_fraction", "greedy
 
 Test(config, print_lists_every_option_and_parses_back) {
     cca_config c = parse_ok("policy:growth,greedy_fraction:0.625,greedy_bytes:1000000,max_reserved:6G,"
-                            "small_max:768K,max_split:40M,small_pool:0,medium_pool:0,log_oom:0");
+                            "small_max:768K,max_split:40M,small_pool:0,medium_pool:0,log_oom:0,expandable:0");
     char *text = print_config(&c, 0);
     int lines = 0;
     for (const char *p = text; *p; p++)
@@ -381,6 +385,7 @@ Test(config, print_with_docs_shows_defaults_and_docs) {
 Test(config, max_split_must_exceed_medium_segment) {
     cca_config c;
     cca_config_default(&c);
+    c.expandable = 0; /* max_split is classic segments' */
     cca_config before;
     memcpy(&before, &c, sizeof c);
     cr_assert_eq(cca_config_parse(&c, "max_split:8M"), CCA_ERR_CONFIG);
@@ -635,6 +640,7 @@ Test(config, printed_configs_parse_back_to_the_same_values) {
         assert_round_trip(&c);
     }
     cca_config c = defaults(); /* growth, every size at an awkward value */
+    c.expandable = 0;          /* classic segments: max_split is allowed */
     c.greedy_fraction = 0.7000000000000001;
     c.greedy_bytes = (size_t)9007199254740993ull; /* 2^53 + 1 */
     c.max_reserved = SIZE_MAX;
@@ -661,11 +667,13 @@ Test(config, printed_configs_parse_back_to_the_same_values) {
  * cca_config_print(c, f, 2) (the option table itself: name and range) give
  * each option's candidates, each candidate that the parser accepts is set
  * on a config, and that config must come back from print -> parse exactly
- * (assert_round_trip). Two base configs: the defaults, and a wide one whose
+ * (assert_round_trip). Three base configs: the defaults, a wide one whose
  * cross-option rules (small_max <= small_segment, large_min <=
- * medium_segment) leave room for every bound. */
+ * medium_segment) leave room for every bound, and classic segments, where
+ * max_split is allowed. */
 static int round_trip_candidate(const char *key, const char *value) {
-    static const char *bases[] = {"", "small_max:512,small_segment:1G,medium_segment:64G,large_min:512"};
+    static const char *bases[] = {"", "small_max:512,small_segment:1G,medium_segment:64G,large_min:512",
+                                  "expandable:0"};
     int accepted = 0;
     for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
         cca_config c = parse_ok(bases[b]);

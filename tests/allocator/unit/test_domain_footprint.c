@@ -267,8 +267,10 @@ TEST_BOTH(a_reserved_footprint_runs_the_workload_without_upstream_calls) {
 
 /* ---- cached memory is the allocator's ------------------------------------------------ */
 
+/* Expandable: over pages (CCA_VM_PAGES), so that a live block keeps its
+ * page alone mapped and everything around it goes back. */
 TEST_BOTH(trim_empty_cache_and_the_oom_retry_release_every_domain) {
-    cca_upstream *u = device(48 * MiB);
+    cca_upstream *u = m->expandable ? tu_vm_device(48 * MiB, PG) : device(48 * MiB);
     cca_allocator *a = make(m, u, NULL);
     cca_domain *A = dom(a, "A"), *B = dom(a, "B");
     cca_domain *doms[] = {A, B};

@@ -314,9 +314,11 @@ TEST_BOTH(the_retry_serves_from_the_arena_what_it_completed) {
  * cached pages elsewhere. The retry's release makes room; the request is
  * then served from the arena (its pages mapped again), as step 4 would,
  * not from a new range of the domain while the arena, unmapped by the same
- * release, stays empty. */
+ * release, stays empty. The device keeps each page apart (CCA_VM_PAGES), so
+ * that the trim unmaps half the arena; over whole maps it would unmap the
+ * arena's one map, and the arena, wholly free, would go with it. */
 Test(domain, the_retry_maps_the_arena_again_after_its_release_expandable, .timeout = 60) {
-    cca_upstream *u = device(64 * MiB);
+    cca_upstream *u = tu_vm_device(64 * MiB, PG);
     cca_allocator *a = make(&EXPANDABLE, u, NULL);
     cca_domain *Y = dom(a, "Y");
     cca_domain *doms[] = {Y};

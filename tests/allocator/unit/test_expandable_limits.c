@@ -48,6 +48,40 @@ Test(expandable, a_request_above_the_device_fails_without_upstream_calls) {
     finish(a, u);
 }
 
+/* The defaults (whole maps): a 3 MiB request's map, with its ahead, takes
+ * the whole 16 MiB device. A small request then cannot start a range of
+ * its own (the device has no room for its first page): it takes the
+ * large range's mapped free memory, the block right after the first,
+ * with no map and no retry, where it used to be an OOM with 13 MiB free. */
+Test(expandable, a_small_request_on_a_full_device_takes_the_large_ranges_mapped_memory) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(16 * MiB, "log_oom:0", &u, &a);
+    char *big = tu_alloc(a, 3 * MiB, S0);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.page_size, 2 * MiB);
+    cr_assert_eq(s.vm_backing, CCA_VM_WHOLE_MAPS);
+    cr_assert_eq(s.mapped_bytes, 16 * MiB, "the request and its ahead fill the device");
+    cr_assert_eq(s.vm_maps, 1);
+    cr_assert_eq(device_used(u), 16 * MiB);
+    for (size_t size = 512; size <= MiB; size *= 16) {
+        char *p = tu_alloc(a, size, S0);
+        cr_assert_eq(p, big + 3 * MiB, "%zu bytes: best fit in the large range, after the first block", size);
+        cca_stats t = tu_stats(a);
+        cr_assert_eq(t.vm_maps, 1, "%zu bytes: no map", size);
+        cr_assert_eq(t.reserved_bytes, 16 * MiB);
+        cr_assert_eq(t.expandable_segments, 1, "%zu bytes: no small range", size);
+        cr_assert_eq(t.alloc_retries, 0);
+        cr_assert_eq(t.ooms, 0);
+        tu_check(a);
+        tu_free(a, p);
+    }
+    tu_free(a, big);
+    tu_empty_all(a, u);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+}
+
 Test(expandable, the_retry_unmaps_another_streams_cached_pages) {
     const size_t cap = 16 * MiB;
     cca_upstream *u = vm_device(cap, PG);

@@ -23,7 +23,9 @@
  *                the device refuses is retried without the ahead pages.
  *   greedy       the arena over an expandable segment: mapped whole at
  *                creation, trimmed page by page, mapped again on demand.
- *   config       expandable:1 with max_split is refused; CCALLOC_CONF.
+ *   config       on by default; expandable:1 with max_split is refused;
+ *                CCALLOC_CONF turns it off, a refused one leaves the
+ *                defaults.
  *   bitmap       the page bitmap's runs and mapped prefix (internal.h),
  *                read a word at a time, against a page-by-page reading.
  *   snapshot     "segment_kind":"expandable" and each segment's mapped runs.
@@ -653,7 +655,7 @@ Test(expandable, greedy_arena_is_mapped_whole_and_trimmed_page_by_page) {
 Test(expandable, config_refuses_max_split_and_reads_ccalloc_conf) {
     cca_config c, before;
     cca_config_default(&c);
-    cr_assert_eq(c.expandable, 0, "off by default");
+    cr_assert_eq(c.expandable, 1, "on by default");
     before = c;
     cr_assert_eq(cca_config_parse(&c, "expandable:1,max_split:64M"), CCA_ERR_CONFIG);
     cr_assert(strstr(cca_last_error(), "max_split") && strstr(cca_last_error(), "expandable"), "%s", cca_last_error());
@@ -673,31 +675,36 @@ Test(expandable, config_refuses_max_split_and_reads_ccalloc_conf) {
     cr_assert_eq(cca_config_parse(&c, "expandable:2"), CCA_ERR_CONFIG);
     cr_assert(strstr(cca_last_error(), "expandable"), "%s", cca_last_error());
 
-    /* CCALLOC_CONF, when cca_create gets no config */
-    cr_assert_eq(setenv("CCALLOC_CONF", "expandable:1", 1), 0);
+    /* CCALLOC_CONF, when cca_create gets no config: here it turns them off */
+    cr_assert_eq(setenv("CCALLOC_CONF", "expandable:0", 1), 0);
     cca_config_default(&c);
     cr_assert_eq(cca_config_apply_env(&c), CCA_OK);
-    cr_assert_eq(c.expandable, 1);
+    cr_assert_eq(c.expandable, 0);
     cr_assert_eq(cca_create(NULL, u, &a), CCA_OK, "%s", cca_last_error());
     void *p = tu_alloc(a, 1000, NULL);
     cca_stats s = tu_stats(a);
-    cr_assert_eq(s.page_size, PG);
-    cr_assert_eq(s.expandable_segments, 1);
+    cr_assert_eq(s.page_size, 0);
+    cr_assert_eq(s.expandable_segments, 0);
     tu_free(a, p);
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
     cr_assert_eq(cca_destroy(a), CCA_OK);
-    /* a refused combination in the environment: logged, the defaults used */
+    /* a refused combination in the environment: logged, the defaults used
+     * (expandable segments; none of the string applied, small_pool:0 neither) */
     tu_log_capture log = {0};
     cca_set_log_callback(tu_capture_log, &log);
-    cr_assert_eq(setenv("CCALLOC_CONF", "expandable:1,max_split:64M", 1), 0);
+    cr_assert_eq(setenv("CCALLOC_CONF", "small_pool:0,expandable:1,max_split:64M", 1), 0);
     cr_assert_eq(cca_create(NULL, u, &a), CCA_OK, "%s", cca_last_error());
     cca_set_log_callback(NULL, NULL);
     cr_assert_eq(log.lines, 1);
     cr_assert(strstr(log.last, "max_split"), "%s", log.last);
+    cr_assert_eq(cca_get_config(a, &c), CCA_OK);
+    cr_assert_eq(c.small_pool, 1);
+    cr_assert_eq(c.max_split, 0);
+    cr_assert_eq(c.expandable, 1);
     p = tu_alloc(a, 1000, NULL);
     s = tu_stats(a);
-    cr_assert_eq(s.page_size, 0);
-    cr_assert_eq(s.expandable_segments, 0);
+    cr_assert_eq(s.page_size, PG);
+    cr_assert_eq(s.expandable_segments, 1);
     tu_free(a, p);
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
     cr_assert_eq(cca_destroy(a), CCA_OK);

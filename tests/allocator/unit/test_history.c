@@ -85,7 +85,7 @@ Test(history, off_by_default_and_with_history_0_nothing_is_recorded) {
 Test(history, cached_path_and_classic_segments_exact) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(256 * MiB, "history:100", &u, &a);
+    tu_host_allocator(256 * MiB, "expandable:0,history:100", &u, &a);
     cr_assert_eq(a->history->cap, 100);
     void *p = tu_alloc(a, 1000, S1); /* small pool: a 2 MiB segment */
     uintptr_t base = only_segment_base(a);
@@ -154,7 +154,7 @@ Test(history, a_deferred_stream_free_completes_when_its_event_does) {
 Test(history, a_forced_domain_release_completes_without_a_request) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(256 * MiB, "history:64", &u, &a);
+    tu_host_allocator(256 * MiB, "expandable:0,history:64", &u, &a); /* classic: segment events */
     cca_domain *d;
     cr_assert_eq(cca_domain_create(a, "model", &d), CCA_OK);
     void *p;
@@ -175,10 +175,10 @@ Test(history, a_forced_domain_release_completes_without_a_request) {
 }
 
 Test(history, expandable_segments_record_maps_and_unmaps) {
-    cca_upstream *u;
-    cca_allocator *a;
-    /* no least step, so that the second request maps a run of its own */
-    tu_host_allocator(256 * MiB, "expandable:1,expandable_ahead_min:0,history:64", &u, &a);
+    /* no least step, so that the second request maps a run of its own; a
+     * device of pages (CCA_VM_PAGES), so that one unmap spans both maps */
+    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead_min:0,history:64");
     void *p = tu_alloc(a, 3 * MiB, S1); /* large range: 2 pages of 2 MiB, nothing ahead yet */
     uintptr_t base = only_segment_base(a);
     cr_assert_eq((uintptr_t)p, base);

@@ -5,7 +5,7 @@
  * Every case runs twice, with and without the option, on the same calls,
  * and checks both outcomes exactly: what the hold saves is the difference.
  *
- *   classic, 12 MiB segments (large requests get a segment each):
+ *   classic (expandable:0), 12 MiB segments (a segment per large request):
  *     A B C live, A B freed, D of 20 MiB  -> A and B go back, D's segment
  *                                           fits under the 36 MiB peak
  *     A B live, A freed, C of 14 MiB      -> releasing A leaves 12 + 14 >
@@ -33,7 +33,7 @@
 
 static cca_allocator *classic(bool hold, cca_upstream **u) {
     cca_allocator *a;
-    tu_host_allocator(64 * MiB, hold ? "hold_peak:1,log_oom:0" : "log_oom:0", u, &a);
+    tu_host_allocator(64 * MiB, hold ? "expandable:0,hold_peak:1,log_oom:0" : "expandable:0,log_oom:0", u, &a);
     return a;
 }
 

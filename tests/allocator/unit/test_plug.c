@@ -72,8 +72,9 @@ Test(plug, alloc_free_through_the_device_allocator) {
     tu_check(a);
 }
 
+/* Classic segments (expandable:0): the device's bytes are whole segments. */
 Test(plug, empty_cache_through_get_allocator_gives_everything_back) {
-    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    cr_assert_eq(cca_plug_configure("host:64M", "expandable:0"), CCA_OK);
     void *p = cca_plug_alloc(5 * MiB, 0, NULL);
     void *q = cca_plug_alloc(16 * MiB, 0, NULL); /* more than the 15M left in the medium segment */
     cr_assert(p && q);
@@ -88,6 +89,37 @@ Test(plug, empty_cache_through_get_allocator_gives_everything_back) {
     cr_assert_eq(r.segments_released, 2);
     cr_assert_eq(r.bytes_still_reserved, 0);
     cr_assert_eq(tu_upstream_stats(u).bytes_in_use, 0, "the simulated device holds nothing");
+    size_t free_bytes = 0, total = 0;
+    cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+    cr_assert_eq(total, 64 * MiB);
+    cr_assert_eq(free_bytes, 64 * MiB);
+}
+
+/* The default, expandable segments: every page mapped and every range
+ * reserved goes back. */
+Test(plug, empty_cache_through_get_allocator_gives_everything_back_expandable) {
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    void *p = cca_plug_alloc(5 * MiB, 0, NULL);
+    void *q = cca_plug_alloc(16 * MiB, 0, NULL);
+    cr_assert(p && q);
+    cca_plug_free(p, 5 * MiB, 0, NULL);
+    cca_plug_free(q, 16 * MiB, 0, NULL);
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+    cca_stats s = tu_stats(plug_allocator(0));
+    cr_assert_gt(s.expandable_segments, 0);
+    cr_assert_eq(s.segments, s.expandable_segments);
+    cr_assert_geq(s.reserved_bytes, 21 * MiB);
+    cr_assert_eq(tu_upstream_stats(u).bytes_in_use, s.reserved_bytes);
+    cr_assert_eq(tu_upstream_stats(u).vm_mapped_bytes, s.mapped_bytes);
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(plug_allocator(0), &r), CCA_OK);
+    cr_assert_eq(r.bytes_released, s.reserved_bytes);
+    cr_assert_eq(r.bytes_still_reserved, 0);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(us.bytes_in_use, 0, "the simulated device holds nothing");
+    cr_assert_eq(us.vm_mapped_bytes, 0);
+    cr_assert_eq(us.vm_reserved_bytes, 0);
     size_t free_bytes = 0, total = 0;
     cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
     cr_assert_eq(total, 64 * MiB);

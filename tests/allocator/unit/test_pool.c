@@ -4,13 +4,16 @@
  * (impossible requests, the retry, the log line), max_reserved, max_split,
  * and every bad input. Streams are test_stream.c's.
  *
- * Expected numbers follow the rules at the top of pool.c and segment.c with
- * the default config: requests round to 512 B; <= 1 MiB -> small pool of
- * 2 MiB segments (remainders >= 512 B split off); < 10 MiB -> medium pool of
- * 20 MiB segments (falling back to the request rounded to 2 MiB when the
- * 20 MiB one is refused); larger -> large pool, a segment of the request
- * rounded up to 2 MiB; a medium- or large-pool remainder splits off only
- * when it is > 1 MiB. A large request may take a medium block.
+ * Every allocator here has classic segments (CLASSIC, expandable:0, heads
+ * each config: the rules below are theirs; expandable segments have suites
+ * of their own), otherwise the default config. Expected numbers follow the
+ * rules at the top of pool.c and segment.c: requests round to 512 B;
+ * <= 1 MiB -> small pool of 2 MiB segments (remainders >= 512 B split off);
+ * < 10 MiB -> medium pool of 20 MiB segments (falling back to the request
+ * rounded to 2 MiB when the 20 MiB one is refused); larger -> large pool, a
+ * segment of the request rounded up to 2 MiB; a medium- or large-pool
+ * remainder splits off only when it is > 1 MiB. A large request may take a
+ * medium block.
  */
 #include "alloc_test_util.h"
 
@@ -20,12 +23,13 @@
 
 #define S1 ((cca_stream)0x1000)
 #define S2 ((cca_stream)0x2000)
+#define CLASSIC "expandable:0"
 
 static cca_upstream *u;
 static cca_allocator *a;
 
 static void host_1g(void) {
-    tu_host_allocator(1 * GiB, NULL, &u, &a);
+    tu_host_allocator(1 * GiB, CLASSIC, &u, &a);
 }
 static void teardown(void) {
     tu_fixture_teardown(a, u);
@@ -303,7 +307,7 @@ Test(pool, small_pool_splits_down_to_512_bytes) {
 }
 
 Test(pool, small_pool_off_serves_small_requests_from_the_large_pool) {
-    cca_allocator *b = tu_allocator(u, "small_pool:0");
+    cca_allocator *b = tu_allocator(u, CLASSIC ",small_pool:0");
     void *p = tu_alloc(b, 512, NULL);
     cca_stats s = tu_stats(b);
     cr_assert_eq(s.reserved_bytes, 20 * MiB);
@@ -351,7 +355,7 @@ Test(pool, growth_reserves_segments_on_demand_with_documented_rounding) {
 Test(pool, growth_falls_back_to_a_tight_segment_when_20M_is_refused) {
     cca_upstream *small;
     cca_allocator *b;
-    tu_host_allocator(10 * MiB, NULL, &small, &b);
+    tu_host_allocator(10 * MiB, CLASSIC, &small, &b);
     void *p = tu_alloc(b, 4 * MiB, NULL);
     cca_stats s = tu_stats(b);
     cr_assert_eq(s.reserved_bytes, 4 * MiB, "rounded to segment_round, not 20M");
@@ -367,7 +371,7 @@ Test(pool, growth_falls_back_to_a_tight_segment_when_20M_is_refused) {
 /* ---- greedy ---------------------------------------------------------------------- */
 
 Test(pool, greedy_reserves_once_and_never_calls_the_upstream_again) {
-    cca_allocator *g = tu_allocator(u, "policy:greedy,greedy_bytes:64M");
+    cca_allocator *g = tu_allocator(u, CLASSIC ",policy:greedy,greedy_bytes:64M");
     cca_stats s = tu_stats(g);
     cr_assert_eq(s.reserved_bytes, 64 * MiB);
     cr_assert_eq(s.segments, 1);
@@ -410,23 +414,23 @@ Test(pool, greedy_reserves_once_and_never_calls_the_upstream_again) {
 Test(pool, greedy_arena_from_fraction_and_capped_by_max_reserved) {
     cca_upstream *dev;
     cca_allocator *g;
-    tu_host_allocator(100 * MiB, "policy:greedy,greedy_fraction:0.5", &dev, &g);
+    tu_host_allocator(100 * MiB, CLASSIC ",policy:greedy,greedy_fraction:0.5", &dev, &g);
     cr_assert_eq(tu_stats(g).reserved_bytes, 50 * MiB);
-    cca_allocator *h = tu_allocator(dev, "policy:greedy,greedy_fraction:0.25");
+    cca_allocator *h = tu_allocator(dev, CLASSIC ",policy:greedy,greedy_fraction:0.25");
     cr_assert_eq(tu_stats(h).reserved_bytes, (50 * MiB) / 4, "a quarter of what the first tenant left");
     tu_destroy_clean(h, dev);
-    cca_allocator *d = tu_allocator(dev, "policy:greedy"); /* default fraction 0.9 */
+    cca_allocator *d = tu_allocator(dev, CLASSIC ",policy:greedy"); /* default fraction 0.9 */
     size_t expect = (size_t)((double)(50 * MiB) * 0.9) / 512 * 512;
     cr_assert_eq(tu_stats(d).reserved_bytes, expect);
     tu_destroy_clean(d, dev);
-    cca_allocator *c = tu_allocator(dev, "policy:greedy,greedy_bytes:40M,max_reserved:16M");
+    cca_allocator *c = tu_allocator(dev, CLASSIC ",policy:greedy,greedy_bytes:40M,max_reserved:16M");
     cr_assert_eq(tu_stats(c).reserved_bytes, 16 * MiB);
     tu_destroy_clean(c, dev);
     tu_teardown(g, dev);
 }
 
 Test(pool, greedy_reserves_again_after_empty_cache) {
-    cca_allocator *g = tu_allocator(u, "policy:greedy,greedy_bytes:8M");
+    cca_allocator *g = tu_allocator(u, CLASSIC ",policy:greedy,greedy_bytes:8M");
     void *p = tu_alloc(g, 1 * MiB, NULL);
     tu_free(g, p);
     cca_release_report r;
@@ -450,7 +454,7 @@ Test(pool, greedy_reserves_again_after_empty_cache) {
  * (over greedy_bytes, or over the device's total) fails without reserving
  * the arena again only to refuse the request. */
 Test(pool, greedy_impossible_request_after_empty_cache_touches_nothing) {
-    cca_allocator *g = tu_allocator(u, "policy:greedy,greedy_bytes:8M");
+    cca_allocator *g = tu_allocator(u, CLASSIC ",policy:greedy,greedy_bytes:8M");
     cr_assert_eq(cca_empty_cache(g, NULL), CCA_OK);
     cca_stats before = tu_stats(g);
     cca_upstream_stats ub = tu_upstream_stats(u);
@@ -477,7 +481,7 @@ Test(pool, greedy_create_fails_cleanly_when_the_arena_is_refused) {
     cr_assert_eq(cca_upstream_host_create(10 * MiB, &dev), CCA_OK);
     cca_config cfg;
     cca_config_default(&cfg);
-    cr_assert_eq(cca_config_parse(&cfg, "policy:greedy,greedy_bytes:20M"), CCA_OK);
+    cr_assert_eq(cca_config_parse(&cfg, CLASSIC ",policy:greedy,greedy_bytes:20M"), CCA_OK);
     cca_allocator *g = (cca_allocator *)1;
     cr_assert_eq(cca_create(&cfg, dev, &g), CCA_ERR_OUT_OF_MEMORY);
     cr_assert_null(g);
@@ -508,7 +512,7 @@ Test(pool, growth_reuses_a_free_block_only_on_its_own_stream) {
 Test(pool, record_stream_defers_reuse_until_the_events_complete) {
     tu_upstream t;
     cca_upstream *tu = tu_upstream_create(&t, 1 * GiB, true);
-    cca_allocator *b = tu_allocator(tu, NULL);
+    cca_allocator *b = tu_allocator(tu, CLASSIC);
     t.hold_events = true;
     t.sync_keeps_events = true;
     void *p = tu_alloc(b, 64 * KiB, S1);
@@ -551,7 +555,7 @@ Test(pool, record_stream_defers_reuse_until_the_events_complete) {
 Test(pool, empty_cache_and_oom_retry_wait_for_pending_frees) {
     tu_upstream t;
     cca_upstream *tu = tu_upstream_create(&t, 24 * MiB, true);
-    cca_allocator *b = tu_allocator(tu, NULL);
+    cca_allocator *b = tu_allocator(tu, CLASSIC);
     t.hold_events = true;                /* synchronize completes them */
     void *p = tu_alloc(b, 19 * MiB, S1); /* a 20M segment of its own, all of it */
     cr_assert_eq(tu_block_size(b, p), 20 * MiB);
@@ -591,7 +595,7 @@ Test(pool, empty_cache_and_oom_retry_wait_for_pending_frees) {
 Test(pool, greedy_arena_shared_by_streams_defers_every_free) {
     tu_upstream t;
     cca_upstream *tu = tu_upstream_create(&t, 1 * GiB, true);
-    cca_allocator *g = tu_allocator(tu, "policy:greedy,greedy_bytes:4M");
+    cca_allocator *g = tu_allocator(tu, CLASSIC ",policy:greedy,greedy_bytes:4M");
     t.hold_events = true;
     void *p = tu_alloc(g, 2 * MiB, S1);
     void *q = tu_alloc(g, 2 * MiB, S2);
@@ -618,7 +622,7 @@ Test(pool, greedy_arena_shared_by_streams_defers_every_free) {
 Test(pool, record_stream_without_events_synchronizes_instead) {
     tu_upstream t;
     cca_upstream *tu = tu_upstream_create(&t, 1 * GiB, false);
-    cca_allocator *b = tu_allocator(tu, NULL);
+    cca_allocator *b = tu_allocator(tu, CLASSIC);
     void *p = tu_alloc(b, 4096, S1);
     cr_assert_eq(cca_record_stream(b, p, S2), CCA_OK);
     uint64_t syncs = t.sync_calls;
@@ -638,7 +642,7 @@ Test(pool, record_stream_without_events_synchronizes_instead) {
 Test(pool, oom_is_reported_once_and_the_allocator_recovers) {
     cca_upstream *dev;
     cca_allocator *b;
-    tu_host_allocator(8 * MiB, NULL, &dev, &b);
+    tu_host_allocator(8 * MiB, CLASSIC, &dev, &b);
     tu_log_capture log = {0};
     cca_set_log_callback(tu_capture_log, &log);
     void *small = tu_alloc(b, 4096, NULL);
@@ -670,7 +674,7 @@ Test(pool, oom_is_reported_once_and_the_allocator_recovers) {
 }
 
 Test(pool, log_oom_off_stays_silent) {
-    cca_allocator *b = tu_allocator(u, "log_oom:0,max_reserved:2M");
+    cca_allocator *b = tu_allocator(u, CLASSIC ",log_oom:0,max_reserved:2M");
     tu_log_capture log = {0};
     cca_set_log_callback(tu_capture_log, &log);
     void *p;
@@ -684,7 +688,7 @@ Test(pool, log_oom_off_stays_silent) {
 Test(pool, retry_releases_the_cache_and_succeeds) {
     cca_upstream *dev;
     cca_allocator *b;
-    tu_host_allocator(30 * MiB, NULL, &dev, &b);
+    tu_host_allocator(30 * MiB, CLASSIC, &dev, &b);
     void *p = tu_alloc(b, 4 * MiB, NULL);
     void *s1 = tu_alloc(b, 100 * KiB, NULL);
     tu_free(b, p); /* a cached free 20M segment */
@@ -710,7 +714,7 @@ Test(pool, retry_releases_the_cache_and_succeeds) {
 }
 
 Test(pool, max_reserved_caps_reserved_bytes) {
-    cca_allocator *b = tu_allocator(u, "max_reserved:30M");
+    cca_allocator *b = tu_allocator(u, CLASSIC ",max_reserved:30M");
     void *p = tu_alloc(b, 4 * MiB, NULL); /* 20M */
     cca_stats before = tu_stats(b);
     void *q = (void *)1;
@@ -732,7 +736,7 @@ Test(pool, max_reserved_caps_reserved_bytes) {
     cr_assert_eq(s.alloc_retries, 2);
     cr_assert_eq(s.reserved_bytes_peak, 30 * MiB);
     tu_free(b, big);
-    cca_allocator *c = tu_allocator(u, "max_reserved:8M");
+    cca_allocator *c = tu_allocator(u, CLASSIC ",max_reserved:8M");
     void *m = tu_alloc(c, 4 * MiB, NULL); /* 20M would cross the cap: 4M segment */
     cr_assert_eq(tu_stats(c).reserved_bytes, 4 * MiB);
     cr_assert_eq(tu_stats(c).alloc_retries, 0);
@@ -789,7 +793,7 @@ Test(pool, double_free_foreign_and_interior_pointers_change_nothing) {
     void *p = tu_alloc(a, 8 * KiB, NULL);
     void *q = tu_alloc(a, 8 * KiB, NULL);
     void *big = tu_alloc(a, 4 * MiB, NULL);
-    cca_allocator *other = tu_allocator(u, NULL);
+    cca_allocator *other = tu_allocator(u, CLASSIC);
     void *theirs = tu_alloc(other, 8 * KiB, NULL);
     tu_free(a, p);
     cca_stats before = tu_stats(a);
@@ -836,7 +840,7 @@ Test(pool, double_free_foreign_and_interior_pointers_change_nothing) {
 Test(pool, sizes_whose_rounding_overflows_never_reach_the_upstream) {
     tu_upstream t;
     cca_upstream *tu = tu_upstream_create(&t, 1 * GiB, true);
-    cca_allocator *b = tu_allocator(tu, NULL);
+    cca_allocator *b = tu_allocator(tu, CLASSIC);
     void *keep = tu_alloc(b, 4096, NULL);
     cca_stats before = tu_stats(b);
     uint64_t calls = t.alloc_calls;
@@ -863,7 +867,7 @@ Test(pool, sizes_whose_rounding_overflows_never_reach_the_upstream) {
 }
 
 Test(pool, destroy_with_live_blocks_reports_and_still_returns_everything) {
-    cca_allocator *b = tu_allocator(u, NULL);
+    cca_allocator *b = tu_allocator(u, CLASSIC);
     tu_alloc(b, 4096, NULL);
     tu_alloc(b, 4 * MiB, NULL);
     cr_assert_eq(cca_destroy(b), CCA_ERR_LIVE_BLOCKS);
@@ -874,7 +878,7 @@ Test(pool, destroy_with_live_blocks_reports_and_still_returns_everything) {
 }
 
 Test(pool, get_config_returns_the_config_in_force) {
-    cca_allocator *b = tu_allocator(u, "max_reserved:3G,small_max:512K");
+    cca_allocator *b = tu_allocator(u, CLASSIC ",max_reserved:3G,small_max:512K");
     cca_config c;
     cr_assert_eq(cca_get_config(b, &c), CCA_OK);
     cr_assert_eq(c.max_reserved, 3 * GiB);
@@ -886,7 +890,7 @@ Test(pool, get_config_returns_the_config_in_force) {
 /* ---- max_split ------------------------------------------------------------------- */
 
 Test(pool, max_split_keeps_big_free_blocks_whole) {
-    cca_allocator *b = tu_allocator(u, "max_split:30M");
+    cca_allocator *b = tu_allocator(u, CLASSIC ",max_split:30M");
     void *big = tu_alloc(b, 40 * MiB, NULL);
     tu_free(b, big);
     /* 4M < max_split: the 40M free block is not used for it; a 20M segment is */
@@ -912,12 +916,12 @@ Test(pool, max_split_keeps_big_free_blocks_whole) {
 Test(pool, max_split_below_the_segment_size_still_serves) {
     cca_config cfg;
     cca_config_default(&cfg);
-    cca_status st = cca_config_parse(&cfg, "max_split:8M");
+    cca_status st = cca_config_parse(&cfg, CLASSIC ",max_split:8M");
     if (st == CCA_ERR_CONFIG) {
         cr_assert(strstr(cca_last_error(), "max_split") != NULL, "%s", cca_last_error());
         return;
     }
-    cca_allocator *b = tu_allocator(u, "max_split:8M");
+    cca_allocator *b = tu_allocator(u, CLASSIC ",max_split:8M");
     void *p = NULL, *q = NULL;
     st = cca_alloc(b, 4 * MiB, NULL, &p);
     cr_assert_eq(st, CCA_OK, "%s: %s", cca_status_string(st), cca_last_error());
@@ -928,7 +932,7 @@ Test(pool, max_split_below_the_segment_size_still_serves) {
 }
 
 Test(pool, fresh_segment_above_max_split_serves_its_request) {
-    cca_allocator *b = tu_allocator(u, "max_split:21M");
+    cca_allocator *b = tu_allocator(u, CLASSIC ",max_split:21M");
     void *p = NULL;
     size_t want = 20 * MiB + MiB / 2; /* < max_split, own segment of 22M > max_split */
     cca_status st = cca_alloc(b, want, NULL, &p);
@@ -969,11 +973,11 @@ static void pin_after_large(const char *conf, bool expect_pinned) {
 }
 
 Test(pool, medium_requests_never_pin_large_segments) {
-    pin_after_large("medium_pool:1", false);
+    pin_after_large(CLASSIC ",medium_pool:1", false);
 }
 
 Test(pool, without_the_medium_pool_a_pin_takes_the_large_tail) {
-    pin_after_large("medium_pool:0", true);
+    pin_after_large(CLASSIC ",medium_pool:0", true);
 }
 
 /* The rule is one-way: a large request may take space in a medium segment
@@ -1009,7 +1013,7 @@ static void log_that_reads_stats(void *user, const char *line) {
 
 Test(pool, a_log_callback_may_call_back_into_the_allocator, .timeout = 20) {
     cca_upstream *dev;
-    tu_host_allocator(8 * MiB, "max_reserved:4M", &dev, &reentrant_target);
+    tu_host_allocator(8 * MiB, CLASSIC ",max_reserved:4M", &dev, &reentrant_target);
     cca_set_log_callback(log_that_reads_stats, NULL);
     void *p;
     cr_assert_eq(cca_alloc(reentrant_target, 6 * MiB, NULL, &p), CCA_ERR_OUT_OF_MEMORY);
@@ -1022,7 +1026,7 @@ Test(pool, a_log_callback_may_call_back_into_the_allocator, .timeout = 20) {
 Test(pool, max_split_bounds_the_slack_a_request_takes) {
     cca_upstream *dev;
     cca_allocator *b;
-    tu_host_allocator(2 * GiB, "max_split:64M", &dev, &b);
+    tu_host_allocator(2 * GiB, CLASSIC ",max_split:64M", &dev, &b);
     void *big = tu_alloc(b, 1 * GiB, NULL);
     tu_free(b, big);
     /* 64M >= max_split: it may take an unsplittable block only if that block
@@ -1047,10 +1051,11 @@ Test(pool, max_split_bounds_the_slack_a_request_takes) {
 Test(pool, max_split_is_refused_with_the_greedy_policy) {
     cca_config c;
     cca_config_default(&c);
-    cr_assert_eq(cca_config_parse(&c, "policy:greedy,max_split:64M"), CCA_ERR_CONFIG);
+    cr_assert_eq(cca_config_parse(&c, CLASSIC ",policy:greedy,max_split:64M"), CCA_ERR_CONFIG);
     cr_assert(strstr(cca_last_error(), "greedy") != NULL, "%s", cca_last_error());
     c.policy = CCA_POLICY_GREEDY;
     c.max_split = 64 * MiB;
+    c.expandable = 0;
     cca_allocator *b = (cca_allocator *)1;
     cr_assert_eq(cca_create(&c, u, &b), CCA_ERR_CONFIG);
     cr_assert_null(b);
@@ -1059,7 +1064,7 @@ Test(pool, max_split_is_refused_with_the_greedy_policy) {
 Test(pool, retry_releases_only_what_the_request_needs) {
     cca_upstream *dev;
     cca_allocator *b;
-    tu_host_allocator(30 * MiB, NULL, &dev, &b);
+    tu_host_allocator(30 * MiB, CLASSIC, &dev, &b);
     void *s1 = tu_alloc(b, 100 * KiB, NULL); /* small segment at [0, 2M) */
     void *p = tu_alloc(b, 4 * MiB, NULL);    /* medium segment at [2M, 22M) */
     tu_free(b, p), tu_free(b, s1);
@@ -1078,7 +1083,7 @@ Test(pool, retry_releases_only_what_the_request_needs) {
 }
 
 Test(pool, a_request_that_can_never_fit_touches_nothing) {
-    cca_allocator *b = tu_allocator(u, "max_reserved:64M");
+    cca_allocator *b = tu_allocator(u, CLASSIC ",max_reserved:64M");
     void *p = tu_alloc(b, 4 * MiB, NULL);
     tu_free(b, p); /* a cached 20M segment */
     cca_stats before = tu_stats(b);
@@ -1100,7 +1105,7 @@ Test(pool, a_request_that_can_never_fit_touches_nothing) {
 Test(pool, a_successful_alloc_after_a_retry_keeps_the_callers_message) {
     cca_upstream *u;
     cca_allocator *a;
-    tu_host_allocator(64 * MiB, "max_reserved:40M,log_oom:0", &u, &a);
+    tu_host_allocator(64 * MiB, CLASSIC ",max_reserved:40M,log_oom:0", &u, &a);
     tu_free(a, tu_alloc(a, 30 * MiB, NULL)); /* a cached 30 MiB segment */
     cca_set_error(CCA_ERR_IO, "the caller's own earlier failure");
     void *q = tu_alloc(a, 12 * MiB, (cca_stream)1); /* another stream: the cache must go first */

@@ -2,6 +2,10 @@
  * test_stats.c — allocator/src/support/stats.c: counters, fragmentation, peaks and
  * their reset, the text and JSON forms (parsed back with cJSON), the
  * snapshot, and the invariant walker's argument checks.
+ *
+ * The suite's allocator has classic segments (expandable:0): the exact
+ * numbers below are a classic segment's, each segment reserved whole; the
+ * largest_free suite at the end covers expandable segments' mapped runs.
  */
 #include "alloc_test_util.h"
 
@@ -15,7 +19,7 @@ static cca_upstream *u;
 static cca_allocator *a;
 
 static void setup(void) {
-    tu_host_allocator(1 * GiB, NULL, &u, &a);
+    tu_host_allocator(1 * GiB, "expandable:0", &u, &a);
 }
 static void teardown(void) {
     tu_fixture_teardown(a, u);

@@ -20,8 +20,10 @@
  *   latency     busy-waits per alloc (granted or refused) and per free; only
  *               lower bounds are asserted.
  *   creation    argument checks.
- *   tenants     an allocator over the device gives everything back; four
- *               threads sharing the device never get overlapping memory.
+ *   tenants     an allocator over the device gives everything back (classic
+ *               segments: the range is whole again; expandable: nothing
+ *               mapped or reserved is left); four threads sharing the
+ *               device never get overlapping memory.
  *
  * Calls go through the wrapper (upstream.c): sizes are positive multiples of
  * CCA_GRANULARITY.
@@ -869,10 +871,16 @@ Test(upstream_host, creation_checks_its_arguments) {
 
 /* ---- tenants ------------------------------------------------------------------- */
 
-Test(upstream_host, an_allocator_gives_everything_back_and_the_range_is_whole_again) {
+/* Mixed sizes allocated, freed in two passes and emptied: the device's free
+ * memory is exact throughout and comes back whole. Classic segments are the
+ * device's allocations, so their addresses lie in its range and a new
+ * allocation of the whole capacity covers them, zeroed; expandable segments
+ * are vm ranges (their pages maps), given back with nothing mapped or
+ * reserved left. */
+static void gives_everything_back(bool classic) {
     size_t cap = 64 * MiB;
     cca_upstream *u = make_device(cap);
-    cca_allocator *a = tu_allocator(u, NULL);
+    cca_allocator *a = tu_allocator(u, classic ? "expandable:0" : "expandable:1");
     size_t sizes[] = {1 * KiB, 100 * KiB, 3 * MiB, 12 * MiB, 512, 24 * MiB, 7 * KiB};
     enum { NS = sizeof sizes / sizeof sizes[0] };
     char *p[NS];
@@ -886,6 +894,7 @@ Test(upstream_host, an_allocator_gives_everything_back_and_the_range_is_whole_ag
             hi = (uintptr_t)p[i] + sizes[i];
     }
     cca_stats s = tu_stats(a);
+    cr_assert_eq(s.expandable_segments == 0, classic, "%zu expandable segments", s.expandable_segments);
     cr_assert_eq(free_bytes(u), cap - s.reserved_bytes, "mem_info free %zu, capacity %zu, reserved %zu",
                  free_bytes(u), cap, s.reserved_bytes);
     for (int i = 0; i < NS; i += 2)
@@ -899,20 +908,32 @@ Test(upstream_host, an_allocator_gives_everything_back_and_the_range_is_whole_ag
     cca_upstream_stats us = tu_upstream_stats(u);
     cr_assert_eq(us.bytes_in_use, 0);
     cr_assert_eq(us.allocations, 0);
+    cr_assert_eq(us.vm_mapped_bytes, 0);
+    cr_assert_eq(us.vm_reserved_bytes, 0);
     for (int i = 0; i < NS; i++)
         TU_ASSERT_FAULTS(p[i]);
     tu_destroy_clean(a, u);
-    /* the whole capacity in one piece, over every address the allocator had */
+    /* the whole capacity in one piece, over every address classic segments had */
     char *all = dev_alloc(u, cap);
-    cr_assert_leq((uintptr_t)all, lo);
-    cr_assert_leq(hi, (uintptr_t)all + cap);
-    for (int i = 0; i < NS; i++) {
-        cr_assert_eq(p[i][0], 0, "block %d's old contents are back", i);
-        cr_assert_eq(p[i][sizes[i] - 1], 0);
+    if (classic) {
+        cr_assert_leq((uintptr_t)all, lo);
+        cr_assert_leq(hi, (uintptr_t)all + cap);
+        for (int i = 0; i < NS; i++) {
+            cr_assert_eq(p[i][0], 0, "block %d's old contents are back", i);
+            cr_assert_eq(p[i][sizes[i] - 1], 0);
+        }
     }
     dev_free(u, all, cap);
     cr_assert_eq(free_bytes(u), cap);
     cca_upstream_destroy(u);
+}
+
+Test(upstream_host, an_allocator_gives_everything_back_and_the_range_is_whole_again) {
+    gives_everything_back(true);
+}
+
+Test(upstream_host, an_expandable_allocator_gives_everything_back) {
+    gives_everything_back(false);
 }
 
 enum { THREADS = 4, THREAD_OPS = 2000, THREAD_LIVE = 16, THREAD_MAX_PAGES = 8, SHARED_PAGES = 256 };

@@ -1,7 +1,9 @@
 /*
  * test_upstream_vm.c — allocator/src/upstream/host.c: the virtual-memory ops of the simulated device
  * (allocator/src/upstream_host.c, "Virtual memory") held to CUDA's rules,
- * through the public wrapper (cca_upstream_vm_*, upstream.c):
+ * through the public wrapper (cca_upstream_vm_*, upstream.c). Its devices
+ * keep each granule's memory apart (vm_backing CCA_VM_PAGES), the backing
+ * whose rules these are; whole maps, the default, are test_whole_maps.c's.
  *
  *   granularity  2 MiB by default, as configured otherwise; a granularity
  *                that is not a power of two >= the host page is refused at
@@ -64,14 +66,16 @@
 
 /* ---- helpers --------------------------------------------------------------- */
 
-/* A device of `capacity` bytes with mapping granularity `gran` (0 = default). */
+/* A device of `capacity` bytes with mapping granularity `gran` (0 = default),
+ * every granule its own memory. */
 static cca_upstream *make_vm_device(size_t capacity, size_t gran) {
-    cca_host_options o = {.capacity = capacity, .vm_granularity = gran};
+    cca_host_options o = {.capacity = capacity, .vm_granularity = gran, .vm_backing = CCA_VM_PAGES};
     cca_upstream *u = NULL;
     cca_status st = cca_upstream_host_create_with(&o, &u);
     cr_assert_eq(st, CCA_OK, "host device of %zu bytes, granularity %zu: %s", capacity, gran, cca_last_error());
     cr_assert_not_null(u);
     cr_assert_eq(cca_upstream_has_vm(u), 1);
+    cr_assert_eq(cca_upstream_vm_backing(u), CCA_VM_PAGES);
     return u;
 }
 
@@ -1022,7 +1026,8 @@ Test(upstream_vm, granule_latencies_are_waited_per_granule_of_granted_calls) {
     cca_host_options o = {.capacity = 64 * G,
                           .vm_granularity = G,
                           .vm_map_granule_latency_ns = 5 * ms,
-                          .vm_unmap_granule_latency_ns = 7 * ms};
+                          .vm_unmap_granule_latency_ns = 7 * ms,
+                          .vm_backing = CCA_VM_PAGES}; /* whole maps charge once per map */
     cca_upstream *u = NULL;
     cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
     char *r = vm_reserve(u, 128 * G);

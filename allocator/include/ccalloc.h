@@ -601,9 +601,6 @@ typedef struct cca_config {
                                     (small pool's range: at most small_segment);
                                     capped by expandable_ahead_max; 0 = off
                                                                      (20 MiB) */
-    int expandable_ahead_cached; /* expandable_ahead_cached: 1 = a tail growth
-                                    past the reserved peak maps its ahead
-                                    less the bytes cached free          (0) */
     size_t expandable_chunk;     /* expandable_chunk: over an upstream whose
                                     maps are whole (CCA_VM_WHOLE_MAPS), the
                                     largest map the allocator makes: a run of

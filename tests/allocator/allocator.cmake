@@ -69,12 +69,6 @@ foreach(suite pages limits stress)
   target_include_directories(test_expandable_${suite} PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core) # the page bitmap's runs
 endforeach()
 
-# The ahead of a growth past the reserved peak, less the bytes cached free (kinds/pages.c, ahead_past_peak).
-cca_add_test(NAME test_expandable_peak_ahead SOURCES allocator/unit/test_expandable_peak_ahead.c support/alloc_test_util.c
-  LIBS ccalloc_static LABEL cpu)
-target_link_libraries(test_expandable_peak_ahead PRIVATE PkgConfig::CJSON)
-target_include_directories(test_expandable_peak_ahead PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
-
 # Expandable segments over whole maps (vm_backing CCA_VM_WHOLE_MAPS): the device's rule, maps cut at
 # expandable_chunk, release map by map and the trapped bytes, greedy, the retry, invariant I8.
 cca_add_test(NAME test_whole_maps SOURCES allocator/unit/test_whole_maps.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)

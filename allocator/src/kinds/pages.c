@@ -568,22 +568,6 @@ static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size
     return st;
 }
 
-/* The ahead pages of a tail growth whose pages (`need` new ones, ahead
- * included) would take reserved bytes past their peak: `ahead` less the
- * bytes cached free (reserved - allocated), in whole pages. Memory that
- * is held but not used already stands where the ahead would: the growth
- * comes from where blocks landed, not from a segment streaming, and the
- * peak would rise by both. Below the peak (after a release) the ahead is
- * whole; in a repeated workload's later iterations no tail grows.
- * expandable_ahead_cached:1 only (default 0). */
-static size_t ahead_past_peak(const cca_allocator *a, const ccai_segment *s, size_t ahead, size_t need) {
-    const ccai_counters *c = &a->c;
-    if (!a->config.expandable_ahead_cached || c->reserved + (need + ahead) * s->page <= c->reserved_peak)
-        return ahead;
-    size_t cached = c->reserved - c->allocated, bytes = ahead * s->page;
-    return bytes > cached ? (bytes - cached) / s->page : 0;
-}
-
 cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, ccai_device_room *room) {
     ccai_segment *s = b->segment;
     size_t lo = (b->addr - s->base) / s->page;
@@ -599,8 +583,7 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, 
             least = c->small_segment;
         if (least > step && want < (double)(least - step))
             want = (double)(least - step);
-        ahead = ahead_past_peak(a, s, (want < (double)cap ? (size_t)want : cap) / s->page,
-                                unmapped_pages(s, lo, hi, NULL));
+        ahead = (want < (double)cap ? (size_t)want : cap) / s->page;
         if (ahead > s->npages - hi)
             ahead = s->npages - hi;
     }

@@ -131,10 +131,6 @@ static const option options[] = {
      "included (at most small_segment in the small pool's range), so that a segment starting out calls the "
      "upstream no more often than classic segments would; expandable_ahead_max still caps what is mapped "
      "beyond the request; 0 = off"},
-    {"expandable_ahead_cached", OPT_BOOL, OFF(expandable_ahead_cached), 0, 0, 1,
-     "expandable segments: 1 = a request from a segment's tail that takes reserved bytes past their peak maps "
-     "its ahead pages less the bytes cached free (reserved - allocated), so a peak raised by where blocks landed "
-     "is not raised again by ahead pages; no effect below the peak"},
     {"expandable_chunk", OPT_SIZE, OFF(expandable_chunk), 128 * MiB, 0, (double)SIZE_MAX,
      "expandable segments over an upstream whose maps are whole (vm_backing CCA_VM_WHOLE_MAPS: one physical "
      "allocation per map, unmapped only whole): the largest map made, rounded down to pages (at least one); a "

@@ -295,7 +295,7 @@ static char *print_config(const cca_config *c, int with_docs) {
 static const char *option_names[] = {"policy",        "greedy_fraction", "greedy_bytes", "max_reserved",  "small_max",
                                      "small_segment", "medium_segment",  "large_min",    "segment_round", "max_split",
                                      "small_pool",    "medium_pool",     "log_oom",      "expandable",    "expandable_ahead",
-                                     "expandable_ahead_max", "expandable_ahead_min", "expandable_ahead_cached", "expandable_chunk", "hold_peak",
+                                     "expandable_ahead_max", "expandable_ahead_min", "expandable_chunk", "hold_peak",
                                      "history"};
 #define OPTION_COUNT (sizeof option_names / sizeof option_names[0])
 

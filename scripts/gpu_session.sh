@@ -17,7 +17,7 @@
 # The two planned commands (docs/gpu.md); run scripts/gpu_carry.sh on the
 # build machine first and send .gpudeps; limits sum to <= 540 s, the default --budget:
 #   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:180 sanitizer:60 demo:90 cck_bench:45 torch_softmax:45" --tar OUT/gs1.tgz /tmp/gs1
-#   2: bash scripts/gpu_session.sh --steps "build:60 ccbench:400 pytorch_record:40 pytorch_replay:20 ccbench_pytorch:20" --tar OUT/gs2.tgz /tmp/gs2
+#   2: bash scripts/gpu_session.sh --steps "build:60 ccbench:380 pytorch_record:40 pytorch_replay:40 ccbench_pytorch:20" --tar OUT/gs2.tgz /tmp/gs2
 #   3 (when time allows): bash scripts/gpu_session.sh --steps "build:120 pages:150 cpu_tests:120" --tar OUT/gs3.tgz /tmp/gs3
 # Command 2 does not rely on command 1: "build" reuses a build-gpu/ left on a warm
 # machine (same source path) and otherwise configures and builds from scratch,
@@ -269,14 +269,38 @@ step_pytorch_record() {
 }
 
 step_pytorch_replay() {
-    local traces
+    local traces name left r rc=0
     shopt -s nullglob
     traces=("$GS_OUT"/traces/*.csv bench/traces/*.csv bench/traces/*.csv.gz)
     shopt -u nullglob
+    # PyTorch's default allocator, as before: pytorch_replay.csv
     run python3 bench/scripts/pytorch_replay.py --csv "$GS_OUT/pytorch_replay.csv" "${traces[@]}"
-    local rc=$?
-    ((rc == 0)) || return "$rc"
-    skipped_check "$GS_OUT/pytorch_replay.log" '^skipped:' "pytorch_replay replayed nothing"
+    r=$?
+    ((r == 0)) || return "$r"
+    skipped_check "$GS_OUT/pytorch_replay.log" '^skipped:' "pytorch_replay replayed nothing" || return $?
+    # then expandable_segments:True, and both configurations over 5 iterations (first vs
+    # later; one timed pass, to stay short): pytorch_replay_<name>.csv, pytorch_iterations*.csv.
+    # Each gets what the step's limit leaves less a 3 s margin, and starts only if that is
+    # 5 s or more; one not run or cut says FLAG and fails the step.
+    for name in expandable iterations expandable_iterations; do
+        local args=(--csv "$GS_OUT/pytorch_replay_$name.csv")
+        case $name in
+        expandable) args+=(--expandable) ;;
+        iterations) args+=(--iterations 5 --reps 1 --iterations-csv "$GS_OUT/pytorch_iterations.csv") ;;
+        expandable_iterations) args+=(--expandable --iterations 5 --reps 1 --iterations-csv "$GS_OUT/pytorch_iterations_expandable.csv") ;;
+        esac
+        left=$((GS_LIMIT - SECONDS - 3))
+        if ((left < 5)); then
+            echo "FLAG: pytorch_replay $name not run: ${left}s left of the step's ${GS_LIMIT}s"
+            rc=1
+            continue
+        fi
+        run timeout -k 2 "$left" python3 bench/scripts/pytorch_replay.py "${args[@]}" "${traces[@]}"
+        r=$?
+        ((r == 124 || r == 137)) && echo "FLAG: pytorch_replay $name cut after ${left}s, what the step's ${GS_LIMIT}s left"
+        ((r == 0)) || rc=1
+    done
+    return $rc
 }
 
 step_ccbench_pytorch() {
@@ -297,11 +321,12 @@ step_pages() {
     shopt -s nullglob
     traces=(gen:uniform gen:lognormal gen:mlp gen:models gen:adversarial bench/traces/*.csv bench/traces/*.csv.gz)
     shopt -u nullglob
-    # rG: pages of G; w2M: 2 MiB pages over whole maps (each map one physical allocation,
-    # maps of the default expandable_chunk). 8M pages are not run: session 3 measured them
+    # rG: pages of G over the pages backing (one physical allocation per page); w2M: 2 MiB
+    # pages over whole maps, the default (each map one physical allocation, at most
+    # 128 MiB). 8M pages are not run: session 3 measured them
     # (bench/results/2026-11-24-h100), and the whole-maps run takes their time.
     # r2M also holds the peak (hold_peak:1): what its synchronizes and extra calls cost on a GPU.
-    for run in r2M:2M r32M:32M w2M:2M:whole-maps; do
+    for run in r2M:2M:pages r32M:32M:pages w2M:2M:whole-maps; do
         IFS=: read -r dir g backing <<<"$run"
         local hold=()
         [ "$dir" = r2M ] && hold=(-s 'ccalloc-cuda=expandable:1,hold_peak:1')

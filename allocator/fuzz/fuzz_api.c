@@ -7,7 +7,9 @@
  * small_segment, medium_segment, large_min, segment_round, max_split, the
  * small and medium pools on or off), a max_reserved cap, the simulated
  * device's capacity (tiny and odd ones included), mapping granularity and
- * backing (pages, or whole maps cut at one of four expandable_chunk values),
+ * backing (pages, or whole maps cut at one of four largest-map sizes, set
+ * through the growth rule's test hook, ccai_pages_rule_set), the ahead
+ * (expandable_ahead 1/16, or 0),
  * hold_peak (half the growth configurations),
  * whether the device has events at all, whether its events complete at once
  * or are held until the program completes them, and an ERROR MODE that lets
@@ -59,6 +61,9 @@
  * invariant walk.
  */
 #include "ccalloc.h"
+/* kinds/pages.h's test hook (linked from ccalloc_static): the growth rule's
+ * fixed parts, set before the first request */
+void ccai_pages_rule_set(cca_allocator *a, size_t least, size_t cap, size_t map_bytes);
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -291,6 +296,7 @@ typedef struct fz_world {
     cca_allocator *a;
     cca_config cfg;
     size_t capacity;
+    size_t chunk; /* over whole maps: the largest map (the growth rule's test hook) */
     bool error_mode, expandable, has_mem_info;
     fz_block live[FZ_MAX_LIVE];
     int nlive;
@@ -978,12 +984,11 @@ static bool configure(fz_world *w, fz_in *in) {
         c->max_split = c->medium_segment + 512 * (1 + (geo >> 4));
     static const size_t caps[] = {0, 0, 3 * MiB, 8 * MiB + 512, 20 * MiB};
     c->max_reserved = caps[(geo >> 2) % 5];
-    c->expandable_ahead_min = (geo >> 5) % 2 ? 0 : 20 * MiB;
-    c->expandable_ahead_max = (geo >> 6) % 2 ? 0 : 64 * MiB;
+    c->expandable_ahead = (geo >> 5) % 2 ? 0 : 0.0625;
     /* over whole maps (flags 0x40): maps of the default 128 MiB, one per run,
-     * a page each, or three 64 KiB pages */
+     * a page each, or three 64 KiB pages (w->chunk, set after cca_create) */
     static const size_t chunks[] = {128 * MiB, 0, 1, 192 * KiB};
-    c->expandable_chunk = chunks[(flags >> 7) | ((geo >> 7) << 1)];
+    w->chunk = chunks[(flags >> 7) | ((geo >> 7) << 1)];
     /* hold_peak on half the growth configurations (greedy refuses it): every
      * request that meets the peak with memory cached releases first */
     c->hold_peak = c->policy == CCA_POLICY_GROWTH && ((geo ^ devb ^ flags) & 2);
@@ -1037,6 +1042,8 @@ static bool configure(fz_world *w, fz_in *in) {
         return false;
     }
     FZ_CHECK(cca_get_config(w->a, &w->cfg) == CCA_OK, "get_config");
+    ccai_pages_rule_set(w->a, w->cfg.expandable_ahead > 0 ? 20 * MiB : 0,
+                        (size_t)(w->cfg.expandable_ahead * (double)(1024 * MiB)), w->chunk);
     w->expandable = w->cfg.expandable && !(flags & 8);
     return true;
 }

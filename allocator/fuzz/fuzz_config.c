@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FIELDS(X)                                                                                                      \
     X(policy) X(greedy_fraction) X(greedy_bytes) X(max_reserved) X(small_max) X(small_segment) X(medium_segment)      \
         X(large_min) X(segment_round) X(max_split) X(small_pool) X(medium_pool) X(log_oom) X(expandable) X(history)    \
-            X(expandable_ahead) X(expandable_ahead_max) X(expandable_ahead_min)
+            X(expandable_ahead)
 
 /* The first field in which a and b differ, or NULL. Doubles compare by
  * value (the config's fractions are never NaN: validate refuses them). */
@@ -78,8 +78,6 @@ static void other_config(cca_config *c) {
     c->expandable = 1;
     c->history = 7;
     c->expandable_ahead = 0.25;
-    c->expandable_ahead_max = 11;
-    c->expandable_ahead_min = 13;
 }
 
 /* print c, parse the text onto `onto`: it must be accepted and equal c */

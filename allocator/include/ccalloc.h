@@ -592,23 +592,13 @@ typedef struct cca_config {
                                for cca_write_snapshot_torch; 0 = off        (0) */
     double expandable_ahead;     /* expandable_ahead: a request served from an
                                     expandable segment's tail also maps this
-                                    fraction of the segment's mapped bytes,
-                                    (0,1]                              (0.0625) */
-    size_t expandable_ahead_max; /* expandable_ahead_max: cap on those bytes;
-                                    0 = map only what requests need  (64 MiB) */
-    size_t expandable_ahead_min; /* expandable_ahead_min: a tail request maps at
-                                    least this much, its own pages included
-                                    (small pool's range: at most small_segment);
-                                    capped by expandable_ahead_max; 0 = off
-                                                                     (20 MiB) */
-    size_t expandable_chunk;     /* expandable_chunk: over an upstream whose
-                                    maps are whole (CCA_VM_WHOLE_MAPS), the
-                                    largest map the allocator makes: a run of
-                                    pages is mapped in maps of at most this
-                                    (rounded down to pages, at least one),
-                                    and memory goes back only map by map;
-                                    0 = one map per run; no effect
-                                    over pages                (128 MiB) */
+                                    fraction F of the segment's mapped bytes,
+                                    raised so that the call maps at least
+                                    20 MiB with the request (small pool:
+                                    small_segment), then capped at F x 1 GiB;
+                                    0 = map only what requests need (the
+                                    least memory, more first-time calls);
+                                    [0,1] (docs/tuning.md)     (0.0625) */
     int hold_peak;               /* hold_peak: growth only (refused with
                                     greedy): a request that would raise
                                     reserved bytes above reserved_bytes_peak

@@ -70,7 +70,8 @@ foreach(suite pages limits stress)
 endforeach()
 
 # Expandable segments over whole maps (vm_backing CCA_VM_WHOLE_MAPS): the device's rule, maps cut at
-# expandable_chunk, release map by map and the trapped bytes, greedy, the retry, invariant I8.
+# the growth rule's largest map (128 MiB, or the test hook's), release map by map and the trapped
+# bytes, greedy, the retry, invariant I9.
 cca_add_test(NAME test_whole_maps SOURCES allocator/unit/test_whole_maps.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 target_include_directories(test_whole_maps PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core) # a segment's start bits
 # The OOM retry over whole maps: a request's new pages leave out those a live neighbour's map holds.

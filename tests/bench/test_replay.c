@@ -303,9 +303,9 @@ Test(replay, times_with_the_driver_pay_each_granule_mapped) {
  * cca_host_options): a map is charged once per physical allocation it
  * makes and an unmap once per one it gives back; over pages each page is
  * one, over whole maps each map, whatever its size. One 8 MiB block in an
- * expandable segment maps 20 MiB in one call (expandable_ahead_min): 10
- * pages of 2 MiB, or one whole map; the trace's empty_cache unmaps them in
- * one call. No per-call latency, 20 ms per allocation mapped and 10 ms per
+ * expandable segment maps 20 MiB in one call (the growth rule's least
+ * step): 10 pages of 2 MiB, or one whole map; the trace's empty_cache
+ * unmaps them in one call. No per-call latency, 20 ms per allocation mapped and 10 ms per
  * one unmapped: the pass with the driver's cost takes 10 x 30 ms over
  * pages and 30 ms over whole maps, plus bookkeeping far below 10 ms, so
  * the number of charges is exact (the median of three passes). */

@@ -559,7 +559,8 @@ Test(runtime_engine, outputs_are_the_same_bytes_under_every_allocator_configurat
     static const char *const confs[] = {
         NULL,
         "expandable:0",
-        "expandable:1,expandable_ahead:1,expandable_ahead_min:0,expandable_ahead_max:0",
+        "expandable:1,expandable_ahead:0",
+        "expandable:1,expandable_ahead:1",
         "policy:greedy,expandable:0,greedy_bytes:12M",
         "policy:greedy,greedy_bytes:12M",
         "expandable:0,max_split:21M",

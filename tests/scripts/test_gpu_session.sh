@@ -87,8 +87,8 @@ chmod +x "$dir/build/bench/ccbench"
 GS_BUILD_DIR="$dir/build" GS_OUT="$dir/out" GS_LDLP="" GS_LDLP_ORIG="" bash "$script" --run-step pages
 rc=$?
 common="-s ccalloc-cuda -s ccalloc-cuda-expandable"
-want=$(for run in "-s ccalloc-cuda=expandable:1,hold_peak:1 --vm-granularity 2M --reps 3 --no-plots --out $dir/out/pages/r2M" \
-    "--vm-granularity 32M --reps 3 --no-plots --out $dir/out/pages/r32M" \
+want=$(for run in "-s ccalloc-cuda=expandable:1,hold_peak:1 --vm-granularity 2M --vm-backing pages --reps 3 --no-plots --out $dir/out/pages/r2M" \
+    "--vm-granularity 32M --vm-backing pages --reps 3 --no-plots --out $dir/out/pages/r32M" \
     "--vm-granularity 2M --vm-backing whole-maps --reps 3 --no-plots --out $dir/out/pages/w2M"; do
     echo "replay $common $run gen:uniform"
 done)

@@ -44,8 +44,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
     a->config = cfg;
     a->upstream = u;
     ccai_domain_init_root(a);
-    if (cfg.expandable && !cca_upstream_has_vm(u))
-        ccai_upstream_log_no_vm(u); /* classic segments: said once per upstream that could say why */
+    ccai_upstream_log_no_vm(u, cfg.expandable); /* classic segments: said once per upstream that could say why */
     a->kind = cfg.expandable && cca_upstream_has_vm(u) ? &ccai_kind_pages : &ccai_kind_classic;
     cca_status st = a->kind->start ? a->kind->start(a) : CCA_OK;
     if (st != CCA_OK) {

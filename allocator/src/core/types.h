@@ -98,7 +98,7 @@ typedef struct ccai_segment {
     /* whole maps only, else NULL: bit i set when page i starts a map (I9);
      * the words after `mapped`                                            */
     uint64_t *starts;
-    size_t map_pages;    /* whole maps: the most pages one map holds (expandable_chunk; 0: no limit) */
+    size_t map_pages;    /* whole maps: the most pages one map holds (a->rule's; 0: no limit) */
 
     struct cca_domain *domain; /* its owner (domain.c); never changes      */
     struct ccai_segment *dprev, *dnext; /* the owner's segments (domain.c) */

@@ -17,9 +17,10 @@
  *   free block without the `unmapped` mark; reserved_bytes counts mapped
  *   pages, not address space. Only a marked block gets the page test.
  * - Allocation: map the chosen block's missing pages, one vm_map per run
- *   (ccai_expandable_map). From the tail, also map AHEAD: min(mapped x
- *   expandable_ahead, expandable_ahead_max), at least expandable_ahead_min
- *   (in the small pool at most small_segment); an ahead map refused is
+ *   (ccai_expandable_map). From the tail, also map AHEAD (a->rule, set by
+ *   pages_start): mapped x F (expandable_ahead, default 1/16), raised so
+ *   that the call maps at least 20 MiB (in the small pool small_segment),
+ *   then capped at F x 1 GiB; F = 0: none. An ahead map refused is
  *   retried without the ahead pages. A map refused part-way unmaps what
  *   the call mapped: a failed allocation changes nothing.
  * - Which segment: one per (stream, pool), grown at its end; two pools
@@ -35,8 +36,8 @@
  *   of it keeps an empty segment (a domain's: keep_range, its large pool).
  * - Whole maps (vm_backing CCA_VM_WHOLE_MAPS: one physical allocation per
  *   map, unmapped only whole): a second bitmap, `starts`, marks each map's
- *   first page; runs are mapped in maps of at most map_pages
- *   (expandable_chunk), released highest map first (unmap_range); trapped
+ *   first page; runs are mapped in maps of at most 128 MiB
+ *   (a->rule.map_pages), released highest map first (unmap_range); trapped
  *   and held bytes count maps (I9).
  *
  *     pages   |##|##|##|##|##|##|##|  |  |##|##|  ....
@@ -361,8 +362,7 @@ cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream strea
         return st;
     if (a->whole_maps) { /* the start bits: the same allocation, after the mapped bits */
         s->starts = s->mapped + words;
-        size_t chunk = a->config.expandable_chunk;
-        s->map_pages = chunk == 0 ? 0 : chunk / page ? chunk / page : 1;
+        s->map_pages = a->rule.map_pages;
     }
     /* a domain's arena that might have to be kept empty goes to the large
      * pool then (keep_range): its bins there are made now, so that keeping
@@ -575,10 +575,10 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, 
     size_t ahead = 0;
     if (b->next == NULL && !s->shared && !a->peak_rising) { /* the tail block: the segment grows */
         const cca_config *c = &a->config;
-        double want = (double)s->mapped_pages * (double)s->page * c->expandable_ahead;
-        size_t cap = c->expandable_ahead_max;
-        /* the least step: expandable_ahead_min of new pages, the request's included */
-        size_t least = c->expandable_ahead_min, step = unmapped_pages(s, lo, hi, NULL) * s->page;
+        double want = (double)s->mapped_pages * (double)s->page * a->rule.ahead;
+        size_t cap = a->rule.cap;
+        /* the least step: rule.least of new pages, the request's included */
+        size_t least = a->rule.least, step = unmapped_pages(s, lo, hi, NULL) * s->page;
         if (s->pool == CCAI_POOL_SMALL && least > c->small_segment)
             least = c->small_segment;
         if (least > step && want < (double)(least - step))
@@ -725,7 +725,7 @@ const char *ccai_expandable_check_maps(const ccai_segment *s) {
         for (; s->map_pages && st; st &= st - 1) {
             size_t i = w * 64 + (size_t)__builtin_ctzll(st);
             if (map_end(s, i) - i > s->map_pages)
-                return "a map holds more pages than expandable_chunk";
+                return "a map holds more pages than the growth rule's largest map";
         }
     }
     return NULL;
@@ -993,7 +993,19 @@ static cca_status pages_start(cca_allocator *a) {
         return cca_error_prefix(st, "expandable:1 needs the upstream's granularity");
     a->expandable = true;
     a->whole_maps = cca_upstream_vm_backing(a->upstream) == CCA_VM_WHOLE_MAPS;
+    double f = a->config.expandable_ahead;
+    ccai_pages_rule_set(a, f > 0 ? CCAI_AHEAD_LEAST : 0, (size_t)(f * (double)CCAI_AHEAD_CAP_PER_UNIT),
+                        CCAI_MAP_CHUNK);
+    a->rule.ahead = f;
     return CCA_OK;
+}
+
+void ccai_pages_rule_set(cca_allocator *a, size_t least, size_t cap, size_t map_bytes) {
+    if (!a->expandable) /* classic segments: no rule */
+        return;
+    a->rule.least = least;
+    a->rule.cap = cap;
+    a->rule.map_pages = map_bytes == 0 ? 0 : map_bytes / a->page ? map_bytes / a->page : 1;
 }
 
 static bool pages_usable(ccai_block *b, size_t held) {

@@ -66,6 +66,22 @@ bool ccai_next_mapped_run(const ccai_segment *s, size_t *i, size_t end, size_t *
  * `from` on (npages if none): a word at a time. */
 size_t ccai_pages_prefix(const ccai_segment *s, size_t from);
 
+/* The growth rule's fixed parts (docs/allocator.md, "Pages, not segments"):
+ * a tail map maps at least CCAI_AHEAD_LEAST, its request included; the
+ * ahead is at most expandable_ahead x CCAI_AHEAD_CAP_PER_UNIT (64 MiB at
+ * the default 1/16); over whole maps one map holds at most CCAI_MAP_CHUNK. */
+#define CCAI_AHEAD_LEAST ((size_t)20 << 20)
+#define CCAI_AHEAD_CAP_PER_UNIT ((size_t)1 << 30)
+#define CCAI_MAP_CHUNK ((size_t)128 << 20)
+/* Set a->rule's least step, ahead cap and largest map (bytes; rounded down
+ * to pages, at least one; 0: no limit); nothing for classic segments.
+ * cca_create sets them from the constants above; a test may set others
+ * before the allocator's first request, to follow the rule page by page
+ * (tests/support/pages_rule.h). What cca_create mapped (a greedy arena)
+ * keeps its maps; a range reserved later (the arena again after
+ * cca_empty_cache) follows the new rule. */
+void ccai_pages_rule_set(cca_allocator *a, size_t least, size_t cap, size_t map_bytes);
+
 /* Map the pages a request of `rounded` bytes at free block b needs (and,
  * at the growing end, some ahead: the growth rule). `room`: the device's
  * free memory, asked already or not (it is asked here for a block that

@@ -69,14 +69,15 @@ void ccai_numeric_end(locale_t previous) {
         uselocale(previous);
 }
 
-typedef enum option_type { OPT_POLICY, OPT_FRACTION, OPT_SIZE, OPT_BOOL } option_type;
+/* OPT_FRACTION: (min, max]; OPT_SHARE: a fraction that may be min, [min, max] */
+typedef enum option_type { OPT_POLICY, OPT_FRACTION, OPT_SHARE, OPT_SIZE, OPT_BOOL } option_type;
 
 typedef struct option {
     const char *name;
     option_type type;
     size_t offset;
     double default_value; /* sizes, fractions, bools, policy index */
-    double min, max;      /* inclusive, except fractions: (min, max] */
+    double min, max;      /* inclusive, except OPT_FRACTION: (min, max] */
     const char *doc;
 } option;
 
@@ -120,22 +121,11 @@ static const option options[] = {
      "over whole maps, the upstreams' default; page by page over CCA_VM_PAGES); classic segments elsewhere (over a "
      "GPU without VMM cca_create logs why, once per upstream); 0 = classic segments, one upstream allocation each "
      "(max_split needs them)"},
-    {"expandable_ahead", OPT_FRACTION, OFF(expandable_ahead), 0.0625, 0, 1,
-     "expandable segments: a request served from a segment's tail also maps this fraction of what the segment "
-     "has mapped, so that a growing segment calls the upstream once per such step (fewer calls, up to this much "
-     "more peak memory)"},
-    {"expandable_ahead_max", OPT_SIZE, OFF(expandable_ahead_max), 64 * MiB, 0, (double)SIZE_MAX,
-     "cap on the bytes expandable_ahead maps beyond a request; 0 = map only what requests need"},
-    {"expandable_ahead_min", OPT_SIZE, OFF(expandable_ahead_min), 20 * MiB, 0, (double)SIZE_MAX,
-     "expandable segments: a request served from a segment's tail maps at least this much, its own pages "
-     "included (at most small_segment in the small pool's range), so that a segment starting out calls the "
-     "upstream no more often than classic segments would; expandable_ahead_max still caps what is mapped "
-     "beyond the request; 0 = off"},
-    {"expandable_chunk", OPT_SIZE, OFF(expandable_chunk), 128 * MiB, 0, (double)SIZE_MAX,
-     "expandable segments over an upstream whose maps are whole (vm_backing CCA_VM_WHOLE_MAPS: one physical "
-     "allocation per map, unmapped only whole): the largest map made, rounded down to pages (at least one); a "
-     "run of pages is mapped in maps of at most this, and memory goes back map by map; 0 = one map per run; no "
-     "effect over an upstream whose pages are each their own memory"},
+    {"expandable_ahead", OPT_SHARE, OFF(expandable_ahead), 0.0625, 0, 1,
+     "expandable segments: a request served from a segment's tail also maps this fraction F of what the segment "
+     "has mapped, raised so that the call maps at least 20 MiB with the request (small_segment in the small "
+     "pool's range), then capped at F x 1 GiB, so that a growing segment calls the upstream once per such "
+     "step; 0 = map only what requests need: the least memory, more calls the first time a program runs"},
     {"hold_peak", OPT_BOOL, OFF(hold_peak), 0, 0, 1,
      "1 = growth: a request that would raise reserved bytes above their peak so far first releases cached memory "
      "(whole free segments, free pages), as the out-of-memory retry does, and the peak rises only when releasing "
@@ -156,11 +146,16 @@ static size_t size_bound(double bound) {
     return bound >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bound;
 }
 
+static bool fraction_in_range(const option *o, double v) {
+    return (o->type == OPT_SHARE ? v >= o->min : v > o->min) && v <= o->max;
+}
+
 static void set_value(cca_config *c, const option *o, double v) {
     char *field = (char *)c + o->offset;
     switch (o->type) {
     case OPT_POLICY: *(cca_policy *)field = (cca_policy)(int)v; break;
-    case OPT_FRACTION: *(double *)field = v; break;
+    case OPT_FRACTION:
+    case OPT_SHARE: *(double *)field = v; break;
     case OPT_SIZE: *(size_t *)field = size_bound(v); break; /* defaults only */
     case OPT_BOOL: *(int *)field = (int)v; break;
     }
@@ -260,11 +255,25 @@ static bool has_nonzero_digit(const char *t, size_t n) {
     return false;
 }
 
+/* Options that went when expandable segments became the default (issue
+ * 41): refused, naming what replaced them. */
+static const struct {
+    const char *name, *instead;
+} removed[] = {
+    {"expandable_ahead_max", "the ahead is at most expandable_ahead x 1 GiB; expandable_ahead:0 maps none"},
+    {"expandable_ahead_min", "a tail map maps at least 20 MiB while expandable_ahead is above 0"},
+    {"expandable_chunk", "over whole maps one map holds at most 128 MiB"},
+};
+
 static cca_status apply_one(cca_config *c, const char *key, size_t key_len, const char *val, size_t val_len) {
     const option *o = NULL;
     for (size_t i = 0; i < OPTION_COUNT; i++)
         if (strlen(options[i].name) == key_len && strncmp(options[i].name, key, key_len) == 0)
             o = &options[i];
+    for (size_t i = 0; !o && i < sizeof removed / sizeof removed[0]; i++)
+        if (strlen(removed[i].name) == key_len && strncmp(removed[i].name, key, key_len) == 0)
+            return cca_set_error(CCA_ERR_CONFIG, "key '%s' was removed: %s (docs/tuning.md, \"How far ahead to map\")",
+                                 removed[i].name, removed[i].instead);
     if (!o)
         return cca_set_error(CCA_ERR_CONFIG, "unknown key '%.*s'", (int)key_len, key);
     switch (o->type) {
@@ -276,14 +285,15 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
             }
         return cca_set_error(CCA_ERR_CONFIG, "invalid value '%.*s%s' for key 'policy' (expected growth or greedy)",
                          SHOWN(val, val_len));
-    case OPT_FRACTION: {
+    case OPT_FRACTION:
+    case OPT_SHARE: {
         double v;
         cca_status st = parse_fraction(val, val_len, &v);
         if (st != CCA_OK)
             return number_refused(o, st, val, val_len, "a number");
-        if (!(v > o->min && v <= o->max))
-            return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in (%g, %g]", o->name,
-                             SHOWN(val, val_len), o->min, o->max);
+        if (!fraction_in_range(o, v))
+            return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in %c%g, %g]", o->name,
+                             SHOWN(val, val_len), o->type == OPT_SHARE ? '[' : '(', o->min, o->max);
         set_value(c, o, v);
         return CCA_OK;
     }
@@ -390,10 +400,11 @@ cca_status cca_config_validate(const cca_config *c) {
         switch (o->type) {
         case OPT_POLICY: continue;
         case OPT_FRACTION:
+        case OPT_SHARE:
             v = *(const double *)field;
-            if (!(v > o->min && v <= o->max))
-                return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %g not in (%g, %g]", o->name, v,
-                                 o->min, o->max);
+            if (!fraction_in_range(o, v))
+                return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %g not in %c%g, %g]", o->name, v,
+                                 o->type == OPT_SHARE ? '[' : '(', o->min, o->max);
             continue;
         case OPT_SIZE: {
             size_t z = *(const size_t *)field;
@@ -441,7 +452,8 @@ static void format_value(const cca_config *c, const option *o, char *buf, size_t
     const char *field = (const char *)c + o->offset;
     switch (o->type) {
     case OPT_POLICY: snprintf(buf, len, "%s", policy_names[*(const cca_policy *)field == CCA_POLICY_GREEDY]); break;
-    case OPT_FRACTION: {
+    case OPT_FRACTION:
+    case OPT_SHARE: {
         /* the shortest of %.15g..%.17g that reads back as the same double
          * (%.17g always does): 0.9 stays "0.9", 0.123456789 is not cut to
          * %g's 0.123457 */
@@ -492,9 +504,10 @@ static void format_range(const option *o, char *buf, size_t len) {
     char lo[32], hi[32];
     switch (o->type) {
     case OPT_POLICY: snprintf(buf, len, "%s, %s", policy_names[0], policy_names[1]); break;
-    case OPT_FRACTION: {
+    case OPT_FRACTION:
+    case OPT_SHARE: {
         locale_t previous = ccai_numeric_begin();
-        snprintf(buf, len, "(%g, %g]", o->min, o->max);
+        snprintf(buf, len, "%c%g, %g]", o->type == OPT_SHARE ? '[' : '(', o->min, o->max);
         ccai_numeric_end(previous);
         break;
     }

@@ -47,7 +47,7 @@ const ccai_invariant_row ccai_invariants[] = {
                           "domain's counters are what its segments and blocks hold, and they sum to the allocator's",
                           "memory domains", "`support/check.c` (`check_domains`, `check_index_entry`)"},
     [CCAI_INV_WHOLE_MAPS] = {"a map starts only on a mapped page, every run of mapped pages begins with a map's start, "
-                             "and no map holds more pages than `expandable_chunk`",
+                             "and no map holds more pages than the growth rule's largest map (128 MiB)",
                              "expandable segments over whole maps (`CCA_VM_WHOLE_MAPS`)",
                              "`kinds/pages.c` (`pages_check`, `ccai_expandable_check_maps`)"},
 };

@@ -311,8 +311,8 @@ static const char *no_vm(const cca_upstream *u, char *buf, size_t len) {
     return buf;
 }
 
-void ccai_upstream_log_no_vm(cca_upstream *u) {
-    if (!u->no_vm_reason[0]) /* an upstream made without vm ops: its maker's choice, nothing to say */
+void ccai_upstream_log_no_vm(cca_upstream *u, bool asked) {
+    if (!asked || cca_upstream_has_vm(u) || !u->no_vm_reason[0]) /* made without vm ops: its maker's choice */
         return;
     pthread_mutex_lock(&u->lock);
     bool first = !u->no_vm_logged;

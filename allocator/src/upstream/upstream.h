@@ -81,10 +81,10 @@ struct cca_upstream {
 /* Why u has no vm_* ops (cuda.c: the driver or the device lacks
  * VMM), for the messages that say so. */
 void ccai_upstream_set_no_vm_reason(cca_upstream *u, const char *why);
-/* cca_create has expandable:1 (the default) and u has no vm ops: where
- * its maker said why (a GPU without VMM), one log line per upstream (the
- * first such allocator), naming it and why; else nothing. */
-void ccai_upstream_log_no_vm(cca_upstream *u);
+/* cca_create `asked` for expandable:1 (the default) and u has no vm ops:
+ * where its maker said why (a GPU without VMM), one log line per upstream
+ * (the first such allocator), naming it and why; else nothing. */
+void ccai_upstream_log_no_vm(cca_upstream *u, bool asked);
 bool ccai_upstream_has_events(const cca_upstream *u);
 /* Has the stream_synchronize op (else waiting for a stream is the device's synchronize). */
 bool ccai_upstream_has_stream_sync(const cca_upstream *u);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "alloc_test_util.h"
+#include "pages_rule.h"
 
 #define PG (2 * MiB)
 #define S1 ((cca_stream)0x51)
@@ -156,9 +157,16 @@ typedef struct r_block {
     uint64_t seed;
 } r_block;
 
+/* The growth rule's least step and ahead cap, set through the test hook
+ * (pages_rule.h) where a config asks for other than its own. */
+typedef struct r_rule {
+    size_t least, cap;
+} r_rule;
+
 typedef struct r_run {
     bool pages;
-    const char *conf;
+    const char *conf; /* the config, and the hook's rule if any */
+    char label[200];
     cca_config cfg;
     size_t capacity, ceiling;
     cca_allocator *a;
@@ -462,15 +470,21 @@ static void r_reserve(r_run *r) {
         tu_assert_intact(r->a, &before, "a second arena");
 }
 
-static void r_sequence(bool pages, const char *conf, size_t capacity, uint64_t seed, size_t steps) {
+static void r_sequence(bool pages, const char *conf, const r_rule *rule, size_t capacity, uint64_t seed, size_t steps) {
     r_run *r = calloc(1, sizeof *r);
     cr_assert_not_null(r);
     r->pages = pages;
-    r->conf = conf;
+    if (rule)
+        snprintf(r->label, sizeof r->label, "%s, least step %zu, cap %zu", conf, rule->least, rule->cap);
+    else
+        snprintf(r->label, sizeof r->label, "%s", conf);
+    r->conf = r->label;
     r->capacity = capacity;
     r->rng = seed;
     r->u = pages ? fx_device(&r->f, capacity, true) : tu_upstream_create(&r->t, capacity, true);
     r->a = tu_allocator(r->u, conf);
+    if (rule)
+        ccai_pages_rule_set(r->a, rule->least, rule->cap, 128 * MiB);
     cr_assert_eq(cca_get_config(r->a, &r->cfg), CCA_OK);
     r->ceiling = r->cfg.max_reserved && r->cfg.max_reserved < capacity ? r->cfg.max_reserved : capacity;
     bool greedy = r->cfg.policy == CCA_POLICY_GREEDY;
@@ -516,26 +530,29 @@ static const char *const r_classic_confs[] = {
     "expandable:0,log_oom:0,policy:greedy,greedy_bytes:100M",
 };
 
-static const char *const r_pages_confs[] = {
-    "expandable:1,log_oom:0",
-    "expandable:1,log_oom:0,max_reserved:72M",
-    "expandable:1,log_oom:0,small_pool:0,expandable_ahead_min:0",
-    "expandable:1,log_oom:0,max_reserved:50M,expandable_ahead:1,expandable_ahead_max:8M",
-    "expandable:1,log_oom:0,expandable_ahead_max:0,segment_round:512,small_max:1000",
-    "expandable:1,log_oom:0,policy:greedy,greedy_bytes:70M",
-    "expandable:1,log_oom:0,policy:greedy,greedy_bytes:7M,max_reserved:100M",
+static const struct {
+    const char *conf;
+    const r_rule *rule; /* NULL: the config's own */
+} r_pages_confs[] = {
+    {"expandable:1,log_oom:0", NULL},
+    {"expandable:1,log_oom:0,max_reserved:72M", NULL},
+    {"expandable:1,log_oom:0,small_pool:0", &(const r_rule){0, 64 * MiB}},
+    {"expandable:1,log_oom:0,max_reserved:50M,expandable_ahead:1", &(const r_rule){20 * MiB, 8 * MiB}},
+    {"expandable:1,log_oom:0,expandable_ahead:0,segment_round:512,small_max:1000", NULL},
+    {"expandable:1,log_oom:0,policy:greedy,greedy_bytes:70M", NULL},
+    {"expandable:1,log_oom:0,policy:greedy,greedy_bytes:7M,max_reserved:100M", NULL},
 };
 
 Test(interactions, random_classic_sequences_release_what_the_model_says) {
     for (size_t c = 0; c < sizeof r_classic_confs / sizeof *r_classic_confs; c++)
         for (uint64_t seed = 1; seed <= R_SEEDS; seed++)
-            r_sequence(false, r_classic_confs[c], 160 * MiB, seed * 7919 + c, R_STEPS);
+            r_sequence(false, r_classic_confs[c], NULL, 160 * MiB, seed * 7919 + c, R_STEPS);
 }
 
 Test(interactions, random_expandable_sequences_release_what_the_model_says) {
     for (size_t c = 0; c < sizeof r_pages_confs / sizeof *r_pages_confs; c++)
         for (uint64_t seed = 1; seed <= R_SEEDS; seed++)
-            r_sequence(true, r_pages_confs[c], 128 * MiB, seed * 104729 + c, R_STEPS);
+            r_sequence(true, r_pages_confs[c].conf, r_pages_confs[c].rule, 128 * MiB, seed * 104729 + c, R_STEPS);
 }
 
 /* ---- the order of a trim over pages --------------------------------------- */
@@ -546,7 +563,7 @@ Test(interactions, random_expandable_sequences_release_what_the_model_says) {
  * pages a live block touches never go. */
 Test(interactions, trim_budget_takes_the_tail_then_the_holes_highest_first) {
     cca_upstream *u = tu_vm_device(64 * MiB, PG);
-    cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead:0,log_oom:0");
     unsigned char *A = tu_alloc(a, 4 * MiB, NULL), *H = tu_alloc(a, 6 * MiB, NULL);
     unsigned char *B = tu_alloc(a, 2 * MiB, NULL), *T = tu_alloc(a, 8 * MiB, NULL);
     cr_assert(H == A + 4 * MiB && B == A + 10 * MiB && T == A + 12 * MiB, "one range, in address order");

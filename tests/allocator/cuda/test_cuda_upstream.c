@@ -24,6 +24,7 @@
  * compute-sanitizer as well (its `sanitizer` step).
  */
 #include "alloc_test_util.h"
+#include "pages_rule.h"
 
 #include <criterion/criterion.h>
 #include "gpu_required.h"
@@ -503,7 +504,9 @@ Test(cuda_upstream, expandable_segments_follow_the_driver_in_larger_pages) {
     follow_the_driver(u, page);
 }
 
-/* Over whole maps (CCA_VM_WHOLE_MAPS: one cuMemCreate per map): the same
+/* Over whole maps (CCA_VM_WHOLE_MAPS: one cuMemCreate per map), maps of at
+ * most 8 MiB (the growth rule's test hook, pages_rule.h; the least step
+ * and the ahead's cap are the defaults): the same
  * blocks, the upper half freed as one run so that whole maps lie in it,
  * trim(0) giving back exactly what the report says (maps, never part of
  * one: the device would refuse), the live half's data intact, the freed
@@ -517,7 +520,8 @@ Test(cuda_upstream, expandable_segments_follow_the_driver_over_whole_maps) {
     cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_upstream_vm_backing(u), CCA_VM_WHOLE_MAPS);
     size_t start = device_free_warm(u);
-    cca_allocator *a = tu_allocator(u, "expandable:1,expandable_chunk:8M");
+    cca_allocator *a = tu_allocator(u, "expandable:1");
+    ccai_pages_rule_set(a, 20 * MiB, 64 * MiB, 8 * MiB);
     enum { N = 48 };
     void *p[N];
     size_t size[N];

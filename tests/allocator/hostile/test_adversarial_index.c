@@ -864,7 +864,7 @@ Test(adversarial_expandable, trim_keep_at_page_boundaries_is_exact) {
             cca_host_options o = {.capacity = 64 * MiB, .vm_granularity = HPG, .vm_backing = CCA_VM_PAGES};
             cca_upstream *u = NULL;
             cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK);
-            cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead_max:0");
+            cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead:0");
             void *p[8];
             for (int i = 0; i < 8; i++)
                 p[i] = tu_alloc(a, X, NULL);

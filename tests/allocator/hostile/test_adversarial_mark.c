@@ -88,10 +88,29 @@ typedef struct world {
     size_t tenant_bytes;
 } world;
 
+/* How a world's allocator is configured: its options, and whether the
+ * growth rule's least step stays (else it is set to 0 through the test
+ * hook, ccai_pages_rule_set, before the first request: a tail maps what it
+ * needs plus expandable_ahead of what is mapped, page by page). */
+typedef struct setting {
+    const char *conf;
+    bool least;
+} setting;
+
+#define CONF(c) ((setting){(c), true})
+static const setting LEAST_OFF = {"", false}; /* the default fraction, no least step */
+
+/* `s` in a message: its options, and the least step when it is off. */
+static const char *setting_name(setting s, char *buf, size_t len) {
+    snprintf(buf, len, "%s%s", s.conf, s.least ? "" : "; least step 0");
+    return buf;
+}
+
 /* A device of `cap` bytes with 64 KiB pages, the pages backing (any run of
  * pages unmaps, so a free block can be part mapped), behind the fault
- * wrapper (with events), and an expandable allocator over it with `conf`. */
-static void w_open(world *w, size_t cap, const char *conf) {
+ * wrapper (with events), and an expandable allocator over it set by `set`. */
+static void w_open_set(world *w, size_t cap, setting set) {
+    const char *conf = set.conf;
     memset(w, 0, sizeof *w);
     cca_host_options o = {.capacity = cap, .vm_granularity = PG, .vm_backing = CCA_VM_PAGES};
     cca_upstream *dev = NULL;
@@ -101,8 +120,14 @@ static void w_open(world *w, size_t cap, const char *conf) {
     snprintf(c, sizeof c, "expandable:1,log_oom:0%s%s", conf && *conf ? "," : "", conf ? conf : "");
     w->a = tu_allocator(w->u, c);
     cr_assert(w->a->expandable, "expandable segments over the simulated device");
+    if (!set.least)
+        ccai_pages_rule_set(w->a, 0, w->a->rule.cap, w->a->rule.map_pages * PG);
     w->cap = cap;
     w->greedy = w->a->config.policy == CCA_POLICY_GREEDY;
+}
+
+static void w_open(world *w, size_t cap, const char *conf) {
+    w_open_set(w, cap, CONF(conf));
 }
 
 static void w_tenant(world *w, size_t bytes) {
@@ -508,13 +533,13 @@ static layout_sizes hole_sizes(hmode m) {
     return (layout_sizes){1 * MiB + 96 * KiB + 512, 2 * MiB + 200 * KiB + 1536, 1 * MiB + 512};
 }
 
-/* Open a world for mode m (conf: map-ahead settings for growth), with its
+/* Open a world for mode m (set: map-ahead settings for growth), with its
  * domain (arena mode: its 8 MiB footprint arena). */
-static cca_domain *open_mode(world *w, hmode m, const char *conf) {
+static cca_domain *open_mode(world *w, hmode m, setting set) {
     char c[200];
     snprintf(c, sizeof c, "%s%s%s", m == H_GREEDY ? "policy:greedy,greedy_bytes:8M" : "",
-             m == H_GREEDY && conf && *conf ? "," : "", conf ? conf : "");
-    w_open(w, 32 * MiB, c);
+             m == H_GREEDY && set.conf && *set.conf ? "," : "", set.conf ? set.conf : "");
+    w_open_set(w, 32 * MiB, (setting){c, set.least});
     if (m != H_ARENA)
         return NULL;
     cca_domain *d = NULL;
@@ -525,12 +550,13 @@ static cca_domain *open_mode(world *w, hmode m, const char *conf) {
 
 /* One run: [L live][H free][R live], a trim that stops after the tails and
  * `stop` pages of H (stop < 0: no trim), then the plan inside H. */
-static void hole_run(hmode m, const char *conf, long stop, const plan *pl) {
+static void hole_run(hmode m, setting set, long stop, const plan *pl) {
     world w;
-    cca_domain *d = open_mode(&w, m, conf);
+    cca_domain *d = open_mode(&w, m, set);
     layout_sizes z = hole_sizes(m);
-    char what[256];
-    snprintf(what, sizeof what, "mode %d [%s], stop %ld, plan \"%s\"", (int)m, conf, stop, pl->name);
+    char what[256], name[80];
+    snprintf(what, sizeof what, "mode %d [%s], stop %ld, plan \"%s\"", (int)m, setting_name(set, name, sizeof name),
+             stop, pl->name);
     blk L = must_put(&w, d, z.l, S0, 1, what);
     char *hole;
     cr_assert_eq(try_alloc(&w, d, z.h, S0, (void **)&hole), CCA_OK, "%s: %s", what, cca_last_error());
@@ -590,8 +616,7 @@ static void hole_run(hmode m, const char *conf, long stop, const plan *pl) {
     finish(&w, (blk *const[]){&again, &L, &R}, 3, what);
 }
 
-static const char *const ahead_confs[] = {"expandable_ahead_min:0,expandable_ahead_max:0", "expandable_ahead_min:0",
-                                          ""};
+static const setting ahead_confs[] = {{"expandable_ahead:0", true}, {"", false}, {"", true}};
 
 /* Every stop point with the first map-ahead setting (the tail maps only
  * what requests need); the edges and the middle with the others (their
@@ -632,7 +657,7 @@ Test(adversarial_mark, a_trim_stopping_at_every_page_of_a_hole_in_a_domain_arena
  * B|C boundaries (pieces reaching into pages once unmapped), or with slack. */
 static void merge_run(hmode m, const int perm[3], unsigned trims, bool half, const plan *pl) {
     world w;
-    cca_domain *d = open_mode(&w, m, m == H_LARGE ? ahead_confs[0] : "");
+    cca_domain *d = open_mode(&w, m, m == H_LARGE ? ahead_confs[0] : CONF(""));
     char what[256];
     snprintf(what, sizeof what, "mode %d, frees %c%c%c, trims after %#x (%s), plan \"%s\"", (int)m, "ABC"[perm[0]],
              "ABC"[perm[1]], "ABC"[perm[2]], trims, half ? "half" : "all", pl->name);
@@ -734,7 +759,7 @@ Test(adversarial_mark, merges_in_the_greedy_and_a_domain_arena, .timeout = 60) {
  * written. In an arena (key stream NULL) any stream's block waits. */
 static void pending_run(hmode m, int variant) {
     world w;
-    cca_domain *d = open_mode(&w, m, "expandable_ahead_min:0");
+    cca_domain *d = open_mode(&w, m, LEAST_OFF);
     char what[128];
     snprintf(what, sizeof what, "mode %d, variant %d", (int)m, variant);
     cca_stream key = m == H_GREEDY || m == H_ARENA ? NULL : S0; /* frees on the key stream never wait */
@@ -785,7 +810,7 @@ Test(adversarial_mark, a_pending_block_rejoins_between_trimmed_neighbours) {
  * it maps its pages again. */
 static void retry_run(cca_stream requester) {
     world w;
-    w_open(&w, 24 * MiB, "expandable_ahead_min:0,expandable_ahead_max:0");
+    w_open(&w, 24 * MiB, "expandable_ahead:0");
     const char *what = requester == S0 ? "retry on the same stream" : "retry on another stream";
     blk L = must_put(&w, NULL, 1 * MiB + 40 * KiB + 512, S0, 1, what);
     char *H, *X;
@@ -967,9 +992,11 @@ typedef struct fault {
  * fault explains; then, faults off, every free block is taken and written,
  * everything is checked, freed and given back. Returns the calls made of
  * each kind (for the sweep's bounds). */
-static void script_run(const sop *script, int len, const char *conf, fault ft, uint64_t calls[TU_FAULT_KINDS]) {
+static void script_run(const sop *script, int len, setting set, fault ft, uint64_t calls[TU_FAULT_KINDS]) {
     world w;
-    w_open(&w, 16 * MiB, conf);
+    w_open_set(&w, 16 * MiB, set);
+    char conf[80];
+    setting_name(set, conf, sizeof conf);
     cca_domain *D = NULL;
     if (!w.greedy)
         cr_assert_eq(cca_domain_create(w.a, "D", &D), CCA_OK);
@@ -1088,24 +1115,26 @@ static void script_run(const sop *script, int len, const char *conf, fault ft, u
 
 /* Each kind of refusal at each call index the baseline makes (and one
  * past), once and from then on. */
-static void fault_sweep(const sop *script, int len, const char *conf) {
+static void fault_sweep(const sop *script, int len, setting set) {
     uint64_t calls[TU_FAULT_KINDS] = {0};
-    script_run(script, len, conf, (fault){TU_FAULT_MAP, 0, false}, calls);
+    char conf[80];
+    setting_name(set, conf, sizeof conf);
+    script_run(script, len, set, (fault){TU_FAULT_MAP, 0, false}, calls);
     cr_assert_geq(calls[TU_FAULT_UNMAP], 4, "[%s] the script unmaps", conf);
     cr_assert_geq(calls[TU_FAULT_RELEASE], 1, "[%s] the script gives a range back", conf);
     const tu_fault_kind kinds[] = {TU_FAULT_UNMAP, TU_FAULT_MAP, TU_FAULT_RELEASE, TU_FAULT_RESERVE, TU_FAULT_SYNC};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (uint64_t at = 1; at <= calls[kinds[k]] + 1; at++)
             for (int sticky = 0; sticky < 2; sticky++)
-                script_run(script, len, conf, (fault){kinds[k], at, sticky}, calls);
+                script_run(script, len, set, (fault){kinds[k], at, sticky}, calls);
 }
 
 Test(adversarial_mark, refusals_at_every_call_of_a_growth_script_then_every_block, .timeout = 120) {
-    fault_sweep(growth_script, sizeof growth_script / sizeof growth_script[0], "expandable_ahead_min:0");
+    fault_sweep(growth_script, sizeof growth_script / sizeof growth_script[0], LEAST_OFF);
 }
 
 Test(adversarial_mark, refusals_at_every_call_of_a_greedy_script_then_every_block, .timeout = 120) {
-    fault_sweep(greedy_script, sizeof greedy_script / sizeof greedy_script[0], "policy:greedy,greedy_bytes:12M");
+    fault_sweep(greedy_script, sizeof greedy_script / sizeof greedy_script[0], CONF("policy:greedy,greedy_bytes:12M"));
 }
 
 /* ==== random sequences ============================================================= */
@@ -1218,11 +1247,13 @@ static void random_run(uint64_t seed, bool greedy, int steps) {
     rworld r;
     memset(&r, 0, sizeof r);
     r.rng = seed;
-    const char *conf = greedy          ? "policy:greedy,greedy_bytes:10M"
-                       : seed % 3 == 0 ? "expandable_ahead_min:0,expandable_ahead_max:0"
-                       : seed % 3 == 1 ? "expandable_ahead_min:0"
-                                       : "";
-    w_open(&r.w, 20 * MiB, conf);
+    setting set = greedy          ? CONF("policy:greedy,greedy_bytes:10M")
+                  : seed % 3 == 0 ? CONF("expandable_ahead:0")
+                  : seed % 3 == 1 ? LEAST_OFF
+                                  : CONF("");
+    w_open_set(&r.w, 20 * MiB, set);
+    char conf[80];
+    setting_name(set, conf, sizeof conf);
     if (!greedy)
         cr_assert_eq(cca_domain_create(r.w.a, "D", &r.D), CCA_OK);
     char what[160];

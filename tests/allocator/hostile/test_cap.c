@@ -33,6 +33,7 @@
  * q_run).
  */
 #include "alloc_test_util.h"
+#include "pages_rule.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -208,8 +209,8 @@ static void expect_kept(rig *r, cca_domain *d, size_t size, cca_stream s, cca_st
  *
  * The scene, both kinds: 40 MiB live on S1 (a 40 MiB segment, or 40 MiB of
  * S1's range mapped), then 4 MiB allocated and freed on S2 (a cached
- * 20 MiB medium segment, or 20 MiB of S2's range mapped: the least step,
- * expandable_ahead_min), max_reserved 64 MiB: 60 MiB reserved. 30 MiB on
+ * 20 MiB medium segment, or 20 MiB of S2's range mapped: the growth rule's
+ * least step), max_reserved 64 MiB: 60 MiB reserved. 30 MiB on
  * S2 needs 30 MiB more (a segment, or the pages under its bytes) and
  * 40 + 30 > 64 whatever is released; 24 MiB on S3 fits once S2's cache
  * is released (40 + 24 = 64). */
@@ -438,7 +439,7 @@ TEST_BOTH(domain_reserve_refusal_no_release_could_help_keeps_the_cache) {
  * 16 MiB fits (6 + 8 + 6 = 20). */
 Test(cap, expandable_map_over_the_cap_in_several_runs_calls_nothing) {
     rig r;
-    rig_open(&r, true, "max_reserved:20M,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    rig_open(&r, true, "max_reserved:20M,expandable_ahead:0,log_oom:0");
     unsigned char *A = tu_alloc(r.a, 2 * MiB, NULL), *H = tu_alloc(r.a, 8 * MiB, NULL);
     unsigned char *B = tu_alloc(r.a, 2 * MiB, NULL), *T = tu_alloc(r.a, 8 * MiB, NULL);
     cr_assert(H == A + 2 * MiB && B == A + 10 * MiB && T == A + 12 * MiB, "one range, in address order");
@@ -519,8 +520,7 @@ Test(cap, expandable_refusal_counts_the_pages_live_blocks_keep) {
 Test(cap, expandable_request_on_a_page_a_live_block_keeps_is_served) {
     rig r;
     void *x, *y;
-    three_tenants(&r, "max_reserved:6M,small_pool:0,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0", 2 * MiB,
-                  1 * MiB, 2 * MiB, &x, &y);
+    three_tenants(&r, "max_reserved:6M,small_pool:0,expandable_ahead:0,log_oom:0", 2 * MiB, 1 * MiB, 2 * MiB, &x, &y);
     cca_stats before = tu_stats(r.a);
     cr_assert_eq(before.reserved_bytes, 6 * MiB);
     unsigned char *q = tu_alloc(r.a, 3 * MiB, NULL);
@@ -695,7 +695,7 @@ Test(cap, expandable_new_range_the_retry_makes_room_for_is_reserved_once) {
  * by an empty-cache; X 2 MiB live on S1; `cached` freed on S2 (its pages
  * cached); B freed. */
 static void runs_scene(rig *r, size_t capacity, size_t cached, rig_info info, unsigned char **A, void **X) {
-    rig_open_with(r, true, "expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0", capacity, info);
+    rig_open_with(r, true, "expandable_ahead:0,log_oom:0", capacity, info);
     *A = tu_alloc(r->a, 2 * MiB, NULL);
     unsigned char *H = tu_alloc(r->a, 8 * MiB, NULL), *B = tu_alloc(r->a, 2 * MiB, NULL);
     unsigned char *T = tu_alloc(r->a, capacity - 12 * MiB, NULL);
@@ -1307,13 +1307,23 @@ static void q_domain_release(q_run *q) {
     q_agree_contents(q, "a domain release");
 }
 
-static void q_sequence(bool pages, const char *conf, size_t capacity, uint64_t seed) {
+/* The growth rule's fixed parts set through the test hook (pages_rule.h)
+ * before the first request: the least step and the ahead's cap; maps of
+ * the default 128 MiB. */
+typedef struct q_rule {
+    size_t least, cap;
+} q_rule;
+
+/* `rule`: NULL for the rule expandable_ahead sets. */
+static void q_sequence(bool pages, const char *conf, const q_rule *rule, size_t capacity, uint64_t seed) {
     q_run *q = calloc(1, sizeof *q);
     cr_assert_not_null(q);
     q->conf = conf;
     q->capacity = capacity;
     q->rng = seed;
     rig_open_on(&q->r, pages, conf, capacity);
+    if (rule)
+        ccai_pages_rule_set(q->r.a, rule->least, rule->cap, 128 * MiB);
     cr_assert_eq(cca_get_config(q->r.a, &q->cfg), CCA_OK);
     q->greedy = q->cfg.policy == CCA_POLICY_GREEDY;
     q->cap_only = q->cfg.max_reserved && q->cfg.max_reserved <= capacity / 4;
@@ -1364,17 +1374,26 @@ static const char *const q_classic_confs[] = {
     "log_oom:0,policy:greedy,greedy_fraction:1,max_reserved:20971521",
 };
 
-static const char *const q_pages_confs[] = {
-    "log_oom:0,max_reserved:64M",
-    "log_oom:0,max_reserved:2M",
-    "log_oom:0,max_reserved:3M",
-    "log_oom:0,max_reserved:33M,expandable_ahead:1,expandable_ahead_max:18446744073709551615,expandable_ahead_min:0",
-    "log_oom:0,max_reserved:40M,expandable_ahead_min:18446744073709551615",
-    "log_oom:0,max_reserved:40M,expandable_ahead_max:0,expandable_ahead_min:0",
-    "log_oom:0,max_reserved:24M,small_segment:64K,small_max:64K,segment_round:512",
-    "log_oom:0,max_reserved:50M,small_pool:0,expandable_ahead:1,expandable_ahead_max:8M",
-    "log_oom:0,policy:greedy,greedy_bytes:7M,max_reserved:100M",
-    "log_oom:0,policy:greedy,max_reserved:5M",
+/* The ahead at its maximum: all of what is mapped (no cap, no least step);
+ * a least step with no bound (every tail map takes the ahead's 64 MiB cap,
+ * in the small pool small_segment); an ahead capped (8 MiB) below the
+ * least step. */
+static const q_rule q_ahead_all = {0, SIZE_MAX}, q_least_all = {SIZE_MAX, 64 * MiB}, q_capped = {20 * MiB, 8 * MiB};
+
+static const struct {
+    const char *conf;
+    const q_rule *rule;
+} q_pages_confs[] = {
+    {"log_oom:0,max_reserved:64M", NULL},
+    {"log_oom:0,max_reserved:2M", NULL},
+    {"log_oom:0,max_reserved:3M", NULL},
+    {"log_oom:0,max_reserved:33M,expandable_ahead:1", &q_ahead_all},
+    {"log_oom:0,max_reserved:40M", &q_least_all},
+    {"log_oom:0,max_reserved:40M,expandable_ahead:0", NULL},
+    {"log_oom:0,max_reserved:24M,small_segment:64K,small_max:64K,segment_round:512", NULL},
+    {"log_oom:0,max_reserved:50M,small_pool:0,expandable_ahead:1", &q_capped},
+    {"log_oom:0,policy:greedy,greedy_bytes:7M,max_reserved:100M", NULL},
+    {"log_oom:0,policy:greedy,max_reserved:5M", NULL},
 };
 
 static void q_report(const char *what) {
@@ -1388,10 +1407,10 @@ static void q_report(const char *what) {
 Test(cap, random_classic_sequences_hold_the_cap_and_release_only_to_serve, .timeout = 240) {
     for (size_t c = 0; c < sizeof q_classic_confs / sizeof *q_classic_confs; c++)
         for (uint64_t seed = 1; seed <= Q_SEEDS; seed++)
-            q_sequence(false, q_classic_confs[c], 1 * GiB, seed * 7919 + c);
+            q_sequence(false, q_classic_confs[c], NULL, 1 * GiB, seed * 7919 + c);
     for (uint64_t seed = 1; seed <= Q_SEEDS; seed++) { /* the device the limit, then both */
-        q_sequence(false, "log_oom:0", 48 * MiB, seed * 31 + 5);
-        q_sequence(false, "log_oom:0,max_reserved:40M", 56 * MiB, seed * 31 + 7);
+        q_sequence(false, "log_oom:0", NULL, 48 * MiB, seed * 31 + 5);
+        q_sequence(false, "log_oom:0,max_reserved:40M", NULL, 56 * MiB, seed * 31 + 7);
     }
     q_report("classic");
 }
@@ -1399,10 +1418,10 @@ Test(cap, random_classic_sequences_hold_the_cap_and_release_only_to_serve, .time
 Test(cap, random_expandable_sequences_hold_the_cap_and_release_only_to_serve, .timeout = 240) {
     for (size_t c = 0; c < sizeof q_pages_confs / sizeof *q_pages_confs; c++)
         for (uint64_t seed = 1; seed <= Q_SEEDS; seed++)
-            q_sequence(true, q_pages_confs[c], 1 * GiB, seed * 104729 + c);
+            q_sequence(true, q_pages_confs[c].conf, q_pages_confs[c].rule, 1 * GiB, seed * 104729 + c);
     for (uint64_t seed = 1; seed <= Q_SEEDS; seed++) {
-        q_sequence(true, "log_oom:0", 48 * MiB, seed * 37 + 3);
-        q_sequence(true, "log_oom:0,max_reserved:40M", 56 * MiB, seed * 37 + 9);
+        q_sequence(true, "log_oom:0", NULL, 48 * MiB, seed * 37 + 3);
+        q_sequence(true, "log_oom:0,max_reserved:40M", NULL, 56 * MiB, seed * 37 + 9);
     }
     q_report("expandable");
 }

@@ -11,6 +11,7 @@
  * blocks' contents; at the end nothing is left in the upstream.
  */
 #include "alloc_test_util.h"
+#include "pages_rule.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -114,8 +115,8 @@ static void expandable_doomed(size_t capacity, const char *extra, size_t size, c
         tu_faulty f;
         cca_upstream *u = tu_faulty_create(&f, dev, "fx", false);
         char conf[256];
-        snprintf(conf, sizeof conf, "expandable:1,small_pool:0,expandable_ahead_min:0,expandable_ahead_max:0,"
-                                    "log_oom:0%s%s", extra, hold ? ",hold_peak:1" : "");
+        snprintf(conf, sizeof conf, "expandable:1,small_pool:0,expandable_ahead:0,log_oom:0%s%s", extra,
+                 hold ? ",hold_peak:1" : "");
         cca_allocator *a = tu_allocator(u, conf);
         char *A = tu_alloc(a, 1 * MiB, NULL), *B = tu_alloc(a, 1 * MiB, NULL), *C = tu_alloc(a, 1 * MiB, NULL);
         tu_fill(A, 1 * MiB, 1);
@@ -193,8 +194,8 @@ Test(hold_hostile, an_undone_map_is_not_a_hold) {
     cca_upstream *dev = tu_vm_device_backed(64 * MiB, PG, CCA_VM_WHOLE_MAPS);
     tu_faulty f;
     cca_upstream *u = tu_faulty_create(&f, dev, "fx", false);
-    cca_allocator *a = tu_allocator(u, "expandable:1,hold_peak:1,small_pool:0,expandable_ahead_min:0,"
-                                       "expandable_ahead_max:0,expandable_chunk:128K,log_oom:0");
+    cca_allocator *a = tu_allocator(u, "expandable:1,hold_peak:1,small_pool:0,expandable_ahead:0,log_oom:0");
+    ccai_pages_rule_set(a, 0, 0, 128 * KiB); /* maps of at most two pages */
     char *A = tu_alloc(a, 96 * KiB, NULL);
     tu_fill(A, 96 * KiB, 1);
     cca_stats s = tu_stats(a);
@@ -295,8 +296,7 @@ Test(hold_hostile, expandable_pending_pages_stay_mapped_through_a_hold) {
     cca_upstream *dev = tu_vm_device(64 * MiB, PG);
     tu_faulty f;
     cca_upstream *u = tu_faulty_create(&f, dev, "fx", true);
-    cca_allocator *a = tu_allocator(u, "expandable:1,hold_peak:1,small_pool:0,expandable_ahead_min:0,"
-                                       "expandable_ahead_max:0,log_oom:0");
+    cca_allocator *a = tu_allocator(u, "expandable:1,hold_peak:1,small_pool:0,expandable_ahead:0,log_oom:0");
     f.hold_events = true;
     f.sync_keeps_events = true;
     char *A = tu_alloc(a, 1 * MiB, S0), *B = tu_alloc(a, 1 * MiB, S0);
@@ -338,8 +338,7 @@ Test(hold_hostile, expandable_a_failing_synchronize_unmaps_nothing_and_the_peak_
     cca_upstream *dev = tu_vm_device(64 * MiB, PG);
     tu_faulty f;
     cca_upstream *u = tu_faulty_create(&f, dev, "fx", false);
-    cca_allocator *a = tu_allocator(u, "expandable:1,hold_peak:1,small_pool:0,expandable_ahead_min:0,"
-                                       "expandable_ahead_max:0,log_oom:0");
+    cca_allocator *a = tu_allocator(u, "expandable:1,hold_peak:1,small_pool:0,expandable_ahead:0,log_oom:0");
     char *A = tu_alloc(a, 1 * MiB, NULL), *B = tu_alloc(a, 1 * MiB, NULL), *C = tu_alloc(a, 1 * MiB, NULL);
     tu_fill(B, 1 * MiB, 2);
     tu_free(a, B);
@@ -411,8 +410,8 @@ static void fault_sweep(int backing, tu_fault_kind kind) {
         cca_upstream *dev = tu_vm_device_backed(64 * MiB, PG, backing);
         tu_faulty f;
         cca_upstream *u = tu_faulty_create(&f, dev, "fx", false);
-        cca_allocator *a = tu_allocator(u, "expandable:1,hold_peak:1,small_pool:0,expandable_ahead_min:0,"
-                                           "expandable_ahead_max:0,expandable_chunk:256K,log_oom:0");
+        cca_allocator *a = tu_allocator(u, "expandable:1,hold_peak:1,small_pool:0,expandable_ahead:0,log_oom:0");
+        ccai_pages_rule_set(a, 0, 0, 256 * KiB); /* maps of at most four pages (over whole maps) */
         char *A = tu_alloc(a, 1 * MiB, NULL), *B = tu_alloc(a, 1 * MiB, NULL), *C = tu_alloc(a, 1 * MiB, NULL);
         tu_fill(A, 1 * MiB, 1);
         tu_fill(C, 1 * MiB, 3);

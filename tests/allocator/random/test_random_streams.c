@@ -6,7 +6,9 @@
  * trims to random budgets, empty-cache and, with the growth policy, memory
  * domains (release and destroy, forced or not, footprint arenas); classic
  * and expandable segments (over pages and over whole maps, cut at several
- * chunks, under max_reserved caps that are no multiple of the page),
+ * chunks, under max_reserved caps that are no multiple of the page; the
+ * growth rule's least step and largest map set through its test hook,
+ * pages_rule.h),
  * growth and greedy; peaks reset at random. Upstream calls fail on
  * demand: the k-th call from now, of any kind (alloc, free, vm_reserve,
  * vm_map, vm_unmap, vm_release, synchronize, event_record), once or for
@@ -61,6 +63,7 @@
  */
 #include "alloc_test_util.h"
 #include "device_books.h"
+#include "pages_rule.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -695,8 +698,12 @@ static void op_reset_peaks(world *w) {
 
 typedef struct plan {
     bool expandable, greedy, events;
-    bool whole;         /* expandable over whole maps */
-    const char *conf;   /* more options (NULL: none) */
+    bool whole;       /* expandable over whole maps */
+    const char *conf; /* more options (NULL: none) */
+    /* expandable: the growth rule's fixed parts (the test hook, pages_rule.h, before the first request; the ahead's
+     * cap is 64 MiB, and with expandable_ahead:0 there is neither ahead nor least step) */
+    size_t least;        /* the least step; 0: 1 MiB for odd seeds, 20 MiB for even; NO_LEAST: none */
+    size_t map_bytes;    /* over whole maps the largest map; 0: the rule's 128 MiB; ONE_MAP: one map per run */
     size_t max_reserved; /* the cap in conf, checked after every step */
     uint64_t seed;
     int steps;
@@ -705,7 +712,32 @@ typedef struct plan {
     bool sticky;        /* and every later one of its step */
 } plan;
 
+#define NO_LEAST SIZE_MAX
+#define ONE_MAP SIZE_MAX
+
 static const char *const modes[2][2] = {{"classic growth", "classic greedy"}, {"expandable growth", "expandable greedy"}};
+
+/* The plan's rule, set before the first request. Odd seeds run with
+ * expandable_ahead:0.25 (in the config) and a least step of 1 MiB. */
+static void set_rule(cca_allocator *a, const plan *pl) {
+    cca_config c;
+    cr_assert_eq(cca_get_config(a, &c), CCA_OK);
+    bool on = c.expandable_ahead > 0;
+    size_t least = pl->least == NO_LEAST ? 0 : pl->least ? pl->least : pl->seed % 2 ? 1 * MiB : 20 * MiB;
+    size_t map = pl->map_bytes == ONE_MAP ? 0 : pl->map_bytes ? pl->map_bytes : 128 * MiB;
+    ccai_pages_rule_set(a, on ? least : 0, on ? 64 * MiB : 0, map);
+}
+
+/* The plan's options and rule in a message. */
+static const char *plan_name(const plan *pl, char *buf, size_t len) {
+    char least[48] = "", map[48] = "";
+    if (pl->least)
+        snprintf(least, sizeof least, ", least step %zu", pl->least == NO_LEAST ? 0 : pl->least);
+    if (pl->map_bytes)
+        snprintf(map, sizeof map, ", maps of %zu", pl->map_bytes == ONE_MAP ? 0 : pl->map_bytes);
+    snprintf(buf, len, "%s%s%s", pl->conf ? pl->conf : "", least, map);
+    return buf;
+}
 
 static void end_by_empty_cache(world *w);
 static void end_by_destroy(world *w, uint64_t *rng);
@@ -734,11 +766,21 @@ static uint64_t run(const plan *pl) {
     char conf[320];
     snprintf(conf, sizeof conf, "log_oom:0%s%s%s%s%s", pl->expandable ? ",expandable:1" : ",expandable:0",
              pl->greedy ? ",policy:greedy,greedy_bytes:40M" : "",
-             pl->expandable && pl->seed % 2 ? ",expandable_ahead_min:1M,expandable_ahead:0.25" : "", pl->conf ? "," : "",
+             pl->expandable && pl->seed % 2 ? ",expandable_ahead:0.25" : "", pl->conf ? "," : "",
              pl->conf ? pl->conf : "");
     w->x.serving = 0;
     w->a = tu_allocator(w->u, conf);
     w->x.serving = -1;
+    if (pl->expandable)
+        set_rule(w->a, pl);
+    if (pl->greedy && pl->map_bytes) {
+        /* the arena was mapped at creation in the rule's 128 MiB maps: released, it is reserved again by the
+         * first request, in the plan's maps */
+        w->op = "setup: the arena released";
+        op_trim(w, NULL, true);
+        cr_assert_eq(tb_reserved(&w->x, -1), 0, WHERE ": the arena stayed", WARGS);
+        w->op = "setup";
+    }
     w->D[0].exists = true;
     if (!pl->greedy)
         op_create(w);
@@ -913,11 +955,12 @@ static void run_seeds(bool expandable, bool greedy) {
 
 static void run_plan_seeds(plan pl) {
     bool expandable = pl.expandable, greedy = pl.greedy;
+    char name[200];
     const char *only = getenv("CCA_RANDOM_SEED");
     if (only && *only) {
         pl.seed = strtoull(only, NULL, 0); /* with events, then without */
         fprintf(stderr, "test_random_streams: %s%s %s, seed %llu\n", modes[expandable][greedy], pl.whole ? " (whole maps)" : "",
-                pl.conf ? pl.conf : "", (unsigned long long)pl.seed);
+                plan_name(&pl, name, sizeof name), (unsigned long long)pl.seed);
         run(&pl);
         pl.events = false;
         run(&pl);
@@ -928,7 +971,7 @@ static void run_plan_seeds(plan pl) {
         pl.seed = seeds[i];
         pl.events = i != 2; /* one run on an upstream without events */
         fprintf(stderr, "test_random_streams: %s%s %s%s, seed %llu (CCA_RANDOM_SEED=%llu replays it)\n",
-                modes[expandable][greedy], pl.whole ? " (whole maps)" : "", pl.conf ? pl.conf : "",
+                modes[expandable][greedy], pl.whole ? " (whole maps)" : "", plan_name(&pl, name, sizeof name),
                 pl.events ? "" : ", no events", (unsigned long long)pl.seed,
                 (unsigned long long)pl.seed);
         run(&pl);
@@ -952,25 +995,27 @@ Test(random_streams, expandable_greedy, .timeout = 120) {
 }
 
 /* Whole maps (every map one allocation, unmapped whole), maps cut at
- * several chunks, under max_reserved caps that are no multiple of the page
- * or the chunk, with the ahead maps large against the cap. */
-static void run_whole(bool greedy, const char *conf, size_t cap) {
+ * several chunks (map_bytes), under max_reserved caps that are no multiple
+ * of the page or the chunk, with the ahead maps large against the cap. */
+static void run_whole(bool greedy, const char *conf, size_t least, size_t map_bytes, size_t cap) {
     run_plan_seeds((plan){.expandable = true, .whole = true, .greedy = greedy, .events = true, .steps = 700,
-                          .fault_pct = 12, .conf = conf, .max_reserved = cap});
+                          .fault_pct = 12, .conf = conf, .least = least, .map_bytes = map_bytes, .max_reserved = cap});
 }
 
 Test(random_streams, whole_maps_growth, .timeout = 120) {
-    run_whole(false, "expandable_chunk:192K", 0);
-    run_whole(false, "expandable_chunk:0,expandable_ahead_min:0", 0);
+    run_whole(false, NULL, 0, 192 * KiB, 0);
+    run_whole(false, NULL, NO_LEAST, ONE_MAP, 0);
 }
 
+/* The arena in maps of 3 MiB: released at the start and reserved again
+ * after the rule is set (run). */
 Test(random_streams, whole_maps_greedy, .timeout = 120) {
-    run_whole(true, "expandable_chunk:3M", 0);
+    run_whole(true, NULL, 0, 3 * MiB, 0);
 }
 
 Test(random_streams, whole_maps_under_max_reserved, .timeout = 120) {
-    run_whole(false, "expandable_chunk:192K,max_reserved:20700K,expandable_ahead:1,expandable_ahead_min:6M", 20700 * KiB);
-    run_whole(false, "expandable_chunk:0,max_reserved:13M,expandable_ahead_max:0", 13 * MiB);
+    run_whole(false, "max_reserved:20700K,expandable_ahead:1", 6 * MiB, 192 * KiB, 20700 * KiB);
+    run_whole(false, "max_reserved:13M,expandable_ahead:0", 0, ONE_MAP, 13 * MiB);
 }
 
 /* hold_peak:1: requests that meet the peak synchronize and release first,
@@ -979,12 +1024,12 @@ Test(random_streams, holding_the_peak, .timeout = 120) {
     run_plan_seeds((plan){.expandable = true, .events = true, .steps = 700, .fault_pct = 12, .conf = "hold_peak:1"});
     run_plan_seeds((plan){.events = true, .steps = 700, .fault_pct = 12, .conf = "hold_peak:1"});
     run_plan_seeds((plan){.expandable = true, .whole = true, .events = true, .steps = 700, .fault_pct = 12,
-                          .conf = "hold_peak:1,expandable_chunk:192K"});
+                          .conf = "hold_peak:1", .map_bytes = 192 * KiB});
 }
 
 Test(random_streams, pages_under_max_reserved, .timeout = 120) {
     run_plan_seeds((plan){.expandable = true, .events = true, .steps = 700, .fault_pct = 12,
-                          .conf = "max_reserved:20700K,expandable_ahead:1,expandable_ahead_min:6M",
+                          .conf = "max_reserved:20700K,expandable_ahead:1", .least = 6 * MiB,
                           .max_reserved = 20700 * KiB});
     run_plan_seeds((plan){.events = true, .steps = 700, .fault_pct = 12, .conf = "max_reserved:23M",
                           .max_reserved = 23 * MiB});
@@ -1015,9 +1060,14 @@ Test(random_streams, a_fault_at_every_call_index, .timeout = 300) {
 }
 
 Test(random_streams, whole_maps_a_fault_at_every_call_index, .timeout = 300) {
-    const char *confs[] = {"expandable_chunk:1M,max_reserved:20700K,expandable_ahead:1,expandable_ahead_min:6M",
-                           "expandable_chunk:3M"};
-    for (int g = 0; g < 2; g++)
-        sweep_plan((plan){.expandable = true, .whole = true, .greedy = g, .events = true, .seed = 11 + (uint64_t)g,
-                          .steps = 30, .conf = confs[g], .max_reserved = g ? 0 : 20700 * KiB});
+    const plan plans[] = {{.conf = "max_reserved:20700K,expandable_ahead:1", .least = 6 * MiB, .map_bytes = 1 * MiB,
+                           .max_reserved = 20700 * KiB},
+                          {.greedy = true, .map_bytes = 3 * MiB}}; /* the arena released and reserved again (run) */
+    for (int g = 0; g < 2; g++) {
+        plan pl = plans[g];
+        pl.expandable = pl.whole = pl.events = true;
+        pl.seed = 11 + (uint64_t)g;
+        pl.steps = 30;
+        sweep_plan(pl);
+    }
 }

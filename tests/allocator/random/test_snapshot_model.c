@@ -61,6 +61,7 @@
  */
 #include "alloc_test_util.h"
 #include "ccai_utf8.h"
+#include "pages_rule.h"
 #include "pickle_read.h"
 
 #include <cjson/cJSON.h>
@@ -856,6 +857,8 @@ typedef struct run_cfg {
     const char *name, *conf;
     bool greedy, domains;
     bool no_events; /* an upstream without events: cca_free synchronizes instead (and may fail to) */
+    bool no_least;  /* expandable: the growth rule's least step 0 and the ahead's cap 64 MiB (the test hook,
+                       pages_rule.h): a tail maps what it needs plus expandable_ahead of what is mapped */
 } run_cfg;
 
 static const char *const NAMES[DOMAINS] = {
@@ -874,6 +877,8 @@ static void model_open(model *m, const run_cfg *cfg, const char *upstream_name, 
     char conf[256];
     snprintf(conf, sizeof conf, "log_oom:0,%s", cfg->conf);
     m->a = tu_allocator(m->u, conf);
+    if (cfg->no_least)
+        ccai_pages_rule_set(m->a, 0, 64 * MiB, 128 * MiB);
     audit(m, "created");
 }
 
@@ -1122,21 +1127,22 @@ static void run_random(const run_cfg *cfg, uint64_t seed, int steps) {
 }
 
 static const run_cfg CONFIGS[] = {
-    {"classic", "expandable:0,history:100000", false, true, false},
-    {"classic-wrap", "expandable:0,history:53", false, true, false},
-    {"expandable", "expandable:1,history:100000", false, true, false},
-    {"expandable-wrap", "expandable:1,history:41", false, true, false},
-    {"greedy", "expandable:0,policy:greedy,greedy_bytes:40M,history:100000", true, false, false},
-    {"greedy-wrap", "expandable:0,policy:greedy,greedy_bytes:40M,history:29", true, false, false},
-    {"greedy-expandable", "policy:greedy,greedy_bytes:40M,expandable:1,history:100000", true, false, false},
-    {"greedy-expandable-wrap", "policy:greedy,greedy_bytes:40M,expandable:1,history:31", true, false, false},
-    {"classic-no-history", "expandable:0", false, true, false},
-    {"classic-no-events", "expandable:0,history:61", false, true, true},
-    {"greedy-expandable-no-events", "policy:greedy,greedy_bytes:40M,expandable:1,history:100000", true, false, true},
-    {"expandable-eager", "expandable:1,expandable_ahead_min:0,expandable_ahead:0.5,history:1", false, true, false},
-    {"classic-capped", "expandable:0,max_reserved:40M,history:7", false, true, false},
-    {"expandable-capped", "expandable:1,max_reserved:40M,history:5000", false, true, false},
-    {"one-pool", "expandable:0,small_pool:0,medium_pool:0,max_split:24M,history:3000", false, true, false},
+    {"classic", "expandable:0,history:100000", false, true, false, false},
+    {"classic-wrap", "expandable:0,history:53", false, true, false, false},
+    {"expandable", "expandable:1,history:100000", false, true, false, false},
+    {"expandable-wrap", "expandable:1,history:41", false, true, false, false},
+    {"greedy", "expandable:0,policy:greedy,greedy_bytes:40M,history:100000", true, false, false, false},
+    {"greedy-wrap", "expandable:0,policy:greedy,greedy_bytes:40M,history:29", true, false, false, false},
+    {"greedy-expandable", "policy:greedy,greedy_bytes:40M,expandable:1,history:100000", true, false, false, false},
+    {"greedy-expandable-wrap", "policy:greedy,greedy_bytes:40M,expandable:1,history:31", true, false, false, false},
+    {"classic-no-history", "expandable:0", false, true, false, false},
+    {"classic-no-events", "expandable:0,history:61", false, true, true, false},
+    {"greedy-expandable-no-events", "policy:greedy,greedy_bytes:40M,expandable:1,history:100000", true, false, true,
+     false},
+    {"expandable-eager", "expandable:1,expandable_ahead:0.5,history:1", false, true, false, true},
+    {"classic-capped", "expandable:0,max_reserved:40M,history:7", false, true, false, false},
+    {"expandable-capped", "expandable:1,max_reserved:40M,history:5000", false, true, false, false},
+    {"one-pool", "expandable:0,small_pool:0,medium_pool:0,max_split:24M,history:3000", false, true, false, false},
 };
 
 static uint64_t seed_or(uint64_t fixed) {
@@ -1237,7 +1243,7 @@ static char *written(writer_kind w, const cca_allocator *a, const cca_stats *s, 
  * a footprint arena, pages trimmed between live blocks, a pending free, an
  * OOM, a ring that wrapped; the blocks in the model's slots. */
 static void rich_state(model *m) {
-    static const run_cfg cfg = {"rich", "expandable:1,history:23", false, true, false};
+    static const run_cfg cfg = {"rich", "expandable:1,history:23", false, true, false, false};
     model_open(m, &cfg, "rich\"\\\n\xff", "rich\"\\\n?");
     for (int k = 0; k < 2; k++) {
         snprintf(m->names[k], sizeof m->names[k], "%s", NAMES[k]);
@@ -1347,7 +1353,7 @@ static char *shown(const char *name) {
 }
 
 Test(snapshot_model, hostile_upstream_names_are_shown_alike_in_both_snapshots) {
-    static const run_cfg cfg = {"names", "history:8", false, false, false};
+    static const run_cfg cfg = {"names", "history:8", false, false, false, false};
     char names[300][16];
     size_t n = 0;
     for (int c = 1; c < 256; c++) /* every byte between two letters */

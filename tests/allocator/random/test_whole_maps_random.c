@@ -11,13 +11,18 @@
  *                 invariants (I8 included), the allocator's mapped bytes,
  *                 maps and unmaps equal the device's, every live block
  *                 holds its data; at the end nothing is left anywhere.
- *   chunks        expandable_chunk 0, 1, a page less one, a page, a page
- *                 and one, three pages, huge, SIZE_MAX; granularities 4 KiB
- *                 to 1 MiB; a capacity that is no multiple of the chunk;
- *                 max_reserved caps that are no multiple of it either.
+ *   chunks        the largest map (set with the growth rule's test hook,
+ *                 pages_rule.h, before the first request) 0, 1, a page
+ *                 less one, a page, a page and one, three pages, huge,
+ *                 SIZE_MAX; granularities 4 KiB to 1 MiB; a capacity that
+ *                 is no multiple of the chunk; max_reserved caps that are
+ *                 no multiple of it either; the greedy arena in 3 MiB maps
+ *                 (released at the start, reserved again under the hook's
+ *                 rule).
  * CCA_RANDOM_SEED replays another seed.
  */
 #include "alloc_test_util.h"
+#include "pages_rule.h"
 
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -89,7 +94,12 @@ typedef struct config {
     const char *conf; /* on top of expandable:1,log_oom:0 */
     int steps;
     bool domains;
+    /* the growth rule's fixed parts, through the test hook before the first request: the least step, the largest
+     * map (0: one map per run); the ahead's cap 64 MiB; with expandable_ahead:0, neither ahead nor least step */
+    size_t least, map_bytes;
 } config;
+
+#define LEAST ((size_t)20 * MiB) /* the rule's least step */
 
 static void faulty_run(const config *c, uint64_t seed) {
     tu_faulty f;
@@ -99,6 +109,17 @@ static void faulty_run(const config *c, uint64_t seed) {
     char conf[256];
     snprintf(conf, sizeof conf, "expandable:1,log_oom:0,%s", c->conf);
     cca_allocator *a = tu_allocator(u, conf);
+    cca_config cfg;
+    cr_assert_eq(cca_get_config(a, &cfg), CCA_OK);
+    bool ahead = cfg.expandable_ahead > 0;
+    ccai_pages_rule_set(a, ahead ? c->least : 0, ahead ? 64 * MiB : 0, c->map_bytes);
+    char name[160];
+    snprintf(name, sizeof name, "%s; least step %zu, maps of %zu", c->conf, ahead ? c->least : 0, c->map_bytes);
+    if (cfg.policy == CCA_POLICY_GREEDY) { /* the arena, mapped at creation in the rule's 128 MiB maps, goes back: the
+                                              first request reserves it again in maps of map_bytes */
+        cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(tu_stats(a).reserved_bytes, 0, "%s: the arena stayed", name);
+    }
     uint64_t rng = seed;
     slot slots[SLOTS] = {{0}};
     cca_domain *doms[3] = {NULL, NULL, NULL}; /* [0]: the default */
@@ -109,8 +130,8 @@ static void faulty_run(const config *c, uint64_t seed) {
         max_bits++;
     const tu_fault_kind kinds[] = {TU_FAULT_MAP, TU_FAULT_UNMAP, TU_FAULT_RESERVE, TU_FAULT_RELEASE, TU_FAULT_SYNC};
     for (int step = 0; step < c->steps; step++) {
-        char what[96];
-        snprintf(what, sizeof what, "%s seed %llu step %d", c->conf, (unsigned long long)seed, step);
+        char what[200];
+        snprintf(what, sizeof what, "%s seed %llu step %d", name, (unsigned long long)seed, step);
         if (fault_left > 0 && --fault_left == 0)
             tu_faulty_faults_off(&f);
         uint64_t r = tu_rand(&rng) % 1000;
@@ -192,12 +213,12 @@ static void faulty_run(const config *c, uint64_t seed) {
                           slots[j].size);
     }
     cca_stats end = tu_stats(a);
-    cr_log_info("%s: %llu injected, %llu maps, %llu unmaps, %llu retries, %llu ooms", c->conf,
+    cr_log_info("%s: %llu injected, %llu maps, %llu unmaps, %llu retries, %llu ooms", name,
                 (unsigned long long)f.failures, (unsigned long long)end.vm_maps, (unsigned long long)end.vm_unmaps,
                 (unsigned long long)end.alloc_retries, (unsigned long long)end.ooms);
     /* the sequence did what it is for: refusals met, maps made and given back */
-    cr_assert_geq(f.failures, 3, "%s: only %llu refusals injected", c->conf, (unsigned long long)f.failures);
-    cr_assert_geq(end.vm_unmaps, 10, "%s", c->conf);
+    cr_assert_geq(f.failures, 3, "%s: only %llu refusals injected", name, (unsigned long long)f.failures);
+    cr_assert_geq(end.vm_unmaps, 10, "%s", name);
     tu_faulty_faults_off(&f);
     for (int j = 0; j < SLOTS; j++)
         if (slots[j].p) {
@@ -223,21 +244,21 @@ static void faulty_run(const config *c, uint64_t seed) {
 
 Test(whole_maps_random, faults_with_every_kind_of_chunk, .timeout = 120) {
     const uint64_t seed = seed_from_env(0x51ab1e);
-    char conf[160];
     const size_t pg = 64 * KiB;
     const size_t chunks[] = {0, 1, pg - 1, pg, pg + 1, 3 * pg, 1024 * pg, SIZE_MAX};
     for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
-        snprintf(conf, sizeof conf, "expandable_chunk:%zu,expandable_ahead_min:%s", chunks[i], i % 2 ? "0" : "256K");
-        config c = {40 * MiB + 3 * pg, pg, conf, 1500, false}; /* no multiple of 3 pages */
+        /* a capacity that is no multiple of 3 pages */
+        config c = {40 * MiB + 3 * pg, pg, "", 1500, false, i % 2 ? 0 : 256 * KiB, chunks[i]};
         faulty_run(&c, seed + i);
     }
 }
 
 Test(whole_maps_random, faults_with_domains_and_arenas, .timeout = 120) {
     const uint64_t seed = seed_from_env(0xd0a1);
-    const char *confs[] = {"expandable_chunk:192K", "expandable_chunk:0", "expandable_chunk:64K,small_pool:0"};
+    const char *confs[] = {"", "", "small_pool:0"};
+    const size_t chunks[] = {192 * KiB, 0, 64 * KiB};
     for (size_t i = 0; i < 3; i++) {
-        config c = {48 * MiB, 64 * KiB, confs[i], 1500, true};
+        config c = {48 * MiB, 64 * KiB, confs[i], 1500, true, LEAST, chunks[i]};
         faulty_run(&c, seed + 17 * i);
     }
 }
@@ -246,9 +267,8 @@ Test(whole_maps_random, faults_on_every_granularity, .timeout = 120) {
     const uint64_t seed = seed_from_env(0x6a7);
     const size_t grans[] = {4 * KiB, 16 * KiB, 256 * KiB, 1 * MiB};
     for (size_t i = 0; i < 4; i++) {
-        char conf[96];
-        snprintf(conf, sizeof conf, "expandable_chunk:%zu", 5 * grans[i] / 2); /* rounds down to 2 pages */
-        config c = {32 * MiB + (i + 1) * grans[i], grans[i], conf, 800, i % 2};
+        /* maps of two pages and a half: rounded down to 2 pages */
+        config c = {32 * MiB + (i + 1) * grans[i], grans[i], "", 800, i % 2, LEAST, 5 * grans[i] / 2};
         faulty_run(&c, seed + i);
     }
 }
@@ -256,15 +276,16 @@ Test(whole_maps_random, faults_on_every_granularity, .timeout = 120) {
 /* max_reserved: under the device, and no multiple of the chunk. */
 Test(whole_maps_random, faults_under_max_reserved, .timeout = 120) {
     const uint64_t seed = seed_from_env(0xcab);
-    const char *confs[] = {"expandable_chunk:192K,max_reserved:20M", "expandable_chunk:0,max_reserved:15M,expandable_ahead_max:0"};
+    const char *confs[] = {"max_reserved:20M", "max_reserved:15M,expandable_ahead:0"};
+    const size_t chunks[] = {192 * KiB, 0};
     for (size_t i = 0; i < 2; i++) {
-        config c = {48 * MiB, 64 * KiB, confs[i], 1500, i == 0};
+        config c = {48 * MiB, 64 * KiB, confs[i], 1500, i == 0, LEAST, chunks[i]};
         faulty_run(&c, seed + i);
     }
 }
 
 Test(whole_maps_random, greedy_arena_under_faults, .timeout = 120) {
     const uint64_t seed = seed_from_env(0x9eed);
-    config c = {64 * MiB, 64 * KiB, "policy:greedy,greedy_bytes:40M,expandable_chunk:3M", 1500, false};
+    config c = {64 * MiB, 64 * KiB, "policy:greedy,greedy_bytes:40M", 1500, false, LEAST, 3 * MiB};
     faulty_run(&c, seed);
 }

@@ -30,7 +30,8 @@
  *     frees on each tenant and a plug device, checks the invariants, and
  *     exits 0 when every call held.
  * Three runs: classic segments, expandable segments over pages, and over
- * whole maps (each map one allocation, unmapped whole, cut at 6 MiB).
+ * whole maps (each map one allocation, unmapped whole, cut at 6 MiB: the
+ * growth rule's largest map, set through its test hook, pages_rule.h).
  * Each run ends exact: nothing live or pending, nothing reserved, the
  * counters equal what the threads counted, invariants intact, every event
  * destroyed, and the device holding nothing. Exit status 0 = every check
@@ -52,6 +53,7 @@
 #include <unistd.h>
 
 #include "ccai_rng.h"
+#include "../../support/pages_rule.h" /* the growth rule's test hook */
 
 #define WORKERS 6
 #define TENANTS 2
@@ -241,12 +243,22 @@ typedef struct worker {
 static struct {
     const char *name;
     cca_config cfg;
+    size_t map_bytes; /* whole maps: the largest map (0: the rule's own) */
     cca_upstream *up;
     cca_allocator *a[TENANTS];
     cca_domain *common[TENANTS];
     worker w[WORKERS];
     uint64_t churn_allocs, churn_ooms, churn_creates, forks;
 } run;
+
+/* An allocator of the run's config on the run's device, its maps cut at
+ * run.map_bytes (the default rule's least step and ahead cap kept). */
+static cca_status make_allocator(const cca_config *cfg, cca_allocator **a) {
+    cca_status st = cca_create(cfg, run.up, a);
+    if (st == CCA_OK && run.map_bytes)
+        ccai_pages_rule_set(*a, 20 * MIB, 64 * MIB, run.map_bytes);
+    return st;
+}
 
 static size_t draw_size(ccai_rng *r) {
     uint64_t k = ccai_rng_below(r, 100);
@@ -526,7 +538,7 @@ static void *churn_main(void *arg) {
     cfg.max_reserved = 8 * MIB;
     while (!atomic_load(&stop)) {
         cca_allocator *a = NULL;
-        cca_status st = cca_create(&cfg, run.up, &a);
+        cca_status st = make_allocator(&cfg, &a);
         CHECK(st == CCA_OK, "%s: churn: cca_create: %s (%s)", run.name, cca_status_string(st), cca_last_error());
         if (st != CCA_OK)
             return NULL;
@@ -616,11 +628,12 @@ static void *forker_main(void *arg) {
 /* ---- one run --------------------------------------------------------------------------------- */
 
 /* backing: the simulated device's vm_backing, the held-events device's too
- * (whole maps: the allocator cuts maps at expandable_chunk and unmaps them
- * whole while the other threads race it) */
-static void run_one(const char *name, const char *conf, size_t capacity, uint64_t seed, int backing) {
+ * (whole maps: the allocator cuts maps at map_bytes, 0 for the rule's own,
+ * and unmaps them whole while the other threads race it) */
+static void run_one(const char *name, const char *conf, size_t capacity, uint64_t seed, int backing, size_t map_bytes) {
     memset(&run, 0, sizeof run);
     run.name = name;
+    run.map_bytes = map_bytes;
     cca_config_default(&run.cfg);
     cca_upstream *host = NULL;
     atomic_store(&dev.recorded, 0);
@@ -639,7 +652,7 @@ static void run_one(const char *name, const char *conf, size_t capacity, uint64_
         return;
     }
     for (int n = 0; n < TENANTS; n++)
-        if (cca_create(&run.cfg, run.up, &run.a[n]) != CCA_OK ||
+        if (make_allocator(&run.cfg, &run.a[n]) != CCA_OK ||
             cca_domain_create(run.a[n], "common", &run.common[n]) != CCA_OK) {
             fail("%s: setup: %s", name, cca_last_error());
             return;
@@ -714,10 +727,10 @@ int main(void) {
     cca_set_log_callback(sink_line, &sinks[0]);
     setenv("CCALLOC_PLUG_UPSTREAM", "host:64M:2", 1);
     unsetenv("CCALLOC_CONF");
-    run_one("classic, max_reserved", "expandable:0,max_reserved:24M,history:32", 80 * MIB, 1, CCA_VM_PAGES);
-    run_one("expandable, max_reserved", "expandable:1,max_reserved:24M,history:32", 80 * MIB, 2, CCA_VM_PAGES);
-    run_one("expandable over whole maps, max_reserved", "expandable:1,max_reserved:24M,history:32,expandable_chunk:6M",
-            80 * MIB, 3, CCA_VM_WHOLE_MAPS);
+    run_one("classic, max_reserved", "expandable:0,max_reserved:24M,history:32", 80 * MIB, 1, CCA_VM_PAGES, 0);
+    run_one("expandable, max_reserved", "expandable:1,max_reserved:24M,history:32", 80 * MIB, 2, CCA_VM_PAGES, 0);
+    run_one("expandable over whole maps, max_reserved", "expandable:1,max_reserved:24M,history:32", 80 * MIB, 3,
+            CCA_VM_WHOLE_MAPS, 6 * MIB);
     cca_status st = cca_plug_reset();
     CHECK(st == CCA_OK, "cca_plug_reset: %s (%s)", cca_status_string(st), cca_last_error());
     CHECK(oom_lines() == total_ooms, "%lu OOM lines logged for %" PRIu64 " OOMs", oom_lines(), total_ooms);

@@ -11,7 +11,9 @@
  * the GPU figure matters), so that many pages fit in a few MiB.
  *
  * Here: the simulated device and its vm_backing, the allocator with
- * expandable:1, agree() (the accounts against the device's own count),
+ * expandable:1 and its growth rule's fixed parts (least step, ahead cap,
+ * largest map) set through the test hook of tests/support/pages_rule.h,
+ * agree() (the accounts against the device's own count),
  * finish(), the growth rule as a model (growth, take), and the
  * fault-injecting wrapper over the device (fx_create, fx_agree).
  */
@@ -21,6 +23,7 @@
 #include "alloc_test_util.h"
 #include "ccai_rng.h"
 #include "internal.h"
+#include "pages_rule.h"     /* the growth rule's fixed parts, set per test */
 #include "../kinds/pages.h" /* the page bitmap, the address budget */
 
 #include <cjson/cJSON.h>
@@ -48,7 +51,8 @@ static size_t rnd(size_t size) { /* what the allocator makes of a request */
 
 /* The device's vm_backing in this test: CCA_VM_PAGES, but the whole-maps
  * twins of the fault sweep, the random sequence and the threads set
- * CCA_VM_WHOLE_MAPS, and their allocators cut maps at whole_chunk (three
+ * CCA_VM_WHOLE_MAPS, and their allocators cut maps at whole_chunk (the
+ * hook's largest map, map_bytes(); three
  * pages: runs are cut, and a trim frees a map only whole; 2 MiB for the
  * sweep, which fails every call of its script in turn: a few maps per
  * request keep it to seconds). */
@@ -112,30 +116,56 @@ static inline void finish(cca_allocator *a, cca_upstream *u) {
     cca_upstream_destroy(u);
 }
 
-/* The least step is off here (expandable_ahead_min:0): these tests follow
- * the fractional rule page by page; the_least_step_... turns it on. */
+/* The largest map this test's allocators make: whole_chunk over whole
+ * maps; over pages the default 128 MiB, which pages ignore. */
+static inline size_t map_bytes(void) {
+    return backing == CCA_VM_WHOLE_MAPS ? whole_chunk : 128 * MiB;
+}
+
+/* An allocator of config `conf` whose growth rule's fixed parts are set
+ * through the test hook (tests/support/pages_rule.h) right after
+ * cca_create, before its first request: a tail map's least step `least`,
+ * the ahead's cap `cap`, maps of at most map_bytes(). */
+static inline cca_allocator *rule_allocator(cca_upstream *u, const char *conf, size_t least, size_t cap) {
+    cca_allocator *a = tu_allocator(u, conf);
+    ccai_pages_rule_set(a, least, cap, map_bytes());
+    return a;
+}
+
+/* The ahead's cap a config implies: expandable_ahead x 1 GiB (64 MiB at
+ * the default 1/16; 0 with the ahead off). */
+static inline size_t implied_cap(const char *conf) {
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, conf), CCA_OK, "%s: %s", conf, cca_last_error());
+    return (size_t)(c.expandable_ahead * (double)GiB);
+}
+
+/* expandable:1, log_oom:0, then `extra` and extra_conf (either may be
+ * NULL). The least step is off (least 0): these tests follow the
+ * fractional rule page by page; the_least_step_... turns it on. The cap is
+ * the one the config implies. */
 static inline cca_allocator *exp_allocator(cca_upstream *u, const char *extra) {
-    char conf[256], chunk[64] = "";
-    if (backing == CCA_VM_WHOLE_MAPS)
-        snprintf(chunk, sizeof chunk, ",expandable_chunk:%zu", whole_chunk);
-    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead_min:0%s%s%s%s%s", extra ? "," : "",
-             extra ? extra : "", chunk, extra_conf ? "," : "", extra_conf ? extra_conf : "");
-    return tu_allocator(u, conf);
+    char conf[256];
+    snprintf(conf, sizeof conf, "expandable:1,log_oom:0%s%s%s%s", extra ? "," : "", extra ? extra : "",
+             extra_conf ? "," : "", extra_conf ? extra_conf : "");
+    return rule_allocator(u, conf, 0, implied_cap(conf));
 }
 
 /* The growth rule for blocks taken one after another from the tail of one
  * segment, every page below the tail mapped: a request that needs pages
  * beyond `end` maps them plus min(max(mapped x ahead, least - its new
  * pages), ahead_max) more (whole pages, not past the range; defaults 1/16,
- * 20 MiB and 64 MiB; least 0 in most tests) in one vm_map call. */
+ * 20 MiB and 64 MiB, the cap being expandable_ahead x 1 GiB; least 0 in
+ * most tests) in one vm_map call. */
 typedef struct growth {
     size_t page, npages;
     size_t off;  /* where the next block starts */
     size_t end;  /* pages mapped: [0, end)     */
     size_t maps; /* vm_map calls               */
     double ahead;
-    size_t ahead_max;
-    size_t least; /* expandable_ahead_min, in bytes */
+    size_t ahead_max; /* the rule's cap, in bytes */
+    size_t least;     /* the rule's least step, in bytes */
     uintptr_t base;
 } growth;
 

@@ -1,8 +1,9 @@
 /*
  * test_config.c — allocator/src/support/config.c: the option table, parsing (every
- * option, size suffixes, booleans), rejection of unknown keys, out-of-range
- * and malformed values with a message naming the key, all-or-nothing
- * application, cross-field validation, CCALLOC_CONF, and printing.
+ * option, size suffixes, booleans), rejection of unknown keys, of removed
+ * keys (naming what replaced them), out-of-range and malformed values with
+ * a message naming the key, all-or-nothing application, cross-field
+ * validation, CCALLOC_CONF, and printing.
  */
 #include "alloc_test_util.h"
 
@@ -292,11 +293,10 @@ static char *print_config(const cca_config *c, int with_docs) {
     return buf;
 }
 
-static const char *option_names[] = {"policy",        "greedy_fraction", "greedy_bytes", "max_reserved",  "small_max",
-                                     "small_segment", "medium_segment",  "large_min",    "segment_round", "max_split",
-                                     "small_pool",    "medium_pool",     "log_oom",      "expandable",    "expandable_ahead",
-                                     "expandable_ahead_max", "expandable_ahead_min", "expandable_chunk", "hold_peak",
-                                     "history"};
+static const char *option_names[] = {
+    "policy",         "greedy_fraction", "greedy_bytes",     "max_reserved", "small_max",  "small_segment",
+    "medium_segment", "large_min",       "segment_round",    "max_split",    "small_pool", "medium_pool",
+    "log_oom",        "expandable",      "expandable_ahead", "hold_peak",    "history"};
 #define OPTION_COUNT (sizeof option_names / sizeof option_names[0])
 
 Test(config, print_lists_every_option_and_parses_back) {
@@ -605,6 +605,8 @@ static void assert_round_trip(const cca_config *c) {
     cr_assert_eq(back.policy, c->policy, "%s", text);
     cr_assert(back.greedy_fraction == c->greedy_fraction, "greedy_fraction %.17g came back as %.17g: %s",
               c->greedy_fraction, back.greedy_fraction, text);
+    cr_assert(back.expandable_ahead == c->expandable_ahead, "expandable_ahead %.17g came back as %.17g: %s",
+              c->expandable_ahead, back.expandable_ahead, text);
 #define SAME(f) cr_assert_eq(back.f, c->f, #f ": %zu came back as %zu: %s", (size_t)c->f, (size_t)back.f, text)
     SAME(greedy_bytes);
     SAME(max_reserved);
@@ -638,7 +640,13 @@ Test(config, printed_configs_parse_back_to_the_same_values) {
         c.policy = CCA_POLICY_GREEDY;
         c.greedy_fraction = fractions[i];
         assert_round_trip(&c);
+        c = defaults();
+        c.expandable_ahead = fractions[i];
+        assert_round_trip(&c);
     }
+    cca_config off = defaults(); /* expandable_ahead's range is [0, 1]: 0 prints and parses back too */
+    off.expandable_ahead = 0.0;
+    assert_round_trip(&off);
     cca_config c = defaults(); /* growth, every size at an awkward value */
     c.expandable = 0;          /* classic segments: max_split is allowed */
     c.greedy_fraction = 0.7000000000000001;
@@ -698,7 +706,11 @@ Test(config, every_option_round_trips_at_the_edges_of_its_range) {
         cr_assert_eq(sscanf(row, "| `%63[^`]` | `%63[^`]` | `%127[^`]` |", key, def, range), 3, "%.80s", row);
         char cand[16][64];
         size_t n = 0;
-        if (range[0] == '[') { /* a size: both bounds, their neighbours, 2^53 + 1, fractions of a K and a G */
+        /* '[' opens a size's range and a fraction's that holds its lower
+         * end (expandable_ahead's [0, 1]); a fraction's default has a point */
+        bool share = range[0] == '[' && strchr(def, '.') != NULL;
+        cr_assert_eq(share, strcmp(key, "expandable_ahead") == 0, "%s: range %s, default %s", key, range, def);
+        if (range[0] == '[' && !share) { /* a size: both bounds, their neighbours, 2^53 + 1, fractions of a K and a G */
             char lo_s[64], hi_s[64];
             size_t lo, hi;
             cr_assert_eq(sscanf(range, "[%63[^,], %63[^]]]", lo_s, hi_s), 2, "%s", range);
@@ -711,6 +723,22 @@ Test(config, every_option_round_trips_at_the_edges_of_its_range) {
                 snprintf(cand[n++], sizeof cand[0], "%zu", values[i]);
             snprintf(cand[n++], sizeof cand[0], "1.5K");
             snprintf(cand[n++], sizeof cand[0], "0.3G");
+        } else if (range[0] == '[' && share) { /* a fraction in [lo, hi]: both ends, their neighbours */
+            double lo, hi;
+            cr_assert_eq(sscanf(range, "[%lf, %lf]", &lo, &hi), 2, "%s", range);
+            const double values[] = {lo,
+                                     nextafter(lo, hi),
+                                     hi,
+                                     nextafter(hi, lo),
+                                     0.123456789,
+                                     1.0 / 3.0,
+                                     0.7000000000000001,
+                                     2.2250738585072014e-308};
+            for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+                snprintf(cand[n++], sizeof cand[0], "%.17g", values[i]);
+            char lo_s[32];
+            snprintf(lo_s, sizeof lo_s, "%.17g", lo);
+            cr_assert_eq(round_trip_candidate(key, lo_s), 3, "%s: its lower end %s is in its range", key, lo_s);
         } else if (range[0] == '(') { /* a fraction: both ends' neighbours, values %g would round */
             double lo, hi;
             cr_assert_eq(sscanf(range, "(%lf, %lf]", &lo, &hi), 2, "%s", range);
@@ -734,51 +762,129 @@ Test(config, every_option_round_trips_at_the_edges_of_its_range) {
     free(table);
 }
 
-/* The growth rule's three options: their defaults, their edges, and hostile
- * values refused with the config unchanged and the option named. */
-Test(config, expandable_ahead_options_refuse_hostile_values) {
+/* expandable_ahead, the growth rule's one option: its default, its edges
+ * ([0, 1]: 0 turns the ahead off), and hostile values refused with the
+ * config unchanged and the option named. */
+Test(config, expandable_ahead_refuses_hostile_values) {
     cca_config c = defaults();
     cr_assert_eq(c.expandable_ahead, 0.0625);
-    cr_assert_eq(c.expandable_ahead_max, 64 * MiB);
-    cr_assert_eq(c.expandable_ahead_min, 20 * MiB);
-    c = parse_ok("expandable_ahead:1,expandable_ahead_max:0,expandable_ahead_min:0");
+    c = parse_ok("expandable_ahead:1");
     cr_assert_eq(c.expandable_ahead, 1.0);
-    cr_assert_eq(c.expandable_ahead_max, 0);
-    cr_assert_eq(c.expandable_ahead_min, 0);
-    c = parse_ok("expandable_ahead:0.001,expandable_ahead_max:4T,expandable_ahead_min:18446744073709551615");
+    c = parse_ok("expandable_ahead:0");
+    cr_assert_eq(c.expandable_ahead, 0.0, "0 is in [0, 1]: the ahead off");
+    c = parse_ok("expandable_ahead:0.0");
+    cr_assert_eq(c.expandable_ahead, 0.0);
+    cr_assert(!signbit(c.expandable_ahead));
+    c = parse_ok("expandable_ahead:0.001");
     cr_assert_eq(c.expandable_ahead, 0.001);
-    cr_assert_eq(c.expandable_ahead_max, (size_t)4 << 40);
-    cr_assert_eq(c.expandable_ahead_min, SIZE_MAX, "the largest size is accepted: expandable_ahead_max caps the step");
-    static const char *bad_fraction[] = {"0",   "-0",   "-0.25", "1.0000001", "2",  "nan", "inf", "-inf", "",
-                                         "abc", "0.5x", "1/16",  "0x1p-4",    "1e", "1e+", "..5", "."};
+    static const char *bad_fraction[] = {"-0", "-0.1", "-0.25", "1.0000001", "1.5",    "2",  "nan", "inf", "-inf",
+                                         "",   "abc",  "0.5x",  "1/16",      "0x1p-4", "1e", "1e+", "..5", "."};
     for (size_t i = 0; i < sizeof bad_fraction / sizeof bad_fraction[0]; i++) {
         char text[64];
         snprintf(text, sizeof text, "expandable_ahead:%s", bad_fraction[i]);
         parse_fails(text, "expandable_ahead");
     }
-    static const char *bad_size[] = {"-1", "", "abc", "1e6", "0x40", "64 M", "99999999999999999999", "17179869184G"};
-    for (size_t i = 0; i < sizeof bad_size / sizeof bad_size[0]; i++) {
-        char text[64];
-        snprintf(text, sizeof text, "expandable_ahead_max:%s", bad_size[i]);
-        parse_fails(text, "expandable_ahead_max");
-        snprintf(text, sizeof text, "expandable_ahead_min:%s", bad_size[i]);
-        parse_fails(text, "expandable_ahead_min");
-        snprintf(text, sizeof text, "expandable_chunk:%s", bad_size[i]);
-        parse_fails(text, "expandable_chunk");
-    }
+    parse_fails("expandable_ahead:-0.1", "expected a number"); /* a number has no sign */
+    parse_fails("expandable_ahead:1.5", "not in [0, 1]");
+    /* cca_config_validate holds a config built by hand to the same range */
+    c = defaults();
+    c.expandable_ahead = -0.1;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "expandable_ahead") != NULL, "%s", cca_last_error());
+    c.expandable_ahead = 1.5;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    c.expandable_ahead = 0.0;
+    cr_assert_eq(cca_config_validate(&c), CCA_OK, "%s", cca_last_error());
 }
 
-/* expandable_chunk: 32 MiB by default, 0 (one map per run) and the largest
- * size accepted. */
-Test(config, expandable_chunk_default_and_edges) {
-    cca_config c = defaults();
-    cr_assert_eq(c.expandable_chunk, 128 * MiB);
-    c = parse_ok("expandable_chunk:0");
-    cr_assert_eq(c.expandable_chunk, 0);
-    c = parse_ok("expandable_chunk:1");
-    cr_assert_eq(c.expandable_chunk, 1, "rounded to pages by the allocator, not the parser");
-    c = parse_ok("expandable_chunk:18446744073709551615");
-    cr_assert_eq(c.expandable_chunk, SIZE_MAX);
+/* The growth rule's three size options are gone (issue 41: fewer knobs):
+ * each key is refused with any value, good or bad, the config untouched,
+ * the message naming the key and what replaced it, in a string, among
+ * valid items, and in CCALLOC_CONF. */
+Test(config, removed_keys_are_refused_naming_their_replacement) {
+    static const struct {
+        const char *key, *instead;
+    } removed[] = {
+        {"expandable_ahead_max", "the ahead is at most expandable_ahead x 1 GiB; expandable_ahead:0 maps none"},
+        {"expandable_ahead_min", "a tail map maps at least 20 MiB while expandable_ahead is above 0"},
+        {"expandable_chunk", "over whole maps one map holds at most 128 MiB"},
+    };
+    static const char *values[] = {"0",   "1", "64M", "128M", "18446744073709551615", "0.1", "-1",
+                                   "abc", "",  "1e6", "0x40", "17179869184G"};
+    for (size_t k = 0; k < sizeof removed / sizeof removed[0]; k++) {
+        char text[128], want[256];
+        snprintf(want, sizeof want, "key '%s' was removed: %s (docs/tuning.md, \"How far ahead to map\")",
+                 removed[k].key, removed[k].instead);
+        for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+            snprintf(text, sizeof text, "%s:%s", removed[k].key, values[i]);
+            parse_fails(text, removed[k].key);
+            cr_assert_str_eq(cca_last_error(), want, "'%s'", text);
+        }
+        /* among valid items, before and after: none of them applied */
+        snprintf(text, sizeof text, "max_reserved:1G,%s:64M,small_pool:0", removed[k].key);
+        parse_fails(text, removed[k].instead);
+        snprintf(text, sizeof text, "%s:0,expandable_ahead:0", removed[k].key);
+        parse_fails(text, "was removed");
+        /* a removed key is not an unknown one */
+        cr_assert(strstr(cca_last_error(), "unknown") == NULL, "%s", cca_last_error());
+        /* in the environment: refused whole, naming the variable and the key */
+        snprintf(text, sizeof text, "small_max:512K,%s:0", removed[k].key);
+        cr_assert_eq(setenv("CCALLOC_CONF", text, 1), 0);
+        cca_config c = defaults(), before = c;
+        cr_assert_eq(cca_config_apply_env(&c), CCA_ERR_CONFIG);
+        cr_assert(memcmp(&c, &before, sizeof c) == 0, "%s", text);
+        cr_assert(strstr(cca_last_error(), "CCALLOC_CONF") && strstr(cca_last_error(), want), "%s", cca_last_error());
+        cr_assert_eq(unsetenv("CCALLOC_CONF"), 0);
+    }
+    /* their near names are unknown keys, as any other */
+    parse_fails("expandable_ahead_maximum:0", "unknown key 'expandable_ahead_maximum'");
+    parse_fails("expandable_chunks:0", "unknown key 'expandable_chunks'");
+}
+
+/* expandable_ahead:0 maps nothing ahead, and no least step either: over a
+ * device of 2 MiB pages each request maps exactly the pages it lacks, in
+ * one call (the default maps 20 MiB at the first large request). */
+Test(config, expandable_ahead_0_maps_only_what_requests_need) {
+    cca_upstream *u = tu_vm_device(256 * MiB, 2 * MiB);
+    cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead:0,log_oom:0");
+    static const struct {
+        size_t size;
+        size_t mapped; /* bytes mapped after it: the small range's, then the large range's pages */
+    } steps[] = {
+        {4 * KiB, 2 * MiB},                /* small range: page 0 */
+        {3 * MiB, 2 * MiB + 4 * MiB},      /* large range: [0, 3M), pages 0-1 */
+        {3 * MiB, 2 * MiB + 6 * MiB},      /* [3M, 6M): page 2 */
+        {5 * MiB + 1, 2 * MiB + 12 * MiB}, /* [6M, 11M + 512): pages 3-5 */
+        {40 * MiB, 2 * MiB + 52 * MiB},    /* [11M + 512, 51M + 512): pages 6-25 */
+        {512, 2 * MiB + 52 * MiB},         /* the small range's page 0 again: no call */
+    };
+    enum { N = sizeof steps / sizeof steps[0] };
+    void *p[N];
+    uint64_t maps = 0;
+    for (size_t i = 0; i < N; i++) {
+        size_t before = tu_stats(a).mapped_bytes;
+        p[i] = tu_alloc(a, steps[i].size, NULL);
+        cca_stats s = tu_stats(a);
+        maps += s.mapped_bytes > before;
+        cr_assert_eq(s.mapped_bytes, steps[i].mapped, "request %zu (%zu bytes): mapped %zu", i, steps[i].size,
+                     s.mapped_bytes);
+        cr_assert_eq(s.reserved_bytes, s.mapped_bytes);
+        cr_assert_eq(s.vm_maps, maps, "request %zu: one call for the pages it lacks", i);
+        cr_assert_eq(tu_upstream_stats(u).vm_mapped_bytes, steps[i].mapped);
+    }
+    for (size_t i = 0; i < N; i++)
+        tu_free(a, p[i]);
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s", cca_last_error());
+    tu_teardown(a, u);
+
+    /* the default config, the same first large request: 20 MiB mapped */
+    u = tu_vm_device(256 * MiB, 2 * MiB);
+    a = tu_allocator(u, "expandable:1,small_pool:0,log_oom:0");
+    void *q = tu_alloc(a, 3 * MiB, NULL);
+    cr_assert_eq(tu_stats(a).mapped_bytes, 20 * MiB, "the least step");
+    tu_free(a, q);
+    tu_teardown(a, u);
 }
 
 /* A size option where 0 means "none" or "off" (no cap, no arena size, no
@@ -787,8 +893,7 @@ Test(config, expandable_chunk_default_and_edges) {
  * Every such key refuses it, naming the key; 0 written as 0 (or 0.0) still
  * means off, and a fraction that leaves at least one byte is taken. */
 Test(config, a_positive_size_that_rounds_to_zero_is_refused) {
-    static const char *keys[] = {"greedy_bytes",         "max_reserved", "max_split", "expandable_ahead_max",
-                                 "expandable_ahead_min", "expandable_chunk", "history"};
+    static const char *keys[] = {"greedy_bytes", "max_reserved", "max_split", "history"};
     static const char *tiny[] = {"0.1", "0.5", "0.999", "0.0009765624K", "0.00000000000000000000001T", "0.4B"};
     char text[128];
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {

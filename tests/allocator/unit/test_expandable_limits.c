@@ -168,7 +168,7 @@ Test(expandable, request_beyond_the_default_range_with_an_unknown_device) {
  * 40 MiB elsewhere needs them unmapped. No ahead pages. */
 static cca_allocator *s0_freed_40m(tu_faulty *f, cca_upstream **u) {
     *u = fx_create(f, 64 * MiB, false);
-    cca_allocator *a = tu_allocator(*u, "expandable:1,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    cca_allocator *a = tu_allocator(*u, "expandable:1,expandable_ahead:0,log_oom:0");
     tu_free(a, tu_alloc(a, 40 * MiB, S0)); /* free at once: S0 is the block's own stream */
     cr_assert_eq(tu_stats(a).pending_blocks, 0);
     return a;
@@ -349,7 +349,8 @@ static void assert_never_at_once(cca_allocator *a, cca_domain *d, const tu_fault
 Test(expandable, request_whose_pages_exceed_max_reserved_fails_at_once) {
     tu_faulty f;
     cca_upstream *u = tu_faulty_create(&f, vm_device(256 * MiB, 2 * MiB), "fx", false);
-    cca_allocator *a = tu_allocator(u, "expandable:1,max_reserved:5M,expandable_ahead_min:0,log_oom:0");
+    /* no least step: the first request maps its own page only */
+    cca_allocator *a = rule_allocator(u, "expandable:1,max_reserved:5M,log_oom:0", 0, 64 * MiB);
     tu_free(a, tu_alloc(a, 1 * MiB, NULL));
     cr_assert_eq(tu_stats(a).reserved_bytes, 2 * MiB);
     assert_never_at_once(a, NULL, &f, 5 * MiB, NULL, "3 pages: 6 MiB > 5 MiB");
@@ -369,7 +370,8 @@ Test(expandable, request_whose_pages_exceed_max_reserved_fails_at_once) {
 Test(expandable, request_whose_pages_exceed_the_device_fails_at_once) {
     tu_faulty f;
     cca_upstream *u = tu_faulty_create(&f, vm_device(5 * MiB, 2 * MiB), "fx", false);
-    cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead_min:0,small_max:512,log_oom:0");
+    /* no least step: the first request maps its own page only */
+    cca_allocator *a = rule_allocator(u, "expandable:1,small_max:512,log_oom:0", 0, 64 * MiB);
     tu_free(a, tu_alloc(a, 1 * MiB, NULL)); /* a range of the large pool on NULL, one page mapped, free */
     cr_assert_eq(tu_stats(a).reserved_bytes, 2 * MiB);
     assert_never_at_once(a, NULL, &f, 5 * MiB, NULL, "3 pages: 6 MiB > a 5 MiB device");
@@ -545,8 +547,7 @@ static double word_walk_seconds(const cca_allocator *a) {
 static cca_allocator *huge_range(tu_faulty *f, cca_upstream **u, void **live) {
     *u = tu_faulty_create(f, vm_device(64 * MiB, 4 * KiB), "fx", false);
     f->fail_mem_info = true;
-    cca_allocator *a =
-        tu_allocator(*u, "expandable:1,max_reserved:8T,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    cca_allocator *a = tu_allocator(*u, "expandable:1,max_reserved:8T,expandable_ahead:0,log_oom:0");
     *live = tu_alloc(a, 1 * MiB, NULL);
     return a;
 }

@@ -19,8 +19,10 @@
  *                taken whole (its remainder not split off) is mapped to its
  *                end (I7).
  *   growth       a growing segment maps ahead (1/16 of what is mapped), so
- *                it calls vm_map far less often than cca_alloc; an ahead map
- *                the device refuses is retried without the ahead pages.
+ *                it calls vm_map far less often than cca_alloc; the rule's
+ *                least step and cap, expandable_ahead:0 turning both off;
+ *                an ahead map the device refuses is retried without the
+ *                ahead pages.
  *   greedy       the arena over an expandable segment: mapped whole at
  *                creation, trimmed page by page, mapped again on demand.
  *   config       on by default; expandable:1 with max_split is refused;
@@ -418,18 +420,24 @@ Test(expandable, growth_maps_ahead_and_trim_releases_the_ahead_pages_first) {
     finish(a, u);
 }
 
-/* expandable_ahead and expandable_ahead_max set the growth rule: the same
- * 120 tail requests map exactly what the model says for each setting
- * (pointers, vm_map calls, mapped bytes), from one map per request with the
- * ahead off to a few with half of what is mapped mapped ahead. */
 /* n (<= 120) requests of a page and 512 B, one after another from the tail
- * of one segment of an allocator configured by conf, checked against the
- * model g (pointers, maps, mapped bytes, the device's count); then freed
- * and emptied. *c: the allocator's config. Returns the model's maps. */
-static size_t grow_like_the_model(const char *conf, growth *g, size_t cap, size_t n, cca_config *c) {
+ * of one segment of an allocator of expandable:1,log_oom:0 and conf,
+ * checked against the model g (pointers, maps, mapped bytes, the device's
+ * count); then freed and emptied. hook: the model's least step and cap are
+ * set through the test hook; else they are the config's own, and the rule
+ * in force (a->rule) must be the model's either way. Returns the model's
+ * maps. */
+static size_t grow_like_the_model(const char *conf, growth *g, size_t cap, size_t n, bool hook) {
+    char full[200];
+    snprintf(full, sizeof full, "expandable:1,log_oom:0,%s", conf);
     cca_upstream *u = vm_device(cap, PG);
-    cca_allocator *a = exp_allocator(u, conf);
-    cr_assert_eq(cca_get_config(a, c), CCA_OK);
+    cca_allocator *a = hook ? rule_allocator(u, full, g->least, g->ahead_max) : tu_allocator(u, full);
+    cca_config c;
+    cr_assert_eq(cca_get_config(a, &c), CCA_OK);
+    cr_assert_eq(c.expandable_ahead, g->ahead, "%s", conf);
+    cr_assert_eq(a->rule.ahead, g->ahead, "%s", conf);
+    cr_assert_eq(a->rule.least, g->least, "%s: least step %zu, the model %zu", conf, a->rule.least, g->least);
+    cr_assert_eq(a->rule.cap, g->ahead_max, "%s: cap %zu, the model %zu", conf, a->rule.cap, g->ahead_max);
     void *p[120];
     cr_assert_leq(n, 120);
     for (size_t i = 0; i < n; i++)
@@ -444,54 +452,63 @@ static size_t grow_like_the_model(const char *conf, growth *g, size_t cap, size_
     return g->maps;
 }
 
-Test(expandable, the_ahead_options_set_the_growth_rule) {
+/* expandable_ahead sets the growth rule: the same 120 tail requests map
+ * exactly what the model says for each setting (pointers, vm_map calls,
+ * mapped bytes), from one map per request with the ahead off
+ * (expandable_ahead:0: neither ahead nor least step) to a few with half of
+ * what is mapped mapped ahead. The config's own rule is a least step of
+ * 20 MiB and a cap of expandable_ahead x 1 GiB; the hook sets others (no
+ * least step, a cap that binds) to follow the fraction page by page. */
+Test(expandable, the_ahead_option_sets_the_growth_rule) {
     const size_t cap = 512 * MiB, n = 120;
     static const struct {
         const char *conf;
+        bool hook; /* least and ahead_max set through the hook; else the config's own */
         double ahead;
-        size_t ahead_max;
+        size_t least, ahead_max;
     } cases[] = {
-        {"expandable_ahead_max:0", 0.0625, 0},
-        {"expandable_ahead:0.0625", 0.0625, 64 * MiB},
-        {"expandable_ahead:0.5,expandable_ahead_max:1G", 0.5, 1024 * MiB},
-        {"expandable_ahead:1,expandable_ahead_max:24M", 1.0, 24 * MiB},
+        {"expandable_ahead:0", false, 0, 0, 0},
+        {"expandable_ahead:0.0625", true, 0.0625, 0, 64 * MiB},
+        {"expandable_ahead:0.5", true, 0.5, 0, 1024 * MiB},
+        {"expandable_ahead:1", true, 1.0, 0, 24 * MiB},
+        {"expandable_ahead:0.0625", false, 0.0625, 20 * MiB, 64 * MiB},
+        {"expandable_ahead:0.5", false, 0.5, 20 * MiB, 512 * MiB},
+        {"expandable_ahead:1", false, 1.0, 20 * MiB, 1024 * MiB},
     };
-    size_t maps[4];
-    for (size_t k = 0; k < 4; k++) {
+    enum { CASES = sizeof cases / sizeof cases[0] };
+    size_t maps[CASES];
+    for (size_t k = 0; k < CASES; k++) {
         char conf[128];
         snprintf(conf, sizeof conf, "small_pool:0,%s", cases[k].conf);
         growth g;
         growth_init(&g, PG, cap);
         g.ahead = cases[k].ahead;
+        g.least = cases[k].least;
         g.ahead_max = cases[k].ahead_max;
-        cca_config c;
-        maps[k] = grow_like_the_model(conf, &g, cap, n, &c);
-        cr_assert_eq(c.expandable_ahead, cases[k].ahead, "%s", conf);
-        cr_assert_eq(c.expandable_ahead_max, cases[k].ahead_max, "%s", conf);
+        maps[k] = grow_like_the_model(conf, &g, cap, n, cases[k].hook);
     }
     cr_assert_eq(maps[0], 120, "no ahead: one map per request that crosses into a new page");
     cr_assert_lt(maps[2], maps[1], "mapping more ahead makes fewer calls");
     cr_assert_lt(maps[1], maps[0]);
+    for (size_t k = 4; k < CASES; k++) /* 121 pages, under the least step */
+        cr_assert_eq(maps[k], 1, "%s: the first step of 20 MiB holds every request", cases[k].conf);
 }
 
-/* expandable_ahead_min: while little is mapped, 1/16 of it is less than a
+/* The least step: while little is mapped, 1/16 of it is less than a
  * page, and each request crossing into a new page would be a call of its
- * own; a step maps at least expandable_ahead_min instead (the request's new
- * pages included), in the small pool's range at most small_segment, and
- * never more than expandable_ahead_max beyond the request. */
+ * own; a step maps at least the least step instead (20 MiB; the request's
+ * new pages included), in the small pool's range at most small_segment,
+ * and never more than the cap beyond the request. Other least steps and
+ * caps through the test hook. */
 Test(expandable, the_least_step_cuts_calls_while_a_segment_starts_out) {
     const size_t cap = 512 * MiB, n = 120;
     const size_t leasts[] = {0, 1 * MiB, 4 * MiB};
     size_t maps[3];
     for (size_t k = 0; k < 3; k++) {
-        char conf[128];
-        snprintf(conf, sizeof conf, "small_pool:0,expandable_ahead_min:%zu", leasts[k]);
         growth g;
         growth_init(&g, PG, cap);
         g.least = leasts[k];
-        cca_config c;
-        maps[k] = grow_like_the_model(conf, &g, cap, n, &c);
-        cr_assert_eq(c.expandable_ahead_min, leasts[k], "%s", conf);
+        maps[k] = grow_like_the_model("small_pool:0", &g, cap, n, true);
     }
     /* the model's numbers, 120 requests of a page and 512 B (121 pages):
      * without a least step, 1/16 ahead is under a page until 16 pages are
@@ -502,34 +519,41 @@ Test(expandable, the_least_step_cuts_calls_while_a_segment_starts_out) {
 
     /* defaults (20 MiB) on 2 MiB pages: the first small request maps
      * small_segment (2 MiB) of the small range, the first large one 20 MiB
-     * of the large range; expandable_ahead_max caps the step, 0 turns it off */
+     * of the large range; the cap caps the step (expandable_ahead 2^-9:
+     * 2 MiB), expandable_ahead:0 turns both off */
     static const struct {
         const char *conf;
+        bool hook; /* least and ahead_max set through the hook */
+        size_t least, ahead_max;
         size_t small, large; /* bytes mapped in each range after the two requests */
     } cases[] = {
-        {"", 2 * MiB, 20 * MiB},
-        {"expandable_ahead_max:2M", 2 * MiB, 6 * MiB},
-        {"expandable_ahead_max:0", 2 * MiB, 4 * MiB},
-        {"expandable_ahead_min:0", 2 * MiB, 4 * MiB},
-        {"expandable_ahead_min:64M,small_segment:8M", 8 * MiB, 64 * MiB},
+        {"", false, 0, 0, 2 * MiB, 20 * MiB},
+        {"", true, 20 * MiB, 2 * MiB, 2 * MiB, 6 * MiB},
+        {"expandable_ahead:0.001953125", false, 0, 0, 2 * MiB, 6 * MiB},
+        {"expandable_ahead:0", false, 0, 0, 2 * MiB, 4 * MiB},
+        {"", true, 0, 64 * MiB, 2 * MiB, 4 * MiB},
+        {"small_segment:8M", true, 64 * MiB, 64 * MiB, 8 * MiB, 64 * MiB},
         /* the largest step: the whole range (the device), which the small
          * range's 2 MiB leave no room for: refused, retried without ahead */
-        {"expandable_ahead_min:18446744073709551615,expandable_ahead_max:18446744073709551615", 2 * MiB, 4 * MiB},
+        {"", true, SIZE_MAX, SIZE_MAX, 2 * MiB, 4 * MiB},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char conf[200];
         snprintf(conf, sizeof conf, "expandable:1,log_oom:0%s%s", cases[k].conf[0] ? "," : "", cases[k].conf);
+        char what[300];
+        snprintf(what, sizeof what, "%s%s", conf, cases[k].hook ? " and the hook's rule" : "");
         cca_upstream *u = vm_device(cap, 2 * MiB);
-        cca_allocator *a = tu_allocator(u, conf);
+        cca_allocator *a =
+            cases[k].hook ? rule_allocator(u, conf, cases[k].least, cases[k].ahead_max) : tu_allocator(u, conf);
         void *small = tu_alloc(a, 4 * KiB, S0);
         cca_stats s = tu_stats(a);
-        cr_assert_eq(s.mapped_bytes, cases[k].small, "%s: small range %zu", conf, s.mapped_bytes);
+        cr_assert_eq(s.mapped_bytes, cases[k].small, "%s: small range %zu", what, s.mapped_bytes);
         void *large = tu_alloc(a, 3 * MiB, S0);
         s = tu_stats(a);
-        cr_assert_eq(s.mapped_bytes - cases[k].small, cases[k].large, "%s: large range %zu", conf,
+        cr_assert_eq(s.mapped_bytes - cases[k].small, cases[k].large, "%s: large range %zu", what,
                      s.mapped_bytes - cases[k].small);
-        cr_assert_eq(s.vm_maps, 2, "%s: one map per range", conf);
-        agree(a, u, 2 * MiB, 0, conf);
+        cr_assert_eq(s.vm_maps, 2, "%s: one map per range", what);
+        agree(a, u, 2 * MiB, 0, what);
         tu_free(a, small);
         tu_free(a, large);
         finish(a, u);
@@ -720,7 +744,7 @@ Test(expandable, config_refuses_max_split_and_reads_ccalloc_conf) {
 Test(expandable, the_oom_line_names_the_largest_mapped_free_block) {
     size_t cap = 64 * MiB;
     cca_upstream *u = vm_device(cap, PG);
-    cca_allocator *a = exp_allocator(u, "log_oom:1,expandable_ahead_max:0");
+    cca_allocator *a = exp_allocator(u, "log_oom:1,expandable_ahead:0");
     void *p = tu_alloc(a, 8 * MiB, NULL), *q = tu_alloc(a, 4 * MiB, NULL);
     tu_free(a, p); /* 8 MiB mapped and free, then q, then the range's unmapped tail */
     cca_stats s = tu_stats(a);
@@ -972,7 +996,7 @@ Test(expandable, a_pending_block_keeps_its_pages_through_trim) {
  * last page the device cannot hold. */
 Test(expandable, slack_past_the_device_is_not_mapped) {
     cca_upstream *u = vm_device(3 * MiB + 28 * KiB, PG);
-    cca_allocator *a = exp_allocator(u, "expandable_ahead_max:0");
+    cca_allocator *a = exp_allocator(u, "expandable_ahead:0");
     void *p = NULL;
     cr_assert_eq(cca_alloc(a, 3 * MiB, NULL, &p), CCA_OK, "3 MiB on a 3 MiB + 28 KiB device: %s", cca_last_error());
     cr_assert_eq(tu_block_size(a, p), 3 * MiB, "the 64 KiB remainder split off, not slack");
@@ -991,7 +1015,7 @@ Test(expandable, slack_past_the_device_is_not_mapped) {
  * only wait for its neighbour to be freed). */
 Test(expandable, slack_over_unmapped_pages_is_split_off) {
     cca_upstream *u = vm_device(256 * MiB, PG);
-    cca_allocator *a = exp_allocator(u, "expandable_ahead_max:0");
+    cca_allocator *a = exp_allocator(u, "expandable_ahead:0");
     /* a hole: B's 4 MiB between two live blocks, unmapped by trim */
     void *A = tu_alloc(a, 4 * MiB, NULL), *B = tu_alloc(a, 4 * MiB, NULL), *C = tu_alloc(a, 4 * MiB, NULL);
     tu_free(a, B);

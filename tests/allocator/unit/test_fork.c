@@ -18,6 +18,7 @@
  */
 #include "alloc_test_util.h"
 #include "internal.h"
+#include "pages_rule.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -402,10 +403,14 @@ Test(fork, forks_while_threads_allocate_trim_and_create, .timeout = 120) {
  * cut by the unmap, and a tail never touched (holes in the memfd). The
  * child then gives its copy of a block back (empty_cache unmaps it): the
  * parent's block stays. Over whole maps (one memfd per map, unmapped only
- * whole) the child's copy keeps each map whole, so its unmaps are granted. */
-static void child_writes_inherited_blocks(const char *conf, int backing) {
+ * whole) the child's copy keeps each map whole, so its unmaps are granted.
+ * map_bytes: the largest map, set through the test hook (pages_rule.h;
+ * the least step and cap the defaults'); 0: not set. */
+static void child_writes_inherited_blocks(const char *conf, int backing, size_t map_bytes) {
     cca_upstream *u = tu_vm_device_backed(256 * MiB, 0, backing);
     cca_allocator *a = tu_allocator(u, conf);
+    if (map_bytes)
+        ccai_pages_rule_set(a, 20 * MiB, 64 * MiB, map_bytes);
     unsigned char *p = tu_alloc(a, 3 * MiB, NULL), *hole = tu_alloc(a, 5 * MiB, NULL), *q = tu_alloc(a, 3 * MiB, NULL);
     tu_free(a, hole);
     cr_assert_eq(cca_trim(a, 0, NULL), CCA_OK, "%s", cca_last_error());
@@ -447,13 +452,13 @@ static void child_writes_inherited_blocks(const char *conf, int backing) {
 }
 
 Test(fork, a_childs_writes_stay_in_the_child_classic) {
-    child_writes_inherited_blocks(NULL, CCA_VM_PAGES);
+    child_writes_inherited_blocks(NULL, CCA_VM_PAGES, 0);
 }
 
 Test(fork, a_childs_writes_stay_in_the_child_expandable) {
-    child_writes_inherited_blocks("expandable:1", CCA_VM_PAGES);
+    child_writes_inherited_blocks("expandable:1", CCA_VM_PAGES, 0);
 }
 
 Test(fork, a_childs_writes_stay_in_the_child_over_whole_maps) {
-    child_writes_inherited_blocks("expandable:1,expandable_chunk:2M", CCA_VM_WHOLE_MAPS);
+    child_writes_inherited_blocks("expandable:1", CCA_VM_WHOLE_MAPS, 2 * MiB); /* a map per 2 MiB page */
 }

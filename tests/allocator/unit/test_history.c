@@ -19,6 +19,7 @@
 
 #include "alloc_test_util.h"
 #include "internal.h"
+#include "pages_rule.h"
 
 #define S1 ((cca_stream)0x1000)
 #define S2 ((cca_stream)0x2000)
@@ -175,10 +176,12 @@ Test(history, a_forced_domain_release_completes_without_a_request) {
 }
 
 Test(history, expandable_segments_record_maps_and_unmaps) {
-    /* no least step, so that the second request maps a run of its own; a
-     * device of pages (CCA_VM_PAGES), so that one unmap spans both maps */
+    /* no least step (the test hook; the cap the default 64 MiB), so that
+     * the second request maps a run of its own; a device of pages
+     * (CCA_VM_PAGES), so that one unmap spans both maps */
     cca_upstream *u = tu_vm_device(256 * MiB, 0);
-    cca_allocator *a = tu_allocator(u, "expandable:1,expandable_ahead_min:0,history:64");
+    cca_allocator *a = tu_allocator(u, "expandable:1,history:64");
+    ccai_pages_rule_set(a, 0, 64 * MiB, 128 * MiB);
     void *p = tu_alloc(a, 3 * MiB, S1); /* large range: 2 pages of 2 MiB, nothing ahead yet */
     uintptr_t base = only_segment_base(a);
     cr_assert_eq((uintptr_t)p, base);

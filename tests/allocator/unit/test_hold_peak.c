@@ -22,6 +22,7 @@
  * nothing lost, greedy refuses the option, and the stats report the holds.
  */
 #include "alloc_test_util.h"
+#include "pages_rule.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -152,9 +153,8 @@ Test(hold_peak, growth_with_nothing_cached_is_not_held) {
 #define PG ((size_t)64 * KiB)
 
 static cca_allocator *expandable(bool hold, cca_upstream *u) {
-    return tu_allocator(u, hold ? "expandable:1,hold_peak:1,small_pool:0,expandable_ahead_min:0,"
-                                  "expandable_ahead_max:0,log_oom:0"
-                                : "expandable:1,small_pool:0,expandable_ahead_min:0,expandable_ahead_max:0,log_oom:0");
+    return tu_allocator(u, hold ? "expandable:1,hold_peak:1,small_pool:0,expandable_ahead:0,log_oom:0"
+                                : "expandable:1,small_pool:0,expandable_ahead:0,log_oom:0");
 }
 
 /* The allocator's account agrees with the device's: mapped = reserved =
@@ -226,13 +226,15 @@ Test(hold_peak, expandable_hole_pages_are_unmapped_before_the_peak_would_rise) {
 }
 
 /* The step that raises the peak maps the request's own pages, none ahead:
- * here a least step of 4 MiB would map 2 MiB more.
+ * here a least step of 4 MiB (the test hook; the cap the default 64 MiB)
+ * would map 2 MiB more.
  *   [A 1M][B 3M] (A's step mapped 4 MiB), A freed, C of 2 MiB: the tail */
 Test(hold_peak, the_step_that_raises_the_peak_maps_no_ahead_pages) {
     for (int hold = 0; hold < 2; hold++) {
         cca_upstream *u = tu_vm_device(64 * MiB, PG);
-        cca_allocator *a = tu_allocator(u, hold ? "expandable:1,hold_peak:1,small_pool:0,expandable_ahead_min:4M,log_oom:0"
-                                                : "expandable:1,small_pool:0,expandable_ahead_min:4M,log_oom:0");
+        cca_allocator *a = tu_allocator(u, hold ? "expandable:1,hold_peak:1,small_pool:0,log_oom:0"
+                                                : "expandable:1,small_pool:0,log_oom:0");
+        ccai_pages_rule_set(a, 4 * MiB, 64 * MiB, 128 * MiB);
         char *A = tu_alloc(a, 1 * MiB, NULL), *B = tu_alloc(a, 3 * MiB, NULL);
         cr_assert_eq(B, A + 1 * MiB);
         cr_assert_eq(tu_stats(a).reserved_bytes, 4 * MiB, "A's step maps the least step");

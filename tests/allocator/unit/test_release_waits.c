@@ -31,8 +31,7 @@ static void setup(bool streams, bool events, const char *extra) {
     inner = tu_vm_device_backed(64 * MiB, PG, CCA_VM_PAGES);
     u = streams ? tu_faulty_create_streams(&f, inner, "fx", events) : tu_faulty_create(&f, inner, "fx", events);
     char conf[256];
-    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead_max:0,expandable_ahead_min:0%s%s",
-             extra ? "," : "", extra ? extra : "");
+    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead:0%s%s", extra ? "," : "", extra ? extra : "");
     a = tu_allocator(u, conf);
 }
 

@@ -8,6 +8,7 @@
  * largest_free suite at the end covers expandable segments' mapped runs.
  */
 #include "alloc_test_util.h"
+#include "pages_rule.h"
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -590,9 +591,14 @@ static size_t lf_size(uint64_t *rng, size_t page) {
 
 /* `steps` random steps on an allocator made with conf over u (page: its
  * granularity, or a size scale for classic segments), checked after each;
- * domains unless greedy. */
-static void lf_random(cca_upstream *up, const char *conf, size_t page, bool domains, uint64_t seed, int steps) {
+ * domains unless greedy. no_least: the growth rule's least step off (the
+ * test hook, pages_rule.h; the cap the default 64 MiB). */
+static void lf_random(cca_upstream *up, const char *conf, bool no_least, size_t page, bool domains, uint64_t seed,
+                      int steps) {
     cca_allocator *al = tu_allocator(up, conf);
+    if (no_least)
+        ccai_pages_rule_set(al, 0, 64 * MiB, 128 * MiB);
+    const char *rule = no_least ? " (no least step)" : "";
     cca_domain *dom[LF_DOMAINS] = {NULL};
     if (domains) {
         cr_assert_eq(cca_domain_create(al, "d1", &dom[1]), CCA_OK);
@@ -603,8 +609,8 @@ static void lf_random(cca_upstream *up, const char *conf, size_t page, bool doma
     uint64_t rng = seed;
     size_t lost = 0, deep = 0, ties = 0, trims = 0;
     for (int step = 0; step < steps; step++) {
-        char what[96];
-        snprintf(what, sizeof what, "%s, seed %llu, step %d", conf, (unsigned long long)seed, step);
+        char what[128];
+        snprintf(what, sizeof what, "%s%s, seed %llu, step %d", conf, rule, (unsigned long long)seed, step);
         uint64_t r = tu_rand(&rng) % 1000;
         int k = (int)(tu_rand(&rng) % LF_SLOTS), d = domains ? (int)(tu_rand(&rng) % LF_DOMAINS) : 0;
         if (r < 20) { /* trim to a random keep: large free blocks lose their middle pages */
@@ -640,9 +646,9 @@ static void lf_random(cca_upstream *up, const char *conf, size_t page, bool doma
         deep += ref.above >= 3;
         ties += ref.above_tie;
     }
-    cr_log_info("%s: %zu steps where the largest free block was not wholly mapped, %zu with 3+ blocks above the "
+    cr_log_info("%s%s: %zu steps where the largest free block was not wholly mapped, %zu with 3+ blocks above the "
                 "answer, %zu with ties above it, %zu trims",
-                conf, lost, deep, ties, trims);
+                conf, rule, lost, deep, ties, trims);
     if (page && strstr(conf, "expandable:1")) { /* the cases the early stop must get right did occur */
         cr_assert_gt(lost, (size_t)steps / 10, "%s: the largest block lost only %zu times", conf, lost);
         cr_assert_gt(deep, (size_t)steps / 20, "%s: only %zu steps with 3+ blocks above the answer", conf, deep);
@@ -660,31 +666,31 @@ static void lf_random(cca_upstream *up, const char *conf, size_t page, bool doma
 
 Test(largest_free, expandable_64k_pages_matches_every_block, .timeout = 120) {
     cca_upstream *up = tu_vm_device(96 * MiB, LF_PG);
-    lf_random(up, "expandable:1,log_oom:0,expandable_ahead_min:0", LF_PG, true, 0x5eed1ull, 2500);
-    lf_random(up, "expandable:1,log_oom:0", LF_PG, true, 0x5eed2ull, 2500);
+    lf_random(up, "expandable:1,log_oom:0", true, LF_PG, true, 0x5eed1ull, 2500);
+    lf_random(up, "expandable:1,log_oom:0", false, LF_PG, true, 0x5eed2ull, 2500);
     cca_upstream_destroy(up);
 }
 
 Test(largest_free, expandable_small_max_64k_matches_every_block, .timeout = 120) {
     /* small_max 64 KiB: nearly every request shares the large range, many blocks between page edges */
     cca_upstream *up = tu_vm_device(96 * MiB, LF_PG);
-    lf_random(up, "expandable:1,log_oom:0,expandable_ahead_min:0,small_max:64K", LF_PG, true, 0x5eed3ull, 2500);
+    lf_random(up, "expandable:1,log_oom:0,small_max:64K", true, LF_PG, true, 0x5eed3ull, 2500);
     cca_upstream_destroy(up);
 }
 
 Test(largest_free, expandable_2m_pages_and_greedy_match_every_block, .timeout = 120) {
     cca_upstream *up = tu_vm_device(256 * MiB, 2 * MiB);
-    lf_random(up, "expandable:1,log_oom:0", 2 * MiB, true, 0x5eed4ull, 1500);
+    lf_random(up, "expandable:1,log_oom:0", false, 2 * MiB, true, 0x5eed4ull, 1500);
     cca_upstream_destroy(up);
     up = tu_vm_device(96 * MiB, LF_PG);
-    lf_random(up, "expandable:1,log_oom:0,policy:greedy,greedy_bytes:64M", LF_PG, false, 0x5eed5ull, 1500);
+    lf_random(up, "expandable:1,log_oom:0,policy:greedy,greedy_bytes:64M", false, LF_PG, false, 0x5eed5ull, 1500);
     cca_upstream_destroy(up);
 }
 
 Test(largest_free, classic_segments_match_every_block, .timeout = 120) {
     cca_upstream *up = NULL;
     cr_assert_eq(cca_upstream_host_create(256 * MiB, &up), CCA_OK);
-    lf_random(up, "log_oom:0", LF_PG, true, 0x5eed6ull, 1500);
+    lf_random(up, "log_oom:0", false, LF_PG, true, 0x5eed6ull, 1500);
     cca_upstream_destroy(up);
 }
 
@@ -700,7 +706,7 @@ Test(largest_free, trimmed_largest_block_loses_to_a_smaller_mapped_one) {
     const size_t P = LF_PG, X1 = 64 * P, X = 24 * P, L = 17 * P + P / 2;
     enum { NX = 20 };
     cca_upstream *up = tu_vm_device(128 * MiB, P);
-    cca_allocator *al = tu_allocator(up, "expandable:1,log_oom:0,expandable_ahead_min:0,expandable_ahead_max:0");
+    cca_allocator *al = tu_allocator(up, "expandable:1,log_oom:0,expandable_ahead:0");
     cca_domain *none[LF_DOMAINS] = {NULL};
     void *x1 = tu_alloc(al, X1, NULL), *x[NX], *l[NX + 1];
     l[0] = tu_alloc(al, L, NULL);

@@ -8,25 +8,28 @@
  *               (one, or a run of adjacent ones), a cut at either end is
  *               refused and changes nothing; an unmapped map's pages
  *               fault; bad vm_backing values refused everywhere.
- *   growth      a run of pages is mapped in maps of at most
- *               expandable_chunk pages (0: one map per run; less than a
- *               page: one page per map), exact calls and layout.
+ *   growth      a run of pages is mapped in maps of at most 128 MiB, or
+ *               of the largest map the test hook sets (tests/support/
+ *               pages_rule.h; 0: one map per run; less than a page: one
+ *               page per map), exact calls and layout.
  *   release     trim and empty-cache unmap only maps lying wholly in free
  *               blocks; the free bytes of a map a live block shares are
  *               trapped (the report, exactly); trim(keep) takes the
  *               highest maps whole, so it may end under keep by less than
  *               a map; what stays after empty-cache is the maps live
  *               blocks touch.
- *   greedy      the arena mapped in maps of expandable_chunk, trimmed map
- *               by map.
+ *   greedy      the arena mapped at creation in maps of 128 MiB, trimmed
+ *               map by map, mapped again in maps of 128 MiB.
  *   retry       the OOM retry unmaps another stream's whole maps.
  *   invariant   I9 (check.c via kinds/pages.c) catches a start bit on an
- *               unmapped page, a run without a start, a map over the cap.
+ *               unmapped page, a run without a start, a map over the
+ *               largest (the hook's, and the rule's 128 MiB).
  * The same allocator paths under faults, a random sequence and threads:
  * test_expandable_stress.c's *_over_whole_maps twins.
  */
 #include "alloc_test_util.h"
 #include "internal.h"
+#include "pages_rule.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -41,13 +44,16 @@ static cca_upstream *whole_device(size_t capacity) {
     return tu_vm_device_backed(capacity, PG, CCA_VM_WHOLE_MAPS);
 }
 
-/* No ahead pages, no least step: each request maps exactly the pages it
- * lacks, so layouts follow from the requests alone. */
-static cca_allocator *whole_allocator(cca_upstream *u, const char *chunk) {
+/* No ahead pages, no least step (expandable_ahead:0): each request maps
+ * exactly the pages it lacks, so layouts follow from the requests alone.
+ * Maps of at most map_bytes (the test hook, before the first request; 0:
+ * one map per run); more config in `extra` ("" for none). */
+static cca_allocator *whole_allocator(cca_upstream *u, size_t map_bytes, const char *extra) {
     char conf[200];
-    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead_min:0,expandable_ahead_max:0,small_pool:0,%s",
-             chunk);
-    return tu_allocator(u, conf);
+    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead:0,small_pool:0%s", extra);
+    cca_allocator *a = tu_allocator(u, conf);
+    ccai_pages_rule_set(a, 0, 0, map_bytes);
+    return a;
 }
 
 static void agree(const cca_allocator *a, cca_upstream *u, const char *what) {
@@ -163,9 +169,9 @@ Test(whole_maps, bad_backings_are_refused_everywhere) {
 
 /* ---- growth -------------------------------------------------------------- */
 
-Test(whole_maps, runs_are_mapped_in_maps_of_expandable_chunk) {
+Test(whole_maps, runs_are_mapped_in_maps_of_the_largest_map) {
     cca_upstream *u = whole_device(64 * MiB);
-    cca_allocator *a = whole_allocator(u, "expandable_chunk:256K"); /* 4 pages */
+    cca_allocator *a = whole_allocator(u, 256 * KiB, ""); /* 4 pages */
     char *x = tu_alloc(a, 16 * PG, S0);
     cr_assert_eq((uintptr_t)x % PG, 0);
     agree(a, u, "16 pages");
@@ -185,17 +191,35 @@ Test(whole_maps, runs_are_mapped_in_maps_of_expandable_chunk) {
     finish(a, u);
 
     u = whole_device(64 * MiB);
-    a = whole_allocator(u, "expandable_chunk:0"); /* one map per run */
+    a = whole_allocator(u, 0, ""); /* one map per run */
     x = tu_alloc(a, 40 * PG, S0);
     cr_assert_eq(tu_stats(a).vm_maps, 1);
     tu_free(a, x);
     finish(a, u);
 
     u = whole_device(64 * MiB);
-    a = whole_allocator(u, "expandable_chunk:1"); /* under a page: a page per map */
+    a = whole_allocator(u, SIZE_MAX, ""); /* the largest size: no cut either */
+    x = tu_alloc(a, 40 * PG, S0);
+    cr_assert_eq(tu_stats(a).vm_maps, 1);
+    agree(a, u, "the largest map SIZE_MAX");
+    tu_free(a, x);
+    finish(a, u);
+
+    u = whole_device(64 * MiB);
+    a = whole_allocator(u, 1, ""); /* under a page: a page per map */
     x = tu_alloc(a, 5 * PG, S0);
     cr_assert_eq(tu_stats(a).vm_maps, 5);
     agree(a, u, "a page per map");
+    tu_free(a, x);
+    finish(a, u);
+
+    /* without the hook: the rule's 128 MiB, 64 pages of 2 MiB */
+    u = tu_vm_device_backed(512 * MiB, 2 * MiB, CCA_VM_WHOLE_MAPS);
+    a = tu_allocator(u, "expandable:1,log_oom:0,expandable_ahead:0,small_pool:0");
+    x = tu_alloc(a, 130 * 2 * MiB, S0);
+    cr_assert_eq(tu_stats(a).vm_maps, 3, "130 pages in maps of 64: 64 + 64 + 2");
+    agree(a, u, "maps of 128 MiB");
+    cr_assert_eq(cca_upstream_vm_unmap(u, x + 64 * 2 * MiB, 2 * MiB), CCA_ERR_UPSTREAM, "[64,128) is one map");
     tu_free(a, x);
     finish(a, u);
 }
@@ -209,7 +233,7 @@ Test(whole_maps, runs_are_mapped_in_maps_of_expandable_chunk) {
  * Freeing Y1 frees pages 1-2 of map [0,4): nothing can go (trapped). */
 Test(whole_maps, trim_unmaps_only_maps_wholly_free_and_reports_the_rest_trapped) {
     cca_upstream *u = whole_device(64 * MiB);
-    cca_allocator *a = whole_allocator(u, "expandable_chunk:256K");
+    cca_allocator *a = whole_allocator(u, 256 * KiB, "");
     char *x = tu_alloc(a, 8 * PG, S0);
     tu_free(a, x);
     char *y0 = tu_alloc(a, PG, S0), *y1 = tu_alloc(a, 2 * PG, S0), *y2 = tu_alloc(a, 6 * PG, S0);
@@ -250,11 +274,11 @@ Test(whole_maps, trim_unmaps_only_maps_wholly_free_and_reports_the_rest_trapped)
 /* The same requests over pages: every free page goes (the contrast). */
 Test(whole_maps, over_pages_the_same_requests_free_every_free_page) {
     cca_upstream *u = tu_vm_device(64 * MiB, PG);
-    cca_allocator *a = whole_allocator(u, "expandable_chunk:256K");
+    cca_allocator *a = whole_allocator(u, 256 * KiB, "");
     char *x = tu_alloc(a, 8 * PG, S0);
     tu_free(a, x);
     char *y0 = tu_alloc(a, PG, S0), *y1 = tu_alloc(a, 2 * PG, S0), *y2 = tu_alloc(a, 6 * PG, S0);
-    cr_assert_eq(tu_stats(a).vm_maps, 2, "over pages expandable_chunk changes nothing");
+    cr_assert_eq(tu_stats(a).vm_maps, 2, "over pages the largest map changes nothing");
     tu_free(a, y1);
     tu_free(a, y2);
     cca_release_report r;
@@ -269,7 +293,7 @@ Test(whole_maps, over_pages_the_same_requests_free_every_free_page) {
  * less than a map, never over it while a whole free map is left. */
 Test(whole_maps, trim_takes_the_highest_maps_whole) {
     cca_upstream *u = whole_device(64 * MiB);
-    cca_allocator *a = whole_allocator(u, "expandable_chunk:256K");
+    cca_allocator *a = whole_allocator(u, 256 * KiB, "");
     char *x = tu_alloc(a, 12 * PG, S0); /* maps [0,4) [4,8) [8,12) */
     tu_free(a, x);
     cca_release_report r;
@@ -290,10 +314,10 @@ Test(whole_maps, trim_takes_the_highest_maps_whole) {
 }
 
 /* A block reusing part of a map, mapped again after a trim: only the
- * pages it lacks, in maps of the chunk. */
+ * pages it lacks, in maps of the largest map. */
 Test(whole_maps, pages_a_trim_unmapped_are_mapped_again_in_chunks) {
     cca_upstream *u = whole_device(64 * MiB);
-    cca_allocator *a = whole_allocator(u, "expandable_chunk:256K");
+    cca_allocator *a = whole_allocator(u, 256 * KiB, "");
     char *x = tu_alloc(a, 2 * PG, S0);
     char *big = tu_alloc(a, 10 * PG, S0); /* maps [2,6) [6,10) [10,12) */
     char *z = tu_alloc(a, PG, S0);         /* [12,13) */
@@ -315,23 +339,28 @@ Test(whole_maps, pages_a_trim_unmapped_are_mapped_again_in_chunks) {
 
 /* ---- greedy -------------------------------------------------------------- */
 
-Test(whole_maps, greedy_arena_is_mapped_in_chunks_and_trimmed_map_by_map) {
-    cca_upstream *u = whole_device(64 * MiB);
-    cca_allocator *a = tu_allocator(u, "expandable:1,policy:greedy,greedy_bytes:1M,log_oom:0,expandable_chunk:256K");
+/* The arena is mapped at cca_create, before the test hook could set
+ * another largest map: in maps of the rule's 128 MiB. 320 MiB of 2 MiB
+ * pages is maps [0,64) [64,128) [128,160); Y live in page 0 holds map
+ * [0,64) whole through a trim; mapped again, in maps of 128 MiB too. */
+Test(whole_maps, greedy_arena_is_mapped_in_maps_of_128_mib_and_trimmed_map_by_map) {
+    const size_t P2 = 2 * MiB;
+    cca_upstream *u = tu_vm_device_backed(512 * MiB, P2, CCA_VM_WHOLE_MAPS);
+    cca_allocator *a = tu_allocator(u, "expandable:1,policy:greedy,greedy_bytes:320M,log_oom:0");
     agree(a, u, "arena");
     cca_stats s = tu_stats(a);
-    cr_assert_eq(s.mapped_bytes, 16 * PG);
-    cr_assert_eq(s.vm_maps, 4, "the arena: four maps of 4 pages");
-    char *y = tu_alloc(a, PG, S0);
+    cr_assert_eq(s.mapped_bytes, 160 * P2);
+    cr_assert_eq(s.vm_maps, 3, "the arena: maps of 64, 64 and 32 pages");
+    char *y = tu_alloc(a, P2, S0);
     cca_release_report r;
     cr_assert_eq(cca_trim(a, 0, &r), CCA_OK);
     agree(a, u, "trimmed");
-    cr_assert_eq(r.pages_unmapped, 12);
-    cr_assert_eq(r.free_bytes_trapped, 3 * PG);
-    cr_assert_eq(tu_stats(a).reserved_bytes, 4 * PG);
-    char *w = tu_alloc(a, 8 * PG, S0);
-    cr_assert_eq(w, y + PG);
-    cr_assert_eq(tu_stats(a).vm_maps, 6, "pages [4,9): a map of 4 and one of 1");
+    cr_assert_eq(r.pages_unmapped, 96);
+    cr_assert_eq(r.free_bytes_trapped, 63 * P2);
+    cr_assert_eq(tu_stats(a).reserved_bytes, 64 * P2);
+    char *w = tu_alloc(a, 130 * P2, S0);
+    cr_assert_eq(w, y + P2);
+    cr_assert_eq(tu_stats(a).vm_maps, 5, "pages [64,131): a map of 64 and one of 3");
     agree(a, u, "mapped again");
     tu_free(a, w);
     tu_free(a, y);
@@ -347,7 +376,7 @@ Test(whole_maps, greedy_arena_is_mapped_in_chunks_and_trimmed_map_by_map) {
 
 Test(whole_maps, the_retry_unmaps_another_streams_whole_maps) {
     cca_upstream *u = whole_device(16 * PG);
-    cca_allocator *a = whole_allocator(u, "expandable_chunk:256K");
+    cca_allocator *a = whole_allocator(u, 256 * KiB, "");
     char *x = tu_alloc(a, 12 * PG, S0);
     tu_free(a, x);
     char *y = tu_alloc(a, 12 * PG, S1); /* 4 pages free on the device: S0's maps must go */
@@ -371,7 +400,7 @@ static ccai_segment *only_segment(cca_allocator *a) {
 
 Test(whole_maps, invariant_i9_catches_broken_start_bits) {
     cca_upstream *u = whole_device(64 * MiB);
-    cca_allocator *a = whole_allocator(u, "expandable_chunk:256K");
+    cca_allocator *a = whole_allocator(u, 256 * KiB, "");
     char *x = tu_alloc(a, 6 * PG, S0); /* maps [0,4) [4,6) */
     ccai_segment *s = only_segment(a);
     cr_assert_eq(s->starts[0], (1u << 0) | (1u << 4));
@@ -381,10 +410,31 @@ Test(whole_maps, invariant_i9_catches_broken_start_bits) {
     s->starts[0] = 1u << 4; /* the run [0,6) without its start */
     cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
     cr_assert(strstr(cca_last_error(), "I9") != NULL, "%s", cca_last_error());
-    s->starts[0] = 1u << 0; /* one map of 6 pages, over the chunk of 4 */
+    s->starts[0] = 1u << 0; /* one map of 6 pages, over the largest of 4 */
     cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
-    cr_assert(strstr(cca_last_error(), "expandable_chunk") != NULL, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "I9") != NULL, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "a map holds more pages than") != NULL, "%s", cca_last_error());
     s->starts[0] = (1u << 0) | (1u << 4);
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    tu_free(a, x);
+    finish(a, u);
+
+    /* the rule's own largest map: 128 MiB, 64 pages of 2 MiB; a run of 66
+     * pages is maps [0,64) [64,66), and one map of 66 is over it */
+    u = tu_vm_device_backed(256 * MiB, 2 * MiB, CCA_VM_WHOLE_MAPS);
+    a = tu_allocator(u, "expandable:1,log_oom:0,expandable_ahead:0,small_pool:0");
+    x = tu_alloc(a, 66 * 2 * MiB, S0);
+    s = only_segment(a);
+    cr_assert_eq(tu_stats(a).vm_maps, 2);
+    cr_assert_eq(s->starts[0], 1u);
+    cr_assert_eq(s->starts[1], 1u);
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    s->starts[1] = 0;
+    cr_assert_eq(cca_check_invariants(a), CCA_ERR_INVARIANT);
+    cr_assert(strstr(cca_last_error(), "I9") != NULL, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "a map holds more pages than the growth rule's largest map") != NULL, "%s",
+              cca_last_error());
+    s->starts[1] = 1u;
     cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
     tu_free(a, x);
     finish(a, u);
@@ -397,8 +447,8 @@ Test(whole_maps, invariant_i9_catches_broken_start_bits) {
 Test(whole_maps, free_pages_of_a_held_map_are_not_counted_releasable) {
     cca_upstream *u = whole_device(64 * MiB);
     char conf[64];
-    snprintf(conf, sizeof conf, "expandable_chunk:256K,max_reserved:%zu", 6 * PG);
-    cca_allocator *a = whole_allocator(u, conf);
+    snprintf(conf, sizeof conf, ",max_reserved:%zu", 6 * PG);
+    cca_allocator *a = whole_allocator(u, 256 * KiB, conf);
     char *x = tu_alloc(a, 4 * PG, S0);
     tu_free(a, x);
     char *y0 = tu_alloc(a, PG, S0);
@@ -417,7 +467,7 @@ Test(whole_maps, free_pages_of_a_held_map_are_not_counted_releasable) {
  * printed line; pages elsewhere. */
 Test(whole_maps, stats_say_whole_maps) {
     cca_upstream *u = whole_device(64 * MiB);
-    cca_allocator *a = whole_allocator(u, "expandable_chunk:256K");
+    cca_allocator *a = whole_allocator(u, 256 * KiB, "");
     cr_assert_eq(tu_stats(a).vm_backing, CCA_VM_WHOLE_MAPS);
     char buf[2048] = {0};
     FILE *f = fmemopen(buf, sizeof buf - 1, "w");
@@ -429,7 +479,7 @@ Test(whole_maps, stats_say_whole_maps) {
     cr_assert(strstr(buf, "\"vm_backing\":\"whole_maps\"") != NULL, "%s", buf);
     finish(a, u);
     u = tu_vm_device(64 * MiB, PG);
-    a = whole_allocator(u, "expandable_chunk:256K");
+    a = whole_allocator(u, 256 * KiB, "");
     cr_assert_eq(tu_stats(a).vm_backing, CCA_VM_PAGES);
     finish(a, u);
     u = whole_device(64 * MiB);

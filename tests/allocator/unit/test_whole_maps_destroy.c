@@ -5,10 +5,12 @@
  * (and so its range) on the device, every other map given back; a refused
  * synchronize leaves every map mapped (queued work may still use them).
  *
- *   pages   [0  1  2][3  4  5][6  7  8][9]      expandable_chunk: 3 pages
+ *   pages   [0  1  2][3  4  5][6  7  8][9]      maps of 3 pages at most (the
+ *                                               test hook, pages_rule.h)
  *   blocks  X (10 pages), freed: the maps cached, the range empty
  */
 #include "alloc_test_util.h"
+#include "pages_rule.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -28,8 +30,8 @@ typedef struct scene {
 static void ten_pages_cached(scene *sc) {
     sc->inner = tu_vm_device_backed(64 * MiB, PG, CCA_VM_WHOLE_MAPS);
     sc->u = tu_faulty_create(&sc->f, sc->inner, "dx", false);
-    sc->a = tu_allocator(sc->u, "expandable:1,log_oom:0,expandable_ahead_min:0,expandable_ahead_max:0,"
-                                "small_pool:0,expandable_chunk:192K");
+    sc->a = tu_allocator(sc->u, "expandable:1,log_oom:0,expandable_ahead:0,small_pool:0");
+    ccai_pages_rule_set(sc->a, 0, 0, 192 * KiB); /* maps of 3 pages at most */
     sc->x = tu_alloc(sc->a, 10 * PG, S0);
     tu_free(sc->a, sc->x);
     cca_stats s = tu_stats(sc->a);

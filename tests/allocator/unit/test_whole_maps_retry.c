@@ -19,6 +19,7 @@
  * [8,13), 5, where 2 are free; unmapping Z's 4 makes room.
  */
 #include "alloc_test_util.h"
+#include "pages_rule.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -28,12 +29,14 @@
 #define S0 ((cca_stream)0x100)
 #define S1 ((cca_stream)0x200)
 
+/* No ahead pages, no least step; one map per run (the test hook, before
+ * the first request). */
 static cca_allocator *allocator(cca_upstream *u, const char *more) {
     char conf[200];
-    snprintf(conf, sizeof conf,
-             "expandable:1,log_oom:0,expandable_ahead_min:0,expandable_ahead_max:0,small_pool:0,expandable_chunk:0%s",
-             more);
-    return tu_allocator(u, conf);
+    snprintf(conf, sizeof conf, "expandable:1,log_oom:0,expandable_ahead:0,small_pool:0%s", more);
+    cca_allocator *a = tu_allocator(u, conf);
+    ccai_pages_rule_set(a, 0, 0, 0);
+    return a;
 }
 
 static void agree(const cca_allocator *a, cca_upstream *u, const char *what) {

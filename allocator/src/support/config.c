@@ -146,8 +146,9 @@ static size_t size_bound(double bound) {
     return bound >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bound;
 }
 
+/* -0 is out of every range: printed "-0", no parse would take it back */
 static bool fraction_in_range(const option *o, double v) {
-    return (o->type == OPT_SHARE ? v >= o->min : v > o->min) && v <= o->max;
+    return (o->type == OPT_SHARE ? v >= o->min : v > o->min) && v <= o->max && !signbit(v);
 }
 
 static void set_value(cca_config *c, const option *o, double v) {

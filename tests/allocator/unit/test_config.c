@@ -793,6 +793,11 @@ Test(config, expandable_ahead_refuses_hostile_values) {
     cr_assert(strstr(cca_last_error(), "expandable_ahead") != NULL, "%s", cca_last_error());
     c.expandable_ahead = 1.5;
     cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    /* negative zero would print as "-0", which no parse takes back (found
+     * by fuzz_config): refused as out of range */
+    c.expandable_ahead = -0.0;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cr_assert(strstr(cca_last_error(), "expandable_ahead") != NULL, "%s", cca_last_error());
     c.expandable_ahead = 0.0;
     cr_assert_eq(cca_config_validate(&c), CCA_OK, "%s", cca_last_error());
 }

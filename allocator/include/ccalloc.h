@@ -959,7 +959,8 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
  * segments; the OOM retry may release cached memory of any domain. An
  * explicit argument rather than a per-thread current domain: a model's work
  * often hops threads, and the domain of every block is then visible at the
- * call site.
+ * call site. (The framework entry points, whose signatures have no domain,
+ * keep one per thread: cca_plug_set_domain.)
  * Errors: cca_alloc's, and CCA_ERR_INVALID_ARGUMENT for a domain that is
  * not a's (even for size 0). Cost: cca_alloc's, plus a handle lookup. */
 cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream s, void **out);
@@ -1149,15 +1150,18 @@ cca_status cca_check_invariants(const cca_allocator *a);
 #define CCA_PLUG_MAX_DEVICES 64
 
 /* PyTorch's alloc signature (`stream` is a cudaStream_t): cca_alloc on the
- * device's allocator with `stream` passed through. size 0: NULL, no log,
+ * device's allocator with `stream` passed through; cca_alloc_in when this
+ * thread has a current domain for the device (cca_plug_set_domain). size 0: NULL, no log,
  * no message, nothing created (PyTorch's own allocator gives an empty
  * tensor a null pointer too).
  * Errors: NULL, never an abort, with cca_last_error() set on this thread
  * and one log line: device < 0 or >= CCA_PLUG_MAX_DEVICES (logged every
  * time), a device that cannot be created (logged once, when it failed),
  * out of memory (logged by the allocator when log_oom:1, the default), any
- * other cca_alloc failure.
- * Cost: one atomic load and cca_alloc's; the first call on a device
+ * other cca_alloc failure, the thread's current domain destroyed since it
+ * was set (CCA_ERR_INVALID_ARGUMENT).
+ * Cost: two atomic loads, a thread-local read and cca_alloc's (or
+ * cca_alloc_in's); the first call on a device
  * creates its upstream and allocator under the plug's lock. */
 void *cca_plug_alloc(size_t size, int device, void *stream);
 
@@ -1198,12 +1202,58 @@ cca_status cca_plug_get_allocator(int device, cca_allocator **out);
  * Errors and cost: cca_plug_get_allocator's. */
 cca_status cca_plug_get_upstream(int device, cca_upstream **out);
 
+/* The calling thread's CURRENT DOMAIN for `device`: from now on every
+ * cca_plug_alloc on this thread for that device allocates in d
+ * (cca_alloc_in), so a framework that calls cca_plug_alloc with no domain
+ * (PyTorch) puts a model's tensors in the model's domain, and
+ * cca_domain_release returns that model's memory while other domains'
+ * blocks stay. d NULL: the default domain again (plain cca_alloc), as for
+ * a thread that never called this. previous (may be NULL) receives the
+ * thread's domain for the device before the call, for a restore:
+ *     cca_domain *prev;
+ *     cca_plug_set_domain(0, model_a, &prev);  ...load model A...
+ *     cca_plug_set_domain(0, prev, NULL);
+ * The rules:
+ *  - per thread and per device: other threads, and this thread's
+ *    allocations on other devices, are not affected. Work a framework does
+ *    on threads of its own (PyTorch's autograd runs backward() on a thread
+ *    per device) goes to those threads' domains (the default);
+ *  - cca_plug_free and cca_free find any block by its pointer, whatever the
+ *    thread's current domain (a block freed under another domain, or on
+ *    another thread, goes back to its own domain);
+ *  - d must be a live domain of the device's allocator
+ *    (cca_plug_get_allocator(device)), checked here. A domain destroyed
+ *    after it was set stays set: every cca_plug_alloc on that thread and
+ *    device then fails (NULL, logged, "not one of this allocator's") until
+ *    the thread sets another; set it back before destroying it;
+ *  - cca_plug_reset returns every thread's domains to the default;
+ *  - a child of fork() keeps the forking thread's domains (the domains are
+ *    the child's copy).
+ * Errors (nothing changed, *previous not written):
+ * CCA_ERR_INVALID_ARGUMENT for a device out of range, a device whose
+ * allocator does not exist (no domain can be its; none is created here),
+ * and a d that is not one of the device's allocator's live domains
+ * (another device's, destroyed, or no domain).
+ * Cost: d NULL: a thread-local write and one atomic load; else also one
+ * atomic load and the allocator's lock for a handle lookup (O(1)
+ * expected). cca_plug_alloc then pays a thread-local read and one more
+ * atomic load, and cca_alloc_in's handle lookup when d is not NULL. */
+cca_status cca_plug_set_domain(int device, cca_domain *d, cca_domain **previous);
+
+/* The calling thread's current domain for `device` into *out (NULL: the
+ * default domain; also after cca_plug_reset). *out NULL on failure.
+ * Errors: CCA_ERR_INVALID_ARGUMENT for a device out of range.
+ * Cost: a thread-local read and one atomic load. */
+cca_status cca_plug_get_domain(int device, cca_domain **out);
+
 /* For tests: destroy every device's allocator and upstream and forget
  * cca_plug_configure and every recorded failure, as at load. Not while
  * another thread is in a cca_plug_* call, nor while one uses an allocator
  * or upstream that cca_plug_get_allocator / cca_plug_get_upstream
  * returned: those handles are destroyed here (the next call on the device
  * creates new ones).
+ * Every thread's current domains (cca_plug_set_domain) go back to the
+ * default.
  * Errors: CCA_ERR_LIVE_BLOCKS naming the first device with live (or
  * pending) blocks, and nothing changes; else the first cca_destroy
  * failure, prefixed with its device (everything is reset all the same).

@@ -153,6 +153,19 @@ cca_domain *ccai_domain_lookup(const cca_allocator *a, const cca_domain *handle)
     return i == a->domain_set.cap ? NULL : a->domain_set.slot[i];
 }
 
+cca_status ccai_domain_check(cca_allocator *a, const cca_domain *handle, const char *who) {
+    cca_status st = ccai_lock(a, who);
+    if (st != CCA_OK)
+        return st;
+    bool found = ccai_domain_lookup(a, handle) != NULL;
+    ccai_unlock(a);
+    if (found)
+        return CCA_OK;
+    return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
+                         "%s: domain %p is not one of this allocator's (destroyed, another allocator's, or no domain)",
+                         who, (const void *)handle);
+}
+
 bool ccai_domain_valid(const cca_allocator *a, const cca_domain *d) {
     return ccai_domain_lookup(a, ccai_domain_handle(d)) == d; /* root's handle is NULL: root */
 }

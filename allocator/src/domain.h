@@ -2,7 +2,8 @@
  * domain.h — what domain.c gives the rest of the library: the default
  * domain's set-up and teardown (allocator.c), a handle's record, a
  * segment joining and leaving its domain (segment.c), the domains' stats
- * and numbers (the reports). Every function runs under the allocator's lock.
+ * and numbers (the reports). Every function runs under the allocator's lock,
+ * but ccai_domain_check, which takes it.
  */
 #ifndef CCA_DOMAIN_H
 #define CCA_DOMAIN_H
@@ -18,6 +19,11 @@ void ccai_domain_destroy_all(cca_allocator *a);
  * domains (another allocator's, destroyed, garbage). The caller holds the
  * lock. O(1) expected; the handle is never read. */
 struct cca_domain *ccai_domain_lookup(const cca_allocator *a, const cca_domain *handle);
+/* CCA_OK if `handle` names one of a's live domains (NULL: the default
+ * domain, always); else CCA_ERR_INVALID_ARGUMENT with the message naming
+ * `who` (another allocator's, destroyed, garbage). Takes a's lock (plug.c:
+ * cca_plug_set_domain). O(1) expected; the handle is never read. */
+cca_status ccai_domain_check(cca_allocator *a, const cca_domain *handle, const char *who);
 /* What the caller is given for record d (NULL for the default domain). */
 static inline cca_domain *ccai_domain_handle(const struct cca_domain *d) {
     return (cca_domain *)d->handle;

@@ -37,15 +37,33 @@
  *   a live block of that device's allocator changes nothing and is logged.
  *   size 0 returns NULL and creates nothing (PyTorch's own empty tensor);
  *   a free of NULL does nothing.
+ * - The thread's current domain (cca_plug_set_domain): PyTorch's alloc
+ *   takes no domain, so the domain a thread's allocations go to is kept
+ *   per thread and per device, in thread-local storage:
+ *
+ *     thread T1  current = { generation 3, domain[0] = A, domain[1] = NULL }
+ *     thread T2  current = { generation 3, domain[0] = B, ... }
+ *     thread T3  current = { generation 2, ... }  stale: all default
+ *
+ *   cca_plug_alloc on device n asks cca_alloc_in for domain[n] (NULL: the
+ *   default domain, plain cca_alloc). A handle is checked when it is set
+ *   (one of the device's allocator's live domains); one destroyed after
+ *   that is refused by cca_alloc_in at the next alloc (NULL, logged). A
+ *   thread's table counts only while its generation is plug_generation,
+ *   which cca_plug_reset bumps: every thread's domains go back to the
+ *   default without the reset touching another thread's storage. A free
+ *   needs no domain: the block knows its own.
  * - Departs from PyTorch in one visible way: freed blocks stay cached until
  *   ccalloc's own release calls (cca_trim, cca_empty_cache,
  *   ccalloc.torch.empty_cache()); PyTorch's empty_cache calls nothing here.
  * - Costs: after the first call on a device, a range check, one atomic load
- *   and the cca_alloc / cca_free it forwards to. The first call: parsing
+ *   (alloc: two, and a thread-local read for the domain) and the cca_alloc /
+ *   cca_alloc_in / cca_free it forwards to. The first call: parsing
  *   the config, creating the upstream (the CUDA runtime's first call on a
  *   device: tens to hundreds of ms) and the allocator (greedy: its arena).
  */
 #include "../core/internal.h"
+#include "domain.h" /* ccai_domain_check */
 
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint */
 
@@ -88,6 +106,23 @@ static struct {
     cca_config config;
     bool started;
 } plug;
+
+/* The thread's current domain per device (cca_plug_set_domain), valid
+ * while its generation is plug_generation: cca_plug_reset bumps that, so
+ * every thread's table reads as all default afterwards. A new thread's
+ * generation is 0, never current (plug_generation starts at 1). */
+static _Atomic uint64_t plug_generation = 1;
+static _Thread_local struct {
+    uint64_t generation;
+    cca_domain *domain[CCA_PLUG_MAX_DEVICES];
+} current;
+
+/* This thread's domain for `device` (in range); NULL: the default domain. */
+static cca_domain *current_domain(int device) {
+    if (current.generation != atomic_load_explicit(&plug_generation, memory_order_relaxed))
+        return NULL;
+    return current.domain[device];
+}
 
 /* ---- the upstream text ----------------------------------------------------- */
 
@@ -294,11 +329,16 @@ void *cca_plug_alloc(size_t size, int device, void *stream) {
     if (!a)
         return NULL; /* a creation failure was logged once, when it happened */
     void *p = NULL;
-    st = cca_alloc(a, size, stream, &p);
+    cca_domain *d = current_domain(device);
+    st = d ? cca_alloc_in(a, d, size, stream, &p) : cca_alloc(a, size, stream, &p);
     if (st == CCA_OK)
         return p;
     if (st != CCA_ERR_OUT_OF_MEMORY) { /* an OOM is logged by the allocator (log_oom) */
-        cca_error_prefix(st, "cca_plug_alloc of %zu bytes on device %d", size, device);
+        if (d)
+            cca_error_prefix(st, "cca_plug_alloc of %zu bytes on device %d in this thread's domain %p", size, device,
+                             (void *)d);
+        else
+            cca_error_prefix(st, "cca_plug_alloc of %zu bytes on device %d", size, device);
         log_failure(st);
     }
     return NULL;
@@ -377,6 +417,46 @@ cca_status cca_plug_get_upstream(int device, cca_upstream **out) {
     return CCA_OK;
 }
 
+cca_status cca_plug_set_domain(int device, cca_domain *d, cca_domain **previous) {
+    if (device < 0 || device >= CCA_PLUG_MAX_DEVICES)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_plug_set_domain: device %d not in [0, %d)", device,
+                             CCA_PLUG_MAX_DEVICES);
+    if (d) {
+        /* a domain of this device exists only once its allocator does:
+         * no allocator is created here */
+        cca_allocator *a = atomic_load_explicit(&devices[device].allocator, memory_order_acquire);
+        if (!a)
+            return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
+                                 "cca_plug_set_domain: device %d has no allocator, so domain %p is not its", device,
+                                 (void *)d);
+        char who[48];
+        snprintf(who, sizeof who, "cca_plug_set_domain on device %d", device);
+        cca_status st = ccai_domain_check(a, d, who);
+        if (st != CCA_OK)
+            return st;
+    }
+    uint64_t now = atomic_load_explicit(&plug_generation, memory_order_relaxed);
+    if (current.generation != now) { /* set before the last reset, or never: all default */
+        memset(current.domain, 0, sizeof current.domain);
+        current.generation = now;
+    }
+    if (previous)
+        *previous = current.domain[device];
+    current.domain[device] = d;
+    return CCA_OK;
+}
+
+cca_status cca_plug_get_domain(int device, cca_domain **out) {
+    if (!out)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_plug_get_domain: out is NULL");
+    *out = NULL;
+    if (device < 0 || device >= CCA_PLUG_MAX_DEVICES)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_plug_get_domain: device %d not in [0, %d)", device,
+                             CCA_PLUG_MAX_DEVICES);
+    *out = current_domain(device);
+    return CCA_OK;
+}
+
 static cca_status reset_locked(void);
 
 cca_status cca_plug_reset(void) {
@@ -418,6 +498,7 @@ static cca_status reset_locked(void) {
         d->why[0] = '\0';
     }
     memset(&plug, 0, sizeof plug);
+    atomic_fetch_add_explicit(&plug_generation, 1, memory_order_relaxed); /* every thread's domains: default */
     pthread_mutex_unlock(&plug_lock);
     return result;
 }

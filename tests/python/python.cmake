@@ -6,6 +6,9 @@
 #                         PyTorch's exact C signatures; every error path
 #   test_python_adapters  torch/cupy/numba adapters: ImportError without the
 #                         framework, stand-in frameworks end to end
+#   test_python_domains   ccalloc.torch.domain / cupy.domain: the thread's
+#                         current domain (cca_plug_set_domain) with the
+#                         stand-in frameworks of test_adapters.py
 #   test_python_install   the wheel built from a clean copy of the tree
 #                         (scikit-build-core, no network), installed into a
 #                         fresh venv, used from outside the checkout with no
@@ -28,7 +31,7 @@ elseif(NOT CCA_PYTEST)
   message(STATUS "tests: python3 with pytest not found: the Python suites (tests/python) are not registered (scripts/deps.sh installs pytest)")
 else()
   set(CCA_PY_ENV "PYTHONDONTWRITEBYTECODE=1;CCALLOC_LIBRARY=$<TARGET_FILE:ccalloc>")
-  foreach(suite api plug_abi adapters install figures hostile gpu)
+  foreach(suite api plug_abi adapters domains install figures hostile gpu)
     string(REPLACE "_abi" "" name "${suite}")
     set(label cpu)
     if(suite STREQUAL "gpu")

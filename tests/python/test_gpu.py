@@ -114,6 +114,73 @@ def test_torch_model_memory_back(cuda_library):
     _check(result)
 
 
+def test_torch_domain_release_gives_one_models_memory_back(cuda_library):
+    """``ccalloc.torch.domain``: model A loaded and run inside ``with
+    ccalloc.torch.domain("model-a")``, model B outside it (the default
+    domain) before and after; then ``del`` A and ``a.release()``: the
+    driver's free bytes are back at the baseline taken before A was loaded
+    (within one driver page), B's tensors stay and its outputs are
+    unchanged. The warm-up runs the same work outside any domain first, so
+    the cuBLAS workspace PyTorch keeps per handle and stream is made there,
+    in the default domain, and never pins A's memory."""
+    result = _run(cuda_library, "torch", """
+        import ccalloc.torch
+        ccalloc.torch.enable()
+        import torch
+        from torch import nn
+
+        def net(width):
+            return nn.Sequential(
+                nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(), nn.Linear(64, width), nn.ReLU(), nn.Linear(width, 10),
+            ).cuda().eval()
+
+        x = torch.randn(64, 3, 128, 128, device="cuda")
+        with torch.no_grad():
+            warm = net(4096)
+            warm(x); del warm                        # warm-up: kernels, cuBLAS/cuDNN handles and workspace
+            model_b = net(256)
+            y_b = model_b(x)
+        torch.cuda.synchronize()
+        gc.collect()
+        ccalloc.torch.empty_cache()
+        default_before = ccalloc.torch.stats()["allocated_bytes"]
+        free_before = torch.cuda.mem_get_info()[0]
+
+        with ccalloc.torch.domain("model-a") as a, torch.no_grad():
+            model_a = net(4096)
+            y_a = model_a(x).softmax(dim=1)
+            torch.cuda.synchronize()
+        assert torch.allclose(y_a.sum(dim=1), torch.ones(64, device="cuda"), atol=1e-4)
+        sa = a.stats()
+        default_loaded = ccalloc.torch.stats()["allocated_bytes"] - sa["allocated_bytes"]
+        free_loaded = torch.cuda.mem_get_info()[0]
+        with torch.no_grad():
+            y_b2 = model_b(x)                         # B runs beside A, outside the domain
+        del model_a, y_a
+        gc.collect()
+        torch.cuda.synchronize()
+        r = a.release()
+        ccalloc.torch.empty_cache()                   # B's activations of y_b2, cached in the default domain
+        free_after = torch.cuda.mem_get_info()[0]
+        with torch.no_grad():
+            y_b3 = model_b(x)
+        print(json.dumps({"torch": torch.__version__, "a_reserved": sa["reserved_bytes"],
+                          "a_allocated": sa["allocated_bytes"], "released": r.bytes_released,
+                          "a_after": a.stats()["reserved_bytes"], "default_before": default_before,
+                          "default_loaded": default_loaded, "free_before": free_before,
+                          "free_loaded": free_loaded, "free_after": free_after,
+                          "b_same": bool(torch.equal(y_b, y_b3)) and bool(torch.equal(y_b, y_b2))}))
+    """)
+    assert result["a_allocated"] > 16 << 20, result  # A's weights (4096-wide) went into the domain
+    assert result["released"] == result["a_reserved"] and result["a_after"] == 0, result
+    assert result["default_loaded"] == result["default_before"], result  # nothing of A in the default domain
+    assert result["free_before"] - result["free_loaded"] >= result["a_reserved"] - TOLERANCE, result
+    assert abs(result["free_after"] - result["free_before"]) <= TOLERANCE, result
+    assert result["b_same"], result
+
+
 def test_torch_live_snapshot_opens_in_memory_viz(cuda_library, tmp_path):
     """A live PyTorch process on the GPU with ccalloc as its allocator: the
     PyTorch-format snapshot (``ccalloc.torch.snapshot_torch``, with

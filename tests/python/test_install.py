@@ -17,7 +17,7 @@ directory outside the checkout with no environment variable.
 5. From a temporary directory, CCALLOC_LIBRARY unset: the quick start of
    docs/python.md, taken from the doc and run as it stands, prints what its
    comments say; the library loaded is the bundled copy; ``pip show``.
-6. The framework-free suites (test_api, test_plug_abi, test_adapters,
+6. The framework-free suites (test_api, test_plug_abi, test_adapters, test_domains,
    test_hostile) against the installed package (CCALLOC_TEST_INSTALLED=1,
    conftest.py): a module or the library missing from the wheel fails here.
 7. The hostile cases: run from inside the checkout, next to its build
@@ -49,7 +49,7 @@ from conftest import ROOT
 
 PACKAGE_SRC = ROOT / "allocator" / "python"
 DOC = ROOT / "docs" / "python.md"
-FRAMEWORK_FREE = ["test_api.py", "test_plug_abi.py", "test_adapters.py", "test_hostile.py"]
+FRAMEWORK_FREE = ["test_api.py", "test_plug_abi.py", "test_adapters.py", "test_domains.py", "test_hostile.py"]
 
 
 def _run(cmd, timeout=900, **kw):

@@ -9,7 +9,9 @@ A pure-Python package over libccalloc (ctypes; no compiled extension):
 - :mod:`ccalloc.plug` — the per-device allocators the framework adapters
   share (``cca_plug_*``).
 - Adapters, each one call: ``ccalloc.torch.enable()``,
-  ``ccalloc.cupy.enable()``, ``ccalloc.numba.enable()``.
+  ``ccalloc.cupy.enable()``, ``ccalloc.numba.enable()``; and a domain per
+  model for their tensors: ``with ccalloc.torch.domain("model-a") as d:``,
+  later ``d.release()``.
 
 The library is found as :mod:`ccalloc._lib` describes (``CCALLOC_LIBRARY``
 first); docs/python.md has the whole story.

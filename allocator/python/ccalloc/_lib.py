@@ -289,6 +289,8 @@ _PROTOTYPES = {
     "cca_plug_get_allocator": (c_int, [c_int, _PP]),
     "cca_plug_get_upstream": (c_int, [c_int, _PP]),
     "cca_plug_reset": (c_int, []),
+    "cca_plug_set_domain": (c_int, [c_int, _P, _PP]),
+    "cca_plug_get_domain": (c_int, [c_int, _PP]),
 }
 
 # libc, for the FILE * that cca_write_snapshot_json and cca_config_print take

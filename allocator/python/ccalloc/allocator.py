@@ -655,10 +655,25 @@ class Allocator:
         block ends with an exception, that exception is the one raised: a
         failure of the domain's destroy is dropped (the domain stays).
         """
+        return Domain(self, self._domain_create(name), name)
+
+    def _domain_create(self, name: str) -> int:
+        """``cca_domain_create``: the new domain's handle (TypeError for a
+        name that is not a str, :class:`InvalidArgumentError` for one the C
+        library refuses)."""
         out = ctypes.c_void_p()
         raise_for(self._lib, self._c(self._lib.cca_domain_create, c_string(self._lib, name, "domain name"),
                                           ctypes.byref(out)))
-        return Domain(self, out.value, name)
+        return out.value  # type: ignore[return-value]
+
+
+def _leak_list(report: DomainReport, most: int = 4) -> str:
+    """The first live blocks of a refused release, for the exception's
+    message: ``0x7f00...: 4194304 bytes (requested 4000000), ...``."""
+    shown = [f"{b.ptr:#x}: {b.size} bytes (requested {b.requested}{', pending' if b.pending else ''})"
+             for b in report.leaks[:most]]
+    more = report.live_blocks - len(shown)
+    return ", ".join(shown) + (f" and {more} more (DomainReport.leaks in .report)" if more > 0 else "")
 
 
 class Domain:
@@ -690,6 +705,9 @@ class Domain:
     def destroyed(self) -> bool:
         """True after :meth:`destroy`, and once its allocator is closed."""
         return self._live_handle() is None
+
+    def __repr__(self) -> str:
+        return f"<ccalloc.{type(self).__name__} {self.name!r}{' (destroyed)' if self.destroyed else ''}>"
 
     def alloc(self, size: Size, stream: Any = None) -> int:
         """``cca_alloc_in``: a block in this domain's own segments."""
@@ -738,6 +756,8 @@ class Domain:
                    for i in range(min(r.leaks_written, cap))],
         )
         if st != OK:
+            if st == ERR_LIVE_BLOCKS and report.leaks:
+                message += "; live: " + _leak_list(report)
             err = error_class(st)(st, _text(lib.cca_status_string(st)), message)
             if st == ERR_LIVE_BLOCKS:
                 err.report = report  # type: ignore[attr-defined]

@@ -27,8 +27,11 @@ from typing import Any, Dict, Optional
 
 from . import plug
 from .allocator import ReleaseReport
+from .plug import PlugDomain
 
 _INSTALL = "ccalloc.cupy needs CuPy: pip install cupy-cuda12x (or the wheel for your CUDA version)"
+
+_enabled = False  # enable() ran and disable() did not since
 
 
 def _import_cupy() -> Any:
@@ -71,16 +74,20 @@ def enable(conf: Optional[str] = None, upstream: Optional[str] = None) -> None:
     ``conf`` / ``upstream`` as :func:`ccalloc.plug.configure` (None: the
     environment). Raises ImportError without CuPy.
     """
+    global _enabled
     cupy = _import_cupy()
     if conf is not None or upstream is not None:
         plug.configure(upstream=upstream, conf=conf)
     cupy.cuda.set_allocator(malloc)
+    _enabled = True
 
 
 def disable() -> None:
     """Give CuPy its default memory pool back (blocks from ccalloc stay valid until freed)."""
+    global _enabled
     cupy = _import_cupy()
     cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
+    _enabled = False
 
 
 def _device(device: Optional[int]) -> int:
@@ -98,3 +105,20 @@ def stats(device: Optional[int] = None) -> Dict[str, Any]:
 def empty_cache(device: Optional[int] = None) -> ReleaseReport:
     """Every cached byte of the device back to the driver."""
     return plug.empty_cache(_device(device))
+
+
+def enabled() -> bool:
+    """Whether :func:`enable` made ccalloc CuPy's allocator (and :func:`disable` did not undo it)."""
+    return _enabled
+
+
+def domain(name: str, device: Optional[int] = None) -> PlugDomain:
+    """A new memory domain on ``device`` (default: the current one): arrays
+    CuPy allocates on this thread inside ``with ccalloc.cupy.domain("a") as d:``
+    live in ``d``; ``d.release()`` returns their memory once they are gone.
+    The same object as ``ccalloc.torch.domain`` (:class:`ccalloc.plug.PlugDomain`:
+    the allocator per device is shared). RuntimeError unless :func:`enable`
+    made ccalloc CuPy's allocator."""
+    if not _enabled:
+        raise RuntimeError("ccalloc.cupy.domain: ccalloc is not CuPy's allocator: call ccalloc.cupy.enable() first")
+    return plug.domain(name, _device(device))

@@ -11,16 +11,22 @@ device: :func:`configure`, else the environment (``CCALLOC_PLUG_UPSTREAM``,
 and no GPU, every allocation fails (``NoDeviceError``): there is no silent
 fallback to the simulated device; choose it with
 ``configure(upstream="host:1G")``.
+
+:func:`domain` makes a memory domain whose ``with`` block routes what the
+frameworks allocate on the calling thread into it (``cca_plug_set_domain``):
+``ccalloc.torch.domain`` and ``ccalloc.cupy.domain`` are this, with a check
+that the adapter is enabled.
 """
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, Optional, Tuple
+import threading
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _lib
-from ._errors import ERR_CONFIG, ERR_INVALID_ARGUMENT, ERR_LIVE_BLOCKS
-from .allocator import (Allocator, ReleaseReport, _text, argument_error, c_string, device_arg, parse_size, pointer_arg,
-                        raise_for, stream_arg)
+from ._errors import ERR_CONFIG, ERR_INVALID_ARGUMENT, ERR_LIVE_BLOCKS, OK
+from .allocator import (Allocator, Domain, DomainReport, ReleaseReport, _text, argument_error, c_string, device_arg,
+                        parse_size, pointer_arg, raise_for, stream_arg)
 
 MAX_DEVICES = 64  # CCA_PLUG_MAX_DEVICES
 
@@ -83,7 +89,8 @@ def alloc(size: int, device: int = 0, stream: Any = None) -> int:
     """An address from ``device``'s allocator, 0 for size 0.
 
     The same allocator and the same steps as ``cca_plug_alloc`` (the device's
-    allocator, created on first use, then ``cca_alloc``), taken one by one so
+    allocator, created on first use, then ``cca_alloc``, or ``cca_alloc_in``
+    in the thread's current domain: :func:`domain`), taken one by one so
     that a failure raises the exception of its own status:
     :class:`NoDeviceError`, :class:`OutOfMemoryError`, ...; a size outside
     [0, 2**64) or a device outside [0, MAX_DEVICES): :class:`InvalidArgumentError`,
@@ -101,8 +108,13 @@ def alloc(size: int, device: int = 0, stream: Any = None) -> int:
     a = ctypes.c_void_p()
     lib.cca_clear_error()
     raise_for(lib, lib.cca_plug_get_allocator(d, ctypes.byref(a)))
+    dom = ctypes.c_void_p()
+    raise_for(lib, lib.cca_plug_get_domain(d, ctypes.byref(dom)))  # the thread's current domain (domain())
     out = ctypes.c_void_p()
-    raise_for(lib, lib.cca_alloc(a, n, s, ctypes.byref(out)))
+    if dom.value:
+        raise_for(lib, lib.cca_alloc_in(a, dom, n, s, ctypes.byref(out)))
+    else:
+        raise_for(lib, lib.cca_alloc(a, n, s, ctypes.byref(out)))
     return out.value or 0
 
 
@@ -170,3 +182,127 @@ def snapshot_torch(path: Optional[str] = None, device: int = 0) -> Dict[str, Any
 def mem_info(device: int = 0) -> Tuple[int, int]:
     """``(free, total)`` bytes of ``device`` as its driver counts them."""
     return allocator(device).mem_info()
+
+
+# ---- the thread's current domain -----------------------------------------------
+#
+# cca_plug_set_domain keeps, per thread and per device, the domain that
+# cca_plug_alloc (PyTorch's entry point) and alloc() above allocate in.
+# PlugDomain's ``with`` block sets it and puts the previous one back;
+# each thread keeps its own stack of entries per device here, so blocks nest
+# and a block left out of order (an ExitStack, a generator) still leaves the
+# right domain current.
+
+
+class _Entry:
+    __slots__ = ("domain", "previous")
+
+    def __init__(self, domain: "PlugDomain", previous: Optional[int]) -> None:
+        self.domain, self.previous = domain, previous
+
+
+_threads = threading.local()  # .stacks: {device: [_Entry, ...]} of this thread
+
+
+def _stack(device: int) -> List[_Entry]:
+    stacks = getattr(_threads, "stacks", None)
+    if stacks is None:
+        stacks = _threads.stacks = {}
+    return stacks.setdefault(device, [])
+
+
+class PlugDomain(Domain):
+    """A domain of a device's plug allocator (the one PyTorch, CuPy and Numba
+    allocate from), made by :func:`domain`.
+
+    Everything a :class:`ccalloc.Domain` has (``name``, ``stats()``,
+    ``release(force=False, max_leaks=16)``, ``destroy()``, ``destroyed``,
+    ``alloc``, ``free``, ``reserve``), and ``device``. Its ``with`` block is
+    a scope, not a lifetime: on entry the domain becomes the calling
+    thread's current domain for ``device`` (``cca_plug_set_domain``), so
+    everything the frameworks allocate on this thread and device goes into
+    it; on exit the previous one is current again. The domain and its
+    memory stay after the block (unlike ``Allocator.domain``'s, whose block
+    destroys it): ``release()`` returns its memory when its blocks are
+    freed, ``destroy()`` ends it. ``with`` may be entered again, on any
+    thread, and nested.
+    """
+
+    def __init__(self, allocator: Allocator, handle: int, name: str, device: int) -> None:
+        super().__init__(allocator, handle, name)
+        self.device = device
+        self._entered = 0  # with blocks in progress, every thread's
+        self._entered_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = " (destroyed)" if self.destroyed else ""
+        return f"<ccalloc.plug.PlugDomain {self.name!r} on device {self.device}{state}>"
+
+    def __enter__(self) -> "PlugDomain":
+        lib = self.allocator._lib
+        previous = ctypes.c_void_p()
+        with self._entered_lock:  # a destroy() on another thread waits: never a destroyed current domain
+            handle = self.handle  # InvalidArgumentError once destroyed (or after plug.reset())
+            lib.cca_clear_error()
+            raise_for(lib, lib.cca_plug_set_domain(self.device, handle, ctypes.byref(previous)))
+            self._entered += 1
+        _stack(self.device).append(_Entry(self, previous.value))
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        stack = _stack(self.device)
+        at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].domain is self), None)
+        if at is None:
+            raise RuntimeError(f"{self!r}: __exit__ without its __enter__ on this thread")
+        entry = stack.pop(at)
+        with self._entered_lock:
+            self._entered -= 1
+        if at < len(stack):
+            # left out of order: the block entered after it now restores what this one would have
+            stack[at].previous = entry.previous
+            return
+        if self.allocator.closed:  # plug.reset() since: every thread's domain is the default already
+            return
+        lib = self.allocator._lib
+        lib.cca_clear_error()
+        st = lib.cca_plug_set_domain(self.device, entry.previous, None)
+        if st != OK:  # the previous one was destroyed meanwhile (set from C): the default, and say so
+            lib.cca_plug_set_domain(self.device, None, None)
+            if exc_type is None:
+                raise_for(lib, st)
+
+    def destroy(self, force: bool = False, max_leaks: int = 16) -> DomainReport:
+        """Release and free the domain; on failure it stays (see :meth:`release`).
+
+        Refused with :class:`InvalidArgumentError` while a ``with`` block of
+        it is in progress on any thread (allocations there would fail):
+        leave the blocks first."""
+        with self._entered_lock:
+            if self._entered and not self.destroyed:
+                raise argument_error(self.allocator._lib, ERR_INVALID_ARGUMENT,
+                                     f"domain '{self.name}' is the current domain of {self._entered} `with` "
+                                     "block(s) in progress; leave them before destroy()")
+            return super().destroy(force, max_leaks)
+
+
+def domain(name: str, device: int = 0) -> PlugDomain:
+    """A new domain of ``device``'s allocator (created now if needed), for
+    ``with`` blocks that route the frameworks' allocations into it (see
+    :class:`PlugDomain`). TypeError for a name that is not a str,
+    :class:`InvalidArgumentError` for a name the library refuses (empty,
+    over 63 characters, not printable ASCII, or with ``"``, ``\\`` or
+    ``,``), a NUL in it, or a greedy allocator."""
+    if not isinstance(name, str):
+        raise TypeError(f"a domain name is a str, not {type(name).__name__}")
+    view = allocator(device)
+    return PlugDomain(view, view._domain_create(name), name, view._device)
+
+
+def current_domain(device: int = 0) -> Optional[PlugDomain]:
+    """The domain whose ``with`` block is innermost on this thread for
+    ``device``, or None (the default domain)."""
+    d = device_arg(library(), device)
+    stack = _stack(d)
+    if stack and not stack[-1].domain.destroyed:
+        return stack[-1].domain
+    return None

@@ -6,6 +6,11 @@
     del model; ccalloc.torch.empty_cache()          # memory really back
     ccalloc.torch.stats()["reserved_bytes"]          # 0 when nothing is live
 
+    with ccalloc.torch.domain("model-a") as a:       # this thread's tensors go into domain a
+        model_a = load_a().cuda()
+    ...
+    del model_a; a.release()                         # a's memory back; other models' stay
+
 ``enable`` installs ``torch.cuda.memory.CUDAPluggableAllocator(libccalloc,
 "cca_plug_alloc", "cca_plug_free")`` with ``change_current_allocator``.
 PyTorch then calls ``cca_plug_alloc(size, device, stream)`` for every tensor
@@ -40,6 +45,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from . import plug
 from .allocator import ReleaseReport
+from .plug import PlugDomain
 
 _INSTALL = "ccalloc.torch needs PyTorch with CUDA: pip install torch (a CUDA build, 2.1 or later)"
 
@@ -146,3 +152,39 @@ def snapshot_torch(path: Optional[str] = None, device: Optional[int] = None) -> 
 def mem_info(device: Optional[int] = None) -> Tuple[int, int]:
     """``(free, total)`` bytes of the device, as ``cudaMemGetInfo`` counts them."""
     return plug.mem_info(_device(device))
+
+
+def domain(name: str, device: Optional[int] = None) -> PlugDomain:
+    """A new memory domain for one model's tensors, on ``device`` (default: the
+    current CUDA device).
+
+    ``with ccalloc.torch.domain("model-a") as d:`` makes ``d`` the current
+    domain of the calling thread for that device: every tensor PyTorch
+    allocates on this thread and device inside the block lives in ``d``'s own
+    memory; the previous domain is current again after the block (blocks
+    nest). ``d`` outlives the block: ``d.release()`` gives all of its memory
+    back to the driver once its tensors are gone (:class:`LiveBlocksError`
+    listing the live blocks, and nothing released, while some are alive)
+    while other domains' tensors stay; ``d.stats()``, ``d.destroy()``,
+    ``d.name``; ``with d:`` again to add to it. See :class:`ccalloc.plug.PlugDomain`.
+
+    Raises RuntimeError unless :func:`enable` made ccalloc PyTorch's allocator
+    in this process (tensors would come from PyTorch's own allocator, in no
+    domain), TypeError for a name that is not a str, and
+    :class:`InvalidArgumentError` for a name the library refuses (1 to 63
+    printable ASCII characters without ``"``, ``\\`` or ``,``).
+
+    Per thread: tensors made by PyTorch on threads of its own (autograd's
+    backward pass runs on a thread per device) go to those threads' domain,
+    the default.
+    """
+    if not enabled():
+        raise RuntimeError("ccalloc.torch.domain: ccalloc is not PyTorch's allocator in this process: call "
+                           "ccalloc.torch.enable() first (tensors would come from PyTorch's own allocator, in no domain)")
+    return plug.domain(name, _device(device))
+
+
+def current_domain(device: Optional[int] = None) -> Optional[PlugDomain]:
+    """The domain of the innermost :func:`domain` block on this thread for the
+    device (default: the current one), or None: the default domain."""
+    return plug.current_domain(_device(device))

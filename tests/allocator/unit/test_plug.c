@@ -912,3 +912,270 @@ Test(plug, a_first_call_that_succeeds_leaves_the_message) {
 /* A fork while another thread holds a device's allocator lock: in
  * tests/allocator/unit/test_fork.c (fork.c's handler covers the plug's allocators with
  * every other), fork::a_plug_device_held_by_another_thread. */
+
+/* ---- the thread's current domain (cca_plug_set_domain) ----------------------------------- */
+
+static cca_domain *new_domain(int device, const char *name) {
+    cca_domain *d = NULL;
+    cr_assert_eq(cca_domain_create(plug_allocator(device), name, &d), CCA_OK, "%s", cca_last_error());
+    return d;
+}
+
+static cca_domain *domain_of(int device, void *p) {
+    cca_domain *d = (cca_domain *)(uintptr_t)1; /* set to NULL or the domain by the call */
+    cr_assert_eq(cca_domain_of(plug_allocator(device), p, &d), CCA_OK, "%s", cca_last_error());
+    return d;
+}
+
+static cca_domain_stats domain_stats(int device, cca_domain *d) {
+    cca_domain_stats s;
+    cr_assert_eq(cca_get_domain_stats(plug_allocator(device), d, &s), CCA_OK, "%s", cca_last_error());
+    return s;
+}
+
+static cca_domain *current(int device) {
+    cca_domain *d = (cca_domain *)(uintptr_t)1;
+    cr_assert_eq(cca_plug_get_domain(device, &d), CCA_OK, "%s", cca_last_error());
+    return d;
+}
+
+Test(plug, set_domain_routes_this_threads_allocations) {
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    cca_domain *a = new_domain(0, "model-a");
+    cr_assert_null(current(0), "a thread starts in the default domain");
+    cca_domain *prev = (cca_domain *)(uintptr_t)1;
+    cr_assert_eq(cca_plug_set_domain(0, a, &prev), CCA_OK, "%s", cca_last_error());
+    cr_assert_null(prev);
+    cr_assert_eq(current(0), a);
+    void *p = cca_plug_alloc(3 * MiB, 0, NULL);
+    cr_assert_not_null(p, "%s", cca_last_error());
+    cr_assert_eq(domain_of(0, p), a);
+    cr_assert_eq(cca_plug_set_domain(0, NULL, &prev), CCA_OK);
+    cr_assert_eq(prev, a, "previous: the domain set before");
+    void *q = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_null(domain_of(0, q), "the default domain again");
+    cca_domain_stats sa = domain_stats(0, a), sd = domain_stats(0, NULL);
+    cr_assert_eq(sa.allocated_bytes, 3 * MiB);
+    cr_assert_eq(sa.alloc_calls, 1);
+    cr_assert_eq(sd.allocated_bytes, 4096);
+    cr_assert_eq(sd.alloc_calls, 1);
+    /* a free finds its block's domain whatever the thread's current one */
+    cr_assert_eq(cca_plug_set_domain(0, a, NULL), CCA_OK);
+    cca_plug_free(q, 4096, 0, NULL);
+    cr_assert_eq(cca_plug_set_domain(0, NULL, NULL), CCA_OK);
+    cca_plug_free(p, 3 * MiB, 0, NULL);
+    cr_assert_eq(domain_stats(0, a).allocated_bytes, 0);
+    cr_assert_eq(domain_stats(0, NULL).allocated_bytes, 0);
+    cr_assert_eq(logged.lines, 0, "%s", logged.last);
+    tu_check(plug_allocator(0));
+}
+
+Test(plug, set_domain_is_per_device) {
+    cr_assert_eq(cca_plug_configure("host:64M:2", NULL), CCA_OK);
+    cca_domain *a = new_domain(0, "a");
+    plug_allocator(1);
+    cr_assert_eq(cca_plug_set_domain(0, a, NULL), CCA_OK);
+    void *p0 = cca_plug_alloc(4096, 0, NULL), *p1 = cca_plug_alloc(4096, 1, NULL);
+    cr_assert(p0 && p1);
+    cr_assert_eq(domain_of(0, p0), a);
+    cr_assert_null(domain_of(1, p1), "device 1 has its own current domain: the default");
+    cr_assert_null(current(1));
+    cca_plug_free(p0, 4096, 0, NULL);
+    cca_plug_free(p1, 4096, 1, NULL);
+}
+
+/* Two threads, two domains, allocating at the same time: each thread's
+ * blocks land in its own domain. Then A's memory goes back whole: the
+ * device's count falls by exactly A's reserved bytes, while B's blocks stay
+ * where they were with their contents. */
+#define DOMAIN_BLOCKS 24
+
+typedef struct domain_worker {
+    pthread_barrier_t *go;
+    cca_domain *domain;
+    uint64_t seed;
+    void *blocks[DOMAIN_BLOCKS];
+    size_t sizes[DOMAIN_BLOCKS];
+    const char *error;
+} domain_worker;
+
+static void *domain_work(void *arg) {
+    domain_worker *w = arg;
+    if (cca_plug_set_domain(0, w->domain, NULL) != CCA_OK) {
+        w->error = "cca_plug_set_domain refused";
+        return NULL;
+    }
+    pthread_barrier_wait(w->go);
+    for (int i = 0; i < DOMAIN_BLOCKS; i++) {
+        w->sizes[i] = 4096 + (size_t)i * 97 * 1024 + (w->seed % 7) * 512;
+        w->blocks[i] = cca_plug_alloc(w->sizes[i], 0, (void *)(uintptr_t)(0x100 * (i % 2)));
+        if (!w->blocks[i]) {
+            w->error = "cca_plug_alloc returned NULL";
+            return NULL;
+        }
+        tu_fill(w->blocks[i], w->sizes[i], w->seed + (uint64_t)i);
+    }
+    return NULL;
+}
+
+Test(plug, two_threads_two_domains_and_one_released) {
+    cr_assert_eq(cca_plug_configure("host:256M", NULL), CCA_OK);
+    cca_domain *da = new_domain(0, "model-a"), *db = new_domain(0, "model-b");
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 2);
+    domain_worker wa = {.go = &go, .domain = da, .seed = 11}, wb = {.go = &go, .domain = db, .seed = 23};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, domain_work, &wa);
+    pthread_create(&tb, NULL, domain_work, &wb);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_barrier_destroy(&go);
+    cr_assert_null(wa.error, "%s", wa.error);
+    cr_assert_null(wb.error, "%s", wb.error);
+    cr_assert_null(current(0), "the main thread's domain is its own: still the default");
+    size_t bytes_a = 0, bytes_b = 0;
+    for (int i = 0; i < DOMAIN_BLOCKS; i++) {
+        cr_assert_eq(domain_of(0, wa.blocks[i]), da, "thread A's block %d", i);
+        cr_assert_eq(domain_of(0, wb.blocks[i]), db, "thread B's block %d", i);
+        bytes_a += tu_block_size(plug_allocator(0), wa.blocks[i]);
+        bytes_b += tu_block_size(plug_allocator(0), wb.blocks[i]);
+    }
+    cca_domain_stats sa = domain_stats(0, da), sb = domain_stats(0, db);
+    cr_assert_eq(sa.allocated_bytes, bytes_a);
+    cr_assert_eq(sb.allocated_bytes, bytes_b);
+    cr_assert_eq(sa.alloc_calls, DOMAIN_BLOCKS);
+    cr_assert_eq(sb.alloc_calls, DOMAIN_BLOCKS);
+    cr_assert_eq(domain_stats(0, NULL).alloc_calls, 0, "nothing in the default domain");
+    tu_check(plug_allocator(0));
+
+    /* A unloads: its blocks freed (from this thread), its memory released */
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+    size_t device_before = tu_upstream_stats(u).bytes_in_use;
+    cr_assert_eq(device_before, sa.reserved_bytes + sb.reserved_bytes);
+    for (int i = 0; i < DOMAIN_BLOCKS; i++)
+        cca_plug_free(wa.blocks[i], wa.sizes[i], 0, NULL);
+    cca_domain_report r = {0};
+    cr_assert_eq(cca_domain_release(plug_allocator(0), da, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.bytes_released, sa.reserved_bytes);
+    cr_assert_eq(r.bytes_still_reserved, 0);
+    cr_assert_eq(tu_upstream_stats(u).bytes_in_use, device_before - sa.reserved_bytes,
+                 "the device's count falls by exactly A's reserved bytes");
+    cca_domain_stats sb2 = domain_stats(0, db);
+    cr_assert_eq(sb2.reserved_bytes, sb.reserved_bytes, "B keeps its memory");
+    cr_assert_eq(sb2.allocated_bytes, sb.allocated_bytes);
+    for (int i = 0; i < DOMAIN_BLOCKS; i++)
+        cr_assert(tu_check_fill(wb.blocks[i], wb.sizes[i], wb.seed + (uint64_t)i), "B's block %d kept its bytes", i);
+    tu_check(plug_allocator(0));
+    for (int i = 0; i < DOMAIN_BLOCKS; i++)
+        cca_plug_free(wb.blocks[i], wb.sizes[i], 0, NULL);
+    cr_assert_eq(logged.lines, 0, "%s", logged.last);
+}
+
+Test(plug, set_domain_errors_change_nothing) {
+    cr_assert_eq(cca_plug_configure("host:64M:2", NULL), CCA_OK);
+    cca_domain *keep = (cca_domain *)(uintptr_t)1;
+    /* a domain before its device's allocator exists: no domain can be its */
+    cr_assert_eq(cca_plug_set_domain(0, (cca_domain *)(uintptr_t)0x1234, &keep), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_not_null(strstr(cca_last_error(), "device 0 has no allocator"), "%s", cca_last_error());
+    cr_assert_eq(plug_allocator(0) != NULL, true);
+    cca_domain *a = new_domain(0, "a"), *other = new_domain(1, "on-1"), *gone = new_domain(0, "gone");
+    cr_assert_eq(cca_domain_destroy(plug_allocator(0), gone, 0, NULL), CCA_OK);
+    cr_assert_eq(cca_plug_set_domain(0, a, NULL), CCA_OK);
+    struct {
+        int device;
+        cca_domain *d;
+        const char *needle;
+    } bad[] = {
+        {-1, NULL, "device -1 not in [0, 64)"},
+        {CCA_PLUG_MAX_DEVICES, a, "device 64 not in [0, 64)"},
+        {INT_MIN, NULL, "not in [0, 64)"},
+        {0, other, "not one of this allocator's"},  /* device 1's domain on device 0 */
+        {0, gone, "not one of this allocator's"},   /* destroyed */
+        {0, (cca_domain *)(uintptr_t)0x1234, "not one of this allocator's"}, /* garbage */
+        {1, a, "not one of this allocator's"},      /* device 0's domain on device 1 */
+        {5, a, "device 5 has no allocator"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cca_clear_error();
+        cr_assert_eq(cca_plug_set_domain(bad[i].device, bad[i].d, &keep), CCA_ERR_INVALID_ARGUMENT, "case %zu", i);
+        cr_assert_not_null(strstr(cca_last_error(), bad[i].needle), "case %zu: '%s'", i, cca_last_error());
+        cr_assert_eq(keep, (cca_domain *)(uintptr_t)1, "case %zu: *previous not written", i);
+        cr_assert_eq(current(0), a, "case %zu: the current domain unchanged", i);
+    }
+    cr_assert_null(current(1));
+    cr_assert_eq(cca_plug_get_domain(0, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cca_domain *out = (cca_domain *)(uintptr_t)1;
+    cr_assert_eq(cca_plug_get_domain(-1, &out), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(out);
+    cr_assert_eq(cca_plug_get_domain(CCA_PLUG_MAX_DEVICES, &out), CCA_ERR_INVALID_ARGUMENT);
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_eq(domain_of(0, p), a, "allocations still go to a");
+    cca_plug_free(p, 4096, 0, NULL);
+    cr_assert_eq(logged.lines, 0, "a refused set logs nothing: '%s'", logged.last);
+}
+
+/* A domain destroyed while it is a thread's current one: that thread's
+ * allocations fail (NULL, logged, the reason named) until it sets another. */
+Test(plug, a_destroyed_current_domain_fails_allocations_until_set_again) {
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    cca_domain *a = new_domain(0, "a");
+    cr_assert_eq(cca_plug_set_domain(0, a, NULL), CCA_OK);
+    cr_assert_eq(cca_domain_destroy(plug_allocator(0), a, 0, NULL), CCA_OK);
+    cr_assert_eq(current(0), a, "still set: the thread's storage is not touched by a destroy");
+    cr_assert_null(cca_plug_alloc(4096, 0, NULL));
+    ASSERT_LOGGED(1, "in this thread's domain");
+    cr_assert_not_null(strstr(cca_last_error(), "not one of this allocator's"), "%s", cca_last_error());
+    cr_assert_eq(cca_plug_set_domain(0, a, NULL), CCA_ERR_INVALID_ARGUMENT, "nor can it be set again");
+    cr_assert_eq(cca_plug_set_domain(0, NULL, NULL), CCA_OK);
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(p, "%s", cca_last_error());
+    cca_plug_free(p, 4096, 0, NULL);
+}
+
+/* cca_plug_reset returns every thread's domain to the default, a thread
+ * that is not in a call at the time included. */
+typedef struct parked {
+    pthread_barrier_t *step;
+    cca_domain *domain;
+    cca_domain *after_reset;
+    void *block;
+    cca_status set;
+} parked;
+
+static void *park_in_domain(void *arg) {
+    parked *w = arg;
+    w->set = cca_plug_set_domain(0, w->domain, NULL);
+    pthread_barrier_wait(w->step); /* 1: set */
+    pthread_barrier_wait(w->step); /* 2: the main thread has reset and configured again */
+    cca_plug_get_domain(0, &w->after_reset);
+    w->block = cca_plug_alloc(4096, 0, NULL);
+    return NULL;
+}
+
+Test(plug, reset_returns_every_threads_domain_to_the_default) {
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    cca_domain *a = new_domain(0, "a");
+    cr_assert_eq(cca_plug_set_domain(0, a, NULL), CCA_OK);
+    pthread_barrier_t step;
+    pthread_barrier_init(&step, NULL, 2);
+    parked w = {.step = &step, .domain = a};
+    pthread_t t;
+    pthread_create(&t, NULL, park_in_domain, &w);
+    pthread_barrier_wait(&step);
+    cr_assert_eq(w.set, CCA_OK);
+    cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_plug_configure("host:64M", NULL), CCA_OK);
+    cr_assert_null(current(0), "this thread's");
+    pthread_barrier_wait(&step);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&step);
+    cr_assert_null(w.after_reset, "the other thread's");
+    cr_assert_not_null(w.block, "%s", cca_last_error());
+    cr_assert_null(domain_of(0, w.block));
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_null(domain_of(0, p));
+    cca_plug_free(p, 4096, 0, NULL);
+    cca_plug_free(w.block, 4096, 0, NULL);
+    cr_assert_eq(logged.lines, 0, "%s", logged.last);
+}

@@ -1,0 +1,335 @@
+"""Domains for framework users: ``ccalloc.torch.domain`` (and ``ccalloc.cupy.domain``)
+over ``cca_plug_set_domain``, with the stand-in PyTorch and CuPy of
+test_adapters.py on the simulated device.
+
+The stand-in PyTorch calls ``cca_plug_alloc`` / ``cca_plug_free`` through
+function pointers with PyTorch's C signatures, on the thread that makes the
+tensor, as the real CUDAPluggableAllocator does; a ``Tensor`` here is a block
+freed when the object dies, as a PyTorch tensor's storage is. Where a block
+lives is read from the allocator's own snapshot (segment by segment), and
+memory given back from the simulated device's ``mem_info``.
+"""
+from __future__ import annotations
+
+import copy
+import ctypes
+import gc
+import threading
+
+import pytest
+
+import ccalloc
+import ccalloc.cupy
+import ccalloc.torch
+from ccalloc import plug
+
+from conftest import MiB
+from test_adapters import fake_cupy, fake_torch
+
+
+class Tensor:
+    """A stand-in CUDA tensor: its storage from the installed allocator, freed when it dies."""
+
+    def __init__(self, allocator, nbytes: int, fill: int = 0, device: int = 0) -> None:
+        self._free, self.nbytes, self.device = allocator.free, nbytes, device
+        self.ptr = allocator.alloc(nbytes, device, None)
+        assert self.ptr, "cca_plug_alloc returned NULL"
+        ctypes.memset(self.ptr, fill, nbytes)
+
+    def filled_with(self, fill: int) -> bool:
+        return ctypes.string_at(self.ptr, self.nbytes) == bytes([fill]) * self.nbytes
+
+    def __del__(self) -> None:
+        self._free(self.ptr, self.nbytes, self.device, None)
+
+
+@pytest.fixture
+def torch_alloc(monkeypatch):
+    """The stand-in PyTorch with ccalloc enabled on a simulated device of 256 MiB
+    (two device numbers); yields the allocator PyTorch was given."""
+    plug.reset()
+    state = fake_torch(monkeypatch)
+    monkeypatch.setattr(ccalloc.torch, "_installed", None)
+    ccalloc.torch.enable(upstream="host:256M:2")
+    yield state["installed"]
+    gc.collect()
+    plug.reset()
+
+
+def domain_of(ptr: int, device: int = 0) -> str:
+    """The name of the domain holding live block ``ptr``, from the snapshot."""
+    for seg in plug.snapshot(device)["segments"]:
+        base = int(seg["address"], 16)
+        if base <= ptr < base + seg["size"]:
+            for b in seg["blocks"]:
+                if base + b["offset"] == ptr and b["state"] == "live":
+                    return seg["domain"]
+    raise AssertionError(f"{ptr:#x} is not a live block")
+
+
+def test_tensors_in_the_block_land_in_the_domain(torch_alloc):
+    before = Tensor(torch_alloc, MiB)
+    with ccalloc.torch.domain("model-a") as a:
+        assert ccalloc.torch.current_domain() is a
+        weights = [Tensor(torch_alloc, n * MiB) for n in (1, 3, 5)]
+    after = Tensor(torch_alloc, 2 * MiB)
+    assert ccalloc.torch.current_domain() is None
+    assert [domain_of(t.ptr) for t in weights] == ["model-a"] * 3
+    assert (domain_of(before.ptr), domain_of(after.ptr)) == ("default", "default")
+    assert a.name == "model-a" and a.device == 0 and not a.destroyed
+    s = a.stats()
+    assert (s["name"], s["allocated_bytes"], s["alloc_calls"], s["active_blocks"]) == ("model-a", 9 * MiB, 3, 3)
+    default = plug.snapshot()["domains"][0]
+    assert (default["name"], default["allocated_bytes"], default["alloc_calls"]) == ("default", 3 * MiB, 2)
+    # the domain outlives its block: entered again, it takes more
+    with a:
+        more = Tensor(torch_alloc, MiB)
+    assert domain_of(more.ptr) == "model-a" and a.stats()["allocated_bytes"] == 10 * MiB
+    # a free needs no domain: a block freed inside another domain's block goes back to its own
+    with ccalloc.torch.domain("other"):
+        del weights[0]
+    assert a.stats()["allocated_bytes"] == 9 * MiB
+    plug.allocator(0).check()
+
+
+def test_two_threads_two_domains(torch_alloc):
+    """Two threads allocating at once, each in its own domain: every tensor in
+    its thread's domain; the main thread's stays the default."""
+    go = threading.Barrier(2)
+    made = {}
+    errors = []
+
+    def worker(name):
+        try:
+            with ccalloc.torch.domain(name) as d:
+                go.wait()
+                made[name] = (d, [Tensor(torch_alloc, (k % 5 + 1) * 256 * 1024) for k in range(40)])
+                assert ccalloc.torch.current_domain() is d
+        except BaseException as e:  # reported below, on the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert ccalloc.torch.current_domain() is None
+    for name, (d, tensors) in made.items():
+        assert {domain_of(t.ptr) for t in tensors} == {name}
+        assert d.stats()["alloc_calls"] == 40
+        assert d.stats()["allocated_bytes"] == sum(t.nbytes for t in tensors)
+    assert plug.snapshot()["domains"][0]["alloc_calls"] == 0
+    plug.allocator(0).check()
+
+
+def test_release_returns_that_domains_memory_while_the_other_stays(torch_alloc):
+    with ccalloc.torch.domain("model-a") as a:
+        model_a = [Tensor(torch_alloc, n * MiB, fill=0xA0 + n) for n in (2, 7, 1)]
+    with ccalloc.torch.domain("model-b") as b:
+        model_b = [Tensor(torch_alloc, n * MiB, fill=0xB0 + n) for n in (3, 5)]
+    reserved_a, reserved_b = a.stats()["reserved_bytes"], b.stats()["reserved_bytes"]
+    assert reserved_a > 0 and reserved_b > 0
+    free_before, total = ccalloc.torch.mem_info()
+    assert free_before == total - reserved_a - reserved_b  # the simulated device counts exactly
+
+    del model_a
+    gc.collect()
+    r = a.release()
+    assert (r.bytes_released, r.bytes_still_reserved, r.live_blocks) == (reserved_a, 0, 0)
+    assert ccalloc.torch.mem_info()[0] == free_before + reserved_a  # exactly a's bytes back to the device
+    assert a.stats()["reserved_bytes"] == 0 and not a.destroyed  # empty, usable
+    sb = b.stats()
+    assert (sb["reserved_bytes"], sb["allocated_bytes"]) == (reserved_b, 8 * MiB)
+    assert [t.filled_with(0xB0 + n) for t, n in zip(model_b, (3, 5))] == [True, True]
+    # a is usable again after its release
+    with a:
+        again = Tensor(torch_alloc, MiB)
+    assert domain_of(again.ptr) == "model-a"
+    del again, model_b
+    gc.collect()
+    b.destroy()
+    a.destroy()
+    assert ccalloc.torch.stats()["reserved_bytes"] == 0
+    assert ccalloc.torch.mem_info()[0] == total
+
+
+def test_release_with_live_tensors_says_which_and_releases_nothing(torch_alloc):
+    with ccalloc.torch.domain("model-a") as a:
+        kept = Tensor(torch_alloc, 3 * MiB, fill=7)
+        gone = Tensor(torch_alloc, MiB)
+    del gone
+    reserved, free_before = a.stats()["reserved_bytes"], ccalloc.torch.mem_info()[0]
+    with pytest.raises(ccalloc.LiveBlocksError, match=r"1 live blocks \(3145728 bytes\); nothing released; "
+                       rf"live: {kept.ptr:#x}: 3145728 bytes") as e:
+        a.release()
+    assert [(b.ptr, b.size, b.pending) for b in e.value.report.leaks] == [(kept.ptr, 3 * MiB, False)]
+    assert (a.stats()["reserved_bytes"], ccalloc.torch.mem_info()[0]) == (reserved, free_before)
+    assert kept.filled_with(7)
+    with pytest.raises(ccalloc.LiveBlocksError):
+        a.destroy()
+    assert not a.destroyed
+    del kept
+    assert a.release().bytes_released == reserved
+
+
+def test_blocks_nest_and_restore(torch_alloc):
+    cur = ccalloc.torch.current_domain
+    a, b = ccalloc.torch.domain("a"), ccalloc.torch.domain("b")
+    assert cur() is None  # made, not entered
+    with a:
+        with b:
+            assert cur() is b
+            t_b = Tensor(torch_alloc, MiB)
+            with a:  # the same domain twice on one stack
+                t_a2 = Tensor(torch_alloc, MiB)
+            assert cur() is b
+        assert cur() is a
+        t_a = Tensor(torch_alloc, MiB)
+    assert cur() is None
+    t_default = Tensor(torch_alloc, MiB)
+    assert [domain_of(t.ptr) for t in (t_b, t_a2, t_a, t_default)] == ["b", "a", "a", "default"]
+    # left out of order (an ExitStack closed by hand): the domain entered last stays current
+    # until it is left, and then the one before both
+    with ccalloc.torch.domain("c") as c:
+        a.__enter__()
+        b.__enter__()
+        a.__exit__(None, None, None)
+        assert cur() is b
+        b.__exit__(None, None, None)
+        assert cur() is c
+    assert cur() is None
+    with pytest.raises(RuntimeError, match="without its __enter__"):
+        a.__exit__(None, None, None)
+    # an exception in a block restores too
+    with pytest.raises(KeyError):
+        with a:
+            raise KeyError("x")
+    assert cur() is None
+
+
+def test_domain_of_another_device(torch_alloc):
+    with ccalloc.torch.domain("on-1", device=1) as d:
+        assert ccalloc.torch.current_domain(1) is d and ccalloc.torch.current_domain(0) is None
+        t0 = Tensor(torch_alloc, MiB, device=0)
+        t1 = Tensor(torch_alloc, MiB, device=1)
+    assert (domain_of(t0.ptr, 0), domain_of(t1.ptr, 1)) == ("default", "on-1")
+    assert d.device == 1
+
+
+def test_not_enabled_is_a_runtime_error(monkeypatch, host_plug):
+    fake_torch(monkeypatch)
+    monkeypatch.setattr(ccalloc.torch, "_installed", None)
+    with pytest.raises(RuntimeError, match=r"ccalloc.torch.enable\(\) first"):
+        ccalloc.torch.domain("a")
+    monkeypatch.setattr(ccalloc.cupy, "_enabled", False)
+    with pytest.raises(RuntimeError, match=r"ccalloc.cupy.enable\(\) first"):
+        ccalloc.cupy.domain("a")
+    assert plug.snapshot()["domains"] == [plug.snapshot()["domains"][0]]  # nothing created
+
+
+@pytest.mark.parametrize("name", ["", "a,b", 'say "hi"', "back\\slash", "x" * 64, "caf\u00e9", "tab\there",
+                                  "nul\0"])
+def test_bad_names_are_refused(torch_alloc, name):
+    with pytest.raises(ccalloc.InvalidArgumentError):
+        ccalloc.torch.domain(name)
+    assert len(plug.snapshot()["domains"]) == 1
+
+
+@pytest.mark.parametrize("name", [None, 5, b"bytes"])
+def test_names_of_another_type_are_a_type_error(torch_alloc, name):
+    with pytest.raises(TypeError, match="str"):
+        ccalloc.torch.domain(name)
+
+
+def test_destroy_inside_its_block_is_refused_and_a_destroyed_domain_cannot_be_entered(torch_alloc):
+    d = ccalloc.torch.domain("a")
+    with d:
+        with pytest.raises(ccalloc.InvalidArgumentError, match="leave them before destroy"):
+            d.destroy()
+        t = Tensor(torch_alloc, MiB)  # still allocating in d
+    assert domain_of(t.ptr) == "a"
+    del t
+    d.destroy()
+    assert d.destroyed and "destroyed" in repr(d)
+    with pytest.raises(ccalloc.InvalidArgumentError, match="destroyed"):
+        with d:
+            pass
+    assert ccalloc.torch.current_domain() is None
+    # entered on another thread: refused here too
+    inside, leave = threading.Event(), threading.Event()
+    e = ccalloc.torch.domain("e")
+
+    def hold():
+        with e:
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    inside.wait(10)
+    try:
+        with pytest.raises(ccalloc.InvalidArgumentError, match="1 `with` block"):
+            e.destroy()
+    finally:
+        leave.set()
+        t.join()
+    e.destroy()
+
+
+def test_reset_inside_a_block(torch_alloc, monkeypatch):
+    """plug.reset() (tests) while a block is open: the domain goes with its
+    allocator, leaving the block raises nothing, and allocations are the
+    default domain's again."""
+    with ccalloc.torch.domain("a") as d:
+        gc.collect()
+        plug.reset()
+        plug.configure(upstream="host:64M")
+        assert d.destroyed
+        t = Tensor(torch_alloc, MiB)
+    assert domain_of(t.ptr) == "default" and ccalloc.torch.current_domain() is None
+
+
+def test_plug_alloc_follows_the_current_domain(host_plug):
+    """ccalloc.plug.alloc (what the CuPy and Numba adapters call) takes the
+    thread's current domain as cca_plug_alloc does."""
+    with plug.domain("p") as d:
+        p = plug.alloc(MiB)
+    q = plug.alloc(MiB)
+    assert (domain_of(p), domain_of(q)) == ("p", "default")
+    assert d.stats()["allocated_bytes"] == MiB
+    plug.free(p)
+    plug.free(q)
+
+
+def test_cupy_domain(monkeypatch):
+    plug.reset()
+    state = fake_cupy(monkeypatch)
+    try:
+        ccalloc.cupy.enable(upstream="host:64M", conf="")
+        assert ccalloc.cupy.enabled()
+        with ccalloc.cupy.domain("arrays") as d:
+            mp = state["allocator"](3 * MiB)
+        other = state["allocator"](MiB)
+        assert (domain_of(mp.ptr), domain_of(other.ptr)) == ("arrays", "default")
+        del mp
+        gc.collect()
+        assert d.release().bytes_released == 20 * MiB
+        del other
+        ccalloc.cupy.disable()
+        assert not ccalloc.cupy.enabled()
+        with pytest.raises(RuntimeError, match="enable"):
+            ccalloc.cupy.domain("b")
+    finally:
+        gc.collect()
+        plug.reset()
+
+
+def test_the_domain_object_matches_allocators_domain(torch_alloc):
+    """A framework domain is a ccalloc.Domain: the same methods and fields."""
+    d = ccalloc.torch.domain("a")
+    assert isinstance(d, ccalloc.Domain)
+    for attr in ("name", "stats", "release", "destroy", "destroyed", "alloc", "free", "reserve"):
+        assert hasattr(d, attr), attr
+    with pytest.raises(TypeError, match="cannot be copied"):
+        copy.copy(d)

@@ -1076,7 +1076,7 @@ static size_t script_pages = 1; /* the upstream's page, in the driver's minimum 
 static unsigned long logged_releases, logged_switch_backs;
 
 /* The check of script()'s log once its faults are cleared: which call failed decides what lines are due. */
-static void expect_log_of_the_fault(const log_probe *p, const char *when) {
+static bool expect_log_of_the_fault(const log_probe *p, const char *when) {
     const char *failed = cuda_double_last_fault();
     cr_assert_eq(p->under_lock, 0, "%s: a line reached the sink under the allocator's lock", when);
     bool primary_kept = cuda_double_current() != NULL; /* a switch back to "none" was refused */
@@ -1102,7 +1102,15 @@ static void expect_log_of_the_fault(const log_probe *p, const char *when) {
                   "%s: an event_query line for the failed call '%s': %s", when, failed, p->line);
         cr_assert(strstr(p->line, "upstream 'cuda:0' event_query"), "%s: %s", when, p->line);
     }
-    int due = strcmp(failed, "cuMemRelease") == 0 || primary_kept || event_kept || query_failed;
+    /* a refused host_free at a wake is sleep.c's line: its cudaFreeHost, or entering the context for it */
+    bool host_kept = p->lines == 1 && strstr(p->line, "host memory") != NULL;
+    if (strcmp(failed, "cudaFreeHost") == 0)
+        cr_assert(host_kept, "%s: a refused cudaFreeHost is logged: %d lines, the last: %s", when, p->lines, p->line);
+    if (host_kept)
+        cr_assert(!strcmp(failed, "cudaFreeHost") || !strcmp(failed, "cuCtxGetCurrent") ||
+                      (!strcmp(failed, "cuCtxSetCurrent") && !primary_kept),
+                  "%s: a host memory line for the failed call '%s': %s", when, failed, p->line);
+    int due = strcmp(failed, "cuMemRelease") == 0 || primary_kept || event_kept || query_failed || host_kept;
     cr_assert_eq(p->lines, due, "%s (the failed call: '%s'): %d lines, the last: %s", when, failed, p->lines, p->line);
     logged_releases += due && !primary_kept;
     logged_switch_backs += primary_kept;
@@ -1113,7 +1121,7 @@ static void expect_log_of_the_fault(const log_probe *p, const char *when) {
     } else if (event_kept) {
         cr_assert(strstr(p->line, "upstream 'cuda:0' event_destroy"), "%s: %s", when, p->line);
         cr_assert_eq(p->leaked, 0, "%s", when);
-    } else if (query_failed) {
+    } else if (query_failed || host_kept) {
         cr_assert_eq(p->leaked, 0, "%s", when);
     } else if (due) {
         cr_assert(strstr(p->line, "cuda:0: cuMemRelease of the allocation"), "%s: %s", when, p->line);
@@ -1121,6 +1129,7 @@ static void expect_log_of_the_fault(const log_probe *p, const char *when) {
     }
     if (!due)
         cr_assert_eq(p->leaked, 0, "%s", when);
+    return host_kept;
 }
 
 static unsigned long script(const char *conf, const char *fn, unsigned long k) {
@@ -1150,8 +1159,25 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
                   cca_last_error());
         expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
     }
+    /* sleep and wake the default domain (classic segments: refused, no call);
+     * a wake refused by the fault is tried again, and succeeds */
+    snprintf(when, sizeof when, "%s failing at call %lu: sleep", fn, k);
+    if (p[0])
+        memset(p[0], 0x5a, sizes[0]);
+    cca_status st = cca_domain_sleep(a, NULL, 0, NULL);
+    cr_assert(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_OUT_OF_MEMORY, "%s: %d %s", when, st,
+              cca_last_error());
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s: %s", when, cca_last_error());
+    expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
+    snprintf(when, sizeof when, "%s failing at call %lu: wake", fn, k);
+    if ((st = cca_domain_wake(a, NULL, NULL)) != CCA_OK)
+        st = cca_domain_wake(a, NULL, NULL);
+    cr_assert_eq(st, CCA_OK, "%s: %s", when, cca_last_error());
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s: %s", when, cca_last_error());
+    expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
+    for (size_t i = 0; p[0] && i < sizes[0]; i++)
+        cr_assert_eq(((unsigned char *)p[0])[i], 0x5a, "%s: byte %zu of a block changed", when, i);
     cuda_double_hold_events(true);
-    cca_status st;
     if (p[1]) {
         st = cca_record_stream(a, p[1], (cca_stream)0x200);
         cr_assert(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
@@ -1187,7 +1213,7 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     unsigned long made = cuda_double_calls(fn) - before;
     cuda_double_clear_faults();
     snprintf(when, sizeof when, "%s failing at call %lu: the end", fn, k);
-    expect_log_of_the_fault(&log, when);
+    bool host_kept = expect_log_of_the_fault(&log, when);
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s: %s", when, cca_last_error());
     expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
     cr_assert_eq(tu_stats(a).reserved_bytes, 0, "%s", when);
@@ -1197,6 +1223,7 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     cr_assert_eq(s.mapped_bytes + s.reservations + s.malloc_bytes[0], 0, "%s: left with the driver", when);
     cr_assert_eq(s.physical_bytes[0], log.leaked, "%s: left with the driver: %zu bytes", when, s.physical_bytes[0]);
     cr_assert_eq(s.handles, log.leaked ? 1 : 0, "%s", when);
+    cr_assert_eq(cuda_double_free_pinned() != 0, host_kept, "%s: pinned memory left exactly when a line said so", when);
     cr_assert_eq(cuda_double_free_leaked_handles(), s.handles);
     cca_set_log_callback(NULL, NULL);
     PFN_cuCtxSetCurrent_v4000 set_current = driver("cuCtxSetCurrent");
@@ -1248,6 +1275,10 @@ Test(cuda_double, sweep_cudaDeviceSynchronize) { sweep_classic("cudaDeviceSynchr
 Test(cuda_double, sweep_cudaStreamSynchronize) { sweep("cudaStreamSynchronize"); }
 Test(cuda_double, sweep_cudaEventRecord) { sweep("cudaEventRecord"); }
 Test(cuda_double, sweep_cudaEventQuery) { sweep("cudaEventQuery"); }
+Test(cuda_double, sweep_cudaMallocHost) { sweep("cudaMallocHost"); }     /* sleep's host memory */
+Test(cuda_double, sweep_cudaFreeHost) { sweep("cudaFreeHost"); }         /* the wake's */
+Test(cuda_double, sweep_cudaMemcpyAsync) { sweep("cudaMemcpyAsync"); }   /* every copy of both */
+Test(cuda_double, sweep_cudaStreamCreateWithFlags) { sweep("cudaStreamCreateWithFlags"); } /* the copy stream */
 Test(cuda_double, sweep_cuCtxGetCurrent, .timeout = 120) { sweep("cuCtxGetCurrent"); }
 Test(cuda_double, sweep_pages_cuMemCreate, .timeout = 120) { sweep_pages("cuMemCreate"); }
 Test(cuda_double, sweep_pages_cuMemMap, .timeout = 120) { sweep_pages("cuMemMap"); }

@@ -98,7 +98,8 @@ typedef enum cca_status {
     CCA_ERR_NOT_READY,        /* an event has not completed yet (upstream ops) */
     CCA_ERR_LIVE_BLOCKS,      /* cca_destroy / cca_domain_release: blocks live */
     CCA_ERR_IO,               /* writing a snapshot or trace failed            */
-    CCA_ERR_INVARIANT         /* cca_check_invariants found a broken invariant */
+    CCA_ERR_INVARIANT,        /* cca_check_invariants found a broken invariant */
+    CCA_ERR_ASLEEP            /* the domain is asleep (cca_domain_sleep): wake it */
 } cca_status;
 
 /* A short constant text for every code ("CCA_ERR_OUT_OF_MEMORY: out of
@@ -310,6 +311,33 @@ typedef struct cca_upstream_ops {
      * waits for the streams whose work may still touch the pages it unmaps,
      * not for the whole device. NULL: it calls `synchronize` instead. */
     cca_status (*stream_synchronize)(void *ctx, cca_stream stream);
+
+    /* ---- Host staging memory and copies: optional, all four or none ------
+     * What sleep and wake (cca_domain_sleep) are built on: host memory the
+     * device copies to and from at full speed (CUDA: pinned, cudaMallocHost)
+     * and copies between it and this upstream's device memory. Without them
+     * a domain can still sleep with CCA_SLEEP_DISCARD (nothing copied).
+     *   - host_alloc: `size` > 0 bytes of host memory, 256-byte aligned;
+     *     CCA_ERR_OUT_OF_MEMORY when the host has none. host_free takes back
+     *     exactly a pointer and size host_alloc gave.
+     *   - copy: `size` bytes from src to dst, one of them memory this
+     *     upstream's vm_map or alloc gave (mapped, now) and the other inside
+     *     one host_alloc; to_host 1: device -> host, 0: host -> device.
+     *     Queued on the upstream's own copy stream (CUDA: cudaMemcpyAsync on
+     *     a stream it makes for that), ordered after the copies queued
+     *     before it and after nothing else: the caller has waited for the
+     *     work that writes the source (sleep waits for its blocks' streams).
+     *     It may return before the bytes have moved.
+     *   - copy_wait: wait until every copy queued so far on this upstream
+     *     is done; its failure (or a copy's, seen only now) is returned.
+     *     The caller waits before it reads the destination, frees the host
+     *     memory, or unmaps either side.
+     * The wrapper (cca_upstream_host_alloc, ...) checks arguments and counts
+     * host bytes in use, copies and bytes copied. */
+    cca_status (*host_alloc)(void *ctx, size_t size, void **ptr);
+    cca_status (*host_free)(void *ctx, void *ptr, size_t size);
+    cca_status (*copy)(void *ctx, void *dst, const void *src, size_t size, int to_host);
+    cca_status (*copy_wait)(void *ctx);
 } cca_upstream_ops;
 #define CCA_VM_WHOLE_MAPS 0 /* vm_backing (the default): every map one allocation, unmapped whole */
 #define CCA_VM_PAGES 1      /* vm_backing: every granule its own memory     */
@@ -335,6 +363,11 @@ typedef struct cca_upstream_stats {
     uint64_t vm_map_calls;    /* successful vm_map calls                  */
     uint64_t vm_unmap_calls;  /* successful vm_unmap calls                */
     uint64_t vm_failed_maps;  /* vm_map calls that failed                 */
+    /* host staging memory and copies (zero for an upstream without them) */
+    size_t host_bytes_in_use; /* host_alloc'd, not yet freed               */
+    size_t host_bytes_peak;   /* highest host_bytes_in_use                 */
+    uint64_t copies;          /* successful copy calls, either way         */
+    uint64_t bytes_copied;    /* bytes those copies moved                  */
 } cca_upstream_stats;
 
 /* A simulated device of `capacity` bytes over host memory, behaving like a
@@ -345,7 +378,10 @@ typedef struct cca_upstream_stats {
  * afterwards faults. mem_info reports capacity minus what every allocator
  * on it holds, so allocators sharing it compete like tenants of one GPU.
  * Events complete at once. Has the vm_* ops (2 MiB granularity, or the
- * largest power of two within a capacity below 2 MiB) over whole maps.
+ * largest power of two within a capacity below 2 MiB) over whole maps, and
+ * the host and copy ops: host memory from malloc, a copy is a memcpy done
+ * before it returns (a copy from an unmapped page faults, as any touch
+ * does), copy_wait has nothing to wait for.
  * Errors: CCA_ERR_INVALID_ARGUMENT for capacity 0 or above SIZE_MAX / 2;
  * CCA_ERR_OUT_OF_MEMORY when the process cannot reserve that much address
  * space (e.g. 2^62 on a 47-bit space) or host memory is short. *out is
@@ -415,7 +451,10 @@ typedef struct cca_host_options {
 cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out);
 
 /* cudaMalloc / cudaFree / cudaMemGetInfo / cudaDeviceSynchronize /
- * cudaEvent* on `device`, in its primary context (retained here, released
+ * cudaEvent* on `device` (host and copy ops: cudaMallocHost / cudaFreeHost,
+ * cudaMemcpyAsync on a non-blocking stream of the upstream's own, made on
+ * the first copy and destroyed by cca_upstream_destroy, and
+ * cudaStreamSynchronize of it), in its primary context (retained here, released
  * by cca_upstream_destroy); each call puts the caller's current context
  * back, and creates none on another device. Has the vm_* ops (the
  * driver's VMM calls) where the device supports virtual memory management.
@@ -469,8 +508,8 @@ cca_status cca_upstream_cuda_create_with(const cca_cuda_options *o, cca_upstream
 /* Wrap a caller's ops table (copied) and context (borrowed: it must
  * outlive the upstream).
  * Errors: CCA_ERR_INVALID_ARGUMENT when ops is NULL or lacks alloc or free,
- * when the three event ops or the five vm ops are not all present or all
- * absent, or when vm_backing is neither CCA_VM_PAGES nor
+ * when the three event ops, the five vm ops or the four host and copy ops
+ * are not all present or all absent, or when vm_backing is neither CCA_VM_PAGES nor
  * CCA_VM_WHOLE_MAPS; CCA_ERR_OUT_OF_MEMORY when host memory is short.
  * *out is NULL on failure.
  * Cost: one host malloc; no op is called. */
@@ -525,6 +564,19 @@ cca_status cca_upstream_synchronize(cca_upstream *u);
  * Errors: the op's status; CCA_OK when the upstream has neither.
  * Cost: one op call. */
 cca_status cca_upstream_stream_synchronize(cca_upstream *u, cca_stream stream);
+/* Host staging memory and copies through the upstream (the contract:
+ * cca_upstream_ops, "Host staging memory and copies"). has_copy: 1 when the
+ * upstream has the four ops, else 0 (also for NULL).
+ * Errors: CCA_ERR_UPSTREAM without the ops; CCA_ERR_INVALID_ARGUMENT for a
+ * NULL pointer or a size of 0 (*ptr NULL after a failed host_alloc); then
+ * the op's own status (host_alloc: CCA_ERR_OUT_OF_MEMORY when the host is
+ * short).
+ * Cost: one op call each; the counters under the upstream's own lock. */
+int cca_upstream_has_copy(const cca_upstream *u);
+cca_status cca_upstream_host_alloc(cca_upstream *u, size_t size, void **ptr);
+cca_status cca_upstream_host_free(cca_upstream *u, void *ptr, size_t size);
+cca_status cca_upstream_copy(cca_upstream *u, void *dst, const void *src, size_t size, int to_host);
+cca_status cca_upstream_copy_wait(cca_upstream *u);
 /* Copy the upstream's counters (cca_upstream_stats) into *s.
  * Errors: only the shared ones. Cost: O(1) under the upstream's lock. */
 cca_status cca_upstream_get_stats(cca_upstream *u, cca_upstream_stats *s);
@@ -864,6 +916,8 @@ typedef struct cca_stats {
     uint64_t peak_holds; /* hold_peak:1: requests that would have raised
                             reserved_bytes_peak and released cached memory
                             first (not counted in alloc_retries)          */
+    size_t asleep_domains; /* domains asleep (cca_domain_sleep), default included */
+    size_t host_bytes;     /* host memory their copies hold                  */
 } cca_stats;
 
 /* A consistent snapshot of the counters (taken under the allocator's
@@ -1070,6 +1124,10 @@ typedef struct cca_domain_stats {
     uint64_t upstream_allocs; /* upstream calls made for d (maps included) */
     uint64_t upstream_frees;
     double fragmentation; /* 1 - largest_free_block / cached_bytes; 0 if none */
+    int asleep;           /* 1 while asleep (cca_domain_sleep): its live
+                             blocks' bytes on the host, reserved_bytes 0
+                             (or what a refused unmap left), cached_bytes 0 */
+    size_t host_bytes;    /* host memory holding its copies while asleep    */
 } cca_domain_stats;
 
 /* The stats of domain d (NULL: the default domain) into *s. Peaks are
@@ -1086,6 +1144,121 @@ cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *d, cca
  * as cca_write_snapshot_json (with no host memory for that copy, written
  * to f under the lock). */
 cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
+
+/* SLEEP AND WAKE: a domain's device memory given back while its blocks stay
+ * live, and restored at the same addresses (docs/allocator.md, "Sleep and
+ * wake"). Needs expandable segments (an upstream with the vm ops,
+ * expandable:1): a sleeping domain keeps its address ranges reserved, so
+ * every pointer into it stays valid for after the wake, while none of its
+ * pages is mapped (on the simulated device a touch faults). The rules:
+ *  - sleep waits for the work of d's blocks (a stream_synchronize per
+ *    stream that used them or d's segments, and per stream with pending
+ *    frees; the device past 16 streams or without the op), completes the
+ *    pending frees, copies each live block's bytes (its requested size
+ *    rounded up to CCA_GRANULARITY: never free space nor slack) into ONE
+ *    host allocation of the domain (host_alloc: pinned on CUDA), waits for
+ *    the copies, then unmaps every mapped page of d (free and live alike):
+ *    the device's used memory falls by all of d's reserved bytes, and the
+ *    host holds its live bytes (no staging buffer beyond them);
+ *  - CCA_SLEEP_DISCARD copies nothing: the contents are undefined after the
+ *    wake (caches, activations); it needs no copy ops;
+ *  - while asleep: cca_alloc / cca_alloc_in in d is refused
+ *    (CCA_ERR_ASLEEP, the message names the domain; size 0 is still CCA_OK
+ *    and NULL); cca_free of its blocks is allowed (the block becomes free
+ *    and its copy is not copied back; the host memory goes at the wake);
+ *    cca_record_stream, cca_block_size, cca_domain_of work; trim,
+ *    empty-cache and the OOM retry find nothing of d to unmap, and give
+ *    back a range all of whose blocks were freed; cca_domain_release and
+ *    cca_domain_destroy work as for an awake domain (live blocks refuse
+ *    them unless FORCE) and free the host memory when they go ahead;
+ *    cca_domain_reserve is refused (CCA_ERR_ASLEEP); cca_destroy frees it;
+ *  - wake maps the pages under d's live and pending blocks again (not its
+ *    free space: later allocations map that as usual), copies the bytes
+ *    back, waits, frees the host memory; every address is unchanged;
+ *  - Stats: cca_domain_stats.asleep and host_bytes, cca_stats.asleep_domains
+ *    and host_bytes; the JSON writers say "asleep".
+ * Thread safety: each call holds the allocator's lock throughout, copies
+ * included, as every other call. */
+#define CCA_SLEEP_DISCARD 1u /* sleep without copying: contents undefined after the wake */
+
+typedef struct cca_sleep_report {
+    size_t blocks;         /* live blocks copied (or discarded) out; recorded blocks woken */
+    size_t bytes_copied;   /* live bytes copied out (sleep) or back (wake)   */
+    size_t bytes_unmapped; /* device memory given back (sleep)               */
+    size_t bytes_mapped;   /* device memory mapped again (wake)              */
+    size_t host_bytes;     /* host memory holding the copies (sleep: taken;
+                              wake: given back)                             */
+} cca_sleep_report;
+
+/* Put domain d (NULL: the default domain) to sleep, as above. report may be
+ * NULL; it is zeroed first.
+ * Errors:
+ *  - CCA_ERR_INVALID_ARGUMENT: flags other than CCA_SLEEP_DISCARD, a domain
+ *    that is not a's; nothing changed;
+ *  - CCA_ERR_UPSTREAM, nothing changed: classic segments (expandable:0, or
+ *    an upstream without the vm ops: the message says which), or no
+ *    DISCARD and an upstream without the host and copy ops;
+ *  - a stream_synchronize's or the synchronize's status: nothing changed
+ *    (awake; pending frees as they were);
+ *  - CCA_ERR_NOT_READY: a freed block of d still waits on stream events
+ *    after the wait; nothing changed;
+ *  - CCA_ERR_OUT_OF_MEMORY: host memory short (host_alloc or the record);
+ *    nothing changed;
+ *  - a copy's or copy_wait's status: nothing changed (the host memory is
+ *    given back, d awake with its bytes on the device);
+ *  - CCA_ERR_UPSTREAM: an unmap refused: d IS asleep (its bytes on the
+ *    host), the refused pages stay mapped and counted in reserved_bytes,
+ *    the message says how many bytes; the other pages are unmapped.
+ * A domain asleep already: CCA_OK, nothing copied (flags ignored); pages a
+ * refused unmap left mapped are unmapped now (report: bytes_unmapped).
+ * Cost: the waits; O(d's blocks + pages / 64); one host_alloc, one copy per
+ * live block, one copy_wait, one vm_unmap per run (whole maps: per map). */
+cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca_sleep_report *report);
+
+/* Wake domain d (NULL: the default domain), all or nothing. A domain awake:
+ * CCA_OK, nothing done. report may be NULL; it is zeroed first.
+ * Errors (after any of them d is asleep, its host copy intact, nothing of
+ * this call left mapped):
+ *  - CCA_ERR_INVALID_ARGUMENT: a domain that is not a's;
+ *  - CCA_ERR_OUT_OF_MEMORY before anything is mapped: the pages needed
+ *    pass max_reserved, or the device's free memory (mem_info, asked once)
+ *    is short: the message says how many bytes are needed, free, and
+ *    missing; or host memory short for the list of pages;
+ *  - a vm_map's status (CCA_ERR_OUT_OF_MEMORY when the device refused:
+ *    another tenant took memory since, or no mem_info to ask): what this
+ *    call mapped is unmapped;
+ *  - a copy's or copy_wait's status: what this call mapped is unmapped.
+ * A refused host_free after the copies is logged (one line; the memory
+ * stays with the upstream) and the wake stands: CCA_OK.
+ * Cost: O(d's blocks + pages / 64); one mem_info; one vm_map per run of
+ * missing pages (whole maps: per map of at most 128 MiB); one copy per
+ * live block; one copy_wait; one host_free. */
+cca_status cca_domain_wake(cca_allocator *a, cca_domain *d, cca_sleep_report *report);
+
+/* Every domain to sleep, the default first, then in creation order (the
+ * whole allocator's device memory back to the device, every address
+ * kept). All or nothing: a domain that refuses (any error of
+ * cca_domain_sleep that leaves it awake) wakes again the domains this call
+ * put to sleep (their room was just given back; should one not wake, it
+ * stays asleep and the message says so), and its error is returned, the
+ * domain named; the report is then zeros. A refused unmap leaves its domain
+ * asleep and the call goes on with the others: CCA_ERR_UPSTREAM at the end.
+ * Domains asleep already stay so. report may be NULL.
+ * Errors: cca_domain_sleep's (flags and classic segments before anything
+ * changes); CCA_ERR_OUT_OF_MEMORY when host memory is short for the list.
+ * Cost: cca_domain_sleep's for each domain, under one lock. */
+cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report);
+
+/* Wake every sleeping domain, in the same order. The pages of all of them
+ * are counted first and max_reserved and the device's free memory asked
+ * once: short, CCA_ERR_OUT_OF_MEMORY saying how many bytes are missing and
+ * nothing is woken. A refusal after that (a map refused all the same, a
+ * copy) stops there: the domains woken before it stay awake, it and the
+ * rest stay asleep with their host copies, and the message names it and
+ * counts those woken; call again once the cause is gone. No domain asleep:
+ * CCA_OK. report may be NULL.
+ * Errors: cca_domain_wake's. Cost: cca_domain_wake's for each, one lock. */
+cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
 
 /* ------------------------------------------------------------------------ */
 /* Tracing (CCALLOC_TRACE=file.csv records every alloc, free and release)   */

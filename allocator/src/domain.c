@@ -46,6 +46,7 @@ void ccai_domain_init_root(cca_allocator *a) {
 void ccai_domain_destroy_all(cca_allocator *a) {
     for (cca_domain *d = &a->root, *next; d; d = next) {
         next = d->next;
+        ccai_sleep_forget(a, d, false); /* asleep: its host memory goes (the segments went already) */
         for (int p = 0; p < CCAI_POOL_COUNT; p++)
             ccai_free_index_destroy(&d->pools[p]);
         if (d != &a->root)
@@ -377,6 +378,7 @@ static cca_status release_locked(cca_allocator *a, cca_domain *d, unsigned flags
                          d->name, r->live_blocks, r->live_bytes);
     if (r->live_blocks)
         drop_live(a, d);
+    ccai_sleep_forget(a, d, true); /* asleep: no live block is left to wake; its host memory goes */
     if (a->trace) /* goes ahead: none of d's blocks is live any more */
         ccai_trace_domain_event(a->trace, false, 0, d->trace_no);
     size_t before = d->c.reserved, refused = 0;
@@ -483,6 +485,9 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
     }
     if (st == CCA_OK && d->arena)
         st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve(%s): the domain has an arena already", d->name);
+    if (st == CCA_OK && d->sleep)
+        st = cca_set_error(CCA_ERR_ASLEEP, "cca_domain_reserve(%s): the domain is asleep (cca_domain_wake first)",
+                           d->name);
     if (rounded <= SIZE_MAX / 2) /* in the kind's unit: an arena over pages is whole pages */
         rounded = a->kind->whole(a, rounded);
     if (st == CCA_OK && rounded > ccai_request_ceiling(a))
@@ -560,6 +565,8 @@ static void fill_stats(const cca_allocator *a, const cca_domain *d, cca_domain_s
     s->upstream_frees = c->upstream_frees;
     s->largest_free_block = ccai_domain_largest_free(d, 0); /* from d's free index (I8), as cca_get_stats */
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
+    s->asleep = d->sleep != NULL;
+    s->host_bytes = ccai_sleep_host_bytes(d);
 }
 
 cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *h, cca_domain_stats *s) {
@@ -590,12 +597,14 @@ void ccai_domain_stats_json(const cca_allocator *a, FILE *f) {
                 "\"requested_bytes\": %zu, \"requested_bytes_peak\": %zu, \"reserved_bytes\": %zu, "
                 "\"reserved_bytes_peak\": %zu, \"active_blocks\": %zu, \"active_blocks_peak\": %zu, "
                 "\"cached_bytes\": %zu, \"largest_free_block\": %zu, \"segments\": %zu, \"alloc_calls\": %llu, "
-                "\"upstream_allocs\": %llu, \"upstream_frees\": %llu, \"fragmentation\": %.6f, \"arena_bytes\": %zu}",
+                "\"upstream_allocs\": %llu, \"upstream_frees\": %llu, \"fragmentation\": %.6f, \"asleep\": %s, "
+                "\"host_bytes\": %zu, \"arena_bytes\": %zu}",
                 d == &a->root ? "" : ", ", s.name, s.allocated_bytes, s.allocated_bytes_peak, s.requested_bytes,
                 s.requested_bytes_peak, s.reserved_bytes, s.reserved_bytes_peak, s.active_blocks,
                 s.active_blocks_peak, s.cached_bytes, s.largest_free_block, s.segments,
                 (unsigned long long)s.alloc_calls, (unsigned long long)s.upstream_allocs,
-                (unsigned long long)s.upstream_frees, s.fragmentation, d->arena ? d->arena->size : (size_t)0);
+                (unsigned long long)s.upstream_frees, s.fragmentation, s.asleep ? "true" : "false", s.host_bytes,
+                d->arena ? d->arena->size : (size_t)0);
     }
     fputc(']', f);
     ccai_numeric_end(previous);

@@ -52,4 +52,18 @@ void ccai_domain_stats_json(const cca_allocator *a, FILE *f);
  * segment_pool_id (0, k). O(domains). */
 unsigned ccai_domain_number(const cca_allocator *a, const struct cca_domain *d);
 
+/* ---- sleep.c: sleep and wake (cca_domain_sleep) ----------------------- */
+
+/* cca_alloc / cca_alloc_in in sleeping domain d: CCA_ERR_ASLEEP, naming it. */
+cca_status ccai_sleep_refuse(cca_allocator *a, struct cca_domain *d);
+/* Drop d's sleep record and give its host memory back (a refusal is
+ * logged). mark: d's segments are still there, and their free blocks get
+ * the `unmapped` mark (a block freed while asleep lost it); false at
+ * cca_destroy, whose segments are gone. No-op for a domain awake. */
+void ccai_sleep_forget(cca_allocator *a, struct cca_domain *d, bool mark);
+/* Host bytes d's copy holds (0: awake, or asleep with DISCARD). */
+size_t ccai_sleep_host_bytes(const struct cca_domain *d);
+/* I10 for sleeping domain d: its record names every live block of d. */
+ccai_broken ccai_sleep_check(const cca_allocator *a, const struct cca_domain *d);
+
 #endif /* CCA_DOMAIN_H */

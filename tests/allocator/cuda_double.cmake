@@ -7,6 +7,8 @@
 # (the label gpu suites run the same code on a real device).
 #   test_cuda_double          test_cuda_upstream.c's GPU checks, unchanged, on the double
 #   test_cuda_double_faults   every driver call of map/unmap/reserve/release failing,
+#                             sleep and wake's calls (pinned memory, async copies, the
+#                             copy stream) failing, then every call of a sleeping script,
 #                             every call of a script failing whatever its function,
 #                             refused cleanup steps logged (never under a lock),
 #                             contexts put back, order of synchronize and unmap

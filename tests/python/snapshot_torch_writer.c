@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
         return fail("host upstream");
     cca_upstream_ops ops = {h_alloc,         h_free, h_mem_info,         h_sync,        h_record,  h_query,
                             h_destroy_event, NULL,   "host-held-events", h_granularity, h_reserve, h_release,
-                            h_map,           h_unmap,  CCA_VM_PAGES,       NULL};
+                            h_map,           h_unmap,  CCA_VM_PAGES,       NULL, NULL, NULL, NULL, NULL};
     cca_upstream *u;
     if (cca_upstream_custom_create(&ops, &h, &u) != CCA_OK)
         return fail("custom upstream");

@@ -417,8 +417,9 @@ void tu_upstream_free_leftovers(tu_upstream *t) {
  * fail_at[k] (or later, sticky), returns an injected failure without reaching
  * the inner upstream; otherwise it forwards the call and counts a success in
  * ok[k] (faulty_count). */
-const char *const tu_fault_names[TU_FAULT_KINDS] = {"alloc",    "free",       "vm_reserve",  "vm_map",
-                                                    "vm_unmap", "vm_release", "synchronize", "stream_synchronize"};
+const char *const tu_fault_names[TU_FAULT_KINDS] = {"alloc",      "free",       "vm_reserve",  "vm_map",
+                                                    "vm_unmap",   "vm_release", "synchronize", "stream_synchronize",
+                                                    "host_alloc", "host_free",  "copy",        "copy_wait"};
 
 /* Counts the call of kind k; true when it is the one to fail (or a later one,
  * sticky). */
@@ -534,6 +535,31 @@ static cca_status faulty_vm_unmap(void *ctx, void *addr, size_t size) {
     return faulty_count(f, TU_FAULT_UNMAP, cca_upstream_vm_unmap(f->inner, addr, size));
 }
 
+static cca_status faulty_host_alloc(void *ctx, size_t size, void **ptr) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_HOST_ALLOC))
+        return faulty_injected(f, TU_FAULT_HOST_ALLOC, CCA_ERR_OUT_OF_MEMORY);
+    return faulty_count(f, TU_FAULT_HOST_ALLOC, cca_upstream_host_alloc(f->inner, size, ptr));
+}
+static cca_status faulty_host_free(void *ctx, void *ptr, size_t size) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_HOST_FREE))
+        return faulty_injected(f, TU_FAULT_HOST_FREE, CCA_ERR_UPSTREAM);
+    return faulty_count(f, TU_FAULT_HOST_FREE, cca_upstream_host_free(f->inner, ptr, size));
+}
+static cca_status faulty_copy(void *ctx, void *dst, const void *src, size_t size, int to_host) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_COPY))
+        return faulty_injected(f, TU_FAULT_COPY, CCA_ERR_UPSTREAM);
+    return faulty_count(f, TU_FAULT_COPY, cca_upstream_copy(f->inner, dst, src, size, to_host));
+}
+static cca_status faulty_copy_wait(void *ctx) {
+    tu_faulty *f = ctx;
+    if (faulty_fails(f, TU_FAULT_COPY_WAIT))
+        return faulty_injected(f, TU_FAULT_COPY_WAIT, CCA_ERR_UPSTREAM);
+    return faulty_count(f, TU_FAULT_COPY_WAIT, cca_upstream_copy_wait(f->inner));
+}
+
 static cca_upstream *faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events,
                                    bool with_mem_info, bool with_stream_sync) {
     memset(f, 0, sizeof *f);
@@ -553,6 +579,12 @@ static cca_upstream *faulty_create(tu_faulty *f, cca_upstream *inner, const char
         .vm_backing = cca_upstream_vm_backing(inner), /* the inner device's rules are the allocator's */
         .stream_synchronize = with_stream_sync ? faulty_stream_sync : NULL,
     };
+    if (cca_upstream_has_copy(inner)) {
+        ops.host_alloc = faulty_host_alloc;
+        ops.host_free = faulty_host_free;
+        ops.copy = faulty_copy;
+        ops.copy_wait = faulty_copy_wait;
+    }
     if (with_events) {
         ops.event_record = faulty_event_record;
         ops.event_query = faulty_event_query;

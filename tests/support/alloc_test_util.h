@@ -167,8 +167,9 @@ void tu_upstream_free_leftovers(tu_upstream *t);
  *               first TU_FAULTY_ORDER of them; order_count counts them
  *               all): "synchronize before the first vm_unmap" is checkable.
  *
- * An injected failure returns CCA_ERR_OUT_OF_MEMORY for alloc, vm_reserve and
- * vm_map, CCA_ERR_UPSTREAM for free, vm_unmap, vm_release and synchronize,
+ * An injected failure returns CCA_ERR_OUT_OF_MEMORY for alloc, vm_reserve,
+ * vm_map and host_alloc, CCA_ERR_UPSTREAM for free, vm_unmap, vm_release,
+ * synchronize, host_free, copy and copy_wait,
  * with the message "<name>: injected <kind> failure". mem_info and
  * vm_granularity are passed through and are no fault kind; mem_info calls
  * are counted in mem_info_calls (refused ones included), and mem_info
@@ -193,6 +194,10 @@ typedef enum tu_fault_kind {
     TU_FAULT_RELEASE, /* vm_release */
     TU_FAULT_SYNC,    /* synchronize */
     TU_FAULT_STREAM_SYNC, /* stream_synchronize (tu_faulty_create_streams only) */
+    TU_FAULT_HOST_ALLOC,  /* host_alloc (when the inner upstream has the copy ops) */
+    TU_FAULT_HOST_FREE,   /* host_free */
+    TU_FAULT_COPY,        /* copy */
+    TU_FAULT_COPY_WAIT,   /* copy_wait */
     TU_FAULT_KINDS
 } tu_fault_kind;
 /* The op's name for each kind ("alloc", ..., "vm_release", "synchronize"). */

@@ -19,6 +19,7 @@ first); docs/python.md has the whole story.
 from __future__ import annotations
 
 from ._errors import (
+    AsleepError,
     ConfigError,
     Error,
     InvalidArgumentError,
@@ -38,6 +39,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Allocator",
+    "AsleepError",
     "ConfigError",
     "Domain",
     "DomainReport",

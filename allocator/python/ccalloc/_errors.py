@@ -22,6 +22,7 @@ ERR_NOT_READY = 7
 ERR_LIVE_BLOCKS = 8
 ERR_IO = 9
 ERR_INVARIANT = 10
+ERR_ASLEEP = 11
 
 
 class Error(Exception):
@@ -94,6 +95,10 @@ class InvariantError(Error):
     """CCA_ERR_INVARIANT: cca_check_invariants found a broken invariant (a bug)."""
 
 
+class AsleepError(Error):
+    """CCA_ERR_ASLEEP: the domain is asleep (cca_domain_sleep); wake it first."""
+
+
 _BY_STATUS: Dict[int, Type[Error]] = {
     ERR_INVALID_ARGUMENT: InvalidArgumentError,
     ERR_OUT_OF_MEMORY: OutOfMemoryError,
@@ -105,6 +110,7 @@ _BY_STATUS: Dict[int, Type[Error]] = {
     ERR_LIVE_BLOCKS: LiveBlocksError,
     ERR_IO: WriteError,
     ERR_INVARIANT: InvariantError,
+    ERR_ASLEEP: AsleepError,
 }
 
 

@@ -107,6 +107,8 @@ class Stats(ctypes.Structure):
         ("pages_unmapped", c_uint64),
         ("vm_backing", ctypes.c_int),
         ("peak_holds", c_uint64),
+        ("asleep_domains", c_size_t),
+        ("host_bytes", c_size_t),
     ]
 
 
@@ -125,6 +127,10 @@ class UpstreamStats(ctypes.Structure):
         ("vm_map_calls", c_uint64),
         ("vm_unmap_calls", c_uint64),
         ("vm_failed_maps", c_uint64),
+        ("host_bytes_in_use", c_size_t),
+        ("host_bytes_peak", c_size_t),
+        ("copies", c_uint64),
+        ("bytes_copied", c_uint64),
     ]
 
 
@@ -196,6 +202,8 @@ class DomainStats(ctypes.Structure):
         ("upstream_allocs", c_uint64),
         ("upstream_frees", c_uint64),
         ("fragmentation", c_double),
+        ("asleep", ctypes.c_int),
+        ("host_bytes", c_size_t),
     ]
 
 

@@ -133,7 +133,7 @@ static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_s
 
 cca_status ccai_alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
                              ccai_deferred_log *log) {
-    cca_status st = alloc_step(a, d, size, stream, out, log);
+    cca_status st = d->sleep ? ccai_sleep_refuse(a, d) : alloc_step(a, d, size, stream, out, log); /* sleep.c */
     a->peak_hold = false;
     return st;
 }

@@ -60,8 +60,7 @@ typedef struct ccai_domain_counters {
     uint64_t alloc_calls, upstream_allocs, upstream_frees;
 } ccai_domain_counters;
 
-/* An owner of segments (domain.c), with its own pools: best fit never
- * crosses domains. The default one is a->root. */
+/* An owner of segments (domain.c), its own pools (best fit never crosses domains); root: a->root. */
 struct cca_domain {
     struct cca_domain *prev, *next;
     struct cca_domain *hprev, *hnext; /* a->holding, while segs != NULL */
@@ -72,6 +71,7 @@ struct cca_domain {
     struct ccai_segment *arena; /* cca_domain_reserve's arena, or NULL */
     unsigned trace_no;          /* its number in the trace (0: default) */
     uintptr_t handle;           /* what the caller holds (0: default) */
+    struct ccai_sleep *sleep;   /* asleep: its host copy (sleep.c); else NULL */
 };
 
 /* The waits of pending frees on one stream, in order (stream.c). */

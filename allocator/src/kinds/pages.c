@@ -598,6 +598,20 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, 
     return st;
 }
 
+/* ---- sleep and wake (sleep.c) ------------------------------------------- */
+
+size_t ccai_expandable_missing(const ccai_segment *s, size_t lo, size_t hi) {
+    return unmapped_pages(s, lo, hi, NULL);
+}
+
+cca_status ccai_expandable_map_pages(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, ccai_device_room *room) {
+    return map_missing(a, s, lo, hi, room);
+}
+
+cca_status ccai_expandable_unmap_pages(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, size_t *bytes) {
+    return unmap_range(a, s, lo, hi, 0, NULL, bytes);
+}
+
 /* ---- release ------------------------------------------------------------- */
 
 cca_status ccai_expandable_unmap_free(cca_allocator *a, ccai_block *b, size_t keep, size_t *pages, size_t *bytes) {
@@ -685,6 +699,8 @@ size_t ccai_expandable_largest_mapped(const ccai_block *b) {
 }
 
 size_t ccai_expandable_held(const ccai_segment *s) {
+    if (s->domain->sleep) /* asleep (sleep.c): what a refused unmap left mapped waits for the next sleep call */
+        return s->mapped_pages * s->page;
     size_t pages = 0, last = 0; /* pages [0, last) counted already (blocks are in address order) */
     for (const ccai_block *b = s->first; b; b = b->next) {
         if (b->state == CCAI_FREE)

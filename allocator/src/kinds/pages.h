@@ -111,4 +111,14 @@ size_t ccai_expandable_largest_mapped(const ccai_block *b);
  * bitmap either way. */
 void ccai_expandable_destroy(cca_allocator *a, ccai_segment *s, bool keep_mapped, cca_status *result);
 
+/* Sleep and wake (sleep.c). The unmapped pages of [lo, hi); map them, one
+ * call per run, all or nothing (map_missing's rule: the cap, and for
+ * several runs the device's free memory, asked first); unmap every mapped
+ * page of [lo, hi) (whole maps: the maps wholly inside), counting the
+ * bytes into *bytes (may be NULL). Live blocks' pages too: the caller
+ * holds their bytes elsewhere. */
+size_t ccai_expandable_missing(const ccai_segment *s, size_t lo, size_t hi);
+cca_status ccai_expandable_map_pages(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, ccai_device_room *room);
+cca_status ccai_expandable_unmap_pages(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, size_t *bytes);
+
 #endif /* CCA_PAGES_H */

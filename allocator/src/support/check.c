@@ -100,7 +100,8 @@ static ccai_broken check_segments(const cca_allocator *a, size_t *allocated, siz
                 err.detail = "a block has no valid state";
             else if (b->unmapped && !s->expandable)
                 err.detail = "a block of a classic segment is marked as lying on unmapped pages";
-            else if (s->expandable && b->state == CCAI_FREE && !b->unmapped && !ccai_pages_mapped(s, b->addr, b->size))
+            else if (s->expandable && b->state == CCAI_FREE && !b->unmapped && !s->domain->sleep &&
+                     !ccai_pages_mapped(s, b->addr, b->size))
                 err = ccai_broke(
                     CCAI_INV_MAPPED,
                     "a free block lies on unmapped pages without its mark (an allocation would skip mapping them)");
@@ -121,7 +122,7 @@ static ccai_broken check_segments(const cca_allocator *a, size_t *allocated, siz
                 *waits += b->uses->outstanding;
             if (ccai_live_map_find(&a->live, b->addr) != b)
                 return ccai_broke(CCAI_INV_INDEXED, "a live block is missing from the live map");
-            if (s->expandable && !ccai_pages_mapped(s, b->addr, b->size))
+            if (s->expandable && !s->domain->sleep && !ccai_pages_mapped(s, b->addr, b->size)) /* asleep: I10 */
                 return ccai_broke(CCAI_INV_MAPPED, "a live or pending block lies on an unmapped page");
         }
         if (expect != s->base + s->size)
@@ -180,6 +181,11 @@ static ccai_broken check_domains(const cca_allocator *a) {
             for (const ccai_block *b = s->first; b; b = b->next)
                 if (b->state != CCAI_FREE)
                     al += b->size, act++;
+        }
+        if (d->sleep) { /* I10 */
+            ccai_broken err = ccai_sleep_check(a, d);
+            if (err.detail)
+                return err;
         }
         if (!arena_found || (d->arena && (!d->arena->shared || d->arena->pool != CCAI_POOL_ARENA)))
             return ccai_broke(CCAI_INV_DOMAINS, "a domain's arena is not a shared arena segment of that domain");

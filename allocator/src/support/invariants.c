@@ -37,8 +37,9 @@ const ccai_invariant_row ccai_invariants[] = {
                         "of its stream",
                         "pending blocks, queues", "`support/check.c` (`check_block`, `check_queues`)"},
     [CCAI_INV_MAPPED] = {"every page under a live or pending block is mapped, and so is every page under a free block "
-                         "without its `unmapped` mark; a segment's count of mapped pages is its bitmap's, and the "
-                         "allocator's mapped bytes are their sum, never more than the upstream counts",
+                         "without its `unmapped` mark, except in a sleeping domain (I10); a segment's count of mapped "
+                         "pages is its bitmap's, and the allocator's mapped bytes are their sum, never more than the "
+                         "upstream counts",
                          "expandable segments",
                          "`support/check.c` (`check_segments`), `kinds/pages.c` (`pages_check`)"},
     [CCAI_INV_DOMAINS] = {"every segment belongs to one domain of the allocator and is on that domain's list; its free "
@@ -50,6 +51,12 @@ const ccai_invariant_row ccai_invariants[] = {
                              "and no map holds more pages than the growth rule's largest map (128 MiB)",
                              "expandable segments over whole maps (`CCA_VM_WHOLE_MAPS`)",
                              "`kinds/pages.c` (`pages_check`, `ccai_expandable_check_maps`)"},
+    [CCAI_INV_ASLEEP] = {"a sleeping domain's pages may be unmapped under any block (its live blocks' bytes are on the "
+                         "host; only what a refused unmap left is mapped, counted as any page); its record names every "
+                         "live block of the domain, each copy inside the domain's host memory, whose size is the sum "
+                         "of the copies (0 with `CCA_SLEEP_DISCARD`); no allocation is made in it",
+                         "sleeping domains (`cca_domain_sleep`)", "`support/check.c` (`check_domains`), `sleep.c` "
+                         "(`ccai_sleep_check`)"},
 };
 _Static_assert(sizeof ccai_invariants / sizeof ccai_invariants[0] == CCAI_INV_COUNT,
                "the last invariant id has no row");

@@ -30,6 +30,7 @@ typedef enum ccai_invariant {
     CCAI_INV_MAPPED,     /* I7 expandable segments' pages                  */
     CCAI_INV_DOMAINS,    /* I8 domains                                     */
     CCAI_INV_WHOLE_MAPS, /* I9 whole maps                                  */
+    CCAI_INV_ASLEEP,     /* I10 sleeping domains                            */
     CCAI_INV_COUNT
 } ccai_invariant;
 

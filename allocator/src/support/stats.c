@@ -80,8 +80,15 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
         }
         s->largest_free_block = ccai_domain_largest_free(d, s->largest_free_block);
     }
+    size_t asleep_allocated = 0; /* sleeping domains' live bytes: on the host, not in reserved (sleep.c) */
+    for (const cca_domain *d = &a->root; d; d = d->next)
+        if (d->sleep) {
+            s->asleep_domains++;
+            s->host_bytes += ccai_sleep_host_bytes(d);
+            asleep_allocated += a->domains_tracked ? d->c.allocated : c->allocated;
+        }
     if (c->expandable_segments) /* free blocks span unmapped address space: count mapped bytes only */
-        s->cached_bytes = c->reserved - c->allocated;
+        s->cached_bytes = c->reserved - (c->allocated - asleep_allocated);
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
     s->page_size = a->page; /* 0 unless the kind is pages (cca_create) */
     s->expandable_segments = c->expandable_segments;
@@ -162,7 +169,7 @@ static int write_stats_json(const cca_stats *s, FILE *f) {
                    ",\"splits\":%" PRIu64 ",\"merges\":%" PRIu64 ",\"fragmentation\":%.6f,\"page_size\":%zu,"
                    "\"expandable_segments\":%zu,\"address_space_bytes\":%zu,\"mapped_bytes\":%zu,\"vm_maps\":%" PRIu64
                    ",\"vm_unmaps\":%" PRIu64 ",\"pages_mapped\":%" PRIu64 ",\"pages_unmapped\":%" PRIu64
-                   ",\"vm_backing\":\"%s\",\"peak_holds\":%" PRIu64 "}",
+                   ",\"vm_backing\":\"%s\",\"peak_holds\":%" PRIu64 ",\"asleep_domains\":%zu,\"host_bytes\":%zu}",
                    s->allocated_bytes, s->allocated_bytes_peak, s->requested_bytes, s->requested_bytes_peak,
                    s->reserved_bytes, s->reserved_bytes_peak, s->active_blocks, s->active_blocks_peak,
                    s->pending_blocks, s->cached_blocks, s->cached_bytes, s->segments, s->segments_peak,
@@ -170,7 +177,7 @@ static int write_stats_json(const cca_stats *s, FILE *f) {
                    s->alloc_retries, s->ooms, s->splits, s->merges, s->fragmentation, s->page_size,
                    s->expandable_segments, s->address_space_bytes, s->mapped_bytes, s->vm_maps, s->vm_unmaps,
                    s->pages_mapped, s->pages_unmapped, s->vm_backing == CCA_VM_WHOLE_MAPS ? "whole_maps" : "pages",
-                   s->peak_holds);
+                   s->peak_holds, s->asleep_domains, s->host_bytes);
     ccai_numeric_end(previous);
     return n;
 }

@@ -41,6 +41,7 @@ const char *cca_status_string(cca_status s) {
     case CCA_ERR_LIVE_BLOCKS: return "CCA_ERR_LIVE_BLOCKS: blocks were still live";
     case CCA_ERR_IO: return "CCA_ERR_IO: write failed";
     case CCA_ERR_INVARIANT: return "CCA_ERR_INVARIANT: an internal invariant is broken";
+    case CCA_ERR_ASLEEP: return "CCA_ERR_ASLEEP: the domain is asleep (wake it first)";
     }
     return "unknown cca_status";
 }

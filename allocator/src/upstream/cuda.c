@@ -7,7 +7,11 @@
  *   count, which verifies that a release returned memory); synchronize is
  *   cudaDeviceSynchronize, stream_synchronize cudaStreamSynchronize (what
  *   a release of pages waits for); events are cudaEvent_t made with
- *   cudaEventDisableTiming (cheap to record and query).
+ *   cudaEventDisableTiming (cheap to record and query); host_alloc and
+ *   host_free are cudaMallocHost / cudaFreeHost (pinned), copy one
+ *   cudaMemcpyAsync on the upstream's own non-blocking stream (made on the
+ *   first copy, destroyed with the upstream), copy_wait its
+ *   cudaStreamSynchronize (sleep and wake: cca_domain_sleep).
  * - Contexts: every call makes the device's PRIMARY context current and
  *   then puts back the caller's, whatever it was (another device's, one of
  *   its own, none), so upstreams on several GPUs never move the program's
@@ -162,6 +166,8 @@ typedef struct cuda_device {
     bool whole_maps;         /* vm_backing CCA_VM_WHOLE_MAPS: one allocation per vm_map */
     pthread_mutex_t vm_lock; /* around each vm op: the record's check, then the driver calls it allows */
     ccai_vm_ranges ranges;   /* reserved ranges and their mapped granules; under vm_lock */
+    pthread_mutex_t copy_lock; /* around the copy stream's creation */
+    cudaStream_t copy_stream;  /* the copies' own (host and copy ops); NULL until the first copy */
 } cuda_device;
 
 static cca_status cuda_error(const cuda_device *d, cudaError_t e, const char *what) {
@@ -331,6 +337,77 @@ static cca_status cuda_event_destroy(void *ctx, void *event) {
     cuda_device *d = ctx;
     ON_DEVICE(d, d->rt->cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
     return CCA_OK;
+}
+
+/* ---- host staging memory and copies (sleep and wake) ---------------------- */
+
+static cca_status cuda_host_alloc(void *ctx, size_t size, void **ptr) {
+    cuda_device *d = ctx;
+    ON_DEVICE(d, d->rt->cudaMallocHost(ptr, size), "cudaMallocHost");
+    return CCA_OK;
+}
+
+static cca_status cuda_host_free(void *ctx, void *ptr, size_t size) {
+    cuda_device *d = ctx;
+    (void)size;
+    ON_DEVICE(d, d->rt->cudaFreeHost(ptr), "cudaFreeHost");
+    return CCA_OK;
+}
+
+/* The copy stream, made on first use (non-blocking: never ordered after the
+ * legacy default stream's work, nor it after the copies). */
+static cudaError_t copy_stream(cuda_device *d, cudaStream_t *out) {
+    pthread_mutex_lock(&d->copy_lock);
+    cudaError_t e = cudaSuccess;
+    if (!d->copy_stream)
+        e = d->rt->cudaStreamCreateWithFlags(&d->copy_stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+        d->copy_stream = NULL;
+    *out = d->copy_stream;
+    pthread_mutex_unlock(&d->copy_lock);
+    return e;
+}
+
+static cudaError_t queue_copy(cuda_device *d, void *dst, const void *src, size_t size, int to_host) {
+    cudaStream_t s;
+    cudaError_t e = copy_stream(d, &s);
+    if (e != cudaSuccess)
+        return e;
+    return d->rt->cudaMemcpyAsync(dst, src, size, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s);
+}
+
+static cca_status cuda_copy(void *ctx, void *dst, const void *src, size_t size, int to_host) {
+    cuda_device *d = ctx;
+    ON_DEVICE(d, queue_copy(d, dst, src, size, to_host), "cudaMemcpyAsync");
+    return CCA_OK;
+}
+
+static cca_status cuda_copy_wait(void *ctx) {
+    cuda_device *d = ctx;
+    pthread_mutex_lock(&d->copy_lock);
+    cudaStream_t s = d->copy_stream;
+    pthread_mutex_unlock(&d->copy_lock);
+    if (!s) /* no copy was ever queued */
+        return CCA_OK;
+    ON_DEVICE(d, d->rt->cudaStreamSynchronize(s), "cudaStreamSynchronize of the copy stream");
+    return CCA_OK;
+}
+
+/* At cca_upstream_destroy: the copy stream goes (in the device's context). */
+static void destroy_copy_stream(cuda_device *d) {
+    if (!d->copy_stream)
+        return;
+    cuda_caller caller;
+    if (enter(d, &caller) != CCA_OK) {
+        ccai_log("%s: the copy stream could not be destroyed (no context): it stays with the context", d->name);
+        return;
+    }
+    cudaError_t e = d->rt->cudaStreamDestroy(d->copy_stream);
+    leave(d, &caller);
+    if (e != cudaSuccess)
+        ccai_log("%s: cudaStreamDestroy of the copy stream failed: %s; it stays with the context", d->name,
+                 d->rt->cudaGetErrorString(e));
+    d->copy_stream = NULL;
 }
 
 /* ---- virtual memory ------------------------------------------------------- */
@@ -729,9 +806,11 @@ static void release_primary(const cuda_device *d) {
  * with the driver until the context goes; only their record is freed. */
 static void cuda_destroy(void *ctx) {
     cuda_device *d = ctx;
+    destroy_copy_stream(d);
     release_primary(d);
     ccai_vm_ranges_free(&d->ranges);
     pthread_mutex_destroy(&d->vm_lock);
+    pthread_mutex_destroy(&d->copy_lock);
     free(d);
 }
 
@@ -783,15 +862,18 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
     d->whole_maps = o->vm_backing == CCA_VM_WHOLE_MAPS;
     snprintf(d->name, sizeof d->name, "cuda:%d", device);
     pthread_mutex_init(&d->vm_lock, NULL);
+    pthread_mutex_init(&d->copy_lock, NULL);
     char why[128];
     if (!load_driver(d, why, sizeof why)) {
         pthread_mutex_destroy(&d->vm_lock);
+        pthread_mutex_destroy(&d->copy_lock);
         free(d);
         return cca_set_error(CCA_ERR_UPSTREAM, "cuda: %s", why);
     }
     cca_status st_ctx = open_context(d);
     if (st_ctx != CCA_OK) {
         pthread_mutex_destroy(&d->vm_lock);
+        pthread_mutex_destroy(&d->copy_lock);
         free(d);
         return st_ctx;
     }
@@ -806,11 +888,16 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
         .event_destroy = cuda_event_destroy,
         .destroy = cuda_destroy,
         .name = d->name,
+        .host_alloc = cuda_host_alloc,
+        .host_free = cuda_host_free,
+        .copy = cuda_copy,
+        .copy_wait = cuda_copy_wait,
     };
     bool vm = load_vmm(d, why, sizeof why);
     if (!vm && o->vm_granularity && d->vm.granularity == 0) { /* the page asked for does not fit the device */
         release_primary(d);
         pthread_mutex_destroy(&d->vm_lock);
+        pthread_mutex_destroy(&d->copy_lock);
         free(d);
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cuda: %s", why);
     }

@@ -37,7 +37,12 @@
     X(cudaEventCreateWithFlags)                                                                                        \
     X(cudaEventRecord)                                                                                                 \
     X(cudaEventQuery)                                                                                                  \
-    X(cudaEventDestroy)
+    X(cudaEventDestroy)                                                                                                \
+    X(cudaMallocHost)                                                                                                  \
+    X(cudaFreeHost)                                                                                                    \
+    X(cudaMemcpyAsync)                                                                                                 \
+    X(cudaStreamCreateWithFlags)                                                                                       \
+    X(cudaStreamDestroy)
 
 #define CCAI_CUDART_MEMBER(fn) __typeof__(&fn) fn;
 typedef struct ccai_cudart {

@@ -651,6 +651,37 @@ static cca_status host_event_destroy(void *ctx, void *event) {
     return CCA_OK;
 }
 
+/* Host staging memory and copies: host memory is malloc's (the simulated
+ * device's memory is host memory too, so a copy is a memcpy, done before
+ * it returns; one from an unmapped page faults as any touch of it does). */
+static cca_status host_host_alloc(void *ctx, size_t size, void **ptr) {
+    (void)ctx;
+    if (posix_memalign(ptr, 256, size) != 0) {
+        *ptr = NULL;
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host-simulated: no host memory for %zu bytes", size);
+    }
+    return CCA_OK;
+}
+
+static cca_status host_host_free(void *ctx, void *ptr, size_t size) {
+    (void)ctx;
+    (void)size;
+    free(ptr);
+    return CCA_OK;
+}
+
+static cca_status host_copy(void *ctx, void *dst, const void *src, size_t size, int to_host) {
+    (void)ctx;
+    (void)to_host;
+    memcpy(dst, src, size);
+    return CCA_OK;
+}
+
+static cca_status host_copy_wait(void *ctx) {
+    (void)ctx;
+    return CCA_OK;
+}
+
 static void host_destroy(void *ctx) {
     host_device *d = ctx;
     if (d->base)
@@ -804,6 +835,10 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
         .vm_map = host_vm_map,
         .vm_unmap = host_vm_unmap,
         .vm_backing = o->vm_backing,
+        .host_alloc = host_host_alloc,
+        .host_free = host_host_free,
+        .copy = host_copy,
+        .copy_wait = host_copy_wait,
     };
     cca_status st = ccai_upstream_wrap(&ops, d, out, fn);
     if (st != CCA_OK)

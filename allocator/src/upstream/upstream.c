@@ -94,6 +94,10 @@ cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstre
     int vm = !!ops->vm_granularity + !!ops->vm_reserve + !!ops->vm_release + !!ops->vm_map + !!ops->vm_unmap;
     if (vm != 0 && vm != 5)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: the five vm_* ops go together (all or none)", fn);
+    int copy = !!ops->host_alloc + !!ops->host_free + !!ops->copy + !!ops->copy_wait;
+    if (copy != 0 && copy != 4)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
+                             "%s: host_alloc, host_free, copy and copy_wait go together (all or none)", fn);
     if (ops->vm_backing != CCA_VM_PAGES && ops->vm_backing != CCA_VM_WHOLE_MAPS)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: vm_backing %d is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)",
                          fn, ops->vm_backing);
@@ -450,6 +454,86 @@ cca_status cca_upstream_vm_unmap(cca_upstream *u, void *addr, size_t size) {
     st = u->ops.vm_unmap(u->ctx, addr, size);
     uncount_after(u, size, false, uncounted, st == CCA_OK);
     return op_end(&g, u, st, st == CCA_OK, "vm_unmap of %p (%zu bytes)", addr, size);
+}
+
+/* ---- host staging memory and copies (sleep and wake) ------------------------ */
+
+int cca_upstream_has_copy(const cca_upstream *u) {
+    return u && u->ops.copy != NULL;
+}
+
+static cca_status copy_check(const cca_upstream *u, const char *fn, bool args_ok) {
+    if (!u || !args_ok)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: NULL argument or size 0", fn);
+    if (!u->ops.copy)
+        return cca_set_error(CCA_ERR_UPSTREAM, "%s: upstream '%s' has no host staging memory or copies", fn,
+                             u->name);
+    return CCA_OK;
+}
+
+cca_status cca_upstream_host_alloc(cca_upstream *u, size_t size, void **ptr) {
+    if (ptr)
+        *ptr = NULL;
+    cca_status st = copy_check(u, "cca_upstream_host_alloc", ptr && size);
+    if (st != CCA_OK)
+        return st;
+    op_guard g;
+    op_begin(&g);
+    st = u->ops.host_alloc(u->ctx, size, ptr);
+    if (st == CCA_OK && !*ptr)
+        st = CCA_ERR_UPSTREAM; /* success without a pointer */
+    if (st == CCA_OK) {
+        pthread_mutex_lock(&u->lock);
+        u->stats.host_bytes_in_use += size;
+        if (u->stats.host_bytes_in_use > u->stats.host_bytes_peak)
+            u->stats.host_bytes_peak = u->stats.host_bytes_in_use;
+        pthread_mutex_unlock(&u->lock);
+    } else {
+        *ptr = NULL;
+    }
+    return op_end(&g, u, st, st == CCA_OK, "host_alloc of %zu bytes", size);
+}
+
+cca_status cca_upstream_host_free(cca_upstream *u, void *ptr, size_t size) {
+    cca_status st = copy_check(u, "cca_upstream_host_free", ptr && size);
+    if (st != CCA_OK)
+        return st;
+    op_guard g;
+    op_begin(&g);
+    st = u->ops.host_free(u->ctx, ptr, size);
+    if (st == CCA_OK) {
+        pthread_mutex_lock(&u->lock);
+        u->stats.host_bytes_in_use -= size <= u->stats.host_bytes_in_use ? size : u->stats.host_bytes_in_use;
+        pthread_mutex_unlock(&u->lock);
+    }
+    return op_end(&g, u, st, st == CCA_OK, "host_free of %p (%zu bytes)", ptr, size);
+}
+
+cca_status cca_upstream_copy(cca_upstream *u, void *dst, const void *src, size_t size, int to_host) {
+    cca_status st = copy_check(u, "cca_upstream_copy", dst && src && size);
+    if (st != CCA_OK)
+        return st;
+    op_guard g;
+    op_begin(&g);
+    st = u->ops.copy(u->ctx, dst, src, size, to_host ? 1 : 0);
+    if (st == CCA_OK) {
+        pthread_mutex_lock(&u->lock);
+        u->stats.copies++;
+        u->stats.bytes_copied += size;
+        pthread_mutex_unlock(&u->lock);
+    }
+    return op_end(&g, u, st, st == CCA_OK, "copy of %zu bytes %s (%p -> %p)", size,
+                  to_host ? "to the host" : "to the device", src, dst);
+}
+
+cca_status cca_upstream_copy_wait(cca_upstream *u) {
+    cca_status st = copy_check(u, "cca_upstream_copy_wait", true);
+    if (st != CCA_OK)
+        return st;
+    op_guard g;
+    op_begin(&g);
+    st = u->ops.copy_wait(u->ctx);
+    return op_end(&g, u, st, st == CCA_OK, "copy_wait");
 }
 
 bool ccai_upstream_has_stream_sync(const cca_upstream *u) {

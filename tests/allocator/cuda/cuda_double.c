@@ -634,6 +634,134 @@ cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t count, enum 
     return cudaSuccess;
 }
 
+/* ---- pinned host memory, streams of the caller's, async copies ----------------
+ * The CUDA upstream's host and copy ops (sleep and wake). cudaMallocHost
+ * memory is host memory here, recorded; cudaFreeHost takes a live one only
+ * (DOCUMENTED: a pointer cudaMallocHost returned). A stream made by
+ * cudaStreamCreateWithFlags is recorded and cudaStreamDestroy takes one
+ * only (DOCUMENTED: a valid stream). cudaMemcpyAsync copies at once (no
+ * queued work), between accessible device memory and a live pinned
+ * allocation (STRICTER: pageable host memory is allowed, the copy then
+ * not asynchronous), on a recorded stream or a default one. */
+typedef struct dbl_pinned {
+    uintptr_t addr;
+    size_t size;
+} dbl_pinned;
+static dbl_pinned *g_pinned;
+static size_t g_npinned, g_cappinned, g_pinned_bytes;
+static void **g_streams;
+static size_t g_nstreams, g_capstreams;
+static unsigned long g_async_copies;
+
+cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size) {
+    RT_BEGIN("cudaMallocHost");
+    (void)runtime_context();
+    void *p = size ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(size ? cudaErrorMemoryAllocation : cudaErrorInvalidValue);
+    }
+    grow((void **)&g_pinned, &g_cappinned, g_npinned, sizeof *g_pinned);
+    g_pinned[g_npinned++] = (dbl_pinned){(uintptr_t)p, size};
+    g_pinned_bytes += size;
+    *ptr = p;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaFreeHost(void *ptr) {
+    RT_BEGIN("cudaFreeHost");
+    (void)runtime_context();
+    for (size_t i = 0; i < g_npinned; i++)
+        if (g_pinned[i].addr == (uintptr_t)ptr) {
+            munmap(ptr, g_pinned[i].size);
+            g_pinned_bytes -= g_pinned[i].size;
+            g_pinned[i] = g_pinned[--g_npinned];
+            pthread_mutex_unlock(&g_lock);
+            return cudaSuccess;
+        }
+    violation("%#lx (%zu) is not a live cudaMallocHost pointer", "cudaFreeHost", (uintptr_t)ptr, 0);
+    pthread_mutex_unlock(&g_lock);
+    return rt_fail(cudaErrorInvalidValue);
+}
+
+size_t cuda_double_free_pinned(void) {
+    pthread_mutex_lock(&g_lock);
+    size_t bytes = g_pinned_bytes;
+    for (size_t i = 0; i < g_npinned; i++)
+        munmap((void *)g_pinned[i].addr, g_pinned[i].size);
+    g_npinned = 0;
+    g_pinned_bytes = 0;
+    pthread_mutex_unlock(&g_lock);
+    return bytes;
+}
+
+static bool pinned_range_ok(uintptr_t p, size_t n) { /* under g_lock */
+    for (size_t i = 0; i < g_npinned; i++)
+        if (p >= g_pinned[i].addr && n <= g_pinned[i].size && p - g_pinned[i].addr <= g_pinned[i].size - n)
+            return true;
+    return false;
+}
+
+static bool stream_known(const void *s) { /* under g_lock */
+    for (size_t i = 0; i < g_nstreams; i++)
+        if (g_streams[i] == s)
+            return true;
+    return false;
+}
+
+cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    (void)flags;
+    RT_BEGIN("cudaStreamCreateWithFlags");
+    (void)runtime_context();
+    void *s = malloc(1);
+    if (!s) {
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorMemoryAllocation);
+    }
+    grow((void **)&g_streams, &g_capstreams, g_nstreams, sizeof *g_streams);
+    g_streams[g_nstreams++] = s;
+    *stream = (cudaStream_t)s;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
+    RT_BEGIN("cudaStreamDestroy");
+    (void)runtime_context();
+    for (size_t i = 0; i < g_nstreams; i++)
+        if (g_streams[i] == (void *)stream) {
+            free(g_streams[i]);
+            g_streams[i] = g_streams[--g_nstreams];
+            pthread_mutex_unlock(&g_lock);
+            return cudaSuccess;
+        }
+    violation("stream %#lx (%zu) was not created", "cudaStreamDestroy", (uintptr_t)stream, 0);
+    pthread_mutex_unlock(&g_lock);
+    return rt_fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t CUDARTAPI cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                      cudaStream_t stream) {
+    RT_BEGIN("cudaMemcpyAsync");
+    (void)runtime_context();
+    bool ok = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToDevice;
+    if (ok && kind == cudaMemcpyDeviceToHost)
+        ok = device_range_ok((uintptr_t)src, count) && pinned_range_ok((uintptr_t)dst, count);
+    else if (ok)
+        ok = device_range_ok((uintptr_t)dst, count) && pinned_range_ok((uintptr_t)src, count);
+    if (!ok || !(default_stream(stream) || stream_known(stream))) {
+        violation("%#lx (%zu bytes): not accessible device memory and pinned host memory, or an unknown stream",
+                  "cudaMemcpyAsync", (uintptr_t)(kind == cudaMemcpyDeviceToHost ? src : dst), count);
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorInvalidValue);
+    }
+    memcpy(dst, src, count);
+    g_async_copies++;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
 /* ---- driver: errors, devices, contexts ------------------------------------ */
 
 #define DRV_BEGIN(name)                                                                                                \
@@ -1035,6 +1163,9 @@ cuda_double_stats cuda_double_get_stats(void) {
         s.physical_bytes[d] = g_physical_bytes[d];
         s.primary_refs[d] = g_primary_refs[d];
     }
+    s.pinned_bytes = g_pinned_bytes;
+    s.streams = g_nstreams;
+    s.async_copies = g_async_copies;
     pthread_mutex_unlock(&g_lock);
     return s;
 }

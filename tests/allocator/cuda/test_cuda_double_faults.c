@@ -1076,7 +1076,7 @@ static size_t script_pages = 1; /* the upstream's page, in the driver's minimum 
 static unsigned long logged_releases, logged_switch_backs;
 
 /* The check of script()'s log once its faults are cleared: which call failed decides what lines are due. */
-static void expect_log_of_the_fault(const log_probe *p, const char *when) {
+static bool expect_log_of_the_fault(const log_probe *p, const char *when) {
     const char *failed = cuda_double_last_fault();
     cr_assert_eq(p->under_lock, 0, "%s: a line reached the sink under the allocator's lock", when);
     bool primary_kept = cuda_double_current() != NULL; /* a switch back to "none" was refused */
@@ -1102,7 +1102,15 @@ static void expect_log_of_the_fault(const log_probe *p, const char *when) {
                   "%s: an event_query line for the failed call '%s': %s", when, failed, p->line);
         cr_assert(strstr(p->line, "upstream 'cuda:0' event_query"), "%s: %s", when, p->line);
     }
-    int due = strcmp(failed, "cuMemRelease") == 0 || primary_kept || event_kept || query_failed;
+    /* a refused host_free at a wake is sleep.c's line: its cudaFreeHost, or entering the context for it */
+    bool host_kept = p->lines == 1 && strstr(p->line, "host memory") != NULL;
+    if (strcmp(failed, "cudaFreeHost") == 0)
+        cr_assert(host_kept, "%s: a refused cudaFreeHost is logged: %d lines, the last: %s", when, p->lines, p->line);
+    if (host_kept)
+        cr_assert(!strcmp(failed, "cudaFreeHost") || !strcmp(failed, "cuCtxGetCurrent") ||
+                      (!strcmp(failed, "cuCtxSetCurrent") && !primary_kept),
+                  "%s: a host memory line for the failed call '%s': %s", when, failed, p->line);
+    int due = strcmp(failed, "cuMemRelease") == 0 || primary_kept || event_kept || query_failed || host_kept;
     cr_assert_eq(p->lines, due, "%s (the failed call: '%s'): %d lines, the last: %s", when, failed, p->lines, p->line);
     logged_releases += due && !primary_kept;
     logged_switch_backs += primary_kept;
@@ -1113,7 +1121,7 @@ static void expect_log_of_the_fault(const log_probe *p, const char *when) {
     } else if (event_kept) {
         cr_assert(strstr(p->line, "upstream 'cuda:0' event_destroy"), "%s: %s", when, p->line);
         cr_assert_eq(p->leaked, 0, "%s", when);
-    } else if (query_failed) {
+    } else if (query_failed || host_kept) {
         cr_assert_eq(p->leaked, 0, "%s", when);
     } else if (due) {
         cr_assert(strstr(p->line, "cuda:0: cuMemRelease of the allocation"), "%s: %s", when, p->line);
@@ -1121,7 +1129,15 @@ static void expect_log_of_the_fault(const log_probe *p, const char *when) {
     }
     if (!due)
         cr_assert_eq(p->leaked, 0, "%s", when);
+    return host_kept;
 }
+
+/* The script also sleeps and wakes the default domain (the sweeps of the
+ * calls sleep and wake make, and one of every call): off for the others,
+ * whose runs it would only lengthen. */
+static bool script_sleeps;
+/* The calls of fn the clean run made before the sleep, and up to the wake's end (script_sleeps). */
+static unsigned long sleep_first, sleep_last;
 
 static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     cuda_double_config c = cuda_double_defaults();
@@ -1145,13 +1161,38 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     static const size_t sizes[6] = {3 * MiB, 40 * MiB, 700, 100 * MiB, 64 * MiB, 5 * MiB};
     for (int i = 0; i < 6; i++) {
         snprintf(when, sizeof when, "%s failing at call %lu: alloc %d", fn, k, i);
-        cca_status st = cca_alloc(a, sizes[i], i % 2 ? (cca_stream)0x100 : NULL, &p[i]);
+        /* a sleeping script copies every live byte twice: its large blocks an eighth as large */
+        size_t size = script_sleeps && sizes[i] > 8 * MiB ? sizes[i] / 8 : sizes[i];
+        cca_status st = cca_alloc(a, size, i % 2 ? (cca_stream)0x100 : NULL, &p[i]);
         cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM, "%s: %d %s", when, st,
                   cca_last_error());
         expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
     }
+    /* sleep and wake the default domain (classic segments: refused, no call);
+     * a wake refused by the fault is tried again, and succeeds */
+    snprintf(when, sizeof when, "%s failing at call %lu: sleep", fn, k);
+    if (p[0])
+        memset(p[0], 0x5a, sizes[0]);
+    sleep_first = cuda_double_calls(fn) - before;
+    cca_status st = script_sleeps ? cca_domain_sleep(a, NULL, 0, NULL) : CCA_OK;
+    cr_assert(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_OUT_OF_MEMORY, "%s: %d %s", when, st,
+              cca_last_error());
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s: %s", when, cca_last_error());
+    expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
+    if (log.leak_map && !cuda_double_mapped(log.leak_map)) /* the sleep unmapped a leaked allocation: */
+        log.leak_map = NULL; /* its memory stays leaked, whatever the wake maps at that address again */
+    snprintf(when, sizeof when, "%s failing at call %lu: wake", fn, k);
+    if ((st = cca_domain_wake(a, NULL, NULL)) != CCA_OK)
+        st = cca_domain_wake(a, NULL, NULL);
+    cr_assert_eq(st, CCA_OK, "%s: %s", when, cca_last_error());
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s: %s", when, cca_last_error());
+    expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
+    sleep_last = cuda_double_calls(fn) - before;
+    size_t changed = 0;
+    for (size_t i = 0; p[0] && i < sizes[0]; i++)
+        changed += ((unsigned char *)p[0])[i] != 0x5a;
+    cr_assert_eq(changed, 0, "%s: %zu bytes of a block changed", when, changed);
     cuda_double_hold_events(true);
-    cca_status st;
     if (p[1]) {
         st = cca_record_stream(a, p[1], (cca_stream)0x200);
         cr_assert(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
@@ -1187,7 +1228,7 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     unsigned long made = cuda_double_calls(fn) - before;
     cuda_double_clear_faults();
     snprintf(when, sizeof when, "%s failing at call %lu: the end", fn, k);
-    expect_log_of_the_fault(&log, when);
+    bool host_kept = expect_log_of_the_fault(&log, when);
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s: %s", when, cca_last_error());
     expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
     cr_assert_eq(tu_stats(a).reserved_bytes, 0, "%s", when);
@@ -1197,6 +1238,7 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     cr_assert_eq(s.mapped_bytes + s.reservations + s.malloc_bytes[0], 0, "%s: left with the driver", when);
     cr_assert_eq(s.physical_bytes[0], log.leaked, "%s: left with the driver: %zu bytes", when, s.physical_bytes[0]);
     cr_assert_eq(s.handles, log.leaked ? 1 : 0, "%s", when);
+    cr_assert_eq(cuda_double_free_pinned() != 0, host_kept, "%s: pinned memory left exactly when a line said so", when);
     cr_assert_eq(cuda_double_free_leaked_handles(), s.handles);
     cca_set_log_callback(NULL, NULL);
     PFN_cuCtxSetCurrent_v4000 set_current = driver("cuCtxSetCurrent");
@@ -1211,8 +1253,15 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
 static void sweep_with(const char *conf, const char *fn) {
     unsigned long calls = script(conf, fn, 1000000); /* counted, never fired */
     cr_assert_gt(calls, 0, "the script never calls %s", fn);
-    for (unsigned long k = 1; k <= calls; k++)
+    unsigned long lo = 1, hi = calls; /* a sleeping script: the calls of its sleep and wake (the rest: sweep) */
+    if (script_sleeps)
+        lo = sleep_first + 1, hi = sleep_last;
+    cr_assert_leq(lo, hi, "the sleep and wake never call %s", fn);
+    for (unsigned long k = lo; k <= hi; k++) {
+        if (getenv("CCA_SWEEP_TRACE"))
+            fprintf(stderr, "sweep %s %lu/%lu\n", fn, k, calls);
         script(conf, fn, k);
+    }
     cr_log_info("%s, %s: failed at each of its %lu calls in turn", conf, fn, calls);
 }
 
@@ -1248,6 +1297,19 @@ Test(cuda_double, sweep_cudaDeviceSynchronize) { sweep_classic("cudaDeviceSynchr
 Test(cuda_double, sweep_cudaStreamSynchronize) { sweep("cudaStreamSynchronize"); }
 Test(cuda_double, sweep_cudaEventRecord) { sweep("cudaEventRecord"); }
 Test(cuda_double, sweep_cudaEventQuery) { sweep("cudaEventQuery"); }
+/* Sleep and wake (sleep.c): each of their calls failing, those of a function (host memory, copies, the
+ * copy stream, its synchronize), then every call they make whatever its function. */
+static void sweep_sleeping(const char *fn) {
+    script_sleeps = true;
+    sweep(fn);
+    script_sleeps = false;
+}
+Test(cuda_double, sweep_cudaMallocHost) { sweep_sleeping("cudaMallocHost"); }     /* sleep's host memory */
+Test(cuda_double, sweep_cudaFreeHost) { sweep_sleeping("cudaFreeHost"); }         /* the wake's */
+Test(cuda_double, sweep_cudaMemcpyAsync) { sweep_sleeping("cudaMemcpyAsync"); }   /* every copy of both */
+Test(cuda_double, sweep_cudaStreamCreateWithFlags) { sweep_sleeping("cudaStreamCreateWithFlags"); } /* copy stream */
+Test(cuda_double, sweep_sleep_cudaStreamSynchronize) { sweep_sleeping("cudaStreamSynchronize"); } /* and copy_wait */
+Test(cuda_double, sweep_sleep_every_call, .timeout = 300) { sweep_sleeping("*"); }
 Test(cuda_double, sweep_cuCtxGetCurrent, .timeout = 120) { sweep("cuCtxGetCurrent"); }
 Test(cuda_double, sweep_pages_cuMemCreate, .timeout = 120) { sweep_pages("cuMemCreate"); }
 Test(cuda_double, sweep_pages_cuMemMap, .timeout = 120) { sweep_pages("cuMemMap"); }

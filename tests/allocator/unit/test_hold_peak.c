@@ -347,7 +347,7 @@ Test(hold_peak, stats_report_the_holds) {
     f = open_memstream(&json, &jn);
     cr_assert_eq(cca_stats_write_json(&s, f), CCA_OK);
     fclose(f);
-    cr_assert(strstr(json, "\"peak_holds\":1}") != NULL, "%s", json);
+    cr_assert(strstr(json, "\"peak_holds\":1,") != NULL, "%s", json);
     free(text);
     free(json);
     tu_free(a, B);

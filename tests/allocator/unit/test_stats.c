@@ -176,12 +176,14 @@ static void assert_json_stats(const cJSON *obj, const cca_stats *s) {
     KEY(pages_mapped);
     KEY(pages_unmapped);
     KEY(peak_holds);
+    KEY(asleep_domains);
+    KEY(host_bytes);
 #undef KEY
     cr_assert_float_eq(number(obj, "fragmentation"), s->fragmentation, 1e-6);
     cJSON *backing = cJSON_GetObjectItemCaseSensitive(obj, "vm_backing");
     cr_assert(cJSON_IsString(backing), "vm_backing is a string");
     cr_assert_str_eq(backing->valuestring, s->vm_backing == CCA_VM_WHOLE_MAPS ? "whole_maps" : "pages");
-    cr_assert_eq(cJSON_GetArraySize(obj), 33, "33 keys, no more");
+    cr_assert_eq(cJSON_GetArraySize(obj), 35, "35 keys, no more");
 }
 
 Test(stats, stats_json_parses_and_matches_the_struct) {

@@ -1,0 +1,647 @@
+/*
+ * test_sleep.c — allocator/src/sleep.c: sleep and wake of a domain
+ * (cca_domain_sleep, cca_domain_wake, cca_sleep, cca_wake) on the simulated
+ * device, whose used memory is exact and whose unmapped pages fault.
+ *
+ *   figures     after a sleep the device's used memory falls by exactly the
+ *               domain's reserved bytes, the host holds exactly its live
+ *               bytes, every block's address faults; after the wake every
+ *               byte and every address is what it was; the other domain
+ *               untouched.
+ *   asleep      an allocation refused (CCA_ERR_ASLEEP, naming the domain);
+ *               a free allowed, its copy not brought back; a second sleep a
+ *               no-op; a footprint refused; stats and JSON say asleep.
+ *   wake        refused on a full device: still asleep, intact, the message
+ *               says how many bytes are missing; succeeds once room is made.
+ *   modes       DISCARD copies nothing; classic segments and a bad flag are
+ *               refused, nothing changed; greedy's default domain sleeps.
+ *   all         cca_sleep / cca_wake: all or nothing.
+ *   faults      every upstream call of a sleep and of a wake fails in turn:
+ *               afterwards asleep with every byte on the host or awake with
+ *               every byte on the device, the invariants hold, nothing leaks.
+ *   lifetime    release, destroy and cca_destroy of a sleeping domain free
+ *               its host memory.
+ *   threads     allocations in another domain while one sleeps and wakes.
+ */
+#include <criterion/criterion.h>
+
+#include "alloc_test_util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+
+
+/* A domain's blocks, each filled with its own pattern. */
+typedef struct blocks {
+    void *p[16];
+    size_t size[16];
+    int n;
+} blocks;
+
+static const size_t SIZES[] = {512, 3 * KiB, 70 * KiB, 1 * MiB, 3 * MiB + 512, 10 * MiB, 512 * KiB, 25 * MiB};
+
+static void fill_domain(cca_allocator *a, cca_domain *d, blocks *b, uint64_t seed) {
+    memset(b, 0, sizeof *b);
+    for (size_t i = 0; i < sizeof SIZES / sizeof *SIZES; i++) {
+        cr_assert_eq(cca_alloc_in(a, d, SIZES[i], NULL, &b->p[i]), CCA_OK, "%s", cca_last_error());
+        b->size[i] = SIZES[i];
+        tu_fill(b->p[i], SIZES[i], seed + i);
+        b->n++;
+    }
+}
+
+static void expect_intact(const blocks *b, uint64_t seed, const char *when) {
+    for (int i = 0; i < b->n; i++)
+        if (b->p[i])
+            cr_assert(tu_check_fill(b->p[i], b->size[i], seed + (uint64_t)i), "%s: block %d (%zu bytes) changed", when,
+                      i, b->size[i]);
+}
+
+static size_t live_bytes(const blocks *b) {
+    size_t n = 0;
+    for (int i = 0; i < b->n; i++)
+        if (b->p[i])
+            n += (b->size[i] + 511) / 512 * 512;
+    return n;
+}
+
+static size_t device_used(cca_upstream *u) {
+    size_t f, t;
+    cr_assert_eq(cca_upstream_mem_info(u, &f, &t), CCA_OK);
+    return t - f;
+}
+
+static cca_domain_stats dstats(cca_allocator *a, cca_domain *d) {
+    cca_domain_stats s;
+    cr_assert_eq(cca_get_domain_stats(a, d, &s), CCA_OK, "%s", cca_last_error());
+    return s;
+}
+
+/* What a refused call must leave as it was (its upstream calls are counted). */
+static void expect_same_state(cca_allocator *a, const cca_stats *b, const char *when) {
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes, b->reserved_bytes, "%s: reserved", when);
+    cr_assert_eq(s.mapped_bytes, b->mapped_bytes, "%s: mapped", when);
+    cr_assert_eq(s.allocated_bytes, b->allocated_bytes, "%s: allocated", when);
+    cr_assert_eq(s.active_blocks, b->active_blocks, "%s: active", when);
+    cr_assert_eq(s.segments, b->segments, "%s: segments", when);
+    cr_assert_eq(s.asleep_domains, b->asleep_domains, "%s: asleep", when);
+    cr_assert_eq(s.host_bytes, b->host_bytes, "%s: host bytes", when);
+}
+
+static void free_all(cca_allocator *a, blocks *b) {
+    for (int i = 0; i < b->n; i++)
+        if (b->p[i]) {
+            tu_free(a, b->p[i]);
+            b->p[i] = NULL;
+        }
+}
+
+/* A 256 MiB simulated device, an allocator, one domain `name` filled. */
+typedef struct one {
+    cca_upstream *u;
+    cca_allocator *a;
+    cca_domain *d;
+    blocks b;
+} one;
+
+static one one_domain(const char *name, uint64_t seed) {
+    one o;
+    o.u = tu_vm_device(256 * MiB, 0);
+    o.a = tu_allocator(o.u, NULL);
+    cr_assert_eq(cca_domain_create(o.a, name, &o.d), CCA_OK);
+    fill_domain(o.a, o.d, &o.b, seed);
+    return o;
+}
+
+/* ---- figures ------------------------------------------------------------------------ */
+
+static void sleep_and_wake_figures(int backing) {
+    cca_upstream *u = tu_vm_device_backed(512 * MiB, 0, backing);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    blocks ba, bb;
+    fill_domain(a, A, &ba, 100);
+    fill_domain(a, B, &bb, 200);
+    tu_free(a, ba.p[2]); /* free space inside A: not copied */
+    ba.p[2] = NULL;
+    tu_check(a);
+    cca_domain_stats before = dstats(a, A), b_before = dstats(a, B);
+    size_t used = device_used(u);
+    cr_assert_gt(before.reserved_bytes, live_bytes(&ba), "A has free space to leave out");
+
+    cca_sleep_report r;
+    cr_assert_eq(cca_domain_sleep(a, A, 0, &r), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(used - device_used(u), before.reserved_bytes, "the device got back all of A's reserved bytes");
+    cr_assert_eq(r.bytes_unmapped, before.reserved_bytes);
+    cr_assert_eq(r.blocks, (size_t)ba.n - 1);
+    cr_assert_eq(r.bytes_copied, live_bytes(&ba), "only live bytes are copied");
+    cr_assert_eq(r.host_bytes, live_bytes(&ba));
+    cr_assert_eq(tu_upstream_stats(u).host_bytes_in_use, live_bytes(&ba), "the host holds exactly A's live bytes");
+    cca_domain_stats s = dstats(a, A);
+    cr_assert_eq(s.asleep, 1);
+    cr_assert_eq(s.host_bytes, live_bytes(&ba));
+    cr_assert_eq(s.reserved_bytes, 0);
+    cr_assert_eq(s.cached_bytes, 0);
+    cr_assert_eq(s.allocated_bytes, before.allocated_bytes, "A's blocks stay live");
+    cca_stats all = tu_stats(a);
+    cr_assert_eq(all.asleep_domains, 1);
+    cr_assert_eq(all.host_bytes, live_bytes(&ba));
+    cr_assert_eq(all.reserved_bytes, b_before.reserved_bytes + dstats(a, NULL).reserved_bytes);
+    for (int i = 0; i < ba.n; i++)
+        if (ba.p[i]) {
+            TU_ASSERT_FAULTS(ba.p[i]);
+            TU_ASSERT_FAULTS((char *)ba.p[i] + ba.size[i] - 1);
+        }
+    cca_domain_stats bs = dstats(a, B);
+    cr_assert_eq(bs.reserved_bytes, b_before.reserved_bytes, "B untouched");
+    cr_assert_eq(bs.asleep, 0);
+    expect_intact(&bb, 200, "B while A sleeps");
+
+    void *addr[16];
+    memcpy(addr, ba.p, sizeof addr);
+    cr_assert_eq(cca_domain_wake(a, A, &r), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(r.bytes_copied, live_bytes(&ba));
+    cr_assert_gt(r.bytes_mapped, 0);
+    cr_assert_leq(r.bytes_mapped, before.reserved_bytes, "only the pages under live blocks are mapped");
+    cr_assert_eq(device_used(u), used - before.reserved_bytes + r.bytes_mapped);
+    cr_assert_eq(tu_upstream_stats(u).host_bytes_in_use, 0, "the host memory went back");
+    cr_assert_eq(dstats(a, A).asleep, 0);
+    expect_intact(&ba, 100, "A after the wake");
+    expect_intact(&bb, 200, "B after the wake");
+    for (int i = 0; i < ba.n; i++) {
+        if (!ba.p[i])
+            continue;
+        cca_domain *owner = NULL;
+        cr_assert_eq(cca_domain_of(a, addr[i], &owner), CCA_OK, "block %d: the same address is live", i);
+        cr_assert_eq(owner, A);
+    }
+    /* A allocates again, in its free space too (its pages were unmapped) */
+    void *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 70 * KiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    tu_fill(q, 70 * KiB, 7);
+    cr_assert(tu_check_fill(q, 70 * KiB, 7));
+    tu_free(a, q);
+    free_all(a, &ba);
+    free_all(a, &bb);
+    tu_check(a);
+    tu_teardown(a, u);
+}
+
+Test(sleep, figures_are_exact_over_whole_maps) {
+    sleep_and_wake_figures(CCA_VM_WHOLE_MAPS);
+}
+
+Test(sleep, figures_are_exact_over_pages) {
+    sleep_and_wake_figures(CCA_VM_PAGES);
+}
+
+/* ---- asleep ---------------------------------------------------------------------------- */
+
+Test(sleep, asleep_refuses_allocations_and_allows_frees) {
+    one o = one_domain("model-a", 1);
+    cca_upstream *u = o.u;
+    cca_allocator *a = o.a;
+    cca_domain *A = o.d;
+    blocks ba = o.b;
+    cca_sleep_report r;
+    cr_assert_eq(cca_domain_sleep(a, A, 0, &r), CCA_OK, "%s", cca_last_error());
+    size_t host = r.host_bytes;
+    void *p = (void *)1;
+    cr_assert_eq(cca_alloc_in(a, A, 4096, NULL, &p), CCA_ERR_ASLEEP);
+    cr_assert_null(p);
+    cr_assert(strstr(cca_last_error(), "'model-a' is asleep"), "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, A, 0, NULL, &p), CCA_OK, "size 0 is still OK");
+    cr_assert_eq(cca_domain_reserve(a, A, 8 * MiB), CCA_ERR_ASLEEP);
+    /* a second sleep: a no-op */
+    cr_assert_eq(cca_domain_sleep(a, A, 0, &r), CCA_OK);
+    cr_assert_eq(r.bytes_copied + r.bytes_unmapped + r.host_bytes, 0);
+    /* free while asleep: allowed, its copy not brought back */
+    tu_free(a, ba.p[3]);
+    tu_free(a, ba.p[4]);
+    size_t dropped = ba.size[3] + ba.size[4];
+    ba.p[3] = ba.p[4] = NULL;
+    tu_check(a);
+    cr_assert_eq(dstats(a, A).host_bytes, host, "one host allocation: it goes at the wake");
+    /* trim and empty-cache find nothing of A to give back, and break nothing */
+    cca_release_report rr;
+    cr_assert_eq(cca_empty_cache(a, &rr), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(dstats(a, A).reserved_bytes, 0);
+    /* JSON says asleep */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(cca_domain_stats_write_json(a, f), CCA_OK);
+    fclose(f);
+    cr_assert(strstr(buf, "\"name\": \"model-a\"") && strstr(buf, "\"asleep\": true"), "%s", buf);
+    free(buf);
+    cr_assert_eq(cca_domain_wake(a, A, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.bytes_copied, host - dropped, "the freed blocks' copies are dropped");
+    tu_check(a);
+    expect_intact(&ba, 1, "after the wake");
+    /* the freed blocks' space serves requests again (pages mapped on demand) */
+    void *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 3 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    tu_fill(q, 3 * MiB, 9);
+    cr_assert(tu_check_fill(q, 3 * MiB, 9));
+    tu_free(a, q);
+    cr_assert_eq(cca_domain_wake(a, A, &r), CCA_OK, "awake: a no-op");
+    free_all(a, &ba);
+    tu_teardown(a, u);
+}
+
+Test(sleep, every_block_freed_while_asleep_then_trim_gives_the_ranges_back) {
+    one o = one_domain("A", 1);
+    cca_upstream *u = o.u;
+    cca_allocator *a = o.a;
+    cca_domain *A = o.d;
+    blocks ba = o.b;
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    free_all(a, &ba);
+    tu_check(a);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(tu_stats(a).segments, 0, "the empty ranges went back");
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_upstream_stats(u).host_bytes_in_use, 0);
+    tu_teardown(a, u);
+}
+
+/* ---- wake refused ------------------------------------------------------------------------ */
+
+Test(sleep, wake_on_a_full_device_stays_asleep_and_says_what_is_missing) {
+    cca_upstream *u = tu_vm_device(128 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK);
+    tu_fill(p, 40 * MiB, 5);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    /* another tenant takes all but 30 MiB */
+    size_t f, t;
+    cr_assert_eq(cca_upstream_mem_info(u, &f, &t), CCA_OK);
+    void *tenant = NULL;
+    cr_assert_eq(cca_upstream_alloc(u, f - 30 * MiB, &tenant), CCA_OK, "%s", cca_last_error());
+    cca_stats before = tu_stats(a);
+    cca_sleep_report r;
+    cr_assert_eq(cca_domain_wake(a, A, &r), CCA_ERR_OUT_OF_MEMORY);
+    char want[128];
+    snprintf(want, sizeof want, "%zu bytes missing", 40 * MiB - 30 * MiB);
+    cr_assert(strstr(cca_last_error(), want), "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "still asleep"), "%s", cca_last_error());
+    tu_check(a);
+    expect_same_state(a, &before, "a refused wake");
+    cr_assert_eq(dstats(a, A).asleep, 1);
+    TU_ASSERT_FAULTS(p);
+    cr_assert_eq(cca_wake(a, &r), CCA_ERR_OUT_OF_MEMORY, "cca_wake too: nothing woken");
+    cr_assert(strstr(cca_last_error(), want), "%s", cca_last_error());
+    cr_assert_eq(dstats(a, A).asleep, 1);
+    cr_assert_eq(cca_upstream_free(u, tenant, f - 30 * MiB), CCA_OK);
+    cr_assert_eq(cca_domain_wake(a, A, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert(tu_check_fill(p, 40 * MiB, 5), "the host copy was kept intact");
+    tu_free(a, p);
+    tu_teardown(a, u);
+}
+
+/* ---- modes ------------------------------------------------------------------------------- */
+
+Test(sleep, discard_copies_nothing) {
+    one o = one_domain("A", 1);
+    cca_upstream *u = o.u;
+    cca_allocator *a = o.a;
+    cca_domain *A = o.d;
+    blocks ba = o.b;
+    size_t used = device_used(u), reserved = dstats(a, A).reserved_bytes;
+    cca_sleep_report r;
+    cr_assert_eq(cca_domain_sleep(a, A, CCA_SLEEP_DISCARD, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.bytes_copied + r.host_bytes, 0);
+    cr_assert_eq(r.blocks, (size_t)ba.n);
+    cr_assert_eq(used - device_used(u), reserved);
+    cr_assert_eq(tu_upstream_stats(u).copies, 0);
+    cr_assert_eq(tu_upstream_stats(u).host_bytes_peak, 0);
+    tu_check(a);
+    cr_assert_eq(cca_domain_wake(a, A, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.bytes_copied, 0);
+    for (int i = 0; i < ba.n; i++) { /* live at the same address, writable; contents undefined */
+        tu_fill(ba.p[i], ba.size[i], 50);
+        cr_assert(tu_check_fill(ba.p[i], ba.size[i], 50));
+    }
+    free_all(a, &ba);
+    tu_teardown(a, u);
+}
+
+Test(sleep, classic_segments_and_bad_flags_are_refused_with_nothing_changed) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(128 * MiB, "expandable:0", &u, &a);
+    void *p = tu_alloc(a, 5 * MiB, NULL);
+    cca_stats before = tu_stats(a);
+    cr_assert_eq(cca_domain_sleep(a, NULL, 0, NULL), CCA_ERR_UPSTREAM);
+    cr_assert(strstr(cca_last_error(), "expandable"), "%s", cca_last_error());
+    cr_assert_eq(cca_sleep(a, 0, NULL), CCA_ERR_UPSTREAM);
+    tu_assert_intact(a, &before, "classic");
+    cr_assert_eq(tu_upstream_stats(u).copies, 0);
+    tu_free(a, p);
+    tu_teardown(a, u);
+
+    u = tu_vm_device(128 * MiB, 0);
+    a = tu_allocator(u, NULL);
+    p = tu_alloc(a, 5 * MiB, NULL);
+    before = tu_stats(a);
+    cr_assert_eq(cca_domain_sleep(a, NULL, 2u, NULL), CCA_ERR_INVALID_ARGUMENT);
+    tu_assert_intact(a, &before, "bad flags");
+    tu_free(a, p);
+    tu_teardown(a, u);
+}
+
+static cca_status no_alloc(void *c, size_t s, void **p) {
+    (void)c, (void)s, (void)p;
+    return CCA_ERR_OUT_OF_MEMORY;
+}
+static cca_status no_free(void *c, void *p, size_t s) {
+    (void)c, (void)p, (void)s;
+    return CCA_ERR_UPSTREAM;
+}
+
+Test(sleep, the_host_and_copy_ops_go_together) {
+    cca_upstream_ops ops = {.alloc = no_alloc, .free = no_free, .host_alloc = no_alloc};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_custom_create(&ops, NULL, &u), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(u);
+    cr_assert(strstr(cca_last_error(), "copy_wait"), "%s", cca_last_error());
+    ops.host_alloc = NULL;
+    cr_assert_eq(cca_upstream_custom_create(&ops, NULL, &u), CCA_OK);
+    cr_assert_eq(cca_upstream_has_copy(u), 0);
+    void *h = (void *)1;
+    cr_assert_eq(cca_upstream_host_alloc(u, 4096, &h), CCA_ERR_UPSTREAM);
+    cr_assert_null(h);
+    cca_upstream_destroy(u);
+}
+
+Test(sleep, greedy_default_domain_sleeps) {
+    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:96M");
+    void *p = tu_alloc(a, 10 * MiB, NULL), *q = tu_alloc(a, 700, NULL);
+    tu_fill(p, 10 * MiB, 1);
+    tu_fill(q, 700, 2);
+    size_t used = device_used(u), reserved = tu_stats(a).reserved_bytes;
+    cca_sleep_report r;
+    cr_assert_eq(cca_sleep(a, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(used - device_used(u), reserved, "the whole arena went back");
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    cr_assert_eq(tu_stats(a).asleep_domains, 1);
+    void *x = (void *)1;
+    cr_assert_eq(cca_alloc(a, 4096, NULL, &x), CCA_ERR_ASLEEP);
+    cr_assert(strstr(cca_last_error(), "'default' is asleep"), "%s", cca_last_error());
+    TU_ASSERT_FAULTS(p);
+    tu_check(a);
+    cr_assert_eq(cca_wake(a, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert(tu_check_fill(p, 10 * MiB, 1));
+    cr_assert(tu_check_fill(q, 700, 2));
+    void *z = tu_alloc(a, 20 * MiB, NULL); /* arena pages mapped again on demand */
+    tu_fill(z, 20 * MiB, 3);
+    tu_free(a, z);
+    tu_free(a, p);
+    tu_free(a, q);
+    tu_check(a);
+    tu_teardown(a, u);
+}
+
+/* ---- all domains ------------------------------------------------------------------------- */
+
+Test(sleep, sleep_everything_is_all_or_nothing) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(256 * MiB, 0);
+    cca_upstream *u = tu_faulty_create(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    blocks b0, ba, bb;
+    fill_domain(a, NULL, &b0, 10);
+    fill_domain(a, A, &ba, 20);
+    fill_domain(a, B, &bb, 30);
+    size_t used = device_used(inner);
+    f.fail_at[TU_FAULT_HOST_ALLOC] = f.calls[TU_FAULT_HOST_ALLOC] + 3; /* B's */
+    cca_sleep_report r;
+    cr_assert_eq(cca_sleep(a, 0, &r), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert(strstr(cca_last_error(), "cca_sleep(B)") && strstr(cca_last_error(), "woken again"), "%s",
+              cca_last_error());
+    tu_check(a);
+    cr_assert_eq(tu_stats(a).asleep_domains, 0, "the two put to sleep were woken again");
+    cr_assert_eq(r.host_bytes, 0);
+    expect_intact(&b0, 10, "default");
+    expect_intact(&ba, 20, "A");
+    expect_intact(&bb, 30, "B");
+    cr_assert_eq(tu_upstream_stats(inner).host_bytes_in_use, 0);
+    cr_assert_eq(cca_sleep(a, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).asleep_domains, 3);
+    cr_assert_eq(device_used(inner), 0, "the whole allocator's memory went back: %zu of %zu", device_used(inner), used);
+    cr_assert_eq(r.host_bytes, live_bytes(&b0) + live_bytes(&ba) + live_bytes(&bb));
+    cr_assert_eq(cca_wake(a, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).asleep_domains, 0);
+    expect_intact(&b0, 10, "default");
+    expect_intact(&ba, 20, "A");
+    expect_intact(&bb, 30, "B");
+    free_all(a, &b0);
+    free_all(a, &ba);
+    free_all(a, &bb);
+    tu_check(a);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    cca_upstream_destroy(u);
+    cr_assert_eq(tu_upstream_stats(inner).bytes_in_use, 0);
+    cca_upstream_destroy(inner);
+}
+
+/* ---- faults ------------------------------------------------------------------------------ */
+
+/* One run: A filled, sleep with call `k` of kind `sleep_kind` failing,
+ * then (if asleep) wake with call `k` of `wake_kind` failing; each result
+ * checked. Returns the calls of the two kinds the run made. */
+static void fault_run(tu_fault_kind sleep_kind, tu_fault_kind wake_kind, uint64_t ks, uint64_t kw, uint64_t *ns,
+                      uint64_t *nw) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device_backed(256 * MiB, 0, CCA_VM_PAGES);
+    cca_upstream *u = tu_faulty_create_streams(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    blocks ba, bb;
+    fill_domain(a, A, &ba, 100);
+    fill_domain(a, B, &bb, 200);
+    cr_assert_eq(cca_record_stream(a, ba.p[1], (cca_stream)0x77), CCA_OK);
+    tu_free(a, ba.p[2]);
+    ba.p[2] = NULL;
+    /* split A's pages: a trim leaves holes, so the wake maps several runs */
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    uint64_t s0 = f.calls[sleep_kind], w0 = f.calls[wake_kind];
+    f.fail_at[sleep_kind] = ks ? s0 + ks : 0;
+    cca_status st = cca_domain_sleep(a, A, 0, NULL);
+    *ns = f.calls[sleep_kind] - s0;
+    tu_faulty_faults_off(&f);
+    char when[96];
+    snprintf(when, sizeof when, "sleep, %s call %llu failing", tu_fault_names[sleep_kind], (unsigned long long)ks);
+    cr_assert(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_OUT_OF_MEMORY, "%s: %d %s", when, st,
+              cca_last_error());
+    tu_check(a);
+    bool asleep = dstats(a, A).asleep;
+    if (st != CCA_OK && !asleep) { /* nothing changed: awake, every byte on the device */
+        expect_intact(&ba, 100, when);
+        cr_assert_eq(tu_upstream_stats(inner).host_bytes_in_use, 0, "%s", when);
+        cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s: %s", when, cca_last_error());
+    } else if (st != CCA_OK) { /* asleep, an unmap refused: a second sleep gives the rest back */
+        cr_assert_eq(sleep_kind, TU_FAULT_UNMAP, "%s", when);
+        cr_assert_gt(dstats(a, A).reserved_bytes, 0, "%s", when);
+        cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s: %s", when, cca_last_error());
+    }
+    cr_assert_eq(dstats(a, A).reserved_bytes, 0, "%s", when);
+    tu_check(a);
+    w0 = f.calls[wake_kind];
+    f.fail_at[wake_kind] = kw ? w0 + kw : 0;
+    cca_stats before = tu_stats(a);
+    size_t host = tu_upstream_stats(inner).host_bytes_in_use;
+    st = cca_domain_wake(a, A, NULL);
+    *nw = f.calls[wake_kind] - w0;
+    tu_faulty_faults_off(&f);
+    snprintf(when, sizeof when, "wake, %s call %llu failing", tu_fault_names[wake_kind], (unsigned long long)kw);
+    tu_check(a);
+    if (st != CCA_OK && dstats(a, A).asleep) { /* all or nothing: asleep, intact */
+        cr_assert(st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM, "%s: %d %s", when, st, cca_last_error());
+        expect_same_state(a, &before, when);
+        cr_assert_eq(tu_upstream_stats(inner).host_bytes_in_use, host, "%s", when);
+        cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s: %s", when, cca_last_error());
+    } else {
+        cr_assert_eq(st, CCA_OK, "%s: %s", when, cca_last_error()); /* a refused host_free is logged only */
+    }
+    expect_intact(&ba, 100, when);
+    expect_intact(&bb, 200, when);
+    tu_check(a);
+    free_all(a, &ba);
+    free_all(a, &bb);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s: %s", when, cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_stats us = tu_upstream_stats(inner);
+    cr_assert_eq(us.bytes_in_use + us.vm_reserved_bytes, 0, "%s: the device holds something", when);
+    /* a host_free refused at the wake leaves exactly that copy with the device */
+    cr_assert_eq(us.host_bytes_in_use, wake_kind == TU_FAULT_HOST_FREE && kw ? host : 0, "%s", when);
+    cca_upstream_destroy(inner);
+}
+
+static void sweep(tu_fault_kind sk, tu_fault_kind wk) {
+    uint64_t ns, nw;
+    fault_run(sk, wk, 0, 0, &ns, &nw);
+    cr_assert_gt(ns + nw, 0, "sleep and wake never call %s / %s", tu_fault_names[sk], tu_fault_names[wk]);
+    for (uint64_t k = 1; k <= ns; k++)
+        fault_run(sk, wk, k, 0, &(uint64_t){0}, &(uint64_t){0});
+    for (uint64_t k = 1; k <= nw; k++)
+        fault_run(sk, wk, 0, k, &(uint64_t){0}, &(uint64_t){0});
+    cr_log_info("%s failed at each of sleep's %llu calls, %s at each of wake's %llu", tu_fault_names[sk],
+                (unsigned long long)ns, tu_fault_names[wk], (unsigned long long)nw);
+}
+
+Test(sleep_faults, stream_synchronize_and_map, .timeout = 120) {
+    sweep(TU_FAULT_STREAM_SYNC, TU_FAULT_MAP);
+}
+Test(sleep_faults, host_alloc_and_copy, .timeout = 120) {
+    sweep(TU_FAULT_HOST_ALLOC, TU_FAULT_COPY);
+}
+Test(sleep_faults, copy_and_copy_wait, .timeout = 120) {
+    sweep(TU_FAULT_COPY, TU_FAULT_COPY_WAIT);
+}
+Test(sleep_faults, copy_wait_and_host_free, .timeout = 120) {
+    sweep(TU_FAULT_COPY_WAIT, TU_FAULT_HOST_FREE);
+}
+Test(sleep_faults, unmap_and_map, .timeout = 120) {
+    sweep(TU_FAULT_UNMAP, TU_FAULT_MAP);
+}
+
+/* ---- lifetime ---------------------------------------------------------------------------- */
+
+Test(sleep, release_destroy_and_cca_destroy_free_the_host_memory) {
+    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    blocks ba, bb;
+    fill_domain(a, A, &ba, 1);
+    fill_domain(a, B, &bb, 2);
+    cr_assert_eq(cca_sleep(a, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_gt(tu_upstream_stats(u).host_bytes_in_use, 0);
+    cca_domain_report dr = {0};
+    cr_assert_eq(cca_domain_release(a, A, 0, &dr), CCA_ERR_LIVE_BLOCKS, "live blocks refuse it, asleep or not");
+    cr_assert_eq(dstats(a, A).asleep, 1);
+    cr_assert_eq(cca_domain_destroy(a, A, CCA_DOMAIN_FORCE, &dr), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(tu_upstream_stats(u).host_bytes_in_use, live_bytes(&bb), "A's copy went with it");
+    /* B asleep at cca_destroy: its host memory goes too */
+    cr_assert_eq(cca_destroy(a), CCA_ERR_LIVE_BLOCKS);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(us.host_bytes_in_use + us.bytes_in_use + us.vm_reserved_bytes, 0);
+    cca_upstream_destroy(u);
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+typedef struct worker {
+    cca_allocator *a;
+    cca_domain *d;
+    volatile int stop;
+    unsigned long rounds;
+} worker;
+
+static void *work(void *arg) {
+    worker *w = arg;
+    uint64_t rng = 42;
+    while (!w->stop) {
+        size_t n = 512 + tu_rand(&rng) % (4 * MiB);
+        void *p = NULL;
+        if (cca_alloc_in(w->a, w->d, n, (cca_stream)(uintptr_t)(tu_rand(&rng) % 3), &p) != CCA_OK)
+            continue;
+        tu_fill(p, n, w->rounds);
+        if (!tu_check_fill(p, n, w->rounds))
+            abort();
+        cca_free(w->a, p);
+        w->rounds++;
+    }
+    return NULL;
+}
+
+Test(sleep, another_domain_allocates_while_one_sleeps_and_wakes, .timeout = 60) {
+    cca_upstream *u = tu_vm_device(512 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    blocks ba;
+    fill_domain(a, A, &ba, 7);
+    worker w = {a, B, 0, 0};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, work, &w), 0);
+    for (int i = 0; i < 30; i++) {
+        cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+        expect_intact(&ba, 7, "after a wake");
+    }
+    w.stop = 1;
+    pthread_join(t, NULL);
+    cr_assert_gt(w.rounds, 0);
+    free_all(a, &ba);
+    tu_check(a);
+    tu_teardown(a, u);
+}

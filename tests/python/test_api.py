@@ -82,6 +82,7 @@ def _c_fields(struct: str):
     ("cca_live_block", _lib.LiveBlock),
     ("cca_domain_report", _lib.DomainReport),
     ("cca_domain_stats", _lib.DomainStats),
+    ("cca_sleep_report", _lib.SleepReport),
     ("cca_host_options", _lib.HostOptions),
     ("cca_cuda_options", _lib.CudaOptions),
 ])
@@ -754,6 +755,140 @@ def test_domain_leak_raises_with_the_report(alloc):
     assert (r.bytes_released, r.segments_released, r.live_blocks) == (2 * MiB, 1, 0)
     with pytest.raises(ccalloc.InvalidArgumentError):
         d.alloc(10)
+
+
+# ---- sleep and wake ------------------------------------------------------------------
+
+
+def test_domain_sleep_keeps_the_bytes_at_the_same_addresses(alloc):
+    """A 3M block and a 1000-byte one: sleep copies their requested sizes
+    rounded to 512 bytes to the host and gives the device all 22M the
+    domain reserved (its 20M-mapped large range, its 2M small one); wake
+    maps only the pages under the blocks (2+1 pages of 2M) and copies the
+    bytes back to the same addresses."""
+    d = alloc.domain("model")
+    x, y = d.alloc(3 * MiB), d.alloc(1000)
+    ctypes.memset(x, 0xAB, 3 * MiB)
+    ctypes.memset(y, 0xCD, 1000)
+    free_awake, total = alloc.mem_info()
+    reserved = d.stats()["reserved_bytes"]
+    assert reserved == 22 * MiB
+    r = d.sleep()
+    assert r == ccalloc.SleepReport(blocks=2, bytes_copied=3 * MiB + 1024, bytes_unmapped=reserved,
+                                    bytes_mapped=0, host_bytes=3 * MiB + 1024)
+    assert alloc.mem_info() == (free_awake + reserved, total)  # exactly the domain's reserved bytes back
+    st = d.stats()
+    assert (st["asleep"], st["host_bytes"], st["reserved_bytes"], st["cached_bytes"]) == (1, 3 * MiB + 1024, 0, 0)
+    assert (alloc.stats()["asleep_domains"], alloc.stats()["host_bytes"]) == (1, 3 * MiB + 1024)
+    assert d.sleep() == ccalloc.SleepReport(0, 0, 0, 0, 0)  # asleep already: nothing done
+    r = d.wake()
+    assert r == ccalloc.SleepReport(blocks=2, bytes_copied=3 * MiB + 1024, bytes_unmapped=0,
+                                    bytes_mapped=6 * MiB, host_bytes=3 * MiB + 1024)
+    assert ctypes.string_at(x, 3 * MiB) == b"\xab" * (3 * MiB)
+    assert ctypes.string_at(y, 1000) == b"\xcd" * 1000
+    st = d.stats()
+    assert (st["asleep"], st["host_bytes"], st["reserved_bytes"]) == (0, 0, 6 * MiB)
+    assert alloc.mem_info()[0] == free_awake + reserved - 6 * MiB
+    assert d.wake() == ccalloc.SleepReport(0, 0, 0, 0, 0)  # awake already
+    alloc.check()
+    d.free(x)
+    d.free(y)
+
+
+def test_alloc_into_a_sleeping_domain_raises_asleep(alloc):
+    """alloc and reserve are refused while asleep (size 0 is still 0);
+    free is allowed, and the freed block's copy is not copied back."""
+    d = alloc.domain("sleepy")
+    x, y = d.alloc(MiB), d.alloc(MiB)
+    d.sleep()
+    with pytest.raises(ccalloc.AsleepError, match="domain 'sleepy' is asleep"):
+        d.alloc(4096)
+    with pytest.raises(ccalloc.AsleepError):
+        d.reserve(8 * MiB)
+    assert d.alloc(0) == 0
+    other = alloc.alloc(4096)  # the default domain is awake
+    d.free(y)
+    r = d.wake()  # both recorded blocks woken, only x's bytes copied back
+    assert (r.blocks, r.bytes_copied, r.bytes_mapped) == (2, MiB, 2 * MiB)
+    z = d.alloc(4096)  # awake: allocations again
+    for p in (x, z, other):
+        alloc.free(p)
+    alloc.check()
+
+
+def test_discard_copies_nothing(alloc):
+    d = alloc.domain("cache")
+    x = d.alloc(3 * MiB)
+    reserved = d.stats()["reserved_bytes"]
+    r = d.sleep(discard=True)
+    assert r == ccalloc.SleepReport(blocks=1, bytes_copied=0, bytes_unmapped=reserved, bytes_mapped=0, host_bytes=0)
+    assert (d.stats()["asleep"], d.stats()["host_bytes"]) == (1, 0)
+    r = d.wake()
+    assert (r.blocks, r.bytes_copied, r.bytes_mapped, r.host_bytes) == (1, 0, 4 * MiB, 0)
+    ctypes.memset(x, 1, 3 * MiB)  # mapped again: writable, contents were undefined
+    d.free(x)
+
+
+def test_wake_on_a_full_device_raises_and_stays_asleep():
+    """The device taken by another allocation while asleep: wake raises
+    OutOfMemoryError, maps nothing, the domain stays asleep with its copy;
+    once room is back the bytes return intact."""
+    with ccalloc.Allocator(capacity="64M", conf="") as a:
+        d = a.domain("model")
+        x = d.alloc(3 * MiB)
+        ctypes.memset(x, 0x5A, 3 * MiB)
+        d.sleep()
+        free_asleep = a.mem_info()[0]
+        hog = a.alloc(free_asleep - 2 * MiB)  # the default domain leaves 2M; wake needs 4M (2 pages)
+        free_before = a.mem_info()[0]
+        with pytest.raises(ccalloc.OutOfMemoryError, match="missing"):
+            d.wake()
+        assert a.mem_info()[0] == free_before  # nothing of the wake left mapped
+        assert (d.stats()["asleep"], d.stats()["host_bytes"]) == (1, 3 * MiB)
+        with pytest.raises(ccalloc.OutOfMemoryError):
+            a.wake()
+        a.free(hog)
+        a.empty_cache()
+        assert d.wake().bytes_mapped == 4 * MiB
+        assert ctypes.string_at(x, 3 * MiB) == b"\x5a" * (3 * MiB)
+        d.free(x)
+
+
+def test_allocator_sleep_and_wake_every_domain(alloc):
+    """Allocator.sleep puts every domain to sleep, the default one too;
+    mem_info's used bytes fall by all that was reserved."""
+    d = alloc.domain("one")
+    x, y = alloc.alloc(MiB), d.alloc(MiB)
+    ctypes.memset(x, 1, MiB)
+    ctypes.memset(y, 2, MiB)
+    free_awake, total = alloc.mem_info()
+    reserved = alloc.stats()["reserved_bytes"]
+    r = alloc.sleep()
+    assert (r.blocks, r.bytes_copied, r.bytes_unmapped, r.host_bytes) == (2, 2 * MiB, reserved, 2 * MiB)
+    assert alloc.mem_info() == (total, total) == (free_awake + reserved, total)
+    s = alloc.stats()
+    assert (s["asleep_domains"], s["host_bytes"], s["reserved_bytes"]) == (2, 2 * MiB, 0)
+    with pytest.raises(ccalloc.AsleepError):
+        alloc.alloc(10)
+    r = alloc.wake()
+    assert (r.blocks, r.bytes_copied, r.bytes_mapped) == (2, 2 * MiB, 4 * MiB)
+    assert ctypes.string_at(x, MiB) == b"\x01" * MiB and ctypes.string_at(y, MiB) == b"\x02" * MiB
+    assert alloc.stats()["asleep_domains"] == 0
+    assert alloc.wake() == ccalloc.SleepReport(0, 0, 0, 0, 0)  # none asleep
+    alloc.free(x)
+    d.free(y)
+
+
+def test_classic_segments_cannot_sleep(classic):
+    d = classic.domain("classic")
+    x = d.alloc(MiB)
+    with pytest.raises(ccalloc.UpstreamError, match="expandable"):
+        d.sleep()
+    with pytest.raises(ccalloc.UpstreamError):
+        classic.sleep(discard=True)
+    assert d.stats()["asleep"] == 0
+    d.free(d.alloc(4096))  # nothing changed: still allocating
+    d.free(x)
 
 
 def test_domain_max_leaks_is_checked_before_the_call(alloc):

@@ -333,3 +333,33 @@ def test_the_domain_object_matches_allocators_domain(torch_alloc):
         assert hasattr(d, attr), attr
     with pytest.raises(TypeError, match="cannot be copied"):
         copy.copy(d)
+
+
+def test_sleep_gives_the_device_the_domains_memory_and_wake_restores_the_tensors(torch_alloc):
+    """A PlugDomain sleeps as a ccalloc.Domain: the device gets exactly its
+    reserved bytes back while the other domain's tensors stay; the tensors'
+    bytes come back at the same addresses; allocating into it while asleep
+    raises AsleepError (through plug.alloc; PyTorch's cca_plug_alloc gets
+    NULL)."""
+    with ccalloc.torch.domain("model-a") as a:
+        model_a = [Tensor(torch_alloc, n * MiB, fill=0xA0 + n) for n in (2, 7, 1)]
+    model_b = [Tensor(torch_alloc, 3 * MiB, fill=0xB3)]
+    ptrs = [t.ptr for t in model_a]
+    reserved_a = a.stats()["reserved_bytes"]
+    free_awake, total = ccalloc.torch.mem_info()
+    r = a.sleep()
+    assert (r.blocks, r.bytes_copied, r.bytes_unmapped) == (3, 10 * MiB, reserved_a)
+    assert ccalloc.torch.mem_info() == (free_awake + reserved_a, total)
+    assert (a.stats()["asleep"], a.stats()["host_bytes"]) == (1, 10 * MiB)
+    assert model_b[0].filled_with(0xB3)
+    with a:
+        with pytest.raises(ccalloc.AsleepError):
+            plug.alloc(MiB)
+    r = a.wake()
+    assert (r.blocks, r.bytes_copied, r.host_bytes) == (3, 10 * MiB, 10 * MiB)
+    assert [t.ptr for t in model_a] == ptrs
+    assert [t.filled_with(0xA0 + n) for t, n in zip(model_a, (2, 7, 1))] == [True, True, True]
+    assert a.stats()["asleep"] == 0
+    del model_a, model_b
+    gc.collect()
+    a.destroy()

@@ -5,7 +5,8 @@ A pure-Python package over libccalloc (ctypes; no compiled extension):
 - :class:`Allocator` — one allocator over the simulated device
   (``Allocator(capacity="1G")``) or a CUDA device (``Allocator(device=0)``):
   ``alloc``/``free``, ``trim``/``empty_cache`` (a :class:`ReleaseReport`),
-  ``stats()``, ``snapshot()``, memory domains (``with a.domain("m") as d``).
+  ``stats()``, ``snapshot()``, memory domains (``with a.domain("m") as d``),
+  ``sleep()``/``wake()`` (a :class:`SleepReport`).
 - :mod:`ccalloc.plug` — the per-device allocators the framework adapters
   share (``cca_plug_*``).
 - Adapters, each one call: ``ccalloc.torch.enable()``,
@@ -33,7 +34,7 @@ from ._errors import (
     WriteError,
 )
 from ._lib import LibraryNotFoundError
-from .allocator import Allocator, Domain, DomainReport, LiveBlock, ReleaseReport
+from .allocator import Allocator, Domain, DomainReport, LiveBlock, ReleaseReport, SleepReport
 
 __version__ = "0.1.0"
 
@@ -54,6 +55,7 @@ __all__ = [
     "NotReadyError",
     "OutOfMemoryError",
     "ReleaseReport",
+    "SleepReport",
     "UpstreamError",
     "WriteError",
     "library_path",

@@ -179,6 +179,18 @@ class DomainReport(ctypes.Structure):
     ]
 
 
+class SleepReport(ctypes.Structure):
+    """``cca_sleep_report``."""
+
+    _fields_ = [
+        ("blocks", c_size_t),
+        ("bytes_copied", c_size_t),
+        ("bytes_unmapped", c_size_t),
+        ("bytes_mapped", c_size_t),
+        ("host_bytes", c_size_t),
+    ]
+
+
 DOMAIN_NAME_MAX = 63
 
 
@@ -291,6 +303,10 @@ _PROTOTYPES = {
     "cca_domain_destroy": (c_int, [_P, _P, ctypes.c_uint, c_void_p]),
     "cca_domain_reserve": (c_int, [_P, _P, c_size_t]),
     "cca_get_domain_stats": (c_int, [_P, _P, c_void_p]),
+    "cca_domain_sleep": (c_int, [_P, _P, ctypes.c_uint, c_void_p]),
+    "cca_domain_wake": (c_int, [_P, _P, c_void_p]),
+    "cca_sleep": (c_int, [_P, ctypes.c_uint, c_void_p]),
+    "cca_wake": (c_int, [_P, c_void_p]),
     "cca_plug_alloc": (c_void_p, [c_size_t, c_int, c_void_p]),
     "cca_plug_free": (None, [c_void_p, c_size_t, c_int, c_void_p]),
     "cca_plug_configure": (c_int, [c_char_p, c_char_p]),

@@ -24,7 +24,7 @@ import threading
 import weakref
 import ctypes
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from . import _lib
 from ._errors import (LiveBlocksError, OK, error_class, Error, ERR_LIVE_BLOCKS, ERR_INVALID_ARGUMENT,
@@ -33,6 +33,7 @@ from ._errors import (LiveBlocksError, OK, error_class, Error, ERR_LIVE_BLOCKS, 
 Size = Union[int, str]
 
 DOMAIN_FORCE = 1  # CCA_DOMAIN_FORCE
+SLEEP_DISCARD = 1  # CCA_SLEEP_DISCARD
 
 
 def _text(b: Optional[bytes]) -> str:
@@ -264,6 +265,25 @@ class DomainReport:
     live_blocks: int
     live_bytes: int
     leaks: List[LiveBlock] = field(default_factory=list)
+
+
+class SleepReport(NamedTuple):
+    """What a sleep or a wake did (``cca_sleep_report``, same field names)."""
+
+    blocks: int  # live blocks copied (or discarded) out; recorded blocks woken
+    bytes_copied: int  # live bytes copied out (sleep) or back (wake)
+    bytes_unmapped: int  # device memory given back (sleep)
+    bytes_mapped: int  # device memory mapped again (wake)
+    host_bytes: int  # host memory holding the copies (sleep: taken; wake: given back)
+
+
+def _sleep_call(allocator: "Allocator", fn, *args) -> SleepReport:
+    """``fn(handle, *args, &report)`` through the allocator's guard; the
+    report, or the call's error raised."""
+    lib = allocator._lib
+    r = _lib.out_struct(_lib.SleepReport)
+    raise_for(lib, allocator._c(fn, *args, ctypes.byref(r)))
+    return SleepReport(**_lib.as_dict(r))
 
 
 # Every Allocator this process made, for the fork handler below.
@@ -570,6 +590,32 @@ class Allocator:
         raise_for(lib, self._c(lib.cca_empty_cache, ctypes.byref(r)))
         return ReleaseReport(**_lib.as_dict(r))
 
+    # ---- sleep and wake ------------------------------------------------------
+
+    def sleep(self, discard: bool = False) -> SleepReport:
+        """Every domain to sleep (``cca_sleep``): the default first, then in
+        creation order; the device gets all of their mapped memory back, the
+        live blocks' bytes go to host memory (``discard=True``: nothing is
+        copied, contents undefined after the wake), every address is kept.
+
+        All or nothing: a domain that refuses wakes again the ones this call
+        put to sleep and its error is raised (:class:`UpstreamError` for
+        classic segments, ``conf="expandable:0"``). Domains asleep already
+        stay so. See :meth:`Domain.sleep` for one domain.
+        """
+        return _sleep_call(self, self._lib.cca_sleep, SLEEP_DISCARD if discard else 0)
+
+    def wake(self) -> SleepReport:
+        """Wake every sleeping domain (``cca_wake``), same order.
+
+        The pages of all of them are counted first: the device (or
+        ``max_reserved``) short raises :class:`OutOfMemoryError` and nothing
+        is woken. A refusal after that stops there: the domains woken before
+        it stay awake, the rest asleep with their copies; call again once
+        the cause is gone. No domain asleep: a report of zeros.
+        """
+        return _sleep_call(self, self._lib.cca_wake)
+
     # ---- statistics --------------------------------------------------------
 
     def stats(self) -> Dict[str, Any]:
@@ -730,6 +776,33 @@ class Domain:
         d = _lib.as_dict(s)
         d["name"] = d["name"].decode("ascii", "replace")
         return d
+
+    def sleep(self, discard: bool = False) -> SleepReport:
+        """Give the domain's device memory back while its blocks stay live
+        (``cca_domain_sleep``): its live blocks' bytes (each requested size
+        rounded up to 512 bytes) are copied into one host allocation, then every
+        mapped page of the domain is unmapped; the address ranges stay
+        reserved, so every address is valid again after :meth:`wake`.
+        ``discard=True`` copies nothing (contents undefined after the wake).
+
+        While asleep: ``alloc`` raises :class:`AsleepError`, ``free``
+        works (the block's copy is dropped at the wake), ``reserve`` raises
+        :class:`AsleepError`, ``release`` / ``destroy`` work as when awake.
+        Asleep already: nothing copied, a report of zeros (or the pages a
+        refused unmap left, unmapped now). Classic segments
+        (``conf="expandable:0"``) raise :class:`UpstreamError`, nothing
+        changed.
+        """
+        a = self.allocator
+        return _sleep_call(a, a._lib.cca_domain_sleep, self.handle, SLEEP_DISCARD if discard else 0)
+
+    def wake(self) -> SleepReport:
+        """Map the pages under the domain's live blocks again and copy their
+        bytes back (``cca_domain_wake``), all or nothing: the device short
+        raises :class:`OutOfMemoryError` and the domain stays asleep, its
+        copy intact. Awake already: a report of zeros."""
+        a = self.allocator
+        return _sleep_call(a, a._lib.cca_domain_wake, self.handle)
 
     def _call(self, fn, force: bool, max_leaks: int) -> DomainReport:
         lib = self.allocator._lib

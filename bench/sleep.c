@@ -81,18 +81,19 @@ static const char *const t_names[NT] = {"sleep", "wake", "copy_out", "copy_in"};
 /* ---- step 1: the options --------------------------------------------------------------- */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: ccbench sleep [--sizes S,S,...] [--reps N] [--device host|cuda]\n"
-               "                     [--vm-backing pages|whole-maps] [--out DIR]\n"
-               "  For each size (default 64M,256M,1G,2G; at most %d, each 1M..1T, K/M/G/T suffixes), a\n"
-               "  domain filled with blocks of 4 KiB..64 MiB (log-uniform, seed 1) up to that many live\n"
-               "  bytes, each block written with a pattern; then --reps passes (1..1000, default 5) of\n"
-               "  cca_domain_sleep + cca_domain_wake (the bytes checked after every wake) and of the plain\n"
-               "  copy of the same bytes out to fresh host memory and back (upstream copy ops: memcpy on\n"
-               "  the simulated device, pinned cudaMemcpy on CUDA). Reports GiB/s (medians) and the\n"
-               "  ratios sleep/copy out and wake/copy in (issue 42: >= 0.8 from 256 MiB).\n"
-               "  --device host (default: the simulated device) or cuda (GPU 0; without one: skipped).\n"
-               "  --out DIR: README.md, sleep.md, sleep.csv there; else the table on stdout.\n",
-               MAX_SIZES);
+    fprintf(f,
+            "usage: ccbench sleep [--sizes S,S,...] [--reps N] [--device host|cuda]\n"
+            "                     [--vm-backing pages|whole-maps] [--out DIR]\n"
+            "  For each size (default 64M,256M,1G,2G; at most %d, each 1M..1T, K/M/G/T suffixes), a\n"
+            "  domain filled with blocks of 4 KiB..64 MiB (log-uniform, seed 1) up to that many live\n"
+            "  bytes, each block written with a pattern; then --reps passes (1..1000, default 5) of\n"
+            "  cca_domain_sleep + cca_domain_wake (the bytes checked after every wake) and of the plain\n"
+            "  copy of the same bytes out to fresh host memory and back (upstream copy ops: memcpy on\n"
+            "  the simulated device, pinned cudaMemcpy on CUDA). Reports GiB/s (medians) and the\n"
+            "  ratios sleep/copy out and wake/copy in (issue 42: >= 0.8 from 256 MiB).\n"
+            "  --device host (default: the simulated device) or cuda (GPU 0; without one: skipped).\n"
+            "  --out DIR: README.md, sleep.md, sleep.csv there; else the table on stdout.\n",
+            MAX_SIZES);
 }
 
 static int usage_error(const char *fmt, ...) {
@@ -128,11 +129,13 @@ static int parse_sizes(const char *s, sleep_options *so) {
 /* 0 ok; 1 --help printed; 2 a usage error printed. */
 static int parse_options(int argc, char **argv, sleep_options *so) {
     enum { O_SIZES = 256, O_REPS, O_DEVICE, O_VM_BACKING, O_OUT, O_HELP };
-    static const struct option longopts[] = {
-        {"sizes", required_argument, 0, O_SIZES},   {"reps", required_argument, 0, O_REPS},
-        {"device", required_argument, 0, O_DEVICE}, {"vm-backing", required_argument, 0, O_VM_BACKING},
-        {"out", required_argument, 0, O_OUT},       {"help", no_argument, 0, O_HELP},
-        {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"sizes", required_argument, 0, O_SIZES},
+                                             {"reps", required_argument, 0, O_REPS},
+                                             {"device", required_argument, 0, O_DEVICE},
+                                             {"vm-backing", required_argument, 0, O_VM_BACKING},
+                                             {"out", required_argument, 0, O_OUT},
+                                             {"help", no_argument, 0, O_HELP},
+                                             {0, 0, 0, 0}};
     const char *cl = so->command_line;
     *so = (sleep_options){.reps = 5, .vm_backing = CCA_VM_WHOLE_MAPS, .command_line = cl};
     parse_sizes("64M,256M,1G,2G", so);
@@ -144,8 +147,9 @@ static int parse_options(int argc, char **argv, sleep_options *so) {
         switch (c) {
         case O_SIZES:
             if (parse_sizes(optarg, so))
-                return usage_error("--sizes '%s' is not a list of at most %d sizes in 1M..1T (multiples of 512) separated by commas",
-                                   optarg, MAX_SIZES);
+                return usage_error(
+                    "--sizes '%s' is not a list of at most %d sizes in 1M..1T (multiples of 512) separated by commas",
+                    optarg, MAX_SIZES);
             break;
         case O_REPS:
             if (ccai_decimal_uint(optarg, 1, 1000, &u))
@@ -432,8 +436,7 @@ static void write_md(FILE *f, const sleep_options *so, const sleep_row *rows, si
             g[t] = gibs(r->live, median_ms(r, t, so->reps));
         fprintf(f, "| %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n",
                 cca_format_bytes(r->size, sz, sizeof sz), r->blocks, g[T_SLEEP], g[T_WAKE], g[T_OUT], g[T_IN],
-                g[T_OUT] > 0 ? g[T_SLEEP] / g[T_OUT] : 0, g[T_IN] > 0 ? g[T_WAKE] / g[T_IN] : 0,
-                target(r, so->reps));
+                g[T_OUT] > 0 ? g[T_SLEEP] / g[T_OUT] : 0, g[T_IN] > 0 ? g[T_WAKE] / g[T_IN] : 0, target(r, so->reps));
     }
 }
 

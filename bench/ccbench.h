@@ -801,6 +801,9 @@ int ccb_driver_tables(const ccb_options *o);
 int ccb_cmd_all(ccb_options *o);    /* suite.c      */
 /* `ccbench switch ARGS` (argv[0] = "switch"): parses its own options. */
 int ccb_cmd_switch(int argc, char **argv);
+/* `ccbench sleep`: sleep and wake throughput against the plain copy (sleep.c);
+ * its own options, argv[0] = "sleep"; command_line quoted in its README. */
+int ccb_cmd_sleep(int argc, char **argv, const char *command_line);
 
 #ifdef __cplusplus
 }

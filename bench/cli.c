@@ -149,6 +149,7 @@ void ccb_usage(FILE *f) {
                "  ccbench micro [-s STRATEGY]... [--live N,N,..] [--pairs N] [--out DIR]\n"
                "                                        cost of a cached alloc+free pair with N blocks live\n"
                "  ccbench switch [--help]               model switching: in-process release vs a process per model\n"
+               "  ccbench sleep [--help]                a domain's sleep and wake against the plain copy of its bytes\n"
                "  ccbench driver [--reps N] [--vm-backing pages|whole-maps] [--out DIR]\n"
                "                                        the GPU driver's real cudaMalloc/cudaFree cost by size\n"
                "                                        (the figures the simulated device's latencies model),\n"

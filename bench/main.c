@@ -8,11 +8,12 @@
  *   ccbench micro [opts]                cmd_micro.c   cached alloc+free pair cost
  *   ccbench driver [opts]               cmd_driver.c  the GPU driver's real cudaMalloc/cudaFree cost
  *   ccbench switch [opts]               switch.c      model switching: in-process vs process
+ *   ccbench sleep [opts]                sleep.c       domain sleep/wake vs the plain copy
  *   ccbench --all [--out DIR] [TRACE..] suite.c       all of the above, bounded time
  *   ccbench --list | --help             cli.c         strategies and generators | usage
  *
- * The options (one table, getopt_long) are parsed in cli.c; switch parses
- * its own. A TRACE argument is a file in the recorder's format or gen:NAME
+ * The options (one table, getopt_long) are parsed in cli.c; switch and
+ * sleep parse their own. A TRACE argument is a file in the recorder's format or gen:NAME
  * for a generated one (seed and scale from --seed/--scale). What the output
  * directory holds: report.c. Exit status: 0 ok, 1 a run failed, 2 bad usage;
  * 1 also when any output could not be written whole (a file, or standard
@@ -73,6 +74,8 @@ static int dispatch(int argc, char **argv, const char *command_line) {
     }
     if (!strcmp(argv[1], "switch"))
         return ccb_cmd_switch(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "sleep"))
+        return ccb_cmd_sleep(argc - 1, argv + 1, command_line);
     const command *named = NULL;
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name))

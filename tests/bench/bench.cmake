@@ -154,6 +154,25 @@ if(TARGET ccbench_core)
   add_test(NAME ccbench_vm_backing_reaches_the_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_vm_backing.sh
     $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-vm-backing)
   set_tests_properties(ccbench_vm_backing_reaches_the_device PROPERTIES LABELS cpu TIMEOUT 120)
+  # `ccbench sleep` (bench/sleep.c): a tiny run on the simulated device writes
+  # README.md, sleep.md and sleep.csv with the expected columns
+  add_test(NAME ccbench_sleep_report COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_sleep.sh
+    $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-sleep)
+  set_tests_properties(ccbench_sleep_report PROPERTIES LABELS cpu TIMEOUT 120)
+  # ... its bad arguments exit 2 with a message, before anything runs
+  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--reps;0" "--reps;x" "--device;gpu"
+              "--vm-backing;x" "--nope;1" "operand;x")
+    list(GET bad 0 opt)
+    list(GET bad 1 val)
+    string(MAKE_C_IDENTIFIER "${opt}_${val}" id)
+    if(opt STREQUAL "operand")
+      ccb_cli(ccbench_sleep_bad${id} 2 "ccbench sleep: unexpected operand 'x'" "" - sleep --reps 1 x)
+    else()
+      ccb_cli(ccbench_sleep_bad${id} 2 "ccbench sleep: .*${opt}" "" - sleep ${opt} ${val})
+    endif()
+  endforeach()
+  # --device cuda without a GPU: skipped with the reason, exit 0
+  ccb_cli(ccbench_sleep_cuda_or_skip 0 "skipped: no GPU|Sleep and wake on" "" - sleep --device cuda --sizes 2M --reps 1)
   # standard output on a full device: every command that prints says so and
   # exits 1 (it used to exit 0, the table lost); usage errors keep their 2
   set(ccb_full "cannot write standard output: No space left on device")

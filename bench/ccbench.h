@@ -787,6 +787,11 @@ int ccb_run_replays(ccb_options *o, const ccb_trace *traces, size_t ntraces, ccb
  * (and into md when not NULL), micro.md/.csv into --out. */
 int ccb_run_micro(ccb_options *o, FILE *md);
 
+/* A usage error on stderr, "ccbench[ COMMAND]: <message> (see ccbench[
+ * COMMAND] --help)", the message's values escaped (they come from the
+ * command line); returns 2, the exit status of bad usage (cli.c). */
+int ccb_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Sub-commands: the process's exit status (0 ok, 1 failed, 2 bad usage). */
 int ccb_cmd_gen(ccb_options *o);    /* cmd_gen.c    */
 int ccb_cmd_info(ccb_options *o);   /* cmd_info.c   */

@@ -255,15 +255,16 @@ void ccb_options_init(ccb_options *o, const char *command_line) {
 
 /* ---- values ---------------------------------------------------------------------- */
 
-static int usage_error(const char *fmt, ...) {
+int ccb_usage_error(const char *command, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "ccbench: ");
+    fprintf(stderr, "ccbench%s%s: ", command ? " " : "", command ? command : "");
     ccai_vfprintf_escaped(stderr, fmt, ap); /* values from the command line, escaped */
-    fprintf(stderr, " (see ccbench --help)\n");
+    fprintf(stderr, " (see ccbench%s%s --help)\n", command ? " " : "", command ? command : "");
     va_end(ap);
     return 2;
 }
+#define usage_error(...) ccb_usage_error(NULL, __VA_ARGS__)
 
 /* A duration: decimal integer with unit ns, us or ms (no unit: us), at most
  * CCA_HOST_MAX_LATENCY_NS. */

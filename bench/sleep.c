@@ -49,7 +49,6 @@
 
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,15 +95,7 @@ static void usage(FILE *f) {
             MAX_SIZES);
 }
 
-static int usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ccbench sleep: ");
-    ccai_vfprintf_escaped(stderr, fmt, ap); /* values from the command line, escaped */
-    fprintf(stderr, " (see ccbench sleep --help)\n");
-    va_end(ap);
-    return 2;
-}
+#define usage_error(...) ccb_usage_error("sleep", __VA_ARGS__)
 
 /* "S,S,...": 1..MAX_SIZES sizes in 1M..1T; an empty item is an error. */
 static int parse_sizes(const char *s, sleep_options *so) {

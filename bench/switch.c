@@ -49,7 +49,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -92,15 +91,7 @@ static void usage(FILE *f) {
                MAX_MODELS);
 }
 
-static int usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ccbench switch: ");
-    ccai_vfprintf_escaped(stderr, fmt, ap); /* values from the command line, escaped */
-    fprintf(stderr, " (see ccbench switch --help)\n");
-    va_end(ap);
-    return 2;
-}
+#define usage_error(...) ccb_usage_error("switch", __VA_ARGS__)
 
 /* 0 ok; 1 --help printed; 2 a usage error printed. */
 static int parse_options(int argc, char **argv, switch_options *so) {

@@ -389,6 +389,53 @@ Test(sleep, the_host_and_copy_ops_go_together) {
     cca_upstream_destroy(u);
 }
 
+/* Hostile arguments: NULL allocator, another allocator's domain, a
+ * destroyed handle, a stack address as a handle, bad flags for the whole
+ * allocator; and the upstream wrappers' NULLs and zero sizes. Each refused
+ * with CCA_ERR_INVALID_ARGUMENT, nothing changed, nothing copied; waking
+ * an awake domain does nothing. */
+Test(sleep, hostile_arguments_are_refused_with_nothing_changed) {
+    cca_upstream *u = tu_vm_device(128 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, NULL), *b = tu_allocator(u, NULL);
+    cca_domain *mine, *theirs, *gone;
+    cr_assert_eq(cca_domain_create(a, "mine", &mine), CCA_OK);
+    cr_assert_eq(cca_domain_create(b, "theirs", &theirs), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "gone", &gone), CCA_OK);
+    cr_assert_eq(cca_domain_destroy(a, gone, 0, NULL), CCA_OK);
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(a, mine, 3 * MiB, NULL, &p), CCA_OK);
+    cca_stats before = tu_stats(a);
+    cca_sleep_report r;
+    cr_assert_eq(cca_domain_sleep(NULL, NULL, 0, &r), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_domain_wake(NULL, NULL, &r), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_sleep(NULL, 0, &r), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_wake(NULL, &r), CCA_ERR_INVALID_ARGUMENT);
+    cca_domain *stack = (cca_domain *)&r;
+    cca_domain *bad[] = {theirs, gone, stack};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(cca_domain_sleep(a, bad[i], 0, &r), CCA_ERR_INVALID_ARGUMENT, "handle %zu", i);
+        cr_assert_eq(cca_domain_wake(a, bad[i], &r), CCA_ERR_INVALID_ARGUMENT, "handle %zu", i);
+    }
+    cr_assert_eq(cca_sleep(a, 2u, &r), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_sleep(a, ~0u, &r), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_domain_wake(a, mine, &r), CCA_OK, "an awake domain: nothing to do");
+    cr_assert_eq(r.bytes_mapped + r.bytes_copied + r.blocks, 0);
+    tu_assert_intact(a, &before, "hostile arguments");
+    cr_assert_eq(tu_upstream_stats(u).copies, 0);
+    void *h = (void *)1;
+    cr_assert_eq(cca_upstream_host_alloc(NULL, 4096, &h), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_host_alloc(u, 0, &h), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(h, "*ptr NULL after a failed host_alloc");
+    cr_assert_eq(cca_upstream_host_alloc(u, 4096, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_copy(u, NULL, p, 512, 1), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_copy(u, p, p, 0, 1), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_upstream_host_free(u, NULL, 4096), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(tu_upstream_stats(u).copies, 0);
+    tu_free(a, p);
+    tu_destroy_clean(b, u);
+    tu_teardown(a, u);
+}
+
 Test(sleep, greedy_default_domain_sleeps) {
     cca_upstream *u = tu_vm_device(256 * MiB, 0);
     cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:96M");

@@ -575,7 +575,7 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, 
     size_t ahead = 0;
     if (b->next == NULL && !s->shared && !a->peak_rising) { /* the tail block: the segment grows */
         const cca_config *c = &a->config;
-        double want = (double)s->mapped_pages * (double)s->page * a->rule.ahead;
+        double want = (double)s->mapped_pages * (double)s->page * c->expandable_ahead;
         size_t cap = a->rule.cap;
         /* the least step: rule.least of new pages, the request's included */
         size_t least = a->rule.least, step = unmapped_pages(s, lo, hi, NULL) * s->page;
@@ -1012,7 +1012,6 @@ static cca_status pages_start(cca_allocator *a) {
     double f = a->config.expandable_ahead;
     ccai_pages_rule_set(a, f > 0 ? CCAI_AHEAD_LEAST : 0, (size_t)(f * (double)CCAI_AHEAD_CAP_PER_UNIT),
                         CCAI_MAP_CHUNK);
-    a->rule.ahead = f;
     return CCA_OK;
 }
 

@@ -435,7 +435,7 @@ static size_t grow_like_the_model(const char *conf, growth *g, size_t cap, size_
     cca_config c;
     cr_assert_eq(cca_get_config(a, &c), CCA_OK);
     cr_assert_eq(c.expandable_ahead, g->ahead, "%s", conf);
-    cr_assert_eq(a->rule.ahead, g->ahead, "%s", conf);
+    cr_assert_eq(a->config.expandable_ahead, g->ahead, "%s", conf);
     cr_assert_eq(a->rule.least, g->least, "%s: least step %zu, the model %zu", conf, a->rule.least, g->least);
     cr_assert_eq(a->rule.cap, g->ahead_max, "%s: cap %zu, the model %zu", conf, a->rule.cap, g->ahead_max);
     void *p[120];

@@ -329,7 +329,9 @@ typedef struct cca_upstream_ops {
      *     work that writes the source (sleep waits for its blocks' streams).
      *     It may return before the bytes have moved.
      *   - copy_wait: wait until every copy queued so far on this upstream
-     *     is done; its failure (or a copy's, seen only now) is returned.
+     *     is done; its failure (or a copy's, seen only now) is returned,
+     *     and a failure too returns only once none of them runs any more
+     *     (the caller unmaps or frees what they touch next).
      *     The caller waits before it reads the destination, frees the host
      *     memory, or unmaps either side.
      * The wrapper (cca_upstream_host_alloc, ...) checks arguments and counts
@@ -410,11 +412,12 @@ typedef struct cca_host_options {
      * latencies at the end of this struct), plus the two
      * per-granule latencies below for each granule a call maps or unmaps
      * (granted calls only). Physical memory
-     * of a map is a memfd mapped MAP_SHARED | MAP_FIXED into the reserved
-     * range; an unmap (whole maps, or with CCA_VM_PAGES any run of mapped
-     * granules) punches a hole in the memfd under it (MADV_REMOVE) and puts inaccessible address space back
-     * over it, so its pages return to the OS at once, even while the rest
-     * of the map stays, and a later touch faults. */
+     * of a map is private anonymous pages mapped MAP_FIXED into the
+     * reserved range (MADV_HUGEPAGE: huge pages where the kernel has
+     * them); an unmap (whole maps, or with CCA_VM_PAGES any run of mapped
+     * granules) puts inaccessible address space over it, so its pages
+     * return to the OS at once, even while the rest of the map stays, and
+     * a later touch faults. */
     size_t vm_granularity;
     /* The CUDA upstream makes two driver calls per granule of a map
      * (cuMemCreate, cuMemMap) and one per granule of an unmap (cuMemUnmap),
@@ -427,8 +430,7 @@ typedef struct cca_host_options {
     uint64_t vm_unmap_granule_latency_ns;
     /* CCA_VM_WHOLE_MAPS (0, the default) or CCA_VM_PAGES (else
      * CCA_ERR_INVALID_ARGUMENT): the vm ops' backing (cca_upstream_ops).
-     * With whole maps, each map is one memfd that only a whole unmap gives
-     * back, and the two per-granule latencies above are charged once per
+     * With whole maps, each map is given back only by a whole unmap, and the two per-granule latencies above are charged once per
      * map mapped or unmapped, whatever its size: the CUDA upstream's
      * cuMemCreate + cuMemMap, and cuMemUnmap, per physical allocation. */
     int vm_backing;
@@ -1155,17 +1157,20 @@ cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
  *    stream that used them or d's segments, and per stream with pending
  *    frees; the device past 16 streams or without the op), completes the
  *    pending frees, copies each live block's bytes (its requested size
- *    rounded up to CCA_GRANULARITY: never free space nor slack) into ONE
- *    host allocation of the domain (host_alloc: pinned on CUDA), waits for
- *    the copies, then unmaps every mapped page of d (free and live alike):
- *    the device's used memory falls by all of d's reserved bytes, and the
- *    host holds its live bytes (no staging buffer beyond them);
+ *    rounded up to CCA_GRANULARITY: never free space nor slack) into host
+ *    memory (host_alloc: pinned on CUDA; chunks of up to 16 MiB of
+ *    consecutive blocks, a larger block in one of its own), waits for the
+ *    copies, then unmaps every mapped page of d (free and live alike): the
+ *    device's used memory falls by all of d's reserved bytes, and the host
+ *    holds its live bytes (no staging buffer beyond them);
  *  - CCA_SLEEP_DISCARD copies nothing: the contents are undefined after the
  *    wake (caches, activations); it needs no copy ops;
  *  - while asleep: cca_alloc / cca_alloc_in in d is refused
  *    (CCA_ERR_ASLEEP, the message names the domain; size 0 is still CCA_OK
  *    and NULL); cca_free of its blocks is allowed (the block becomes free
- *    and its copy is not copied back; the host memory goes at the wake);
+ *    and its copy is dropped; a chunk's host memory goes back with the
+ *    last of its blocks, so the host holds the live bytes plus, per chunk
+ *    partly freed, less than 16 MiB; the rest goes at the wake);
  *    cca_record_stream, cca_block_size, cca_domain_of work; trim,
  *    empty-cache and the OOM retry find nothing of d to unmap, and give
  *    back a range all of whose blocks were freed; cca_domain_release and

@@ -61,9 +61,22 @@ cca_status ccai_sleep_refuse(cca_allocator *a, struct cca_domain *d);
  * the `unmapped` mark (a block freed while asleep lost it); false at
  * cca_destroy, whose segments are gone. No-op for a domain awake. */
 void ccai_sleep_forget(cca_allocator *a, struct cca_domain *d, bool mark);
+/* cca_free of live block b of a sleeping domain: its copy dropped, and its
+ * host chunk given back once every block in it is freed. */
+void ccai_sleep_drop(cca_allocator *a, const ccai_block *b);
 /* Host bytes d's copy holds (0: awake, or asleep with DISCARD). */
 size_t ccai_sleep_host_bytes(const struct cca_domain *d);
 /* I10 for sleeping domain d: its record names every live block of d. */
 ccai_broken ccai_sleep_check(const cca_allocator *a, const struct cca_domain *d);
+
+/* cca_free of live block b: its domain's requested bytes (while
+ * a->domains_tracked) and, the domain asleep, its copy dropped. */
+static inline void ccai_domain_count_free(cca_allocator *a, const ccai_block *b) {
+    struct cca_domain *d = b->segment->domain;
+    if (a->domains_tracked)
+        ccai_lower(&d->c.requested, b->requested);
+    if (d->sleep)
+        ccai_sleep_drop(a, b);
+}
 
 #endif /* CCA_DOMAIN_H */

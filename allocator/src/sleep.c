@@ -16,34 +16,40 @@
  *   stream_synchronize per stream (segments' key streams, live blocks'
  *   streams and users, pending queues), the device past 16 streams or
  *   without the op (pages_quiesce's rule), then complete the pending frees;
- *   a block of d still pending refuses the sleep; (2) one host allocation
- *   of the live bytes (each live block's requested size rounded up to
- *   CCA_GRANULARITY: never the free space, nor a block's slack), (3) one
- *   copy per live block into it, (4) one copy_wait, (5) d is asleep: every
+ *   a block of d still pending refuses the sleep; (2) the live bytes
+ *   (each live block's requested size rounded up to CCA_GRANULARITY: never
+ *   the free space, nor a block's slack) in host chunks (CCAI_SLEEP_CHUNK,
+ *   below), each one host_alloc, (3) after each, one copy per live block
+ *   of it queued, (4) one copy_wait, (5) d is asleep: every
  *   mapped page of d's segments is unmapped (ranges kept reserved), every
  *   free block marked `unmapped`. DISCARD skips (2)-(4). Until (5) a
  *   failure changes nothing (the host memory goes back); at (5) a refused
  *   unmap leaves d asleep, its bytes on the host, the refused pages mapped
  *   and counted, for the next sleep call to try again.
- * - Not done: overlapping the copy of one chunk with the unmap of the
- *   previous. The copies are all queued, waited for once, then the unmaps
- *   run: on CUDA the copies overlap one another on the copy stream, not the
- *   unmaps; on the simulated device everything is sequential anyway.
+ * - Overlap: wake queues a span's copies as soon as the span is mapped,
+ *   so the upstream copies it (CUDA: on its copy stream; the simulated
+ *   device: on its copy engine's thread) while the next span is mapped.
+ *   Sleep unmaps only after its one copy_wait: an unmap overlapping a copy
+ *   still running would have to be undone by a map and a copy back if a
+ *   later copy failed, and "until (5) nothing changes" would not hold. Its
+ *   unmaps are a few calls per map (measured: bench/results, sleep).
  * - While asleep: cca_alloc(_in) refused (CCA_ERR_ASLEEP, ccai_sleep_refuse,
  *   one branch in alloc.c); cca_free allowed: the block turns free (its
  *   `unmapped` mark is set again at wake or release, ccai_sleep_forget), its
- *   copy is not copied back; trim and the OOM retry find nothing mapped in
+ *   copy is dropped (ccai_sleep_drop, one branch in cca_free) and its
+ *   chunk's host memory given back with the chunk's last live block; trim and the OOM retry find nothing mapped in
  *   d (pages.c counts what a refused unmap left as held, so they leave it),
  *   and trim may give back a range whose blocks were all freed.
  * - Wake, all or nothing: the pages under d's live and pending blocks (not
  *   its free space) are counted, the cap and the device's free memory asked
  *   once for all of them (short: CCA_ERR_OUT_OF_MEMORY saying how many
- *   bytes are missing, nothing mapped); mapped run by run; every live block
- *   still recorded copied back; one copy_wait; the host memory freed. A
- *   refusal unmaps what the call mapped: d stays asleep, the copy intact.
+ *   bytes are missing, nothing mapped); span by span, mapped, then the
+ *   copies of the live blocks still recorded in it queued; one copy_wait;
+ *   the host memory freed. A refusal waits for the copies queued, then
+ *   unmaps what the call mapped: d stays asleep, the copy intact.
  * - Costs: sleep O(d's blocks + pages / 64) plus a copy per live block and an
  *   unmap per map (whole maps) or run; wake the same with maps; a host
- *   record of 24 bytes per live block.
+ *   record of 40 bytes per live block; a free while asleep O(log blocks).
  */
 #include "domain.h"
 #include "kinds/pages.h"
@@ -51,18 +57,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The host copy is in chunks, each one host_alloc: consecutive live
+ * blocks packed up to CCAI_SLEEP_CHUNK bytes, a larger block alone. A
+ * chunk goes back as soon as every block in it is freed (ccai_sleep_drop),
+ * so the host holds the live bytes plus, per chunk part freed, less than a
+ * chunk; and sleep allocates chunk k + 1 while chunk k's copies run. */
+#define CCAI_SLEEP_CHUNK ((size_t)16 << 20)
+
 typedef struct sleep_entry {
     uintptr_t addr; /* the block's address (its block found again by the live map) */
-    size_t len;     /* bytes copied: its requested size rounded up to CCA_GRANULARITY */
-    size_t off;     /* where in host */
+    size_t len;     /* bytes copied: its requested size rounded up to CCA_GRANULARITY; 0: dropped */
+    size_t off;     /* where in its chunk */
+    size_t chunk;
 } sleep_entry;
+
+typedef struct sleep_chunk {
+    void *host;  /* one host_alloc of size bytes; NULL once every block in it was freed */
+    size_t size; /* the sum of its entries' len at sleep */
+    size_t live; /* its entries not dropped */
+} sleep_chunk;
 
 /* A sleeping domain's record: its live blocks at sleep and their copy. */
 struct ccai_sleep {
-    void *host; /* one host_alloc of host_size bytes; NULL with DISCARD or no live bytes */
-    size_t host_size;
-    size_t n;
-    sleep_entry *e; /* in address order within each segment */
+    size_t host_size; /* the held chunks' bytes */
+    size_t n, nchunks;
+    sleep_entry *e;  /* in address order within each segment */
+    sleep_chunk *c;  /* none with DISCARD or no live bytes */
+    size_t *by_addr; /* e's indices by address: the free path's search */
 };
 
 size_t ccai_sleep_host_bytes(const cca_domain *d) {
@@ -92,9 +113,48 @@ static void free_host(cca_allocator *a, cca_domain *d, void *host, size_t size) 
 }
 
 static void record_free(cca_allocator *a, cca_domain *d, struct ccai_sleep *r) {
-    free_host(a, d, r->host, r->host_size);
+    for (size_t k = 0; k < r->nchunks; k++)
+        free_host(a, d, r->c[k].host, r->c[k].size);
+    free(r->by_addr);
+    free(r->c);
     free(r->e);
     free(r);
+}
+
+/* The entry of the block at addr, or NULL (binary search of by_addr). */
+static sleep_entry *entry_at(struct ccai_sleep *r, uintptr_t addr) {
+    size_t lo = 0, hi = r->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uintptr_t x = r->e[r->by_addr[mid]].addr;
+        if (x == addr)
+            return &r->e[r->by_addr[mid]];
+        if (x < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+void ccai_sleep_drop(cca_allocator *a, const ccai_block *b) {
+    cca_domain *d = b->segment->domain;
+    struct ccai_sleep *r = d->sleep;
+    sleep_entry *e = entry_at(r, b->addr);
+    if (!e || !e->len)
+        return;
+    e->len = 0;
+    if (!r->nchunks)
+        return;
+    sleep_chunk *c = &r->c[e->chunk];
+    if (--c->live == 0) {
+        char saved[CCAI_ERROR_CAP];
+        ccai_error_save(saved);
+        free_host(a, d, c->host, c->size);
+        ccai_error_restore(saved);
+        c->host = NULL;
+        r->host_size -= c->size;
+    }
 }
 
 void ccai_sleep_forget(cca_allocator *a, cca_domain *d, bool mark) {
@@ -111,24 +171,34 @@ void ccai_sleep_forget(cca_allocator *a, cca_domain *d, bool mark) {
 
 ccai_broken ccai_sleep_check(const cca_allocator *a, const cca_domain *d) {
     const struct ccai_sleep *r = d->sleep;
-    size_t bytes = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        bytes += r->e[i].len;
-        if (r->host && r->e[i].off + r->e[i].len > r->host_size)
-            return ccai_broke(CCAI_INV_ASLEEP, "a sleeping block's copy lies past its domain's host memory");
+    size_t held = 0;
+    for (size_t k = 0; k < r->nchunks; k++) {
+        size_t bytes = 0, live = 0;
+        for (size_t i = 0; i < r->n; i++) /* tests only: O(n x chunks) */
+            if (r->e[i].chunk == k && r->e[i].len) {
+                live++;
+                bytes = r->e[i].off + r->e[i].len > bytes ? r->e[i].off + r->e[i].len : bytes;
+            }
+        if (live != r->c[k].live || (live && !r->c[k].host) || (!live && r->c[k].host))
+            return ccai_broke(CCAI_INV_ASLEEP,
+                              "a sleeping domain's host chunk is held without live copies, or not with");
+        if (bytes > r->c[k].size)
+            return ccai_broke(CCAI_INV_ASLEEP, "a sleeping block's copy lies past its host chunk");
+        held += r->c[k].host ? r->c[k].size : 0;
     }
-    if (r->host ? bytes != r->host_size : r->host_size != 0)
-        return ccai_broke(CCAI_INV_ASLEEP, "a sleeping domain's host bytes are not its copies' sum");
-    size_t k = 0; /* live blocks of d, each recorded (a binary search would do; tests only) */
+    if (held != r->host_size)
+        return ccai_broke(CCAI_INV_ASLEEP, "a sleeping domain's host bytes are not its held chunks' sum");
+    for (size_t i = 1; i < r->n; i++)
+        if (r->e[r->by_addr[i - 1]].addr >= r->e[r->by_addr[i]].addr)
+            return ccai_broke(CCAI_INV_ASLEEP, "a sleeping domain's address index is out of order");
+    size_t k = 0; /* live blocks of d, each recorded, its copy not dropped */
     for (const ccai_segment *s = d->segs; s; s = s->dnext)
         for (const ccai_block *b = s->first; b; b = b->next) {
             if (b->state != CCAI_LIVE)
                 continue;
             k++;
-            bool found = false;
-            for (size_t i = 0; i < r->n && !found; i++)
-                found = r->e[i].addr == b->addr && r->e[i].len <= b->size;
-            if (!found)
+            const sleep_entry *e = entry_at((struct ccai_sleep *)r, b->addr);
+            if (!e || !e->len || e->len > b->size)
                 return ccai_broke(CCAI_INV_ASLEEP, "a live block of a sleeping domain has no copy in its record");
         }
     (void)a;
@@ -214,7 +284,54 @@ static cca_status unmap_all(cca_allocator *a, cca_domain *d, size_t *bytes) {
                          d->c.reserved, why);
 }
 
-/* Steps 2-4: the record and, unless discard, the copy on the host. */
+static int cmp_addr(const void *x, const void *y, void *ctx) {
+    const sleep_entry *e = ctx;
+    uintptr_t p = e[*(const size_t *)x].addr, q = e[*(const size_t *)y].addr;
+    return (p > q) - (p < q);
+}
+
+/* The record of d's live blocks: entries in d's order, packed into chunks
+ * (host not allocated yet), and the address index. */
+static cca_status record_make(const cca_domain *d, size_t n, bool discard, struct ccai_sleep **out) {
+    struct ccai_sleep *rec = calloc(1, sizeof *rec);
+    sleep_entry *e = n ? malloc(n * sizeof *e) : NULL;
+    size_t *idx = n ? malloc(n * sizeof *idx) : NULL;
+    sleep_chunk *c = n && !discard ? calloc(n, sizeof *c) : NULL; /* at most one chunk per block */
+    if (!rec || (n && (!e || !idx)) || (n && !discard && !c)) {
+        free(rec);
+        free(e);
+        free(idx);
+        free(c);
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for the record of %zu blocks", n);
+    }
+    size_t k = 0;
+    for (const ccai_segment *s = d->segs; s; s = s->dnext)
+        for (const ccai_block *b = s->first; b; b = b->next)
+            if (b->state == CCAI_LIVE) {
+                size_t len = ccai_round_up(b->requested, CCA_GRANULARITY), ch = 0, off = 0;
+                if (c) { /* a new chunk when this one would pass the size (a first entry always fits) */
+                    ch = rec->nchunks && c[rec->nchunks - 1].size + len <= CCAI_SLEEP_CHUNK ? rec->nchunks - 1
+                                                                                            : rec->nchunks++;
+                    off = c[ch].size;
+                    c[ch].size += len;
+                    c[ch].live++;
+                }
+                idx[k] = k;
+                e[k++] = (sleep_entry){b->addr, len, off, ch};
+            }
+    if (n)
+        qsort_r(idx, n, sizeof *idx, cmp_addr, e);
+    rec->n = n;
+    rec->e = e;
+    rec->by_addr = idx;
+    rec->c = c;
+    *out = rec;
+    return CCA_OK;
+}
+
+/* Steps 2-4: the record and, unless discard, the copy on the host: chunk
+ * by chunk, allocated, then its copies queued (the next chunk is
+ * allocated while they run); one wait. */
 static cca_status copy_out(cca_allocator *a, cca_domain *d, bool discard, struct ccai_sleep **out,
                            cca_sleep_report *r) {
     size_t n, bytes, pending;
@@ -222,36 +339,26 @@ static cca_status copy_out(cca_allocator *a, cca_domain *d, bool discard, struct
     if (pending)
         return cca_set_error(CCA_ERR_NOT_READY, "%zu freed blocks still wait on stream events; nothing changed",
                              pending);
-    struct ccai_sleep *rec = calloc(1, sizeof *rec);
-    sleep_entry *e = n ? malloc(n * sizeof *e) : NULL;
-    if (!rec || (n && !e)) {
-        free(rec);
-        free(e);
-        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for the record of %zu blocks", n);
-    }
-    rec->e = e;
-    rec->n = n;
-    size_t k = 0, off = 0;
-    for (const ccai_segment *s = d->segs; s; s = s->dnext)
-        for (const ccai_block *b = s->first; b; b = b->next)
-            if (b->state == CCAI_LIVE) {
-                e[k] = (sleep_entry){b->addr, ccai_round_up(b->requested, CCA_GRANULARITY), off};
-                off += e[k++].len;
-            }
+    struct ccai_sleep *rec = NULL;
+    cca_status st = record_make(d, n, discard, &rec);
+    if (st != CCA_OK)
+        return st;
     cca_upstream *u = ccai_upstream_op(a);
-    cca_status st = CCA_OK;
-    if (!discard && bytes) {
-        st = cca_upstream_host_alloc(u, bytes, &rec->host);
-        if (st == CCA_OK)
-            rec->host_size = bytes;
-        for (size_t i = 0; i < n && st == CCA_OK; i++)
-            st = cca_upstream_copy(u, (char *)rec->host + e[i].off, (const void *)e[i].addr, e[i].len, 1);
-        if (rec->host) { /* queued copies done (or failed) before the host memory can go */
-            char why[CCAI_ERROR_CAP];
-            snprintf(why, sizeof why, "%s", cca_last_error());
-            cca_status w = cca_upstream_copy_wait(u);
-            st = st != CCA_OK ? cca_set_error(st, "%s", why) : w;
-        }
+    for (size_t k = 0, i = 0; k < rec->nchunks && st == CCA_OK; k++) {
+        void *host = NULL;
+        if ((st = cca_upstream_host_alloc(u, rec->c[k].size, &host)) != CCA_OK)
+            break;
+        rec->c[k].host = host;
+        rec->host_size += rec->c[k].size;
+        for (; i < n && rec->e[i].chunk == k && st == CCA_OK; i++)
+            st = cca_upstream_copy(u, (char *)rec->c[k].host + rec->e[i].off, (const void *)rec->e[i].addr,
+                                   rec->e[i].len, 1);
+    }
+    if (rec->host_size) { /* queued copies done (or failed) before the host memory can go */
+        char why[CCAI_ERROR_CAP];
+        snprintf(why, sizeof why, "%s", cca_last_error());
+        cca_status w = cca_upstream_copy_wait(u);
+        st = st != CCA_OK ? cca_set_error(st, "%s", why) : w;
     }
     if (st != CCA_OK) {
         char why[CCAI_ERROR_CAP];
@@ -354,23 +461,53 @@ static void unmap_spans(cca_allocator *a, page_span *v, size_t n) {
     cca_set_error(CCA_OK, "%s", why);
 }
 
-/* Copy back every live block still recorded, then wait. */
-static cca_status copy_in(cca_allocator *a, cca_domain *d, size_t *bytes) {
+static bool span_holds(const page_span *v, uintptr_t addr) {
+    return addr >= v->s->base + (v->lo << v->s->page_shift) && addr < v->s->base + (v->hi << v->s->page_shift);
+}
+
+/* Map span *done, the next one. A refused span unmapped its own runs
+ * (map_missing). */
+static cca_status map_next(cca_allocator *a, page_span *v, size_t *done, ccai_device_room *room) {
+    cca_status st = ccai_expandable_map_pages(a, v[*done].s, v[*done].lo, v[*done].hi, room);
+    *done += st == CCA_OK;
+    return st;
+}
+
+/* Map the spans and copy back every live block still recorded, each copy
+ * queued as soon as the span under it is mapped (so the upstream copies
+ * one span while the next is mapped), then one wait. Entries and spans are
+ * both in d's segment order and address order: one cursor walks the spans,
+ * and a span without a live block (pending ones only) is mapped when the
+ * cursor passes it. *done: spans mapped, in order. On failure every copy
+ * queued has been waited for, so that the caller can unmap. */
+static cca_status map_and_copy_in(cca_allocator *a, cca_domain *d, page_span *v, size_t n, ccai_device_room *room,
+                                  size_t *done, size_t *bytes) {
     struct ccai_sleep *rec = d->sleep;
     cca_upstream *u = ccai_upstream_op(a);
     cca_status st = CCA_OK;
-    if (!rec->host)
-        return CCA_OK;
-    for (size_t i = 0; i < rec->n && st == CCA_OK; i++) {
-        const ccai_block *b = ccai_live_map_find(&a->live, rec->e[i].addr);
-        if (!b || b->state != CCAI_LIVE || b->segment->domain != d) /* freed while asleep: its copy dropped */
+    size_t i = 0; /* the span holding the entry */
+    for (size_t j = 0; rec->nchunks && j < rec->n && st == CCA_OK; j++) {
+        const ccai_block *b = ccai_live_map_find(&a->live, rec->e[j].addr);
+        if (!rec->e[j].len || !b || b->state != CCAI_LIVE || b->segment->domain != d) /* freed while asleep */
             continue;
-        st = cca_upstream_copy(u, (void *)rec->e[i].addr, (char *)rec->host + rec->e[i].off, rec->e[i].len, 0);
-        *bytes += st == CCA_OK ? rec->e[i].len : 0;
+        while (i < n && !span_holds(&v[i], rec->e[j].addr))
+            i++;
+        if (i == n) { /* spans_of holds every live block, in the same order: cannot happen */
+            st = cca_set_error(CCA_ERR_INVARIANT, "the live block at %p lies in none of the spans to map",
+                               (void *)rec->e[j].addr);
+            break;
+        }
+        while (st == CCA_OK && *done <= i)
+            st = map_next(a, v, done, room);
+        const char *from = (const char *)rec->c[rec->e[j].chunk].host + rec->e[j].off;
+        if (st == CCA_OK && (st = cca_upstream_copy(u, (void *)rec->e[j].addr, from, rec->e[j].len, 0)) == CCA_OK)
+            *bytes += rec->e[j].len;
     }
+    while (st == CCA_OK && *done < n) /* the spans after the last copy: pending blocks' */
+        st = map_next(a, v, done, room);
     char why[CCAI_ERROR_CAP];
     snprintf(why, sizeof why, "%s", cca_last_error());
-    cca_status w = cca_upstream_copy_wait(u);
+    cca_status w = rec->host_size ? cca_upstream_copy_wait(u) : CCA_OK;
     return st != CCA_OK ? cca_set_error(st, "%s", why) : w;
 }
 
@@ -395,20 +532,12 @@ static cca_status wake_locked(cca_allocator *a, cca_domain *d, cca_sleep_report 
                              "its host copy intact",
                              need, room.free, need - room.free);
     }
-    size_t done = 0;
-    for (; done < n && st == CCA_OK; done++)
-        st = ccai_expandable_map_pages(a, v[done].s, v[done].lo, v[done].hi, &room);
-    if (st != CCA_OK) { /* the refused span unmapped its own runs (map_missing) */
-        unmap_spans(a, v, done - 1);
+    size_t done = 0, copied = 0;
+    if ((st = map_and_copy_in(a, d, v, n, &room, &done, &copied)) != CCA_OK) {
+        unmap_spans(a, v, done); /* the refused span, if any, unmapped its own runs */
         free(v);
-        return cca_set_error(st, "%zu bytes of pages needed, a map was refused: %s; still asleep, its host copy intact",
-                             need, cca_last_error());
-    }
-    size_t copied = 0;
-    if ((st = copy_in(a, d, &copied)) != CCA_OK) {
-        unmap_spans(a, v, n);
-        free(v);
-        return cca_set_error(st, "%s; still asleep, its host copy intact", cca_last_error());
+        return cca_set_error(st, "%zu bytes of pages needed: %s; still asleep, its host copy intact", need,
+                             cca_last_error());
     }
     free(v);
     r->blocks += d->sleep->n;

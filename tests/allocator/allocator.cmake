@@ -73,6 +73,7 @@ endforeach()
 # block faults, frees while asleep, a wake refused on a full device, DISCARD, classic refused, greedy,
 # cca_sleep / cca_wake all or nothing, a fault at every upstream call of a sleep and a wake, threads.
 cca_add_test(NAME test_sleep SOURCES allocator/unit/test_sleep.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+cca_add_test(NAME test_copy_engine SOURCES allocator/unit/test_copy_engine.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 
 # Expandable segments over whole maps (vm_backing CCA_VM_WHOLE_MAPS): the device's rule, maps cut at
 # the growth rule's largest map (128 MiB, or the test hook's), release map by map and the trapped

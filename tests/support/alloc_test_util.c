@@ -555,8 +555,10 @@ static cca_status faulty_copy(void *ctx, void *dst, const void *src, size_t size
 }
 static cca_status faulty_copy_wait(void *ctx) {
     tu_faulty *f = ctx;
-    if (faulty_fails(f, TU_FAULT_COPY_WAIT))
+    if (faulty_fails(f, TU_FAULT_COPY_WAIT)) { /* a failed wait has waited too (the op's contract) */
+        (void)cca_upstream_copy_wait(f->inner);
         return faulty_injected(f, TU_FAULT_COPY_WAIT, CCA_ERR_UPSTREAM);
+    }
     return faulty_count(f, TU_FAULT_COPY_WAIT, cca_upstream_copy_wait(f->inner));
 }
 

@@ -780,13 +780,14 @@ class Domain:
     def sleep(self, discard: bool = False) -> SleepReport:
         """Give the domain's device memory back while its blocks stay live
         (``cca_domain_sleep``): its live blocks' bytes (each requested size
-        rounded up to 512 bytes) are copied into one host allocation, then every
+        rounded up to 512 bytes) are copied into host memory, then every
         mapped page of the domain is unmapped; the address ranges stay
         reserved, so every address is valid again after :meth:`wake`.
         ``discard=True`` copies nothing (contents undefined after the wake).
 
         While asleep: ``alloc`` raises :class:`AsleepError`, ``free``
-        works (the block's copy is dropped at the wake), ``reserve`` raises
+        works (the block's copy is dropped, its host chunk given back with the
+        chunk's last block), ``reserve`` raises
         :class:`AsleepError`, ``release`` / ``destroy`` work as when awake.
         Asleep already: nothing copied, a report of zeros (or the pages a
         refused unmap left, unmapped now). Classic segments

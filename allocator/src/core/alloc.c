@@ -172,8 +172,7 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
     } else {
         a->c.free_calls++;
         ccai_lower(&a->c.requested, b->requested);
-        if (a->domains_tracked)
-            ccai_lower(&b->segment->domain->c.requested, b->requested);
+        ccai_domain_count_free(a, b); /* its domain's requested bytes; asleep, its host copy */
         if (a->trace)
             ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream, b->segment->domain->trace_no);
         bool deferred = (b->uses || b->alloc_stream != b->stream || (b->seg & CCAI_SEG_SHARED)) &&

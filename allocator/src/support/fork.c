@@ -24,8 +24,8 @@
  *            (ccai_mutex_unlock_in_child: the parent's sleepers are not in
  *            the child), the log lock made anew (log.h says why it is not
  *            taken), the trace's file detached (trace.c), and, before each
- *            simulated device's locks go, its MAP_SHARED memfd maps made
- *            the child's own (host.c).
+ *            simulated device's locks go, its copy engine emptied (its
+ *            thread is not in the child: host.c).
  * - Order: the order calls take them. No call holds an allocator's lock
  *   while it waits for the plug's or the registry's, none holds two
  *   allocators' locks, an upstream's or the trace's lock is innermost. So

@@ -53,8 +53,9 @@ const ccai_invariant_row ccai_invariants[] = {
                              "`kinds/pages.c` (`pages_check`, `ccai_expandable_check_maps`)"},
     [CCAI_INV_ASLEEP] = {"a sleeping domain's pages may be unmapped under any block (its live blocks' bytes are on the "
                          "host; only what a refused unmap left is mapped, counted as any page); its record names every "
-                         "live block of the domain, each copy inside the domain's host memory, whose size is the sum "
-                         "of the copies (0 with `CCA_SLEEP_DISCARD`); no allocation is made in it",
+                         "live block of the domain, each copy not dropped and inside its host chunk; a chunk is held "
+                         "exactly while a copy in it is not dropped, and the domain's host bytes are the held "
+                         "chunks' sum (0 with `CCA_SLEEP_DISCARD`); no allocation is made in it",
                          "sleeping domains (`cca_domain_sleep`)", "`support/check.c` (`check_domains`), `sleep.c` "
                          "(`ccai_sleep_check`)"},
 };

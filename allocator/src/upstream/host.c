@@ -24,7 +24,7 @@
  *   faults, like a use after cudaFree.
  * - Driver costs (optional): a busy-wait per alloc and per free, on
  *   CLOCK_MONOTONIC, outside the lock, charged to refused allocs too.
- * - Events: host work is synchronous, so an event is complete when
+ * - Events: kernels are host work, synchronous, so an event is complete when
  *   recorded (record returns a non-NULL token, query returns CCA_OK).
  * - Costs: alloc O(n), free O(log n + n) (binary searches, memmove),
  *   n = live allocations (free extents <= n + 1).
@@ -65,27 +65,28 @@
  *   used - mapped; reserved address space counts for nothing.
  *   vm_reserve  mmap(size + gran, PROT_NONE, MAP_NORESERVE), slop unmapped
  *               on each side: a granularity-aligned range.
- *   vm_map      a memfd of the map's size (memfd_create, ftruncate) mapped
- *               MAP_SHARED | MAP_FIXED over the range, fd closed at once.
- *               Pages appear zeroed on first touch, read or write (no zero
- *               page for shared memory). Touching maps are one run of
- *               addresses. A failing syscall puts PROT_NONE back (OOM for
- *               ENOMEM/ENOSPC, else UPSTREAM). fork() would leave the pages
- *               shared: the child's fork hook copies them (host_fork_child).
- *   vm_unmap    per map overlapped, madvise(MADV_REMOVE) punches the part
- *               out of its memfd (memory back to the OS even while the rest
- *               stays mapped), then one mmap MAP_FIXED of PROT_NONE over the
- *               run, and the records cut. The records' room is reserved
- *               first, so a host malloc failure changes nothing.
+ *   vm_map      private anonymous pages mapped MAP_FIXED over the range,
+ *               asked to be huge (MADV_HUGEPAGE: one fault per 2 MiB).
+ *               Pages appear zeroed on first touch. Touching maps are one
+ *               run of addresses. A failing mmap puts PROT_NONE back (OOM
+ *               for ENOMEM, else UPSTREAM). fork() copies them on write, as
+ *               any private page: a child never writes its parent's block.
+ *   vm_unmap    one mmap MAP_FIXED of PROT_NONE over the run: its pages go
+ *               back to the OS at once, even while the rest of their map
+ *               stays mapped; the records cut. The records' room is
+ *               reserved first, so a host malloc failure changes nothing.
  *   vm_release  munmap of the range. Destroy munmaps every range left.
  * - Costs: vm_map busy-waits its call latency (vm_map_call_latency_ns, else
  *   alloc_latency_ns) and vm_unmap its own (else free_latency_ns), granted
  *   or refused, outside the lock; a granted call also waits the
  *   per-granule latency times its granules (with whole maps, once per map),
  *   after the lock. Under the device's lock (a check and the syscalls it
- *   allows are one step): vm_map O(log m) + O(m) memmove, four syscalls;
- *   vm_unmap O(log m + k) for the k maps it overlaps, k madvise + one mmap,
- *   O(m) memmove.
+ *   allows are one step): vm_map O(log m) + O(m) memmove, two syscalls;
+ *   vm_unmap O(log m + k) for the k maps it overlaps, one mmap, O(m)
+ *   memmove.
+ * - Host staging memory and copies (sleep and wake): host_alloc maps host
+ *   memory of its own (huge pages from 2 MiB); copy queues a memcpy on the
+ *   device's copy engine (copy_engine.c), a thread, and copy_wait waits.
  */
 #include "upstream.h"
 
@@ -130,6 +131,7 @@ typedef struct host_device {
      * addr, disjoint, each inside a range, adjacent ones not merged          */
     vm_span *maps;
     size_t nmaps, capmaps;
+    ccai_copy_engine copy; /* runs the copy op's memcpys (copy_engine.c) */
 } host_device;
 
 static void spin_ns(uint64_t ns) {
@@ -446,31 +448,25 @@ static cca_status vm_map_allowed(const host_device *d, uintptr_t a, size_t size,
     return CCA_OK;
 }
 
-/* New physical memory at [p, p + size): a memfd mapped over the range's
- * PROT_NONE pages. On failure the PROT_NONE pages are back. */
+/* New physical memory at [p, p + size): private anonymous pages mapped
+ * over the range's PROT_NONE ones, asked to be huge (MADV_HUGEPAGE: a
+ * granule's 2 MiB is one fault, not 512, as a GPU's page is 2 MiB; where
+ * the kernel has no transparent huge pages they are 4 KiB, nothing else
+ * changes). On failure the PROT_NONE pages are back. */
 static cca_status map_memory(void *p, size_t size) {
-    const char *step = "memfd_create";
-    int fd = memfd_create("ccalloc-sim", MFD_CLOEXEC);
-    if (fd >= 0) {
-        step = "ftruncate";
-        if (ftruncate(fd, (off_t)size) == 0) {
-            step = "mmap";
-            if (mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED) {
-                close(fd); /* the mapping keeps the memory */
-                return CCA_OK;
-            }
-        }
+    if (mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) !=
+        MAP_FAILED) {
+        (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: refused, the pages are small */
+        return CCA_OK;
     }
     int e = errno;
-    if (fd >= 0)
-        close(fd);
     /* a failed MAP_FIXED may have removed what was there: put it back */
-    if (strcmp(step, "mmap") == 0 && !protect_none(p, size))
+    if (!protect_none(p, size))
         return cca_set_error(CCA_ERR_UPSTREAM,
                          "host device: vm_map of %p (%zu bytes): mmap: %s, and restoring the "
                          "reserved range failed: %s",
                          p, size, strerror(e), strerror(errno));
-    return cca_set_error(errno_status(e), "host device: vm_map of %p (%zu bytes): %s: %s", p, size, step, strerror(e));
+    return cca_set_error(errno_status(e), "host device: vm_map of %p (%zu bytes): mmap: %s", p, size, strerror(e));
 }
 
 static cca_status host_vm_map(void *ctx, void *addr, size_t size) {
@@ -538,15 +534,6 @@ static cca_status vm_unmap_whole(const host_device *d, uintptr_t a, uintptr_t e,
                      (void *)a, (size_t)(e - a), (void *)cut->addr, cut->len);
 }
 
-/* Give the memfd pages behind [lo, hi), part of one map, back to the OS
- * (punch a hole in the file): a shared mapping's pages stay in the file,
- * alive as long as any part of it is mapped, so covering them with new
- * pages alone frees nothing while the rest of the map stays. Later
- * touches of [lo, hi) would read fresh zero pages. */
-static bool discard_pages(uintptr_t lo, uintptr_t hi) {
-    return madvise((void *)lo, hi - lo, MADV_REMOVE) == 0;
-}
-
 /* Replace maps[first..last] by what is left of them outside [a, e): the
  * part of maps[first] below a and the part of maps[last] from e, each when
  * not empty. One map losing its middle becomes two: the caller reserved
@@ -590,33 +577,16 @@ static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
                          "what is left of the map",
                          addr, size);
     }
-    /* 3. the memory of each overlapped part back to the OS now, whatever
-     * stays mapped of its map. The kernel refuses MADV_REMOVE only for
-     * memory that cannot punch holes, which the first part already shows:
-     * nothing changed. (A later part failing would leave the parts before
-     * it mapped, counted and zeroed.) */
-    for (size_t j = first; j <= last; j++) {
-        uintptr_t lo = d->maps[j].addr > a ? d->maps[j].addr : a;
-        uintptr_t hi = d->maps[j].addr + d->maps[j].len < e ? d->maps[j].addr + d->maps[j].len : e;
-        if (!discard_pages(lo, hi)) {
-            int err = errno;
-            pthread_mutex_unlock(&d->lock);
-            return cca_set_error(CCA_ERR_UPSTREAM,
-                             "host device: vm_unmap of %p (%zu bytes): madvise(MADV_REMOVE) of "
-                             "%p (%zu bytes): %s",
-                             addr, size, (void *)lo, (size_t)(hi - lo), strerror(err));
-        }
-    }
-    /* 4. fresh inaccessible pages over the whole range, one call: a later
-     * touch faults, and a memfd none of whose pages stays mapped loses its
-     * last reference */
+    /* 3. fresh inaccessible pages over the whole run, one call: the
+     * private pages under it go back to the OS at once, whatever stays
+     * mapped of its maps, and a later touch faults */
     if (!protect_none(addr, size)) {
         int err = errno;
         pthread_mutex_unlock(&d->lock);
         return cca_set_error(CCA_ERR_UPSTREAM, "host device: vm_unmap of %p (%zu bytes): mmap: %s", addr, size,
                          strerror(err));
     }
-    /* 5. the records: maps cut, removed, or split in two */
+    /* 4. the records: maps cut, removed, or split in two */
     cut_maps(d, first, last, a, e);
     d->mapped -= size;
     pthread_mutex_unlock(&d->lock);
@@ -651,39 +621,65 @@ static cca_status host_event_destroy(void *ctx, void *event) {
     return CCA_OK;
 }
 
-/* Host staging memory and copies: host memory is malloc's (the simulated
- * device's memory is host memory too, so a copy is a memcpy, done before
- * it returns; one from an unmapped page faults as any touch of it does). */
+/* Host staging memory and copies. Host memory: an anonymous mapping of
+ * its own, 2 MiB-aligned and asked to be huge from 2 MiB (as pinned memory,
+ * the copies then fault a page per 2 MiB, not per 4 KiB); given back whole
+ * (munmap). A copy is a memcpy run by the device's copy engine
+ * (copy_engine.c), which copy_wait waits for; a copy from or to an
+ * unmapped page faults, in the engine's thread or the caller's, a crash as
+ * any touch of it. */
+#define HOST_HUGE ((size_t)2 << 20)
+
+static size_t host_length(size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t unit = size >= HOST_HUGE ? HOST_HUGE : page;
+    return size > SIZE_MAX - unit ? 0 : (size + unit - 1) & ~(unit - 1);
+}
+
 static cca_status host_host_alloc(void *ctx, size_t size, void **ptr) {
     (void)ctx;
-    if (posix_memalign(ptr, 256, size) != 0) {
-        *ptr = NULL;
+    *ptr = NULL;
+    size_t len = host_length(size), slop = size >= HOST_HUGE ? HOST_HUGE : 0;
+    char *p = len && len <= SIZE_MAX - slop
+                  ? mmap(NULL, len + slop, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                  : MAP_FAILED;
+    if (p == MAP_FAILED)
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host-simulated: no host memory for %zu bytes", size);
+    if (slop) { /* aligned to 2 MiB, the slop on each side unmapped */
+        char *q = (char *)(((uintptr_t)p + HOST_HUGE - 1) & ~(uintptr_t)(HOST_HUGE - 1));
+        if (q > p)
+            munmap(p, (size_t)(q - p));
+        if (q + len < p + len + slop)
+            munmap(q + len, (size_t)(p + len + slop - (q + len)));
+        p = q;
+        (void)madvise(p, len, MADV_HUGEPAGE);
     }
+    *ptr = p;
     return CCA_OK;
 }
 
 static cca_status host_host_free(void *ctx, void *ptr, size_t size) {
     (void)ctx;
-    (void)size;
-    free(ptr);
+    munmap(ptr, host_length(size));
     return CCA_OK;
 }
 
 static cca_status host_copy(void *ctx, void *dst, const void *src, size_t size, int to_host) {
-    (void)ctx;
+    host_device *d = ctx;
     (void)to_host;
-    memcpy(dst, src, size);
+    ccai_copy_engine_copy(&d->copy, dst, src, size);
     return CCA_OK;
 }
 
 static cca_status host_copy_wait(void *ctx) {
-    (void)ctx;
+    host_device *d = ctx;
+    ccai_copy_engine_wait(&d->copy);
     return CCA_OK;
 }
 
 static void host_destroy(void *ctx) {
     host_device *d = ctx;
+    ccai_copy_engine_destroy(&d->copy);
     if (d->base)
         munmap(d->base, d->range);
     for (size_t i = 0; i < d->nranges; i++) /* the maps in them go too */
@@ -696,65 +692,26 @@ static void host_destroy(void *ctx) {
     free(d);
 }
 
-/* In the child of a fork, under the device's lock (fork.c's handler): every
- * map made private to the child. fork() copies private memory (copy on
- * write) but leaves MAP_SHARED pages shared, and a map's pages are a memfd
- * mapped MAP_SHARED: without this a child writing a block it inherited
- * would write the parent's block, as no GPU's memory and no other page of
- * the process behaves. Each map record gets a new memfd of its length, the
- * pages that hold data copied in (mincore: a page never touched or given
- * back by vm_unmap is a hole in the old memfd, stays a hole in the new one,
- * and is not read, which would allocate it), mapped over the same
- * addresses. Costs the child a copy of the device's resident mapped bytes,
- * as a copy on write would over time, and a few syscalls per map. Only
- * system calls (async-signal-safe, as a child of a threaded fork needs):
- * the mincore vector is mmap'd. A step that fails leaves that record's
- * pages PROT_NONE in the child (a touch faults), never the parent's pages
- * writable by the child. */
-static void remap_private(uintptr_t addr, size_t len, size_t page) {
-    size_t npages = len / page;
-    unsigned char *vec = mmap(NULL, npages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    int fd = vec == MAP_FAILED ? -1 : memfd_create("ccalloc-sim", MFD_CLOEXEC);
-    bool ok = fd >= 0 && ftruncate(fd, (off_t)len) == 0 && mincore((void *)addr, len, vec) == 0;
-    for (size_t i = 0; ok && i < npages;) {
-        if (!(vec[i] & 1)) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < npages && (vec[j] & 1))
-            j++;
-        for (size_t off = i * page, end = j * page; ok && off < end;) {
-            ssize_t n = pwrite(fd, (const void *)(addr + off), end - off, (off_t)off);
-            ok = n > 0;
-            off += ok ? (size_t)n : 0;
-        }
-        i = j;
-    }
-    if (ok)
-        ok = mmap((void *)addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
-    if (!ok)
-        (void)mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-    if (fd >= 0)
-        close(fd);
-    if (vec != MAP_FAILED)
-        munmap(vec, npages);
-}
-
+/* In the child of a fork, under the device's locks (fork.c's handler):
+ * the copy engine emptied, without its thread. The maps need nothing: their
+ * pages are private, so fork() copies them on write, as every other page
+ * of the process. */
 static void host_fork_child(void *ctx) {
     host_device *d = ctx;
-    for (size_t i = 0; i < d->nmaps; i++)
-        remap_private(d->maps[i].addr, d->maps[i].len, d->page);
+    ccai_copy_engine_fork_child(&d->copy);
 }
 
 /* fork.c's handler, through ccai_upstream_fork_lock: the device's lock,
  * so that a fork never copies it held by a thread the child does not have. */
 static void host_fork_lock(void *ctx, bool lock) {
     host_device *d = ctx;
-    if (lock)
+    if (lock) {
         pthread_mutex_lock(&d->lock);
-    else
+        ccai_copy_engine_fork_lock(&d->copy, true);
+    } else {
+        ccai_copy_engine_fork_lock(&d->copy, false);
         pthread_mutex_unlock(&d->lock);
+    }
 }
 
 /* Both public creates; fn is the one called, which every refusal names. */
@@ -792,6 +749,7 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     if (!d)
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
     pthread_mutex_init(&d->lock, NULL);
+    ccai_copy_engine_init(&d->copy);
     d->capacity = o->capacity;
     d->page = page;
     d->range = (o->capacity + page - 1) & ~(page - 1);

@@ -1,8 +1,8 @@
 /*
  * upstream.h — where device memory comes from: the wrapper every upstream
  * sits behind (upstream.c: accounting, the vm rules, events), the simulated
- * device (host.c), the CUDA one (cuda.c) and the record of reserved ranges
- * (vm_ranges.c).
+ * device (host.c) and its copy engine (copy_engine.c), the CUDA one
+ * (cuda.c) and the record of reserved ranges (vm_ranges.c).
  *
  * - An upstream knows nothing of the allocator: this header includes no
  *   allocator type, and the fork handler reaches a device's own locks
@@ -98,8 +98,8 @@ void ccai_upstream_event_destroy(cca_upstream *u, void *event);
 void ccai_upstream_fork_lock(cca_upstream *u);
 void ccai_upstream_fork_unlock(cca_upstream *u);
 /* In the child, before the locks go: the device's own fork_child hook
- * (the simulated device's MAP_SHARED memfd maps, which fork() would leave
- * shared with the parent, made the child's own). */
+ * (the simulated device's copy engine emptied: its thread is not in the
+ * child). */
 void ccai_upstream_fork_child(cca_upstream *u);
 /* A device whose context has locks of its own, or state to fix in a forked
  * child, says so once after ccai_upstream_wrap (host.c does): lock(ctx,
@@ -109,5 +109,40 @@ void ccai_upstream_set_fork_hooks(cca_upstream *u, void (*lock)(void *ctx, bool 
 /* host.c / cuda.c build ops tables over a context; fn is
  * the public function called, which a refusal's message names. */
 cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out, const char *fn);
+
+/* copy_engine.c: the simulated device's copy engine: the upstream's copies
+ * run by a thread of their own, in order, while the caller goes on, as a
+ * GPU's copy engine runs cudaMemcpyAsync beside the host (host.c's copy and
+ * copy_wait ops). */
+#define CCAI_COPY_RING 64 /* copies queued at most; one more waits for room */
+
+typedef struct ccai_copy_job {
+    void *dst;
+    const void *src;
+    size_t size;
+} ccai_copy_job;
+
+typedef struct ccai_copy_engine {
+    pthread_mutex_t lock;
+    pthread_cond_t work; /* the thread: a job queued, or stop         */
+    pthread_cond_t done; /* callers: a job done (room, or all done)   */
+    ccai_copy_job ring[CCAI_COPY_RING];
+    size_t head, tail; /* jobs [head, tail) mod the ring: queued or running */
+    bool started, stop;
+    pthread_t thread;
+} ccai_copy_engine;
+
+void ccai_copy_engine_init(ccai_copy_engine *e);
+/* Copy size bytes from src to dst: dst's pages faulted in first, by the
+ * caller, then the copy queued (or done at once: see copy_engine.c). */
+void ccai_copy_engine_copy(ccai_copy_engine *e, void *dst, const void *src, size_t size);
+/* Return once every copy queued before the call is done. */
+void ccai_copy_engine_wait(ccai_copy_engine *e);
+/* Stop the thread (every queued copy done first). The engine is unusable after. */
+void ccai_copy_engine_destroy(ccai_copy_engine *e);
+/* fork(): lock (prepare) / unlock (parent and child, after); child: the
+ * engine emptied, without a thread (the child has none), under the lock. */
+void ccai_copy_engine_fork_lock(ccai_copy_engine *e, bool lock);
+void ccai_copy_engine_fork_child(ccai_copy_engine *e);
 
 #endif /* CCA_UPSTREAM_H */

@@ -14,7 +14,8 @@
  * cca_record_stream, cca_block_size, cca_trim, cca_empty_cache,
  * cca_get_stats, cca_reset_peak_stats, cca_stats_print,
  * cca_write_snapshot_json, cca_write_snapshot_torch, cca_check_invariants,
- * cca_get_domain_stats, cca_trace_mark, failing calls (an interior pointer,
+ * cca_get_domain_stats, cca_trace_mark, cca_domain_sleep and cca_domain_wake
+ * of the thread's own domain, failing calls (an interior pointer,
  * a request no device holds) and, on thread 0, cca_set_log_callback. Runs:
  * classic, expandable, greedy and greedy-expandable, each on a 1 GiB device
  * and on a 48 MiB one, where OOMs and the OOM retry (which releases cached
@@ -135,7 +136,7 @@ static struct {
     cca_allocator *a[2];
     cca_upstream *u;
     cca_domain *common[2]; /* NULL: greedy, no domains */
-    bool greedy;
+    bool greedy, expandable;
     size_t capacity;
     pthread_barrier_t meet;
     worker w[THREADS];
@@ -221,6 +222,41 @@ static void own_domain_release(worker *w, bool destroy, const char *tagged) {
     expect_ok(w, cca_domain_destroy(w->a, w->own, 0, &rep), tagged, "cca_domain_destroy");
     w->own = NULL;
     own_domain_create(w, tagged);
+}
+
+/* Sleep the own domain and wake it again (cca_domain_sleep, cca_domain_wake),
+ * while the other threads allocate: its blocks' first and last bytes come
+ * back. Classic segments refuse the sleep. A wake the device has no room
+ * for (the small devices) leaves it asleep: its blocks are freed (their
+ * copies dropped, never touched), and the wake, with nothing to map, holds. */
+static void step_sleep(worker *w, bool expandable, const char *tagged) {
+    cca_sleep_report r;
+    cca_status st = cca_domain_sleep(w->a, w->own, 0, &r);
+    if (!expandable) {
+        expect_fail(w, st, CCA_ERR_UPSTREAM, tagged, "cca_domain_sleep over classic segments");
+        return;
+    }
+    expect_ok(w, st, tagged, "cca_domain_sleep");
+    if (st != CCA_OK)
+        return;
+    st = cca_domain_wake(w->a, w->own, &r);
+    if (st == CCA_ERR_OUT_OF_MEMORY) {
+        cca_set_error(CCA_OK, "%s", tagged);
+        for (int k = 0; k < SLOTS; k++)
+            if (w->s[k].p && w->s[k].dom == 2) {
+                expect_ok(w, cca_free(w->a, w->s[k].p), tagged, "cca_free while asleep");
+                w->frees++;
+                w->s[k].p = NULL;
+            }
+        st = cca_domain_wake(w->a, w->own, &r);
+        CHECK(st != CCA_OK || r.bytes_mapped == 0, "%s: an empty domain's wake mapped %zu bytes", run.name,
+              r.bytes_mapped);
+    }
+    expect_ok(w, st, tagged, "cca_domain_wake");
+    for (int k = 0; k < SLOTS; k++)
+        if (w->s[k].p && w->s[k].dom == 2)
+            CHECK(w->s[k].p[0] == (unsigned char)w->id && w->s[k].p[w->s[k].size - 1] == (unsigned char)k,
+                  "%s: thread %d: block %p lost its bytes in sleep and wake", run.name, w->id, (void *)w->s[k].p);
 }
 
 static void step_alloc(worker *w, slot *s, int k, const char *tagged) {
@@ -321,6 +357,8 @@ static void step(worker *w, int i) {
         w->ooms++;
     } else if (op < 72 && w->id == 0) {
         sink_swap();
+    } else if (op < 73 && w->common) {
+        step_sleep(w, run.expandable, tagged);
     } else if (!s->p) {
         step_alloc(w, s, k, tagged);
     }
@@ -430,6 +468,7 @@ static void run_one(const char *name, const char *conf, size_t capacity, int ten
         return;
     }
     run.greedy = cfg.policy == CCA_POLICY_GREEDY;
+    run.expandable = cfg.expandable != 0;
     for (int n = 0; n < tenants; n++) {
         if (cca_create(&cfg, run.u, &run.a[n]) != CCA_OK)
             fail("%s: setup: %s", name, cca_last_error());

@@ -395,15 +395,13 @@ Test(fork, forks_while_threads_allocate_trim_and_create, .timeout = 120) {
  * of the process: a child writing a block it inherited leaves the parent's
  * block as it was, and finds in it what the parent had written (found by
  * tests/allocator/threads/tsan_shared.c). Classic segments are private anonymous pages (copy
- * on write). Expandable segments are memfd pages mapped MAP_SHARED
- * (upstream_host.c, vm_map), which fork() alone leaves shared: the child's
- * writes showed in the parent until fork.c's child handler made them the
- * child's own (ccai_upstream_host_fork_child). Two live blocks around a
- * trimmed hole, so that the device holds several map records, one of them
- * cut by the unmap, and a tail never touched (holes in the memfd). The
- * child then gives its copy of a block back (empty_cache unmaps it): the
- * parent's block stays. Over whole maps (one memfd per map, unmapped only
- * whole) the child's copy keeps each map whole, so its unmaps are granted.
+ * on write). Expandable segments' maps are private anonymous pages too
+ * (host.c, vm_map): a map shared with the child (MAP_SHARED) is what this
+ * test finds. Two live blocks around a trimmed hole, so
+ * that the device holds several map records, one of them cut by the
+ * unmap, and a tail never touched. The child then gives its copy of a
+ * block back (empty_cache unmaps it): the parent's block stays. Over whole
+ * maps (unmapped only whole) the child's unmaps are granted.
  * map_bytes: the largest map, set through the test hook (pages_rule.h;
  * the least step and cap the defaults'); 0: not set. */
 static void child_writes_inherited_blocks(const char *conf, int backing, size_t map_bytes) {

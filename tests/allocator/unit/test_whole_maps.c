@@ -116,7 +116,7 @@ Test(whole_maps, the_device_unmaps_whole_maps_only) {
     cca_upstream_destroy(u);
 }
 
-/* A map's memory goes back to the OS with its unmap (a memfd per map). */
+/* A map's memory goes back to the OS with its unmap. */
 Test(whole_maps, an_unmapped_map_leaves_resident_memory) {
     cca_upstream *u = tu_vm_device_backed(256 * MiB, 2 * MiB, CCA_VM_WHOLE_MAPS);
     void *base = NULL;

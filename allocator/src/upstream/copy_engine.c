@@ -1,0 +1,150 @@
+/*
+ * copy_engine.c — the simulated device's copy engine: one thread that runs
+ * the queued copies (memcpy) in order while the caller goes on.
+ *
+ *     caller  | fault in dst 0 | fault in dst 1 | fault in dst 2 |  wait ...
+ *     engine                   | memcpy 0       | memcpy 1       | memcpy 2 |
+ *
+ * - Order: FIFO, one copy at a time; ccai_copy_engine_wait returns once
+ *   every copy queued before it is done (the upstream's copy_wait).
+ * - The caller faults in the destination's pages before it queues a copy
+ *   (madvise MADV_POPULATE_WRITE over the pages the copy writes; pages
+ *   present already are left as they are, a refusal, e.g. an unmapped
+ *   page, is ignored: the memcpy then faults as any touch of it does, a
+ *   crash). The kernel zeroes a fresh page before it is used, which a GPU's
+ *   copy does not pay; done by the caller, that zeroing overlaps the copy
+ *   queued before, and a wake copies at about the memcpy's speed.
+ * - A copy is queued in pieces of CCAI_COPY_PIECE bytes, each faulted in
+ *   just before it is queued: a large copy overlaps its own zeroing.
+ * - At once, without the thread: a copy below CCAI_COPY_INLINE bytes while
+ *   nothing is queued (the handoff costs more than the copy), and every
+ *   copy if the thread cannot start.
+ * - The thread starts at the first queued copy and stops at destroy. A
+ *   full ring (CCAI_COPY_RING jobs) makes the caller wait for room.
+ * - fork(): the child has no engine thread; its engine is emptied (a copy
+ *   the parent had queued is not finished in the child, whose memory is a
+ *   copy of the parent's at the fork) and starts a thread again if used.
+ * - Costs: a queued piece: one lock, a signal, the populate syscall; wait:
+ *   one lock, sleeping until the ring is empty.
+ */
+#include "upstream.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; an older kernel refuses it: the memcpy faults the pages in */
+#endif
+
+#define CCAI_COPY_INLINE (256u << 10)
+#define CCAI_COPY_PIECE ((size_t)4 << 20) /* a queued copy's unit: two huge pages */
+
+void ccai_copy_engine_init(ccai_copy_engine *e) {
+    memset(e, 0, sizeof *e);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->work, NULL);
+    pthread_cond_init(&e->done, NULL);
+}
+
+static void *engine_main(void *arg) {
+    ccai_copy_engine *e = arg;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        while (e->head == e->tail && !e->stop)
+            pthread_cond_wait(&e->work, &e->lock);
+        if (e->head == e->tail) /* stop, nothing left */
+            break;
+        ccai_copy_job j = e->ring[e->head % CCAI_COPY_RING];
+        pthread_mutex_unlock(&e->lock);
+        memcpy(j.dst, j.src, j.size);
+        pthread_mutex_lock(&e->lock);
+        e->head++; /* only now: a waiter sees it done */
+        pthread_cond_broadcast(&e->done);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+static void populate(void *dst, size_t size) {
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096;
+    uintptr_t lo = (uintptr_t)dst & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)dst + size + page - 1) & ~(page - 1);
+    (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+}
+
+/* Queue one piece (the thread started), waiting for room. */
+static void enqueue(ccai_copy_engine *e, void *dst, const void *src, size_t size) {
+    pthread_mutex_lock(&e->lock);
+    while (e->tail - e->head == CCAI_COPY_RING)
+        pthread_cond_wait(&e->done, &e->lock);
+    e->ring[e->tail % CCAI_COPY_RING] = (ccai_copy_job){dst, src, size};
+    e->tail++;
+    pthread_cond_signal(&e->work);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void ccai_copy_engine_copy(ccai_copy_engine *e, void *dst, const void *src, size_t size) {
+    if (!size)
+        return;
+    pthread_mutex_lock(&e->lock);
+    bool idle = e->head == e->tail;
+    if (idle && size < CCAI_COPY_INLINE) {
+        pthread_mutex_unlock(&e->lock);
+        memcpy(dst, src, size);
+        return;
+    }
+    if (!e->started) {
+        e->stop = false;
+        e->started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
+        if (!e->started) { /* no thread: at once, in order (nothing is queued without one) */
+            pthread_mutex_unlock(&e->lock);
+            memcpy(dst, src, size);
+            return;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    /* piece by piece: the caller faults in piece k + 1 while the engine copies piece k */
+    for (size_t off = 0; off < size; off += CCAI_COPY_PIECE) {
+        size_t n = size - off < CCAI_COPY_PIECE ? size - off : CCAI_COPY_PIECE;
+        populate((char *)dst + off, n);
+        enqueue(e, (char *)dst + off, (const char *)src + off, n);
+    }
+}
+
+void ccai_copy_engine_wait(ccai_copy_engine *e) {
+    pthread_mutex_lock(&e->lock);
+    size_t until = e->tail;
+    while (e->head < until)
+        pthread_cond_wait(&e->done, &e->lock);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void ccai_copy_engine_destroy(ccai_copy_engine *e) {
+    pthread_mutex_lock(&e->lock);
+    bool started = e->started;
+    e->stop = true;
+    pthread_cond_signal(&e->work);
+    pthread_mutex_unlock(&e->lock);
+    if (started)
+        pthread_join(e->thread, NULL);
+    pthread_cond_destroy(&e->done);
+    pthread_cond_destroy(&e->work);
+    pthread_mutex_destroy(&e->lock);
+}
+
+void ccai_copy_engine_fork_lock(ccai_copy_engine *e, bool lock) {
+    if (lock)
+        pthread_mutex_lock(&e->lock);
+    else
+        pthread_mutex_unlock(&e->lock);
+}
+
+void ccai_copy_engine_fork_child(ccai_copy_engine *e) {
+    e->head = e->tail = 0;
+    e->started = e->stop = false;
+    pthread_cond_init(&e->work, NULL); /* the parent's engine may have been waiting on them */
+    pthread_cond_init(&e->done, NULL);
+}

@@ -1,0 +1,203 @@
+/*
+ * test_copy_engine.c — allocator/src/upstream/copy_engine.c through the
+ * simulated device's host staging and copy ops (cca_upstream_host_alloc,
+ * cca_upstream_copy, cca_upstream_copy_wait).
+ *
+ *   order     a copy queued after another sees its bytes: device <- host,
+ *             then host <- device of the same bytes, one wait for both;
+ *             a copy larger than a piece, sizes off the page.
+ *   ring      more pieces than the ring holds, and many copies at once
+ *             below and above the inline size: every byte arrives.
+ *   threads   two threads copying through one device at once.
+ *   fork      a child copies with the engine its parent used (its thread
+ *             is not in the child); the parent's memory untouched.
+ *   fault     a copy into unmapped device memory crashes (SIGSEGV), in
+ *             the engine's thread: a use after sleep is never silent.
+ *   host      host memory is given back whole (host_bytes_in_use 0).
+ */
+#include <criterion/criterion.h>
+
+#include "alloc_test_util.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct dev {
+    cca_upstream *u;
+    char *base; /* a reserved range, [0, mapped) mapped */
+    size_t size, mapped;
+} dev;
+
+static dev dev_make(size_t size) {
+    dev d = {tu_vm_device_backed(size + 64 * MiB, 0, CCA_VM_WHOLE_MAPS), NULL, size, size};
+    void *p = NULL;
+    cr_assert_eq(cca_upstream_vm_reserve(d.u, size, &p), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_map(d.u, p, size), CCA_OK, "%s", cca_last_error());
+    d.base = p;
+    return d;
+}
+
+static void dev_done(dev *d) {
+    if (d->mapped)
+        cr_assert_eq(cca_upstream_vm_unmap(d->u, d->base, d->mapped), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_vm_release(d->u, d->base, d->size), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_upstream_stats(d->u).host_bytes_in_use, 0, "host memory not given back");
+    cca_upstream_destroy(d->u);
+}
+
+static char *host(dev *d, size_t size) {
+    void *p = NULL;
+    cr_assert_eq(cca_upstream_host_alloc(d->u, size, &p), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq((uintptr_t)p % 256, 0, "host memory not 256-byte aligned");
+    return p;
+}
+
+static void unhost(dev *d, void *p, size_t size) {
+    cr_assert_eq(cca_upstream_host_free(d->u, p, size), CCA_OK, "%s", cca_last_error());
+}
+
+static void pattern(char *p, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i++)
+        p[i] = (char)((i * 131u + seed) % 251u);
+}
+
+static void expect_pattern(const char *p, size_t n, unsigned seed, const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (char)((i * 131u + seed) % 251u))
+            cr_assert_fail("%s: byte %zu of %zu is %d, not %d", what, i, n, p[i], (char)((i * 131u + seed) % 251u));
+}
+
+static void copy(dev *d, void *dst, const void *src, size_t n, int to_host) {
+    cr_assert_eq(cca_upstream_copy(d->u, dst, src, n, to_host), CCA_OK, "%s", cca_last_error());
+}
+
+static void wait_all(dev *d) {
+    cr_assert_eq(cca_upstream_copy_wait(d->u), CCA_OK, "%s", cca_last_error());
+}
+
+Test(copy_engine, a_copy_queued_after_another_sees_its_bytes) {
+    const size_t n = 37 * MiB + 4321; /* several pieces, off the page at both ends */
+    dev d = dev_make(64 * MiB);
+    char *h1 = host(&d, n), *h2 = host(&d, n);
+    pattern(h1, n, 3);
+    memset(h2, 0, n);
+    copy(&d, d.base + 100, h1, n, 0); /* device <- host */
+    copy(&d, h2, d.base + 100, n, 1); /* host <- device, the bytes just queued */
+    wait_all(&d);
+    expect_pattern(h2, n, 3, "read back");
+    expect_pattern(d.base + 100, n, 3, "on the device");
+    unhost(&d, h1, n);
+    unhost(&d, h2, n);
+    dev_done(&d);
+}
+
+Test(copy_engine, more_pieces_than_the_ring_holds_and_many_copies) {
+    const size_t big = 300 * MiB; /* 75 pieces of 4 MiB: the ring holds 64 */
+    dev d = dev_make(big);
+    char *h = host(&d, big);
+    pattern(h, big, 9);
+    copy(&d, d.base, h, big, 0);
+    wait_all(&d);
+    expect_pattern(d.base, big, 9, "one big copy");
+    /* 200 copies of 1 KiB .. 1 MiB (the inline size is 256 KiB) into a fresh
+     * host buffer, all queued, one wait */
+    char *back = host(&d, big);
+    size_t off = 0;
+    for (int i = 0; i < 200; i++) {
+        size_t n = (size_t)1024 << (i % 11);
+        copy(&d, back + off, d.base + off, n, 1);
+        off += n + 4096;
+    }
+    wait_all(&d);
+    off = 0;
+    for (int i = 0; i < 200; i++) {
+        size_t n = (size_t)1024 << (i % 11);
+        cr_assert_eq(memcmp(back + off, d.base + off, n), 0, "copy %d (%zu bytes at %zu) differs", i, n, off);
+        off += n + 4096;
+    }
+    unhost(&d, h, big);
+    unhost(&d, back, big);
+    dev_done(&d);
+}
+
+typedef struct job {
+    dev *d;
+    char *dst;
+    unsigned seed;
+} job;
+
+static void *copier(void *arg) {
+    job *j = arg;
+    const size_t n = 12 * MiB + 17;
+    char *h = NULL;
+    if (cca_upstream_host_alloc(j->d->u, n, (void **)&h) != CCA_OK)
+        return (void *)1;
+    for (int r = 0; r < 20; r++) {
+        pattern(h, n, j->seed + (unsigned)r);
+        if (cca_upstream_copy(j->d->u, j->dst, h, n, 0) != CCA_OK || cca_upstream_copy_wait(j->d->u) != CCA_OK)
+            return (void *)2;
+        for (size_t i = 0; i < n; i += 4093)
+            if (j->dst[i] != (char)((i * 131u + j->seed + (unsigned)r) % 251u))
+                return (void *)3;
+    }
+    return cca_upstream_host_free(j->d->u, h, n) == CCA_OK ? NULL : (void *)4;
+}
+
+Test(copy_engine, two_threads_copy_through_one_device) {
+    dev d = dev_make(64 * MiB);
+    job a = {&d, d.base, 1}, b = {&d, d.base + 32 * MiB, 2};
+    pthread_t ta, tb;
+    cr_assert_eq(pthread_create(&ta, NULL, copier, &a), 0);
+    cr_assert_eq(pthread_create(&tb, NULL, copier, &b), 0);
+    void *ra, *rb;
+    pthread_join(ta, &ra);
+    pthread_join(tb, &rb);
+    cr_assert_null(ra, "thread a failed at step %p", ra);
+    cr_assert_null(rb, "thread b failed at step %p", rb);
+    dev_done(&d);
+}
+
+Test(copy_engine, a_child_copies_with_the_engine_its_parent_used) {
+    const size_t n = 20 * MiB;
+    dev d = dev_make(64 * MiB);
+    char *h = host(&d, n);
+    pattern(h, n, 5);
+    copy(&d, d.base, h, n, 0);
+    wait_all(&d);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0, "fork failed");
+    if (pid == 0) { /* the child: its own copy of the device's memory, an engine without a thread */
+        pattern(h, n, 6);
+        int bad = cca_upstream_copy(d.u, d.base, h, n, 0) != CCA_OK || cca_upstream_copy_wait(d.u) != CCA_OK;
+        for (size_t i = 0; !bad && i < n; i++)
+            bad = d.base[i] != (char)((i * 131u + 6) % 251u);
+        _exit(bad ? 1 : 0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's copy failed (status 0x%x)", status);
+    expect_pattern(d.base, n, 5, "the parent's device memory after the child's copy");
+    copy(&d, h, d.base, n, 1); /* the parent's engine still runs */
+    wait_all(&d);
+    expect_pattern(h, n, 5, "the parent's copy after the fork");
+    unhost(&d, h, n);
+    dev_done(&d);
+}
+
+Test(copy_engine, a_copy_into_unmapped_device_memory_crashes, .signal = SIGSEGV) {
+    const size_t n = 8 * MiB; /* above the inline size: the engine's thread runs it */
+    dev d = dev_make(64 * MiB);
+    char *h = host(&d, n);
+    pattern(h, n, 1);
+    copy(&d, d.base, h, n, 0); /* a first copy queued, so the next one queues too */
+    wait_all(&d);
+    cr_assert_eq(cca_upstream_vm_unmap(d.u, d.base, 64 * MiB), CCA_OK, "%s", cca_last_error());
+    copy(&d, d.base + MiB, h, n, 0);
+    wait_all(&d);
+    cr_assert_fail("a copy into unmapped memory returned");
+}

@@ -44,6 +44,7 @@ typedef struct ccrun_options {
     size_t n_resident;
     int no_domains;        /* --no-domains (--keep-cache implies it) */
     int footprint_sidecar; /* --footprint-sidecar */
+    int sleep;             /* --sleep: a turn ends with a sleep, a return wakes */
     const char *snapshot_path; /* --snapshot: .pickle (PyTorch's format) or .json */
 } ccrun_options;
 

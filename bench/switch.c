@@ -44,6 +44,7 @@
 #include "ccalloc.h"
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint */
+#include "ccai_capture.h" /* common/: ccai_run_capture */
 
 #include <errno.h>
 #include <getopt.h>
@@ -256,67 +257,6 @@ static int find_ccrun(const char *given, char *out, size_t len) {
     return rc;
 }
 
-/* Run argv, capture stdout; wall time from fork to reaped. */
-static int run_capture(char *const argv[], char **out, double *wall_ms) {
-    *out = NULL;
-    *wall_ms = 0;
-    int fd[2];
-    if (pipe(fd))
-        return -1;
-    fflush(NULL);
-    uint64_t t0 = ccb_now_ns();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd[0]);
-        close(fd[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        dup2(fd[1], STDOUT_FILENO);
-        close(fd[0]);
-        close(fd[1]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(fd[1]);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (buf && len + 4096 > cap) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown)
-                free(buf);
-            buf = grown;
-            cap *= 2;
-        }
-        if (!buf) { /* out of host memory: drain the pipe so the child can exit */
-            char sink[4096];
-            ssize_t k = read(fd[0], sink, sizeof sink);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0)
-                break;
-            continue;
-        }
-        ssize_t k = read(fd[0], buf + len, cap - len - 1);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        len += (size_t)k;
-    }
-    close(fd[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    *wall_ms = (double)(ccb_now_ns() - t0) / 1e6;
-    if (!buf)
-        return -1;
-    buf[len] = '\0';
-    *out = buf;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* Run ccrun on models [first, first + n) of the sequence; its JSON document,
  * or NULL with the reason on stderr. */
 static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, double *wall_ms) {
@@ -324,7 +264,7 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, double *wall_ms) 
         w->argv[w->nfixed + i] = (char *)w->seq[first + i];
     w->argv[w->nfixed + n] = NULL;
     char *text;
-    int rc = run_capture(w->argv, &text, wall_ms);
+    int rc = ccai_run_capture(w->argv, &text, wall_ms); /* wall: fork to reaped */
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (rc != 0 || !doc) {
         if (n == 1)

@@ -6,7 +6,7 @@
  *     ccrun --resident R MODEL...     R stays loaded while each MODEL is swapped
  *     ccrun --sleep A B A B           each turn ends with a sleep, a return wakes
  *     ccrun --demo                    greedy vs growth, fragmentation, release,
- *                                     memory domains
+ *                                     memory domains, sleep and wake
  *
  * For each model: load, run --iters batches of --batch rows, unload (with
  * memory domains, the default, the unload itself gives the model's memory
@@ -117,7 +117,8 @@ static void usage(FILE *f) {
            "  --seed N                seed of the random input batches, 0..2^64-1 (default 1)\n"
            "  --demo                  the whole story: greedy + keep-cache, growth +\n"
            "                          fragmentation + trim, explicit release, memory\n"
-           "                          domains with a resident model (4 acts)\n"
+           "                          domains with a resident model, sleep and wake\n"
+           "                          against reload and a process per model (5 acts)\n"
            "  -h, --help              this text\n"
            "\n"
            "Outputs (--timeline, --save, --snapshot, footprint sidecars, and standard output\n"

@@ -6,7 +6,7 @@
 # model's outputs stay the same bytes), --sleep (two models that do not fit
 # side by side alternate, each sleep back at the baseline, woken outputs the
 # same bytes), --no-domains, footprint sidecars and a
-# small --demo (act 4 included) work; long --conf values and paths are used
+# small --demo (acts 4 and 5 included) work; long --conf values and paths are used
 # whole; a batch that can
 # never fit is refused up front; NaN/Inf weights warn and exit 4; every
 # output that cannot be written whole (/dev/full) exits 1 naming it and the
@@ -299,6 +299,9 @@ check "--demo on a 16M device: the act-2 rows name the batches that ran and thos
     "'$CCRUN' --demo --device host --capacity 16M --iters 1 >'$TMP/d16' 2>/dev/null; test \$? -eq 1 && grep -q '^run  *D .*batches 96,40,8,24 ran, 512,1024,700,300,1000 FAILED (5 of 9): [0-9]* splits' '$TMP/d16' && grep -q '^run  *D .*batches 96,40,8,300,24 ran, 512,1024,700,1000 FAILED (4 of 9): [0-9]* splits' '$TMP/d16' && ! grep -q 'batches 512,96,1024' '$TMP/d16' && test \$(grep -c '^2x\\? *fragmentation after changing batches *[0-9.]* (batches failed)' '$TMP/d16') -eq 2 && grep -q '^4 *domains: A unloaded while R runs *did not run: model' '$TMP/d16'"
 check "--demo act 4: memory trapped without domains, all of A returned with them, R unchanged, footprint without upstream calls" sh -c \
     "grep -q '^4 *no domains: A unloaded + empty-cache *device free +40.00 MiB of A.s 62.00 MiB; [1-9][0-9.]* MiB trapped' '$TMP/demo' && grep -q '^4 *domains: A unloaded while R runs *device free +62.00 MiB = exactly A.s whole reservation' '$TMP/demo' && grep -q '^4 *R.s outputs as A came and went *bit-identical in both sequences' '$TMP/demo' && grep -q '^4 *A loaded again: remembered footprint *62.00 MiB reserved in 1 upstream call, then 0 in load + 2 runs; peak 62.00 MiB <= first 62.00 MiB' '$TMP/demo'"
+
+check "--demo act 5: A asleep at the baseline exactly, B ran, A's outputs bit-identical, three measured switch costs, the temporary file gone" sh -c \
+    "grep -q '^5 *A asleep (loaded, weights on the host) *device free == baseline 192.00 MiB exactly' '$TMP/demo' && grep -q '^5 *B, too large beside A awake, ran *A.s [0-9.]* MiB + B.s [0-9.]* MiB > device 192.00 MiB' '$TMP/demo' && grep -q '^5 *A woken: its outputs *bit-identical to before its sleep' '$TMP/demo' && grep -q '^5 *A out and back: sleep + wake *[0-9.]* ms (sleep [0-9.]* + wake [0-9.]*)' '$TMP/demo' && grep -q '^5 *A out and back: unload + reload (file) *[0-9.]* ms (unload [0-9.]* + load [0-9.]*)' '$TMP/demo' && grep -q '^5 *A out and back: a process per model *[0-9.]* ms' '$TMP/demo' && grep -q '^process  *A .*a child ccrun loaded A from the file' '$TMP/demo' && grep -q '^run  *A .*(reloaded)' '$TMP/demo' && f=\$(grep -o 'A written to [^ ]*' '$TMP/demo' | cut -d' ' -f4) && test -n \"\$f\" && test ! -e \"\$f\""
 
 # --resident B A C: B stays loaded while A then C are loaded, run and
 # unloaded. From the JSON rows: at each unload the device's free memory rises

@@ -1,6 +1,6 @@
 /*
- * switch.c — model switching: in-process release versus a fresh process per
- * model, measured through the engine's own tool, ccrun.
+ * switch.c — model switching: in-process release, sleep and wake, and a
+ * fresh process per model, measured through the engine's own tool, ccrun.
  *
  * The usual workaround for frameworks that never give memory back is one
  * process per model. ccalloc makes the alternative possible: unload the
@@ -16,7 +16,15 @@
  *       minus its own load and run phases: exec, dynamic linking, engine and
  *       device (CUDA context) creation, unload, release and exit. The memory
  *       for the next model is the next child's device free at its start.
- *   Both exclude load and run, which are the same work either way.
+ *   (c) sleep and wake: ONE `ccrun --json --sleep M1 M2 ... Mn`. A SWITCH
+ *       is the sleep of the model that ends plus the wake of the next
+ *       ("sleep-wake"), or, at the first turn of the next model, the sleep
+ *       alone ("sleep-load": its load is excluded, as in (a) and (b)). The
+ *       memory the next model can have is the device's free memory after
+ *       the sleep (ccrun's "sleep" row): a sleeping model holds none.
+ *   All three exclude load and run, which are the same work either way;
+ *   but (a) and (b) load the next model at every switch, (c) only at its
+ *   first turn, so the report also gives (a)'s median load.
  *
  * On the simulated device every process gets a fresh simulated device and
  * there is no CUDA context to create, so (b) is cheap there and the figures
@@ -30,8 +38,8 @@
  * found there: "skipped", exit 0.
  *
  * Steps of ccb_cmd_switch: parse the options (getopt_long, the conventions
- * of cli.c), find ccrun, lay out the sequence of models, (a), (b), then the
- * report: switch.md (a table a person reads) and switch.csv (one row per
+ * of cli.c), find ccrun, lay out the sequence of models, (a), (b), (c),
+ * then the report: switch.md (a table a person reads) and switch.csv (one row per
  * switch) into --out, or the table on stdout.
  *
  * Every figure is measured or the run fails with the reason: a sequence of
@@ -44,6 +52,7 @@
 #include "ccalloc.h"
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint */
+#include "ccai_capture.h" /* common/: ccai_run_capture */
 
 #include <errno.h>
 #include <getopt.h>
@@ -75,20 +84,23 @@ typedef struct switch_options {
 /* ---- step 1: the options ------------------------------------------------------------ */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: ccbench switch [--ccrun PATH] [--device auto|host|cuda] [--capacity SIZE]\n"
-               "                      [--rounds N] [--iters N] [--batch N] [--out DIR] [MODEL...]\n"
-               "  Models run in sequence (default four mlp:... specs of different shapes, repeated\n"
-               "  --rounds times, 1..1000, default 3): (a) in one ccrun process with unload + release\n"
-               "  between them, (b) one ccrun process per model. The sequence needs two models or more\n"
-               "  (MODELs x --rounds): one has no switch to time. Reports time per switch and the device\n"
-               "  memory free for the next model. --device host (simulated) is the default without a GPU.\n"
-               "  --device, --capacity (default 2G), --iters (default 1) and --batch (default 8) are\n"
-               "  passed to ccrun, which checks them. At most %d models. Options take \"--opt value\"\n"
-               "  or \"--opt=value\", in any order with the models.\n"
-               "  ccrun: --ccrun PATH (an error if PATH is not an executable file or is PATH_MAX bytes\n"
-               "  or longer; used whole), else searched for in the build tree, next to ccbench and in\n"
-               "  $PATH (\"skipped\" if not found there).\n",
-               MAX_MODELS);
+    fprintf(f,
+            "usage: ccbench switch [--ccrun PATH] [--device auto|host|cuda] [--capacity SIZE]\n"
+            "                      [--rounds N] [--iters N] [--batch N] [--out DIR] [MODEL...]\n"
+            "  Models run in sequence (default four mlp:... specs of different shapes, repeated\n"
+            "  --rounds times, 1..1000, default 3): (a) in one ccrun process with unload + release\n"
+            "  between them, (b) one ccrun process per model, (c) in one ccrun --sleep process, each\n"
+            "  model put to sleep at the end of its turn and woken at its next. The sequence needs two\n"
+            "  models or more (MODELs x --rounds): one has no switch to time. Reports time per switch\n"
+            "  and the device memory free for the next model. --device host (simulated) is the\n"
+            "  default without a GPU.\n"
+            "  --device, --capacity (default 2G), --iters (default 1) and --batch (default 8) are\n"
+            "  passed to ccrun, which checks them. At most %d models. Options take \"--opt value\"\n"
+            "  or \"--opt=value\", in any order with the models.\n"
+            "  ccrun: --ccrun PATH (an error if PATH is not an executable file or is PATH_MAX bytes\n"
+            "  or longer; used whole), else searched for in the build tree, next to ccbench and in\n"
+            "  $PATH (\"skipped\" if not found there).\n",
+            MAX_MODELS);
 }
 
 #define usage_error(...) ccb_usage_error("switch", __VA_ARGS__)
@@ -205,11 +217,13 @@ typedef struct switch_run {
     size_t seq_n;
     char **argv; /* ccrun and its fixed options, then the models from argv[nfixed] */
     size_t nfixed;
-    switch_row *rows; /* (a)'s then (b)'s */
+    switch_row *rows; /* (a)'s, (b)'s, then (c)'s */
     size_t nrows;
+    double *loads; /* (a)'s load phases, ms */
+    size_t nloads;
     char devname[128];
     int simulated;
-    double inproc_wall, proc_wall; /* ms, the whole sequence */
+    double inproc_wall, proc_wall, sleep_wall; /* ms, the whole sequence */
 } switch_run;
 
 /* ---- step 2: ccrun ------------------------------------------------------------------- */
@@ -256,79 +270,23 @@ static int find_ccrun(const char *given, char *out, size_t len) {
     return rc;
 }
 
-/* Run argv, capture stdout; wall time from fork to reaped. */
-static int run_capture(char *const argv[], char **out, double *wall_ms) {
-    *out = NULL;
-    *wall_ms = 0;
-    int fd[2];
-    if (pipe(fd))
-        return -1;
-    fflush(NULL);
-    uint64_t t0 = ccb_now_ns();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd[0]);
-        close(fd[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        dup2(fd[1], STDOUT_FILENO);
-        close(fd[0]);
-        close(fd[1]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(fd[1]);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (buf && len + 4096 > cap) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown)
-                free(buf);
-            buf = grown;
-            cap *= 2;
-        }
-        if (!buf) { /* out of host memory: drain the pipe so the child can exit */
-            char sink[4096];
-            ssize_t k = read(fd[0], sink, sizeof sink);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0)
-                break;
-            continue;
-        }
-        ssize_t k = read(fd[0], buf + len, cap - len - 1);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        len += (size_t)k;
-    }
-    close(fd[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    *wall_ms = (double)(ccb_now_ns() - t0) / 1e6;
-    if (!buf)
-        return -1;
-    buf[len] = '\0';
-    *out = buf;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-/* Run ccrun on models [first, first + n) of the sequence; its JSON document,
- * or NULL with the reason on stderr. */
-static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, double *wall_ms) {
+/* Run ccrun on models [first, first + n) of the sequence, with --sleep when
+ * `sleep`; its JSON document, or NULL with the reason on stderr. */
+static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, int sleep, double *wall_ms) {
+    size_t at = w->nfixed;
+    if (sleep)
+        w->argv[at++] = "--sleep";
     for (size_t i = 0; i < n; i++)
-        w->argv[w->nfixed + i] = (char *)w->seq[first + i];
-    w->argv[w->nfixed + n] = NULL;
+        w->argv[at + i] = (char *)w->seq[first + i];
+    w->argv[at + n] = NULL;
     char *text;
-    int rc = run_capture(w->argv, &text, wall_ms);
+    int rc = ccai_run_capture(w->argv, &text, wall_ms); /* wall: fork to reaped */
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (rc != 0 || !doc) {
         if (n == 1)
             ccai_fprintf_escaped(stderr, "ccbench switch: ccrun %s failed (exit %d)\n", w->seq[first], rc);
+        else if (sleep)
+            ccai_fprintf_escaped(stderr, "ccbench switch: ccrun --sleep failed (exit %d)\n", rc);
         else
             ccai_fprintf_escaped(stderr, "ccbench switch: in-process ccrun failed (exit %d)\n", rc);
         ccai_fputs_escaped_lines(text, stderr); /* what it printed, escaped line by line */
@@ -384,9 +342,10 @@ static int lay_out(switch_run *w, const switch_options *so, const char *ccrun) {
                            so->capacity, "--iters", so->iters,  "--batch",  so->batch};
     w->nfixed = sizeof fixed / sizeof *fixed;
     w->seq = calloc(w->seq_n, sizeof *w->seq);
-    w->rows = calloc(2 * w->seq_n, sizeof *w->rows);
-    w->argv = calloc(w->nfixed + w->seq_n + 1, sizeof *w->argv);
-    if (!w->seq || !w->rows || !w->argv)
+    w->rows = calloc(3 * w->seq_n, sizeof *w->rows);
+    w->loads = calloc(w->seq_n, sizeof *w->loads);
+    w->argv = calloc(w->nfixed + 1 + w->seq_n + 1, sizeof *w->argv); /* + --sleep */
+    if (!w->seq || !w->rows || !w->loads || !w->argv)
         return -1;
     for (size_t i = 0; i < w->seq_n; i++)
         w->seq[i] = so->models[i % so->nm];
@@ -398,13 +357,14 @@ static int lay_out(switch_run *w, const switch_options *so, const char *ccrun) {
 static void release_run(switch_run *w) {
     free(w->seq);
     free(w->rows);
+    free(w->loads);
     free(w->argv);
 }
 
 /* ---- step 4: (a) one process, all models ---------------------------------------------- */
 
 static int in_process(switch_run *w) {
-    cJSON *doc = run_ccrun(w, 0, w->seq_n, &w->inproc_wall);
+    cJSON *doc = run_ccrun(w, 0, w->seq_n, 0, &w->inproc_wall);
     if (!doc)
         return -1;
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(doc, "device");
@@ -419,6 +379,8 @@ static int in_process(switch_run *w) {
         const char *p = str(ph, "phase");
         if (rc == 0 && !strcmp(p, "unload")) {
             rc = num(ph, "time_ms", "unload phase", &unload_ms);
+        } else if (rc == 0 && !strcmp(p, "load") && w->nloads < w->seq_n) {
+            rc = num(ph, "time_ms", "load phase", &w->loads[w->nloads++]);
         } else if (rc == 0 && !strcmp(p, "release")) {
             if (k + 1 < w->seq_n) { /* a switch to the next model */
                 switch_row *r = add_row(w, "in-process", k, k + 1);
@@ -440,7 +402,7 @@ static int process_per_model(switch_run *w) {
     double prev_cost = 0; /* set by model 0, used from model 1 on */
     for (size_t i = 0; i < w->seq_n; i++) {
         double wall;
-        cJSON *doc = run_ccrun(w, i, 1, &wall);
+        cJSON *doc = run_ccrun(w, i, 1, 0, &wall);
         if (!doc)
             return -1;
         w->proc_wall += wall;
@@ -471,7 +433,43 @@ static int process_per_model(switch_run *w) {
     return 0;
 }
 
-/* ---- step 6: the report --------------------------------------------------------------- */
+/* ---- step 6: (c) sleep and wake, one process ------------------------------------------ */
+
+/* A switch is complete at the phase after a sleep: a wake (sleep + wake) or
+ * the next model's first load (the sleep alone). */
+static int sleep_and_wake(switch_run *w) {
+    cJSON *doc = run_ccrun(w, 0, w->seq_n, 1, &w->sleep_wall);
+    if (!doc)
+        return -1;
+    size_t baseline = 0;
+    int rc = bytes(cJSON_GetObjectItemCaseSensitive(doc, "device"), "free_baseline", "device", &baseline);
+    const cJSON *ph;
+    double sleep_ms = 0, wake_ms = 0;
+    size_t free_after = 0, k = 0; /* k: the model whose turn the sleep ended */
+    int pending = 0;
+    cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
+        const char *p = str(ph, "phase");
+        int wake = !strcmp(p, "wake");
+        if (rc == 0 && !strcmp(p, "sleep")) {
+            rc = num(ph, "time_ms", "sleep phase", &sleep_ms);
+            rc = rc ? rc : bytes(ph, "device_free_bytes", "sleep phase", &free_after);
+            pending = 1;
+        } else if (rc == 0 && pending && (wake || !strcmp(p, "load")) && k + 1 < w->seq_n) {
+            wake_ms = 0;
+            rc = wake ? num(ph, "time_ms", "wake phase", &wake_ms) : 0;
+            switch_row *r = add_row(w, wake ? "sleep-wake" : "sleep-load", k, k + 1);
+            r->switch_ms = sleep_ms + wake_ms;
+            r->free_for_next = free_after;
+            r->baseline = baseline;
+            pending = 0;
+            k++;
+        }
+    }
+    cJSON_Delete(doc);
+    return rc;
+}
+
+/* ---- step 7: the report --------------------------------------------------------------- */
 
 /* One mode's switch times, sorted (by the median's sort), how many
  * switches left the next model the baseline free memory, and the largest
@@ -498,31 +496,56 @@ static void summarize(const switch_run *w, const char *mode, mode_summary *m) {
     m->median = m->ms && m->n ? ccb_quantile(m->ms, m->n, 0.5) : 0; /* n >= 1 once report checked it */
 }
 
-static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const mode_summary *b) {
+/* One table row: a mode's switches, sorted (n >= 1). */
+static void md_row(FILE *md, const char *label, const mode_summary *m) {
+    char sb[32];
+    fprintf(md, "| %s | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n", label, m->n, m->median, m->ms[0],
+            m->ms[m->n - 1], m->full, m->n, cca_format_bytes(m->short_max, sb, sizeof sb));
+}
+
+/* "WHAT: X.Yx faster than THAN (median). ", or below ccrun's resolution
+ * (it reports ms with 3 decimals): no speed-up figure. */
+static void md_speedup(FILE *md, const char *what, double median, const char *than, double other) {
+    if (median > 0)
+        fprintf(md, "%s: %.1fx %s %s (median). ", what, median < other ? other / median : median / other,
+                median < other ? "faster than" : "slower than", than);
+    else
+        fprintf(md, "%s: %.3f ms (median), below ccrun's resolution of 0.001 ms: no speed-up figure. ", what, median);
+}
+
+static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const mode_summary *b, const mode_summary *c,
+                     const mode_summary *c1) {
     const switch_options *so = w->so;
     ccai_fprintf_escaped(
         md, "Model switching on %s (%s), %zu models x %d rounds, ccrun %s --iters %s --batch %s%s%s\n\n", w->devname,
         w->simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures" : "real GPU", so->nm,
         so->rounds, so->device, so->iters, so->batch, w->simulated ? " --capacity " : "",
         w->simulated ? so->capacity : "");
-    char sa[32], sb[32];
     fprintf(md, "| mode | switches | median ms/switch | min | max | next model gets the baseline free memory | "
                 "largest shortfall |\n");
     fprintf(md, "|---|--:|--:|--:|--:|--:|--:|\n");
-    /* both modes have n >= 1 switches, sorted (report checked it) */
-    fprintf(md, "| in-process (unload + release) | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n", a->n, a->median,
-            a->ms[0], a->ms[a->n - 1], a->full, a->n, cca_format_bytes(a->short_max, sa, sizeof sa));
-    fprintf(md, "| process per model (start-up + unload + exit) | %zu | %.3f | %.3f | %.3f | %zu of %zu | %s |\n", b->n,
-            b->median, b->ms[0], b->ms[b->n - 1], b->full, b->n, cca_format_bytes(b->short_max, sb, sizeof sb));
-    if (a->median > 0)
-        fprintf(md, "\nIn-process switch is %.1fx faster (median).", b->median / a->median);
-    else /* ccrun reports ms with 3 decimals */
-        fprintf(md,
-                "\nIn-process switch: %.3f ms (median), below ccrun's resolution of 0.001 ms: no speed-up "
-                "figure.",
-                a->median);
-    fprintf(md, " Wall time of the whole sequence: %.1f ms in one process, %.1f ms with a process per model.\n",
-            w->inproc_wall, w->proc_wall);
+    /* (a) and (b) have n >= 1 switches, (c) n + c1 n >= 1, sorted (report checked it) */
+    md_row(md, "in-process (unload + release)", a);
+    md_row(md, "process per model (start-up + unload + exit)", b);
+    if (c->n)
+        md_row(md, "sleep + wake in one process (sleep of the ending model + wake of the next)", c);
+    if (c1->n)
+        md_row(md, "sleep + first load (the sleep alone; the load excluded, as above)", c1);
+    fprintf(md, "\n");
+    md_speedup(md, "In-process switch", a->median, "a process per model", b->median);
+    if (c->n)
+        md_speedup(md, "Sleep + wake", c->median, "a process per model", b->median);
+    if (c->n && c->median > 0 && a->median > 0)
+        md_speedup(md, "Sleep + wake", c->median, "unload + release", a->median);
+    double loads = w->nloads ? ccb_quantile(w->loads, w->nloads, 0.5) : 0;
+    fprintf(md,
+            "(a) and (b) also load the next model at every switch (median load %.3f ms in (a), excluded above); "
+            "(c) loads each model once and wakes it after.",
+            loads);
+    fprintf(md,
+            " Wall time of the whole sequence: %.1f ms in one process, %.1f ms with a process per model, %.1f ms "
+            "with sleep and wake.\n",
+            w->inproc_wall, w->proc_wall, w->sleep_wall);
 }
 
 static void write_csv(FILE *csv, const switch_run *w) {
@@ -534,28 +557,31 @@ static void write_csv(FILE *csv, const switch_run *w) {
     }
 }
 
-static int report(const switch_run *w) {
-    mode_summary a, b;
+static int report(switch_run *w) {
+    mode_summary a, b, c, c1;
     summarize(w, "in-process", &a);
     summarize(w, "process", &b);
+    summarize(w, "sleep-wake", &c);
+    summarize(w, "sleep-load", &c1);
     int rc = 0;
     const char *out = w->so->out;
-    if (!a.ms || !b.ms) {
+    if (!a.ms || !b.ms || !c.ms || !c1.ms) {
         fprintf(stderr, "ccbench switch: out of host memory\n");
         rc = 1;
-    } else if (a.n != w->seq_n - 1 || b.n != w->seq_n - 1) {
+    } else if (a.n != w->seq_n - 1 || b.n != w->seq_n - 1 || c.n + c1.n != w->seq_n - 1) {
         fprintf(stderr,
-                "ccbench switch: ccrun reported %zu switches in one process and %zu with a process per model; the "
-                "sequence of %zu models has %zu (a release phase per model is missing from its JSON)\n",
-                a.n, b.n, w->seq_n, w->seq_n - 1);
+                "ccbench switch: ccrun reported %zu switches in one process, %zu with a process per model and %zu "
+                "by sleep and wake; the sequence of %zu models has %zu (a release, or a sleep, phase per model is "
+                "missing from its JSON)\n",
+                a.n, b.n, c.n + c1.n, w->seq_n, w->seq_n - 1);
         rc = 1;
     } else if (!out) {
-        write_md(stdout, w, &a, &b);
+        write_md(stdout, w, &a, &b, &c, &c1);
     } else {
         ccb_mkdir_p(out);
         FILE *md = ccb_open_out(out, "switch.md"), *csv = ccb_open_out(out, "switch.csv");
         if (md && csv) {
-            write_md(md, w, &a, &b);
+            write_md(md, w, &a, &b, &c, &c1);
             write_csv(csv, w);
         }
         int bad = ccb_close_out(md, out, "switch.md") != 0;
@@ -564,14 +590,16 @@ static int report(const switch_run *w) {
             ccai_fprintf_escaped(stderr, "ccbench switch: cannot write into %s\n", out);
             rc = 1;
         } else {
-            ccai_fprintf_escaped(
-                stdout,
-                "ccbench switch: in-process %.3f ms, process %.3f ms per switch (median, %s); wrote %s/switch.md\n",
-                a.median, b.median, w->simulated ? "simulated device" : "GPU", out);
+            ccai_fprintf_escaped(stdout,
+                                 "ccbench switch: in-process %.3f ms, process %.3f ms, sleep + wake %.3f ms per "
+                                 "switch (median, %s); wrote %s/switch.md\n",
+                                 a.median, b.median, c.median, w->simulated ? "simulated device" : "GPU", out);
         }
     }
     free(a.ms);
     free(b.ms);
+    free(c.ms);
+    free(c1.ms);
     return rc;
 }
 
@@ -591,7 +619,7 @@ int ccb_cmd_switch(int argc, char **argv) {
     if (lay_out(&w, &so, ccrun) != 0) {
         fprintf(stderr, "ccbench switch: out of host memory\n");
         rc = 1;
-    } else if (in_process(&w) != 0 || process_per_model(&w) != 0) {
+    } else if (in_process(&w) != 0 || process_per_model(&w) != 0 || sleep_and_wake(&w) != 0) {
         rc = 1;
     } else {
         rc = report(&w);

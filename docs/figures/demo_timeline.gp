@@ -6,7 +6,7 @@ set datafile separator ','
 set terminal pngcairo size 1000,520 font 'Helvetica,11'
 set output 'docs/figures/demo_timeline.png'
 MiB = 1048576.0
-set title "ccrun --demo, SIMULATED 1 GiB device: 1 greedy+keep-cache | 2 growth+trim | 2x expandable+trim | 3 release each | 4 domains" font ",10"
+set title "ccrun --demo, SIMULATED 1 GiB device: 1 greedy+keep-cache | 2 growth+trim | 2x expandable+trim | 3 release each | 4 domains | 5 sleep/wake" font ",10"
 set xlabel 'time (s)'
 set ylabel 'MiB'
 set yrange [0:1100]

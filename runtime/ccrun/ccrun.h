@@ -44,6 +44,7 @@ typedef struct ccrun_options {
     size_t n_resident;
     int no_domains;        /* --no-domains (--keep-cache implies it) */
     int footprint_sidecar; /* --footprint-sidecar */
+    int sleep;             /* --sleep: a turn ends with a sleep, a return wakes */
     const char *snapshot_path; /* --snapshot: .pickle (PyTorch's format) or .json */
 } ccrun_options;
 
@@ -102,6 +103,14 @@ unsigned long long ccrun_fnv1a(unsigned long long h, const void *p, size_t n);
 /* "device free == baseline", or "device free N below baseline" (above):
  * the exact difference, formatted into BUF; returns BUF. */
 const char *ccrun_baseline_note(const ccr_release_info *r, char *buf, size_t n);
+
+/* ---- child.c: ccrun as a timed child process ---- */
+
+/* Run argv (a ccrun --json command line) as a child process: *wall_ms from
+ * fork to reap, *run_ms the sum of its "run" phases' time_ms. Returns its
+ * exit status (127: exec failed), or -1 with errno (pipe, fork, host
+ * memory). */
+int ccrun_time_child(char *const argv[], double *wall_ms, double *run_ms);
 
 /* ---- demo.c ---- */
 

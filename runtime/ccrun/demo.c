@@ -1,5 +1,5 @@
 /*
- * demo.c — `ccrun --demo`: the whole story in four acts on one device.
+ * demo.c — `ccrun --demo`: the whole story in five acts on one device.
  *
  *   Act 1  greedy + --keep-cache (TensorFlow's default): the allocator takes
  *          90% of the device at creation; after model A is unloaded the idle
@@ -19,6 +19,11 @@
  *          R's blocks share, with one domain per model it all goes back at
  *          the unload; A's second load reserves its remembered footprint and
  *          makes no upstream call (details above act4()).
+ *   Act 5  sleep and wake: A put to sleep (the device's free memory back at
+ *          its baseline while A stays loaded), B (too large beside A awake)
+ *          run, A woken with bit-identical outputs; A out and back by sleep
+ *          + wake beside unload + reload from a file and a process per
+ *          model, all three measured (details above act5()).
  *
  * A step that cannot run (a device too small for the models: a load, a
  * batch refused or failed, a release) is said under its row, nothing is
@@ -26,7 +31,8 @@
  *
  * Acts 1-3 run with the engine's memory domains off: they tell the story of
  * one shared pool (what a framework's caching allocator does), which act 4
- * then compares with domains.
+ * then compares with domains; act 5 needs them (a model sleeps alone in its
+ * own domain).
  *
  * Sizing: the three synthetic models hold ~60% of the device's free memory
  * each (so two never fit side by side), with different shapes. The act-2
@@ -55,7 +61,7 @@ typedef struct demo {
     size_t batch, iters;
     ccr_timeline *tl;
     ccrun_report rep;
-    summary sum[16];
+    summary sum[24];
     size_t n_sum;
     int failed;          /* a step failed (said under its row): exit 1 */
     size_t steps_failed; /* how many                                   */
@@ -297,9 +303,9 @@ static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_
     ccr_model *a = load_run(d, e, "A", spec_a, d->batch);
     if (a) {
         size_t r = reserved(e);
-        add_summary(d, act, pages ? "expandable: reserved with model A loaded" : "classic: reserved with model A loaded",
-                    "%s (greedy held %s)", cca_format_bytes(r, b0, sizeof b0),
-                    cca_format_bytes(greedy_held, b1, sizeof b1));
+        add_summary(
+            d, act, pages ? "expandable: reserved with model A loaded" : "classic: reserved with model A loaded",
+            "%s (greedy held %s)", cca_format_bytes(r, b0, sizeof b0), cca_format_bytes(greedy_held, b1, sizeof b1));
         unload(d, e, a, "A");
     }
     cca_release_report rr;
@@ -628,6 +634,193 @@ static void act4(demo *d) {
         d->failed = 1;
 }
 
+/* ---- Act 5: sleep and wake -------------------------------------------------
+ *
+ * Two of the demo's models that do not fit side by side (A and B, ~60% of
+ * the device each), on one engine with domains: A loaded and run; A put to
+ * sleep (ccr_model_sleep: its weights to host memory, every page of its
+ * domain unmapped): the device's free memory is back at its baseline while
+ * A stays loaded, exactly on the simulated device (a miss there fails the
+ * demo); B loaded, run, unloaded; A woken: its outputs bit-identical to
+ * before its sleep (a miss fails the demo). Then what putting A aside and
+ * getting it back costs, three ways, each measured here:
+ *   sleep + wake       the two calls above;
+ *   unload + reload    ccr_model_release, then ccr_model_load_file of A
+ *                      saved (ccr_model_save, not counted) to a temporary
+ *                      safetensors file; its outputs are checked again;
+ *   process per model  a child `ccrun --json --iters 1 --batch 1 FILE`
+ *                      (child.c), fork to reap, less its run phase:
+ *                      exec, engine and device creation, the load from the
+ *                      file, unload, release and exit. It runs while A is
+ *                      unloaded, so that on a GPU it has the room A had.
+ *                      `ccbench switch` measures the same over sequences.
+ */
+
+/* The path of this ccrun, for the child (NULL when unknown). */
+static const char *self_path(char *buf, size_t len) {
+    ssize_t n = readlink("/proc/self/exe", buf, len);
+    if (n <= 0 || (size_t)n >= len)
+        return NULL;
+    buf[n] = '\0';
+    return buf;
+}
+
+/* What act 5 measured, in ms (negative: did not run). */
+typedef struct act5_costs {
+    double sleep, wake, unload, reload, process;
+} act5_costs;
+
+/* A out and back by unload + reload from a file, with the process-per-model
+ * figure measured in between; A (the handle) is gone afterwards. 1 when
+ * the reload's outputs are `want`. */
+static int act5_reload(demo *d, ccr_engine *e, ccr_model *a, unsigned long long want, act5_costs *c) {
+    char path[] = "/tmp/ccrun-demo-XXXXXX", exe[4096], cap[32];
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        cca_set_error(CCA_ERR_IO, "cannot create a temporary file in /tmp");
+        step_failed(d, "save skipped: ");
+        ccr_model_unload(a);
+        return 1;
+    }
+    close(fd);
+    double t = ccrun_now_ms();
+    int saved = ccr_model_save(a, path) == CCR_OK;
+    if (saved)
+        ccrun_phase(&d->rep, e, "save", "A", ccrun_now_ms() - t, "A written to %s (not counted)", path);
+    else
+        step_failed(d, "save failed: ");
+    t = ccrun_now_ms();
+    if (ccr_model_release(a, NULL) != CCR_OK)
+        step_failed(d, "unload failed: ");
+    c->unload = ccrun_now_ms() - t;
+    ccrun_phase(&d->rep, e, "unload", "A", c->unload, "A unloaded: its domain released");
+    int same = 1;
+    if (saved) {
+        snprintf(cap, sizeof cap, "%zu", d->o->capacity);
+        const char *self = self_path(exe, sizeof exe);
+        char *argv[] = {(char *)self, "--json", "--device", d->simulated ? "host" : "cuda",
+                        "--capacity", cap,      "--iters",  "1",
+                        "--batch",    "1",      path,       NULL};
+        double wall = 0, run = 0;
+        int rc = self ? ccrun_time_child(argv, &wall, &run) : -1;
+        if (rc == 0) {
+            c->process = wall - run;
+            ccrun_phase(&d->rep, e, "process", "A", c->process,
+                        "a child ccrun loaded A from the file: %.1f ms fork to exit, less its run %.1f ms", wall, run);
+        } else {
+            cca_set_error(CCA_ERR_IO, "the child ccrun on %s exited %d", path, rc);
+            step_failed(d, "process per model: ");
+        }
+        ccr_model *b = NULL;
+        t = ccrun_now_ms();
+        if (ccr_model_load_file(e, path, &b) == CCR_OK) {
+            c->reload = ccrun_now_ms() - t;
+            ccrun_phase(&d->rep, e, "load", "A", c->reload, "A again, from the file");
+            unsigned long long h = 0;
+            same = run_hashed(d, e, b, "A", &h, " (reloaded)") && h == want;
+            if (!same)
+                printf("  A's outputs after the reload CHANGED (%016llx, before %016llx)\n", h, want);
+            ccr_model_unload(b);
+        } else {
+            step_failed(d, "reload failed: ");
+        }
+    }
+    unlink(path);
+    return same;
+}
+
+static void act5(demo *d, const char *spec_a, const char *spec_b) {
+    char b0[32], b1[32], b2[32];
+    act5_costs c = {-1, -1, -1, -1, -1};
+    ccr_engine *e = begin_act(d, "Act 5: sleep and wake: A put aside while B runs, then back at the same addresses",
+                              "growth", 1, "domains on");
+    if (!e)
+        return;
+    ccr_device_info info;
+    ccr_engine_device_info(e, &info);
+    size_t base = info.free_baseline;
+    ccr_model *a = NULL;
+    unsigned long long h0 = 0, h1 = 0;
+    double t = ccrun_now_ms();
+    if (ccr_model_load_spec(e, spec_a, &a) != CCR_OK) {
+        ccrun_phase(&d->rep, e, "load", "A", ccrun_now_ms() - t, "FAILED");
+        step_failed(d, "");
+        add_summary(d, "5", "A asleep, B run, A woken", "did not run: %.100s", d->why);
+        close_act(d, e);
+        return;
+    }
+    ccrun_phase(&d->rep, e, "load", "A", ccrun_now_ms() - t, "%s of weights",
+                cca_format_bytes(ccr_arch_param_bytes(ccr_model_arch(a)), b0, sizeof b0));
+    int ran = run_hashed(d, e, a, "A", &h0, " (A's first outputs)");
+    size_t held = reserved(e);
+    ccr_sleep_info s, w;
+    if (!ran || ccr_model_sleep(a, &s) != CCR_OK) {
+        if (ran)
+            step_failed(d, "sleep failed: ");
+        add_summary(d, "5", "A asleep, B run, A woken", "did not run: %.100s", d->why);
+        ccr_model_unload(a);
+        close_act(d, e);
+        return;
+    }
+    c.sleep = s.ms;
+    size_t asleep_free = device_free_now(d);
+    int at_base = asleep_free == base;
+    ccrun_phase(&d->rep, e, "sleep", "A", s.ms,
+                "A asleep, still loaded: device free +%s (all it held), %s baseline; %s on the host",
+                cca_format_bytes(s.device_free_after - s.device_free_before, b0, sizeof b0),
+                at_base ? "==" : "!=", cca_format_bytes(s.host_bytes, b1, sizeof b1));
+    add_summary(d, "5", "A asleep (loaded, weights on the host)", "device free %s baseline %s%s",
+                at_base ? "==" : "!=", cca_format_bytes(base, b0, sizeof b0),
+                at_base && d->simulated ? " exactly" : "");
+    size_t b_bytes = 0;
+    ccr_model *b = load_run(d, e, "B", spec_b, d->batch);
+    if (b) {
+        b_bytes = ccr_arch_param_bytes(ccr_model_arch(b));
+        printf("  B ran while A slept: A held %s awake, B has %s of weights: %s the device's %s\n",
+               cca_format_bytes(held, b0, sizeof b0), cca_format_bytes(b_bytes, b1, sizeof b1),
+               held + b_bytes > d->total ? "together more than" : "together within",
+               cca_format_bytes(d->total, b2, sizeof b2));
+        unload(d, e, b, "B");
+        add_summary(d, "5", "B, too large beside A awake, ran", "A's %s + B's %s %s device %s",
+                    cca_format_bytes(held, b0, sizeof b0), cca_format_bytes(b_bytes, b1, sizeof b1),
+                    held + b_bytes > d->total ? ">" : "<=", cca_format_bytes(d->total, b2, sizeof b2));
+    } else {
+        add_summary(d, "5", "B, too large beside A awake, ran", "did not run: %.100s", d->why);
+    }
+    int same = 0;
+    if (ccr_model_wake(a, &w) != CCR_OK) {
+        step_failed(d, "wake failed: ");
+        add_summary(d, "5", "A woken: its outputs", "did not wake: %.100s", d->why);
+        ccr_model_unload(a);
+    } else {
+        c.wake = w.ms;
+        ccrun_phase(&d->rep, e, "wake", "A", w.ms, "A woken: %s mapped again, %s copied back, same addresses",
+                    cca_format_bytes(w.device_bytes, b0, sizeof b0), cca_format_bytes(w.bytes_copied, b1, sizeof b1));
+        same = run_hashed(d, e, a, "A", &h1, " (after the wake)") && h1 == h0;
+        add_summary(d, "5", "A woken: its outputs", "%s (hash %016llx)",
+                    same ? "bit-identical to before its sleep" : "CHANGED", h1);
+        if (!act5_reload(d, e, a, h0, &c))
+            same = 0;
+    }
+    if (c.sleep >= 0 && c.wake >= 0)
+        add_summary(d, "5", "A out and back: sleep + wake", "%.1f ms (sleep %.1f + wake %.1f)", c.sleep + c.wake,
+                    c.sleep, c.wake);
+    if (c.unload >= 0 && c.reload >= 0)
+        add_summary(d, "5", "A out and back: unload + reload (file)", "%.1f ms (unload %.1f + load %.1f)",
+                    c.unload + c.reload, c.unload, c.reload);
+    if (c.process >= 0)
+        add_summary(d, "5", "A out and back: a process per model", "%.1f ms (child ccrun: start, load from file, exit)",
+                    c.process);
+    ccr_release_info ri;
+    release(d, e, &ri);
+    char note[64];
+    ccrun_phase(&d->rep, e, "release", "", 0, "%s", ccrun_baseline_note(&ri, note, sizeof note));
+    close_act(d, e);
+    /* exact on the simulated device: a miss there is a bug; changed outputs anywhere */
+    if ((d->simulated && !at_base) || !same)
+        d->failed = 1;
+}
+
 int ccrun_demo(const ccrun_options *o) {
     demo d;
     memset(&d, 0, sizeof d);
@@ -686,6 +879,7 @@ int ccrun_demo(const ccrun_options *o) {
     const char *specs[3] = {sa, sb, sc}, *labels[3] = {"A", "B", "C"};
     act3(&d, specs, labels);
     act4(&d);
+    act5(&d, sa, sb);
 
     printf("\n== Summary (device %s: %s, %s) ==\n", cca_upstream_name(d.dev),
            d.simulated ? "SIMULATED on host memory" : "real GPU", cca_format_bytes(d.total, b0, sizeof b0));

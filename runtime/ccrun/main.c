@@ -4,8 +4,9 @@
  *
  *     ccrun [options] MODEL...        MODEL: file.safetensors or mlp:... spec
  *     ccrun --resident R MODEL...     R stays loaded while each MODEL is swapped
+ *     ccrun --sleep A B A B           each turn ends with a sleep, a return wakes
  *     ccrun --demo                    greedy vs growth, fragmentation, release,
- *                                     memory domains
+ *                                     memory domains, sleep and wake
  *
  * For each model: load, run --iters batches of --batch rows, unload (with
  * memory domains, the default, the unload itself gives the model's memory
@@ -19,6 +20,15 @@
  * memory rising by the unloaded model's whole reservation; with
  * --no-domains, the unload leaves it cached and a trim gives back only
  * segments no resident block pins.
+ *
+ * With --sleep, a model's turn ends with ccr_model_sleep instead of an
+ * unload (its device memory given back, the model kept loaded), and a
+ * model that comes again in the sequence (the same MODEL text) is woken
+ * instead of loaded: "sleep" and "wake" rows give the time and the device's
+ * free memory (after a sleep: up by the model's whole reservation), and each
+ * woken model's outputs are compared (a hash) with its first run, a
+ * different hash an error. The last turn's model and the sleeping ones are
+ * unloaded at the end, then everything is released.
  *
  * Errors name the problem, leave the allocator at zero live bytes, and exit
  * non-zero (see --help). An output that could not be written whole
@@ -35,86 +45,96 @@
 #include <unistd.h>
 
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint */
-#include "ccai_open.h"   /* common/: ccai_fopen_nowait */
-#include "ccai_stdfds.h" /* common/: ccai_hold_std_fds */
+#include "ccai_open.h"    /* common/: ccai_fopen_nowait */
+#include "ccai_stdfds.h"  /* common/: ccai_hold_std_fds */
 #include "ccrun.h"
 
 static void usage(FILE *f) {
     errno = 0;
-    int n = fprintf(f, "usage: ccrun [options] MODEL...\n"
-               "       ccrun [options] --resident MODEL [--resident MODEL]... [MODEL...]\n"
-               "       ccrun --demo [--device D] [--capacity SIZE] [--vm-granularity SIZE]\n"
-               "                    [--vm-backing pages|whole-maps]\n"
-               "\n"
-               "Runs each MODEL in sequence in one process: load, run N batches, unload,\n"
-               "release (unless --keep-cache), printing a table of memory figures per phase.\n"
-               "Each model has its own memory domain (policy growth): unloading it returns all\n"
-               "of its memory at once, while resident models keep theirs (--no-domains: off).\n"
-               "MODEL is a safetensors file (layer list in __metadata__[\"" CCR_META_KEY "\"]) or a spec\n"
-               "string:  mlp:D0xD1x...xDn[:relu|gelu|none][:softmax][:seed=N][:nobias][:acts=A/B/..]\n"
-               "         e.g. mlp:784x4096x4096x10:relu:softmax\n"
-               "\n"
-               "options:\n"
-               "  --policy greedy|growth  allocator policy (default growth)\n"
-               "  --conf STR              allocator config, CCALLOC_CONF syntax, e.g.\n"
-               "                          \"max_reserved:4G,greedy_fraction:0.8\" (after --policy)\n"
-               "  --device auto|cuda|host auto (default): CUDA if a GPU is present, else the\n"
-               "                          simulated device\n"
-               "  --capacity SIZE         simulated device size, at least 1M, K/M/G/T suffixes\n"
-               "                          (default 1G)\n"
-               "  --vm-granularity SIZE   the page of expandable segments (--conf expandable:1),\n"
-               "                          a power of two from 4K to 1G: on a GPU one driver\n"
-               "                          allocation each, so larger pages map in fewer calls\n"
-               "                          and give memory back in larger steps (default: the\n"
-               "                          device's, 2M)\n"
-               "  --vm-backing pages|whole-maps\n"
-               "                          the memory behind each map of expandable segments:\n"
-               "                          one allocation per map, given back whole (whole-maps,\n"
-               "                          the default: on a GPU far fewer driver calls), or one\n"
-               "                          per page, any page given back (pages)\n"
-               "  --batch N               rows per batch, 1..2^24 (default 8)\n"
-               "  --iters N               batches per model, 1..2^24 (default 3)\n"
-               "  --keep-cache            never release: memory stays with the process, as in\n"
-               "                          TensorFlow (unload only; implies --no-domains)\n"
-               "  --resident MODEL        load MODEL first and keep it loaded (up to 8 times):\n"
-               "                          it runs again after each other MODEL is unloaded,\n"
-               "                          and its outputs must stay the same bytes\n"
-               "  --no-domains            every model in the allocator's default domain: an\n"
-               "                          unloaded model's memory stays cached, shared segments\n"
-               "                          with resident models trap it (for comparison)\n"
-               "  --footprint-sidecar     remember each model file's peak reserved memory in\n"
-               "                          FILE.ccfoot and reserve it up front at its next load\n"
-               "                          (in memory within one run: always, with domains)\n"
-               "  --json                  print one JSON document instead of the table\n"
-               "                          (MODEL runs; not with --demo)\n"
-               "  --timeline FILE.csv     one CSV row per allocator event or phase\n"
-               "  --save FILE             after loading the (single) MODEL, write it as safetensors\n"
-               "  --snapshot FILE         after each model's batches run (the model still loaded),\n"
-               "                          write the allocator's snapshot to FILE, replacing the\n"
-               "                          last: FILE.pickle in PyTorch's format for\n"
-               "                          torch.cuda._memory_viz and pytorch.org/memory_viz (sets\n"
-               "                          history:65536 before --conf: the device trace), FILE.json\n"
-               "                          as cca_write_snapshot_json (MODEL runs; not with --demo)\n"
-               "  --seed N                seed of the random input batches, 0..2^64-1 (default 1)\n"
-               "  --demo                  the whole story: greedy + keep-cache, growth +\n"
-               "                          fragmentation + trim, explicit release, memory\n"
-               "                          domains with a resident model (4 acts)\n"
-               "  -h, --help              this text\n"
-               "\n"
-               "Outputs (--timeline, --save, --snapshot, footprint sidecars, and standard output\n"
-               "and error when they go to a regular file) must be different files, and none a\n"
-               "MODEL or --resident file: two names for one file (./X and X, d/../X, a symlink,\n"
-               "a hard link) are refused before anything runs (exit 2), naming both.\n"
-               "\n"
-               "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
-               "  resident model's outputs changed, ...) or an output could not be made or\n"
-               "  written whole (standard output, --timeline, --save, --snapshot: a missing\n"
-               "  directory, a full disk, a FIFO nobody reads; stderr names the\n"
-               "  file and the reason), 2 bad usage,\n"
-               "3 device memory still allocated at exit (a bug),\n"
-               "4 a model has non-finite (NaN/Inf) weights: it ran, but its outputs may not be numbers\n"
-               "  (a warning on stderr names each tensor and its count).\n"
-               "Environment: CCALLOC_CONF is not read by ccrun; use --conf.\n");
+    int n = fprintf(
+        f, "usage: ccrun [options] MODEL...\n"
+           "       ccrun [options] --resident MODEL [--resident MODEL]... [MODEL...]\n"
+           "       ccrun [options] --sleep MODEL...      e.g. --sleep A B A B\n"
+           "       ccrun --demo [--device D] [--capacity SIZE] [--vm-granularity SIZE]\n"
+           "                    [--vm-backing pages|whole-maps]\n"
+           "\n"
+           "Runs each MODEL in sequence in one process: load, run N batches, unload,\n"
+           "release (unless --keep-cache), printing a table of memory figures per phase.\n"
+           "Each model has its own memory domain (policy growth): unloading it returns all\n"
+           "of its memory at once, while resident models keep theirs (--no-domains: off).\n"
+           "MODEL is a safetensors file (layer list in __metadata__[\"" CCR_META_KEY "\"]) or a spec\n"
+           "string:  mlp:D0xD1x...xDn[:relu|gelu|none][:softmax][:seed=N][:nobias][:acts=A/B/..]\n"
+           "         e.g. mlp:784x4096x4096x10:relu:softmax\n"
+           "\n"
+           "options:\n"
+           "  --policy greedy|growth  allocator policy (default growth)\n"
+           "  --conf STR              allocator config, CCALLOC_CONF syntax, e.g.\n"
+           "                          \"max_reserved:4G,greedy_fraction:0.8\" (after --policy)\n"
+           "  --device auto|cuda|host auto (default): CUDA if a GPU is present, else the\n"
+           "                          simulated device\n"
+           "  --capacity SIZE         simulated device size, at least 1M, K/M/G/T suffixes\n"
+           "                          (default 1G)\n"
+           "  --vm-granularity SIZE   the page of expandable segments (--conf expandable:1),\n"
+           "                          a power of two from 4K to 1G: on a GPU one driver\n"
+           "                          allocation each, so larger pages map in fewer calls\n"
+           "                          and give memory back in larger steps (default: the\n"
+           "                          device's, 2M)\n"
+           "  --vm-backing pages|whole-maps\n"
+           "                          the memory behind each map of expandable segments:\n"
+           "                          one allocation per map, given back whole (whole-maps,\n"
+           "                          the default: on a GPU far fewer driver calls), or one\n"
+           "                          per page, any page given back (pages)\n"
+           "  --batch N               rows per batch, 1..2^24 (default 8)\n"
+           "  --iters N               batches per model, 1..2^24 (default 3)\n"
+           "  --keep-cache            never release: memory stays with the process, as in\n"
+           "                          TensorFlow (unload only; implies --no-domains)\n"
+           "  --resident MODEL        load MODEL first and keep it loaded (up to 8 times):\n"
+           "                          it runs again after each other MODEL is unloaded,\n"
+           "                          and its outputs must stay the same bytes\n"
+           "  --sleep                 end each MODEL's turn with a sleep, not an unload: its\n"
+           "                          weights copied to host memory, all its device memory\n"
+           "                          given back, the model kept loaded; a MODEL that comes\n"
+           "                          again is woken (same addresses), not loaded, and its\n"
+           "                          outputs must be the same bytes as at its first run.\n"
+           "                          Needs memory domains (policy growth) and expandable\n"
+           "                          segments (the default); not with --resident\n"
+           "  --no-domains            every model in the allocator's default domain: an\n"
+           "                          unloaded model's memory stays cached, shared segments\n"
+           "                          with resident models trap it (for comparison)\n"
+           "  --footprint-sidecar     remember each model file's peak reserved memory in\n"
+           "                          FILE.ccfoot and reserve it up front at its next load\n"
+           "                          (in memory within one run: always, with domains)\n"
+           "  --json                  print one JSON document instead of the table\n"
+           "                          (MODEL runs; not with --demo)\n"
+           "  --timeline FILE.csv     one CSV row per allocator event or phase\n"
+           "  --save FILE             after loading the (single) MODEL, write it as safetensors\n"
+           "  --snapshot FILE         after each model's batches run (the model still loaded),\n"
+           "                          write the allocator's snapshot to FILE, replacing the\n"
+           "                          last: FILE.pickle in PyTorch's format for\n"
+           "                          torch.cuda._memory_viz and pytorch.org/memory_viz (sets\n"
+           "                          history:65536 before --conf: the device trace), FILE.json\n"
+           "                          as cca_write_snapshot_json (MODEL runs; not with --demo)\n"
+           "  --seed N                seed of the random input batches, 0..2^64-1 (default 1)\n"
+           "  --demo                  the whole story: greedy + keep-cache, growth +\n"
+           "                          fragmentation + trim, explicit release, memory\n"
+           "                          domains with a resident model, sleep and wake\n"
+           "                          against reload and a process per model (5 acts)\n"
+           "  -h, --help              this text\n"
+           "\n"
+           "Outputs (--timeline, --save, --snapshot, footprint sidecars, and standard output\n"
+           "and error when they go to a regular file) must be different files, and none a\n"
+           "MODEL or --resident file: two names for one file (./X and X, d/../X, a symlink,\n"
+           "a hard link) are refused before anything runs (exit 2), naming both.\n"
+           "\n"
+           "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
+           "  resident or woken model's outputs changed, a wake without room, ...) or an output could not be made or\n"
+           "  written whole (standard output, --timeline, --save, --snapshot: a missing\n"
+           "  directory, a full disk, a FIFO nobody reads; stderr names the\n"
+           "  file and the reason), 2 bad usage,\n"
+           "3 device memory still allocated at exit (a bug),\n"
+           "4 a model has non-finite (NaN/Inf) weights: it ran, but its outputs may not be numbers\n"
+           "  (a warning on stderr names each tensor and its count).\n"
+           "Environment: CCALLOC_CONF is not read by ccrun; use --conf.\n");
     if (n < 0 && f == stdout) /* the text outgrows stdio's buffer: a write fails inside, its reason kept now */
         ccrun_stdout_failed(errno);
 }
@@ -162,6 +182,7 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         O_NO_DOMAINS,
         O_SIDECAR,
         O_SNAPSHOT,
+        O_SLEEP,
         O_HELP
     };
     static const struct option longopts[] = {{"policy", required_argument, 0, O_POLICY},
@@ -182,6 +203,7 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
                                              {"no-domains", no_argument, 0, O_NO_DOMAINS},
                                              {"footprint-sidecar", no_argument, 0, O_SIDECAR},
                                              {"snapshot", required_argument, 0, O_SNAPSHOT},
+                                             {"sleep", no_argument, 0, O_SLEEP},
                                              {"help", no_argument, 0, O_HELP},
                                              {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -252,6 +274,7 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
             break;
         case O_NO_DOMAINS: o->no_domains = 1; break;
         case O_SIDECAR: o->footprint_sidecar = 1; break;
+        case O_SLEEP: o->sleep = 1; break;
         case O_SNAPSHOT:
             if (!ends_with(optarg, ".pickle") && !ends_with(optarg, ".json"))
                 return usage_error("--snapshot '%s' must end in .pickle (PyTorch's format) or .json", optarg);
@@ -286,6 +309,15 @@ static int parse_options(int argc, char **argv, ccrun_options *o) {
         return usage_error("%s", "--demo prints a report, not JSON: --json is for MODEL runs");
     if (o->save_path && o->n_models != 1)
         return usage_error("%s", "--save needs exactly one MODEL");
+    if (o->sleep && o->demo)
+        return usage_error("%s", "--demo takes no --sleep: it has its own act");
+    if (o->sleep && o->n_resident)
+        return usage_error("--sleep takes no --resident (got '%s'): every MODEL sleeps in its turn", o->resident[0]);
+    if (o->sleep && (o->no_domains || o->keep_cache))
+        return usage_error("--sleep needs memory domains: not with %s",
+                           o->keep_cache ? "--keep-cache" : "--no-domains");
+    if (o->sleep && o->policy && !strcmp(o->policy, "greedy"))
+        return usage_error("%s", "--sleep needs memory domains, which policy greedy cannot have");
     return 0;
 }
 
@@ -461,11 +493,12 @@ static int write_snapshot(run_state *rs) {
 
 /* Step 2b: --iters passes of one batch. The batch is checked against the
  * device before host memory is taken for it (batch, in, out <= 2^24: the
- * products fit). M stays loaded either way. A resident model (hash not
- * NULL) gets a hash of every output byte of the passes into *hash, shown in
- * the row; with `first`, the hash of its first run, a different one is an
- * error: its outputs changed while other models came and went. */
-static int run_passes(run_state *rs, ccr_model *m, const char *src, unsigned long long *hash,
+ * products fit). M stays loaded either way. A resident model (role
+ * "resident") or one of --sleep (role NULL) passes `hash`: a hash of every
+ * output byte of the passes goes into *hash, shown in the row; with
+ * `first`, the hash of its first run, a different one is an error: its
+ * outputs changed while other models came and went (or while it slept). */
+static int run_passes(run_state *rs, ccr_model *m, const char *src, const char *role, unsigned long long *hash,
                       const unsigned long long *first) {
     const ccrun_options *o = rs->o;
     const ccr_arch *a = ccr_model_arch(m);
@@ -495,7 +528,7 @@ static int run_passes(run_state *rs, ccr_model *m, const char *src, unsigned lon
         snprintf(note, sizeof note, ", %llu upstream calls", device_calls(rs) - calls);
     int changed = hash && first && h != *first;
     if (hash)
-        snprintf(same, sizeof same, "; resident, outputs %016llx%s", h,
+        snprintf(same, sizeof same, "; %s%soutputs %016llx%s", role ? role : "", role ? ", " : "", h,
                  !first    ? " (its first run)"
                  : changed ? " CHANGED"
                            : " = its first run");
@@ -505,8 +538,8 @@ static int run_passes(run_state *rs, ccr_model *m, const char *src, unsigned lon
         *hash = h;
     if (changed) {
         free(rs->errbuf);
-        rs->errbuf =
-            ccrun_format("resident model '%s': outputs changed (hash %016llx, first run %016llx)", src, h, *first);
+        rs->errbuf = ccrun_format("%s model '%s': outputs changed (hash %016llx, first run %016llx)",
+                                  role ? role : "woken", src, h, *first);
         return CCRUN_ERR_MODEL;
     }
     return o->snapshot_path ? write_snapshot(rs) : CCRUN_OK;
@@ -514,11 +547,13 @@ static int run_passes(run_state *rs, ccr_model *m, const char *src, unsigned lon
 
 /* Step 2c: unload. With a domain, the model's memory goes back now: the
  * row gives the device's free memory before and after against what the
- * domain held (exact on the simulated device). A leak at unload (blocks
- * still live in the domain) is an error. */
+ * domain held (exact on the simulated device); a sleeping model (--sleep)
+ * held none. A leak at unload (blocks still live in the domain) is an
+ * error. */
 static int unload_model(run_state *rs, ccr_model *m, const char *src) {
     char b0[32], b1[32];
     size_t before = device_free_now(rs);
+    int asleep = ccr_model_asleep(m);
     double t = ccrun_now_ms();
     ccr_unload_info u;
     ccr_status st = ccr_model_release(m, &u);
@@ -528,7 +563,11 @@ static int unload_model(run_state *rs, ccr_model *m, const char *src) {
         ccrun_phase(&rs->rep, rs->e, "unload", src, ms, "domain NOT released: %zu live blocks", u.live_blocks);
         return model_error(rs, NULL);
     }
-    if (!u.domain)
+    if (asleep)
+        ccrun_phase(&rs->rep, rs->e, "unload", src, ms,
+                    "asleep: domain released with its host copy, device free +%s (nothing was mapped)",
+                    cca_format_bytes(rise, b0, sizeof b0));
+    else if (!u.domain)
         ccrun_phase(&rs->rep, rs->e, "unload", src, ms, "no domain: device free +%s, its memory stays cached",
                     cca_format_bytes(rise, b0, sizeof b0));
     else if (rise == u.reserved_at_unload)
@@ -607,7 +646,9 @@ static int finish(run_state *rs, int rc) {
             ccrun_say("after the error the allocator holds %zu live bytes", s.allocated_bytes);
         if (o->json)
             ccrun_json_document(&rs->rep, rs->e,
-                                rc == CCRUN_OK ? NULL : rs->errbuf ? rs->errbuf : "out of host memory",
+                                rc == CCRUN_OK ? NULL
+                                : rs->errbuf   ? rs->errbuf
+                                               : "out of host memory",
                                 s.allocated_bytes);
         if (rc == CCRUN_OK && rs->nonfinite_seen)
             rc = CCRUN_WARN_NONFINITE;
@@ -641,7 +682,7 @@ static int run_models(const ccrun_options *o) {
         const char *src = o->models[k];
         rc = load_model(&rs, src, "", &m);
         if (rc == CCRUN_OK) {
-            int run_rc = run_passes(&rs, m, src, NULL, NULL);
+            int run_rc = run_passes(&rs, m, src, NULL, NULL, NULL);
             rc = unload_model(&rs, m, src);
             rc = release_all(&rs, src, run_rc != CCRUN_OK ? run_rc : rc);
         }
@@ -667,7 +708,7 @@ static int run_resident(const ccrun_options *o) {
         if (rc != CCRUN_OK)
             break;
         loaded++;
-        rc = run_passes(&rs, res[loaded - 1], src, &first[loaded - 1], NULL);
+        rc = run_passes(&rs, res[loaded - 1], src, "resident", &first[loaded - 1], NULL);
     }
     for (size_t k = 0; k < o->n_models && rc == CCRUN_OK; k++) {
         ccr_model *m = NULL;
@@ -676,7 +717,7 @@ static int run_resident(const ccrun_options *o) {
         rc = load_model(&rs, src, "", &m);
         if (rc != CCRUN_OK)
             break;
-        int run_rc = run_passes(&rs, m, src, NULL, NULL);
+        int run_rc = run_passes(&rs, m, src, NULL, NULL, NULL);
         rc = unload_model(&rs, m, src);
         if (run_rc != CCRUN_OK)
             rc = run_rc;
@@ -684,7 +725,7 @@ static int run_resident(const ccrun_options *o) {
             trim_around_residents(&rs, src, before);
         for (size_t i = 0; i < loaded && rc == CCRUN_OK; i++) {
             unsigned long long h;
-            rc = run_passes(&rs, res[i], o->resident[i], &h, &first[i]);
+            rc = run_passes(&rs, res[i], o->resident[i], "resident", &h, &first[i]);
         }
     }
     /* the residents go last, whatever happened: an error leaves zero live bytes */
@@ -694,6 +735,87 @@ static int run_resident(const ccrun_options *o) {
         else
             ccr_model_unload(res[i]);
     }
+    rc = release_all(&rs, "", rc);
+    return finish(&rs, rc);
+}
+
+/* --sleep, the end of a turn: M to sleep. The row gives the device's free
+ * memory rising by the domain's reservation (exactly, on the simulated
+ * device) and what went to the host. */
+static int sleep_model(run_state *rs, ccr_model *m, const char *src) {
+    char b0[32], b1[32], b2[32];
+    cca_domain_stats ds = {0};
+    if (ccr_model_domain(m))
+        cca_get_domain_stats(ccr_engine_allocator(rs->e), ccr_model_domain(m), &ds);
+    ccr_sleep_info s;
+    if (ccr_model_sleep(m, &s) != CCR_OK)
+        return model_error(rs, NULL);
+    size_t rise = s.device_free_after > s.device_free_before ? s.device_free_after - s.device_free_before : 0;
+    if (rise == ds.reserved_bytes)
+        ccrun_phase(&rs->rep, rs->e, "sleep", src, s.ms,
+                    "asleep: device free +%s, exactly its whole reservation (%zu B); %s copied to host",
+                    cca_format_bytes(rise, b0, sizeof b0), ds.reserved_bytes,
+                    cca_format_bytes(s.bytes_copied, b1, sizeof b1));
+    else
+        ccrun_phase(&rs->rep, rs->e, "sleep", src, s.ms,
+                    "asleep: device free +%s (%zu B), its reservation was %s (%zu B); %s copied to host",
+                    cca_format_bytes(rise, b0, sizeof b0), rise, cca_format_bytes(ds.reserved_bytes, b1, sizeof b1),
+                    ds.reserved_bytes, cca_format_bytes(s.bytes_copied, b2, sizeof b2));
+    return CCRUN_OK;
+}
+
+/* --sleep, a model's return: wake it (a wake without room is an error,
+ * the message saying how much is missing). */
+static int wake_model(run_state *rs, ccr_model *m, const char *src) {
+    char b0[32], b1[32];
+    ccr_sleep_info w;
+    if (ccr_model_wake(m, &w) != CCR_OK)
+        return model_error(rs, NULL);
+    ccrun_phase(&rs->rep, rs->e, "wake", src, w.ms, "woken: %s mapped again, %s copied back, same addresses",
+                cca_format_bytes(w.device_bytes, b0, sizeof b0), cca_format_bytes(w.bytes_copied, b1, sizeof b1));
+    return CCRUN_OK;
+}
+
+/* ccrun --sleep MODEL...: MODEL k's turn: woken when the same MODEL text
+ * came before (it is asleep), else loaded; run, its outputs compared with
+ * its first run; then put to sleep, unless it is the last turn. At the
+ * end every model is unloaded (the last one awake, the others asleep) and
+ * everything released. first[j]/m[j]: the model whose text first appears
+ * at position j. */
+static int run_sleeping(const ccrun_options *o) {
+    run_state rs = {.o = o, .rep = {stdout, o->json, 0, 0, NULL}};
+    ccr_model **m = calloc(o->n_models, sizeof *m);
+    unsigned long long *first = calloc(o->n_models, sizeof *first);
+    int rc = open_engine(&rs);
+    if (rc == CCRUN_OK && (!m || !first)) {
+        rs.errbuf = ccrun_format("out of host memory for %zu models", o->n_models);
+        rc = CCRUN_ERR_MODEL;
+    }
+    for (size_t k = 0; k < o->n_models && rc == CCRUN_OK; k++) {
+        const char *src = o->models[k];
+        size_t j = 0;
+        while (strcmp(o->models[j], src)) /* ends at k at the latest */
+            j++;
+        int again = m[j] != NULL;
+        rc = again ? wake_model(&rs, m[j], src) : load_model(&rs, src, "", &m[j]);
+        if (rc == CCRUN_OK) {
+            unsigned long long h;
+            rc = run_passes(&rs, m[j], src, NULL, again ? &h : &first[j], again ? &first[j] : NULL);
+        }
+        if (rc == CCRUN_OK && k + 1 < o->n_models)
+            rc = sleep_model(&rs, m[j], src);
+    }
+    /* every model goes, asleep or awake, whatever happened: an error leaves zero live bytes */
+    for (size_t j = o->n_models; m && j-- > 0;) {
+        if (!m[j])
+            continue;
+        if (rc == CCRUN_OK)
+            rc = unload_model(&rs, m[j], o->models[j]);
+        else
+            ccr_model_unload(m[j]);
+    }
+    free(m);
+    free(first);
     rc = release_all(&rs, "", rc);
     return finish(&rs, rc);
 }
@@ -708,6 +830,6 @@ int main(int argc, char **argv) {
         rc = ccrun_check_outputs(&o);
     if (rc)
         return rc;
-    rc = o.demo ? ccrun_demo(&o) : o.n_resident ? run_resident(&o) : run_models(&o);
+    rc = o.demo ? ccrun_demo(&o) : o.n_resident ? run_resident(&o) : o.sleep ? run_sleeping(&o) : run_models(&o);
     return ccrun_close_stdout(rc);
 }

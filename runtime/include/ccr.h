@@ -64,8 +64,12 @@ typedef enum ccr_status {
     CCR_ERR_DEVICE,           /* no such device, or the device failed           */
     CCR_ERR_KERNEL,           /* a kernel returned an error                     */
     CCR_ERR_ALLOCATOR,        /* the allocator returned an unexpected error     */
-    CCR_ERR_LIVE_BLOCKS       /* unload found memory still allocated in the
+    CCR_ERR_LIVE_BLOCKS,      /* unload found memory still allocated in the
                                  model's domain (a leak): see ccr_model_release */
+    CCR_ERR_ASLEEP,           /* the model is asleep (ccr_model_sleep): wake it */
+    CCR_ERR_UNSUPPORTED       /* the engine's setup cannot do it: sleep without
+                                 a domain of the model's own or without
+                                 expandable segments (ccr_model_sleep)          */
 } ccr_status;
 
 /* "CCR_ERR_FORMAT" etc. */
@@ -388,7 +392,9 @@ ccr_status ccr_model_nonfinite_tensor(const ccr_model *m, size_t i, const char *
 /* Forward pass for `batch` rows: x_host is batch × in floats, y_host receives
  * batch × out floats (probabilities when the model ends in softmax). Every
  * activation is allocated from the allocator and freed as soon as the next
- * layer has consumed it. batch may differ from call to call. */
+ * layer has consumed it. batch may differ from call to call. A sleeping
+ * model (ccr_model_sleep) is refused with CCR_ERR_ASLEEP before anything
+ * is touched. */
 ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float *y_host);
 
 /* The device bytes one ccr_model_run of `batch` rows needs at its peak, at
@@ -404,8 +410,94 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
 ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need);
 
 /* Write the model (weights read back from the device) as a safetensors file
- * with float32 tensors and the architecture in the metadata. */
+ * with float32 tensors and the architecture in the metadata. A sleeping
+ * model is refused with CCR_ERR_ASLEEP (its weights are on the host, no
+ * file is created). */
 ccr_status ccr_model_save(ccr_model *m, const char *path);
+
+/* ---- Sleep and wake --------------------------------------------------------
+ *
+ *  - ccr_model_sleep puts the model's memory domain to sleep
+ *    (cca_domain_sleep, ccalloc.h): its weights (every live block of its
+ *    domain) are copied to host memory and ALL of the domain's device memory
+ *    is unmapped: the device's used memory falls by the domain's whole
+ *    reservation (exactly, on the simulated device), while the model stays
+ *    loaded and every weight pointer stays valid for after the wake.
+ *  - No activation is live then: ccr_model_run frees all of its own before
+ *    it returns, and the sleep first waits for the engine's stream (CUDA).
+ *  - While asleep: ccr_model_run and ccr_model_save are refused
+ *    (CCR_ERR_ASLEEP, nothing touched); ccr_model_check_batch, the getters
+ *    and ccr_model_release / ccr_model_unload / ccr_engine_release work (the
+ *    unload frees the host copy with the domain).
+ *  - ccr_model_wake maps the pages under the weights again and copies them
+ *    back, all or nothing: the weights are at the same addresses with the
+ *    same bytes, so outputs are bit-identical to before the sleep.
+ *  - Needs a domain of the model's own (domains on, policy growth) and
+ *    expandable segments (the allocator's default): otherwise
+ *    CCR_ERR_UNSUPPORTED, nothing changed.
+ *  - The wake does not trim other models' cached memory to make room: an
+ *    out-of-memory wake leaves the model asleep, and the caller makes room
+ *    (unloads or sleeps a model, cca_empty_cache) and wakes again.
+ */
+
+/* What one sleep or wake did. */
+typedef struct ccr_sleep_info {
+    int was_asleep;            /* the model was asleep when the call began      */
+    size_t bytes_copied;       /* sleep: live bytes copied to the host; wake:
+                                  copied back                                   */
+    size_t device_bytes;       /* sleep: device memory given back (unmapped);
+                                  wake: mapped again                            */
+    size_t host_bytes;         /* host memory holding the copy (sleep: taken;
+                                  wake: given back)                             */
+    size_t wake_need;          /* device bytes its wake maps: the pages under the
+                                  model's weights (blocks a caller allocated in
+                                  ccr_model_domain come on top)                 */
+    size_t missing;            /* an out-of-memory wake: wake_need minus the
+                                  device's free memory (0 otherwise)            */
+    size_t device_free_before; /* the device's free memory when the call began
+                                  (mem_info; 0 when the device cannot say)     */
+    size_t device_free_after;  /* ... and when it ended                         */
+    double ms;                 /* wall time of the call                          */
+} ccr_sleep_info;
+
+/* Put model m to sleep (see above). info may be NULL; it is zeroed first.
+ * A model asleep already: CCR_OK, was_asleep 1, nothing copied (pages an
+ * earlier refused unmap left mapped are unmapped now, device_bytes).
+ * Errors:
+ *  - CCR_ERR_INVALID_ARGUMENT: m NULL;
+ *  - CCR_ERR_UNSUPPORTED: m has no domain of its own (domains off, or
+ *    policy greedy: its weights share the default domain with every other
+ *    model), or the allocator has classic segments (expandable:0, or a
+ *    device without the virtual-memory ops); nothing changed;
+ *  - CCR_ERR_DEVICE: the engine's stream could not be waited for (CUDA), or
+ *    the allocator's sleep met a device failure
+ *    (a synchronize, a copy, the host and copy ops missing): nothing
+ *    changed, m awake; or an unmap was refused: m IS asleep (its weights on
+ *    the host), the refused pages stay mapped, the message says how many
+ *    bytes (sleep again to retry them);
+ *  - CCR_ERR_OUT_OF_MEMORY: host memory short for the copy; nothing changed;
+ *  - CCR_ERR_ALLOCATOR: any other allocator failure; nothing changed.
+ * Cost: cca_domain_sleep's (a copy of the weights to the host), two
+ * mem_info, O(layers). */
+ccr_status ccr_model_sleep(ccr_model *m, ccr_sleep_info *info);
+
+/* Wake model m, all or nothing. info may be NULL; it is zeroed first. A
+ * model awake: CCR_OK, nothing done (was_asleep 0).
+ * Errors (after any of them m is asleep, its host copy intact):
+ *  - CCR_ERR_INVALID_ARGUMENT: m NULL;
+ *  - CCR_ERR_OUT_OF_MEMORY: the device's free memory (or max_reserved) is
+ *    short for the pages under its weights: info->wake_need and
+ *    info->missing say how many bytes it needs and how many are missing, as
+ *    the message does; or a map was refused all the same (another tenant);
+ *  - CCR_ERR_DEVICE: a copy back failed;
+ *  - CCR_ERR_ALLOCATOR: any other allocator failure.
+ * Cost: cca_domain_wake's (the pages mapped, the weights copied back), two
+ * mem_info. */
+ccr_status ccr_model_wake(ccr_model *m, ccr_sleep_info *info);
+
+/* 1 while m is asleep (between a ccr_model_sleep and its ccr_model_wake,
+ * a sleep whose unmap was refused included); 0 otherwise and for NULL. */
+int ccr_model_asleep(const ccr_model *m);
 
 /* ------------------------------------------------------------------------ */
 /* Timeline: one CSV row per allocator event or phase, for plots             */

@@ -46,6 +46,8 @@ const char *ccr_status_string(ccr_status s) {
     case CCR_ERR_KERNEL: return "CCR_ERR_KERNEL";
     case CCR_ERR_ALLOCATOR: return "CCR_ERR_ALLOCATOR";
     case CCR_ERR_LIVE_BLOCKS: return "CCR_ERR_LIVE_BLOCKS";
+    case CCR_ERR_ASLEEP: return "CCR_ERR_ASLEEP";
+    case CCR_ERR_UNSUPPORTED: return "CCR_ERR_UNSUPPORTED";
     }
     return "CCR_ERR_UNKNOWN";
 }
@@ -100,6 +102,7 @@ ccr_status ccr_status_of(cca_status cs) {
     case CCA_ERR_OUT_OF_MEMORY: return CCR_ERR_OUT_OF_MEMORY;
     case CCA_ERR_UPSTREAM:
     case CCA_ERR_NO_DEVICE: return CCR_ERR_DEVICE;
+    case CCA_ERR_ASLEEP: return CCR_ERR_ASLEEP;
     default: return CCR_ERR_ALLOCATOR;
     }
 }

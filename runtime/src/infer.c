@@ -27,6 +27,9 @@
  * unload. The pass also notes the largest batch the model ran: the key of
  * the footprint the engine remembers for it (footprint.c).
  *
+ * A sleeping model (sleep.c) is refused before anything moves: its weights'
+ * pages are not mapped (on the simulated device a touch would fault).
+ *
  * On the simulated device the host kernels run on the allocator's pointers
  * directly (they are host memory); on CUDA the same sequence runs cuBLAS
  * (workspace from the allocator too) and the softmax kernel on one stream.
@@ -89,7 +92,9 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "batch size is 0");
     ccr_engine *e = m->e;
     const ccr_arch *a = &m->arch;
-    ccr_status st = ccr_model_check_batch(m, batch, NULL); /* before any byte moves */
+    ccr_status st = ccr_model_check_awake(m, "run"); /* its weights are on the host (sleep.c) */
+    if (st == CCR_OK)
+        st = ccr_model_check_batch(m, batch, NULL); /* before any byte moves */
     if (st != CCR_OK)
         return st;
     st = ccr_engine_ensure_context(e);

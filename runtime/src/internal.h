@@ -26,7 +26,8 @@ void ccr_clear_error(void);
 /* The runtime's status for an allocator call's failure cs: the device
  * refusing or failing (CCA_ERR_UPSTREAM, CCA_ERR_NO_DEVICE) is
  * CCR_ERR_DEVICE, wherever the engine meets it; out of memory is
- * CCR_ERR_OUT_OF_MEMORY; anything else CCR_ERR_ALLOCATOR. */
+ * CCR_ERR_OUT_OF_MEMORY; a sleeping domain (CCA_ERR_ASLEEP) CCR_ERR_ASLEEP;
+ * anything else CCR_ERR_ALLOCATOR. */
 ccr_status ccr_status_of(cca_status cs);
 
 /* a*b into *out; 0 on overflow. */
@@ -116,6 +117,7 @@ struct ccr_model {
     cca_domain *domain; /* NULL: the allocator's default domain              */
     size_t footprint;   /* bytes reserved up front at load (0: none)         */
     size_t max_batch;   /* the largest batch run (0: never run)              */
+    int asleep;         /* its domain asleep (sleep.c): no run, no save      */
     ccr_arch arch;
     float *w[CCR_MAX_LAYERS]; /* device, out × in */
     float *b[CCR_MAX_LAYERS]; /* device, out, or NULL */
@@ -136,6 +138,12 @@ typedef ccr_status (*ccr_fill_fn)(void *user, size_t layer, int is_bias, float *
  * everything is freed, the domain destroyed. */
 ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name, int from_file, ccr_fill_fn fill,
                            void *user, ccr_model **out);
+
+/* ---- sleep.c ------------------------------------------------------------ */
+
+/* CCR_ERR_ASLEEP naming m and what was refused ("run", "save"), when m is
+ * asleep; CCR_OK otherwise. */
+ccr_status ccr_model_check_awake(const ccr_model *m, const char *what);
 
 /* ---- arch.c ------------------------------------------------------------- */
 

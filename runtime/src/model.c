@@ -13,7 +13,9 @@
  *   unload  weights freed -> domain stats read (peak = footprint for next
  *           time) -> cca_domain_destroy (no FORCE): every segment of the
  *           domain back to the device; live blocks (a leak) refuse it
- *           -> unlinked, handle freed
+ *           -> unlinked, handle freed. A sleeping model (sleep.c) unloads
+ *           the same way: the frees and the destroy accept its asleep
+ *           domain, whose host copy goes with it; save refuses it.
  *
  * Rules:
  * - Owns: loading (ccr_model_build and the file, stream and spec loaders),
@@ -543,6 +545,9 @@ static ccr_status get_tensor(void *user, size_t index, float *dst, size_t count)
 ccr_status ccr_model_save(ccr_model *m, const char *path) {
     if (!m || !path)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model or path is NULL");
+    ccr_status st = ccr_model_check_awake(m, "save"); /* its weights are on the host */
+    if (st != CCR_OK)
+        return st;
     save_ctx c;
     ccr_st_out_tensor t[2 * CCR_MAX_LAYERS];
     size_t n = 0, module = 0;
@@ -568,7 +573,7 @@ ccr_status ccr_model_save(ccr_model *m, const char *path) {
         module += l->act == CCK_ACT_NONE ? 1 : 2;
     }
     char spec[1024];
-    ccr_status st = ccr_arch_format(&m->arch, spec, sizeof spec);
+    st = ccr_arch_format(&m->arch, spec, sizeof spec);
     if (st != CCR_OK)
         return st;
     return ccr_st_write(path, CCR_META_KEY, spec, t, n, get_tensor, &c);

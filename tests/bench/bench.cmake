@@ -263,6 +263,23 @@ if(TARGET ccbench_core)
       switch --ccrun ${ccb_fake} a b)
     ccb_cli(ccbench_switch_no_release 1 "ccrun reported 0 switches in one process" "${ccb_nan}" -
       switch --ccrun ${ccb_fake} a b)
+    # (c) sleep and wake: a --sleep document without sleep phases, or a sleep
+    # without its time, fails the run with the reason
+    ccb_cli(ccbench_switch_no_sleep 1 "and 0 by sleep and wake; the sequence of 6 models has 5" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    ccb_cli(ccbench_switch_no_sleep_time 1 "no number >= 0 for 'time_ms' in its sleep phase" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    # ... and with the real ccrun, A B A B: the switch into B's first turn is a
+    # sleep alone (B loaded), the two after it sleep + wake, each leaving the
+    # next model the whole baseline (sleeping models hold no device memory)
+    set(ccb_sw_args switch --device host --capacity 64M --rounds 2 mlp:256x2048x2048x2048x10:relu
+      mlp:256x2048x2048x2048x10:gelu) # 42 MiB reserved each: not side by side on 64M
+    ccb_cli(ccbench_switch_sleep_wake 0
+      "^\\| sleep \\+ wake in one process [^|]*\\| 2 \\| [0-9.]+ \\| [0-9.]+ \\| [0-9.]+ \\| 2 of 2 \\| 0 B \\|$"
+      "${ccb_nan}" - ${ccb_sw_args})
+    ccb_cli(ccbench_switch_sleep_first_load 0
+      "^\\| sleep \\+ first load [^|]*\\| 1 \\| [0-9.]+ \\| [0-9.]+ \\| [0-9.]+ \\| 1 of 1 \\| 0 B \\|$"
+      "${ccb_nan}" - ${ccb_sw_args})
     # --ccrun PATH of 1024 bytes or more is used whole: it was cut to 1023 (the
     # stand-in's "ccrun" to "ccru", an impostor here, or "skipped", exit 0)
     string(REPEAT "c" 200 ccb_c200)
@@ -286,7 +303,7 @@ if(TARGET ccbench_core)
       ccb_cli(ccbench_switch_ccrun_long 0 "below ccrun's resolution" "IMPOSTOR|skipped" -
         switch --ccrun ${ccb_long}/ccrun a b)
     endif()
-    foreach(mode zero_ms:zero no_time:no-time no_release:no-release)
+    foreach(mode zero_ms:zero no_time:no-time no_release:no-release no_sleep:no-sleep no_sleep_time:no-sleep-time)
       string(REPLACE ":" ";" mode ${mode})
       list(GET mode 0 test)
       list(GET mode 1 value)

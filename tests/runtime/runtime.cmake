@@ -3,7 +3,8 @@
 # binary (bad inputs, --json, --keep-cache, --timeline, --resident, --demo,
 # outputs on a full device);
 # test_runtime_domains: one memory domain per model, leaks, footprints;
-# test_runtime_text: text from model files escaped for a terminal.
+# test_runtime_text: text from model files escaped for a terminal;
+# test_runtime_sleep: a model asleep and woken (sleep.c).
 if(TARGET ccr)
   foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains test_runtime_text)
     cca_add_test(NAME ${suite} SOURCES runtime/${suite}.c LIBS ccr LABEL cpu)
@@ -15,6 +16,9 @@ if(TARGET ccr)
     LIBS ccr LABEL cpu)
   target_include_directories(test_runtime_faults PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
   target_link_options(test_runtime_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP})
+  # Sleep and wake of a model (runtime/src/sleep.c), the device's refusals through tu_faulty.
+  cca_add_test(NAME test_runtime_sleep SOURCES runtime/test_runtime_sleep.c support/alloc_test_util.c LIBS ccr LABEL cpu)
+  target_include_directories(test_runtime_sleep PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
   cca_add_test(NAME test_runtime_gpu SOURCES runtime/test_runtime_gpu.c LIBS ccr LABEL gpu)
   target_include_directories(test_runtime_gpu PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
 

@@ -3,8 +3,10 @@
 # input exits non-zero with a message naming the problem and reports zero
 # live bytes; --help, --json, --keep-cache, --timeline, --save, --resident
 # (each unload returns exactly the model's reservation while the resident
-# model's outputs stay the same bytes), --no-domains, footprint sidecars and a
-# small --demo (act 4 included) work; long --conf values and paths are used
+# model's outputs stay the same bytes), --sleep (two models that do not fit
+# side by side alternate, each sleep back at the baseline, woken outputs the
+# same bytes), --no-domains, footprint sidecars and a
+# small --demo (acts 4 and 5 included) work; long --conf values and paths are used
 # whole; a batch that can
 # never fit is refused up front; NaN/Inf weights warn and exit 4; every
 # output that cannot be written whole (/dev/full) exits 1 naming it and the
@@ -298,6 +300,9 @@ check "--demo on a 16M device: the act-2 rows name the batches that ran and thos
 check "--demo act 4: memory trapped without domains, all of A returned with them, R unchanged, footprint without upstream calls" sh -c \
     "grep -q '^4 *no domains: A unloaded + empty-cache *device free +40.00 MiB of A.s 62.00 MiB; [1-9][0-9.]* MiB trapped' '$TMP/demo' && grep -q '^4 *domains: A unloaded while R runs *device free +62.00 MiB = exactly A.s whole reservation' '$TMP/demo' && grep -q '^4 *R.s outputs as A came and went *bit-identical in both sequences' '$TMP/demo' && grep -q '^4 *A loaded again: remembered footprint *62.00 MiB reserved in 1 upstream call, then 0 in load + 2 runs; peak 62.00 MiB <= first 62.00 MiB' '$TMP/demo'"
 
+check "--demo act 5: A asleep at the baseline exactly, B ran, A's outputs bit-identical, three measured switch costs, the temporary file gone" sh -c \
+    "grep -q '^5 *A asleep (loaded, weights on the host) *device free == baseline 192.00 MiB exactly' '$TMP/demo' && grep -q '^5 *B, too large beside A awake, ran *A.s [0-9.]* MiB + B.s [0-9.]* MiB > device 192.00 MiB' '$TMP/demo' && grep -q '^5 *A woken: its outputs *bit-identical to before its sleep' '$TMP/demo' && grep -q '^5 *A out and back: sleep + wake *[0-9.]* ms (sleep [0-9.]* + wake [0-9.]*)' '$TMP/demo' && grep -q '^5 *A out and back: unload + reload (file) *[0-9.]* ms (unload [0-9.]* + load [0-9.]*)' '$TMP/demo' && grep -q '^5 *A out and back: a process per model *[0-9.]* ms' '$TMP/demo' && grep -q '^process  *A .*a child ccrun loaded A from the file' '$TMP/demo' && grep -q '^run  *A .*(reloaded)' '$TMP/demo' && f=\$(grep -o 'A written to [^ ]*' '$TMP/demo' | cut -d' ' -f4) && test -n \"\$f\" && test ! -e \"\$f\""
+
 # --resident B A C: B stays loaded while A then C are loaded, run and
 # unloaded. From the JSON rows: at each unload the device's free memory rises
 # by exactly the model's whole reservation (the figure in the note, taken
@@ -329,6 +334,36 @@ check "--resident --no-domains: the unload returns nothing, a trim what the resi
     "'$CCRUN' --device host --capacity 256M --no-domains --resident '$RB' '$RA' '$RC' >'$TMP/rn.txt' && test \$(grep -c '^unload .*no domain: device free +0 B, its memory stays cached' '$TMP/rn.txt') -eq 3 && test \$(grep -c '^trim .*released [1-9]' '$TMP/rn.txt') -eq 2 && test \$(grep -c '= its first run' '$TMP/rn.txt') -eq 2 && grep -q 'no memory domains' '$TMP/rn.txt'"
 check "--resident alone (no swapped MODEL) loads, runs and releases it" sh -c \
     "'$CCRUN' --device host --resident 'mlp:16x16' | grep -q 'device free == baseline'"
+# --sleep A B A B on a device too small for A and B side by side (each
+# reserves 42 MiB of 64 MiB; --resident A B fails): each turn ends with a
+# sleep that brings the device's free memory back to its baseline (the
+# sleeping models hold no device memory), A and B come back by a wake, and
+# their outputs are the same bytes as at their first run.
+SA='mlp:256x2048x2048x2048x10:relu:softmax:seed=1'
+SB='mlp:256x2048x2048x2048x10:relu:softmax:seed=2'
+SLEEP_ROWS='
+/"phase": "(sleep|wake)"/ {
+    match($0, /"device_free_bytes": [0-9]+/); f = substr($0, RSTART + 21, RLENGTH - 21) + 0
+    if ($0 ~ /"phase": "sleep"/) { sleeps++; if (f != 67108864) { bad++; print "sleep row " sleeps ": device free " f } }
+    else wakes++
+}
+END { if (bad || sleeps != 3 || wakes != 2) { print sleeps " sleep rows, " wakes " wake rows"; exit 1 } }'
+expect 1 "does not fit" -- --resident "$SA" "$SB"
+check "--sleep A B A B on 64M: every sleep brings device free back to the baseline; two wakes" sh -c \
+    "'$CCRUN' --device host --capacity 64M --json --sleep '$SA' '$SB' '$SA' '$SB' >'$TMP/sl.json' && awk '$SLEEP_ROWS' '$TMP/sl.json'"
+check "--sleep A B A B: woken outputs bit-identical to the first run, no error, 0 live bytes" sh -c \
+    "test \$(grep -c '= its first run' '$TMP/sl.json') -eq 2 && test \$(grep '\"model\": \"$SA\"' '$TMP/sl.json' | grep -o 'outputs [0-9a-f]*' | sort -u | wc -l) -eq 1 && grep -q '\"error\": null' '$TMP/sl.json' && grep -q '\"live_bytes_at_exit\": 0' '$TMP/sl.json'"
+check "--sleep A B A B (text): sleep rows exact, wake rows, sleeping model unloaded, baseline at the end" sh -c \
+    "'$CCRUN' --device host --capacity 64M --sleep '$SA' '$SB' '$SA' '$SB' >'$TMP/sl.txt' && test \$(grep -c '^sleep .*asleep: device free +[0-9.]* MiB, exactly its whole reservation' '$TMP/sl.txt') -eq 3 && test \$(grep -c '^wake .*woken: [0-9.]* MiB mapped again' '$TMP/sl.txt') -eq 2 && grep -q '^unload .*asleep: domain released with its host copy' '$TMP/sl.txt' && grep -q 'released 0 B; device free == baseline' '$TMP/sl.txt'"
+check "--sleep A A: the same model sleeps and wakes in place of a reload; one model: no sleep" sh -c \
+    "'$CCRUN' --device host --sleep 'mlp:64x64x10' 'mlp:64x64x10' >'$TMP/sa.txt' && test \$(grep -c '^sleep ' '$TMP/sa.txt') -eq 1 && test \$(grep -c '^load ' '$TMP/sa.txt') -eq 1 && grep -q '= its first run' '$TMP/sa.txt' && '$CCRUN' --device host --sleep 'mlp:64x64x10' >'$TMP/s1.txt' && ! grep -q '^sleep ' '$TMP/s1.txt'"
+check "--help lists --sleep" sh -c "'$CCRUN' --help | grep -q -- '--sleep  '"
+expect 1 "cannot sleep: the allocator has classic segments" -- --sleep --conf expandable:0 "mlp:64x64" "mlp:32x32"
+expect 2 "--sleep takes no --resident" -- --sleep --resident "mlp:4x4" "mlp:4x4"
+expect 2 "--sleep needs memory domains: not with --no-domains" -- --sleep --no-domains "mlp:4x4" "mlp:4x4"
+expect 2 "--sleep needs memory domains: not with --keep-cache" -- --sleep --keep-cache "mlp:4x4" "mlp:4x4"
+expect 2 "policy greedy cannot have" -- --sleep --policy greedy "mlp:4x4" "mlp:4x4"
+expect 2 "--demo takes no --sleep" -- --demo --sleep
 check "--keep-cache implies no domains" sh -c \
     "'$CCRUN' --device host --keep-cache 'mlp:64x64' | grep -q 'no memory domains'"
 expect 2 "--demo takes no --resident" -- --demo --resident "mlp:4x4"

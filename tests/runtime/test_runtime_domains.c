@@ -28,43 +28,10 @@
 
 #define MiB ((size_t)1 << 20)
 
-static size_t dev_free(ccr_engine *e) {
-    size_t f = 0, t = 0;
-    cr_assert_eq(cca_upstream_mem_info(ccr_engine_upstream(e), &f, &t), CCA_OK);
-    return f;
-}
-
 static unsigned long long upstream_calls(ccr_engine *e) {
     cca_upstream_stats us;
     cca_upstream_get_stats(ccr_engine_upstream(e), &us);
     return (unsigned long long)(us.alloc_calls + us.vm_map_calls);
-}
-
-static cca_domain_stats dstats(ccr_engine *e, ccr_model *m) {
-    cca_domain_stats s;
-    cr_assert_not_null(ccr_model_domain(m));
-    cr_assert_eq(cca_get_domain_stats(ccr_engine_allocator(e), ccr_model_domain(m), &s), CCA_OK);
-    return s;
-}
-
-/* Run `batch` rows of a fixed input; the outputs (malloc'd) for comparing. */
-static float *run_rows(ccr_model *m, size_t batch) {
-    const ccr_arch *a = ccr_model_arch(m);
-    size_t in = a->layers[0].in, out = a->layers[a->n_layers - 1].out;
-    float *x = malloc(batch * in * sizeof(float)), *y = malloc(batch * out * sizeof(float));
-    for (size_t i = 0; i < batch * in; i++)
-        x[i] = (float)((i * 7919) % 1009) / 1009.0f;
-    cr_assert_eq(ccr_model_run(m, x, batch, y), CCR_OK, "%s", ccr_last_error());
-    free(x);
-    return y;
-}
-
-static void expect_same_outputs(ccr_model *m, size_t batch, const float *want, const char *when) {
-    const ccr_arch *a = ccr_model_arch(m);
-    float *y = run_rows(m, batch);
-    cr_expect_eq(memcmp(y, want, batch * a->layers[a->n_layers - 1].out * sizeof(float)), 0,
-                 "resident outputs changed %s", when);
-    free(y);
 }
 
 /* Warnings of the engine, kept for the test to read. */
@@ -95,13 +62,13 @@ static void resident_sequence(const char *conf) {
     ccr_model *b, *m;
     cr_assert_eq(ccr_model_load_spec(e, "mlp:256x2048x2048x10:relu:softmax:seed=2", &b), CCR_OK, "%s",
                  ccr_last_error());
-    float *want = run_rows(b, 8);
+    float *want = outputs_of(b, 8);
     cca_domain_stats b0 = dstats(e, b);
     const char *swapped[] = {"mlp:512x1024x1024x10:relu:softmax:seed=1", "mlp:128x3000x3000x10:gelu:softmax:seed=3",
                              "mlp:64x700x900x300x10:relu:softmax:seed=4"};
     for (int k = 0; k < 3; k++) {
         cr_assert_eq(ccr_model_load_spec(e, swapped[k], &m), CCR_OK, "%s", ccr_last_error());
-        free(run_rows(m, 16));
+        free(outputs_of(m, 16));
         expect_same_outputs(b, 8, want, "while another model is loaded");
         size_t own = dstats(e, m).reserved_bytes, before = dev_free(e);
         cr_expect_gt(own, 0);
@@ -146,7 +113,7 @@ Test(runtime_domains, weights_and_activations_live_in_the_models_domain) {
     cca_domain_stats s = dstats(e, m), root;
     cr_expect_eq(s.allocated_bytes, ccr_model_device_bytes(m));
     cr_expect_eq(s.alloc_calls, 6, "3 weights + 3 biases");
-    free(run_rows(m, 5));
+    free(outputs_of(m, 5));
     s = dstats(e, m);
     cr_expect_eq(s.alloc_calls, 6 + 5, "input, 3 activations, probs: in the model's domain");
     cr_expect_eq(s.allocated_bytes, ccr_model_device_bytes(m), "activations freed");
@@ -187,7 +154,7 @@ Test(runtime_domains, a_leak_at_unload_is_reported_and_keeps_the_domain) {
     cca_allocator *a = ccr_engine_allocator(e);
     ccr_model *m;
     cr_assert_eq(ccr_model_load_spec(e, "mlp:64x256x10", &m), CCR_OK, "%s", ccr_last_error());
-    free(run_rows(m, 4));
+    free(outputs_of(m, 4));
     void *p = NULL;
     cr_assert_eq(cca_alloc_in(a, ccr_model_domain(m), 3000, NULL, &p), CCA_OK);
     size_t reserved = dstats(e, m).reserved_bytes, before = dev_free(e);
@@ -229,8 +196,8 @@ static void second_load_uses_footprint(ccr_engine *e, const char *src, size_t ba
     ccr_model *m;
     cr_assert_eq(ccr_model_load(e, src, &m), CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(ccr_model_footprint(m), 0, "nothing remembered yet");
-    free(run_rows(m, batch));
-    free(run_rows(m, batch));
+    free(outputs_of(m, batch));
+    free(outputs_of(m, batch));
     ccr_unload_info first;
     cr_assert_eq(ccr_model_release(m, &first), CCR_OK, "%s", ccr_last_error());
     cr_expect_gt(first.upstream_allocs, 0);
@@ -244,8 +211,8 @@ static void second_load_uses_footprint(ccr_engine *e, const char *src, size_t ba
     unsigned long long c1 = upstream_calls(e);
     uint64_t at_load = dstats(e, m).upstream_allocs;
     cr_expect_eq(c1 - c0, 1, "%s: the load made %llu upstream calls: the footprint's one only", src, c1 - c0);
-    free(run_rows(m, batch));
-    free(run_rows(m, batch));
+    free(outputs_of(m, batch));
+    free(outputs_of(m, batch));
     cr_expect_eq(upstream_calls(e), c1, "%s: the runs made upstream calls", src);
     ccr_unload_info second;
     cr_assert_eq(ccr_model_release(m, &second), CCR_OK, "%s", ccr_last_error());
@@ -278,12 +245,12 @@ Test(runtime_domains, footprint_key_keeps_the_largest_batch) {
     ccr_model *m;
     ccr_unload_info u;
     cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
-    free(run_rows(m, 2000)); /* 2000 x 4096 floats: a 31 MiB activation */
+    free(outputs_of(m, 2000)); /* 2000 x 4096 floats: a 31 MiB activation */
     cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
     size_t big = u.reserved_peak;
     cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
     cr_expect_eq(ccr_model_footprint(m), big);
-    free(run_rows(m, 2));
+    free(outputs_of(m, 2));
     cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
     cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
     cr_expect_eq(ccr_model_footprint(m), big, "a smaller batch must not replace the footprint");
@@ -292,12 +259,12 @@ Test(runtime_domains, footprint_key_keeps_the_largest_batch) {
     ccr_engine_destroy(e);
     e = host_engine(256 * MiB, NULL);
     cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
-    free(run_rows(m, 2));
+    free(outputs_of(m, 2));
     cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
     size_t small = u.reserved_peak;
     cr_expect_lt(small, big);
     cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
-    free(run_rows(m, 2000));
+    free(outputs_of(m, 2000));
     cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
     cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
     cr_expect_eq(ccr_model_footprint(m), u.reserved_peak);
@@ -317,7 +284,7 @@ Test(runtime_domains, footprint_that_no_longer_fits_is_skipped) {
     ccr_engine *e = engine_with(64 * MiB, NULL, 0);
     ccr_model *m;
     cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1024x10", &m), CCR_OK, "%s", ccr_last_error());
-    free(run_rows(m, 4000)); /* a 15.6 MiB activation: the peak is ~20 MiB */
+    free(outputs_of(m, 4000)); /* a 15.6 MiB activation: the peak is ~20 MiB */
     ccr_unload_info u;
     cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
     cr_assert_gt(u.reserved_peak, 16 * MiB);
@@ -326,7 +293,7 @@ Test(runtime_domains, footprint_that_no_longer_fits_is_skipped) {
     cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1024x10", &m), CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(ccr_model_footprint(m), 0);
     cr_expect(warned_about("was not reserved up front"), "warnings: %zu '%s'", n_warned, warned[0]);
-    free(run_rows(m, 2));
+    free(outputs_of(m, 2));
     ccr_model_unload(m);
     cr_expect_eq(live_bytes(e), 0);
     cca_upstream_free(ccr_engine_upstream(e), tenant, 52 * MiB);
@@ -378,7 +345,7 @@ Test(runtime_domains, sidecar_carries_the_footprint_to_another_engine) {
     cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(n_warned, 0, "a missing sidecar is no warning: '%s'", warned[0]);
     cr_expect_eq(ccr_model_footprint(m), 0);
-    free(run_rows(m, 8));
+    free(outputs_of(m, 8));
     ccr_unload_info u;
     cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
     ccr_engine_destroy(e);
@@ -397,7 +364,7 @@ Test(runtime_domains, sidecar_carries_the_footprint_to_another_engine) {
     unsigned long long c0 = upstream_calls(e);
     cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(ccr_model_footprint(m), u.reserved_peak);
-    free(run_rows(m, 8));
+    free(outputs_of(m, 8));
     cr_expect_eq(upstream_calls(e) - c0, 1);
     ccr_model_unload(m);
     ccr_engine_destroy(e);
@@ -475,7 +442,7 @@ Test(runtime_domains, hostile_sidecars_are_ignored_with_a_warning) {
         cr_expect_eq(ccr_model_footprint(m), 0, "case %zu", k);
         cr_expect(warned_about(why) && warned_about("ignored"), "case %zu: want '%s', got %zu warnings: '%s'", k, why,
                   n_warned, warned[0]);
-        free(run_rows(m, 8));
+        free(outputs_of(m, 8));
         ccr_model_unload(m); /* rewrites a regular sidecar with a good footprint */
         cr_expect_eq(live_bytes(e), 0);
         ccr_engine_destroy(e);

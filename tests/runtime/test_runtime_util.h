@@ -80,6 +80,43 @@ static inline size_t reserved_bytes(ccr_engine *e) {
     return s.reserved_bytes;
 }
 
+/* The device's free memory now. */
+static inline size_t dev_free(ccr_engine *e) {
+    size_t f = 0, t = 0;
+    cr_assert_eq(cca_upstream_mem_info(ccr_engine_upstream(e), &f, &t), CCA_OK);
+    return f;
+}
+
+/* The stats of m's own domain (it must have one). */
+static inline cca_domain_stats dstats(ccr_engine *e, ccr_model *m) {
+    cca_domain_stats s;
+    cr_assert_not_null(ccr_model_domain(m));
+    cr_assert_eq(cca_get_domain_stats(ccr_engine_allocator(e), ccr_model_domain(m), &s), CCA_OK);
+    return s;
+}
+
+/* `batch` rows of a fixed input through m: the outputs (malloc'd), for
+ * comparing. */
+static inline float *outputs_of(ccr_model *m, size_t batch) {
+    const ccr_arch *a = ccr_model_arch(m);
+    size_t in = a->layers[0].in, out = a->layers[a->n_layers - 1].out;
+    float *x = malloc(batch * in * sizeof(float)), *y = malloc(batch * out * sizeof(float));
+    for (size_t i = 0; i < batch * in; i++)
+        x[i] = (float)((i * 7919) % 1009) / 1009.0f;
+    cr_assert_eq(ccr_model_run(m, x, batch, y), CCR_OK, "%s", ccr_last_error());
+    free(x);
+    return y;
+}
+
+/* outputs_of(m, batch) is `want`, byte for byte. */
+static inline void expect_same_outputs(ccr_model *m, size_t batch, const float *want, const char *when) {
+    const ccr_arch *a = ccr_model_arch(m);
+    float *y = outputs_of(m, batch);
+    cr_expect_eq(memcmp(y, want, batch * a->layers[a->n_layers - 1].out * sizeof(float)), 0, "outputs changed %s",
+                 when);
+    free(y);
+}
+
 /* Run the held-out digits through `model_file` on engine e, in batches of
  * changing size; check every probability against sklearn's within `tol`
  * and return the engine's accuracy. *sk_acc gets sklearn's. */

@@ -1,0 +1,101 @@
+/*
+ * ccai_capture.h — run a program as a child and keep its standard output,
+ * timed, header-only. ccbench switch runs ccrun this way for each of its
+ * strategies; ccrun --demo's act 5 runs itself this way for its
+ * process-per-model figure.
+ *
+ * - The wall time runs from just before the fork to the reap
+ *   (CLOCK_MONOTONIC): exec, the child's whole life and its exit.
+ * - The child's standard output goes into one malloc'd string through a
+ *   pipe; its standard error is inherited. With host memory short for the
+ *   output the pipe is still drained (the child must not block on a full
+ *   pipe) and the child reaped, then -1.
+ * - Returns the child's exit status (127: exec failed), or -1 (a pipe or
+ *   fork failure, errno set; a child killed by a signal; host memory short:
+ *   *out NULL, errno ENOMEM).
+ * - Cost: one pipe, one fork + exec, one read per chunk of output (the
+ *   buffer doubles from 64 KiB), one waitpid.
+ */
+#ifndef CCAI_CAPTURE_H
+#define CCAI_CAPTURE_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline double ccai_capture_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* Read fd to its end into a malloc'd string (NULL: out of memory; the rest
+ * is drained all the same). */
+static inline char *ccai_capture_read_all(int fd) {
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (buf && len + 4096 > cap) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown)
+                free(buf);
+            buf = grown;
+            cap *= 2;
+        }
+        char sink[4096];
+        ssize_t k = buf ? read(fd, buf + len, cap - len - 1) : read(fd, sink, sizeof sink);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        len += buf ? (size_t)k : 0;
+    }
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+/* Run argv (argv[0] a path), its standard output into *out (malloc'd, or
+ * NULL), the wall time into *wall_ms. See above. */
+static inline int ccai_run_capture(char *const argv[], char **out, double *wall_ms) {
+    *out = NULL;
+    *wall_ms = 0;
+    int fd[2];
+    if (pipe(fd))
+        return -1;
+    fflush(NULL);
+    double t0 = ccai_capture_now_ms();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int err = errno;
+        close(fd[0]);
+        close(fd[1]);
+        errno = err;
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fd[1], STDOUT_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    char *buf = ccai_capture_read_all(fd[0]);
+    close(fd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    *wall_ms = ccai_capture_now_ms() - t0;
+    if (!buf) {
+        errno = ENOMEM;
+        return -1;
+    }
+    *out = buf;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+#endif /* CCAI_CAPTURE_H */

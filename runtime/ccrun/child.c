@@ -1,0 +1,45 @@
+/*
+ * child.c — ccrun run as a child process and timed: what a switch costs
+ * with a process per model, measured for the demo's act 5.
+ *
+ * Rules:
+ * - Owns ccrun_time_child: argv (ccrun with --json) run by
+ *   ccai_run_capture (common/ccai_capture.h, shared with ccbench switch):
+ *   its standard output through a pipe, the wall time from the fork to the
+ *   reap.
+ * - The child's own "run" phases are taken out of the figure by the caller
+ *   (the work is the same either way): *run_ms is the sum of the
+ *   "time_ms" of every phase named "run" in its JSON, found by text (the
+ *   document is report.c's, one phase object per line).
+ * - Errors: ccai_run_capture's: -1 with errno (pipe, fork, host memory
+ *   short for the output: the child reaped all the same), else the child's
+ *   exit status (127: exec failed).
+ * - Costs: one fork + exec, its output read once, one text scan of it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccai_capture.h" /* common/: fork, exec, the output through a pipe, timed */
+#include "ccrun.h"
+
+/* Sum of "time_ms" of the phases named "run" in a ccrun --json document. */
+static double run_time(const char *doc) {
+    double sum = 0;
+    for (const char *p = strstr(doc, "{\"phase\": \"run\""); p; p = strstr(p + 1, "{\"phase\": \"run\"")) {
+        const char *t = strstr(p, "\"time_ms\": ");
+        const char *end = strchr(p, '}');
+        if (t && (!end || t < end))
+            sum += strtod(t + 11, NULL);
+    }
+    return sum;
+}
+
+int ccrun_time_child(char *const argv[], double *wall_ms, double *run_ms) {
+    *run_ms = 0;
+    char *out = NULL;
+    int rc = ccai_run_capture(argv, &out, wall_ms);
+    if (out)
+        *run_ms = run_time(out);
+    free(out);
+    return rc;
+}

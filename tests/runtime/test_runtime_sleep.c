@@ -1,0 +1,422 @@
+/*
+ * test_runtime_sleep.c — runtime/src/sleep.c: a model asleep and woken on
+ * the simulated device, where every figure is exact:
+ *
+ *   - asleep, the device's free memory rises by exactly the domain's
+ *     reservation (back at its baseline when the model is the only one);
+ *     after the wake every weight pointer is unchanged and the outputs are
+ *     bit-identical to before the sleep; the wake maps exactly wake_need;
+ *   - run and save of a sleeping model are refused (CCR_ERR_ASLEEP, no file);
+ *   - a wake that does not fit (another model fills the device) is
+ *     CCR_ERR_OUT_OF_MEMORY with the missing bytes, the model still asleep,
+ *     and succeeds once room is made;
+ *   - unload, the engine's release and destroy of a sleeping model;
+ *   - sleep twice, wake twice; NULL; no domain (domains off, greedy) and
+ *     classic segments: CCR_ERR_UNSUPPORTED, nothing changed;
+ *   - the device refusing (tu_faulty): host memory, a copy, an unmap at
+ *     sleep; a map and a copy back at wake: each path's status and state.
+ */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "alloc_test_util.h"
+#include "test_runtime_util.h"
+
+static const char *const SPEC_A = "mlp:256x2048x2048x10:relu:softmax:seed=1";      /* ~18 MiB */
+static const char *const SPEC_B = "mlp:256x2048x2048x2048x10:relu:softmax:seed=2"; /* ~34 MiB */
+
+static ccr_model *load(ccr_engine *e, const char *spec) {
+    ccr_model *m = NULL;
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK, "%s", ccr_last_error());
+    return m;
+}
+
+/* The first of `sub` in the last error, or NULL (for cr_expect). */
+static int said(const char *sub) {
+    return strstr(ccr_last_error(), sub) != NULL;
+}
+
+/* On the simulated device with maps backed whole (the default) or page by
+ * page (CCA_VM_PAGES). */
+static void sleep_and_wake(int backing) {
+    const char *conf = backing == CCA_VM_PAGES ? "pages" : "whole maps";
+    ccr_device_options o = {CCR_DEVICE_HOST, 0, 256 * MiB, 0, backing};
+    cca_upstream *up = NULL;
+    cr_assert_eq(ccr_device_open_with(&o, &up, NULL), CCR_OK, "%s", ccr_last_error());
+    ccr_engine *e = test_engine(up, 0, NULL, 1, 0, NULL);
+    ccr_model *a = load(e, SPEC_A);
+    float *want = outputs_of(a, 8);
+    float *w0[CCR_MAX_LAYERS], *b0[CCR_MAX_LAYERS];
+    memcpy(w0, a->w, sizeof w0);
+    memcpy(b0, a->b, sizeof b0);
+    ccr_device_info dev;
+    cr_assert_eq(ccr_engine_device_info(e, &dev), CCR_OK);
+    size_t reserved = dstats(e, a).reserved_bytes, before = dev_free(e);
+    cr_expect_gt(reserved, ccr_model_device_bytes(a), "weights and the run's cached activations");
+    cr_expect_eq(before + reserved, dev.free_baseline, "%s: only A holds memory", conf);
+
+    ccr_sleep_info s;
+    cr_assert_eq(ccr_model_sleep(a, &s), CCR_OK, "%s: %s", conf, ccr_last_error());
+    cr_expect(ccr_model_asleep(a));
+    cr_expect_eq(s.was_asleep, 0);
+    cr_expect_eq(dev_free(e), dev.free_baseline, "%s: asleep, the device's free memory is back at its baseline", conf);
+    cr_expect_eq(s.device_bytes, reserved, "%s: every byte of the domain unmapped", conf);
+    cr_expect_eq(s.device_free_before, before);
+    cr_expect_eq(s.device_free_after - s.device_free_before, reserved);
+    cr_expect_geq(s.bytes_copied, ccr_arch_param_bytes(ccr_model_arch(a)));
+    cr_expect_leq(s.bytes_copied, ccr_model_device_bytes(a));
+    cr_expect_eq(s.host_bytes, s.bytes_copied, "one host copy of the live bytes");
+    cr_expect_geq(s.wake_need, ccr_model_device_bytes(a));
+    cr_expect_leq(s.wake_need, reserved);
+    cr_expect_geq(s.ms, 0.0);
+    cca_domain_stats ds = dstats(e, a);
+    cr_expect(ds.asleep);
+    cr_expect_eq(ds.reserved_bytes, 0);
+    cr_expect_eq(ds.host_bytes, s.host_bytes);
+    cr_expect_eq(live_bytes(e), ccr_model_device_bytes(a), "the weights stay live (allocated) while asleep");
+    size_t need = 0;
+    cr_expect_eq(ccr_model_check_batch(a, 8, &need), CCR_OK, "the batch check touches no memory");
+    cr_expect_gt(need, 0);
+
+    ccr_sleep_info w;
+    cr_assert_eq(ccr_model_wake(a, &w), CCR_OK, "%s: %s", conf, ccr_last_error());
+    cr_expect_not(ccr_model_asleep(a));
+    cr_expect_eq(w.was_asleep, 1);
+    cr_expect_eq(w.device_bytes, s.wake_need, "%s: the wake mapped %zu, wake_need said %zu", conf, w.device_bytes,
+                 s.wake_need);
+    cr_expect_eq(w.wake_need, s.wake_need);
+    cr_expect_eq(w.bytes_copied, s.bytes_copied);
+    cr_expect_eq(w.host_bytes, s.host_bytes);
+    cr_expect_eq(w.missing, 0);
+    cr_expect_eq(w.device_free_before - w.device_free_after, w.device_bytes);
+    cr_expect_eq(dev_free(e), dev.free_baseline - w.device_bytes);
+    cr_expect_eq(memcmp(w0, a->w, sizeof w0), 0, "weight pointers unchanged");
+    cr_expect_eq(memcmp(b0, a->b, sizeof b0), 0, "bias pointers unchanged");
+    cr_expect_not(dstats(e, a).asleep);
+    cr_expect_eq(dstats(e, a).host_bytes, 0, "the host copy is given back");
+    expect_same_outputs(a, 8, want, "after the wake");
+    expect_same_outputs(a, 8, want, "after a second run");
+    free(want);
+    ccr_release_info r;
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.device_free_after, r.device_free_baseline);
+    ccr_engine_destroy(e);
+    cca_upstream_destroy(up);
+}
+
+Test(runtime_sleep, asleep_frees_the_whole_domain_and_the_wake_gives_the_same_outputs) {
+    sleep_and_wake(CCA_VM_WHOLE_MAPS);
+}
+
+Test(runtime_sleep, the_same_with_a_physical_allocation_per_page) {
+    sleep_and_wake(CCA_VM_PAGES);
+}
+
+Test(runtime_sleep, with_another_model_loaded_only_the_sleeping_models_memory_goes) {
+    ccr_engine *e = host_engine(256 * MiB, NULL);
+    ccr_model *a = load(e, SPEC_A), *b = load(e, "mlp:64x512x10:relu:seed=3");
+    float *want_b = outputs_of(b, 4);
+    size_t a_res = dstats(e, a).reserved_bytes, b_res = dstats(e, b).reserved_bytes, before = dev_free(e);
+    cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(dev_free(e) - before, a_res, "device free rises by exactly A's reservation");
+    cr_expect_eq(dstats(e, b).reserved_bytes, b_res, "B keeps its memory");
+    expect_same_outputs(b, 4, want_b, "of B while A sleeps");
+    free(want_b);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_sleep, run_and_save_of_a_sleeping_model_are_refused) {
+    ccr_engine *e = host_engine(256 * MiB, NULL);
+    ccr_model *a = load(e, SPEC_A);
+    float *want = outputs_of(a, 2);
+    cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
+    float x[256 * 2] = {0}, y[10 * 2];
+    size_t live = live_bytes(e);
+    cr_expect_eq(ccr_model_run(a, x, 2, y), CCR_ERR_ASLEEP);
+    cr_expect(said("is asleep: run refused"), "%s", ccr_last_error());
+    cr_expect(said(SPEC_A), "the message names the model: %s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), live, "nothing allocated");
+    char path[] = "/tmp/ccr_sleep_saveXXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    unlink(path);
+    cr_expect_eq(ccr_model_save(a, path), CCR_ERR_ASLEEP);
+    cr_expect(said("is asleep: save refused"), "%s", ccr_last_error());
+    cr_expect_neq(access(path, F_OK), 0, "no file written");
+    cr_expect_str_eq(ccr_status_string(CCR_ERR_ASLEEP), "CCR_ERR_ASLEEP");
+    cr_expect_str_eq(ccr_status_string(CCR_ERR_UNSUPPORTED), "CCR_ERR_UNSUPPORTED");
+    cr_assert_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
+    expect_same_outputs(a, 2, want, "after the refused calls and the wake");
+    cr_expect_eq(ccr_model_save(a, path), CCR_OK, "%s", ccr_last_error());
+    unlink(path);
+    free(want);
+    ccr_engine_destroy(e);
+}
+
+/* A asleep, B fills the device: A's wake is refused with the missing bytes,
+ * A stays asleep with its copy; after B goes, the wake succeeds. */
+Test(runtime_sleep, a_wake_without_room_leaves_the_model_asleep_until_room_is_made) {
+    ccr_engine *e = host_engine(48 * MiB, NULL);
+    ccr_model *a = load(e, SPEC_A);
+    float *want = outputs_of(a, 8);
+    ccr_sleep_info s;
+    cr_assert_eq(ccr_model_sleep(a, &s), CCR_OK, "%s", ccr_last_error());
+    ccr_model *b = NULL;
+    cr_assert_eq(ccr_model_load_spec(e, SPEC_B, &b), CCR_OK, "B fits while A sleeps: %s", ccr_last_error());
+    free(outputs_of(b, 8));
+    size_t free_now = dev_free(e);
+    cr_assert_lt(free_now, s.wake_need, "the test needs B to leave too little room for A");
+    ccr_sleep_info w;
+    cr_expect_eq(ccr_model_wake(a, &w), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(said("stays asleep"), "%s", ccr_last_error());
+    cr_expect(said("missing"), "%s", ccr_last_error());
+    cr_expect_eq(w.wake_need, s.wake_need);
+    cr_expect_eq(w.missing, s.wake_need - free_now, "missing %zu, need %zu, free %zu", w.missing, s.wake_need,
+                 free_now);
+    cr_expect_eq(w.device_bytes, 0);
+    cr_expect_eq(dev_free(e), free_now, "nothing of the refused wake stays mapped");
+    cr_expect(ccr_model_asleep(a));
+    cr_expect(dstats(e, a).asleep);
+    cr_expect_eq(dstats(e, a).host_bytes, s.host_bytes, "the host copy is intact");
+    float x[256] = {0}, y[10];
+    cr_expect_eq(ccr_model_run(a, x, 1, y), CCR_ERR_ASLEEP);
+    /* B sleeps too: room for A */
+    cr_assert_eq(ccr_model_sleep(b, NULL), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(ccr_model_wake(a, &w), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(w.device_bytes, s.wake_need);
+    expect_same_outputs(a, 8, want, "after a refused wake and a good one");
+    /* and back: A sleeps, B wakes */
+    cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(ccr_model_wake(b, NULL), CCR_OK, "%s", ccr_last_error());
+    free(outputs_of(b, 8));
+    ccr_model_unload(b);
+    cr_assert_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
+    expect_same_outputs(a, 8, want, "after B's unload");
+    free(want);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_sleep, a_sleeping_model_unloads_and_the_engine_releases_it) {
+    ccr_engine *e = host_engine(256 * MiB, NULL);
+    ccr_device_info dev;
+    cr_assert_eq(ccr_engine_device_info(e, &dev), CCR_OK);
+    ccr_model *a = load(e, SPEC_A);
+    free(outputs_of(a, 4));
+    cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
+    ccr_unload_info u;
+    cr_expect_eq(ccr_model_release(a, &u), CCR_OK, "%s", ccr_last_error());
+    cr_expect(u.domain);
+    cr_expect_eq(u.live_blocks, 0);
+    cr_expect_eq(u.reserved_at_unload, 0, "nothing mapped while asleep");
+    cr_expect_eq(live_bytes(e), 0);
+    cr_expect_eq(dev_free(e), dev.free_baseline);
+    cca_stats st;
+    cca_get_stats(ccr_engine_allocator(e), &st);
+    cr_expect_eq(st.asleep_domains, 0);
+    cr_expect_eq(st.host_bytes, 0, "the host copy went with the domain");
+    cca_upstream_stats us;
+    cca_upstream_get_stats(ccr_engine_upstream(e), &us);
+    cr_expect_eq(us.host_bytes_in_use, 0, "the host copy given back to the device");
+    /* the engine's release unloads a sleeping model too */
+    a = load(e, SPEC_A);
+    cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
+    ccr_release_info r;
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.models_unloaded, 1);
+    cr_expect_eq(r.live_bytes_after, 0);
+    cr_expect_eq(r.device_free_after, r.device_free_baseline);
+    cca_upstream_get_stats(ccr_engine_upstream(e), &us);
+    cr_expect_eq(us.host_bytes_in_use, 0);
+    /* and destroy, with one asleep (ASan: nothing leaks) */
+    a = load(e, SPEC_A);
+    cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_sleep, sleep_twice_and_wake_twice_do_nothing_the_second_time) {
+    ccr_engine *e = host_engine(256 * MiB, NULL);
+    ccr_model *a = load(e, SPEC_A);
+    float *want = outputs_of(a, 3);
+    ccr_sleep_info s;
+    cr_assert_eq(ccr_model_sleep(a, &s), CCR_OK, "%s", ccr_last_error());
+    size_t after = dev_free(e);
+    ccr_sleep_info again;
+    cr_expect_eq(ccr_model_sleep(a, &again), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(again.was_asleep, 1);
+    cr_expect_eq(again.bytes_copied, 0);
+    cr_expect_eq(again.device_bytes, 0);
+    cr_expect_eq(again.host_bytes, 0);
+    cr_expect_eq(dev_free(e), after);
+    cr_expect_eq(dstats(e, a).host_bytes, s.host_bytes, "the first copy kept");
+    ccr_sleep_info w;
+    cr_assert_eq(ccr_model_wake(a, &w), CCR_OK, "%s", ccr_last_error());
+    size_t awake = dev_free(e);
+    cr_expect_eq(ccr_model_wake(a, &again), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(again.was_asleep, 0);
+    cr_expect_eq(again.device_bytes, 0);
+    cr_expect_eq(again.bytes_copied, 0);
+    cr_expect_eq(dev_free(e), awake);
+    expect_same_outputs(a, 3, want, "after two sleeps and two wakes");
+    free(want);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_sleep, null_arguments) {
+    ccr_sleep_info s;
+    memset(&s, 0xff, sizeof s);
+    cr_expect_eq(ccr_model_sleep(NULL, &s), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect(said("model is NULL"), "%s", ccr_last_error());
+    cr_expect_eq(s.bytes_copied, 0, "info zeroed");
+    cr_expect_eq(s.was_asleep, 0);
+    memset(&s, 0xff, sizeof s);
+    cr_expect_eq(ccr_model_wake(NULL, &s), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(s.device_bytes, 0, "info zeroed");
+    cr_expect_eq(ccr_model_sleep(NULL, NULL), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(ccr_model_wake(NULL, NULL), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(ccr_model_asleep(NULL), 0);
+}
+
+/* No domain of its own (domains off; greedy) or classic segments: refused,
+ * the model awake and running, the device's memory as it was. */
+static void unsupported(ccr_engine *e, const char *words) {
+    ccr_model *a = load(e, "mlp:64x512x10:relu:seed=3");
+    float *want = outputs_of(a, 2);
+    size_t before = dev_free(e);
+    ccr_sleep_info s;
+    cr_expect_eq(ccr_model_sleep(a, &s), CCR_ERR_UNSUPPORTED);
+    cr_expect(said(words), "expected '%s' in: %s", words, ccr_last_error());
+    cr_expect_not(ccr_model_asleep(a));
+    cr_expect_eq(s.device_bytes, 0);
+    cr_expect_eq(dev_free(e), before);
+    cr_expect_eq(ccr_model_wake(a, NULL), CCR_OK, "an awake model: nothing to do");
+    expect_same_outputs(a, 2, want, "after a refused sleep");
+    free(want);
+    ccr_engine_destroy(e);
+}
+
+Test(runtime_sleep, without_a_domain_of_its_own_or_pages_sleep_is_unsupported) {
+    unsupported(host_engine_domains(64 * MiB, "policy:growth", 0), "no memory domain of its own");
+    unsupported(host_engine(64 * MiB, "policy:greedy,greedy_bytes:32M"), "no memory domain of its own");
+    unsupported(host_engine(64 * MiB, "policy:growth,expandable:0"), "classic segments");
+}
+
+/* The device refusing, through tu_faulty over the simulated device. */
+typedef struct faulty_engine {
+    cca_upstream *inner, *up;
+    tu_faulty f;
+    ccr_engine *e;
+} faulty_engine;
+
+static void faulty_open(faulty_engine *fe, size_t capacity) {
+    cca_host_options ho = {.capacity = capacity};
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &fe->inner), CCA_OK, "%s", cca_last_error());
+    fe->up = tu_faulty_create(&fe->f, fe->inner, "fx", false);
+    fe->e = test_engine(fe->up, 0, NULL, 1, 0, NULL);
+}
+
+static void faulty_close(faulty_engine *fe) {
+    ccr_engine_destroy(fe->e);
+    cca_upstream_destroy(fe->up);
+    cca_upstream_destroy(fe->inner);
+}
+
+/* A sleep refused before the unmap: nothing changed, the model runs. */
+static void sleep_refused(tu_fault_kind k, ccr_status want, const char *words) {
+    faulty_engine fe;
+    faulty_open(&fe, 128 * MiB);
+    ccr_model *a = load(fe.e, SPEC_A);
+    float *y0 = outputs_of(a, 2);
+    size_t before = dev_free(fe.e);
+    fe.f.fail_at[k] = fe.f.calls[k] + 1;
+    cr_expect_eq(ccr_model_sleep(a, NULL), want, "%s: %s", tu_fault_names[k], ccr_last_error());
+    cr_expect(said("not put to sleep (nothing changed)"), "%s", ccr_last_error());
+    cr_expect(said(words), "%s", ccr_last_error());
+    cr_expect_not(ccr_model_asleep(a));
+    cr_expect_not(dstats(fe.e, a).asleep);
+    cr_expect_eq(dev_free(fe.e), before);
+    tu_faulty_faults_off(&fe.f);
+    expect_same_outputs(a, 2, y0, "after a refused sleep");
+    free(y0);
+    faulty_close(&fe);
+}
+
+Test(runtime_sleep, host_memory_short_or_a_copy_refused_at_sleep_changes_nothing) {
+    sleep_refused(TU_FAULT_HOST_ALLOC, CCR_ERR_OUT_OF_MEMORY, "injected host_alloc failure");
+    sleep_refused(TU_FAULT_COPY, CCR_ERR_DEVICE, "injected copy failure");
+}
+
+Test(runtime_sleep, an_unmap_refused_at_sleep_leaves_it_asleep_and_a_second_sleep_finishes) {
+    faulty_engine fe;
+    faulty_open(&fe, 128 * MiB);
+    ccr_model *a = load(fe.e, SPEC_A);
+    float *y0 = outputs_of(a, 2);
+    size_t reserved = dstats(fe.e, a).reserved_bytes, before = dev_free(fe.e);
+    fe.f.fail_at[TU_FAULT_UNMAP] = fe.f.calls[TU_FAULT_UNMAP] + 1;
+    ccr_sleep_info s;
+    cr_expect_eq(ccr_model_sleep(a, &s), CCR_ERR_DEVICE);
+    cr_expect(said("is asleep, but the device refused to unmap"), "%s", ccr_last_error());
+    cr_expect(ccr_model_asleep(a), "the domain IS asleep: so is the model");
+    size_t left = dstats(fe.e, a).reserved_bytes;
+    cr_expect_gt(left, 0);
+    cr_expect_eq(dev_free(fe.e) - before, reserved - left);
+    float x[256] = {0}, y[10];
+    cr_expect_eq(ccr_model_run(a, x, 1, y), CCR_ERR_ASLEEP);
+    tu_faulty_faults_off(&fe.f);
+    cr_expect_eq(ccr_model_sleep(a, &s), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(s.was_asleep, 1);
+    cr_expect_eq(s.device_bytes, left, "the second sleep unmaps what was left");
+    cr_expect_eq(dev_free(fe.e) - before, reserved);
+    cr_assert_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
+    expect_same_outputs(a, 2, y0, "after a sleep in two calls");
+    free(y0);
+    faulty_close(&fe);
+}
+
+/* A wake refused after the room check: a map (another tenant took the
+ * memory) or a copy back; the model stays asleep, nothing left mapped. */
+static void wake_refused(tu_fault_kind k, ccr_status want) {
+    faulty_engine fe;
+    faulty_open(&fe, 128 * MiB);
+    ccr_model *a = load(fe.e, SPEC_A);
+    float *y0 = outputs_of(a, 2);
+    ccr_sleep_info s;
+    cr_assert_eq(ccr_model_sleep(a, &s), CCR_OK, "%s", ccr_last_error());
+    size_t asleep = dev_free(fe.e);
+    fe.f.fail_at[k] = fe.f.calls[k] + 1;
+    ccr_sleep_info w;
+    cr_expect_eq(ccr_model_wake(a, &w), want, "%s: %s", tu_fault_names[k], ccr_last_error());
+    cr_expect(said("stays asleep"), "%s", ccr_last_error());
+    cr_expect(ccr_model_asleep(a));
+    cr_expect_eq(dev_free(fe.e), asleep, "%s: nothing of the refused wake stays mapped", tu_fault_names[k]);
+    cr_expect_eq(dstats(fe.e, a).host_bytes, s.host_bytes, "the host copy intact");
+    tu_faulty_faults_off(&fe.f);
+    cr_assert_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
+    expect_same_outputs(a, 2, y0, "after a refused wake");
+    free(y0);
+    faulty_close(&fe);
+}
+
+Test(runtime_sleep, a_map_or_a_copy_refused_at_wake_leaves_it_asleep) {
+    wake_refused(TU_FAULT_MAP, CCR_ERR_OUT_OF_MEMORY);
+    wake_refused(TU_FAULT_COPY, CCR_ERR_DEVICE);
+}
+
+/* A block of the caller's in the model's domain is copied and restored too. */
+Test(runtime_sleep, a_callers_block_in_the_models_domain_sleeps_with_it) {
+    ccr_engine *e = host_engine(256 * MiB, NULL);
+    ccr_model *a = load(e, SPEC_A);
+    cca_allocator *al = ccr_engine_allocator(e);
+    unsigned char *p = NULL;
+    cr_assert_eq(cca_alloc_in(al, ccr_model_domain(a), 5000, NULL, (void **)&p), CCA_OK);
+    for (size_t i = 0; i < 5000; i++)
+        p[i] = (unsigned char)(i * 31);
+    ccr_sleep_info s;
+    cr_assert_eq(ccr_model_sleep(a, &s), CCR_OK, "%s", ccr_last_error());
+    cr_expect_geq(s.bytes_copied, ccr_arch_param_bytes(ccr_model_arch(a)) + 5000);
+    cr_assert_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
+    for (size_t i = 0; i < 5000; i++)
+        cr_assert_eq(p[i], (unsigned char)(i * 31), "byte %zu", i);
+    cr_expect_eq(cca_free(al, p), CCA_OK);
+    ccr_engine_destroy(e);
+}

@@ -5,8 +5,14 @@
  *     caller  | fault in dst 0 | fault in dst 1 | fault in dst 2 |  wait ...
  *     engine                   | memcpy 0       | memcpy 1       | memcpy 2 |
  *
- * - Order: FIFO, one copy at a time; ccai_copy_engine_wait returns once
- *   every copy queued before it is done (the upstream's copy_wait).
+ * - Order: one copy at a time, in the order queued (FIFO), run by the
+ *   engine's thread or by a caller waiting: ccai_copy_engine_wait returns
+ *   once every copy queued before it is done (the upstream's copy_wait),
+ *   and while it waits it runs the next queued copy itself whenever none
+ *   runs, so an engine thread that cannot get a core (others spinning on
+ *   both, as OpenMP's and OpenBLAS's idle workers do) delays nothing.
+ *
+ *     ring:  [head, next) running (at most one)   [next, tail) queued
  * - The caller faults in the destination's pages before it queues a copy
  *   (madvise MADV_POPULATE_WRITE over the pages the copy writes; pages
  *   present already are left as they are, a refusal, e.g. an unmapped
@@ -48,20 +54,37 @@ void ccai_copy_engine_init(ccai_copy_engine *e) {
     pthread_cond_init(&e->done, NULL);
 }
 
+/* Under the lock: claim the oldest queued copy (its index in *i) when no
+ * copy runs (copies run one at a time, in order); false otherwise. */
+static bool claim(ccai_copy_engine *e, size_t *i) {
+    if (e->next == e->tail || e->head != e->next)
+        return false;
+    *i = e->next++;
+    return true;
+}
+
+/* Run claimed copy i outside the lock, then retire it. */
+static void run_claimed(ccai_copy_engine *e, size_t i) {
+    ccai_copy_job j = e->ring[i % CCAI_COPY_RING];
+    pthread_mutex_unlock(&e->lock);
+    memcpy(j.dst, j.src, j.size);
+    pthread_mutex_lock(&e->lock);
+    e->head++;
+    pthread_cond_broadcast(&e->done);
+    pthread_cond_signal(&e->work); /* the next one may be claimed */
+}
+
 static void *engine_main(void *arg) {
     ccai_copy_engine *e = arg;
     pthread_mutex_lock(&e->lock);
     for (;;) {
-        while (e->head == e->tail && !e->stop)
-            pthread_cond_wait(&e->work, &e->lock);
-        if (e->head == e->tail) /* stop, nothing left */
+        size_t i;
+        if (claim(e, &i))
+            run_claimed(e, i);
+        else if (e->stop)
             break;
-        ccai_copy_job j = e->ring[e->head % CCAI_COPY_RING];
-        pthread_mutex_unlock(&e->lock);
-        memcpy(j.dst, j.src, j.size);
-        pthread_mutex_lock(&e->lock);
-        e->head++; /* only now: a waiter sees it done */
-        pthread_cond_broadcast(&e->done);
+        else
+            pthread_cond_wait(&e->work, &e->lock);
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;
@@ -78,8 +101,12 @@ static void populate(void *dst, size_t size) {
 /* Queue one piece (the thread started), waiting for room. */
 static void enqueue(ccai_copy_engine *e, void *dst, const void *src, size_t size) {
     pthread_mutex_lock(&e->lock);
-    while (e->tail - e->head == CCAI_COPY_RING)
-        pthread_cond_wait(&e->done, &e->lock);
+    size_t i;
+    while (e->tail - e->head == CCAI_COPY_RING) /* full: help, or wait for room */
+        if (claim(e, &i))
+            run_claimed(e, i);
+        else
+            pthread_cond_wait(&e->done, &e->lock);
     e->ring[e->tail % CCAI_COPY_RING] = (ccai_copy_job){dst, src, size};
     e->tail++;
     pthread_cond_signal(&e->work);
@@ -116,9 +143,13 @@ void ccai_copy_engine_copy(ccai_copy_engine *e, void *dst, const void *src, size
 
 void ccai_copy_engine_wait(ccai_copy_engine *e) {
     pthread_mutex_lock(&e->lock);
-    size_t until = e->tail;
-    while (e->head < until)
-        pthread_cond_wait(&e->done, &e->lock);
+    size_t until = e->tail, i;
+    while (e->head < until) {
+        if (claim(e, &i)) /* help: the engine's thread may not have a core */
+            run_claimed(e, i);
+        else
+            pthread_cond_wait(&e->done, &e->lock);
+    }
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -143,7 +174,7 @@ void ccai_copy_engine_fork_lock(ccai_copy_engine *e, bool lock) {
 }
 
 void ccai_copy_engine_fork_child(ccai_copy_engine *e) {
-    e->head = e->tail = 0;
+    e->head = e->next = e->tail = 0;
     e->started = e->stop = false;
     pthread_cond_init(&e->work, NULL); /* the parent's engine may have been waiting on them */
     pthread_cond_init(&e->done, NULL);

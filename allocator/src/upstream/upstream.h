@@ -127,7 +127,7 @@ typedef struct ccai_copy_engine {
     pthread_cond_t work; /* the thread: a job queued, or stop         */
     pthread_cond_t done; /* callers: a job done (room, or all done)   */
     ccai_copy_job ring[CCAI_COPY_RING];
-    size_t head, tail; /* jobs [head, tail) mod the ring: queued or running */
+    size_t head, next, tail; /* [head, next) running (one at most), [next, tail) queued */
     bool started, stop;
     pthread_t thread;
 } ccai_copy_engine;

@@ -16,16 +16,21 @@
  *   3. each of --reps N passes (default 5): sleep (timed), wake (timed),
  *      every block read back and compared with the pattern (a mismatch:
  *      exit 1, naming size, block and offset); then the plain copy: one
- *      host buffer from the upstream's host_alloc, exactly what sleep
- *      takes (malloc on the simulated device, cudaMallocHost, pinned, on
- *      CUDA), one copy per block device -> host at the same offsets sleep
- *      uses, one copy_wait (timed: copy out), then host -> device into the
- *      same blocks, one copy_wait (timed: copy in), and the buffer freed.
+ *      host buffer from the upstream's host_alloc, what sleep takes
+ *      (the simulated device's own host memory, cudaMallocHost, pinned,
+ *      on CUDA), one copy per block device -> host at the same offsets
+ *      sleep uses, one copy_wait (timed: copy out), then host -> device
+ *      into the same blocks, one copy_wait (timed: copy in); then a
+ *      vm_reserve (not timed), one vm_map of the live bytes, the same
+ *      copies into it and a copy_wait (timed: copy in to fresh pages, the
+ *      wake's work without the allocator), unmapped and released; the
+ *      buffer freed.
  *      On the simulated device a copy is a memcpy; on CUDA a
  *      cudaMemcpyAsync on the upstream's copy stream, waited for: a pinned
  *      cudaMemcpy.
  *   4. the report: medians (and min, max) of each, as GiB/s of live bytes,
- *      and the ratios sleep / copy out and wake / copy in.
+ *      and the ratios sleep / copy out, wake / copy in (the target's) and
+ *      wake / copy in to fresh pages.
  * Fairness, first touch: both sides use FRESH host memory every pass.
  * Sleep's timed call includes its host_alloc and the first touch of that
  * buffer as the copy fills it; the copy out's buffer is allocated (not
@@ -33,8 +38,9 @@
  * too. The host_alloc call itself (cudaMallocHost: page pinning) is in
  * sleep's time and not in the copy's: it is part of what a sleep costs.
  * Wake maps device pages afresh (their first touch is in the wake; on the
- * simulated device memfd pages), while copy in writes blocks whose pages
- * are mapped already: that is the cost of giving the memory back.
+ * simulated device the kernel zeroes each fresh page first), while copy
+ * in writes blocks whose pages are mapped already: that is the cost of
+ * giving the memory back, and the fresh-pages copy measures it apart.
  *
  * Output: the table on stdout, or README.md (device, command, what is
  * timed, machine), sleep.md and sleep.csv into --out. Exit status: 0 ok,
@@ -72,10 +78,10 @@ typedef struct sleep_options {
 /* One size's figures; ms arrays of reps, sorted by the report. */
 typedef struct sleep_row {
     size_t size, blocks, live;
-    double *ms[4]; /* sleep, wake, copy out, copy in */
+    double *ms[5]; /* sleep, wake, copy out, copy in, copy in to fresh pages */
 } sleep_row;
-enum { T_SLEEP, T_WAKE, T_OUT, T_IN, NT };
-static const char *const t_names[NT] = {"sleep", "wake", "copy_out", "copy_in"};
+enum { T_SLEEP, T_WAKE, T_OUT, T_IN, T_FRESH, NT };
+static const char *const t_names[NT] = {"sleep", "wake", "copy_out", "copy_in", "copy_in_fresh"};
 
 /* ---- step 1: the options --------------------------------------------------------------- */
 
@@ -334,9 +340,44 @@ static int verify(sleep_setup *s, size_t size, int rep) {
     return 0;
 }
 
+/* The copy in once more, into device memory mapped afresh: one vm_reserve
+ * and one vm_map of the live bytes (rounded up to the granularity), then a
+ * copy per block at its offset and a copy_wait, the map and the copies
+ * timed (ms); unmapped and released after. A wake's work with no allocator
+ * around it: the first touch of fresh device pages included. */
+static int fresh_copy(sleep_setup *s, const void *host, size_t live, double *ms) {
+    size_t g = 0;
+    cca_status st = cca_upstream_vm_granularity(s->u, &g);
+    if (st != CCA_OK)
+        return fail("vm_granularity (fresh copy)", st);
+    size_t len = (live + g - 1) / g * g;
+    void *base = NULL;
+    if ((st = cca_upstream_vm_reserve(s->u, len, &base)) != CCA_OK)
+        return fail("vm_reserve (fresh copy)", st);
+    uint64_t t0 = ccb_now_ns();
+    st = cca_upstream_vm_map(s->u, base, len);
+    for (size_t i = 0; i < s->n && st == CCA_OK; i++)
+        st = cca_upstream_copy(s->u, (char *)base + s->offs[i], (const char *)host + s->offs[i], s->lens[i], 0);
+    cca_status w = cca_upstream_copy_wait(s->u);
+    *ms = (double)(ccb_now_ns() - t0) / 1e6;
+    st = st != CCA_OK ? st : w;
+    char why[256] = "";
+    if (st != CCA_OK) /* said below, after the unmap and release have set theirs */
+        snprintf(why, sizeof why, "%s", cca_last_error());
+    cca_status um = cca_upstream_vm_unmap(s->u, base, len); /* refused if the map was: nothing to unmap */
+    cca_status rel = cca_upstream_vm_release(s->u, base, len);
+    if (st == CCA_OK)
+        st = um != CCA_OK ? um : rel;
+    if (st == CCA_OK)
+        return 0;
+    if (why[0])
+        cca_set_error(st, "%s", why);
+    return fail("fresh copy", st);
+}
+
 /* The plain copy of every block out to fresh host memory and back, each
- * direction timed (ms). */
-static int plain_copy(sleep_setup *s, size_t live, double *out_ms, double *in_ms) {
+ * direction timed (ms), then the copy in to fresh device pages. */
+static int plain_copy(sleep_setup *s, size_t live, double *out_ms, double *in_ms, double *fresh_ms) {
     void *host = NULL;
     cca_status st = cca_upstream_host_alloc(s->u, live, &host);
     if (st != CCA_OK)
@@ -350,8 +391,9 @@ static int plain_copy(sleep_setup *s, size_t live, double *out_ms, double *in_ms
         st = st == CCA_OK ? w : st;
         *(dir ? out_ms : in_ms) = (double)(ccb_now_ns() - t0) / 1e6;
     }
+    int rc = st == CCA_OK ? fresh_copy(s, host, live, fresh_ms) : fail("plain copy", st);
     cca_upstream_host_free(s->u, host, live);
-    return st == CCA_OK ? 0 : fail("plain copy", st);
+    return rc;
 }
 
 /* One size: 0, 1 skipped (why), -1 failed (said). */
@@ -388,7 +430,7 @@ static int measure(const sleep_options *so, sleep_row *row, char *devname, size_
         }
         rc = verify(&s, row->size, r);
         if (rc == 0)
-            rc = plain_copy(&s, row->live, &row->ms[T_OUT][r], &row->ms[T_IN][r]);
+            rc = plain_copy(&s, row->live, &row->ms[T_OUT][r], &row->ms[T_IN][r], &row->ms[T_FRESH][r]);
     }
     teardown(&s);
     return rc;
@@ -417,17 +459,18 @@ static void write_md(FILE *f, const sleep_options *so, const sleep_row *rows, si
     fprintf(f, "Sleep and wake on %s (%s), %d reps, medians; GiB/s of live bytes\n\n", devname,
             so->cuda ? "GPU" : "SIMULATED device: copies are memcpy", so->reps);
     fprintf(f, "| domain | blocks | sleep GiB/s | wake GiB/s | copy out GiB/s | copy in GiB/s | sleep / copy out | "
-               "wake / copy in | >= 0.8 (from 256 MiB) |\n");
-    fprintf(f, "|--:|--:|--:|--:|--:|--:|--:|--:|:-:|\n");
+               "wake / copy in | >= 0.8 (from 256 MiB) | copy in, fresh pages GiB/s | wake / fresh copy in |\n");
+    fprintf(f, "|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|\n");
     for (size_t i = 0; i < n; i++) {
         const sleep_row *r = &rows[i];
         char sz[32];
         double g[NT];
         for (int t = 0; t < NT; t++)
             g[t] = gibs(r->live, median_ms(r, t, so->reps));
-        fprintf(f, "| %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n",
+        fprintf(f, "| %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f | %.2f |\n",
                 cca_format_bytes(r->size, sz, sizeof sz), r->blocks, g[T_SLEEP], g[T_WAKE], g[T_OUT], g[T_IN],
-                g[T_OUT] > 0 ? g[T_SLEEP] / g[T_OUT] : 0, g[T_IN] > 0 ? g[T_WAKE] / g[T_IN] : 0, target(r, so->reps));
+                g[T_OUT] > 0 ? g[T_SLEEP] / g[T_OUT] : 0, g[T_IN] > 0 ? g[T_WAKE] / g[T_IN] : 0, target(r, so->reps),
+                g[T_FRESH], g[T_FRESH] > 0 ? g[T_WAKE] / g[T_FRESH] : 0);
     }
 }
 
@@ -435,7 +478,7 @@ static void write_csv(FILE *f, const sleep_options *so, const sleep_row *rows, s
     fprintf(f, "device,simulated,domain_bytes,blocks,live_bytes,reps");
     for (int t = 0; t < NT; t++)
         fprintf(f, ",%s_ms_median,%s_ms_min,%s_ms_max,%s_gibs", t_names[t], t_names[t], t_names[t], t_names[t]);
-    fprintf(f, ",sleep_ratio,wake_ratio,target_met\n");
+    fprintf(f, ",sleep_ratio,wake_ratio,target_met,wake_fresh_ratio\n");
     for (size_t i = 0; i < n; i++) {
         const sleep_row *r = &rows[i];
         fprintf(f, "%s,%d,%zu,%zu,%zu,%d", devname, !so->cuda, r->size, r->blocks, r->live, so->reps);
@@ -444,8 +487,9 @@ static void write_csv(FILE *f, const sleep_options *so, const sleep_row *rows, s
             m[t] = median_ms(r, t, so->reps);
             fprintf(f, ",%.3f,%.3f,%.3f,%.3f", m[t], r->ms[t][0], r->ms[t][so->reps - 1], gibs(r->live, m[t]));
         }
-        fprintf(f, ",%.3f,%.3f,%s\n", m[T_SLEEP] > 0 ? m[T_OUT] / m[T_SLEEP] : 0,
-                m[T_WAKE] > 0 ? m[T_IN] / m[T_WAKE] : 0, target(r, so->reps));
+        fprintf(f, ",%.3f,%.3f,%s,%.3f\n", m[T_SLEEP] > 0 ? m[T_OUT] / m[T_SLEEP] : 0,
+                m[T_WAKE] > 0 ? m[T_IN] / m[T_WAKE] : 0, target(r, so->reps),
+                m[T_WAKE] > 0 ? m[T_FRESH] / m[T_WAKE] : 0);
     }
 }
 
@@ -465,7 +509,10 @@ static void write_readme(FILE *f, const sleep_options *so, const sleep_row *rows
             "copy_wait (copy out), host -> device and a copy_wait (copy in). Both sides first-touch fresh\n"
             "host memory inside the timed copy. Sleep's time includes its host_alloc and the unmaps, wake's\n"
             "the maps and the first touch of the fresh device pages; copy in writes pages mapped already.\n"
-            "Medians of the passes; min and max in sleep.csv. Ratios: sleep / copy out, wake / copy in.\n\n",
+            "Then copy in to fresh pages: one vm_reserve (not timed), one vm_map of the live bytes and the\n"
+            "same copies into it and a copy_wait (timed), unmapped and released: the wake's work without\n"
+            "the allocator. Medians of the passes; min and max in sleep.csv. Ratios: sleep / copy out, wake\n"
+            "/ copy in (the target's), wake / copy in to fresh pages.\n\n",
             MIX_SEED);
     write_md(f, so, rows, n, devname);
 }

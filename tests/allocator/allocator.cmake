@@ -74,6 +74,10 @@ endforeach()
 # cca_sleep / cca_wake all or nothing, a fault at every upstream call of a sleep and a wake, threads.
 cca_add_test(NAME test_sleep SOURCES allocator/unit/test_sleep.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 cca_add_test(NAME test_copy_engine SOURCES allocator/unit/test_copy_engine.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+# Sleep and wake under attack (allocator/hostile/test_sleep_hostile.c): seeded random programs over three domains
+# checked after every call (with and without injected upstream faults), frees while asleep in every order against
+# the chunk rule, a refused unmap, and the simulated device's host memory and copy engine at their edges.
+cca_add_test(NAME test_sleep_hostile SOURCES allocator/hostile/test_sleep_hostile.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 
 # Expandable segments over whole maps (vm_backing CCA_VM_WHOLE_MAPS): the device's rule, maps cut at
 # the growth rule's largest map (128 MiB, or the test hook's), release map by map and the trapped

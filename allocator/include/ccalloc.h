@@ -381,9 +381,12 @@ typedef struct cca_upstream_stats {
  * on it holds, so allocators sharing it compete like tenants of one GPU.
  * Events complete at once. Has the vm_* ops (2 MiB granularity, or the
  * largest power of two within a capacity below 2 MiB) over whole maps, and
- * the host and copy ops: host memory from malloc, a copy is a memcpy done
- * before it returns (a copy from an unmapped page faults, as any touch
- * does), copy_wait has nothing to wait for.
+ * the host and copy ops: host memory mapped for the device (huge pages
+ * from 2 MiB; host_free refuses what host_alloc did not give; what
+ * was never given back outlives the device, as pinned memory a CUDA
+ * upstream gave), a copy is a memcpy queued on
+ * the device's copy-engine thread, which copy_wait waits for (a copy from
+ * or to an unmapped page faults, as any touch does).
  * Errors: CCA_ERR_INVALID_ARGUMENT for capacity 0 or above SIZE_MAX / 2;
  * CCA_ERR_OUT_OF_MEMORY when the process cannot reserve that much address
  * space (e.g. 2^62 on a 47-bit space) or host memory is short. *out is
@@ -841,6 +844,11 @@ typedef struct cca_release_report {
     size_t pages_unmapped;
     size_t bytes_unmapped;
     size_t free_bytes_trapped;
+    /* sleeping domains (cca_domain_sleep) afterwards, and the host memory
+     * holding their live blocks; their segments are counted above, pinned
+     * by live blocks whose bytes are on the host, not on the device */
+    size_t asleep_domains;
+    size_t host_bytes;
 } cca_release_report;
 
 /* Synchronize, complete pending frees, then give memory back until
@@ -1181,7 +1189,8 @@ cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
  *    free space: later allocations map that as usual), copies the bytes
  *    back, waits, frees the host memory; every address is unchanged;
  *  - Stats: cca_domain_stats.asleep and host_bytes, cca_stats.asleep_domains
- *    and host_bytes; the JSON writers say "asleep".
+ *    and host_bytes, cca_release_report.asleep_domains and host_bytes; the
+ *    JSON writers say "asleep".
  * Thread safety: each call holds the allocator's lock throughout, copies
  * included, as every other call. */
 #define CCA_SLEEP_DISCARD 1u /* sleep without copying: contents undefined after the wake */

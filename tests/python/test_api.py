@@ -211,7 +211,7 @@ def test_alloc_free_and_exact_stats_expandable(alloc):
     assert r == ccalloc.ReleaseReport(bytes_released=50 * MiB, segments_released=2, bytes_still_reserved=0,
                                       segments_kept=0, segments_pinned=0, live_bytes_pinning=0,
                                       free_bytes_pinned=0, pages_unmapped=25, bytes_unmapped=50 * MiB,
-                                      free_bytes_trapped=0)
+                                      free_bytes_trapped=0, asleep_domains=0, host_bytes=0)
 
 
 def test_trim_and_empty_cache_reports_classic(classic):
@@ -224,12 +224,12 @@ def test_trim_and_empty_cache_reports_classic(classic):
     assert r == ccalloc.ReleaseReport(bytes_released=30 * MiB, segments_released=1,
                                       bytes_still_reserved=22 * MiB, segments_kept=1, segments_pinned=1,
                                       live_bytes_pinning=1024, free_bytes_pinned=2 * MiB - 1024,
-                                      pages_unmapped=0, bytes_unmapped=0, free_bytes_trapped=0)
+                                      pages_unmapped=0, bytes_unmapped=0, free_bytes_trapped=0, asleep_domains=0, host_bytes=0)
     r = a.empty_cache()  # the small segment is pinned by its live block
     assert r == ccalloc.ReleaseReport(bytes_released=20 * MiB, segments_released=1,
                                       bytes_still_reserved=2 * MiB, segments_kept=0, segments_pinned=1,
                                       live_bytes_pinning=1024, free_bytes_pinned=2 * MiB - 1024,
-                                      pages_unmapped=0, bytes_unmapped=0, free_bytes_trapped=0)
+                                      pages_unmapped=0, bytes_unmapped=0, free_bytes_trapped=0, asleep_domains=0, host_bytes=0)
     a.free(small)
     r = a.empty_cache()
     assert (r.bytes_released, r.segments_released, r.bytes_still_reserved) == (2 * MiB, 1, 0)
@@ -255,12 +255,12 @@ def test_trim_and_empty_cache_reports_expandable(alloc):
     assert r == ccalloc.ReleaseReport(bytes_released=20 * MiB, segments_released=0,
                                       bytes_still_reserved=22 * MiB, segments_kept=1, segments_pinned=1,
                                       live_bytes_pinning=1024, free_bytes_pinned=2 * MiB - 1024,
-                                      pages_unmapped=10, bytes_unmapped=20 * MiB, free_bytes_trapped=2 * MiB - 1024)
+                                      pages_unmapped=10, bytes_unmapped=20 * MiB, free_bytes_trapped=2 * MiB - 1024, asleep_domains=0, host_bytes=0)
     r = a.empty_cache()  # the large range's other map, then the range
     assert r == ccalloc.ReleaseReport(bytes_released=20 * MiB, segments_released=1,
                                       bytes_still_reserved=2 * MiB, segments_kept=0, segments_pinned=1,
                                       live_bytes_pinning=1024, free_bytes_pinned=2 * MiB - 1024,
-                                      pages_unmapped=10, bytes_unmapped=20 * MiB, free_bytes_trapped=2 * MiB - 1024)
+                                      pages_unmapped=10, bytes_unmapped=20 * MiB, free_bytes_trapped=2 * MiB - 1024, asleep_domains=0, host_bytes=0)
     a.free(small)
     r = a.empty_cache()
     assert (r.bytes_released, r.segments_released, r.bytes_still_reserved, r.pages_unmapped) == (2 * MiB, 1, 0, 1)
@@ -780,10 +780,13 @@ def test_domain_sleep_keeps_the_bytes_at_the_same_addresses(alloc):
     st = d.stats()
     assert (st["asleep"], st["host_bytes"], st["reserved_bytes"], st["cached_bytes"]) == (1, 3 * MiB + 1024, 0, 0)
     assert (alloc.stats()["asleep_domains"], alloc.stats()["host_bytes"]) == (1, 3 * MiB + 1024)
+    rr = alloc.empty_cache()  # the release report says what is asleep
+    assert (rr.asleep_domains, rr.host_bytes, rr.bytes_released) == (1, 3 * MiB + 1024, 0)
     assert d.sleep() == ccalloc.SleepReport(0, 0, 0, 0, 0)  # asleep already: nothing done
     r = d.wake()
     assert r == ccalloc.SleepReport(blocks=2, bytes_copied=3 * MiB + 1024, bytes_unmapped=0,
                                     bytes_mapped=6 * MiB, host_bytes=3 * MiB + 1024)
+    assert (alloc.trim(1 << 40).asleep_domains, alloc.trim(1 << 40).host_bytes) == (0, 0)
     assert ctypes.string_at(x, 3 * MiB) == b"\xab" * (3 * MiB)
     assert ctypes.string_at(y, 1000) == b"\xcd" * 1000
     st = d.stats()

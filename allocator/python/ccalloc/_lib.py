@@ -148,6 +148,8 @@ class ReleaseReport(ctypes.Structure):
         ("pages_unmapped", c_size_t),
         ("bytes_unmapped", c_size_t),
         ("free_bytes_trapped", c_size_t),
+        ("asleep_domains", c_size_t),
+        ("host_bytes", c_size_t),
     ]
 
 

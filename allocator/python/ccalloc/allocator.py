@@ -241,6 +241,8 @@ class ReleaseReport:
     pages_unmapped: int
     bytes_unmapped: int
     free_bytes_trapped: int
+    asleep_domains: int
+    host_bytes: int
 
 
 @dataclass(frozen=True)

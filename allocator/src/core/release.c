@@ -32,22 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void fill_report(const cca_allocator *a, cca_release_report *r) {
-    r->bytes_still_reserved = a->c.reserved;
-    for (ccai_segment *s = a->segments; s; s = s->next) {
-        if (ccai_segment_empty(s)) {
-            r->segments_kept++;
-        } else {
-            size_t live_blocks, live_bytes;
-            ccai_segment_live(s, &live_blocks, &live_bytes);
-            r->segments_pinned++;
-            r->live_bytes_pinning += live_bytes;
-            r->free_bytes_pinned += a->kind->reserved(s) - live_bytes;
-        }
-        r->free_bytes_trapped += a->kind->trapped(s);
-    }
-}
-
 cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r) {
     cca_release_report local = {0};
     uint64_t frees = a->c.upstream_frees;
@@ -59,7 +43,7 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
     a->release_frees += a->c.upstream_frees - frees;
     if (r) {
         *r = local;
-        fill_report(a, r);
+        ccai_release_report_fill(a, r); /* stats.c: what stays, and why */
     }
     if (st != CCA_OK)
         return cca_set_error(CCA_ERR_UPSTREAM, "the upstream refused to take memory back (kept, still cached): %s", why);

@@ -29,6 +29,10 @@ cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *
 
 /* stats.c */
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s);
+/* A release report's account of what stays (ccai_release): reserved
+ * afterwards, segments kept empty or pinned by live blocks and their
+ * bytes, trapped bytes, sleeping domains and their host bytes. */
+void ccai_release_report_fill(const cca_allocator *a, cca_release_report *r);
 /* largest_free_block of domain d, or `floor` when that is larger: over d's
  * free blocks, the longest stretch on mapped pages (pages) or the size
  * (classic). From d's free index, largest blocks first

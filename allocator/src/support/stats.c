@@ -272,6 +272,27 @@ static const ccai_segment **sorted_by_address(const cca_allocator *a, size_t *n)
     return sorted;
 }
 
+void ccai_release_report_fill(const cca_allocator *a, cca_release_report *r) {
+    r->bytes_still_reserved = a->c.reserved;
+    for (ccai_segment *s = a->segments; s; s = s->next) {
+        if (ccai_segment_empty(s)) {
+            r->segments_kept++;
+        } else {
+            size_t live_blocks, live_bytes;
+            ccai_segment_live(s, &live_blocks, &live_bytes);
+            r->segments_pinned++;
+            r->live_bytes_pinning += live_bytes;
+            r->free_bytes_pinned += a->kind->reserved(s) - live_bytes;
+        }
+        r->free_bytes_trapped += a->kind->trapped(s);
+    }
+    for (const cca_domain *d = &a->root; d; d = d->next)
+        if (d->sleep) {
+            r->asleep_domains++;
+            r->host_bytes += ccai_sleep_host_bytes(d);
+        }
+}
+
 /* The JSON snapshot's body (ccai_body_fn): everything, under the lock. */
 static int json_body(const void *ctx, FILE *f) {
     const cca_allocator *a = ctx;

@@ -85,8 +85,10 @@
  *   vm_unmap O(log m + k) for the k maps it overlaps, one mmap, O(m)
  *   memmove.
  * - Host staging memory and copies (sleep and wake): host_alloc maps host
- *   memory of its own (huge pages from 2 MiB); copy queues a memcpy on the
- *   device's copy engine (copy_engine.c), a thread, and copy_wait waits.
+ *   memory of its own (huge pages from 2 MiB), recorded (a fourth sorted
+ *   array): host_free takes back exactly a pointer and size it gave, else
+ *   refuses, nothing changed; copy queues a memcpy on the device's copy
+ *   engine (copy_engine.c), a thread, and copy_wait waits.
  */
 #include "upstream.h"
 
@@ -132,6 +134,9 @@ typedef struct host_device {
     vm_span *maps;
     size_t nmaps, capmaps;
     ccai_copy_engine copy; /* runs the copy op's memcpys (copy_engine.c) */
+    /* host memory from host_alloc: addr, and the size asked; sorted by addr */
+    vm_span *hosts;
+    size_t nhosts, caphosts;
 } host_device;
 
 static void spin_ns(uint64_t ns) {
@@ -637,7 +642,7 @@ static size_t host_length(size_t size) {
 }
 
 static cca_status host_host_alloc(void *ctx, size_t size, void **ptr) {
-    (void)ctx;
+    host_device *d = ctx;
     *ptr = NULL;
     size_t len = host_length(size), slop = size >= HOST_HUGE ? HOST_HUGE : 0;
     char *p = len && len <= SIZE_MAX - slop
@@ -654,12 +659,34 @@ static cca_status host_host_alloc(void *ctx, size_t size, void **ptr) {
         p = q;
         (void)madvise(p, len, MADV_HUGEPAGE);
     }
+    pthread_mutex_lock(&d->lock);
+    bool recorded = reserve_span(&d->hosts, d->nhosts, &d->caphosts);
+    if (recorded)
+        insert_span(d->hosts, &d->nhosts, span_index(d->hosts, d->nhosts, (uintptr_t)p), (vm_span){(uintptr_t)p, size});
+    pthread_mutex_unlock(&d->lock);
+    if (!recorded) {
+        munmap(p, len);
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host-simulated: host malloc failed recording host memory");
+    }
     *ptr = p;
     return CCA_OK;
 }
 
+/* Exactly a pointer and size host_alloc gave, or refused, nothing changed
+ * (as cudaFreeHost refuses a pointer it did not give): an interior
+ * pointer or a longer size would unmap a neighbour's memory. */
 static cca_status host_host_free(void *ctx, void *ptr, size_t size) {
-    (void)ctx;
+    host_device *d = ctx;
+    pthread_mutex_lock(&d->lock);
+    size_t k = span_index(d->hosts, d->nhosts, (uintptr_t)ptr);
+    bool ok = k < d->nhosts && d->hosts[k].addr == (uintptr_t)ptr && d->hosts[k].len == size;
+    if (ok)
+        remove_span(d->hosts, &d->nhosts, k);
+    pthread_mutex_unlock(&d->lock);
+    if (!ok)
+        return cca_set_error(CCA_ERR_UPSTREAM,
+                             "host-simulated: host_free of %p (%zu bytes) is not host memory this device gave", ptr,
+                             size);
     munmap(ptr, host_length(size));
     return CCA_OK;
 }
@@ -688,6 +715,7 @@ static void host_destroy(void *ctx) {
     free(d->live);
     free(d->ranges);
     free(d->maps);
+    free(d->hosts); /* host memory never given back stays mapped: the caller's, as CUDA's pinned memory */
     pthread_mutex_destroy(&d->lock);
     free(d);
 }

@@ -37,7 +37,7 @@
  *   still queued finishes them; host_alloc sizes 1, 255, 2 MiB - 1, 2 MiB,
  *   2 MiB + 1 (aligned, writable, freed without touching a neighbour); a
  *   fork right after the parent queued copies without waiting; host_free
- *   of an interior pointer or a size too long refused (DEFECT: it is not).
+ *   of an interior pointer or a size too long refused, nothing changed.
  *
  * Seeds are fixed (CCA_RANDOM_SEED replays one); every test can fail: each
  * assertion names the step, the seed and what it expected.
@@ -1197,16 +1197,13 @@ Test(sleep_hostile, a_fork_right_after_queued_copies, .timeout = 60) {
     sim_done(&s);
 }
 
-/* DEFECT: host_free (upstream/host.c, host_host_free) munmaps whatever it
- * is given and returns CCA_OK: an interior pointer (munmap refuses it,
- * EINVAL, ignored) is "freed" and the wrapper's host_bytes_in_use falls by
- * its size while the memory stays mapped; a size larger than the
- * allocation unmaps the neighbouring host allocation (another chunk of a
- * sleeping domain: its copy lost, the next read faults). The simulated
- * device refuses a free that is not exactly one of its allocations
- * ("anything else is refused and changes nothing", as cudaFree, and
- * cudaFreeHost refuses a pointer it did not give); its host memory should
- * too. Asserted: both frees refused, nothing changed. */
+/* host_free of what host_alloc did not give: an interior pointer, and a
+ * size longer than the allocation (which would unmap the neighbouring
+ * host allocation: another chunk of a sleeping domain, its copy lost). The
+ * simulated device refuses a free that is not exactly one of its
+ * allocations, as cudaFree and cudaFreeHost do; its host memory too.
+ * Asserted: both refused, nothing changed. (Found failing: host_free
+ * munmapped whatever it was given.) */
 Test(sleep_hostile, host_free_of_what_host_alloc_did_not_give_is_refused) {
     cca_upstream *u = tu_vm_device(64 * MiB, 0);
     char *a = hostmem(u, 4096), *b = hostmem(u, 4096);

@@ -251,6 +251,9 @@ Test(sleep, asleep_refuses_allocations_and_allows_frees) {
     cr_assert_eq(cca_empty_cache(a, &rr), CCA_OK, "%s", cca_last_error());
     tu_check(a);
     cr_assert_eq(dstats(a, A).reserved_bytes, 0);
+    cr_assert_eq(rr.asleep_domains, 1, "the release report says what is asleep");
+    cr_assert_eq(rr.host_bytes, dstats(a, A).host_bytes);
+    cr_assert_eq(rr.host_bytes, tu_upstream_stats(u).host_bytes_in_use);
     /* JSON says asleep */
     char *buf = NULL;
     size_t len = 0;

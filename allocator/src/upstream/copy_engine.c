@@ -19,7 +19,9 @@
  *   page, is ignored: the memcpy then faults as any touch of it does, a
  *   crash). The kernel zeroes a fresh page before it is used, which a GPU's
  *   copy does not pay; done by the caller, that zeroing overlaps the copy
- *   queued before, and a wake copies at about the memcpy's speed.
+ *   queued before. Both still share the memory's bandwidth: a copy into
+ *   fresh pages runs at about 2/3 of one into pages in use (measured:
+ *   bench/results/2026-11-29-host-sleep-engine).
  * - A copy is queued in pieces of CCAI_COPY_PIECE bytes, each faulted in
  *   just before it is queued: a large copy overlaps its own zeroing.
  * - At once, without the thread: a copy below CCAI_COPY_INLINE bytes while

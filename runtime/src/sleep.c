@@ -3,7 +3,7 @@
  * device memory held; and woken again at the same addresses.
  *
  *     awake    domain "A"  pages |##|##|##|##|##|  |   weights + cached activations
- *     asleep   domain "A"  pages |  |  |  |  |  |  |   weights' bytes in one host copy
+ *     asleep   domain "A"  pages |  |  |  |  |  |  |   weights' bytes in host memory
  *     woken    domain "A"  pages |##|##|##|##|  |  |   the pages under the weights
  *
  * Rules:

@@ -791,6 +791,10 @@ int ccb_run_micro(ccb_options *o, FILE *md);
  * COMMAND] --help)", the message's values escaped (they come from the
  * command line); returns 2, the exit status of bad usage (cli.c). */
 int ccb_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* getopt_long's ':' (a value missing) or '?' (unknown, or a value given to
+ * an option that takes none) as the usage error that names the option
+ * (argv[optind - 1], or optopt); returns 2 (cli.c). */
+int ccb_getopt_error(const char *command, int c, char **argv);
 
 /* Sub-commands: the process's exit status (0 ok, 1 failed, 2 bad usage). */
 int ccb_cmd_gen(ccb_options *o);    /* cmd_gen.c    */

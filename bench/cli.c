@@ -266,6 +266,16 @@ int ccb_usage_error(const char *command, const char *fmt, ...) {
 }
 #define usage_error(...) ccb_usage_error(NULL, __VA_ARGS__)
 
+int ccb_getopt_error(const char *command, int c, char **argv) {
+    if (c == ':')
+        return ccb_usage_error(command, "option '%s' needs a value", argv[optind - 1]);
+    if (optopt >= 256)
+        return ccb_usage_error(command, "option '%s' takes no value", argv[optind - 1]);
+    if (optopt)
+        return ccb_usage_error(command, "unknown option '-%c'", optopt);
+    return ccb_usage_error(command, "unknown option '%s'", argv[optind - 1]);
+}
+
 /* A duration: decimal integer with unit ns, us or ms (no unit: us), at most
  * CCA_HOST_MAX_LATENCY_NS. */
 static int parse_duration_ns(const char *s, uint64_t *out) {
@@ -444,15 +454,8 @@ int ccb_options_parse(ccb_options *o, int argc, char **argv) {
             ccb_usage(stdout);
             return 1;
         }
-        if (c == ':')
-            return usage_error("option '%s' needs a value", argv[optind - 1]);
-        if (c == '?') {
-            if (optopt >= 256)
-                return usage_error("option '%s' takes no value", argv[optind - 1]);
-            if (optopt)
-                return usage_error("unknown option '-%c'", optopt);
-            return usage_error("unknown option '%s'", argv[optind - 1]);
-        }
+        if (c == ':' || c == '?')
+            return ccb_getopt_error(NULL, c, argv);
         int rc = take(o, c, optarg);
         if (rc)
             return rc;

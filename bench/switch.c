@@ -135,13 +135,7 @@ static int parse_options(int argc, char **argv, switch_options *so) {
         }
         case 'h':
         case O_HELP: usage(stdout); return 1;
-        case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
-        default:
-            if (optopt >= 256)
-                return usage_error("option '%s' takes no value", argv[optind - 1]);
-            if (optopt)
-                return usage_error("unknown option '-%c'", optopt);
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+        default: return ccb_getopt_error("switch", c, argv);
         }
     }
     for (int i = optind; i < argc; i++) {

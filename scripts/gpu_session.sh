@@ -44,6 +44,13 @@
 #   ccbench         ccbench driver (cudaMalloc/cudaFree, VMM map/unmap by page, and one map of
 #                   2 MiB .. 1 GiB as one physical allocation: cost by size), then
 #                   ccbench --all --no-plots: GPU strategies included
+#   driver          ccbench driver alone (the first half of ccbench, for a short session)
+#   sleep           issue 42 on the GPU: ccbench sleep --device cuda (a domain's sleep and
+#                   wake against a pinned cudaMemcpy of the same bytes, 64 MiB .. 16 GiB),
+#                   ccbench switch --device cuda (sleep + wake beside unload + reload and a
+#                   process per model), ccrun --sleep A B A B on cuda (two 512 MiB models
+#                   that do not fit side by side under max_reserved:800M; the woken one's
+#                   outputs against its first run)
 #   pytorch_record  record two PyTorch scenarios on the GPU as ccbench traces
 #                   (bench/scripts/record_torch.py --device cuda: multi-model, train-step)
 #   pytorch_replay  replay recorded + standard traces through PyTorch's allocator
@@ -68,7 +75,7 @@ SELF="$ROOT/scripts/gpu_session.sh"
 BUILD=${GS_BUILD_DIR:-build-gpu} # GS_BUILD_DIR: elsewhere, for a local trial
 
 # name:default-limit, in the order they run
-ALL_STEPS="build:120 gpu_tests:180 sanitizer:60 cpu_tests:60 demo:90 cck_bench:45 torch_softmax:45 ccbench:400 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60 pages:150"
+ALL_STEPS="build:120 gpu_tests:180 sanitizer:60 cpu_tests:60 demo:90 sleep:120 cck_bench:45 torch_softmax:45 driver:60 ccbench:400 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60 pages:150"
 needs_build() { case $1 in build | torch_softmax | pytorch_record | pytorch_replay) return 1 ;; *) return 0 ;; esac; }
 uses_python() { case $1 in torch_softmax | pytorch_record | pytorch_replay) return 0 ;; *) return 1 ;; esac; }
 default_limit() { local s; for s in $ALL_STEPS; do [ "${s%%:*}" = "$1" ] && { echo "${s#*:}"; return 0; }; done; return 1; }
@@ -246,6 +253,23 @@ step_ccbench() {
     local rc=$?
     ((rc == 0)) || return "$rc"
     gpu_strategies_ran "$GS_OUT/ccbench"
+}
+
+step_driver() {
+    run "$BUILD/bench/ccbench" driver --out "$GS_OUT/ccbench"
+    local rc=$?
+    ((rc == 0)) || return "$rc"
+    skipped_check "$GS_OUT/driver.log" '^skipped' "ccbench driver measured nothing"
+}
+
+step_sleep() {
+    local rc=0 a=mlp:4096x8192x8192x4096:relu:softmax:seed=1 b=mlp:4096x8192x8192x4096:relu:softmax:seed=2
+    run "$BUILD/bench/ccbench" sleep --device cuda --sizes 64M,256M,1G,4G,16G --reps 5 --out "$GS_OUT/sleep" ||
+        rc=1
+    skipped_check "$GS_OUT/sleep.log" '^skipped' "ccbench sleep did not run on the GPU" || return 75
+    run "$BUILD/bench/ccbench" switch --device cuda --rounds 3 --out "$GS_OUT/switch" || rc=1
+    run "$BUILD/runtime/ccrun" --device cuda --conf max_reserved:800M --batch 64 --sleep "$a" "$b" "$a" "$b" || rc=1
+    return $rc
 }
 
 gpu_strategies_ran() { # DIR: exit 75 when ccbench's GPU strategies were all skipped

@@ -181,6 +181,88 @@ def test_torch_domain_release_gives_one_models_memory_back(cuda_library):
     assert result["b_same"], result
 
 
+def test_torch_domain_sleep_and_wake_keep_a_models_outputs(cuda_library):
+    """``ccalloc.torch.domain`` asleep and awake (issue 42): model A loaded
+    and run inside its domain, then ``a.sleep()``: the driver's free bytes
+    are back at the baseline taken before A was loaded (within one driver
+    page) while A stays loaded, and model B, outside the domain, runs
+    beside it with its outputs unchanged. ``a.wake()``: every parameter's
+    address is unchanged, A's output tensor from before the sleep holds the
+    same bytes, and A run again gives bit-identical outputs. An allocation
+    into the sleeping domain inside its block raises ``AsleepError``
+    (``ccalloc.plug.alloc``, the steps of ``cca_plug_alloc``, which gives
+    PyTorch NULL: PyTorch does not check it, docs/python.md)."""
+    result = _run(cuda_library, "torch", """
+        import ccalloc, ccalloc.plug, ccalloc.torch
+        ccalloc.torch.enable()
+        import torch
+        from torch import nn
+
+        def net(width, seed):
+            torch.manual_seed(seed)
+            return nn.Sequential(
+                nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(), nn.Linear(64, width), nn.ReLU(), nn.Linear(width, 10),
+            ).cuda().eval()
+
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+        x = torch.randn(64, 3, 128, 128, device="cuda")
+        with torch.no_grad():
+            warm = net(4096, 0)
+            warm(x); del warm                        # warm-up: kernels, cuBLAS/cuDNN handles and workspace
+            model_b = net(256, 1)
+            y_b = model_b(x)
+        torch.cuda.synchronize()
+        gc.collect()
+        ccalloc.torch.empty_cache()
+        free_before = torch.cuda.mem_get_info()[0]
+
+        with ccalloc.torch.domain("model-a") as a, torch.no_grad():
+            model_a = net(4096, 2)
+            y_a = model_a(x)
+            torch.cuda.synchronize()
+        y_a_host = y_a.cpu()
+        ptrs = [p.data_ptr() for p in model_a.parameters()]
+        sa = a.stats()
+        free_loaded = torch.cuda.mem_get_info()[0]
+        r = a.sleep()
+        free_asleep = torch.cuda.mem_get_info()[0]
+        refused = ""
+        try:
+            with a:                                   # cca_plug_alloc's own steps: PyTorch would get NULL
+                ccalloc.plug.alloc(1 << 20, device=0)
+        except ccalloc.AsleepError as e:
+            refused = str(e)
+        with torch.no_grad():
+            y_b2 = model_b(x)                         # B runs while A sleeps
+        torch.cuda.synchronize()
+        w = a.wake()
+        same_ptrs = [p.data_ptr() for p in model_a.parameters()] == ptrs
+        with a, torch.no_grad():
+            y_a2 = model_a(x)
+        torch.cuda.synchronize()
+        print(json.dumps({"torch": torch.__version__, "a_reserved": sa["reserved_bytes"],
+                          "a_allocated": sa["allocated_bytes"], "unmapped": r.bytes_unmapped,
+                          "copied": r.bytes_copied, "host_bytes": r.host_bytes, "woken_blocks": w.blocks,
+                          "slept_blocks": r.blocks, "free_before": free_before, "free_loaded": free_loaded,
+                          "free_asleep": free_asleep, "refused": refused, "same_ptrs": same_ptrs,
+                          "y_a_kept": bool(torch.equal(y_a.cpu(), y_a_host)),
+                          "y_a_same": bool(torch.equal(y_a2, y_a)), "b_same": bool(torch.equal(y_b, y_b2)),
+                          "asleep_after": a.stats()["asleep"]}))
+    """)
+    assert result["a_allocated"] > 16 << 20, result  # A's weights (4096-wide) went into the domain
+    assert result["unmapped"] == result["a_reserved"], result  # every byte the domain held went back
+    assert result["a_allocated"] >= result["copied"] > 16 << 20, result  # live bytes only, not the cache
+    assert result["free_before"] - result["free_loaded"] >= result["a_reserved"] - TOLERANCE, result
+    assert abs(result["free_asleep"] - result["free_before"]) <= TOLERANCE, result
+    assert "model-a" in result["refused"] and "asleep" in result["refused"], result
+    assert result["woken_blocks"] == result["slept_blocks"] > 0, result
+    assert result["same_ptrs"] and result["y_a_kept"] and result["y_a_same"] and result["b_same"], result
+    assert result["asleep_after"] == 0, result
+
+
 def test_torch_live_snapshot_opens_in_memory_viz(cuda_library, tmp_path):
     """A live PyTorch process on the GPU with ccalloc as its allocator: the
     PyTorch-format snapshot (``ccalloc.torch.snapshot_torch``, with

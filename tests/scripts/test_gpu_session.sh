@@ -5,8 +5,8 @@
 # The table must say "ok" for a suite that ran tests and skipped none, and
 # flag everything else, whichever runner wrote the log; a pytest suite is
 # read from its summary line ("2 passed, 1 skipped in 0.5s"), never from a
-# Criterion synthesis it cannot print. Then the pages step's replays, with a
-# stand-in ccbench.
+# Criterion synthesis it cannot print. Then the pages and sleep steps'
+# commands, with a stand-in ccbench and ccrun.
 set -u
 script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/gpu_session.sh
 dir=$(mktemp -d)
@@ -106,6 +106,44 @@ fi
 if [ "$(sed 's/.* gen:uniform/gen:uniform/' "$dir/out/calls.txt" | sort -u | wc -l)" != 1 ]; then
     echo "FAIL pages step: the runs do not replay the same traces"
     fails=$((fails + 1))
+fi
+
+# The sleep step's commands (issue 42 on a GPU), with stand-ins that record
+# their arguments: ccbench sleep, ccbench switch and ccrun --sleep, each on
+# cuda; a ccbench sleep that says "skipped" flags the step (75) and runs
+# nothing after it.
+sleep_step() { # sleep_step SKIP: runs the step, sets rc and got (the calls)
+    rm -rf "$dir/out" && mkdir -p "$dir/out" "$dir/build/runtime"
+    cat >"$dir/build/bench/ccbench" <<FAKE
+#!/usr/bin/env bash
+printf 'ccbench %s\n' "\$*" >>"\$GS_OUT/calls.txt"
+[ "\$1" = sleep ] && [ "$1" = 1 ] && echo "skipped: no GPU: cuda: none here"
+exit 0
+FAKE
+    printf '#!/usr/bin/env bash\nprintf "ccrun %%s\\n" "$*" >>"$GS_OUT/calls.txt"\n' >"$dir/build/runtime/ccrun"
+    chmod +x "$dir/build/bench/ccbench" "$dir/build/runtime/ccrun"
+    GS_BUILD_DIR="$dir/build" GS_OUT="$dir/out" GS_STEP=sleep GS_LDLP="" GS_LDLP_ORIG="" \
+        bash "$script" --run-step sleep
+    rc=$?
+    got=$(cat "$dir/out/calls.txt" 2>/dev/null)
+}
+m=mlp:4096x8192x8192x4096:relu:softmax
+want="ccbench sleep --device cuda --sizes 64M,256M,1G,4G,16G --reps 5 --out $dir/out/sleep
+ccbench switch --device cuda --rounds 3 --out $dir/out/switch
+ccrun --device cuda --conf max_reserved:800M --batch 64 --sleep $m:seed=1 $m:seed=2 $m:seed=1 $m:seed=2"
+sleep_step 0
+if [ "$rc" != 0 ] || [ "$got" != "$want" ]; then
+    printf 'FAIL sleep step: exit %s, calls:\n%s\nwanted:\n%s\n' "$rc" "$got" "$want"
+    fails=$((fails + 1))
+else
+    echo "ok   sleep step: ccbench sleep, ccbench switch, ccrun --sleep on cuda"
+fi
+sleep_step 1
+if [ "$rc" != 75 ] || [ "$got" != "${want%%$'\n'*}" ] || ! grep -q '^FLAG: ccbench sleep did not run on the GPU' "$dir/out/sleep.log"; then
+    printf 'FAIL sleep step skipped: exit %s (want 75), calls:\n%s\n' "$rc" "$got"
+    fails=$((fails + 1))
+else
+    echo "ok   sleep step: a skipped ccbench sleep flags the step and runs nothing more"
 fi
 
 ((fails == 0)) && echo "all suite_table checks passed"

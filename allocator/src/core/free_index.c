@@ -5,7 +5,7 @@
  * - Owns, per pool and key stream, every FREE block (I3), found by best fit:
  *   the smallest block >= size, the lowest address on ties (ccalloc.h).
  * - Size classes of 512-B units: 1..511 exact (up to 256 KiB), then 512 per
- *   power of two (TLSF, finer); a two-level bitmap marks the non-empty ones.
+ *   power of two (TLSF, finer); a three-level bitmap marks the non-empty ones.
  *   Classes partition sizes in order, so best fit is exact:
  *     lower bound of (size, 0) in the request's class, else the first
  *     block of the next non-empty class (count-trailing-zeros).
@@ -22,7 +22,7 @@
  *   and check change nothing and step over the ghost.
  * - A stream's bins live from the first segment of the stream in the pool
  *   to its last (so an insert never allocates bins).
- * - Cost: best fit O(log8 k) in its class plus at most 7 bitmap words;
+ * - Cost: best fit O(log8 k) in its class plus at most 5 bitmap words;
  *   insert and remove O(log8 k); the cached pair, one descent and no tree
  *   change; largest, the last entry of the top class's rightmost leaf, per
  *   stream; largest run visits blocks largest first until none can beat
@@ -54,21 +54,22 @@ static unsigned class_of(size_t size) {
 static void mark(ccai_stream_bins *sb, unsigned c) {
     sb->bitmap[c / 64] |= 1ull << (c % 64);
     sb->rows[c / 64 / 64] |= 1ull << (c / 64 % 64);
+    sb->top |= 1ull << (c / 64 / 64);
 }
 
 static void unmark_if_empty(ccai_stream_bins *sb, unsigned c) {
     if (sb->roots[c])
         return;
     sb->bitmap[c / 64] &= ~(1ull << (c % 64));
-    if (!sb->bitmap[c / 64])
+    if (!sb->bitmap[c / 64]) {
         sb->rows[c / 64 / 64] &= ~(1ull << (c / 64 % 64));
+        if (!sb->rows[c / 64 / 64])
+            sb->top &= ~(1ull << (c / 64 / 64));
+    }
 }
 
 static inline bool bins_empty(const ccai_stream_bins *sb) {
-    for (unsigned s = 0; s < CCAI_CLASS_SUMMARY; s++)
-        if (sb->rows[s])
-            return false;
-    return true;
+    return sb->top == 0;
 }
 
 /* First non-empty class strictly above c, or CCAI_CLASSES. */
@@ -77,14 +78,17 @@ static unsigned next_class(const ccai_stream_bins *sb, unsigned c) {
     uint64_t in_word = bit == 63 ? 0 : sb->bitmap[w] & (~0ull << (bit + 1));
     if (in_word)
         return w * 64 + (unsigned)__builtin_ctzll(in_word);
-    for (unsigned from = w + 1, s = from / 64; s < CCAI_CLASS_SUMMARY; s++) {
-        uint64_t m = sb->rows[s] & (s == from / 64 ? ~0ull << (from % 64) : ~0ull);
-        if (m) {
-            w = s * 64 + (unsigned)__builtin_ctzll(m);
-            return w * 64 + (unsigned)__builtin_ctzll(sb->bitmap[w]);
-        }
+    unsigned from = w + 1, s = from / 64; /* the next non-empty word at or after `from` */
+    uint64_t m = s < CCAI_CLASS_SUMMARY ? sb->rows[s] & (~0ull << (from % 64)) : 0;
+    if (!m) { /* none in row s: the next non-empty row, from the top word */
+        uint64_t t = s + 1 < 64 ? sb->top & (~0ull << (s + 1)) : 0;
+        if (!t)
+            return CCAI_CLASSES;
+        s = (unsigned)__builtin_ctzll(t);
+        m = sb->rows[s];
     }
-    return CCAI_CLASSES;
+    w = s * 64 + (unsigned)__builtin_ctzll(m);
+    return w * 64 + (unsigned)__builtin_ctzll(sb->bitmap[w]);
 }
 
 /* The lowest non-empty class, or CCAI_CLASSES. */
@@ -99,16 +103,17 @@ static unsigned prev_class(const ccai_stream_bins *sb, unsigned c) {
     uint64_t in_word = w < CCAI_CLASS_WORDS ? sb->bitmap[w] & ((1ull << bit) - 1) : 0;
     if (in_word)
         return w * 64 + 63u - (unsigned)__builtin_clzll(in_word);
-    for (unsigned s = w / 64 + 1; s-- > 0;) { /* words below w */
-        uint64_t m = s < CCAI_CLASS_SUMMARY ? sb->rows[s] : 0;
-        if (s == w / 64)
-            m &= (1ull << (w % 64)) - 1;
-        if (m) {
-            unsigned v = s * 64 + 63u - (unsigned)__builtin_clzll(m);
-            return v * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[v]);
-        }
+    unsigned s = w / 64; /* the highest non-empty word below w */
+    uint64_t m = s < CCAI_CLASS_SUMMARY ? sb->rows[s] & ((1ull << (w % 64)) - 1) : 0;
+    if (!m) { /* none in row s: the highest non-empty row below it (s < 64: the top word) */
+        uint64_t t = sb->top & ((1ull << s) - 1);
+        if (!t)
+            return CCAI_CLASSES;
+        s = 63u - (unsigned)__builtin_clzll(t);
+        m = sb->rows[s];
     }
-    return CCAI_CLASSES;
+    unsigned v = s * 64 + 63u - (unsigned)__builtin_clzll(m);
+    return v * 64 + 63u - (unsigned)__builtin_clzll(sb->bitmap[v]);
 }
 
 /* ---- B+-tree over (size, address) ---------------------------------------- */
@@ -937,6 +942,11 @@ const char *ccai_free_index_check(const ccai_free_index *ix) {
          * word would have next_class take the lowest bit of 0 */
         if (memcmp(rows, sb->rows, sizeof rows))
             return "free index: the row bitmap disagrees with the class bitmap";
+        uint64_t top = 0;
+        for (unsigned r = 0; r < CCAI_CLASS_SUMMARY; r++)
+            top |= (uint64_t)(rows[r] != 0) << r;
+        if (top != sb->top)
+            return "free index: the top word disagrees with the row bitmap";
         for (unsigned c = first_class(sb); c != CCAI_CLASSES; c = next_class(sb, c)) {
             if (!sb->roots[c])
                 return "free index: the class bitmap disagrees with the trees";

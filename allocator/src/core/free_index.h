@@ -23,6 +23,7 @@
 #define CCAI_CLASSES (CCAI_CLASS_ROWS * CCAI_CLASS_SUB)
 #define CCAI_CLASS_WORDS (CCAI_CLASSES / 64)           /* the class bitmap   */
 #define CCAI_CLASS_SUMMARY ((CCAI_CLASS_WORDS + 63) / 64) /* its non-empty words */
+_Static_assert(CCAI_CLASS_SUMMARY <= 64, "the top word has a bit per summary word");
 #define CCAI_CLASS_OVERFLOW 0xffffu /* b->cls of a block in the overflow list */
 _Static_assert(CCAI_CLASSES < CCAI_CLASS_OVERFLOW, "a block keeps its class in 16 bits");
 
@@ -50,11 +51,12 @@ typedef struct ccai_bnode {
 } ccai_bnode;
 
 /* The free blocks of one stream in one pool: a B+-tree per size class, and
- * a two-level bitmap of the non-empty classes. */
+ * a three-level bitmap of the non-empty classes. */
 typedef struct ccai_stream_bins {
     struct ccai_stream_bins *next;
     cca_stream stream;
     size_t segments;                  /* segments of this stream in the pool  */
+    uint64_t top;                      /* bit r: rows[r] != 0                 */
     uint64_t rows[CCAI_CLASS_SUMMARY]; /* bit w%64 of rows[w/64]: bitmap[w] != 0 */
     uint64_t bitmap[CCAI_CLASS_WORDS]; /* bit c%64 of bitmap[c/64]: class c non-empty */
     size_t trees;                      /* classes whose root is not NULL, counted

@@ -24,15 +24,25 @@ static inline bool ccai_pages_mapped(const ccai_segment *s, uintptr_t addr, size
     return true;
 }
 /* Are the first `held` bytes of free block b, marked b->unmapped, on mapped
- * pages? When the whole block is, the mark is dropped first (a mark is
+ * pages? When the whole block is, the mark is dropped (a mark is
  * conservative: a split remainder inherits it, a merge ORs it), so the
- * block's next allocation skips the test. */
+ * block's next allocation skips the test. Held bytes inside the mapped
+ * prefix answer with two compares: the common case is the tail, marked for
+ * good (it reaches the range's unmapped end), serving a request from the
+ * pages mapped ahead; a block that reaches past the prefix holds the
+ * unmapped page at mapped_end, so its mark stays. */
 static inline bool ccai_block_pages_mapped(ccai_block *b, size_t held) {
-    if (ccai_pages_mapped(b->segment, b->addr, b->size)) {
+    const ccai_segment *s = b->segment;
+    if (b->addr + held <= s->mapped_end) {
+        if (b->addr + b->size <= s->mapped_end)
+            b->unmapped = false;
+        return true;
+    }
+    if (ccai_pages_mapped(s, b->addr, b->size)) {
         b->unmapped = false;
         return true;
     }
-    return ccai_pages_mapped(b->segment, b->addr, held);
+    return ccai_pages_mapped(s, b->addr, held);
 }
 
 /* CCA_OK when the device's free memory (asked now unless room->asked) is

@@ -14,14 +14,19 @@
 #   scripts/gpu_session.sh [--steps "STEP[:SECONDS] ..."] [--budget S] [--tar FILE] OUTDIR
 #   scripts/gpu_session.sh --list          # steps and their default limits
 #
-# The two planned commands (docs/gpu.md); run scripts/gpu_carry.sh on the
-# build machine first and send .gpudeps; limits sum to <= 540 s, the default --budget:
+# The planned commands (docs/gpu.md, "A short session"); run scripts/gpu_carry.sh
+# on the build machine first and send .gpudeps. With 15 minutes of device time
+# (start included): the first, then the second if 5 minutes or more are left:
+#   1: bash scripts/gpu_session.sh --steps "build:90 gpu_tests:150 sleep:120 demo:60 cck_bench:75 torch_softmax:45" --tar OUT/gs1.tgz /tmp/gs1
+#   2: bash scripts/gpu_session.sh --steps "build:60 torch_e2e:120 driver:45" --tar OUT/gs2.tgz /tmp/gs2
+# With more time, three commands whose limits sum to <= 540 s, the default --budget:
 #   1: bash scripts/gpu_session.sh --steps "build:120 gpu_tests:180 sanitizer:60 demo:90 cck_bench:45 torch_softmax:45" --tar OUT/gs1.tgz /tmp/gs1
 #   2: bash scripts/gpu_session.sh --steps "build:60 ccbench:380 pytorch_record:40 pytorch_replay:40 ccbench_pytorch:20" --tar OUT/gs2.tgz /tmp/gs2
-#   3 (when time allows): bash scripts/gpu_session.sh --steps "build:120 pages:150 cpu_tests:120" --tar OUT/gs3.tgz /tmp/gs3
+#   3: bash scripts/gpu_session.sh --steps "build:120 pages:150 torch_e2e:120 cpu_tests:120" --tar OUT/gs3.tgz /tmp/gs3
 # Command 2 does not rely on command 1: "build" reuses a build-gpu/ left on a warm
 # machine (same source path) and otherwise configures and builds from scratch,
-# only the targets its steps need (ccrun, ccbench, cck_bench: no tests).
+# only the targets its steps need (ccrun, ccbench, cck_bench, and libccalloc
+# for torch_e2e: no tests).
 # --budget caps the whole run: a step's limit is cut to the time left, and a
 # step is not started with < 10 s left. GS_BUILD_DIR=DIR builds elsewhere
 # (a local trial without a GPU: build works, every GPU step fails or is flagged).
@@ -61,6 +66,11 @@
 #                   each (expandable against the classic strategy of the same run; 8M pages,
 #                   measured in bench/results/2026-11-24-h100/session3, are not run again);
 #                   the 2M run also holds the peak (expandable:1,hold_peak:1)
+#   torch_e2e       issue 41 end to end (bench/scripts/torch_e2e.py): a training step and
+#                   a generation loop on ccalloc.torch.enable(), PyTorch's defaults and
+#                   expandable_segments:True, each in a fresh process (6 processes, each
+#                   importing torch: hence 120 s); peak reserved, step / token time, the
+#                   targets (peak <= PyTorch's, median within 2 %); libccalloc from $BUILD
 # A step that runs but does no GPU work ("skipped: no CUDA device", "GPU
 # benchmarks skipped", GPU strategies skipped) exits 75 and is flagged.
 # Exit status: 0 when every step succeeded, else 1.
@@ -75,9 +85,9 @@ SELF="$ROOT/scripts/gpu_session.sh"
 BUILD=${GS_BUILD_DIR:-build-gpu} # GS_BUILD_DIR: elsewhere, for a local trial
 
 # name:default-limit, in the order they run
-ALL_STEPS="build:120 gpu_tests:180 sanitizer:60 cpu_tests:60 demo:90 sleep:120 cck_bench:45 torch_softmax:45 driver:60 ccbench:400 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60 pages:150"
+ALL_STEPS="build:120 gpu_tests:180 sanitizer:60 cpu_tests:60 demo:90 sleep:120 cck_bench:45 torch_softmax:45 driver:60 ccbench:400 pytorch_record:90 pytorch_replay:60 ccbench_pytorch:60 pages:150 torch_e2e:120"
 needs_build() { case $1 in build | torch_softmax | pytorch_record | pytorch_replay) return 1 ;; *) return 0 ;; esac; }
-uses_python() { case $1 in torch_softmax | pytorch_record | pytorch_replay) return 0 ;; *) return 1 ;; esac; }
+uses_python() { case $1 in torch_softmax | pytorch_record | pytorch_replay | torch_e2e) return 0 ;; *) return 1 ;; esac; }
 default_limit() { local s; for s in $ALL_STEPS; do [ "${s%%:*}" = "$1" ] && { echo "${s#*:}"; return 0; }; done; return 1; }
 
 # ---- the steps (run as `gpu_session.sh --run-step NAME`, under timeout) -----
@@ -138,7 +148,8 @@ step_build() {
     # Only what the listed steps need (the tests are most of the build).
     case " $GS_STEPS " in
     *" gpu_tests "* | *" cpu_tests "* | *" sanitizer "*) ;;
-    *) targets=(--target ccrun ccbench cck_bench) ;;
+    *) targets=(--target ccrun ccbench cck_bench)
+       [[ " $GS_STEPS " == *" torch_e2e "* ]] && targets+=(ccalloc) ;; # libccalloc.so, for ccalloc.torch
     esac
     run cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" || { echo "BUILD FAILED: compile/link errors above"; return 1; }
 }
@@ -360,6 +371,19 @@ step_pages() {
     done
     ((rc == 0)) || return "$rc"
     gpu_strategies_ran "$GS_OUT/pages/r2M"
+}
+
+step_torch_e2e() {
+    # the checkout's package over the library this session built (not another build*/ of the tree)
+    local lib=$BUILD/allocator/libccalloc.so rc
+    [[ $lib == /* ]] || lib=$ROOT/$lib
+    export CCALLOC_LIBRARY=$lib
+    echo "env: CCALLOC_LIBRARY=$CCALLOC_LIBRARY"
+    torch_info
+    run python3 bench/scripts/torch_e2e.py --out "$GS_OUT/torch_e2e"
+    rc=$?
+    ((rc == 75)) && skipped_check "$GS_OUT/torch_e2e.log" '^skipped:' "torch_e2e measured nothing"
+    return "$rc"
 }
 
 if [ "${1:-}" = --suite-table ]; then # internal: the gpu_tests table of a saved ctest -V log (tests/scripts/test_gpu_session.sh)

@@ -59,6 +59,10 @@ if(TARGET ccbench_core)
     add_test(NAME test_pytorch_replay
       COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_pytorch_replay.py)
     set_tests_properties(test_pytorch_replay PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+    # bench/scripts/torch_e2e.py's arguments, child protocol, rows and verdicts, without torch
+    add_test(NAME test_torch_e2e
+      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_torch_e2e.py)
+    set_tests_properties(test_torch_e2e PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
   else()
     message(STATUS "tests: python3 with pytest not found: test_record_torch not registered (scripts/deps.sh installs it)")
   endif()

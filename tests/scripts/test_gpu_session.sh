@@ -6,7 +6,8 @@
 # flag everything else, whichever runner wrote the log; a pytest suite is
 # read from its summary line ("2 passed, 1 skipped in 0.5s"), never from a
 # Criterion synthesis it cannot print. Then the pages and sleep steps'
-# commands, with a stand-in ccbench and ccrun.
+# commands, with a stand-in ccbench and ccrun, and the torch_e2e step's skip
+# flag, with a stand-in torch.
 set -u
 script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/gpu_session.sh
 dir=$(mktemp -d)
@@ -144,6 +145,25 @@ if [ "$rc" != 75 ] || [ "$got" != "${want%%$'\n'*}" ] || ! grep -q '^FLAG: ccben
     fails=$((fails + 1))
 else
     echo "ok   sleep step: a skipped ccbench sleep flags the step and runs nothing more"
+fi
+
+# The torch_e2e step on a machine whose torch has no CUDA device (a stand-in
+# torch): the script's "skipped:" and exit 75 become the step's flag, and
+# the library it names is the one in the session's build folder.
+mkdir -p "$dir/standin/torch" "$dir/e2e"
+printf 'class version:\n    cuda = "12.4"\n\n\nclass cuda:\n    is_available = staticmethod(lambda: False)\n' \
+    >"$dir/standin/torch/__init__.py"
+PYTHONPATH="$dir/standin" GS_BUILD_DIR="$dir/build" GS_OUT="$dir/e2e" GS_LDLP="" GS_LDLP_ORIG="" \
+    bash "$script" --run-step torch_e2e
+rc=$?
+log=$dir/e2e/torch_e2e.log
+if [ "$rc" != 75 ] || ! grep -qxF "FLAG: torch_e2e measured nothing: skipped: no CUDA device visible to PyTorch" "$log" ||
+    ! grep -qxF "env: CCALLOC_LIBRARY=$dir/build/allocator/libccalloc.so" "$log" || [ -e "$dir/e2e/torch_e2e" ]; then
+    echo "FAIL torch_e2e step without CUDA: exit $rc (wanted 75, flagged), log:"
+    cat "$log"
+    fails=$((fails + 1))
+else
+    echo "ok   torch_e2e step without CUDA: exit 75, flagged"
 fi
 
 ((fails == 0)) && echo "all suite_table checks passed"

@@ -46,6 +46,10 @@ typedef struct ccrun_options {
     int footprint_sidecar; /* --footprint-sidecar */
     int sleep;             /* --sleep: a turn ends with a sleep, a return wakes */
     const char *snapshot_path; /* --snapshot: .pickle (PyTorch's format) or .json */
+    /* Set by tests, never by the command line (ccrun_parse_options leaves
+     * them NULL): */
+    cca_upstream *upstream;  /* borrowed: the device instead of --device's (a double) */
+    const char *child_ccrun; /* the ccrun demo act 5 starts as a child; NULL: this program */
 } ccrun_options;
 
 /* --snapshot FILE.pickle: the history ring ccrun asks for (config

@@ -8,6 +8,8 @@
  *   bad value or a bad combination is a usage error (exit 2) naming it.
  * - Counts and sizes are plain decimal (ccai_decimal_uint): strtoull alone
  *   would take "+5", " 5" and "-5".
+ * - Sets no field the command line has no option for: ccrun_options'
+ *   upstream and child_ccrun stay NULL (they are for tests).
  */
 #include <errno.h>
 #include <getopt.h>

@@ -13,6 +13,8 @@
  * - A resident or woken model's outputs are hashed (FNV-1a over every
  *   output byte) and compared with its first run: a different hash is
  *   CHANGED in its row and an error (exit 1) naming both hashes.
+ * - The device is --device's, or ccrun_options.upstream when a test gives
+ *   one (borrowed: the engine does not destroy it).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -73,6 +75,7 @@ static int open_engine(run_state *rs) {
     ccr_engine_options_default(&eo);
     eo.device = o->device;
     eo.host_capacity = o->capacity;
+    eo.upstream = o->upstream; /* NULL: the engine opens --device's */
     eo.vm_granularity = o->vm_granularity;
     eo.vm_backing = o->vm_backing;
     eo.alloc_conf = rs->conf;

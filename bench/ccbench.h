@@ -813,6 +813,11 @@ int ccb_cmd_switch(int argc, char **argv);
 /* `ccbench sleep`: sleep and wake throughput against the plain copy (sleep.c);
  * its own options, argv[0] = "sleep"; command_line quoted in its README. */
 int ccb_cmd_sleep(int argc, char **argv, const char *command_line);
+/* The same on `device` (borrowed, not destroyed), every size on it in turn
+ * instead of a fresh device per size; --device then only names it in the
+ * report. NULL: ccb_cmd_sleep. The command line never passes one: tests
+ * do, a double that corrupts a copy (tests/bench/test_bench_sleep.c). */
+int ccb_cmd_sleep_on(int argc, char **argv, const char *command_line, struct cca_upstream *device);
 
 #ifdef __cplusplus
 }

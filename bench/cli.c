@@ -3,7 +3,7 @@
  * (getopt_long) and the --help text, and each value is checked when it is
  * read.
  *
- * Conventions (the same as ccrun's, runtime/ccrun/main.c):
+ * Conventions (the same as ccrun's, runtime/ccrun/options.c):
  *   - every option has a long name; -s, -o and -h are short forms;
  *   - a value is given as "--opt value" or "--opt=value" ("-s X", "-sX");
  *   - options and operands mix in any order; "--" ends the options;

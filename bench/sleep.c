@@ -46,6 +46,11 @@
  * timed, machine), sleep.md and sleep.csv into --out. Exit status: 0 ok,
  * 1 a failure or a mismatch, 2 bad usage. --device cuda without a GPU:
  * "skipped: no GPU: REASON", exit 0, as `ccbench driver`.
+ *
+ * ccb_cmd_sleep_on runs the same on a device its caller made, every size
+ * on it in turn (the command line never sets one: a test passes a double
+ * that corrupts a copy, tests/bench/test_bench_sleep.c, so that the check
+ * after the wake is seen to fire).
  */
 #include "ccalloc.h"
 #include "ccbench.h"
@@ -73,6 +78,7 @@ typedef struct sleep_options {
     int vm_backing;
     const char *out;
     const char *command_line;
+    cca_upstream *device; /* borrowed (ccb_cmd_sleep_on); NULL: a fresh device per size */
 } sleep_options;
 
 /* One size's figures; ms arrays of reps, sorted by the report. */
@@ -134,7 +140,8 @@ static int parse_options(int argc, char **argv, sleep_options *so) {
                                              {"help", no_argument, 0, O_HELP},
                                              {0, 0, 0, 0}};
     const char *cl = so->command_line;
-    *so = (sleep_options){.reps = 5, .vm_backing = CCA_VM_WHOLE_MAPS, .command_line = cl};
+    cca_upstream *device = so->device;
+    *so = (sleep_options){.reps = 5, .vm_backing = CCA_VM_WHOLE_MAPS, .command_line = cl, .device = device};
     parse_sizes("64M,256M,1G,2G", so);
     opterr = 0;
     optind = 0; /* GNU: start afresh */
@@ -245,6 +252,7 @@ static size_t check_pattern(const uint64_t *w, size_t block, size_t len) {
 /* Everything one size needs. */
 typedef struct sleep_setup {
     cca_upstream *u;
+    int own_u; /* made here (else the caller's device: not destroyed) */
     cca_allocator *a;
     cca_domain *d;
     size_t n, *lens, *offs;
@@ -307,7 +315,8 @@ static void teardown(sleep_setup *s) {
             cca_free(s->a, s->ptrs[i]);
     if (s->a)
         cca_destroy(s->a);
-    cca_upstream_destroy(s->u);
+    if (s->own_u)
+        cca_upstream_destroy(s->u);
     free(s->lens);
     free(s->offs);
     free(s->ptrs);
@@ -392,8 +401,8 @@ static int plain_copy(sleep_setup *s, size_t live, double *out_ms, double *in_ms
 
 /* One size: 0, 1 skipped (why), -1 failed (said). */
 static int measure(const sleep_options *so, sleep_row *row, char *devname, size_t devlen, char *why, size_t whylen) {
-    sleep_setup s = {0};
-    int made = make_upstream(so, row->size, &s.u, why, whylen);
+    sleep_setup s = {.u = so->device, .own_u = !so->device};
+    int made = so->device ? 0 : make_upstream(so, row->size, &s.u, why, whylen);
     if (made != 0)
         return made;
     snprintf(devname, devlen, "%s", cca_upstream_name(s.u));
@@ -538,7 +547,11 @@ static int report(const sleep_options *so, sleep_row *rows, size_t n, const char
 }
 
 int ccb_cmd_sleep(int argc, char **argv, const char *command_line) {
-    sleep_options so = {.command_line = command_line};
+    return ccb_cmd_sleep_on(argc, argv, command_line, NULL);
+}
+
+int ccb_cmd_sleep_on(int argc, char **argv, const char *command_line, cca_upstream *device) {
+    sleep_options so = {.command_line = command_line, .device = device};
     int rc = parse_options(argc, argv, &so);
     if (rc)
         return rc == 1 ? 0 : rc;

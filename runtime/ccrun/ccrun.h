@@ -46,6 +46,10 @@ typedef struct ccrun_options {
     int footprint_sidecar; /* --footprint-sidecar */
     int sleep;             /* --sleep: a turn ends with a sleep, a return wakes */
     const char *snapshot_path; /* --snapshot: .pickle (PyTorch's format) or .json */
+    /* Set by tests, never by the command line (ccrun_parse_options leaves
+     * them NULL): */
+    cca_upstream *upstream;  /* borrowed: the device instead of --device's (a double) */
+    const char *child_ccrun; /* the ccrun demo act 5 starts as a child; NULL: this program */
 } ccrun_options;
 
 /* --snapshot FILE.pickle: the history ring ccrun asks for (config
@@ -69,12 +73,26 @@ typedef struct ccrun_report {
     ccrun_row *rows;
 } ccrun_report;
 
+/* ---- options.c: the command line ---- */
+
+/* argv into *o (defaults first; the models point into argv): 0, -1 after
+ * --help was printed, else an exit code (the message printed). */
+int ccrun_parse_options(int argc, char **argv, ccrun_options *o);
+
+/* ---- run.c: MODEL..., --resident, --sleep ---- */
+
+/* Run what *o asks (not --demo) and return the exit code; the table or
+ * JSON on stdout, messages on stderr. */
+int ccrun_run(const ccrun_options *o);
+
 /* ---- format.c: strings of the length they need ---- */
 
 /* printf into a malloc'd string of the length it needs; NULL when out of
  * memory. ccrun never copies a user string into a fixed-size buffer. */
 char *ccrun_format(const char *fmt, ...) CCRUN_PRINTF(1, 2);
 char *ccrun_vformat(const char *fmt, va_list ap);
+/* Whether s ends with suffix, after at least one byte of its own. */
+int ccrun_ends_with(const char *s, const char *suffix);
 
 /* ---- report.c: the per-phase table and its JSON form ---- */
 

@@ -39,6 +39,9 @@
  * model is small and wide so that large batches stay cheap on 2 CPU cores.
  * One device (a cca_upstream) is shared by every act's engine, so the
  * second tenant of act 1 is a real competitor (cca_upstream_alloc).
+ * It is --device's, or ccrun_options.upstream when a test gives one
+ * (borrowed, not destroyed): a double that corrupts the wake's copy makes
+ * act 5's compare of A's outputs fire (tests/runtime/test_ccrun_sleep.c).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -697,7 +700,7 @@ static int act5_reload(demo *d, ccr_engine *e, ccr_model *a, unsigned long long 
     int same = 1;
     if (saved) {
         snprintf(cap, sizeof cap, "%zu", d->o->capacity);
-        const char *self = self_path(exe, sizeof exe);
+        const char *self = d->o->child_ccrun ? d->o->child_ccrun : self_path(exe, sizeof exe);
         char *argv[] = {(char *)self, "--json", "--device", d->simulated ? "host" : "cuda",
                         "--capacity", cap,      "--iters",  "1",
                         "--batch",    "1",      path,       NULL};
@@ -844,14 +847,21 @@ int ccrun_demo(const ccrun_options *o) {
     }
     free(conf);
     ccr_device_options dopt = {o->device, 0, o->capacity, o->vm_granularity, o->vm_backing};
-    ccr_status st = ccr_device_open_with(&dopt, &d.dev, &d.simulated);
+    ccr_status st = CCR_OK;
+    if (o->upstream) { /* a test's device, borrowed; CUDA when it names itself "cuda:N" (device.c's rule) */
+        d.dev = o->upstream;
+        d.simulated = strncmp(cca_upstream_name(d.dev), "cuda:", 5) != 0;
+    } else {
+        st = ccr_device_open_with(&dopt, &d.dev, &d.simulated);
+    }
     if (st != CCR_OK) { /* no such device: exit 1, as for ccrun MODEL... */
         ccrun_say("%s", ccr_last_error());
         return st == CCR_ERR_INVALID_ARGUMENT ? CCRUN_ERR_USAGE : CCRUN_ERR_MODEL;
     }
     if (o->timeline_path && ccr_timeline_open(o->timeline_path, &d.tl) != CCR_OK) {
         ccrun_say("%s", ccr_last_error());
-        cca_upstream_destroy(d.dev);
+        if (!o->upstream)
+            cca_upstream_destroy(d.dev);
         return CCRUN_ERR_USAGE;
     }
     cca_upstream_mem_info(d.dev, &d.free0, &d.total);
@@ -909,6 +919,7 @@ int ccrun_demo(const ccrun_options *o) {
         ccrun_say("BUG: the device still holds %zu bytes at the end of the demo", us.bytes_in_use);
         rc = CCRUN_ERR_LEAK;
     }
-    cca_upstream_destroy(d.dev);
+    if (!o->upstream)
+        cca_upstream_destroy(d.dev);
     return rc;
 }

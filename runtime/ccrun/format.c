@@ -3,7 +3,8 @@
  *
  * Rules:
  * - Owns: ccrun_format and ccrun_vformat, the one way ccrun builds a string
- *   that may hold user text (paths, specs, --conf, notes).
+ *   that may hold user text (paths, specs, --conf, notes); and
+ *   ccrun_ends_with, how a file's kind is told from its name (--snapshot).
  * - ccrun never copies a user string into a fixed-size buffer: the result is
  *   as long as the text, never cut; the caller frees it.
  * - NULL when out of memory (or when the format fails); nothing else fails.
@@ -13,6 +14,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ccrun.h"
 
@@ -33,4 +35,9 @@ char *ccrun_format(const char *fmt, ...) {
     char *s = ccrun_vformat(fmt, ap);
     va_end(ap);
     return s;
+}
+
+int ccrun_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
 }

@@ -8,7 +8,7 @@
  * reads as if it were everything. So every output is checked to the end:
  *
  *   - the files: --save and --snapshot check each write and their fclose
- *     (model.c, the allocator's snapshot writers, write_snapshot in main.c);
+ *     (model.c, the allocator's snapshot writers, write_snapshot in run.c);
  *     the timeline keeps its first failure and returns it at
  *     ccr_timeline_close (timeline.c);
  *   - standard output: rows are flushed as they are printed (ccrun_flush,

@@ -136,7 +136,7 @@ check() { # check DESCRIPTION COMMAND...: the command must succeed
 check "--help lists every option" sh -c "'$CCRUN' --help | grep -q -- --timeline && '$CCRUN' --help | grep -q -- --keep-cache && '$CCRUN' --help | grep -q -- --demo"
 # every long option of the parser's table is in --help, and each range the
 # parser enforces is stated there (the values just outside are usage errors)
-for opt in $(grep -o '{"[a-z-]*", [a-z]*_argument' "$SRC/runtime/ccrun/main.c" | sed 's/{"\([a-z-]*\)".*/\1/'); do
+for opt in $(grep -o '{"[a-z-]*", [a-z]*_argument' "$SRC/runtime/ccrun/options.c" | sed 's/{"\([a-z-]*\)".*/\1/'); do
     check "--help lists --$opt" sh -c "'$CCRUN' --help | grep -q -- '--$opt'"
 done
 check "--help states the parser's ranges" sh -c "'$CCRUN' --help >'$TMP/help' &&

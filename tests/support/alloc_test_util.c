@@ -549,9 +549,13 @@ static cca_status faulty_host_free(void *ctx, void *ptr, size_t size) {
 }
 static cca_status faulty_copy(void *ctx, void *dst, const void *src, size_t size, int to_host) {
     tu_faulty *f = ctx;
+    bool corrupt = !to_host && ++f->copies_in == f->corrupt_in_at;
     if (faulty_fails(f, TU_FAULT_COPY))
         return faulty_injected(f, TU_FAULT_COPY, CCA_ERR_UPSTREAM);
-    return faulty_count(f, TU_FAULT_COPY, cca_upstream_copy(f->inner, dst, src, size, to_host));
+    cca_status st = faulty_count(f, TU_FAULT_COPY, cca_upstream_copy(f->inner, dst, src, size, to_host));
+    if (st == CCA_OK && corrupt && size) /* inverted once it has landed: at the next copy_wait */
+        f->corrupt_pending = (unsigned char *)dst + (f->corrupt_byte < size ? f->corrupt_byte : size - 1);
+    return st;
 }
 static cca_status faulty_copy_wait(void *ctx) {
     tu_faulty *f = ctx;
@@ -559,7 +563,13 @@ static cca_status faulty_copy_wait(void *ctx) {
         (void)cca_upstream_copy_wait(f->inner);
         return faulty_injected(f, TU_FAULT_COPY_WAIT, CCA_ERR_UPSTREAM);
     }
-    return faulty_count(f, TU_FAULT_COPY_WAIT, cca_upstream_copy_wait(f->inner));
+    cca_status st = faulty_count(f, TU_FAULT_COPY_WAIT, cca_upstream_copy_wait(f->inner));
+    if (st == CCA_OK && f->corrupt_pending) {
+        *f->corrupt_pending ^= 0xFF;
+        f->corrupt_pending = NULL;
+        f->corrupted++;
+    }
+    return st;
 }
 
 static cca_upstream *faulty_create(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events,
@@ -607,6 +617,14 @@ cca_upstream *tu_faulty_create_streams(tu_faulty *f, cca_upstream *inner, const 
 
 cca_upstream *tu_faulty_create_without_mem_info(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events) {
     return faulty_create(f, inner, name, with_events, false, false);
+}
+
+void tu_faulty_destroy_clean(cca_upstream *u, cca_upstream *inner) {
+    cca_upstream_stats us = tu_upstream_stats(inner);
+    cr_expect_eq(us.bytes_in_use, 0, "the device given back: %zu bytes still in use", us.bytes_in_use);
+    cr_expect_eq(us.host_bytes_in_use, 0, "the host memory given back: %zu bytes still in use", us.host_bytes_in_use);
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
 }
 
 void tu_faulty_faults_off(tu_faulty *f) {

@@ -166,6 +166,16 @@ void tu_upstream_free_leftovers(tu_upstream *t);
  *   order       the kind of every counted call, in the order made (the
  *               first TU_FAULTY_ORDER of them; order_count counts them
  *               all): "synchronize before the first vm_unmap" is checkable.
+ *   corrupt_in_at  N: copy number N to the device (host -> device,
+ *               numbered in copies_in from 1, injected failures included;
+ *               0 = never) lands with byte corrupt_byte of its destination
+ *               (its last byte when the copy is shorter) inverted: the
+ *               wrapper inverts it when the next copy_wait that is not
+ *               failed returns, the bytes having landed, and counts it in
+ *               corrupted. The copy itself succeeds: data changed on its
+ *               way back, which only a check of the bytes can find. The
+ *               inner device's memory must be host memory (the simulated
+ *               device).
  *
  * An injected failure returns CCA_ERR_OUT_OF_MEMORY for alloc, vm_reserve,
  * vm_map and host_alloc, CCA_ERR_UPSTREAM for free, vm_unmap, vm_release,
@@ -217,6 +227,9 @@ typedef struct tu_faulty {
     bool fail_mem_info;      /* mem_info refuses (CCA_ERR_UPSTREAM): the device's size is unknown */
     uint64_t mem_info_calls; /* every mem_info call, refused ones included */
     cca_stream synced_streams[TU_FAULTY_ORDER]; /* tu_faulty_create_streams: each call's stream */
+    uint64_t copies_in, corrupt_in_at, corrupted; /* host -> device copies; the one to corrupt; bytes inverted */
+    size_t corrupt_byte;                          /* which byte of its destination */
+    unsigned char *corrupt_pending;               /* inverted at the next copy_wait; NULL: none */
 } tu_faulty;
 
 /* A cca_upstream over `f` (reset here) wrapping `inner`. `name` is the
@@ -230,6 +243,10 @@ cca_upstream *tu_faulty_create(tu_faulty *f, cca_upstream *inner, const char *na
 cca_upstream *tu_faulty_create_streams(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
 /* The same with no mem_info op (cca_upstream_mem_info: CCA_ERR_UPSTREAM). */
 cca_upstream *tu_faulty_create_without_mem_info(tu_faulty *f, cca_upstream *inner, const char *name, bool with_events);
+/* The wrapper u and its inner device hold nothing (no device byte, no
+ * host byte: what a program on u gave back whatever happened); both
+ * destroyed. */
+void tu_faulty_destroy_clean(cca_upstream *u, cca_upstream *inner);
 /* No more injected failures (fail_at and sticky cleared); counts kept. */
 void tu_faulty_faults_off(tu_faulty *f);
 /* The index in f->order of the first call of kind k at or after `from`

@@ -1,0 +1,287 @@
+/*
+ * options.c — ccrun's command line: --help and the options, parsed into a
+ * ccrun_options.
+ *
+ * Rules:
+ * - Owns: ccrun_parse_options and the --help text (usage).
+ * - Every option is checked here, before any device or file is touched: a
+ *   bad value or a bad combination is a usage error (exit 2) naming it.
+ * - Counts and sizes are plain decimal (ccai_decimal_uint): strtoull alone
+ *   would take "+5", " 5" and "-5".
+ * - Sets no field the command line has no option for: ccrun_options'
+ *   upstream and child_ccrun stay NULL (they are for tests).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccai_decimal.h" /* common/: ccai_decimal_uint */
+#include "ccrun.h"
+
+static void usage(FILE *f) {
+    errno = 0;
+    int n = fprintf(
+        f, "usage: ccrun [options] MODEL...\n"
+           "       ccrun [options] --resident MODEL [--resident MODEL]... [MODEL...]\n"
+           "       ccrun [options] --sleep MODEL...      e.g. --sleep A B A B\n"
+           "       ccrun --demo [--device D] [--capacity SIZE] [--vm-granularity SIZE]\n"
+           "                    [--vm-backing pages|whole-maps]\n"
+           "\n"
+           "Runs each MODEL in sequence in one process: load, run N batches, unload,\n"
+           "release (unless --keep-cache), printing a table of memory figures per phase.\n"
+           "Each model has its own memory domain (policy growth): unloading it returns all\n"
+           "of its memory at once, while resident models keep theirs (--no-domains: off).\n"
+           "MODEL is a safetensors file (layer list in __metadata__[\"" CCR_META_KEY "\"]) or a spec\n"
+           "string:  mlp:D0xD1x...xDn[:relu|gelu|none][:softmax][:seed=N][:nobias][:acts=A/B/..]\n"
+           "         e.g. mlp:784x4096x4096x10:relu:softmax\n"
+           "\n"
+           "options:\n"
+           "  --policy greedy|growth  allocator policy (default growth)\n"
+           "  --conf STR              allocator config, CCALLOC_CONF syntax, e.g.\n"
+           "                          \"max_reserved:4G,greedy_fraction:0.8\" (after --policy)\n"
+           "  --device auto|cuda|host auto (default): CUDA if a GPU is present, else the\n"
+           "                          simulated device\n"
+           "  --capacity SIZE         simulated device size, at least 1M, K/M/G/T suffixes\n"
+           "                          (default 1G)\n"
+           "  --vm-granularity SIZE   the page of expandable segments (--conf expandable:1),\n"
+           "                          a power of two from 4K to 1G: on a GPU one driver\n"
+           "                          allocation each, so larger pages map in fewer calls\n"
+           "                          and give memory back in larger steps (default: the\n"
+           "                          device's, 2M)\n"
+           "  --vm-backing pages|whole-maps\n"
+           "                          the memory behind each map of expandable segments:\n"
+           "                          one allocation per map, given back whole (whole-maps,\n"
+           "                          the default: on a GPU far fewer driver calls), or one\n"
+           "                          per page, any page given back (pages)\n"
+           "  --batch N               rows per batch, 1..2^24 (default 8)\n"
+           "  --iters N               batches per model, 1..2^24 (default 3)\n"
+           "  --keep-cache            never release: memory stays with the process, as in\n"
+           "                          TensorFlow (unload only; implies --no-domains)\n"
+           "  --resident MODEL        load MODEL first and keep it loaded (up to 8 times):\n"
+           "                          it runs again after each other MODEL is unloaded,\n"
+           "                          and its outputs must stay the same bytes\n"
+           "  --sleep                 end each MODEL's turn with a sleep, not an unload: its\n"
+           "                          weights copied to host memory, all its device memory\n"
+           "                          given back, the model kept loaded; a MODEL that comes\n"
+           "                          again is woken (same addresses), not loaded, and its\n"
+           "                          outputs must be the same bytes as at its first run.\n"
+           "                          Needs memory domains (policy growth) and expandable\n"
+           "                          segments (the default); not with --resident\n"
+           "  --no-domains            every model in the allocator's default domain: an\n"
+           "                          unloaded model's memory stays cached, shared segments\n"
+           "                          with resident models trap it (for comparison)\n"
+           "  --footprint-sidecar     remember each model file's peak reserved memory in\n"
+           "                          FILE.ccfoot and reserve it up front at its next load\n"
+           "                          (in memory within one run: always, with domains)\n"
+           "  --json                  print one JSON document instead of the table\n"
+           "                          (MODEL runs; not with --demo)\n"
+           "  --timeline FILE.csv     one CSV row per allocator event or phase\n"
+           "  --save FILE             after loading the (single) MODEL, write it as safetensors\n"
+           "  --snapshot FILE         after each model's batches run (the model still loaded),\n"
+           "                          write the allocator's snapshot to FILE, replacing the\n"
+           "                          last: FILE.pickle in PyTorch's format for\n"
+           "                          torch.cuda._memory_viz and pytorch.org/memory_viz (sets\n"
+           "                          history:65536 before --conf: the device trace), FILE.json\n"
+           "                          as cca_write_snapshot_json (MODEL runs; not with --demo)\n"
+           "  --seed N                seed of the random input batches, 0..2^64-1 (default 1)\n"
+           "  --demo                  the whole story: greedy + keep-cache, growth +\n"
+           "                          fragmentation + trim, explicit release, memory\n"
+           "                          domains with a resident model, sleep and wake\n"
+           "                          against reload and a process per model (5 acts)\n"
+           "  -h, --help              this text\n"
+           "\n"
+           "Outputs (--timeline, --save, --snapshot, footprint sidecars, and standard output\n"
+           "and error when they go to a regular file) must be different files, and none a\n"
+           "MODEL or --resident file: two names for one file (./X and X, d/../X, a symlink,\n"
+           "a hard link) are refused before anything runs (exit 2), naming both.\n"
+           "\n"
+           "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
+           "  resident or woken model's outputs changed, a wake without room, ...) or an output could not be made or\n"
+           "  written whole (standard output, --timeline, --save, --snapshot: a missing\n"
+           "  directory, a full disk, a FIFO nobody reads; stderr names the\n"
+           "  file and the reason), 2 bad usage,\n"
+           "3 device memory still allocated at exit (a bug),\n"
+           "4 a model has non-finite (NaN/Inf) weights: it ran, but its outputs may not be numbers\n"
+           "  (a warning on stderr names each tensor and its count).\n"
+           "Environment: CCALLOC_CONF is not read by ccrun; use --conf.\n");
+    if (n < 0 && f == stdout) /* the text outgrows stdio's buffer: a write fails inside, its reason kept now */
+        ccrun_stdout_failed(errno);
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+    char *text = ccrun_format(fmt, arg);
+    ccrun_say("%s (see ccrun --help)", text ? text : fmt);
+    free(text);
+    return CCRUN_ERR_USAGE;
+}
+
+/* A count in 1..2^24, plain decimal as --seed: strtoull alone would take
+ * "+5", " 5" and "-5" (as 2^64-5), so the first byte must be a digit. */
+static int parse_count(const char *text, size_t *out) {
+    unsigned long long v;
+    if (ccai_decimal_uint(text, 1, 1ull << 24, &v))
+        return 0;
+    *out = (size_t)v;
+    return 1;
+}
+
+int ccrun_parse_options(int argc, char **argv, ccrun_options *o) {
+    enum {
+        O_POLICY = 256,
+        O_CONF,
+        O_DEVICE,
+        O_CAPACITY,
+        O_VM_GRANULARITY,
+        O_VM_BACKING,
+        O_BATCH,
+        O_ITERS,
+        O_KEEP,
+        O_JSON,
+        O_TIMELINE,
+        O_SAVE,
+        O_SEED,
+        O_DEMO,
+        O_RESIDENT,
+        O_NO_DOMAINS,
+        O_SIDECAR,
+        O_SNAPSHOT,
+        O_SLEEP,
+        O_HELP
+    };
+    static const struct option longopts[] = {{"policy", required_argument, 0, O_POLICY},
+                                             {"conf", required_argument, 0, O_CONF},
+                                             {"device", required_argument, 0, O_DEVICE},
+                                             {"capacity", required_argument, 0, O_CAPACITY},
+                                             {"vm-granularity", required_argument, 0, O_VM_GRANULARITY},
+                                             {"vm-backing", required_argument, 0, O_VM_BACKING},
+                                             {"batch", required_argument, 0, O_BATCH},
+                                             {"iters", required_argument, 0, O_ITERS},
+                                             {"keep-cache", no_argument, 0, O_KEEP},
+                                             {"json", no_argument, 0, O_JSON},
+                                             {"timeline", required_argument, 0, O_TIMELINE},
+                                             {"save", required_argument, 0, O_SAVE},
+                                             {"seed", required_argument, 0, O_SEED},
+                                             {"demo", no_argument, 0, O_DEMO},
+                                             {"resident", required_argument, 0, O_RESIDENT},
+                                             {"no-domains", no_argument, 0, O_NO_DOMAINS},
+                                             {"footprint-sidecar", no_argument, 0, O_SIDECAR},
+                                             {"snapshot", required_argument, 0, O_SNAPSHOT},
+                                             {"sleep", no_argument, 0, O_SLEEP},
+                                             {"help", no_argument, 0, O_HELP},
+                                             {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->device = CCR_DEVICE_AUTO;
+    o->capacity = CCR_DEFAULT_CAPACITY;
+    o->batch = 8;
+    o->iters = 3;
+    o->seed = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_POLICY:
+            if (strcmp(optarg, "greedy") && strcmp(optarg, "growth"))
+                return usage_error("--policy must be greedy or growth, not '%s'", optarg);
+            o->policy = optarg;
+            break;
+        case O_CONF: o->conf = optarg; break;
+        case O_DEVICE:
+            if (ccr_device_parse(optarg, &o->device) != CCR_OK)
+                return usage_error("--device must be auto, cuda or host, not '%s'", optarg);
+            break;
+        case O_VM_GRANULARITY:
+            if (ccr_parse_size(optarg, &o->vm_granularity) != CCR_OK || o->vm_granularity < 4096 ||
+                o->vm_granularity > ((size_t)1 << 30) || (o->vm_granularity & (o->vm_granularity - 1)))
+                return usage_error("--vm-granularity '%s' is not a power of two from 4K to 1G", optarg);
+            break;
+        case O_VM_BACKING:
+            if (strcmp(optarg, "pages") == 0)
+                o->vm_backing = CCA_VM_PAGES;
+            else if (strcmp(optarg, "whole-maps") == 0)
+                o->vm_backing = CCA_VM_WHOLE_MAPS;
+            else
+                return usage_error("--vm-backing '%s' is neither pages nor whole-maps", optarg);
+            break;
+        case O_CAPACITY:
+            if (ccr_parse_size(optarg, &o->capacity) != CCR_OK || o->capacity < (1u << 20))
+                return usage_error("--capacity '%s' is not a size of at least 1M (e.g. 512M, 2G)", optarg);
+            break;
+        case O_BATCH:
+            if (!parse_count(optarg, &o->batch))
+                return usage_error("--batch '%s' is not a count in 1..2^24", optarg);
+            o->batch_set = 1;
+            break;
+        case O_ITERS:
+            if (!parse_count(optarg, &o->iters))
+                return usage_error("--iters '%s' is not a count in 1..2^24", optarg);
+            o->iters_set = 1;
+            break;
+        case O_KEEP: o->keep_cache = 1; break;
+        case O_JSON: o->json = 1; break;
+        case O_TIMELINE: o->timeline_path = optarg; break;
+        case O_SAVE: o->save_path = optarg; break;
+        case O_SEED: {
+            /* plain decimal in 0..2^64-1: strtoull alone would take "-1"
+             * (as 2^64-1), " 7", "+7" and clamp an overflow to 2^64-1 */
+            unsigned long long seed;
+            if (ccai_decimal_uint(optarg, 0, ULLONG_MAX, &seed))
+                return usage_error("--seed '%s' is not a number in 0..2^64-1", optarg);
+            o->seed = seed;
+            break;
+        }
+        case O_DEMO: o->demo = 1; break;
+        case O_RESIDENT:
+            if (o->n_resident == CCRUN_MAX_RESIDENT)
+                return usage_error("--resident is given at most 8 times ('%s' is the ninth)", optarg);
+            o->resident[o->n_resident++] = optarg;
+            break;
+        case O_NO_DOMAINS: o->no_domains = 1; break;
+        case O_SIDECAR: o->footprint_sidecar = 1; break;
+        case O_SLEEP: o->sleep = 1; break;
+        case O_SNAPSHOT:
+            if (!ccrun_ends_with(optarg, ".pickle") && !ccrun_ends_with(optarg, ".json"))
+                return usage_error("--snapshot '%s' must end in .pickle (PyTorch's format) or .json", optarg);
+            o->snapshot_path = optarg;
+            break;
+        case 'h':
+        case O_HELP: usage(stdout); return -1;
+        case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            if (optopt >= 256)
+                return usage_error("option '%s' takes no value", argv[optind - 1]);
+            if (optopt) {
+                char opt[3] = {'-', (char)optopt, 0};
+                return usage_error("unknown option '%s'", opt);
+            }
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    o->models = (const char **)(argv + optind);
+    o->n_models = (size_t)(argc - optind);
+    if (!o->demo && o->n_models == 0 && o->n_resident == 0)
+        return usage_error("%s", "no MODEL given");
+    if (o->demo && o->n_resident)
+        return usage_error("--demo takes no --resident (got '%s'): act 4 has its own", o->resident[0]);
+    if (o->save_path && o->n_resident)
+        return usage_error("%s", "--save needs exactly one MODEL and no --resident");
+    if (o->demo && o->n_models)
+        return usage_error("--demo takes no MODEL (got '%s')", o->models[0]);
+    if (o->demo && o->snapshot_path)
+        return usage_error("--demo takes no --snapshot (got '%s'): it is for MODEL runs", o->snapshot_path);
+    if (o->demo && o->json)
+        return usage_error("%s", "--demo prints a report, not JSON: --json is for MODEL runs");
+    if (o->save_path && o->n_models != 1)
+        return usage_error("%s", "--save needs exactly one MODEL");
+    if (o->sleep && o->demo)
+        return usage_error("%s", "--demo takes no --sleep: it has its own act");
+    if (o->sleep && o->n_resident)
+        return usage_error("--sleep takes no --resident (got '%s'): every MODEL sleeps in its turn", o->resident[0]);
+    if (o->sleep && (o->no_domains || o->keep_cache))
+        return usage_error("--sleep needs memory domains: not with %s",
+                           o->keep_cache ? "--keep-cache" : "--no-domains");
+    if (o->sleep && o->policy && !strcmp(o->policy, "greedy"))
+        return usage_error("%s", "--sleep needs memory domains, which policy greedy cannot have");
+    return 0;
+}

@@ -1,0 +1,93 @@
+/*
+ * test_bench_sleep.c — bench/sleep.c: the check `ccbench sleep` makes after
+ * every wake fires, and only when it should.
+ *
+ * - The command's own code runs (ccb_cmd_sleep_on: the options, the mix,
+ *   the pattern, the passes, the report) on a device the test made: the
+ *   simulated device wrapped in tu_faulty (tests/support/alloc_test_util.h).
+ * - The mix of 1 MiB (seed 1) is one block, so the copies to the device
+ *   are numbered: 1 the pattern, then per pass 3 (the wake's, the plain
+ *   copy in, the copy in to fresh pages); copy 5 is the second wake's.
+ * - Clean: exit 0, the table, no mismatch. The second wake's copy with one
+ *   byte inverted: exit 1, the message naming the wake, the domain, the
+ *   block and the 8-byte word, and no table. The read-back after the wake
+ *   refused: exit 1, the message naming the read-back and the reason.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "alloc_test_util.h"
+#include "capture.h"
+#include "ccbench.h"
+
+typedef struct sleep_run {
+    int rc;
+    char *out, *err; /* what the command wrote on stdout and stderr */
+} sleep_run;
+
+/* `ccbench sleep --sizes 1M --reps 2` on the simulated device wrapped in
+ * f, whose faults the caller sets through `arm` after the wrapper is made. */
+static sleep_run run_sleep(tu_faulty *f, void (*arm)(tu_faulty *)) {
+    cca_upstream *inner = tu_vm_device_backed(64 * MiB, 0, CCA_VM_WHOLE_MAPS);
+    cca_upstream *u = tu_faulty_create(f, inner, "sx", false);
+    if (arm)
+        arm(f);
+    char *argv[] = {"sleep", "--sizes", "1M", "--reps", "2", NULL};
+    tu_capture_std c;
+    tu_capture_std_begin(&c);
+    sleep_run r = {ccb_cmd_sleep_on(5, argv, "ccbench sleep --sizes 1M --reps 2", u), NULL, NULL};
+    tu_capture_std_end(&c, &r.out, &r.err);
+    tu_faulty_destroy_clean(u, inner);
+    return r;
+}
+
+static void sleep_run_free(sleep_run *r) {
+    free(r->out);
+    free(r->err);
+}
+
+Test(bench_sleep, clean_device_passes) {
+    tu_faulty f;
+    sleep_run r = run_sleep(&f, NULL);
+    cr_assert_eq(r.rc, 0, "exit 0; stderr:\n%s", r.err);
+    cr_expect_eq(r.err[0], '\0', "nothing on stderr: %s", r.err);
+    cr_expect_not_null(strstr(r.out, "\n| 1.00 MiB | 1 | "), "the table's row, one block:\n%s", r.out);
+    cr_expect_eq(f.copies_in, 7, "the pattern, then 3 copies to the device per pass");
+    cr_expect_eq(f.corrupted, 0);
+    sleep_run_free(&r);
+}
+
+static void corrupt_second_wake(tu_faulty *f) {
+    f->corrupt_in_at = 5;
+    f->corrupt_byte = 4100; /* in the 8-byte word at byte 4096 */
+}
+
+Test(bench_sleep, corrupted_wake_is_a_mismatch) {
+    tu_faulty f;
+    sleep_run r = run_sleep(&f, corrupt_second_wake);
+    cr_expect_eq(f.corrupted, 1, "the double inverted one byte");
+    cr_expect_eq(r.rc, 1, "a mismatch exits 1; stderr:\n%s", r.err);
+    cr_expect_str_eq(r.err,
+                     "ccbench sleep: MISMATCH after wake 2 of the 1048576-byte domain: block 0 (1048576 bytes) "
+                     "differs at byte 4096\n");
+    cr_expect_eq(f.copies_in, 5, "the pass stops at the mismatch: no plain copy after it");
+    cr_expect_null(strstr(r.out, "MiB |"), "no table after a mismatch:\n%s", r.out);
+    sleep_run_free(&r);
+}
+
+/* Copies, both ways: 1 the pattern, 2 sleep's, 3 wake's, 4 the first read-back. */
+static void refuse_first_read_back(tu_faulty *f) {
+    f->fail_at[TU_FAULT_COPY] = 4;
+}
+
+Test(bench_sleep, failed_read_back_fails) {
+    tu_faulty f;
+    sleep_run r = run_sleep(&f, refuse_first_read_back);
+    cr_expect_eq(f.failures, 1);
+    cr_expect_eq(r.rc, 1, "a failed copy exits 1; stderr:\n%s", r.err);
+    cr_expect_not_null(strstr(r.err, "ccbench sleep: reading a block back: "), "%s", r.err);
+    cr_expect_not_null(strstr(r.err, "sx: injected copy failure"), "%s", r.err);
+    cr_expect_null(strstr(r.err, "MISMATCH"), "%s", r.err);
+    cr_expect_null(strstr(r.out, "MiB |"), "no table after a failure:\n%s", r.out);
+    sleep_run_free(&r);
+}

@@ -1,0 +1,163 @@
+/*
+ * test_ccrun_sleep.c — runtime/ccrun/run.c (`ccrun --sleep A B A B`) and
+ * demo.c (act 5): the compare of a woken model's outputs with its first run
+ * fires, and only when it should.
+ *
+ * - ccrun's own code runs (ccrun_parse_options, then ccrun_run or
+ *   ccrun_demo) on a device the test made: the simulated device wrapped in
+ *   tu_faulty (tests/support/alloc_test_util.h), given through
+ *   ccrun_options.upstream, which the command line never sets.
+ * - Only a wake copies to the device through the upstream (a load writes
+ *   the weights itself), so copy 1 to the device is the first wake's: A's.
+ *   The double inverts byte 2 of it (in A's first live block, a layer-0
+ *   parameter: an exponent bit and the high mantissa bits of a float, a
+ *   finite number about twice or half the old one).
+ * - A is a gelu model: every unit passes a change on. With relu the same
+ *   byte left A's outputs bit-identical (a unit off for the whole batch
+ *   hides it): the hash compares outputs, not weights.
+ * - Clean: exit 0, each woken run "= its first run". Corrupted: exit 1, the
+ *   woken run's row CHANGED, the error naming the model and both hashes
+ *   (the first run's as its row showed it); the demo's act 5 says CHANGED
+ *   with the woken hash in its summary and exits 1.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc_test_util.h"
+#include "capture.h"
+#include "ccrun.h"
+
+#define SPEC_A "mlp:64x256x256x10:gelu:softmax:seed=1"
+#define SPEC_B "mlp:64x256x256x256x10:relu:softmax:seed=2"
+
+typedef struct ccrun_result {
+    int rc;
+    char *out, *err; /* what ccrun wrote on stdout and stderr */
+} ccrun_result;
+
+/* ccrun ARGS... on the simulated device of `capacity` bytes wrapped in f;
+ * corrupt_in_at: the copy to the device to corrupt (0: none). */
+static ccrun_result run_ccrun(tu_faulty *f, size_t capacity, uint64_t corrupt_in_at, int argc, char **argv) {
+    cca_upstream *inner = tu_vm_device_backed(capacity, 0, CCA_VM_WHOLE_MAPS);
+    cca_upstream *u = tu_faulty_create(f, inner, "host", false);
+    f->corrupt_in_at = corrupt_in_at;
+    f->corrupt_byte = 2;
+    ccrun_options o;
+    cr_assert_eq(ccrun_parse_options(argc, argv, &o), 0, "the command line parses");
+    o.upstream = u;
+    o.child_ccrun = CCRUN_PATH; /* act 5's process per model: ccrun, not this test */
+    tu_capture_std c;
+    tu_capture_std_begin(&c);
+    ccrun_result r = {o.demo ? ccrun_demo(&o) : ccrun_run(&o), NULL, NULL};
+    tu_capture_std_end(&c, &r.out, &r.err);
+    tu_faulty_destroy_clean(u, inner);
+    return r;
+}
+
+static void result_free(ccrun_result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+/* The 16 hex digits after `key` in the first line of `text` holding both
+ * `line_has` and key; asserts there is one. */
+static unsigned long long hash_after(const char *text, const char *line_has, const char *key) {
+    for (const char *p = text; p && *p;) {
+        const char *end = strchr(p, '\n');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), p);
+        const char *k = strstr(line, key);
+        unsigned long long h;
+        if (strstr(line, line_has) && k && sscanf(k + strlen(key), "%16llx", &h) == 1)
+            return h;
+        p = end ? end + 1 : NULL;
+    }
+    cr_assert_fail("no line with '%s' and '%s':\n%s", line_has, key, text);
+    return 0;
+}
+
+static size_t count(const char *text, const char *sub) {
+    size_t n = 0;
+    for (const char *p = strstr(text, sub); p; p = strstr(p + 1, sub))
+        n++;
+    return n;
+}
+
+/* A corrupted run: one byte inverted, exit 1, and *first (A's first run,
+ * the row holding first_has) differs from *woken (the row holding
+ * woken_has). */
+static void expect_changed(const tu_faulty *f, const ccrun_result *r, const char *first_has, const char *woken_has,
+                           unsigned long long *first, unsigned long long *woken) {
+    cr_expect_eq(f->corrupted, 1, "the double inverted one byte of A's wake");
+    cr_expect_eq(r->rc, CCRUN_ERR_MODEL, "changed outputs exit 1; stdout:\n%s\nstderr:\n%s", r->out, r->err);
+    *first = hash_after(r->out, first_has, "outputs ");
+    *woken = hash_after(r->out, woken_has, "outputs ");
+    cr_expect_neq(*woken, *first);
+}
+
+static char *sleep_argv[] = {"ccrun", "--device", "host", "--iters", "2", "--sleep", SPEC_A, SPEC_B, SPEC_A, SPEC_B,
+                             NULL};
+
+Test(ccrun_sleep, clean_wakes_are_the_first_runs) {
+    tu_faulty f;
+    ccrun_result r = run_ccrun(&f, 256 * MiB, 0, 10, sleep_argv);
+    cr_assert_eq(r.rc, CCRUN_OK, "exit 0; stdout:\n%s\nstderr:\n%s", r.out, r.err);
+    cr_expect_eq(count(r.out, "(its first run)"), 2, "A's and B's first runs:\n%s", r.out);
+    cr_expect_eq(count(r.out, " = its first run"), 2, "both woken runs the same:\n%s", r.out);
+    cr_expect_eq(count(r.out, "CHANGED"), 0, "%s", r.out);
+    cr_expect_eq(r.err[0], '\0', "nothing on stderr: %s", r.err);
+    cr_expect_gt(f.copies_in, 0, "the wakes copied through the double");
+    cr_expect_eq(f.corrupted, 0);
+    result_free(&r);
+}
+
+Test(ccrun_sleep, corrupted_wake_changes_the_hash) {
+    tu_faulty f;
+    ccrun_result r = run_ccrun(&f, 256 * MiB, 1, 10, sleep_argv);
+    unsigned long long first, woken;
+    expect_changed(&f, &r, "(its first run)", " CHANGED", &first, &woken);
+    char want[256];
+    snprintf(want, sizeof want,
+             "ccrun: error: woken model '" SPEC_A "': outputs changed (hash %016llx, first run %016llx)\n", woken,
+             first);
+    cr_expect_not_null(strstr(r.err, want), "stderr says '%s':\n%s", want, r.err);
+    cr_expect_not_null(strstr(r.err, "ccrun: after the error the allocator holds 0 live bytes\n"), "%s", r.err);
+    cr_expect_eq(count(r.out, "\nwake "), 1, "the sequence stops at A's changed run: B is not woken:\n%s", r.out);
+    result_free(&r);
+}
+
+static char *demo_argv[] = {"ccrun", "--demo", "--device", "host", "--capacity", "128M", NULL};
+
+#define WOKEN "A woken: its outputs                     "
+
+Test(ccrun_sleep, demo_act5_clean) {
+    tu_faulty f;
+    ccrun_result r = run_ccrun(&f, 128 * MiB, 0, 6, demo_argv);
+    cr_assert_eq(r.rc, CCRUN_OK, "exit 0; stdout:\n%s\nstderr:\n%s", r.out, r.err);
+    unsigned long long h0 = hash_after(r.out, "(A's first outputs)", "outputs ");
+    unsigned long long h1 = hash_after(r.out, "5    " WOKEN "bit-identical to before its sleep", "(hash ");
+    cr_expect_eq(h1, h0, "the summary's hash is A's first");
+    cr_expect_eq(count(r.out, "CHANGED"), 0, "%s", r.out);
+    cr_expect_gt(f.copies_in, 0);
+    cr_expect_eq(f.corrupted, 0);
+    result_free(&r);
+}
+
+Test(ccrun_sleep, demo_act5_corrupted_wake_fails) {
+    tu_faulty f;
+    ccrun_result r = run_ccrun(&f, 128 * MiB, 1, 6, demo_argv); /* act 5's wake: the demo's only one */
+    unsigned long long h0, h1;
+    expect_changed(&f, &r, "(A's first outputs)", "(after the wake)", &h0, &h1);
+    char want[160];
+    snprintf(want, sizeof want, "\n5    " WOKEN "CHANGED (hash %016llx)\n", h1);
+    cr_expect_not_null(strstr(r.out, want), "the summary says '%s':\n%s", want, r.out);
+    /* A saved after the wake carries the corrupted byte: its reload differs too */
+    snprintf(want, sizeof want, "  A's outputs after the reload CHANGED (%016llx, before %016llx)\n", h1, h0);
+    cr_expect_not_null(strstr(r.out, want), "'%s':\n%s", want, r.out);
+    cr_expect_null(strstr(r.err, "did not run whole"), "every step ran: %s", r.err);
+    cr_expect_not_null(strstr(r.err, "ccrun: after the errors every act's allocator holds 0 live bytes at its end\n"),
+                       "%s", r.err);
+    result_free(&r);
+}

@@ -581,8 +581,6 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, 
         size_t least = a->rule.least, step = unmapped_pages(s, lo, hi, NULL) * s->page;
         if (s->pool == CCAI_POOL_SMALL && least > c->small_segment)
             least = c->small_segment;
-        { static double fs = -1; if (fs < 0) { const char *e = getenv("XP_FS"); fs = e ? atof(e) : 0; }
-          if (s->pool == CCAI_POOL_SMALL && fs > 0) { double w2 = (double)s->mapped_pages * (double)s->page * fs; double capx = (double)a->rule.least; if (w2 > capx) w2 = capx; if (w2 > want) want = w2; } }
         if (least > step && want < (double)(least - step))
             want = (double)(least - step);
         ahead = (want < (double)cap ? (size_t)want : cap) / s->page;

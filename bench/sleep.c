@@ -24,7 +24,9 @@
  *      vm_reserve (not timed), one vm_map of the live bytes, the same
  *      copies into it and a copy_wait (timed: copy in to fresh pages, the
  *      wake's work without the allocator), unmapped and released; the
- *      buffer freed.
+ *      buffer freed; last, host_alloc of the live bytes in sleep's chunks
+ *      (timed: host alloc; then freed), what a sleep's host memory costs
+ *      alone (CUDA: cudaMallocHost pins every page).
  *      On the simulated device a copy is a memcpy; on CUDA a
  *      cudaMemcpyAsync on the upstream's copy stream, waited for: a pinned
  *      cudaMemcpy.
@@ -84,10 +86,14 @@ typedef struct sleep_options {
 /* One size's figures; ms arrays of reps, sorted by the report. */
 typedef struct sleep_row {
     size_t size, blocks, live;
-    double *ms[5]; /* sleep, wake, copy out, copy in, copy in to fresh pages */
+    double *ms[6]; /* sleep, wake, copy out, copy in, copy in to fresh pages, host_alloc of sleep's chunks */
 } sleep_row;
-enum { T_SLEEP, T_WAKE, T_OUT, T_IN, T_FRESH, NT };
-static const char *const t_names[NT] = {"sleep", "wake", "copy_out", "copy_in", "copy_in_fresh"};
+enum { T_SLEEP, T_WAKE, T_OUT, T_IN, T_FRESH, T_HOST, NT };
+static const char *const t_names[NT] = {"sleep", "wake", "copy_out", "copy_in", "copy_in_fresh", "host_alloc"};
+
+/* Sleep's host chunks (allocator/src/sleep.c, CCAI_SLEEP_CHUNK): consecutive
+ * live blocks packed up to this many bytes, a larger block alone. */
+#define SLEEP_CHUNK ((size_t)16 << 20)
 
 /* ---- step 1: the options --------------------------------------------------------------- */
 
@@ -399,6 +405,41 @@ static int plain_copy(sleep_setup *s, size_t live, double *out_ms, double *in_ms
     return rc;
 }
 
+/* The host memory a sleep takes, alone: host_alloc of the live bytes in
+ * sleep's chunks, in the blocks' order, timed (ms); then freed (not timed).
+ * On CUDA each is a cudaMallocHost, which pins its pages: what a sleep pays
+ * beside its copies (and overlaps with them: chunk k + 1 is allocated while
+ * chunk k copies). */
+static int host_chunks(sleep_setup *s, double *ms) {
+    size_t n = 0, cap = s->n;
+    void **host = calloc(cap ? cap : 1, sizeof *host);
+    size_t *len = calloc(cap ? cap : 1, sizeof *len);
+    cca_status st = host && len ? CCA_OK : CCA_ERR_OUT_OF_MEMORY;
+    if (st != CCA_OK)
+        cca_set_error(st, "no host memory for the chunk list");
+    uint64_t t0 = ccb_now_ns();
+    for (size_t i = 0; i < s->n && st == CCA_OK;) {
+        size_t bytes = s->lens[i++];
+        while (i < s->n && bytes + s->lens[i] <= SLEEP_CHUNK)
+            bytes += s->lens[i++];
+        st = cca_upstream_host_alloc(s->u, bytes, &host[n]);
+        if (st == CCA_OK)
+            len[n++] = bytes;
+    }
+    *ms = (double)(ccb_now_ns() - t0) / 1e6;
+    char why[256] = "";
+    if (st != CCA_OK)
+        snprintf(why, sizeof why, "%s", cca_last_error());
+    while (n-- > 0)
+        cca_upstream_host_free(s->u, host[n], len[n]);
+    free(host);
+    free(len);
+    if (st == CCA_OK)
+        return 0;
+    cca_set_error(st, "%s", why);
+    return fail("host_alloc (sleep's chunks)", st);
+}
+
 /* One size: 0, 1 skipped (why), -1 failed (said). */
 static int measure(const sleep_options *so, sleep_row *row, char *devname, size_t devlen, char *why, size_t whylen) {
     sleep_setup s = {.u = so->device, .own_u = !so->device};
@@ -434,6 +475,8 @@ static int measure(const sleep_options *so, sleep_row *row, char *devname, size_
         rc = verify(&s, row->size, r);
         if (rc == 0)
             rc = plain_copy(&s, row->live, &row->ms[T_OUT][r], &row->ms[T_IN][r], &row->ms[T_FRESH][r]);
+        if (rc == 0)
+            rc = host_chunks(&s, &row->ms[T_HOST][r]);
     }
     teardown(&s);
     return rc;
@@ -462,18 +505,19 @@ static void write_md(FILE *f, const sleep_options *so, const sleep_row *rows, si
     fprintf(f, "Sleep and wake on %s (%s), %d reps, medians; GiB/s of live bytes\n\n", devname,
             so->cuda ? "GPU" : "SIMULATED device: copies are memcpy", so->reps);
     fprintf(f, "| domain | blocks | sleep GiB/s | wake GiB/s | copy out GiB/s | copy in GiB/s | sleep / copy out | "
-               "wake / copy in | >= 0.8 (from 256 MiB) | copy in, fresh pages GiB/s | wake / fresh copy in |\n");
-    fprintf(f, "|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|\n");
+               "wake / copy in | >= 0.8 (from 256 MiB) | copy in, fresh pages GiB/s | wake / fresh copy in | "
+               "host_alloc, sleep's chunks GiB/s |\n");
+    fprintf(f, "|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|\n");
     for (size_t i = 0; i < n; i++) {
         const sleep_row *r = &rows[i];
         char sz[32];
         double g[NT];
         for (int t = 0; t < NT; t++)
             g[t] = gibs(r->live, median_ms(r, t, so->reps));
-        fprintf(f, "| %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f | %.2f |\n",
+        fprintf(f, "| %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f |\n",
                 cca_format_bytes(r->size, sz, sizeof sz), r->blocks, g[T_SLEEP], g[T_WAKE], g[T_OUT], g[T_IN],
                 g[T_OUT] > 0 ? g[T_SLEEP] / g[T_OUT] : 0, g[T_IN] > 0 ? g[T_WAKE] / g[T_IN] : 0, target(r, so->reps),
-                g[T_FRESH], g[T_FRESH] > 0 ? g[T_WAKE] / g[T_FRESH] : 0);
+                g[T_FRESH], g[T_FRESH] > 0 ? g[T_WAKE] / g[T_FRESH] : 0, g[T_HOST]);
     }
 }
 
@@ -514,8 +558,11 @@ static void write_readme(FILE *f, const sleep_options *so, const sleep_row *rows
             "the maps and the first touch of the fresh device pages; copy in writes pages mapped already.\n"
             "Then copy in to fresh pages: one vm_reserve (not timed), one vm_map of the live bytes and the\n"
             "same copies into it and a copy_wait (timed), unmapped and released: the wake's work without\n"
-            "the allocator. Medians of the passes; min and max in sleep.csv. Ratios: sleep / copy out, wake\n"
-            "/ copy in (the target's), wake / copy in to fresh pages.\n\n",
+            "the allocator. Last, host_alloc of the live bytes in sleep's chunks (consecutive blocks up to\n"
+            "16 MiB, a larger block alone; timed, then freed): the host memory a sleep takes, alone (on CUDA\n"
+            "cudaMallocHost, which pins pages; a sleep allocates chunk k + 1 while chunk k copies). Medians\n"
+            "of the passes; min and max in sleep.csv. Ratios: sleep / copy out, wake / copy in (the\n"
+            "target's), wake / copy in to fresh pages.\n\n",
             MIX_SEED);
     write_md(f, so, rows, n, devname);
 }

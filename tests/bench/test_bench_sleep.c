@@ -12,6 +12,9 @@
  *   byte inverted: exit 1, the message naming the wake, the domain, the
  *   block and the 8-byte word, and no table. The read-back after the wake
  *   refused: exit 1, the message naming the read-back and the reason.
+ * - The host memory a sleep takes, timed alone: three host_allocs per pass
+ *   (sleep's, the plain copy's, the timed chunks) and its column; that one
+ *   refused: exit 1, the message naming it, everything given back.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -88,6 +91,33 @@ Test(bench_sleep, failed_read_back_fails) {
     cr_expect_not_null(strstr(r.err, "ccbench sleep: reading a block back: "), "%s", r.err);
     cr_expect_not_null(strstr(r.err, "sx: injected copy failure"), "%s", r.err);
     cr_expect_null(strstr(r.err, "MISMATCH"), "%s", r.err);
+    cr_expect_null(strstr(r.out, "MiB |"), "no table after a failure:\n%s", r.out);
+    sleep_run_free(&r);
+}
+
+/* host_alloc calls: 1 the staging buffer, then per pass 3 (sleep's one
+ * chunk, the plain copy's buffer, the timed chunks of sleep's host memory
+ * alone); call 4 is the first pass's timed one. */
+static void refuse_timed_host_alloc(tu_faulty *f) {
+    f->fail_at[TU_FAULT_HOST_ALLOC] = 4;
+}
+
+Test(bench_sleep, clean_device_times_sleeps_host_memory_alone) {
+    tu_faulty f;
+    sleep_run r = run_sleep(&f, NULL);
+    cr_assert_eq(r.rc, 0, "exit 0; stderr:\n%s", r.err);
+    cr_expect_eq(f.calls[TU_FAULT_HOST_ALLOC], 7, "the staging buffer, then 3 host_allocs per pass");
+    cr_expect_not_null(strstr(r.out, "host_alloc, sleep's chunks GiB/s |"), "the column:\n%s", r.out);
+    sleep_run_free(&r);
+}
+
+Test(bench_sleep, failed_timed_host_alloc_fails_and_gives_everything_back) {
+    tu_faulty f;
+    sleep_run r = run_sleep(&f, refuse_timed_host_alloc); /* run_sleep checks that nothing is held after */
+    cr_expect_eq(f.failures, 1);
+    cr_expect_eq(r.rc, 1, "a refused host_alloc exits 1; stderr:\n%s", r.err);
+    cr_expect_not_null(strstr(r.err, "ccbench sleep: host_alloc (sleep's chunks): "), "%s", r.err);
+    cr_expect_not_null(strstr(r.err, "sx: injected host_alloc failure"), "%s", r.err);
     cr_expect_null(strstr(r.out, "MiB |"), "no table after a failure:\n%s", r.out);
     sleep_run_free(&r);
 }

@@ -377,6 +377,16 @@ typedef struct ccb_driver_row {
 } ccb_driver_row;
 int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, size_t whylen);
 
+/* Pinned host memory made the other way (issue 42: what a sleep's host copy
+ * could cost instead of cudaMallocHost): for each of lens[0..n), an
+ * anonymous mmap of its length rounded up to 2 MiB and aligned to 2 MiB,
+ * madvise MADV_HUGEPAGE, every page faulted in (MADV_POPULATE_WRITE, or a
+ * write per 4 KiB where the kernel lacks it), then cudaHostRegister; the
+ * whole timed (*ms); then cudaHostUnregister and munmap, not timed.
+ * 0 measured, 1 not here (why: no GPU, or built without CUDA), -1 a call
+ * failed (why says which; what was made is given back). */
+int ccb_host_register_ms(const size_t *lens, size_t n, double *ms, char *why, size_t whylen);
+
 /* driver_vm.c: an upstream's vm_map and vm_unmap of granules[i] granules,
  * `reps` pairs each, every call timed alone (`ccbench driver` on the CUDA
  * upstream). A size whose vm_map the device refuses as out of memory is a

@@ -26,7 +26,10 @@
  *      wake's work without the allocator), unmapped and released; the
  *      buffer freed; last, host_alloc of the live bytes in sleep's chunks
  *      (timed: host alloc; then freed), what a sleep's host memory costs
- *      alone (CUDA: cudaMallocHost pins every page).
+ *      alone (CUDA: cudaMallocHost pins every page), and on CUDA the same
+ *      chunks pinned by mmap, huge pages faulted in and cudaHostRegister
+ *      (timed: host register; ccb_host_register_ms), the other way a
+ *      sleep could take its host memory.
  *      On the simulated device a copy is a memcpy; on CUDA a
  *      cudaMemcpyAsync on the upstream's copy stream, waited for: a pinned
  *      cudaMemcpy.
@@ -86,10 +89,13 @@ typedef struct sleep_options {
 /* One size's figures; ms arrays of reps, sorted by the report. */
 typedef struct sleep_row {
     size_t size, blocks, live;
-    double *ms[6]; /* sleep, wake, copy out, copy in, copy in to fresh pages, host_alloc of sleep's chunks */
+    double *ms[7]; /* sleep, wake, copy out, copy in, copy in to fresh pages, host_alloc of sleep's chunks,
+                      the same pinned by mmap + cudaHostRegister (CUDA only; -1 elsewhere) */
+    int reg_failed; /* a cudaHostRegister pass failed (said on stderr): that column left out */
 } sleep_row;
-enum { T_SLEEP, T_WAKE, T_OUT, T_IN, T_FRESH, T_HOST, NT };
-static const char *const t_names[NT] = {"sleep", "wake", "copy_out", "copy_in", "copy_in_fresh", "host_alloc"};
+enum { T_SLEEP, T_WAKE, T_OUT, T_IN, T_FRESH, T_HOST, T_REG, NT };
+static const char *const t_names[NT] = {"sleep",         "wake",       "copy_out",     "copy_in",
+                                        "copy_in_fresh", "host_alloc", "host_register"};
 
 /* Sleep's host chunks (allocator/src/sleep.c, CCAI_SLEEP_CHUNK): consecutive
  * live blocks packed up to this many bytes, a larger block alone. */
@@ -409,8 +415,11 @@ static int plain_copy(sleep_setup *s, size_t live, double *out_ms, double *in_ms
  * sleep's chunks, in the blocks' order, timed (ms); then freed (not timed).
  * On CUDA each is a cudaMallocHost, which pins its pages: what a sleep pays
  * beside its copies (and overlaps with them: chunk k + 1 is allocated while
- * chunk k copies). */
-static int host_chunks(sleep_setup *s, double *ms) {
+ * chunk k copies). On CUDA also the same chunks pinned the other way,
+ * huge pages faulted in and cudaHostRegister (reg_ms; -1 elsewhere; that
+ * one failing is said and sets *reg_failed, the run goes on: it measures
+ * another way, not the sleep). */
+static int host_chunks(sleep_setup *s, int cuda, double *ms, double *reg_ms, int *reg_failed) {
     size_t n = 0, cap = s->n;
     void **host = calloc(cap ? cap : 1, sizeof *host);
     size_t *len = calloc(cap ? cap : 1, sizeof *len);
@@ -430,9 +439,16 @@ static int host_chunks(sleep_setup *s, double *ms) {
     char why[256] = "";
     if (st != CCA_OK)
         snprintf(why, sizeof why, "%s", cca_last_error());
+    size_t chunks = n;
     while (n-- > 0)
         cca_upstream_host_free(s->u, host[n], len[n]);
     free(host);
+    *reg_ms = -1;
+    char reg_why[256] = "";
+    if (st == CCA_OK && cuda && !*reg_failed && ccb_host_register_ms(len, chunks, reg_ms, reg_why, sizeof reg_why)) {
+        fprintf(stderr, "ccbench sleep: host memory by cudaHostRegister (its column left out): %s\n", reg_why);
+        *reg_failed = 1;
+    }
     free(len);
     if (st == CCA_OK)
         return 0;
@@ -476,7 +492,7 @@ static int measure(const sleep_options *so, sleep_row *row, char *devname, size_
         if (rc == 0)
             rc = plain_copy(&s, row->live, &row->ms[T_OUT][r], &row->ms[T_IN][r], &row->ms[T_FRESH][r]);
         if (rc == 0)
-            rc = host_chunks(&s, &row->ms[T_HOST][r]);
+            rc = host_chunks(&s, so->cuda, &row->ms[T_HOST][r], &row->ms[T_REG][r], &row->reg_failed);
     }
     teardown(&s);
     return rc;
@@ -506,18 +522,21 @@ static void write_md(FILE *f, const sleep_options *so, const sleep_row *rows, si
             so->cuda ? "GPU" : "SIMULATED device: copies are memcpy", so->reps);
     fprintf(f, "| domain | blocks | sleep GiB/s | wake GiB/s | copy out GiB/s | copy in GiB/s | sleep / copy out | "
                "wake / copy in | >= 0.8 (from 256 MiB) | copy in, fresh pages GiB/s | wake / fresh copy in | "
-               "host_alloc, sleep's chunks GiB/s |\n");
-    fprintf(f, "|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|\n");
+               "host_alloc, sleep's chunks GiB/s | the same by cudaHostRegister GiB/s |\n");
+    fprintf(f, "|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|\n");
     for (size_t i = 0; i < n; i++) {
         const sleep_row *r = &rows[i];
         char sz[32];
         double g[NT];
         for (int t = 0; t < NT; t++)
             g[t] = gibs(r->live, median_ms(r, t, so->reps));
-        fprintf(f, "| %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f |\n",
+        char reg[32] = "n/a";
+        if (so->cuda)
+            snprintf(reg, sizeof reg, r->reg_failed ? "failed" : "%.2f", g[T_REG]);
+        fprintf(f, "| %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %s |\n",
                 cca_format_bytes(r->size, sz, sizeof sz), r->blocks, g[T_SLEEP], g[T_WAKE], g[T_OUT], g[T_IN],
                 g[T_OUT] > 0 ? g[T_SLEEP] / g[T_OUT] : 0, g[T_IN] > 0 ? g[T_WAKE] / g[T_IN] : 0, target(r, so->reps),
-                g[T_FRESH], g[T_FRESH] > 0 ? g[T_WAKE] / g[T_FRESH] : 0, g[T_HOST]);
+                g[T_FRESH], g[T_FRESH] > 0 ? g[T_WAKE] / g[T_FRESH] : 0, g[T_HOST], reg);
     }
 }
 
@@ -532,7 +551,10 @@ static void write_csv(FILE *f, const sleep_options *so, const sleep_row *rows, s
         double m[NT];
         for (int t = 0; t < NT; t++) {
             m[t] = median_ms(r, t, so->reps);
-            fprintf(f, ",%.3f,%.3f,%.3f,%.3f", m[t], r->ms[t][0], r->ms[t][so->reps - 1], gibs(r->live, m[t]));
+            if (t == T_REG && (!so->cuda || r->reg_failed)) /* not measured: empty fields */
+                fprintf(f, ",,,,");
+            else
+                fprintf(f, ",%.3f,%.3f,%.3f,%.3f", m[t], r->ms[t][0], r->ms[t][so->reps - 1], gibs(r->live, m[t]));
         }
         fprintf(f, ",%.3f,%.3f,%s,%.3f\n", m[T_SLEEP] > 0 ? m[T_OUT] / m[T_SLEEP] : 0,
                 m[T_WAKE] > 0 ? m[T_IN] / m[T_WAKE] : 0, target(r, so->reps),
@@ -560,9 +582,10 @@ static void write_readme(FILE *f, const sleep_options *so, const sleep_row *rows
             "same copies into it and a copy_wait (timed), unmapped and released: the wake's work without\n"
             "the allocator. Last, host_alloc of the live bytes in sleep's chunks (consecutive blocks up to\n"
             "16 MiB, a larger block alone; timed, then freed): the host memory a sleep takes, alone (on CUDA\n"
-            "cudaMallocHost, which pins pages; a sleep allocates chunk k + 1 while chunk k copies). Medians\n"
-            "of the passes; min and max in sleep.csv. Ratios: sleep / copy out, wake / copy in (the\n"
-            "target's), wake / copy in to fresh pages.\n\n",
+            "cudaMallocHost, which pins pages; a sleep allocates chunk k + 1 while chunk k copies); on CUDA\n"
+            "also the same chunks pinned the other way: an mmap each, huge pages asked for and faulted in,\n"
+            "cudaHostRegister (timed, then unregistered). Medians of the passes; min and max in sleep.csv.\n"
+            "Ratios: sleep / copy out, wake / copy in (the target's), wake / copy in to fresh pages.\n\n",
             MIX_SEED);
     write_md(f, so, rows, n, devname);
 }

@@ -29,6 +29,10 @@
  *                 Config: bin_growth:8,min_bin:3,max_bin:7,max_cached:6291455
  *   ccalloc-cuda  ccalloc over cca_upstream_cuda_create(0) (strategy.c).
  *
+ * Also the driver's own costs: cudaMalloc / cudaFree by size
+ * (ccb_driver_measure, `ccbench driver`) and pinned host memory made by
+ * mmap + cudaHostRegister (ccb_host_register_ms, `ccbench sleep`).
+ *
  * Errors: a failing cudaFree / cudaFreeAsync / cudaMemPool* call (void
  * callbacks: release, empty-cache, close) is recorded in the strategy, printed
  * once to stderr, and makes every later alloc return -1, so the replay fails
@@ -38,6 +42,7 @@
  * (non-blocking); stream 0 is the legacy default stream.
  */
 #include <cuda_runtime.h>
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -475,6 +480,78 @@ extern "C" const ccb_strategy_ops ccb_strategy_cub = {
  * one warm-up pair (context creation is not a per-call cost). cudaFree is
  * timed with the device idle: what it costs with work queued is a device
  * synchronization on top. Medians and p99 in microseconds. */
+/* ---- pinned host memory by mmap + cudaHostRegister (ccbench sleep) ---------------------- */
+
+#define CCB_HUGE ((size_t)2 << 20)
+
+/* len bytes (a multiple of CCB_HUGE) of anonymous memory aligned to
+ * CCB_HUGE, huge pages asked for and every page faulted in; NULL if mmap
+ * failed. */
+static void *huge_populated(size_t len) {
+    void *raw = mmap(NULL, len + CCB_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    uintptr_t r = (uintptr_t)raw, p = (r + CCB_HUGE - 1) & ~(uintptr_t)(CCB_HUGE - 1);
+    if (p > r)
+        munmap(raw, p - r);
+    if (r + CCB_HUGE > p)
+        munmap((void *)(p + len), r + CCB_HUGE - p);
+    (void)madvise((void *)p, len, MADV_HUGEPAGE); /* a hint: refused, the pages stay 4 KiB */
+#ifdef MADV_POPULATE_WRITE
+    if (madvise((void *)p, len, MADV_POPULATE_WRITE) == 0)
+        return (void *)p;
+#endif
+    for (size_t off = 0; off < len; off += 4096) /* no MADV_POPULATE_WRITE here: fault each page in */
+        ((volatile char *)p)[off] = 0;
+    return (void *)p;
+}
+
+extern "C" int ccb_host_register_ms(const size_t *lens, size_t n, double *ms, char *why, size_t whylen) {
+    *ms = 0;
+    if (need_gpu(why, whylen))
+        return 1;
+    void **ptr = (void **)calloc(n ? n : 1, sizeof *ptr);
+    size_t *len = (size_t *)calloc(n ? n : 1, sizeof *len);
+    if (!ptr || !len) {
+        free(ptr);
+        free(len);
+        snprintf(why, whylen, "out of host memory");
+        return -1;
+    }
+    int rc = 0;
+    size_t made = 0;
+    uint64_t t0 = ccb_now_ns();
+    for (; made < n; made++) {
+        len[made] = (lens[made] + CCB_HUGE - 1) / CCB_HUGE * CCB_HUGE;
+        if (!(ptr[made] = huge_populated(len[made]))) {
+            snprintf(why, whylen, "mmap of %zu bytes failed", len[made]);
+            rc = -1;
+            break;
+        }
+        cudaError_t e = cudaHostRegister(ptr[made], len[made], cudaHostRegisterDefault);
+        if (e != cudaSuccess) {
+            snprintf(why, whylen, "cudaHostRegister of %zu bytes: %s", len[made], cudaGetErrorString(e));
+            cudaGetLastError();
+            munmap(ptr[made], len[made]);
+            rc = -1;
+            break;
+        }
+    }
+    *ms = (double)(ccb_now_ns() - t0) / 1e6;
+    while (made-- > 0) {
+        cudaError_t e = cudaHostUnregister(ptr[made]);
+        if (e != cudaSuccess && rc == 0) {
+            snprintf(why, whylen, "cudaHostUnregister: %s", cudaGetErrorString(e));
+            cudaGetLastError();
+            rc = -1;
+        }
+        munmap(ptr[made], len[made]);
+    }
+    free(ptr);
+    free(len);
+    return rc;
+}
+
 extern "C" int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, size_t whylen) {
     memset(row, 0, sizeof *row);
     row->size = size;

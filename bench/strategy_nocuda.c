@@ -61,6 +61,14 @@ SKIPPED(ccb_strategy_cuda_async, "cuda-async",
 SKIPPED(ccb_strategy_cub, "cub",
         "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached (not built)", cub_skip_open);
 
+int ccb_host_register_ms(const size_t *lens, size_t n, double *ms, char *why, size_t whylen) {
+    (void)lens;
+    (void)n;
+    *ms = 0;
+    snprintf(why, whylen, "no GPU (ccbench built without CUDA)");
+    return 1;
+}
+
 int ccb_driver_measure(size_t size, int reps, ccb_driver_row *row, char *why, size_t whylen) {
     (void)reps;
     memset(row, 0, sizeof *row);

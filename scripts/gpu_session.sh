@@ -275,7 +275,7 @@ step_driver() {
 
 step_sleep() {
     local rc=0 a=mlp:4096x8192x8192x4096:relu:softmax:seed=1 b=mlp:4096x8192x8192x4096:relu:softmax:seed=2
-    run "$BUILD/bench/ccbench" sleep --device cuda --sizes 64M,256M,1G,4G --reps 5 --out "$GS_OUT/sleep" ||
+    run "$BUILD/bench/ccbench" sleep --device cuda --sizes 64M,256M,1G,4G --reps 3 --out "$GS_OUT/sleep" ||
         rc=1
     skipped_check "$GS_OUT/sleep.log" '^skipped' "ccbench sleep did not run on the GPU" || return 75
     run "$BUILD/bench/ccbench" switch --device cuda --rounds 3 --out "$GS_OUT/switch" || rc=1

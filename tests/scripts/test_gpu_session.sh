@@ -129,7 +129,7 @@ FAKE
     got=$(cat "$dir/out/calls.txt" 2>/dev/null)
 }
 m=mlp:4096x8192x8192x4096:relu:softmax
-want="ccbench sleep --device cuda --sizes 64M,256M,1G,4G --reps 5 --out $dir/out/sleep
+want="ccbench sleep --device cuda --sizes 64M,256M,1G,4G --reps 3 --out $dir/out/sleep
 ccbench switch --device cuda --rounds 3 --out $dir/out/switch
 ccrun --device cuda --conf max_reserved:800M --batch 64 --sleep $m:seed=1 $m:seed=2 $m:seed=1 $m:seed=2"
 sleep_step 0

@@ -57,6 +57,25 @@ Test(bench_sleep, clean_device_passes) {
     cr_expect_not_null(strstr(r.out, "\n| 1.00 MiB | 1 | "), "the table's row, one block:\n%s", r.out);
     cr_expect_eq(f.copies_in, 7, "the pattern, then 3 copies to the device per pass");
     cr_expect_eq(f.corrupted, 0);
+    cr_expect_eq(f.calls[TU_FAULT_HOST_ALLOC], 7, "the staging buffer, then 3 host_allocs per pass");
+    cr_expect_not_null(strstr(r.out, "host_alloc, sleep's chunks GiB/s | the same by cudaHostRegister GiB/s |"),
+                       "the columns:\n%s", r.out);
+    cr_expect_not_null(strstr(r.out, " | n/a |\n"), "no cudaHostRegister on the simulated device:\n%s", r.out);
+    sleep_run_free(&r);
+}
+
+/* A run whose device refused one call (armed by `arm`): exit 1, one failure,
+ * stderr naming the step (`what`) and the injected reason, no mismatch said
+ * and no table printed; run_sleep checks that nothing stays held. */
+static void expect_refused(void (*arm)(tu_faulty *), const char *what, const char *injected) {
+    tu_faulty f;
+    sleep_run r = run_sleep(&f, arm);
+    cr_expect_eq(f.failures, 1);
+    cr_expect_eq(r.rc, 1, "a refused call exits 1; stderr:\n%s", r.err);
+    cr_expect_not_null(strstr(r.err, what), "%s", r.err);
+    cr_expect_not_null(strstr(r.err, injected), "%s", r.err);
+    cr_expect_null(strstr(r.err, "MISMATCH"), "%s", r.err);
+    cr_expect_null(strstr(r.out, "MiB |"), "no table after a failure:\n%s", r.out);
     sleep_run_free(&r);
 }
 
@@ -84,15 +103,7 @@ static void refuse_first_read_back(tu_faulty *f) {
 }
 
 Test(bench_sleep, failed_read_back_fails) {
-    tu_faulty f;
-    sleep_run r = run_sleep(&f, refuse_first_read_back);
-    cr_expect_eq(f.failures, 1);
-    cr_expect_eq(r.rc, 1, "a failed copy exits 1; stderr:\n%s", r.err);
-    cr_expect_not_null(strstr(r.err, "ccbench sleep: reading a block back: "), "%s", r.err);
-    cr_expect_not_null(strstr(r.err, "sx: injected copy failure"), "%s", r.err);
-    cr_expect_null(strstr(r.err, "MISMATCH"), "%s", r.err);
-    cr_expect_null(strstr(r.out, "MiB |"), "no table after a failure:\n%s", r.out);
-    sleep_run_free(&r);
+    expect_refused(refuse_first_read_back, "ccbench sleep: reading a block back: ", "sx: injected copy failure");
 }
 
 /* host_alloc calls: 1 the staging buffer, then per pass 3 (sleep's one
@@ -102,24 +113,7 @@ static void refuse_timed_host_alloc(tu_faulty *f) {
     f->fail_at[TU_FAULT_HOST_ALLOC] = 4;
 }
 
-Test(bench_sleep, clean_device_times_sleeps_host_memory_alone) {
-    tu_faulty f;
-    sleep_run r = run_sleep(&f, NULL);
-    cr_assert_eq(r.rc, 0, "exit 0; stderr:\n%s", r.err);
-    cr_expect_eq(f.calls[TU_FAULT_HOST_ALLOC], 7, "the staging buffer, then 3 host_allocs per pass");
-    cr_expect_not_null(strstr(r.out, "host_alloc, sleep's chunks GiB/s | the same by cudaHostRegister GiB/s |"),
-                       "the columns:\n%s", r.out);
-    cr_expect_not_null(strstr(r.out, " | n/a |\n"), "no cudaHostRegister on the simulated device:\n%s", r.out);
-    sleep_run_free(&r);
-}
-
 Test(bench_sleep, failed_timed_host_alloc_fails_and_gives_everything_back) {
-    tu_faulty f;
-    sleep_run r = run_sleep(&f, refuse_timed_host_alloc); /* run_sleep checks that nothing is held after */
-    cr_expect_eq(f.failures, 1);
-    cr_expect_eq(r.rc, 1, "a refused host_alloc exits 1; stderr:\n%s", r.err);
-    cr_expect_not_null(strstr(r.err, "ccbench sleep: host_alloc (sleep's chunks): "), "%s", r.err);
-    cr_expect_not_null(strstr(r.err, "sx: injected host_alloc failure"), "%s", r.err);
-    cr_expect_null(strstr(r.out, "MiB |"), "no table after a failure:\n%s", r.out);
-    sleep_run_free(&r);
+    expect_refused(refuse_timed_host_alloc, "ccbench sleep: host_alloc (sleep's chunks): ",
+                   "sx: injected host_alloc failure");
 }

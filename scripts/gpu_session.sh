@@ -259,18 +259,18 @@ step_torch_softmax() {
 
 step_ccbench() {
     # the driver's real costs first: the figures the simulated device's latencies model
-    run "$BUILD/bench/ccbench" driver --out "$GS_OUT/ccbench" || return $?
+    step_driver || return $?
     run "$BUILD/bench/ccbench" --all --no-plots --out "$GS_OUT/ccbench"
     local rc=$?
     ((rc == 0)) || return "$rc"
     gpu_strategies_ran "$GS_OUT/ccbench"
 }
 
-step_driver() {
+step_driver() { # also the first half of step_ccbench: its skip flags that step
     run "$BUILD/bench/ccbench" driver --out "$GS_OUT/ccbench"
     local rc=$?
     ((rc == 0)) || return "$rc"
-    skipped_check "$GS_OUT/driver.log" '^skipped' "ccbench driver measured nothing"
+    skipped_check "$GS_OUT/$GS_STEP.log" '^skipped' "ccbench driver measured nothing"
 }
 
 step_sleep() {

@@ -6,7 +6,8 @@
 # flag everything else, whichever runner wrote the log; a pytest suite is
 # read from its summary line ("2 passed, 1 skipped in 0.5s"), never from a
 # Criterion synthesis it cannot print. Then the pages and sleep steps'
-# commands, with a stand-in ccbench and ccrun, and the torch_e2e step's skip
+# commands and the ccbench step's (it begins with the driver step), with a
+# stand-in ccbench and ccrun, and the torch_e2e step's skip
 # flag, with a stand-in torch.
 set -u
 script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/gpu_session.sh
@@ -109,43 +110,58 @@ if [ "$(sed 's/.* gen:uniform/gen:uniform/' "$dir/out/calls.txt" | sort -u | wc 
     fails=$((fails + 1))
 fi
 
-# The sleep step's commands (issue 42 on a GPU), with stand-ins that record
-# their arguments: ccbench sleep, ccbench switch and ccrun --sleep, each on
-# cuda; a ccbench sleep that says "skipped" flags the step (75) and runs
-# nothing after it.
-sleep_step() { # sleep_step SKIP: runs the step, sets rc and got (the calls)
+# Steps that run ccbench (and ccrun), with stand-ins that record their
+# arguments and write a results.csv with a GPU row into each --out folder.
+# run_step STEP SKIP: runs STEP; a ccbench subcommand named SKIP says
+# "skipped: no GPU" (none: "-"); sets rc and got (the calls).
+run_step() {
     rm -rf "$dir/out" && mkdir -p "$dir/out" "$dir/build/runtime"
     cat >"$dir/build/bench/ccbench" <<FAKE
 #!/usr/bin/env bash
 printf 'ccbench %s\n' "\$*" >>"\$GS_OUT/calls.txt"
-[ "\$1" = sleep ] && [ "$1" = 1 ] && echo "skipped: no GPU: cuda: none here"
+[ "\$1" = "$2" ] && echo "skipped: no GPU: none here"
+while ((\$#)); do [ "\$1" = --out ] && { mkdir -p "\$2"; printf 'x,strategy,y,status\\n,cuda-malloc,,ok\\n' >"\$2/results.csv"; }; shift; done
 exit 0
 FAKE
     printf '#!/usr/bin/env bash\nprintf "ccrun %%s\\n" "$*" >>"$GS_OUT/calls.txt"\n' >"$dir/build/runtime/ccrun"
     chmod +x "$dir/build/bench/ccbench" "$dir/build/runtime/ccrun"
-    GS_BUILD_DIR="$dir/build" GS_OUT="$dir/out" GS_STEP=sleep GS_LDLP="" GS_LDLP_ORIG="" \
-        bash "$script" --run-step sleep
+    GS_BUILD_DIR="$dir/build" GS_OUT="$dir/out" GS_STEP=$1 GS_LDLP="" GS_LDLP_ORIG="" \
+        bash "$script" --run-step "$1"
     rc=$?
     got=$(cat "$dir/out/calls.txt" 2>/dev/null)
 }
+# expect_step STEP SKIP FLAG WHAT: with nothing skipped the calls are $want and
+# the step passes; with SKIP skipped only the first call runs, the step exits
+# 75 and its log has "FLAG: FLAG".
+expect_step() {
+    run_step "$1" -
+    if [ "$rc" != 0 ] || [ "$got" != "$want" ]; then
+        printf 'FAIL %s step: exit %s, calls:\n%s\nwanted:\n%s\n' "$1" "$rc" "$got" "$want"
+        fails=$((fails + 1))
+    else
+        echo "ok   $1 step: $4"
+    fi
+    run_step "$1" "$2"
+    if [ "$rc" != 75 ] || [ "$got" != "${want%%$'\n'*}" ] || ! grep -q "^FLAG: $3" "$dir/out/$1.log"; then
+        printf 'FAIL %s step, %s skipped: exit %s (want 75), calls:\n%s\n' "$1" "$2" "$rc" "$got"
+        fails=$((fails + 1))
+    else
+        echo "ok   $1 step: a skipped ccbench $2 flags the step and runs nothing more"
+    fi
+}
+
+# The sleep step (issue 42 on a GPU): ccbench sleep, ccbench switch and
+# ccrun --sleep, each on cuda.
 m=mlp:4096x8192x8192x4096:relu:softmax
 want="ccbench sleep --device cuda --sizes 64M,256M,1G,4G --reps 3 --out $dir/out/sleep
 ccbench switch --device cuda --rounds 3 --out $dir/out/switch
 ccrun --device cuda --conf max_reserved:800M --batch 64 --sleep $m:seed=1 $m:seed=2 $m:seed=1 $m:seed=2"
-sleep_step 0
-if [ "$rc" != 0 ] || [ "$got" != "$want" ]; then
-    printf 'FAIL sleep step: exit %s, calls:\n%s\nwanted:\n%s\n' "$rc" "$got" "$want"
-    fails=$((fails + 1))
-else
-    echo "ok   sleep step: ccbench sleep, ccbench switch, ccrun --sleep on cuda"
-fi
-sleep_step 1
-if [ "$rc" != 75 ] || [ "$got" != "${want%%$'\n'*}" ] || ! grep -q '^FLAG: ccbench sleep did not run on the GPU' "$dir/out/sleep.log"; then
-    printf 'FAIL sleep step skipped: exit %s (want 75), calls:\n%s\n' "$rc" "$got"
-    fails=$((fails + 1))
-else
-    echo "ok   sleep step: a skipped ccbench sleep flags the step and runs nothing more"
-fi
+expect_step sleep sleep "ccbench sleep did not run on the GPU" "ccbench sleep, ccbench switch, ccrun --sleep on cuda"
+
+# The ccbench step begins with the driver step, then the suite.
+want="ccbench driver --out $dir/out/ccbench
+ccbench --all --no-plots --out $dir/out/ccbench"
+expect_step ccbench driver "ccbench driver measured nothing" "the driver, then the suite"
 
 # The torch_e2e step on a machine whose torch has no CUDA device (a stand-in
 # torch): the script's "skipped:" and exit 75 become the step's flag, and

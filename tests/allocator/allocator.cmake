@@ -89,6 +89,9 @@ cca_add_test(NAME test_whole_maps_retry SOURCES allocator/unit/test_whole_maps_r
 # Seeded random sequences over whole maps with faults at random upstream calls: every chunk (0, 1, a page less
 # one .. SIZE_MAX), granularities 4 KiB - 1 MiB, domains and arenas, greedy; the device checked after every step.
 cca_add_test(NAME test_whole_maps_random SOURCES allocator/random/test_whole_maps_random.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+# What cca_empty_cache leaves, over random programs (three domains, streams, sleep and wake): every segment, map
+# or page still held touches a live block of an awake domain; with pages, at most a page at each end of a run of them.
+cca_add_test(NAME test_release_bound SOURCES allocator/random/test_release_bound.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 # cca_destroy over whole maps with maps mapped: one unmap per map, a refused unmap or synchronize.
 cca_add_test(NAME test_whole_maps_destroy SOURCES allocator/unit/test_whole_maps_destroy.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 

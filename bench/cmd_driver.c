@@ -51,7 +51,7 @@ int ccb_driver_tables(const ccb_options *o) {
  * and vm_backing `backing`: 0 made, 1 none here (skipped), -1 refused
  * options (why says which). */
 static int cuda_upstream(size_t page, int backing, cca_upstream **u, char *why, size_t whylen) {
-    cca_cuda_options co = {0, page, backing};
+    cca_cuda_options co = {.device = 0, .vm_granularity = page, .vm_backing = backing};
     cca_status st = cca_upstream_cuda_create_with(&co, u);
     if (st == CCA_OK)
         return 0;

@@ -81,6 +81,8 @@ typedef struct sleep_options {
     int reps;
     int cuda;
     int vm_backing;
+    int host_memory;       /* --host-memory: cca_cuda_options.host_memory */
+    int host_memory_given; /* refused without --device cuda */
     const char *out;
     const char *command_line;
     cca_upstream *device; /* borrowed (ccb_cmd_sleep_on); NULL: a fresh device per size */
@@ -106,7 +108,8 @@ static const char *const t_names[NT] = {"sleep",         "wake",       "copy_out
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ccbench sleep [--sizes S,S,...] [--reps N] [--device host|cuda]\n"
-            "                     [--vm-backing pages|whole-maps] [--out DIR]\n"
+            "                     [--vm-backing pages|whole-maps] [--host-memory pinned|registered]\n"
+            "                     [--out DIR]\n"
             "  For each size (default 64M,256M,1G,2G; at most %d, each 1M..1T, K/M/G/T suffixes), a\n"
             "  domain filled with blocks of 4 KiB..64 MiB (log-uniform, seed 1) up to that many live\n"
             "  bytes, each block written with a pattern; then --reps passes (1..1000, default 5) of\n"
@@ -115,6 +118,8 @@ static void usage(FILE *f) {
             "  the simulated device, pinned cudaMemcpy on CUDA). Reports GiB/s (medians) and the\n"
             "  ratios sleep/copy out and wake/copy in (issue 42: >= 0.8 from 256 MiB).\n"
             "  --device host (default: the simulated device) or cuda (GPU 0; without one: skipped).\n"
+            "  --host-memory (cuda only): the host memory a sleep's copy is kept in, pinned\n"
+            "  (cudaMallocHost, the default) or registered (huge pages + cudaHostRegister).\n"
             "  --out DIR: README.md, sleep.md, sleep.csv there; else the table on stdout.\n",
             MAX_SIZES);
 }
@@ -143,11 +148,12 @@ static int parse_sizes(const char *s, sleep_options *so) {
 
 /* 0 ok; 1 --help printed; 2 a usage error printed. */
 static int parse_options(int argc, char **argv, sleep_options *so) {
-    enum { O_SIZES = 256, O_REPS, O_DEVICE, O_VM_BACKING, O_OUT, O_HELP };
+    enum { O_SIZES = 256, O_REPS, O_DEVICE, O_VM_BACKING, O_HOST_MEMORY, O_OUT, O_HELP };
     static const struct option longopts[] = {{"sizes", required_argument, 0, O_SIZES},
                                              {"reps", required_argument, 0, O_REPS},
                                              {"device", required_argument, 0, O_DEVICE},
                                              {"vm-backing", required_argument, 0, O_VM_BACKING},
+                                             {"host-memory", required_argument, 0, O_HOST_MEMORY},
                                              {"out", required_argument, 0, O_OUT},
                                              {"help", no_argument, 0, O_HELP},
                                              {0, 0, 0, 0}};
@@ -185,6 +191,15 @@ static int parse_options(int argc, char **argv, sleep_options *so) {
             else
                 return usage_error("--vm-backing '%s' is neither pages nor whole-maps", optarg);
             break;
+        case O_HOST_MEMORY:
+            if (!strcmp(optarg, "pinned"))
+                so->host_memory = CCA_HOST_MEMORY_PINNED;
+            else if (!strcmp(optarg, "registered"))
+                so->host_memory = CCA_HOST_MEMORY_REGISTERED;
+            else
+                return usage_error("--host-memory '%s' is neither pinned nor registered", optarg);
+            so->host_memory_given = 1;
+            break;
         case O_OUT: so->out = optarg; break;
         case 'h':
         case O_HELP: usage(stdout); return 1;
@@ -193,6 +208,8 @@ static int parse_options(int argc, char **argv, sleep_options *so) {
     }
     if (optind < argc)
         return usage_error("unexpected operand '%s'", argv[optind]);
+    if (so->host_memory_given && !so->cuda)
+        return usage_error("--host-memory is for --device cuda (the simulated device's host memory is its own)");
     return 0;
 }
 
@@ -202,7 +219,7 @@ static int parse_options(int argc, char **argv, sleep_options *so) {
 static int make_upstream(const sleep_options *so, size_t size, cca_upstream **u, char *why, size_t whylen) {
     cca_status st;
     if (so->cuda) {
-        cca_cuda_options co = {0, 0, so->vm_backing};
+        cca_cuda_options co = {.device = 0, .vm_backing = so->vm_backing, .host_memory = so->host_memory};
         st = cca_upstream_cuda_create_with(&co, u);
     } else {
         cca_host_options ho = {.capacity = 2 * size + ((size_t)256 << 20), .vm_backing = so->vm_backing};
@@ -517,9 +534,20 @@ static const char *target(const sleep_row *r, int reps) {
     return s >= TARGET_RATIO && w >= TARGET_RATIO ? "yes" : "NO";
 }
 
+/* The host memory sleep's copy is kept in, as the csv's host_memory column says it. */
+static const char *host_memory_name(const sleep_options *so) {
+    if (!so->cuda)
+        return "simulated";
+    return so->host_memory == CCA_HOST_MEMORY_REGISTERED ? "registered" : "pinned";
+}
+
 static void write_md(FILE *f, const sleep_options *so, const sleep_row *rows, size_t n, const char *devname) {
     fprintf(f, "Sleep and wake on %s (%s), %d reps, medians; GiB/s of live bytes\n\n", devname,
-            so->cuda ? "GPU" : "SIMULATED device: copies are memcpy", so->reps);
+            !so->cuda ? "SIMULATED device: copies are memcpy"
+            : so->host_memory == CCA_HOST_MEMORY_REGISTERED
+                ? "GPU; host memory: registered, huge pages + cudaHostRegister"
+                : "GPU; host memory: pinned, cudaMallocHost",
+            so->reps);
     fprintf(f, "| domain | blocks | sleep GiB/s | wake GiB/s | copy out GiB/s | copy in GiB/s | sleep / copy out | "
                "wake / copy in | >= 0.8 (from 256 MiB) | copy in, fresh pages GiB/s | wake / fresh copy in | "
                "host_alloc, sleep's chunks GiB/s | the same by cudaHostRegister GiB/s |\n");
@@ -544,7 +572,7 @@ static void write_csv(FILE *f, const sleep_options *so, const sleep_row *rows, s
     fprintf(f, "device,simulated,domain_bytes,blocks,live_bytes,reps");
     for (int t = 0; t < NT; t++)
         fprintf(f, ",%s_ms_median,%s_ms_min,%s_ms_max,%s_gibs", t_names[t], t_names[t], t_names[t], t_names[t]);
-    fprintf(f, ",sleep_ratio,wake_ratio,target_met,wake_fresh_ratio\n");
+    fprintf(f, ",sleep_ratio,wake_ratio,target_met,wake_fresh_ratio,host_memory\n");
     for (size_t i = 0; i < n; i++) {
         const sleep_row *r = &rows[i];
         fprintf(f, "%s,%d,%zu,%zu,%zu,%d", devname, !so->cuda, r->size, r->blocks, r->live, so->reps);
@@ -556,9 +584,9 @@ static void write_csv(FILE *f, const sleep_options *so, const sleep_row *rows, s
             else
                 fprintf(f, ",%.3f,%.3f,%.3f,%.3f", m[t], r->ms[t][0], r->ms[t][so->reps - 1], gibs(r->live, m[t]));
         }
-        fprintf(f, ",%.3f,%.3f,%s,%.3f\n", m[T_SLEEP] > 0 ? m[T_OUT] / m[T_SLEEP] : 0,
+        fprintf(f, ",%.3f,%.3f,%s,%.3f,%s\n", m[T_SLEEP] > 0 ? m[T_OUT] / m[T_SLEEP] : 0,
                 m[T_WAKE] > 0 ? m[T_IN] / m[T_WAKE] : 0, target(r, so->reps),
-                m[T_WAKE] > 0 ? m[T_FRESH] / m[T_WAKE] : 0);
+                m[T_WAKE] > 0 ? m[T_FRESH] / m[T_WAKE] : 0, host_memory_name(so));
     }
 }
 
@@ -566,6 +594,11 @@ static void write_readme(FILE *f, const sleep_options *so, const sleep_row *rows
     fprintf(f, "# ccbench sleep\n\n");
     fprintf(f, "- device: %s (%s)\n", devname,
             so->cuda ? "GPU; plain copy: pinned cudaMemcpy" : "simulated device: every copy is a memcpy");
+    if (so->cuda)
+        fprintf(f, "- host memory (sleep's copy, the plain copy's buffer): %s\n",
+                so->host_memory == CCA_HOST_MEMORY_REGISTERED
+                    ? "registered: an mmap per chunk, huge pages, faulted in, cudaHostRegister"
+                    : "pinned: cudaMallocHost per chunk");
     ccb_write_command_md(f, so->command_line);
     ccb_write_machine_md(f);
     fprintf(f,

@@ -111,7 +111,7 @@ extern "C" int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const 
     if (need_gpu(why, whylen))
         return 1;
     cca_upstream *u;
-    cca_cuda_options co = {0, dev->vm_granularity, dev->vm_backing};
+    cca_cuda_options co = {.device = 0, .vm_granularity = dev->vm_granularity, .vm_backing = dev->vm_backing};
     cca_status st = cca_upstream_cuda_create_with(&co, &u);
     if (st != CCA_OK) {
         snprintf(why, whylen, "%s", cca_last_error());

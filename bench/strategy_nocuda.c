@@ -21,7 +21,7 @@ void *ccb_cuda_stream(unsigned n) {
 
 int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
     cca_upstream *u;
-    cca_cuda_options co = {0, dev->vm_granularity, dev->vm_backing};
+    cca_cuda_options co = {.device = 0, .vm_granularity = dev->vm_granularity, .vm_backing = dev->vm_backing};
     cca_status st = cca_upstream_cuda_create_with(&co, &u);
     if (st != CCA_OK) {
         snprintf(why, whylen, "no GPU (%s)", cca_last_error());

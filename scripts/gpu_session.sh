@@ -280,6 +280,9 @@ step_sleep() {
     skipped_check "$GS_OUT/sleep.log" '^skipped' "ccbench sleep did not run on the GPU" || return 75
     run "$BUILD/bench/ccbench" switch --device cuda --rounds 3 --out "$GS_OUT/switch" || rc=1
     run "$BUILD/runtime/ccrun" --device cuda --conf max_reserved:800M --batch 64 --sleep "$a" "$b" "$a" "$b" || rc=1
+    # the same sleep over registered host memory (huge pages + cudaHostRegister): which pins faster
+    run "$BUILD/bench/ccbench" sleep --device cuda --host-memory registered --sizes 256M,1G --reps 3 \
+        --out "$GS_OUT/sleep-registered" || rc=1
     return $rc
 }
 

@@ -456,7 +456,8 @@ typedef struct cca_host_options {
 cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out);
 
 /* cudaMalloc / cudaFree / cudaMemGetInfo / cudaDeviceSynchronize /
- * cudaEvent* on `device` (host and copy ops: cudaMallocHost / cudaFreeHost,
+ * cudaEvent* on `device` (host and copy ops: cudaMallocHost / cudaFreeHost
+ * (cca_cuda_options.host_memory: or cudaHostRegister of huge pages),
  * cudaMemcpyAsync on a non-blocking stream of the upstream's own, made on
  * the first copy and destroyed by cca_upstream_destroy, and
  * cudaStreamSynchronize of it), in its primary context (retained here, released
@@ -500,10 +501,24 @@ typedef struct cca_cuda_options {
      * page, any run of pages can be unmapped. Else
      * CCA_ERR_INVALID_ARGUMENT, before any device is touched. */
     int vm_backing;
+    /* The host memory a sleeping domain's copy is kept in (the host_alloc
+     * and host_free ops), pinned both ways, so that the copies run at the
+     * bus's speed; what differs is how long the pinning takes, which a
+     * sleep pays for each chunk of its copy (`ccbench sleep` times both).
+     * CCA_HOST_MEMORY_PINNED (0, the default): cudaMallocHost, cudaFreeHost.
+     * CCA_HOST_MEMORY_REGISTERED: anonymous memory mapped 2 MiB-aligned and
+     * rounded up to 2 MiB, with MADV_HUGEPAGE (huge pages where the kernel
+     * has them), faulted in (MADV_POPULATE_WRITE where the kernel has it),
+     * then cudaHostRegister; host_free is cudaHostUnregister, then munmap
+     * (a refused unregister keeps the mapping: it leaks, and the call
+     * fails). Else CCA_ERR_INVALID_ARGUMENT, before any device is touched. */
+    int host_memory;
 } cca_cuda_options;
+#define CCA_HOST_MEMORY_PINNED 0     /* host_memory (the default): cudaMallocHost */
+#define CCA_HOST_MEMORY_REGISTERED 1 /* host_memory: mmap'd huge pages + cudaHostRegister */
 #define CCA_CUDA_MAX_VM_GRANULARITY ((size_t)1 << 30)
 /* Errors: as cca_upstream_cuda_create, and CCA_ERR_INVALID_ARGUMENT for o
- * NULL, a bad vm_backing, or a vm_granularity that is not 0 or a power of
+ * NULL, a bad vm_backing or host_memory, or a vm_granularity that is not 0 or a power of
  * two, multiple of CCA_GRANULARITY, at most CCA_CUDA_MAX_VM_GRANULARITY
  * (these before any device is touched), or that is not a multiple of the
  * device's minimum granularity (once the device is asked).
@@ -1318,8 +1333,10 @@ cca_status cca_check_invariants(const cca_allocator *a);
  *    its cca_cuda_options: vm_granularity=SIZE (the page of its expandable
  *    segments, a power of two from CCA_GRANULARITY to
  *    CCA_CUDA_MAX_VM_GRANULARITY, K/M/G suffixes) and
- *    vm_backing=pages|whole_maps (CCA_VM_PAGES / CCA_VM_WHOLE_MAPS), each
- *    key at most once, in either order, no blanks, no empty key or value,
+ *    vm_backing=pages|whole_maps (CCA_VM_PAGES / CCA_VM_WHOLE_MAPS) and
+ *    host_memory=pinned|registered (CCA_HOST_MEMORY_PINNED /
+ *    CCA_HOST_MEMORY_REGISTERED), each
+ *    key at most once, in any order, no blanks, no empty key or value,
  *    no trailing comma (e.g. "cuda:vm_granularity=32M,vm_backing=whole_maps");
  *    anything else is CCA_ERR_CONFIG, and a page the device refuses fails
  *    the device's creation with CCA_ERR_INVALID_ARGUMENT.

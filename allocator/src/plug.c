@@ -84,7 +84,8 @@ typedef struct plug_spec {
     size_t capacity; /* host: bytes per simulated device */
     int devices;     /* host: how many simulated devices (device numbers 0..devices-1) */
     size_t vm_granularity; /* cuda: cca_cuda_options.vm_granularity (0: the driver's minimum) */
-    int vm_backing;        /* cuda: cca_cuda_options.vm_backing (CCA_VM_PAGES unless given) */
+    int vm_backing;        /* cuda: cca_cuda_options.vm_backing (CCA_VM_WHOLE_MAPS unless given) */
+    int host_memory;       /* cuda: cca_cuda_options.host_memory (CCA_HOST_MEMORY_PINNED unless given) */
 } plug_spec;
 
 typedef struct plug_device {
@@ -128,12 +129,13 @@ static cca_domain *current_domain(int device) {
 
 /* What "cuda:" takes, said by every refusal of a "cuda..." text. */
 #define PLUG_CUDA_FORM                                                                                                 \
-    "cuda[:KEY=VALUE[,KEY=VALUE]] with keys vm_granularity=SIZE and vm_backing=pages|whole_maps, each at most once"
+    "cuda[:KEY=VALUE[,KEY=VALUE]] with keys vm_granularity=SIZE, vm_backing=pages|whole_maps and "                     \
+    "host_memory=pinned|registered, each at most once"
 
 /* The keys after "cuda:" (buf, written into: each pair cut at its comma):
  * comma-separated KEY=VALUE, each key once, no empty key, value or pair. */
 static cca_status parse_cuda_keys(char *keys, plug_spec *s) {
-    bool have_page = false, have_backing = false;
+    bool have_page = false, have_backing = false, have_host = false;
     for (char *pair = keys, *next; pair; pair = next) {
         char *comma = strchr(pair, ',');
         next = comma ? comma + 1 : NULL;
@@ -157,9 +159,14 @@ static cca_status parse_cuda_keys(char *keys, plug_spec *s) {
                    (strcmp(v, "pages") == 0 || strcmp(v, "whole_maps") == 0)) {
             s->vm_backing = strcmp(v, "pages") == 0 ? CCA_VM_PAGES : CCA_VM_WHOLE_MAPS;
             have_backing = true;
+        } else if (strcmp(pair, "host_memory") == 0 && !have_host &&
+                   (strcmp(v, "pinned") == 0 || strcmp(v, "registered") == 0)) {
+            s->host_memory = strcmp(v, "pinned") == 0 ? CCA_HOST_MEMORY_PINNED : CCA_HOST_MEMORY_REGISTERED;
+            have_host = true;
         } else {
             bool twice = (strcmp(pair, "vm_granularity") == 0 && have_page) ||
-                         (strcmp(pair, "vm_backing") == 0 && have_backing);
+                         (strcmp(pair, "vm_backing") == 0 && have_backing) ||
+                         (strcmp(pair, "host_memory") == 0 && have_host);
             return cca_set_error(CCA_ERR_CONFIG, "upstream 'cuda': '%s%s%s' is %s (expected %s)", pair, eq ? "=" : "", v,
                              twice ? "a key given twice" : "not a key=value it takes", PLUG_CUDA_FORM);
         }
@@ -168,7 +175,8 @@ static cca_status parse_cuda_keys(char *keys, plug_spec *s) {
 }
 
 /* "cuda" | "cuda:KEY=VALUE[,KEY=VALUE]" (vm_granularity=SIZE,
- * vm_backing=pages|whole_maps) | "host" | "host:CAPACITY" |
+ * vm_backing=pages|whole_maps, host_memory=pinned|registered) | "host" |
+ * "host:CAPACITY" |
  * "host:CAPACITY:DEVICES". */
 static cca_status parse_spec(const char *text, plug_spec *out) {
     size_t n = strnlen(text, PLUG_SPEC_MAX + 1);
@@ -245,7 +253,10 @@ static cca_status resolve_spec(plug_spec *s) {
 
 static cca_status create_upstream(const plug_spec *s, int device, cca_upstream **u) {
     if (s->kind == PLUG_CUDA) {
-        cca_cuda_options o = {.device = device, .vm_granularity = s->vm_granularity, .vm_backing = s->vm_backing};
+        cca_cuda_options o = {.device = device,
+                              .vm_granularity = s->vm_granularity,
+                              .vm_backing = s->vm_backing,
+                              .host_memory = s->host_memory};
         return cca_upstream_cuda_create_with(&o, u);
     }
     if (device >= s->devices)

@@ -168,7 +168,7 @@ if(TARGET ccbench_core)
   set_tests_properties(ccbench_sleep_report PROPERTIES LABELS cpu TIMEOUT 120)
   # ... its bad arguments exit 2 with a message, before anything runs
   foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--reps;0" "--reps;x" "--device;gpu"
-              "--vm-backing;x" "--nope;1" "operand;x")
+              "--vm-backing;x" "--host-memory;x" "--host-memory;Pinned" "--host-memory;" "--nope;1" "operand;x")
     list(GET bad 0 opt)
     list(GET bad 1 val)
     string(MAKE_C_IDENTIFIER "${opt}_${val}" id)
@@ -178,6 +178,13 @@ if(TARGET ccbench_core)
       ccb_cli(ccbench_sleep_bad${id} 2 "ccbench sleep: .*${opt}" "" - sleep ${opt} ${val})
     endif()
   endforeach()
+  # --host-memory is the CUDA upstream's: refused on the simulated device, in either order
+  ccb_cli(ccbench_sleep_host_memory_not_simulated 2 "ccbench sleep: --host-memory is for --device cuda" "" -
+          sleep --host-memory pinned --sizes 2M)
+  ccb_cli(ccbench_sleep_host_memory_after_host 2 "ccbench sleep: --host-memory is for --device cuda" "" -
+          sleep --device host --host-memory registered)
+  ccb_cli(ccbench_sleep_cuda_registered_or_skip 0 "skipped: no GPU|host memory: registered" "" -
+          sleep --host-memory registered --device cuda --sizes 2M --reps 1)
   # --device cuda without a GPU: skipped with the reason, exit 0
   ccb_cli(ccbench_sleep_cuda_or_skip 0 "skipped: no GPU|Sleep and wake on" "" - sleep --device cuda --sizes 2M --reps 1)
   # standard output on a full device: every command that prints says so and

@@ -1236,6 +1236,38 @@ def test_vm_backing_reaches_the_upstream():
         assert a.stats()["vm_backing"] == 1
 
 
+def test_host_memory_is_handed_to_the_c_options(monkeypatch):
+    """What each host_memory becomes in cca_cuda_options (no GPU:
+    NoDeviceError after the checks); refused before any C call: another
+    str, another type, and any value for the simulated device."""
+    seen = []
+    lib = _lib.load(None)
+    real = lib.cca_upstream_cuda_create_with
+
+    def spy(opts, out):
+        seen.append(ctypes.cast(opts, ctypes.POINTER(_lib.CudaOptions)).contents.host_memory)
+        return real(opts, out)
+    monkeypatch.setattr(lib, "cca_upstream_cuda_create_with", spy)
+    for arg, want in ((None, 0), ("pinned", 0), ("registered", 1)):
+        seen.clear()
+        try:
+            ccalloc.Allocator(device=0, host_memory=arg).close()
+        except ccalloc.NoDeviceError:
+            pass
+        assert seen == [want], arg
+    seen.clear()
+    for bad in ("Pinned", "pageable", "", "registered\0"):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="neither 'pinned' nor 'registered'"):
+            ccalloc.Allocator(device=0, host_memory=bad)
+    for bad in (1, b"pinned", True):
+        with pytest.raises(TypeError, match="host_memory is None, 'pinned' or 'registered'"):
+            ccalloc.Allocator(device=0, host_memory=bad)
+    for arg in ("pinned", "registered"):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="an option of a CUDA device"):
+            ccalloc.Allocator("64M", host_memory=arg)
+    assert seen == []
+
+
 def test_vm_backing_is_handed_to_the_c_options(monkeypatch):
     """What each vm_backing becomes in cca_host_options / cca_cuda_options."""
     seen = []

@@ -151,12 +151,14 @@ expect_step() {
 }
 
 # The sleep step (issue 42 on a GPU): ccbench sleep, ccbench switch and
-# ccrun --sleep, each on cuda.
+# ccrun --sleep, each on cuda, then ccbench sleep over registered host memory.
 m=mlp:4096x8192x8192x4096:relu:softmax
 want="ccbench sleep --device cuda --sizes 64M,256M,1G,4G --reps 3 --out $dir/out/sleep
 ccbench switch --device cuda --rounds 3 --out $dir/out/switch
-ccrun --device cuda --conf max_reserved:800M --batch 64 --sleep $m:seed=1 $m:seed=2 $m:seed=1 $m:seed=2"
-expect_step sleep sleep "ccbench sleep did not run on the GPU" "ccbench sleep, ccbench switch, ccrun --sleep on cuda"
+ccrun --device cuda --conf max_reserved:800M --batch 64 --sleep $m:seed=1 $m:seed=2 $m:seed=1 $m:seed=2
+ccbench sleep --device cuda --host-memory registered --sizes 256M,1G --reps 3 --out $dir/out/sleep-registered"
+expect_step sleep sleep "ccbench sleep did not run on the GPU" \
+    "ccbench sleep, ccbench switch, ccrun --sleep on cuda, ccbench sleep over registered host memory"
 
 # The ccbench step begins with the driver step, then the suite.
 want="ccbench driver --out $dir/out/ccbench

@@ -251,9 +251,11 @@ class HostOptions(ctypes.Structure):
 
 
 class CudaOptions(ctypes.Structure):
-    """``cca_cuda_options``: the device, the page of its virtual-memory maps and their backing."""
+    """``cca_cuda_options``: the device, the page of its virtual-memory maps, their backing, and
+    the host memory a sleeping domain's copy is kept in."""
 
-    _fields_ = [("device", ctypes.c_int), ("vm_granularity", c_size_t), ("vm_backing", ctypes.c_int)]
+    _fields_ = [("device", ctypes.c_int), ("vm_granularity", c_size_t), ("vm_backing", ctypes.c_int),
+                ("host_memory", ctypes.c_int)]
 
 
 def as_dict(struct) -> dict:

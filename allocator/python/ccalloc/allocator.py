@@ -149,6 +149,25 @@ def backing_arg(lib: _lib.Library, vm_backing: Any) -> int:
     return VM_BACKINGS[vm_backing]
 
 
+HOST_MEMORIES = {None: 0, "pinned": 0, "registered": 1}  # CCA_HOST_MEMORY_PINNED, CCA_HOST_MEMORY_REGISTERED
+
+
+def host_memory_arg(lib: _lib.Library, host_memory: Any, cuda: bool) -> int:
+    """``host_memory`` as ``cca_cuda_options.host_memory``: None or "pinned"
+    0 (CCA_HOST_MEMORY_PINNED), "registered" 1 (CCA_HOST_MEMORY_REGISTERED);
+    another str, or any but None for the simulated device (its host memory
+    is its own), is :class:`InvalidArgumentError`, another type TypeError."""
+    if host_memory is not None and not isinstance(host_memory, str):
+        raise TypeError(f"host_memory is None, 'pinned' or 'registered', not {type(host_memory).__name__}")
+    if host_memory not in HOST_MEMORIES:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT,
+                             f"host_memory {host_memory!r} is neither 'pinned' nor 'registered'")
+    if host_memory is not None and not cuda:
+        raise argument_error(lib, ERR_INVALID_ARGUMENT,
+                             "host_memory is an option of a CUDA device (device=...), not of the simulated one")
+    return HOST_MEMORIES[host_memory]
+
+
 def parse_size(lib: _lib.Library, size: Size) -> int:
     """An int as is (in [0, 2**64); numpy integers too), or a size text as
     ``cca_parse_size`` reads it ("64M", "1.5G")."""
@@ -329,7 +348,12 @@ class Allocator:
     back whole), ``"pages"`` (``CCA_VM_PAGES``: one physical allocation per
     page, any run of pages can be given back);
     another str raises ``InvalidArgumentError``, another type ``TypeError``,
-    before any C call.
+    before any C call. ``host_memory`` (a CUDA device only): where a
+    sleeping domain's copy is kept, ``cca_cuda_options.host_memory``: None
+    or ``"pinned"`` (the default, ``cudaMallocHost``), ``"registered"``
+    (huge pages pinned by ``cudaHostRegister``); another str, or a value
+    with ``capacity``, raises ``InvalidArgumentError``, another type
+    ``TypeError``, before any C call.
 
     Not copyable nor picklable (``TypeError``): it owns the C allocator.
 
@@ -341,7 +365,8 @@ class Allocator:
 
     def __init__(self, capacity: Optional[Size] = None, *, device: Optional[int] = None,
                  conf: Optional[str] = None, library: Optional[str] = None,
-                 vm_granularity: Optional[Size] = None, vm_backing: Optional[str] = None) -> None:
+                 vm_granularity: Optional[Size] = None, vm_backing: Optional[str] = None,
+                 host_memory: Optional[str] = None) -> None:
         self._lib = _lib.load(library)
         self._handle: Optional[int] = None
         self._init_calls()
@@ -356,12 +381,13 @@ class Allocator:
         lib.cca_clear_error()
         page = 0 if vm_granularity is None else parse_size(lib, vm_granularity)
         backing = backing_arg(lib, vm_backing)
+        host = host_memory_arg(lib, host_memory, capacity is None)
         if capacity is not None:
             ho = _lib.HostOptions(capacity=parse_size(lib, capacity), vm_granularity=page, vm_backing=backing)
             raise_for(lib, lib.cca_upstream_host_create_with(ctypes.byref(ho), ctypes.byref(up)))
         else:
             self._device = device_arg(lib, device)
-            co = _lib.CudaOptions(device=self._device, vm_granularity=page, vm_backing=backing)
+            co = _lib.CudaOptions(device=self._device, vm_granularity=page, vm_backing=backing, host_memory=host)
             raise_for(lib, lib.cca_upstream_cuda_create_with(ctypes.byref(co), ctypes.byref(up)))
         try:
             cfg = None

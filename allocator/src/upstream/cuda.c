@@ -8,7 +8,9 @@
  *   cudaDeviceSynchronize, stream_synchronize cudaStreamSynchronize (what
  *   a release of pages waits for); events are cudaEvent_t made with
  *   cudaEventDisableTiming (cheap to record and query); host_alloc and
- *   host_free are cudaMallocHost / cudaFreeHost (pinned), copy one
+ *   host_free are cudaMallocHost / cudaFreeHost (pinned; or, with
+ *   host_memory CCA_HOST_MEMORY_REGISTERED, huge pages of an anonymous
+ *   mapping, faulted in, then cudaHostRegister / cudaHostUnregister), copy one
  *   cudaMemcpyAsync on the upstream's own non-blocking stream (made on the
  *   first copy, destroyed with the upstream), copy_wait its
  *   cudaStreamSynchronize (sleep and wake: cca_domain_sleep).
@@ -39,10 +41,10 @@
  * - Every call is checked against the rules of cca_upstream_ops on the
  *   record (vm_ranges.c) BEFORE any driver call: a refused call changes
  *   nothing, as on the simulated device.
- * - Backings (cca_cuda_options.vm_backing): PAGES (default), one physical
- *   allocation per granule, so any run of mapped granules can be unmapped
- *   (the driver unmaps only whole allocations); WHOLE_MAPS, one per
- *   vm_map, unmapped only whole. An "allocation" below is a granule or a
+ * - Backings (cca_cuda_options.vm_backing): WHOLE_MAPS (the default), one
+ *   physical allocation per vm_map, unmapped only whole; PAGES, one per
+ *   granule, so any run of mapped granules can be unmapped (the driver
+ *   unmaps only whole allocations). An "allocation" below is a granule or a
  *   map accordingly.
  *   vm_reserve  cuMemAddressReserve (granularity-aligned), recorded
  *   vm_release  cuMemAddressFree of a recorded range with nothing mapped
@@ -123,6 +125,11 @@ static cca_status options_check(const cca_cuda_options *o, cca_upstream **out, c
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                              "%s: vm_backing %d is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)", fn,
                              o->vm_backing);
+    if (o->host_memory != CCA_HOST_MEMORY_PINNED && o->host_memory != CCA_HOST_MEMORY_REGISTERED)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
+                             "%s: host_memory %d is neither CCA_HOST_MEMORY_PINNED (0) nor "
+                             "CCA_HOST_MEMORY_REGISTERED (1)",
+                             fn, o->host_memory);
     return CCA_OK;
 }
 
@@ -130,6 +137,8 @@ static cca_status options_check(const cca_cuda_options *o, cca_upstream **out, c
 #include "cudart.h"
 
 #include <cudaTypedefs.h>
+#include <stdint.h>
+#include <sys/mman.h>
 
 /* The driver's functions every upstream needs: contexts and messages. */
 typedef struct cuda_driver {
@@ -164,6 +173,7 @@ typedef struct cuda_device {
     cuda_driver drv;
     cuda_vmm vm;             /* valid when the vm_* ops are in the table */
     bool whole_maps;         /* vm_backing CCA_VM_WHOLE_MAPS: one allocation per vm_map */
+    bool registered;         /* host_memory CCA_HOST_MEMORY_REGISTERED: mmap + cudaHostRegister */
     pthread_mutex_t vm_lock; /* around each vm op: the record's check, then the driver calls it allows */
     ccai_vm_ranges ranges;   /* reserved ranges and their mapped granules; under vm_lock */
     pthread_mutex_t copy_lock; /* around the copy stream's creation */
@@ -341,16 +351,80 @@ static cca_status cuda_event_destroy(void *ctx, void *event) {
 
 /* ---- host staging memory and copies (sleep and wake) ---------------------- */
 
+/* Registered host memory (CCA_HOST_MEMORY_REGISTERED) comes in huge pages:
+ * a mapping of `size` rounded up to HUGE, HUGE-aligned. */
+#define HUGE ((size_t)2 << 20)
+
+static size_t huge_round(size_t size) {
+    return size > SIZE_MAX - (HUGE - 1) ? 0 : (size + HUGE - 1) & ~(HUGE - 1);
+}
+
+/* An anonymous mapping of len bytes (a multiple of HUGE), HUGE-aligned,
+ * huge pages asked for, faulted in; NULL when the host has no room. */
+static void *huge_mapping(size_t len) {
+    if (len > SIZE_MAX - HUGE)
+        return NULL;
+    char *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    char *p = (char *)(((uintptr_t)raw + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+    if (p > raw) /* the unaligned head and tail go back */
+        munmap(raw, (size_t)(p - raw));
+    if (p + len < raw + len + HUGE)
+        munmap(p + len, (size_t)(raw + len + HUGE - (p + len)));
+    (void)madvise(p, len, MADV_HUGEPAGE); /* advice: without it, small pages */
+#ifdef MADV_POPULATE_WRITE
+    (void)madvise(p, len, MADV_POPULATE_WRITE); /* else cudaHostRegister faults them in as it pins */
+#endif
+    return p;
+}
+
+/* A refused unregister leaves the mapping: unmapping memory the driver
+ * still holds pinned is not allowed. */
+static cudaError_t unregister_host(cuda_device *d, void *ptr, size_t size) {
+    cudaError_t e = d->rt->cudaHostUnregister(ptr);
+    if (e == cudaSuccess)
+        munmap(ptr, huge_round(size));
+    return e;
+}
+
+/* Registered: the mapping, then cudaHostRegister of it in the device's
+ * context; whatever refuses, the mapping goes back. */
+static cca_status register_host(cuda_device *d, size_t size, void **ptr) {
+    size_t len = huge_round(size);
+    void *p = len ? huge_mapping(len) : NULL;
+    if (!p)
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cuda: host memory: mmap of %zu bytes failed", len);
+    cuda_caller caller;
+    cca_status st = enter(d, &caller);
+    if (st != CCA_OK) {
+        munmap(p, len);
+        return st;
+    }
+    cudaError_t e = d->rt->cudaHostRegister(p, len, cudaHostRegisterDefault);
+    leave(d, &caller);
+    if (e != cudaSuccess) {
+        munmap(p, len);
+        return cuda_error(d, e, "cudaHostRegister");
+    }
+    *ptr = p;
+    return CCA_OK;
+}
+
 static cca_status cuda_host_alloc(void *ctx, size_t size, void **ptr) {
     cuda_device *d = ctx;
+    if (d->registered)
+        return register_host(d, size, ptr);
     ON_DEVICE(d, d->rt->cudaMallocHost(ptr, size), "cudaMallocHost");
     return CCA_OK;
 }
 
 static cca_status cuda_host_free(void *ctx, void *ptr, size_t size) {
     cuda_device *d = ctx;
-    (void)size;
-    ON_DEVICE(d, d->rt->cudaFreeHost(ptr), "cudaFreeHost");
+    if (d->registered)
+        ON_DEVICE(d, unregister_host(d, ptr, size), "cudaHostUnregister");
+    else
+        ON_DEVICE(d, d->rt->cudaFreeHost(ptr), "cudaFreeHost");
     return CCA_OK;
 }
 
@@ -860,6 +934,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
     d->device = device;
     d->vm.granularity = o->vm_granularity; /* 0: the driver's minimum, asked in load_vmm */
     d->whole_maps = o->vm_backing == CCA_VM_WHOLE_MAPS;
+    d->registered = o->host_memory == CCA_HOST_MEMORY_REGISTERED;
     snprintf(d->name, sizeof d->name, "cuda:%d", device);
     pthread_mutex_init(&d->vm_lock, NULL);
     pthread_mutex_init(&d->copy_lock, NULL);

@@ -40,6 +40,8 @@
     X(cudaEventDestroy)                                                                                                \
     X(cudaMallocHost)                                                                                                  \
     X(cudaFreeHost)                                                                                                    \
+    X(cudaHostRegister)                                                                                                \
+    X(cudaHostUnregister)                                                                                              \
     X(cudaMemcpyAsync)                                                                                                 \
     X(cudaStreamCreateWithFlags)                                                                                       \
     X(cudaStreamDestroy)

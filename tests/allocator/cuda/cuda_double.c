@@ -646,6 +646,7 @@ cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t count, enum 
 typedef struct dbl_pinned {
     uintptr_t addr;
     size_t size;
+    bool registered; /* cudaHostRegister'd (the caller's mapping), not cudaMallocHost'd */
 } dbl_pinned;
 static dbl_pinned *g_pinned;
 static size_t g_npinned, g_cappinned, g_pinned_bytes;
@@ -662,7 +663,7 @@ cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size) {
         return rt_fail(size ? cudaErrorMemoryAllocation : cudaErrorInvalidValue);
     }
     grow((void **)&g_pinned, &g_cappinned, g_npinned, sizeof *g_pinned);
-    g_pinned[g_npinned++] = (dbl_pinned){(uintptr_t)p, size};
+    g_pinned[g_npinned++] = (dbl_pinned){(uintptr_t)p, size, false};
     g_pinned_bytes += size;
     *ptr = p;
     pthread_mutex_unlock(&g_lock);
@@ -673,7 +674,7 @@ cudaError_t CUDARTAPI cudaFreeHost(void *ptr) {
     RT_BEGIN("cudaFreeHost");
     (void)runtime_context();
     for (size_t i = 0; i < g_npinned; i++)
-        if (g_pinned[i].addr == (uintptr_t)ptr) {
+        if (g_pinned[i].addr == (uintptr_t)ptr && !g_pinned[i].registered) {
             munmap(ptr, g_pinned[i].size);
             g_pinned_bytes -= g_pinned[i].size;
             g_pinned[i] = g_pinned[--g_npinned];
@@ -683,6 +684,49 @@ cudaError_t CUDARTAPI cudaFreeHost(void *ptr) {
     violation("%#lx (%zu) is not a live cudaMallocHost pointer", "cudaFreeHost", (uintptr_t)ptr, 0);
     pthread_mutex_unlock(&g_lock);
     return rt_fail(cudaErrorInvalidValue);
+}
+
+/* cudaHostRegister: the caller's memory, recorded as pinned; nothing of it
+ * may be registered already (DOCUMENTED: cudaErrorHostMemoryAlreadyRegistered),
+ * flags cudaHostRegisterDefault only (STRICTER), ptr and size not 0 (DOCUMENTED).
+ * cudaHostUnregister takes the base of a live registration only (DOCUMENTED:
+ * cudaErrorHostMemoryNotRegistered). */
+cudaError_t CUDARTAPI cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
+    RT_BEGIN("cudaHostRegister");
+    (void)runtime_context();
+    uintptr_t p = (uintptr_t)ptr;
+    if (!ptr || !size || flags != cudaHostRegisterDefault || p + size < p) {
+        violation("%#lx (%zu bytes): NULL, empty, wrapping or flags other than the default", "cudaHostRegister", p,
+                  size);
+        pthread_mutex_unlock(&g_lock);
+        return rt_fail(cudaErrorInvalidValue);
+    }
+    for (size_t i = 0; i < g_npinned; i++)
+        if (p < g_pinned[i].addr + g_pinned[i].size && g_pinned[i].addr < p + size) {
+            violation("%#lx (%zu bytes) overlaps memory registered or pinned already", "cudaHostRegister", p, size);
+            pthread_mutex_unlock(&g_lock);
+            return rt_fail(cudaErrorHostMemoryAlreadyRegistered);
+        }
+    grow((void **)&g_pinned, &g_cappinned, g_npinned, sizeof *g_pinned);
+    g_pinned[g_npinned++] = (dbl_pinned){p, size, true};
+    g_pinned_bytes += size;
+    pthread_mutex_unlock(&g_lock);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaHostUnregister(void *ptr) {
+    RT_BEGIN("cudaHostUnregister");
+    (void)runtime_context();
+    for (size_t i = 0; i < g_npinned; i++)
+        if (g_pinned[i].addr == (uintptr_t)ptr && g_pinned[i].registered) {
+            g_pinned_bytes -= g_pinned[i].size;
+            g_pinned[i] = g_pinned[--g_npinned];
+            pthread_mutex_unlock(&g_lock);
+            return cudaSuccess;
+        }
+    violation("%#lx (%zu) is not the base of a live cudaHostRegister", "cudaHostUnregister", (uintptr_t)ptr, 0);
+    pthread_mutex_unlock(&g_lock);
+    return rt_fail(cudaErrorHostMemoryNotRegistered);
 }
 
 size_t cuda_double_free_pinned(void) {

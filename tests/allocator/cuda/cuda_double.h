@@ -93,14 +93,15 @@ typedef struct cuda_double_stats {
     int primary_refs[CUDA_DOUBLE_MAX_DEVICES]; /* cuDevicePrimaryCtxRetain - Release        */
     char last_violation[256];
     char first_implicit[40];  /* the runtime call that made the first implicit context */
-    size_t pinned_bytes;      /* cudaMallocHost'd, not yet freed                          */
+    size_t pinned_bytes;      /* cudaMallocHost'd or cudaHostRegister'd, not yet given back */
     size_t streams;           /* cudaStreamCreateWithFlags'd, not yet destroyed           */
     unsigned long async_copies; /* cudaMemcpyAsync calls that copied                      */
 } cuda_double_stats;
 
 cuda_double_stats cuda_double_get_stats(void);
-/* Free every live cudaMallocHost allocation (one the upstream could not
- * give back); returns their bytes. */
+/* Free every live cudaMallocHost allocation and unmap every live
+ * cudaHostRegister'd range (one the upstream could not give back); returns
+ * their bytes. */
 size_t cuda_double_free_pinned(void);
 /* How many times `fn` was called (successful or not); "*": every function
  * together (the count cuda_double_fail_call aims in). */

@@ -50,9 +50,12 @@ static cca_upstream *cuda0(void) {
 
 /* Device 0 with the pages backing, in pages of `page` bytes (0: the
  * driver's minimum). */
+static int script_host_memory; /* cca_cuda_options.host_memory of cuda_paged's upstreams (sweep_registered) */
+
 static cca_upstream *cuda_paged(size_t page) {
     cca_upstream *u = NULL;
-    cca_cuda_options o = {.device = 0, .vm_granularity = page, .vm_backing = CCA_VM_PAGES};
+    cca_cuda_options o = {
+        .device = 0, .vm_granularity = page, .vm_backing = CCA_VM_PAGES, .host_memory = script_host_memory};
     cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "page %zu: %s", page, cca_last_error());
     size_t g = 0;
     cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK, "%s", cca_last_error());
@@ -1102,12 +1105,14 @@ static bool expect_log_of_the_fault(const log_probe *p, const char *when) {
                   "%s: an event_query line for the failed call '%s': %s", when, failed, p->line);
         cr_assert(strstr(p->line, "upstream 'cuda:0' event_query"), "%s: %s", when, p->line);
     }
-    /* a refused host_free at a wake is sleep.c's line: its cudaFreeHost, or entering the context for it */
+    /* a refused host_free at a wake is sleep.c's line: its cudaFreeHost (registered: cudaHostUnregister), or
+     * entering the context for it */
     bool host_kept = p->lines == 1 && strstr(p->line, "host memory") != NULL;
-    if (strcmp(failed, "cudaFreeHost") == 0)
-        cr_assert(host_kept, "%s: a refused cudaFreeHost is logged: %d lines, the last: %s", when, p->lines, p->line);
+    const char *host_free = script_host_memory == CCA_HOST_MEMORY_REGISTERED ? "cudaHostUnregister" : "cudaFreeHost";
+    if (strcmp(failed, host_free) == 0)
+        cr_assert(host_kept, "%s: a refused %s is logged: %d lines, the last: %s", when, host_free, p->lines, p->line);
     if (host_kept)
-        cr_assert(!strcmp(failed, "cudaFreeHost") || !strcmp(failed, "cuCtxGetCurrent") ||
+        cr_assert(!strcmp(failed, host_free) || !strcmp(failed, "cuCtxGetCurrent") ||
                       (!strcmp(failed, "cuCtxSetCurrent") && !primary_kept),
                   "%s: a host memory line for the failed call '%s': %s", when, failed, p->line);
     int due = strcmp(failed, "cuMemRelease") == 0 || primary_kept || event_kept || query_failed || host_kept;
@@ -1310,6 +1315,17 @@ Test(cuda_double, sweep_cudaMemcpyAsync) { sweep_sleeping("cudaMemcpyAsync"); } 
 Test(cuda_double, sweep_cudaStreamCreateWithFlags) { sweep_sleeping("cudaStreamCreateWithFlags"); } /* copy stream */
 Test(cuda_double, sweep_sleep_cudaStreamSynchronize) { sweep_sleeping("cudaStreamSynchronize"); } /* and copy_wait */
 Test(cuda_double, sweep_sleep_every_call, .timeout = 300) { sweep_sleeping("*"); }
+/* The same over registered host memory (cca_cuda_options.host_memory): the mapping registered, then
+ * unregistered and unmapped; a refused register gives its mapping back, a refused unregister keeps it (the
+ * double's record of it freed by cuda_double_free_pinned at the end). */
+static void sweep_registered(const char *fn) {
+    script_host_memory = CCA_HOST_MEMORY_REGISTERED;
+    sweep_sleeping(fn);
+    script_host_memory = CCA_HOST_MEMORY_PINNED;
+}
+Test(cuda_double, sweep_registered_cudaHostRegister) { sweep_registered("cudaHostRegister"); }
+Test(cuda_double, sweep_registered_cudaHostUnregister) { sweep_registered("cudaHostUnregister"); }
+Test(cuda_double, sweep_registered_every_call, .timeout = 300) { sweep_registered("*"); }
 Test(cuda_double, sweep_cuCtxGetCurrent, .timeout = 120) { sweep("cuCtxGetCurrent"); }
 Test(cuda_double, sweep_pages_cuMemCreate, .timeout = 120) { sweep_pages("cuMemCreate"); }
 Test(cuda_double, sweep_pages_cuMemMap, .timeout = 120) { sweep_pages("cuMemMap"); }

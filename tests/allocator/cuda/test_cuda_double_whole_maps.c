@@ -584,3 +584,48 @@ Test(cuda_whole_maps, the_plug_text_reaches_the_driver) {
     }
     assert_no_violation();
 }
+
+/* "cuda:host_memory=registered" reaches the driver: a sleep of the plug's
+ * default domain pins its copy by cudaHostRegister (no cudaMallocHost),
+ * the wake unregisters it; "host_memory=pinned" and no key use
+ * cudaMallocHost and cudaFreeHost. */
+Test(cuda_whole_maps, the_plug_host_memory_reaches_the_driver) {
+    static const struct {
+        const char *text;
+        bool registered;
+    } cases[] = {{"cuda", false},
+                 {"cuda:host_memory=pinned", false},
+                 {"cuda:host_memory=registered", true},
+                 {"cuda:vm_backing=pages,host_memory=registered,vm_granularity=4M", true}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cr_assert_eq(cca_plug_configure(cases[i].text, "expandable:1,log_oom:0"), CCA_OK, "%s", cca_last_error());
+        cca_allocator *a = NULL;
+        cr_assert_eq(cca_plug_get_allocator(0, &a), CCA_OK, "%s: %s", cases[i].text, cca_last_error());
+        unsigned char *p = cca_plug_alloc(3 * MiB, 0, NULL);
+        cr_assert_not_null(p, "%s: %s", cases[i].text, cca_last_error());
+        memset(p, 0x6b, 3 * MiB);
+        unsigned long reg = cuda_double_calls("cudaHostRegister"), unreg = cuda_double_calls("cudaHostUnregister");
+        unsigned long mh = cuda_double_calls("cudaMallocHost"), fh = cuda_double_calls("cudaFreeHost");
+        cr_assert_eq(cca_domain_sleep(a, NULL, 0, NULL), CCA_OK, "%s: %s", cases[i].text, cca_last_error());
+        cr_assert_eq(cuda_double_get_stats().mapped_bytes, 0, "%s: asleep, nothing mapped", cases[i].text);
+        cr_assert_eq(cca_domain_wake(a, NULL, NULL), CCA_OK, "%s: %s", cases[i].text, cca_last_error());
+        cr_assert(p[0] == 0x6b && p[3 * MiB - 1] == 0x6b, "%s: the block's bytes came back", cases[i].text);
+        unsigned long n_reg = cuda_double_calls("cudaHostRegister") - reg;
+        unsigned long n_unreg = cuda_double_calls("cudaHostUnregister") - unreg;
+        unsigned long n_mh = cuda_double_calls("cudaMallocHost") - mh, n_fh = cuda_double_calls("cudaFreeHost") - fh;
+        if (cases[i].registered)
+            cr_assert(n_reg == 1 && n_unreg == 1 && n_mh == 0 && n_fh == 0,
+                      "%s: register %lu, unregister %lu, "
+                      "cudaMallocHost %lu, cudaFreeHost %lu",
+                      cases[i].text, n_reg, n_unreg, n_mh, n_fh);
+        else
+            cr_assert(n_reg == 0 && n_unreg == 0 && n_mh == 1 && n_fh == 1,
+                      "%s: register %lu, unregister %lu, "
+                      "cudaMallocHost %lu, cudaFreeHost %lu",
+                      cases[i].text, n_reg, n_unreg, n_mh, n_fh);
+        cr_assert_eq(cuda_double_get_stats().pinned_bytes, 0, "%s", cases[i].text);
+        cca_plug_free(p, 3 * MiB, 0, NULL);
+        cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+    }
+    assert_no_violation();
+}

@@ -595,6 +595,20 @@ Test(cuda_upstream, cuda_options_are_checked) {
                   "%d: %s (want %s and %s)", bad_backing[i], cca_last_error(), pages, whole);
     }
     o.vm_backing = CCA_VM_PAGES;
+    const int bad_host[] = {2, -1, 1000};
+    for (size_t i = 0; i < sizeof bad_host / sizeof *bad_host; i++) {
+        o.host_memory = bad_host[i];
+        u = (cca_upstream *)&u;
+        cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "host_memory %d", bad_host[i]);
+        cr_assert_null(u);
+        char pinned[48], registered[48];
+        snprintf(pinned, sizeof pinned, "CCA_HOST_MEMORY_PINNED (%d)", CCA_HOST_MEMORY_PINNED);
+        snprintf(registered, sizeof registered, "CCA_HOST_MEMORY_REGISTERED (%d)", CCA_HOST_MEMORY_REGISTERED);
+        cr_assert(strstr(cca_last_error(), "host_memory") && strstr(cca_last_error(), pinned) &&
+                      strstr(cca_last_error(), registered),
+                  "%d: %s", bad_host[i], cca_last_error());
+    }
+    o.host_memory = CCA_HOST_MEMORY_PINNED;
     o.vm_granularity = CCA_CUDA_MAX_VM_GRANULARITY; /* the largest accepted: the device decides */
     cca_status st = cca_upstream_cuda_create_with(&o, &u);
     if (st == CCA_ERR_NO_DEVICE)
@@ -618,6 +632,63 @@ Test(cuda_upstream, cuda_options_are_checked) {
     cca_upstream_destroy(u);
     o.device = -1;
     cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "device -1");
+}
+
+/* Sleep and wake of the default domain over either host memory
+ * (cca_cuda_options.host_memory): while asleep the driver's free count is
+ * back where it was before the blocks within one page and the host holds
+ * their live bytes; after the wake every block holds its bytes at its
+ * address; then empty-cache gives the device back. */
+static void sleep_and_wake_with(int host_memory) {
+    cca_cuda_options o = {.device = 0, .host_memory = host_memory};
+    cca_upstream *u = NULL;
+    cca_status st = cca_upstream_cuda_create_with(&o, &u);
+    if (st == CCA_ERR_NO_DEVICE)
+        CCA_NO_GPU("no GPU: %s", cca_last_error());
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    if (!cca_upstream_has_vm(u))
+        CCA_NO_GPU("no virtual memory management on this GPU: %s", cca_last_error());
+    size_t g = 0;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    size_t before = device_free_warm(u);
+    cca_allocator *a = tu_allocator(u, "expandable:1");
+    enum { N = 7 };
+    void *p[N];
+    size_t size[N];
+    alloc_filled(a, p, size, N);
+    cca_sleep_report r;
+    cr_assert_eq(cca_domain_sleep(a, NULL, 0, &r), CCA_OK, "host_memory %d: %s", host_memory, cca_last_error());
+    size_t live = 0;
+    for (int i = 0; i < N; i++)
+        live += size[i];
+    cr_assert_geq(r.bytes_copied, live, "every live byte copied");
+    cr_assert_geq(r.host_bytes, r.bytes_copied);
+    size_t copied = r.bytes_copied;
+    cr_assert_leq(distance(device_free(u), before), g + TOLERANCE, "asleep: the device's free count is back");
+    cr_assert_eq(tu_stats(a).reserved_bytes, 0);
+    cr_assert_eq(cca_domain_wake(a, NULL, &r), CCA_OK, "host_memory %d: %s", host_memory, cca_last_error());
+    cr_assert_eq(r.bytes_copied, copied, "the wake copies back what the sleep copied");
+    for (int i = 0; i < N; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "host_memory %d, block %d after the wake", host_memory, i);
+        device_expect(p[i], size[i], i % 250 + 1, what);
+        tu_free(a, p[i]);
+    }
+    cca_upstream_stats us;
+    cr_assert_eq(cca_upstream_get_stats(u, &us), CCA_OK);
+    cr_assert_eq(us.host_bytes_in_use, 0, "the wake gave the host memory back");
+    tu_empty_all(a, u);
+    cr_assert_leq(distance(device_free(u), before), TOLERANCE);
+    tu_destroy_clean(a, u);
+    cca_upstream_destroy(u);
+}
+
+Test(cuda_upstream, sleep_and_wake_over_pinned_host_memory) {
+    sleep_and_wake_with(CCA_HOST_MEMORY_PINNED);
+}
+
+Test(cuda_upstream, sleep_and_wake_over_registered_host_memory) {
+    sleep_and_wake_with(CCA_HOST_MEMORY_REGISTERED);
 }
 
 /* A page of 4 granules is ONE physical allocation: a map of 3 pages makes 3

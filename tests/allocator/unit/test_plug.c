@@ -410,6 +410,15 @@ Test(plug, hostile_upstream_texts_are_refused) {
                          "cuda:vm_backing=whole_maps,,vm_granularity=8M",
                          "cuda:,vm_backing=pages",
                          "cuda:vm_backing=pages,vm_backing=pages",
+                         "cuda:host_memory",
+                         "cuda:host_memory=",
+                         "cuda:host_memory=pageable",
+                         "cuda:host_memory=PINNED",
+                         "cuda:host_memory=1",
+                         "cuda:host_memory=registered,host_memory=registered",
+                         "cuda:host_memory=pinned,host_memory=registered",
+                         "cuda:vm_backing=pages,host_memory=registered,vm_backing=pages",
+                         "cuda:host_memory=registered,",
                          "cuda:vm_backing=pages,vm_backing=whole_maps",
                          "cuda:vm_granularity=8M,vm_granularity=8M",
                          "cuda:vm_granularity=8M,",
@@ -429,8 +438,10 @@ Test(plug, hostile_upstream_texts_are_refused) {
         cr_assert_eq(cca_plug_configure(bad[i], NULL), CCA_ERR_CONFIG, "'%s' accepted", bad[i]);
         cr_assert_not_null(strstr(cca_last_error(), "cca_plug_configure: upstream"), "%s", cca_last_error());
         if (strncmp(bad[i], "cuda", 4) == 0)
-            cr_assert_not_null(strstr(cca_last_error(), "cuda[:KEY=VALUE[,KEY=VALUE]] with keys vm_granularity=SIZE "
-                                                        "and vm_backing=pages|whole_maps, each at most once"),
+            cr_assert_not_null(strstr(cca_last_error(),
+                                      "cuda[:KEY=VALUE[,KEY=VALUE]] with keys vm_granularity=SIZE, "
+                                      "vm_backing=pages|whole_maps and host_memory=pinned|registered, "
+                                      "each at most once"),
                                "'%s': the message gives the accepted form: %s", bad[i], cca_last_error());
     }
     char longer[4096];

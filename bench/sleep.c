@@ -49,7 +49,9 @@
  *
  * Output: the table on stdout, or README.md (device, command, what is
  * timed, machine), sleep.md and sleep.csv into --out. Exit status: 0 ok,
- * 1 a failure or a mismatch, 2 bad usage. --device cuda without a GPU:
+ * 1 a failure or a mismatch, 2 bad usage; on the simulated device a
+ * size whose run the host cannot hold (3 x SIZE: host_can_hold) is a
+ * failure before any size runs. --device cuda without a GPU:
  * "skipped: no GPU: REASON", exit 0, as `ccbench driver`.
  *
  * ccb_cmd_sleep_on runs the same on a device its caller made, every size
@@ -67,6 +69,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_SIZES 8
 #define MIX_MIN ((size_t)4 << 10)
@@ -120,6 +123,8 @@ static void usage(FILE *f) {
             "  --device host (default: the simulated device) or cuda (GPU 0; without one: skipped).\n"
             "  --host-memory (cuda only): the host memory a sleep's copy is kept in, pinned\n"
             "  (cudaMallocHost, the default) or registered (huge pages + cudaHostRegister).\n"
+            "  The simulated device's memory is the host's: a size needs 3 x SIZE of it (more than the\n"
+            "  host has: exit 1 before any size runs).\n"
             "  --out DIR: README.md, sleep.md, sleep.csv there; else the table on stdout.\n",
             MAX_SIZES);
 }
@@ -229,6 +234,32 @@ static int make_upstream(const sleep_options *so, size_t size, cca_upstream **u,
         return 0;
     snprintf(why, whylen, "%s", cca_last_error());
     return st == CCA_ERR_NO_DEVICE ? 1 : -1;
+}
+
+/* The simulated device's memory is the host's: a size's run holds its
+ * live bytes three times at once (the domain's pages, the fresh pages of
+ * the copy in, the plain copy's host buffer; a sleep's copy: twice).
+ * Overcommit lets every map succeed, so a size beyond the host's memory
+ * would end by the OOM killer, not an error: refused before any size
+ * runs. 0, or -1 (said). */
+static int host_can_hold(const sleep_options *so) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (so->cuda || so->device || pages <= 0 || page <= 0)
+        return 0;
+    size_t host = (size_t)pages <= SIZE_MAX / (size_t)page ? (size_t)pages * (size_t)page : SIZE_MAX;
+    for (size_t i = 0; i < so->nsizes; i++) {
+        size_t size = so->sizes[i]; /* <= 1T: three of it fit a size_t */
+        if (3 * size <= host)
+            continue;
+        char b0[32], b1[32], b2[32];
+        fprintf(stderr,
+                "ccbench sleep: --sizes %s needs %s of host memory on the simulated device, this host has %s "
+                "(its live bytes three times at once); nothing was run\n",
+                cca_format_bytes(size, b0, sizeof b0), cca_format_bytes(3 * size, b1, sizeof b1),
+                cca_format_bytes(host, b2, sizeof b2));
+        return -1;
+    }
+    return 0;
 }
 
 /* The block sizes of the mix for `size` live bytes into *lens (malloc'd). */
@@ -658,6 +689,8 @@ int ccb_cmd_sleep_on(int argc, char **argv, const char *command_line, cca_upstre
     int rc = parse_options(argc, argv, &so);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (host_can_hold(&so))
+        return 1;
     sleep_row rows[MAX_SIZES] = {0};
     char devname[128] = "", why[512] = "";
     for (size_t i = 0; i < so.nsizes && rc == 0; i++) {

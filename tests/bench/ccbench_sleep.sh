@@ -2,7 +2,10 @@
 # ccbench_sleep.sh — `ccbench sleep` end to end on the simulated device
 # (bench/sleep.c): a tiny run succeeds, says no mismatch, and writes
 # README.md (device, command, what is timed), sleep.md (the table) and
-# sleep.csv (the columns a plot reads, one row per size).
+# sleep.csv (the columns a plot reads, one row per size). A size the host
+# cannot hold on the simulated device (its run needs 3 x SIZE of host
+# memory at once) is refused before anything is allocated: exit 1 naming
+# the size and both figures, not a process the kernel's OOM killer ends.
 #
 #   ccbench_sleep.sh CCBENCH OUTDIR
 set -u
@@ -23,4 +26,20 @@ head -1 "$out/sleep.csv" | grep -q '^device,simulated,domain_bytes,blocks,live_b
 grep -q '^host-simulated,1,8388608,[0-9]*,8388608,1,' "$out/sleep.csv" || fail "sleep.csv has no 8 MiB row"
 grep -q '^host-simulated,1,8388608,.*,[0-9.]*,,,,,[0-9.]*,[0-9.]*,n/a,[0-9.]*,simulated$' "$out/sleep.csv" ||
     fail "sleep.csv: the simulated device's cudaHostRegister fields are not empty"
+# 1T needs 3 TiB of host memory: refused, unless this host has that much.
+# Run under an address-space limit where the binary allows one (not under
+# a sanitizer, whose shadow memory needs more): a ccbench without the check
+# then fails on that limit, not by the OOM killer.
+phys=$(($(getconf _PHYS_PAGES) * $(getconf PAGESIZE)))
+if [ "$phys" -lt $((3 << 40)) ]; then
+    limit=
+    (ulimit -v 8388608 && "$ccbench" sleep --help) >/dev/null 2>&1 && limit=8388608
+    (if [ -n "$limit" ]; then ulimit -v "$limit"; fi; exec "$ccbench" sleep --sizes 64M,1T --reps 1) \
+        >"$out/big.txt" 2>&1
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "--sizes 64M,1T: exit status $rc, want 1: $(cat "$out/big.txt")"
+    grep -q "ccbench sleep: --sizes 1.00 TiB needs 3.00 TiB of host memory on the simulated device, this host has " \
+        "$out/big.txt" || fail "--sizes 64M,1T: $(cat "$out/big.txt")"
+    ! grep -q '64.00 MiB |' "$out/big.txt" || fail "--sizes 64M,1T: 64M was run before the refusal"
+fi
 echo "ok"

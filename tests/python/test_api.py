@@ -882,6 +882,36 @@ def test_allocator_sleep_and_wake_every_domain(alloc):
     d.free(y)
 
 
+@pytest.mark.parametrize("flag", ["False", "no", "", 2, -1, 0.0, 2.5, None, [], b"0"])
+def test_flags_are_bools_not_truthy_values(alloc, flag):
+    """discard and force decide what is lost (the blocks' bytes, live
+    blocks' memory): a str like "False", a float or None once read as its
+    truth value (discard="False" discarded the bytes); now TypeError and
+    nothing changed. True, False, 0 and 1 are the flags."""
+    d = alloc.domain("flags")
+    x = d.alloc(MiB)
+    ctypes.memset(x, 0x6B, MiB)
+    with pytest.raises(TypeError, match="discard is a bool"):
+        d.sleep(discard=flag)
+    with pytest.raises(TypeError, match="discard is a bool"):
+        alloc.sleep(discard=flag)
+    assert (d.stats()["asleep"], alloc.stats()["asleep_domains"]) == (0, 0)
+    with pytest.raises(TypeError, match="force is a bool"):
+        d.release(force=flag)
+    with pytest.raises(TypeError, match="force is a bool"):
+        d.destroy(force=flag)
+    assert not d.destroyed and d.stats()["allocated_bytes"] == MiB
+    assert ctypes.string_at(x, MiB) == b"\x6b" * MiB
+    for ok in (False, 0):
+        assert d.sleep(discard=ok).bytes_copied == MiB
+        d.wake()
+    assert ctypes.string_at(x, MiB) == b"\x6b" * MiB
+    assert d.sleep(discard=1).bytes_copied == 0
+    d.wake()
+    d.free(x)
+    assert d.release(force=0).live_blocks == 0
+
+
 def test_classic_segments_cannot_sleep(classic):
     d = classic.domain("classic")
     x = d.alloc(MiB)

@@ -58,9 +58,10 @@ def raise_for(lib: _lib.Library, status: int, what: str = "") -> None:
 #
 # ctypes converts a Python int to a C integer or pointer by keeping its low
 # bits (2**64 + 512 becomes 512, 2**32 becomes device 0) and a str to a C
-# string that ends at its first NUL. Every argument that crosses into C goes
-# through one of the functions below, which refuse what C would not receive
-# as given.
+# string that ends at its first NUL; a flag computed as ``x if flag else 0``
+# takes any object's truth value ("False" is true). Every argument that
+# crosses into C goes through one of the functions below, which refuse what
+# C would not receive as given.
 
 SIZE_LIMIT = 1 << 64  # sizes, counts and addresses: size_t / uintptr_t, [0, 2**64)
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1  # device numbers: C int
@@ -81,6 +82,23 @@ def integer(value: Any, what: str) -> int:
         return operator.index(value)
     except TypeError:
         raise TypeError(f"{what} is an int, not {type(value).__name__}") from None
+
+
+def flag_arg(value: Any, what: str) -> bool:
+    """A flag (``discard``, ``force``): True or False, or the int 0 or 1;
+    TypeError for anything else. Its truth value is not taken: a flag
+    decides what is lost (``discard=True``: the blocks' bytes;
+    ``force=True``: live blocks' memory), and ``"False"``, ``"no"``,
+    ``2.5`` or a list are true."""
+    if isinstance(value, bool):
+        return value
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number not in (0, 1):
+        raise TypeError(f"{what} is a bool (True or False), not {value!r}")
+    return bool(number)
 
 
 def count_arg(lib: _lib.Library, value: Any, what: str) -> int:
@@ -625,13 +643,15 @@ class Allocator:
         creation order; the device gets all of their mapped memory back, the
         live blocks' bytes go to host memory (``discard=True``: nothing is
         copied, contents undefined after the wake), every address is kept.
+        ``discard`` is a bool (or 0 or 1): another value raises TypeError
+        before any call, never read as its truth value.
 
         All or nothing: a domain that refuses wakes again the ones this call
         put to sleep and its error is raised (:class:`UpstreamError` for
         classic segments, ``conf="expandable:0"``). Domains asleep already
         stay so. See :meth:`Domain.sleep` for one domain.
         """
-        return _sleep_call(self, self._lib.cca_sleep, SLEEP_DISCARD if discard else 0)
+        return _sleep_call(self, self._lib.cca_sleep, SLEEP_DISCARD if flag_arg(discard, "discard") else 0)
 
     def wake(self) -> SleepReport:
         """Wake every sleeping domain (``cca_wake``), same order.
@@ -811,7 +831,8 @@ class Domain:
         rounded up to 512 bytes) are copied into host memory, then every
         mapped page of the domain is unmapped; the address ranges stay
         reserved, so every address is valid again after :meth:`wake`.
-        ``discard=True`` copies nothing (contents undefined after the wake).
+        ``discard=True`` copies nothing (contents undefined after the wake);
+        ``discard`` is a bool (or 0 or 1), TypeError for another value.
 
         While asleep: ``alloc`` raises :class:`AsleepError`, ``free``
         works (the block's copy is dropped, its host chunk given back with the
@@ -823,7 +844,8 @@ class Domain:
         changed.
         """
         a = self.allocator
-        return _sleep_call(a, a._lib.cca_domain_sleep, self.handle, SLEEP_DISCARD if discard else 0)
+        flags = SLEEP_DISCARD if flag_arg(discard, "discard") else 0
+        return _sleep_call(a, a._lib.cca_domain_sleep, self.handle, flags)
 
     def wake(self) -> SleepReport:
         """Map the pages under the domain's live blocks again and copy their
@@ -835,6 +857,7 @@ class Domain:
 
     def _call(self, fn, force: bool, max_leaks: int) -> DomainReport:
         lib = self.allocator._lib
+        flags = DOMAIN_FORCE if flag_arg(force, "force") else 0
         # max_leaks bounds the list; the buffer is only as long as the list
         # can be: every block of the allocator that is live or pending now
         # (active_blocks counts both). A huge max_leaks once meant a buffer
@@ -848,7 +871,7 @@ class Domain:
         r = _lib.out_struct(_lib.DomainReport)
         r.leaks = ctypes.cast(leaks, ctypes.POINTER(_lib.LiveBlock))
         r.leaks_cap = cap
-        st = self.allocator._c(fn(lib), self.handle, DOMAIN_FORCE if force else 0, ctypes.byref(r))
+        st = self.allocator._c(fn(lib), self.handle, flags, ctypes.byref(r))
         message = _text(lib.cca_last_error())
         report = DomainReport(
             bytes_released=r.bytes_released, segments_released=r.segments_released,
@@ -876,7 +899,8 @@ class Domain:
         negative one, checked before anything is released).
         ``force=True`` releases them anyway: DANGEROUS, their memory goes
         back to the device while their pointers may still be in use
-        (``cca_domain_release``, ccalloc.h).
+        (``cca_domain_release``, ccalloc.h). ``force`` is a bool (or 0 or
+        1): TypeError for another value, before anything is released.
         """
         return self._call(lambda lib: lib.cca_domain_release, force, max_leaks)
 

@@ -35,7 +35,8 @@
  * is too long for PATH_MAX, is an error, exit 1: the user named it; it is
  * run whole, never cut), else it is searched for in the build
  * tree (CCB_CCRUN_PATH), next to ccbench (../runtime/ccrun), then $PATH; not
- * found there: "skipped", exit 0.
+ * found there: "skipped", exit 0. --device cuda without a GPU (no CUDA
+ * device, or a build without CUDA): "skipped: no GPU: REASON", exit 0.
  *
  * Steps of ccb_cmd_switch: parse the options (getopt_long, the conventions
  * of cli.c), find ccrun, lay out the sequence of models, (a), (b), (c),
@@ -608,6 +609,16 @@ int ccb_cmd_switch(int argc, char **argv) {
     if (find_ccrun(so.ccrun, ccrun, sizeof ccrun) != 0) {
         printf("skipped: ccrun not found (build target ccrun with -DCCA_BUILD_RUNTIME=ON, or pass --ccrun PATH)\n");
         return 0;
+    }
+    if (strcmp(so.device, "cuda") == 0) { /* asked for a GPU: without one, skipped, as ccbench sleep and driver */
+        cca_upstream *u = NULL;
+        cca_status st = cca_upstream_cuda_create(0, &u);
+        if (st == CCA_ERR_NO_DEVICE) {
+            ccai_fprintf_escaped(stdout, "skipped: no GPU: %s\n", cca_last_error());
+            return 0;
+        }
+        if (st == CCA_OK)
+            cca_upstream_destroy(u);
     }
     switch_run w;
     if (lay_out(&w, &so, ccrun) != 0) {

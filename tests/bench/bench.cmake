@@ -261,6 +261,10 @@ if(TARGET ccbench_core)
         ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
     endif()
   endif()
+  # switch --device cuda without a GPU: skipped with the reason, exit 0, as sleep and driver (it ran
+  # ccrun, printed its JSON and exited 1); on a GPU, two small models switch once
+  ccb_cli(ccbench_switch_cuda_or_skip 0 "skipped: no GPU|In-process switch: " "" -
+    switch --device cuda --rounds 1 mlp:64x64:relu mlp:64x64:gelu)
   # switch: one model once has no switch to time (it printed NaN and exited 0)
   ccb_cli(ccbench_switch_one_model 2 "a switch needs two models in the sequence" "" -
     switch --device host --rounds 1 mlp:64x64:relu)

@@ -846,7 +846,8 @@ typedef struct cca_release_report {
     size_t free_bytes_trapped;
     /* sleeping domains (cca_domain_sleep) afterwards, and the host memory
      * holding their live blocks; their segments are counted above, pinned
-     * by live blocks whose bytes are on the host, not on the device */
+     * by live blocks whose bytes are on the host, not on the device (their
+     * free_bytes_pinned: the pages a refused unmap left mapped, if any) */
     size_t asleep_domains;
     size_t host_bytes;
 } cca_release_report;

@@ -282,7 +282,10 @@ void ccai_release_report_fill(const cca_allocator *a, cca_release_report *r) {
             ccai_segment_live(s, &live_blocks, &live_bytes);
             r->segments_pinned++;
             r->live_bytes_pinning += live_bytes;
-            r->free_bytes_pinned += a->kind->reserved(s) - live_bytes;
+            /* asleep (sleep.c): its live bytes are on the host, and what the
+             * device still holds (a refused unmap's pages) holds none */
+            size_t held = a->kind->reserved(s);
+            r->free_bytes_pinned += s->domain->sleep ? held : held - live_bytes;
         }
         r->free_bytes_trapped += a->kind->trapped(s);
     }

@@ -39,7 +39,9 @@
  *   copy is dropped (ccai_sleep_drop, one branch in cca_free) and its
  *   chunk's host memory given back with the chunk's last live block; trim and the OOM retry find nothing mapped in
  *   d (pages.c counts what a refused unmap left as held, so they leave it),
- *   and trim may give back a range whose blocks were all freed.
+ *   and trim may give back a range whose blocks were all freed; d's live
+ *   bytes stay in `allocated` but not in `reserved`: what compares the two
+ *   (cached bytes, hold_peak's hold) leaves them out (ccai_sleep_allocated).
  * - Wake, all or nothing: the pages under d's live and pending blocks (not
  *   its free space) are counted, the cap and the device's free memory asked
  *   once for all of them (short: CCA_ERR_OUT_OF_MEMORY saying how many
@@ -85,6 +87,14 @@ struct ccai_sleep {
     sleep_chunk *c;  /* none with DISCARD or no live bytes */
     size_t *by_addr; /* e's indices by address: the free path's search */
 };
+
+size_t ccai_sleep_allocated(const cca_allocator *a) {
+    size_t n = 0;
+    for (const cca_domain *d = &a->root; d; d = d->next)
+        if (d->sleep) /* before the first domain is created the default one holds every block */
+            n += a->domains_tracked ? d->c.allocated : a->c.allocated;
+    return n;
+}
 
 size_t ccai_sleep_host_bytes(const cca_domain *d) {
     return d->sleep ? d->sleep->host_size : 0;

@@ -6,6 +6,9 @@
  *   report     cca_trim / cca_empty_cache's release report while a domain
  *              sleeps with live blocks: its figures are the device's
  *              (free_bytes_pinned no more than what stays reserved).
+ *   hold_peak  a sleeping domain's live bytes are on the host: another
+ *              domain's request is held at the peak exactly as when no
+ *              domain sleeps (the cache goes back before the peak rises).
  *
  * Every test can fail: each names what it expected.
  */
@@ -42,4 +45,44 @@ Test(sleep_interplay, release_report_while_asleep_counts_the_device) {
     tu_free(a, q);
     tu_free(a, p);
     tu_teardown(a, u);
+}
+
+/* ---- hold_peak --------------------------------------------------------------------------- */
+
+/* B: two 64 MiB blocks, the first freed (cached, mapped), then 96 MiB that
+ * the cache cannot serve. Held at the peak, the cached 64 MiB go back
+ * first: B ends with 64 + 96 MiB reserved, not 64 + 64 + 96. Returns B's
+ * reserved bytes afterwards. */
+static size_t hold_run(bool sleep_a) {
+    cca_upstream *u = tu_vm_device(1024 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, "hold_peak:1,expandable_ahead:0");
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    void *pa = NULL, *x = NULL, *y = NULL, *z = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 200 * MiB, NULL, &pa), CCA_OK, "%s", cca_last_error());
+    if (sleep_a)
+        cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 64 * MiB, NULL, &x), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 64 * MiB, NULL, &y), CCA_OK, "%s", cca_last_error());
+    tu_free(a, x);
+    cca_reset_peak_stats(a);
+    cr_assert_eq(cca_alloc_in(a, B, 96 * MiB, NULL, &z), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cca_domain_stats s;
+    cr_assert_eq(cca_get_domain_stats(a, B, &s), CCA_OK);
+    tu_free(a, z);
+    tu_free(a, y);
+    if (sleep_a)
+        cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    tu_free(a, pa);
+    tu_teardown(a, u);
+    return s.reserved_bytes;
+}
+
+Test(sleep_interplay, hold_peak_holds_beside_a_sleeping_domain) {
+    size_t awake = hold_run(false), asleep = hold_run(true);
+    cr_assert_eq(awake, 160 * MiB, "awake: B holds %zu MiB (the cache went back first)", awake / MiB);
+    cr_assert_eq(asleep, awake, "A asleep: B holds %zu MiB, %zu MiB with A awake (the cache kept)", asleep / MiB,
+                 awake / MiB);
 }

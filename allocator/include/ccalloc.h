@@ -1137,7 +1137,9 @@ typedef struct cca_domain_stats {
     double fragmentation; /* 1 - largest_free_block / cached_bytes; 0 if none */
     int asleep;           /* 1 while asleep (cca_domain_sleep): its live
                              blocks' bytes on the host, reserved_bytes 0
-                             (or what a refused unmap left), cached_bytes 0 */
+                             (or what a refused unmap left), cached_bytes,
+                             largest_free_block and fragmentation 0 (it
+                             serves nothing until the wake) */
     size_t host_bytes;    /* host memory holding its copies while asleep    */
 } cca_domain_stats;
 

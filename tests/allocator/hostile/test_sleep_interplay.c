@@ -9,6 +9,8 @@
  *   hold_peak  a sleeping domain's live bytes are on the host: another
  *              domain's request is held at the peak exactly as when no
  *              domain sleeps (the cache goes back before the peak rises).
+ *   stats      a sleeping domain whose unmap was refused (a free run left
+ *              mapped) reports no cached byte and no free block.
  *
  * Every test can fail: each names what it expected.
  */
@@ -85,4 +87,45 @@ Test(sleep_interplay, hold_peak_holds_beside_a_sleeping_domain) {
     cr_assert_eq(awake, 160 * MiB, "awake: B holds %zu MiB (the cache went back first)", awake / MiB);
     cr_assert_eq(asleep, awake, "A asleep: B holds %zu MiB, %zu MiB with A awake (the cache kept)", asleep / MiB,
                  awake / MiB);
+}
+
+/* ---- domain stats ------------------------------------------------------------------------ */
+
+/* A refused unmap leaves a free run mapped in a sleeping domain: its stats
+ * still say nothing is cached there (ccalloc.h, cca_domain_stats.asleep). */
+Test(sleep_interplay, refused_unmap_leaves_no_cached_bytes) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(256 * MiB, 0);
+    cca_upstream *u = tu_faulty_create(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, "expandable_ahead:0");
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 1 * MiB, NULL, &p), CCA_OK);
+    cr_assert_eq(cca_alloc_in(a, A, 60 * MiB, NULL, &q), CCA_OK);
+    tu_free(a, q);
+    f.fail_at[TU_FAULT_UNMAP] = f.calls[TU_FAULT_UNMAP] + 1;
+    f.sticky[TU_FAULT_UNMAP] = true;
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_ERR_UPSTREAM);
+    tu_faulty_faults_off(&f);
+    tu_check(a);
+    cca_domain_stats s;
+    cr_assert_eq(cca_get_domain_stats(a, A, &s), CCA_OK);
+    cr_assert_eq(s.asleep, 1);
+    cr_assert_gt(s.reserved_bytes, 0);
+    cr_assert_eq(s.cached_bytes, 0, "asleep: cached %zu of %zu reserved", s.cached_bytes, s.reserved_bytes);
+    cr_assert_eq(s.largest_free_block, 0, "asleep: a free block of %zu bytes to serve", s.largest_free_block);
+    cr_assert_eq(s.fragmentation, 0.0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    cr_assert_eq(cca_write_snapshot_torch(a, 0, fp), CCA_OK, "%s", cca_last_error());
+    fclose(fp);
+    free(buf);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
 }

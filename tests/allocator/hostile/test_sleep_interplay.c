@@ -1,7 +1,7 @@
 /*
  * test_sleep_interplay.c — allocator/src/sleep.c against the rest of the
  * allocator: what the other calls do while a domain sleeps, each a case
- * the programs of test_sleep_hostile.c do not reach.
+ * the random programs of test_sleep_hostile.c do not reach.
  *
  *   report     cca_trim / cca_empty_cache's release report while a domain
  *              sleeps with live blocks: its figures are the device's
@@ -11,6 +11,17 @@
  *              domain sleeps (the cache goes back before the peak rises).
  *   stats      a sleeping domain whose unmap was refused (a free run left
  *              mapped) reports no cached byte and no free block.
+ *   arenas     a footprint arena woken maps what it serves; one freed
+ *              while asleep goes with empty-cache and can be reserved
+ *              again; greedy's arena freed while asleep, emptied, woken.
+ *   pending    a block freed while asleep with its events held: a release
+ *              refused leaves the domain asleep, the wake maps its pages;
+ *              a pending block at sleep refuses it with no stat changed.
+ *   refusals   a wake refused by max_reserved changes no stat, and goes
+ *              ahead once empty-cache made room.
+ *   queries    the writers, cca_block_size and cca_domain_of while asleep.
+ *   fork       a child wakes its copy of a sleeping domain, then the parent
+ *              wakes its own: both find the bytes.
  *
  * Every test can fail: each names what it expected.
  */
@@ -21,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ---- report ------------------------------------------------------------------------------ */
 
@@ -89,10 +102,243 @@ Test(sleep_interplay, hold_peak_holds_beside_a_sleeping_domain) {
                  awake / MiB);
 }
 
-/* ---- domain stats ------------------------------------------------------------------------ */
+/* ---- arenas, pending frees, refusals, queries, fork ---------------------------------------- */
 
-/* A refused unmap leaves a free run mapped in a sleeping domain: its stats
- * still say nothing is cached there (ccalloc.h, cca_domain_stats.asleep). */
+Test(sleep_interplay, footprint_arena_after_a_wake_maps_what_it_serves) {
+    cca_upstream *u = tu_vm_device(512 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_reserve(a, A, 64 * MiB), CCA_OK, "%s", cca_last_error());
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 8 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    tu_fill(p, 8 * MiB, 1);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(cca_alloc_in(a, A, 16 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    TU_ASSERT_READABLE(q);
+    TU_ASSERT_READABLE((char *)q + 16 * MiB - 1);
+    tu_fill(q, 16 * MiB, 2);
+    cr_assert(tu_check_fill(p, 8 * MiB, 1));
+    tu_free(a, q);
+    tu_free(a, p);
+    tu_teardown(a, u);
+}
+
+Test(sleep_interplay, greedy_arena_freed_while_asleep_then_emptied) {
+    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, "policy:greedy,greedy_bytes:96M");
+    void *p = tu_alloc(a, 10 * MiB, NULL);
+    cr_assert_eq(cca_sleep(a, 0, NULL), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p);
+    tu_check(a);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(cca_wake(a, NULL), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    void *q = NULL;
+    cr_assert_eq(cca_alloc(a, 20 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    tu_fill(q, 20 * MiB, 3);
+    tu_free(a, q);
+    tu_check(a);
+    tu_teardown(a, u);
+}
+
+Test(sleep_interplay, pending_freed_while_asleep_then_wake) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(256 * MiB, 0);
+    cca_upstream *u = tu_faulty_create_streams(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    void *p = NULL, *q = NULL, *r = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 3 * MiB, NULL, &p), CCA_OK);
+    cr_assert_eq(cca_alloc_in(a, A, 5 * MiB + 512, NULL, &q), CCA_OK);
+    cr_assert_eq(cca_alloc_in(a, A, 700, NULL, &r), CCA_OK);
+    tu_fill(q, 5 * MiB + 512, 4);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_record_stream(a, p, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
+    f.hold_events = true;
+    f.sync_keeps_events = true;
+    tu_free(a, p);
+    tu_free(a, r);
+    tu_check(a);
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    (void)cca_trim(a, 0, NULL); /* the pending block's events are held: reported, it stays */
+    tu_check(a);
+    cca_domain_report dr = {0};
+    cr_assert_eq(cca_domain_release(a, A, CCA_DOMAIN_FORCE, &dr), CCA_ERR_LIVE_BLOCKS);
+    tu_check(a);
+    cr_assert_eq(tu_stats(a).asleep_domains, 1, "a refused release leaves it asleep");
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert(tu_check_fill(q, 5 * MiB + 512, 4));
+    f.hold_events = false;
+    f.sync_keeps_events = false;
+    f.events_done = f.events_recorded;
+    cr_assert_eq(cca_trim(a, 0, NULL), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    tu_free(a, q);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_stats us = tu_upstream_stats(inner);
+    cr_assert_eq(us.bytes_in_use + us.vm_reserved_bytes + us.host_bytes_in_use, 0);
+    cca_upstream_destroy(inner);
+}
+
+Test(sleep_interplay, refused_calls_change_no_stat) {
+    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, "max_reserved:64M");
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    tu_fill(p, 40 * MiB, 8);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 40 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    tu_free(a, q);
+    cca_stats before = tu_stats(a);
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_ERR_OUT_OF_MEMORY);
+    tu_check(a);
+    cca_stats after = tu_stats(a);
+    tu_assert_stats_equal(&before, &after, "a wake refused by max_reserved");
+    cr_assert_eq(cca_wake(a, NULL), CCA_ERR_OUT_OF_MEMORY);
+    after = tu_stats(a);
+    tu_assert_stats_equal(&before, &after, "cca_wake refused by max_reserved");
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert(tu_check_fill(p, 40 * MiB, 8));
+    tu_free(a, p);
+    tu_teardown(a, u);
+}
+
+Test(sleep_interplay, writers_while_asleep) {
+    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, "history:64");
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 3 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    void *z = tu_alloc(a, 1 * MiB, NULL);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(cca_write_snapshot_torch(a, 0, f), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_write_snapshot_json(a, f), CCA_OK, "%s", cca_last_error());
+    fclose(f);
+    free(buf);
+    cr_assert_eq(tu_block_size(a, p), 3 * MiB);
+    cca_domain *o = NULL;
+    cr_assert_eq(cca_domain_of(a, p, &o), CCA_OK);
+    cr_assert_eq(o, A);
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p);
+    tu_free(a, z);
+    tu_teardown(a, u);
+}
+
+Test(sleep_interplay, arena_freed_while_asleep_goes_with_empty_cache) {
+    cca_upstream *u = tu_vm_device(512 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_reserve(a, A, 64 * MiB), CCA_OK, "%s", cca_last_error());
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 8 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p);
+    tu_check(a);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(cca_alloc_in(a, A, 16 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    tu_fill(q, 16 * MiB, 2);
+    tu_free(a, q);
+    cr_assert_eq(cca_domain_reserve(a, A, 32 * MiB), CCA_OK, "%s", cca_last_error());
+    tu_check(a);
+    tu_teardown(a, u);
+}
+
+Test(sleep_interplay, not_ready_sleep_changes_nothing) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(256 * MiB, 0);
+    cca_upstream *u = tu_faulty_create_streams(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 3 * MiB, NULL, &p), CCA_OK);
+    cr_assert_eq(cca_alloc_in(a, A, 5 * MiB, NULL, &q), CCA_OK);
+    cr_assert_eq(cca_record_stream(a, p, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
+    f.hold_events = true;
+    f.sync_keeps_events = true;
+    tu_free(a, p);
+    cca_stats before = tu_stats(a);
+    cca_sleep_report r;
+    cr_assert_eq(cca_domain_sleep(a, A, 0, &r), CCA_ERR_NOT_READY);
+    tu_check(a);
+    cca_stats after = tu_stats(a);
+    tu_assert_stats_equal(&before, &after, "a sleep refused for a pending block");
+    cr_assert_eq(cca_sleep(a, 0, &r), CCA_ERR_NOT_READY);
+    after = tu_stats(a);
+    tu_assert_stats_equal(&before, &after, "cca_sleep refused for a pending block");
+    cr_assert_eq(tu_upstream_stats(inner).host_bytes_in_use, 0);
+    f.hold_events = false;
+    f.sync_keeps_events = false;
+    f.events_done = f.events_recorded;
+    cr_assert_eq(cca_domain_sleep(a, A, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_wake(a, A, &r), CCA_OK, "%s", cca_last_error());
+    tu_free(a, q);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
+}
+
+static int child_wakes(cca_allocator *a, cca_domain *A, void *p) {
+    if (cca_domain_wake(a, A, NULL) != CCA_OK)
+        return 1;
+    if (!tu_check_fill(p, 6 * MiB, 5))
+        return 2;
+    if (cca_check_invariants(a) != CCA_OK)
+        return 3;
+    if (cca_free(a, p) != CCA_OK)
+        return 4;
+    if (cca_empty_cache(a, NULL) != CCA_OK)
+        return 5;
+    return 0;
+}
+
+Test(sleep_interplay, fork_while_asleep_each_side_wakes) {
+    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 6 * MiB, NULL, &p), CCA_OK);
+    tu_fill(p, 6 * MiB, 5);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        alarm(10);
+        _exit(child_wakes(a, A, p));
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert(tu_check_fill(p, 6 * MiB, 5));
+    tu_free(a, p);
+    tu_teardown(a, u);
+}
+
 Test(sleep_interplay, refused_unmap_leaves_no_cached_bytes) {
     tu_faulty f;
     cca_upstream *inner = tu_vm_device(256 * MiB, 0);

@@ -11,6 +11,9 @@
  *              domain sleeps (the cache goes back before the peak rises).
  *   stats      a sleeping domain whose unmap was refused (a free run left
  *              mapped) reports no cached byte and no free block.
+ *   snapshot   the torch snapshot after a refused unmap over whole maps
+ *              left half of a live block mapped: no segment holds more
+ *              allocated bytes than its size, no block more requested.
  *   arenas     a footprint arena woken maps what it serves; one freed
  *              while asleep goes with empty-cache and can be reserved
  *              again; greedy's arena freed while asleep, emptied, woken.
@@ -28,6 +31,7 @@
 #include <criterion/criterion.h>
 
 #include "alloc_test_util.h"
+#include "pickle_read.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +106,7 @@ Test(sleep_interplay, hold_peak_holds_beside_a_sleeping_domain) {
                  awake / MiB);
 }
 
-/* ---- arenas, pending frees, refusals, queries, fork ---------------------------------------- */
+/* ---- probes ------------------------------------------------------------------------------ */
 
 Test(sleep_interplay, footprint_arena_after_a_wake_maps_what_it_serves) {
     cca_upstream *u = tu_vm_device(512 * MiB, 0);
@@ -367,6 +371,58 @@ Test(sleep_interplay, refused_unmap_leaves_no_cached_bytes) {
     FILE *fp = open_memstream(&buf, &len);
     cr_assert_eq(cca_write_snapshot_torch(a, 0, fp), CCA_OK, "%s", cca_last_error());
     fclose(fp);
+    free(buf);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
+}
+
+/* Whole maps: a 200 MiB block lies over two maps; the sleep's unmap of the
+ * lower one refused: the torch snapshot's segment (that map) holds no more
+ * allocated bytes than its size. */
+Test(sleep_interplay, torch_snapshot_after_a_refused_unmap_over_whole_maps) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device_backed(512 * MiB, 0, CCA_VM_WHOLE_MAPS);
+    cca_upstream *u = tu_faulty_create(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, "expandable_ahead:0");
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 200 * MiB, NULL, &p), CCA_OK);
+    cr_assert_eq(tu_stats(a).vm_maps, 2, "two maps");
+    f.fail_at[TU_FAULT_UNMAP] = f.calls[TU_FAULT_UNMAP] + 2;
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_ERR_UPSTREAM);
+    tu_faulty_faults_off(&f);
+    tu_check(a);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    cr_assert_eq(cca_write_snapshot_torch(a, 0, fp), CCA_OK, "%s", cca_last_error());
+    fclose(fp);
+    char why[256];
+    pr_value *v = pr_read((const unsigned char *)buf, len, why, sizeof why);
+    cr_assert_not_null(v, "%s", why);
+    const pr_value *segs = pr_get(v, "segments");
+    cr_assert_not_null(segs);
+    for (size_t i = 0; i < segs->count; i++) {
+        const pr_value *s = segs->items[i];
+        __int128 total = pr_get(s, "total_size")->i, alloc = pr_get(s, "allocated_size")->i;
+        cr_assert_leq(alloc, total, "segment %zu: allocated %lld of total %lld", i, (long long)alloc,
+                      (long long)total);
+        const pr_value *blocks = pr_get(s, "blocks");
+        __int128 sum = 0;
+        for (size_t k = 0; k < blocks->count; k++) {
+            __int128 size = pr_get(blocks->items[k], "size")->i, req = pr_get(blocks->items[k], "requested_size")->i;
+            cr_assert_leq(req, size, "segment %zu block %zu: requested %lld of %lld", i, k, (long long)req,
+                          (long long)size);
+            sum += size;
+        }
+        cr_assert_eq(sum, total, "segment %zu: blocks sum to %lld of %lld", i, (long long)sum, (long long)total);
+    }
+    pr_free(v);
     free(buf);
     cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());

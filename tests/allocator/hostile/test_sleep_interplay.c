@@ -25,6 +25,10 @@
  *   queries    the writers, cca_block_size and cca_domain_of while asleep.
  *   fork       a child wakes its copy of a sleeping domain, then the parent
  *              wakes its own: both find the bytes.
+ *   all        cca_sleep then cca_wake over three domains with one call of
+ *              each kind failing in turn (pages and whole maps): all or
+ *              nothing each (cca_wake: those before the refusal awake),
+ *              every byte intact, no host byte left, the device empty.
  *
  * Every test can fail: each names what it expected.
  */
@@ -430,4 +434,139 @@ Test(sleep_interplay, torch_snapshot_after_a_refused_unmap_over_whole_maps) {
     cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
     cca_upstream_destroy(u);
     cca_upstream_destroy(inner);
+}
+
+/* ---- cca_sleep, a fault at every call ------------------------------------------------------ */
+
+typedef struct three {
+    tu_faulty f;
+    cca_upstream *inner, *u;
+    cca_allocator *a;
+    cca_domain *d[3]; /* d[0] NULL: the default domain */
+    void *p[3][4];
+} three;
+
+static const size_t THREE_SIZES[4] = {700, 3 * MiB, 17 * MiB, 5 * MiB + 512};
+
+static void three_make(three *t, int backing) {
+    t->inner = tu_vm_device_backed(256 * MiB, 0, backing);
+    t->u = tu_faulty_create_streams(&t->f, t->inner, "fx", true);
+    t->a = tu_allocator(t->u, NULL);
+    t->d[0] = NULL;
+    cr_assert_eq(cca_domain_create(t->a, "A", &t->d[1]), CCA_OK);
+    cr_assert_eq(cca_domain_create(t->a, "B", &t->d[2]), CCA_OK);
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 4; k++) {
+            cr_assert_eq(cca_alloc_in(t->a, t->d[i], THREE_SIZES[k], (cca_stream)(uintptr_t)k, &t->p[i][k]), CCA_OK,
+                         "%s", cca_last_error());
+            tu_fill(t->p[i][k], THREE_SIZES[k], (uint64_t)(10 * i + k));
+        }
+    tu_free(t->a, t->p[1][1]); /* free space in A */
+    t->p[1][1] = NULL;
+}
+
+static int three_asleep(three *t) {
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        cca_domain_stats s;
+        cr_assert_eq(cca_get_domain_stats(t->a, t->d[i], &s), CCA_OK);
+        n += s.asleep;
+    }
+    return n;
+}
+
+static void three_end(three *t, const char *when) {
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 4; k++)
+            if (t->p[i][k]) {
+                cr_assert(tu_check_fill(t->p[i][k], THREE_SIZES[k], (uint64_t)(10 * i + k)), "%s: domain %d block %d",
+                          when, i, k);
+                tu_free(t->a, t->p[i][k]);
+            }
+    tu_check(t->a);
+    cr_assert_eq(cca_empty_cache(t->a, NULL), CCA_OK, "%s: %s", when, cca_last_error());
+    cr_assert_eq(cca_destroy(t->a), CCA_OK, "%s: %s", when, cca_last_error());
+    cca_upstream_destroy(t->u);
+    cca_upstream_stats us = tu_upstream_stats(t->inner);
+    cr_assert_eq(us.bytes_in_use + us.vm_reserved_bytes, 0, "%s: the device holds something", when);
+    cca_upstream_destroy(t->inner);
+}
+
+/* One cca_sleep with call k of `kind` failing (0: none); then cca_wake with
+ * call k of `wkind` failing. All or nothing each: after cca_sleep every
+ * domain asleep (CCA_OK, or CCA_ERR_UPSTREAM for a refused unmap) or none
+ * (unless the message says one could not be woken again); after a refused
+ * cca_wake, the domains before the one named awake, the rest asleep. */
+static void sleep_all_run(int backing, tu_fault_kind kind, uint64_t k, tu_fault_kind wkind, uint64_t kw, uint64_t *ns,
+                          uint64_t *nw) {
+    three t;
+    three_make(&t, backing);
+    char when[128];
+    snprintf(when, sizeof when, "%s: cca_sleep, %s call %llu failing; cca_wake, %s call %llu",
+             backing == CCA_VM_PAGES ? "pages" : "whole maps", tu_fault_names[kind], (unsigned long long)k,
+             tu_fault_names[wkind], (unsigned long long)kw);
+    uint64_t c0 = t.f.calls[kind];
+    t.f.fail_at[kind] = k ? c0 + k : 0;
+    cca_stats before = tu_stats(t.a);
+    cca_sleep_report r;
+    cca_status st = cca_sleep(t.a, 0, &r);
+    *ns = t.f.calls[kind] - c0;
+    tu_faulty_faults_off(&t.f);
+    tu_check(t.a);
+    int n = three_asleep(&t);
+    if (st == CCA_OK) {
+        cr_assert_eq(n, 3, "%s: %d asleep", when, n);
+    } else if (n == 3) {
+        cr_assert_eq(st, CCA_ERR_UPSTREAM, "%s: %s", when, cca_last_error());
+        cr_assert(strstr(cca_last_error(), "unmap"), "%s: %s", when, cca_last_error());
+    } else if (n > 0) {
+        cr_assert(strstr(cca_last_error(), "could not be"), "%s: %d asleep after a refusal: %s", when, n,
+                  cca_last_error());
+    } else {
+        cr_assert_eq(r.blocks + r.bytes_copied + r.host_bytes + r.bytes_unmapped, 0, "%s: a report", when);
+        cca_stats after = tu_stats(t.a);
+        cr_assert_eq(after.allocated_bytes, before.allocated_bytes, "%s", when);
+        cr_assert_eq(after.host_bytes, 0, "%s", when);
+        cr_assert_eq(tu_upstream_stats(t.inner).host_bytes_in_use, 0, "%s", when);
+    }
+    if (n) {
+        uint64_t w0 = t.f.calls[wkind];
+        t.f.fail_at[wkind] = kw ? w0 + kw : 0;
+        st = cca_wake(t.a, &r);
+        *nw = t.f.calls[wkind] - w0;
+        tu_faulty_faults_off(&t.f);
+        tu_check(t.a);
+        if (st != CCA_OK) {
+            cr_assert(three_asleep(&t) > 0, "%s: a refused cca_wake with everything awake: %s", when,
+                      cca_last_error());
+            cr_assert_eq(cca_wake(t.a, &r), CCA_OK, "%s: %s", when, cca_last_error());
+        }
+        cr_assert_eq(three_asleep(&t), 0, "%s", when);
+    } else {
+        *nw = 0;
+    }
+    cr_assert_eq(tu_upstream_stats(t.inner).host_bytes_in_use, 0, "%s: host bytes left", when);
+    three_end(&t, when);
+}
+
+static void sleep_all_sweep(int backing) {
+    static const tu_fault_kind kinds[] = {TU_FAULT_STREAM_SYNC, TU_FAULT_HOST_ALLOC, TU_FAULT_COPY,
+                                          TU_FAULT_COPY_WAIT,   TU_FAULT_UNMAP,      TU_FAULT_MAP};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        uint64_t ns, nw;
+        sleep_all_run(backing, kinds[i], 0, kinds[i], 0, &ns, &nw);
+        cr_assert_gt(ns + nw, 0, "cca_sleep and cca_wake never call %s", tu_fault_names[kinds[i]]);
+        for (uint64_t k = 1; k <= ns; k++)
+            sleep_all_run(backing, kinds[i], k, kinds[i], 0, &(uint64_t){0}, &(uint64_t){0});
+        for (uint64_t k = 1; k <= nw; k++)
+            sleep_all_run(backing, kinds[i], 0, kinds[i], k, &(uint64_t){0}, &(uint64_t){0});
+    }
+}
+
+Test(sleep_interplay, sleep_and_wake_everything_with_a_fault_at_each_call_over_pages, .timeout = 120) {
+    sleep_all_sweep(CCA_VM_PAGES);
+}
+
+Test(sleep_interplay, sleep_and_wake_everything_with_a_fault_at_each_call_over_whole_maps, .timeout = 120) {
+    sleep_all_sweep(CCA_VM_WHOLE_MAPS);
 }

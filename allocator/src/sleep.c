@@ -383,8 +383,10 @@ static cca_status copy_out(cca_allocator *a, cca_domain *d, bool discard, struct
     return CCA_OK;
 }
 
-/* The checks every sleep makes before it changes anything. */
-static cca_status can_sleep(cca_allocator *a, unsigned flags) {
+/* The checks every sleep makes before it changes anything; `copies`: the
+ * sleep would copy (a domain asleep already copies nothing, its flags
+ * ignored, so it needs no copy ops). */
+static cca_status can_sleep(cca_allocator *a, unsigned flags, bool copies) {
     if (flags & ~CCA_SLEEP_DISCARD)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "unknown flags 0x%x", flags & ~CCA_SLEEP_DISCARD);
     if (!a->expandable)
@@ -394,7 +396,7 @@ static cca_status can_sleep(cca_allocator *a, unsigned flags) {
                              cca_upstream_name(a->upstream),
                              cca_upstream_has_vm(a->upstream) ? "has virtual memory, but expandable:0"
                                                               : "has no virtual-memory operations");
-    if (!(flags & CCA_SLEEP_DISCARD) && !cca_upstream_has_copy(a->upstream))
+    if (copies && !(flags & CCA_SLEEP_DISCARD) && !cca_upstream_has_copy(a->upstream))
         return cca_set_error(CCA_ERR_UPSTREAM,
                              "upstream '%s' has no host staging memory or copies (only CCA_SLEEP_DISCARD can "
                              "sleep); nothing changed",
@@ -405,7 +407,7 @@ static cca_status can_sleep(cca_allocator *a, unsigned flags) {
 /* One domain to sleep, under the lock; *slept: this call put it to sleep. */
 static cca_status sleep_locked(cca_allocator *a, cca_domain *d, unsigned flags, cca_sleep_report *r, bool *slept) {
     *slept = false;
-    cca_status st = can_sleep(a, flags);
+    cca_status st = can_sleep(a, flags, d->sleep == NULL);
     if (st != CCA_OK)
         return st;
     if (d->sleep) /* asleep already: only what a refused unmap left */
@@ -616,7 +618,7 @@ cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report)
     cca_status st = begin(a, report, "cca_sleep");
     if (st != CCA_OK)
         return st;
-    if ((st = can_sleep(a, flags)) != CCA_OK) {
+    if ((st = can_sleep(a, flags, false)) != CCA_OK) { /* the copy ops: each awake domain's sleep asks */
         ccai_unlock(a);
         return cca_error_prefix(st, "cca_sleep");
     }

@@ -29,6 +29,9 @@
  *              each kind failing in turn (pages and whole maps): all or
  *              nothing each (cca_wake: those before the refusal awake),
  *              every byte intact, no host byte left, the device empty.
+ *   discard    an upstream without the copy ops: a domain slept with
+ *              DISCARD sleeps again without it as the no-op ccalloc.h says;
+ *              cca_sleep without it refuses an awake domain, not them.
  *
  * Every test can fail: each names what it expected.
  */
@@ -569,4 +572,48 @@ Test(sleep_interplay, sleep_and_wake_everything_with_a_fault_at_each_call_over_p
 
 Test(sleep_interplay, sleep_and_wake_everything_with_a_fault_at_each_call_over_whole_maps, .timeout = 120) {
     sleep_all_sweep(CCA_VM_WHOLE_MAPS);
+}
+
+/* ---- an upstream without the copy ops ------------------------------------------------------ */
+
+/* The simulated device's vm ops, forwarded; no host or copy ops: only
+ * CCA_SLEEP_DISCARD can sleep. */
+static cca_status fw_alloc(void *c, size_t n, void **p) { return cca_upstream_alloc(c, n, p); }
+static cca_status fw_free(void *c, void *p, size_t n) { return cca_upstream_free(c, p, n); }
+static cca_status fw_mem_info(void *c, size_t *f, size_t *t) { return cca_upstream_mem_info(c, f, t); }
+static cca_status fw_sync(void *c) { return cca_upstream_synchronize(c); }
+static cca_status fw_gran(void *c, size_t *g) { return cca_upstream_vm_granularity(c, g); }
+static cca_status fw_reserve(void *c, size_t n, void **b) { return cca_upstream_vm_reserve(c, n, b); }
+static cca_status fw_release(void *c, void *b, size_t n) { return cca_upstream_vm_release(c, b, n); }
+static cca_status fw_map(void *c, void *p, size_t n) { return cca_upstream_vm_map(c, p, n); }
+static cca_status fw_unmap(void *c, void *p, size_t n) { return cca_upstream_vm_unmap(c, p, n); }
+
+Test(sleep_interplay, discard_only_upstream_a_second_sleep_is_a_no_op) {
+    cca_upstream *inner = tu_vm_device(256 * MiB, 0), *u = NULL;
+    cca_upstream_ops ops = {.alloc = fw_alloc, .free = fw_free, .mem_info = fw_mem_info, .synchronize = fw_sync,
+                            .vm_granularity = fw_gran, .vm_reserve = fw_reserve, .vm_release = fw_release,
+                            .vm_map = fw_map, .vm_unmap = fw_unmap};
+    cr_assert_eq(cca_upstream_custom_create(&ops, inner, &u), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_has_copy(u), 0);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 3 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_ERR_UPSTREAM, "no copy ops: only DISCARD sleeps");
+    cr_assert_eq(cca_domain_sleep(a, A, CCA_SLEEP_DISCARD, NULL), CCA_OK, "%s", cca_last_error());
+    /* ccalloc.h: "A domain asleep already: CCA_OK, nothing copied (flags ignored)" */
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "asleep already: %s", cca_last_error());
+    /* cca_sleep without DISCARD: the default domain, awake, refuses; A stays asleep */
+    cr_assert_eq(cca_sleep(a, 0, NULL), CCA_ERR_UPSTREAM);
+    cr_assert_eq(tu_stats(a).asleep_domains, 1, "%s", cca_last_error());
+    cr_assert_eq(cca_sleep(a, CCA_SLEEP_DISCARD, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_sleep(a, 0, NULL), CCA_OK, "every domain asleep already: %s", cca_last_error());
+    tu_check(a);
+    cr_assert_eq(cca_wake(a, NULL), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p);
+    tu_check(a);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
 }

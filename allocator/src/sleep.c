@@ -48,7 +48,8 @@
  *   bytes are missing, nothing mapped); span by span, mapped, then the
  *   copies of the live blocks still recorded in it queued; one copy_wait;
  *   the host memory freed. A refusal waits for the copies queued, then
- *   unmaps what the call mapped: d stays asleep, the copy intact.
+ *   unmaps what the call mapped: d stays asleep, the copy intact (an
+ *   unmap refused there leaves its pages mapped and counted, as at (5)).
  * - Costs: sleep O(d's blocks + pages / 64) plus a copy per live block and an
  *   unmap per map (whole maps) or run; wake the same with maps; a host
  *   record of 40 bytes per live block; a free while asleep O(log blocks).

@@ -32,6 +32,9 @@
  *   discard    an upstream without the copy ops: a domain slept with
  *              DISCARD sleeps again without it as the no-op ccalloc.h says;
  *              cca_sleep without it refuses an awake domain, not them.
+ *   wake       a wake refused at a map whose unmap of what it mapped is
+ *              refused too: asleep, the host copy intact, the pages left
+ *              mapped counted, and the next sleep gives them back.
  *
  * Every test can fail: each names what it expected.
  */
@@ -613,6 +616,45 @@ Test(sleep_interplay, discard_only_upstream_a_second_sleep_is_a_no_op) {
     cr_assert_eq(cca_wake(a, NULL), CCA_OK, "%s", cca_last_error());
     tu_free(a, p);
     tu_check(a);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
+}
+
+/* ---- a refused wake whose unmap is refused too ------------------------------------------------ */
+
+Test(sleep_interplay, refused_wake_whose_unmap_is_refused_leaves_it_asleep_and_counted) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(256 * MiB, 0);
+    cca_upstream *u = tu_faulty_create(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 3 * MiB, (cca_stream)1, &p), CCA_OK);
+    cr_assert_eq(cca_alloc_in(a, A, 5 * MiB, (cca_stream)2, &q), CCA_OK);
+    tu_fill(p, 3 * MiB, 1);
+    tu_fill(q, 5 * MiB, 2);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    size_t host = tu_upstream_stats(inner).host_bytes_in_use;
+    f.fail_at[TU_FAULT_MAP] = f.calls[TU_FAULT_MAP] + 2;
+    f.fail_at[TU_FAULT_UNMAP] = f.calls[TU_FAULT_UNMAP] + 1;
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_ERR_OUT_OF_MEMORY);
+    tu_faulty_faults_off(&f);
+    tu_check(a);
+    cca_domain_stats s;
+    cr_assert_eq(cca_get_domain_stats(a, A, &s), CCA_OK);
+    cr_assert_eq(s.asleep, 1);
+    cr_assert_eq(tu_upstream_stats(inner).host_bytes_in_use, host, "the host copy intact");
+    cr_assert_eq(s.reserved_bytes, tu_upstream_stats(inner).vm_mapped_bytes, "what stays mapped is counted");
+    cr_assert_gt(s.reserved_bytes, 0, "the refused unmap left pages mapped");
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_upstream_stats(inner).vm_mapped_bytes, 0, "a second sleep gives it back");
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert(tu_check_fill(p, 3 * MiB, 1));
+    cr_assert(tu_check_fill(q, 5 * MiB, 2));
+    tu_free(a, p);
+    tu_free(a, q);
     cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
     cca_upstream_destroy(u);
     cca_upstream_destroy(inner);

@@ -861,7 +861,8 @@ typedef struct cca_release_report {
     size_t free_bytes_trapped;
     /* sleeping domains (cca_domain_sleep) afterwards, and the host memory
      * holding their live blocks; their segments are counted above, pinned
-     * by live blocks whose bytes are on the host, not on the device */
+     * by live blocks whose bytes are on the host, not on the device (their
+     * free_bytes_pinned: the pages a refused unmap left mapped, if any) */
     size_t asleep_domains;
     size_t host_bytes;
 } cca_release_report;
@@ -1151,7 +1152,9 @@ typedef struct cca_domain_stats {
     double fragmentation; /* 1 - largest_free_block / cached_bytes; 0 if none */
     int asleep;           /* 1 while asleep (cca_domain_sleep): its live
                              blocks' bytes on the host, reserved_bytes 0
-                             (or what a refused unmap left), cached_bytes 0 */
+                             (or what a refused unmap left), cached_bytes,
+                             largest_free_block and fragmentation 0 (it
+                             serves nothing until the wake) */
     size_t host_bytes;    /* host memory holding its copies while asleep    */
 } cca_domain_stats;
 
@@ -1247,7 +1250,9 @@ cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca
 /* Wake domain d (NULL: the default domain), all or nothing. A domain awake:
  * CCA_OK, nothing done. report may be NULL; it is zeroed first.
  * Errors (after any of them d is asleep, its host copy intact, nothing of
- * this call left mapped):
+ * this call left mapped; should the upstream refuse to unmap it again,
+ * those pages stay mapped and counted in reserved_bytes, as after a
+ * refused unmap at sleep, and the next cca_domain_sleep gives them back):
  *  - CCA_ERR_INVALID_ARGUMENT: a domain that is not a's;
  *  - CCA_ERR_OUT_OF_MEMORY before anything is mapped: the pages needed
  *    pass max_reserved, or the device's free memory (mem_info, asked once)

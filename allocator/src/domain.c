@@ -558,12 +558,14 @@ static void fill_stats(const cca_allocator *a, const cca_domain *d, cca_domain_s
     s->reserved_bytes_peak = c->reserved_peak;
     s->active_blocks = c->active;
     s->active_blocks_peak = c->active_peak;
-    s->cached_bytes = c->reserved >= c->allocated ? c->reserved - c->allocated : 0;
+    /* asleep: its allocated bytes are on the host, and pages a refused
+     * unmap left serve nothing until the wake (sleep.c) */
+    s->cached_bytes = d->sleep == NULL && c->reserved >= c->allocated ? c->reserved - c->allocated : 0;
     s->segments = c->segments;
     s->alloc_calls = c->alloc_calls;
     s->upstream_allocs = c->upstream_allocs;
     s->upstream_frees = c->upstream_frees;
-    s->largest_free_block = ccai_domain_largest_free(d, 0); /* from d's free index (I8), as cca_get_stats */
+    s->largest_free_block = d->sleep ? 0 : ccai_domain_largest_free(d, 0); /* d's free index (I8), as cca_get_stats */
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
     s->asleep = d->sleep != NULL;
     s->host_bytes = ccai_sleep_host_bytes(d);

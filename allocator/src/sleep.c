@@ -39,14 +39,17 @@
  *   copy is dropped (ccai_sleep_drop, one branch in cca_free) and its
  *   chunk's host memory given back with the chunk's last live block; trim and the OOM retry find nothing mapped in
  *   d (pages.c counts what a refused unmap left as held, so they leave it),
- *   and trim may give back a range whose blocks were all freed.
+ *   and trim may give back a range whose blocks were all freed; d's live
+ *   bytes stay in `allocated` but not in `reserved`: what compares the two
+ *   (cached bytes, hold_peak's hold) leaves them out (ccai_sleep_allocated).
  * - Wake, all or nothing: the pages under d's live and pending blocks (not
  *   its free space) are counted, the cap and the device's free memory asked
  *   once for all of them (short: CCA_ERR_OUT_OF_MEMORY saying how many
  *   bytes are missing, nothing mapped); span by span, mapped, then the
  *   copies of the live blocks still recorded in it queued; one copy_wait;
  *   the host memory freed. A refusal waits for the copies queued, then
- *   unmaps what the call mapped: d stays asleep, the copy intact.
+ *   unmaps what the call mapped: d stays asleep, the copy intact (an
+ *   unmap refused there leaves its pages mapped and counted, as at (5)).
  * - Costs: sleep O(d's blocks + pages / 64) plus a copy per live block and an
  *   unmap per map (whole maps) or run; wake the same with maps; a host
  *   record of 40 bytes per live block; a free while asleep O(log blocks).
@@ -85,6 +88,14 @@ struct ccai_sleep {
     sleep_chunk *c;  /* none with DISCARD or no live bytes */
     size_t *by_addr; /* e's indices by address: the free path's search */
 };
+
+size_t ccai_sleep_allocated(const cca_allocator *a) {
+    size_t n = 0;
+    for (const cca_domain *d = &a->root; d; d = d->next)
+        if (d->sleep) /* before the first domain is created the default one holds every block */
+            n += a->domains_tracked ? d->c.allocated : a->c.allocated;
+    return n;
+}
 
 size_t ccai_sleep_host_bytes(const cca_domain *d) {
     return d->sleep ? d->sleep->host_size : 0;
@@ -373,8 +384,10 @@ static cca_status copy_out(cca_allocator *a, cca_domain *d, bool discard, struct
     return CCA_OK;
 }
 
-/* The checks every sleep makes before it changes anything. */
-static cca_status can_sleep(cca_allocator *a, unsigned flags) {
+/* The checks every sleep makes before it changes anything; `copies`: the
+ * sleep would copy (a domain asleep already copies nothing, its flags
+ * ignored, so it needs no copy ops). */
+static cca_status can_sleep(cca_allocator *a, unsigned flags, bool copies) {
     if (flags & ~CCA_SLEEP_DISCARD)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "unknown flags 0x%x", flags & ~CCA_SLEEP_DISCARD);
     if (!a->expandable)
@@ -384,7 +397,7 @@ static cca_status can_sleep(cca_allocator *a, unsigned flags) {
                              cca_upstream_name(a->upstream),
                              cca_upstream_has_vm(a->upstream) ? "has virtual memory, but expandable:0"
                                                               : "has no virtual-memory operations");
-    if (!(flags & CCA_SLEEP_DISCARD) && !cca_upstream_has_copy(a->upstream))
+    if (copies && !(flags & CCA_SLEEP_DISCARD) && !cca_upstream_has_copy(a->upstream))
         return cca_set_error(CCA_ERR_UPSTREAM,
                              "upstream '%s' has no host staging memory or copies (only CCA_SLEEP_DISCARD can "
                              "sleep); nothing changed",
@@ -395,7 +408,7 @@ static cca_status can_sleep(cca_allocator *a, unsigned flags) {
 /* One domain to sleep, under the lock; *slept: this call put it to sleep. */
 static cca_status sleep_locked(cca_allocator *a, cca_domain *d, unsigned flags, cca_sleep_report *r, bool *slept) {
     *slept = false;
-    cca_status st = can_sleep(a, flags);
+    cca_status st = can_sleep(a, flags, d->sleep == NULL);
     if (st != CCA_OK)
         return st;
     if (d->sleep) /* asleep already: only what a refused unmap left */
@@ -606,7 +619,7 @@ cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report)
     cca_status st = begin(a, report, "cca_sleep");
     if (st != CCA_OK)
         return st;
-    if ((st = can_sleep(a, flags)) != CCA_OK) {
+    if ((st = can_sleep(a, flags, false)) != CCA_OK) { /* the copy ops: each awake domain's sleep asks */
         ccai_unlock(a);
         return cca_error_prefix(st, "cca_sleep");
     }

@@ -78,6 +78,9 @@ cca_add_test(NAME test_copy_engine SOURCES allocator/unit/test_copy_engine.c sup
 # checked after every call (with and without injected upstream faults), frees while asleep in every order against
 # the chunk rule, a refused unmap, and the simulated device's host memory and copy engine at their edges.
 cca_add_test(NAME test_sleep_hostile SOURCES allocator/hostile/test_sleep_hostile.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+# Sleep and wake beside the rest of the allocator (allocator/hostile/test_sleep_interplay.c): the release report,
+# hold_peak, and the other calls while a domain sleeps, each a case the random programs do not reach.
+cca_add_test(NAME test_sleep_interplay SOURCES allocator/hostile/test_sleep_interplay.c support/pickle_read.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 
 # Expandable segments over whole maps (vm_backing CCA_VM_WHOLE_MAPS): the device's rule, maps cut at
 # the growth rule's largest map (128 MiB, or the test hook's), release map by map and the trapped

@@ -20,9 +20,12 @@
  *   the peak. docs/allocator.md, "Holding the peak".
  */
 #include "../core/internal.h"
+#include "../domain.h" /* ccai_sleep_allocated */
 
 void ccai_hold_begin(cca_allocator *a) {
-    if (a->c.reserved > a->c.allocated || a->c.pending)
+    /* cached: reserved above the live bytes on the device (a sleeping
+     * domain's are on the host, not in reserved: sleep.c) */
+    if (a->c.reserved > a->c.allocated - ccai_sleep_allocated(a) || a->c.pending)
         a->peak_hold = true; /* reserved > 0 here, so reserved_peak is too */
 }
 

@@ -27,8 +27,10 @@
  * - Segments: a classic segment is one (its blocks tile it, I1, so sizes
  *   sum to total_size, as `stats` checks); an expandable segment is one
  *   per run of mapped pages, a free block cut at the run's ends (live and
- *   pending blocks lie in mapped pages, I7). Total sizes sum to
- *   reserved_bytes either way.
+ *   pending blocks lie in mapped pages, I7). A sleeping domain's runs are
+ *   only what a refused unmap left (sleep.c): any block is cut there, and
+ *   a segment counts the bytes of its blocks inside it (a block's requested
+ *   size at most those). Total sizes sum to reserved_bytes either way.
  * - Pools: small -> "small", all else -> "large"; domains ->
  *   segment_pool_id (0, k), k = 0 the default domain, else the k-th
  *   created (list order).
@@ -240,11 +242,13 @@ static void write_segment(pk *p, const cca_allocator *a, const ccai_segment *seg
         last = b;
         if (b->state == CCAI_FREE)
             continue;
-        ccai_assert(b->addr >= lo && b->addr + b->size <= hi); /* I7: live blocks are mapped */
-        active += b->size;
-        requested += b->requested;
+        uintptr_t start;
+        size_t in = clip(b, lo, hi, &start);
+        ccai_assert(in == b->size || seg->domain->sleep); /* I7: an awake domain's live blocks are mapped */
+        active += in;
+        requested += b->requested < in ? b->requested : in;
         if (b->state == CCAI_LIVE)
-            allocated += b->size;
+            allocated += in;
     }
     *cursor = last;
     pk_dict(p);
@@ -271,7 +275,7 @@ static void write_segment(pk *p, const cca_allocator *a, const ccai_segment *seg
         pk_dict(p);
         kv_uint(p, "address", start);
         kv_uint(p, "size", size);
-        kv_uint(p, "requested_size", b->state == CCAI_FREE ? 0 : b->requested);
+        kv_uint(p, "requested_size", b->state == CCAI_FREE ? 0 : b->requested < size ? b->requested : size);
         kv_str(p, "state", state_name(b->state));
         pk_str(p, "frames");
         pk_empty_list(p);

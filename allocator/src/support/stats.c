@@ -80,15 +80,13 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
         }
         s->largest_free_block = ccai_domain_largest_free(d, s->largest_free_block);
     }
-    size_t asleep_allocated = 0; /* sleeping domains' live bytes: on the host, not in reserved (sleep.c) */
     for (const cca_domain *d = &a->root; d; d = d->next)
         if (d->sleep) {
             s->asleep_domains++;
             s->host_bytes += ccai_sleep_host_bytes(d);
-            asleep_allocated += a->domains_tracked ? d->c.allocated : c->allocated;
         }
     if (c->expandable_segments) /* free blocks span unmapped address space: count mapped bytes only */
-        s->cached_bytes = c->reserved - (c->allocated - asleep_allocated);
+        s->cached_bytes = c->reserved - (c->allocated - ccai_sleep_allocated(a)); /* asleep: on the host */
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
     s->page_size = a->page; /* 0 unless the kind is pages (cca_create) */
     s->expandable_segments = c->expandable_segments;
@@ -282,7 +280,10 @@ void ccai_release_report_fill(const cca_allocator *a, cca_release_report *r) {
             ccai_segment_live(s, &live_blocks, &live_bytes);
             r->segments_pinned++;
             r->live_bytes_pinning += live_bytes;
-            r->free_bytes_pinned += a->kind->reserved(s) - live_bytes;
+            /* asleep (sleep.c): its live bytes are on the host, and what the
+             * device still holds (a refused unmap's pages) holds none */
+            size_t held = a->kind->reserved(s);
+            r->free_bytes_pinned += s->domain->sleep ? held : held - live_bytes;
         }
         r->free_bytes_trapped += a->kind->trapped(s);
     }

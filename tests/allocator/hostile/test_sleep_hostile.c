@@ -441,7 +441,7 @@ static void op_release(world *w, uint64_t *r, bool destroy) {
     unsigned flags = tu_rand(r) % 2 ? CCA_DOMAIN_FORCE : 0;
     int n;
     live_rounded(w, i, &n);
-    cca_domain_report rep;
+    cca_domain_report rep = {0}; /* on entry its leaks and leaks_cap are read */
     cca_status st =
         destroy ? cca_domain_destroy(w->a, w->d[i].h, flags, &rep) : cca_domain_release(w->a, w->d[i].h, flags, &rep);
     if (st == CCA_OK) {

@@ -210,7 +210,7 @@ static void own_domain_release(worker *w, bool destroy, const char *tagged) {
     for (int k = 0; k < SLOTS; k++)
         if (w->s[k].p && w->s[k].dom == 2)
             free_slot(w, &w->s[k], tagged);
-    cca_domain_report rep;
+    cca_domain_report rep = {0}; /* on entry its leaks and leaks_cap are read */
     if (!destroy) {
         expect_ok(w, cca_domain_release(w->a, w->own, 0, &rep), tagged, "cca_domain_release");
         cca_domain_stats ds;

@@ -70,7 +70,7 @@ static void *worker(void *arg) {
                     return (void *)1;
             for (int j = 1; j < SLOTS; j += 3)
                 slot[j] = NULL;
-            cca_domain_report rep;
+            cca_domain_report rep = {0}; /* on entry its leaks and leaks_cap are read */
             cca_domain_stats ds;
             if (cca_domain_release(shared, own, 0, &rep) != CCA_OK || cca_get_domain_stats(shared, own, &ds) != CCA_OK ||
                 ds.reserved_bytes != 0 || cca_get_domain_stats(shared, common, &ds) != CCA_OK)

@@ -3,9 +3,11 @@
  * runs it; block.c has the records and the coalescing.
  *
  * - A block handed out keeps `rounded` bytes; its remainder becomes a free
- *   block when worth one: >= 512 B in the small pool and arenas, > small_max
- *   in the others, never above max_split; and, in a pages segment, always
- *   when it reaches an unmapped page the request does not touch.
+ *   block when worth one: >= 512 B in the small pool and arenas, and for a
+ *   small request in another pool (one spilled to the large range on a full
+ *   device: kinds/pages.c), > small_max in the others, never above
+ *   max_split; and, in a pages segment, always when it reaches an unmapped
+ *   page the request does not touch.
  * - A remainder kept as slack stays part of the block (and must be mapped).
  * - Cost: O(1), one free-index split (the remainder enters as the recent block).
  */
@@ -35,6 +37,8 @@ static inline void ccai_block_recycle(cca_allocator *a, ccai_block *b) {
 static inline bool ccai_block_worth_a_block(const cca_allocator *a, const ccai_block *b, size_t rounded) {
     size_t remainder = b->size - rounded;
     if ((b->seg & CCAI_SEG_SHARED) || ccai_block_pool(b) == CCAI_POOL_SMALL)
+        return remainder >= CCA_GRANULARITY;
+    if (a->config.small_pool && rounded <= a->config.small_max) /* spilled (small_pool:0: the large pool's rule) */
         return remainder >= CCA_GRANULARITY;
     if (a->config.max_split && b->size > a->config.max_split)
         return false;

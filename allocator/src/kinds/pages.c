@@ -754,7 +754,9 @@ static bool pages_usable(ccai_block *b, size_t held);
 /* A small request whose own range cannot grow (the device or max_reserved
  * has no room for a new range's first pages): a free block of the large
  * range whose bytes it would hold are mapped already, the smallest that
- * fits, so that memory already mapped serves it rather than an OOM. */
+ * fits, so that memory already mapped serves it rather than an OOM. It
+ * splits that block as the small pool would (block.h): its remainder
+ * stays free for the next one. */
 static ccai_block *spill_to_large(cca_allocator *a, size_t rounded, cca_stream key) {
     ccai_block *l = ccai_best_fit(a, CCAI_POOL_LARGE, key, rounded);
     return l && (!l->unmapped || pages_usable(l, ccai_block_held(a, l, rounded))) ? l : NULL;

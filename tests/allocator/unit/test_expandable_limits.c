@@ -82,6 +82,43 @@ Test(expandable, a_small_request_on_a_full_device_takes_the_large_ranges_mapped_
     cca_upstream_destroy(u);
 }
 
+/* A small request spilled to the large range holds its own bytes, as in
+ * the small pool: the rest of the block it takes is a free block that the
+ * next spilled request can use. Kept as slack (the large pool's rule, a
+ * remainder above small_max), a 700 KiB request held a whole 1.5 MiB hole
+ * and the next one was an OOM with the device full. */
+Test(expandable, a_spilled_small_request_splits_its_block_as_the_small_pool_would) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(16 * MiB, "log_oom:0", &u, &a);
+    char *big = tu_alloc(a, 3 * MiB, S0); /* the device mapped whole, in the large range */
+    char *hole = tu_alloc(a, 3 * MiB / 2, S0);
+    char *rest = tu_alloc(a, 16 * MiB - 3 * MiB - 3 * MiB / 2, S0);
+    cr_assert_eq(hole, big + 3 * MiB);
+    cr_assert_eq(rest, hole + 3 * MiB / 2);
+    tu_free(a, hole); /* a 1.5 MiB free block between two live ones */
+    const size_t small = 700 * KiB;
+    char *p = tu_alloc(a, small, S0);
+    cr_assert_eq(p, hole, "the smallest free block of the large range");
+    size_t held = 0;
+    cr_assert_eq(cca_block_size(a, p, &held), CCA_OK);
+    cr_assert_eq(held, small, "a spilled small request holds its bytes, not the block's %zu", held);
+    char *q = tu_alloc(a, small, S0);
+    cr_assert_eq(q, hole + small, "the remainder serves the next spilled request");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.allocated_bytes, 16 * MiB - 3 * MiB / 2 + 2 * small);
+    cr_assert_eq(s.expandable_segments, 1, "no small range: the device is full");
+    cr_assert_eq(s.ooms, 0);
+    tu_check(a);
+    tu_free(a, p);
+    tu_free(a, q);
+    tu_free(a, big);
+    tu_free(a, rest);
+    tu_empty_all(a, u);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+}
+
 Test(expandable, the_retry_unmaps_another_streams_cached_pages) {
     const size_t cap = 16 * MiB;
     cca_upstream *u = vm_device(cap, PG);

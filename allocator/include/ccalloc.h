@@ -1255,17 +1255,22 @@ cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca
  * refused unmap at sleep, and the next cca_domain_sleep gives them back):
  *  - CCA_ERR_INVALID_ARGUMENT: a domain that is not a's;
  *  - CCA_ERR_OUT_OF_MEMORY before anything is mapped: the pages needed
- *    pass max_reserved, or the device's free memory (mem_info, asked once)
- *    is short: the message says how many bytes are needed, free, and
- *    missing; or host memory short for the list of pages;
+ *    pass max_reserved, or the device's free memory (mem_info) is short,
+ *    even after the allocator's cached memory (every domain's) was
+ *    released as an allocation's OOM retry releases it (first the
+ *    shortfall, then all of it; nothing when releasing cannot make room:
+ *    the cap or a tenant holds the rest): the message says how many bytes
+ *    are needed, free, and missing; or host memory short for the list of
+ *    pages;
  *  - a vm_map's status (CCA_ERR_OUT_OF_MEMORY when the device refused:
  *    another tenant took memory since, or no mem_info to ask): what this
  *    call mapped is unmapped;
  *  - a copy's or copy_wait's status: what this call mapped is unmapped.
  * A refused host_free after the copies is logged (one line; the memory
  * stays with the upstream) and the wake stands: CCA_OK.
- * Cost: O(d's blocks + pages / 64); one mem_info; one vm_map per run of
- * missing pages (whole maps: per map of at most 128 MiB); one copy per
+ * Cost: O(d's blocks + pages / 64); one mem_info (short: the retry's
+ * wait, release and one more mem_info, twice at most); one vm_map per run
+ * of missing pages (whole maps: per map of at most 128 MiB); one copy per
  * live block; one copy_wait; one host_free. */
 cca_status cca_domain_wake(cca_allocator *a, cca_domain *d, cca_sleep_report *report);
 
@@ -1285,8 +1290,9 @@ cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report)
 
 /* Wake every sleeping domain, in the same order. The pages of all of them
  * are counted first and max_reserved and the device's free memory asked
- * once: short, CCA_ERR_OUT_OF_MEMORY saying how many bytes are missing and
- * nothing is woken. A refusal after that (a map refused all the same, a
+ * once (short: the cache released as for cca_domain_wake, then asked
+ * again): short still, CCA_ERR_OUT_OF_MEMORY saying how many bytes are
+ * missing and nothing is woken. A refusal after that (a map refused all the same, a
  * copy) stops there: the domains woken before it stay awake, it and the
  * rest stay asleep with their host copies, and the message names it and
  * counts those woken; call again once the cause is gone. No domain asleep:

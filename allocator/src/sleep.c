@@ -44,8 +44,9 @@
  *   (cached bytes, hold_peak's hold) leaves them out (ccai_sleep_allocated).
  * - Wake, all or nothing: the pages under d's live and pending blocks (not
  *   its free space) are counted, the cap and the device's free memory asked
- *   once for all of them (short: CCA_ERR_OUT_OF_MEMORY saying how many
- *   bytes are missing, nothing mapped); span by span, mapped, then the
+ *   once for all of them (short: the allocator's cache released as by the
+ *   OOM retry, wake_room; short still: CCA_ERR_OUT_OF_MEMORY saying how
+ *   many bytes are missing, nothing mapped); span by span, mapped, then the
  *   copies of the live blocks still recorded in it queued; one copy_wait;
  *   the host memory freed. A refusal waits for the copies queued, then
  *   unmaps what the call mapped: d stays asleep, the copy intact (an
@@ -524,26 +525,64 @@ static cca_status map_and_copy_in(cca_allocator *a, cca_domain *d, page_span *v,
     return st != CCA_OK ? cca_set_error(st, "%s", why) : w;
 }
 
+/* Room for a wake's `need` bytes of pages: max_reserved, then the device's
+ * free memory (one mem_info, kept in *room for the maps). Short, the
+ * allocator's cached memory goes first, as for an allocation's OOM retry
+ * (every domain's: release.c): only when releasing can help
+ * (ccai_release_can_help), after waiting for the work that may touch it
+ * (quiesce: without it nothing is released), the shortfall, then all of
+ * it; the question is asked again after each. Else the first refusal:
+ * CCA_ERR_OUT_OF_MEMORY, *missing the bytes the device lacks (0: the cap
+ * refused), nothing released. */
+static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing) {
+    *missing = 0;
+    if (!need)
+        return CCA_OK;
+    cca_status st = ccai_cap_room(a, need);
+    if (st == CCA_OK && (st = ccai_device_room_for(a, room, need, "the wake")) != CCA_OK)
+        *missing = need - room->free;
+    if (st != CCA_OK && st != CCA_ERR_OUT_OF_MEMORY)
+        return st;
+    for (int pass = 0; st == CCA_ERR_OUT_OF_MEMORY && pass < 2; pass++) {
+        char refused[CCAI_ERROR_CAP];
+        ccai_error_save(refused);
+        size_t free_b = 0;
+        if (ccai_release_can_help(a, need, &free_b) != CCA_OK || (a->kind->quiesce && a->kind->quiesce(a) != CCA_OK)) {
+            ccai_error_restore(refused);
+            return CCA_ERR_OUT_OF_MEMORY;
+        }
+        size_t shortfall = free_b < need ? need - free_b : 0, cap = ccai_cap(a);
+        if (cap && a->c.reserved + need > cap && a->c.reserved + need - cap > shortfall)
+            shortfall = a->c.reserved + need - cap;
+        size_t keep = pass == 0 && a->c.reserved > shortfall ? a->c.reserved - shortfall : 0;
+        (void)ccai_release(a, keep, CCAI_RELEASE_UNMAP, NULL); /* a refusal only means less room */
+        *room = (ccai_device_room){false, 0};
+        *missing = 0;
+        st = ccai_cap_room(a, need);
+        if (st == CCA_OK && (st = ccai_device_room_for(a, room, need, "the wake")) != CCA_OK)
+            *missing = need - room->free;
+    }
+    return st;
+}
+
 static cca_status wake_locked(cca_allocator *a, cca_domain *d, cca_sleep_report *r) {
     if (!d->sleep)
         return CCA_OK;
     page_span *v = NULL;
-    size_t n = 0, need = 0;
+    size_t n = 0, need = 0, missing = 0;
     cca_status st = spans_of(d, &v, &n, &need);
     if (st != CCA_OK)
         return st;
     ccai_device_room room = {false, 0};
-    if ((st = ccai_cap_room(a, need)) != CCA_OK) {
+    if ((st = wake_room(a, need, &room, &missing)) != CCA_OK) {
         free(v);
+        if (missing)
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
+                                 "%zu bytes of pages needed, the device has %zu free: %zu bytes missing; still "
+                                 "asleep, its host copy intact",
+                                 need, room.free, missing);
         return cca_set_error(st, "%zu bytes of pages needed: %s; still asleep, its host copy intact", need,
                              cca_last_error());
-    }
-    if (need && ccai_device_room_for(a, &room, need, "the wake") != CCA_OK) {
-        free(v);
-        return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
-                             "%zu bytes of pages needed, the device has %zu free: %zu bytes missing; still asleep, "
-                             "its host copy intact",
-                             need, room.free, need - room.free);
     }
     size_t done = 0, copied = 0;
     if ((st = map_and_copy_in(a, d, v, n, &room, &done, &copied)) != CCA_OK) {
@@ -695,13 +734,16 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report) {
         need += one;
     }
     ccai_device_room room = {false, 0};
-    if (st == CCA_OK && need && (st = ccai_cap_room(a, need)) != CCA_OK)
-        st = cca_set_error(st, "cca_wake: %zu bytes of pages needed: %s; nothing woken", need, cca_last_error());
-    if (st == CCA_OK && need && ccai_device_room_for(a, &room, need, "the wake") != CCA_OK)
-        st = cca_set_error(CCA_ERR_OUT_OF_MEMORY,
-                           "cca_wake: %zu bytes of pages needed for %zu sleeping domains, the device has %zu free: "
-                           "%zu bytes missing; nothing woken",
-                           need, asleep, room.free, need - room.free);
+    size_t missing = 0;
+    if (st == CCA_OK && (st = wake_room(a, need, &room, &missing)) != CCA_OK) {
+        if (missing)
+            st = cca_set_error(CCA_ERR_OUT_OF_MEMORY,
+                               "cca_wake: %zu bytes of pages needed for %zu sleeping domains, the device has %zu "
+                               "free: %zu bytes missing; nothing woken",
+                               need, asleep, room.free, missing);
+        else
+            st = cca_set_error(st, "cca_wake: %zu bytes of pages needed: %s; nothing woken", need, cca_last_error());
+    }
     size_t woken = 0;
     for (cca_domain *d = &a->root; d && st == CCA_OK; d = d->next) {
         if (!d->sleep)

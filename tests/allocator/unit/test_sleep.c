@@ -334,6 +334,51 @@ Test(sleep, wake_on_a_full_device_stays_asleep_and_says_what_is_missing) {
     tu_teardown(a, u);
 }
 
+/* A wake short of room releases the allocator's cached memory first, as an
+ * allocation's OOM retry does: another domain's freed blocks, on a full
+ * device (the device's free memory) and under max_reserved (the cap), for
+ * cca_domain_wake and cca_wake; only the shortfall when that is enough.
+ * When releasing cannot make room (a tenant holds the rest), nothing is
+ * released and the wake is refused as before. */
+static void wake_releases_the_cache(const char *conf, bool whole_call) {
+    cca_upstream *u = tu_vm_device(conf ? 256 * MiB : 96 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, conf);
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    void *p = NULL, *q = NULL, *r = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    tu_fill(p, 40 * MiB, 9);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &r), CCA_OK, "%s", cca_last_error());
+    tu_free(a, q);
+    tu_free(a, r); /* B: 60+ MiB cached, none live */
+    size_t cached = tu_stats(a).cached_bytes;
+    cr_assert_geq(cached, 60 * MiB);
+    cca_sleep_report rep;
+    cca_status st = whole_call ? cca_wake(a, &rep) : cca_domain_wake(a, A, &rep);
+    cr_assert_eq(st, CCA_OK, "%s: %s", conf ? conf : "device", cca_last_error());
+    cr_assert_eq(dstats(a, A).asleep, 0);
+    cr_assert(tu_check_fill(p, 40 * MiB, 9), "A's bytes back");
+    cca_stats s = tu_stats(a);
+    cr_assert_lt(s.cached_bytes, cached, "B's cache went first");
+    cr_assert_gt(s.cached_bytes, 0, "only the shortfall: B keeps the rest of its cache");
+    tu_check(a);
+    tu_free(a, p);
+    tu_teardown(a, u);
+}
+
+Test(sleep, a_wake_short_of_device_memory_releases_the_cache_first) {
+    wake_releases_the_cache(NULL, false);
+    wake_releases_the_cache(NULL, true);
+}
+
+Test(sleep, a_wake_short_under_max_reserved_releases_the_cache_first) {
+    wake_releases_the_cache("max_reserved:96M", false);
+    wake_releases_the_cache("max_reserved:96M", true);
+}
+
 /* ---- modes ------------------------------------------------------------------------------- */
 
 Test(sleep, discard_copies_nothing) {

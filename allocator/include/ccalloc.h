@@ -1268,8 +1268,9 @@ cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca
  *  - a copy's or copy_wait's status: what this call mapped is unmapped.
  * A refused host_free after the copies is logged (one line; the memory
  * stays with the upstream) and the wake stands: CCA_OK.
- * Cost: O(d's blocks + pages / 64); one mem_info (short: the retry's
- * wait, release and one more mem_info, twice at most); one vm_map per run
+ * Cost: O(d's blocks + pages / 64); one mem_info (short, per pass of the
+ * release, two passes at most: a mem_info asking whether releasing can
+ * help, the wait, the release and one more mem_info); one vm_map per run
  * of missing pages (whole maps: per map of at most 128 MiB); one copy per
  * live block; one copy_wait; one host_free. */
 cca_status cca_domain_wake(cca_allocator *a, cca_domain *d, cca_sleep_report *report);

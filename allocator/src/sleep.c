@@ -528,10 +528,11 @@ static cca_status map_and_copy_in(cca_allocator *a, cca_domain *d, page_span *v,
 /* Room for a wake's `need` bytes of pages: max_reserved, then the device's
  * free memory (one mem_info, kept in *room for the maps). Short, the
  * allocator's cached memory goes first, as for an allocation's OOM retry
- * (every domain's: release.c): only when releasing can help
- * (ccai_release_can_help), after waiting for the work that may touch it
- * (quiesce: without it nothing is released), the shortfall, then all of
- * it; the question is asked again after each. Else the first refusal:
+ * (every domain's: release.c): frees pending are waited for first (their
+ * blocks cached then, as the retry's step 2 does); then only when
+ * releasing can help (ccai_release_can_help), after waiting for the work
+ * that may touch it (quiesce: without it nothing is released), the
+ * shortfall, then all of it; the question is asked again after each. Else the first refusal:
  * CCA_ERR_OUT_OF_MEMORY, *missing the bytes the device lacks (0: the cap
  * refused), nothing released. */
 static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing) {
@@ -547,7 +548,11 @@ static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *roo
         char refused[CCAI_ERROR_CAP];
         ccai_error_save(refused);
         size_t free_b = 0;
-        if (ccai_release_can_help(a, need, &free_b) != CCA_OK || (a->kind->quiesce && a->kind->quiesce(a) != CCA_OK)) {
+        /* frees pending: their blocks are cached once their work is done,
+         * so wait first, as the retry does (grow.c, step 2), then ask */
+        bool waited = a->c.pending && a->kind->quiesce;
+        if ((waited && a->kind->quiesce(a) != CCA_OK) || ccai_release_can_help(a, need, &free_b) != CCA_OK ||
+            (!waited && a->kind->quiesce && a->kind->quiesce(a) != CCA_OK)) {
             ccai_error_restore(refused);
             return CCA_ERR_OUT_OF_MEMORY;
         }

@@ -393,8 +393,12 @@ static cudaError_t unregister_host(cuda_device *d, void *ptr, size_t size) {
 static cca_status register_host(cuda_device *d, size_t size, void **ptr) {
     size_t len = huge_round(size);
     void *p = len ? huge_mapping(len) : NULL;
+    if (!len)
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
+                             "cuda: host memory: %zu bytes rounded up to huge pages of %zu pass SIZE_MAX", size, HUGE);
     if (!p)
-        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cuda: host memory: mmap of %zu bytes failed", len);
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cuda: host memory: mmap of %zu bytes (%zu asked) failed", len,
+                             size);
     cuda_caller caller;
     cca_status st = enter(d, &caller);
     if (st != CCA_OK) {

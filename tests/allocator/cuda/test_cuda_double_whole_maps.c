@@ -629,3 +629,42 @@ Test(cuda_whole_maps, the_plug_host_memory_reaches_the_driver) {
     }
     assert_no_violation();
 }
+
+/* Registered host memory at the edges of its size, through the wrapper:
+ * 1 byte and 2 MiB + 1 (not multiples of the huge page) register a whole
+ * number of huge pages whose bytes are all writable and come back whole;
+ * sizes whose rounding to 2 MiB passes SIZE_MAX are refused with
+ * CCA_ERR_OUT_OF_MEMORY, nothing registered, and the message names the
+ * size asked for (not a wrapped 0). */
+Test(cuda_whole_maps, registered_host_memory_at_the_edges_of_its_size) {
+    cca_upstream *u = NULL;
+    cca_cuda_options o = {.device = 0, .vm_backing = CCA_VM_WHOLE_MAPS, .host_memory = CCA_HOST_MEMORY_REGISTERED};
+    cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
+    const size_t ok[] = {1, 2 * MiB - 1, 2 * MiB, 2 * MiB + 1};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        unsigned char *p = NULL;
+        cr_assert_eq(cca_upstream_host_alloc(u, ok[i], (void **)&p), CCA_OK, "%zu: %s", ok[i], cca_last_error());
+        p[0] = 1;
+        p[ok[i] - 1] = 2;
+        size_t whole = (ok[i] + 2 * MiB - 1) / (2 * MiB) * (2 * MiB);
+        cr_assert_eq(cuda_double_get_stats().pinned_bytes, whole, "%zu: %zu registered", ok[i],
+                     cuda_double_get_stats().pinned_bytes);
+        cr_assert_eq((uintptr_t)p % (2 * MiB), 0, "%zu: huge-page aligned", ok[i]);
+        cr_assert_eq(cca_upstream_host_free(u, p, ok[i]), CCA_OK, "%zu: %s", ok[i], cca_last_error());
+        cr_assert_eq(cuda_double_get_stats().pinned_bytes, 0);
+    }
+    const size_t refused[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 2 * MiB + 2, SIZE_MAX - 2 * MiB};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        void *p = (void *)1;
+        cr_assert_eq(cca_upstream_host_alloc(u, refused[i], &p), CCA_ERR_OUT_OF_MEMORY, "%zu", refused[i]);
+        cr_assert_null(p);
+        char want[32];
+        snprintf(want, sizeof want, "%zu", refused[i]);
+        cr_assert(strstr(cca_last_error(), want), "%zu: the message names the size: %s", refused[i],
+                  cca_last_error());
+        cr_assert_eq(cuda_double_get_stats().pinned_bytes, 0);
+    }
+    cr_assert_eq(ustats(u).host_bytes_in_use, 0);
+    cca_upstream_destroy(u);
+    assert_no_violation();
+}

@@ -659,3 +659,82 @@ Test(sleep_interplay, refused_wake_whose_unmap_is_refused_leaves_it_asleep_and_c
     cca_upstream_destroy(u);
     cca_upstream_destroy(inner);
 }
+
+/* ---- a wake short of room: pending frees -------------------------------------------------- */
+
+/* Another domain's blocks freed on a stream whose events are still
+ * incomplete (pending): an allocation in this state waits for them (the
+ * OOM retry's step 2) and takes their room; a wake short of room releases
+ * the cache "as the OOM retry does", so it waits for them too. */
+static void wake_after_pending_frees(bool whole_call) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(96 * MiB, 0);
+    cca_upstream *u = tu_faulty_create_streams(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    void *p = NULL, *q = NULL, *r = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    tu_fill(p, 40 * MiB, 6);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_record_stream(a, q, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_record_stream(a, r, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
+    f.hold_events = true; /* incomplete until a stream synchronize: the frees are pending */
+    tu_free(a, q);
+    tu_free(a, r);
+    cr_assert_eq(tu_stats(a).pending_blocks, 2);
+    cca_status st = whole_call ? cca_wake(a, NULL) : cca_domain_wake(a, A, NULL);
+    cr_assert_eq(st, CCA_OK, "%s: a wake short of room with B's frees pending: %s",
+                 whole_call ? "cca_wake" : "cca_domain_wake", cca_last_error());
+    tu_check(a);
+    cr_assert(tu_check_fill(p, 40 * MiB, 6), "A's bytes back");
+    f.hold_events = false;
+    tu_free(a, p);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
+}
+
+Test(sleep_interplay, a_wake_short_of_room_waits_for_pending_frees) {
+    wake_after_pending_frees(false);
+    wake_after_pending_frees(true);
+}
+
+/* ccalloc.h's cost of a wake: one mem_info; short, each pass of the
+ * release adds what it says (counted by the wrapper). A wake with room
+ * asks once; one short of room whose first release makes room asks the
+ * number the header states for one pass. */
+Test(sleep_interplay, a_wake_short_of_room_asks_mem_info_as_the_header_says) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(96 * MiB, 0);
+    cca_upstream *u = tu_faulty_create(&f, inner, "fx", false);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    void *p = NULL, *q = NULL, *r = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    uint64_t before = f.mem_info_calls;
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(f.mem_info_calls - before, 1, "a wake with room: one mem_info, not %llu",
+                 (unsigned long long)(f.mem_info_calls - before));
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &r), CCA_OK, "%s", cca_last_error());
+    tu_free(a, q);
+    tu_free(a, r);
+    before = f.mem_info_calls;
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert(tu_stats(a).cached_bytes > 0, "only the shortfall went: one pass");
+    cr_assert_eq(f.mem_info_calls - before, 3,
+                 "short, one pass: the first mem_info, can_help's, and the one asked again: not %llu",
+                 (unsigned long long)(f.mem_info_calls - before));
+    tu_free(a, p);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
+}

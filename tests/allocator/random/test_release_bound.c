@@ -20,7 +20,8 @@
  *   streams wait (pending) until empty_cache waits for them.
  * - The programs: alloc / free / record_stream over three streams and
  *   three domains (the default included), sleep (copy or discard) and wake
- *   of a domain, trim(keep), empty_cache; the check after every
+ *   of a domain, trim(keep), empty_cache; in some, footprint arenas
+ *   (cca_domain_reserve) too; the check after every
  *   empty_cache and every trim that stopped above its keep (nothing more
  *   could go), the invariant walker after every step.
  * - Power (checked by breaking pages.c on purpose): leaving one map whose
@@ -217,6 +218,7 @@ typedef struct program {
     int backing;     /* with expandable:1 */
     size_t gran;     /* 0: the device's 2 MiB */
     bool one_domain; /* the default alone (greedy has no other domains) */
+    bool reserve;    /* footprint arenas too: cca_domain_reserve of d1 or d2 now and then */
 } program;
 
 typedef struct world {
@@ -329,7 +331,7 @@ static void run(const program *pg, uint64_t seed, int steps) {
     for (int i = 1; i < ndoms; i++)
         cr_assert_eq(cca_domain_create(w.a, i == 1 ? "d1" : "d2", &w.doms[i]), CCA_OK, "%s", cca_last_error());
     uint64_t rng = seed;
-    int checks = 0, sleeps = 0;
+    int checks = 0, sleeps = 0, reserves = 0;
     for (int step = 0; step < steps; step++) {
         snprintf(w.where, sizeof w.where, "%s (pages %zu, %s) seed %llu step %d", pg->conf, r.gran,
                  pg->backing == CCA_VM_PAGES ? "pages" : "whole maps", (unsigned long long)seed, step);
@@ -367,6 +369,12 @@ static void run(const program *pg, uint64_t seed, int steps) {
                     w.asleep[d] = false;
             }
         } else if (op < 25) {
+            if (pg->reserve && op >= 22 && d > 0 && !w.asleep[d]) { /* a footprint arena (refused when one is there) */
+                cca_status st = cca_domain_reserve(w.a, w.doms[d], rsize(&rng, 25));
+                cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_INVALID_ARGUMENT,
+                          "%s: reserve: %s", w.where, cca_last_error());
+                reserves += st == CCA_OK;
+            } else
             if (w.slots[k].p && !w.asleep[w.slots[k].dom])
                 cr_assert_eq(cca_record_stream(w.a, w.slots[k].p, streams[tu_rand(&rng) % 3]), CCA_OK, "%s", w.where);
         } else if (!w.slots[k].p) {
@@ -392,6 +400,8 @@ static void run(const program *pg, uint64_t seed, int steps) {
     cr_assert_geq(checks, steps / 25, "%s: only %d checks", pg->conf, checks);
     if (can_sleep)
         cr_assert_geq(sleeps, 5, "%s: only %d sleeps", pg->conf, sleeps);
+    if (pg->reserve)
+        cr_assert_geq(reserves, 1, "%s: only %d footprint arenas", pg->conf, reserves);
     /* the end: every block freed, every domain woken, one empty_cache: nothing left anywhere */
     for (int i = 0; i < SLOTS; i++)
         if (w.slots[i].p)
@@ -445,4 +455,18 @@ Test(release_bound, greedy) {
 }
 Test(release_bound, classic) {
     run_seeds(&(program){.conf = "expandable:0", .backing = CCA_VM_WHOLE_MAPS, .gran = 0});
+}
+Test(release_bound, pages_of_4k) {
+    run_seeds(&(program){.conf = "", .backing = CCA_VM_PAGES, .gran = 4 * KiB});
+}
+Test(release_bound, small_cap_small_segment) {
+    run_seeds(&(program){.conf = "max_reserved:24M,small_segment:512K,small_max:256K",
+                         .backing = CCA_VM_PAGES,
+                         .gran = 64 * KiB});
+}
+Test(release_bound, footprint_arenas) {
+    run_seeds(&(program){.conf = "", .backing = CCA_VM_WHOLE_MAPS, .gran = 0, .reserve = true});
+}
+Test(release_bound, footprint_arenas_classic_no_medium_pool) {
+    run_seeds(&(program){.conf = "expandable:0,medium_pool:0", .backing = CCA_VM_WHOLE_MAPS, .gran = 0, .reserve = true});
 }

@@ -534,9 +534,12 @@ static cca_status map_and_copy_in(cca_allocator *a, cca_domain *d, page_span *v,
  * that may touch it (quiesce: without it nothing is released), the
  * shortfall, then all of it; the question is asked again after each. Else the first refusal:
  * CCA_ERR_OUT_OF_MEMORY, *missing the bytes the device lacks (0: the cap
- * refused), nothing released. */
-static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing) {
+ * refused), nothing released; a wait that failed is in `unsynced` (else
+ * ""), for the caller's message. */
+static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing,
+                            char unsynced[CCAI_ERROR_CAP]) {
     *missing = 0;
+    unsynced[0] = '\0';
     if (!need)
         return CCA_OK;
     cca_status st = ccai_cap_room(a, need);
@@ -551,8 +554,13 @@ static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *roo
         /* frees pending: their blocks are cached once their work is done,
          * so wait first, as the retry does (grow.c, step 2), then ask */
         bool waited = a->c.pending && a->kind->quiesce;
-        if ((waited && a->kind->quiesce(a) != CCA_OK) || ccai_release_can_help(a, need, &free_b) != CCA_OK ||
-            (!waited && a->kind->quiesce && a->kind->quiesce(a) != CCA_OK)) {
+        cca_status wait = waited ? a->kind->quiesce(a) : CCA_OK;
+        cca_status can = wait == CCA_OK ? ccai_release_can_help(a, need, &free_b) : wait;
+        if (can == CCA_OK && !waited && a->kind->quiesce)
+            can = wait = a->kind->quiesce(a);
+        if (can != CCA_OK) {
+            if (wait != CCA_OK)
+                snprintf(unsynced, CCAI_ERROR_CAP, "%s", cca_last_error());
             ccai_error_restore(refused);
             return CCA_ERR_OUT_OF_MEMORY;
         }
@@ -579,15 +587,16 @@ static cca_status wake_locked(cca_allocator *a, cca_domain *d, cca_sleep_report 
     if (st != CCA_OK)
         return st;
     ccai_device_room room = {false, 0};
-    if ((st = wake_room(a, need, &room, &missing)) != CCA_OK) {
+    char unsynced[CCAI_ERROR_CAP];
+    if ((st = wake_room(a, need, &room, &missing, unsynced)) != CCA_OK) {
         free(v);
         if (missing)
             return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
-                                 "%zu bytes of pages needed, the device has %zu free: %zu bytes missing; still "
+                                 "%zu bytes of pages needed, the device has %zu free: %zu bytes missing%s%s; still "
                                  "asleep, its host copy intact",
-                                 need, room.free, missing);
-        return cca_set_error(st, "%zu bytes of pages needed: %s; still asleep, its host copy intact", need,
-                             cca_last_error());
+                                 need, room.free, missing, *unsynced ? "; the cache was kept: " : "", unsynced);
+        return cca_set_error(st, "%zu bytes of pages needed: %s%s%s; still asleep, its host copy intact", need,
+                             cca_last_error(), *unsynced ? "; the cache was kept: " : "", unsynced);
     }
     size_t done = 0, copied = 0;
     if ((st = map_and_copy_in(a, d, v, n, &room, &done, &copied)) != CCA_OK) {
@@ -740,14 +749,16 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report) {
     }
     ccai_device_room room = {false, 0};
     size_t missing = 0;
-    if (st == CCA_OK && (st = wake_room(a, need, &room, &missing)) != CCA_OK) {
+    char unsynced[CCAI_ERROR_CAP];
+    if (st == CCA_OK && (st = wake_room(a, need, &room, &missing, unsynced)) != CCA_OK) {
         if (missing)
             st = cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                                "cca_wake: %zu bytes of pages needed for %zu sleeping domains, the device has %zu "
-                               "free: %zu bytes missing; nothing woken",
-                               need, asleep, room.free, missing);
+                               "free: %zu bytes missing%s%s; nothing woken",
+                               need, asleep, room.free, missing, *unsynced ? "; the cache was kept: " : "", unsynced);
         else
-            st = cca_set_error(st, "cca_wake: %zu bytes of pages needed: %s; nothing woken", need, cca_last_error());
+            st = cca_set_error(st, "cca_wake: %zu bytes of pages needed: %s%s%s; nothing woken", need, cca_last_error(),
+                               *unsynced ? "; the cache was kept: " : "", unsynced);
     }
     size_t woken = 0;
     for (cca_domain *d = &a->root; d && st == CCA_OK; d = d->next) {

@@ -703,6 +703,51 @@ Test(sleep_interplay, a_wake_short_of_room_waits_for_pending_frees) {
     wake_after_pending_frees(true);
 }
 
+/* The same with the wait refused (every stream synchronize fails): the
+ * cache cannot be released, the wake is refused with the bytes missing and
+ * says why the cache was kept; nothing changes; once the wait succeeds the
+ * wake goes ahead. */
+Test(sleep_interplay, a_wake_whose_wait_for_the_cache_fails_says_so) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(96 * MiB, 0);
+    cca_upstream *u = tu_faulty_create_streams(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    tu_fill(p, 40 * MiB, 7);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 60 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_record_stream(a, q, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
+    f.hold_events = true;
+    tu_free(a, q); /* pending on 0x55 */
+    f.fail_at[TU_FAULT_STREAM_SYNC] = f.calls[TU_FAULT_STREAM_SYNC] + 1;
+    f.sticky[TU_FAULT_STREAM_SYNC] = true;
+    f.fail_at[TU_FAULT_SYNC] = f.calls[TU_FAULT_SYNC] + 1;
+    f.sticky[TU_FAULT_SYNC] = true;
+    for (int whole = 0; whole < 2; whole++) {
+        cca_stats before = tu_stats(a);
+        cca_status st = whole ? cca_wake(a, NULL) : cca_domain_wake(a, A, NULL);
+        cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+        cr_assert(strstr(cca_last_error(), "bytes missing") && strstr(cca_last_error(), "the cache was kept: "),
+                  "%s: the message says why the cache stayed: %s", whole ? "cca_wake" : "cca_domain_wake",
+                  cca_last_error());
+        tu_check(a);
+        cca_stats after = tu_stats(a);
+        tu_assert_stats_equal(&before, &after, "a wake whose wait failed");
+    }
+    tu_faulty_faults_off(&f);
+    f.hold_events = false;
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert(tu_check_fill(p, 40 * MiB, 7), "A's bytes back");
+    tu_free(a, p);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
+}
+
 /* ccalloc.h's cost of a wake: one mem_info; short, each pass of the
  * release adds what it says (counted by the wrapper). A wake with room
  * asks once; one short of room whose first release makes room asks the

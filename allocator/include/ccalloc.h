@@ -1259,9 +1259,11 @@ cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca
  *    even after the allocator's cached memory (every domain's) was
  *    released as an allocation's OOM retry releases it (first the
  *    shortfall, then all of it; nothing when releasing cannot make room:
- *    the cap or a tenant holds the rest): the message says how many bytes
- *    are needed, free, and missing; or host memory short for the list of
- *    pages;
+ *    the cap or a tenant holds the rest; under hold_peak:1 held as a
+ *    request is, the reserved peak a cap while something is cached): the
+ *    message says how many bytes are needed, free, and missing (and why
+ *    the cache was kept when the wait for its work failed); or host
+ *    memory short for the list of pages;
  *  - a vm_map's status (CCA_ERR_OUT_OF_MEMORY when the device refused:
  *    another tenant took memory since, or no mem_info to ask): what this
  *    call mapped is unmapped;

@@ -45,7 +45,8 @@
  * - Wake, all or nothing: the pages under d's live and pending blocks (not
  *   its free space) are counted, the cap and the device's free memory asked
  *   once for all of them (short: the allocator's cache released as by the
- *   OOM retry, wake_room; short still: CCA_ERR_OUT_OF_MEMORY saying how
+ *   OOM retry, wake_room, held under hold_peak:1 as a request; short
+ *   still: CCA_ERR_OUT_OF_MEMORY saying how
  *   many bytes are missing, nothing mapped); span by span, mapped, then the
  *   copies of the live blocks still recorded in it queued; one copy_wait;
  *   the host memory freed. A refusal waits for the copies queued, then
@@ -57,6 +58,7 @@
  */
 #include "domain.h"
 #include "kinds/pages.h"
+#include "core/policy.h" /* ccai_hold_begin */
 
 #include <stdlib.h>
 #include <string.h>
@@ -525,7 +527,7 @@ static cca_status map_and_copy_in(cca_allocator *a, cca_domain *d, page_span *v,
     return st != CCA_OK ? cca_set_error(st, "%s", why) : w;
 }
 
-/* Room for a wake's `need` bytes of pages: max_reserved, then the device's
+/* Room for a wake's `need` bytes of pages (wake_room, below): max_reserved, then the device's
  * free memory (one mem_info, kept in *room for the maps). Short, the
  * allocator's cached memory goes first, as for an allocation's OOM retry
  * (every domain's: release.c): frees pending are waited for first (their
@@ -536,8 +538,8 @@ static cca_status map_and_copy_in(cca_allocator *a, cca_domain *d, page_span *v,
  * CCA_ERR_OUT_OF_MEMORY, *missing the bytes the device lacks (0: the cap
  * refused), nothing released; a wait that failed is in `unsynced` (else
  * ""), for the caller's message. */
-static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing,
-                            char unsynced[CCAI_ERROR_CAP]) {
+static cca_status room_or_release(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing,
+                                  char unsynced[CCAI_ERROR_CAP]) {
     *missing = 0;
     unsynced[0] = '\0';
     if (!need)
@@ -575,6 +577,45 @@ static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *roo
         if (st == CCA_OK && (st = ccai_device_room_for(a, room, need, "the wake")) != CCA_OK)
             *missing = need - room->free;
     }
+    return st;
+}
+
+/* room_or_release, held under hold_peak:1 as a request is
+ * (policies/hold.c): while something is cached, the reserved peak is a cap
+ * too, so the cache goes before reserved passes it; when even all of it
+ * cannot keep reserved under the peak, the peak rises by the least:
+ * everything cached goes (when that can help, after the wait), then the
+ * room is asked with max_reserved and the device alone. Counted in
+ * peak_holds when the hold released something. */
+static cca_status held_room(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing,
+                            char unsynced[CCAI_ERROR_CAP]) {
+    if (!need || !a->config.hold_peak)
+        return room_or_release(a, need, room, missing, unsynced);
+    uint64_t frees = a->release_frees;
+    ccai_hold_begin(a);
+    bool held = a->peak_hold;
+    cca_status st = room_or_release(a, need, room, missing, unsynced);
+    a->peak_hold = false;
+    if (held && st == CCA_ERR_OUT_OF_MEMORY) { /* the peak rises by the least */
+        size_t free_b = 0;
+        if (ccai_release_can_help(a, need, &free_b) == CCA_OK && (!a->kind->quiesce || a->kind->quiesce(a) == CCA_OK))
+            (void)ccai_release(a, 0, CCAI_RELEASE_UNMAP, NULL); /* a refusal: less room */
+        *room = (ccai_device_room){false, 0};
+        st = room_or_release(a, need, room, missing, unsynced);
+    }
+    a->c.peak_holds += held && a->release_frees != frees;
+    return st;
+}
+
+/* held_room; a wake that finds room, released or not, leaves the thread's
+ * message as it was (a successful call never changes it). */
+static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing,
+                            char unsynced[CCAI_ERROR_CAP]) {
+    char before[CCAI_ERROR_CAP]; /* a wake that finds room leaves the thread's message as it was */
+    ccai_error_save(before);
+    cca_status st = held_room(a, need, room, missing, unsynced);
+    if (st == CCA_OK)
+        ccai_error_restore(before);
     return st;
 }
 

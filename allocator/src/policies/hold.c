@@ -15,6 +15,8 @@
  *        without the peak (ccai_release_can_help): the take is refused;
  *     3. refused still: the ordinary retry, counted in alloc_retries.
  * - Counted in peak_holds when it released something cached.
+ * - A domain's wake is held the same way (sleep.c, held_room): its pages
+ *   are its request.
  * - Cost: a full release walks every block of pages segments, and each
  *   synchronize waits for the device: paid only by requests that raise
  *   the peak. docs/allocator.md, "Holding the peak".

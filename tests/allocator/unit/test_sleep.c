@@ -357,8 +357,10 @@ static void wake_releases_the_cache(const char *conf, bool whole_call) {
     size_t cached = tu_stats(a).cached_bytes;
     cr_assert_geq(cached, 60 * MiB);
     cca_sleep_report rep;
+    (void)cca_set_error(CCA_ERR_CONFIG, "the caller's own message");
     cca_status st = whole_call ? cca_wake(a, &rep) : cca_domain_wake(a, A, &rep);
     cr_assert_eq(st, CCA_OK, "%s: %s", conf ? conf : "device", cca_last_error());
+    cr_assert_str_eq(cca_last_error(), "the caller's own message", "a wake that released and succeeded keeps it");
     cr_assert_eq(dstats(a, A).asleep, 0);
     cr_assert(tu_check_fill(p, 40 * MiB, 9), "A's bytes back");
     cca_stats s = tu_stats(a);
@@ -377,6 +379,51 @@ Test(sleep, a_wake_short_of_device_memory_releases_the_cache_first) {
 Test(sleep, a_wake_short_under_max_reserved_releases_the_cache_first) {
     wake_releases_the_cache("max_reserved:96M", false);
     wake_releases_the_cache("max_reserved:96M", true);
+}
+
+/* hold_peak:1 (policies/hold.c): reserved does not rise above its peak
+ * while releasing the cache could make room; a wake is held like a
+ * request. B's freed blocks are cached, A's wake would lift reserved over
+ * the peak: the cache goes first, just enough, and the peak stays. When
+ * even all of the cache cannot keep it under the peak, the peak rises by
+ * the least: everything cached goes, then the wake maps. */
+Test(sleep, a_wake_under_hold_peak_keeps_reserved_under_the_peak) {
+    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, "hold_peak:1");
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    tu_fill(p, 40 * MiB, 4);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 60 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    tu_free(a, q); /* B: 60 MiB and more cached */
+    cca_stats s = tu_stats(a);
+    size_t peak = s.reserved_bytes_peak;
+    cr_assert_gt(s.reserved_bytes + 40 * MiB, peak, "the wake would pass the peak");
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert(tu_check_fill(p, 40 * MiB, 4), "A's bytes back");
+    s = tu_stats(a);
+    cr_assert_eq(s.reserved_bytes_peak, peak, "held: the peak did not rise (%zu, was %zu)", s.reserved_bytes_peak,
+                 peak);
+    cr_assert_gt(s.cached_bytes, 0, "only what the peak needed went");
+    cr_assert_geq(s.peak_holds, 1, "counted as a hold");
+    tu_check(a);
+    /* the peak must rise: A (40 MiB) and B's new 100 MiB are more than the peak; B's cache goes first */
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 100 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    size_t live_b = tu_stats(a).allocated_bytes - 40 * MiB;
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    s = tu_stats(a);
+    cr_assert_eq(s.cached_bytes, s.reserved_bytes - s.allocated_bytes);
+    cr_assert_eq(s.reserved_bytes, s.reserved_bytes_peak, "the peak rose to where reserved is now");
+    cr_assert_leq(s.reserved_bytes, live_b + 40 * MiB + 4 * MiB, "by the least: the cache went first (%zu reserved)",
+                  s.reserved_bytes);
+    cr_assert(tu_check_fill(p, 40 * MiB, 4), "A's bytes back");
+    tu_free(a, q);
+    tu_free(a, p);
+    tu_teardown(a, u);
 }
 
 /* ---- modes ------------------------------------------------------------------------------- */

@@ -566,11 +566,8 @@ static cca_status room_or_release(cca_allocator *a, size_t need, ccai_device_roo
             ccai_error_restore(refused);
             return CCA_ERR_OUT_OF_MEMORY;
         }
-        size_t shortfall = free_b < need ? need - free_b : 0, cap = ccai_cap(a);
-        if (cap && a->c.reserved + need > cap && a->c.reserved + need - cap > shortfall)
-            shortfall = a->c.reserved + need - cap;
-        size_t keep = pass == 0 && a->c.reserved > shortfall ? a->c.reserved - shortfall : 0;
-        (void)ccai_release(a, keep, CCAI_RELEASE_UNMAP, NULL); /* a refusal only means less room */
+        size_t keep = pass == 0 ? ccai_release_keep(a, need, free_b) : 0; /* the shortfall, then everything */
+        (void)ccai_release(a, keep, CCAI_RELEASE_UNMAP, NULL);             /* a refusal only means less room */
         *room = (ccai_device_room){false, 0};
         *missing = 0;
         st = ccai_cap_room(a, need);
@@ -596,10 +593,8 @@ static cca_status held_room(cca_allocator *a, size_t need, ccai_device_room *roo
     bool held = a->peak_hold;
     cca_status st = room_or_release(a, need, room, missing, unsynced);
     a->peak_hold = false;
-    if (held && st == CCA_ERR_OUT_OF_MEMORY) { /* the peak rises by the least */
-        size_t free_b = 0;
-        if (ccai_release_can_help(a, need, &free_b) == CCA_OK && (!a->kind->quiesce || a->kind->quiesce(a) == CCA_OK))
-            (void)ccai_release(a, 0, CCAI_RELEASE_UNMAP, NULL); /* a refusal: less room */
+    if (held && st == CCA_ERR_OUT_OF_MEMORY) { /* the peak rises by the least (the hold's step 2) */
+        ccai_release_all_for(a, need);
         *room = (ccai_device_room){false, 0};
         st = room_or_release(a, need, room, missing, unsynced);
     }

@@ -118,12 +118,7 @@ cca_status ccai_grow_release_and_take(cca_allocator *a, const ccai_grow_req *q, 
         ccai_segment *s = NULL;
         return a->kind->reserve(a, rounded, NULL, CCAI_POOL_ARENA, true, &s);
     }
-    size_t need = a->kind->shortfall(a, rounded, pool);
-    size_t shortfall = free_b < need ? need - free_b : 0;
-    size_t cap = ccai_cap(a);
-    if (cap && a->c.reserved + need > cap && a->c.reserved + need - cap > shortfall)
-        shortfall = a->c.reserved + need - cap;
-    size_t keep = a->c.reserved > shortfall ? a->c.reserved - shortfall : 0;
+    size_t keep = ccai_release_keep(a, a->kind->shortfall(a, rounded, pool), free_b);
     if (keep > 0) {
         (void)ccai_release(a, keep, flags, NULL); /* a refusal only means less room */
         if (ccai_grow_take_again(a, rounded, stream, pool, b) == CCA_OK)

@@ -240,6 +240,10 @@ size_t ccai_releasable(const cca_allocator *a);
 /* Can releasing make room for `need` more bytes (release.c)? Else
  * CCA_ERR_OUT_OF_MEMORY, why. *free_b: the device's free bytes (0: unknown). */
 cca_status ccai_release_can_help(cca_allocator *a, size_t need, size_t *free_b);
+/* Reserved less the device's (free_b free) or the cap's shortfall for `need`. */
+size_t ccai_release_keep(const cca_allocator *a, size_t need, size_t free_b);
+/* All cached released if that can help `need`, after quiesce (hold.c step 2). */
+void ccai_release_all_for(cca_allocator *a, size_t need);
 /* A retry whose needed synchronize failed: CCA_ERR_OUT_OF_MEMORY, the cause. */
 cca_status ccai_release_unsynced(void);
 

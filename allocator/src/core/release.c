@@ -79,6 +79,20 @@ cca_status ccai_release_can_help(cca_allocator *a, size_t need, size_t *free_b) 
     return CCA_OK;
 }
 
+size_t ccai_release_keep(const cca_allocator *a, size_t need, size_t free_b) {
+    size_t shortfall = free_b < need ? need - free_b : 0, cap = ccai_cap(a);
+    if (cap && a->c.reserved + need > cap && a->c.reserved + need - cap > shortfall)
+        shortfall = a->c.reserved + need - cap;
+    return a->c.reserved > shortfall ? a->c.reserved - shortfall : 0;
+}
+
+void ccai_release_all_for(cca_allocator *a, size_t need) {
+    size_t free_b = 0;
+    bool idle = a->kind->quiesce != NULL;
+    if (ccai_release_can_help(a, need, &free_b) == CCA_OK && (!idle || a->kind->quiesce(a) == CCA_OK))
+        (void)ccai_release(a, 0, idle ? CCAI_RELEASE_UNMAP : 0, NULL); /* a refusal: less room */
+}
+
 cca_status ccai_release_unsynced(void) {
     return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                      "no free page can be unmapped without a synchronize, and it failed; nothing was released: %s",

@@ -37,11 +37,7 @@ cca_status ccai_hold_grow(cca_allocator *a, size_t rounded, cca_stream stream, c
     cca_status st = ccai_grow_release_and_take(a, &q, b); /* 1 */
     a->peak_hold = false;
     if (st == CCA_ERR_OUT_OF_MEMORY) { /* 2 */
-        size_t free_b = 0;
-        bool idle = a->kind->quiesce != NULL;
-        if (ccai_release_can_help(a, ccai_grow_need(a, rounded, stream, pool), &free_b) == CCA_OK &&
-            (!idle || a->kind->quiesce(a) == CCA_OK))
-            (void)ccai_release(a, 0, idle ? CCAI_RELEASE_UNMAP : 0, NULL); /* a refusal: less room */
+        ccai_release_all_for(a, ccai_grow_need(a, rounded, stream, pool));
         a->peak_rising = true;
         st = ccai_grow_take_again(a, rounded, stream, pool, b);
         a->peak_rising = false;

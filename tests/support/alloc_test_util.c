@@ -447,17 +447,54 @@ static cca_status faulty_injected(const tu_faulty *f, tu_fault_kind k, cca_statu
     return cca_set_error(st, "%s: injected %s failure", f->name, tu_fault_names[k]);
 }
 
+/* ---- the book (tu_faulty.book) ---- */
+
+static void book_add(tu_piece *v, size_t *n, uintptr_t lo, uintptr_t hi) {
+    cr_assert_lt(*n, TU_BOOK_MAX, "the device holds more than %d pieces: beyond the test's book", TU_BOOK_MAX);
+    v[(*n)++] = (tu_piece){lo, hi};
+}
+
+/* Take [lo, hi) out of the pieces; whole: it must consist of whole pieces. */
+static void book_carve(tu_piece *v, size_t *n, uintptr_t lo, uintptr_t hi, bool whole) {
+    size_t covered = 0;
+    for (size_t i = 0; i < *n;) {
+        tu_piece p = v[i];
+        if (p.hi <= lo || p.lo >= hi) {
+            i++;
+            continue;
+        }
+        uintptr_t a = p.lo > lo ? p.lo : lo, b = p.hi < hi ? p.hi : hi;
+        covered += b - a;
+        if (whole)
+            cr_assert(a == p.lo && b == p.hi, "unmap [%#lx, %#lx) cuts map [%#lx, %#lx)", (unsigned long)lo,
+                      (unsigned long)hi, (unsigned long)p.lo, (unsigned long)p.hi);
+        v[i] = v[--*n]; /* out, then what lies outside [lo, hi) back in */
+        if (p.lo < a)
+            book_add(v, n, p.lo, a);
+        if (b < p.hi)
+            book_add(v, n, b, p.hi);
+    }
+    cr_assert_eq(covered, hi - lo, "[%#lx, %#lx) names bytes the device's book does not hold", (unsigned long)lo,
+                 (unsigned long)hi);
+}
+
 static cca_status faulty_alloc(void *ctx, size_t size, void **ptr) {
     tu_faulty *f = ctx;
     if (faulty_fails(f, TU_FAULT_ALLOC))
         return faulty_injected(f, TU_FAULT_ALLOC, CCA_ERR_OUT_OF_MEMORY);
-    return faulty_count(f, TU_FAULT_ALLOC, cca_upstream_alloc(f->inner, size, ptr));
+    cca_status st = faulty_count(f, TU_FAULT_ALLOC, cca_upstream_alloc(f->inner, size, ptr));
+    if (st == CCA_OK && f->book)
+        book_add(f->book->segs, &f->book->nsegs, (uintptr_t)*ptr, (uintptr_t)*ptr + size);
+    return st;
 }
 static cca_status faulty_free(void *ctx, void *ptr, size_t size) {
     tu_faulty *f = ctx;
     if (faulty_fails(f, TU_FAULT_FREE))
         return faulty_injected(f, TU_FAULT_FREE, CCA_ERR_UPSTREAM);
-    return faulty_count(f, TU_FAULT_FREE, cca_upstream_free(f->inner, ptr, size));
+    cca_status st = faulty_count(f, TU_FAULT_FREE, cca_upstream_free(f->inner, ptr, size));
+    if (st == CCA_OK && f->book)
+        book_carve(f->book->segs, &f->book->nsegs, (uintptr_t)ptr, (uintptr_t)ptr + size, true);
+    return st;
 }
 static cca_status faulty_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
     tu_faulty *f = ctx;
@@ -520,19 +557,29 @@ static cca_status faulty_vm_release(void *ctx, void *base, size_t size) {
     tu_faulty *f = ctx;
     if (faulty_fails(f, TU_FAULT_RELEASE))
         return faulty_injected(f, TU_FAULT_RELEASE, CCA_ERR_UPSTREAM);
+    for (size_t i = 0; f->book && i < f->book->nmaps; i++)
+        cr_assert(f->book->maps[i].hi <= (uintptr_t)base || f->book->maps[i].lo >= (uintptr_t)base + size,
+                  "range %p released with a map in it", base);
     return faulty_count(f, TU_FAULT_RELEASE, cca_upstream_vm_release(f->inner, base, size));
 }
 static cca_status faulty_vm_map(void *ctx, void *addr, size_t size) {
     tu_faulty *f = ctx;
     if (faulty_fails(f, TU_FAULT_MAP))
         return faulty_injected(f, TU_FAULT_MAP, CCA_ERR_OUT_OF_MEMORY);
-    return faulty_count(f, TU_FAULT_MAP, cca_upstream_vm_map(f->inner, addr, size));
+    cca_status st = faulty_count(f, TU_FAULT_MAP, cca_upstream_vm_map(f->inner, addr, size));
+    if (st == CCA_OK && f->book)
+        book_add(f->book->maps, &f->book->nmaps, (uintptr_t)addr, (uintptr_t)addr + size);
+    return st;
 }
 static cca_status faulty_vm_unmap(void *ctx, void *addr, size_t size) {
     tu_faulty *f = ctx;
     if (faulty_fails(f, TU_FAULT_UNMAP))
         return faulty_injected(f, TU_FAULT_UNMAP, CCA_ERR_UPSTREAM);
-    return faulty_count(f, TU_FAULT_UNMAP, cca_upstream_vm_unmap(f->inner, addr, size));
+    cca_status st = faulty_count(f, TU_FAULT_UNMAP, cca_upstream_vm_unmap(f->inner, addr, size));
+    if (st == CCA_OK && f->book)
+        book_carve(f->book->maps, &f->book->nmaps, (uintptr_t)addr, (uintptr_t)addr + size,
+                   cca_upstream_vm_backing(f->inner) == CCA_VM_WHOLE_MAPS);
+    return st;
 }
 
 static cca_status faulty_host_alloc(void *ctx, size_t size, void **ptr) {

@@ -176,6 +176,11 @@ void tu_upstream_free_leftovers(tu_upstream *t);
  *               way back, which only a check of the bytes can find. The
  *               inner device's memory must be host memory (the simulated
  *               device).
+ *   book        NULL, or the device's side of the memory, kept by the test
+ *               (tu_book): every granted alloc and vm_map as a piece; a
+ *               granted free or vm_unmap takes its range out (over whole
+ *               maps an unmap must name whole maps), and a vm_release with
+ *               a map in its range fails the test.
  *
  * An injected failure returns CCA_ERR_OUT_OF_MEMORY for alloc, vm_reserve,
  * vm_map and host_alloc, CCA_ERR_UPSTREAM for free, vm_unmap, vm_release,
@@ -213,6 +218,17 @@ typedef enum tu_fault_kind {
 /* The op's name for each kind ("alloc", ..., "vm_release", "synchronize"). */
 extern const char *const tu_fault_names[TU_FAULT_KINDS];
 
+/* A tu_faulty's book: what the device holds, piece by piece (a classic
+ * segment; a map, carved by partial unmaps over CCA_VM_PAGES). */
+#define TU_BOOK_MAX 4096
+typedef struct tu_piece {
+    uintptr_t lo, hi;
+} tu_piece;
+typedef struct tu_book {
+    tu_piece maps[TU_BOOK_MAX], segs[TU_BOOK_MAX];
+    size_t nmaps, nsegs;
+} tu_book;
+
 #define TU_FAULTY_ORDER 256
 typedef struct tu_faulty {
     cca_upstream *inner; /* the caller's: destroyed by the caller, after the wrapper */
@@ -230,6 +246,7 @@ typedef struct tu_faulty {
     uint64_t copies_in, corrupt_in_at, corrupted; /* host -> device copies; the one to corrupt; bytes inverted */
     size_t corrupt_byte;                          /* which byte of its destination */
     unsigned char *corrupt_pending;               /* inverted at the next copy_wait; NULL: none */
+    tu_book *book;                                /* the device's pieces, set by the test; NULL: none */
 } tu_faulty;
 
 /* A cca_upstream over `f` (reset here) wrapping `inner`. `name` is the

@@ -13,11 +13,11 @@
  *   (free_bytes_trapped == reserved - the awake live blocks' bytes); with
  *   pages, at most one page at each end of a run of live blocks; with no
  *   live block, nothing at all (ccalloc.h, cca_empty_cache).
- * - Checked against the device's side of the books, kept here by `rec`, an
- *   upstream over the simulated device that records every alloc and map
- *   (a map carved by the unmaps that name part of it, with pages), and
- *   numbered events that complete at a synchronize, so frees on other
- *   streams wait (pending) until empty_cache waits for them.
+ * - Checked against the device's side of the books: tu_faulty's book
+ *   (alloc_test_util.h) records every alloc and map (a map carved by the
+ *   unmaps that name part of it, with pages), and its events complete at
+ *   a synchronize, so frees on other streams wait (pending) until
+ *   empty_cache waits for them.
  * - The programs: alloc / free / record_stream over three streams and
  *   three domains (the default included), sleep (copy or discard) and wake
  *   of a domain, trim(keep), empty_cache; in some, footprint arenas
@@ -38,172 +38,25 @@
 #include <string.h>
 
 #define SLOTS 40
-#define MAXP 4096 /* pieces the device may hold at once */
-
-typedef struct piece {
-    uintptr_t lo, hi;
-} piece;
-
+/* The device and its book: tu_faulty (no fault armed) over the simulated
+ * device, keeping every segment and map it grants (tu_book), its events
+ * held until a synchronize. */
 typedef struct rec {
+    tu_faulty f;
+    tu_book book;
     cca_upstream *inner;
     int backing;
     size_t gran;
-    piece maps[MAXP]; /* mapped address space: one piece per map (pages: carved by partial unmaps) */
-    size_t nmaps;
-    piece segs[MAXP]; /* classic segments: one piece per upstream alloc */
-    size_t nsegs;
-    uint64_t recorded, completed; /* events: number n is complete once completed >= n */
 } rec;
 
-static void add(piece *v, size_t *n, uintptr_t lo, uintptr_t hi) {
-    cr_assert_lt(*n, MAXP, "the device holds too many pieces for the test's books");
-    v[(*n)++] = (piece){lo, hi};
-}
-
-/* Take [lo, hi) out of the pieces; whole: it must consist of whole pieces. */
-static void carve(piece *v, size_t *n, uintptr_t lo, uintptr_t hi, bool whole) {
-    size_t covered = 0;
-    for (size_t i = 0; i < *n;) {
-        piece p = v[i];
-        if (p.hi <= lo || p.lo >= hi) {
-            i++;
-            continue;
-        }
-        uintptr_t a = p.lo > lo ? p.lo : lo, b = p.hi < hi ? p.hi : hi;
-        covered += b - a;
-        if (whole)
-            cr_assert(a == p.lo && b == p.hi, "unmap [%#lx, %#lx) cuts map [%#lx, %#lx)", (unsigned long)lo,
-                      (unsigned long)hi, (unsigned long)p.lo, (unsigned long)p.hi);
-        v[i] = v[--*n]; /* remove, then put back what lies outside [lo, hi) */
-        if (p.lo < a)
-            add(v, n, p.lo, a);
-        if (b < p.hi)
-            add(v, n, b, p.hi);
-    }
-    cr_assert_eq(covered, hi - lo, "unmap [%#lx, %#lx) names bytes the device did not map", (unsigned long)lo,
-                 (unsigned long)hi);
-}
-
-static cca_status r_alloc(void *ctx, size_t size, void **ptr) {
-    rec *r = ctx;
-    cca_status st = cca_upstream_alloc(r->inner, size, ptr);
-    if (st == CCA_OK)
-        add(r->segs, &r->nsegs, (uintptr_t)*ptr, (uintptr_t)*ptr + size);
-    return st;
-}
-static cca_status r_free(void *ctx, void *ptr, size_t size) {
-    rec *r = ctx;
-    cca_status st = cca_upstream_free(r->inner, ptr, size);
-    if (st == CCA_OK)
-        carve(r->segs, &r->nsegs, (uintptr_t)ptr, (uintptr_t)ptr + size, true);
-    return st;
-}
-static cca_status r_mem_info(void *ctx, size_t *f, size_t *t) {
-    return cca_upstream_mem_info(((rec *)ctx)->inner, f, t);
-}
-static void complete_all(rec *r) {
-    r->completed = r->recorded;
-}
-static cca_status r_sync(void *ctx) {
-    rec *r = ctx;
-    cca_status st = cca_upstream_synchronize(r->inner);
-    if (st == CCA_OK)
-        complete_all(r);
-    return st;
-}
-static cca_status r_stream_sync(void *ctx, cca_stream s) {
-    rec *r = ctx;
-    cca_status st = cca_upstream_stream_synchronize(r->inner, s);
-    if (st == CCA_OK)
-        complete_all(r); /* the books keep no stream's work apart */
-    return st;
-}
-static cca_status r_event_record(void *ctx, cca_stream s, void **ev) {
-    (void)s;
-    rec *r = ctx;
-    uint64_t *n = malloc(sizeof *n);
-    if (!n)
-        return CCA_ERR_OUT_OF_MEMORY;
-    *n = ++r->recorded;
-    *ev = n;
-    return CCA_OK;
-}
-static cca_status r_event_query(void *ctx, void *ev) {
-    return *(uint64_t *)ev <= ((rec *)ctx)->completed ? CCA_OK : CCA_ERR_NOT_READY;
-}
-static cca_status r_event_destroy(void *ctx, void *ev) {
-    (void)ctx;
-    free(ev);
-    return CCA_OK;
-}
-static cca_status r_gran(void *ctx, size_t *b) {
-    return cca_upstream_vm_granularity(((rec *)ctx)->inner, b);
-}
-static cca_status r_reserve(void *ctx, size_t size, void **base) {
-    return cca_upstream_vm_reserve(((rec *)ctx)->inner, size, base);
-}
-static cca_status r_release(void *ctx, void *base, size_t size) {
-    rec *r = ctx;
-    for (size_t i = 0; i < r->nmaps; i++)
-        cr_assert(r->maps[i].hi <= (uintptr_t)base || r->maps[i].lo >= (uintptr_t)base + size,
-                  "range %p released with a map in it", base);
-    return cca_upstream_vm_release(r->inner, base, size);
-}
-static cca_status r_map(void *ctx, void *addr, size_t size) {
-    rec *r = ctx;
-    cca_status st = cca_upstream_vm_map(r->inner, addr, size);
-    if (st == CCA_OK)
-        add(r->maps, &r->nmaps, (uintptr_t)addr, (uintptr_t)addr + size);
-    return st;
-}
-static cca_status r_unmap(void *ctx, void *addr, size_t size) {
-    rec *r = ctx;
-    cca_status st = cca_upstream_vm_unmap(r->inner, addr, size);
-    if (st == CCA_OK)
-        carve(r->maps, &r->nmaps, (uintptr_t)addr, (uintptr_t)addr + size, r->backing == CCA_VM_WHOLE_MAPS);
-    return st;
-}
-static cca_status r_host_alloc(void *ctx, size_t size, void **p) {
-    return cca_upstream_host_alloc(((rec *)ctx)->inner, size, p);
-}
-static cca_status r_host_free(void *ctx, void *p, size_t size) {
-    return cca_upstream_host_free(((rec *)ctx)->inner, p, size);
-}
-static cca_status r_copy(void *ctx, void *dst, const void *src, size_t size, int to_host) {
-    return cca_upstream_copy(((rec *)ctx)->inner, dst, src, size, to_host);
-}
-static cca_status r_copy_wait(void *ctx) {
-    return cca_upstream_copy_wait(((rec *)ctx)->inner);
-}
-
 static cca_upstream *rec_create(rec *r, size_t capacity, size_t gran, int backing) {
-    memset(r, 0, sizeof *r);
     r->inner = tu_vm_device_backed(capacity, gran, backing);
     r->backing = backing;
     cr_assert_eq(cca_upstream_vm_granularity(r->inner, &r->gran), CCA_OK);
-    cca_upstream_ops ops = {
-        .alloc = r_alloc,
-        .free = r_free,
-        .mem_info = r_mem_info,
-        .synchronize = r_sync,
-        .event_record = r_event_record,
-        .event_query = r_event_query,
-        .event_destroy = r_event_destroy,
-        .name = "rec",
-        .vm_granularity = r_gran,
-        .vm_reserve = r_reserve,
-        .vm_release = r_release,
-        .vm_map = r_map,
-        .vm_unmap = r_unmap,
-        .vm_backing = backing,
-        .stream_synchronize = r_stream_sync,
-        .host_alloc = r_host_alloc,
-        .host_free = r_host_free,
-        .copy = r_copy,
-        .copy_wait = r_copy_wait,
-    };
-    cca_upstream *u = NULL;
-    cr_assert_eq(cca_upstream_custom_create(&ops, r, &u), CCA_OK, "%s", cca_last_error());
+    cca_upstream *u = tu_faulty_create_streams(&r->f, r->inner, "rec", true);
+    memset(&r->book, 0, sizeof r->book);
+    r->f.book = &r->book;
+    r->f.hold_events = true; /* a free on another stream stays pending until a synchronize */
     return u;
 }
 
@@ -271,14 +124,14 @@ static void check_left(world *w, const cca_release_report *rep) {
     size_t held = 0, live = 0;
     for (size_t i = 0; i < n; i++)
         live += e[i].hi - e[i].lo;
-    for (size_t i = 0; i < r->nsegs; i++) {
-        held += r->segs[i].hi - r->segs[i].lo;
-        cr_assert(touches(e, n, r->segs[i].lo, r->segs[i].hi),
-                  "%s: segment [%#lx, %#lx) holds no live block and stayed", w->where, (unsigned long)r->segs[i].lo,
-                  (unsigned long)r->segs[i].hi);
+    for (size_t i = 0; i < r->book.nsegs; i++) {
+        held += r->book.segs[i].hi - r->book.segs[i].lo;
+        cr_assert(touches(e, n, r->book.segs[i].lo, r->book.segs[i].hi),
+                  "%s: segment [%#lx, %#lx) holds no live block and stayed", w->where, (unsigned long)r->book.segs[i].lo,
+                  (unsigned long)r->book.segs[i].hi);
     }
-    for (size_t i = 0; i < r->nmaps; i++) {
-        piece p = r->maps[i];
+    for (size_t i = 0; i < r->book.nmaps; i++) {
+        tu_piece p = r->book.maps[i];
         held += p.hi - p.lo;
         size_t unit = r->backing == CCA_VM_PAGES ? r->gran : p.hi - p.lo;
         for (uintptr_t lo = p.lo; lo < p.hi; lo += unit)
@@ -414,13 +267,14 @@ static void run(const program *pg, uint64_t seed, int steps) {
     snprintf(w.where, sizeof w.where, "%s seed %llu: the end", pg->conf, (unsigned long long)seed);
     cr_assert_eq(cca_empty_cache(w.a, &rep), CCA_OK, "%s", cca_last_error());
     check_left(&w, &rep);
-    cr_assert_eq(r.nmaps + r.nsegs, 0, "%s", w.where);
+    cr_assert_eq(r.book.nmaps + r.book.nsegs, 0, "%s", w.where);
     for (int i = 1; i < ndoms; i++)
         cr_assert_eq(cca_domain_destroy(w.a, w.doms[i], 0, NULL), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_destroy(w.a), CCA_OK, "%s", cca_last_error());
     cca_upstream_stats us = tu_upstream_stats(r.inner);
     cr_assert_eq(us.vm_mapped_bytes + us.vm_reserved_bytes + us.bytes_in_use, 0, "%s", w.where);
-    cr_assert_eq(r.recorded, r.completed, "%s: an event never completed", w.where);
+    cr_assert_eq(r.f.events_recorded, r.f.events_done, "%s: an event never completed", w.where);
+    cr_assert_eq(r.f.events_live, 0, "%s: an event never destroyed", w.where);
     cca_upstream_destroy(u);
     cca_upstream_destroy(r.inner);
 }

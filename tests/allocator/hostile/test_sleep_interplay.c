@@ -662,40 +662,61 @@ Test(sleep_interplay, refused_wake_whose_unmap_is_refused_leaves_it_asleep_and_c
 
 /* ---- a wake short of room: pending frees -------------------------------------------------- */
 
+/* The wake tests' start: a 96 MiB device behind tu_faulty (with_streams:
+ * its stream_synchronize and events), domains A and B, A's 40 MiB block
+ * filled with `fill` and A asleep. */
+typedef struct beside {
+    tu_faulty f;
+    cca_upstream *inner, *u;
+    cca_allocator *a;
+    cca_domain *A, *B;
+    void *p;
+} beside;
+
+static void beside_open(beside *t, bool with_streams, int fill) {
+    t->inner = tu_vm_device(96 * MiB, 0);
+    t->u = with_streams ? tu_faulty_create_streams(&t->f, t->inner, "fx", true)
+                        : tu_faulty_create(&t->f, t->inner, "fx", false);
+    t->a = tu_allocator(t->u, NULL);
+    cr_assert_eq(cca_domain_create(t->a, "A", &t->A), CCA_OK);
+    cr_assert_eq(cca_domain_create(t->a, "B", &t->B), CCA_OK);
+    t->p = NULL;
+    cr_assert_eq(cca_alloc_in(t->a, t->A, 40 * MiB, NULL, &t->p), CCA_OK, "%s", cca_last_error());
+    tu_fill(t->p, 40 * MiB, fill);
+    cr_assert_eq(cca_domain_sleep(t->a, t->A, 0, NULL), CCA_OK, "%s", cca_last_error());
+}
+
+/* A's bytes back (awake now), then everything given back. */
+static void beside_close(beside *t, int fill) {
+    cr_assert(tu_check_fill(t->p, 40 * MiB, fill), "A's bytes back");
+    tu_free(t->a, t->p);
+    cr_assert_eq(cca_destroy(t->a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(t->u);
+    cca_upstream_destroy(t->inner);
+}
+
 /* Another domain's blocks freed on a stream whose events are still
  * incomplete (pending): an allocation in this state waits for them (the
  * OOM retry's step 2) and takes their room; a wake short of room releases
  * the cache "as the OOM retry does", so it waits for them too. */
 static void wake_after_pending_frees(bool whole_call) {
-    tu_faulty f;
-    cca_upstream *inner = tu_vm_device(96 * MiB, 0);
-    cca_upstream *u = tu_faulty_create_streams(&f, inner, "fx", true);
-    cca_allocator *a = tu_allocator(u, NULL);
-    cca_domain *A, *B;
-    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
-    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
-    void *p = NULL, *q = NULL, *r = NULL;
-    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
-    tu_fill(p, 40 * MiB, 6);
-    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &r), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_record_stream(a, q, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_record_stream(a, r, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
-    f.hold_events = true; /* incomplete until a stream synchronize: the frees are pending */
-    tu_free(a, q);
-    tu_free(a, r);
-    cr_assert_eq(tu_stats(a).pending_blocks, 2);
-    cca_status st = whole_call ? cca_wake(a, NULL) : cca_domain_wake(a, A, NULL);
+    beside t;
+    beside_open(&t, true, 6);
+    void *q = NULL, *r = NULL;
+    cr_assert_eq(cca_alloc_in(t.a, t.B, 30 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(t.a, t.B, 30 * MiB, NULL, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_record_stream(t.a, q, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_record_stream(t.a, r, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
+    t.f.hold_events = true; /* incomplete until a stream synchronize: the frees are pending */
+    tu_free(t.a, q);
+    tu_free(t.a, r);
+    cr_assert_eq(tu_stats(t.a).pending_blocks, 2);
+    cca_status st = whole_call ? cca_wake(t.a, NULL) : cca_domain_wake(t.a, t.A, NULL);
     cr_assert_eq(st, CCA_OK, "%s: a wake short of room with B's frees pending: %s",
                  whole_call ? "cca_wake" : "cca_domain_wake", cca_last_error());
-    tu_check(a);
-    cr_assert(tu_check_fill(p, 40 * MiB, 6), "A's bytes back");
-    f.hold_events = false;
-    tu_free(a, p);
-    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
-    cca_upstream_destroy(u);
-    cca_upstream_destroy(inner);
+    tu_check(t.a);
+    t.f.hold_events = false;
+    beside_close(&t, 6);
 }
 
 Test(sleep_interplay, a_wake_short_of_room_waits_for_pending_frees) {
@@ -708,44 +729,32 @@ Test(sleep_interplay, a_wake_short_of_room_waits_for_pending_frees) {
  * says why the cache was kept; nothing changes; once the wait succeeds the
  * wake goes ahead. */
 Test(sleep_interplay, a_wake_whose_wait_for_the_cache_fails_says_so) {
-    tu_faulty f;
-    cca_upstream *inner = tu_vm_device(96 * MiB, 0);
-    cca_upstream *u = tu_faulty_create_streams(&f, inner, "fx", true);
-    cca_allocator *a = tu_allocator(u, NULL);
-    cca_domain *A, *B;
-    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
-    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
-    void *p = NULL, *q = NULL;
-    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
-    tu_fill(p, 40 * MiB, 7);
-    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_alloc_in(a, B, 60 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_record_stream(a, q, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
-    f.hold_events = true;
-    tu_free(a, q); /* pending on 0x55 */
-    f.fail_at[TU_FAULT_STREAM_SYNC] = f.calls[TU_FAULT_STREAM_SYNC] + 1;
-    f.sticky[TU_FAULT_STREAM_SYNC] = true;
-    f.fail_at[TU_FAULT_SYNC] = f.calls[TU_FAULT_SYNC] + 1;
-    f.sticky[TU_FAULT_SYNC] = true;
+    beside t;
+    beside_open(&t, true, 7);
+    void *q = NULL;
+    cr_assert_eq(cca_alloc_in(t.a, t.B, 60 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_record_stream(t.a, q, (cca_stream)0x55), CCA_OK, "%s", cca_last_error());
+    t.f.hold_events = true;
+    tu_free(t.a, q); /* pending on 0x55 */
+    t.f.fail_at[TU_FAULT_STREAM_SYNC] = t.f.calls[TU_FAULT_STREAM_SYNC] + 1;
+    t.f.sticky[TU_FAULT_STREAM_SYNC] = true;
+    t.f.fail_at[TU_FAULT_SYNC] = t.f.calls[TU_FAULT_SYNC] + 1;
+    t.f.sticky[TU_FAULT_SYNC] = true;
     for (int whole = 0; whole < 2; whole++) {
-        cca_stats before = tu_stats(a);
-        cca_status st = whole ? cca_wake(a, NULL) : cca_domain_wake(a, A, NULL);
+        cca_stats before = tu_stats(t.a);
+        cca_status st = whole ? cca_wake(t.a, NULL) : cca_domain_wake(t.a, t.A, NULL);
         cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
         cr_assert(strstr(cca_last_error(), "bytes missing") && strstr(cca_last_error(), "the cache was kept: "),
                   "%s: the message says why the cache stayed: %s", whole ? "cca_wake" : "cca_domain_wake",
                   cca_last_error());
-        tu_check(a);
-        cca_stats after = tu_stats(a);
+        tu_check(t.a);
+        cca_stats after = tu_stats(t.a);
         tu_assert_stats_equal(&before, &after, "a wake whose wait failed");
     }
-    tu_faulty_faults_off(&f);
-    f.hold_events = false;
-    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
-    cr_assert(tu_check_fill(p, 40 * MiB, 7), "A's bytes back");
-    tu_free(a, p);
-    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
-    cca_upstream_destroy(u);
-    cca_upstream_destroy(inner);
+    tu_faulty_faults_off(&t.f);
+    t.f.hold_events = false;
+    cr_assert_eq(cca_domain_wake(t.a, t.A, NULL), CCA_OK, "%s", cca_last_error());
+    beside_close(&t, 7);
 }
 
 /* ccalloc.h's cost of a wake: one mem_info; short, each pass of the
@@ -753,33 +762,23 @@ Test(sleep_interplay, a_wake_whose_wait_for_the_cache_fails_says_so) {
  * asks once; one short of room whose first release makes room asks the
  * number the header states for one pass. */
 Test(sleep_interplay, a_wake_short_of_room_asks_mem_info_as_the_header_says) {
-    tu_faulty f;
-    cca_upstream *inner = tu_vm_device(96 * MiB, 0);
-    cca_upstream *u = tu_faulty_create(&f, inner, "fx", false);
-    cca_allocator *a = tu_allocator(u, NULL);
-    cca_domain *A, *B;
-    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
-    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
-    void *p = NULL, *q = NULL, *r = NULL;
-    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
-    uint64_t before = f.mem_info_calls;
-    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(f.mem_info_calls - before, 1, "a wake with room: one mem_info, not %llu",
-                 (unsigned long long)(f.mem_info_calls - before));
-    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
-    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &r), CCA_OK, "%s", cca_last_error());
-    tu_free(a, q);
-    tu_free(a, r);
-    before = f.mem_info_calls;
-    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
-    cr_assert(tu_stats(a).cached_bytes > 0, "only the shortfall went: one pass");
-    cr_assert_eq(f.mem_info_calls - before, 3,
+    beside t;
+    beside_open(&t, false, 3);
+    uint64_t before = t.f.mem_info_calls;
+    cr_assert_eq(cca_domain_wake(t.a, t.A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(t.f.mem_info_calls - before, 1, "a wake with room: one mem_info, not %llu",
+                 (unsigned long long)(t.f.mem_info_calls - before));
+    cr_assert_eq(cca_domain_sleep(t.a, t.A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    void *q = NULL, *r = NULL;
+    cr_assert_eq(cca_alloc_in(t.a, t.B, 30 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(t.a, t.B, 30 * MiB, NULL, &r), CCA_OK, "%s", cca_last_error());
+    tu_free(t.a, q);
+    tu_free(t.a, r);
+    before = t.f.mem_info_calls;
+    cr_assert_eq(cca_domain_wake(t.a, t.A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert(tu_stats(t.a).cached_bytes > 0, "only the shortfall went: one pass");
+    cr_assert_eq(t.f.mem_info_calls - before, 3,
                  "short, one pass: the first mem_info, can_help's, and the one asked again: not %llu",
-                 (unsigned long long)(f.mem_info_calls - before));
-    tu_free(a, p);
-    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
-    cca_upstream_destroy(u);
-    cca_upstream_destroy(inner);
+                 (unsigned long long)(t.f.mem_info_calls - before));
+    beside_close(&t, 3);
 }

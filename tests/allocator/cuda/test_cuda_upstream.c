@@ -579,34 +579,31 @@ Test(cuda_upstream, cuda_options_are_checked) {
         cr_assert_not_null(strstr(cca_last_error(), "is not a power of two"), "%zu: %s", bad[i], cca_last_error());
     }
     o.vm_granularity = 0;
-    const int bad_backing[] = {2, -1, 1000};
-    for (size_t i = 0; i < sizeof bad_backing / sizeof *bad_backing; i++) {
-        o.vm_backing = bad_backing[i];
-        u = (cca_upstream *)&u;
-        cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "vm_backing %d",
-                     bad_backing[i]);
-        cr_assert_null(u);
-        /* the message names both values as ccalloc.h defines them */
-        char pages[32], whole[32];
-        snprintf(pages, sizeof pages, "CCA_VM_PAGES (%d)", CCA_VM_PAGES);
-        snprintf(whole, sizeof whole, "CCA_VM_WHOLE_MAPS (%d)", CCA_VM_WHOLE_MAPS);
-        cr_assert(strstr(cca_last_error(), "is neither ") && strstr(cca_last_error(), pages) &&
-                      strstr(cca_last_error(), whole),
-                  "%d: %s (want %s and %s)", bad_backing[i], cca_last_error(), pages, whole);
-    }
-    o.vm_backing = CCA_VM_PAGES;
-    const int bad_host[] = {2, -1, 1000};
-    for (size_t i = 0; i < sizeof bad_host / sizeof *bad_host; i++) {
-        o.host_memory = bad_host[i];
-        u = (cca_upstream *)&u;
-        cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "host_memory %d", bad_host[i]);
-        cr_assert_null(u);
-        char pinned[48], registered[48];
-        snprintf(pinned, sizeof pinned, "CCA_HOST_MEMORY_PINNED (%d)", CCA_HOST_MEMORY_PINNED);
-        snprintf(registered, sizeof registered, "CCA_HOST_MEMORY_REGISTERED (%d)", CCA_HOST_MEMORY_REGISTERED);
-        cr_assert(strstr(cca_last_error(), "host_memory") && strstr(cca_last_error(), pinned) &&
-                      strstr(cca_last_error(), registered),
-                  "%d: %s", bad_host[i], cca_last_error());
+    /* the two enumerations: each bad value refused, the message naming the
+     * field and both values as ccalloc.h defines them */
+    struct {
+        int *field;
+        const char *name, *n0, *n1;
+        int v0, v1;
+    } enums[] = {{&o.vm_backing, "vm_backing", "CCA_VM_PAGES", "CCA_VM_WHOLE_MAPS", CCA_VM_PAGES, CCA_VM_WHOLE_MAPS},
+                 {&o.host_memory, "host_memory", "CCA_HOST_MEMORY_PINNED", "CCA_HOST_MEMORY_REGISTERED",
+                  CCA_HOST_MEMORY_PINNED, CCA_HOST_MEMORY_REGISTERED}};
+    const int bad_value[] = {2, -1, 1000};
+    for (size_t e = 0; e < sizeof enums / sizeof *enums; e++) {
+        for (size_t i = 0; i < sizeof bad_value / sizeof *bad_value; i++) {
+            *enums[e].field = bad_value[i];
+            u = (cca_upstream *)&u;
+            cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "%s %d", enums[e].name,
+                         bad_value[i]);
+            cr_assert_null(u);
+            char w0[48], w1[48];
+            snprintf(w0, sizeof w0, "%s (%d)", enums[e].n0, enums[e].v0);
+            snprintf(w1, sizeof w1, "%s (%d)", enums[e].n1, enums[e].v1);
+            cr_assert(strstr(cca_last_error(), enums[e].name) && strstr(cca_last_error(), "is neither ") &&
+                          strstr(cca_last_error(), w0) && strstr(cca_last_error(), w1),
+                      "%s %d: %s (want %s and %s)", enums[e].name, bad_value[i], cca_last_error(), w0, w1);
+        }
+        *enums[e].field = enums[e].v0;
     }
     o.host_memory = CCA_HOST_MEMORY_PINNED;
     o.vm_granularity = CCA_CUDA_MAX_VM_GRANULARITY; /* the largest accepted: the device decides */

@@ -70,16 +70,21 @@ static cca_upstream *cuda_or_skip(void) {
     return u;
 }
 
-/* Device 0 with the pages backing (CCA_VM_PAGES: one physical allocation
- * per page, any run of pages unmapped) and the driver's granularity. */
-static cca_upstream *cuda_pages_backing_or_skip(void) {
-    cca_cuda_options o = {.device = 0, .vm_backing = CCA_VM_PAGES};
+/* Device 0 with options o; skipped without a GPU. */
+static cca_upstream *cuda_with_or_skip(const cca_cuda_options *o) {
     cca_upstream *u = NULL;
-    cca_status st = cca_upstream_cuda_create_with(&o, &u);
+    cca_status st = cca_upstream_cuda_create_with(o, &u);
     if (st == CCA_ERR_NO_DEVICE)
         CCA_NO_GPU("no GPU: %s", cca_last_error());
     cr_assert_eq(st, CCA_OK, "cca_upstream_cuda_create_with: %s", cca_last_error());
     cr_assert_str_eq(cca_upstream_name(u), "cuda:0");
+    return u;
+}
+
+/* Device 0 with the pages backing (CCA_VM_PAGES: one physical allocation
+ * per page, any run of pages unmapped) and the driver's granularity. */
+static cca_upstream *cuda_pages_backing_or_skip(void) {
+    cca_upstream *u = cuda_with_or_skip(&(cca_cuda_options){.device = 0, .vm_backing = CCA_VM_PAGES});
     cr_assert_eq(cca_upstream_vm_backing(u), CCA_VM_PAGES);
     return u;
 }
@@ -637,12 +642,7 @@ Test(cuda_upstream, cuda_options_are_checked) {
  * their live bytes; after the wake every block holds its bytes at its
  * address; then empty-cache gives the device back. */
 static void sleep_and_wake_with(int host_memory) {
-    cca_cuda_options o = {.device = 0, .host_memory = host_memory};
-    cca_upstream *u = NULL;
-    cca_status st = cca_upstream_cuda_create_with(&o, &u);
-    if (st == CCA_ERR_NO_DEVICE)
-        CCA_NO_GPU("no GPU: %s", cca_last_error());
-    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    cca_upstream *u = cuda_with_or_skip(&(cca_cuda_options){.device = 0, .host_memory = host_memory});
     if (!cca_upstream_has_vm(u))
         CCA_NO_GPU("no virtual memory management on this GPU: %s", cca_last_error());
     size_t g = 0;

@@ -125,8 +125,10 @@ static void faulty_run(const config *c, uint64_t seed) {
     cca_domain *doms[3] = {NULL, NULL, NULL}; /* [0]: the default */
     cca_stream streams[3] = {S0, S1, S2};
     int fault_left = 0;
+    /* requests up to a sixth of what may be reserved: no one request holds a whole cap, so maps come and go */
+    size_t room = cfg.max_reserved && cfg.max_reserved < c->capacity ? cfg.max_reserved : c->capacity;
     unsigned max_bits = 0;
-    while (((size_t)2 << max_bits) <= c->capacity / 6)
+    while (((size_t)2 << max_bits) <= room / 6)
         max_bits++;
     const tu_fault_kind kinds[] = {TU_FAULT_MAP, TU_FAULT_UNMAP, TU_FAULT_RESERVE, TU_FAULT_RELEASE, TU_FAULT_SYNC};
     for (int step = 0; step < c->steps; step++) {

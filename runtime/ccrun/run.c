@@ -486,6 +486,28 @@ static int wake_model(run_state *rs, ccr_model *m, const char *src) {
  * end every model is unloaded (the last one awake, the others asleep) and
  * everything released. first[j]/m[j]: the model whose text first appears
  * at position j. */
+/* What --sleep needs, checked before the first model loads: memory domains
+ * (--policy greedy is refused with the options; --conf's policy shows only
+ * in the engine's allocator: exit 2 as well) and expandable segments
+ * (expandable:0, or a device without virtual-memory ops: exit 1). */
+static int can_sleep(run_state *rs) {
+    cca_stats s;
+    if (!rs->domains) {
+        rs->errbuf = ccrun_format("--sleep needs memory domains, which policy greedy cannot have (--conf '%s')",
+                                  rs->o->conf ? rs->o->conf : "");
+        ccrun_say("%s", rs->errbuf ? rs->errbuf : "--sleep needs memory domains");
+        return CCRUN_ERR_USAGE;
+    }
+    cca_get_stats(ccr_engine_allocator(rs->e), &s);
+    if (s.page_size == 0) {
+        rs->errbuf = ccrun_format("%s", "cannot sleep: the allocator has classic segments (expandable:0, or a device "
+                                        "without virtual-memory ops); --sleep keeps a model's addresses while it "
+                                        "unmaps its pages, which needs expandable segments");
+        return CCRUN_ERR_MODEL;
+    }
+    return CCRUN_OK;
+}
+
 static int run_sleeping(const ccrun_options *o) {
     run_state rs = {.o = o, .rep = {stdout, o->json, 0, 0, NULL}};
     ccr_model **m = calloc(o->n_models, sizeof *m);
@@ -495,6 +517,8 @@ static int run_sleeping(const ccrun_options *o) {
         rs.errbuf = ccrun_format("out of host memory for %zu models", o->n_models);
         rc = CCRUN_ERR_MODEL;
     }
+    if (rc == CCRUN_OK)
+        rc = can_sleep(&rs);
     for (size_t k = 0; k < o->n_models && rc == CCRUN_OK; k++) {
         const char *src = o->models[k];
         size_t j = 0;

@@ -360,6 +360,10 @@ check "--sleep A A: the same model sleeps and wakes in place of a reload; one mo
 check "--help lists --sleep, and says the last turn is not slept (one model: no sleep, above)" sh -c \
     "'$CCRUN' --help | grep -q -- '--sleep  ' && '$CCRUN' --help | grep -q -- \"end each MODEL's turn but the last with a sleep\""
 expect 1 "cannot sleep: the allocator has classic segments" -- --sleep --conf expandable:0 "mlp:64x64" "mlp:32x32"
+check "--sleep with classic segments: refused before the first model loads" sh -c \
+    "! '$CCRUN' --device host --sleep --conf expandable:0 'mlp:64x64' 'mlp:32x32' >'$TMP/sc.txt' 2>/dev/null && ! grep -q '^load ' '$TMP/sc.txt'"
+expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'policy:greedy')" -- --sleep --conf policy:greedy "mlp:4x4" "mlp:4x4"
+expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'max_reserved:1G,policy:greedy')" -- --sleep --policy growth --conf max_reserved:1G,policy:greedy "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep takes no --resident" -- --sleep --resident "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep needs memory domains: not with --no-domains" -- --sleep --no-domains "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep needs memory domains: not with --keep-cache" -- --sleep --keep-cache "mlp:4x4" "mlp:4x4"

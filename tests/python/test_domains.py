@@ -277,6 +277,65 @@ def test_destroy_inside_its_block_is_refused_and_a_destroyed_domain_cannot_be_en
     e.destroy()
 
 
+def test_a_block_left_on_another_thread(torch_alloc):
+    """A generator whose ``with`` block is entered on one thread and resumed
+    on another: the block's domain stays current on the thread that entered
+    it (its C slot), so destroy() is refused while that thread runs and
+    allowed once it has ended; an __exit__ elsewhere says which thread."""
+    d = ccalloc.torch.domain("gen")
+
+    def gen():
+        with d:
+            yield Tensor(torch_alloc, MiB)
+            yield None
+
+    # entered on a thread that then ends with the generator suspended inside the block
+    g = gen()
+    box = []
+    t = threading.Thread(target=lambda: box.append(next(g)), name="loader")
+    t.start()
+    t.join()
+    assert domain_of(box[0].ptr) == "gen"
+    del box[:]
+    assert ccalloc.torch.current_domain() is None  # this thread's domain never changed
+    g.close()  # GeneratorExit: __exit__ here, for a block whose thread has ended: no error
+    gc.collect()
+    d.destroy()  # refused before: the ended thread's block counted for ever
+    assert d.destroyed
+
+    # entered on a thread that still runs: refused, and that thread keeps the domain
+    e = ccalloc.torch.domain("gen-e")
+
+    def gen_e():
+        with e:
+            yield
+            yield
+
+    g = gen_e()
+    entered, leave, seen = threading.Event(), threading.Event(), []
+
+    def runner():
+        next(g)
+        entered.set()
+        leave.wait(10)
+        t = Tensor(torch_alloc, MiB)
+        seen.append(domain_of(t.ptr))  # still e here
+
+    t = threading.Thread(target=runner, name="runner")
+    t.start()
+    entered.wait(10)
+    with pytest.raises(RuntimeError, match="other than its __enter__'s \\('runner', which still runs\\)"):
+        g.close()
+    with pytest.raises(ccalloc.InvalidArgumentError, match="1 `with` block"):
+        e.destroy()
+    leave.set()
+    t.join()
+    gc.collect()
+    assert seen == ["gen-e"]
+    e.destroy()
+    assert ccalloc.torch.current_domain() is None
+
+
 def test_reset_inside_a_block(torch_alloc, monkeypatch):
     """plug.reset() (tests) while a block is open: the domain goes with its
     allocator, leaving the block raises nothing, and allocations are the

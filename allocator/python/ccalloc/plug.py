@@ -195,10 +195,11 @@ def mem_info(device: int = 0) -> Tuple[int, int]:
 
 
 class _Entry:
-    __slots__ = ("domain", "previous")
+    __slots__ = ("domain", "previous", "thread")
 
     def __init__(self, domain: "PlugDomain", previous: Optional[int]) -> None:
         self.domain, self.previous = domain, previous
+        self.thread = threading.current_thread()  # the thread whose C slot the block set
 
 
 _threads = threading.local()  # .stacks: {device: [_Entry, ...]} of this thread
@@ -231,7 +232,7 @@ class PlugDomain(Domain):
     def __init__(self, allocator: Allocator, handle: int, name: str, device: int) -> None:
         super().__init__(allocator, handle, name)
         self.device = device
-        self._entered = 0  # with blocks in progress, every thread's
+        self._open: List[_Entry] = []  # with blocks in progress, every thread's
         self._entered_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -245,18 +246,35 @@ class PlugDomain(Domain):
             handle = self.handle  # InvalidArgumentError once destroyed (or after plug.reset())
             lib.cca_clear_error()
             raise_for(lib, lib.cca_plug_set_domain(self.device, handle, ctypes.byref(previous)))
-            self._entered += 1
-        _stack(self.device).append(_Entry(self, previous.value))
+            entry = _Entry(self, previous.value)
+            self._open.append(entry)
+        _stack(self.device).append(entry)
         return self
+
+    def _forget_ended_threads(self) -> bool:
+        """Under _entered_lock: drop the blocks whose thread has ended (a
+        generator left suspended there): the thread's C slot ended with it.
+        True if one was dropped."""
+        before = len(self._open)
+        self._open = [e for e in self._open if e.thread.is_alive()]
+        return len(self._open) < before
 
     def __exit__(self, exc_type, exc, tb) -> None:
         stack = _stack(self.device)
         at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].domain is self), None)
-        if at is None:
+        if at is None:  # entered on another thread (a generator resumed here), or never
+            with self._entered_lock:
+                if self._forget_ended_threads():
+                    return  # a block whose thread has ended: nothing of it is current anywhere
+                elsewhere = next((e.thread.name for e in self._open), None)
+            if elsewhere is not None:
+                raise RuntimeError(f"{self!r}: __exit__ on a thread other than its __enter__'s ({elsewhere!r}, "
+                                   "which still runs): the domain stays current there until that thread leaves "
+                                   "a block of it or ends")
             raise RuntimeError(f"{self!r}: __exit__ without its __enter__ on this thread")
         entry = stack.pop(at)
         with self._entered_lock:
-            self._entered -= 1
+            self._open.remove(entry)
         if at < len(stack):
             # left out of order: the block entered after it now restores what this one would have
             stack[at].previous = entry.previous
@@ -275,12 +293,13 @@ class PlugDomain(Domain):
         """Release and free the domain; on failure it stays (see :meth:`release`).
 
         Refused with :class:`InvalidArgumentError` while a ``with`` block of
-        it is in progress on any thread (allocations there would fail):
-        leave the blocks first."""
+        it is in progress on any thread that still runs (allocations there
+        would fail): leave the blocks first."""
         with self._entered_lock:
-            if self._entered and not self.destroyed:
+            self._forget_ended_threads()
+            if self._open and not self.destroyed:
                 raise argument_error(self.allocator._lib, ERR_INVALID_ARGUMENT,
-                                     f"domain '{self.name}' is the current domain of {self._entered} `with` "
+                                     f"domain '{self.name}' is the current domain of {len(self._open)} `with` "
                                      "block(s) in progress; leave them before destroy()")
             return super().destroy(force, max_leaks)
 

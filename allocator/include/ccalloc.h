@@ -913,7 +913,9 @@ typedef struct cca_stats {
     size_t pending_blocks; /* freed, waiting on stream events               */
     size_t cached_blocks;  /* free blocks in the pools                      */
     size_t cached_bytes;   /* bytes in free blocks; of expandable segments:
-                              only mapped ones (reserved - allocated)        */
+                              only mapped ones (reserved - allocated); a
+                              sleeping domain's count in neither: it serves
+                              nothing until its wake                        */
     size_t segments;
     size_t segments_peak;
     size_t largest_free_block; /* expandable: the longest mapped free stretch */

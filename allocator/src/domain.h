@@ -64,10 +64,11 @@ void ccai_sleep_forget(cca_allocator *a, struct cca_domain *d, bool mark);
 /* cca_free of live block b of a sleeping domain: its copy dropped, and its
  * host chunk given back once every block in it is freed. */
 void ccai_sleep_drop(cca_allocator *a, const ccai_block *b);
-/* The allocated bytes of the sleeping domains: counted in a->c.allocated,
- * their pages not in a->c.reserved (their bytes are on the host).
- * O(domains). */
-size_t ccai_sleep_allocated(const cca_allocator *a);
+/* Reserved minus allocated bytes of the awake domains: what they cache. A
+ * sleeping domain's blocks count in a->c.allocated, their bytes on the
+ * host; the pages a refused unmap left it count in a->c.reserved and serve
+ * nothing until its wake (no release finds them). O(domains). */
+size_t ccai_sleep_awake_cached(const cca_allocator *a);
 /* Host bytes d's copy holds (0: awake, or asleep with DISCARD). */
 size_t ccai_sleep_host_bytes(const struct cca_domain *d);
 /* I10 for sleeping domain d: its record names every live block of d. */

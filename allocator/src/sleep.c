@@ -40,8 +40,9 @@
  *   chunk's host memory given back with the chunk's last live block; trim and the OOM retry find nothing mapped in
  *   d (pages.c counts what a refused unmap left as held, so they leave it),
  *   and trim may give back a range whose blocks were all freed; d's live
- *   bytes stay in `allocated` but not in `reserved`: what compares the two
- *   (cached bytes, hold_peak's hold) leaves them out (ccai_sleep_allocated).
+ *   bytes stay in `allocated` but not in `reserved`, and what a refused
+ *   unmap left stays in `reserved`: what compares the two (cached bytes,
+ *   hold_peak's hold) counts awake domains only (ccai_sleep_awake_cached).
  * - Wake, all or nothing: the pages under d's live and pending blocks (not
  *   its free space) are counted, the cap and the device's free memory asked
  *   once for all of them (short: the allocator's cache released as by the
@@ -92,12 +93,14 @@ struct ccai_sleep {
     size_t *by_addr; /* e's indices by address: the free path's search */
 };
 
-size_t ccai_sleep_allocated(const cca_allocator *a) {
-    size_t n = 0;
+size_t ccai_sleep_awake_cached(const cca_allocator *a) {
+    size_t allocated = a->c.allocated, reserved = a->c.reserved;
     for (const cca_domain *d = &a->root; d; d = d->next)
-        if (d->sleep) /* before the first domain is created the default one holds every block */
-            n += a->domains_tracked ? d->c.allocated : a->c.allocated;
-    return n;
+        if (d->sleep) { /* before the first domain is created the default one holds every block */
+            allocated -= a->domains_tracked ? d->c.allocated : a->c.allocated;
+            reserved -= a->domains_tracked ? d->c.reserved : a->c.reserved;
+        }
+    return reserved - allocated;
 }
 
 size_t ccai_sleep_host_bytes(const cca_domain *d) {

@@ -22,12 +22,12 @@
  *   the peak. docs/allocator.md, "Holding the peak".
  */
 #include "../core/internal.h"
-#include "../domain.h" /* ccai_sleep_allocated */
+#include "../domain.h" /* ccai_sleep_awake_cached */
 
 void ccai_hold_begin(cca_allocator *a) {
-    /* cached: reserved above the live bytes on the device (a sleeping
-     * domain's are on the host, not in reserved: sleep.c) */
-    if (a->c.reserved > a->c.allocated - ccai_sleep_allocated(a) || a->c.pending)
+    /* cached: reserved above the live bytes in the awake domains (a
+     * sleeping domain's are on the host: sleep.c) */
+    if (ccai_sleep_awake_cached(a) || a->c.pending)
         a->peak_hold = true; /* reserved > 0 here, so reserved_peak is too */
 }
 

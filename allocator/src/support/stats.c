@@ -8,9 +8,10 @@
  * - Derived figures:
  *     cached_bytes        bytes in FREE blocks (the indexes keep the sum);
  *                         with expandable segments, mapped free bytes only
- *                         (reserved - allocated)
- *     largest_free_block  the largest free block; of an expandable
- *                         segment, its longest stretch on mapped pages
+ *                         (reserved - allocated, of awake domains)
+ *     largest_free_block  the largest free block of an awake domain; of an
+ *                         expandable segment, its longest stretch on
+ *                         mapped pages
  *     fragmentation       1 - largest_free_block / cached_bytes (0 if none)
  * - largest_free_block's cost (ccai_domain_largest_free): the free indexes
  *   read largest first, stopping at the first block no larger than the
@@ -78,7 +79,8 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
             s->cached_blocks += d->pools[p].count;
             s->cached_bytes += d->pools[p].bytes;
         }
-        s->largest_free_block = ccai_domain_largest_free(d, s->largest_free_block);
+        if (!d->sleep) /* asleep: it serves nothing until its wake */
+            s->largest_free_block = ccai_domain_largest_free(d, s->largest_free_block);
     }
     for (const cca_domain *d = &a->root; d; d = d->next)
         if (d->sleep) {
@@ -86,7 +88,7 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
             s->host_bytes += ccai_sleep_host_bytes(d);
         }
     if (c->expandable_segments) /* free blocks span unmapped address space: count mapped bytes only */
-        s->cached_bytes = c->reserved - (c->allocated - ccai_sleep_allocated(a)); /* asleep: on the host */
+        s->cached_bytes = ccai_sleep_awake_cached(a); /* asleep: bytes on the host, pages left serve nothing */
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
     s->page_size = a->page; /* 0 unless the kind is pages (cca_create) */
     s->expandable_segments = c->expandable_segments;

@@ -802,7 +802,8 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  * a best fit (a bitmap scan and one small B+-tree search), a hash insert;
  * no upstream call. Otherwise: growth, one upstream alloc (expandable: a
  * mem_info, maybe a vm_reserve, one vm_map per run of missing pages); the
- * retry, one synchronize (expandable: one stream_synchronize per stream
+ * retry, one synchronize when frees are pending (expandable: also with
+ * none, unless releasing cannot help; one stream_synchronize per stream
  * that may touch the pages it frees, cca_trim's rule), a free or unmap per
  * released segment or run, and up to two more takes; greedy, no upstream call (expandable: a vm_map for
  * trimmed pages). */

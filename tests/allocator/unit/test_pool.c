@@ -1082,6 +1082,37 @@ Test(pool, retry_releases_only_what_the_request_needs) {
     tu_teardown(b, dev);
 }
 
+/* docs/allocator.md, step 5, (a): classic segments synchronize in the retry
+ * only when frees are pending (cudaFree waits for the device by itself). */
+Test(pool, classic_retry_synchronizes_only_with_frees_pending) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(30 * MiB, 0);
+    cca_upstream *u = tu_faulty_create(&f, inner, "fx", true);
+    cca_allocator *b = tu_allocator(u, CLASSIC);
+    void *p = tu_alloc(b, 4 * MiB, NULL); /* a 20M medium segment */
+    tu_free(b, p);
+    uint64_t syncs = f.calls[TU_FAULT_SYNC];
+    void *q = tu_alloc(b, 21 * MiB, NULL); /* 22M + 20M cached > 30M: the retry */
+    cr_assert_eq(tu_stats(b).alloc_retries, 1);
+    cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs, "no frees pending: the retry does not synchronize");
+    tu_free(b, q);
+    /* a pending free (another stream's event held): the retry's one synchronize */
+    p = tu_alloc(b, 4 * MiB, NULL);
+    cr_assert_eq(cca_record_stream(b, p, (cca_stream)0x51), CCA_OK);
+    f.hold_events = true;
+    tu_free(b, p);
+    cr_assert_eq(tu_stats(b).pending_blocks, 1);
+    syncs = f.calls[TU_FAULT_SYNC];
+    q = tu_alloc(b, 25 * MiB, NULL); /* 26M + 22M cached > 30M */
+    cr_assert_eq(tu_stats(b).alloc_retries, 2);
+    cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs + 1, "frees pending: one synchronize");
+    cr_assert_eq(tu_stats(b).pending_blocks, 0);
+    tu_free(b, q);
+    tu_check(b);
+    cca_destroy(b);
+    tu_faulty_destroy_clean(u, inner);
+}
+
 Test(pool, a_request_that_can_never_fit_touches_nothing) {
     cca_allocator *b = tu_allocator(u, CLASSIC ",max_reserved:64M");
     void *p = tu_alloc(b, 4 * MiB, NULL);

@@ -1244,7 +1244,8 @@ typedef struct cca_sleep_report {
  *    the message says how many bytes; the other pages are unmapped.
  * A domain asleep already: CCA_OK, nothing copied (flags ignored); pages a
  * refused unmap left mapped are unmapped now (report: bytes_unmapped).
- * Cost: the waits; O(d's blocks + pages / 64); one host_alloc, one copy per
+ * Cost: the waits; O(d's blocks + pages / 64); one host_alloc per chunk
+ * (up to 16 MiB of consecutive blocks, or one larger block), one copy per
  * live block, one copy_wait, one vm_unmap per run (whole maps: per map). */
 cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca_sleep_report *report);
 

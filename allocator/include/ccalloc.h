@@ -939,7 +939,7 @@ typedef struct cca_stats {
     uint64_t pages_mapped;      /* pages mapped by those calls, in all       */
     uint64_t pages_unmapped;
     int vm_backing; /* the upstream's: CCA_VM_WHOLE_MAPS (maps of at most
-                       expandable_chunk, given back whole) or CCA_VM_PAGES */
+                       128 MiB, given back whole) or CCA_VM_PAGES */
     uint64_t peak_holds; /* hold_peak:1: requests that would have raised
                             reserved_bytes_peak and released cached memory
                             first (not counted in alloc_retries)          */
@@ -1122,6 +1122,7 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  *  - CCA_ERR_INVALID_ARGUMENT, nothing changed: bytes 0 or above
  *    SIZE_MAX / 2, the greedy policy, a domain that is not a's, an arena
  *    already there;
+ *  - CCA_ERR_ASLEEP, nothing changed: d is asleep (cca_domain_sleep);
  *  - CCA_ERR_OUT_OF_MEMORY, nothing changed: more than the device,
  *    max_reserved or (expandable) 32 TiB could ever hold;
  *  - CCA_ERR_OUT_OF_MEMORY after the retry: refused again (what the retry

@@ -368,6 +368,18 @@ Test(pool, growth_falls_back_to_a_tight_segment_when_20M_is_refused) {
     tu_teardown(b, small);
 }
 
+/* docs/allocator.md, step 5, "Grow": the fallback is the request rounded up to
+ * segment_round (2 MiB), not to 512 bytes. */
+Test(pool, the_tight_segment_is_rounded_to_segment_round) {
+    cca_upstream *small;
+    cca_allocator *b;
+    tu_host_allocator(10 * MiB, CLASSIC, &small, &b);
+    void *p = tu_alloc(b, 3 * MiB + 512, NULL);
+    cr_assert_eq(tu_stats(b).reserved_bytes, 4 * MiB);
+    tu_free(b, p);
+    tu_teardown(b, small);
+}
+
 /* ---- greedy ---------------------------------------------------------------------- */
 
 Test(pool, greedy_reserves_once_and_never_calls_the_upstream_again) {

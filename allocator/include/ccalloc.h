@@ -802,7 +802,8 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  * a best fit (a bitmap scan and one small B+-tree search), a hash insert;
  * no upstream call. Otherwise: growth, one upstream alloc (expandable: a
  * mem_info, maybe a vm_reserve, one vm_map per run of missing pages); the
- * retry, one synchronize (expandable: one stream_synchronize per stream
+ * retry, one synchronize when frees are pending (expandable: also with
+ * none, unless releasing cannot help; one stream_synchronize per stream
  * that may touch the pages it frees, cca_trim's rule), a free or unmap per
  * released segment or run, and up to two more takes; greedy, no upstream call (expandable: a vm_map for
  * trimmed pages). */
@@ -940,7 +941,7 @@ typedef struct cca_stats {
     uint64_t pages_mapped;      /* pages mapped by those calls, in all       */
     uint64_t pages_unmapped;
     int vm_backing; /* the upstream's: CCA_VM_WHOLE_MAPS (maps of at most
-                       expandable_chunk, given back whole) or CCA_VM_PAGES */
+                       128 MiB, given back whole) or CCA_VM_PAGES */
     uint64_t peak_holds; /* hold_peak:1: requests that would have raised
                             reserved_bytes_peak and released cached memory
                             first (not counted in alloc_retries)          */
@@ -1123,6 +1124,7 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  *  - CCA_ERR_INVALID_ARGUMENT, nothing changed: bytes 0 or above
  *    SIZE_MAX / 2, the greedy policy, a domain that is not a's, an arena
  *    already there;
+ *  - CCA_ERR_ASLEEP, nothing changed: d is asleep (cca_domain_sleep);
  *  - CCA_ERR_OUT_OF_MEMORY, nothing changed: more than the device,
  *    max_reserved or (expandable) 32 TiB could ever hold;
  *  - CCA_ERR_OUT_OF_MEMORY after the retry: refused again (what the retry
@@ -1245,7 +1247,8 @@ typedef struct cca_sleep_report {
  *    the message says how many bytes; the other pages are unmapped.
  * A domain asleep already: CCA_OK, nothing copied (flags ignored); pages a
  * refused unmap left mapped are unmapped now (report: bytes_unmapped).
- * Cost: the waits; O(d's blocks + pages / 64); one host_alloc, one copy per
+ * Cost: the waits; O(d's blocks + pages / 64); one host_alloc per chunk
+ * (up to 16 MiB of consecutive blocks, or one larger block), one copy per
  * live block, one copy_wait, one vm_unmap per run (whole maps: per map). */
 cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca_sleep_report *report);
 

@@ -15,8 +15,8 @@
  *
  *     segment 20 MiB:  [ free 9 MiB | live 512 B | free ~11 MiB ]  -> pinned
  *
- * - Pages are unmapped only after the device synchronized: a failed
- *   synchronize skips 1 and 3, and says so. Pending blocks (I6) are never
+ * - Pages are unmapped only after the kind's quiesce (their streams): a
+ *   failed wait skips 1 and 3, and says so. Pending blocks (I6) are never
  *   released; one that could not complete stays, and the call says so
  *   (the synchronize's failure, or CCA_ERR_NOT_READY).
  * - A retry releases nothing when that cannot help (ccai_release_can_help):

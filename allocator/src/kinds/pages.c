@@ -28,7 +28,7 @@
  *   fits and max_reserved and the device's free memory (ccai_device_room_for)
  *   have room for the request's pages.
  * - Release (release.c): a page wholly inside a free block, tail pages
- *   first; only after the device synchronized (unmapping does not wait for
+ *   first; only after pages_quiesce waited (unmapping does not wait for
  *   queued work); never by cca_free; a refused unmap leaves the run mapped
  *   and counted.
  * - The greedy arena and a domain's footprint arena: one range mapped whole

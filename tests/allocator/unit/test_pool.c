@@ -368,6 +368,18 @@ Test(pool, growth_falls_back_to_a_tight_segment_when_20M_is_refused) {
     tu_teardown(b, small);
 }
 
+/* docs/allocator.md, step 5, "Grow": the fallback is the request rounded up to
+ * segment_round (2 MiB), not to 512 bytes. */
+Test(pool, the_tight_segment_is_rounded_to_segment_round) {
+    cca_upstream *small;
+    cca_allocator *b;
+    tu_host_allocator(10 * MiB, CLASSIC, &small, &b);
+    void *p = tu_alloc(b, 3 * MiB + 512, NULL);
+    cr_assert_eq(tu_stats(b).reserved_bytes, 4 * MiB);
+    tu_free(b, p);
+    tu_teardown(b, small);
+}
+
 /* ---- greedy ---------------------------------------------------------------------- */
 
 Test(pool, greedy_reserves_once_and_never_calls_the_upstream_again) {
@@ -1080,6 +1092,37 @@ Test(pool, retry_releases_only_what_the_request_needs) {
     cr_assert_eq(again, s1, "the small segment is still cached");
     tu_free(b, again), tu_free(b, q);
     tu_teardown(b, dev);
+}
+
+/* docs/allocator.md, step 5, (a): classic segments synchronize in the retry
+ * only when frees are pending (cudaFree waits for the device by itself). */
+Test(pool, classic_retry_synchronizes_only_with_frees_pending) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(30 * MiB, 0);
+    cca_upstream *u = tu_faulty_create(&f, inner, "fx", true);
+    cca_allocator *b = tu_allocator(u, CLASSIC);
+    void *p = tu_alloc(b, 4 * MiB, NULL); /* a 20M medium segment */
+    tu_free(b, p);
+    uint64_t syncs = f.calls[TU_FAULT_SYNC];
+    void *q = tu_alloc(b, 21 * MiB, NULL); /* 22M + 20M cached > 30M: the retry */
+    cr_assert_eq(tu_stats(b).alloc_retries, 1);
+    cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs, "no frees pending: the retry does not synchronize");
+    tu_free(b, q);
+    /* a pending free (another stream's event held): the retry's one synchronize */
+    p = tu_alloc(b, 4 * MiB, NULL);
+    cr_assert_eq(cca_record_stream(b, p, (cca_stream)0x51), CCA_OK);
+    f.hold_events = true;
+    tu_free(b, p);
+    cr_assert_eq(tu_stats(b).pending_blocks, 1);
+    syncs = f.calls[TU_FAULT_SYNC];
+    q = tu_alloc(b, 25 * MiB, NULL); /* 26M + 22M cached > 30M */
+    cr_assert_eq(tu_stats(b).alloc_retries, 2);
+    cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs + 1, "frees pending: one synchronize");
+    cr_assert_eq(tu_stats(b).pending_blocks, 0);
+    tu_free(b, q);
+    tu_check(b);
+    cca_destroy(b);
+    tu_faulty_destroy_clean(u, inner);
 }
 
 Test(pool, a_request_that_can_never_fit_touches_nothing) {

@@ -277,6 +277,37 @@ Test(sleep, asleep_refuses_allocations_and_allows_frees) {
     tu_teardown(a, u);
 }
 
+/* ccalloc.h, cca_domain_sleep's cost: one host_alloc per chunk, consecutive
+ * blocks packed up to 16 MiB (inclusive), a larger block in one of its own. */
+Test(sleep, one_host_alloc_per_chunk_of_up_to_16_MiB) {
+    static const struct {
+        size_t size;
+        int n;
+        uint64_t chunks;
+    } cases[] = {{4 * MiB, 4, 1}, {4 * MiB, 5, 2}, {20 * MiB, 1, 1}, {10 * MiB, 3, 3}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        tu_faulty f;
+        cca_upstream *inner = tu_vm_device(256 * MiB, 0);
+        cca_upstream *u = tu_faulty_create(&f, inner, "fx", true);
+        cca_allocator *a = tu_allocator(u, NULL);
+        void *p[8];
+        for (int i = 0; i < cases[c].n; i++) /* the default domain */
+            p[i] = tu_alloc(a, cases[c].size, NULL);
+        uint64_t h0 = f.calls[TU_FAULT_HOST_ALLOC];
+        cca_sleep_report r;
+        cr_assert_eq(cca_domain_sleep(a, NULL, 0, &r), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(f.calls[TU_FAULT_HOST_ALLOC] - h0, cases[c].chunks, "%d blocks of %zu bytes: %llu chunks",
+                     cases[c].n, cases[c].size, (unsigned long long)cases[c].chunks);
+        cr_assert_eq(r.host_bytes, cases[c].n * cases[c].size);
+        cr_assert_eq(cca_domain_wake(a, NULL, NULL), CCA_OK, "%s", cca_last_error());
+        for (int i = 0; i < cases[c].n; i++)
+            tu_free(a, p[i]);
+        tu_check(a);
+        cca_destroy(a);
+        tu_faulty_destroy_clean(u, inner);
+    }
+}
+
 Test(sleep, every_block_freed_while_asleep_then_trim_gives_the_ranges_back) {
     one o = one_domain("A", 1);
     cca_upstream *u = o.u;

@@ -1245,8 +1245,9 @@ typedef struct cca_sleep_report {
  *  - CCA_ERR_UPSTREAM: an unmap refused: d IS asleep (its bytes on the
  *    host), the refused pages stay mapped and counted in reserved_bytes,
  *    the message says how many bytes; the other pages are unmapped.
- * A domain asleep already: CCA_OK, nothing copied (flags ignored); pages a
- * refused unmap left mapped are unmapped now (report: bytes_unmapped).
+ * A domain asleep already: CCA_OK, nothing copied (CCA_SLEEP_DISCARD ignored;
+ * other flags refused as above); pages a refused unmap left mapped are
+ * unmapped now (report: bytes_unmapped).
  * Cost: the waits; O(d's blocks + pages / 64); one host_alloc per chunk
  * (up to 16 MiB of consecutive blocks, or one larger block), one copy per
  * live block, one copy_wait, one vm_unmap per run (whole maps: per map). */

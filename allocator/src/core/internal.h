@@ -232,7 +232,7 @@ void ccai_pool_return_unlinked(cca_allocator *a, ccai_block *b);
 /* release.c */
 /* Give cached memory back until reserved <= keep; CCA_ERR_UPSTREAM if the
  * upstream refused something (it stays), the rest still released. */
-#define CCAI_RELEASE_UNMAP 1u  /* the device synchronized: pages may be unmapped */
+#define CCAI_RELEASE_UNMAP 1u  /* the streams waited for: pages may be unmapped */
 #define CCAI_RELEASE_RANGES 2u /* give back empty ranges */
 cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r);
 /* What a full release would give back now (kind.h, releasable). */

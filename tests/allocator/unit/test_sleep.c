@@ -554,6 +554,13 @@ Test(sleep, classic_segments_and_bad_flags_are_refused_with_nothing_changed) {
     before = tu_stats(a);
     cr_assert_eq(cca_domain_sleep(a, NULL, 2u, NULL), CCA_ERR_INVALID_ARGUMENT);
     tu_assert_intact(a, &before, "bad flags");
+    /* asleep already: DISCARD is ignored (nothing copied), other flags still refused */
+    cr_assert_eq(cca_domain_sleep(a, NULL, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_sleep(a, NULL, 2u, NULL), CCA_ERR_INVALID_ARGUMENT);
+    cca_sleep_report r;
+    cr_assert_eq(cca_domain_sleep(a, NULL, CCA_SLEEP_DISCARD, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.bytes_copied + r.blocks + r.host_bytes, 0);
+    cr_assert_eq(cca_domain_wake(a, NULL, NULL), CCA_OK, "%s", cca_last_error());
     tu_free(a, p);
     tu_teardown(a, u);
 }

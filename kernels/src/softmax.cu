@@ -230,7 +230,8 @@ struct md_merge_op {
 };
 
 // Butterfly over the warp: after 5 steps every lane holds the merge of all
-// 32 pairs (the same floats in every lane: the merge is commutative).
+// 32 pairs (the same m in every lane; d may differ in its last bits, as
+// nvcc contracts the merge into an FMA: see cck_md_merge).
 __device__ __forceinline__ cck_md_pair warp_md(cck_md_pair p) {
     for (int off = 16; off > 0; off >>= 1) {
         cck_md_pair o = {__shfl_xor_sync(0xffffffffu, p.m, off), __shfl_xor_sync(0xffffffffu, p.d, off)};

@@ -121,8 +121,13 @@ CCK_HD cck_md_pair cck_md_add(cck_md_pair p, float v) {
     return r;
 }
 
-/* Commutative: merge(a, b) and merge(b, a) give the same floats, so after a
- * butterfly every lane holds the same pair. */
+/* Commutative on the host: merge(a, b) and merge(b, a) give the same floats,
+ * so after the emulated butterfly every lane holds the same pair. On the
+ * device nvcc contracts a.d·ra + b.d·rb into an FMA (fma.rn.f32 in
+ * softmax_kernel4_warp's PTX), which rounds differently with a and b
+ * swapped: a warp's lanes may end with sums a few ulps apart, each scaling
+ * its own elements by its own 1/d, within the tolerance. Version 5's merge
+ * (softmax_v5.h) keeps the multiplies apart and the lanes equal. */
 CCK_HD cck_md_pair cck_md_merge(cck_md_pair a, cck_md_pair b) {
     float m = fmaxf(a.m, b.m);
     cck_md_pair r = {m, a.d * cck_md_rescale(a.m, m) + b.d * cck_md_rescale(b.m, m)};

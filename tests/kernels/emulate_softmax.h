@@ -18,9 +18,12 @@
  *     butterfly, the warps' pairs through "shared memory", then every warp's
  *     butterfly over them, lanes >= the warp count holding the empty pair).
  *
- * After each merge the emulation asserts what the kernels rely on: every
- * thread of a row holds the same floats (NaN with NaN). Not emulated:
- * timing, coalescing, CUDA's expf (<= 2 ulp against glibc's < 1 here).
+ * After each merge the emulation asserts that every thread of a row holds
+ * the same floats (NaN with NaN). v5's threads do on the device too (its
+ * merge is written so); v4's lanes only on the host, since on the device
+ * nvcc fuses v4's merge into an FMA (cck_md_merge). Not emulated:
+ * timing, coalescing, CUDA's expf (<= 2 ulp against glibc's < 1 here),
+ * the FMA contractions of the device code.
  */
 #ifndef EMULATE_SOFTMAX_H
 #define EMULATE_SOFTMAX_H

@@ -20,7 +20,7 @@ extern "C" {
 
 typedef enum cck_status {
     CCK_OK = 0,
-    CCK_ERR_INVALID_ARGUMENT, /* NULL pointer, zero dimension, bad version/block */
+    CCK_ERR_INVALID_ARGUMENT, /* NULL or misaligned (not 4-byte) pointer, zero dimension, bad version/block */
     CCK_ERR_NO_DEVICE,        /* no GPU present, or built without CUDA          */
     CCK_ERR_CUDA,             /* a CUDA runtime call failed                     */
     CCK_ERR_CUBLAS,           /* a cuBLAS call failed                           */
@@ -39,11 +39,12 @@ cck_status cck_activation_parse(const char *name, cck_activation *out);
 /* ---- host (CPU) kernels: what the engine runs on the simulated device ---- */
 
 /* Row-wise numerically stable softmax; y may equal x (in place), but must
- * not otherwise overlap it (CCK_ERR_INVALID_ARGUMENT). */
+ * not otherwise overlap it (CCK_ERR_INVALID_ARGUMENT, as for a pointer that
+ * is not 4-byte aligned: no float's address). */
 cck_status cck_softmax_host(const float *x, float *y, size_t rows, size_t cols);
 
-/* y = act(x·Wᵀ + b); b may be NULL (no bias). y must not overlap x, W or b
- * (CCK_ERR_INVALID_ARGUMENT).
+/* y = act(x·Wᵀ + b); b may be NULL (no bias). y must not overlap x, W or b,
+ * and every pointer must be 4-byte aligned (CCK_ERR_INVALID_ARGUMENT).
  * The GEMM is OpenBLAS's when the library is built with it (see
  * cck_host_gemm_name), else the built-in blocked loop; then one pass adds
  * the bias and applies the activation. */

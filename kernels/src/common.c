@@ -5,6 +5,9 @@
  * Status codes follow ggml's habit (one enum, 0 = success, a string for
  * every code); activation names are the lower-case words the engine's model
  * files and command lines use. Nothing here allocates; everything is O(1).
+ * The argument checks refuse what would fault or read garbage on a GPU
+ * before anything is launched or written: NULL, dimensions past size_t,
+ * pointers that are no float's address (not 4-byte aligned), overlaps.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -19,7 +22,7 @@
 const char *cck_status_string(cck_status s) {
     switch (s) {
     case CCK_OK: return "CCK_OK";
-    case CCK_ERR_INVALID_ARGUMENT: return "CCK_ERR_INVALID_ARGUMENT: NULL pointer, zero dimension, bad version or name";
+    case CCK_ERR_INVALID_ARGUMENT: return "CCK_ERR_INVALID_ARGUMENT: NULL or misaligned pointer, zero dimension, overlap, bad version or name";
     case CCK_ERR_NO_DEVICE: return "CCK_ERR_NO_DEVICE: no GPU present, or built without CUDA";
     case CCK_ERR_CUDA: return "CCK_ERR_CUDA: a CUDA runtime call failed";
     case CCK_ERR_CUBLAS: return "CCK_ERR_CUBLAS: a cuBLAS call failed";
@@ -66,8 +69,13 @@ static int ranges_overlap(const float *a, size_t n_a, const float *b, size_t n_b
     return a0 < b0 + n_b * sizeof(float) && b0 < a0 + n_a * sizeof(float);
 }
 
+/* Is p (NULL included) a float's address? */
+static int float_aligned(const float *p) {
+    return (uintptr_t)p % _Alignof(float) == 0;
+}
+
 int cck_softmax_args_ok(const float *x, const float *y, size_t rows, size_t cols) {
-    if (x == NULL || y == NULL || !cck_dims_ok(rows, cols)) {
+    if (x == NULL || y == NULL || !float_aligned(x) || !float_aligned(y) || !cck_dims_ok(rows, cols)) {
         return 0;
     }
     /* in place, or apart: a y that starts inside x (or x inside y) would
@@ -82,6 +90,9 @@ int cck_softmax_fits_int(size_t rows, size_t cols) {
 int cck_dense_args_ok(const float *x, const float *w, const float *b, const float *y, size_t batch, size_t in,
                       size_t out, cck_activation act) {
     if (x == NULL || w == NULL || y == NULL) {
+        return 0;
+    }
+    if (!float_aligned(x) || !float_aligned(w) || !float_aligned(b) || !float_aligned(y)) {
         return 0;
     }
     if (!cck_dims_ok(batch, in) || !cck_dims_ok(out, in) || !cck_dims_ok(batch, out)) {

@@ -234,6 +234,32 @@ Test(softmax_host, partial_overlap_is_refused) {
         cr_assert_eq(buf[i], buf[16 + i], "out of place and in place agree at %d", i);
 }
 
+/* A pointer that is no float's address (not 4-byte aligned) is refused by
+ * every entry point before anything is written: on a GPU it would fault and
+ * leave the CUDA context unusable. */
+Test(kernels_host, misaligned_pointers_are_refused) {
+    float buf[64];
+    for (int i = 0; i < 64; i++)
+        buf[i] = (float)i;
+    char *raw = (char *)buf;
+    for (size_t off = 1; off < sizeof(float); off++) {
+        float *m = (float *)(void *)(raw + 32 * sizeof(float) + off);
+        cr_assert_eq(cck_softmax_host(m, buf, 2, 4), CCK_ERR_INVALID_ARGUMENT, "x + %zu bytes", off);
+        cr_assert_eq(cck_softmax_host(buf, m, 2, 4), CCK_ERR_INVALID_ARGUMENT, "y + %zu bytes", off);
+        cr_assert_eq(cck_softmax_cuda_version(NULL, 4, 0, m, buf, 2, 4), CCK_ERR_INVALID_ARGUMENT);
+        /* dense: x 2x2, W 2x2, b 2, y 2x2, each misaligned in turn */
+        const float *x = buf, *w = buf + 4, *b = buf + 8;
+        float *y = buf + 16;
+        cr_assert_eq(cck_dense_host(m, w, b, y, 2, 2, 2, CCK_ACT_NONE), CCK_ERR_INVALID_ARGUMENT, "dense x");
+        cr_assert_eq(cck_dense_host(x, m, b, y, 2, 2, 2, CCK_ACT_NONE), CCK_ERR_INVALID_ARGUMENT, "dense W");
+        cr_assert_eq(cck_dense_host(x, w, m, y, 2, 2, 2, CCK_ACT_NONE), CCK_ERR_INVALID_ARGUMENT, "dense b");
+        cr_assert_eq(cck_dense_host(x, w, b, m, 2, 2, 2, CCK_ACT_NONE), CCK_ERR_INVALID_ARGUMENT, "dense y");
+        cr_assert_eq(cck_dense_host_blocked(x, w, b, m, 2, 2, 2, CCK_ACT_NONE), CCK_ERR_INVALID_ARGUMENT);
+    }
+    for (int i = 0; i < 64; i++)
+        cr_assert_eq(buf[i], (float)i, "a refused call wrote element %d", i);
+}
+
 /* Column counts at and past every vector width and tiling boundary (4 SSE
  * lanes, 8 AVX2, the 16-byte split of the GPU rows, OpenMP's threshold),
  * each row holding one special value at its first, middle or last element,

@@ -16,6 +16,11 @@
 #
 # Prints a markdown table. With --check it also fails (exit 1) when:
 #   - any kernel spills registers or has a stack frame (local memory traffic);
+#   - a kernel's registers do not fit its largest block in one SM's 64K
+#     (softmax v5's block kernels: their BLOCK argument, which their
+#     __launch_bounds__ names; every other kernel: 1024 threads, the largest
+#     block the launchers accept, so at most 64 registers): the launch would
+#     fail on a GPU with "too many resources requested";
 #   - a softmax v4 kernel lacks ld.global.v4.f32 or st.global.cs.v4.f32;
 #   - a softmax v5 kernel lacks streaming 16-byte stores, or its 16-byte
 #     loads are not exactly one per register slot (VPT, its template
@@ -39,7 +44,7 @@ while (($#)); do
   --check) check=1 ;;
   --nvcc) nvcc="$2"; shift ;;
   --arch) archs="$2"; shift ;;
-  -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,32p' "$0"; exit 0 ;;
   *) echo "kernel_resources.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -99,6 +104,15 @@ threads_per_sm() { # $1 = registers per thread
     print warps * 32 }'
 }
 
+# the largest block a kernel is launched with (mangled name): v5's block
+# kernels name theirs (_Z21softmax_kernel5_blockILi<BLOCK>E...), the others
+# take any the launchers accept, up to 1024
+max_block() { # $1 = mangled name
+  local b
+  b=$(sed -nE 's/.*softmax_kernel5_blockILi([0-9]+)E.*/\1/p' <<<"$1")
+  echo "${b:-1024}"
+}
+
 echo "| kernel | arch | registers | threads/SM (by registers) | static smem B | stack B | spills B | 16-byte loads / stores (PTX) |"
 echo "|---|---|---|---|---|---|---|---|"
 for src in softmax dense; do
@@ -134,6 +148,9 @@ for src in softmax dense; do
       fi
       ((spst + spld == 0)) || fail "$pretty sm_$arch spills $spst B stored / $spld B loaded"
       ((stack == 0)) || fail "$pretty sm_$arch has a $stack B stack frame"
+      block=$(max_block "$name")
+      (($(threads_per_sm "$regs") >= block)) ||
+        fail "$pretty sm_$arch: $regs registers per thread leave room for $(threads_per_sm "$regs") threads, under its block of $block"
       # Matched on the MANGLED name (the same with or without c++filt):
       # _Z<len><name>P... for plain kernels, <name>I... for templates.
       # bias_act_kernel*IL14cck_activation0ELb0E: <none, no bias>, the

@@ -14,6 +14,9 @@ from __future__ import annotations
 import copy
 import ctypes
 import gc
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -23,7 +26,7 @@ import ccalloc.cupy
 import ccalloc.torch
 from ccalloc import plug
 
-from conftest import MiB
+from conftest import PACKAGE_DIR, MiB
 from test_adapters import fake_cupy, fake_torch
 
 
@@ -334,6 +337,93 @@ def test_a_block_left_on_another_thread(torch_alloc):
     assert seen == ["gen-e"]
     e.destroy()
     assert ccalloc.torch.current_domain() is None
+
+
+def test_blocks_of_ended_threads_end_one_by_one(torch_alloc):
+    """Each block whose thread has ended ends quietly at its own __exit__:
+    the second of two such generators too, and one closed after destroy();
+    one closed inside this thread's own block of the domain leaves that
+    block's domain current here."""
+    d = ccalloc.torch.domain("ended")
+
+    def gen():
+        with d:
+            yield
+            yield
+
+    def suspended_on_a_thread_that_ends():
+        g = gen()
+        t = threading.Thread(target=lambda: next(g))
+        t.start()
+        t.join()
+        return g
+
+    first, second = suspended_on_a_thread_that_ends(), suspended_on_a_thread_that_ends()
+    first.close()
+    second.close()  # raised "without its __enter__": the first close had forgotten both blocks
+    late = suspended_on_a_thread_that_ends()
+    d.destroy()  # the ended thread's block does not count
+    late.close()  # raised: destroy() had forgotten the block
+    e = ccalloc.torch.domain("ended-e")
+    held = [None]
+
+    def gen_e():
+        with e:
+            yield
+            yield
+
+    held[0] = gen_e()
+    t = threading.Thread(target=lambda: next(held[0]))
+    t.start()
+    t.join()
+    with e:
+        del held[0]  # its generator closes here, on this thread: its block, not this one, ends
+        assert ccalloc.torch.current_domain() is e
+        t = Tensor(torch_alloc, MiB)
+        assert domain_of(t.ptr) == "ended-e"  # was the default: the close had ended this thread's block
+    assert ccalloc.torch.current_domain() is None
+    del t
+    e.destroy()
+
+
+_MAIN_AT_EXIT = r"""
+import atexit
+from ccalloc import plug
+plug.configure(upstream="host:64M")
+d = plug.domain("main")
+
+def gen():
+    with d:
+        yield
+        yield
+
+g = gen()
+next(g)  # the main thread's block stays open into the interpreter's exit
+
+
+def at_exit():  # threading.main_thread().is_alive() is False here
+    try:
+        d.destroy()
+        print("destroyed")
+    except Exception as e:
+        print(type(e).__name__)
+    print(hex(plug.alloc(1 << 20)) != "0x0")
+    g.close()
+    print("closed")
+
+
+atexit.register(at_exit)
+"""
+
+
+def test_the_main_threads_block_counts_at_exit():
+    """At the interpreter's exit (atexit) the main thread is no longer
+    is_alive() but still runs: its open block still refuses destroy(), its
+    allocations stay in the domain and its __exit__ ends it."""
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR), CCALLOC_LIBRARY=ccalloc.library_path())
+    r = subprocess.run([sys.executable, "-c", _MAIN_AT_EXIT], capture_output=True, text=True, env=env, timeout=60)
+    # was: "destroyed", the allocation refused (a destroyed domain), then ValueError from list.remove
+    assert r.stdout.split() == ["InvalidArgumentError", "True", "closed"], r.stdout + r.stderr
 
 
 def test_reset_inside_a_block(torch_alloc, monkeypatch):

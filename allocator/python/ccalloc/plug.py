@@ -20,6 +20,7 @@ that the adapter is enabled.
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -195,11 +196,18 @@ def mem_info(device: int = 0) -> Tuple[int, int]:
 
 
 class _Entry:
-    __slots__ = ("domain", "previous", "thread")
+    __slots__ = ("domain", "previous", "thread", "frame")
 
-    def __init__(self, domain: "PlugDomain", previous: Optional[int]) -> None:
+    def __init__(self, domain: "PlugDomain", previous: Optional[int], frame: int) -> None:
         self.domain, self.previous = domain, previous
         self.thread = threading.current_thread()  # the thread whose C slot the block set
+        self.frame = frame  # id of the frame running the with statement: its __exit__ comes from there
+
+    def ended(self) -> bool:
+        """Has the block's thread ended (and its C slot with it)? The main
+        thread is not is_alive() once the interpreter exits (atexit) but
+        still runs: never ended."""
+        return self.thread is not threading.main_thread() and not self.thread.is_alive()
 
 
 _threads = threading.local()  # .stacks: {device: [_Entry, ...]} of this thread
@@ -246,32 +254,37 @@ class PlugDomain(Domain):
             handle = self.handle  # InvalidArgumentError once destroyed (or after plug.reset())
             lib.cca_clear_error()
             raise_for(lib, lib.cca_plug_set_domain(self.device, handle, ctypes.byref(previous)))
-            entry = _Entry(self, previous.value)
+            entry = _Entry(self, previous.value, id(sys._getframe(1)))
             self._open.append(entry)
         _stack(self.device).append(entry)
         return self
 
-    def _forget_ended_threads(self) -> bool:
-        """Under _entered_lock: drop the blocks whose thread has ended (a
-        generator left suspended there): the thread's C slot ended with it.
-        True if one was dropped."""
-        before = len(self._open)
-        self._open = [e for e in self._open if e.thread.is_alive()]
-        return len(self._open) < before
-
     def __exit__(self, exc_type, exc, tb) -> None:
+        # Which block ends: the one its with statement's frame entered (a
+        # generator closed here may hold a block of an ended thread while
+        # this thread has one of its own), else this thread's innermost
+        # (an ExitStack enters and leaves from frames of its own).
+        frame = id(sys._getframe(1))
         stack = _stack(self.device)
-        at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].domain is self), None)
-        if at is None:  # entered on another thread (a generator resumed here), or never
+        mine = [i for i in range(len(stack) - 1, -1, -1) if stack[i].domain is self]
+        at = next((i for i in mine if stack[i].frame == frame), None)
+        if at is None:
             with self._entered_lock:
-                if self._forget_ended_threads():
-                    return  # a block whose thread has ended: nothing of it is current anywhere
-                elsewhere = next((e.thread.name for e in self._open), None)
-            if elsewhere is not None:
+                # a block whose thread has ended (nothing of it is current anywhere): this frame's, else any
+                # when this thread has none open
+                ended = [e for e in self._open if e.ended()]
+                gone = next((e for e in ended if e.frame == frame), None if mine else next(iter(ended), None))
+                if gone is not None:
+                    self._open.remove(gone)
+                    return
+                elsewhere = next((e.thread.name for e in self._open), None)  # none here: another thread's
+            if not mine and elsewhere is not None:  # entered on another thread (a generator resumed here)
                 raise RuntimeError(f"{self!r}: __exit__ on a thread other than its __enter__'s ({elsewhere!r}, "
                                    "which still runs): the domain stays current there until that thread leaves "
                                    "a block of it or ends")
-            raise RuntimeError(f"{self!r}: __exit__ without its __enter__ on this thread")
+            if not mine:
+                raise RuntimeError(f"{self!r}: __exit__ without its __enter__ on this thread")
+            at = mine[0]
         entry = stack.pop(at)
         with self._entered_lock:
             self._open.remove(entry)
@@ -296,10 +309,10 @@ class PlugDomain(Domain):
         it is in progress on any thread that still runs (allocations there
         would fail): leave the blocks first."""
         with self._entered_lock:
-            self._forget_ended_threads()
-            if self._open and not self.destroyed:
+            live = sum(not e.ended() for e in self._open)  # an ended thread's block stays until its __exit__
+            if live and not self.destroyed:
                 raise argument_error(self.allocator._lib, ERR_INVALID_ARGUMENT,
-                                     f"domain '{self.name}' is the current domain of {len(self._open)} `with` "
+                                     f"domain '{self.name}' is the current domain of {live} `with` "
                                      "block(s) in progress; leave them before destroy()")
             return super().destroy(force, max_leaks)
 

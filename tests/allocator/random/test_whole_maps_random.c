@@ -2,7 +2,8 @@
  * test_whole_maps_random.c — allocator/src/kinds/pages.c: seeded random sequences over whole maps
  * (vm_backing CCA_VM_WHOLE_MAPS) under hostile configurations and faults.
  *
- *   faults        alloc / free / record_stream / trim(keep: 0, SIZE_MAX,
+ *   faults        alloc (about one in 64 larger than max_reserved or the device
+ *                 could ever hold: refused) / free / record_stream / trim(keep: 0, SIZE_MAX,
  *                 inside a map, random) / empty_cache over streams and
  *                 memory domains (arenas included), with a refusal
  *                 injected at a random upstream call of a random kind
@@ -125,7 +126,9 @@ static void faulty_run(const config *c, uint64_t seed) {
     cca_domain *doms[3] = {NULL, NULL, NULL}; /* [0]: the default */
     cca_stream streams[3] = {S0, S1, S2};
     int fault_left = 0;
-    /* requests up to a sixth of what may be reserved: no one request holds a whole cap, so maps come and go */
+    /* requests up to a third of what may be reserved (log-uniform over powers of two to a sixth and the octave
+     * above): no one request holds a whole cap, so maps come and go; about one in 64 is made larger than all of it,
+     * a request that can never succeed (refused: OUT_OF_MEMORY, nothing left behind) */
     size_t room = cfg.max_reserved && cfg.max_reserved < c->capacity ? cfg.max_reserved : c->capacity;
     unsigned max_bits = 0;
     while (((size_t)2 << max_bits) <= room / 6)
@@ -190,9 +193,14 @@ static void faulty_run(const config *c, uint64_t seed) {
                 cr_assert_eq(cca_record_stream(a, slots[k].p, streams[tu_rand(&rng) % 3]), CCA_OK, "%s", what);
         } else if (!slots[k].p) {
             size_t size = rsize(&rng, max_bits);
+            bool never = size % 64 == 0; /* no draw of its own: the seeds' sequences stay */
+            if (never)
+                size += room;
             cca_domain *d = c->domains ? doms[tu_rand(&rng) % 3] : NULL;
             void *p = (void *)1;
             cca_status st = cca_alloc_in(a, d, size, streams[tu_rand(&rng) % 3], &p);
+            cr_assert(!never || st != CCA_OK, "%s: alloc %zu over the %zu that may ever be reserved: granted", what,
+                      size, room);
             if (st == CCA_OK) {
                 slots[k] = (slot){p, size, tu_rand(&rng)};
                 tag(&slots[k]);

@@ -426,6 +426,38 @@ def test_the_main_threads_block_counts_at_exit():
     assert r.stdout.split() == ["InvalidArgumentError", "True", "closed"], r.stdout + r.stderr
 
 
+def test_reset_ends_another_threads_block(torch_alloc):
+    """plug.reset() while a generator's block is open on a thread that still
+    runs: the block is over (every thread's domain is the default), so its
+    __exit__ on this thread raises nothing."""
+    d = ccalloc.torch.domain("gone")
+
+    def gen():
+        with d:
+            yield
+
+    g = gen()
+    entered, leave = threading.Event(), threading.Event()
+
+    def runner():
+        next(g)
+        entered.set()
+        leave.wait(10)
+
+    t = threading.Thread(target=runner)
+    t.start()
+    entered.wait(10)
+    try:
+        gc.collect()
+        plug.reset()
+        plug.configure(upstream="host:64M")
+        assert d.destroyed
+        g.close()  # raised RuntimeError ("the domain stays current there") before
+    finally:
+        leave.set()
+        t.join()
+
+
 def test_reset_inside_a_block(torch_alloc, monkeypatch):
     """plug.reset() (tests) while a block is open: the domain goes with its
     allocator, leaving the block raises nothing, and allocations are the

@@ -277,11 +277,14 @@ class PlugDomain(Domain):
                 if gone is not None:
                     self._open.remove(gone)
                     return
-                elsewhere = next((e.thread.name for e in self._open), None)  # none here: another thread's
+                elsewhere = next((e for e in self._open if e.frame == frame), next(iter(self._open), None))
+                if not mine and elsewhere is not None and self.allocator.closed:
+                    self._open.remove(elsewhere)  # plug.reset() since: every thread's domain is the default
+                    return
             if not mine and elsewhere is not None:  # entered on another thread (a generator resumed here)
-                raise RuntimeError(f"{self!r}: __exit__ on a thread other than its __enter__'s ({elsewhere!r}, "
-                                   "which still runs): the domain stays current there until that thread leaves "
-                                   "a block of it or ends")
+                raise RuntimeError(f"{self!r}: __exit__ on a thread other than its __enter__'s "
+                                   f"({elsewhere.thread.name!r}, which still runs): the domain stays current there "
+                                   "until that thread leaves a block of it or ends")
             if not mine:
                 raise RuntimeError(f"{self!r}: __exit__ without its __enter__ on this thread")
             at = mine[0]

@@ -11,6 +11,7 @@ memory given back from the simulated device's ``mem_info``.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import ctypes
 import gc
@@ -260,24 +261,35 @@ def test_destroy_inside_its_block_is_refused_and_a_destroyed_domain_cannot_be_en
             pass
     assert ccalloc.torch.current_domain() is None
     # entered on another thread: refused here too
-    inside, leave = threading.Event(), threading.Event()
     e = ccalloc.torch.domain("e")
-
-    def hold():
-        with e:
-            inside.set()
-            leave.wait(10)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    inside.wait(10)
-    try:
+    block = contextlib.ExitStack()
+    with waiting_thread(lambda: block.enter_context(e), block.close):
         with pytest.raises(ccalloc.InvalidArgumentError, match="1 `with` block"):
             e.destroy()
+    e.destroy()
+
+
+@contextlib.contextmanager
+def waiting_thread(first, then=None, name=None):
+    """A thread that runs first(), then waits until the with block ends,
+    then runs then(), and is joined."""
+    entered, leave = threading.Event(), threading.Event()
+
+    def run():
+        first()
+        entered.set()
+        leave.wait(10)
+        if then:
+            then()
+
+    t = threading.Thread(target=run, name=name)
+    t.start()
+    entered.wait(10)
+    try:
+        yield t
     finally:
         leave.set()
         t.join()
-    e.destroy()
 
 
 def test_a_block_left_on_another_thread(torch_alloc):
@@ -315,24 +327,17 @@ def test_a_block_left_on_another_thread(torch_alloc):
             yield
 
     g = gen_e()
-    entered, leave, seen = threading.Event(), threading.Event(), []
+    seen = []
 
-    def runner():
-        next(g)
-        entered.set()
-        leave.wait(10)
+    def allocate():
         t = Tensor(torch_alloc, MiB)
         seen.append(domain_of(t.ptr))  # still e here
 
-    t = threading.Thread(target=runner, name="runner")
-    t.start()
-    entered.wait(10)
-    with pytest.raises(RuntimeError, match="other than its __enter__'s \\('runner', which still runs\\)"):
-        g.close()
-    with pytest.raises(ccalloc.InvalidArgumentError, match="1 `with` block"):
-        e.destroy()
-    leave.set()
-    t.join()
+    with waiting_thread(lambda: next(g), allocate, name="runner"):
+        with pytest.raises(RuntimeError, match="other than its __enter__'s \\('runner', which still runs\\)"):
+            g.close()
+        with pytest.raises(ccalloc.InvalidArgumentError, match="1 `with` block"):
+            e.destroy()
     gc.collect()
     assert seen == ["gen-e"]
     e.destroy()
@@ -437,25 +442,12 @@ def test_reset_ends_another_threads_block(torch_alloc):
             yield
 
     g = gen()
-    entered, leave = threading.Event(), threading.Event()
-
-    def runner():
-        next(g)
-        entered.set()
-        leave.wait(10)
-
-    t = threading.Thread(target=runner)
-    t.start()
-    entered.wait(10)
-    try:
+    with waiting_thread(lambda: next(g)):
         gc.collect()
         plug.reset()
         plug.configure(upstream="host:64M")
         assert d.destroyed
         g.close()  # raised RuntimeError ("the domain stays current there") before
-    finally:
-        leave.set()
-        t.join()
 
 
 def test_reset_inside_a_block(torch_alloc, monkeypatch):

@@ -17,10 +17,10 @@
 # Prints a markdown table. With --check it also fails (exit 1) when:
 #   - any kernel spills registers or has a stack frame (local memory traffic);
 #   - a kernel's registers do not fit its largest block in one SM's 64K
-#     (softmax v5's block kernels: their BLOCK argument, which their
-#     __launch_bounds__ names; every other kernel: 1024 threads, the largest
-#     block the launchers accept, so at most 64 registers): the launch would
-#     fail on a GPU with "too many resources requested";
+#     (softmax v3's, v4's and v5's block kernels: their BLOCK argument, the
+#     block they are launched with; every other kernel: 1024 threads, the
+#     largest block the launchers accept, so at most 64 registers): the
+#     launch would fail on a GPU with "too many resources requested";
 #   - a softmax v4 kernel lacks ld.global.v4.f32 or st.global.cs.v4.f32;
 #   - a softmax v5 kernel lacks streaming 16-byte stores, or its 16-byte
 #     loads are not exactly one per register slot (VPT, its template
@@ -104,12 +104,13 @@ threads_per_sm() { # $1 = registers per thread
     print warps * 32 }'
 }
 
-# the largest block a kernel is launched with (mangled name): v5's block
-# kernels name theirs (_Z21softmax_kernel5_blockILi<BLOCK>E...), the others
-# take any the launchers accept, up to 1024
+# the largest block a kernel is launched with (mangled name): the block
+# kernels of v3-v5 name theirs (_Z15softmax_kernel3ILi<BLOCK>E...,
+# softmax_kernel4_blockILi<BLOCK>E, softmax_kernel5_blockILi<BLOCK>E), the
+# others take any the launchers accept, up to 1024
 max_block() { # $1 = mangled name
   local b
-  b=$(sed -nE 's/.*softmax_kernel5_blockILi([0-9]+)E.*/\1/p' <<<"$1")
+  b=$(sed -nE 's/.*softmax_kernel(3|4_block|5_block)ILi([0-9]+)E.*/\2/p' <<<"$1")
   echo "${b:-1024}"
 }
 

@@ -6,7 +6,7 @@
  *   through the kind until reserved <= keep, in this order:
  *     1. the free pages at each pages segment's tail;
  *     2. whole free classic segments, largest first;
- *     3. the other free pages, in address order;
+ *     3. the other free pages (newest segment first, blocks by address, highest pages first);
  *     4. (trim, empty-cache) empty ranges: their address space goes back.
  * - Classic segments go back only WHOLE: one live block PINS its segment,
  *   and the report says so (segments_pinned, live_bytes_pinning,
@@ -123,12 +123,12 @@ static cca_status trim(cca_allocator *a, size_t keep_bytes, cca_release_report *
         return cca_error_prefix(st, "%s", fn);
     if (sync != CCA_OK)
         return cca_set_error(sync,
-                         "%s: %s (free classic segments were still released; no page was unmapped; %zu "
-                         "pending blocks stay reserved)",
+                         "%s: %s (free classic segments and empty ranges were still released; no page was "
+                         "unmapped; %zu pending blocks stay reserved)",
                          fn, why, pending);
     if (pending)
         return cca_set_error(CCA_ERR_NOT_READY,
-                         "%s: the device synchronized but the events of %zu pending blocks are still "
+                         "%s: the wait completed but the events of %zu pending blocks are still "
                          "incomplete; they stay reserved",
                          fn, pending);
     return CCA_OK;

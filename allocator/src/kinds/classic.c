@@ -3,7 +3,7 @@
  * cudaMalloc), of the sizes in segment.c's table.
  *
  * - A segment goes back only when wholly free: one live block pins it.
- *   Release: free segments, largest first, until reserved <= keep.
+ *   Release: free segments, largest first (newest first with no host memory to sort), until reserved <= keep.
  * - Every byte is usable at once: no block is ever marked unmapped.
  * - Cost: grow is one upstream alloc (two when the preferred size is
  *   refused); release sorts the free segments, O(s log s).

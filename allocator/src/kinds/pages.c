@@ -894,7 +894,8 @@ static ccai_block *tail_block(const ccai_segment *s) {
 }
 
 /* release.c's order within pages: the tails' free pages (mapped ahead,
- * never used), then every other free page in address order, then (trim,
+ * never used), then every other free page (newest segment first, blocks in
+ * address order, each block's highest pages first), then (trim,
  * empty-cache) the ranges left empty with nothing mapped. Pages go only
  * with CCAI_RELEASE_UNMAP (their streams waited for). */
 static cca_status pages_release_cached(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r) {

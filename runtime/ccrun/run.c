@@ -486,18 +486,31 @@ static int wake_model(run_state *rs, ccr_model *m, const char *src) {
  * end every model is unloaded (the last one awake, the others asleep) and
  * everything released. first[j]/m[j]: the model whose text first appears
  * at position j. */
-/* What --sleep needs, checked before the first model loads: memory domains
- * (--policy greedy is refused with the options; --conf's policy shows only
- * in the engine's allocator: exit 2 as well) and expandable segments
- * (expandable:0, or a device without virtual-memory ops: exit 1). */
+/* What --sleep needs. Memory domains, before anything is made: --policy
+ * greedy is refused with the options, --conf's policy here (exit 2 as
+ * well; a config that does not parse is left to the engine's message).
+ * Expandable segments, once the engine is open and before the first model
+ * loads: expandable:0, or a device without virtual-memory ops (exit 1). */
+static int sleep_policy_ok(run_state *rs) {
+    const ccrun_options *o = rs->o;
+    cca_config cfg;
+    char *conf = ccrun_alloc_conf(o, NULL);
+    cca_config_default(&cfg);
+    int greedy = conf && cca_config_parse(&cfg, conf) == CCA_OK && cfg.policy == CCA_POLICY_GREEDY;
+    free(conf);
+    if (!greedy)
+        return CCRUN_OK;
+    char *why = ccrun_format("--sleep needs memory domains, which policy greedy cannot have (--conf '%s')",
+                             o->conf ? o->conf : "");
+    ccrun_say("%s", why ? why : "--sleep needs memory domains");
+    if (o->json) /* as for a --conf the engine refuses: one document, no device */
+        ccrun_json_document(&rs->rep, NULL, why ? why : "--sleep needs memory domains", 0);
+    free(why);
+    return CCRUN_ERR_USAGE;
+}
+
 static int can_sleep(run_state *rs) {
     cca_stats s;
-    if (!rs->domains) {
-        rs->errbuf = ccrun_format("--sleep needs memory domains, which policy greedy cannot have (--conf '%s')",
-                                  rs->o->conf ? rs->o->conf : "");
-        ccrun_say("%s", rs->errbuf ? rs->errbuf : "--sleep needs memory domains");
-        return CCRUN_ERR_USAGE;
-    }
     cca_get_stats(ccr_engine_allocator(rs->e), &s);
     if (s.page_size == 0) {
         rs->errbuf = ccrun_format("%s", "cannot sleep: the allocator has classic segments (expandable:0, or a device "
@@ -510,6 +523,8 @@ static int can_sleep(run_state *rs) {
 
 static int run_sleeping(const ccrun_options *o) {
     run_state rs = {.o = o, .rep = {stdout, o->json, 0, 0, NULL}};
+    if (sleep_policy_ok(&rs) != CCRUN_OK)
+        return CCRUN_ERR_USAGE;
     ccr_model **m = calloc(o->n_models, sizeof *m);
     unsigned long long *first = calloc(o->n_models, sizeof *first);
     int rc = open_engine(&rs);

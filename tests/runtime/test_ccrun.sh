@@ -363,6 +363,8 @@ expect 1 "cannot sleep: the allocator has classic segments" -- --sleep --conf ex
 check "--sleep with classic segments: refused before the first model loads" sh -c \
     "! '$CCRUN' --device host --sleep --conf expandable:0 'mlp:64x64' 'mlp:32x32' >'$TMP/sc.txt' 2>/dev/null && ! grep -q '^load ' '$TMP/sc.txt'"
 expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'policy:greedy')" -- --sleep --conf policy:greedy "mlp:4x4" "mlp:4x4"
+check "--sleep --conf policy:greedy: refused before the engine opens (no table; --json: one document, no device)" sh -c \
+    "! '$CCRUN' --device host --sleep --conf policy:greedy 'mlp:4x4' 'mlp:4x4' >'$TMP/sg.txt' 2>/dev/null && test ! -s '$TMP/sg.txt' && ! '$CCRUN' --device host --sleep --json --conf policy:greedy 'mlp:4x4' 'mlp:4x4' >'$TMP/sg.json' 2>/dev/null && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d[\"device\"] is None and \"policy greedy\" in d[\"error\"], d' '$TMP/sg.json'"
 expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'max_reserved:1G,policy:greedy')" -- --sleep --policy growth --conf max_reserved:1G,policy:greedy "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep takes no --resident" -- --sleep --resident "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep needs memory domains: not with --no-domains" -- --sleep --no-domains "mlp:4x4" "mlp:4x4"

@@ -65,6 +65,8 @@ expect 1 "lists 3" -- "$BAD/layer_count_mismatch.safetensors"
 expect 1 "not valid JSON" -- "$SRC/tests/fixtures/digits_mlp.safetensors" "$BAD/not_json.safetensors"
 # too large for the device, malformed spec strings
 expect 1 "does not fit" -- "mlp:4096x4096x4096:relu"
+# docs/engine.md, "Loading": the error line as the doc quotes it
+expect 1 "ccrun: error: model 'mlp:4096x4096x4096:relu' (128.03 MiB of weights) does not fit on host (64.00 MiB): layer 0 bias: out of device memory: 16.00 KiB for bias of mlp:4096x4096x4096:relu; device host has 0 B free of 64.00 MiB, allocator holds 64.00 MiB reserved (64.00 MiB of it in this model's domain), 64.00 MiB allocated, largest free block 0 B (CCA_ERR_OUT_OF_MEMORY: out of device memory)" -- "mlp:4096x4096x4096:relu"
 # a batch that cannot fit is refused before ccrun allocates (4 GiB of) host input
 expect 1 "batch 16777216 of model 'mlp:64x1' needs at least 4.06 GiB (4362077184 bytes) on the device" -- --batch 16777216 "mlp:64x1"
 # under greedy the arena is the limit: 100000 rows (24.8 MiB) fit the device, not a 4 MiB arena

@@ -367,6 +367,14 @@ check "--sleep with classic segments: refused before the first model loads" sh -
 expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'policy:greedy')" -- --sleep --conf policy:greedy "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'max_reserved:1G,policy:greedy')" -- --sleep --policy growth --conf max_reserved:1G,policy:greedy "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep takes no --resident" -- --sleep --resident "mlp:4x4" "mlp:4x4"
+# docs/engine.md, "How a forward pass uses memory": the timeline figure's
+# table (its command at one pass a model): --no-domains leaves the cache
+# reserved at each unload, the default gives each model's domain back there
+TL="mlp:256x2048x2048x256x10:relu:softmax mlp:256x1024x1024x1024x10:gelu:softmax"
+check "the timeline figure's unload rows: --no-domains keeps 42 and 22 MiB reserved" sh -c \
+    "'$CCRUN' --device host --capacity 256M --batch 512 --iters 1 --no-domains $TL >'$TMP/tl.txt' && grep '^unload' '$TMP/tl.txt' | head -1 | grep -q ' 0 B   42.00 MiB  214.00 MiB' && grep '^unload' '$TMP/tl.txt' | tail -1 | grep -q ' 0 B   22.00 MiB  234.00 MiB'"
+check "the timeline figure's unload rows: with domains 0 B reserved, 256 MiB free" sh -c \
+    "'$CCRUN' --device host --capacity 256M --batch 512 --iters 1 $TL >'$TMP/tl.txt' && test \$(grep -c '^unload .* 0 B         0 B  256.00 MiB' '$TMP/tl.txt') -eq 2"
 expect 2 "--sleep needs memory domains: not with --no-domains" -- --sleep --no-domains "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep needs memory domains: not with --keep-cache" -- --sleep --keep-cache "mlp:4x4" "mlp:4x4"
 expect 2 "policy greedy cannot have" -- --sleep --policy greedy "mlp:4x4" "mlp:4x4"

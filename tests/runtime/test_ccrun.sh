@@ -367,6 +367,23 @@ check "--sleep with classic segments: refused before the first model loads" sh -
 expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'policy:greedy')" -- --sleep --conf policy:greedy "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'max_reserved:1G,policy:greedy')" -- --sleep --policy growth --conf max_reserved:1G,policy:greedy "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep takes no --resident" -- --sleep --resident "mlp:4x4" "mlp:4x4"
+# docs/release.md, "Greedy vs growth in numbers": on 1 GiB the greedy arena
+# is 922.00 MiB over expandable segments (whole 2 MiB pages), 921.60 MiB over
+# classic ones; released whole after each model without --keep-cache
+check "greedy on 1 GiB keeps 922.00 MiB, 921.60 MiB with expandable:0" sh -c \
+    "'$CCRUN' --device host --policy greedy --keep-cache --iters 1 mlp:4x4 | grep -q 'the process still holds 922.00 MiB' && '$CCRUN' --device host --policy greedy --conf expandable:0 --keep-cache --iters 1 mlp:4x4 | grep -q 'the process still holds 921.60 MiB' && '$CCRUN' --device host --policy greedy --iters 1 mlp:4x4 mlp:4x4 | grep -c 'released 922.00 MiB; device free == baseline' | grep -qx 2"
+# docs/release.md, "Domains in traces": the recorded --resident command's
+# unloads return +98, +34, +98 MiB over classic segments, +102, +42, +102 MiB
+# over expandable ones (the resident model's 22 MiB at the end in both)
+RES="--capacity 1G --iters 1 --batch 32 --resident mlp:512x2048x2048x10:relu:softmax mlp:1024x4096x4096x1024:relu mlp:512x8192x512:gelu mlp:1024x4096x4096x1024:relu"
+rises() { "$CCRUN" --device host "$@" $RES | sed -n 's/.*device free +\([0-9.]*\) MiB, exactly.*/\1/p' | paste -sd' ' -; }
+n=$((n + 1))
+if [ "$(rises --conf expandable:0)" = "98.00 34.00 98.00 22.00" ] && [ "$(rises)" = "102.00 42.00 102.00 22.00" ]; then
+    echo "ok: the recorded --resident command's unloads: 98/34/98 MiB classic, 102/42/102 expandable"
+else
+    echo "FAIL: the recorded --resident command's unloads: '$(rises --conf expandable:0)' classic, '$(rises)' expandable"
+    fails=$((fails + 1))
+fi
 # docs/engine.md, "How a forward pass uses memory": the timeline figure's
 # table (its command at one pass a model): --no-domains leaves the cache
 # reserved at each unload, the default gives each model's domain back there

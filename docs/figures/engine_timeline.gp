@@ -1,7 +1,7 @@
 # gnuplot script for docs/engine.md: the timeline of one ccrun invocation.
 #   gnuplot docs/figures/engine_timeline.gp        (from the repository root)
 # Input: docs/figures/engine_timeline.csv, written by
-#   ccrun --device host --capacity 256M --batch 512 --iters 3 \
+#   ccrun --device host --capacity 256M --batch 512 --iters 3 --no-domains \
 #         --timeline docs/figures/engine_timeline.csv \
 #         mlp:256x2048x2048x256x10:relu:softmax mlp:256x1024x1024x1024x10:gelu:softmax
 set datafile separator ','

@@ -65,6 +65,8 @@ expect 1 "lists 3" -- "$BAD/layer_count_mismatch.safetensors"
 expect 1 "not valid JSON" -- "$SRC/tests/fixtures/digits_mlp.safetensors" "$BAD/not_json.safetensors"
 # too large for the device, malformed spec strings
 expect 1 "does not fit" -- "mlp:4096x4096x4096:relu"
+# docs/engine.md, "Loading": the error line as the doc quotes it
+expect 1 "ccrun: error: model 'mlp:4096x4096x4096:relu' (128.03 MiB of weights) does not fit on host (64.00 MiB): layer 0 bias: out of device memory: 16.00 KiB for bias of mlp:4096x4096x4096:relu; device host has 0 B free of 64.00 MiB, allocator holds 64.00 MiB reserved (64.00 MiB of it in this model's domain), 64.00 MiB allocated, largest free block 0 B (CCA_ERR_OUT_OF_MEMORY: out of device memory)" -- "mlp:4096x4096x4096:relu"
 # a batch that cannot fit is refused before ccrun allocates (4 GiB of) host input
 expect 1 "batch 16777216 of model 'mlp:64x1' needs at least 4.06 GiB (4362077184 bytes) on the device" -- --batch 16777216 "mlp:64x1"
 # under greedy the arena is the limit: 100000 rows (24.8 MiB) fit the device, not a 4 MiB arena
@@ -367,6 +369,31 @@ check "--sleep --conf policy:greedy: refused before the engine opens (no table; 
     "! '$CCRUN' --device host --sleep --conf policy:greedy 'mlp:4x4' 'mlp:4x4' >'$TMP/sg.txt' 2>/dev/null && test ! -s '$TMP/sg.txt' && ! '$CCRUN' --device host --sleep --json --conf policy:greedy 'mlp:4x4' 'mlp:4x4' >'$TMP/sg.json' 2>/dev/null && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d[\"device\"] is None and \"policy greedy\" in d[\"error\"], d' '$TMP/sg.json'"
 expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'max_reserved:1G,policy:greedy')" -- --sleep --policy growth --conf max_reserved:1G,policy:greedy "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep takes no --resident" -- --sleep --resident "mlp:4x4" "mlp:4x4"
+# docs/release.md, "Greedy vs growth in numbers": on 1 GiB the greedy arena
+# is 922.00 MiB over expandable segments (whole 2 MiB pages), 921.60 MiB over
+# classic ones; released whole after each model without --keep-cache
+check "greedy on 1 GiB keeps 922.00 MiB, 921.60 MiB with expandable:0" sh -c \
+    "'$CCRUN' --device host --policy greedy --keep-cache --iters 1 mlp:4x4 | grep -q 'the process still holds 922.00 MiB' && '$CCRUN' --device host --policy greedy --conf expandable:0 --keep-cache --iters 1 mlp:4x4 | grep -q 'the process still holds 921.60 MiB' && '$CCRUN' --device host --policy greedy --iters 1 mlp:4x4 mlp:4x4 | grep -c 'released 922.00 MiB; device free == baseline' | grep -qx 2"
+# docs/release.md, "Domains in traces": the recorded --resident command's
+# unloads return +98, +34, +98 MiB over classic segments, +102, +42, +102 MiB
+# over expandable ones (the resident model's 22 MiB at the end in both)
+RES="--capacity 1G --iters 1 --batch 32 --resident mlp:512x2048x2048x10:relu:softmax mlp:1024x4096x4096x1024:relu mlp:512x8192x512:gelu mlp:1024x4096x4096x1024:relu"
+rises() { "$CCRUN" --device host "$@" $RES | sed -n 's/.*device free +\([0-9.]*\) MiB, exactly.*/\1/p' | paste -sd' ' -; }
+n=$((n + 1))
+if [ "$(rises --conf expandable:0)" = "98.00 34.00 98.00 22.00" ] && [ "$(rises)" = "102.00 42.00 102.00 22.00" ]; then
+    echo "ok: the recorded --resident command's unloads: 98/34/98 MiB classic, 102/42/102 expandable"
+else
+    echo "FAIL: the recorded --resident command's unloads: '$(rises --conf expandable:0)' classic, '$(rises)' expandable"
+    fails=$((fails + 1))
+fi
+# docs/engine.md, "How a forward pass uses memory": the timeline figure's
+# table (its command at one pass a model): --no-domains leaves the cache
+# reserved at each unload, the default gives each model's domain back there
+TL="mlp:256x2048x2048x256x10:relu:softmax mlp:256x1024x1024x1024x10:gelu:softmax"
+check "the timeline figure's unload rows: --no-domains keeps 42 and 22 MiB reserved" sh -c \
+    "'$CCRUN' --device host --capacity 256M --batch 512 --iters 1 --no-domains $TL >'$TMP/tl.txt' && grep '^unload' '$TMP/tl.txt' | head -1 | grep -q ' 0 B   42.00 MiB  214.00 MiB' && grep '^unload' '$TMP/tl.txt' | tail -1 | grep -q ' 0 B   22.00 MiB  234.00 MiB'"
+check "the timeline figure's unload rows: with domains 0 B reserved, 256 MiB free" sh -c \
+    "'$CCRUN' --device host --capacity 256M --batch 512 --iters 1 $TL >'$TMP/tl.txt' && test \$(grep -c '^unload .* 0 B         0 B  256.00 MiB' '$TMP/tl.txt') -eq 2"
 expect 2 "--sleep needs memory domains: not with --no-domains" -- --sleep --no-domains "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep needs memory domains: not with --keep-cache" -- --sleep --keep-cache "mlp:4x4" "mlp:4x4"
 expect 2 "policy greedy cannot have" -- --sleep --policy greedy "mlp:4x4" "mlp:4x4"

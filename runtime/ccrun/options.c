@@ -27,7 +27,7 @@ static void usage(FILE *f) {
            "       ccrun [options] --resident MODEL [--resident MODEL]... [MODEL...]\n"
            "       ccrun [options] --sleep MODEL...      e.g. --sleep A B A B\n"
            "       ccrun --demo [--device D] [--capacity SIZE] [--vm-granularity SIZE]\n"
-           "                    [--vm-backing pages|whole-maps]\n"
+           "                    [--vm-backing pages|whole-maps] [--conf STR]\n"
            "\n"
            "Runs each MODEL in sequence in one process: load, run N batches, unload,\n"
            "release (unless --keep-cache), printing a table of memory figures per phase.\n"

@@ -359,6 +359,8 @@ check "--sleep A B A B (text): sleep rows exact, wake rows, sleeping model unloa
     "'$CCRUN' --device host --capacity 64M --sleep '$SA' '$SB' '$SA' '$SB' >'$TMP/sl.txt' && test \$(grep -c '^sleep .*asleep: device free +[0-9.]* MiB, exactly its whole reservation' '$TMP/sl.txt') -eq 3 && test \$(grep -c '^wake .*woken: [0-9.]* MiB mapped again' '$TMP/sl.txt') -eq 2 && grep -q '^unload .*asleep: domain released with its host copy' '$TMP/sl.txt' && grep -q 'released 0 B; device free == baseline' '$TMP/sl.txt'"
 check "--sleep A A: the same model sleeps and wakes in place of a reload; one model: no sleep" sh -c \
     "'$CCRUN' --device host --sleep 'mlp:64x64x10' 'mlp:64x64x10' >'$TMP/sa.txt' && test \$(grep -c '^sleep ' '$TMP/sa.txt') -eq 1 && test \$(grep -c '^load ' '$TMP/sa.txt') -eq 1 && grep -q '= its first run' '$TMP/sa.txt' && '$CCRUN' --device host --sleep 'mlp:64x64x10' >'$TMP/s1.txt' && ! grep -q '^sleep ' '$TMP/s1.txt'"
+check "--help's usage of --demo lists --conf (the demo takes it)" sh -c \
+    "'$CCRUN' --help | grep -q -- '--vm-backing pages|whole-maps\] \[--conf STR\]'"
 check "--help lists --sleep, and says the last turn is not slept (one model: no sleep, above)" sh -c \
     "'$CCRUN' --help | grep -q -- '--sleep  ' && '$CCRUN' --help | grep -q -- \"end each MODEL's turn but the last with a sleep\""
 expect 1 "cannot sleep: the allocator has classic segments" -- --sleep --conf expandable:0 "mlp:64x64" "mlp:32x32"

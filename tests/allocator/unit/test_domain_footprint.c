@@ -318,3 +318,76 @@ TEST_BOTH(trim_empty_cache_and_the_oom_retry_release_every_domain) {
     agree(a, u, doms, 2, "all trimmed");
     finish(a, u);
 }
+
+/* Domain D's 8 MiB arena over 2 MiB pages, x (1 MiB) live at its start
+ * and the rest unmapped by a trim: only x's page stays mapped. */
+static cca_allocator *pinned_arena(cca_upstream *u, cca_domain **D, void **x) {
+    cca_allocator *a = tu_allocator(u, "expandable_ahead:0,log_oom:0");
+    cr_assert_eq(cca_domain_create(a, "D", D), CCA_OK);
+    cr_assert_eq(cca_domain_reserve(a, *D, 8 * MiB), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, *D, 1 * MiB, NULL, x), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(a).reserved_bytes, 2 * MiB, "the arena's page under x stays");
+    return a;
+}
+
+/* Another tenant takes all but 1 MiB of the device: less than a page. */
+static size_t take_all_but_a_mib(cca_upstream *u, void **tenant) {
+    size_t free_b, total_b;
+    cr_assert_eq(cca_upstream_mem_info(u, &free_b, &total_b), CCA_OK);
+    cr_assert_eq(cca_upstream_alloc(u, free_b - 1 * MiB, tenant), CCA_OK, "%s", cca_last_error());
+    return free_b - 1 * MiB;
+}
+
+/* The OOM retry asks for the fewer new bytes of the domain's arena block
+ * and the pools' best fit (grow.c, ccai_grow_need): X pins the arena's
+ * first page, a trim unmapped the rest, and a 3 MiB request in the arena
+ * needs one new page (2 MiB), not its 4 MiB of pages. The device has less
+ * than one page free and 2 MiB are cached: asked for 4 MiB, the retry
+ * would find releasing cannot help; asked for 2 MiB, it releases the
+ * cache and maps the arena's page. */
+Test(domain, the_retry_asks_for_the_arena_blocks_new_pages_only) {
+    cca_upstream *u = tu_vm_device_backed(16 * MiB, 2 * MiB, CCA_VM_PAGES);
+    cca_domain *D;
+    void *x = NULL, *z = NULL, *tenant = NULL;
+    cca_allocator *a = pinned_arena(u, &D, &x);
+    tu_free(a, tu_alloc(a, 2 * MiB, NULL)); /* 2 MiB cached in the default domain */
+    size_t taken = take_all_but_a_mib(u, &tenant);
+    cr_assert_eq(cca_alloc_in(a, D, 3 * MiB, NULL, &z), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(z, (char *)x + 1 * MiB, "the arena's free block serves it");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.alloc_retries, 1);
+    cr_assert_eq(s.reserved_bytes, 4 * MiB, "the arena's first two pages; the cache went back");
+    cr_assert_eq(s.cached_bytes, 0);
+    tu_check(a);
+    cr_assert_eq(cca_upstream_free(u, tenant, taken), CCA_OK);
+    tu_free(a, x);
+    tu_free(a, z);
+    tu_teardown(a, u);
+}
+
+/* A block of the domain's arena whose pages cannot be mapped is no reason
+ * to skip the take (alloc.c, step 4's `refused`): new memory comes from
+ * the domain's pools, where its freed 8 MiB block waits mapped, with no
+ * retry and nothing released. */
+Test(domain, an_arena_block_refused_its_pages_falls_back_to_the_pools) {
+    cca_upstream *u = tu_vm_device_backed(32 * MiB, 2 * MiB, CCA_VM_PAGES);
+    cca_domain *D;
+    void *x = NULL, *w = NULL, *z = NULL, *tenant = NULL;
+    cca_allocator *a = pinned_arena(u, &D, &x);
+    cr_assert_eq(cca_alloc_in(a, D, 8 * MiB, NULL, &w), CCA_OK, "%s", cca_last_error()); /* past the arena */
+    tu_free(a, w);
+    size_t taken = take_all_but_a_mib(u, &tenant);
+    cca_stats before = tu_stats(a);
+    cr_assert_eq(cca_alloc_in(a, D, 3 * MiB, NULL, &z), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(z, w, "the pools' cached block serves it");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries, "no retry");
+    cr_assert_eq(s.upstream_frees, before.upstream_frees, "nothing released");
+    cr_assert_eq(s.reserved_bytes, before.reserved_bytes);
+    tu_check(a);
+    cr_assert_eq(cca_upstream_free(u, tenant, taken), CCA_OK);
+    tu_free(a, x);
+    tu_free(a, z);
+    tu_teardown(a, u);
+}

@@ -412,6 +412,47 @@ Test(sleep, a_wake_short_under_max_reserved_releases_the_cache_first) {
     wake_releases_the_cache("max_reserved:96M", true);
 }
 
+/* A wake whose release of the shortfall is refused by the upstream
+ * releases everything next (room_or_release's second pass): B's cache is
+ * one free block below a live one in its range (so not a tail, tried
+ * once per pass), its first vm_unmap fails once; the second pass unmaps
+ * it and the wake succeeds. */
+Test(sleep, a_wake_whose_shortfall_release_is_refused_releases_everything) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device_backed(96 * MiB, 0, CCA_VM_PAGES);
+    cca_upstream *u = tu_faulty_create(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, "expandable_ahead:0");
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    void *p = NULL, *q = NULL, *r = NULL, *s = NULL;
+    cr_assert_eq(cca_alloc_in(a, A, 40 * MiB, NULL, &p), CCA_OK, "%s", cca_last_error());
+    tu_fill(p, 40 * MiB, 11);
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &q), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 30 * MiB, NULL, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, B, 2 * MiB, NULL, &s), CCA_OK, "%s", cca_last_error());
+    tu_free(a, q);
+    tu_free(a, r); /* B: one free block of 60 MiB, mapped, below s */
+    size_t free_b, total_b;
+    cr_assert_eq(cca_upstream_mem_info(inner, &free_b, &total_b), CCA_OK);
+    cr_assert_lt(free_b, 40 * MiB, "the wake is short of device memory (%zu free)", free_b);
+    f.fail_at[TU_FAULT_UNMAP] = f.calls[TU_FAULT_UNMAP] + 1;
+    cca_sleep_report rep;
+    cr_assert_eq(cca_domain_wake(a, A, &rep), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(f.failures, 1, "the shortfall's unmap was refused");
+    tu_faulty_faults_off(&f);
+    cr_assert_eq(dstats(a, A).asleep, 0);
+    cr_assert(tu_check_fill(p, 40 * MiB, 11), "A's bytes back");
+    cr_assert_eq(tu_stats(a).cached_bytes, tu_stats(a).reserved_bytes - tu_stats(a).allocated_bytes);
+    tu_check(a);
+    tu_free(a, p);
+    tu_free(a, s);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    tu_faulty_destroy_clean(u, inner);
+}
+
 /* hold_peak:1 (policies/hold.c): reserved does not rise above its peak
  * while releasing the cache could make room; a wake is held like a
  * request. B's freed blocks are cached, A's wake would lift reserved over
@@ -683,6 +724,7 @@ Test(sleep, sleep_everything_is_all_or_nothing) {
     /* B's first host_alloc fails: count the default's and A's first */
     uint64_t h0 = f.calls[TU_FAULT_HOST_ALLOC];
     cr_assert_eq(cca_domain_sleep(a, NULL, 0, NULL), CCA_OK, "%s", cca_last_error());
+    uint64_t before_a = f.calls[TU_FAULT_HOST_ALLOC] - h0;
     cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
     uint64_t before_b = f.calls[TU_FAULT_HOST_ALLOC] - h0;
     cr_assert_eq(cca_wake(a, NULL), CCA_OK, "%s", cca_last_error());
@@ -699,6 +741,21 @@ Test(sleep, sleep_everything_is_all_or_nothing) {
     expect_intact(&ba, 20, "A");
     expect_intact(&bb, 30, "B");
     cr_assert_eq(tu_upstream_stats(inner).host_bytes_in_use, 0);
+    /* A, asleep before the call, stays asleep: only the default domain is woken again */
+    cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());
+    size_t a_host = tu_upstream_stats(inner).host_bytes_in_use;
+    f.fail_at[TU_FAULT_HOST_ALLOC] = f.calls[TU_FAULT_HOST_ALLOC] + before_a + 1;
+    cr_assert_eq(cca_sleep(a, 0, &r), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert(strstr(cca_last_error(), "the 1 domains this call had put to sleep were woken again"), "%s",
+              cca_last_error());
+    tu_check(a);
+    cr_assert_eq(tu_stats(a).asleep_domains, 1, "A only");
+    cr_assert_eq(dstats(a, A).asleep, 1, "A was asleep before the call");
+    cr_assert_eq(tu_upstream_stats(inner).host_bytes_in_use, a_host, "A's copy only");
+    expect_intact(&b0, 10, "default");
+    expect_intact(&bb, 30, "B");
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    expect_intact(&ba, 20, "A");
     cr_assert_eq(cca_sleep(a, 0, &r), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(tu_stats(a).asleep_domains, 3);
     cr_assert_eq(device_used(inner), 0, "the whole allocator's memory went back: %zu of %zu", device_used(inner), used);

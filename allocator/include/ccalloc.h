@@ -1289,8 +1289,13 @@ cca_status cca_domain_wake(cca_allocator *a, cca_domain *d, cca_sleep_report *re
  * cca_domain_sleep that leaves it awake) wakes again the domains this call
  * put to sleep (their room was just given back; should one not wake, it
  * stays asleep and the message says so), and its error is returned, the
- * domain named; the report is then zeros. A refused unmap leaves its domain
- * asleep and the call goes on with the others: CCA_ERR_UPSTREAM at the end.
+ * domain named; the report is then zeros. With CCA_SLEEP_DISCARD (no copy
+ * to wake from) every domain's waits come first (its work, its freed
+ * blocks' events): a refusal there discards nothing; one after it (host
+ * memory for a domain's record) wakes the domains already discarded with
+ * undefined contents, and the message says so. A refused unmap leaves its
+ * domain asleep and the call goes on with the others: CCA_ERR_UPSTREAM at
+ * the end.
  * Domains asleep already stay so. report may be NULL.
  * Errors: cca_domain_sleep's (flags and classic segments before anything
  * changes); CCA_ERR_OUT_OF_MEMORY when host memory is short for the list.

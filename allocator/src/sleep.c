@@ -663,6 +663,19 @@ static cca_status begin(cca_allocator *a, cca_sleep_report *r, const char *fn) {
     return ccai_lock(a, fn);
 }
 
+/* What a DISCARD sleep of d may be refused for, waited for first: its
+ * work (quiesce) and its freed blocks' events. */
+static cca_status discard_ready(cca_allocator *a, cca_domain *d) {
+    size_t n, bytes, pending;
+    cca_status st = quiesce(a, d);
+    if (st != CCA_OK)
+        return cca_set_error(st, "%s; nothing changed", cca_last_error());
+    count_live(d, &n, &bytes, &pending);
+    return pending ? cca_set_error(CCA_ERR_NOT_READY, "%zu freed blocks still wait on stream events; nothing changed",
+                                   pending)
+                   : CCA_OK;
+}
+
 static cca_status named(cca_status st, const char *fn, const cca_domain *d) {
     return st == CCA_OK ? st : cca_set_error(st, "%s(%s): %s", fn, d->name, cca_last_error());
 }
@@ -704,8 +717,10 @@ cca_status cca_domain_wake(cca_allocator *a, cca_domain *h, cca_sleep_report *re
 
 /* Every domain: the default first, then in creation order. A refusal
  * wakes the domains this call put to sleep again (their bytes just went
- * to the host: the device has their room). A refused unmap is no refusal:
- * that domain is asleep, the call goes on and returns it at the end. */
+ * to the host: the device has their room). DISCARD puts nothing on the
+ * host, so every domain's waits come first (discard_ready): a refused wait
+ * discards nothing. A refused unmap is no refusal: that domain is asleep,
+ * the call goes on and returns it at the end. */
 cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report) {
     cca_sleep_report local = {0};
     cca_status st = begin(a, report, "cca_sleep");
@@ -729,6 +744,16 @@ cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report)
     cca_domain *failed = NULL;
     cca_status unmap_st = CCA_OK;
     char unmap_why[CCAI_ERROR_CAP] = "";
+    /* DISCARD keeps no copy, so a domain discarded before another refuses
+     * could not be woken with its bytes: every wait that may refuse comes
+     * first, before any domain is discarded */
+    for (cca_domain *d = &a->root; d && (flags & CCA_SLEEP_DISCARD) && st == CCA_OK; d = d->next)
+        if (!d->sleep && (st = discard_ready(a, d)) != CCA_OK) {
+            st = named(st, "cca_sleep", d);
+            free(before);
+            ccai_unlock(a);
+            return st;
+        }
     for (cca_domain *d = &a->root; d && !failed; d = d->next) {
         bool slept = false;
         cca_status one = sleep_locked(a, d, flags, &local, &slept);
@@ -755,8 +780,9 @@ cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report)
                 stuck++;
         }
         memset(&local, 0, sizeof local);
-        st = cca_set_error(st, "cca_sleep(%s): %s; the %zu domains this call had put to sleep were woken again%s",
-                           failed->name, why, undone, stuck ? " (some could not be: they stay asleep)" : "");
+        st = cca_set_error(st, "cca_sleep(%s): %s; the %zu domains this call had put to sleep were woken again%s%s",
+                           failed->name, why, undone, stuck ? " (some could not be: they stay asleep)" : "",
+                           undone && (flags & CCA_SLEEP_DISCARD) ? " (DISCARD: their contents are undefined)" : "");
     } else if (unmap_st != CCA_OK) {
         st = cca_set_error(unmap_st, "%s", unmap_why);
     }

@@ -65,6 +65,13 @@ static void expect_intact(const blocks *b, uint64_t seed, const char *when) {
                       i, b->size[i]);
 }
 
+/* The pattern again, after a DISCARD wake left the contents undefined. */
+static void refill(blocks *b, uint64_t seed) {
+    for (int i = 0; i < b->n; i++)
+        if (b->p[i])
+            tu_fill(b->p[i], b->size[i], seed + (uint64_t)i);
+}
+
 static size_t live_bytes(const blocks *b) {
     size_t n = 0;
     for (int i = 0; i < b->n; i++)
@@ -707,6 +714,67 @@ Test(sleep, greedy_default_domain_sleeps) {
 }
 
 /* ---- all domains ------------------------------------------------------------------------- */
+
+/* The default domain and A and B, each filled (seeds 10, 20, 30), on a
+ * 256 MiB simulated device wrapped in f. */
+typedef struct trio {
+    tu_faulty f;
+    cca_upstream *inner, *u;
+    cca_allocator *a;
+    cca_domain *A, *B;
+    blocks b0, ba, bb;
+} trio;
+
+static void trio_open(trio *t) {
+    t->inner = tu_vm_device(256 * MiB, 0);
+    t->u = tu_faulty_create(&t->f, t->inner, "fx", true);
+    t->a = tu_allocator(t->u, NULL);
+    cr_assert_eq(cca_domain_create(t->a, "A", &t->A), CCA_OK);
+    cr_assert_eq(cca_domain_create(t->a, "B", &t->B), CCA_OK);
+    fill_domain(t->a, NULL, &t->b0, 10);
+    fill_domain(t->a, t->A, &t->ba, 20);
+    fill_domain(t->a, t->B, &t->bb, 30);
+}
+
+/* Every block freed, then nothing left on the device. */
+static void trio_close(trio *t) {
+    free_all(t->a, &t->b0);
+    free_all(t->a, &t->ba);
+    free_all(t->a, &t->bb);
+    tu_check(t->a);
+    cr_assert_eq(cca_empty_cache(t->a, NULL), CCA_OK);
+    cr_assert_eq(cca_destroy(t->a), CCA_OK);
+    cca_upstream_destroy(t->u);
+    cr_assert_eq(tu_upstream_stats(t->inner).bytes_in_use, 0);
+    cca_upstream_destroy(t->inner);
+}
+
+/* CCA_SLEEP_DISCARD keeps no copy, so a domain it discarded cannot be woken
+ * with its bytes: a cca_sleep(DISCARD) that a later domain's wait refuses
+ * must discard nothing. B's synchronize fails (the default's and
+ * A's counted first): every block keeps its bytes, nothing asleep. */
+Test(sleep, a_refused_discard_sleep_discards_nothing) {
+    trio t;
+    trio_open(&t);
+    for (int k = 0; k < 2; k++) { /* the sync of each domain in turn: the default's, then B's (after two) */
+        uint64_t s0 = t.f.calls[TU_FAULT_SYNC];
+        cr_assert_eq(cca_domain_sleep(t.a, NULL, CCA_SLEEP_DISCARD, NULL), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_domain_sleep(t.a, t.A, CCA_SLEEP_DISCARD, NULL), CCA_OK, "%s", cca_last_error());
+        uint64_t before_b = t.f.calls[TU_FAULT_SYNC] - s0;
+        cr_assert_eq(cca_wake(t.a, NULL), CCA_OK, "%s", cca_last_error());
+        refill(&t.b0, 10);
+        refill(&t.ba, 20);
+        t.f.fail_at[TU_FAULT_SYNC] = t.f.calls[TU_FAULT_SYNC] + (k ? before_b : 0) + 1;
+        cr_assert_neq(cca_sleep(t.a, CCA_SLEEP_DISCARD, NULL), CCA_OK);
+        cr_assert_eq(t.f.failures, (uint64_t)k + 1, "the refusal was met");
+        tu_check(t.a);
+        cr_assert_eq(tu_stats(t.a).asleep_domains, 0, "%s", cca_last_error());
+        expect_intact(&t.b0, 10, "default");
+        expect_intact(&t.ba, 20, "A");
+        expect_intact(&t.bb, 30, "B");
+    }
+    trio_close(&t);
+}
 
 Test(sleep, sleep_everything_is_all_or_nothing) {
     tu_faulty f;

@@ -648,7 +648,10 @@ class Allocator:
 
         All or nothing: a domain that refuses wakes again the ones this call
         put to sleep and its error is raised (:class:`UpstreamError` for
-        classic segments, ``conf="expandable:0"``). Domains asleep already
+        classic segments, ``conf="expandable:0"``); with ``discard=True``
+        every domain's waits come first, so a refused wait discards nothing
+        (only a host-memory refusal after them wakes discarded domains with
+        undefined contents, as the message says). Domains asleep already
         stay so. See :meth:`Domain.sleep` for one domain.
         """
         return _sleep_call(self, self._lib.cca_sleep, SLEEP_DISCARD if flag_arg(discard, "discard") else 0)

@@ -352,10 +352,7 @@ static cca_status record_make(const cca_domain *d, size_t n, bool discard, struc
 static cca_status copy_out(cca_allocator *a, cca_domain *d, bool discard, struct ccai_sleep **out,
                            cca_sleep_report *r) {
     size_t n, bytes, pending;
-    count_live(d, &n, &bytes, &pending);
-    if (pending)
-        return cca_set_error(CCA_ERR_NOT_READY, "%zu freed blocks still wait on stream events; nothing changed",
-                             pending);
+    count_live(d, &n, &bytes, &pending); /* pending: 0, sleep_ready saw to it */
     struct ccai_sleep *rec = NULL;
     cca_status st = record_make(d, n, discard, &rec);
     if (st != CCA_OK)
@@ -411,6 +408,19 @@ static cca_status can_sleep(cca_allocator *a, unsigned flags, bool copies) {
     return CCA_OK;
 }
 
+/* What a sleep of d may be refused for before it changes anything, waited
+ * for: its work (quiesce), then its freed blocks' events. */
+static cca_status sleep_ready(cca_allocator *a, cca_domain *d) {
+    size_t n, bytes, pending;
+    cca_status st = quiesce(a, d);
+    if (st != CCA_OK)
+        return cca_set_error(st, "%s; nothing changed", cca_last_error());
+    count_live(d, &n, &bytes, &pending);
+    return pending ? cca_set_error(CCA_ERR_NOT_READY, "%zu freed blocks still wait on stream events; nothing changed",
+                                   pending)
+                   : CCA_OK;
+}
+
 /* One domain to sleep, under the lock; *slept: this call put it to sleep. */
 static cca_status sleep_locked(cca_allocator *a, cca_domain *d, unsigned flags, cca_sleep_report *r, bool *slept) {
     *slept = false;
@@ -419,8 +429,8 @@ static cca_status sleep_locked(cca_allocator *a, cca_domain *d, unsigned flags, 
         return st;
     if (d->sleep) /* asleep already: only what a refused unmap left */
         return d->c.reserved ? unmap_all(a, d, &r->bytes_unmapped) : CCA_OK;
-    if ((st = quiesce(a, d)) != CCA_OK)
-        return cca_set_error(st, "%s; nothing changed", cca_last_error());
+    if ((st = sleep_ready(a, d)) != CCA_OK)
+        return st;
     struct ccai_sleep *rec = NULL;
     if ((st = copy_out(a, d, flags & CCA_SLEEP_DISCARD, &rec, r)) != CCA_OK)
         return st;
@@ -663,19 +673,6 @@ static cca_status begin(cca_allocator *a, cca_sleep_report *r, const char *fn) {
     return ccai_lock(a, fn);
 }
 
-/* What a DISCARD sleep of d may be refused for, waited for first: its
- * work (quiesce) and its freed blocks' events. */
-static cca_status discard_ready(cca_allocator *a, cca_domain *d) {
-    size_t n, bytes, pending;
-    cca_status st = quiesce(a, d);
-    if (st != CCA_OK)
-        return cca_set_error(st, "%s; nothing changed", cca_last_error());
-    count_live(d, &n, &bytes, &pending);
-    return pending ? cca_set_error(CCA_ERR_NOT_READY, "%zu freed blocks still wait on stream events; nothing changed",
-                                   pending)
-                   : CCA_OK;
-}
-
 static cca_status named(cca_status st, const char *fn, const cca_domain *d) {
     return st == CCA_OK ? st : cca_set_error(st, "%s(%s): %s", fn, d->name, cca_last_error());
 }
@@ -718,7 +715,7 @@ cca_status cca_domain_wake(cca_allocator *a, cca_domain *h, cca_sleep_report *re
 /* Every domain: the default first, then in creation order. A refusal
  * wakes the domains this call put to sleep again (their bytes just went
  * to the host: the device has their room). DISCARD puts nothing on the
- * host, so every domain's waits come first (discard_ready): a refused wait
+ * host, so every domain's waits come first (sleep_ready): a refused wait
  * discards nothing. A refused unmap is no refusal: that domain is asleep,
  * the call goes on and returns it at the end. */
 cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report) {
@@ -748,7 +745,7 @@ cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report)
      * could not be woken with its bytes: every wait that may refuse comes
      * first, before any domain is discarded */
     for (cca_domain *d = &a->root; d && (flags & CCA_SLEEP_DISCARD) && st == CCA_OK; d = d->next)
-        if (!d->sleep && (st = discard_ready(a, d)) != CCA_OK) {
+        if (!d->sleep && (st = sleep_ready(a, d)) != CCA_OK) {
             st = named(st, "cca_sleep", d);
             free(before);
             ccai_unlock(a);

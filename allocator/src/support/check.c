@@ -205,6 +205,8 @@ static ccai_broken check_domains(const cca_allocator *a) {
         return ccai_broke(CCAI_INV_DOMAINS, "the holding list and the domains with segments differ");
     if (domains != a->domain_set.count)
         return ccai_broke(CCAI_INV_DOMAINS, "the handle set holds a domain that is not in the list");
+    if (a->domain_set.count > a->domain_set.cap / 2) /* a lookup of a missing handle stops at an empty slot */
+        return ccai_broke(CCAI_INV_DOMAINS, "the handle set is more than half full");
     if (listed != a->c.segments)
         return ccai_broke(CCAI_INV_DOMAINS, "a segment is on no domain's list");
     if (reserved != a->c.reserved || segments != a->c.segments ||

@@ -26,13 +26,13 @@
  *   failure changes nothing (the host memory goes back); at (5) a refused
  *   unmap leaves d asleep, its bytes on the host, the refused pages mapped
  *   and counted, for the next sleep call to try again.
- * - Overlap: wake queues a span's copies as soon as the span is mapped,
- *   so the upstream copies it (CUDA: on its copy stream; the simulated
- *   device: on its copy engine's thread) while the next span is mapped.
- *   Sleep unmaps only after its one copy_wait: an unmap overlapping a copy
- *   still running would have to be undone by a map and a copy back if a
- *   later copy failed, and "until (5) nothing changes" would not hold. Its
- *   unmaps are a few calls per map (measured: bench/results, sleep).
+ * - Overlap: wake maps span by span (a span: the pages under neighbouring
+ *   live or pending blocks) and queues a span's copies once it is mapped,
+ *   so the upstream copies it (CUDA: its copy stream; the simulated device:
+ *   its copy engine's thread) while the next span is mapped. Sleep unmaps
+ *   only after its one copy_wait: an unmap overlapping a copy still running
+ *   would have to be undone by a map and a copy back if a later copy
+ *   failed, and "until (5) nothing changes" would not hold.
  * - While asleep: cca_alloc(_in) refused (CCA_ERR_ASLEEP, ccai_sleep_refuse,
  *   one branch in alloc.c); cca_free allowed: the block turns free (its
  *   `unmapped` mark is set again at wake or release, ccai_sleep_forget), its

@@ -13,9 +13,9 @@
  *   1 round          size -> multiple of 512; 0 -> NULL, OK
  *   2 pool           small / medium / large (ccai_pool_of); greedy: the arena
  *   3 poll           complete pending frees whose events finished (stream.c)
- *   4 best fit       the domain's footprint arena, then the pool (+ medium)
+ *   4 best fit       the domain's footprint arena, then the pool (large: + medium)
  *   5 grow           none fits, or its pages cannot be mapped: a->policy
- *   6 split          take the block, its remainder a free block (block.c)
+ *   6 split          take the block, its remainder a free block (block.h)
  *   7 live           live map, counters, trace, history
  */
 #include "internal.h"

@@ -4,9 +4,9 @@
  * - cca_create validates the config (or reads CCALLOC_CONF) and picks the
  *   kind and the policy once; only greedy reserves anything before the
  *   first request. The config never changes.
- * - cca_destroy synchronizes, gives every segment back through its kind,
- *   and reports live blocks as CCA_ERR_LIVE_BLOCKS; the record is freed
- *   whatever fails.
+ * - cca_destroy synchronizes (pages mapped, or frees pending), gives every
+ *   segment back through its kind, reports live blocks as
+ *   CCA_ERR_LIVE_BLOCKS; the record is freed whatever fails.
  */
 #include "internal.h"
 #include "../domain.h" /* the default domain */

@@ -18,9 +18,9 @@
  *
  *     stream NULL:  bin 0  [512 B, 1 KiB)  [ 512@0x9000 ]
  *                   bin 1  [1 KiB, 2 KiB)  [ ]
- *                   bin 2  [2 KiB, 4 KiB)  [ 2K@0x1000  3K@0x200  3K@0x800 ]
+ *                   bin 2  [2 KiB, 4 KiB)  [ 2K@0x1000  3K@0x2000  3K@0x3000 ]
  *                   ...
- *                   bin 20 [512 MiB, ...)  [ 1G@0x40000000  8G@0x0 ... ]
+ *                   bin 20 [512 MiB, ...)  [ 1G@0x40000000  8G@0x100000000 ... ]
  *
  * Cost (S streams, k blocks in the bin, B = 21 bins): attach, detach O(S);
  * insert, remove O(S + log k) plus O(k) to move the tail (insert may

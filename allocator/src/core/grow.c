@@ -6,12 +6,13 @@
  *    ├─ growth_never     5a  over the device, max_reserved or the kind's range
  *    ├─ take             5b  new memory (a->kind->grow), mapped (a->kind->back)
  *    ├─ ccai_hold_grow   5c  hold_peak:1 only (policies/hold.c)
- *    ├─ the retry        5c  synchronize, take again, release the shortfall,
- *    │                       take, release all, take
- *    └─ fail             5d  CCA_ERR_OUT_OF_MEMORY; alloc.c reports it
+ *    ├─ the retry        5c  (a)-(d): synchronize, take again, release the
+ *    │                       shortfall, take, release all, take
+ *    └─ fail                 CCA_ERR_OUT_OF_MEMORY; alloc.c reports it
  *
  * - One retry for every caller (growth, greedy, the hold, and
- *   cca_domain_reserve with an arena request), each one alloc_retries.
+ *   cca_domain_reserve with an arena request), each one alloc_retries
+ *   but the hold's own (ccai_grow_release_and_take).
  * - What memory is new, what a request needs and whether the device must
  *   be idle come from a->kind. Live blocks never move.
  * - Cost: a take is one or two upstream calls (classic) or a best fit, a
@@ -72,16 +73,15 @@ static size_t need_now(cca_allocator *a, const ccai_grow_req *q) {
     return q->arena ? q->rounded : ccai_grow_need(a, q->rounded, q->stream, q->pool);
 }
 
-/* One retry, for a request or a domain's footprint arena (q->arena):
- *   1. no free pending: can releasing make room (ccai_release_can_help)?
- *      No: nothing synchronized or released; the message is the refusal
- *      that brought the request here, then why;
- *   2. synchronize, with frees pending or when the kind gives memory back
- *      only once its users' work is done (quiesce; a failure ends it);
- *   3. frees were pending: take a completed block as step 4 would (pages:
- *      also new memory), then ask step 1 again;
- *   4. release the shortfall and take again; then release everything and
- *      take once more. An arena releases everything and reserves again. */
+/* One retry, for a request or a domain's footprint arena (q->arena), in
+ * docs/allocator.md's letters: (b) first if no free is pending: can releasing
+ * help (ccai_release_can_help)? No: nothing synchronized or released, the
+ * message the refusal that brought the request here, then why; (a) wait,
+ * with frees pending or when the kind unmaps only once its users' work is
+ * done (quiesce; a failure ends it); frees were pending: take a completed
+ * block as cca_alloc's step 4 would (pages: also new memory), then (b);
+ * (c) release the shortfall, take again; (d) release everything, take
+ * once more. An arena releases everything and reserves again. */
 cca_status ccai_grow_release_and_take(cca_allocator *a, const ccai_grow_req *q, ccai_block **b) {
     size_t rounded = q->rounded;
     cca_stream stream = q->stream;
@@ -91,16 +91,16 @@ cca_status ccai_grow_release_and_take(cca_allocator *a, const ccai_grow_req *q, 
     unsigned flags = 0;
     char refused[CCAI_ERROR_CAP]; /* what brought us here: named first if nothing is released */
     ccai_error_save(refused);
-    /* 1 */
+    /* (b), none pending */
     cca_status can = pending ? CCA_OK : ccai_release_can_help(a, need_now(a, q), &free_b);
-    /* 2 */
+    /* (a) */
     if (can == CCA_OK && (idle || pending)) {
         cca_status sync = idle ? a->kind->quiesce(a) : ccai_stream_wait_all(a);
         if (idle && sync != CCA_OK)
             return ccai_release_unsynced();
         if (idle || sync == CCA_OK)
             flags = CCAI_RELEASE_UNMAP;
-        if (pending) { /* 3 (none pending: a take would repeat the one refused) */
+        if (pending) { /* (a)'s take (none pending: it would repeat the one refused) */
             if (!q->arena && (idle ? ccai_grow_take_again(a, rounded, stream, pool, b) == CCA_OK
                                    : (*b = ccai_arena_fit(a, rounded)) != NULL ||
                                          (*b = ccai_best_fit(a, pool, stream, rounded)) != NULL))
@@ -112,7 +112,7 @@ cca_status ccai_grow_release_and_take(cca_allocator *a, const ccai_grow_req *q, 
     }
     if (can != CCA_OK)
         return q->arena ? can : cca_set_error(can, "%s; %s", refused, cca_last_error());
-    /* 4 */
+    /* (c), (d) */
     if (q->arena) {
         (void)ccai_release(a, 0, flags, NULL);
         ccai_segment *s = NULL;

@@ -3,7 +3,7 @@
  * and the release step of the OOM retry and the hold.
  *
  * - trim(keep): synchronize, complete every pending free, then release
- *   through the kind until reserved <= keep, in this order:
+ *   through the kind (pages: 1, 3, 4; classic: 2) until reserved <= keep:
  *     1. the free pages at each pages segment's tail;
  *     2. whole free classic segments, largest first;
  *     3. the other free pages (newest segment first, blocks by address, highest pages first);

@@ -44,7 +44,7 @@ typedef struct ccai_stream_use {
  * the cached pair never loads the segment record. */
 enum {
     CCAI_SEG_EXPANDABLE = 1, /* the kind's seg_flags (kind.h): pages          */
-    CCAI_SEG_SHARED = 2,     /* s->shared (the greedy arena)                   */
+    CCAI_SEG_SHARED = 2,     /* s->shared (an arena: greedy's, a footprint)    */
     CCAI_SEG_ROOT = 4,       /* s->domain is the root domain: s->index is
                                 &a->root.pools[pool], found without s       */
     CCAI_SEG_POOL_SHIFT = 4  /* bits 4-5: s->pool                              */

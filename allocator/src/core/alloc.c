@@ -6,8 +6,8 @@
  *   no upstream and allocates at most a block record for a remainder.
  * - Every LIVE block is in the live map: cca_free finds it in O(1); a
  *   pointer that is not one is diagnosed (check.c), never freed.
- * - Cost of a cached pair: two lock round trips, one best-fit descent,
- *   one insert, two O(1) hash operations.
+ * - Cost of a cached pair: two lock round trips, a best fit and an insert
+ *   (index v2: one descent, no tree change), two O(1) hash operations.
  *
  * The life of one cca_alloc(size, stream), alloc_step:
  *   1 round          size -> multiple of 512; 0 -> NULL, OK

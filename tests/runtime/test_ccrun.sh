@@ -406,6 +406,11 @@ expect 2 "--sleep needs memory domains: not with --no-domains" -- --sleep --no-d
 expect 2 "--sleep needs memory domains: not with --keep-cache" -- --sleep --keep-cache "mlp:4x4" "mlp:4x4"
 expect 2 "policy greedy cannot have" -- --sleep --policy greedy "mlp:4x4" "mlp:4x4"
 expect 2 "--demo takes no --sleep" -- --demo --sleep
+# the demo's acts choose their policy, cache and domains themselves: options
+# that would change them are refused, never silently ignored
+for opt in "--policy greedy" "--policy growth" --keep-cache --no-domains --footprint-sidecar; do
+    expect 2 "--demo takes no ${opt%% *}: its acts" -- --demo $opt
+done
 check "--keep-cache implies no domains" sh -c \
     "'$CCRUN' --device host --keep-cache 'mlp:64x64' | grep -q 'no memory domains'"
 expect 2 "--demo takes no --resident" -- --demo --resident "mlp:4x4"

@@ -862,7 +862,7 @@ int ccrun_demo(const ccrun_options *o) {
         ccrun_say("%s", ccr_last_error());
         if (!o->upstream)
             cca_upstream_destroy(d.dev);
-        return CCRUN_ERR_USAGE;
+        return CCRUN_ERR_MODEL; /* an output that cannot be made: 1, as for MODEL runs */
     }
     cca_upstream_mem_info(d.dev, &d.free0, &d.total);
     char b0[32], b1[32], sa[512], sb[512], sc[512], sd[256];

@@ -274,6 +274,12 @@ int ccrun_parse_options(int argc, char **argv, ccrun_options *o) {
         return usage_error("--demo takes no --snapshot (got '%s'): it is for MODEL runs", o->snapshot_path);
     if (o->demo && o->json)
         return usage_error("%s", "--demo prints a report, not JSON: --json is for MODEL runs");
+    if (o->demo && (o->policy || o->keep_cache || o->no_domains || o->footprint_sidecar))
+        return usage_error("--demo takes no %s: its acts choose their policy, cache and domains themselves",
+                           o->policy       ? "--policy"
+                           : o->keep_cache ? "--keep-cache"
+                           : o->no_domains ? "--no-domains"
+                                           : "--footprint-sidecar");
     if (o->save_path && o->n_models != 1)
         return usage_error("%s", "--save needs exactly one MODEL");
     if (o->sleep && o->demo)

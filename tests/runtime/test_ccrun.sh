@@ -135,6 +135,12 @@ check() { # check DESCRIPTION COMMAND...: the command must succeed
     if "$@" >"$TMP/out" 2>"$TMP/err"; then echo "ok: $desc"; else
         echo "FAIL: $desc"; cat "$TMP/out" "$TMP/err"; fails=$((fails + 1)); fi
 }
+# a --timeline the demo cannot make is an output that could not be made, as
+# for MODEL runs (exit 1, naming the file), not a usage error (exit 2)
+for tl in "$TMP/no-such-dir/d.csv" "$TMP"; do
+    check "--demo --timeline '$tl' (cannot be made): exit 1 naming it" sh -c \
+        "'$CCRUN' --demo --device host --capacity 192M --timeline '$tl' >/dev/null 2>'$TMP/dte'; test \$? -eq 1 && grep -qF '$tl: cannot create timeline' '$TMP/dte'"
+done
 check "--help lists every option" sh -c "'$CCRUN' --help | grep -q -- --timeline && '$CCRUN' --help | grep -q -- --keep-cache && '$CCRUN' --help | grep -q -- --demo"
 # every long option of the parser's table is in --help, and each range the
 # parser enforces is stated there (the values just outside are usage errors)
@@ -400,6 +406,11 @@ expect 2 "--sleep needs memory domains: not with --no-domains" -- --sleep --no-d
 expect 2 "--sleep needs memory domains: not with --keep-cache" -- --sleep --keep-cache "mlp:4x4" "mlp:4x4"
 expect 2 "policy greedy cannot have" -- --sleep --policy greedy "mlp:4x4" "mlp:4x4"
 expect 2 "--demo takes no --sleep" -- --demo --sleep
+# the demo's acts choose their policy, cache and domains themselves: options
+# that would change them are refused, never silently ignored
+for opt in "--policy greedy" "--policy growth" --keep-cache --no-domains --footprint-sidecar; do
+    expect 2 "--demo takes no ${opt%% *}: its acts" -- --demo $opt
+done
 check "--keep-cache implies no domains" sh -c \
     "'$CCRUN' --device host --keep-cache 'mlp:64x64' | grep -q 'no memory domains'"
 expect 2 "--demo takes no --resident" -- --demo --resident "mlp:4x4"

@@ -8,6 +8,7 @@
 #include "alloc_test_util.h"
 
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,6 +464,34 @@ Test(config, bad_env_message_wraps_the_parse_error) {
     cr_assert_eq(cca_config_apply_env(&c), CCA_ERR_CONFIG);
     cr_assert_str_eq(cca_last_error(), "CCALLOC_CONF: unknown key 'medium_pol'");
     unsetenv("CCALLOC_CONF");
+}
+
+/* The default log sink escapes what came from outside the program: a bad
+ * CCALLOC_CONF's key and value reach stderr with their control bytes as
+ * \xNN (common/ccai_escape.h), so the variable cannot drive the terminal
+ * (ESC [ 2 J clears it; C1's CSI as well). */
+Test(config, bad_env_line_reaches_stderr_escaped, .init = cr_redirect_stderr) {
+    cca_set_log_callback(NULL, NULL);
+    setenv("CCALLOC_CONF", "\x1b[2Jkey:1", 1);
+    cca_upstream *u = NULL;
+    cca_allocator *a = NULL;
+    cr_assert_eq(cca_upstream_host_create(64 * MiB, &u), CCA_OK);
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK, "%s", cca_last_error());
+    setenv("CCALLOC_CONF", "max_reserved:1\a\xc2\x9b" "2J", 1); /* BEL, then C1 CSI */
+    cca_allocator *b = NULL;
+    cr_assert_eq(cca_create(NULL, u, &b), CCA_OK, "%s", cca_last_error());
+    unsetenv("CCALLOC_CONF");
+    cca_destroy(b);
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+    fflush(stderr);
+    char text[1024] = "";
+    size_t n = fread(text, 1, sizeof text - 1, cr_get_redirected_stderr());
+    text[n] = '\0';
+    cr_assert_str_eq(text,
+                     "ccalloc: CCALLOC_CONF: unknown key '\\x1b[2Jkey'; using the defaults\n"
+                     "ccalloc: CCALLOC_CONF: invalid value '1\\x07\\xc2\\x9b2J' for key 'max_reserved' "
+                     "(expected a size like 512M); using the defaults\n");
 }
 
 /* Sizes in config strings are stored exactly: 2^53 + 1 is not a double, and

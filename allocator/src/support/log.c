@@ -9,11 +9,16 @@
  *   one line) until the outermost release writes them.
  * - The sink may call the library: the caller's message is kept across it,
  *   and a line logged inside the sink goes to stderr (no recursion).
+ * - The default sink (stderr) escapes control, bidi and invisible
+ *   characters as \xNN (common/ccai_escape.h): a line may carry outside
+ *   text, a CCALLOC_CONF value. A program's callback gets the line as made.
  * - After a fork the child makes the log's lock anew (ccai_log_fork_child).
  */
 #include "debug.h"
 #include "status.h"
 #include "log.h"
+
+#include "ccai_escape.h" /* common/: the default sink escapes */
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -74,7 +79,9 @@ static void emit(const char *line) {
         in_sink = false;
         ccai_error_restore(saved);
     } else {
-        fprintf(stderr, "ccalloc: %s\n", line);
+        fputs("ccalloc: ", stderr); /* the line may carry outside text (CCALLOC_CONF) */
+        ccai_fputs_escaped(line, stderr);
+        fputc('\n', stderr);
     }
     pthread_mutex_unlock(&log_lock);
 }

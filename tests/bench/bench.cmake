@@ -371,6 +371,23 @@ if(TARGET ccbench_core)
   file(WRITE ${ccb_cli_dir}/all-not-a-dir "")
   ccb_cli(ccbench_all_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
     "wrote .*README.md" - ${ccb_all_opts} --out ${ccb_cli_dir}/all-not-a-dir gen:uniform)
+  # every command with --out makes the directory before it runs: one that
+  # cannot be made is exit 1 with nothing measured (no progress, table or
+  # "skipped: no GPU": --device cuda shows the order), not a failure found
+  # after a long run
+  ccb_cli(ccbench_replay_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
+    "done|[|] trace [|]" - replay -s malloc --reps 1 --scale 0.05 --no-plots --out ${ccb_cli_dir}/all-not-a-dir gen:uniform)
+  ccb_cli(ccbench_micro_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
+    "done|[|] strategy [|]" - micro -s malloc --live 10 --pairs 100 --out ${ccb_cli_dir}/all-not-a-dir)
+  ccb_cli(ccbench_driver_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
+    "skipped|[|] size [|]" - driver --reps 1 --out ${ccb_cli_dir}/all-not-a-dir)
+  ccb_cli(ccbench_sleep_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
+    "skipped|Sleep and wake on" - sleep --device cuda --sizes 1M --reps 1 --out ${ccb_cli_dir}/all-not-a-dir)
+  if("${ccb_defs}" MATCHES "CCB_HAVE_CJSON")
+    ccb_cli(ccbench_switch_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
+      "skipped|In-process switch" - switch --device cuda --rounds 2 --out ${ccb_cli_dir}/all-not-a-dir
+      mlp:64x64:relu mlp:64x64:gelu)
+  endif()
   # two traces of one name (a/t.csv b/t.csv, the same trace twice) get distinct
   # names, said on stderr: their timelines and plots overwrote each other
   file(WRITE ${ccb_cli_dir}/a/t.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")

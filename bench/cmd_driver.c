@@ -110,6 +110,8 @@ int ccb_cmd_driver(ccb_options *o) {
     ccb_driver_vm_row vrows[NPAGES * NSIZES];
     size_t nv = 0;
     char why[256] = "", vwhy[512] = "";
+    if (o->out && ccb_mkdir_p(o->out))
+        return 1; /* said and counted: before anything runs, a skip included */
     for (size_t i = 0; i < NSIZES; i++) {
         int rc = ccb_driver_measure(sizes[i], reps, &rows[i], why, sizeof why);
         if (rc == 1) {

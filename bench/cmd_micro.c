@@ -52,5 +52,7 @@ int ccb_run_micro(ccb_options *o, FILE *md) {
 }
 
 int ccb_cmd_micro(ccb_options *o) {
+    if (o->out && ccb_mkdir_p(o->out))
+        return 1; /* said and counted: before anything runs */
     return ccb_run_micro(o, NULL);
 }

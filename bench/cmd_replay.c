@@ -98,6 +98,10 @@ int ccb_cmd_replay(ccb_options *o) {
         }
     }
     ccb_name_traces(traces, o->nargs, o->args);
+    if (o->out && ccb_mkdir_p(o->out)) { /* said and counted: before anything runs */
+        free_traces(traces, o->nargs);
+        return 1;
+    }
     ccb_result *r;
     int rc = ccb_run_replays(o, traces, o->nargs, &r);
     if (!r) {

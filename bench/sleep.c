@@ -691,6 +691,8 @@ int ccb_cmd_sleep_on(int argc, char **argv, const char *command_line, cca_upstre
         return rc == 1 ? 0 : rc;
     if (host_can_hold(&so))
         return 1;
+    if (so.out && ccb_mkdir_p(so.out))
+        return 1; /* said and counted: before anything runs, a skip included */
     sleep_row rows[MAX_SIZES] = {0};
     char devname[128] = "", why[512] = "";
     for (size_t i = 0; i < so.nsizes && rc == 0; i++) {

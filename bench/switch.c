@@ -610,6 +610,8 @@ int ccb_cmd_switch(int argc, char **argv) {
         printf("skipped: ccrun not found (build target ccrun with -DCCA_BUILD_RUNTIME=ON, or pass --ccrun PATH)\n");
         return 0;
     }
+    if (so.out && ccb_mkdir_p(so.out))
+        return 1; /* said and counted: before anything runs, a skip for no GPU included */
     if (strcmp(so.device, "cuda") == 0) { /* asked for a GPU: without one, skipped, as ccbench sleep and driver */
         cca_upstream *u = NULL;
         cca_status st = cca_upstream_cuda_create(0, &u);

@@ -345,11 +345,17 @@ static int parse_lives(const char *s, size_t *lives, size_t *n) {
 static int take(ccb_options *o, int id, const char *v) {
     unsigned long long u;
     switch (id) {
-    case O_STRATEGY:
+    case O_STRATEGY: {
+        const ccb_strategy_ops *ops;
+        const char *config;
+        char label[128];
         if (o->nspecs == CCB_MAX_SPECS)
             return usage_error("more than %d strategies", CCB_MAX_SPECS);
+        if (ccb_strategy_resolve(v, &ops, &config, label, sizeof label) != 0) /* its config: checked when it opens */
+            return usage_error("unknown strategy '%s': ccbench --list names them", v);
         o->specs[o->nspecs++] = v;
         return 0;
+    }
     case O_OUT: o->out = v; return 0;
     case O_OUTPUT: o->output_file = v; return 0;
     case O_SCRIPTS: o->script_dir = v; return 0;

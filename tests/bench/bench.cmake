@@ -373,7 +373,7 @@ if(TARGET ccbench_core)
     "wrote .*README.md" - ${ccb_all_opts} --out ${ccb_cli_dir}/all-not-a-dir gen:uniform)
   # -s names a preset or a base (ccbench --list): another name is a usage
   # error before anything runs (it ran every other strategy, then exit 1)
-  ccb_cli(ccbench_replay_unknown_strategy 2 "unknown strategy 'ccalloc-grwoth' [(]ccbench --list[)]"
+  ccb_cli(ccbench_replay_unknown_strategy 2 "unknown strategy 'ccalloc-grwoth': ccbench --list names them"
     "done|[|] trace [|]" - replay -s malloc -s ccalloc-grwoth --reps 1 --scale 0.05 gen:uniform)
   ccb_cli(ccbench_micro_unknown_strategy 2 "unknown strategy 'nope=x:1'" "done|[|] strategy [|]" -
     micro -s nope=x:1 --live 10 --pairs 100)

@@ -287,6 +287,12 @@ if(TARGET ccbench_core)
       switch --ccrun ${ccb_fake} a b)
     ccb_cli(ccbench_switch_no_sleep_time 1 "no number >= 0 for 'time_ms' in its sleep phase" "${ccb_nan}" -
       switch --ccrun ${ccb_fake} a b)
+    # a ccrun that exits 0 without a JSON document, or dies of a signal, is
+    # said as such (both read "failed (exit 0)" and "(exit -1)")
+    ccb_cli(ccbench_switch_not_json 1 "in-process ccrun exited 0, but its output is not one JSON document"
+      "exit -1|[(]exit 0[)]" - switch --ccrun ${ccb_fake} a b)
+    ccb_cli(ccbench_switch_killed 1 "in-process ccrun was killed by signal 9 [(]Killed[)]" "exit -1" -
+      switch --ccrun ${ccb_fake} a b)
     # ... and with the real ccrun, A B A B: the switch into B's first turn is a
     # sleep alone (B loaded), the two after it sleep + wake, each leaving the
     # next model the whole baseline (sleeping models hold no device memory)
@@ -321,7 +327,8 @@ if(TARGET ccbench_core)
       ccb_cli(ccbench_switch_ccrun_long 0 "below ccrun's resolution" "IMPOSTOR|skipped" -
         switch --ccrun ${ccb_long}/ccrun a b)
     endif()
-    foreach(mode zero_ms:zero no_time:no-time no_release:no-release no_sleep:no-sleep no_sleep_time:no-sleep-time)
+    foreach(mode zero_ms:zero no_time:no-time no_release:no-release no_sleep:no-sleep no_sleep_time:no-sleep-time
+                 not_json:not-json killed:killed)
       string(REPLACE ":" ";" mode ${mode})
       list(GET mode 0 test)
       list(GET mode 1 value)

@@ -275,15 +275,26 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, int sleep, double
         w->argv[at + i] = (char *)w->seq[first + i];
     w->argv[at + n] = NULL;
     char *text;
-    int rc = ccai_run_capture(w->argv, &text, wall_ms); /* wall: fork to reaped */
+    int signo;
+    int rc = ccai_run_capture(w->argv, &text, wall_ms, &signo); /* wall: fork to reaped */
+    int err = errno;
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (rc != 0 || !doc) {
-        if (n == 1)
-            ccai_fprintf_escaped(stderr, "ccbench switch: ccrun %s failed (exit %d)\n", w->seq[first], rc);
-        else if (sleep)
-            ccai_fprintf_escaped(stderr, "ccbench switch: ccrun --sleep failed (exit %d)\n", rc);
+        char how[128];
+        if (signo)
+            snprintf(how, sizeof how, "was killed by signal %d (%s)", signo, strsignal(signo));
+        else if (rc < 0)
+            snprintf(how, sizeof how, "could not be run: %s", strerror(err));
+        else if (rc == 0)
+            snprintf(how, sizeof how, "exited 0, but its output is not one JSON document");
         else
-            ccai_fprintf_escaped(stderr, "ccbench switch: in-process ccrun failed (exit %d)\n", rc);
+            snprintf(how, sizeof how, "failed (exit %d)", rc);
+        if (n == 1)
+            ccai_fprintf_escaped(stderr, "ccbench switch: ccrun %s %s\n", w->seq[first], how);
+        else if (sleep)
+            ccai_fprintf_escaped(stderr, "ccbench switch: ccrun --sleep %s\n", how);
+        else
+            ccai_fprintf_escaped(stderr, "ccbench switch: in-process ccrun %s\n", how);
         ccai_fputs_escaped_lines(text, stderr); /* what it printed, escaped line by line */
         cJSON_Delete(doc);
         doc = NULL;

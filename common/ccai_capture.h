@@ -11,8 +11,9 @@
  *   output the pipe is still drained (the child must not block on a full
  *   pipe) and the child reaped, then -1.
  * - Returns the child's exit status (127: exec failed), or -1 (a pipe or
- *   fork failure, errno set; a child killed by a signal; host memory short:
- *   *out NULL, errno ENOMEM).
+ *   fork failure, errno set; a child killed by a signal, *signo set to it
+ *   when signo is not NULL (else 0); host memory short: *out NULL, errno
+ *   ENOMEM).
  * - Cost: one pipe, one fork + exec, one read per chunk of output (the
  *   buffer doubles from 64 KiB), one waitpid.
  */
@@ -59,10 +60,13 @@ static inline char *ccai_capture_read_all(int fd) {
 }
 
 /* Run argv (argv[0] a path), its standard output into *out (malloc'd, or
- * NULL), the wall time into *wall_ms. See above. */
-static inline int ccai_run_capture(char *const argv[], char **out, double *wall_ms) {
+ * NULL), the wall time into *wall_ms, the signal that killed it into
+ * *signo (signo may be NULL). See above. */
+static inline int ccai_run_capture(char *const argv[], char **out, double *wall_ms, int *signo) {
     *out = NULL;
     *wall_ms = 0;
+    if (signo)
+        *signo = 0;
     int fd[2];
     if (pipe(fd))
         return -1;
@@ -90,6 +94,8 @@ static inline int ccai_run_capture(char *const argv[], char **out, double *wall_
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     *wall_ms = ccai_capture_now_ms() - t0;
+    if (signo && WIFSIGNALED(status))
+        *signo = WTERMSIG(status);
     if (!buf) {
         errno = ENOMEM;
         return -1;

@@ -37,7 +37,7 @@ static double run_time(const char *doc) {
 int ccrun_time_child(char *const argv[], double *wall_ms, double *run_ms) {
     *run_ms = 0;
     char *out = NULL;
-    int rc = ccai_run_capture(argv, &out, wall_ms);
+    int rc = ccai_run_capture(argv, &out, wall_ms, NULL);
     if (out)
         *run_ms = run_time(out);
     free(out);

@@ -1230,6 +1230,35 @@ Test(api_contract, snapshot_json_without_host_memory_is_the_same_snapshot) {
     four_segments_end(&seg);
 }
 
+/* Releasing whole free segments sorts them largest first in one host
+ * allocation; with no host memory for it they go in list order, newest
+ * first (classic.c), rather than not at all: every free segment still goes
+ * back, each once. */
+Test(api_contract, empty_cache_without_host_memory_releases_every_free_segment) {
+    tu_upstream t;
+    cca_upstream *u = tu_upstream_create(&t, 256 * MiB, false);
+    cca_allocator *a = tu_allocator(u, "expandable:0");
+    void *p[3] = {tu_alloc(a, 16 * MiB, NULL), tu_alloc(a, 12 * MiB, NULL), tu_alloc(a, 14 * MiB, NULL)};
+    for (int i = 0; i < 3; i++)
+        tu_free(a, p[i]);
+    size_t freed = t.freed_count;
+    cca_release_report r;
+    memset(&r, 0, sizeof r);
+    tu_malloc_arm(1, true); /* every host allocation from now fails */
+    cca_status st = cca_empty_cache(a, &r);
+    long injected = tu_malloc_disarm();
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    cr_assert_geq(injected, 1, "the sort's array was refused");
+    cr_assert_eq(r.segments_released, 3);
+    cr_assert_eq(r.bytes_released, 42 * MiB);
+    cr_assert_eq(t.used, 0);
+    cr_assert_eq(t.freed_count, freed + 3);
+    cr_assert_eq(t.freed_sizes[freed], 14 * MiB, "newest first");
+    cr_assert_eq(t.freed_sizes[freed + 1], 12 * MiB);
+    cr_assert_eq(t.freed_sizes[freed + 2], 16 * MiB);
+    tu_teardown(a, u);
+}
+
 /* The upstream failing otherwise than for want of memory: its status comes
  * back as it is, with no OOM retry and no OOM counted (ccalloc.h: cca_create,
  * cca_alloc, cca_domain_reserve); and greedy_fraction over an upstream
@@ -1266,6 +1295,15 @@ Test(api_contract, upstream_failures_other_than_oom_pass_through) {
     EXPECT_FAIL(cca_alloc(a, MiB, NULL, &p), CCA_ERR_UPSTREAM, "cca_alloc");
     cr_assert_null(p);
     assert_stats_same(&before, a, "an upstream error: no retry, no OOM, nothing released");
+    /* medium: the preferred 20M segment refused with an upstream error is
+     * not followed by the least segment, which an OOM would be */
+    uint64_t allocs = t.alloc_calls;
+    p = SENTINEL;
+    t.fail_at = t.calls + 1;
+    EXPECT_FAIL(cca_alloc(a, 4 * MiB, NULL, &p), CCA_ERR_UPSTREAM, "cca_alloc");
+    cr_assert_null(p);
+    cr_assert_eq(t.alloc_calls, allocs + 1, "one upstream alloc, no second size");
+    assert_stats_same(&before, a, "a medium request's upstream error: no retry");
     cca_domain *d;
     cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK);
     before = tu_stats(a);

@@ -564,6 +564,23 @@ Test(config, long_numbers_within_the_grammar_are_accepted) {
     free(text);
 }
 
+/* A value is copied into a 64-byte buffer when it fits (terminator
+ * included), into host memory when longer: every length around that edge
+ * parses to the same size and the same fraction. */
+Test(config, values_of_every_length_around_the_copy_buffer_parse) {
+    char text[256];
+    for (size_t len = 3; len <= 80; len++) {
+        int k = snprintf(text, sizeof text, "max_reserved:%.*s1M,greedy_fraction:0.5%.*s", (int)(len - 2),
+                         "0000000000000000000000000000000000000000000000000000000000000000000000000000000000",
+                         (int)(len - 3),
+                         "0000000000000000000000000000000000000000000000000000000000000000000000000000000000");
+        cr_assert_lt((size_t)k, sizeof text);
+        cca_config c = parse_ok(text);
+        cr_assert_eq(c.max_reserved, MiB, "values of %zu characters", len);
+        cr_assert_eq(c.greedy_fraction, 0.5, "values of %zu characters", len);
+    }
+}
+
 /* Fractions have no length limit either: the same digits as a short
  * fraction plus any number of zeros are the same value, leading zeros and
  * a long exponent included; a long text that is not a number is refused as

@@ -1144,6 +1144,25 @@ Test(plug, a_destroyed_current_domain_fails_allocations_until_set_again) {
     cca_plug_free(p, 4096, 0, NULL);
 }
 
+/* After a reset, the first domain a thread sets (on any device) starts its
+ * table afresh: a domain it had set on another device before the reset,
+ * gone with its allocator, does not come back as current. */
+Test(plug, a_domain_set_after_a_reset_brings_back_none_from_before) {
+    cr_assert_eq(cca_plug_configure("host:64M:2", NULL), CCA_OK);
+    cr_assert_eq(cca_plug_set_domain(0, new_domain(0, "a"), NULL), CCA_OK);
+    cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_plug_configure("host:64M:2", NULL), CCA_OK);
+    cca_domain *previous = (cca_domain *)(uintptr_t)1;
+    cr_assert_eq(cca_plug_set_domain(1, new_domain(1, "b"), &previous), CCA_OK);
+    cr_assert_null(previous, "device 1 had the default");
+    cr_assert_null(current(0), "device 0's domain from before the reset");
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    cr_assert_not_null(p, "%s", cca_last_error());
+    cr_assert_null(domain_of(0, p));
+    cca_plug_free(p, 4096, 0, NULL);
+    cr_assert_eq(logged.lines, 0, "%s", logged.last);
+}
+
 /* cca_plug_reset returns every thread's domain to the default, a thread
  * that is not in a call at the time included. */
 typedef struct parked {

@@ -210,6 +210,17 @@ Test(stream, a_full_greedy_arena_waits_for_its_pending_block_expandable) {
     full_greedy_arena_waits_for_its_pending_block("policy:greedy,greedy_bytes:4M,expandable:1,log_oom:0");
 }
 
+/* cca_destroy with nothing pending over classic segments: CCA_OK, no
+ * synchronize, even from a device whose synchronize fails. */
+static void destroy_without_synchronize(cca_allocator *a) {
+    uint64_t syncs = t.sync_calls;
+    t.fail_sync = true;
+    cr_assert_eq(cca_destroy(a), CCA_OK, "nothing pending, classic segments: %s", cca_last_error());
+    cr_assert_eq(t.sync_calls, syncs, "no synchronize");
+    cr_assert_eq(t.used, 0);
+    t.fail_sync = false;
+}
+
 /* A free whose events were all complete when recorded (an idle stream)
  * leaves nothing pending: cca_destroy of classic segments then has nothing
  * to wait for and does not synchronize (ccalloc.h), so a device whose
@@ -218,16 +229,12 @@ Test(stream, a_free_whose_events_completed_at_once_leaves_nothing_to_synchronize
     cca_allocator *a = tu_allocator(u, NULL);
     void *p = tu_alloc(a, 64 * KiB, S1);
     cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK);
-    uint64_t records = t.event_records, syncs = t.sync_calls;
+    uint64_t records = t.event_records;
     tu_free(a, p);
     cr_assert_eq(t.event_records, records + 1, "an event on S2, complete at once");
     cr_assert_eq(t.events_live, 0, "and destroyed");
     cr_assert_eq(tu_stats(a).pending_blocks, 0);
-    t.fail_sync = true;
-    cr_assert_eq(cca_destroy(a), CCA_OK, "nothing pending, classic segments: %s", cca_last_error());
-    cr_assert_eq(t.sync_calls, syncs, "no synchronize");
-    cr_assert_eq(t.used, 0);
-    t.fail_sync = false;
+    destroy_without_synchronize(a);
 }
 
 /* Independent streams: no stream's work is ordered against another's, the
@@ -311,4 +318,43 @@ Test(stream, a_footprint_arena_block_used_on_null_waits_for_null) {
     cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(tu_stats(a).pending_blocks, 0);
     tu_destroy_clean(a, u);
+}
+
+/* A pending free that a later alloc's poll completes leaves no pending
+ * queue behind (empty queues are freed): cca_destroy of classic segments
+ * then has nothing pending and does not synchronize (ccalloc.h), so a
+ * device whose synchronize fails cannot fail it. */
+Test(stream, a_pending_free_completed_by_a_poll_leaves_nothing_to_synchronize) {
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK);
+    t.hold_events = true;
+    tu_free(a, p);
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    tu_upstream_release_events(&t);
+    t.hold_events = false;
+    void *q = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(q, p, "the alloc's poll completed the free");
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    tu_free(a, q);
+    destroy_without_synchronize(a);
+}
+
+/* A block held until a synchronize succeeds (its event and the fallback
+ * synchronize failed) is a pending free: cca_destroy synchronizes first
+ * (ccalloc.h), and once that works the block is no longer live. */
+Test(stream, destroy_synchronizes_for_a_block_held_until_a_synchronize) {
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK);
+    t.fail_record = true;
+    t.fail_sync = true;
+    cr_assert_eq(cca_free(a, p), CCA_ERR_UPSTREAM);
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    t.fail_sync = false;
+    uint64_t syncs = t.sync_calls;
+    cr_assert_eq(cca_destroy(a), CCA_OK, "the synchronize releases the held block: %s", cca_last_error());
+    cr_assert_eq(t.sync_calls, syncs + 1, "one synchronize");
+    cr_assert_eq(t.used, 0);
+    t.fail_record = false;
 }

@@ -31,12 +31,13 @@
  * with cca_upstream_custom_create that (a) refuses the call a FAULT action
  * chose (alloc, free, mem_info, synchronize, event_record, vm_reserve,
  * vm_map, vm_unmap, vm_release, and sleep's host_alloc, host_free, copy,
- * copy_wait; once or until disarmed; a quarter of the configurations have
- * no host and copy ops), counting the host memory outstanding (a refused
- * host_free: kept, freed at the end), and (b) simulates
- * stream events: an event records (stream, sequence number) and is complete
- * once its stream's watermark passed it (a COMPLETE action or a successful
- * synchronize moves it), so the allocator's pending frees really wait.
+ * copy_wait, stream_synchronize; once or until disarmed; a quarter of the
+ * configurations have no host and copy ops, half no stream_synchronize),
+ * counting the host memory outstanding (a refused host_free: kept, freed
+ * at the end), and (b) simulates stream events: an event records (stream,
+ * sequence number) and is complete once its stream's watermark passed it
+ * (a COMPLETE action or a successful synchronize, or its stream's, moves
+ * it), so the allocator's pending frees really wait.
  *
  * THE MODEL, checked after every action (any mismatch aborts = a finding):
  *   - cca_check_invariants is CCA_OK;
@@ -161,6 +162,7 @@ enum {
     FK_HOSTFREE,
     FK_COPY,
     FK_COPYWAIT,
+    FK_STREAMSYNC,
     FK_N
 };
 
@@ -220,9 +222,9 @@ static int tracing = -1;
             fprintf(stderr, __VA_ARGS__);                                                                              \
     } while (0)
 
-static const char *const kind_names[FK_N] = {"none",         "alloc",      "free",   "mem_info", "synchronize",
-                                             "event_record", "vm_reserve", "vm_map", "vm_unmap", "vm_release",
-                                             "host_alloc",   "host_free",  "copy",   "copy_wait"};
+static const char *const kind_names[FK_N] = {"none",         "alloc",      "free",   "mem_info",  "synchronize",
+                                             "event_record", "vm_reserve", "vm_map", "vm_unmap",  "vm_release",
+                                             "host_alloc",   "host_free",  "copy",   "copy_wait", "stream_synchronize"};
 
 static bool fault(fz_dev *d, int kind) {
     TRACE("  upstream %s\n", kind_names[kind]);
@@ -276,6 +278,17 @@ static cca_status w_sync(void *ctx) {
         return st;
     for (int i = 0; i < FZ_STREAMS; i++)
         d->done[i] = d->seq;
+    d->syncs_ok++;
+    return CCA_OK;
+}
+/* One stream's work done. Counted as a synchronize for the frees whose
+ * own synchronize failed: the model then only asks less of the allocator. */
+static cca_status w_stream_sync(void *ctx, cca_stream s) {
+    fz_dev *d = ctx;
+    cca_status st = refused(d, FK_STREAMSYNC);
+    if (st != CCA_OK)
+        return st;
+    d->done[stream_index(s)] = d->seq;
     d->syncs_ok++;
     return CCA_OK;
 }
@@ -1455,6 +1468,8 @@ static bool configure(fz_world *w, fz_in *in) {
         ops.copy = w_copy;
         ops.copy_wait = w_copy_wait;
     }
+    if (mode & 0x20) /* half: sleep and trim wait stream by stream */
+        ops.stream_synchronize = w_stream_sync;
     if (flags & 8) /* no virtual memory: expandable:1 falls back to classic segments */
         ops.vm_granularity = NULL, ops.vm_reserve = NULL, ops.vm_release = NULL, ops.vm_map = NULL,
         ops.vm_unmap = NULL;

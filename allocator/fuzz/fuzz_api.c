@@ -20,17 +20,24 @@
  * a memory stream, domains (create with fuzzed names, release, force,
  * destroy, reserve an arena), cca_trace_mark with fuzzed names (every
  * allocator records a CCALLOC_TRACE to /dev/null), completing
- * held events, arming upstream FAULTs, and in error mode double frees,
+ * held events, arming upstream FAULTs, SLEEP AND WAKE (cca_domain_sleep
+ * of the default or a created domain with flags 0, CCA_SLEEP_DISCARD or an
+ * unknown one, cca_domain_wake, cca_sleep, cca_wake; every other action
+ * also runs while domains sleep), and in error mode double frees,
  * interior and unknown pointers, and domain handles that are not the
  * allocator's (destroyed, a stack byte, a block's address).
  *
  * The device is the host upstream (upstream_host.c) behind a wrapper made
  * with cca_upstream_custom_create that (a) refuses the call a FAULT action
  * chose (alloc, free, mem_info, synchronize, event_record, vm_reserve,
- * vm_map, vm_unmap, vm_release; once or until disarmed), and (b) simulates
- * stream events: an event records (stream, sequence number) and is complete
- * once its stream's watermark passed it (a COMPLETE action or a successful
- * synchronize moves it), so the allocator's pending frees really wait.
+ * vm_map, vm_unmap, vm_release, and sleep's host_alloc, host_free, copy,
+ * copy_wait, stream_synchronize; once or until disarmed; a quarter of the
+ * configurations have no host and copy ops, half no stream_synchronize),
+ * counting the host memory outstanding (a refused host_free: kept, freed
+ * at the end), and (b) simulates stream events: an event records (stream,
+ * sequence number) and is complete once its stream's watermark passed it
+ * (a COMPLETE action or a successful synchronize, or its stream's, moves
+ * it), so the allocator's pending frees really wait.
  *
  * THE MODEL, checked after every action (any mismatch aborts = a finding):
  *   - cca_check_invariants is CCA_OK;
@@ -39,14 +46,38 @@
  *     block nor with a freed block whose events are not complete yet (a
  *     block reused before its stream work finished), its byte pattern
  *     intact (head, tail and one word per 64 KiB: catches overlap and
- *     memory unmapped under a live block);
+ *     memory unmapped under a live block; a sleeping domain's blocks are
+ *     not read: unmapped);
  *   - stats: allocated / requested bytes and active blocks equal the sums
  *     over live blocks plus the pending ones (exactly when the number of
  *     pending blocks is known, bounded otherwise), peaks >= current values,
- *     reserved >= allocated, reserved <= max_reserved when set, the per-
- *     domain stats sum to the totals; the wrapper's own upstream counters
- *     (cca_upstream_get_stats) equal reserved_bytes, address_space_bytes and
- *     mapped_bytes;
+ *     reserved >= the awake domains' allocated, reserved <= max_reserved
+ *     when set, the per-domain stats sum to the totals; the wrapper's own
+ *     upstream counters (cca_upstream_get_stats) equal reserved_bytes,
+ *     address_space_bytes and mapped_bytes, and its host bytes the stats'
+ *     host_bytes plus what a refused host_free left;
+ *   - sleep: each domain's asleep as the model's, asleep_domains and
+ *     host_bytes their sums; a sleeping domain has cached and largest free
+ *     0, reserved 0 unless an unmap was refused; an awake one cached =
+ *     reserved - allocated and no host bytes; cached_bytes the awake sum;
+ *   - a sleep: classic segments refused (UPSTREAM), an unknown flag
+ *     INVALID_ARGUMENT, every other failure explained by a fault or no copy
+ *     ops; refused: nothing changed (awake, reserved and host bytes kept);
+ *     asleep after an error only for a refused unmap; the report counts the
+ *     model's live blocks and rounded bytes (0 copied with DISCARD),
+ *     unmapped = reserved before - after; a sleeping domain: nothing copied;
+ *   - a wake: refused leaves it asleep, its host bytes kept, nothing mapped
+ *     (but a refused unmap's pages); OK: every block keeps its address,
+ *     size and domain, and its bytes unless DISCARD (then new bytes); an
+ *     awake domain: nothing done;
+ *   - cca_sleep: all asleep, or refused with every domain it put to sleep
+ *     woken again (unless the message says one could not be; DISCARD's
+ *     "contents are undefined": new bytes); cca_wake: in order, the domains
+ *     woken, then the one refused and the rest asleep, host bytes kept;
+ *   - while asleep: alloc / alloc_in in it CCA_ERR_ASLEEP with no upstream
+ *     call (size 0: OK, NULL), domain_reserve ASLEEP, free and
+ *     record_stream OK, a release that goes ahead frees its host memory,
+ *     trim's report says asleep_domains and host_bytes;
  *   - every call returns a status the header documents for that call; a
  *     failed alloc leaves *out NULL; a request larger than the device (or
  *     max_reserved) fails with CCA_ERR_OUT_OF_MEMORY calling no upstream op
@@ -54,7 +85,9 @@
  *     CCA_ERR_INVALID_POINTER and changes nothing; empty-cache with nothing
  *     live returns reserved to 0; JSON output parses;
  *   - cca_destroy at the end (faults disarmed) returns CCA_ERR_LIVE_BLOCKS
- *     exactly when blocks are live, and leaves the upstream holding nothing.
+ *     exactly when blocks are live (sleeping ones too), and leaves the
+ *     upstream holding nothing: no memory, no address space, no host
+ *     allocation but those a refused host_free left.
  *
  * Only what ccalloc.h promises is asserted. Costs per action: O(live
  * blocks) for the checks (at most FZ_MAX_LIVE of them), plus the
@@ -114,12 +147,34 @@ static uint32_t in_u32(fz_in *in) {
 
 /* ---- the device wrapper: faults and held events ----------------------------- */
 
-enum { FK_NONE, FK_ALLOC, FK_FREE, FK_MEMINFO, FK_SYNC, FK_EVREC, FK_VMRES, FK_VMMAP, FK_VMUNMAP, FK_VMREL, FK_N };
+enum {
+    FK_NONE,
+    FK_ALLOC,
+    FK_FREE,
+    FK_MEMINFO,
+    FK_SYNC,
+    FK_EVREC,
+    FK_VMRES,
+    FK_VMMAP,
+    FK_VMUNMAP,
+    FK_VMREL,
+    FK_HOSTALLOC,
+    FK_HOSTFREE,
+    FK_COPY,
+    FK_COPYWAIT,
+    FK_STREAMSYNC,
+    FK_N
+};
 
 typedef struct fz_event {
     int stream;
     uint64_t seq;
 } fz_event;
+
+typedef struct fz_kept {
+    void *p;
+    size_t n;
+} fz_kept;
 
 typedef struct fz_dev {
     cca_upstream *host;
@@ -130,6 +185,7 @@ typedef struct fz_dev {
     bool sticky[FK_N];        /* fail every later call too, until disarmed */
     cca_status fault_st;      /* what alloc / vm_reserve / vm_map fail with (others: UPSTREAM) */
     uint64_t fired;          /* faults injected so far */
+    uint64_t fired_kind[FK_N];
     bool meminfo_refused;    /* the allocator may never learn the device's size
                                 (segment.c asks it once) */
     uint64_t mutating_calls; /* alloc, free, sync and vm calls, granted or not */
@@ -140,6 +196,12 @@ typedef struct fz_dev {
     /* the events recorded since the log was last cleared (one free's) */
     fz_event log[FZ_MAX_EVENTS_PER_FREE];
     int log_n, log_lost;
+    /* host memory (sleep's copies): what the upstream holds, and what the
+     * allocator gave up on (a refused host_free: it stays with the upstream,
+     * freed at the end of the input) */
+    size_t host_bytes, host_allocs;
+    fz_kept *kept;
+    size_t nkept, kept_bytes;
 } fz_dev;
 
 static int stream_index(cca_stream s) {
@@ -160,8 +222,9 @@ static int tracing = -1;
             fprintf(stderr, __VA_ARGS__);                                                                              \
     } while (0)
 
-static const char *const kind_names[FK_N] = {"none",    "alloc",      "free",   "mem_info",  "synchronize",
-                                              "event_record", "vm_reserve", "vm_map", "vm_unmap", "vm_release"};
+static const char *const kind_names[FK_N] = {"none",         "alloc",      "free",   "mem_info",  "synchronize",
+                                             "event_record", "vm_reserve", "vm_map", "vm_unmap",  "vm_release",
+                                             "host_alloc",   "host_free",  "copy",   "copy_wait", "stream_synchronize"};
 
 static bool fault(fz_dev *d, int kind) {
     TRACE("  upstream %s\n", kind_names[kind]);
@@ -174,19 +237,22 @@ static bool fault(fz_dev *d, int kind) {
     if (!d->sticky[kind])
         d->armed[kind] = false;
     d->fired++;
+    d->fired_kind[kind]++;
     d->meminfo_refused |= kind == FK_MEMINFO;
     return true;
 }
 
 /* A call that takes or gives memory (counted): CCA_OK to pass it on, else
- * the injected failure (memory takers fail with fault_st, others with
+ * the injected failure (memory takers fail with fault_st, host_alloc with
+ * CCA_ERR_OUT_OF_MEMORY, its only documented failure, others with
  * CCA_ERR_UPSTREAM), its message naming the op. */
 static cca_status refused(fz_dev *d, int kind) {
     d->mutating_calls++;
     if (!fault(d, kind))
         return CCA_OK;
     bool taker = kind == FK_ALLOC || kind == FK_VMRES || kind == FK_VMMAP;
-    return cca_set_error(taker ? d->fault_st : CCA_ERR_UPSTREAM, "fuzz: %s refused", kind_names[kind]);
+    cca_status st = kind == FK_HOSTALLOC ? CCA_ERR_OUT_OF_MEMORY : taker ? d->fault_st : CCA_ERR_UPSTREAM;
+    return cca_set_error(st, "fuzz: %s refused", kind_names[kind]);
 }
 
 static cca_status w_alloc(void *ctx, size_t size, void **ptr) {
@@ -212,6 +278,17 @@ static cca_status w_sync(void *ctx) {
         return st;
     for (int i = 0; i < FZ_STREAMS; i++)
         d->done[i] = d->seq;
+    d->syncs_ok++;
+    return CCA_OK;
+}
+/* One stream's work done. Counted as a synchronize for the frees whose
+ * own synchronize failed: the model then only asks less of the allocator. */
+static cca_status w_stream_sync(void *ctx, cca_stream s) {
+    fz_dev *d = ctx;
+    cca_status st = refused(d, FK_STREAMSYNC);
+    if (st != CCA_OK)
+        return st;
+    d->done[stream_index(s)] = d->seq;
     d->syncs_ok++;
     return CCA_OK;
 }
@@ -270,6 +347,47 @@ static cca_status w_vm_unmap(void *ctx, void *addr, size_t size) {
     return st != CCA_OK ? st : cca_upstream_vm_unmap(d->host, addr, size);
 }
 
+static cca_status w_host_alloc(void *ctx, size_t size, void **ptr) {
+    fz_dev *d = ctx;
+    cca_status st = refused(d, FK_HOSTALLOC);
+    if (st == CCA_OK && (st = cca_upstream_host_alloc(d->host, size, ptr)) == CCA_OK) {
+        d->host_bytes += size;
+        d->host_allocs++;
+    }
+    return st;
+}
+static cca_status w_host_free(void *ctx, void *ptr, size_t size) {
+    fz_dev *d = ctx;
+    cca_status st = refused(d, FK_HOSTFREE);
+    if (st != CCA_OK) { /* the allocator gives it up: the upstream keeps it */
+        void *more = realloc(d->kept, (d->nkept + 1) * sizeof d->kept[0]);
+        FZ_CHECK(more != NULL, "host malloc for the kept host memory");
+        d->kept = more;
+        d->kept[d->nkept].p = ptr;
+        d->kept[d->nkept++].n = size;
+        d->kept_bytes += size;
+        return st;
+    }
+    if ((st = cca_upstream_host_free(d->host, ptr, size)) == CCA_OK) {
+        d->host_bytes -= size;
+        d->host_allocs--;
+    }
+    return st;
+}
+static cca_status w_copy(void *ctx, void *dst, const void *src, size_t size, int to_host) {
+    fz_dev *d = ctx;
+    if (fault(d, FK_COPY))
+        return cca_set_error(CCA_ERR_UPSTREAM, "fuzz: copy refused");
+    return cca_upstream_copy(d->host, dst, src, size, to_host);
+}
+static cca_status w_copy_wait(void *ctx) {
+    fz_dev *d = ctx;
+    cca_status st = cca_upstream_copy_wait(d->host); /* a refusal too returns once no copy runs */
+    if (st == CCA_OK && fault(d, FK_COPYWAIT))
+        st = cca_set_error(CCA_ERR_UPSTREAM, "fuzz: copy_wait refused");
+    return st;
+}
+
 /* ---- the model ------------------------------------------------------------ */
 
 typedef struct fz_block {
@@ -297,7 +415,7 @@ typedef struct fz_world {
     cca_config cfg;
     size_t capacity;
     size_t chunk; /* over whole maps: the largest map (the growth rule's test hook) */
-    bool error_mode, expandable, has_mem_info;
+    bool error_mode, expandable, has_mem_info, has_copy;
     fz_block live[FZ_MAX_LIVE];
     int nlive;
     fz_pending pend[FZ_MAX_PENDING];
@@ -305,6 +423,10 @@ typedef struct fz_world {
     void *freed[FZ_MAX_FREED]; /* pointers freed earlier: double-free candidates */
     int nfreed;
     cca_domain *domains[FZ_MAX_DOMAINS];
+    unsigned born[FZ_MAX_DOMAINS], nborn; /* creation order (cca_sleep's and cca_wake's) */
+    /* per domain, the default first (index dom + 1): asleep, and put to
+     * sleep with CCA_SLEEP_DISCARD (its contents undefined after the wake) */
+    bool asleep[FZ_MAX_DOMAINS + 1], discarded[FZ_MAX_DOMAINS + 1];
     cca_domain *dead[8]; /* destroyed handles: foreign from then on (error mode) */
     int ndead;
     uint64_t seed;
@@ -378,7 +500,8 @@ static void check_world(fz_world *w) {
         fz_block *b = &w->live[i];
         live_alloc += b->size;
         live_req += b->req;
-        pattern(b->ptr, b->req, b->seed, true);
+        if (!w->asleep[b->dom + 1]) /* asleep: unmapped, a touch faults */
+            pattern(b->ptr, b->req, b->seed, true);
         size_t held = 0;
         FZ_CHECK(cca_block_size(w->a, b->ptr, &held) == CCA_OK && held == b->size, "live block %p: size %zu, was %zu",
                  (void *)b->ptr, held, b->size);
@@ -411,10 +534,6 @@ static void check_world(fz_world *w) {
     FZ_CHECK(s.requested_bytes == live_req, "requested_bytes %zu, model %zu", s.requested_bytes, live_req);
     FZ_CHECK(s.active_blocks == (size_t)w->nlive + s.pending_blocks, "active_blocks %zu, live %d + pending %zu",
              s.active_blocks, w->nlive, s.pending_blocks);
-    FZ_CHECK(s.reserved_bytes >= s.allocated_bytes, "reserved %zu < allocated %zu", s.reserved_bytes,
-             s.allocated_bytes);
-    FZ_CHECK(s.cached_bytes == s.reserved_bytes - s.allocated_bytes, "cached %zu != reserved %zu - allocated %zu",
-             s.cached_bytes, s.reserved_bytes, s.allocated_bytes);
     FZ_CHECK(s.allocated_bytes_peak >= s.allocated_bytes && s.reserved_bytes_peak >= s.reserved_bytes &&
                  s.requested_bytes_peak >= s.requested_bytes && s.active_blocks_peak >= s.active_blocks &&
                  s.segments_peak >= s.segments,
@@ -430,8 +549,9 @@ static void check_world(fz_world *w) {
              us.vm_reserved_bytes, s.address_space_bytes);
     FZ_CHECK(us.vm_mapped_bytes == s.mapped_bytes, "upstream vm_mapped %zu != mapped %zu", us.vm_mapped_bytes,
              s.mapped_bytes);
-    /* the domains add up */
-    size_t d_alloc = 0, d_res = 0, d_active = 0;
+    /* the domains add up; a sleeping one's live bytes are on the host: it
+     * counts in allocated, not in reserved nor cached */
+    size_t d_alloc = 0, d_res = 0, d_active = 0, awake_alloc = 0, awake_cached = 0, asleep = 0, host = 0;
     for (int i = -1; i < FZ_MAX_DOMAINS; i++) {
         if (i >= 0 && !w->domains[i])
             continue;
@@ -441,7 +561,22 @@ static void check_world(fz_world *w) {
         d_alloc += ds.allocated_bytes;
         d_res += ds.reserved_bytes;
         d_active += ds.active_blocks;
-        FZ_CHECK(ds.reserved_bytes >= ds.allocated_bytes, "domain %d: reserved < allocated", i);
+        host += ds.host_bytes;
+        FZ_CHECK(ds.asleep == w->asleep[i + 1], "domain %d: asleep %d, the model %d", i, ds.asleep, w->asleep[i + 1]);
+        if (ds.asleep) {
+            asleep++;
+            FZ_CHECK(ds.cached_bytes == 0 && ds.largest_free_block == 0 && ds.fragmentation == 0,
+                     "sleeping domain %d: cached %zu, largest free %zu", i, ds.cached_bytes, ds.largest_free_block);
+            FZ_CHECK(ds.reserved_bytes == 0 || w->dev.fired_kind[FK_VMUNMAP],
+                     "sleeping domain %d holds %zu bytes with no unmap refused", i, ds.reserved_bytes);
+        } else {
+            FZ_CHECK(ds.reserved_bytes >= ds.allocated_bytes, "domain %d: reserved < allocated", i);
+            FZ_CHECK(ds.cached_bytes == ds.reserved_bytes - ds.allocated_bytes && ds.host_bytes == 0,
+                     "domain %d: cached %zu, reserved %zu, allocated %zu, host %zu", i, ds.cached_bytes,
+                     ds.reserved_bytes, ds.allocated_bytes, ds.host_bytes);
+            awake_alloc += ds.allocated_bytes;
+            awake_cached += ds.cached_bytes;
+        }
         if (s.pending_blocks == 0) {
             size_t m = 0;
             for (int k = 0; k < w->nlive; k++)
@@ -452,6 +587,15 @@ static void check_world(fz_world *w) {
     }
     FZ_CHECK(d_alloc == s.allocated_bytes && d_res == s.reserved_bytes && d_active == s.active_blocks,
              "the domains' stats do not add up to the allocator's");
+    FZ_CHECK(s.reserved_bytes >= awake_alloc, "reserved %zu < the awake domains' allocated %zu", s.reserved_bytes,
+             awake_alloc);
+    FZ_CHECK(s.cached_bytes == awake_cached, "cached %zu, the awake domains' %zu", s.cached_bytes, awake_cached);
+    FZ_CHECK(s.asleep_domains == asleep && s.host_bytes == host,
+             "asleep_domains %zu (model %zu), host_bytes %zu (domains %zu)", s.asleep_domains, asleep, s.host_bytes,
+             host);
+    FZ_CHECK(us.host_bytes_in_use == w->dev.host_bytes && w->dev.host_bytes == s.host_bytes + w->dev.kept_bytes,
+             "host memory: upstream %zu, wrapper %zu, allocator %zu + given up %zu", us.host_bytes_in_use,
+             w->dev.host_bytes, s.host_bytes, w->dev.kept_bytes);
 }
 
 static void forget_live(fz_world *w, int i) { w->live[i] = w->live[--w->nlive]; }
@@ -524,6 +668,7 @@ static void act_alloc(fz_world *w, fz_in *in, bool in_domain) {
         if (dom >= 0 && !(d = w->domains[dom]))
             dom = -1;
     }
+    bool asleep = w->asleep[dom + 1];
     cca_stats before;
     cca_get_stats(w->a, &before);
     uint64_t calls_before = w->dev.mutating_calls, fired_before = w->dev.fired;
@@ -533,7 +678,8 @@ static void act_alloc(fz_world *w, fz_in *in, bool in_domain) {
           cca_status_string(st), p);
     if (st != CCA_OK) {
         FZ_CHECK(p == NULL, "a failed alloc left *out %p", p);
-        FZ_CHECK(st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_INVALID_ARGUMENT || st == CCA_ERR_UPSTREAM,
+        FZ_CHECK(st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_INVALID_ARGUMENT || st == CCA_ERR_UPSTREAM ||
+                     (st == CCA_ERR_ASLEEP && asleep),
                  "alloc(%zu): undocumented status %s", size, cca_status_string(st));
         if (st == CCA_ERR_INVALID_ARGUMENT)
             FZ_CHECK(size > SIZE_MAX / 2, "alloc(%zu) refused as an invalid argument", size);
@@ -543,6 +689,14 @@ static void act_alloc(fz_world *w, fz_in *in, bool in_domain) {
         FZ_CHECK(p == NULL, "alloc(0) gave %p", p);
     } else {
         FZ_CHECK(p != NULL, "alloc(%zu) OK with NULL", size);
+    }
+    if (asleep && !size)
+        FZ_CHECK(st == CCA_OK, "alloc(0) in sleeping domain %d: %s", dom, cca_status_string(st));
+    if (asleep && size) { /* refused, nothing done */
+        FZ_CHECK(st == CCA_ERR_ASLEEP || (st == CCA_ERR_INVALID_ARGUMENT && size > SIZE_MAX / 2),
+                 "alloc(%zu) in sleeping domain %d: %s", size, dom, cca_status_string(st));
+        FZ_CHECK(w->dev.mutating_calls == calls_before, "alloc in a sleeping domain called the upstream");
+        return;
     }
     if (size > SIZE_MAX - CCA_GRANULARITY)
         FZ_CHECK(st == CCA_ERR_INVALID_ARGUMENT, "alloc(%zu) whose rounding overflows: %s", size,
@@ -603,7 +757,8 @@ static void act_free(fz_world *w, fz_in *in) {
     }
     int i = in_u8(in) % w->nlive;
     fz_block b = w->live[i];
-    pattern(b.ptr, b.req, b.seed, true);
+    if (!w->asleep[b.dom + 1])
+        pattern(b.ptr, b.req, b.seed, true);
     w->dev.log_n = 0;
     w->dev.log_lost = 0;
     uint64_t syncs = w->dev.syncs_ok;
@@ -648,6 +803,9 @@ static void act_trim(fz_world *w, fz_in *in, bool empty) {
     cca_get_stats(w->a, &s);
     FZ_CHECK(r.bytes_still_reserved == s.reserved_bytes, "report says %zu still reserved, stats %zu",
              r.bytes_still_reserved, s.reserved_bytes);
+    FZ_CHECK(r.asleep_domains == s.asleep_domains && r.host_bytes == s.host_bytes,
+             "report: %zu asleep, %zu host bytes; stats %zu, %zu", r.asleep_domains, r.host_bytes, s.asleep_domains,
+             s.host_bytes);
     FZ_CHECK(r.bytes_released == s0.reserved_bytes - s.reserved_bytes, "report: %zu released, reserved %zu -> %zu",
              r.bytes_released, s0.reserved_bytes, s.reserved_bytes);
     FZ_CHECK(r.bytes_unmapped <= r.bytes_released || !w->expandable, "report: %zu unmapped, %zu released",
@@ -656,7 +814,7 @@ static void act_trim(fz_world *w, fz_in *in, bool empty) {
         FZ_CHECK(s.reserved_bytes == 0 && s.segments == 0 && s.address_space_bytes == 0,
                  "empty-cache with nothing live left reserved %zu, %zu segments, %zu address space", s.reserved_bytes,
                  s.segments, s.address_space_bytes);
-    if (st == CCA_OK && !empty && s.reserved_bytes > keep)
+    if (st == CCA_OK && !empty && s.reserved_bytes > keep && !s.asleep_domains) /* asleep: on the host */
         FZ_CHECK(s.reserved_bytes >= s.allocated_bytes, "trim");
 }
 
@@ -733,8 +891,10 @@ static void act_domain_create(fz_world *w, fz_in *in) {
     else
         FZ_CHECK(st == CCA_ERR_INVALID_ARGUMENT, "domain_create('%s') with a bad name or greedy: %s", name,
                  cca_status_string(st));
-    if (st == CCA_OK)
+    if (st == CCA_OK) {
         w->domains[slot] = d;
+        w->born[slot] = w->nborn++;
+    }
 }
 
 /* After a release: blocks of domain `dom` the allocator no longer knows are gone. */
@@ -791,6 +951,14 @@ static void act_domain_release(fz_world *w, fz_in *in, bool destroy) {
         FZ_CHECK(r.live_blocks >= (size_t)(flags ? 0 : live_here), "report: %zu live, model %d", r.live_blocks,
                  live_here);
     reconcile_domain(w, dom, flags != 0);
+    if (w->asleep[dom + 1] && !(destroy && st == CCA_OK)) { /* went ahead: its host memory went */
+        cca_domain_stats ds;
+        FZ_CHECK(cca_get_domain_stats(w->a, d, &ds) == CCA_OK, "domain stats after a release");
+        FZ_CHECK(st != CCA_OK || ds.host_bytes == 0, "a sleeping domain released keeps %zu host bytes", ds.host_bytes);
+        for (int i = 0; i < w->nlive && !ds.asleep; i++)
+            FZ_CHECK(w->live[i].dom != dom, "a released sleeping domain woke with live blocks");
+        w->asleep[dom + 1] = ds.asleep;
+    }
     if (st == CCA_OK && !(destroy && d)) { /* released whole: the domain stays, empty */
         cca_domain_stats ds;
         FZ_CHECK(cca_get_domain_stats(w->a, d, &ds) == CCA_OK, "domain stats after a release");
@@ -805,6 +973,7 @@ static void act_domain_release(fz_world *w, fz_in *in, bool destroy) {
             FZ_CHECK(w->live[i].dom != dom, "a block of a destroyed domain is still live");
         w->dead[w->ndead++ % 8] = w->domains[dom];
         w->domains[dom] = NULL;
+        w->asleep[dom + 1] = w->discarded[dom + 1] = false;
     }
 }
 
@@ -815,8 +984,12 @@ static void act_domain_reserve(fz_world *w, fz_in *in) {
         return;
     size_t bytes = in_u8(in) % 8 == 0 ? 0 : pick_size(w, in);
     cca_status st = cca_domain_reserve(w->a, d, bytes);
-    FZ_CHECK(st == CCA_OK || st == CCA_ERR_INVALID_ARGUMENT || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM,
+    FZ_CHECK(st == CCA_OK || st == CCA_ERR_INVALID_ARGUMENT || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM ||
+                 (st == CCA_ERR_ASLEEP && w->asleep[dom + 1]),
              "domain_reserve(%zu): undocumented %s", bytes, cca_status_string(st));
+    if (w->asleep[dom + 1])
+        FZ_CHECK(st == CCA_ERR_ASLEEP || st == CCA_ERR_INVALID_ARGUMENT, "domain_reserve in a sleeping domain: %s",
+                 cca_status_string(st));
     if (bytes == 0 || bytes > SIZE_MAX / 2 || w->cfg.policy == CCA_POLICY_GREEDY)
         FZ_CHECK(st == CCA_ERR_INVALID_ARGUMENT, "domain_reserve(%zu): %s", bytes, cca_status_string(st));
 }
@@ -935,6 +1108,269 @@ static void act_bad_pointer(fz_world *w, fz_in *in) {
              what);
 }
 
+/* ---- sleep and wake ----------------------------------------------------------- */
+
+static cca_domain *handle(const fz_world *w, int dom) {
+    return dom < 0 ? NULL : w->domains[dom];
+}
+
+static void domain_stats(const fz_world *w, int dom, cca_domain_stats *ds) {
+    FZ_CHECK(cca_get_domain_stats(w->a, handle(w, dom), ds) == CCA_OK, "domain stats of %d", dom);
+}
+
+/* The live blocks of domain dom; *bytes: what a sleep copies of them (each
+ * one's request rounded up to CCA_GRANULARITY). */
+static size_t live_in(const fz_world *w, int dom, size_t *bytes) {
+    size_t n = 0;
+    *bytes = 0;
+    for (int i = 0; i < w->nlive; i++)
+        if (w->live[i].dom == dom) {
+            n++;
+            *bytes += round_up(w->live[i].req, CCA_GRANULARITY);
+        }
+    return n;
+}
+
+/* Domain dom is awake again: every block kept its address, size and domain
+ * (check_world reads their bytes); after a DISCARD sleep the contents are
+ * undefined, so they get a new pattern. */
+static void woke(fz_world *w, int dom) {
+    for (int i = 0; i < w->nlive; i++) {
+        fz_block *b = &w->live[i];
+        if (b->dom != dom)
+            continue;
+        cca_domain *got = (cca_domain *)(uintptr_t)1;
+        size_t held = 0;
+        FZ_CHECK(cca_block_size(w->a, b->ptr, &held) == CCA_OK && held == b->size &&
+                     cca_domain_of(w->a, b->ptr, &got) == CCA_OK && got == handle(w, dom),
+                 "block %p of domain %d changed in the sleep (size %zu, was %zu)", (void *)b->ptr, dom, held, b->size);
+        if (w->discarded[dom + 1]) {
+            b->seed = mix(w->seed++);
+            pattern(b->ptr, b->req, b->seed, false);
+        }
+    }
+    w->asleep[dom + 1] = w->discarded[dom + 1] = false;
+}
+
+/* A sleep's status is documented, and each failure has its cause: a fault
+ * injected, classic segments, or no copy ops for a sleep that copies. */
+static void check_sleep_status(const fz_world *w, cca_status st, unsigned flags, uint64_t fired, const char *what) {
+    if (flags & ~CCA_SLEEP_DISCARD) {
+        FZ_CHECK(st == CCA_ERR_INVALID_ARGUMENT, "%s with flags 0x%x: %s", what, flags, cca_status_string(st));
+        return;
+    }
+    if (!w->expandable) {
+        FZ_CHECK(st == CCA_ERR_UPSTREAM, "%s with classic segments: %s", what, cca_status_string(st));
+        return;
+    }
+    FZ_CHECK(st == CCA_OK || st == CCA_ERR_UPSTREAM || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_NOT_READY,
+             "%s: undocumented %s", what, cca_status_string(st));
+    bool no_copy = !w->has_copy && !(flags & CCA_SLEEP_DISCARD) && st == CCA_ERR_UPSTREAM;
+    FZ_CHECK(st == CCA_OK || st == CCA_ERR_NOT_READY || no_copy || w->dev.fired != fired, "%s: %s with no fault", what,
+             cca_status_string(st));
+}
+
+/* dom in [-1, FZ_MAX_DOMAINS): the default domain or a live one; else -2 */
+static int pick_domain(const fz_world *w, fz_in *in) {
+    int dom = in_u8(in) % (FZ_MAX_DOMAINS + 1) - 1;
+    return dom >= 0 && !w->domains[dom] ? -2 : dom;
+}
+
+static void act_domain_sleep(fz_world *w, fz_in *in, unsigned flags) {
+    int dom = pick_domain(w, in);
+    if (dom < -1)
+        return;
+    bool was = w->asleep[dom + 1];
+    size_t bytes, n = live_in(w, dom, &bytes);
+    cca_domain_stats d0, d1;
+    domain_stats(w, dom, &d0);
+    uint64_t fired = w->dev.fired, unmaps_refused = w->dev.fired_kind[FK_VMUNMAP];
+    cca_sleep_report r;
+    memset(&r, 0xab, sizeof r);
+    cca_status st = cca_domain_sleep(w->a, handle(w, dom), flags, &r);
+    TRACE("  domain_sleep(%d, 0x%x) = %s\n", dom, flags, cca_status_string(st));
+    check_sleep_status(w, st, flags, fired, "domain_sleep");
+    domain_stats(w, dom, &d1);
+    if (st == CCA_ERR_INVALID_ARGUMENT || (st != CCA_OK && !d1.asleep)) { /* refused: nothing changed */
+        FZ_CHECK(d1.asleep == was && d1.reserved_bytes == d0.reserved_bytes && d1.host_bytes == d0.host_bytes,
+                 "a refused sleep changed domain %d: asleep %d, reserved %zu -> %zu, host %zu -> %zu", dom, d1.asleep,
+                 d0.reserved_bytes, d1.reserved_bytes, d0.host_bytes, d1.host_bytes);
+        return;
+    }
+    /* asleep: with CCA_OK, or CCA_ERR_UPSTREAM for an unmap refused (those pages stay counted) */
+    FZ_CHECK(d1.asleep, "sleep OK, domain %d awake", dom);
+    if (st != CCA_OK)
+        FZ_CHECK(st == CCA_ERR_UPSTREAM && w->dev.fired_kind[FK_VMUNMAP] != unmaps_refused && d1.reserved_bytes,
+                 "domain %d asleep after %s with no unmap refused (%zu bytes mapped)", dom, cca_status_string(st),
+                 d1.reserved_bytes);
+    else
+        FZ_CHECK(d1.reserved_bytes == 0, "domain %d asleep with %zu bytes reserved", dom, d1.reserved_bytes);
+    FZ_CHECK(d0.reserved_bytes == d1.reserved_bytes + r.bytes_unmapped, "report: %zu unmapped, reserved %zu -> %zu",
+             r.bytes_unmapped, d0.reserved_bytes, d1.reserved_bytes);
+    if (was) {
+        FZ_CHECK(r.blocks == 0 && r.bytes_copied == 0 && r.host_bytes == 0 && d1.host_bytes == d0.host_bytes,
+                 "a sleep of a sleeping domain copied %zu bytes", r.bytes_copied);
+        return;
+    }
+    FZ_CHECK(r.blocks == n && r.bytes_copied == (flags ? 0 : bytes) && r.host_bytes == d1.host_bytes &&
+                 d1.host_bytes >= r.bytes_copied,
+             "sleep report: %zu blocks, %zu bytes copied, %zu host bytes (domain %zu); model %zu blocks, %zu bytes",
+             r.blocks, r.bytes_copied, r.host_bytes, d1.host_bytes, n, bytes);
+    w->asleep[dom + 1] = true;
+    w->discarded[dom + 1] = flags != 0;
+}
+
+static void act_domain_wake(fz_world *w, fz_in *in) {
+    int dom = pick_domain(w, in);
+    if (dom < -1)
+        return;
+    bool was = w->asleep[dom + 1];
+    size_t bytes;
+    live_in(w, dom, &bytes);
+    cca_domain_stats d0, d1;
+    domain_stats(w, dom, &d0);
+    uint64_t fired = w->dev.fired, unmaps_refused = w->dev.fired_kind[FK_VMUNMAP];
+    cca_sleep_report r;
+    memset(&r, 0xab, sizeof r);
+    cca_status st = cca_domain_wake(w->a, handle(w, dom), &r);
+    TRACE("  domain_wake(%d) = %s\n", dom, cca_status_string(st));
+    FZ_CHECK(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM, "domain_wake: undocumented %s",
+             cca_status_string(st));
+    FZ_CHECK(st != CCA_ERR_UPSTREAM || w->dev.fired != fired, "domain_wake: CCA_ERR_UPSTREAM with no fault");
+    domain_stats(w, dom, &d1);
+    if (st != CCA_OK) { /* asleep, its host copy intact, nothing of this call mapped */
+        FZ_CHECK(was && d1.asleep && d1.host_bytes == d0.host_bytes,
+                 "a refused wake of domain %d: asleep %d (was %d), host %zu -> %zu", dom, d1.asleep, was, d0.host_bytes,
+                 d1.host_bytes);
+        /* (pages a refused unmap had left may go with the call's own) */
+        FZ_CHECK(d1.reserved_bytes <= d0.reserved_bytes || w->dev.fired_kind[FK_VMUNMAP] != unmaps_refused,
+                 "a refused wake left %zu bytes mapped (was %zu)", d1.reserved_bytes, d0.reserved_bytes);
+        return;
+    }
+    FZ_CHECK(!d1.asleep && d1.host_bytes == 0, "wake OK, domain %d asleep %d, %zu host bytes", dom, d1.asleep,
+             d1.host_bytes);
+    if (!was) {
+        FZ_CHECK(r.blocks == 0 && r.bytes_copied == 0 && r.bytes_mapped == 0 && r.host_bytes == 0,
+                 "a wake of an awake domain did something");
+        return;
+    }
+    FZ_CHECK(r.bytes_copied == (w->discarded[dom + 1] ? 0 : bytes) && r.host_bytes == d0.host_bytes,
+             "wake report: %zu bytes copied, %zu host bytes; model %zu, domain %zu", r.bytes_copied, r.host_bytes,
+             bytes, d0.host_bytes);
+    woke(w, dom);
+}
+
+/* The domains in cca_sleep's and cca_wake's order: the default, then by
+ * creation; returns how many. */
+static int in_order(const fz_world *w, int order[FZ_MAX_DOMAINS + 1]) {
+    int n = 0;
+    order[n++] = -1;
+    for (unsigned next = 0; next < w->nborn; next++)
+        for (int i = 0; i < FZ_MAX_DOMAINS; i++)
+            if (w->domains[i] && w->born[i] == next)
+                order[n++] = i;
+    return n;
+}
+
+static void act_sleep_all(fz_world *w, unsigned flags) {
+    int order[FZ_MAX_DOMAINS + 1], n = in_order(w, order);
+    bool was[FZ_MAX_DOMAINS + 1];
+    size_t blocks = 0, bytes = 0;
+    for (int k = 0; k < n; k++) {
+        size_t b, c = live_in(w, order[k], &b);
+        was[k] = w->asleep[order[k] + 1];
+        blocks += was[k] ? 0 : c;
+        bytes += was[k] ? 0 : b;
+    }
+    uint64_t fired = w->dev.fired, unmaps_refused = w->dev.fired_kind[FK_VMUNMAP];
+    cca_sleep_report r;
+    memset(&r, 0xab, sizeof r);
+    cca_status st = cca_sleep(w->a, flags, &r);
+    TRACE("  sleep(0x%x) = %s\n", flags, cca_status_string(st));
+    check_sleep_status(w, st, flags, fired, "cca_sleep");
+    const char *msg = cca_last_error();
+    bool unmap = w->dev.fired_kind[FK_VMUNMAP] != unmaps_refused, stuck = strstr(msg, "could not be") != NULL;
+    bool undefined = strstr(msg, "contents are undefined") != NULL, all = true, some = false;
+    cca_domain_stats ds[FZ_MAX_DOMAINS + 1];
+    for (int k = 0; k < n; k++) {
+        domain_stats(w, order[k], &ds[k]);
+        all &= ds[k].asleep != 0;
+        some |= ds[k].asleep && !was[k];
+        FZ_CHECK(ds[k].asleep || !was[k], "cca_sleep woke domain %d", order[k]);
+    }
+    if (st == CCA_OK || (st == CCA_ERR_UPSTREAM && unmap && all)) { /* all asleep (an unmap refused: pages kept) */
+        FZ_CHECK(all, "cca_sleep: %s, a domain awake", cca_status_string(st));
+        if (st == CCA_OK)
+            FZ_CHECK(r.blocks == blocks && r.bytes_copied == (flags ? 0 : bytes),
+                     "cca_sleep report: %zu blocks, %zu bytes copied; model %zu, %zu", r.blocks, r.bytes_copied, blocks,
+                     bytes);
+    } else { /* refused: every domain this call put to sleep woken again, unless one could not be */
+        FZ_CHECK(!some || stuck, "a refused cca_sleep (%s) left a domain it put to sleep asleep: %s",
+                 cca_status_string(st), msg);
+    }
+    for (int k = 0; k < n; k++) {
+        int dom = order[k];
+        if (was[k])
+            continue;
+        if (ds[k].asleep) {
+            w->asleep[dom + 1] = true;
+            w->discarded[dom + 1] = flags != 0;
+        } else if (undefined) { /* put to sleep with DISCARD, then woken again */
+            w->asleep[dom + 1] = w->discarded[dom + 1] = true;
+            woke(w, dom);
+        }
+    }
+}
+
+static void act_wake_all(fz_world *w) {
+    int order[FZ_MAX_DOMAINS + 1], n = in_order(w, order);
+    bool was[FZ_MAX_DOMAINS + 1];
+    cca_domain_stats d0[FZ_MAX_DOMAINS + 1];
+    for (int k = 0; k < n; k++) {
+        was[k] = w->asleep[order[k] + 1];
+        domain_stats(w, order[k], &d0[k]);
+    }
+    uint64_t fired = w->dev.fired;
+    cca_sleep_report r;
+    memset(&r, 0xab, sizeof r);
+    cca_status st = cca_wake(w->a, &r);
+    TRACE("  wake() = %s\n", cca_status_string(st));
+    FZ_CHECK(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM, "cca_wake: undocumented %s",
+             cca_status_string(st));
+    FZ_CHECK(st != CCA_ERR_UPSTREAM || w->dev.fired != fired, "cca_wake: CCA_ERR_UPSTREAM with no fault");
+    /* in order: the domains woken, then (a refusal) the one refused and the rest, asleep with their copies */
+    bool stopped = false;
+    for (int k = 0; k < n; k++) {
+        cca_domain_stats ds;
+        domain_stats(w, order[k], &ds);
+        FZ_CHECK(was[k] || !ds.asleep, "cca_wake put domain %d to sleep", order[k]);
+        if (!was[k])
+            continue;
+        FZ_CHECK(st != CCA_OK || !ds.asleep, "cca_wake OK, domain %d asleep", order[k]);
+        if (ds.asleep) {
+            FZ_CHECK(ds.host_bytes == d0[k].host_bytes, "cca_wake refused: domain %d host %zu -> %zu", order[k],
+                     d0[k].host_bytes, ds.host_bytes);
+            stopped = true;
+            continue;
+        }
+        FZ_CHECK(!stopped, "cca_wake woke domain %d after one it stopped at", order[k]);
+        woke(w, order[k]);
+    }
+}
+
+static void act_sleep(fz_world *w, fz_in *in) {
+    uint8_t k = in_u8(in);
+    unsigned flags = k & 1 ? CCA_SLEEP_DISCARD : 0;
+    if ((k & 0x70) == 0x70)
+        flags |= 2; /* unknown: refused */
+    switch (k >> 1 & 3) {
+    case 0: act_domain_sleep(w, in, flags); break;
+    case 1: act_domain_wake(w, in); break;
+    case 2: act_sleep_all(w, flags); break;
+    default: act_wake_all(w); break;
+    }
+}
+
 /* ---- configuration ------------------------------------------------------------ */
 
 static bool configure(fz_world *w, fz_in *in) {
@@ -1026,6 +1462,15 @@ static bool configure(fz_world *w, fz_in *in) {
         ops.event_query = w_event_query;
         ops.event_destroy = w_event_destroy;
     }
+    w->has_copy = (mode & 0xc0) != 0xc0; /* a quarter without: only CCA_SLEEP_DISCARD sleeps */
+    if (w->has_copy) {
+        ops.host_alloc = w_host_alloc;
+        ops.host_free = w_host_free;
+        ops.copy = w_copy;
+        ops.copy_wait = w_copy_wait;
+    }
+    if (mode & 0x20) /* half: sleep and trim wait stream by stream */
+        ops.stream_synchronize = w_stream_sync;
     if (flags & 8) /* no virtual memory: expandable:1 falls back to classic segments */
         ops.vm_granularity = NULL, ops.vm_reserve = NULL, ops.vm_release = NULL, ops.vm_map = NULL,
         ops.vm_unmap = NULL;
@@ -1095,7 +1540,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             else
                 act_alloc(w, &in, false);
             break;
-        default: memset(w->dev.armed, 0, sizeof w->dev.armed); break;
+        default:
+            if (op / 20 % 2)
+                act_sleep(w, &in);
+            else
+                memset(w->dev.armed, 0, sizeof w->dev.armed);
+            break;
         }
         check_world(w);
         if (op % 20 == 11 && (op & 0x80)) {
@@ -1106,10 +1556,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                      "peaks not reset");
         }
     }
-    /* the end: every block still intact, then destroy with the live ones */
+    /* the end: every awake block still intact, then destroy with the live
+     * and the sleeping ones */
     memset(w->dev.armed, 0, sizeof w->dev.armed);
     for (int i = 0; i < w->nlive; i++)
-        pattern(w->live[i].ptr, w->live[i].req, w->live[i].seed, true);
+        if (!w->asleep[w->live[i].dom + 1])
+            pattern(w->live[i].ptr, w->live[i].req, w->live[i].seed, true);
     cca_status st = cca_destroy(w->a);
     FZ_CHECK(st == (w->nlive ? CCA_ERR_LIVE_BLOCKS : CCA_OK), "cca_destroy with %d live: %s", w->nlive,
              cca_status_string(st));
@@ -1121,6 +1573,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
              us.allocations, us.vm_reserved_bytes);
     FZ_CHECK(hs.bytes_in_use == 0 && hs.vm_reserved_bytes == 0, "after cca_destroy the device holds memory");
     FZ_CHECK(w->dev.events_live == 0, "%ld events never destroyed", w->dev.events_live);
+    /* host memory: only what the allocator gave up on (a refused host_free) */
+    FZ_CHECK(w->dev.host_allocs == w->dev.nkept && w->dev.host_bytes == w->dev.kept_bytes &&
+                 us.host_bytes_in_use == w->dev.kept_bytes,
+             "after cca_destroy the upstream holds %zu host allocations (%zu bytes), %zu given up", w->dev.host_allocs,
+             w->dev.host_bytes, w->dev.nkept);
+    for (size_t i = 0; i < w->dev.nkept; i++)
+        FZ_CHECK(cca_upstream_host_free(w->dev.host, w->dev.kept[i].p, w->dev.kept[i].n) == CCA_OK,
+                 "host_free of given-up host memory");
+    free(w->dev.kept);
+    cca_upstream_get_stats(w->dev.host, &hs);
+    FZ_CHECK(hs.host_bytes_in_use == 0, "the device holds %zu bytes of host memory", hs.host_bytes_in_use);
     cca_upstream_destroy(w->up);
     cca_upstream_destroy(w->dev.host);
     fclose(w->mem);

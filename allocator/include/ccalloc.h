@@ -1260,7 +1260,9 @@ cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca
  * Errors (after any of them d is asleep, its host copy intact, nothing of
  * this call left mapped; should the upstream refuse to unmap it again,
  * those pages stay mapped and counted in reserved_bytes, as after a
- * refused unmap at sleep, and the next cca_domain_sleep gives them back):
+ * refused unmap at sleep, and the next cca_domain_sleep gives them back;
+ * pages an earlier refused unmap left mapped may go with this call's, so
+ * reserved_bytes never grows):
  *  - CCA_ERR_INVALID_ARGUMENT: a domain that is not a's;
  *  - CCA_ERR_OUT_OF_MEMORY before anything is mapped: the pages needed
  *    pass max_reserved, or the device's free memory (mem_info) is short,

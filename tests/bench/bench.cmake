@@ -384,6 +384,20 @@ if(TARGET ccbench_core)
     "done|[|] trace [|]" - replay -s malloc -s ccalloc-grwoth --reps 1 --scale 0.05 gen:uniform)
   ccb_cli(ccbench_micro_unknown_strategy 2 "unknown strategy 'nope=x:1'" "done|[|] strategy [|]" -
     micro -s nope=x:1 --live 10 --pairs 100)
+  # ... and so is a config its base refuses, checked before anything runs
+  # (it ran the other strategies, then that row read "failed"); what needs
+  # the device (expandable:1 without virtual memory) is still checked at open
+  foreach(bad "ccalloc=nokey:1@unknown key 'nokey'" "ccalloc=domains:2@domains takes 0 or 1"
+              "ccalloc=policy:greedy,max_split:1M@max_split" "malloc=x:1@takes no config [(]got 'x:1'[)]"
+              "device-malloc=x@takes no config" "cuda-async=release_threshold:lots@release_threshold:N"
+              "cub=bin_growth:1@bad config item 'bin_growth:1'")
+    string(REPLACE "@" ";" bad "${bad}")
+    list(GET bad 0 spec)
+    list(GET bad 1 said)
+    string(MAKE_C_IDENTIFIER "${spec}" id)
+    ccb_cli(ccbench_bad_strategy_config_${id} 2 "strategy '.*': .*${said}" "done|[|] trace [|]" -
+      replay -s malloc -s "${spec}" --reps 1 --scale 0.05 gen:uniform)
+  endforeach()
   # every command with --out makes the directory before it runs: one that
   # cannot be made is exit 1 with nothing measured (no progress, table or
   # "skipped: no GPU": --device cuda shows the order), not a failure found

@@ -327,6 +327,10 @@ typedef struct ccb_strategy_ops {
     int (*alloc_in)(ccb_strategy *s, unsigned domain, size_t size, unsigned stream, void **ptr);
     void (*domain_release)(ccb_strategy *s, unsigned domain);
     void (*domain_reserve)(ccb_strategy *s, unsigned domain, size_t bytes);
+    /* The config alone, before anything runs (cli.c: a refused one is a
+     * usage error): 0, or -1 and why. What needs the device is left to
+     * open. NULL: open checks it all. */
+    int (*check)(const char *config, char *why, size_t whylen);
 } ccb_strategy_ops;
 
 enum { CCB_DRIVER_NONE = 0, CCB_DRIVER_MODEL = 1, CCB_DRIVER_REAL = 2 };
@@ -445,6 +449,11 @@ typedef struct ccb_cub_config {
 } ccb_cub_config;
 int ccb_async_config_parse(const char *config, unsigned long long *threshold, char *why, size_t whylen);
 int ccb_cub_config_parse(const char *config, ccb_cub_config *c, char *why, size_t whylen);
+/* The strategies' `check` ops (strategy.c): no config at all; cuda-async's
+ * and cub's grammars. */
+int ccb_no_config_check(const char *config, char *why, size_t whylen);
+int ccb_async_config_check(const char *config, char *why, size_t whylen);
+int ccb_cub_config_check(const char *config, char *why, size_t whylen);
 
 /* ------------------------------------------------------------------------ */
 /* Replay (replay.c)                                                        */

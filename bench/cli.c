@@ -351,8 +351,11 @@ static int take(ccb_options *o, int id, const char *v) {
         char label[128];
         if (o->nspecs == CCB_MAX_SPECS)
             return usage_error("more than %d strategies", CCB_MAX_SPECS);
-        if (ccb_strategy_resolve(v, &ops, &config, label, sizeof label) != 0) /* its config: checked when it opens */
+        char why[512];
+        if (ccb_strategy_resolve(v, &ops, &config, label, sizeof label) != 0)
             return usage_error("unknown strategy '%s': ccbench --list names them", v);
+        if (ops->check && ops->check(config, why, sizeof why) != 0) /* what needs the device: at open */
+            return usage_error("strategy '%s': %s", v, why);
         o->specs[o->nspecs++] = v;
         return 0;
     }

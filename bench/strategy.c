@@ -190,6 +190,25 @@ static int take_domains_key(const char *config, char *buf, size_t len, int *doma
 }
 
 /* Shared by ccalloc and ccalloc-cuda (strategy_cuda.cu opens the upstream). */
+/* ccalloc's check: the config as open parses it (domains:0|1 taken out),
+ * then validated; expandable:1 on a device without virtual memory is
+ * open's to refuse. */
+static int ccalloc_check(const char *config, char *why, size_t whylen) {
+    char rest[512];
+    int domains;
+    if (take_domains_key(config, rest, sizeof rest, &domains) != 0) {
+        snprintf(why, whylen, "config '%.200s': domains takes 0 or 1 (or the config is too long)", config);
+        return -1;
+    }
+    cca_config cfg;
+    cca_config_default(&cfg);
+    if (cca_config_parse(&cfg, rest) != CCA_OK || cca_config_validate(&cfg) != CCA_OK) {
+        snprintf(why, whylen, "%s", cca_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, char *why, size_t whylen) {
     ccalloc_impl *c = calloc(1, sizeof *c);
     if (!c) {
@@ -389,6 +408,7 @@ const ccb_strategy_ops ccb_strategy_ccalloc_host = {
     .domain_release = ccalloc_domain_release,
     .domain_reserve = ccalloc_domain_reserve,
     .driver = CCB_DRIVER_MODEL,
+    .check = ccalloc_check,
 };
 
 /* ccalloc over cudaMalloc: opened by strategy_cuda.cu / strategy_nocuda.c
@@ -413,6 +433,7 @@ const ccb_strategy_ops ccb_strategy_ccalloc_cuda = {
     .domain_release = ccalloc_domain_release,
     .domain_reserve = ccalloc_domain_reserve,
     .driver = CCB_DRIVER_REAL,
+    .check = ccalloc_check,
 };
 
 /* ---- malloc/free floor ------------------------------------------------------------ */
@@ -505,6 +526,7 @@ const ccb_strategy_ops ccb_strategy_malloc = {
     .host_pointers = 1,
     .trim = malloc_trim,
     .driver = CCB_DRIVER_NONE,
+    .check = ccb_no_config_check,
 };
 
 /* ---- one device call per request (no cache) ---------------------------------------- */
@@ -631,9 +653,28 @@ const ccb_strategy_ops ccb_strategy_device_malloc = {
     .host_pointers = 1,
     .trim = dm_trim,
     .driver = CCB_DRIVER_MODEL,
+    .check = ccb_no_config_check,
 };
 
 /* ---- the GPU strategies' configs ------------------------------------------------- */
+
+int ccb_no_config_check(const char *config, char *why, size_t whylen) {
+    if (config && *config) {
+        snprintf(why, whylen, "takes no config (got '%s')", config);
+        return -1;
+    }
+    return 0;
+}
+
+int ccb_async_config_check(const char *config, char *why, size_t whylen) {
+    unsigned long long threshold;
+    return ccb_async_config_parse(config, &threshold, why, whylen);
+}
+
+int ccb_cub_config_check(const char *config, char *why, size_t whylen) {
+    ccb_cub_config c;
+    return ccb_cub_config_parse(config, &c, why, whylen);
+}
 
 int ccb_async_config_parse(const char *config, unsigned long long *threshold, char *why, size_t whylen) {
     static const char key[] = "release_threshold:";

@@ -234,7 +234,12 @@ extern "C" const ccb_strategy_ops ccb_strategy_cuda_malloc = {"cuda-malloc",
                                                               raw_close,
                                                               0,
                                                               raw_trim,
-                                                              CCB_DRIVER_REAL};
+                                                              CCB_DRIVER_REAL,
+                                                              NULL,
+                                                              NULL,
+                                                              NULL,
+                                                              NULL,
+                                                              ccb_no_config_check};
 
 /* ---- cudaMallocAsync on the default pool ---------------------------------------- */
 
@@ -380,7 +385,12 @@ extern "C" const ccb_strategy_ops ccb_strategy_cuda_async = {
     async_close,
     0,
     async_trim,
-    CCB_DRIVER_REAL};
+    CCB_DRIVER_REAL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    ccb_async_config_check};
 
 /* ---- cub::CachingDeviceAllocator ------------------------------------------------- */
 
@@ -472,7 +482,10 @@ extern "C" const ccb_strategy_ops ccb_strategy_cub = {
     cub_sample, NULL,
     cub_empty,  cub_device_free,
     cub_close,  0,
-    cub_trim,   CCB_DRIVER_REAL};
+    cub_trim,   CCB_DRIVER_REAL,
+    NULL,       NULL,
+    NULL,       NULL,
+    ccb_cub_config_check};
 
 /* ---- the driver's real costs ------------------------------------------------------ */
 

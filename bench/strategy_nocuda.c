@@ -38,28 +38,29 @@ static int skip_open(ccb_strategy *s, const char *config, const ccb_device *dev,
     return 1;
 }
 
-/* cuda-async and cub check their configs first, as with CUDA: a bad one
- * is an error on every build. */
+/* cuda-async and cub check their configs as with CUDA (the check op,
+ * before anything runs; and at open, for a caller that opens directly):
+ * a bad one is an error on every build. */
 static int async_skip_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
-    unsigned long long threshold;
-    return ccb_async_config_parse(config, &threshold, why, whylen) ? -1 : skip_open(s, config, dev, why, whylen);
+    return ccb_async_config_check(config, why, whylen) ? -1 : skip_open(s, config, dev, why, whylen);
 }
 
 static int cub_skip_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
-    ccb_cub_config c;
-    return ccb_cub_config_parse(config, &c, why, whylen) ? -1 : skip_open(s, config, dev, why, whylen);
+    return ccb_cub_config_check(config, why, whylen) ? -1 : skip_open(s, config, dev, why, whylen);
 }
 
-#define SKIPPED(var, name, text, opener)                                                                               \
-    const ccb_strategy_ops var = {.base = name, .doc = text, .gpu = 1, .open = opener, .driver = CCB_DRIVER_REAL}
+#define SKIPPED(var, name, text, opener, checker)                                                                      \
+    const ccb_strategy_ops var = {                                                                                     \
+        .base = name, .doc = text, .gpu = 1, .open = opener, .driver = CCB_DRIVER_REAL, .check = checker}
 
 SKIPPED(ccb_strategy_cuda_malloc, "cuda-malloc", "raw cudaMalloc/cudaFree per operation (not built: no CUDA)",
-        skip_open);
+        skip_open, ccb_no_config_check);
 SKIPPED(ccb_strategy_cuda_async, "cuda-async",
         "cudaMallocAsync/cudaFreeAsync on the default pool; config release_threshold:N|max (not built)",
-        async_skip_open);
+        async_skip_open, ccb_async_config_check);
 SKIPPED(ccb_strategy_cub, "cub",
-        "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached (not built)", cub_skip_open);
+        "cub::CachingDeviceAllocator; config bin_growth,min_bin,max_bin,max_cached (not built)", cub_skip_open,
+        ccb_cub_config_check);
 
 int ccb_host_register_ms(const size_t *lens, size_t n, double *ms, char *why, size_t whylen) {
     (void)lens;

@@ -35,6 +35,8 @@
  * back. The functions:
  *
  *   ccai_fputs_escaped      a string, as the table says;
+ *   ccai_escape_some        the same into a buffer, whole characters, for a
+ *                           writer that wants one write (log.c's lines);
  *   ccai_fprintf_escaped    printf, then the whole text escaped, except the
  *                           newlines that open and close the format (the
  *                           caller's own: "\n### %s\n\n" is a heading),
@@ -55,6 +57,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,25 +77,47 @@ static inline int ccai_shown_as_is(uint32_t cp) {
     return cp != 0xfeff && !(cp >= 0xe0000 && cp <= 0xe007f); /* zero-width no-break space, tags */
 }
 
-/* Write s (NULL: nothing) to f escaped as the table above says. The bytes
- * written (INT_MAX at most), or EOF when a write failed. */
-static inline int ccai_fputs_escaped(const char *s, FILE *f) {
-    size_t written = 0;
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+/* Escape from *s into out (cap bytes, at least 16: the longest character
+ * escaped) as the table above says, whole characters only, advancing *s
+ * past them: the bytes written (no NUL added). *s at its NUL: all done. */
+static inline size_t ccai_escape_some(char *out, size_t cap, const char **s) {
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+    const unsigned char *p = (const unsigned char *)*s;
+    while (*p) {
         uint32_t cp = 0;
         size_t n = ccai_utf8_decode(p, &cp);
-        if (n && ccai_shown_as_is(cp)) {
-            if (fwrite(p, 1, n, f) != n)
-                return EOF;
-            written += n;
-        } else {
-            n = n ? n : 1; /* a whole control's bytes; one byte of a malformed sequence */
-            for (size_t i = 0; i < n; i++)
-                if (fprintf(f, "\\x%02x", p[i]) < 0)
-                    return EOF;
-            written += 4 * n;
+        bool shown = n && ccai_shown_as_is(cp);
+        n = n ? n : 1; /* a whole control's bytes; one byte of a malformed sequence */
+        if (k + (shown ? n : 4 * n) > cap)
+            break;
+        for (size_t i = 0; i < n; i++) {
+            if (shown) {
+                out[k++] = (char)p[i];
+            } else {
+                out[k++] = '\\';
+                out[k++] = 'x';
+                out[k++] = hex[p[i] >> 4];
+                out[k++] = hex[p[i] & 15];
+            }
         }
         p += n;
+    }
+    *s = (const char *)p;
+    return k;
+}
+
+/* Write s (NULL: nothing) to f escaped as the table above says, in chunks
+ * of up to 1 KiB (a short text in one write, not one per character). The
+ * bytes written (INT_MAX at most), or EOF when a write failed. */
+static inline int ccai_fputs_escaped(const char *s, FILE *f) {
+    size_t written = 0;
+    char buf[1024];
+    for (const char *p = s ? s : ""; *p;) {
+        size_t k = ccai_escape_some(buf, sizeof buf, &p);
+        if (fwrite(buf, 1, k, f) != k)
+            return EOF;
+        written += k;
     }
     return written > INT_MAX ? INT_MAX : (int)written;
 }

@@ -147,7 +147,8 @@ void cca_clear_error(void);
  * bad CCALLOC_CONF, a cleanup step the CUDA driver refused). NULL restores
  * the default: stderr with a "ccalloc: " prefix, control, bidi and
  * invisible characters written as \xNN (a line may quote CCALLOC_CONF,
- * which must not drive the terminal); a callback gets the line unescaped.
+ * which must not drive the terminal), each line in one write(2) (never
+ * interleaved with another writer's); a callback gets the line unescaped.
  *  - Lines reach the sink one at a time, never while a ccalloc lock is
  *    held, so a sink may call the library, cca_set_log_callback included.
  *    A line made under a lock (by an upstream op the allocator calls, say)

@@ -10,8 +10,9 @@
  * - The sink may call the library: the caller's message is kept across it,
  *   and a line logged inside the sink goes to stderr (no recursion).
  * - The default sink (stderr) escapes control, bidi and invisible
- *   characters as \xNN (common/ccai_escape.h): a line may carry outside
- *   text, a CCALLOC_CONF value. A program's callback gets the line as made.
+ *   characters as \xNN (common/ccai_escape.h; a line may carry outside
+ *   text, a CCALLOC_CONF value) and writes each line in one write(2). A
+ *   program's callback gets the line as made.
  * - After a fork the child makes the log's lock anew (ccai_log_fork_child).
  */
 #include "debug.h"
@@ -64,6 +65,28 @@ void cca_set_log_callback(cca_log_fn fn, void *user) {
     pthread_mutex_unlock(&log_lock);
 }
 
+/* The default sink: "ccalloc: ", the line escaped (it may carry outside
+ * text, CCALLOC_CONF), '\n', in one fwrite: stderr is unbuffered, so one
+ * write(2), never interleaved with another thread's or process's output. A
+ * line is under 512 bytes, its escaped form under 4 x 512. */
+static void write_stderr(const char *line) {
+    static const char prefix[] = "ccalloc: ";
+    char out[sizeof prefix - 1 + 4 * 512 + 1];
+    size_t k = sizeof prefix - 1;
+    memcpy(out, prefix, k);
+    flockfile(stderr);
+    for (const char *p = line;;) {
+        k += ccai_escape_some(out + k, sizeof out - 1 - k, &p);
+        if (!*p)
+            break;
+        fwrite(out, 1, k, stderr); /* not reached: the buffer holds any line */
+        k = 0;
+    }
+    out[k++] = '\n';
+    fwrite(out, 1, k, stderr);
+    funlockfile(stderr);
+}
+
 static void emit(const char *line) {
     ccai_assert(ccai_mutexes_held == 0); /* lines never leave under a ccalloc lock */
     pthread_once(&log_once, log_lock_init);
@@ -79,9 +102,7 @@ static void emit(const char *line) {
         in_sink = false;
         ccai_error_restore(saved);
     } else {
-        fputs("ccalloc: ", stderr); /* the line may carry outside text (CCALLOC_CONF) */
-        ccai_fputs_escaped(line, stderr);
-        fputc('\n', stderr);
+        write_stderr(line);
     }
     pthread_mutex_unlock(&log_lock);
 }

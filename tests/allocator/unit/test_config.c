@@ -9,9 +9,11 @@
 
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static cca_config defaults(void) {
     cca_config c;
@@ -492,6 +494,40 @@ Test(config, bad_env_line_reaches_stderr_escaped, .init = cr_redirect_stderr) {
                      "ccalloc: CCALLOC_CONF: unknown key '\\x1b[2Jkey'; using the defaults\n"
                      "ccalloc: CCALLOC_CONF: invalid value '1\\x07\\xc2\\x9b2J' for key 'max_reserved' "
                      "(expected a size like 512M); using the defaults\n");
+}
+
+/* A line of the default sink reaches stderr in one write(2): a pipe in
+ * packet mode (O_DIRECT) hands each write to one read, so the first read is
+ * the whole line. Written piece by piece (a write per character, as stderr
+ * is unbuffered), a line interleaved with another process's on a shared
+ * terminal or pipe (ccrun's children, ranks of one job), and with another
+ * thread's stderr between two of its pieces. The pipe does not block: it
+ * has room for 16 packets, fewer than a line's characters. */
+Test(config, default_sink_line_is_one_write) {
+    cca_set_log_callback(NULL, NULL);
+    int fd[2], saved = dup(2);
+    cr_assert(saved >= 0);
+    cr_assert_eq(pipe2(fd, O_DIRECT | O_NONBLOCK), 0); /* a packet per page of room: never wait */
+    fflush(stderr);
+    cr_assert(dup2(fd[1], 2) == 2);
+    setenv("CCALLOC_CONF", "\x1b[2Jkey:1", 1);
+    cca_upstream *u = NULL;
+    cca_allocator *a = NULL;
+    cca_status up = cca_upstream_host_create(64 * MiB, &u);
+    cca_status cr = up == CCA_OK ? cca_create(NULL, u, &a) : up;
+    unsetenv("CCALLOC_CONF");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd[1]);
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+    cr_assert_eq(cr, CCA_OK);
+    char text[4096] = "";
+    ssize_t n = read(fd[0], text, sizeof text - 1);
+    close(fd[0]);
+    text[n > 0 ? n : 0] = '\0';
+    cr_assert_str_eq(text, "ccalloc: CCALLOC_CONF: unknown key '\\x1b[2Jkey'; using the defaults\n");
 }
 
 /* Sizes in config strings are stored exactly: 2^53 + 1 is not a double, and

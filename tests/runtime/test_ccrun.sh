@@ -367,6 +367,8 @@ check "--sleep A A: the same model sleeps and wakes in place of a reload; one mo
     "'$CCRUN' --device host --sleep 'mlp:64x64x10' 'mlp:64x64x10' >'$TMP/sa.txt' && test \$(grep -c '^sleep ' '$TMP/sa.txt') -eq 1 && test \$(grep -c '^load ' '$TMP/sa.txt') -eq 1 && grep -q '= its first run' '$TMP/sa.txt' && '$CCRUN' --device host --sleep 'mlp:64x64x10' >'$TMP/s1.txt' && ! grep -q '^sleep ' '$TMP/s1.txt'"
 check "--help's usage of --demo lists --conf (the demo takes it)" sh -c \
     "'$CCRUN' --help | grep -q -- '--vm-backing pages|whole-maps\] \[--conf STR\]'"
+check "--help's usage of --demo lists every option the demo takes (batch, iters, seed, timeline too)" sh -c \
+    "'$CCRUN' --help | sed -n '/ccrun --demo/,/^\$/p' >'$TMP/du.txt' && for o in device capacity vm-granularity vm-backing conf batch iters seed timeline; do grep -q -- \"\\[--\$o \" '$TMP/du.txt' || { echo \"missing --\$o\"; exit 1; }; done"
 check "--help lists --sleep, and says the last turn is not slept (one model: no sleep, above)" sh -c \
     "'$CCRUN' --help | grep -q -- '--sleep  ' && '$CCRUN' --help | grep -q -- \"end each MODEL's turn but the last with a sleep\""
 expect 1 "cannot sleep: the allocator has classic segments" -- --sleep --conf expandable:0 "mlp:64x64" "mlp:32x32"

@@ -408,6 +408,11 @@ if(TARGET ccbench_core)
     "done|[|] strategy [|]" - micro -s malloc --live 10 --pairs 100 --out ${ccb_cli_dir}/all-not-a-dir)
   ccb_cli(ccbench_driver_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
     "skipped|[|] size [|]" - driver --reps 1 --out ${ccb_cli_dir}/all-not-a-dir)
+  # ... and a directory that exists but takes no file (/proc, even for root)
+  ccb_cli(ccbench_replay_out_not_writable 1 "cannot write /proc: " "done|[|] trace [|]" -
+    replay -s malloc --reps 1 --scale 0.05 --no-plots --out /proc gen:uniform)
+  ccb_cli(ccbench_micro_out_not_writable 1 "cannot write /proc: " "done|[|] strategy [|]" -
+    micro -s malloc --live 10 --pairs 100 --out /proc)
   ccb_cli(ccbench_sleep_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
     "skipped|Sleep and wake on" - sleep --device cuda --sizes 1M --reps 1 --out ${ccb_cli_dir}/all-not-a-dir)
   if("${ccb_defs}" MATCHES "CCB_HAVE_CJSON")

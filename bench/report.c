@@ -674,7 +674,9 @@ static int out_failed(const char *what, const char *path, const char *why) {
 /* Every path made from --out is built in a PATH_MAX buffer, the longest
  * path the kernel opens, and checked: one that does not fit is an output
  * failure ("path too long", counted), never cut to a prefix that would be
- * another file or directory. */
+ * another file or directory. ccb_mkdir_p: the directory made (parents
+ * too), and a probe file made in it and removed; any refusal said and
+ * counted, -1. */
 int ccb_mkdir_p(const char *path) {
     char buf[PATH_MAX];
     if (strlen(path) >= sizeof buf)
@@ -691,6 +693,20 @@ int ccb_mkdir_p(const char *path) {
     struct stat st;
     if (mkdir(buf, 0755) && (errno != EEXIST || stat(buf, &st) || !S_ISDIR(st.st_mode)))
         return out_failed("create", buf, errno == EEXIST ? "not a directory" : strerror(errno));
+    /* a directory that exists may take no file (/proc, a read-only mount,
+     * no write permission): a probe file made and removed says so first;
+     * its name is shorter than any output file's */
+    char probe[PATH_MAX], why[128];
+    int n = snprintf(probe, sizeof probe, "%s/.XXXXXX", buf);
+    if (n < 0 || (size_t)n >= sizeof probe)
+        return out_failed("create", buf, "path too long");
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        snprintf(why, sizeof why, "no file can be made there (%s)", strerror(errno));
+        return out_failed("write", buf, why);
+    }
+    close(fd);
+    unlink(probe);
     return 0;
 }
 

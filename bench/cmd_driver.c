@@ -146,9 +146,7 @@ int ccb_cmd_driver(ccb_options *o) {
     const ccb_driver_vm_row *vr = vrc == 0 ? vrows : NULL, *wr = wrc == 0 ? wrows : NULL;
     int failed = vrc < 0 || wrc < 0;
     FILE *md = stdout, *csv = NULL, *vcsv = NULL, *wcsv = NULL;
-    if (o->out) {
-        if (ccb_mkdir_p(o->out))
-            return 1; /* said by ccb_mkdir_p */
+    if (o->out) { /* made before anything ran */
         md = ccb_open_out(o->out, "driver.md");
         csv = ccb_open_out(o->out, "driver.csv");
         vcsv = vr ? ccb_open_out(o->out, "driver_vm.csv") : NULL;

@@ -38,7 +38,7 @@ int ccb_run_micro(ccb_options *o, FILE *md) {
     ccb_micro_write_md(stdout, rows, nrows, timer);
     if (md)
         ccb_micro_write_md(md, rows, nrows, timer);
-    if (o->out && ccb_mkdir_p(o->out) == 0) {
+    if (o->out) { /* made before anything ran (here, or by --all) */
         FILE *f = ccb_open_out(o->out, "micro.csv");
         if (f)
             ccb_micro_write_csv(f, rows, nrows);

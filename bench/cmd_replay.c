@@ -65,9 +65,7 @@ static void free_traces(ccb_trace *traces, size_t n) {
 }
 
 static void write_out_dir(const ccb_options *o, const ccb_trace *traces, const ccb_result *r) {
-    ccb_outdir d = {o->out, o->script_dir, o->no_plots};
-    if (ccb_mkdir_p(o->out))
-        return; /* said, and counted: the exit status is 1 */
+    ccb_outdir d = {o->out, o->script_dir, o->no_plots}; /* o->out: made before anything ran */
     ccb_write_replay_files(&d, traces, o->nargs, r, o->nspecs);
     FILE *readme = ccb_open_out(o->out, "README.md");
     if (!readme)

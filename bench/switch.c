@@ -583,8 +583,7 @@ static int report(switch_run *w) {
         rc = 1;
     } else if (!out) {
         write_md(stdout, w, &a, &b, &c, &c1);
-    } else {
-        ccb_mkdir_p(out);
+    } else { /* out: made before anything ran */
         FILE *md = ccb_open_out(out, "switch.md"), *csv = ccb_open_out(out, "switch.csv");
         if (md && csv) {
             write_md(md, w, &a, &b, &c, &c1);

@@ -1013,6 +1013,16 @@ def test_library_path_is_the_loaded_file():
         assert path == os.path.realpath(os.environ["CCALLOC_LIBRARY"])
 
 
+def test_an_empty_library_argument_is_refused_not_searched():
+    """library="" names no file: it is refused (LibraryNotFoundError naming
+    the argument), not taken as library=None, which searches the usual
+    places and would load whatever is found there."""
+    with pytest.raises(ccalloc.LibraryNotFoundError, match="argument: empty path"):
+        ccalloc.Allocator(capacity="1M", library="")
+    with pytest.raises(ccalloc.LibraryNotFoundError, match="argument: empty path"):
+        _lib.load("")
+
+
 def test_install_prefixes_include_lib64_and_multiarch(monkeypatch, tmp_path):
     """Where an install puts the library: PREFIX/lib, or PREFIX/lib64 (cmake's
     GNUInstallDirs on Fedora, RHEL, SUSE), for the running prefix and the

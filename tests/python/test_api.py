@@ -1120,6 +1120,44 @@ def test_a_truncated_library_is_refused_not_loaded(tmp_path):
         assert lines[-1] == f"loaded: {good}", (n, lines)
 
 
+_LOAD_TWO = """
+import sys
+import ccalloc
+from ccalloc import _lib
+good, copy = sys.argv[1], sys.argv[2]
+print("first:", _lib.load(good).path)
+print("again:", _lib.load(good).path)
+try:
+    _lib.load(copy)
+except ccalloc.LibraryNotFoundError as e:
+    print("refused:", str(e))
+print("still:", _lib.load().path)
+"""
+
+
+def test_a_second_library_path_is_refused_while_one_is_loaded(tmp_path):
+    """docs/python.md: the library is loaded once per process; naming another
+    file (here a copy of the same library) is refused, and the first stays
+    the one in use. In a subprocess: the copy is dlopened before the refusal."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import PACKAGE_DIR
+
+    good = ccalloc.library_path()
+    copy = tmp_path / "libccalloc.so"
+    shutil.copyfile(good, copy)
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR))
+    env.pop("CCALLOC_LIBRARY", None)
+    r = subprocess.run([sys.executable, "-c", _LOAD_TWO, good, str(copy)], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == [
+        f"first: {good}", f"again: {good}",
+        f"refused: libccalloc is already loaded from {good}; cannot switch to {copy}", f"still: {good}"], r.stdout
+
+
 def test_an_asan_library_without_its_runtime_is_refused_not_loaded(tmp_path):
     """CCALLOC_LIBRARY naming an AddressSanitizer build in a process that did
     not preload ASan's runtime: loading it would end the process (ASan's

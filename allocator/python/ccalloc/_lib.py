@@ -404,16 +404,17 @@ if hasattr(os, "register_at_fork"):
 
 
 def load(path: Optional[str] = None) -> Library:
-    """The library, loaded once per process (``path`` forces one file)."""
+    """The library, loaded once per process (``path`` forces one file; ``""``
+    names none and is refused)."""
     global _loaded
     with _load_lock:
         if _loaded is not None and (path is None or os.path.realpath(path) == _loaded.path):
             return _loaded
-        tried = [("argument", path)] if path else candidates()
+        tried = [("argument", path)] if path is not None else candidates()
         reasons = []
         for origin, p in tried:
             if not p:
-                reasons.append(f"  {origin}: not found")
+                reasons.append(f"  {origin}: empty path" if origin == "argument" else f"  {origin}: not found")
                 continue
             if os.sep in p and not os.path.exists(p):
                 reasons.append(f"  {origin}: {p}: no such file")

@@ -402,6 +402,9 @@ fi
 TL="mlp:256x2048x2048x256x10:relu:softmax mlp:256x1024x1024x1024x10:gelu:softmax"
 check "the timeline figure's unload rows: --no-domains keeps 42 and 22 MiB reserved" sh -c \
     "'$CCRUN' --device host --capacity 256M --batch 512 --iters 1 --no-domains $TL >'$TMP/tl.txt' && grep '^unload' '$TMP/tl.txt' | head -1 | grep -q ' 0 B   42.00 MiB  214.00 MiB' && grep '^unload' '$TMP/tl.txt' | tail -1 | grep -q ' 0 B   22.00 MiB  234.00 MiB'"
+# the same 42 MiB is one free stretch per range by default, two medium segments and a small one when classic
+check "the timeline figure's first unload: fragmentation 0.048 over pages, 0.524 over classic segments" sh -c \
+    "'$CCRUN' --device host --capacity 256M --batch 512 --iters 1 --no-domains $TL >'$TMP/tl.txt' && grep '^unload' '$TMP/tl.txt' | head -1 | grep -q ' 42.00 MiB  214.00 MiB  0.048 ' && '$CCRUN' --device host --capacity 256M --batch 512 --iters 1 --no-domains --conf expandable:0 $TL >'$TMP/tl.txt' && grep '^unload' '$TMP/tl.txt' | head -1 | grep -q ' 42.00 MiB  214.00 MiB  0.524 '"
 check "the timeline figure's unload rows: with domains 0 B reserved, 256 MiB free" sh -c \
     "'$CCRUN' --device host --capacity 256M --batch 512 --iters 1 $TL >'$TMP/tl.txt' && test \$(grep -c '^unload .* 0 B         0 B  256.00 MiB' '$TMP/tl.txt') -eq 2"
 expect 2 "--sleep needs memory domains: not with --no-domains" -- --sleep --no-domains "mlp:4x4" "mlp:4x4"

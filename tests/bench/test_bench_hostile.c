@@ -22,11 +22,13 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -1827,6 +1829,67 @@ Test(recorder, reopened_trace_is_a_new_section_and_reads_back) {
     cr_assert_eq(t.nmarks, 3);
     cr_assert_eq(t.final_live, 1);
     ccb_trace_free(&t);
+}
+
+/* A child records to `path` with files limited to `limit` bytes
+ * (RLIMIT_FSIZE: a write past it fails with EFBIG, as one on a full disk
+ * fails with ENOSPC), marking as it goes. Its exit status: 0 when a mark
+ * said CCA_ERR_IO, else what went wrong. */
+static int record_on_a_disk_of(const char *path, rlim_t limit) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit r = {limit, limit};
+        if (setrlimit(RLIMIT_FSIZE, &r) != 0)
+            _exit(10);
+        setenv("CCALLOC_TRACE", path, 1);
+        cca_upstream *u;
+        cca_allocator *a;
+        if (cca_upstream_host_create((size_t)64 << 20, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK)
+            _exit(11);
+        int io = 0;
+        for (int i = 0; i <= 3000; i++) {
+            void *p;
+            if (cca_alloc(a, 1 + (size_t)i * 7 % 5000, NULL, &p) != CCA_OK || cca_free(a, p) != CCA_OK)
+                _exit(12);
+            if (i % 250 == 0) {
+                cca_status s = cca_trace_mark(a, "phase:fill");
+                if (s != CCA_OK && s != CCA_ERR_IO)
+                    _exit(13);
+                io |= s == CCA_ERR_IO;
+            }
+        }
+        cca_destroy(a);
+        cca_upstream_destroy(u);
+        _exit(io ? 0 : 14);
+    }
+    cr_assert_gt(pid, 0);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+/* A disk that fills mid-run, at any byte (inside the header, a line, at a
+ * buffer's end): the file holds whole lines up to where the recording
+ * stopped, so it reads back, and a mark said CCA_ERR_IO. (The file ended
+ * in a cut line: "expected 6 fields".) */
+Test(recorder, a_disk_that_fills_mid_run_leaves_a_trace_that_reads_back, .timeout = 120) {
+    static const rlim_t limits[] = {30, 74, 100, 1000, 4095, 4096, 4097, 5000, 8191, 8193, 12345, 30000};
+    const char *path = tmp_path("full.csv");
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        unlink(path);
+        int rc = record_on_a_disk_of(path, limits[i]);
+        cr_assert_eq(rc, 0, "limit %lu: the child's status %d", (unsigned long)limits[i], rc);
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0);
+        cr_assert_leq((rlim_t)st.st_size, limits[i]);
+        ccb_trace t;
+        char err[256] = "";
+        cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "limit %lu (%lld bytes written): %s",
+                     (unsigned long)limits[i], (long long)st.st_size, err);
+        cr_assert_lt(t.allocs, 3001);
+        ccb_trace_free(&t);
+    }
 }
 
 Test(recorder, seventy_streams_get_seventy_numbers) {

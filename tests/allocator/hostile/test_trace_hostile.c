@@ -238,3 +238,66 @@ Test(trace_hostile, allocators_on_threads_write_whole_consistent_lines) {
     cr_assert_eq(frees, allocs);
     cr_assert_eq(marks, (long)THREADS * (ROUNDS / 500));
 }
+
+/* ---- later sections: the same file, whole ----------------------------------- */
+
+/* How many times `what` occurs in text. */
+static int occurrences(const char *text, const char *what) {
+    int n = 0;
+    for (const char *c = strstr(text, what); c; c = strstr(c + 1, what))
+        n++;
+    return n;
+}
+
+/* A relative CCALLOC_TRACE is taken against the working directory of the
+ * first opening, and the path is the process's from then on: an allocator
+ * created after a chdir, or after CCALLOC_TRACE changed, appends its
+ * section to that same file. (It went to a second file, which began with a
+ * column header and no "# ccalloc trace v3" line.) */
+Test(trace_hostile, later_sections_go_to_the_file_first_opened) {
+    char a_dir[96], b_dir[96], first[128], stray[128], other[128], cwd_before[4096];
+    snprintf(a_dir, sizeof a_dir, "%s/a", dir);
+    snprintf(b_dir, sizeof b_dir, "%s/b", dir);
+    snprintf(first, sizeof first, "%s/t.csv", a_dir);
+    snprintf(stray, sizeof stray, "%s/t.csv", b_dir);
+    snprintf(other, sizeof other, "%s/other.csv", dir);
+    cr_assert_eq(mkdir(a_dir, 0700), 0);
+    cr_assert_eq(mkdir(b_dir, 0700), 0);
+    cr_assert_not_null(getcwd(cwd_before, sizeof cwd_before));
+    tu_log_capture log = {0};
+    cr_assert_eq(chdir(a_dir), 0);
+    create_and_use("t.csv", &log);
+    cr_assert_eq(chdir(b_dir), 0);
+    create_and_use("t.csv", &log);
+    create_and_use(other, &log);
+    cr_assert_eq(chdir(cwd_before), 0);
+    cr_assert_eq(log.lines, 0, "%s", log.last);
+    cr_assert_eq(access(stray, F_OK), -1, "a second file after the chdir");
+    cr_assert_eq(access(other, F_OK), -1, "a second file after CCALLOC_TRACE changed");
+    char *text = read_file(first);
+    cr_assert(strncmp(text, "# ccalloc trace v3\n# source: pid ", 33) == 0, "%s", text);
+    cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 3, "%s", text);
+    cr_assert_eq(occurrences(text, ",mark,0,0,0,0,m\n"), 3, "%s", text);
+    free(text);
+}
+
+/* The file removed or emptied between sections: the next section begins
+ * it again with the trace's header lines, so that it reads as a trace. (It
+ * began with a column header and no "# ccalloc trace v3" line.) */
+Test(trace_hostile, a_file_removed_or_emptied_between_sections_begins_whole) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/r.csv", dir);
+    tu_log_capture log = {0};
+    for (int emptied = 0; emptied < 2; emptied++) {
+        create_and_use(file, &log);
+        cr_assert_eq(emptied ? truncate(file, 0) : unlink(file), 0);
+        create_and_use(file, &log);
+        cr_assert_eq(log.lines, 0, "%s", log.last);
+        char *text = read_file(file);
+        cr_assert(strncmp(text, "# ccalloc trace v3\n# source: pid ", 33) == 0, "%s: %s",
+                  emptied ? "emptied" : "removed", text);
+        cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 1, "%s", text);
+        cr_assert_eq(occurrences(text, "# ccalloc trace v3\n"), 1, "%s", text);
+        free(text);
+    }
+}

@@ -1327,16 +1327,21 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * allocator's events, so that a replay reports reserved memory at each
  * phase; a mark is a checkpoint: the recording is flushed to its file.
  * When the process is not tracing: CCA_OK, no-op. The allocator calls that
- * record events cannot fail for the trace: a recording that could not be
- * written whole is said once in the log, when the last allocator using it
- * is destroyed. CCALLOC_TRACE naming a FIFO that no process reads is
- * refused when the first allocator opens it (logged, not tracing); a pipe
+ * record events cannot fail for the trace: a write that fails (a full
+ * disk) stops the recording there, the file cut back to its last whole
+ * line so that it reads back up to that point, and is said once in the
+ * log, when the last allocator using it is destroyed; no later section is
+ * opened. The file is the one CCALLOC_TRACE named at the first opening
+ * (relative: to the working directory then): later sections go to it
+ * whatever chdir or setenv did since. CCALLOC_TRACE naming a FIFO that no
+ * process reads is refused when the first allocator opens it (logged, not
+ * tracing); a pipe
  * whose reader goes away raises SIGPIPE at the next write unless the
  * program ignores it (then the write fails and is said as above).
  * Errors: CCA_ERR_INVALID_ARGUMENT for a name that is not 1..CCA_MARK_MAX
  * printable ASCII characters (0x20..0x7e) without ',' or '"'; CCA_ERR_IO
- * when the recording could not be written (a full disk; it is incomplete
- * from some earlier event on).
+ * when the recording could not be written (a full disk; it stopped at the
+ * first failed write, and every later mark says so too).
  * Cost: the allocator's lock and the trace's lock, one line and a flush. */
 #define CCA_MARK_MAX 63
 cca_status cca_trace_mark(cca_allocator *a, const char *name);

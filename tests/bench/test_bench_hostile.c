@@ -1831,6 +1831,55 @@ Test(recorder, reopened_trace_is_a_new_section_and_reads_back) {
     ccb_trace_free(&t);
 }
 
+/* Every name the allocator takes, as a domain's and as a mark's, reads
+ * back as it was written: every allowed character (in windows of 63),
+ * blanks at either end or alone, a leading '#' (a comment at a line's
+ * start), op and header words, a mark's backslash. */
+Test(recorder, every_name_the_allocator_takes_reads_back_as_written) {
+    const char *path = tmp_path("names.csv");
+    setenv("CCALLOC_TRACE", path, 1);
+    static char names[16][64];
+    size_t n = 0;
+    char alphabet[96];
+    size_t k = 0;
+    for (int c = 0x20; c < 0x7f; c++)
+        if (c != '"' && c != '\\' && c != ',')
+            alphabet[k++] = (char)c;
+    alphabet[k] = '\0';
+    for (size_t off = 0; off < k; off += 20)
+        snprintf(names[n++], sizeof names[0], "%.63s", alphabet + off);
+    static const char *const odd[] = {" ", "  x  ", "#", "# ccalloc trace v3", "seq", "alloc", "mark", ":"};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
+        snprintf(names[n++], sizeof names[0], "%s", odd[i]);
+    cca_upstream *u;
+    cca_allocator *a;
+    cr_assert_eq(cca_upstream_host_create((size_t)64 << 20, &u), CCA_OK);
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+    for (size_t i = 0; i < n; i++) {
+        cca_domain *d;
+        void *p;
+        cr_assert_eq(cca_domain_create(a, names[i], &d), CCA_OK, "'%s': %s", names[i], cca_last_error());
+        cr_assert_eq(cca_alloc_in(a, d, 100 + i, NULL, &p), CCA_OK);
+        cr_assert_eq(cca_free(a, p), CCA_OK);
+        cr_assert_eq(cca_trace_mark(a, names[i]), CCA_OK, "'%s': %s", names[i], cca_last_error());
+    }
+    cr_assert_eq(cca_trace_mark(a, "a\\b\\"), CCA_OK); /* a mark may hold a backslash */
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    cca_upstream_destroy(u);
+    unsetenv("CCALLOC_TRACE");
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.nmarks, n + 1);
+    cr_assert_eq(t.ndomains, n + 1); /* the default domain is number 0 */
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_str_eq(t.marks[i], names[i]);
+        cr_assert_str_eq(ccb_domain_name(&t, (unsigned)i + 1), names[i]);
+    }
+    cr_assert_str_eq(t.marks[n], "a\\b\\");
+    ccb_trace_free(&t);
+}
+
 /* A child records to `path` with files limited to `limit` bytes
  * (RLIMIT_FSIZE: a write past it fails with EFBIG, as one on a full disk
  * fails with ENOSPC), marking as it goes. Its exit status: 0 when a mark

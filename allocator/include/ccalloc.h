@@ -969,9 +969,12 @@ void cca_get_stats(const cca_allocator *a, cca_stats *s);
 void cca_reset_peak_stats(cca_allocator *a);
 
 /* Stats as one line of text ("allocated=... reserved=...") and as one JSON
- * object, then a newline.
+ * object, then a newline; s may be any cca_stats (a fragmentation that is
+ * no finite number is JSON's null).
  * Errors (these and every writer below): CCA_ERR_IO when a write or the
- * final flush of f failed (f may hold part of the output).
+ * final flush of f failed (f may hold part of the output), or f's error
+ * indicator was already set (an earlier write failed: stdio keeps it until
+ * clearerr; this call's output may then be whole).
  * Cost: one formatted write and a flush; no lock. */
 cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);

@@ -1344,7 +1344,9 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * Errors: CCA_ERR_INVALID_ARGUMENT for a name that is not 1..CCA_MARK_MAX
  * printable ASCII characters (0x20..0x7e) without ',' or '"'; CCA_ERR_IO
  * when the recording could not be written (a full disk; it stopped at the
- * first failed write, and every later mark says so too).
+ * first failed write, and every later mark of the allocators that were
+ * recording then says so too; an allocator created once they are all
+ * destroyed records nothing, and its marks are no-ops).
  * Cost: the allocator's lock and the trace's lock, one line and a flush. */
 #define CCA_MARK_MAX 63
 cca_status cca_trace_mark(cca_allocator *a, const char *name);

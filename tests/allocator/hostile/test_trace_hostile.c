@@ -301,3 +301,27 @@ Test(trace_hostile, a_file_removed_or_emptied_between_sections_begins_whole) {
         free(text);
     }
 }
+
+/* A recording stopped by a failed write stays stopped: an allocator
+ * created once every allocator that was recording is destroyed records
+ * nothing and says nothing, and its marks are no-ops (the header's words
+ * on CCA_ERR_IO). */
+Test(trace_hostile, a_recording_a_full_disk_stopped_is_not_opened_again) {
+    cr_assert_eq(setenv("CCALLOC_TRACE", "/dev/full", 1), 0);
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    cr_assert_eq(cca_trace_mark(a, "m"), CCA_ERR_IO);
+    cr_assert_eq(cca_trace_mark(a, "again"), CCA_ERR_IO, "every later mark says so");
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    tu_teardown(a, u);
+    cr_assert_eq(log.lines, 1, "the close says it once");
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    void *p = tu_alloc(a, 100, NULL);
+    tu_free(a, p);
+    cr_assert_eq(cca_trace_mark(a, "m"), CCA_OK, "%s", cca_last_error());
+    tu_teardown(a, u);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
+}

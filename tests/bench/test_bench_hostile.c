@@ -1880,6 +1880,64 @@ Test(recorder, every_name_the_allocator_takes_reads_back_as_written) {
     ccb_trace_free(&t);
 }
 
+/* A failure in the forked child (pid 0) is its exit status; in the
+ * parent, the test's. */
+static void give_up(pid_t pid, const char *what) {
+    if (pid == 0)
+        _exit(11);
+    cr_assert_fail("%s: %s", what, cca_last_error());
+}
+
+/* Two processes with one CCALLOC_TRACE (a child forked before the trace
+ * was opened; workers a launcher started with one environment), both
+ * recording at once: the file holds one of them whole, never the two
+ * interleaved (each wrote its own lines over the other's: "expected 6
+ * fields"). */
+Test(recorder, two_processes_recording_to_one_file_leave_one_whole_trace, .timeout = 60) {
+    enum { EVENTS = 20000 };
+    const char *path = tmp_path("two.csv");
+    setenv("CCALLOC_TRACE", path, 1);
+    int opened[2], go[2];
+    cr_assert_eq(pipe(opened), 0);
+    cr_assert_eq(pipe(go), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    cca_upstream *u;
+    cca_allocator *a;
+    if (cca_upstream_host_create((size_t)64 << 20, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK)
+        give_up(pid, "cca_create");
+    char c = 'x';
+    if (pid == 0) { /* both opened before either writes */
+        if (write(opened[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+            _exit(12);
+    } else {
+        cr_assert_eq(read(opened[0], &c, 1), 1);
+        cr_assert_eq(write(go[1], &c, 1), 1);
+    }
+    for (int i = 0; i < EVENTS; i++) {
+        void *p;
+        if (cca_alloc(a, 1 + (size_t)i % (pid ? 3000 : 1777), NULL, &p) != CCA_OK || cca_free(a, p) != CCA_OK)
+            give_up(pid, "cca_alloc");
+        if (i % 1000 == 0)
+            (void)cca_trace_mark(a, pid ? "parent" : "child");
+    }
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+    if (pid == 0)
+        _exit(0);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's status %d", status);
+    unsetenv("CCALLOC_TRACE");
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.allocs, EVENTS, "one process's allocations, whole");
+    cr_assert_eq(t.frees, EVENTS);
+    cr_assert_eq(t.nmarks, EVENTS / 1000);
+    ccb_trace_free(&t);
+}
+
 /* A child records to `path` with files limited to `limit` bytes
  * (RLIMIT_FSIZE: a write past it fails with EFBIG, as one on a full disk
  * fails with ENOSPC), marking as it goes. Its exit status: 0 when a mark

@@ -1336,11 +1336,12 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * log, when the last allocator using it is destroyed; no later section is
  * opened. The file is the one CCALLOC_TRACE named at the first opening
  * (relative: to the working directory then): later sections go to it
- * whatever chdir or setenv did since. CCALLOC_TRACE naming a FIFO that no
- * process reads is refused when the first allocator opens it (logged, not
- * tracing); a pipe
- * whose reader goes away raises SIGPIPE at the next write unless the
- * program ignores it (then the write fails and is said as above).
+ * whatever chdir or setenv did since. A file another process is recording
+ * to (one CCALLOC_TRACE in two processes: it holds a lock on the file) and
+ * a FIFO that no process reads are refused when the first allocator opens
+ * them (logged, not tracing); a pipe whose reader goes away raises
+ * SIGPIPE at the next write unless the program ignores it (then the write
+ * fails and is said as above).
  * Errors: CCA_ERR_INVALID_ARGUMENT for a name that is not 1..CCA_MARK_MAX
  * printable ASCII characters (0x20..0x7e) without ',' or '"'; CCA_ERR_IO
  * when the recording could not be written (a full disk; it stopped at the

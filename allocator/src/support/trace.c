@@ -51,6 +51,10 @@
  *   trace was opened records nothing.
  * - Opened without waiting (ccai_fopen_nowait): a FIFO nobody reads is
  *   refused at once, not a hang in cca_create.
+ * - One process per file: a write lock on it (fcntl) before it is emptied;
+ *   a process that finds another's lock is not tracing (logged), so two
+ *   processes with one CCALLOC_TRACE leave one whole trace, not two
+ *   written over each other. The lock goes with the last close.
  * - Costs: unset, one NULL check per call (a->trace); set, one fprintf per
  *   event under the trace lock, one fflush per mark.
  */
@@ -59,6 +63,7 @@
 #include "ccai_trace_limits.h" /* common/: the reader's limits too */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio_ext.h> /* __fpurge, __fpending */
 #include <stdlib.h>
@@ -132,6 +137,28 @@ __attribute__((format(printf, 2, 3))) static void put_line(ccai_trace *t, const 
 
 /* CCALLOC_TRACE made absolute against the working directory (malloc'd;
  * NULL when host memory or the directory's name cannot be had). */
+/* The file, opened for one process only: a write lock on the whole file
+ * (fcntl's record lock: a process's own, not inherited by fork()) taken
+ * before it is emptied, so that a second process with the same
+ * CCALLOC_TRACE (a child forked before the opening, workers started with
+ * one environment) is refused rather than writing over the first's lines.
+ * A file that takes no lock (ENOLCK, some filesystems) is written as
+ * before. NULL with errno (EAGAIN: another process holds it). */
+static FILE *open_for_this_process(const char *path, bool append) {
+    FILE *f = ccai_fopen_nowait(path, 1); /* not truncated before the lock is ours */
+    if (!f)
+        return NULL;
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fileno(f), F_SETLK, &lock) != 0 && (errno == EAGAIN || errno == EACCES)) {
+        fclose(f);
+        errno = EAGAIN;
+        return NULL;
+    }
+    if (!append)
+        (void)!ftruncate(fileno(f), 0); /* a pipe or a device: nothing to empty */
+    return f;
+}
+
 static char *absolute_path(const char *path) {
     if (path[0] == '/')
         return strdup(path);
@@ -178,11 +205,12 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
     if (!t->f) {
         if (t->path) /* the file of the first opening, whatever chdir or setenv did since */
             path = t->path;
-        t->f = ccai_fopen_nowait(path, t->opened_before);
+        t->f = open_for_this_process(path, t->opened_before);
         if (!t->f) {
             int e = errno;
             pthread_mutex_unlock(&trace_lock);
-            ccai_log("CCALLOC_TRACE: not tracing: cannot open for writing (%s): '%s'", ccai_open_strerror(e), path);
+            ccai_log("CCALLOC_TRACE: not tracing: cannot open for writing (%s): '%s'",
+                     e == EAGAIN ? "another process is recording to it" : ccai_open_strerror(e), path);
             return NULL;
         }
         if (!t->path) /* NULL (no memory, no working directory): the value as given next time too */

@@ -1,7 +1,9 @@
 /*
  * test_trace_hostile.c — allocator/src/support/trace.c: CCALLOC_TRACE naming what
  * is not a plain writable file: a directory, a path too long for the
- * system, a symlink, an empty value; and several allocators on threads of
+ * system, a symlink, an empty value, a file another process records to;
+ * a relative path after a chdir, a file removed between sections, a
+ * recording a full disk stopped; and several allocators on threads of
  * their own recording to the one trace at once. cca_create must never fail
  * or wait for the trace, and a trace it cannot open is one clear log line
  * that says why. (A FIFO with no reader and /dev/full: test_trace.c.)
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -324,4 +327,45 @@ Test(trace_hostile, a_recording_a_full_disk_stopped_is_not_opened_again) {
     tu_teardown(a, u);
     cca_set_log_callback(NULL, NULL);
     cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
+}
+
+/* A file another process is recording to (a child forked before the
+ * trace was opened, holding it open): the parent's allocator is not
+ * tracing, and the one log line says why; the child's trace is left whole. */
+Test(trace_hostile, a_file_another_process_records_to_is_refused_with_the_reason) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/held.csv", dir);
+    cr_assert_eq(setenv("CCALLOC_TRACE", file, 1), 0);
+    int opened[2], done[2];
+    cr_assert_eq(pipe(opened), 0);
+    cr_assert_eq(pipe(done), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    char c = 'x';
+    if (pid == 0) {
+        cca_upstream *u;
+        cca_allocator *a;
+        if (cca_upstream_host_create(64 * MiB, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK ||
+            cca_trace_mark(a, "child") != CCA_OK || write(opened[1], &c, 1) != 1 || read(done[0], &c, 1) != 1)
+            _exit(1);
+        cca_destroy(a);
+        cca_upstream_destroy(u);
+        _exit(0);
+    }
+    cr_assert_eq(read(opened[0], &c, 1), 1);
+    tu_log_capture log = {0};
+    create_and_use(file, &log);
+    cr_assert_eq(write(done[1], &c, 1), 1);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "not tracing") && strstr(log.last, "another process is recording to it") &&
+                  strstr(log.last, file),
+              "%s", log.last);
+    char *text = read_file(file);
+    cr_assert(strncmp(text, "# ccalloc trace v3\n", 19) == 0 && strstr(text, ",mark,0,0,0,0,child\n") &&
+                  !strstr(text, ",m\n"),
+              "%s", text);
+    free(text);
 }

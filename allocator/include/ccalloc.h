@@ -969,9 +969,12 @@ void cca_get_stats(const cca_allocator *a, cca_stats *s);
 void cca_reset_peak_stats(cca_allocator *a);
 
 /* Stats as one line of text ("allocated=... reserved=...") and as one JSON
- * object, then a newline.
+ * object, then a newline; s may be any cca_stats (a fragmentation that is
+ * no finite number is JSON's null).
  * Errors (these and every writer below): CCA_ERR_IO when a write or the
- * final flush of f failed (f may hold part of the output).
+ * final flush of f failed (f may hold part of the output), or f's error
+ * indicator was already set (an earlier write failed: stdio keeps it until
+ * clearerr; this call's output may then be whole).
  * Cost: one formatted write and a flush; no lock. */
 cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
@@ -1327,16 +1330,24 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * allocator's events, so that a replay reports reserved memory at each
  * phase; a mark is a checkpoint: the recording is flushed to its file.
  * When the process is not tracing: CCA_OK, no-op. The allocator calls that
- * record events cannot fail for the trace: a recording that could not be
- * written whole is said once in the log, when the last allocator using it
- * is destroyed. CCALLOC_TRACE naming a FIFO that no process reads is
- * refused when the first allocator opens it (logged, not tracing); a pipe
- * whose reader goes away raises SIGPIPE at the next write unless the
- * program ignores it (then the write fails and is said as above).
+ * record events cannot fail for the trace: a write that fails (a full
+ * disk) stops the recording there, the file cut back to its last whole
+ * line so that it reads back up to that point, and is said once in the
+ * log, when the last allocator using it is destroyed; no later section is
+ * opened. The file is the one CCALLOC_TRACE named at the first opening
+ * (relative: to the working directory then): later sections go to it
+ * whatever chdir or setenv did since. A file another process is recording
+ * to (one CCALLOC_TRACE in two processes: it holds a lock on the file) and
+ * a FIFO that no process reads are refused when the first allocator opens
+ * them (logged, not tracing); a pipe whose reader goes away raises
+ * SIGPIPE at the next write unless the program ignores it (then the write
+ * fails and is said as above).
  * Errors: CCA_ERR_INVALID_ARGUMENT for a name that is not 1..CCA_MARK_MAX
  * printable ASCII characters (0x20..0x7e) without ',' or '"'; CCA_ERR_IO
- * when the recording could not be written (a full disk; it is incomplete
- * from some earlier event on).
+ * when the recording could not be written (a full disk; it stopped at the
+ * first failed write, and every later mark of the allocators that were
+ * recording then says so too; an allocator created once they are all
+ * destroyed records nothing, and its marks are no-ops).
  * Cost: the allocator's lock and the trace's lock, one line and a flush. */
 #define CCA_MARK_MAX 63
 cca_status cca_trace_mark(cca_allocator *a, const char *name);

@@ -22,11 +22,13 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -1827,6 +1829,174 @@ Test(recorder, reopened_trace_is_a_new_section_and_reads_back) {
     cr_assert_eq(t.nmarks, 3);
     cr_assert_eq(t.final_live, 1);
     ccb_trace_free(&t);
+}
+
+/* Every name the allocator takes, as a domain's and as a mark's, reads
+ * back as it was written: every allowed character (in windows of 63),
+ * blanks at either end or alone, a leading '#' (a comment at a line's
+ * start), op and header words, a mark's backslash. */
+Test(recorder, every_name_the_allocator_takes_reads_back_as_written) {
+    const char *path = tmp_path("names.csv");
+    setenv("CCALLOC_TRACE", path, 1);
+    static char names[16][64];
+    size_t n = 0;
+    char alphabet[96];
+    size_t k = 0;
+    for (int c = 0x20; c < 0x7f; c++)
+        if (c != '"' && c != '\\' && c != ',')
+            alphabet[k++] = (char)c;
+    alphabet[k] = '\0';
+    for (size_t off = 0; off < k; off += 20)
+        snprintf(names[n++], sizeof names[0], "%.63s", alphabet + off);
+    static const char *const odd[] = {" ", "  x  ", "#", "# ccalloc trace v3", "seq", "alloc", "mark", ":"};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
+        snprintf(names[n++], sizeof names[0], "%s", odd[i]);
+    cca_upstream *u;
+    cca_allocator *a;
+    cr_assert_eq(cca_upstream_host_create((size_t)64 << 20, &u), CCA_OK);
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+    for (size_t i = 0; i < n; i++) {
+        cca_domain *d;
+        void *p;
+        cr_assert_eq(cca_domain_create(a, names[i], &d), CCA_OK, "'%s': %s", names[i], cca_last_error());
+        cr_assert_eq(cca_alloc_in(a, d, 100 + i, NULL, &p), CCA_OK);
+        cr_assert_eq(cca_free(a, p), CCA_OK);
+        cr_assert_eq(cca_trace_mark(a, names[i]), CCA_OK, "'%s': %s", names[i], cca_last_error());
+    }
+    cr_assert_eq(cca_trace_mark(a, "a\\b\\"), CCA_OK); /* a mark may hold a backslash */
+    cr_assert_eq(cca_destroy(a), CCA_OK);
+    cca_upstream_destroy(u);
+    unsetenv("CCALLOC_TRACE");
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.nmarks, n + 1);
+    cr_assert_eq(t.ndomains, n + 1); /* the default domain is number 0 */
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_str_eq(t.marks[i], names[i]);
+        cr_assert_str_eq(ccb_domain_name(&t, (unsigned)i + 1), names[i]);
+    }
+    cr_assert_str_eq(t.marks[n], "a\\b\\");
+    ccb_trace_free(&t);
+}
+
+/* A failure in the forked child (pid 0) is its exit status; in the
+ * parent, the test's. */
+static void give_up(pid_t pid, const char *what) {
+    if (pid == 0)
+        _exit(11);
+    cr_assert_fail("%s: %s", what, cca_last_error());
+}
+
+/* Two processes with one CCALLOC_TRACE (a child forked before the trace
+ * was opened; workers a launcher started with one environment), both
+ * recording at once: the file holds one of them whole, never the two
+ * interleaved (each wrote its own lines over the other's: "expected 6
+ * fields"). */
+Test(recorder, two_processes_recording_to_one_file_leave_one_whole_trace, .timeout = 60) {
+    enum { EVENTS = 20000 };
+    const char *path = tmp_path("two.csv");
+    setenv("CCALLOC_TRACE", path, 1);
+    int opened[2], go[2];
+    cr_assert_eq(pipe(opened), 0);
+    cr_assert_eq(pipe(go), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    cca_upstream *u;
+    cca_allocator *a;
+    if (cca_upstream_host_create((size_t)64 << 20, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK)
+        give_up(pid, "cca_create");
+    char c = 'x';
+    if (pid == 0) { /* both opened before either writes */
+        if (write(opened[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+            _exit(12);
+    } else {
+        cr_assert_eq(read(opened[0], &c, 1), 1);
+        cr_assert_eq(write(go[1], &c, 1), 1);
+    }
+    for (int i = 0; i < EVENTS; i++) {
+        void *p;
+        if (cca_alloc(a, 1 + (size_t)i % (pid ? 3000 : 1777), NULL, &p) != CCA_OK || cca_free(a, p) != CCA_OK)
+            give_up(pid, "cca_alloc");
+        if (i % 1000 == 0)
+            (void)cca_trace_mark(a, pid ? "parent" : "child");
+    }
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+    if (pid == 0)
+        _exit(0);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's status %d", status);
+    unsetenv("CCALLOC_TRACE");
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.allocs, EVENTS, "one process's allocations, whole");
+    cr_assert_eq(t.frees, EVENTS);
+    cr_assert_eq(t.nmarks, EVENTS / 1000);
+    ccb_trace_free(&t);
+}
+
+/* A child records to `path` with files limited to `limit` bytes
+ * (RLIMIT_FSIZE: a write past it fails with EFBIG, as one on a full disk
+ * fails with ENOSPC), marking as it goes. Its exit status: 0 when a mark
+ * said CCA_ERR_IO, else what went wrong. */
+static int record_on_a_disk_of(const char *path, rlim_t limit) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit r = {limit, limit};
+        if (setrlimit(RLIMIT_FSIZE, &r) != 0)
+            _exit(10);
+        setenv("CCALLOC_TRACE", path, 1);
+        cca_upstream *u;
+        cca_allocator *a;
+        if (cca_upstream_host_create((size_t)64 << 20, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK)
+            _exit(11);
+        int io = 0;
+        for (int i = 0; i <= 3000; i++) {
+            void *p;
+            if (cca_alloc(a, 1 + (size_t)i * 7 % 5000, NULL, &p) != CCA_OK || cca_free(a, p) != CCA_OK)
+                _exit(12);
+            if (i % 250 == 0) {
+                cca_status s = cca_trace_mark(a, "phase:fill");
+                if (s != CCA_OK && s != CCA_ERR_IO)
+                    _exit(13);
+                io |= s == CCA_ERR_IO;
+            }
+        }
+        cca_destroy(a);
+        cca_upstream_destroy(u);
+        _exit(io ? 0 : 14);
+    }
+    cr_assert_gt(pid, 0);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+/* A disk that fills mid-run, at any byte (inside the header, a line, at a
+ * buffer's end): the file holds whole lines up to where the recording
+ * stopped, so it reads back, and a mark said CCA_ERR_IO. (The file ended
+ * in a cut line: "expected 6 fields".) */
+Test(recorder, a_disk_that_fills_mid_run_leaves_a_trace_that_reads_back, .timeout = 120) {
+    static const rlim_t limits[] = {30, 74, 100, 1000, 4095, 4096, 4097, 5000, 8191, 8193, 12345, 30000};
+    const char *path = tmp_path("full.csv");
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        unlink(path);
+        int rc = record_on_a_disk_of(path, limits[i]);
+        cr_assert_eq(rc, 0, "limit %lu: the child's status %d", (unsigned long)limits[i], rc);
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0);
+        cr_assert_leq((rlim_t)st.st_size, limits[i]);
+        ccb_trace t;
+        char err[256] = "";
+        cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "limit %lu (%lld bytes written): %s",
+                     (unsigned long)limits[i], (long long)st.st_size, err);
+        cr_assert_lt(t.allocs, 3001);
+        ccb_trace_free(&t);
+    }
 }
 
 Test(recorder, seventy_streams_get_seventy_numbers) {

@@ -34,6 +34,7 @@
 #include "../kinds/pages.h" /* mapped runs of a pages segment */
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,25 +160,30 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
 
 static int write_stats_json(const cca_stats *s, FILE *f) {
     locale_t previous = ccai_numeric_begin(); /* "fragmentation":0.5 whatever the program's locale (config.c) */
+    /* a cca_stats the program made may hold any double: NaN and infinities
+     * have no JSON form ("nan" is not one), so null */
+    char frag[32] = "null";
+    if (isfinite(s->fragmentation))
+        snprintf(frag, sizeof frag, "%.6f", s->fragmentation);
     int n = fprintf(f,
-                   "{\"allocated_bytes\":%zu,\"allocated_bytes_peak\":%zu,\"requested_bytes\":%zu,"
-                   "\"requested_bytes_peak\":%zu,\"reserved_bytes\":%zu,\"reserved_bytes_peak\":%zu,"
-                   "\"active_blocks\":%zu,\"active_blocks_peak\":%zu,\"pending_blocks\":%zu,\"cached_blocks\":%zu,"
-                   "\"cached_bytes\":%zu,\"segments\":%zu,\"segments_peak\":%zu,\"largest_free_block\":%zu,"
-                   "\"alloc_calls\":%" PRIu64 ",\"free_calls\":%" PRIu64 ",\"upstream_allocs\":%" PRIu64
-                   ",\"upstream_frees\":%" PRIu64 ",\"alloc_retries\":%" PRIu64 ",\"ooms\":%" PRIu64
-                   ",\"splits\":%" PRIu64 ",\"merges\":%" PRIu64 ",\"fragmentation\":%.6f,\"page_size\":%zu,"
-                   "\"expandable_segments\":%zu,\"address_space_bytes\":%zu,\"mapped_bytes\":%zu,\"vm_maps\":%" PRIu64
-                   ",\"vm_unmaps\":%" PRIu64 ",\"pages_mapped\":%" PRIu64 ",\"pages_unmapped\":%" PRIu64
-                   ",\"vm_backing\":\"%s\",\"peak_holds\":%" PRIu64 ",\"asleep_domains\":%zu,\"host_bytes\":%zu}",
-                   s->allocated_bytes, s->allocated_bytes_peak, s->requested_bytes, s->requested_bytes_peak,
-                   s->reserved_bytes, s->reserved_bytes_peak, s->active_blocks, s->active_blocks_peak,
-                   s->pending_blocks, s->cached_blocks, s->cached_bytes, s->segments, s->segments_peak,
-                   s->largest_free_block, s->alloc_calls, s->free_calls, s->upstream_allocs, s->upstream_frees,
-                   s->alloc_retries, s->ooms, s->splits, s->merges, s->fragmentation, s->page_size,
-                   s->expandable_segments, s->address_space_bytes, s->mapped_bytes, s->vm_maps, s->vm_unmaps,
-                   s->pages_mapped, s->pages_unmapped, s->vm_backing == CCA_VM_WHOLE_MAPS ? "whole_maps" : "pages",
-                   s->peak_holds, s->asleep_domains, s->host_bytes);
+                    "{\"allocated_bytes\":%zu,\"allocated_bytes_peak\":%zu,\"requested_bytes\":%zu,"
+                    "\"requested_bytes_peak\":%zu,\"reserved_bytes\":%zu,\"reserved_bytes_peak\":%zu,"
+                    "\"active_blocks\":%zu,\"active_blocks_peak\":%zu,\"pending_blocks\":%zu,\"cached_blocks\":%zu,"
+                    "\"cached_bytes\":%zu,\"segments\":%zu,\"segments_peak\":%zu,\"largest_free_block\":%zu,"
+                    "\"alloc_calls\":%" PRIu64 ",\"free_calls\":%" PRIu64 ",\"upstream_allocs\":%" PRIu64
+                    ",\"upstream_frees\":%" PRIu64 ",\"alloc_retries\":%" PRIu64 ",\"ooms\":%" PRIu64
+                    ",\"splits\":%" PRIu64 ",\"merges\":%" PRIu64 ",\"fragmentation\":%s,\"page_size\":%zu,"
+                    "\"expandable_segments\":%zu,\"address_space_bytes\":%zu,\"mapped_bytes\":%zu,\"vm_maps\":%" PRIu64
+                    ",\"vm_unmaps\":%" PRIu64 ",\"pages_mapped\":%" PRIu64 ",\"pages_unmapped\":%" PRIu64
+                    ",\"vm_backing\":\"%s\",\"peak_holds\":%" PRIu64 ",\"asleep_domains\":%zu,\"host_bytes\":%zu}",
+                    s->allocated_bytes, s->allocated_bytes_peak, s->requested_bytes, s->requested_bytes_peak,
+                    s->reserved_bytes, s->reserved_bytes_peak, s->active_blocks, s->active_blocks_peak,
+                    s->pending_blocks, s->cached_blocks, s->cached_bytes, s->segments, s->segments_peak,
+                    s->largest_free_block, s->alloc_calls, s->free_calls, s->upstream_allocs, s->upstream_frees,
+                    s->alloc_retries, s->ooms, s->splits, s->merges, frag, s->page_size, s->expandable_segments,
+                    s->address_space_bytes, s->mapped_bytes, s->vm_maps, s->vm_unmaps, s->pages_mapped,
+                    s->pages_unmapped, s->vm_backing == CCA_VM_WHOLE_MAPS ? "whole_maps" : "pages", s->peak_holds,
+                    s->asleep_domains, s->host_bytes);
     ccai_numeric_end(previous);
     return n;
 }

@@ -26,11 +26,24 @@
  *   set opens the file (truncating) and writes the header; every allocator
  *   writes under one lock (lines never interleave, one `seq`, ids unique);
  *   the last one destroyed closes it; a later one appends a new section.
- * - Write failures: recording calls cannot fail for the trace, so
- *   cca_trace_mark flushes and returns CCA_ERR_IO once any write failed
- *   (and at every later mark); the last close logs it once. Messages name
- *   the path last (a line is cut at 512 bytes, an error at 1024, a path may
- *   be 4096), so what failed and why come first.
+ *   The path is fixed at the first opening (a relative one made absolute
+ *   against the working directory then), so a chdir or a new value of
+ *   CCALLOC_TRACE never splits the trace into files; a file found empty
+ *   (removed or emptied since) gets the header lines again.
+ * - Whole lines only: stdio would write its buffer out wherever it is
+ *   full, mid-line. Each line is formatted first (put_line) and the buffer
+ *   flushed before a line that would not fit (commit), so every write(2)
+ *   ends at a line's end, and `committed` is the file's size after the
+ *   last flush that succeeded.
+ * - Write failures (a full disk): recording calls cannot fail for the
+ *   trace. The first failed flush cuts a regular file back to `committed`
+ *   (what a partial write added goes), and the recording stops there
+ *   (`failed`, `off`: nothing more is written, no later section is
+ *   opened), so the file reads back whole up to the failure.
+ *   cca_trace_mark flushes and returns CCA_ERR_IO from then on; the last
+ *   close logs it once. Messages name the path last (a line is cut at 512
+ *   bytes, an error at 1024, a path may be 4096), so what failed and why
+ *   come first.
  * - fork(): fork.c's handler flushes under the trace's lock before the fork
  *   and detaches the child's copy (`off`: nothing written, a failed
  *   flush's buffer dropped, the file never opened again), so the child's
@@ -38,6 +51,10 @@
  *   trace was opened records nothing.
  * - Opened without waiting (ccai_fopen_nowait): a FIFO nobody reads is
  *   refused at once, not a hang in cca_create.
+ * - One process per file: a write lock on it (fcntl) before it is emptied;
+ *   a process that finds another's lock is not tracing (logged), so two
+ *   processes with one CCALLOC_TRACE leave one whole trace, not two
+ *   written over each other. The lock goes with the last close.
  * - Costs: unset, one NULL check per call (a->trace); set, one fprintf per
  *   event under the trace lock, one fflush per mark.
  */
@@ -46,10 +63,17 @@
 #include "ccai_trace_limits.h" /* common/: the reader's limits too */
 
 #include <errno.h>
-#include <stdio_ext.h> /* __fpurge */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio_ext.h> /* __fpurge, __fpending */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The trace's stdio buffer: one trace per process, so one buffer. Larger
+ * than any line (a mark's or domain's name is 63 characters at most). */
+#define TRACE_BUFFER 8192
+#define TRACE_LINE_MAX 256
 
 typedef struct ccai_trace {
     FILE *f;
@@ -62,9 +86,11 @@ typedef struct ccai_trace {
     unsigned file_domains; /* ... in the file, every section */
     uint64_t sections;     /* column headers written */
     bool opened_before;
-    bool off;    /* nothing more is written: a limit passed, or a forked child's copy */
+    bool off;    /* nothing more is written: a limit passed, a write failed, or a forked child's copy */
+    bool failed; /* a write failed: the file cut back to `committed`, the recording stopped */
     bool forked; /* a forked child's, the file the parent's: never opened again */
-    char *path; /* CCALLOC_TRACE as opened, for messages (malloc'd; NULL: no memory for it) */
+    off_t committed; /* the file's size after the last flush that succeeded; -1: not a regular file */
+    char *path;      /* the file, absolute, fixed at the first opening (malloc'd, kept; NULL: none yet) */
 } ccai_trace;
 
 /* What stopped the recording: "more than <limit> <what>". */
@@ -75,6 +101,77 @@ typedef struct trace_stop {
 
 static ccai_trace the_trace;
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static char trace_buffer[TRACE_BUFFER];
+
+/* Under the lock: write out what stdio holds (whole lines, see put_line).
+ * A flush that failed cuts a regular file back to the end of the last one
+ * that succeeded and stops the recording. False once a write has failed. */
+static bool commit(ccai_trace *t) {
+    if (t->failed)
+        return false;
+    if (fflush(t->f) == 0 && !ferror(t->f)) {
+        if (t->committed >= 0)
+            t->committed = lseek(fileno(t->f), 0, SEEK_CUR);
+        return true;
+    }
+    t->failed = t->off = true;
+    __fpurge(t->f); /* what could not be written goes too */
+    if (t->committed >= 0)
+        (void)!ftruncate(fileno(t->f), t->committed); /* best effort: a file that cannot shrink stays cut */
+    return false;
+}
+
+/* Under the lock, with t->off false: one line, into the buffer whole (a
+ * flush first when it would not fit). */
+__attribute__((format(printf, 2, 3))) static void put_line(ccai_trace *t, const char *fmt, ...) {
+    char line[TRACE_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    ccai_assert(n > 0 && (size_t)n < sizeof line);
+    if (__fpending(t->f) + (size_t)n >= TRACE_BUFFER && !commit(t))
+        return;
+    fputs(line, t->f);
+}
+
+/* CCALLOC_TRACE made absolute against the working directory (malloc'd;
+ * NULL when host memory or the directory's name cannot be had). */
+/* The file, opened for one process only: a write lock on the whole file
+ * (fcntl's record lock: a process's own, not inherited by fork()) taken
+ * before it is emptied, so that a second process with the same
+ * CCALLOC_TRACE (a child forked before the opening, workers started with
+ * one environment) is refused rather than writing over the first's lines.
+ * A file that takes no lock (ENOLCK, some filesystems) is written as
+ * before. NULL with errno (EAGAIN: another process holds it). */
+static FILE *open_for_this_process(const char *path, bool append) {
+    FILE *f = ccai_fopen_nowait(path, 1); /* not truncated before the lock is ours */
+    if (!f)
+        return NULL;
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fileno(f), F_SETLK, &lock) != 0 && (errno == EAGAIN || errno == EACCES)) {
+        fclose(f);
+        errno = EAGAIN;
+        return NULL;
+    }
+    if (!append)
+        (void)!ftruncate(fileno(f), 0); /* a pipe or a device: nothing to empty */
+    return f;
+}
+
+static char *absolute_path(const char *path) {
+    if (path[0] == '/')
+        return strdup(path);
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd)
+        return NULL;
+    size_t n = strlen(cwd) + strlen(path) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", cwd, path);
+    free(cwd);
+    return p;
+}
 
 /* Past a limit, under the lock: nothing more is written. The caller logs
  * the stop (said_stop) once it has released the trace's lock (under an
@@ -106,17 +203,24 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
         return NULL;
     }
     if (!t->f) {
-        t->f = ccai_fopen_nowait(path, t->opened_before);
+        if (t->path) /* the file of the first opening, whatever chdir or setenv did since */
+            path = t->path;
+        t->f = open_for_this_process(path, t->opened_before);
         if (!t->f) {
             int e = errno;
             pthread_mutex_unlock(&trace_lock);
-            ccai_log("CCALLOC_TRACE: not tracing: cannot open for writing (%s): '%s'", ccai_open_strerror(e), path);
+            ccai_log("CCALLOC_TRACE: not tracing: cannot open for writing (%s): '%s'",
+                     e == EAGAIN ? "another process is recording to it" : ccai_open_strerror(e), path);
             return NULL;
         }
-        t->path = strdup(path); /* NULL after the last close */
-        if (!t->opened_before)
-            fprintf(t->f, "# ccalloc trace v3\n# source: pid %ld\n", (long)getpid());
-        fprintf(t->f, "seq,op,id,size,stream,domain,name\n");
+        if (!t->path) /* NULL (no memory, no working directory): the value as given next time too */
+            t->path = absolute_path(path);
+        setvbuf(t->f, trace_buffer, _IOFBF, sizeof trace_buffer);
+        t->committed = lseek(fileno(t->f), 0, SEEK_END); /* -1: a pipe, a terminal: nothing to cut back */
+        if (!t->opened_before || t->committed == 0)      /* removed or emptied since: a trace again */
+            put_line(t, "# ccalloc trace v3\n# source: pid %ld\n", (long)getpid());
+        put_line(t, "seq,op,id,size,stream,domain,name\n");
+        commit(t); /* the header written: a file that fills later reads as a trace */
         t->sections++;
         t->opened_before = true;
         t->seq = 0;
@@ -151,8 +255,8 @@ static trace_stop block_line(ccai_trace *t, const char *op, uint64_t id, size_t 
         return stop(t, "streams in a section", CCAI_TRACE_MAX_STREAM);
     if (id > CCAI_TRACE_MAX_ID)
         return stop(t, "allocations", CCAI_TRACE_MAX_ID);
-    fprintf(t->f, "%llu,%s,%llu,%zu,%d,%u\n", (unsigned long long)t->seq++, op, (unsigned long long)id, size, stream,
-            domain);
+    put_line(t, "%llu,%s,%llu,%zu,%d,%u\n", (unsigned long long)t->seq++, op, (unsigned long long)id, size, stream,
+             domain);
     return (trace_stop){0};
 }
 
@@ -186,9 +290,9 @@ static unsigned long long format_size(size_t size) {
 void ccai_trace_release(struct ccai_trace *t, size_t keep) {
     pthread_mutex_lock(&trace_lock);
     if (!t->off && keep == 0)
-        fprintf(t->f, "%llu,empty_cache,0,0,0,0\n", (unsigned long long)t->seq++);
+        put_line(t, "%llu,empty_cache,0,0,0,0\n", (unsigned long long)t->seq++);
     else if (!t->off)
-        fprintf(t->f, "%llu,trim,0,%llu,0,0\n", (unsigned long long)t->seq++, format_size(keep));
+        put_line(t, "%llu,trim,0,%llu,0,0\n", (unsigned long long)t->seq++, format_size(keep));
     pthread_mutex_unlock(&trace_lock);
 }
 
@@ -201,7 +305,7 @@ unsigned ccai_trace_domain(struct ccai_trace *t, const char *name) {
     } else if (!t->off) {
         t->file_domains++;
         n = ++t->domains;
-        fprintf(t->f, "%llu,domain,0,0,0,%u,%s\n", (unsigned long long)t->seq++, n, name);
+        put_line(t, "%llu,domain,0,0,0,%u,%s\n", (unsigned long long)t->seq++, n, name);
     }
     pthread_mutex_unlock(&trace_lock);
     said_stop(stopped);
@@ -211,8 +315,8 @@ unsigned ccai_trace_domain(struct ccai_trace *t, const char *name) {
 void ccai_trace_domain_event(struct ccai_trace *t, bool reserve, size_t bytes, unsigned domain) {
     pthread_mutex_lock(&trace_lock);
     if (!t->off)
-        fprintf(t->f, "%llu,%s,0,%llu,0,%u\n", (unsigned long long)t->seq++,
-                reserve ? "domain_reserve" : "domain_release", reserve ? format_size(bytes) : 0ull, domain);
+        put_line(t, "%llu,%s,0,%llu,0,%u\n", (unsigned long long)t->seq++,
+                 reserve ? "domain_reserve" : "domain_release", reserve ? format_size(bytes) : 0ull, domain);
     pthread_mutex_unlock(&trace_lock);
 }
 
@@ -238,11 +342,11 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
     if (a->trace) {
         pthread_mutex_lock(&trace_lock);
         if (!a->trace->off) {
-            fprintf(a->trace->f, "%llu,mark,0,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
-            /* a mark is a checkpoint: what came before it is written now,
-             * and a recording that could not be written is said here */
-            written = !ccai_write_failed(a->trace->f);
+            put_line(a->trace, "%llu,mark,0,0,0,0,%s\n", (unsigned long long)a->trace->seq++, name);
+            /* a mark is a checkpoint: what came before it is written now */
+            commit(a->trace);
         }
+        written = !a->trace->failed; /* a recording that could not be written is said here */
         pthread_mutex_unlock(&trace_lock);
     }
     ccai_unlock(a);
@@ -260,25 +364,24 @@ void ccai_trace_close(struct ccai_trace *t) {
         return;
     pthread_mutex_lock(&trace_lock);
     bool failed = false;
-    char *path = NULL; /* the closed file's: a reopening strdups its own */
+    const char *path = NULL;
     if (--t->users == 0) {
-        failed = ccai_write_failed(t->f);
+        failed = !commit(t) && !t->forked; /* a child's copy says nothing of the parent's file */
         failed = fclose(t->f) != 0 || failed;
         t->f = NULL;
-        path = t->path;
-        t->path = NULL;
+        path = t->path; /* kept for the process: read after the unlock */
     }
     pthread_mutex_unlock(&trace_lock);
     if (failed) /* outside the trace lock: a log callback may call back */
-        ccai_log("CCALLOC_TRACE: writing failed, the recording is incomplete: '%s'", path ? path : "");
-    free(path);
+        ccai_log("CCALLOC_TRACE: writing failed, the recording is incomplete (whole lines up to the failure): '%s'",
+                 path ? path : "");
 }
 
 void ccai_trace_fork_lock(bool lock) {
     if (lock) {
         pthread_mutex_lock(&trace_lock);
         if (the_trace.f && !the_trace.off) /* nothing buffered for the child to write again */
-            fflush(the_trace.f);
+            commit(&the_trace);
     } else {
         pthread_mutex_unlock(&trace_lock);
     }
@@ -288,6 +391,9 @@ void ccai_trace_fork_child(void) {
     the_trace.forked = the_trace.opened_before; /* the file is the parent's */
     if (the_trace.f) {
         the_trace.off = true;
-        __fpurge(the_trace.f); /* what a failed flush left: the parent's lines */
+        the_trace.failed = false; /* the parent's to say */
+        the_trace.committed = -1; /* never cut the parent's file */
+        __fpurge(the_trace.f);    /* what a failed flush left: the parent's lines */
+        clearerr(the_trace.f);
     }
 }

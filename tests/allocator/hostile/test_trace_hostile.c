@@ -1,7 +1,9 @@
 /*
  * test_trace_hostile.c — allocator/src/support/trace.c: CCALLOC_TRACE naming what
  * is not a plain writable file: a directory, a path too long for the
- * system, a symlink, an empty value; and several allocators on threads of
+ * system, a symlink, an empty value, a file another process records to;
+ * a relative path after a chdir, a file removed between sections, a
+ * recording a full disk stopped; and several allocators on threads of
  * their own recording to the one trace at once. cca_create must never fail
  * or wait for the trace, and a trace it cannot open is one clear log line
  * that says why. (A FIFO with no reader and /dev/full: test_trace.c.)
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -237,4 +240,132 @@ Test(trace_hostile, allocators_on_threads_write_whole_consistent_lines) {
     cr_assert_eq(allocs, (long)THREADS * ROUNDS);
     cr_assert_eq(frees, allocs);
     cr_assert_eq(marks, (long)THREADS * (ROUNDS / 500));
+}
+
+/* ---- later sections: the same file, whole ----------------------------------- */
+
+/* How many times `what` occurs in text. */
+static int occurrences(const char *text, const char *what) {
+    int n = 0;
+    for (const char *c = strstr(text, what); c; c = strstr(c + 1, what))
+        n++;
+    return n;
+}
+
+/* A relative CCALLOC_TRACE is taken against the working directory of the
+ * first opening, and the path is the process's from then on: an allocator
+ * created after a chdir, or after CCALLOC_TRACE changed, appends its
+ * section to that same file. (It went to a second file, which began with a
+ * column header and no "# ccalloc trace v3" line.) */
+Test(trace_hostile, later_sections_go_to_the_file_first_opened) {
+    char a_dir[96], b_dir[96], first[128], stray[128], other[128], cwd_before[4096];
+    snprintf(a_dir, sizeof a_dir, "%s/a", dir);
+    snprintf(b_dir, sizeof b_dir, "%s/b", dir);
+    snprintf(first, sizeof first, "%s/t.csv", a_dir);
+    snprintf(stray, sizeof stray, "%s/t.csv", b_dir);
+    snprintf(other, sizeof other, "%s/other.csv", dir);
+    cr_assert_eq(mkdir(a_dir, 0700), 0);
+    cr_assert_eq(mkdir(b_dir, 0700), 0);
+    cr_assert_not_null(getcwd(cwd_before, sizeof cwd_before));
+    tu_log_capture log = {0};
+    cr_assert_eq(chdir(a_dir), 0);
+    create_and_use("t.csv", &log);
+    cr_assert_eq(chdir(b_dir), 0);
+    create_and_use("t.csv", &log);
+    create_and_use(other, &log);
+    cr_assert_eq(chdir(cwd_before), 0);
+    cr_assert_eq(log.lines, 0, "%s", log.last);
+    cr_assert_eq(access(stray, F_OK), -1, "a second file after the chdir");
+    cr_assert_eq(access(other, F_OK), -1, "a second file after CCALLOC_TRACE changed");
+    char *text = read_file(first);
+    cr_assert(strncmp(text, "# ccalloc trace v3\n# source: pid ", 33) == 0, "%s", text);
+    cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 3, "%s", text);
+    cr_assert_eq(occurrences(text, ",mark,0,0,0,0,m\n"), 3, "%s", text);
+    free(text);
+}
+
+/* The file removed or emptied between sections: the next section begins
+ * it again with the trace's header lines, so that it reads as a trace. (It
+ * began with a column header and no "# ccalloc trace v3" line.) */
+Test(trace_hostile, a_file_removed_or_emptied_between_sections_begins_whole) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/r.csv", dir);
+    tu_log_capture log = {0};
+    for (int emptied = 0; emptied < 2; emptied++) {
+        create_and_use(file, &log);
+        cr_assert_eq(emptied ? truncate(file, 0) : unlink(file), 0);
+        create_and_use(file, &log);
+        cr_assert_eq(log.lines, 0, "%s", log.last);
+        char *text = read_file(file);
+        cr_assert(strncmp(text, "# ccalloc trace v3\n# source: pid ", 33) == 0, "%s: %s",
+                  emptied ? "emptied" : "removed", text);
+        cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 1, "%s", text);
+        cr_assert_eq(occurrences(text, "# ccalloc trace v3\n"), 1, "%s", text);
+        free(text);
+    }
+}
+
+/* A recording stopped by a failed write stays stopped: an allocator
+ * created once every allocator that was recording is destroyed records
+ * nothing and says nothing, and its marks are no-ops (the header's words
+ * on CCA_ERR_IO). */
+Test(trace_hostile, a_recording_a_full_disk_stopped_is_not_opened_again) {
+    cr_assert_eq(setenv("CCALLOC_TRACE", "/dev/full", 1), 0);
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    cr_assert_eq(cca_trace_mark(a, "m"), CCA_ERR_IO);
+    cr_assert_eq(cca_trace_mark(a, "again"), CCA_ERR_IO, "every later mark says so");
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    tu_teardown(a, u);
+    cr_assert_eq(log.lines, 1, "the close says it once");
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    void *p = tu_alloc(a, 100, NULL);
+    tu_free(a, p);
+    cr_assert_eq(cca_trace_mark(a, "m"), CCA_OK, "%s", cca_last_error());
+    tu_teardown(a, u);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
+}
+
+/* A file another process is recording to (a child forked before the
+ * trace was opened, holding it open): the parent's allocator is not
+ * tracing, and the one log line says why; the child's trace is left whole. */
+Test(trace_hostile, a_file_another_process_records_to_is_refused_with_the_reason) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/held.csv", dir);
+    cr_assert_eq(setenv("CCALLOC_TRACE", file, 1), 0);
+    int opened[2], done[2];
+    cr_assert_eq(pipe(opened), 0);
+    cr_assert_eq(pipe(done), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    char c = 'x';
+    if (pid == 0) {
+        cca_upstream *u;
+        cca_allocator *a;
+        if (cca_upstream_host_create(64 * MiB, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK ||
+            cca_trace_mark(a, "child") != CCA_OK || write(opened[1], &c, 1) != 1 || read(done[0], &c, 1) != 1)
+            _exit(1);
+        cca_destroy(a);
+        cca_upstream_destroy(u);
+        _exit(0);
+    }
+    cr_assert_eq(read(opened[0], &c, 1), 1);
+    tu_log_capture log = {0};
+    create_and_use(file, &log);
+    cr_assert_eq(write(done[1], &c, 1), 1);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "not tracing") && strstr(log.last, "another process is recording to it") &&
+                  strstr(log.last, file),
+              "%s", log.last);
+    char *text = read_file(file);
+    cr_assert(strncmp(text, "# ccalloc trace v3\n", 19) == 0 && strstr(text, ",mark,0,0,0,0,child\n") &&
+                  !strstr(text, ",m\n"),
+              "%s", text);
+    free(text);
 }

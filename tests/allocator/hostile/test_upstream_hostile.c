@@ -636,6 +636,23 @@ static void re_snapshot(hostile *h) {
     save_inner(h, cca_write_snapshot_json(h->a, f));
     fclose(f);
 }
+static void re_snapshot_torch(hostile *h) {
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    save_inner(h, cca_write_snapshot_torch(h->a, 0, f));
+    cr_assert_eq(ftell(f), 0, "nothing written");
+    fclose(f);
+}
+static void re_domain_stats(hostile *h) {
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    save_inner(h, cca_domain_stats_write_json(h->a, f));
+    cr_assert_eq(ftell(f), 0, "nothing written");
+    fclose(f);
+}
+static void re_mark(hostile *h) {
+    save_inner(h, cca_trace_mark(h->a, "inner"));
+}
 
 typedef struct reentry_case {
     const char *name;
@@ -706,6 +723,9 @@ static const reentry_case reentry_cases[] = {
     {"cca_destroy in alloc", OP_ALLOC, re_destroy, "expandable:0"},
     {"cca_domain_create in alloc", OP_ALLOC, re_domain, "expandable:0"},
     {"cca_write_snapshot_json in alloc", OP_ALLOC, re_snapshot, "expandable:0"},
+    {"cca_write_snapshot_torch in alloc", OP_ALLOC, re_snapshot_torch, "expandable:0"},
+    {"cca_domain_stats_write_json in vm_map", OP_MAP, re_domain_stats, "expandable:1"},
+    {"cca_trace_mark in alloc", OP_ALLOC, re_mark, "expandable:0"},
     {"cca_check_invariants in mem_info", OP_MEM_INFO, re_check, "expandable:1"},
     {"cca_alloc in free", OP_FREE, re_alloc, "expandable:0"},
     {"cca_trim in synchronize", OP_SYNC, re_trim, "expandable:0"},

@@ -2,8 +2,9 @@
  * test_writers_hostile.c — allocator/src/support/snapshot_torch.c, stats.c: the recorders and writers under hostile
  * conditions: snapshots of allocators with tens of thousands of segments
  * (time, memory, and output that tests/support/pickle_read.c and cJSON accept), the
- * history ring at its limits as the pickle's device trace shows it, and
- * snapshots taken while other threads allocate.
+ * history ring at its limits as the pickle's device trace shows it,
+ * snapshots taken while other threads allocate, and every writer called
+ * from the log line of an OOM.
  *
  * Criterion runs each test in its own process.
  */
@@ -438,4 +439,73 @@ Test(writers_hostile, a_stalled_torch_writer_blocks_nobody, .timeout = 60) {
 
 Test(writers_hostile, a_stalled_domain_stats_writer_blocks_nobody, .timeout = 60) {
     a_stalled_writer_blocks_nobody(W_DOMAINS);
+}
+
+/* ---- from inside a log callback ------------------------------------------- */
+
+/* The OOM report is a log line the allocator writes after its unlock
+ * (ccai_log_hold): a sink may take a snapshot of that very allocator, as
+ * a program that dumps its state on OOM would. Every writer succeeds there
+ * and its output parses; the allocator goes on. */
+typedef struct dump_on_oom {
+    cca_allocator *a;
+    bool dumped;
+    cca_status st[5];
+    mem_out out[5];
+} dump_on_oom;
+
+static void dump_sink(void *arg, const char *line) {
+    dump_on_oom *d = arg;
+    if (d->dumped || !strstr(line, "out of memory"))
+        return;
+    d->dumped = true;
+    cca_stats s;
+    cca_get_stats(d->a, &s);
+    for (int w = 0; w < 5; w++) {
+        FILE *f = open_memstream(&d->out[w].buf, &d->out[w].len);
+        if (!f)
+            abort(); /* no Criterion assertion inside a sink: the test checks st[] */
+        d->st[w] = w == 0   ? cca_write_snapshot_json(d->a, f)
+                   : w == 1 ? cca_write_snapshot_torch(d->a, 0, f)
+                   : w == 2 ? cca_domain_stats_write_json(d->a, f)
+                   : w == 3 ? cca_stats_write_json(&s, f)
+                            : cca_trace_mark(d->a, "oom");
+        fclose(f);
+    }
+}
+
+Test(writers_hostile, every_writer_works_from_the_oom_log_line) {
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, "history:16", &u, &a);
+    cca_domain *dom;
+    cr_assert_eq(cca_domain_create(a, "model a", &dom), CCA_OK);
+    void *p = tu_alloc(a, 5000, NULL), *q;
+    cr_assert_eq(cca_alloc_in(a, dom, 3 * MiB, NULL, &q), CCA_OK);
+    dump_on_oom d = {.a = a};
+    cca_set_log_callback(dump_sink, &d);
+    void *big = NULL;
+    cr_assert_eq(cca_alloc(a, 60 * MiB, NULL, &big), CCA_ERR_OUT_OF_MEMORY);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert(d.dumped, "no OOM line");
+    for (int w = 0; w < 5; w++)
+        cr_assert_eq(d.st[w], CCA_OK, "writer %d from the sink: %s", w, cca_status_string(d.st[w]));
+    for (int w = 0; w < 4; w++) {
+        if (w == 1) {
+            pr_value *v = read_pickle(&d.out[1]);
+            cr_assert_not_null(pr_get(v, "segments"));
+            pr_free(v);
+        } else {
+            cJSON *json = cJSON_Parse(d.out[w].buf);
+            cr_assert_not_null(json, "writer %d: not JSON: %s", w, d.out[w].buf);
+            cJSON_Delete(json);
+        }
+    }
+    for (int w = 0; w < 5; w++)
+        free(d.out[w].buf);
+    tu_check(a);
+    tu_free(a, p);
+    tu_free(a, q);
+    cr_assert_eq(cca_domain_destroy(a, dom, 0, NULL), CCA_OK);
+    tu_teardown(a, u);
 }

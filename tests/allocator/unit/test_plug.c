@@ -528,7 +528,7 @@ Test(plug, hostile_conf_texts) {
                          "small_max:4M", "policy:greedy,greedy_fraction:1.5",
                          "max_split:1M", "policy"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        cr_assert_neq(cca_plug_configure("host:8M", bad[i]), CCA_OK, "'%s' accepted", bad[i]);
+        cr_assert_eq(cca_plug_configure("host:8M", bad[i]), CCA_ERR_CONFIG, "'%s': %s", bad[i], cca_last_error());
     /* a bad CCALLOC_CONF is logged and the defaults kept (as cca_create does) */
     setenv("CCALLOC_CONF", "policy:bogus", 1);
     cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK);
@@ -540,6 +540,33 @@ Test(plug, hostile_conf_texts) {
     cr_assert_eq(cca_get_config(plug_allocator(0), &c), CCA_OK);
     cr_assert_eq(memcmp(&c, &d, sizeof c), 0);
     cca_plug_free(p, 4096, 0, NULL);
+}
+
+/* "Replaces any earlier configure", and a refused one changes nothing
+ * (CCA_ERR_CONFIG, a config text cca_config_validate refuses included);
+ * configure(NULL, NULL) goes back to the environment, as at load. */
+Test(plug, configure_replaces_the_last_one_and_a_refused_one_changes_nothing) {
+    cr_assert_eq(cca_plug_configure("host:8M", "max_reserved:4M"), CCA_OK);
+    cr_assert_eq(cca_plug_configure("host:16M:2", "max_reserved:6M"), CCA_OK);
+    cr_assert_eq(cca_plug_configure("host:8M", "small_max:4M"), CCA_ERR_CONFIG, "small_max above small_segment");
+    cr_assert_eq(cca_plug_configure("host:8M:0", NULL), CCA_ERR_CONFIG);
+    void *p = cca_plug_alloc(4096, 1, NULL);
+    cr_assert_not_null(p, "host:16M:2 is in force: %s", cca_last_error());
+    cca_config c;
+    cr_assert_eq(cca_get_config(plug_allocator(1), &c), CCA_OK);
+    cr_assert_eq(c.max_reserved, 6 * MiB);
+    cca_plug_free(p, 4096, 1, NULL);
+    cr_assert_eq(cca_plug_reset(), CCA_OK);
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:8M", 1);
+    setenv("CCALLOC_CONF", "max_reserved:2M", 1);
+    cr_assert_eq(cca_plug_configure("host:16M:2", "max_reserved:6M"), CCA_OK);
+    cr_assert_eq(cca_plug_configure(NULL, NULL), CCA_OK);
+    cr_assert_eq(cca_get_config(plug_allocator(0), &c), CCA_OK);
+    cr_assert_eq(c.max_reserved, 2 * MiB, "CCALLOC_CONF in force");
+    cca_allocator *a = (cca_allocator *)1;
+    cr_assert_eq(cca_plug_get_allocator(1, &a), CCA_ERR_INVALID_ARGUMENT, "CCALLOC_PLUG_UPSTREAM's one device");
+    cr_assert_null(a);
+    cr_assert_not_null(strstr(cca_last_error(), "simulated device 1 not in [0, 1)"), "%s", cca_last_error());
 }
 
 /* A capacity the parser takes but the simulated device refuses (more than

@@ -12,7 +12,9 @@
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <locale.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -312,6 +314,68 @@ Test(stats, writers_report_bad_arguments_and_write_errors) {
     cr_assert_eq(cca_write_snapshot_json(a, ro), CCA_ERR_IO);
     fclose(ro);
     tu_check(a);
+}
+
+/* cca_stats_write_json takes any cca_stats, not only cca_get_stats's (a
+ * program's difference of two, a zeroed one it fills): a fragmentation
+ * that is no finite number is written as null, so the line stays JSON
+ * (printf's "nan" and "inf" are not). Every other field is an integer. */
+Test(stats, a_fragmentation_that_is_no_number_is_written_as_null) {
+    cca_stats s = tu_stats(a);
+    const double odd[] = {NAN, -NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        s.fragmentation = odd[i];
+        char *text = capture_output(write_stats_json, &s);
+        cJSON *json = cJSON_Parse(text);
+        cr_assert_not_null(json, "not JSON: %s", text);
+        cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(json, "fragmentation")), "%s", text);
+        cJSON_Delete(json);
+        free(text);
+    }
+    s.fragmentation = 0.25; /* a number as ever */
+    char *text = capture_output(write_stats_json, &s);
+    cr_assert(strstr(text, "\"fragmentation\":0.250000,"), "%s", text);
+    free(text);
+}
+
+/* A sink whose first write fails and every later one succeeds (a disk
+ * that was full and is not any more): *cookie counts the bytes taken. */
+static ssize_t fails_once(void *cookie, const char *buf, size_t n) {
+    (void)buf;
+    size_t *taken = cookie;
+    if (*taken == SIZE_MAX) {
+        *taken = 0;
+        errno = ENOSPC;
+        return -1;
+    }
+    *taken += n;
+    return (ssize_t)n;
+}
+
+/* A FILE whose error indicator an earlier write set: every writer says
+ * CCA_ERR_IO though all of its own output went through (stdio's indicator
+ * sticks until clearerr), as the header says; after clearerr, CCA_OK. */
+Test(stats, writers_report_a_file_already_in_error_until_clearerr) {
+    cca_stats s = tu_stats(a);
+    size_t taken = SIZE_MAX;
+    FILE *f = fopencookie(&taken, "w", (cookie_io_functions_t){.write = fails_once});
+    cr_assert_not_null(f);
+    fputs("x", f);
+    cr_assert_neq(fflush(f), 0);
+    cr_assert(ferror(f));
+    cr_assert_eq(cca_stats_write_json(&s, f), CCA_ERR_IO);
+    cr_assert_gt(taken, 0, "the output went through");
+    cr_assert_eq(cca_stats_print(&s, f), CCA_ERR_IO);
+    cr_assert_eq(cca_write_snapshot_json(a, f), CCA_ERR_IO);
+    cr_assert_eq(cca_domain_stats_write_json(a, f), CCA_ERR_IO);
+    cr_assert_eq(cca_write_snapshot_torch(a, 0, f), CCA_ERR_IO);
+    clearerr(f);
+    cr_assert_eq(cca_stats_write_json(&s, f), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_stats_print(&s, f), CCA_OK);
+    cr_assert_eq(cca_write_snapshot_json(a, f), CCA_OK);
+    cr_assert_eq(cca_domain_stats_write_json(a, f), CCA_OK);
+    cr_assert_eq(cca_write_snapshot_torch(a, 0, f), CCA_OK);
+    fclose(f);
 }
 
 Test(stats, status_strings_name_every_code) {

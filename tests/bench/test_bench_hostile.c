@@ -2184,6 +2184,45 @@ static void end_recording(cca_upstream *u) {
     unsetenv("CCALLOC_TRACE");
 }
 
+/* Only a regular file is locked against a second recording process: a
+ * device (/dev/null to time tracing's cost, /dev/stderr on a terminal)
+ * is never truncated, so two processes tracing to it both record, and
+ * neither is told "another process is recording to it" (a lock on a
+ * device holds as on a file: the second was refused). */
+Test(recorder, two_processes_record_to_one_device, .timeout = 60) {
+    int opened[2], done[2];
+    cr_assert_eq(pipe(opened), 0);
+    cr_assert_eq(pipe(done), 0);
+    setenv("CCALLOC_TRACE", "/dev/null", 1);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* records, and holds the device open until the parent has opened it too */
+        cca_upstream *u;
+        cca_allocator *a;
+        char c = 'x';
+        if (cca_upstream_host_create((size_t)16 << 20, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK)
+            _exit(11);
+        if (write(opened[1], &c, 1) != 1 || read(done[0], &c, 1) != 1)
+            _exit(12);
+        cca_destroy(a);
+        cca_upstream_destroy(u);
+        _exit(0);
+    }
+    char c;
+    cr_assert_eq(read(opened[0], &c, 1), 1);
+    cca_upstream *u = begin_recording("/dev/null");
+    cca_allocator *a;
+    cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
+    cr_expect_eq(stop_lines, 0, "the second process is refused: %s", stop_line);
+    cr_expect_eq(cca_trace_mark(a, "second"), CCA_OK);
+    cca_destroy(a);
+    cr_assert_eq(write(done[1], "x", 1), 1);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's status %d", status);
+    end_recording(u);
+}
+
 static void load_ok(ccb_trace *t, const char *path) {
     char err[512];
     ccb_trace_init(t, "limits");

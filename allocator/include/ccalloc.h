@@ -1336,8 +1336,9 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * log, when the last allocator using it is destroyed; no later section is
  * opened. The file is the one CCALLOC_TRACE named at the first opening
  * (relative: to the working directory then): later sections go to it
- * whatever chdir or setenv did since. A file another process is recording
- * to (one CCALLOC_TRACE in two processes: it holds a lock on the file) and
+ * whatever chdir or setenv did since. A regular file another process is
+ * recording to (one CCALLOC_TRACE in two processes: it holds a lock on the
+ * file; a device such as /dev/null is shared, never locked) and
  * a FIFO that no process reads are refused when the first allocator opens
  * them (logged, not tracing); a pipe whose reader goes away raises
  * SIGPIPE at the next write unless the program ignores it (then the write

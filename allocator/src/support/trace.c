@@ -29,7 +29,9 @@
  *   The path is fixed at the first opening (a relative one made absolute
  *   against the working directory then), so a chdir or a new value of
  *   CCALLOC_TRACE never splits the trace into files; a file found empty
- *   (removed or emptied since) gets the header lines again.
+ *   (removed or emptied since) gets the header lines again. A regular
+ *   file is one process's: a write lock taken before emptying it refuses a
+ *   second process (open_for_this_process); a device or pipe is shared.
  * - Whole lines only: stdio would write its buffer out wherever it is
  *   full, mid-line. Each line is formatted first (put_line) and the buffer
  *   flushed before a line that would not fit (commit), so every write(2)
@@ -68,6 +70,7 @@
 #include <stdio_ext.h> /* __fpurge, __fpending */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The trace's stdio buffer: one trace per process, so one buffer. Larger
@@ -135,19 +138,22 @@ __attribute__((format(printf, 2, 3))) static void put_line(ccai_trace *t, const 
     fputs(line, t->f);
 }
 
-/* CCALLOC_TRACE made absolute against the working directory (malloc'd;
- * NULL when host memory or the directory's name cannot be had). */
-/* The file, opened for one process only: a write lock on the whole file
- * (fcntl's record lock: a process's own, not inherited by fork()) taken
- * before it is emptied, so that a second process with the same
- * CCALLOC_TRACE (a child forked before the opening, workers started with
- * one environment) is refused rather than writing over the first's lines.
- * A file that takes no lock (ENOLCK, some filesystems) is written as
- * before. NULL with errno (EAGAIN: another process holds it). */
+/* The file, opened for one process only: a regular file gets a write
+ * lock on the whole of it (fcntl's record lock: a process's own, not
+ * inherited by fork()) taken before it is emptied, so that a second
+ * process with the same CCALLOC_TRACE (a child forked before the opening,
+ * workers started with one environment) is refused rather than writing
+ * over the first's lines. A device or a pipe (/dev/null, /dev/stderr) is
+ * never emptied, so it takes no lock: every process writes its own lines
+ * to it. A file that takes no lock (ENOLCK, some filesystems) is written
+ * as before. NULL with errno (EAGAIN: another process holds it). */
 static FILE *open_for_this_process(const char *path, bool append) {
     FILE *f = ccai_fopen_nowait(path, 1); /* not truncated before the lock is ours */
     if (!f)
         return NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
+        return f;
     struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
     if (fcntl(fileno(f), F_SETLK, &lock) != 0 && (errno == EAGAIN || errno == EACCES)) {
         fclose(f);
@@ -155,10 +161,12 @@ static FILE *open_for_this_process(const char *path, bool append) {
         return NULL;
     }
     if (!append)
-        (void)!ftruncate(fileno(f), 0); /* a pipe or a device: nothing to empty */
+        (void)!ftruncate(fileno(f), 0);
     return f;
 }
 
+/* CCALLOC_TRACE made absolute against the working directory (malloc'd;
+ * NULL when host memory or the directory's name cannot be had). */
 static char *absolute_path(const char *path) {
     if (path[0] == '/')
         return strdup(path);

@@ -614,3 +614,23 @@ Test(runtime_loader, a_saved_file_starts_its_data_8_aligned) {
     unlink(path);
     ccr_engine_destroy(e);
 }
+
+/* cJSON keeps a repeated key; Python's json and the safetensors crate keep
+ * the last. A layer list given twice (or a second __metadata__) would read
+ * as one model here and another there: refused, as a tensor name twice is. */
+Test(runtime_loader, a_layer_list_given_twice_is_refused) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    cr_expect_eq(load_header(e, "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x1\",\"ccr.mlp\":\"mlp:2x1:relu\"}," TINY_TENSORS(
+                                    "F32")),
+                 CCR_ERR_FORMAT, "%s", ccr_last_error());
+    cr_expect_str_eq(ccr_last_error(), "mem: __metadata__ key 'ccr.mlp' appears twice");
+    cr_expect_eq(load_header(e, TINY_META "\"__metadata__\":{\"ccr.mlp\":\"mlp:9x9\"}," TINY_TENSORS("F32")),
+                 CCR_ERR_FORMAT, "%s", ccr_last_error());
+    cr_expect_str_eq(ccr_last_error(), "mem: __metadata__ appears twice");
+    /* other keys are not read: a repeat of one is not refused */
+    cr_expect_eq(load_header(e, "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x1\",\"x\":\"a\",\"x\":\"b\"}," TINY_TENSORS(
+                                    "F32")),
+                 CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}

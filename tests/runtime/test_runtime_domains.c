@@ -549,6 +549,29 @@ Test(runtime_domains, a_footprint_for_other_layers_is_not_used_and_is_replaced) 
     rmdir(tmpdir);
 }
 
+/* The footprint's batch is the largest a load ran, not its last. */
+Test(runtime_domains, the_footprint_keeps_the_largest_batch_of_one_load) {
+    make_tmpdir();
+    const char *path = model_file("l.safetensors", "mlp:64x128x10:relu:softmax");
+    char side[300], text[512], want[512];
+    snprintf(side, sizeof side, "%s.ccfoot", path);
+    ccr_engine *e = engine_with(64 * MiB, NULL, 1);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    free(outputs_of(m, 8));
+    free(outputs_of(m, 2));
+    ccr_unload_info u;
+    cr_assert_eq(ccr_model_release(m, &u), CCR_OK, "%s", ccr_last_error());
+    snprintf(want, sizeof want, "ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak %zu\n",
+             u.reserved_peak);
+    read_small_text(side, text, sizeof text);
+    cr_expect_str_eq(text, want);
+    ccr_engine_destroy(e);
+    unlink(side);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
 /* A spec is no path: with sidecars on, a spec model reads no "<spec>.ccfoot"
  * (here one of garbage in the working directory). */
 Test(runtime_domains, a_spec_model_reads_no_sidecar) {

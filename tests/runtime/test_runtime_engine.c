@@ -10,9 +10,11 @@
  *     what the model needs (figures documented in docs/release.md);
  *   - the allocator's reserved bytes account for everything the device lost;
  *   - activations are freed as soon as consumed, batch sizes may change;
- *   - spec strings parse strictly; timelines balance alloc/free rows, and
- *     one that could not be written says so at close;
- *   - a batch the device can never hold is refused before anything moves.
+ *   - spec strings parse strictly, their limits exact; timelines balance
+ *     alloc/free rows, and one that could not be written says so at close;
+ *   - a batch the device can never hold is refused before anything moves:
+ *     the check counts a pass's peak, its bound is inclusive, batch 0 is
+ *     refused; one refused memory during the pass names model and batch.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -186,6 +188,28 @@ Test(runtime_engine, activation_too_large_fails_cleanly) {
     ccr_engine_destroy(e);
 }
 
+/* A batch the check lets through can still fail at an allocation (another
+ * tenant holds the device): the message names the model and the batch, and
+ * the pass frees what it took. */
+Test(runtime_engine, a_pass_refused_memory_names_the_model_and_batch) {
+    ccr_engine *e = host_engine(16 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:16x4096x16", &m), CCR_OK, "%s", ccr_last_error());
+    void *tenant = NULL;
+    cr_assert_eq(cca_upstream_alloc(ccr_engine_upstream(e), 14 * MiB, &tenant), CCA_OK);
+    size_t batch = 256; /* a 4 MiB activation: within the device's total, not its free memory */
+    float *x = calloc(batch * 16, sizeof(float)), *y = malloc(batch * 16 * sizeof(float));
+    cr_assert_eq(ccr_model_check_batch(m, batch, NULL), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_run(m, x, batch, y), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(strncmp(ccr_last_error(), "model 'mlp:16x4096x16', batch 256: ", 35) == 0, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), ccr_model_device_bytes(m), "a failed pass must free its activations");
+    cca_upstream_free(ccr_engine_upstream(e), tenant, 14 * MiB);
+    cr_expect_eq(ccr_model_run(m, x, batch, y), CCR_OK, "%s", ccr_last_error());
+    free(x);
+    free(y);
+    ccr_engine_destroy(e);
+}
+
 Test(runtime_engine, spec_strings) {
     ccr_arch a;
     cr_assert_eq(ccr_arch_parse("mlp:784x4096x4096x10:relu:softmax", &a), CCR_OK);
@@ -220,7 +244,8 @@ Test(runtime_engine, spec_strings) {
                                 "mlp:65536x65536",
                                 "mlp:4x4:acts=relu/relu",
                                 "mlp:4x4x4:acts=relu/",
-                                "mlp:1x2:softmax:extra"};
+                                "mlp:1x2:softmax:extra",
+                                "mlp:4x4:abcdefghijklmnop"}; /* 16 characters: parse_act's buffer is 16 */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_expect_eq(ccr_arch_parse(bad[i], &a), CCR_ERR_SPEC, "'%s' accepted", bad[i]);
         cr_expect_neq(ccr_last_error()[0], '\0');
@@ -230,6 +255,54 @@ Test(runtime_engine, spec_strings) {
     cr_expect_eq(ccr_model_load_spec(e, "mlp:64xx10", &m), CCR_ERR_SPEC);
     cr_expect(strstr(ccr_last_error(), "mlp:64xx10") != NULL, "message: %s", ccr_last_error());
     cr_expect_eq(reserved_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* The spec's limits at their exact values: a dimension of 2^24, a layer of
+ * 2^31 weights, 64 layers, a seed of 2^64 - 1 are accepted, one more is not. */
+Test(runtime_engine, spec_limits_are_exact) {
+    ccr_arch a;
+    cr_expect_eq(ccr_arch_parse("mlp:16777216x1", &a), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(a.layers[0].in, (size_t)1 << 24);
+    cr_expect_eq(ccr_arch_parse("mlp:16777217x1", &a), CCR_ERR_SPEC);
+    cr_expect_eq(ccr_arch_parse("mlp:65536x32768", &a), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_arch_parse("mlp:65536x32769", &a), CCR_ERR_SPEC);
+    cr_expect(strstr(ccr_last_error(), "exceeds 2^31 weights") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(ccr_arch_parse("mlp:2x2:seed=18446744073709551615", &a), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(a.seed, UINT64_MAX);
+    cr_expect_eq(ccr_arch_parse("mlp:2x2:seed=18446744073709551616", &a), CCR_ERR_SPEC);
+    char spec[512] = "mlp:2";
+    for (int i = 0; i < CCR_MAX_LAYERS; i++)
+        strcat(spec, "x2");
+    cr_expect_eq(ccr_arch_parse(spec, &a), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(a.n_layers, CCR_MAX_LAYERS);
+    strcat(spec, "x2");
+    cr_expect_eq(ccr_arch_parse(spec, &a), CCR_ERR_SPEC);
+    cr_expect(strstr(ccr_last_error(), "more than 64 layers") != NULL, "%s", ccr_last_error());
+}
+
+/* The activations a batch needs at the peak of a pass, per row: the widest
+ * pair of a layer's input and output, or logits and probabilities. */
+Test(runtime_engine, the_batch_check_counts_the_peak_of_a_pass) {
+    static const struct {
+        const char *spec;
+        size_t floats_per_row;
+    } cases[] = {
+        {"mlp:2x100:softmax", 200},       /* logits and probabilities */
+        {"mlp:2x100:nosoftmax", 102},     /* input and output */
+        {"mlp:50x10x300x4:softmax", 310}, /* the middle layer */
+        {"mlp:400x3:softmax", 403},       /* the first layer */
+    };
+    ccr_engine *e = host_engine(64 * MiB, NULL);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ccr_model *m;
+        cr_assert_eq(ccr_model_load_spec(e, cases[i].spec, &m), CCR_OK, "%s", ccr_last_error());
+        size_t need = 0;
+        cr_assert_eq(ccr_model_check_batch(m, 10, &need), CCR_OK, "%s", ccr_last_error());
+        cr_expect_eq(need, ccr_model_device_bytes(m) + 10 * cases[i].floats_per_row * sizeof(float), "%s",
+                     cases[i].spec);
+        ccr_model_unload(m);
+    }
     ccr_engine_destroy(e);
 }
 
@@ -546,6 +619,30 @@ Test(runtime_engine, batch_too_large_for_the_device_is_refused_up_front) {
         }
         ccr_engine_destroy(e);
     }
+}
+
+/* The check's bound is inclusive: a batch that needs exactly what the
+ * allocator may hold passes, one row more does not; batch 0 is refused by
+ * the check itself (a caller asks it before a run). */
+Test(runtime_engine, the_batch_check_is_exact_at_the_limit) {
+    ccr_engine *e = host_engine(64 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+    size_t need = 1;
+    cr_expect_eq(ccr_model_check_batch(m, 0, &need), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "batch size is 0");
+    cr_expect_eq(need, 0);
+    cr_assert_eq(ccr_model_check_batch(m, 16384, &need), CCR_OK, "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+    char conf[64];
+    snprintf(conf, sizeof conf, "max_reserved:%zu", need);
+    e = host_engine(64 * MiB, conf);
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+    size_t again = 0;
+    cr_expect_eq(ccr_model_check_batch(m, 16384, &again), CCR_OK, "%s: %s", conf, ccr_last_error());
+    cr_expect_eq(again, need);
+    cr_expect_eq(ccr_model_check_batch(m, 16385, &again), CCR_ERR_OUT_OF_MEMORY, "%s", conf);
+    ccr_engine_destroy(e);
 }
 
 /* The allocator decides where blocks go, never what a model computes: the

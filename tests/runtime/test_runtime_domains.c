@@ -11,7 +11,8 @@
  *     leaves memory cached, as before domains;
  *   - a block left live in a model's domain is a leak: the unload reports it
  *     (status, info, warning), releases nothing of the domain, and
- *     ccr_engine_release destroys the domain once the block is freed;
+ *     ccr_engine_release destroys the domain once the block is freed (it
+ *     counts the leaking model, and keeps retrying the domain until then);
  *   - footprint: the second load of a model reserves its first peak up front
  *     and then makes no upstream call during its load and runs, with a peak
  *     no higher; the key keeps the largest batch, the same batch measures
@@ -191,6 +192,34 @@ Test(runtime_domains, a_leak_at_unload_is_reported_and_keeps_the_domain) {
     cca_stats s;
     cca_get_stats(a, &s);
     cr_expect_eq(s.reserved_bytes, 0);
+    ccr_engine_destroy(e);
+}
+
+/* The engine's release counts a model it unloads with a leak; a domain it
+ * cannot destroy yet stays an orphan for the next release, which destroys
+ * it once the block is freed, and the device is back at its baseline. */
+Test(runtime_domains, release_counts_leaks_and_retries_a_kept_domain) {
+    ccr_engine *e = engine_with(64 * MiB, NULL, 0);
+    cca_allocator *a = ccr_engine_allocator(e);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x256x10", &m), CCR_OK, "%s", ccr_last_error());
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(a, ccr_model_domain(m), 3000, NULL, &p), CCA_OK);
+    size_t reserved = dstats(e, m).reserved_bytes;
+    ccr_release_info r;
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.models_unloaded, 1);
+    cr_expect_eq(r.models_leaking, 1);
+    cr_expect_eq(r.domain_bytes_released, 0);
+    cr_expect(warned_about("a leak"), "warnings: %zu '%s'", n_warned, warned[0]);
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.domain_bytes_released, 0, "the block is still live");
+    cr_expect_eq(cca_free(a, p), CCA_OK);
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.models_unloaded, 0);
+    cr_expect_eq(r.models_leaking, 0);
+    cr_expect_eq(r.domain_bytes_released, reserved);
+    cr_expect_eq(r.device_free_after, r.device_free_baseline);
     ccr_engine_destroy(e);
 }
 

@@ -10,6 +10,7 @@
  *     what the model needs (figures documented in docs/release.md);
  *   - the allocator's reserved bytes account for everything the device lost;
  *   - activations are freed as soon as consumed, batch sizes may change;
+ *   - a refused reconfigure keeps the allocator and the models running;
  *   - spec strings parse strictly, their limits exact; timelines balance
  *     alloc/free rows, and one that could not be written says so at close;
  *   - a batch the device can never hold is refused before anything moves:
@@ -368,6 +369,26 @@ Test(runtime_engine, engine_options) {
     cr_expect_eq(ccr_parse_size("1.5G", &sz), CCR_OK);
     cr_expect_eq(sz, 1536 * MiB);
     cr_expect_neq(ccr_parse_size("12Q", &sz), CCR_OK);
+}
+
+/* A reconfigure the allocator refuses (a bad key, or models still loaded)
+ * changes nothing: the engine keeps its allocator and its models run. */
+Test(runtime_engine, a_refused_reconfigure_keeps_the_engine_usable) {
+    ccr_engine *e = host_engine(16 * MiB, "policy:growth");
+    cca_allocator *before = ccr_engine_allocator(e);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:8x4x2:softmax", &m), CCR_OK, "%s", ccr_last_error());
+    float *want = outputs_of(m, 3);
+    cr_expect_eq(ccr_engine_reconfigure(e, "policy:greedy"), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "cannot change the allocator with models loaded");
+    ccr_model_unload(m);
+    cr_expect_eq(ccr_engine_reconfigure(e, "policy:growth,no_such_key:1"), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ccr_last_error(), "no_such_key") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(ccr_engine_allocator(e), before, "the allocator changed");
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:8x4x2:softmax", &m), CCR_OK, "%s", ccr_last_error());
+    expect_same_outputs(m, 3, want, "after a refused reconfigure");
+    free(want);
+    ccr_engine_destroy(e);
 }
 
 /* The page of expandable segments through the engine: ccr_device_open_paged

@@ -12,7 +12,11 @@
  *   - activations are freed as soon as consumed, batch sizes may change;
  *   - a refused reconfigure keeps the allocator and the models running;
  *   - spec strings parse strictly, their limits exact; timelines balance
- *     alloc/free rows, and one that could not be written says so at close;
+ *     alloc/free rows (a free row gives the block's bytes, a run's phase row
+ *     its batch, t_ms counts from the open, a model name stays one CSV
+ *     field), and one that could not be written says so at close;
+ *   - device options the simulated device cannot take are refused by name;
+ *     max_reserved above the device's total is not the limit;
  *   - a batch the device can never hold is refused before anything moves:
  *     the check counts a pass's peak, its bound is inclusive, batch 0 is
  *     refused; one refused memory during the pass names model and batch.
@@ -391,6 +395,31 @@ Test(runtime_engine, a_refused_reconfigure_keeps_the_engine_usable) {
     ccr_engine_destroy(e);
 }
 
+/* max_reserved above the device's total does not raise the limit: the
+ * device's total stays the bound a batch is checked against. */
+Test(runtime_engine, max_reserved_above_the_device_is_not_the_limit) {
+    ccr_engine *e = host_engine(16 * MiB, "max_reserved:1G");
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_check_batch(m, 100000, NULL), CCR_ERR_OUT_OF_MEMORY); /* 24.8 MiB */
+    cr_expect(strstr(ccr_last_error(), "at most 16.00 MiB (16777216 bytes) is available (the device's total)") != NULL,
+              "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+}
+
+/* Opening a device: a capacity of 0 and an unknown backing are the
+ * caller's errors, each said as such. */
+Test(runtime_engine, bad_device_options_are_refused_by_name) {
+    cca_upstream *up = (cca_upstream *)&up;
+    cr_expect_eq(ccr_device_open(CCR_DEVICE_HOST, 0, 0, &up, NULL), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "simulated device capacity is 0");
+    cr_expect_null(up);
+    ccr_device_options o = {CCR_DEVICE_HOST, 0, 16 * MiB, 0, 7};
+    cr_expect_eq(ccr_device_open_with(&o, &up, NULL), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "vm_backing 7 is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)");
+    cr_expect_null(up);
+}
+
 /* The page of expandable segments through the engine: ccr_device_open_paged
  * gives the simulated device that page; a page the library refuses is
  * CCR_ERR_INVALID_ARGUMENT on every kind, never a silent fall-back to the
@@ -519,16 +548,22 @@ static void temp_file(char *path) {
 /* Open a timeline on `path`, load `spec` on a 64 MiB simulated device
  * writing to it, run one batch of 5 when `spec` is given, release and
  * destroy the engine. Returns the timeline, still open. */
-static ccr_timeline *timeline_of_run(const char *path, const char *spec) {
-    ccr_timeline *tl;
-    cr_assert_eq(ccr_timeline_open(path, &tl), CCR_OK, "%s", ccr_last_error());
+/* An engine on a 64 MiB simulated device writing timeline tl. */
+static ccr_engine *timeline_engine(ccr_timeline *tl) {
     ccr_engine_options o;
     ccr_engine_options_default(&o);
     o.device = CCR_DEVICE_HOST;
     o.host_capacity = 64 * MiB;
     o.timeline = tl;
     ccr_engine *e;
-    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK);
+    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
+    return e;
+}
+
+static ccr_timeline *timeline_of_run(const char *path, const char *spec) {
+    ccr_timeline *tl;
+    cr_assert_eq(ccr_timeline_open(path, &tl), CCR_OK, "%s", ccr_last_error());
+    ccr_engine *e = timeline_engine(tl);
     ccr_model *m;
     if (spec) {
         cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
@@ -547,32 +582,73 @@ Test(runtime_engine, timeline_rows_balance) {
     char line[512];
     cr_assert_not_null(fgets(line, sizeof line, f));
     cr_expect_str_eq(line, "t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,fragmentation\n");
-    size_t allocs = 0, frees = 0, phases = 0, last_alloc = 1;
+    size_t allocs = 0, frees = 0, phases = 0, last_alloc = 1, frees_of_nothing = 0, run_tags = 0;
+    double last_t = 0;
     while (fgets(line, sizeof line, f)) {
-        char event[16];
-        double t;
-        cr_assert_eq(sscanf(line, "%lf,%15[^,]", &t, event), 2, "bad row %s", line);
+        char *field[10];
+        size_t cols = 0;
+        field[0] = line;
+        for (char *p = line; *p; p++)
+            if (*p == ',' && ++cols < 10) {
+                *p = '\0';
+                field[cols] = p + 1;
+            }
+        cr_assert_eq(cols, 9, "row at t_ms %s", line);
+        const char *event = field[1];
+        last_t = strtod(field[0], NULL);
         allocs += !strcmp(event, "alloc");
         frees += !strcmp(event, "free");
+        frees_of_nothing += !strcmp(event, "free") && strtoull(field[5], NULL, 10) == 0;
         phases += !strcmp(event, "phase");
-        size_t cols = 0;
-        for (char *p = line; *p; p++)
-            cols += *p == ',';
-        cr_expect_eq(cols, 9, "row %s", line);
-        char *last = strrchr(line, ',');
-        for (int k = 0; k < 3; k++) { /* the allocated column: three commas before the end */
-            *last = '\0';
-            last = strrchr(line, ',');
-        }
-        last_alloc = strtoull(last + 1, NULL, 10);
+        run_tags += !strcmp(event, "phase") && !strcmp(field[4], "batch=5"); /* a run's phase row: its batch */
+        last_alloc = strtoull(field[6], NULL, 10);
     }
     fclose(f);
     unlink(path);
     /* 6 tensors, 1 input, 3 activations, 1 probs: 11 allocs, all freed */
     cr_expect_eq(allocs, 11);
     cr_expect_eq(frees, allocs);
+    cr_expect_eq(frees_of_nothing, 0, "a free row gives the block's bytes");
     cr_expect_geq(phases, 4);
+    cr_expect_eq(run_tags, 1);
     cr_expect_eq(last_alloc, 0);
+    cr_expect_gt(last_t, 0.0, "t_ms counts from the open, below a second too");
+}
+
+/* Model names are written CSV-safe: a path with ',' and '"' keeps every row
+ * at 10 columns, those characters dropped from the model field. */
+Test(runtime_engine, timeline_model_names_stay_one_field) {
+    char path[] = "/tmp/ccr_timeline_XXXXXX", model[96];
+    temp_file(path);
+    snprintf(model, sizeof model, "%s-a,b\"c.safetensors", path);
+    ccr_engine *e = host_engine(16 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:4x2", &m), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(ccr_model_save(m, model), CCR_OK, "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+    ccr_timeline *tl;
+    cr_assert_eq(ccr_timeline_open(path, &tl), CCR_OK, "%s", ccr_last_error());
+    e = timeline_engine(tl);
+    cr_assert_eq(ccr_model_load_file(e, model, &m), CCR_OK, "%s", ccr_last_error());
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+    cr_expect_eq(ccr_timeline_close(tl), CCR_OK, "%s", ccr_last_error());
+    char want[96], line[512];
+    snprintf(want, sizeof want, ",%s-abc.safetensors,", path);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t named = 0;
+    while (fgets(line, sizeof line, f)) {
+        size_t cols = 0;
+        for (char *p = line; *p; p++)
+            cols += *p == ',';
+        cr_expect_eq(cols, 9, "row %s", line);
+        named += strstr(line, want) != NULL;
+    }
+    fclose(f);
+    cr_expect_gt(named, 0, "no row names the model as '%s'", want);
+    unlink(path);
+    unlink(model);
 }
 
 /* A timeline whose rows cannot all be written (a full device) says so at

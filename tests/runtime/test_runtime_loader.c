@@ -14,7 +14,8 @@
  * their exact values (a header of data + 1 MiB, a shape of 8 dimensions),
  * F16/BF16/F64 conversion bit for bit and across read chunks, the binding of
  * tensors to layers (both weight dimensions, a bias's rank, a layer key),
- * and the 8-aligned data of a saved file.
+ * and the 8-aligned data of a saved file; a model without softmax outputs
+ * its logits.
  */
 #include <stdio.h>
 #include <sys/stat.h>
@@ -404,6 +405,21 @@ Test(runtime_loader, nonfinite_weights_are_counted_per_tensor) {
     ccr_model_unload(m);
     cr_expect_eq(ccr_model_nonfinite_weights(NULL), 0);
     cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A model without softmax outputs its logits: y = W x + b, exactly here
+ * (small integers and halves). */
+Test(runtime_loader, a_model_without_softmax_outputs_its_logits) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    float wb[3] = {1.0f, 2.0f, 0.5f}; /* 0.weight [1, 2], 0.bias [1] */
+    ccr_model *m = load_tiny(e, "F32", wb, sizeof wb);
+    cr_expect_not(ccr_model_arch(m)->softmax);
+    float x[4] = {3.0f, 4.0f, -1.0f, 0.25f}, y[2];
+    cr_assert_eq(ccr_model_run(m, x, 2, y), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(y[0], 11.5f);
+    cr_expect_eq(y[1], 0.0f);
+    ccr_model_unload(m);
     ccr_engine_destroy(e);
 }
 

@@ -68,6 +68,17 @@ Test(kernels_common, dims_bound_the_bytes_not_only_the_elements) {
     cr_expect_not(cck_dims_ok(4, 0));
 }
 
+/* Each of a dense layer's three products is bounded: here x (batch·in) and
+ * W (out·in) fit and only y (batch·out) overflows. The pointers are only
+ * compared (y below x and W, so no overlap decides it), never read. */
+Test(kernels_common, dense_args_bound_the_output_too) {
+    const float *x = (const float *)(uintptr_t)0x10000, *w = (const float *)(uintptr_t)0x100000;
+    float *y = (float *)(uintptr_t)0x1000;
+    size_t big = (size_t)1 << 32;
+    cr_expect(cck_dense_args_ok(x, w, NULL, y, 4, 1, 4, CCK_ACT_NONE));
+    cr_expect_not(cck_dense_args_ok(x, w, NULL, y, big, 1, big, CCK_ACT_NONE));
+}
+
 /* ---- softmax ------------------------------------------------------------- */
 
 static double softmax_case(rng *r, size_t rows, size_t cols, float scale, int in_place) {

@@ -486,6 +486,26 @@ Test(runtime_loader, data_offsets_running_backwards_are_out_of_range) {
     ccr_engine_destroy(e);
 }
 
+/* JSON numbers are whole numbers up to 2^53, the last a double holds
+ * exactly: 2^53 is read (and found too large for its bytes), 2^53 + 2 is not
+ * a number the loader takes. */
+Test(runtime_loader, numbers_above_2_to_the_53_are_refused) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    cr_expect_eq(load_header(e, TINY_META "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,9007199254740992],"
+                                          "\"data_offsets\":[0,8]},"
+                                          "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"),
+                 CCR_ERR_FORMAT);
+    cr_expect(strstr(ccr_last_error(), "F32 [1, 9007199254740992] needs 36028797018963968") != NULL, "%s",
+              ccr_last_error());
+    cr_expect_eq(load_header(e, TINY_META "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,9007199254740994],"
+                                          "\"data_offsets\":[0,8]},"
+                                          "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"),
+                 CCR_ERR_FORMAT);
+    cr_expect_str_eq(ccr_last_error(), "mem: tensor '0.weight': shape[1] is not a non-negative integer");
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
 static uint32_t bits_of(float v) {
     uint32_t b;
     memcpy(&b, &v, 4);

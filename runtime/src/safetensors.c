@@ -24,6 +24,10 @@
  *   3. JSON: parsed with cJSON (length-bounded), root must be an object,
  *      followed by nothing but whitespace padding up to N (`{...}GARBAGE` and
  *      `{...}{...}` are refused), __metadata__ must map strings to strings;
+ *      __metadata__ and its CCR_META_KEY each at most once (cJSON keeps
+ *      both copies of a repeated key; Python's json and the safetensors
+ *      crate take the last, so a file repeating the layer list would be
+ *      one model here and another there);
  *   4. each tensor: dtype is a string we can convert (F32, F16, BF16, F64;
  *      known others are CCR_ERR_DTYPE), shape is an array of at most 8
  *      integers, data_offsets is [begin, end] with begin <= end <= data size,
@@ -300,8 +304,13 @@ static ccr_status parse_header(ccr_st_file *s, const char *text, size_t len) {
         st = ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory for %zu tensors", n);
         goto done;
     }
+    int metadata = 0;
     for (const cJSON *c = root->child; c && st == CCR_OK; c = c->next) {
         if (!strcmp(c->string, "__metadata__")) {
+            if (metadata++) {
+                st = ccr_fail(CCR_ERR_FORMAT, "__metadata__ appears twice");
+                break;
+            }
             if (!cJSON_IsObject(c)) {
                 st = ccr_fail(CCR_ERR_FORMAT, "__metadata__ is not a JSON object");
                 break;
@@ -311,7 +320,11 @@ static ccr_status parse_header(ccr_st_file *s, const char *text, size_t len) {
                     st = ccr_fail(CCR_ERR_FORMAT, "__metadata__ value '%s' is not a string", m->string);
                     break;
                 }
-                if (!strcmp(m->string, CCR_META_KEY) && !s->arch_spec) {
+                if (!strcmp(m->string, CCR_META_KEY)) {
+                    if (s->arch_spec) {
+                        st = ccr_fail(CCR_ERR_FORMAT, "__metadata__ key '%s' appears twice", CCR_META_KEY);
+                        break;
+                    }
                     s->arch_spec = strdup(m->valuestring);
                     if (!s->arch_spec)
                         st = ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");

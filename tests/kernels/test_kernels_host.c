@@ -2,7 +2,10 @@
  * test_kernels_host.c — kernels/src/ (host side): the host kernels (softmax_host.c, dense_host.c,
  * gemm_host_blocked.c) against the double references, the vocabulary of
  * common.c, and the argument checks of every CUDA entry point (cuda_api.c),
- * which run the same with or without a GPU.
+ * which run the same with or without a GPU. The blocked GEMM is also checked
+ * for what a tolerance cannot see: cck_dense_host_blocked is its loop bit for
+ * bit (never OpenBLAS), and it reads no row of x past the batch (a guard
+ * page after x).
  *
  * Inputs are random with a fresh seed per test, printed to stderr
  * ("seed=..."); CCK_SEED=<seed> replays a run. Tolerances are those of
@@ -11,6 +14,8 @@
 #include <float.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cck_internal.h"
 #include "exp_host.h"
@@ -50,6 +55,28 @@ Test(kernels_common, activation_parse_rejects_bad_names) {
     cck_activation a;
     cr_assert_eq(cck_activation_parse(NULL, &a), CCK_ERR_INVALID_ARGUMENT);
     cr_assert_eq(cck_activation_parse("relu", NULL), CCK_ERR_INVALID_ARGUMENT);
+}
+
+/* Dimensions are refused when the elements or the bytes (4 per float)
+ * overflow a size_t, at the exact bound. */
+Test(kernels_common, dims_bound_the_bytes_not_only_the_elements) {
+    cr_expect(cck_dims_ok(SIZE_MAX / 16, 4));
+    cr_expect_not(cck_dims_ok(SIZE_MAX / 16 + 1, 4), "4 x (SIZE_MAX/16 + 1) floats fit, their bytes do not");
+    cr_expect(cck_dims_ok(1, SIZE_MAX / 4));
+    cr_expect_not(cck_dims_ok(1, SIZE_MAX / 4 + 1));
+    cr_expect_not(cck_dims_ok(0, 4));
+    cr_expect_not(cck_dims_ok(4, 0));
+}
+
+/* Each of a dense layer's three products is bounded: here x (batch·in) and
+ * W (out·in) fit and only y (batch·out) overflows. The pointers are only
+ * compared (y below x and W, so no overlap decides it), never read. */
+Test(kernels_common, dense_args_bound_the_output_too) {
+    const float *x = (const float *)(uintptr_t)0x10000, *w = (const float *)(uintptr_t)0x100000;
+    float *y = (float *)(uintptr_t)0x1000;
+    size_t big = (size_t)1 << 32;
+    cr_expect(cck_dense_args_ok(x, w, NULL, y, 4, 1, 4, CCK_ACT_NONE));
+    cr_expect_not(cck_dense_args_ok(x, w, NULL, y, big, 1, big, CCK_ACT_NONE));
 }
 
 /* ---- softmax ------------------------------------------------------------- */
@@ -375,6 +402,57 @@ Test(dense_host, matches_reference_on_many_shapes) {
                                        (int)rng_below(&r, 2), (cck_activation)rng_below(&r, 3)));
         }
         fprintf(stderr, "%s: largest error %.3g of sum|x*w|+|b| (tolerance 1.2e-5)\n", dense_impls[impl].name, worst);
+    }
+}
+
+/* cck_dense_host_blocked runs the built-in loop, never OpenBLAS: without a
+ * bias or an activation its output is cck_gemm_host_blocked's, bit for bit
+ * (a sum in another order, OpenBLAS's, differs in the last bits). */
+Test(dense_host, the_blocked_entry_point_runs_the_blocked_loop) {
+    rng r = rng_fresh("dense_host.the_blocked_entry_point_runs_the_blocked_loop");
+    static const size_t shapes[][3] = {{9, 257, 15}, {33, 513, 65}, {64, 1024, 96}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t batch = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+        float *x = xmalloc(batch * in * sizeof *x), *w = xmalloc(out * in * sizeof *w);
+        float *y1 = xmalloc(batch * out * sizeof *y1), *y2 = xmalloc(batch * out * sizeof *y2);
+        fill_uniform(&r, x, batch * in, 1.0f);
+        fill_uniform(&r, w, out * in, 1.0f / sqrtf((float)in));
+        cr_assert_eq(cck_dense_host_blocked(x, w, NULL, y1, batch, in, out, CCK_ACT_NONE), CCK_OK);
+        cck_gemm_host_blocked(x, w, y2, batch, in, out);
+        cr_expect(memcmp(y1, y2, batch * out * sizeof *y1) == 0, "%zux%zux%zu: not the blocked loop's bits", batch, in,
+                  out);
+        free(x), free(w), free(y1), free(y2);
+    }
+}
+
+/* The blocked GEMM works on 4 rows of x at a time; for the last rows of a
+ * batch that is not a multiple of 4 it must read none past the batch: x
+ * ends right before a page that cannot be read. */
+Test(dense_host, the_blocked_gemm_reads_no_row_past_the_batch) {
+    static const size_t shapes[][3] = {{1, 16, 8}, {5, 9, 3}, {7, 300, 9}};
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t batch = shapes[s][0], in = shapes[s][1], out = shapes[s][2], bytes = batch * in * sizeof(float);
+        size_t span = (bytes + page - 1) / page * page;
+        unsigned char *map = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        cr_assert_neq(map, MAP_FAILED);
+        cr_assert_eq(mprotect(map + span, page, PROT_NONE), 0);
+        float *x = (float *)(map + span - bytes), *w = xmalloc(out * in * sizeof *w);
+        float *y = xmalloc(batch * out * sizeof *y);
+        for (size_t i = 0; i < batch * in; i++)
+            x[i] = (float)(i % 7) - 3.0f;
+        for (size_t i = 0; i < out * in; i++)
+            w[i] = (float)(i % 5) - 2.0f;
+        cck_gemm_host_blocked(x, w, y, batch, in, out); /* a read past x faults here */
+        for (size_t r = 0; r < batch; r++)
+            for (size_t o = 0; o < out; o++) {
+                float want = 0.0f; /* small integers: exact in any order */
+                for (size_t k = 0; k < in; k++)
+                    want += x[r * in + k] * w[o * in + k];
+                cr_expect_eq(y[r * out + o], want, "%zux%zux%zu y[%zu][%zu]", batch, in, out, r, o);
+            }
+        free(w), free(y);
+        munmap(map, span + page);
     }
 }
 

@@ -187,6 +187,11 @@ check "--demo on a huge simulated device builds specs within the grammar (no ove
     "'$CCRUN' --demo --device host --capacity 256G --conf max_reserved:64M >'$TMP/dh' 2>&1; test \$? -le 1 && grep -q '  A = mlp:[0-9x]*:relu:softmax:seed=1\$' '$TMP/dh' && ! grep -q 'dimension\\|more than 64' '$TMP/dh'"
 check "CCALLOC_TRACE: the engine's phases are marks, each model a domain released at unload, its release an empty_cache event, in order" sh -c \
     "CCALLOC_TRACE='$TMP/tr.csv' '$CCRUN' --device host --iters 2 'mlp:16x32x4:relu:softmax' 'mlp:8x8:gelu' >/dev/null && grep -q '^# ccalloc trace v3\$' '$TMP/tr.csv' && grep ',mark,\\|,empty_cache,\\|,domain' '$TMP/tr.csv' | cut -d, -f2,6,7 | tr '\n' ' ' | grep -q 'mark,0,load:mlp:16x32x4:relu:softmax domain,1,mlp:16x32x4:relu:softmax mark,0,loaded:mlp:16x32x4:relu:softmax mark,0,run:mlp:16x32x4:relu:softmax .*mark,0,unload:mlp:16x32x4:relu:softmax domain_release,1 .*empty_cache,0 .*mark,0,load:mlp:8x8:gelu domain,2,mlp:8x8:gelu .*mark,0,unload:mlp:8x8:gelu domain_release,2 .*empty_cache,0 ' && test \$(grep -c ',alloc,[0-9]*,[0-9]*,0,1\$' '$TMP/tr.csv') -gt 0 && test \$(grep -c ',alloc,[0-9]*,[0-9]*,0,1\$' '$TMP/tr.csv') -eq \$(grep -c ',free,[0-9]*,[0-9]*,0,1\$' '$TMP/tr.csv')"
+# a mark holds no ',' or '"' (the trace is CSV; cca_trace_mark refuses them):
+# the engine writes '_' for each, so a model path with a comma still marks
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$TMP/a,b.safetensors"
+check "CCALLOC_TRACE: a model path with ',' is marked with '_' in its place" sh -c \
+    "cd '$TMP' && CCALLOC_TRACE='$TMP/trc.csv' '$CCRUN' --device host 'a,b.safetensors' >/dev/null && grep -q ',load:a_b.safetensors\$' '$TMP/trc.csv'"
 # long user strings are used whole, never cut to a buffer's size: a --conf of
 # 513 bytes ending in max_reserved:512M once became max_reserved:51 (no fit)
 PAD=$(i=0; while [ $i -lt 31 ]; do printf 'max_reserved:1G,'; i=$((i + 1)); done)

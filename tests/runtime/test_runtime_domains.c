@@ -11,13 +11,18 @@
  *     leaves memory cached, as before domains;
  *   - a block left live in a model's domain is a leak: the unload reports it
  *     (status, info, warning), releases nothing of the domain, and
- *     ccr_engine_release destroys the domain once the block is freed;
+ *     ccr_engine_release destroys the domain once the block is freed (it
+ *     counts the leaking model, and keeps retrying the domain until then);
  *   - footprint: the second load of a model reserves its first peak up front
  *     and then makes no upstream call during its load and runs, with a peak
- *     no higher; the key keeps the largest batch; reconfigure forgets;
+ *     no higher; the key keeps the largest batch, the same batch measures
+ *     afresh; a footprint for other layers (the file changed) is not used
+ *     and is replaced; a failed load records none; reconfigure forgets;
  *   - sidecars: written and read across engines; hostile ones (garbage,
- *     oversized, NUL bytes, duplicates, other layers, absurd peaks, a FIFO,
- *     a directory) are ignored with a warning and the load succeeds.
+ *     oversized, NUL bytes, duplicates, missing or overflowing fields, other
+ *     layers, absurd peaks, a FIFO, a directory) are ignored with a warning
+ *     and the load succeeds; batch 2^24 is accepted; a spec reads none;
+ *   - a domain is named after its model's source (a long path by its tail).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -190,6 +195,34 @@ Test(runtime_domains, a_leak_at_unload_is_reported_and_keeps_the_domain) {
     ccr_engine_destroy(e);
 }
 
+/* The engine's release counts a model it unloads with a leak; a domain it
+ * cannot destroy yet stays an orphan for the next release, which destroys
+ * it once the block is freed, and the device is back at its baseline. */
+Test(runtime_domains, release_counts_leaks_and_retries_a_kept_domain) {
+    ccr_engine *e = engine_with(64 * MiB, NULL, 0);
+    cca_allocator *a = ccr_engine_allocator(e);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x256x10", &m), CCR_OK, "%s", ccr_last_error());
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(a, ccr_model_domain(m), 3000, NULL, &p), CCA_OK);
+    size_t reserved = dstats(e, m).reserved_bytes;
+    ccr_release_info r;
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.models_unloaded, 1);
+    cr_expect_eq(r.models_leaking, 1);
+    cr_expect_eq(r.domain_bytes_released, 0);
+    cr_expect(warned_about("a leak"), "warnings: %zu '%s'", n_warned, warned[0]);
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.domain_bytes_released, 0, "the block is still live");
+    cr_expect_eq(cca_free(a, p), CCA_OK);
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.models_unloaded, 0);
+    cr_expect_eq(r.models_leaking, 0);
+    cr_expect_eq(r.domain_bytes_released, reserved);
+    cr_expect_eq(r.device_free_after, r.device_free_baseline);
+    ccr_engine_destroy(e);
+}
+
 /* Footprint: the second load reserves the first peak up front; nothing else
  * calls the upstream during the load and runs, and the peak is no higher. */
 static void second_load_uses_footprint(ccr_engine *e, const char *src, size_t batch) {
@@ -335,6 +368,25 @@ static const char *model_file(const char *name, const char *spec) {
     return path;
 }
 
+/* In a fresh tmpdir: model file `name` of `spec` and, as its footprint
+ * sidecar (path in side), `sidecar`; the model's path. */
+static const char *model_with_sidecar(const char *name, const char *spec, const char *sidecar, char *side, size_t cap) {
+    make_tmpdir();
+    const char *path = model_file(name, spec);
+    snprintf(side, cap, "%s.ccfoot", path);
+    write_text(side, sidecar, strlen(sidecar));
+    return path;
+}
+
+/* The text of a small file. */
+static void read_small_text(const char *path, char *text, size_t cap) {
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "no file %s", path);
+    size_t n = fread(text, 1, cap - 1, f);
+    text[n] = '\0';
+    fclose(f);
+}
+
 Test(runtime_domains, sidecar_carries_the_footprint_to_another_engine) {
     make_tmpdir();
     const char *path = model_file("m.safetensors", "mlp:512x1024x1024x10:relu:softmax");
@@ -350,12 +402,8 @@ Test(runtime_domains, sidecar_carries_the_footprint_to_another_engine) {
     cr_assert_eq(ccr_model_release(m, &u), CCR_OK);
     ccr_engine_destroy(e);
     /* the file: four lines, the canonical layers, the batch, the peak */
-    char text[512] = "", want[512];
-    FILE *f = fopen(side, "r");
-    cr_assert_not_null(f, "no sidecar written at %s", side);
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = '\0';
-    fclose(f);
+    char text[512], want[512];
+    read_small_text(side, text, sizeof text);
     snprintf(want, sizeof want, "ccfoot 1\narch mlp:512x1024x1024x10:relu:softmax\nbatch 8\nreserved_peak %zu\n",
              u.reserved_peak);
     cr_expect_str_eq(text, want);
@@ -402,6 +450,9 @@ Test(runtime_domains, hostile_sidecars_are_ignored_with_a_warning) {
         {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 2097152\nreserved_peak 1\n", "twice"},
         {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak -5\n", "not a number"},
         {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 99999999999999999999999\n", "not a number"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 99999999999999999999\n", "not a number"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nreserved_peak 2097152\n", "lacks 'batch'"},
+        {"ccfoot 1\nbatch 8\nreserved_peak 2097152\n", "lacks 'arch'"},
         {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 0x10\n", "not a number"},
         {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 18446744073709551615\n", "outside"},
         {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 100\n", "outside"},
@@ -451,6 +502,156 @@ Test(runtime_domains, hostile_sidecars_are_ignored_with_a_warning) {
     rmdir(side);
     unlink(path);
     rmdir(tmpdir);
+}
+
+/* A sidecar's batch may be 2^24, the most a plausible footprint was run
+ * with; one more is refused (hostile_sidecars_are_ignored_with_a_warning). */
+Test(runtime_domains, a_sidecar_batch_of_2_to_the_24_is_accepted) {
+    char side[300];
+    const char *path = model_with_sidecar(
+        "b.safetensors", "mlp:64x128x10:relu:softmax",
+        "ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 16777216\nreserved_peak 2097152\n", side, sizeof side);
+    ccr_engine *e = engine_with(256 * MiB, NULL, 1);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), 2097152, "warnings: %zu '%s'", n_warned, warned[0]);
+    cr_expect_eq(n_warned, 0, "'%s'", warned[0]);
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+    unlink(side);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
+/* A run with the remembered batch is a fresh measurement: it replaces the
+ * remembered peak (here a sidecar's, lower than the model really takes),
+ * and the sidecar is rewritten with it. */
+Test(runtime_domains, the_same_batch_measures_the_footprint_afresh) {
+    char side[300], text[512], want[512];
+    const char *path = model_with_sidecar("s.safetensors", "mlp:64x1024x10:relu:softmax",
+                                          "ccfoot 1\narch mlp:64x1024x10:relu:softmax\nbatch 8\nreserved_peak 4096\n",
+                                          side, sizeof side);
+    ccr_engine *e = engine_with(256 * MiB, NULL, 1);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), 4096);
+    free(outputs_of(m, 8));
+    ccr_unload_info u;
+    cr_assert_eq(ccr_model_release(m, &u), CCR_OK, "%s", ccr_last_error());
+    cr_expect_gt(u.reserved_peak, 4096);
+    snprintf(want, sizeof want, "ccfoot 1\narch mlp:64x1024x10:relu:softmax\nbatch 8\nreserved_peak %zu\n",
+             u.reserved_peak);
+    read_small_text(side, text, sizeof text);
+    cr_expect_str_eq(text, want);
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), u.reserved_peak);
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+    unlink(side);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
+/* A file that changed between two loads (other layers at the same path):
+ * the remembered footprint is not used, and the next unload replaces it,
+ * even after a smaller batch than the old layers ran. */
+Test(runtime_domains, a_footprint_for_other_layers_is_not_used_and_is_replaced) {
+    make_tmpdir();
+    const char *path = tmp_path("c.safetensors");
+    model_file("c.safetensors", "mlp:64x4096x10:relu:softmax");
+    ccr_engine *e = engine_with(256 * MiB, NULL, 0);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    free(outputs_of(m, 2000)); /* a 31 MiB activation */
+    ccr_model_unload(m);
+    model_file("c.safetensors", "mlp:64x32x10:relu:softmax");
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), 0, "the old layers' footprint was used");
+    free(outputs_of(m, 2));
+    ccr_unload_info u;
+    cr_assert_eq(ccr_model_release(m, &u), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), u.reserved_peak, "the new layers' footprint was not remembered");
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
+/* The footprint's batch is the largest a load ran, not its last. */
+Test(runtime_domains, the_footprint_keeps_the_largest_batch_of_one_load) {
+    make_tmpdir();
+    const char *path = model_file("l.safetensors", "mlp:64x128x10:relu:softmax");
+    char side[300], text[512], want[512];
+    snprintf(side, sizeof side, "%s.ccfoot", path);
+    ccr_engine *e = engine_with(64 * MiB, NULL, 1);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    free(outputs_of(m, 8));
+    free(outputs_of(m, 2));
+    ccr_unload_info u;
+    cr_assert_eq(ccr_model_release(m, &u), CCR_OK, "%s", ccr_last_error());
+    snprintf(want, sizeof want, "ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak %zu\n",
+             u.reserved_peak);
+    read_small_text(side, text, sizeof text);
+    cr_expect_str_eq(text, want);
+    ccr_engine_destroy(e);
+    unlink(side);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
+/* A spec is no path: with sidecars on, a spec model reads no "<spec>.ccfoot"
+ * (here one of garbage in the working directory). */
+Test(runtime_domains, a_spec_model_reads_no_sidecar) {
+#define SPEC "mlp:8x8:seed=91"
+    write_text(SPEC ".ccfoot", "garbage\n", 8);
+    ccr_engine *e = engine_with(64 * MiB, NULL, 1);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, SPEC, &m), CCR_OK, "%s", ccr_last_error());
+    unlink(SPEC ".ccfoot");
+#undef SPEC
+    cr_expect_eq(n_warned, 0, "'%s'", warned[0]);
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+}
+
+/* A model's domain is named after its source: a spec by its head, a path
+ * longer than CCA_DOMAIN_NAME_MAX by its tail (the file name), with '"',
+ * '\\' and ',' written as '_'. */
+Test(runtime_domains, a_domain_is_named_after_its_source) {
+    make_tmpdir();
+    const char *path = model_file("model-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa,v2.safetensors", "mlp:8x4");
+    ccr_engine *e = engine_with(64 * MiB, NULL, 0);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_str_eq(dstats(e, m).name, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa_v2.safetensors");
+    ccr_model_unload(m);
+    static const char spec[] = "mlp:64x64x64x64x64x64x64x64x64x64x64x64x64x64x64x64x10:relu:softmax";
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_str_eq(dstats(e, m).name, "mlp:64x64x64x64x64x64x64x64x64x64x64x64x64x64x64x64x10:relu:sof");
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
+/* A load that fails part way (the device full after some tensors) records
+ * no footprint: the next load of the same source reserves nothing. */
+Test(runtime_domains, a_failed_load_records_no_footprint) {
+    static const char spec[] = "mlp:64x2048x2048x10:relu:softmax";
+    ccr_engine *e = engine_with(64 * MiB, NULL, 0);
+    void *tenant = NULL;
+    cr_assert_eq(cca_upstream_alloc(ccr_engine_upstream(e), 56 * MiB, &tenant), CCA_OK);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_ERR_OUT_OF_MEMORY, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "layer 1 weight") != NULL, "not a failure part way: %s", ccr_last_error());
+    cca_upstream_free(ccr_engine_upstream(e), tenant, 56 * MiB);
+    cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), 0, "a partial load's footprint was remembered");
+    ccr_model_unload(m);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
 }
 
 /* A sidecar that cannot be written (the directory is gone) is a warning. */

@@ -10,9 +10,16 @@
  *     what the model needs (figures documented in docs/release.md);
  *   - the allocator's reserved bytes account for everything the device lost;
  *   - activations are freed as soon as consumed, batch sizes may change;
- *   - spec strings parse strictly; timelines balance alloc/free rows, and
- *     one that could not be written says so at close;
- *   - a batch the device can never hold is refused before anything moves.
+ *   - a refused reconfigure keeps the allocator and the models running;
+ *   - spec strings parse strictly, their limits exact; timelines balance
+ *     alloc/free rows (a free row gives the block's bytes, a run's phase row
+ *     its batch, t_ms counts from the open, a model name stays one CSV
+ *     field), and one that could not be written says so at close;
+ *   - device options the simulated device cannot take are refused by name;
+ *     max_reserved above the device's total is not the limit;
+ *   - a batch the device can never hold is refused before anything moves:
+ *     the check counts a pass's peak, its bound is inclusive, batch 0 is
+ *     refused; one refused memory during the pass names model and batch.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -186,6 +193,28 @@ Test(runtime_engine, activation_too_large_fails_cleanly) {
     ccr_engine_destroy(e);
 }
 
+/* A batch the check lets through can still fail at an allocation (another
+ * tenant holds the device): the message names the model and the batch, and
+ * the pass frees what it took. */
+Test(runtime_engine, a_pass_refused_memory_names_the_model_and_batch) {
+    ccr_engine *e = host_engine(16 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:16x4096x16", &m), CCR_OK, "%s", ccr_last_error());
+    void *tenant = NULL;
+    cr_assert_eq(cca_upstream_alloc(ccr_engine_upstream(e), 14 * MiB, &tenant), CCA_OK);
+    size_t batch = 256; /* a 4 MiB activation: within the device's total, not its free memory */
+    float *x = calloc(batch * 16, sizeof(float)), *y = malloc(batch * 16 * sizeof(float));
+    cr_assert_eq(ccr_model_check_batch(m, batch, NULL), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_run(m, x, batch, y), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(strncmp(ccr_last_error(), "model 'mlp:16x4096x16', batch 256: ", 35) == 0, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), ccr_model_device_bytes(m), "a failed pass must free its activations");
+    cca_upstream_free(ccr_engine_upstream(e), tenant, 14 * MiB);
+    cr_expect_eq(ccr_model_run(m, x, batch, y), CCR_OK, "%s", ccr_last_error());
+    free(x);
+    free(y);
+    ccr_engine_destroy(e);
+}
+
 Test(runtime_engine, spec_strings) {
     ccr_arch a;
     cr_assert_eq(ccr_arch_parse("mlp:784x4096x4096x10:relu:softmax", &a), CCR_OK);
@@ -220,7 +249,8 @@ Test(runtime_engine, spec_strings) {
                                 "mlp:65536x65536",
                                 "mlp:4x4:acts=relu/relu",
                                 "mlp:4x4x4:acts=relu/",
-                                "mlp:1x2:softmax:extra"};
+                                "mlp:1x2:softmax:extra",
+                                "mlp:4x4:abcdefghijklmnop"}; /* 16 characters: parse_act's buffer is 16 */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_expect_eq(ccr_arch_parse(bad[i], &a), CCR_ERR_SPEC, "'%s' accepted", bad[i]);
         cr_expect_neq(ccr_last_error()[0], '\0');
@@ -230,6 +260,54 @@ Test(runtime_engine, spec_strings) {
     cr_expect_eq(ccr_model_load_spec(e, "mlp:64xx10", &m), CCR_ERR_SPEC);
     cr_expect(strstr(ccr_last_error(), "mlp:64xx10") != NULL, "message: %s", ccr_last_error());
     cr_expect_eq(reserved_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* The spec's limits at their exact values: a dimension of 2^24, a layer of
+ * 2^31 weights, 64 layers, a seed of 2^64 - 1 are accepted, one more is not. */
+Test(runtime_engine, spec_limits_are_exact) {
+    ccr_arch a;
+    cr_expect_eq(ccr_arch_parse("mlp:16777216x1", &a), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(a.layers[0].in, (size_t)1 << 24);
+    cr_expect_eq(ccr_arch_parse("mlp:16777217x1", &a), CCR_ERR_SPEC);
+    cr_expect_eq(ccr_arch_parse("mlp:65536x32768", &a), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_arch_parse("mlp:65536x32769", &a), CCR_ERR_SPEC);
+    cr_expect(strstr(ccr_last_error(), "exceeds 2^31 weights") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(ccr_arch_parse("mlp:2x2:seed=18446744073709551615", &a), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(a.seed, UINT64_MAX);
+    cr_expect_eq(ccr_arch_parse("mlp:2x2:seed=18446744073709551616", &a), CCR_ERR_SPEC);
+    char spec[512] = "mlp:2";
+    for (int i = 0; i < CCR_MAX_LAYERS; i++)
+        strcat(spec, "x2");
+    cr_expect_eq(ccr_arch_parse(spec, &a), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(a.n_layers, CCR_MAX_LAYERS);
+    strcat(spec, "x2");
+    cr_expect_eq(ccr_arch_parse(spec, &a), CCR_ERR_SPEC);
+    cr_expect(strstr(ccr_last_error(), "more than 64 layers") != NULL, "%s", ccr_last_error());
+}
+
+/* The activations a batch needs at the peak of a pass, per row: the widest
+ * pair of a layer's input and output, or logits and probabilities. */
+Test(runtime_engine, the_batch_check_counts_the_peak_of_a_pass) {
+    static const struct {
+        const char *spec;
+        size_t floats_per_row;
+    } cases[] = {
+        {"mlp:2x100:softmax", 200},       /* logits and probabilities */
+        {"mlp:2x100:nosoftmax", 102},     /* input and output */
+        {"mlp:50x10x300x4:softmax", 310}, /* the middle layer */
+        {"mlp:400x3:softmax", 403},       /* the first layer */
+    };
+    ccr_engine *e = host_engine(64 * MiB, NULL);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ccr_model *m;
+        cr_assert_eq(ccr_model_load_spec(e, cases[i].spec, &m), CCR_OK, "%s", ccr_last_error());
+        size_t need = 0;
+        cr_assert_eq(ccr_model_check_batch(m, 10, &need), CCR_OK, "%s", ccr_last_error());
+        cr_expect_eq(need, ccr_model_device_bytes(m) + 10 * cases[i].floats_per_row * sizeof(float), "%s",
+                     cases[i].spec);
+        ccr_model_unload(m);
+    }
     ccr_engine_destroy(e);
 }
 
@@ -295,6 +373,51 @@ Test(runtime_engine, engine_options) {
     cr_expect_eq(ccr_parse_size("1.5G", &sz), CCR_OK);
     cr_expect_eq(sz, 1536 * MiB);
     cr_expect_neq(ccr_parse_size("12Q", &sz), CCR_OK);
+}
+
+/* A reconfigure the allocator refuses (a bad key, or models still loaded)
+ * changes nothing: the engine keeps its allocator and its models run. */
+Test(runtime_engine, a_refused_reconfigure_keeps_the_engine_usable) {
+    ccr_engine *e = host_engine(16 * MiB, "policy:growth");
+    cca_allocator *before = ccr_engine_allocator(e);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:8x4x2:softmax", &m), CCR_OK, "%s", ccr_last_error());
+    float *want = outputs_of(m, 3);
+    cr_expect_eq(ccr_engine_reconfigure(e, "policy:greedy"), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "cannot change the allocator with models loaded");
+    ccr_model_unload(m);
+    cr_expect_eq(ccr_engine_reconfigure(e, "policy:growth,no_such_key:1"), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(ccr_last_error(), "no_such_key") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(ccr_engine_allocator(e), before, "the allocator changed");
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:8x4x2:softmax", &m), CCR_OK, "%s", ccr_last_error());
+    expect_same_outputs(m, 3, want, "after a refused reconfigure");
+    free(want);
+    ccr_engine_destroy(e);
+}
+
+/* max_reserved above the device's total does not raise the limit: the
+ * device's total stays the bound a batch is checked against. */
+Test(runtime_engine, max_reserved_above_the_device_is_not_the_limit) {
+    ccr_engine *e = host_engine(16 * MiB, "max_reserved:1G");
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_check_batch(m, 100000, NULL), CCR_ERR_OUT_OF_MEMORY); /* 24.8 MiB */
+    cr_expect(strstr(ccr_last_error(), "at most 16.00 MiB (16777216 bytes) is available (the device's total)") != NULL,
+              "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+}
+
+/* Opening a device: a capacity of 0 and an unknown backing are the
+ * caller's errors, each said as such. */
+Test(runtime_engine, bad_device_options_are_refused_by_name) {
+    cca_upstream *up = (cca_upstream *)&up;
+    cr_expect_eq(ccr_device_open(CCR_DEVICE_HOST, 0, 0, &up, NULL), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "simulated device capacity is 0");
+    cr_expect_null(up);
+    ccr_device_options o = {CCR_DEVICE_HOST, 0, 16 * MiB, 0, 7};
+    cr_expect_eq(ccr_device_open_with(&o, &up, NULL), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "vm_backing 7 is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)");
+    cr_expect_null(up);
 }
 
 /* The page of expandable segments through the engine: ccr_device_open_paged
@@ -425,16 +548,22 @@ static void temp_file(char *path) {
 /* Open a timeline on `path`, load `spec` on a 64 MiB simulated device
  * writing to it, run one batch of 5 when `spec` is given, release and
  * destroy the engine. Returns the timeline, still open. */
-static ccr_timeline *timeline_of_run(const char *path, const char *spec) {
-    ccr_timeline *tl;
-    cr_assert_eq(ccr_timeline_open(path, &tl), CCR_OK, "%s", ccr_last_error());
+/* An engine on a 64 MiB simulated device writing timeline tl. */
+static ccr_engine *timeline_engine(ccr_timeline *tl) {
     ccr_engine_options o;
     ccr_engine_options_default(&o);
     o.device = CCR_DEVICE_HOST;
     o.host_capacity = 64 * MiB;
     o.timeline = tl;
     ccr_engine *e;
-    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK);
+    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
+    return e;
+}
+
+static ccr_timeline *timeline_of_run(const char *path, const char *spec) {
+    ccr_timeline *tl;
+    cr_assert_eq(ccr_timeline_open(path, &tl), CCR_OK, "%s", ccr_last_error());
+    ccr_engine *e = timeline_engine(tl);
     ccr_model *m;
     if (spec) {
         cr_assert_eq(ccr_model_load_spec(e, spec, &m), CCR_OK);
@@ -453,32 +582,73 @@ Test(runtime_engine, timeline_rows_balance) {
     char line[512];
     cr_assert_not_null(fgets(line, sizeof line, f));
     cr_expect_str_eq(line, "t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,fragmentation\n");
-    size_t allocs = 0, frees = 0, phases = 0, last_alloc = 1;
+    size_t allocs = 0, frees = 0, phases = 0, last_alloc = 1, frees_of_nothing = 0, run_tags = 0;
+    double last_t = 0;
     while (fgets(line, sizeof line, f)) {
-        char event[16];
-        double t;
-        cr_assert_eq(sscanf(line, "%lf,%15[^,]", &t, event), 2, "bad row %s", line);
+        char *field[10];
+        size_t cols = 0;
+        field[0] = line;
+        for (char *p = line; *p; p++)
+            if (*p == ',' && ++cols < 10) {
+                *p = '\0';
+                field[cols] = p + 1;
+            }
+        cr_assert_eq(cols, 9, "row at t_ms %s", line);
+        const char *event = field[1];
+        last_t = strtod(field[0], NULL);
         allocs += !strcmp(event, "alloc");
         frees += !strcmp(event, "free");
+        frees_of_nothing += !strcmp(event, "free") && strtoull(field[5], NULL, 10) == 0;
         phases += !strcmp(event, "phase");
-        size_t cols = 0;
-        for (char *p = line; *p; p++)
-            cols += *p == ',';
-        cr_expect_eq(cols, 9, "row %s", line);
-        char *last = strrchr(line, ',');
-        for (int k = 0; k < 3; k++) { /* the allocated column: three commas before the end */
-            *last = '\0';
-            last = strrchr(line, ',');
-        }
-        last_alloc = strtoull(last + 1, NULL, 10);
+        run_tags += !strcmp(event, "phase") && !strcmp(field[4], "batch=5"); /* a run's phase row: its batch */
+        last_alloc = strtoull(field[6], NULL, 10);
     }
     fclose(f);
     unlink(path);
     /* 6 tensors, 1 input, 3 activations, 1 probs: 11 allocs, all freed */
     cr_expect_eq(allocs, 11);
     cr_expect_eq(frees, allocs);
+    cr_expect_eq(frees_of_nothing, 0, "a free row gives the block's bytes");
     cr_expect_geq(phases, 4);
+    cr_expect_eq(run_tags, 1);
     cr_expect_eq(last_alloc, 0);
+    cr_expect_gt(last_t, 0.0, "t_ms counts from the open, below a second too");
+}
+
+/* Model names are written CSV-safe: a path with ',' and '"' keeps every row
+ * at 10 columns, those characters dropped from the model field. */
+Test(runtime_engine, timeline_model_names_stay_one_field) {
+    char path[] = "/tmp/ccr_timeline_XXXXXX", model[96];
+    temp_file(path);
+    snprintf(model, sizeof model, "%s-a,b\"c.safetensors", path);
+    ccr_engine *e = host_engine(16 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:4x2", &m), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(ccr_model_save(m, model), CCR_OK, "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+    ccr_timeline *tl;
+    cr_assert_eq(ccr_timeline_open(path, &tl), CCR_OK, "%s", ccr_last_error());
+    e = timeline_engine(tl);
+    cr_assert_eq(ccr_model_load_file(e, model, &m), CCR_OK, "%s", ccr_last_error());
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+    cr_expect_eq(ccr_timeline_close(tl), CCR_OK, "%s", ccr_last_error());
+    char want[96], line[512];
+    snprintf(want, sizeof want, ",%s-abc.safetensors,", path);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t named = 0;
+    while (fgets(line, sizeof line, f)) {
+        size_t cols = 0;
+        for (char *p = line; *p; p++)
+            cols += *p == ',';
+        cr_expect_eq(cols, 9, "row %s", line);
+        named += strstr(line, want) != NULL;
+    }
+    fclose(f);
+    cr_expect_gt(named, 0, "no row names the model as '%s'", want);
+    unlink(path);
+    unlink(model);
 }
 
 /* A timeline whose rows cannot all be written (a full device) says so at
@@ -546,6 +716,30 @@ Test(runtime_engine, batch_too_large_for_the_device_is_refused_up_front) {
         }
         ccr_engine_destroy(e);
     }
+}
+
+/* The check's bound is inclusive: a batch that needs exactly what the
+ * allocator may hold passes, one row more does not; batch 0 is refused by
+ * the check itself (a caller asks it before a run). */
+Test(runtime_engine, the_batch_check_is_exact_at_the_limit) {
+    ccr_engine *e = host_engine(64 * MiB, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+    size_t need = 1;
+    cr_expect_eq(ccr_model_check_batch(m, 0, &need), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "batch size is 0");
+    cr_expect_eq(need, 0);
+    cr_assert_eq(ccr_model_check_batch(m, 16384, &need), CCR_OK, "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+    char conf[64];
+    snprintf(conf, sizeof conf, "max_reserved:%zu", need);
+    e = host_engine(64 * MiB, conf);
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x1", &m), CCR_OK, "%s", ccr_last_error());
+    size_t again = 0;
+    cr_expect_eq(ccr_model_check_batch(m, 16384, &again), CCR_OK, "%s: %s", conf, ccr_last_error());
+    cr_expect_eq(again, need);
+    cr_expect_eq(ccr_model_check_batch(m, 16385, &again), CCR_ERR_OUT_OF_MEMORY, "%s", conf);
+    ccr_engine_destroy(e);
 }
 
 /* The allocator decides where blocks go, never what a model computes: the

@@ -28,7 +28,8 @@
  * loaded and its invariants hold. Then, faults off: ccr_engine_release
  * succeeds and leaves zero live and zero reserved bytes (the device's free
  * memory back at its baseline), the same engine loads and runs A again with
- * the same output bytes, and destroying it leaves the device empty.
+ * the same output bytes, and destroying it leaves the device empty. A
+ * release meeting two failures (mem_info, then an unmap) reports the first.
  */
 #include <stdio.h>
 #include <sys/stat.h>
@@ -285,6 +286,36 @@ Test(runtime_faults, host_allocations_fail_from_the_nth_on) {
 
 /* The engine's own creation under host faults: CCR_OK, or a documented
  * failure with nothing left behind (the device too is ours: destroyed). */
+/* ccr_engine_release runs every step after a failure and reports the
+ * first: here the device's free memory cannot be read before, then the
+ * empty-cache cannot give a cached segment back; the message is the
+ * first's, and a later release, faults off, finishes the job. */
+Test(runtime_faults, release_reports_its_first_failure) {
+    cca_upstream *dev;
+    cr_assert_eq(ccr_device_open(CCR_DEVICE_HOST, 0, 64 * MiB, &dev, NULL), CCR_OK);
+    tu_faulty f;
+    cca_upstream *up = tu_faulty_create(&f, dev, "fx", true);
+    ccr_engine *e = engine_on(up, 0, "log_oom:0", 0, 0); /* no domains: the unload leaves its segments cached */
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x256x10", &m), CCR_OK, "%s", ccr_last_error());
+    ccr_model_unload(m);
+    cr_assert_gt(reserved_bytes(e), 0);
+    f.fail_mem_info = true;
+    f.fail_at[TU_FAULT_UNMAP] = f.calls[TU_FAULT_UNMAP] + 1; /* expandable segments: pages go back unmapped */
+    f.sticky[TU_FAULT_UNMAP] = true;
+    ccr_release_info r;
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_ERR_DEVICE);
+    static const char first[] = "release: cannot read the device's free memory before: ";
+    cr_expect(strncmp(ccr_last_error(), first, sizeof first - 1) == 0, "%s", ccr_last_error());
+    f.fail_mem_info = false;
+    tu_faulty_faults_off(&f);
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(reserved_bytes(e), 0);
+    ccr_engine_destroy(e);
+    cca_upstream_destroy(up);
+    cca_upstream_destroy(dev);
+}
+
 Test(runtime_faults, engine_create_under_host_faults) {
     for (long n = 1;; n++) {
         ccr_engine_options o;

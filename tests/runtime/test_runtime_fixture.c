@@ -8,7 +8,8 @@
  * probability within 1e-5 and sklearn's accuracy exactly. The F16 and BF16
  * copies of the same weights check dtype conversion (looser tolerance:
  * rounding the weights changes the model). Saving and reloading a model
- * must give bit-identical outputs.
+ * must give bit-identical outputs; a spec model's seeded weights are pinned
+ * bit for bit and saved under nn.Sequential's names.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -89,5 +90,43 @@ Test(runtime_fixture, save_and_reload_is_bit_identical) {
     roundtrip(e, "mlp:33x65x17x5:gelu:softmax:seed=9");
     roundtrip(e, "mlp:8x8x8:acts=relu/gelu:nosoftmax:nobias");
     cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A spec model's weights are the same numbers on every machine, thread
+ * count and device (model.c, random_weight: uniform in [-1/sqrt(in),
+ * 1/sqrt(in)), one stream per tensor); pinned here bit for bit, and saved
+ * under nn.Sequential's names (a Linear, then its activation module). */
+Test(runtime_fixture, a_spec_models_weights_are_pinned_and_saved_as_nn_sequential) {
+    static const struct {
+        const char *name;
+        size_t count;
+        uint32_t first[3];
+    } want[] = {
+        {"0.weight", 12, {0xbde1a3c0, 0x3e0041a4, 0xbe559578}},
+        {"0.bias", 3, {0xbec71c2a, 0xbdb55350, 0x3e384f78}},
+        {"2.weight", 6, {0x3ec2bb5d, 0x3e983cdb, 0x3d08647c}},
+        {"2.bias", 2, {0xbedb122a, 0x3e5e3624, 0}},
+    };
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ccr-pinned-%ld.safetensors", (long)getpid());
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:4x3x2:relu:seed=7", &m), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(ccr_model_save(m, path), CCR_OK, "%s", ccr_last_error());
+    ccr_model_unload(m);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        size_t n;
+        float *v = read_tensor(path, want[i].name, &n);
+        cr_expect_eq(n, want[i].count, "%s", want[i].name);
+        for (size_t k = 0; k < 3 && k < n; k++) {
+            uint32_t bits;
+            memcpy(&bits, &v[k], 4);
+            cr_expect_eq(bits, want[i].first[k], "%s[%zu]: 0x%08x (%g), want 0x%08x", want[i].name, k, bits, v[k],
+                         want[i].first[k]);
+        }
+        free(v);
+    }
+    unlink(path);
     ccr_engine_destroy(e);
 }

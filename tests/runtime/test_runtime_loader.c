@@ -10,7 +10,12 @@
  * Headers built in memory cover padding (whitespace only), NUL in strings
  * and structure bounds; hostile files generated at test time (a 93 MB header
  * of zeros, a token bomb) must be refused by the caps with little memory;
- * non-finite weights load and are counted per tensor.
+ * non-finite weights load and are counted per tensor. Limits are pinned at
+ * their exact values (a header of data + 1 MiB, a shape of 8 dimensions),
+ * F16/BF16/F64 conversion bit for bit and across read chunks, the binding of
+ * tensors to layers (both weight dimensions, a bias's rank, a layer key),
+ * and the 8-aligned data of a saved file; a model without softmax outputs
+ * its logits.
  */
 #include <stdio.h>
 #include <sys/stat.h>
@@ -165,19 +170,26 @@ Test(runtime_loader, from_a_memory_stream) {
     "\"0.weight\":{\"dtype\":\"" dtype "\",\"shape\":[1,2],\"data_offsets\":[0,8]},"                                   \
     "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"
 
-/* Load 8-byte length + `hlen` header bytes + `dlen` data bytes (zeros when
- * data is NULL) through a memory stream named "mem". */
-static ccr_status load_bytes(ccr_engine *e, const char *header, size_t hlen, const void *data, size_t dlen) {
+/* A memory stream over 8-byte length + `hlen` header bytes + `dlen` data
+ * bytes (zeros when data is NULL); *buf is the bytes, freed after fclose. */
+static FILE *bytes_stream(const char *header, size_t hlen, const void *data, size_t dlen, unsigned char **buf) {
     size_t total = 8 + hlen + dlen;
-    unsigned char *buf = calloc(1, total);
-    cr_assert_not_null(buf);
+    *buf = calloc(1, total);
+    cr_assert_not_null(*buf);
     for (int i = 0; i < 8; i++)
-        buf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    memcpy(buf + 8, header, hlen);
+        (*buf)[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    memcpy(*buf + 8, header, hlen);
     if (data)
-        memcpy(buf + 8 + hlen, data, dlen);
-    FILE *f = fmemopen(buf, total, "rb");
+        memcpy(*buf + 8 + hlen, data, dlen);
+    FILE *f = fmemopen(*buf, total, "rb");
     cr_assert_not_null(f);
+    return f;
+}
+
+/* Load bytes_stream(...) through ccr_model_load_stream, named "mem". */
+static ccr_status load_bytes(ccr_engine *e, const char *header, size_t hlen, const void *data, size_t dlen) {
+    unsigned char *buf;
+    FILE *f = bytes_stream(header, hlen, data, dlen, &buf);
     ccr_model *m = (ccr_model *)1;
     ccr_status st = ccr_model_load_stream(e, f, "mem", &m);
     if (st == CCR_OK)
@@ -344,13 +356,8 @@ static ccr_model *load_tiny(ccr_engine *e, const char *dtype_w, const void *data
              TINY_META "\"0.weight\":{\"dtype\":\"%s\",\"shape\":[1,2],\"data_offsets\":[0,%zu]},"
                        "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}}",
              dtype_w, dlen - 4, dlen - 4, dlen);
-    size_t hlen = strlen(header);
-    unsigned char *buf = calloc(1, 8 + hlen + dlen);
-    for (int i = 0; i < 8; i++)
-        buf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    memcpy(buf + 8, header, hlen);
-    memcpy(buf + 8 + hlen, data, dlen);
-    FILE *f = fmemopen(buf, 8 + hlen + dlen, "rb");
+    unsigned char *buf;
+    FILE *f = bytes_stream(header, strlen(header), data, dlen, &buf);
     ccr_model *m = NULL;
     cr_assert_eq(ccr_model_load_stream(e, f, "tiny", &m), CCR_OK, "%s", ccr_last_error());
     fclose(f);
@@ -397,6 +404,269 @@ Test(runtime_loader, nonfinite_weights_are_counted_per_tensor) {
     cr_expect_eq(ccr_model_nonfinite_weights(m), 0);
     ccr_model_unload(m);
     cr_expect_eq(ccr_model_nonfinite_weights(NULL), 0);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A model without softmax outputs its logits: y = W x + b, exactly here
+ * (small integers and halves). */
+Test(runtime_loader, a_model_without_softmax_outputs_its_logits) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    float wb[3] = {1.0f, 2.0f, 0.5f}; /* 0.weight [1, 2], 0.bias [1] */
+    ccr_model *m = load_tiny(e, "F32", wb, sizeof wb);
+    cr_expect_not(ccr_model_arch(m)->softmax);
+    float x[4] = {3.0f, 4.0f, -1.0f, 0.25f}, y[2];
+    cr_assert_eq(ccr_model_run(m, x, 2, y), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(y[0], 11.5f);
+    cr_expect_eq(y[1], 0.0f);
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+}
+
+/* ---- limits at their exact values, conversion, binding (mutation run) ---- */
+
+/* The header may be the data section + 1 MiB, not a byte more. */
+Test(runtime_loader, a_header_may_exceed_its_data_by_one_mib_exactly) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    static const float data[3] = {0.5f, -0.25f, 0.125f};
+    static const char json[] = TINY_META TINY_TENSORS("F32");
+    size_t most = sizeof data + CCR_ST_HEADER_SLACK;
+    char *header = malloc(most + 1);
+    cr_assert_not_null(header);
+    memset(header, ' ', most + 1);
+    memcpy(header, json, strlen(json));
+    cr_expect_eq(load_bytes(e, header, most, data, sizeof data), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(load_bytes(e, header, most + 1, data, sizeof data), CCR_ERR_FORMAT);
+    cr_expect_str_eq(ccr_last_error(), "mem: header length 1048589 is more than the data section (12 bytes) + 1 MiB: "
+                                       "no header describing that data needs so much");
+    free(header);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* ccr_st_open over a header and its data; the caller closes. */
+static ccr_status st_open_bytes(const char *header, const void *data, size_t dlen, ccr_st_file *st, FILE **f,
+                                unsigned char **buf) {
+    *f = bytes_stream(header, strlen(header), data, dlen, buf);
+    return ccr_st_open(*f, "mem", st);
+}
+
+static void st_close_bytes(ccr_st_file *st, FILE *f, unsigned char *buf) {
+    ccr_st_close(st);
+    fclose(f);
+    free(buf);
+}
+
+/* A shape of 8 dimensions is the most, and it is allowed. */
+Test(runtime_loader, a_shape_of_eight_dimensions_is_read) {
+    static const float data[3] = {1, 2, 3};
+    ccr_st_file st;
+    FILE *f;
+    unsigned char *buf;
+    cr_assert_eq(st_open_bytes("{\"x\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,3],\"data_offsets\":[0,12]}}", data,
+                               sizeof data, &st, &f, &buf),
+                 CCR_OK, "%s", ccr_last_error());
+    const ccr_st_tensor *t = ccr_st_find(&st, "x");
+    cr_assert_not_null(t);
+    cr_expect_eq(t->ndim, 8);
+    cr_expect_eq(t->count, 3);
+    cr_expect_eq(t->shape[7], 3);
+    st_close_bytes(&st, f, buf);
+}
+
+/* data_offsets [8, 0): begin past end is out of range, said as such. */
+Test(runtime_loader, data_offsets_running_backwards_are_out_of_range) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    cr_expect_eq(load_header(e, TINY_META "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[8,0]},"
+                                          "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"),
+                 CCR_ERR_FORMAT);
+    cr_expect_str_eq(ccr_last_error(),
+                     "mem: tensor '0.weight': data_offsets [8, 0) out of range (data section is 12 bytes: truncated?)");
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* JSON numbers are whole numbers up to 2^53, the last a double holds
+ * exactly: 2^53 is read (and found too large for its bytes), 2^53 + 2 is not
+ * a number the loader takes. */
+Test(runtime_loader, numbers_above_2_to_the_53_are_refused) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    cr_expect_eq(load_header(e, TINY_META "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,9007199254740992],"
+                                          "\"data_offsets\":[0,8]},"
+                                          "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"),
+                 CCR_ERR_FORMAT);
+    cr_expect(strstr(ccr_last_error(), "F32 [1, 9007199254740992] needs 36028797018963968") != NULL, "%s",
+              ccr_last_error());
+    cr_expect_eq(load_header(e, TINY_META "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,9007199254740994],"
+                                          "\"data_offsets\":[0,8]},"
+                                          "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"),
+                 CCR_ERR_FORMAT);
+    cr_expect_str_eq(ccr_last_error(), "mem: tensor '0.weight': shape[1] is not a non-negative integer");
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+static uint32_t bits_of(float v) {
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    return b;
+}
+
+/* F16 and BF16 to float32, bit for bit: subnormals, signs, infinities,
+ * NaN (a NaN stays a NaN, never becomes an infinity), the largest half. */
+Test(runtime_loader, half_and_bfloat16_convert_bit_exactly) {
+    static const uint16_t h[8] = {0x0001, 0x03ff, 0x8001, 0x7c00, 0xfc00, 0x3c00, 0x7bff, 0x7e00};
+    static const uint32_t want_h[7] = {0x33800000, 0x387fc000, 0xb3800000, 0x7f800000,
+                                       0xff800000, 0x3f800000, 0x477fe000};
+    static const uint16_t b[4] = {0x3f80, 0xc040, 0x0001, 0x7fc1};
+    unsigned char data[24];
+    for (int i = 0; i < 8; i++) {
+        data[2 * i] = (unsigned char)(h[i] & 0xff);
+        data[2 * i + 1] = (unsigned char)(h[i] >> 8);
+    }
+    for (int i = 0; i < 4; i++) {
+        data[16 + 2 * i] = (unsigned char)(b[i] & 0xff);
+        data[16 + 2 * i + 1] = (unsigned char)(b[i] >> 8);
+    }
+    ccr_st_file st;
+    FILE *f;
+    unsigned char *buf;
+    cr_assert_eq(st_open_bytes("{\"h\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16]},"
+                               "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[16,24]}}",
+                               data, sizeof data, &st, &f, &buf),
+                 CCR_OK, "%s", ccr_last_error());
+    float v[8];
+    cr_assert_eq(ccr_st_read_f32(&st, ccr_st_find(&st, "h"), v), CCR_OK, "%s", ccr_last_error());
+    for (int i = 0; i < 7; i++)
+        cr_expect_eq(bits_of(v[i]), want_h[i], "F16 0x%04x: got 0x%08x, want 0x%08x", h[i], bits_of(v[i]), want_h[i]);
+    cr_expect(isnan(v[7]), "F16 0x7e00 is a NaN, got %g", v[7]);
+    cr_assert_eq(ccr_st_read_f32(&st, ccr_st_find(&st, "b"), v), CCR_OK, "%s", ccr_last_error());
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(bits_of(v[i]), (uint32_t)b[i] << 16, "BF16 0x%04x: got 0x%08x", b[i], bits_of(v[i]));
+    st_close_bytes(&st, f, buf);
+}
+
+/* Tensors converted in 64 KiB chunks: every element of a tensor a few
+ * chunks long lands at its own index (F64: 8192 per chunk, BF16: 32768). */
+Test(runtime_loader, tensors_longer_than_a_read_chunk_convert_whole) {
+    enum { N64 = 2 * 8192 + 5, N16 = 32768 + 7 };
+    size_t dlen = N64 * 8 + N16 * 2;
+    unsigned char *data = malloc(dlen);
+    cr_assert_not_null(data);
+    for (size_t i = 0; i < N64; i++) {
+        double d = (double)i + 0.5;
+        memcpy(data + 8 * i, &d, 8);
+    }
+    for (size_t i = 0; i < N16; i++) {
+        uint16_t v = (uint16_t)((i * 7) % 0x7f80); /* finite bfloat16s */
+        data[N64 * 8 + 2 * i] = (unsigned char)(v & 0xff);
+        data[N64 * 8 + 2 * i + 1] = (unsigned char)(v >> 8);
+    }
+    char header[256];
+    snprintf(header, sizeof header,
+             "{\"d\":{\"dtype\":\"F64\",\"shape\":[%d],\"data_offsets\":[0,%d]},"
+             "\"b\":{\"dtype\":\"BF16\",\"shape\":[%d],\"data_offsets\":[%d,%zu]}}",
+             N64, N64 * 8, N16, N64 * 8, dlen);
+    ccr_st_file st;
+    FILE *f;
+    unsigned char *buf;
+    cr_assert_eq(st_open_bytes(header, data, dlen, &st, &f, &buf), CCR_OK, "%s", ccr_last_error());
+    float *v = malloc(N16 * sizeof(float));
+    cr_assert_not_null(v);
+    cr_assert_eq(ccr_st_read_f32(&st, ccr_st_find(&st, "d"), v), CCR_OK, "%s", ccr_last_error());
+    size_t wrong = 0;
+    for (size_t i = 0; i < N64; i++)
+        wrong += v[i] != (float)i + 0.5f;
+    cr_expect_eq(wrong, 0, "%zu of %d F64 elements wrong", wrong, N64);
+    cr_assert_eq(ccr_st_read_f32(&st, ccr_st_find(&st, "b"), v), CCR_OK, "%s", ccr_last_error());
+    wrong = 0;
+    for (size_t i = 0; i < N16; i++)
+        wrong += bits_of(v[i]) != (uint32_t)((i * 7) % 0x7f80) << 16;
+    cr_expect_eq(wrong, 0, "%zu of %d BF16 elements wrong", wrong, N16);
+    free(v);
+    st_close_bytes(&st, f, buf);
+    free(data);
+}
+
+/* Binding tensors to layers checks both dimensions of a weight, the rank
+ * of a bias, and that a name has a layer key before ".weight". */
+Test(runtime_loader, tensors_must_match_their_layers_exactly) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    static const struct {
+        const char *tensors;
+        size_t data_bytes;
+        const char *message;
+    } cases[] = {
+        {"\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,3],\"data_offsets\":[0,12]},"
+         "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]}}",
+         16, "mem: tensor '0.weight' has shape [1, 3] but layer 0 of 'mlp:2x1' expects [1, 2]"},
+        {"\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8]},"
+         "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1,1],\"data_offsets\":[8,12]}}",
+         12, "mem: tensor '0.bias' has shape [1, 1] but layer 0 of 'mlp:2x1' expects [1]"},
+        {"\".weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8]},"
+         "\".bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+         12, "mem: unexpected tensor '.weight' (expected <layer>.weight and <layer>.bias)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char header[512];
+        snprintf(header, sizeof header, "%s%s", TINY_META, cases[i].tensors);
+        cr_expect_eq(load_bytes(e, header, strlen(header), NULL, cases[i].data_bytes), CCR_ERR_SHAPE, "case %zu: %s", i,
+                     ccr_last_error());
+        cr_expect_str_eq(ccr_last_error(), cases[i].message, "case %zu", i);
+    }
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* ccr_model_save pads the header with spaces so the data starts 8-aligned. */
+Test(runtime_loader, a_saved_file_starts_its_data_8_aligned) {
+    static const char *const specs[] = {"mlp:2x1", "mlp:3x2:relu", "mlp:4x3x2:relu:softmax", "mlp:5x7"};
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ccr-align-%ld.safetensors", (long)getpid());
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        ccr_model *m;
+        cr_assert_eq(ccr_model_load_spec(e, specs[i], &m), CCR_OK, "%s", ccr_last_error());
+        cr_assert_eq(ccr_model_save(m, path), CCR_OK, "%s", ccr_last_error());
+        ccr_model_unload(m);
+        FILE *f = fopen(path, "rb");
+        cr_assert_not_null(f);
+        unsigned char len[8];
+        cr_assert_eq(fread(len, 1, 8, f), 8);
+        uint64_t hlen = 0;
+        for (int k = 7; k >= 0; k--)
+            hlen = (hlen << 8) | len[k];
+        cr_expect_eq(hlen % 8, 0, "%s: header of %llu bytes", specs[i], (unsigned long long)hlen);
+        char *text = malloc(hlen + 1);
+        cr_assert_eq(fread(text, 1, hlen, f), hlen);
+        text[hlen] = '\0';
+        size_t end = strlen(text);
+        while (end > 0 && text[end - 1] == ' ')
+            end--;
+        cr_expect(end > 0 && text[end - 1] == '}' && hlen - end < 8, "%s: padding after '%s'", specs[i], text);
+        free(text);
+        fclose(f);
+    }
+    unlink(path);
+    ccr_engine_destroy(e);
+}
+
+/* cJSON keeps a repeated key; Python's json and the safetensors crate keep
+ * the last. A layer list given twice (or a second __metadata__) would read
+ * as one model here and another there: refused, as a tensor name twice is. */
+Test(runtime_loader, a_layer_list_given_twice_is_refused) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    cr_expect_eq(load_header(e, "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x1\",\"ccr.mlp\":\"mlp:2x1:relu\"}," TINY_TENSORS(
+                                    "F32")),
+                 CCR_ERR_FORMAT, "%s", ccr_last_error());
+    cr_expect_str_eq(ccr_last_error(), "mem: __metadata__ key 'ccr.mlp' appears twice");
+    cr_expect_eq(load_header(e, TINY_META "\"__metadata__\":{\"ccr.mlp\":\"mlp:9x9\"}," TINY_TENSORS("F32")),
+                 CCR_ERR_FORMAT, "%s", ccr_last_error());
+    cr_expect_str_eq(ccr_last_error(), "mem: __metadata__ appears twice");
+    /* other keys are not read: a repeat of one is not refused */
+    cr_expect_eq(load_header(e, "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x1\",\"x\":\"a\",\"x\":\"b\"}," TINY_TENSORS(
+                                    "F32")),
+                 CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(live_bytes(e), 0);
     ccr_engine_destroy(e);
 }

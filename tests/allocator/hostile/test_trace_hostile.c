@@ -416,3 +416,59 @@ Test(trace_hostile, a_file_another_process_wrote_between_sections_is_left_whole)
     cr_assert(strstr(text, ",mark,0,0,0,0,child\n") && !strstr(text, ",m\n"), "%s", text);
     free(text);
 }
+
+/* Two processes tracing to one pipe (CCALLOC_TRACE=/dev/stderr piped to a
+ * logger; a device or a pipe is shared): a write to a pipe is whole only
+ * up to PIPE_BUF bytes, so each flush must be at most that, or a full pipe
+ * takes part of one process's write, then the other's, mid-line. (The
+ * recorder flushed up to 8192 bytes: lines like "215,free,108,103232,alloc,1617".) */
+Test(trace_hostile, two_processes_tracing_to_one_pipe_write_whole_lines) {
+    enum { EVENTS = 40000 };
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd[1]);
+    cr_assert_eq(setenv("CCALLOC_TRACE", path, 1), 0);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        cr_assert_geq(kids[k], 0);
+        if (kids[k] == 0) {
+            close(fd[0]);
+            cca_upstream *u;
+            cca_allocator *a;
+            if (cca_upstream_host_create(64 * MiB, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK)
+                _exit(1);
+            for (int i = 0; i < EVENTS; i++) {
+                void *p;
+                if (cca_alloc(a, 1 + (size_t)i % 3000, NULL, &p) != CCA_OK || cca_free(a, p) != CCA_OK)
+                    _exit(2);
+            }
+            cca_destroy(a);
+            cca_upstream_destroy(u);
+            _exit(0);
+        }
+    }
+    close(fd[1]);
+    FILE *r = fdopen(fd[0], "r");
+    cr_assert_not_null(r);
+    char line[512];
+    long lines = 0, cut = 0;
+    while (fgets(line, sizeof line, r)) {
+        if (++lines % 256 == 0)
+            usleep(1000); /* a slow reader: the pipe full, the writers waiting */
+        if (line[0] == '#' || !strncmp(line, "seq,", 4))
+            continue;
+        int commas = 0;
+        for (const char *c = line; *c; c++)
+            commas += *c == ',';
+        const char *op = strchr(line, ',') + 1;
+        if (commas != 5 || (strncmp(op, "alloc,", 6) != 0 && strncmp(op, "free,", 5) != 0))
+            cut++;
+    }
+    fclose(r);
+    for (int k = 0; k < 2; k++)
+        exited_cleanly(kids[k]);
+    cr_assert_eq(cut, 0, "%ld lines cut of %ld", cut, lines);
+    cr_assert_eq(lines, 2 * (3 + 2 * EVENTS));
+}

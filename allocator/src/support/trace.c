@@ -34,7 +34,9 @@
  *   full, mid-line. Each line is formatted first (put_line) and the buffer
  *   flushed before a line that would not fit (commit), so every write(2)
  *   ends at a line's end, and `committed` is the file's size after the
- *   last flush that succeeded.
+ *   last flush that succeeded. To a pipe the buffer is PIPE_BUF bytes: a
+ *   write of at most that is atomic, so processes sharing the pipe never
+ *   cut each other's lines.
  * - Write failures (a full disk): recording calls cannot fail for the
  *   trace. The first failed flush cuts a regular file back to `committed`
  *   (what a partial write added goes), and the recording stops there
@@ -72,6 +74,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h> /* PIPE_BUF */
 #include <stdarg.h>
 #include <stdio_ext.h> /* __fpurge, __fpending */
 #include <stdlib.h>
@@ -80,7 +83,8 @@
 #include <unistd.h>
 
 /* The trace's stdio buffer: one trace per process, so one buffer. Larger
- * than any line (a mark's or domain's name is 63 characters at most). */
+ * than any line (a mark's or domain's name is 63 characters at most); a
+ * pipe uses its first PIPE_BUF bytes (`buffer`). */
 #define TRACE_BUFFER 8192
 #define TRACE_LINE_MAX 256
 
@@ -94,6 +98,7 @@ typedef struct ccai_trace {
     unsigned domains;      /* numbered so far in this section */
     unsigned file_domains; /* ... in the file, every section */
     uint64_t sections;     /* column headers written */
+    size_t buffer;         /* the stdio buffer's size for this file: TRACE_BUFFER, or PIPE_BUF for a pipe */
     bool opened_before;
     bool off;    /* nothing more is written: a limit passed, a write failed, or a forked child's copy */
     bool failed; /* a write failed: the file cut back to `committed`, the recording stopped */
@@ -141,7 +146,7 @@ __attribute__((format(printf, 2, 3))) static void put_line(ccai_trace *t, const 
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     ccai_assert(n > 0 && (size_t)n < sizeof line);
-    if (__fpending(t->f) + (size_t)n >= TRACE_BUFFER && !commit(t))
+    if (__fpending(t->f) + (size_t)n >= t->buffer && !commit(t))
         return;
     fputs(line, t->f);
 }
@@ -247,7 +252,8 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
         }
         if (!t->path) /* NULL (no memory, no working directory): the value as given next time too */
             t->path = absolute_path(path);
-        setvbuf(t->f, trace_buffer, _IOFBF, sizeof trace_buffer);
+        t->buffer = S_ISFIFO(st.st_mode) ? PIPE_BUF : sizeof trace_buffer; /* a pipe's writes whole */
+        setvbuf(t->f, trace_buffer, _IOFBF, t->buffer);
         t->committed = lseek(fileno(t->f), 0, SEEK_END); /* -1: a pipe, a terminal: nothing to cut back */
         t->dev = st.st_dev;
         t->ino = st.st_ino;

@@ -1338,17 +1338,20 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * (relative: to the working directory then): later sections go to it
  * whatever chdir or setenv did since. A regular file another process is
  * recording to (one CCALLOC_TRACE in two processes: it holds a lock on the
- * file; a device such as /dev/null is shared, never locked) and
- * a FIFO that no process reads are refused when the first allocator opens
- * them (logged, not tracing); a pipe whose reader goes away raises
- * SIGPIPE at the next write unless the program ignores it (then the write
- * fails and is said as above).
+ * file while it is open; a device such as /dev/null is shared, never
+ * locked) and a FIFO that no process reads are refused when an allocator
+ * opens them (the first, or the first of a later section; logged, not
+ * tracing); a file another process wrote to between two sections stops
+ * the recording (logged; that trace is left whole); a pipe whose reader
+ * goes away raises SIGPIPE at the next write unless the program ignores it
+ * (then the write fails and is said as above).
  * Errors: CCA_ERR_INVALID_ARGUMENT for a name that is not 1..CCA_MARK_MAX
  * printable ASCII characters (0x20..0x7e) without ',' or '"'; CCA_ERR_IO
  * when the recording could not be written (a full disk; it stopped at the
- * first failed write, and every later mark of the allocators that were
- * recording then says so too; an allocator created once they are all
- * destroyed records nothing, and its marks are no-ops).
+ * first failed write, and every later mark says so too while any
+ * allocator that shares the recording is alive, one created since
+ * included; an allocator created once they are all destroyed records
+ * nothing, and its marks are no-ops).
  * Cost: the allocator's lock and the trace's lock, one line and a flush. */
 #define CCA_MARK_MAX 63
 cca_status cca_trace_mark(cca_allocator *a, const char *name);

@@ -33,6 +33,7 @@
 #include "ccai_utf8.h" /* common/: the writers' check on names */
 #include "../kinds/pages.h" /* mapped runs of a pages segment */
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -161,8 +162,9 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
 static int write_stats_json(const cca_stats *s, FILE *f) {
     locale_t previous = ccai_numeric_begin(); /* "fragmentation":0.5 whatever the program's locale (config.c) */
     /* a cca_stats the program made may hold any double: NaN and infinities
-     * have no JSON form ("nan" is not one), so null */
-    char frag[32] = "null";
+     * have no JSON form ("nan" is not one), so null; room for the largest
+     * finite one in %.6f (DBL_MAX: 309 digits) */
+    char frag[DBL_MAX_10_EXP + 16] = "null";
     if (isfinite(s->fragmentation))
         snprintf(frag, sizeof frag, "%.6f", s->fragmentation);
     int n = fprintf(f,

@@ -29,14 +29,14 @@
  *   The path is fixed at the first opening (a relative one made absolute
  *   against the working directory then), so a chdir or a new value of
  *   CCALLOC_TRACE never splits the trace into files; a file found empty
- *   (removed or emptied since) gets the header lines again. A regular
- *   file is one process's: a write lock taken before emptying it refuses a
- *   second process (open_for_this_process); a device or pipe is shared.
+ *   (removed or emptied since) gets the header lines again.
  * - Whole lines only: stdio would write its buffer out wherever it is
  *   full, mid-line. Each line is formatted first (put_line) and the buffer
  *   flushed before a line that would not fit (commit), so every write(2)
  *   ends at a line's end, and `committed` is the file's size after the
- *   last flush that succeeded.
+ *   last flush that succeeded. To a pipe the buffer is PIPE_BUF bytes: a
+ *   write of at most that is atomic, so processes sharing the pipe never
+ *   cut each other's lines.
  * - Write failures (a full disk): recording calls cannot fail for the
  *   trace. The first failed flush cuts a regular file back to `committed`
  *   (what a partial write added goes), and the recording stops there
@@ -53,10 +53,18 @@
  *   trace was opened records nothing.
  * - Opened without waiting (ccai_fopen_nowait): a FIFO nobody reads is
  *   refused at once, not a hang in cca_create.
- * - One process per file: a write lock on it (fcntl) before it is emptied;
- *   a process that finds another's lock is not tracing (logged), so two
- *   processes with one CCALLOC_TRACE leave one whole trace, not two
- *   written over each other. The lock goes with the last close.
+ * - One process per file: a write lock on a regular file (fcntl) before
+ *   it is emptied (open_for_this_process); a process that finds another's
+ *   lock is not tracing (logged), so two processes with one CCALLOC_TRACE
+ *   leave one whole trace, not two written over each other. The lock goes
+ *   with the last close (and with any close of the file by the process,
+ *   fcntl's rule: a program reading its own trace while recording drops
+ *   it; exec() too, the descriptor being close-on-exec). A later section
+ *   first checks the file is as the last one left it (same file, same
+ *   size, or empty): one another process wrote between sections is its
+ *   trace, left whole, and the recording stops there (logged). A device or
+ *   a pipe is shared: never emptied, no lock (/dev/stderr is the file it
+ *   names: a regular file when stderr was redirected to one).
  * - Costs: unset, one NULL check per call (a->trace); set, one fprintf per
  *   event under the trace lock, one fflush per mark.
  */
@@ -66,6 +74,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h> /* PIPE_BUF */
 #include <stdarg.h>
 #include <stdio_ext.h> /* __fpurge, __fpending */
 #include <stdlib.h>
@@ -74,7 +83,8 @@
 #include <unistd.h>
 
 /* The trace's stdio buffer: one trace per process, so one buffer. Larger
- * than any line (a mark's or domain's name is 63 characters at most). */
+ * than any line (a mark's or domain's name is 63 characters at most); a
+ * pipe uses its first PIPE_BUF bytes (`buffer`). */
 #define TRACE_BUFFER 8192
 #define TRACE_LINE_MAX 256
 
@@ -88,11 +98,14 @@ typedef struct ccai_trace {
     unsigned domains;      /* numbered so far in this section */
     unsigned file_domains; /* ... in the file, every section */
     uint64_t sections;     /* column headers written */
+    size_t buffer;         /* the stdio buffer's size for this file: TRACE_BUFFER, or PIPE_BUF for a pipe */
     bool opened_before;
     bool off;    /* nothing more is written: a limit passed, a write failed, or a forked child's copy */
     bool failed; /* a write failed: the file cut back to `committed`, the recording stopped */
     bool forked; /* a forked child's, the file the parent's: never opened again */
-    off_t committed; /* the file's size after the last flush that succeeded; -1: not a regular file */
+    off_t committed; /* the file's size after the last flush that succeeded; -1: no size (a pipe, a terminal) */
+    dev_t dev;       /* the regular file of the last section (its size at the close: `committed`) */
+    ino_t ino;
     char *path;      /* the file, absolute, fixed at the first opening (malloc'd, kept; NULL: none yet) */
 } ccai_trace;
 
@@ -133,7 +146,7 @@ __attribute__((format(printf, 2, 3))) static void put_line(ccai_trace *t, const 
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     ccai_assert(n > 0 && (size_t)n < sizeof line);
-    if (__fpending(t->f) + (size_t)n >= TRACE_BUFFER && !commit(t))
+    if (__fpending(t->f) + (size_t)n >= t->buffer && !commit(t))
         return;
     fputs(line, t->f);
 }
@@ -146,13 +159,14 @@ __attribute__((format(printf, 2, 3))) static void put_line(ccai_trace *t, const 
  * over the first's lines. A device or a pipe (/dev/null, /dev/stderr) is
  * never emptied, so it takes no lock: every process writes its own lines
  * to it. A file that takes no lock (ENOLCK, some filesystems) is written
- * as before. NULL with errno (EAGAIN: another process holds it). */
-static FILE *open_for_this_process(const char *path, bool append) {
+ * as before. NULL with errno (EAGAIN: another process holds it); *st
+ * the file as opened (st_mode 0 when fstat failed). */
+static FILE *open_for_this_process(const char *path, bool append, struct stat *st) {
+    *st = (struct stat){0};
     FILE *f = ccai_fopen_nowait(path, 1); /* not truncated before the lock is ours */
     if (!f)
         return NULL;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
+    if (fstat(fileno(f), st) != 0 || !S_ISREG(st->st_mode))
         return f;
     struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
     if (fcntl(fileno(f), F_SETLK, &lock) != 0 && (errno == EAGAIN || errno == EACCES)) {
@@ -213,7 +227,22 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
     if (!t->f) {
         if (t->path) /* the file of the first opening, whatever chdir or setenv did since */
             path = t->path;
-        t->f = open_for_this_process(path, t->opened_before);
+        struct stat st;
+        t->f = open_for_this_process(path, t->opened_before, &st);
+        if (t->f && t->opened_before && S_ISREG(st.st_mode) && st.st_size != 0 &&
+            (st.st_dev != t->dev || st.st_ino != t->ino || st.st_size != t->committed)) {
+            /* not as the last section left it: another process took the
+             * file between sections (the lock goes with the close) and
+             * wrote its own trace; it stays whole, this recording stops */
+            fclose(t->f);
+            t->f = NULL;
+            t->off = true;
+            pthread_mutex_unlock(&trace_lock);
+            ccai_log("CCALLOC_TRACE: not tracing: another process has written to the file since the last section "
+                     "(its trace is left whole): '%s'",
+                     path);
+            return NULL;
+        }
         if (!t->f) {
             int e = errno;
             pthread_mutex_unlock(&trace_lock);
@@ -223,8 +252,11 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
         }
         if (!t->path) /* NULL (no memory, no working directory): the value as given next time too */
             t->path = absolute_path(path);
-        setvbuf(t->f, trace_buffer, _IOFBF, sizeof trace_buffer);
+        t->buffer = S_ISFIFO(st.st_mode) ? PIPE_BUF : sizeof trace_buffer; /* a pipe's writes whole */
+        setvbuf(t->f, trace_buffer, _IOFBF, t->buffer);
         t->committed = lseek(fileno(t->f), 0, SEEK_END); /* -1: a pipe, a terminal: nothing to cut back */
+        t->dev = st.st_dev;
+        t->ino = st.st_ino;
         if (!t->opened_before || t->committed == 0)      /* removed or emptied since: a trace again */
             put_line(t, "# ccalloc trace v3\n# source: pid %ld\n", (long)getpid());
         put_line(t, "seq,op,id,size,stream,domain,name\n");

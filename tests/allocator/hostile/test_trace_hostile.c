@@ -329,6 +329,33 @@ Test(trace_hostile, a_recording_a_full_disk_stopped_is_not_opened_again) {
     cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
 }
 
+/* A child, forked now, that records one section with the mark "child":
+ * it first waits for a byte on `start`, writes one to `opened` once the
+ * mark is written and waits for one on `done` before closing (-1: none of
+ * that). It exits 0 when every step went. */
+static pid_t fork_recording_child(int start, int opened, int done) {
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid > 0)
+        return pid;
+    char c = 'x';
+    cca_upstream *u;
+    cca_allocator *a;
+    if ((start >= 0 && read(start, &c, 1) != 1) || cca_upstream_host_create(64 * MiB, &u) != CCA_OK ||
+        cca_create(NULL, u, &a) != CCA_OK || cca_trace_mark(a, "child") != CCA_OK ||
+        (opened >= 0 && write(opened, &c, 1) != 1) || (done >= 0 && read(done, &c, 1) != 1))
+        _exit(1);
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+    _exit(0);
+}
+
+static void exited_cleanly(pid_t pid) {
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* A file another process is recording to (a child forked before the
  * trace was opened, holding it open): the parent's allocator is not
  * tracing, and the one log line says why; the child's trace is left whole. */
@@ -339,26 +366,13 @@ Test(trace_hostile, a_file_another_process_records_to_is_refused_with_the_reason
     int opened[2], done[2];
     cr_assert_eq(pipe(opened), 0);
     cr_assert_eq(pipe(done), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
+    pid_t pid = fork_recording_child(-1, opened[1], done[0]);
     char c = 'x';
-    if (pid == 0) {
-        cca_upstream *u;
-        cca_allocator *a;
-        if (cca_upstream_host_create(64 * MiB, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK ||
-            cca_trace_mark(a, "child") != CCA_OK || write(opened[1], &c, 1) != 1 || read(done[0], &c, 1) != 1)
-            _exit(1);
-        cca_destroy(a);
-        cca_upstream_destroy(u);
-        _exit(0);
-    }
     cr_assert_eq(read(opened[0], &c, 1), 1);
     tu_log_capture log = {0};
     create_and_use(file, &log);
     cr_assert_eq(write(done[1], &c, 1), 1);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    exited_cleanly(pid);
     cr_assert_eq(log.lines, 1);
     cr_assert(strstr(log.last, "not tracing") && strstr(log.last, "another process is recording to it") &&
                   strstr(log.last, file),
@@ -368,4 +382,93 @@ Test(trace_hostile, a_file_another_process_records_to_is_refused_with_the_reason
                   !strstr(text, ",m\n"),
               "%s", text);
     free(text);
+}
+
+/* The lock goes with the last close: between two sections another process
+ * (a child forked before the first opening, a worker started with the same
+ * environment) may open the file, empty it and record its own trace. The
+ * next section must not be appended to that one (a second process's lines
+ * under the first one's header line, its ids among the other's): it is
+ * refused, said once, and the other's trace is left whole. (It appended a
+ * section: two column headers, "m" marks after the child's.) */
+Test(trace_hostile, a_file_another_process_wrote_between_sections_is_left_whole) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/between.csv", dir);
+    cr_assert_eq(setenv("CCALLOC_TRACE", file, 1), 0);
+    int go[2];
+    cr_assert_eq(pipe(go), 0);
+    pid_t pid = fork_recording_child(go[0], -1, -1);
+    char c = 'x';
+    tu_log_capture log = {0};
+    create_and_use(file, &log); /* the first section, closed: no lock held */
+    cr_assert_eq(log.lines, 0, "%s", log.last);
+    cr_assert_eq(write(go[1], &c, 1), 1);
+    exited_cleanly(pid);
+    create_and_use(file, &log);
+    cr_assert_eq(log.lines, 1, "said once");
+    cr_assert(strstr(log.last, "not tracing") && strstr(log.last, "another process") && strstr(log.last, file), "%s",
+              log.last);
+    char *text = read_file(file);
+    char source[64];
+    snprintf(source, sizeof source, "# ccalloc trace v3\n# source: pid %ld\n", (long)pid);
+    cr_assert(strncmp(text, source, strlen(source)) == 0, "%s", text);
+    cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 1, "%s", text);
+    cr_assert(strstr(text, ",mark,0,0,0,0,child\n") && !strstr(text, ",m\n"), "%s", text);
+    free(text);
+}
+
+/* Two processes tracing to one pipe (CCALLOC_TRACE=/dev/stderr piped to a
+ * logger; a device or a pipe is shared): a write to a pipe is whole only
+ * up to PIPE_BUF bytes, so each flush must be at most that, or a full pipe
+ * takes part of one process's write, then the other's, mid-line. (The
+ * recorder flushed up to 8192 bytes: lines like "215,free,108,103232,alloc,1617".) */
+Test(trace_hostile, two_processes_tracing_to_one_pipe_write_whole_lines) {
+    enum { EVENTS = 40000 };
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd[1]);
+    cr_assert_eq(setenv("CCALLOC_TRACE", path, 1), 0);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        cr_assert_geq(kids[k], 0);
+        if (kids[k] == 0) {
+            close(fd[0]);
+            cca_upstream *u;
+            cca_allocator *a;
+            if (cca_upstream_host_create(64 * MiB, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK)
+                _exit(1);
+            for (int i = 0; i < EVENTS; i++) {
+                void *p;
+                if (cca_alloc(a, 1 + (size_t)i % 3000, NULL, &p) != CCA_OK || cca_free(a, p) != CCA_OK)
+                    _exit(2);
+            }
+            cca_destroy(a);
+            cca_upstream_destroy(u);
+            _exit(0);
+        }
+    }
+    close(fd[1]);
+    FILE *r = fdopen(fd[0], "r");
+    cr_assert_not_null(r);
+    char line[512];
+    long lines = 0, cut = 0;
+    while (fgets(line, sizeof line, r)) {
+        if (++lines % 256 == 0)
+            usleep(1000); /* a slow reader: the pipe full, the writers waiting */
+        if (line[0] == '#' || !strncmp(line, "seq,", 4))
+            continue;
+        int commas = 0;
+        for (const char *c = line; *c; c++)
+            commas += *c == ',';
+        const char *op = strchr(line, ',') + 1;
+        if (commas != 5 || (strncmp(op, "alloc,", 6) != 0 && strncmp(op, "free,", 5) != 0))
+            cut++;
+    }
+    fclose(r);
+    for (int k = 0; k < 2; k++)
+        exited_cleanly(kids[k]);
+    cr_assert_eq(cut, 0, "%ld lines cut of %ld", cut, lines);
+    cr_assert_eq(lines, 2 * (3 + 2 * EVENTS));
 }

@@ -338,6 +338,25 @@ Test(stats, a_fragmentation_that_is_no_number_is_written_as_null) {
     free(text);
 }
 
+/* Any finite fragmentation is written whole, however large: %.6f of
+ * 1e300 is 308 characters. (It was cut at 31, a valid JSON number 1e270
+ * times too small.) */
+Test(stats, a_large_finite_fragmentation_is_written_whole) {
+    cca_stats s = tu_stats(a);
+    const double large[] = {1e300, -1e300, 1.7976931348623157e308};
+    for (size_t i = 0; i < sizeof large / sizeof large[0]; i++) {
+        s.fragmentation = large[i];
+        char *text = capture_output(write_stats_json, &s);
+        cJSON *json = cJSON_Parse(text);
+        cr_assert_not_null(json, "not JSON: %s", text);
+        const cJSON *frag = cJSON_GetObjectItemCaseSensitive(json, "fragmentation");
+        cr_assert(cJSON_IsNumber(frag), "%s", text);
+        cr_assert_eq(frag->valuedouble, large[i], "%g written as %s", large[i], text);
+        cJSON_Delete(json);
+        free(text);
+    }
+}
+
 /* A sink whose first write fails and every later one succeeds (a disk
  * that was full and is not any more): *cookie counts the bytes taken. */
 static ssize_t fails_once(void *cookie, const char *buf, size_t n) {

@@ -120,6 +120,10 @@ Test(api_contract, format_bytes_fits_32_and_honours_len) {
     char buf[32];
     cr_assert_str_eq(cca_format_bytes(512, buf, sizeof buf), "512 B");
     cr_assert_str_eq(cca_format_bytes((size_t)3 << 30, buf, sizeof buf), "3.00 GiB");
+    cr_assert_str_eq(cca_format_bytes(1023, buf, sizeof buf), "1023 B");
+    cr_assert_str_eq(cca_format_bytes(1024, buf, sizeof buf), "1.00 KiB", "1024 is the first KiB");
+    cr_assert_str_eq(cca_format_bytes((size_t)5 << 39, buf, sizeof buf), "2.50 TiB");
+    cr_assert_str_eq(cca_format_bytes((size_t)2048 << 40, buf, sizeof buf), "2048.00 TiB", "TiB is the last unit");
     cr_assert_lt(strlen(cca_format_bytes(SIZE_MAX, buf, sizeof buf)), 32u);
     char small[4] = {'#', '#', '#', '#'};
     cca_format_bytes(123456, small, 3); /* writes at most len bytes, NUL included */

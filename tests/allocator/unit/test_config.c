@@ -412,6 +412,8 @@ Test(config, sizes_parse_exactly) {
         {"4GiB", (size_t)4 << 30},
         {"4gb", (size_t)4 << 30},
         {"4Gi", (size_t)4 << 30},
+        {"3MIB", (size_t)3 << 20}, /* the i in either case */
+        {"2kI", 2048},
         {"1.5G", (size_t)3 << 29},
         {"0.5K", 512},
         {".25M", (size_t)1 << 18},

@@ -112,6 +112,16 @@ Test(api_contract, last_error_set_prefix_clear) {
     cr_assert_eq(strncmp(cca_last_error(), "PREFIX: zzz", 11), 0);
     cr_assert_eq(strlen(cca_last_error()), 1023);
     cr_assert_str_eq(cca_last_error() + 1020, "...");
+    /* 1023 characters fit whole; 1024, one more than fits, are cut */
+    big[1023] = '\0';
+    cca_set_error(CCA_ERR_IO, "%s", big);
+    cr_assert_eq(strlen(cca_last_error()), 1023);
+    cr_assert_str_eq(cca_last_error() + 1020, "zzz", "exactly full: not cut");
+    big[1023] = 'z';
+    big[1024] = '\0';
+    cca_set_error(CCA_ERR_IO, "%s", big);
+    cr_assert_eq(strlen(cca_last_error()), 1023);
+    cr_assert_str_eq(cca_last_error() + 1020, "...", "one character too many: cut and marked");
     cca_clear_error();
     cr_assert_str_eq(cca_last_error(), "");
 }

@@ -360,6 +360,28 @@ Test(lock, an_ops_lines_come_before_the_oom_line_of_the_same_call) {
 
 /* More lines than the queue holds: the first CCAI_LOG_HELD, then one line
  * saying how many more were lost (status.c). */
+static void keep_line(void *user, const char *line) {
+    snprintf(user, 600, "%s", line);
+}
+
+/* A line is at most 511 characters: 511 go whole, 512 are cut to 511
+ * ending in "...". */
+Test(lock, a_line_one_character_too_long_is_cut_and_says_so) {
+    char got[600], text[513];
+    memset(text, 'x', sizeof text - 1);
+    cca_set_log_callback(keep_line, got);
+    text[511] = '\0';
+    ccai_log("%s", text);
+    cr_assert_eq(strlen(got), 511);
+    cr_assert_str_eq(got + 508, "xxx", "511 characters fit");
+    text[511] = 'x';
+    text[512] = '\0';
+    ccai_log("%s", text);
+    cr_assert_eq(strlen(got), 511);
+    cr_assert_str_eq(got + 508, "...", "512 are cut, and the cut is marked");
+    cca_set_log_callback(NULL, NULL);
+}
+
 Test(lock, lines_past_the_queue_are_counted_as_lost) {
     talker t = {.lines = CCAI_LOG_HELD + 3};
     cca_upstream *u;
@@ -370,7 +392,13 @@ Test(lock, lines_past_the_queue_are_counted_as_lost) {
     cr_assert_eq(p.lines, CCAI_LOG_HELD + 1, "%d", p.lines);
     cr_assert(strstr(p.line[CCAI_LOG_HELD - 1], "line 7"), "%s", p.line[CCAI_LOG_HELD - 1]);
     cr_assert_str_eq(p.line[CCAI_LOG_HELD], "3 more lines were not logged");
+    t.lines = 1; /* the next holding starts with an empty queue and nothing lost */
+    void *y = NULL;
+    cr_assert_eq(cca_alloc(a, 64 * MiB, NULL, &y), CCA_OK, "%s", cca_last_error()); /* a new segment */
+    cr_assert_eq(p.lines, CCAI_LOG_HELD + 2, "%d: %s", p.lines, p.line[(p.lines - 1) % 16]);
+    cr_assert(strstr(p.line[CCAI_LOG_HELD + 1], "line 0"), "%s", p.line[CCAI_LOG_HELD + 1]);
     cr_assert_eq(cca_free(a, x), CCA_OK);
+    cr_assert_eq(cca_free(a, y), CCA_OK);
     t.lines = 0;
     talking_teardown(a, u, &p);
     cr_assert_eq(p.under_lock, 0);

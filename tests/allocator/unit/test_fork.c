@@ -344,8 +344,8 @@ static int child_logs(void *arg) {
     return lines == 1 ? 0 : 2;
 }
 
-Test(fork, the_log_held_by_a_sink_at_the_fork_is_free_in_the_child, .timeout = 60) {
-    cca_upstream *u = tu_vm_device(64 * MiB, 0); /* an upstream made: the handler set */
+/* Another thread in a slow sink (the log's lock held) while this one forks. */
+static void fork_inside_a_slow_sink(void) {
     cca_set_log_callback(slow_sink, NULL);
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, log_slowly, NULL), 0);
@@ -354,7 +354,28 @@ Test(fork, the_log_held_by_a_sink_at_the_fork_is_free_in_the_child, .timeout = 6
     fork_and_check(child_logs, NULL);
     pthread_join(t, NULL);
     cca_set_log_callback(NULL, NULL);
+}
+
+Test(fork, the_log_held_by_a_sink_at_the_fork_is_free_in_the_child, .timeout = 60) {
+    cca_upstream *u = tu_vm_device(64 * MiB, 0);
+    fork_inside_a_slow_sink();
     cca_upstream_destroy(u);
+}
+
+/* Before any allocator or upstream exists: a thread inside the first
+ * cca_plug_alloc holds the plug's lock while it makes the device, before
+ * the device's upstream is registered; a thread in a sink holds the log's
+ * (a device that cannot be made is logged, with no upstream made). A fork
+ * then must still wait for the plug's lock and give the child a free log. */
+Test(fork, before_any_allocator_exists_a_fork_still_takes_the_plugs_lock, .timeout = 60) {
+    cr_assert_eq(cca_plug_configure("host:64M:1", NULL), CCA_OK, "%s", cca_last_error());
+    pthread_holder h = {.take = ccai_plug_fork_lock};
+    fork_while_pthread_held(&h, child_plug_and_trace, NULL);
+    cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+}
+
+Test(fork, before_any_allocator_exists_the_child_has_the_log_free, .timeout = 60) {
+    fork_inside_a_slow_sink();
 }
 
 /* A cca_create that fails after its record exists (greedy's arena refused)

@@ -13,7 +13,9 @@
  *
  *     allocators: a1 <-> a2 <-> a3        upstreams: u1 <-> u2
  *
- * - The handler, registered once at the first registration:
+ * - The handler, registered once, when the library is loaded (a
+ *   constructor): before any registration a thread may already hold the
+ *   plug's lock (the first device in the making) or the log's (a sink):
  *   prepare  the plug's lock (plug.c: held while a device's allocator is
  *            made, so before the registry), registry_lock, each allocator's
  *            lock, each upstream's locks (its counting lock and, through
@@ -106,8 +108,12 @@ static void set_handler(void) {
     handler_set = pthread_atfork(prepare, parent, child) == 0;
 }
 
-/* Push l on *head, setting the handler first if no registration has. A
- * failed pthread_atfork (no memory) is logged once, after the lock. */
+__attribute__((constructor)) static void set_handler_at_load(void) {
+    pthread_once(&handler_once, set_handler);
+}
+
+/* Push l on *head (the handler set, if the constructor has not). A failed
+ * pthread_atfork (no memory) is logged once, after the lock. */
 static void link_in(ccai_fork_link **head, ccai_fork_link *l) {
     pthread_once(&handler_once, set_handler);
     pthread_mutex_lock(&registry_lock);

@@ -112,6 +112,16 @@ Test(api_contract, last_error_set_prefix_clear) {
     cr_assert_eq(strncmp(cca_last_error(), "PREFIX: zzz", 11), 0);
     cr_assert_eq(strlen(cca_last_error()), 1023);
     cr_assert_str_eq(cca_last_error() + 1020, "...");
+    /* 1023 characters fit whole; 1024, one more than fits, are cut */
+    big[1023] = '\0';
+    cca_set_error(CCA_ERR_IO, "%s", big);
+    cr_assert_eq(strlen(cca_last_error()), 1023);
+    cr_assert_str_eq(cca_last_error() + 1020, "zzz", "exactly full: not cut");
+    big[1023] = 'z';
+    big[1024] = '\0';
+    cca_set_error(CCA_ERR_IO, "%s", big);
+    cr_assert_eq(strlen(cca_last_error()), 1023);
+    cr_assert_str_eq(cca_last_error() + 1020, "...", "one character too many: cut and marked");
     cca_clear_error();
     cr_assert_str_eq(cca_last_error(), "");
 }
@@ -120,6 +130,10 @@ Test(api_contract, format_bytes_fits_32_and_honours_len) {
     char buf[32];
     cr_assert_str_eq(cca_format_bytes(512, buf, sizeof buf), "512 B");
     cr_assert_str_eq(cca_format_bytes((size_t)3 << 30, buf, sizeof buf), "3.00 GiB");
+    cr_assert_str_eq(cca_format_bytes(1023, buf, sizeof buf), "1023 B");
+    cr_assert_str_eq(cca_format_bytes(1024, buf, sizeof buf), "1.00 KiB", "1024 is the first KiB");
+    cr_assert_str_eq(cca_format_bytes((size_t)5 << 39, buf, sizeof buf), "2.50 TiB");
+    cr_assert_str_eq(cca_format_bytes((size_t)2048 << 40, buf, sizeof buf), "2048.00 TiB", "TiB is the last unit");
     cr_assert_lt(strlen(cca_format_bytes(SIZE_MAX, buf, sizeof buf)), 32u);
     char small[4] = {'#', '#', '#', '#'};
     cca_format_bytes(123456, small, 3); /* writes at most len bytes, NUL included */

@@ -264,8 +264,10 @@ Test(config, bad_env_is_logged_and_the_defaults_are_used) {
     cca_upstream *u;
     cr_assert_eq(cca_upstream_host_create(1 * GiB, &u), CCA_OK);
     cca_allocator *a = NULL;
+    cca_set_error(CCA_ERR_IO, "the caller's own message");
     cr_assert_eq(cca_create(NULL, u, &a), CCA_OK);
     cca_set_log_callback(NULL, NULL);
+    cr_assert_str_eq(cca_last_error(), "the caller's own message", "a logged bad CCALLOC_CONF is no failure");
     cr_assert_eq(log.lines, 1);
     cr_assert(strstr(log.last, "max_reserved") && strstr(log.last, "defaults"), "%s", log.last);
     cca_config in_force, def = defaults();
@@ -412,6 +414,8 @@ Test(config, sizes_parse_exactly) {
         {"4GiB", (size_t)4 << 30},
         {"4gb", (size_t)4 << 30},
         {"4Gi", (size_t)4 << 30},
+        {"3MIB", (size_t)3 << 20}, /* the i in either case */
+        {"2kI", 2048},
         {"1.5G", (size_t)3 << 29},
         {"0.5K", 512},
         {".25M", (size_t)1 << 18},

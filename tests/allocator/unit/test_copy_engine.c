@@ -10,7 +10,8 @@
  *             below and above the inline size: every byte arrives.
  *   threads   two threads copying through one device at once.
  *   fork      a child copies with the engine its parent used (its thread
- *             is not in the child); the parent's memory untouched.
+ *             is not in the child); the parent's memory untouched; a fork
+ *             in the middle of a copy leaves the child an idle engine.
  *   fault     a copy into unmapped device memory kills the process (a
  *             forked child: SIGSEGV, or AddressSanitizer's exit), in the
  *             engine's thread: a use after sleep is never silent.
@@ -210,6 +211,48 @@ Test(copy_engine, a_child_copies_with_the_engine_its_parent_used) {
     copy(&d, h, d.base, n, 1); /* the parent's engine still runs */
     wait_all(&d);
     expect_pattern(h, n, 5, "the parent's copy after the fork");
+    unhost(&d, h, n);
+    dev_done(&d);
+}
+
+/* One round of the test below: a copy of h (n bytes) to d's base, not
+ * waited for, then a fork; the child's engine must be idle. */
+static void fork_mid_copy(dev *d, char *h, size_t n) {
+    copy(d, d->base, h, n, 0); /* not waited for */
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0, "fork failed");
+    if (pid == 0) {
+        alarm(10);
+        int bad = cca_upstream_copy_wait(d->u) != CCA_OK;
+        pattern(h, 4 * MiB, 8);
+        bad |= (cca_upstream_copy(d->u, d->base, h, 4 * MiB, 0) != CCA_OK || cca_upstream_copy_wait(d->u) != CCA_OK)
+               << 1;
+        for (size_t i = 0; !bad && i < 4 * MiB; i++)
+            bad = (d->base[i] != (char)((i * 131u + 8) % 251u)) << 2;
+        cca_upstream_destroy(d->u); /* joins no thread */
+        _exit(bad);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed (status 0x%x: SIGALRM is a hang)",
+              status);
+    wait_all(d);
+}
+
+/* A fork while the engine's thread runs a piece of a copy: the child has
+ * no such thread, so its engine starts empty and idle (fork.c's child
+ * handler, through the device's hook): its copies and waits do not wait
+ * for the parent's pieces, and its device goes without joining a thread
+ * that is not there. The child works under an alarm: a hang fails it. */
+Test(copy_engine, a_fork_in_the_middle_of_a_copy_leaves_the_child_an_idle_engine) {
+    const size_t n = 48 * MiB; /* many pieces: the engine is likely inside one at the fork */
+    dev d = dev_make(64 * MiB);
+    char *h = host(&d, n);
+    pattern(h, n, 7);
+    fflush(NULL);
+    for (int round = 0; round < 4; round++) /* four chances to fork with a piece running */
+        fork_mid_copy(&d, h, n);
+    expect_pattern(d.base, n, 7, "the parent's copy, whole");
     unhost(&d, h, n);
     dev_done(&d);
 }

@@ -85,20 +85,43 @@ static void *hold_allocator_lock(void *arg) {
 }
 
 typedef struct pthread_holder {
-    pthread_mutex_t *lock;
-    atomic_bool held;
+    pthread_mutex_t *lock; /* this mutex, or the lock `take` takes and gives back */
+    void (*take)(bool lock);
+    atomic_bool held, released;
 } pthread_holder;
 
 /* Holds a pthread mutex for 300 ms: fork() without a handler returns long
- * before, so the child would start with it held. */
+ * before, so the child would start with it held. `released` is set just
+ * before the unlock: a fork whose handler waited for the lock returns
+ * after it. */
 static void *hold_pthread_lock(void *arg) {
     pthread_holder *h = arg;
-    pthread_mutex_lock(h->lock);
+    if (h->take)
+        h->take(true);
+    else
+        pthread_mutex_lock(h->lock);
     atomic_store(&h->held, true);
     struct timespec t = {0, 300 * 1000 * 1000};
     nanosleep(&t, NULL);
-    pthread_mutex_unlock(h->lock);
+    atomic_store(&h->released, true);
+    if (h->take)
+        h->take(false);
+    else
+        pthread_mutex_unlock(h->lock);
     return NULL;
+}
+
+/* Another thread holds h's lock while this one forks; the child runs
+ * child(arg). The fork waited for the lock: it was released before. */
+static void fork_while_pthread_held(pthread_holder *h, int (*child)(void *), void *arg) {
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, hold_pthread_lock, h), 0);
+    while (!atomic_load(&h->held))
+        sched_yield();
+    fork_and_check(child, arg);
+    cr_assert(atomic_load(&h->released), "the fork did not wait for the lock: the parent's handler freed it under "
+                                         "its holder");
+    pthread_join(t, NULL);
 }
 
 /* ---- one lock held at the fork ------------------------------------------------ */
@@ -259,14 +282,165 @@ Test(fork, an_upstream_held_by_a_second_tenant, .timeout = 60) {
     cca_allocator *a = NULL;
     tu_host_allocator(256 * MiB, NULL, &u, &a);
     pthread_holder h = {.lock = &u->lock};
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, hold_pthread_lock, &h), 0);
-    while (!atomic_load(&h.held))
-        sched_yield();
     tenant ten = {u, a};
-    fork_and_check(child_raw_and_allocator, &ten);
-    pthread_join(t, NULL);
+    fork_while_pthread_held(&h, child_raw_and_allocator, &ten);
     tu_teardown(a, u);
+}
+
+/* The plug's lock (held while a device's allocator is made) and the
+ * trace's (held while a line is written), each held by another thread at
+ * the fork: the fork waits for it, and the child has it free. */
+static int child_plug_and_trace(void *arg) {
+    (void)arg;
+    ccai_trace_fork_lock(true); /* free in the child: taken at once */
+    ccai_trace_fork_lock(false);
+    void *p = cca_plug_alloc(4096, 0, NULL);
+    if (!p)
+        return 2;
+    cca_plug_free(p, 4096, 0, NULL);
+    return 0;
+}
+
+Test(fork, the_plug_and_trace_locks_held_by_another_thread, .timeout = 60) {
+    cr_assert_eq(cca_plug_configure("host:64M:1", NULL), CCA_OK, "%s", cca_last_error());
+    cca_plug_free(cca_plug_alloc(4096, 0, NULL), 4096, 0, NULL); /* the device made (the handler set) */
+    void (*locks[2])(bool) = {ccai_plug_fork_lock, ccai_trace_fork_lock};
+    for (int i = 0; i < 2; i++) {
+        pthread_holder h = {.take = locks[i]};
+        fork_while_pthread_held(&h, child_plug_and_trace, NULL);
+    }
+    cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+}
+
+/* The log's lock is not taken by the fork (log.h): a thread inside a sink
+ * at the fork holds it, and the child makes it anew, so the child's own
+ * log calls do not wait for a thread it does not have. */
+static atomic_bool sink_entered;
+
+static void slow_sink(void *user, const char *line) {
+    (void)user;
+    (void)line;
+    atomic_store(&sink_entered, true);
+    struct timespec t = {0, 300 * 1000 * 1000};
+    nanosleep(&t, NULL);
+}
+
+static void *log_slowly(void *arg) {
+    (void)arg;
+    ccai_log("a line to the slow sink");
+    return NULL;
+}
+
+static void quiet_sink(void *user, const char *line) {
+    (void)line;
+    (*(int *)user)++;
+}
+
+static int child_logs(void *arg) {
+    (void)arg;
+    int lines = 0;
+    cca_set_log_callback(quiet_sink, &lines); /* takes the log's lock */
+    ccai_log("the child's line");
+    return lines == 1 ? 0 : 2;
+}
+
+/* Another thread in a slow sink (the log's lock held) while this one forks. */
+static void fork_inside_a_slow_sink(void) {
+    cca_set_log_callback(slow_sink, NULL);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, log_slowly, NULL), 0);
+    while (!atomic_load(&sink_entered))
+        sched_yield();
+    fork_and_check(child_logs, NULL);
+    pthread_join(t, NULL);
+    cca_set_log_callback(NULL, NULL);
+}
+
+Test(fork, the_log_held_by_a_sink_at_the_fork_is_free_in_the_child, .timeout = 60) {
+    cca_upstream *u = tu_vm_device(64 * MiB, 0);
+    fork_inside_a_slow_sink();
+    cca_upstream_destroy(u);
+}
+
+/* Before any allocator or upstream exists: a thread inside the first
+ * cca_plug_alloc holds the plug's lock while it makes the device, before
+ * the device's upstream is registered; a thread in a sink holds the log's
+ * (a device that cannot be made is logged, with no upstream made). A fork
+ * then must still wait for the plug's lock and give the child a free log. */
+Test(fork, before_any_allocator_exists_a_fork_still_takes_the_plugs_lock, .timeout = 60) {
+    cr_assert_eq(cca_plug_configure("host:64M:1", NULL), CCA_OK, "%s", cca_last_error());
+    pthread_holder h = {.take = ccai_plug_fork_lock};
+    fork_while_pthread_held(&h, child_plug_and_trace, NULL);
+    cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+}
+
+Test(fork, before_any_allocator_exists_the_child_has_the_log_free, .timeout = 60) {
+    fork_inside_a_slow_sink();
+}
+
+/* A cca_create that fails after its record exists (greedy's arena refused)
+ * destroys that record, never registered: the allocators registered
+ * before stay registered, and a fork still waits for their locks. */
+Test(fork, a_failed_cca_create_leaves_the_others_registered, .timeout = 60) {
+    cca_upstream *u = NULL;
+    cca_allocator *a = NULL;
+    tu_host_allocator(256 * MiB, NULL, &u, &a);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy,greedy_bytes:1G,log_oom:0"), CCA_OK, "%s", cca_last_error());
+    cca_allocator *b = NULL;
+    cr_assert_eq(cca_create(&c, u, &b), CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+    cr_assert_null(b);
+    fork_while_held(a, child_uses, a, 0, 0);
+    tu_teardown(a, u);
+}
+
+/* A fork from inside an upstream op (ccalloc.h: not allowed, but not a
+ * deadlock): the handler cannot take the allocator's lock, this thread's
+ * op holds it, so it leaves that lock alone in the parent, and the op
+ * goes on holding it. */
+typedef struct forking_op {
+    cca_allocator *a;
+    bool fork_now;
+    int state_after; /* the allocator's lock word, read in the op after the fork */
+    pid_t child;
+} forking_op;
+
+static cca_status forking_alloc(void *ctx, size_t size, void **ptr) {
+    forking_op *f = ctx;
+    if (f->fork_now) {
+        f->fork_now = false;
+        f->child = fork();
+        if (f->child == 0)
+            _exit(0);
+        f->state_after = atomic_load(&f->a->lock.state);
+    }
+    *ptr = aligned_alloc(CCA_ALIGNMENT, size);
+    return *ptr ? CCA_OK : CCA_ERR_OUT_OF_MEMORY;
+}
+
+static cca_status forking_free(void *ctx, void *ptr, size_t size) {
+    (void)ctx;
+    (void)size;
+    free(ptr);
+    return CCA_OK;
+}
+
+Test(fork, a_fork_inside_an_op_leaves_the_ops_lock_held, .timeout = 60) {
+    forking_op f = {.state_after = -1};
+    cca_upstream_ops ops = {.alloc = forking_alloc, .free = forking_free, .name = "forking"};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_custom_create(&ops, &f, &u), CCA_OK, "%s", cca_last_error());
+    f.a = tu_allocator(u, NULL);
+    f.fork_now = true;
+    void *p = tu_alloc(f.a, 4096, NULL);
+    cr_assert_gt(f.child, 0);
+    int status = 0;
+    cr_assert_eq(waitpid(f.child, &status, 0), f.child);
+    cr_assert_neq(f.state_after, 0, "the handler freed the lock the op's call holds");
+    tu_free(f.a, p);
+    tu_check(f.a);
+    tu_teardown(f.a, u);
 }
 
 /* ---- many allocators, shared upstreams, the plug ------------------------------ */

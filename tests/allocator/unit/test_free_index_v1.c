@@ -515,6 +515,24 @@ Test(free_index_v1, check_finds_broken_rules) {
     ix.count++;
     cr_assert_str_eq(ccai_free_index_v1_check(&ix), "free index v1: count or bytes differ from the blocks indexed");
     ix.count--;
+    ix.bytes += G;
+    cr_assert_str_eq(ccai_free_index_v1_check(&ix), "free index v1: count or bytes differ from the blocks indexed");
+    ix.bytes -= G;
+    cr_assert_null(ccai_free_index_v1_check(&ix));
+    ccai_free_index_v1_destroy(&ix);
+}
+
+/* A size under one granule (0 included) asks bin 0: the smallest block,
+ * one granule, is found there, not skipped for the next bin's. */
+Test(free_index_v1, a_size_under_a_granule_finds_the_smallest_block) {
+    ccai_free_index_v1 ix = {0};
+    cr_assert_eq(ccai_free_index_v1_attach(&ix, NULL), CCA_OK);
+    ccai_block b[2] = {{.size = G, .addr = 0x9000}, {.size = 2 * G, .addr = 0x1000}};
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(ccai_free_index_v1_insert(&ix, &b[i]), CCA_OK);
+    const size_t sizes[3] = {0, 1, G - 1};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(ccai_free_index_v1_best_fit(&ix, NULL, sizes[i], SIZE_MAX), &b[0], "size %zu", sizes[i]);
     cr_assert_null(ccai_free_index_v1_check(&ix));
     ccai_free_index_v1_destroy(&ix);
 }

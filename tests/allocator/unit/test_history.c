@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc_test_util.h"
 #include "internal.h"
@@ -268,6 +269,51 @@ Test(history, the_option_parses_counts_and_is_bounded) {
     cr_assert_eq(cca_config_parse(&c, "history:16777217"), CCA_ERR_CONFIG);
     cr_assert(strstr(cca_last_error(), "out-of-range value for key 'history'") != NULL, "%s", cca_last_error());
     cr_assert_eq(c.history, (size_t)16 << 20, "unchanged by the refused value");
+}
+
+/* The ring's own bounds: 1 .. CCAI_HISTORY_MAX entries (the option's
+ * range), both ends made; 0 and one more refused. */
+Test(history, the_ring_is_made_for_every_count_the_option_allows) {
+    ccai_history *h = (ccai_history *)1;
+    cr_assert_eq(ccai_history_create(0, &h), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(h);
+    cr_assert_eq(ccai_history_create(CCAI_HISTORY_MAX + 1, &h), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(cca_last_error(), "not in [1, 16777216]"), "%s", cca_last_error());
+    const size_t ok[2] = {1, CCAI_HISTORY_MAX};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(ccai_history_create(ok[i], &h), CCA_OK, "%zu: %s", ok[i], cca_last_error());
+        cr_assert_eq(h->cap, ok[i]);
+        cr_assert_eq(ccai_history_held(h), 0);
+        ccai_history_destroy(h);
+    }
+}
+
+/* time_us is CLOCK_REALTIME in microseconds: between two reads of that
+ * clock around the event; each kind has PyTorch's name, and a kind out of
+ * range is "unknown". */
+Test(history, times_are_realtime_microseconds_and_names_are_pytorchs) {
+    ccai_history *h = NULL;
+    cr_assert_eq(ccai_history_create(4, &h), CCA_OK);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_REALTIME, &t0);
+    ccai_history_record(h, CCAI_EV_ALLOC, 0x1000, 512, NULL);
+    ccai_history_free(h, 0x1000, 512, NULL, false);
+    clock_gettime(CLOCK_REALTIME, &t1);
+    uint64_t lo = (uint64_t)t0.tv_sec * 1000000u + (uint64_t)t0.tv_nsec / 1000u;
+    uint64_t hi = (uint64_t)t1.tv_sec * 1000000u + (uint64_t)t1.tv_nsec / 1000u;
+    cr_assert_eq(ccai_history_held(h), 3);
+    for (size_t i = 0; i < 3; i++) {
+        uint64_t t = ccai_history_at(h, i)->time_us;
+        cr_assert(t >= lo && t <= hi, "event %zu at %llu, not in [%llu, %llu]", i, (unsigned long long)t,
+                  (unsigned long long)lo, (unsigned long long)hi);
+    }
+    ccai_history_destroy(h);
+    const char *names[] = {"alloc",        "free_requested", "free_completed", "segment_alloc",
+                           "segment_free", "segment_map",    "segment_unmap",  "oom"};
+    for (int k = 0; k <= CCAI_EV_OOM; k++)
+        cr_assert_str_eq(ccai_event_name((ccai_event_kind)k), names[k]);
+    cr_assert_str_eq(ccai_event_name((ccai_event_kind)(CCAI_EV_OOM + 1)), "unknown");
+    cr_assert_str_eq(ccai_event_name((ccai_event_kind)255), "unknown");
 }
 
 /* ---- cca_write_snapshot_torch: arguments and write failures ---------------- */

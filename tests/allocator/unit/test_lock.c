@@ -10,7 +10,8 @@
  *   releases it; every waiter must get the lock in turn. A lost wake-up
  *   leaves a waiter asleep for ever, and the test fails on its timeout;
  * - the same with every barrier refused (the lock's fallback: sleeps of at
- *   most 1 ms, checked again).
+ *   most 1 ms, checked again), which also finds a lock whose wake was lost;
+ * - a forked child's unlock of a lock the parent's threads waited for.
  */
 #include <criterion/criterion.h>
 #include <linux/membarrier.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,28 +116,33 @@ static void sleep_ms(int ms) {
     nanosleep(&t, NULL);
 }
 
-/* The holder keeps the lock until every waiter is asleep (asymmetric: the
- * sleeper count is WAITERS; symmetric: the word says "contended" and the
- * waiters have had 50 ms to spin out), then lets go. */
-static void wakes_every_sleeper(bool asymmetric) {
-    shared s = {.counter = 0};
-    ccai_mutex_init_kind(&s.m, asymmetric);
-    ccai_mutex_lock(&s.m);
-    pthread_t t[WAITERS];
-    for (int i = 0; i < WAITERS; i++)
-        cr_assert_eq(pthread_create(&t[i], NULL, take_once, &s), 0);
+/* s->m made and taken by this thread, then n threads (t) wait for it until
+ * every one is asleep (asymmetric: the sleeper count is n; symmetric: the
+ * word says "contended"), and 50 ms more (the waiters spin out). */
+static void waiters_asleep(shared *s, bool asymmetric, pthread_t *t, int n) {
+    ccai_mutex_init_kind(&s->m, asymmetric);
+    ccai_mutex_lock(&s->m);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, take_once, s), 0);
     for (int ms = 0; ms < 10000; ms++) {
-        bool asleep = asymmetric ? atomic_load(&s.m.sleepers) == WAITERS : atomic_load(&s.m.state) == 2;
-        if (asleep && atomic_load(&s.started) == WAITERS)
+        bool asleep = asymmetric ? atomic_load(&s->m.sleepers) == n : atomic_load(&s->m.state) == 2;
+        if (asleep && atomic_load(&s->started) == n)
             break;
         sleep_ms(1);
     }
     if (asymmetric)
-        cr_assert_eq(atomic_load(&s.m.sleepers), WAITERS, "every waiter went to sleep");
+        cr_assert_eq(atomic_load(&s->m.sleepers), n, "every waiter went to sleep");
     else
-        cr_assert_eq(atomic_load(&s.m.state), 2, "a waiter marked the lock contended");
+        cr_assert_eq(atomic_load(&s->m.state), 2, "a waiter marked the lock contended");
     sleep_ms(50);
-    cr_expect_eq(s.counter, 0, "no waiter got the lock while it was held");
+    cr_expect_eq(s->counter, 0, "no waiter got the lock while it was held");
+}
+
+/* The holder keeps the lock until every waiter is asleep, then lets go. */
+static void wakes_every_sleeper(bool asymmetric) {
+    shared s = {.counter = 0};
+    pthread_t t[WAITERS];
+    waiters_asleep(&s, asymmetric, t, WAITERS);
     ccai_mutex_unlock(&s.m);
     for (int i = 0; i < WAITERS; i++)
         pthread_join(t[i], NULL); /* a lost wake-up hangs here: the test's timeout fails it */
@@ -159,6 +166,63 @@ Test(lock, asymmetric_wakes_every_sleeper_when_barriers_are_refused, .timeout = 
     wakes_every_sleeper(true);
     counts_exactly(true);
     atomic_store(&ccai_mutex_refuse_barrier, false);
+}
+
+/* What the fallback is for: a wake-up lost (here the word freed with no
+ * wake at all). With barriers refused a waiter sleeps at most 1 ms at a
+ * time and checks again, so it finds the free lock; a sleep without that
+ * limit would last for ever (the test's timeout). */
+Test(lock, with_barriers_refused_a_waiter_finds_a_lock_freed_without_a_wake, .timeout = 10) {
+    need_barriers();
+    atomic_store(&ccai_mutex_refuse_barrier, true);
+    shared s = {.counter = 0};
+    pthread_t t;
+    waiters_asleep(&s, true, &t, 1);
+    atomic_store(&s.m.state, 0); /* released, the wake lost */
+#if CCA_DEBUG >= 1
+    ccai_mutexes_held--;
+#endif
+    pthread_join(t, NULL);
+    cr_expect_eq(s.counter, 1);
+    cr_expect_eq(atomic_load(&s.m.state), 0);
+    atomic_store(&ccai_mutex_refuse_barrier, false);
+}
+
+/* A lock held across fork() while other threads of the parent wait for it:
+ * the child has none of those threads, so its unlock (fork.c's child
+ * handler) forgets them: the word free, no sleeper counted, and the lock
+ * taken and freed again at once. */
+static void a_forked_child_forgets_the_parents_waiters(bool asymmetric) {
+    shared s = {.counter = 0};
+    pthread_t t[WAITERS];
+    waiters_asleep(&s, asymmetric, t, WAITERS);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        ccai_mutex_unlock_in_child(&s.m);
+        int bad = (atomic_load(&s.m.state) != 0) | (atomic_load(&s.m.sleepers) != 0) << 1;
+        ccai_mutex_lock(&s.m);
+        ccai_mutex_unlock(&s.m);
+        bad |= (atomic_load(&s.m.state) != 0) << 2;
+        _exit(bad);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFEXITED(status), "the child died (status %d)", status);
+    cr_expect_eq(WEXITSTATUS(status), 0, "child: bit 0 word not free, bit 1 sleepers counted, bit 2 not free again");
+    ccai_mutex_unlock(&s.m);
+    for (int i = 0; i < WAITERS; i++)
+        pthread_join(t[i], NULL);
+    cr_expect_eq(s.counter, WAITERS);
+}
+
+Test(lock, a_forked_child_forgets_the_parents_waiters_symmetric, .timeout = 30) {
+    a_forked_child_forgets_the_parents_waiters(false);
+}
+
+Test(lock, a_forked_child_forgets_the_parents_waiters_asymmetric, .timeout = 30) {
+    need_barriers();
+    a_forked_child_forgets_the_parents_waiters(true);
 }
 
 /* ---- log lines under the lock ---------------------------------------------------
@@ -296,6 +360,28 @@ Test(lock, an_ops_lines_come_before_the_oom_line_of_the_same_call) {
 
 /* More lines than the queue holds: the first CCAI_LOG_HELD, then one line
  * saying how many more were lost (status.c). */
+static void keep_line(void *user, const char *line) {
+    snprintf(user, 600, "%s", line);
+}
+
+/* A line is at most 511 characters: 511 go whole, 512 are cut to 511
+ * ending in "...". */
+Test(lock, a_line_one_character_too_long_is_cut_and_says_so) {
+    char got[600], text[513];
+    memset(text, 'x', sizeof text - 1);
+    cca_set_log_callback(keep_line, got);
+    text[511] = '\0';
+    ccai_log("%s", text);
+    cr_assert_eq(strlen(got), 511);
+    cr_assert_str_eq(got + 508, "xxx", "511 characters fit");
+    text[511] = 'x';
+    text[512] = '\0';
+    ccai_log("%s", text);
+    cr_assert_eq(strlen(got), 511);
+    cr_assert_str_eq(got + 508, "...", "512 are cut, and the cut is marked");
+    cca_set_log_callback(NULL, NULL);
+}
+
 Test(lock, lines_past_the_queue_are_counted_as_lost) {
     talker t = {.lines = CCAI_LOG_HELD + 3};
     cca_upstream *u;
@@ -306,7 +392,13 @@ Test(lock, lines_past_the_queue_are_counted_as_lost) {
     cr_assert_eq(p.lines, CCAI_LOG_HELD + 1, "%d", p.lines);
     cr_assert(strstr(p.line[CCAI_LOG_HELD - 1], "line 7"), "%s", p.line[CCAI_LOG_HELD - 1]);
     cr_assert_str_eq(p.line[CCAI_LOG_HELD], "3 more lines were not logged");
+    t.lines = 1; /* the next holding starts with an empty queue and nothing lost */
+    void *y = NULL;
+    cr_assert_eq(cca_alloc(a, 64 * MiB, NULL, &y), CCA_OK, "%s", cca_last_error()); /* a new segment */
+    cr_assert_eq(p.lines, CCAI_LOG_HELD + 2, "%d: %s", p.lines, p.line[(p.lines - 1) % 16]);
+    cr_assert(strstr(p.line[CCAI_LOG_HELD + 1], "line 0"), "%s", p.line[CCAI_LOG_HELD + 1]);
     cr_assert_eq(cca_free(a, x), CCA_OK);
+    cr_assert_eq(cca_free(a, y), CCA_OK);
     t.lines = 0;
     talking_teardown(a, u, &p);
     cr_assert_eq(p.under_lock, 0);

@@ -694,3 +694,49 @@ Test(upstream, a_refused_event_destroy_is_logged) {
     cca_upstream_destroy(u);
     cca_set_log_callback(NULL, NULL);
 }
+
+/* The wrapper's counters of host staging memory and copies, exactly:
+ * host_bytes_peak is the highest host_bytes_in_use (it stays when memory
+ * goes back), copies and bytes_copied count successful copies either way,
+ * a refused call counts nothing. */
+Test(upstream, host_staging_and_copies_are_counted_exactly) {
+    cca_upstream *u = tu_vm_device(16 * MiB, 0);
+    void *dev = NULL, *h1 = NULL, *h2 = NULL;
+    cr_assert_eq(cca_upstream_alloc(u, 2 * MiB, &dev), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_host_alloc(u, 3 * MiB, &h1), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_host_alloc(u, 1 * MiB, &h2), CCA_OK, "%s", cca_last_error());
+    cca_upstream_stats s = tu_upstream_stats(u);
+    cr_assert_eq(s.host_bytes_in_use, 4 * MiB);
+    cr_assert_eq(s.host_bytes_peak, 4 * MiB);
+    cr_assert_eq(s.copies, 0);
+    cr_assert_eq(s.bytes_copied, 0);
+    memset(h1, 0x3c, 3 * MiB);
+    cr_assert_eq(cca_upstream_copy(u, dev, h1, 2 * MiB, 0), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_copy(u, h2, dev, 4096, 1), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_copy_wait(u), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(((unsigned char *)h2)[4095], 0x3c, "the copies ran");
+    cr_assert_eq(cca_upstream_copy(u, NULL, h1, 512, 0), CCA_ERR_INVALID_ARGUMENT);
+    s = tu_upstream_stats(u);
+    cr_assert_eq(s.copies, 2, "two copies, the refused one not counted");
+    cr_assert_eq(s.bytes_copied, 2 * MiB + 4096);
+    cr_assert_eq(cca_upstream_host_free(u, h1, 3 * MiB), CCA_OK, "%s", cca_last_error());
+    s = tu_upstream_stats(u);
+    cr_assert_eq(s.host_bytes_in_use, 1 * MiB);
+    cr_assert_eq(s.host_bytes_peak, 4 * MiB, "the peak stays");
+    cr_assert_eq(cca_upstream_host_alloc(u, 2 * MiB, &h1), CCA_OK, "%s", cca_last_error());
+    s = tu_upstream_stats(u);
+    cr_assert_eq(s.host_bytes_in_use, 3 * MiB);
+    cr_assert_eq(s.host_bytes_peak, 4 * MiB, "below the peak: unchanged");
+    void *h3 = NULL;
+    cr_assert_eq(cca_upstream_host_alloc(u, 2 * MiB, &h3), CCA_OK, "%s", cca_last_error());
+    s = tu_upstream_stats(u);
+    cr_assert_eq(s.host_bytes_peak, 5 * MiB, "above it: the new peak");
+    cr_assert_eq(cca_upstream_host_free(u, h1, 2 * MiB), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_host_free(u, h2, 1 * MiB), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_host_free(u, h3, 2 * MiB), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_free(u, dev, 2 * MiB), CCA_OK, "%s", cca_last_error());
+    s = tu_upstream_stats(u);
+    cr_assert_eq(s.host_bytes_in_use, 0);
+    cr_assert_eq(s.host_bytes_peak, 5 * MiB);
+    cca_upstream_destroy(u);
+}

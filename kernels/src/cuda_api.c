@@ -6,13 +6,21 @@
  * from cuda_stub.c when the library is built without CUDA. The order of the
  * checks is fixed and documented so callers and tests can rely on it:
  *
- *     NULL pointers, zero or overflowing dimensions, y overlapping x (other
- *     than softmax's y == x) or W or b, bad version, bad block size, bad
- *     activation                  -> CCK_ERR_INVALID_ARGUMENT
+ *     NULL or misaligned (not 4-byte) pointers, zero or overflowing
+ *     dimensions, y overlapping x (other than softmax's y == x) or W or b,
+ *     bad version, bad block size, bad activation
+ *                                 -> CCK_ERR_INVALID_ARGUMENT (common.c)
  *     a block size this version cannot use (96 for a power-of-two version)
  *                                 -> CCK_ERR_UNSUPPORTED
  *     ctx == NULL                 -> CCK_ERR_INVALID_ARGUMENT
+ *     a dimension past the kernels' int range (softmax: within 1024 of
+ *     INT_MAX; dense: past INT_MAX, cuBLAS's int)
+ *                                 -> CCK_ERR_UNSUPPORTED
  *     then the device: no GPU     -> CCK_ERR_NO_DEVICE, CUDA or cuBLAS errors.
+ *
+ * cck_softmax_cuda checks ctx with the pointers, then asks the dispatch
+ * table (softmax_dispatch.c), which answers CCK_ERR_UNSUPPORTED past the
+ * int range; it takes no version or block, so it has no checks of them.
  *
  * A context can only exist on a machine with a GPU, so with no GPU every call
  * that gets past its argument checks answers CCK_ERR_NO_DEVICE.

@@ -26,10 +26,12 @@
  * context.cu); the epilogue works in place on y. Nothing here allocates.
  *
  * Accuracy: FP32 SGEMM (default math mode) differs from the double reference
- * by about sqrt(in)·2^-24·Σ|x·w|; tests allow 1e-5·(Σ|x·w| + |b|). With
- * use_tf32 the tensor cores round x and W to TF32 (10 mantissa bits,
- * relative error <= 2^-11 per operand), so errors grow to about
- * 1e-3·Σ|x·w|; tests allow 4e-3·(Σ|x·w| + |b|). TF32 is off by default.
+ * by about sqrt(in)·2^-24·Σ|x·w|; tests allow 1.2·1e-5·(Σ|x·w| + |b|)
+ * + 1e-30 (tests/kernels/kernels_check.h: the 1.2 covers the activation
+ * stretching an error, GELU's slope is <= 1.13). With use_tf32 the tensor
+ * cores round x and W to TF32 (10 mantissa bits, relative error <= 2^-11
+ * per operand), so errors grow to about 1e-3·Σ|x·w|; tests allow
+ * 1.2·4e-3·(Σ|x·w| + |b|) + 1e-30. TF32 is off by default.
  * GELU is the tanh form computed without tanh, v·(u >= 0 ? 1 : e)/(1 + e)
  * with e = expf(-2|u|) (activation.h, shared with dense_host.c, whose only
  * difference is its own exp): no cancellation, and exact limits (v for large

@@ -82,9 +82,9 @@
  *   thread ends with the same floats). Then y is computed from the
  *   registers: x is read from memory exactly once, y written once, the
  *   8 bytes per element of a copy. Rows longer than the registers hold
- *   (above 32768 columns at 1024 threads) are taken in chunks of the same
- *   shape, the pair merged chunk by chunk, and re-read for the output as in
- *   version 4. The same head/body/tail split as version 4: float4 loads on
+ *   (cols/4 > 8·block: from 32772 columns at 1024 threads) are taken in
+ *   chunks of the same shape, the pair merged chunk by chunk, and re-read
+ *   for the output as in version 4. The same head/body/tail split as version 4: float4 loads on
  *   the aligned body, scalars for the head and the cols % 4 tail, scalar
  *   stores where y is aligned differently from x. Per-thread code in
  *   softmax_v5.h, emulated on the CPU like version 4's. It has no GPU

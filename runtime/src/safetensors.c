@@ -29,7 +29,7 @@
  *      crate take the last, so a file repeating the layer list would be
  *      one model here and another there);
  *   4. each tensor: dtype is a string we can convert (F32, F16, BF16, F64;
- *      known others are CCR_ERR_DTYPE), shape is an array of at most 8
+ *      any other name, the format's own or not, is CCR_ERR_DTYPE), shape is an array of at most 8
  *      integers, data_offsets is [begin, end] with begin <= end <= data size,
  *      and end - begin equals elements × dtype size (overflow-checked);
  *   5. layout: tensors sorted by offset tile the data section exactly — no

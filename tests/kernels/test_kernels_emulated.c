@@ -251,6 +251,14 @@ Test(softmax_emulated, v5_tile_choice) {
                     cr_assert(!warp && t.vpt == CCK_V5_MAX_VPT && n4 > nt * CCK_V5_MAX_VPT, "nt %d cols %d", nt, cols);
                 }
             }
+    /* docs/kernels.md, version 5 and its default block: rows are chunked
+     * from 32772 columns at 1024 threads; 512 threads hold rows up to 16387
+     * columns, so the default block (softmax.cu, v5_default_block: the
+     * smallest that holds the row) is 1024 from 16388 columns on */
+    cr_assert(cck_v5_pick_tile(32771, 1024, 0).resident && !cck_v5_pick_tile(32772, 1024, 0).resident);
+    cr_assert(cck_v5_pick_tile(16387, 512, 0).resident && !cck_v5_pick_tile(16388, 512, 0).resident);
+    cr_assert(cck_v5_pick_tile(8195, 256, 0).resident && !cck_v5_pick_tile(8196, 256, 0).resident);
+    cr_assert(cck_v5_pick_tile(4099, 128, 0).resident && !cck_v5_pick_tile(4100, 128, 0).resident);
 }
 
 /* The pair rules of version 5, one case at a time. */

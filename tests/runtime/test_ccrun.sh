@@ -412,6 +412,29 @@ check "the timeline figure's first unload: fragmentation 0.048 over pages, 0.524
     "'$CCRUN' --device host --capacity 256M --batch 512 --iters 1 --no-domains $TL >'$TMP/tl.txt' && grep '^unload' '$TMP/tl.txt' | head -1 | grep -q ' 42.00 MiB  214.00 MiB  0.048 ' && '$CCRUN' --device host --capacity 256M --batch 512 --iters 1 --no-domains --conf expandable:0 $TL >'$TMP/tl.txt' && grep '^unload' '$TMP/tl.txt' | head -1 | grep -q ' 42.00 MiB  214.00 MiB  0.524 '"
 check "the timeline figure's unload rows: with domains 0 B reserved, 256 MiB free" sh -c \
     "'$CCRUN' --device host --capacity 256M --batch 512 --iters 1 $TL >'$TMP/tl.txt' && test \$(grep -c '^unload .* 0 B         0 B  256.00 MiB' '$TMP/tl.txt') -eq 2"
+# docs/engine.md, "The timeline CSV", lists the events and the phases a
+# timeline marks: every one these runs write is listed there, and each
+# listed one is written (a sleep and a wake; --resident with --no-domains
+# trims; a model too large for the device writes an oom row)
+doc_events="alloc free oom phase"
+doc_phases="create load loaded run unload idle release sleep asleep wake awake trim"
+"$CCRUN" --device host --timeline "$TMP/ph1.csv" --sleep mlp:16x16:seed=1 mlp:16x16:seed=2 mlp:16x16:seed=1 >/dev/null 2>&1
+"$CCRUN" --device host --timeline "$TMP/ph2.csv" --no-domains --resident mlp:16x16 mlp:8x8 >/dev/null 2>&1
+"$CCRUN" --device host --capacity 64M --timeline "$TMP/ph3.csv" mlp:4096x4096x4096:relu >/dev/null 2>&1
+seen_events=$(cat "$TMP/ph1.csv" "$TMP/ph2.csv" "$TMP/ph3.csv" | grep -v '^t_ms,' | cut -d, -f2 | sort -u | tr '\n' ' ')
+seen_phases=$(cat "$TMP/ph1.csv" "$TMP/ph2.csv" "$TMP/ph3.csv" | grep -v '^t_ms,' | grep '^[^,]*,phase,' | cut -d, -f3 | sort -u | tr '\n' ' ')
+undocumented="" unseen=""
+for e in $seen_events; do case " $doc_events " in *" $e "*) ;; *) undocumented="$undocumented event:$e" ;; esac; done
+for p in $seen_phases; do case " $doc_phases " in *" $p "*) ;; *) undocumented="$undocumented phase:$p" ;; esac; done
+for e in $doc_events; do case " $seen_events" in *" $e "*) ;; *) unseen="$unseen event:$e" ;; esac; done
+for p in $doc_phases; do case " $seen_phases" in *" $p "*) ;; *) unseen="$unseen phase:$p" ;; esac; done
+n=$((n + 1))
+if [ -z "$undocumented$unseen" ]; then
+    echo "ok: the timeline's events and phases are the ones docs/engine.md lists"
+else
+    echo "FAIL: timeline rows: not in docs/engine.md:${undocumented:- none}; listed there but not written:${unseen:- none}"
+    fails=$((fails + 1))
+fi
 expect 2 "--sleep needs memory domains: not with --no-domains" -- --sleep --no-domains "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep needs memory domains: not with --keep-cache" -- --sleep --keep-cache "mlp:4x4" "mlp:4x4"
 expect 2 "policy greedy cannot have" -- --sleep --policy greedy "mlp:4x4" "mlp:4x4"

@@ -147,6 +147,10 @@ check "--help lists every option" sh -c "'$CCRUN' --help | grep -q -- --timeline
 for opt in $(grep -o '{"[a-z-]*", [a-z]*_argument' "$SRC/runtime/ccrun/options.c" | sed 's/{"\([a-z-]*\)".*/\1/'); do
     check "--help lists --$opt" sh -c "'$CCRUN' --help | grep -q -- '--$opt'"
 done
+# the spec grammar in --help names every field the parser takes (arch.c): nosoftmax was left out
+for field in relu gelu none softmax nosoftmax seed= nobias acts=; do
+    check "--help's spec grammar names :$field" sh -c "'$CCRUN' --help | grep '^string: \|^        *\[' | grep -q -- '[:|]$field'"
+done
 check "--help states the parser's ranges" sh -c "'$CCRUN' --help >'$TMP/help' &&
     grep -q -- '--capacity SIZE .*at least 1M' '$TMP/help' && grep -q -- '--batch N .*1\.\.2^24' '$TMP/help' &&
     grep -q -- '--iters N .*1\.\.2^24' '$TMP/help' && grep -q -- '--seed N .*0\.\.2^64-1' '$TMP/help' &&

@@ -1,8 +1,9 @@
 /*
  * report.c — ccrun's per-phase table and its JSON form.
  *
- * Every phase (start, load, run, unload, release, keep) records the same
- * figures taken right after the phase: the allocator's allocated and
+ * Every phase (start, load, run, unload, release, keep; trim, save, sleep
+ * and wake where they happen; the demo's create, idle and process) records
+ * the same figures taken right after the phase: the allocator's allocated and
  * reserved bytes and fragmentation (cca_get_stats), the device's free bytes
  * (cca_upstream_mem_info: cudaMemGetInfo or the simulated device), and the
  * phase's wall time. Text mode prints each row as it happens; --json keeps

@@ -46,6 +46,7 @@
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 #include "ccai_stdfds.h" /* common/: ccai_close_failed */
 #include "ccai_open.h"   /* common/: ccai_fopen_nowait */
+#include "ccai_write.h"  /* common/: ccai_write_all */
 
 #ifndef CCB_SCRIPT_DIR
 #define CCB_SCRIPT_DIR "bench/scripts"
@@ -731,26 +732,17 @@ FILE *ccb_open_out(const char *dir, const char *name) {
  * but its errno is not: once a buffer's write failed, glibc writes nothing
  * more, so an output longer than one buffer (4 KiB to a file or device)
  * that meets a full device would be reported at its close as only "write
- * error". The cookie's write is write(2) on descriptor 1, looped over
- * short writes and EINTR; its close closes nothing (descriptor 1 stays the
+ * error". The cookie's write is ccai_write_all (common/) on descriptor 1,
+ * which writes again what a short write or EINTR left; its close closes nothing (descriptor 1 stays the
  * process's, as with stdio's own stdout). */
 static int stdout_errno; /* the first failed write's errno; 0: none */
 
 static ssize_t stdout_write(void *cookie, const char *buf, size_t n) {
     (void)cookie;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            if (!stdout_errno)
-                stdout_errno = w < 0 ? errno : EIO;
-            return done ? (ssize_t)done : -1;
-        }
-        done += (size_t)w;
-    }
-    return (ssize_t)done;
+    size_t done = ccai_write_all(STDOUT_FILENO, buf, n);
+    if (done < n && !stdout_errno)
+        stdout_errno = errno;
+    return done ? (ssize_t)done : -1;
 }
 
 static int stdout_close(void *cookie) {

@@ -12,7 +12,8 @@
  * ignores SIGPIPE (then the write fails with EPIPE).
  *
  * Cost: one open and two fcntl calls more than nothing; the FILE is
- * fdopen's, closed by fclose as usual.
+ * fdopen's, closed by fclose as usual (ccai_open_nowait: the descriptor,
+ * for a caller that writes through its own stream).
  */
 #ifndef CCAI_OPEN_H
 #define CCAI_OPEN_H
@@ -23,17 +24,29 @@
 #include <string.h>
 #include <unistd.h>
 
+/* open(2) for writing, appending or truncating, that never waits for a
+ * FIFO's reader (see above); blocking once open, close-on-exec. -1 with
+ * errno on failure. */
+static inline int ccai_open_nowait(const char *path, int append) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
+    if (fd < 0)
+        return -1;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
 /* fopen(path, append ? "a" : "w") that never waits for a FIFO's reader
  * (see above); close-on-exec. NULL with errno on failure. */
 static inline FILE *ccai_fopen_nowait(const char *path, int append) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
-    if (fd < 0)
-        return NULL;
-    int flags = fcntl(fd, F_GETFL);
-    FILE *f = NULL;
-    if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0)
-        f = fdopen(fd, append ? "a" : "w");
-    if (!f) {
+    int fd = ccai_open_nowait(path, append);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, append ? "a" : "w");
+    if (!f && fd >= 0) {
         int e = errno;
         close(fd);
         errno = e;

@@ -11,8 +11,9 @@
  *   and a line logged inside the sink goes to stderr (no recursion).
  * - The default sink (stderr) escapes control, bidi and invisible
  *   characters as \xNN (common/ccai_escape.h; a line may carry outside
- *   text, a CCALLOC_CONF value) and writes each line in one write(2). A
- *   program's callback gets the line as made.
+ *   text, a CCALLOC_CONF value) and writes each line in one write(2),
+ *   made again when a signal interrupts it (ccai_write_all: stdio's would
+ *   drop the line). A program's callback gets the line as made.
  * - After a fork the child makes the log's lock anew (ccai_log_fork_child).
  */
 #include "debug.h"
@@ -20,6 +21,7 @@
 #include "log.h"
 
 #include "ccai_escape.h" /* common/: the default sink escapes */
+#include "ccai_write.h"  /* common/: a write a signal interrupted, made again */
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -65,10 +67,24 @@ void cca_set_log_callback(cca_log_fn fn, void *user) {
     pthread_mutex_unlock(&log_lock);
 }
 
+/* All of out to stderr: after what stdio holds for it (a program may have
+ * made stderr buffered), in one write(2) to its descriptor, made again
+ * from where it stopped when a signal interrupts it (EINTR: stdio's fwrite
+ * would drop the line). A stderr with no descriptor (a program's own
+ * stream): fwrite. Under flockfile(stderr). */
+static void put_stderr(const char *out, size_t k) {
+    int fd = fileno(stderr);
+    fflush(stderr);
+    if (fd < 0)
+        fwrite(out, 1, k, stderr);
+    else
+        (void)ccai_write_all(fd, out, k);
+}
+
 /* The default sink: "ccalloc: ", the line escaped (it may carry outside
- * text, CCALLOC_CONF), '\n', in one fwrite: stderr is unbuffered, so one
- * write(2), never interleaved with another thread's or process's output. A
- * line is under 512 bytes, its escaped form under 4 x 512. */
+ * text, CCALLOC_CONF), '\n', in one write: never interleaved with another
+ * thread's or process's output. A line is under 512 bytes, its escaped
+ * form under 4 x 512. */
 static void write_stderr(const char *line) {
     static const char prefix[] = "ccalloc: ";
     char out[sizeof prefix - 1 + 4 * 512 + 1];
@@ -79,11 +95,11 @@ static void write_stderr(const char *line) {
         k += ccai_escape_some(out + k, sizeof out - 1 - k, &p);
         if (!*p)
             break;
-        fwrite(out, 1, k, stderr); /* not reached: the buffer holds any line */
+        put_stderr(out, k); /* not reached: the buffer holds any line */
         k = 0;
     }
     out[k++] = '\n';
-    fwrite(out, 1, k, stderr);
+    put_stderr(out, k);
     funlockfile(stderr);
 }
 

@@ -36,7 +36,10 @@
  *   ends at a line's end, and `committed` is the file's size after the
  *   last flush that succeeded. To a pipe the buffer is PIPE_BUF bytes: a
  *   write of at most that is atomic, so processes sharing the pipe never
- *   cut each other's lines.
+ *   cut each other's lines. The stream is ours (fopencookie) and writes
+ *   with ccai_write_all (common/): a write a signal interrupted (EINTR,
+ *   a handler without SA_RESTART, as CPython installs every one) is made
+ *   again, where stdio's own would fail and drop the buffer.
  * - Write failures (a full disk): recording calls cannot fail for the
  *   trace. The first failed flush cuts a regular file back to `committed`
  *   (what a partial write added goes), and the recording stops there
@@ -71,11 +74,13 @@
 #include "../core/internal.h"
 #include "ccai_open.h"         /* common/ */
 #include "ccai_trace_limits.h" /* common/: the reader's limits too */
+#include "ccai_write.h"        /* common/: writes a signal interrupted, written again */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h> /* PIPE_BUF */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio_ext.h> /* __fpurge, __fpending */
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +94,8 @@
 #define TRACE_LINE_MAX 256
 
 typedef struct ccai_trace {
-    FILE *f;
+    FILE *f;    /* a stream of ours over `fd` (trace_write): NULL when closed */
+    int fd;
     size_t users;
     uint64_t seq;
     uint64_t next_id;
@@ -127,13 +133,13 @@ static bool commit(ccai_trace *t) {
         return false;
     if (fflush(t->f) == 0 && !ferror(t->f)) {
         if (t->committed >= 0)
-            t->committed = lseek(fileno(t->f), 0, SEEK_CUR);
+            t->committed = lseek(t->fd, 0, SEEK_CUR);
         return true;
     }
     t->failed = t->off = true;
     __fpurge(t->f); /* what could not be written goes too */
     if (t->committed >= 0)
-        (void)!ftruncate(fileno(t->f), t->committed); /* best effort: a file that cannot shrink stays cut */
+        (void)!ftruncate(t->fd, t->committed); /* best effort: a file that cannot shrink stays cut */
     return false;
 }
 
@@ -151,6 +157,19 @@ __attribute__((format(printf, 2, 3))) static void put_line(ccai_trace *t, const 
     fputs(line, t->f);
 }
 
+/* The stream's writes: stdio's own give up at the first EINTR (a signal
+ * handler without SA_RESTART while a pipe is full) and drop the buffer;
+ * ccai_write_all writes it again from where it stopped. A short count is
+ * a failure to stdio (ferror): commit's. */
+static ssize_t trace_write(void *cookie, const char *buf, size_t n) {
+    size_t done = ccai_write_all((int)(intptr_t)cookie, buf, n);
+    return done ? (ssize_t)done : -1;
+}
+
+static int trace_close(void *cookie) {
+    return close((int)(intptr_t)cookie);
+}
+
 /* The file, opened for one process only: a regular file gets a write
  * lock on the whole of it (fcntl's record lock: a process's own, not
  * inherited by fork()) taken before it is emptied, so that a second
@@ -161,21 +180,29 @@ __attribute__((format(printf, 2, 3))) static void put_line(ccai_trace *t, const 
  * to it. A file that takes no lock (ENOLCK, some filesystems) is written
  * as before. NULL with errno (EAGAIN: another process holds it); *st
  * the file as opened (st_mode 0 when fstat failed). */
-static FILE *open_for_this_process(const char *path, bool append, struct stat *st) {
+static FILE *open_for_this_process(const char *path, bool append, struct stat *st, int *fd_out) {
     *st = (struct stat){0};
-    FILE *f = ccai_fopen_nowait(path, 1); /* not truncated before the lock is ours */
-    if (!f)
+    int fd = ccai_open_nowait(path, 1); /* not truncated before the lock is ours */
+    if (fd < 0)
         return NULL;
-    if (fstat(fileno(f), st) != 0 || !S_ISREG(st->st_mode))
-        return f;
-    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
-    if (fcntl(fileno(f), F_SETLK, &lock) != 0 && (errno == EAGAIN || errno == EACCES)) {
-        fclose(f);
-        errno = EAGAIN;
-        return NULL;
+    if (fstat(fd, st) == 0 && S_ISREG(st->st_mode)) {
+        struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+        if (fcntl(fd, F_SETLK, &lock) != 0 && (errno == EAGAIN || errno == EACCES)) {
+            close(fd);
+            errno = EAGAIN;
+            return NULL;
+        }
+        if (!append)
+            (void)!ftruncate(fd, 0);
     }
-    if (!append)
-        (void)!ftruncate(fileno(f), 0);
+    FILE *f = fopencookie((void *)(intptr_t)fd, "a", (cookie_io_functions_t){NULL, trace_write, NULL, trace_close});
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    else
+        *fd_out = fd;
     return f;
 }
 
@@ -228,7 +255,7 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
         if (t->path) /* the file of the first opening, whatever chdir or setenv did since */
             path = t->path;
         struct stat st;
-        t->f = open_for_this_process(path, t->opened_before, &st);
+        t->f = open_for_this_process(path, t->opened_before, &st, &t->fd);
         if (t->f && t->opened_before && S_ISREG(st.st_mode) && st.st_size != 0 &&
             (st.st_dev != t->dev || st.st_ino != t->ino || st.st_size != t->committed)) {
             /* not as the last section left it: another process took the
@@ -254,7 +281,7 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
             t->path = absolute_path(path);
         t->buffer = S_ISFIFO(st.st_mode) ? PIPE_BUF : sizeof trace_buffer; /* a pipe's writes whole */
         setvbuf(t->f, trace_buffer, _IOFBF, t->buffer);
-        t->committed = lseek(fileno(t->f), 0, SEEK_END); /* -1: a pipe, a terminal: nothing to cut back */
+        t->committed = lseek(t->fd, 0, SEEK_END); /* -1: a pipe, a terminal: nothing to cut back */
         t->dev = st.st_dev;
         t->ino = st.st_ino;
         if (!t->opened_before || t->committed == 0)      /* removed or emptied since: a trace again */

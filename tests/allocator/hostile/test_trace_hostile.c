@@ -6,7 +6,7 @@
  * recording a full disk stopped; and several allocators on threads of
  * their own recording to the one trace at once; a timer's signal whose
  * handler does not restart system calls, while the trace waits on a full
- * pipe. cca_create must never fail
+ * pipe; a close that fails. cca_create must never fail
  * or wait for the trace, and a trace it cannot open is one clear log line
  * that says why. (A FIFO with no reader and /dev/full: test_trace.c.)
  *
@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -540,4 +541,52 @@ Test(trace_hostile, a_signal_handler_without_restart_does_not_stop_a_pipe_trace)
     exited_cleanly(pid);
     cr_assert_eq(events, 2 * EVENTS, "%ld events of %d read back", events, 2 * EVENTS);
     cr_assert_eq(lines, 3 + 2 * EVENTS);
+}
+
+/* close(2) for the whole program: the first close of a descriptor on the
+ * file whose inode is failing_ino fails with EIO (the descriptor closed
+ * all the same, as Linux does), as NFS reports at the close a write it
+ * could not keep. Every other close is the system's. */
+static ino_t failing_ino;
+
+int close(int fd) {
+    struct stat st;
+    if (failing_ino && fstat(fd, &st) == 0 && st.st_ino == failing_ino) {
+        failing_ino = 0;
+        (void)syscall(SYS_close, fd);
+        errno = EIO;
+        return -1;
+    }
+    return (int)syscall(SYS_close, fd);
+}
+
+/* The close that ends a section fails: the file may not hold what was
+ * written, so it is said once and no later allocator appends a section to
+ * it. (A later section was appended: two column headers, the mark "m"
+ * twice.) */
+Test(trace_hostile, a_close_that_fails_stops_the_recording) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/nfs.csv", dir);
+    cr_assert_eq(setenv("CCALLOC_TRACE", file, 1), 0);
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    cr_assert_eq(cca_trace_mark(a, "m"), CCA_OK);
+    struct stat st;
+    cr_assert_eq(stat(file, &st), 0);
+    failing_ino = st.st_ino;
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    tu_teardown(a, u);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(failing_ino, 0, "the trace's close was not the one that failed");
+    cr_assert_eq(log.lines, 1);
+    cr_assert(strstr(log.last, "writing failed") && strstr(log.last, file), "%s", log.last);
+    tu_log_capture later = {0};
+    create_and_use(file, &later);
+    cr_assert_eq(later.lines, 0, "%s", later.last);
+    char *text = read_file(file);
+    cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 1, "%s", text);
+    cr_assert_eq(occurrences(text, ",mark,0,0,0,0,m\n"), 1, "%s", text);
+    free(text);
 }

@@ -44,7 +44,9 @@
  *   trace. The first failed flush cuts a regular file back to `committed`
  *   (what a partial write added goes), and the recording stops there
  *   (`failed`, `off`: nothing more is written, no later section is
- *   opened), so the file reads back whole up to the failure.
+ *   opened), so the file reads back whole up to the failure. A close
+ *   that fails (NFS reports a lost write there) stops it too: no later
+ *   section is appended to a file the system could not keep.
  *   cca_trace_mark flushes and returns CCA_ERR_IO from then on; the last
  *   close logs it once. Messages name the path last (a line is cut at 512
  *   bytes, an error at 1024, a path may be 4096), so what failed and why
@@ -434,7 +436,12 @@ void ccai_trace_close(struct ccai_trace *t) {
     const char *path = NULL;
     if (--t->users == 0) {
         failed = !commit(t) && !t->forked; /* a child's copy says nothing of the parent's file */
-        failed = fclose(t->f) != 0 || failed;
+        if (fclose(t->f) != 0 && !t->forked) {
+            /* the system could not keep what was written (NFS says so at
+             * the close): no later section is appended to it */
+            failed = true;
+            t->off = true;
+        }
         t->f = NULL;
         path = t->path; /* kept for the process: read after the unlock */
     }

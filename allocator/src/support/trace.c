@@ -56,7 +56,7 @@
  *   flush's buffer dropped, the file never opened again), so the child's
  *   exit cannot write the parent's lines twice. A child forked after the
  *   trace was opened records nothing.
- * - Opened without waiting (ccai_fopen_nowait): a FIFO nobody reads is
+ * - Opened without waiting (ccai_open_nowait): a FIFO nobody reads is
  *   refused at once, not a hang in cca_create.
  * - One process per file: a write lock on a regular file (fcntl) before
  *   it is emptied (open_for_this_process); a process that finds another's

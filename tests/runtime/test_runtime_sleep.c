@@ -14,7 +14,9 @@
  *   - sleep twice, wake twice; NULL; no domain (domains off, greedy) and
  *     classic segments: CCR_ERR_UNSUPPORTED, nothing changed;
  *   - the device refusing (tu_faulty): host memory, a copy, an unmap at
- *     sleep; a map and a copy back at wake: each path's status and state.
+ *     sleep; a map and a copy back at wake: each path's status and state,
+ *     and the timeline's phase after it (the model's state: `awake` after
+ *     a refused sleep, `asleep` after a refused wake).
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -301,24 +303,55 @@ Test(runtime_sleep, without_a_domain_of_its_own_or_pages_sleep_is_unsupported) {
     unsupported(host_engine(64 * MiB, "policy:growth,expandable:0"), "classic segments");
 }
 
-/* The device refusing, through tu_faulty over the simulated device. */
+/* The device refusing, through tu_faulty over the simulated device; the
+ * engine writes a timeline to `path`. */
 typedef struct faulty_engine {
     cca_upstream *inner, *up;
     tu_faulty f;
     ccr_engine *e;
+    ccr_timeline *tl;
+    char path[64];
 } faulty_engine;
 
 static void faulty_open(faulty_engine *fe, size_t capacity) {
     cca_host_options ho = {.capacity = capacity};
     cr_assert_eq(cca_upstream_host_create_with(&ho, &fe->inner), CCA_OK, "%s", cca_last_error());
     fe->up = tu_faulty_create(&fe->f, fe->inner, "fx", false);
-    fe->e = test_engine(fe->up, 0, NULL, 1, 0, NULL);
+    snprintf(fe->path, sizeof fe->path, "/tmp/ccr_sleep_timeline_XXXXXX");
+    int fd = mkstemp(fe->path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(ccr_timeline_open(fe->path, &fe->tl), CCR_OK, "%s", ccr_last_error());
+    ccr_engine_options o;
+    ccr_engine_options_default(&o);
+    o.device = CCR_DEVICE_HOST;
+    o.upstream = fe->up;
+    o.domains = 1;
+    o.timeline = fe->tl;
+    cr_assert_eq(ccr_engine_create(&o, &fe->e), CCR_OK, "%s", ccr_last_error());
 }
 
-static void faulty_close(faulty_engine *fe) {
+/* Closes everything; `phases` gets the timeline's sleep, asleep, wake and
+ * awake rows in order, as "sleep asleep wake awake" (NULL: not read). */
+static void faulty_close(faulty_engine *fe, char *phases, size_t cap) {
     ccr_engine_destroy(fe->e);
+    cr_assert_eq(ccr_timeline_close(fe->tl), CCR_OK, "%s", ccr_last_error());
     cca_upstream_destroy(fe->up);
     cca_upstream_destroy(fe->inner);
+    FILE *f = fopen(fe->path, "r");
+    cr_assert_not_null(f);
+    char line[512];
+    size_t n = 0;
+    if (phases)
+        phases[0] = '\0';
+    while (phases && fgets(line, sizeof line, f)) {
+        char event[16], phase[16];
+        if (sscanf(line, "%*[^,],%15[^,],%15[^,],", event, phase) == 2 && !strcmp(event, "phase") &&
+            (!strcmp(phase, "sleep") || !strcmp(phase, "asleep") || !strcmp(phase, "wake") || !strcmp(phase, "awake")))
+            n += (size_t)snprintf(phases + n, n < cap ? cap - n : 0, "%s%s", n ? " " : "", phase);
+    }
+    fclose(f);
+    unlink(fe->path);
 }
 
 /* A sleep refused before the unmap: nothing changed, the model runs. */
@@ -338,7 +371,9 @@ static void sleep_refused(tu_fault_kind k, ccr_status want, const char *words) {
     tu_faulty_faults_off(&fe.f);
     expect_same_outputs(a, 2, y0, "after a refused sleep");
     free(y0);
-    faulty_close(&fe);
+    char phases[128];
+    faulty_close(&fe, phases, sizeof phases);
+    cr_expect_str_eq(phases, "sleep awake", "%s: the model's state after the refused sleep", tu_fault_names[k]);
 }
 
 Test(runtime_sleep, host_memory_short_or_a_copy_refused_at_sleep_changes_nothing) {
@@ -370,7 +405,9 @@ Test(runtime_sleep, an_unmap_refused_at_sleep_leaves_it_asleep_and_a_second_slee
     cr_assert_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
     expect_same_outputs(a, 2, y0, "after a sleep in two calls");
     free(y0);
-    faulty_close(&fe);
+    char phases[128];
+    faulty_close(&fe, phases, sizeof phases);
+    cr_expect_str_eq(phases, "sleep asleep sleep asleep wake awake", "asleep after the refused unmap");
 }
 
 /* A wake refused after the room check: a map (another tenant took the
@@ -394,7 +431,10 @@ static void wake_refused(tu_fault_kind k, ccr_status want) {
     cr_assert_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
     expect_same_outputs(a, 2, y0, "after a refused wake");
     free(y0);
-    faulty_close(&fe);
+    char phases[128];
+    faulty_close(&fe, phases, sizeof phases);
+    cr_expect_str_eq(phases, "sleep asleep wake asleep wake awake", "%s: the model's state after the refused wake",
+                     tu_fault_names[k]);
 }
 
 Test(runtime_sleep, a_map_or_a_copy_refused_at_wake_leaves_it_asleep) {

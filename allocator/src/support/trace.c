@@ -96,7 +96,7 @@
 #define TRACE_LINE_MAX 256
 
 typedef struct ccai_trace {
-    FILE *f;    /* a stream of ours over `fd` (trace_write): NULL when closed */
+    FILE *f; /* a stream of ours over `fd` (trace_write): NULL when closed */
     int fd;
     size_t users;
     uint64_t seq;
@@ -202,8 +202,7 @@ static FILE *open_for_this_process(const char *path, bool append, struct stat *s
         int e = errno;
         close(fd);
         errno = e;
-    }
-    else
+    } else
         *fd_out = fd;
     return f;
 }

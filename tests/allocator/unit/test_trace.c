@@ -102,7 +102,14 @@ Test(trace, allocators_one_after_another_append_a_new_section) {
         tu_free(a, p);
         tu_teardown(a, u);
     }
-    char *text = read_all(path);
+    char *text;
+    /* each section numbers its events from 0; ids are the file's */
+    cr_assert_str_eq(trace_rows(path, &text), "seq,op,id,size,stream,domain,name\n"
+                                              "0,alloc,1,512,0,0\n"
+                                              "1,free,1,512,0,0\n"
+                                              "seq,op,id,size,stream,domain,name\n"
+                                              "0,alloc,2,1024,0,0\n"
+                                              "1,free,2,1024,0,0\n");
     int versions = 0, sources = 0, headers = 0, rows = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         versions += strcmp(line, "# ccalloc trace v3") == 0;
@@ -226,6 +233,7 @@ Test(trace, release_calls_and_marks_are_recorded_in_order) {
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
     cr_assert_eq(cca_trim(a, 1 * MiB, NULL), CCA_OK);
     cr_assert_eq(cca_trim(a, 0, NULL), CCA_OK); /* keep 0 is an empty-cache */
+    cr_assert_eq(cca_trim(a, 1, NULL), CCA_OK); /* keep 1 byte is a trim */
     /* refused names write nothing */
     cr_assert_eq(cca_trace_mark(a, "a,b"), CCA_ERR_INVALID_ARGUMENT);
     cr_assert_eq(cca_trace_mark(a, "quote\"d"), CCA_ERR_INVALID_ARGUMENT);
@@ -248,7 +256,8 @@ Test(trace, release_calls_and_marks_are_recorded_in_order) {
                            "4,empty_cache,0,0,0,0\n"
                            "5,trim,0,1048576,0,0\n"
                            "6,empty_cache,0,0,0,0\n"
-                           "7,mark,0,0,0,0,123456789012345678901234567890123456789012345678901234567890123\n");
+                           "7,trim,0,1,0,0\n"
+                           "8,mark,0,0,0,0,123456789012345678901234567890123456789012345678901234567890123\n");
     free(text);
 }
 
@@ -484,4 +493,42 @@ Test(trace, a_child_that_exits_does_not_write_the_parents_lines_again) {
 
 Test(trace, a_child_that_allocates_writes_nothing_to_the_parents_trace) {
     fork_from_recording(child_allocates_and_destroys);
+}
+
+/* A child forked between two sections (the file closed, no lock held)
+ * records nothing: the file is the parent's, whose next section must not
+ * find another process's lines in it. (A child that opened it appended a
+ * section of its own, and the parent's next one was refused.) */
+Test(trace, a_child_forked_between_sections_writes_nothing) {
+    for (int section = 0; section < 2; section++) {
+        cca_upstream *u;
+        cca_allocator *a;
+        tu_host_allocator(64 * MiB, NULL, &u, &a);
+        tu_free(a, tu_alloc(a, 4096, NULL));
+        tu_teardown(a, u); /* closes the trace */
+        if (section == 1)
+            break;
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            alarm(10);
+            cca_allocator *b = NULL;
+            void *q = NULL;
+            if (cca_upstream_host_create(64 * MiB, &u) != CCA_OK || cca_create(NULL, u, &b) != CCA_OK ||
+                cca_alloc(b, 100, NULL, &q) != CCA_OK || cca_free(b, q) != CCA_OK ||
+                cca_trace_mark(b, "child") != CCA_OK || cca_destroy(b) != CCA_OK)
+                _exit(2);
+            cca_upstream_destroy(u);
+            _exit(0);
+        }
+        int status = 0;
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed: status %#x", status);
+    }
+    counts c = count_lines();
+    cr_assert_eq(c.columns, 2, "the parent's two sections, not %d", c.columns);
+    cr_assert_eq(c.allocs, 2, "the parent's two allocations, not %d", c.allocs);
+    char *text = read_all(path);
+    cr_assert_null(strstr(text, "child"), "%s", text);
+    free(text);
 }

@@ -593,12 +593,29 @@ class Allocator:
         n = parse_size(lib, size)
         s = stream_arg(lib, stream)
         out = ctypes.c_void_p()
-        if domain is None:
-            st = self._c(lib.cca_alloc, n, s, ctypes.byref(out))
-        else:
-            st = self._c(lib.cca_alloc_in, domain, n, s, ctypes.byref(out))
-        raise_for(lib, st)
-        return out.value or 0
+        try:
+            if domain is None:
+                st = self._c(lib.cca_alloc, n, s, ctypes.byref(out))
+            else:
+                st = self._c(lib.cca_alloc_in, domain, n, s, ctypes.byref(out))
+            raise_for(lib, st)
+        except BaseException:
+            # a signal handler's exception after the block was made: it never reaches the caller
+            self._undo(lib.cca_free, out.value)
+            raise
+        return out.value or 0  # nothing between the try and here runs a handler
+
+    def _undo(self, fn, made: Optional[int], *args) -> None:
+        """``fn(handle, made, *args)`` when ``made`` (a block, a domain) was
+        made by a call that a signal handler's exception (KeyboardInterrupt)
+        then cut short before it returned, so that nothing is left that no
+        one can give back; its failure is dropped (the exception in flight
+        says more)."""
+        if made:
+            try:
+                self._c(fn, made, *args)
+            except Error:
+                pass
 
     def free(self, ptr: int) -> None:
         """Give a block back to the cache (not to the device). 0 does nothing.
@@ -762,16 +779,22 @@ class Allocator:
         block ends with an exception, that exception is the one raised: a
         failure of the domain's destroy is dropped (the domain stays).
         """
-        return Domain(self, self._domain_create(name), name)
+        return self._domain_create(name, lambda handle: Domain(self, handle, name))
 
-    def _domain_create(self, name: str) -> int:
-        """``cca_domain_create``: the new domain's handle (TypeError for a
-        name that is not a str, :class:`InvalidArgumentError` for one the C
-        library refuses)."""
+    def _domain_create(self, name: str, make: Callable[[int], Any]) -> Any:
+        """``cca_domain_create``, then ``make(handle)``: the object that owns
+        the new domain (TypeError for a name that is not a str,
+        :class:`InvalidArgumentError` for one the C library refuses). Cut
+        short before that object is made and returned (a signal handler's
+        exception), the domain is destroyed again."""
         out = ctypes.c_void_p()
-        raise_for(self._lib, self._c(self._lib.cca_domain_create, c_string(self._lib, name, "domain name"),
-                                          ctypes.byref(out)))
-        return out.value  # type: ignore[return-value]
+        try:
+            raise_for(self._lib, self._c(self._lib.cca_domain_create, c_string(self._lib, name, "domain name"),
+                                         ctypes.byref(out)))
+            return make(out.value)
+        except BaseException:
+            self._undo(self._lib.cca_domain_destroy, out.value, 0, None)
+            raise
 
 
 def _leak_list(report: DomainReport, most: int = 4) -> str:

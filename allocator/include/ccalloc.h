@@ -389,7 +389,8 @@ typedef struct cca_upstream_stats {
  * was never given back outlives the device, as pinned memory a CUDA
  * upstream gave), a copy is a memcpy queued on
  * the device's copy-engine thread, which copy_wait waits for (a copy from
- * or to an unmapped page faults, as any touch does).
+ * or to an unmapped page faults, as any touch does). That thread blocks
+ * every signal but a fault's: the program's handlers never run on it.
  * Errors: CCA_ERR_INVALID_ARGUMENT for capacity 0 or above SIZE_MAX / 2;
  * CCA_ERR_OUT_OF_MEMORY when the process cannot reserve that much address
  * space (e.g. 2^62 on a 47-bit space) or host memory is short. *out is

@@ -21,6 +21,7 @@ import pickle
 import os
 import tempfile
 import threading
+import time
 import weakref
 import ctypes
 from dataclasses import dataclass, field
@@ -454,18 +455,27 @@ class Allocator:
     # Calls in flight. ctypes releases the GIL for every C call, so another
     # thread's close() could destroy the allocator under a call (a
     # use-after-free in C). Every call therefore goes through _c / _cu: the
-    # handle is taken, and the calling thread counted in _inflight, under
-    # _lock; close() takes the handle away under the same lock (new calls
-    # raise "closed"), then waits until _inflight is empty before
-    # cca_destroy. A thread that closes from inside one of its own calls (a
-    # log callback) is refused: it would wait for itself. The lock is never
-    # held across a C call.
+    # handle is taken, and the call entered in _inflight (a token of its
+    # own -> its thread), under _lock; close() takes the handle away under
+    # the same lock (new calls raise "closed"), then waits until _inflight
+    # is empty before cca_destroy. A thread that closes from inside one of
+    # its own calls (a log callback) is refused: it would wait for itself.
+    # The lock is never held across a C call.
+    #
+    # Signals. A Python signal handler runs at the next check of the
+    # interpreter's loop (a function's entry, a C function's return) and its
+    # exception (KeyboardInterrupt) comes out of whatever ran there. So the
+    # entry is made inside the try whose finally removes it, and the removal
+    # is one C call (dict.pop: the exception can come only after it), made
+    # without the lock (Lock.acquire runs handlers while it waits): a call
+    # interrupted anywhere is never left counted, which would make close()
+    # wait for ever. close() polls for the end of the calls in flight
+    # rather than waiting on a condition that such an exception could keep
+    # from being notified.
 
     def _init_calls(self) -> None:
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)  # close() waits here for _inflight to empty
-        self._inflight: Dict[int, int] = {}  # thread ident -> calls of that thread in flight
-        self._closing = False
+        self._inflight: Dict[object, int] = {}  # one token per call in flight -> its thread's ident
 
     def _closed_error(self) -> Error:
         return argument_error(self._lib, ERR_INVALID_ARGUMENT, "the allocator is closed")
@@ -475,22 +485,18 @@ class Allocator:
         the allocator kept open until it returns."""
         me = threading.get_ident()
         inflight = self._inflight
-        with self._lock:
-            handle = self._handle if self._valid is None else self._live_handle()
-            if handle is None:
-                raise self._closed_error()
-            inflight[me] = inflight.get(me, 0) + 1
-            if upstream:
-                handle = self._upstream
+        token = object()
         try:
+            with self._lock:
+                handle = self._handle if self._valid is None else self._live_handle()
+                if handle is None:
+                    raise self._closed_error()
+                inflight[token] = me
+                if upstream:
+                    handle = self._upstream
             return fn(handle, *args)
         finally:
-            with self._lock:
-                left = inflight.pop(me) - 1
-                if left:
-                    inflight[me] = left
-                elif self._closing and not inflight:
-                    self._idle.notify_all()
+            inflight.pop(token, None)  # one C call: nothing runs between the finally and it
 
     def _cu(self, fn, *args):
         """``fn(upstream, *args)`` for the allocator's device, the same way."""
@@ -520,20 +526,24 @@ class Allocator:
         for; from inside a call on this allocator (a log callback) it
         raises :class:`InvalidArgumentError` and changes nothing.
         """
-        with self._lock:
-            if self._handle is None:
-                return
-            if threading.get_ident() in self._inflight:
-                raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
-                                     "close() from inside a call on this allocator (a log callback?) is refused: "
-                                     "the call would go on with a destroyed allocator")
-            handle, upstream = self._handle, self._upstream
-            self._handle = None  # from here every new call raises "closed"
-            self._closing = True
-            while self._inflight:  # the calls already in C finish first
-                self._idle.wait()
-            self._closing = False
-            self._upstream = None
+        handle = upstream = None
+        try:
+            with self._lock:
+                if self._handle is None:
+                    return
+                if threading.get_ident() in self._inflight.values():
+                    raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
+                                         "close() from inside a call on this allocator (a log callback?) is "
+                                         "refused: the call would go on with a destroyed allocator")
+                handle, upstream = self._handle, self._upstream
+                self._handle = None  # from here every new call raises "closed"
+            while self._inflight:  # the calls already in C finish first (polled: see "Signals" above)
+                time.sleep(0.0002)
+        except BaseException:  # interrupted (KeyboardInterrupt) before the destroy: not closed
+            if handle is not None:
+                self._handle = handle
+            raise
+        self._upstream = None
         if not self._owned:
             return
         lib = self._lib
@@ -583,12 +593,29 @@ class Allocator:
         n = parse_size(lib, size)
         s = stream_arg(lib, stream)
         out = ctypes.c_void_p()
-        if domain is None:
-            st = self._c(lib.cca_alloc, n, s, ctypes.byref(out))
-        else:
-            st = self._c(lib.cca_alloc_in, domain, n, s, ctypes.byref(out))
-        raise_for(lib, st)
-        return out.value or 0
+        try:
+            if domain is None:
+                st = self._c(lib.cca_alloc, n, s, ctypes.byref(out))
+            else:
+                st = self._c(lib.cca_alloc_in, domain, n, s, ctypes.byref(out))
+            raise_for(lib, st)
+        except BaseException:
+            # a signal handler's exception after the block was made: it never reaches the caller
+            self._undo(lib.cca_free, out.value)
+            raise
+        return out.value or 0  # nothing between the try and here runs a handler
+
+    def _undo(self, fn, made: Optional[int], *args) -> None:
+        """``fn(handle, made, *args)`` when ``made`` (a block, a domain) was
+        made by a call that a signal handler's exception (KeyboardInterrupt)
+        then cut short before it returned, so that nothing is left that no
+        one can give back; its failure is dropped (the exception in flight
+        says more)."""
+        if made:
+            try:
+                self._c(fn, made, *args)
+            except Error:
+                pass
 
     def free(self, ptr: int) -> None:
         """Give a block back to the cache (not to the device). 0 does nothing.
@@ -752,16 +779,22 @@ class Allocator:
         block ends with an exception, that exception is the one raised: a
         failure of the domain's destroy is dropped (the domain stays).
         """
-        return Domain(self, self._domain_create(name), name)
+        return self._domain_create(name, lambda handle: Domain(self, handle, name))
 
-    def _domain_create(self, name: str) -> int:
-        """``cca_domain_create``: the new domain's handle (TypeError for a
-        name that is not a str, :class:`InvalidArgumentError` for one the C
-        library refuses)."""
+    def _domain_create(self, name: str, make: Callable[[int], Any]) -> Any:
+        """``cca_domain_create``, then ``make(handle)``: the object that owns
+        the new domain (TypeError for a name that is not a str,
+        :class:`InvalidArgumentError` for one the C library refuses). Cut
+        short before that object is made and returned (a signal handler's
+        exception), the domain is destroyed again."""
         out = ctypes.c_void_p()
-        raise_for(self._lib, self._c(self._lib.cca_domain_create, c_string(self._lib, name, "domain name"),
-                                          ctypes.byref(out)))
-        return out.value  # type: ignore[return-value]
+        try:
+            raise_for(self._lib, self._c(self._lib.cca_domain_create, c_string(self._lib, name, "domain name"),
+                                         ctypes.byref(out)))
+            return make(out.value)
+        except BaseException:
+            self._undo(self._lib.cca_domain_destroy, out.value, 0, None)
+            raise
 
 
 def _leak_list(report: DomainReport, most: int = 4) -> str:

@@ -330,7 +330,7 @@ def domain(name: str, device: int = 0) -> PlugDomain:
     if not isinstance(name, str):
         raise TypeError(f"a domain name is a str, not {type(name).__name__}")
     view = allocator(device)
-    return PlugDomain(view, view._domain_create(name), name, view._device)
+    return view._domain_create(name, lambda handle: PlugDomain(view, handle, name, view._device))
 
 
 def current_domain(device: int = 0) -> Optional[PlugDomain]:

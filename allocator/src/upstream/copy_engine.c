@@ -29,6 +29,14 @@
  *   copy if the thread cannot start.
  * - The thread starts at the first queued copy and stops at destroy. A
  *   full ring (CCAI_COPY_RING jobs) makes the caller wait for room.
+ * - Signals: the thread is created with every signal blocked but those a
+ *   fault raises on the thread itself (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ *   SIGTRAP, SIGSYS: a copy into unmapped memory still reaches the
+ *   program's crash handler, or kills it). A signal sent to the process
+ *   therefore never runs the program's handler on the library's thread: it
+ *   waits for a thread of the program (jemalloc's background threads do
+ *   the same). The creator's own mask is put back at once: two
+ *   pthread_sigmask calls per thread started.
  * - fork(): the child has no engine thread; its engine is emptied (a copy
  *   the parent had queued is not finished in the child, whose memory is a
  *   copy of the parent's at the fork) and starts a thread again if used.
@@ -37,6 +45,7 @@
  */
 #include "upstream.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -92,6 +101,21 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
+/* The engine's thread, its mask every signal but a fault's (see above);
+ * the caller's mask unchanged. True if it started. */
+static bool start_thread(ccai_copy_engine *e) {
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+    sigset_t all, old;
+    sigfillset(&all);
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+        sigdelset(&all, faults[i]);
+    bool masked = pthread_sigmask(SIG_SETMASK, &all, &old) == 0;
+    bool started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
+    if (masked)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return started;
+}
+
 static void populate(void *dst, size_t size) {
     long pg = sysconf(_SC_PAGESIZE);
     uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096;
@@ -127,7 +151,7 @@ void ccai_copy_engine_copy(ccai_copy_engine *e, void *dst, const void *src, size
     }
     if (!e->started) {
         e->stop = false;
-        e->started = pthread_create(&e->thread, NULL, engine_main, e) == 0;
+        e->started = start_thread(e);
         if (!e->started) { /* no thread: at once, in order (nothing is queued without one) */
             pthread_mutex_unlock(&e->lock);
             memcpy(dst, src, size);

@@ -16,6 +16,9 @@
  *             forked child: SIGSEGV, or AddressSanitizer's exit), in the
  *             engine's thread: a use after sleep is never silent.
  *   host      host memory is given back whole (host_bytes_in_use 0).
+ *   signals   a signal sent to the process never runs the program's handler
+ *             on the engine's thread: with the main thread blocking it, it
+ *             waits, pending, until the main thread takes it.
  */
 #include <criterion/criterion.h>
 
@@ -26,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct dev {
@@ -284,4 +288,66 @@ Test(copy_engine, a_copy_into_unmapped_device_memory_crashes) {
                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     unhost(&d, h, n);
     dev_done(&d);
+}
+
+static pthread_t main_thread;
+static volatile sig_atomic_t on_main, elsewhere;
+
+static void note_thread(int sig) {
+    (void)sig;
+    if (pthread_equal(pthread_self(), main_thread))
+        on_main++;
+    else
+        elsewhere++;
+}
+
+/* A program that blocks a signal in its one thread (a section it must not
+ * be interrupted in; a signal thread that takes it with sigwait) expects it
+ * to stay pending until it unblocks it, and its handler to run only on its
+ * own threads. The engine's thread, idle in its wait, must not take it. In
+ * a child: the signal's disposition and mask are the process's. */
+Test(copy_engine, a_signal_for_the_process_never_runs_on_the_engines_thread) {
+    const size_t n = 8 * MiB; /* above the inline size: the engine's thread starts */
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0, "fork failed");
+    if (pid == 0) {
+        alarm(10);
+        main_thread = pthread_self();
+        struct sigaction sa = {.sa_handler = note_thread, .sa_flags = 0};
+        sigemptyset(&sa.sa_mask);
+        sigset_t usr1;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        if (sigaction(SIGUSR1, &sa, NULL) != 0)
+            _exit(10);
+        dev d = dev_make(64 * MiB);
+        char *h = host(&d, n);
+        pattern(h, n, 2);
+        copy(&d, d.base, h, n, 0);
+        wait_all(&d); /* the engine's thread is up, idle */
+        if (pthread_sigmask(SIG_BLOCK, &usr1, NULL) != 0 || kill(getpid(), SIGUSR1) != 0)
+            _exit(11);
+        struct timespec ms = {0, 1000000};
+        for (int i = 0; i < 50 && !elsewhere; i++) /* 50 ms for a thread that takes it */
+            nanosleep(&ms, NULL);
+        sigset_t pending;
+        sigpending(&pending);
+        int was_pending = sigismember(&pending, SIGUSR1) == 1;
+        int ran_elsewhere = elsewhere;
+        pthread_sigmask(SIG_UNBLOCK, &usr1, NULL); /* a pending one runs here, now */
+        int ran_here = on_main;
+        unhost(&d, h, n);
+        dev_done(&d);
+        if (ran_elsewhere)
+            _exit(1); /* the handler ran on the engine's thread */
+        if (!was_pending || ran_here != 1)
+            _exit(2); /* the signal went nowhere: the test tested nothing */
+        _exit(0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "the child died (status 0x%x)", status);
+    cr_assert_neq(WEXITSTATUS(status), 1, "the program's handler ran on the copy engine's thread");
+    cr_assert_eq(WEXITSTATUS(status), 0, "the child failed at step %d", WEXITSTATUS(status));
 }

@@ -975,7 +975,11 @@ void cca_reset_peak_stats(cca_allocator *a);
  * Errors (these and every writer below): CCA_ERR_IO when a write or the
  * final flush of f failed (f may hold part of the output), or f's error
  * indicator was already set (an earlier write failed: stdio keeps it until
- * clearerr; this call's output may then be whole).
+ * clearerr; this call's output may then be whole). f is the program's
+ * stream, written through stdio: a signal handler installed without
+ * SA_RESTART that interrupts a write waiting on a full pipe fails it, as
+ * it fails the program's own fprintf (the library's own outputs, the log
+ * and CCALLOC_TRACE, write such a write again).
  * Cost: one formatted write and a flush; no lock. */
 cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);

@@ -8,6 +8,7 @@ runs in a subprocess, so a regression fails the one test, not the suite.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import sys
 import pytest
 
 import ccalloc
+from ccalloc import plug
 
 from conftest import PACKAGE_DIR
 
@@ -468,3 +470,28 @@ def test_a_call_a_signal_handler_interrupts_makes_nothing_it_does_not_return(nam
         except ccalloc.LiveBlocksError:
             pass  # the block made
         assert made == int(done), f"{name} interrupted at point {k}: {made} made, {int(done)} returned"
+
+
+def test_an_interrupted_plug_alloc_makes_nothing_it_does_not_return(host_plug):
+    """Signals. ccalloc.plug.alloc, the frameworks' entry point, interrupted
+    by a handler's exception after cca_alloc made the block but before the
+    address was returned, lost it: a block live for ever that no one can
+    free (plug.reset() then refused with LiveBlocksError). At every point,
+    in the default domain and in a domain of the plug's: made and returned,
+    or interrupted and made nothing."""
+    for in_domain in (False, True):
+        points = 0
+        for k in range(1, 1000):
+            d = plug.domain("m") if in_domain else None
+            with d if d is not None else contextlib.nullcontext():
+                done, ptr = _interrupted(lambda: plug.alloc(4096), k)
+            points += 1
+            live = plug.stats()["active_blocks"]
+            assert live == int(done), f"plug.alloc interrupted at point {k}: {live} made, {int(done)} returned"
+            if done:
+                plug.free(ptr, 4096)
+            if d is not None:
+                d.destroy()
+            if done:
+                break
+        assert points > 3, f"only {points} points tried"

@@ -112,11 +112,17 @@ def alloc(size: int, device: int = 0, stream: Any = None) -> int:
     dom = ctypes.c_void_p()
     raise_for(lib, lib.cca_plug_get_domain(d, ctypes.byref(dom)))  # the thread's current domain (domain())
     out = ctypes.c_void_p()
-    if dom.value:
-        raise_for(lib, lib.cca_alloc_in(a, dom, n, s, ctypes.byref(out)))
-    else:
-        raise_for(lib, lib.cca_alloc(a, n, s, ctypes.byref(out)))
-    return out.value or 0
+    try:
+        if dom.value:
+            raise_for(lib, lib.cca_alloc_in(a, dom, n, s, ctypes.byref(out)))
+        else:
+            raise_for(lib, lib.cca_alloc(a, n, s, ctypes.byref(out)))
+    except BaseException:
+        # a signal handler's exception after the block was made: it never reaches the caller
+        if out.value:
+            lib.cca_free(a, out)
+        raise
+    return out.value or 0  # nothing between the try and here runs a handler
 
 
 def free(ptr: int, size: int = 0, device: int = 0, stream: Any = None) -> None:

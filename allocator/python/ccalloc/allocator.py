@@ -396,32 +396,38 @@ class Allocator:
         if (capacity is None) == (device is None):
             raise TypeError("give exactly one of capacity (simulated device) or device (CUDA)")
         lib = self._lib
-        up = ctypes.c_void_p()
+        up, a = ctypes.c_void_p(), ctypes.c_void_p()
         lib.cca_clear_error()
         page = 0 if vm_granularity is None else parse_size(lib, vm_granularity)
         backing = backing_arg(lib, vm_backing)
         host = host_memory_arg(lib, host_memory, capacity is None)
-        if capacity is not None:
-            ho = _lib.HostOptions(capacity=parse_size(lib, capacity), vm_granularity=page, vm_backing=backing)
-            raise_for(lib, lib.cca_upstream_host_create_with(ctypes.byref(ho), ctypes.byref(up)))
-        else:
-            self._device = device_arg(lib, device)
-            co = _lib.CudaOptions(device=self._device, vm_granularity=page, vm_backing=backing, host_memory=host)
-            raise_for(lib, lib.cca_upstream_cuda_create_with(ctypes.byref(co), ctypes.byref(up)))
+        # What the C calls made is undone if anything fails or is cut short
+        # (a signal handler's exception can come at any point a handler
+        # runs: just after a C call returned, too): the allocator first,
+        # then its device. Once _handle is set, __del__ owns them.
         try:
+            if capacity is not None:
+                ho = _lib.HostOptions(capacity=parse_size(lib, capacity), vm_granularity=page, vm_backing=backing)
+                raise_for(lib, lib.cca_upstream_host_create_with(ctypes.byref(ho), ctypes.byref(up)))
+            else:
+                self._device = device_arg(lib, device)
+                co = _lib.CudaOptions(device=self._device, vm_granularity=page, vm_backing=backing,
+                                      host_memory=host)
+                raise_for(lib, lib.cca_upstream_cuda_create_with(ctypes.byref(co), ctypes.byref(up)))
             cfg = None
             if conf is not None:
                 cfg = (ctypes.c_char * _lib.CONFIG_BYTES)()
                 lib.cca_config_default(cfg)
                 raise_for(lib, lib.cca_config_parse(cfg, c_string(lib, conf, "conf", ERR_CONFIG)))
                 raise_for(lib, lib.cca_config_validate(cfg))
-            a = ctypes.c_void_p()
             raise_for(lib, lib.cca_create(cfg, up, ctypes.byref(a)))
         except BaseException:
-            lib.cca_upstream_destroy(up)
+            if a.value:
+                lib.cca_destroy(a)
+            if up.value:
+                lib.cca_upstream_destroy(up)
             raise
-        self._upstream = up.value
-        self._handle = a.value
+        self._upstream, self._handle = up.value, a.value  # no handler runs between these two
         _ALLOCATORS.add(self)
 
     @classmethod

@@ -6,7 +6,7 @@
  * recording a full disk stopped; and several allocators on threads of
  * their own recording to the one trace at once; a timer's signal whose
  * handler does not restart system calls, while the trace waits on a full
- * pipe; a close that fails. cca_create must never fail
+ * pipe; a close that fails; %p in the path. cca_create must never fail
  * or wait for the trace, and a trace it cannot open is one clear log line
  * that says why. (A FIFO with no reader and /dev/full: test_trace.c.)
  *
@@ -589,4 +589,53 @@ Test(trace_hostile, a_close_that_fails_stops_the_recording) {
     cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 1, "%s", text);
     cr_assert_eq(occurrences(text, ",mark,0,0,0,0,m\n"), 1, "%s", text);
     free(text);
+}
+
+/* ---- %p: a trace per process ---------------------------------------------- */
+
+/* CCALLOC_TRACE with %p names one file per process (its id), so that the
+ * processes a launcher starts with one environment (ranks, workers) each
+ * record a whole trace instead of all but the first being refused; %% is
+ * one '%'. Two children forked before any allocator, and the parent: three
+ * files, each its own process's, nothing logged. */
+Test(trace_hostile, a_percent_p_names_one_file_per_process) {
+    char pattern[96];
+    snprintf(pattern, sizeof pattern, "%s/rank.%%p.%%%%.csv", dir); /* <dir>/rank.%p.%%.csv */
+    cr_assert_eq(setenv("CCALLOC_TRACE", pattern, 1), 0);
+    pid_t pids[3];
+    for (int k = 0; k < 2; k++)
+        pids[k] = fork_recording_child(-1, -1, -1);
+    tu_log_capture log = {0};
+    create_and_use(pattern, &log);
+    cr_assert_eq(log.lines, 0, "%s", log.last);
+    pids[2] = getpid();
+    for (int k = 0; k < 2; k++)
+        exited_cleanly(pids[k]);
+    for (int k = 0; k < 3; k++) {
+        char file[128], source[64];
+        snprintf(file, sizeof file, "%s/rank.%ld.%%.csv", dir, (long)pids[k]);
+        snprintf(source, sizeof source, "# ccalloc trace v3\n# source: pid %ld\n", (long)pids[k]);
+        char *text = read_file(file);
+        cr_assert(strncmp(text, source, strlen(source)) == 0, "%s: %s", file, text);
+        cr_assert(strstr(text, k < 2 ? ",mark,0,0,0,0,child\n" : ",mark,0,0,0,0,m\n"), "%s: %s", file, text);
+        free(text);
+    }
+    cr_assert_eq(system("test $(ls -A \"$(dirname \"$CCALLOC_TRACE\")\" | wc -l) = 3"), 0, "three files, no other");
+}
+
+/* A '%' other than %p or %%: refused with the reason (a later expansion
+ * would rename the file under programs that use it), nothing created. */
+Test(trace_hostile, a_percent_sequence_other_than_p_is_refused_with_the_reason) {
+    const char *tails[] = {"t.%d.csv", "t.%P.csv", "t.csv%", "%%%"};
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        char value[128];
+        snprintf(value, sizeof value, "%s/%s", dir, tails[i]);
+        tu_log_capture log = {0};
+        create_and_use(value, &log);
+        cr_assert_eq(log.lines, 1, "%s", value);
+        cr_assert(strstr(log.last, "not tracing") && strstr(log.last, "%p") && strstr(log.last, value), "%s",
+                  log.last);
+        cr_assert_eq(system("test -z \"$(ls -A \"$(dirname \"$CCALLOC_TRACE\")\")\""), 0, "%s: nothing created",
+                     value);
+    }
 }

@@ -1340,8 +1340,9 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * line so that it reads back up to that point, and is said once in the
  * log, when the last allocator using it is destroyed; no later section is
  * opened. The file is the one CCALLOC_TRACE named at the first opening
- * (relative: to the working directory then): later sections go to it
- * whatever chdir or setenv did since. A regular file another process is
+ * (relative: to the working directory then; %p in it is the process's id,
+ * %% one '%', any other '%' refused, logged, not tracing): later sections
+ * go to it whatever chdir or setenv did since. A regular file another process is
  * recording to (one CCALLOC_TRACE in two processes: it holds a lock on the
  * file while it is open; a device such as /dev/null is shared, never
  * locked) and a FIFO that no process reads are refused when an allocator

@@ -26,7 +26,8 @@
  *   set opens the file (truncating) and writes the header; every allocator
  *   writes under one lock (lines never interleave, one `seq`, ids unique);
  *   the last one destroyed closes it; a later one appends a new section.
- *   The path is fixed at the first opening (a relative one made absolute
+ *   The path is fixed at the first opening (%p made the process's id, %%
+ *   one '%', any other '%' refused: expand; a relative path made absolute
  *   against the working directory then), so a chdir or a new value of
  *   CCALLOC_TRACE never splits the trace into files; a file found empty
  *   (removed or emptied since) gets the header lines again.
@@ -207,8 +208,39 @@ static FILE *open_for_this_process(const char *path, bool append, struct stat *s
     return f;
 }
 
-/* CCALLOC_TRACE made absolute against the working directory (malloc'd;
- * NULL when host memory or the directory's name cannot be had). */
+/* CCALLOC_TRACE with %p made this process's id and %% one '%' (malloc'd).
+ * NULL with *bad set for any other '%' (a later expansion must not rename
+ * the file under programs that use it), with *bad clear when host memory
+ * is short. */
+static char *expand(const char *value, bool *bad) {
+    char pid[24];
+    size_t pid_len = (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()), n = 1;
+    *bad = false;
+    for (const char *c = value; *c; c++) {
+        if (*c == '%' && c[1] != 'p' && c[1] != '%') {
+            *bad = true;
+            return NULL;
+        }
+        n += *c != '%' ? 1 : c[1] == 'p' ? pid_len : 1;
+        c += *c == '%'; /* the sequence's second character */
+    }
+    char *out = malloc(n), *o = out;
+    for (const char *c = value; out && *c; c++) {
+        if (*c != '%')
+            *o++ = *c;
+        else if (*++c == 'p') {
+            memcpy(o, pid, pid_len);
+            o += pid_len;
+        } else
+            *o++ = '%';
+    }
+    if (out)
+        *o = '\0';
+    return out;
+}
+
+/* path made absolute against the working directory (malloc'd; NULL when
+ * host memory or the directory's name cannot be had). */
 static char *absolute_path(const char *path) {
     if (path[0] == '/')
         return strdup(path);
@@ -252,6 +284,19 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
         said_stop(stopped);
         return NULL;
     }
+    char *expanded = NULL;
+    if (!t->f && !t->path) { /* the first opening: %p, %% */
+        bool bad;
+        expanded = expand(path, &bad);
+        if (!expanded) {
+            pthread_mutex_unlock(&trace_lock);
+            ccai_log("CCALLOC_TRACE: not tracing: %s: '%s'",
+                     bad ? "a '%' other than %p (the process id) or %% (one '%') in the path" : "host memory short",
+                     path);
+            return NULL;
+        }
+        path = expanded;
+    }
     if (!t->f) {
         if (t->path) /* the file of the first opening, whatever chdir or setenv did since */
             path = t->path;
@@ -269,6 +314,7 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
             ccai_log("CCALLOC_TRACE: not tracing: another process has written to the file since the last section "
                      "(its trace is left whole): '%s'",
                      path);
+            free(expanded);
             return NULL;
         }
         if (!t->f) {
@@ -276,10 +322,12 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
             pthread_mutex_unlock(&trace_lock);
             ccai_log("CCALLOC_TRACE: not tracing: cannot open for writing (%s): '%s'",
                      e == EAGAIN ? "another process is recording to it" : ccai_open_strerror(e), path);
+            free(expanded);
             return NULL;
         }
         if (!t->path) /* NULL (no memory, no working directory): the value as given next time too */
             t->path = absolute_path(path);
+        free(expanded);
         t->buffer = S_ISFIFO(st.st_mode) ? PIPE_BUF : sizeof trace_buffer; /* a pipe's writes whole */
         setvbuf(t->f, trace_buffer, _IOFBF, t->buffer);
         t->committed = lseek(t->fd, 0, SEEK_END); /* -1: a pipe, a terminal: nothing to cut back */

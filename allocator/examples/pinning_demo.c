@@ -9,7 +9,9 @@
  * the live bytes pinning them and the free bytes trapped around them.
  *
  *   build/allocator/pinning_demo                 defaults + CCALLOC_CONF
- *   CCALLOC_CONF=medium_pool:0 build/allocator/pinning_demo   PyTorch's layout
+ *   CCALLOC_CONF=expandable:0,medium_pool:0 build/allocator/pinning_demo
+ *                                                PyTorch's layout (the pools shape
+ *                                                classic segments only)
  *   build/allocator/pinning_demo CONFIG          an explicit config string
  *                                                (CCALLOC_CONF is then not read)
  */

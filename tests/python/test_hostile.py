@@ -497,11 +497,12 @@ def test_an_interrupted_plug_alloc_makes_nothing_it_does_not_return(host_plug):
         assert points > 3, f"only {points} points tried"
 
 
-_INIT_INTERRUPTED = r"""
+# What the subprocesses below share: interrupted(op, k) as _interrupted
+# above, and the address space of no access mapped (a simulated device).
+_SUBPROCESS_HELPERS = r"""
 import gc, os, sys
 import ccalloc
 PACKAGE = os.path.dirname(ccalloc.__file__)
-TRACE = os.environ["CCALLOC_TRACE"]
 
 def interrupted(op, k):
     seen = 0
@@ -529,6 +530,11 @@ def reserved():
                 lo, hi = (int(x, 16) for x in span.split("-"))
                 total += hi - lo
     return total
+
+"""
+
+_INIT_INTERRUPTED = _SUBPROCESS_HELPERS + r"""
+TRACE = os.environ["CCALLOC_TRACE"]
 
 def sections():
     # CCALLOC_TRACE starts a section when the first allocator alive opens it
@@ -571,3 +577,36 @@ def test_an_interrupted_allocator_constructor_leaves_nothing(tmp_path):
     r = _run(_INIT_INTERRUPTED, env_extra={"CCALLOC_TRACE": str(tmp_path / "t.csv")}, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert int(r.stdout.split()[-1]) > 5, r.stdout
+
+
+_CLOSE_INTERRUPTED = _SUBPROCESS_HELPERS + r"""
+for k in range(1, 1000):
+    before = reserved()
+    a = ccalloc.Allocator("1G")
+    done, _ = interrupted(a.close, k)
+    a.close()  # after an interrupted close, the program's next try
+    if not a.closed:
+        print(f"point {k}: not closed by a second close()")
+        sys.exit(1)
+    a = None
+    gc.collect()
+    if reserved() - before >= 1 << 29:
+        print(f"point {k}: its simulated device was left behind")
+        sys.exit(1)
+    if done:
+        print("points", k)
+        sys.exit(0)
+"""
+
+
+def test_an_interrupted_close_leaves_nothing():
+    """Signals. close() interrupted by a handler's exception just after
+    cca_destroy returned (at the entry of the Python call that reads the
+    error message: a C function's return, where handlers run) left the
+    allocator's device behind: the allocator was destroyed and said
+    closed, so nothing (a second close(), the finalizer) ever destroyed
+    its device (1 GiB of address space here). At every point, close()
+    then a second close(): closed, nothing left."""
+    r = _run(_CLOSE_INTERRUPTED, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert int(r.stdout.split()[-1]) > 3, r.stdout

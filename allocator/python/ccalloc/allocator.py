@@ -553,9 +553,11 @@ class Allocator:
         if not self._owned:
             return
         lib = self._lib
-        st = lib.cca_destroy(handle)
-        message = _text(lib.cca_last_error())
-        lib.cca_upstream_destroy(upstream)
+        try:
+            st = lib.cca_destroy(handle)
+            message = _text(lib.cca_last_error())
+        finally:  # cut short after the destroy (a handler runs at its return): the device goes too
+            lib.cca_upstream_destroy(upstream)
         if st != OK:
             raise error_class(st)(st, _text(lib.cca_status_string(st)), message)
 

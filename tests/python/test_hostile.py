@@ -497,27 +497,40 @@ def test_an_interrupted_plug_alloc_makes_nothing_it_does_not_return(host_plug):
         assert points > 3, f"only {points} points tried"
 
 
-_INIT_INTERRUPTED = r"""
+# What the subprocesses below share: interrupted(op, k) as _interrupted
+# above (at_point: any act there), the address space of no access mapped
+# (a simulated device), a loop over the points of a call.
+_SUBPROCESS_HELPERS = r"""
 import gc, os, sys
 import ccalloc
 PACKAGE = os.path.dirname(ccalloc.__file__)
-TRACE = os.environ["CCALLOC_TRACE"]
 
-def interrupted(op, k):
+def at_point(op, k, act):
+    # op(), with act() run at its k-th point inside the package where a
+    # signal handler can run (a function's entry, a C function's return)
     seen = 0
     def hook(frame, event, arg):
         nonlocal seen
         if event in ("call", "c_return") and frame.f_code.co_filename.startswith(PACKAGE):
             seen += 1
             if seen == k:
-                raise KeyboardInterrupt
+                sys.setprofile(None)
+                act()
     sys.setprofile(hook)
     try:
-        return True, op()
-    except KeyboardInterrupt:
-        return False, None
+        return op()
     finally:
         sys.setprofile(None)
+
+def interrupted(op, k):
+    # (True, op()), or (False, None) when KeyboardInterrupt was raised at
+    # its k-th point
+    def interrupt():
+        raise KeyboardInterrupt
+    try:
+        return True, at_point(op, k, interrupt)
+    except KeyboardInterrupt:
+        return False, None
 
 def reserved():
     # address space mapped with no access (a simulated device's range is)
@@ -529,6 +542,34 @@ def reserved():
                 lo, hi = (int(x, 16) for x in span.split("-"))
                 total += hi - lo
     return total
+
+def closed_leaving_nothing(what, make, attempt):
+    # for k = 1, 2, ...: an allocator from make(), attempt(a, k) (True
+    # while k was a point of it), a.close() again; exits 1 naming the
+    # point after which it is not closed or its simulated device (1 GiB
+    # and more) is left behind; the number of points tried
+    for k in range(1, 1000):
+        before = reserved()
+        a = make()
+        print(what, "at point", k, flush=True)
+        more = attempt(a, k)
+        a.close()  # the program's next try
+        if not a.closed:
+            print(f"{what}: point {k}: not closed")
+            sys.exit(1)
+        a = None
+        gc.collect()
+        if reserved() - before >= 1 << 29:
+            print(f"{what}: point {k}: its simulated device was left behind")
+            sys.exit(1)
+        if not more:
+            return k
+    raise AssertionError(f"{what}: never completed")
+
+"""
+
+_INIT_INTERRUPTED = _SUBPROCESS_HELPERS + r"""
+TRACE = os.environ["CCALLOC_TRACE"]
 
 def sections():
     # CCALLOC_TRACE starts a section when the first allocator alive opens it
@@ -571,3 +612,78 @@ def test_an_interrupted_allocator_constructor_leaves_nothing(tmp_path):
     r = _run(_INIT_INTERRUPTED, env_extra={"CCALLOC_TRACE": str(tmp_path / "t.csv")}, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert int(r.stdout.split()[-1]) > 5, r.stdout
+
+
+_CLOSE_INTERRUPTED = _SUBPROCESS_HELPERS + r"""
+print("points", closed_leaving_nothing("close", lambda: ccalloc.Allocator("1G"),
+                                       lambda a, k: not interrupted(a.close, k)[0]))
+"""
+
+
+def test_an_interrupted_close_leaves_nothing():
+    """Signals. close() interrupted by a handler's exception just after
+    cca_destroy returned (at the entry of the Python call that reads the
+    error message: a C function's return, where handlers run) left the
+    allocator's device behind: the allocator was destroyed and said
+    closed, so nothing (a second close(), the finalizer) ever destroyed
+    its device (1 GiB of address space here). At every point, close()
+    then a second close(): closed, nothing left."""
+    r = _run(_CLOSE_INTERRUPTED, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert int(r.stdout.split()[-1]) > 3, r.stdout
+
+
+_HANDLER_CLOSES = _SUBPROCESS_HELPERS + r"""
+from ccalloc import plug
+
+def with_handler(op, k, handler):
+    # handler() run at the k-th point of op(), as a signal handler would
+    # there; False once op() has fewer points
+    ran = []
+    def act():
+        ran.append(k)
+        try:
+            handler()
+        except ccalloc.InvalidArgumentError:
+            pass  # refused: from inside a call on this allocator
+    try:
+        at_point(op, k, act)
+    except ccalloc.InvalidArgumentError:
+        pass  # the call's own: closed
+    return bool(ran)
+
+def closed():
+    a = ccalloc.Allocator("64M")
+    a.close()
+    return a
+
+plug.configure(upstream="host:64M")
+SCENARIOS = (
+    ("close", lambda: ccalloc.Allocator("1G"), lambda a: a.close()),
+    ("alloc on a closed allocator", closed, lambda a: a.alloc(4096)),
+    ("stats of a plug view", lambda: plug.allocator(0), lambda a: a.stats()),
+)
+for name, make, call in SCENARIOS:
+    closed_leaving_nothing(name, make, lambda a, k: with_handler(lambda: call(a), k, a.close))
+print("done")
+"""
+
+
+def test_a_signal_handler_that_closes_the_allocator_never_hangs():
+    """Signals. A handler that closes the allocator (a SIGTERM handler's
+    clean-up) hung the process for ever when it ran while the interrupted
+    code held the allocator's guard lock (not reentrant): inside close()
+    (the return of get_ident or of dict.values), inside a call on a closed
+    allocator (the entry of _closed_error), inside any call on a plug view
+    (the entry of _live_handle and its validity check). At every point of
+    each: it returns (the handler's close done or refused), the allocator
+    is closed after, nothing is left."""
+    try:
+        r = _run(_HANDLER_CLOSES, timeout=30)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        pytest.fail(f"hangs: {out.splitlines()[-1] if out else 'at once'}")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.stdout.splitlines()[-1] == "done", r.stdout[-2000:]
+    tried = r.stdout.count(" at point ")
+    assert tried > 15, r.stdout

@@ -477,11 +477,16 @@ class Allocator:
     # interrupted anywhere is never left counted, which would make close()
     # wait for ever. close() polls for the end of the calls in flight
     # rather than waiting on a condition that such an exception could keep
-    # from being notified.
+    # from being notified. Nothing is called while _lock is held (no
+    # function, no method: attribute and dict operations only, `in` a live
+    # view of _inflight), so no handler runs there: one that closes the
+    # allocator (a SIGTERM handler's clean-up) would wait for ever for a
+    # lock its own thread holds. A view's validity is asked before it.
 
     def _init_calls(self) -> None:
         self._lock = threading.Lock()
         self._inflight: Dict[object, int] = {}  # one token per call in flight -> its thread's ident
+        self._callers = self._inflight.values()  # a live view: `in` it is no call (see "Signals")
 
     def _closed_error(self) -> Error:
         return argument_error(self._lib, ERR_INVALID_ARGUMENT, "the allocator is closed")
@@ -493,13 +498,17 @@ class Allocator:
         inflight = self._inflight
         token = object()
         try:
-            with self._lock:
-                handle = self._handle if self._valid is None else self._live_handle()
-                if handle is None:
-                    raise self._closed_error()
-                inflight[token] = me
-                if upstream:
-                    handle = self._upstream
+            live = self._valid is None or self._valid()  # a view: before the lock (a Python call)
+            with self._lock:  # no call in here: no handler runs with it held
+                if not live:
+                    self._handle = self._upstream = None
+                handle = self._handle
+                if handle is not None:
+                    inflight[token] = me
+                    if upstream:
+                        handle = self._upstream
+            if handle is None:
+                raise self._closed_error()
             return fn(handle, *args)
         finally:
             inflight.pop(token, None)  # one C call: nothing runs between the finally and it
@@ -532,17 +541,20 @@ class Allocator:
         for; from inside a call on this allocator (a log callback) it
         raises :class:`InvalidArgumentError` and changes nothing.
         """
+        me = threading.get_ident()
         handle = upstream = None
         try:
-            with self._lock:
-                if self._handle is None:
-                    return
-                if threading.get_ident() in self._inflight.values():
-                    raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
-                                         "close() from inside a call on this allocator (a log callback?) is "
-                                         "refused: the call would go on with a destroyed allocator")
-                handle, upstream = self._handle, self._upstream
-                self._handle = None  # from here every new call raises "closed"
+            with self._lock:  # no call in here: no handler runs with it held
+                refused = self._handle is not None and me in self._callers
+                if self._handle is not None and not refused:
+                    handle, upstream = self._handle, self._upstream
+                    self._handle = None  # from here every new call raises "closed"
+            if refused:
+                raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
+                                     "close() from inside a call on this allocator (a log callback?) is "
+                                     "refused: the call would go on with a destroyed allocator")
+            if handle is None:
+                return
             while self._inflight:  # the calls already in C finish first (polled: see "Signals" above)
                 time.sleep(0.0002)
         except BaseException:  # interrupted (KeyboardInterrupt) before the destroy: not closed
@@ -553,9 +565,11 @@ class Allocator:
         if not self._owned:
             return
         lib = self._lib
-        st = lib.cca_destroy(handle)
-        message = _text(lib.cca_last_error())
-        lib.cca_upstream_destroy(upstream)
+        try:
+            st = lib.cca_destroy(handle)
+            message = _text(lib.cca_last_error())
+        finally:  # cut short after the destroy (a handler runs at its return): the device goes too
+            lib.cca_upstream_destroy(upstream)
         if st != OK:
             raise error_class(st)(st, _text(lib.cca_status_string(st)), message)
 

@@ -14,7 +14,10 @@
 # paths) reaches the terminal escaped; two outputs on one file (standard
 # output or error sent to a footprint sidecar, a hard link to one included),
 # or an output on a MODEL, are refused before the run (exit 2); an output on a
-# FIFO nobody reads is refused at once, never waited for. Needs only a
+# FIFO nobody reads is refused at once, never waited for; the ends of option
+# ranges, the banner's allocator config and the table's columns are exact;
+# a failed model outranks NaN weights (exit 1) and a resident run's success
+# (exit 1); one model file twice, with sidecars, runs. Needs only a
 # POSIX shell and grep; CCA_SOURCE_DIR is set by CTest (tests/runtime/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
@@ -124,6 +127,18 @@ for backing in pages whole-maps; do
     fi
 done
 expect 2 "--seed '-1' is not a number" -- --seed -1 "mlp:4x4"
+# the ends of --vm-granularity's range are taken (4K and 1G: exit 0, the
+# page unused with classic segments); a value given to an option without one
+# is refused naming it
+for page in 4K 1G; do
+    n=$((n + 1))
+    if "$CCRUN" --device host --capacity 64M --conf expandable:0 --vm-granularity "$page" "mlp:4x4" >"$TMP/out" 2>"$TMP/err"; then
+        echo "ok: ccrun --vm-granularity $page is taken"
+    else
+        echo "FAIL: ccrun --vm-granularity $page: exit $?, want 0"; cat "$TMP/err"; fails=$((fails + 1))
+    fi
+done
+expect 2 "option '--keep-cache=1' takes no value" -- --keep-cache=1 "mlp:4x4"
 expect 2 "--seed '99999999999999999999' is not a number" -- --seed 99999999999999999999 "mlp:4x4"
 # the demo: a rejected --conf is a usage error as for MODEL runs; it has no JSON form
 expect 2 "no_such_key" -- --demo --conf "no_such_key:1"
@@ -233,6 +248,8 @@ NINFW='\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\
 st_file "$TMP/ninf.safetensors" '{"__metadata__":{"ccr.mlp":"mlp:2x2:softmax"},"0.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"0.bias":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}}' "$NINFW"
 check "a -inf bias before softmax: exit 4, a warning that does not promise NaN outputs" sh -c \
     "'$CCRUN' --device host '$TMP/ninf.safetensors' >'$TMP/nio' 2>'$TMP/nie'; test \$? -eq 4 && grep -qF \"has 1 non-finite weights (NaN/Inf): tensor '0.bias': 1; its outputs may not be numbers (exit status 4)\" '$TMP/nie' && ! grep -q 'will be NaN' '$TMP/nie' && grep -qF 'y[0][0]=0,' '$TMP/nio'"
+# a model that failed outranks non-finite weights seen before it: exit 1, not 4
+expect 1 "cannot open" -- "$TMP/nan.safetensors" "$TMP/missing.safetensors"
 check "--help: non-finite weights may give outputs that are not numbers" sh -c "'$CCRUN' --help | grep -q 'it ran, but its outputs may not be numbers'"
 # Text from a model file (tensor names, dtypes, metadata keys, a sidecar's
 # lines) and from the command line reaches the terminal escaped: control
@@ -662,6 +679,47 @@ mkfifo "$TMP/fifo.safetensors" 2>/dev/null && {
         fi
     done
 }
+
+# one model file twice, with footprint sidecars: two inputs and two sidecars
+# on one file are no clash (both are read, the sidecar rewritten in turn)
+cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$TMP/twice.safetensors"
+check "a model file given twice, with --footprint-sidecar, runs (exit 0)" \
+    "$CCRUN" --device host --footprint-sidecar "$TMP/twice.safetensors" "$TMP/twice.safetensors"
+# a MODEL whose batches fail while a resident stays loaded: exit 1 (the
+# resident's later runs succeed, but the failure stands)
+expect 1 "batch 100000 of model 'mlp:1024x1024' needs at least" -- --batch 100000 --resident "mlp:4x4" "mlp:1024x1024"
+# the banner's allocator config: --snapshot FILE.pickle adds history:65536
+# (no comma after it without --conf), FILE.json nothing; --policy with an
+# empty --conf has no comma either
+banner() { # banner WANT ARGS...: the banner line ends '; WANT'
+    want=$1; shift
+    n=$((n + 1))
+    "$CCRUN" --device host --capacity 64M "$@" "mlp:4x4" >"$TMP/bo" 2>"$TMP/be"
+    if [ "$(head -1 "$TMP/bo" | sed 's/.*; //')" = "$want" ]; then
+        echo "ok: ccrun $*: the banner ends '$want'"
+    else
+        echo "FAIL: ccrun $*: the banner is not '...; $want':"; head -1 "$TMP/bo"; cat "$TMP/be"
+        fails=$((fails + 1))
+    fi
+}
+banner "allocator history:65536" --snapshot "$TMP/b.pickle"
+banner "allocator defaults (growth)" --snapshot "$TMP/b.json"
+banner "allocator policy:growth" --policy growth --conf ""
+# the table's columns: a model of 34 characters is shown whole, and the
+# figures end in the same column as the header's names (the allocated
+# column at 56) for it and for a short one
+M34='mlp:16x16:relu:softmax:seed=123456'
+n=$((n + 1))
+"$CCRUN" --device host --capacity 64M "$M34" "mlp:4x4" >"$TMP/co" 2>"$TMP/ce"
+if awk -v m="$M34" '
+    /^phase / { ok += substr($0, 47, 10) == " allocated" }
+    /^load / { ok += substr($0, 56, 1) != " " && substr($0, 57, 1) == " " }
+    /^load / && substr($0, 11, 34) == m { whole = 1 }
+    END { exit !(ok == 3 && whole) }' "$TMP/co"; then
+    echo "ok: the table's columns line up; a 34-character model is shown whole"
+else
+    echo "FAIL: the table's columns or a 34-character model:"; cat "$TMP/co"; fails=$((fails + 1))
+fi
 
 echo "$((n - fails)) of $n ccrun checks passed"
 [ "$fails" -eq 0 ]

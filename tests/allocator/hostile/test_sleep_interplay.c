@@ -13,7 +13,8 @@
  *              mapped) reports no cached byte and no free block.
  *   snapshot   the torch snapshot after a refused unmap over whole maps
  *              left half of a live block mapped: no segment holds more
- *              allocated bytes than its size, no block more requested.
+ *              allocated, active or requested bytes than its size, no
+ *              block more requested.
  *   arenas     a footprint arena woken maps what it serves; one freed
  *              while asleep goes with empty-cache and can be reserved
  *              again; greedy's arena freed while asleep, emptied, woken.
@@ -397,7 +398,7 @@ Test(sleep_interplay, refused_unmap_leaves_no_cached_bytes) {
 
 /* Whole maps: a 200 MiB block lies over two maps; the sleep's unmap of the
  * lower one refused: the torch snapshot's segment (that map) holds no more
- * allocated bytes than its size. */
+ * allocated, active or requested bytes than its size. */
 Test(sleep_interplay, torch_snapshot_after_a_refused_unmap_over_whole_maps) {
     tu_faulty f;
     cca_upstream *inner = tu_vm_device_backed(512 * MiB, 0, CCA_VM_WHOLE_MAPS);
@@ -437,6 +438,18 @@ Test(sleep_interplay, torch_snapshot_after_a_refused_unmap_over_whole_maps) {
         }
         cr_assert_eq(sum, total, "segment %zu: blocks sum to %lld of %lld", i, (long long)sum, (long long)total);
     }
+    /* exactly: the one map kept (the growth rule's first, 128 MiB) is one
+     * segment whose one block is the part of the 200 MiB block in it, all
+     * of it allocated, active and requested */
+    cr_assert_eq(segs->count, 1, "%zu segments", segs->count);
+    const pr_value *s0 = segs->items[0], *b0 = pr_get(s0, "blocks")->items[0];
+    const char *keys[] = {"total_size", "allocated_size", "active_size", "requested_size"};
+    for (int k = 0; k < 4; k++)
+        cr_assert(pr_get(s0, keys[k])->i == 128 * MiB, "%s %lld, expected 128 MiB", keys[k],
+                  (long long)pr_get(s0, keys[k])->i);
+    cr_assert(pr_get(b0, "size")->i == 128 * MiB && pr_get(b0, "requested_size")->i == 128 * MiB,
+              "the block: %lld bytes, %lld requested", (long long)pr_get(b0, "size")->i,
+              (long long)pr_get(b0, "requested_size")->i);
     pr_free(v);
     free(buf);
     cr_assert_eq(cca_domain_sleep(a, A, 0, NULL), CCA_OK, "%s", cca_last_error());

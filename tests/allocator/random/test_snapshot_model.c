@@ -28,7 +28,8 @@
  *     segments exactly the JSON's as PyTorch shows them (an expandable
  *     segment as one segment per mapped run, free blocks cut at the runs'
  *     ends), with per-segment sums, pool ids in domain order, streams;
- *     "ccalloc" and the settings; the device trace holds min(recorded,
+ *     "ccalloc" and the settings (PYTORCH_CUDA_ALLOC_CONF the config's
+ *     printed lines joined by commas); the device trace holds min(recorded,
  *     entries) events in time order, and REPLAYS: undone from the newest
  *     event back to the oldest held, starting from the snapshot's own
  *     segments and blocks, every event finds the state it implies (an
@@ -57,7 +58,11 @@
  *   - allocator_settings.max_split_size for max_split off, set, and above
  *     INT64_MAX;
  *   - domains sharing a name: each JSON segment's domain_index is its
- *     domain's, and the pickle's segment_pool_id.
+ *     domain's, and the pickle's segment_pool_id;
+ *   - integers at every edge of the pickle's opcodes (BININT's sign bit,
+ *     LONG1's trimmed and ninth bytes): streams down to INT64_MIN,
+ *     requested sizes across 2^31 and 2^32, addresses at and above 2^63
+ *     (an upstream handing out made-up addresses), each read back exact.
  */
 #include "alloc_test_util.h"
 #include "ccai_utf8.h"
@@ -759,6 +764,21 @@ static void audit(model *m, const char *what) {
     uint64_t recorded = (uint64_t)pint(cc, "history_recorded", what);
     const pr_value *settings = pget(root, "allocator_settings", PR_DICT, what);
     cr_assert_eq(pget(settings, "expandable_segments", PR_BOOL, what)->i, st.page_size != 0);
+    /* PYTORCH_CUDA_ALLOC_CONF: cca_config_print's lines joined by commas,
+     * none after the last */
+    char *conf = NULL;
+    size_t conf_len = 0;
+    FILE *cm = open_memstream(&conf, &conf_len);
+    cr_assert_not_null(cm);
+    cr_assert_eq(cca_config_print(&c, cm, 0), CCA_OK);
+    fclose(cm);
+    cr_assert(conf_len > 0 && conf[conf_len - 1] == '\n');
+    conf[conf_len - 1] = '\0';
+    for (char *nl = strchr(conf, '\n'); nl; nl = strchr(nl, '\n'))
+        *nl = ',';
+    cr_assert_str_eq(pget(settings, "PYTORCH_CUDA_ALLOC_CONF", PR_STR, what)->s, conf, "%s: PYTORCH_CUDA_ALLOC_CONF",
+                     what);
+    free(conf);
     const pr_value *traces = pget(root, "device_traces", PR_LIST, what);
     cr_assert_eq(traces->count, 1, "%s: device 0: one trace", what);
     const pr_value *trace = traces->items[0];
@@ -1428,6 +1448,84 @@ Test(snapshot_model, max_split_size_is_the_config_value_or_minus_one) {
         free_snaps(&s);
         tu_teardown(a, u);
     }
+}
+
+/* ============================================================================ */
+/* Integers at the opcodes' edges                                               */
+/* ============================================================================ */
+
+/* An upstream of made-up addresses from 2^63 up, 64 GiB apart (the
+ * allocator never touches device memory): the pickle's addresses need
+ * LONG1's ninth, zero byte to stay positive. */
+static cca_status high_alloc(void *ctx, size_t size, void **ptr) {
+    (void)size;
+    uint64_t *k = ctx;
+    *ptr = (void *)(uintptr_t)(((uint64_t)1 << 63) + (*k)++ * ((uint64_t)64 << 30));
+    return CCA_OK;
+}
+static cca_status high_free(void *ctx, void *ptr, size_t size) {
+    (void)ctx, (void)ptr, (void)size;
+    return CCA_OK;
+}
+
+/* Streams are int64 (negative: BININT down to INT32_MIN, LONG1 below it,
+ * its 0xff bytes trimmed only while the sign stays); sizes and addresses
+ * unsigned (BININT up to INT32_MAX, LONG1 above it). Each segment, its
+ * block and its alloc event read back as written. */
+Test(snapshot_model, integers_at_every_opcode_edge_read_back_exact) {
+    static const struct {
+        int64_t stream;
+        size_t requested;
+    } cases[] = {
+        {INT32_MIN, 0x7fffffff},
+        {(int64_t)INT32_MIN - 1, 0x80000000},
+        {-((int64_t)1 << 32), 0xffffffff},
+        {INT64_MIN, (size_t)1 << 32},
+        {INT64_MAX, 1000},
+        {0x80000000, 3000},
+        {0xffffffff, 0x7fffff00},
+    };
+    enum { N = sizeof cases / sizeof cases[0] };
+    uint64_t next = 0;
+    cca_upstream_ops ops = {.alloc = high_alloc, .free = high_free, .name = "high"};
+    cca_upstream *u;
+    cr_assert_eq(cca_upstream_custom_create(&ops, &next, &u), CCA_OK, "%s", cca_last_error());
+    cca_allocator *a = tu_allocator(u, "expandable:0,history:64");
+    void *p[N];
+    for (size_t i = 0; i < N; i++) /* a segment each: one per stream */
+        cr_assert_eq(cca_alloc(a, cases[i].requested, (cca_stream)(intptr_t)cases[i].stream, &p[i]), CCA_OK, "%s",
+                     cca_last_error());
+    snaps s;
+    take_snaps(a, &s, "edges");
+    const pr_value *segs = pget(s.pv, "segments", PR_LIST, "edges");
+    cr_assert_eq(segs->count, N);
+    const pr_value *trace = pget(s.pv, "device_traces", PR_LIST, "edges")->items[0];
+    size_t ev = 0;
+    for (size_t i = 0; i < N; i++) {
+        char at[64];
+        snprintf(at, sizeof at, "edges: segment %zu", i);
+        __int128 base = (__int128)(((uint64_t)1 << 63) + i * ((uint64_t)64 << 30));
+        const pr_value *g = segs->items[i];
+        cr_assert(pget(g, "address", PR_INT, at)->i == base, "%s: address", at);
+        cr_assert(pget(g, "stream", PR_INT, at)->i == cases[i].stream, "%s: stream %" PRId64, at, cases[i].stream);
+        cr_assert(pget(g, "requested_size", PR_INT, at)->i == cases[i].requested, "%s: requested_size %zu", at,
+                  cases[i].requested);
+        const pr_value *b = pget(g, "blocks", PR_LIST, at)->items[0];
+        cr_assert(pget(b, "address", PR_INT, at)->i == base && (void *)(uintptr_t)base == p[i], "%s: block", at);
+        cr_assert(pget(b, "requested_size", PR_INT, at)->i == cases[i].requested, "%s: block requested_size", at);
+        while (ev < trace->count && strcmp(pget(trace->items[ev], "action", PR_STR, at)->s, "alloc") != 0)
+            ev++;
+        cr_assert_lt(ev, trace->count, "%s: its alloc event", at);
+        const pr_value *e = trace->items[ev++];
+        cr_assert(pget(e, "addr", PR_INT, at)->i == base, "%s: event addr", at);
+        cr_assert(pget(e, "size", PR_INT, at)->i == cases[i].requested, "%s: event size", at);
+        cr_assert(pget(e, "stream", PR_INT, at)->i == cases[i].stream, "%s: event stream", at);
+    }
+    free_snaps(&s);
+    for (size_t i = 0; i < N; i++)
+        tu_free(a, p[i]);
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
 }
 
 /* ============================================================================ */

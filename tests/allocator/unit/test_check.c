@@ -1,7 +1,8 @@
 /*
  * test_check.c — allocator/src/support/check.c: the allocator checking itself:
  * cca_check_invariants names a broken invariant with its own status code,
- * and bad pointers are diagnosed precisely. The suite breaks the state on
+ * each check by its own message when the state it exists for is made, and
+ * bad pointers are diagnosed precisely (the whole message). The suite breaks the state on
  * purpose through internal.h, then repairs it so destroy stays clean.
  */
 #include <criterion/criterion.h>
@@ -150,16 +151,107 @@ Test(check, a_block_marked_mapped_over_unmapped_pages_is_reported) {
 
 Test(check, bad_pointers_are_diagnosed_precisely) {
     char *p = tu_alloc(a, 8192, NULL), *q = tu_alloc(a, 8192, NULL);
-    cr_assert_eq(cca_free(a, p + 512), CCA_ERR_INVALID_POINTER);
-    cr_assert(strstr(cca_last_error(), "interior pointer") && strstr(cca_last_error(), "offset 512"), "%s",
-              cca_last_error());
+    char want[256];
+    /* q, the second block: the offset is from its own start, not the segment's */
+    cr_assert_eq(cca_free(a, q + 512), CCA_ERR_INVALID_POINTER);
+    snprintf(want, sizeof want, "cca_free: interior pointer %p (block starts at %p, offset 512)", (void *)(q + 512),
+             (void *)q);
+    cr_assert_str_eq(cca_last_error(), want);
     tu_free(a, p);
     cr_assert_eq(cca_free(a, p), CCA_ERR_INVALID_POINTER);
-    cr_assert(strstr(cca_last_error(), "double free") != NULL, "%s", cca_last_error());
+    snprintf(want, sizeof want, "cca_free: double free of %p", (void *)p);
+    cr_assert_str_eq(cca_last_error(), want);
+    cr_assert_eq(cca_free(a, p + 512), CCA_ERR_INVALID_POINTER);
+    snprintf(want, sizeof want,
+             "cca_free: %p lies inside a free block (double free of a coalesced block, or stale pointer)",
+             (void *)(p + 512));
+    cr_assert_str_eq(cca_last_error(), want);
     int local;
     cr_assert_eq(cca_free(a, &local), CCA_ERR_INVALID_POINTER);
-    cr_assert(strstr(cca_last_error(), "not allocated by this allocator") != NULL, "%s", cca_last_error());
+    snprintf(want, sizeof want, "cca_free: %p was not allocated by this allocator", (void *)&local);
+    cr_assert_str_eq(cca_last_error(), want);
     tu_free(a, q);
+}
+
+/* Each check of the walk, met by the state it exists for: the message is
+ * that check's own (a later check would catch some of these states too,
+ * under another name). Each state is put back before the next. */
+#define ASSERT_MESSAGE(x, want)                                                                                        \
+    do {                                                                                                               \
+        cr_assert_eq(cca_check_invariants(x), CCA_ERR_INVARIANT);                                                      \
+        cr_assert_str_eq(cca_last_error(), "invariant broken: " want);                                                 \
+    } while (0)
+
+Test(check, each_broken_block_is_named_by_its_own_check) {
+    void *p = tu_alloc(a, 8192, NULL), *q = tu_alloc(a, 8192, NULL);
+    ccai_block *bq = ccai_live_map_find(&a->live, (uintptr_t)q);
+    tu_free(a, p); /* [free][q][free remainder] */
+    ccai_block *last = bq->next;
+    cr_assert(bq->prev->state == CCAI_FREE && last && last->state == CCAI_FREE && !last->next);
+    ASSERT_SOUND(a);
+
+    bq->state = CCAI_FREE; /* beside the free block before it */
+    ASSERT_MESSAGE(a, "I2: two neighbouring free blocks");
+    bq->state = 7;
+    ASSERT_MESSAGE(a, "a block has no valid state");
+    bq->state = CCAI_LIVE;
+    cca_stream saved = bq->stream;
+    bq->stream = (cca_stream)0x1000;
+    ASSERT_MESSAGE(a, "a block's key stream differs from its segment's");
+    bq->stream = saved;
+    last->size -= CCA_GRANULARITY;
+    ASSERT_MESSAGE(a, "I1: blocks do not reach the end of their segment");
+    last->size += CCA_GRANULARITY;
+    ASSERT_SOUND(a);
+    tu_free(a, q);
+}
+
+Test(check, each_broken_counter_is_named_by_its_own_check) {
+    void *p = tu_alloc(a, 8192, NULL);
+    ccai_block *b = ccai_live_map_find(&a->live, (uintptr_t)p);
+    ccai_free_index *ix = b->segment->index;
+    a->c.segments++;
+    a->c.segments_peak++;
+    ASSERT_MESSAGE(a, "I4: reserved bytes or segment count disagree with the segments");
+    a->c.segments--;
+    a->c.segments_peak--;
+    a->c.pending++;
+    ASSERT_MESSAGE(a, "I4: allocated bytes, active or pending blocks disagree with the blocks");
+    a->c.pending--;
+    cr_assert_gt(ix->count, 0, "the remainder after p is in the index");
+    ix->bytes += CCA_GRANULARITY;
+    ASSERT_MESSAGE(a, "free index counters disagree with its entries");
+    ix->bytes -= CCA_GRANULARITY;
+    ASSERT_SOUND(a);
+    tu_free(a, p);
+}
+
+/* The handle set (domain.c) grows before it is more than half full, so
+ * that a lookup of a handle not in it stops at an empty slot: eight
+ * domains in a full table of eight (lookups of those eight still work) is
+ * the state the check exists for. */
+Test(check, a_handle_set_more_than_half_full_is_reported) {
+    cca_domain *d[8];
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(cca_domain_create(a, "d", &d[i]), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(a->domain_set.count, 8);
+    cr_assert_eq(a->domain_set.cap, 16, "exactly half full: sound");
+    ASSERT_SOUND(a);
+    cca_domain **saved = a->domain_set.slot, *full[8]; /* the records (d[] holds handles) */
+    int n = 0;
+    for (cca_domain *r = a->root.next; r; r = r->next) {
+        cr_assert_lt(n, 8, "more than eight domains listed");
+        full[n++] = r;
+    }
+    cr_assert_eq(n, 8);
+    a->domain_set.slot = full;
+    a->domain_set.cap = 8;
+    ASSERT_MESSAGE(a, "I8: the handle set is more than half full");
+    a->domain_set.slot = saved;
+    a->domain_set.cap = 16;
+    ASSERT_SOUND(a);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(cca_domain_destroy(a, d[i], 0, NULL), CCA_OK, "%s", cca_last_error());
 }
 
 /* ---- the table of invariants (invariants.h) ------------------------------ */

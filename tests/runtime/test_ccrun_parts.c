@@ -1,0 +1,64 @@
+/*
+ * test_ccrun_parts.c — runtime/ccrun/report.c and child.c, the parts whose
+ * figures test_ccrun.sh cannot pin from the outside:
+ *
+ * - ccrun_baseline_note: "device free == baseline", else the exact
+ *   difference "below" or "above" it (ccrun's own runs always come back to
+ *   the baseline on the simulated device, so only a call shows the others).
+ * - ccrun_alloc_conf: "policy:X" and --conf joined by one comma, none when
+ *   either is missing or empty.
+ * - ccrun_time_child: *run_ms is the sum of the "time_ms" of every phase
+ *   named "run" in the child's JSON (demo act 5 takes it out of a process
+ *   per model's cost), other phases not counted; the child's exit status
+ *   returned. The child here is /bin/sh printing a fixed document.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccrun.h"
+
+Test(ccrun_parts, baseline_note_says_equal_below_or_above_exactly) {
+    char buf[96];
+    ccr_release_info r = {.device_free_baseline = 64u << 20, .device_free_after = 64u << 20};
+    cr_assert_str_eq(ccrun_baseline_note(&r, buf, sizeof buf), "device free == baseline");
+    r.device_free_after = (64u << 20) - (3u << 20);
+    cr_assert_str_eq(ccrun_baseline_note(&r, buf, sizeof buf), "device free 3.00 MiB below baseline");
+    r.device_free_after = (64u << 20) + 512;
+    cr_assert_str_eq(ccrun_baseline_note(&r, buf, sizeof buf), "device free 512 B above baseline");
+}
+
+Test(ccrun_parts, alloc_conf_joins_policy_and_conf_with_one_comma) {
+    ccrun_options o = {0};
+    char *s = ccrun_alloc_conf(&o, NULL);
+    cr_assert_str_eq(s, "");
+    free(s);
+    o.policy = "growth";
+    o.conf = "";
+    cr_assert_str_eq(s = ccrun_alloc_conf(&o, NULL), "policy:growth", "an empty --conf adds no comma");
+    free(s);
+    o.conf = "history:8";
+    cr_assert_str_eq(s = ccrun_alloc_conf(&o, NULL), "policy:growth,history:8");
+    free(s);
+    cr_assert_str_eq(s = ccrun_alloc_conf(&o, "greedy"), "policy:greedy,history:8", "the argument overrides --policy");
+    free(s);
+    o.policy = NULL;
+    cr_assert_str_eq(s = ccrun_alloc_conf(&o, NULL), "history:8");
+    free(s);
+}
+
+Test(ccrun_parts, a_childs_run_phases_are_summed_and_no_other) {
+    /* report.c's document: one phase object per line */
+    char *argv[] = {"/bin/sh", "-c",
+                    "printf '%s\\n' '{' '  \"phases\": [' "
+                    "'    {\"phase\": \"load\", \"model\": \"A\", \"time_ms\": 100.000, \"note\": \"\"},' "
+                    "'    {\"phase\": \"run\", \"model\": \"A\", \"time_ms\": 1.500, \"note\": \"\"},' "
+                    "'    {\"phase\": \"run\", \"model\": \"A\", \"time_ms\": 2.250, \"note\": \"\"},' "
+                    "'    {\"phase\": \"unload\", \"model\": \"A\", \"time_ms\": 40.000, \"note\": \"\"}' "
+                    "'  ]' '}'; exit 3",
+                    NULL};
+    double wall = -1, run = -1;
+    cr_assert_eq(ccrun_time_child(argv, &wall, &run), 3, "the child's exit status");
+    cr_assert_eq(run, 3.75, "run phases: 1.5 + 2.25, got %.3f", run);
+    cr_assert_geq(wall, 0.0);
+}

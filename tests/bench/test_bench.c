@@ -637,6 +637,17 @@ Test(bench_report, outputs_that_cannot_be_made_are_counted_never_cut) {
     rmdir(okdir);
 }
 
+/* docs/benchmarks.md, "Reproducing parts": in file names `/`, `=`, `,`,
+ * `:`, `"`, `#`, spaces and control bytes become `_`, and nothing else
+ * does: a bidi character (U+202E) and a byte that is not UTF-8 stay. */
+Test(bench_report, file_names_replace_exactly_the_documented_bytes) {
+    char out[64];
+    ccb_file_name("a/b=c,d:e\"f#g h\x01i\x1bj\x7fk\nl", out, sizeof out);
+    cr_assert_str_eq(out, "a_b_c_d_e_f_g_h_i_j_k_l");
+    ccb_file_name("bad\xff\xe2\x80\xaete[x]-2.csv~", out, sizeof out);
+    cr_assert_str_eq(out, "bad\xff\xe2\x80\xaete[x]-2.csv~");
+}
+
 /* Traces of one name (a/t.csv and b/t.csv, the same trace twice) or of one
  * file name ('a b' and 'a_b' are both a_b in file names) get distinct names,
  * so every per-trace output of a replay (timeline/T__S.csv, timeline_T.png,

@@ -283,12 +283,16 @@ def test_size_zero_and_free_zero(alloc):
 def test_null_address_is_an_invalid_argument_where_c_says_so(alloc):
     """free(0) does nothing (C's free(NULL)); block_size and record_stream of
     0 are cca_block_size / cca_record_stream of NULL: InvalidArgumentError,
-    not InvalidPointerError (no pointer was named), as docs/python.md says."""
-    for call in (lambda: alloc.block_size(0), lambda: alloc.record_stream(0, 1)):
-        with pytest.raises(ccalloc.InvalidArgumentError) as e:
-            call()
-        assert not isinstance(e.value, ccalloc.InvalidPointerError)
+    not InvalidPointerError (no pointer was named), as docs/python.md says.
+    None is NULL too (ctypes passes None as NULL): the same results."""
+    for null in (0, None):
+        for call in (lambda: alloc.block_size(null), lambda: alloc.record_stream(null, 1)):
+            with pytest.raises(ccalloc.InvalidArgumentError) as e:
+                call()
+            assert not isinstance(e.value, ccalloc.InvalidPointerError)
+        alloc.free(null)
     assert alloc.stats()["active_blocks"] == 0
+    assert alloc.stats()["free_calls"] == 0  # free(0), free(None): no call
 
 
 def test_size_texts(alloc):

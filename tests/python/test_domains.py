@@ -528,6 +528,7 @@ def test_sleep_gives_the_device_the_domains_memory_and_wake_restores_the_tensors
     with a:
         with pytest.raises(ccalloc.AsleepError):
             plug.alloc(MiB)
+        assert plug.library().cca_plug_alloc(MiB, a.device, None) is None  # PyTorch's entry point: NULL
     r = a.wake()
     assert (r.blocks, r.bytes_copied, r.host_bytes) == (3, 10 * MiB, 10 * MiB)
     assert [t.ptr for t in model_a] == ptrs

@@ -265,6 +265,10 @@ if(TARGET ccbench_core)
   # ccrun, printed its JSON and exited 1); on a GPU, two small models switch once
   ccb_cli(ccbench_switch_cuda_or_skip 0 "skipped: no GPU|In-process switch: " "" -
     switch --device cuda --rounds 1 mlp:64x64:relu mlp:64x64:gelu)
+  # switch --rounds 1: no model is woken, so the summary line names no sleep +
+  # wake figure (it said "sleep + wake 0.000 ms per switch", a median of none)
+  ccb_cli(ccbench_switch_no_wake_summary 0 "no model woken \\(--rounds 1\\)" "sleep \\+ wake [0-9]" -
+    switch --device host --rounds 1 --out ${ccb_cli_dir}/switch-no-wake mlp:64x64:relu mlp:64x64:gelu)
   # switch: one model once has no switch to time (it printed NaN and exited 0)
   ccb_cli(ccbench_switch_one_model 2 "a switch needs two models in the sequence" "" -
     switch --device host --rounds 1 mlp:64x64:relu)

@@ -595,10 +595,14 @@ static int report(switch_run *w) {
             ccai_fprintf_escaped(stderr, "ccbench switch: cannot write into %s\n", out);
             rc = 1;
         } else {
+            char wake[48] = ""; /* c.n == 0 with --rounds 1: no median of none */
+            if (c.n)
+                snprintf(wake, sizeof wake, ", sleep + wake %.3f ms", c.median);
             ccai_fprintf_escaped(stdout,
-                                 "ccbench switch: in-process %.3f ms, process %.3f ms, sleep + wake %.3f ms per "
-                                 "switch (median, %s); wrote %s/switch.md\n",
-                                 a.median, b.median, c.median, w->simulated ? "simulated device" : "GPU", out);
+                                 "ccbench switch: in-process %.3f ms, process %.3f ms%s per switch (median, %s)%s; "
+                                 "wrote %s/switch.md\n",
+                                 a.median, b.median, wake, w->simulated ? "simulated device" : "GPU",
+                                 c.n ? "" : ", no sleep + wake switch: no model woken (--rounds 1)", out);
         }
     }
     free(a.ms);

@@ -410,6 +410,10 @@ def load(path: Optional[str] = None) -> Library:
     with _load_lock:
         if _loaded is not None and (path is None or os.path.realpath(path) == _loaded.path):
             return _loaded
+        if _loaded is not None and path and os.sep in path:  # refused before dlopen: no second copy's constructors
+            raise LibraryNotFoundError(
+                f"libccalloc is already loaded from {_loaded.path}; cannot switch to {os.path.realpath(path)}"
+            )
         tried = [("argument", path)] if path is not None else candidates()
         reasons = []
         for origin, p in tried:

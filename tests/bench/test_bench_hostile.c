@@ -670,6 +670,23 @@ Test(files, gzip_round_trip_and_name) {
     ccb_trace_free(&t);
 }
 
+/* A trace is named after its file less ".csv" or ".csv.gz"; a file whose
+ * name is the suffix alone keeps its whole name (never an empty one). */
+Test(files, a_name_that_is_only_the_suffix_is_kept) {
+    static const char *const names[][2] = {
+        {".csv", ".csv"}, {".csv.gz", ".csv.gz"}, {"a.csv", "a"}, {"a.csv.gz", "a"}, {"x.gz", "x.gz"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *p = tmp_path(names[i][0]);
+        write_file(p, simple_v2, sizeof simple_v2 - 1);
+        ccb_trace t;
+        char err[256] = "";
+        cr_assert_eq(ccb_trace_load(&t, p, err, sizeof err), 0, "%s: %s", names[i][0], err);
+        cr_assert_str_eq(t.name, names[i][1], "file '%s'", names[i][0]);
+        ccb_trace_free(&t);
+        unlink(p);
+    }
+}
+
 Test(files, gzip_truncated_or_corrupt_is_an_error) {
     /* a body long enough to have real deflate blocks */
     char *text = malloc(200000);

@@ -241,6 +241,11 @@ Test(iterations, counts_out_of_range_are_refused_before_anything_runs) {
     replay_n(&t, "ccalloc-growth", opts, 0, &r);
     cr_assert_eq(r.iterations, 1);
     ccb_result_free(&r);
+    /* the bound itself runs: 100 iterations, 100 times the trace's allocs */
+    replay_n(&t, "ccalloc-growth", opts, CCB_MAX_ITERATIONS, &r);
+    cr_assert_eq(r.iterations, CCB_MAX_ITERATIONS);
+    cr_assert_eq(r.allocs, (uint64_t)CCB_MAX_ITERATIONS * t.allocs);
+    ccb_result_free(&r);
     ccb_trace_free(&t);
 }
 

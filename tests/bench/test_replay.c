@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -61,6 +62,35 @@ Test(replay, blocks_of_zero_and_one_byte_replay_on_every_strategy) {
         }
         ccb_result_free(&r);
     }
+    ccb_trace_free(&t);
+}
+
+/* The timeline: the maximum over each window of `stride` events (events /
+ * points + 1), then one point after the final empty-cache. 6 events, 3
+ * points: stride 3, windows [0, 2] and [3, 5], the last at x = 6. */
+Test(replay, the_timeline_has_one_point_per_window_and_the_end) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t,
+                           "seq,op,id,size,stream\n"
+                           "0,alloc,1,1024,0\n1,alloc,2,2048,0\n2,alloc,3,4096,0\n"
+                           "3,free,1,1024,0\n4,free,2,2048,0\n5,free,3,4096,0\n",
+                           NULL, 0),
+                 0);
+    ccb_replay_options o = opts;
+    o.timeline_points = 3;
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "malloc", &o, &r), 0, "%s", r.why);
+    cr_assert_eq(r.timeline_n, 3);
+    static const struct {
+        uint64_t op;
+        size_t requested;
+    } want[] = {{2, 7168}, {5, 6144}, {6, 0}};
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(r.timeline[i].op, want[i].op, "point %zu: x %llu", i, (unsigned long long)r.timeline[i].op);
+        cr_assert_eq(r.timeline[i].requested, want[i].requested, "point %zu: %zu requested", i,
+                     r.timeline[i].requested);
+    }
+    ccb_result_free(&r);
     ccb_trace_free(&t);
 }
 
@@ -271,6 +301,29 @@ Test(replay, times_with_the_driver_pay_each_upstream_call) {
     cr_assert_eq(ccb_replay(&t, "malloc", &o, &r), 0, "%s", r.why);
     cr_assert_eq(r.driver, CCB_DRIVER_NONE);
     cr_assert(isnan(r.driver_total_ms), "the malloc floor has no driver");
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
+/* --driver-reps: the pass with the driver's cost runs that many times,
+ * whatever --reps says. 20 passes of one device alloc and free at 5 ms
+ * each take 200 ms at least; one pass (--reps 1) would take 10. */
+Test(replay, the_driver_pass_runs_driver_reps_times) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t, "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n", NULL, 0), 0);
+    ccb_replay_options o = opts;
+    o.reps = 1;
+    o.driver_reps = 20;
+    o.alloc_latency_ns = o.free_latency_ns = 5000000;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "device-malloc", &o, &r), 0, "%s", r.why);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    cr_assert_geq(s, 20 * 0.010, "20 driver passes of 10 ms took %.3f s", s);
+    cr_assert_eq(r.reps, 1, "the passes without the driver: --reps");
+    cr_assert_geq(r.driver_total_ms, 10.0, "%f", r.driver_total_ms);
     ccb_result_free(&r);
     ccb_trace_free(&t);
 }

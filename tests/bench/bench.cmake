@@ -334,6 +334,11 @@ if(TARGET ccbench_core)
       list(GET mode 1 value)
       set_tests_properties(ccbench_switch_${test} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;FAKE_CCRUN=${value}")
     endforeach()
+    # ... and every figure switch.md and switch.csv derive from ccrun's JSON, exactly
+    # (tests/bench/ccbench_switch_figures.sh: the stand-in's FAKE_CCRUN=figures)
+    add_test(NAME ccbench_switch_figures COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_switch_figures.sh
+      $<TARGET_FILE:ccbench> ${ccb_fake} ${ccb_cli_dir}/switch-figures)
+    set_tests_properties(ccbench_switch_figures PROPERTIES LABELS cpu TIMEOUT 120)
   endif()
   # switch --ccrun PATH names ccrun: a PATH that is not an executable file is an
   # error (it said "skipped: ccrun not found" and exited 0); skipping is for a

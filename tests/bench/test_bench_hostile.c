@@ -909,6 +909,55 @@ Test(files, defect_gzip_of_exactly_the_cap_is_not_over_the_cap, .timeout = 60) {
     cr_assert(rc == 0 || strstr(err, "more than") == NULL, "a file of exactly 2^30 bytes refused with '%s'", err);
 }
 
+/* The budget's own arithmetic (bench/budget.c), exactly: a block may take
+ * the budget to its cap and no further, a block larger than the cap is
+ * refused whatever is held, a give never takes held below 0, a growth is
+ * doubling or the largest capacity the room allows (the old block still
+ * held), the peak counts both, and a grown array is counted by the
+ * difference of its capacities. */
+Test(budget, take_give_and_grow_count_exactly) {
+    ccb_budget b = {.cap = 100};
+    cr_assert_eq(ccb_budget_take(&b, 60), 0);
+    cr_assert_eq(ccb_budget_take(&b, 40), 0, "up to the cap exactly");
+    cr_assert_eq(b.held, 100);
+    cr_assert_eq(b.peak, 100);
+    cr_assert_eq(b.over, 0);
+    cr_assert_eq(ccb_budget_take(&b, 1), -1);
+    cr_assert_eq(b.over, 1);
+    cr_assert_eq(b.held, 100, "a refused block is not counted");
+    ccb_budget_give(&b, 30);
+    cr_assert_eq(b.held, 70);
+    cr_assert_eq(b.peak, 100);
+    ccb_budget_give(&b, 1000);
+    cr_assert_eq(b.held, 0, "never below 0");
+    ccb_budget fresh = {.cap = 100};
+    cr_assert_eq(ccb_budget_take(&fresh, 101), -1, "larger than the cap, with nothing held");
+    cr_assert_eq(fresh.held, 0);
+
+    ccb_budget g = {.cap = 1000};
+    cr_assert_eq(ccb_grow_to(&g, 0, 10, 1, 16), 16, "the first capacity");
+    cr_assert_eq(g.peak, 160);
+    g.held = 900; /* room for 10 elements of 10 bytes */
+    cr_assert_eq(ccb_grow_to(&g, 4, 10, 5, 16), 8, "doubled: it fits");
+    cr_assert_eq(ccb_grow_to(&g, 8, 10, 9, 16), 10, "not doubled: the largest that fits");
+    cr_assert_eq(g.peak, 1000, "held and the new block");
+    cr_assert_eq(g.over, 0);
+    cr_assert_eq(ccb_grow_to(&g, 10, 10, 11, 16), 0, "no room for one more");
+    cr_assert_eq(g.over, 1);
+
+    ccb_budget a = {.cap = (size_t)1 << 20};
+    size_t cap = 0;
+    uint64_t *p = ccb_grow(&a, NULL, &cap, sizeof *p, 1, 16);
+    cr_assert_not_null(p);
+    cr_assert_eq(cap, 16);
+    cr_assert_eq(a.held, 16 * sizeof *p);
+    p = ccb_grow(&a, p, &cap, sizeof *p, 17, 16);
+    cr_assert_not_null(p);
+    cr_assert_eq(cap, 32);
+    cr_assert_eq(a.held, 32 * sizeof *p, "the array's capacity, counted once");
+    free(p);
+}
+
 /* The cap holds for memory too: loading holds at most the cap at any moment
  * (events, names, the reader's id table, the analysis and the ideal arena;
  * a growing array counted with its copy). A gzip trace of 1 GiB of short

@@ -369,6 +369,10 @@ if(TARGET ccbench_core)
   set(ccb_all_opts --all --quick --no-plots -s malloc --live 10 --pairs 10)
   ccb_cli(ccbench_all_with_traces 0 "replay uniform +malloc +done" "replay lognormal" -
     ${ccb_all_opts} --out ${ccb_cli_dir}/all-traces gen:uniform)
+  # ... and without operands, the generators and every trace of bench/traces,
+  # the gzip ones (.csv.gz) included
+  ccb_cli(ccbench_all_standard_traces 0 "replay torch-bert-infer +malloc +done" "cannot open" -
+    ${ccb_all_opts} --out ${ccb_cli_dir}/all-standard)
   ccb_cli(ccbench_all_after_a_command 0 "replay uniform +malloc +done" "replay lognormal|cannot open 'replay'" -
     replay ${ccb_all_opts} --out ${ccb_cli_dir}/all-command gen:uniform)
   ccb_cli(ccbench_all_with_a_bad_trace 2 "cannot open '/nonexistent-ccbench-dir/t.csv'" "replay " -

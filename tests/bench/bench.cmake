@@ -265,6 +265,9 @@ if(TARGET ccbench_core)
   # ccrun, printed its JSON and exited 1); on a GPU, two small models switch once
   ccb_cli(ccbench_switch_cuda_or_skip 0 "skipped: no GPU|In-process switch: " "" -
     switch --device cuda --rounds 1 mlp:64x64:relu mlp:64x64:gelu)
+  # switch: at most 16 models (a 17th is a usage error, before anything runs)
+  ccb_cli(ccbench_switch_seventeen_models 2 "ccbench switch: more than 16 models" "skipped|In-process" -
+    switch --device host m1 m2 m3 m4 m5 m6 m7 m8 m9 m10 m11 m12 m13 m14 m15 m16 m17)
   # switch: one model once has no switch to time (it printed NaN and exited 0)
   ccb_cli(ccbench_switch_one_model 2 "a switch needs two models in the sequence" "" -
     switch --device host --rounds 1 mlp:64x64:relu)

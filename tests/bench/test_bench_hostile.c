@@ -773,6 +773,7 @@ Test(files, bytes_after_the_last_gzip_member_are_an_error) {
         {"\0\0\0\0\0\0\0\0", 8, "8 bytes after the last gzip member"},
         {"x", 1, "1 bytes after the last gzip member"},
         {"\x1f", 1, "1 bytes after the last gzip member"},
+        {"\x1fx", 2, "2 bytes after the last gzip member"}, /* gzip's first magic byte alone */
         {"\x1f\x8b", 2, "truncated or corrupt gzip stream"},
         {"\x1f\x8b\x08\0\0\0\0\0\0\x03junkjunk", 18, "t.csv.gz"},
     };

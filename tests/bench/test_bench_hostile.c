@@ -798,6 +798,11 @@ Test(files, bytes_after_the_last_gzip_member_are_an_error) {
     cr_assert_eq(ccb_trace_load(&t, p, err, sizeof err), 0, "%s", err);
     cr_assert_eq(t.n, 4, "two sections");
     ccb_trace_free(&t);
+    /* a file is gzip by both magic bytes: one that starts 1f 78 is text,
+     * and its first line is not a column header */
+    static const char not_gzip[] = "\x1fx\nseq,op,id,size,stream\n";
+    write_file(p, not_gzip, sizeof not_gzip - 1);
+    load_bad(p, "line 1: an event before the column header");
     free(m1);
 }
 

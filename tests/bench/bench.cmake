@@ -269,6 +269,9 @@ if(TARGET ccbench_core)
   # wake figure (it said "sleep + wake 0.000 ms per switch", a median of none)
   ccb_cli(ccbench_switch_no_wake_summary 0 "no model woken \\(--rounds 1\\)" "sleep \\+ wake [0-9]" -
     switch --device host --rounds 1 --out ${ccb_cli_dir}/switch-no-wake mlp:64x64:relu mlp:64x64:gelu)
+  # switch: at most 16 models (a 17th is a usage error, before anything runs)
+  ccb_cli(ccbench_switch_seventeen_models 2 "ccbench switch: more than 16 models" "skipped|In-process" -
+    switch --device host m1 m2 m3 m4 m5 m6 m7 m8 m9 m10 m11 m12 m13 m14 m15 m16 m17)
   # switch: one model once has no switch to time (it printed NaN and exited 0)
   ccb_cli(ccbench_switch_one_model 2 "a switch needs two models in the sequence" "" -
     switch --device host --rounds 1 mlp:64x64:relu)
@@ -338,6 +341,11 @@ if(TARGET ccbench_core)
       list(GET mode 1 value)
       set_tests_properties(ccbench_switch_${test} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;FAKE_CCRUN=${value}")
     endforeach()
+    # ... and every figure switch.md and switch.csv derive from ccrun's JSON, exactly
+    # (tests/bench/ccbench_switch_figures.sh: the stand-in's FAKE_CCRUN=figures)
+    add_test(NAME ccbench_switch_figures COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_switch_figures.sh
+      $<TARGET_FILE:ccbench> ${ccb_fake} ${ccb_cli_dir}/switch-figures)
+    set_tests_properties(ccbench_switch_figures PROPERTIES LABELS cpu TIMEOUT 120)
   endif()
   # switch --ccrun PATH names ccrun: a PATH that is not an executable file is an
   # error (it said "skipped: ccrun not found" and exited 0); skipping is for a
@@ -368,6 +376,10 @@ if(TARGET ccbench_core)
   set(ccb_all_opts --all --quick --no-plots -s malloc --live 10 --pairs 10)
   ccb_cli(ccbench_all_with_traces 0 "replay uniform +malloc +done" "replay lognormal" -
     ${ccb_all_opts} --out ${ccb_cli_dir}/all-traces gen:uniform)
+  # ... and without operands, the generators and every trace of bench/traces,
+  # the gzip ones (.csv.gz) included
+  ccb_cli(ccbench_all_standard_traces 0 "replay torch-bert-infer +malloc +done" "cannot open" -
+    ${ccb_all_opts} --out ${ccb_cli_dir}/all-standard)
   ccb_cli(ccbench_all_after_a_command 0 "replay uniform +malloc +done" "replay lognormal|cannot open 'replay'" -
     replay ${ccb_all_opts} --out ${ccb_cli_dir}/all-command gen:uniform)
   ccb_cli(ccbench_all_with_a_bad_trace 2 "cannot open '/nonexistent-ccbench-dir/t.csv'" "replay " -

@@ -1,6 +1,7 @@
 /*
  * test_bench.c — bench/: the ccbench harness: generators are deterministic
- * per seed, replay reproduces a trace's peaks exactly, strategies behave as
+ * per seed and make what bench/gen.c documents (sizes, budgets, the order
+ * of each request's events, a digest per seed), replay reproduces a trace's peaks exactly, strategies behave as
  * documented (GPU ones skip with a reason without a GPU), reports are well
  * formed, and a tiny suite runs on the host strategies.
  */
@@ -43,6 +44,204 @@ Test(bench_gen, deterministic_per_seed) {
     }
 }
 
+/* ---- each generator makes what bench/gen.c's opening comment says ---------------- */
+
+static void gen_at(const char *name, uint64_t seed, double scale, ccb_trace *t) {
+    ccb_gen_params p = {seed, scale};
+    cr_assert_eq(ccb_generate(name, &p, t), 0, "generator %s", name);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* uniform: 20k x scale allocs of [256 B, 8 MiB], under a 1 GiB live budget
+ * it reaches (each step allocates with p = 0.55); lognormal: median 64 KiB,
+ * clipped to [256 B, 256 MiB] (about 0.3% of draws fall below 256 B). */
+Test(bench_gen, random_sizes_and_budgets_are_the_documented_ones) {
+    ccb_trace t;
+    gen_at("uniform", 1, 0.2, &t);
+    cr_assert_eq(t.allocs, 4000);
+    cr_assert_eq(t.final_live, 0, "everything freed at the end");
+    for (size_t i = 0; i < t.n; i++)
+        if (t.ev[i].op == CCB_ALLOC)
+            cr_assert(t.ev[i].size >= 256 && t.ev[i].size <= 8 * MiB, "uniform size %llu",
+                      (unsigned long long)t.ev[i].size);
+    cr_assert_leq(t.peak_requested, 1 * GiB, "the 1 GiB live budget");
+    cr_assert_gt(t.peak_requested, 1 * GiB - 8 * MiB, "the budget is reached: %zu", t.peak_requested);
+    ccb_trace_free(&t);
+
+    gen_at("lognormal", 1, 0.2, &t);
+    cr_assert_eq(t.allocs, 4000);
+    uint64_t *sz = malloc(t.allocs * sizeof *sz);
+    size_t k = 0, at_floor = 0;
+    for (size_t i = 0; i < t.n; i++)
+        if (t.ev[i].op == CCB_ALLOC) {
+            cr_assert(t.ev[i].size >= 256 && t.ev[i].size <= 256 * MiB, "lognormal size %llu",
+                      (unsigned long long)t.ev[i].size);
+            at_floor += t.ev[i].size == 256;
+            sz[k++] = t.ev[i].size;
+        }
+    qsort(sz, k, sizeof *sz, cmp_u64);
+    cr_assert(sz[k / 2] > 56 * KiB && sz[k / 2] < 72 * KiB, "median %llu, not about 64 KiB",
+              (unsigned long long)sz[k / 2]);
+    cr_assert_gt(at_floor, 0, "draws below 256 B are clipped to 256 B");
+    cr_assert_leq(t.peak_requested, 2 * GiB);
+    free(sz);
+    ccb_trace_free(&t);
+}
+
+/* One inference request of a model of `hidden` x `layers` at event *i:
+ * its batch (1..max_batch), every size and the order of its events. */
+static uint64_t expect_request(const ccb_trace *t, size_t *i, uint64_t hidden, unsigned layers, uint64_t max_batch) {
+    const ccb_event *e = &t->ev[*i];
+    cr_assert_eq(e[0].op, CCB_ALLOC, "event %zu: the input", *i);
+    uint64_t act = e[0].size, batch = act / (hidden * 4);
+    cr_assert(act % (hidden * 4) == 0 && batch >= 1 && batch <= max_batch, "event %zu: activation %llu", *i,
+              (unsigned long long)act);
+    size_t j = 1;
+    uint32_t x = e[0].slot;
+    for (unsigned l = 0; l < layers; l++, j += 4) {
+        cr_assert(e[j].op == CCB_ALLOC && e[j].size == act, "event %zu: layer %u's output", *i + j, l);
+        cr_assert(e[j + 1].op == CCB_ALLOC && e[j + 1].size == 2 * act + 256, "event %zu: workspace", *i + j + 1);
+        cr_assert(e[j + 2].op == CCB_FREE && e[j + 2].slot == e[j + 1].slot, "event %zu: workspace freed", *i + j + 2);
+        cr_assert(e[j + 3].op == CCB_FREE && e[j + 3].slot == x, "event %zu: previous activation freed", *i + j + 3);
+        x = e[j].slot;
+    }
+    cr_assert(e[j].op == CCB_ALLOC && e[j].size == batch * 4 * 1000, "event %zu: logits", *i + j);
+    cr_assert(e[j + 1].op == CCB_FREE && e[j + 1].slot == x, "event %zu", *i + j + 1);
+    cr_assert(e[j + 2].op == CCB_FREE && e[j + 2].slot == e[j].slot, "event %zu", *i + j + 2);
+    *i += j + 3;
+    return batch;
+}
+
+/* A model's weights at event *i: per layer hidden^2 fp32 then hidden fp32. */
+static void expect_weights(const ccb_trace *t, size_t *i, uint64_t hidden, unsigned layers) {
+    for (unsigned l = 0; l < layers; l++, *i += 2) {
+        cr_assert(t->ev[*i].op == CCB_ALLOC && t->ev[*i].size == hidden * hidden * 4, "event %zu: weight", *i);
+        cr_assert(t->ev[*i + 1].op == CCB_ALLOC && t->ev[*i + 1].size == hidden * 4, "event %zu: bias", *i + 1);
+    }
+}
+
+/* mlp: 8 layers of 4096 x 4096 weights, 1500 x scale requests of batch
+ * 1..256 (every batch size comes up at scale 1), the weights freed last. */
+Test(bench_gen, mlp_is_the_engines_loop) {
+    ccb_trace t;
+    gen_at("mlp", 1, 1.0, &t);
+    size_t i = 0;
+    expect_weights(&t, &i, 4096, 8);
+    uint8_t seen[257] = {0};
+    for (int r = 0; r < 1500; r++)
+        seen[expect_request(&t, &i, 4096, 8, 256)] = 1;
+    cr_assert(seen[1] && seen[256], "batches 1 and 256 both drawn");
+    cr_assert_eq(t.n - i, 16, "then the 16 weights freed");
+    cr_assert_eq(t.final_live, 0);
+    ccb_trace_free(&t);
+}
+
+/* models: the six shapes, each once, in an order shuffled per seed (over
+ * seeds, every model comes first somewhere: a uniform shuffle), 200 x scale
+ * requests of batch 1..128 each, unloaded before the next. */
+Test(bench_gen, models_run_the_six_shapes_in_a_shuffled_order) {
+    static const uint64_t hidden[] = {1024, 2048, 4096, 3072, 1536, 5120};
+    static const unsigned layers[] = {24, 12, 8, 16, 20, 6};
+    unsigned first_seen = 0, in_place = 0;
+    for (uint64_t seed = 1; seed <= 24; seed++) {
+        ccb_trace t;
+        gen_at("models", seed, 0.05, &t);
+        size_t i = 0;
+        unsigned used = 0;
+        for (int m = 0; m < 6; m++) {
+            int k = 0;
+            while (k < 6 && t.ev[i].size != hidden[k] * hidden[k] * 4)
+                k++;
+            cr_assert_lt(k, 6, "seed %llu: model %d is none of the six", (unsigned long long)seed, m);
+            cr_assert_eq(used & 1u << k, 0, "seed %llu: shape %d twice", (unsigned long long)seed, k);
+            used |= 1u << k;
+            in_place += k == m;
+            if (m == 0)
+                first_seen |= 1u << k;
+            expect_weights(&t, &i, hidden[k], layers[k]);
+            for (int r = 0; r < 10; r++)
+                expect_request(&t, &i, hidden[k], layers[k], 128);
+            for (unsigned w = 0; w < 2 * layers[k]; w++, i++)
+                cr_assert_eq(t.ev[i].op, CCB_FREE, "seed %llu: the weights unloaded", (unsigned long long)seed);
+        }
+        cr_assert_eq(i, t.n);
+        ccb_trace_free(&t);
+    }
+    cr_assert_eq(first_seen, 0x3f, "every model comes first for some seed: %#x", first_seen);
+    cr_assert_gt(in_place, 0, "a uniform shuffle leaves a model in its place now and then");
+}
+
+/* adversarial: 40 x scale steps of a large tensor (64 MiB + 2i MiB + 4 KiB),
+ * three temporaries of [256 KiB, 768 KiB), a 1.5 MiB pin kept live to the
+ * end, the large one freed. */
+Test(bench_gen, adversarial_pins_each_large_segments_tail) {
+    ccb_trace t;
+    gen_at("adversarial", 1, 1.0, &t);
+    cr_assert_eq(t.n, 40 * 9);
+    for (size_t s = 0; s < 40; s++) {
+        const ccb_event *e = &t.ev[9 * s];
+        cr_assert(e[0].op == CCB_ALLOC && e[0].size == 64 * MiB + 2 * MiB * s + 4 * KiB, "step %zu: large", s);
+        for (int k = 0; k < 3; k++) {
+            cr_assert(e[1 + 2 * k].op == CCB_ALLOC && e[1 + 2 * k].size >= 256 * KiB && e[1 + 2 * k].size < 768 * KiB,
+                      "step %zu: temporary %d", s, k);
+            cr_assert(e[2 + 2 * k].op == CCB_FREE && e[2 + 2 * k].slot == e[1 + 2 * k].slot);
+        }
+        cr_assert(e[7].op == CCB_ALLOC && e[7].size == 1536 * KiB, "step %zu: pin", s);
+        cr_assert(e[8].op == CCB_FREE && e[8].slot == e[0].slot, "step %zu: large freed", s);
+    }
+    cr_assert_eq(t.final_live, 40, "the pins outlive the trace");
+    cr_assert_eq(t.final_requested, 40 * 1536 * KiB);
+    ccb_trace_free(&t);
+    /* the smallest scales keep 4 steps, and the random generators 50 allocs */
+    gen_at("adversarial", 1, 0.01, &t);
+    cr_assert_eq(t.final_live, 4);
+    ccb_trace_free(&t);
+    gen_at("uniform", 1, 0.001, &t);
+    cr_assert_eq(t.allocs, 50);
+    ccb_trace_free(&t);
+}
+
+/* Same seed and scale, same trace on every machine (bench/gen.c): the
+ * random generators' events at seed 1, scale 0.05, pinned by a digest
+ * (FNV-1a over op, slot and size). A change of a probability, a range or a
+ * distribution changes it. */
+static uint64_t trace_digest(const ccb_trace *t) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < t->n; i++) {
+        uint64_t v[3] = {t->ev[i].op, t->ev[i].slot, t->ev[i].size};
+        for (int k = 0; k < 3; k++)
+            for (int b = 0; b < 8; b++) {
+                h ^= (v[k] >> (8 * b)) & 0xff;
+                h *= 0x100000001b3ull;
+            }
+    }
+    return h;
+}
+
+Test(bench_gen, the_same_seed_gives_the_same_trace_on_every_machine) {
+    static const struct {
+        const char *name;
+        size_t n;
+        uint64_t digest;
+    } want[] = {
+        {"uniform", 2000, 0xbdc770f83af58385ull},
+        {"lognormal", 2000, 0xce9f83cef88695bdull},
+        {"models", 4024, 0xc629495b269110b1ull},
+    };
+    for (size_t g = 0; g < sizeof want / sizeof want[0]; g++) {
+        ccb_trace t;
+        gen_at(want[g].name, 1, 0.05, &t);
+        cr_assert_eq(t.n, want[g].n, "%s: %zu events", want[g].name, t.n);
+        cr_assert_eq(trace_digest(&t), want[g].digest, "%s: digest %#llx", want[g].name,
+                     (unsigned long long)trace_digest(&t));
+        ccb_trace_free(&t);
+    }
+}
+
 Test(bench_gen, rng_is_xoshiro256starstar) {
     /* reference outputs from Vigna's splitmix64.c and xoshiro256starstar.c
      * (prng.di.unimi.it), the state seeded with splitmix64's first four */
@@ -80,6 +279,11 @@ Test(bench_gen, scale_is_bounded_by_the_event_count) {
                       ccb_generators[g].name, t.n);
         ccb_trace_free(&t);
     }
+    ccb_trace at; /* the bound itself is a scale (adversarial: the cheapest at it) */
+    ccb_gen_params most = {1, CCB_GEN_MAX_SCALE};
+    cr_assert_eq(ccb_generate("adversarial", &most, &at), 0, "scale %g taken", CCB_GEN_MAX_SCALE);
+    cr_assert_eq(at.final_live, (size_t)(40 * CCB_GEN_MAX_SCALE), "40 x scale steps");
+    ccb_trace_free(&at);
     const double bad[] = {CCB_GEN_MAX_SCALE * 1.0001, 1e6, 0, -1, NAN, INFINITY};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ccb_trace t = {.n = 12345};

@@ -311,6 +311,78 @@ Test(figures, checkpoints_live_requested_is_the_traces) {
     ccb_trace_free(&t);
 }
 
+/* The writers' own arithmetic on a hand-made row: a figure of 0 is a
+ * figure ("0.000", never the "—" of an unknown one); a CSV field with a
+ * quote is quoted; a timeline point's columns are its own; a release that
+ * returned nothing shows no "(−0 B)"; a domain's column sums what each of
+ * its releases returned. */
+Test(figures, writers_show_zero_and_sum_each_domains_releases) {
+    char b[32];
+    ccb_fmt_num(0.0, "%.3f", b, sizeof b);
+    cr_assert_str_eq(b, "0.000");
+    ccb_fmt_num(-1.0, "%.3f", b, sizeof b);
+    cr_assert_str_eq(b, "—");
+    /* a CSV field with a quote is quoted, its quote doubled (RFC 4180) */
+    char *f = NULL;
+    size_t flen = 0;
+    FILE *fm = open_memstream(&f, &flen);
+    ccb_csv_field(fm, "a\"b");
+    fputc('|', fm);
+    ccb_csv_field(fm, "plain");
+    fclose(fm);
+    cr_assert_str_eq(f, "\"a\"\"b\"|plain");
+    free(f);
+    ccb_trace t;
+    ccb_trace_init(&t, "d");
+    cr_assert_eq(ccb_trace_domain(&t, "m"), 1);
+    for (int k = 0; k < 2; k++) {
+        ccb_trace_release(&t, ccb_trace_alloc_in(&t, 4096, 0, 1));
+        cr_assert_eq(ccb_trace_domain_release(&t, 1), 0);
+    }
+    ccb_trace_empty_cache(&t);
+    cr_assert_eq(ccb_trace_analyze(&t, NULL, 0), 0);
+    ccb_checkpoint cp[3] = {
+        {.event = 3, .op = CCB_DOMAIN_RELEASE, .mark = 1, .reserved = 3 << 20, .returned = 1 << 20},
+        {.event = 6, .op = CCB_DOMAIN_RELEASE, .mark = 1, .reserved = 1 << 20, .returned = 2 << 20},
+        {.event = 7, .op = CCB_EMPTY_CACHE, .reserved = 1 << 20, .returned = 0},
+    };
+    ccb_result r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.strategy, sizeof r.strategy, "s");
+    r.peak_reserved = 4 << 20;
+    r.checkpoints = cp;
+    r.checkpoints_n = 3;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    ccb_write_checkpoints_md(m, &t, &r, 1);
+    ccb_write_domains_md(m, &t, &r, 1);
+    fclose(m);
+    cr_assert_not_null(strstr(buf, "\n| 3 | **release domain m** | 0 B | 3.00 MiB (−1.00 MiB) |\n"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\n| 7 | **empty_cache** | 0 B | 1.00 MiB |\n"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\n| m | 2 | 4.00 KiB | 2 | 3.00 MiB |\n"), "%s", buf);
+    free(buf);
+    ccb_trace_free(&t);
+    /* a timeline point: requested, allocated and reserved, each its own MiB column */
+    ccb_timeline_point pt = {.op = 5, .requested = 1 << 20, .allocated = 2 << 20, .reserved = 3 << 20};
+    r.timeline = &pt;
+    r.timeline_n = 1;
+    char path[] = "/tmp/ccb-timeline-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(ccb_write_timeline_csv(path, &r), 0);
+    FILE *tf = fopen(path, "r");
+    cr_assert_not_null(tf);
+    char text[512] = "";
+    size_t got = fread(text, 1, sizeof text - 1, tf);
+    text[got] = '\0';
+    fclose(tf);
+    unlink(path);
+    cr_assert_not_null(strstr(text, "\nop,requested_mib,allocated_mib,reserved_mib\n5,1.000,2.000,3.000\n"), "%s",
+                       text);
+}
+
 /* ---- a replay that fails part-way ------------------------------------------------ */
 
 /* The row of r as results.csv writes it, status field alone; *checkpoints:

@@ -670,6 +670,23 @@ Test(files, gzip_round_trip_and_name) {
     ccb_trace_free(&t);
 }
 
+/* A trace is named after its file less ".csv" or ".csv.gz"; a file whose
+ * name is the suffix alone keeps its whole name (never an empty one). */
+Test(files, a_name_that_is_only_the_suffix_is_kept) {
+    static const char *const names[][2] = {
+        {".csv", ".csv"}, {".csv.gz", ".csv.gz"}, {"a.csv", "a"}, {"a.csv.gz", "a"}, {"x.gz", "x.gz"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *p = tmp_path(names[i][0]);
+        write_file(p, simple_v2, sizeof simple_v2 - 1);
+        ccb_trace t;
+        char err[256] = "";
+        cr_assert_eq(ccb_trace_load(&t, p, err, sizeof err), 0, "%s: %s", names[i][0], err);
+        cr_assert_str_eq(t.name, names[i][1], "file '%s'", names[i][0]);
+        ccb_trace_free(&t);
+        unlink(p);
+    }
+}
+
 Test(files, gzip_truncated_or_corrupt_is_an_error) {
     /* a body long enough to have real deflate blocks */
     char *text = malloc(200000);
@@ -756,6 +773,7 @@ Test(files, bytes_after_the_last_gzip_member_are_an_error) {
         {"\0\0\0\0\0\0\0\0", 8, "8 bytes after the last gzip member"},
         {"x", 1, "1 bytes after the last gzip member"},
         {"\x1f", 1, "1 bytes after the last gzip member"},
+        {"\x1fx", 2, "2 bytes after the last gzip member"}, /* gzip's first magic byte alone */
         {"\x1f\x8b", 2, "truncated or corrupt gzip stream"},
         {"\x1f\x8b\x08\0\0\0\0\0\0\x03junkjunk", 18, "t.csv.gz"},
     };
@@ -780,6 +798,11 @@ Test(files, bytes_after_the_last_gzip_member_are_an_error) {
     cr_assert_eq(ccb_trace_load(&t, p, err, sizeof err), 0, "%s", err);
     cr_assert_eq(t.n, 4, "two sections");
     ccb_trace_free(&t);
+    /* a file is gzip by both magic bytes: one that starts 1f 78 is text,
+     * and its first line is not a column header */
+    static const char not_gzip[] = "\x1fx\nseq,op,id,size,stream\n";
+    write_file(p, not_gzip, sizeof not_gzip - 1);
+    load_bad(p, "line 1: an event before the column header");
     free(m1);
 }
 
@@ -890,6 +913,55 @@ Test(files, defect_gzip_of_exactly_the_cap_is_not_over_the_cap, .timeout = 60) {
     cr_log_info("exactly 1 GiB: rc %d, '%s', max RSS %ld MiB, %.1f s", rc, err, rss, secs);
     cr_assert_lt(rss, 2048, "max RSS %ld MiB", rss);
     cr_assert(rc == 0 || strstr(err, "more than") == NULL, "a file of exactly 2^30 bytes refused with '%s'", err);
+}
+
+/* The budget's own arithmetic (bench/budget.c), exactly: a block may take
+ * the budget to its cap and no further, a block larger than the cap is
+ * refused whatever is held, a give never takes held below 0, a growth is
+ * doubling or the largest capacity the room allows (the old block still
+ * held), the peak counts both, and a grown array is counted by the
+ * difference of its capacities. */
+Test(budget, take_give_and_grow_count_exactly) {
+    ccb_budget b = {.cap = 100};
+    cr_assert_eq(ccb_budget_take(&b, 60), 0);
+    cr_assert_eq(ccb_budget_take(&b, 40), 0, "up to the cap exactly");
+    cr_assert_eq(b.held, 100);
+    cr_assert_eq(b.peak, 100);
+    cr_assert_eq(b.over, 0);
+    cr_assert_eq(ccb_budget_take(&b, 1), -1);
+    cr_assert_eq(b.over, 1);
+    cr_assert_eq(b.held, 100, "a refused block is not counted");
+    ccb_budget_give(&b, 30);
+    cr_assert_eq(b.held, 70);
+    cr_assert_eq(b.peak, 100);
+    ccb_budget_give(&b, 1000);
+    cr_assert_eq(b.held, 0, "never below 0");
+    ccb_budget fresh = {.cap = 100};
+    cr_assert_eq(ccb_budget_take(&fresh, 101), -1, "larger than the cap, with nothing held");
+    cr_assert_eq(fresh.held, 0);
+
+    ccb_budget g = {.cap = 1000};
+    cr_assert_eq(ccb_grow_to(&g, 0, 10, 1, 16), 16, "the first capacity");
+    cr_assert_eq(g.peak, 160);
+    g.held = 900; /* room for 10 elements of 10 bytes */
+    cr_assert_eq(ccb_grow_to(&g, 4, 10, 5, 16), 8, "doubled: it fits");
+    cr_assert_eq(ccb_grow_to(&g, 8, 10, 9, 16), 10, "not doubled: the largest that fits");
+    cr_assert_eq(g.peak, 1000, "held and the new block");
+    cr_assert_eq(g.over, 0);
+    cr_assert_eq(ccb_grow_to(&g, 10, 10, 11, 16), 0, "no room for one more");
+    cr_assert_eq(g.over, 1);
+
+    ccb_budget a = {.cap = (size_t)1 << 20};
+    size_t cap = 0;
+    uint64_t *p = ccb_grow(&a, NULL, &cap, sizeof *p, 1, 16);
+    cr_assert_not_null(p);
+    cr_assert_eq(cap, 16);
+    cr_assert_eq(a.held, 16 * sizeof *p);
+    p = ccb_grow(&a, p, &cap, sizeof *p, 17, 16);
+    cr_assert_not_null(p);
+    cr_assert_eq(cap, 32);
+    cr_assert_eq(a.held, 32 * sizeof *p, "the array's capacity, counted once");
+    free(p);
 }
 
 /* The cap holds for memory too: loading holds at most the cap at any moment

@@ -241,6 +241,11 @@ Test(iterations, counts_out_of_range_are_refused_before_anything_runs) {
     replay_n(&t, "ccalloc-growth", opts, 0, &r);
     cr_assert_eq(r.iterations, 1);
     ccb_result_free(&r);
+    /* the bound itself runs: 100 iterations, 100 times the trace's allocs */
+    replay_n(&t, "ccalloc-growth", opts, CCB_MAX_ITERATIONS, &r);
+    cr_assert_eq(r.iterations, CCB_MAX_ITERATIONS);
+    cr_assert_eq(r.allocs, (uint64_t)CCB_MAX_ITERATIONS * t.allocs);
+    ccb_result_free(&r);
     ccb_trace_free(&t);
 }
 
@@ -291,6 +296,43 @@ Test(iterations, the_tables_say_first_and_later_apart) {
     for (size_t i = 0; i < 3; i++)
         ccb_result_free(&r[i]);
     ccb_trace_free(&t);
+}
+
+/* Each column is its own field: a row whose figures all differ, written
+ * exactly (a skipped row says why, in both tables). */
+Test(iterations, every_column_is_its_own_figure) {
+    ccb_result r[2];
+    memset(r, 0, sizeof r);
+    snprintf(r[0].trace, sizeof r[0].trace, "t");
+    snprintf(r[0].strategy, sizeof r[0].strategy, "s");
+    snprintf(r[0].config, sizeof r[0].config, "c");
+    r[0].iterations = 3;
+    r[0].first_peak_reserved = (size_t)1 << 20;
+    r[0].later_peak_reserved = (size_t)2 << 20;
+    r[0].first_upstream_allocs = 3;
+    r[0].first_upstream_frees = 4;
+    r[0].later_upstream_allocs = 5;
+    r[0].later_upstream_frees = 6;
+    r[0].first_total_ms = 1.5;
+    r[0].later_total_ms = 2.5;
+    r[0].total_ms = 4.25;
+    r[0].driver = CCB_DRIVER_MODEL;
+    r[0].first_driver_total_ms = 7.5;
+    r[0].later_driver_total_ms = 8.5;
+    r[0].driver_total_ms = 16.25;
+    r[1] = r[0];
+    snprintf(r[1].strategy, sizeof r[1].strategy, "gpu");
+    r[1].skipped = 1;
+    snprintf(r[1].why, sizeof r[1].why, "no GPU");
+    char *md = written(ccb_write_iterations_md, r, 2);
+    cr_assert(strstr(md, "\n| t | s | 3 | 1.00 MiB | 2.00 MiB | 3+4 | 5+6 | 7.50 | 8.50 | 16.25 |\n"), "%s", md);
+    cr_assert(strstr(md, "\n| t | gpu | skipped: no GPU | | | | | | | |\n"), "%s", md);
+    free(md);
+    char *csv = written(ccb_write_iterations_csv, r, 2);
+    cr_assert(strstr(csv, "\nt,s,\"c\",ok,3,1048576,2097152,3,4,5,6,1.500,2.500,4.250,model,7.500,8.500,16.250,\"\"\n"),
+              "%s", csv);
+    cr_assert(strstr(csv, "\nt,gpu,\"c\",skipped,3,,,,,,,,,,,,,,\"no GPU\"\n"), "%s", csv);
+    free(csv);
 }
 
 /* Without --iterations (N = 1) no section, and no iterations file in the

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -61,6 +62,35 @@ Test(replay, blocks_of_zero_and_one_byte_replay_on_every_strategy) {
         }
         ccb_result_free(&r);
     }
+    ccb_trace_free(&t);
+}
+
+/* The timeline: the maximum over each window of `stride` events (events /
+ * points + 1), then one point after the final empty-cache. 6 events, 3
+ * points: stride 3, windows [0, 2] and [3, 5], the last at x = 6. */
+Test(replay, the_timeline_has_one_point_per_window_and_the_end) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t,
+                           "seq,op,id,size,stream\n"
+                           "0,alloc,1,1024,0\n1,alloc,2,2048,0\n2,alloc,3,4096,0\n"
+                           "3,free,1,1024,0\n4,free,2,2048,0\n5,free,3,4096,0\n",
+                           NULL, 0),
+                 0);
+    ccb_replay_options o = opts;
+    o.timeline_points = 3;
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "malloc", &o, &r), 0, "%s", r.why);
+    cr_assert_eq(r.timeline_n, 3);
+    static const struct {
+        uint64_t op;
+        size_t requested;
+    } want[] = {{2, 7168}, {5, 6144}, {6, 0}};
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(r.timeline[i].op, want[i].op, "point %zu: x %llu", i, (unsigned long long)r.timeline[i].op);
+        cr_assert_eq(r.timeline[i].requested, want[i].requested, "point %zu: %zu requested", i,
+                     r.timeline[i].requested);
+    }
+    ccb_result_free(&r);
     ccb_trace_free(&t);
 }
 
@@ -271,6 +301,29 @@ Test(replay, times_with_the_driver_pay_each_upstream_call) {
     cr_assert_eq(ccb_replay(&t, "malloc", &o, &r), 0, "%s", r.why);
     cr_assert_eq(r.driver, CCB_DRIVER_NONE);
     cr_assert(isnan(r.driver_total_ms), "the malloc floor has no driver");
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
+/* --driver-reps: the pass with the driver's cost runs that many times,
+ * whatever --reps says. 20 passes of one device alloc and free at 5 ms
+ * each take 200 ms at least; one pass (--reps 1) would take 10. */
+Test(replay, the_driver_pass_runs_driver_reps_times) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t, "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n", NULL, 0), 0);
+    ccb_replay_options o = opts;
+    o.reps = 1;
+    o.driver_reps = 20;
+    o.alloc_latency_ns = o.free_latency_ns = 5000000;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, "device-malloc", &o, &r), 0, "%s", r.why);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    cr_assert_geq(s, 20 * 0.010, "20 driver passes of 10 ms took %.3f s", s);
+    cr_assert_eq(r.reps, 1, "the passes without the driver: --reps");
+    cr_assert_geq(r.driver_total_ms, 10.0, "%f", r.driver_total_ms);
     ccb_result_free(&r);
     ccb_trace_free(&t);
 }
@@ -536,6 +589,7 @@ Test(format_v2, hostile_lines_are_refused_with_their_line) {
     BAD("0,alloc,1,4096,\n", "line 2: bad number");
     BAD("0,alloc,1,4096,0,\n", "line 2: expected 5 fields"); /* a name on an alloc */
     BAD("0,mark,0,0,0\n", "line 2: expected 6 fields");
+    BAD("0,mark\n", "line 2: expected 6 fields"); /* two fields: still a mark, told its own count */
     BAD("0,mark,0,0,0,\n", "line 2: mark name");
     BAD("0,mark,0,0,0,a\"b\n", "line 2: mark name");
     BAD("0,mark,0,0,0,x,y\n", "line 2: expected 6 fields");
@@ -564,6 +618,22 @@ Test(format_v2, running_sums_that_would_overflow_are_refused) {
         strcat(text, line);
     }
     expect_error(text, "live bytes overflow");
+    /* ... but a freed block leaves the sum: 20 blocks of 2^60 - 512 bytes
+     * (20 x that is no multiple of 2^64), each freed before the next, hold
+     * 2^60 - 512 at most and read */
+    snprintf(text, sizeof text, "seq,op,id,size,stream,name\n");
+    for (int i = 0; i < 20; i++) {
+        char line[96];
+        snprintf(line, sizeof line, "%d,alloc,%d,1152921504606846464,0\n%d,free,%d,1152921504606846464,0\n", 2 * i,
+                 i + 1, 2 * i + 1, i + 1);
+        strcat(text, line);
+    }
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, text, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.allocs, 20);
+    cr_assert_eq(t.peak_requested, ((size_t)1 << 60) - 512);
+    ccb_trace_free(&t);
 }
 
 Test(format_v2, a_mark_name_is_checked_when_built_too) {
@@ -705,6 +775,8 @@ Test(format_v3, hostile_lines_are_refused_with_their_line) {
     BAD3("0,alloc,1,8,0,0,x\n", "line 2: expected 6 fields");
     BAD3("0,mark,0,0,0,x\n", "line 2: expected 7 fields");
     BAD3("0,domain,0,0,0,1\n", "line 2: expected 7 fields");
+    BAD3("0,domain\n", "line 2: expected 7 fields");
+    BAD3("0,mark\n", "line 2: expected 7 fields");
     BAD3("0,alloc,1,8,0,1\n", "line 2: domain 1 is not declared");
     BAD3("0,domain,0,0,0,2,a\n", "line 2: domain 2 declared out of order (next is 1)");
     BAD3("0,domain,0,0,0,0,a\n", "declared out of order");
@@ -774,6 +846,51 @@ Test(format_v3, builders_and_analysis_check_domains) {
     ccb_result r;
     cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &opts, &r), -1, "replay refuses it before running");
     ccb_trace_free(&t);
+    /* a declaration of a domain the trace does not name (built by hand) */
+    ccb_trace_init(&t, "hand");
+    ccb_trace_empty_cache(&t);
+    t.ev[0] = (ccb_event){.op = CCB_DOMAIN, .domain = 1};
+    cr_assert_eq(ccb_trace_analyze(&t, err, sizeof err), -1);
+    cr_assert(strstr(err, "event 0: domain 1 declared out of order (next is 1)"), "%s", err);
+    ccb_trace_free(&t);
+    /* ... a domain named whose declaration is gone */
+    ccb_trace_init(&t, "hand");
+    cr_assert_eq(ccb_trace_domain(&t, "m"), 1);
+    t.ev[0].op = CCB_EMPTY_CACHE;
+    cr_assert_eq(ccb_trace_analyze(&t, err, sizeof err), -1);
+    cr_assert(strstr(err, "1 domains named, 0 declared by events"), "%s", err);
+    ccb_trace_free(&t);
+    /* ... and a reservation of 0 bytes, which the builder refuses */
+    ccb_trace_init(&t, "hand");
+    cr_assert_eq(ccb_trace_domain_reserve(&t, 0, 8), 0);
+    t.ev[0].size = 0;
+    cr_assert_eq(ccb_trace_analyze(&t, err, sizeof err), -1);
+    cr_assert(strstr(err, "event 0: a reservation of 0 bytes (1..2^60)"), "%s", err);
+    ccb_trace_free(&t);
+}
+
+/* A domain's name holds 1..63 characters (CCB_DOMAIN_NAME_MAX), as a mark's:
+ * the builder and the reader take 63 and refuse 64. */
+Test(format_v3, domain_name_length_bounds) {
+    char n63[64], n64[65], text[256], err[256] = "";
+    memset(n63, 'a', 63);
+    n63[63] = '\0';
+    memset(n64, 'b', 64);
+    n64[64] = '\0';
+    cr_assert_eq(ccb_domain_name_ok(n63), 1);
+    cr_assert_eq(ccb_domain_name_ok(n64), 0);
+    ccb_trace t;
+    ccb_trace_init(&t, "built");
+    cr_assert_eq(ccb_trace_domain(&t, n64), -1);
+    cr_assert_eq(t.n, 0, "a refused domain appends nothing");
+    cr_assert_eq(ccb_trace_domain(&t, n63), 1);
+    ccb_trace_free(&t);
+    snprintf(text, sizeof text, "seq,op,id,size,stream,domain,name\n0,domain,0,0,0,1,%s\n", n63);
+    cr_assert_eq(read_text(&t, text, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(ccb_domain_name(&t, 1), n63);
+    ccb_trace_free(&t);
+    snprintf(text, sizeof text, "seq,op,id,size,stream,domain,name\n0,domain,0,0,0,1,%s\n", n64);
+    expect_error(text, "line 2: a domain name is 1..63 printable ASCII characters");
 }
 
 /* The reserved bytes of each domain, the sequence run directly on the

@@ -2,12 +2,12 @@
  * test_bench_hostile.c — bench/trace.c, ideal.c, replay.c: adversarial tests of the trace reader/writer
  * (bench/trace.c), the analysis and ideal arena (bench/ideal.c), replay
  * (bench/replay.c, bench/strategy.c) and the allocator's recorder
- * (allocator/src/trace.c).
+ * (allocator/src/support/trace.c).
  *
  * Every test states the exact behaviour it expects (error vs success, the
  * message naming the line, exact counts). Tests whose name starts with
- * `defect_` describe behaviour the code does NOT have today: each one fails
- * (or crashes) until its defect is fixed. Run under ASan + UBSan:
+ * `defect_` were written against a defect, before its fix (each failed or
+ * crashed then); they pass now and keep it fixed. Run under ASan + UBSan:
  *
  *   gcc -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
  *       -I bench -I allocator/include -I tests/support tests/bench/test_bench_hostile.c \
@@ -328,9 +328,9 @@ Test(lines, crlf_is_the_same_trace_as_lf) {
     bad("seq,op,id,size,stream\n\r0,alloc,1,8,0\n", "line 2: bad number");
 }
 
-/* The reader's NUL check (`len != strlen(line) || memchr(line, '\0', len)`)
- * tests strlen against itself: it can never fire. A NUL silently cuts the
- * line and the rest of it vanishes. */
+/* A NUL byte in a line is an error naming the line. (The reader's first
+ * NUL check tested strlen against itself and could never fire: a NUL
+ * silently cut the line and the rest of it vanished.) */
 Test(lines, defect_nul_byte_after_a_valid_record_is_rejected) {
     static const char in[] = "seq,op,id,size,stream\n0,alloc,1,8,0\0GARBAGE,,,\n";
     bad_n(in, sizeof in - 1, "line 2: NUL byte");

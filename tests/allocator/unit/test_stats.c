@@ -1,7 +1,8 @@
 /*
  * test_stats.c — allocator/src/support/stats.c: counters, fragmentation, peaks and
  * their reset, the text and JSON forms (parsed back with cJSON), the
- * snapshot, and the invariant walker's argument checks.
+ * snapshot, the invariant walker's argument checks, and the OOM line
+ * (support/oom.c).
  *
  * The suite's allocator has classic segments (expandable:0): the exact
  * numbers below are a classic segment's, each segment reserved whole; the
@@ -860,4 +861,68 @@ Test(largest_free, trimmed_largest_block_loses_to_a_smaller_mapped_one) {
     lf_agree(al, none, "emptied");
     tu_destroy_clean(al, up);
     cca_upstream_destroy(up);
+}
+
+/* ---- the OOM line (allocator/src/support/oom.c) ---------------------------- */
+
+/* A request refused with log_oom on: one line naming the request (its bytes
+ * and their rounding to 512), its stream, what the allocator reserves and
+ * hands out, its largest free block, the device's free memory ("unknown of
+ * ?" when the device cannot say), the policy and whether max_reserved is
+ * set; and the thread's message stays the refusal's, whatever the line's
+ * own call to the device said. The figures are cca_get_stats' and the
+ * device's mem_info, taken the moment before. */
+static void oom_line(const char *conf, size_t request, bool mem_info_fails, const char *why) {
+    cca_host_options ho = {.capacity = 64 * MiB};
+    cca_upstream *inner, *up;
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &inner), CCA_OK);
+    tu_faulty f;
+    up = tu_faulty_create(&f, inner, "fx", false);
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, conf), CCA_OK, "%s", cca_last_error());
+    cca_allocator *b;
+    cr_assert_eq(cca_create(&c, up, &b), CCA_OK, "%s", cca_last_error());
+    void *p = tu_alloc(b, 3 * MiB, NULL), *q = tu_alloc(b, 1 * MiB, NULL);
+    tu_free(b, q); /* a free block beside the live one */
+    cca_stats st = tu_stats(b);
+    size_t dev_free = 0, dev_total = 0;
+    cr_assert_eq(cca_upstream_mem_info(up, &dev_free, &dev_total), CCA_OK);
+    cr_assert(st.reserved_bytes != st.allocated_bytes && st.largest_free_block > 0, "figures that tell apart");
+    char req[32], res[32], alloc[32], big[32], devfree[32] = "unknown", total[32] = "?", want[512];
+    if (!mem_info_fails) {
+        cca_format_bytes(dev_free, devfree, sizeof devfree);
+        cca_format_bytes(dev_total, total, sizeof total);
+    }
+    snprintf(want, sizeof want,
+             "out of memory: requested %s (%zu B rounded to %zu) on stream 0x51; reserved %s, allocated %s, "
+             "largest free block %s, device free %s of %s (policy growth%s)",
+             cca_format_bytes(request, req, sizeof req), request, (request + 511) / 512 * 512,
+             cca_format_bytes(st.reserved_bytes, res, sizeof res),
+             cca_format_bytes(st.allocated_bytes, alloc, sizeof alloc),
+             cca_format_bytes(st.largest_free_block, big, sizeof big), devfree, total,
+             strstr(conf, "max_reserved") ? ", max_reserved set" : "");
+    f.fail_mem_info = mem_info_fails;
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    void *r = NULL;
+    cr_assert_eq(cca_alloc(b, request, (cca_stream)0x51, &r), CCA_ERR_OUT_OF_MEMORY);
+    cca_set_log_callback(NULL, NULL);
+    cr_expect_eq(strncmp(cca_last_error(), why, strlen(why)), 0, "%s: the refusal's message: %s", conf,
+                 cca_last_error());
+    f.fail_mem_info = false;
+    cr_expect_eq(log.lines, 1, "%s", conf);
+    cr_expect_str_eq(log.last, want, "%s", conf);
+    cr_expect_eq(tu_stats(b).ooms, st.ooms + 1);
+    tu_free(b, p);
+    cr_assert_eq(cca_destroy(b), CCA_OK);
+    cca_upstream_destroy(up);
+    cca_upstream_destroy(inner);
+}
+
+Test(stats, the_oom_line_says_exactly_what_was_refused_and_what_was_held) {
+    oom_line("log_oom:1,expandable:0,max_reserved:32M", 40 * MiB + 1, false, "cca_alloc: 41943041 bytes need a");
+    oom_line("log_oom:1,expandable:0", 100 * MiB + 1, false, "cca_alloc: 104857601 bytes need a");
+    oom_line("log_oom:1,expandable:0", 100 * MiB + 1, true, "cca_alloc: 104857601 bytes need a");
+    oom_line("log_oom:1", 100 * MiB + 1, true, "cca_alloc: 104857601 bytes need a");
 }

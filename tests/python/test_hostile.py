@@ -371,29 +371,80 @@ def test_vm_backing_refuses_what_is_not_a_backing(device):
 # any one of them: _interrupted raises KeyboardInterrupt at the k-th point
 # inside the package, so a test can try every point of a call in turn.
 
-_PACKAGE = os.path.dirname(ccalloc.__file__)
+# What the subprocesses below share, and this process too (_interrupted):
+# interrupted(op, k) (at_point: any act there), the address space of no
+# access mapped (a simulated device), a loop over the points of a call.
+_SUBPROCESS_HELPERS = r"""
+import gc, os, sys
+import ccalloc
+PACKAGE = os.path.dirname(ccalloc.__file__)
 
-
-def _interrupted(op, k):
-    """``(True, op())``, or ``(False, None)`` when KeyboardInterrupt was
-    raised at the k-th point inside the package where a signal handler can
-    run."""
+def at_point(op, k, act):
+    # op(), with act() run at its k-th point inside the package where a
+    # signal handler can run (a function's entry, a C function's return)
     seen = 0
-
     def hook(frame, event, arg):
         nonlocal seen
-        if event in ("call", "c_return") and frame.f_code.co_filename.startswith(_PACKAGE):
+        if event in ("call", "c_return") and frame.f_code.co_filename.startswith(PACKAGE):
             seen += 1
             if seen == k:
-                raise KeyboardInterrupt
-
+                sys.setprofile(None)
+                act()
     sys.setprofile(hook)
     try:
-        return True, op()
-    except KeyboardInterrupt:
-        return False, None
+        return op()
     finally:
         sys.setprofile(None)
+
+def interrupted(op, k):
+    # (True, op()), or (False, None) when KeyboardInterrupt was raised at
+    # its k-th point
+    def interrupt():
+        raise KeyboardInterrupt
+    try:
+        return True, at_point(op, k, interrupt)
+    except KeyboardInterrupt:
+        return False, None
+
+def reserved():
+    # address space mapped with no access (a simulated device's range is)
+    total = 0
+    with open("/proc/self/maps") as f:
+        for line in f:
+            span, perms = line.split()[:2]
+            if perms.startswith("---"):
+                lo, hi = (int(x, 16) for x in span.split("-"))
+                total += hi - lo
+    return total
+
+def closed_leaving_nothing(what, make, attempt):
+    # for k = 1, 2, ...: an allocator from make(), attempt(a, k) (True
+    # while k was a point of it), a.close() again; exits 1 naming the
+    # point after which it is not closed or its simulated device (1 GiB
+    # and more) is left behind; the number of points tried
+    for k in range(1, 1000):
+        before = reserved()
+        a = make()
+        print(what, "at point", k, flush=True)
+        more = attempt(a, k)
+        a.close()  # the program's next try
+        if not a.closed:
+            print(f"{what}: point {k}: not closed")
+            sys.exit(1)
+        a = None
+        gc.collect()
+        if reserved() - before >= 1 << 29:
+            print(f"{what}: point {k}: its simulated device was left behind")
+            sys.exit(1)
+        if not more:
+            return k
+    raise AssertionError(f"{what}: never completed")
+
+"""
+
+_HELPERS: dict = {}
+exec(_SUBPROCESS_HELPERS, _HELPERS)  # defines functions only
+_interrupted = _HELPERS["interrupted"]
 
 
 def _every_point(make, call):
@@ -497,76 +548,6 @@ def test_an_interrupted_plug_alloc_makes_nothing_it_does_not_return(host_plug):
         assert points > 3, f"only {points} points tried"
 
 
-# What the subprocesses below share: interrupted(op, k) as _interrupted
-# above (at_point: any act there), the address space of no access mapped
-# (a simulated device), a loop over the points of a call.
-_SUBPROCESS_HELPERS = r"""
-import gc, os, sys
-import ccalloc
-PACKAGE = os.path.dirname(ccalloc.__file__)
-
-def at_point(op, k, act):
-    # op(), with act() run at its k-th point inside the package where a
-    # signal handler can run (a function's entry, a C function's return)
-    seen = 0
-    def hook(frame, event, arg):
-        nonlocal seen
-        if event in ("call", "c_return") and frame.f_code.co_filename.startswith(PACKAGE):
-            seen += 1
-            if seen == k:
-                sys.setprofile(None)
-                act()
-    sys.setprofile(hook)
-    try:
-        return op()
-    finally:
-        sys.setprofile(None)
-
-def interrupted(op, k):
-    # (True, op()), or (False, None) when KeyboardInterrupt was raised at
-    # its k-th point
-    def interrupt():
-        raise KeyboardInterrupt
-    try:
-        return True, at_point(op, k, interrupt)
-    except KeyboardInterrupt:
-        return False, None
-
-def reserved():
-    # address space mapped with no access (a simulated device's range is)
-    total = 0
-    with open("/proc/self/maps") as f:
-        for line in f:
-            span, perms = line.split()[:2]
-            if perms.startswith("---"):
-                lo, hi = (int(x, 16) for x in span.split("-"))
-                total += hi - lo
-    return total
-
-def closed_leaving_nothing(what, make, attempt):
-    # for k = 1, 2, ...: an allocator from make(), attempt(a, k) (True
-    # while k was a point of it), a.close() again; exits 1 naming the
-    # point after which it is not closed or its simulated device (1 GiB
-    # and more) is left behind; the number of points tried
-    for k in range(1, 1000):
-        before = reserved()
-        a = make()
-        print(what, "at point", k, flush=True)
-        more = attempt(a, k)
-        a.close()  # the program's next try
-        if not a.closed:
-            print(f"{what}: point {k}: not closed")
-            sys.exit(1)
-        a = None
-        gc.collect()
-        if reserved() - before >= 1 << 29:
-            print(f"{what}: point {k}: its simulated device was left behind")
-            sys.exit(1)
-        if not more:
-            return k
-    raise AssertionError(f"{what}: never completed")
-
-"""
 
 _INIT_INTERRUPTED = _SUBPROCESS_HELPERS + r"""
 TRACE = os.environ["CCALLOC_TRACE"]

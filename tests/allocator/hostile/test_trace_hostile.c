@@ -13,17 +13,16 @@
  * Criterion runs each test in its own process, so setenv stays local to it.
  */
 #include "alloc_test_util.h"
+#include "no_restart_timer.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -422,6 +421,27 @@ Test(trace_hostile, a_file_another_process_wrote_between_sections_is_left_whole)
     free(text);
 }
 
+/* In a child: `events` alloc/free pairs of sizes 1..3000 on an allocator
+ * of its own (so 2 x events trace lines), with the no-restart timer running
+ * when `timer`; exits 0, or 1/2 when a call failed, 3 when no signal came. */
+static _Noreturn void record_pairs(int events, bool timer) {
+    cca_upstream *u;
+    cca_allocator *a;
+    if ((timer && !tu_timer_start()) || cca_upstream_host_create(64 * MiB, &u) != CCA_OK ||
+        cca_create(NULL, u, &a) != CCA_OK)
+        _exit(1);
+    for (int i = 0; i < events; i++) {
+        void *p;
+        if (cca_alloc(a, 1 + (size_t)i % 3000, NULL, &p) != CCA_OK || cca_free(a, p) != CCA_OK)
+            _exit(2);
+    }
+    if (timer && !tu_timer_stop())
+        _exit(3); /* no signal came: the test tested nothing */
+    cca_destroy(a);
+    cca_upstream_destroy(u);
+    _exit(0);
+}
+
 /* Two processes tracing to one pipe (CCALLOC_TRACE=/dev/stderr piped to a
  * logger; a device or a pipe is shared): a write to a pipe is whole only
  * up to PIPE_BUF bytes, so each flush must be at most that, or a full pipe
@@ -440,18 +460,7 @@ Test(trace_hostile, two_processes_tracing_to_one_pipe_write_whole_lines) {
         cr_assert_geq(kids[k], 0);
         if (kids[k] == 0) {
             close(fd[0]);
-            cca_upstream *u;
-            cca_allocator *a;
-            if (cca_upstream_host_create(64 * MiB, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK)
-                _exit(1);
-            for (int i = 0; i < EVENTS; i++) {
-                void *p;
-                if (cca_alloc(a, 1 + (size_t)i % 3000, NULL, &p) != CCA_OK || cca_free(a, p) != CCA_OK)
-                    _exit(2);
-            }
-            cca_destroy(a);
-            cca_upstream_destroy(u);
-            _exit(0);
+            record_pairs(EVENTS, false);
         }
     }
     close(fd[1]);
@@ -478,13 +487,6 @@ Test(trace_hostile, two_processes_tracing_to_one_pipe_write_whole_lines) {
     cr_assert_eq(lines, 2 * (3 + 2 * EVENTS));
 }
 
-static volatile sig_atomic_t alarms;
-
-static void count_alarm(int sig) {
-    (void)sig;
-    alarms++;
-}
-
 /* A signal handler installed without SA_RESTART (Python installs every
  * handler so; a sampling profiler's timer) makes a write(2) waiting on a
  * full pipe fail with EINTR, nothing written. Every event must still be
@@ -502,24 +504,7 @@ Test(trace_hostile, a_signal_handler_without_restart_does_not_stop_a_pipe_trace)
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         close(fd[0]);
-        struct sigaction sa = {.sa_handler = count_alarm, .sa_flags = 0}; /* no SA_RESTART */
-        sigemptyset(&sa.sa_mask);
-        struct itimerval every = {{0, 500}, {0, 500}}, never = {{0, 0}, {0, 0}};
-        cca_upstream *u;
-        cca_allocator *a;
-        if (sigaction(SIGALRM, &sa, NULL) != 0 || cca_upstream_host_create(64 * MiB, &u) != CCA_OK ||
-            cca_create(NULL, u, &a) != CCA_OK || setitimer(ITIMER_REAL, &every, NULL) != 0)
-            _exit(1);
-        for (int i = 0; i < EVENTS; i++) {
-            void *p;
-            if (cca_alloc(a, 1 + (size_t)i % 3000, NULL, &p) != CCA_OK || cca_free(a, p) != CCA_OK)
-                _exit(2);
-        }
-        if (setitimer(ITIMER_REAL, &never, NULL) != 0 || alarms == 0)
-            _exit(3); /* no signal came: the test tested nothing */
-        cca_destroy(a);
-        cca_upstream_destroy(u);
-        _exit(0);
+        record_pairs(EVENTS, true);
     }
     close(fd[1]);
     FILE *r = fdopen(fd[0], "r");

@@ -19,18 +19,17 @@
 #include <criterion/criterion.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "no_restart_timer.h" /* tests/support/ */
 
 #define THREADS 4
 #define ROUNDS 200000
@@ -429,13 +428,6 @@ Test(lock, a_sink_whose_call_back_logs_neither_waits_nor_recurses, .timeout = 30
     cr_assert_eq(p.under_lock, 0);
 }
 
-static volatile sig_atomic_t alarms;
-
-static void count_alarm(int sig) {
-    (void)sig;
-    alarms++;
-}
-
 /* The default sink writes to stderr. A signal handler installed without
  * SA_RESTART (Python installs every handler so) makes a write(2) waiting
  * on a full pipe fail with EINTR, nothing written: the line must be
@@ -449,17 +441,11 @@ Test(lock, default_sink_lines_survive_a_signal_that_does_not_restart_the_write, 
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         close(fd[0]);
-        struct sigaction sa = {.sa_handler = count_alarm, .sa_flags = 0}; /* no SA_RESTART */
-        sigemptyset(&sa.sa_mask);
-        struct itimerval every = {{0, 500}, {0, 500}}, never = {{0, 0}, {0, 0}};
-        if (dup2(fd[1], STDERR_FILENO) < 0 || sigaction(SIGALRM, &sa, NULL) != 0 ||
-            setitimer(ITIMER_REAL, &every, NULL) != 0)
+        if (dup2(fd[1], STDERR_FILENO) < 0 || !tu_timer_start())
             _exit(1);
         for (int i = 0; i < LINES; i++)
             ccai_log("line %d of a talkative program", i);
-        if (setitimer(ITIMER_REAL, &never, NULL) != 0 || alarms == 0)
-            _exit(3); /* no signal came: the test tested nothing */
-        _exit(0);
+        _exit(tu_timer_stop() ? 0 : 3); /* 3: no signal came, the test tested nothing */
     }
     close(fd[1]);
     FILE *r = fdopen(fd[0], "r");

@@ -624,3 +624,21 @@ Test(trace_hostile, a_percent_sequence_other_than_p_is_refused_with_the_reason) 
                      value);
     }
 }
+
+/* A value whose %p expansions make the path longer than the system takes
+ * (1,500 x %p): refused at the opening with the reason, naming the
+ * expanded path; nothing created, the allocator works. */
+Test(trace_hostile, a_percent_p_expanded_past_the_path_limit_is_refused_with_the_reason) {
+    char value[64 + 3 * 1500];
+    size_t n = (size_t)snprintf(value, sizeof value, "%s/", dir);
+    for (int i = 0; i < 1500; i++)
+        n += (size_t)snprintf(value + n, sizeof value - n, "%%p");
+    tu_log_capture log = {0};
+    create_and_use(value, &log);
+    cr_assert_eq(log.lines, 1);
+    char pid[24];
+    snprintf(pid, sizeof pid, "/%ld%ld", (long)getpid(), (long)getpid());
+    cr_assert(strstr(log.last, "not tracing") && strstr(log.last, strerror(ENAMETOOLONG)) && strstr(log.last, pid),
+              "%s", log.last);
+    cr_assert_eq(system("test -z \"$(ls -A \"$(dirname \"$CCALLOC_TRACE\")\")\""), 0, "nothing created");
+}

@@ -3,7 +3,8 @@
 # binary (bad inputs, --json, --keep-cache, --timeline, --resident, --demo,
 # outputs on a full device);
 # test_runtime_domains: one memory domain per model, leaks, footprints;
-# test_runtime_text: text from model files escaped for a terminal;
+# test_runtime_text: text from model files escaped for a terminal, and
+# error.c: status names, the last-error message, warnings cut or whole;
 # test_runtime_sleep: a model asleep and woken (sleep.c).
 if(TARGET ccr)
   foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains test_runtime_text)

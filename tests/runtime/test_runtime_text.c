@@ -10,15 +10,22 @@
  *   - the count returned is the bytes written; the decoder under it
  *     (common/ccai_utf8.h) agrees with RFC 3629 (no overlongs, no
  *     surrogates, nothing past U+10FFFF).
+ *
+ * And runtime/src/error.c, the messages that quote such text: each status's
+ * name, the status an allocator failure becomes, the last-error message
+ * set, prefixed and cleared, and a warning whole or cut at 1,023 bytes, to
+ * the engine's sink or escaped on stderr.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"     /* tests/support */
 #include "ccai_escape.h" /* common/: ccai_shown_as_is */
 #include "ccai_utf8.h"   /* common/ */
 #include "ccr.h"
+#include "internal.h" /* runtime/src: ccr_warn, ccr_status_of, ccr_mul_ok */
 
 /* ccr_fputs_escaped(in) into a string, checking its count. */
 static void expect_escaped(const char *in, const char *want) {
@@ -122,4 +129,158 @@ Test(runtime_text, null_is_empty_and_a_failed_write_is_eof) {
     setvbuf(f, NULL, _IONBF, 0); /* every byte a write, so the first one fails */
     cr_expect_eq(ccr_fputs_escaped("x\x1b", f), EOF);
     fclose(f);
+}
+
+/* ---- error.c: status names, the status an allocator failure becomes, warnings ---- */
+
+/* Each status is named as the enum spells it; a value outside the enum is
+ * "CCR_ERR_UNKNOWN", never another status's name. */
+Test(runtime_text, every_status_has_its_own_name) {
+    static const char *const names[] = {"CCR_OK",
+                                        "CCR_ERR_INVALID_ARGUMENT",
+                                        "CCR_ERR_IO",
+                                        "CCR_ERR_FORMAT",
+                                        "CCR_ERR_SPEC",
+                                        "CCR_ERR_SHAPE",
+                                        "CCR_ERR_DTYPE",
+                                        "CCR_ERR_OUT_OF_MEMORY",
+                                        "CCR_ERR_DEVICE",
+                                        "CCR_ERR_KERNEL",
+                                        "CCR_ERR_ALLOCATOR",
+                                        "CCR_ERR_LIVE_BLOCKS",
+                                        "CCR_ERR_ASLEEP",
+                                        "CCR_ERR_UNSUPPORTED"};
+    size_t n = sizeof names / sizeof *names;
+    cr_assert_eq(n, (size_t)CCR_ERR_UNSUPPORTED + 1, "a status was added: name it here");
+    for (size_t s = 0; s < n; s++)
+        cr_expect_str_eq(ccr_status_string((ccr_status)s), names[s]);
+    cr_expect_str_eq(ccr_status_string((ccr_status)n), "CCR_ERR_UNKNOWN");
+    cr_expect_str_eq(ccr_status_string((ccr_status)-1), "CCR_ERR_UNKNOWN");
+}
+
+/* ccr_status_of: out of memory stays out of memory, a device that failed or
+ * is missing is CCR_ERR_DEVICE, asleep stays asleep, anything else the
+ * allocator returns is CCR_ERR_ALLOCATOR. */
+Test(runtime_text, an_allocator_status_becomes_the_runtime_status_it_means) {
+    static const struct {
+        cca_status in;
+        ccr_status out;
+    } map[] = {
+        {CCA_OK, CCR_OK},
+        {CCA_ERR_INVALID_ARGUMENT, CCR_ERR_ALLOCATOR},
+        {CCA_ERR_OUT_OF_MEMORY, CCR_ERR_OUT_OF_MEMORY},
+        {CCA_ERR_INVALID_POINTER, CCR_ERR_ALLOCATOR},
+        {CCA_ERR_UPSTREAM, CCR_ERR_DEVICE},
+        {CCA_ERR_NO_DEVICE, CCR_ERR_DEVICE},
+        {CCA_ERR_CONFIG, CCR_ERR_ALLOCATOR},
+        {CCA_ERR_NOT_READY, CCR_ERR_ALLOCATOR},
+        {CCA_ERR_LIVE_BLOCKS, CCR_ERR_ALLOCATOR},
+        {CCA_ERR_IO, CCR_ERR_ALLOCATOR},
+        {CCA_ERR_INVARIANT, CCR_ERR_ALLOCATOR},
+        {CCA_ERR_ASLEEP, CCR_ERR_ASLEEP},
+    };
+    for (size_t k = 0; k < sizeof map / sizeof *map; k++)
+        cr_expect_eq(ccr_status_of(map[k].in), map[k].out, "%s: got %s, want %s", cca_status_string(map[k].in),
+                     ccr_status_string(ccr_status_of(map[k].in)), ccr_status_string(map[k].out));
+}
+
+/* ccr_mul_ok: the product when it fits in size_t, 0 (and *out untouched)
+ * when it does not, exactly at the edge. */
+Test(runtime_text, a_product_is_refused_exactly_when_it_overflows) {
+    size_t out = 7;
+    cr_expect_eq(ccr_mul_ok(0, SIZE_MAX, &out), 1);
+    cr_expect_eq(out, 0);
+    cr_expect_eq(ccr_mul_ok(SIZE_MAX, 1, &out), 1);
+    cr_expect_eq(out, SIZE_MAX);
+    cr_expect_eq(ccr_mul_ok(3, SIZE_MAX / 3, &out), 1); /* SIZE_MAX = 3 * 5 * 17 * ...: exactly SIZE_MAX */
+    cr_expect_eq(out, SIZE_MAX);
+    out = 7;
+    cr_expect_eq(ccr_mul_ok(3, SIZE_MAX / 3 + 1, &out), 0);
+    cr_expect_eq(out, 7);
+    cr_expect_eq(ccr_mul_ok((size_t)1 << 32, (size_t)1 << 31, &out), 1);
+    cr_expect_eq(out, (size_t)1 << 63);
+    cr_expect_eq(ccr_mul_ok((size_t)1 << 32, (size_t)1 << 32, &out), 0);
+}
+
+/* ccr_parse_size: an empty or NULL text is "empty size"; the allocator's
+ * own message for anything else it refuses. */
+Test(runtime_text, a_size_is_refused_with_what_was_wrong) {
+    size_t sz = 5;
+    cr_expect_eq(ccr_parse_size("", &sz), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "empty size");
+    cr_expect_eq(ccr_parse_size(NULL, &sz), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "empty size");
+    cr_expect_eq(ccr_parse_size("1K", NULL), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(sz, 5);
+    cr_expect_eq(ccr_parse_size("12Q", &sz), CCR_ERR_INVALID_ARGUMENT);
+    cca_status st = cca_parse_size("12Q", &sz);
+    char want[512];
+    snprintf(want, sizeof want, "%s", cca_last_error());
+    cr_expect_neq(st, CCA_OK);
+    cr_expect_eq(ccr_parse_size("12Q", &sz), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), want);
+}
+
+/* The last-error message: ccr_fail sets it whole, ccr_fail_prefix puts
+ * context in front of it, ccr_clear_error empties it; each returns the
+ * status it was given. The prefix is joined to the message by ": ". */
+Test(runtime_text, the_message_is_set_prefixed_and_cleared) {
+    cr_expect_eq(ccr_fail(CCR_ERR_SHAPE, "tensor '%s' is %d wide", "w", 3), CCR_ERR_SHAPE);
+    cr_expect_str_eq(ccr_last_error(), "tensor 'w' is 3 wide");
+    cr_expect_eq(ccr_fail_prefix(CCR_ERR_FORMAT, "%s", "m.safetensors"), CCR_ERR_FORMAT);
+    cr_expect_str_eq(ccr_last_error(), "m.safetensors: tensor 'w' is 3 wide");
+    ccr_clear_error();
+    cr_expect_str_eq(ccr_last_error(), "");
+}
+
+static char sunk[2][2048];
+static int n_sunk;
+static void sink(void *user, const char *line) {
+    cr_expect_eq(user, (void *)sunk);
+    if (n_sunk < 2)
+        snprintf(sunk[n_sunk], sizeof sunk[0], "%s", line);
+    n_sunk++;
+}
+
+/* A warning: to the engine's sink as one line, unescaped (the sink decides);
+ * with no engine or no sink, "ccr: warning: " and the line escaped on
+ * stderr. Longer than 1,023 bytes, it is cut there and ends in "..."; at
+ * 1,023 or less it is whole. */
+Test(runtime_text, a_warning_goes_to_its_sink_whole_or_cut_with_dots) {
+    ccr_engine *e = NULL;
+    ccr_engine_options o;
+    ccr_engine_options_default(&o);
+    o.device = CCR_DEVICE_HOST;
+    o.host_capacity = 16 << 20;
+    o.warn = sink;
+    o.warn_user = sunk;
+    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
+    char text[1100];
+    for (size_t len = 1020; len <= 1026; len++) {
+        memset(text, 'a', len);
+        text[len] = '\0';
+        text[len - 1] = 'z';
+        n_sunk = 0;
+        ccr_warn(e, "%s", text);
+        cr_assert_eq(n_sunk, 1);
+        if (len <= 1023) {
+            cr_expect_str_eq(sunk[0], text, "%zu bytes: whole", len);
+        } else {
+            cr_expect_eq(strlen(sunk[0]), 1023, "%zu bytes: cut to 1023", len);
+            cr_expect_eq(memcmp(sunk[0], text, 1020), 0, "%zu bytes", len);
+            cr_expect_str_eq(sunk[0] + 1020, "...", "%zu bytes: ends in dots", len);
+        }
+    }
+    n_sunk = 0;
+    ccr_warn(e, "tensor '%s'\n", "a\x1b[31mb");
+    cr_expect_str_eq(sunk[0], "tensor 'a\x1b[31mb'\n", "the sink gets the line as it is");
+    ccr_engine_destroy(e);
+
+    tu_capture c;
+    tu_capture_begin(&c, 2);
+    ccr_warn(NULL, "footprint sidecar '%s': %s; ignored", "a\x1b[31mb\nforged", "empty");
+    char *err = tu_capture_end(&c);
+    cr_expect_str_eq(err, "ccr: warning: footprint sidecar 'a\\x1b[31mb\\x0aforged': empty; ignored\n");
+    free(err);
+    cr_expect_eq(n_sunk, 1, "no engine: the default sink, not the last engine's");
 }

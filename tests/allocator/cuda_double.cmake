@@ -19,7 +19,10 @@
 #   test_cudart_dlopen        the search: CCALLOC_CUDART naming a missing file,
 #                             nothing, a library that is no runtime (no device,
 #                             the message says what to install); the toolkit's
-#                             libcudart loaded (no GPU: the runtime's reason)
+#                             libcudart loaded (no GPU: the runtime's reason);
+#                             the double already loaded under either soname,
+#                             and in the NVIDIA wheels' places beside a copy
+#                             of the test, taken before the toolkit's file
 #   test_cuda_double_dlopen   test_cuda_upstream.c's checks again, the double
 #                             built as a shared library that the upstream finds
 #                             through CCALLOC_CUDART, as the wheel finds libcudart
@@ -78,6 +81,18 @@ if(CUDAToolkit_FOUND AND cca_have_typedefs)
   cca_add_test(NAME test_cuda_double_dlopen SOURCES allocator/cuda/test_cuda_upstream.c support/alloc_test_util.c
     LIBS ccalloc_cudart_dlopen cudart_double LABEL cpu)
   target_compile_definitions(test_cuda_double_dlopen PRIVATE CCA_TEST_CUDART=1 CCA_TEST_CUDA_DOUBLE=1)
+  # test_cudart_dlopen's steps 2 and 3: the double as a file (copied where the
+  # NVIDIA wheels go) and under the sonames of CUDA 13 and 12 (loaded first)
+  foreach(v 13 12)
+    add_library(cudart_double_so${v} SHARED allocator/cuda/cuda_double.c)
+    target_include_directories(cudart_double_so${v} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+    target_link_libraries(cudart_double_so${v} PRIVATE Threads::Threads)
+    set_target_properties(cudart_double_so${v} PROPERTIES NO_SONAME ON)
+    target_link_options(cudart_double_so${v} PRIVATE -Wl,-soname,libcudart.so.${v})
+  endforeach()
+  target_compile_definitions(test_cudart_dlopen PRIVATE CCA_TEST_DOUBLE_FILE="$<TARGET_FILE:cudart_double>"
+    CCA_TEST_DOUBLE_SO13="$<TARGET_FILE:cudart_double_so13>" CCA_TEST_DOUBLE_SO12="$<TARGET_FILE:cudart_double_so12>")
+  add_dependencies(test_cudart_dlopen cudart_double cudart_double_so13 cudart_double_so12)
   # found through CCALLOC_CUDART (the link above only shares the double's counters with the test); no skip
   set_tests_properties(test_cuda_double_dlopen PROPERTIES ENVIRONMENT
     "CCA_SOURCE_DIR=${PROJECT_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=1;CCALLOC_CUDART=$<TARGET_FILE:cudart_double>;CCA_REQUIRE_GPU=1")

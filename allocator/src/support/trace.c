@@ -59,6 +59,13 @@
  *   trace was opened records nothing.
  * - Opened without waiting (ccai_open_nowait): a FIFO nobody reads is
  *   refused at once, not a hang in cca_create.
+ * - An opening refused (the open fails: no descriptor left, a directory,
+ *   a FIFO nobody reads; another process's lock, below) is logged once
+ *   and stops the recording as a failed write does (`off`): no later
+ *   allocator opens the file, so a trace never reads as whole while it
+ *   lacks the refused allocator's events (a gap between two sections, a
+ *   first section that is not the process's first), and a file another
+ *   process held is never emptied once it let go.
  * - One process per file: a write lock on a regular file (fcntl) before
  *   it is emptied (open_for_this_process); a process that finds another's
  *   lock is not tracing (logged), so two processes with one CCALLOC_TRACE
@@ -317,8 +324,9 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
             free(expanded);
             return NULL;
         }
-        if (!t->f) {
+        if (!t->f) { /* refused: the recording stops, a later section would follow a gap */
             int e = errno;
+            t->off = true;
             pthread_mutex_unlock(&trace_lock);
             ccai_log("CCALLOC_TRACE: not tracing: cannot open for writing (%s): '%s'",
                      e == EAGAIN ? "another process is recording to it" : ccai_open_strerror(e), path);

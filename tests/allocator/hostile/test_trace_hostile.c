@@ -7,7 +7,8 @@
  * their own recording to the one trace at once; a timer's signal whose
  * handler does not restart system calls, while the trace waits on a full
  * pipe; a close that fails; %p in the path; an opening the system refuses
- * (no descriptor left, another process's lock). cca_create must never fail
+ * (no descriptor left, another process's lock); the standard descriptors
+ * closed (the trace takes none of them). cca_create must never fail
  * or wait for the trace, and a trace it cannot open is one clear log line
  * that says why. (A FIFO with no reader and /dev/full: test_trace.c.)
  *
@@ -524,6 +525,60 @@ Test(trace_hostile, a_file_another_process_held_at_the_opening_is_never_emptied_
     cr_assert(strncmp(text, source, strlen(source)) == 0, "%s", text);
     cr_assert(strstr(text, ",mark,0,0,0,0,child\n") && !strstr(text, ",m\n"), "%s", text);
     free(text);
+}
+
+/* A program that runs with standard descriptors closed (a daemon, `prog
+ * >&- 2>&-`): the trace's file must not take descriptor 0, 1 or 2, the
+ * lowest free ones, or whatever the program, or the library's own log
+ * (its default sink is stderr), writes there lands in the trace. For each
+ * set of closed descriptors, in a child: an alloc, an OOM (its log line
+ * goes to stderr), a line the program writes to each closed descriptor
+ * (each must still fail, EBADF: closed), a mark. The file holds the trace
+ * alone. (With 2 closed, the OOM's log line and the program's line were in
+ * the file between its header and its events, a trace no reader takes;
+ * with 1 closed, the program's printf output.) */
+Test(trace_hostile, the_standard_descriptors_closed_the_trace_takes_none_of_them) {
+    static const unsigned sets[] = {1u << 0, 1u << 1, 1u << 2, 1u << 1 | 1u << 2, 7u};
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+        char file[96];
+        snprintf(file, sizeof file, "%s/daemon%zu.csv", dir, k);
+        cr_assert_eq(setenv("CCALLOC_TRACE", file, 1), 0);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            for (int fd = 0; fd <= 2; fd++)
+                if (sets[k] >> fd & 1)
+                    close(fd);
+            cca_upstream *u;
+            cca_allocator *a;
+            void *p, *q;
+            static const char line[] = "the program's own line\n";
+            int rc = cca_upstream_host_create(64 * MiB, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK ||
+                     cca_alloc(a, 100, NULL, &p) != CCA_OK || cca_alloc(a, (size_t)1 << 40, NULL, &q) == CCA_OK;
+            for (int fd = 0; fd <= 2; fd++)
+                if (sets[k] >> fd & 1)
+                    rc |= (write(fd, line, sizeof line - 1) >= 0 || errno != EBADF) << 1;
+            rc |= (cca_trace_mark(a, "m") != CCA_OK) << 2;
+            if (!(rc & 1)) {
+                cca_free(a, p);
+                cca_destroy(a);
+                cca_upstream_destroy(u);
+            }
+            _exit(rc);
+        }
+        int status;
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status), "the child did not exit");
+        cr_assert_eq(WEXITSTATUS(status), 0,
+                     "closed set %#x: the child's steps (bits: 1 a call, 2 a closed descriptor written, 4 mark)",
+                     sets[k]);
+        char *text = read_file(file);
+        cr_assert(!strstr(text, "ccalloc:") && !strstr(text, "own line"), "closed set %#x: %s", sets[k], text);
+        cr_assert(strstr(text, "seq,op,id,size,stream,domain,name\n0,alloc,1,100,0,0\n") &&
+                      strstr(text, ",mark,0,0,0,0,m\n"),
+                  "closed set %#x: %s", sets[k], text);
+        free(text);
+    }
 }
 
 /* In a child: `events` alloc/free pairs of sizes 1..3000 on an allocator

@@ -27,12 +27,19 @@
  * closed, ccb_close_out, standard output at exit, ccb_close_stdout) is
  * reported on stderr and counted (ccb_out_failures: ccbench exits 1); plots
  * need gnuplot and are skipped, with a message, without it.
+ * - A plot is kept only whole (plot_kept): gnuplot does not notice a write
+ *   that failed (a full disk, a file-size limit: it exits 0 with the PNG
+ *   cut short), so the PNG must end with its IEND chunk, else it is an
+ *   output failure as above; a gnuplot that failed ("gnuplot failed", not
+ *   counted) or was not found leaves no PNG either. README.md links only
+ *   the plots there, so never one cut short.
  */
 #include "ccbench.h"
 
 #include <ccalloc.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
@@ -835,6 +842,40 @@ void ccb_file_name(const char *in, char *out, size_t len) {
     out[k] = '\0';
 }
 
+/* Whether the file at path is a whole PNG: its signature first and its
+ * IEND chunk last (a PNG's end; one cut short lacks it). */
+static bool png_whole(const char *path) {
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return false;
+    unsigned char head[8], tail[12];
+    struct stat st;
+    bool whole = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 20 &&
+                 pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
+                 pread(fd, tail, sizeof tail, st.st_size - (off_t)sizeof tail) == (ssize_t)sizeof tail &&
+                 !memcmp(head, sig, sizeof sig) && !memcmp(tail, iend, sizeof iend);
+    close(fd);
+    return whole;
+}
+
+/* After gnuplot (ccb_gnuplot's rc) drew dir/png: true when the PNG is
+ * there whole. Else none is left (README.md then links none): gnuplot not
+ * found or failed, as the caller says; cut short while gnuplot succeeded
+ * (it does not notice a failed write), an output failure said here. */
+static bool plot_kept(int rc, const char *dir, const char *png) {
+    char path[PATH_MAX];
+    if (out_path(dir, png, path, sizeof path) != 0)
+        return false;
+    if (rc == 0 && png_whole(path))
+        return true;
+    unlink(path);
+    if (rc == 0)
+        out_failed("write", path, "cut short (gnuplot could not write it whole: a full disk or a file-size limit?)");
+    return false;
+}
+
 /* One trace's timeline CSVs, and its plot: one panel per strategy that ran.
  * Each strategy's CSV has a name of its own: two specs that make the same
  * file name (they differ only in characters ccb_file_name replaces, or
@@ -879,6 +920,8 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
              r[0].trace);
     const char *args[] = {png, title, files, labels};
     int rc = ccb_gnuplot(d->script_dir, "timeline.gp", d->path, args, 4);
+    if (plot_kept(rc, d->path, png))
+        return;
     if (rc == 1)
         fprintf(stderr, "ccbench: gnuplot not found: no plots (apt-get install gnuplot)\n");
     else if (rc != 0)
@@ -924,7 +967,8 @@ static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces
         return;
     snprintf(cols, sizeof cols, "%zu", kept + 1);
     const char *args[] = {dat, png, cols};
-    if (ccb_gnuplot(d->script_dir, "ratios.gp", NULL, args, 3) != 0)
+    int rc = ccb_gnuplot(d->script_dir, "ratios.gp", NULL, args, 3);
+    if (!plot_kept(rc, NULL, png) && rc != 0)
         fprintf(stderr, "ccbench: no ratio plot (gnuplot missing or failed)\n");
 }
 

@@ -23,6 +23,14 @@
 # in an output file that took its descriptor.
 # The per-domain table sums what each strategy returned at a domain's
 # releases.
+# A plot gnuplot could not write whole is not kept: under a file-size limit
+# (RLIMIT_FSIZE, SIGXFSZ ignored) that every CSV and markdown file fits but
+# no PNG does, each plot is an output failure (exit 1, the PNG named, "cut
+# short"), no PNG is left and README.md links none (gnuplot exited 0 with
+# each PNG cut at the limit, and ccbench exited 0 linking both); a plot
+# whose gnuplot fails (a script that writes its output, then stops with an
+# error) leaves no file behind and no link either (a 0-byte ratios.png was
+# linked when descriptors ran out).
 set -u
 ccbench=$1 work=$2
 out="$work/out dir with spaces"
@@ -146,6 +154,42 @@ if [ "$rc" -ne 1 ] || ! grep -q 'cannot write standard output: Bad file descript
     echo "FAIL: replay with standard output closed: exit $rc (want 1 and Bad file descriptor), or the table in a file:"
     cat "$work/closed.err"
     fail=1
+fi
+
+# --- plots not written whole --------------------------------------------
+if command -v gnuplot >/dev/null 2>&1; then
+    # 6 KiB (POSIX sh's ulimit -f counts 512-byte blocks): the CSVs and
+    # markdown of a two-event trace fit, neither PNG does (7 and 16 KB)
+    (trap '' XFSZ && ulimit -f 12 && exec "$ccbench" replay -s device-malloc --reps 1 --out "$work/fsize" "$trace") \
+        >/dev/null 2>"$work/fsize.err"
+    rc=$?
+    pngs=$(cd "$work/fsize" && ls *.png 2>/dev/null | tr '\n' ' ')
+    if [ "$rc" -ne 1 ] || [ -n "$pngs" ] || grep -q '\.png' "$work/fsize/README.md" ||
+        ! grep -q "cannot write $work/fsize/timeline_t.png: .*cut short" "$work/fsize.err" ||
+        ! grep -q "cannot write $work/fsize/ratios.png: .*cut short" "$work/fsize.err"; then
+        echo "FAIL: plots cut by a file-size limit: exit $rc (want 1, each PNG named 'cut short'); left: '$pngs'"
+        cat "$work/fsize.err"
+        grep -n png "$work/fsize/README.md"
+        fail=1
+    fi
+    # gnuplot that fails once it has begun its output: nothing kept, nothing linked
+    mkdir -p "$work/failing-scripts"
+    for gp in timeline ratios; do
+        printf '%s\n' 'set terminal pngcairo size 200, 100' 'set output (ARG0 eq "" ? "x" : \' \
+            '  (strstrt(ARG0, "timeline") ? ARG1 : ARG2))' 'plot x' 'set output' 'undefined_command_stops_it' \
+            >"$work/failing-scripts/$gp.gp"
+    done
+    "$ccbench" replay -s device-malloc --reps 1 --scripts "$work/failing-scripts" --out "$work/gpfail" "$trace" \
+        >/dev/null 2>"$work/gpfail.err"
+    rc=$?
+    pngs=$(cd "$work/gpfail" && ls *.png 2>/dev/null | tr '\n' ' ')
+    if [ -n "$pngs" ] || grep -q '\.png' "$work/gpfail/README.md" || ! grep -q 'gnuplot failed' "$work/gpfail.err" ||
+        ! grep -q 'no ratio plot' "$work/gpfail.err"; then
+        echo "FAIL: a failing gnuplot script: exit $rc; PNGs left '$pngs', or linked, or the failures not said:"
+        cat "$work/gpfail.err"
+        grep -n png "$work/gpfail/README.md"
+        fail=1
+    fi
 fi
 
 [ "$fail" -eq 0 ] && echo PASS

@@ -668,3 +668,59 @@ def test_a_signal_handler_that_closes_the_allocator_never_hangs():
     assert r.stdout.splitlines()[-1] == "done", r.stdout[-2000:]
     tried = r.stdout.count(" at point ")
     assert tried > 15, r.stdout
+
+
+# ---- the system refusing resources: the readers need no file ------------------
+
+_READERS_WITHOUT_FILES = r"""
+import os, resource, signal
+import ccalloc
+a = ccalloc.Allocator("64M")
+blocks = [a.alloc(1000 * (i + 1)) for i in range(100)]    # a snapshot of some KiB
+READERS = (("config", a.config), ("snapshot", a.snapshot), ("snapshot_torch", a.snapshot_torch))
+want = {name: read() for name, read in READERS}
+
+def each(limit):
+    for name, read in READERS:
+        try:
+            print(limit, name, "same" if read() == want[name] else "DIFFERENT")
+        except Exception as e:
+            print(limit, name, type(e).__name__, e)
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)               # EFBIG, not the signal's kill
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (512, hard))
+each("fsize")
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 256), hard))
+held = []
+try:
+    while True:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+each("nofile")
+for fd in held:
+    os.close(fd)
+for p in blocks:
+    a.free(p)
+a.close()
+print("done")
+"""
+
+
+def test_readers_return_their_value_without_a_file():
+    """The system refusing resources. ``config()``, ``snapshot()`` and
+    ``snapshot_torch()`` return a value, yet each went through a temporary
+    file: under a file-size limit (RLIMIT_FSIZE) the snapshots raised
+    WriteError ("write failed"), and with every descriptor taken (EMFILE)
+    all three raised OSError naming a temporary file the caller never asked
+    for (FileNotFoundError, "No usable temporary directory found", when it
+    was the process's first). Each is written into host memory, with no
+    descriptor and no disk, and returns the same value it returns without
+    a limit."""
+    r = _run(_READERS_WITHOUT_FILES)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.splitlines() == [f"{limit} {name} same" for limit in ("fsize", "nofile")
+                                     for name in ("config", "snapshot", "snapshot_torch")] + ["done"], r.stdout

@@ -321,14 +321,19 @@ _PROTOTYPES = {
     "cca_plug_get_domain": (c_int, [c_int, _PP]),
 }
 
-# libc, for the FILE * that cca_write_snapshot_json and cca_config_print take
+# libc, for the FILE * that cca_write_snapshot_json and cca_config_print take:
+# a stream into host memory (open_memstream), so that reading a snapshot
+# needs no descriptor and no disk
 _libc = ctypes.CDLL(None)
-fopen = _libc.fopen
-fopen.restype = c_void_p
-fopen.argtypes = [c_char_p, c_char_p]
+open_memstream = _libc.open_memstream
+open_memstream.restype = c_void_p
+open_memstream.argtypes = [ctypes.POINTER(c_void_p), ctypes.POINTER(c_size_t)]
 fclose = _libc.fclose
 fclose.restype = c_int
 fclose.argtypes = [c_void_p]
+libc_free = _libc.free
+libc_free.restype = None
+libc_free.argtypes = [c_void_p]
 
 
 class Library:

@@ -19,7 +19,6 @@ import numbers
 import operator
 import pickle
 import os
-import tempfile
 import threading
 import time
 import weakref
@@ -230,28 +229,30 @@ def stream_arg(lib: _lib.Library, stream: Any) -> Optional[int]:
     return value or None
 
 
-def _write_via_file(fn, binary: bool = False):
-    """Call ``fn(FILE *)`` on a temporary file and return what it wrote
-    (``str``, or ``bytes`` when ``binary``)."""
-    fd, path = tempfile.mkstemp(prefix="ccalloc-", suffix=".pickle" if binary else ".json")
-    os.close(fd)
+def _write_via_memory(fn, binary: bool = False):
+    """Call ``fn(FILE *)`` on a stream into host memory (``open_memstream``)
+    and return what it wrote (``str``, or ``bytes`` when ``binary``).
+
+    No descriptor and no disk: a value the caller asked for (``config()``,
+    ``snapshot()``) does not fail for a file-size limit, a full temporary
+    directory or descriptors run out. A stream that cannot grow (no host
+    memory) fails the writer (``WriteError``) or its close (``MemoryError``).
+    """
+    buf, size = ctypes.c_void_p(), ctypes.c_size_t()
+    f = _lib.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+    if not f:
+        raise MemoryError("no host memory for the stream a snapshot is written into")
     try:
-        # the file system's bytes (os.fsencode), not UTF-8: a TMPDIR whose
-        # name is not UTF-8 reaches Python as surrogates that UTF-8 refuses
-        f = _lib.fopen(os.fsencode(path), b"wb" if binary else b"w")
-        if not f:
-            raise OSError(f"cannot open {path}")
         try:
             fn(f)
         finally:
-            _lib.fclose(f)
-        if binary:
-            with open(path, "rb") as r:
-                return r.read()
-        with open(path, encoding="utf-8") as r:
-            return r.read()
+            closed = _lib.fclose(f) == 0  # sets buf and size, whatever fn did
+        if not closed:
+            raise MemoryError("no host memory for the stream a snapshot is written into")
+        data = ctypes.string_at(buf.value, size.value) if size.value else b""
     finally:
-        os.unlink(path)
+        _lib.libc_free(buf)
+    return data if binary else data.decode("utf-8")
 
 
 def _refuse_copy(self, *args) -> None:
@@ -747,7 +748,7 @@ class Allocator:
         """The configuration in force, ``{option: value}`` as ``cca_config_print`` writes it."""
         cfg = (ctypes.c_char * _lib.CONFIG_BYTES)()
         raise_for(self._lib, self._c(self._lib.cca_get_config, cfg))
-        text = _write_via_file(lambda f: raise_for(self._lib, self._lib.cca_config_print(cfg, f, 0)))
+        text = _write_via_memory(lambda f: raise_for(self._lib, self._lib.cca_config_print(cfg, f, 0)))
         out: Dict[str, str] = {}
         for line in text.splitlines():
             key, sep, value = line.partition(":")
@@ -758,7 +759,7 @@ class Allocator:
     def snapshot(self) -> Dict[str, Any]:
         """The whole allocator (``cca_write_snapshot_json``) parsed: config, stats, domains,
         and every segment with its blocks in address order."""
-        text = _write_via_file(lambda f: raise_for(self._lib, self._c(self._lib.cca_write_snapshot_json, f)))
+        text = _write_via_memory(lambda f: raise_for(self._lib, self._c(self._lib.cca_write_snapshot_json, f)))
         return json.loads(text)
 
     def snapshot_torch(self, path: Optional[str] = None, device: Optional[int] = None) -> Dict[str, Any]:
@@ -771,7 +772,7 @@ class Allocator:
         (0..1023); None: the allocator's own (``Allocator(device=N)``'s N,
         ``ccalloc.plug.allocator(N)``'s N, 0 for a simulated device)."""
         d = device_arg(self._lib, self._device if device is None else device)
-        data = _write_via_file(
+        data = _write_via_memory(
             lambda f: raise_for(self._lib, self._c(self._lib.cca_write_snapshot_torch, d, f)),
             binary=True)
         if path is not None:

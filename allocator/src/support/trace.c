@@ -58,7 +58,18 @@
  *   exit cannot write the parent's lines twice. A child forked after the
  *   trace was opened records nothing.
  * - Opened without waiting (ccai_open_nowait): a FIFO nobody reads is
- *   refused at once, not a hang in cca_create.
+ *   refused at once, not a hang in cca_create. Never on descriptor 0, 1
+ *   or 2: a program that closed one (a daemon) would otherwise have its
+ *   own output, and the log's (stderr), written into the trace; the file
+ *   is moved above them (F_DUPFD_CLOEXEC), and the standard descriptors
+ *   stay closed.
+ * - An opening refused (the open fails: no descriptor left, a directory,
+ *   a FIFO nobody reads; another process's lock, below) is logged once
+ *   and stops the recording as a failed write does (`off`): no later
+ *   allocator opens the file, so a trace never reads as whole while it
+ *   lacks the refused allocator's events (a gap between two sections, a
+ *   first section that is not the process's first), and a file another
+ *   process held is never emptied once it let go.
  * - One process per file: a write lock on a regular file (fcntl) before
  *   it is emptied (open_for_this_process); a process that finds another's
  *   lock is not tracing (logged), so two processes with one CCALLOC_TRACE
@@ -186,6 +197,12 @@ static int trace_close(void *cookie) {
 static FILE *open_for_this_process(const char *path, bool append, struct stat *st, int *fd_out) {
     *st = (struct stat){0};
     int fd = ccai_open_nowait(path, 1); /* not truncated before the lock is ours */
+    if (fd >= 0 && fd <= STDERR_FILENO) { /* a standard one the program closed: moved above them */
+        int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1), e = errno;
+        close(fd); /* before the lock: a close drops the process's locks on the file */
+        errno = e;
+        fd = moved;
+    }
     if (fd < 0)
         return NULL;
     if (fstat(fd, st) == 0 && S_ISREG(st->st_mode)) {
@@ -317,8 +334,9 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
             free(expanded);
             return NULL;
         }
-        if (!t->f) {
+        if (!t->f) { /* refused: the recording stops, a later section would follow a gap */
             int e = errno;
+            t->off = true;
             pthread_mutex_unlock(&trace_lock);
             ccai_log("CCALLOC_TRACE: not tracing: cannot open for writing (%s): '%s'",
                      e == EAGAIN ? "another process is recording to it" : ccai_open_strerror(e), path);

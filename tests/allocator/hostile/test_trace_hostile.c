@@ -6,7 +6,9 @@
  * recording a full disk stopped; and several allocators on threads of
  * their own recording to the one trace at once; a timer's signal whose
  * handler does not restart system calls, while the trace waits on a full
- * pipe; a close that fails; %p in the path. cca_create must never fail
+ * pipe; a close that fails; %p in the path; an opening the system refuses
+ * (no descriptor left, another process's lock); the standard descriptors
+ * closed (the trace takes none of them). cca_create must never fail
  * or wait for the trace, and a trace it cannot open is one clear log line
  * that says why. (A FIFO with no reader and /dev/full: test_trace.c.)
  *
@@ -17,10 +19,12 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -419,6 +423,162 @@ Test(trace_hostile, a_file_another_process_wrote_between_sections_is_left_whole)
     cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 1, "%s", text);
     cr_assert(strstr(text, ",mark,0,0,0,0,child\n") && !strstr(text, ",m\n"), "%s", text);
     free(text);
+}
+
+/* Every descriptor of the process taken (the soft RLIMIT_NOFILE lowered
+ * first, so that filling it is quick; Criterion runs each test in a
+ * process of its own): the next open(2) fails with EMFILE. */
+typedef struct fd_fill {
+    int fds[512];
+    int n;
+    struct rlimit old;
+} fd_fill;
+
+static void fill_fds(fd_fill *f) {
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &f->old), 0);
+    struct rlimit low = {256, f->old.rlim_max};
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    for (f->n = 0; f->n < 512; f->n++)
+        if ((f->fds[f->n] = open("/dev/null", O_RDONLY)) < 0)
+            break;
+    cr_assert_eq(errno, EMFILE, "the descriptors ran out after %d", f->n);
+}
+
+static void free_fds(fd_fill *f) {
+    while (f->n > 0)
+        close(f->fds[--f->n]);
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &f->old), 0);
+}
+
+/* An opening the system refuses (EMFILE: every descriptor taken) is said
+ * once, naming the reason, and stops the recording as a failed write does:
+ * an allocator created once descriptors are free again records nothing
+ * and says nothing, so the file never reads as whole while it lacks what
+ * the refused allocator did. At a later section: the file keeps its one
+ * section (a second one was appended after the gap, the refused
+ * allocator's events missing from a file that read as whole). */
+Test(trace_hostile, a_later_section_the_system_refuses_stops_the_recording) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/nofile.csv", dir);
+    tu_log_capture log = {0};
+    create_and_use(file, &log); /* the first section, closed */
+    cr_assert_eq(log.lines, 0, "%s", log.last);
+    fd_fill fill;
+    fill_fds(&fill);
+    create_and_use(file, &log); /* refused: no descriptor */
+    free_fds(&fill);
+    cr_assert_eq(log.lines, 1, "%s", log.last);
+    cr_assert(strstr(log.last, "not tracing") && strstr(log.last, strerror(EMFILE)) && strstr(log.last, file), "%s",
+              log.last);
+    create_and_use(file, &log);
+    cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
+    char *text = read_file(file);
+    cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 1, "%s", text);
+    cr_assert_eq(occurrences(text, ",mark,0,0,0,0,m\n"), 1, "%s", text);
+    free(text);
+}
+
+/* The same at the first opening: the allocator the system refused is not
+ * in any trace, so no later allocator starts one (a trace of the later
+ * allocators alone, read as the process's whole, was made). */
+Test(trace_hostile, a_first_opening_the_system_refuses_stops_the_recording) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/nofile-first.csv", dir);
+    tu_log_capture log = {0};
+    fd_fill fill;
+    fill_fds(&fill);
+    create_and_use(file, &log);
+    free_fds(&fill);
+    cr_assert_eq(log.lines, 1, "%s", log.last);
+    cr_assert(strstr(log.last, "not tracing") && strstr(log.last, strerror(EMFILE)) && strstr(log.last, file), "%s",
+              log.last);
+    create_and_use(file, &log);
+    cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
+    struct stat st;
+    cr_assert(stat(file, &st) != 0 && errno == ENOENT, "a trace was started after the refused allocator");
+}
+
+/* A file another process holds (its lock refuses the opening): once that
+ * process is done, a later allocator of this one must not take the file,
+ * empty it and record over the other's whole trace (it did: the file then
+ * held only this process's section). It records nothing and says nothing. */
+Test(trace_hostile, a_file_another_process_held_at_the_opening_is_never_emptied_later) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/held-later.csv", dir);
+    cr_assert_eq(setenv("CCALLOC_TRACE", file, 1), 0);
+    int opened[2], done[2];
+    cr_assert_eq(pipe(opened), 0);
+    cr_assert_eq(pipe(done), 0);
+    pid_t pid = fork_recording_child(-1, opened[1], done[0]);
+    char c = 'x';
+    cr_assert_eq(read(opened[0], &c, 1), 1);
+    tu_log_capture log = {0};
+    create_and_use(file, &log); /* refused: the child holds the file */
+    cr_assert_eq(write(done[1], &c, 1), 1);
+    exited_cleanly(pid);
+    cr_assert_eq(log.lines, 1, "%s", log.last);
+    create_and_use(file, &log); /* the child is gone, its trace stays */
+    cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
+    char *text = read_file(file);
+    char source[64];
+    snprintf(source, sizeof source, "# ccalloc trace v3\n# source: pid %ld\n", (long)pid);
+    cr_assert(strncmp(text, source, strlen(source)) == 0, "%s", text);
+    cr_assert(strstr(text, ",mark,0,0,0,0,child\n") && !strstr(text, ",m\n"), "%s", text);
+    free(text);
+}
+
+/* A program that runs with standard descriptors closed (a daemon, `prog
+ * >&- 2>&-`): the trace's file must not take descriptor 0, 1 or 2, the
+ * lowest free ones, or whatever the program, or the library's own log
+ * (its default sink is stderr), writes there lands in the trace. For each
+ * set of closed descriptors, in a child: an alloc, an OOM (its log line
+ * goes to stderr), a line the program writes to each closed descriptor
+ * (each must still fail, EBADF: closed), a mark. The file holds the trace
+ * alone. (With 2 closed, the OOM's log line and the program's line were in
+ * the file between its header and its events, a trace no reader takes;
+ * with 1 closed, the program's printf output.) */
+Test(trace_hostile, the_standard_descriptors_closed_the_trace_takes_none_of_them) {
+    static const unsigned sets[] = {1u << 0, 1u << 1, 1u << 2, 1u << 1 | 1u << 2, 7u};
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+        char file[96];
+        snprintf(file, sizeof file, "%s/daemon%zu.csv", dir, k);
+        cr_assert_eq(setenv("CCALLOC_TRACE", file, 1), 0);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            for (int fd = 0; fd <= 2; fd++)
+                if (sets[k] >> fd & 1)
+                    close(fd);
+            cca_upstream *u;
+            cca_allocator *a;
+            void *p, *q;
+            static const char line[] = "the program's own line\n";
+            int rc = cca_upstream_host_create(64 * MiB, &u) != CCA_OK || cca_create(NULL, u, &a) != CCA_OK ||
+                     cca_alloc(a, 100, NULL, &p) != CCA_OK || cca_alloc(a, (size_t)1 << 40, NULL, &q) == CCA_OK;
+            for (int fd = 0; fd <= 2; fd++)
+                if (sets[k] >> fd & 1)
+                    rc |= (write(fd, line, sizeof line - 1) >= 0 || errno != EBADF) << 1;
+            rc |= (cca_trace_mark(a, "m") != CCA_OK) << 2;
+            if (!(rc & 1)) {
+                cca_free(a, p);
+                cca_destroy(a);
+                cca_upstream_destroy(u);
+            }
+            _exit(rc);
+        }
+        int status;
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status), "the child did not exit");
+        cr_assert_eq(WEXITSTATUS(status), 0,
+                     "closed set %#x: the child's steps (bits: 1 a call, 2 a closed descriptor written, 4 mark)",
+                     sets[k]);
+        char *text = read_file(file);
+        cr_assert(!strstr(text, "ccalloc:") && !strstr(text, "own line"), "closed set %#x: %s", sets[k], text);
+        cr_assert(strstr(text, "seq,op,id,size,stream,domain,name\n0,alloc,1,100,0,0\n") &&
+                      strstr(text, ",mark,0,0,0,0,m\n"),
+                  "closed set %#x: %s", sets[k], text);
+        free(text);
+    }
 }
 
 /* In a child: `events` alloc/free pairs of sizes 1..3000 on an allocator

@@ -1124,6 +1124,40 @@ def test_a_truncated_library_is_refused_not_loaded(tmp_path):
         assert lines[-1] == f"loaded: {good}", (n, lines)
 
 
+# The headline of a failed search says which failure it was: nothing found,
+# or a file found that would not load (not a library; under EMFILE, the
+# real one): each place tried is listed below it either way.
+_LOAD_HEADLINE = """
+import sys
+import ccalloc
+from ccalloc import _lib
+for name in sys.argv[1:]:
+    _lib.candidates = lambda: [("checkout build", name)]
+    try:
+        _lib.load()
+    except ccalloc.LibraryNotFoundError as e:
+        print(str(e).splitlines()[0])
+"""
+
+
+def test_a_library_found_that_does_not_load_is_not_called_missing(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import PACKAGE_DIR
+
+    junk = tmp_path / "libccalloc.so"
+    junk.write_bytes(b"\x7fELF" + b"\0" * 60)  # an ELF header and nothing else: dlopen refuses it
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR))
+    env.pop("CCALLOC_LIBRARY", None)
+    r = subprocess.run([sys.executable, "-c", _LOAD_HEADLINE, str(tmp_path / "missing.so"), str(junk)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    missing, found = r.stdout.splitlines()
+    assert missing.startswith("libccalloc not found. "), missing
+    assert found.startswith("libccalloc was found but could not be loaded. "), found
+
+
 _LOAD_TWO = """
 import sys
 import ccalloc

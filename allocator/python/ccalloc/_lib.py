@@ -421,6 +421,7 @@ def load(path: Optional[str] = None) -> Library:
             )
         tried = [("argument", path)] if path is not None else candidates()
         reasons = []
+        found = False  # a file was there: the headline says why none loaded, not "not found"
         for origin, p in tried:
             if not p:
                 reasons.append(f"  {origin}: empty path" if origin == "argument" else f"  {origin}: not found")
@@ -428,6 +429,7 @@ def load(path: Optional[str] = None) -> Library:
             if os.sep in p and not os.path.exists(p):
                 reasons.append(f"  {origin}: {p}: no such file")
                 continue
+            found = found or os.sep in p
             odd = _not_regular(p) if os.sep in p else None
             if odd:
                 reasons.append(f"  {origin}: {p}: not a regular file ({odd}); skipped")
@@ -450,6 +452,7 @@ def load(path: Optional[str] = None) -> Library:
             except OSError as e:
                 reasons.append(f"  {origin}: {p}: does not load ({e})")
                 continue
+            found = True
             real = os.path.realpath(p) if os.sep in p else _dll_path(dll, p)
             try:
                 lib = Library(real, dll)
@@ -462,6 +465,10 @@ def load(path: Optional[str] = None) -> Library:
                 )
             _loaded = lib
             return lib
+        if found:  # a file that would not load (not a library, another version, no descriptor left): why, below
+            raise LibraryNotFoundError(
+                "libccalloc was found but could not be loaded. Each place tried, and why:\n" + "\n".join(reasons)
+            )
         raise LibraryNotFoundError(
             "libccalloc not found. Install the package with its library (pip install ./allocator/python from "
             "the repository), build it in the checkout (cmake -S . -B build && cmake --build build), install it "

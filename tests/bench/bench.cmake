@@ -213,6 +213,12 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
     gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)
   ccb_cli(ccbench_gen_full 1 "cannot write /dev/full: No space left on device" "" - gen uniform --scale 0.05 -o /dev/full)
+  # gen names exactly one generator, one that exists, and info at least one
+  # trace: anything else is bad usage, exit 2, with nothing written
+  ccb_cli(ccbench_gen_no_name 2 "^ccbench gen: name one generator \\(ccbench --list\\)$" "" - gen)
+  ccb_cli(ccbench_gen_two_names 2 "^ccbench gen: name one generator" "seq,op" - gen uniform mlp --scale 0.05)
+  ccb_cli(ccbench_gen_unknown 2 "^ccbench: unknown generator 'nope' \\(ccbench --list\\)$" "seq,op" - gen nope)
+  ccb_cli(ccbench_info_no_trace 2 "^ccbench info: name at least one trace \\(file or gen:NAME\\)$" "" - info)
   # ... and a FIFO that no process reads is refused at once (fopen for writing
   # waits for a reader for ever); `timeout` makes a hang a failure
   set(ccb_fifo ${ccb_cli_dir}/fifo.csv)
@@ -400,6 +406,9 @@ if(TARGET ccbench_core)
     "done|[|] trace [|]" - replay -s malloc -s ccalloc-grwoth --reps 1 --scale 0.05 gen:uniform)
   ccb_cli(ccbench_micro_unknown_strategy 2 "unknown strategy 'nope=x:1'" "done|[|] strategy [|]" -
     micro -s nope=x:1 --live 10 --pairs 100)
+  # ... and micro runs the strategies named, only those (the default suite is for no -s)
+  ccb_cli(ccbench_micro_only_the_named 0 "^[|] malloc [|] 10 [|] holes [|] 10 [|]" "ccalloc|cub|cuda" -
+    micro -s malloc --live 10 --pairs 10)
   # ... and so is a config its base refuses, checked before anything runs
   # (it ran the other strategies, then that row read "failed"); what needs
   # the device (expandable:1 without virtual memory) is still checked at open

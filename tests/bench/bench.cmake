@@ -110,6 +110,11 @@ if(TARGET ccbench_core)
   # at most 1 s; a device capacity > 0), and the parser takes exactly that
   ccb_cli(ccbench_help_latency_unit 0 "a duration in ns, us or ms \\(no unit: us\\), at most 1 s" "" - --help)
   ccb_cli(ccbench_help_device_bytes 0 "simulated device capacity, > 0," "" - --help)
+  # ... in columns: an option's doc at column 24, its later lines too, and a
+  # long-only option without a short form
+  ccb_cli(ccbench_help_short_option 0 "^  -s, --strategy S {5}preset name, BASE" "" - --help)
+  ccb_cli(ccbench_help_doc_continued 0 "^ {23}plus the GPU suite, GPU ones" "" - --help)
+  ccb_cli(ccbench_help_long_only_option 0 "^  --out DIR {12}write README[.]md" "" - --help)
   ccb_cli(ccbench_latency_without_unit_is_us 2 "--upstream-latency '1000001' is not a duration" "" -
     gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000001)
   ccb_cli(ccbench_latency_at_most_a_second 0 "" "not a duration" -
@@ -167,7 +172,8 @@ if(TARGET ccbench_core)
     $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-sleep)
   set_tests_properties(ccbench_sleep_report PROPERTIES LABELS cpu TIMEOUT 120)
   # ... its bad arguments exit 2 with a message, before anything runs
-  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--reps;0" "--reps;x" "--device;gpu"
+  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--sizes;1M,1M,1M,1M,1M,1M,1M,1M,1M"
+              "--reps;0" "--reps;x" "--device;gpu"
               "--vm-backing;x" "--host-memory;x" "--host-memory;Pinned" "--host-memory;" "--nope;1" "operand;x")
     list(GET bad 0 opt)
     list(GET bad 1 val)
@@ -402,6 +408,10 @@ if(TARGET ccbench_core)
     "wrote .*README.md" - ${ccb_all_opts} --out ${ccb_cli_dir}/all-not-a-dir gen:uniform)
   # -s names a preset or a base (ccbench --list): another name is a usage
   # error before anything runs (it ran every other strategy, then exit 1)
+  # without -s, replay runs the host suite and then the GPU suite, whose last is cub
+  # (skipped without a GPU, said in its row)
+  ccb_cli(ccbench_replay_default_suite 0 "^[|] uniform [|] cub [|] " "" -
+    replay --reps 1 --driver-reps 1 --scale 0.05 gen:uniform)
   ccb_cli(ccbench_replay_unknown_strategy 2 "unknown strategy 'ccalloc-grwoth': ccbench --list names them"
     "done|[|] trace [|]" - replay -s malloc -s ccalloc-grwoth --reps 1 --scale 0.05 gen:uniform)
   ccb_cli(ccbench_micro_unknown_strategy 2 "unknown strategy 'nope=x:1'" "done|[|] strategy [|]" -
@@ -409,6 +419,9 @@ if(TARGET ccbench_core)
   # ... and micro runs the strategies named, only those (the default suite is for no -s)
   ccb_cli(ccbench_micro_only_the_named 0 "^[|] malloc [|] 10 [|] holes [|] 10 [|]" "ccalloc|cub|cuda" -
     micro -s malloc --live 10 --pairs 10)
+  # ... and --quick without --live, the first CCB_MICRO_QUICK_NLIVES counts (10, 1000), no more
+  ccb_cli(ccbench_micro_quick_lives 0 "^[|] malloc [|] 1000 [|] holes [|] 10 [|]" "[|] 1000+0 [|]" -
+    micro --quick -s malloc --pairs 10)
   # ... and so is a config its base refuses, checked before anything runs
   # (it ran the other strategies, then that row read "failed"); what needs
   # the device (expandable:1 without virtual memory) is still checked at open

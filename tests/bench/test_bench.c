@@ -635,6 +635,26 @@ Test(bench_stats, micro_cells_the_device_cannot_hold_are_said) {
     free(buf);
 }
 
+/* micro's live counts without --live are the ones --help states: the
+ * whole table, and its first CCB_MICRO_QUICK_NLIVES with --quick */
+Test(bench_stats, micro_default_lives_are_the_documented_ones) {
+    char *help = NULL, all[128] = "(default ", quick[128] = "";
+    size_t len = 0;
+    FILE *f = open_memstream(&help, &len);
+    ccb_usage(f);
+    fclose(f);
+    for (size_t i = 0; i < CCB_MICRO_DEFAULT_NLIVES; i++) {
+        size_t n = strlen(all), q = strlen(quick);
+        snprintf(all + n, sizeof all - n, "%s%zu", i ? "," : "", ccb_micro_default_lives[i]);
+        if (i < CCB_MICRO_QUICK_NLIVES)
+            snprintf(quick + q, sizeof quick - q, "%s%zu", i ? "," : "", ccb_micro_default_lives[i]);
+    }
+    strcat(all, ";");
+    strcat(quick, " with --quick)");
+    cr_assert(strstr(help, all) && strstr(help, quick), "--help says neither '%s' nor '%s'", all, quick);
+    free(help);
+}
+
 Test(bench_stats, quantiles_are_nearest_rank) {
     double v[] = {5, 1, 4, 2, 3};
     cr_assert_eq(ccb_quantile(v, 5, 0.5), 3);

@@ -172,7 +172,7 @@ if(TARGET ccbench_core)
     $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-sleep)
   set_tests_properties(ccbench_sleep_report PROPERTIES LABELS cpu TIMEOUT 120)
   # ... its bad arguments exit 2 with a message, before anything runs
-  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--sizes;1M,1M,1M,1M,1M,1M,1M,1M,1M"
+  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--sizes;1023K" "--sizes;1M,1M,1M,1M,1M,1M,1M,1M,1M"
               "--reps;0" "--reps;x" "--device;gpu"
               "--vm-backing;x" "--host-memory;x" "--host-memory;Pinned" "--host-memory;" "--nope;1" "operand;x")
     list(GET bad 0 opt)
@@ -202,6 +202,12 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_full_stdout_micro 1 "${ccb_full}" "" /dev/full micro -s malloc --live 10 --pairs 100)
   ccb_cli(ccbench_full_stdout_driver 1 "${ccb_full}" "" /dev/full driver --reps 1)
   ccb_cli(ccbench_full_stdout_list 1 "${ccb_full}" "" /dev/full --list)
+  # --list: a preset's doc, then "; CONFIG" only where it has a config
+  ccb_cli(ccbench_list_preset_config 0
+    "^    ccalloc-growth {5}ccalloc, growth policy over classic segments, on the simulated device; policy:growth,expandable:0$"
+    "" - --list)
+  ccb_cli(ccbench_list_preset_without_config 0 "^    malloc {13}host malloc/free: the floor for bookkeeping cost$" "" -
+    --list)
   ccb_cli(ccbench_full_stdout_help 1 "${ccb_full}" "" /dev/full --help)
   ccb_cli(ccbench_full_stdout_switch_help 1 "${ccb_full}" "" /dev/full switch --help)
   ccb_cli(ccbench_full_stdout_switch 1 "${ccb_full}" "" /dev/full switch --device host --rounds 2 mlp:64x64:relu)
@@ -224,6 +230,8 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_gen_no_name 2 "^ccbench gen: name one generator \\(ccbench --list\\)$" "" - gen)
   ccb_cli(ccbench_gen_two_names 2 "^ccbench gen: name one generator" "seq,op" - gen uniform mlp --scale 0.05)
   ccb_cli(ccbench_gen_unknown 2 "^ccbench: unknown generator 'nope' \\(ccbench --list\\)$" "seq,op" - gen nope)
+  # info on one trace: the table's header, then its row
+  ccb_cli(ccbench_info_one_trace_header 0 "^[|] trace [|] events [|] allocs [|]" "" - info gen:uniform --scale 0.05)
   ccb_cli(ccbench_info_no_trace 2 "^ccbench info: name at least one trace \\(file or gen:NAME\\)$" "" - info)
   # ... and a FIFO that no process reads is refused at once (fopen for writing
   # waits for a reader for ever); `timeout` makes a hang a failure
@@ -419,6 +427,10 @@ if(TARGET ccbench_core)
   # ... and micro runs the strategies named, only those (the default suite is for no -s)
   ccb_cli(ccbench_micro_only_the_named 0 "^[|] malloc [|] 10 [|] holes [|] 10 [|]" "ccalloc|cub|cuda" -
     micro -s malloc --live 10 --pairs 10)
+  # ... and with --out, micro.csv and micro.md hold every row of the table
+  add_test(NAME ccbench_micro_out_files COMMAND sh -c
+    "d=$(mktemp -d) && '$<TARGET_FILE:ccbench>' micro -s malloc --live 10 --pairs 10 --out \"$d\" >/dev/null 2>&1 && test $(wc -l < \"$d/micro.csv\") -eq 3 && grep -q '^malloc,10,holes,10,' \"$d/micro.csv\" && grep -q '^[|] malloc [|] 10 [|] holes [|] 10 [|]' \"$d/micro.md\"; rc=$?; rm -rf \"$d\"; exit $rc")
+  set_tests_properties(ccbench_micro_out_files PROPERTIES LABELS cpu TIMEOUT 60)
   # ... and --quick without --live, the first CCB_MICRO_QUICK_NLIVES counts (10, 1000), no more
   ccb_cli(ccbench_micro_quick_lives 0 "^[|] malloc [|] 1000 [|] holes [|] 10 [|]" "[|] 1000+0 [|]" -
     micro --quick -s malloc --pairs 10)

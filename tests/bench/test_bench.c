@@ -494,6 +494,16 @@ Test(bench_strategy, specs_resolve_and_gpu_ones_skip_with_a_reason) {
     ccb_result r;
     cr_assert_eq(ccb_replay(&t, "ccalloc=no_such_key:1", &tiny, &r), -1);
     cr_assert(strstr(r.why, "no_such_key") != NULL, "config errors name the key: %s", r.why);
+    ccb_result_free(&r);
+    /* ... and so is a GPU strategy's, with a GPU or without: open checks it
+     * too, for a caller that did not (the command line checks it first) */
+    const char *bad[] = {"cuda-async=release_threshold:lots", "cub=bin_growth:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert_eq(ccb_replay(&t, bad[i], &tiny, &r), -1, "%s: %s", bad[i], r.why);
+        cr_assert_eq(r.skipped, 0, "%s skipped: %s", bad[i], r.why);
+        cr_assert(strstr(r.why, bad[i] + 1 + strcspn(bad[i], "=")) != NULL, "%s: %s", bad[i], r.why);
+        ccb_result_free(&r);
+    }
     ccb_trace_free(&t);
 }
 

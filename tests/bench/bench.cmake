@@ -172,7 +172,7 @@ if(TARGET ccbench_core)
     $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-sleep)
   set_tests_properties(ccbench_sleep_report PROPERTIES LABELS cpu TIMEOUT 120)
   # ... its bad arguments exit 2 with a message, before anything runs
-  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--sizes;1023K" "--sizes;1M,1M,1M,1M,1M,1M,1M,1M,1M"
+  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--sizes;1023K" "--sizes;1048577" "--sizes;1M,1M,1M,1M,1M,1M,1M,1M,1M"
               "--reps;0" "--reps;x" "--device;gpu"
               "--vm-backing;x" "--host-memory;x" "--host-memory;Pinned" "--host-memory;" "--nope;1" "operand;x")
     list(GET bad 0 opt)
@@ -232,6 +232,10 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_gen_unknown 2 "^ccbench: unknown generator 'nope' \\(ccbench --list\\)$" "seq,op" - gen nope)
   # info on one trace: the table's header, then its row
   ccb_cli(ccbench_info_one_trace_header 0 "^[|] trace [|] events [|] allocs [|]" "" - info gen:uniform --scale 0.05)
+  # ... and on two, one header and one rule above both rows
+  add_test(NAME ccbench_info_two_traces_one_table COMMAND sh -c
+    "'$<TARGET_FILE:ccbench>' info gen:uniform gen:mlp --scale 0.05 | tr '\\n' '@' | grep -Eqx '[|] trace [|][^@]*@[|]---[^@]*@[|] uniform [|][^@]*@[|] mlp [|][^@]*@'")
+  set_tests_properties(ccbench_info_two_traces_one_table PROPERTIES LABELS cpu TIMEOUT 60)
   ccb_cli(ccbench_info_no_trace 2 "^ccbench info: name at least one trace \\(file or gen:NAME\\)$" "" - info)
   # ... and a FIFO that no process reads is refused at once (fopen for writing
   # waits for a reader for ever); `timeout` makes a hang a failure
@@ -438,6 +442,7 @@ if(TARGET ccbench_core)
   # (it ran the other strategies, then that row read "failed"); what needs
   # the device (expandable:1 without virtual memory) is still checked at open
   foreach(bad "ccalloc=nokey:1@unknown key 'nokey'" "ccalloc=domains:2@domains takes 0 or 1"
+              "ccalloc=domains:10@domains takes 0 or 1"
               "ccalloc=policy:greedy,max_split:1M@max_split" "malloc=x:1@takes no config [(]got 'x:1'[)]"
               "device-malloc=x@takes no config" "cuda-async=release_threshold:lots@release_threshold:N"
               "cub=bin_growth:1@bad config item 'bin_growth:1'")

@@ -214,6 +214,7 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_full_stdout_all 1 "${ccb_full}" "" /dev/full
     --all --quick --no-plots -s malloc --live 10 --pairs 10 --out ${ccb_cli_dir}/full-all)
   ccb_cli(ccbench_full_stdout_usage_error 2 "unknown option '--nope'" "" /dev/full replay --nope)
+  ccb_cli(ccbench_unknown_short_option 2 "^ccbench: unknown option '-x' \\(see ccbench --help\\)$" "" - replay -x gen:uniform)
   # standard output closed (>&-): a command that writes nothing there succeeds
   # (EBADF at the close is not a failure when nothing was written: GNU
   # close_stdout); one that prints fails with the reason
@@ -444,7 +445,7 @@ if(TARGET ccbench_core)
   foreach(bad "ccalloc=nokey:1@unknown key 'nokey'" "ccalloc=domains:2@domains takes 0 or 1"
               "ccalloc=domains:10@domains takes 0 or 1"
               "ccalloc=policy:greedy,max_split:1M@max_split" "malloc=x:1@takes no config [(]got 'x:1'[)]"
-              "device-malloc=x@takes no config" "cuda-async=release_threshold:lots@release_threshold:N"
+              "device-malloc=x@takes no config" "cuda-malloc=x@takes no config" "cuda-async=release_threshold:lots@release_threshold:N"
               "cub=bin_growth:1@bad config item 'bin_growth:1'")
     string(REPLACE "@" ";" bad "${bad}")
     list(GET bad 0 spec)
@@ -504,6 +505,17 @@ if(TARGET ccbench_core)
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu
     PASS_REGULAR_EXPRESSION "^skipped: no GPU|cudaMalloc median")
+  # ... and a build without the CUDA toolkit says so: no driver table, the GPU
+  # strategies' rows and the README's machine lines name the reason
+  if(NOT CCA_WITH_CUDA)
+    ccb_cli(ccbench_driver_without_cuda 0 "^skipped: no GPU [(]ccbench built without CUDA[)]$" "[|]" - driver --reps 1)
+    ccb_cli(ccbench_replay_gpu_without_cuda 0
+      "^[|] uniform [|] cuda-malloc [|] skipped: no GPU [(]ccbench built without CUDA[)] [|]" "" -
+      replay -s cuda-malloc --reps 1 --scale 0.05 gen:uniform)
+    add_test(NAME ccbench_readme_gpu_without_cuda COMMAND sh -c
+      "d=$(mktemp -d) && '$<TARGET_FILE:ccbench>' replay --no-plots -s malloc --reps 1 --scale 0.05 --out \"$d\" gen:uniform >/dev/null 2>&1 && grep -qx -- '- GPU: built without CUDA' \"$d/README.md\"; rc=$?; rm -rf \"$d\"; exit $rc")
+    set_tests_properties(ccbench_readme_gpu_without_cuda PROPERTIES LABELS cpu TIMEOUT 60)
+  endif()
   # --vm-backing picks the virtual-memory tables (whole-maps: only the whole-maps one); without a GPU, the same skip
   ccb_cli(ccbench_driver_whole_maps 0 "^skipped: no GPU|## Whole maps: one physical allocation per map" "" -
     driver --reps 2 --vm-backing whole-maps)

@@ -144,6 +144,9 @@ if(TARGET ccbench_core)
   # ... and a good one prints the first and later iterations apart
   ccb_cli(ccbench_iterations_table 0 "\\| mlp \\| ccalloc-growth \\| 3 \\| [0-9.]+ MiB \\| [0-9.]+ MiB \\| [0-9]+\\+0 \\| 0\\+0 \\|"
     "" - replay -s ccalloc-growth --reps 1 --driver-reps 1 --scale 0.05 --iterations 3 gen:mlp)
+  # ... and one iteration (the default) prints no such table
+  ccb_cli(ccbench_one_iteration_no_table 0 "^[|] mlp [|] ccalloc-growth [|]" "Iterations" -
+    replay -s ccalloc-growth --reps 1 --driver-reps 1 --scale 0.05 gen:mlp)
   # --vm-granularity: a power of two from 4K to 1G, else exit 2 before anything runs
   set(i 0)
   foreach(bad "3M" "0" "2K" "2G" "-8M" "x" "" "8M,4M")

@@ -1066,6 +1066,26 @@ Test(bench_driver, vm_measure_refuses_what_it_cannot_time) {
     cca_upstream_destroy(u);
 }
 
+/* A vm_map refused in the timed pairs (the size fits: its untimed map
+ * passed) fails the measure naming the call, and the range reserved for it
+ * is released all the same: the device holds nothing after. */
+Test(bench_driver, a_failed_timed_map_releases_the_range) {
+    cca_upstream *inner = tu_vm_device_backed(64 * MiB, 0, CCA_VM_PAGES);
+    tu_faulty f;
+    cca_upstream *u = tu_faulty_create(&f, inner, "vx", false);
+    f.fail_at[TU_FAULT_MAP] = 2; /* the first timed map */
+    const size_t one = 1;
+    ccb_driver_vm_row row;
+    char why[256] = "";
+    cr_assert_eq(ccb_driver_vm_measure(u, &one, 1, 3, &row, why, sizeof why), -1);
+    cr_assert(strstr(why, "vm_map: ") == why && strstr(why, "vx: injected"), "%s", why);
+    cr_assert_eq(f.calls[TU_FAULT_RELEASE], 1, "the range released");
+    cca_upstream_stats st = tu_upstream_stats(inner);
+    cr_assert_eq(st.vm_mapped_bytes, 0);
+    cr_assert_eq(st.vm_reserved_bytes, 0);
+    tu_faulty_destroy_clean(u, inner);
+}
+
 /* Whole maps on the simulated device, whose per-granule latencies a whole
  * map pays once (cca_host_options.vm_backing): a map of 16 granules waits at
  * least one map latency, where the same map over pages waits 16 (lower

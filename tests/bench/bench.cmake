@@ -92,20 +92,25 @@ if(TARGET ccbench_core)
   endfunction()
   set(ccb_cli_dir ${CMAKE_CURRENT_BINARY_DIR}/ccbench-cli)
   # --scale is a plain decimal number, optionally with an exponent: strtod
-  # alone takes a sign, leading blanks, hex floats (0x10 is 16) and inf
+  # alone takes a sign, leading blanks, hex floats (0x10 is 16) and inf; 0 is no scale
   set(i 0)
-  foreach(bad "+1" " 1" "1 " "0x10" "0x1p-1" "-1" "inf" "nan" "." "1e" "1e-400" "")
+  foreach(bad "+1" " 1" "1 " "0x10" "0x1p-1" "-1" "inf" "nan" "." "1e" "1e-400" "" "0")
     math(EXPR i "${i} + 1")
     ccb_cli(ccbench_bad_scale_${i} 2 "--scale '[^']*' is not a number > 0 and <= 100" "" -
       gen uniform "--scale=${bad}" -o /dev/null) # "=": an empty value stays an argument
   endforeach()
-  # --live is N,N,...: an empty count is an error, as an empty field of a trace
+  # --live is N,N,...: an empty count is an error, as an empty field of a trace,
+  # and so is a ninth count
   set(i 0)
-  foreach(bad "10," ",10" "10,,1000" "," "")
+  foreach(bad "10," ",10" "10,,1000" "," "" "1,2,3,4,5,6,7,8,9")
     math(EXPR i "${i} + 1")
     ccb_cli(ccbench_bad_live_${i} 2 "--live '${bad}' is not a list of at most 8 counts" "" -
       micro -s malloc --pairs 10 "--live=${bad}")
   endforeach()
+  # --seed is any number in 0..2^64-1, and no more
+  ccb_cli(ccbench_seed_max 0 "" "is not a number" - gen uniform --scale 0.05 --seed 18446744073709551615 -o /dev/null)
+  ccb_cli(ccbench_seed_past_max 2 "^ccbench: --seed '18446744073709551616' is not a number in 0[.][.]2\\^64-1" "" -
+    gen uniform --scale 0.05 --seed 18446744073709551616 -o /dev/null)
   # --help states what the parser takes (a latency without a unit is in us,
   # at most 1 s; a device capacity > 0), and the parser takes exactly that
   ccb_cli(ccbench_help_latency_unit 0 "a duration in ns, us or ms \\(no unit: us\\), at most 1 s" "" - --help)

@@ -511,6 +511,10 @@ if(TARGET ccbench_core)
   file(WRITE ${ccb_cli_dir}/huge.csv "seq,op,id,size,stream\n0,alloc,1,1152921504606846976,0\n1,alloc,2,4096,0\n")
   ccb_cli(ccbench_malloc_huge_request 0 "\\| huge \\| malloc \\|( [^|]*\\|){9} 1 \\|" "AddressSanitizer" -
     replay -s malloc --reps 1 ${ccb_cli_dir}/huge.csv)
+  # ... and a block of exactly the device's size is no OOM: malloc is asked
+  file(WRITE ${ccb_cli_dir}/exact.csv "seq,op,id,size,stream\n0,alloc,1,1048576,0\n1,free,1,1048576,0\n")
+  ccb_cli(ccbench_malloc_device_sized_request 0 "\\| exact \\| malloc \\|( [^|]*\\|){9} 0 \\|" "" -
+    replay -s malloc --reps 1 --device-bytes 1M ${ccb_cli_dir}/exact.csv)
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu
@@ -525,6 +529,9 @@ if(TARGET ccbench_core)
     add_test(NAME ccbench_readme_gpu_without_cuda COMMAND sh -c
       "d=$(mktemp -d) && '$<TARGET_FILE:ccbench>' replay --no-plots -s malloc --reps 1 --scale 0.05 --out \"$d\" gen:uniform >/dev/null 2>&1 && grep -qx -- '- GPU: built without CUDA' \"$d/README.md\"; rc=$?; rm -rf \"$d\"; exit $rc")
     set_tests_properties(ccbench_readme_gpu_without_cuda PROPERTIES LABELS cpu TIMEOUT 60)
+    # micro: a skipped strategy is one row, "all", and one line on stderr
+    ccb_cli(ccbench_micro_skipped_once 0 "^[|] cub [|] all [|] [|] [|] skipped: no GPU" "live=1000" -
+      micro -s cub --live 10,1000 --pairs 10)
   endif()
   # --vm-backing picks the virtual-memory tables (whole-maps: only the whole-maps one); without a GPU, the same skip
   ccb_cli(ccbench_driver_whole_maps 0 "^skipped: no GPU|## Whole maps: one physical allocation per map" "" -

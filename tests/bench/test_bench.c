@@ -1066,6 +1066,22 @@ Test(bench_driver, vm_measure_refuses_what_it_cannot_time) {
     cca_upstream_destroy(u);
 }
 
+/* Sizes become granule counts, rounded down, a size below the granule one
+ * granule; sizes of one count are one row. */
+Test(bench_driver, sizes_of_one_granule_count_are_one_row) {
+    const size_t G = 64 << 10;
+    cca_host_options ho = {.capacity = 64 * G, .vm_granularity = G};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &u), CCA_OK, "%s", cca_last_error());
+    const size_t sizes[] = {G / 4, G / 2, G, 2 * G + G / 2, 3 * G};
+    size_t granules[5] = {0}, g = 0;
+    cr_assert_eq(ccb_driver_vm_granules(u, sizes, 5, granules, &g), 3);
+    cr_assert_eq(g, G);
+    cr_assert(granules[0] == 1 && granules[1] == 2 && granules[2] == 3, "%zu %zu %zu", granules[0], granules[1],
+              granules[2]);
+    cca_upstream_destroy(u);
+}
+
 /* A vm_map refused in the timed pairs (the size fits: its untimed map
  * passed) fails the measure naming the call, and the range reserved for it
  * is released all the same: the device holds nothing after. */

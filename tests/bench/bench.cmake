@@ -195,6 +195,8 @@ if(TARGET ccbench_core)
     endif()
   endforeach()
   # --host-memory is the CUDA upstream's: refused on the simulated device, in either order
+  # ... and --help is the usage, exit 0
+  ccb_cli(ccbench_sleep_help 0 "^usage: ccbench sleep [[]--sizes S,S,[.][.][.][]]" "" - sleep --help)
   ccb_cli(ccbench_sleep_host_memory_not_simulated 2 "ccbench sleep: --host-memory is for --device cuda" "" -
           sleep --host-memory pinned --sizes 2M)
   ccb_cli(ccbench_sleep_host_memory_after_host 2 "ccbench sleep: --host-memory is for --device cuda" "" -
@@ -511,6 +513,14 @@ if(TARGET ccbench_core)
   file(WRITE ${ccb_cli_dir}/huge.csv "seq,op,id,size,stream\n0,alloc,1,1152921504606846976,0\n1,alloc,2,4096,0\n")
   ccb_cli(ccbench_malloc_huge_request 0 "\\| huge \\| malloc \\|( [^|]*\\|){9} 1 \\|" "AddressSanitizer" -
     replay -s malloc --reps 1 ${ccb_cli_dir}/huge.csv)
+  # --no-release-events: a trace's empty_cache is reported, not applied (the
+  # cached 30 MiB segment stays: no upstream free, 32 MiB reserved at the end)
+  file(WRITE ${ccb_cli_dir}/ec.csv
+    "seq,op,id,size,stream,name\n0,alloc,1,31457280,0\n1,free,1,31457280,0\n2,empty_cache,0,0,0\n3,alloc,2,4096,0\n4,free,2,4096,0\n")
+  ccb_cli(ccbench_release_events_applied 0 "^[|] ec [|] ccalloc-growth [|]( [^|]*[|]){8} 2[+]1 [|] 0 [|] 2[.]00 MiB [|]" "" -
+    replay -s ccalloc-growth --reps 1 --driver-reps 1 ${ccb_cli_dir}/ec.csv)
+  ccb_cli(ccbench_no_release_events 0 "^[|] ec [|] ccalloc-growth [|]( [^|]*[|]){8} 2[+]0 [|] 0 [|] 32[.]00 MiB [|]" "" -
+    replay -s ccalloc-growth --reps 1 --driver-reps 1 --no-release-events ${ccb_cli_dir}/ec.csv)
   # ... and a block of exactly the device's size is no OOM: malloc is asked
   file(WRITE ${ccb_cli_dir}/exact.csv "seq,op,id,size,stream\n0,alloc,1,1048576,0\n1,free,1,1048576,0\n")
   ccb_cli(ccbench_malloc_device_sized_request 0 "\\| exact \\| malloc \\|( [^|]*\\|){9} 0 \\|" "" -

@@ -1067,7 +1067,7 @@ Test(bench_driver, vm_measure_refuses_what_it_cannot_time) {
 }
 
 /* Sizes become granule counts, rounded down, a size below the granule one
- * granule; sizes of one count are one row. */
+ * granule; sizes of one count are one row; at most CCB_DRIVER_MAX_SIZES. */
 Test(bench_driver, sizes_of_one_granule_count_are_one_row) {
     const size_t G = 64 << 10;
     cca_host_options ho = {.capacity = 64 * G, .vm_granularity = G};
@@ -1079,6 +1079,19 @@ Test(bench_driver, sizes_of_one_granule_count_are_one_row) {
     cr_assert_eq(g, G);
     cr_assert(granules[0] == 1 && granules[1] == 2 && granules[2] == 3, "%zu %zu %zu", granules[0], granules[1],
               granules[2]);
+    cca_upstream_destroy(u);
+    /* whole maps take 1 to CCB_DRIVER_MAX_SIZES sizes, the most included */
+    ho.vm_backing = CCA_VM_WHOLE_MAPS;
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &u), CCA_OK, "%s", cca_last_error());
+    size_t many[CCB_DRIVER_MAX_SIZES + 1], n = 0;
+    for (size_t i = 0; i <= CCB_DRIVER_MAX_SIZES; i++)
+        many[i] = G;
+    ccb_driver_vm_row rows[CCB_DRIVER_MAX_SIZES];
+    char why[256] = "";
+    cr_assert_eq(ccb_driver_vm_whole_maps(u, many, CCB_DRIVER_MAX_SIZES, 1, rows, &n, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(n, 1, "one size, one row");
+    cr_assert_eq(ccb_driver_vm_whole_maps(u, many, CCB_DRIVER_MAX_SIZES + 1, 1, rows, &n, why, sizeof why), -1);
+    cr_assert(strstr(why, "sizes: 1 to"), "%s", why);
     cca_upstream_destroy(u);
 }
 

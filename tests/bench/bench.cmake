@@ -92,24 +92,34 @@ if(TARGET ccbench_core)
   endfunction()
   set(ccb_cli_dir ${CMAKE_CURRENT_BINARY_DIR}/ccbench-cli)
   # --scale is a plain decimal number, optionally with an exponent: strtod
-  # alone takes a sign, leading blanks, hex floats (0x10 is 16) and inf
+  # alone takes a sign, leading blanks, hex floats (0x10 is 16) and inf; 0 is no scale
   set(i 0)
-  foreach(bad "+1" " 1" "1 " "0x10" "0x1p-1" "-1" "inf" "nan" "." "1e" "1e-400" "")
+  foreach(bad "+1" " 1" "1 " "0x10" "0x1p-1" "-1" "inf" "nan" "." "1e" "1e-400" "" "0")
     math(EXPR i "${i} + 1")
     ccb_cli(ccbench_bad_scale_${i} 2 "--scale '[^']*' is not a number > 0 and <= 100" "" -
       gen uniform "--scale=${bad}" -o /dev/null) # "=": an empty value stays an argument
   endforeach()
-  # --live is N,N,...: an empty count is an error, as an empty field of a trace
+  # --live is N,N,...: an empty count is an error, as an empty field of a trace,
+  # and so is a ninth count
   set(i 0)
-  foreach(bad "10," ",10" "10,,1000" "," "")
+  foreach(bad "10," ",10" "10,,1000" "," "" "1,2,3,4,5,6,7,8,9")
     math(EXPR i "${i} + 1")
     ccb_cli(ccbench_bad_live_${i} 2 "--live '${bad}' is not a list of at most 8 counts" "" -
       micro -s malloc --pairs 10 "--live=${bad}")
   endforeach()
+  # --seed is any number in 0..2^64-1, and no more
+  ccb_cli(ccbench_seed_max 0 "" "is not a number" - gen uniform --scale 0.05 --seed 18446744073709551615 -o /dev/null)
+  ccb_cli(ccbench_seed_past_max 2 "^ccbench: --seed '18446744073709551616' is not a number in 0[.][.]2\\^64-1" "" -
+    gen uniform --scale 0.05 --seed 18446744073709551616 -o /dev/null)
   # --help states what the parser takes (a latency without a unit is in us,
   # at most 1 s; a device capacity > 0), and the parser takes exactly that
   ccb_cli(ccbench_help_latency_unit 0 "a duration in ns, us or ms \\(no unit: us\\), at most 1 s" "" - --help)
   ccb_cli(ccbench_help_device_bytes 0 "simulated device capacity, > 0," "" - --help)
+  # ... in columns: an option's doc at column 24, its later lines too, and a
+  # long-only option without a short form
+  ccb_cli(ccbench_help_short_option 0 "^  -s, --strategy S {5}preset name, BASE" "" - --help)
+  ccb_cli(ccbench_help_doc_continued 0 "^ {23}plus the GPU suite, GPU ones" "" - --help)
+  ccb_cli(ccbench_help_long_only_option 0 "^  --out DIR {12}write README[.]md" "" - --help)
   ccb_cli(ccbench_latency_without_unit_is_us 2 "--upstream-latency '1000001' is not a duration" "" -
     gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000001)
   ccb_cli(ccbench_latency_at_most_a_second 0 "" "not a duration" -
@@ -119,8 +129,10 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_vm_latency_at_most_a_second 0 "" "not a duration" -
     gen uniform --scale 0.05 -o /dev/null --vm-latency 1000000,1000ms)
   # --vm-call-latency: the same grammar; a bad value exits 2 with its message, never taken as 0
+  # (the last, 64 bytes: refused whole, never cut to its first 63 and read as 5us,1us)
   set(i 0)
-  foreach(bad "x" "2s" "2000000us" "5us," "-1us" "1ms,x" "1000001" "")
+  foreach(bad "x" "2s" "2000000us" "5us," "-1us" "1ms,x" "1000001" ""
+              "5,00000000000000000000000000000000000000000000000000000000000010")
     math(EXPR i "${i} + 1")
     ccb_cli(ccbench_bad_vm_call_latency_${i} 2 "--vm-call-latency '[^']*' is not a duration" "" -
       gen uniform --scale 0.05 -o /dev/null "--vm-call-latency=${bad}")
@@ -139,6 +151,9 @@ if(TARGET ccbench_core)
   # ... and a good one prints the first and later iterations apart
   ccb_cli(ccbench_iterations_table 0 "\\| mlp \\| ccalloc-growth \\| 3 \\| [0-9.]+ MiB \\| [0-9.]+ MiB \\| [0-9]+\\+0 \\| 0\\+0 \\|"
     "" - replay -s ccalloc-growth --reps 1 --driver-reps 1 --scale 0.05 --iterations 3 gen:mlp)
+  # ... and one iteration (the default) prints no such table
+  ccb_cli(ccbench_one_iteration_no_table 0 "^[|] mlp [|] ccalloc-growth [|]" "Iterations" -
+    replay -s ccalloc-growth --reps 1 --driver-reps 1 --scale 0.05 gen:mlp)
   # --vm-granularity: a power of two from 4K to 1G, else exit 2 before anything runs
   set(i 0)
   foreach(bad "3M" "0" "2K" "2G" "-8M" "x" "" "8M,4M")
@@ -167,7 +182,8 @@ if(TARGET ccbench_core)
     $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-sleep)
   set_tests_properties(ccbench_sleep_report PROPERTIES LABELS cpu TIMEOUT 120)
   # ... its bad arguments exit 2 with a message, before anything runs
-  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--reps;0" "--reps;x" "--device;gpu"
+  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--sizes;1023K" "--sizes;1048577" "--sizes;1M,1M,1M,1M,1M,1M,1M,1M,1M"
+              "--reps;0" "--reps;x" "--device;gpu"
               "--vm-backing;x" "--host-memory;x" "--host-memory;Pinned" "--host-memory;" "--nope;1" "operand;x")
     list(GET bad 0 opt)
     list(GET bad 1 val)
@@ -179,6 +195,8 @@ if(TARGET ccbench_core)
     endif()
   endforeach()
   # --host-memory is the CUDA upstream's: refused on the simulated device, in either order
+  # ... and --help is the usage, exit 0
+  ccb_cli(ccbench_sleep_help 0 "^usage: ccbench sleep [[]--sizes S,S,[.][.][.][]]" "" - sleep --help)
   ccb_cli(ccbench_sleep_host_memory_not_simulated 2 "ccbench sleep: --host-memory is for --device cuda" "" -
           sleep --host-memory pinned --sizes 2M)
   ccb_cli(ccbench_sleep_host_memory_after_host 2 "ccbench sleep: --host-memory is for --device cuda" "" -
@@ -196,12 +214,19 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_full_stdout_micro 1 "${ccb_full}" "" /dev/full micro -s malloc --live 10 --pairs 100)
   ccb_cli(ccbench_full_stdout_driver 1 "${ccb_full}" "" /dev/full driver --reps 1)
   ccb_cli(ccbench_full_stdout_list 1 "${ccb_full}" "" /dev/full --list)
+  # --list: a preset's doc, then "; CONFIG" only where it has a config
+  ccb_cli(ccbench_list_preset_config 0
+    "^    ccalloc-growth {5}ccalloc, growth policy over classic segments, on the simulated device; policy:growth,expandable:0$"
+    "" - --list)
+  ccb_cli(ccbench_list_preset_without_config 0 "^    malloc {13}host malloc/free: the floor for bookkeeping cost$" "" -
+    --list)
   ccb_cli(ccbench_full_stdout_help 1 "${ccb_full}" "" /dev/full --help)
   ccb_cli(ccbench_full_stdout_switch_help 1 "${ccb_full}" "" /dev/full switch --help)
   ccb_cli(ccbench_full_stdout_switch 1 "${ccb_full}" "" /dev/full switch --device host --rounds 2 mlp:64x64:relu)
   ccb_cli(ccbench_full_stdout_all 1 "${ccb_full}" "" /dev/full
     --all --quick --no-plots -s malloc --live 10 --pairs 10 --out ${ccb_cli_dir}/full-all)
   ccb_cli(ccbench_full_stdout_usage_error 2 "unknown option '--nope'" "" /dev/full replay --nope)
+  ccb_cli(ccbench_unknown_short_option 2 "^ccbench: unknown option '-x' \\(see ccbench --help\\)$" "" - replay -x gen:uniform)
   # standard output closed (>&-): a command that writes nothing there succeeds
   # (EBADF at the close is not a failure when nothing was written: GNU
   # close_stdout); one that prints fails with the reason
@@ -213,6 +238,18 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
     gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)
   ccb_cli(ccbench_gen_full 1 "cannot write /dev/full: No space left on device" "" - gen uniform --scale 0.05 -o /dev/full)
+  # gen names exactly one generator, one that exists, and info at least one
+  # trace: anything else is bad usage, exit 2, with nothing written
+  ccb_cli(ccbench_gen_no_name 2 "^ccbench gen: name one generator \\(ccbench --list\\)$" "" - gen)
+  ccb_cli(ccbench_gen_two_names 2 "^ccbench gen: name one generator" "seq,op" - gen uniform mlp --scale 0.05)
+  ccb_cli(ccbench_gen_unknown 2 "^ccbench: unknown generator 'nope' \\(ccbench --list\\)$" "seq,op" - gen nope)
+  # info on one trace: the table's header, then its row
+  ccb_cli(ccbench_info_one_trace_header 0 "^[|] trace [|] events [|] allocs [|]" "" - info gen:uniform --scale 0.05)
+  # ... and on two, one header and one rule above both rows
+  add_test(NAME ccbench_info_two_traces_one_table COMMAND sh -c
+    "'$<TARGET_FILE:ccbench>' info gen:uniform gen:mlp --scale 0.05 | tr '\\n' '@' | grep -Eqx '[|] trace [|][^@]*@[|]---[^@]*@[|] uniform [|][^@]*@[|] mlp [|][^@]*@'")
+  set_tests_properties(ccbench_info_two_traces_one_table PROPERTIES LABELS cpu TIMEOUT 60)
+  ccb_cli(ccbench_info_no_trace 2 "^ccbench info: name at least one trace \\(file or gen:NAME\\)$" "" - info)
   # ... and a FIFO that no process reads is refused at once (fopen for writing
   # waits for a reader for ever); `timeout` makes a hang a failure
   set(ccb_fifo ${ccb_cli_dir}/fifo.csv)
@@ -396,16 +433,31 @@ if(TARGET ccbench_core)
     "wrote .*README.md" - ${ccb_all_opts} --out ${ccb_cli_dir}/all-not-a-dir gen:uniform)
   # -s names a preset or a base (ccbench --list): another name is a usage
   # error before anything runs (it ran every other strategy, then exit 1)
+  # without -s, replay runs the host suite and then the GPU suite, whose last is cub
+  # (skipped without a GPU, said in its row)
+  ccb_cli(ccbench_replay_default_suite 0 "^[|] uniform [|] cub [|] " "" -
+    replay --reps 1 --driver-reps 1 --scale 0.05 gen:uniform)
   ccb_cli(ccbench_replay_unknown_strategy 2 "unknown strategy 'ccalloc-grwoth': ccbench --list names them"
     "done|[|] trace [|]" - replay -s malloc -s ccalloc-grwoth --reps 1 --scale 0.05 gen:uniform)
   ccb_cli(ccbench_micro_unknown_strategy 2 "unknown strategy 'nope=x:1'" "done|[|] strategy [|]" -
     micro -s nope=x:1 --live 10 --pairs 100)
+  # ... and micro runs the strategies named, only those (the default suite is for no -s)
+  ccb_cli(ccbench_micro_only_the_named 0 "^[|] malloc [|] 10 [|] holes [|] 10 [|]" "ccalloc|cub|cuda" -
+    micro -s malloc --live 10 --pairs 10)
+  # ... and with --out, micro.csv and micro.md hold every row of the table
+  add_test(NAME ccbench_micro_out_files COMMAND sh -c
+    "d=$(mktemp -d) && '$<TARGET_FILE:ccbench>' micro -s malloc --live 10 --pairs 10 --out \"$d\" >/dev/null 2>&1 && test $(wc -l < \"$d/micro.csv\") -eq 3 && grep -q '^malloc,10,holes,10,' \"$d/micro.csv\" && grep -q '^[|] malloc [|] 10 [|] holes [|] 10 [|]' \"$d/micro.md\"; rc=$?; rm -rf \"$d\"; exit $rc")
+  set_tests_properties(ccbench_micro_out_files PROPERTIES LABELS cpu TIMEOUT 60)
+  # ... and --quick without --live, the first CCB_MICRO_QUICK_NLIVES counts (10, 1000), no more
+  ccb_cli(ccbench_micro_quick_lives 0 "^[|] malloc [|] 1000 [|] holes [|] 10 [|]" "[|] 1000+0 [|]" -
+    micro --quick -s malloc --pairs 10)
   # ... and so is a config its base refuses, checked before anything runs
   # (it ran the other strategies, then that row read "failed"); what needs
   # the device (expandable:1 without virtual memory) is still checked at open
   foreach(bad "ccalloc=nokey:1@unknown key 'nokey'" "ccalloc=domains:2@domains takes 0 or 1"
+              "ccalloc=domains:10@domains takes 0 or 1"
               "ccalloc=policy:greedy,max_split:1M@max_split" "malloc=x:1@takes no config [(]got 'x:1'[)]"
-              "device-malloc=x@takes no config" "cuda-async=release_threshold:lots@release_threshold:N"
+              "device-malloc=x@takes no config" "cuda-malloc=x@takes no config" "cuda-async=release_threshold:lots@release_threshold:N"
               "cub=bin_growth:1@bad config item 'bin_growth:1'")
     string(REPLACE "@" ";" bad "${bad}")
     list(GET bad 0 spec)
@@ -461,10 +513,36 @@ if(TARGET ccbench_core)
   file(WRITE ${ccb_cli_dir}/huge.csv "seq,op,id,size,stream\n0,alloc,1,1152921504606846976,0\n1,alloc,2,4096,0\n")
   ccb_cli(ccbench_malloc_huge_request 0 "\\| huge \\| malloc \\|( [^|]*\\|){9} 1 \\|" "AddressSanitizer" -
     replay -s malloc --reps 1 ${ccb_cli_dir}/huge.csv)
+  # --no-release-events: a trace's empty_cache is reported, not applied (the
+  # cached 30 MiB segment stays: no upstream free, 32 MiB reserved at the end)
+  file(WRITE ${ccb_cli_dir}/ec.csv
+    "seq,op,id,size,stream,name\n0,alloc,1,31457280,0\n1,free,1,31457280,0\n2,empty_cache,0,0,0\n3,alloc,2,4096,0\n4,free,2,4096,0\n")
+  ccb_cli(ccbench_release_events_applied 0 "^[|] ec [|] ccalloc-growth [|]( [^|]*[|]){8} 2[+]1 [|] 0 [|] 2[.]00 MiB [|]" "" -
+    replay -s ccalloc-growth --reps 1 --driver-reps 1 ${ccb_cli_dir}/ec.csv)
+  ccb_cli(ccbench_no_release_events 0 "^[|] ec [|] ccalloc-growth [|]( [^|]*[|]){8} 2[+]0 [|] 0 [|] 32[.]00 MiB [|]" "" -
+    replay -s ccalloc-growth --reps 1 --driver-reps 1 --no-release-events ${ccb_cli_dir}/ec.csv)
+  # ... and a block of exactly the device's size is no OOM: malloc is asked
+  file(WRITE ${ccb_cli_dir}/exact.csv "seq,op,id,size,stream\n0,alloc,1,1048576,0\n1,free,1,1048576,0\n")
+  ccb_cli(ccbench_malloc_device_sized_request 0 "\\| exact \\| malloc \\|( [^|]*\\|){9} 0 \\|" "" -
+    replay -s malloc --reps 1 --device-bytes 1M ${ccb_cli_dir}/exact.csv)
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu
     PASS_REGULAR_EXPRESSION "^skipped: no GPU|cudaMalloc median")
+  # ... and a build without the CUDA toolkit says so: no driver table, the GPU
+  # strategies' rows and the README's machine lines name the reason
+  if(NOT CCA_WITH_CUDA)
+    ccb_cli(ccbench_driver_without_cuda 0 "^skipped: no GPU [(]ccbench built without CUDA[)]$" "[|]" - driver --reps 1)
+    ccb_cli(ccbench_replay_gpu_without_cuda 0
+      "^[|] uniform [|] cuda-malloc [|] skipped: no GPU [(]ccbench built without CUDA[)] [|]" "" -
+      replay -s cuda-malloc --reps 1 --scale 0.05 gen:uniform)
+    add_test(NAME ccbench_readme_gpu_without_cuda COMMAND sh -c
+      "d=$(mktemp -d) && '$<TARGET_FILE:ccbench>' replay --no-plots -s malloc --reps 1 --scale 0.05 --out \"$d\" gen:uniform >/dev/null 2>&1 && grep -qx -- '- GPU: built without CUDA' \"$d/README.md\"; rc=$?; rm -rf \"$d\"; exit $rc")
+    set_tests_properties(ccbench_readme_gpu_without_cuda PROPERTIES LABELS cpu TIMEOUT 60)
+    # micro: a skipped strategy is one row, "all", and one line on stderr
+    ccb_cli(ccbench_micro_skipped_once 0 "^[|] cub [|] all [|] [|] [|] skipped: no GPU" "live=1000" -
+      micro -s cub --live 10,1000 --pairs 10)
+  endif()
   # --vm-backing picks the virtual-memory tables (whole-maps: only the whole-maps one); without a GPU, the same skip
   ccb_cli(ccbench_driver_whole_maps 0 "^skipped: no GPU|## Whole maps: one physical allocation per map" "" -
     driver --reps 2 --vm-backing whole-maps)

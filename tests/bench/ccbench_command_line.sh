@@ -7,9 +7,10 @@
 # 1. a command line longer than 4 KiB (an --out path of ~3,600 bytes, then
 #    `--seed 7` sixty times and one more option): every argument is in the
 #    README, the last included;
-# 2. arguments with a space, a single quote, a dollar sign and backticks:
-#    quoted so that a shell splits the line back into the same arguments,
-#    inside a markdown code span whose fence outgrows the backticks;
+# 2. arguments with a space, a single quote, a dollar sign and backticks, and
+#    an empty one: quoted so that a shell splits the line back into the same
+#    arguments (the empty one as ''), inside a markdown code span whose fence
+#    outgrows the backticks;
 # 3. an argument with a tab and a byte that is not UTF-8: shown escaped, and
 #    the line said not to be runnable as written.
 # Needs only a POSIX shell, grep and sed.
@@ -49,14 +50,14 @@ esac
 
 # 2. quoting: the README's line, run through sh, gives back the same arguments
 odd="$work/with space/it's \$HOME \`\`x"
-if ! "$ccbench" replay -s ccalloc-growth --reps 1 --out "$odd" gen:uniform >"$work/out2" 2>&1; then
+if ! "$ccbench" replay -s ccalloc-growth --reps 1 --no-plots --scripts '' --out "$odd" gen:uniform >"$work/out2" 2>&1; then
     cat "$work/out2"
     echo "FAIL: the command line with odd characters did not run"
     fail=1
 fi
 quoted=$(sed -n 's/^- command: ``` \(.*\) ```$/\1/p' "$odd/README.md")
 args=$(eval "set -- $quoted; shift; for a in \"\$@\"; do printf '[%s]' \"\$a\"; done")
-want="[replay][-s][ccalloc-growth][--reps][1][--out][$odd][gen:uniform]"
+want="[replay][-s][ccalloc-growth][--reps][1][--no-plots][--scripts][][--out][$odd][gen:uniform]"
 if [ "$args" != "$want" ]; then
     echo "FAIL: the README's command line ($quoted) splits into"
     echo "  $args"

@@ -2,10 +2,11 @@
 # ccbench_sleep.sh — `ccbench sleep` end to end on the simulated device
 # (bench/sleep.c): a tiny run succeeds, says no mismatch, and writes
 # README.md (device, command, what is timed), sleep.md (the table) and
-# sleep.csv (the columns a plot reads, one row per size). A size the host
-# cannot hold on the simulated device (its run needs 3 x SIZE of host
-# memory at once) is refused before anything is allocated: exit 1 naming
-# the size and both figures, not a process the kernel's OOM killer ends.
+# sleep.csv (the columns a plot reads, one row per size), the ratios of the
+# two the same. A size the host cannot hold on the simulated device (its run
+# needs 3 x SIZE of host memory at once) is refused before anything is
+# allocated: exit 1 naming the size and both figures, not a process the
+# kernel's OOM killer ends.
 #
 #   ccbench_sleep.sh CCBENCH OUTDIR
 set -u
@@ -26,6 +27,12 @@ head -1 "$out/sleep.csv" | grep -q '^device,simulated,domain_bytes,blocks,live_b
 grep -q '^host-simulated,1,8388608,[0-9]*,8388608,1,' "$out/sleep.csv" || fail "sleep.csv has no 8 MiB row"
 grep -q '^host-simulated,1,8388608,.*,[0-9.]*,,,,,[0-9.]*,[0-9.]*,n/a,[0-9.]*,simulated$' "$out/sleep.csv" ||
     fail "sleep.csv: the simulated device's cudaHostRegister fields are not empty"
+# sleep.md's ratios (sleep / copy out, wake / copy in, wake / fresh copy in)
+# are sleep.csv's sleep_ratio, wake_ratio and wake_fresh_ratio, to 2 decimals
+md=$(grep '^| 8\.00 MiB |' "$out/sleep.md" | awk -F'|' '{print $8, $9, $12}')
+csv=$(grep '^host-simulated,1,8388608,' "$out/sleep.csv" | awk -F, '{print $(NF-4), $(NF-3), $(NF-1)}')
+echo "$md $csv" | awk 'NF != 6 { exit 1 } { for (i = 1; i <= 3; i++) { d = $i - $(i + 3); if (d < -0.0055 || d > 0.0055) exit 1 } }' ||
+    fail "sleep.md's ratios ($md) are not sleep.csv's ($csv)"
 # 1T needs 3 TiB of host memory: refused, unless this host has that much.
 # Run under an address-space limit where the binary allows one (not under
 # a sanitizer, whose shadow memory needs more): a ccbench without the check

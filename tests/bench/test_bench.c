@@ -494,6 +494,16 @@ Test(bench_strategy, specs_resolve_and_gpu_ones_skip_with_a_reason) {
     ccb_result r;
     cr_assert_eq(ccb_replay(&t, "ccalloc=no_such_key:1", &tiny, &r), -1);
     cr_assert(strstr(r.why, "no_such_key") != NULL, "config errors name the key: %s", r.why);
+    ccb_result_free(&r);
+    /* ... and so is a GPU strategy's, with a GPU or without: open checks it
+     * too, for a caller that did not (the command line checks it first) */
+    const char *bad[] = {"cuda-async=release_threshold:lots", "cub=bin_growth:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert_eq(ccb_replay(&t, bad[i], &tiny, &r), -1, "%s: %s", bad[i], r.why);
+        cr_assert_eq(r.skipped, 0, "%s skipped: %s", bad[i], r.why);
+        cr_assert(strstr(r.why, bad[i] + 1 + strcspn(bad[i], "=")) != NULL, "%s: %s", bad[i], r.why);
+        ccb_result_free(&r);
+    }
     ccb_trace_free(&t);
 }
 
@@ -633,6 +643,26 @@ Test(bench_stats, micro_cells_the_device_cannot_hold_are_said) {
     cr_assert(strstr(buf, ",unfit,"), "%s", buf);
     cr_assert(strstr(buf, ",failed,"), "%s", buf);
     free(buf);
+}
+
+/* micro's live counts without --live are the ones --help states: the
+ * whole table, and its first CCB_MICRO_QUICK_NLIVES with --quick */
+Test(bench_stats, micro_default_lives_are_the_documented_ones) {
+    char *help = NULL, all[128] = "(default ", quick[128] = "";
+    size_t len = 0;
+    FILE *f = open_memstream(&help, &len);
+    ccb_usage(f);
+    fclose(f);
+    for (size_t i = 0; i < CCB_MICRO_DEFAULT_NLIVES; i++) {
+        size_t n = strlen(all), q = strlen(quick);
+        snprintf(all + n, sizeof all - n, "%s%zu", i ? "," : "", ccb_micro_default_lives[i]);
+        if (i < CCB_MICRO_QUICK_NLIVES)
+            snprintf(quick + q, sizeof quick - q, "%s%zu", i ? "," : "", ccb_micro_default_lives[i]);
+    }
+    strcat(all, ";");
+    strcat(quick, " with --quick)");
+    cr_assert(strstr(help, all) && strstr(help, quick), "--help says neither '%s' nor '%s'", all, quick);
+    free(help);
 }
 
 Test(bench_stats, quantiles_are_nearest_rank) {
@@ -1034,6 +1064,55 @@ Test(bench_driver, vm_measure_refuses_what_it_cannot_time) {
     }
     cr_assert_eq(ccb_driver_vm_measure(u, &one, 1, 0, &row, why, sizeof why), -1);
     cca_upstream_destroy(u);
+}
+
+/* Sizes become granule counts, rounded down, a size below the granule one
+ * granule; sizes of one count are one row; at most CCB_DRIVER_MAX_SIZES. */
+Test(bench_driver, sizes_of_one_granule_count_are_one_row) {
+    const size_t G = 64 << 10;
+    cca_host_options ho = {.capacity = 64 * G, .vm_granularity = G};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &u), CCA_OK, "%s", cca_last_error());
+    const size_t sizes[] = {G / 4, G / 2, G, 2 * G + G / 2, 3 * G};
+    size_t granules[5] = {0}, g = 0;
+    cr_assert_eq(ccb_driver_vm_granules(u, sizes, 5, granules, &g), 3);
+    cr_assert_eq(g, G);
+    cr_assert(granules[0] == 1 && granules[1] == 2 && granules[2] == 3, "%zu %zu %zu", granules[0], granules[1],
+              granules[2]);
+    cca_upstream_destroy(u);
+    /* whole maps take 1 to CCB_DRIVER_MAX_SIZES sizes, the most included */
+    ho.vm_backing = CCA_VM_WHOLE_MAPS;
+    cr_assert_eq(cca_upstream_host_create_with(&ho, &u), CCA_OK, "%s", cca_last_error());
+    size_t many[CCB_DRIVER_MAX_SIZES + 1], n = 0;
+    for (size_t i = 0; i <= CCB_DRIVER_MAX_SIZES; i++)
+        many[i] = G;
+    ccb_driver_vm_row rows[CCB_DRIVER_MAX_SIZES];
+    char why[256] = "";
+    cr_assert_eq(ccb_driver_vm_whole_maps(u, many, CCB_DRIVER_MAX_SIZES, 1, rows, &n, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(n, 1, "one size, one row");
+    cr_assert_eq(ccb_driver_vm_whole_maps(u, many, CCB_DRIVER_MAX_SIZES + 1, 1, rows, &n, why, sizeof why), -1);
+    cr_assert(strstr(why, "sizes: 1 to"), "%s", why);
+    cca_upstream_destroy(u);
+}
+
+/* A vm_map refused in the timed pairs (the size fits: its untimed map
+ * passed) fails the measure naming the call, and the range reserved for it
+ * is released all the same: the device holds nothing after. */
+Test(bench_driver, a_failed_timed_map_releases_the_range) {
+    cca_upstream *inner = tu_vm_device_backed(64 * MiB, 0, CCA_VM_PAGES);
+    tu_faulty f;
+    cca_upstream *u = tu_faulty_create(&f, inner, "vx", false);
+    f.fail_at[TU_FAULT_MAP] = 2; /* the first timed map */
+    const size_t one = 1;
+    ccb_driver_vm_row row;
+    char why[256] = "";
+    cr_assert_eq(ccb_driver_vm_measure(u, &one, 1, 3, &row, why, sizeof why), -1);
+    cr_assert(strstr(why, "vm_map: ") == why && strstr(why, "vx: injected"), "%s", why);
+    cr_assert_eq(f.calls[TU_FAULT_RELEASE], 1, "the range released");
+    cca_upstream_stats st = tu_upstream_stats(inner);
+    cr_assert_eq(st.vm_mapped_bytes, 0);
+    cr_assert_eq(st.vm_reserved_bytes, 0);
+    tu_faulty_destroy_clean(u, inner);
 }
 
 /* Whole maps on the simulated device, whose per-granule latencies a whole

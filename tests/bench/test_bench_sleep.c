@@ -97,6 +97,24 @@ Test(bench_sleep, corrupted_wake_is_a_mismatch) {
     sleep_run_free(&r);
 }
 
+/* The first wake's copy (copy 2 to the device) with the block's last byte
+ * inverted: the check reads every word, the last one too. */
+static void corrupt_last_word(tu_faulty *f) {
+    f->corrupt_in_at = 2;
+    f->corrupt_byte = MiB - 1; /* in the 8-byte word at byte 1048568 */
+}
+
+Test(bench_sleep, a_mismatch_in_the_last_word_is_seen) {
+    tu_faulty f;
+    sleep_run r = run_sleep(&f, corrupt_last_word);
+    cr_expect_eq(f.corrupted, 1, "the double inverted one byte");
+    cr_expect_eq(r.rc, 1, "a mismatch exits 1; stderr:\n%s", r.err);
+    cr_expect_str_eq(r.err, "ccbench sleep: MISMATCH after wake 1 of the 1048576-byte domain: block 0 (1048576 bytes) "
+                            "differs at byte 1048568\n");
+    cr_expect_null(strstr(r.out, "MiB |"), "no table after a mismatch:\n%s", r.out);
+    sleep_run_free(&r);
+}
+
 /* Copies, both ways: 1 the pattern, 2 sleep's, 3 wake's, 4 the first read-back. */
 static void refuse_first_read_back(tu_faulty *f) {
     f->fail_at[TU_FAULT_COPY] = 4;

@@ -998,6 +998,32 @@ Test(replay_domains, a_footprint_reservation_serves_the_domain_without_upstream_
     ccb_trace_free(&t);
 }
 
+/* Domain 0 is the default domain: its footprint is cca_domain_reserve of
+ * the default domain (one arena serves the blocks), its release
+ * cca_domain_release (the arena goes back), as for a declared domain. */
+Test(replay_domains, the_default_domain_reserves_and_releases_as_a_declared_one) {
+    const char *text = "seq,op,id,size,stream,domain,name\n"
+                       "0,domain_reserve,0,41943040,0,0\n"
+                       "1,alloc,1,31457280,0,0\n"
+                       "2,alloc,2,1024,0,0\n"
+                       "3,free,1,31457280,0,0\n"
+                       "4,free,2,1024,0,0\n"
+                       "5,domain_release,0,0,0,0\n";
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(read_text(&t, text, err, sizeof err), 0, "%s", err);
+    ccb_result g;
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &opts, &g), 0, "%s", g.why);
+    cr_assert_eq(g.upstream_allocs, 1, "the arena, and nothing else");
+    cr_assert_eq(g.peak_reserved, 40 * MiB);
+    cr_assert_eq(g.checkpoints_n, 1);
+    cr_assert_eq(g.checkpoints[0].op, CCB_DOMAIN_RELEASE);
+    cr_assert_eq(g.checkpoints[0].returned, 40 * MiB, "the arena, cached, back");
+    cr_assert_eq(g.checkpoints[0].reserved, 0);
+    ccb_result_free(&g);
+    ccb_trace_free(&t);
+}
+
 Test(replay_domains, domains_zero_or_one_only) {
     ccb_trace t;
     cr_assert_eq(read_text(&t, two_domains, NULL, 0), 0);

@@ -464,6 +464,52 @@ def test_errors_survive_pickle_and_copy(alloc, status):
     assert str(back) == str(raised.value)
 
 
+def test_each_status_raises_the_class_that_names_it():
+    """error_class gives every cca_status the class whose docstring names it
+    ("CCA_ERR_IO: ..."), exported under its own name, and an unknown status
+    the base Error; the classes are also the built-in exceptions a caller may
+    catch instead (OutOfMemoryError a MemoryError, docs/python.md). The text
+    is the message then the status, or the status alone without a message."""
+    classes = [c for c in vars(_errors).values()
+               if isinstance(c, type) and issubclass(c, _errors.Error) and c is not _errors.Error]
+    named = {getattr(_errors, c.__doc__.split(":")[0][len("CCA_"):]): c for c in classes}
+    assert sorted(named) == list(range(1, 12))
+    for status, cls in named.items():
+        assert _errors.error_class(status) is cls, cls
+        assert getattr(ccalloc, cls.__name__) is cls
+    for unknown in (-1, 0, 12, 99):
+        assert _errors.error_class(unknown) is _errors.Error
+    for cls, builtin in ((ccalloc.OutOfMemoryError, MemoryError), (ccalloc.InvalidArgumentError, ValueError),
+                         (ccalloc.InvalidPointerError, ValueError), (ccalloc.ConfigError, ValueError),
+                         (ccalloc.WriteError, OSError)):
+        assert issubclass(cls, builtin), cls
+    e = ccalloc.UpstreamError(4, "CCA_ERR_UPSTREAM: upstream failure", "")
+    assert str(e) == "CCA_ERR_UPSTREAM: upstream failure"
+    e = ccalloc.UpstreamError(4, "CCA_ERR_UPSTREAM: upstream failure", "cca_trim: refused")
+    assert str(e) == "cca_trim: refused (CCA_ERR_UPSTREAM: upstream failure)"
+
+
+def test_the_package_exports_exactly_its_public_names():
+    """__all__ lists every public name of the package (`from ccalloc import *`
+    gets them all), and each is the object of the module that defines it,
+    not a stand-in: `except ccalloc.LibraryNotFoundError` catches the
+    loader's error and no other ImportError."""
+    import __future__
+    import types
+
+    from ccalloc import allocator
+
+    public = {n for n, v in vars(ccalloc).items()
+              if not n.startswith("_") and not isinstance(v, (types.ModuleType, __future__._Feature))}
+    assert sorted(ccalloc.__all__) == sorted(public)
+    for name in ccalloc.__all__:
+        home = next(m for m in (_errors, allocator, _lib) if hasattr(m, name)) if name != "library_path" else None
+        if home is not None:
+            assert getattr(ccalloc, name) is getattr(home, name), name
+    assert ccalloc.LibraryNotFoundError is _lib.LibraryNotFoundError
+    assert ccalloc.LibraryNotFoundError is not ImportError
+
+
 def test_out_of_memory_raises():
     with ccalloc.Allocator(capacity="8M", conf="log_oom:0") as a:
         keep = a.alloc(1000)
@@ -511,8 +557,9 @@ def test_cuda_device_without_gpu_raises_no_device():
 def test_close_with_live_blocks_raises_after_closing():
     a = ccalloc.Allocator(capacity="8M")
     a.alloc(4096)
-    with pytest.raises(ccalloc.LiveBlocksError):
+    with pytest.raises(ccalloc.LiveBlocksError) as e:
         a.close()
+    assert e.value.report is None  # a domain release's report only
     assert a.closed
     a.close()  # twice: nothing
     with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):

@@ -334,7 +334,7 @@ def test_addresses_no_pointer_can_hold_are_refused(alloc):
     InvalidPointerError, and nothing changes."""
     p = alloc.alloc(4096)
     before = alloc.stats()
-    for bad in (p + (1 << 64), p - (1 << 64), 1 << 64, -1, 1.5, True, "0x1000"):
+    for bad in (p + (1 << 64), p - (1 << 64), 1 << 64, -1, 1.5, True, False, "0x1000"):
         with pytest.raises(ccalloc.InvalidPointerError):
             alloc.free(bad)
         with pytest.raises(ccalloc.InvalidPointerError):
@@ -694,6 +694,38 @@ def test_snapshots_and_config_work_under_any_temporary_directory(alloc, tmp_path
     alloc.free(p)
 
 
+def test_snapshots_and_config_close_the_files_they_write(alloc):
+    """snapshot(), config() and snapshot_torch() have C write a temporary
+    file through a FILE * of their own; it is closed before the file is read
+    and removed: no descriptor stays open, however often they are called."""
+    fds = "/proc/self/fd"
+    if not os.path.isdir(fds):
+        pytest.skip("no /proc/self/fd to count the open descriptors")
+    p = alloc.alloc(4096)
+    alloc.snapshot(), alloc.config(), alloc.snapshot_torch()  # whatever opens once, lazily, is open now
+    before = sorted(os.listdir(fds))
+    for _ in range(3):
+        assert alloc.snapshot()["stats"]["allocated_bytes"] == 4096
+        assert alloc.config()["policy"] == "growth"
+        assert alloc.snapshot_torch()["segments"][0]["allocated_size"] == 4096
+    assert sorted(os.listdir(fds)) == before
+    alloc.free(p)
+
+
+def test_trim_keeps_any_amount_c_can_hold(alloc):
+    """keep is a size_t: 4 GiB on a 256M device keeps everything cached
+    (it was once a C int, which wraps 2**32 to 0 and gives everything back)."""
+    p = alloc.alloc(3 * MiB)
+    alloc.free(p)
+    cached = alloc.stats()["reserved_bytes"]
+    assert cached > 0
+    for keep in (1 << 32, (1 << 32) + 512, (1 << 64) - 1):
+        r = alloc.trim(keep)
+        assert (r.bytes_released, r.segments_released, r.bytes_still_reserved) == (0, 0, cached)
+    assert alloc.empty_cache().bytes_released == cached
+    assert alloc.stats()["reserved_bytes"] == 0
+
+
 def test_snapshot_torch_has_pytorchs_structure_and_the_same_numbers(tmp_path):
     """Allocator.snapshot_torch: the same state as the JSON snapshot in the
     structure torch.cuda.memory._snapshot() returns, written to a file that
@@ -809,6 +841,32 @@ def test_domain_leak_raises_with_the_report(alloc):
 
 
 # ---- sleep and wake ------------------------------------------------------------------
+
+
+def test_a_leak_report_names_each_blocks_stream_and_counts_the_rest(alloc):
+    """A refused release lists each live block with the stream it was
+    allocated on (the handle as given); the message shows the first four
+    and says how many more there are, nothing more when all are shown."""
+    d = alloc.domain("streams")
+    ptrs = [d.alloc(4000, stream=0x5000 + i) for i in range(6)]
+    with pytest.raises(ccalloc.LiveBlocksError) as e:
+        d.release()
+    report = e.value.report
+    assert (report.live_blocks, report.live_bytes, report.bytes_released) == (6, 6 * 4096, 0)
+    assert sorted((b.ptr, b.size, b.requested, b.stream, b.pending) for b in report.leaks) == \
+        sorted((p, 4096, 4000, 0x5000 + i, False) for i, p in enumerate(ptrs))
+    shown = ", ".join(f"{b.ptr:#x}: 4096 bytes (requested 4000)" for b in report.leaks[:4])
+    assert e.value.message.endswith("; live: " + shown + " and 2 more (DomainReport.leaks in .report)")
+    for p in ptrs[1:]:
+        d.free(p)
+    with pytest.raises(ccalloc.LiveBlocksError) as e:
+        d.release()
+    assert e.value.message.endswith(f"; live: {ptrs[0]:#x}: 4096 bytes (requested 4000)")
+    assert [b.stream for b in e.value.report.leaks] == [0x5000]
+    d.free(ptrs[0])
+    assert d.destroy().live_blocks == 0
+    s = alloc.stats()
+    assert (s["allocated_bytes"], s["active_blocks"]) == (0, 0)
 
 
 def test_domain_sleep_keeps_the_bytes_at_the_same_addresses(alloc):

@@ -1513,3 +1513,170 @@ def test_vm_granularity_is_the_page_of_expandable_segments():
         ccalloc.Allocator(device=0, vm_granularity="8M").close()
     except ccalloc.NoDeviceError:
         pass
+
+
+def test_the_search_order_of_the_checkout_builds(monkeypatch, tmp_path):
+    """candidates(), as _lib's docstring orders them: build/ first, then every
+    other build*/ directory in name order (a file named build* is no build),
+    the bundled copy, the install prefixes, find_library last; with
+    CCALLOC_LIBRARY set, that alone. Outside a checkout (no
+    allocator/include/ccalloc.h three levels up) no checkout build is tried."""
+    import ctypes.util
+
+    monkeypatch.delenv("CCALLOC_LIBRARY", raising=False)
+    for d in ("build-b", "build", "build-a"):
+        (tmp_path / d / "allocator").mkdir(parents=True)
+    (tmp_path / "build-notes").write_text("")
+    monkeypatch.setattr(_lib, "_checkout_root", lambda: tmp_path)
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libccalloc.so.7" if name == "ccalloc" else None)
+    found = _lib.candidates()
+    builds = [(o, p) for o, p in found if o == "checkout build"]
+    assert builds == [("checkout build", str(tmp_path / d / "allocator" / n))
+                      for d in ("build", "build-a", "build-b") for n in ("libccalloc.so", "libccalloc.dylib")]
+    assert found[:len(builds) + 1] == builds + [("bundled with the package", str(_lib.bundled_path()))]
+    assert found[-1] == ("ctypes.util.find_library('ccalloc')", "libccalloc.so.7")
+    monkeypatch.setenv("CCALLOC_LIBRARY", "/x/libccalloc.so")
+    assert _lib.candidates() == [("CCALLOC_LIBRARY", "/x/libccalloc.so")]
+
+    monkeypatch.undo()
+    monkeypatch.setattr(_lib, "__file__", str(tmp_path / "lib" / "python3" / "ccalloc" / "_lib.py"))
+    assert _lib._checkout_root() is None
+    (tmp_path / "allocator" / "include").mkdir(parents=True)
+    (tmp_path / "allocator" / "include" / "ccalloc.h").write_text("")
+    monkeypatch.setattr(_lib, "__file__", str(tmp_path / "allocator" / "python" / "ccalloc" / "_lib.py"))
+    assert _lib._checkout_root() == tmp_path.resolve()
+
+
+def _elf(bits, phdrs, size, data=1, phentsize=None):
+    """A synthetic ELF file's bytes, `size` long: the header (class `bits`,
+    EI_DATA `data`: 1 little-, 2 big-endian) and the program headers
+    `phdrs` [(p_type, p_offset, p_filesz)] right after it."""
+    import struct
+
+    o = ">" if data == 2 else "<"
+    ident = b"\x7fELF" + bytes([2 if bits == 64 else 1, data, 1]) + bytes(9)
+    if bits == 64:
+        ent = 56
+        head = struct.pack(o + "16sHHIQQQIHHHHHH", ident, 3, 62, 1, 0, 64, 0, 0, 64,
+                           ent if phentsize is None else phentsize, len(phdrs), 0, 0, 0)
+        table = b"".join(struct.pack(o + "IIQQQQQQ", t, 5, off, 0, 0, filesz, filesz, 4096) for t, off, filesz in phdrs)
+    else:
+        ent = 32
+        head = struct.pack(o + "16sHHIIIIIHHHHHH", ident, 3, 3, 1, 0, 52, 0, 0, 52,
+                           ent if phentsize is None else phentsize, len(phdrs), 0, 0, 0)
+        table = b"".join(struct.pack(o + "IIIIIIII", t, off, 0, 0, filesz, filesz, 5, 4096) for t, off, filesz in phdrs)
+    out = head + table
+    return out + bytes(size - len(out))
+
+
+def test_a_library_is_truncated_only_short_of_its_last_loadable_segment(tmp_path):
+    """_truncated reads the program headers as dlopen maps them: the end of
+    the last PT_LOAD segment (not of another kind, PT_DYNAMIC here) is what
+    the file must reach; exactly that long is whole. ELF32 and big-endian
+    files are read with their own layout; a header that cannot be read
+    (EI_DATA neither 1 nor 2, program headers shorter than the layout) is
+    left to dlopen (None)."""
+    def cut(name, data):
+        p = tmp_path / name
+        p.write_bytes(data)
+        return _lib._truncated(str(p))
+
+    def why(size, need):
+        return f"truncated: {size} bytes, its ELF headers describe {need} (an interrupted build or copy?)"
+
+    segments = [(2, 0, 300), (1, 0, 5000)]  # PT_DYNAMIC, PT_LOAD
+    assert cut("whole.so", _elf(64, segments, 5000)) is None
+    assert cut("longer.so", _elf(64, segments, 5001)) is None
+    assert cut("short.so", _elf(64, segments, 4999)) == why(4999, 5000)
+    assert cut("big.so", _elf(64, segments, 4999, data=2)) == why(4999, 5000)
+    assert cut("elf32.so", _elf(32, [(1, 0, 3000)], 2999)) == why(2999, 3000)
+    assert cut("elf32-whole.so", _elf(32, [(1, 0, 3000)], 3000)) is None
+    assert cut("no-order.so", _elf(64, segments, 4999, data=0)) is None
+    assert cut("small-entries.so", _elf(64, segments, 4999, phentsize=8)) is None
+
+
+@pytest.mark.parametrize("marker", [b"__asan_init", b"__tsan_init", b"__ubsan_handle_add_overflow"])
+def test_a_sanitizer_build_in_the_search_is_skipped(monkeypatch, tmp_path, marker):
+    """A checkout build made with ASan, TSan or UBSan (it names their
+    runtime's entry points) is skipped with its reason, never loaded; named in
+    CCALLOC_LIBRARY, only ASan's missing runtime refuses it (dlopen decides:
+    here the file is no library at all)."""
+    so = tmp_path / "libccalloc.so"
+    so.write_bytes(b"not a library, but it names " + marker)
+    monkeypatch.setattr(_lib, "_loaded", None)
+    monkeypatch.setattr(_lib, "candidates", lambda: [("checkout build", str(so))])
+    with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+        _lib.load()
+    assert f"checkout build: {so}: built with a sanitizer" in str(e.value)
+    if marker != b"__asan_init":
+        monkeypatch.setattr(_lib, "candidates", lambda: [("CCALLOC_LIBRARY", str(so))])
+        with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+            _lib.load()
+        assert f"CCALLOC_LIBRARY: {so}: does not load" in str(e.value)
+
+
+def test_a_library_without_the_functions_is_not_this_version(monkeypatch):
+    """A file that loads but lacks a function the package declares (an older
+    build, another library) is passed over with its reason."""
+    import _ctypes
+
+    other = getattr(_ctypes, "__file__", None)
+    if not other:
+        pytest.skip("_ctypes is built into this Python: no other shared library to name")
+    monkeypatch.setattr(_lib, "_loaded", None)
+    monkeypatch.setattr(_lib, "candidates", lambda: [("checkout build", other)])
+    with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+        _lib.load()
+    assert f"checkout build: {other}: not this version of libccalloc" in str(e.value)
+
+
+def test_the_loaded_library_named_again_another_way_is_the_same(tmp_path, monkeypatch):
+    """load(path) compares the file, not the text: a symbolic link to the
+    loaded library, or its path relative to the working directory, is the
+    library in use, not a second one."""
+    good = ccalloc.library_path()
+    link = tmp_path / "libccalloc.so"
+    link.symlink_to(good)
+    assert _lib.load(str(link)) is _lib.load()
+    monkeypatch.chdir(os.path.dirname(good))
+    assert _lib.load(os.path.join(".", os.path.basename(good))) is _lib.load()
+    with ccalloc.Allocator(capacity="8M", library=str(link)) as a:
+        a.free(a.alloc(512))
+        assert a.stats()["allocated_bytes"] == 0
+
+
+_LOAD_BY_NAME = """
+import sys
+import ccalloc
+from ccalloc import _lib
+good = sys.argv[1]
+print("first:", _lib.load(good).path)
+try:
+    _lib.load("libccalloc-copy.so")
+except ccalloc.LibraryNotFoundError as e:
+    print("refused:", str(e))
+print("still:", _lib.load().path)
+"""
+
+
+def test_a_library_named_without_a_directory_is_refused_when_another_is_loaded(tmp_path):
+    """A name without a directory is found by the dynamic linker
+    (LD_LIBRARY_PATH here) and only then known: another file than the one
+    loaded is refused after all, and the first stays in use. In a subprocess."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import PACKAGE_DIR
+
+    good = ccalloc.library_path()
+    copy = tmp_path / "libccalloc-copy.so"
+    shutil.copyfile(good, copy)
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR), LD_LIBRARY_PATH=str(tmp_path))
+    env.pop("CCALLOC_LIBRARY", None)
+    r = subprocess.run([sys.executable, "-c", _LOAD_BY_NAME, good], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == [
+        f"first: {good}", f"refused: libccalloc is already loaded from {good}; cannot switch to {copy}",
+        f"still: {good}"], r.stdout

@@ -214,6 +214,29 @@ def test_blocks_nest_and_restore(torch_alloc):
     assert cur() is None
 
 
+def test_a_generators_block_closed_inside_a_block_of_the_same_domain(torch_alloc):
+    """A generator holding a block of d, closed inside the caller's own block
+    of d (itself inside e): the generator's block is the one that ends (its
+    frame's), not the innermost of d, so the caller's block keeps d current
+    until it ends, then e, then the default."""
+    d, e = ccalloc.torch.domain("d"), ccalloc.torch.domain("e")
+
+    def holder():
+        with d:
+            yield
+
+    g = holder()
+    next(g)
+    with e:
+        with d:
+            g.close()
+            t_d = Tensor(torch_alloc, MiB)
+        t_e = Tensor(torch_alloc, MiB)
+    t_default = Tensor(torch_alloc, MiB)
+    assert [domain_of(t.ptr) for t in (t_d, t_e, t_default)] == ["d", "e", "default"]
+    assert ccalloc.torch.current_domain() is None
+
+
 def test_domain_of_another_device(torch_alloc):
     with ccalloc.torch.domain("on-1", device=1) as d:
         assert ccalloc.torch.current_domain(1) is d and ccalloc.torch.current_domain(0) is None

@@ -393,3 +393,91 @@ def test_numba_trim_gives_cached_memory_back(monkeypatch):
         assert ccalloc.numba.stats()["reserved_bytes"] == 0
     finally:
         plug.reset()
+
+
+def test_torch_functions_follow_the_current_device_without_initializing_cuda(monkeypatch, tmp_path):
+    """ccalloc.torch's functions default to PyTorch's current device once
+    CUDA is initialized, and to device 0 before, without asking PyTorch
+    (torch.cuda.current_device() initializes CUDA, after which PyTorch
+    refuses enable()). trim keeps what it is asked to keep; snapshot_torch
+    writes the file it is given."""
+    import pickle
+
+    plug.reset()
+    state = fake_torch(monkeypatch)
+
+    def current_device():
+        state["initialized"] = True  # PyTorch initializes CUDA lazily, here too
+        return 1
+
+    monkeypatch.setattr(sys.modules["torch.cuda"], "current_device", current_device)
+    monkeypatch.setattr(ccalloc.torch, "_installed", None)
+    try:
+        plug.configure(upstream="host:64M:2")
+        p = plug.alloc(4096, device=1)
+        assert ccalloc.torch.stats()["allocated_bytes"] == 0  # device 0
+        assert not state["initialized"]
+        ccalloc.torch.enable()  # not refused: CUDA was left alone
+        assert ccalloc.torch.stats()["allocated_bytes"] == 4096  # the current device, 1
+        path = tmp_path / "snap.pickle"
+        snap = ccalloc.torch.snapshot_torch(str(path))
+        assert [s["device"] for s in snap["segments"]] == [1]
+        assert pickle.loads(path.read_bytes()) == snap
+        plug.free(p, device=1)
+        assert ccalloc.torch.trim(2 * MiB).bytes_released == 0
+        r = ccalloc.torch.trim(0)
+        assert (r.bytes_released, r.segments_released, r.bytes_still_reserved) == (2 * MiB, 1, 0)
+        assert plug.stats(0)["alloc_calls"] == 0 and plug.stats(1)["reserved_bytes"] == 0
+    finally:
+        plug.reset()
+
+
+def test_cupy_follows_the_current_device_and_takes_a_conf_alone(monkeypatch):
+    """malloc allocates on CuPy's current device (runtime.getDevice()) and
+    names it to CuPy (UnownedMemory's device_id); enable(conf=...) without
+    an upstream configures with the environment's upstream."""
+    plug.reset()
+    state = fake_cupy(monkeypatch)
+    monkeypatch.setattr(sys.modules["cupy"].cuda.runtime, "getDevice", lambda: 1)
+    monkeypatch.setenv("CCALLOC_PLUG_UPSTREAM", "host:64M:2")
+    monkeypatch.delenv("CCALLOC_CONF", raising=False)
+    try:
+        ccalloc.cupy.enable(conf="max_reserved:32M")
+        mp = state["allocator"](4096)
+        assert mp.mem.device_id == 1
+        assert ccalloc.cupy.stats()["allocated_bytes"] == plug.stats(1)["allocated_bytes"] == 4096
+        assert plug.stats(0)["alloc_calls"] == 0
+        assert plug.allocator(1).config()["max_reserved"] == "32M"
+        del mp
+        gc.collect()
+        assert ccalloc.cupy.stats()["allocated_bytes"] == 0
+        assert ccalloc.cupy.empty_cache().bytes_still_reserved == 0
+    finally:
+        plug.reset()
+
+
+def test_numba_plugin_serves_its_contexts_device_and_takes_a_conf_alone(monkeypatch):
+    """The plugin allocates on its context's device; initialize() creates
+    that device's allocator, so a device the upstream lacks fails there, at
+    once (docstring); enable(conf=...) without an upstream configures with
+    the environment's."""
+    plug.reset()
+    state = fake_numba(monkeypatch, False)
+    monkeypatch.setenv("CCALLOC_PLUG_UPSTREAM", "host:64M:2")
+    monkeypatch.delenv("CCALLOC_CONF", raising=False)
+    try:
+        ccalloc.numba.enable(conf="max_reserved:32M")
+        m = state["manager"](context=types.SimpleNamespace(device=types.SimpleNamespace(id=1)))
+        m.initialize()
+        mp = m.memalloc(4096)
+        assert plug.stats(1)["allocated_bytes"] == 4096 and plug.stats(0)["alloc_calls"] == 0
+        assert plug.allocator(1).config()["max_reserved"] == "32M"
+        assert tuple(m.get_memory_info()) == plug.mem_info(1)
+        del mp
+        gc.collect()
+        assert plug.stats(1)["allocated_bytes"] == 0
+        far = state["manager"](context=types.SimpleNamespace(device=types.SimpleNamespace(id=2)))
+        with pytest.raises(ccalloc.InvalidArgumentError, match="simulated device 2 not in"):
+            far.initialize()
+    finally:
+        plug.reset()

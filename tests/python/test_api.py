@@ -334,7 +334,7 @@ def test_addresses_no_pointer_can_hold_are_refused(alloc):
     InvalidPointerError, and nothing changes."""
     p = alloc.alloc(4096)
     before = alloc.stats()
-    for bad in (p + (1 << 64), p - (1 << 64), 1 << 64, -1, 1.5, True, "0x1000"):
+    for bad in (p + (1 << 64), p - (1 << 64), 1 << 64, -1, 1.5, True, False, "0x1000"):
         with pytest.raises(ccalloc.InvalidPointerError):
             alloc.free(bad)
         with pytest.raises(ccalloc.InvalidPointerError):
@@ -464,6 +464,52 @@ def test_errors_survive_pickle_and_copy(alloc, status):
     assert str(back) == str(raised.value)
 
 
+def test_each_status_raises_the_class_that_names_it():
+    """error_class gives every cca_status the class whose docstring names it
+    ("CCA_ERR_IO: ..."), exported under its own name, and an unknown status
+    the base Error; the classes are also the built-in exceptions a caller may
+    catch instead (OutOfMemoryError a MemoryError, docs/python.md). The text
+    is the message then the status, or the status alone without a message."""
+    classes = [c for c in vars(_errors).values()
+               if isinstance(c, type) and issubclass(c, _errors.Error) and c is not _errors.Error]
+    named = {getattr(_errors, c.__doc__.split(":")[0][len("CCA_"):]): c for c in classes}
+    assert sorted(named) == list(range(1, 12))
+    for status, cls in named.items():
+        assert _errors.error_class(status) is cls, cls
+        assert getattr(ccalloc, cls.__name__) is cls
+    for unknown in (-1, 0, 12, 99):
+        assert _errors.error_class(unknown) is _errors.Error
+    for cls, builtin in ((ccalloc.OutOfMemoryError, MemoryError), (ccalloc.InvalidArgumentError, ValueError),
+                         (ccalloc.InvalidPointerError, ValueError), (ccalloc.ConfigError, ValueError),
+                         (ccalloc.WriteError, OSError)):
+        assert issubclass(cls, builtin), cls
+    e = ccalloc.UpstreamError(4, "CCA_ERR_UPSTREAM: upstream failure", "")
+    assert str(e) == "CCA_ERR_UPSTREAM: upstream failure"
+    e = ccalloc.UpstreamError(4, "CCA_ERR_UPSTREAM: upstream failure", "cca_trim: refused")
+    assert str(e) == "cca_trim: refused (CCA_ERR_UPSTREAM: upstream failure)"
+
+
+def test_the_package_exports_exactly_its_public_names():
+    """__all__ lists every public name of the package (`from ccalloc import *`
+    gets them all), and each is the object of the module that defines it,
+    not a stand-in: `except ccalloc.LibraryNotFoundError` catches the
+    loader's error and no other ImportError."""
+    import __future__
+    import types
+
+    from ccalloc import allocator
+
+    public = {n for n, v in vars(ccalloc).items()
+              if not n.startswith("_") and not isinstance(v, (types.ModuleType, __future__._Feature))}
+    assert sorted(ccalloc.__all__) == sorted(public)
+    for name in ccalloc.__all__:
+        home = next(m for m in (_errors, allocator, _lib) if hasattr(m, name)) if name != "library_path" else None
+        if home is not None:
+            assert getattr(ccalloc, name) is getattr(home, name), name
+    assert ccalloc.LibraryNotFoundError is _lib.LibraryNotFoundError
+    assert ccalloc.LibraryNotFoundError is not ImportError
+
+
 def test_out_of_memory_raises():
     with ccalloc.Allocator(capacity="8M", conf="log_oom:0") as a:
         keep = a.alloc(1000)
@@ -511,8 +557,9 @@ def test_cuda_device_without_gpu_raises_no_device():
 def test_close_with_live_blocks_raises_after_closing():
     a = ccalloc.Allocator(capacity="8M")
     a.alloc(4096)
-    with pytest.raises(ccalloc.LiveBlocksError):
+    with pytest.raises(ccalloc.LiveBlocksError) as e:
         a.close()
+    assert e.value.report is None  # a domain release's report only
     assert a.closed
     a.close()  # twice: nothing
     with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
@@ -647,6 +694,38 @@ def test_snapshots_and_config_work_under_any_temporary_directory(alloc, tmp_path
     alloc.free(p)
 
 
+def test_snapshots_and_config_close_the_files_they_write(alloc):
+    """snapshot(), config() and snapshot_torch() have C write a temporary
+    file through a FILE * of their own; it is closed before the file is read
+    and removed: no descriptor stays open, however often they are called."""
+    fds = "/proc/self/fd"
+    if not os.path.isdir(fds):
+        pytest.skip("no /proc/self/fd to count the open descriptors")
+    p = alloc.alloc(4096)
+    alloc.snapshot(), alloc.config(), alloc.snapshot_torch()  # whatever opens once, lazily, is open now
+    before = sorted(os.listdir(fds))
+    for _ in range(3):
+        assert alloc.snapshot()["stats"]["allocated_bytes"] == 4096
+        assert alloc.config()["policy"] == "growth"
+        assert alloc.snapshot_torch()["segments"][0]["allocated_size"] == 4096
+    assert sorted(os.listdir(fds)) == before
+    alloc.free(p)
+
+
+def test_trim_keeps_any_amount_c_can_hold(alloc):
+    """keep is a size_t: 4 GiB on a 256M device keeps everything cached
+    (it was once a C int, which wraps 2**32 to 0 and gives everything back)."""
+    p = alloc.alloc(3 * MiB)
+    alloc.free(p)
+    cached = alloc.stats()["reserved_bytes"]
+    assert cached > 0
+    for keep in (1 << 32, (1 << 32) + 512, (1 << 64) - 1):
+        r = alloc.trim(keep)
+        assert (r.bytes_released, r.segments_released, r.bytes_still_reserved) == (0, 0, cached)
+    assert alloc.empty_cache().bytes_released == cached
+    assert alloc.stats()["reserved_bytes"] == 0
+
+
 def test_snapshot_torch_has_pytorchs_structure_and_the_same_numbers(tmp_path):
     """Allocator.snapshot_torch: the same state as the JSON snapshot in the
     structure torch.cuda.memory._snapshot() returns, written to a file that
@@ -762,6 +841,32 @@ def test_domain_leak_raises_with_the_report(alloc):
 
 
 # ---- sleep and wake ------------------------------------------------------------------
+
+
+def test_a_leak_report_names_each_blocks_stream_and_counts_the_rest(alloc):
+    """A refused release lists each live block with the stream it was
+    allocated on (the handle as given); the message shows the first four
+    and says how many more there are, nothing more when all are shown."""
+    d = alloc.domain("streams")
+    ptrs = [d.alloc(4000, stream=0x5000 + i) for i in range(6)]
+    with pytest.raises(ccalloc.LiveBlocksError) as e:
+        d.release()
+    report = e.value.report
+    assert (report.live_blocks, report.live_bytes, report.bytes_released) == (6, 6 * 4096, 0)
+    assert sorted((b.ptr, b.size, b.requested, b.stream, b.pending) for b in report.leaks) == \
+        sorted((p, 4096, 4000, 0x5000 + i, False) for i, p in enumerate(ptrs))
+    shown = ", ".join(f"{b.ptr:#x}: 4096 bytes (requested 4000)" for b in report.leaks[:4])
+    assert e.value.message.endswith("; live: " + shown + " and 2 more (DomainReport.leaks in .report)")
+    for p in ptrs[1:]:
+        d.free(p)
+    with pytest.raises(ccalloc.LiveBlocksError) as e:
+        d.release()
+    assert e.value.message.endswith(f"; live: {ptrs[0]:#x}: 4096 bytes (requested 4000)")
+    assert [b.stream for b in e.value.report.leaks] == [0x5000]
+    d.free(ptrs[0])
+    assert d.destroy().live_blocks == 0
+    s = alloc.stats()
+    assert (s["allocated_bytes"], s["active_blocks"]) == (0, 0)
 
 
 def test_domain_sleep_keeps_the_bytes_at_the_same_addresses(alloc):
@@ -1442,3 +1547,170 @@ def test_vm_granularity_is_the_page_of_expandable_segments():
         ccalloc.Allocator(device=0, vm_granularity="8M").close()
     except ccalloc.NoDeviceError:
         pass
+
+
+def test_the_search_order_of_the_checkout_builds(monkeypatch, tmp_path):
+    """candidates(), as _lib's docstring orders them: build/ first, then every
+    other build*/ directory in name order (a file named build* is no build),
+    the bundled copy, the install prefixes, find_library last; with
+    CCALLOC_LIBRARY set, that alone. Outside a checkout (no
+    allocator/include/ccalloc.h three levels up) no checkout build is tried."""
+    import ctypes.util
+
+    monkeypatch.delenv("CCALLOC_LIBRARY", raising=False)
+    for d in ("build-b", "build", "build-a"):
+        (tmp_path / d / "allocator").mkdir(parents=True)
+    (tmp_path / "build-notes").write_text("")
+    monkeypatch.setattr(_lib, "_checkout_root", lambda: tmp_path)
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libccalloc.so.7" if name == "ccalloc" else None)
+    found = _lib.candidates()
+    builds = [(o, p) for o, p in found if o == "checkout build"]
+    assert builds == [("checkout build", str(tmp_path / d / "allocator" / n))
+                      for d in ("build", "build-a", "build-b") for n in ("libccalloc.so", "libccalloc.dylib")]
+    assert found[:len(builds) + 1] == builds + [("bundled with the package", str(_lib.bundled_path()))]
+    assert found[-1] == ("ctypes.util.find_library('ccalloc')", "libccalloc.so.7")
+    monkeypatch.setenv("CCALLOC_LIBRARY", "/x/libccalloc.so")
+    assert _lib.candidates() == [("CCALLOC_LIBRARY", "/x/libccalloc.so")]
+
+    monkeypatch.undo()
+    monkeypatch.setattr(_lib, "__file__", str(tmp_path / "lib" / "python3" / "ccalloc" / "_lib.py"))
+    assert _lib._checkout_root() is None
+    (tmp_path / "allocator" / "include").mkdir(parents=True)
+    (tmp_path / "allocator" / "include" / "ccalloc.h").write_text("")
+    monkeypatch.setattr(_lib, "__file__", str(tmp_path / "allocator" / "python" / "ccalloc" / "_lib.py"))
+    assert _lib._checkout_root() == tmp_path.resolve()
+
+
+def _elf(bits, phdrs, size, data=1, phentsize=None):
+    """A synthetic ELF file's bytes, `size` long: the header (class `bits`,
+    EI_DATA `data`: 1 little-, 2 big-endian) and the program headers
+    `phdrs` [(p_type, p_offset, p_filesz)] right after it."""
+    import struct
+
+    o = ">" if data == 2 else "<"
+    ident = b"\x7fELF" + bytes([2 if bits == 64 else 1, data, 1]) + bytes(9)
+    if bits == 64:
+        ent = 56
+        head = struct.pack(o + "16sHHIQQQIHHHHHH", ident, 3, 62, 1, 0, 64, 0, 0, 64,
+                           ent if phentsize is None else phentsize, len(phdrs), 0, 0, 0)
+        table = b"".join(struct.pack(o + "IIQQQQQQ", t, 5, off, 0, 0, filesz, filesz, 4096) for t, off, filesz in phdrs)
+    else:
+        ent = 32
+        head = struct.pack(o + "16sHHIIIIIHHHHHH", ident, 3, 3, 1, 0, 52, 0, 0, 52,
+                           ent if phentsize is None else phentsize, len(phdrs), 0, 0, 0)
+        table = b"".join(struct.pack(o + "IIIIIIII", t, off, 0, 0, filesz, filesz, 5, 4096) for t, off, filesz in phdrs)
+    out = head + table
+    return out + bytes(size - len(out))
+
+
+def test_a_library_is_truncated_only_short_of_its_last_loadable_segment(tmp_path):
+    """_truncated reads the program headers as dlopen maps them: the end of
+    the last PT_LOAD segment (not of another kind, PT_DYNAMIC here) is what
+    the file must reach; exactly that long is whole. ELF32 and big-endian
+    files are read with their own layout; a header that cannot be read
+    (EI_DATA neither 1 nor 2, program headers shorter than the layout) is
+    left to dlopen (None)."""
+    def cut(name, data):
+        p = tmp_path / name
+        p.write_bytes(data)
+        return _lib._truncated(str(p))
+
+    def why(size, need):
+        return f"truncated: {size} bytes, its ELF headers describe {need} (an interrupted build or copy?)"
+
+    segments = [(2, 0, 300), (1, 0, 5000)]  # PT_DYNAMIC, PT_LOAD
+    assert cut("whole.so", _elf(64, segments, 5000)) is None
+    assert cut("longer.so", _elf(64, segments, 5001)) is None
+    assert cut("short.so", _elf(64, segments, 4999)) == why(4999, 5000)
+    assert cut("big.so", _elf(64, segments, 4999, data=2)) == why(4999, 5000)
+    assert cut("elf32.so", _elf(32, [(1, 0, 3000)], 2999)) == why(2999, 3000)
+    assert cut("elf32-whole.so", _elf(32, [(1, 0, 3000)], 3000)) is None
+    assert cut("no-order.so", _elf(64, segments, 4999, data=0)) is None
+    assert cut("small-entries.so", _elf(64, segments, 4999, phentsize=8)) is None
+
+
+@pytest.mark.parametrize("marker", [b"__asan_init", b"__tsan_init", b"__ubsan_handle_add_overflow"])
+def test_a_sanitizer_build_in_the_search_is_skipped(monkeypatch, tmp_path, marker):
+    """A checkout build made with ASan, TSan or UBSan (it names their
+    runtime's entry points) is skipped with its reason, never loaded; named in
+    CCALLOC_LIBRARY, only ASan's missing runtime refuses it (dlopen decides:
+    here the file is no library at all)."""
+    so = tmp_path / "libccalloc.so"
+    so.write_bytes(b"not a library, but it names " + marker)
+    monkeypatch.setattr(_lib, "_loaded", None)
+    monkeypatch.setattr(_lib, "candidates", lambda: [("checkout build", str(so))])
+    with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+        _lib.load()
+    assert f"checkout build: {so}: built with a sanitizer" in str(e.value)
+    if marker != b"__asan_init":
+        monkeypatch.setattr(_lib, "candidates", lambda: [("CCALLOC_LIBRARY", str(so))])
+        with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+            _lib.load()
+        assert f"CCALLOC_LIBRARY: {so}: does not load" in str(e.value)
+
+
+def test_a_library_without_the_functions_is_not_this_version(monkeypatch):
+    """A file that loads but lacks a function the package declares (an older
+    build, another library) is passed over with its reason."""
+    import _ctypes
+
+    other = getattr(_ctypes, "__file__", None)
+    if not other:
+        pytest.skip("_ctypes is built into this Python: no other shared library to name")
+    monkeypatch.setattr(_lib, "_loaded", None)
+    monkeypatch.setattr(_lib, "candidates", lambda: [("checkout build", other)])
+    with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+        _lib.load()
+    assert f"checkout build: {other}: not this version of libccalloc" in str(e.value)
+
+
+def test_the_loaded_library_named_again_another_way_is_the_same(tmp_path, monkeypatch):
+    """load(path) compares the file, not the text: a symbolic link to the
+    loaded library, or its path relative to the working directory, is the
+    library in use, not a second one."""
+    good = ccalloc.library_path()
+    link = tmp_path / "libccalloc.so"
+    link.symlink_to(good)
+    assert _lib.load(str(link)) is _lib.load()
+    monkeypatch.chdir(os.path.dirname(good))
+    assert _lib.load(os.path.join(".", os.path.basename(good))) is _lib.load()
+    with ccalloc.Allocator(capacity="8M", library=str(link)) as a:
+        a.free(a.alloc(512))
+        assert a.stats()["allocated_bytes"] == 0
+
+
+_LOAD_BY_NAME = """
+import sys
+import ccalloc
+from ccalloc import _lib
+good = sys.argv[1]
+print("first:", _lib.load(good).path)
+try:
+    _lib.load("libccalloc-copy.so")
+except ccalloc.LibraryNotFoundError as e:
+    print("refused:", str(e))
+print("still:", _lib.load().path)
+"""
+
+
+def test_a_library_named_without_a_directory_is_refused_when_another_is_loaded(tmp_path):
+    """A name without a directory is found by the dynamic linker
+    (LD_LIBRARY_PATH here) and only then known: another file than the one
+    loaded is refused after all, and the first stays in use. In a subprocess."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import PACKAGE_DIR
+
+    good = ccalloc.library_path()
+    copy = tmp_path / "libccalloc-copy.so"
+    shutil.copyfile(good, copy)
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR), LD_LIBRARY_PATH=str(tmp_path))
+    env.pop("CCALLOC_LIBRARY", None)
+    r = subprocess.run([sys.executable, "-c", _LOAD_BY_NAME, good], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == [
+        f"first: {good}", f"refused: libccalloc is already loaded from {good}; cannot switch to {copy}",
+        f"still: {good}"], r.stdout

@@ -202,6 +202,8 @@ def test_blocks_nest_and_restore(torch_alloc):
         assert cur() is b
         b.__exit__(None, None, None)
         assert cur() is c
+        t_c = Tensor(torch_alloc, MiB)  # and c is the one PyTorch allocates in, not a
+        assert domain_of(t_c.ptr) == "c"
     assert cur() is None
     with pytest.raises(RuntimeError, match="without its __enter__"):
         a.__exit__(None, None, None)
@@ -210,6 +212,29 @@ def test_blocks_nest_and_restore(torch_alloc):
         with a:
             raise KeyError("x")
     assert cur() is None
+
+
+def test_a_generators_block_closed_inside_a_block_of_the_same_domain(torch_alloc):
+    """A generator holding a block of d, closed inside the caller's own block
+    of d (itself inside e): the generator's block is the one that ends (its
+    frame's), not the innermost of d, so the caller's block keeps d current
+    until it ends, then e, then the default."""
+    d, e = ccalloc.torch.domain("d"), ccalloc.torch.domain("e")
+
+    def holder():
+        with d:
+            yield
+
+    g = holder()
+    next(g)
+    with e:
+        with d:
+            g.close()
+            t_d = Tensor(torch_alloc, MiB)
+        t_e = Tensor(torch_alloc, MiB)
+    t_default = Tensor(torch_alloc, MiB)
+    assert [domain_of(t.ptr) for t in (t_d, t_e, t_default)] == ["d", "e", "default"]
+    assert ccalloc.torch.current_domain() is None
 
 
 def test_domain_of_another_device(torch_alloc):
@@ -458,9 +483,20 @@ def test_reset_inside_a_block(torch_alloc, monkeypatch):
         gc.collect()
         plug.reset()
         plug.configure(upstream="host:64M")
-        assert d.destroyed
+        assert d.destroyed and ccalloc.torch.current_domain() is None
         t = Tensor(torch_alloc, MiB)
     assert domain_of(t.ptr) == "default" and ccalloc.torch.current_domain() is None
+    # nested: the inner block's previous domain went with the reset too; neither block sets it again
+    with ccalloc.torch.domain("outer"):
+        with ccalloc.torch.domain("inner"):
+            del t
+            gc.collect()
+            plug.reset()
+            plug.configure(upstream="host:64M")
+            t = Tensor(torch_alloc, MiB)
+        assert ccalloc.torch.current_domain() is None
+        u = Tensor(torch_alloc, MiB)
+    assert (domain_of(t.ptr), domain_of(u.ptr)) == ("default", "default")
 
 
 def test_plug_alloc_follows_the_current_domain(host_plug):
@@ -473,6 +509,29 @@ def test_plug_alloc_follows_the_current_domain(host_plug):
     assert d.stats()["allocated_bytes"] == MiB
     plug.free(p)
     plug.free(q)
+
+
+def test_a_block_whose_previous_domain_is_gone_leaves_the_default(host_plug):
+    """The domain current before a block (set from C, cca_plug_set_domain, or
+    an Allocator.domain of the plug allocator) destroyed during the block:
+    leaving it makes the default domain current and says so
+    (InvalidArgumentError), unless the block ends with an exception of its
+    own, which is the one raised."""
+    lib = plug.library()
+    d = plug.domain("d")
+    for exc in (None, KeyError("the real problem")):
+        raw = plug.allocator(0).domain("raw")
+        assert lib.cca_plug_set_domain(0, raw.handle, None) == 0
+        with pytest.raises(type(exc) if exc else ccalloc.InvalidArgumentError,
+                           match="the real problem" if exc else "is not one of this allocator's"):
+            with d:
+                raw.destroy()
+                if exc:
+                    raise exc
+        p = plug.alloc(MiB)
+        assert domain_of(p) == "default" and d.stats()["allocated_bytes"] == 0
+        plug.free(p)
+    d.destroy()
 
 
 def test_cupy_domain(monkeypatch):

@@ -36,6 +36,11 @@ typedef struct ccrun_result {
     char *out, *err; /* what ccrun wrote on stdout and stderr */
 } ccrun_result;
 
+/* For the next run_ccrun: a device that keeps this many bytes at each
+ * unmap (tu_faulty.keep_per_unmap), from the start or from act 5's sleep. */
+static size_t keep_per_unmap;
+static bool keep_after_host_alloc;
+
 /* ccrun ARGS... on the simulated device of `capacity` bytes wrapped in f;
  * corrupt_in_at: the copy to the device to corrupt (0: none). */
 static ccrun_result run_ccrun(tu_faulty *f, size_t capacity, uint64_t corrupt_in_at, int argc, char **argv) {
@@ -43,6 +48,8 @@ static ccrun_result run_ccrun(tu_faulty *f, size_t capacity, uint64_t corrupt_in
     cca_upstream *u = tu_faulty_create(f, inner, "host", false);
     f->corrupt_in_at = corrupt_in_at;
     f->corrupt_byte = 2;
+    f->keep_per_unmap = keep_per_unmap;
+    f->keep_after_host_alloc = keep_after_host_alloc;
     ccrun_options o;
     cr_assert_eq(ccrun_parse_options(argc, argv, &o), 0, "the command line parses");
     o.upstream = u;
@@ -159,5 +166,38 @@ Test(ccrun_sleep, demo_act5_corrupted_wake_fails) {
     cr_expect_null(strstr(r.err, "did not run whole"), "every step ran: %s", r.err);
     cr_expect_not_null(strstr(r.err, "ccrun: after the errors every act's allocator holds 0 live bytes at its end\n"),
                        "%s", r.err);
+    result_free(&r);
+}
+
+/* The demo's checks against the device's own count fire: on a device that
+ * keeps 64 KiB at every unmap (its free count short of the baseline after
+ * a release or a sleep), act 3's releases and act 5's sleep say "!=" and
+ * the demo exits 1; where only act 5's sleep keeps memory, act 3 still says
+ * "==" and act 5 alone fails the demo. */
+#define ACT3 "\n3    device free after each of 3 releases     "
+#define ACT5 "\n5    A asleep (loaded, weights on the host)   "
+
+Test(ccrun_sleep, demo_fails_on_a_device_that_keeps_memory) {
+    tu_faulty f;
+    keep_per_unmap = 64 << 10;
+    ccrun_result r = run_ccrun(&f, 128 * MiB, 0, 6, demo_argv);
+    cr_expect_gt(f.kept, 0);
+    cr_expect_eq(r.rc, CCRUN_ERR_MODEL, "exit 1; stdout:\n%s\nstderr:\n%s", r.out, r.err);
+    cr_expect_not_null(strstr(r.out, ACT3 "!= baseline "), "act 3 says the device is short:\n%s", r.out);
+    cr_expect_not_null(strstr(r.out, ACT5 "device free != baseline "), "act 5 too:\n%s", r.out);
+    cr_expect_null(strstr(r.err, "did not run whole"), "every step ran: %s", r.err);
+    result_free(&r);
+}
+
+Test(ccrun_sleep, demo_act5_fails_when_its_sleep_does_not_give_all_back) {
+    tu_faulty f;
+    keep_per_unmap = 64 << 10;
+    keep_after_host_alloc = true;
+    ccrun_result r = run_ccrun(&f, 128 * MiB, 0, 6, demo_argv);
+    cr_expect_gt(f.kept, 0);
+    cr_expect_eq(r.rc, CCRUN_ERR_MODEL, "exit 1; stdout:\n%s\nstderr:\n%s", r.out, r.err);
+    cr_expect_not_null(strstr(r.out, ACT3 "== baseline "), "act 3 ran before any sleep:\n%s", r.out);
+    cr_expect_not_null(strstr(r.out, ACT5 "device free != baseline "), "act 5's sleep is short:\n%s", r.out);
+    cr_expect_not_null(strstr(r.out, WOKEN "bit-identical to before its sleep"), "A's outputs are intact:\n%s", r.out);
     result_free(&r);
 }

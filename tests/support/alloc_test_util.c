@@ -501,7 +501,10 @@ static cca_status faulty_mem_info(void *ctx, size_t *free_bytes, size_t *total_b
     f->mem_info_calls++;
     if (f->fail_mem_info)
         return cca_set_error(CCA_ERR_UPSTREAM, "%s: mem_info refused", f->name);
-    return cca_upstream_mem_info(f->inner, free_bytes, total_bytes);
+    cca_status st = cca_upstream_mem_info(f->inner, free_bytes, total_bytes);
+    if (st == CCA_OK && free_bytes) /* what the device kept is not free */
+        *free_bytes -= *free_bytes < f->kept ? *free_bytes : f->kept;
+    return st;
 }
 static cca_status faulty_sync(void *ctx) {
     tu_faulty *f = ctx;
@@ -576,6 +579,8 @@ static cca_status faulty_vm_unmap(void *ctx, void *addr, size_t size) {
     if (faulty_fails(f, TU_FAULT_UNMAP))
         return faulty_injected(f, TU_FAULT_UNMAP, CCA_ERR_UPSTREAM);
     cca_status st = faulty_count(f, TU_FAULT_UNMAP, cca_upstream_vm_unmap(f->inner, addr, size));
+    if (st == CCA_OK && f->keep_per_unmap && (!f->keep_after_host_alloc || f->ok[TU_FAULT_HOST_ALLOC] > 0))
+        f->kept += f->keep_per_unmap;
     if (st == CCA_OK && f->book)
         book_carve(f->book->maps, &f->book->nmaps, (uintptr_t)addr, (uintptr_t)addr + size,
                    cca_upstream_vm_backing(f->inner) == CCA_VM_WHOLE_MAPS);

@@ -190,7 +190,10 @@ void tu_upstream_free_leftovers(tu_upstream *t);
  * are counted in mem_info_calls (refused ones included), and mem_info
  * fails while fail_mem_info is set. tu_faulty_create_without_mem_info
  * makes a wrapper with no mem_info op at all (the allocator cannot ask the
- * device's size or free memory).
+ * device's size or free memory). A device that does not give all its
+ * memory back: with keep_per_unmap set, each granted vm_unmap (only once a
+ * host_alloc was granted, if keep_after_host_alloc) adds keep_per_unmap to
+ * `kept`, which mem_info then reports as not free (down to 0 free).
  *
  * Events (with_events; without them the allocator synchronizes instead) are
  * the wrapper's own numbered tokens, not the device's: one is complete when
@@ -241,6 +244,8 @@ typedef struct tu_faulty {
     bool hold_events, sync_keeps_events;
     uint64_t events_recorded, events_done, events_live;
     bool fail_mem_info;      /* mem_info refuses (CCA_ERR_UPSTREAM): the device's size is unknown */
+    size_t keep_per_unmap, kept; /* a device that keeps memory: each granted vm_unmap adds to kept */
+    bool keep_after_host_alloc;  /* ... only once a host_alloc was granted (a sleep) */
     uint64_t mem_info_calls; /* every mem_info call, refused ones included */
     cca_stream synced_streams[TU_FAULTY_ORDER]; /* tu_faulty_create_streams: each call's stream */
     uint64_t copies_in, corrupt_in_at, corrupted; /* host -> device copies; the one to corrupt; bytes inverted */

@@ -260,6 +260,15 @@ static int occurrences(const char *text, const char *what) {
     return n;
 }
 
+/* `file` holds one section with create_and_use's mark once: one
+ * allocator's recording, no other section after it. */
+static void expect_one_section(const char *file) {
+    char *text = read_file(file);
+    cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 1, "%s", text);
+    cr_assert_eq(occurrences(text, ",mark,0,0,0,0,m\n"), 1, "%s", text);
+    free(text);
+}
+
 /* A relative CCALLOC_TRACE is taken against the working directory of the
  * first opening, and the path is the process's from then on: an allocator
  * created after a chdir, or after CCALLOC_TRACE changed, appends its
@@ -364,12 +373,10 @@ static void exited_cleanly(pid_t pid) {
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-/* A file another process is recording to (a child forked before the
- * trace was opened, holding it open): the parent's allocator is not
- * tracing, and the one log line says why; the child's trace is left whole. */
-Test(trace_hostile, a_file_another_process_records_to_is_refused_with_the_reason) {
-    char file[96];
-    snprintf(file, sizeof file, "%s/held.csv", dir);
+/* CCALLOC_TRACE=file, and an allocator created and used (into *log) while
+ * a child forked before any allocator records to the file; the child
+ * ended cleanly afterwards. Its pid. */
+static pid_t use_while_a_child_records(const char *file, tu_log_capture *log) {
     cr_assert_eq(setenv("CCALLOC_TRACE", file, 1), 0);
     int opened[2], done[2];
     cr_assert_eq(pipe(opened), 0);
@@ -377,10 +384,20 @@ Test(trace_hostile, a_file_another_process_records_to_is_refused_with_the_reason
     pid_t pid = fork_recording_child(-1, opened[1], done[0]);
     char c = 'x';
     cr_assert_eq(read(opened[0], &c, 1), 1);
-    tu_log_capture log = {0};
-    create_and_use(file, &log);
+    create_and_use(file, log);
     cr_assert_eq(write(done[1], &c, 1), 1);
     exited_cleanly(pid);
+    return pid;
+}
+
+/* A file another process is recording to (a child forked before the
+ * trace was opened, holding it open): the parent's allocator is not
+ * tracing, and the one log line says why; the child's trace is left whole. */
+Test(trace_hostile, a_file_another_process_records_to_is_refused_with_the_reason) {
+    char file[96];
+    snprintf(file, sizeof file, "%s/held.csv", dir);
+    tu_log_capture log = {0};
+    (void)use_while_a_child_records(file, &log);
     cr_assert_eq(log.lines, 1);
     cr_assert(strstr(log.last, "not tracing") && strstr(log.last, "another process is recording to it") &&
                   strstr(log.last, file),
@@ -472,10 +489,7 @@ Test(trace_hostile, a_later_section_the_system_refuses_stops_the_recording) {
               log.last);
     create_and_use(file, &log);
     cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
-    char *text = read_file(file);
-    cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 1, "%s", text);
-    cr_assert_eq(occurrences(text, ",mark,0,0,0,0,m\n"), 1, "%s", text);
-    free(text);
+    expect_one_section(file);
 }
 
 /* The same at the first opening: the allocator the system refused is not
@@ -505,17 +519,8 @@ Test(trace_hostile, a_first_opening_the_system_refuses_stops_the_recording) {
 Test(trace_hostile, a_file_another_process_held_at_the_opening_is_never_emptied_later) {
     char file[96];
     snprintf(file, sizeof file, "%s/held-later.csv", dir);
-    cr_assert_eq(setenv("CCALLOC_TRACE", file, 1), 0);
-    int opened[2], done[2];
-    cr_assert_eq(pipe(opened), 0);
-    cr_assert_eq(pipe(done), 0);
-    pid_t pid = fork_recording_child(-1, opened[1], done[0]);
-    char c = 'x';
-    cr_assert_eq(read(opened[0], &c, 1), 1);
     tu_log_capture log = {0};
-    create_and_use(file, &log); /* refused: the child holds the file */
-    cr_assert_eq(write(done[1], &c, 1), 1);
-    exited_cleanly(pid);
+    pid_t pid = use_while_a_child_records(file, &log); /* refused: the child holds the file */
     cr_assert_eq(log.lines, 1, "%s", log.last);
     create_and_use(file, &log); /* the child is gone, its trace stays */
     cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
@@ -730,10 +735,7 @@ Test(trace_hostile, a_close_that_fails_stops_the_recording) {
     tu_log_capture later = {0};
     create_and_use(file, &later);
     cr_assert_eq(later.lines, 0, "%s", later.last);
-    char *text = read_file(file);
-    cr_assert_eq(occurrences(text, "seq,op,id,size,stream,domain,name\n"), 1, "%s", text);
-    cr_assert_eq(occurrences(text, ",mark,0,0,0,0,m\n"), 1, "%s", text);
-    free(text);
+    expect_one_section(file);
 }
 
 /* ---- %p: a trace per process ---------------------------------------------- */

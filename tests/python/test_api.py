@@ -1714,3 +1714,41 @@ def test_a_library_named_without_a_directory_is_refused_when_another_is_loaded(t
     assert r.stdout.splitlines() == [
         f"first: {good}", f"refused: libccalloc is already loaded from {good}; cannot switch to {copy}",
         f"still: {good}"], r.stdout
+
+
+# A library named without a directory is known by the file the loader took.
+# Another file whose name starts with the same name (a versioned copy,
+# another package's) mapped below it must not be taken for it: the decoy
+# here is mapped at a low address, so it comes first in /proc/self/maps.
+_LOAD_BY_NAME_DECOY = """
+import ctypes, mmap, os, sys
+from ccalloc import _lib
+libc = ctypes.CDLL(None)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+fd = os.open(sys.argv[1], os.O_RDONLY)
+at = libc.mmap(1 << 33, 4096, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
+with open("/proc/self/maps") as maps:
+    print("decoy first:", next(line for line in maps if "libccalloc" in line).rstrip().endswith(sys.argv[1]))
+print("loaded:", _lib.load("libccalloc-copy.so").path)
+"""
+
+
+def test_a_library_named_without_a_directory_is_the_file_the_loader_took(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import PACKAGE_DIR
+
+    copy = tmp_path / "lib" / "libccalloc-copy.so"
+    copy.parent.mkdir()
+    shutil.copyfile(ccalloc.library_path(), copy)
+    decoy = tmp_path / "libccalloc-copy.so.0.1.0"
+    decoy.write_bytes(b"\0" * 4096)
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_DIR), LD_LIBRARY_PATH=str(copy.parent))
+    env.pop("CCALLOC_LIBRARY", None)
+    r = subprocess.run([sys.executable, "-c", _LOAD_BY_NAME_DECOY, str(decoy)], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["decoy first: True", f"loaded: {copy}"], r.stdout

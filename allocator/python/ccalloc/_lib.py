@@ -572,13 +572,23 @@ def _truncated(path: str) -> Optional[str]:
     return f"truncated: {size} bytes, its ELF headers describe {need} (an interrupted build or copy?)"
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", c_char_p), ("dli_fbase", c_void_p), ("dli_sname", c_char_p), ("dli_saddr", c_void_p)]
+
+
 def _dll_path(dll: ctypes.CDLL, name: str) -> str:
-    """The file a library found by name was loaded from (Linux: /proc/self/maps)."""
+    """The file a library found by name was loaded from: the loader's own
+    answer (dladdr of one of its functions), resolved to the real file. Not
+    a search of /proc/self/maps for the name, which another file whose name
+    starts with it can match first, and which needs a descriptor. ``name``
+    when the loader cannot say."""
     try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                if line.rstrip().endswith(name) or ("/" + name) in line:
-                    return line.split(None, 5)[-1].strip()
-    except OSError:
+        dladdr = _libc.dladdr
+        dladdr.restype = c_int
+        dladdr.argtypes = [c_void_p, ctypes.POINTER(_DlInfo)]
+        info = _DlInfo()
+        if dladdr(ctypes.cast(dll.cca_create, c_void_p), ctypes.byref(info)) and info.dli_fname:
+            return os.path.realpath(os.fsdecode(info.dli_fname))
+    except AttributeError:  # no dladdr in this libc, or no cca_create: Library() will say which
         pass
     return name

@@ -1346,9 +1346,14 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * recording to (one CCALLOC_TRACE in two processes: it holds a lock on the
  * file while it is open; a device such as /dev/null is shared, never
  * locked) and a FIFO that no process reads are refused when an allocator
- * opens them (the first, or the first of a later section; logged, not
- * tracing); a file another process wrote to between two sections stops
- * the recording (logged; that trace is left whole); a pipe whose reader
+ * opens them (the first, or the first of a later section), as is an
+ * opening the system refuses (no descriptor left, a directory): logged
+ * once, and the recording stops for the process as after a failed write
+ * (no later allocator opens the file: a trace never reads as whole with a
+ * section missing, and a file another process held is never emptied once
+ * it lets go); the file's descriptor is never 0, 1 or 2, even in a
+ * program that closed them; a file another process wrote to between two
+ * sections stops the recording (logged; that trace is left whole); a pipe whose reader
  * goes away raises SIGPIPE at the next write unless the program ignores it
  * (then the write fails and is said as above).
  * Errors: CCA_ERR_INVALID_ARGUMENT for a name that is not 1..CCA_MARK_MAX

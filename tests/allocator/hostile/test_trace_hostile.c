@@ -467,6 +467,22 @@ static void free_fds(fd_fill *f) {
     cr_assert_eq(setrlimit(RLIMIT_NOFILE, &f->old), 0);
 }
 
+/* An allocator created while every descriptor is taken: its opening of
+ * `file` is refused, logged once (EMFILE, the file named) into *log, which
+ * held no line; then, descriptors free again, a later allocator records
+ * and says nothing. */
+static void refused_then_silent(const char *file, tu_log_capture *log) {
+    fd_fill fill;
+    fill_fds(&fill);
+    create_and_use(file, log);
+    free_fds(&fill);
+    cr_assert_eq(log->lines, 1, "%s", log->last);
+    cr_assert(strstr(log->last, "not tracing") && strstr(log->last, strerror(EMFILE)) && strstr(log->last, file), "%s",
+              log->last);
+    create_and_use(file, log);
+    cr_assert_eq(log->lines, 1, "nothing more: %s", log->last);
+}
+
 /* An opening the system refuses (EMFILE: every descriptor taken) is said
  * once, naming the reason, and stops the recording as a failed write does:
  * an allocator created once descriptors are free again records nothing
@@ -480,15 +496,7 @@ Test(trace_hostile, a_later_section_the_system_refuses_stops_the_recording) {
     tu_log_capture log = {0};
     create_and_use(file, &log); /* the first section, closed */
     cr_assert_eq(log.lines, 0, "%s", log.last);
-    fd_fill fill;
-    fill_fds(&fill);
-    create_and_use(file, &log); /* refused: no descriptor */
-    free_fds(&fill);
-    cr_assert_eq(log.lines, 1, "%s", log.last);
-    cr_assert(strstr(log.last, "not tracing") && strstr(log.last, strerror(EMFILE)) && strstr(log.last, file), "%s",
-              log.last);
-    create_and_use(file, &log);
-    cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
+    refused_then_silent(file, &log);
     expect_one_section(file);
 }
 
@@ -499,15 +507,7 @@ Test(trace_hostile, a_first_opening_the_system_refuses_stops_the_recording) {
     char file[96];
     snprintf(file, sizeof file, "%s/nofile-first.csv", dir);
     tu_log_capture log = {0};
-    fd_fill fill;
-    fill_fds(&fill);
-    create_and_use(file, &log);
-    free_fds(&fill);
-    cr_assert_eq(log.lines, 1, "%s", log.last);
-    cr_assert(strstr(log.last, "not tracing") && strstr(log.last, strerror(EMFILE)) && strstr(log.last, file), "%s",
-              log.last);
-    create_and_use(file, &log);
-    cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
+    refused_then_silent(file, &log);
     struct stat st;
     cr_assert(stat(file, &st) != 0 && errno == ENOENT, "a trace was started after the refused allocator");
 }

@@ -957,7 +957,8 @@ static ccai_broken pages_check(const ccai_segment *s) {
      * pages has ranges of billions of pages, walked after every call at
      * CCA_DEBUG=2) */
     for (size_t w = 0, used = (s->pages_hi + 63) / 64; w < used; w++)
-        count += (size_t)__builtin_popcountll(s->mapped[w]);
+        if (s->mapped[w]) /* without -mpopcnt, a call into libgcc per word */
+            count += (size_t)__builtin_popcountll(s->mapped[w]);
     if (s->npages % 64 && (s->mapped[words - 1] >> (s->npages % 64)))
         return ccai_broke(CCAI_INV_MAPPED, "a page beyond the segment's end is marked mapped");
     if (count != s->mapped_pages)

@@ -211,14 +211,14 @@ static int parse_sidecar(char *text, char **arch, size_t *batch, size_t *peak, c
             return 0;
         }
         if (*seen) {
-            snprintf(why, wn, "line %zu: '%s' given twice", line_no, key);
+            snprintf(why, wn, "line %zu: '%.32s' given twice", line_no, key);
             return 0;
         }
         *seen = 1;
         if (seen == &seen_arch) {
             *arch = sp + 1;
         } else if (!parse_number(value, seen == &seen_batch ? batch : peak)) {
-            snprintf(why, wn, "line %zu: '%s' is not a number", line_no, key);
+            snprintf(why, wn, "line %zu: '%.32s' is not a number", line_no, key);
             return 0;
         }
     }

@@ -278,7 +278,7 @@ static void world_make(world *w, const char *name, uint64_t seed, size_t capacit
     w->a = tu_allocator(w->u, conf);
     w->d[0].exists = true;
     for (int i = 1; i < ND && !w->greedy; i++) {
-        char nm[8];
+        char nm[16];
         snprintf(nm, sizeof nm, "d%d", i);
         cr_assert_eq(cca_domain_create(w->a, nm, &w->d[i].h), CCA_OK, "%s", cca_last_error());
         w->d[i].exists = true;
@@ -475,7 +475,7 @@ static void op_release(world *w, uint64_t *r, bool destroy) {
 static void op_create(world *w) {
     for (int i = 1; i < ND && !w->greedy; i++)
         if (!w->d[i].exists) {
-            char nm[8];
+            char nm[16];
             snprintf(nm, sizeof nm, "d%d", i);
             cca_status st = cca_domain_create(w->a, nm, &w->d[i].h);
             cr_assert_eq(st, CCA_OK, WHERE "%s", AT, cca_last_error());

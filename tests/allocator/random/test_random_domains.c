@@ -221,7 +221,7 @@ static void check_world(world *w) {
     cr_assert_eq(st, CCA_OK, WHERE(w) ": invariants: %s", WARGS(w), cca_last_error());
     cr_assert_eq(w->x.stray, 0, WHERE(w) ": the upstream granted memory to a call that serves no domain", WARGS(w));
     cca_stats s = tu_stats(w->a);
-    char name[96];
+    char name[CCA_DOMAIN_NAME_MAX + 64]; /* "domain %d 'NAME' field" */
     for (int k = 0; k < ND; k++) {
         const mdom *m = &w->D[k];
         if (!m->exists) {

@@ -7,19 +7,29 @@
 #      the baseline vector code are tested too), and
 #      the allocator's threaded stress program under ThreadSanitizer;
 #   3. the installed package consumed by an outside project (CMake + pkg-config);
-#   4. short libFuzzer runs of every input parser (scripts/fuzz.sh): the model
-#      loader, the spec and sidecar texts, the JSON and pickle writers,
-#      CCALLOC_CONF, ccbench's traces,
-#      and the allocator's API action by action against a model.
+#   4. short libFuzzer runs of every input parser (scripts/fuzz.sh), two side
+#      by side: the model loader, the spec and sidecar texts, the JSON and
+#      pickle writers, CCALLOC_CONF, ccbench's traces, and the allocator's
+#      API action by action against a model.
+# Each stage's wall time is printed at the end: CI allows 25 minutes in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# each stage's wall time, printed at the end (CI's budget is 25 minutes)
+times="stage seconds:" start=$SECONDS
+stage() {
+  times="$times
+$1: $((SECONDS - start))"
+  start=$SECONDS
+}
 scripts/deps.sh
+stage "dependencies"
 
 echo "== 1/4 build + tests =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs")
+stage "1/4 build + tests"
 
 echo "== 2/4 sanitizers (ASan + UBSan, host build) =="
 # also the build without OpenBLAS (the host GEMM is then the built-in blocked
@@ -31,11 +41,13 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCA_SANITIZE=ON -DCCA_DEBUG=
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
    ctest --output-on-failure -j"$jobs")
+stage "2/4 sanitizers"
 
 echo "== 2b ThreadSanitizer (allocator, threaded stress) =="
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCA_TSAN=ON -DCCA_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-tsan --target tsan_programs -j"$jobs"
-(cd build-tsan && ctest --output-on-failure)
+(cd build-tsan && ctest --output-on-failure -j"$jobs")
+stage "2b ThreadSanitizer"
 
 echo "== 3/4 installed package =="
 rm -rf build-install
@@ -49,11 +61,16 @@ PKG_CONFIG_PATH="$PWD/build-install/prefix/lib/pkgconfig" \
   -Wl,-rpath,"$PWD/build-install/prefix/lib"
 build-install/consumer-pc
 echo "installed package: CMake and pkg-config consumers built and ran"
+stage "3/4 installed package"
 
 echo "== 4/4 fuzzing =="
-scripts/fuzz.sh loader 30   # the safetensors loader under libFuzzer, 30 s
-scripts/fuzz.sh api 30      # the allocator's API, action by action against a model, 30 s
-for target in text json config trace; do # spec + sidecar, JSON/pickle writers, CCALLOC_CONF, traces: 20 s each
-  scripts/fuzz.sh "$target" 20
-done
+# two side by side (one per core): the safetensors loader and the allocator's
+# API action by action against a model, 30 s; then spec + sidecar with the
+# JSON/pickle writers, CCALLOC_CONF with ccbench's traces, 20 s each pair
+scripts/fuzz.sh loader,api 30
+scripts/fuzz.sh text,json 20
+scripts/fuzz.sh config,trace 20
+stage "4/4 fuzzing"
 echo "all test stages passed"
+echo "$times" | sed 's/^/  /'
+

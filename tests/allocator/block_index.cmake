@@ -1,9 +1,9 @@
 # the free index (core/free_index.c, version 2) is internal: the test includes allocator/src/core/internal.h.
-cca_add_test(NAME test_block_index SOURCES allocator/unit/test_block_index.c LIBS ccalloc_static LABEL cpu)
+cca_add_test(NAME test_block_index SOURCES allocator/unit/test_block_index.c support/alloc_test_util.c
+  LIBS ccalloc_static LABEL cpu)
 target_include_directories(test_block_index PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 # The suite makes tree-node allocation fail: the library's aligned_alloc
 # calls reach __wrap_aligned_alloc in the test.
-target_sources(test_block_index PRIVATE support/alloc_test_util.c)
 target_link_options(test_block_index PRIVATE -Wl,--wrap=aligned_alloc)
 
 # The deferred removal (the ghost) freed into the recent slot, then merged away by its predecessor's free.

@@ -34,6 +34,9 @@ if(TARGET ccr)
   target_include_directories(test_runtime_gpu PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
 
   add_test(NAME test_ccrun COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_ccrun.sh $<TARGET_FILE:ccrun>)
-  set_tests_properties(test_ccrun PROPERTIES LABELS cpu TIMEOUT 300
+  # COST: started first by a parallel ctest of a fresh build (one without
+  # costs recorded), not last: about 50 s, the longest suite of CI's stage 1,
+  # which ran alone at its end
+  set_tests_properties(test_ccrun PROPERTIES LABELS cpu TIMEOUT 300 COST 50
     ENVIRONMENT "CCA_SOURCE_DIR=${PROJECT_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=1")
 endif()

@@ -32,7 +32,8 @@ stage "1/4 build + tests"
 
 echo "== 2/4 sanitizers (ASan + UBSan, host build) =="
 # also the build without AVX2 clones (the baseline vector code runs, whatever
-# the CPU); the host GEMM is OpenBLAS, as in stage 1: the kernel suite runs the
+# the CPU); the host GEMM is OpenBLAS, as in stage 1 (ON explicitly: a build-asan
+# configured by an older script keeps OFF in its cache): the kernel suite runs the
 # built-in blocked loop directly (cck_dense_host_blocked), and the fuzz build
 # of stage 4 is the configuration without OpenBLAS (the loader's fuzzer runs
 # models through the loop). With the loop behind every engine suite this
@@ -40,7 +41,7 @@ echo "== 2/4 sanitizers (ASan + UBSan, host build) =="
 # The allocator at assertion level 2: every public call ends with the full
 # invariant walk (CCA_DEBUG, allocator/src/core/internal.h)
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCA_SANITIZE=ON -DCCA_DEBUG=2 -DCCA_ENABLE_CUDA=OFF -DCCA_BUILD_BENCH=ON \
-  -DCCK_VECTOR_CLONES=OFF >/dev/null
+  -DCCK_USE_OPENBLAS=ON -DCCK_VECTOR_CLONES=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 # the longest suites first, by what each took in stage 1 (CTest starts tests
 # in descending cost; a fresh build has no costs, and its long suites, run

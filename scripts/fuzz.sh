@@ -59,7 +59,13 @@ target() {
     esac
 }
 
-# every target named, checked before anything is built
+# every target named, and the seconds, checked before anything is built
+case $TARGETS in
+,* | *, | *,,*) echo "scripts/fuzz.sh: an empty target name in '$TARGETS'" >&2; exit 2 ;;
+esac
+case $SECONDS_TO_RUN in
+'' | *[!0-9]* | 0) echo "scripts/fuzz.sh: SECONDS must be a whole number above 0, not '$SECONDS_TO_RUN'" >&2; exit 2 ;;
+esac
 LIST=$(echo "$TARGETS" | tr , ' ')
 BINS=
 for t in $LIST; do

@@ -102,9 +102,12 @@ static void release(demo *d, ccr_engine *e, ccr_release_info *r) {
         step_failed(d, "release failed: ");
 }
 
-/* The end of an act's engine: what its allocator still holds live (0, or a
- * bug said at the end of the demo), then destroy. */
+/* The end of an act's engine: a trace the allocator could not write
+ * (CCALLOC_TRACE) is a failed step; what its allocator still holds live (0,
+ * or a bug said at the end of the demo); then destroy. */
 static void close_act(demo *d, ccr_engine *e) {
+    if (ccr_engine_trace_status(e) != CCR_OK)
+        step_failed(d, "");
     cca_stats s;
     cca_get_stats(ccr_engine_allocator(e), &s);
     d->live_at_end += s.allocated_bytes;

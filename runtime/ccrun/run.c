@@ -13,6 +13,9 @@
  * - A resident or woken model's outputs are hashed (FNV-1a over every
  *   output byte) and compared with its first run: a different hash is
  *   CHANGED in its row and an error (exit 1) naming both hashes.
+ * - A trace the allocator could not write (CCALLOC_TRACE, found at a phase
+ *   mark: ccr_engine_trace_status) is an output that failed: exit 1, as
+ *   for --timeline.
  * - The device is --device's, or ccrun_options.upstream when a test gives
  *   one (borrowed: the engine does not destroy it).
  */
@@ -359,6 +362,10 @@ static int finish(run_state *rs, int rc) {
         if (s.allocated_bytes != 0) {
             ccrun_say("BUG: %zu bytes of device memory still allocated at exit", s.allocated_bytes);
             rc = CCRUN_ERR_LEAK;
+        }
+        if (ccr_engine_trace_status(rs->e) != CCR_OK) { /* CCALLOC_TRACE: an output, as --timeline */
+            ccrun_say("error: %s", ccr_last_error());
+            rc = ccrun_output_failed(rc);
         }
     } else if (rc != CCRUN_OK && !o->json) { /* the message came from open_engine */
         ccrun_say("after the error the allocator holds 0 live bytes (none was created)");

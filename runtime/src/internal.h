@@ -75,6 +75,9 @@ struct ccr_engine {
     size_t n_foot, cap_foot;
     cca_domain **orphans; /* domains an unload could not destroy (leaks): model.c */
     size_t n_orphans, cap_orphans;
+    /* the allocator's message at the first mark that found the CCALLOC_TRACE
+     * recording stopped (timeline.c); "" while it is whole or not tracing */
+    char trace_error[1024];
 };
 
 /* ---- device.c ----------------------------------------------------------- */

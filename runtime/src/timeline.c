@@ -8,8 +8,9 @@
  *
  * Rules:
  * - Owns: the timeline file (ccr_timeline_open/close), its rows
- *   (ccr_timeline_event) and the engine's phase marks (ccr_engine_mark,
- *   ccr_engine_mark_tag).
+ *   (ccr_timeline_event), the engine's phase marks (ccr_engine_mark,
+ *   ccr_engine_mark_tag) and what they found of the trace
+ *   (ccr_engine_trace_status).
  * - A row follows every cca_alloc / cca_free the engine makes (device.c)
  *   and every phase change (create, load, run, unload, release, ...), with
  *   the allocator's stats and the device's free bytes taken right then.
@@ -20,6 +21,10 @@
  *   at each. In the trace a character a mark cannot hold becomes '_' and a
  *   mark keeps its first CCA_MARK_MAX characters (the trace format's
  *   limit); the timeline and messages have the name whole.
+ * - A mark that finds the trace's recording stopped (cca_trace_mark's
+ *   CCA_ERR_IO: a write failed) keeps the allocator's message, the first
+ *   only, for ccr_engine_trace_status: the engine goes on (recording calls
+ *   cannot fail for the trace), its user decides.
  * - A row that cannot be written (a full disk) does not stop the engine:
  *   the first failure's errno is kept, later rows are still tried, and
  *   ccr_timeline_close, which flushes the rest, returns CCR_ERR_IO naming
@@ -137,9 +142,17 @@ void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, co
         for (char *c = mark; *c; c++)
             if (*c < 0x20 || *c > 0x7e || *c == ',' || *c == '"')
                 *c = '_';
-        if (*mark)
-            cca_trace_mark(e->alloc, mark);
+        if (*mark && cca_trace_mark(e->alloc, mark) == CCA_ERR_IO && !e->trace_error[0])
+            snprintf(e->trace_error, sizeof e->trace_error, "%s", cca_last_error());
     }
+}
+
+ccr_status ccr_engine_trace_status(const ccr_engine *e) {
+    if (!e)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine is NULL");
+    if (e->trace_error[0])
+        return ccr_fail(CCR_ERR_IO, "CCALLOC_TRACE: %s", e->trace_error);
+    return CCR_OK;
 }
 
 void ccr_engine_mark(ccr_engine *e, const char *phase, const char *model) {

@@ -617,30 +617,31 @@ full "--demo on a full standard output: exit 1 with the reason" "ccrun: standard
     --demo --device host --capacity 192M --iters 1
 # An allocator trace that could not be written (CCALLOC_TRACE on a full
 # device) is an output that failed, as --timeline is: exit 1 with the
-# allocator's message, whatever the run (a table, --json, --sleep); the
-# demo's case shares its run with --timeline's (a demo takes seconds).
-traced_full() { # traced_full DESCRIPTION WORDS... -- ARGS...: CCALLOC_TRACE=/dev/full, exit 1, each WORDS in stderr
+# allocator's message, whatever the run (a table, --json, --sleep); in the
+# demo a failed step under the act (its run shared with --timeline's: a
+# demo takes seconds).
+traced_full() { # traced_full DESCRIPTION WORDS... -- ARGS...: CCALLOC_TRACE=/dev/full, exit 1, each WORDS said
     desc=$1; shift
     n=$((n + 1))
     words=
     while [ "$1" != -- ]; do words="$words
 $1"; shift; done
     shift
-    CCALLOC_TRACE=/dev/full "$CCRUN" "$@" >/dev/null 2>"$TMP/te"
+    CCALLOC_TRACE=/dev/full "$CCRUN" "$@" >"$TMP/to" 2>"$TMP/te"
     rc=$?
-    missing=$(printf '%s\n' "$words" | while IFS= read -r w; do [ -z "$w" ] || grep -qF -- "$w" "$TMP/te" || echo "$w"; done)
+    missing=$(printf '%s\n' "$words" | while IFS= read -r w; do [ -z "$w" ] || cat "$TMP/to" "$TMP/te" | grep -qF -- "$w" || echo "$w"; done)
     if [ "$rc" -eq 1 ] && [ -z "$missing" ]; then echo "ok: $desc"; else
-        echo "FAIL: $desc: exit $rc, want 1 and in stderr: $missing"; cat "$TMP/te"; fails=$((fails + 1)); fi
+        echo "FAIL: $desc: exit $rc, want 1 and said: $missing"; cat "$TMP/te"; fails=$((fails + 1)); fi
 }
-TRACE_FULL="error: CCALLOC_TRACE: cca_trace_mark: writing the trace failed, the recording is incomplete: '/dev/full'"
-traced_full "CCALLOC_TRACE on a full device: exit 1 with the reason" "ccrun: $TRACE_FULL" -- \
+TRACE_FULL="CCALLOC_TRACE: cca_trace_mark: writing the trace failed, the recording is incomplete: '/dev/full'"
+traced_full "CCALLOC_TRACE on a full device: exit 1 with the reason" "ccrun: error: $TRACE_FULL" -- \
     --device host 'mlp:8x8'
-traced_full "CCALLOC_TRACE on a full device with --json: exit 1 with the reason" "ccrun: $TRACE_FULL" -- \
+traced_full "CCALLOC_TRACE on a full device with --json: exit 1 with the reason" "ccrun: error: $TRACE_FULL" -- \
     --device host --json 'mlp:8x8'
-traced_full "CCALLOC_TRACE on a full device with --sleep: exit 1 with the reason" "ccrun: $TRACE_FULL" -- \
+traced_full "CCALLOC_TRACE on a full device with --sleep: exit 1 with the reason" "ccrun: error: $TRACE_FULL" -- \
     --device host --sleep 'mlp:8x8' 'mlp:8x4' 'mlp:8x8'
 traced_full "--demo with --timeline and CCALLOC_TRACE on full devices: exit 1 naming both" \
-    "ccrun: error: --timeline /dev/full: $NOSPACE" "1 step(s) failed (the last: CCALLOC_TRACE: cca_trace_mark" -- \
+    "ccrun: error: --timeline /dev/full: $NOSPACE" "          -> $TRACE_FULL" -- \
     --demo --device host --capacity 192M --iters 1 --timeline /dev/full
 
 # Standard output closed (>&-): a run that prints nothing there is not a

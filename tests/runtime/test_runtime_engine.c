@@ -14,7 +14,9 @@
  *   - spec strings parse strictly, their limits exact; timelines balance
  *     alloc/free rows (a free row gives the block's bytes, a run's phase row
  *     its batch, t_ms counts from the open, a model name stays one CSV
- *     field), and one that could not be written says so at close;
+ *     field), and one that could not be written says so at close; a
+ *     CCALLOC_TRACE recording that could not be written is the engine's
+ *     CCR_ERR_IO from the first mark that found it on;
  *   - device options the simulated device cannot take are refused by name;
  *     max_reserved above the device's total is not the limit;
  *   - a batch the device can never hold is refused before anything moves:
@@ -660,6 +662,63 @@ Test(runtime_engine, timeline_write_failure_is_reported_at_close) {
     cr_expect_eq(ccr_timeline_close(timeline_of_run("/dev/full", NULL)), CCR_ERR_IO);
     cr_expect_str_eq(ccr_last_error(), "/dev/full: write failed: No space left on device");
     cr_expect_eq(ccr_timeline_close(NULL), CCR_OK);
+}
+
+/* The trace's state as the marks found it: CCR_OK while not tracing or
+ * written whole; from the first mark that found the recording stopped (a
+ * full device: the engine's "create" mark) CCR_ERR_IO with the allocator's
+ * message, and the engine keeps working; NULL is refused. Each test runs
+ * in its own process, so CCALLOC_TRACE is its own: one trace per process,
+ * its path fixed at the first opening, hence two tests. */
+static void load_and_unload(ccr_engine *e) {
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:8x8", &m), CCR_OK, "%s", ccr_last_error());
+    run_once(m, 2);
+    ccr_model_unload(m);
+}
+
+Test(runtime_engine, a_trace_written_whole_is_no_error) {
+    cr_expect_eq(ccr_engine_trace_status(NULL), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "engine is NULL");
+    unsetenv("CCALLOC_TRACE");
+    ccr_engine *e = host_engine(16 * MiB, "");
+    load_and_unload(e);
+    cr_expect_eq(ccr_engine_trace_status(e), CCR_OK, "not tracing");
+    ccr_engine_destroy(e);
+
+    char path[] = "/tmp/ccr_trace_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    setenv("CCALLOC_TRACE", path, 1);
+    e = host_engine(16 * MiB, "");
+    load_and_unload(e);
+    cr_expect_eq(ccr_engine_trace_status(e), CCR_OK, "a trace written whole: %s", ccr_last_error());
+    ccr_engine_destroy(e);
+    unsetenv("CCALLOC_TRACE");
+    FILE *f = fopen(path, "r");
+    char line[256];
+    size_t marks = 0;
+    while (f && fgets(line, sizeof line, f))
+        marks += strstr(line, ",mark,") != NULL;
+    cr_expect_gt(marks, 0, "the engine's phases are in the trace");
+    if (f)
+        fclose(f);
+    unlink(path);
+}
+
+Test(runtime_engine, a_trace_that_could_not_be_written_is_the_engines_error) {
+    setenv("CCALLOC_TRACE", "/dev/full", 1);
+    ccr_engine *e = host_engine(16 * MiB, "");
+    const char *want = "CCALLOC_TRACE: cca_trace_mark: writing the trace failed, the recording is incomplete: "
+                       "'/dev/full'";
+    cr_expect_eq(ccr_engine_trace_status(e), CCR_ERR_IO);
+    cr_expect_str_eq(ccr_last_error(), want);
+    load_and_unload(e); /* the engine keeps working */
+    cr_expect_eq(ccr_engine_trace_status(e), CCR_ERR_IO, "it stays failed");
+    cr_expect_str_eq(ccr_last_error(), want, "the first failure's message");
+    ccr_engine_destroy(e);
+    unsetenv("CCALLOC_TRACE");
 }
 
 /* A batch that cannot fit is refused before anything is allocated or read,

@@ -28,7 +28,9 @@
  *                share it.
  *   memory       unmapped memory goes back to the OS (resident memory falls,
  *                also when only part of a map goes) and faults when
- *                touched (a forked child dies of SIGSEGV);
+ *                touched (a forked child dies of SIGSEGV); a map the OS
+ *                refuses (RLIMIT_AS) is CCA_ERR_OUT_OF_MEMORY and leaves
+ *                the range as it was;
  *                maps made apart are one contiguous, usable run of addresses.
  *   latency      vm_map waits alloc_latency_ns and vm_unmap free_latency_ns,
  *                granted or refused (lower bounds only).
@@ -49,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -864,6 +867,62 @@ Test(upstream_vm, unmapped_memory_goes_back_to_the_os) {
     size_t r3 = tu_resident_bytes();
     cr_assert_leq(r3, r2 + 4 * MiB, "after the second unmap resident memory is %zu, was %zu", r3, r2);
     vm_release(u, r, size);
+    cca_upstream_destroy(u);
+}
+
+/* The process's address space, as /proc counts it (VmSize). */
+static size_t vm_size_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    cr_assert_not_null(f);
+    char line[256];
+    size_t kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %zu kB", &kib) == 1)
+            break;
+    fclose(f);
+    cr_assert_gt(kib, 0, "no VmSize in /proc/self/status");
+    return kib * 1024;
+}
+
+/* A map the OS refuses while the range stays as it was: the process's
+ * address space above its RLIMIT_AS (lowered after the range was reserved),
+ * where the kernel refuses even a mapping that replaces another of the same
+ * size, and so would refuse putting the reserved pages back too. ENOMEM is
+ * out of memory, not an upstream failure: the range is intact (a touch
+ * still faults, the map made before keeps its data) and the same map
+ * succeeds once the limit is lifted. Nothing between setrlimit and its
+ * undoing allocates (Criterion's asserts may): the status and message are
+ * kept and asserted after. */
+Test(upstream_vm, a_map_the_os_refuses_is_out_of_memory_and_leaves_the_range_intact) {
+    cca_upstream *u = make_vm_device(64 * MiB, 0);
+    size_t g = granularity(u);
+    char *r = vm_reserve(u, 4 * g);
+    vm_map(u, r, g);
+    r[0] = 7;
+    snapshot before = take(u);
+    struct rlimit old, low;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+    low = old;
+    low.rlim_cur = vm_size_bytes() - MiB;
+    cr_assert_eq(setrlimit(RLIMIT_AS, &low), 0);
+    cca_status st = cca_upstream_vm_map(u, r + 2 * g, g);
+    char why[512];
+    snprintf(why, sizeof why, "%s", cca_last_error());
+    cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+    cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "vm_map under the limit: %s: %s", cca_status_string(st), why);
+    char want[256];
+    snprintf(want, sizeof want, "host device: vm_map of %p (%zu bytes): mmap: %s", (void *)(r + 2 * g), g,
+             strerror(ENOMEM));
+    cr_assert_str_eq(why, want);
+    assert_unchanged(u, &before, 1, "a map the OS refused");
+    TU_ASSERT_FAULTS(r + 2 * g);
+    cr_assert_eq(r[0], 7, "the map made before lost its data");
+    vm_map(u, r + 2 * g, g);
+    cr_assert_eq(r[2 * g], 0);
+    r[2 * g + g - 1] = 1;
+    vm_unmap(u, r + 2 * g, g);
+    vm_unmap(u, r, g);
+    vm_release(u, r, 4 * g);
     cca_upstream_destroy(u);
 }
 

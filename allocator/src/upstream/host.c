@@ -68,8 +68,9 @@
  *   vm_map      private anonymous pages mapped MAP_FIXED over the range,
  *               asked to be huge (MADV_HUGEPAGE: one fault per 2 MiB).
  *               Pages appear zeroed on first touch. Touching maps are one
- *               run of addresses. A failing mmap puts PROT_NONE back (OOM
- *               for ENOMEM, else UPSTREAM). fork() copies them on write, as
+ *               run of addresses. A failing mmap puts PROT_NONE back where
+ *               it left a hole (OOM for ENOMEM, else UPSTREAM; UPSTREAM if
+ *               the hole could not be filled). fork() copies them on write, as
  *               any private page: a child never writes its parent's block.
  *   vm_unmap    one mmap MAP_FIXED of PROT_NONE over the run: its pages go
  *               back to the OS at once, even while the rest of their map
@@ -465,8 +466,12 @@ static cca_status map_memory(void *p, size_t size) {
         return CCA_OK;
     }
     int e = errno;
-    /* a failed MAP_FIXED may have removed what was there: put it back */
-    if (!protect_none(p, size))
+    /* A failed MAP_FIXED may have removed what was there: put it back,
+     * unless it is all still mapped (msync fails with ENOMEM over a hole).
+     * Refused before anything changed (the address space above RLIMIT_AS,
+     * where even a same-size replacement is refused), the range is intact
+     * and putting it back would be refused too. */
+    if (msync(p, size, MS_ASYNC) != 0 && !protect_none(p, size))
         return cca_set_error(CCA_ERR_UPSTREAM,
                          "host device: vm_map of %p (%zu bytes): mmap: %s, and restoring the "
                          "reserved range failed: %s",

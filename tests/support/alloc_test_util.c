@@ -730,11 +730,37 @@ uint64_t tu_thread_cpu_ns(void) {
 }
 
 /* The process's resident memory, from /proc/self/statm. */
-size_t tu_resident_bytes(void) {
+/* /proc/self/statm's first two fields, in bytes: address space, resident. */
+static void statm(size_t *size_b, size_t *resident_b) {
     FILE *f = fopen("/proc/self/statm", "r");
     cr_assert_not_null(f, "/proc/self/statm: %s", strerror(errno));
     unsigned long size = 0, resident = 0;
     cr_assert_eq(fscanf(f, "%lu %lu", &size, &resident), 2);
     fclose(f);
-    return (size_t)resident * tu_page_size();
+    *size_b = (size_t)size * tu_page_size();
+    *resident_b = (size_t)resident * tu_page_size();
+}
+
+size_t tu_resident_bytes(void) {
+    size_t size, resident;
+    statm(&size, &resident);
+    return resident;
+}
+
+struct rlimit tu_as_limit_below_now(void) {
+    struct rlimit old, low;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0, "getrlimit: %s", strerror(errno));
+    size_t size, resident;
+    statm(&size, &resident);
+    cr_assert_gt(size, (size_t)1 << 20);
+    low = old;
+    low.rlim_cur = size - ((size_t)1 << 20);
+    if (setrlimit(RLIMIT_AS, &low) != 0) /* no assert once it is set: an assert may allocate */
+        cr_assert_fail("setrlimit(RLIMIT_AS, %zu): %s", (size_t)low.rlim_cur, strerror(errno));
+    return old;
+}
+
+void tu_as_limit_lift(const struct rlimit *old) {
+    int rc = setrlimit(RLIMIT_AS, old), e = errno;
+    cr_assert_eq(rc, 0, "setrlimit back: %s", strerror(e));
 }

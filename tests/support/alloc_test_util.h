@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -95,6 +96,15 @@ uint64_t tu_now_ns(void);
  * other programs had the core (for cost ratios measured within one test). */
 uint64_t tu_thread_cpu_ns(void);
 size_t tu_resident_bytes(void);
+/* The soft RLIMIT_AS lowered below the process's address space now: the
+ * kernel then refuses every mapping that would not shrink it (ENOMEM), a
+ * MAP_FIXED one over pages of the same size included, while mprotect and
+ * madvise still work. Returns the limit to put back with tu_as_limit_lift.
+ * Nothing in between may allocate (a malloc may need a new mapping, and
+ * Criterion's asserts may malloc): keep statuses and messages, assert
+ * after. */
+struct rlimit tu_as_limit_below_now(void);
+void tu_as_limit_lift(const struct rlimit *old);
 
 
 /* The PRNG of the randomized suites: the next output of the splitmix64 stream

@@ -14,7 +14,8 @@
  *   memory      pages exist only while allocated: freeing gives them back to
  *               the OS (resident memory drops), a later touch faults (probed
  *               with write(2) -> EFAULT, and once with a real SIGSEGV), a new
- *               allocation reads as zeros.
+ *               allocation reads as zeros; also while the kernel refuses
+ *               every new mapping (RLIMIT_AS below the address space).
  *   bad frees   anything that is not exactly an allocation of the device is
  *               refused with CCA_ERR_UPSTREAM and changes nothing.
  *   latency     busy-waits per alloc (granted or refused) and per free; only
@@ -729,6 +730,40 @@ Test(upstream_host, freed_pages_go_back_to_the_os_and_come_back_zeroed) {
     size_t r3 = tu_resident_bytes();
     cr_assert_leq(r3, r2 + 8 * MiB, "reading fresh pages raised resident memory from %zu to %zu", r2, r3);
     dev_free(u, q, size);
+    cca_upstream_destroy(u);
+}
+
+/* A free while the kernel refuses every new mapping (the address space
+ * above RLIMIT_AS: even fresh pages over old ones of the same size) still
+ * gives the pages back: they go back in place (mprotect, MADV_DONTNEED),
+ * a touch faults, the neighbour keeps its data, and the hole is allocated
+ * again as zeros once the limit is lifted. */
+Test(upstream_host, a_free_while_new_mappings_are_refused_still_gives_the_pages_back) {
+    size_t P = tu_page_size(), size = 64 * MiB;
+    cca_upstream *u = make_device(128 * MiB);
+    char *p = dev_alloc(u, size);
+    char *n = dev_alloc(u, P);
+    memset(p, 0x5a, size);
+    n[0] = 3;
+    size_t r1 = tu_resident_bytes();
+    struct rlimit old = tu_as_limit_below_now();
+    cca_status st = cca_upstream_free(u, p, size);
+    char why[512];
+    snprintf(why, sizeof why, "%s", cca_last_error());
+    tu_as_limit_lift(&old);
+    cr_assert_eq(st, CCA_OK, "free under the limit: %s: %s", cca_status_string(st), why);
+    size_t r2 = tu_resident_bytes();
+    cr_assert_leq(r2 + 60 * MiB, r1, "freeing 64 MiB lowered resident memory only from %zu to %zu", r1, r2);
+    cr_assert_eq(free_bytes(u), 128 * MiB - P);
+    TU_ASSERT_FAULTS(p);
+    TU_ASSERT_FAULTS(p + size - 1);
+    cr_assert_eq(n[0], 3, "the neighbour lost its data");
+    char *q = dev_alloc(u, size);
+    cr_assert_eq(q, p);
+    cr_assert_eq(q[0], 0, "fresh pages, not the old contents");
+    cr_assert_eq(q[size - 1], 0);
+    dev_free(u, q, size);
+    dev_free(u, n, P);
     cca_upstream_destroy(u);
 }
 

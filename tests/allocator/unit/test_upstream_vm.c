@@ -30,7 +30,8 @@
  *                also when only part of a map goes) and faults when
  *                touched (a forked child dies of SIGSEGV); a map the OS
  *                refuses (RLIMIT_AS) is CCA_ERR_OUT_OF_MEMORY and leaves
- *                the range as it was;
+ *                the range as it was, and an unmap then still gives the
+ *                pages back;
  *                maps made apart are one contiguous, usable run of addresses.
  *   latency      vm_map waits alloc_latency_ns and vm_unmap free_latency_ns,
  *                granted or refused (lower bounds only).
@@ -51,7 +52,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -870,20 +870,6 @@ Test(upstream_vm, unmapped_memory_goes_back_to_the_os) {
     cca_upstream_destroy(u);
 }
 
-/* The process's address space, as /proc counts it (VmSize). */
-static size_t vm_size_bytes(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    cr_assert_not_null(f);
-    char line[256];
-    size_t kib = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %zu kB", &kib) == 1)
-            break;
-    fclose(f);
-    cr_assert_gt(kib, 0, "no VmSize in /proc/self/status");
-    return kib * 1024;
-}
-
 /* A map the OS refuses while the range stays as it was: the process's
  * address space above its RLIMIT_AS (lowered after the range was reserved),
  * where the kernel refuses even a mapping that replaces another of the same
@@ -900,15 +886,11 @@ Test(upstream_vm, a_map_the_os_refuses_is_out_of_memory_and_leaves_the_range_int
     vm_map(u, r, g);
     r[0] = 7;
     snapshot before = take(u);
-    struct rlimit old, low;
-    cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
-    low = old;
-    low.rlim_cur = vm_size_bytes() - MiB;
-    cr_assert_eq(setrlimit(RLIMIT_AS, &low), 0);
+    struct rlimit old = tu_as_limit_below_now();
     cca_status st = cca_upstream_vm_map(u, r + 2 * g, g);
     char why[512];
     snprintf(why, sizeof why, "%s", cca_last_error());
-    cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+    tu_as_limit_lift(&old);
     cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "vm_map under the limit: %s: %s", cca_status_string(st), why);
     char want[256];
     snprintf(want, sizeof want, "host device: vm_map of %p (%zu bytes): mmap: %s", (void *)(r + 2 * g), g,
@@ -923,6 +905,41 @@ Test(upstream_vm, a_map_the_os_refuses_is_out_of_memory_and_leaves_the_range_int
     vm_unmap(u, r + 2 * g, g);
     vm_unmap(u, r, g);
     vm_release(u, r, 4 * g);
+    cca_upstream_destroy(u);
+}
+
+/* An unmap while the kernel refuses every new mapping (RLIMIT_AS below the
+ * address space) still gives the pages back, in place (mprotect,
+ * MADV_DONTNEED): the middle of a map goes, a touch there faults, its two
+ * ends keep their data, the stats are exact, and the hole maps again as
+ * zeros once the limit is lifted. */
+Test(upstream_vm, an_unmap_while_new_mappings_are_refused_still_gives_the_pages_back) {
+    cca_upstream *u = make_vm_device(64 * MiB, 0);
+    size_t g = granularity(u);
+    char *r = vm_reserve(u, 8 * g);
+    vm_map(u, r, 8 * g);
+    memset(r, 0x5a, 8 * g);
+    size_t r1 = tu_resident_bytes();
+    struct rlimit old = tu_as_limit_below_now();
+    cca_status st = cca_upstream_vm_unmap(u, r + 2 * g, 4 * g);
+    char why[512];
+    snprintf(why, sizeof why, "%s", cca_last_error());
+    tu_as_limit_lift(&old);
+    cr_assert_eq(st, CCA_OK, "unmap under the limit: %s: %s", cca_status_string(st), why);
+    ASSERT_VM_STATS(u, 8 * g, 4 * g, 4 * g, 1, 1, 0);
+    ASSERT_FREE(u, 64 * MiB - 4 * g);
+    size_t r2 = tu_resident_bytes();
+    cr_assert_leq(r2 + 4 * g - 2 * MiB, r1, "unmapping %zu bytes lowered resident memory only from %zu to %zu",
+                  4 * g, r1, r2);
+    TU_ASSERT_FAULTS(r + 2 * g);
+    TU_ASSERT_FAULTS(r + 6 * g - 1);
+    cr_assert_eq(r[2 * g - 1], 0x5a);
+    cr_assert_eq(r[6 * g], 0x5a);
+    vm_map(u, r + 2 * g, 4 * g);
+    cr_assert_eq(r[2 * g], 0, "fresh pages, not the old contents");
+    cr_assert_eq(r[6 * g - 1], 0);
+    vm_unmap(u, r, 8 * g);
+    vm_release(u, r, 8 * g);
     cca_upstream_destroy(u);
 }
 

@@ -106,7 +106,6 @@ size_t tu_resident_bytes(void);
 struct rlimit tu_as_limit_below_now(void);
 void tu_as_limit_lift(const struct rlimit *old);
 
-
 /* The PRNG of the randomized suites: the next output of the splitmix64 stream
  * whose state is *state (ccai_splitmix64_next, common/ccai_rng.h). */
 uint64_t tu_rand(uint64_t *state);

@@ -21,7 +21,10 @@
  * - Pages live only while allocated: alloc mprotects them READ|WRITE (zero
  *   pages on first touch); free maps fresh PROT_NONE pages over them (mmap
  *   MAP_FIXED): the memory goes back to the OS at once and a later touch
- *   faults, like a use after cudaFree.
+ *   faults, like a use after cudaFree. Where the kernel refuses new
+ *   mappings (the address space above RLIMIT_AS), the same in place:
+ *   mprotect PROT_NONE and MADV_DONTNEED (give_back), so memory can always
+ *   be given back.
  * - Driver costs (optional): a busy-wait per alloc and per free, on
  *   CLOCK_MONOTONIC, outside the lock, charged to refused allocs too.
  * - Events: kernels are host work, synchronous, so an event is complete when
@@ -70,12 +73,12 @@
  *               Pages appear zeroed on first touch. Touching maps are one
  *               run of addresses. A failing mmap puts PROT_NONE back where
  *               it left a hole (OOM for ENOMEM, else UPSTREAM; UPSTREAM if
- *               the hole could not be filled). fork() copies them on write, as
- *               any private page: a child never writes its parent's block.
- *   vm_unmap    one mmap MAP_FIXED of PROT_NONE over the run: its pages go
- *               back to the OS at once, even while the rest of their map
- *               stays mapped; the records cut. The records' room is
- *               reserved first, so a host malloc failure changes nothing.
+ *               the hole could not be filled). fork() copies them on write,
+ *               as any private page: a child never writes its parent's block.
+ *   vm_unmap    the run's pages given back as a free's (give_back: one mmap
+ *               MAP_FIXED of PROT_NONE), at once, even while the rest of
+ *               their map stays mapped; the records cut. The records' room
+ *               is reserved first, so a host malloc failure changes nothing.
  *   vm_release  munmap of the range. Destroy munmaps every range left.
  * - Costs: vm_map busy-waits its call latency (vm_map_call_latency_ns, else
  *   alloc_latency_ns) and vm_unmap its own (else free_latency_ns), granted
@@ -242,6 +245,31 @@ static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
     return CCA_OK;
 }
 
+/* Fresh inaccessible address space over [p, p + len): what a range holds
+ * where nothing is mapped. */
+static bool protect_none(void *p, size_t len) {
+    return mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED;
+}
+
+/* The pages of [p, p + len) back to the OS, a touch faulting after: fresh
+ * PROT_NONE pages over them (one mmap). Where the kernel refuses any new
+ * mapping (the address space above RLIMIT_AS refuses even one of the same
+ * size), the pages in place: mprotect PROT_NONE, then MADV_DONTNEED (a
+ * private anonymous page dropped now, the next touch a fault). false with
+ * errno set when neither could, nothing changed by the second way. */
+static bool give_back(void *p, size_t len) {
+    if (protect_none(p, len))
+        return true;
+    if (mprotect(p, len, PROT_NONE) != 0)
+        return false;
+    if (madvise(p, len, MADV_DONTNEED) == 0)
+        return true;
+    int e = errno;
+    (void)mprotect(p, len, PROT_READ | PROT_WRITE); /* as it was: the caller keeps it */
+    errno = e;
+    return false;
+}
+
 static cca_status host_free(void *ctx, void *ptr, size_t size) {
     host_device *d = ctx;
     spin_ns(d->free_latency_ns);
@@ -264,9 +292,8 @@ static cca_status host_free(void *ctx, void *ptr, size_t size) {
         pthread_mutex_unlock(&d->lock);
         return cca_set_error(CCA_ERR_UPSTREAM, "host device: host malloc failed recording a free");
     }
-    /* Fresh inaccessible pages over the extent: the old ones go back to the
-     * OS now, and a later touch faults. */
-    if (mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    /* The extent's pages back to the OS now; a later touch faults. */
+    if (!give_back(p, len)) {
         int e = errno;
         pthread_mutex_unlock(&d->lock);
         return cca_set_error(CCA_ERR_UPSTREAM, "host device: unmapping %zu bytes failed: %s", len, strerror(e));
@@ -331,12 +358,6 @@ static void insert_span(vm_span *a, size_t *n, size_t i, vm_span s) {
 static void remove_span(vm_span *a, size_t *n, size_t i) {
     memmove(&a[i], &a[i + 1], (*n - i - 1) * sizeof *a);
     (*n)--;
-}
-
-/* Fresh inaccessible address space over [p, p + len): what a range holds
- * where nothing is mapped. */
-static bool protect_none(void *p, size_t len) {
-    return mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED;
 }
 
 /* The status of a failed syscall: no memory is an OOM, the rest a failure. */
@@ -587,14 +608,14 @@ static cca_status host_vm_unmap(void *ctx, void *addr, size_t size) {
                          "what is left of the map",
                          addr, size);
     }
-    /* 3. fresh inaccessible pages over the whole run, one call: the
-     * private pages under it go back to the OS at once, whatever stays
-     * mapped of its maps, and a later touch faults */
-    if (!protect_none(addr, size)) {
+    /* 3. the whole run's pages back to the OS at once (give_back),
+     * whatever stays mapped of its maps; a later touch faults */
+    if (!give_back(addr, size)) {
         int err = errno;
         pthread_mutex_unlock(&d->lock);
-        return cca_set_error(CCA_ERR_UPSTREAM, "host device: vm_unmap of %p (%zu bytes): mmap: %s", addr, size,
-                         strerror(err));
+        return cca_set_error(CCA_ERR_UPSTREAM,
+                             "host device: vm_unmap of %p (%zu bytes): giving the pages back failed: %s", addr, size,
+                             strerror(err));
     }
     /* 4. the records: maps cut, removed, or split in two */
     cut_maps(d, first, last, a, e);

@@ -929,8 +929,8 @@ Test(upstream_vm, an_unmap_while_new_mappings_are_refused_still_gives_the_pages_
     ASSERT_VM_STATS(u, 8 * g, 4 * g, 4 * g, 1, 1, 0);
     ASSERT_FREE(u, 64 * MiB - 4 * g);
     size_t r2 = tu_resident_bytes();
-    cr_assert_leq(r2 + 4 * g - 2 * MiB, r1, "unmapping %zu bytes lowered resident memory only from %zu to %zu",
-                  4 * g, r1, r2);
+    cr_assert_leq(r2 + 4 * g - 2 * MiB, r1, "unmapping %zu bytes lowered resident memory only from %zu to %zu", 4 * g,
+                  r1, r2);
     TU_ASSERT_FAULTS(r + 2 * g);
     TU_ASSERT_FAULTS(r + 6 * g - 1);
     cr_assert_eq(r[2 * g - 1], 0x5a);

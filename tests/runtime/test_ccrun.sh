@@ -618,8 +618,8 @@ full "--demo on a full standard output: exit 1 with the reason" "ccrun: standard
 # An allocator trace that could not be written (CCALLOC_TRACE on a full
 # device) is an output that failed, as --timeline is: exit 1 with the
 # allocator's message, whatever the run (a table, --json, --sleep); in the
-# demo a failed step under the act (its run shared with --timeline's: a
-# demo takes seconds).
+# demo a failed step under the act (its run shared with --timeline's and a
+# missing TMPDIR's: a demo takes seconds).
 traced_full() { # traced_full DESCRIPTION WORDS... -- ARGS...: CCALLOC_TRACE=/dev/full, exit 1, each WORDS said
     desc=$1; shift
     n=$((n + 1))
@@ -627,7 +627,7 @@ traced_full() { # traced_full DESCRIPTION WORDS... -- ARGS...: CCALLOC_TRACE=/de
     while [ "$1" != -- ]; do words="$words
 $1"; shift; done
     shift
-    CCALLOC_TRACE=/dev/full "$CCRUN" "$@" >"$TMP/to" 2>"$TMP/te"
+    CCALLOC_TRACE=/dev/full TMPDIR=${TF_TMPDIR:-${TMPDIR:-}} "$CCRUN" "$@" >"$TMP/to" 2>"$TMP/te"
     rc=$?
     missing=$(printf '%s\n' "$words" | while IFS= read -r w; do [ -z "$w" ] || cat "$TMP/to" "$TMP/te" | grep -qF -- "$w" || echo "$w"; done)
     if [ "$rc" -eq 1 ] && [ -z "$missing" ]; then echo "ok: $desc"; else
@@ -640,9 +640,13 @@ traced_full "CCALLOC_TRACE on a full device with --json: exit 1 with the reason"
     --device host --json 'mlp:8x8'
 traced_full "CCALLOC_TRACE on a full device with --sleep: exit 1 with the reason" "ccrun: error: $TRACE_FULL" -- \
     --device host --sleep 'mlp:8x8' 'mlp:8x4' 'mlp:8x8'
-traced_full "--demo with --timeline and CCALLOC_TRACE on full devices: exit 1 naming both" \
-    "ccrun: error: --timeline /dev/full: $NOSPACE" "          -> $TRACE_FULL" -- \
+# ... and a TMPDIR where act 5 cannot save model A: skipped, with the reason
+TF_TMPDIR=$TMP/none
+traced_full "--demo with --timeline and CCALLOC_TRACE on full devices, TMPDIR missing: exit 1 naming each" \
+    "ccrun: error: --timeline /dev/full: $NOSPACE" "          -> $TRACE_FULL" \
+    "          -> save skipped: cannot create a temporary file in $TMP/none: No such file or directory" -- \
     --demo --device host --capacity 192M --iters 1 --timeline /dev/full
+TF_TMPDIR=
 
 # Standard output closed (>&-): a run that prints nothing there is not a
 # failure (GNU close_stdout: EBADF at the close is ignored when nothing was

@@ -43,6 +43,7 @@
  * (borrowed, not destroyed): a double that corrupts the wake's copy makes
  * act 5's compare of A's outputs fire (tests/runtime/test_ccrun_sleep.c).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -676,14 +677,20 @@ typedef struct act5_costs {
     double sleep, wake, unload, reload, process;
 } act5_costs;
 
-/* A out and back by unload + reload from a file, with the process-per-model
- * figure measured in between; A (the handle) is gone afterwards. 1 when
- * the reload's outputs are `want`. */
+/* A out and back by unload + reload from a file (a temporary one in
+ * $TMPDIR, else /tmp), with the process-per-model figure measured in
+ * between; A (the handle) is gone afterwards. 1 when the reload's outputs
+ * are `want`. */
 static int act5_reload(demo *d, ccr_engine *e, ccr_model *a, unsigned long long want, act5_costs *c) {
-    char path[] = "/tmp/ccrun-demo-XXXXXX", exe[4096], cap[32];
-    int fd = mkstemp(path);
+    char path[4096], exe[4096], cap[32];
+    const char *dir = getenv("TMPDIR"); /* where POSIX says temporary files go */
+    if (!dir || !*dir)
+        dir = "/tmp";
+    int n = snprintf(path, sizeof path, "%s/ccrun-demo-XXXXXX", dir);
+    int fd = n >= 0 && (size_t)n < sizeof path ? mkstemp(path) : (errno = ENAMETOOLONG, -1);
     if (fd < 0) {
-        cca_set_error(CCA_ERR_IO, "cannot create a temporary file in /tmp");
+        int err = errno;
+        cca_set_error(CCA_ERR_IO, "cannot create a temporary file in %s: %s", dir, strerror(err));
         step_failed(d, "save skipped: ");
         ccr_model_unload(a);
         return 1;

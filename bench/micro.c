@@ -8,12 +8,13 @@
  *      and keep them. HOLES (harsher): allocate 2L and free every other one,
  *      so that up to L free blocks sit in the free index between the L live
  *      ones and best fit searches a populated index, not a near-empty one;
- *   2. warm-up: one alloc+free pair for each of the 4096 sizes of the pair
- *      sequence (any segment a size needs is reserved here, not timed), with
- *      a tag written and checked in each block on host pointers; then
- *      (2b) the sequence four more times untagged, so that the timing
- *      starts from the caches' steady state, not from what the tags' page
- *      faults and the stats call of step 4 left (see rewarm());
+ *   2. warm-up: one alloc+free pair for each size step 3 times (the first
+ *      `pairs` of the 4096-size pair sequence, all of them from 4096 pairs
+ *      on: any segment a size needs is reserved here, not timed), with a
+ *      tag written and checked in each block on host pointers; then (2b)
+ *      those sizes four more times untagged, so that the timing starts
+ *      from the caches' steady state, not from what the tags' page faults
+ *      and the stats call of step 4 left (see rewarm());
  *   3. timed: `pairs` pairs p = alloc(size_i); free(p), sizes cycling through
  *      the sequence, each pair between two clock reads (clock.c: the TSC
  *      where it is invariant, else clock_gettime; the median read cost
@@ -99,10 +100,15 @@ static int set_up(cell *c, int holes, char *why, size_t whylen) {
     return 0;
 }
 
-/* Step 2: every size of the sequence once, its block tagged and checked. */
-static int warm_up(cell *c, char *why, size_t whylen) {
+/* The sizes step 3's `pairs` use: the sequence's first min(pairs, 4096). */
+static size_t sizes_timed(size_t pairs) {
+    return pairs < MICRO_SIZES ? pairs : MICRO_SIZES;
+}
+
+/* Step 2: every size step 3 uses once, its block tagged and checked. */
+static int warm_up(cell *c, size_t pairs, char *why, size_t whylen) {
     const ccb_strategy_ops *ops = c->s.ops;
-    for (size_t i = 0; i < MICRO_SIZES; i++) {
+    for (size_t i = 0; i < sizes_timed(pairs); i++) {
         void *p;
         size_t size = c->sizes[i];
         if (ops->alloc(&c->s, size, 0, &p) != 0 || !p) {
@@ -123,7 +129,8 @@ static int warm_up(cell *c, char *why, size_t whylen) {
     return 0;
 }
 
-/* Step 2b: the pair sequence MICRO_REWARM more times, untagged, right
+/* Step 2b: the part of the pair sequence step 3 times (its first `pairs`
+ * sizes: --quick times 2000) MICRO_REWARM more times, untagged, right
  * before the timing. On the simulated device the tags of step 2 fault in
  * fresh pages, and the kernel's zeroing of them evicts the allocator's
  * records from the caches (a GPU's memory never passes through them); the
@@ -132,15 +139,17 @@ static int warm_up(cell *c, char *why, size_t whylen) {
  * after such a pass had 1,100-1,400 pairs above 150 ns where a later cycle
  * has about 5, and one untagged pass left 100-600; after three the first
  * cycle is like the others. Timing starts from the state the pairs keep. */
-static int rewarm(cell *c, char *why, size_t whylen) {
+static int rewarm(cell *c, size_t pairs, char *why, size_t whylen) {
     const ccb_strategy_ops *ops = c->s.ops;
-    for (size_t i = 0; i < MICRO_REWARM * MICRO_SIZES; i++) {
+    size_t n = sizes_timed(pairs);
+    for (size_t i = 0; i < MICRO_REWARM * n; i++) {
         void *p;
-        if (ops->alloc(&c->s, c->sizes[i % MICRO_SIZES], 0, &p) != 0) {
-            snprintf(why, whylen, "warm-up alloc of %zu failed", c->sizes[i % MICRO_SIZES]);
+        size_t size = c->sizes[i % n];
+        if (ops->alloc(&c->s, size, 0, &p) != 0) {
+            snprintf(why, whylen, "warm-up alloc of %zu failed", size);
             return -1;
         }
-        ops->release(&c->s, p, c->sizes[i % MICRO_SIZES], 0);
+        ops->release(&c->s, p, size, 0);
     }
     return 0;
 }
@@ -253,10 +262,10 @@ static void run_one(const char *spec, size_t live, int holes, size_t pairs, ccb_
     size_t room = ops->device_free ? ops->device_free(&c->s) : CCB_UNKNOWN;
     if (ccb_micro_unfit(c->nheld, need, room, row->why, sizeof row->why))
         row->unfit = 1;
-    else if (set_up(c, holes, row->why, sizeof row->why) == 0 && warm_up(c, row->why, sizeof row->why) == 0) {
+    else if (set_up(c, holes, row->why, sizeof row->why) == 0 && warm_up(c, pairs, row->why, sizeof row->why) == 0) {
         ops->sample(&c->s, &before);
         size_t done = 0;
-        if (rewarm(c, row->why, sizeof row->why) == 0 &&
+        if (rewarm(c, pairs, row->why, sizeof row->why) == 0 &&
             timed_pairs(c, pairs, &done, row->why, sizeof row->why) == 0 &&
             batch_pairs(c, done, &mean, row->why, sizeof row->why) == 0) {
             row->pairs = done;

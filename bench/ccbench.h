@@ -752,6 +752,7 @@ typedef struct ccb_options {
     size_t nargs;
     const char *out;         /* --out DIR, or NULL */
     const char *script_dir;  /* --scripts DIR, or NULL */
+    const char *traces_dir;  /* --traces DIR (--all), or NULL: ccb_default_script_dir()/../traces */
     const char *output_file; /* -o FILE (gen) */
     uint64_t seed;
     double scale;

@@ -61,6 +61,7 @@ enum {
     O_NO_PLOTS,
     O_QUICK,
     O_ALL,
+    O_TRACES,
 };
 
 typedef struct cli_option {
@@ -129,6 +130,9 @@ static const cli_option options[] = {
     {"scripts", O_SCRIPTS, required_argument, "DIR", "gnuplot scripts (default: bench/scripts of the source tree)"},
     {"no-plots", O_NO_PLOTS, no_argument, NULL, "do not run gnuplot"},
     {"quick", O_QUICK, no_argument, NULL, "--all at a tiny scale (tests, CI)"},
+    {"traces", O_TRACES, required_argument, "DIR",
+     "--all without TRACE operands: the directory whose *.csv and *.csv.gz it\n"
+     "replays after the generators (default: bench/traces of the source tree)"},
     {"all", O_ALL, no_argument, NULL, "the standard suite (as `ccbench --all`)"},
     {"output", O_OUTPUT, required_argument, "FILE", "gen: output file (default stdout)"},
     {"help", O_HELP, no_argument, NULL, "this text"},
@@ -139,10 +143,12 @@ void ccb_usage(FILE *f) {
     fprintf(f, "ccbench — allocation strategies compared on the same traces (ccalloc benchmark harness)\n"
                "\n"
                "usage:\n"
-               "  ccbench --all [--out DIR] [--quick] [TRACE...]   the standard suite: micro, every generator and\n"
-               "                                        every trace in bench/traces through every strategy, plots;\n"
-               "                                        < 2 min. TRACEs given: the suite on them instead (one that\n"
-               "                                        does not read stops it before anything runs, exit 2)\n"
+               "  ccbench --all [--out DIR] [--quick] [--traces DIR | TRACE...]\n"
+               "                                        the standard suite: micro, every generator and every\n"
+               "                                        trace in bench/traces (--traces DIR) through every\n"
+               "                                        strategy, plots; < 2 min. TRACEs given: the suite on them\n"
+               "                                        instead (one that does not read stops it before anything\n"
+               "                                        runs, exit 2)\n"
                "  ccbench gen NAME [-o FILE] [--seed N] [--scale X]   write a generated trace (stdout by default)\n"
                "  ccbench info TRACE...                 events, peaks and streams of traces\n"
                "  ccbench replay [-s STRATEGY]... [--out DIR] TRACE...   replay traces through strategies\n"
@@ -153,7 +159,7 @@ void ccb_usage(FILE *f) {
                "  ccbench driver [--reps N] [--vm-backing pages|whole-maps] [--out DIR]\n"
                "                                        the GPU driver's real cudaMalloc/cudaFree cost by size\n"
                "                                        (the figures the simulated device's latencies model),\n"
-               "                                        and of its virtual-memory maps, over pages and over whole maps\n"
+               "                                        and of its virtual-memory maps, over pages and whole maps\n"
                "  ccbench --list                        strategies and generators\n"
                "\n"
                "TRACE: a CSV file (seq,op,id,size,stream,domain,name; written by CCALLOC_TRACE=path or\n"
@@ -362,6 +368,7 @@ static int take(ccb_options *o, int id, const char *v) {
     case O_OUT: o->out = v; return 0;
     case O_OUTPUT: o->output_file = v; return 0;
     case O_SCRIPTS: o->script_dir = v; return 0;
+    case O_TRACES: o->traces_dir = v; return 0;
     case O_SEED:
         if (ccai_decimal_uint(v, 0, ULLONG_MAX, &u))
             return usage_error("--seed '%s' is not a number in 0..2^64-1", v);

@@ -1,12 +1,13 @@
 /*
- * suite.c — `ccbench --all [--out DIR] [--quick] [TRACE...]`: the standard
- * suite, in bounded time (< 2 min on 2 cores; --quick, for tests, in
- * seconds).
+ * suite.c — `ccbench --all [--out DIR] [--quick] [--traces DIR | TRACE...]`:
+ * the standard suite, in bounded time (< 2 min on 2 cores; --quick, for
+ * tests, in seconds).
  *
  *   1. traces: every generator (gen:NAME at --scale, 0.02 with --quick), then
- *      every *.csv and *.csv.gz in bench/traces, by name (those at their own
- *      size, --quick included); a trace that does not read is left out with
- *      its message. TRACE operands replace that set: the suite runs on them
+ *      every *.csv and *.csv.gz in bench/traces (--traces DIR: in DIR), by
+ *      name (those at their own size, --quick included); a trace that does
+ *      not read is left out with its message. TRACE operands replace that
+ *      set (--traces with them is bad usage, exit 2): the suite runs on them
  *      (files or gen:NAME, in their order), and one that does not read stops
  *      the suite before anything runs (exit 2), as replay does. Traces of
  *      one name are told apart (ccb_name_traces: t, t-2);
@@ -65,7 +66,8 @@ static int load_operands(const ccb_options *o, ccb_trace *traces, size_t *nt) {
     return 0;
 }
 
-/* Step 1 without: the generators' traces, then bench/traces/ in name order. */
+/* Step 1 without: the generators' traces, then bench/traces/ (--traces DIR)
+ * in name order. */
 static size_t load_traces(const ccb_options *o, ccb_trace *traces, size_t max) {
     size_t nt = 0;
     for (size_t i = 0; i < ccb_generator_count && nt < max; i++) {
@@ -75,7 +77,8 @@ static size_t load_traces(const ccb_options *o, ccb_trace *traces, size_t max) {
             nt++;
     }
     char dir[PATH_MAX];
-    int len = snprintf(dir, sizeof dir, "%s/../traces", ccb_default_script_dir());
+    int len = o->traces_dir ? snprintf(dir, sizeof dir, "%s", o->traces_dir)
+                            : snprintf(dir, sizeof dir, "%s/../traces", ccb_default_script_dir());
     DIR *d = len >= 0 && (size_t)len < sizeof dir ? opendir(dir) : NULL;
     if (!d)
         return nt;
@@ -123,6 +126,8 @@ int ccb_cmd_all(ccb_options *o) {
     if (!o->out)
         o->out = "ccbench-results";
     apply_quick(o);
+    if (o->traces_dir && o->nargs)
+        return ccb_usage_error(NULL, "--traces and TRACE operands: the operands replace the directory's traces");
     uint64_t t0 = ccb_now_ns();
     ccb_trace traces[CCB_MAX_TRACES]; /* o->nargs <= CCB_MAX_TRACES (cli.c) */
     size_t nt = 0;

@@ -418,6 +418,13 @@ if(TARGET ccbench_core)
   # the gzip ones (.csv.gz) included
   ccb_cli(ccbench_all_standard_traces 0 "replay torch-bert-infer +malloc +done" "cannot open" -
     ${ccb_all_opts} --out ${ccb_cli_dir}/all-standard)
+  # --traces DIR: that directory in place of bench/traces (the generators still run);
+  # with TRACE operands it is bad usage
+  file(WRITE ${ccb_cli_dir}/traces-one/one.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
+  ccb_cli(ccbench_all_traces_dir 0 "replay one +malloc +done" "replay torch-bert-infer" -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one --out ${ccb_cli_dir}/all-traces-dir)
+  ccb_cli(ccbench_all_traces_dir_and_operands 2 "--traces and TRACE operands" "replay " -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one --out ${ccb_cli_dir}/all-traces-both gen:uniform)
   ccb_cli(ccbench_all_after_a_command 0 "replay uniform +malloc +done" "replay lognormal|cannot open 'replay'" -
     replay ${ccb_all_opts} --out ${ccb_cli_dir}/all-command gen:uniform)
   ccb_cli(ccbench_all_with_a_bad_trace 2 "cannot open '/nonexistent-ccbench-dir/t.csv'" "replay " -

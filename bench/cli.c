@@ -146,9 +146,10 @@ void ccb_usage(FILE *f) {
                "  ccbench --all [--out DIR] [--quick] [--traces DIR | TRACE...]\n"
                "                                        the standard suite: micro, every generator and every\n"
                "                                        trace in bench/traces (--traces DIR) through every\n"
-               "                                        strategy, plots; < 2 min. TRACEs given: the suite on them\n"
-               "                                        instead (one that does not read stops it before anything\n"
-               "                                        runs, exit 2)\n"
+               "                                        strategy, plots; < 2 min; a trace of those it cannot run\n"
+               "                                        is said with why, the rest run, exit 1. TRACEs given: the\n"
+               "                                        suite on them instead (one that does not read stops it\n"
+               "                                        before anything runs, exit 2)\n"
                "  ccbench gen NAME [-o FILE] [--seed N] [--scale X]   write a generated trace (stdout by default)\n"
                "  ccbench info TRACE...                 events, peaks and streams of traces\n"
                "  ccbench replay [-s STRATEGY]... [--out DIR] TRACE...   replay traces through strategies\n"
@@ -190,8 +191,8 @@ void ccb_usage(FILE *f) {
     for (size_t i = 0; i < ccb_generator_count; i++)
         fprintf(f, "    %-18s %s\n", ccb_generators[i].name, ccb_generators[i].doc);
     fprintf(f, "\nResults on the simulated device (host memory) are labelled simulated; GPU strategies need a GPU.\n"
-               "Exit status: 0 ok; 1 a run failed, or an output (a file, or standard output: `> /dev/full`)\n"
-               "could not be written whole, said on stderr; 2 bad usage.\n");
+               "Exit status: 0 ok; 1 a run failed (--all: a trace left out too), or an output (a file, or\n"
+               "standard output: `> /dev/full`) could not be written whole, said on stderr; 2 bad usage.\n");
 }
 
 /* One argument as a POSIX shell word: as it is when every byte is one a

@@ -121,6 +121,18 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_help_short_option 0 "^  -s, --strategy S {5}preset name, BASE" "" - --help)
   ccb_cli(ccbench_help_doc_continued 0 "^ {23}plus the GPU suite, GPU ones" "" - --help)
   ccb_cli(ccbench_help_long_only_option 0 "^  --out DIR {12}write README[.]md" "" - --help)
+  # --help anywhere prints the usage and exits 0, whatever comes before it: a bad
+  # -s, a bad value or an unknown option was reported instead (exit 2), in every
+  # command and in switch's and sleep's own parsers
+  ccb_cli(ccbench_help_after_bad_strategy 0 "^usage:" "unknown strategy" - replay -s nosuch --help gen:uniform)
+  ccb_cli(ccbench_help_after_bad_value 0 "^usage:" "--reps '0'" - --all --reps 0 -h)
+  ccb_cli(ccbench_help_after_unknown_option 0 "^usage:" "unknown option" - info --bogus --help gen:uniform)
+  ccb_cli(ccbench_help_after_bad_scale 0 "^usage:" "--scale 'x'" - gen uniform --scale x --help)
+  ccb_cli(ccbench_switch_help_anywhere 0 "^usage: ccbench switch" "is not a count" - switch --rounds 0 --help)
+  ccb_cli(ccbench_sleep_help_anywhere 0 "^usage: ccbench sleep" "neither host nor cuda" - sleep --device x -h)
+  # ... but a "--help" that is an option's value, or an operand after "--", is not one
+  ccb_cli(ccbench_help_as_a_value 2 "unknown strategy '--help'" "^usage:" - replay -s --help gen:uniform)
+  ccb_cli(ccbench_help_operand_after_dashes 2 "cannot open '--help'" "^usage:" - info -- --help)
   ccb_cli(ccbench_latency_without_unit_is_us 2 "--upstream-latency '1000001' is not a duration" "" -
     gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000001)
   ccb_cli(ccbench_latency_at_most_a_second 0 "" "not a duration" -

@@ -7,6 +7,10 @@
  *   - every option has a long name; -s, -o and -h are short forms;
  *   - a value is given as "--opt value" or "--opt=value" ("-s X", "-sX");
  *   - options and operands mix in any order; "--" ends the options;
+ *   - --help (-h) anywhere among the options prints the usage and exits 0,
+ *     whatever else is there, bad values and unknown options included (a
+ *     first getopt pass looks for it alone: ccb_help_wanted); a "--help"
+ *     that is an option's value (-s --help) or follows "--" is not one;
  *   - a bad value, a missing value, a value given to a flag or an unknown
  *     option is one line on stderr, "ccbench: MESSAGE (see ccbench --help)",
  *     and exit status 2; nothing has run by then.
@@ -273,6 +277,16 @@ int ccb_usage_error(const char *command, const char *fmt, ...) {
 }
 #define usage_error(...) ccb_usage_error(NULL, __VA_ARGS__)
 
+int ccb_help_wanted(int argc, char **argv, const char *shortopts, const struct option *longopts, int help_id) {
+    opterr = 0;
+    optind = 0; /* GNU: start afresh; the parse proper starts afresh again */
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1)
+        if (c == 'h' || c == help_id)
+            return 1;
+    return 0;
+}
+
 int ccb_getopt_error(const char *command, int c, char **argv) {
     if (c == ':')
         return ccb_usage_error(command, "option '%s' needs a value", argv[optind - 1]);
@@ -463,14 +477,14 @@ int ccb_options_parse(ccb_options *o, int argc, char **argv) {
     }
     shortopts[k] = '\0';
     longopts[NOPTIONS] = (struct option){0, 0, 0, 0};
+    if (ccb_help_wanted(argc, argv, shortopts, longopts, O_HELP)) {
+        ccb_usage(stdout);
+        return 1;
+    }
     opterr = 0;
     optind = 0; /* GNU: start afresh (a process may parse more than once) */
     int c;
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-        if (c == O_HELP) {
-            ccb_usage(stdout);
-            return 1;
-        }
         if (c == ':' || c == '?')
             return ccb_getopt_error(NULL, c, argv);
         int rc = take(o, c, optarg);

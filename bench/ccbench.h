@@ -752,6 +752,7 @@ typedef struct ccb_options {
     size_t nargs;
     const char *out;         /* --out DIR, or NULL */
     const char *script_dir;  /* --scripts DIR, or NULL */
+    const char *traces_dir;  /* --traces DIR (--all), or NULL: ccb_default_script_dir()/../traces */
     const char *output_file; /* -o FILE (gen) */
     uint64_t seed;
     double scale;
@@ -810,6 +811,14 @@ int ccb_run_micro(ccb_options *o, FILE *md);
  * COMMAND] --help)", the message's values escaped (they come from the
  * command line); returns 2, the exit status of bad usage (cli.c). */
 int ccb_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* 1 when getopt_long finds -h or help_id (--help) among argv's options,
+ * whatever else is there (a bad value, an unknown option): the first pass
+ * of every parser, so that --help anywhere prints the usage (exit 0); a
+ * "--help" that is an option's value or follows "--" is not one. The parse
+ * proper starts afresh after it (optind = 0; GNU getopt's permutation of
+ * argv keeps options and operands in their order) (cli.c). */
+struct option;
+int ccb_help_wanted(int argc, char **argv, const char *shortopts, const struct option *longopts, int help_id);
 /* getopt_long's ':' (a value missing) or '?' (unknown, or a value given to
  * an option that takes none) as the usage error that names the option
  * (argv[optind - 1], or optopt); returns 2 (cli.c). */

@@ -7,6 +7,10 @@
  *   - every option has a long name; -s, -o and -h are short forms;
  *   - a value is given as "--opt value" or "--opt=value" ("-s X", "-sX");
  *   - options and operands mix in any order; "--" ends the options;
+ *   - --help (-h) anywhere among the options prints the usage and exits 0,
+ *     whatever else is there, bad values and unknown options included (a
+ *     first getopt pass looks for it alone: ccb_help_wanted); a "--help"
+ *     that is an option's value (-s --help) or follows "--" is not one;
  *   - a bad value, a missing value, a value given to a flag or an unknown
  *     option is one line on stderr, "ccbench: MESSAGE (see ccbench --help)",
  *     and exit status 2; nothing has run by then.
@@ -61,6 +65,7 @@ enum {
     O_NO_PLOTS,
     O_QUICK,
     O_ALL,
+    O_TRACES,
 };
 
 typedef struct cli_option {
@@ -129,6 +134,9 @@ static const cli_option options[] = {
     {"scripts", O_SCRIPTS, required_argument, "DIR", "gnuplot scripts (default: bench/scripts of the source tree)"},
     {"no-plots", O_NO_PLOTS, no_argument, NULL, "do not run gnuplot"},
     {"quick", O_QUICK, no_argument, NULL, "--all at a tiny scale (tests, CI)"},
+    {"traces", O_TRACES, required_argument, "DIR",
+     "--all without TRACE operands: the directory whose *.csv and *.csv.gz it\n"
+     "replays after the generators (default: bench/traces of the source tree)"},
     {"all", O_ALL, no_argument, NULL, "the standard suite (as `ccbench --all`)"},
     {"output", O_OUTPUT, required_argument, "FILE", "gen: output file (default stdout)"},
     {"help", O_HELP, no_argument, NULL, "this text"},
@@ -139,10 +147,13 @@ void ccb_usage(FILE *f) {
     fprintf(f, "ccbench — allocation strategies compared on the same traces (ccalloc benchmark harness)\n"
                "\n"
                "usage:\n"
-               "  ccbench --all [--out DIR] [--quick] [TRACE...]   the standard suite: micro, every generator and\n"
-               "                                        every trace in bench/traces through every strategy, plots;\n"
-               "                                        < 2 min. TRACEs given: the suite on them instead (one that\n"
-               "                                        does not read stops it before anything runs, exit 2)\n"
+               "  ccbench --all [--out DIR] [--quick] [--traces DIR | TRACE...]\n"
+               "                                        the standard suite: micro, every generator and every\n"
+               "                                        trace in bench/traces (--traces DIR) through every\n"
+               "                                        strategy, plots; < 2 min; a trace of those it cannot run\n"
+               "                                        is said with why, the rest run, exit 1. TRACEs given: the\n"
+               "                                        suite on them instead (one that does not read stops it\n"
+               "                                        before anything runs, exit 2)\n"
                "  ccbench gen NAME [-o FILE] [--seed N] [--scale X]   write a generated trace (stdout by default)\n"
                "  ccbench info TRACE...                 events, peaks and streams of traces\n"
                "  ccbench replay [-s STRATEGY]... [--out DIR] TRACE...   replay traces through strategies\n"
@@ -153,7 +164,7 @@ void ccb_usage(FILE *f) {
                "  ccbench driver [--reps N] [--vm-backing pages|whole-maps] [--out DIR]\n"
                "                                        the GPU driver's real cudaMalloc/cudaFree cost by size\n"
                "                                        (the figures the simulated device's latencies model),\n"
-               "                                        and of its virtual-memory maps, over pages and over whole maps\n"
+               "                                        and of its virtual-memory maps, over pages and whole maps\n"
                "  ccbench --list                        strategies and generators\n"
                "\n"
                "TRACE: a CSV file (seq,op,id,size,stream,domain,name; written by CCALLOC_TRACE=path or\n"
@@ -184,8 +195,8 @@ void ccb_usage(FILE *f) {
     for (size_t i = 0; i < ccb_generator_count; i++)
         fprintf(f, "    %-18s %s\n", ccb_generators[i].name, ccb_generators[i].doc);
     fprintf(f, "\nResults on the simulated device (host memory) are labelled simulated; GPU strategies need a GPU.\n"
-               "Exit status: 0 ok; 1 a run failed, or an output (a file, or standard output: `> /dev/full`)\n"
-               "could not be written whole, said on stderr; 2 bad usage.\n");
+               "Exit status: 0 ok; 1 a run failed (--all: a trace left out too), or an output (a file, or\n"
+               "standard output: `> /dev/full`) could not be written whole, said on stderr; 2 bad usage.\n");
 }
 
 /* One argument as a POSIX shell word: as it is when every byte is one a
@@ -265,6 +276,16 @@ int ccb_usage_error(const char *command, const char *fmt, ...) {
     return 2;
 }
 #define usage_error(...) ccb_usage_error(NULL, __VA_ARGS__)
+
+int ccb_help_wanted(int argc, char **argv, const char *shortopts, const struct option *longopts, int help_id) {
+    opterr = 0;
+    optind = 0; /* GNU: start afresh; the parse proper starts afresh again */
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1)
+        if (c == 'h' || c == help_id)
+            return 1;
+    return 0;
+}
 
 int ccb_getopt_error(const char *command, int c, char **argv) {
     if (c == ':')
@@ -362,6 +383,7 @@ static int take(ccb_options *o, int id, const char *v) {
     case O_OUT: o->out = v; return 0;
     case O_OUTPUT: o->output_file = v; return 0;
     case O_SCRIPTS: o->script_dir = v; return 0;
+    case O_TRACES: o->traces_dir = v; return 0;
     case O_SEED:
         if (ccai_decimal_uint(v, 0, ULLONG_MAX, &u))
             return usage_error("--seed '%s' is not a number in 0..2^64-1", v);
@@ -455,14 +477,14 @@ int ccb_options_parse(ccb_options *o, int argc, char **argv) {
     }
     shortopts[k] = '\0';
     longopts[NOPTIONS] = (struct option){0, 0, 0, 0};
+    if (ccb_help_wanted(argc, argv, shortopts, longopts, O_HELP)) {
+        ccb_usage(stdout);
+        return 1;
+    }
     opterr = 0;
     optind = 0; /* GNU: start afresh (a process may parse more than once) */
     int c;
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-        if (c == O_HELP) {
-            ccb_usage(stdout);
-            return 1;
-        }
         if (c == ':' || c == '?')
             return ccb_getopt_error(NULL, c, argv);
         int rc = take(o, c, optarg);

@@ -166,6 +166,10 @@ static int parse_options(int argc, char **argv, sleep_options *so) {
     cca_upstream *device = so->device;
     *so = (sleep_options){.reps = 5, .vm_backing = CCA_VM_WHOLE_MAPS, .command_line = cl, .device = device};
     parse_sizes("64M,256M,1G,2G", so);
+    if (ccb_help_wanted(argc, argv, ":h", longopts, O_HELP)) { /* anywhere, whatever else is there */
+        usage(stdout);
+        return 1;
+    }
     opterr = 0;
     optind = 0; /* GNU: start afresh */
     int c;

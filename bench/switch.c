@@ -116,6 +116,10 @@ static int parse_options(int argc, char **argv, switch_options *so) {
         {"out", required_argument, 0, O_OUT}, {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0}};
     *so = (switch_options){.device = "auto", .capacity = "2G", .iters = "1", .batch = "8", .rounds = 3};
+    if (ccb_help_wanted(argc, argv, ":h", longopts, O_HELP)) { /* anywhere, whatever else is there */
+        usage(stdout);
+        return 1;
+    }
     opterr = 0;
     optind = 0; /* GNU: start afresh (--all calls this after its own parse) */
     int c;

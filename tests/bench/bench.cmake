@@ -121,6 +121,18 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_help_short_option 0 "^  -s, --strategy S {5}preset name, BASE" "" - --help)
   ccb_cli(ccbench_help_doc_continued 0 "^ {23}plus the GPU suite, GPU ones" "" - --help)
   ccb_cli(ccbench_help_long_only_option 0 "^  --out DIR {12}write README[.]md" "" - --help)
+  # --help anywhere prints the usage and exits 0, whatever comes before it: a bad
+  # -s, a bad value or an unknown option was reported instead (exit 2), in every
+  # command and in switch's and sleep's own parsers
+  ccb_cli(ccbench_help_after_bad_strategy 0 "^usage:" "unknown strategy" - replay -s nosuch --help gen:uniform)
+  ccb_cli(ccbench_help_after_bad_value 0 "^usage:" "--reps '0'" - --all --reps 0 -h)
+  ccb_cli(ccbench_help_after_unknown_option 0 "^usage:" "unknown option" - info --bogus --help gen:uniform)
+  ccb_cli(ccbench_help_after_bad_scale 0 "^usage:" "--scale 'x'" - gen uniform --scale x --help)
+  ccb_cli(ccbench_switch_help_anywhere 0 "^usage: ccbench switch" "is not a count" - switch --rounds 0 --help)
+  ccb_cli(ccbench_sleep_help_anywhere 0 "^usage: ccbench sleep" "neither host nor cuda" - sleep --device x -h)
+  # ... but a "--help" that is an option's value, or an operand after "--", is not one
+  ccb_cli(ccbench_help_as_a_value 2 "unknown strategy '--help'" "^usage:" - replay -s --help gen:uniform)
+  ccb_cli(ccbench_help_operand_after_dashes 2 "cannot open '--help'" "^usage:" - info -- --help)
   ccb_cli(ccbench_latency_without_unit_is_us 2 "--upstream-latency '1000001' is not a duration" "" -
     gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000001)
   ccb_cli(ccbench_latency_at_most_a_second 0 "" "not a duration" -
@@ -418,6 +430,54 @@ if(TARGET ccbench_core)
   # the gzip ones (.csv.gz) included
   ccb_cli(ccbench_all_standard_traces 0 "replay torch-bert-infer +malloc +done" "cannot open" -
     ${ccb_all_opts} --out ${ccb_cli_dir}/all-standard)
+  # --traces DIR: that directory in place of bench/traces (the generators still run);
+  # with TRACE operands it is bad usage
+  file(WRITE ${ccb_cli_dir}/traces-one/one.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
+  ccb_cli(ccbench_all_traces_dir 0 "replay one +malloc +done" "replay torch-bert-infer" -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one --out ${ccb_cli_dir}/all-traces-dir)
+  ccb_cli(ccbench_all_traces_dir_and_operands 2 "--traces and TRACE operands" "replay " -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one --out ${ccb_cli_dir}/all-traces-both gen:uniform)
+  # --all without operands: a trace of the directory it meant to run and could not is
+  # said, naming it and why, and the run exits 1 (the others still run); they were
+  # left out in silence, exit 0. A directory that cannot be read (a file: ENOTDIR;
+  # none there; a path past PATH_MAX) ...
+  file(WRITE ${ccb_cli_dir}/traces-a-file "")
+  ccb_cli(ccbench_all_traces_not_a_directory 1 "cannot read the traces directory .*: Not a directory" "" -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-a-file --out ${ccb_cli_dir}/all-traces-file)
+  ccb_cli(ccbench_all_traces_no_directory 1 "cannot read the traces directory .*: No such file or directory" "" -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-none --out ${ccb_cli_dir}/all-traces-none)
+  string(REPEAT "./" 2100 ccb_dots) # DIR/./././...: one directory, 4200 bytes and more
+  ccb_cli(ccbench_all_traces_directory_too_long 1 "cannot read the traces directory .*: path too long" "" -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one/${ccb_dots} --out ${ccb_cli_dir}/all-traces-dir-long)
+  # ... a directory path that fits with a name that does not (DIR 3900 bytes with
+  # "./"s, a name of 250) ...
+  file(WRITE ${ccb_cli_dir}/traces-long/ok.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
+  string(REPEAT "n" 246 ccb_long_name)
+  file(WRITE ${ccb_cli_dir}/traces-long/${ccb_long_name}.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n")
+  string(LENGTH "${ccb_cli_dir}/traces-long/" ccb_len)
+  math(EXPR ccb_ndots "(3900 - ${ccb_len}) / 2")
+  string(REPEAT "./" ${ccb_ndots} ccb_dots)
+  ccb_cli(ccbench_all_traces_name_too_long 1 "nnnn[.]csv left out: path too long" "" -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-long/${ccb_dots} --out ${ccb_cli_dir}/all-traces-name-long)
+  # ... more traces than CCB_MAX_TRACES (64) with the generators' (t60..t64 past it) ...
+  foreach(i RANGE 1 64)
+    string(LENGTH "${i}" n)
+    if(n EQUAL 1)
+      set(i "0${i}")
+    endif()
+    file(WRITE ${ccb_cli_dir}/traces-many/t${i}.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
+  endforeach()
+  ccb_cli(ccbench_all_traces_too_many 1 "t64[.]csv left out: more than 64 traces" "replay t64 " -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-many --out ${ccb_cli_dir}/all-traces-many)
+  # ... and a trace that does not read: said, left out of the results, and named
+  # in README.md's "Traces left out" while the good one runs
+  file(WRITE ${ccb_cli_dir}/traces-corrupt/good.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
+  file(WRITE ${ccb_cli_dir}/traces-corrupt/bad.csv "seq,op,id,size,stream\n0,alloc,1,not-a-size,0\n")
+  set(d ${ccb_cli_dir}/all-traces-corrupt)
+  string(REPLACE ";" " " opts "${ccb_all_opts}") # one shell line
+  add_test(NAME ccbench_all_traces_corrupt COMMAND sh -c
+    "sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 1 'bad[.]csv left out' 'replay bad ' - ${opts} --traces '${ccb_cli_dir}/traces-corrupt' --out '${d}' && grep -q '^good,malloc,' '${d}/results.csv' && ! grep -q '^bad,' '${d}/results.csv' && grep -q '^## Traces left out' '${d}/README.md' && grep -q 'bad[.]csv' '${d}/README.md' || { echo 'FAIL: results.csv or README.md'; exit 1; }")
+  set_tests_properties(ccbench_all_traces_corrupt PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
   ccb_cli(ccbench_all_after_a_command 0 "replay uniform +malloc +done" "replay lognormal|cannot open 'replay'" -
     replay ${ccb_all_opts} --out ${ccb_cli_dir}/all-command gen:uniform)
   ccb_cli(ccbench_all_with_a_bad_trace 2 "cannot open '/nonexistent-ccbench-dir/t.csv'" "replay " -

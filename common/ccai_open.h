@@ -9,7 +9,10 @@
  * a FIFO with a reader wait for it as they would to any pipe, and a
  * regular file behaves exactly as with fopen. A reader that goes away
  * raises SIGPIPE at the next write, as for any pipe, unless the program
- * ignores SIGPIPE (then the write fails with EPIPE).
+ * ignores SIGPIPE (then the write fails with EPIPE). Likewise a write past
+ * RLIMIT_FSIZE raises SIGXFSZ (ignored: EFBIG, after a short write up to
+ * the limit); ccrun and ccbench leave both signals as they found them, as
+ * cat and cp do, and say EPIPE or EFBIG as any failed write.
  *
  * Cost: one open and two fcntl calls more than nothing; the FILE is
  * fdopen's, closed by fclose as usual (ccai_open_nowait: the descriptor,

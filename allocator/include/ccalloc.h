@@ -1355,7 +1355,10 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * program that closed them; a file another process wrote to between two
  * sections stops the recording (logged; that trace is left whole); a pipe whose reader
  * goes away raises SIGPIPE at the next write unless the program ignores it
- * (then the write fails and is said as above).
+ * (then the write fails and is said as above), and so does a write past
+ * the process's file-size limit (RLIMIT_FSIZE) raise SIGXFSZ, which kills
+ * by default (ignored: EFBIG, said as a full disk). The library never
+ * changes a signal's disposition: that is the program's business.
  * Errors: CCA_ERR_INVALID_ARGUMENT for a name that is not 1..CCA_MARK_MAX
  * printable ASCII characters (0x20..0x7e) without ',' or '"'; CCA_ERR_IO
  * when the recording could not be written (a full disk; it stopped at the

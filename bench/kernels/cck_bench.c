@@ -38,6 +38,13 @@
  * of rows) before it is timed; a failure is reported and the program exits 1.
  * Results: a markdown table on stdout (medians, min–max spread, device) and
  * one CSV row per measurement (default cck_bench.csv).
+ * A result cut short is a failure, as in ccbench: the CSV's header is
+ * flushed before anything is timed, and the CSV and standard output are
+ * checked at their close; one that could not be written whole (a full
+ * disk; a file-size limit with SIGXFSZ ignored, EFBIG) is said,
+ * "cck_bench: cannot write FILE: REASON", and the exit status is 1.
+ * Standard descriptors closed at start are held (common/ccai_stdfds.h), so
+ * the CSV never takes descriptor 1.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -50,6 +57,7 @@
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint */
 #include "ccai_open.h"    /* common/: ccai_fopen_nowait */
 #include "ccai_rng.h"
+#include "ccai_stdfds.h" /* common/: ccai_hold_std_fds, ccai_close_failed */
 #include "cck.h"
 
 #ifdef CCK_HAVE_CUDA
@@ -665,7 +673,30 @@ static int bench_gpu(const opts *o) {
 
 #endif
 
+/* Flush f and, when close, close it: NULL if everything written reached
+ * the file, else why not (a write error whose errno is gone: "write
+ * error"). An EBADF at the close after nothing failed is not a failure
+ * (ccai_close_failed: a closed standard output never written). */
+static const char *write_failed(FILE *f, int close) {
+    errno = 0;
+    int bad = fflush(f) != 0 || ferror(f);
+    int e = errno;
+    if (close && fclose(f) != 0 && !bad && ccai_close_failed(errno)) {
+        bad = 1;
+        e = errno;
+    }
+    return !bad ? NULL : e ? strerror(e) : "write error";
+}
+
+/* 1 after saying "cck_bench: cannot write WHAT: WHY" when why is not NULL. */
+static int said_failed(const char *what, const char *why) {
+    if (why)
+        fprintf(stderr, "cck_bench: cannot write %s: %s\n", what, why);
+    return why != NULL;
+}
+
 int main(int argc, char **argv) {
+    ccai_hold_std_fds(); /* a closed stdout's descriptor is not the CSV's */
     opts o = {.reps = 20, .cpu_reps = 5, .cpu_rows = 4096, .csv = "cck_bench.csv", .cpu = 1};
     for (int i = 1; i < argc; i++) {
         unsigned long long v;
@@ -713,6 +744,10 @@ int main(int argc, char **argv) {
     }
     fprintf(csv, "device,kind,op,version,rows,cols,batch,in,out,act,reps,median_ms,min_ms,max_ms,gbps,"
                  "frac_of_copy,gflops,overhead_pct\n");
+    if (said_failed(o.csv, write_failed(csv, 0))) { /* before anything is timed */
+        fclose(csv);
+        return 1;
+    }
     time_t now = time(NULL);
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
@@ -721,10 +756,12 @@ int main(int argc, char **argv) {
     if (o.cpu) {
         bench_cpu(&o);
     }
-    fclose(csv);
-    printf("\nCSV: %s\n", o.csv);
+    int lost = said_failed(o.csv, write_failed(csv, 1));
+    if (!lost)
+        printf("\nCSV: %s\n", o.csv);
     if (failures) {
         printf("%d configuration(s) failed their correctness check and were not timed\n", failures);
     }
-    return rc || failures ? 1 : 0;
+    lost |= said_failed("standard output", write_failed(stdout, 1));
+    return rc || failures || lost ? 1 : 0;
 }

@@ -663,9 +663,11 @@ static void act4(demo *d) {
  *                      `ccbench switch` measures the same over sequences.
  */
 
-/* The path of this ccrun, for the child (NULL when unknown). */
+/* The path of this ccrun, for the child (NULL with errno when unknown). */
 static const char *self_path(char *buf, size_t len) {
     ssize_t n = readlink("/proc/self/exe", buf, len);
+    if (n >= 0 && (size_t)n >= len)
+        errno = ENAMETOOLONG;
     if (n <= 0 || (size_t)n >= len)
         return NULL;
     buf[n] = '\0';
@@ -715,13 +717,22 @@ static int act5_reload(demo *d, ccr_engine *e, ccr_model *a, unsigned long long 
                         "--capacity", cap,      "--iters",  "1",
                         "--batch",    "1",      path,       NULL};
         double wall = 0, run = 0;
-        int rc = self ? ccrun_time_child(argv, &wall, &run) : -1;
+        int rc = self ? ccrun_time_child(argv, &wall, &run)
+                      : (cca_set_error(CCA_ERR_IO, "this program's own path is unknown (/proc/self/exe: %s)",
+                                       strerror(errno)),
+                         -1);
         if (rc == 0) {
             c->process = wall - run;
             ccrun_phase(&d->rep, e, "process", "A", c->process,
                         "a child ccrun loaded A from the file: %.1f ms fork to exit, less its run %.1f ms", wall, run);
         } else {
-            cca_set_error(CCA_ERR_IO, "the child ccrun on %s exited %d", path, rc);
+            /* -1: none ran to its exit, the message says why (child.c) */
+            char why[512];
+            snprintf(why, sizeof why, "%s", rc < 0 ? cca_last_error() : "");
+            if (rc > 0)
+                cca_set_error(CCA_ERR_IO, "the child ccrun on %s exited %d", path, rc);
+            else
+                cca_set_error(CCA_ERR_IO, "the child ccrun on %s: %s", path, why);
             step_failed(d, "process per model: ");
         }
         ccr_model *b = NULL;

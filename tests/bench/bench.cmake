@@ -302,6 +302,25 @@ if(TARGET ccbench_core)
         $<TARGET_FILE:cck_bench> 2 "^${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
       set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
+    # a CSV or table cut short is a failure (exit 1 naming it and why), found
+    # before anything is timed when the CSV's header cannot be written: a
+    # full device, and a file-size limit (RLIMIT_FSIZE) with SIGXFSZ ignored
+    # (the write fails with EFBIG; stderr goes through a pipe, which the
+    # limit does not cover); standard output closed (`>&-`) is held, so the
+    # CSV does not take descriptor 1 (its fclose closed the table's
+    # descriptor, and the table was lost in silence)
+    add_test(NAME cck_bench_csv_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+      $<TARGET_FILE:cck_bench> 1 "^cck_bench: cannot write /dev/full: No space left on device$" "^CSV:" -
+      --no-cpu --reps 1 --csv /dev/full)
+    add_test(NAME cck_bench_table_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+      $<TARGET_FILE:cck_bench> 1 "^cck_bench: cannot write standard output: No space left on device$" "" /dev/full
+      --no-cpu --reps 1 --csv /dev/null)
+    add_test(NAME cck_bench_table_on_a_closed_standard_output COMMAND sh -c
+      "mkdir -p '${ccb_cli_dir}' && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:cck_bench>' 1 '^cck_bench: cannot write standard output: Bad file descriptor$' '' closed --no-cpu --reps 1 --csv '${ccb_cli_dir}/closed.csv' && head -c 7 '${ccb_cli_dir}/closed.csv' | grep -qx 'device,'")
+    add_test(NAME cck_bench_csv_past_the_file_size_limit COMMAND sh -c
+      "mkdir -p '${ccb_cli_dir}' && said=$( (trap '' XFSZ && ulimit -f 0 && exec '$<TARGET_FILE:cck_bench>' --no-cpu --reps 1 --csv '${ccb_cli_dir}/limit.csv') 2>&1 >/dev/null; echo \"exit $?\") && echo \"$said\" && echo \"$said\" | grep -qx 'cck_bench: cannot write ${ccb_cli_dir}/limit.csv: File too large' && echo \"$said\" | grep -qx 'exit 1'")
+    set_tests_properties(cck_bench_csv_on_a_full_device cck_bench_table_on_a_full_device
+      cck_bench_table_on_a_closed_standard_output cck_bench_csv_past_the_file_size_limit PROPERTIES LABELS cpu TIMEOUT 20)
     # torch.softmax is timed on the shapes of cck_bench's main table, so the
     # two tables side by side compare like with like
     if(Python3_Interpreter_FOUND)

@@ -11,10 +11,20 @@
  *   named "run" in the child's JSON (demo act 5 takes it out of a process
  *   per model's cost), other phases not counted; the child's exit status
  *   returned. The child here is /bin/sh printing a fixed document.
+ * - ccrun_time_child when no child ran to its exit (-1): the message says
+ *   why in words, as ccbench switch does (demo act 5 prefixes the file and
+ *   prints it; it said "exited -1"): no descriptor left for the pipe
+ *   (RLIMIT_NOFILE lowered to the lowest free descriptor, put back before
+ *   any assert) is "could not be run: Too many open files"; a child killed
+ *   by a signal is "was killed by signal 9 (Killed)".
  */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "ccrun.h"
 
@@ -61,4 +71,36 @@ Test(ccrun_parts, a_childs_run_phases_are_summed_and_no_other) {
     cr_assert_eq(ccrun_time_child(argv, &wall, &run), 3, "the child's exit status");
     cr_assert_eq(run, 3.75, "run phases: 1.5 + 2.25, got %.3f", run);
     cr_assert_geq(wall, 0.0);
+}
+
+Test(ccrun_parts, a_child_that_cannot_start_says_why) {
+    int lowest = open("/dev/null", O_RDONLY); /* the pipe's first descriptor would be this one */
+    cr_assert_geq(lowest, 0, "open: %s", strerror(errno));
+    close(lowest);
+    struct rlimit old, low;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    low = old;
+    low.rlim_cur = (rlim_t)lowest; /* no descriptor left: pipe() fails with EMFILE */
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0, "setrlimit: %s", strerror(errno));
+    char *argv[] = {"/bin/sh", "-c", "exit 0", NULL};
+    double wall = -1, run = -1;
+    cca_clear_error();
+    int rc = ccrun_time_child(argv, &wall, &run);
+    int set_back = setrlimit(RLIMIT_NOFILE, &old);
+    cr_assert_eq(set_back, 0, "setrlimit back: %s", strerror(errno));
+    cr_assert_eq(rc, -1, "no child ran");
+    cr_assert_eq(run, 0.0);
+    char want[256];
+    snprintf(want, sizeof want, "/bin/sh could not be run: %s", strerror(EMFILE));
+    cr_assert_str_eq(ccr_last_error(), want);
+}
+
+Test(ccrun_parts, a_child_killed_by_a_signal_says_which) {
+    char *argv[] = {"/bin/sh", "-c", "kill -9 $$", NULL};
+    double wall = -1, run = -1;
+    cca_clear_error();
+    cr_assert_eq(ccrun_time_child(argv, &wall, &run), -1, "no exit status");
+    char want[256];
+    snprintf(want, sizeof want, "/bin/sh was killed by signal 9 (%s)", strsignal(9));
+    cr_assert_str_eq(ccr_last_error(), want);
 }

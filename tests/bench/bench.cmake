@@ -319,8 +319,13 @@ if(TARGET ccbench_core)
       "mkdir -p '${ccb_cli_dir}' && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:cck_bench>' 1 '^cck_bench: cannot write standard output: Bad file descriptor$' '' closed --no-cpu --reps 1 --csv '${ccb_cli_dir}/closed.csv' && head -c 7 '${ccb_cli_dir}/closed.csv' | grep -qx 'device,'")
     add_test(NAME cck_bench_csv_past_the_file_size_limit COMMAND sh -c
       "mkdir -p '${ccb_cli_dir}' && said=$( (trap '' XFSZ && ulimit -f 0 && exec '$<TARGET_FILE:cck_bench>' --no-cpu --reps 1 --csv '${ccb_cli_dir}/limit.csv') 2>&1 >/dev/null; echo \"exit $?\") && echo \"$said\" && echo \"$said\" | grep -qx 'cck_bench: cannot write ${ccb_cli_dir}/limit.csv: File too large' && echo \"$said\" | grep -qx 'exit 1'")
+    # the CSV's path comes from the command line: escaped in the message (a raw
+    # ESC reached the terminal)
+    add_test(NAME cck_bench_csv_name_escaped COMMAND sh -c
+      "mkdir -p '${ccb_cli_dir}' && e=$(printf '\\033') && ln -sf /dev/full '${ccb_cli_dir}/a'\"$e\"'b.csv' && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:cck_bench>' 1 '^cck_bench: cannot write .*/a.x1bb[.]csv: No space left on device$' '' - --no-cpu --reps 1 --csv '${ccb_cli_dir}/a'\"$e\"'b.csv'")
     set_tests_properties(cck_bench_csv_on_a_full_device cck_bench_table_on_a_full_device
-      cck_bench_table_on_a_closed_standard_output cck_bench_csv_past_the_file_size_limit PROPERTIES LABELS cpu TIMEOUT 20)
+      cck_bench_table_on_a_closed_standard_output cck_bench_csv_past_the_file_size_limit cck_bench_csv_name_escaped
+      PROPERTIES LABELS cpu TIMEOUT 20)
     # torch.softmax is timed on the shapes of cck_bench's main table, so the
     # two tables side by side compare like with like
     if(Python3_Interpreter_FOUND)

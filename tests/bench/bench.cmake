@@ -323,9 +323,17 @@ if(TARGET ccbench_core)
     # ESC reached the terminal)
     add_test(NAME cck_bench_csv_name_escaped COMMAND sh -c
       "mkdir -p '${ccb_cli_dir}' && e=$(printf '\\033') && ln -sf /dev/full '${ccb_cli_dir}/a'\"$e\"'b.csv' && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:cck_bench>' 1 '^cck_bench: cannot write .*/a.x1bb[.]csv: No space left on device$' '' - --no-cpu --reps 1 --csv '${ccb_cli_dir}/a'\"$e\"'b.csv'")
+    # --list-shapes (torch_softmax's shapes come from it) and --help are outputs
+    # too, checked at their close (they exited 0 on a full device)
+    add_test(NAME cck_bench_list_shapes_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+      $<TARGET_FILE:cck_bench> 1 "^cck_bench: cannot write standard output: No space left on device$" "" /dev/full
+      --list-shapes)
+    add_test(NAME cck_bench_help_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+      $<TARGET_FILE:cck_bench> 1 "^cck_bench: cannot write standard output: No space left on device$" "" /dev/full
+      --help)
     set_tests_properties(cck_bench_csv_on_a_full_device cck_bench_table_on_a_full_device
       cck_bench_table_on_a_closed_standard_output cck_bench_csv_past_the_file_size_limit cck_bench_csv_name_escaped
-      PROPERTIES LABELS cpu TIMEOUT 20)
+      cck_bench_list_shapes_on_a_full_device cck_bench_help_on_a_full_device PROPERTIES LABELS cpu TIMEOUT 20)
     # torch.softmax is timed on the shapes of cck_bench's main table, so the
     # two tables side by side compare like with like
     if(Python3_Interpreter_FOUND)

@@ -42,9 +42,9 @@
  * flushed before anything is timed, and the CSV and standard output are
  * checked at their close; one that could not be written whole (a full
  * disk; a file-size limit with SIGXFSZ ignored, EFBIG) is said,
- * "cck_bench: cannot write FILE: REASON", and the exit status is 1. A
- * path or value from the command line is escaped in messages
- * (common/ccai_escape.h).
+ * "cck_bench: cannot write FILE: REASON", and the exit status is 1; so
+ * is a --list-shapes or --help output cut short. A path or value from the
+ * command line is escaped in messages (common/ccai_escape.h).
  * Standard descriptors closed at start are held (common/ccai_stdfds.h), so
  * the CSV never takes descriptor 1.
  */
@@ -728,12 +728,13 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--list-shapes")) {
             for (size_t c = 0; c < NSHAPES; c++)
                 printf("%zux%zu\n", softmax_shapes[c][0], softmax_shapes[c][1]);
-            return 0;
+            return said_failed("standard output", write_failed(stdout, 1)); /* another program reads it */
         } else {
             printf("usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n"
                    "       %s --list-shapes\n",
                    argv[0], argv[0]);
-            return !strcmp(argv[i], "--help") ? 0 : 2;
+            int lost = said_failed("standard output", write_failed(stdout, 1));
+            return !strcmp(argv[i], "--help") ? lost : 2;
         }
     }
     if (o.reps < 1 || o.cpu_reps < 1 || o.cpu_rows < 1) {

@@ -351,6 +351,14 @@ if(TARGET ccbench_core)
   # wake figure (it said "sleep + wake 0.000 ms per switch", a median of none)
   ccb_cli(ccbench_switch_no_wake_summary 0 "no model woken \\(--rounds 1\\)" "sleep \\+ wake [0-9]" -
     switch --device host --rounds 1 --out ${ccb_cli_dir}/switch-no-wake mlp:64x64:relu mlp:64x64:gelu)
+  # switch -- MODEL...: a model whose name begins with '-' is a MODEL to ccrun too
+  # (ccrun read "-a.safetensors" as options: "unknown option '-a'", exit 2)
+  if(TARGET ccrun)
+    set(d ${ccb_cli_dir}/switch-dash)
+    add_test(NAME ccbench_switch_dash_model COMMAND sh -c
+      "mkdir -p '${d}' && cd '${d}' && '$<TARGET_FILE:ccrun>' --device host --save ./-a.safetensors mlp:64x64:relu >/dev/null && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 'no model woken' 'unknown option|failed' - switch --device host --rounds 1 --out '${d}/out' -- -a.safetensors mlp:64x64:gelu")
+    set_tests_properties(ccbench_switch_dash_model PROPERTIES LABELS cpu TIMEOUT 60)
+  endif()
   # switch: at most 16 models (a 17th is a usage error, before anything runs)
   ccb_cli(ccbench_switch_seventeen_models 2 "ccbench switch: more than 16 models" "skipped|In-process" -
     switch --device host m1 m2 m3 m4 m5 m6 m7 m8 m9 m10 m11 m12 m13 m14 m15 m16 m17)

@@ -130,6 +130,10 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_help_after_bad_scale 0 "^usage:" "--scale 'x'" - gen uniform --scale x --help)
   ccb_cli(ccbench_switch_help_anywhere 0 "^usage: ccbench switch" "is not a count" - switch --rounds 0 --help)
   ccb_cli(ccbench_sleep_help_anywhere 0 "^usage: ccbench sleep" "neither host nor cuda" - sleep --device x -h)
+  # ... before any command too: an option first was "unknown command '-s'", exit 2
+  ccb_cli(ccbench_help_after_an_option_first 0 "^usage:" "unknown command" - -s malloc --help)
+  ccb_cli(ccbench_help_after_an_unknown_option_first 0 "^usage:" "unknown command" - --bogus -h)
+  ccb_cli(ccbench_option_first_without_help 2 "unknown command '-s'" "^usage:" - -s --help)
   # ... but a "--help" that is an option's value, or an operand after "--", is not one
   ccb_cli(ccbench_help_as_a_value 2 "unknown strategy '--help'" "^usage:" - replay -s --help gen:uniform)
   ccb_cli(ccbench_help_operand_after_dashes 2 "cannot open '--help'" "^usage:" - info -- --help)

@@ -819,6 +819,9 @@ int ccb_usage_error(const char *command, const char *fmt, ...) __attribute__((fo
  * argv keeps options and operands in their order) (cli.c). */
 struct option;
 int ccb_help_wanted(int argc, char **argv, const char *shortopts, const struct option *longopts, int help_id);
+/* ccb_help_wanted with ccbench's own options (the table of cli.c): for a
+ * command line whose first argument is an option, not a command (main.c). */
+int ccb_options_help_wanted(int argc, char **argv);
 /* getopt_long's ':' (a value missing) or '?' (unknown, or a value given to
  * an option that takes none) as the usage error that names the option
  * (argv[optind - 1], or optopt); returns 2 (cli.c). */

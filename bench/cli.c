@@ -8,8 +8,9 @@
  *   - a value is given as "--opt value" or "--opt=value" ("-s X", "-sX");
  *   - options and operands mix in any order; "--" ends the options;
  *   - --help (-h) anywhere among the options prints the usage and exits 0,
- *     whatever else is there, bad values and unknown options included (a
- *     first getopt pass looks for it alone: ccb_help_wanted); a "--help"
+ *     whatever else is there, bad values and unknown options included, and
+ *     before a command too (a first getopt pass looks for it alone:
+ *     ccb_help_wanted, ccb_options_help_wanted for main.c); a "--help"
  *     that is an option's value (-s --help) or follows "--" is not one;
  *   - a bad value, a missing value, a value given to a flag or an unknown
  *     option is one line on stderr, "ccbench: MESSAGE (see ccbench --help)",
@@ -463,10 +464,10 @@ static int take(ccb_options *o, int id, const char *v) {
     return usage_error("internal: option %d has no handler", id);
 }
 
-int ccb_options_parse(ccb_options *o, int argc, char **argv) {
-    struct option longopts[NOPTIONS + 1];
-    char shortopts[3 * NOPTIONS + 2] = ":"; /* ':': a missing value is reported as such */
-    size_t k = 1;
+/* getopt_long's tables from options[]. */
+static void getopt_tables(struct option longopts[NOPTIONS + 1], char shortopts[3 * NOPTIONS + 2]) {
+    size_t k = 0;
+    shortopts[k++] = ':'; /* a missing value is reported as such */
     for (size_t i = 0; i < NOPTIONS; i++) {
         longopts[i] = (struct option){options[i].name, options[i].has_arg, NULL, options[i].id};
         if (options[i].id < 256) {
@@ -477,6 +478,19 @@ int ccb_options_parse(ccb_options *o, int argc, char **argv) {
     }
     shortopts[k] = '\0';
     longopts[NOPTIONS] = (struct option){0, 0, 0, 0};
+}
+
+int ccb_options_help_wanted(int argc, char **argv) {
+    struct option longopts[NOPTIONS + 1];
+    char shortopts[3 * NOPTIONS + 2];
+    getopt_tables(longopts, shortopts);
+    return ccb_help_wanted(argc, argv, shortopts, longopts, O_HELP);
+}
+
+int ccb_options_parse(ccb_options *o, int argc, char **argv) {
+    struct option longopts[NOPTIONS + 1];
+    char shortopts[3 * NOPTIONS + 2];
+    getopt_tables(longopts, shortopts);
     if (ccb_help_wanted(argc, argv, shortopts, longopts, O_HELP)) {
         ccb_usage(stdout);
         return 1;

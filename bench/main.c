@@ -87,6 +87,10 @@ static int dispatch(int argc, char **argv, const char *command_line) {
             return parse_and_run(ccb_cmd_all, argc, argv, named ? 2 : 1, command_line);
     if (named)
         return parse_and_run(named->run, argc, argv, 2, command_line);
+    if (argv[1][0] == '-' && ccb_options_help_wanted(argc, argv)) { /* --help anywhere, a command or not */
+        ccb_usage(stdout);
+        return 0;
+    }
     ccai_fprintf_escaped(stderr, "ccbench: unknown command '%s' (see ccbench --help)\n", argv[1]);
     return 2;
 }

@@ -214,7 +214,7 @@ typedef struct switch_run {
     const switch_options *so;
     const char **seq; /* models x rounds, in order */
     size_t seq_n;
-    char **argv; /* ccrun and its fixed options, then the models from argv[nfixed] */
+    char **argv; /* ccrun and its fixed options from argv[0], then (run_ccrun) --sleep or not, "--", the models */
     size_t nfixed;
     switch_row *rows; /* (a)'s, (b)'s, then (c)'s */
     size_t nrows;
@@ -270,11 +270,13 @@ static int find_ccrun(const char *given, char *out, size_t len) {
 }
 
 /* Run ccrun on models [first, first + n) of the sequence, with --sleep when
- * `sleep`; its JSON document, or NULL with the reason on stderr. */
+ * `sleep`, the models after "--" (one named "-x" is a MODEL to ccrun too);
+ * its JSON document, or NULL with the reason on stderr. */
 static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, int sleep, double *wall_ms) {
     size_t at = w->nfixed;
     if (sleep)
         w->argv[at++] = "--sleep";
+    w->argv[at++] = "--";
     for (size_t i = 0; i < n; i++)
         w->argv[at + i] = (char *)w->seq[first + i];
     w->argv[at + n] = NULL;
@@ -354,7 +356,7 @@ static int lay_out(switch_run *w, const switch_options *so, const char *ccrun) {
     w->seq = calloc(w->seq_n, sizeof *w->seq);
     w->rows = calloc(3 * w->seq_n, sizeof *w->rows);
     w->loads = calloc(w->seq_n, sizeof *w->loads);
-    w->argv = calloc(w->nfixed + 1 + w->seq_n + 1, sizeof *w->argv); /* + --sleep */
+    w->argv = calloc(w->nfixed + 2 + w->seq_n + 1, sizeof *w->argv); /* + --sleep, -- */
     if (!w->seq || !w->rows || !w->loads || !w->argv)
         return -1;
     for (size_t i = 0; i < w->seq_n; i++)

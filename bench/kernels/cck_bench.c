@@ -42,7 +42,9 @@
  * flushed before anything is timed, and the CSV and standard output are
  * checked at their close; one that could not be written whole (a full
  * disk; a file-size limit with SIGXFSZ ignored, EFBIG) is said,
- * "cck_bench: cannot write FILE: REASON", and the exit status is 1.
+ * "cck_bench: cannot write FILE: REASON", and the exit status is 1; so
+ * is a --list-shapes or --help output cut short. A path or value from the
+ * command line is escaped in messages (common/ccai_escape.h).
  * Standard descriptors closed at start are held (common/ccai_stdfds.h), so
  * the CSV never takes descriptor 1.
  */
@@ -55,6 +57,7 @@
 #include <time.h>
 
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint */
+#include "ccai_escape.h"  /* common/: a path or value from the command line, escaped for a person */
 #include "ccai_open.h"    /* common/: ccai_fopen_nowait */
 #include "ccai_rng.h"
 #include "ccai_stdfds.h" /* common/: ccai_hold_std_fds, ccai_close_failed */
@@ -691,7 +694,7 @@ static const char *write_failed(FILE *f, int close) {
 /* 1 after saying "cck_bench: cannot write WHAT: WHY" when why is not NULL. */
 static int said_failed(const char *what, const char *why) {
     if (why)
-        fprintf(stderr, "cck_bench: cannot write %s: %s\n", what, why);
+        ccai_fprintf_escaped(stderr, "cck_bench: cannot write %s: %s\n", what, why); /* what: --csv's path */
     return why != NULL;
 }
 
@@ -707,7 +710,7 @@ int main(int argc, char **argv) {
             const char *opt = argv[i++];
             unsigned long long hi = !strcmp(opt, "--cpu-rows") ? 1ull << 20 : 1000000;
             if (ccai_decimal_uint(argv[i], 1, hi, &v)) {
-                fprintf(stderr, "%s '%s' is not a count in 1..%llu\n", opt, argv[i], hi);
+                ccai_fprintf_escaped(stderr, "%s '%s' is not a count in 1..%llu\n", opt, argv[i], hi);
                 return 2;
             }
             if (!strcmp(opt, "--reps"))
@@ -725,12 +728,13 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--list-shapes")) {
             for (size_t c = 0; c < NSHAPES; c++)
                 printf("%zux%zu\n", softmax_shapes[c][0], softmax_shapes[c][1]);
-            return 0;
+            return said_failed("standard output", write_failed(stdout, 1)); /* another program reads it */
         } else {
             printf("usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n"
                    "       %s --list-shapes\n",
                    argv[0], argv[0]);
-            return !strcmp(argv[i], "--help") ? 0 : 2;
+            int lost = said_failed("standard output", write_failed(stdout, 1));
+            return !strcmp(argv[i], "--help") ? lost : 2;
         }
     }
     if (o.reps < 1 || o.cpu_reps < 1 || o.cpu_rows < 1) {
@@ -739,7 +743,7 @@ int main(int argc, char **argv) {
     }
     csv = ccai_fopen_nowait(o.csv, 0); /* a FIFO nobody reads: refused, not waited for */
     if (!csv) {
-        fprintf(stderr, "%s: %s\n", o.csv, ccai_open_strerror(errno));
+        ccai_fprintf_escaped(stderr, "%s: %s\n", o.csv, ccai_open_strerror(errno));
         return 2;
     }
     fprintf(csv, "device,kind,op,version,rows,cols,batch,in,out,act,reps,median_ms,min_ms,max_ms,gbps,"

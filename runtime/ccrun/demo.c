@@ -680,7 +680,9 @@ typedef struct act5_costs {
 } act5_costs;
 
 /* A out and back by unload + reload from a file (a temporary one in
- * $TMPDIR, else /tmp), with the process-per-model figure measured in
+ * $TMPDIR, else /tmp; a relative $TMPDIR as "./DIR", so that the child
+ * ccrun reads the path as a MODEL file, never as an option, "-x", or a
+ * spec, "mlp:..."), with the process-per-model figure measured in
  * between; A (the handle) is gone afterwards. 1 when the reload's outputs
  * are `want`. */
 static int act5_reload(demo *d, ccr_engine *e, ccr_model *a, unsigned long long want, act5_costs *c) {
@@ -688,7 +690,7 @@ static int act5_reload(demo *d, ccr_engine *e, ccr_model *a, unsigned long long 
     const char *dir = getenv("TMPDIR"); /* where POSIX says temporary files go */
     if (!dir || !*dir)
         dir = "/tmp";
-    int n = snprintf(path, sizeof path, "%s/ccrun-demo-XXXXXX", dir);
+    int n = snprintf(path, sizeof path, "%s%s/ccrun-demo-XXXXXX", dir[0] == '/' ? "" : "./", dir);
     int fd = n >= 0 && (size_t)n < sizeof path ? mkstemp(path) : (errno = ENAMETOOLONG, -1);
     if (fd < 0) {
         int err = errno;

@@ -15,7 +15,8 @@
  *   CHANGED in its row and an error (exit 1) naming both hashes.
  * - A trace the allocator could not write (CCALLOC_TRACE, found at a phase
  *   mark: ccr_engine_trace_status) is an output that failed: exit 1, as
- *   for --timeline.
+ *   for --timeline; known before the JSON document, it is the document's
+ *   "error" when the run had no other.
  * - The device is --device's, or ccrun_options.upstream when a test gives
  *   one (borrowed: the engine does not destroy it).
  */
@@ -347,6 +348,16 @@ static int finish(run_state *rs, int rc) {
         if (rc == CCRUN_OK && o->keep_cache)
             ccrun_phase(&rs->rep, rs->e, "keep", "", 0, "--keep-cache: the process still holds %s",
                         cca_format_bytes(s.reserved_bytes, b0, sizeof b0));
+        /* CCALLOC_TRACE: an output, as --timeline; known before the JSON
+         * document, so a run without another error has it as its error,
+         * the document's "error" too (a run that failed keeps its own) */
+        int trace_failed = ccr_engine_trace_status(rs->e) != CCR_OK;
+        if (trace_failed && rc == CCRUN_OK) {
+            free(rs->errbuf);
+            rs->errbuf = ccrun_format("%s", ccr_last_error());
+            rc = CCRUN_ERR_MODEL;
+            trace_failed = 0; /* said below as the run's error */
+        }
         if (rc == CCRUN_ERR_MODEL)
             ccrun_say("error: %s", rs->errbuf ? rs->errbuf : "(out of host memory for the message)");
         if (rc != CCRUN_OK && !o->json)
@@ -363,7 +374,8 @@ static int finish(run_state *rs, int rc) {
             ccrun_say("BUG: %zu bytes of device memory still allocated at exit", s.allocated_bytes);
             rc = CCRUN_ERR_LEAK;
         }
-        if (ccr_engine_trace_status(rs->e) != CCR_OK) { /* CCALLOC_TRACE: an output, as --timeline */
+        if (trace_failed) {                       /* after the run's own error */
+            (void)ccr_engine_trace_status(rs->e); /* its message again */
             ccrun_say("error: %s", ccr_last_error());
             rc = ccrun_output_failed(rc);
         }

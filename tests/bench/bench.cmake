@@ -130,6 +130,10 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_help_after_bad_scale 0 "^usage:" "--scale 'x'" - gen uniform --scale x --help)
   ccb_cli(ccbench_switch_help_anywhere 0 "^usage: ccbench switch" "is not a count" - switch --rounds 0 --help)
   ccb_cli(ccbench_sleep_help_anywhere 0 "^usage: ccbench sleep" "neither host nor cuda" - sleep --device x -h)
+  # ... before any command too: an option first was "unknown command '-s'", exit 2
+  ccb_cli(ccbench_help_after_an_option_first 0 "^usage:" "unknown command" - -s malloc --help)
+  ccb_cli(ccbench_help_after_an_unknown_option_first 0 "^usage:" "unknown command" - --bogus -h)
+  ccb_cli(ccbench_option_first_without_help 2 "unknown command '-s'" "^usage:" - -s --help)
   # ... but a "--help" that is an option's value, or an operand after "--", is not one
   ccb_cli(ccbench_help_as_a_value 2 "unknown strategy '--help'" "^usage:" - replay -s --help gen:uniform)
   ccb_cli(ccbench_help_operand_after_dashes 2 "cannot open '--help'" "^usage:" - info -- --help)
@@ -319,8 +323,21 @@ if(TARGET ccbench_core)
       "mkdir -p '${ccb_cli_dir}' && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:cck_bench>' 1 '^cck_bench: cannot write standard output: Bad file descriptor$' '' closed --no-cpu --reps 1 --csv '${ccb_cli_dir}/closed.csv' && head -c 7 '${ccb_cli_dir}/closed.csv' | grep -qx 'device,'")
     add_test(NAME cck_bench_csv_past_the_file_size_limit COMMAND sh -c
       "mkdir -p '${ccb_cli_dir}' && said=$( (trap '' XFSZ && ulimit -f 0 && exec '$<TARGET_FILE:cck_bench>' --no-cpu --reps 1 --csv '${ccb_cli_dir}/limit.csv') 2>&1 >/dev/null; echo \"exit $?\") && echo \"$said\" && echo \"$said\" | grep -qx 'cck_bench: cannot write ${ccb_cli_dir}/limit.csv: File too large' && echo \"$said\" | grep -qx 'exit 1'")
+    # the CSV's path comes from the command line: escaped in the message (a raw
+    # ESC reached the terminal)
+    add_test(NAME cck_bench_csv_name_escaped COMMAND sh -c
+      "mkdir -p '${ccb_cli_dir}' && e=$(printf '\\033') && ln -sf /dev/full '${ccb_cli_dir}/a'\"$e\"'b.csv' && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:cck_bench>' 1 '^cck_bench: cannot write .*/a.x1bb[.]csv: No space left on device$' '' - --no-cpu --reps 1 --csv '${ccb_cli_dir}/a'\"$e\"'b.csv'")
+    # --list-shapes (torch_softmax's shapes come from it) and --help are outputs
+    # too, checked at their close (they exited 0 on a full device)
+    add_test(NAME cck_bench_list_shapes_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+      $<TARGET_FILE:cck_bench> 1 "^cck_bench: cannot write standard output: No space left on device$" "" /dev/full
+      --list-shapes)
+    add_test(NAME cck_bench_help_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+      $<TARGET_FILE:cck_bench> 1 "^cck_bench: cannot write standard output: No space left on device$" "" /dev/full
+      --help)
     set_tests_properties(cck_bench_csv_on_a_full_device cck_bench_table_on_a_full_device
-      cck_bench_table_on_a_closed_standard_output cck_bench_csv_past_the_file_size_limit PROPERTIES LABELS cpu TIMEOUT 20)
+      cck_bench_table_on_a_closed_standard_output cck_bench_csv_past_the_file_size_limit cck_bench_csv_name_escaped
+      cck_bench_list_shapes_on_a_full_device cck_bench_help_on_a_full_device PROPERTIES LABELS cpu TIMEOUT 20)
     # torch.softmax is timed on the shapes of cck_bench's main table, so the
     # two tables side by side compare like with like
     if(Python3_Interpreter_FOUND)
@@ -338,6 +355,14 @@ if(TARGET ccbench_core)
   # wake figure (it said "sleep + wake 0.000 ms per switch", a median of none)
   ccb_cli(ccbench_switch_no_wake_summary 0 "no model woken \\(--rounds 1\\)" "sleep \\+ wake [0-9]" -
     switch --device host --rounds 1 --out ${ccb_cli_dir}/switch-no-wake mlp:64x64:relu mlp:64x64:gelu)
+  # switch -- MODEL...: a model whose name begins with '-' is a MODEL to ccrun too
+  # (ccrun read "-a.safetensors" as options: "unknown option '-a'", exit 2)
+  if(TARGET ccrun)
+    set(d ${ccb_cli_dir}/switch-dash)
+    add_test(NAME ccbench_switch_dash_model COMMAND sh -c
+      "mkdir -p '${d}' && cd '${d}' && '$<TARGET_FILE:ccrun>' --device host --save ./-a.safetensors mlp:64x64:relu >/dev/null && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 'no model woken' 'unknown option|failed' - switch --device host --rounds 1 --out '${d}/out' -- -a.safetensors mlp:64x64:gelu")
+    set_tests_properties(ccbench_switch_dash_model PROPERTIES LABELS cpu TIMEOUT 60)
+  endif()
   # switch: at most 16 models (a 17th is a usage error, before anything runs)
   ccb_cli(ccbench_switch_seventeen_models 2 "ccbench switch: more than 16 models" "skipped|In-process" -
     switch --device host m1 m2 m3 m4 m5 m6 m7 m8 m9 m10 m11 m12 m13 m14 m15 m16 m17)

@@ -617,7 +617,8 @@ full "--demo on a full standard output: exit 1 with the reason" "ccrun: standard
     --demo --device host --capacity 192M --iters 1
 # An allocator trace that could not be written (CCALLOC_TRACE on a full
 # device) is an output that failed, as --timeline is: exit 1 with the
-# allocator's message, whatever the run (a table, --json, --sleep); in the
+# allocator's message, whatever the run (a table, --json: the document's
+# "error" too, as the run knows it before the document; --sleep); in the
 # demo a failed step under the act (its run shared with --timeline's and a
 # missing TMPDIR's: a demo takes seconds).
 traced_full() { # traced_full DESCRIPTION WORDS... -- ARGS...: CCALLOC_TRACE=/dev/full, exit 1, each WORDS said
@@ -636,7 +637,8 @@ $1"; shift; done
 TRACE_FULL="CCALLOC_TRACE: cca_trace_mark: writing the trace failed, the recording is incomplete: '/dev/full'"
 traced_full "CCALLOC_TRACE on a full device: exit 1 with the reason" "ccrun: error: $TRACE_FULL" -- \
     --device host 'mlp:8x8'
-traced_full "CCALLOC_TRACE on a full device with --json: exit 1 with the reason" "ccrun: error: $TRACE_FULL" -- \
+traced_full "CCALLOC_TRACE on a full device with --json: exit 1 with the reason, the document's error" \
+    "ccrun: error: $TRACE_FULL" "\"error\": \"$TRACE_FULL\"" -- \
     --device host --json 'mlp:8x8'
 traced_full "CCALLOC_TRACE on a full device with --sleep: exit 1 with the reason" "ccrun: error: $TRACE_FULL" -- \
     --device host --sleep 'mlp:8x8' 'mlp:8x4' 'mlp:8x8'

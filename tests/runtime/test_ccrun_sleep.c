@@ -15,14 +15,20 @@
  * - A is a gelu model: every unit passes a change on. With relu the same
  *   byte left A's outputs bit-identical (a unit off for the whole batch
  *   hides it): the hash compares outputs, not weights.
- * - Clean: exit 0, each woken run "= its first run". Corrupted: exit 1, the
+ * - Clean: exit 0, each woken run "= its first run" (the demo's with act
+ *   5's file in a relative $TMPDIR named like an option, "-tmp": the child
+ *   ccrun read it as an option, exit 2). Corrupted: exit 1, the
  *   woken run's row CHANGED, the error naming the model and both hashes
  *   (the first run's as its row showed it); the demo's act 5 says CHANGED
  *   with the woken hash in its summary and exits 1.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc_test_util.h"
 #include "capture.h"
@@ -139,10 +145,21 @@ static char *demo_argv[] = {"ccrun", "--demo", "--device", "host", "--capacity",
 
 #define WOKEN "A woken: its outputs                     "
 
+/* Clean, and with act 5's file in a relative $TMPDIR that reads like an
+ * option ("-tmp"): the child ccrun must take that file's path as a MODEL
+ * file all the same, and A goes out and back all three ways. */
 Test(ccrun_sleep, demo_act5_clean) {
+    char dir[] = "/tmp/ccrun_sleep_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    cr_assert_eq(chdir(dir), 0, "chdir: %s", strerror(errno)); /* this test's own process */
+    cr_assert_eq(mkdir("-tmp", 0700), 0, "mkdir: %s", strerror(errno));
+    setenv("TMPDIR", "-tmp", 1);
     tu_faulty f;
     ccrun_result r = run_ccrun(&f, 128 * MiB, 0, 6, demo_argv);
+    rmdir("-tmp");
+    rmdir(dir);
     cr_assert_eq(r.rc, CCRUN_OK, "exit 0; stdout:\n%s\nstderr:\n%s", r.out, r.err);
+    cr_expect_not_null(strstr(r.out, "a child ccrun loaded A from the file"), "%s", r.out);
     unsigned long long h0 = hash_after(r.out, "(A's first outputs)", "outputs ");
     unsigned long long h1 = hash_after(r.out, "5    " WOKEN "bit-identical to before its sleep", "(hash ");
     cr_expect_eq(h1, h0, "the summary's hash is A's first");

@@ -86,8 +86,8 @@
  *   per-granule latency times its granules (with whole maps, once per map),
  *   after the lock. Under the device's lock (a check and the syscalls it
  *   allows are one step): vm_map O(log m) + O(m) memmove, two syscalls;
- *   vm_unmap O(log m + k) for the k maps it overlaps, one mmap, O(m)
- *   memmove.
+ *   vm_unmap O(log m + k) for the k maps it overlaps, one mmap (refused:
+ *   one mprotect and one madvise more), O(m) memmove.
  * - Host staging memory and copies (sleep and wake): host_alloc maps host
  *   memory of its own (huge pages from 2 MiB), recorded (a fourth sorted
  *   array): host_free takes back exactly a pointer and size it gave, else

@@ -134,6 +134,8 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_help_after_an_option_first 0 "^usage:" "unknown command" - -s malloc --help)
   ccb_cli(ccbench_help_after_an_unknown_option_first 0 "^usage:" "unknown command" - --bogus -h)
   ccb_cli(ccbench_option_first_without_help 2 "unknown command '-s'" "^usage:" - -s --help)
+  # ... while a first word that is no option nor command stays unknown, --help or not
+  ccb_cli(ccbench_unknown_command_before_help 2 "unknown command 'nosuch'" "^usage:" - nosuch --help)
   # ... but a "--help" that is an option's value, or an operand after "--", is not one
   ccb_cli(ccbench_help_as_a_value 2 "unknown strategy '--help'" "^usage:" - replay -s --help gen:uniform)
   ccb_cli(ccbench_help_operand_after_dashes 2 "cannot open '--help'" "^usage:" - info -- --help)

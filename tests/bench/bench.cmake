@@ -134,6 +134,8 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_help_after_an_option_first 0 "^usage:" "unknown command" - -s malloc --help)
   ccb_cli(ccbench_help_after_an_unknown_option_first 0 "^usage:" "unknown command" - --bogus -h)
   ccb_cli(ccbench_option_first_without_help 2 "unknown command '-s'" "^usage:" - -s --help)
+  # ... while a first word that is no option nor command stays unknown, --help or not
+  ccb_cli(ccbench_unknown_command_before_help 2 "unknown command 'nosuch'" "^usage:" - nosuch --help)
   # ... but a "--help" that is an option's value, or an operand after "--", is not one
   ccb_cli(ccbench_help_as_a_value 2 "unknown strategy '--help'" "^usage:" - replay -s --help gen:uniform)
   ccb_cli(ccbench_help_operand_after_dashes 2 "cannot open '--help'" "^usage:" - info -- --help)
@@ -307,14 +309,14 @@ if(TARGET ccbench_core)
       set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
     # a CSV or table cut short is a failure (exit 1 naming it and why), found
-    # before anything is timed when the CSV's header cannot be written: a
-    # full device, and a file-size limit (RLIMIT_FSIZE) with SIGXFSZ ignored
+    # before anything is timed or printed when the CSV's header cannot be
+    # written: a full device, and a file-size limit (RLIMIT_FSIZE) with SIGXFSZ ignored
     # (the write fails with EFBIG; stderr goes through a pipe, which the
     # limit does not cover); standard output closed (`>&-`) is held, so the
     # CSV does not take descriptor 1 (its fclose closed the table's
     # descriptor, and the table was lost in silence)
     add_test(NAME cck_bench_csv_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
-      $<TARGET_FILE:cck_bench> 1 "^cck_bench: cannot write /dev/full: No space left on device$" "^CSV:" -
+      $<TARGET_FILE:cck_bench> 1 "^cck_bench: cannot write /dev/full: No space left on device$" "^CSV:|^# cck_bench" -
       --no-cpu --reps 1 --csv /dev/full)
     add_test(NAME cck_bench_table_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
       $<TARGET_FILE:cck_bench> 1 "^cck_bench: cannot write standard output: No space left on device$" "" /dev/full
@@ -486,13 +488,34 @@ if(TARGET ccbench_core)
   # left out in silence, exit 0. A directory that cannot be read (a file: ENOTDIR;
   # none there; a path past PATH_MAX) ...
   file(WRITE ${ccb_cli_dir}/traces-a-file "")
-  ccb_cli(ccbench_all_traces_not_a_directory 1 "cannot read the traces directory .*: Not a directory" "" -
+  ccb_cli(ccbench_all_traces_not_a_directory 1
+    "cannot read the traces directory .*: Not a directory [(]its traces are left out[)]" "" -
     ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-a-file --out ${ccb_cli_dir}/all-traces-file)
   ccb_cli(ccbench_all_traces_no_directory 1 "cannot read the traces directory .*: No such file or directory" "" -
     ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-none --out ${ccb_cli_dir}/all-traces-none)
   string(REPEAT "./" 2100 ccb_dots) # DIR/./././...: one directory, 4200 bytes and more
   ccb_cli(ccbench_all_traces_directory_too_long 1 "cannot read the traces directory .*: path too long" "" -
     ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one/${ccb_dots} --out ${ccb_cli_dir}/all-traces-dir-long)
+  # ... at the boundary: a DIR of exactly PATH_MAX (4096) bytes is already too long
+  # (ccb_pad_dots: a "./" run, then "." when the count is odd) ...
+  function(ccb_pad_dots out prefix total)
+    string(LENGTH "${prefix}" len)
+    math(EXPR n "(${total} - ${len}) / 2")
+    math(EXPR odd "(${total} - ${len}) % 2")
+    string(REPEAT "./" ${n} dots)
+    if(odd)
+      string(APPEND dots ".")
+    endif()
+    set(${out} "${dots}" PARENT_SCOPE)
+  endfunction()
+  ccb_pad_dots(ccb_dots "${ccb_cli_dir}/traces-one/" 4096)
+  ccb_cli(ccbench_all_traces_directory_path_max 1 "cannot read the traces directory .*: path too long" "" -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one/${ccb_dots} --out ${ccb_cli_dir}/all-traces-dir-max)
+  # ... and DIR/NAME of exactly PATH_MAX bytes too (NAME of 250 bytes)
+  string(REPEAT "n" 246 ccb_long_name)
+  ccb_pad_dots(ccb_dots "${ccb_cli_dir}/traces-long/" 3845) # + "/" + NAME: 4096
+  ccb_cli(ccbench_all_traces_name_path_max 1 "nnnn[.]csv left out: path too long [(]4096 bytes; at most 4095[)]" "" -
+    ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-long/${ccb_dots} --out ${ccb_cli_dir}/all-traces-name-max)
   # ... a directory path that fits with a name that does not (DIR 3900 bytes with
   # "./"s, a name of 250) ...
   file(WRITE ${ccb_cli_dir}/traces-long/ok.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
@@ -520,7 +543,7 @@ if(TARGET ccbench_core)
   set(d ${ccb_cli_dir}/all-traces-corrupt)
   string(REPLACE ";" " " opts "${ccb_all_opts}") # one shell line
   add_test(NAME ccbench_all_traces_corrupt COMMAND sh -c
-    "sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 1 'bad[.]csv left out' 'replay bad ' - ${opts} --traces '${ccb_cli_dir}/traces-corrupt' --out '${d}' && grep -q '^good,malloc,' '${d}/results.csv' && ! grep -q '^bad,' '${d}/results.csv' && grep -q '^## Traces left out' '${d}/README.md' && grep -q 'bad[.]csv' '${d}/README.md' || { echo 'FAIL: results.csv or README.md'; exit 1; }")
+    "sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 1 'bad[.]csv left out' 'replay bad ' - ${opts} --traces '${ccb_cli_dir}/traces-corrupt' --out '${d}' && grep -q '^good,malloc,' '${d}/results.csv' && ! grep -q '^bad,' '${d}/results.csv' && grep -q '^## Traces left out' '${d}/README.md' && grep -q 'bad[.]csv' '${d}/README.md' && ! grep -q '^- and ' '${d}/README.md' || { echo 'FAIL: results.csv or README.md'; exit 1; }")
   set_tests_properties(ccbench_all_traces_corrupt PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
   ccb_cli(ccbench_all_after_a_command 0 "replay uniform +malloc +done" "replay lognormal|cannot open 'replay'" -
     replay ${ccb_all_opts} --out ${ccb_cli_dir}/all-command gen:uniform)

@@ -322,20 +322,23 @@ else
 fi
 check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a model has non-finite (NaN/Inf) weights'"
 check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
+# (act 5's temporary file in a relative $TMPDIR that reads as an option,
+# "-tmp": the child ccrun must get it as a MODEL file, "./-tmp/...")
+mkdir -p "$TMP/-tmp"
 check "--demo on a small simulated device" sh -c \
-    "'$CCRUN' --demo --device host --capacity 192M > '$TMP/demo' && grep -q 'REFUSED' '$TMP/demo' && grep -q '== baseline 192.00 MiB every time' '$TMP/demo'"
+    "cd '$TMP' && TMPDIR=-tmp '$CCRUN' --demo --device host --capacity 192M > '$TMP/demo' && grep -q 'REFUSED' '$TMP/demo' && grep -q '== baseline 192.00 MiB every time' '$TMP/demo'"
 # a device too small for the demo's models: every step that could not run is
 # said under its row, nothing is shown as if it had run, and the demo exits 1
 # with the allocators at 0 live bytes (it exited 0, its act-2 row listing
 # nine batches of which five had failed)
 expect 1 "the demo did not run whole: 11 step(s) failed" -- --demo --capacity 16M --iters 1
-check "--demo on a 16M device: the act-2 rows name the batches that ran and those that failed" sh -c \
-    "'$CCRUN' --demo --device host --capacity 16M --iters 1 >'$TMP/d16' 2>/dev/null; test \$? -eq 1 && grep -q '^run  *D .*batches 96,40,8,24 ran, 512,1024,700,300,1000 FAILED (5 of 9): [0-9]* splits' '$TMP/d16' && grep -q '^run  *D .*batches 96,40,8,300,24 ran, 512,1024,700,1000 FAILED (4 of 9): [0-9]* splits' '$TMP/d16' && ! grep -q 'batches 512,96,1024' '$TMP/d16' && test \$(grep -c '^2x\\? *fragmentation after changing batches *[0-9.]* (batches failed)' '$TMP/d16') -eq 2 && grep -q '^4 *domains: A unloaded while R runs *did not run: model' '$TMP/d16'"
+check "--demo on a 16M device (TMPDIR empty: act 5 saves in /tmp): the act-2 rows name the batches that ran and those that failed" sh -c \
+    "TMPDIR= '$CCRUN' --demo --device host --capacity 16M --iters 1 >'$TMP/d16' 2>/dev/null; test \$? -eq 1 && grep -q 'A written to /tmp/ccrun-demo-' '$TMP/d16' && grep -q '^run  *D .*batches 96,40,8,24 ran, 512,1024,700,300,1000 FAILED (5 of 9): [0-9]* splits' '$TMP/d16' && grep -q '^run  *D .*batches 96,40,8,300,24 ran, 512,1024,700,1000 FAILED (4 of 9): [0-9]* splits' '$TMP/d16' && ! grep -q 'batches 512,96,1024' '$TMP/d16' && test \$(grep -c '^2x\\? *fragmentation after changing batches *[0-9.]* (batches failed)' '$TMP/d16') -eq 2 && grep -q '^4 *domains: A unloaded while R runs *did not run: model' '$TMP/d16'"
 check "--demo act 4: memory trapped without domains, all of A returned with them, R unchanged, footprint without upstream calls" sh -c \
     "grep -q '^4 *no domains: A unloaded + empty-cache *device free +40.00 MiB of A.s 62.00 MiB; [1-9][0-9.]* MiB trapped' '$TMP/demo' && grep -q '^4 *domains: A unloaded while R runs *device free +62.00 MiB = exactly A.s whole reservation' '$TMP/demo' && grep -q '^4 *R.s outputs as A came and went *bit-identical in both sequences' '$TMP/demo' && grep -q '^4 *A loaded again: remembered footprint *62.00 MiB reserved in 1 upstream call, then 0 in load + 2 runs; peak 62.00 MiB <= first 62.00 MiB' '$TMP/demo'"
 
 check "--demo act 5: A asleep at the baseline exactly, B ran, A's outputs bit-identical, three measured switch costs, the temporary file gone" sh -c \
-    "grep -q '^5 *A asleep (loaded, weights on the host) *device free == baseline 192.00 MiB exactly' '$TMP/demo' && grep -q '^5 *B, too large beside A awake, ran *A.s [0-9.]* MiB + B.s [0-9.]* MiB > device 192.00 MiB' '$TMP/demo' && grep -q '^5 *A woken: its outputs *bit-identical to before its sleep' '$TMP/demo' && grep -q '^5 *A out and back: sleep + wake *[0-9.]* ms (sleep [0-9.]* + wake [0-9.]*)' '$TMP/demo' && grep -q '^5 *A out and back: unload + reload (file) *[0-9.]* ms (unload [0-9.]* + load [0-9.]*)' '$TMP/demo' && grep -q '^5 *A out and back: a process per model *[0-9.]* ms' '$TMP/demo' && grep -q '^process  *A .*a child ccrun loaded A from the file' '$TMP/demo' && grep -q '^run  *A .*(reloaded)' '$TMP/demo' && f=\$(grep -o 'A written to [^ ]*' '$TMP/demo' | cut -d' ' -f4) && test -n \"\$f\" && test ! -e \"\$f\""
+    "grep -q '^5 *A asleep (loaded, weights on the host) *device free == baseline 192.00 MiB exactly' '$TMP/demo' && grep -q '^5 *B, too large beside A awake, ran *A.s [0-9.]* MiB + B.s [0-9.]* MiB > device 192.00 MiB' '$TMP/demo' && grep -q '^5 *A woken: its outputs *bit-identical to before its sleep' '$TMP/demo' && grep -q '^5 *A out and back: sleep + wake *[0-9.]* ms (sleep [0-9.]* + wake [0-9.]*)' '$TMP/demo' && grep -q '^5 *A out and back: unload + reload (file) *[0-9.]* ms (unload [0-9.]* + load [0-9.]*)' '$TMP/demo' && grep -q '^5 *A out and back: a process per model *[0-9.]* ms' '$TMP/demo' && grep -q '^process  *A .*a child ccrun loaded A from the file' '$TMP/demo' && grep -q '^run  *A .*(reloaded)' '$TMP/demo' && f=\$(grep -o 'A written to [^ ]*' '$TMP/demo' | cut -d' ' -f4) && case \$f in ./-tmp/ccrun-demo-*) ;; *) false;; esac && test ! -e \"$TMP/\$f\""
 
 # --resident B A C: B stays loaded while A then C are loaded, run and
 # unloaded. From the JSON rows: at each unload the device's free memory rises
@@ -642,6 +645,12 @@ traced_full "CCALLOC_TRACE on a full device with --json: exit 1 with the reason,
     --device host --json 'mlp:8x8'
 traced_full "CCALLOC_TRACE on a full device with --sleep: exit 1 with the reason" "ccrun: error: $TRACE_FULL" -- \
     --device host --sleep 'mlp:8x8' 'mlp:8x4' 'mlp:8x8'
+check "CCALLOC_TRACE on a full device: the trace's error is the run's, said once" sh -c \
+    "CCALLOC_TRACE=/dev/full '$CCRUN' --device host 'mlp:8x8' >/dev/null 2>'$TMP/te1'; test \$? -eq 1 && test \$(grep -c '^ccrun: error: ' '$TMP/te1') -eq 1"
+# A run that failed keeps its own error (the --json "error" too); the
+# trace's is said once, after it, and the exit status stays 1.
+check "CCALLOC_TRACE on a full device, a model that does not fit: its error first, the trace's once after, the document's error the model's" sh -c \
+    "CCALLOC_TRACE=/dev/full '$CCRUN' --device host --capacity 4M --json 'mlp:2048x2048' >'$TMP/tj' 2>'$TMP/te'; test \$? -eq 1 && grep '^ccrun: error: ' '$TMP/te' | cut -c1-48 | tr '\\n' '|' | grep -qxF \"ccrun: error: model 'mlp:2048x2048' (16.01 MiB o|ccrun: error: CCALLOC_TRACE: cca_trace_mark: wri|\" && grep '^  \"error\": \"model ' '$TMP/tj' | grep -qF 'of weights) does not fit on host (4.00 MiB)'"
 # ... and a TMPDIR where act 5 cannot save model A: skipped, with the reason
 TF_TMPDIR=$TMP/none
 traced_full "--demo with --timeline and CCALLOC_TRACE on full devices, TMPDIR missing: exit 1 naming each" \

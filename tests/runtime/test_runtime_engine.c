@@ -16,7 +16,8 @@
  *     its batch, t_ms counts from the open, a model name stays one CSV
  *     field), and one that could not be written says so at close; a
  *     CCALLOC_TRACE recording that could not be written is the engine's
- *     CCR_ERR_IO from the first mark that found it on;
+ *     CCR_ERR_IO from the first mark that found it on, and a mark refused
+ *     for another reason (from inside an upstream op) is not;
  *   - device options the simulated device cannot take are refused by name;
  *     max_reserved above the device's total is not the limit;
  *   - a batch the device can never hold is refused before anything moves:
@@ -719,6 +720,42 @@ Test(runtime_engine, a_trace_that_could_not_be_written_is_the_engines_error) {
     cr_expect_str_eq(ccr_last_error(), want, "the first failure's message");
     ccr_engine_destroy(e);
     unsetenv("CCALLOC_TRACE");
+}
+
+/* A mark the allocator refuses for another reason than a stopped recording
+ * (made from inside one of its upstream ops: CCA_ERR_INVALID_ARGUMENT) is
+ * no trace failure: the status stays CCR_OK. The device here forwards to a
+ * host one and marks the engine on each alloc. */
+static ccr_engine *marking_engine;
+static cca_status marking_alloc(void *ctx, size_t size, void **ptr) {
+    if (marking_engine)
+        ccr_engine_mark(marking_engine, "inside-an-op", NULL);
+    return cca_upstream_alloc(ctx, size, ptr);
+}
+static cca_status marking_free(void *ctx, void *ptr, size_t size) {
+    return cca_upstream_free(ctx, ptr, size);
+}
+static cca_status marking_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
+    return cca_upstream_mem_info(ctx, free_bytes, total_bytes);
+}
+
+Test(runtime_engine, a_mark_refused_inside_an_op_is_no_trace_failure) {
+    cca_upstream *host, *dev;
+    cr_assert_eq(ccr_device_open(CCR_DEVICE_HOST, 0, 64 * MiB, &host, NULL), CCR_OK);
+    cca_upstream_ops ops = {.alloc = marking_alloc, .free = marking_free, .mem_info = marking_mem_info};
+    cr_assert_eq(cca_upstream_custom_create(&ops, host, &dev), CCA_OK, "%s", cca_last_error());
+    ccr_engine_options o;
+    ccr_engine_options_default(&o);
+    o.upstream = dev;
+    ccr_engine *e;
+    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
+    marking_engine = e;
+    load_and_unload(e);
+    marking_engine = NULL;
+    cr_expect_eq(ccr_engine_trace_status(e), CCR_OK, "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+    cca_upstream_destroy(dev);
+    cca_upstream_destroy(host);
 }
 
 /* A batch that cannot fit is refused before anything is allocated or read,

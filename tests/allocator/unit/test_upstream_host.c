@@ -15,7 +15,10 @@
  *               the OS (resident memory drops), a later touch faults (probed
  *               with write(2) -> EFAULT, and once with a real SIGSEGV), a new
  *               allocation reads as zeros; also while the kernel refuses
- *               every new mapping (RLIMIT_AS below the address space).
+ *               every new mapping (RLIMIT_AS below the address space); a
+ *               free that can give them back neither way (mlocked pages
+ *               too) is CCA_ERR_UPSTREAM with the reason and changes
+ *               nothing, the block still readable and writable.
  *   bad frees   anything that is not exactly an allocation of the device is
  *               refused with CCA_ERR_UPSTREAM and changes nothing.
  *   latency     busy-waits per alloc (granted or refused) and per free; only
@@ -764,6 +767,40 @@ Test(upstream_host, a_free_while_new_mappings_are_refused_still_gives_the_pages_
     cr_assert_eq(q[size - 1], 0);
     dev_free(u, q, size);
     dev_free(u, n, P);
+    cca_upstream_destroy(u);
+}
+
+/* A free that can give the pages back neither way (new mappings refused,
+ * RLIMIT_AS; the block mlocked, so MADV_DONTNEED refuses with EINVAL) is
+ * CCA_ERR_UPSTREAM naming the reason and changes nothing: the block stays
+ * allocated, readable and writable with its data (give_back's PROT_NONE
+ * undone), and frees once the pages can go (fresh pages over locked ones). */
+Test(upstream_host, a_free_that_cannot_give_the_pages_back_changes_nothing) {
+    size_t P = tu_page_size();
+    cca_upstream *u = make_device(16 * MiB);
+    char *p = dev_alloc(u, 2 * P);
+    memset(p, 0x5a, 2 * P);
+    if (mlock(p, 2 * P) != 0)
+        cr_skip_test("mlock: %s", strerror(errno));
+    size_t free_before = free_bytes(u);
+    struct rlimit old = tu_as_limit_below_now();
+    cca_status st = cca_upstream_free(u, p, 2 * P);
+    char why[512];
+    snprintf(why, sizeof why, "%s", cca_last_error());
+    tu_as_limit_lift(&old);
+    cr_assert_eq(st, CCA_ERR_UPSTREAM, "free of locked pages under the limit: %s: %s", cca_status_string(st), why);
+    char want[256];
+    snprintf(want, sizeof want, "host device: unmapping %zu bytes failed: %s", 2 * P, strerror(EINVAL));
+    cr_assert_str_eq(why, want);
+    cr_assert_eq(free_bytes(u), free_before);
+    TU_ASSERT_READABLE(p);
+    TU_ASSERT_READABLE(p + 2 * P - 1);
+    cr_assert_eq(p[0], 0x5a, "the block lost its data");
+    cr_assert_eq(p[2 * P - 1], 0x5a);
+    p[P] = 1;              /* still writable */
+    dev_free(u, p, 2 * P); /* fresh pages replace locked ones too */
+    TU_ASSERT_FAULTS(p);
+    cr_assert_eq(free_bytes(u), 16 * MiB);
     cca_upstream_destroy(u);
 }
 

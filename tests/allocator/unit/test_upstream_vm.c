@@ -31,7 +31,8 @@
  *                touched (a forked child dies of SIGSEGV); a map the OS
  *                refuses (RLIMIT_AS) is CCA_ERR_OUT_OF_MEMORY and leaves
  *                the range as it was, and an unmap then still gives the
- *                pages back;
+ *                pages back (one that cannot, mlocked pages too, is
+ *                CCA_ERR_UPSTREAM with the reason and changes nothing);
  *                maps made apart are one contiguous, usable run of addresses.
  *   latency      vm_map waits alloc_latency_ns and vm_unmap free_latency_ns,
  *                granted or refused (lower bounds only).
@@ -52,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -940,6 +942,45 @@ Test(upstream_vm, an_unmap_while_new_mappings_are_refused_still_gives_the_pages_
     cr_assert_eq(r[6 * g - 1], 0);
     vm_unmap(u, r, 8 * g);
     vm_release(u, r, 8 * g);
+    cca_upstream_destroy(u);
+}
+
+/* An unmap that can give the pages back neither way (new mappings
+ * refused, RLIMIT_AS; the granule mlocked, so MADV_DONTNEED refuses with
+ * EINVAL) is CCA_ERR_UPSTREAM naming the reason and changes nothing: the
+ * stats, and the granule still mapped, readable and writable with its data
+ * (give_back's PROT_NONE undone); it unmaps once the pages can go (fresh pages over locked ones). */
+Test(upstream_vm, an_unmap_that_cannot_give_the_pages_back_changes_nothing) {
+    size_t P = tu_page_size();
+    cca_upstream *u = make_vm_device(16 * MiB, P);
+    char *r = vm_reserve(u, 4 * P);
+    vm_map(u, r, 3 * P);
+    memset(r, 0x5a, 3 * P);
+    if (mlock(r + P, P) != 0)
+        cr_skip_test("mlock: %s", strerror(errno));
+    snapshot before = take(u);
+    struct rlimit old = tu_as_limit_below_now();
+    cca_status st = cca_upstream_vm_unmap(u, r + P, P);
+    char why[512];
+    snprintf(why, sizeof why, "%s", cca_last_error());
+    tu_as_limit_lift(&old);
+    cr_assert_eq(st, CCA_ERR_UPSTREAM, "unmap of a locked granule under the limit: %s: %s", cca_status_string(st), why);
+    char want[256];
+    snprintf(want, sizeof want, "host device: vm_unmap of %p (%zu bytes): giving the pages back failed: %s",
+             (void *)(r + P), P, strerror(EINVAL));
+    cr_assert_str_eq(why, want);
+    assert_unchanged(u, &before, 0, "an unmap that could not give the pages back");
+    TU_ASSERT_READABLE(r + P);
+    TU_ASSERT_READABLE(r + 2 * P - 1);
+    cr_assert_eq(r[P], 0x5a, "the granule lost its data");
+    r[2 * P - 1] = 1;      /* still writable */
+    vm_unmap(u, r + P, P); /* fresh pages replace locked ones too */
+    TU_ASSERT_FAULTS(r + P);
+    cr_assert_eq(r[0], 0x5a);
+    cr_assert_eq(r[2 * P], 0x5a);
+    vm_unmap(u, r, P);
+    vm_unmap(u, r + 2 * P, P);
+    vm_release(u, r, 4 * P);
     cca_upstream_destroy(u);
 }
 

@@ -3,6 +3,7 @@
 #include "ccai_rng.h"
 
 #include <criterion/criterion.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -758,6 +759,33 @@ struct rlimit tu_as_limit_below_now(void) {
     if (setrlimit(RLIMIT_AS, &low) != 0) /* no assert once it is set: an assert may allocate */
         cr_assert_fail("setrlimit(RLIMIT_AS, %zu): %s", (size_t)low.rlim_cur, strerror(errno));
     return old;
+}
+
+/* The process's VmLck from /proc/self/status, in bytes. */
+static size_t locked_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    cr_assert_not_null(f, "/proc/self/status: %s", strerror(errno));
+    char line[256];
+    size_t kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmLck: %zu kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib * 1024;
+}
+
+bool tu_mlock(void *p, size_t len, char *why, size_t whylen) {
+    size_t before = locked_bytes();
+    if (mlock(p, len) != 0) {
+        snprintf(why, whylen, "mlock: %s", strerror(errno));
+        return false;
+    }
+    if (locked_bytes() < before + len) {
+        snprintf(why, whylen, "mlock locked nothing (VmLck %zu -> %zu bytes; ASan makes it a no-op)", before,
+                 locked_bytes());
+        return false;
+    }
+    return true;
 }
 
 void tu_as_limit_lift(const struct rlimit *old) {

@@ -105,6 +105,10 @@ size_t tu_resident_bytes(void);
  * after. */
 struct rlimit tu_as_limit_below_now(void);
 void tu_as_limit_lift(const struct rlimit *old);
+/* mlock(p, len), and whether the pages really are locked now: the
+ * process's VmLck grew by len. false with *why set when not: mlock
+ * refused, or a no-op (ASan intercepts it and locks nothing). */
+bool tu_mlock(void *p, size_t len, char *why, size_t whylen);
 
 /* The PRNG of the randomized suites: the next output of the splitmix64 stream
  * whose state is *state (ccai_splitmix64_next, common/ccai_rng.h). */

@@ -780,8 +780,9 @@ Test(upstream_host, a_free_that_cannot_give_the_pages_back_changes_nothing) {
     cca_upstream *u = make_device(16 * MiB);
     char *p = dev_alloc(u, 2 * P);
     memset(p, 0x5a, 2 * P);
-    if (mlock(p, 2 * P) != 0)
-        cr_skip_test("mlock: %s", strerror(errno));
+    char why_not[160];
+    if (!tu_mlock(p, 2 * P, why_not, sizeof why_not))
+        cr_skip_test("%s", why_not);
     size_t free_before = free_bytes(u);
     struct rlimit old = tu_as_limit_below_now();
     cca_status st = cca_upstream_free(u, p, 2 * P);

@@ -956,8 +956,9 @@ Test(upstream_vm, an_unmap_that_cannot_give_the_pages_back_changes_nothing) {
     char *r = vm_reserve(u, 4 * P);
     vm_map(u, r, 3 * P);
     memset(r, 0x5a, 3 * P);
-    if (mlock(r + P, P) != 0)
-        cr_skip_test("mlock: %s", strerror(errno));
+    char why_not[160];
+    if (!tu_mlock(r + P, P, why_not, sizeof why_not))
+        cr_skip_test("%s", why_not);
     snapshot before = take(u);
     struct rlimit old = tu_as_limit_below_now();
     cca_status st = cca_upstream_vm_unmap(u, r + P, P);

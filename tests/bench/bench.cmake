@@ -20,8 +20,9 @@ if(TARGET ccbench_core)
     set_tests_properties(ccbench_reference PROPERTIES LABELS cpu TIMEOUT 120
       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;PYTHONDONTWRITEBYTECODE=1")
     # issue 41's steady state on the committed traces: expandable segments call upstream
-    # only in the first of 3 iterations (tests/bench/steady_state.py); 600 s as ccbench_quick:
-    # under ASan with CCA_DEBUG=2 it ran 273 s and then 300+ s on a slow VM (2026-11-30)
+    # only in the first of 3 iterations, and classic growth is seen calling after it on
+    # one trace (tests/bench/steady_state.py); 600 s as ccbench_quick: under ASan with
+    # CCA_DEBUG=2 it ran 273 s and then 300+ s on a slow VM (2026-11-30)
     add_test(NAME ccbench_steady_state COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/steady_state.py
       $<TARGET_FILE:ccbench> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/ccbench-steady-state)
     set_tests_properties(ccbench_steady_state PROPERTIES LABELS cpu TIMEOUT 600

@@ -82,6 +82,7 @@ static ccai_broken check_segments(const cca_allocator *a, size_t *allocated, siz
             expandable++;
         }
         uintptr_t expect = s->base;
+        const uint8_t flags = ccai_segment_flags(a, s); /* each block's copy (b->seg) */
         size_t seg_live = 0, seg_live_bytes = 0;
         const ccai_block *prev = NULL;
         for (const ccai_block *b = s->first; b; prev = b, b = b->next) {
@@ -96,7 +97,7 @@ static ccai_broken check_segments(const cca_allocator *a, size_t *allocated, siz
                 err = ccai_broke(CCAI_INV_COALESCED, "two neighbouring free blocks");
             else if (b->stream != s->stream)
                 err.detail = "a block's key stream differs from its segment's";
-            else if (b->seg != ccai_segment_flags(a, s))
+            else if (b->seg != flags)
                 err.detail = "a block's copy of its segment's properties is stale";
             else if (b->state > CCAI_PENDING)
                 err.detail = "a block has no valid state";

@@ -154,3 +154,10 @@ cca_add_test(NAME test_cap SOURCES allocator/hostile/test_cap.c support/alloc_te
 # trim's budget and report, the greedy arena over pages, sizes at the edges of rounding, empty-cache's bound,
 # and seeded random sequences of all of it against a model of the mapped pages.
 cca_add_test(NAME test_interactions SOURCES allocator/contract/test_interactions.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+
+# threads_api's --part K/N is refused (exit 2) unless 1 <= K <= N <= 12, digits only
+foreach(bad "0/3" "4/3" "1/0" "1/13" "x" "1/3x" "+1/3" "1/+3" "01/3" "1")
+  string(MAKE_C_IDENTIFIER "${bad}" id)
+  add_test(NAME threads_api_bad_part_${id} COMMAND threads_api --part ${bad})
+  set_tests_properties(threads_api_bad_part_${id} PROPERTIES LABELS cpu PASS_REGULAR_EXPRESSION "^usage: threads_api \\[--part K/N\\]")
+endforeach()

@@ -4,6 +4,15 @@
 #   test_pkgconfig   ccalloc.pc finds the header and library under every
 #                    CMAKE_INSTALL_LIBDIR / INCLUDEDIR layout, the prefix moved
 #                    too (configures the allocator alone; needs pkg-config)
+#   test_soname      ccalloc.h's version is the package's and the library's;
+#                    the soname changes when the package calls versions
+#                    incompatible (0.MINOR before 1.0)
 add_test(NAME test_pkgconfig COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/allocator/contract/test_pkgconfig.sh
          ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_pkgconfig PROPERTIES LABELS cpu TIMEOUT 120)
+if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+  add_test(NAME test_soname COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/allocator/contract/test_soname.sh
+           $<TARGET_FILE:ccalloc> ${PROJECT_SOURCE_DIR}/allocator/include/ccalloc.h
+           ${PROJECT_BINARY_DIR}/allocator/ccallocConfigVersion.cmake)
+  set_tests_properties(test_soname PROPERTIES LABELS cpu TIMEOUT 30)
+endif()

@@ -7,6 +7,9 @@
 #   test_soname      ccalloc.h's version is the package's and the library's;
 #                    the soname changes when the package calls versions
 #                    incompatible (0.MINOR before 1.0)
+#   test_package_deps  the package built with CCA_CUDA_RUNTIME=dlopen asks a
+#                    consumer for no CUDA toolkit (configures only; where
+#                    the toolkit's headers exist, as dlopen needs them)
 add_test(NAME test_pkgconfig COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/allocator/contract/test_pkgconfig.sh
          ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_pkgconfig PROPERTIES LABELS cpu TIMEOUT 120)
@@ -15,4 +18,9 @@ if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
            $<TARGET_FILE:ccalloc> ${PROJECT_SOURCE_DIR}/allocator/include/ccalloc.h
            ${PROJECT_BINARY_DIR}/allocator/ccallocConfigVersion.cmake)
   set_tests_properties(test_soname PROPERTIES LABELS cpu TIMEOUT 30)
+endif()
+if(CCA_WITH_CUDA)
+  add_test(NAME test_package_deps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/allocator/contract/test_package_deps.sh
+           ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_package_deps PROPERTIES LABELS cpu TIMEOUT 120)
 endif()

@@ -30,9 +30,8 @@ mkdir -p "$p/lib/cmake/ccalloc" "$p/include"
 cp "$b"/allocator/ccallocConfig.cmake "$b"/allocator/ccallocConfigVersion.cmake \
     "$b"/allocator/CMakeFiles/Export/*/ccalloc*.cmake "$p/lib/cmake/ccalloc/"
 : >"$p/include/ccalloc.h"
-for f in $(sed -n 's/.*"\${_IMPORT_PREFIX}\/\([^"]*\)".*/\1/p' "$p"/lib/cmake/ccalloc/ccallocTargets-*.cmake); do
-    : >"$p/$f"
-done
+sed -n 's/.*"\${_IMPORT_PREFIX}\/\([^"]*\)".*/\1/p' "$p"/lib/cmake/ccalloc/ccallocTargets-*.cmake |
+    while read -r f; do : >"$p/$f"; done
 
 mkdir -p "$W/consumer"
 cat >"$W/consumer/CMakeLists.txt" <<'EOC'

@@ -16,6 +16,7 @@ version=$major.$minor.$patch
 package=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")$/\1/p' "$versionfile")
 # compatible WANTED: what the CMake package answers find_package(ccalloc WANTED)
 compatible() {
+    # shellcheck disable=SC2016 # CMake's ${...}, expanded by cmake -P
     printf '%s\n' 'set(PACKAGE_FIND_VERSION "${V}")' 'string(REPLACE "." ";" parts "${V}")' \
         'list(GET parts 0 PACKAGE_FIND_VERSION_MAJOR)' 'list(GET parts 1 PACKAGE_FIND_VERSION_MINOR)' \
         'set(CMAKE_SIZEOF_VOID_P 8)' 'include("${F}")' 'message("${PACKAGE_VERSION_COMPATIBLE}")' >"$tmp"
@@ -27,10 +28,8 @@ soname=$(objdump -p "$lib" | awk '$1 == "SONAME" {print $2}')
 if [ "$major" = 0 ]; then want=libccalloc.so.0.$minor; else want=libccalloc.so.$major; fi
 bad=0
 [ "$package" = "$version" ] || { echo "ccalloc.h says $version, the CMake package $package"; bad=1; }
-case $(basename "$lib") in
-    libccalloc.so.$version) ;;
-    *) echo "ccalloc.h says $version, the library is $(basename "$lib")"; bad=1 ;;
-esac
+[ "$(basename "$lib")" = "libccalloc.so.$version" ] ||
+    { echo "ccalloc.h says $version, the library is $(basename "$lib")"; bad=1; }
 # a program that asked for MAJOR.MINOR is given this library, whose soname is
 # its; one that asked for MAJOR.(MINOR-1) is given it only if the soname is
 # the same (from 1.0 on), never before 1.0

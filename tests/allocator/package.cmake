@@ -4,6 +4,9 @@
 #   test_pkgconfig   ccalloc.pc finds the header and library under every
 #                    CMAKE_INSTALL_LIBDIR / INCLUDEDIR layout, the prefix moved
 #                    too (configures the allocator alone; needs pkg-config)
+#   test_header      ccalloc.h compiles with -Werror in C99-C17 and C++11-20
+#                    (gcc, clang), included twice, every macro used, after a
+#                    program's printf macro; every name it defines prefixed
 #   test_soname      ccalloc.h's version is the package's and the library's;
 #                    the soname changes when the package calls versions
 #                    incompatible (0.MINOR before 1.0)
@@ -24,3 +27,6 @@ if(CCA_WITH_CUDA)
            ${PROJECT_SOURCE_DIR})
   set_tests_properties(test_package_deps PROPERTIES LABELS cpu TIMEOUT 120)
 endif()
+add_test(NAME test_header COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/allocator/contract/test_header.sh
+         ${PROJECT_SOURCE_DIR}/allocator/include)
+set_tests_properties(test_header PROPERTIES LABELS cpu TIMEOUT 60)

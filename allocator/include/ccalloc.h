@@ -3,7 +3,9 @@
  * allocator for GPU memory that can give its memory back.
  *
  * Plain C11, no CUDA header: streams are opaque `void *` (a cudaStream_t on
- * the CUDA upstream, any token on the host upstream). How it works and why:
+ * the CUDA upstream, any token on the host upstream). Programs may include
+ * it as C99 or later, or C++11 or later (tests/allocator/contract/
+ * test_header.sh). How it works and why:
  * docs/allocator.md.
  *
  * How to read this header. Declarations are grouped under banners by topic.

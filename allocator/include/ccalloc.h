@@ -3,7 +3,9 @@
  * allocator for GPU memory that can give its memory back.
  *
  * Plain C11, no CUDA header: streams are opaque `void *` (a cudaStream_t on
- * the CUDA upstream, any token on the host upstream). How it works and why:
+ * the CUDA upstream, any token on the host upstream). Programs may include
+ * it as C99 or later, or C++11 or later (tests/allocator/contract/
+ * test_header.sh). How it works and why:
  * docs/allocator.md.
  *
  * How to read this header. Declarations are grouped under banners by topic.
@@ -112,8 +114,10 @@ const char *cca_status_string(cca_status s);
  * failing call. Errors: none. Cost: O(1), no lock (per-thread). */
 const char *cca_last_error(void);
 
+/* The reserved spellings (__format__, __printf__): a program may define
+ * printf or format as macros of its own before including this header. */
 #if defined(__GNUC__) || defined(__clang__)
-#define CCA_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
+#define CCA_PRINTF(fmt_index, first_arg) __attribute__((__format__(__printf__, fmt_index, first_arg)))
 #else
 #define CCA_PRINTF(fmt_index, first_arg)
 #endif
@@ -520,7 +524,12 @@ typedef struct cca_cuda_options {
 } cca_cuda_options;
 #define CCA_HOST_MEMORY_PINNED 0     /* host_memory (the default): cudaMallocHost */
 #define CCA_HOST_MEMORY_REGISTERED 1 /* host_memory: mmap'd huge pages + cudaHostRegister */
+/* 1 GiB, a size_t (C++: no C cast, which -Wold-style-cast refuses) */
+#ifdef __cplusplus
+#define CCA_CUDA_MAX_VM_GRANULARITY (static_cast<size_t>(1) << 30)
+#else
 #define CCA_CUDA_MAX_VM_GRANULARITY ((size_t)1 << 30)
+#endif
 /* Errors: as cca_upstream_cuda_create, and CCA_ERR_INVALID_ARGUMENT for o
  * NULL, a bad vm_backing or host_memory, or a vm_granularity that is not 0 or a power of
  * two, multiple of CCA_GRANULARITY, at most CCA_CUDA_MAX_VM_GRANULARITY

@@ -1166,8 +1166,8 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     static const size_t sizes[6] = {3 * MiB, 40 * MiB, 700, 100 * MiB, 64 * MiB, 5 * MiB};
     for (int i = 0; i < 6; i++) {
         snprintf(when, sizeof when, "%s failing at call %lu: alloc %d", fn, k, i);
-        /* a sleeping script copies every live byte twice: its large blocks an eighth as large */
-        size_t size = script_sleeps && sizes[i] > 8 * MiB ? sizes[i] / 8 : sizes[i];
+        /* a sleeping script copies every live byte twice: its large blocks a 32nd as large */
+        size_t size = script_sleeps && sizes[i] > 8 * MiB ? sizes[i] / 32 : sizes[i];
         cca_status st = cca_alloc(a, size, i % 2 ? (cca_stream)0x100 : NULL, &p[i]);
         cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM, "%s: %d %s", when, st,
                   cca_last_error());

@@ -190,11 +190,11 @@ static size_t load_traces(const ccb_options *o, ccb_trace *traces, size_t max, l
         else
             leave_out(lo, name, NULL, "the generator failed (said above)");
     }
+    const char *given = o->traces_dir ? o->traces_dir : ccb_default_traces_dir(); /* read and named: one string */
     char dir[PATH_MAX];
-    int len = o->traces_dir ? snprintf(dir, sizeof dir, "%s", o->traces_dir)
-                            : snprintf(dir, sizeof dir, "%s/../traces", ccb_default_script_dir());
+    int len = snprintf(dir, sizeof dir, "%s", given);
     if (len < 0 || (size_t)len >= sizeof dir) {
-        unreadable_dir(lo, o->traces_dir ? o->traces_dir : ccb_default_script_dir(), "path too long", 1);
+        unreadable_dir(lo, given, "path too long", 1);
         return nt;
     }
     size_t nn;

@@ -697,6 +697,7 @@ void ccb_file_name(const char *in, char *out, size_t len);
  * (NULL: this process's); 0 ok, 1 gnuplot missing, -1 failed. */
 int ccb_gnuplot(const char *script_dir, const char *script, const char *cwd, const char *const *args, size_t nargs);
 const char *ccb_default_script_dir(void);
+const char *ccb_default_traces_dir(void); /* bench/traces of the source tree: --all's without --traces */
 
 /* The output directory of replay, micro, driver and --all. */
 typedef struct ccb_outdir {
@@ -752,7 +753,7 @@ typedef struct ccb_options {
     size_t nargs;
     const char *out;         /* --out DIR, or NULL */
     const char *script_dir;  /* --scripts DIR, or NULL */
-    const char *traces_dir;  /* --traces DIR (--all), or NULL: ccb_default_script_dir()/../traces */
+    const char *traces_dir;  /* --traces DIR (--all), or NULL: ccb_default_traces_dir() */
     const char *output_file; /* -o FILE (gen) */
     uint64_t seed;
     double scale;

@@ -197,7 +197,9 @@ void ccb_usage(FILE *f) {
         fprintf(f, "    %-18s %s\n", ccb_generators[i].name, ccb_generators[i].doc);
     fprintf(f, "\nResults on the simulated device (host memory) are labelled simulated; GPU strategies need a GPU.\n"
                "Exit status: 0 ok; 1 a run failed (--all: a trace left out too), or an output (a file, or\n"
-               "standard output: `> /dev/full`) could not be written whole, said on stderr; 2 bad usage.\n");
+               "standard output: `> /dev/full`) could not be written whole, said on stderr naming it (the rest\n"
+               "still runs and writes its own files, --all without its README.md too; an --out that cannot be\n"
+               "made stops the command before anything runs); 2 bad usage.\n");
 }
 
 /* One argument as a POSIX shell word: as it is when every byte is one a

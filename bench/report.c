@@ -63,6 +63,14 @@ const char *ccb_default_script_dir(void) {
     return CCB_SCRIPT_DIR;
 }
 
+#ifndef CCB_TRACES_DIR
+#define CCB_TRACES_DIR "bench/traces"
+#endif
+
+const char *ccb_default_traces_dir(void) {
+    return CCB_TRACES_DIR;
+}
+
 /* cca_format_bytes, plus "—" for a figure a strategy cannot report. */
 void ccb_format_bytes(size_t b, char *buf, size_t len) {
     if (b == CCB_UNKNOWN)

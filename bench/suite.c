@@ -43,8 +43,11 @@
  * micro pairs unless --pairs says otherwise. Exit status 1 when a trace
  * was left out, any step failed (every step runs anyway) or any output
  * could not be written whole, as for replay: an --out that cannot be made
- * a directory stops the suite before step 2, a README.md that cannot be
- * written (opened, or closed whole) is said, and "wrote DIR/README.md" only
+ * a directory stops the suite before step 2; every other output (README.md,
+ * micro.*, the replay files, switch's) that cannot be written (opened, or
+ * closed whole) is said naming it and the reason, and the steps go on: a
+ * README.md that cannot be opened loses only what goes into it (steps 3-5
+ * still run and write their own files), and "wrote DIR/README.md" only
  * follows a README.md that was written. 2 is for usage (a TRACE operand
  * that does not read, --traces with TRACE operands).
  */
@@ -187,11 +190,11 @@ static size_t load_traces(const ccb_options *o, ccb_trace *traces, size_t max, l
         else
             leave_out(lo, name, NULL, "the generator failed (said above)");
     }
+    const char *given = o->traces_dir ? o->traces_dir : ccb_default_traces_dir(); /* read and named: one string */
     char dir[PATH_MAX];
-    int len = o->traces_dir ? snprintf(dir, sizeof dir, "%s", o->traces_dir)
-                            : snprintf(dir, sizeof dir, "%s/../traces", ccb_default_script_dir());
+    int len = snprintf(dir, sizeof dir, "%s", given);
     if (len < 0 || (size_t)len >= sizeof dir) {
-        unreadable_dir(lo, o->traces_dir ? o->traces_dir : ccb_default_script_dir(), "path too long", 1);
+        unreadable_dir(lo, given, "path too long", 1);
         return nt;
     }
     size_t nn;
@@ -235,12 +238,17 @@ static void left_out_free(left_out *lo) {
     free(lo->lines);
 }
 
-/* Step 5: `ccbench switch --out DIR`, and its switch.md into the README. */
+/* Step 5: `ccbench switch --out DIR`, and its switch.md into the README
+ * (readme NULL: it could not be opened, switch runs all the same). */
 static int switch_section(const ccb_options *o, FILE *readme) {
-    fprintf(readme, "\n## Model switching: in-process release vs a process per model\n\n");
-    fflush(readme);
+    if (readme) {
+        fprintf(readme, "\n## Model switching: in-process release vs a process per model\n\n");
+        fflush(readme);
+    }
     char *sargv[] = {"switch", "--out", (char *)o->out, NULL};
     int rc = ccb_cmd_switch(3, sargv) != 0;
+    if (!readme)
+        return rc;
     char path[PATH_MAX];
     int len = snprintf(path, sizeof path, "%s/switch.md", o->out);
     FILE *sw = !rc && len >= 0 && (size_t)len < sizeof path ? fopen(path, "r") : NULL;
@@ -280,22 +288,21 @@ int ccb_cmd_all(ccb_options *o) {
         goto out;
     }
 
+    /* NULL: said and counted by ccb_open_out; every other step still runs
+     * and writes its own files, only what goes into README.md is lost */
     readme = ccb_open_out(o->out, "README.md");
-    if (!readme) {
-        rc = 1; /* said and counted by ccb_open_out */
-        goto out;
+    if (readme) {
+        fprintf(readme, "# ccbench results%s\n\n", o->quick ? " (quick)" : "");
+        ccb_write_machine_md(readme);
+        ccb_write_command_md(readme, o->command_line);
+        fprintf(readme,
+                "- simulated device: %zu bytes of host memory (ccalloc strategies); "
+                "all ccalloc figures here are on the SIMULATED device\n\n",
+                o->device_bytes);
+        write_left_out(readme, &lo);
+        fprintf(readme, "## Cached-path micro-benchmark (simulated device)\n\n");
+        fflush(readme);
     }
-    fprintf(readme, "# ccbench results%s\n\n", o->quick ? " (quick)" : "");
-    ccb_write_machine_md(readme);
-    ccb_write_command_md(readme, o->command_line);
-    fprintf(readme,
-            "- simulated device: %zu bytes of host memory (ccalloc strategies); "
-            "all ccalloc figures here are on the SIMULATED device\n\n",
-            o->device_bytes);
-    write_left_out(readme, &lo);
-
-    fprintf(readme, "## Cached-path micro-benchmark (simulated device)\n\n");
-    fflush(readme);
     rc |= ccb_run_micro(o, readme);
 
     rc |= ccb_run_replays(o, traces, nt, &r) != 0;
@@ -305,7 +312,8 @@ int ccb_cmd_all(ccb_options *o) {
         ccb_device cost = {o->device_bytes,    o->alloc_latency_ns, o->free_latency_ns,
                            o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity, o->vm_backing,
                            o->map_call_ns,    o->unmap_call_ns};
-        ccb_write_replay_readme(readme, &d, traces, nt, r, o->nspecs, &cost);
+        if (readme)
+            ccb_write_replay_readme(readme, &d, traces, nt, r, o->nspecs, &cost);
         for (size_t i = 0; i < nt * o->nspecs; i++)
             ccb_result_free(&r[i]);
         free(r);
@@ -313,8 +321,9 @@ int ccb_cmd_all(ccb_options *o) {
 
     if (!o->quick)
         rc |= switch_section(o, readme);
-    fprintf(readme, "\nWall time of the suite: %.1f s.\n", (double)(ccb_now_ns() - t0) / 1e9);
-    if (ccb_close_out(readme, o->out, "README.md") != 0) /* said and counted */
+    if (readme)
+        fprintf(readme, "\nWall time of the suite: %.1f s.\n", (double)(ccb_now_ns() - t0) / 1e9);
+    if (!readme || ccb_close_out(readme, o->out, "README.md") != 0) /* said and counted */
         rc = 1;
     else
         ccai_fprintf_escaped(stderr, "ccbench: wrote %s/README.md (%.1f s)\n", o->out,

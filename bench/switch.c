@@ -281,16 +281,14 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, int sleep, double
         w->argv[at + i] = (char *)w->seq[first + i];
     w->argv[at + n] = NULL;
     char *text;
-    int signo;
-    int rc = ccai_run_capture(w->argv, &text, wall_ms, &signo); /* wall: fork to reaped */
+    int signo, status = 0;
+    int rc = ccai_run_capture(w->argv, &text, wall_ms, &signo, &status); /* wall: fork to reaped */
     int err = errno;
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (rc != 0 || !doc) {
-        char how[128];
-        if (signo)
-            snprintf(how, sizeof how, "was killed by signal %d (%s)", signo, strsignal(signo));
-        else if (rc < 0)
-            snprintf(how, sizeof how, "could not be run: %s", strerror(err));
+        char how[160];
+        if (rc < 0)
+            ccai_capture_failure(rc, signo, status, err, how, sizeof how);
         else if (rc == 0)
             snprintf(how, sizeof how, "exited 0, but its output is not one JSON document");
         else

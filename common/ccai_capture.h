@@ -12,8 +12,12 @@
  *   pipe) and the child reaped, then -1.
  * - Returns the child's exit status (127: exec failed), or -1 (a pipe or
  *   fork failure, errno set; a child killed by a signal, *signo set to it
- *   when signo is not NULL (else 0); host memory short: *out NULL, errno
- *   ENOMEM).
+ *   when signo is not NULL (else 0)), or CCAI_CAPTURE_LOST: the child ran
+ *   to its exit, but host memory was short for its output (*out NULL,
+ *   errno ENOMEM, *status its exit status).
+ * - ccai_capture_failure words what went wrong for a message ("could not
+ *   be run: REASON", "was killed by signal N (NAME)", "ran (exit N), but
+ *   its output could not be kept: REASON"), shared by its callers.
  * - Cost: one pipe, one fork + exec, one read per chunk of output (the
  *   buffer doubles from 64 KiB), one waitpid.
  */
@@ -23,9 +27,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define CCAI_CAPTURE_LOST (-2) /* ran, its output lost: see above */
 
 static inline double ccai_capture_now_ms(void) {
     struct timespec t;
@@ -61,8 +68,9 @@ static inline char *ccai_capture_read_all(int fd) {
 
 /* Run argv (argv[0] a path), its standard output into *out (malloc'd, or
  * NULL), the wall time into *wall_ms, the signal that killed it into
- * *signo (signo may be NULL). See above. */
-static inline int ccai_run_capture(char *const argv[], char **out, double *wall_ms, int *signo) {
+ * *signo (signo may be NULL), for CCAI_CAPTURE_LOST its exit status into
+ * *status (may be NULL). See above. */
+static inline int ccai_run_capture(char *const argv[], char **out, double *wall_ms, int *signo, int *status_out) {
     *out = NULL;
     *wall_ms = 0;
     if (signo)
@@ -96,12 +104,30 @@ static inline int ccai_run_capture(char *const argv[], char **out, double *wall_
     *wall_ms = ccai_capture_now_ms() - t0;
     if (signo && WIFSIGNALED(status))
         *signo = WTERMSIG(status);
-    if (!buf) {
-        errno = ENOMEM;
+    if (!WIFEXITED(status)) {
+        *out = buf;
         return -1;
     }
+    if (!buf) {
+        if (status_out)
+            *status_out = WEXITSTATUS(status);
+        errno = ENOMEM;
+        return CCAI_CAPTURE_LOST;
+    }
     *out = buf;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return WEXITSTATUS(status);
+}
+
+/* What went wrong, in words, for rc < 0 from ccai_run_capture: signo and
+ * status as it set them, err its errno. Returns buf. */
+static inline const char *ccai_capture_failure(int rc, int signo, int status, int err, char *buf, size_t len) {
+    if (signo)
+        snprintf(buf, len, "was killed by signal %d (%s)", signo, strsignal(signo));
+    else if (rc == CCAI_CAPTURE_LOST)
+        snprintf(buf, len, "ran (exit %d), but its output could not be kept: %s", status, strerror(err));
+    else
+        snprintf(buf, len, "could not be run: %s", strerror(err));
+    return buf;
 }
 
 #endif /* CCAI_CAPTURE_H */

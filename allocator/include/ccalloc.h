@@ -1379,6 +1379,25 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
 #define CCA_MARK_MAX 63
 cca_status cca_trace_mark(cca_allocator *a, const char *name);
 
+/* Whether CCALLOC_TRACE was opened for a as asked, at cca_create: CCA_OK
+ * when it was unset or empty, when a is recording, and when a records
+ * nothing by design (a child forked from a recording process, a recording
+ * stopped at the trace format's limits or, for an allocator created once
+ * every one that shared it was destroyed, by a failed write). CCA_ERR_IO
+ * when a's own opening of the file was refused, or an earlier refused
+ * opening had stopped the recording for the process (see cca_trace_mark:
+ * a missing directory, a directory, no descriptor left, a FIFO nobody
+ * reads, another process's lock or its trace written between sections, a
+ * '%' other than %p or %%), the message the log line's ("cca_trace_status:
+ * not tracing: cannot open for writing (No such file or directory):
+ * '/no/such/dir/t.csv'", the last refused opening's). A write that fails
+ * later is cca_trace_mark's to say. It changes nothing: a refused opening
+ * leaves a working allocator whose marks are no-ops, for a program to go
+ * on without its trace or to fail for it (ccrun exits 1). Errors:
+ * CCA_ERR_INVALID_ARGUMENT for a NULL allocator. Cost: the trace's lock
+ * when refused, else none. */
+cca_status cca_trace_status(const cca_allocator *a);
+
 /* Walk every internal invariant (docs/allocator.md, "Invariants": blocks
  * tile each segment, no two free neighbours, index, stats, streams, pages
  * and domains agree).

@@ -25,6 +25,19 @@
  * cck_dense_host_blocked always runs the blocked loop, so tests and the
  * benchmark can check and time both on a machine that has OpenBLAS.
  *
+ * Address space: OpenBLAS (before 0.3.31) retries forever a work buffer it
+ * cannot map, 128 MiB and a header on x86-64, taken at a caller's first
+ * GEMM (blas_memory_alloc), so under an address-space limit (ulimit -v,
+ * RLIMIT_AS) with less room the process hangs there. Until one cblas_sgemm
+ * has returned, each call first maps and unmaps BLAS_BUFFER_PROBE bytes of
+ * address space itself (PROT_NONE: nothing is touched); refused, the
+ * blocked loop runs instead (same results within the stated tolerance,
+ * slower). After one has returned the buffer is OpenBLAS's own and is
+ * reused, so no call probes again; a second thread's first GEMM at the same
+ * time as the first's would need a second buffer, which the probe does not
+ * cover. The hang OpenBLAS's own start-up can meet, before main, is not
+ * this file's (docs/engine.md, "Address-space limits").
+ *
  * The epilogue is a separate pass (the GEMM has finished with y): batch·out
  * reads and writes against 2·batch·in·out flops, so its share shrinks as `in`
  * grows; the benchmark reports it as a percentage over the GEMM alone.
@@ -46,6 +59,8 @@
 
 #ifdef CCK_HAVE_OPENBLAS
 #include <cblas.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #endif
 
 /* The activations are activation.h's, shared with the CUDA epilogue; GELU's
@@ -104,6 +119,21 @@ static void epilogue(float *y, const float *b, size_t batch, size_t out, cck_act
 static int blas_dims_ok(size_t batch, size_t in, size_t out) {
     return batch <= INT_MAX && in <= INT_MAX && out <= INT_MAX;
 }
+
+/* OpenBLAS's work buffer (128 MiB on x86-64) and its header, rounded up. */
+#define BLAS_BUFFER_PROBE ((size_t)136 << 20)
+static atomic_int blas_returned; /* a cblas_sgemm has returned: its buffer exists */
+
+/* Whether OpenBLAS can map its buffer now (see the top of the file). */
+static int blas_buffer_fits(void) {
+    if (atomic_load_explicit(&blas_returned, memory_order_relaxed))
+        return 1;
+    void *p = mmap(NULL, BLAS_BUFFER_PROBE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return 0;
+    munmap(p, BLAS_BUFFER_PROBE);
+    return 1;
+}
 #endif
 
 const char *cck_host_gemm_name(void) {
@@ -114,17 +144,19 @@ const char *cck_host_gemm_name(void) {
 #endif
 }
 
-/* Both entry points: the GEMM (OpenBLAS when built with it, allowed and the
- * dimensions fit its ints; else the blocked loop), then the epilogue. */
+/* Both entry points: the GEMM (OpenBLAS when built with it, allowed, the
+ * dimensions fit its ints and its buffer fits the address space; else the
+ * blocked loop), then the epilogue. */
 static cck_status dense(const float *x, const float *w, const float *b, float *y, size_t batch, size_t in, size_t out,
                         cck_activation act, int allow_blas) {
     if (!cck_dense_args_ok(x, w, b, y, batch, in, out, act)) {
         return CCK_ERR_INVALID_ARGUMENT;
     }
 #ifdef CCK_HAVE_OPENBLAS
-    if (allow_blas && blas_dims_ok(batch, in, out)) {
+    if (allow_blas && blas_dims_ok(batch, in, out) && blas_buffer_fits()) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)batch, (int)out, (int)in, 1.0f, x, (int)in, w,
                     (int)in, 0.0f, y, (int)out);
+        atomic_store_explicit(&blas_returned, 1, memory_order_relaxed);
     } else {
         cck_gemm_host_blocked(x, w, y, batch, in, out);
     }

@@ -11,12 +11,14 @@
  *   (the work is the same either way): *run_ms is the sum of the
  *   "time_ms" of every phase named "run" in its JSON, found by text (the
  *   document is report.c's, one phase object per line).
- * - Errors: ccai_run_capture's: -1 when no child ran to its exit, the
+ * - Errors: -1 when no child ran to its exit or its output was lost, the
  *   reason in words in the message (ccr_last_error), as ccbench switch
- *   says it: "ARGV0 could not be run: REASON" (pipe, fork: no descriptor
- *   left, RLIMIT_NPROC; host memory short for the output, the child reaped
- *   all the same) or "ARGV0 was killed by signal N (NAME)"; else the
- *   child's exit status (127: exec failed), the message untouched.
+ *   says it (ccai_capture_failure): "ARGV0 could not be run: REASON"
+ *   (pipe, fork: no descriptor left, RLIMIT_NPROC), "ARGV0 was killed by
+ *   signal N (NAME)", or "ARGV0 ran (exit N), but its output could not be
+ *   kept: REASON" (host memory short for it, the child reaped all the
+ *   same); else the child's exit status (127: exec failed), the message
+ *   untouched.
  * - Costs: one fork + exec, its output read once, one text scan of it.
  */
 #include <errno.h>
@@ -40,15 +42,15 @@ static double run_time(const char *doc) {
 
 int ccrun_time_child(char *const argv[], double *wall_ms, double *run_ms) {
     *run_ms = 0;
-    char *out = NULL;
-    int signo;
-    int rc = ccai_run_capture(argv, &out, wall_ms, &signo), err = errno;
+    char *out = NULL, how[160];
+    int signo, status = 0;
+    int rc = ccai_run_capture(argv, &out, wall_ms, &signo, &status), err = errno;
     if (out)
         *run_ms = run_time(out);
     free(out);
-    if (rc == -1 && signo)
-        cca_set_error(CCA_ERR_IO, "%s was killed by signal %d (%s)", argv[0], signo, strsignal(signo));
-    else if (rc == -1)
-        cca_set_error(CCA_ERR_IO, "%s could not be run: %s", argv[0], strerror(err));
+    if (rc < 0) {
+        cca_set_error(CCA_ERR_IO, "%s %s", argv[0], ccai_capture_failure(rc, signo, status, err, how, sizeof how));
+        return -1;
+    }
     return rc;
 }

@@ -33,7 +33,8 @@
  * Errors name the problem, leave the allocator at zero live bytes, and exit
  * non-zero (see --help). An output that could not be written whole
  * (standard output, --timeline, --save, --snapshot, and the allocator's
- * CCALLOC_TRACE recording as its phase marks find it) is an error too, said
+ * CCALLOC_TRACE recording, a file the library would not open included, as
+ * the engine's creation and its phase marks find it) is an error too, said
  * with the file and the reason, and two outputs on one file (or an output
  * on a MODEL) are refused before the run (output.c).
  *

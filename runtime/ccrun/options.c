@@ -104,13 +104,19 @@ static void usage(FILE *f) {
            "exit status: 0 ok, 1 a model failed (bad file, does not fit, a leak at unload, a\n"
            "  resident or woken model's outputs changed, a wake without room, ...) or an output could not be made or\n"
            "  written whole (standard output, --timeline, --save, --snapshot: a missing\n"
-           "  directory, a full disk, a FIFO nobody reads; a CCALLOC_TRACE recording cut short\n"
-           "  by a full disk, also in --json's \"error\", where one the library would not open\n"
-           "  is its log line only; stderr names the file and the reason), 2 bad usage,\n"
+           "  directory, a full disk, a FIFO nobody reads; a CCALLOC_TRACE file the library\n"
+           "  would not open or a recording cut short by a full disk, also in --json's \"error\";\n"
+           "  stderr names the file and the reason), 2 bad usage,\n"
            "3 device memory still allocated at exit (a bug),\n"
            "4 a model has non-finite (NaN/Inf) weights: it ran, but its outputs may not be numbers\n"
            "  (a warning on stderr names each tensor and its count).\n"
-           "Environment: CCALLOC_CONF is not read by ccrun; use --conf.\n");
+           "Environment: CCALLOC_CONF is not read by ccrun; use --conf. CCALLOC_TRACE=FILE records\n"
+           "  the allocator's trace (see the exit status). Under an address-space limit (ulimit -v),\n"
+           "  an OpenBLAS built with OpenMP and older than 0.3.31 (Debian 12's 0.3.21) maps 128 MiB\n"
+           "  per OpenMP thread (OMP_NUM_THREADS, else one per core) while ccrun loads, and retries a\n"
+           "  refused map forever: ccrun hangs before it starts, saying nothing (measured: ulimit -v\n"
+           "  731000 to 996000 on 2 cores; below, the loader fails, exit 127). Raise the limit or set\n"
+           "  OMP_NUM_THREADS=1 (docs/engine.md, \"Address-space limits\").\n");
     if (n < 0 && f == stdout) /* the text outgrows stdio's buffer: a write fails inside, its reason kept now */
         ccrun_stdout_failed(errno);
 }

@@ -13,8 +13,9 @@
  * - A resident or woken model's outputs are hashed (FNV-1a over every
  *   output byte) and compared with its first run: a different hash is
  *   CHANGED in its row and an error (exit 1) naming both hashes.
- * - A trace the allocator could not write (CCALLOC_TRACE, found at a phase
- *   mark: ccr_engine_trace_status) is an output that failed: exit 1, as
+ * - A trace the allocator could not open or write (CCALLOC_TRACE, found at
+ *   the engine's creation or a phase mark: ccr_engine_trace_status) is an
+ *   output that failed: exit 1, as
  *   for --timeline; known before the JSON document, it is the document's
  *   "error" when the run had no other.
  * - The device is --device's, or ccrun_options.upstream when a test gives

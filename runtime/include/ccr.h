@@ -291,9 +291,12 @@ void ccr_engine_mark(ccr_engine *e, const char *phase, const char *model);
 /* Whether the allocator's trace (CCALLOC_TRACE) was written whole at every
  * phase mark of this engine so far: CCR_OK, also when the process is not
  * tracing; CCR_ERR_IO from the first mark that found the recording stopped
- * (a write failed, a full disk) on, the message "CCALLOC_TRACE: " and the
- * allocator's then. The engine keeps working either way: an engine's user
- * that promises a trace (ccrun) fails at its end. Events after the last
+ * (a write failed, a full disk) on, or from the engine's creation when the
+ * library would not open the file (a missing directory: cca_trace_status),
+ * the message "CCALLOC_TRACE: " and the allocator's then ("CCALLOC_TRACE:
+ * cca_trace_status: not tracing: cannot open for writing (REASON):
+ * 'FILE'"). The engine keeps working either way: an engine's user that
+ * promises a trace (ccrun) fails at its end. Events after the last
  * mark are written at the last cca_destroy; a failure there is the
  * library's log line only. e NULL: CCR_ERR_INVALID_ARGUMENT. */
 ccr_status ccr_engine_trace_status(const ccr_engine *e);

@@ -75,6 +75,11 @@ static ccr_status make_allocator(ccr_engine *e, const char *conf) {
     if (cs != CCA_OK)
         return ccr_fail(CCR_ERR_ALLOCATOR, "creating the allocator (%s): %s: %s", conf ? conf : "defaults",
                         cca_status_string(cs), cca_last_error());
+    /* a CCALLOC_TRACE the library would not open: the engine's trace
+     * failure from the start, as a mark's that found the recording stopped
+     * (timeline.c; the first one kept) */
+    if (!e->trace_error[0] && cca_trace_status(e->alloc) == CCA_ERR_IO)
+        snprintf(e->trace_error, sizeof e->trace_error, "%s", cca_last_error());
     /* greedy reserved its arena just now: all it will ever hold */
     cca_stats s;
     cca_get_stats(e->alloc, &s);

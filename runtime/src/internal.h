@@ -76,7 +76,9 @@ struct ccr_engine {
     cca_domain **orphans; /* domains an unload could not destroy (leaks): model.c */
     size_t n_orphans, cap_orphans;
     /* the allocator's message at the first mark that found the CCALLOC_TRACE
-     * recording stopped (timeline.c); "" while it is whole or not tracing */
+     * recording stopped (timeline.c), or at cca_create when the library
+     * would not open it (engine.c: cca_trace_status); "" while it is whole
+     * or not tracing */
     char trace_error[1024];
 };
 

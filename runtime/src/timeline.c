@@ -24,7 +24,9 @@
  * - A mark that finds the trace's recording stopped (cca_trace_mark's
  *   CCA_ERR_IO: a write failed) keeps the allocator's message, the first
  *   only, for ccr_engine_trace_status: the engine goes on (recording calls
- *   cannot fail for the trace), its user decides.
+ *   cannot fail for the trace), its user decides. A file the library would
+ *   not open is found at the allocator's creation instead (engine.c,
+ *   cca_trace_status), kept the same way.
  * - A row that cannot be written (a full disk) does not stop the engine:
  *   the first failure's errno is kept, later rows are still tried, and
  *   ccr_timeline_close, which flushes the rest, returns CCR_ERR_IO naming

@@ -573,6 +573,14 @@ if(TARGET ccbench_core)
   file(CREATE_LINK /dev/full ${ccb_cli_dir}/all-full/README.md SYMBOLIC)
   ccb_cli(ccbench_all_readme_full 1 "cannot write ${ccb_cli_dir}/all-full/README.md: No space left on device"
     "wrote .*README.md" - ${ccb_all_opts} --out ${ccb_cli_dir}/all-full gen:uniform)
+  # ... or cannot be opened (a directory of that name): said, exit 1, and
+  # the rest of the suite still runs and writes its own files (it skipped
+  # the micro step and the replays: no micro.csv, no results.csv)
+  file(MAKE_DIRECTORY ${ccb_cli_dir}/all-readme-dir/README.md)
+  set(d ${ccb_cli_dir}/all-readme-dir)
+  add_test(NAME ccbench_all_readme_unopenable_runs_the_rest COMMAND sh -c
+    "rm -f '${d}/micro.csv' '${d}/results.csv'; sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 1 'cannot write ${d}/README.md: Is a directory' 'wrote .*README.md' - ${opts} --out '${d}' gen:uniform && grep -q '^malloc,10,' '${d}/micro.csv' && grep -q '^uniform,malloc,' '${d}/results.csv' || { echo 'FAIL: micro.csv or results.csv not written'; exit 1; }")
+  set_tests_properties(ccbench_all_readme_unopenable_runs_the_rest PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
   file(WRITE ${ccb_cli_dir}/all-not-a-dir "")
   ccb_cli(ccbench_all_out_not_a_directory 1 "cannot create ${ccb_cli_dir}/all-not-a-dir: not a directory"
     "wrote .*README.md" - ${ccb_all_opts} --out ${ccb_cli_dir}/all-not-a-dir gen:uniform)

@@ -10,11 +10,18 @@
  * Inputs are random with a fresh seed per test, printed to stderr
  * ("seed=..."); CCK_SEED=<seed> replays a run. Tolerances are those of
  * kernels_check.h; each test prints the largest relative error it saw.
+ *
+ * The dense layer under an address-space limit (RLIMIT_AS) that leaves the
+ * process 64 MiB: it returns, with the blocked loop's bytes (OpenBLAS
+ * before 0.3.31 retried its 128 MiB buffer forever at the process's first
+ * GEMM: the test hung until its timeout).
  */
+#include <errno.h>
 #include <float.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cck_internal.h"
@@ -680,4 +687,39 @@ Test(kernels_cuda_api, bad_arguments_are_caught_before_the_device) {
     cr_assert_eq(cck_copy_to_device(NULL, y, x, 4), bad);
     cr_assert_eq(cck_copy_to_host(NULL, y, x, 4), bad);
     cr_assert_eq(cck_cuda_synchronize(NULL), bad);
+}
+
+/* ---- the dense layer under an address-space limit --------------------- */
+
+/* The process's address space now, in bytes (/proc/self/statm's first field). */
+static size_t address_space_bytes(void) {
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    cr_assert_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+Test(kernels_host, dense_returns_under_an_address_space_limit, .timeout = 10) {
+    enum { BATCH = 8, IN = 16, OUT = 8 };
+    static float x[BATCH * IN], w[OUT * IN], b[OUT], y[BATCH * OUT], want[BATCH * OUT];
+    for (size_t i = 0; i < BATCH * IN; i++)
+        x[i] = (float)(i % 7) - 3.0f;
+    for (size_t i = 0; i < OUT * IN; i++)
+        w[i] = (float)(i % 5) * 0.25f;
+    for (size_t i = 0; i < OUT; i++)
+        b[i] = (float)i;
+    cr_assert_eq(cck_dense_host_blocked(x, w, b, want, BATCH, IN, OUT, CCK_ACT_RELU), CCK_OK);
+    struct rlimit old, low;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+    low = old;
+    low.rlim_cur = (rlim_t)(address_space_bytes() + (64u << 20)); /* room for 64 MiB more, not 128 */
+    cr_assert_eq(setrlimit(RLIMIT_AS, &low), 0, "setrlimit: %s", strerror(errno));
+    cck_status st = cck_dense_host(x, w, b, y, BATCH, IN, OUT, CCK_ACT_RELU);
+    int set_back = setrlimit(RLIMIT_AS, &old);
+    cr_assert_eq(set_back, 0, "setrlimit back: %s", strerror(errno));
+    cr_assert_eq(st, CCK_OK);
+    for (size_t i = 0; i < BATCH * OUT; i++)
+        cr_assert_eq(y[i], want[i], "y[%zu] = %g, want %g (exact: small integers and quarters)", i, y[i], want[i]);
 }

@@ -28,7 +28,10 @@ if(TARGET ccr)
     target_compile_definitions(test_ccrun_sleep PRIVATE CCRUN_PATH="$<TARGET_FILE:ccrun>")
     add_dependencies(test_ccrun_sleep ccrun)
     # report.c's baseline note and allocator config, child.c's sum of a child's run phases: exact figures
-    cca_add_test(NAME test_ccrun_parts SOURCES runtime/test_ccrun_parts.c LIBS ccrun_core LABEL cpu)
+    # (and child.c's message when host memory is short for the child's output: malloc_fault.h)
+    cca_add_test(NAME test_ccrun_parts SOURCES runtime/test_ccrun_parts.c support/malloc_fault.c LIBS ccrun_core
+      LABEL cpu)
+    target_link_options(test_ccrun_parts PRIVATE ${CCA_MALLOC_FAULT_WRAP})
   endif()
   cca_add_test(NAME test_runtime_gpu SOURCES runtime/test_runtime_gpu.c LIBS ccr LABEL gpu)
   target_include_directories(test_runtime_gpu PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)

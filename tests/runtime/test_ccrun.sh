@@ -624,14 +624,14 @@ full "--demo on a full standard output: exit 1 with the reason" "ccrun: standard
 # "error" too, as the run knows it before the document; --sleep); in the
 # demo a failed step under the act (its run shared with --timeline's and a
 # missing TMPDIR's: a demo takes seconds).
-traced_full() { # traced_full DESCRIPTION WORDS... -- ARGS...: CCALLOC_TRACE=/dev/full, exit 1, each WORDS said
+traced_full() { # traced_full DESCRIPTION WORDS... -- ARGS...: CCALLOC_TRACE=$TF_TRACE (/dev/full), exit 1, each WORDS said
     desc=$1; shift
     n=$((n + 1))
     words=
     while [ "$1" != -- ]; do words="$words
 $1"; shift; done
     shift
-    CCALLOC_TRACE=/dev/full TMPDIR=${TF_TMPDIR:-${TMPDIR:-}} "$CCRUN" "$@" >"$TMP/to" 2>"$TMP/te"
+    CCALLOC_TRACE=${TF_TRACE:-/dev/full} TMPDIR=${TF_TMPDIR:-${TMPDIR:-}} "$CCRUN" "$@" >"$TMP/to" 2>"$TMP/te"
     rc=$?
     missing=$(printf '%s\n' "$words" | while IFS= read -r w; do [ -z "$w" ] || cat "$TMP/to" "$TMP/te" | grep -qF -- "$w" || echo "$w"; done)
     if [ "$rc" -eq 1 ] && [ -z "$missing" ]; then echo "ok: $desc"; else
@@ -658,6 +658,18 @@ traced_full "--demo with --timeline and CCALLOC_TRACE on full devices, TMPDIR mi
     "          -> save skipped: cannot create a temporary file in $TMP/none: No such file or directory" -- \
     --demo --device host --capacity 192M --iters 1 --timeline /dev/full
 TF_TMPDIR=
+# A trace the allocator could not open (a missing directory) is an output
+# that failed too: exit 1 naming the file and the reason (--json: the
+# document's "error"; the demo: a failed step).
+TF_TRACE=$TMP/none/t.csv
+TRACE_REFUSED="CCALLOC_TRACE: cca_trace_status: not tracing: cannot open for writing (No such file or directory): '$TMP/none/t.csv'"
+traced_full "CCALLOC_TRACE in a missing directory: exit 1 naming the file and the reason" \
+    "ccrun: error: $TRACE_REFUSED" -- --device host 'mlp:8x8'
+traced_full "CCALLOC_TRACE in a missing directory with --json: exit 1, the document's error" \
+    "ccrun: error: $TRACE_REFUSED" "\"error\": \"$TRACE_REFUSED\"" -- --device host --json 'mlp:8x8'
+traced_full "CCALLOC_TRACE in a missing directory with --demo: exit 1, a failed step naming it" \
+    "          -> $TRACE_REFUSED" -- --demo --device host --capacity 192M --iters 1
+TF_TRACE=
 
 # Standard output closed (>&-): a run that prints nothing there is not a
 # failure (GNU close_stdout: EBADF at the close is ignored when nothing was

@@ -17,6 +17,10 @@
  *   (RLIMIT_NOFILE lowered to the lowest free descriptor, put back before
  *   any assert) is "could not be run: Too many open files"; a child killed
  *   by a signal is "was killed by signal 9 (Killed)".
+ * - ccrun_time_child when the child ran but host memory was short for its
+ *   output (the first host malloc after the fork refused, malloc_fault.h):
+ *   -1, and the message says the child ran and its output was lost, not
+ *   that it "could not be run".
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -27,6 +31,7 @@
 #include <unistd.h>
 
 #include "ccrun.h"
+#include "malloc_fault.h" /* tests/support/ */
 
 Test(ccrun_parts, baseline_note_says_equal_below_or_above_exactly) {
     char buf[96];
@@ -102,5 +107,19 @@ Test(ccrun_parts, a_child_killed_by_a_signal_says_which) {
     cr_assert_eq(ccrun_time_child(argv, &wall, &run), -1, "no exit status");
     char want[256];
     snprintf(want, sizeof want, "/bin/sh was killed by signal 9 (%s)", strsignal(9));
+    cr_assert_str_eq(ccr_last_error(), want);
+}
+
+Test(ccrun_parts, a_child_whose_output_could_not_be_kept_says_it_ran) {
+    char *argv[] = {"/bin/sh", "-c", "echo '{}'; exit 0", NULL};
+    double wall = -1, run = -1;
+    cca_clear_error();
+    tu_malloc_arm(1, false); /* the output's buffer, read after the fork */
+    int rc = ccrun_time_child(argv, &wall, &run);
+    cr_assert_eq(tu_malloc_disarm(), 1, "one allocation refused");
+    cr_assert_eq(rc, -1, "no figure");
+    cr_assert_eq(run, 0.0);
+    char want[256];
+    snprintf(want, sizeof want, "/bin/sh ran (exit 0), but its output could not be kept: %s", strerror(ENOMEM));
     cr_assert_str_eq(ccr_last_error(), want);
 }

@@ -670,7 +670,9 @@ Test(runtime_engine, timeline_write_failure_is_reported_at_close) {
  * full device: the engine's "create" mark) CCR_ERR_IO with the allocator's
  * message, and the engine keeps working; NULL is refused. Each test runs
  * in its own process, so CCALLOC_TRACE is its own: one trace per process,
- * its path fixed at the first opening, hence two tests. */
+ * its path fixed at the first opening, hence three tests. A file the
+ * library would not open (a missing directory) is the engine's error from
+ * its creation on (cca_trace_status). */
 static void load_and_unload(ccr_engine *e) {
     ccr_model *m;
     cr_assert_eq(ccr_model_load_spec(e, "mlp:8x8", &m), CCR_OK, "%s", ccr_last_error());
@@ -718,6 +720,20 @@ Test(runtime_engine, a_trace_that_could_not_be_written_is_the_engines_error) {
     load_and_unload(e); /* the engine keeps working */
     cr_expect_eq(ccr_engine_trace_status(e), CCR_ERR_IO, "it stays failed");
     cr_expect_str_eq(ccr_last_error(), want, "the first failure's message");
+    ccr_engine_destroy(e);
+    unsetenv("CCALLOC_TRACE");
+}
+
+Test(runtime_engine, a_trace_that_could_not_be_opened_is_the_engines_error) {
+    setenv("CCALLOC_TRACE", "/nonexistent-ccr-dir/t.csv", 1);
+    ccr_engine *e = host_engine(16 * MiB, "");
+    const char *want = "CCALLOC_TRACE: cca_trace_status: not tracing: cannot open for writing (No such file or "
+                       "directory): '/nonexistent-ccr-dir/t.csv'";
+    cr_expect_eq(ccr_engine_trace_status(e), CCR_ERR_IO, "from the creation on");
+    cr_expect_str_eq(ccr_last_error(), want);
+    load_and_unload(e); /* the engine keeps working */
+    cr_expect_eq(ccr_engine_trace_status(e), CCR_ERR_IO, "it stays failed");
+    cr_expect_str_eq(ccr_last_error(), want);
     ccr_engine_destroy(e);
     unsetenv("CCALLOC_TRACE");
 }

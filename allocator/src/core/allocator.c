@@ -61,7 +61,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
         free(a);
         return cca_error_prefix(CCA_ERR_OUT_OF_MEMORY, "cca_create");
     }
-    a->trace = ccai_trace_open_from_env();
+    a->trace = ccai_trace_open_from_env(&a->trace_refused);
     if (cfg.history && (st = ccai_history_create(cfg.history, &a->history)) != CCA_OK) {
         cca_destroy(a);
         return cca_error_prefix(st, "cca_create");

@@ -115,9 +115,9 @@ struct cca_allocator {
     struct ccai_block_slab *slabs; /* where they live (block.c) */
     ccai_counters c;
     struct ccai_trace *trace;
-    struct ccai_history *history; /* NULL: off */
-    ccai_fork_link fork;          /* fork.c's registry */
-    bool fork_locked;             /* fork.c's prepare took the lock */
+    struct ccai_history *history;    /* NULL: off */
+    ccai_fork_link fork;             /* fork.c's registry */
+    bool fork_locked, trace_refused; /* fork.c's prepare took the lock; trace.c: CCALLOC_TRACE's opening refused */
 };
 
 #include "kind.h"   /* the segment-kind seam: classic.c, pages.c */

@@ -69,7 +69,12 @@
  *   allocator opens the file, so a trace never reads as whole while it
  *   lacks the refused allocator's events (a gap between two sections, a
  *   first section that is not the process's first), and a file another
- *   process held is never emptied once it let go.
+ *   process held is never emptied once it let go. Its log line's text is
+ *   kept (`refusal`), and every allocator created with CCALLOC_TRACE set
+ *   that records nothing for it (the refused one, and those created after
+ *   it) is told so (*refused: cca_trace_status says it, as CCA_ERR_IO; its
+ *   marks stay no-ops), so that a program can fail for a trace it asked
+ *   for and never got (ccrun does).
  * - One process per file: a write lock on a regular file (fcntl) before
  *   it is emptied (open_for_this_process); a process that finds another's
  *   lock is not tracing (logged), so two processes with one CCALLOC_TRACE
@@ -123,6 +128,7 @@ typedef struct ccai_trace {
     bool off;    /* nothing more is written: a limit passed, a write failed, or a forked child's copy */
     bool failed; /* a write failed: the file cut back to `committed`, the recording stopped */
     bool forked; /* a forked child's, the file the parent's: never opened again */
+    bool refused;    /* an opening was refused and stopped the recording: `refusal` says why */
     off_t committed; /* the file's size after the last flush that succeeded; -1: no size (a pipe, a terminal) */
     dev_t dev;       /* the regular file of the last section (its size at the close: `committed`) */
     ino_t ino;
@@ -138,6 +144,9 @@ typedef struct trace_stop {
 static ccai_trace the_trace;
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static char trace_buffer[TRACE_BUFFER];
+/* The last refused opening's log line, less "CCALLOC_TRACE: " (under the
+ * lock; cut at CCAI_ERROR_CAP as an error is): cca_trace_status's message. */
+static char refusal[CCAI_ERROR_CAP];
 
 /* Under the lock: write out what stdio holds (whole lines, see put_line).
  * A flush that failed cuts a regular file back to the end of the last one
@@ -287,16 +296,30 @@ static void said_stop(trace_stop s) {
                  s.limit, s.what);
 }
 
-struct ccai_trace *ccai_trace_open_from_env(void) {
+/* Under the lock: an opening refused, why into line (the caller logs it
+ * once it has released the lock: a log callback may call back) and kept
+ * for cca_trace_status (refusal). */
+__attribute__((format(printf, 2, 3))) static void refuse(char line[CCAI_ERROR_CAP], const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, CCAI_ERROR_CAP, fmt, ap);
+    va_end(ap);
+    memcpy(refusal, line, sizeof refusal);
+}
+
+struct ccai_trace *ccai_trace_open_from_env(bool *refused) {
+    *refused = false;
     const char *path = getenv("CCALLOC_TRACE");
     if (!path || !*path)
         return NULL;
     ccai_trace *t = &the_trace;
     trace_stop stopped = {0};
+    char why[CCAI_ERROR_CAP]; /* a refusal's log line, less "CCALLOC_TRACE: " */
     pthread_mutex_lock(&trace_lock);
     if (!t->f && !t->off && t->sections == CCAI_TRACE_MAX_SECTIONS)
         stopped = stop(t, "sections in the file", CCAI_TRACE_MAX_SECTIONS);
     if (t->forked || (!t->f && t->off)) { /* a stopped recording opens no new section */
+        *refused = !t->forked && t->refused; /* the refusal that stopped it, said when it was */
         pthread_mutex_unlock(&trace_lock);
         said_stop(stopped);
         return NULL;
@@ -306,10 +329,12 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
         bool bad;
         expanded = expand(path, &bad);
         if (!expanded) {
+            refuse(why, "not tracing: %s: '%s'",
+                   bad ? "a '%' other than %p (the process id) or %% (one '%') in the path" : "host memory short",
+                   path);
+            *refused = true;
             pthread_mutex_unlock(&trace_lock);
-            ccai_log("CCALLOC_TRACE: not tracing: %s: '%s'",
-                     bad ? "a '%' other than %p (the process id) or %% (one '%') in the path" : "host memory short",
-                     path);
+            ccai_log("CCALLOC_TRACE: %s", why);
             return NULL;
         }
         path = expanded;
@@ -326,20 +351,23 @@ struct ccai_trace *ccai_trace_open_from_env(void) {
              * wrote its own trace; it stays whole, this recording stops */
             fclose(t->f);
             t->f = NULL;
-            t->off = true;
+            t->off = t->refused = *refused = true;
+            refuse(why,
+                   "not tracing: another process has written to the file since the last section (its trace is "
+                   "left whole): '%s'",
+                   path);
             pthread_mutex_unlock(&trace_lock);
-            ccai_log("CCALLOC_TRACE: not tracing: another process has written to the file since the last section "
-                     "(its trace is left whole): '%s'",
-                     path);
+            ccai_log("CCALLOC_TRACE: %s", why);
             free(expanded);
             return NULL;
         }
         if (!t->f) { /* refused: the recording stops, a later section would follow a gap */
             int e = errno;
-            t->off = true;
+            t->off = t->refused = *refused = true;
+            refuse(why, "not tracing: cannot open for writing (%s): '%s'",
+                   e == EAGAIN ? "another process is recording to it" : ccai_open_strerror(e), path);
             pthread_mutex_unlock(&trace_lock);
-            ccai_log("CCALLOC_TRACE: not tracing: cannot open for writing (%s): '%s'",
-                     e == EAGAIN ? "another process is recording to it" : ccai_open_strerror(e), path);
+            ccai_log("CCALLOC_TRACE: %s", why);
             free(expanded);
             return NULL;
         }
@@ -488,6 +516,18 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
         return cca_set_error(CCA_ERR_IO, "cca_trace_mark: writing the trace failed, the recording is incomplete: '%s'",
                          a->trace->path ? a->trace->path : "CCALLOC_TRACE");
     return CCA_OK;
+}
+
+cca_status cca_trace_status(const cca_allocator *a) {
+    if (!a)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_trace_status: allocator is NULL");
+    if (!a->trace_refused) /* fixed at cca_create */
+        return CCA_OK;
+    char why[CCAI_ERROR_CAP];
+    pthread_mutex_lock(&trace_lock);
+    memcpy(why, refusal, sizeof why);
+    pthread_mutex_unlock(&trace_lock);
+    return cca_set_error(CCA_ERR_IO, "cca_trace_status: %s", why);
 }
 
 /* The last user closes the file; a recording any of whose writes failed

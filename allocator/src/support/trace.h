@@ -10,8 +10,11 @@
 
 struct ccai_trace;
 
-/* trace.c: CCALLOC_TRACE recording (a no-op pointer check when unset). */
-struct ccai_trace *ccai_trace_open_from_env(void);
+/* trace.c: CCALLOC_TRACE recording (a no-op pointer check when unset).
+ * NULL when not recording; *refused then says whether CCALLOC_TRACE was
+ * set and an opening refused (this one, or the earlier one that stopped
+ * the recording): cca_trace_status's CCA_ERR_IO. */
+struct ccai_trace *ccai_trace_open_from_env(bool *refused);
 /* Returns the trace id of the new allocation (unique in the process). */
 uint64_t ccai_trace_alloc(struct ccai_trace *t, size_t size, cca_stream s, unsigned domain);
 void ccai_trace_free(struct ccai_trace *t, uint64_t id, size_t size, cca_stream s, unsigned domain);

@@ -196,18 +196,35 @@ Test(trace, ids_and_sizes_under_load) {
     free(text);
 }
 
+/* A path the library cannot open: logged once, the allocator works, its
+ * marks are no-ops, and cca_trace_status says it with the log line's text;
+ * so it does for an allocator created after it (the recording stopped),
+ * which logs nothing more. */
 Test(trace, an_unwritable_path_is_logged_and_the_allocator_works) {
     cr_assert_eq(setenv("CCALLOC_TRACE", "/nonexistent-dir/trace.csv", 1), 0);
     tu_log_capture log = {0};
     cca_set_log_callback(tu_capture_log, &log);
     cca_upstream *u;
-    cca_allocator *a;
+    cca_allocator *a, *b;
     tu_host_allocator(64 * MiB, NULL, &u, &a);
+    cr_assert_eq(cca_create(NULL, u, &b), CCA_OK, "%s", cca_last_error());
     cca_set_log_callback(NULL, NULL);
     cr_assert_eq(log.lines, 1);
     cr_assert(strstr(log.last, "CCALLOC_TRACE") && strstr(log.last, "/nonexistent-dir/trace.csv"), "%s", log.last);
     void *p = tu_alloc(a, 100, NULL);
     tu_free(a, p);
+    cr_assert_eq(cca_trace_mark(a, "x"), CCA_OK, "not tracing: a no-op");
+    const char *want = "cca_trace_status: not tracing: cannot open for writing (No such file or directory): "
+                       "'/nonexistent-dir/trace.csv'";
+    cca_clear_error();
+    cr_assert_eq(cca_trace_status(a), CCA_ERR_IO);
+    cr_assert_str_eq(cca_last_error(), want);
+    cca_clear_error();
+    cr_assert_eq(cca_trace_status(b), CCA_ERR_IO, "created after the refusal");
+    cr_assert_str_eq(cca_last_error(), want);
+    cr_assert_eq(cca_trace_status(NULL), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "cca_trace_status: allocator is NULL");
+    cr_assert_eq(cca_destroy(b), CCA_OK);
     tu_teardown(a, u);
 }
 
@@ -218,6 +235,7 @@ Test(trace, unset_means_no_file) {
     tu_host_allocator(64 * MiB, NULL, &u, &a);
     void *p = tu_alloc(a, 100, NULL);
     tu_free(a, p);
+    cr_assert_eq(cca_trace_status(a), CCA_OK, "not asked for: %s", cca_last_error());
     tu_teardown(a, u);
     cr_assert_neq(access(path, F_OK), 0, "no trace file was written");
 }
@@ -226,6 +244,7 @@ Test(trace, release_calls_and_marks_are_recorded_in_order) {
     cca_upstream *u;
     cca_allocator *a;
     tu_host_allocator(64 * MiB, "log_oom:0", &u, &a);
+    cr_assert_eq(cca_trace_status(a), CCA_OK, "recording: %s", cca_last_error());
     cr_assert_eq(cca_trace_mark(a, "load:model a (batch 16)"), CCA_OK);
     void *p = tu_alloc(a, 3 * MiB, NULL);
     tu_free(a, p);
@@ -360,6 +379,7 @@ Test(trace, a_trace_that_cannot_be_written_says_so) {
     cr_assert_eq(cca_trace_mark(a, "phase"), CCA_ERR_IO);
     cr_assert(strstr(cca_last_error(), "cca_trace_mark") && strstr(cca_last_error(), "/dev/full"), "%s",
               cca_last_error());
+    cr_assert_eq(cca_trace_status(a), CCA_OK, "opened: a failed write is the mark's to say");
     p = tu_alloc(a, 100, NULL);
     tu_free(a, p);
     cca_set_log_callback(tu_capture_log, &log);

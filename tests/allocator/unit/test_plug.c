@@ -373,6 +373,9 @@ Test(plug, hostile_upstream_texts_are_refused) {
                          "hostile",
                          "host:",
                          "host:0",
+                         "host:1",    /* below any host page: a device that could hold nothing */
+                         "host:4095", /* (test_upstream_host.c: the least capacity is the page) */
+                         "host:1:2",
                          "host:-1",
                          "host:abc",
                          "host:1G:",
@@ -449,6 +452,10 @@ Test(plug, hostile_upstream_texts_are_refused) {
     longer[sizeof longer - 1] = '\0';
     cr_assert_eq(cca_plug_configure(longer, NULL), CCA_ERR_CONFIG);
     cr_assert_not_null(strstr(cca_last_error(), "longer than"), "%s", cca_last_error());
+    char least[96];
+    snprintf(least, sizeof least, "capacity '1' is below the %zu-byte host page", tu_page_size());
+    cr_assert_eq(cca_plug_configure("host:1", NULL), CCA_ERR_CONFIG);
+    cr_assert_not_null(strstr(cca_last_error(), least), "the message names the least capacity: %s", cca_last_error());
     /* nothing changed: the first configure is still in force */
     cca_config c;
     cr_assert_eq(cca_get_config(plug_allocator(0), &c), CCA_OK);

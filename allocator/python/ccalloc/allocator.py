@@ -349,7 +349,8 @@ class Allocator:
 
     ``Allocator(capacity="1G")``: a simulated device of that many bytes
     (host memory behaving like a GPU; every allocator path works without
-    one). ``Allocator(device=0)``: CUDA device 0 (``NoDeviceError`` without a
+    one), at least the host page (4 KiB on x86-64): a smaller one could
+    hold nothing and raises ``InvalidArgumentError``, naming the page. ``Allocator(device=0)``: CUDA device 0 (``NoDeviceError`` without a
     GPU or in a build without CUDA). ``conf``: ``"key:value,..."`` as
     ``CCALLOC_CONF`` (docs/allocator.md, Options); None = defaults plus
     ``CCALLOC_CONF``. ``vm_granularity``: the page of expandable segments

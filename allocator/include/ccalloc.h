@@ -1403,7 +1403,11 @@ cca_status cca_check_invariants(const cca_allocator *a);
  *    the device's creation with CCA_ERR_INVALID_ARGUMENT.
  *    "host[:CAPACITY[:DEVICES]]" (default 1G and 1) gives each device
  *    number below DEVICES a simulated device of its own of CAPACITY bytes
- *    (at least the host page: a smaller one is CCA_ERR_CONFIG).
+ *    (at least the host page: a smaller one is CCA_ERR_CONFIG). CAPACITY
+ *    is a size as cca_parse_size reads it, DEVICES a whole number from 1
+ *    to CCA_PLUG_MAX_DEVICES: both decimal, any leading zeros allowed
+ *    ("host:1G:010" is ten devices), as every number of the library's
+ *    texts; so is vm_granularity's SIZE.
  *    Only ever chosen explicitly: with "cuda" and no GPU (or a build
  *    without CUDA) there is no fallback;
  *  - a device whose creation failed (no GPU, device number past the count,

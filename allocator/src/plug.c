@@ -179,7 +179,9 @@ static cca_status parse_cuda_keys(char *keys, plug_spec *s) {
  * vm_backing=pages|whole_maps, host_memory=pinned|registered) | "host" |
  * "host:CAPACITY" |
  * "host:CAPACITY:DEVICES". CAPACITY is at least the host page (a smaller
- * device could hold nothing: cca_upstream_host_create refuses it). */
+ * device could hold nothing: cca_upstream_host_create refuses it). Every
+ * number is decimal with any leading zeros ("010" devices are ten), as
+ * cca_parse_size and ccai_decimal_uint read every number of the library. */
 static cca_status parse_spec(const char *text, plug_spec *out) {
     size_t n = strnlen(text, PLUG_SPEC_MAX + 1);
     if (n > PLUG_SPEC_MAX)

@@ -516,6 +516,47 @@ Test(plug, good_upstream_texts) {
     }
 }
 
+/* Every number of the upstream text is decimal, leading zeros allowed, as
+ * every number of the library's texts (sizes, config values, ccrun's
+ * counts): "010" devices are ten (not octal eight), "02" two; a zero
+ * count stays refused however it is written. */
+Test(plug, numbers_in_the_upstream_text_are_decimal_with_any_leading_zeros) {
+    size_t P = tu_page_size();
+    const struct {
+        const char *text;
+        size_t capacity; /* of device 0 */
+        int devices;
+    } good[] = {{"host:0512M", 512 * MiB, 1}, {"host:001.5M", 3 * MiB / 2, 1}, {"host:4M:02", 4 * MiB, 2},
+                {"host:4M:010", 4 * MiB, 10}, {"host:4M:0064", 4 * MiB, 64},   {"host:004M:01", 4 * MiB, 1}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        cr_assert_eq(cca_plug_configure(good[i].text, NULL), CCA_OK, "'%s': %s", good[i].text, cca_last_error());
+        cca_upstream *u = NULL;
+        cr_assert_eq(cca_plug_get_upstream(good[i].devices - 1, &u), CCA_OK, "'%s': the last device: %s", good[i].text,
+                     cca_last_error());
+        cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+        size_t free_bytes = 0, total = 0;
+        cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+        cr_assert_eq(total, good[i].capacity, "'%s'", good[i].text);
+        if (good[i].devices < CCA_PLUG_MAX_DEVICES) {
+            cr_assert_eq(cca_plug_get_upstream(good[i].devices, &u), CCA_ERR_INVALID_ARGUMENT,
+                         "'%s': one device past the count", good[i].text);
+            cr_assert_not_null(strstr(cca_last_error(), "not in [0, "), "%s", cca_last_error());
+        }
+        cr_assert_eq(cca_plug_reset(), CCA_OK);
+    }
+    /* the page, with zeros before it: the least capacity */
+    char text[64];
+    snprintf(text, sizeof text, "host:000%zu", P);
+    cr_assert_eq(cca_plug_configure(text, NULL), CCA_OK, "'%s': %s", text, cca_last_error());
+    const char *bad[] = {"host:4M:00", "host:4M:000", "host:4M:065", "host:4M:0065", "host:00"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_eq(cca_plug_configure(bad[i], NULL), CCA_ERR_CONFIG, "'%s' accepted", bad[i]);
+    /* the CUDA page: 08M is 8M (accepted), 03M is 3M (not a power of two) */
+    cr_assert_eq(cca_plug_configure("cuda:vm_granularity=08M", NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_plug_configure("cuda:vm_granularity=03M", NULL), CCA_ERR_CONFIG);
+    cr_assert_not_null(strstr(cca_last_error(), "vm_granularity '03M'"), "%s", cca_last_error());
+}
+
 Test(plug, hostile_environment_upstream_fails_every_device_once) {
     setenv("CCALLOC_PLUG_UPSTREAM", "host:lots", 1);
     cr_assert_null(cca_plug_alloc(4096, 0, NULL));

@@ -85,20 +85,34 @@ def integer(value: Any, what: str) -> int:
 
 
 def flag_arg(value: Any, what: str) -> bool:
-    """A flag (``discard``, ``force``): True or False, or the int 0 or 1;
-    TypeError for anything else. Its truth value is not taken: a flag
-    decides what is lost (``discard=True``: the blocks' bytes;
-    ``force=True``: live blocks' memory), and ``"False"``, ``"no"``,
-    ``2.5`` or a list are true."""
+    """A flag (``discard``, ``force``): True or False, the int 0 or 1
+    (anything with ``__index__``), or a bool scalar of another library
+    (``numpy.bool_``): a value that is not a number and equals exactly one
+    of True and False, its own truth value. TypeError for anything else,
+    naming its type. A truth value alone is never taken: a flag decides
+    what is lost (``discard=True``: the blocks' bytes; ``force=True``:
+    live blocks' memory), and ``"False"``, ``"no"``, ``2.5`` or a list
+    are true; a float (``0.0``) is refused as a number that is not an
+    int."""
     if isinstance(value, bool):
         return value
     try:
         number = operator.index(value)
     except TypeError:
         number = None
-    if number not in (0, 1):
-        raise TypeError(f"{what} is a bool (True or False), not {value!r}")
-    return bool(number)
+    if number in (0, 1):
+        return bool(number)
+    if number is None and not isinstance(value, numbers.Number):
+        try:
+            truth = bool(value)
+            # == may answer a scalar of its own (numpy.bool_) or raise;
+            # equal to both (unittest.mock.ANY) is no flag
+            if bool(value == truth) and not bool(value == (not truth)):
+                return truth
+        except Exception:
+            pass
+    raise TypeError(f"{what} is a bool (True or False, 0 or 1, or a bool scalar such as numpy.bool_), "
+                    f"not {value!r} ({type(value).__name__})")
 
 
 def count_arg(lib: _lib.Library, value: Any, what: str) -> int:
@@ -692,8 +706,9 @@ class Allocator:
         creation order; the device gets all of their mapped memory back, the
         live blocks' bytes go to host memory (``discard=True``: nothing is
         copied, contents undefined after the wake), every address is kept.
-        ``discard`` is a bool (or 0 or 1): another value raises TypeError
-        before any call, never read as its truth value.
+        ``discard`` is a flag (True, False, 0, 1 or a ``numpy.bool_``):
+        another value raises TypeError before any call, never read as its
+        truth value.
 
         All or nothing: a domain that refuses wakes again the ones this call
         put to sleep and its error is raised (:class:`UpstreamError` for
@@ -890,7 +905,8 @@ class Domain:
         mapped page of the domain is unmapped; the address ranges stay
         reserved, so every address is valid again after :meth:`wake`.
         ``discard=True`` copies nothing (contents undefined after the wake);
-        ``discard`` is a bool (or 0 or 1), TypeError for another value.
+        ``discard`` is a flag (True, False, 0, 1 or a ``numpy.bool_``),
+        TypeError for another value.
 
         While asleep: ``alloc`` raises :class:`AsleepError`, ``free``
         works (the block's copy is dropped, its host chunk given back with the
@@ -957,8 +973,9 @@ class Domain:
         negative one, checked before anything is released).
         ``force=True`` releases them anyway: DANGEROUS, their memory goes
         back to the device while their pointers may still be in use
-        (``cca_domain_release``, ccalloc.h). ``force`` is a bool (or 0 or
-        1): TypeError for another value, before anything is released.
+        (``cca_domain_release``, ccalloc.h). ``force`` is a flag (True,
+        False, 0, 1 or a ``numpy.bool_``): TypeError for another value,
+        before anything is released.
         """
         return self._call(lambda lib: lib.cca_domain_release, force, max_leaks)
 

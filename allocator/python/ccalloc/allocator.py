@@ -850,13 +850,33 @@ class Domain:
         self.allocator = allocator
         self.name = name
         self._handle: Optional[int] = handle
+        self._unsure = False  # a destroy() was cut short: whether the domain went is C's to say
 
     def _live_handle(self) -> Optional[int]:
         """The handle, or None once destroyed: by :meth:`destroy`, or with its
         allocator (``cca_destroy`` destroys every domain)."""
         if self._handle is not None and self.allocator.closed:
             self._handle = None
+        if self._handle is not None and self._unsure:
+            self._settle()
         return self._handle
+
+    def _settle(self) -> None:
+        """After a destroy cut short by a signal handler's exception (which
+        may come before cca_domain_destroy ran or just after it returned):
+        ask C whether the handle is still one of its domains. A handle is
+        never given twice (domain.c), so a refusal means this domain went.
+        Cut short again, it stays unsure and the next look asks again."""
+        lib = self.allocator._lib
+        s = _lib.out_struct(_lib.DomainStats)
+        try:
+            st = self.allocator._c(lib.cca_get_domain_stats, self._handle, ctypes.byref(s))
+        except Error:
+            return  # closed meanwhile: the domain went with it (_live_handle says so)
+        if st == ERR_INVALID_ARGUMENT:
+            self._handle = None
+        if st in (OK, ERR_INVALID_ARGUMENT):
+            self._unsure = False
 
     @property
     def handle(self) -> int:
@@ -980,9 +1000,19 @@ class Domain:
         return self._call(lambda lib: lib.cca_domain_release, force, max_leaks)
 
     def destroy(self, force: bool = False, max_leaks: int = 16) -> DomainReport:
-        """Release and free the domain; on failure it stays (see :meth:`release`)."""
-        report = self._call(lambda lib: lib.cca_domain_destroy, force, max_leaks)
-        self._handle = None
+        """Release and free the domain; on failure it stays (see :meth:`release`).
+
+        Cut short by a signal handler's exception (KeyboardInterrupt), the
+        domain may have gone or not: ``destroyed`` then asks the library,
+        and a domain that stayed is destroyed by the next call."""
+        try:
+            report = self._call(lambda lib: lib.cca_domain_destroy, force, max_leaks)
+        except Error:
+            raise  # the library's answer (or an argument refused before it): the domain stays
+        except BaseException:
+            self._unsure = True
+            raise
+        self._handle = None  # no handler runs between the return above and here
         return report
 
     __copy__ = __deepcopy__ = __reduce_ex__ = _refuse_copy

@@ -9,6 +9,7 @@ runs in a subprocess, so a regression fails the one test, not the suite.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import subprocess
 import sys
@@ -582,7 +583,7 @@ def test_an_interrupted_plug_alloc_makes_nothing_it_does_not_return(host_plug):
 @pytest.mark.parametrize("name", sorted(_MAKERS))
 def test_two_signals_in_a_row_leave_nothing_made(name):
     """Signals. alloc and domain, interrupted after the C call had made
-    the block (the domain), undo it (_undo) before the exception goes on;
+    the block (the domain), undo it (_making) before the exception goes on;
     a second handler exception inside that undo, before its C call ran,
     left the block live for ever (the domain for good), as one signal
     once did. At every point k of the call and every point j after it:
@@ -591,6 +592,7 @@ def test_two_signals_in_a_row_leave_nothing_made(name):
     pairs = 0
     for k in range(1, 1000):
         for j in range(1, 1000):
+            gc.collect()  # no finalizer of an earlier round runs inside the call, counting its points
             a = ccalloc.Allocator("64M")
             done, fired = _twice(lambda: make(a), k, j)
             made = count(a)
@@ -605,7 +607,7 @@ def test_two_signals_in_a_row_leave_nothing_made(name):
                 break
         if done:
             break
-    assert pairs > 10, f"{name}: only {pairs} pairs of points tried"
+    assert pairs > 5, f"{name}: only {pairs} pairs of points tried"
 
 
 def _domain_count(a):

@@ -14,6 +14,7 @@ device.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import numbers
 import operator
@@ -507,9 +508,10 @@ class Allocator:
     def _closed_error(self) -> Error:
         return argument_error(self._lib, ERR_INVALID_ARGUMENT, "the allocator is closed")
 
-    def _c(self, fn, *args, upstream: bool = False):
+    def _c(self, fn, *args, upstream: bool = False, into: Optional[List[Any]] = None):
         """``fn(handle, *args)`` (``upstream``: ``fn(upstream handle, *args)``),
-        the allocator kept open until it returns."""
+        the allocator kept open until it returns. ``into``: a list that
+        gets fn's result appended before any handler can run (see _making)."""
         me = threading.get_ident()
         inflight = self._inflight
         token = object()
@@ -525,6 +527,11 @@ class Allocator:
                         handle = self._upstream
             if handle is None:
                 raise self._closed_error()
+            if into is not None:
+                # list.extend calls fn from C and stores its result before
+                # returning: no bytecode, so no handler, runs in between
+                into.extend(itertools.starmap(fn, ((handle,) + args,)))
+                return into[-1]
             return fn(handle, *args)
         finally:
             inflight.pop(token, None)  # one C call: nothing runs between the finally and it
@@ -629,29 +636,56 @@ class Allocator:
         n = parse_size(lib, size)
         s = stream_arg(lib, stream)
         out = ctypes.c_void_p()
-        try:
+
+        def alloc() -> None:
             if domain is None:
                 st = self._c(lib.cca_alloc, n, s, ctypes.byref(out))
             else:
                 st = self._c(lib.cca_alloc_in, domain, n, s, ctypes.byref(out))
             raise_for(lib, st)
-        except BaseException:
-            # a signal handler's exception after the block was made: it never reaches the caller
-            self._undo(lib.cca_free, out.value)
-            raise
-        return out.value or 0  # nothing between the try and here runs a handler
 
-    def _undo(self, fn, made: Optional[int], *args) -> None:
-        """``fn(handle, made, *args)`` when ``made`` (a block, a domain) was
-        made by a call that a signal handler's exception (KeyboardInterrupt)
-        then cut short before it returned, so that nothing is left that no
-        one can give back; its failure is dropped (the exception in flight
-        says more)."""
-        if made:
-            try:
-                self._c(fn, made, *args)
-            except Error:
-                pass
+        self._making(out, alloc, lib.cca_free)  # cut short after the block was made: freed again
+        return out.value or 0  # nothing between _making's return and here runs a handler
+
+    def _making(self, out: ctypes.c_void_p, body: Callable[[], Any], undo, *undo_args) -> Any:
+        """``body()``, whose C call makes something (a block, a domain) and
+        sets ``out`` to it; when anything cuts it short after that (a signal
+        handler's exception, KeyboardInterrupt, before it returned),
+        ``undo(handle, out, *undo_args)`` gives it back before the exception
+        goes on, so that nothing is left that no one can give back. The
+        undo's failure is dropped (the exception in flight says more).
+
+        A second handler's exception (two signals in a row) can come before
+        undo ran or just after it returned: ``ran`` tells them apart, as it
+        holds undo's status as soon as undo returned (_c's ``into``).
+        Before undo ran it is tried again; never twice, since a second free
+        of an address another thread has since been given would free that
+        block. The undo loop sits in this except clause itself: a handler
+        can run at any function's entry, so a loop inside a function called
+        from here could be cut short before it began. The last such
+        exception is raised once undo has run (Python's way: it replaces
+        the one in flight, chained to it). Limits: the loop's back edge is
+        itself a point where a handler runs, so a third exception arriving
+        exactly there still leaves the block; and after 100 tries cut short
+        (an exception that comes every time, MemoryError) it gives up
+        rather than loop for ever."""
+        try:
+            return body()
+        except BaseException:
+            ran: List[int] = []
+            later: Optional[BaseException] = None
+            tries = 0
+            while not ran and out.value and tries < 100:
+                tries += 1
+                try:
+                    self._c(undo, out.value, *undo_args, into=ran)
+                except Error:
+                    break  # refused before undo ran: the allocator is closed, and what was made went with it
+                except BaseException as e:
+                    later = e
+            if later is not None:
+                raise later
+            raise
 
     def free(self, ptr: int) -> None:
         """Give a block back to the cache (not to the device). 0 does nothing.
@@ -825,13 +859,13 @@ class Allocator:
         short before that object is made and returned (a signal handler's
         exception), the domain is destroyed again."""
         out = ctypes.c_void_p()
-        try:
+
+        def create() -> Any:
             raise_for(self._lib, self._c(self._lib.cca_domain_create, c_string(self._lib, name, "domain name"),
                                          ctypes.byref(out)))
             return make(out.value)
-        except BaseException:
-            self._undo(self._lib.cca_domain_destroy, out.value, 0, None)
-            raise
+
+        return self._making(out, create, self._lib.cca_domain_destroy, 0, None)
 
 
 def _leak_list(report: DomainReport, most: int = 4) -> str:

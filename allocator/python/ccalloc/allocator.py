@@ -495,15 +495,14 @@ class Allocator:
     # wait for ever. close() polls for the end of the calls in flight
     # rather than waiting on a condition that such an exception could keep
     # from being notified. Nothing is called while _lock is held (no
-    # function, no method: attribute and dict operations only, `in` a live
-    # view of _inflight), so no handler runs there: one that closes the
+    # function, no method: attribute and dict operations only), so no
+    # handler runs there: one that closes the
     # allocator (a SIGTERM handler's clean-up) would wait for ever for a
     # lock its own thread holds. A view's validity is asked before it.
 
     def _init_calls(self) -> None:
         self._lock = threading.Lock()
         self._inflight: Dict[object, int] = {}  # one token per call in flight -> its thread's ident
-        self._callers = self._inflight.values()  # a live view: `in` it is no call (see "Signals")
 
     def _closed_error(self) -> Error:
         return argument_error(self._lib, ERR_INVALID_ARGUMENT, "the allocator is closed")
@@ -567,8 +566,14 @@ class Allocator:
         me = threading.get_ident()
         handle = upstream = None
         try:
+            # Inside a call of its own? Only this thread adds or removes its
+            # tokens, so the answer holds until the lock; asked before it
+            # (a call) and of a copy: other threads' tokens come and go
+            # without the lock, and iterating the dict itself could meet a
+            # change of size on a free-threaded build (dict.copy is atomic).
+            inside = me in self._inflight.copy().values()
             with self._lock:  # no call in here: no handler runs with it held
-                refused = self._handle is not None and me in self._callers
+                refused = self._handle is not None and inside
                 if self._handle is not None and not refused:
                     handle, upstream = self._handle, self._upstream
                     self._handle = None  # from here every new call raises "closed"

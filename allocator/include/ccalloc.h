@@ -395,7 +395,9 @@ typedef struct cca_upstream_stats {
  * the device's copy-engine thread, which copy_wait waits for (a copy from
  * or to an unmapped page faults, as any touch does). That thread blocks
  * every signal but a fault's: the program's handlers never run on it.
- * Errors: CCA_ERR_INVALID_ARGUMENT for capacity 0 or above SIZE_MAX / 2;
+ * Errors: CCA_ERR_INVALID_ARGUMENT for a capacity below the host page
+ * (0 included: such a device could hold nothing; the message names the
+ * page) or above SIZE_MAX / 2;
  * CCA_ERR_OUT_OF_MEMORY when the process cannot reserve that much address
  * space (e.g. 2^62 on a 47-bit space) or host memory is short. *out is
  * NULL on failure.
@@ -410,7 +412,7 @@ cca_status cca_upstream_host_create(size_t capacity, cca_upstream **out);
  * be charged per granule (below). Latencies above CCA_HOST_MAX_LATENCY_NS:
  * CCA_ERR_INVALID_ARGUMENT. */
 typedef struct cca_host_options {
-    size_t capacity;           /* bytes of device memory, > 0            */
+    size_t capacity;           /* bytes of device memory, >= host page   */
     uint64_t alloc_latency_ns; /* per upstream alloc; 0 = none (default) */
     uint64_t free_latency_ns;  /* per upstream free;  0 = none (default) */
     /* Virtual memory (the vm_* ops, always present on the simulated
@@ -1428,7 +1430,12 @@ cca_status cca_check_invariants(const cca_allocator *a);
  *    anything else is CCA_ERR_CONFIG, and a page the device refuses fails
  *    the device's creation with CCA_ERR_INVALID_ARGUMENT.
  *    "host[:CAPACITY[:DEVICES]]" (default 1G and 1) gives each device
- *    number below DEVICES a simulated device of its own of CAPACITY bytes.
+ *    number below DEVICES a simulated device of its own of CAPACITY bytes
+ *    (at least the host page: a smaller one is CCA_ERR_CONFIG). CAPACITY
+ *    is a size as cca_parse_size reads it, DEVICES a whole number from 1
+ *    to CCA_PLUG_MAX_DEVICES: both decimal, any leading zeros allowed
+ *    ("host:1G:010" is ten devices), as every number of the library's
+ *    texts; so is vm_granularity's SIZE.
  *    Only ever chosen explicitly: with "cuda" and no GPU (or a build
  *    without CUDA) there is no fallback;
  *  - a device whose creation failed (no GPU, device number past the count,

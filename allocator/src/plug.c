@@ -70,6 +70,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h> /* sysconf: the host page */
 
 /* Longest CCALLOC_PLUG_UPSTREAM / cca_plug_configure upstream text read. */
 #define PLUG_SPEC_MAX 127
@@ -177,7 +178,10 @@ static cca_status parse_cuda_keys(char *keys, plug_spec *s) {
 /* "cuda" | "cuda:KEY=VALUE[,KEY=VALUE]" (vm_granularity=SIZE,
  * vm_backing=pages|whole_maps, host_memory=pinned|registered) | "host" |
  * "host:CAPACITY" |
- * "host:CAPACITY:DEVICES". */
+ * "host:CAPACITY:DEVICES". CAPACITY is at least the host page (a smaller
+ * device could hold nothing: cca_upstream_host_create refuses it). Every
+ * number is decimal with any leading zeros ("010" devices are ten), as
+ * cca_parse_size and ccai_decimal_uint read every number of the library. */
 static cca_status parse_spec(const char *text, plug_spec *out) {
     size_t n = strnlen(text, PLUG_SPEC_MAX + 1);
     if (n > PLUG_SPEC_MAX)
@@ -210,6 +214,13 @@ static cca_status parse_spec(const char *text, plug_spec *out) {
             *colon = '\0';
         if (cca_parse_size(cap, &s.capacity) != CCA_OK || s.capacity == 0)
             return cca_set_error(CCA_ERR_CONFIG, "upstream 'host': capacity '%s' is not a size > 0 like 512M", cap);
+        long page = sysconf(_SC_PAGESIZE); /* cca_upstream_host_create's own least capacity, said up front */
+        if (page > 0 && s.capacity < (size_t)page)
+            return cca_set_error(
+                CCA_ERR_CONFIG,
+                "upstream 'host': capacity '%s' is below the %ld-byte host page, the least a simulated "
+                "device holds",
+                cap, page);
         if (colon) {
             const char *d = colon + 1;
             unsigned long long v;

@@ -543,6 +543,23 @@ def test_bad_arguments():
         ccalloc.Allocator(capacity="8M", device=0)
 
 
+def test_a_device_smaller_than_a_page_is_refused():
+    """A simulated device holds whole host pages: one of less than a page
+    (capacity=1, "4000": a size meant as "1G"?) could never hold a block,
+    so it is refused (a ValueError) naming the least capacity; a page is
+    the smallest device, and holds a block. The plug's "host:CAPACITY" the
+    same, when configured."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    for small in (1, 511, "4000", page - 1):
+        with pytest.raises(ValueError, match=f"capacity {int(small)} is below the {page}-byte host page"):
+            ccalloc.Allocator(capacity=small)
+    with ccalloc.Allocator(capacity=page) as a:
+        a.free(a.alloc(512))
+    plug.reset()
+    with pytest.raises(ccalloc.ConfigError, match=f"capacity '1' is below the {page}-byte host page"):
+        plug.configure(upstream="host:1")
+
+
 def test_cuda_device_without_gpu_raises_no_device():
     try:
         a = ccalloc.Allocator(device=0)
@@ -1019,6 +1036,84 @@ def test_flags_are_bools_not_truthy_values(alloc, flag):
     d.wake()
     d.free(x)
     assert d.release(force=0).live_blocks == 0
+
+
+class _BoolScalar:
+    """numpy.bool_'s protocol, for a test that needs no numpy (CI has
+    none): __bool__, == with a bool answering one of its own kind (numpy
+    answers an np.bool_), no __index__ (numpy refuses it), not a
+    numbers.Number, repr "True" / "False" (numpy 1.x)."""
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def __bool__(self) -> bool:
+        return self.value
+
+    def __eq__(self, other):
+        return _BoolScalar(self.value == other)
+
+    def __ne__(self, other):
+        return _BoolScalar(self.value != other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def test_flags_take_a_bool_scalar_of_another_library(alloc):
+    """A numpy.bool_ (what `array.any()` or a comparison of numpy values
+    gives) was refused as a flag, with "discard is a bool (True or False),
+    not True": its repr is the bool it stands for. A value that is not a
+    number and equals exactly one of True and False, its own truth value,
+    is that flag; a stand-in with numpy.bool_'s protocol is the test."""
+    d = alloc.domain("scalars")
+    x = d.alloc(MiB)
+    try:
+        ctypes.memset(x, 0x5A, MiB)
+        assert d.sleep(discard=_BoolScalar(False)).bytes_copied == MiB
+        d.wake()
+        assert ctypes.string_at(x, MiB) == b"\x5a" * MiB
+        assert alloc.sleep(discard=_BoolScalar(False)).bytes_copied == MiB
+        alloc.wake()
+        assert d.sleep(discard=_BoolScalar(True)).bytes_copied == 0
+        d.wake()
+        with pytest.raises(ccalloc.LiveBlocksError):
+            d.release(force=_BoolScalar(False))  # read as False: live blocks refuse it
+        with pytest.raises(ccalloc.LiveBlocksError):
+            d.destroy(force=_BoolScalar(False))
+    finally:
+        d.free(x)
+    assert d.destroy(force=_BoolScalar(True)).live_blocks == 0 and d.destroyed
+
+
+class _EqualToAnything:
+    def __eq__(self, other):
+        return True
+
+    __hash__ = None
+
+
+class _NoTruth:
+    def __bool__(self):
+        raise ValueError("no truth value")
+
+
+@pytest.mark.parametrize("flag", [_EqualToAnything(), _NoTruth(), 1.0, 0.0])
+def test_a_refused_flag_says_what_a_flag_is_and_what_it_got(alloc, flag):
+    """The refusal names what a flag takes and the type it got (a repr
+    alone, "not True", said nothing when the value printed as a bool): a
+    value equal to both True and False (unittest.mock.ANY's kind), one
+    with no truth value, a float."""
+    d = alloc.domain("refused")
+    want = (r"discard is a bool \(True or False, 0 or 1, or a bool scalar such as numpy\.bool_\), "
+            rf"not .* \({type(flag).__name__}\)")
+    with pytest.raises(TypeError, match=want):
+        d.sleep(discard=flag)
+    with pytest.raises(TypeError, match=want.replace("discard", "force")):
+        d.release(force=flag)
+    assert not d.stats()["asleep"]
 
 
 def test_classic_segments_cannot_sleep(classic):

@@ -237,6 +237,40 @@ def test_a_generators_block_closed_inside_a_block_of_the_same_domain(torch_alloc
     assert ccalloc.torch.current_domain() is None
 
 
+def test_an_exit_stacks_block_closed_inside_a_with_block_of_the_same_domain(torch_alloc):
+    """An ExitStack holding a block of d, closed inside a with block of d
+    (inside f, inside e): the ExitStack's block is the one that ends, so
+    the with block keeps d current. Its exit comes from the ExitStack's
+    frames, which entered nothing; the innermost block of d was taken
+    instead, the with statement's, whose end made f current inside
+    `with d` (PyTorch allocated there in f). A block is matched by the
+    frame that entered it (its id and its code: an id alone is reused
+    once that frame is gone); otherwise the innermost of d whose
+    entering frame neither still runs on this thread nor is a
+    generator's."""
+    d, e, f = (ccalloc.torch.domain(n) for n in "def")
+    cur = ccalloc.torch.current_domain
+    stack = contextlib.ExitStack()
+
+    def inner():
+        with f:
+            with d:
+                stack.close()  # ends the ExitStack's block of d, entered before all of these
+                assert cur() is d
+                t_d = Tensor(torch_alloc, MiB)
+            assert cur() is f
+            t_f = Tensor(torch_alloc, MiB)
+        return t_d, t_f
+
+    with e:
+        stack.enter_context(d)
+        t_d, t_f = inner()
+        assert cur() is e
+        t_e = Tensor(torch_alloc, MiB)
+    assert cur() is None
+    assert [domain_of(t.ptr) for t in (t_d, t_f, t_e)] == ["d", "f", "e"]
+
+
 def test_domain_of_another_device(torch_alloc):
     with ccalloc.torch.domain("on-1", device=1) as d:
         assert ccalloc.torch.current_domain(1) is d and ccalloc.torch.current_domain(0) is None

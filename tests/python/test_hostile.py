@@ -9,6 +9,7 @@ runs in a subprocess, so a regression fails the one test, not the suite.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import subprocess
 import sys
@@ -406,6 +407,34 @@ def interrupted(op, k):
     except KeyboardInterrupt:
         return False, None
 
+def twice(op, k, j):
+    # (whether op() completed, how many KeyboardInterrupts were raised):
+    # one at op's k-th point, a second at the j-th point after it, as two
+    # signals in a row. CPython drops a profile hook that raises, so a
+    # trace function puts it back at the next function entry: the second
+    # point is counted from there
+    state = {"seen": 0, "target": k, "fired": 0}
+    def hook(frame, event, arg):
+        if event in ("call", "c_return") and frame.f_code.co_filename.startswith(PACKAGE):
+            state["seen"] += 1
+            if state["seen"] == state["target"]:
+                state["fired"] += 1
+                state["seen"], state["target"] = 0, (j if state["fired"] == 1 else 0)
+                raise KeyboardInterrupt
+    def rearm(frame, event, arg):
+        if state["fired"] == 1 and sys.getprofile() is None:
+            sys.setprofile(hook)
+    sys.settrace(rearm)
+    sys.setprofile(hook)
+    try:
+        op()
+        return True, state["fired"]
+    except KeyboardInterrupt:
+        return False, state["fired"]
+    finally:
+        sys.setprofile(None)
+        sys.settrace(None)
+
 def reserved():
     # address space mapped with no access (a simulated device's range is)
     total = 0
@@ -445,6 +474,7 @@ def closed_leaving_nothing(what, make, attempt):
 _HELPERS: dict = {}
 exec(_SUBPROCESS_HELPERS, _HELPERS)  # defines functions only
 _interrupted = _HELPERS["interrupted"]
+_twice = _HELPERS["twice"]
 
 
 def _every_point(make, call):
@@ -548,6 +578,70 @@ def test_an_interrupted_plug_alloc_makes_nothing_it_does_not_return(host_plug):
         assert points > 3, f"only {points} points tried"
 
 
+
+
+@pytest.mark.parametrize("name", sorted(_MAKERS))
+def test_two_signals_in_a_row_leave_nothing_made(name):
+    """Signals. alloc and domain, interrupted after the C call had made
+    the block (the domain), undo it (_making) before the exception goes on;
+    a second handler exception inside that undo, before its C call ran,
+    left the block live for ever (the domain for good), as one signal
+    once did. At every point k of the call and every point j after it:
+    made and returned, or interrupted and made nothing."""
+    make, count = _MAKERS[name]
+    pairs = 0
+    for k in range(1, 1000):
+        for j in range(1, 1000):
+            gc.collect()  # no finalizer of an earlier round runs inside the call, counting its points
+            a = ccalloc.Allocator("64M")
+            done, fired = _twice(lambda: make(a), k, j)
+            made = count(a)
+            try:
+                a.close()
+            except ccalloc.LiveBlocksError:
+                pass  # the block made
+            assert made == int(done), f"{name} interrupted at point {k}, then {j} after: {made} made, " \
+                                      f"{int(done)} returned"
+            pairs += fired == 2
+            if fired < 2:
+                break
+        if done:
+            break
+    assert pairs > 5, f"{name}: only {pairs} pairs of points tried"
+
+
+def _domain_count(a):
+    return len(a.snapshot()["domains"]) - 1  # less the default
+
+
+@pytest.mark.parametrize("kind", ["allocator", "plug"])
+def test_an_interrupted_destroy_says_whether_the_domain_went(kind, host_plug):
+    """Signals. Domain.destroy interrupted by a handler's exception after
+    cca_domain_destroy had returned kept its handle: `destroyed` stayed
+    False for a domain C no longer had (every call then refused as
+    "invalid domain", and PlugDomain's with block tried to enter it). At
+    every point: `destroyed` is True exactly when the domain is gone, and
+    a domain that stayed is destroyed by the next try."""
+    points = 0
+    for k in range(1, 1000):
+        if kind == "plug":
+            a, d = plug.allocator(0), plug.domain("m")
+        else:
+            a = ccalloc.Allocator("64M")
+            d = a.domain("m")
+        done, _ = _interrupted(d.destroy, k)
+        points += 1
+        left = _domain_count(a)
+        assert d.destroyed == (left == 0), f"destroy interrupted at point {k}: destroyed {d.destroyed}, " \
+                                           f"{left} domain left"
+        if left:
+            d.destroy()
+            assert d.destroyed and _domain_count(a) == 0
+        if kind != "plug":
+            a.close()
+        if done:
+            break
+    assert points > 10, f"only {points} points tried"
 
 _INIT_INTERRUPTED = _SUBPROCESS_HELPERS + r"""
 TRACE = os.environ["CCALLOC_TRACE"]

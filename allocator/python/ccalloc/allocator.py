@@ -14,6 +14,7 @@ device.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import numbers
 import operator
@@ -85,20 +86,34 @@ def integer(value: Any, what: str) -> int:
 
 
 def flag_arg(value: Any, what: str) -> bool:
-    """A flag (``discard``, ``force``): True or False, or the int 0 or 1;
-    TypeError for anything else. Its truth value is not taken: a flag
-    decides what is lost (``discard=True``: the blocks' bytes;
-    ``force=True``: live blocks' memory), and ``"False"``, ``"no"``,
-    ``2.5`` or a list are true."""
+    """A flag (``discard``, ``force``): True or False, the int 0 or 1
+    (anything with ``__index__``), or a bool scalar of another library
+    (``numpy.bool_``): a value that is not a number and equals exactly one
+    of True and False, its own truth value. TypeError for anything else,
+    naming its type. A truth value alone is never taken: a flag decides
+    what is lost (``discard=True``: the blocks' bytes; ``force=True``:
+    live blocks' memory), and ``"False"``, ``"no"``, ``2.5`` or a list
+    are true; a float (``0.0``) is refused as a number that is not an
+    int."""
     if isinstance(value, bool):
         return value
     try:
         number = operator.index(value)
     except TypeError:
         number = None
-    if number not in (0, 1):
-        raise TypeError(f"{what} is a bool (True or False), not {value!r}")
-    return bool(number)
+    if number in (0, 1):
+        return bool(number)
+    if number is None and not isinstance(value, numbers.Number):
+        try:
+            truth = bool(value)
+            # == may answer a scalar of its own (numpy.bool_) or raise;
+            # equal to both (unittest.mock.ANY) is no flag
+            if bool(value == truth) and not bool(value == (not truth)):
+                return truth
+        except Exception:
+            pass
+    raise TypeError(f"{what} is a bool (True or False, 0 or 1, or a bool scalar such as numpy.bool_), "
+                    f"not {value!r} ({type(value).__name__})")
 
 
 def count_arg(lib: _lib.Library, value: Any, what: str) -> int:
@@ -349,7 +364,8 @@ class Allocator:
 
     ``Allocator(capacity="1G")``: a simulated device of that many bytes
     (host memory behaving like a GPU; every allocator path works without
-    one). ``Allocator(device=0)``: CUDA device 0 (``NoDeviceError`` without a
+    one), at least the host page (4 KiB on x86-64): a smaller one could
+    hold nothing and raises ``InvalidArgumentError``, naming the page. ``Allocator(device=0)``: CUDA device 0 (``NoDeviceError`` without a
     GPU or in a build without CUDA). ``conf``: ``"key:value,..."`` as
     ``CCALLOC_CONF`` (docs/allocator.md, Options); None = defaults plus
     ``CCALLOC_CONF``. ``vm_granularity``: the page of expandable segments
@@ -479,22 +495,22 @@ class Allocator:
     # wait for ever. close() polls for the end of the calls in flight
     # rather than waiting on a condition that such an exception could keep
     # from being notified. Nothing is called while _lock is held (no
-    # function, no method: attribute and dict operations only, `in` a live
-    # view of _inflight), so no handler runs there: one that closes the
+    # function, no method: attribute and dict operations only), so no
+    # handler runs there: one that closes the
     # allocator (a SIGTERM handler's clean-up) would wait for ever for a
     # lock its own thread holds. A view's validity is asked before it.
 
     def _init_calls(self) -> None:
         self._lock = threading.Lock()
         self._inflight: Dict[object, int] = {}  # one token per call in flight -> its thread's ident
-        self._callers = self._inflight.values()  # a live view: `in` it is no call (see "Signals")
 
     def _closed_error(self) -> Error:
         return argument_error(self._lib, ERR_INVALID_ARGUMENT, "the allocator is closed")
 
-    def _c(self, fn, *args, upstream: bool = False):
+    def _c(self, fn, *args, upstream: bool = False, into: Optional[List[Any]] = None):
         """``fn(handle, *args)`` (``upstream``: ``fn(upstream handle, *args)``),
-        the allocator kept open until it returns."""
+        the allocator kept open until it returns. ``into``: a list that
+        gets fn's result appended before any handler can run (see _making)."""
         me = threading.get_ident()
         inflight = self._inflight
         token = object()
@@ -510,6 +526,11 @@ class Allocator:
                         handle = self._upstream
             if handle is None:
                 raise self._closed_error()
+            if into is not None:
+                # list.extend calls fn from C and stores its result before
+                # returning: no bytecode, so no handler, runs in between
+                into.extend(itertools.starmap(fn, ((handle,) + args,)))
+                return into[-1]
             return fn(handle, *args)
         finally:
             inflight.pop(token, None)  # one C call: nothing runs between the finally and it
@@ -545,8 +566,14 @@ class Allocator:
         me = threading.get_ident()
         handle = upstream = None
         try:
+            # Inside a call of its own? Only this thread adds or removes its
+            # tokens, so the answer holds until the lock; asked before it
+            # (a call) and of a copy: other threads' tokens come and go
+            # without the lock, and iterating the dict itself could meet a
+            # change of size on a free-threaded build (dict.copy is atomic).
+            inside = me in self._inflight.copy().values()
             with self._lock:  # no call in here: no handler runs with it held
-                refused = self._handle is not None and me in self._callers
+                refused = self._handle is not None and inside
                 if self._handle is not None and not refused:
                     handle, upstream = self._handle, self._upstream
                     self._handle = None  # from here every new call raises "closed"
@@ -614,29 +641,56 @@ class Allocator:
         n = parse_size(lib, size)
         s = stream_arg(lib, stream)
         out = ctypes.c_void_p()
-        try:
+
+        def alloc() -> None:
             if domain is None:
                 st = self._c(lib.cca_alloc, n, s, ctypes.byref(out))
             else:
                 st = self._c(lib.cca_alloc_in, domain, n, s, ctypes.byref(out))
             raise_for(lib, st)
-        except BaseException:
-            # a signal handler's exception after the block was made: it never reaches the caller
-            self._undo(lib.cca_free, out.value)
-            raise
-        return out.value or 0  # nothing between the try and here runs a handler
 
-    def _undo(self, fn, made: Optional[int], *args) -> None:
-        """``fn(handle, made, *args)`` when ``made`` (a block, a domain) was
-        made by a call that a signal handler's exception (KeyboardInterrupt)
-        then cut short before it returned, so that nothing is left that no
-        one can give back; its failure is dropped (the exception in flight
-        says more)."""
-        if made:
-            try:
-                self._c(fn, made, *args)
-            except Error:
-                pass
+        self._making(out, alloc, lib.cca_free)  # cut short after the block was made: freed again
+        return out.value or 0  # nothing between _making's return and here runs a handler
+
+    def _making(self, out: ctypes.c_void_p, body: Callable[[], Any], undo, *undo_args) -> Any:
+        """``body()``, whose C call makes something (a block, a domain) and
+        sets ``out`` to it; when anything cuts it short after that (a signal
+        handler's exception, KeyboardInterrupt, before it returned),
+        ``undo(handle, out, *undo_args)`` gives it back before the exception
+        goes on, so that nothing is left that no one can give back. The
+        undo's failure is dropped (the exception in flight says more).
+
+        A second handler's exception (two signals in a row) can come before
+        undo ran or just after it returned: ``ran`` tells them apart, as it
+        holds undo's status as soon as undo returned (_c's ``into``).
+        Before undo ran it is tried again; never twice, since a second free
+        of an address another thread has since been given would free that
+        block. The undo loop sits in this except clause itself: a handler
+        can run at any function's entry, so a loop inside a function called
+        from here could be cut short before it began. The last such
+        exception is raised once undo has run (Python's way: it replaces
+        the one in flight, chained to it). Limits: the loop's back edge is
+        itself a point where a handler runs, so a third exception arriving
+        exactly there still leaves the block; and after 100 tries cut short
+        (an exception that comes every time, MemoryError) it gives up
+        rather than loop for ever."""
+        try:
+            return body()
+        except BaseException:
+            ran: List[int] = []
+            later: Optional[BaseException] = None
+            tries = 0
+            while not ran and out.value and tries < 100:
+                tries += 1
+                try:
+                    self._c(undo, out.value, *undo_args, into=ran)
+                except Error:
+                    break  # refused before undo ran: the allocator is closed, and what was made went with it
+                except BaseException as e:
+                    later = e
+            if later is not None:
+                raise later
+            raise
 
     def free(self, ptr: int) -> None:
         """Give a block back to the cache (not to the device). 0 does nothing.
@@ -691,8 +745,9 @@ class Allocator:
         creation order; the device gets all of their mapped memory back, the
         live blocks' bytes go to host memory (``discard=True``: nothing is
         copied, contents undefined after the wake), every address is kept.
-        ``discard`` is a bool (or 0 or 1): another value raises TypeError
-        before any call, never read as its truth value.
+        ``discard`` is a flag (True, False, 0, 1 or a ``numpy.bool_``):
+        another value raises TypeError before any call, never read as its
+        truth value.
 
         All or nothing: a domain that refuses wakes again the ones this call
         put to sleep and its error is raised (:class:`UpstreamError` for
@@ -809,13 +864,13 @@ class Allocator:
         short before that object is made and returned (a signal handler's
         exception), the domain is destroyed again."""
         out = ctypes.c_void_p()
-        try:
+
+        def create() -> Any:
             raise_for(self._lib, self._c(self._lib.cca_domain_create, c_string(self._lib, name, "domain name"),
                                          ctypes.byref(out)))
             return make(out.value)
-        except BaseException:
-            self._undo(self._lib.cca_domain_destroy, out.value, 0, None)
-            raise
+
+        return self._making(out, create, self._lib.cca_domain_destroy, 0, None)
 
 
 def _leak_list(report: DomainReport, most: int = 4) -> str:
@@ -834,13 +889,33 @@ class Domain:
         self.allocator = allocator
         self.name = name
         self._handle: Optional[int] = handle
+        self._unsure = False  # a destroy() was cut short: whether the domain went is C's to say
 
     def _live_handle(self) -> Optional[int]:
         """The handle, or None once destroyed: by :meth:`destroy`, or with its
         allocator (``cca_destroy`` destroys every domain)."""
         if self._handle is not None and self.allocator.closed:
             self._handle = None
+        if self._handle is not None and self._unsure:
+            self._settle()
         return self._handle
+
+    def _settle(self) -> None:
+        """After a destroy cut short by a signal handler's exception (which
+        may come before cca_domain_destroy ran or just after it returned):
+        ask C whether the handle is still one of its domains. A handle is
+        never given twice (domain.c), so a refusal means this domain went.
+        Cut short again, it stays unsure and the next look asks again."""
+        lib = self.allocator._lib
+        s = _lib.out_struct(_lib.DomainStats)
+        try:
+            st = self.allocator._c(lib.cca_get_domain_stats, self._handle, ctypes.byref(s))
+        except Error:
+            return  # closed meanwhile: the domain went with it (_live_handle says so)
+        if st == ERR_INVALID_ARGUMENT:
+            self._handle = None
+        if st in (OK, ERR_INVALID_ARGUMENT):
+            self._unsure = False
 
     @property
     def handle(self) -> int:
@@ -889,7 +964,8 @@ class Domain:
         mapped page of the domain is unmapped; the address ranges stay
         reserved, so every address is valid again after :meth:`wake`.
         ``discard=True`` copies nothing (contents undefined after the wake);
-        ``discard`` is a bool (or 0 or 1), TypeError for another value.
+        ``discard`` is a flag (True, False, 0, 1 or a ``numpy.bool_``),
+        TypeError for another value.
 
         While asleep: ``alloc`` raises :class:`AsleepError`, ``free``
         works (the block's copy is dropped, its host chunk given back with the
@@ -956,15 +1032,26 @@ class Domain:
         negative one, checked before anything is released).
         ``force=True`` releases them anyway: DANGEROUS, their memory goes
         back to the device while their pointers may still be in use
-        (``cca_domain_release``, ccalloc.h). ``force`` is a bool (or 0 or
-        1): TypeError for another value, before anything is released.
+        (``cca_domain_release``, ccalloc.h). ``force`` is a flag (True,
+        False, 0, 1 or a ``numpy.bool_``): TypeError for another value,
+        before anything is released.
         """
         return self._call(lambda lib: lib.cca_domain_release, force, max_leaks)
 
     def destroy(self, force: bool = False, max_leaks: int = 16) -> DomainReport:
-        """Release and free the domain; on failure it stays (see :meth:`release`)."""
-        report = self._call(lambda lib: lib.cca_domain_destroy, force, max_leaks)
-        self._handle = None
+        """Release and free the domain; on failure it stays (see :meth:`release`).
+
+        Cut short by a signal handler's exception (KeyboardInterrupt), the
+        domain may have gone or not: ``destroyed`` then asks the library,
+        and a domain that stayed is destroyed by the next call."""
+        try:
+            report = self._call(lambda lib: lib.cca_domain_destroy, force, max_leaks)
+        except Error:
+            raise  # the library's answer (or an argument refused before it): the domain stays
+        except BaseException:
+            self._unsure = True
+            raise
+        self._handle = None  # no handler runs between the return above and here
         return report
 
     __copy__ = __deepcopy__ = __reduce_ex__ = _refuse_copy

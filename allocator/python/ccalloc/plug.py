@@ -199,15 +199,49 @@ def mem_info(device: int = 0) -> Tuple[int, int]:
 # each thread keeps its own stack of entries per device here, so blocks nest
 # and a block left out of order (an ExitStack, a generator) still leaves the
 # right domain current.
+#
+# Which block an __exit__ ends: Python passes nothing per block (the with
+# statement calls the domain's own __exit__), so the block is found by the
+# frame that calls __exit__, in this order:
+#   1. the block that frame entered (a with statement enters and leaves
+#      from one frame; a generator's block, from its frame, even when it
+#      is closed inside a block of the same domain). A frame is known by
+#      its id and its code object: an id alone is reused once the frame
+#      is gone (an ExitStack's entering frame, enter_context's, is gone by
+#      its exit, and its exiting frame often has that id); only a frame
+#      of the same function at the same address could still be taken for
+#      it;
+#   2. else (an ExitStack's exit, a block entered by hand) the innermost
+#      block of the domain whose entering frame neither still runs on this
+#      thread (a with statement there leaves its own block) nor is a
+#      generator's or coroutine's (it leaves its own when resumed or
+#      closed);
+#   3. else the innermost block of the domain.
+# Two blocks of one domain, both entered by frames that have ended and
+# left by others (two ExitStacks closed out of order), cannot be told
+# apart: the inner one is taken for the one that ends.
+
+_GENERATOR_CODE = 0x20 | 0x80 | 0x200  # inspect.CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 
 
 class _Entry:
-    __slots__ = ("domain", "previous", "thread", "frame")
+    __slots__ = ("domain", "previous", "thread", "frame", "code")
 
-    def __init__(self, domain: "PlugDomain", previous: Optional[int], frame: int) -> None:
+    def __init__(self, domain: "PlugDomain", previous: Optional[int], frame: Any) -> None:
         self.domain, self.previous = domain, previous
         self.thread = threading.current_thread()  # the thread whose C slot the block set
-        self.frame = frame  # id of the frame running the with statement: its __exit__ comes from there
+        # the frame that entered, by id and code (kept: while it lives its id is never another code's)
+        self.frame, self.code = id(frame), frame.f_code
+
+    def entered_by(self, frame: Any) -> bool:
+        """Did ``frame`` enter this block? (Its __exit__ comes from there.)"""
+        return self.frame == id(frame) and self.code is frame.f_code
+
+    def orphan(self, running: set) -> bool:
+        """Was the block entered by a frame that leaves it to another (rule
+        2 above)? ``running``: the (id, code) of every frame running on
+        this thread."""
+        return (self.frame, id(self.code)) not in running and not self.code.co_flags & _GENERATOR_CODE
 
     def ended(self) -> bool:
         """Has the block's thread ended (and its C slot with it)? The main
@@ -260,30 +294,29 @@ class PlugDomain(Domain):
             handle = self.handle  # InvalidArgumentError once destroyed (or after plug.reset())
             lib.cca_clear_error()
             raise_for(lib, lib.cca_plug_set_domain(self.device, handle, ctypes.byref(previous)))
-            entry = _Entry(self, previous.value, id(sys._getframe(1)))
+            entry = _Entry(self, previous.value, sys._getframe(1))
             self._open.append(entry)
         _stack(self.device).append(entry)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        # Which block ends: the one its with statement's frame entered (a
+        # Which block ends: see "Which block an __exit__ ends" above (a
         # generator closed here may hold a block of an ended thread while
-        # this thread has one of its own), else this thread's innermost
-        # (an ExitStack enters and leaves from frames of its own).
-        frame = id(sys._getframe(1))
+        # this thread has one of its own).
+        frame = sys._getframe(1)
         stack = _stack(self.device)
         mine = [i for i in range(len(stack) - 1, -1, -1) if stack[i].domain is self]
-        at = next((i for i in mine if stack[i].frame == frame), None)
+        at = next((i for i in mine if stack[i].entered_by(frame)), None)
         if at is None:
             with self._entered_lock:
                 # a block whose thread has ended (nothing of it is current anywhere): this frame's, else any
                 # when this thread has none open
                 ended = [e for e in self._open if e.ended()]
-                gone = next((e for e in ended if e.frame == frame), None if mine else next(iter(ended), None))
+                gone = next((e for e in ended if e.entered_by(frame)), None if mine else next(iter(ended), None))
                 if gone is not None:
                     self._open.remove(gone)
                     return
-                elsewhere = next((e for e in self._open if e.frame == frame), next(iter(self._open), None))
+                elsewhere = next((e for e in self._open if e.entered_by(frame)), next(iter(self._open), None))
                 if not mine and elsewhere is not None and self.allocator.closed:
                     self._open.remove(elsewhere)  # plug.reset() since: every thread's domain is the default
                     return
@@ -293,7 +326,12 @@ class PlugDomain(Domain):
                                    "until that thread leaves a block of it or ends")
             if not mine:
                 raise RuntimeError(f"{self!r}: __exit__ without its __enter__ on this thread")
-            at = mine[0]
+            running = set()
+            f = frame
+            while f is not None:
+                running.add((id(f), id(f.f_code)))
+                f = f.f_back
+            at = next((i for i in mine if stack[i].orphan(running)), mine[0])
         entry = stack.pop(at)
         with self._entered_lock:
             self._open.remove(entry)

@@ -17,7 +17,9 @@
  *   and changes nothing.
  * - Sizes round up to the host page (mprotect's unit; a GPU rounds
  *   cudaMalloc to 2 MiB); capacity and mem_info count rounded bytes (a
- *   capacity off a page multiple cannot be allocated whole).
+ *   capacity off a page multiple cannot be allocated whole). A capacity
+ *   below one page is refused at creation: such a device could hold
+ *   nothing, every alloc and map an OOM.
  * - Pages live only while allocated: alloc mprotects them READ|WRITE (zero
  *   pages on first touch); free maps fresh PROT_NONE pages over them (mmap
  *   MAP_FIXED): the memory goes back to the OS at once and a later touch
@@ -785,6 +787,10 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
                          (unsigned long long)CCA_HOST_MAX_LATENCY_NS);
     long pg = sysconf(_SC_PAGESIZE);
     size_t page = pg > 0 ? (size_t)pg : 4096;
+    if (o->capacity < page) /* it could never hold a block or a map: every alloc an OOM */
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
+                             "%s: capacity %zu is below the %zu-byte host page, the least a simulated device holds", fn,
+                             o->capacity, page);
     size_t gran = o->vm_granularity ? o->vm_granularity : (size_t)2 << 20;
     while (!o->vm_granularity && gran > page && gran > o->capacity) /* a device below 2 MiB: one page fits */
         gran /= 2;

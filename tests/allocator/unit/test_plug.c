@@ -373,6 +373,9 @@ Test(plug, hostile_upstream_texts_are_refused) {
                          "hostile",
                          "host:",
                          "host:0",
+                         "host:1",    /* below any host page: a device that could hold nothing */
+                         "host:4095", /* (test_upstream_host.c: the least capacity is the page) */
+                         "host:1:2",
                          "host:-1",
                          "host:abc",
                          "host:1G:",
@@ -449,6 +452,10 @@ Test(plug, hostile_upstream_texts_are_refused) {
     longer[sizeof longer - 1] = '\0';
     cr_assert_eq(cca_plug_configure(longer, NULL), CCA_ERR_CONFIG);
     cr_assert_not_null(strstr(cca_last_error(), "longer than"), "%s", cca_last_error());
+    char least[96];
+    snprintf(least, sizeof least, "capacity '1' is below the %zu-byte host page", tu_page_size());
+    cr_assert_eq(cca_plug_configure("host:1", NULL), CCA_ERR_CONFIG);
+    cr_assert_not_null(strstr(cca_last_error(), least), "the message names the least capacity: %s", cca_last_error());
     /* nothing changed: the first configure is still in force */
     cca_config c;
     cr_assert_eq(cca_get_config(plug_allocator(0), &c), CCA_OK);
@@ -507,6 +514,47 @@ Test(plug, good_upstream_texts) {
         else if (st != CCA_OK)
             cr_assert_eq(st, CCA_ERR_NO_DEVICE, "'%s': %s", backed[i].text, cca_last_error());
     }
+}
+
+/* Every number of the upstream text is decimal, leading zeros allowed, as
+ * every number of the library's texts (sizes, config values, ccrun's
+ * counts): "010" devices are ten (not octal eight), "02" two; a zero
+ * count stays refused however it is written. */
+Test(plug, numbers_in_the_upstream_text_are_decimal_with_any_leading_zeros) {
+    size_t P = tu_page_size();
+    const struct {
+        const char *text;
+        size_t capacity; /* of device 0 */
+        int devices;
+    } good[] = {{"host:0512M", 512 * MiB, 1}, {"host:001.5M", 3 * MiB / 2, 1}, {"host:4M:02", 4 * MiB, 2},
+                {"host:4M:010", 4 * MiB, 10}, {"host:4M:0064", 4 * MiB, 64},   {"host:004M:01", 4 * MiB, 1}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        cr_assert_eq(cca_plug_configure(good[i].text, NULL), CCA_OK, "'%s': %s", good[i].text, cca_last_error());
+        cca_upstream *u = NULL;
+        cr_assert_eq(cca_plug_get_upstream(good[i].devices - 1, &u), CCA_OK, "'%s': the last device: %s", good[i].text,
+                     cca_last_error());
+        cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+        size_t free_bytes = 0, total = 0;
+        cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+        cr_assert_eq(total, good[i].capacity, "'%s'", good[i].text);
+        if (good[i].devices < CCA_PLUG_MAX_DEVICES) {
+            cr_assert_eq(cca_plug_get_upstream(good[i].devices, &u), CCA_ERR_INVALID_ARGUMENT,
+                         "'%s': one device past the count", good[i].text);
+            cr_assert_not_null(strstr(cca_last_error(), "not in [0, "), "%s", cca_last_error());
+        }
+        cr_assert_eq(cca_plug_reset(), CCA_OK);
+    }
+    /* the page, with zeros before it: the least capacity */
+    char text[64];
+    snprintf(text, sizeof text, "host:000%zu", P);
+    cr_assert_eq(cca_plug_configure(text, NULL), CCA_OK, "'%s': %s", text, cca_last_error());
+    const char *bad[] = {"host:4M:00", "host:4M:000", "host:4M:065", "host:4M:0065", "host:00"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_eq(cca_plug_configure(bad[i], NULL), CCA_ERR_CONFIG, "'%s' accepted", bad[i]);
+    /* the CUDA page: 08M is 8M (accepted), 03M is 3M (not a power of two) */
+    cr_assert_eq(cca_plug_configure("cuda:vm_granularity=08M", NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_plug_configure("cuda:vm_granularity=03M", NULL), CCA_ERR_CONFIG);
+    cr_assert_not_null(strstr(cca_last_error(), "vm_granularity '03M'"), "%s", cca_last_error());
 }
 
 Test(plug, hostile_environment_upstream_fails_every_device_once) {

@@ -487,12 +487,36 @@ Test(upstream_host, a_capacity_that_is_not_a_page_multiple) {
     ASSERT_AT(p[0], all, 0);
     dev_free(u, all, 10 * P);
     cca_upstream_destroy(u);
+}
 
-    /* less than one page: nothing fits */
-    u = make_device(512);
-    cr_assert_eq(total_bytes(u), 512);
-    cr_assert_eq(free_bytes(u), 512);
-    expect_oom(u, 512);
+/* A device holds whole host pages: one of less than a page could never
+ * hold anything (every alloc, every map would be an OOM), so it is refused
+ * at creation, naming the least capacity; one page is the smallest device,
+ * and holds that page. */
+Test(upstream_host, a_capacity_below_one_page_is_refused) {
+    size_t P = tu_page_size();
+    char least[64];
+    snprintf(least, sizeof least, "below the %zu-byte host page", P);
+    size_t small[] = {1, 512, P / 2, P - 1};
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+        cca_upstream *u = (cca_upstream *)1;
+        cr_assert_eq(cca_upstream_host_create(small[i], &u), CCA_ERR_INVALID_ARGUMENT, "capacity %zu accepted",
+                     small[i]);
+        cr_assert_null(u);
+        cr_assert_not_null(strstr(cca_last_error(), least), "capacity %zu: %s", small[i], cca_last_error());
+        cca_host_options o = {.capacity = small[i], .vm_granularity = P};
+        u = (cca_upstream *)1;
+        cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "capacity %zu accepted",
+                     small[i]);
+        cr_assert_null(u);
+        cr_assert_not_null(strstr(cca_last_error(), "cca_upstream_host_create_with"), "%s", cca_last_error());
+        cr_assert_not_null(strstr(cca_last_error(), least), "capacity %zu: %s", small[i], cca_last_error());
+    }
+    cca_upstream *u = make_device(P);
+    cr_assert_eq(total_bytes(u), P);
+    char *p = dev_alloc(u, 512);
+    cr_assert_eq(free_bytes(u), 0);
+    dev_free(u, p, 512);
     cca_upstream_destroy(u);
 }
 

@@ -219,27 +219,49 @@ Test(copy_engine, a_child_copies_with_the_engine_its_parent_used) {
     dev_done(&d);
 }
 
+/* The child's step in fork_mid_copy, and its alarm: a child that hangs
+ * exits 0x40 + the step it hung in, so that the parent's message says
+ * where (a wait for the parent's pieces, the copy, its wait, the destroy). */
+static volatile sig_atomic_t child_step;
+
+static void child_alarm(int sig) {
+    (void)sig;
+    _exit(0x40 + child_step);
+}
+
 /* One round of the test below: a copy of h (n bytes) to d's base, not
- * waited for, then a fork; the child's engine must be idle. */
+ * waited for, then a fork; the child's engine must be idle. The child
+ * has 30 s: its work takes milliseconds, and a hang is what it catches
+ * (10 s once ran out on a loaded CI machine, the step unknown). */
 static void fork_mid_copy(dev *d, char *h, size_t n) {
     copy(d, d->base, h, n, 0); /* not waited for */
     pid_t pid = fork();
     cr_assert_geq(pid, 0, "fork failed");
     if (pid == 0) {
-        alarm(10);
+        signal(SIGALRM, child_alarm);
+        alarm(30);
+        child_step = 1;
         int bad = cca_upstream_copy_wait(d->u) != CCA_OK;
         pattern(h, 4 * MiB, 8);
-        bad |= (cca_upstream_copy(d->u, d->base, h, 4 * MiB, 0) != CCA_OK || cca_upstream_copy_wait(d->u) != CCA_OK)
-               << 1;
+        child_step = 2;
+        bad |= (cca_upstream_copy(d->u, d->base, h, 4 * MiB, 0) != CCA_OK) << 1;
+        child_step = 3;
+        bad |= (cca_upstream_copy_wait(d->u) != CCA_OK) << 1;
         for (size_t i = 0; !bad && i < 4 * MiB; i++)
             bad = (d->base[i] != (char)((i * 131u + 8) % 251u)) << 2;
+        child_step = 4;
         cca_upstream_destroy(d->u); /* joins no thread */
         _exit(bad);
     }
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed (status 0x%x: SIGALRM is a hang)",
-              status);
+    static const char *const steps[] = {"", "waiting for the parent's pieces", "copying", "waiting for its copy",
+                                        "destroying the device"};
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    cr_assert(code != -1, "the child was killed (status 0x%x)", status);
+    cr_assert(code < 0x40 || code > 0x44, "the child hung %s (30 s)",
+              steps[code >= 0x41 && code <= 0x44 ? code - 0x40 : 0]);
+    cr_assert_eq(code, 0, "the child failed (bits 0x%x: 1 wait, 2 copy, 4 bytes)", code);
     wait_all(d);
 }
 

@@ -89,7 +89,9 @@ static const cli_option options[] = {
      "trace is held in memory: scale 100 is up to ~7.4M events, ~120 MB)"},
     {"reps", O_REPS, required_argument, "N", "timed passes per strategy x trace, 1..1000 (default 3; driver: 50)"},
     {"device-bytes", O_DEVICE_BYTES, required_argument, "B",
-     "simulated device capacity, > 0, K/M/G/T suffixes (default 8G)"},
+     "simulated device capacity, > 0, K/M/G/T suffixes (default 8G):\n"
+     "the simulated device's strategies need one host page (4K on x86-64)\n"
+     "and fail below it; the malloc floor takes any size"},
     {"upstream-latency", O_UPSTREAM_LATENCY, required_argument, "A[,F]",
      "the driver's cost per device alloc [and free] in the \"with driver\"\n"
      "passes: a duration in ns, us or ms (no unit: us), at most 1 s (default\n"

@@ -282,7 +282,7 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, int sleep, double
     w->argv[at + n] = NULL;
     char *text;
     int signo, status = 0;
-    int rc = ccai_run_capture(w->argv, &text, wall_ms, &signo, &status); /* wall: fork to reaped */
+    int rc = ccai_run_capture(w->argv, NULL, &text, wall_ms, &signo, &status); /* wall: fork to reaped */
     int err = errno;
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (rc != 0 || !doc) {

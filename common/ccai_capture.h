@@ -7,9 +7,12 @@
  * - The wall time runs from just before the fork to the reap
  *   (CLOCK_MONOTONIC): exec, the child's whole life and its exit.
  * - The child's standard output goes into one malloc'd string through a
- *   pipe; its standard error is inherited. With host memory short for the
- *   output the pipe is still drained (the child must not block on a full
- *   pipe) and the child reaped, then -1.
+ *   pipe; its standard error and environment are inherited, less the
+ *   variable `unset` names (NULL: none; removed in the child before the
+ *   exec, by moving pointers: nothing allocated after the fork). With
+ *   host memory short for the output the pipe is still drained (the child
+ *   must not block on a full pipe) and the child reaped, then
+ *   CCAI_CAPTURE_LOST.
  * - Returns the child's exit status (127: exec failed), or -1 (a pipe or
  *   fork failure, errno set; a child killed by a signal, *signo set to it
  *   when signo is not NULL (else 0)), or CCAI_CAPTURE_LOST: the child ran
@@ -66,11 +69,25 @@ static inline char *ccai_capture_read_all(int fd) {
     return buf;
 }
 
-/* Run argv (argv[0] a path), its standard output into *out (malloc'd, or
+/* In a forked child: the variable `name` taken out of its environment
+ * (environ's pointers moved up; no allocation, no lock). */
+static inline void ccai_capture_unset(const char *name) {
+    extern char **environ;
+    size_t n = strlen(name);
+    char **kept = environ;
+    for (char **v = environ; *v; v++)
+        if (strncmp(*v, name, n) != 0 || (*v)[n] != '=')
+            *kept++ = *v;
+    *kept = NULL;
+}
+
+/* Run argv (argv[0] a path) without the environment variable `unset`
+ * (NULL: with all of it), its standard output into *out (malloc'd, or
  * NULL), the wall time into *wall_ms, the signal that killed it into
  * *signo (signo may be NULL), for CCAI_CAPTURE_LOST its exit status into
  * *status (may be NULL). See above. */
-static inline int ccai_run_capture(char *const argv[], char **out, double *wall_ms, int *signo, int *status_out) {
+static inline int ccai_run_capture(char *const argv[], const char *unset, char **out, double *wall_ms, int *signo,
+                                   int *status_out) {
     *out = NULL;
     *wall_ms = 0;
     if (signo)
@@ -92,6 +109,8 @@ static inline int ccai_run_capture(char *const argv[], char **out, double *wall_
         dup2(fd[1], STDOUT_FILENO);
         close(fd[0]);
         close(fd[1]);
+        if (unset)
+            ccai_capture_unset(unset);
         execv(argv[0], argv);
         _exit(127);
     }

@@ -7,6 +7,10 @@
  *   ccai_run_capture (common/ccai_capture.h, shared with ccbench switch):
  *   its standard output through a pipe, the wall time from the fork to the
  *   reap.
+ * - The child records no CCALLOC_TRACE (the variable is taken out of its
+ *   environment): the file is this process's, which holds it (its lock)
+ *   while the child runs, so the child would be refused it and, as any
+ *   ccrun refused its trace, exit 1; nor is a trace's cost in the figure.
  * - The child's own "run" phases are taken out of the figure by the caller
  *   (the work is the same either way): *run_ms is the sum of the
  *   "time_ms" of every phase named "run" in its JSON, found by text (the
@@ -44,7 +48,7 @@ int ccrun_time_child(char *const argv[], double *wall_ms, double *run_ms) {
     *run_ms = 0;
     char *out = NULL, how[160];
     int signo, status = 0;
-    int rc = ccai_run_capture(argv, &out, wall_ms, &signo, &status), err = errno;
+    int rc = ccai_run_capture(argv, "CCALLOC_TRACE", &out, wall_ms, &signo, &status), err = errno;
     if (out)
         *run_ms = run_time(out);
     free(out);

@@ -660,6 +660,8 @@ static void act4(demo *d) {
  *                      exec, engine and device creation, the load from the
  *                      file, unload, release and exit. It runs while A is
  *                      unloaded, so that on a GPU it has the room A had.
+ *                      It records no CCALLOC_TRACE (child.c): the file
+ *                      is this process's.
  *                      `ccbench switch` measures the same over sequences.
  */
 
@@ -728,7 +730,7 @@ static int act5_reload(demo *d, ccr_engine *e, ccr_model *a, unsigned long long 
             ccrun_phase(&d->rep, e, "process", "A", c->process,
                         "a child ccrun loaded A from the file: %.1f ms fork to exit, less its run %.1f ms", wall, run);
         } else {
-            /* -1: none ran to its exit, the message says why (child.c) */
+            /* -1: none ran to its exit or its output was lost, the message says why (child.c) */
             char why[512];
             snprintf(why, sizeof why, "%s", rc < 0 ? cca_last_error() : "");
             if (rc > 0)

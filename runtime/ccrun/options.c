@@ -111,11 +111,12 @@ static void usage(FILE *f) {
            "4 a model has non-finite (NaN/Inf) weights: it ran, but its outputs may not be numbers\n"
            "  (a warning on stderr names each tensor and its count).\n"
            "Environment: CCALLOC_CONF is not read by ccrun; use --conf. CCALLOC_TRACE=FILE records\n"
-           "  the allocator's trace (see the exit status). Under an address-space limit (ulimit -v),\n"
-           "  an OpenBLAS built with OpenMP and older than 0.3.31 (Debian 12's 0.3.21) maps 128 MiB\n"
-           "  per OpenMP thread (OMP_NUM_THREADS, else one per core) while ccrun loads, and retries a\n"
-           "  refused map forever: ccrun hangs before it starts, saying nothing (measured: ulimit -v\n"
-           "  731000 to 996000 on 2 cores; below, the loader fails, exit 127). Raise the limit or set\n"
+           "  the allocator's trace (see the exit status; --demo's child ccrun records none, the\n"
+           "  file being the demo's). Under an address-space limit (ulimit -v), an OpenBLAS built\n"
+           "  with OpenMP and older than 0.3.31 (Debian 12's 0.3.21) maps 128 MiB per OpenMP thread\n"
+           "  (OMP_NUM_THREADS, else one per core) while ccrun loads, and retries a refused map\n"
+           "  forever: ccrun hangs before it starts, saying nothing (measured: ulimit -v 731000 to\n"
+           "  996000 on 2 cores; below, the loader fails, exit 127). Raise the limit or set\n"
            "  OMP_NUM_THREADS=1 (docs/engine.md, \"Address-space limits\").\n");
     if (n < 0 && f == stdout) /* the text outgrows stdio's buffer: a write fails inside, its reason kept now */
         ccrun_stdout_failed(errno);

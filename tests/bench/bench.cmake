@@ -132,7 +132,10 @@ if(TARGET ccbench_core)
   # --help states what the parser takes (a latency without a unit is in us,
   # at most 1 s; a device capacity > 0), and the parser takes exactly that
   ccb_cli(ccbench_help_latency_unit 0 "a duration in ns, us or ms \\(no unit: us\\), at most 1 s" "" - --help)
-  ccb_cli(ccbench_help_device_bytes 0 "simulated device capacity, > 0," "" - --help)
+  # (the least a simulated device holds is one host page: the strategies over it fail below, the
+  # malloc floor takes any size, as ccbench_reference's 1-byte device does)
+  ccb_cli(ccbench_help_device_bytes 0 "simulated device capacity, > 0,.*" "" - --help)
+  ccb_cli(ccbench_help_device_bytes_page 0 "the simulated device.s strategies need one host page" "" - --help)
   # ... in columns: an option's doc at column 24, its later lines too, and a
   # long-only option without a short form
   ccb_cli(ccbench_help_short_option 0 "^  -s, --strategy S {5}preset name, BASE" "" - --help)

@@ -323,10 +323,13 @@ fi
 check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a model has non-finite (NaN/Inf) weights'"
 check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
 # (act 5's temporary file in a relative $TMPDIR that reads as an option,
-# "-tmp": the child ccrun must get it as a MODEL file, "./-tmp/...")
+# "-tmp": the child ccrun must get it as a MODEL file, "./-tmp/..."; and
+# CCALLOC_TRACE a regular file, which the demo records while act 5's child
+# ccrun runs: the child must not be refused the file the demo holds, which
+# exited it 1 and failed the demo's "process per model" step)
 mkdir -p "$TMP/-tmp"
-check "--demo on a small simulated device" sh -c \
-    "cd '$TMP' && TMPDIR=-tmp '$CCRUN' --demo --device host --capacity 192M > '$TMP/demo' && grep -q 'REFUSED' '$TMP/demo' && grep -q '== baseline 192.00 MiB every time' '$TMP/demo'"
+check "--demo on a small simulated device, recording CCALLOC_TRACE" sh -c \
+    "cd '$TMP' && TMPDIR=-tmp CCALLOC_TRACE='$TMP/demo-trace.csv' '$CCRUN' --demo --device host --capacity 192M > '$TMP/demo' && grep -q 'REFUSED' '$TMP/demo' && grep -q '== baseline 192.00 MiB every time' '$TMP/demo' && grep -q ',mark,0,0,0,0,sleep:mlp:' '$TMP/demo-trace.csv'"
 # a device too small for the demo's models: every step that could not run is
 # said under its row, nothing is shown as if it had run, and the demo exits 1
 # with the allocators at 0 live bytes (it exited 0, its act-2 row listing

@@ -1164,15 +1164,24 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     char when[96];
     void *p[6] = {0};
     static const size_t sizes[6] = {3 * MiB, 40 * MiB, 700, 100 * MiB, 64 * MiB, 5 * MiB};
+    cca_config cfg;
+    cr_assert_eq(cca_get_config(a, &cfg), CCA_OK);
+    bool large = false; /* a block of the large pool's segments (large_min or more) asked for */
     for (int i = 0; i < 6; i++) {
         snprintf(when, sizeof when, "%s failing at call %lu: alloc %d", fn, k, i);
-        /* a sleeping script copies every live byte twice: its large blocks a 32nd as large */
-        size_t size = script_sleeps && sizes[i] > 8 * MiB ? sizes[i] / 32 : sizes[i];
+        /* a sleeping script copies every live byte twice: its blocks over 8 MiB a 32nd as
+         * large, but the largest, 100 MiB, is large_min (5 pages): one of the large pool */
+        size_t size = sizes[i];
+        if (script_sleeps && size > 8 * MiB)
+            size = size == 100 * MiB ? cfg.large_min : size / 32;
+        large |= size >= cfg.large_min;
         cca_status st = cca_alloc(a, size, i % 2 ? (cca_stream)0x100 : NULL, &p[i]);
         cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || st == CCA_ERR_UPSTREAM, "%s: %d %s", when, st,
                   cca_last_error());
         expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
     }
+    /* the sleep and wake meet every pool's segments: small, medium and large */
+    cr_assert(large, "%s: no block of large_min (%zu) or more", when, cfg.large_min);
     /* sleep and wake the default domain (classic segments: refused, no call);
      * a wake refused by the fault is tried again, and succeeds */
     snprintf(when, sizeof when, "%s failing at call %lu: sleep", fn, k);

@@ -33,10 +33,14 @@
  * address space itself (PROT_NONE: nothing is touched); refused, the
  * blocked loop runs instead (same results within the stated tolerance,
  * slower). After one has returned the buffer is OpenBLAS's own and is
- * reused, so no call probes again; a second thread's first GEMM at the same
- * time as the first's would need a second buffer, which the probe does not
- * cover. The hang OpenBLAS's own start-up can meet, before main, is not
- * this file's (docs/engine.md, "Address-space limits").
+ * reused, so no call probes again. Only a GEMM of more than
+ * BLAS_SMALL_MAX multiply-adds counts as having taken the buffer: on
+ * AVX-512 CPUs OpenBLAS runs small ones through kernels that take none
+ * (its small-matrix path, up to about 10^6), so a tiny first layer must
+ * not switch the probe off. Not covered: two GEMMs running at once need
+ * two buffers, and the probe only ever asks for room for one. The hang
+ * OpenBLAS's own start-up can meet, before main, is not this file's
+ * (docs/engine.md, "Address-space limits").
  *
  * The epilogue is a separate pass (the GEMM has finished with y): batch·out
  * reads and writes against 2·batch·in·out flops, so its share shrinks as `in`
@@ -122,7 +126,8 @@ static int blas_dims_ok(size_t batch, size_t in, size_t out) {
 
 /* OpenBLAS's work buffer (128 MiB on x86-64) and its header, rounded up. */
 #define BLAS_BUFFER_PROBE ((size_t)136 << 20)
-static atomic_int blas_returned; /* a cblas_sgemm has returned: its buffer exists */
+#define BLAS_SMALL_MAX ((double)(1u << 24)) /* batch·in·out; OpenBLAS's small path ends near 10^6 */
+static atomic_int blas_returned;            /* a cblas_sgemm above BLAS_SMALL_MAX has returned: its buffer exists */
 
 /* Whether OpenBLAS can map its buffer now (see the top of the file). */
 static int blas_buffer_fits(void) {
@@ -156,7 +161,8 @@ static cck_status dense(const float *x, const float *w, const float *b, float *y
     if (allow_blas && blas_dims_ok(batch, in, out) && blas_buffer_fits()) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)batch, (int)out, (int)in, 1.0f, x, (int)in, w,
                     (int)in, 0.0f, y, (int)out);
-        atomic_store_explicit(&blas_returned, 1, memory_order_relaxed);
+        if ((double)batch * (double)in * (double)out > BLAS_SMALL_MAX)
+            atomic_store_explicit(&blas_returned, 1, memory_order_relaxed);
     } else {
         cck_gemm_host_blocked(x, w, y, batch, in, out);
     }

@@ -87,10 +87,27 @@ cck_status cck_cublas_workspace_size(int device, size_t *bytes);
 
 /* workspace: device memory of workspace_bytes (may be NULL with 0 bytes:
  * cuBLAS then runs without workspace). stream NULL = default stream.
- * use_tf32: allow TF32 tensor-core math in the GEMM (off by default). */
+ * use_tf32: allow TF32 tensor-core math in the GEMM (off by default).
+ * The first context that finds a GPU loads cuBLAS (cck_cublas_load); none
+ * loadable is CCK_ERR_CUBLAS. */
 cck_status cck_cuda_context_create(int device, void *stream, void *workspace, size_t workspace_bytes, int use_tf32,
                                    cck_cuda_context **out);
 cck_status cck_cuda_context_destroy(cck_cuda_context *ctx);
+
+/* cuBLAS is loaded, not linked, once per process: by the first
+ * cck_cuda_context_create that finds a GPU, or by this call. The search, in
+ * order, stops at the first library that has every function the kernels
+ * call, from the cuBLAS major version the library was built with:
+ *   1. CCALLOC_CUBLAS when set: a ':'-separated list of files or sonames,
+ *      and nothing else;
+ *   2. a cuBLAS already loaded in the process (e.g. PyTorch's);
+ *   3. libcublas.so.MAJOR by soname (LD_LIBRARY_PATH, the loader's cache);
+ *   4. that file in the CUDA toolkit the library was built against.
+ * CCK_OK: *where names the file loaded. CCK_ERR_CUBLAS: *where says what to
+ * install and, for each place tried, the loader's reason. Built without
+ * CUDA: CCK_ERR_NO_DEVICE and a sentence saying so. The answer holds for
+ * the process's life, as does the string; where may be NULL. */
+cck_status cck_cublas_load(const char **where);
 
 /* Softmax with the version and block size that cck_softmax_dispatch picks
  * for this shape; y and x as for cck_softmax_host (equal, or apart).

@@ -10,10 +10,12 @@
 #include <cuda_runtime.h>
 
 #include "cck_internal.h"
+#include "cublas.h"
 
 struct cck_cuda_context {
     int device;
     cudaStream_t stream; /* borrowed; NULL = legacy default stream       */
+    const cck_cublas *lib; /* the loaded cuBLAS (cublas.c)            */
     cublasHandle_t blas; /* owned; workspace = the caller's memory       */
     void *workspace;     /* borrowed                                     */
     size_t workspace_bytes;

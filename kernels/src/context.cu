@@ -2,10 +2,12 @@
  * context.cu — devices, the cuBLAS handle, copies.
  *
  * A cck_cuda_context binds one device, one stream (borrowed) and one cuBLAS
- * handle (owned). The handle's workspace is memory the caller passes in —
- * in the engine, a block from the ccalloc allocator — installed with
- * cublasSetWorkspace, so cuBLAS allocates no workspace of its own and a full
- * release of the allocator really returns every device byte the GEMM used.
+ * handle (owned), from the cuBLAS that cublas.c loads at the first context
+ * (a machine without a GPU never loads it). The handle's workspace is memory
+ * the caller passes in — in the engine, a block from the ccalloc allocator —
+ * installed with cublasSetWorkspace, so cuBLAS allocates no workspace of its
+ * own and a full release of the allocator really returns every device byte
+ * the GEMM used.
  *
  * Order matters: cublasSetStream resets the workspace to cuBLAS's internal
  * pool, so the stream is set first and the workspace after it (cuBLAS docs,
@@ -81,17 +83,19 @@ extern "C" cck_status cck_cu_context_create(int device, void *stream, void *work
         free(ctx);
         return CCK_ERR_CUDA;
     }
-    if (cublasCreate(&ctx->blas) != CUBLAS_STATUS_SUCCESS) {
+    /* cuBLAS is loaded here, on the first context of the process */
+    if (cck_cublas_get(&ctx->lib) != CCK_OK || ctx->lib->cublasCreate_v2(&ctx->blas) != CUBLAS_STATUS_SUCCESS) {
         (void)cudaGetLastError();
         free(ctx);
         return CCK_ERR_CUBLAS;
     }
+    const cck_cublas *lib = ctx->lib;
     /* stream first: cublasSetStream resets the workspace */
-    if (cublasSetStream(ctx->blas, ctx->stream) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetWorkspace(ctx->blas, workspace, workspace_bytes) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetMathMode(ctx->blas, use_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) !=
+    if (lib->cublasSetStream_v2(ctx->blas, ctx->stream) != CUBLAS_STATUS_SUCCESS ||
+        lib->cublasSetWorkspace_v2(ctx->blas, workspace, workspace_bytes) != CUBLAS_STATUS_SUCCESS ||
+        lib->cublasSetMathMode(ctx->blas, use_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) !=
             CUBLAS_STATUS_SUCCESS) {
-        cublasDestroy(ctx->blas);
+        lib->cublasDestroy_v2(ctx->blas);
         (void)cudaGetLastError();
         free(ctx);
         return CCK_ERR_CUBLAS;
@@ -120,7 +124,7 @@ extern "C" cck_status cck_cu_context_destroy(cck_cuda_context *ctx) {
     }
     /* destroyed in every case: the context is consumed, even when the
      * synchronisation failed (cublasDestroy synchronises again itself) */
-    if (cublasDestroy(ctx->blas) != CUBLAS_STATUS_SUCCESS) {
+    if (ctx->lib->cublasDestroy_v2(ctx->blas) != CUBLAS_STATUS_SUCCESS) {
         (void)cudaGetLastError();
         if (st == CCK_OK) {
             st = CCK_ERR_CUBLAS;

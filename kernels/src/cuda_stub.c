@@ -51,3 +51,9 @@ cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, c
     (void)ctx, (void)x, (void)w, (void)b, (void)y, (void)batch, (void)in, (void)out, (void)act;
     return CCK_ERR_NO_DEVICE;
 }
+
+cck_status cck_cublas_load(const char **where) {
+    if (where)
+        *where = "no cuBLAS: this build of the kernels has no CUDA (CCA_WITH_CUDA=OFF)";
+    return CCK_ERR_NO_DEVICE;
+}

@@ -104,8 +104,8 @@ extern "C" cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const 
                                    size_t batch, size_t in, size_t out, cck_activation act) {
     const float one = 1.0f, zero = 0.0f;
     CCK_USE_DEVICE(ctx->device); // the handle's device; the caller's is restored on return
-    CCK_CUBLAS_TRY(cublasSgemm(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)batch, (int)in, &one, w, (int)in, x,
-                               (int)in, &zero, y, (int)out));
+    CCK_CUBLAS_TRY(ctx->lib->cublasSgemm_v2(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)batch, (int)in, &one, w,
+                                            (int)in, x, (int)in, &zero, y, (int)out));
     size_t n = batch * out;
     switch (act) {
     case CCK_ACT_NONE:

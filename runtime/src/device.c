@@ -251,6 +251,9 @@ ccr_status ccr_engine_ensure_context(ccr_engine *e) {
         e->workspace = NULL;
         e->workspace_bytes = 0;
         e->cuda = NULL;
+        const char *why = NULL;
+        if (ks == CCK_ERR_CUBLAS && cck_cublas_load(&why) != CCK_OK) /* not loadable: say where it was sought */
+            return ccr_fail(CCR_ERR_DEVICE, "cuBLAS context on cuda:%d: %s", e->cuda_device, why);
         return ccr_fail(CCR_ERR_DEVICE, "cuBLAS context on cuda:%d: %s", e->cuda_device, cck_status_string(ks));
     }
     return CCR_OK;

@@ -777,5 +777,18 @@ else
     echo "FAIL: the table's columns or a 34-character model:"; cat "$TMP/co"; fails=$((fails + 1))
 fi
 
+# a run on the simulated device loads no cuBLAS (kernels/src/cublas.c loads
+# it at the first GPU context): the loader's own record of the files it
+# opened, checked to name the C library, so a silent LD_DEBUG cannot pass
+n=$((n + 1))
+LD_DEBUG=files "$CCRUN" --device host --capacity 64M mlp:8x8x2 >/dev/null 2>"$TMP/ld"
+if ! grep -q 'file=libc\.so' "$TMP/ld"; then
+    echo "FAIL: LD_DEBUG=files recorded no file opened: cannot check what a CPU run loads"; fails=$((fails + 1))
+elif grep -q 'file=libcublas' "$TMP/ld"; then
+    echo "FAIL: a run on the simulated device loaded cuBLAS:"; grep 'file=libcublas' "$TMP/ld"; fails=$((fails + 1))
+else
+    echo "ok: a run on the simulated device loads no cuBLAS"
+fi
+
 echo "$((n - fails)) of $n ccrun checks passed"
 [ "$fails" -eq 0 ]

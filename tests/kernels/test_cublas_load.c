@@ -1,0 +1,135 @@
+/*
+ * test_cublas_load.c — kernels/src/cublas.c: where cuBLAS comes from
+ * (cck_cublas_load), on any machine: loading needs the library, not a GPU.
+ *
+ * - Each test is its own process (Criterion forks), so each sees a first
+ *   load; CCALLOC_CUBLAS is set before it.
+ * - The default search finds the toolkit's cuBLAS (skipped, with the reason,
+ *   where this machine has none); the file named is the one really mapped.
+ * - CCALLOC_CUBLAS: the first entry that loads wins; a missing file or a
+ *   library without cuBLAS's functions is named with its reason, and nothing
+ *   outside the list is tried (cuBLAS is then not in the process).
+ * - The answer holds for the process's life, whatever changes after; every
+ *   thread gets the same one; a hostile list cannot overrun the message.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <cublas_api.h>
+
+#include "cck.h"
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+#define SONAME "libcublas.so." STR(CUBLAS_VER_MAJOR)
+
+/* Is the named library mapped in this process? (RTLD_NOLOAD opens nothing.) */
+static int mapped(const char *name) {
+    void *h = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    if (h)
+        dlclose(h);
+    return h != NULL;
+}
+
+static void need_toolkit_cublas(void) {
+    void *h = dlopen(SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        h = dlopen(CCK_CUBLAS_TOOLKIT_DIR "/" SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        cr_skip_test("no %s on this machine: %s", SONAME, dlerror());
+    dlclose(h);
+}
+
+Test(cublas_load, nothing_is_loaded_until_asked) {
+    cr_assert_not(mapped(SONAME), "cuBLAS was mapped before any context: it is linked again");
+}
+
+Test(cublas_load, the_default_search_finds_the_toolkit_cublas) {
+    unsetenv("CCALLOC_CUBLAS");
+    need_toolkit_cublas();
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_OK, "%s", where);
+    cr_assert(strstr(where, "/" SONAME) != NULL, "where = %s", where);
+    cr_assert(mapped(where), "%s is not mapped", where);
+    /* where may be NULL; the answer is the same */
+    cr_assert_eq(cck_cublas_load(NULL), CCK_OK);
+}
+
+Test(cublas_load, a_missing_named_file_is_an_error_and_nothing_else_is_tried) {
+    setenv("CCALLOC_CUBLAS", "/nonexistent/libcublas.so.99", 1);
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_ERR_CUBLAS);
+    cr_assert(strstr(where, "/nonexistent/libcublas.so.99: ") != NULL, "where = %s", where);
+    cr_assert(strstr(where, "No such file") != NULL, "the loader's reason: %s", where);
+    cr_assert(strstr(where, "nothing else is tried") != NULL, "where = %s", where);
+    cr_assert(strstr(where, "install") != NULL, "what to install: %s", where);
+    cr_assert_not(mapped(SONAME), "a fallback loaded cuBLAS");
+}
+
+Test(cublas_load, a_library_without_cublas_is_named_with_the_missing_function) {
+    setenv("CCALLOC_CUBLAS", "libm.so.6", 1);
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_ERR_CUBLAS);
+    cr_assert(strstr(where, "libm.so.6: has no cublasCreate_v2") != NULL, "where = %s", where);
+}
+
+Test(cublas_load, the_first_entry_of_the_list_that_loads_wins) {
+    need_toolkit_cublas();
+    setenv("CCALLOC_CUBLAS", "/nonexistent/a.so::libm.so.6:" SONAME ":/nonexistent/b.so", 1);
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_OK, "%s", where);
+    cr_assert(strstr(where, "/" SONAME) != NULL, "where = %s", where);
+}
+
+Test(cublas_load, the_answer_holds_for_the_process) {
+    setenv("CCALLOC_CUBLAS", "/nonexistent/x.so", 1);
+    const char *first = NULL, *again = NULL;
+    cr_assert_eq(cck_cublas_load(&first), CCK_ERR_CUBLAS);
+    unsetenv("CCALLOC_CUBLAS");
+    cr_assert_eq(cck_cublas_load(&again), CCK_ERR_CUBLAS, "a later call searched again");
+    cr_assert_str_eq(again, first);
+}
+
+static void *load_in_thread(void *arg) {
+    const char **where = arg;
+    return (void *)(intptr_t)cck_cublas_load(where);
+}
+
+Test(cublas_load, every_thread_gets_the_same_answer) {
+    unsetenv("CCALLOC_CUBLAS");
+    enum { N = 8 };
+    pthread_t t[N];
+    const char *where[N] = {0};
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, load_in_thread, &where[i]), 0);
+    intptr_t st[N];
+    for (int i = 0; i < N; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        st[i] = (intptr_t)r;
+    }
+    for (int i = 1; i < N; i++) {
+        cr_assert_eq(st[i], st[0]);
+        cr_assert_eq(where[i], where[0], "one message, shared");
+    }
+}
+
+Test(cublas_load, a_hostile_list_cannot_overrun_the_message) {
+    /* 20,000 entries, each failing with a long reason */
+    size_t n = 20000, len = 0;
+    char *list = malloc(n * 40);
+    cr_assert_not_null(list);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(list + len, "%s/nonexistent/dir/lib%zu.so", i ? ":" : "", i);
+    setenv("CCALLOC_CUBLAS", list, 1);
+    free(list);
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_ERR_CUBLAS);
+    cr_assert(strlen(where) < 4096, "message of %zu bytes", strlen(where));
+    cr_assert(strstr(where, "/nonexistent/dir/lib0.so: ") != NULL, "where = %.200s", where);
+}

@@ -844,15 +844,17 @@ cca_status cca_free(cca_allocator *a, void *ptr);
 /* Mark a live block as used on stream `s` too: at free it returns to the
  * pool only after events recorded on every such stream have completed (the
  * stream it was allocated on, or one already marked: CCA_OK, no change).
- * Errors: CCA_ERR_INVALID_POINTER for ptr not a live block (freed,
- * pending, interior, foreign); CCA_ERR_OUT_OF_MEMORY when host memory is
- * short, the block's streams as they were.
+ * Errors: CCA_ERR_INVALID_ARGUMENT for ptr NULL; CCA_ERR_INVALID_POINTER
+ * for ptr not a live block (freed, pending, interior, foreign);
+ * CCA_ERR_OUT_OF_MEMORY when host memory is short, the block's streams as
+ * they were.
  * Cost: one lock, a hash lookup, a scan of the block's streams. */
 cca_status cca_record_stream(cca_allocator *a, void *ptr, cca_stream s);
 
 /* The size actually held for a live pointer (rounded, maybe unsplit slack)
  * into *size, written only on success.
- * Errors: CCA_ERR_INVALID_POINTER for ptr not a live block.
+ * Errors: CCA_ERR_INVALID_ARGUMENT for ptr NULL; CCA_ERR_INVALID_POINTER
+ * for ptr not a live block.
  * Cost: one lock, a hash lookup. */
 cca_status cca_block_size(cca_allocator *a, const void *ptr, size_t *size);
 
@@ -1072,7 +1074,8 @@ cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream
 
 /* The domain a live pointer belongs to into *d (NULL: the default domain);
  * *d is NULL on any failure.
- * Errors: CCA_ERR_INVALID_POINTER for ptr not a live block.
+ * Errors: CCA_ERR_INVALID_ARGUMENT for ptr NULL; CCA_ERR_INVALID_POINTER
+ * for ptr not a live block.
  * Cost: one lock, a hash lookup. */
 cca_status cca_domain_of(cca_allocator *a, const void *ptr, cca_domain **d);
 

@@ -1348,7 +1348,8 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
 /* Write a phase mark ("load:resnet50") into the trace, in order with the
  * allocator's events, so that a replay reports reserved memory at each
  * phase; a mark is a checkpoint: the recording is flushed to its file.
- * When the process is not tracing: CCA_OK, no-op. The allocator calls that
+ * When the process is not tracing: CCA_OK, no-op (a bad name is refused
+ * all the same, below). The allocator calls that
  * record events cannot fail for the trace: a write that fails (a full
  * disk) stops the recording there, the file cut back to its last whole
  * line so that it reads back up to that point, and is said once in the
@@ -1452,9 +1453,10 @@ cca_status cca_check_invariants(const cca_allocator *a);
 
 /* PyTorch's alloc signature (`stream` is a cudaStream_t): cca_alloc on the
  * device's allocator with `stream` passed through; cca_alloc_in when this
- * thread has a current domain for the device (cca_plug_set_domain). size 0: NULL, no log,
- * no message, nothing created (PyTorch's own allocator gives an empty
- * tensor a null pointer too).
+ * thread has a current domain for the device (cca_plug_set_domain). size 0
+ * on a device in range: NULL, no log, no message, nothing created
+ * (PyTorch's own allocator gives an empty tensor a null pointer too); a
+ * device out of range is refused at any size, size 0 included (below).
  * Errors: NULL, never an abort, with cca_last_error() set on this thread
  * and one log line: device < 0 or >= CCA_PLUG_MAX_DEVICES (logged every
  * time), a device that cannot be created (logged once, when it failed),

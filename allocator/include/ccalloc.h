@@ -1533,10 +1533,11 @@ cca_status cca_plug_get_upstream(int device, cca_upstream **out);
  *  - a child of fork() keeps the forking thread's domains (the domains are
  *    the child's copy).
  * Errors (nothing changed, *previous not written):
- * CCA_ERR_INVALID_ARGUMENT for a device out of range, a device whose
- * allocator does not exist (no domain can be its; none is created here),
- * and a d that is not one of the device's allocator's live domains
- * (another device's, destroyed, or no domain).
+ * CCA_ERR_INVALID_ARGUMENT for a device out of range, a d not NULL on a
+ * device whose allocator does not exist (no domain can be its; none is
+ * created here; d NULL needs no allocator), and a d that is not one of
+ * the device's allocator's live domains (another device's, destroyed, or
+ * no domain).
  * Cost: d NULL: a thread-local write and one atomic load; else also one
  * atomic load and the allocator's lock for a handle lookup (O(1)
  * expected). cca_plug_alloc then pays a thread-local read and one more

@@ -1212,6 +1212,14 @@ Test(plug, set_domain_errors_change_nothing) {
     cr_assert_eq(cca_plug_get_domain(-1, &out), CCA_ERR_INVALID_ARGUMENT);
     cr_assert_null(out);
     cr_assert_eq(cca_plug_get_domain(CCA_PLUG_MAX_DEVICES, &out), CCA_ERR_INVALID_ARGUMENT);
+    /* d NULL (the default domain) needs no allocator: set and read on a
+     * device that has none, CCA_OK, and none is created (ccalloc.h) */
+    cr_assert_eq(cca_plug_set_domain(5, NULL, &keep), CCA_OK, "%s", cca_last_error());
+    cr_assert_null(keep);
+    out = (cca_domain *)(uintptr_t)1;
+    cr_assert_eq(cca_plug_get_domain(5, &out), CCA_OK, "%s", cca_last_error());
+    cr_assert_null(out);
+    cr_assert_eq(cca_plug_set_domain(5, a, NULL), CCA_ERR_INVALID_ARGUMENT, "still no allocator on device 5");
     void *p = cca_plug_alloc(4096, 0, NULL);
     cr_assert_eq(domain_of(0, p), a, "allocations still go to a");
     cca_plug_free(p, 4096, 0, NULL);

@@ -310,8 +310,8 @@ typedef struct cca_upstream_ops {
      * "Expandable segments") and memory goes back map by map.
      * CCA_VM_PAGES: vm_unmap as above, granule by granule, each granule
      * memory of its own. Any other value: cca_upstream_custom_create
-     * refuses the table (CCA_ERR_INVALID_ARGUMENT); ignored without the
-     * vm ops. */
+     * refuses the table (CCA_ERR_INVALID_ARGUMENT), with or without the
+     * vm ops; either of the two is ignored without them. */
     int vm_backing;
     /* Wait for the work queued on `stream` so far (over CUDA,
      * cudaStreamSynchronize). What pages are given back after: the allocator

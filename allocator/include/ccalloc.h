@@ -310,8 +310,8 @@ typedef struct cca_upstream_ops {
      * "Expandable segments") and memory goes back map by map.
      * CCA_VM_PAGES: vm_unmap as above, granule by granule, each granule
      * memory of its own. Any other value: cca_upstream_custom_create
-     * refuses the table (CCA_ERR_INVALID_ARGUMENT); ignored without the
-     * vm ops. */
+     * refuses the table (CCA_ERR_INVALID_ARGUMENT), with or without the
+     * vm ops; either of the two is ignored without them. */
     int vm_backing;
     /* Wait for the work queued on `stream` so far (over CUDA,
      * cudaStreamSynchronize). What pages are given back after: the allocator
@@ -844,15 +844,17 @@ cca_status cca_free(cca_allocator *a, void *ptr);
 /* Mark a live block as used on stream `s` too: at free it returns to the
  * pool only after events recorded on every such stream have completed (the
  * stream it was allocated on, or one already marked: CCA_OK, no change).
- * Errors: CCA_ERR_INVALID_POINTER for ptr not a live block (freed,
- * pending, interior, foreign); CCA_ERR_OUT_OF_MEMORY when host memory is
- * short, the block's streams as they were.
+ * Errors: CCA_ERR_INVALID_ARGUMENT for ptr NULL; CCA_ERR_INVALID_POINTER
+ * for ptr not a live block (freed, pending, interior, foreign);
+ * CCA_ERR_OUT_OF_MEMORY when host memory is short, the block's streams as
+ * they were.
  * Cost: one lock, a hash lookup, a scan of the block's streams. */
 cca_status cca_record_stream(cca_allocator *a, void *ptr, cca_stream s);
 
 /* The size actually held for a live pointer (rounded, maybe unsplit slack)
  * into *size, written only on success.
- * Errors: CCA_ERR_INVALID_POINTER for ptr not a live block.
+ * Errors: CCA_ERR_INVALID_ARGUMENT for ptr NULL; CCA_ERR_INVALID_POINTER
+ * for ptr not a live block.
  * Cost: one lock, a hash lookup. */
 cca_status cca_block_size(cca_allocator *a, const void *ptr, size_t *size);
 
@@ -1072,7 +1074,8 @@ cca_status cca_alloc_in(cca_allocator *a, cca_domain *d, size_t size, cca_stream
 
 /* The domain a live pointer belongs to into *d (NULL: the default domain);
  * *d is NULL on any failure.
- * Errors: CCA_ERR_INVALID_POINTER for ptr not a live block.
+ * Errors: CCA_ERR_INVALID_ARGUMENT for ptr NULL; CCA_ERR_INVALID_POINTER
+ * for ptr not a live block.
  * Cost: one lock, a hash lookup. */
 cca_status cca_domain_of(cca_allocator *a, const void *ptr, cca_domain **d);
 
@@ -1345,7 +1348,8 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
 /* Write a phase mark ("load:resnet50") into the trace, in order with the
  * allocator's events, so that a replay reports reserved memory at each
  * phase; a mark is a checkpoint: the recording is flushed to its file.
- * When the process is not tracing: CCA_OK, no-op. The allocator calls that
+ * When the process is not tracing: CCA_OK, no-op (a bad name is refused
+ * all the same, below). The allocator calls that
  * record events cannot fail for the trace: a write that fails (a full
  * disk) stops the recording there, the file cut back to its last whole
  * line so that it reads back up to that point, and is said once in the
@@ -1449,9 +1453,10 @@ cca_status cca_check_invariants(const cca_allocator *a);
 
 /* PyTorch's alloc signature (`stream` is a cudaStream_t): cca_alloc on the
  * device's allocator with `stream` passed through; cca_alloc_in when this
- * thread has a current domain for the device (cca_plug_set_domain). size 0: NULL, no log,
- * no message, nothing created (PyTorch's own allocator gives an empty
- * tensor a null pointer too).
+ * thread has a current domain for the device (cca_plug_set_domain). size 0
+ * on a device in range: NULL, no log, no message, nothing created
+ * (PyTorch's own allocator gives an empty tensor a null pointer too); a
+ * device out of range is refused at any size, size 0 included (below).
  * Errors: NULL, never an abort, with cca_last_error() set on this thread
  * and one log line: device < 0 or >= CCA_PLUG_MAX_DEVICES (logged every
  * time), a device that cannot be created (logged once, when it failed),
@@ -1528,10 +1533,11 @@ cca_status cca_plug_get_upstream(int device, cca_upstream **out);
  *  - a child of fork() keeps the forking thread's domains (the domains are
  *    the child's copy).
  * Errors (nothing changed, *previous not written):
- * CCA_ERR_INVALID_ARGUMENT for a device out of range, a device whose
- * allocator does not exist (no domain can be its; none is created here),
- * and a d that is not one of the device's allocator's live domains
- * (another device's, destroyed, or no domain).
+ * CCA_ERR_INVALID_ARGUMENT for a device out of range, a d not NULL on a
+ * device whose allocator does not exist (no domain can be its; none is
+ * created here; d NULL needs no allocator), and a d that is not one of
+ * the device's allocator's live domains (another device's, destroyed, or
+ * no domain).
  * Cost: d NULL: a thread-local write and one atomic load; else also one
  * atomic load and the allocator's lock for a handle lookup (O(1)
  * expected). cca_plug_alloc then pays a thread-local read and one more

@@ -228,6 +228,23 @@ Test(plug, size_zero_is_null_and_creates_nothing) {
     cr_assert_eq(tu_stats(plug_allocator(0)).alloc_calls, 0);
 }
 
+/* ccalloc.h: a device out of range is refused at any size, size 0
+ * included: NULL, the message set and one log line each time. */
+Test(plug, size_zero_on_a_device_out_of_range_is_refused) {
+    cr_assert_eq(cca_plug_configure("host:16M", NULL), CCA_OK);
+    const int bad[] = {-1, CCA_PLUG_MAX_DEVICES};
+    for (int i = 0; i < 2; i++) {
+        cca_clear_error();
+        cr_assert_null(cca_plug_alloc(0, bad[i], NULL));
+        char want[64];
+        snprintf(want, sizeof want, "cca_plug_alloc: device %d not in [0, 64)", bad[i]);
+        cr_assert_str_eq(cca_last_error(), want);
+        ASSERT_LOGGED(i + 1, want);
+    }
+    /* nothing was created: configure is still allowed */
+    cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK, "%s", cca_last_error());
+}
+
 Test(plug, out_of_memory_is_null_and_logged_once) {
     cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK);
     void *keep = cca_plug_alloc(1024, 0, NULL);
@@ -1195,6 +1212,14 @@ Test(plug, set_domain_errors_change_nothing) {
     cr_assert_eq(cca_plug_get_domain(-1, &out), CCA_ERR_INVALID_ARGUMENT);
     cr_assert_null(out);
     cr_assert_eq(cca_plug_get_domain(CCA_PLUG_MAX_DEVICES, &out), CCA_ERR_INVALID_ARGUMENT);
+    /* d NULL (the default domain) needs no allocator: set and read on a
+     * device that has none, CCA_OK, and none is created (ccalloc.h) */
+    cr_assert_eq(cca_plug_set_domain(5, NULL, &keep), CCA_OK, "%s", cca_last_error());
+    cr_assert_null(keep);
+    out = (cca_domain *)(uintptr_t)1;
+    cr_assert_eq(cca_plug_get_domain(5, &out), CCA_OK, "%s", cca_last_error());
+    cr_assert_null(out);
+    cr_assert_eq(cca_plug_set_domain(5, a, NULL), CCA_ERR_INVALID_ARGUMENT, "still no allocator on device 5");
     void *p = cca_plug_alloc(4096, 0, NULL);
     cr_assert_eq(domain_of(0, p), a, "allocations still go to a");
     cca_plug_free(p, 4096, 0, NULL);

@@ -4,6 +4,7 @@
  * range column is checked against what the parser accepts. Likewise the
  * invariants table is allocator/src/support/invariants.c's, row for row.
  */
+#include "source_dir.h" /* tests/support */
 #include <ccalloc.h>
 
 #include <criterion/criterion.h>
@@ -21,8 +22,7 @@ static char *read_file(const char *path) {
 }
 
 Test(docs, option_table_matches_config_table) {
-    const char *src = getenv("CCA_SOURCE_DIR");
-    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    const char *src = tu_source_dir();
     char path[4096];
     snprintf(path, sizeof path, "%s/docs/allocator.md", src);
     char *doc = read_file(path);
@@ -125,8 +125,7 @@ static size_t check_rows_from(const char *src, const char *doc_name) {
 }
 
 Test(docs, measured_tables_are_verbatim_rows_of_committed_results) {
-    const char *src = getenv("CCA_SOURCE_DIR");
-    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    const char *src = tu_source_dir();
     cr_assert_gt(check_rows_from(src, "benchmarks.md"), 30, "benchmarks.md quotes the micro, trace and switch tables");
     cr_assert_gt(check_rows_from(src, "kernels.md"), 10, "kernels.md quotes the CPU kernel table");
     cr_assert_gt(check_rows_from(src, "tuning.md"), 5, "tuning.md quotes rows of the trace table");
@@ -200,8 +199,7 @@ static void check_list_range(const char *key, const char *range) {
 }
 
 Test(docs, option_table_range_column_is_what_the_parser_enforces) {
-    const char *src = getenv("CCA_SOURCE_DIR");
-    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    const char *src = tu_source_dir();
     char path[4096];
     snprintf(path, sizeof path, "%s/docs/allocator.md", src);
     char *doc = read_file(path);
@@ -239,8 +237,7 @@ Test(docs, option_table_range_column_is_what_the_parser_enforces) {
 /* ---- statements of the docs held by the code they describe ------------- */
 
 static char *read_source(const char *rel) {
-    const char *src = getenv("CCA_SOURCE_DIR");
-    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    const char *src = tu_source_dir();
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", src, rel);
     return read_file(path);

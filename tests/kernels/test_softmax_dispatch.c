@@ -17,6 +17,7 @@
  *   version's CPU emulation (emulate_softmax.h) against the double
  *   reference, at the block size the table names.
  */
+#include "source_dir.h" /* tests/support */
 #include <ctype.h>
 #include <limits.h>
 #include <stdint.h>
@@ -68,8 +69,7 @@ static int column(char **head, int n, const char *name) {
  * "cols", "version", "best block", "best ms", and "rows" where the run
  * swept row counts; else the row count is the heading's "(N rows"). */
 static size_t read_sweep(measured *m, size_t max) {
-    const char *src = getenv("CCA_SOURCE_DIR");
-    cr_assert_not_null(src, "CCA_SOURCE_DIR is set by CTest");
+    const char *src = tu_source_dir();
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", src, cck_softmax_table_source);
     char *text = tu_read_text(path, NULL);

@@ -6,6 +6,7 @@
 #ifndef TEST_RUNTIME_UTIL_H
 #define TEST_RUNTIME_UTIL_H
 
+#include "source_dir.h" /* tests/support */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,9 +19,9 @@
 static inline const char *fixture_path(const char *name) {
     static char buf[4][1024];
     static int next;
-    const char *root = getenv("CCA_SOURCE_DIR");
+    const char *root = tu_source_dir();
     char *out = buf[next++ % 4];
-    snprintf(out, sizeof buf[0], "%s/tests/fixtures/%s", root ? root : ".", name);
+    snprintf(out, sizeof buf[0], "%s/tests/fixtures/%s", root, name);
     return out;
 }
 

@@ -14,6 +14,7 @@
  * linked with --wrap=malloc,calloc,realloc,aligned_alloc (tests/allocator/allocator.cmake)
  * and hm_arm(n) fails the n-th call from now, once.
  */
+#include "source_dir.h" /* tests/support */
 #include "alloc_test_util.h"
 #include "malloc_fault.h"
 
@@ -1092,8 +1093,7 @@ Test(api_contract, greedy_failure_messages_name_the_function_called) {
 /* ========================================================================== */
 
 static char *read_doc(const char *rel) {
-    const char *root = getenv("CCA_SOURCE_DIR");
-    cr_assert_not_null(root, "CCA_SOURCE_DIR is set by CTest");
+    const char *root = tu_source_dir();
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", root, rel);
     FILE *f = fopen(path, "r");

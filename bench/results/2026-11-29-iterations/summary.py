@@ -85,7 +85,7 @@ def main():
                 line += f" {tot / sum(g):.2f} | {within} of {len(traces)} |"
             print(line)
         pair = [x for x in ("ccalloc-growth", "ccalloc-expandable") if x in strategies]
-        if len(pair) < 2:  # another pair (e.g. ccalloc-default): every strategy
+        if "ccalloc-expandable" not in pair:  # another pair (e.g. ccalloc-default): every strategy
             pair = list(strategies)
         print("\n### Per trace: ms with the driver's cost, first / later (iterations 2..5) / total\n")
         print("| trace | " + " | ".join(pair) + " |")

@@ -321,6 +321,18 @@ else
     fails=$((fails + 1))
 fi
 check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a model has non-finite (NaN/Inf) weights'"
+# --help's measured range of the start-up hang under ulimit -v is the one
+# docs/engine.md's "Address-space limits" table gives (the table was
+# measured again when cuBLAS stopped being linked; --help kept the old one)
+n=$((n + 1))
+help_range=$("$CCRUN" --help | tr '\n' ' ' | sed -n 's/.*measured: ulimit -v \([0-9]*\) to *\([0-9]*\) on .*/\1 \2/p')
+doc_range=$(sed -n 's/^| about \([0-9,]*\) to \([0-9,]*\) | the hang in OpenBLAS.*/\1 \2/p' "$SRC/docs/engine.md" | tr -d ,)
+if [ -n "$help_range" ] && [ "$help_range" = "$doc_range" ]; then
+    echo "ok: --help's ulimit -v hang range ($help_range) is docs/engine.md's"
+else
+    echo "FAIL: --help's ulimit -v hang range '$help_range' is not docs/engine.md's '$doc_range'"
+    fails=$((fails + 1))
+fi
 check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
 # (act 5's temporary file in a relative $TMPDIR that reads as an option,
 # "-tmp": the child ccrun must get it as a MODEL file, "./-tmp/..."; and

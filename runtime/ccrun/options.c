@@ -115,8 +115,8 @@ static void usage(FILE *f) {
            "  file being the demo's). Under an address-space limit (ulimit -v), an OpenBLAS built\n"
            "  with OpenMP and older than 0.3.31 (Debian 12's 0.3.21) maps 128 MiB per OpenMP thread\n"
            "  (OMP_NUM_THREADS, else one per core) while ccrun loads, and retries a refused map\n"
-           "  forever: ccrun hangs before it starts, saying nothing (measured: ulimit -v 731000 to\n"
-           "  996000 on 2 cores; below, the loader fails, exit 127). Raise the limit or set\n"
+           "  forever: ccrun hangs before it starts, saying nothing (measured: ulimit -v 51000 to\n"
+           "  313000 on 2 cores; below, the loader fails, exit 127). Raise the limit or set\n"
            "  OMP_NUM_THREADS=1 (docs/engine.md, \"Address-space limits\").\n");
     if (n < 0 && f == stdout) /* the text outgrows stdio's buffer: a write fails inside, its reason kept now */
         ccrun_stdout_failed(errno);

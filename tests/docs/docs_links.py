@@ -6,7 +6,8 @@ points into, slugged as GitHub does (lower case; characters other than
 letters, digits, '-', '_' and spaces dropped; spaces become '-'; a repeated
 heading gets -1, -2, ...). Links inside fenced code blocks and inline code
 are not links. Every run folder of bench/results is linked from the index,
-bench/results/README.md. Absolute URLs (http:, mailto:, ...) are not checked: this
+bench/results/README.md, and README.md's Layout block names every
+top-level folder and every docs/*.md. Absolute URLs (http:, mailto:, ...) are not checked: this
 machine may have no network. Prints each broken link; exit 1 if any.
 Standard library only."""
 import os
@@ -80,6 +81,20 @@ def main():
             if os.path.isdir(os.path.join(results, run)) and f"]({run}/README.md)" not in index:
                 print(f"bench/results/README.md: no row for the run {run}")
                 bad += 1
+    # README.md's Layout block names every top-level folder and every doc
+    layout = re.search(r"^## Layout\n+```\n(.*?)^```", open(os.path.join(ROOT, "README.md"), encoding="utf-8").read(),
+                       re.S | re.M)
+    block = layout.group(1) if layout else ""
+    tops = [d for d in os.listdir(ROOT) if os.path.isdir(os.path.join(ROOT, d)) and not d.startswith((".", "build"))]
+    docs = [d for d in os.listdir(os.path.join(ROOT, "docs")) if d.endswith(".md")]
+    for d in sorted(tops):
+        if not re.search(rf"^{re.escape(d)}/", block, re.M):
+            print(f"README.md: the Layout block has no line for the folder {d}/")
+            bad += 1
+    for d in sorted(docs):
+        if not re.search(rf"(^|[\s/]){re.escape(d)}\b", block):
+            print(f"README.md: the Layout block does not name docs/{d}")
+            bad += 1
     print(f"{links} relative links, {bad} broken")
     return 1 if bad else 0
 

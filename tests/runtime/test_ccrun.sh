@@ -17,7 +17,9 @@
 # FIFO nobody reads is refused at once, never waited for; the ends of option
 # ranges, the banner's allocator config and the table's columns are exact;
 # a failed model outranks NaN weights (exit 1) and a resident run's success
-# (exit 1); one model file twice, with sidecars, runs. Needs only a
+# (exit 1); one model file twice, with sidecars, runs; --device cuda is a
+# GPU or exit 1, never simulated; CCALLOC_CONF is not read; --help's
+# defaults and its ulimit -v figures hold. Needs only a
 # POSIX shell and grep; CCA_SOURCE_DIR is set by CTest (tests/runtime/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
@@ -70,6 +72,8 @@ expect 1 "not valid JSON" -- "$SRC/tests/fixtures/digits_mlp.safetensors" "$BAD/
 expect 1 "does not fit" -- "mlp:4096x4096x4096:relu"
 # docs/engine.md, "Loading": the error line as the doc quotes it
 expect 1 "ccrun: error: model 'mlp:4096x4096x4096:relu' (128.03 MiB of weights) does not fit on host (64.00 MiB): layer 0 bias: out of device memory: 16.00 KiB for bias of mlp:4096x4096x4096:relu; device host has 0 B free of 64.00 MiB, allocator holds 64.00 MiB reserved (64.00 MiB of it in this model's domain), 64.00 MiB allocated, largest free block 0 B (CCA_ERR_OUT_OF_MEMORY: out of device memory)" -- "mlp:4096x4096x4096:relu"
+# ... and the line before it, the allocator's own one-line OOM report, as the doc quotes it
+expect 1 "ccalloc: out of memory: requested 16.00 KiB (16384 B rounded to 16384) on stream (nil); reserved 64.00 MiB, allocated 64.00 MiB, largest free block 0 B, device free 0 B of 64.00 MiB (policy growth)" -- "mlp:4096x4096x4096:relu"
 # a batch that cannot fit is refused before ccrun allocates (4 GiB of) host input
 expect 1 "batch 16777216 of model 'mlp:64x1' needs at least 4.06 GiB (4362077184 bytes) on the device" -- --batch 16777216 "mlp:64x1"
 # under greedy the arena is the limit: 100000 rows (24.8 MiB) fit the device, not a 4 MiB arena
@@ -321,6 +325,38 @@ else
     fails=$((fails + 1))
 fi
 check "--help documents exit status 4" sh -c "'$CCRUN' --help | grep -q '4 a model has non-finite (NaN/Inf) weights'"
+# --help's measured range of the start-up hang under ulimit -v is the one
+# docs/engine.md's "Address-space limits" table gives (the table was
+# measured again when cuBLAS stopped being linked; --help kept the old one)
+n=$((n + 1))
+help_range=$("$CCRUN" --help | tr '\n' ' ' | sed -n 's/.*measured: ulimit -v \([0-9]*\) to *\([0-9]*\) on .*/\1 \2/p')
+doc_range=$(sed -n 's/^| about \([0-9,]*\) to \([0-9,]*\) | the hang in OpenBLAS.*/\1 \2/p' "$SRC/docs/engine.md" | tr -d ,)
+if [ -n "$help_range" ] && [ "$help_range" = "$doc_range" ]; then
+    echo "ok: --help's ulimit -v hang range ($help_range) is docs/engine.md's"
+else
+    echo "FAIL: --help's ulimit -v hang range '$help_range' is not docs/engine.md's '$doc_range'"
+    fails=$((fails + 1))
+fi
+# docs/engine.md, "Devices": --device cuda is a GPU or an error (exit 1),
+# never the simulated device; without a GPU it names the device and the count
+n=$((n + 1))
+"$CCRUN" --device cuda --iters 1 'mlp:8x8' >"$TMP/cu" 2>"$TMP/ce"
+rc=$?
+if [ "$rc" -eq 0 ] && ! grep -q SIMULATED "$TMP/cu"; then
+    echo "ok: --device cuda ran on the GPU"
+elif [ "$rc" -eq 1 ] && grep -q '^ccrun: device cuda:0 not available ([0-9]* GPU(s) found' "$TMP/ce" && ! grep -q SIMULATED "$TMP/cu"; then
+    echo "ok: --device cuda without a usable GPU: exit 1, $(head -1 "$TMP/ce")"
+else
+    echo "FAIL: --device cuda: exit $rc, want 0 on a GPU or 1 naming the device, never simulated:"
+    cat "$TMP/cu" "$TMP/ce"; fails=$((fails + 1))
+fi
+# --help: "CCALLOC_CONF is not read by ccrun; use --conf" (a key the allocator
+# would refuse changes nothing) and the defaults it states: --capacity 1G,
+# --batch 8, --iters 3, --seed 1
+check "CCALLOC_CONF is not read by ccrun" sh -c \
+    "CCALLOC_CONF=no_such_key:1,policy:greedy '$CCRUN' --device host --iters 1 'mlp:8x8' | head -1 | grep -q '; allocator defaults (growth)\$'"
+check "--help's defaults: a 1 GiB device, 3 batches of 8 rows, seed 1" sh -c \
+    "'$CCRUN' --device host 'mlp:8x8' >'$TMP/d0' && head -1 '$TMP/d0' | grep -q ' 1.00 GiB total, ' && grep -q '^run .* 3 x batch 8, ' '$TMP/d0' && '$CCRUN' --device host --seed 1 'mlp:8x8' >'$TMP/d1' && '$CCRUN' --device host --seed 2 'mlp:8x8' >'$TMP/d2' && y0=\$(grep -o 'y\[0\]\[0\]=[^,]*' '$TMP/d0') && test \"\$y0\" = \"\$(grep -o 'y\[0\]\[0\]=[^,]*' '$TMP/d1')\" && test \"\$y0\" != \"\$(grep -o 'y\[0\]\[0\]=[^,]*' '$TMP/d2')\""
 check "finite weights still exit 0" sh -c "'$CCRUN' --device host '$SRC/tests/fixtures/digits_mlp.safetensors' >/dev/null 2>'$TMP/fe' && ! grep -q 'non-finite' '$TMP/fe'"
 # (act 5's temporary file in a relative $TMPDIR that reads as an option,
 # "-tmp": the child ccrun must get it as a MODEL file, "./-tmp/..."; and
@@ -395,6 +431,10 @@ check "--sleep A B A B: woken outputs bit-identical to the first run, no error, 
     "test \$(grep -c '= its first run' '$TMP/sl.json') -eq 2 && test \$(grep '\"model\": \"$SA\"' '$TMP/sl.json' | grep -o 'outputs [0-9a-f]*' | sort -u | wc -l) -eq 1 && grep -q '\"error\": null' '$TMP/sl.json' && grep -q '\"live_bytes_at_exit\": 0' '$TMP/sl.json'"
 check "--sleep A B A B (text): sleep rows exact, wake rows, sleeping model unloaded, baseline at the end" sh -c \
     "'$CCRUN' --device host --capacity 64M --sleep '$SA' '$SB' '$SA' '$SB' >'$TMP/sl.txt' && test \$(grep -c '^sleep .*asleep: device free +[0-9.]* MiB, exactly its whole reservation' '$TMP/sl.txt') -eq 3 && test \$(grep -c '^wake .*woken: [0-9.]* MiB mapped again' '$TMP/sl.txt') -eq 2 && grep -q '^unload .*asleep: domain released with its host copy' '$TMP/sl.txt' && grep -q 'released 0 B; device free == baseline' '$TMP/sl.txt'"
+# docs/engine.md's --sleep table: each wake maps only the pages under the
+# weights, 36 MiB of the 42 MiB the domain held before its first sleep
+check "--sleep A B A B (text): each wake maps 36.00 MiB, not the 42.00 MiB slept" sh -c \
+    "test \$(grep -c '^wake .*woken: 36.00 MiB mapped again, 34.10 MiB copied back, same addresses' '$TMP/sl.txt') -eq 2 && test \$(grep -c '^sleep .*asleep: device free +42.00 MiB, exactly its whole reservation (44040192 B)' '$TMP/sl.txt') -eq 2"
 check "--sleep A A: the same model sleeps and wakes in place of a reload; one model: no sleep" sh -c \
     "'$CCRUN' --device host --sleep 'mlp:64x64x10' 'mlp:64x64x10' >'$TMP/sa.txt' && test \$(grep -c '^sleep ' '$TMP/sa.txt') -eq 1 && test \$(grep -c '^load ' '$TMP/sa.txt') -eq 1 && grep -q '= its first run' '$TMP/sa.txt' && '$CCRUN' --device host --sleep 'mlp:64x64x10' >'$TMP/s1.txt' && ! grep -q '^sleep ' '$TMP/s1.txt'"
 check "--help's usage of --demo lists --conf (the demo takes it)" sh -c \

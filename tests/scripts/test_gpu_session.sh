@@ -8,7 +8,8 @@
 # Criterion synthesis it cannot print. Then the pages and sleep steps'
 # commands and the ccbench step's (it begins with the driver step), with a
 # stand-in ccbench and ccrun, and the torch_e2e step's skip
-# flag, with a stand-in torch.
+# flag, with a stand-in torch. Last, the planned --steps commands of
+# docs/gpu.md and of the script's header: known steps, within the budget.
 set -u
 script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/gpu_session.sh
 dir=$(mktemp -d)
@@ -182,6 +183,36 @@ if [ "$rc" != 75 ] || ! grep -qxF "FLAG: torch_e2e measured nothing: skipped: no
     fails=$((fails + 1))
 else
     echo "ok   torch_e2e step without CUDA: exit 75, flagged"
+fi
+
+# The planned commands (docs/gpu.md and the script's own header) name only
+# steps of --list, and their limits (a step's default where none is given) sum to at most the
+# default --budget (540 s), as both say: a step misspelt there would be
+# refused on the borrowed machine, a plan over the budget cut short there.
+root=$(dirname "$(dirname "$script")")
+known=" $(bash "$script" --list | awk '{printf "%s ", $1}')"
+plans=$(grep -ho 'gpu_session.sh --steps "[^"]*"' "$root/docs/gpu.md" "$script" | sed 's/.*--steps "\(.*\)"/\1/')
+nplans=0
+while IFS= read -r plan; do
+    [ -n "$plan" ] || continue
+    nplans=$((nplans + 1)) sum=0 bad=""
+    for st in $plan; do
+        name=${st%%:*} lim=${st#*:}
+        [[ $known == *" $name "* ]] || bad="$bad unknown step '$name';"
+        [[ $st == *:* ]] || lim=$(bash "$script" --list | awk -v s="$name" '$1 == s {print $2}') # its default
+        [[ $lim =~ ^[0-9]+$ ]] && sum=$((sum + lim)) || bad="$bad '$st' has no limit;"
+    done
+    ((sum <= 540)) || bad="$bad limits sum to $sum s > 540;"
+    if [ -n "$bad" ]; then
+        echo "FAIL planned command --steps \"$plan\":$bad"
+        fails=$((fails + 1))
+    else
+        echo "ok   planned command --steps \"$plan\": known steps, $sum s"
+    fi
+done <<<"$plans"
+if ((nplans < 10)); then
+    echo "FAIL only $nplans planned commands found in docs/gpu.md and the script's header (want 10): moved?"
+    fails=$((fails + 1))
 fi
 
 ((fails == 0)) && echo "all suite_table checks passed"

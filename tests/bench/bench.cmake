@@ -681,6 +681,15 @@ if(TARGET ccbench_core)
   file(WRITE ${ccb_cli_dir}/exact.csv "seq,op,id,size,stream\n0,alloc,1,1048576,0\n1,free,1,1048576,0\n")
   ccb_cli(ccbench_malloc_device_sized_request 0 "\\| exact \\| malloc \\|( [^|]*\\|){9} 0 \\|" "" -
     replay -s malloc --reps 1 --device-bytes 1M ${ccb_cli_dir}/exact.csv)
+  # a row a strategy refuses says the whole reason, on stderr and in the
+  # table: the simulated device's refusal of 1 KiB ended "the least a
+  # simulated" (a 160-byte buffer per row), its last words lost
+  ccb_cli(ccbench_replay_refusal_whole 1
+    "FAILED: host upstream: CCA_ERR_INVALID_ARGUMENT: invalid argument: cca_upstream_host_create_with: capacity 1024 is below the [0-9]+-byte host page, the least a simulated device holds$"
+    "" - replay -s ccalloc-growth --reps 1 --device-bytes 1K ${ccb_cli_dir}/exact.csv)
+  ccb_cli(ccbench_replay_refusal_whole_row 1
+    "^[|] exact [|] ccalloc-growth [|] failed: host upstream: [^|]*, the least a simulated device holds [|]" "" -
+    replay -s ccalloc-growth --reps 1 --device-bytes 1K ${ccb_cli_dir}/exact.csv)
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

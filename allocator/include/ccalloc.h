@@ -1356,7 +1356,8 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * log, when the last allocator using it is destroyed; no later section is
  * opened. The file is the one CCALLOC_TRACE named at the first opening
  * (relative: to the working directory then; %p in it is the process's id,
- * %% one '%', any other '%' refused, logged, not tracing): later sections
+ * %% one '%', any other '%' refused as an opening is, below, and so is a
+ * path host memory is too short to expand): later sections
  * go to it whatever chdir or setenv did since. A regular file another process is
  * recording to (one CCALLOC_TRACE in two processes: it holds a lock on the
  * file while it is open; a device such as /dev/null is shared, never
@@ -1394,7 +1395,8 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name);
  * opening had stopped the recording for the process (see cca_trace_mark:
  * a missing directory, a directory, no descriptor left, a FIFO nobody
  * reads, another process's lock or its trace written between sections, a
- * '%' other than %p or %%), the message the log line's ("cca_trace_status:
+ * '%' other than %p or %%, host memory short for the path), the message
+ * the log line's ("cca_trace_status:
  * not tracing: cannot open for writing (No such file or directory):
  * '/no/such/dir/t.csv'", the last refused opening's). A write that fails
  * later is cca_trace_mark's to say. It changes nothing: a refused opening

@@ -160,6 +160,10 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen);
  * ccb_trace_load_capped: the same with another cap (tests). */
 #define CCB_TRACE_MAX_BYTES ((size_t)1 << 30)
 #define CCB_LINE_MAX 4096 /* bytes in one line, its line end included */
+/* A row's reason (why) or a check's: the library's whole message (at most
+ * 1023 characters, cca_set_error) after ccbench's own words before it
+ * ("host upstream: CCA_ERR_...: "), so that no refusal reaches the user cut. */
+#define CCB_WHY_MAX 1536
 int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen);
 int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char *err, size_t errlen);
 
@@ -403,7 +407,7 @@ typedef struct ccb_driver_vm_row {
     int reps; /* 0: nothing timed (unfit) */
     double map_median_us, map_p99_us, unmap_median_us, unmap_p99_us;
     int unfit; /* the device cannot hold the size (why says so): not a failure */
-    char why[160];
+    char why[CCB_WHY_MAX];
 } ccb_driver_vm_row;
 int ccb_driver_vm_measure(struct cca_upstream *u, const size_t *granules, size_t n, int reps, ccb_driver_vm_row *rows,
                           char *why, size_t whylen);
@@ -483,7 +487,7 @@ typedef struct ccb_result {
     char trace[64];
     int skipped;
     int failed; /* ccb_replay returned -1 (why says why): the row says so, and no figure of it is reported */
-    char why[160];
+    char why[CCB_WHY_MAX];
     uint64_t ops, allocs, frees, ooms;
     int reps;
     /* times: bookkeeping alone (host strategies on a device without driver
@@ -588,7 +592,7 @@ typedef struct ccb_micro_row {
     double median_ns, p99_ns, mean_ns;
     int skipped;
     int unfit; /* the device cannot hold the cell's blocks (why says so): not a failure */
-    char why[160];
+    char why[CCB_WHY_MAX];
 } ccb_micro_row;
 
 /* 1 when `nheld` blocks of `need` bytes in all are more than a device with

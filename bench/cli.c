@@ -377,7 +377,7 @@ static int take(ccb_options *o, int id, const char *v) {
         char label[128];
         if (o->nspecs == CCB_MAX_SPECS)
             return usage_error("more than %d strategies", CCB_MAX_SPECS);
-        char why[512];
+        char why[CCB_WHY_MAX];
         if (ccb_strategy_resolve(v, &ops, &config, label, sizeof label) != 0)
             return usage_error("unknown strategy '%s': ccbench --list names them", v);
         if (ops->check && ops->check(config, why, sizeof why) != 0) /* what needs the device: at open */

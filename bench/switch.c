@@ -43,6 +43,13 @@
  * then the report: switch.md (a table a person reads) and switch.csv (one row per
  * switch) into --out, or the table on stdout.
  *
+ * The ccruns it times record no CCALLOC_TRACE (taken out of each one's
+ * environment, as ccrun's own timed child does: common/ccai_capture.h),
+ * said once on stderr when it is set: a trace's cost would be in every
+ * figure, and one file for every ccrun, each emptying it at its start,
+ * kept only the last one's trace. A model's trace: CCALLOC_TRACE=FILE
+ * ccrun MODEL.
+ *
  * Every figure is measured or the run fails with the reason: a sequence of
  * one model (no switch to time) is a usage error; a number missing from
  * ccrun's JSON, or fewer switches than the sequence has, fails the run
@@ -100,7 +107,9 @@ static void usage(FILE *f) {
             "  or \"--opt=value\", in any order with the models.\n"
             "  ccrun: --ccrun PATH (an error if PATH is not an executable file or is PATH_MAX bytes\n"
             "  or longer; used whole), else searched for in the build tree, next to ccbench and in\n"
-            "  $PATH (\"skipped\" if not found there).\n",
+            "  $PATH (\"skipped\" if not found there).\n"
+            "  CCALLOC_TRACE is not passed to the ccrun processes (its cost would be in the\n"
+            "  figures); record a model with CCALLOC_TRACE=FILE ccrun MODEL.\n",
             MAX_MODELS);
 }
 
@@ -282,7 +291,7 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, int sleep, double
     w->argv[at + n] = NULL;
     char *text;
     int signo, status = 0;
-    int rc = ccai_run_capture(w->argv, NULL, &text, wall_ms, &signo, &status); /* wall: fork to reaped */
+    int rc = ccai_run_capture(w->argv, "CCALLOC_TRACE", &text, wall_ms, &signo, &status); /* wall: fork to reaped */
     int err = errno;
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (rc != 0 || !doc) {
@@ -630,6 +639,10 @@ int ccb_cmd_switch(int argc, char **argv) {
     }
     if (so.out && ccb_mkdir_p(so.out))
         return 1; /* said and counted: before anything runs, a skip for no GPU included */
+    const char *trace = getenv("CCALLOC_TRACE");
+    if (trace && *trace)
+        fprintf(stderr, "ccbench switch: CCALLOC_TRACE is not passed to the ccrun processes it times (its cost "
+                        "would be in the figures); record a model with CCALLOC_TRACE=FILE ccrun MODEL\n");
     if (strcmp(so.device, "cuda") == 0) { /* asked for a GPU: without one, skipped, as ccbench sleep and driver */
         cca_upstream *u = NULL;
         cca_status st = cca_upstream_cuda_create(0, &u);

@@ -1225,7 +1225,8 @@ cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
  *    and NULL); cca_free of its blocks is allowed (the block becomes free
  *    and its copy is dropped; a chunk's host memory goes back with the
  *    last of its blocks, so the host holds the live bytes plus, per chunk
- *    partly freed, less than 16 MiB; the rest goes at the wake);
+ *    partly freed, less than 16 MiB; the rest goes at the wake; a
+ *    host_free refused is logged as at the wake, below);
  *    cca_record_stream, cca_block_size, cca_domain_of work; trim,
  *    empty-cache and the OOM retry find nothing of d to unmap, and give
  *    back a range all of whose blocks were freed; cca_domain_release and
@@ -1301,13 +1302,16 @@ cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca
  *    another tenant took memory since, or no mem_info to ask): what this
  *    call mapped is unmapped;
  *  - a copy's or copy_wait's status: what this call mapped is unmapped.
- * A refused host_free after the copies is logged (one line; the memory
- * stays with the upstream) and the wake stands: CCA_OK.
+ * A refused host_free after the copies is logged and the wake stands:
+ * CCA_OK; the memory stays with the upstream (its host_bytes_in_use). One
+ * line per run of refusals of d's copy, not one per chunk: a lost device
+ * that refuses every chunk is said once, a later refusal after a chunk
+ * taken back again.
  * Cost: O(d's blocks + pages / 64); one mem_info (short, per pass of the
  * release, two passes at most: a mem_info asking whether releasing can
  * help, the wait, the release and one more mem_info); one vm_map per run
  * of missing pages (whole maps: per map of at most 128 MiB); one copy per
- * live block; one copy_wait; one host_free. */
+ * live block; one copy_wait; one host_free per chunk. */
 cca_status cca_domain_wake(cca_allocator *a, cca_domain *d, cca_sleep_report *report);
 
 /* Every domain to sleep, the default first, then in creation order (the
@@ -1356,7 +1360,8 @@ cca_status cca_wake(cca_allocator *a, cca_sleep_report *report);
  * log, when the last allocator using it is destroyed; no later section is
  * opened. The file is the one CCALLOC_TRACE named at the first opening
  * (relative: to the working directory then; %p in it is the process's id,
- * %% one '%', any other '%' refused, logged, not tracing): later sections
+ * %% one '%', any other '%' refused as an opening is, below, and so is a
+ * path host memory is too short to expand): later sections
  * go to it whatever chdir or setenv did since. A regular file another process is
  * recording to (one CCALLOC_TRACE in two processes: it holds a lock on the
  * file while it is open; a device such as /dev/null is shared, never
@@ -1394,7 +1399,8 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name);
  * opening had stopped the recording for the process (see cca_trace_mark:
  * a missing directory, a directory, no descriptor left, a FIFO nobody
  * reads, another process's lock or its trace written between sections, a
- * '%' other than %p or %%), the message the log line's ("cca_trace_status:
+ * '%' other than %p or %%, host memory short for the path), the message
+ * the log line's ("cca_trace_status:
  * not tracing: cannot open for writing (No such file or directory):
  * '/no/such/dir/t.csv'", the last refused opening's). A write that fails
  * later is cca_trace_mark's to say. It changes nothing: a refused opening

@@ -50,8 +50,9 @@
  *   still: CCA_ERR_OUT_OF_MEMORY saying how
  *   many bytes are missing, nothing mapped); span by span, mapped, then the
  *   copies of the live blocks still recorded in it queued; one copy_wait;
- *   the host memory freed. A refusal waits for the copies queued, then
- *   unmaps what the call mapped: d stays asleep, the copy intact (an
+ *   the host memory freed (a host_free refused is logged, once per run of
+ *   refusals of the record: free_host). A refusal waits for the copies
+ *   queued, then unmaps what the call mapped: d stays asleep, the copy intact (an
  *   unmap refused there leaves its pages mapped and counted, as at (5)).
  * - Costs: sleep O(d's blocks + pages / 64) plus a copy per live block and an
  *   unmap per map (whole maps) or run; wake the same with maps; a host
@@ -91,6 +92,7 @@ struct ccai_sleep {
     sleep_entry *e;  /* in address order within each segment */
     sleep_chunk *c;  /* none with DISCARD or no live bytes */
     size_t *by_addr; /* e's indices by address: the free path's search */
+    bool host_refused; /* the last host_free refused: its run logged once (free_host) */
 };
 
 size_t ccai_sleep_awake_cached(const cca_allocator *a) {
@@ -121,17 +123,26 @@ static void mark_free_unmapped(cca_domain *d) {
                 b->unmapped = true; /* conservative: the page test drops it when all mapped */
 }
 
-static void free_host(cca_allocator *a, cca_domain *d, void *host, size_t size) {
+/* One chunk's host memory back. A refusal leaves it with the upstream
+ * (counted in its host_bytes_in_use) and is logged once per run of
+ * refusals of r, as a failing event_query is (upstream.c): a lost device
+ * refuses every chunk, and a line for each, the same line, would be one
+ * per 16 MiB of the copy at the wake and one per free while asleep. */
+static void free_host(cca_allocator *a, cca_domain *d, struct ccai_sleep *r, void *host, size_t size) {
     if (!host)
         return;
-    if (cca_upstream_host_free(ccai_upstream_op(a), host, size) != CCA_OK)
-        ccai_log("domain '%s': the upstream refused to take back %zu bytes of host memory (they stay with it): %s",
+    bool refused = cca_upstream_host_free(ccai_upstream_op(a), host, size) != CCA_OK;
+    if (refused && !r->host_refused)
+        ccai_log("domain '%s': the upstream refused to take back %zu bytes of host memory (they stay with it, in its "
+                 "host_bytes_in_use): %s; later refusals for this domain's copy are not logged until one is taken "
+                 "back",
                  d->name, size, cca_last_error());
+    r->host_refused = refused;
 }
 
 static void record_free(cca_allocator *a, cca_domain *d, struct ccai_sleep *r) {
     for (size_t k = 0; k < r->nchunks; k++)
-        free_host(a, d, r->c[k].host, r->c[k].size);
+        free_host(a, d, r, r->c[k].host, r->c[k].size);
     free(r->by_addr);
     free(r->c);
     free(r->e);
@@ -167,7 +178,7 @@ void ccai_sleep_drop(cca_allocator *a, const ccai_block *b) {
     if (--c->live == 0) {
         char saved[CCAI_ERROR_CAP];
         ccai_error_save(saved);
-        free_host(a, d, c->host, c->size);
+        free_host(a, d, r, c->host, c->size);
         ccai_error_restore(saved);
         c->host = NULL;
         r->host_size -= c->size;

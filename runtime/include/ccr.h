@@ -142,7 +142,12 @@ ccr_status ccr_device_parse(const char *name, ccr_device_kind *out);
 /* Open a device as the engine does: CUDA `cuda_device` (kind CUDA, or AUTO
  * when cck_cuda_device_count > 0 and cca_upstream_cuda_create succeeds),
  * else the host-simulated device of `host_capacity` bytes. *simulated says
- * which (may be NULL). Destroy with cca_upstream_destroy. */
+ * which (may be NULL). Destroy with cca_upstream_destroy.
+ * Errors: CCR_ERR_INVALID_ARGUMENT for a NULL out or a setting the library
+ * refuses, the simulated device's capacity among them (0, below the host
+ * page: "capacity 4095 is below the 4096-byte host page, ..."); CCR_ERR_DEVICE
+ * when kind CUDA finds no such GPU or the device could not be created (its
+ * host memory or address space short). */
 ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_capacity, cca_upstream **out,
                            int *simulated);
 /* The same with the page of expandable segments (allocator config

@@ -28,7 +28,9 @@
  * - AUTO opens CUDA when a GPU answers, else the simulated device; CUDA
  *   never falls back. A page size or backing the device refuses is the
  *   caller's error, the same with or without a GPU: never a silent fall-back
- *   to the simulated device.
+ *   to the simulated device. So is a simulated capacity it refuses (0,
+ *   below the host page, beyond the address space): CCR_ERR_INVALID_ARGUMENT,
+ *   as every setting of the caller's; CCR_ERR_DEVICE is a device that failed.
  * - A borrowed upstream is CUDA when it names itself "cuda:N", else simulated.
  * - The context exists on CUDA only, from the first copy or kernel until
  *   ccr_engine_release (engine.c) destroys it and frees its workspace; its
@@ -83,7 +85,6 @@ ccr_status ccr_device_open_with(const ccr_device_options *o, cca_upstream **out,
     ccr_device_kind kind = o->kind;
     int cuda_device = o->cuda_device;
     size_t host_capacity = o->host_capacity, vm_granularity = o->vm_granularity;
-    bool asked = vm_granularity || o->vm_backing != CCA_VM_WHOLE_MAPS; /* a refusal is the caller's setting's */
     if (kind != CCR_DEVICE_HOST) {
         int count = 0;
         cck_cuda_device_count(&count);
@@ -107,7 +108,7 @@ ccr_status ccr_device_open_with(const ccr_device_options *o, cca_upstream **out,
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "simulated device capacity is 0");
     cca_host_options ho = {.capacity = host_capacity, .vm_granularity = vm_granularity, .vm_backing = o->vm_backing};
     cca_status hs = cca_upstream_host_create_with(&ho, out);
-    if (hs == CCA_ERR_INVALID_ARGUMENT && asked)
+    if (hs == CCA_ERR_INVALID_ARGUMENT) /* from the settings passed: a capacity, a page, a backing */
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "simulated device: %s", cca_last_error());
     if (hs != CCA_OK)
         return ccr_fail(CCR_ERR_DEVICE, "cannot create the simulated device: %s", cca_last_error());

@@ -385,6 +385,16 @@ if(TARGET ccbench_core)
       "mkdir -p '${d}' && cd '${d}' && '$<TARGET_FILE:ccrun>' --device host --save ./-a.safetensors mlp:64x64:relu >/dev/null && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 'no model woken' 'unknown option|failed' - switch --device host --rounds 1 --out '${d}/out' -- -a.safetensors mlp:64x64:gelu")
     set_tests_properties(ccbench_switch_dash_model PROPERTIES LABELS cpu TIMEOUT 60)
   endif()
+  # switch with CCALLOC_TRACE set: the ccrun processes it times record no
+  # trace, and it says so once. Each child truncated the one file in turn,
+  # so only the last one's trace survived (and a trace's cost was in the
+  # times); a file of the user's is left as it was
+  if(TARGET ccrun)
+    set(d ${ccb_cli_dir}/switch-trace)
+    add_test(NAME ccbench_switch_trace_not_passed COMMAND sh -c
+      "rm -rf '${d}' && mkdir -p '${d}' && echo kept >'${d}/t.csv' && CCALLOC_TRACE='${d}/t.csv' sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '^ccbench switch: CCALLOC_TRACE is not passed to the ccrun processes it times' '' - switch --device host --capacity 64M --rounds 1 mlp:64x64:relu mlp:64x64:gelu && test \"$(cat '${d}/t.csv')\" = kept")
+    set_tests_properties(ccbench_switch_trace_not_passed PROPERTIES LABELS cpu TIMEOUT 60)
+  endif()
   # switch: at most 16 models (a 17th is a usage error, before anything runs)
   ccb_cli(ccbench_switch_seventeen_models 2 "ccbench switch: more than 16 models" "skipped|In-process" -
     switch --device host m1 m2 m3 m4 m5 m6 m7 m8 m9 m10 m11 m12 m13 m14 m15 m16 m17)
@@ -681,6 +691,15 @@ if(TARGET ccbench_core)
   file(WRITE ${ccb_cli_dir}/exact.csv "seq,op,id,size,stream\n0,alloc,1,1048576,0\n1,free,1,1048576,0\n")
   ccb_cli(ccbench_malloc_device_sized_request 0 "\\| exact \\| malloc \\|( [^|]*\\|){9} 0 \\|" "" -
     replay -s malloc --reps 1 --device-bytes 1M ${ccb_cli_dir}/exact.csv)
+  # a row a strategy refuses says the whole reason, on stderr and in the
+  # table: the simulated device's refusal of 1 KiB ended "the least a
+  # simulated" (a 160-byte buffer per row), its last words lost
+  ccb_cli(ccbench_replay_refusal_whole 1
+    "FAILED: host upstream: CCA_ERR_INVALID_ARGUMENT: invalid argument: cca_upstream_host_create_with: capacity 1024 is below the [0-9]+-byte host page, the least a simulated device holds$"
+    "" - replay -s ccalloc-growth --reps 1 --device-bytes 1K ${ccb_cli_dir}/exact.csv)
+  ccb_cli(ccbench_replay_refusal_whole_row 1
+    "^[|] exact [|] ccalloc-growth [|] failed: host upstream: [^|]*, the least a simulated device holds [|]" "" -
+    replay -s ccalloc-growth --reps 1 --device-bytes 1K ${ccb_cli_dir}/exact.csv)
   # the driver's real costs: measured on a GPU, a labelled skip without one
   add_test(NAME ccbench_driver COMMAND ccbench driver --reps 5)
   set_tests_properties(ccbench_driver PROPERTIES LABELS cpu

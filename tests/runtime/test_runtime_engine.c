@@ -411,12 +411,30 @@ Test(runtime_engine, max_reserved_above_the_device_is_not_the_limit) {
 }
 
 /* Opening a device: a capacity of 0 and an unknown backing are the
- * caller's errors, each said as such. */
+ * caller's errors, each said as such; so is a capacity below the host
+ * page, which the simulated device refuses as it refuses 0 (it was
+ * CCR_ERR_DEVICE, a device that failed, for 1..page-1). */
 Test(runtime_engine, bad_device_options_are_refused_by_name) {
     cca_upstream *up = (cca_upstream *)&up;
     cr_expect_eq(ccr_device_open(CCR_DEVICE_HOST, 0, 0, &up, NULL), CCR_ERR_INVALID_ARGUMENT);
     cr_expect_str_eq(ccr_last_error(), "simulated device capacity is 0");
     cr_expect_null(up);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t small[] = {1, page / 2, page - 1};
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+        up = (cca_upstream *)&up;
+        char want[160];
+        snprintf(want, sizeof want,
+                 "simulated device: cca_upstream_host_create_with: capacity %zu is below the %zu-byte host page, the "
+                 "least a simulated device holds",
+                 small[i], page);
+        cr_expect_eq(ccr_device_open(CCR_DEVICE_HOST, 0, small[i], &up, NULL), CCR_ERR_INVALID_ARGUMENT,
+                     "capacity %zu: %s", small[i], ccr_last_error());
+        cr_expect_str_eq(ccr_last_error(), want);
+        cr_expect_null(up);
+    }
+    cr_expect_eq(ccr_device_open(CCR_DEVICE_HOST, 0, page, &up, NULL), CCR_OK, "%s", ccr_last_error());
+    cca_upstream_destroy(up);
     ccr_device_options o = {CCR_DEVICE_HOST, 0, 16 * MiB, 0, 7};
     cr_expect_eq(ccr_device_open_with(&o, &up, NULL), CCR_ERR_INVALID_ARGUMENT);
     cr_expect_str_eq(ccr_last_error(), "vm_backing 7 is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)");

@@ -30,7 +30,9 @@
  *   one '%', any other '%' refused: expand; a relative path made absolute
  *   against the working directory then), so a chdir or a new value of
  *   CCALLOC_TRACE never splits the trace into files; a file found empty
- *   (removed or emptied since) gets the header lines again.
+ *   (removed or emptied since) gets the header lines again. A path that
+ *   cannot be fixed (that '%', host memory short, a working directory with
+ *   no name) is a refused opening, below: never a file opened unfixed.
  * - Whole lines only: stdio would write its buffer out wherever it is
  *   full, mid-line. Each line is formatted first (put_line) and the buffer
  *   flushed before a line that would not fit (commit), so every write(2)
@@ -63,8 +65,9 @@
  *   own output, and the log's (stderr), written into the trace; the file
  *   is moved above them (F_DUPFD_CLOEXEC), and the standard descriptors
  *   stay closed.
- * - An opening refused (the open fails: no descriptor left, a directory,
- *   a FIFO nobody reads; another process's lock, below) is logged once
+ * - An opening refused (its path at the first: a '%' refused, host memory
+ *   short; the open fails: no descriptor left, a directory, a FIFO nobody
+ *   reads; another process's lock, below) is logged once
  *   and stops the recording as a failed write does (`off`): no later
  *   allocator opens the file, so a trace never reads as whole while it
  *   lacks the refused allocator's events (a gap between two sections, a
@@ -324,17 +327,24 @@ struct ccai_trace *ccai_trace_open_from_env(bool *refused) {
         said_stop(stopped);
         return NULL;
     }
-    char *expanded = NULL;
-    if (!t->f && !t->path) { /* the first opening: %p, %% */
+    char *expanded = NULL, *absolute = NULL;
+    if (!t->f && !t->path) { /* the first opening: %p, %%, the path made absolute */
         bool bad;
         expanded = expand(path, &bad);
-        if (!expanded) {
-            refuse(why, "not tracing: %s: '%s'",
-                   bad ? "a '%' other than %p (the process id) or %% (one '%') in the path" : "host memory short",
-                   path);
-            *refused = true;
+        absolute = expanded ? absolute_path(expanded) : NULL;
+        if (!absolute) { /* refused as an opening is: the recording stops for the process */
+            int e = errno;
+            t->off = t->refused = *refused = true;
+            if (bad)
+                refuse(why, "not tracing: a '%%' other than %%p (the process id) or %%%% (one '%%') in the path: '%s'",
+                       path);
+            else if (!expanded || e == ENOMEM)
+                refuse(why, "not tracing: host memory short: '%s'", path);
+            else
+                refuse(why, "not tracing: the working directory has no name (%s): '%s'", strerror(e), path);
             pthread_mutex_unlock(&trace_lock);
             ccai_log("CCALLOC_TRACE: %s", why);
+            free(expanded);
             return NULL;
         }
         path = expanded;
@@ -359,6 +369,7 @@ struct ccai_trace *ccai_trace_open_from_env(bool *refused) {
             pthread_mutex_unlock(&trace_lock);
             ccai_log("CCALLOC_TRACE: %s", why);
             free(expanded);
+            free(absolute);
             return NULL;
         }
         if (!t->f) { /* refused: the recording stops, a later section would follow a gap */
@@ -369,10 +380,11 @@ struct ccai_trace *ccai_trace_open_from_env(bool *refused) {
             pthread_mutex_unlock(&trace_lock);
             ccai_log("CCALLOC_TRACE: %s", why);
             free(expanded);
+            free(absolute);
             return NULL;
         }
-        if (!t->path) /* NULL (no memory, no working directory): the value as given next time too */
-            t->path = absolute_path(path);
+        if (!t->path)
+            t->path = absolute; /* fixed: later sections go to it */
         free(expanded);
         t->buffer = S_ISFIFO(st.st_mode) ? PIPE_BUF : sizeof trace_buffer; /* a pipe's writes whole */
         setvbuf(t->f, trace_buffer, _IOFBF, t->buffer);

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define PG ((size_t)64 * KiB)
@@ -655,15 +656,21 @@ static const fs_cfg CFG_TRACED = {"traced-domains-expandable", "log_oom:0,expand
 
 static void sweep(const fs_cfg *c) {
     char path[64] = "";
-    if (c->trace) {
-        snprintf(path, sizeof path, "/tmp/cca_fault_steps_%d.csv", (int)getpid());
-        setenv("CCALLOC_TRACE", path, 1);
-    }
     static tu_log_capture cap;
     cca_set_log_callback(tu_capture_log, &cap);
     long runs = 0;
     /* one device for every run: each leaves it empty (checked) */
     cca_upstream *dev = host_device();
+    if (c->trace) {
+        snprintf(path, sizeof path, "/tmp/cca_fault_steps_%d.csv", (int)getpid());
+        setenv("CCALLOC_TRACE", path, 1);
+        /* the first opening, before any failure: it fixes the file; one
+         * refused (host memory short) stops the recording for the process
+         * (trace_stops_when_host_memory_is_short_at_the_first_opening) */
+        cca_allocator *a = tu_allocator(dev, NULL);
+        cr_assert_eq(cca_trace_status(a), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    }
     for (int mode = 0; mode < FS_MODES; mode++) {
         bool per_kind = mode == FS_UPSTREAM || mode == FS_UPSTREAM_STICKY;
         for (int kind = 0; kind < (per_kind ? TU_FAULT_KINDS : 1); kind++)
@@ -679,6 +686,81 @@ static void sweep(const fs_cfg *c) {
         unsetenv("CCALLOC_TRACE");
     }
     cca_set_log_callback(NULL, NULL);
+}
+
+/* In a child: CCALLOC_TRACE=<dir>/t.%p.csv and the k-th host allocation of
+ * cca_create failing. 64: the failure missed the trace's first opening
+ * (no "host memory short" line); 65: nothing was injected (k is past
+ * cca_create's allocations). When it hit: the recording stops for the
+ * process, as after any refused opening: an allocator created later,
+ * CCALLOC_TRACE now naming `good`, records nothing and logs nothing, and
+ * cca_trace_status says the refusal; bits of the exit status: 1 status,
+ * 2 its message, 4 a second log line, 8 `good` created, 16 a call failed. */
+static _Noreturn void trace_short_child(long k, const char *dir, const char *good) {
+    char value[128];
+    snprintf(value, sizeof value, "%s/t.%%p.csv", dir);
+    setenv("CCALLOC_TRACE", value, 1);
+    static tu_log_capture log;
+    cca_set_log_callback(tu_capture_log, &log);
+    cca_upstream *u;
+    cca_allocator *a = NULL, *b;
+    if (cca_upstream_host_create(64 * MiB, &u) != CCA_OK)
+        _exit(16);
+    tu_malloc_arm(k, false);
+    cca_status st = cca_create(NULL, u, &a);
+    long injected = tu_malloc_disarm();
+    if (log.lines != 1 || !strstr(log.last, "host memory short"))
+        _exit(injected ? 64 : 65);
+    int rc = 0;
+    if (st == CCA_OK)
+        rc |= cca_trace_status(a) != CCA_ERR_IO;
+    setenv("CCALLOC_TRACE", good, 1);
+    void *p;
+    if (cca_create(NULL, u, &b) != CCA_OK || cca_alloc(b, 100, NULL, &p) != CCA_OK || cca_free(b, p) != CCA_OK ||
+        cca_trace_mark(b, "m") != CCA_OK)
+        _exit(16);
+    cca_clear_error();
+    rc |= cca_trace_status(b) != CCA_ERR_IO;
+    rc |= !strstr(cca_last_error(), "cca_trace_status: not tracing: host memory short") << 1;
+    if (a)
+        cca_destroy(a);
+    cca_destroy(b);
+    rc |= (log.lines != 1) << 2 | (access(good, F_OK) == 0) << 3;
+    _exit(rc);
+}
+
+/* Host memory short at the trace's first opening (expanding %p, or making
+ * the path absolute): refused, logged, and the recording stops for the
+ * process as after any refused opening (ccalloc.h, cca_trace_status). A
+ * later allocator started a trace that lacked the refused one's events,
+ * which read as the process's whole. Each k in a child of its own (the
+ * trace's state is the process's), until the failure hits the opening. */
+Test(fault_steps, trace_stops_when_host_memory_is_short_at_the_first_opening) {
+    char dir[64] = "/tmp/cca_trace_short_XXXXXX", good[96];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(good, sizeof good, "%s/good.csv", dir);
+    int hits = 0;
+    for (long k = 1; k < 200; k++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0)
+            trace_short_child(k, dir, good);
+        int status;
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status), "k=%ld: the child did not exit", k);
+        int rc = WEXITSTATUS(status);
+        if (rc == 65)
+            break;
+        if (rc == 64)
+            continue;
+        cr_assert_eq(rc, 0, "k=%ld: %d (bits: 1 status, 2 message, 4 logged again, 8 file created, 16 a call)", k, rc);
+        hits++;
+    }
+    cr_assert_gt(hits, 0, "no host allocation of cca_create was the trace's opening");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
 }
 
 Test(fault_steps, every_step_classic) { sweep(&CFG_CLASSIC); }

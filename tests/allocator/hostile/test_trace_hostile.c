@@ -771,20 +771,55 @@ Test(trace_hostile, a_percent_p_names_one_file_per_process) {
 }
 
 /* A '%' other than %p or %%: refused with the reason (a later expansion
- * would rename the file under programs that use it), nothing created. */
-Test(trace_hostile, a_percent_sequence_other_than_p_is_refused_with_the_reason) {
-    const char *tails[] = {"t.%d.csv", "t.%P.csv", "t.csv%", "%%%"};
-    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
-        char value[128];
-        snprintf(value, sizeof value, "%s/%s", dir, tails[i]);
-        tu_log_capture log = {0};
-        create_and_use(value, &log);
-        cr_assert_eq(log.lines, 1, "%s", value);
-        cr_assert(strstr(log.last, "not tracing") && strstr(log.last, "%p") && strstr(log.last, value), "%s",
-                  log.last);
-        cr_assert_eq(system("test -z \"$(ls -A \"$(dirname \"$CCALLOC_TRACE\")\")\""), 0, "%s: nothing created",
-                     value);
-    }
+ * would rename the file under programs that use it), nothing created. One
+ * value per test: the refusal stops the recording for the process. */
+static void percent_refused(const char *tail) {
+    char value[128];
+    snprintf(value, sizeof value, "%s/%s", dir, tail);
+    tu_log_capture log = {0};
+    create_and_use(value, &log);
+    cr_assert_eq(log.lines, 1, "%s", value);
+    cr_assert(strstr(log.last, "not tracing") && strstr(log.last, "%p") && strstr(log.last, value), "%s", log.last);
+    cr_assert_eq(system("test -z \"$(ls -A \"$(dirname \"$CCALLOC_TRACE\")\")\""), 0, "%s: nothing created", value);
+}
+
+Test(trace_hostile, a_percent_d_is_refused_with_the_reason) {
+    percent_refused("t.%d.csv");
+}
+Test(trace_hostile, a_capital_percent_p_is_refused_with_the_reason) {
+    percent_refused("t.%P.csv");
+}
+Test(trace_hostile, a_trailing_percent_is_refused_with_the_reason) {
+    percent_refused("t.csv%");
+}
+Test(trace_hostile, a_percent_after_a_percent_percent_is_refused_with_the_reason) {
+    percent_refused("%%%");
+}
+
+/* ...and it stops the recording for the process, as every refused
+ * opening does: an allocator created later, CCALLOC_TRACE now naming a
+ * good file, records nothing and says nothing (it started that file, a
+ * trace lacking the refused allocator's events, read as the process's
+ * whole), and cca_trace_status tells it the refusal. */
+Test(trace_hostile, a_refused_percent_stops_the_recording) {
+    char bad[128], good[128];
+    snprintf(bad, sizeof bad, "%s/t.%%d.csv", dir);
+    snprintf(good, sizeof good, "%s/good.csv", dir);
+    tu_log_capture log = {0};
+    create_and_use(bad, &log);
+    cr_assert_eq(log.lines, 1, "%s", log.last);
+    create_and_use(good, &log);
+    cr_assert_eq(log.lines, 1, "nothing more: %s", log.last);
+    struct stat st;
+    cr_assert(stat(good, &st) != 0 && errno == ENOENT, "a trace was started after the refused allocator");
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, NULL, &u, &a);
+    cr_assert_eq(cca_trace_status(a), CCA_ERR_IO);
+    cr_assert(strstr(cca_last_error(), "cca_trace_status: not tracing: a '%' other than %p") &&
+                  strstr(cca_last_error(), bad),
+              "%s", cca_last_error());
+    tu_teardown(a, u);
 }
 
 /* A value whose %p expansions make the path longer than the system takes

@@ -953,6 +953,52 @@ Test(sleep_faults, unmap_and_map, .timeout = 120) {
     sweep(TU_FAULT_UNMAP, TU_FAULT_MAP);
 }
 
+/* A host_free the upstream refuses is logged, not failed (the memory stays
+ * with it, counted in cca_upstream_stats), once per run of refusals, as a
+ * failing event_query is: every host_free refused (a lost device), the
+ * wake of a domain whose copy is in six chunks logged six lines, and each
+ * free of a sleeping domain's block that emptied a chunk one more. Now: one
+ * line for A's wake, one for B's frees while asleep. */
+Test(sleep_faults, refused_host_frees_are_logged_once_per_run) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device_backed(256 * MiB, 0, CCA_VM_PAGES);
+    cca_upstream *u = tu_faulty_create_streams(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *A, *B;
+    cr_assert_eq(cca_domain_create(a, "A", &A), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "B", &B), CCA_OK);
+    void *pa[6], *pb[6];
+    for (int i = 0; i < 6; i++) { /* each above a chunk (16 MiB): a chunk each */
+        cr_assert_eq(cca_alloc_in(a, A, 17 * MiB, NULL, &pa[i]), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_alloc_in(a, B, 17 * MiB, NULL, &pb[i]), CCA_OK, "%s", cca_last_error());
+    }
+    cr_assert_eq(cca_sleep(a, 0, NULL), CCA_OK, "%s", cca_last_error());
+    size_t host = tu_upstream_stats(inner).host_bytes_in_use;
+    cr_assert_geq(host, 12 * 17 * MiB);
+    static tu_log_capture log;
+    cca_set_log_callback(tu_capture_log, &log);
+    f.fail_at[TU_FAULT_HOST_FREE] = f.calls[TU_FAULT_HOST_FREE] + 1;
+    f.sticky[TU_FAULT_HOST_FREE] = true;
+    cr_assert_eq(cca_domain_wake(a, A, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(log.lines, 1, "the wake's six refusals: %d lines, the last: %s", log.lines, log.last);
+    cr_assert(strstr(log.last, "domain 'A': the upstream refused to take back") && strstr(log.last, "not logged"),
+              "%s", log.last);
+    for (int i = 0; i < 6; i++)
+        tu_free(a, pb[i]); /* asleep: each empties its chunk, refused */
+    cr_assert_eq(log.lines, 2, "B's six refusals: %d lines in all, the last: %s", log.lines, log.last);
+    cr_assert(strstr(log.last, "domain 'B'"), "%s", log.last);
+    cr_assert_eq(tu_upstream_stats(inner).host_bytes_in_use, host, "every chunk stays with the device");
+    cca_set_log_callback(NULL, NULL);
+    tu_faulty_faults_off(&f);
+    for (int i = 0; i < 6; i++)
+        tu_free(a, pa[i]);
+    cr_assert_eq(cca_domain_wake(a, B, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    cca_upstream_destroy(inner);
+}
+
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
 Test(sleep, release_destroy_and_cca_destroy_free_the_host_memory) {

@@ -235,8 +235,10 @@ typedef enum tu_fault_kind {
 extern const char *const tu_fault_names[TU_FAULT_KINDS];
 
 /* A tu_faulty's book: what the device holds, piece by piece (a classic
- * segment; a map, carved by partial unmaps over CCA_VM_PAGES). */
-#define TU_BOOK_MAX 4096
+ * segment; a map, carved by partial unmaps over CCA_VM_PAGES). Room for
+ * test_whole_maps_random's 32 MiB of maps of two 4 KiB pages (4,096 and
+ * more), with margin. */
+#define TU_BOOK_MAX 16384
 typedef struct tu_piece {
     uintptr_t lo, hi;
 } tu_piece;

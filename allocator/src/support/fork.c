@@ -19,7 +19,9 @@
  *   prepare  the plug's lock (plug.c: held while a device's allocator is
  *            made, so before the registry), registry_lock, each allocator's
  *            lock, each upstream's locks (its counting lock and, through
- *            its fork hooks, the simulated device's own), the trace's lock
+ *            its fork hooks, the simulated device's own, once its copy
+ *            engine's thread, if starting, is in its loop: copy_engine.c
+ *            says why), the trace's lock
  *            (the trace flushed: nothing buffered at the fork);
  *   parent   all released, in reverse;
  *   child    the same, allocator locks released as a child must

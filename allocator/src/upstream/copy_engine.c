@@ -40,8 +40,17 @@
  * - fork(): the child has no engine thread; its engine is emptied (a copy
  *   the parent had queued is not finished in the child, whose memory is a
  *   copy of the parent's at the fork) and starts a thread again if used.
+ *   The fork waits (fork.c's prepare, through the device's hook) until a
+ *   thread started has entered its loop: a thread still in its start-up
+ *   runs the C library's and the sanitizers' code, which may hold their
+ *   locks (AddressSanitizer's allocator, freeing what pthread_getattr_np
+ *   allocated, has no fork handler before GCC 14 / LLVM 18); copied held,
+ *   such a lock stays held in the child, whose own engine thread, starting
+ *   the same way, then waits on it for ever (test_copy_engine, "a fork as
+ *   the engine's thread starts"). Its loop holds none of them.
  * - Costs: a queued piece: one lock, a signal, the populate syscall; wait:
- *   one lock, sleeping until the ring is empty.
+ *   one lock, sleeping until the ring is empty; a fork just after the
+ *   thread's start: the rest of its start-up (tens of microseconds).
  */
 #include "upstream.h"
 
@@ -88,6 +97,8 @@ static void run_claimed(ccai_copy_engine *e, size_t i) {
 static void *engine_main(void *arg) {
     ccai_copy_engine *e = arg;
     pthread_mutex_lock(&e->lock);
+    e->running = true; /* its start-up over: a fork may go on (ccai_copy_engine_fork_lock) */
+    pthread_cond_broadcast(&e->done);
     for (;;) {
         size_t i;
         if (claim(e, &i))
@@ -150,7 +161,7 @@ void ccai_copy_engine_copy(ccai_copy_engine *e, void *dst, const void *src, size
         return;
     }
     if (!e->started) {
-        e->stop = false;
+        e->stop = e->running = false;
         e->started = start_thread(e);
         if (!e->started) { /* no thread: at once, in order (nothing is queued without one) */
             pthread_mutex_unlock(&e->lock);
@@ -193,15 +204,18 @@ void ccai_copy_engine_destroy(ccai_copy_engine *e) {
 }
 
 void ccai_copy_engine_fork_lock(ccai_copy_engine *e, bool lock) {
-    if (lock)
-        pthread_mutex_lock(&e->lock);
-    else
+    if (!lock) {
         pthread_mutex_unlock(&e->lock);
+        return;
+    }
+    pthread_mutex_lock(&e->lock);
+    while (e->started && !e->running) /* a thread in its start-up: wait for its loop (see above) */
+        pthread_cond_wait(&e->done, &e->lock);
 }
 
 void ccai_copy_engine_fork_child(ccai_copy_engine *e) {
     e->head = e->next = e->tail = 0;
-    e->started = e->stop = false;
+    e->started = e->stop = e->running = false;
     pthread_cond_init(&e->work, NULL); /* the parent's engine may have been waiting on them */
     pthread_cond_init(&e->done, NULL);
 }

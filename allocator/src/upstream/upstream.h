@@ -125,10 +125,12 @@ typedef struct ccai_copy_job {
 typedef struct ccai_copy_engine {
     pthread_mutex_t lock;
     pthread_cond_t work; /* the thread: a job queued, or stop         */
-    pthread_cond_t done; /* callers: a job done (room, or all done)   */
+    pthread_cond_t done; /* callers: a job done (room, or all done);
+                            a fork: the thread in its loop          */
     ccai_copy_job ring[CCAI_COPY_RING];
     size_t head, next, tail; /* [head, next) running (one at most), [next, tail) queued */
     bool started, stop;
+    bool running; /* the thread has entered its loop (its start-up over) */
     pthread_t thread;
 } ccai_copy_engine;
 
@@ -140,8 +142,9 @@ void ccai_copy_engine_copy(ccai_copy_engine *e, void *dst, const void *src, size
 void ccai_copy_engine_wait(ccai_copy_engine *e);
 /* Stop the thread (every queued copy done first). The engine is unusable after. */
 void ccai_copy_engine_destroy(ccai_copy_engine *e);
-/* fork(): lock (prepare) / unlock (parent and child, after); child: the
- * engine emptied, without a thread (the child has none), under the lock. */
+/* fork(): lock (prepare: once a thread started has entered its loop) /
+ * unlock (parent and child, after); child: the engine emptied, without a
+ * thread (the child has none), under the lock. */
 void ccai_copy_engine_fork_lock(ccai_copy_engine *e, bool lock);
 void ccai_copy_engine_fork_child(ccai_copy_engine *e);
 

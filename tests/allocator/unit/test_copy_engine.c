@@ -11,7 +11,10 @@
  *   threads   two threads copying through one device at once.
  *   fork      a child copies with the engine its parent used (its thread
  *             is not in the child); the parent's memory untouched; a fork
- *             in the middle of a copy leaves the child an idle engine.
+ *             in the middle of a copy leaves the child an idle engine; a
+ *             fork as the engine's thread starts leaves the child no lock
+ *             of that thread's start-up held (under AddressSanitizer its
+ *             allocator's: before the fix, 3 runs in 4 hung).
  *   fault     a copy into unmapped device memory kills the process (a
  *             forked child: SIGSEGV, or AddressSanitizer's exit), in the
  *             engine's thread: a use after sleep is never silent.
@@ -219,7 +222,7 @@ Test(copy_engine, a_child_copies_with_the_engine_its_parent_used) {
     dev_done(&d);
 }
 
-/* The child's step in fork_mid_copy, and its alarm: a child that hangs
+/* The child's step in fork_after_copy, and its alarm: a child that hangs
  * exits 0x40 + the step it hung in, so that the parent's message says
  * where (a wait for the parent's pieces, the copy, its wait, the destroy). */
 static volatile sig_atomic_t child_step;
@@ -229,12 +232,17 @@ static void child_alarm(int sig) {
     _exit(0x40 + child_step);
 }
 
-/* One round of the test below: a copy of h (n bytes) to d's base, not
- * waited for, then a fork; the child's engine must be idle. The child
- * has 30 s: its work takes milliseconds, and a hang is what it catches
- * (10 s once ran out on a loaded CI machine, the step unknown). */
-static void fork_mid_copy(dev *d, char *h, size_t n) {
-    copy(d, d->base, h, n, 0); /* not waited for */
+/* A fork spin_us microseconds after the caller's copy, not waited for;
+ * the child's engine must be idle, and work (it copies m bytes of h, above
+ * the inline size: its own thread started). The child has 30 s: its work
+ * takes milliseconds, and a hang is what it catches (10 s once ran out on
+ * a loaded CI machine, the step unknown). */
+static void fork_after_copy(dev *d, char *h, size_t m, unsigned spin_us) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do /* a spin, not a sleep: the engine's thread keeps to its own core */
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < (long)spin_us * 1000);
     pid_t pid = fork();
     cr_assert_geq(pid, 0, "fork failed");
     if (pid == 0) {
@@ -242,15 +250,15 @@ static void fork_mid_copy(dev *d, char *h, size_t n) {
         alarm(30);
         child_step = 1;
         int bad = cca_upstream_copy_wait(d->u) != CCA_OK;
-        pattern(h, 4 * MiB, 8);
+        pattern(h, m, 8);
         child_step = 2;
-        bad |= (cca_upstream_copy(d->u, d->base, h, 4 * MiB, 0) != CCA_OK) << 1;
+        bad |= (cca_upstream_copy(d->u, d->base, h, m, 0) != CCA_OK) << 1;
         child_step = 3;
         bad |= (cca_upstream_copy_wait(d->u) != CCA_OK) << 1;
-        for (size_t i = 0; !bad && i < 4 * MiB; i++)
+        for (size_t i = 0; !bad && i < m; i++)
             bad = (d->base[i] != (char)((i * 131u + 8) % 251u)) << 2;
         child_step = 4;
-        cca_upstream_destroy(d->u); /* joins no thread */
+        cca_upstream_destroy(d->u); /* joins the thread its copy started, not the parent's */
         _exit(bad);
     }
     int status = 0;
@@ -263,6 +271,12 @@ static void fork_mid_copy(dev *d, char *h, size_t n) {
               steps[code >= 0x41 && code <= 0x44 ? code - 0x40 : 0]);
     cr_assert_eq(code, 0, "the child failed (bits 0x%x: 1 wait, 2 copy, 4 bytes)", code);
     wait_all(d);
+}
+
+/* One round of the test below: a copy of h (n bytes) to d's base, then a fork. */
+static void fork_mid_copy(dev *d, char *h, size_t n) {
+    copy(d, d->base, h, n, 0); /* not waited for */
+    fork_after_copy(d, h, 4 * MiB, 0);
 }
 
 /* A fork while the engine's thread runs a piece of a copy: the child has
@@ -281,6 +295,32 @@ Test(copy_engine, a_fork_in_the_middle_of_a_copy_leaves_the_child_an_idle_engine
     expect_pattern(d.base, n, 7, "the parent's copy, whole");
     unhost(&d, h, n);
     dev_done(&d);
+}
+
+/* A fork just as the engine's thread starts: the first copy above the
+ * inline size, into pages already present (it returns within microseconds
+ * of pthread_create), then a fork 0 to 75 us later, so that some round
+ * forks while the new thread runs its start-up: the code of the C library
+ * and of the sanitizers before the engine's loop (AddressSanitizer's frees
+ * what pthread_getattr_np allocated, under a lock of its allocator that
+ * has no fork handler). A fork that copies such a lock held leaves it held
+ * in the child for ever, and the child's own engine thread, starting the
+ * same way, waits on it: the child hangs joining it (cca_upstream_destroy).
+ * Each round a fresh device, so a fresh thread. */
+Test(copy_engine, a_fork_as_the_engines_thread_starts_leaves_the_child_no_lock_held, .timeout = 120) {
+    const size_t n = 512 * KiB; /* above the inline size: the thread starts */
+    for (unsigned round = 0; round < 128; round++) {
+        dev d = dev_make(2 * MiB); /* the granularity */
+        char *h = host(&d, n);
+        pattern(h, n, round);
+        memset(d.base, 0, n); /* present: the copy's populate is quick */
+        fflush(NULL);
+        copy(&d, d.base, h, n, 0);
+        fork_after_copy(&d, h, n, round % 16 * 5);
+        expect_pattern(d.base, n, round, "the parent's copy");
+        unhost(&d, h, n);
+        dev_done(&d);
+    }
 }
 
 /* In a child, so that the crash is the child's whatever catches the

@@ -98,6 +98,16 @@ Test(cublas_load, the_answer_holds_for_the_process) {
     cr_assert_str_eq(again, first);
 }
 
+/* Only separators: nothing to try, and the message says so (as
+ * CCALLOC_CUDART's does), not just that nothing loaded. */
+Test(cublas_load, a_list_of_separators_names_nothing) {
+    setenv("CCALLOC_CUBLAS", "::", 1);
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_ERR_CUBLAS);
+    cr_assert(strstr(where, "CCALLOC_CUBLAS: names nothing") != NULL, "where = %s", where);
+    cr_assert_not(mapped(SONAME), "a fallback loaded cuBLAS");
+}
+
 /* The stand-in under cuBLAS's soname, opened by its path before the first
  * search, is the cuBLAS "already in the process": taken before the
  * soname's and the toolkit's. */

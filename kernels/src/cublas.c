@@ -105,7 +105,10 @@ static void load(void) {
          CCK_STR(CUBLAS_VER_MAJOR), "");
     const char *named = getenv("CCALLOC_CUBLAS");
     if (named && *named) {
+        size_t head = where_used;
         loaded = try_list(named);
+        if (!loaded && where_used == head) /* only separators: no entry was tried */
+            note("; %s%s: names nothing", "CCALLOC_CUBLAS", "");
         if (!loaded)
             note("; %s%s: nothing else is tried when it is set", "CCALLOC_CUBLAS", "");
         return;

@@ -108,6 +108,20 @@ Test(cublas_load, a_list_of_separators_names_nothing) {
     cr_assert_not(mapped(SONAME), "a fallback loaded cuBLAS");
 }
 
+/* cck.h: the search takes cuBLAS "from the cuBLAS major version the library
+ * was built with"; a named file of another major version is refused (it
+ * would bring its own CUDA runtime beside the one linked). */
+Test(cublas_load, a_named_cublas_of_another_major_version_is_refused) {
+    setenv("CCALLOC_CUBLAS", CCK_CUBLAS_DOUBLE_older, 1);
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_ERR_CUBLAS, "taken: %s", where);
+    char want[256];
+    snprintf(want, sizeof want, "%s: is cuBLAS %d, not %d", CCK_CUBLAS_DOUBLE_older, CUBLAS_VER_MAJOR - 1,
+             CUBLAS_VER_MAJOR);
+    cr_assert(strstr(where, want) != NULL, "where = %s", where);
+    cr_assert_not(mapped(CCK_CUBLAS_DOUBLE_older), "left loaded after its check");
+}
+
 /* The stand-in under cuBLAS's soname, opened by its path before the first
  * search, is the cuBLAS "already in the process": taken before the
  * soname's and the toolkit's. */

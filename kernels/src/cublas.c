@@ -8,8 +8,9 @@
  *   request answers the same way.
  * - The search, in order (the first library that has every function and
  *   is of the major version compiled against wins):
- *     1. CCALLOC_CUBLAS, when set: a ':'-separated list of files or sonames,
- *        and nothing else (a wrong name is an error, never a fallback).
+ *     1. CCALLOC_CUBLAS, when set and not empty: a ':'-separated list of
+ *        files or sonames, and nothing else (a wrong name is an error,
+ *        never a fallback).
  *     2. A cuBLAS already in the process (RTLD_NOLOAD), such as PyTorch's.
  *     3. libcublas.so.<major> by soname: LD_LIBRARY_PATH, the caller's
  *        RUNPATH, the loader's cache (a toolkit registered with ldconfig).

@@ -98,6 +98,15 @@ Test(cublas_load, the_answer_holds_for_the_process) {
     cr_assert_str_eq(again, first);
 }
 
+/* Set but empty is not a list naming nothing: the default search (cck.h). */
+Test(cublas_load, an_empty_variable_is_the_default_search) {
+    setenv("CCALLOC_CUBLAS", "", 1);
+    need_toolkit_cublas();
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_OK, "%s", where);
+    cr_assert(strstr(where, "/" SONAME) != NULL, "where = %s", where);
+}
+
 /* Only separators: nothing to try, and the message says so (as
  * CCALLOC_CUDART's does), not just that nothing loaded. */
 Test(cublas_load, a_list_of_separators_names_nothing) {

@@ -98,8 +98,8 @@ cck_status cck_cuda_context_destroy(cck_cuda_context *ctx);
  * cck_cuda_context_create that finds a GPU, or by this call. The search, in
  * order, stops at the first library that has every function the kernels
  * call, from the cuBLAS major version the library was built with:
- *   1. CCALLOC_CUBLAS when set: a ':'-separated list of files or sonames,
- *      and nothing else;
+ *   1. CCALLOC_CUBLAS when set and not empty: a ':'-separated list of
+ *      files or sonames, and nothing else (empty: the steps below);
  *   2. a cuBLAS already loaded in the process (e.g. PyTorch's);
  *   3. libcublas.so.MAJOR by soname (LD_LIBRARY_PATH, the loader's cache);
  *   4. that file in the CUDA toolkit the library was built against.

@@ -6,9 +6,11 @@
  *   request (pthread_once) and never changed or closed after; or, when no
  *   library could be loaded, the message saying why, which every later
  *   request answers the same way.
- * - The search, in order (the first library that has every function wins):
- *     1. CCALLOC_CUBLAS, when set: a ':'-separated list of files or sonames,
- *        and nothing else (a wrong name is an error, never a fallback).
+ * - The search, in order (the first library that has every function and
+ *   is of the major version compiled against wins):
+ *     1. CCALLOC_CUBLAS, when set and not empty: a ':'-separated list of
+ *        files or sonames, and nothing else (a wrong name is an error,
+ *        never a fallback).
  *     2. A cuBLAS already in the process (RTLD_NOLOAD), such as PyTorch's.
  *     3. libcublas.so.<major> by soname: LD_LIBRARY_PATH, the caller's
  *        RUNPATH, the loader's cache (a toolkit registered with ldconfig).
@@ -57,6 +59,21 @@ static int resolve(void *h, const char **missing) {
     return 1;
 }
 
+/* Is it the major version compiled against? Else its own, in major. A
+ * named file can be any cuBLAS; another major version brings its own CUDA
+ * runtime beside the one linked. */
+static int right_major(void *h, char *major, size_t size) {
+    __typeof__(&cublasGetProperty) get = NULL;
+    *(void **)&get = dlsym(h, "cublasGetProperty");
+    int v = -1;
+    if (!get || get(MAJOR_VERSION, &v) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(major, size, "%s", "of no known version");
+        return 0;
+    }
+    snprintf(major, size, "%d", v);
+    return v == CUBLAS_VER_MAJOR;
+}
+
 /* One candidate: true when the table is filled from it. RTLD_NOLOAD
  * candidates that are not loaded leave no note: not being there is normal. */
 static int try_open(const char *name, int flags) {
@@ -71,8 +88,12 @@ static int try_open(const char *name, int flags) {
         return 0;
     }
     const char *missing = NULL;
-    if (!resolve(h, &missing)) {
-        note("; %s: has no %s", name, missing);
+    char major[32] = "";
+    if (!resolve(h, &missing) || !right_major(h, major, sizeof major)) {
+        if (missing)
+            note("; %s: has no %s", name, missing);
+        else
+            note("; %s: is cuBLAS %s, not " CCK_STR(CUBLAS_VER_MAJOR), name, major);
         dlclose(h);
         memset(&table, 0, sizeof table);
         return 0;
@@ -105,7 +126,10 @@ static void load(void) {
          CCK_STR(CUBLAS_VER_MAJOR), "");
     const char *named = getenv("CCALLOC_CUBLAS");
     if (named && *named) {
+        size_t head = where_used;
         loaded = try_list(named);
+        if (!loaded && where_used == head) /* only separators: no entry was tried */
+            note("; %s%s: names nothing", "CCALLOC_CUBLAS", "");
         if (!loaded)
             note("; %s%s: nothing else is tried when it is set", "CCALLOC_CUBLAS", "");
         return;

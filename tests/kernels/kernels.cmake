@@ -21,6 +21,25 @@ if(TARGET cck)
     # where cuBLAS comes from (kernels/src/cublas.c): needs the library, not a GPU
     cca_add_test(NAME test_cublas_load SOURCES kernels/test_cublas_load.c LIBS cck ${CMAKE_DL_LIBS} LABEL cpu)
     target_compile_definitions(test_cublas_load PRIVATE CCK_CUBLAS_TOOLKIT_DIR="${CUDAToolkit_LIBRARY_DIR}")
+    # stand-ins for cuBLAS (kernels/cublas_double.c), never linked, each
+    # opened by the test by its path: the major version built against under
+    # cuBLAS's own soname, one saying it is the major version before, and a
+    # library with one function of the six
+    set(cck_double_major ${CUDAToolkit_VERSION_MAJOR})
+    set(cck_double_current_major ${cck_double_major})
+    math(EXPR cck_double_older_major "${cck_double_major} - 1")
+    set(cck_double_partial_major ${cck_double_major})
+    foreach(kind current older partial)
+      add_library(cublas_double_${kind} SHARED kernels/cublas_double.c)
+      target_include_directories(cublas_double_${kind} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+      target_compile_definitions(cublas_double_${kind} PRIVATE CCK_DOUBLE_MAJOR=${cck_double_${kind}_major})
+      target_compile_definitions(test_cublas_load
+        PRIVATE CCK_CUBLAS_DOUBLE_${kind}="$<TARGET_FILE:cublas_double_${kind}>")
+      add_dependencies(test_cublas_load cublas_double_${kind})
+    endforeach()
+    set_target_properties(cublas_double_current PROPERTIES NO_SONAME ON)
+    target_link_options(cublas_double_current PRIVATE "LINKER:-soname,libcublas.so.${cck_double_major}")
+    target_compile_definitions(cublas_double_partial PRIVATE CCK_DOUBLE_PARTIAL=1)
   endif()
   if(TARGET ccalloc_static)
     cca_add_test(NAME test_kernels_cuda SOURCES kernels/test_kernels_cuda.c LIBS cck ccalloc_static LABEL gpu)

@@ -9,6 +9,9 @@
  * - CCALLOC_CUBLAS: the first entry that loads wins; a missing file or a
  *   library without cuBLAS's functions is named with its reason, and nothing
  *   outside the list is tried (cuBLAS is then not in the process).
+ * - A cuBLAS already in the process is taken before any other, and a list
+ *   is tried in its order; a library with only some of the functions is
+ *   closed again. The stand-ins for cuBLAS are kernels/cublas_double.c.
  * - The answer holds for the process's life, whatever changes after; every
  *   thread gets the same one; a hostile list cannot overrun the message.
  */
@@ -93,6 +96,68 @@ Test(cublas_load, the_answer_holds_for_the_process) {
     unsetenv("CCALLOC_CUBLAS");
     cr_assert_eq(cck_cublas_load(&again), CCK_ERR_CUBLAS, "a later call searched again");
     cr_assert_str_eq(again, first);
+}
+
+/* Set but empty is not a list naming nothing: the default search (cck.h). */
+Test(cublas_load, an_empty_variable_is_the_default_search) {
+    setenv("CCALLOC_CUBLAS", "", 1);
+    need_toolkit_cublas();
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_OK, "%s", where);
+    cr_assert(strstr(where, "/" SONAME) != NULL, "where = %s", where);
+}
+
+/* Only separators: nothing to try, and the message says so (as
+ * CCALLOC_CUDART's does), not just that nothing loaded. */
+Test(cublas_load, a_list_of_separators_names_nothing) {
+    setenv("CCALLOC_CUBLAS", "::", 1);
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_ERR_CUBLAS);
+    cr_assert(strstr(where, "CCALLOC_CUBLAS: names nothing") != NULL, "where = %s", where);
+    cr_assert_not(mapped(SONAME), "a fallback loaded cuBLAS");
+}
+
+/* cck.h: the search takes cuBLAS "from the cuBLAS major version the library
+ * was built with"; a named file of another major version is refused (it
+ * would bring its own CUDA runtime beside the one linked). */
+Test(cublas_load, a_named_cublas_of_another_major_version_is_refused) {
+    setenv("CCALLOC_CUBLAS", CCK_CUBLAS_DOUBLE_older, 1);
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_ERR_CUBLAS, "taken: %s", where);
+    char want[256];
+    snprintf(want, sizeof want, "%s: is cuBLAS %d, not %d", CCK_CUBLAS_DOUBLE_older, CUBLAS_VER_MAJOR - 1,
+             CUBLAS_VER_MAJOR);
+    cr_assert(strstr(where, want) != NULL, "where = %s", where);
+    cr_assert_not(mapped(CCK_CUBLAS_DOUBLE_older), "left loaded after its check");
+}
+
+/* The stand-in under cuBLAS's soname, opened by its path before the first
+ * search, is the cuBLAS "already in the process": taken before the
+ * soname's and the toolkit's. */
+Test(cublas_load, a_cublas_already_in_the_process_is_taken_first) {
+    unsetenv("CCALLOC_CUBLAS");
+    void *h = dlopen(CCK_CUBLAS_DOUBLE_current, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(h, "%s", dlerror());
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_OK, "%s", where);
+    cr_assert_str_eq(where, CCK_CUBLAS_DOUBLE_current);
+}
+
+/* Two entries that both load: the first is taken, whichever it is. */
+Test(cublas_load, a_list_is_tried_in_its_order) {
+    need_toolkit_cublas();
+    setenv("CCALLOC_CUBLAS", CCK_CUBLAS_DOUBLE_current ":" SONAME, 1);
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_OK, "%s", where);
+    cr_assert_str_eq(where, CCK_CUBLAS_DOUBLE_current);
+}
+
+Test(cublas_load, a_library_with_some_of_the_functions_is_named_and_closed) {
+    setenv("CCALLOC_CUBLAS", CCK_CUBLAS_DOUBLE_partial, 1);
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_ERR_CUBLAS);
+    cr_assert(strstr(where, CCK_CUBLAS_DOUBLE_partial ": has no cublasDestroy_v2") != NULL, "where = %s", where);
+    cr_assert_not(mapped(CCK_CUBLAS_DOUBLE_partial), "left loaded after its check");
 }
 
 static void *load_in_thread(void *arg) {

@@ -121,9 +121,10 @@ static int try_list(const char *list) {
 }
 
 static void load(void) {
-    note("no cuBLAS %s could be loaded (install the CUDA toolkit's cuBLAS, or pip install nvidia-cublas, or name a "
-         "libcublas.so in CCALLOC_CUBLAS)",
-         CCK_STR(CUBLAS_VER_MAJOR), "");
+    note("no cuBLAS %s could be loaded (install the CUDA toolkit's cuBLAS where the loader looks: ldconfig or "
+         "LD_LIBRARY_PATH; or name a libcublas.so.%s in CCALLOC_CUBLAS, such as the one pip install nvidia-cublas puts "
+         "under site-packages/nvidia/)",
+         CCK_STR(CUBLAS_VER_MAJOR), CCK_STR(CUBLAS_VER_MAJOR));
     const char *named = getenv("CCALLOC_CUBLAS");
     if (named && *named) {
         size_t head = where_used;

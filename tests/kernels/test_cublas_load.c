@@ -71,6 +71,9 @@ Test(cublas_load, a_missing_named_file_is_an_error_and_nothing_else_is_tried) {
     cr_assert(strstr(where, "No such file") != NULL, "the loader's reason: %s", where);
     cr_assert(strstr(where, "nothing else is tried") != NULL, "where = %s", where);
     cr_assert(strstr(where, "install") != NULL, "what to install: %s", where);
+    /* a pip wheel's cuBLAS is in no place the search looks: the message says to name it */
+    cr_assert(strstr(where, "name a " SONAME " in CCALLOC_CUBLAS") != NULL, "where = %s", where);
+    cr_assert(strstr(where, "site-packages/nvidia/") != NULL, "where = %s", where);
     cr_assert_not(mapped(SONAME), "a fallback loaded cuBLAS");
 }
 

@@ -22,7 +22,9 @@
  *            its fork hooks, the simulated device's own, once its copy
  *            engine's thread, if starting, is in its loop: copy_engine.c
  *            says why), the trace's lock
- *            (the trace flushed: nothing buffered at the fork);
+ *            (the trace flushed: nothing buffered at the fork), and last
+ *            the copy engines' stopping lock, once no engine's thread is
+ *            exiting (its device already off the list: copy_engine.c);
  *   parent   all released, in reverse;
  *   child    the same, allocator locks released as a child must
  *            (ccai_mutex_unlock_in_child: the parent's sleepers are not in
@@ -70,12 +72,14 @@ static void prepare(void) {
     for (ccai_fork_link *l = upstreams; l; l = l->next)
         ccai_upstream_fork_lock(UPSTREAM(l));
     ccai_trace_fork_lock(true);
+    ccai_copy_engine_fork_exits(true, false); /* last: a destroy under any lock above is done by now */
 }
 
 /* In reverse: the trace's, the upstreams', the allocators', the registry's,
  * the plug's (none of them is taken while another of them is held, so the
  * order of the releases matters only to readers). */
 static void release(bool child) {
+    ccai_copy_engine_fork_exits(false, child);
     if (child)
         ccai_trace_fork_child();
     ccai_trace_fork_lock(false);

@@ -47,10 +47,19 @@
  *   allocated, has no fork handler before GCC 14 / LLVM 18); copied held,
  *   such a lock stays held in the child, whose own engine thread, starting
  *   the same way, then waits on it for ever (test_copy_engine, "a fork as
- *   the engine's thread starts"). Its loop holds none of them.
+ *   the engine's thread starts"). Its loop holds none of them. Its exit
+ *   runs the same code (AddressSanitizer gives the thread's allocator
+ *   cache back under its allocator's locks), and its device is off fork.c's
+ *   list by then (cca_upstream_destroy), so the engines being stopped are
+ *   counted process-wide (`stopping`, under stopping_lock, from the stop
+ *   to the join's return) and the fork waits until none is, holding that
+ *   lock last (ccai_copy_engine_fork_exits): a destroy starting meanwhile
+ *   waits for the fork ("a fork as another thread's engine thread starts
+ *   or exits").
  * - Costs: a queued piece: one lock, a signal, the populate syscall; wait:
  *   one lock, sleeping until the ring is empty; a fork just after the
- *   thread's start: the rest of its start-up (tens of microseconds).
+ *   thread's start or during a destroy: the rest of its start-up or exit
+ *   (tens of microseconds); a destroy: one more lock, twice.
  */
 #include "upstream.h"
 
@@ -66,6 +75,11 @@
 
 #define CCAI_COPY_INLINE (256u << 10)
 #define CCAI_COPY_PIECE ((size_t)4 << 20) /* a queued copy's unit: two huge pages */
+
+/* Engine threads stopped but not yet joined, process-wide (see above). */
+static pthread_mutex_t stopping_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stopped = PTHREAD_COND_INITIALIZER;
+static size_t stopping;
 
 void ccai_copy_engine_init(ccai_copy_engine *e) {
     memset(e, 0, sizeof *e);
@@ -191,6 +205,9 @@ void ccai_copy_engine_wait(ccai_copy_engine *e) {
 }
 
 void ccai_copy_engine_destroy(ccai_copy_engine *e) {
+    pthread_mutex_lock(&stopping_lock); /* before the stop: a fork from now on waits for the join */
+    stopping++;
+    pthread_mutex_unlock(&stopping_lock);
     pthread_mutex_lock(&e->lock);
     bool started = e->started;
     e->stop = true;
@@ -198,6 +215,10 @@ void ccai_copy_engine_destroy(ccai_copy_engine *e) {
     pthread_mutex_unlock(&e->lock);
     if (started)
         pthread_join(e->thread, NULL);
+    pthread_mutex_lock(&stopping_lock); /* its thread gone, exit and all */
+    if (--stopping == 0)
+        pthread_cond_broadcast(&stopped);
+    pthread_mutex_unlock(&stopping_lock);
     pthread_cond_destroy(&e->done);
     pthread_cond_destroy(&e->work);
     pthread_mutex_destroy(&e->lock);
@@ -211,6 +232,18 @@ void ccai_copy_engine_fork_lock(ccai_copy_engine *e, bool lock) {
     pthread_mutex_lock(&e->lock);
     while (e->started && !e->running) /* a thread in its start-up: wait for its loop (see above) */
         pthread_cond_wait(&e->done, &e->lock);
+}
+
+void ccai_copy_engine_fork_exits(bool lock, bool child) {
+    if (!lock) {
+        if (child) /* no other thread in the child: the parent's waiters are not there */
+            pthread_cond_init(&stopped, NULL);
+        pthread_mutex_unlock(&stopping_lock);
+        return;
+    }
+    pthread_mutex_lock(&stopping_lock);
+    while (stopping) /* an engine's thread exiting: wait for its join (see above) */
+        pthread_cond_wait(&stopped, &stopping_lock);
 }
 
 void ccai_copy_engine_fork_child(ccai_copy_engine *e) {

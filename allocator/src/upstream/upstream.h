@@ -147,5 +147,9 @@ void ccai_copy_engine_destroy(ccai_copy_engine *e);
  * thread (the child has none), under the lock. */
 void ccai_copy_engine_fork_lock(ccai_copy_engine *e, bool lock);
 void ccai_copy_engine_fork_child(ccai_copy_engine *e);
+/* fork.c's handler, last of prepare (lock: once no engine's thread is
+ * being stopped, every engine's, destroyed devices' included) and first
+ * after it (unlock; child: in the child). */
+void ccai_copy_engine_fork_exits(bool lock, bool child);
 
 #endif /* CCA_UPSTREAM_H */

@@ -95,7 +95,7 @@ static int measure_whole(size_t page, int reps, const ccb_driver_row *rows, ccb_
         size_t k = 0;
         while (k < NSIZES && sizes[k] != wrows[i].bytes)
             k++;
-        char mwhy[256];
+        char mwhy[CCB_WHY_MAX];
         if (k < NSIZES)
             mrows[i] = rows[k];
         else if (wrows[i].unfit || ccb_driver_measure(wrows[i].bytes, reps, &mrows[i], mwhy, sizeof mwhy) != 0)
@@ -109,7 +109,7 @@ int ccb_cmd_driver(ccb_options *o) {
     ccb_driver_row rows[NSIZES];
     ccb_driver_vm_row vrows[NPAGES * NSIZES];
     size_t nv = 0;
-    char why[256] = "", vwhy[512] = "";
+    char why[CCB_WHY_MAX] = "", vwhy[CCB_WHY_MAX] = "";
     if (o->out && ccb_mkdir_p(o->out))
         return 1; /* said and counted: before anything runs, a skip included */
     for (size_t i = 0; i < NSIZES; i++) {
@@ -137,7 +137,7 @@ int ccb_cmd_driver(ccb_options *o) {
     }
     ccb_driver_vm_row wrows[NWHOLE];
     ccb_driver_row mrows[NWHOLE];
-    char wwhy[512] = "";
+    char wwhy[CCB_WHY_MAX] = "";
     if (tables & CCB_DRIVER_WHOLE_MAPS) {
         wrc = measure_whole(o->vm_granularity, reps, rows, wrows, &nw, mrows, wwhy, sizeof wwhy);
         if (wrc < 0)

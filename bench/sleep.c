@@ -428,7 +428,7 @@ static int fresh_copy(sleep_setup *s, const void *host, size_t live, double *ms)
     cca_status w = cca_upstream_copy_wait(s->u);
     *ms = (double)(ccb_now_ns() - t0) / 1e6;
     st = st != CCA_OK ? st : w;
-    char why[256] = "";
+    char why[CCB_WHY_MAX] = "";
     if (st != CCA_OK) /* said below, after the unmap and release have set theirs */
         snprintf(why, sizeof why, "%s", cca_last_error());
     cca_status um = cca_upstream_vm_unmap(s->u, base, len); /* refused if the map was: nothing to unmap */
@@ -488,7 +488,7 @@ static int host_chunks(sleep_setup *s, int cuda, double *ms, double *reg_ms, int
             len[n++] = bytes;
     }
     *ms = (double)(ccb_now_ns() - t0) / 1e6;
-    char why[256] = "";
+    char why[CCB_WHY_MAX] = "";
     if (st != CCA_OK)
         snprintf(why, sizeof why, "%s", cca_last_error());
     size_t chunks = n;
@@ -496,7 +496,7 @@ static int host_chunks(sleep_setup *s, int cuda, double *ms, double *reg_ms, int
         cca_upstream_host_free(s->u, host[n], len[n]);
     free(host);
     *reg_ms = -1;
-    char reg_why[256] = "";
+    char reg_why[CCB_WHY_MAX] = "";
     if (st == CCA_OK && cuda && !*reg_failed && ccb_host_register_ms(len, chunks, reg_ms, reg_why, sizeof reg_why)) {
         fprintf(stderr, "ccbench sleep: host memory by cudaHostRegister (its column left out): %s\n", reg_why);
         *reg_failed = 1;
@@ -697,7 +697,7 @@ int ccb_cmd_sleep_on(int argc, char **argv, const char *command_line, cca_upstre
     if (so.out && ccb_mkdir_p(so.out))
         return 1; /* said and counted: before anything runs, a skip included */
     sleep_row rows[MAX_SIZES] = {0};
-    char devname[128] = "", why[512] = "";
+    char devname[128] = "", why[CCB_WHY_MAX] = "";
     for (size_t i = 0; i < so.nsizes && rc == 0; i++) {
         rows[i].size = so.sizes[i];
         for (int t = 0; t < NT; t++)

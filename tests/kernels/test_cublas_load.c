@@ -12,6 +12,8 @@
  * - A cuBLAS already in the process is taken before any other, and a list
  *   is tried in its order; a library with only some of the functions is
  *   closed again. The stand-ins for cuBLAS are kernels/cublas_double.c.
+ * - The soname step comes before the toolkit directory: a process started
+ *   with LD_LIBRARY_PATH on a stand-in named libcublas.so.MAJOR takes it.
  * - The answer holds for the process's life, whatever changes after; every
  *   thread gets the same one; a hostile list cannot overrun the message.
  */
@@ -21,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <cublas_api.h>
@@ -200,4 +204,45 @@ Test(cublas_load, a_hostile_list_cannot_overrun_the_message) {
     cr_assert_eq(cck_cublas_load(&where), CCK_ERR_CUBLAS);
     cr_assert(strlen(where) < 4096, "message of %zu bytes", strlen(where));
     cr_assert(strstr(where, "/nonexistent/dir/lib0.so: ") != NULL, "where = %.200s", where);
+}
+
+/* Run in a process of its own, started by the next test with LD_LIBRARY_PATH
+ * set (the loader reads it only at start); skipped in the plain run. */
+Test(cublas_load, soname_step_child) {
+    const char *dir = getenv("CCK_TEST_SONAME_DIR");
+    if (!dir)
+        cr_skip_test("run by the_soname_step_comes_before_the_toolkit_directory");
+    unsetenv("CCALLOC_CUBLAS");
+    const char *where = NULL;
+    cr_assert_eq(cck_cublas_load(&where), CCK_OK, "%s", where);
+    char want[4096];
+    snprintf(want, sizeof want, "%s/%s", dir, SONAME);
+    cr_assert_str_eq(where, want, "the stand-in on LD_LIBRARY_PATH was not taken by its soname");
+}
+
+Test(cublas_load, the_soname_step_comes_before_the_toolkit_directory) {
+    char dir[] = "/tmp/cck_soname_XXXXXX", link[4096];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(link, sizeof link, "%s/%s", dir, SONAME);
+    cr_assert_eq(symlink(CCK_CUBLAS_DOUBLE_current, link), 0);
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert_gt(n, 0);
+    self[n] = '\0';
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        /* a clean environment: nothing of this Criterion run's reaches the new one */
+        char e1[4200], e2[4200];
+        snprintf(e1, sizeof e1, "CCK_TEST_SONAME_DIR=%s", dir);
+        snprintf(e2, sizeof e2, "LD_LIBRARY_PATH=%s", dir);
+        char *const env[] = {e1, e2, NULL};
+        execle(self, self, "--filter=cublas_load/soname_step_child", "--jobs=1", "--short-filename", (char *)NULL, env);
+        _exit(127);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    unlink(link);
+    rmdir(dir);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child run failed (status %#x)", status);
 }

@@ -195,38 +195,62 @@ uint64_t tu_rand(uint64_t *state) {
     return ccai_splitmix64_next(state);
 }
 
-static unsigned char pattern_at(uint64_t seed, size_t i) {
-    return (unsigned char)((seed * 31 + i * 7 + (i >> 8)) ^ (seed >> 13));
+/* The pattern: the bytes of a block filled with `seed` are, 8 at a time,
+ * pattern_word(seed, k) for k = 0, 1, ... as the host stores a uint64_t, so
+ * an aligned block is filled and checked a word at a time (a byte at a
+ * time, the fill took a third of test_random's time under ASan) and a byte
+ * anywhere reads the same whichever way it is reached. */
+static uint64_t pattern_word(uint64_t seed, size_t k) {
+    return ccai_splitmix64_at(seed, (uint64_t)k + 1);
 }
 
-/* Offsets written: all of a small block, else head, tail and one per page. */
+static unsigned char pattern_byte(uint64_t seed, size_t i) {
+    uint64_t w = pattern_word(seed, i / 8);
+    unsigned char bytes[8];
+    memcpy(bytes, &w, sizeof bytes);
+    return bytes[i % 8];
+}
+
+typedef uint64_t __attribute__((may_alias)) tu_word;
+
+/* Bytes [from, to) of the block at b: words where b + i is aligned. */
+static bool visit_range(unsigned char *b, size_t from, size_t to, uint64_t seed, bool write) {
+    size_t i = from;
+    bool words = (uintptr_t)b % 8 == 0;
+    while (i < to) {
+        if (words && i % 8 == 0 && to - i >= 8) {
+            tu_word *w = (tu_word *)(b + i);
+            uint64_t want = pattern_word(seed, i / 8);
+            if (write)
+                *w = want;
+            else if (*w != want)
+                return false;
+            i += 8;
+            continue;
+        }
+        if (write)
+            b[i] = pattern_byte(seed, i);
+        else if (b[i] != pattern_byte(seed, i))
+            return false;
+        i++;
+    }
+    return true;
+}
+
+/* Offsets visited: all of a small block, else head, tail and one word per page. */
 #define FULL_FILL (64 * KiB)
 #define EDGE (256)
 
 static bool visit(void *p, size_t size, uint64_t seed, bool write) {
     unsigned char *b = p;
-    if (size <= FULL_FILL) {
-        for (size_t i = 0; i < size; i++) {
-            if (write)
-                b[i] = pattern_at(seed, i);
-            else if (b[i] != pattern_at(seed, i))
-                return false;
-        }
-        return true;
-    }
-    for (size_t i = 0; i < size;) {
-        if (write)
-            b[i] = pattern_at(seed, i);
-        else if (b[i] != pattern_at(seed, i))
+    if (size <= FULL_FILL)
+        return visit_range(b, 0, size, seed, write);
+    if (!visit_range(b, 0, EDGE, seed, write))
+        return false;
+    for (size_t i = EDGE; i + 8 <= size - EDGE; i += 4096)
+        if (!visit_range(b, i, i + 8, seed, write))
             return false;
-        if (i < EDGE || i >= size - EDGE)
-            i++;
-        else if (i + 4096 < size - EDGE)
-            i += 4096;
-        else
-            i = size - EDGE;
-    }
-    return true;
+    return visit_range(b, size - EDGE, size, seed, write);
 }
 
 void tu_fill(void *p, size_t size, uint64_t seed) {

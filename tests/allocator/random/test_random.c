@@ -210,3 +210,35 @@ Test(random, rng_is_splitmix64) {
         }
     }
 }
+
+/* The fill every suite checks blocks with (tests/support): a check passes
+ * only with the seed that filled, and fails on a changed byte anywhere it
+ * looks, whether the block is aligned (a word at a time) or not (a byte at
+ * a time), and the two ways write the same bytes. */
+Test(random, the_fill_finds_a_changed_byte_where_it_looks) {
+    enum { ROOM = 3 * MiB };
+    unsigned char *buf = malloc(ROOM), *copy = malloc(ROOM);
+    cr_assert(buf && copy);
+    const size_t sizes[] = {1, 7, 8, 9, 255, 4099, 64 * KiB, 64 * KiB + 1, 2 * MiB + 5};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (size_t off = 0; off < 4; off += 3) { /* 0: words; 3: bytes */
+            size_t n = sizes[k];
+            unsigned char *p = buf + off;
+            memset(buf, 0, n + off);
+            tu_fill(p, n, 77 + k);
+            cr_assert(tu_check_fill(p, n, 77 + k), "%zu bytes at offset %zu", n, off);
+            cr_assert_not(tu_check_fill(p, n, 78 + k), "%zu bytes: another seed's check passed", n);
+            unsigned char *moved = copy + (off ? 0 : 5); /* the other way reads the same bytes */
+            memcpy(moved, p, n);
+            cr_assert(tu_check_fill(moved, n, 77 + k), "%zu bytes: moved from offset %zu", n, off);
+            /* the first and last byte, and for a large block the word it reads in its second page */
+            size_t at[3] = {0, n - 1, n > 64 * KiB ? 256 + 4096 + 3 : n / 2};
+            for (int j = 0; j < 3; j++) {
+                p[at[j]] ^= 0x10;
+                cr_assert_not(tu_check_fill(p, n, 77 + k), "%zu bytes at %zu: byte %zu changed, unseen", n, off, at[j]);
+                p[at[j]] ^= 0x10;
+            }
+            cr_assert(tu_check_fill(p, n, 77 + k));
+        }
+    free(buf), free(copy);
+}

@@ -43,6 +43,12 @@
  * moment, within its cap (budget.c): a file of short alloc lines reaches
  * 1 GiB at about 16 million allocs and is refused at that line.
  *
+ * Reading, a function per step: read_one_line (a comment kept, a column
+ * header opening a section, else an event), parse_event (the fields, the
+ * numbers, the domain named), read_event (by op: read_alloc, read_free,
+ * read_phase, read_domain_op). A step returns 0, FAILED (the line's
+ * message) or STOP (the load's budget spent: said once, after the loop).
+ *
  * Errors name the line: a free of an id that is not live, a free whose size
  * differs from its alloc's, an alloc reusing a live id, a bad field, a mark
  * name out of its alphabet, live bytes that would overflow 64 bits, a domain
@@ -297,6 +303,12 @@ static int idmap_grow(idmap *m) {
 
 /* ---- reading --------------------------------------------------------------- */
 
+/* What a step of the reader returns: 0 go on; FAILED the line is refused,
+ * its message in err (fail() returns it); STOP the load's budget is spent,
+ * said once after the loop (spent). */
+#define FAILED (-1)
+#define STOP 1
+
 static int fail(char *err, size_t len, const char *fmt, ...) {
     if (err && len) {
         va_list ap;
@@ -304,7 +316,7 @@ static int fail(char *err, size_t len, const char *fmt, ...) {
         vsnprintf(err, len, fmt, ap);
         va_end(ap);
     }
-    return -1;
+    return FAILED;
 }
 
 /* Plain decimal, the whole field: no sign, no space, no base prefix. */
@@ -352,6 +364,12 @@ static int split_fields(char *line, char **field, int max) {
  * was allocated with (so a free is checked with its own line named), the
  * running sums analysis checks again, and the section's domain numbers. */
 typedef struct reader {
+    ccb_trace *t;                 /* what the file adds to                  */
+    char *err;                    /* the message of a refused line          */
+    size_t errlen;
+    idmap m;                      /* (section, id) -> slot                  */
+    uint64_t section;             /* the column headers seen, less one      */
+    int in_section, version;      /* version: the section's header, 1-3     */
     uint64_t *slot_size;
     uint8_t *slot_stream;
     uint16_t *slot_domain;
@@ -361,6 +379,19 @@ typedef struct reader {
     uint16_t *section_domain;     /* section-local number -> global number  */
     size_t section_domains;       /* declared in this section, 0 included   */
 } reader;
+
+/* One event line, its fields parsed (parse_event). */
+typedef struct event_line {
+    size_t lineno;
+    const char *op;
+    const char *name;             /* a mark's or a domain's name field      */
+    uint64_t id, size, stream, dom;
+    uint64_t key;                 /* (section << 44 | id) + 1               */
+    int gdom;                     /* dom in the file's numbering (the ops
+                                     that name a domain), else 0           */
+    int is_domain_op;
+} event_line;
+
 
 #define READER_SLOT (sizeof(uint64_t) + sizeof(uint8_t) + sizeof(uint16_t)) /* bytes per slot */
 /* The line buffer and the domain tables: allocated whole, counted whole. */
@@ -418,6 +449,198 @@ static int local_domain(const reader *r, uint64_t d) {
     return d < r->section_domains ? r->section_domain[d] : -1;
 }
 
+/* alloc: a new slot for (section, id), which must not be live. */
+static int read_alloc(reader *rd, const event_line *e) {
+    ccb_trace *t = rd->t;
+    uint32_t *slot = idmap_find(&rd->m, e->key, 0);
+    if (slot && *slot != UINT32_MAX)
+        return fail(rd->err, rd->errlen, "line %zu: alloc of id %" PRIu64 " which is already live", e->lineno, e->id);
+    if (t->slots >= UINT32_MAX - 1)
+        return fail(rd->err, rd->errlen, "line %zu: more than 2^32 allocations", e->lineno);
+    if (t->slots >= rd->slot_cap && reader_grow(rd, t->slots + 1, t->budget) != 0)
+        return STOP; /* t may already hold allocs */
+    uint64_t r = (e->size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+    if (rd->live_rounded > UINT64_MAX - r || (uint64_t)SIZE_MAX < rd->live_rounded + r)
+        return fail(rd->err, rd->errlen, "line %zu: live bytes overflow 64 bits", e->lineno);
+    rd->live_rounded += r;
+    rd->slot_size[t->slots] = e->size;
+    rd->slot_stream[t->slots] = (uint8_t)e->stream;
+    rd->slot_domain[t->slots] = (uint16_t)e->gdom;
+    rd->domain_live[e->gdom]++;
+    uint32_t *entry = idmap_find(&rd->m, e->key, 1);
+    if (!entry)
+        return STOP;
+    *entry = ccb_trace_alloc_in(t, e->size, (unsigned)e->stream, (unsigned)e->gdom);
+    return 0;
+}
+
+/* free: of a live id, with its alloc's size, stream and domain. */
+static int read_free(reader *rd, const event_line *e) {
+    uint32_t *slot = idmap_find(&rd->m, e->key, 0);
+    if (!slot || *slot == UINT32_MAX)
+        return fail(rd->err, rd->errlen, "line %zu: free of id %" PRIu64 " which is not live", e->lineno, e->id);
+    if (e->size != rd->slot_size[*slot] || e->stream != rd->slot_stream[*slot])
+        return fail(rd->err, rd->errlen,
+                    "line %zu: free of id %" PRIu64 " with size %" PRIu64 " on stream %" PRIu64
+                    ", allocated with %" PRIu64 " on stream %u",
+                    e->lineno, e->id, e->size, e->stream, rd->slot_size[*slot], (unsigned)rd->slot_stream[*slot]);
+    if (e->gdom != rd->slot_domain[*slot])
+        return fail(rd->err, rd->errlen,
+                    "line %zu: free of id %" PRIu64 " in domain %" PRIu64 ", allocated in another", e->lineno, e->id,
+                    e->dom);
+    rd->live_rounded -= (e->size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+    rd->domain_live[e->gdom]--;
+    push(rd->t, (ccb_event){.size = e->size, .slot = *slot, .op = CCB_FREE, .stream = (uint8_t)e->stream,
+                            .domain = (uint16_t)e->gdom});
+    *slot = UINT32_MAX; /* ids are never reused by the recorder, but tolerate it */
+    return 0;
+}
+
+/* mark, empty_cache, trim (v2 and v3 sections): no id, stream or domain. */
+static int read_phase(reader *rd, const event_line *e) {
+    int is_trim = strcmp(e->op, "trim") == 0, is_mark = strcmp(e->op, "mark") == 0;
+    if (e->id != 0 || e->stream != 0 || e->dom != 0 || (!is_trim && e->size != 0))
+        return fail(rd->err, rd->errlen, "line %zu: %s takes id 0, stream 0%s%s", e->lineno, e->op,
+                    rd->version == 3 ? ", domain 0" : "", is_trim ? "" : " and size 0");
+    if (is_mark && ccb_trace_mark(rd->t, e->name) != 0)
+        return fail(rd->err, rd->errlen,
+                    "line %zu: mark name must be 1..%d printable ASCII characters, no comma or quote", e->lineno,
+                    CCB_MARK_MAX);
+    if (is_trim)
+        ccb_trace_trim(rd->t, e->size);
+    else if (!is_mark)
+        ccb_trace_empty_cache(rd->t);
+    return 0;
+}
+
+/* domain (declares the section's next one), domain_reserve, domain_release (v3). */
+static int read_domain_op(reader *rd, const event_line *e) {
+    int is_reserve = strcmp(e->op, "domain_reserve") == 0;
+    if (e->id != 0 || e->stream != 0 || (is_reserve ? e->size == 0 : e->size != 0))
+        return fail(rd->err, rd->errlen, "line %zu: %s takes id 0, stream 0 and %s", e->lineno, e->op,
+                    is_reserve ? "a size of 1 byte or more" : "size 0");
+    if (!strcmp(e->op, "domain")) {
+        if (e->dom != rd->section_domains)
+            return fail(rd->err, rd->errlen, "line %zu: domain %" PRIu64 " declared out of order (next is %zu)",
+                        e->lineno, e->dom, rd->section_domains);
+        if (!ccb_domain_name_ok(e->name))
+            return fail(rd->err, rd->errlen,
+                        "line %zu: a domain name is 1..%d printable ASCII characters, no comma, quote or backslash",
+                        e->lineno, CCB_DOMAIN_NAME_MAX);
+        int n = ccb_trace_domain(rd->t, e->name);
+        if (n < 0)
+            return fail(rd->err, rd->errlen, "line %zu: more than %d domains in the file", e->lineno,
+                        CCB_MAX_DOMAINS - 1);
+        rd->section_domain[rd->section_domains++] = (uint16_t)n;
+    } else if (is_reserve) {
+        ccb_trace_domain_reserve(rd->t, (unsigned)e->gdom, e->size);
+    } else {
+        if (rd->domain_live[e->gdom])
+            return fail(rd->err, rd->errlen, "line %zu: release of domain %" PRIu64 " (%s) with %" PRIu64 " live blocks",
+                        e->lineno, e->dom, ccb_domain_name(rd->t, (unsigned)e->gdom), rd->domain_live[e->gdom]);
+        ccb_trace_domain_release(rd->t, (unsigned)e->gdom);
+    }
+    return 0;
+}
+
+/* An event line's fields: their count for the section's version and op,
+ * the numbers, and the domain it names (declared in this section). */
+static int parse_event(reader *rd, char *line, size_t lineno, event_line *e) {
+    int version = rd->version;
+    char *field[8] = {NULL}; /* split_fields sets the first nf; NULL keeps gcc -O3's may-be-uninitialized quiet */
+    int nf = split_fields(line, field, 8); /* 8: one too many, to be named */
+    /* nf < 0: 8+ fields, all set */
+    int named = (nf >= 2 || nf < 0) && (!strcmp(field[1], "mark") || (version == 3 && !strcmp(field[1], "domain")));
+    int want = (version == 3 ? 6 : 5) + named;
+    if (nf != want)
+        return fail(rd->err, rd->errlen, "line %zu: expected %d fields seq,op,id,size,stream%s%s", lineno, want,
+                    version == 3 ? ",domain" : "", named ? ",name" : "");
+    if (rd->section >= CCAI_TRACE_MAX_SECTIONS)
+        return fail(rd->err, rd->errlen, "line %zu: more than 2^19 sections (column header lines)", lineno);
+    uint64_t seq; /* the order of lines is the order of events */
+    *e = (event_line){.lineno = lineno, .op = field[1], .name = named ? field[want - 1] : NULL};
+    if (parse_u64(field[0], &seq) || parse_u64(field[2], &e->id) || parse_u64(field[3], &e->size) ||
+        parse_u64(field[4], &e->stream) || e->stream > CCAI_TRACE_MAX_STREAM || e->id > CCAI_TRACE_MAX_ID ||
+        e->size > CCB_SIZE_MAX || (version == 3 && (parse_u64(field[5], &e->dom) || e->dom >= CCB_MAX_DOMAINS)))
+        return fail(rd->err, rd->errlen,
+                    "line %zu: bad number (seq, id < 2^44, size <= 2^60, stream < 256, domain < %d)", lineno,
+                    CCB_MAX_DOMAINS);
+    _Static_assert(CCAI_TRACE_MAX_ID < (1ull << 44) && CCAI_TRACE_MAX_SECTIONS <= (1ull << 19),
+                   "a key (section << 44 | id) + 1 fits 64 bits");
+    e->key = ((rd->section << 44) | e->id) + 1;
+    const char *op = e->op;
+    e->is_domain_op =
+        version == 3 && (!strcmp(op, "domain") || !strcmp(op, "domain_release") || !strcmp(op, "domain_reserve"));
+    /* the ops whose domain field names a domain (the others require 0) */
+    int names_domain = !strcmp(op, "alloc") || !strcmp(op, "free") || (e->is_domain_op && strcmp(op, "domain"));
+    e->gdom = names_domain ? local_domain(rd, e->dom) : 0;
+    if (e->gdom < 0)
+        return fail(rd->err, rd->errlen, "line %zu: domain %" PRIu64 " is not declared in this section", lineno,
+                    e->dom);
+    return 0;
+}
+
+/* One event, by its op (those of the section's version). */
+static int read_event(reader *rd, const event_line *e) {
+    const char *op = e->op;
+    if (!strcmp(op, "alloc"))
+        return read_alloc(rd, e);
+    if (!strcmp(op, "free"))
+        return read_free(rd, e);
+    if (rd->version >= 2 && (!strcmp(op, "mark") || !strcmp(op, "empty_cache") || !strcmp(op, "trim")))
+        return read_phase(rd, e);
+    if (e->is_domain_op)
+        return read_domain_op(rd, e);
+    return fail(rd->err, rd->errlen, "line %zu: op '%.32s' is not one of %s", e->lineno, op,
+                rd->version == 3   ? "alloc, free, mark, empty_cache, trim, domain, domain_release, domain_reserve"
+                : rd->version == 2 ? "alloc, free, mark, empty_cache, trim (a v2 section)"
+                                   : "alloc, free (a v1 section)");
+}
+
+/* The column header's version: 1-3, or 0 when the line is not one. */
+static int header_version(const char *line) {
+    return !strcmp(line, "seq,op,id,size,stream")                 ? 1
+           : !strcmp(line, "seq,op,id,size,stream,name")          ? 2
+           : !strcmp(line, "seq,op,id,size,stream,domain,name") ? 3
+                                                                  : 0;
+}
+
+/* One line of len bytes (its end included): a comment kept, a column
+ * header opening a section, an event. */
+static int read_one_line(reader *rd, char *line, size_t len, size_t lineno) {
+    if (memchr(line, '\0', len))
+        return fail(rd->err, rd->errlen, "line %zu: NUL byte", lineno);
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        line[--len] = '\0';
+    if (len == 0)
+        return 0;
+    if (line[0] == '#') {
+        const char *c = line + 1;
+        while (*c == ' ')
+            c++;
+        /* the format line is written back by ccb_trace_write, not kept */
+        if (strcmp(c, "ccalloc trace v1") != 0 && strcmp(c, "ccalloc trace v2") != 0 &&
+            strcmp(c, "ccalloc trace v3") != 0)
+            ccb_trace_comment(rd->t, "%s", c);
+        return 0;
+    }
+    int hdr = header_version(line);
+    if (hdr) {
+        rd->section += rd->in_section; /* the first header opens section 0 */
+        rd->in_section = 1;
+        rd->version = hdr;
+        rd->section_domains = 1; /* a section's domain 0 is the default domain */
+        rd->section_domain[0] = 0;
+        return 0;
+    }
+    if (!rd->in_section)
+        return fail(rd->err, rd->errlen,
+                    "line %zu: an event before the column header seq,op,id,size,stream[,domain][,name]", lineno);
+    event_line e;
+    int st = parse_event(rd, line, lineno, &e);
+    return st ? st : read_event(rd, &e);
+}
+
 int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     if (!hash_key) {
         struct timespec ts;
@@ -426,205 +649,23 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
     }
     int taken = ccb_budget_take(t->budget, READER_FIXED) == 0; /* given back by reader_free */
     char *line = taken ? malloc(CCB_LINE_MAX + 1) : NULL;
-    size_t lineno = 0;
-    uint64_t section = 0;
-    int in_section = 0, version = 0;
-    idmap m = {.b = t->budget};
-    reader rd = {0};
+    reader rd = {.t = t, .err = err, .errlen = errlen, .m = {.b = t->budget}};
     /* domains numbered so far by t itself (t may already hold some) */
     rd.domain_live = taken ? calloc(CCB_MAX_DOMAINS + 1, sizeof *rd.domain_live) : NULL;
     rd.section_domain = taken ? calloc(CCB_MAX_DOMAINS + 1, sizeof *rd.section_domain) : NULL;
     int rc = 0;
-    size_t len;
-    int got;
     if (!taken)
         rc = budget_fail(t, err, errlen, "line 1");
     else if (!line || !rd.domain_live || !rd.section_domain)
         rc = fail(err, errlen, "out of host memory");
+    size_t lineno = 0, len;
+    int got;
     while (rc == 0 && !spent(t) && (got = read_line(f, line, CCB_LINE_MAX + 1, &len)) != 0) {
         lineno++;
-        if (got < 0) {
-            rc = fail(err, errlen, "line %zu: too long (a line holds at most %d bytes)", lineno, CCB_LINE_MAX);
-            break;
-        }
-        if (memchr(line, '\0', len)) {
-            rc = fail(err, errlen, "line %zu: NUL byte", lineno);
-            break;
-        }
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = '\0';
-        if (len == 0)
-            continue;
-        if (line[0] == '#') {
-            const char *c = line + 1;
-            while (*c == ' ')
-                c++;
-            /* the format line is written back by ccb_trace_write, not kept */
-            if (strcmp(c, "ccalloc trace v1") != 0 && strcmp(c, "ccalloc trace v2") != 0 &&
-                strcmp(c, "ccalloc trace v3") != 0)
-                ccb_trace_comment(t, "%s", c);
-            continue;
-        }
-        int hdr = !strcmp(line, "seq,op,id,size,stream")                 ? 1
-                  : !strcmp(line, "seq,op,id,size,stream,name")          ? 2
-                  : !strcmp(line, "seq,op,id,size,stream,domain,name") ? 3
-                                                                         : 0;
-        if (hdr) {
-            section += in_section; /* the first header opens section 0 */
-            in_section = 1;
-            version = hdr;
-            rd.section_domains = 1; /* a section's domain 0 is the default domain */
-            rd.section_domain[0] = 0;
-            continue;
-        }
-        if (!in_section) {
-            rc = fail(err, errlen, "line %zu: an event before the column header seq,op,id,size,stream[,domain][,name]",
-                      lineno);
-            break;
-        }
-        char *field[8] = {NULL}; /* split_fields sets the first nf; NULL keeps gcc -O3's may-be-uninitialized quiet */
-        int nf = split_fields(line, field, 8); /* 8: one too many, to be named */
-        /* nf < 0: 8+ fields, all set */
-        int named = (nf >= 2 || nf < 0) && (!strcmp(field[1], "mark") || (version == 3 && !strcmp(field[1], "domain")));
-        int want = (version == 3 ? 6 : 5) + named;
-        if (nf != want) {
-            rc = fail(err, errlen, "line %zu: expected %d fields seq,op,id,size,stream%s%s", lineno, want,
-                      version == 3 ? ",domain" : "", named ? ",name" : "");
-            break;
-        }
-        uint64_t seq, id, size, stream, dom = 0;
-        if (section >= CCAI_TRACE_MAX_SECTIONS) {
-            rc = fail(err, errlen, "line %zu: more than 2^19 sections (column header lines)", lineno);
-            break;
-        }
-        if (parse_u64(field[0], &seq) || parse_u64(field[2], &id) || parse_u64(field[3], &size) ||
-            parse_u64(field[4], &stream) || stream > CCAI_TRACE_MAX_STREAM || id > CCAI_TRACE_MAX_ID ||
-            size > CCB_SIZE_MAX || (version == 3 && (parse_u64(field[5], &dom) || dom >= CCB_MAX_DOMAINS))) {
-            rc = fail(err, errlen, "line %zu: bad number (seq, id < 2^44, size <= 2^60, stream < 256, domain < %d)",
-                      lineno, CCB_MAX_DOMAINS);
-            break;
-        }
-        (void)seq; /* order of lines is the order of events */
-        _Static_assert(CCAI_TRACE_MAX_ID < (1ull << 44) && CCAI_TRACE_MAX_SECTIONS <= (1ull << 19),
-                       "a key (section << 44 | id) + 1 fits 64 bits");
-        uint64_t key = ((section << 44) | id) + 1;
-        const char *op = field[1];
-        int is_domain_op = version == 3 && (!strcmp(op, "domain") || !strcmp(op, "domain_release") ||
-                                            !strcmp(op, "domain_reserve"));
-        /* the ops whose domain field names a domain (the others require 0) */
-        int names_domain = !strcmp(op, "alloc") || !strcmp(op, "free") || (is_domain_op && strcmp(op, "domain"));
-        int gdom = names_domain ? local_domain(&rd, dom) : 0;
-        if (gdom < 0) {
-            rc = fail(err, errlen, "line %zu: domain %" PRIu64 " is not declared in this section", lineno, dom);
-            break;
-        }
-        if (strcmp(op, "alloc") == 0) {
-            uint32_t *slot = idmap_find(&m, key, 0);
-            if (slot && *slot != UINT32_MAX) {
-                rc = fail(err, errlen, "line %zu: alloc of id %" PRIu64 " which is already live", lineno, id);
-                break;
-            }
-            if (t->slots >= UINT32_MAX - 1) {
-                rc = fail(err, errlen, "line %zu: more than 2^32 allocations", lineno);
-                break;
-            }
-            if (t->slots >= rd.slot_cap && reader_grow(&rd, t->slots + 1, t->budget) != 0)
-                break; /* t may already hold allocs; spent: said below */
-            uint64_t r = (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
-            if (rd.live_rounded > UINT64_MAX - r || (uint64_t)SIZE_MAX < rd.live_rounded + r) {
-                rc = fail(err, errlen, "line %zu: live bytes overflow 64 bits", lineno);
-                break;
-            }
-            rd.live_rounded += r;
-            rd.slot_size[t->slots] = size;
-            rd.slot_stream[t->slots] = (uint8_t)stream;
-            rd.slot_domain[t->slots] = (uint16_t)gdom;
-            rd.domain_live[gdom]++;
-            uint32_t *entry = idmap_find(&m, key, 1);
-            if (!entry)
-                break; /* spent: said below */
-            *entry = ccb_trace_alloc_in(t, size, (unsigned)stream, (unsigned)gdom);
-        } else if (strcmp(op, "free") == 0) {
-            uint32_t *slot = idmap_find(&m, key, 0);
-            if (!slot || *slot == UINT32_MAX) {
-                rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " which is not live", lineno, id);
-                break;
-            }
-            if (size != rd.slot_size[*slot] || stream != rd.slot_stream[*slot]) {
-                rc = fail(err, errlen,
-                          "line %zu: free of id %" PRIu64 " with size %" PRIu64 " on stream %" PRIu64
-                          ", allocated with %" PRIu64 " on stream %u",
-                          lineno, id, size, stream, rd.slot_size[*slot], (unsigned)rd.slot_stream[*slot]);
-                break;
-            }
-            if (gdom != rd.slot_domain[*slot]) {
-                rc = fail(err, errlen, "line %zu: free of id %" PRIu64 " in domain %" PRIu64 ", allocated in another",
-                          lineno, id, dom);
-                break;
-            }
-            rd.live_rounded -= (size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
-            rd.domain_live[gdom]--;
-            push(t, (ccb_event){.size = size, .slot = *slot, .op = CCB_FREE, .stream = (uint8_t)stream,
-                                .domain = (uint16_t)gdom});
-            *slot = UINT32_MAX; /* ids are never reused by the recorder, but tolerate it */
-        } else if (version >= 2 && (!strcmp(op, "mark") || !strcmp(op, "empty_cache") || !strcmp(op, "trim"))) {
-            int is_trim = strcmp(op, "trim") == 0, is_mark = strcmp(op, "mark") == 0;
-            if (id != 0 || stream != 0 || dom != 0 || (!is_trim && size != 0)) {
-                rc = fail(err, errlen, "line %zu: %s takes id 0, stream 0%s%s", lineno, op,
-                          version == 3 ? ", domain 0" : "", is_trim ? "" : " and size 0");
-                break;
-            }
-            if (is_mark && ccb_trace_mark(t, field[version == 3 ? 6 : 5]) != 0) {
-                rc = fail(err, errlen,
-                          "line %zu: mark name must be 1..%d printable ASCII characters, no comma or quote", lineno,
-                          CCB_MARK_MAX);
-                break;
-            }
-            if (is_trim)
-                ccb_trace_trim(t, size);
-            else if (!is_mark)
-                ccb_trace_empty_cache(t);
-        } else if (is_domain_op) {
-            int is_reserve = strcmp(op, "domain_reserve") == 0;
-            if (id != 0 || stream != 0 || (is_reserve ? size == 0 : size != 0)) {
-                rc = fail(err, errlen, "line %zu: %s takes id 0, stream 0 and %s", lineno, op,
-                          is_reserve ? "a size of 1 byte or more" : "size 0");
-                break;
-            }
-            if (!strcmp(op, "domain")) {
-                if (dom != rd.section_domains) {
-                    rc = fail(err, errlen, "line %zu: domain %" PRIu64 " declared out of order (next is %zu)", lineno,
-                              dom, rd.section_domains);
-                    break;
-                }
-                if (!ccb_domain_name_ok(field[6])) {
-                    rc = fail(err, errlen,
-                              "line %zu: a domain name is 1..%d printable ASCII characters, no comma, quote or "
-                              "backslash",
-                              lineno, CCB_DOMAIN_NAME_MAX);
-                    break;
-                }
-                int n = ccb_trace_domain(t, field[6]);
-                if (n < 0) {
-                    rc = fail(err, errlen, "line %zu: more than %d domains in the file", lineno, CCB_MAX_DOMAINS - 1);
-                    break;
-                }
-                rd.section_domain[rd.section_domains++] = (uint16_t)n;
-            } else if (is_reserve) {
-                ccb_trace_domain_reserve(t, (unsigned)gdom, size);
-            } else {
-                if (rd.domain_live[gdom]) {
-                    rc = fail(err, errlen, "line %zu: release of domain %" PRIu64 " (%s) with %" PRIu64 " live blocks",
-                              lineno, dom, ccb_domain_name(t, (unsigned)gdom), rd.domain_live[gdom]);
-                    break;
-                }
-                ccb_trace_domain_release(t, (unsigned)gdom);
-            }
-        } else {
-            rc = fail(err, errlen, "line %zu: op '%.32s' is not one of %s", lineno, op,
-                      version == 3   ? "alloc, free, mark, empty_cache, trim, domain, domain_release, domain_reserve"
-                      : version == 2 ? "alloc, free, mark, empty_cache, trim (a v2 section)"
-                                     : "alloc, free (a v1 section)");
+        int st = got < 0 ? fail(err, errlen, "line %zu: too long (a line holds at most %d bytes)", lineno, CCB_LINE_MAX)
+                         : read_one_line(&rd, line, len, lineno);
+        if (st) {
+            rc = st == STOP ? 0 : st; /* STOP: said below */
             break;
         }
     }
@@ -634,9 +675,9 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
         rc = budget_fail(t, err, errlen, where);
     }
     free(line);
-    free(m.keys);
-    free(m.slots);
-    ccb_budget_give(t->budget, m.cap * IDMAP_ENTRY);
+    free(rd.m.keys);
+    free(rd.m.slots);
+    ccb_budget_give(t->budget, rd.m.cap * IDMAP_ENTRY);
     if (taken)
         reader_free(&rd, t->budget);
     if (rc == 0 && ferror(f))

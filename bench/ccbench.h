@@ -628,23 +628,25 @@ int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size
 /* Reports (report.c)                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* cell.c: one cell of a table. Markdown: bytes (cca_format_bytes), a figure
+ * with printf format f, upstream calls "a+f", each "—" when unknown. CSV:
+ * the value and its ',' (an unknown one: the ',' alone); a text quoted
+ * (quotes doubled) always, or by ccb_csv_field only when it holds a comma,
+ * quote or line break, no separator. ccb_known: a double is a figure
+ * (finite, not negative). A result is reported when it ran whole (neither
+ * skipped nor failed). */
+int ccb_known(double v);
 void ccb_format_bytes(size_t b, char *buf, size_t len);
-/* One CSV field, quoted (quotes doubled) only when it holds a comma, quote or
- * line break, so plain names stay as they were. No separator written. */
-void ccb_csv_field(FILE *f, const char *s);
-/* report.c's cells, shared by the writers of other files (iterations.c).
- * Markdown: a figure with printf format f, or "—" when unknown (not finite,
- * or negative); upstream calls "a+f", "—" when unknown (UINT64_MAX). CSV:
- * the value and its ',' (an unknown one: the ',' alone); a text always
- * quoted (quotes doubled), no separator. A cell is reported when it ran
- * whole (neither skipped nor failed). */
 void ccb_fmt_num(double v, const char *f, char *buf, size_t len);
 void ccb_fmt_calls(uint64_t a, uint64_t f, char *buf, size_t len);
 void ccb_csv_size(FILE *f, size_t v);
 void ccb_csv_u64(FILE *f, uint64_t v);
 void ccb_csv_double(FILE *f, double v, const char *fmt);
 void ccb_csv_quoted(FILE *f, const char *s);
+void ccb_csv_field(FILE *f, const char *s);
 int ccb_result_reported(const ccb_result *x);
+
+/* report.c */
 void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);
 /* iterations.c: the first iteration and the later ones apart (--iterations

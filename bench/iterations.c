@@ -18,7 +18,7 @@
  *   columns (scripts read them by position: bench/scripts/identity.sh), and
  *   a run without --iterations writes exactly what it wrote before.
  *   results.md/.csv of such a run hold the whole run's figures.
- * - Unknown figures: "—" in markdown, an empty CSV field (report.c's rule);
+ * - Unknown figures: "—" in markdown, an empty CSV field (cell.c's rule);
  *   a skipped or failed cell keeps its row and says why.
  */
 #include "ccbench.h"

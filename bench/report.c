@@ -7,7 +7,8 @@
  * Units: bytes in the CSV (exact, for plots and diffs), binary units in the
  * markdown (readable). An unknown value (a figure a strategy cannot know, or
  * one the trace gives nothing to measure: any NaN, infinity or negative
- * double) is an empty CSV field and "—" in markdown, never "nan" or "inf";
+ * double) is an empty CSV field and "—" in markdown, never "nan" or "inf"
+ * (cell.c, whose cells every table here is made of);
  * README.md says what "—" stands for; a skipped or failed cell keeps its row
  * and says why. (ratios.dat and the timeline CSVs are gnuplot's input: NaN
  * there is gnuplot's missing value, as their header lines say.)
@@ -71,39 +72,6 @@ const char *ccb_default_traces_dir(void) {
     return CCB_TRACES_DIR;
 }
 
-/* cca_format_bytes, plus "—" for a figure a strategy cannot report. */
-void ccb_format_bytes(size_t b, char *buf, size_t len) {
-    if (b == CCB_UNKNOWN)
-        snprintf(buf, len, "—");
-    else
-        cca_format_bytes(b, buf, len);
-}
-
-/* A cell whose figures are reported: it ran, every pass of it (a skipped or
- * failed one has its reason in the results instead, and nothing elsewhere). */
-int ccb_result_reported(const ccb_result *x) {
-    return !x->skipped && !x->failed;
-}
-
-/* A figure, or "—" when it is unknown (not finite, or negative). */
-static int known(double v) {
-    return isfinite(v) && v >= 0;
-}
-
-void ccb_fmt_num(double v, const char *f, char *buf, size_t len) {
-    if (!known(v))
-        snprintf(buf, len, "—");
-    else
-        snprintf(buf, len, f, v);
-}
-
-void ccb_fmt_calls(uint64_t a, uint64_t f, char *buf, size_t len) {
-    if (a == UINT64_MAX)
-        snprintf(buf, len, "—");
-    else
-        snprintf(buf, len, "%llu+%llu", (unsigned long long)a, (unsigned long long)f);
-}
-
 static const char *driver_label(const ccb_result *x) {
     return x->driver == CCB_DRIVER_REAL ? " (real)" : "";
 }
@@ -128,7 +96,7 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         ccb_fmt_num(x->p99_ns, "%.0f", p99, sizeof p99);
         ccb_fmt_num(x->total_ms, "%.2f", tot, sizeof tot);
         ccb_fmt_num(x->driver_total_ms, "%.2f", drv, sizeof drv);
-        if (known(x->driver_total_ms))
+        if (ccb_known(x->driver_total_ms))
             strncat(drv, driver_label(x), sizeof drv - strlen(drv) - 1);
         ccb_format_bytes(x->peak_reserved, pr, sizeof pr);
         ccb_fmt_num(x->ratio_requested, "%.3f", rlb, sizeof rlb);
@@ -304,46 +272,6 @@ int ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
                    (unsigned long long)t[i].domain_releases) == EOF;
     }
     return bad ? -1 : 0;
-}
-
-void ccb_csv_size(FILE *f, size_t v) {
-    if (v == CCB_UNKNOWN)
-        fputc(',', f);
-    else
-        fprintf(f, "%zu,", v);
-}
-
-void ccb_csv_u64(FILE *f, uint64_t v) {
-    if (v == UINT64_MAX)
-        fputc(',', f);
-    else
-        fprintf(f, "%llu,", (unsigned long long)v);
-}
-
-void ccb_csv_double(FILE *f, double v, const char *fmt) {
-    if (!known(v))
-        fputc(',', f);
-    else {
-        fprintf(f, fmt, v);
-        fputc(',', f);
-    }
-}
-
-void ccb_csv_quoted(FILE *f, const char *s) { /* quoted, quotes doubled */
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-void ccb_csv_field(FILE *f, const char *s) {
-    if (s && strpbrk(s, ",\"\r\n"))
-        ccb_csv_quoted(f, s);
-    else if (s)
-        fputs(s, f);
 }
 
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n) {

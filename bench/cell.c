@@ -1,0 +1,92 @@
+/*
+ * cell.c — one cell of a table, as every writer of ccbench prints it
+ * (report.c's tables, iterations.c's, micro and driver): a figure for a
+ * person (markdown) or for a plot (CSV).
+ *
+ * - Unknown: a figure a strategy cannot know, or one the trace gives
+ *   nothing to measure (a double that is NaN, infinite or negative; a byte
+ *   count CCB_UNKNOWN; a call count UINT64_MAX) is "—" in markdown and an
+ *   empty field in CSV, never "nan" or "inf".
+ * - CSV: a number is written with its ',' (an unknown one: the ',' alone);
+ *   a text field is quoted (quotes doubled) only when it holds a comma, a
+ *   quote or a line break, so plain names stay as they are.
+ */
+#include "ccbench.h"
+
+#include <ccalloc.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* cca_format_bytes, plus "—" for a figure a strategy cannot report. */
+void ccb_format_bytes(size_t b, char *buf, size_t len) {
+    if (b == CCB_UNKNOWN)
+        snprintf(buf, len, "—");
+    else
+        cca_format_bytes(b, buf, len);
+}
+
+/* A cell whose figures are reported: it ran, every pass of it (a skipped or
+ * failed one has its reason in the results instead, and nothing elsewhere). */
+int ccb_result_reported(const ccb_result *x) {
+    return !x->skipped && !x->failed;
+}
+
+int ccb_known(double v) {
+    return isfinite(v) && v >= 0;
+}
+
+void ccb_fmt_num(double v, const char *f, char *buf, size_t len) {
+    if (!ccb_known(v))
+        snprintf(buf, len, "—");
+    else
+        snprintf(buf, len, f, v);
+}
+
+void ccb_fmt_calls(uint64_t a, uint64_t f, char *buf, size_t len) {
+    if (a == UINT64_MAX)
+        snprintf(buf, len, "—");
+    else
+        snprintf(buf, len, "%llu+%llu", (unsigned long long)a, (unsigned long long)f);
+}
+
+void ccb_csv_size(FILE *f, size_t v) {
+    if (v == CCB_UNKNOWN)
+        fputc(',', f);
+    else
+        fprintf(f, "%zu,", v);
+}
+
+void ccb_csv_u64(FILE *f, uint64_t v) {
+    if (v == UINT64_MAX)
+        fputc(',', f);
+    else
+        fprintf(f, "%llu,", (unsigned long long)v);
+}
+
+void ccb_csv_double(FILE *f, double v, const char *fmt) {
+    if (!ccb_known(v))
+        fputc(',', f);
+    else {
+        fprintf(f, fmt, v);
+        fputc(',', f);
+    }
+}
+
+void ccb_csv_quoted(FILE *f, const char *s) { /* quoted, quotes doubled */
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void ccb_csv_field(FILE *f, const char *s) {
+    if (s && strpbrk(s, ",\"\r\n"))
+        ccb_csv_quoted(f, s);
+    else if (s)
+        fputs(s, f);
+}

@@ -19,7 +19,9 @@
  * layer too many, and the natural order of layer keys have their cases.
  */
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "test_runtime_util.h"
@@ -119,6 +121,30 @@ Test(runtime_loader, fifo_or_device_as_model_path_is_refused_at_once, .timeout =
     cr_expect_eq(ccr_model_load(e, "/dev/zero", &m), CCR_ERR_IO, "%s", ccr_last_error());
     cr_expect(strstr(ccr_last_error(), "/dev/zero: not a regular file (a character device)") != NULL, "%s",
               ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A Unix socket as the model path: open(2) answers ENXIO, which would say
+ * "cannot open: No such device or address"; it is refused like the FIFO
+ * and the device, as a file that is not a model file (docs/engine.md). */
+Test(runtime_loader, a_socket_as_model_path_is_refused_as_not_a_file) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "/tmp/ccr-sock-%ld", (long)getpid());
+    unlink(sa.sun_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0, "bind %s", sa.sun_path);
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m = (ccr_model *)1;
+    ccr_status st = ccr_model_load(e, sa.sun_path, &m);
+    char want[160];
+    snprintf(want, sizeof want, "%s: not a regular file (a socket), not a model file", sa.sun_path);
+    cr_expect_eq(st, CCR_ERR_IO, "%s", ccr_last_error());
+    cr_expect_null(m);
+    cr_expect_str_eq(ccr_last_error(), want);
+    close(fd);
+    unlink(sa.sun_path);
     cr_expect_eq(live_bytes(e), 0);
     ccr_engine_destroy(e);
 }

@@ -448,13 +448,19 @@ static const char *file_kind(mode_t mode) {
  * ccr_st_open (which says "is a directory"); anything else that is not a
  * regular file (FIFO, character or block device, socket) is refused here —
  * a safetensors file is read with seeks, which a pipe cannot do, and a
- * device is no model file. A regular file is made blocking again and read
+ * device is no model file. A socket fails open(2) itself (ENXIO): stat
+ * names it the same way. A regular file is made blocking again and read
  * exactly as with fopen. */
 static ccr_status open_model_file(const char *path, FILE **out) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return ccr_fail(CCR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) {
+        int err = errno;
+        struct stat sb;
+        if (err == ENXIO && stat(path, &sb) == 0 && S_ISSOCK(sb.st_mode)) /* a socket cannot be opened at all */
+            return ccr_fail(CCR_ERR_IO, "%s: not a regular file (%s), not a model file", path, file_kind(sb.st_mode));
+        return ccr_fail(CCR_ERR_IO, "%s: cannot open: %s", path, strerror(err));
+    }
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int err = errno;

@@ -159,6 +159,21 @@ if(TARGET ccbench_core)
   # ... but a "--help" that is an option's value, or an operand after "--", is not one
   ccb_cli(ccbench_help_as_a_value 2 "unknown strategy '--help'" "^usage:" - replay -s --help gen:uniform)
   ccb_cli(ccbench_help_operand_after_dashes 2 "cannot open '--help'" "^usage:" - info -- --help)
+  # usage errors no other test reaches: each names its option or limit, exit 2, before any work
+  ccb_cli(ccbench_replay_needs_a_trace 2 "^ccbench replay: name at least one trace [(]file or gen:NAME[)]$" "" - replay)
+  ccb_cli(ccbench_bad_reps 2 "^ccbench: --reps '0' is not a count in 1[.][.]1000 " "" - replay --reps 0 gen:uniform)
+  ccb_cli(ccbench_bad_pairs 2 "^ccbench: --pairs '0' is not a count in 1[.][.]2\\^32 " "" - micro -s malloc --pairs 0)
+  ccb_cli(ccbench_flag_takes_no_value 2 "^ccbench: option '--quick=1' takes no value " "" - replay --quick=1 gen:uniform)
+  set(ccb_many "")
+  foreach(i RANGE 32)
+    list(APPEND ccb_many -s malloc)
+  endforeach()
+  ccb_cli(ccbench_at_most_32_strategies 2 "^ccbench: more than 32 strategies " "" - replay ${ccb_many} gen:uniform)
+  set(ccb_many "")
+  foreach(i RANGE 64)
+    list(APPEND ccb_many gen:uniform)
+  endforeach()
+  ccb_cli(ccbench_at_most_64_traces 2 "^ccbench: more than 64 traces " "" - info ${ccb_many})
   ccb_cli(ccbench_latency_without_unit_is_us 2 "--upstream-latency '1000001' is not a duration" "" -
     gen uniform --scale 0.05 -o /dev/null --upstream-latency 1000001)
   ccb_cli(ccbench_latency_at_most_a_second 0 "" "not a duration" -

@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -687,6 +688,33 @@ Test(kernels_cuda_api, bad_arguments_are_caught_before_the_device) {
     cr_assert_eq(cck_copy_to_device(NULL, y, x, 4), bad);
     cr_assert_eq(cck_copy_to_host(NULL, y, x, 4), bad);
     cr_assert_eq(cck_cuda_synchronize(NULL), bad);
+}
+
+/* After the context come the kernels' int range and empty copies, still
+ * before the device (cuda_api.c's order): a context that is not NULL and
+ * is never touched, and pointers that are never dereferenced, must get
+ * CCK_ERR_UNSUPPORTED for a dimension past the int range, and CCK_OK for a
+ * copy of 0 bytes, with or without a GPU. */
+Test(kernels_cuda_api, the_int_range_and_empty_copies_come_before_the_device) {
+    cck_cuda_context *ctx = (cck_cuda_context *)(uintptr_t)0x1000; /* never dereferenced */
+    float *x = (float *)(uintptr_t)0x10000;
+    float *far = (float *)((uintptr_t)1 << 44); /* past every range below */
+    const size_t past = (size_t)INT_MAX - CCK_MAX_BLOCK + 1;
+    /* softmax: the version's own default block (0), then the int range */
+    cr_assert_eq(cck_softmax_cuda_version(ctx, 3, 0, x, x, past, 1), CCK_ERR_UNSUPPORTED);
+    cr_assert_eq(cck_softmax_cuda_version(ctx, 1, 96, x, x, 1, past), CCK_ERR_UNSUPPORTED);
+    cr_assert_eq(cck_softmax_cuda(ctx, x, x, past, 1), CCK_ERR_UNSUPPORTED); /* the dispatch table says so */
+    cr_assert_eq(cck_softmax_cuda(ctx, x, x, 1, past), CCK_ERR_UNSUPPORTED);
+    /* dense: cuBLAS's int dimensions */
+    const size_t big = (size_t)INT_MAX + 1;
+    cr_assert_eq(cck_dense_cuda(ctx, x, x, NULL, far, big, 1, 1, CCK_ACT_NONE), CCK_ERR_UNSUPPORTED);
+    cr_assert_eq(cck_dense_cuda(ctx, x, x, NULL, far, 1, big, 1, CCK_ACT_NONE), CCK_ERR_UNSUPPORTED);
+    cr_assert_eq(cck_dense_cuda(ctx, x, x, NULL, far, 1, 1, big, CCK_ACT_NONE), CCK_ERR_UNSUPPORTED);
+    /* a copy of nothing is done at once, NULL pointers included */
+    cr_assert_eq(cck_copy_to_device(ctx, x, far, 0), CCK_OK);
+    cr_assert_eq(cck_copy_to_host(ctx, NULL, NULL, 0), CCK_OK);
+    cr_assert_eq(cck_copy_to_device(ctx, NULL, far, 4), CCK_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cck_copy_to_host(ctx, x, NULL, 4), CCK_ERR_INVALID_ARGUMENT);
 }
 
 /* ---- the dense layer under an address-space limit --------------------- */

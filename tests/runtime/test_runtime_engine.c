@@ -266,6 +266,47 @@ Test(runtime_engine, spec_strings) {
     ccr_engine_destroy(e);
 }
 
+/* acts= naming fewer activations than layers says how many of each;
+ * ccr_arch_format refuses every buffer shorter than the canonical spec and
+ * its NUL (CCR_ERR_INVALID_ARGUMENT), for each of its forms. */
+Test(runtime_engine, acts_counts_and_short_format_buffers_are_refused) {
+    ccr_arch a;
+    cr_expect_eq(ccr_arch_parse("mlp:4x4x4:acts=relu", &a), CCR_ERR_SPEC);
+    cr_expect_str_eq(ccr_last_error(), "spec 'mlp:4x4x4:acts=relu': acts= lists 1 activations for 2 layers");
+    static const char *const specs[] = {"mlp:784x4096x4096x10:relu:softmax", "mlp:8x4x2:acts=gelu/relu:nobias",
+                                        "mlp:5x7:none:nosoftmax"};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        char want[128], buf[128];
+        cr_assert_eq(ccr_arch_parse(specs[i], &a), CCR_OK, "%s", ccr_last_error());
+        cr_assert_eq(ccr_arch_format(&a, want, sizeof want), CCR_OK);
+        size_t n = strlen(want);
+        for (size_t len = 1; len <= n; len++) {
+            cr_expect_eq(ccr_arch_format(&a, buf, len), CCR_ERR_INVALID_ARGUMENT, "%s in %zu bytes", want, len);
+            char msg[64];
+            snprintf(msg, sizeof msg, "spec buffer of %zu bytes too short", len);
+            cr_expect_str_eq(ccr_last_error(), msg);
+        }
+        cr_expect_eq(ccr_arch_format(&a, buf, n + 1), CCR_OK, "%s in %zu bytes", want, n + 1);
+        cr_expect_str_eq(buf, want);
+    }
+}
+
+/* Each device name ccrun's --device takes, and nothing else. */
+Test(runtime_engine, device_names_parse) {
+    ccr_device_kind k = CCR_DEVICE_HOST;
+    cr_expect_eq(ccr_device_parse("auto", &k), CCR_OK);
+    cr_expect_eq(k, CCR_DEVICE_AUTO);
+    cr_expect_eq(ccr_device_parse("cuda", &k), CCR_OK);
+    cr_expect_eq(k, CCR_DEVICE_CUDA);
+    cr_expect_eq(ccr_device_parse("host", &k), CCR_OK);
+    cr_expect_eq(k, CCR_DEVICE_HOST);
+    cr_expect_eq(ccr_device_parse("Host", &k), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(ccr_last_error(), "unknown device 'Host' (auto|cuda|host)");
+    cr_expect_eq(k, CCR_DEVICE_HOST);
+    cr_expect_eq(ccr_device_parse(NULL, &k), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(ccr_device_parse("host", NULL), CCR_ERR_INVALID_ARGUMENT);
+}
+
 /* The spec's limits at their exact values: a dimension of 2^24, a layer of
  * 2^31 weights, 64 layers, a seed of 2^64 - 1 are accepted, one more is not. */
 Test(runtime_engine, spec_limits_are_exact) {

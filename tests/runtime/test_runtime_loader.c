@@ -15,10 +15,13 @@
  * F16/BF16/F64 conversion bit for bit and across read chunks, the binding of
  * tensors to layers (both weight dimensions, a bias's rank, a layer key),
  * and the 8-aligned data of a saved file; a model without softmax outputs
- * its logits.
+ * its logits. A tensor entry's own fields, a bias without its weight, a
+ * layer too many, and the natural order of layer keys have their cases.
  */
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "test_runtime_util.h"
@@ -118,6 +121,30 @@ Test(runtime_loader, fifo_or_device_as_model_path_is_refused_at_once, .timeout =
     cr_expect_eq(ccr_model_load(e, "/dev/zero", &m), CCR_ERR_IO, "%s", ccr_last_error());
     cr_expect(strstr(ccr_last_error(), "/dev/zero: not a regular file (a character device)") != NULL, "%s",
               ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A Unix socket as the model path: open(2) answers ENXIO, which would say
+ * "cannot open: No such device or address"; it is refused like the FIFO
+ * and the device, as a file that is not a model file (docs/engine.md). */
+Test(runtime_loader, a_socket_as_model_path_is_refused_as_not_a_file) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "/tmp/ccr-sock-%ld", (long)getpid());
+    unlink(sa.sun_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0, "bind %s", sa.sun_path);
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m = (ccr_model *)1;
+    ccr_status st = ccr_model_load(e, sa.sun_path, &m);
+    char want[160];
+    snprintf(want, sizeof want, "%s: not a regular file (a socket), not a model file", sa.sun_path);
+    cr_expect_eq(st, CCR_ERR_IO, "%s", ccr_last_error());
+    cr_expect_null(m);
+    cr_expect_str_eq(ccr_last_error(), want);
+    close(fd);
+    unlink(sa.sun_path);
     cr_expect_eq(live_bytes(e), 0);
     ccr_engine_destroy(e);
 }
@@ -613,6 +640,96 @@ Test(runtime_loader, tensors_must_match_their_layers_exactly) {
         cr_expect_eq(load_bytes(e, header, strlen(header), NULL, cases[i].data_bytes), CCR_ERR_SHAPE, "case %zu: %s", i,
                      ccr_last_error());
         cr_expect_str_eq(ccr_last_error(), cases[i].message, "case %zu", i);
+    }
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A tensor's entry must be an object with a string dtype, an array shape
+ * and [begin, end] integer offsets; each failure names the tensor. */
+Test(runtime_loader, a_tensor_entry_must_have_its_three_fields) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    static const struct {
+        const char *weight; /* the entry of 0.weight, followed by a valid 0.bias at [8, 12) */
+        const char *message;
+    } cases[] = {
+        {"5", "mem: tensor '0.weight': entry is not a JSON object"},
+        {"{\"shape\":[1,2],\"data_offsets\":[0,8]}", "mem: tensor '0.weight': missing string 'dtype'"},
+        {"{\"dtype\":7,\"shape\":[1,2],\"data_offsets\":[0,8]}", "mem: tensor '0.weight': missing string 'dtype'"},
+        {"{\"dtype\":\"F32\",\"data_offsets\":[0,8]}", "mem: tensor '0.weight': missing array 'shape'"},
+        {"{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}", "mem: tensor '0.weight': missing array 'shape'"},
+        {"{\"dtype\":\"F32\",\"shape\":[1,2]}", "mem: tensor '0.weight': data_offsets must be [begin, end] integers"},
+        {"{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[8]}",
+         "mem: tensor '0.weight': data_offsets must be [begin, end] integers"},
+        {"{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8,8]}",
+         "mem: tensor '0.weight': data_offsets must be [begin, end] integers"},
+        {"{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[\"0\",8]}",
+         "mem: tensor '0.weight': data_offsets must be [begin, end] integers"},
+        {"{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8.5]}",
+         "mem: tensor '0.weight': data_offsets must be [begin, end] integers"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char header[512];
+        snprintf(header, sizeof header,
+                 TINY_META "\"0.weight\":%s,\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+                 cases[i].weight);
+        cr_expect_eq(load_bytes(e, header, strlen(header), NULL, 12), CCR_ERR_FORMAT, "case %zu: %s", i,
+                     ccr_last_error());
+        cr_expect_str_eq(ccr_last_error(), cases[i].message, "case %zu", i);
+    }
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A layer key with a bias and no weight, and a file with more layer keys
+ * than the layer list, are refused by name. */
+Test(runtime_loader, every_layer_has_a_weight_and_no_layer_is_extra) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    static const struct {
+        const char *tensors;
+        size_t data_bytes;
+        const char *message;
+    } cases[] = {
+        {"\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+         "mem: layer 0 ('0') has a bias but no '0.weight'"},
+        {"\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8]},"
+         "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]},"
+         "\"2.weight\":{\"dtype\":\"F32\",\"shape\":[1,1],\"data_offsets\":[12,16]}}",
+         16, "mem: more layers in the file than the 1 in 'mlp:2x1' (at '2.weight')"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char header[512];
+        snprintf(header, sizeof header, "%s%s", TINY_META, cases[i].tensors);
+        cr_expect_eq(load_bytes(e, header, strlen(header), NULL, cases[i].data_bytes), CCR_ERR_SHAPE, "case %zu: %s", i,
+                     ccr_last_error());
+        cr_expect_str_eq(ccr_last_error(), cases[i].message, "case %zu", i);
+    }
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* Layer keys sort in natural order, letters and all: fc1 < fc2 < fc10 and
+ * l01 < l2 < l010 (leading zeros do not count), a9 < b1 (letters first)
+ * and p < p.0 < q (a prefix first). The shapes of mlp:2x3x4x1
+ * differ per layer, so any other order (byte order puts fc10 before fc2)
+ * is a shape error; the file lists the layers last first. */
+Test(runtime_loader, layer_keys_sort_in_natural_order) {
+    static const char *const keys[][3] = {{"fc1", "fc2", "fc10"},
+                                          {"l01", "l2", "l010"},
+                                          {"a.1.b", "a.2.b", "a.10.b"},
+                                          {"a9", "b1", "b10"},
+                                          {"p", "p.0", "q"}};
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        char header[1024];
+        snprintf(header, sizeof header,
+                 "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x3x4x1\"},"
+                 "\"%s.weight\":{\"dtype\":\"F32\",\"shape\":[1,4],\"data_offsets\":[0,16]},"
+                 "\"%s.weight\":{\"dtype\":\"F32\",\"shape\":[4,3],\"data_offsets\":[16,64]},"
+                 "\"%s.weight\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[64,88]}}",
+                 keys[k][2], keys[k][1], keys[k][0]);
+        cr_expect_eq(load_bytes(e, header, strlen(header), NULL, 88), CCR_OK, "%s < %s < %s: %s", keys[k][0],
+                     keys[k][1], keys[k][2], ccr_last_error());
     }
     cr_expect_eq(live_bytes(e), 0);
     ccr_engine_destroy(e);

@@ -735,6 +735,32 @@ Test(runtime_loader, layer_keys_sort_in_natural_order) {
     ccr_engine_destroy(e);
 }
 
+/* Two layer keys that differ only in leading zeros ("1" and "01", "l.2.x"
+ * and "l.02.x") name the same place in the natural order: which comes
+ * first would be qsort's choice, so a file could run its layers in an order
+ * nobody chose. Refused, naming both keys; the last two layers have the same
+ * shape, so only this check can tell. */
+Test(runtime_loader, layer_keys_equal_as_numbers_are_refused) {
+    static const char *const keys[][3] = {{"0", "1", "01"}, {"l.0.x", "l.2.x", "l.02.x"}, {"a", "b007", "b7"}};
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        char header[1024], want[256];
+        snprintf(header, sizeof header,
+                 "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x3x3x3\"},"
+                 "\"%s.weight\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[0,24]},"
+                 "\"%s.weight\":{\"dtype\":\"F32\",\"shape\":[3,3],\"data_offsets\":[24,60]},"
+                 "\"%s.weight\":{\"dtype\":\"F32\",\"shape\":[3,3],\"data_offsets\":[60,96]}}",
+                 keys[k][0], keys[k][1], keys[k][2]);
+        cr_expect_eq(load_bytes(e, header, strlen(header), NULL, 96), CCR_ERR_FORMAT, "%s / %s: %s", keys[k][1],
+                     keys[k][2], ccr_last_error());
+        snprintf(want, sizeof want, "mem: layer keys '%s' and '%s' differ only in leading zeros: their order is not defined",
+                 keys[k][1], keys[k][2]);
+        cr_expect_str_eq(ccr_last_error(), want, "%s / %s", keys[k][1], keys[k][2]);
+    }
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
 /* ccr_model_save pads the header with spaces so the data starts 8-aligned. */
 Test(runtime_loader, a_saved_file_starts_its_data_8_aligned) {
     static const char *const specs[] = {"mlp:2x1", "mlp:3x2:relu", "mlp:4x3x2:relu:softmax", "mlp:5x7"};

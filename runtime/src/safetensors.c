@@ -481,7 +481,8 @@ static int is_digit(char c) {
 }
 
 /* Natural order of a[0, na) and b[0, nb) (keys inside tensor names, compared
- * in place, any length): digit runs compare as numbers ("2" < "10"). */
+ * in place, any length): digit runs compare as numbers ("2" < "10"), so keys
+ * that differ only in leading zeros compare equal (refused by the caller). */
 static int natural_cmp(const char *a, size_t na, const char *b, size_t nb) {
     const char *ea = a + na, *eb = b + nb;
     while (a < ea && b < eb) {
@@ -574,6 +575,15 @@ ccr_status ccr_st_bind_mlp(const ccr_st_file *s, ccr_arch *arch, const ccr_st_te
     if (ng != arch->n_layers)
         return ccr_fail(CCR_ERR_SHAPE, "%s: file has %zu layers but '%s' lists %zu", s->name, ng, s->arch_spec,
                         arch->n_layers);
+    /* two keys the natural order cannot tell apart ("1", "01"): qsort
+     * would choose their order; named in the file's order. O(layers^2). */
+    for (size_t i = 0; i < ng; i++)
+        for (size_t j = i + 1; j < ng; j++)
+            if (group_cmp(&g[i], &g[j]) == 0)
+                return ccr_fail(CCR_ERR_FORMAT,
+                                "%s: layer keys '%.*s' and '%.*s' differ only in leading zeros: their order is not "
+                                "defined",
+                                s->name, (int)g[i].keylen, g[i].key, (int)g[j].keylen, g[j].key);
     qsort(g, ng, sizeof g[0], group_cmp);
     for (size_t i = 0; i < ng; i++) {
         ccr_layer_desc *l = &arch->layers[i];

@@ -753,8 +753,9 @@ Test(runtime_loader, layer_keys_equal_as_numbers_are_refused) {
                  keys[k][0], keys[k][1], keys[k][2]);
         cr_expect_eq(load_bytes(e, header, strlen(header), NULL, 96), CCR_ERR_FORMAT, "%s / %s: %s", keys[k][1],
                      keys[k][2], ccr_last_error());
-        snprintf(want, sizeof want, "mem: layer keys '%s' and '%s' differ only in leading zeros: their order is not defined",
-                 keys[k][1], keys[k][2]);
+        snprintf(want, sizeof want,
+                 "mem: layer keys '%s' and '%s' differ only in leading zeros: their order is not defined", keys[k][1],
+                 keys[k][2]);
         cr_expect_str_eq(ccr_last_error(), want, "%s / %s", keys[k][1], keys[k][2]);
     }
     cr_expect_eq(live_bytes(e), 0);

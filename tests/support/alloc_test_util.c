@@ -253,6 +253,17 @@ static bool visit(void *p, size_t size, uint64_t seed, bool write) {
     return visit_range(b, size - EDGE, size, seed, write);
 }
 
+size_t tu_bytes_not(const void *p, size_t n, unsigned char byte) {
+    const unsigned char *b = p;
+    /* all n bytes are b[0] when each equals the next: one memcmp */
+    if (n == 0 || (b[0] == byte && memcmp(b, b + 1, n - 1) == 0))
+        return 0;
+    size_t changed = 0;
+    for (size_t i = 0; i < n; i++)
+        changed += b[i] != byte;
+    return changed;
+}
+
 void tu_fill(void *p, size_t size, uint64_t seed) {
     visit(p, size, seed, true);
 }

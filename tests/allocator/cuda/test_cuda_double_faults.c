@@ -1144,24 +1144,6 @@ static bool script_sleeps;
 /* The calls of fn the clean run made before the sleep, and up to the wake's end (script_sleeps). */
 static unsigned long sleep_first, sleep_last;
 
-/* How many of n bytes at p are not `byte`: compared 64 KiB at a time with
- * memcmp, counted one by one only where a piece differs (a byte loop over
- * 3 MiB was a quarter of this suite's time under ASan). */
-static size_t bytes_not(const void *p, size_t n, unsigned char byte) {
-    static unsigned char want[64 * 1024];
-    memset(want, byte, sizeof want);
-    const unsigned char *b = p;
-    size_t changed = 0;
-    for (size_t at = 0; at < n; at += sizeof want) {
-        size_t len = n - at < sizeof want ? n - at : sizeof want;
-        if (memcmp(b + at, want, len) == 0)
-            continue;
-        for (size_t i = 0; i < len; i++)
-            changed += b[at + i] != byte;
-    }
-    return changed;
-}
-
 static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     cuda_double_config c = cuda_double_defaults();
     c.device_bytes = 1280 * MiB; /* 1 GiB free beside the context */
@@ -1220,7 +1202,7 @@ static unsigned long script(const char *conf, const char *fn, unsigned long k) {
     cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s: %s", when, cca_last_error());
     expect_accounts_agree_leaking(a, u, leaked_unmapped(&log), when);
     sleep_last = cuda_double_calls(fn) - before;
-    size_t changed = p[0] ? bytes_not(p[0], sizes[0], 0x5a) : 0;
+    size_t changed = p[0] ? tu_bytes_not(p[0], sizes[0], 0x5a) : 0;
     cr_assert_eq(changed, 0, "%s: %zu bytes of a block changed", when, changed);
     cuda_double_hold_events(true);
     if (p[1]) {

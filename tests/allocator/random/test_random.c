@@ -242,3 +242,25 @@ Test(random, the_fill_finds_a_changed_byte_where_it_looks) {
         }
     free(buf), free(copy);
 }
+
+/* tu_bytes_not counts the bytes that differ, wherever they are. */
+Test(random, bytes_not_counts_every_changed_byte) {
+    enum { N = 300000 };
+    unsigned char *b = malloc(N);
+    cr_assert(b);
+    memset(b, 0x5a, N);
+    cr_assert_eq(tu_bytes_not(b, 0, 0x11), 0);
+    cr_assert_eq(tu_bytes_not(b, 1, 0x5a), 0);
+    cr_assert_eq(tu_bytes_not(b, 1, 0x11), 1);
+    cr_assert_eq(tu_bytes_not(b, N, 0x5a), 0);
+    cr_assert_eq(tu_bytes_not(b, N, 0x11), N);
+    const size_t at[] = {0, 1, N / 2, N - 1};
+    for (size_t k = 0; k < 4; k++) {
+        b[at[k]] = 0;
+        cr_assert_eq(tu_bytes_not(b, N, 0x5a), 1, "one byte changed at %zu", at[k]);
+        b[N - 1 - at[k] / 2] = 0;
+        cr_assert_eq(tu_bytes_not(b, N, 0x5a), at[k] / 2 == N - 1 - at[k] ? 1 : 2, "at %zu", at[k]);
+        memset(b, 0x5a, N);
+    }
+    free(b);
+}

@@ -609,9 +609,7 @@ static void child_writes_inherited_blocks(const char *conf, int backing, size_t 
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: the child failed (status %#x)",
               conf ? conf : "classic", status);
-    size_t changed = 0;
-    for (size_t i = 0; i < 3 * MiB; i++)
-        changed += (p[i] != 0x11) + (q[i] != 0x22);
+    size_t changed = tu_bytes_not(p, 3 * MiB, 0x11) + tu_bytes_not(q, 3 * MiB, 0x22);
     cr_assert_eq(changed, 0, "%s: the child's writes changed %zu bytes of the parent's blocks", conf ? conf : "classic",
                  changed);
     tu_free(a, p);

@@ -393,6 +393,31 @@ Test(upstream_hostile, a_granularity_not_a_power_of_two_multiple_of_512_is_refus
     }
 }
 
+/* ccalloc.h, cca_create: with expandable:1, a vm_granularity that fails is
+ * the call's status (*out NULL, nothing held on the device), its message
+ * names the option and the upstream's reason; classic segments are no
+ * fallback. The granularity was not kept: a later cca_create asks again. */
+Test(upstream_hostile, a_refused_granularity_fails_cca_create_with_expandable) {
+    hostile h;
+    cca_upstream *u = hostile_create(&h, 64 * MiB, false);
+    h.granularity = 768;
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "expandable:1"), CCA_OK);
+    cca_allocator *a = (cca_allocator *)1;
+    cr_assert_eq(cca_create(&c, u, &a), CCA_ERR_UPSTREAM, "%s", cca_last_error());
+    cr_assert_null(a);
+    const char *want = "cca_create: expandable:1 needs the upstream's granularity: ";
+    cr_assert_eq(strncmp(cca_last_error(), want, strlen(want)), 0, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "a granularity of 768 bytes"), "%s", cca_last_error());
+    h.granularity = 0; /* the device's own: the next create asks again and succeeds */
+    a = allocator(u, "expandable:1");
+    void *p = tu_alloc(a, 3 * MiB, NULL);
+    cr_assert_gt(tu_stats(a).mapped_bytes, 0, "mapped pages: expandable, not classic (%zu)", tu_stats(a).mapped_bytes);
+    tu_free(a, p);
+    cr_assert_eq(hostile_finish(&h, a, u), CCA_OK, "%s", cca_last_error());
+}
+
 /* ---- mem_info that lies --------------------------------------------------------------- */
 
 /* free > total, free SIZE_MAX, a total that changes every call (0, 1,

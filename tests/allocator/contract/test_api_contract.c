@@ -1273,6 +1273,34 @@ Test(api_contract, empty_cache_without_host_memory_releases_every_free_segment) 
     tu_teardown(a, u);
 }
 
+/* The live map doubles at load factor 1 (live_map.c, 256 buckets first);
+ * with no host memory for the bigger table it keeps the old one: the
+ * cca_alloc that needed it still succeeds, and every live block is still
+ * found (cca_block_size, cca_free), with longer chains. */
+Test(api_contract, alloc_succeeds_when_the_live_map_cannot_grow) {
+    enum { N = 256 + 64 };
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, "expandable:0", &u, &a);
+    static void *p[N];
+    for (int i = 0; i < 256; i++) /* the map is full: the next insert grows it */
+        p[i] = tu_alloc(a, 512, NULL);
+    tu_malloc_arm(1, true); /* every host allocation from now fails */
+    cca_status st = cca_alloc(a, 512, NULL, &p[256]);
+    long injected = tu_malloc_disarm();
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(injected, 1, "the bigger table, and only it, was refused");
+    for (int i = 257; i < N; i++)
+        p[i] = tu_alloc(a, 512, NULL);
+    cr_assert_eq(tu_stats(a).active_blocks, N);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(tu_block_size(a, p[i]), 512, "block %d", i);
+    tu_check(a);
+    for (int i = 0; i < N; i++)
+        tu_free(a, p[i]);
+    tu_teardown(a, u);
+}
+
 /* The upstream failing otherwise than for want of memory: its status comes
  * back as it is, with no OOM retry and no OOM counted (ccalloc.h: cca_create,
  * cca_alloc, cca_domain_reserve); and greedy_fraction over an upstream

@@ -493,6 +493,18 @@ Test(api_contract, create_refusals_clear_out_and_touch_nothing) {
     cr_assert_null(a);
     before.failed_allocs = tu_upstream_stats(u).failed_allocs; /* the refusals themselves are counted */
     assert_upstream_same(&before, u, "greedy create refused");
+    /* an arena that comes to 0 bytes (greedy_bytes under 512, or capped so
+     * by max_reserved): OOM before the upstream is asked */
+    const char *zero[] = {"policy:greedy,expandable:0,greedy_bytes:511",
+                          "policy:greedy,expandable:0,greedy_bytes:8M,max_reserved:300"};
+    for (size_t k = 0; k < 2; k++) {
+        cca_config_default(&c);
+        cr_assert_eq(cca_config_parse(&c, zero[k]), CCA_OK, "%s", cca_last_error());
+        a = SENTINEL;
+        EXPECT_FAIL(cca_create(&c, u, &a), CCA_ERR_OUT_OF_MEMORY, "cca_create: greedy: arena size rounds to 0 bytes");
+        cr_assert_null(a);
+        assert_upstream_same(&before, u, zero[k]);
+    }
     /* host malloc failing at every allocation cca_create makes (history and
      * expandable included): OOM, *out NULL, nothing held, a message */
     const char *confs[] = {"policy:growth", "history:16,expandable:1", "policy:greedy,greedy_bytes:8M"};

@@ -809,6 +809,17 @@ static cca_allocator *striped(cca_upstream *u, uintptr_t *base) {
     return a;
 }
 
+/* The striped block q served: every byte of it usable; the device left
+ * holding nothing. */
+static void striped_end(cca_allocator *a, cca_upstream *u, cca_upstream *dev, void *q) {
+    tu_fill(q, RUN_BLOCKS * RUN_BLOCK, 7);
+    cr_assert(tu_check_fill(q, RUN_BLOCKS * RUN_BLOCK, 7));
+    tu_check(a);
+    tu_free(a, q);
+    tu_destroy_clean(a, u);
+    tu_faulty_destroy_clean(u, dev);
+}
+
 Test(fault_steps, a_block_lacking_pages_in_more_runs_than_kept_on_the_stack_maps_each) {
     tu_faulty f;
     cca_upstream *dev, *u = faulty_device(128 * MiB, &f, &dev);
@@ -822,68 +833,44 @@ Test(fault_steps, a_block_lacking_pages_in_more_runs_than_kept_on_the_stack_maps
     cr_assert_eq(s.vm_unmaps, before.vm_unmaps);
     cr_assert_eq(s.mapped_bytes, RUN_BLOCKS * RUN_BLOCK);
     cr_assert_eq(s.alloc_retries, 0);
-    tu_fill(q, RUN_BLOCKS * RUN_BLOCK, 7);
-    cr_assert(tu_check_fill(q, RUN_BLOCKS * RUN_BLOCK, 7));
-    tu_check(a);
-    tu_free(a, q);
-    tu_destroy_clean(a, u);
-    tu_faulty_destroy_clean(u, dev);
+    striped_end(a, u, dev, q);
 }
 
-/* The same map with no host memory for the list past 16 runs: the run
- * just mapped and the 16 before it are unmapped (the device keeps none of
- * them), the request goes to the retry (CCA_ERR_OUT_OF_MEMORY from the
- * map), which maps the 20 runs again, the malloc failure being once. */
-Test(fault_steps, a_map_of_many_runs_without_host_memory_undoes_every_run_it_mapped) {
+/* The same map refused part-way: with no host memory for the list past
+ * 16 runs (list_refused), or at the 18th vm_map. Either way the runs the
+ * call mapped (17: 16 in the stack's list, one more) are unmapped, the
+ * device keeping none of them, and the request goes to the retry
+ * (CCA_ERR_OUT_OF_MEMORY from the map), which maps the 20 runs again, the
+ * refusal being once. */
+static void many_runs_refused(bool list_refused) {
     tu_faulty f;
     cca_upstream *dev, *u = faulty_device(128 * MiB, &f, &dev);
     uintptr_t base;
     cca_allocator *a = striped(u, &base);
     cca_stats before = tu_stats(a);
     void *q = NULL;
-    tu_malloc_arm(1, false); /* the first host allocation of the call: the list's */
+    if (list_refused)
+        tu_malloc_arm(1, false); /* the first host allocation of the call: the list's */
+    else
+        f.fail_at[TU_FAULT_MAP] = f.calls[TU_FAULT_MAP] + 18;
     cca_status st = cca_alloc(a, RUN_BLOCKS * RUN_BLOCK, NULL, &q);
-    long injected = tu_malloc_disarm();
+    long injected = list_refused ? tu_malloc_disarm() : (long)f.failures;
     cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
     cr_assert_eq(injected, 1);
     cca_stats s = tu_stats(a);
-    cr_assert_eq((uintptr_t)q, base);
-    cr_assert_eq(s.alloc_retries, before.alloc_retries + 1, "the refused map went to the retry");
-    cr_assert_eq(s.vm_maps - before.vm_maps, 17 + RUNS, "17 runs mapped before the list was refused, then all");
-    cr_assert_eq(s.vm_unmaps - before.vm_unmaps, 17, "each run the refused call mapped, unmapped");
-    cr_assert_eq(s.mapped_bytes, RUN_BLOCKS * RUN_BLOCK);
-    cr_assert_eq(tu_upstream_stats(dev).vm_mapped_bytes, s.mapped_bytes, "the device agrees");
-    tu_fill(q, RUN_BLOCKS * RUN_BLOCK, 8);
-    cr_assert(tu_check_fill(q, RUN_BLOCKS * RUN_BLOCK, 8));
-    tu_check(a);
-    tu_free(a, q);
-    tu_destroy_clean(a, u);
-    tu_faulty_destroy_clean(u, dev);
-}
-
-/* A map refused at the 18th run: the 17 runs mapped before it, 16 in the
- * stack's list and one on the heap, are all unmapped, then the retry maps
- * the 20 (the refusal was once). */
-Test(fault_steps, a_map_refused_past_the_stack_list_undoes_every_run_it_mapped) {
-    tu_faulty f;
-    cca_upstream *dev, *u = faulty_device(128 * MiB, &f, &dev);
-    uintptr_t base;
-    cca_allocator *a = striped(u, &base);
-    cca_stats before = tu_stats(a);
-    f.fail_at[TU_FAULT_MAP] = f.calls[TU_FAULT_MAP] + 18;
-    void *q = tu_alloc(a, RUN_BLOCKS * RUN_BLOCK, NULL);
-    cca_stats s = tu_stats(a);
-    cr_assert_eq(f.failures, 1);
     cr_assert_eq((uintptr_t)q, base);
     cr_assert_eq(s.alloc_retries, before.alloc_retries + 1, "the refused map went to the retry");
     cr_assert_eq(s.vm_maps - before.vm_maps, 17 + RUNS, "17 runs mapped before the refusal, then all");
     cr_assert_eq(s.vm_unmaps - before.vm_unmaps, 17, "each run the refused call mapped, unmapped");
     cr_assert_eq(s.mapped_bytes, RUN_BLOCKS * RUN_BLOCK);
     cr_assert_eq(tu_upstream_stats(dev).vm_mapped_bytes, s.mapped_bytes, "the device agrees");
-    tu_fill(q, RUN_BLOCKS * RUN_BLOCK, 9);
-    cr_assert(tu_check_fill(q, RUN_BLOCKS * RUN_BLOCK, 9));
-    tu_check(a);
-    tu_free(a, q);
-    tu_destroy_clean(a, u);
-    tu_faulty_destroy_clean(u, dev);
+    striped_end(a, u, dev, q);
+}
+
+Test(fault_steps, a_map_of_many_runs_without_host_memory_undoes_every_run_it_mapped) {
+    many_runs_refused(true);
+}
+
+Test(fault_steps, a_map_refused_past_the_stack_list_undoes_every_run_it_mapped) {
+    many_runs_refused(false);
 }

@@ -493,6 +493,18 @@ Test(api_contract, create_refusals_clear_out_and_touch_nothing) {
     cr_assert_null(a);
     before.failed_allocs = tu_upstream_stats(u).failed_allocs; /* the refusals themselves are counted */
     assert_upstream_same(&before, u, "greedy create refused");
+    /* an arena that comes to 0 bytes (greedy_bytes under 512, or capped so
+     * by max_reserved): OOM before the upstream is asked */
+    const char *zero[] = {"policy:greedy,expandable:0,greedy_bytes:511",
+                          "policy:greedy,expandable:0,greedy_bytes:8M,max_reserved:300"};
+    for (size_t k = 0; k < 2; k++) {
+        cca_config_default(&c);
+        cr_assert_eq(cca_config_parse(&c, zero[k]), CCA_OK, "%s", cca_last_error());
+        a = SENTINEL;
+        EXPECT_FAIL(cca_create(&c, u, &a), CCA_ERR_OUT_OF_MEMORY, "cca_create: greedy: arena size rounds to 0 bytes");
+        cr_assert_null(a);
+        assert_upstream_same(&before, u, zero[k]);
+    }
     /* host malloc failing at every allocation cca_create makes (history and
      * expandable included): OOM, *out NULL, nothing held, a message */
     const char *confs[] = {"policy:growth", "history:16,expandable:1", "policy:greedy,greedy_bytes:8M"};
@@ -1270,6 +1282,34 @@ Test(api_contract, empty_cache_without_host_memory_releases_every_free_segment) 
     cr_assert_eq(t.freed_sizes[freed], 14 * MiB, "newest first");
     cr_assert_eq(t.freed_sizes[freed + 1], 12 * MiB);
     cr_assert_eq(t.freed_sizes[freed + 2], 16 * MiB);
+    tu_teardown(a, u);
+}
+
+/* The live map doubles at load factor 1 (live_map.c, 256 buckets first);
+ * with no host memory for the bigger table it keeps the old one: the
+ * cca_alloc that needed it still succeeds, and every live block is still
+ * found (cca_block_size, cca_free), with longer chains. */
+Test(api_contract, alloc_succeeds_when_the_live_map_cannot_grow) {
+    enum { N = 256 + 64 };
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, "expandable:0", &u, &a);
+    static void *p[N];
+    for (int i = 0; i < 256; i++) /* the map is full: the next insert grows it */
+        p[i] = tu_alloc(a, 512, NULL);
+    tu_malloc_arm(1, true); /* every host allocation from now fails */
+    cca_status st = cca_alloc(a, 512, NULL, &p[256]);
+    long injected = tu_malloc_disarm();
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(injected, 1, "the bigger table, and only it, was refused");
+    for (int i = 257; i < N; i++)
+        p[i] = tu_alloc(a, 512, NULL);
+    cr_assert_eq(tu_stats(a).active_blocks, N);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(tu_block_size(a, p[i]), 512, "block %d", i);
+    tu_check(a);
+    for (int i = 0; i < N; i++)
+        tu_free(a, p[i]);
     tu_teardown(a, u);
 }
 

@@ -26,6 +26,10 @@
  *                and overflow; unaligned or empty runs refused.
  *   handles      another allocator's, destroyed, garbage, stack and interior
  *                handles refused by every call without being read.
+ *   sleep        host malloc fails at each allocation of cca_domain_sleep,
+ *                cca_domain_wake and cca_sleep: CCA_ERR_OUT_OF_MEMORY,
+ *                nothing changed (cca_sleep: its domains woken again), no
+ *                live byte lost.
  *
  * Host malloc failures are injected with the linker's --wrap (see
  * tests/allocator/allocator.cmake): every malloc/calloc/realloc/aligned_alloc of the
@@ -724,6 +728,101 @@ Test(domain_hostile, failed_domain_create_is_not_traced) {
     unlink(path);
     cr_assert_eq(phantom, 0, "a cca_domain_create that returned CCA_ERR_OUT_OF_MEMORY was recorded as domain 1");
     cr_assert_eq(real_no, 1, "the first domain made is domain 1 of the trace");
+}
+
+/* Sleep and wake with host memory short (sleep.c; ccalloc.h, "Sleep"):
+ * each host allocation of cca_domain_sleep, cca_domain_wake and cca_sleep
+ * refused in turn (k = 1, 2, ... until a call makes fewer than k). A
+ * refused call returns CCA_ERR_OUT_OF_MEMORY with nothing changed: the
+ * stats and invariants as before, the domain as it was (awake, or asleep
+ * with its host copy), every live byte kept; cca_sleep, all or nothing,
+ * wakes the domains it put to sleep (their cached pages gone: the live
+ * bytes as before). A call that succeeds anyway is undone and the next k
+ * tried. */
+typedef enum sleep_call { SLEEP_ONE, WAKE_ONE, SLEEP_ALL } sleep_call;
+
+static bool asleep(cca_allocator *a, cca_domain *d) {
+    void *p = NULL;
+    cca_status st = cca_alloc_in(a, d, 512, S0, &p);
+    cr_assert(st == CCA_OK || st == CCA_ERR_ASLEEP, "%s", cca_last_error());
+    if (p)
+        tu_free(a, p);
+    return st == CCA_ERR_ASLEEP;
+}
+
+static void sleep_host_oom(sleep_call call) {
+    static const size_t sizes[] = {100 * KiB, 3 * MiB, 300 * KiB, 20 * MiB, 4 * KiB, 18 * MiB};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    cca_upstream *u = device(256 * MiB);
+    cca_allocator *a = make(u, true, NULL);
+    cca_domain *d, *e;
+    cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_create(a, "n", &e), CCA_OK, "%s", cca_last_error());
+    void *p[N], *q = NULL;
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(cca_alloc_in(a, d, sizes[i], i % 2 ? S0 : S1, &p[i]), CCA_OK, "%s", cca_last_error());
+        tu_fill(p[i], sizes[i], (uint64_t)i);
+    }
+    cr_assert_eq(cca_alloc_in(a, e, 5 * MiB, S0, &q), CCA_OK, "%s", cca_last_error());
+    tu_fill(q, 5 * MiB, 99);
+    long k = 1, refused = 0;
+    for (;; k++) {
+        bool was = call == WAKE_ONE;
+        if (was)
+            cr_assert_eq(cca_domain_sleep(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
+        cca_stats before = tu_stats(a);
+        tu_malloc_arm(k, false);
+        cca_status st = call == SLEEP_ONE  ? cca_domain_sleep(a, d, 0, NULL)
+                        : call == WAKE_ONE ? cca_domain_wake(a, d, NULL)
+                                           : cca_sleep(a, 0, NULL);
+        long injected = tu_malloc_disarm();
+        char why[512];
+        snprintf(why, sizeof why, "allocation %ld refused: %s", k, cca_last_error());
+        if (st != CCA_OK) {
+            cr_assert_eq(injected, 1, "%s", why);
+            cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", why);
+            if (call == SLEEP_ALL) { /* the domains put to sleep were woken: their cached pages went */
+                tu_check(a);
+                cr_assert_eq(tu_stats(a).allocated_bytes, before.allocated_bytes, "%s", why);
+                cr_assert_not(asleep(a, e), "%s: the other domain is asleep", why);
+            } else {
+                tu_assert_intact(a, &before, why);
+            }
+            cr_assert_eq(asleep(a, d), was, "%s: the domain changed", why);
+            refused++;
+        }
+        if (st == CCA_OK) {
+            cr_assert_eq(asleep(a, d), !was, "allocation %ld refused, the call succeeded, yet did nothing", k);
+            if (call == SLEEP_ALL)
+                cr_assert(asleep(a, e), "allocation %ld refused: cca_sleep succeeded, not every domain asleep", k);
+        }
+        if (call == SLEEP_ALL && st == CCA_OK)
+            cr_assert_eq(cca_wake(a, NULL), CCA_OK, "%s", cca_last_error());
+        else if (call == SLEEP_ONE && st == CCA_OK)
+            cr_assert_eq(cca_domain_wake(a, d, NULL), CCA_OK, "%s", cca_last_error());
+        else if (call == WAKE_ONE && st != CCA_OK)
+            cr_assert_eq(cca_domain_wake(a, d, NULL), CCA_OK, "%s", cca_last_error());
+        for (int i = 0; i < N; i++)
+            cr_assert(tu_check_fill(p[i], sizes[i], (uint64_t)i), "%s: block %d lost its bytes", why, i);
+        cr_assert(tu_check_fill(q, 5 * MiB, 99), "%s: the other domain's block lost its bytes", why);
+        if (injected == 0)
+            break;
+    }
+    cr_assert_geq(refused, 1, "some host allocation of the call was refused");
+    for (int i = 0; i < N; i++)
+        tu_free(a, p[i]);
+    tu_free(a, q);
+    tu_teardown(a, u);
+}
+
+Test(domain_hostile, sleep_with_host_memory_short_changes_nothing) {
+    sleep_host_oom(SLEEP_ONE);
+}
+Test(domain_hostile, wake_with_host_memory_short_stays_asleep) {
+    sleep_host_oom(WAKE_ONE);
+}
+Test(domain_hostile, sleep_all_with_host_memory_short_changes_nothing) {
+    sleep_host_oom(SLEEP_ALL);
 }
 
 /* ============================================================================ */

@@ -21,6 +21,11 @@
  *
  * cca_destroy whose synchronize is refused: frees still waiting on stream
  * events count as live (ccalloc.h), their events destroyed all the same.
+ *
+ * A block lacking pages in more runs than pages.c's map_missing keeps on
+ * its stack (16): one vm_map per run; its list's host memory refused, or
+ * the 18th map refused: every run the call mapped is unmapped, then the
+ * retry maps them all.
  */
 #include "alloc_test_util.h"
 #include "malloc_fault.h"
@@ -770,3 +775,102 @@ Test(fault_steps, every_step_greedy_expandable) { sweep(&CFG_GREEDY_EXP); }
 Test(fault_steps, every_step_domains_history) { sweep(&CFG_DOMAINS); }
 Test(fault_steps, every_step_domains_expandable_history) { sweep(&CFG_DOMAINS_EXP); }
 Test(fault_steps, every_step_traced) { sweep(&CFG_TRACED); }
+
+/* ============================================================================ */
+/* A map of more runs than pages.c keeps on its stack                           */
+/* ============================================================================ */
+
+/* One cca_alloc whose block lacks the pages of RUNS separate stretches:
+ * map_missing maps them one vm_map each and keeps the runs it mapped (to
+ * undo them) in a list of 16 on the stack, then on the heap. Blocks of 17
+ * pages (large pool) side by side; the odd ones freed and their pages
+ * unmapped by a trim; the even ones freed: one free block whose pages are
+ * mapped and unmapped in turn. Returns the allocator; *base the first
+ * block's address. */
+enum { RUNS = 20, RUN_BLOCKS = 2 * RUNS + 1 };
+#define RUN_BLOCK (17 * PG)
+
+static cca_allocator *striped(cca_upstream *u, uintptr_t *base) {
+    cca_allocator *a = tu_allocator(u, "log_oom:0,expandable:1,expandable_ahead:0");
+    void *p[RUN_BLOCKS];
+    for (int i = 0; i < RUN_BLOCKS; i++) {
+        p[i] = tu_alloc(a, RUN_BLOCK, NULL);
+        cr_assert_eq((uintptr_t)p[i], (uintptr_t)p[0] + (size_t)i * RUN_BLOCK, "block %d side by side", i);
+    }
+    for (int i = 1; i < RUN_BLOCKS; i += 2)
+        tu_free(a, p[i]);
+    cca_release_report r;
+    cr_assert_eq(cca_empty_cache(a, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.pages_unmapped, RUNS * (RUN_BLOCK / PG), "the odd blocks' pages, all of them");
+    for (int i = 0; i < RUN_BLOCKS; i += 2)
+        tu_free(a, p[i]);
+    cr_assert_eq(tu_stats(a).mapped_bytes, (RUNS + 1) * RUN_BLOCK, "the even blocks' pages stay mapped");
+    *base = (uintptr_t)p[0];
+    return a;
+}
+
+/* The striped block q served: every byte of it usable; the device left
+ * holding nothing. */
+static void striped_end(cca_allocator *a, cca_upstream *u, cca_upstream *dev, void *q) {
+    tu_fill(q, RUN_BLOCKS * RUN_BLOCK, 7);
+    cr_assert(tu_check_fill(q, RUN_BLOCKS * RUN_BLOCK, 7));
+    tu_check(a);
+    tu_free(a, q);
+    tu_destroy_clean(a, u);
+    tu_faulty_destroy_clean(u, dev);
+}
+
+Test(fault_steps, a_block_lacking_pages_in_more_runs_than_kept_on_the_stack_maps_each) {
+    tu_faulty f;
+    cca_upstream *dev, *u = faulty_device(128 * MiB, &f, &dev);
+    uintptr_t base;
+    cca_allocator *a = striped(u, &base);
+    cca_stats before = tu_stats(a);
+    void *q = tu_alloc(a, RUN_BLOCKS * RUN_BLOCK, NULL);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq((uintptr_t)q, base, "the striped free block is the best fit");
+    cr_assert_eq(s.vm_maps - before.vm_maps, RUNS, "one map per missing run");
+    cr_assert_eq(s.vm_unmaps, before.vm_unmaps);
+    cr_assert_eq(s.mapped_bytes, RUN_BLOCKS * RUN_BLOCK);
+    cr_assert_eq(s.alloc_retries, 0);
+    striped_end(a, u, dev, q);
+}
+
+/* The same map refused part-way: with no host memory for the list past
+ * 16 runs (list_refused), or at the 18th vm_map. Either way the runs the
+ * call mapped (17: 16 in the stack's list, one more) are unmapped, the
+ * device keeping none of them, and the request goes to the retry
+ * (CCA_ERR_OUT_OF_MEMORY from the map), which maps the 20 runs again, the
+ * refusal being once. */
+static void many_runs_refused(bool list_refused) {
+    tu_faulty f;
+    cca_upstream *dev, *u = faulty_device(128 * MiB, &f, &dev);
+    uintptr_t base;
+    cca_allocator *a = striped(u, &base);
+    cca_stats before = tu_stats(a);
+    void *q = NULL;
+    if (list_refused)
+        tu_malloc_arm(1, false); /* the first host allocation of the call: the list's */
+    else
+        f.fail_at[TU_FAULT_MAP] = f.calls[TU_FAULT_MAP] + 18;
+    cca_status st = cca_alloc(a, RUN_BLOCKS * RUN_BLOCK, NULL, &q);
+    long injected = list_refused ? tu_malloc_disarm() : (long)f.failures;
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(injected, 1);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq((uintptr_t)q, base);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries + 1, "the refused map went to the retry");
+    cr_assert_eq(s.vm_maps - before.vm_maps, 17 + RUNS, "17 runs mapped before the refusal, then all");
+    cr_assert_eq(s.vm_unmaps - before.vm_unmaps, 17, "each run the refused call mapped, unmapped");
+    cr_assert_eq(s.mapped_bytes, RUN_BLOCKS * RUN_BLOCK);
+    cr_assert_eq(tu_upstream_stats(dev).vm_mapped_bytes, s.mapped_bytes, "the device agrees");
+    striped_end(a, u, dev, q);
+}
+
+Test(fault_steps, a_map_of_many_runs_without_host_memory_undoes_every_run_it_mapped) {
+    many_runs_refused(true);
+}
+
+Test(fault_steps, a_map_refused_past_the_stack_list_undoes_every_run_it_mapped) {
+    many_runs_refused(false);
+}

@@ -393,6 +393,31 @@ Test(upstream_hostile, a_granularity_not_a_power_of_two_multiple_of_512_is_refus
     }
 }
 
+/* ccalloc.h, cca_create: with expandable:1, a vm_granularity that fails is
+ * the call's status (*out NULL, nothing held on the device), its message
+ * names the option and the upstream's reason; classic segments are no
+ * fallback. The granularity was not kept: a later cca_create asks again. */
+Test(upstream_hostile, a_refused_granularity_fails_cca_create_with_expandable) {
+    hostile h;
+    cca_upstream *u = hostile_create(&h, 64 * MiB, false);
+    h.granularity = 768;
+    cca_config c;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "expandable:1"), CCA_OK);
+    cca_allocator *a = (cca_allocator *)1;
+    cr_assert_eq(cca_create(&c, u, &a), CCA_ERR_UPSTREAM, "%s", cca_last_error());
+    cr_assert_null(a);
+    const char *want = "cca_create: expandable:1 needs the upstream's granularity: ";
+    cr_assert_eq(strncmp(cca_last_error(), want, strlen(want)), 0, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "a granularity of 768 bytes"), "%s", cca_last_error());
+    h.granularity = 0; /* the device's own: the next create asks again and succeeds */
+    a = allocator(u, "expandable:1");
+    void *p = tu_alloc(a, 3 * MiB, NULL);
+    cr_assert_gt(tu_stats(a).mapped_bytes, 0, "mapped pages: expandable, not classic (%zu)", tu_stats(a).mapped_bytes);
+    tu_free(a, p);
+    cr_assert_eq(hostile_finish(&h, a, u), CCA_OK, "%s", cca_last_error());
+}
+
 /* ---- mem_info that lies --------------------------------------------------------------- */
 
 /* free > total, free SIZE_MAX, a total that changes every call (0, 1,
@@ -695,6 +720,45 @@ static void re_domain_stats(hostile *h) {
 static void re_mark(hostile *h) {
     save_inner(h, cca_trace_mark(h->a, "inner"));
 }
+static void re_record_stream(hostile *h) {
+    save_inner(h, cca_record_stream(h->a, h->victim, (cca_stream)7));
+}
+static void re_block_size(hostile *h) {
+    size_t size = 1;
+    save_inner(h, cca_block_size(h->a, h->victim, &size));
+    cr_assert_eq(size, 1, "cca_block_size from inside an op wrote its out-parameter");
+}
+static void re_alloc_in(hostile *h) {
+    void *p = (void *)1;
+    save_inner(h, cca_alloc_in(h->a, NULL, 1000, NULL, &p));
+    cr_assert_null(p);
+}
+static void re_domain_of(hostile *h) {
+    cca_domain *d = (cca_domain *)1;
+    save_inner(h, cca_domain_of(h->a, h->victim, &d));
+    cr_assert_null(d);
+}
+static void re_domain_reserve(hostile *h) {
+    save_inner(h, cca_domain_reserve(h->a, NULL, 4 * MiB));
+}
+static void re_get_domain_stats(hostile *h) {
+    cca_domain_stats s;
+    save_inner(h, cca_get_domain_stats(h->a, NULL, &s));
+}
+static void re_domain_release(hostile *h) {
+    save_inner(h, cca_domain_release(h->a, NULL, 0, NULL));
+}
+static void re_domain_destroy(hostile *h) {
+    /* refused before the handle is looked up: any non-NULL one */
+    save_inner(h, cca_domain_destroy(h->a, (cca_domain *)h, 0, NULL));
+}
+static void re_sleep(hostile *h) {
+    cca_sleep_report r;
+    save_inner(h, cca_domain_sleep(h->a, NULL, 0, &r));
+}
+static void re_wake(hostile *h) {
+    save_inner(h, cca_wake(h->a, NULL));
+}
 
 typedef struct reentry_case {
     const char *name;
@@ -776,6 +840,16 @@ static const reentry_case reentry_cases[] = {
     {"cca_alloc in vm_map", OP_MAP, re_alloc, "expandable:1"},
     {"cca_free in vm_unmap", OP_UNMAP, re_free, "expandable:1"},
     {"cca_destroy in vm_unmap", OP_UNMAP, re_destroy, "expandable:1"},
+    {"cca_record_stream in alloc", OP_ALLOC, re_record_stream, "expandable:0"},
+    {"cca_block_size in alloc", OP_ALLOC, re_block_size, "expandable:0"},
+    {"cca_alloc_in in alloc", OP_ALLOC, re_alloc_in, "expandable:0"},
+    {"cca_domain_of in alloc", OP_ALLOC, re_domain_of, "expandable:0"},
+    {"cca_domain_reserve in alloc", OP_ALLOC, re_domain_reserve, "expandable:0"},
+    {"cca_get_domain_stats in alloc", OP_ALLOC, re_get_domain_stats, "expandable:0"},
+    {"cca_domain_release in free", OP_FREE, re_domain_release, "expandable:0"},
+    {"cca_domain_destroy in alloc", OP_ALLOC, re_domain_destroy, "expandable:0"},
+    {"cca_domain_sleep in vm_map", OP_MAP, re_sleep, "expandable:1"},
+    {"cca_wake in vm_unmap", OP_UNMAP, re_wake, "expandable:1"},
 };
 
 Test(upstream_hostile, an_op_calling_back_into_its_allocator_is_refused_not_a_deadlock, .timeout = 60) {

@@ -283,3 +283,60 @@ Test(check, a_broken_invariant_is_named_by_its_rows_id) {
         "a peak is below its current value");
     cr_assert_str_eq(ccai_broken_message(ccai_broke(CCAI_INV_WHOLE_MAPS, "a map"), buf, 8), "I9: a m");
 }
+
+/* The counters' and lists' checks after the blocks' (check.c, check_all,
+ * check_domains, check_queues): each state made on purpose is named by its
+ * own message, then repaired. A domain exists, so domains are tracked. */
+Test(check, each_broken_peak_domain_and_list_is_named_by_its_own_check) {
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK, "%s", cca_last_error());
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(a, d, 8192, NULL, &p), CCA_OK, "%s", cca_last_error());
+    ccai_block *b = ccai_live_map_find(&a->live, (uintptr_t)p);
+    cca_domain *r = b->segment->domain;
+    cr_assert_neq(r, &a->root, "the block is d's");
+    ASSERT_SOUND(a);
+
+    ccai_live_map_remove(&a->live, b);
+    ASSERT_BROKEN(a, "a live block is missing from the live map");
+    ccai_live_map_insert(&a->live, b);
+    ASSERT_SOUND(a);
+
+    a->c.allocated_peak = a->c.allocated - 1;
+    ASSERT_BROKEN(a, "a peak is below its current value");
+    a->c.allocated_peak = a->c.allocated;
+    size_t requested = a->c.requested, requested_peak = a->c.requested_peak;
+    a->c.requested = a->c.requested_peak = a->c.allocated + 1;
+    ASSERT_BROKEN(a, "requested bytes exceed allocated bytes");
+    a->c.requested = requested, a->c.requested_peak = requested_peak;
+    ASSERT_SOUND(a);
+
+    r->c.allocated += CCA_GRANULARITY;
+    ASSERT_BROKEN(a, "a domain's counters disagree with its segments and blocks");
+    r->c.allocated -= CCA_GRANULARITY;
+    size_t peak = r->c.reserved_peak;
+    r->c.reserved_peak = r->c.reserved - 1;
+    ASSERT_BROKEN(a, "a domain's peak is below its current value, or requested exceeds allocated");
+    r->c.reserved_peak = peak;
+    r->c.requested -= 1; /* the domain's own rules hold; the sum is off by one */
+    ASSERT_BROKEN(a, "the domains' counters do not sum to the allocator's");
+    r->c.requested += 1;
+    ASSERT_SOUND(a);
+
+    a->last = &a->root;
+    ASSERT_BROKEN(a, "the domain list is broken");
+    a->last = r;
+    a->domain_set.count++;
+    ASSERT_BROKEN(a, "the handle set holds a domain that is not in the list");
+    a->domain_set.count--;
+    ASSERT_SOUND(a);
+
+    b->sync_next = a->sync_head; /* a live block on the list of blocks waiting for a synchronize */
+    a->sync_head = b;
+    ASSERT_BROKEN(a, "a block on the sync list does not need a synchronize");
+    a->sync_head = b->sync_next;
+    b->sync_next = NULL;
+    ASSERT_SOUND(a);
+    tu_free(a, p);
+    cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
+}

@@ -219,6 +219,16 @@ Test(config, cross_field_rules) {
     c = defaults();
     c.greedy_fraction = 0.0;
     cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    /* a size set outside its range, below or above, as parse would refuse it */
+    c = defaults();
+    c.small_max = 256;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cr_assert_str_eq(cca_last_error(), "out-of-range value for key 'small_max': 256 not in [512, 1073741824]");
+    c = defaults();
+    c.segment_round = 2048 * MiB;
+    cr_assert_eq(cca_config_validate(&c), CCA_ERR_CONFIG);
+    cr_assert_str_eq(cca_last_error(),
+                     "out-of-range value for key 'segment_round': 2147483648 not in [512, 1073741824]");
     cr_assert_eq(cca_config_validate(NULL), CCA_ERR_INVALID_ARGUMENT);
 }
 

@@ -19,6 +19,8 @@
  *   modes       DISCARD copies nothing; classic segments and a bad flag are
  *               refused, nothing changed; greedy's default domain sleeps.
  *   all         cca_sleep / cca_wake: all or nothing.
+ *   waits       one stream_synchronize per stream of the domain, up to 16;
+ *               past 16, one device synchronize instead.
  *   faults      every upstream call of a sleep and of a wake fails in turn:
  *               afterwards asleep with every byte on the host or awake with
  *               every byte on the device, the invariants hold, nothing leaks.
@@ -842,6 +844,50 @@ Test(sleep, sleep_everything_is_all_or_nothing) {
     cca_upstream_destroy(u);
     cr_assert_eq(tu_upstream_stats(inner).bytes_in_use, 0);
     cca_upstream_destroy(inner);
+}
+
+/* The sleep's wait (docs/allocator.md, "Sleep"): one stream_synchronize
+ * per stream that may touch the domain's blocks, up to 16; past 16, one
+ * device synchronize instead (pages_quiesce's rule). A domain of `streams`
+ * blocks, each on a stream of its own (so each in a segment of its own). */
+static void sleep_waits(uintptr_t streams, uint64_t stream_syncs, uint64_t device_syncs) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device_backed(256 * MiB, 64 * KiB, CCA_VM_PAGES);
+    cca_upstream *u = tu_faulty_create_streams(&f, inner, "fx", true);
+    cca_allocator *a = tu_allocator(u, "expandable_ahead:0");
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK, "%s", cca_last_error());
+    void *p[17];
+    for (uintptr_t k = 0; k < streams; k++) {
+        cr_assert_eq(cca_alloc_in(a, d, 64 * KiB, (cca_stream)((k + 1) << 12), &p[k]), CCA_OK, "%s", cca_last_error());
+        tu_fill(p[k], 64 * KiB, k);
+    }
+    uint64_t ss = f.calls[TU_FAULT_STREAM_SYNC], ds = f.calls[TU_FAULT_SYNC];
+    cr_assert_eq(cca_domain_sleep(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(f.calls[TU_FAULT_STREAM_SYNC] - ss, stream_syncs, "%zu streams: stream synchronizes", (size_t)streams);
+    cr_assert_eq(f.calls[TU_FAULT_SYNC] - ds, device_syncs, "%zu streams: device synchronizes", (size_t)streams);
+    for (uintptr_t k = 0; k < streams && stream_syncs; k++) { /* each stream once, in any order */
+        int seen = 0;
+        for (uint64_t i = ss; i < ss + stream_syncs; i++)
+            seen += f.synced_streams[i] == (cca_stream)((k + 1) << 12);
+        cr_assert_eq(seen, 1, "stream %zu waited for %d times", (size_t)k, seen);
+    }
+    cr_assert(dstats(a, d).asleep);
+    cr_assert_eq(cca_domain_wake(a, d, NULL), CCA_OK, "%s", cca_last_error());
+    for (uintptr_t k = 0; k < streams; k++) {
+        cr_assert(tu_check_fill(p[k], 64 * KiB, k), "block %zu", (size_t)k);
+        tu_free(a, p[k]);
+    }
+    cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
+    tu_faulty_destroy_clean(u, inner);
+}
+
+Test(sleep, sixteen_streams_are_waited_for_one_by_one) {
+    sleep_waits(16, 16, 0);
+}
+
+Test(sleep, past_sixteen_streams_the_device_is_synchronized_instead) {
+    sleep_waits(17, 0, 1);
 }
 
 /* ---- faults ------------------------------------------------------------------------------ */

@@ -740,3 +740,58 @@ Test(upstream, host_staging_and_copies_are_counted_exactly) {
     cr_assert_eq(s.host_bytes_peak, 5 * MiB);
     cca_upstream_destroy(u);
 }
+
+/* Host staging memory and copies (ccalloc.h): an upstream without the four
+ * ops refuses each call with CCA_ERR_UPSTREAM naming it (host_alloc's
+ * *ptr NULL); a host_alloc op that succeeds without a pointer is refused
+ * as alloc's is (CCA_ERR_UPSTREAM, *ptr NULL, nothing counted); a NULL
+ * upstream to stream_synchronize is CCA_ERR_INVALID_ARGUMENT. */
+static cca_status null_host_free(void *ctx, void *ptr, size_t size) {
+    (void)ctx, (void)ptr, (void)size;
+    return CCA_OK;
+}
+static cca_status null_copy(void *ctx, void *dst, const void *src, size_t size, int to_host) {
+    (void)ctx, (void)dst, (void)src, (void)size, (void)to_host;
+    return CCA_OK;
+}
+static cca_status null_copy_wait(void *ctx) {
+    (void)ctx;
+    return CCA_OK;
+}
+
+Test(upstream, host_staging_refused_without_the_ops_or_a_pointer) {
+    cca_upstream_ops ops = {.alloc = dummy_alloc, .free = dummy_free, .name = "nocopy"};
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_upstream_custom_create(&ops, NULL, &u), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_upstream_has_copy(u), 0);
+    void *h = (void *)1;
+    cr_assert_eq(cca_upstream_host_alloc(u, 4096, &h), CCA_ERR_UPSTREAM);
+    cr_assert_null(h);
+    cr_assert_str_eq(cca_last_error(),
+                     "cca_upstream_host_alloc: upstream 'nocopy' has no host staging memory or copies");
+    cr_assert_eq(cca_upstream_copy_wait(u), CCA_ERR_UPSTREAM);
+    cr_assert_str_eq(cca_last_error(),
+                     "cca_upstream_copy_wait: upstream 'nocopy' has no host staging memory or copies");
+    cca_upstream_destroy(u);
+
+    cca_upstream_ops broken = {.alloc = dummy_alloc,
+                               .free = dummy_free,
+                               .host_alloc = null_alloc,
+                               .host_free = null_host_free,
+                               .copy = null_copy,
+                               .copy_wait = null_copy_wait,
+                               .name = "nullhost"};
+    cr_assert_eq(cca_upstream_custom_create(&broken, NULL, &u), CCA_OK, "%s", cca_last_error());
+    h = (void *)1;
+    cca_clear_error();
+    cr_assert_eq(cca_upstream_host_alloc(u, 4096, &h), CCA_ERR_UPSTREAM);
+    cr_assert_null(h);
+    cr_assert(strstr(cca_last_error(), "upstream 'nullhost' host_alloc of 4096 bytes failed"), "%s", cca_last_error());
+    cca_upstream_stats s = tu_upstream_stats(u);
+    cr_assert_eq(s.host_bytes_in_use, 0, "nothing counted");
+    cr_assert_eq(s.host_bytes_peak, 0);
+    cca_upstream_destroy(u);
+
+    cr_assert_eq(cca_upstream_stream_synchronize(NULL, (cca_stream)1), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "cca_upstream_stream_synchronize: upstream is NULL");
+}

@@ -1320,7 +1320,9 @@ cca_status cca_domain_wake(cca_allocator *a, cca_domain *d, cca_sleep_report *re
  * cca_domain_sleep that leaves it awake) wakes again the domains this call
  * put to sleep (their room was just given back; should one not wake, it
  * stays asleep and the message says so), and its error is returned, the
- * domain named; the report is then zeros. With CCA_SLEEP_DISCARD (no copy
+ * domain named; the report is then zeros. A domain woken so has the pages
+ * under its live blocks mapped again, not its cached ones: reserved_bytes
+ * may be lower than before the call, never higher. With CCA_SLEEP_DISCARD (no copy
  * to wake from) every domain's waits come first (its work, its freed
  * blocks' events): a refusal there discards nothing; one after it (host
  * memory for a domain's record) wakes the domains already discarded with

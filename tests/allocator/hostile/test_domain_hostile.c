@@ -784,6 +784,7 @@ static void sleep_host_oom(sleep_call call) {
             if (call == SLEEP_ALL) { /* the domains put to sleep were woken: their cached pages went */
                 tu_check(a);
                 cr_assert_eq(tu_stats(a).allocated_bytes, before.allocated_bytes, "%s", why);
+                cr_assert_leq(tu_stats(a).reserved_bytes, before.reserved_bytes, "%s: more mapped than before", why);
                 cr_assert_not(asleep(a, e), "%s: the other domain is asleep", why);
             } else {
                 tu_assert_intact(a, &before, why);

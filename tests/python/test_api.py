@@ -33,7 +33,7 @@ import pytest
 import ccalloc
 from ccalloc import _errors, _lib, plug
 
-from conftest import HEADER, MiB, fork_children
+from conftest import HEADER, MiB, fork_children, no_access_bytes
 
 # ---- the Python mirror of ccalloc.h ---------------------------------------------
 
@@ -581,6 +581,22 @@ def test_close_with_live_blocks_raises_after_closing():
     a.close()  # twice: nothing
     with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
         a.alloc(10)
+
+
+def test_an_allocator_dropped_unclosed_gives_its_device_back():
+    """An Allocator the program drops without close(), a block still live,
+    is destroyed by its finalizer, device and all: the simulated device's
+    range (reserved with no access) is unmapped. The finalizer raises
+    nothing (close() would raise LiveBlocksError)."""
+    import gc
+
+    before = no_access_bytes()
+    a = ccalloc.Allocator("1G")
+    a.alloc(4096)
+    assert no_access_bytes() - before >= 1 << 30
+    del a
+    gc.collect()
+    assert no_access_bytes() - before < 1 << 29
 
 
 def test_context_manager_does_not_mask_an_exception():

@@ -422,6 +422,28 @@ def test_strings_with_a_nul_are_refused(alloc):
     assert alloc.stats()["alloc_calls"] == 0
 
 
+def test_strings_of_another_type_are_a_type_error_naming_it(alloc, host_plug):
+    """A domain name, a mark and a configuration text are str: bytes, a
+    number or None raise TypeError saying so (not the TypeError of a str
+    operation on it), before any call: no domain, no allocator, the plug
+    configuration in force kept."""
+    for bad in (b"m", 5, None):
+        kind = type(bad).__name__
+        with pytest.raises(TypeError, match=f"^domain name is a str, not {kind}$"):
+            alloc.domain(bad)
+        with pytest.raises(TypeError, match=f"^mark is a str, not {kind}$"):
+            alloc.mark(bad)
+    with pytest.raises(TypeError, match="^conf is a str, not bytes$"):
+        ccalloc.Allocator(capacity="64M", conf=b"max_reserved:8M")
+    with pytest.raises(TypeError, match="^upstream is a str, not bytes$"):
+        plug.configure(upstream=b"host:8M")
+    with pytest.raises(TypeError, match="^conf is a str, not int$"):
+        plug.configure(conf=5)
+    assert [d["name"] for d in alloc.snapshot()["domains"]] == ["default"]
+    assert alloc.stats()["alloc_calls"] == 0
+    assert plug.mem_info(0) == (64 * MiB, 64 * MiB)  # host:64M, as host_plug configured it
+
+
 def test_strings_that_are_not_utf8_are_refused(alloc):
     """A str with a lone surrogate (what os.fsdecode makes of a byte that is
     not UTF-8) has no C string: refused with the exception of that
@@ -623,11 +645,12 @@ def test_stream_handles_are_integers_never_truncated_or_parsed(alloc):
     __int__, as cuda-python's CUstream does). int() once took every value:
     1.5 and Fraction(7, 2) were truncated to streams 1 and 3, "12" was parsed
     to stream 12, and "abc" raised ValueError. A float, another non-integral
-    number, a str or bytes is a TypeError, and nothing is allocated."""
+    number, a str or bytes is a TypeError, and nothing is allocated; so is
+    a bool (True is no stream 1, False no default stream)."""
     from decimal import Decimal
     from fractions import Fraction
 
-    for bad in (1.5, 2.0, float("nan"), Fraction(7, 2), Decimal("3"), 1j, "12", "abc", b"1", [1]):
+    for bad in (True, False, 1.5, 2.0, float("nan"), Fraction(7, 2), Decimal("3"), 1j, "12", "abc", b"1", [1]):
         with pytest.raises(TypeError, match="stream"):
             alloc.alloc(4096, stream=bad)
         with pytest.raises(TypeError, match="stream"):

@@ -879,6 +879,37 @@ def test_domain_context_manager_does_not_mask_an_exception(host_plug):
     assert d.destroyed
 
 
+def test_a_domain_block_ended_by_an_exception_keeps_a_domain_that_cannot_go(alloc):
+    """docs/python.md: a domain's `with` block that ends with an exception
+    raises that exception; a failure of the destroy at its end is dropped,
+    and a domain that could not go (a block still live: LiveBlocksError)
+    stays, its blocks valid. One with no live block goes, as at a normal end."""
+    with pytest.raises(KeyError, match="the real problem"):
+        with alloc.domain("kept") as d:
+            p = d.alloc(4096)
+            raise KeyError("the real problem")
+    assert not d.destroyed
+    assert alloc.block_size(p) == 4096
+    assert (d.stats()["allocated_bytes"], d.stats()["active_blocks"]) == (4096, 1)
+    d.free(p)
+    d.destroy()
+    with pytest.raises(KeyError, match="the real problem"):
+        with alloc.domain("gone") as e:
+            e.free(e.alloc(4096))
+            raise KeyError("the real problem")
+    assert d.destroyed and e.destroyed
+    assert [x["name"] for x in alloc.snapshot()["domains"]] == ["default"]
+    s = alloc.stats()
+    assert (s["allocated_bytes"], s["active_blocks"], s["reserved_bytes"]) == (0, 0, 0)
+
+
+def test_a_domains_repr_names_it_and_says_when_it_is_destroyed(alloc):
+    d = alloc.domain("resnet50")
+    assert repr(d) == "<ccalloc.Domain 'resnet50'>"
+    d.destroy()
+    assert repr(d) == "<ccalloc.Domain 'resnet50' (destroyed)>"
+
+
 def test_domain_leak_raises_with_the_report(alloc):
     d = alloc.domain("leaky")
     x = d.alloc(4096)

@@ -1319,6 +1319,10 @@ def test_install_prefixes_include_lib64_and_multiarch(monkeypatch, tmp_path):
         want.append("/usr/lib/" + sysconfig.get_config_var("MULTIARCH"))
     assert dirs == want
     assert next(p for p in tried if os.path.exists(p)) == str(tmp_path / "lib64" / "libccalloc.so")
+    # a system with no multiarch directory (Fedora, RHEL, SUSE, Arch): the same, less that directory
+    monkeypatch.setattr(_lib.sysconfig, "get_config_var", lambda name: None)
+    tried = [p for origin, p in _lib.candidates() if origin == "install prefix"]
+    assert tried == [os.path.join(d, n) for d in want[:6] for n in ("libccalloc.so", "libccalloc.dylib")]
 
 
 def test_a_domain_is_destroyed_with_its_allocator():
@@ -1792,6 +1796,9 @@ def test_a_library_is_truncated_only_short_of_its_last_loadable_segment(tmp_path
     assert cut("elf32-whole.so", _elf(32, [(1, 0, 3000)], 3000)) is None
     assert cut("no-order.so", _elf(64, segments, 4999, data=0)) is None
     assert cut("small-entries.so", _elf(64, segments, 4999, phentsize=8)) is None
+    # an ELF64 file cut inside its 64-byte header (long enough for an ELF32
+    # one): no program header to read, left to dlopen, which refuses it
+    assert cut("header-cut.so", _elf(64, segments, 4999)[:60]) is None
 
 
 @pytest.mark.parametrize("marker", [b"__asan_init", b"__tsan_init", b"__ubsan_handle_add_overflow"])
@@ -1807,11 +1814,17 @@ def test_a_sanitizer_build_in_the_search_is_skipped(monkeypatch, tmp_path, marke
     with pytest.raises(ccalloc.LibraryNotFoundError) as e:
         _lib.load()
     assert f"checkout build: {so}: built with a sanitizer" in str(e.value)
-    if marker != b"__asan_init":
-        monkeypatch.setattr(_lib, "candidates", lambda: [("CCALLOC_LIBRARY", str(so))])
+    monkeypatch.setattr(_lib, "candidates", lambda: [("CCALLOC_LIBRARY", str(so))])
+    if marker == b"__asan_init":  # ASan's runtime is not in this process
+        monkeypatch.delenv("ASAN_OPTIONS", raising=False)
         with pytest.raises(ccalloc.LibraryNotFoundError) as e:
             _lib.load()
-        assert f"CCALLOC_LIBRARY: {so}: does not load" in str(e.value)
+        assert f"CCALLOC_LIBRARY: {so}: built with AddressSanitizer, whose runtime" in str(e.value)
+        # ASAN_OPTIONS=verify_asan_link_order=0 turns ASan's check off: loading is left to dlopen
+        monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:verify_asan_link_order=0")
+    with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+        _lib.load()
+    assert f"CCALLOC_LIBRARY: {so}: does not load" in str(e.value)
 
 
 def test_a_library_without_the_functions_is_not_this_version(monkeypatch):
@@ -1827,6 +1840,49 @@ def test_a_library_without_the_functions_is_not_this_version(monkeypatch):
     with pytest.raises(ccalloc.LibraryNotFoundError) as e:
         _lib.load()
     assert f"checkout build: {other}: not this version of libccalloc" in str(e.value)
+
+
+def test_a_library_found_by_name_that_is_not_libccalloc_is_not_this_version(monkeypatch):
+    """A name without a directory (find_library's answer) that the loader
+    resolves to another library: the file it came from cannot be asked
+    (dladdr of cca_create, which it lacks), so it is named as found and
+    passed over as not this version, never an AttributeError."""
+    import ctypes.util
+
+    other = ctypes.util.find_library("m")
+    if not other or os.sep in other:
+        pytest.skip(f"no C math library found by name here ({other!r})")
+    origin = "ctypes.util.find_library('ccalloc')"
+    monkeypatch.setattr(_lib, "_loaded", None)
+    monkeypatch.setattr(_lib, "candidates", lambda: [(origin, other)])
+    with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+        _lib.load()
+    lines = str(e.value).splitlines()
+    assert lines[0].startswith("libccalloc was found but could not be loaded."), lines
+    assert lines[1].startswith(f"  {origin}: {other}: not this version of libccalloc ("), lines
+
+
+@pytest.mark.parametrize("kind", ["a directory", "a socket"])
+def test_a_library_path_that_is_a_directory_or_a_socket_is_refused(monkeypatch, tmp_path, kind):
+    """docs/python.md: a path that is not a regular file is refused before
+    it is opened, saying what it is (a device and a FIFO: test_hostile.py)."""
+    import socket
+
+    path = tmp_path / "libccalloc.so"
+    if kind == "a directory":
+        path.mkdir()
+    else:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+    monkeypatch.setattr(_lib, "_loaded", None)
+    monkeypatch.setattr(_lib, "candidates", lambda: [("CCALLOC_LIBRARY", str(path))])
+    try:
+        with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+            _lib.load()
+    finally:
+        if kind == "a socket":
+            sock.close()
+    assert f"  CCALLOC_LIBRARY: {path}: not a regular file ({kind}); skipped" in str(e.value).splitlines()
 
 
 def test_the_loaded_library_named_again_another_way_is_the_same(tmp_path, monkeypatch):

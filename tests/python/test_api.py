@@ -768,6 +768,31 @@ def test_snapshots_and_config_close_the_files_they_write(alloc):
     alloc.free(p)
 
 
+def test_readers_without_host_memory_for_their_stream_raise_memory_error(alloc, monkeypatch):
+    """config(), snapshot() and snapshot_torch() write into a stream in host
+    memory (open_memstream). No memory for the stream (open_memstream
+    returns NULL: C would be handed a NULL FILE *) or for its last growth
+    (fclose fails) raises MemoryError; the allocator is untouched."""
+    from ccalloc import allocator as module
+
+    p = alloc.alloc(4096)
+    readers = (alloc.config, alloc.snapshot, alloc.snapshot_torch)
+    why = "^no host memory for the stream a snapshot is written into$"
+    monkeypatch.setattr(module._lib, "open_memstream", lambda buf, size: None)
+    for read in readers:
+        with pytest.raises(MemoryError, match=why):
+            read()
+    monkeypatch.undo()
+    fclose = module._lib.fclose
+    monkeypatch.setattr(module._lib, "fclose", lambda f: fclose(f) or -1)  # closed, and said to fail
+    for read in readers:
+        with pytest.raises(MemoryError, match=why):
+            read()
+    monkeypatch.undo()
+    assert alloc.snapshot()["stats"]["allocated_bytes"] == alloc.block_size(p) == 4096
+    alloc.free(p)
+
+
 def test_trim_keeps_any_amount_c_can_hold(alloc):
     """keep is a size_t: 4 GiB on a 256M device keeps everything cached
     (it was once a C int, which wraps 2**32 to 0 and gives everything back)."""

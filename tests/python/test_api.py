@@ -1769,6 +1769,8 @@ def test_the_search_order_of_the_checkout_builds(monkeypatch, tmp_path):
     monkeypatch.undo()
     monkeypatch.setattr(_lib, "__file__", str(tmp_path / "lib" / "python3" / "ccalloc" / "_lib.py"))
     assert _lib._checkout_root() is None
+    monkeypatch.setattr(_lib, "__file__", "/app/ccalloc/_lib.py")  # too near the root for a checkout
+    assert _lib._checkout_root() is None
     (tmp_path / "allocator" / "include").mkdir(parents=True)
     (tmp_path / "allocator" / "include" / "ccalloc.h").write_text("")
     monkeypatch.setattr(_lib, "__file__", str(tmp_path / "allocator" / "python" / "ccalloc" / "_lib.py"))

@@ -1040,6 +1040,31 @@ def test_alloc_into_a_sleeping_domain_raises_asleep(alloc):
     alloc.check()
 
 
+def test_an_asleep_domains_release_and_destroy_work_as_when_awake(alloc):
+    """docs/python.md: while a domain is asleep, release() and destroy()
+    work as when awake: a live block refuses them (LiveBlocksError naming
+    it), and the domain stays asleep with its copy, woken intact later;
+    destroy(force=True) takes the domain, its blocks and its host copy."""
+    d = alloc.domain("asleep")
+    x = d.alloc(MiB)
+    ctypes.memset(x, 0x5A, MiB)
+    d.sleep()
+    for call in (d.release, d.destroy):
+        with pytest.raises(ccalloc.LiveBlocksError) as e:
+            call()
+        assert [(b.ptr, b.size) for b in e.value.report.leaks] == [(x, MiB)]
+        st = d.stats()
+        assert (st["asleep"], st["host_bytes"], st["active_blocks"], st["reserved_bytes"]) == (1, MiB, 1, 0)
+    assert d.wake().bytes_copied == MiB
+    assert ctypes.string_at(x, MiB) == b"\x5a" * MiB
+    d.sleep()
+    r = d.destroy(force=True)
+    assert d.destroyed and (r.live_blocks, r.live_bytes, r.bytes_still_reserved) == (1, MiB, 0)
+    s = alloc.stats()
+    assert (s["asleep_domains"], s["host_bytes"], s["active_blocks"], s["allocated_bytes"]) == (0, 0, 0, 0)
+    alloc.check()
+
+
 def test_discard_copies_nothing(alloc):
     d = alloc.domain("cache")
     x = d.alloc(3 * MiB)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 import ccalloc
 from ccalloc import plug
 
-from conftest import PACKAGE_DIR
+from conftest import PACKAGE_DIR, no_access_bytes
 
 
 def _run(code: str, *args: str, env_extra=None, timeout: float = 60, limit_as: int = 0):
@@ -435,16 +436,8 @@ def twice(op, k, j):
         sys.setprofile(None)
         sys.settrace(None)
 
-def reserved():
-    # address space mapped with no access (a simulated device's range is)
-    total = 0
-    with open("/proc/self/maps") as f:
-        for line in f:
-            span, perms = line.split()[:2]
-            if perms.startswith("---"):
-                lo, hi = (int(x, 16) for x in span.split("-"))
-                total += hi - lo
-    return total
+""" + inspect.getsource(no_access_bytes) + r"""
+reserved = no_access_bytes
 
 def closed_leaving_nothing(what, make, attempt):
     # for k = 1, 2, ...: an allocator from make(), attempt(a, k) (True

@@ -1914,6 +1914,28 @@ def test_a_library_found_by_name_that_is_not_libccalloc_is_not_this_version(monk
     assert lines[1].startswith(f"  {origin}: {other}: not this version of libccalloc ("), lines
 
 
+def test_a_library_found_by_name_is_not_judged_by_a_file_of_that_name_here(monkeypatch, tmp_path):
+    """A name without a directory is the loader's to resolve (its search
+    path, its cache), never a file of the working directory: like the
+    other checks made before dlopen, the sanitizer check reads no file for
+    a name. A file of that name here that names ASan's entry point once
+    made the search skip the library the loader would take."""
+    import ctypes.util
+
+    other = ctypes.util.find_library("m")
+    if not other or os.sep in other:
+        pytest.skip(f"no C math library found by name here ({other!r})")
+    origin = "ctypes.util.find_library('ccalloc')"
+    (tmp_path / other).write_bytes(b"not the library the loader takes; it names __asan_init")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(_lib, "_loaded", None)
+    monkeypatch.setattr(_lib, "candidates", lambda: [(origin, other)])
+    with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+        _lib.load()
+    lines = str(e.value).splitlines()
+    assert lines[1].startswith(f"  {origin}: {other}: not this version of libccalloc ("), lines
+
+
 @pytest.mark.parametrize("kind", ["a directory", "a socket"])
 def test_a_library_path_that_is_a_directory_or_a_socket_is_refused(monkeypatch, tmp_path, kind):
     """docs/python.md: a path that is not a regular file is refused before

@@ -38,6 +38,20 @@ KiB = 1024
 MiB = 1024 * KiB
 
 
+def no_access_bytes():
+    """The address space this process has mapped with no access: a
+    simulated device reserves its whole range so, and gives it back when
+    it is destroyed."""
+    total = 0
+    with open("/proc/self/maps") as f:
+        for line in f:
+            span, perms = line.split()[:2]
+            if perms.startswith("---"):
+                lo, hi = (int(x, 16) for x in span.split("-"))
+                total += hi - lo
+    return total
+
+
 @pytest.fixture
 def lib():
     """The loaded library (ccalloc._lib.Library)."""

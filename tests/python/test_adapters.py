@@ -376,6 +376,57 @@ def test_numba_plugin(monkeypatch, nv_binding):
         plug.reset()
 
 
+def test_numba_plugin_on_numbas_older_module_layout(monkeypatch):
+    """A Numba whose numba.cuda does not export GetIpcHandleMixin and
+    MemoryInfo (they are in numba.cuda.cudadrv.driver), with the ctypes
+    binding and a drvapi without cu_device_ptr: the plugin takes both names
+    from the driver module and hands Numba a c_size_t holding the address."""
+    plug.reset()
+    state = fake_numba(monkeypatch, False)
+    cuda, driver = sys.modules["numba.cuda"], sys.modules["numba.cuda.cudadrv.driver"]
+    driver.GetIpcHandleMixin, driver.MemoryInfo = cuda.GetIpcHandleMixin, cuda.MemoryInfo
+    del cuda.GetIpcHandleMixin, cuda.MemoryInfo
+    del sys.modules["numba.cuda.cudadrv.drvapi"].cu_device_ptr
+    try:
+        ccalloc.numba.enable(upstream="host:64M", conf="")
+        m = state["manager"](context=types.SimpleNamespace(device=types.SimpleNamespace(id=0)))
+        m.initialize()
+        mp = m.memalloc(4096)
+        assert type(mp.device_pointer) is ctypes.c_size_t
+        assert mp.device_pointer.value == mp.device_pointer_value
+        assert plug.allocator(0).block_size(mp.device_pointer.value) == 4096
+        assert m.get_ipc_handle(mp) == ("ipc", mp)
+        info = m.get_memory_info()
+        assert type(info) is driver.MemoryInfo and tuple(info) == plug.mem_info(0)
+        del mp
+        gc.collect()
+        assert ccalloc.numba.stats()["allocated_bytes"] == 0
+    finally:
+        plug.reset()
+
+
+@pytest.mark.parametrize("framework", ["cupy", "numba"])
+def test_enable_with_no_arguments_keeps_the_configuration_in_force(monkeypatch, host_plug, framework):
+    """enable() with neither conf nor upstream configures nothing: an
+    earlier plug.configure stays in force, as for ccalloc.torch.enable.
+    Configuring again (None: the environment's) would be refused once a
+    device has a block, and would drop the simulated device of 64 MiB."""
+    if framework == "cupy":
+        state, installed, want = fake_cupy(monkeypatch), "allocator", ccalloc.cupy.malloc
+    else:
+        state, installed = fake_numba(monkeypatch, False), "manager"
+        want = ccalloc.numba.manager_class()
+    p = plug.alloc(4096)
+    try:
+        getattr(ccalloc, framework).enable()
+        assert state[installed] is want
+        assert plug.allocator(0).block_size(p) == 4096 and plug.mem_info(0) == (62 * MiB, 64 * MiB)
+    finally:
+        if framework == "cupy":
+            ccalloc.cupy.disable()
+        plug.free(p)
+
+
 def test_numba_trim_gives_cached_memory_back(monkeypatch):
     """The Numba adapter's docstring and docs/python.md name its own
     ``empty_cache`` / ``trim`` as what gives device memory back: both exist

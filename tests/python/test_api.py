@@ -33,7 +33,7 @@ import pytest
 import ccalloc
 from ccalloc import _errors, _lib, plug
 
-from conftest import HEADER, MiB, fork_children
+from conftest import HEADER, MiB, fork_children, no_access_bytes
 
 # ---- the Python mirror of ccalloc.h ---------------------------------------------
 
@@ -422,6 +422,28 @@ def test_strings_with_a_nul_are_refused(alloc):
     assert alloc.stats()["alloc_calls"] == 0
 
 
+def test_strings_of_another_type_are_a_type_error_naming_it(alloc, host_plug):
+    """A domain name, a mark and a configuration text are str: bytes, a
+    number or None raise TypeError saying so (not the TypeError of a str
+    operation on it), before any call: no domain, no allocator, the plug
+    configuration in force kept."""
+    for bad in (b"m", 5, None):
+        kind = type(bad).__name__
+        with pytest.raises(TypeError, match=f"^domain name is a str, not {kind}$"):
+            alloc.domain(bad)
+        with pytest.raises(TypeError, match=f"^mark is a str, not {kind}$"):
+            alloc.mark(bad)
+    with pytest.raises(TypeError, match="^conf is a str, not bytes$"):
+        ccalloc.Allocator(capacity="64M", conf=b"max_reserved:8M")
+    with pytest.raises(TypeError, match="^upstream is a str, not bytes$"):
+        plug.configure(upstream=b"host:8M")
+    with pytest.raises(TypeError, match="^conf is a str, not int$"):
+        plug.configure(conf=5)
+    assert [d["name"] for d in alloc.snapshot()["domains"]] == ["default"]
+    assert alloc.stats()["alloc_calls"] == 0
+    assert plug.mem_info(0) == (64 * MiB, 64 * MiB)  # host:64M, as host_plug configured it
+
+
 def test_strings_that_are_not_utf8_are_refused(alloc):
     """A str with a lone surrogate (what os.fsdecode makes of a byte that is
     not UTF-8) has no C string: refused with the exception of that
@@ -583,6 +605,22 @@ def test_close_with_live_blocks_raises_after_closing():
         a.alloc(10)
 
 
+def test_an_allocator_dropped_unclosed_gives_its_device_back():
+    """An Allocator the program drops without close(), a block still live,
+    is destroyed by its finalizer, device and all: the simulated device's
+    range (reserved with no access) is unmapped. The finalizer raises
+    nothing (close() would raise LiveBlocksError)."""
+    import gc
+
+    before = no_access_bytes()
+    a = ccalloc.Allocator("1G")
+    a.alloc(4096)
+    assert no_access_bytes() - before >= 1 << 30
+    del a
+    gc.collect()
+    assert no_access_bytes() - before < 1 << 29
+
+
 def test_context_manager_does_not_mask_an_exception():
     with pytest.raises(KeyError):
         with ccalloc.Allocator(capacity="8M") as a:
@@ -607,11 +645,12 @@ def test_stream_handles_are_integers_never_truncated_or_parsed(alloc):
     __int__, as cuda-python's CUstream does). int() once took every value:
     1.5 and Fraction(7, 2) were truncated to streams 1 and 3, "12" was parsed
     to stream 12, and "abc" raised ValueError. A float, another non-integral
-    number, a str or bytes is a TypeError, and nothing is allocated."""
+    number, a str or bytes is a TypeError, and nothing is allocated; so is
+    a bool (True is no stream 1, False no default stream)."""
     from decimal import Decimal
     from fractions import Fraction
 
-    for bad in (1.5, 2.0, float("nan"), Fraction(7, 2), Decimal("3"), 1j, "12", "abc", b"1", [1]):
+    for bad in (True, False, 1.5, 2.0, float("nan"), Fraction(7, 2), Decimal("3"), 1j, "12", "abc", b"1", [1]):
         with pytest.raises(TypeError, match="stream"):
             alloc.alloc(4096, stream=bad)
         with pytest.raises(TypeError, match="stream"):
@@ -729,6 +768,31 @@ def test_snapshots_and_config_close_the_files_they_write(alloc):
     alloc.free(p)
 
 
+def test_readers_without_host_memory_for_their_stream_raise_memory_error(alloc, monkeypatch):
+    """config(), snapshot() and snapshot_torch() write into a stream in host
+    memory (open_memstream). No memory for the stream (open_memstream
+    returns NULL: C would be handed a NULL FILE *) or for its last growth
+    (fclose fails) raises MemoryError; the allocator is untouched."""
+    from ccalloc import allocator as module
+
+    p = alloc.alloc(4096)
+    readers = (alloc.config, alloc.snapshot, alloc.snapshot_torch)
+    why = "^no host memory for the stream a snapshot is written into$"
+    monkeypatch.setattr(module._lib, "open_memstream", lambda buf, size: None)
+    for read in readers:
+        with pytest.raises(MemoryError, match=why):
+            read()
+    monkeypatch.undo()
+    fclose = module._lib.fclose
+    monkeypatch.setattr(module._lib, "fclose", lambda f: fclose(f) or -1)  # closed, and said to fail
+    for read in readers:
+        with pytest.raises(MemoryError, match=why):
+            read()
+    monkeypatch.undo()
+    assert alloc.snapshot()["stats"]["allocated_bytes"] == alloc.block_size(p) == 4096
+    alloc.free(p)
+
+
 def test_trim_keeps_any_amount_c_can_hold(alloc):
     """keep is a size_t: 4 GiB on a 256M device keeps everything cached
     (it was once a C int, which wraps 2**32 to 0 and gives everything back)."""
@@ -840,6 +904,37 @@ def test_domain_context_manager_does_not_mask_an_exception(host_plug):
     assert d.destroyed
 
 
+def test_a_domain_block_ended_by_an_exception_keeps_a_domain_that_cannot_go(alloc):
+    """docs/python.md: a domain's `with` block that ends with an exception
+    raises that exception; a failure of the destroy at its end is dropped,
+    and a domain that could not go (a block still live: LiveBlocksError)
+    stays, its blocks valid. One with no live block goes, as at a normal end."""
+    with pytest.raises(KeyError, match="the real problem"):
+        with alloc.domain("kept") as d:
+            p = d.alloc(4096)
+            raise KeyError("the real problem")
+    assert not d.destroyed
+    assert alloc.block_size(p) == 4096
+    assert (d.stats()["allocated_bytes"], d.stats()["active_blocks"]) == (4096, 1)
+    d.free(p)
+    d.destroy()
+    with pytest.raises(KeyError, match="the real problem"):
+        with alloc.domain("gone") as e:
+            e.free(e.alloc(4096))
+            raise KeyError("the real problem")
+    assert d.destroyed and e.destroyed
+    assert [x["name"] for x in alloc.snapshot()["domains"]] == ["default"]
+    s = alloc.stats()
+    assert (s["allocated_bytes"], s["active_blocks"], s["reserved_bytes"]) == (0, 0, 0)
+
+
+def test_a_domains_repr_names_it_and_says_when_it_is_destroyed(alloc):
+    d = alloc.domain("resnet50")
+    assert repr(d) == "<ccalloc.Domain 'resnet50'>"
+    d.destroy()
+    assert repr(d) == "<ccalloc.Domain 'resnet50' (destroyed)>"
+
+
 def test_domain_leak_raises_with_the_report(alloc):
     d = alloc.domain("leaky")
     x = d.alloc(4096)
@@ -942,6 +1037,31 @@ def test_alloc_into_a_sleeping_domain_raises_asleep(alloc):
     z = d.alloc(4096)  # awake: allocations again
     for p in (x, z, other):
         alloc.free(p)
+    alloc.check()
+
+
+def test_an_asleep_domains_release_and_destroy_work_as_when_awake(alloc):
+    """docs/python.md: while a domain is asleep, release() and destroy()
+    work as when awake: a live block refuses them (LiveBlocksError naming
+    it), and the domain stays asleep with its copy, woken intact later;
+    destroy(force=True) takes the domain, its blocks and its host copy."""
+    d = alloc.domain("asleep")
+    x = d.alloc(MiB)
+    ctypes.memset(x, 0x5A, MiB)
+    d.sleep()
+    for call in (d.release, d.destroy):
+        with pytest.raises(ccalloc.LiveBlocksError) as e:
+            call()
+        assert [(b.ptr, b.size) for b in e.value.report.leaks] == [(x, MiB)]
+        st = d.stats()
+        assert (st["asleep"], st["host_bytes"], st["active_blocks"], st["reserved_bytes"]) == (1, MiB, 1, 0)
+    assert d.wake().bytes_copied == MiB
+    assert ctypes.string_at(x, MiB) == b"\x5a" * MiB
+    d.sleep()
+    r = d.destroy(force=True)
+    assert d.destroyed and (r.live_blocks, r.live_bytes, r.bytes_still_reserved) == (1, MiB, 0)
+    s = alloc.stats()
+    assert (s["asleep_domains"], s["host_bytes"], s["active_blocks"], s["allocated_bytes"]) == (0, 0, 0, 0)
     alloc.check()
 
 
@@ -1249,6 +1369,10 @@ def test_install_prefixes_include_lib64_and_multiarch(monkeypatch, tmp_path):
         want.append("/usr/lib/" + sysconfig.get_config_var("MULTIARCH"))
     assert dirs == want
     assert next(p for p in tried if os.path.exists(p)) == str(tmp_path / "lib64" / "libccalloc.so")
+    # a system with no multiarch directory (Fedora, RHEL, SUSE, Arch): the same, less that directory
+    monkeypatch.setattr(_lib.sysconfig, "get_config_var", lambda name: None)
+    tried = [p for origin, p in _lib.candidates() if origin == "install prefix"]
+    assert tried == [os.path.join(d, n) for d in want[:6] for n in ("libccalloc.so", "libccalloc.dylib")]
 
 
 def test_a_domain_is_destroyed_with_its_allocator():
@@ -1670,6 +1794,8 @@ def test_the_search_order_of_the_checkout_builds(monkeypatch, tmp_path):
     monkeypatch.undo()
     monkeypatch.setattr(_lib, "__file__", str(tmp_path / "lib" / "python3" / "ccalloc" / "_lib.py"))
     assert _lib._checkout_root() is None
+    monkeypatch.setattr(_lib, "__file__", "/app/ccalloc/_lib.py")  # too near the root for a checkout
+    assert _lib._checkout_root() is None
     (tmp_path / "allocator" / "include").mkdir(parents=True)
     (tmp_path / "allocator" / "include" / "ccalloc.h").write_text("")
     monkeypatch.setattr(_lib, "__file__", str(tmp_path / "allocator" / "python" / "ccalloc" / "_lib.py"))
@@ -1722,6 +1848,9 @@ def test_a_library_is_truncated_only_short_of_its_last_loadable_segment(tmp_path
     assert cut("elf32-whole.so", _elf(32, [(1, 0, 3000)], 3000)) is None
     assert cut("no-order.so", _elf(64, segments, 4999, data=0)) is None
     assert cut("small-entries.so", _elf(64, segments, 4999, phentsize=8)) is None
+    # an ELF64 file cut inside its 64-byte header (long enough for an ELF32
+    # one): no program header to read, left to dlopen, which refuses it
+    assert cut("header-cut.so", _elf(64, segments, 4999)[:60]) is None
 
 
 @pytest.mark.parametrize("marker", [b"__asan_init", b"__tsan_init", b"__ubsan_handle_add_overflow"])
@@ -1737,11 +1866,17 @@ def test_a_sanitizer_build_in_the_search_is_skipped(monkeypatch, tmp_path, marke
     with pytest.raises(ccalloc.LibraryNotFoundError) as e:
         _lib.load()
     assert f"checkout build: {so}: built with a sanitizer" in str(e.value)
-    if marker != b"__asan_init":
-        monkeypatch.setattr(_lib, "candidates", lambda: [("CCALLOC_LIBRARY", str(so))])
+    monkeypatch.setattr(_lib, "candidates", lambda: [("CCALLOC_LIBRARY", str(so))])
+    if marker == b"__asan_init":  # ASan's runtime is not in this process
+        monkeypatch.delenv("ASAN_OPTIONS", raising=False)
         with pytest.raises(ccalloc.LibraryNotFoundError) as e:
             _lib.load()
-        assert f"CCALLOC_LIBRARY: {so}: does not load" in str(e.value)
+        assert f"CCALLOC_LIBRARY: {so}: built with AddressSanitizer, whose runtime" in str(e.value)
+        # ASAN_OPTIONS=verify_asan_link_order=0 turns ASan's check off: loading is left to dlopen
+        monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:verify_asan_link_order=0")
+    with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+        _lib.load()
+    assert f"CCALLOC_LIBRARY: {so}: does not load" in str(e.value)
 
 
 def test_a_library_without_the_functions_is_not_this_version(monkeypatch):
@@ -1757,6 +1892,71 @@ def test_a_library_without_the_functions_is_not_this_version(monkeypatch):
     with pytest.raises(ccalloc.LibraryNotFoundError) as e:
         _lib.load()
     assert f"checkout build: {other}: not this version of libccalloc" in str(e.value)
+
+
+def test_a_library_found_by_name_that_is_not_libccalloc_is_not_this_version(monkeypatch):
+    """A name without a directory (find_library's answer) that the loader
+    resolves to another library: the file it came from cannot be asked
+    (dladdr of cca_create, which it lacks), so it is named as found and
+    passed over as not this version, never an AttributeError."""
+    import ctypes.util
+
+    other = ctypes.util.find_library("m")
+    if not other or os.sep in other:
+        pytest.skip(f"no C math library found by name here ({other!r})")
+    origin = "ctypes.util.find_library('ccalloc')"
+    monkeypatch.setattr(_lib, "_loaded", None)
+    monkeypatch.setattr(_lib, "candidates", lambda: [(origin, other)])
+    with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+        _lib.load()
+    lines = str(e.value).splitlines()
+    assert lines[0].startswith("libccalloc was found but could not be loaded."), lines
+    assert lines[1].startswith(f"  {origin}: {other}: not this version of libccalloc ("), lines
+
+
+def test_a_library_found_by_name_is_not_judged_by_a_file_of_that_name_here(monkeypatch, tmp_path):
+    """A name without a directory is the loader's to resolve (its search
+    path, its cache), never a file of the working directory: like the
+    other checks made before dlopen, the sanitizer check reads no file for
+    a name. A file of that name here that names ASan's entry point once
+    made the search skip the library the loader would take."""
+    import ctypes.util
+
+    other = ctypes.util.find_library("m")
+    if not other or os.sep in other:
+        pytest.skip(f"no C math library found by name here ({other!r})")
+    origin = "ctypes.util.find_library('ccalloc')"
+    (tmp_path / other).write_bytes(b"not the library the loader takes; it names __asan_init")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(_lib, "_loaded", None)
+    monkeypatch.setattr(_lib, "candidates", lambda: [(origin, other)])
+    with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+        _lib.load()
+    lines = str(e.value).splitlines()
+    assert lines[1].startswith(f"  {origin}: {other}: not this version of libccalloc ("), lines
+
+
+@pytest.mark.parametrize("kind", ["a directory", "a socket"])
+def test_a_library_path_that_is_a_directory_or_a_socket_is_refused(monkeypatch, tmp_path, kind):
+    """docs/python.md: a path that is not a regular file is refused before
+    it is opened, saying what it is (a device and a FIFO: test_hostile.py)."""
+    import socket
+
+    path = tmp_path / "libccalloc.so"
+    if kind == "a directory":
+        path.mkdir()
+    else:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+    monkeypatch.setattr(_lib, "_loaded", None)
+    monkeypatch.setattr(_lib, "candidates", lambda: [("CCALLOC_LIBRARY", str(path))])
+    try:
+        with pytest.raises(ccalloc.LibraryNotFoundError) as e:
+            _lib.load()
+    finally:
+        if kind == "a socket":
+            sock.close()
+    assert f"  CCALLOC_LIBRARY: {path}: not a regular file ({kind}); skipped" in str(e.value).splitlines()
 
 
 def test_the_loaded_library_named_again_another_way_is_the_same(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 import ccalloc
 from ccalloc import plug
 
-from conftest import PACKAGE_DIR
+from conftest import PACKAGE_DIR, no_access_bytes
 
 
 def _run(code: str, *args: str, env_extra=None, timeout: float = 60, limit_as: int = 0):
@@ -435,16 +436,8 @@ def twice(op, k, j):
         sys.setprofile(None)
         sys.settrace(None)
 
-def reserved():
-    # address space mapped with no access (a simulated device's range is)
-    total = 0
-    with open("/proc/self/maps") as f:
-        for line in f:
-            span, perms = line.split()[:2]
-            if perms.startswith("---"):
-                lo, hi = (int(x, 16) for x in span.split("-"))
-                total += hi - lo
-    return total
+""" + inspect.getsource(no_access_bytes) + r"""
+reserved = no_access_bytes
 
 def closed_leaving_nothing(what, make, attempt):
     # for k = 1, 2, ...: an allocator from make(), attempt(a, k) (True
@@ -608,6 +601,50 @@ def test_two_signals_in_a_row_leave_nothing_made(name):
         if done:
             break
     assert pairs > 5, f"{name}: only {pairs} pairs of points tried"
+
+
+@pytest.mark.parametrize("name", sorted(_MAKERS))
+def test_a_handler_that_closes_the_allocator_then_raises_is_what_comes_out(name):
+    """Signals. A SIGTERM handler's clean-up, close() then SystemExit, run
+    at each point of alloc and domain(): where the block (the domain) was
+    made before it, the undo finds the allocator closed (what it made went
+    with it) and gives up at once. The exception that comes out is the
+    handler's SystemExit, never the undo's "the allocator is closed", and
+    an allocator the handler could not close (the call was in C) has
+    nothing left in it."""
+    make, count = _MAKERS[name]
+    at_point = _HELPERS["at_point"]
+    closed_by_handler = 0
+    for k in range(1, 1000):
+        gc.collect()
+        a = ccalloc.Allocator("64M")
+        ran = []
+
+        def handler():
+            ran.append(k)
+            try:
+                a.close()
+            except ccalloc.Error:
+                pass  # refused (the call is in C), or closed with a block live
+            raise SystemExit("terminated")
+
+        try:
+            at_point(lambda: make(a), k, handler)
+        except SystemExit as e:
+            assert ran and str(e) == "terminated", f"{name}: point {k}"
+        else:
+            assert not ran, f"{name}: point {k}: the handler's exception was lost"
+        if a.closed:
+            closed_by_handler += 1
+        else:
+            assert count(a) == int(not ran), f"{name}: point {k}: {count(a)} made"
+            try:
+                a.close()
+            except ccalloc.LiveBlocksError:
+                assert not ran  # the block returned, the loop's last round
+        if not ran:
+            break
+    assert closed_by_handler > 3, f"{name}: the handler closed the allocator at {closed_by_handler} points"
 
 
 def _domain_count(a):

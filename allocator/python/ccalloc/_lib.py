@@ -443,7 +443,7 @@ def load(path: Optional[str] = None) -> Library:
                                "loaded (loading the library would end the process): run Python with "
                                "LD_PRELOAD=$(cc -print-file-name=libasan.so); skipped")
                 continue
-            if origin not in ("argument", "CCALLOC_LIBRARY") and _sanitized(p):
+            if origin not in ("argument", "CCALLOC_LIBRARY") and os.sep in p and _sanitized(p):  # a name: no file yet
                 reasons.append(f"  {origin}: {p}: built with a sanitizer (preload its runtime and name it "
                                "in CCALLOC_LIBRARY to use it); skipped")
                 continue

@@ -751,9 +751,10 @@ def test_snapshots_and_config_work_under_any_temporary_directory(alloc, tmp_path
 
 
 def test_snapshots_and_config_close_the_files_they_write(alloc):
-    """snapshot(), config() and snapshot_torch() have C write a temporary
-    file through a FILE * of their own; it is closed before the file is read
-    and removed: no descriptor stays open, however often they are called."""
+    """snapshot(), config() and snapshot_torch() have C write into host
+    memory through a FILE * of their own (open_memstream); it is closed
+    before the text is read: no descriptor stays open, however often they
+    are called."""
     fds = "/proc/self/fd"
     if not os.path.isdir(fds):
         pytest.skip("no /proc/self/fd to count the open descriptors")

@@ -404,6 +404,20 @@ def test_sizes_and_counts_take_every_integer_type(alloc):
     d.release(force=True)
 
 
+def test_a_mark_without_a_trace_does_nothing_but_a_bad_name_raises(monkeypatch):
+    """Not tracing (no CCALLOC_TRACE when the allocator is made), mark() is
+    a no-op for a good name and still refuses a bad one, as its docstring
+    and cca_trace_mark say."""
+    monkeypatch.delenv("CCALLOC_TRACE", raising=False)
+    with ccalloc.Allocator(capacity="64M") as a:
+        before = a.stats()
+        assert a.mark("load:resnet50") is None
+        for bad in ("", "a,b", 'say "x"', "x" * 64, "tab\there"):
+            with pytest.raises(ccalloc.InvalidArgumentError):
+                a.mark(bad)
+        assert a.stats() == before
+
+
 def test_strings_with_a_nul_are_refused(alloc):
     """A C string ends at its first NUL: 'ok\\0,...' once named a domain 'ok'
     and 'max_reserved:8M\\0,bogus:1' was read as 'max_reserved:8M'. Each is

@@ -840,7 +840,10 @@ class Allocator:
         raise_for(self._lib, self._c(self._lib.cca_check_invariants))
 
     def mark(self, name: str) -> None:
-        """A phase mark in the ``CCALLOC_TRACE`` trace (no-op when not tracing)."""
+        """A phase mark in the ``CCALLOC_TRACE`` trace (no-op when not tracing,
+        but a bad name, not 1..63 printable ASCII characters without ``,`` or
+        ``"``, raises :class:`InvalidArgumentError` all the same, as
+        ``cca_trace_mark`` refuses it)."""
         raise_for(self._lib, self._c(self._lib.cca_trace_mark, c_string(self._lib, name, "mark")))
 
     # ---- domains -----------------------------------------------------------

@@ -230,7 +230,7 @@ const ccb_generator *ccb_generator_find(const char *name);
 int ccb_generate(const char *name, const ccb_gen_params *p, ccb_trace *t);
 
 /* ------------------------------------------------------------------------ */
-/* Strategies (strategy.c, strategy_cuda.cu / strategy_nocuda.c)             */
+/* Strategies (strategy.c names them; strategy_*.c, strategy_cuda.cu)      */
 /* ------------------------------------------------------------------------ */
 
 /* What a strategy can say about its memory; a field it cannot know is
@@ -366,7 +366,8 @@ void ccb_strategy_list(FILE *f);
 int ccb_strategy_resolve(const char *spec, const ccb_strategy_ops **ops, const char **config, char *label,
                          size_t labellen);
 
-/* Host strategies (strategy.c) and GPU strategies (strategy_cuda.cu). */
+/* The bases: strategy_ccalloc.c, strategy_baselines.c, and the GPU ones in
+ * strategy_cuda.cu (strategy_nocuda.c without the toolkit). */
 extern const ccb_strategy_ops ccb_strategy_ccalloc_host;
 extern const ccb_strategy_ops ccb_strategy_malloc;
 extern const ccb_strategy_ops ccb_strategy_device_malloc;
@@ -429,14 +430,21 @@ int ccb_driver_vm_whole_maps(struct cca_upstream *u, const size_t *sizes, size_t
                              size_t *nrows, char *why, size_t whylen);
 /* "ok" or why GPU strategies cannot run here. */
 const char *ccb_gpu_unavailable_reason(void);
-/* Shared by the ccalloc strategies: create the allocator over upstream u
- * (taken over: destroyed on failure) with config on top of the defaults. */
+/* Shared by the ccalloc strategies (strategy_ccalloc.c): create the allocator
+ * over upstream u (taken over: destroyed on failure) with config on top of
+ * the defaults. */
 int ccb_ccalloc_open_on(ccb_strategy *s, struct cca_upstream *u, const char *config, char *why, size_t whylen);
-int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen);
+/* The simulated device dev describes (strategy_baselines.c): 0, or -1 with
+ * why naming the upstream's refusal. */
+int ccb_simulated_device_open(const ccb_device *dev, struct cca_upstream **u, char *why, size_t whylen);
+/* ccalloc-cuda's upstream, device 0 with dev's page and backing
+ * (strategy_cuda.cu / strategy_nocuda.c): 0 ok, 1 skipped (no GPU: why
+ * says so), -1 error. */
+int ccb_cuda_upstream_open(const ccb_device *dev, struct cca_upstream **u, char *why, size_t whylen);
 /* The cudaStream_t for trace stream n (NULL for 0, and without CUDA). */
 void *ccb_cuda_stream(unsigned n);
 /* The configs of the GPU strategies, read before any device call
- * (strategy.c, so that they are checked and tested without a GPU). Values
+ * (strategy_configs.c, so that they are checked and tested without a GPU). Values
  * are plain decimal (ccb_parse_uint); 0 ok, -1 with why naming the value.
  *  - cuda-async: "" (threshold 0), "release_threshold:max" (UINT64_MAX) or
  *    "release_threshold:N";
@@ -453,7 +461,7 @@ typedef struct ccb_cub_config {
 } ccb_cub_config;
 int ccb_async_config_parse(const char *config, unsigned long long *threshold, char *why, size_t whylen);
 int ccb_cub_config_parse(const char *config, ccb_cub_config *c, char *why, size_t whylen);
-/* The strategies' `check` ops (strategy.c): no config at all; cuda-async's
+/* The strategies' `check` ops (strategy_configs.c): no config at all; cuda-async's
  * and cub's grammars. */
 int ccb_no_config_check(const char *config, char *why, size_t whylen);
 int ccb_async_config_check(const char *config, char *why, size_t whylen);

@@ -27,7 +27,8 @@
  *                 samples undercounts (one DeviceAllocate that frees the
  *                 cache and retries is one net change).
  *                 Config: bin_growth:8,min_bin:3,max_bin:7,max_cached:6291455
- *   ccalloc-cuda  ccalloc over cca_upstream_cuda_create(0) (strategy.c).
+ *   ccalloc-cuda  ccalloc over cca_upstream_cuda_create(0) (strategy_ccalloc.c;
+ *                 its upstream from ccb_cuda_upstream_open, here).
  *
  * Also the driver's own costs: cudaMalloc / cudaFree by size
  * (ccb_driver_measure, `ccbench driver`) and pinned host memory made by
@@ -106,18 +107,16 @@ static size_t cuda_free_bytes(void) {
     return cudaMemGetInfo(&fr, &total) == cudaSuccess ? fr : CCB_UNKNOWN;
 }
 
-extern "C" int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why,
-                                     size_t whylen) {
+extern "C" int ccb_cuda_upstream_open(const ccb_device *dev, cca_upstream **u, char *why, size_t whylen) {
     if (need_gpu(why, whylen))
         return 1;
-    cca_upstream *u;
     cca_cuda_options co = {.device = 0, .vm_granularity = dev->vm_granularity, .vm_backing = dev->vm_backing};
-    cca_status st = cca_upstream_cuda_create_with(&co, &u);
+    cca_status st = cca_upstream_cuda_create_with(&co, u);
     if (st != CCA_OK) {
         snprintf(why, whylen, "%s", cca_last_error());
         return st == CCA_ERR_NO_DEVICE ? 1 : -1;
     }
-    return ccb_ccalloc_open_on(s, u, config, why, whylen);
+    return 0;
 }
 
 /* The first failure of a void callback: printed once, then alloc fails. */

@@ -2,7 +2,8 @@
  * strategy_nocuda.c — the GPU strategies where ccbench is built without the
  * CUDA toolkit: each opens as "skipped: built without CUDA", so the tables
  * still name them. With the toolkit, strategy_cuda.cu replaces this file.
- * ccalloc-cuda still asks the allocator, whose CUDA upstream says why.
+ * ccalloc-cuda's upstream (ccb_cuda_upstream_open) is still asked for: the
+ * allocator's CUDA upstream says why there is none.
  */
 #include "ccbench.h"
 
@@ -19,15 +20,14 @@ void *ccb_cuda_stream(unsigned n) {
     return NULL;
 }
 
-int ccb_ccalloc_cuda_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
-    cca_upstream *u;
+int ccb_cuda_upstream_open(const ccb_device *dev, cca_upstream **u, char *why, size_t whylen) {
     cca_cuda_options co = {.device = 0, .vm_granularity = dev->vm_granularity, .vm_backing = dev->vm_backing};
-    cca_status st = cca_upstream_cuda_create_with(&co, &u);
+    cca_status st = cca_upstream_cuda_create_with(&co, u);
     if (st != CCA_OK) {
         snprintf(why, whylen, "no GPU (%s)", cca_last_error());
         return 1;
     }
-    return ccb_ccalloc_open_on(s, u, config, why, whylen);
+    return 0;
 }
 
 static int skip_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {

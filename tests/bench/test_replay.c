@@ -16,6 +16,7 @@
 
 #include "ccalloc.h"
 #include "ccbench.h"
+#include "replay_under.h" /* tests/support */
 
 #define MiB ((size_t)1 << 20)
 
@@ -276,27 +277,12 @@ Test(replay, without_release_events_the_cache_stays_and_the_checkpoints_say_so) 
 
 /* ---- the driver's cost ------------------------------------------------------------------- */
 
-/* Wall-clock figures only grow on a busy machine (a pass preempted, a
- * busy-wait that overshoots its latency), never shrink. So an UPPER bound on
- * one is checked on the first of at most three replays that meets it: a
- * machine busy for one replay cannot fail the test, while a real extra
- * charge, which every replay pays, fails all three. Lower bounds and counts
- * hold for every replay and are checked on the one kept. */
-typedef double (*replay_figure)(const ccb_result *r);
+/* The figures whose upper bounds tu_replay_under (tests/support) checks. */
 static double total_ms(const ccb_result *r) {
     return r->total_ms;
 }
 static double driver_ms(const ccb_result *r) {
     return r->driver_total_ms;
-}
-static void replay_under(const ccb_trace *t, const char *spec, const ccb_replay_options *o, ccb_result *r,
-                         replay_figure figure, double bound) {
-    for (int attempt = 1;; attempt++) {
-        cr_assert_eq(ccb_replay(t, spec, o, r), 0, "%s", r->why);
-        if (figure(r) < bound || attempt == 3)
-            return;
-        ccb_result_free(r);
-    }
 }
 
 Test(replay, times_with_the_driver_pay_each_upstream_call) {
@@ -307,7 +293,7 @@ Test(replay, times_with_the_driver_pay_each_upstream_call) {
     o.free_latency_ns = 3000000;
     o.reps = 5; /* the bookkeeping's bound holds for the median: one pass preempted on a busy machine cannot fail it */
     ccb_result r;
-    replay_under(&t, "device-malloc", &o, &r, total_ms, 4 * 2.0);
+    tu_replay_under(&t, "device-malloc", &o, &r, total_ms, 4 * 2.0);
     cr_assert_eq(r.driver, CCB_DRIVER_MODEL);
     /* 4 device allocs and 3 device frees during the trace (the scalar stays) */
     cr_assert_geq(r.driver_total_ms, 4 * 2.0 + 3 * 3.0, "%f", r.driver_total_ms);
@@ -366,7 +352,7 @@ Test(replay, times_with_the_driver_pay_each_granule_mapped) {
     o.vm_backing = CCA_VM_PAGES;
     o.reps = 5; /* the bookkeeping's bound: of the median, as above */
     ccb_result r;
-    replay_under(&t, "ccalloc-expandable", &o, &r, total_ms, 26 * 1.0);
+    tu_replay_under(&t, "ccalloc-expandable", &o, &r, total_ms, 26 * 1.0);
     cr_assert_eq(r.driver, CCB_DRIVER_MODEL);
     cr_assert(!isnan(r.driver_total_ms), "a vm latency alone makes a pass with the driver's cost");
     double granules = (double)(r.peak_reserved / (2 * MiB));
@@ -403,7 +389,7 @@ Test(replay, the_driver_charges_each_physical_allocation_once) {
     for (size_t i = 0; i < 2; i++) {
         o.vm_backing = backing[i];
         ccb_result r;
-        replay_under(&t, "ccalloc-expandable", &o, &r, driver_ms, want_ms[i] + 10.0);
+        tu_replay_under(&t, "ccalloc-expandable", &o, &r, driver_ms, want_ms[i] + 10.0);
         cr_assert_eq(r.peak_reserved, 20 * MiB, "%zu", r.peak_reserved);
         cr_assert_eq(r.upstream_allocs, 2, "a range and ONE map of 20 MiB");
         cr_assert_eq(r.checkpoints[0].returned, 20 * MiB, "the empty_cache unmaps it all");
@@ -439,7 +425,7 @@ Test(replay, a_vm_call_costs_its_own_latency_once) {
         o.driver_reps = 3;
         o.vm_backing = CCA_VM_PAGES;
         ccb_result r;
-        replay_under(&t, "ccalloc-expandable", &o, &r, driver_ms, 40.0);
+        tu_replay_under(&t, "ccalloc-expandable", &o, &r, driver_ms, 40.0);
         cr_assert_eq(r.upstream_allocs, 2, "a range and ONE map (ten pages)");
         cr_assert_geq(r.driver_total_ms, 30.0, "case %zu: one map call and one unmap call: %.1f ms", i,
                       r.driver_total_ms);

@@ -32,12 +32,16 @@
  *   ccr_timeline_close, which flushes the rest, returns CCR_ERR_IO naming
  *   the file and that reason ("t.csv: write failed: No space left on
  *   device"). A timeline that closes with CCR_OK holds every row.
+ * - Numbers are C's format whatever locale the program has set (t_ms with
+ *   3 decimals, fragmentation with 6, by integer arithmetic): a decimal
+ *   comma would split a field.
  * - Calls nothing in engine.c, model.c or device.c: they call down to it.
  * - Costs: a row: one cca_get_stats and one mem_info, only when a timeline
  *   is set (buffered text); a mark: that row, plus one trace mark when the
  *   process is tracing.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -102,19 +106,31 @@ static int put_field(FILE *f, const char *s) {
     return bad | (fputc(',', f) == EOF);
 }
 
+/* x >= 0 with `decimals` digits after a '.', rounded, in C's format
+ * whatever the program's locale (printf's %f would write the locale's
+ * decimal point: "0,5" is two fields of a CSV row). Integer arithmetic:
+ * no locale is read or switched. NaN and negative values write 0. Returns
+ * nonzero when the write failed. */
+static int put_fixed(FILE *f, double x, int decimals, char end) {
+    uint64_t scale = decimals == 3 ? 1000u : 1000000u; /* the two this file writes */
+    double scaled = x * (double)scale + 0.5;
+    uint64_t v = scaled >= 1.0 && scaled < 1.8e19 ? (uint64_t)scaled : 0; /* NaN fails both tests */
+    return fprintf(f, "%" PRIu64 ".%0*" PRIu64 "%c", v / scale, decimals, v % scale, end) < 0;
+}
+
 static void write_row(ccr_timeline *t, const char *event, const char *phase, const char *model, const char *tag,
                       size_t bytes, const cca_stats *st, size_t device_free) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     double ms = (double)(now.tv_sec - t->t0.tv_sec) * 1e3 + (double)(now.tv_nsec - t->t0.tv_nsec) / 1e6;
     errno = 0;
-    int bad = fprintf(t->f, "%.3f,", ms) < 0;
+    int bad = put_fixed(t->f, ms, 3, ',');
     bad |= put_field(t->f, event);
     bad |= put_field(t->f, phase);
     bad |= put_field(t->f, model);
     bad |= put_field(t->f, tag);
-    bad |= fprintf(t->f, "%zu,%zu,%zu,%zu,%.6f\n", bytes, st->allocated_bytes, st->reserved_bytes, device_free,
-                   st->fragmentation) < 0;
+    bad |= fprintf(t->f, "%zu,%zu,%zu,%zu,", bytes, st->allocated_bytes, st->reserved_bytes, device_free) < 0;
+    bad |= put_fixed(t->f, st->fragmentation, 6, '\n');
     note_write(t, bad);
 }
 

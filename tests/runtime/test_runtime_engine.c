@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "comma_locale.h" /* tests/support */
 #include "test_runtime_util.h"
 
 #define MiB ((size_t)1 << 20)
@@ -636,10 +637,26 @@ static ccr_timeline *timeline_of_run(const char *path, const char *spec) {
     return tl;
 }
 
-Test(runtime_engine, timeline_rows_balance) {
+/* A number as the timeline writes it: digits, '.', exactly `decimals` digits
+ * (C's format, whatever the program's locale). */
+static void expect_fixed(const char *field, size_t decimals, const char *what) {
+    size_t n = strspn(field, "0123456789");
+    cr_expect(n > 0 && field[n] == '.' && strspn(field + n + 1, "0123456789") == decimals &&
+                  (field[n + 1 + decimals] == '\0' || field[n + 1 + decimals] == '\n'),
+              "%s '%s': not digits '.' and %zu digits", what, field, decimals);
+}
+
+/* The rows of a model's life: 10 columns each, allocs and frees balanced,
+ * t_ms with 3 decimals and fragmentation with 6, in C's format. comma: the
+ * model runs in a locale with a decimal comma; the rows are read back in
+ * the C locale. */
+static void check_timeline_rows(int comma) {
     char path[] = "/tmp/ccr_timeline_XXXXXX";
     temp_file(path);
+    if (comma)
+        tu_comma_locale();
     cr_expect_eq(ccr_timeline_close(timeline_of_run(path, "mlp:32x64x64x10:relu:softmax")), CCR_OK);
+    setlocale(LC_ALL, "C");
     FILE *f = fopen(path, "r");
     char line[512];
     cr_assert_not_null(fgets(line, sizeof line, f));
@@ -657,6 +674,8 @@ Test(runtime_engine, timeline_rows_balance) {
             }
         cr_assert_eq(cols, 9, "row at t_ms %s", line);
         const char *event = field[1];
+        expect_fixed(field[0], 3, "t_ms");
+        expect_fixed(field[9], 6, "fragmentation");
         last_t = strtod(field[0], NULL);
         allocs += !strcmp(event, "alloc");
         frees += !strcmp(event, "free");
@@ -675,6 +694,17 @@ Test(runtime_engine, timeline_rows_balance) {
     cr_expect_eq(run_tags, 1);
     cr_expect_eq(last_alloc, 0);
     cr_expect_gt(last_t, 0.0, "t_ms counts from the open, below a second too");
+}
+
+Test(runtime_engine, timeline_rows_balance) {
+    check_timeline_rows(0);
+}
+
+/* A program whose locale writes a decimal comma (setlocale(LC_ALL, "")
+ * under LANG=de_DE.UTF-8) gets the same rows: "0,012" would be two fields
+ * of a CSV row. The test reads them back in the C locale. */
+Test(runtime_engine, timeline_numbers_are_c_format_in_a_comma_locale) {
+    check_timeline_rows(1);
 }
 
 /* Model names are written CSV-safe: a path with ',' and '"' keeps every row

@@ -139,6 +139,17 @@ typedef enum ccr_device_kind {
 /* "auto" / "cuda" / "host" <-> enum. */
 ccr_status ccr_device_parse(const char *name, ccr_device_kind *out);
 
+/* Whether a device of this name (cca_upstream_name) is a CUDA GPU: the name
+ * is exactly "cuda:" and decimal digits whose value fits an int ("cuda:0",
+ * "cuda:12"), nothing before or after them: 1, and *index (may be NULL)
+ * set to the number. Every other name is 0 (a simulated device), *index
+ * untouched: trailing text ("cuda:0junk", "cuda:1 "), a sign ("cuda:-1",
+ * "cuda:+1"), blanks ("cuda: 1"), an overflow ("cuda:2147483648"), no
+ * number ("cuda:"), hex ("cuda:0x1"), "CUDA:0", NULL. The one rule for a
+ * borrowed upstream (ccr_engine_options.upstream; ccrun's --demo on a
+ * test's device): CUDA by this, else the simulated device. */
+int ccr_device_name_cuda(const char *name, int *index);
+
 /* Open a device as the engine does: CUDA `cuda_device` (kind CUDA, or AUTO
  * when cck_cuda_device_count > 0 and cca_upstream_cuda_create succeeds),
  * else the host-simulated device of `host_capacity` bytes. *simulated says
@@ -193,7 +204,9 @@ typedef struct ccr_engine_options {
     size_t host_capacity;     /* simulated device size, default CCR_DEFAULT_CAPACITY */
     const char *alloc_conf;   /* cca_config_parse string on top of the defaults   */
     cca_upstream *upstream;   /* borrowed: use this device instead of creating one
-                                 (device/host_capacity ignored); NULL = create   */
+                                 (device/host_capacity ignored); NULL = create.
+                                 CUDA when its name passes ccr_device_name_cuda,
+                                 else the simulated device                       */
     ccr_timeline *timeline;   /* borrowed: allocator events and phases go here    */
     ccr_progress_fn progress; /* NULL = silent                                    */
     void *progress_user;

@@ -31,7 +31,9 @@
  *   to the simulated device. So is a simulated capacity it refuses (0,
  *   below the host page, beyond the address space): CCR_ERR_INVALID_ARGUMENT,
  *   as every setting of the caller's; CCR_ERR_DEVICE is a device that failed.
- * - A borrowed upstream is CUDA when it names itself "cuda:N", else simulated.
+ * - A borrowed upstream is CUDA when it names itself "cuda:N" exactly (N
+ *   decimal digits that fit an int, nothing after: ccr_device_name_cuda, the
+ *   one rule, ccrun's demo uses it too), else simulated.
  * - The context exists on CUDA only, from the first copy or kernel until
  *   ccr_engine_release (engine.c) destroys it and frees its workspace; its
  *   workspace lives in the default domain.
@@ -43,6 +45,7 @@
  *   CUDA upstream create (CUDA, AUTO), then one host upstream create when
  *   the device is the simulated one.
  */
+#include <limits.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -60,6 +63,26 @@ ccr_status ccr_device_parse(const char *name, ccr_device_kind *out) {
     else
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "unknown device '%s' (auto|cuda|host)", name);
     return CCR_OK;
+}
+
+int ccr_device_name_cuda(const char *name, int *index) {
+    static const char prefix[] = "cuda:";
+    if (!name || strncmp(name, prefix, sizeof prefix - 1))
+        return 0;
+    const char *d = name + sizeof prefix - 1;
+    if (!*d)
+        return 0;
+    long long v = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9')
+            return 0;
+        v = v * 10 + (*d - '0');
+        if (v > INT_MAX) /* checked every digit: v never passes 10 * INT_MAX + 9 */
+            return 0;
+    }
+    if (index)
+        *index = (int)v;
+    return 1;
 }
 
 ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_capacity, cca_upstream **out,
@@ -129,8 +152,7 @@ ccr_status ccr_engine_open_device(ccr_engine *e, const ccr_engine_options *o) {
         e->cuda_device = o->cuda_device;
     } else {
         /* a borrowed device: the CUDA upstream names itself "cuda:N" */
-        const char *n = cca_upstream_name(e->up);
-        simulated = !(n && sscanf(n, "cuda:%d", &e->cuda_device) == 1);
+        simulated = !ccr_device_name_cuda(cca_upstream_name(e->up), &e->cuda_device);
     }
     e->kind = simulated ? CCR_DEVICE_HOST : CCR_DEVICE_CUDA;
     if (simulated)

@@ -5,9 +5,11 @@
 # test_runtime_domains: one memory domain per model, leaks, footprints;
 # test_runtime_text: text from model files escaped for a terminal, and
 # error.c: status names, the last-error message, warnings cut or whole;
-# test_runtime_sleep: a model asleep and woken (sleep.c).
+# test_runtime_sleep: a model asleep and woken (sleep.c);
+# test_runtime_device: which borrowed device is a GPU (device.c's name rule).
 if(TARGET ccr)
-  foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains test_runtime_text)
+  foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains test_runtime_text
+                test_runtime_device)
     cca_add_test(NAME ${suite} SOURCES runtime/${suite}.c LIBS ccr LABEL cpu)
     target_include_directories(${suite} PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
   endforeach()

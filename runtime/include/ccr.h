@@ -119,7 +119,9 @@ ccr_status ccr_arch_parse(const char *spec, ccr_arch *out);
  * metadata under CCR_META_KEY) into buf. CCR_ERR_INVALID_ARGUMENT if short. */
 ccr_status ccr_arch_format(const ccr_arch *a, char *buf, size_t len);
 
-/* Total bytes of float32 parameters. */
+/* Total bytes of float32 parameters. 0 for NULL or more than
+ * CCR_MAX_LAYERS layers; SIZE_MAX when the total overflows (dimensions
+ * no spec string can give). */
 size_t ccr_arch_param_bytes(const ccr_arch *a);
 
 /* The safetensors `__metadata__` key holding the architecture as a spec
@@ -331,7 +333,9 @@ typedef struct ccr_model ccr_model;
  * Everything is validated before any device memory is taken. On failure
  * nothing stays allocated. A path that is not a regular file is refused at
  * once with CCR_ERR_IO (a directory; a FIFO, never waited for; a device);
- * an empty path with CCR_ERR_INVALID_ARGUMENT, as a NULL one. */
+ * an empty path with CCR_ERR_INVALID_ARGUMENT, as a NULL one. After any
+ * failure of this and the three loads below, *out is NULL (out NULL, or e
+ * or the source NULL: CCR_ERR_INVALID_ARGUMENT). */
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out);
 
 /* Same, from an open stream (the fuzzer uses fmemopen). `name` labels it. */

@@ -230,9 +230,19 @@ ccr_status ccr_arch_format(const ccr_arch *a, char *buf, size_t len) {
 }
 
 size_t ccr_arch_param_bytes(const ccr_arch *a) {
+    if (!a || a->n_layers > CCR_MAX_LAYERS) /* a caller's struct: never read past layers[] */
+        return 0;
     size_t total = 0;
-    for (size_t i = 0; a && i < a->n_layers; i++)
-        total += (a->layers[i].in * a->layers[i].out + (a->layers[i].has_bias ? a->layers[i].out : 0)) * sizeof(float);
+    for (size_t i = 0; i < a->n_layers; i++) {
+        const ccr_layer_desc *l = &a->layers[i];
+        size_t w, floats, bytes;
+        if (!ccr_mul_ok(l->in, l->out, &w) || w > SIZE_MAX - (l->has_bias ? l->out : 0))
+            return SIZE_MAX;
+        floats = w + (l->has_bias ? l->out : 0);
+        if (!ccr_mul_ok(floats, sizeof(float), &bytes) || bytes > SIZE_MAX - total)
+            return SIZE_MAX;
+        total += bytes;
+    }
     return total;
 }
 

@@ -355,9 +355,10 @@ static ccr_status fill_random(void *user, size_t layer, int is_bias, float *dst,
 }
 
 ccr_status ccr_model_load_spec(ccr_engine *e, const char *spec, ccr_model **out) {
+    if (out) /* NULL after any failure, a refused argument's too */
+        *out = NULL;
     if (!e || !spec || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, spec or output is NULL");
-    *out = NULL;
     ccr_arch a;
     ccr_status st = ccr_arch_parse(spec, &a);
     if (st != CCR_OK)
@@ -426,9 +427,10 @@ static ccr_status load_stream(ccr_engine *e, FILE *fp, const char *name, int fro
 }
 
 ccr_status ccr_model_load_stream(ccr_engine *e, FILE *fp, const char *name, ccr_model **out) {
+    if (out) /* NULL after any failure, a refused argument's too */
+        *out = NULL;
     if (!e || !fp || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, stream or output is NULL");
-    *out = NULL;
     return load_stream(e, fp, name, 0, out);
 }
 
@@ -485,9 +487,10 @@ static ccr_status open_model_file(const char *path, FILE **out) {
 }
 
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out) {
+    if (out) /* NULL after any failure, a refused argument's too */
+        *out = NULL;
     if (!e || !path || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, path or output is NULL");
-    *out = NULL;
     if (!*path)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "empty model path (a safetensors file or an mlp: spec)");
     FILE *fp = NULL;

@@ -9,7 +9,7 @@
 # test_runtime_device: which borrowed device is a GPU (device.c's name rule).
 if(TARGET ccr)
   foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains test_runtime_text
-                test_runtime_device)
+                test_runtime_device test_runtime_calls)
     cca_add_test(NAME ${suite} SOURCES runtime/${suite}.c LIBS ccr LABEL cpu)
     target_include_directories(${suite} PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
   endforeach()

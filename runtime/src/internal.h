@@ -22,6 +22,15 @@ ccr_status ccr_fail(ccr_status s, const char *fmt, ...) CCR_PRINTF(2, 3);
 /* Prefix the current message: "<prefix>: <old message>". Returns s. */
 ccr_status ccr_fail_prefix(ccr_status s, const char *fmt, ...) CCR_PRINTF(2, 3);
 void ccr_clear_error(void);
+/* The thread's message, kept across calls whose failure nobody reports (a
+ * timeline row's or a sleep's mem_info, a trace mark): a failing call's
+ * message must outlive the rows and marks written after it. */
+typedef struct ccr_kept_error {
+    char text[1024]; /* the message buffer's size (status.c) */
+} ccr_kept_error;
+void ccr_error_keep(ccr_kept_error *k);
+/* Put the kept message back when a call since changed it. */
+void ccr_error_restore(const ccr_kept_error *k);
 
 /* The runtime's status for an allocator call's failure cs: the device
  * refusing or failing (CCA_ERR_UPSTREAM, CCA_ERR_NO_DEVICE) is

@@ -61,10 +61,11 @@ int ccr_model_asleep(const ccr_model *m) {
 
 static size_t device_free(ccr_engine *e) {
     size_t f = 0, t = 0;
-    if (cca_upstream_mem_info(e->up, &f, &t) != CCA_OK) {
-        ccr_clear_error();
-        return 0;
-    }
+    ccr_kept_error k; /* read after a refused sleep or wake: its message stays */
+    ccr_error_keep(&k);
+    if (cca_upstream_mem_info(e->up, &f, &t) != CCA_OK)
+        f = 0;
+    ccr_error_restore(&k);
     return f;
 }
 

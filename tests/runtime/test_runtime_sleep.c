@@ -21,7 +21,10 @@
  *     asleep refused in turn, once and from then on, on maps backed whole
  *     and page by page: the step's documented status, then (faults off)
  *     each model wakes and runs to its first bytes, and the device gets
- *     every byte back (host memory it refused back excepted).
+ *     every byte back (host memory it refused back excepted);
+ *   - a device whose free memory cannot be read either: the message of a
+ *     refused sleep, wake, run or unload still names what was refused (the
+ *     timeline rows and figures read after it do not replace it).
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -628,4 +631,52 @@ Test(runtime_sleep, every_device_call_of_a_sleep_and_wake_life_fails_in_turn, .t
         }
     }
     cr_log_info("%zu lives", lives);
+}
+
+/* A device that cannot say its free memory as well (every timeline row
+ * and every figure read after the refusal fails): the refusal's message
+ * still names what the device refused, for a sleep, a wake, a run and an
+ * unload alike. */
+Test(runtime_sleep, a_refusal_keeps_its_reason_when_the_free_memory_cannot_be_read) {
+    faulty_engine fe;
+    faulty_open(&fe, 128 * MiB);
+    ccr_model *a = load(fe.e, SPEC_A);
+    /* a batch whose activations need pages of their own: 2 x 4 MiB */
+    float *x = calloc(512 * 256, sizeof(float)), *y = malloc(512 * 10 * sizeof(float));
+    fe.f.fail_mem_info = true;
+    fe.f.fail_at[TU_FAULT_MAP] = fe.f.calls[TU_FAULT_MAP] + 1;
+    fe.f.sticky[TU_FAULT_MAP] = true;
+    cr_expect_eq(ccr_model_run(a, x, 512, y), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(said("out of device memory"), "%s", ccr_last_error());
+    free(x);
+    free(y);
+    tu_faulty_faults_off(&fe.f);
+    fe.f.fail_mem_info = false;
+    ccr_model *b = load(fe.e, "mlp:64x512x10:relu:seed=3");
+    fe.f.fail_mem_info = true;
+    fe.f.fail_at[TU_FAULT_UNMAP] = fe.f.calls[TU_FAULT_UNMAP] + 1;
+    cr_expect_eq(ccr_model_release(b, NULL), CCR_ERR_DEVICE);
+    cr_expect(said("injected vm_unmap failure"), "%s", ccr_last_error());
+    tu_faulty_faults_off(&fe.f);
+    fe.f.fail_mem_info = false;
+    cr_assert_eq(ccr_engine_release(fe.e, NULL), CCR_OK, "%s", ccr_last_error());
+    a = load(fe.e, SPEC_A);
+    fe.f.fail_mem_info = true;
+    fe.f.fail_at[TU_FAULT_COPY] = fe.f.calls[TU_FAULT_COPY] + 1;
+    cr_expect_eq(ccr_model_sleep(a, NULL), CCR_ERR_DEVICE);
+    cr_expect(said("injected copy failure"), "%s", ccr_last_error());
+    tu_faulty_faults_off(&fe.f);
+    fe.f.fail_mem_info = false;
+    cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
+    fe.f.fail_mem_info = true;
+    fe.f.fail_at[TU_FAULT_COPY] = fe.f.calls[TU_FAULT_COPY] + 1;
+    cr_expect_eq(ccr_model_wake(a, NULL), CCR_ERR_DEVICE);
+    cr_expect(said("injected copy failure"), "%s", ccr_last_error());
+    fe.f.fail_at[TU_FAULT_MAP] = fe.f.calls[TU_FAULT_MAP] + 1;
+    cr_expect_eq(ccr_model_wake(a, NULL), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(said("injected vm_map failure"), "%s", ccr_last_error());
+    tu_faulty_faults_off(&fe.f);
+    fe.f.fail_mem_info = false;
+    cr_expect_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
+    faulty_close(&fe, NULL, 0);
 }

@@ -59,6 +59,8 @@ static void note_write(ccr_timeline *t, int bad) {
 }
 
 ccr_status ccr_timeline_open(const char *path, ccr_timeline **out) {
+    if (out) /* NULL after any failure, as a load's */
+        *out = NULL;
     if (!path || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "timeline path or output is NULL");
     ccr_timeline *t = calloc(1, sizeof *t);

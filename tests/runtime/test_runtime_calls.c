@@ -135,6 +135,10 @@ Test(runtime_calls, null_handles_and_outputs_are_refused) {
     cr_expect_eq(ccr_device_open_with(NULL, NULL, NULL), CCR_ERR_INVALID_ARGUMENT);
     ccr_timeline *tl = (ccr_timeline *)0x1;
     cr_expect_eq(ccr_timeline_open(NULL, &tl), CCR_ERR_INVALID_ARGUMENT);
+    cr_expect_null(tl, "*out NULL after a refused open");
+    tl = (ccr_timeline *)0x1;
+    cr_expect_eq(ccr_timeline_open("/nonexistent-dir/t.csv", &tl), CCR_ERR_IO);
+    cr_expect_null(tl, "*out NULL after a failed open");
     cr_expect_eq(ccr_timeline_open("/tmp/x.csv", NULL), CCR_ERR_INVALID_ARGUMENT);
     cr_expect_eq(ccr_timeline_close(NULL), CCR_OK);
     size_t sz;
@@ -319,6 +323,31 @@ Test(runtime_calls, a_stream_without_a_name_is_labelled) {
     cr_expect_null(m);
     cr_expect(said("stream"), "%s", ccr_last_error());
     fclose(f);
+    ccr_engine_destroy(e);
+    expect_empty(up, "after destroy");
+    cca_upstream_destroy(up);
+}
+
+/* A caller's block in a model's domain, the model asleep and unloaded: the
+ * unload keeps the asleep domain (a leak); once the block is freed the
+ * engine's release destroys it, host copy and all. */
+Test(runtime_calls, a_leak_in_an_asleep_model_is_given_back_once_freed) {
+    cca_upstream *up = device();
+    ccr_engine *e = engine(up);
+    ccr_model *m = load(e);
+    cca_allocator *al = ccr_engine_allocator(e);
+    void *p = NULL;
+    cr_assert_eq(cca_alloc_in(al, ccr_model_domain(m), 5000, NULL, &p), CCA_OK);
+    cr_assert_eq(ccr_model_sleep(m, NULL), CCR_OK, "%s", ccr_last_error());
+    ccr_unload_info ui;
+    cr_expect_eq(ccr_model_release(m, &ui), CCR_ERR_LIVE_BLOCKS, "%s", ccr_last_error());
+    cr_expect_eq(ui.live_blocks, 1);
+    cr_expect_eq(cca_free(al, p), CCA_OK, "%s", cca_last_error());
+    ccr_release_info r;
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.live_bytes_after, 0);
+    cr_expect_eq(r.device_free_after, r.device_free_baseline);
+    expect_empty(up, "after the release");
     ccr_engine_destroy(e);
     expect_empty(up, "after destroy");
     cca_upstream_destroy(up);

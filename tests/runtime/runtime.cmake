@@ -35,6 +35,9 @@ if(TARGET ccr)
       LABEL cpu)
     target_link_options(test_ccrun_parts PRIVATE ${CCA_MALLOC_FAULT_WRAP})
   endif()
+  # Engines of four threads on one shared device and on a device each (a plain program, as
+  # tests/allocator/threads: Criterion's runner cannot start under TSan; the TSan build runs it too)
+  cca_add_thread_program(ccr_threads DIR runtime/threads LIBS ccr)
   cca_add_test(NAME test_runtime_gpu SOURCES runtime/test_runtime_gpu.c LIBS ccr LABEL gpu)
   target_include_directories(test_runtime_gpu PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
 

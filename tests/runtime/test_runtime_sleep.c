@@ -24,7 +24,9 @@
  *     every byte back (host memory it refused back excepted);
  *   - a device whose free memory cannot be read either: the message of a
  *     refused sleep, wake, run or unload still names what was refused (the
- *     timeline rows and figures read after it do not replace it).
+ *     timeline rows and figures read after it do not replace it); one
+ *     that never says it runs a model's whole life, only the engine's
+ *     release saying it could not read the device.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -678,5 +680,36 @@ Test(runtime_sleep, a_refusal_keeps_its_reason_when_the_free_memory_cannot_be_re
     tu_faulty_faults_off(&fe.f);
     fe.f.fail_mem_info = false;
     cr_expect_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
+    faulty_close(&fe, NULL, 0);
+}
+
+/* A device that cannot say its free memory at all after the engine began:
+ * a model's whole life works (the figures read 0), only the engine's
+ * release says it could not read the device, and once the device answers
+ * again a release finds it back at its baseline. */
+Test(runtime_sleep, a_device_without_free_figures_runs_a_whole_life) {
+    faulty_engine fe;
+    faulty_open(&fe, 128 * MiB);
+    fe.f.fail_mem_info = true;
+    ccr_model *a = load(fe.e, SPEC_A);
+    float *y0 = outputs_of(a, 2);
+    ccr_sleep_info s;
+    cr_expect_eq(ccr_model_sleep(a, &s), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(s.device_free_before, 0);
+    cr_expect_eq(s.device_free_after, 0);
+    cr_expect_eq(ccr_model_wake(a, &s), CCR_OK, "%s", ccr_last_error());
+    expect_same_outputs(a, 2, y0, "after the wake");
+    free(y0);
+    ccr_device_info d;
+    cr_expect_eq(ccr_engine_device_info(fe.e, &d), CCR_ERR_DEVICE);
+    cr_expect_str_eq(d.name, "host", "the name even so");
+    cr_expect_eq(ccr_model_release(a, NULL), CCR_OK, "%s", ccr_last_error());
+    ccr_release_info r;
+    cr_expect_eq(ccr_engine_release(fe.e, &r), CCR_ERR_DEVICE);
+    cr_expect(said("cannot read the device's free memory before"), "%s", ccr_last_error());
+    cr_expect_eq(r.live_bytes_after, 0);
+    fe.f.fail_mem_info = false;
+    cr_expect_eq(ccr_engine_release(fe.e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.device_free_after, r.device_free_baseline);
     faulty_close(&fe, NULL, 0);
 }

@@ -530,8 +530,9 @@ ccr_status ccr_model_nonfinite_tensor(const ccr_model *m, size_t i, const char *
     if (!m || !name || !count)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model, name or count is NULL");
     if (i >= m->n_nonfinite)
-        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model '%s' has %zu tensors with non-finite weights, not %zu",
-                        m->name, m->n_nonfinite, i + 1);
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT,
+                        "model '%s' has %zu tensors with non-finite weights: index %zu is past the last", m->name,
+                        m->n_nonfinite, i);
     *name = m->bad[i].name;
     *count = m->bad[i].count;
     return CCR_OK;

@@ -112,7 +112,14 @@ Test(runtime_calls, null_handles_and_outputs_are_refused) {
     cr_expect_eq(ccr_model_nonfinite_tensor(NULL, 0, &name, &count), CCR_ERR_INVALID_ARGUMENT);
     cr_expect_eq(ccr_model_nonfinite_tensor(m, 0, NULL, &count), CCR_ERR_INVALID_ARGUMENT);
     cr_expect_eq(ccr_model_nonfinite_tensor(m, 0, &name, NULL), CCR_ERR_INVALID_ARGUMENT);
-    cr_expect_eq(ccr_model_nonfinite_tensor(m, SIZE_MAX, &name, &count), CCR_ERR_INVALID_ARGUMENT);
+    /* an index past the last, SIZE_MAX too: the message names it, never i + 1 wrapped to 0 */
+    const size_t past[] = {0, 1, SIZE_MAX};
+    for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "has 0 tensors with non-finite weights: index %zu is past the last", past[i]);
+        cr_expect_eq(ccr_model_nonfinite_tensor(m, past[i], &name, &count), CCR_ERR_INVALID_ARGUMENT);
+        cr_expect(said(want), "index %zu: %s", past[i], ccr_last_error());
+    }
     cr_expect_null(ccr_model_arch(NULL));
     cr_expect_str_eq(ccr_model_name(NULL), "");
     cr_expect_eq(ccr_model_device_bytes(NULL), 0);

@@ -199,6 +199,12 @@ ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *
         ccr_timeline_event(e, "alloc", tag, model, bytes);
         return CCR_OK;
     }
+    /* out of memory, or the device failed (CCR_ERR_DEVICE, its message
+     * kept: the figures read below may replace the thread's) */
+    ccr_status st = ccr_status_of(cs);
+    char why[512] = "";
+    if (st != CCR_ERR_OUT_OF_MEMORY)
+        snprintf(why, sizeof why, ": %s", cca_last_error());
     ccr_timeline_event(e, "oom", tag, model, bytes);
     cca_stats s;
     size_t free_b = 0, total = 0;
@@ -211,14 +217,17 @@ ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *
     if (m && m->domain && cca_get_domain_stats(e->alloc, m->domain, &ds) == CCA_OK)
         snprintf(own, sizeof own, " (%s of it in this model's domain)",
                  cca_format_bytes(ds.reserved_bytes, b6, sizeof b6));
-    return ccr_fail(cs == CCA_ERR_OUT_OF_MEMORY ? CCR_ERR_OUT_OF_MEMORY : CCR_ERR_ALLOCATOR,
-                    "out of device memory: %s for %s%s%s; device %s has %s free of %s, allocator holds %s "
-                    "reserved%s, %s allocated, largest free block %s (%s)",
+    return ccr_fail(st,
+                    "%s: %s for %s%s%s; device %s has %s free of %s, allocator holds %s "
+                    "reserved%s, %s allocated, largest free block %s (%s%s)",
+                    st == CCR_ERR_OUT_OF_MEMORY ? "out of device memory"
+                    : st == CCR_ERR_DEVICE      ? "the device failed an allocation"
+                                                : "the allocator refused an allocation",
                     cca_format_bytes(bytes, b0, sizeof b0), tag, *model ? " of " : "", model, e->devname,
                     cca_format_bytes(free_b, b1, sizeof b1), cca_format_bytes(total, b2, sizeof b2),
                     cca_format_bytes(s.reserved_bytes, b3, sizeof b3), own,
                     cca_format_bytes(s.allocated_bytes, b4, sizeof b4),
-                    cca_format_bytes(s.largest_free_block, b5, sizeof b5), cca_status_string(cs));
+                    cca_format_bytes(s.largest_free_block, b5, sizeof b5), cca_status_string(cs), why);
 }
 
 void ccr_dev_free(ccr_engine *e, ccr_model *m, void *p, const char *tag) {

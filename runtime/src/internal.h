@@ -99,8 +99,10 @@ struct ccr_engine {
 ccr_status ccr_engine_open_device(ccr_engine *e, const ccr_engine_options *o);
 /* Allocate device memory for `tag` ("weight", "activation", ...) of model
  * `m` — in m's domain — or of the engine itself (m NULL: the default
- * domain) from the engine's allocator. CCR_ERR_OUT_OF_MEMORY names the
- * request and the device state. */
+ * domain) from the engine's allocator. A refusal names the request and the
+ * device state: CCR_ERR_OUT_OF_MEMORY ("out of device memory"); a device
+ * that failed, CCR_ERR_DEVICE with the device's message; anything else as
+ * ccr_status_of says. */
 ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *tag, void **out);
 void ccr_dev_free(ccr_engine *e, ccr_model *m, void *p, const char *tag);
 /* Host <-> device copies (memcpy on the simulated device). */

@@ -208,8 +208,9 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
             st = ccr_dev_alloc(e, m, count * sizeof(float), is_bias ? "bias" : "weight", &dev);
             if (st != CCR_OK) {
                 char need[32], dev_total[32];
-                ccr_fail_prefix(st, "model '%s' (%s of weights) does not fit on %s (%s): layer %zu %s", m->name,
-                                cca_format_bytes(total, need, sizeof need), e->devname,
+                ccr_fail_prefix(st, "model '%s' (%s of weights) %s on %s (%s): layer %zu %s", m->name,
+                                cca_format_bytes(total, need, sizeof need),
+                                st == CCR_ERR_OUT_OF_MEMORY ? "does not fit" : "could not be loaded", e->devname,
                                 cca_format_bytes(e->total_bytes, dev_total, sizeof dev_total), i,
                                 is_bias ? "bias" : "weight");
                 break;

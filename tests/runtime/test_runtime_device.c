@@ -8,7 +8,10 @@
  *     hex number, another case) is the simulated device;
  *   - an engine given a borrowed upstream of each name of the table takes it
  *     for what the rule says (ccr_engine_device_info: simulated, name): a
- *     host upstream named "cuda:0junk" is not driven as a GPU.
+ *     host upstream named "cuda:0junk" is not driven as a GPU;
+ *   - a device that fails an allocation (CCA_ERR_UPSTREAM), at the engine's
+ *     creation, a load or a run, is CCR_ERR_DEVICE, never called out of
+ *     memory.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -101,4 +104,76 @@ Test(runtime_device, a_borrowed_device_is_a_gpu_only_by_the_rule) {
         ccr_engine_destroy(e);
         cca_upstream_destroy(up);
     }
+}
+
+/* ---- a device that fails (CCA_ERR_UPSTREAM), not one that is full ---------- */
+
+/* The simulated device behind alloc, free and mem_info (classic segments),
+ * whose alloc fails while `broken` is set. */
+typedef struct breakable {
+    cca_upstream *host;
+    int broken;
+} breakable;
+static cca_status b_alloc(void *ctx, size_t size, void **ptr) {
+    breakable *b = ctx;
+    if (b->broken) {
+        *ptr = NULL;
+        return cca_set_error(CCA_ERR_UPSTREAM, "the device failed");
+    }
+    return cca_upstream_alloc(b->host, size, ptr);
+}
+static cca_status b_free(void *ctx, void *ptr, size_t size) {
+    return cca_upstream_free(((breakable *)ctx)->host, ptr, size);
+}
+static cca_status b_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
+    return cca_upstream_mem_info(((breakable *)ctx)->host, free_bytes, total_bytes);
+}
+
+/* ccr.h: CCR_ERR_DEVICE is "the device failed", CCR_ERR_OUT_OF_MEMORY "the
+ * allocator could not serve": a device that fails an allocation is the
+ * first at the engine's creation (the greedy arena), at a load and in a
+ * run, and the message does not call it out of memory. */
+Test(runtime_device, a_device_that_fails_is_a_device_error_not_out_of_memory) {
+    breakable b = {NULL, 0};
+    cr_assert_eq(cca_upstream_host_create(64 * MiB, &b.host), CCA_OK, "%s", cca_last_error());
+    cca_upstream_ops ops = {.alloc = b_alloc, .free = b_free, .mem_info = b_mem_info, .name = "breakable"};
+    cca_upstream *up;
+    cr_assert_eq(cca_upstream_custom_create(&ops, &b, &up), CCA_OK, "%s", cca_last_error());
+    ccr_engine_options o;
+    ccr_engine_options_default(&o);
+    o.upstream = up;
+    o.alloc_conf = "policy:greedy,greedy_bytes:8M";
+    ccr_engine *e = (ccr_engine *)1;
+    b.broken = 1;
+    cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_DEVICE, "%s", ccr_last_error());
+    cr_expect_null(e);
+    cr_expect(strstr(ccr_last_error(), "the device failed") != NULL, "%s", ccr_last_error());
+    o.alloc_conf = NULL;
+    cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
+    ccr_model *m = (ccr_model *)1;
+    cr_expect_eq(ccr_model_load_spec(e, "mlp:64x64", &m), CCR_ERR_DEVICE, "%s", ccr_last_error());
+    cr_expect_null(m);
+    cr_expect(strstr(ccr_last_error(), "out of device memory") == NULL, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "does not fit") == NULL, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "the device failed an allocation: 16.00 KiB for weight") != NULL, "%s",
+              ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "(CCA_ERR_UPSTREAM: the upstream failed: cca_alloc_in: the device failed)") !=
+                  NULL,
+              "%s", ccr_last_error());
+    b.broken = 0;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x64", &m), CCR_OK, "%s", ccr_last_error());
+    b.broken = 1;
+    float *x = calloc(4096 * 64, sizeof(float)), *y = malloc(4096 * 64 * sizeof(float));
+    cr_expect_eq(ccr_model_run(m, x, 4096, y), CCR_ERR_DEVICE, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "out of device memory") == NULL, "%s", ccr_last_error());
+    b.broken = 0;
+    cr_expect_eq(ccr_model_run(m, x, 4096, y), CCR_OK, "%s", ccr_last_error());
+    free(x);
+    free(y);
+    ccr_engine_destroy(e);
+    cca_upstream_stats us;
+    cr_assert_eq(cca_upstream_get_stats(b.host, &us), CCA_OK);
+    cr_expect_eq(us.bytes_in_use, 0);
+    cca_upstream_destroy(up);
+    cca_upstream_destroy(b.host);
 }

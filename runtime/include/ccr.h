@@ -182,7 +182,8 @@ typedef struct ccr_device_options {
      * CCA_VM_WHOLE_MAPS (0) or CCA_VM_PAGES (1). Another value is
      * CCR_ERR_INVALID_ARGUMENT before any device is opened; a backing the
      * library refuses is CCR_ERR_INVALID_ARGUMENT with its message, never a
-     * fall-back to the simulated device. */
+     * fall-back to the simulated device. A kind outside ccr_device_kind
+     * is CCR_ERR_INVALID_ARGUMENT too, never taken for AUTO. */
     int vm_backing;
 } ccr_device_options;
 /* ccr_device_open_paged with every setting (o NULL: CCR_ERR_INVALID_ARGUMENT);

@@ -105,6 +105,10 @@ ccr_status ccr_device_open_with(const ccr_device_options *o, cca_upstream **out,
     if (o->vm_backing != CCA_VM_WHOLE_MAPS && o->vm_backing != CCA_VM_PAGES)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "vm_backing %d is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)",
                         o->vm_backing);
+    if (o->kind != CCR_DEVICE_AUTO && o->kind != CCR_DEVICE_CUDA && o->kind != CCR_DEVICE_HOST)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT,
+                        "device kind %d is none of CCR_DEVICE_AUTO (0), CCR_DEVICE_CUDA (1), CCR_DEVICE_HOST (2)",
+                        (int)o->kind);
     ccr_device_kind kind = o->kind;
     int cuda_device = o->cuda_device;
     size_t host_capacity = o->host_capacity, vm_granularity = o->vm_granularity;

@@ -198,6 +198,21 @@ Test(runtime_calls, huge_sizes_and_batches_are_refused_before_anything_moves) {
             ccr_engine_destroy(bad);
     }
     o.vm_granularity = 0;
+    /* a device kind outside the enum: refused, never taken for AUTO */
+    const int kinds[] = {-1, 3, 7, INT_MAX, INT_MIN};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        o.device = (ccr_device_kind)kinds[i];
+        cr_expect_eq(ccr_engine_create(&o, &bad), CCR_ERR_INVALID_ARGUMENT, "kind %d: %s", kinds[i], ccr_last_error());
+        cr_expect_null(bad);
+        ccr_device_options d = {(ccr_device_kind)kinds[i], 0, 64 * MiB, 0, 0};
+        cca_upstream *dev = (cca_upstream *)1;
+        cr_expect_eq(ccr_device_open_with(&d, &dev, NULL), CCR_ERR_INVALID_ARGUMENT, "kind %d", kinds[i]);
+        cr_expect_null(dev);
+        char want[64];
+        snprintf(want, sizeof want, "device kind %d is none of", kinds[i]);
+        cr_expect(said(want), "kind %d: %s", kinds[i], ccr_last_error());
+    }
+    o.device = CCR_DEVICE_HOST;
     const int backings[] = {-1, 2, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof backings / sizeof backings[0]; i++) {
         o.vm_backing = backings[i];

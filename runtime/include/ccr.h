@@ -116,7 +116,11 @@ typedef struct ccr_arch {
 ccr_status ccr_arch_parse(const char *spec, ccr_arch *out);
 
 /* Write the canonical spec string of `a` (the form stored in safetensors
- * metadata under CCR_META_KEY) into buf. CCR_ERR_INVALID_ARGUMENT if short. */
+ * metadata under CCR_META_KEY) into buf. CCR_ERR_INVALID_ARGUMENT if short,
+ * and for layers no spec string can give (0 or more than CCR_MAX_LAYERS
+ * of them, a width outside 1..2^24, a matrix of more than 2^31 weights, a
+ * layer whose input is not the last one's output, an activation outside
+ * cck_activation): what it writes always parses back. */
 ccr_status ccr_arch_format(const ccr_arch *a, char *buf, size_t len);
 
 /* Total bytes of float32 parameters. 0 for NULL or more than

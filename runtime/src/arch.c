@@ -184,9 +184,30 @@ ccr_status ccr_arch_parse(const char *spec, ccr_arch *out) {
     return CCR_OK;
 }
 
+/* Layers a spec string can give (a caller's struct may hold anything):
+ * widths 1..2^24, each matrix at most 2^31 weights, each layer's input
+ * the last one's output, activations of the enum. */
+static ccr_status check_layers(const ccr_arch *a) {
+    for (size_t i = 0; i < a->n_layers; i++) {
+        const ccr_layer_desc *l = &a->layers[i];
+        if (l->in == 0 || l->out == 0 || l->in > MAX_DIM || l->out > MAX_DIM || l->in * l->out > MAX_MATRIX)
+            return ccr_fail(CCR_ERR_INVALID_ARGUMENT,
+                            "bad architecture: layer %zu is %zu x %zu (widths 1..%zu, at most %zu weights)", i, l->in,
+                            l->out, MAX_DIM, MAX_MATRIX);
+        if (i && l->in != a->layers[i - 1].out)
+            return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "bad architecture: layer %zu has input %zu, layer %zu output %zu",
+                            i, l->in, i - 1, a->layers[i - 1].out);
+        if (l->act != CCK_ACT_NONE && l->act != CCK_ACT_RELU && l->act != CCK_ACT_GELU)
+            return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "bad architecture: layer %zu has activation %d", i, (int)l->act);
+    }
+    return CCR_OK;
+}
+
 ccr_status ccr_arch_format(const ccr_arch *a, char *buf, size_t len) {
     if (!a || !buf || a->n_layers == 0 || a->n_layers > CCR_MAX_LAYERS)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "bad architecture");
+    if (check_layers(a) != CCR_OK)
+        return CCR_ERR_INVALID_ARGUMENT;
     size_t pos = 0;
     int n = snprintf(buf, len, "mlp:%zu", a->layers[0].in);
     pos += n > 0 ? (size_t)n : 0;

@@ -237,6 +237,30 @@ Test(runtime_calls, an_arch_of_too_many_layers_is_not_read_past_its_array) {
     a.n_layers = SIZE_MAX;
     cr_expect_eq(ccr_arch_format(&a, buf, sizeof buf), CCR_ERR_INVALID_ARGUMENT);
     cr_expect_eq(ccr_arch_param_bytes(&a), 0);
+    /* layers no spec can give have no spec string: an activation outside
+     * the enum, a zero width, a layer whose input is not the last output */
+    ccr_arch ok;
+    cr_assert_eq(ccr_arch_parse("mlp:8x4x2:relu", &ok), CCR_OK);
+    const struct {
+        size_t layer, in, out;
+        int act;
+        const char *why;
+    } bad[] = {
+        {0, 8, 4, 3, "activation 3"},     {1, 4, 2, -1, "activation -1"}, {0, 0, 4, 0, "layer 0 is 0 x 4"},
+        {1, 4, 0, 0, "layer 1 is 4 x 0"}, {1, 5, 2, 0, "input 5"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        a = ok;
+        a.layers[bad[i].layer].in = bad[i].in;
+        a.layers[bad[i].layer].out = bad[i].out;
+        a.layers[bad[i].layer].act = (cck_activation)bad[i].act;
+        if (bad[i].layer == 0 && bad[i].out != 4)
+            a.layers[1].in = bad[i].out;
+        cr_expect_eq(ccr_arch_format(&a, buf, sizeof buf), CCR_ERR_INVALID_ARGUMENT, "case %zu: %s", i, buf);
+        cr_expect(said(bad[i].why), "case %zu: %s", i, ccr_last_error());
+    }
+    cr_expect_eq(ccr_arch_format(&ok, buf, sizeof buf), CCR_OK, "%s", ccr_last_error());
+    cr_expect_str_eq(buf, "mlp:8x4x2:relu:nosoftmax");
     /* dimensions no spec can have: the sum saturates, never wraps */
     memset(&a, 0, sizeof a);
     a.n_layers = 2;

@@ -14,7 +14,10 @@
  *   metadata under CCR_META_KEY: one grammar describes models from files
  *   and models built for memory-pressure runs.
  * - Parsing is strict: every field is checked, numbers must be plain
- *   decimal, and the error names the field and why.
+ *   decimal, and the error names the field and why. Formatting writes only
+ *   what parses back: a caller's struct outside the limits below (or with
+ *   layers that do not chain, or an unknown activation) is refused, and
+ *   ccr_arch_param_bytes never reads past layers[] nor wraps (0, SIZE_MAX).
  * - Limits (CCR_MAX_LAYERS layers, dimensions <= 2^24, each weight matrix
  *   <= 2^31 elements) keep every size computation far from overflow; the
  *   activation bytes, which multiply by the batch, are overflow-checked.

@@ -538,7 +538,10 @@ ccr_status ccr_model_sleep(ccr_model *m, ccr_sleep_info *info);
 ccr_status ccr_model_wake(ccr_model *m, ccr_sleep_info *info);
 
 /* 1 while m is asleep (between a ccr_model_sleep and its ccr_model_wake,
- * a sleep whose unmap was refused included); 0 otherwise and for NULL. */
+ * a sleep whose unmap was refused included); 0 otherwise and for NULL. A
+ * model whose domain a caller put to sleep with cca_domain_sleep
+ * (ccr_model_domain) is asleep too: run and save refuse it, and
+ * ccr_model_wake wakes it. */
 int ccr_model_asleep(const ccr_model *m);
 
 /* ------------------------------------------------------------------------ */

@@ -158,8 +158,9 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
 /* ---- sleep.c ------------------------------------------------------------ */
 
 /* CCR_ERR_ASLEEP naming m and what was refused ("run", "save"), when m is
- * asleep; CCR_OK otherwise. */
-ccr_status ccr_model_check_awake(const ccr_model *m, const char *what);
+ * asleep (its domain put to sleep by a caller's cca_domain_sleep too);
+ * CCR_OK otherwise. */
+ccr_status ccr_model_check_awake(ccr_model *m, const char *what);
 
 /* ---- arch.c ------------------------------------------------------------- */
 

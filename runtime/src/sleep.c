@@ -23,8 +23,10 @@
  *   The allocator copies every live block of the domain: the weights, and
  *   any block a caller allocated in ccr_model_domain.
  * - m->asleep follows the domain: set when the allocator's sleep put it to
- *   sleep (a refused unmap included: the domain IS asleep then), cleared
- *   only by a wake that succeeded. Unload works asleep or awake (model.c:
+ *   sleep (a refused unmap included: the domain IS asleep then), or when a
+ *   caller's cca_domain_sleep on ccr_model_domain did (found at the next
+ *   run, save, sleep, wake or ccr_model_asleep: one domain stats read),
+ *   cleared only by a wake that succeeded. Unload works asleep or awake (model.c:
  *   cca_free and cca_domain_destroy accept a sleeping domain, the host
  *   copy goes with it).
  * - wake_need is the pages under the weights (page-aligned ranges: the
@@ -49,14 +51,28 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-ccr_status ccr_model_check_awake(const ccr_model *m, const char *what) {
+/* A caller may have put the model's domain to sleep itself (cca_domain_sleep
+ * on ccr_model_domain). */
+static int domain_asleep(const ccr_model *m) {
+    cca_domain_stats ds;
+    return m->domain && cca_get_domain_stats(m->e->alloc, m->domain, &ds) == CCA_OK && ds.asleep;
+}
+
+/* m->asleep follows such a sleep from here. */
+static void follow_domain(ccr_model *m) {
+    if (!m->asleep && domain_asleep(m))
+        m->asleep = 1;
+}
+
+ccr_status ccr_model_check_awake(ccr_model *m, const char *what) {
+    follow_domain(m);
     if (!m->asleep)
         return CCR_OK;
     return ccr_fail(CCR_ERR_ASLEEP, "model '%s' is asleep: %s refused (ccr_model_wake first)", m->name, what);
 }
 
 int ccr_model_asleep(const ccr_model *m) {
-    return m ? m->asleep : 0;
+    return m ? m->asleep || domain_asleep(m) : 0;
 }
 
 static size_t device_free(ccr_engine *e) {
@@ -174,6 +190,7 @@ ccr_status ccr_model_sleep(ccr_model *m, ccr_sleep_info *info) {
         st = wait_for_work(m);
     if (st != CCR_OK)
         return st;
+    follow_domain(m);
     r.was_asleep = m->asleep;
     r.wake_need = pages_under_weights(m, page);
     ccr_engine_mark(e, "sleep", m->name);
@@ -200,6 +217,7 @@ ccr_status ccr_model_wake(ccr_model *m, ccr_sleep_info *info) {
     ccr_sleep_info r;
     if (begin(m, info, &r) != CCR_OK)
         return CCR_ERR_INVALID_ARGUMENT;
+    follow_domain(m);
     if (!m->asleep)
         return CCR_OK;
     ccr_engine *e = m->e;

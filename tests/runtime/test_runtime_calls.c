@@ -398,3 +398,41 @@ Test(runtime_calls, a_leak_in_an_asleep_model_is_given_back_once_freed) {
     expect_empty(up, "after destroy");
     cca_upstream_destroy(up);
 }
+
+/* A caller's cca_domain_sleep on ccr_model_domain puts the model to sleep
+ * as ccr_model_sleep does: run and save refuse it (a save read the unmapped
+ * weights and crashed), ccr_model_asleep says so, ccr_model_wake wakes it
+ * to the same outputs. */
+Test(runtime_calls, a_domain_put_to_sleep_by_the_caller_is_a_sleeping_model) {
+    cca_upstream *up = device();
+    ccr_engine *e = engine(up);
+    ccr_model *m = load(e);
+    float x[64], y0[10], y[10];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)i / 64.0f;
+    cr_assert_eq(ccr_model_run(m, x, 1, y0), CCR_OK, "%s", ccr_last_error());
+    cca_sleep_report rep;
+    cr_assert_eq(cca_domain_sleep(ccr_engine_allocator(e), ccr_model_domain(m), 0, &rep), CCA_OK, "%s",
+                 cca_last_error());
+    cr_expect_eq(ccr_model_run(m, x, 1, y), CCR_ERR_ASLEEP);
+    cr_expect(said("is asleep: run refused"), "%s", ccr_last_error());
+    char path[] = "/tmp/ccr_calls_save_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    unlink(path);
+    cr_expect_eq(ccr_model_save(m, path), CCR_ERR_ASLEEP);
+    cr_expect_neq(access(path, F_OK), 0, "no file for a refused save");
+    cr_expect(ccr_model_asleep(m));
+    ccr_sleep_info s;
+    cr_expect_eq(ccr_model_sleep(m, &s), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(s.was_asleep, 1);
+    cr_expect_eq(ccr_model_wake(m, &s), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(s.was_asleep, 1);
+    cr_expect_not(ccr_model_asleep(m));
+    cr_expect_eq(ccr_model_run(m, x, 1, y), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(memcmp(y, y0, sizeof y), 0, "the same outputs after the wake");
+    ccr_engine_destroy(e);
+    expect_empty(up, "after destroy");
+    cca_upstream_destroy(up);
+}

@@ -541,7 +541,8 @@ ccr_status ccr_model_wake(ccr_model *m, ccr_sleep_info *info);
  * a sleep whose unmap was refused included); 0 otherwise and for NULL. A
  * model whose domain a caller put to sleep with cca_domain_sleep
  * (ccr_model_domain) is asleep too: run and save refuse it, and
- * ccr_model_wake wakes it. */
+ * ccr_model_wake wakes it; one whose domain a caller woke with
+ * cca_domain_wake is awake. */
 int ccr_model_asleep(const ccr_model *m);
 
 /* ------------------------------------------------------------------------ */

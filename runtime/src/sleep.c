@@ -24,9 +24,10 @@
  *   any block a caller allocated in ccr_model_domain.
  * - m->asleep follows the domain: set when the allocator's sleep put it to
  *   sleep (a refused unmap included: the domain IS asleep then), or when a
- *   caller's cca_domain_sleep on ccr_model_domain did (found at the next
- *   run, save, sleep, wake or ccr_model_asleep: one domain stats read),
- *   cleared only by a wake that succeeded. Unload works asleep or awake (model.c:
+ *   caller's cca_domain_sleep on ccr_model_domain did, cleared by a wake
+ *   that succeeded, the caller's cca_domain_wake included: the domain's
+ *   state is read again at each run, save, sleep, wake and
+ *   ccr_model_asleep (one domain stats read). Unload works asleep or awake (model.c:
  *   cca_free and cca_domain_destroy accept a sleeping domain, the host
  *   copy goes with it).
  * - wake_need is the pages under the weights (page-aligned ranges: the
@@ -51,17 +52,19 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* A caller may have put the model's domain to sleep itself (cca_domain_sleep
- * on ccr_model_domain). */
-static int domain_asleep(const ccr_model *m) {
+/* Whether m is asleep: its domain's state, which a caller may also have
+ * changed (cca_domain_sleep / cca_domain_wake on ccr_model_domain); m's
+ * own flag when it has no domain or the domain cannot be read. */
+static int asleep_now(const ccr_model *m) {
     cca_domain_stats ds;
-    return m->domain && cca_get_domain_stats(m->e->alloc, m->domain, &ds) == CCA_OK && ds.asleep;
+    if (m->domain && cca_get_domain_stats(m->e->alloc, m->domain, &ds) == CCA_OK)
+        return ds.asleep != 0;
+    return m->asleep;
 }
 
-/* m->asleep follows such a sleep from here. */
+/* m->asleep follows such a change from here. */
 static void follow_domain(ccr_model *m) {
-    if (!m->asleep && domain_asleep(m))
-        m->asleep = 1;
+    m->asleep = asleep_now(m);
 }
 
 ccr_status ccr_model_check_awake(ccr_model *m, const char *what) {
@@ -72,7 +75,7 @@ ccr_status ccr_model_check_awake(ccr_model *m, const char *what) {
 }
 
 int ccr_model_asleep(const ccr_model *m) {
-    return m ? m->asleep || domain_asleep(m) : 0;
+    return m ? asleep_now(m) : 0;
 }
 
 static size_t device_free(ccr_engine *e) {

@@ -402,7 +402,7 @@ Test(runtime_calls, a_leak_in_an_asleep_model_is_given_back_once_freed) {
 /* A caller's cca_domain_sleep on ccr_model_domain puts the model to sleep
  * as ccr_model_sleep does: run and save refuse it (a save read the unmapped
  * weights and crashed), ccr_model_asleep says so, ccr_model_wake wakes it
- * to the same outputs. */
+ * to the same outputs; a caller's cca_domain_wake wakes it too. */
 Test(runtime_calls, a_domain_put_to_sleep_by_the_caller_is_a_sleeping_model) {
     cca_upstream *up = device();
     ccr_engine *e = engine(up);
@@ -432,6 +432,14 @@ Test(runtime_calls, a_domain_put_to_sleep_by_the_caller_is_a_sleeping_model) {
     cr_expect_not(ccr_model_asleep(m));
     cr_expect_eq(ccr_model_run(m, x, 1, y), CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(memcmp(y, y0, sizeof y), 0, "the same outputs after the wake");
+    /* the other way: asleep by ccr_model_sleep, woken by the caller */
+    cr_assert_eq(ccr_model_sleep(m, NULL), CCR_OK, "%s", ccr_last_error());
+    cr_assert_eq(cca_domain_wake(ccr_engine_allocator(e), ccr_model_domain(m), &rep), CCA_OK, "%s", cca_last_error());
+    cr_expect_not(ccr_model_asleep(m));
+    cr_expect_eq(ccr_model_run(m, x, 1, y), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(memcmp(y, y0, sizeof y), 0, "the same outputs after the caller's wake");
+    cr_expect_eq(ccr_model_wake(m, &s), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(s.was_asleep, 0, "awake already");
     ccr_engine_destroy(e);
     expect_empty(up, "after destroy");
     cca_upstream_destroy(up);

@@ -15,6 +15,9 @@
  * the byte offset, the option). Nothing in the library exits the process.
  *
  * Thread safety: an engine and its models are used from one thread at a time.
+ * Engines of different threads may share a device (ccr_engine_options.
+ * upstream), never a timeline: its rows are written without a lock, so a
+ * timeline serves engines of one thread only.
  *
  * Example usage:
  *

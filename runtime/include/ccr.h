@@ -580,7 +580,8 @@ ccr_status ccr_parse_size(const char *text, size_t *out);
  * \xNN (the table: common/ccai_escape.h). Messages (ccr_last_error, warnings) quote text from
  * model files as it is — a tensor named "\u001b[2J" in the header holds an
  * ESC — so print them with this, never with a plain "%s". NULL is "".
- * Returns the bytes written, or EOF when a write failed. */
+ * Returns the bytes written, or EOF when a write failed (f NULL: EOF,
+ * nothing written). */
 int ccr_fputs_escaped(const char *s, FILE *f);
 
 #ifdef __cplusplus

@@ -4,7 +4,7 @@
 #      CTest suite (GPU suites skip with a reason when no GPU is present);
 #   2. the host build under AddressSanitizer + UndefinedBehaviorSanitizer
 #      (without AVX2 clones, so the baseline vector code is tested too), and
-#      the allocator's threaded stress program under ThreadSanitizer;
+#      the threaded programs (the allocator's, the engine's) under ThreadSanitizer;
 #   3. the installed package consumed by an outside project (CMake + pkg-config);
 #   4. short libFuzzer runs of every input parser (scripts/fuzz.sh), two side
 #      by side: the model loader, the spec and sidecar texts, the JSON and
@@ -52,7 +52,7 @@ cp build/Testing/Temporary/CTestCostData.txt build-asan/Testing/Temporary/
    ctest --output-on-failure -j"$jobs")
 stage "2/4 sanitizers"
 
-echo "== 2b ThreadSanitizer (allocator, threaded stress) =="
+echo "== 2b ThreadSanitizer (allocator and engine, threaded programs) =="
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCA_TSAN=ON -DCCA_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-tsan --target tsan_programs -j"$jobs"
 (cd build-tsan && ctest --output-on-failure -j"$jobs")

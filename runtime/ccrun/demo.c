@@ -873,9 +873,9 @@ int ccrun_demo(const ccrun_options *o) {
     free(conf);
     ccr_device_options dopt = {o->device, 0, o->capacity, o->vm_granularity, o->vm_backing};
     ccr_status st = CCR_OK;
-    if (o->upstream) { /* a test's device, borrowed; CUDA when it names itself "cuda:N" (device.c's rule) */
+    if (o->upstream) { /* a test's device, borrowed; CUDA when it names itself "cuda:N" (the engine's rule) */
         d.dev = o->upstream;
-        d.simulated = strncmp(cca_upstream_name(d.dev), "cuda:", 5) != 0;
+        d.simulated = !ccr_device_name_cuda(cca_upstream_name(d.dev), NULL);
     } else {
         st = ccr_device_open_with(&dopt, &d.dev, &d.simulated);
     }

@@ -10,6 +10,8 @@
  *   would take "+5", " 5" and "-5".
  * - Sets no field the command line has no option for: ccrun_options'
  *   upstream and child_ccrun stay NULL (they are for tests).
+ * - An option given twice: its last value (getopt's order), every value
+ *   checked as it comes; --resident appends (up to CCRUN_MAX_RESIDENT).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -95,6 +97,10 @@ static void usage(FILE *f) {
            "                          domains with a resident model, sleep and wake\n"
            "                          against reload and a process per model (5 acts)\n"
            "  -h, --help              this text\n"
+           "\n"
+           "An option given twice takes its last value (--conf too: the values are not\n"
+           "joined); each value is checked as it comes, so a bad one is refused even when\n"
+           "a later one would do. --resident adds a model each time.\n"
            "\n"
            "Outputs (--timeline, --save, --snapshot, footprint sidecars, and standard output\n"
            "and error when they go to a regular file) must be different files, and none a\n"

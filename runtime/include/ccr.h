@@ -15,6 +15,9 @@
  * the byte offset, the option). Nothing in the library exits the process.
  *
  * Thread safety: an engine and its models are used from one thread at a time.
+ * Engines of different threads may share a device (ccr_engine_options.
+ * upstream), never a timeline: its rows are written without a lock, so a
+ * timeline serves engines of one thread only.
  *
  * Example usage:
  *
@@ -116,10 +119,16 @@ typedef struct ccr_arch {
 ccr_status ccr_arch_parse(const char *spec, ccr_arch *out);
 
 /* Write the canonical spec string of `a` (the form stored in safetensors
- * metadata under CCR_META_KEY) into buf. CCR_ERR_INVALID_ARGUMENT if short. */
+ * metadata under CCR_META_KEY) into buf. CCR_ERR_INVALID_ARGUMENT if short,
+ * and for layers no spec string can give (0 or more than CCR_MAX_LAYERS
+ * of them, a width outside 1..2^24, a matrix of more than 2^31 weights, a
+ * layer whose input is not the last one's output, an activation outside
+ * cck_activation): what it writes always parses back. */
 ccr_status ccr_arch_format(const ccr_arch *a, char *buf, size_t len);
 
-/* Total bytes of float32 parameters. */
+/* Total bytes of float32 parameters. 0 for NULL or more than
+ * CCR_MAX_LAYERS layers; SIZE_MAX when the total overflows (dimensions
+ * no spec string can give). */
 size_t ccr_arch_param_bytes(const ccr_arch *a);
 
 /* The safetensors `__metadata__` key holding the architecture as a spec
@@ -138,6 +147,17 @@ typedef enum ccr_device_kind {
 
 /* "auto" / "cuda" / "host" <-> enum. */
 ccr_status ccr_device_parse(const char *name, ccr_device_kind *out);
+
+/* Whether a device of this name (cca_upstream_name) is a CUDA GPU: the name
+ * is exactly "cuda:" and decimal digits whose value fits an int ("cuda:0",
+ * "cuda:12"), nothing before or after them: 1, and *index (may be NULL)
+ * set to the number. Every other name is 0 (a simulated device), *index
+ * untouched: trailing text ("cuda:0junk", "cuda:1 "), a sign ("cuda:-1",
+ * "cuda:+1"), blanks ("cuda: 1"), an overflow ("cuda:2147483648"), no
+ * number ("cuda:"), hex ("cuda:0x1"), "CUDA:0", NULL. The one rule for a
+ * borrowed upstream (ccr_engine_options.upstream; ccrun's --demo on a
+ * test's device): CUDA by this, else the simulated device. */
+int ccr_device_name_cuda(const char *name, int *index);
 
 /* Open a device as the engine does: CUDA `cuda_device` (kind CUDA, or AUTO
  * when cck_cuda_device_count > 0 and cca_upstream_cuda_create succeeds),
@@ -169,7 +189,8 @@ typedef struct ccr_device_options {
      * CCA_VM_WHOLE_MAPS (0) or CCA_VM_PAGES (1). Another value is
      * CCR_ERR_INVALID_ARGUMENT before any device is opened; a backing the
      * library refuses is CCR_ERR_INVALID_ARGUMENT with its message, never a
-     * fall-back to the simulated device. */
+     * fall-back to the simulated device. A kind outside ccr_device_kind
+     * is CCR_ERR_INVALID_ARGUMENT too, never taken for AUTO. */
     int vm_backing;
 } ccr_device_options;
 /* ccr_device_open_paged with every setting (o NULL: CCR_ERR_INVALID_ARGUMENT);
@@ -193,7 +214,9 @@ typedef struct ccr_engine_options {
     size_t host_capacity;     /* simulated device size, default CCR_DEFAULT_CAPACITY */
     const char *alloc_conf;   /* cca_config_parse string on top of the defaults   */
     cca_upstream *upstream;   /* borrowed: use this device instead of creating one
-                                 (device/host_capacity ignored); NULL = create   */
+                                 (device/host_capacity ignored); NULL = create.
+                                 CUDA when its name passes ccr_device_name_cuda,
+                                 else the simulated device                       */
     ccr_timeline *timeline;   /* borrowed: allocator events and phases go here    */
     ccr_progress_fn progress; /* NULL = silent                                    */
     void *progress_user;
@@ -318,7 +341,9 @@ typedef struct ccr_model ccr_model;
  * Everything is validated before any device memory is taken. On failure
  * nothing stays allocated. A path that is not a regular file is refused at
  * once with CCR_ERR_IO (a directory; a FIFO, never waited for; a device);
- * an empty path with CCR_ERR_INVALID_ARGUMENT, as a NULL one. */
+ * an empty path with CCR_ERR_INVALID_ARGUMENT, as a NULL one. After any
+ * failure of this and the three loads below, *out is NULL (out NULL, or e
+ * or the source NULL: CCR_ERR_INVALID_ARGUMENT). */
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out);
 
 /* Same, from an open stream (the fuzzer uses fmemopen). `name` labels it. */
@@ -516,7 +541,11 @@ ccr_status ccr_model_sleep(ccr_model *m, ccr_sleep_info *info);
 ccr_status ccr_model_wake(ccr_model *m, ccr_sleep_info *info);
 
 /* 1 while m is asleep (between a ccr_model_sleep and its ccr_model_wake,
- * a sleep whose unmap was refused included); 0 otherwise and for NULL. */
+ * a sleep whose unmap was refused included); 0 otherwise and for NULL. A
+ * model whose domain a caller put to sleep with cca_domain_sleep
+ * (ccr_model_domain) is asleep too: run and save refuse it, and
+ * ccr_model_wake wakes it; one whose domain a caller woke with
+ * cca_domain_wake is awake. */
 int ccr_model_asleep(const ccr_model *m);
 
 /* ------------------------------------------------------------------------ */
@@ -524,7 +553,10 @@ int ccr_model_asleep(const ccr_model *m);
 /* ------------------------------------------------------------------------ */
 
 /* Columns: t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,
- * fragmentation. event is alloc|free|oom|phase. t_ms counts from creation. */
+ * fragmentation. event is alloc|free|oom|phase. t_ms counts from creation.
+ * A path that cannot be created (a missing directory; a FIFO nobody reads,
+ * refused, never waited for) is CCR_ERR_IO naming it; NULL path or out
+ * CCR_ERR_INVALID_ARGUMENT. *out is NULL after any failure. */
 ccr_status ccr_timeline_open(const char *path, ccr_timeline **out);
 /* Flush and close the file and free t (whatever the status; NULL: CCR_OK).
  * CCR_ERR_IO when any row or the close could not be written: the message
@@ -548,7 +580,8 @@ ccr_status ccr_parse_size(const char *text, size_t *out);
  * \xNN (the table: common/ccai_escape.h). Messages (ccr_last_error, warnings) quote text from
  * model files as it is — a tensor named "\u001b[2J" in the header holds an
  * ESC — so print them with this, never with a plain "%s". NULL is "".
- * Returns the bytes written, or EOF when a write failed. */
+ * Returns the bytes written, or EOF when a write failed (f NULL: EOF,
+ * nothing written). */
 int ccr_fputs_escaped(const char *s, FILE *f);
 
 #ifdef __cplusplus

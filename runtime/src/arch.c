@@ -14,7 +14,10 @@
  *   metadata under CCR_META_KEY: one grammar describes models from files
  *   and models built for memory-pressure runs.
  * - Parsing is strict: every field is checked, numbers must be plain
- *   decimal, and the error names the field and why.
+ *   decimal, and the error names the field and why. Formatting writes only
+ *   what parses back: a caller's struct outside the limits below (or with
+ *   layers that do not chain, or an unknown activation) is refused, and
+ *   ccr_arch_param_bytes never reads past layers[] nor wraps (0, SIZE_MAX).
  * - Limits (CCR_MAX_LAYERS layers, dimensions <= 2^24, each weight matrix
  *   <= 2^31 elements) keep every size computation far from overflow; the
  *   activation bytes, which multiply by the batch, are overflow-checked.
@@ -184,9 +187,30 @@ ccr_status ccr_arch_parse(const char *spec, ccr_arch *out) {
     return CCR_OK;
 }
 
+/* Layers a spec string can give (a caller's struct may hold anything):
+ * widths 1..2^24, each matrix at most 2^31 weights, each layer's input
+ * the last one's output, activations of the enum. */
+static ccr_status check_layers(const ccr_arch *a) {
+    for (size_t i = 0; i < a->n_layers; i++) {
+        const ccr_layer_desc *l = &a->layers[i];
+        if (l->in == 0 || l->out == 0 || l->in > MAX_DIM || l->out > MAX_DIM || l->in * l->out > MAX_MATRIX)
+            return ccr_fail(CCR_ERR_INVALID_ARGUMENT,
+                            "bad architecture: layer %zu is %zu x %zu (widths 1..%zu, at most %zu weights)", i, l->in,
+                            l->out, MAX_DIM, MAX_MATRIX);
+        if (i && l->in != a->layers[i - 1].out)
+            return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "bad architecture: layer %zu has input %zu, layer %zu output %zu",
+                            i, l->in, i - 1, a->layers[i - 1].out);
+        if (l->act != CCK_ACT_NONE && l->act != CCK_ACT_RELU && l->act != CCK_ACT_GELU)
+            return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "bad architecture: layer %zu has activation %d", i, (int)l->act);
+    }
+    return CCR_OK;
+}
+
 ccr_status ccr_arch_format(const ccr_arch *a, char *buf, size_t len) {
     if (!a || !buf || a->n_layers == 0 || a->n_layers > CCR_MAX_LAYERS)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "bad architecture");
+    if (check_layers(a) != CCR_OK)
+        return CCR_ERR_INVALID_ARGUMENT;
     size_t pos = 0;
     int n = snprintf(buf, len, "mlp:%zu", a->layers[0].in);
     pos += n > 0 ? (size_t)n : 0;
@@ -230,9 +254,19 @@ ccr_status ccr_arch_format(const ccr_arch *a, char *buf, size_t len) {
 }
 
 size_t ccr_arch_param_bytes(const ccr_arch *a) {
+    if (!a || a->n_layers > CCR_MAX_LAYERS) /* a caller's struct: never read past layers[] */
+        return 0;
     size_t total = 0;
-    for (size_t i = 0; a && i < a->n_layers; i++)
-        total += (a->layers[i].in * a->layers[i].out + (a->layers[i].has_bias ? a->layers[i].out : 0)) * sizeof(float);
+    for (size_t i = 0; i < a->n_layers; i++) {
+        const ccr_layer_desc *l = &a->layers[i];
+        size_t w, floats, bytes;
+        if (!ccr_mul_ok(l->in, l->out, &w) || w > SIZE_MAX - (l->has_bias ? l->out : 0))
+            return SIZE_MAX;
+        floats = w + (l->has_bias ? l->out : 0);
+        if (!ccr_mul_ok(floats, sizeof(float), &bytes) || bytes > SIZE_MAX - total)
+            return SIZE_MAX;
+        total += bytes;
+    }
     return total;
 }
 

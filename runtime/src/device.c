@@ -31,7 +31,9 @@
  *   to the simulated device. So is a simulated capacity it refuses (0,
  *   below the host page, beyond the address space): CCR_ERR_INVALID_ARGUMENT,
  *   as every setting of the caller's; CCR_ERR_DEVICE is a device that failed.
- * - A borrowed upstream is CUDA when it names itself "cuda:N", else simulated.
+ * - A borrowed upstream is CUDA when it names itself "cuda:N" exactly (N
+ *   decimal digits that fit an int, nothing after: ccr_device_name_cuda, the
+ *   one rule, ccrun's demo uses it too), else simulated.
  * - The context exists on CUDA only, from the first copy or kernel until
  *   ccr_engine_release (engine.c) destroys it and frees its workspace; its
  *   workspace lives in the default domain.
@@ -43,6 +45,7 @@
  *   CUDA upstream create (CUDA, AUTO), then one host upstream create when
  *   the device is the simulated one.
  */
+#include <limits.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -60,6 +63,26 @@ ccr_status ccr_device_parse(const char *name, ccr_device_kind *out) {
     else
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "unknown device '%s' (auto|cuda|host)", name);
     return CCR_OK;
+}
+
+int ccr_device_name_cuda(const char *name, int *index) {
+    static const char prefix[] = "cuda:";
+    if (!name || strncmp(name, prefix, sizeof prefix - 1))
+        return 0;
+    const char *d = name + sizeof prefix - 1;
+    if (!*d)
+        return 0;
+    long long v = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9')
+            return 0;
+        v = v * 10 + (*d - '0');
+        if (v > INT_MAX) /* checked every digit: v never passes 10 * INT_MAX + 9 */
+            return 0;
+    }
+    if (index)
+        *index = (int)v;
+    return 1;
 }
 
 ccr_status ccr_device_open(ccr_device_kind kind, int cuda_device, size_t host_capacity, cca_upstream **out,
@@ -82,6 +105,10 @@ ccr_status ccr_device_open_with(const ccr_device_options *o, cca_upstream **out,
     if (o->vm_backing != CCA_VM_WHOLE_MAPS && o->vm_backing != CCA_VM_PAGES)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "vm_backing %d is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)",
                         o->vm_backing);
+    if (o->kind != CCR_DEVICE_AUTO && o->kind != CCR_DEVICE_CUDA && o->kind != CCR_DEVICE_HOST)
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT,
+                        "device kind %d is none of CCR_DEVICE_AUTO (0), CCR_DEVICE_CUDA (1), CCR_DEVICE_HOST (2)",
+                        (int)o->kind);
     ccr_device_kind kind = o->kind;
     int cuda_device = o->cuda_device;
     size_t host_capacity = o->host_capacity, vm_granularity = o->vm_granularity;
@@ -129,8 +156,7 @@ ccr_status ccr_engine_open_device(ccr_engine *e, const ccr_engine_options *o) {
         e->cuda_device = o->cuda_device;
     } else {
         /* a borrowed device: the CUDA upstream names itself "cuda:N" */
-        const char *n = cca_upstream_name(e->up);
-        simulated = !(n && sscanf(n, "cuda:%d", &e->cuda_device) == 1);
+        simulated = !ccr_device_name_cuda(cca_upstream_name(e->up), &e->cuda_device);
     }
     e->kind = simulated ? CCR_DEVICE_HOST : CCR_DEVICE_CUDA;
     if (simulated)
@@ -177,6 +203,12 @@ ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *
         ccr_timeline_event(e, "alloc", tag, model, bytes);
         return CCR_OK;
     }
+    /* out of memory, or the device failed (CCR_ERR_DEVICE, its message
+     * kept: the figures read below may replace the thread's) */
+    ccr_status st = ccr_status_of(cs);
+    char why[512] = "";
+    if (st != CCR_ERR_OUT_OF_MEMORY)
+        snprintf(why, sizeof why, ": %s", cca_last_error());
     ccr_timeline_event(e, "oom", tag, model, bytes);
     cca_stats s;
     size_t free_b = 0, total = 0;
@@ -189,14 +221,17 @@ ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *
     if (m && m->domain && cca_get_domain_stats(e->alloc, m->domain, &ds) == CCA_OK)
         snprintf(own, sizeof own, " (%s of it in this model's domain)",
                  cca_format_bytes(ds.reserved_bytes, b6, sizeof b6));
-    return ccr_fail(cs == CCA_ERR_OUT_OF_MEMORY ? CCR_ERR_OUT_OF_MEMORY : CCR_ERR_ALLOCATOR,
-                    "out of device memory: %s for %s%s%s; device %s has %s free of %s, allocator holds %s "
-                    "reserved%s, %s allocated, largest free block %s (%s)",
+    return ccr_fail(st,
+                    "%s: %s for %s%s%s; device %s has %s free of %s, allocator holds %s "
+                    "reserved%s, %s allocated, largest free block %s (%s%s)",
+                    st == CCR_ERR_OUT_OF_MEMORY ? "out of device memory"
+                    : st == CCR_ERR_DEVICE      ? "the device failed an allocation"
+                                                : "the allocator refused an allocation",
                     cca_format_bytes(bytes, b0, sizeof b0), tag, *model ? " of " : "", model, e->devname,
                     cca_format_bytes(free_b, b1, sizeof b1), cca_format_bytes(total, b2, sizeof b2),
                     cca_format_bytes(s.reserved_bytes, b3, sizeof b3), own,
                     cca_format_bytes(s.allocated_bytes, b4, sizeof b4),
-                    cca_format_bytes(s.largest_free_block, b5, sizeof b5), cca_status_string(cs));
+                    cca_format_bytes(s.largest_free_block, b5, sizeof b5), cca_status_string(cs), why);
 }
 
 void ccr_dev_free(ccr_engine *e, ccr_model *m, void *p, const char *tag) {

@@ -72,8 +72,8 @@ static ccr_status make_allocator(ccr_engine *e, const char *conf) {
     if (cs == CCA_ERR_OUT_OF_MEMORY)
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "creating the allocator (%s): %s", conf ? conf : "defaults",
                         cca_last_error());
-    if (cs != CCA_OK)
-        return ccr_fail(CCR_ERR_ALLOCATOR, "creating the allocator (%s): %s: %s", conf ? conf : "defaults",
+    if (cs != CCA_OK) /* the device failed (the greedy arena): CCR_ERR_DEVICE */
+        return ccr_fail(ccr_status_of(cs), "creating the allocator (%s): %s: %s", conf ? conf : "defaults",
                         cca_status_string(cs), cca_last_error());
     /* a CCALLOC_TRACE the library would not open: the engine's trace
      * failure from the start, as a mark's that found the recording stopped

@@ -17,6 +17,9 @@
  *   with "..." once. One buffer per thread, so an allocator failure and the
  *   runtime's context around it are one message, and neither library's
  *   message can be stale in the other's.
+ * - A call whose failure nobody reports (a timeline row's mem_info, a trace
+ *   mark, a sleep's figures) is wrapped in ccr_error_keep /
+ *   ccr_error_restore: the message of the failure before it survives.
  * - A warning is one line, cut to 1023 bytes with "..."; it goes to the
  *   engine's warn callback when set, else to stderr as "ccr: warning: "
  *   and the line escaped for the terminal (text.c): it quotes paths and
@@ -58,6 +61,19 @@ const char *ccr_last_error(void) {
 
 void ccr_clear_error(void) {
     cca_clear_error();
+}
+
+void ccr_error_keep(ccr_kept_error *k) {
+    snprintf(k->text, sizeof k->text, "%s", cca_last_error());
+}
+
+void ccr_error_restore(const ccr_kept_error *k) {
+    if (!strcmp(k->text, cca_last_error()))
+        return; /* unchanged: the common case, no copy */
+    if (k->text[0])
+        cca_set_error(CCA_OK, "%s", k->text);
+    else
+        cca_clear_error();
 }
 
 /* The text is formatted by status.c straight into the shared buffer (the

@@ -22,6 +22,15 @@ ccr_status ccr_fail(ccr_status s, const char *fmt, ...) CCR_PRINTF(2, 3);
 /* Prefix the current message: "<prefix>: <old message>". Returns s. */
 ccr_status ccr_fail_prefix(ccr_status s, const char *fmt, ...) CCR_PRINTF(2, 3);
 void ccr_clear_error(void);
+/* The thread's message, kept across calls whose failure nobody reports (a
+ * timeline row's or a sleep's mem_info, a trace mark): a failing call's
+ * message must outlive the rows and marks written after it. */
+typedef struct ccr_kept_error {
+    char text[1024]; /* the message buffer's size (status.c) */
+} ccr_kept_error;
+void ccr_error_keep(ccr_kept_error *k);
+/* Put the kept message back when a call since changed it. */
+void ccr_error_restore(const ccr_kept_error *k);
 
 /* The runtime's status for an allocator call's failure cs: the device
  * refusing or failing (CCA_ERR_UPSTREAM, CCA_ERR_NO_DEVICE) is
@@ -90,8 +99,10 @@ struct ccr_engine {
 ccr_status ccr_engine_open_device(ccr_engine *e, const ccr_engine_options *o);
 /* Allocate device memory for `tag` ("weight", "activation", ...) of model
  * `m` — in m's domain — or of the engine itself (m NULL: the default
- * domain) from the engine's allocator. CCR_ERR_OUT_OF_MEMORY names the
- * request and the device state. */
+ * domain) from the engine's allocator. A refusal names the request and the
+ * device state: CCR_ERR_OUT_OF_MEMORY ("out of device memory"); a device
+ * that failed, CCR_ERR_DEVICE with the device's message; anything else as
+ * ccr_status_of says. */
 ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *tag, void **out);
 void ccr_dev_free(ccr_engine *e, ccr_model *m, void *p, const char *tag);
 /* Host <-> device copies (memcpy on the simulated device). */
@@ -147,8 +158,9 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
 /* ---- sleep.c ------------------------------------------------------------ */
 
 /* CCR_ERR_ASLEEP naming m and what was refused ("run", "save"), when m is
- * asleep; CCR_OK otherwise. */
-ccr_status ccr_model_check_awake(const ccr_model *m, const char *what);
+ * asleep (its domain put to sleep by a caller's cca_domain_sleep too);
+ * CCR_OK otherwise. */
+ccr_status ccr_model_check_awake(ccr_model *m, const char *what);
 
 /* ---- arch.c ------------------------------------------------------------- */
 

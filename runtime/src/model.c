@@ -208,8 +208,9 @@ ccr_status ccr_model_build(ccr_engine *e, const ccr_arch *arch, const char *name
             st = ccr_dev_alloc(e, m, count * sizeof(float), is_bias ? "bias" : "weight", &dev);
             if (st != CCR_OK) {
                 char need[32], dev_total[32];
-                ccr_fail_prefix(st, "model '%s' (%s of weights) does not fit on %s (%s): layer %zu %s", m->name,
-                                cca_format_bytes(total, need, sizeof need), e->devname,
+                ccr_fail_prefix(st, "model '%s' (%s of weights) %s on %s (%s): layer %zu %s", m->name,
+                                cca_format_bytes(total, need, sizeof need),
+                                st == CCR_ERR_OUT_OF_MEMORY ? "does not fit" : "could not be loaded", e->devname,
                                 cca_format_bytes(e->total_bytes, dev_total, sizeof dev_total), i,
                                 is_bias ? "bias" : "weight");
                 break;
@@ -355,9 +356,10 @@ static ccr_status fill_random(void *user, size_t layer, int is_bias, float *dst,
 }
 
 ccr_status ccr_model_load_spec(ccr_engine *e, const char *spec, ccr_model **out) {
+    if (out) /* NULL after any failure, a refused argument's too */
+        *out = NULL;
     if (!e || !spec || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, spec or output is NULL");
-    *out = NULL;
     ccr_arch a;
     ccr_status st = ccr_arch_parse(spec, &a);
     if (st != CCR_OK)
@@ -426,9 +428,10 @@ static ccr_status load_stream(ccr_engine *e, FILE *fp, const char *name, int fro
 }
 
 ccr_status ccr_model_load_stream(ccr_engine *e, FILE *fp, const char *name, ccr_model **out) {
+    if (out) /* NULL after any failure, a refused argument's too */
+        *out = NULL;
     if (!e || !fp || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, stream or output is NULL");
-    *out = NULL;
     return load_stream(e, fp, name, 0, out);
 }
 
@@ -485,9 +488,10 @@ static ccr_status open_model_file(const char *path, FILE **out) {
 }
 
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out) {
+    if (out) /* NULL after any failure, a refused argument's too */
+        *out = NULL;
     if (!e || !path || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "engine, path or output is NULL");
-    *out = NULL;
     if (!*path)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "empty model path (a safetensors file or an mlp: spec)");
     FILE *fp = NULL;
@@ -527,8 +531,9 @@ ccr_status ccr_model_nonfinite_tensor(const ccr_model *m, size_t i, const char *
     if (!m || !name || !count)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model, name or count is NULL");
     if (i >= m->n_nonfinite)
-        return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "model '%s' has %zu tensors with non-finite weights, not %zu",
-                        m->name, m->n_nonfinite, i + 1);
+        return ccr_fail(CCR_ERR_INVALID_ARGUMENT,
+                        "model '%s' has %zu tensors with non-finite weights: index %zu is past the last", m->name,
+                        m->n_nonfinite, i);
     *name = m->bad[i].name;
     *count = m->bad[i].count;
     return CCR_OK;

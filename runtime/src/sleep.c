@@ -23,8 +23,11 @@
  *   The allocator copies every live block of the domain: the weights, and
  *   any block a caller allocated in ccr_model_domain.
  * - m->asleep follows the domain: set when the allocator's sleep put it to
- *   sleep (a refused unmap included: the domain IS asleep then), cleared
- *   only by a wake that succeeded. Unload works asleep or awake (model.c:
+ *   sleep (a refused unmap included: the domain IS asleep then), or when a
+ *   caller's cca_domain_sleep on ccr_model_domain did, cleared by a wake
+ *   that succeeded, the caller's cca_domain_wake included: the domain's
+ *   state is read again at each run, save, sleep, wake and
+ *   ccr_model_asleep (one domain stats read). Unload works asleep or awake (model.c:
  *   cca_free and cca_domain_destroy accept a sleeping domain, the host
  *   copy goes with it).
  * - wake_need is the pages under the weights (page-aligned ranges: the
@@ -49,22 +52,39 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-ccr_status ccr_model_check_awake(const ccr_model *m, const char *what) {
+/* Whether m is asleep: its domain's state, which a caller may also have
+ * changed (cca_domain_sleep / cca_domain_wake on ccr_model_domain); m's
+ * own flag when it has no domain or the domain cannot be read. */
+static int asleep_now(const ccr_model *m) {
+    cca_domain_stats ds;
+    if (m->domain && cca_get_domain_stats(m->e->alloc, m->domain, &ds) == CCA_OK)
+        return ds.asleep != 0;
+    return m->asleep;
+}
+
+/* m->asleep follows such a change from here. */
+static void follow_domain(ccr_model *m) {
+    m->asleep = asleep_now(m);
+}
+
+ccr_status ccr_model_check_awake(ccr_model *m, const char *what) {
+    follow_domain(m);
     if (!m->asleep)
         return CCR_OK;
     return ccr_fail(CCR_ERR_ASLEEP, "model '%s' is asleep: %s refused (ccr_model_wake first)", m->name, what);
 }
 
 int ccr_model_asleep(const ccr_model *m) {
-    return m ? m->asleep : 0;
+    return m ? asleep_now(m) : 0;
 }
 
 static size_t device_free(ccr_engine *e) {
     size_t f = 0, t = 0;
-    if (cca_upstream_mem_info(e->up, &f, &t) != CCA_OK) {
-        ccr_clear_error();
-        return 0;
-    }
+    ccr_kept_error k; /* read after a refused sleep or wake: its message stays */
+    ccr_error_keep(&k);
+    if (cca_upstream_mem_info(e->up, &f, &t) != CCA_OK)
+        f = 0;
+    ccr_error_restore(&k);
     return f;
 }
 
@@ -173,6 +193,7 @@ ccr_status ccr_model_sleep(ccr_model *m, ccr_sleep_info *info) {
         st = wait_for_work(m);
     if (st != CCR_OK)
         return st;
+    follow_domain(m);
     r.was_asleep = m->asleep;
     r.wake_need = pages_under_weights(m, page);
     ccr_engine_mark(e, "sleep", m->name);
@@ -199,6 +220,7 @@ ccr_status ccr_model_wake(ccr_model *m, ccr_sleep_info *info) {
     ccr_sleep_info r;
     if (begin(m, info, &r) != CCR_OK)
         return CCR_ERR_INVALID_ARGUMENT;
+    follow_domain(m);
     if (!m->asleep)
         return CCR_OK;
     ccr_engine *e = m->e;

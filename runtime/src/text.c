@@ -16,5 +16,5 @@
 #include "internal.h"
 
 int ccr_fputs_escaped(const char *s, FILE *f) {
-    return ccai_fputs_escaped(s, f);
+    return f ? ccai_fputs_escaped(s, f) : EOF; /* no stream: a write that failed */
 }

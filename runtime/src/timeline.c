@@ -63,6 +63,8 @@ static void note_write(ccr_timeline *t, int bad) {
 }
 
 ccr_status ccr_timeline_open(const char *path, ccr_timeline **out) {
+    if (out) /* NULL after any failure, as a load's */
+        *out = NULL;
     if (!path || !out)
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "timeline path or output is NULL");
     ccr_timeline *t = calloc(1, sizeof *t);
@@ -139,8 +141,12 @@ void ccr_timeline_event(ccr_engine *e, const char *event, const char *tag, const
         return;
     cca_stats s;
     size_t free_b = 0, total = 0;
+    ccr_kept_error k; /* a row follows failures too: their message stays */
+    ccr_error_keep(&k);
     cca_get_stats(e->alloc, &s);
-    cca_upstream_mem_info(e->up, &free_b, &total);
+    if (cca_upstream_mem_info(e->up, &free_b, &total) != CCA_OK)
+        free_b = 0; /* the device cannot say: 0 in the row */
+    ccr_error_restore(&k);
     write_row(e->timeline, event, e->phase, model ? model : "", tag, bytes, &s, free_b);
 }
 
@@ -160,8 +166,11 @@ void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, co
         for (char *c = mark; *c; c++)
             if (*c < 0x20 || *c > 0x7e || *c == ',' || *c == '"')
                 *c = '_';
+        ccr_kept_error k; /* a mark follows failures too: their message stays */
+        ccr_error_keep(&k);
         if (*mark && cca_trace_mark(e->alloc, mark) == CCA_ERR_IO && !e->trace_error[0])
             snprintf(e->trace_error, sizeof e->trace_error, "%s", cca_last_error());
+        ccr_error_restore(&k);
     }
 }
 

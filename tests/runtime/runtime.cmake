@@ -5,9 +5,11 @@
 # test_runtime_domains: one memory domain per model, leaks, footprints;
 # test_runtime_text: text from model files escaped for a terminal, and
 # error.c: status names, the last-error message, warnings cut or whole;
-# test_runtime_sleep: a model asleep and woken (sleep.c).
+# test_runtime_sleep: a model asleep and woken (sleep.c);
+# test_runtime_device: which borrowed device is a GPU (device.c's name rule).
 if(TARGET ccr)
-  foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains test_runtime_text)
+  foreach(suite test_runtime_fixture test_runtime_engine test_runtime_loader test_runtime_domains test_runtime_text
+                test_runtime_device test_runtime_calls)
     cca_add_test(NAME ${suite} SOURCES runtime/${suite}.c LIBS ccr LABEL cpu)
     target_include_directories(${suite} PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
   endforeach()
@@ -33,6 +35,9 @@ if(TARGET ccr)
       LABEL cpu)
     target_link_options(test_ccrun_parts PRIVATE ${CCA_MALLOC_FAULT_WRAP})
   endif()
+  # Engines of four threads on one shared device and on a device each (a plain program, as
+  # tests/allocator/threads: Criterion's runner cannot start under TSan; the TSan build runs it too)
+  cca_add_thread_program(ccr_threads DIR runtime/threads LIBS ccr)
   cca_add_test(NAME test_runtime_gpu SOURCES runtime/test_runtime_gpu.c LIBS ccr LABEL gpu)
   target_include_directories(test_runtime_gpu PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
 

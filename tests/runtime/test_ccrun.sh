@@ -19,7 +19,8 @@
 # a failed model outranks NaN weights (exit 1) and a resident run's success
 # (exit 1); one model file twice, with sidecars, runs; --device cuda is a
 # GPU or exit 1, never simulated; CCALLOC_CONF is not read; --help's
-# defaults and its ulimit -v figures hold. Needs only a
+# defaults and its ulimit -v figures hold; an option given twice takes its
+# last value, each value checked as it comes. Needs only a
 # POSIX shell and grep; CCA_SOURCE_DIR is set by CTest (tests/runtime/runtime.cmake).
 set -u
 CCRUN=${1:?usage: test_ccrun.sh path/to/ccrun}
@@ -154,6 +155,28 @@ check() { # check DESCRIPTION COMMAND...: the command must succeed
     if "$@" >"$TMP/out" 2>"$TMP/err"; then echo "ok: $desc"; else
         echo "FAIL: $desc"; cat "$TMP/out" "$TMP/err"; fails=$((fails + 1)); fi
 }
+# an option given twice takes its last value, each value checked as it comes
+# (--help and docs/engine.md, "Bad input")
+for opt in batch iters; do
+    expect 2 "--$opt '0' is not a count in 1..2^24" -- --$opt 0 --$opt 8 "mlp:4x4"
+    expect 2 "--$opt 'x' is not a count in 1..2^24" -- --$opt 8 --$opt x "mlp:4x4"
+done
+expect 2 "--capacity '' is not a size" -- --capacity 64M --capacity "" "mlp:4x4"
+expect 2 "--policy must be greedy or growth, not ''" -- --policy growth --policy "" "mlp:4x4"
+expect 2 "--sleep needs memory domains, which policy greedy cannot have" -- --policy growth --policy greedy \
+    --sleep "mlp:4x4" "mlp:4x8"
+check "--policy greedy --policy growth: the last, growth, lets --sleep run" \
+    "$CCRUN" --device host --capacity 64M --policy greedy --policy growth --sleep "mlp:4x4" "mlp:4x8"
+check "--batch 2 --batch 3: batches of 3" sh -c "'$CCRUN' --device host --capacity 64M --batch 2 --batch 3 --json \
+    mlp:4x4 | grep -q '3 x batch 3,'"
+check "--device cuda --device host: the simulated device" sh -c "'$CCRUN' --device cuda --device host \
+    --capacity 64M mlp:4x4 | grep -q '^device host (SIMULATED'"
+check "--timeline A --timeline B: B written, A never made" sh -c "rm -f '$TMP/t1.csv' '$TMP/t2.csv' &&
+    '$CCRUN' --device host --capacity 64M --timeline '$TMP/t1.csv' --timeline '$TMP/t2.csv' mlp:4x4 &&
+    test -s '$TMP/t2.csv' && ! test -e '$TMP/t1.csv'"
+check "--conf twice: the last only (expandable:0 drops max_reserved:1M, which would refuse the load)" \
+    "$CCRUN" --device host --capacity 64M --conf max_reserved:1M --conf expandable:0 --batch 1 "mlp:1024x1024"
+check "--help: an option given twice takes its last value" sh -c "'$CCRUN' --help | grep -q 'An option given twice takes its last value'"
 # a --timeline the demo cannot make is an output that could not be made, as
 # for MODEL runs (exit 1, naming the file), not a usage error (exit 2)
 for tl in "$TMP/no-such-dir/d.csv" "$TMP"; do

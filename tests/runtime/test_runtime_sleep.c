@@ -16,7 +16,17 @@
  *   - the device refusing (tu_faulty): host memory, a copy, an unmap at
  *     sleep; a map and a copy back at wake: each path's status and state,
  *     and the timeline's phase after it (the model's state: `awake` after
- *     a refused sleep, `asleep` after a refused wake).
+ *     a refused sleep, `asleep` after a refused wake);
+ *   - every device call of a life of two models slept, woken and unloaded
+ *     asleep refused in turn, once and from then on, on maps backed whole
+ *     and page by page: the step's documented status, then (faults off)
+ *     each model wakes and runs to its first bytes, and the device gets
+ *     every byte back (host memory it refused back excepted);
+ *   - a device whose free memory cannot be read either: the message of a
+ *     refused sleep, wake, run or unload still names what was refused (the
+ *     timeline rows and figures read after it do not replace it); one
+ *     that never says it runs a model's whole life, only the engine's
+ *     release saying it could not read the device.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -459,4 +469,247 @@ Test(runtime_sleep, a_callers_block_in_the_models_domain_sleeps_with_it) {
         cr_assert_eq(p[i], (unsigned char)(i * 31), "byte %zu", i);
     cr_expect_eq(cca_free(al, p), CCA_OK);
     ccr_engine_destroy(e);
+}
+
+/* ---- every device call of a sleep-and-wake life refused in turn ----------- */
+
+/* The life: A and B loaded; A run, put to sleep, B run, A woken and run, A
+ * asleep again and unloaded so, B asleep, woken, run and unloaded, the
+ * engine released. Small models: 2 MiB pages hold each whole. */
+#define LIFE_A "mlp:32x200x10:relu:softmax:seed=5"
+#define LIFE_B "mlp:48x300x12:gelu:softmax:seed=6"
+enum life_kind { L_LOAD, L_RUN, L_SLEEP, L_WAKE, L_UNLOAD, L_RELEASE };
+static const char *const life_names[] = {"load", "run", "sleep", "wake", "unload", "release"};
+
+typedef struct life {
+    ccr_engine *e;
+    ccr_model *a, *b;
+    float ya[2 * 10], yb[2 * 12];
+    int failed;          /* the step that failed, 0: none */
+    enum life_kind kind; /* its kind */
+    ccr_status st;
+    char why[512];
+} life;
+
+static int life_step(life *l, int n, enum life_kind k, ccr_status st) {
+    if (st == CCR_OK)
+        return 1;
+    l->failed = n;
+    l->kind = k;
+    l->st = st;
+    snprintf(l->why, sizeof l->why, "%s", ccr_last_error());
+    return 0;
+}
+
+static ccr_status life_run(ccr_model *m, float *y) {
+    const ccr_arch *a = ccr_model_arch(m);
+    float x[2 * 48];
+    for (size_t i = 0; i < 2 * a->layers[0].in; i++)
+        x[i] = (float)((i * 7919) % 1009) / 1009.0f;
+    return ccr_model_run(m, x, 2, y);
+}
+
+static int life_unload(life *l, int n, ccr_model **m) {
+    ccr_status st = ccr_model_release(*m, NULL);
+    *m = NULL; /* freed whatever the status */
+    return life_step(l, n, L_UNLOAD, st);
+}
+
+static void live_sleep_life(life *l) {
+    (void)(life_step(l, 1, L_LOAD, ccr_model_load_spec(l->e, LIFE_A, &l->a)) &&
+           life_step(l, 2, L_LOAD, ccr_model_load_spec(l->e, LIFE_B, &l->b)) &&
+           life_step(l, 3, L_RUN, life_run(l->a, l->ya)) && life_step(l, 4, L_SLEEP, ccr_model_sleep(l->a, NULL)) &&
+           life_step(l, 5, L_RUN, life_run(l->b, l->yb)) && life_step(l, 6, L_WAKE, ccr_model_wake(l->a, NULL)) &&
+           life_step(l, 7, L_RUN, life_run(l->a, l->ya)) && life_step(l, 8, L_SLEEP, ccr_model_sleep(l->a, NULL)) &&
+           life_unload(l, 9, &l->a) && life_step(l, 10, L_SLEEP, ccr_model_sleep(l->b, NULL)) &&
+           life_step(l, 11, L_WAKE, ccr_model_wake(l->b, NULL)) && life_step(l, 12, L_RUN, life_run(l->b, l->yb)) &&
+           life_unload(l, 13, &l->b) && life_step(l, 14, L_RELEASE, ccr_engine_release(l->e, NULL)));
+}
+
+/* The statuses ccr.h documents for a step refused by the device. */
+static int documented(enum life_kind k, ccr_status st) {
+    switch (k) {
+    case L_LOAD:
+    case L_RUN: return st == CCR_ERR_OUT_OF_MEMORY;
+    case L_SLEEP:
+    case L_WAKE: return st == CCR_ERR_OUT_OF_MEMORY || st == CCR_ERR_DEVICE;
+    case L_UNLOAD:
+    case L_RELEASE: return st == CCR_ERR_DEVICE;
+    }
+    return 0;
+}
+
+/* The device of every life: set per sweep. */
+static cca_host_options life_device;
+
+/* One life with call `n` of kind k refused (from then on when sticky);
+ * returns the calls of each kind the life made (n 0: no fault). */
+static void one_sleep_life(tu_fault_kind k, uint64_t n, bool sticky, const float *ref_a, const float *ref_b,
+                           uint64_t *calls, size_t *lives) {
+    cca_upstream *inner = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&life_device, &inner), CCA_OK, "%s", cca_last_error());
+    tu_faulty f;
+    cca_upstream *up = tu_faulty_create(&f, inner, "fx", false);
+    life l;
+    memset(&l, 0, sizeof l);
+    l.e = test_engine(up, 0, "log_oom:0", 1, 0, NULL);
+    f.fail_at[k] = n;
+    f.sticky[k] = sticky;
+    live_sleep_life(&l);
+    if (calls)
+        memcpy(calls, f.calls, sizeof f.calls);
+    tu_faulty_faults_off(&f);
+    char what[96];
+    snprintf(what, sizeof what, "%s call %llu%s", tu_fault_names[k], (unsigned long long)n, sticky ? " on" : "");
+    if (l.failed) {
+        cr_expect(documented(l.kind, l.st), "%s: %s (step %d) failed with %s: %s", what, life_names[l.kind], l.failed,
+                  ccr_status_string(l.st), l.why);
+        cr_expect_neq(l.why[0], '\0', "%s: step %d failed without a message", what, l.failed);
+        if (l.kind == L_WAKE) /* after a refused wake the model is asleep */
+            cr_expect(ccr_model_asleep(l.failed == 6 ? l.a : l.b), "%s: step %d", what, l.failed);
+        if (l.kind == L_SLEEP && l.failed != 8 && ccr_model_asleep(l.failed == 4 ? l.a : l.b))
+            cr_expect_eq(l.st, CCR_ERR_DEVICE, "%s: asleep after a refused sleep: only a refused unmap", what);
+    } else {
+        cr_expect_eq(memcmp(l.ya, ref_a, sizeof l.ya), 0, "%s: A's outputs", what);
+        cr_expect_eq(memcmp(l.yb, ref_b, sizeof l.yb), 0, "%s: B's outputs", what);
+    }
+    /* faults off: every model still loaded wakes and runs to the same bytes */
+    ccr_model *ms[2] = {l.a, l.b};
+    const float *refs[2] = {ref_a, ref_b};
+    for (int i = 0; i < 2; i++) {
+        if (!ms[i] || l.failed == 14)
+            continue;
+        cr_expect_eq(ccr_model_wake(ms[i], NULL), CCR_OK, "%s: %s", what, ccr_last_error());
+        float y[2 * 12];
+        cr_expect_eq(life_run(ms[i], y), CCR_OK, "%s: %s", what, ccr_last_error());
+        cr_expect_eq(memcmp(y, refs[i],
+                            2 * ccr_model_arch(ms[i])->layers[ccr_model_arch(ms[i])->n_layers - 1].out * sizeof(float)),
+                     0, "%s: model %d's outputs after recovery", what, i);
+    }
+    ccr_release_info r;
+    cr_expect_eq(ccr_engine_release(l.e, &r), CCR_OK, "%s: release after step %d: %s", what, l.failed,
+                 ccr_last_error());
+    cr_expect_eq(r.live_bytes_after, 0, "%s", what);
+    cr_expect_eq(reserved_bytes(l.e), 0, "%s: step %d: %zu bytes still reserved", what, l.failed, reserved_bytes(l.e));
+    cr_expect_eq(r.device_free_after, r.device_free_baseline, "%s: step %d", what, l.failed);
+    ccr_engine_destroy(l.e);
+    if (k == TU_FAULT_HOST_FREE) { /* host memory the device refused back stays with it (ccalloc.h) */
+        cca_upstream_stats us;
+        cr_assert_eq(cca_upstream_get_stats(inner, &us), CCA_OK);
+        cr_expect_eq(us.bytes_in_use, 0, "%s: %zu device bytes still in use", what, us.bytes_in_use);
+        cca_upstream_destroy(up);
+        cca_upstream_destroy(inner);
+    } else {
+        tu_faulty_destroy_clean(up, inner);
+    }
+    (*lives)++;
+}
+
+Test(runtime_sleep, every_device_call_of_a_sleep_and_wake_life_fails_in_turn, .timeout = 120) {
+    float ref_a[2 * 10], ref_b[2 * 12];
+    uint64_t calls[TU_FAULT_KINDS];
+    {
+        ccr_engine *e = host_engine(64 * MiB, NULL);
+        ccr_model *a = load(e, LIFE_A), *b = load(e, LIFE_B);
+        cr_assert_eq(life_run(a, ref_a), CCR_OK);
+        cr_assert_eq(life_run(b, ref_b), CCR_OK);
+        ccr_engine_destroy(e);
+    }
+    /* maps backed whole on 2 MiB pages (the default); a physical
+     * allocation per 64 KiB page: more maps, unmaps and copies */
+    const cca_host_options devices[] = {{.capacity = 64 * MiB},
+                                        {.capacity = 64 * MiB, .vm_granularity = 64 << 10, .vm_backing = CCA_VM_PAGES}};
+    size_t lives = 0;
+    for (size_t d = 0; d < sizeof devices / sizeof devices[0]; d++) {
+        life_device = devices[d];
+        one_sleep_life(TU_FAULT_ALLOC, 0, false, ref_a, ref_b, calls, &lives);
+        for (int k = 0; k < TU_FAULT_KINDS; k++) {
+            if (k == TU_FAULT_STREAM_SYNC)
+                continue;
+            cr_log_info("device %zu: %s: %llu calls", d, tu_fault_names[k], (unsigned long long)calls[k]);
+            for (uint64_t n = 1; n <= calls[k] + 1; n++)
+                for (int sticky = 0; sticky < 2; sticky++)
+                    one_sleep_life((tu_fault_kind)k, n, sticky, ref_a, ref_b, NULL, &lives);
+        }
+    }
+    cr_log_info("%zu lives", lives);
+}
+
+/* A device that cannot say its free memory as well (every timeline row
+ * and every figure read after the refusal fails): the refusal's message
+ * still names what the device refused, for a sleep, a wake, a run and an
+ * unload alike. */
+Test(runtime_sleep, a_refusal_keeps_its_reason_when_the_free_memory_cannot_be_read) {
+    faulty_engine fe;
+    faulty_open(&fe, 128 * MiB);
+    ccr_model *a = load(fe.e, SPEC_A);
+    /* a batch whose activations need pages of their own: 2 x 4 MiB */
+    float *x = calloc(512 * 256, sizeof(float)), *y = malloc(512 * 10 * sizeof(float));
+    fe.f.fail_mem_info = true;
+    fe.f.fail_at[TU_FAULT_MAP] = fe.f.calls[TU_FAULT_MAP] + 1;
+    fe.f.sticky[TU_FAULT_MAP] = true;
+    cr_expect_eq(ccr_model_run(a, x, 512, y), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(said("out of device memory"), "%s", ccr_last_error());
+    free(x);
+    free(y);
+    tu_faulty_faults_off(&fe.f);
+    fe.f.fail_mem_info = false;
+    ccr_model *b = load(fe.e, "mlp:64x512x10:relu:seed=3");
+    fe.f.fail_mem_info = true;
+    fe.f.fail_at[TU_FAULT_UNMAP] = fe.f.calls[TU_FAULT_UNMAP] + 1;
+    cr_expect_eq(ccr_model_release(b, NULL), CCR_ERR_DEVICE);
+    cr_expect(said("injected vm_unmap failure"), "%s", ccr_last_error());
+    tu_faulty_faults_off(&fe.f);
+    fe.f.fail_mem_info = false;
+    cr_assert_eq(ccr_engine_release(fe.e, NULL), CCR_OK, "%s", ccr_last_error());
+    a = load(fe.e, SPEC_A);
+    fe.f.fail_mem_info = true;
+    fe.f.fail_at[TU_FAULT_COPY] = fe.f.calls[TU_FAULT_COPY] + 1;
+    cr_expect_eq(ccr_model_sleep(a, NULL), CCR_ERR_DEVICE);
+    cr_expect(said("injected copy failure"), "%s", ccr_last_error());
+    tu_faulty_faults_off(&fe.f);
+    fe.f.fail_mem_info = false;
+    cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
+    fe.f.fail_mem_info = true;
+    fe.f.fail_at[TU_FAULT_COPY] = fe.f.calls[TU_FAULT_COPY] + 1;
+    cr_expect_eq(ccr_model_wake(a, NULL), CCR_ERR_DEVICE);
+    cr_expect(said("injected copy failure"), "%s", ccr_last_error());
+    fe.f.fail_at[TU_FAULT_MAP] = fe.f.calls[TU_FAULT_MAP] + 1;
+    cr_expect_eq(ccr_model_wake(a, NULL), CCR_ERR_OUT_OF_MEMORY);
+    cr_expect(said("injected vm_map failure"), "%s", ccr_last_error());
+    tu_faulty_faults_off(&fe.f);
+    fe.f.fail_mem_info = false;
+    cr_expect_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
+    faulty_close(&fe, NULL, 0);
+}
+
+/* A device that cannot say its free memory at all after the engine began:
+ * a model's whole life works (the figures read 0), only the engine's
+ * release says it could not read the device, and once the device answers
+ * again a release finds it back at its baseline. */
+Test(runtime_sleep, a_device_without_free_figures_runs_a_whole_life) {
+    faulty_engine fe;
+    faulty_open(&fe, 128 * MiB);
+    fe.f.fail_mem_info = true;
+    ccr_model *a = load(fe.e, SPEC_A);
+    float *y0 = outputs_of(a, 2);
+    ccr_sleep_info s;
+    cr_expect_eq(ccr_model_sleep(a, &s), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(s.device_free_before, 0);
+    cr_expect_eq(s.device_free_after, 0);
+    cr_expect_eq(ccr_model_wake(a, &s), CCR_OK, "%s", ccr_last_error());
+    expect_same_outputs(a, 2, y0, "after the wake");
+    free(y0);
+    ccr_device_info d;
+    cr_expect_eq(ccr_engine_device_info(fe.e, &d), CCR_ERR_DEVICE);
+    cr_expect_str_eq(d.name, "host", "the name even so");
+    cr_expect_eq(ccr_model_release(a, NULL), CCR_OK, "%s", ccr_last_error());
+    ccr_release_info r;
+    cr_expect_eq(ccr_engine_release(fe.e, &r), CCR_ERR_DEVICE);
+    cr_expect(said("cannot read the device's free memory before"), "%s", ccr_last_error());
+    cr_expect_eq(r.live_bytes_after, 0);
+    fe.f.fail_mem_info = false;
+    cr_expect_eq(ccr_engine_release(fe.e, &r), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(r.device_free_after, r.device_free_baseline);
+    faulty_close(&fe, NULL, 0);
 }

@@ -129,6 +129,10 @@ Test(runtime_text, null_is_empty_and_a_failed_write_is_eof) {
     setvbuf(f, NULL, _IONBF, 0); /* every byte a write, so the first one fails */
     cr_expect_eq(ccr_fputs_escaped("x\x1b", f), EOF);
     fclose(f);
+    /* no stream: a failed write, never a crash */
+    cr_expect_eq(ccr_fputs_escaped("x", NULL), EOF);
+    cr_expect_eq(ccr_fputs_escaped("", NULL), EOF);
+    cr_expect_eq(ccr_fputs_escaped(NULL, NULL), EOF);
 }
 
 /* ---- error.c: status names, the status an allocator failure becomes, warnings ---- */

@@ -283,7 +283,14 @@ cca_upstream *ccr_engine_upstream(ccr_engine *e);
 /* Replace the allocator (no model may be loaded): release, destroy it and
  * create a new one from `alloc_conf`. Lets one device host several policies.
  * Footprints remembered so far are forgotten: they are the old allocator's
- * figures (sidecar files stay and are read again). */
+ * figures (sidecar files stay and are read again).
+ * Errors: CCR_ERR_INVALID_ARGUMENT for a NULL engine, a model loaded (or
+ * asleep) or a config the allocator refuses (the old allocator kept);
+ * CCR_ERR_LIVE_BLOCKS, after the release, while a block is still live in
+ * the old allocator (one the caller took from ccr_engine_allocator, or a
+ * leak a released model's domain kept): destroying it would free memory
+ * its owner still points to. Nothing else changes; free the blocks and
+ * call again. As ccr_engine_release otherwise. */
 ccr_status ccr_engine_reconfigure(ccr_engine *e, const char *alloc_conf);
 
 typedef struct ccr_release_info {

@@ -43,7 +43,9 @@
  *   of its blocks are free; model.c, ccr_model_release). A domain an unload
  *   cannot destroy because a block in it is still live (a leak) is kept
  *   as an orphan (model.c), and release tries it again. Reconfigure and
- *   destroy end the allocator, and with it every domain.
+ *   destroy end the allocator, and with it every domain; reconfigure only
+ *   when no block is live in it (a caller's, or a leak: CCR_ERR_LIVE_BLOCKS),
+ *   destroy whatever is live.
  * - Costs: create: one device open, one mem_info, one cca_create (greedy:
  *   the arena's reservation); release: one unload per model, one
  *   empty-cache, two mem_info.
@@ -240,6 +242,19 @@ ccr_status ccr_engine_reconfigure(ccr_engine *e, const char *alloc_conf) {
     ccr_status st = ccr_engine_release(e, NULL);
     if (st != CCR_OK)
         return st;
+    /* the old allocator ends with every block in it: one still live (the
+     * caller's own, or a leak a released model's domain kept) would be
+     * freed under the owner that holds its pointer */
+    cca_stats s;
+    cca_get_stats(e->alloc, &s);
+    if (s.active_blocks) {
+        char b[32];
+        return ccr_fail(CCR_ERR_LIVE_BLOCKS,
+                        "cannot change the allocator: %zu block%s (%s) still live in it (the caller's own, or a "
+                        "leak in a released model's domain): free them first",
+                        s.active_blocks, s.active_blocks == 1 ? "" : "s",
+                        cca_format_bytes(s.allocated_bytes, b, sizeof b));
+    }
     cca_allocator *old = e->alloc;
     size_t old_arena = e->arena_bytes;
     e->alloc = NULL;

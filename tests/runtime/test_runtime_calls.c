@@ -7,7 +7,8 @@
  *     and batches (a negative number cast to size_t): the documented status,
  *     nothing allocated;
  *   - wrong orders: a run with the handle of a failed load, release twice,
- *     reconfigure with a model loaded or asleep, destroy with models loaded,
+ *     reconfigure with a model loaded or asleep, or a block live in the
+ *     allocator (the caller's own, or a leak), destroy with models loaded,
  *     asleep, or leaking a caller's block: the documented status, and after
  *     destroy the device holds nothing (bytes, maps, host staging).
  */
@@ -307,6 +308,44 @@ Test(runtime_calls, wrong_orders_keep_the_documented_status_and_figures) {
     cr_expect_eq(ccr_engine_reconfigure(e, "policy:nonsense"), CCR_ERR_INVALID_ARGUMENT);
     cr_expect_eq(ccr_engine_reconfigure(e, NULL), CCR_OK, "%s", ccr_last_error());
     expect_empty(up, "after reconfigure");
+    ccr_engine_destroy(e);
+    expect_empty(up, "after destroy");
+    cca_upstream_destroy(up);
+}
+
+/* Reconfigure destroys the old allocator: a block still live in it (a
+ * caller's own, in the default domain, or one leaked in a released
+ * model's domain) would be freed under its owner, who still holds the
+ * pointer. Refused with CCR_ERR_LIVE_BLOCKS, the engine and the block as
+ * they were; once the block is freed, the same call works. */
+Test(runtime_calls, reconfigure_with_a_live_block_is_refused_and_keeps_it) {
+    cca_upstream *up = device();
+    ccr_engine *e = engine(up);
+    cca_allocator *old = ccr_engine_allocator(e);
+    ccr_model *m = load(e);
+    void *own = NULL, *leak = NULL;
+    cr_assert_eq(cca_alloc(old, 5000, NULL, &own), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(old, ccr_model_domain(m), 4096, NULL, &leak), CCA_OK, "%s", cca_last_error());
+    cr_expect_eq(ccr_model_release(m, NULL), CCR_ERR_LIVE_BLOCKS, "%s", ccr_last_error());
+    for (int step = 0; step < 3; step++) {
+        ccr_status st = ccr_engine_reconfigure(e, "policy:growth");
+        if (step == 2) { /* both freed */
+            cr_expect_eq(st, CCR_OK, "%s", ccr_last_error());
+            cr_expect_neq(ccr_engine_allocator(e), old, "a new allocator");
+            break;
+        }
+        /* an assert: after a reconfigure that went through, old is freed */
+        cr_assert_eq(st, CCR_ERR_LIVE_BLOCKS, "step %d: %s", step, ccr_last_error());
+        cr_expect(said(step == 0 ? "2 blocks" : "1 block"), "step %d: %s", step, ccr_last_error());
+        cr_expect_eq(ccr_engine_allocator(e), old, "step %d: the same allocator", step);
+        size_t size = 0;
+        cr_expect_eq(cca_block_size(old, step == 0 ? own : leak, &size), CCA_OK, "step %d: still live", step);
+        memset(step == 0 ? own : leak, 0x5a, step == 0 ? 5000 : 4096); /* still the owner's memory */
+        cr_expect_eq(cca_free(old, step == 0 ? own : leak), CCA_OK, "step %d", step);
+    }
+    ccr_model *again = load(e);
+    float x[64] = {0}, y[10];
+    cr_expect_eq(ccr_model_run(again, x, 1, y), CCR_OK, "%s", ccr_last_error());
     ccr_engine_destroy(e);
     expect_empty(up, "after destroy");
     cca_upstream_destroy(up);

@@ -825,7 +825,16 @@ class Allocator:
         as well when given, for ``python -m torch.cuda._memory_viz`` and
         pytorch.org/memory_viz. ``device`` names the device in the file
         (0..1023); None: the allocator's own (``Allocator(device=N)``'s N,
-        ``ccalloc.plug.allocator(N)``'s N, 0 for a simulated device)."""
+        ``ccalloc.plug.allocator(N)``'s N, 0 for a simulated device).
+        ``path`` is a str, bytes or ``os.PathLike``, checked before anything
+        is written: another type raises TypeError (an int is not taken as a
+        file descriptor, as ``open()`` would, writing into it and closing
+        it), a NUL in it ValueError; the file's own failures raise
+        ``OSError``."""
+        if path is not None:
+            path = _lib.path_arg(path, "path")
+            if "\0" in path:
+                raise ValueError(f"path {path!r} contains a NUL character")
         d = device_arg(self._lib, self._device if device is None else device)
         data = _write_via_memory(
             lambda f: raise_for(self._lib, self._c(self._lib.cca_write_snapshot_torch, d, f)),

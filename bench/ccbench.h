@@ -646,6 +646,17 @@ void ccb_csv_quoted(FILE *f, const char *s);
 void ccb_csv_field(FILE *f, const char *s);
 int ccb_result_reported(const ccb_result *x);
 
+/* A text from outside (a trace's or a strategy's name, a mark's or a
+ * domain's, a reason) as one markdown table cell: each '|' written "\|"
+ * (a bare one would end the cell and push every figure after it under the
+ * next header), into buf (len bytes: 2 strlen(s) + 1 always hold it; a
+ * shorter buf cuts it). CCB_MD(s): the same into a buffer of the
+ * statement's own, room for any of those texts (each shorter than
+ * CCB_WHY_MAX, its characters doubled at most). */
+const char *ccb_md_cell(const char *s, char *buf, size_t len);
+#define CCB_MD_MAX (2 * CCB_WHY_MAX)
+#define CCB_MD(s) ccb_md_cell((s), (char[CCB_MD_MAX]){0}, CCB_MD_MAX)
+
 /* report.c */
 void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);

@@ -934,7 +934,8 @@ def test_a_snapshot_path_with_a_nul_is_refused_naming_it(tmp_path, path):
 
 
 def test_a_snapshot_path_may_be_bytes_or_path_like(tmp_path):
-    """What does name a file: a str, bytes, an ``os.PathLike``, each written."""
+    """The other side of the refusals above: what does name a file (a str,
+    bytes, an ``os.PathLike``) is still written; a check too broad fails here."""
     import pathlib
 
     with ccalloc.Allocator("8M") as a:

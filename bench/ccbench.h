@@ -840,6 +840,9 @@ int ccb_help_wanted(int argc, char **argv, const char *shortopts, const struct o
 /* ccb_help_wanted with ccbench's own options (the table of cli.c): for a
  * command line whose first argument is an option, not a command (main.c). */
 int ccb_options_help_wanted(int argc, char **argv);
+/* The same pass for --all (main.c: the suite in place of any command): an
+ * "--all" that is an option's value or follows "--" is not one. */
+int ccb_options_all_wanted(int argc, char **argv);
 /* getopt_long's ':' (a value missing) or '?' (unknown, or a value given to
  * an option that takes none) as the usage error that names the option
  * (argv[optind - 1], or optopt); returns 2 (cli.c). */

@@ -811,6 +811,9 @@ void ccb_usage(FILE *f);
 /* A TRACE operand: a file, or gen:NAME generated with --seed and --scale.
  * 0, or -1 with a message on stderr (t then needs no freeing). */
 int ccb_load_trace(const char *arg, const ccb_options *o, ccb_trace *t);
+/* For a command that takes no operand (micro, driver): 0, or the usage
+ * error "ccbench COMMAND: unexpected operand 'X'" and 2 (cli.c). */
+int ccb_no_operands(const ccb_options *o, const char *command);
 /* Give traces of one name, or of one file name (ccb_file_name), distinct
  * names, in order: the second "t" is "t-2", the third "t-3" (the name cut
  * to keep the suffix), each said on stderr with its operand (args[i], or

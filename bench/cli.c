@@ -501,6 +501,10 @@ static int options_find(int argc, char **argv, int id, int id2) {
     return getopt_finds(argc, argv, shortopts, longopts, id, id2);
 }
 
+int ccb_no_operands(const ccb_options *o, const char *command) {
+    return o->nargs ? ccb_usage_error(command, "unexpected operand '%s'", o->args[0]) : 0;
+}
+
 int ccb_options_help_wanted(int argc, char **argv) {
     return options_find(argc, argv, 'h', O_HELP);
 }

@@ -172,6 +172,12 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_replay_needs_a_trace 2 "^ccbench replay: name at least one trace [(]file or gen:NAME[)]$" "" - replay)
   ccb_cli(ccbench_bad_reps 2 "^ccbench: --reps '0' is not a count in 1[.][.]1000 " "" - replay --reps 0 gen:uniform)
   ccb_cli(ccbench_bad_pairs 2 "^ccbench: --pairs '0' is not a count in 1[.][.]2\\^32 " "" - micro -s malloc --pairs 0)
+  # micro and driver take no operand (sleep and switch's rule): one was
+  # dropped without a word and the command ran as if it were not there
+  ccb_cli(ccbench_micro_takes_no_operand 2 "^ccbench micro: unexpected operand 'x[.]csv' " "micro malloc" -
+    micro -s malloc --live 10 --pairs 10 x.csv)
+  ccb_cli(ccbench_driver_takes_no_operand 2 "^ccbench driver: unexpected operand 'x[.]csv' " "skipped|cudaMalloc" -
+    driver --reps 1 x.csv)
   ccb_cli(ccbench_flag_takes_no_value 2 "^ccbench: option '--quick=1' takes no value " "" - replay --quick=1 gen:uniform)
   set(ccb_many "")
   foreach(i RANGE 32)

@@ -1014,3 +1014,47 @@ def test_a_library_argument_that_is_not_a_path_is_refused_naming_it(loaded):
     assert lines[:10] == [f"{how} TypeError library is a str, bytes or os.PathLike, not {t}"
                           for t in types for how in ("load", "Allocator")], r.stdout
     assert lines[10:] == ["nul True", "nul True"], r.stdout
+
+
+_SNAPSHOT_TO_A_FIFO = r"""
+import os, sys, threading
+import ccalloc
+fifo = sys.argv[1]
+with ccalloc.Allocator("8M") as a:
+    try:
+        a.snapshot_torch(fifo)
+    except OSError as e:
+        print("refused:", type(e).__name__, e.errno, e.strerror, e.filename == fifo, flush=True)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    while True:  # the reader's open is in progress once a writer's open succeeds
+        try:
+            snap = a.snapshot_torch(fifo)
+            break
+        except OSError:
+            pass
+    reader.join()
+    print("read by a reader:", got[0][:1] == b"\x80", "segments" in snap, flush=True)
+"""
+
+
+def test_a_snapshot_path_that_is_a_fifo_nobody_reads_is_refused_not_waited_for(tmp_path):
+    """Files that are not files. ``snapshot_torch(path)`` opened ``path``
+    with ``open()``, which waits for a FIFO's reader: with none, for ever
+    (``ccrun --snapshot`` and ``CCALLOC_TRACE`` refuse such a FIFO at once,
+    common/ccai_open.h). It is refused at once with OSError (ENXIO) naming
+    the path; a FIFO with a reader is written as before. In a subprocess
+    under a timeout, so that a hang fails this test alone."""
+    import errno
+
+    fifo = tmp_path / "snapshot.pickle"
+    os.mkfifo(fifo)
+    try:
+        r = _run(_SNAPSHOT_TO_A_FIFO, str(fifo), timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("snapshot_torch into a FIFO nobody reads waited for a reader")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == [
+        f"refused: OSError {errno.ENXIO} a FIFO nobody reads (refused rather than waited for) True",
+        "read by a reader: True True"], r.stdout

@@ -654,6 +654,17 @@ void ccb_csv_quoted(FILE *f, const char *s);
 void ccb_csv_field(FILE *f, const char *s);
 int ccb_result_reported(const ccb_result *x);
 
+/* A text from outside (a trace's or a strategy's name, a mark's or a
+ * domain's, a reason) as one markdown table cell: each '|' written "\|"
+ * (a bare one would end the cell and push every figure after it under the
+ * next header), into buf (len bytes: 2 strlen(s) + 1 always hold it; a
+ * shorter buf cuts it). CCB_MD(s): the same into a buffer of the
+ * statement's own, room for any of those texts (each shorter than
+ * CCB_WHY_MAX, its characters doubled at most). */
+const char *ccb_md_cell(const char *s, char *buf, size_t len);
+#define CCB_MD_MAX (2 * CCB_WHY_MAX)
+#define CCB_MD(s) ccb_md_cell((s), (char[CCB_MD_MAX]){0}, CCB_MD_MAX)
+
 /* report.c */
 void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);
@@ -808,6 +819,9 @@ void ccb_usage(FILE *f);
 /* A TRACE operand: a file, or gen:NAME generated with --seed and --scale.
  * 0, or -1 with a message on stderr (t then needs no freeing). */
 int ccb_load_trace(const char *arg, const ccb_options *o, ccb_trace *t);
+/* For a command that takes no operand (micro, driver): 0, or the usage
+ * error "ccbench COMMAND: unexpected operand 'X'" and 2 (cli.c). */
+int ccb_no_operands(const ccb_options *o, const char *command);
 /* Give traces of one name, or of one file name (ccb_file_name), distinct
  * names, in order: the second "t" is "t-2", the third "t-3" (the name cut
  * to keep the suffix), each said on stderr with its operand (args[i], or
@@ -837,6 +851,9 @@ int ccb_help_wanted(int argc, char **argv, const char *shortopts, const struct o
 /* ccb_help_wanted with ccbench's own options (the table of cli.c): for a
  * command line whose first argument is an option, not a command (main.c). */
 int ccb_options_help_wanted(int argc, char **argv);
+/* The same pass for --all (main.c: the suite in place of any command): an
+ * "--all" that is an option's value or follows "--" is not one. */
+int ccb_options_all_wanted(int argc, char **argv);
 /* getopt_long's ':' (a value missing) or '?' (unknown, or a value given to
  * an option that takes none) as the usage error that names the option
  * (argv[optind - 1], or optopt); returns 2 (cli.c). */

@@ -10,6 +10,11 @@
  * - CSV: a number is written with its ',' (an unknown one: the ',' alone);
  *   a text field is quoted (quotes doubled) only when it holds a comma, a
  *   quote or a line break, so plain names stay as they are.
+ * - Markdown text: a name from outside may hold '|' (a file's name, a mark's
+ *   or a domain's: the trace format allows it), which in a table ends the
+ *   cell; ccb_md_cell writes it "\|" (GitHub's escape), so a row keeps its
+ *   header's columns. The writers then escape controls for the terminal
+ *   (ccai_fprintf_escaped), which leaves '\' and '|' as they are.
  */
 #include "ccbench.h"
 
@@ -89,4 +94,17 @@ void ccb_csv_field(FILE *f, const char *s) {
         ccb_csv_quoted(f, s);
     else if (s)
         fputs(s, f);
+}
+
+const char *ccb_md_cell(const char *s, char *buf, size_t len) {
+    size_t n = 0;
+    if (!len)
+        return buf;
+    for (; s && *s && n + 1 + (*s == '|') < len; s++) { /* never half of a "\|" */
+        if (*s == '|')
+            buf[n++] = '\\';
+        buf[n++] = *s;
+    }
+    buf[n] = '\0';
+    return buf;
 }

@@ -12,6 +12,9 @@
  *     before a command too (a first getopt pass looks for it alone:
  *     ccb_help_wanted, ccb_options_help_wanted for main.c); a "--help"
  *     that is an option's value (-s --help) or follows "--" is not one;
+ *   - --all anywhere among the options runs the suite, whatever command is
+ *     named before it (ccb_options_all_wanted, the same pass for main.c);
+ *     an "--all" that is an option's value or follows "--" is not one;
  *   - a bad value, a missing value, a value given to a flag or an unknown
  *     option is one line on stderr, "ccbench: MESSAGE (see ccbench --help)",
  *     and exit status 2; nothing has run by then.
@@ -282,14 +285,20 @@ int ccb_usage_error(const char *command, const char *fmt, ...) {
 }
 #define usage_error(...) ccb_usage_error(NULL, __VA_ARGS__)
 
-int ccb_help_wanted(int argc, char **argv, const char *shortopts, const struct option *longopts, int help_id) {
+/* Whether getopt meets option id or id2 as an option: not as another
+ * option's value, not after "--". Silent on what it does not know. */
+static int getopt_finds(int argc, char **argv, const char *shortopts, const struct option *longopts, int id, int id2) {
     opterr = 0;
     optind = 0; /* GNU: start afresh; the parse proper starts afresh again */
     int c;
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1)
-        if (c == 'h' || c == help_id)
+        if (c == id || c == id2)
             return 1;
     return 0;
+}
+
+int ccb_help_wanted(int argc, char **argv, const char *shortopts, const struct option *longopts, int help_id) {
+    return getopt_finds(argc, argv, shortopts, longopts, 'h', help_id);
 }
 
 int ccb_getopt_error(const char *command, int c, char **argv) {
@@ -484,11 +493,24 @@ static void getopt_tables(struct option longopts[NOPTIONS + 1], char shortopts[3
     longopts[NOPTIONS] = (struct option){0, 0, 0, 0};
 }
 
-int ccb_options_help_wanted(int argc, char **argv) {
+/* ccbench's own options (the table above) looked for by getopt_finds. */
+static int options_find(int argc, char **argv, int id, int id2) {
     struct option longopts[NOPTIONS + 1];
     char shortopts[3 * NOPTIONS + 2];
     getopt_tables(longopts, shortopts);
-    return ccb_help_wanted(argc, argv, shortopts, longopts, O_HELP);
+    return getopt_finds(argc, argv, shortopts, longopts, id, id2);
+}
+
+int ccb_no_operands(const ccb_options *o, const char *command) {
+    return o->nargs ? ccb_usage_error(command, "unexpected operand '%s'", o->args[0]) : 0;
+}
+
+int ccb_options_help_wanted(int argc, char **argv) {
+    return options_find(argc, argv, 'h', O_HELP);
+}
+
+int ccb_options_all_wanted(int argc, char **argv) {
+    return options_find(argc, argv, O_ALL, O_ALL);
 }
 
 int ccb_options_parse(ccb_options *o, int argc, char **argv) {

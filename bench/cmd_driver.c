@@ -23,6 +23,7 @@
  * whole-maps table; without it, both (ccb_driver_tables). A virtual-memory
  * size the device cannot hold is a row saying so. Skipped, with the reason
  * in its section, where the device or driver has no VMM.
+ * An operand is a usage error (exit 2), before anything runs.
  * Without a GPU: "skipped: REASON" and exit 0. Tables on stdout, or
  * driver.md, driver.csv, driver_vm.csv (pages) and driver_whole_maps.csv
  * into --out.
@@ -110,6 +111,8 @@ int ccb_cmd_driver(ccb_options *o) {
     ccb_driver_vm_row vrows[NPAGES * NSIZES];
     size_t nv = 0;
     char why[CCB_WHY_MAX] = "", vwhy[CCB_WHY_MAX] = "";
+    if (ccb_no_operands(o, "driver"))
+        return 2;
     if (o->out && ccb_mkdir_p(o->out))
         return 1; /* said and counted: before anything runs, a skip included */
     for (size_t i = 0; i < NSIZES; i++) {

@@ -5,6 +5,8 @@
  * micro.csv into --out. --all runs it too (with --quick: the table up to 1k
  * and 2000 pairs).
  *
+ * An operand is a usage error (exit 2), as for sleep and switch.
+ *
  * Strategies default to ccalloc-growth (classic segments), ccalloc-expandable
  * (the allocator's default), the malloc floor and the GPU allocators (skipped
  * without a GPU).
@@ -52,6 +54,8 @@ int ccb_run_micro(ccb_options *o, FILE *md) {
 }
 
 int ccb_cmd_micro(ccb_options *o) {
+    if (ccb_no_operands(o, "micro"))
+        return 2;
     if (o->out && ccb_mkdir_p(o->out))
         return 1; /* said and counted: before anything runs */
     return ccb_run_micro(o, NULL);

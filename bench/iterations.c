@@ -41,8 +41,8 @@ void ccb_write_iterations_md(FILE *f, const ccb_result *r, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
         if (!ccb_result_reported(x)) {
-            ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | |\n", x->trace, x->strategy,
-                                 x->skipped ? "skipped" : "failed", x->why);
+            ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | |\n", CCB_MD(x->trace), CCB_MD(x->strategy),
+                                 x->skipped ? "skipped" : "failed", CCB_MD(x->why));
             continue;
         }
         char pf[32], pl[32], cf[48], cl[48], df[32], dl[32], dt[32];
@@ -53,8 +53,8 @@ void ccb_write_iterations_md(FILE *f, const ccb_result *r, size_t n) {
         ccb_fmt_num(x->first_driver_total_ms, "%.2f", df, sizeof df);
         ccb_fmt_num(x->later_driver_total_ms, "%.2f", dl, sizeof dl);
         ccb_fmt_num(x->driver_total_ms, "%.2f", dt, sizeof dt);
-        ccai_fprintf_escaped(f, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", x->trace, x->strategy,
-                             x->iterations, pf, pl, cf, cl, df, dl, dt);
+        ccai_fprintf_escaped(f, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", CCB_MD(x->trace),
+                             CCB_MD(x->strategy), x->iterations, pf, pl, cf, cl, df, dl, dt);
     }
 }
 

@@ -80,18 +80,21 @@ static int dispatch(int argc, char **argv, const char *command_line) {
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name))
             named = &commands[i];
-    /* --all anywhere: the suite, every other argument its options and TRACE
-     * operands (a command named before it is not one: `replay --all x.csv`) */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--all"))
-            return parse_and_run(ccb_cmd_all, argc, argv, named ? 2 : 1, command_line);
+    /* --all anywhere among the options: the suite, every other argument its
+     * options and TRACE operands (a command named before it is not one:
+     * `replay --all x.csv`); an option's value "--all" (--scripts --all), or
+     * an operand after "--" (a trace named --all), is not it */
+    const char *word = argv[1]; /* getopt's pass below may move it (GNU getopt permutes argv) */
+    int first = named ? 2 : 1;
+    if (ccb_options_all_wanted(argc - first + 1, argv + first - 1))
+        return parse_and_run(ccb_cmd_all, argc, argv, first, command_line);
     if (named)
         return parse_and_run(named->run, argc, argv, 2, command_line);
-    if (argv[1][0] == '-' && ccb_options_help_wanted(argc, argv)) { /* --help anywhere, a command or not */
+    if (word[0] == '-' && ccb_options_help_wanted(argc, argv)) { /* --help anywhere, a command or not */
         ccb_usage(stdout);
         return 0;
     }
-    ccai_fprintf_escaped(stderr, "ccbench: unknown command '%s' (see ccbench --help)\n", argv[1]);
+    ccai_fprintf_escaped(stderr, "ccbench: unknown command '%s' (see ccbench --help)\n", word);
     return 2;
 }
 

@@ -86,8 +86,8 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         /* a failure always has its reason; a trace without allocations or
          * frees (releases only, or nothing) has no per-op figures: "—" */
         if (!ccb_result_reported(x)) {
-            ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", x->trace, x->strategy,
-                                 x->skipped ? "skipped" : "failed", x->why);
+            ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", CCB_MD(x->trace),
+                                 CCB_MD(x->strategy), x->skipped ? "skipped" : "failed", CCB_MD(x->why));
             continue;
         }
         char med[32], p99[32], tot[32], drv[48], pr[32], rlb[32], rid[32], frag[32], calls[48], rat[32], rae[32],
@@ -108,17 +108,18 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         ccb_format_bytes(x->device_free_before, dfb, sizeof dfb);
         ccb_format_bytes(x->device_free_after, dfa, sizeof dfa);
         ccai_fprintf_escaped(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n",
-                             x->trace, x->strategy, med, p99, tot, drv, pr, rlb, rid, frag, calls,
+                             CCB_MD(x->trace), CCB_MD(x->strategy), med, p99, tot, drv, pr, rlb, rid, frag, calls,
                              (unsigned long long)x->ooms, rat, rae, dfb, dfa);
     }
 }
 
-/* "load:resnet50", "empty_cache", "trim 1.00 MiB", "release domain resnet50" */
+/* "load:resnet50", "empty_cache", "trim 1.00 MiB", "release domain resnet50":
+ * a markdown cell (a name's '|' escaped) */
 static void checkpoint_label(const ccb_trace *t, const ccb_checkpoint *c, char *buf, size_t len) {
     if (c->op == CCB_MARK)
-        snprintf(buf, len, "%s", c->mark < t->nmarks ? t->marks[c->mark] : "?");
+        snprintf(buf, len, "%s", CCB_MD(c->mark < t->nmarks ? t->marks[c->mark] : "?"));
     else if (c->op == CCB_DOMAIN_RELEASE)
-        snprintf(buf, len, "**release domain %s**", ccb_domain_name(t, c->mark));
+        snprintf(buf, len, "**release domain %s**", CCB_MD(ccb_domain_name(t, c->mark)));
     else if (c->op == CCB_TRIM) {
         char k[32];
         ccb_format_bytes(c->keep > SIZE_MAX - 1 ? SIZE_MAX - 1 : (size_t)c->keep, k, sizeof k);
@@ -144,7 +145,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
     for (size_t s = 0; s < nspecs; s++)
         if (ccb_result_reported(&r[s]) && r[s].checkpoints_n == ref->checkpoints_n &&
             r[s].peak_reserved != CCB_UNKNOWN) {
-            ccai_fprintf_escaped(f, " %s |", r[s].strategy);
+            ccai_fprintf_escaped(f, " %s |", CCB_MD(r[s].strategy));
             cols++;
         }
     fprintf(f, "\n|--:|---|--:|");
@@ -153,7 +154,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
     fprintf(f, "\n");
     for (size_t i = 0; i < ref->checkpoints_n; i++) {
         const ccb_checkpoint *c = &ref->checkpoints[i];
-        char label[96], req[32];
+        char label[2 * CCB_MARK_MAX + 64], req[32]; /* a name, each character doubled at most */
         checkpoint_label(t, c, label, sizeof label);
         ccb_format_bytes(c->requested, req, sizeof req);
         ccai_fprintf_escaped(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
@@ -210,7 +211,7 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
     fprintf(f, "| domain | allocs | peak requested | releases |");
     for (size_t s = 0; s < nspecs; s++)
         if (ccb_result_reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
-            ccai_fprintf_escaped(f, " %s: returned at its releases |", r[s].strategy);
+            ccai_fprintf_escaped(f, " %s: returned at its releases |", CCB_MD(r[s].strategy));
     fprintf(f, "\n|---|--:|--:|--:|");
     for (size_t s = 0; s < nspecs; s++)
         if (ccb_result_reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
@@ -237,7 +238,7 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
         const ccb_domain_info *di = &t->domains[d];
         char pr[32];
         ccb_format_bytes(di->peak_requested, pr, sizeof pr);
-        ccai_fprintf_escaped(f, "| %s | %llu | %s | %llu |", di->name, (unsigned long long)di->allocs, pr,
+        ccai_fprintf_escaped(f, "| %s | %llu | %s | %llu |", CCB_MD(di->name), (unsigned long long)di->allocs, pr,
                              (unsigned long long)di->releases);
         for (size_t s = 0; s < nspecs; s++) {
             if (!ccb_result_reported(&r[s]) || r[s].peak_reserved == CCB_UNKNOWN)
@@ -264,12 +265,12 @@ int ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
         ccb_format_bytes(t[i].ideal_peak, id, sizeof id);
         ccb_format_bytes(t[i].final_requested, fr, sizeof fr);
         ccb_format_bytes(t[i].max_size, mx, sizeof mx);
-        bad |= ccai_fprintf_escaped(
-                   f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
-                   t[i].name, t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
-                   t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks,
-                   (unsigned long long)t[i].releases, t[i].ndomains ? t[i].ndomains - 1 : 0,
-                   (unsigned long long)t[i].domain_releases) == EOF;
+        bad |=
+            ccai_fprintf_escaped(
+                f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
+                CCB_MD(t[i].name), t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
+                t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases,
+                t[i].ndomains ? t[i].ndomains - 1 : 0, (unsigned long long)t[i].domain_releases) == EOF;
     }
     return bad ? -1 : 0;
 }
@@ -353,17 +354,17 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
     for (size_t i = 0; i < n; i++) {
         const char *layout = r[i].holes ? "holes" : "packed";
         if (r[i].skipped)
-            ccai_fprintf_escaped(f, "| %s | all | | | skipped: %s | | |\n", r[i].strategy, r[i].why);
+            ccai_fprintf_escaped(f, "| %s | all | | | skipped: %s | | |\n", CCB_MD(r[i].strategy), CCB_MD(r[i].why));
         else if (isnan(r[i].median_ns))
-            ccai_fprintf_escaped(f, "| %s | %zu | %s | | %s: %s | | |\n", r[i].strategy, r[i].live, layout,
-                                 r[i].unfit ? "does not fit" : "failed", r[i].why);
+            ccai_fprintf_escaped(f, "| %s | %zu | %s | | %s: %s | | |\n", CCB_MD(r[i].strategy), r[i].live, layout,
+                                 r[i].unfit ? "does not fit" : "failed", CCB_MD(r[i].why));
         else {
             char med[32], p99[32], mean[32];
             ccb_fmt_num(r[i].median_ns, "%.0f", med, sizeof med);
             ccb_fmt_num(r[i].p99_ns, "%.0f", p99, sizeof p99);
             ccb_fmt_num(r[i].mean_ns, "%.1f", mean, sizeof mean);
-            ccai_fprintf_escaped(f, "| %s | %zu | %s | %zu | %s | %s | %s |\n", r[i].strategy, r[i].live, layout,
-                                 r[i].pairs, med, p99, mean);
+            ccai_fprintf_escaped(f, "| %s | %zu | %s | %zu | %s | %s | %s |\n", CCB_MD(r[i].strategy), r[i].live,
+                                 layout, r[i].pairs, med, p99, mean);
         }
     }
     fprintf(f,
@@ -432,7 +433,7 @@ void ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_r
         ccb_format_bytes(rows[i].granules ? rows[i].bytes / rows[i].granules : 0, g, sizeof g);
         if (rows[i].unfit) {
             ccai_fprintf_escaped(f, "| %s | %s | %zu | does not fit: %s | | | | | |\n", g, b, rows[i].granules,
-                                 rows[i].why);
+                                 CCB_MD(rows[i].why));
             continue;
         }
         fprintf(f, "| %s | %s | %zu | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", g, b, rows[i].granules,
@@ -492,7 +493,8 @@ void ccb_write_driver_whole_maps_md(FILE *f, const char *upstream, const ccb_dri
         char b[32];
         ccb_format_bytes(rows[i].bytes, b, sizeof b);
         if (rows[i].unfit) {
-            ccai_fprintf_escaped(f, "| %s | %zu | does not fit: %s | | | | | |\n", b, rows[i].granules, rows[i].why);
+            ccai_fprintf_escaped(f, "| %s | %zu | does not fit: %s | | | | | |\n", b, rows[i].granules,
+                                 CCB_MD(rows[i].why));
             continue;
         }
         fprintf(f, "| %s | %zu | %.1f | %.1f | %.1f | %.1f | ", b, rows[i].granules, rows[i].map_median_us,

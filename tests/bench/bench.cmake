@@ -159,10 +159,25 @@ if(TARGET ccbench_core)
   # ... but a "--help" that is an option's value, or an operand after "--", is not one
   ccb_cli(ccbench_help_as_a_value 2 "unknown strategy '--help'" "^usage:" - replay -s --help gen:uniform)
   ccb_cli(ccbench_help_operand_after_dashes 2 "cannot open '--help'" "^usage:" - info -- --help)
+  # ... and the same of "--all": an option's value, or a trace named --all
+  # after "--", was the suite (main.c looked for the word anywhere), which
+  # ran in place of the command asked for
+  ccb_cli(ccbench_all_as_a_value 0 "^[|] uniform [|]" "micro " -
+    info --quick --no-plots --scripts --all --scale 0.05 gen:uniform)
+  add_test(NAME ccbench_all_operand_after_dashes COMMAND sh -c
+    "mkdir -p '${ccb_cli_dir}/all' && cd '${ccb_cli_dir}/all' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o ./--all && exec sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '^[|] --all [|]' 'micro ' - info --quick --no-plots -- --all")
+  set_tests_properties(ccbench_all_operand_after_dashes PROPERTIES LABELS cpu TIMEOUT 120
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
   # usage errors no other test reaches: each names its option or limit, exit 2, before any work
   ccb_cli(ccbench_replay_needs_a_trace 2 "^ccbench replay: name at least one trace [(]file or gen:NAME[)]$" "" - replay)
   ccb_cli(ccbench_bad_reps 2 "^ccbench: --reps '0' is not a count in 1[.][.]1000 " "" - replay --reps 0 gen:uniform)
   ccb_cli(ccbench_bad_pairs 2 "^ccbench: --pairs '0' is not a count in 1[.][.]2\\^32 " "" - micro -s malloc --pairs 0)
+  # micro and driver take no operand (sleep and switch's rule): one was
+  # dropped without a word and the command ran as if it were not there
+  ccb_cli(ccbench_micro_takes_no_operand 2 "^ccbench micro: unexpected operand 'x[.]csv' " "micro malloc" -
+    micro -s malloc --live 10 --pairs 10 x.csv)
+  ccb_cli(ccbench_driver_takes_no_operand 2 "^ccbench driver: unexpected operand 'x[.]csv' " "skipped|cudaMalloc" -
+    driver --reps 1 x.csv)
   ccb_cli(ccbench_flag_takes_no_value 2 "^ccbench: option '--quick=1' takes no value " "" - replay --quick=1 gen:uniform)
   set(ccb_many "")
   foreach(i RANGE 32)

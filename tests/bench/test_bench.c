@@ -882,6 +882,96 @@ Test(bench_report, file_names_replace_exactly_the_documented_bytes) {
     cr_assert_str_eq(out, "bad\xff\xe2\x80\xaete[x]-2.csv~");
 }
 
+/* The cells of one markdown line: its '|' that are not escaped ("\|" is a
+ * '|' inside a cell, GitHub's rule), less one. */
+static int md_cells(const char *line, size_t len) {
+    int bars = 0;
+    for (size_t i = 0; i < len; i++)
+        bars += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+    return bars - 1;
+}
+
+/* Every table of text: each row has its header's number of cells. */
+static void assert_tables_keep_their_columns(const char *md) {
+    int want = -1;
+    for (const char *line = md; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (len && line[0] == '|') {
+            int got = md_cells(line, len);
+            if (want < 0)
+                want = got; /* the header */
+            cr_assert_eq(got, want, "a row of %d cells under a header of %d: %.*s\n%s", got, want, (int)len, line, md);
+        } else {
+            want = -1; /* a table ends at its first line that is not a row */
+        }
+        line += len + (end != NULL);
+    }
+}
+
+/* A text from outside the program in a table cell: a trace's file name, a
+ * mark's or a domain's name (the trace format allows '|' in both), a
+ * strategy, a reason. A bare '|' in it ended the cell: "| 1 | load|a | 0 B
+ * | 0 B |" put "a" under "live requested" and every figure after it one
+ * column right, under another header. Each is written "\|", in every
+ * markdown table, and the rows keep their header's columns. */
+Test(bench_report, a_pipe_in_a_name_stays_in_its_cell) {
+    static const char text[] = "seq,op,id,size,stream,domain,name\n"
+                               "0,domain,0,0,0,1,d|b\n"
+                               "1,mark,0,0,0,0,load|a\n"
+                               "2,alloc,1,4096,0,1\n"
+                               "3,free,1,4096,0,1\n"
+                               "4,domain_release,0,0,0,1\n";
+    ccb_trace t;
+    ccb_trace_init(&t, "t|x");
+    FILE *in = fmemopen((void *)text, sizeof text - 1, "r");
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_read(&t, in, err, sizeof err), 0, "%s", err);
+    fclose(in);
+    ccb_result r[2];
+    cr_assert_eq(ccb_replay(&t, "ccalloc-growth", &tiny, &r[0]), 0, "%s", r[0].why);
+    snprintf(r[0].strategy, sizeof r[0].strategy, "s|y");
+    memset(&r[1], 0, sizeof r[1]);
+    snprintf(r[1].trace, sizeof r[1].trace, "t|x");
+    snprintf(r[1].strategy, sizeof r[1].strategy, "f|g");
+    snprintf(r[1].why, sizeof r[1].why, "a|b");
+    r[1].failed = 1;
+    ccb_micro_row m[2];
+    memset(m, 0, sizeof m);
+    snprintf(m[0].strategy, sizeof m[0].strategy, "s|y");
+    m[0].live = m[0].pairs = 10;
+    m[0].median_ns = m[0].p99_ns = m[0].mean_ns = 1;
+    snprintf(m[1].strategy, sizeof m[1].strategy, "s|z");
+    snprintf(m[1].why, sizeof m[1].why, "w|x");
+    m[1].skipped = 1;
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ccb_write_results_md(f, r, 2);
+    fputc('\n', f);
+    ccb_write_iterations_md(f, r, 2);
+    fputc('\n', f);
+    ccb_write_checkpoints_md(f, &t, r, 2);
+    fputc('\n', f);
+    ccb_write_domains_md(f, &t, r, 2);
+    fputc('\n', f);
+    cr_assert_eq(ccb_write_traces_md(f, &t, 1), 0);
+    fputc('\n', f);
+    ccb_micro_write_md(f, m, 2, 20);
+    fclose(f);
+    assert_tables_keep_their_columns(buf);
+    cr_assert_not_null(strstr(buf, "\n| 1 | load\\|a | 0 B | 0 B |\n"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\n| 4 | **release domain d\\|b** | 0 B | 0 B (−2.00 MiB) |\n"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\n| d\\|b | 1 | 4.00 KiB | 1 | 2.00 MiB |\n"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\n| t\\|x | f\\|g | failed: a\\|b |"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "| event | checkpoint | live requested | s\\|y |\n"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\n| s\\|z | all | | | skipped: w\\|x | | |\n"), "%s", buf);
+    free(buf);
+    ccb_result_free(&r[0]);
+    ccb_trace_free(&t);
+}
+
 /* Traces of one name (a/t.csv and b/t.csv, the same trace twice) or of one
  * file name ('a b' and 'a_b' are both a_b in file names) get distinct names,
  * so every per-trace output of a replay (timeline/T__S.csv, timeline_T.png,

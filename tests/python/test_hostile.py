@@ -855,3 +855,206 @@ def test_readers_return_their_value_without_a_file():
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert r.stdout.splitlines() == [f"{limit} {name} same" for limit in ("fsize", "nofile")
                                      for name in ("config", "snapshot", "snapshot_torch")] + ["done"], r.stdout
+
+
+# ---- paths: what names a file, and what does not ------------------------------
+
+class _Index:
+    """An integer in disguise (numpy integers): ``operator.index`` takes it."""
+
+    def __index__(self):
+        return 3
+
+
+_NOT_PATHS = [pytest.param(lambda fd: fd, id="an-int-a-descriptor"), pytest.param(lambda fd: 1.5, id="float"), pytest.param(lambda fd: _Index(), id="index"),
+              pytest.param(lambda fd: ["x"], id="list")]
+
+
+@pytest.mark.parametrize("bad", _NOT_PATHS)
+@pytest.mark.parametrize("entry", ["allocator", "plug", "torch"])
+def test_a_snapshot_path_that_is_not_a_path_is_refused_before_anything(tmp_path, host_plug, entry, bad):
+    """Values of another type. ``snapshot_torch(path)`` handed ``path`` to
+    ``open()``, which takes an int as a file descriptor: ``path=fd`` wrote
+    the pickle into that descriptor and closed it (``path=True``: the
+    process's standard output, closed), with no error. A path is a str,
+    bytes or an ``os.PathLike``; anything else is a TypeError naming
+    ``path``, before anything is written or closed. (A bool, which would
+    close this process's stdin or stdout: the next test, in a subprocess.)"""
+    import ccalloc.torch as ctorch
+
+    other = tmp_path / "other"
+    fd = os.open(other, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        value = bad(fd)
+        with ccalloc.Allocator("8M") as a:
+            call = {"allocator": lambda: a.snapshot_torch(value), "plug": lambda: plug.snapshot_torch(value),
+                    "torch": lambda: ctorch.snapshot_torch(value)}[entry]
+            with pytest.raises(TypeError, match=r"^path is a str, bytes or os\.PathLike, not "):
+                call()
+        os.fstat(fd)  # still open
+        assert os.fstat(fd).st_size == 0, "nothing was written through the descriptor"
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+_SNAPSHOT_TO_A_BOOL = r"""
+import sys
+import ccalloc
+with ccalloc.Allocator("8M") as a:
+    for value in (True, False):
+        try:
+            a.snapshot_torch(value)
+        except TypeError as e:
+            print(value, e, flush=True)
+        else:
+            print(value, "WRITTEN", flush=True)
+print("stdout still open", flush=True)
+"""
+
+
+def test_a_snapshot_path_that_is_a_bool_closes_no_standard_descriptor():
+    """``snapshot_torch(True)`` wrote the pickle to descriptor 1 and closed
+    it: the program's standard output was gone (``False``: standard input).
+    In a subprocess, whose stdout is read back."""
+    r = _run(_SNAPSHOT_TO_A_BOOL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == [f"{v} path is a str, bytes or os.PathLike, not bool" for v in (True, False)] + [
+        "stdout still open"], r.stdout
+
+
+@pytest.mark.parametrize("path", ["a\0b", b"a\0b"])
+def test_a_snapshot_path_with_a_nul_is_refused_naming_it(tmp_path, path):
+    """A path with a NUL (where the system's call would end it) is a
+    ValueError naming ``path``, as the other bad strings of the package name
+    their argument; open()'s own "embedded null byte" named nothing."""
+    with ccalloc.Allocator("8M") as a:
+        with pytest.raises(ValueError, match=r"^path .* contains a NUL character"):
+            a.snapshot_torch(path)
+
+
+def test_a_snapshot_path_may_be_bytes_or_path_like(tmp_path):
+    """The other side of the refusals above: what does name a file (a str,
+    bytes, an ``os.PathLike``) is still written; a check too broad fails here."""
+    import pathlib
+
+    with ccalloc.Allocator("8M") as a:
+        for name, path in (("str", str(tmp_path / "s.pickle")), ("bytes", os.fsencode(tmp_path / "b.pickle")),
+                           ("path", pathlib.Path(tmp_path / "p.pickle"))):
+            snap = a.snapshot_torch(path)
+            assert (tmp_path / f"{name[0]}.pickle").read_bytes()[:1] == b"\x80", name
+            assert "segments" in snap
+
+
+_LOAD_PATH_LIKE = r"""
+import pathlib, sys
+import ccalloc
+from ccalloc import _lib
+lib = _lib.load(pathlib.Path(sys.argv[1]))
+print("loaded", lib.path)
+with ccalloc.Allocator("8M", library=pathlib.Path(sys.argv[1])) as a:
+    p = a.alloc(512)
+    print("allocator", p > 0)
+    a.free(p)
+"""
+
+
+def test_a_library_path_may_be_path_like_from_the_first_load():
+    """Values of another type. ``library=pathlib.Path(...)`` worked once the
+    library was loaded (os.path.realpath takes it) but not for the first
+    load of the process, which tested ``os.sep in path``: TypeError
+    "argument of type 'PosixPath' is not iterable". In a fresh process."""
+    env = {k: v for k, v in os.environ.items() if k != "CCALLOC_LIBRARY"}
+    env["PYTHONPATH"] = str(PACKAGE_DIR)
+    good = ccalloc.library_path()
+    r = subprocess.run([sys.executable, "-c", _LOAD_PATH_LIKE, good], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == [f"loaded {good}", "allocator True"], r.stdout
+
+
+_LOAD_NOT_A_PATH = r"""
+import sys
+import ccalloc
+from ccalloc import _lib
+for value in (5, True, 1.5, ["x"], None.__class__):
+    for how, call in (("load", lambda: _lib.load(value)), ("Allocator", lambda: ccalloc.Allocator("8M", library=value))):
+        try:
+            call()
+        except TypeError as e:
+            print(how, "TypeError", e)
+        except Exception as e:
+            print(how, type(e).__name__, e)
+        else:
+            print(how, "LOADED")
+for value in ("a\0b", sys.argv[1] + "\0"):
+    try:
+        _lib.load(value)
+    except ccalloc.LibraryNotFoundError as e:
+        print("nul", "argument" in str(e) and "contains a NUL character" in str(e))
+"""
+
+
+@pytest.mark.parametrize("loaded", [False, True])
+def test_a_library_argument_that_is_not_a_path_is_refused_naming_it(loaded):
+    """Values of another type. ``library=5`` raised TypeError "argument of
+    type 'int' is not iterable" before the first load and "expected str,
+    bytes or os.PathLike object, not int" after it; a NUL in it a ValueError
+    ("embedded null byte"). Neither named the argument. A non-path is a
+    TypeError naming ``library``; a NUL is refused as the argument's other
+    bad values are (LibraryNotFoundError, naming the argument), loaded or not."""
+    code = _LOAD_NOT_A_PATH if not loaded else "import ccalloc; ccalloc.Allocator('1M').close()\n" + _LOAD_NOT_A_PATH
+    env = {k: v for k, v in os.environ.items() if k != "CCALLOC_LIBRARY"} if not loaded else None
+    r = _run(code, ccalloc.library_path()) if loaded else subprocess.run(
+        [sys.executable, "-c", code, ccalloc.library_path()], capture_output=True, text=True,
+        env=dict(env, PYTHONPATH=str(PACKAGE_DIR)), timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    types = ["int", "bool", "float", "list", "type"]
+    assert lines[:10] == [f"{how} TypeError library is a str, bytes or os.PathLike, not {t}"
+                          for t in types for how in ("load", "Allocator")], r.stdout
+    assert lines[10:] == ["nul True", "nul True"], r.stdout
+
+
+_SNAPSHOT_TO_A_FIFO = r"""
+import os, sys, threading
+import ccalloc
+fifo = sys.argv[1]
+with ccalloc.Allocator("8M") as a:
+    try:
+        a.snapshot_torch(fifo)
+    except OSError as e:
+        print("refused:", type(e).__name__, e.errno, e.strerror, e.filename == fifo, flush=True)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    while True:  # the reader's open is in progress once a writer's open succeeds
+        try:
+            snap = a.snapshot_torch(fifo)
+            break
+        except OSError:
+            pass
+    reader.join()
+    print("read by a reader:", got[0][:1] == b"\x80", "segments" in snap, flush=True)
+"""
+
+
+def test_a_snapshot_path_that_is_a_fifo_nobody_reads_is_refused_not_waited_for(tmp_path):
+    """Files that are not files. ``snapshot_torch(path)`` opened ``path``
+    with ``open()``, which waits for a FIFO's reader: with none, for ever
+    (``ccrun --snapshot`` and ``CCALLOC_TRACE`` refuse such a FIFO at once,
+    common/ccai_open.h). It is refused at once with OSError (ENXIO) naming
+    the path; a FIFO with a reader is written as before. In a subprocess
+    under a timeout, so that a hang fails this test alone."""
+    import errno
+
+    fifo = tmp_path / "snapshot.pickle"
+    os.mkfifo(fifo)
+    try:
+        r = _run(_SNAPSHOT_TO_A_FIFO, str(fifo), timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("snapshot_torch into a FIFO nobody reads waited for a reader")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == [
+        f"refused: OSError {errno.ENXIO} a FIFO nobody reads (refused rather than waited for) True",
+        "read by a reader: True True"], r.stdout

@@ -52,7 +52,7 @@ import sys
 import sysconfig
 import threading
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 _NAMES = ("libccalloc.so", "libccalloc.dylib")
 
@@ -408,10 +408,33 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_load_lock_in_child)
 
 
-def load(path: Optional[str] = None) -> Library:
-    """The library, loaded once per process (``path`` forces one file; ``""``
-    names none and is refused)."""
+def path_arg(value: Any, what: str) -> str:
+    """A path argument as a str: a str, bytes (``os.fsdecode``) or an
+    ``os.PathLike``. TypeError naming ``what`` for any other value: an int
+    above all, which ``open()`` would take as a file descriptor to write
+    into and close (``True`` is standard output). A NUL is left to the
+    caller, which refuses it as the argument's other bad values."""
+    try:
+        path = os.fspath(value)  # TypeError for an int, a float, a list
+    except TypeError:
+        path = None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str):
+        raise TypeError(f"{what} is a str, bytes or os.PathLike, not {type(value).__name__}")
+    return path
+
+
+def load(path: Any = None) -> Library:
+    """The library, loaded once per process (``path`` forces one file: a str,
+    bytes or ``os.PathLike``, else TypeError; ``""`` names none and is
+    refused, as is a path with a NUL: LibraryNotFoundError)."""
     global _loaded
+    if path is not None:
+        path = path_arg(path, "library")
+        if "\0" in path:
+            raise LibraryNotFoundError(f"libccalloc not loaded: the argument {path!r} contains a NUL character "
+                                       "(no file has such a name)")
     with _load_lock:
         if _loaded is not None and (path is None or os.path.realpath(path) == _loaded.path):
             return _loaded

@@ -14,6 +14,7 @@ device.
 """
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import numbers
@@ -268,6 +269,26 @@ def _write_via_memory(fn, binary: bool = False):
     finally:
         _lib.libc_free(buf)
     return data if binary else data.decode("utf-8")
+
+
+def _open_nowait(path: str) -> Any:
+    """``open(path, "wb")`` that never waits for a FIFO's reader (as
+    common/ccai_open.h does for ``ccrun --snapshot``): opened with
+    O_NONBLOCK, a FIFO nobody reads fails at once (ENXIO, said in words),
+    then the descriptor blocks again, so a FIFO with a reader and a regular
+    file are written as by ``open``."""
+    fd = None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        os.set_blocking(fd, True)
+        w = os.fdopen(fd, "wb")
+    except OSError as e:
+        if fd is not None:
+            os.close(fd)
+        if e.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "a FIFO nobody reads (refused rather than waited for)", path) from None
+        raise
+    return w
 
 
 def _refuse_copy(self, *args) -> None:
@@ -825,13 +846,23 @@ class Allocator:
         as well when given, for ``python -m torch.cuda._memory_viz`` and
         pytorch.org/memory_viz. ``device`` names the device in the file
         (0..1023); None: the allocator's own (``Allocator(device=N)``'s N,
-        ``ccalloc.plug.allocator(N)``'s N, 0 for a simulated device)."""
+        ``ccalloc.plug.allocator(N)``'s N, 0 for a simulated device).
+        ``path`` is a str, bytes or ``os.PathLike``, checked before anything
+        is written: another type raises TypeError (an int is not taken as a
+        file descriptor, as ``open()`` would, writing into it and closing
+        it), a NUL in it ValueError; the file's own failures raise
+        ``OSError``, a FIFO nobody reads among them (ENXIO, at once: never
+        waited for)."""
+        if path is not None:
+            path = _lib.path_arg(path, "path")
+            if "\0" in path:
+                raise ValueError(f"path {path!r} contains a NUL character")
         d = device_arg(self._lib, self._device if device is None else device)
         data = _write_via_memory(
             lambda f: raise_for(self._lib, self._c(self._lib.cca_write_snapshot_torch, d, f)),
             binary=True)
         if path is not None:
-            with open(path, "wb") as w:
+            with _open_nowait(path) as w:
                 w.write(data)
         return pickle.loads(data)
 

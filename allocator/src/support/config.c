@@ -20,7 +20,9 @@
  *     out-of-range value for key 'greedy_fraction': 1.5 not in (0, 1]
  * - Numbers are C's format whatever the program's locale: fractions are
  *   read with strtod_l in the C locale (ccai_strtod), and every writer of a
- *   double (here, stats.c's and domain.c's JSON) formats it between
+ *   double (here the printed config and the messages, refuse_number;
+ *   stats.c's line and JSON, domain.c's JSON, size.c's cca_format_bytes,
+ *   so the OOM line) formats it between
  *   ccai_numeric_begin and ccai_numeric_end, which switch the calling
  *   thread alone to the C locale (uselocale). Sizes never meet the locale
  *   (read digit by digit). Why: docs/allocator.md, "Options".
@@ -36,6 +38,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -67,6 +70,19 @@ locale_t ccai_numeric_begin(void) {
 void ccai_numeric_end(locale_t previous) {
     if (previous)
         uselocale(previous);
+}
+
+/* A message that shows a double: in C's format ("1.5"), whatever the
+ * program's locale (ccai_numeric_begin). */
+static cca_status refuse_number(const char *fmt, ...) CCA_PRINTF(1, 2);
+static cca_status refuse_number(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    locale_t previous = ccai_numeric_begin();
+    cca_status st = cca_vset_error(CCA_ERR_CONFIG, fmt, ap);
+    ccai_numeric_end(previous);
+    va_end(ap);
+    return st;
 }
 
 /* OPT_FRACTION: (min, max]; OPT_SHARE: a fraction that may be min, [min, max] */
@@ -293,8 +309,8 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
         if (st != CCA_OK)
             return number_refused(o, st, val, val_len, "a number");
         if (!fraction_in_range(o, v))
-            return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in %c%g, %g]", o->name,
-                             SHOWN(val, val_len), o->type == OPT_SHARE ? '[' : '(', o->min, o->max);
+            return refuse_number("out-of-range value for key '%s': %.*s%s not in %c%g, %g]", o->name,
+                                 SHOWN(val, val_len), o->type == OPT_SHARE ? '[' : '(', o->min, o->max);
         set_value(c, o, v);
         return CCA_OK;
     }
@@ -404,8 +420,8 @@ cca_status cca_config_validate(const cca_config *c) {
         case OPT_SHARE:
             v = *(const double *)field;
             if (!fraction_in_range(o, v))
-                return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %g not in %c%g, %g]", o->name, v,
-                                 o->type == OPT_SHARE ? '[' : '(', o->min, o->max);
+                return refuse_number("out-of-range value for key '%s': %g not in %c%g, %g]", o->name, v,
+                                     o->type == OPT_SHARE ? '[' : '(', o->min, o->max);
             continue;
         case OPT_SIZE: {
             size_t z = *(const size_t *)field;
@@ -417,8 +433,8 @@ cca_status cca_config_validate(const cca_config *c) {
         case OPT_BOOL: v = *(const int *)field; break;
         }
         if (v < o->min || v > o->max)
-            return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.0f not in [%.0f, %.0f]", o->name, v,
-                             o->min, o->max);
+            return refuse_number("out-of-range value for key '%s': %.0f not in [%.0f, %.0f]", o->name, v, o->min,
+                                 o->max);
     }
     if (c->small_max > c->small_segment)
         return cca_set_error(CCA_ERR_CONFIG, "small_max (%zu) must not exceed small_segment (%zu)", c->small_max,

@@ -26,7 +26,8 @@
  *   address order. The one caller-supplied string, the upstream's name, is
  *   escaped (write_json_string: quotes, backslashes, control bytes; bytes
  *   not well-formed UTF-8 as '?'), so any name gives valid JSON. Doubles
- *   are written in the C locale's format (ccai_numeric_begin; config.c).
+ *   are written in the C locale's format (ccai_numeric_begin; config.c),
+ *   in the JSON and in cca_stats_print's line alike.
  */
 #include "../core/internal.h"
 #include "../domain.h" /* the domains' records and numbers */
@@ -136,6 +137,7 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
     if (!s || !f)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_stats_print: NULL argument");
     char al[32], alp[32], re[32], rep[32], ca[32], lf[32];
+    locale_t previous = ccai_numeric_begin(); /* "fragmentation=0.500" whatever the program's locale (config.c) */
     int n = fprintf(
         f,
         "allocated=%s (peak %s) reserved=%s (peak %s) cached=%s in %zu blocks, largest free %s, "
@@ -156,6 +158,7 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
                     cca_format_bytes(s->address_space_bytes, as, sizeof as), cca_format_bytes(s->page_size, pg, sizeof pg),
                     s->vm_backing == CCA_VM_WHOLE_MAPS ? " (whole maps)" : "", s->vm_maps, s->vm_unmaps);
     }
+    ccai_numeric_end(previous);
     return n < 0 || ccai_write_failed(f) ? cca_set_error(CCA_ERR_IO, "cca_stats_print: write failed") : CCA_OK;
 }
 

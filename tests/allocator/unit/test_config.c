@@ -3,9 +3,11 @@
  * option, size suffixes, booleans), rejection of unknown keys, of removed
  * keys (naming what replaced them), out-of-range and malformed values with
  * a message naming the key, all-or-nothing application, cross-field
- * validation, CCALLOC_CONF, and printing.
+ * validation, CCALLOC_CONF, and printing; numbers read and written in C's
+ * format under a locale with a decimal comma (every writer of a fraction).
  */
 #include "alloc_test_util.h"
+#include "comma_locale.h"
 
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -1015,4 +1017,165 @@ Test(config, a_positive_size_that_rounds_to_zero_is_refused) {
     }
     cca_config c = parse_ok("max_reserved:1.5K");
     cr_assert_eq(c.max_reserved, 1536);
+}
+
+/* ---- numbers in a locale with a decimal comma ---------------------------- */
+
+/* What a writer put in a FILE, as a string (the caller frees it). */
+typedef cca_status (*file_writer)(const void *arg, FILE *f);
+static char *written_by(file_writer w, const void *arg) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    cr_assert_eq(w(arg, f), CCA_OK, "%s", cca_last_error());
+    fclose(f);
+    return text;
+}
+static cca_status w_stats_print(const void *s, FILE *f) {
+    return cca_stats_print(s, f);
+}
+static cca_status w_stats_json(const void *s, FILE *f) {
+    return cca_stats_write_json(s, f);
+}
+static cca_status w_config(const void *c, FILE *f) {
+    return cca_config_print(c, f, 0);
+}
+static cca_status w_config_docs(const void *c, FILE *f) {
+    return cca_config_print(c, f, 1);
+}
+static cca_status w_config_md(const void *c, FILE *f) {
+    return cca_config_print(c, f, 2);
+}
+static cca_status w_snapshot(const void *a, FILE *f) {
+    return cca_write_snapshot_json(a, f);
+}
+static cca_status w_domains(const void *a, FILE *f) {
+    return cca_domain_stats_write_json(a, f);
+}
+
+/* No text the library writes holds a decimal comma: "1,5" where a digit
+ * precedes the comma and one follows it (a list's ", " does not match). */
+static void no_decimal_comma(const char *what, const char *text) {
+    for (const char *p = text; (p = strchr(p, ',')) != NULL; p++)
+        cr_assert(!(p > text && p[-1] >= '0' && p[-1] <= '9' && p[1] >= '0' && p[1] <= '9'),
+                  "%s: a decimal comma at '%.16s' in: %s", what, p > text + 8 ? p - 8 : text, text);
+}
+
+/* JSON: every "fragmentation" (the writers' doubles) reads 0.5, not 0,5
+ * (which is two numbers); there is at least one. */
+static void json_fractions_dotted(const char *what, const char *json) {
+    int seen = 0;
+    for (const char *p = json; (p = strstr(p, "\"fragmentation\":")) != NULL; seen++) {
+        p += strlen("\"fragmentation\":");
+        while (*p == ' ')
+            p++;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        cr_assert(*p == '.' || *p == ',' || *p == '}', "%s: fragmentation not a number at '%.16s'", what, p);
+        cr_assert(!(*p == ',' && p[1] >= '0' && p[1] <= '9'), "%s: a decimal comma at '%.16s'", what, p - 2);
+    }
+    cr_assert_gt(seen, 0, "%s: no fragmentation in %s", what, json);
+}
+
+/* docs/allocator.md, "Options": numbers are read and written in C's format
+ * whatever the program's locale. Under a locale with a decimal comma (as
+ * after setlocale(LC_ALL, "") under LANG=de_DE.UTF-8), every text the
+ * library makes that can hold a fraction: cca_format_bytes ("1.50 MiB",
+ * the header's own example), cca_stats_print's line (its sizes and
+ * fragmentation), the JSON writers, the three forms of cca_config_print,
+ * the messages of cca_config_validate and cca_config_parse that show a
+ * value, and the OOM line in the log; and the readers (fractions in
+ * configs, cca_parse_size). The program's locale is the same afterwards. */
+Test(config, numbers_are_c_format_in_a_locale_with_a_decimal_comma) {
+    const char *name = tu_comma_locale();
+    char check[16];
+    snprintf(check, sizeof check, "%.1f", 1.5);
+    cr_assert_str_eq(check, "1,5", "%s: the test's own printf uses the comma", name);
+
+    /* readers */
+    size_t z = 0;
+    cr_assert_eq(cca_parse_size("1.5M", &z), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(z, 3 * MiB / 2);
+    cca_config c = parse_ok("greedy_fraction:0.5,expandable_ahead:0.125");
+    cr_assert_eq(c.greedy_fraction, 0.5);
+    cr_assert_eq(c.expandable_ahead, 0.125);
+
+    /* cca_format_bytes */
+    char buf[32];
+    cr_assert_str_eq(cca_format_bytes(3 * MiB / 2, buf, sizeof buf), "1.50 MiB");
+    cr_assert_str_eq(cca_format_bytes(3 * GiB, buf, sizeof buf), "3.00 GiB");
+
+    /* messages that show a value */
+    cca_config bad = defaults();
+    bad.greedy_fraction = 1.5;
+    cr_assert_eq(cca_config_validate(&bad), CCA_ERR_CONFIG);
+    cr_assert_not_null(strstr(cca_last_error(), "1.5 not in (0, 1]"), "%s", cca_last_error());
+    bad = defaults();
+    bad.expandable_ahead = 2.25;
+    cr_assert_eq(cca_config_validate(&bad), CCA_ERR_CONFIG);
+    cr_assert_not_null(strstr(cca_last_error(), "2.25 not in [0, 1]"), "%s", cca_last_error());
+    parse_fails("greedy_fraction:1.5", "1.5 not in (0, 1]");
+    no_decimal_comma("cca_config_parse message", cca_last_error());
+
+    /* the stats writers, with a fraction in every double */
+    cca_stats s;
+    memset(&s, 0, sizeof s);
+    s.allocated_bytes = 3 * MiB / 2;
+    s.reserved_bytes = 5 * MiB / 2;
+    s.cached_bytes = 1 * MiB;
+    s.fragmentation = 0.5;
+    s.page_size = 2 * MiB;
+    s.mapped_bytes = 5 * MiB / 2;
+    char *line = written_by(w_stats_print, &s);
+    cr_assert_not_null(strstr(line, "allocated=1.50 MiB"), "%s", line);
+    cr_assert_not_null(strstr(line, "fragmentation=0.500"), "%s", line);
+    no_decimal_comma("cca_stats_print", line);
+    free(line);
+    char *json = written_by(w_stats_json, &s);
+    cr_assert_not_null(strstr(json, "\"fragmentation\":0.500000"), "%s", json);
+    free(json);
+
+    /* the config printers: the values (0, 1), the defaults (1, 2) */
+    file_writer printers[] = {w_config, w_config_docs, w_config_md};
+    const char *shown[] = {"expandable_ahead:0.125", "0.0625", "`0.0625`"};
+    for (size_t i = 0; i < 3; i++) {
+        char *text = written_by(printers[i], &c);
+        cr_assert_not_null(strstr(text, shown[i]), "print %zu: %s", i, text);
+        no_decimal_comma("cca_config_print", text);
+        free(text);
+    }
+
+    /* an allocator's JSON, and its OOM line in the log */
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(64 * MiB, "max_reserved:3.5M", &u, &a);
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK, "%s", cca_last_error());
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(cca_alloc_in(a, d, 1000, NULL, &p), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_alloc_in(a, d, 3000, NULL, &q), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p); /* a hole: fragmentation between 0 and 1 */
+    char *snap = written_by(w_snapshot, a);
+    json_fractions_dotted("cca_write_snapshot_json", snap);
+    free(snap);
+    char *doms = written_by(w_domains, a);
+    json_fractions_dotted("cca_domain_stats_write_json", doms);
+    free(doms);
+    tu_log_capture cap = {0};
+    cca_set_log_callback(tu_capture_log, &cap);
+    void *big = NULL;
+    cr_assert_eq(cca_alloc(a, 5 * MiB, NULL, &big), CCA_ERR_OUT_OF_MEMORY);
+    cca_set_log_callback(NULL, NULL);
+    cr_assert_eq(cap.lines, 1);
+    cr_assert_not_null(strstr(cap.last, "requested 5.00 MiB"), "%s", cap.last);
+    no_decimal_comma("the OOM line", cap.last);
+    tu_free(a, q);
+    cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
+    tu_teardown(a, u);
+
+    /* the program's locale is as it set it */
+    cr_assert(tu_decimal_comma(), "the library changed the thread's locale");
+    snprintf(check, sizeof check, "%.1f", 1.5);
+    cr_assert_str_eq(check, "1,5");
 }

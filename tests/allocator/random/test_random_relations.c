@@ -35,7 +35,9 @@
  *     address space address_space_bytes, its maps and unmaps vm_maps and
  *     vm_unmaps, and its host memory the allocator's host_bytes (plus what
  *     a refused host_free left with it, documented);
- *   - a trim's report agrees with the stats after it; a sleep's and a
+ *   - a trim's report agrees with the stats' change (bytes, segments and
+ *     pages released) and with the stats after it, a domain release's
+ *     likewise (also when the upstream refused part); a sleep's and a
  *     wake's with the pages they unmapped or mapped and the host bytes they
  *     took or gave back, the domain asleep (nothing reserved) or awake (no
  *     host bytes); a domain released holds nothing; after
@@ -106,6 +108,12 @@ static cca_domain_stats dstats(world *w, int i) {
     cca_status st = cca_get_domain_stats(w->a, i ? w->dom[i] : NULL, &d);
     HOLD(w, st == CCA_OK, "domain %d stats: %s", i, cca_last_error());
     return d;
+}
+
+static cca_stats stats(world *w) {
+    cca_stats s;
+    cca_get_stats(w->a, &s);
+    return s;
 }
 
 /* Every relation of the header's, after one call. */
@@ -304,8 +312,21 @@ static void do_domain_release(world *w, bool destroy) {
     cca_live_block leaks[4];
     cca_domain_report r = {.leaks = leaks, .leaks_cap = 4};
     w->what = destroy ? "domain_destroy" : "domain_release";
+    cca_domain_stats dbefore = dstats(w, i);
+    cca_stats before = stats(w);
     cca_status st = destroy ? cca_domain_destroy(w->a, w->dom[i], flags, &r)
                             : cca_domain_release(w->a, i ? w->dom[i] : NULL, flags, &r);
+    cca_stats after = stats(w);
+    if (st == CCA_OK || st == CCA_ERR_UPSTREAM) {
+        HOLD(w,
+             before.reserved_bytes - after.reserved_bytes == r.bytes_released &&
+                 before.segments - after.segments == r.segments_released,
+             "domain %d report: %zu bytes, %zu segments released; reserved %zu -> %zu, segments %zu -> %zu", i,
+             r.bytes_released, r.segments_released, before.reserved_bytes, after.reserved_bytes, before.segments,
+             after.segments);
+        HOLD(w, r.live_blocks <= dbefore.active_blocks, "domain %d report: %zu live blocks of %zu", i, r.live_blocks,
+             dbefore.active_blocks);
+    }
     if (destroy && st == CCA_OK) {
         w->used[i] = false;
         w->dom[i] = NULL;
@@ -323,12 +344,6 @@ static void do_reserve(world *w) {
     int i = pick_domain(w);
     w->what = "domain_reserve";
     (void)cca_domain_reserve(w->a, i ? w->dom[i] : NULL, 512 * KiB + rnd(w, 6 * MiB));
-}
-
-static cca_stats stats(world *w) {
-    cca_stats s;
-    cca_get_stats(w->a, &s);
-    return s;
 }
 
 /* A sleep or wake that succeeded: its report against the stats' change.
@@ -432,10 +447,18 @@ static void do_trim(world *w) {
     memset(&r, 0xa5, sizeof r);
     bool empty = rnd(w, 3) == 0;
     w->what = empty ? "empty_cache" : "trim";
+    cca_stats before = stats(w);
     cca_status st = empty ? cca_empty_cache(w->a, &r) : cca_trim(w->a, rnd(w, 16 * MiB), &r);
     (void)st;
-    cca_stats s;
-    cca_get_stats(w->a, &s);
+    cca_stats s = stats(w);
+    uint64_t page = s.page_size ? s.page_size : 1;
+    HOLD(w, before.reserved_bytes - s.reserved_bytes == r.bytes_released, "report: %zu released; reserved %zu -> %zu",
+         r.bytes_released, before.reserved_bytes, s.reserved_bytes);
+    HOLD(w, s.pages_unmapped - before.pages_unmapped == r.pages_unmapped && r.pages_unmapped * page == r.bytes_unmapped,
+         "report: %zu pages (%zu bytes) unmapped; stats %llu pages", r.pages_unmapped, r.bytes_unmapped,
+         (unsigned long long)(s.pages_unmapped - before.pages_unmapped));
+    HOLD(w, before.segments - s.segments == r.segments_released, "report: %zu segments released; segments %zu -> %zu",
+         r.segments_released, before.segments, s.segments);
     HOLD(w, r.bytes_still_reserved == s.reserved_bytes, "report: %zu still reserved, stats %zu", r.bytes_still_reserved,
          s.reserved_bytes);
     HOLD(w, r.asleep_domains == s.asleep_domains && r.host_bytes == s.host_bytes,

@@ -169,6 +169,12 @@ static void check_relations(world *w) {
          s.cached_bytes);
     double frag = s.cached_bytes ? 1.0 - (double)s.largest_free_block / (double)s.cached_bytes : 0.0;
     HOLD(w, fabs(s.fragmentation - frag) < 1e-9, "fragmentation %g, expected %g", s.fragmentation, frag);
+    cca_config cfg;
+    HOLD(w, cca_get_config(w->a, &cfg) == CCA_OK, "cca_get_config: %s", cca_last_error());
+    HOLD(w, !cfg.max_reserved || s.reserved_bytes <= cfg.max_reserved, "reserved %zu above max_reserved %zu",
+         s.reserved_bytes, cfg.max_reserved);
+    HOLD(w, !cfg.max_reserved || s.reserved_bytes_peak <= cfg.max_reserved, "reserved peak %zu above max_reserved %zu",
+         s.reserved_bytes_peak, cfg.max_reserved);
     HOLD(w, s.mapped_bytes <= s.reserved_bytes, "mapped %zu > reserved %zu", s.mapped_bytes, s.reserved_bytes);
 
     cca_upstream_stats us = tu_upstream_stats(w->u);
@@ -577,6 +583,8 @@ static const struct {
     {"log_oom:0,expandable:0,hold_peak:1,max_reserved:48M", CCA_VM_WHOLE_MAPS},
     {"log_oom:0,policy:greedy,greedy_bytes:32M", CCA_VM_WHOLE_MAPS},
     {"log_oom:0,policy:greedy,greedy_bytes:32M,expandable:0", CCA_VM_WHOLE_MAPS},
+    {"log_oom:0,policy:greedy,greedy_bytes:64M,max_reserved:20M", CCA_VM_PAGES},
+    {"log_oom:0,expandable:0,max_reserved:20M,small_segment:1M,small_max:64K", CCA_VM_WHOLE_MAPS},
 };
 
 Test(random_relations, every_documented_relation_after_every_call, .timeout = 600) {

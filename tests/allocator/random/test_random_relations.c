@@ -36,7 +36,8 @@
  *     vm_unmaps, and its host memory the allocator's host_bytes (plus what
  *     a refused host_free left with it, documented);
  *   - a trim's report agrees with the stats' change (bytes, segments and
- *     pages released) and with the stats after it, a domain release's
+ *     pages released) and with the stats after it (a trim that stops above
+ *     its keep_bytes leaves only pinned free bytes cached), a domain release's
  *     likewise (also when the upstream refused part); a sleep's and a
  *     wake's with the pages they unmapped or mapped and the host bytes they
  *     took or gave back, the domain asleep (nothing reserved) or awake (no
@@ -454,7 +455,8 @@ static void do_trim(world *w) {
     bool empty = rnd(w, 3) == 0;
     w->what = empty ? "empty_cache" : "trim";
     cca_stats before = stats(w);
-    cca_status st = empty ? cca_empty_cache(w->a, &r) : cca_trim(w->a, rnd(w, 16 * MiB), &r);
+    size_t keep = empty ? 0 : rnd(w, 16 * MiB);
+    cca_status st = empty ? cca_empty_cache(w->a, &r) : cca_trim(w->a, keep, &r);
     (void)st;
     cca_stats s = stats(w);
     uint64_t page = s.page_size ? s.page_size : 1;
@@ -463,6 +465,13 @@ static void do_trim(world *w) {
     HOLD(w, s.pages_unmapped - before.pages_unmapped == r.pages_unmapped && r.pages_unmapped * page == r.bytes_unmapped,
          "report: %zu pages (%zu bytes) unmapped; stats %llu pages", r.pages_unmapped, r.bytes_unmapped,
          (unsigned long long)(s.pages_unmapped - before.pages_unmapped));
+    /* "until reserved <= keep_bytes or nothing free is left": what stays
+     * cached then is pinned (classic: in segments with live blocks;
+     * expandable: sharing a page with one), none kept for keep_bytes */
+    if (st == CCA_OK && s.reserved_bytes > keep && s.asleep_domains == 0)
+        HOLD(w, r.segments_kept == 0 && r.free_bytes_pinned == s.cached_bytes,
+             "trim to %zu left %zu reserved: %zu cached, %zu of them pinned, %zu segments kept", keep, s.reserved_bytes,
+             s.cached_bytes, r.free_bytes_pinned, r.segments_kept);
     HOLD(w, before.segments - s.segments == r.segments_released, "report: %zu segments released; segments %zu -> %zu",
          r.segments_released, before.segments, s.segments);
     HOLD(w, r.bytes_still_reserved == s.reserved_bytes, "report: %zu still reserved, stats %zu", r.bytes_still_reserved,

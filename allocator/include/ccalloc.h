@@ -170,7 +170,9 @@ void cca_clear_error(void);
 typedef void (*cca_log_fn)(void *user, const char *line);
 void cca_set_log_callback(cca_log_fn fn, void *user);
 
-/* Human-readable size: "512 B", "1.50 MiB", "3.00 GiB". Writes at most len
+/* Human-readable size: "512 B", "1.50 MiB", "3.00 GiB" (a decimal point
+ * whatever the program's locale, as every number the library writes or
+ * reads: docs/allocator.md, "Options"). Writes at most len
  * bytes (32 is always enough; less: the text cut, NUL-terminated) and
  * returns buf; buf NULL or len 0: writes nothing and returns "".
  * Errors: none. Cost: one snprintf. */

@@ -128,6 +128,11 @@ cca_add_test(NAME test_random_domains SOURCES allocator/random/test_random_domai
   allocator/random/device_books.c LIBS ccalloc_static LABEL cpu
   TIMEOUT 300)
 
+# Every relation ccalloc.h states between the stats, the domains' stats and the upstream's counts, after every call
+# of seeded random sequences mixing domains, arenas, sleep and wake, the hold, caps, greedy, streams and upstream faults.
+cca_add_test(NAME test_random_relations SOURCES allocator/random/test_random_relations.c support/alloc_test_util.c
+  LIBS ccalloc_static LABEL cpu TIMEOUT 600)
+
 # Deferred frees against pages: seeded random sequences of alloc / free / record_stream on streams whose events
 # are held or complete in order, trims, empty-cache and domains, with a fault at any upstream call (events
 # included), checked against a model and the device after every step (and a sweep of every call index);

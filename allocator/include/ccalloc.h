@@ -180,8 +180,9 @@ const char *cca_format_bytes(size_t bytes, char *buf, size_t len);
 
 /* Parse a size, the syntax of every size in config strings: digits with an
  * optional fraction ("1.5"), then an optional K, M, G or T (powers of
- * 1024, either case) that may be followed by "i", then an optional "B"
- * ("4GiB", "512k", "1048576", "100B"). Exact (integer arithmetic);
+ * 1024) that may be followed by "i", then an optional "B", each letter in
+ * either case ("4GiB", "4gib", "3MIB", "512k", "1048576", "100B", "100b";
+ * an "i" without K, M, G or T is refused: "5iB"). Exact (integer arithmetic);
  * fractions of a byte are dropped.
  * Errors: CCA_ERR_INVALID_ARGUMENT for a NULL argument, anything else
  * (sign, blanks, exponent, an unknown suffix), or a value above SIZE_MAX;

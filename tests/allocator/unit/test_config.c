@@ -435,6 +435,7 @@ Test(config, sizes_parse_exactly) {
         {"2T", (size_t)2 << 40},
         {"18446744073709551615", SIZE_MAX}, /* exact, not through a double */
         {"7B", 7},
+        {"7b", 7}, /* the B in either case too */
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         size_t v = 12345;
@@ -453,6 +454,7 @@ Test(config, sizes_parse_exactly) {
                          "4 G",
                          "4X",
                          "4iB",
+                         "5i",
                          "18446744073709551616",
                          "16777216T",
                          "1.5",

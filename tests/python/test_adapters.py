@@ -209,6 +209,21 @@ def test_adapter_device_arguments_are_ints_never_truncated_or_parsed(monkeypatch
     assert ccalloc.torch.stats()["alloc_calls"] == 0
 
 
+def test_current_domain_refuses_a_device_the_library_refuses(monkeypatch, host_plug):
+    """plug.current_domain(-1) answered None (no domain entered there)
+    while plug.allocator(-1), plug.domain and the C call behind it
+    (cca_plug_get_domain) refuse a device outside [0, CCA_PLUG_MAX_DEVICES).
+    The same refusal now, for the torch view too; a device in range that no
+    block entered is still None, and nothing is created for it."""
+    fake_torch(monkeypatch)
+    for bad in (-1, 64, (1 << 31) - 1):
+        for fn in (plug.allocator, plug.current_domain, ccalloc.torch.current_domain):
+            with pytest.raises(ccalloc.InvalidArgumentError, match=r"device -?\d+ not in \[0, 64\)"):
+                fn(bad)
+    assert plug.current_domain(63) is None and ccalloc.torch.current_domain(63) is None
+    assert plug.current_domain(0) is None
+
+
 # ---- a stand-in CuPy ------------------------------------------------------------------
 
 

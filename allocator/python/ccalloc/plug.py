@@ -379,8 +379,13 @@ def domain(name: str, device: int = 0) -> PlugDomain:
 
 def current_domain(device: int = 0) -> Optional[PlugDomain]:
     """The domain whose ``with`` block is innermost on this thread for
-    ``device``, or None (the default domain)."""
-    d = device_arg(library(), device)
+    ``device``, or None (the default domain). A device the library refuses
+    (outside ``[0, CCA_PLUG_MAX_DEVICES)``) raises
+    :class:`InvalidArgumentError`, as :func:`allocator` does."""
+    lib = library()
+    d = device_arg(lib, device)
+    dom = ctypes.c_void_p()
+    raise_for(lib, lib.cca_plug_get_domain(d, ctypes.byref(dom)))  # the range check, no allocator made
     stack = _stack(d)
     if stack and not stack[-1].domain.destroyed:
         return stack[-1].domain

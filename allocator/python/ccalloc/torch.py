@@ -186,5 +186,6 @@ def domain(name: str, device: Optional[int] = None) -> PlugDomain:
 
 def current_domain(device: Optional[int] = None) -> Optional[PlugDomain]:
     """The domain of the innermost :func:`domain` block on this thread for the
-    device (default: the current one), or None: the default domain."""
+    device (default: the current one), or None: the default domain.
+    :class:`InvalidArgumentError` for a device outside ``[0, 64)``."""
     return plug.current_domain(_device(device))

@@ -6,6 +6,11 @@
  *     cck_bench --list-shapes     the main table's softmax shapes, one per line
  *                                 (bench/kernels/torch_softmax.py --list-shapes
  *                                 must print the same: a CTest compares them)
+ *     cck_bench --help | -h       the usage and the exit statuses, on stdout
+ *
+ * Exit status: 0 done; 1 a configuration failed its check or an output was
+ * cut short (below); 2 bad usage: a bad count, an unknown option, an
+ * operand or an option missing its value, named on stderr with the usage.
  *
  * GPU (when one is present and the library was built with CUDA):
  *   softmax, 4096 × {128, 1000, 4096, 32768} and the engine's own softmax
@@ -698,13 +703,34 @@ static int said_failed(const char *what, const char *why) {
     return why != NULL;
 }
 
+static void usage(FILE *f, const char *argv0) {
+    fprintf(f,
+            "usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n"
+            "       %s --list-shapes\n"
+            "       %s --help | -h\n"
+            "exit status: 0 done; 1 a configuration failed its check, or an output was cut short; 2 bad usage\n",
+            argv0, argv0, argv0);
+}
+
+/* "cck_bench: WHAT 'ARG'" and the usage, on standard error: exit status 2. */
+static int usage_error(const char *what, const char *arg, const char *argv0) {
+    ccai_fprintf_escaped(stderr, "cck_bench: %s '%s'\n", what, arg); /* arg: from the command line */
+    usage(stderr, argv0);
+    return 2;
+}
+
 int main(int argc, char **argv) {
     ccai_hold_std_fds(); /* a closed stdout's descriptor is not the CSV's */
     opts o = {.reps = 20, .cpu_reps = 5, .cpu_rows = 4096, .csv = "cck_bench.csv", .cpu = 1};
+    const char *argv0 = argc > 0 ? argv[0] : "cck_bench";
     for (int i = 1; i < argc; i++) {
         unsigned long long v;
-        if ((!strcmp(argv[i], "--reps") || !strcmp(argv[i], "--cpu-reps") || !strcmp(argv[i], "--cpu-rows")) &&
-            i + 1 < argc) {
+        int count = !strcmp(argv[i], "--reps") || !strcmp(argv[i], "--cpu-reps") || !strcmp(argv[i], "--cpu-rows");
+        if ((count || !strcmp(argv[i], "--csv")) && i + 1 == argc) {
+            ccai_fprintf_escaped(stderr, "cck_bench: option '%s' needs a value\n", argv[i]);
+            usage(stderr, argv0);
+            return 2;
+        } else if (count) {
             /* counts: plain decimal (atoi took "5x" as 5 and "x" as 0); rows
              * at most 2^20, so that rows x cols of the host sweep fit */
             const char *opt = argv[i++];
@@ -719,7 +745,7 @@ int main(int argc, char **argv) {
                 o.cpu_reps = (int)v;
             else
                 o.cpu_rows = (size_t)v;
-        } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--csv")) {
             o.csv = argv[++i];
         } else if (!strcmp(argv[i], "--no-cpu")) {
             o.cpu = 0;
@@ -729,17 +755,12 @@ int main(int argc, char **argv) {
             for (size_t c = 0; c < NSHAPES; c++)
                 printf("%zux%zu\n", softmax_shapes[c][0], softmax_shapes[c][1]);
             return said_failed("standard output", write_failed(stdout, 1)); /* another program reads it */
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout, argv0);
+            return said_failed("standard output", write_failed(stdout, 1));
         } else {
-            printf("usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n"
-                   "       %s --list-shapes\n",
-                   argv[0], argv[0]);
-            int lost = said_failed("standard output", write_failed(stdout, 1));
-            return !strcmp(argv[i], "--help") ? lost : 2;
+            return usage_error(argv[i][0] == '-' ? "unknown option" : "unexpected operand", argv[i], argv0);
         }
-    }
-    if (o.reps < 1 || o.cpu_reps < 1 || o.cpu_rows < 1) {
-        printf("--reps, --cpu-reps and --cpu-rows must be >= 1\n");
-        return 2;
     }
     csv = ccai_fopen_nowait(o.csv, 0); /* a FIFO nobody reads: refused, not waited for */
     if (!csv) {

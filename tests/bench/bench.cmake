@@ -358,6 +358,30 @@ if(TARGET ccbench_core)
         $<TARGET_FILE:cck_bench> 2 "^${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
       set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
+    # an unknown option, an operand and an option missing its value are named
+    # on standard error (the usage went to standard output, exit 2, and never
+    # said which argument was wrong); the table never starts
+    set(i 0)
+    foreach(bad "--bogus;^cck_bench: unknown option '--bogus'$" "-x;^cck_bench: unknown option '-x'$"
+            "operand;^cck_bench: unexpected operand 'operand'$" "--;^cck_bench: unknown option '--'$"
+            "--reps;^cck_bench: option '--reps' needs a value$"
+            "--cpu-reps;^cck_bench: option '--cpu-reps' needs a value$"
+            "--cpu-rows;^cck_bench: option '--cpu-rows' needs a value$"
+            "--csv;^cck_bench: option '--csv' needs a value$")
+      math(EXPR i "${i} + 1")
+      list(GET bad 0 arg)
+      list(GET bad 1 want)
+      add_test(NAME cck_bench_bad_usage_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+        $<TARGET_FILE:cck_bench> 2 "${want}" "" /dev/null --no-cpu ${arg})
+      set_tests_properties(cck_bench_bad_usage_${i} PROPERTIES LABELS cpu TIMEOUT 20)
+    endforeach()
+    # --help (or -h) says the exit statuses, on standard output, and exits 0
+    foreach(help --help -h)
+      add_test(NAME cck_bench_help_says_the_exit_statuses${help} COMMAND sh
+        ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh $<TARGET_FILE:cck_bench> 0
+        "^exit status: 0 .*; 1 .*; 2 bad usage" "" - ${help})
+      set_tests_properties(cck_bench_help_says_the_exit_statuses${help} PROPERTIES LABELS cpu TIMEOUT 20)
+    endforeach()
     # a CSV or table cut short is a failure (exit 1 naming it and why), found
     # before anything is timed or printed when the CSV's header cannot be
     # written: a full device, and a file-size limit (RLIMIT_FSIZE) with SIGXFSZ ignored

@@ -40,7 +40,9 @@ Test(kernels_common, status_strings_name_every_code) {
             cr_assert_str_neq(str, cck_status_string((cck_status)t));
         }
     }
-    cr_assert_str_eq(cck_status_string((cck_status)99), "CCK_ERR_?: unknown status code");
+    int outside[] = {-1, CCK_ERR_UNSUPPORTED + 1, 99, INT_MIN, INT_MAX};
+    for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++)
+        cr_assert_str_eq(cck_status_string((cck_status)outside[i]), "CCK_ERR_?: unknown status code", "%d", outside[i]);
 }
 
 Test(kernels_common, activation_names_round_trip) {
@@ -50,11 +52,18 @@ Test(kernels_common, activation_names_round_trip) {
         cr_assert_eq((int)back, a);
     }
     cr_assert_str_eq(cck_activation_name(CCK_ACT_GELU), "gelu");
-    cr_assert_str_eq(cck_activation_name((cck_activation)7), "?");
+    int outside[] = {3, 7, -1, INT_MIN, INT_MAX};
+    for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++)
+        cr_assert_str_eq(cck_activation_name((cck_activation)outside[i]), "?", "%d", outside[i]);
 }
 
 Test(kernels_common, activation_parse_rejects_bad_names) {
-    const char *bad[] = {"", "RELU", "Gelu", "gelu_erf", "none ", " relu", "sigmoid", "?"};
+    /* exact lower-case names only: no case folding, no blanks, no prefix */
+    static char lots[10001]; /* "relu" 2500 times */
+    for (size_t i = 0; i < 2500; i++)
+        memcpy(lots + 4 * i, "relu", 4);
+    const char *bad[] = {"",       "RELU", "Gelu",  "gelu_erf", "none ", " relu", "sigmoid", "?",
+                         "relu\n", "rel",  "nonee", "\trelu",   "re lu", "\xff",  lots};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cck_activation a = CCK_ACT_RELU;
         cr_assert_eq(cck_activation_parse(bad[i], &a), CCK_ERR_INVALID_ARGUMENT, "'%s'", bad[i]);

@@ -6,6 +6,11 @@
  *     cck_bench --list-shapes     the main table's softmax shapes, one per line
  *                                 (bench/kernels/torch_softmax.py --list-shapes
  *                                 must print the same: a CTest compares them)
+ *     cck_bench --help | -h       the usage and the exit statuses, on stdout
+ *
+ * Exit status: 0 done; 1 a configuration failed its check or could not get
+ * its memory, or an output was cut short (below); 2 bad usage: a bad count, an unknown option, an
+ * operand or an option missing its value, named on stderr with the usage.
  *
  * GPU (when one is present and the library was built with CUDA):
  *   softmax, 4096 × {128, 1000, 4096, 32768} and the engine's own softmax
@@ -36,6 +41,10 @@
  *
  * Every configuration is checked against the double reference (on a sample
  * of rows) before it is timed; a failure is reported and the program exits 1.
+ * So does a configuration whose host memory malloc refuses (a shape too big
+ * for the machine or its ulimit -v): "NOT MEASURED (out of memory): WHAT"
+ * on stdout, where a row of the table would be (it was a row of 4 cells,
+ * or nothing for a dense shape, and the exit status 0).
  * Results: a markdown table on stdout (medians, min–max spread, device) and
  * one CSV row per measurement (default cck_bench.csv).
  * A result cut short is a failure, as in ccbench: the CSV's header is
@@ -86,6 +95,14 @@ static const size_t softmax_shapes[][2] = {{4096, 128}, {4096, 1000}, {4096, 409
 static FILE *csv;
 static char device_name[256];
 static int failures;
+static int unmeasured; /* configurations whose host memory malloc refused */
+
+/* A configuration not measured for want of host memory: said on stdout
+ * with WHAT, and counted (the exit status is then 1). */
+static void no_memory(const char *what) {
+    printf("NOT MEASURED (out of memory): %s\n", what);
+    unmeasured++;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -119,12 +136,27 @@ static void fill(float *a, size_t n, unsigned seed, float scale) {
         a[i] = ((float)(ccai_splitmix64_next(&s) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * scale;
 }
 
+/* The four host buffers of a dense shape (x, W, b, y): 0 when malloc gave
+ * them all, else 1 after saying so and freeing the others. */
+static int dense_no_memory(const char *kind, size_t batch, size_t in, size_t out, float *x, float *w, float *b,
+                           float *y) {
+    if (x && w && b && y)
+        return 0;
+    char what[64];
+    snprintf(what, sizeof what, "%s dense %zux%zux%zu", kind, batch, in, out);
+    no_memory(what);
+    free(x), free(w), free(b), free(y);
+    return 1;
+}
+
 /* Check rows [r0, r0+nr) of a softmax result against the reference, with
  * the tolerance of tests/kernels_check.h. */
 static int softmax_ok(const char *what, const float *x, const float *y, size_t r0, size_t nr, size_t cols) {
     double *ref = malloc(nr * cols * sizeof *ref);
-    if (!ref)
+    if (!ref) {
+        no_memory(what);
         return 0;
+    }
     cck_softmax_reference(x + r0 * cols, ref, nr, cols);
     double rtol = 1e-5 + 4.0 * sqrt((double)cols) * 0x1.0p-24;
     int ok = 1;
@@ -146,18 +178,21 @@ static int dense_ok(const char *what, const float *x, const float *w, const floa
     double *ref = malloc(nr * out * sizeof *ref), *scale = malloc(nr * out * sizeof *scale);
     float *ax = malloc(nr * in * sizeof *ax), *aw = malloc(out * in * sizeof *aw), *ab = malloc(out * sizeof *ab);
     int ok = ref && scale && ax && aw && ab;
-    if (ok) {
-        for (size_t i = 0; i < nr * in; i++)
-            ax[i] = fabsf(x[i]);
-        for (size_t i = 0; i < out * in; i++)
-            aw[i] = fabsf(w[i]);
-        for (size_t i = 0; i < out; i++)
-            ab[i] = b ? fabsf(b[i]) : 0.0f;
-        cck_dense_reference(x, w, b, ref, nr, in, out, act);
-        cck_dense_reference(ax, aw, ab, scale, nr, in, out, CCK_ACT_NONE);
-        for (size_t i = 0; i < nr * out && ok; i++) {
-            ok = !isnan(y[i]) && fabs(y[i] - ref[i]) <= rtol * 1.2 * scale[i] + 1e-30;
-        }
+    if (!ok) {
+        free(ref), free(scale), free(ax), free(aw), free(ab);
+        no_memory(what);
+        return 0;
+    }
+    for (size_t i = 0; i < nr * in; i++)
+        ax[i] = fabsf(x[i]);
+    for (size_t i = 0; i < out * in; i++)
+        aw[i] = fabsf(w[i]);
+    for (size_t i = 0; i < out; i++)
+        ab[i] = b ? fabsf(b[i]) : 0.0f;
+    cck_dense_reference(x, w, b, ref, nr, in, out, act);
+    cck_dense_reference(ax, aw, ab, scale, nr, in, out, CCK_ACT_NONE);
+    for (size_t i = 0; i < nr * out && ok; i++) {
+        ok = !isnan(y[i]) && fabs(y[i] - ref[i]) <= rtol * 1.2 * scale[i] + 1e-30;
     }
     free(ref), free(scale), free(ax), free(aw), free(ab);
     if (!ok) {
@@ -194,21 +229,25 @@ static void bench_cpu(const opts *o) {
     printf("| op | shape | version | median ms | spread ms | GB/s or GFLOP/s | vs memcpy / overhead |\n");
     printf("|---|---|---|---|---|---|---|\n");
     double *ms = malloc((size_t)o->cpu_reps * sizeof *ms);
+    if (!ms) {
+        no_memory("cpu benchmarks (their timings)");
+        return;
+    }
     for (size_t c = 0; c < NSHAPES; c++) {
         size_t cols = softmax_shapes[c][1],
                rows = softmax_shapes[c][0] < o->cpu_rows ? softmax_shapes[c][0] : o->cpu_rows;
         size_t n = rows * cols;
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-        if (!x || !y || !ms) {
-            printf("| softmax | %zux%zu | - | out of memory |\n", rows, cols);
+        char what[64];
+        snprintf(what, sizeof what, "cpu softmax %zux%zu", rows, cols);
+        if (!x || !y) {
+            no_memory(what);
             free(x), free(y);
             continue;
         }
         fill(x, n, (unsigned)cols, 8.0f);
         memset(y, 0, n * sizeof *y);
         cck_softmax_host(x, y, rows, cols);
-        char what[64];
-        snprintf(what, sizeof what, "cpu softmax %zux%zu", rows, cols);
         if (!softmax_ok(what, x, y, 0, rows < 16 ? rows : 16, cols)) {
             free(x), free(y);
             continue;
@@ -243,10 +282,8 @@ static void bench_cpu(const opts *o) {
         size_t batch = dims[d][0], in = dims[d][1], out = dims[d][2];
         float *x = malloc(batch * in * sizeof *x), *w = malloc(out * in * sizeof *w);
         float *b = malloc(out * sizeof *b), *y = malloc(batch * out * sizeof *y);
-        if (!x || !w || !b || !y) {
-            free(x), free(w), free(b), free(y);
+        if (dense_no_memory("cpu", batch, in, out, x, w, b, y))
             continue;
-        }
         fill(x, batch * in, 1, 1.0f);
         fill(w, out * in, 2, 1.0f / sqrtf((float)in));
         fill(b, out, 3, 0.5f);
@@ -598,6 +635,10 @@ static int bench_gpu(const opts *o) {
     if (cck_cuda_context_create(0, NULL, ws, ws_bytes, 0, &ctx) != CCK_OK)
         return 1;
     double *ms = malloc((size_t)o->reps * sizeof *ms);
+    if (!ms) {
+        no_memory("gpu benchmarks (their timings)");
+        return 1;
+    }
 
     printf("\n## %s\n\n", device_name);
     if (gpu_softmax_table(&t, ctx, o->reps, ms))
@@ -612,6 +653,8 @@ static int bench_gpu(const opts *o) {
         size_t batch = dims[d][0], in = dims[d][1], out = dims[d][2];
         float *hx = malloc(batch * in * sizeof *hx), *hw = malloc(out * in * sizeof *hw);
         float *hb = malloc(out * sizeof *hb), *hy = malloc(batch * out * sizeof *hy);
+        if (dense_no_memory("gpu", batch, in, out, hx, hw, hb, hy))
+            continue;
         float *dx, *dw, *db, *dy;
         CU(cudaMalloc((void **)&dx, batch * in * sizeof(float)));
         CU(cudaMalloc((void **)&dw, out * in * sizeof(float)));
@@ -698,13 +741,34 @@ static int said_failed(const char *what, const char *why) {
     return why != NULL;
 }
 
+static void usage(FILE *f, const char *argv0) {
+    fprintf(f,
+            "usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n"
+            "       %s --list-shapes\n"
+            "       %s --help | -h\n"
+            "exit status: 0 done; 1 a check failed, memory was short or an output was cut short; 2 bad usage\n",
+            argv0, argv0, argv0);
+}
+
+/* "cck_bench: WHAT 'ARG'" and the usage, on standard error: exit status 2. */
+static int usage_error(const char *what, const char *arg, const char *argv0) {
+    ccai_fprintf_escaped(stderr, "cck_bench: %s '%s'\n", what, arg); /* arg: from the command line */
+    usage(stderr, argv0);
+    return 2;
+}
+
 int main(int argc, char **argv) {
     ccai_hold_std_fds(); /* a closed stdout's descriptor is not the CSV's */
     opts o = {.reps = 20, .cpu_reps = 5, .cpu_rows = 4096, .csv = "cck_bench.csv", .cpu = 1};
+    const char *argv0 = argc > 0 ? argv[0] : "cck_bench";
     for (int i = 1; i < argc; i++) {
         unsigned long long v;
-        if ((!strcmp(argv[i], "--reps") || !strcmp(argv[i], "--cpu-reps") || !strcmp(argv[i], "--cpu-rows")) &&
-            i + 1 < argc) {
+        int count = !strcmp(argv[i], "--reps") || !strcmp(argv[i], "--cpu-reps") || !strcmp(argv[i], "--cpu-rows");
+        if ((count || !strcmp(argv[i], "--csv")) && i + 1 == argc) {
+            ccai_fprintf_escaped(stderr, "cck_bench: option '%s' needs a value\n", argv[i]);
+            usage(stderr, argv0);
+            return 2;
+        } else if (count) {
             /* counts: plain decimal (atoi took "5x" as 5 and "x" as 0); rows
              * at most 2^20, so that rows x cols of the host sweep fit */
             const char *opt = argv[i++];
@@ -719,7 +783,7 @@ int main(int argc, char **argv) {
                 o.cpu_reps = (int)v;
             else
                 o.cpu_rows = (size_t)v;
-        } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--csv")) {
             o.csv = argv[++i];
         } else if (!strcmp(argv[i], "--no-cpu")) {
             o.cpu = 0;
@@ -729,17 +793,12 @@ int main(int argc, char **argv) {
             for (size_t c = 0; c < NSHAPES; c++)
                 printf("%zux%zu\n", softmax_shapes[c][0], softmax_shapes[c][1]);
             return said_failed("standard output", write_failed(stdout, 1)); /* another program reads it */
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout, argv0);
+            return said_failed("standard output", write_failed(stdout, 1));
         } else {
-            printf("usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n"
-                   "       %s --list-shapes\n",
-                   argv[0], argv[0]);
-            int lost = said_failed("standard output", write_failed(stdout, 1));
-            return !strcmp(argv[i], "--help") ? lost : 2;
+            return usage_error(argv[i][0] == '-' ? "unknown option" : "unexpected operand", argv[i], argv0);
         }
-    }
-    if (o.reps < 1 || o.cpu_reps < 1 || o.cpu_rows < 1) {
-        printf("--reps, --cpu-reps and --cpu-rows must be >= 1\n");
-        return 2;
     }
     csv = ccai_fopen_nowait(o.csv, 0); /* a FIFO nobody reads: refused, not waited for */
     if (!csv) {
@@ -766,6 +825,9 @@ int main(int argc, char **argv) {
     if (failures) {
         printf("%d configuration(s) failed their correctness check and were not timed\n", failures);
     }
+    if (unmeasured) {
+        printf("%d configuration(s) could not get their host memory and were not measured\n", unmeasured);
+    }
     lost |= said_failed("standard output", write_failed(stdout, 1));
-    return rc || failures || lost ? 1 : 0;
+    return rc || failures || unmeasured || lost ? 1 : 0;
 }

@@ -135,9 +135,17 @@ cck_status cck_softmax_dispatch(size_t rows, size_t cols, cck_softmax_choice *ou
 /* The CUDA softmax versions: 1..CCK_SOFTMAX_VERSIONS (softmax.cu). */
 #define CCK_SOFTMAX_VERSIONS 5
 
-/* One numbered version (1..5, see softmax.cu) with a given block size
- * (threads per block; 0 = the version's default; versions 3-5 take powers
- * of two only, else CCK_ERR_UNSUPPORTED). For tests and benchmarks. */
+/* One numbered version (1..5, see softmax.cu) with a given block size:
+ * threads per block, 0 = the version's default, else a multiple of 32 in
+ * [32, 1024]; versions 3-5 take powers of two only. For tests and benchmarks.
+ * Checked in this order, before the device:
+ *   CCK_ERR_INVALID_ARGUMENT: x and y as for cck_softmax_host, a version
+ *                             outside 1..5, a block size that is not 0 or
+ *                             a multiple of 32 in [32, 1024] (-32, 48, 2048);
+ *   CCK_ERR_UNSUPPORTED:      a multiple of 32 that is not a power of two
+ *                             for versions 3-5 (96, 992);
+ *   CCK_ERR_INVALID_ARGUMENT: ctx == NULL;
+ *   CCK_ERR_UNSUPPORTED:      rows or cols above INT_MAX - 1024. */
 cck_status cck_softmax_cuda_version(cck_cuda_context *ctx, int version, int block_size, const float *x, float *y,
                                     size_t rows, size_t cols);
 

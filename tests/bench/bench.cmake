@@ -358,6 +358,42 @@ if(TARGET ccbench_core)
         $<TARGET_FILE:cck_bench> 2 "^${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
       set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
+    # an unknown option, an operand and an option missing its value are named
+    # on standard error (the usage went to standard output, exit 2, and never
+    # said which argument was wrong); the table never starts
+    set(i 0)
+    foreach(bad "--bogus;^cck_bench: unknown option '--bogus'$" "-x;^cck_bench: unknown option '-x'$"
+            "operand;^cck_bench: unexpected operand 'operand'$" "--;^cck_bench: unknown option '--'$"
+            "--reps;^cck_bench: option '--reps' needs a value$"
+            "--cpu-reps;^cck_bench: option '--cpu-reps' needs a value$"
+            "--cpu-rows;^cck_bench: option '--cpu-rows' needs a value$"
+            "--csv;^cck_bench: option '--csv' needs a value$")
+      math(EXPR i "${i} + 1")
+      list(GET bad 0 arg)
+      list(GET bad 1 want)
+      add_test(NAME cck_bench_bad_usage_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+        $<TARGET_FILE:cck_bench> 2 "${want}" "" /dev/null --no-cpu ${arg})
+      set_tests_properties(cck_bench_bad_usage_${i} PROPERTIES LABELS cpu TIMEOUT 20)
+    endforeach()
+    # --help (or -h) says the exit statuses, on standard output, and exits 0
+    foreach(help --help -h)
+      add_test(NAME cck_bench_help_says_the_exit_statuses${help} COMMAND sh
+        ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh $<TARGET_FILE:cck_bench> 0
+        "^exit status: 0 .*; 1 .*; 2 bad usage" "" - ${help})
+      set_tests_properties(cck_bench_help_says_the_exit_statuses${help} PROPERTIES LABELS cpu TIMEOUT 20)
+    endforeach()
+    # a configuration whose host memory malloc refuses is said, and the exit
+    # status is 1 (it was a row of 4 cells, or nothing for a dense shape, and
+    # exit 0): under ulimit -v 700000 (KiB) the two 512 MiB buffers of the
+    # 4096x32768 softmax do not fit, the other shapes do (OMP_NUM_THREADS=1:
+    # one OpenBLAS buffer, docs/engine.md "Address-space limits"). Not under
+    # the sanitizers, whose shadow memory needs the address space.
+    if(NOT CCA_SANITIZE)
+      add_test(NAME cck_bench_out_of_memory_is_said COMMAND sh -c
+        "ulimit -v 700000 && exec sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:cck_bench>' 1 '^NOT MEASURED [(]out of memory[)]: cpu softmax 4096x32768$' '[|] softmax [|] 4096x32768 [|]' - --cpu-reps 1 --csv /dev/null")
+      set_tests_properties(cck_bench_out_of_memory_is_said PROPERTIES LABELS cpu TIMEOUT 60
+        ENVIRONMENT "OMP_NUM_THREADS=1")
+    endif()
     # a CSV or table cut short is a failure (exit 1 naming it and why), found
     # before anything is timed or printed when the CSV's header cannot be
     # written: a full device, and a file-size limit (RLIMIT_FSIZE) with SIGXFSZ ignored

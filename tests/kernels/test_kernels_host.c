@@ -40,7 +40,9 @@ Test(kernels_common, status_strings_name_every_code) {
             cr_assert_str_neq(str, cck_status_string((cck_status)t));
         }
     }
-    cr_assert_str_eq(cck_status_string((cck_status)99), "CCK_ERR_?: unknown status code");
+    int outside[] = {-1, CCK_ERR_UNSUPPORTED + 1, 99, INT_MIN, INT_MAX};
+    for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++)
+        cr_assert_str_eq(cck_status_string((cck_status)outside[i]), "CCK_ERR_?: unknown status code", "%d", outside[i]);
 }
 
 Test(kernels_common, activation_names_round_trip) {
@@ -50,11 +52,18 @@ Test(kernels_common, activation_names_round_trip) {
         cr_assert_eq((int)back, a);
     }
     cr_assert_str_eq(cck_activation_name(CCK_ACT_GELU), "gelu");
-    cr_assert_str_eq(cck_activation_name((cck_activation)7), "?");
+    int outside[] = {3, 7, -1, INT_MIN, INT_MAX};
+    for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++)
+        cr_assert_str_eq(cck_activation_name((cck_activation)outside[i]), "?", "%d", outside[i]);
 }
 
 Test(kernels_common, activation_parse_rejects_bad_names) {
-    const char *bad[] = {"", "RELU", "Gelu", "gelu_erf", "none ", " relu", "sigmoid", "?"};
+    /* exact lower-case names only: no case folding, no blanks, no prefix */
+    static char lots[10001]; /* "relu" 2500 times */
+    for (size_t i = 0; i < 2500; i++)
+        memcpy(lots + 4 * i, "relu", 4);
+    const char *bad[] = {"",       "RELU", "Gelu",  "gelu_erf", "none ", " relu", "sigmoid", "?",
+                         "relu\n", "rel",  "nonee", "\trelu",   "re lu", "\xff",  lots};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cck_activation a = CCK_ACT_RELU;
         cr_assert_eq(cck_activation_parse(bad[i], &a), CCK_ERR_INVALID_ARGUMENT, "'%s'", bad[i]);
@@ -356,6 +365,50 @@ Test(softmax_host, deterministic_at_every_width) {
         free(x), free(y1), free(y2);
     }
 }
+
+/* The thread count changes no bit of the softmax nor of the blocked dense
+ * layer (each row, each output panel, is one thread's); cck_dense_host's
+ * OpenBLAS may sum in another order per thread count, within the
+ * tolerance. Shapes above both thresholds, so that two threads do split
+ * the work; one and two threads are asked of OpenMP in turn. */
+#ifdef _OPENMP
+#include <omp.h>
+Test(kernels_host, the_thread_count_changes_no_bit) {
+    rng r = rng_fresh("kernels_host.the_thread_count_changes_no_bit");
+    int threads_before = omp_get_max_threads();
+    size_t rows = 257, cols = 1031;         /* 264967 elements >= CCK_PARALLEL_MIN_ELEMS */
+    size_t batch = 67, in = 129, out = 517; /* 4.47M MACs >= CCK_PARALLEL_MIN_MACS */
+    cr_assert_geq(rows * cols, CCK_PARALLEL_MIN_ELEMS);
+    cr_assert_geq(batch * in * out, CCK_PARALLEL_MIN_MACS);
+    float *x = xmalloc(rows * cols * sizeof *x), *w = xmalloc(out * in * sizeof *w), *b = xmalloc(out * sizeof *b);
+    float *y[2][5];
+    fill_uniform(&r, x, rows * cols, 30.0f);
+    fill_uniform(&r, w, out * in, 1.0f / sqrtf((float)in));
+    fill_uniform(&r, b, out, 0.5f);
+    for (int t = 0; t < 2; t++) {
+        omp_set_num_threads(t + 1);
+        cr_assert_eq(cck_host_threads(), t + 1);
+        y[t][0] = xmalloc(rows * cols * sizeof(float));
+        cr_assert_eq(cck_softmax_host(x, y[t][0], rows, cols), CCK_OK);
+        for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++) {
+            y[t][1 + act] = xmalloc(batch * out * sizeof(float));
+            cr_assert_eq(cck_dense_host_blocked(x, w, b, y[t][1 + act], batch, in, out, (cck_activation)act), CCK_OK);
+        }
+        y[t][4] = xmalloc(batch * out * sizeof(float));
+        cr_assert_eq(cck_dense_host(x, w, b, y[t][4], batch, in, out, CCK_ACT_GELU), CCK_OK);
+        check_dense("dense_host, threads", y[t][4], x, w, b, batch, in, out, CCK_ACT_GELU, 1e-5);
+    }
+    omp_set_num_threads(threads_before);
+    cr_assert(memcmp(y[0][0], y[1][0], rows * cols * sizeof(float)) == 0, "softmax: 1 and 2 threads differ");
+    for (int act = CCK_ACT_NONE; act <= CCK_ACT_GELU; act++)
+        cr_assert(memcmp(y[0][1 + act], y[1][1 + act], batch * out * sizeof(float)) == 0,
+                  "blocked dense %s: 1 and 2 threads differ", cck_activation_name((cck_activation)act));
+    for (int t = 0; t < 2; t++)
+        for (int k = 0; k < 5; k++)
+            free(y[t][k]);
+    free(x), free(w), free(b);
+}
+#endif
 
 /* ---- dense ---------------------------------------------------------------- */
 
@@ -660,9 +713,11 @@ Test(kernels_cuda_api, bad_arguments_are_caught_before_the_device) {
     for (int i = 0; i < 4; i++) {
         cr_assert_eq(cck_softmax_cuda_version(NULL, versions[i], 0, x, y, 1, 8), bad, "version %d", versions[i]);
     }
-    int blocks[] = {-32, 1, 31, 33, 1056, 2048};
+    /* not 0 and not a multiple of 32 in [32, 1024]: invalid for every version,
+     * the power-of-two versions included (48 and 1000 are not UNSUPPORTED) */
+    int blocks[] = {INT_MIN, -32, -1, 1, 31, 33, 48, 1000, 1056, 2048, INT_MAX};
     for (int v = 1; v <= 5; v++) {
-        for (int i = 0; i < 6; i++) {
+        for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
             cr_assert_eq(cck_softmax_cuda_version(NULL, v, blocks[i], x, y, 1, 8), bad, "v%d block %d", v, blocks[i]);
         }
     }

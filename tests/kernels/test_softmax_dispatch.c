@@ -285,6 +285,75 @@ Test(softmax_dispatch, row_count_is_the_first_key) {
     }
 }
 
+/* The rule computed another way: distances as |log v - log a| in long
+ * double (a tie: equal within 1e-12, to the smaller), over the real table
+ * at every length up to 70000 and geometric steps to the int edge, and over
+ * random sorted tables (several row counts, repeated lengths) through
+ * cck_softmax_lookup. */
+static size_t nearest_by_log(size_t v, const size_t *cands, size_t n) {
+    size_t best = cands[0];
+    long double bd = fabsl(logl((long double)v) - logl((long double)best));
+    for (size_t i = 1; i < n; i++) {
+        long double d = fabsl(logl((long double)v) - logl((long double)cands[i]));
+        if (d < bd - 1e-12L || (fabsl(d - bd) <= 1e-12L && cands[i] < best))
+            best = cands[i], bd = d;
+    }
+    return best;
+}
+
+static void assert_rule(const cck_softmax_entry *t, size_t n, size_t rows, size_t cols) {
+    size_t all_rows[64] = {0}, lens[64] = {0}, nl = 0;
+    cr_assert_leq(n, 64);
+    for (size_t i = 0; i < n; i++)
+        all_rows[i] = t[i].rows;
+    size_t want_rows = nearest_by_log(rows, all_rows, n);
+    for (size_t i = 0; i < n; i++)
+        if (t[i].rows == want_rows)
+            lens[nl++] = t[i].cols;
+    size_t want_cols = nearest_by_log(cols, lens, nl);
+    const cck_softmax_entry *want = NULL;
+    for (size_t i = 0; i < n && !want; i++)
+        if (t[i].rows == want_rows && t[i].cols == want_cols)
+            want = &t[i]; /* the first of equal entries, as the table is read */
+    cck_softmax_choice c = {-1, -1};
+    cr_assert_eq(cck_softmax_lookup(t, n, rows, cols, &c), CCK_OK, "%zux%zu", rows, cols);
+    cr_assert(c.version == want->version && c.block_size == want->block,
+              "%zux%zu: v%d block %d, the log rule says %zux%zu (v%d block %d)", rows, cols, c.version, c.block_size,
+              want->rows, want->cols, want->version, want->block);
+}
+
+Test(softmax_dispatch, the_rule_matches_an_independent_log_computation) {
+    const size_t rows[] = {1, 2, 4095, 4096, 4097, 1 << 20, (size_t)INT_MAX - CCK_MAX_BLOCK};
+    const size_t edge = (size_t)INT_MAX - CCK_MAX_BLOCK;
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        for (size_t c = 1; c <= 70000; c++)
+            assert_rule(cck_softmax_table, cck_softmax_table_len, rows[r], c);
+        for (size_t c = 70001; c < edge; c += c / 3)
+            assert_rule(cck_softmax_table, cck_softmax_table_len, rows[r], c);
+        assert_rule(cck_softmax_table, cck_softmax_table_len, rows[r], edge);
+    }
+    rng g = rng_fresh("softmax_dispatch.the_rule_matches_an_independent_log_computation");
+    for (int k = 0; k < 300; k++) {
+        cck_softmax_entry t[12];
+        size_t n = 1 + rng_below(&g, 12);
+        for (size_t i = 0; i < n; i++) { /* small values make ties and repeats common */
+            t[i].rows = 1 + rng_below(&g, k % 2 ? 64 : 100000);
+            t[i].cols = 1 + rng_below(&g, k % 2 ? 64 : 100000);
+            t[i].version = 1 + (int)rng_below(&g, 5);
+            t[i].block = 32 << rng_below(&g, 6);
+        }
+        for (size_t i = 1; i < n; i++) /* insertion sort by rows, then cols (stable) */
+            for (size_t j = i;
+                 j > 0 && (t[j - 1].rows > t[j].rows || (t[j - 1].rows == t[j].rows && t[j - 1].cols > t[j].cols));
+                 j--) {
+                cck_softmax_entry e = t[j];
+                t[j] = t[j - 1], t[j - 1] = e;
+            }
+        for (int q = 0; q < 200; q++)
+            assert_rule(t, n, 1 + rng_below(&g, k % 2 ? 128 : 200000), 1 + rng_below(&g, k % 2 ? 128 : 200000));
+    }
+}
+
 /* ---- bad input ------------------------------------------------------------------ */
 
 Test(softmax_dispatch, bad_arguments_get_the_documented_codes) {

@@ -163,6 +163,34 @@ Test(plug, config_from_configure_and_from_ccalloc_conf) {
     cr_assert_eq(total, 32 * MiB, "CCALLOC_PLUG_UPSTREAM's capacity");
 }
 
+/* Without cca_plug_configure each device reads CCALLOC_PLUG_UPSTREAM and
+ * CCALLOC_CONF when it is made (ccalloc.h): a device made after the
+ * environment changed follows the new values, the ones made before keep
+ * theirs. */
+Test(plug, each_device_reads_the_environment_when_it_is_made) {
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:32M:1", 1);
+    setenv("CCALLOC_CONF", "small_segment:4M", 1);
+    cca_allocator *a0 = plug_allocator(0);
+    cr_assert_null(cca_plug_alloc(4096, 1, NULL), "device 1 is past host:32M:1's count");
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:16M:3", 1);
+    setenv("CCALLOC_CONF", "small_segment:8M", 1);
+    cr_assert_null(cca_plug_alloc(4096, 1, NULL), "a failed device stays failed");
+    cca_allocator *a2 = plug_allocator(2);
+    cca_config c;
+    size_t free_bytes = 0, total = 0;
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_get_config(a0, &c), CCA_OK);
+    cr_assert_eq(c.small_segment, 4 * MiB);
+    cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+    cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+    cr_assert_eq(total, 32 * MiB);
+    cr_assert_eq(cca_get_config(a2, &c), CCA_OK);
+    cr_assert_eq(c.small_segment, 8 * MiB);
+    cr_assert_eq(cca_plug_get_upstream(2, &u), CCA_OK);
+    cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+    cr_assert_eq(total, 16 * MiB);
+}
+
 Test(plug, configure_wins_over_the_environment) {
     setenv("CCALLOC_PLUG_UPSTREAM", "host:32M", 1);
     setenv("CCALLOC_CONF", "small_segment:4M", 1);

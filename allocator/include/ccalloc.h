@@ -1432,6 +1432,8 @@ cca_status cca_check_invariants(const cca_allocator *a);
  * cca_plug_reset or the end of the process (no destructor runs at exit).
  *  - config: cca_plug_configure's conf, else the defaults + CCALLOC_CONF (a
  *    bad CCALLOC_CONF is logged and the defaults kept, as in cca_create);
+ *    both environment variables are read when each device is made, so a
+ *    device made after they changed follows the new values;
  *  - upstream: cca_plug_configure's, else CCALLOC_PLUG_UPSTREAM, else
  *    "cuda": the CUDA device `device`. "cuda:KEY=VALUE[,KEY=VALUE]" sets
  *    its cca_cuda_options: vm_granularity=SIZE (the page of its expandable

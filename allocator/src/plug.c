@@ -93,7 +93,7 @@ typedef struct plug_device {
     _Atomic(cca_allocator *) allocator; /* published last, with release order */
     cca_upstream *upstream;
     cca_status failed; /* sticky creation failure (CCA_OK: none) */
-    char why[256];
+    char why[CCAI_ERROR_CAP]; /* its message, whole: as long as any thread's message */
 } plug_device;
 
 static plug_device devices[CCA_PLUG_MAX_DEVICES];

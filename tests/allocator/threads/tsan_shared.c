@@ -25,7 +25,11 @@
  *     cca_domain_stats_write_json), the result checked for its frame;
  *   - cca_set_log_callback swapped by one thread while the others log OOM
  *     lines; each OOM logs one line to whichever sink is in place;
- *   - cca_plug_alloc / cca_plug_free from every worker on two plug devices;
+ *   - cca_plug_alloc / cca_plug_free from every worker on two plug devices,
+ *     each worker now and then with a current domain of its own on one of
+ *     them (cca_plug_set_domain), made, set, set back and destroyed while
+ *     the others allocate in theirs: each block checked to be in the
+ *     thread's domain, the domain's counts exact;
  *   - fork() every 20 ms while all of that runs; the child allocates and
  *     frees on each tenant and a plug device, checks the invariants, and
  *     exits 0 when every call held.
@@ -236,6 +240,10 @@ typedef struct worker {
     slot s[SLOTS];
     slot plug[PLUG_SLOTS];
     int plug_dev[PLUG_SLOTS];
+    bool plug_in_dom[PLUG_SLOTS]; /* the block is in this thread's domain on its device */
+    cca_domain *plug_dom[2];      /* this thread's current domain on plug device 0 / 1 (NULL: the default) */
+    size_t plug_dom_requested[2]; /* bytes this thread asked for in it, live */
+    uint64_t plug_dom_allocs[2];  /* its allocations there */
     uint64_t gen, allocs, frees, ooms, own_allocs;
     size_t own_requested;
 } worker;
@@ -423,12 +431,55 @@ static void step_writers(worker *w) {
     free(buf);
 }
 
+/* This thread's current domain on a plug device (cca_plug_set_domain):
+ * made and set when there is none; else set back to the default and
+ * destroyed, or (blocks of this thread live in it) kept and set again.
+ * Other threads set theirs, allocate in them and destroy them on the same
+ * two allocators meanwhile; only this thread allocates in its domain, so
+ * the domain's counts are exact. */
+static void toggle_plug_domain(worker *w, int device) {
+    cca_allocator *a = NULL;
+    CHECK(cca_plug_get_allocator(device, &a) == CCA_OK, "%s: plug allocator %d: %s", run.name, device,
+          cca_last_error());
+    cca_domain *prev = (cca_domain *)1, *now = NULL;
+    if (!w->plug_dom[device]) {
+        char name[32];
+        snprintf(name, sizeof name, "plug-w%d-d%d", w->id, device);
+        CHECK(cca_domain_create(a, name, &w->plug_dom[device]) == CCA_OK, "%s: plug domain: %s", run.name,
+              cca_last_error());
+        CHECK(cca_plug_set_domain(device, w->plug_dom[device], &prev) == CCA_OK && prev == NULL,
+              "%s: thread %d: set_domain(%d): %s", run.name, w->id, device, cca_last_error());
+        w->plug_dom_requested[device] = 0;
+        w->plug_dom_allocs[device] = 0;
+    } else {
+        CHECK(cca_plug_set_domain(device, NULL, &prev) == CCA_OK && prev == w->plug_dom[device],
+              "%s: thread %d: set_domain(%d, NULL) gave back %p, not %p", run.name, w->id, device, (void *)prev,
+              (void *)w->plug_dom[device]);
+        cca_status st = cca_domain_destroy(a, w->plug_dom[device], 0, NULL);
+        if (st == CCA_OK)
+            w->plug_dom[device] = NULL;
+        else
+            CHECK(st == CCA_ERR_LIVE_BLOCKS && cca_plug_set_domain(device, w->plug_dom[device], NULL) == CCA_OK,
+                  "%s: thread %d: plug domain destroy: %s (%s)", run.name, w->id, cca_status_string(st),
+                  cca_last_error());
+    }
+    CHECK(cca_plug_get_domain(device, &now) == CCA_OK && now == w->plug_dom[device],
+          "%s: thread %d: get_domain(%d) is %p, not %p", run.name, w->id, device, (void *)now,
+          (void *)w->plug_dom[device]);
+}
+
 static void step_plug(worker *w) {
     int k = (int)ccai_rng_below(&w->rng, PLUG_SLOTS);
     slot *s = &w->plug[k];
+    if (ccai_rng_below(&w->rng, 8) == 0) {
+        toggle_plug_domain(w, (int)ccai_rng_below(&w->rng, 2));
+        return;
+    }
     if (s->p) {
         CHECK(intact(s), "%s: thread %d: a plug block was overwritten", run.name, w->id);
         cca_plug_free(s->p, s->size, w->plug_dev[k], NULL);
+        if (w->plug_in_dom[k])
+            w->plug_dom_requested[w->plug_dev[k]] -= s->size;
         s->p = NULL;
         return;
     }
@@ -440,6 +491,22 @@ static void step_plug(worker *w) {
         return;
     w->plug_dev[k] = device;
     fill(w, s, 100 + k, p, size, 0);
+    cca_domain *d = w->plug_dom[device];
+    w->plug_in_dom[k] = d != NULL;
+    if (d) { /* the block is in this thread's domain, and only this thread allocates there */
+        cca_allocator *a = NULL;
+        cca_domain *in = (cca_domain *)1;
+        cca_domain_stats ds = {0};
+        w->plug_dom_requested[device] += size;
+        w->plug_dom_allocs[device]++;
+        CHECK(cca_plug_get_allocator(device, &a) == CCA_OK && cca_domain_of(a, p, &in) == CCA_OK && in == d &&
+                  cca_get_domain_stats(a, d, &ds) == CCA_OK && ds.requested_bytes == w->plug_dom_requested[device] &&
+                  ds.alloc_calls == w->plug_dom_allocs[device],
+              "%s: thread %d: a plug block of device %d is in %p, not its domain %p, or the domain holds %zu "
+              "requested in %" PRIu64 " allocs; it made %zu in %" PRIu64,
+              run.name, w->id, device, (void *)in, (void *)d, ds.requested_bytes, ds.alloc_calls,
+              w->plug_dom_requested[device], w->plug_dom_allocs[device]);
+    }
 }
 
 static void step(worker *w, int i) {
@@ -516,8 +583,15 @@ static void *worker_main(void *arg) {
         if (w->plug[k].p) {
             CHECK(intact(&w->plug[k]), "%s: thread %d: a plug block was overwritten", run.name, w->id);
             cca_plug_free(w->plug[k].p, w->plug[k].size, w->plug_dev[k], NULL);
+            if (w->plug_in_dom[k])
+                w->plug_dom_requested[w->plug_dev[k]] -= w->plug[k].size;
             w->plug[k].p = NULL;
         }
+    for (int device = 0; device < 2; device++)
+        if (w->plug_dom[device])
+            toggle_plug_domain(w, device); /* nothing of this thread's lives there now: destroyed */
+    for (int device = 0; device < 2; device++)
+        CHECK(!w->plug_dom[device], "%s: thread %d: its plug domain on device %d stayed", run.name, w->id, device);
     /* its pending frees may still wait: the destroy synchronizes once it is the last chance */
     cca_status st = cca_domain_destroy(w->a, w->own, 0, NULL);
     if (st == CCA_ERR_LIVE_BLOCKS) {

@@ -163,6 +163,34 @@ Test(plug, config_from_configure_and_from_ccalloc_conf) {
     cr_assert_eq(total, 32 * MiB, "CCALLOC_PLUG_UPSTREAM's capacity");
 }
 
+/* Without cca_plug_configure each device reads CCALLOC_PLUG_UPSTREAM and
+ * CCALLOC_CONF when it is made (ccalloc.h): a device made after the
+ * environment changed follows the new values, the ones made before keep
+ * theirs. */
+Test(plug, each_device_reads_the_environment_when_it_is_made) {
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:32M:1", 1);
+    setenv("CCALLOC_CONF", "small_segment:4M", 1);
+    cca_allocator *a0 = plug_allocator(0);
+    cr_assert_null(cca_plug_alloc(4096, 1, NULL), "device 1 is past host:32M:1's count");
+    setenv("CCALLOC_PLUG_UPSTREAM", "host:16M:3", 1);
+    setenv("CCALLOC_CONF", "small_segment:8M", 1);
+    cr_assert_null(cca_plug_alloc(4096, 1, NULL), "a failed device stays failed");
+    cca_allocator *a2 = plug_allocator(2);
+    cca_config c;
+    size_t free_bytes = 0, total = 0;
+    cca_upstream *u = NULL;
+    cr_assert_eq(cca_get_config(a0, &c), CCA_OK);
+    cr_assert_eq(c.small_segment, 4 * MiB);
+    cr_assert_eq(cca_plug_get_upstream(0, &u), CCA_OK);
+    cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+    cr_assert_eq(total, 32 * MiB);
+    cr_assert_eq(cca_get_config(a2, &c), CCA_OK);
+    cr_assert_eq(c.small_segment, 8 * MiB);
+    cr_assert_eq(cca_plug_get_upstream(2, &u), CCA_OK);
+    cr_assert_eq(cca_upstream_mem_info(u, &free_bytes, &total), CCA_OK);
+    cr_assert_eq(total, 16 * MiB);
+}
+
 Test(plug, configure_wins_over_the_environment) {
     setenv("CCALLOC_PLUG_UPSTREAM", "host:32M", 1);
     setenv("CCALLOC_CONF", "small_segment:4M", 1);
@@ -1308,4 +1336,57 @@ Test(plug, reset_returns_every_threads_domain_to_the_default) {
     cca_plug_free(p, 4096, 0, NULL);
     cca_plug_free(w.block, 4096, 0, NULL);
     cr_assert_eq(logged.lines, 0, "%s", logged.last);
+}
+
+/* ---- a creation failure's message, whole ---------------------------------------- */
+
+static char whole_line[2048];
+static void capture_whole(void *user, const char *line) {
+    (void)user;
+    snprintf(whole_line, sizeof whole_line, "%s", line);
+}
+
+/* A device whose creation failed keeps its reason for every later call
+ * ("the same status and message"): every refusal of an upstream text, the
+ * longest ones included (up to PLUG_SPEC_MAX characters echoed, the form
+ * the "cuda" texts take spelled out), reaches the log line, the first
+ * call's message and each later call's whole, as cca_plug_configure says it. */
+Test(plug, a_creation_failure_keeps_its_whole_message) {
+    char longest[128], long_host[128];
+    memset(longest, 'x', sizeof longest - 1);
+    memcpy(longest, "cuda", 4); /* "cudaxxx...": 127 characters, echoed */
+    longest[sizeof longest - 1] = '\0';
+    snprintf(long_host, sizeof long_host, "host:1G:%0119d", 65); /* 127 characters, echoed */
+    const char *bad[] = {"cuda:vm_granularity=3M",
+                         "cuda:vm_granularity=000000000000000000000000000000000000000000000000000000000000003M",
+                         "cuda:vm_backing=pages,vm_backing=pages",
+                         "cuda:vm_granularity=2M,vm_backing=pages,host_memory=pinned,nokey=1",
+                         "cuda:host_memory=pinned,host_memory=registered",
+                         longest,
+                         long_host,
+                         "host:1.5K",
+                         "host:99999999999999999999999999999999999999999999999999999999999999999999999999"};
+    cca_set_log_callback(capture_whole, NULL);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(cca_plug_configure(bad[i], NULL), CCA_ERR_CONFIG, "'%s' accepted", bad[i]);
+        const char *prefix = "cca_plug_configure: ";
+        cr_assert_eq(strncmp(cca_last_error(), prefix, strlen(prefix)), 0, "%s", cca_last_error());
+        char reason[1024], want[1100];
+        snprintf(reason, sizeof reason, "%s", cca_last_error() + strlen(prefix));
+        snprintf(want, sizeof want, "cca_plug_alloc: device 0: CCALLOC_PLUG_UPSTREAM: %s", reason);
+        setenv("CCALLOC_PLUG_UPSTREAM", bad[i], 1);
+        whole_line[0] = '\0';
+        for (int call = 0; call < 2; call++) {
+            cr_assert_null(cca_plug_alloc(4096, 0, NULL));
+            cr_assert_str_eq(cca_last_error(), want, "'%s', call %d", bad[i], call);
+        }
+        cr_assert_not_null(strstr(whole_line, want + strlen("cca_plug_alloc: ")), "'%s': log '%s'", bad[i], whole_line);
+        cr_assert_not_null(strstr(whole_line, "(CCA_ERR_CONFIG"), "%s", whole_line);
+        cca_allocator *a = NULL;
+        cr_assert_eq(cca_plug_get_allocator(0, &a), CCA_ERR_CONFIG);
+        snprintf(want, sizeof want, "cca_plug_get_allocator: device 0: CCALLOC_PLUG_UPSTREAM: %s", reason);
+        cr_assert_str_eq(cca_last_error(), want);
+        cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+    }
+    cca_set_log_callback(tu_capture_log, &logged);
 }

@@ -21,6 +21,8 @@
  * error or an early end at every byte IO, both with nothing allocated;
  * one-byte reads load the same model; a pipe or a socket is refused. A
  * tensor field given twice and strings that are not UTF-8 are refused.
+ * Saving: over the model's own file, loaded back the same; to a path that
+ * cannot be a file, CCR_ERR_IO naming it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -998,4 +1000,88 @@ Test(runtime_loader, strings_that_are_not_utf8_are_refused) {
         CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(live_bytes(e), 0);
     ccr_engine_destroy(e);
+}
+
+/* ---- saving: onto its own file, odd layer lists, paths that are no file --- */
+
+/* A model saved onto the very file it was loaded from, then loaded again,
+ * is the same model: layer list (a bias on some layers only, acts= with a
+ * none in the middle) and outputs bit for bit. */
+Test(runtime_loader, a_model_saved_over_its_own_file_loads_back_the_same) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ccr-resave-%ld.safetensors", (long)getpid());
+    /* mlp:2x3x1: layer 0 with its bias, layer 1 without */
+    static const char header[] = "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x3x1:acts=none/relu:nosoftmax\"},"
+                                 "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[0,24]},"
+                                 "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[24,36]},"
+                                 "\"5.weight\":{\"dtype\":\"F32\",\"shape\":[1,3],\"data_offsets\":[36,48]}}";
+    static const float data[12] = {0.5f, -1, 2, 0.25f, -3, 1, 0.125f, -0.5f, 4, 1, -2, 0.75f};
+    unsigned char *buf;
+    FILE *f = bytes_stream(header, sizeof header - 1, data, sizeof data, &buf);
+    FILE *out = fopen(path, "wb");
+    cr_assert_not_null(out);
+    cr_assert_eq(fwrite(buf, 1, 8 + sizeof header - 1 + sizeof data, out), 8 + sizeof header - 1 + sizeof data);
+    fclose(out);
+    fclose(f);
+    free(buf);
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    ccr_arch before = *ccr_model_arch(m);
+    float *want = outputs_of(m, 4);
+    cr_assert_eq(ccr_model_save(m, path), CCR_OK, "%s", ccr_last_error());
+    ccr_model_unload(m);
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    const ccr_arch *after = ccr_model_arch(m);
+    cr_expect_eq(after->n_layers, 2);
+    cr_expect_eq(after->softmax, 0);
+    for (size_t i = 0; i < 2; i++) {
+        cr_expect_eq(after->layers[i].in, before.layers[i].in, "layer %zu", i);
+        cr_expect_eq(after->layers[i].out, before.layers[i].out, "layer %zu", i);
+        cr_expect_eq(after->layers[i].act, before.layers[i].act, "layer %zu", i);
+        cr_expect_eq(after->layers[i].has_bias, i == 0, "layer %zu", i);
+    }
+    expect_same_outputs(m, 4, want, "after the save over its own file");
+    free(want);
+    ccr_model_unload(m);
+    unlink(path);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A save path that cannot be written is CCR_ERR_IO naming it and the
+ * reason: a directory (left as it was), a missing directory, a FIFO nobody
+ * reads (never waited for), a full device. */
+Test(runtime_loader, a_save_to_a_path_that_is_no_file_is_an_io_error, .timeout = 20) {
+    char dir[64], fifo[64];
+    snprintf(dir, sizeof dir, "/tmp/ccr-savedir-%ld", (long)getpid());
+    snprintf(fifo, sizeof fifo, "/tmp/ccr-savefifo-%ld", (long)getpid());
+    rmdir(dir);
+    unlink(fifo);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    const struct {
+        const char *path, *why;
+    } cases[] = {
+        {dir, "cannot create: Is a directory"},
+        {"/nonexistent-dir/m.safetensors", "cannot create: No such file or directory"},
+        {fifo, "cannot create: a FIFO nobody reads"},
+        {"/dev/full", "write failed: No space left on device"},
+    };
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x64x10:relu:softmax", &m), CCR_OK, "%s", ccr_last_error());
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "%s: %s", cases[i].path, cases[i].why);
+        cr_expect_eq(ccr_model_save(m, cases[i].path), CCR_ERR_IO, "case %zu: %s", i, ccr_last_error());
+        cr_expect_str_eq(ccr_last_error(), want, "case %zu", i);
+    }
+    struct stat sb;
+    cr_expect(stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode));
+    ccr_model_unload(m);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+    rmdir(dir);
+    unlink(fifo);
 }

@@ -353,7 +353,12 @@ typedef struct ccr_model ccr_model;
  * or the source NULL: CCR_ERR_INVALID_ARGUMENT). */
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out);
 
-/* Same, from an open stream (the fuzzer uses fmemopen). `name` labels it. */
+/* Same, from an open stream (the fuzzer uses fmemopen). `name` labels it.
+ * The stream is sized with fseeko(SEEK_END) and read from its byte 0
+ * whatever its position: a pipe or a socket (no seeking) is CCR_ERR_IO
+ * ("cannot seek"); a stream whose reads fail, or end before the size it
+ * reported, is CCR_ERR_IO ("short read"); short reads are read on. The
+ * caller closes it. */
 ccr_status ccr_model_load_stream(ccr_engine *e, FILE *f, const char *name, ccr_model **out);
 
 /* Build a model from a spec string with seeded uniform random weights in

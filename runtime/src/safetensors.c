@@ -15,12 +15,15 @@
  *      N more than the data section + 1 MiB (CCR_ST_HEADER_SLACK: a header
  *      describes its data, a few dozen bytes per tensor; so the header is at
  *      most about half the file + 512 KiB, and a 93 MB file of header alone
- *      is refused before a byte of it is read);
+ *      is refused before a byte of it is read); a stream that fails or
+ *      ends before the size it reported is CCR_ERR_IO ("short read");
  *   2. structure, before parsing (prescan_header, one pass, no memory): at
  *      most CCR_ST_MAX_TOKENS (2^20) keys and values, nesting at most 3 deep
  *      (root object > entry > array), arrays of at most 8 elements, no NUL in
- *      a string (raw or \u0000: "F32\u0000junk" is not "F32"). So cJSON never
- *      builds more than 2^20 nodes (~64 MiB), whatever the file;
+ *      a string (raw or \u0000: "F32\u0000junk" is not "F32"), strings
+ *      well-formed UTF-8 (ccai_utf8.h: no overlong form, surrogate or cut
+ *      sequence; Python and the safetensors crate refuse those files). So
+ *      cJSON never builds more than 2^20 nodes (~64 MiB), whatever the file;
  *   3. JSON: parsed with cJSON (length-bounded), root must be an object,
  *      followed by nothing but whitespace padding up to N (`{...}GARBAGE` and
  *      `{...}{...}` are refused), __metadata__ must map strings to strings;
@@ -28,10 +31,12 @@
  *      both copies of a repeated key; Python's json and the safetensors
  *      crate take the last, so a file repeating the layer list would be
  *      one model here and another there);
- *   4. each tensor: dtype is a string we can convert (F32, F16, BF16, F64;
- *      any other name, the format's own or not, is CCR_ERR_DTYPE), shape is an array of at most 8
- *      integers, data_offsets is [begin, end] with begin <= end <= data size,
- *      and end - begin equals elements × dtype size (overflow-checked);
+ *   4. each tensor: dtype, shape and data_offsets each at most once (cJSON
+ *      would read the first copy, Python the last); dtype is a string we
+ *      can convert (F32, F16, BF16, F64; any other name, the format's own
+ *      or not, is CCR_ERR_DTYPE), shape is an array of at most 8 integers,
+ *      data_offsets is [begin, end] with begin <= end <= data size, and
+ *      end - begin equals elements × dtype size (overflow-checked);
  *   5. layout: tensors sorted by offset tile the data section exactly — no
  *      overlap, no gap, no trailing bytes (the spec's own rule);
  *   6. names: no tensor name twice.
@@ -51,6 +56,7 @@
 #include <sys/stat.h>
 
 #include "ccai_open.h" /* common/: ccai_fopen_nowait */
+#include "ccai_utf8.h" /* common/: ccai_utf8_len */
 #include "internal.h"
 
 static const struct {
@@ -101,6 +107,15 @@ static void shape_text(const ccr_st_tensor *t, char *buf, size_t len) {
 static ccr_status parse_tensor(const cJSON *j, ccr_st_tensor *t, uint64_t data_size) {
     if (!cJSON_IsObject(j))
         return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': entry is not a JSON object", t->name);
+    /* cJSON keeps both copies of a repeated key and finds the first; Python
+     * and the safetensors crate take the last or refuse: a field read here
+     * is given once. O(keys of the entry). */
+    static const char *const fields[] = {"dtype", "shape", "data_offsets"};
+    int times[3] = {0, 0, 0};
+    for (const cJSON *c = j->child; c; c = c->next)
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(c->string, fields[k]) && times[k]++)
+                return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': field '%s' appears twice", t->name, fields[k]);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(j, "shape");
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(j, "data_offsets");
@@ -249,6 +264,14 @@ static ccr_status prescan_header(const char *text, size_t len) {
             size_t at = i++;
             for (; i < len && text[i] != '"'; i++) {
                 unsigned char b = (unsigned char)text[i];
+                if (b >= 0x80) { /* text ends in a NUL: a cut sequence reads no further */
+                    unsigned n = ccai_utf8_len((const unsigned char *)text + i);
+                    if (!n)
+                        return ccr_fail(CCR_ERR_FORMAT,
+                                        "header string at byte %zu is not UTF-8 (byte 0x%02x at byte %zu)", at, b, i);
+                    i += n - 1;
+                    continue;
+                }
                 if (b < 0x20)
                     return ccr_fail(CCR_ERR_FORMAT, "header string at byte %zu holds a%s control character (0x%02x)",
                                     at, b ? "" : " NUL", b);
@@ -362,11 +385,14 @@ ccr_status ccr_st_open(FILE *f, const char *name, ccr_st_file *out) {
     if (size < 0 || fseeko(f, 0, SEEK_SET) != 0)
         return ccr_fail(CCR_ERR_IO, "%s: cannot read its size: %s", label, strerror(errno));
     unsigned char lenbuf[8];
-    if (size < 8 || fread(lenbuf, 1, 8, f) != 8)
+    if (size < 8)
         return ccr_fail(CCR_ERR_FORMAT,
                         "%s: truncated: %lld bytes, but a safetensors file starts with an 8-byte "
                         "header length",
                         label, (long long)size);
+    if (fread(lenbuf, 1, 8, f) != 8) /* the size says the bytes are there: the read failed */
+        return ccr_fail(CCR_ERR_IO, "%s: short read in the header length (%s)", label,
+                        ferror(f) ? "read error" : "the stream ended before its size");
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | lenbuf[i];

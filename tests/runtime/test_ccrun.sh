@@ -314,9 +314,13 @@ hostile "a dtype with an OSC sequence is escaped" "unsupported dtype '\x1b]0;pwn
 st_file "$TMP/esc_meta.safetensors" '{"__metadata__":{"\u001b[1mk\r\u009b\u007f":1}}' ''
 hostile "a metadata key with ESC, CR, a C1 CSI and DEL is escaped" \
     "__metadata__ value '\x1b[1mk\x0d\xc2\x9b\x7f' is not a string" "$TMP/esc_meta.safetensors"
-st_file "$TMP/esc_utf8.safetensors" "$H0"',"caf\u00e9 \u202e'"$(printf '\377\303')"'":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}' "$Z16"
-hostile "bytes that are not UTF-8 and a bidi override are escaped, UTF-8 kept" \
-    "unexpected tensor 'café \xe2\x80\xae\xff\xc3'" "$TMP/esc_utf8.safetensors"
+st_file "$TMP/esc_utf8.safetensors" "$H0"',"caf\u00e9 \u202e":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}' "$Z16"
+hostile "a bidi override in a tensor name is escaped, UTF-8 kept" \
+    "unexpected tensor 'café \xe2\x80\xae'" "$TMP/esc_utf8.safetensors"
+st_file "$TMP/esc_notutf8.safetensors" "$H0"',"caf'"$(printf '\377\303')"'":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}' "$Z16"
+hostile "a header string that is not UTF-8 is refused, naming the byte" \
+    "esc_notutf8.safetensors: header string at byte 159 is not UTF-8 (byte 0xff at byte 163)" "$TMP/esc_notutf8.safetensors"
+hostile "bytes of a path that are not UTF-8 are escaped" "missing\xff\xc3: cannot open" "$TMP/missing$(printf '\377\303')"
 hostile "a path with ESC and a newline (cannot open) is escaped" "missing\x1b[31m\x0aFORGED: cannot open" \
     "$TMP/missing$ESC[31m${NL}FORGED"
 hostile "a usage error quoting an argument with ESC is escaped" "--policy must be greedy or growth, not '\x1b[31m'" \

@@ -22,8 +22,12 @@
  *     oversized, NUL bytes, duplicates, missing or overflowing fields, other
  *     layers, absurd peaks, a FIFO, a directory) are ignored with a warning
  *     and the load succeeds; batch 2^24 is accepted; a spec reads none;
+ *     a sidecar that cannot be a file (its directory /proc, a symbolic link
+ *     loop, a device, a directory) is a warning at load or unload, no
+ *     temporary file left behind;
  *   - a domain is named after its model's source (a long path by its tail).
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -667,4 +671,64 @@ Test(runtime_domains, unwritable_sidecar_is_a_warning) {
     cr_expect(warned_about("not written"), "got %zu warnings: '%s'", n_warned, warned[0]);
     /* the engine still remembers it */
     ccr_engine_destroy(e);
+}
+
+/* Sidecars where no file can be: a model opened as /proc/self/fd/N (its
+ * sidecar's directory is /proc, where nothing can be created, root or
+ * not), a sidecar that is a symbolic link to itself, to a character device,
+ * or a directory. Each load succeeds without a footprint; a sidecar that
+ * cannot be read is a warning naming it, one that cannot be written too,
+ * and the temporary file is never left behind; nothing stays allocated. */
+Test(runtime_domains, sidecars_that_cannot_be_files_are_warnings) {
+    make_tmpdir();
+    const char *path = model_file("p.safetensors", "mlp:64x128x10:relu:softmax");
+    char side[300], proc[64];
+    snprintf(side, sizeof side, "%s.ccfoot", path);
+    int fd = open(path, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    for (int k = 0; k < 4; k++) {
+        const char *model = k == 0 ? proc : path, *read_why = NULL;
+        unlink(side);
+        rmdir(side);
+        if (k == 1) {
+            cr_assert_eq(symlink(side, side), 0);
+            read_why = "cannot open: Too many levels of symbolic links";
+        } else if (k == 2) {
+            cr_assert_eq(symlink("/dev/zero", side), 0);
+            read_why = "not a regular file";
+        } else if (k == 3) {
+            cr_assert_eq(mkdir(side, 0700), 0);
+            read_why = "not a regular file";
+        }
+        ccr_engine *e = engine_with(256 * MiB, NULL, 1);
+        ccr_model *m;
+        cr_assert_eq(ccr_model_load_file(e, model, &m), CCR_OK, "case %d: %s", k, ccr_last_error());
+        cr_expect_eq(ccr_model_footprint(m), 0, "case %d", k);
+        if (read_why)
+            cr_expect(warned_about(read_why) && warned_about("ignored"), "case %d: want '%s', got %zu: '%s'", k,
+                      read_why, n_warned, warned[0]);
+        else
+            cr_expect_eq(n_warned, 0, "case %d: '%s'", k, warned[0]);
+        free(outputs_of(m, 8));
+        n_warned = 0;
+        ccr_model_unload(m);
+        if (k == 0 || k == 3)
+            cr_expect(warned_about("not written"), "case %d: got %zu warnings: '%s'", k, n_warned, warned[0]);
+        cr_expect_eq(live_bytes(e), 0, "case %d", k);
+        ccr_engine_destroy(e);
+        /* only the model and its sidecar (or what stands for it) remain */
+        DIR *d = opendir(tmpdir);
+        cr_assert_not_null(d);
+        size_t entries = 0;
+        for (struct dirent *de; (de = readdir(d));)
+            entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+        closedir(d);
+        cr_expect_eq(entries, k == 0 ? 1 : 2, "case %d: %zu entries in %s", k, entries, tmpdir);
+    }
+    close(fd);
+    unlink(side);
+    rmdir(side);
+    unlink(path);
+    rmdir(tmpdir);
 }

@@ -17,7 +17,14 @@
  * and the 8-aligned data of a saved file; a model without softmax outputs
  * its logits. A tensor entry's own fields, a bias without its weight, a
  * layer too many, and the natural order of layer keys have their cases.
+ * Streams (fopencookie): a valid file cut at every byte is FORMAT, a read
+ * error or an early end at every byte IO, both with nothing allocated;
+ * one-byte reads load the same model; a pipe or a socket is refused. A
+ * tensor field given twice and strings that are not UTF-8 are refused.
+ * Saving: over the model's own file, loaded back the same; to a path that
+ * cannot be a file, CCR_ERR_IO naming it.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -793,4 +800,288 @@ Test(runtime_loader, a_layer_list_given_twice_is_refused) {
                  CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(live_bytes(e), 0);
     ccr_engine_destroy(e);
+}
+
+/* ---- streams: short reads, read errors, early ends, no seeking ------------ */
+
+/* The bytes of a valid mlp:2x1 file (TINY_META, F32), 8 + header + 12. */
+static unsigned char *tiny_file(size_t *size) {
+    static const char header[] = TINY_META TINY_TENSORS("F32");
+    static const float data[3] = {0.5f, -0.25f, 0.125f};
+    size_t hlen = sizeof header - 1;
+    *size = 8 + hlen + sizeof data;
+    unsigned char *b = malloc(*size);
+    cr_assert_not_null(b);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    memcpy(b + 8, header, hlen);
+    memcpy(b + 8 + hlen, data, sizeof data);
+    return b;
+}
+
+/* A seekable cookie stream over bytes[0, size): each read gives at most
+ * `chunk` bytes; a read at or past `stop` returns -1 (EIO) when `error`,
+ * else 0 (an end before the size SEEK_END reports). */
+typedef struct cookie_src {
+    const unsigned char *bytes;
+    size_t size, pos, chunk, stop;
+    int error;
+} cookie_src;
+
+static ssize_t cookie_read(void *c, char *buf, size_t n) {
+    cookie_src *s = c;
+    if (s->pos >= s->stop) {
+        errno = EIO;
+        return s->error ? -1 : 0;
+    }
+    size_t k = s->stop - s->pos;
+    k = k < n ? k : n;
+    k = k < s->chunk ? k : s->chunk;
+    memcpy(buf, s->bytes + s->pos, k);
+    s->pos += k;
+    return (ssize_t)k;
+}
+
+static int cookie_seek(void *c, off64_t *off, int whence) {
+    cookie_src *s = c;
+    off64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (off64_t)s->pos : (off64_t)s->size;
+    if (base + *off < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    s->pos = (size_t)(base + *off);
+    *off = (off64_t)s->pos;
+    return 0;
+}
+
+static ccr_status load_cookie(ccr_engine *e, cookie_src *s, ccr_model **m) {
+    FILE *f = fopencookie(s, "rb", (cookie_io_functions_t){.read = cookie_read, .seek = cookie_seek});
+    cr_assert_not_null(f);
+    *m = (ccr_model *)1;
+    ccr_status st = ccr_model_load_stream(e, f, "mem", m);
+    fclose(f);
+    return st;
+}
+
+/* One byte per read (glibc's buffer refilled 1 byte at a time): the same
+ * model, bit for bit, as from a memory stream. */
+Test(runtime_loader, a_stream_of_one_byte_reads_loads_the_same_model) {
+    size_t size;
+    unsigned char *b = tiny_file(&size);
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    cookie_src s = {.bytes = b, .size = size, .chunk = 1, .stop = size};
+    ccr_model *m;
+    cr_assert_eq(load_cookie(e, &s, &m), CCR_OK, "%s", ccr_last_error());
+    float x[2] = {2, 4}, y;
+    cr_expect_eq(ccr_model_run(m, x, 1, &y), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(y, 0.5f * 2 - 0.25f * 4 + 0.125f);
+    ccr_model_unload(m);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+    free(b);
+}
+
+/* Every byte, three ways, each with no model and nothing on the device:
+ * the file cut there is CCR_ERR_FORMAT (it says what is missing); a stream
+ * that reports the whole size but ends (0) or fails (-1) there is
+ * CCR_ERR_IO ("short read"), never FORMAT's "truncated": the file is whole. */
+Test(runtime_loader, a_cut_file_or_a_failing_stream_at_every_byte_is_refused) {
+    size_t size;
+    unsigned char *b = tiny_file(&size);
+    size_t data_start = 8 + sizeof(TINY_META TINY_TENSORS("F32")) - 1;
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    for (int mode = 0; mode < 3; mode++)
+        for (size_t at = 0; at < size; at++) {
+            cookie_src s = {.bytes = b, .size = mode ? size : at, .chunk = 3, .stop = at, .error = mode == 2};
+            ccr_model *m;
+            ccr_status st = load_cookie(e, &s, &m), want = mode ? CCR_ERR_IO : CCR_ERR_FORMAT;
+            const char *words = mode ? "short read" : at < data_start ? "truncated" : "out of range";
+            const char *how = mode == 0 ? "cut" : mode == 1 ? "end" : "error";
+            cr_expect_eq(st, want, "%s at %zu: got %s (%s)", how, at, ccr_status_string(st), ccr_last_error());
+            cr_expect_null(m, "%s at %zu", how, at);
+            cr_expect(strncmp(ccr_last_error(), "mem: ", 5) == 0 && strstr(ccr_last_error(), words), "%s at %zu: %s",
+                      how, at, ccr_last_error());
+            cr_expect_eq(live_bytes(e), 0, "%s at %zu", how, at);
+            cr_expect_eq(reserved_bytes(e), 0, "%s at %zu", how, at);
+        }
+    ccr_engine_destroy(e);
+    free(b);
+}
+
+/* A pipe or a socket cannot be sized or sought: CCR_ERR_IO "cannot seek",
+ * read no further, as ccr.h says. */
+Test(runtime_loader, an_unseekable_stream_is_refused_as_io) {
+    size_t size;
+    unsigned char *b = tiny_file(&size);
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    for (int kind = 0; kind < 2; kind++) {
+        int fds[2];
+        cr_assert_eq(kind ? socketpair(AF_UNIX, SOCK_STREAM, 0, fds) : pipe(fds), 0);
+        int rd = fds[0], wr = fds[1];
+        cr_assert_eq(write(wr, b, size), (ssize_t)size);
+        close(wr);
+        FILE *f = fdopen(rd, "rb");
+        cr_assert_not_null(f);
+        ccr_model *m = (ccr_model *)1;
+        cr_expect_eq(ccr_model_load_stream(e, f, "mem", &m), CCR_ERR_IO, "%s", ccr_last_error());
+        cr_expect_null(m);
+        cr_expect(strncmp(ccr_last_error(), "mem: cannot seek", 16) == 0, "%s", ccr_last_error());
+        fclose(f);
+    }
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+    free(b);
+}
+
+/* ---- keys: repeated in an entry, not UTF-8 -------------------------------- */
+
+/* A tensor entry naming a field twice: cJSON reads the first, Python's json
+ * and the safetensors crate the last (or refuse), so the file would be
+ * another model elsewhere: refused, naming the field. */
+Test(runtime_loader, a_field_given_twice_in_a_tensor_entry_is_refused) {
+    static const struct {
+        const char *weight, *field;
+    } cases[] = {
+        {"{\"dtype\":\"F32\",\"dtype\":\"I8\",\"shape\":[1,2],\"data_offsets\":[0,8]}", "dtype"},
+        {"{\"dtype\":\"F32\",\"shape\":[1,2],\"shape\":[2,1],\"data_offsets\":[0,8]}", "shape"},
+        {"{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8],\"data_offsets\":[0,8]}", "data_offsets"},
+        {"{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8],\"d\\u0074ype\":\"F16\"}", "dtype"},
+    };
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char header[512], want[128];
+        snprintf(header, sizeof header,
+                 TINY_META "\"0.weight\":%s,\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+                 cases[i].weight);
+        cr_expect_eq(load_bytes(e, header, strlen(header), NULL, 12), CCR_ERR_FORMAT, "case %zu: %s", i,
+                     ccr_last_error());
+        snprintf(want, sizeof want, "mem: tensor '0.weight': field '%s' appears twice", cases[i].field);
+        cr_expect_str_eq(ccr_last_error(), want, "case %zu", i);
+    }
+    /* a field the loader does not read may repeat, as __metadata__'s other keys */
+    cr_expect_eq(load_header(e, TINY_META "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8],"
+                                          "\"x\":1,\"x\":2},"
+                                          "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"),
+                 CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* JSON is UTF-8 (RFC 8259): a string with a byte that is not well-formed
+ * UTF-8 (a stray continuation, an overlong form of '0' or '/', an encoded
+ * surrogate, a cut sequence, past U+10FFFF) is refused before parsing, as
+ * Python and the safetensors crate refuse it; well-formed names load. */
+Test(runtime_loader, strings_that_are_not_utf8_are_refused) {
+    static const char *const bad[] = {"\x80",         "\xc0\xb0",         "\xc1\xaf",         "\xe0\x80\xb0",
+                                      "\xed\xa0\x80", "\xf0\x80\x80\xb0", "\xf4\x90\x80\x80", "\xff",
+                                      "\xe2\x82"};
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    for (int where = 0; where < 2; where++)
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char header[512];
+            if (where == 0) /* in a layer key */
+                snprintf(header, sizeof header,
+                         TINY_META "\"%s0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8]},"
+                                   "\"%s0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+                         bad[i], bad[i]);
+            else /* in a metadata value */
+                snprintf(header, sizeof header,
+                         "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x1\",\"note\":\"a%sb\"}," TINY_TENSORS("F32"), bad[i]);
+            cr_expect_eq(load_bytes(e, header, strlen(header), NULL, 12), CCR_ERR_FORMAT, "%d/%zu: %s", where, i,
+                         ccr_last_error());
+            cr_expect(strstr(ccr_last_error(), "mem: header string at byte") && strstr(ccr_last_error(), "not UTF-8"),
+                      "%d/%zu: %s", where, i, ccr_last_error());
+        }
+    /* control: two-, three- and four-byte characters in keys and values */
+    cr_expect_eq(
+        load_header(e, "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x1\",\"n\xc3\xa9\":\"\xe2\x82\xac\xf0\x9f\x98\x80\"},"
+                       "\"\xc3\xa9.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8]},"
+                       "\"\xc3\xa9.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"),
+        CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* ---- saving: onto its own file, odd layer lists, paths that are no file --- */
+
+/* A model saved onto the very file it was loaded from, then loaded again,
+ * is the same model: layer list (a bias on some layers only, acts= with a
+ * none in the middle) and outputs bit for bit. */
+Test(runtime_loader, a_model_saved_over_its_own_file_loads_back_the_same) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ccr-resave-%ld.safetensors", (long)getpid());
+    /* mlp:2x3x1: layer 0 with its bias, layer 1 without */
+    static const char header[] = "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x3x1:acts=none/relu:nosoftmax\"},"
+                                 "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[0,24]},"
+                                 "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[24,36]},"
+                                 "\"5.weight\":{\"dtype\":\"F32\",\"shape\":[1,3],\"data_offsets\":[36,48]}}";
+    static const float data[12] = {0.5f, -1, 2, 0.25f, -3, 1, 0.125f, -0.5f, 4, 1, -2, 0.75f};
+    unsigned char *buf;
+    FILE *f = bytes_stream(header, sizeof header - 1, data, sizeof data, &buf);
+    FILE *out = fopen(path, "wb");
+    cr_assert_not_null(out);
+    cr_assert_eq(fwrite(buf, 1, 8 + sizeof header - 1 + sizeof data, out), 8 + sizeof header - 1 + sizeof data);
+    fclose(out);
+    fclose(f);
+    free(buf);
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    ccr_arch before = *ccr_model_arch(m);
+    float *want = outputs_of(m, 4);
+    cr_assert_eq(ccr_model_save(m, path), CCR_OK, "%s", ccr_last_error());
+    ccr_model_unload(m);
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    const ccr_arch *after = ccr_model_arch(m);
+    cr_expect_eq(after->n_layers, 2);
+    cr_expect_eq(after->softmax, 0);
+    for (size_t i = 0; i < 2; i++) {
+        cr_expect_eq(after->layers[i].in, before.layers[i].in, "layer %zu", i);
+        cr_expect_eq(after->layers[i].out, before.layers[i].out, "layer %zu", i);
+        cr_expect_eq(after->layers[i].act, before.layers[i].act, "layer %zu", i);
+        cr_expect_eq(after->layers[i].has_bias, i == 0, "layer %zu", i);
+    }
+    expect_same_outputs(m, 4, want, "after the save over its own file");
+    free(want);
+    ccr_model_unload(m);
+    unlink(path);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* A save path that cannot be written is CCR_ERR_IO naming it and the
+ * reason: a directory (left as it was), a missing directory, a FIFO nobody
+ * reads (never waited for), a full device. */
+Test(runtime_loader, a_save_to_a_path_that_is_no_file_is_an_io_error, .timeout = 20) {
+    char dir[64], fifo[64];
+    snprintf(dir, sizeof dir, "/tmp/ccr-savedir-%ld", (long)getpid());
+    snprintf(fifo, sizeof fifo, "/tmp/ccr-savefifo-%ld", (long)getpid());
+    rmdir(dir);
+    unlink(fifo);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    const struct {
+        const char *path, *why;
+    } cases[] = {
+        {dir, "cannot create: Is a directory"},
+        {"/nonexistent-dir/m.safetensors", "cannot create: No such file or directory"},
+        {fifo, "cannot create: a FIFO nobody reads"},
+        {"/dev/full", "write failed: No space left on device"},
+    };
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:64x64x10:relu:softmax", &m), CCR_OK, "%s", ccr_last_error());
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "%s: %s", cases[i].path, cases[i].why);
+        cr_expect_eq(ccr_model_save(m, cases[i].path), CCR_ERR_IO, "case %zu: %s", i, ccr_last_error());
+        cr_expect_str_eq(ccr_last_error(), want, "case %zu", i);
+    }
+    struct stat sb;
+    cr_expect(stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode));
+    ccr_model_unload(m);
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+    rmdir(dir);
+    unlink(fifo);
 }

@@ -635,6 +635,17 @@ Test(runtime_sleep, every_device_call_of_a_sleep_and_wake_life_fails_in_turn, .t
     cr_log_info("%zu lives", lives);
 }
 
+/* The device refuses its next call of kind k, and cannot say its free
+ * memory from now on; answer_again: every call answered again. */
+static void refuse_next(tu_faulty *f, tu_fault_kind k) {
+    f->fail_mem_info = true;
+    f->fail_at[k] = f->calls[k] + 1;
+}
+static void answer_again(tu_faulty *f) {
+    tu_faulty_faults_off(f);
+    f->fail_mem_info = false;
+}
+
 /* A device that cannot say its free memory as well (every timeline row
  * and every figure read after the refusal fails): the refusal's message
  * still names what the device refused, for a sleep, a wake, a run and an
@@ -645,40 +656,32 @@ Test(runtime_sleep, a_refusal_keeps_its_reason_when_the_free_memory_cannot_be_re
     ccr_model *a = load(fe.e, SPEC_A);
     /* a batch whose activations need pages of their own: 2 x 4 MiB */
     float *x = calloc(512 * 256, sizeof(float)), *y = malloc(512 * 10 * sizeof(float));
-    fe.f.fail_mem_info = true;
-    fe.f.fail_at[TU_FAULT_MAP] = fe.f.calls[TU_FAULT_MAP] + 1;
+    refuse_next(&fe.f, TU_FAULT_MAP);
     fe.f.sticky[TU_FAULT_MAP] = true;
     cr_expect_eq(ccr_model_run(a, x, 512, y), CCR_ERR_OUT_OF_MEMORY);
     cr_expect(said("out of device memory"), "%s", ccr_last_error());
     free(x);
     free(y);
-    tu_faulty_faults_off(&fe.f);
-    fe.f.fail_mem_info = false;
+    answer_again(&fe.f);
     ccr_model *b = load(fe.e, "mlp:64x512x10:relu:seed=3");
-    fe.f.fail_mem_info = true;
-    fe.f.fail_at[TU_FAULT_UNMAP] = fe.f.calls[TU_FAULT_UNMAP] + 1;
+    refuse_next(&fe.f, TU_FAULT_UNMAP);
     cr_expect_eq(ccr_model_release(b, NULL), CCR_ERR_DEVICE);
     cr_expect(said("injected vm_unmap failure"), "%s", ccr_last_error());
-    tu_faulty_faults_off(&fe.f);
-    fe.f.fail_mem_info = false;
+    answer_again(&fe.f);
     cr_assert_eq(ccr_engine_release(fe.e, NULL), CCR_OK, "%s", ccr_last_error());
     a = load(fe.e, SPEC_A);
-    fe.f.fail_mem_info = true;
-    fe.f.fail_at[TU_FAULT_COPY] = fe.f.calls[TU_FAULT_COPY] + 1;
+    refuse_next(&fe.f, TU_FAULT_COPY);
     cr_expect_eq(ccr_model_sleep(a, NULL), CCR_ERR_DEVICE);
     cr_expect(said("injected copy failure"), "%s", ccr_last_error());
-    tu_faulty_faults_off(&fe.f);
-    fe.f.fail_mem_info = false;
+    answer_again(&fe.f);
     cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
-    fe.f.fail_mem_info = true;
-    fe.f.fail_at[TU_FAULT_COPY] = fe.f.calls[TU_FAULT_COPY] + 1;
+    refuse_next(&fe.f, TU_FAULT_COPY);
     cr_expect_eq(ccr_model_wake(a, NULL), CCR_ERR_DEVICE);
     cr_expect(said("injected copy failure"), "%s", ccr_last_error());
-    fe.f.fail_at[TU_FAULT_MAP] = fe.f.calls[TU_FAULT_MAP] + 1;
+    refuse_next(&fe.f, TU_FAULT_MAP);
     cr_expect_eq(ccr_model_wake(a, NULL), CCR_ERR_OUT_OF_MEMORY);
     cr_expect(said("injected vm_map failure"), "%s", ccr_last_error());
-    tu_faulty_faults_off(&fe.f);
-    fe.f.fail_mem_info = false;
+    answer_again(&fe.f);
     cr_expect_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
     faulty_close(&fe, NULL, 0);
 }

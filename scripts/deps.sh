@@ -3,7 +3,8 @@
 # /usr/local/cuda, nothing else). Installs only what is missing.
 set -euo pipefail
 pkgs=(cmake make gcc g++ pkg-config libcriterion-dev libcjson-dev libopenblas-openmp-dev zlib1g-dev gnuplot-nox clang libclang-rt-dev
-      locales) # locales: localedef and de_DE's source, for the decimal-comma tests (tests/support/comma_locale.h)
+      locales      # localedef and de_DE's source, for the decimal-comma tests (tests/support/comma_locale.h)
+      abigail-tools) # abidw, abidiff: the library's ABI against its record (tests/allocator/contract/test_abi.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

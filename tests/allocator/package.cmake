@@ -10,6 +10,9 @@
 #   test_soname      ccalloc.h's version is the package's and the library's;
 #                    the soname changes when the package calls versions
 #                    incompatible (0.MINOR before 1.0)
+#   test_abi         the library's ABI is the one recorded for its soname
+#                    (allocator/abi/SONAME.abi; libabigail's abidw and
+#                    abidiff, skipped without them)
 #   test_package_deps  the package built with CCA_CUDA_RUNTIME=dlopen asks a
 #                    consumer for no CUDA toolkit (configures only; where
 #                    the toolkit's headers exist, as dlopen needs them)
@@ -21,6 +24,9 @@ if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
            $<TARGET_FILE:ccalloc> ${PROJECT_SOURCE_DIR}/allocator/include/ccalloc.h
            ${PROJECT_BINARY_DIR}/allocator/ccallocConfigVersion.cmake)
   set_tests_properties(test_soname PROPERTIES LABELS cpu TIMEOUT 30)
+  add_test(NAME test_abi COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/allocator/contract/test_abi.sh
+           $<TARGET_FILE:ccalloc> ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_abi PROPERTIES LABELS cpu TIMEOUT 60 SKIP_RETURN_CODE 77)
 endif()
 if(CCA_WITH_CUDA)
   add_test(NAME test_package_deps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/allocator/contract/test_package_deps.sh

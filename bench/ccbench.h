@@ -597,6 +597,7 @@ typedef struct ccb_micro_row {
     size_t live;
     int holes; /* 0 packed: live blocks only; 1: live blocks with free holes between */
     size_t pairs;
+    unsigned streams; /* the pairs take streams 0..streams-1 in turn (--streams) */
     double median_ns, p99_ns, mean_ns;
     int skipped;
     int unfit; /* the device cannot hold the cell's blocks (why says so): not a failure */
@@ -628,9 +629,12 @@ extern const size_t ccb_micro_default_lives[CCB_MICRO_DEFAULT_NLIVES];
 extern uint64_t ccb_micro_budget_ns;
 
 /* Every strategy x layout (packed, then holes) x live count; rows in that
- * order (a skipped strategy has one row). 0, or -1 when a cell failed. */
+ * order (a skipped strategy has one row). The pairs (warm-up included) take
+ * streams 0..streams-1 in turn, 1..CCB_MICRO_MAX_STREAMS. 0, or -1 when a
+ * cell failed. */
+#define CCB_MICRO_MAX_STREAMS 255
 int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size_t nlives, size_t pairs,
-              ccb_micro_row **rows, size_t *nrows);
+              unsigned streams, ccb_micro_row **rows, size_t *nrows);
 
 /* ------------------------------------------------------------------------ */
 /* Reports (report.c)                                                       */
@@ -794,6 +798,7 @@ typedef struct ccb_options {
     int iterations;  /* --iterations: 1..CCB_MAX_ITERATIONS (0: 1) */
     int ignore_releases;
     size_t pairs;
+    unsigned streams;            /* --streams: micro's pairs on streams 0..streams-1 (default 1) */
     size_t lives[CCB_MAX_LIVES]; /* --live; nlives 0: the default table */
     size_t nlives;
     int no_plots;

@@ -64,6 +64,7 @@ enum {
     O_ITERATIONS,
     O_NO_RELEASE_EVENTS,
     O_PAIRS,
+    O_STREAMS,
     O_LIVE,
     O_SCRIPTS,
     O_NO_PLOTS,
@@ -134,6 +135,9 @@ static const cli_option options[] = {
      "empty_cache, trim and domain_release events are reported at their checkpoints,\n"
      "not applied)"},
     {"pairs", O_PAIRS, required_argument, "N", "micro: timed pairs per cell, 1..2^32 (default 200000)"},
+    {"streams", O_STREAMS, required_argument, "N",
+     "micro: the pairs (and their warm-up) take streams 0..N-1 in turn, 1..255\n"
+     "(default 1): what a program that works on N streams pays per pair"},
     {"live", O_LIVE, required_argument, "N,N,...",
      "micro: live block counts, at most 8 in 1..1000000 (default 10,1000,10000,100000;\n"
      "10,1000 with --quick); every count runs packed and with holes"},
@@ -163,7 +167,7 @@ void ccb_usage(FILE *f) {
                "  ccbench gen NAME [-o FILE] [--seed N] [--scale X]   write a generated trace (stdout by default)\n"
                "  ccbench info TRACE...                 events, peaks and streams of traces\n"
                "  ccbench replay [-s STRATEGY]... [--out DIR] TRACE...   replay traces through strategies\n"
-               "  ccbench micro [-s STRATEGY]... [--live N,N,..] [--pairs N] [--out DIR]\n"
+               "  ccbench micro [-s STRATEGY]... [--live N,N,..] [--pairs N] [--streams N] [--out DIR]\n"
                "                                        cost of a cached alloc+free pair with N blocks live\n"
                "  ccbench switch [--help]               model switching: in-process release vs a process per model\n"
                "  ccbench sleep [--help]                a domain's sleep and wake against the plain copy of its bytes\n"
@@ -268,6 +272,7 @@ void ccb_options_init(ccb_options *o, const char *command_line) {
     o->map_call_ns = CCB_DEFAULT_MAP_CALL_NS;
     o->unmap_call_ns = CCB_DEFAULT_UNMAP_CALL_NS;
     o->pairs = 200000;
+    o->streams = 1;
     o->iterations = 1;
     o->command_line = command_line ? command_line : "";
 }
@@ -463,6 +468,11 @@ static int take(ccb_options *o, int id, const char *v) {
         if (ccai_decimal_uint(v, 1, 1ull << 32, &u))
             return usage_error("--pairs '%s' is not a count in 1..2^32", v);
         o->pairs = (size_t)u;
+        return 0;
+    case O_STREAMS:
+        if (ccai_decimal_uint(v, 1, CCB_MICRO_MAX_STREAMS, &u))
+            return usage_error("--streams '%s' is not a count in 1..%d", v, CCB_MICRO_MAX_STREAMS);
+        o->streams = (unsigned)u;
         return 0;
     case O_LIVE:
         if (parse_lives(v, o->lives, &o->nlives))

@@ -1,6 +1,6 @@
 /*
  * cmd_micro.c — `ccbench micro [-s STRATEGY]... [--live N,N,..] [--pairs N]
- * [--out DIR]`: the cached-path micro-benchmark (micro.c) over the live-block
+ * [--streams N] [--out DIR]`: the cached-path micro-benchmark (micro.c) over the live-block
  * table, every count packed and with holes; the table on stdout, micro.md and
  * micro.csv into --out. --all runs it too (with --quick: the table up to 1k
  * and 2000 pairs).
@@ -33,7 +33,7 @@ int ccb_run_micro(ccb_options *o, FILE *md) {
     }
     ccb_micro_row *rows;
     size_t nrows;
-    int rc = ccb_micro(specs, nspecs, lives, nlives, o->pairs, &rows, &nrows);
+    int rc = ccb_micro(specs, nspecs, lives, nlives, o->pairs, o->streams, &rows, &nrows);
     if (!rows)
         return 1;
     double timer = ccb_timer_overhead_ns();

@@ -16,16 +16,13 @@
  *      from the caches' steady state, not from what the tags' page faults
  *      and the stats call of step 4 left (see rewarm());
  *   3. timed: `pairs` pairs p = alloc(size_i); free(p), sizes cycling through
- *      the sequence, each pair between two clock reads (clock.c: the TSC
- *      where it is invariant, else clock_gettime; the median read cost
- *      subtracted): the median and p99 per pair. A read costs ~10 ns (TSC)
- *      or ~20 ns (clock_gettime) on the reference machine, a third to all
- *      of a pair, so per-pair figures carry its jitter; the same pairs are
- *      then run again between just two reads, and that batch's time / pairs
- *      is the mean (no per-pair clock cost in it);
- *      Step 3 stops once its pairs have taken ccb_micro_budget_ns (10 s;
- *      the batch then runs as many, and the row's `pairs` says how many):
- *      glibc malloc with 100k holes costs ~0.6 ms a pair;
+ *      the sequence (with --streams S, pair i on stream (i mod 4096) mod S,
+ *      its warm-up too: the cost of finding a stream's free blocks), each pair between two clock reads (clock.c: the
+ * TSC where it is invariant, else clock_gettime; the median read cost subtracted): the median and p99 per pair. A read
+ * costs ~10 ns (TSC) or ~20 ns (clock_gettime) on the reference machine, a third to all of a pair, so per-pair figures
+ * carry its jitter; the same pairs are then run again between just two reads, and that batch's time / pairs is the mean
+ * (no per-pair clock cost in it); Step 3 stops once its pairs have taken ccb_micro_budget_ns (10 s; the batch then runs
+ * as many, and the row's `pairs` says how many): glibc malloc with 100k holes costs ~0.6 ms a pair;
  *   4. check: allocated bytes are back to their value before step 3.
  *
  * Sizes: log-uniform in [512 B, 8 MiB] (seeded, xoshiro256** from
@@ -80,8 +77,17 @@ typedef struct cell {
     size_t nheld;              /* L packed, 2L with holes             */
     void **held;               /* NULL once released                  */
     size_t *held_size;
-    double *lat; /* one per timed pair */
+    double *lat;      /* one per timed pair */
+    unsigned streams; /* pairs take streams 0..streams-1 (stream_of) */
 } cell;
+
+/* The stream of pair i, warm-up and timed: a function of its place in the
+ * size sequence, so that the warm-up's pass over the sequence meets every
+ * (size, stream) the timed pairs do. Consecutive pairs take the streams in
+ * turn (but at the sequence's wrap). */
+static unsigned stream_of(const cell *c, size_t i) {
+    return (unsigned)((i & (MICRO_SIZES - 1)) % c->streams);
+}
 
 /* Step 1: the live blocks, and the holes between them. */
 static int set_up(cell *c, int holes, char *why, size_t whylen) {
@@ -111,7 +117,8 @@ static int warm_up(cell *c, size_t pairs, char *why, size_t whylen) {
     for (size_t i = 0; i < sizes_timed(pairs); i++) {
         void *p;
         size_t size = c->sizes[i];
-        if (ops->alloc(&c->s, size, 0, &p) != 0 || !p) {
+        unsigned stream = stream_of(c, i);
+        if (ops->alloc(&c->s, size, stream, &p) != 0 || !p) {
             snprintf(why, whylen, "warm-up alloc of %zu failed", size);
             return -1;
         }
@@ -124,7 +131,7 @@ static int warm_up(cell *c, size_t pairs, char *why, size_t whylen) {
                 return -1;
             }
         }
-        ops->release(&c->s, p, size, 0);
+        ops->release(&c->s, p, size, stream);
     }
     return 0;
 }
@@ -145,11 +152,12 @@ static int rewarm(cell *c, size_t pairs, char *why, size_t whylen) {
     for (size_t i = 0; i < MICRO_REWARM * n; i++) {
         void *p;
         size_t size = c->sizes[i % n];
-        if (ops->alloc(&c->s, size, 0, &p) != 0) {
+        unsigned stream = stream_of(c, i % n);
+        if (ops->alloc(&c->s, size, stream, &p) != 0) {
             snprintf(why, whylen, "warm-up alloc of %zu failed", size);
             return -1;
         }
-        ops->release(&c->s, p, size, 0);
+        ops->release(&c->s, p, size, stream);
     }
     return 0;
 }
@@ -170,11 +178,12 @@ static int timed_pairs(cell *c, size_t pairs, size_t *done, char *why, size_t wh
             break;
         }
         size_t size = c->sizes[i & (MICRO_SIZES - 1)];
+        unsigned stream = stream_of(c, i);
         void *p;
         uint64_t t0 = ccb_ticks();
-        int a = ops->alloc(&c->s, size, 0, &p);
+        int a = ops->alloc(&c->s, size, stream, &p);
         if (a == 0)
-            ops->release(&c->s, p, size, 0);
+            ops->release(&c->s, p, size, stream);
         uint64_t t1 = ccb_ticks();
         if (a != 0) {
             snprintf(why, whylen, "timed alloc of %zu failed", size);
@@ -193,12 +202,13 @@ static int batch_pairs(cell *c, size_t pairs, double *mean, char *why, size_t wh
     uint64_t t0 = ccb_ticks();
     for (size_t i = 0; i < pairs; i++) {
         size_t size = c->sizes[i & (MICRO_SIZES - 1)];
+        unsigned stream = stream_of(c, i);
         void *p;
-        if (ops->alloc(&c->s, size, 0, &p) != 0) {
+        if (ops->alloc(&c->s, size, stream, &p) != 0) {
             snprintf(why, whylen, "timed alloc of %zu failed", size);
             return -1;
         }
-        ops->release(&c->s, p, size, 0);
+        ops->release(&c->s, p, size, stream);
     }
     *mean = ccb_ticks_ns(t0, ccb_ticks()) / (double)pairs;
     return 0;
@@ -214,9 +224,10 @@ int ccb_micro_unfit(size_t nheld, size_t need, size_t room, char *why, size_t wh
     return 1;
 }
 
-static void run_one(const char *spec, size_t live, int holes, size_t pairs, ccb_micro_row *row) {
+static void run_one(const char *spec, size_t live, int holes, size_t pairs, unsigned streams, ccb_micro_row *row) {
     memset(row, 0, sizeof *row);
     row->holes = holes;
+    row->streams = streams;
     snprintf(row->strategy, sizeof row->strategy, "%s", spec);
     row->live = live;
     row->pairs = pairs;
@@ -231,6 +242,7 @@ static void run_one(const char *spec, size_t live, int holes, size_t pairs, ccb_
     cell *c = calloc(1, sizeof *c);
     if (c) {
         c->s.ops = ops;
+        c->streams = streams;
         c->nheld = (holes ? 2 : 1) * live;
         c->held = calloc(c->nheld, sizeof *c->held);
         c->held_size = calloc(c->nheld, sizeof *c->held_size);
@@ -295,7 +307,7 @@ out:
 }
 
 int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size_t nlives, size_t pairs,
-              ccb_micro_row **rows, size_t *nrows) {
+              unsigned streams, ccb_micro_row **rows, size_t *nrows) {
     *rows = calloc(2 * nspecs * nlives + 1, sizeof **rows);
     if (!*rows)
         return -1;
@@ -306,7 +318,7 @@ int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size
         for (int holes = 0; holes < 2; holes++) {
             for (size_t j = 0; j < nlives; j++) {
                 ccb_micro_row *row = &(*rows)[(*nrows)++];
-                run_one(specs[i], lives[j], holes, pairs, row);
+                run_one(specs[i], lives[j], holes, pairs, streams, row);
                 if (!row->skipped && !row->unfit && isnan(row->median_ns))
                     rc = -1;
                 ccai_fprintf_escaped(stderr, "  micro %-16s live=%-6zu %-6s %s%s\n", row->strategy, row->live,

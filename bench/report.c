@@ -349,22 +349,23 @@ int ccb_write_timeline_csv(const char *path, const ccb_result *r) {
 /* ---- micro and driver tables --------------------------------------------------- */
 
 void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_ns) {
-    fprintf(f, "| strategy | live blocks | layout | pairs | median ns/pair | p99 ns/pair | mean ns/pair |\n");
-    fprintf(f, "|---|--:|---|--:|--:|--:|--:|\n");
+    fprintf(f, "| strategy | live blocks | layout | pairs | median ns/pair | p99 ns/pair | mean ns/pair | streams |\n");
+    fprintf(f, "|---|--:|---|--:|--:|--:|--:|--:|\n");
     for (size_t i = 0; i < n; i++) {
         const char *layout = r[i].holes ? "holes" : "packed";
         if (r[i].skipped)
-            ccai_fprintf_escaped(f, "| %s | all | | | skipped: %s | | |\n", CCB_MD(r[i].strategy), CCB_MD(r[i].why));
+            ccai_fprintf_escaped(f, "| %s | all | | | skipped: %s | | | %u |\n", CCB_MD(r[i].strategy),
+                                 CCB_MD(r[i].why), r[i].streams);
         else if (isnan(r[i].median_ns))
-            ccai_fprintf_escaped(f, "| %s | %zu | %s | | %s: %s | | |\n", CCB_MD(r[i].strategy), r[i].live, layout,
-                                 r[i].unfit ? "does not fit" : "failed", CCB_MD(r[i].why));
+            ccai_fprintf_escaped(f, "| %s | %zu | %s | | %s: %s | | | %u |\n", CCB_MD(r[i].strategy), r[i].live, layout,
+                                 r[i].unfit ? "does not fit" : "failed", CCB_MD(r[i].why), r[i].streams);
         else {
             char med[32], p99[32], mean[32];
             ccb_fmt_num(r[i].median_ns, "%.0f", med, sizeof med);
             ccb_fmt_num(r[i].p99_ns, "%.0f", p99, sizeof p99);
             ccb_fmt_num(r[i].mean_ns, "%.1f", mean, sizeof mean);
-            ccai_fprintf_escaped(f, "| %s | %zu | %s | %zu | %s | %s | %s |\n", CCB_MD(r[i].strategy), r[i].live,
-                                 layout, r[i].pairs, med, p99, mean);
+            ccai_fprintf_escaped(f, "| %s | %zu | %s | %zu | %s | %s | %s | %u |\n", CCB_MD(r[i].strategy), r[i].live,
+                                 layout, r[i].pairs, med, p99, mean, r[i].streams);
         }
     }
     fprintf(f,
@@ -374,7 +375,7 @@ void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_
 }
 
 void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {
-    fprintf(f, "strategy,live,layout,pairs,median_ns,p99_ns,mean_ns,status,why\n");
+    fprintf(f, "strategy,live,layout,pairs,median_ns,p99_ns,mean_ns,status,why,streams\n");
     for (size_t i = 0; i < n; i++) {
         const char *layout = r[i].holes ? "holes" : "packed";
         ccb_csv_field(f, r[i].strategy); /* -s 'ccalloc=a:1,b:2' has a comma */
@@ -382,13 +383,13 @@ void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {
             fprintf(f, ",%zu,%s,,,,,%s,", r[i].live, layout,
                     r[i].skipped ? "skipped" : r[i].unfit ? "unfit" : "failed");
             ccb_csv_quoted(f, r[i].why); /* always quoted, as before */
-            fputc('\n', f);
+            fprintf(f, ",%u\n", r[i].streams);
         } else {
             fprintf(f, ",%zu,%s,%zu,", r[i].live, layout, r[i].pairs);
             ccb_csv_double(f, r[i].median_ns, "%.1f");
             ccb_csv_double(f, r[i].p99_ns, "%.1f");
             ccb_csv_double(f, r[i].mean_ns, "%.2f");
-            fprintf(f, "ok,\n");
+            fprintf(f, "ok,,%u\n", r[i].streams);
         }
     }
 }

@@ -172,6 +172,13 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_replay_needs_a_trace 2 "^ccbench replay: name at least one trace [(]file or gen:NAME[)]$" "" - replay)
   ccb_cli(ccbench_bad_reps 2 "^ccbench: --reps '0' is not a count in 1[.][.]1000 " "" - replay --reps 0 gen:uniform)
   ccb_cli(ccbench_bad_pairs 2 "^ccbench: --pairs '0' is not a count in 1[.][.]2\\^32 " "" - micro -s malloc --pairs 0)
+  # --streams: 1..255, the streams a trace can name
+  set(i 0)
+  foreach(bad "0" "256" "-1" "+3" "3x" "" "0x10")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_streams_${i} 2 "^ccbench: --streams '[^']*' is not a count in 1[.][.]255" "" -
+      micro -s malloc --live 10 --pairs 10 "--streams=${bad}")
+  endforeach()
   # micro and driver take no operand (sleep and switch's rule): one was
   # dropped without a word and the command ran as if it were not there
   ccb_cli(ccbench_micro_takes_no_operand 2 "^ccbench micro: unexpected operand 'x[.]csv' " "micro malloc" -
@@ -680,6 +687,12 @@ if(TARGET ccbench_core)
   add_test(NAME ccbench_micro_out_files COMMAND sh -c
     "d=$(mktemp -d) && '$<TARGET_FILE:ccbench>' micro -s malloc --live 10 --pairs 10 --out \"$d\" >/dev/null 2>&1 && test $(wc -l < \"$d/micro.csv\") -eq 3 && grep -q '^malloc,10,holes,10,' \"$d/micro.csv\" && grep -q '^[|] malloc [|] 10 [|] holes [|] 10 [|]' \"$d/micro.md\"; rc=$?; rm -rf \"$d\"; exit $rc")
   set_tests_properties(ccbench_micro_out_files PROPERTIES LABELS cpu TIMEOUT 60)
+  # ... and with --streams N its pairs take N streams (the ccalloc trace of the
+  # run names exactly that many, in its streams column; 1 without the
+  # option), and micro.csv's last column says N
+  add_test(NAME ccbench_micro_streams COMMAND sh -c
+    "d=$(mktemp -d) && for n in 3 1; do s=; [ $n = 1 ] || s=\"--streams $n\"; CCALLOC_TRACE=\"$d/t$n.csv\" '$<TARGET_FILE:ccbench>' micro -s ccalloc-growth --live 10 --pairs 30 $s --out \"$d/o$n\" >/dev/null 2>&1 && grep -q \"^ccalloc-growth,10,packed,30,.*,ok,,$n\\$\" \"$d/o$n/micro.csv\" && '$<TARGET_FILE:ccbench>' info \"$d/t$n.csv\" | grep -q \"^| t$n | .* | 0 B | $n | 0 | \" || { echo \"--streams $n: wrong\"; rm -rf \"$d\"; exit 1; }; done; rm -rf \"$d\"")
+  set_tests_properties(ccbench_micro_streams PROPERTIES LABELS cpu TIMEOUT 60)
   # ... and --quick without --live, the first CCB_MICRO_QUICK_NLIVES counts (10, 1000), no more
   ccb_cli(ccbench_micro_quick_lives 0 "^[|] malloc [|] 1000 [|] holes [|] 10 [|]" "[|] 1000+0 [|]" -
     micro --quick -s malloc --pairs 10)

@@ -580,7 +580,7 @@ Test(bench_suite, tiny_suite_on_host_strategies_writes_consistent_reports) {
     size_t lives[] = {10, 100};
     ccb_micro_row *rows;
     size_t nrows;
-    cr_assert_eq(ccb_micro(mspecs, 2, lives, 2, 500, &rows, &nrows), 0);
+    cr_assert_eq(ccb_micro(mspecs, 2, lives, 2, 500, 1, &rows, &nrows), 0);
     cr_assert_eq(nrows, 8);
     for (size_t i = 0; i < nrows; i++) {
         cr_assert(!isnan(rows[i].median_ns), "%s live %zu: %s", rows[i].strategy, rows[i].live, rows[i].why);
@@ -602,7 +602,7 @@ Test(bench_stats, micro_cells_stop_at_the_time_budget) {
     uint64_t was = ccb_micro_budget_ns;
     cr_assert_eq(was, CCB_MICRO_BUDGET_NS);
     ccb_micro_budget_ns = 1;
-    cr_assert_eq(ccb_micro(mspecs, 2, lives, 1, 100000, &rows, &nrows), 0);
+    cr_assert_eq(ccb_micro(mspecs, 2, lives, 1, 100000, 1, &rows, &nrows), 0);
     ccb_micro_budget_ns = was;
     cr_assert_eq(nrows, 4);
     for (size_t i = 0; i < nrows; i++) {
@@ -611,7 +611,7 @@ Test(bench_stats, micro_cells_stop_at_the_time_budget) {
                   rows[i].strategy, rows[i].why);
     }
     free(rows);
-    cr_assert_eq(ccb_micro(mspecs, 1, lives, 1, 300, &rows, &nrows), 0);
+    cr_assert_eq(ccb_micro(mspecs, 1, lives, 1, 300, 1, &rows, &nrows), 0);
     cr_assert_eq(rows[0].pairs, 300, "under the budget every pair asked for runs");
     free(rows);
 }
@@ -944,6 +944,7 @@ Test(bench_report, a_pipe_in_a_name_stays_in_its_cell) {
     snprintf(m[1].strategy, sizeof m[1].strategy, "s|z");
     snprintf(m[1].why, sizeof m[1].why, "w|x");
     m[1].skipped = 1;
+    m[0].streams = m[1].streams = 3;
 
     char *buf = NULL;
     size_t len = 0;
@@ -966,7 +967,7 @@ Test(bench_report, a_pipe_in_a_name_stays_in_its_cell) {
     cr_assert_not_null(strstr(buf, "\n| d\\|b | 1 | 4.00 KiB | 1 | 2.00 MiB |\n"), "%s", buf);
     cr_assert_not_null(strstr(buf, "\n| t\\|x | f\\|g | failed: a\\|b |"), "%s", buf);
     cr_assert_not_null(strstr(buf, "| event | checkpoint | live requested | s\\|y |\n"), "%s", buf);
-    cr_assert_not_null(strstr(buf, "\n| s\\|z | all | | | skipped: w\\|x | | |\n"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "\n| s\\|z | all | | | skipped: w\\|x | | | 3 |\n"), "%s", buf);
     free(buf);
     ccb_result_free(&r[0]);
     ccb_trace_free(&t);

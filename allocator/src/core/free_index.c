@@ -21,8 +21,12 @@
  *   free that brings it back with the same key forgets it). Largest, walk
  *   and check change nothing and step over the ghost.
  * - A stream's bins live from the first segment of the stream in the pool
- *   to its last (so an insert never allocates bins).
- * - Cost: best fit O(log8 k) in its class plus at most 5 bitmap words;
+ *   to its last (so an insert never allocates bins). They are found through
+ *   the bins used last (one comparison), else a hash table of the streams
+ *   (open addressing, at most half full: O(1) probes whatever the number of
+ *   streams).
+ * - Cost: the stream's bins, one comparison or a probe; best fit
+ *   O(log8 k) in its class plus at most 5 bitmap words;
  *   insert and remove O(log8 k); the cached pair, one descent and no tree
  *   change; largest, the last entry of the top class's rightmost leaf, per
  *   stream; largest run visits blocks largest first until none can beat
@@ -480,36 +484,94 @@ static inline void resurrect(ccai_free_index *ix, ccai_block *b) {
 
 /* ---- the index ------------------------------------------------------------------- */
 
-static ccai_stream_bins *bins_find(ccai_free_index *ix, cca_stream stream) {
-    ccai_stream_bins **link = &ix->streams;
-    for (ccai_stream_bins *sb = *link; sb; link = &sb->next, sb = sb->next) {
-        if (sb->stream != stream)
-            continue;
-        if (link != &ix->streams) { /* move to front */
-            *link = sb->next;
-            sb->next = ix->streams;
-            ix->streams = sb;
-        }
-        return sb;
-    }
-    return NULL;
+/* A stream's bins: the ones used last (one comparison on the cached path),
+ * else a probe of the hash table, linear from the stream's hash. */
+static size_t slot_of(unsigned bits, cca_stream stream) {
+    return (size_t)(((uint64_t)(uintptr_t)stream * 0x9e3779b97f4a7c15ull) >> (64 - bits));
 }
 
-/* The stream used last is at the front: one comparison on the cached path. */
+static ccai_stream_bins *table_find(const ccai_free_index *ix, cca_stream stream) {
+    if (!ix->table)
+        return NULL;
+    size_t mask = ((size_t)1 << ix->table_bits) - 1;
+    for (size_t i = slot_of(ix->table_bits, stream);; i = (i + 1) & mask) {
+        const ccai_stream_slot *t = &ix->table[i];
+        if (!t->bins || t->stream == stream)
+            return t->bins;
+    }
+}
+
+/* Out of line: the cached path inlines only the comparison. */
+__attribute__((noinline)) static ccai_stream_bins *bins_probe(ccai_free_index *ix, cca_stream stream) {
+    ccai_stream_bins *sb = table_find(ix, stream);
+    return sb ? ix->last = sb : NULL;
+}
+
 static inline ccai_stream_bins *bins_of(ccai_free_index *ix, cca_stream stream) {
-    ccai_stream_bins *sb = ix->streams;
-    return sb && sb->stream == stream ? sb : bins_find(ix, stream);
+    ccai_stream_bins *sb = ix->last;
+    return sb && sb->stream == stream ? sb : bins_probe(ix, stream);
+}
+
+static void table_put(ccai_stream_slot *table, unsigned bits, ccai_stream_bins *sb) {
+    size_t mask = ((size_t)1 << bits) - 1, i = slot_of(bits, sb->stream);
+    while (table[i].bins)
+        i = (i + 1) & mask;
+    table[i].stream = sb->stream;
+    table[i].bins = sb;
+}
+
+/* Room for one more stream, the table at most half full: doubled (from 8
+ * slots) and every stream put again. Nothing changes when host memory is
+ * short. The table never shrinks (16 bytes a slot) until the index is
+ * destroyed. */
+static cca_status table_reserve(ccai_free_index *ix) {
+    if (ix->table && (ix->nstreams + 1) * 2 <= ((size_t)1 << ix->table_bits))
+        return CCA_OK;
+    unsigned bits = ix->table ? ix->table_bits + 1 : 3;
+    ccai_stream_slot *t = calloc((size_t)1 << bits, sizeof *t);
+    if (!t)
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "free index: host malloc failed");
+    for (ccai_stream_bins *sb = ix->streams; sb; sb = sb->next)
+        table_put(t, bits, sb);
+    free(ix->table);
+    ix->table = t;
+    ix->table_bits = bits;
+    return CCA_OK;
+}
+
+/* sb leaves the table: the slots after it that probed past it move back
+ * (backward-shift deletion; no tombstones). */
+static void table_drop(ccai_free_index *ix, const ccai_stream_bins *sb) {
+    size_t mask = ((size_t)1 << ix->table_bits) - 1, i = slot_of(ix->table_bits, sb->stream);
+    while (ix->table[i].bins != sb)
+        i = (i + 1) & mask;
+    for (size_t j = (i + 1) & mask; ix->table[j].bins; j = (j + 1) & mask) {
+        size_t home = slot_of(ix->table_bits, ix->table[j].stream);
+        /* j's entry stays when its home lies cyclically in (i, j] */
+        bool stays = i < j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            ix->table[i] = ix->table[j];
+            i = j;
+        }
+    }
+    ix->table[i].bins = NULL;
+    ix->table[i].stream = NULL;
 }
 
 cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream) {
     ccai_stream_bins *sb = bins_of(ix, stream);
     if (!sb) {
+        cca_status st = table_reserve(ix);
+        if (st != CCA_OK)
+            return st;
         sb = calloc(1, sizeof *sb);
         if (!sb)
             return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "free index: host malloc failed");
         sb->stream = stream;
         sb->next = ix->streams;
         ix->streams = sb;
+        table_put(ix->table, ix->table_bits, sb);
+        ix->nstreams++;
     }
     sb->segments++;
     return CCA_OK;
@@ -523,13 +585,20 @@ static void bins_free(ccai_free_index *ix, ccai_stream_bins *sb) {
 
 void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream) {
     settle(ix);
-    ccai_stream_bins *sb = bins_of(ix, stream); /* moved to the front */
+    ccai_stream_bins *sb = bins_of(ix, stream);
     if (!sb || --sb->segments > 0)
         return;
     ccai_assert(!sb->recent && bins_empty(sb) && !sb->overflow);
     ix->hint = NULL;
     /* no segment of this stream is left in the pool, so no block either */
-    ix->streams = sb->next;
+    table_drop(ix, sb);
+    ix->nstreams--;
+    ccai_stream_bins **link = &ix->streams; /* O(streams), with the segment's release */
+    while (*link != sb)
+        link = &(*link)->next;
+    *link = sb->next;
+    if (ix->last == sb)
+        ix->last = NULL;
     bins_free(ix, sb);
 }
 
@@ -540,6 +609,11 @@ void ccai_free_index_destroy(ccai_free_index *ix) {
         bins_free(ix, ix->streams);
         ix->streams = next;
     }
+    free(ix->table);
+    ix->table = NULL;
+    ix->table_bits = 0;
+    ix->nstreams = 0;
+    ix->last = NULL;
     while (ix->spare) {
         ccai_bnode *next = ix->spare->next;
         free(ix->spare);
@@ -923,6 +997,19 @@ const char *ccai_free_index_check(const ccai_free_index *ix) {
             break;
     if (spare != ix->spare_count)
         return "free index: the spare node count is wrong";
+    /* the streams: each listed stream's bins where a probe finds them,
+     * nothing else in the table */
+    size_t listed = 0, slots = ix->table ? (size_t)1 << ix->table_bits : 0, filled = 0;
+    for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
+        if (++listed > ix->nstreams)
+            return "free index: more streams listed than counted";
+        if (table_find(ix, sb->stream) != sb)
+            return "free index: a stream's bins are not where the table says";
+    }
+    for (size_t i = 0; i < slots; i++)
+        filled += ix->table[i].bins != NULL;
+    if (listed != ix->nstreams || filled != listed || filled * 2 > slots)
+        return "free index: the streams' table and list disagree";
     bool ghost_seen = false;
     for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
         /* The summary against the bitmap: O(words), but a row the summary

@@ -53,7 +53,7 @@ typedef struct ccai_bnode {
 /* The free blocks of one stream in one pool: a B+-tree per size class, and
  * a three-level bitmap of the non-empty classes. */
 typedef struct ccai_stream_bins {
-    struct ccai_stream_bins *next;
+    struct ccai_stream_bins *next; /* the index's list, newest first */
     cca_stream stream;
     size_t segments;                  /* segments of this stream in the pool  */
     uint64_t top;                      /* bit r: rows[r] != 0                 */
@@ -67,8 +67,19 @@ typedef struct ccai_stream_bins {
     ccai_block *overflow; /* blocks no tree node could be had for (host OOM) */
 } ccai_stream_bins;
 
+/* One slot of the streams' hash table: the key beside its bins, so that a
+ * probe reads no bins it does not return. */
+typedef struct ccai_stream_slot {
+    cca_stream stream;
+    ccai_stream_bins *bins; /* NULL: empty */
+} ccai_stream_slot;
+
 typedef struct ccai_free_index {
-    ccai_stream_bins *streams; /* most recently used first */
+    ccai_stream_bins *streams; /* every stream's bins, newest first      */
+    ccai_stream_bins *last;    /* the bins used last: the cached path's  */
+    ccai_stream_slot *table;   /* stream -> bins, open addressing        */
+    unsigned table_bits;       /* 2^table_bits slots, at most half full  */
+    size_t nstreams;
     size_t count;
     size_t bytes;
     /* The last best fit found in a tree, its leaf and position, so that
@@ -96,7 +107,10 @@ typedef struct ccai_free_index {
 
 /* A segment of `stream` joins (attach) or leaves (detach) the pool: the
  * stream's bins exist while it has segments here, so inserting a free block
- * never allocates, and a stream's bins are freed with its last segment. */
+ * never allocates, and a stream's bins are freed with its last segment.
+ * Cost: O(1) but for attach's table growth (doubling, so O(1) amortized)
+ * and the last detach of a stream (O(streams): the list). Attach fails
+ * (CCA_ERR_OUT_OF_MEMORY, nothing changed) when host memory is short. */
 cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream);
 void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream);
 void ccai_free_index_destroy(ccai_free_index *ix);

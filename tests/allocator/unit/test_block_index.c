@@ -14,7 +14,9 @@
  * several levels, so every split, borrow and merge runs; node allocation is
  * made to fail (the link wraps aligned_alloc, see block_index.cmake) to
  * check that the overflow list keeps the index exact and cca_free
- * infallible.
+ * infallible. Hundreds of streams are found through the streams' hash
+ * table, attached and detached in any order, an attach refused host memory
+ * (the link wraps calloc) changing nothing.
  */
 #include "alloc_test_util.h"
 #include "internal.h"
@@ -320,6 +322,139 @@ Test(block_index, stream_bins_follow_their_segments) {
     ccai_free_index_detach(&ix, s2);
     cr_assert_null(ix.streams);
     ccai_free_index_destroy(&ix);
+}
+
+/* ---- many streams ------------------------------------------------------------- */
+
+/* calloc, as the library sees it (block_index.cmake links with
+ * --wrap=calloc): the calloc_fail_in-th call from now fails (0: none). */
+static int calloc_fail_in;
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size) {
+    if (calloc_fail_in > 0 && --calloc_fail_in == 0)
+        return NULL;
+    return __real_calloc(n, size);
+}
+
+#define MANY_STREAMS 700
+
+/* Stream k's key: NULL (the default stream) for k = 0, else spread like
+ * heap pointers, every one a multiple of 64 so that the low bits say nothing. */
+static cca_stream many_stream(int k) {
+    return k ? (cca_stream)(uintptr_t)(0x5500000000ull + (uint64_t)k * 64 * 37) : NULL;
+}
+
+/* Each attached stream's one block is what best fit finds on that stream,
+ * and a detached stream finds nothing; the index's own check holds. */
+static void many_check(ccai_free_index *ix, ccai_block *blocks, const bool *attached, const char *when) {
+    const char *err = ccai_free_index_check(ix);
+    cr_assert_null(err, "%s: %s", when, err);
+    size_t n = 0;
+    for (int k = 0; k < MANY_STREAMS; k++) {
+        ccai_block *got = ccai_free_index_best_fit(ix, many_stream(k), CCA_GRANULARITY, SIZE_MAX);
+        cr_assert_eq(got, attached[k] ? &blocks[k] : NULL, "%s: stream %d: got %p", when, k, (void *)got);
+        n += attached[k];
+    }
+    cr_assert_eq(ix->nstreams, n, "%s", when);
+}
+
+/* Hundreds of streams, each with its own bins: found whatever the order
+ * they were attached and detached in (the table grows from 8 slots to
+ * 2048; a detach moves the slots after it back), and an attach that host
+ * memory refuses, for the table or for the bins, changes nothing. */
+Test(block_index, many_streams_each_find_their_own_blocks) {
+    rng_state = 0x5eed5eedull;
+    ccai_free_index ix = {0};
+    ccai_block *blocks = calloc(MANY_STREAMS, sizeof *blocks);
+    bool attached[MANY_STREAMS] = {0};
+    int order[MANY_STREAMS];
+    for (int k = 0; k < MANY_STREAMS; k++) {
+        blocks[k] = (ccai_block){.addr = (uintptr_t)(k + 1) << 20,
+                                 .size = (size_t)(k + 1) * CCA_GRANULARITY,
+                                 .stream = many_stream(k),
+                                 .state = CCAI_FREE};
+        order[k] = k;
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int k = MANY_STREAMS - 1; k > 0; k--) { /* a new order each round */
+            int j = (int)(rnd() % (uint64_t)(k + 1)), t = order[k];
+            order[k] = order[j];
+            order[j] = t;
+        }
+        for (int i = 0; i < MANY_STREAMS; i++) {
+            int k = order[i];
+            cr_assert_eq(ccai_free_index_attach(&ix, many_stream(k)), CCA_OK);
+            ccai_free_index_insert(&ix, &blocks[k]);
+            attached[k] = true;
+            if (i % 97 == 0 || i < 20)
+                many_check(&ix, blocks, attached, "attaching");
+        }
+        many_check(&ix, blocks, attached, "all attached");
+        for (int i = MANY_STREAMS - 1; i >= 0; i--) { /* detached in another order */
+            int k = order[(i * 3) % MANY_STREAMS];    /* 3: coprime to MANY_STREAMS */
+            ccai_free_index_remove(&ix, &blocks[k]);
+            ccai_free_index_detach(&ix, many_stream(k));
+            attached[k] = false;
+            if (i % 89 == 0 || i < 20)
+                many_check(&ix, blocks, attached, "detaching");
+        }
+        cr_assert_null(ix.streams);
+        cr_assert_eq(ix.table_bits, 11, "the table keeps its 2048 slots");
+    }
+    /* small tables, where probes wrap past the last slot: four random
+     * streams in 8 slots, attached and detached in random orders */
+    ccai_free_index_destroy(&ix);
+    for (int trial = 0; trial < 3000; trial++) {
+        ccai_block few[4];
+        bool in[4] = {0};
+        for (int k = 0; k < 4; k++) {
+            cca_stream key = (cca_stream)(uintptr_t)((rnd() | 1) << 4);
+            few[k] = (ccai_block){
+                .addr = (uintptr_t)(k + 1) << 20, .size = CCA_GRANULARITY, .stream = key, .state = CCAI_FREE};
+            cr_assert_eq(ccai_free_index_attach(&ix, key), CCA_OK);
+            ccai_free_index_insert(&ix, &few[k]);
+            in[k] = true;
+        }
+        for (int left = 4; left > 0; left--) {
+            int k = (int)(rnd() % 4);
+            while (!in[k])
+                k = (k + 1) % 4;
+            ccai_free_index_remove(&ix, &few[k]);
+            ccai_free_index_detach(&ix, few[k].stream);
+            in[k] = false;
+            const char *err = ccai_free_index_check(&ix);
+            cr_assert_null(err, "trial %d: %s", trial, err);
+            for (int o = 0; o < 4; o++)
+                cr_assert_eq(ccai_free_index_best_fit(&ix, few[o].stream, CCA_GRANULARITY, SIZE_MAX),
+                             in[o] ? &few[o] : NULL, "trial %d: stream %d", trial, o);
+        }
+        ccai_free_index_destroy(&ix);
+    }
+    /* host memory short, on a new index: the 5th stream grows the table (8
+     * slots, at most half full), then gets its bins; either refusal leaves
+     * the index as it was */
+    for (int k = 0; k < 4; k++) {
+        cr_assert_eq(ccai_free_index_attach(&ix, many_stream(k)), CCA_OK);
+        ccai_free_index_insert(&ix, &blocks[k]);
+        attached[k] = true;
+    }
+    for (int fail = 1; fail <= 2; fail++) {
+        calloc_fail_in = fail;
+        cr_assert_eq(ccai_free_index_attach(&ix, many_stream(4)), CCA_ERR_OUT_OF_MEMORY, "calloc %d refused", fail);
+        cr_assert_eq(calloc_fail_in, 0, "the refused calloc was the %d-th", fail);
+        many_check(&ix, blocks, attached, "attach refused");
+    }
+    cr_assert_eq(ccai_free_index_attach(&ix, many_stream(4)), CCA_OK);
+    ccai_free_index_insert(&ix, &blocks[4]);
+    attached[4] = true;
+    many_check(&ix, blocks, attached, "attached after the refusals");
+    for (int k = 0; k <= 4; k++) {
+        ccai_free_index_remove(&ix, &blocks[k]);
+        ccai_free_index_detach(&ix, many_stream(k));
+    }
+    ccai_free_index_destroy(&ix);
+    free(blocks);
 }
 
 /* ---- deep trees ---------------------------------------------------------------- */

@@ -619,6 +619,23 @@ same "--demo --timeline on the file standard output goes to" \
     "standard output and --timeline '$TMP/sdo' are the same file" --demo --timeline "$TMP/sdo"
 same "--timeline on the file standard error goes to" "standard error and --timeline '$TMP/sde' are the same file" \
     --timeline "$TMP/sde" 'mlp:8x8'
+# CCALLOC_TRACE is an output too: the library empties the file when the
+# first allocator is made, before the first load (a MODEL named there was
+# lost, exit 1 on a header of trace lines; on --timeline or standard
+# output the two writers mixed their lines, exit 0); %p is ccrun's own id
+export CCALLOC_TRACE=in.safetensors
+same "CCALLOC_TRACE on the MODEL file" "CCALLOC_TRACE 'in.safetensors' is the same file as MODEL './in.safetensors'" \
+    ./in.safetensors
+export CCALLOC_TRACE=real.json
+same "CCALLOC_TRACE on --timeline's file" "CCALLOC_TRACE 'real.json' and --timeline 'hard.json' are the same file" \
+    --timeline hard.json 'mlp:8x8'
+export CCALLOC_TRACE="$TMP/sdo"
+same "CCALLOC_TRACE on the file standard output goes to" \
+    "standard output and CCALLOC_TRACE '$TMP/sdo' are the same file" 'mlp:8x8'
+export CCALLOC_TRACE="$TMP/sd/new%%.json"
+same "CCALLOC_TRACE with %% on --snapshot's new file" \
+    "CCALLOC_TRACE '$TMP/sd/new%.json' and --snapshot 'new%.json' are the same file" --snapshot 'new%.json' 'mlp:8x8'
+unset CCALLOC_TRACE
 # A MODEL's footprint sidecar is read at load and a new one renamed over its
 # name at unload: standard output or error sent there would be lost with the
 # file it replaces (the run exited 0, the table gone), and an output on a hard

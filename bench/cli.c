@@ -204,7 +204,9 @@ void ccb_usage(FILE *f) {
                "Exit status: 0 ok; 1 a run failed (--all: a trace left out too), or an output (a file, or\n"
                "standard output: `> /dev/full`) could not be written whole, said on stderr naming it (the rest\n"
                "still runs and writes its own files, --all without its README.md too; an --out that cannot be\n"
-               "made stops the command before anything runs); 2 bad usage.\n");
+               "made stops the command before anything runs); an output file that is a TRACE read, the\n"
+               "CCALLOC_TRACE file or where standard output or error goes is not written, likewise; 2 bad\n"
+               "usage, or a CCALLOC_TRACE that names a TRACE of replay or --all (refused before anything runs).\n");
 }
 
 /* One argument as a POSIX shell word: as it is when every byte is one a

@@ -283,6 +283,10 @@ int ccb_cmd_all(ccb_options *o) {
     int rc = lo.count != 0;
     ccb_result *r = NULL;
     FILE *readme = NULL;
+    if (ccb_recording_reads()) {
+        rc = 2; /* said: CCALLOC_TRACE names a trace read; nothing has run */
+        goto out;
+    }
     if (ccb_mkdir_p(o->out)) {
         rc = 1; /* said and counted by ccb_mkdir_p: an output failure, as for replay */
         goto out;
@@ -332,5 +336,5 @@ out:
     for (size_t i = 0; i < nt; i++)
         ccb_trace_free(&traces[i]);
     left_out_free(&lo);
-    return rc; /* 0, or 1: a trace left out, a step failed, or an output not written whole */
+    return rc; /* 0; 1: a trace left out, a step failed, or an output not written whole; 2: above */
 }

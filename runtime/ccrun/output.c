@@ -77,7 +77,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ccai_stdfds.h" /* common/: ccai_close_failed */
+#include "ccai_stdfds.h"     /* common/: ccai_close_failed */
+#include "ccai_trace_path.h" /* common/: ccai_trace_env_path */
 #include "ccrun.h"
 
 void ccrun_say(const char *fmt, ...) {
@@ -231,31 +232,6 @@ static int clash(const named_file *a, const named_file *b) {
     return 1;
 }
 
-/* CCALLOC_TRACE as the library will open it in this process (%p: ccrun's
- * id, %% one '%'), malloc'd; NULL when unset, empty, or a value the
- * library refuses (any other '%': it records nothing, and says so). */
-static char *trace_path(void) {
-    const char *v = getenv("CCALLOC_TRACE");
-    if (!v || !*v)
-        return NULL;
-    char *out = malloc(strlen(v) * 20 + 1), *o = out; /* a pid is at most 20 digits */
-    for (const char *c = v; out && *c; c++) {
-        if (*c != '%') {
-            *o++ = *c;
-        } else if (c[1] == '%') {
-            *o++ = '%', c++;
-        } else if (c[1] == 'p') {
-            o += sprintf(o, "%ld", (long)getpid()), c++;
-        } else {
-            free(out);
-            return NULL;
-        }
-    }
-    if (o)
-        *o = '\0';
-    return out;
-}
-
 /* Is `src` a model file (not a spec string)? As ccr_model_load decides. */
 static int is_file(const char *src) {
     return strncmp(src, "mlp:", 4) != 0;
@@ -264,7 +240,7 @@ static int is_file(const char *src) {
 int ccrun_check_outputs(const ccrun_options *o) {
     size_t n = 0, sources = o->n_resident + o->n_models;
     named_file *f = calloc(6 + 2 * sources, sizeof *f);
-    char *trace = trace_path();
+    char *trace = ccai_trace_env_path(); /* as the library will expand it */
     if (!f) {
         free(trace);
         ccrun_say("out of host memory");

@@ -303,6 +303,12 @@ if(TARGET ccbench_core)
     gen uniform --scale 0.05 -o ${ccb_cli_dir}/closed-gen.csv)
   ccb_cli(ccbench_closed_stdout_info 1 "cannot write standard output: Bad file descriptor" "" closed
     info gen:uniform --scale 0.05)
+  # an output on a file the run reads or writes otherwise (a TRACE, the
+  # CCALLOC_TRACE recording, the file standard output or error goes to) is
+  # refused and that file left whole; cck_bench's --csv too
+  add_test(NAME ccbench_outputs_on_other_files COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_outputs.sh
+    $<TARGET_FILE:ccbench> "$<$<TARGET_EXISTS:cck_bench>:$<TARGET_FILE:cck_bench>>")
+  set_tests_properties(ccbench_outputs_on_other_files PROPERTIES LABELS cpu TIMEOUT 180)
   # gen -o FILE that cannot be written names FILE and why (it exited 1 in silence)
   ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
     gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)

@@ -309,6 +309,32 @@ if(TARGET ccbench_core)
   add_test(NAME ccbench_outputs_on_other_files COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_outputs.sh
     $<TARGET_FILE:ccbench> "$<$<TARGET_EXISTS:cck_bench>:$<TARGET_FILE:cck_bench>>")
   set_tests_properties(ccbench_outputs_on_other_files PROPERTIES LABELS cpu TIMEOUT 180)
+  # an output option of another command is bad usage, said before anything
+  # runs: it was ignored, exit 0, the file the user asked for never written
+  # (replay -o y.csv, gen --out DIR)
+  set(ccb_dir_cmds "writes its files into --out DIR")
+  foreach(cmd "replay;gen:uniform" "micro;--live;10;--pairs;10" "driver;--reps;1" "--all;--quick")
+    list(GET cmd 0 name)
+    string(REPLACE "-" "" id "${name}")
+    set(who "${name}")
+    if(name STREQUAL "--all")
+      set(who "--all")
+      set(pfx "ccbench")
+    else()
+      set(pfx "ccbench ${name}")
+    endif()
+    ccb_cli(ccbench_output_file_not_${id}s 2 "^${pfx}: -o/--output 'y[.]csv' is not ${who}'s: ${who} ${ccb_dir_cmds}"
+      "^  (replay|micro) |done [(]" - ${cmd} -s malloc --scale 0.05 -o y.csv)
+  endforeach()
+  ccb_cli(ccbench_output_file_not_infos 2
+    "^ccbench info: -o/--output 'y[.]csv' is not info's: info prints to standard output only" "[|] trace" -
+    info gen:uniform --scale 0.05 -o y.csv)
+  ccb_cli(ccbench_out_dir_not_gens 2
+    "^ccbench gen: --out '${ccb_cli_dir}/gen-out' is not gen's: gen writes its trace to -o FILE or standard output"
+    "seq,op" - gen uniform --scale 0.05 --out ${ccb_cli_dir}/gen-out)
+  ccb_cli(ccbench_out_dir_not_infos 2
+    "^ccbench info: --out '${ccb_cli_dir}/info-out' is not info's: info prints to standard output only" "[|] trace" -
+    info gen:uniform --scale 0.05 --out ${ccb_cli_dir}/info-out)
   # gen -o FILE that cannot be written names FILE and why (it exited 1 in silence)
   ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
     gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)

@@ -178,10 +178,14 @@ check "--conf twice: the last only (expandable:0 drops max_reserved:1M, which wo
     "$CCRUN" --device host --capacity 64M --conf max_reserved:1M --conf expandable:0 --batch 1 "mlp:1024x1024"
 check "--help: an option given twice takes its last value" sh -c "'$CCRUN' --help | grep -q 'An option given twice takes its last value'"
 # a --timeline the demo cannot make is an output that could not be made, as
-# for MODEL runs (exit 1, naming the file), not a usage error (exit 2)
+# for MODEL runs (exit 1, naming the file), not a usage error (exit 2); said
+# as the other output failures are, "ccrun: error: --timeline PATH: ..."
+# (it lacked "error: --timeline")
 for tl in "$TMP/no-such-dir/d.csv" "$TMP"; do
     check "--demo --timeline '$tl' (cannot be made): exit 1 naming it" sh -c \
-        "'$CCRUN' --demo --device host --capacity 192M --timeline '$tl' >/dev/null 2>'$TMP/dte'; test \$? -eq 1 && grep -qF '$tl: cannot create timeline' '$TMP/dte'"
+        "'$CCRUN' --demo --device host --capacity 192M --timeline '$tl' >/dev/null 2>'$TMP/dte'; test \$? -eq 1 && grep -qF 'ccrun: error: --timeline $tl: cannot create timeline' '$TMP/dte'"
+    check "--timeline '$tl' (cannot be made): exit 1 naming it" sh -c \
+        "'$CCRUN' --device host 'mlp:8x8' --timeline '$tl' >/dev/null 2>'$TMP/dte'; test \$? -eq 1 && grep -qF 'ccrun: error: --timeline $tl: cannot create timeline' '$TMP/dte'"
 done
 check "--help lists every option" sh -c "'$CCRUN' --help | grep -q -- --timeline && '$CCRUN' --help | grep -q -- --keep-cache && '$CCRUN' --help | grep -q -- --demo"
 # every long option of the parser's table is in --help, and each range the

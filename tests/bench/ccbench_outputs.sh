@@ -18,7 +18,8 @@
 #     the program's prefix and the reason, exit 1 (it was "PATH: REASON"
 #     without "cck_bench: ", exit 2, as if the usage were bad).
 # Each refusal is "ccbench: cannot write PATH: it is ..." (exit 1, the rest
-# of the outputs still written) unless said otherwise. Needs a POSIX shell,
+# of the outputs still written) unless said otherwise. Last, a file cut
+# short by a file-size limit: left as it is, exit 1 (or SIGXFSZ's death). Needs a POSIX shell,
 # grep and cmp.
 set -u
 ccbench=$1 cck=${2:-}
@@ -130,6 +131,29 @@ if head -1 "$tmp/d/micro.csv" | grep -q '^# ccalloc trace' && ! grep -q '^live' 
 else
     echo "FAIL: micro --out D with CCALLOC_TRACE=D/micro.csv: the recording was written over"
     head -3 "$tmp/d/micro.csv"; fails=$((fails + 1))
+fi
+
+# a file cut short by a file-size limit (SIGXFSZ ignored; sh's ulimit -f
+# counts 512-byte blocks) is left as it is, and the exit status says so;
+# at SIGXFSZ's default the kernel kills ccbench (docs/benchmarks.md)
+(trap '' XFSZ && ulimit -f 2 && exec "$ccbench" gen uniform --scale 0.05 -o "$tmp/cut.csv") 2>"$tmp/err"
+rc=$?
+expect "gen -o FILE past the file-size limit: exit 1, File too large" 1 "ccbench: cannot write $tmp/cut.csv: File too large"
+n=$((n + 1))
+if [ "$(wc -c <"$tmp/cut.csv")" -eq 1024 ] && head -c 1024 "$tmp/t.csv" | cmp -s - "$tmp/cut.csv"; then
+    echo "ok: gen -o FILE past the file-size limit: the prefix that fits is left"
+else
+    echo "FAIL: gen -o FILE past the file-size limit: $(wc -c <"$tmp/cut.csv") bytes, want the first 1024"
+    fails=$((fails + 1))
+fi
+(ulimit -f 2 && exec "$ccbench" gen uniform --scale 0.05 -o "$tmp/cut.csv") 2>/dev/null
+rc=$?
+n=$((n + 1))
+if [ "$rc" -eq 153 ]; then
+    echo "ok: gen -o FILE past the file-size limit, SIGXFSZ at its default: killed (153)"
+else
+    echo "FAIL: gen -o FILE past the file-size limit, SIGXFSZ at its default: exit $rc, want 153"
+    fails=$((fails + 1))
 fi
 
 if [ -n "$cck" ]; then

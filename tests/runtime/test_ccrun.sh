@@ -707,6 +707,14 @@ full "--save on a full device: exit 1 naming the file" "/dev/full: $NOSPACE" /de
     --device host --save /dev/full 'mlp:8x8'
 full "--help on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
     --help
+# a file cut short by a file-size limit (SIGXFSZ ignored; sh's ulimit -f
+# counts 512-byte blocks) is left as it is, a prefix, and exit 1 says so
+# (docs/engine.md, "Outputs are checked to the end")
+for out in --save:s.safetensors --snapshot:s.json --timeline:t.csv; do
+    opt=${out%%:*} f=$TMP/cut-${out#*:}
+    check "$opt past the file-size limit: exit 1 naming the file, 1024 bytes left" sh -c \
+        "(trap '' XFSZ && ulimit -f 2 && exec '$CCRUN' --device host $opt '$f' 'mlp:64x64') >/dev/null 2>'$TMP/fe'; test \$? -eq 1 && grep -qF '$f' '$TMP/fe' && grep -qF 'File too large' '$TMP/fe' && test \$(wc -c <'$f') -eq 1024"
+done
 full "--demo on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
     --demo --device host --capacity 192M --iters 1
 # An allocator trace that could not be written (CCALLOC_TRACE on a full

@@ -7,7 +7,9 @@ same table.
             [--expandable] [--iterations N [--iterations-csv iterations.csv]]
 
 Without torch or CUDA it prints "skipped: ..." and exits 0. A bad option
-value exits 2 with the reason; an output file that cannot be written, 1.
+value exits 2 with the reason, as does --csv or --iterations-csv naming
+one of the TRACEs (which it would write over); an output file that cannot
+be written, 1.
 
 Each alloc is torch.cuda.caching_allocator_alloc(size, device, stream), each
 free torch.cuda.caching_allocator_delete(ptr): PyTorch's allocator itself,
@@ -223,9 +225,22 @@ def parse_args(argv):
             ap.error("--iterations-csv needs a file name")
         if args.iterations < 2:
             ap.error("--iterations-csv needs --iterations N with N >= 2 (the first and later iterations apart)")
-        if args.csv and os.path.abspath(args.csv) == os.path.abspath(args.iterations_csv):
+        if args.csv and same_file(args.csv, args.iterations_csv):
             ap.error("--csv and --iterations-csv name the same file")
+    for opt, out in (("--csv", args.csv), ("--iterations-csv", args.iterations_csv)):
+        for trace in args.traces if out else ():
+            if same_file(out, trace):
+                ap.error("%s '%s' is the trace '%s': it would be written over" % (opt, out, trace))
     return args
+
+
+def same_file(a, b):
+    """Whether paths a and b name one file: an existing one by its identity
+    (a symlink followed, a hard link found), else by its real path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def replay_trace(torch, path, args):
@@ -366,7 +381,7 @@ def write_csv(path, columns, rows):
             for r in rows:
                 f.write(",".join(str(r[c]) for c in columns) + "\n")
     except OSError as e:
-        print("cannot write %s: %s" % (path, e.strerror or e), file=sys.stderr)
+        print("pytorch_replay.py: cannot write %s: %s" % (path, e.strerror or e), file=sys.stderr)
         return False
     print("wrote " + path)
     return True

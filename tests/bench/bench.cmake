@@ -335,6 +335,13 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_out_dir_not_infos 2
     "^ccbench info: --out '${ccb_cli_dir}/info-out' is not info's: info prints to standard output only" "[|] trace" -
     info gen:uniform --scale 0.05 --out ${ccb_cli_dir}/info-out)
+  # --all --out on its own --traces directory (under another spelling): bad
+  # usage before anything runs (it wrote results.csv, micro.csv, ... among
+  # the traces, and the next run read them as traces, left them out, exit 1)
+  set(ccb_same ${ccb_cli_dir}/out-is-traces)
+  add_test(NAME ccbench_all_out_is_the_traces_dir COMMAND sh -c
+    "rm -rf '${ccb_same}' && mkdir -p '${ccb_same}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${ccb_same}/mine.csv' && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 2 \"^ccbench: --out '${ccb_same}/[.]' is the --traces directory '${ccb_same}'\" 'micro malloc|replay ' - --all --quick --no-plots -s malloc --live 10 --pairs 10 --traces '${ccb_same}' --out '${ccb_same}/.' && test \"$(ls '${ccb_same}')\" = mine.csv")
+  set_tests_properties(ccbench_all_out_is_the_traces_dir PROPERTIES LABELS cpu TIMEOUT 60)
   # gen -o FILE that cannot be written names FILE and why (it exited 1 in silence)
   ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
     gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)

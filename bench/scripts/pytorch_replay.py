@@ -77,6 +77,8 @@ import subprocess
 import sys
 import time
 
+from record_torch import same_file  # its neighbour's: one rule for "one file" (no torch imported)
+
 COLUMNS = ("trace,strategy,config,status,ops,allocs,frees,reps,median_ns,p99_ns,total_ms,timer_ns,"
            "peak_requested,peak_allocated,peak_reserved,ratio,ratio_requested,frag_at_peak,upstream_allocs,"
            "upstream_frees,ooms,reserved_after_trace,reserved_after_empty,device_free_before,"
@@ -232,15 +234,6 @@ def parse_args(argv):
             if same_file(out, trace):
                 ap.error("%s '%s' is the trace '%s': it would be written over" % (opt, out, trace))
     return args
-
-
-def same_file(a, b):
-    """Whether paths a and b name one file: an existing one by its identity
-    (a symlink followed, a hard link found), else by its real path."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def replay_trace(torch, path, args):

@@ -454,6 +454,18 @@ if(TARGET ccbench_core)
     # ESC reached the terminal)
     add_test(NAME cck_bench_csv_name_escaped COMMAND sh -c
       "mkdir -p '${ccb_cli_dir}' && e=$(printf '\\033') && ln -sf /dev/full '${ccb_cli_dir}/a'\"$e\"'b.csv' && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:cck_bench>' 1 '^cck_bench: cannot write .*/a.x1bb[.]csv: No space left on device$' '' - --no-cpu --reps 1 --csv '${ccb_cli_dir}/a'\"$e\"'b.csv'")
+    # torch_softmax.py's CSV that cannot be opened is named with the reason,
+    # exit 1, before anything is timed (a traceback at the end, after the
+    # GPU work); a stand-in torch with a CUDA device and nothing else
+    set(ts_torch ${ccb_cli_dir}/standin-cuda/torch)
+    foreach(bad "${ccb_cli_dir}/no-such-dir/t.csv;No such file or directory" "${ccb_cli_dir};Is a directory")
+      list(GET bad 0 csv)
+      list(GET bad 1 why)
+      string(MAKE_C_IDENTIFIER "${why}" id)
+      add_test(NAME torch_softmax_csv_${id} COMMAND sh -c
+        "mkdir -p '${ts_torch}' && printf 'class cuda:\\n    is_available = staticmethod(lambda: True)\\n' >'${ts_torch}/__init__.py' && PYTHONPATH='${ccb_cli_dir}/standin-cuda' sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '${Python3_EXECUTABLE}' 1 '^torch_softmax.py: cannot write ${csv}: ${why}$' 'Traceback' - '${PROJECT_SOURCE_DIR}/bench/kernels/torch_softmax.py' --csv '${csv}'")
+      set_tests_properties(torch_softmax_csv_${id} PROPERTIES LABELS cpu TIMEOUT 30 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+    endforeach()
     # --list-shapes (torch_softmax's shapes come from it) and --help are outputs
     # too, checked at their close (they exited 0 on a full device)
     add_test(NAME cck_bench_list_shapes_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh

@@ -738,8 +738,16 @@ typedef struct ccb_outdir {
  * not a directory, a path over 4095 bytes: never cut). */
 int ccb_mkdir_p(const char *path);
 /* dir/name (name alone when dir is NULL) opened for writing, or NULL with a
- * message on stderr. */
+ * message on stderr; refused, before the open empties it, when it is a
+ * regular file that is a trace this process read (ccb_note_input), the
+ * file CCALLOC_TRACE names, or where standard output or error goes. */
 FILE *ccb_open_out(const char *dir, const char *name);
+/* Remember the file open on fd (read as path) as an input: no output may
+ * be written over it. A pipe or device is not remembered. */
+void ccb_note_input(int fd, const char *path);
+/* 1, said on stderr, when CCALLOC_TRACE names a trace this process read
+ * (the replays' allocators would empty it); else 0. */
+int ccb_recording_reads(void);
 /* Close what ccb_open_out opened (the same dir and name, for the message):
  * 0, or -1 with a message on stderr when any of it could not be written
  * (a write error, a full device at the last flush) or f is NULL. */

@@ -86,7 +86,9 @@ static const cli_option options[] = {
     {"strategy", O_STRATEGY, required_argument, "S",
      "preset name, BASE, or BASE=CONFIG (repeatable; default: the host suite\n"
      "plus the GPU suite, GPU ones report \"skipped: no GPU\" without one)"},
-    {"out", O_OUT, required_argument, "DIR", "write README.md, results/micro md+csv, timelines and plots into DIR"},
+    {"out", O_OUT, required_argument, "DIR",
+     "write README.md, results/micro md+csv, timelines and plots into DIR\n"
+     "(replay, micro, driver, --all; not gen or info: bad usage, exit 2)"},
     {"seed", O_SEED, required_argument, "N", "generator seed (default 1)"},
     {"scale", O_SCALE, required_argument, "X",
      "generator event-count scale, > 0 and at most 100 (default 1; a generated\n"
@@ -148,7 +150,8 @@ static const cli_option options[] = {
      "--all without TRACE operands: the directory whose *.csv and *.csv.gz it\n"
      "replays after the generators (default: bench/traces of the source tree)"},
     {"all", O_ALL, no_argument, NULL, "the standard suite (as `ccbench --all`)"},
-    {"output", O_OUTPUT, required_argument, "FILE", "gen: output file (default stdout)"},
+    {"output", O_OUTPUT, required_argument, "FILE",
+     "gen: output file (default stdout); any other command: bad usage, exit 2"},
     {"help", O_HELP, no_argument, NULL, "this text"},
 };
 enum { NOPTIONS = sizeof options / sizeof options[0] };
@@ -208,7 +211,9 @@ void ccb_usage(FILE *f) {
                "Exit status: 0 ok; 1 a run failed (--all: a trace left out too), or an output (a file, or\n"
                "standard output: `> /dev/full`) could not be written whole, said on stderr naming it (the rest\n"
                "still runs and writes its own files, --all without its README.md too; an --out that cannot be\n"
-               "made stops the command before anything runs); 2 bad usage.\n");
+               "made stops the command before anything runs); an output file that is a TRACE read, the\n"
+               "CCALLOC_TRACE file or where standard output or error goes is not written, likewise; 2 bad\n"
+               "usage, or a CCALLOC_TRACE that names a TRACE of replay or --all (refused before anything runs).\n");
 }
 
 /* One argument as a POSIX shell word: as it is when every byte is one a

@@ -95,6 +95,10 @@ int ccb_cmd_replay(ccb_options *o) {
             return 2;
         }
     }
+    if (ccb_recording_reads()) { /* said: before the first allocator empties it */
+        free_traces(traces, o->nargs);
+        return 2;
+    }
     ccb_name_traces(traces, o->nargs, o->args);
     if (o->out && ccb_mkdir_p(o->out)) { /* said and counted: before anything runs */
         free_traces(traces, o->nargs);

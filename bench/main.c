@@ -15,7 +15,8 @@
  * The options (one table, getopt_long) are parsed in cli.c; switch and
  * sleep parse their own. A TRACE argument is a file in the recorder's format or gen:NAME
  * for a generated one (seed and scale from --seed/--scale). What the output
- * directory holds: report.c. Exit status: 0 ok, 1 a run failed, 2 bad usage;
+ * directory holds: report.c; which command takes --out DIR and which -o
+ * FILE: the table below (another's is bad usage, exit 2). Exit status: 0 ok, 1 a run failed, 2 bad usage;
  * 1 also when any output could not be written whole (a file, or standard
  * output, flushed and closed at exit: `> /dev/full` fails), said on stderr.
  * Standard output closed (`>&-`) is a failure only when something was
@@ -31,15 +32,38 @@
 #include "ccai_stdfds.h" /* common/: a standard stream closed at start */
 #include "ccalloc.h"
 
+/* Where a command writes: an output option it does not take (replay -o
+ * FILE, gen --out DIR) is bad usage, said before anything runs, never a
+ * file silently not written. */
+enum writes { WRITES_OUT_DIR, WRITES_FILE, WRITES_STDOUT };
+static const char *const writes_words[] = {
+    [WRITES_OUT_DIR] = "writes its files into --out DIR",
+    [WRITES_FILE] = "writes its trace to -o FILE or standard output",
+    [WRITES_STDOUT] = "prints to standard output only",
+};
+
 typedef struct command {
     const char *name;
     int (*run)(ccb_options *o);
+    enum writes writes; /* which of --out and -o it takes */
 } command;
 
 static const command commands[] = {
-    {"gen", ccb_cmd_gen},       {"info", ccb_cmd_info},   {"replay", ccb_cmd_replay},
-    {"micro", ccb_cmd_micro},   {"driver", ccb_cmd_driver},
+    {"gen", ccb_cmd_gen, WRITES_FILE},          {"info", ccb_cmd_info, WRITES_STDOUT},
+    {"replay", ccb_cmd_replay, WRITES_OUT_DIR}, {"micro", ccb_cmd_micro, WRITES_OUT_DIR},
+    {"driver", ccb_cmd_driver, WRITES_OUT_DIR},
 };
+static const command all_command = {"--all", ccb_cmd_all, WRITES_OUT_DIR};
+
+/* 2 (said) when o has an output option that c does not take; else 0. */
+static int outputs_refused(const command *c, const ccb_options *o) {
+    const char *cmd = c == &all_command ? NULL : c->name, *words = writes_words[c->writes];
+    if (o->output_file && c->writes != WRITES_FILE)
+        return ccb_usage_error(cmd, "-o/--output '%s' is not %s's: %s %s", o->output_file, c->name, c->name, words);
+    if (o->out && c->writes != WRITES_OUT_DIR)
+        return ccb_usage_error(cmd, "--out '%s' is not %s's: %s %s", o->out, c->name, c->name, words);
+    return 0;
+}
 
 static void silence(void *user, const char *line) {
     (void)user;
@@ -52,14 +76,14 @@ static void list(void) {
         printf("    gen:%-14s %s\n", ccb_generators[i].name, ccb_generators[i].doc);
 }
 
-/* Parse argv[first..] (argv[first - 1] is the command) and run. */
-static int parse_and_run(int (*run)(ccb_options *), int argc, char **argv, int first, const char *command_line) {
+/* Parse argv[first..] (argv[first - 1] is the command) and run c. */
+static int parse_and_run(const command *c, int argc, char **argv, int first, const char *command_line) {
     ccb_options o;
     ccb_options_init(&o, command_line);
     int rc = ccb_options_parse(&o, argc - first + 1, argv + first - 1);
     if (rc)
         return rc == 1 ? 0 : rc;
-    return run(&o);
+    return outputs_refused(c, &o) ? 2 : c->run(&o);
 }
 
 /* The command argv names; its exit status. */
@@ -87,9 +111,9 @@ static int dispatch(int argc, char **argv, const char *command_line) {
     const char *word = argv[1]; /* getopt's pass below may move it (GNU getopt permutes argv) */
     int first = named ? 2 : 1;
     if (ccb_options_all_wanted(argc - first + 1, argv + first - 1))
-        return parse_and_run(ccb_cmd_all, argc, argv, first, command_line);
+        return parse_and_run(&all_command, argc, argv, first, command_line);
     if (named)
-        return parse_and_run(named->run, argc, argv, 2, command_line);
+        return parse_and_run(named, argc, argv, 2, command_line);
     if (word[0] == '-' && ccb_options_help_wanted(argc, argv)) { /* --help anywhere, a command or not */
         ccb_usage(stdout);
         return 0;

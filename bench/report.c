@@ -28,6 +28,12 @@
  * closed, ccb_close_out, standard output at exit, ccb_close_stdout) is
  * reported on stderr and counted (ccb_out_failures: ccbench exits 1); plots
  * need gnuplot and are skipped, with a message, without it.
+ * - An output never lands on another file of the process (taken, before
+ *   the open empties it): a regular file that is a trace read (each one
+ *   trace.c opens is noted, ccb_note_input, by st_dev/st_ino), the file
+ *   CCALLOC_TRACE names, or the one standard output or error goes to is
+ *   refused, said and counted as above. A CCALLOC_TRACE naming a trace
+ *   read is refused before replays run (ccb_recording_reads: exit 2).
  * - A plot is kept only whole (plot_kept): gnuplot does not notice a write
  *   that failed (a full disk, a file-size limit: it exits 0 with the PNG
  *   cut short), so the PNG must end with its IEND chunk, else it is an
@@ -52,8 +58,9 @@
 #include <unistd.h>
 
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
-#include "ccai_stdfds.h" /* common/: ccai_close_failed */
+#include "ccai_stdfds.h" /* common/: ccai_close_failed, ccai_std_stream_file */
 #include "ccai_open.h"   /* common/: ccai_fopen_nowait */
+#include "ccai_trace_path.h" /* common/: the file CCALLOC_TRACE names */
 #include "ccai_write.h"  /* common/: ccai_write_all */
 
 #ifndef CCB_SCRIPT_DIR
@@ -657,6 +664,84 @@ int ccb_mkdir_p(const char *path) {
     return 0;
 }
 
+/* ---- outputs that would land on another file of this process --------------------- */
+
+/* The regular files this process reads as traces (ccb_note_input), by
+ * identity: an output that is one of them is refused (ccb_open_out). */
+typedef struct input_file {
+    dev_t dev;
+    ino_t ino;
+    char *path; /* as given; NULL: host memory was short for it */
+} input_file;
+static input_file *inputs;
+static size_t ninputs, inputs_cap;
+
+void ccb_note_input(int fd, const char *path) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return; /* a pipe, a device: nothing there to overwrite */
+    if (ninputs == inputs_cap) {
+        size_t cap = inputs_cap ? 2 * inputs_cap : 8;
+        input_file *grown = realloc(inputs, cap * sizeof *grown);
+        if (!grown)
+            return; /* no host memory: that file goes unprotected */
+        inputs = grown, inputs_cap = cap;
+    }
+    inputs[ninputs++] = (input_file){st.st_dev, st.st_ino, strdup(path)};
+}
+
+static bool same_id(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* The file CCALLOC_TRACE names, when it is there and regular, in *st. */
+static bool recording(struct stat *st) {
+    char *trace = ccai_trace_env_path(); /* %p, %% as the library expands them */
+    bool there = trace && stat(trace, st) == 0 && S_ISREG(st->st_mode);
+    free(trace);
+    return there;
+}
+
+/* Why path must not be written (into why), or NULL: it is a regular file
+ * that is also a trace read, the recording, or where standard output or
+ * error goes, and writing it would destroy that or mix the two. */
+static const char *taken(const char *path, char *why, size_t len) {
+    struct stat st, other;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return NULL; /* not made yet, or not a file that can be overwritten */
+    for (size_t i = 0; i < ninputs; i++)
+        if (st.st_dev == inputs[i].dev && st.st_ino == inputs[i].ino) {
+            snprintf(why, len, "it is the trace '%s' this command reads (refused: it would be written over)",
+                     inputs[i].path ? inputs[i].path : "?");
+            return why;
+        }
+    const char *stream = ccai_std_stream_file(path);
+    if (stream) {
+        snprintf(why, len, "it is the file standard %s goes to (refused: one would overwrite the other)", stream);
+        return why;
+    }
+    if (recording(&other) && same_id(&st, &other)) {
+        snprintf(why, len, "it is the CCALLOC_TRACE recording (refused: one would overwrite the other)");
+        return why;
+    }
+    return NULL;
+}
+
+int ccb_recording_reads(void) {
+    struct stat st;
+    if (!recording(&st))
+        return 0;
+    for (size_t i = 0; i < ninputs; i++)
+        if (st.st_dev == inputs[i].dev && st.st_ino == inputs[i].ino) {
+            ccai_fprintf_escaped(stderr,
+                                 "ccbench: CCALLOC_TRACE '%s' is the trace '%s': recording the replays would write "
+                                 "over it (unset CCALLOC_TRACE, or name another file)\n",
+                                 getenv("CCALLOC_TRACE"), inputs[i].path ? inputs[i].path : "?");
+            return 1;
+        }
+    return 0;
+}
+
 /* dir/name, or name alone when dir is NULL; -1 (said and counted) if too long. */
 static int out_path(const char *dir, const char *name, char *path, size_t len) {
     int n = dir ? snprintf(path, len, "%s/%s", dir, name) : snprintf(path, len, "%s", name);
@@ -667,6 +752,11 @@ FILE *ccb_open_out(const char *dir, const char *name) {
     char path[PATH_MAX];
     if (out_path(dir, name, path, sizeof path))
         return NULL;
+    char why[PATH_MAX + 128];
+    if (taken(path, why, sizeof why)) { /* before the open empties it */
+        out_failed("write", path, why);
+        return NULL;
+    }
     FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
     if (!f)
         out_failed("write", path, ccai_open_strerror(errno));

@@ -49,7 +49,8 @@
  * README.md that cannot be opened loses only what goes into it (steps 3-5
  * still run and write their own files), and "wrote DIR/README.md" only
  * follows a README.md that was written. 2 is for usage (a TRACE operand
- * that does not read, --traces with TRACE operands).
+ * that does not read, --traces with TRACE operands, an --out that is the
+ * traces directory: its CSVs would be the next run's traces).
  */
 #include "ccbench.h"
 
@@ -58,6 +59,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
 
@@ -264,12 +266,25 @@ static int switch_section(const ccb_options *o, FILE *readme) {
     return rc;
 }
 
+/* 1 when --out is the traces directory the suite reads (both there, one
+ * st_dev/st_ino): its CSVs would be traces to the next run. */
+static int out_is_traces_dir(const ccb_options *o) {
+    const char *traces = o->traces_dir ? o->traces_dir : ccb_default_traces_dir();
+    struct stat a, b;
+    return !o->nargs && stat(o->out, &a) == 0 && stat(traces, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 int ccb_cmd_all(ccb_options *o) {
     if (!o->out)
         o->out = "ccbench-results";
     apply_quick(o);
     if (o->traces_dir && o->nargs)
         return ccb_usage_error(NULL, "--traces and TRACE operands: the operands replace the directory's traces");
+    if (out_is_traces_dir(o))
+        return ccb_usage_error(NULL,
+                               "--out '%s' is the --traces directory '%s': its results' CSVs would be read as traces "
+                               "by the next run",
+                               o->out, o->traces_dir ? o->traces_dir : ccb_default_traces_dir());
     uint64_t t0 = ccb_now_ns();
     ccb_trace traces[CCB_MAX_TRACES]; /* o->nargs <= CCB_MAX_TRACES (cli.c) */
     size_t nt = 0;
@@ -283,6 +298,10 @@ int ccb_cmd_all(ccb_options *o) {
     int rc = lo.count != 0;
     ccb_result *r = NULL;
     FILE *readme = NULL;
+    if (ccb_recording_reads()) {
+        rc = 2; /* said: CCALLOC_TRACE names a trace read; nothing has run */
+        goto out;
+    }
     if (ccb_mkdir_p(o->out)) {
         rc = 1; /* said and counted by ccb_mkdir_p: an output failure, as for replay */
         goto out;
@@ -332,5 +351,5 @@ out:
     for (size_t i = 0; i < nt; i++)
         ccb_trace_free(&traces[i]);
     left_out_free(&lo);
-    return rc; /* 0, or 1: a trace left out, a step failed, or an output not written whole */
+    return rc; /* 0; 1: a trace left out, a step failed, or an output not written whole; 2: above */
 }

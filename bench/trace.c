@@ -861,6 +861,7 @@ static int open_trace(const char *path, char *err, size_t errlen) {
         fail(err, errlen, "cannot open '%s': %s", path, strerror(e));
         return -1;
     }
+    ccb_note_input(fd, path); /* no output of this process may write over it */
     return fd;
 }
 

@@ -22,12 +22,20 @@
  * also applies for the case where /dev/null could not be opened.
  *
  * Cost: three fcntl calls at start; an open for each closed descriptor.
+ *
+ * ccai_std_stream_file says whether standard output or error goes to the
+ * regular file a path names (`ccbench replay --out d >d/results.md`): an
+ * output opened there would be written at another offset of the same file
+ * as the stream, each overwriting the other, so the tools refuse it
+ * (ccrun compares its outputs its own way, runtime/ccrun/output.c). Cost:
+ * one stat and two fstat.
  */
 #ifndef CCAI_STDFDS_H
 #define CCAI_STDFDS_H
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Hold descriptors 0, 1 and 2 that are closed (see above). */
@@ -46,6 +54,18 @@ static inline void ccai_hold_std_fds(void) {
  * not for EBADF, a descriptor that was closed and never written. */
 static inline int ccai_close_failed(int e) {
     return e != EBADF;
+}
+
+/* "output" or "error" when standard output or error goes to the regular
+ * file path names (symlinks followed, hard links found), else NULL. */
+static inline const char *ccai_std_stream_file(const char *path) {
+    struct stat st, fd_st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return NULL;
+    for (int fd = STDOUT_FILENO; fd <= STDERR_FILENO; fd++)
+        if (fstat(fd, &fd_st) == 0 && S_ISREG(fd_st.st_mode) && fd_st.st_dev == st.st_dev && fd_st.st_ino == st.st_ino)
+            return fd == STDOUT_FILENO ? "output" : "error";
+    return NULL;
 }
 
 #endif /* CCAI_STDFDS_H */

@@ -73,7 +73,7 @@
 #                   targets (peak <= PyTorch's, median within 2 %); libccalloc from $BUILD
 # A step that runs but does no GPU work ("skipped: no CUDA device", "GPU
 # benchmarks skipped", GPU strategies skipped) exits 75 and is flagged.
-# Exit status: 0 when every step succeeded, else 1.
+# Exit status: 0 when every step succeeded (and --tar's file was written), else 1.
 #
 # Results to commit afterwards: unpack the tarball into
 # bench/results/<date>-<gpu>/ (its README.md has machine, date, commit and
@@ -569,21 +569,36 @@ for n in "${names[@]}"; do
     echo "---- tail of $n.log ----"
     tail -n 12 "$out/$n.log" | cut -c1-200
 done
+# The tarball is what comes back: one that cannot be written whole (tar
+# fails: a full disk, a directory that cannot be made) is said and fails
+# the run, the summary still printed last; one inside OUTDIR is not packed
+# into itself (nor one an earlier run left there).
+tar_failed=0
 if [ -n "$tarball" ]; then
-    mkdir -p "$(dirname "$tarball")"
-    tar czf "$tarball" -C "$out" . && size=$(stat -c %s "$tarball")
+    self=() size=""
+    if mkdir -p "$(dirname "$tarball")" && tardir=$(cd "$(dirname "$tarball")" && pwd); then
+        tarabs=$tardir/$(basename "$tarball")
+        [[ $tarabs == "$out"/* ]] && self=(--exclude "./${tarabs#"$out"/}")
+    fi
+    tar czf "$tarball" ${self[@]+"${self[@]}"} -C "$out" . && size=$(stat -c %s "$tarball") || size=""
     if ((${size:-0} > ${GS_TAR_MAX:-16000000})); then # such machines often return only small files (GS_TAR_MAX, 16 MB by default): drop the biggest files
         echo "gpu_session: $tarball is $size bytes: leaving out files over 1 MB (listed in LEFT_OUT.txt)"
         find "$out" -type f -size +1M -printf '%P %s\n' >"$out/LEFT_OUT.txt"
-        tar czf "$tarball" -C "$out" --exclude-from=<(find "$out" -type f -size +1M -printf '%P\n' | sed 's#^#./#') .
-        size=$(stat -c %s "$tarball")
+        tar czf "$tarball" ${self[@]+"${self[@]}"} -C "$out" --exclude-from=<(find "$out" -type f -size +1M -printf '%P\n' | sed 's#^#./#') . &&
+            size=$(stat -c %s "$tarball") || size=""
     fi
-    cp "$out/README.md" "${tarball%.t*gz}.README.md" 2>/dev/null
-    tarnote="; results: $tarball ($size bytes) + ${tarball%.t*gz}.README.md"
+    if [ -n "$size" ]; then
+        cp "$out/README.md" "${tarball%.t*gz}.README.md" 2>/dev/null
+        tarnote="; results: $tarball ($size bytes) + ${tarball%.t*gz}.README.md"
+    else
+        tar_failed=1
+        echo "gpu_session: cannot write $tarball: tar failed (its message above); the results are in $out only" >&2
+        tarnote="; results NOT packed: $tarball could not be written"
+    fi
 fi
 echo
 echo "gpu_session summary: ${#names[@]} steps, $failed not ok, ${total}s of ${budget}s budget${tarnote:-}"
 echo "GPU: $gpu"
 printf '%-16s %4s %7s  %s\n' step rc seconds result
 for n in "${names[@]}"; do printf '%-16s %4s %7s  %s\n' "$n" "${RC[$n]}" "${SECS[$n]}" "${NOTE[$n]:0:100}"; done
-((failed == 0))
+((failed == 0 && tar_failed == 0))

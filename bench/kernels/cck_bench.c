@@ -9,8 +9,9 @@
  *     cck_bench --help | -h       the usage and the exit statuses, on stdout
  *
  * Exit status: 0 done; 1 a configuration failed its check or could not get
- * its memory, or an output was cut short (below); 2 bad usage: a bad count, an unknown option, an
- * operand or an option missing its value, named on stderr with the usage.
+ * its memory, or an output could not be made or was cut short (below); 2
+ * bad usage: a bad count, an unknown option, an operand or an option
+ * missing its value, named on stderr with the usage.
  *
  * GPU (when one is present and the library was built with CUDA):
  *   softmax, 4096 × {128, 1000, 4096, 32768} and the engine's own softmax
@@ -52,7 +53,11 @@
  * checked at their close; one that could not be written whole (a full
  * disk; a file-size limit with SIGXFSZ ignored, EFBIG) is said,
  * "cck_bench: cannot write FILE: REASON", and the exit status is 1; so
- * is a --list-shapes or --help output cut short. A path or value from the
+ * is a --list-shapes or --help output cut short, a CSV that cannot be
+ * opened (a directory, a missing directory, no permission: exit 1, as in
+ * ccbench; it was exit 2, as if the usage were bad), and a CSV that is the
+ * file standard output or error goes to (`--csv x.csv >x.csv`: refused
+ * before it is opened, nothing timed). A path or value from the
  * command line is escaped in messages (common/ccai_escape.h).
  * Standard descriptors closed at start are held (common/ccai_stdfds.h), so
  * the CSV never takes descriptor 1.
@@ -69,7 +74,7 @@
 #include "ccai_escape.h"  /* common/: a path or value from the command line, escaped for a person */
 #include "ccai_open.h"    /* common/: ccai_fopen_nowait */
 #include "ccai_rng.h"
-#include "ccai_stdfds.h" /* common/: ccai_hold_std_fds, ccai_close_failed */
+#include "ccai_stdfds.h" /* common/: ccai_hold_std_fds, ccai_close_failed, ccai_std_stream_file */
 #include "cck.h"
 
 #ifdef CCK_HAVE_CUDA
@@ -746,7 +751,8 @@ static void usage(FILE *f, const char *argv0) {
             "usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n"
             "       %s --list-shapes\n"
             "       %s --help | -h\n"
-            "exit status: 0 done; 1 a check failed, memory was short or an output was cut short; 2 bad usage\n",
+            "exit status: 0 done; 1 a check failed, memory was short or an output could not be written whole; "
+            "2 bad usage\n",
             argv0, argv0, argv0);
 }
 
@@ -800,11 +806,16 @@ int main(int argc, char **argv) {
             return usage_error(argv[i][0] == '-' ? "unknown option" : "unexpected operand", argv[i], argv0);
         }
     }
-    csv = ccai_fopen_nowait(o.csv, 0); /* a FIFO nobody reads: refused, not waited for */
-    if (!csv) {
-        ccai_fprintf_escaped(stderr, "%s: %s\n", o.csv, ccai_open_strerror(errno));
-        return 2;
+    const char *stream = ccai_std_stream_file(o.csv); /* before the open empties it */
+    if (stream) {
+        char why[96];
+        snprintf(why, sizeof why, "it is the file standard %s goes to (refused: one would overwrite the other)",
+                 stream);
+        return said_failed(o.csv, why); /* 1 */
     }
+    csv = ccai_fopen_nowait(o.csv, 0); /* a FIFO nobody reads: refused, not waited for */
+    if (!csv)
+        return said_failed(o.csv, ccai_open_strerror(errno)); /* 1 */
     fprintf(csv, "device,kind,op,version,rows,cols,batch,in,out,act,reps,median_ms,min_ms,max_ms,gbps,"
                  "frac_of_copy,gflops,overhead_pct\n");
     if (said_failed(o.csv, write_failed(csv, 0))) { /* before anything is timed */

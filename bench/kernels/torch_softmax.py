@@ -10,6 +10,10 @@ one launch per rep timed with CUDA events, L2 flushed (a fill of twice its
 size) before each; bandwidth counts read x + write y = 8 * rows * cols bytes
 and is divided by a device-to-device copy of the same bytes measured in this
 run. Prints "skipped: ..." and exits 0 when torch or a CUDA device is absent.
+The CSV is opened before anything is timed, as cck_bench's: one that cannot
+be written (a missing directory, a directory, a full disk) is
+"torch_softmax.py: cannot write PATH: REASON", exit 1, with nothing timed
+or, failing at its close, after the table.
 scripts/gpu_session.sh runs it (step torch_softmax) right after cck_bench.
 """
 import argparse
@@ -39,6 +43,10 @@ def main():
     if not torch.cuda.is_available():
         print("skipped: no CUDA device visible to torch")
         return 0
+    try:
+        csv = open(args.csv, "w")  # before anything is timed
+    except OSError as e:
+        return cannot_write(args.csv, e)
     dev = torch.device("cuda:0")
     props = torch.cuda.get_device_properties(dev)
     l2 = getattr(props, "L2_cache_size", 64 << 20)
@@ -70,6 +78,7 @@ def main():
         err = ((got.double() - ref).abs() / ref.abs().clamp_min(1e-30)).max().item()
         if err > 1e-4:
             print(f"FAILED correctness {rows}x{cols}: relative error {err:.3g}")
+            csv.close()
             return 1
         nbytes = 2 * x.numel() * 4
         for op, fn in (("copy", lambda: y.copy_(x)), ("torch.softmax", lambda: torch.softmax(x, dim=-1))):
@@ -80,10 +89,18 @@ def main():
             frac = gbps / copy_gbps
             print(f"| {op} | {rows}x{cols} | {med:.4f} | {lo:.4f}–{hi:.4f} | {gbps:.1f} | {100 * frac:.1f}% |")
             rows_csv.append(f'"{props.name}",{op},{rows},{cols},{med:.6f},{lo:.6f},{hi:.6f},{gbps:.3f},{frac:.4f}')
-    with open(args.csv, "w") as f:
-        f.write("\n".join(rows_csv) + "\n")
+    try:
+        with csv:
+            csv.write("\n".join(rows_csv) + "\n")
+    except OSError as e:
+        return cannot_write(args.csv, e)
     print(f"\nCSV: {args.csv}")
     return 0
+
+
+def cannot_write(path, e):
+    print(f"torch_softmax.py: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

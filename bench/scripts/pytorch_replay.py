@@ -7,7 +7,9 @@ same table.
             [--expandable] [--iterations N [--iterations-csv iterations.csv]]
 
 Without torch or CUDA it prints "skipped: ..." and exits 0. A bad option
-value exits 2 with the reason; an output file that cannot be written, 1.
+value exits 2 with the reason, as does --csv or --iterations-csv naming
+one of the TRACEs (which it would write over); an output file that cannot
+be written, 1.
 
 Each alloc is torch.cuda.caching_allocator_alloc(size, device, stream), each
 free torch.cuda.caching_allocator_delete(ptr): PyTorch's allocator itself,
@@ -74,6 +76,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from record_torch import same_file  # its neighbour's: one rule for "one file" (no torch imported)
 
 COLUMNS = ("trace,strategy,config,status,ops,allocs,frees,reps,median_ns,p99_ns,total_ms,timer_ns,"
            "peak_requested,peak_allocated,peak_reserved,ratio,ratio_requested,frag_at_peak,upstream_allocs,"
@@ -223,8 +227,12 @@ def parse_args(argv):
             ap.error("--iterations-csv needs a file name")
         if args.iterations < 2:
             ap.error("--iterations-csv needs --iterations N with N >= 2 (the first and later iterations apart)")
-        if args.csv and os.path.abspath(args.csv) == os.path.abspath(args.iterations_csv):
+        if args.csv and same_file(args.csv, args.iterations_csv):
             ap.error("--csv and --iterations-csv name the same file")
+    for opt, out in (("--csv", args.csv), ("--iterations-csv", args.iterations_csv)):
+        for trace in args.traces if out else ():
+            if same_file(out, trace):
+                ap.error("%s '%s' is the trace '%s': it would be written over" % (opt, out, trace))
     return args
 
 
@@ -366,7 +374,7 @@ def write_csv(path, columns, rows):
             for r in rows:
                 f.write(",".join(str(r[c]) for c in columns) + "\n")
     except OSError as e:
-        print("cannot write %s: %s" % (path, e.strerror or e), file=sys.stderr)
+        print("pytorch_replay.py: cannot write %s: %s" % (path, e.strerror or e), file=sys.stderr)
         return False
     print("wrote " + path)
     return True

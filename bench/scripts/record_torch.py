@@ -76,7 +76,9 @@ Reconstruction rules (reconstruct(); the same for both devices):
   - Streams are numbered by first use; 0 is the default stream. CPU traces
     use stream 0 only.
 A recording that breaks a rule writes no file and exits 1; the summary
-(counts, peak live bytes) goes to stderr and into the trace's header.
+(counts, peak live bytes) goes to stderr and into the trace's header. An
+-o that cannot be written is "record_torch: cannot write PATH: REASON",
+exit 1; an -o that is the snapshot --convert reads is refused, exit 2.
 
 Trace format v2 (what bench/trace.c reads):
     # ccalloc trace v2
@@ -169,8 +171,11 @@ def write_trace(path, text):
         with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as z:
             z.write(data)
         data = buf.getvalue()
-    with open(path, "wb") as f:
-        f.write(data)
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as e:  # a full disk, a missing directory, a directory: said, exit 1
+        raise RecordError("cannot write %s: %s" % (path, e.strerror or e))
 
 
 # ---- reconstruction: allocator events -> trace rows --------------------------
@@ -873,6 +878,15 @@ def skipped(why):
     sys.exit(0)
 
 
+def same_file(a, b):
+    """Whether paths a and b name one file: an existing one by its identity
+    (a symlink followed, a hard link found), else by its real path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
 def fail(why):
     print("record_torch: " + why, file=sys.stderr)
     sys.exit(1)
@@ -996,8 +1010,13 @@ def main(argv=None):
         return
     if not args.output:
         ap.error("-o is required")
+    if args.convert and same_file(args.convert, args.output):
+        ap.error("-o '%s' is the snapshot --convert reads: it would be written over" % args.output)
     if args.convert:
-        convert_snapshot(args.convert, args.output)
+        try:
+            convert_snapshot(args.convert, args.output)
+        except RecordError as e:
+            fail(str(e))
         return
     if not args.scenario:
         ap.error("--scenario (or --convert, --list) is required")

@@ -884,7 +884,7 @@ int ccrun_demo(const ccrun_options *o) {
         return st == CCR_ERR_INVALID_ARGUMENT ? CCRUN_ERR_USAGE : CCRUN_ERR_MODEL;
     }
     if (o->timeline_path && ccr_timeline_open(o->timeline_path, &d.tl) != CCR_OK) {
-        ccrun_say("%s", ccr_last_error());
+        ccrun_say("error: --timeline %s", ccr_last_error()); /* as its write failures are said */
         if (!o->upstream)
             cca_upstream_destroy(d.dev);
         return CCRUN_ERR_MODEL; /* an output that cannot be made: 1, as for MODEL runs */

@@ -30,8 +30,10 @@
  * Before anything runs, ccrun_check_outputs refuses (exit 2, naming both)
  * two outputs that are one file, since the later write would replace the
  * earlier: --timeline, --save, --snapshot, each file model's footprint
- * sidecar (--footprint-sidecar), and standard output and standard error
- * when they go to a regular file (`ccrun ... >log --timeline log`). It
+ * sidecar (--footprint-sidecar), the CCALLOC_TRACE file (%p expanded as
+ * the library will: emptied when the first allocator is made), and
+ * standard output and standard error when they go to a regular file
+ * (`ccrun ... >log --timeline log`). It
  * also refuses an output that is a MODEL or --resident file, which the
  * output would destroy (--timeline is created before the first load). One
  * file has many names, so each is compared twice:
@@ -75,7 +77,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ccai_stdfds.h" /* common/: ccai_close_failed */
+#include "ccai_stdfds.h"     /* common/: ccai_close_failed */
+#include "ccai_trace_path.h" /* common/: ccai_trace_env_path */
 #include "ccrun.h"
 
 void ccrun_say(const char *fmt, ...) {
@@ -236,14 +239,18 @@ static int is_file(const char *src) {
 
 int ccrun_check_outputs(const ccrun_options *o) {
     size_t n = 0, sources = o->n_resident + o->n_models;
-    named_file *f = calloc(5 + 2 * sources, sizeof *f);
+    named_file *f = calloc(6 + 2 * sources, sizeof *f);
+    char *trace = ccai_trace_env_path(); /* as the library will expand it */
     if (!f) {
+        free(trace);
         ccrun_say("out of host memory");
         return CCRUN_ERR_MODEL;
     }
     /* outputs first, in the order they are written; inputs last */
     f[n++] = (named_file){.option = "standard output", .fd = STDOUT_FILENO};
     f[n++] = (named_file){.option = "standard error", .fd = STDERR_FILENO};
+    if (trace) /* emptied when the first allocator is made, before any load */
+        f[n++] = (named_file){.option = "CCALLOC_TRACE", .path = trace};
     if (o->timeline_path)
         f[n++] = (named_file){.option = "--timeline", .path = o->timeline_path};
     if (o->save_path)
@@ -279,5 +286,6 @@ int ccrun_check_outputs(const ccrun_options *o) {
             free((char *)f[i].path);
     }
     free(f);
+    free(trace);
     return rc;
 }

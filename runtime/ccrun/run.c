@@ -61,7 +61,7 @@ typedef struct run_state {
 static int open_engine(run_state *rs) {
     const ccrun_options *o = rs->o;
     if (o->timeline_path && ccr_timeline_open(o->timeline_path, &rs->tl) != CCR_OK) {
-        ccrun_say("%s", ccr_last_error());
+        ccrun_say("error: --timeline %s", ccr_last_error()); /* as its write failures are said */
         if (o->json) /* --json promises one document, failures included */
             ccrun_json_document(&rs->rep, NULL, ccr_last_error(), 0);
         return CCRUN_ERR_MODEL; /* an output that cannot be made: 1, as for --snapshot and --save */

@@ -310,6 +310,45 @@ if(TARGET ccbench_core)
     gen uniform --scale 0.05 -o ${ccb_cli_dir}/closed-gen.csv)
   ccb_cli(ccbench_closed_stdout_info 1 "cannot write standard output: Bad file descriptor" "" closed
     info gen:uniform --scale 0.05)
+  # an output on a file the run reads or writes otherwise (a TRACE, the
+  # CCALLOC_TRACE recording, the file standard output or error goes to) is
+  # refused and that file left whole; cck_bench's --csv too
+  add_test(NAME ccbench_outputs_on_other_files COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_outputs.sh
+    $<TARGET_FILE:ccbench> "$<$<TARGET_EXISTS:cck_bench>:$<TARGET_FILE:cck_bench>>")
+  set_tests_properties(ccbench_outputs_on_other_files PROPERTIES LABELS cpu TIMEOUT 180)
+  # an output option of another command is bad usage, said before anything
+  # runs: it was ignored, exit 0, the file the user asked for never written
+  # (replay -o y.csv, gen --out DIR)
+  set(ccb_dir_cmds "writes its files into --out DIR")
+  foreach(cmd "replay;gen:uniform" "micro;--live;10;--pairs;10" "driver;--reps;1" "--all;--quick")
+    list(GET cmd 0 name)
+    string(REPLACE "-" "" id "${name}")
+    set(who "${name}")
+    if(name STREQUAL "--all")
+      set(who "--all")
+      set(pfx "ccbench")
+    else()
+      set(pfx "ccbench ${name}")
+    endif()
+    ccb_cli(ccbench_output_file_not_${id}s 2 "^${pfx}: -o/--output 'y[.]csv' is not ${who}'s: ${who} ${ccb_dir_cmds}"
+      "^  (replay|micro) |done [(]" - ${cmd} -s malloc --scale 0.05 -o y.csv)
+  endforeach()
+  ccb_cli(ccbench_output_file_not_infos 2
+    "^ccbench info: -o/--output 'y[.]csv' is not info's: info prints to standard output only" "[|] trace" -
+    info gen:uniform --scale 0.05 -o y.csv)
+  ccb_cli(ccbench_out_dir_not_gens 2
+    "^ccbench gen: --out '${ccb_cli_dir}/gen-out' is not gen's: gen writes its trace to -o FILE or standard output"
+    "seq,op" - gen uniform --scale 0.05 --out ${ccb_cli_dir}/gen-out)
+  ccb_cli(ccbench_out_dir_not_infos 2
+    "^ccbench info: --out '${ccb_cli_dir}/info-out' is not info's: info prints to standard output only" "[|] trace" -
+    info gen:uniform --scale 0.05 --out ${ccb_cli_dir}/info-out)
+  # --all --out on its own --traces directory (under another spelling): bad
+  # usage before anything runs (it wrote results.csv, micro.csv, ... among
+  # the traces, and the next run read them as traces, left them out, exit 1)
+  set(ccb_same ${ccb_cli_dir}/out-is-traces)
+  add_test(NAME ccbench_all_out_is_the_traces_dir COMMAND sh -c
+    "rm -rf '${ccb_same}' && mkdir -p '${ccb_same}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${ccb_same}/mine.csv' && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 2 \"^ccbench: --out '${ccb_same}/[.]' is the --traces directory '${ccb_same}'\" 'micro malloc|replay ' - --all --quick --no-plots -s malloc --live 10 --pairs 10 --traces '${ccb_same}' --out '${ccb_same}/.' && test \"$(ls '${ccb_same}')\" = mine.csv")
+  set_tests_properties(ccbench_all_out_is_the_traces_dir PROPERTIES LABELS cpu TIMEOUT 60)
   # gen -o FILE that cannot be written names FILE and why (it exited 1 in silence)
   ccb_cli(ccbench_gen_unwritable 1 "cannot write /nonexistent-ccbench-dir/x.csv: No such file or directory" "" -
     gen uniform --scale 0.05 -o /nonexistent-ccbench-dir/x.csv)
@@ -422,6 +461,18 @@ if(TARGET ccbench_core)
     # ESC reached the terminal)
     add_test(NAME cck_bench_csv_name_escaped COMMAND sh -c
       "mkdir -p '${ccb_cli_dir}' && e=$(printf '\\033') && ln -sf /dev/full '${ccb_cli_dir}/a'\"$e\"'b.csv' && sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:cck_bench>' 1 '^cck_bench: cannot write .*/a.x1bb[.]csv: No space left on device$' '' - --no-cpu --reps 1 --csv '${ccb_cli_dir}/a'\"$e\"'b.csv'")
+    # torch_softmax.py's CSV that cannot be opened is named with the reason,
+    # exit 1, before anything is timed (a traceback at the end, after the
+    # GPU work); a stand-in torch with a CUDA device and nothing else
+    set(ts_torch ${ccb_cli_dir}/standin-cuda/torch)
+    foreach(bad "${ccb_cli_dir}/no-such-dir/t.csv;No such file or directory" "${ccb_cli_dir};Is a directory")
+      list(GET bad 0 csv)
+      list(GET bad 1 why)
+      string(MAKE_C_IDENTIFIER "${why}" id)
+      add_test(NAME torch_softmax_csv_${id} COMMAND sh -c
+        "mkdir -p '${ts_torch}' && printf 'class cuda:\\n    is_available = staticmethod(lambda: True)\\n' >'${ts_torch}/__init__.py' && PYTHONPATH='${ccb_cli_dir}/standin-cuda' sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '${Python3_EXECUTABLE}' 1 '^torch_softmax.py: cannot write ${csv}: ${why}$' 'Traceback' - '${PROJECT_SOURCE_DIR}/bench/kernels/torch_softmax.py' --csv '${csv}'")
+      set_tests_properties(torch_softmax_csv_${id} PROPERTIES LABELS cpu TIMEOUT 30 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+    endforeach()
     # --list-shapes (torch_softmax's shapes come from it) and --help are outputs
     # too, checked at their close (they exited 0 on a full device)
     add_test(NAME cck_bench_list_shapes_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh

@@ -378,6 +378,27 @@ def test_bad_values_exit_2_before_torch(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["standin", "steady.csv"]
 
 
+def test_an_output_on_a_trace_exits_2_before_torch(tmp_path):
+    """--csv or --iterations-csv that is one of the TRACEs (by its name, a
+    symlink or a hard link) is refused with exit 2 before torch is imported:
+    the CSV was written over the trace once the replay had read it."""
+    record = str(tmp_path / "record.jsonl")
+    path = standin_path(tmp_path)
+    trace = steady_trace(tmp_path)
+    os.symlink("steady.csv", str(tmp_path / "link.csv"))
+    os.link(trace, str(tmp_path / "hard.csv"))
+    for args, opt, out in ((["--csv", trace], "--csv", trace),
+                           (["--csv", str(tmp_path / "link.csv")], "--csv", str(tmp_path / "link.csv")),
+                           (["--iterations", "2", "--iterations-csv", str(tmp_path / "hard.csv")], "--iterations-csv",
+                            str(tmp_path / "hard.csv"))):
+        r = run_script([trace] + args, path, STANDIN_TORCH_RECORD=record)
+        assert r.returncode == 2, (args, r.returncode, r.stdout, r.stderr)
+        assert "%s '%s' is the trace '%s': it would be written over" % (opt, out, trace) in r.stderr, r.stderr
+    assert records(record) == []
+    with open(trace) as f:
+        assert f.read() == STEADY
+
+
 def test_without_torch_still_skips(tmp_path):
     """No torch: "skipped: ..." and exit 0 with the new flags too, nothing written."""
     path = standin_path(tmp_path, source='raise ImportError("stand-in: no PyTorch here")\n')
@@ -553,5 +574,5 @@ def test_an_unwritable_csv_exits_1_with_the_reason(monkeypatch, tmp_path, capfd)
     assert pr.main(["--iterations", "2", "--reps", "1", "--csv", out, "--iterations-csv", bad,
                     steady_trace(tmp_path)]) == 1
     got = capfd.readouterr()
-    assert "cannot write %s: No such file or directory" % bad in got.err
+    assert "pytorch_replay.py: cannot write %s: No such file or directory" % bad in got.err
     assert "wrote " + out in got.out and "| steady | pytorch | 2 |" in got.out

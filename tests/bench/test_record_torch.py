@@ -266,6 +266,41 @@ def test_convert_a_saved_snapshot(tmp_path):
     assert text.endswith("seq,op,id,size,stream,name\n0,alloc,1,1024,0\n1,free,1,1024,0\n")
 
 
+def saved_snapshot(tmp_path):
+    import pickle
+    snap = {"segments": [], "device_traces": [[
+        {"action": "alloc", "addr": 16, "size": 1024, "stream": 0},
+        {"action": "free_completed", "addr": 16, "size": 1024, "stream": 0}]]}
+    src = tmp_path / "s.pickle"
+    src.write_bytes(pickle.dumps(snap))
+    return src
+
+
+def test_convert_over_its_own_snapshot_is_refused(tmp_path, capsys):
+    """--convert S -o S (or a link to S) replaced the snapshot with the
+    trace, exit 0: refused, exit 2, the snapshot kept."""
+    src = saved_snapshot(tmp_path)
+    before = src.read_bytes()
+    os.link(str(src), str(tmp_path / "hard.csv"))
+    for out in (str(src), str(tmp_path / "hard.csv")):
+        with pytest.raises(SystemExit) as ex:
+            rt.main(["--convert", str(src), "-o", out])
+        assert ex.value.code == 2
+        assert "-o '%s' is the snapshot --convert reads: it would be written over" % out in capsys.readouterr().err
+    assert src.read_bytes() == before
+
+
+@pytest.mark.parametrize("where, why", [("missing/t.csv", "No such file or directory"), ("", "Is a directory")])
+def test_an_unwritable_output_is_named_with_the_reason(tmp_path, capsys, where, why):
+    """-o that cannot be written: "record_torch: cannot write PATH: REASON",
+    exit 1 (a traceback before)."""
+    src, out = saved_snapshot(tmp_path), str(tmp_path / where)
+    with pytest.raises(SystemExit) as ex:
+        rt.main(["--convert", str(src), "-o", out])
+    assert ex.value.code == 1
+    assert "record_torch: cannot write %s: %s" % (out, why) in capsys.readouterr().err
+
+
 def test_cuda_without_torch_is_skipped(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     with pytest.raises(SystemExit) as ex:

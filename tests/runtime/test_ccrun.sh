@@ -178,10 +178,14 @@ check "--conf twice: the last only (expandable:0 drops max_reserved:1M, which wo
     "$CCRUN" --device host --capacity 64M --conf max_reserved:1M --conf expandable:0 --batch 1 "mlp:1024x1024"
 check "--help: an option given twice takes its last value" sh -c "'$CCRUN' --help | grep -q 'An option given twice takes its last value'"
 # a --timeline the demo cannot make is an output that could not be made, as
-# for MODEL runs (exit 1, naming the file), not a usage error (exit 2)
+# for MODEL runs (exit 1, naming the file), not a usage error (exit 2); said
+# as the other output failures are, "ccrun: error: --timeline PATH: ..."
+# (it lacked "error: --timeline")
 for tl in "$TMP/no-such-dir/d.csv" "$TMP"; do
     check "--demo --timeline '$tl' (cannot be made): exit 1 naming it" sh -c \
-        "'$CCRUN' --demo --device host --capacity 192M --timeline '$tl' >/dev/null 2>'$TMP/dte'; test \$? -eq 1 && grep -qF '$tl: cannot create timeline' '$TMP/dte'"
+        "'$CCRUN' --demo --device host --capacity 192M --timeline '$tl' >/dev/null 2>'$TMP/dte'; test \$? -eq 1 && grep -qF 'ccrun: error: --timeline $tl: cannot create timeline' '$TMP/dte'"
+    check "--timeline '$tl' (cannot be made): exit 1 naming it" sh -c \
+        "'$CCRUN' --device host 'mlp:8x8' --timeline '$tl' >/dev/null 2>'$TMP/dte'; test \$? -eq 1 && grep -qF 'ccrun: error: --timeline $tl: cannot create timeline' '$TMP/dte'"
 done
 check "--help lists every option" sh -c "'$CCRUN' --help | grep -q -- --timeline && '$CCRUN' --help | grep -q -- --keep-cache && '$CCRUN' --help | grep -q -- --demo"
 # every long option of the parser's table is in --help, and each range the
@@ -619,6 +623,23 @@ same "--demo --timeline on the file standard output goes to" \
     "standard output and --timeline '$TMP/sdo' are the same file" --demo --timeline "$TMP/sdo"
 same "--timeline on the file standard error goes to" "standard error and --timeline '$TMP/sde' are the same file" \
     --timeline "$TMP/sde" 'mlp:8x8'
+# CCALLOC_TRACE is an output too: the library empties the file when the
+# first allocator is made, before the first load (a MODEL named there was
+# lost, exit 1 on a header of trace lines; on --timeline or standard
+# output the two writers mixed their lines, exit 0); %p is ccrun's own id
+export CCALLOC_TRACE=in.safetensors
+same "CCALLOC_TRACE on the MODEL file" "CCALLOC_TRACE 'in.safetensors' is the same file as MODEL './in.safetensors'" \
+    ./in.safetensors
+export CCALLOC_TRACE=real.json
+same "CCALLOC_TRACE on --timeline's file" "CCALLOC_TRACE 'real.json' and --timeline 'hard.json' are the same file" \
+    --timeline hard.json 'mlp:8x8'
+export CCALLOC_TRACE="$TMP/sdo"
+same "CCALLOC_TRACE on the file standard output goes to" \
+    "standard output and CCALLOC_TRACE '$TMP/sdo' are the same file" 'mlp:8x8'
+export CCALLOC_TRACE="$TMP/sd/new%%.json"
+same "CCALLOC_TRACE with %% on --snapshot's new file" \
+    "CCALLOC_TRACE '$TMP/sd/new%.json' and --snapshot 'new%.json' are the same file" --snapshot 'new%.json' 'mlp:8x8'
+unset CCALLOC_TRACE
 # A MODEL's footprint sidecar is read at load and a new one renamed over its
 # name at unload: standard output or error sent there would be lost with the
 # file it replaces (the run exited 0, the table gone), and an output on a hard
@@ -686,6 +707,14 @@ full "--save on a full device: exit 1 naming the file" "/dev/full: $NOSPACE" /de
     --device host --save /dev/full 'mlp:8x8'
 full "--help on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
     --help
+# a file cut short by a file-size limit (SIGXFSZ ignored; sh's ulimit -f
+# counts 512-byte blocks) is left as it is, a prefix, and exit 1 says so
+# (docs/engine.md, "Outputs are checked to the end")
+for out in --save:s.safetensors --snapshot:s.json --timeline:t.csv; do
+    opt=${out%%:*} f=$TMP/cut-${out#*:}
+    check "$opt past the file-size limit: exit 1 naming the file, 1024 bytes left" sh -c \
+        "(trap '' XFSZ && ulimit -f 2 && exec '$CCRUN' --device host $opt '$f' 'mlp:64x64') >/dev/null 2>'$TMP/fe'; test \$? -eq 1 && grep -qF '$f' '$TMP/fe' && grep -qF 'File too large' '$TMP/fe' && test \$(wc -c <'$f') -eq 1024"
+done
 full "--demo on a full standard output: exit 1 with the reason" "ccrun: standard output: $NOSPACE" /dev/full \
     --demo --device host --capacity 192M --iters 1
 # An allocator trace that could not be written (CCALLOC_TRACE on a full

@@ -8,8 +8,9 @@
 # Criterion synthesis it cannot print. Then the pages and sleep steps'
 # commands and the ccbench step's (it begins with the driver step), with a
 # stand-in ccbench and ccrun, and the torch_e2e step's skip
-# flag, with a stand-in torch. Last, the planned --steps commands of
+# flag, with a stand-in torch. Then the planned --steps commands of
 # docs/gpu.md and of the script's header: known steps, within the budget.
+# Last, --tar FILE that cannot be written, or that lies inside OUTDIR.
 set -u
 script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/gpu_session.sh
 dir=$(mktemp -d)
@@ -213,6 +214,36 @@ done <<<"$plans"
 if ((nplans < 10)); then
     echo "FAIL only $nplans planned commands found in docs/gpu.md and the script's header (want 10): moved?"
     fails=$((fails + 1))
+fi
+
+# --tar FILE is what comes back from a borrowed machine: a tarball that
+# cannot be written (a full device, a missing and unmakeable directory) is
+# said naming it, the summary is still printed last, and the exit status
+# is 1 (the script died on "size: unbound variable" before its summary);
+# a tarball inside OUTDIR is not packed into itself (it held a cut copy of
+# itself: a run's OUTDIR is reused, and a tarball left there by the last
+# run was always packed, one being written sometimes). --budget 0: no step
+# runs, only the summary and the tarball.
+tarcase() { # tarcase DESC TARBALL WANT_RC WORDS
+    rm -rf "$dir/gs" && mkdir "$dir/gs" && echo "the last run's" >"$dir/gs/gs.tgz"
+    bash "$script" --steps "torch_softmax:5" --budget 0 --tar "$2" "$dir/gs" >"$dir/gs.out" 2>"$dir/gs.err"
+    local rc=$?
+    if [ "$rc" = "$3" ] && grep -q '^gpu_session summary: ' "$dir/gs.out" && grep -qF -- "$4" "$dir/gs.out" "$dir/gs.err" &&
+        ! grep -q 'unbound variable' "$dir/gs.err"; then
+        echo "ok   $1: exit $rc, the summary printed"
+    else
+        echo "FAIL $1: exit $rc (want $3), want the summary and '$4':"
+        cat "$dir/gs.out" "$dir/gs.err"
+        fails=$((fails + 1))
+    fi
+}
+tarcase "--tar on a full device" /dev/full 1 "gpu_session: cannot write /dev/full: tar failed"
+tarcase "--tar in a directory that cannot be made" /proc/nope/gs.tgz 1 "gpu_session: cannot write /proc/nope/gs.tgz"
+tarcase "--tar inside OUTDIR" "$dir/gs/gs.tgz" 1 "results: $dir/gs/gs.tgz ("
+if tar tzf "$dir/gs/gs.tgz" | grep -q 'gs[.]tgz'; then
+    echo "FAIL --tar inside OUTDIR: the tarball holds itself"; fails=$((fails + 1))
+else
+    echo "ok   --tar inside OUTDIR: the tarball does not hold itself"
 fi
 
 ((fails == 0)) && echo "all suite_table checks passed"

@@ -27,12 +27,13 @@
  *   writes under one lock (lines never interleave, one `seq`, ids unique);
  *   the last one destroyed closes it; a later one appends a new section.
  *   The path is fixed at the first opening (%p made the process's id, %%
- *   one '%', any other '%' refused: expand; a relative path made absolute
- *   against the working directory then), so a chdir or a new value of
- *   CCALLOC_TRACE never splits the trace into files; a file found empty
- *   (removed or emptied since) gets the header lines again. A path that
- *   cannot be fixed (that '%', host memory short, a working directory with
- *   no name) is a refused opening, below: never a file opened unfixed.
+ *   one '%', any other '%' refused: common/ccai_trace_path.h; a relative
+ *   path made absolute against the working directory then), so a chdir
+ *   or a new value of CCALLOC_TRACE never splits the trace into files; a
+ *   file found empty (removed or emptied since) gets the header lines
+ *   again. A path that cannot be fixed (that '%', host memory short, a
+ *   working directory with no name) is a refused opening, below: never a
+ *   file opened unfixed.
  * - Whole lines only: stdio would write its buffer out wherever it is
  *   full, mid-line. Each line is formatted first (put_line) and the buffer
  *   flushed before a line that would not fit (commit), so every write(2)
@@ -96,6 +97,7 @@
 #include "../core/internal.h"
 #include "ccai_open.h"         /* common/ */
 #include "ccai_trace_limits.h" /* common/: the reader's limits too */
+#include "ccai_trace_path.h"   /* common/: %p and %%, as the programs that check their outputs expand them */
 #include "ccai_write.h"        /* common/: writes a signal interrupted, written again */
 
 #include <errno.h>
@@ -237,37 +239,6 @@ static FILE *open_for_this_process(const char *path, bool append, struct stat *s
     return f;
 }
 
-/* CCALLOC_TRACE with %p made this process's id and %% one '%' (malloc'd).
- * NULL with *bad set for any other '%' (a later expansion must not rename
- * the file under programs that use it), with *bad clear when host memory
- * is short. */
-static char *expand(const char *value, bool *bad) {
-    char pid[24];
-    size_t pid_len = (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()), n = 1;
-    *bad = false;
-    for (const char *c = value; *c; c++) {
-        if (*c == '%' && c[1] != 'p' && c[1] != '%') {
-            *bad = true;
-            return NULL;
-        }
-        n += *c != '%' ? 1 : c[1] == 'p' ? pid_len : 1;
-        c += *c == '%'; /* the sequence's second character */
-    }
-    char *out = malloc(n), *o = out;
-    for (const char *c = value; out && *c; c++) {
-        if (*c != '%')
-            *o++ = *c;
-        else if (*++c == 'p') {
-            memcpy(o, pid, pid_len);
-            o += pid_len;
-        } else
-            *o++ = '%';
-    }
-    if (out)
-        *o = '\0';
-    return out;
-}
-
 /* path made absolute against the working directory (malloc'd; NULL when
  * host memory or the directory's name cannot be had). */
 static char *absolute_path(const char *path) {
@@ -329,8 +300,8 @@ struct ccai_trace *ccai_trace_open_from_env(bool *refused) {
     }
     char *expanded = NULL, *absolute = NULL;
     if (!t->f && !t->path) { /* the first opening: %p, %%, the path made absolute */
-        bool bad;
-        expanded = expand(path, &bad);
+        int bad;
+        expanded = ccai_trace_expand(path, &bad); /* %p, %% */
         absolute = expanded ? absolute_path(expanded) : NULL;
         if (!absolute) { /* refused as an opening is: the recording stops for the process */
             int e = errno;

@@ -780,7 +780,7 @@ int main(int argc, char **argv) {
             const char *opt = argv[i++];
             unsigned long long hi = !strcmp(opt, "--cpu-rows") ? 1ull << 20 : 1000000;
             if (ccai_decimal_uint(argv[i], 1, hi, &v)) {
-                ccai_fprintf_escaped(stderr, "%s '%s' is not a count in 1..%llu\n", opt, argv[i], hi);
+                ccai_fprintf_escaped(stderr, "cck_bench: %s '%s' is not a count in 1..%llu\n", opt, argv[i], hi);
                 return 2;
             }
             if (!strcmp(opt, "--reps"))

@@ -393,7 +393,8 @@ if(TARGET ccbench_core)
     "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen uniform --scale 0.05 -o '${made}' && rm -f '${fifo}' && mkfifo '${fifo}' && { cat '${made}' > '${fifo}' & } && sleep 1 && exec timeout 20 sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '$<TARGET_FILE:ccbench>' 0 '[|] fifo-written [|] [1-9][0-9]* [|]' 'FIFO' - info '${fifo}'")
   set_tests_properties(ccbench_info_pipe_with_a_writer ccbench_info_fifo_with_a_writer PROPERTIES LABELS cpu TIMEOUT 60)
   # cck_bench's counts are plain decimal (atoi took "5x" as 5 and "x" as 0,
-  # strtoull "-1" as 2^64-1): refused with exit 2 naming the option
+  # strtoull "-1" as 2^64-1): refused with exit 2 naming the option, after
+  # the program's name as its other messages
   if(TARGET cck_bench)
     set(i 0)
     foreach(bad "--reps;5x" "--reps;0" "--reps;x" "--cpu-reps; 3" "--cpu-reps;+3" "--cpu-rows;-1"
@@ -401,7 +402,7 @@ if(TARGET ccbench_core)
       math(EXPR i "${i} + 1")
       list(GET bad 0 opt)
       add_test(NAME cck_bench_bad_count_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
-        $<TARGET_FILE:cck_bench> 2 "^${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
+        $<TARGET_FILE:cck_bench> 2 "^cck_bench: ${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
       set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
     # an unknown option, an operand and an option missing its value are named

@@ -673,7 +673,8 @@ def write_out(folder, prov, records, rows, lines, vs, outs, end):
             with open(os.path.join(folder, name), "w") as f:
                 f.write(text)
     except OSError as e:
-        print("torch_e2e: cannot write %s: %s" % (folder, e.strerror or e), file=sys.stderr)
+        # the path refused: the folder (it could not be made) or one of its files
+        print("torch_e2e: cannot write %s: %s" % (e.filename or folder, e.strerror or e), file=sys.stderr)
         return False
     return True
 

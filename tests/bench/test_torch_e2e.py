@@ -449,7 +449,12 @@ def test_an_unwritable_out_folder_is_exit_1(monkeypatch, tmp_path, capsys):
     blocker = tmp_path / "f"
     blocker.write_text("")
     assert te.main(["--workloads", "train", "--settings", "pytorch", "--out", str(blocker / "sub")]) == 1
-    assert "torch_e2e: cannot write" in capsys.readouterr().err
+    assert "torch_e2e: cannot write %s: " % (blocker / "sub") in capsys.readouterr().err
+    # the folder made, one of its files not: that file is named, not the folder
+    out = tmp_path / "out"
+    (out / "torch_e2e.csv").mkdir(parents=True)
+    assert te.main(["--workloads", "train", "--settings", "pytorch", "--out", str(out)]) == 1
+    assert "torch_e2e: cannot write %s: Is a directory" % (out / "torch_e2e.csv") in capsys.readouterr().err
 
 
 def test_the_meters_read_each_allocators_own_statistics(monkeypatch):

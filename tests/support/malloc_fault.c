@@ -11,12 +11,14 @@ void *__real_realloc(void *, size_t);
 void *__real_aligned_alloc(size_t, size_t);
 char *__real_strdup(const char *);
 FILE *__real_open_memstream(char **, size_t *);
+void *__real_ccai_host_zalloc(size_t);
 void *__wrap_malloc(size_t);
 void *__wrap_calloc(size_t, size_t);
 void *__wrap_realloc(void *, size_t);
 void *__wrap_aligned_alloc(size_t, size_t);
 char *__wrap_strdup(const char *);
 FILE *__wrap_open_memstream(char **, size_t *);
+void *__wrap_ccai_host_zalloc(size_t);
 
 static _Atomic long countdown; /* > 0: armed; the call that brings it to 0 fails */
 static _Atomic long failed;
@@ -60,6 +62,10 @@ char *__wrap_strdup(const char *s) {
 }
 FILE *__wrap_open_memstream(char **buf, size_t *len) {
     return fail_now() ? NULL : __real_open_memstream(buf, len);
+}
+/* the library's large zeroed records (support/host_pages.c): an mmap */
+void *__wrap_ccai_host_zalloc(size_t n) {
+    return fail_now() ? NULL : __real_ccai_host_zalloc(n);
 }
 
 void tu_malloc_arm(long nth, bool sticky) {

@@ -2,7 +2,8 @@
  * malloc_fault.h — host malloc failures on demand, for suites linked with
  * the linker's --wrap for every host allocation the library makes
  * (CCA_MALLOC_FAULT_WRAP in tests/CMakeLists.txt: malloc, calloc, realloc,
- * aligned_alloc, strdup, open_memstream): every allocation of the library's
+ * aligned_alloc, strdup, open_memstream, and the library's own
+ * ccai_host_zalloc, an mmap): every allocation of the library's
  * static archive and of the suite goes through __wrap_* (malloc_fault.c),
  * which passes it on to the real one unless armed.
  *

@@ -31,7 +31,8 @@
  *   change; largest, the last entry of the top class's rightmost leaf, per
  *   stream; largest run visits blocks largest first until none can beat
  *   the best run. Bins: 196 KB of address space per
- *   (pool, stream), resident only where classes are used.
+ *   (pool, stream), an anonymous mapping of their own (host_pages.c):
+ *   resident only where classes are used.
  *
  *     class:   1    2    3   ... 511 | 512..1023 (256K..512K) | ...
  *     bitmap:  0    1    0   ...  1  |  0 1 0 0 ...           |   ...
@@ -564,9 +565,9 @@ cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream) {
         cca_status st = table_reserve(ix);
         if (st != CCA_OK)
             return st;
-        sb = calloc(1, sizeof *sb);
+        sb = ccai_host_zalloc(sizeof *sb); /* resident where touched: host_pages.c */
         if (!sb)
-            return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "free index: host malloc failed");
+            return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "free index: host memory for a stream's bins refused");
         sb->stream = stream;
         sb->next = ix->streams;
         ix->streams = sb;
@@ -580,7 +581,7 @@ cca_status ccai_free_index_attach(ccai_free_index *ix, cca_stream stream) {
 static void bins_free(ccai_free_index *ix, ccai_stream_bins *sb) {
     for (unsigned c = first_class(sb); c != CCAI_CLASSES; c = next_class(sb, c))
         bt_destroy(ix, sb->roots[c]);
-    free(sb);
+    ccai_host_zfree(sb, sizeof *sb);
 }
 
 void ccai_free_index_detach(ccai_free_index *ix, cca_stream stream) {

@@ -1,7 +1,7 @@
 /*
  * support.h — what every layer shares and nothing allocator-specific: the
- * assertion levels, the per-thread message (status.c), the log (log.c) and
- * the fork registry's link (fork.c). The upstream files include this (via
+ * assertion levels, the per-thread message (status.c), the log (log.c),
+ * large zeroed records (host_pages.c) and the fork registry's link (fork.c). The upstream files include this (via
  * upstream.h) and see no allocator type.
  */
 #ifndef CCA_SUPPORT_H
@@ -17,6 +17,14 @@
 #include "status.h" /* the thread's message */
 #include "writer.h" /* the writers' end */
 #include "log.h"    /* the log */
+
+/* ---- host_pages.c: large zeroed records, resident where touched --------- */
+
+/* size bytes of zeroed host memory whose pages exist only once written
+ * (an anonymous mapping); NULL when the system refuses. Give it back with
+ * ccai_host_zfree and the same size (NULL: nothing). */
+void *ccai_host_zalloc(size_t size);
+void ccai_host_zfree(void *p, size_t size);
 
 /* ---- fork.c: the registry's link ---------------------------------------- */
 

@@ -16,15 +16,19 @@
  * check that the overflow list keeps the index exact and cca_free
  * infallible. Hundreds of streams are found through the streams' hash
  * table, attached and detached in any order, an attach refused host memory
- * (the link wraps calloc) changing nothing.
+ * (the link wraps calloc and ccai_host_zalloc) changing nothing; a stream's
+ * bins are resident only where used (mincore).
  */
 #include "alloc_test_util.h"
 #include "internal.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define N_BLOCKS 3000
 
@@ -326,15 +330,22 @@ Test(block_index, stream_bins_follow_their_segments) {
 
 /* ---- many streams ------------------------------------------------------------- */
 
-/* calloc, as the library sees it (block_index.cmake links with
- * --wrap=calloc): the calloc_fail_in-th call from now fails (0: none). */
+/* calloc (the streams' table) and ccai_host_zalloc (a stream's bins), as
+ * the library sees them (block_index.cmake links with --wrap for both):
+ * the calloc_fail_in-th call of either from now fails (0: none). */
 static int calloc_fail_in;
+static bool fail_next(void) {
+    return calloc_fail_in > 0 && --calloc_fail_in == 0;
+}
 void *__real_calloc(size_t n, size_t size);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_calloc(size_t n, size_t size) {
-    if (calloc_fail_in > 0 && --calloc_fail_in == 0)
-        return NULL;
-    return __real_calloc(n, size);
+    return fail_next() ? NULL : __real_calloc(n, size);
+}
+void *__real_ccai_host_zalloc(size_t size);
+void *__wrap_ccai_host_zalloc(size_t size);
+void *__wrap_ccai_host_zalloc(size_t size) {
+    return fail_next() ? NULL : __real_ccai_host_zalloc(size);
 }
 
 #define MANY_STREAMS 700
@@ -455,6 +466,39 @@ Test(block_index, many_streams_each_find_their_own_blocks) {
     }
     ccai_free_index_destroy(&ix);
     free(blocks);
+}
+
+/* A stream's bins are 196 KB of address space (a root per class), of
+ * which a pool with a few free blocks touches a few pages: only those are
+ * resident, also for the bins made after others were freed (glibc's malloc
+ * raises its mmap threshold once such a chunk is freed, then serves the
+ * next from its heap, and calloc zeroes all of it). Counted with mincore
+ * over the record. */
+static size_t resident_pages(const void *p, size_t size, size_t *pages) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p & ~(page - 1), hi = ((uintptr_t)p + size + page - 1) & ~(page - 1);
+    unsigned char vec[(sizeof(ccai_stream_bins) + 2 * 65536) / 4096];
+    *pages = (hi - lo) / page;
+    cr_assert_leq(*pages, sizeof vec);
+    cr_assert_eq(mincore((void *)lo, hi - lo, vec), 0, "mincore: %s", strerror(errno));
+    size_t n = 0;
+    for (size_t i = 0; i < *pages; i++)
+        n += vec[i] & 1;
+    return n;
+}
+
+Test(block_index, bins_are_resident_only_where_used) {
+    for (int round = 0; round < 3; round++) { /* the 2nd and 3rd come after a bins record was freed */
+        ccai_free_index ix = {0};
+        cr_assert_eq(ccai_free_index_attach(&ix, NULL), CCA_OK);
+        ccai_block b = {.addr = 1 << 20, .size = 3 * CCA_GRANULARITY, .stream = NULL, .state = CCAI_FREE};
+        ccai_free_index_insert(&ix, &b);
+        size_t pages, resident = resident_pages(ix.streams, sizeof *ix.streams, &pages);
+        cr_assert_leq(resident, 8, "round %d: %zu of the bins' %zu pages resident", round, resident, pages);
+        ccai_free_index_remove(&ix, &b);
+        ccai_free_index_detach(&ix, NULL);
+        ccai_free_index_destroy(&ix);
+    }
 }
 
 /* ---- deep trees ---------------------------------------------------------------- */

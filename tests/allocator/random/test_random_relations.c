@@ -472,6 +472,8 @@ static void do_trim(world *w) {
         HOLD(w, r.segments_kept == 0 && r.free_bytes_pinned == s.cached_bytes,
              "trim to %zu left %zu reserved: %zu cached, %zu of them pinned, %zu segments kept", keep, s.reserved_bytes,
              s.cached_bytes, r.free_bytes_pinned, r.segments_kept);
+    HOLD(w, r.free_bytes_trapped <= s.cached_bytes, "report: %zu trapped, %zu cached", r.free_bytes_trapped,
+         s.cached_bytes);
     HOLD(w, before.segments - s.segments == r.segments_released, "report: %zu segments released; segments %zu -> %zu",
          r.segments_released, before.segments, s.segments);
     HOLD(w, r.bytes_still_reserved == s.reserved_bytes, "report: %zu still reserved, stats %zu", r.bytes_still_reserved,

@@ -954,7 +954,8 @@ typedef struct cca_stats {
     uint64_t splits;
     uint64_t merges;
     double fragmentation; /* 1 - largest_free_block / cached_bytes; 0 if none */
-    /* expandable segments (all 0 with classic ones): */
+    /* expandable segments (all 0 with classic ones, vm_backing then
+     * CCA_VM_PAGES: they map nothing): */
     size_t page_size;           /* the upstream's mapping granularity        */
     size_t expandable_segments; /* of `segments`                             */
     size_t address_space_bytes; /* address space they reserve                */

@@ -83,6 +83,9 @@
  *     CCA_GRANULARITY (none for a sleep with DISCARD, nor for the wake
  *     after one); a sleep's exactly the host bytes it took, a wake's at
  *     most those it gave back;
+ *   - the counters of calls never fall; alloc_calls and ooms move only in
+ *     an alloc, free_calls only in a free, alloc_retries only in an alloc
+ *     or a footprint reserve, by one at most (check_counters);
  *   - after cca_reset_peak_stats every peak is its value; a failed alloc
  *     leaves *out NULL and no live block changes; ooms rises by one
  *     exactly when an alloc says CCA_ERR_OUT_OF_MEMORY, alloc_calls when
@@ -931,12 +934,37 @@ static void arm_fault(world *w) {
     w->f.sticky[k] = rnd(w, 2) == 0;
 }
 
+/* The counters of calls never fall; alloc_calls and ooms move only in an
+ * alloc, free_calls only in a free (do_alloc and do_free check by how
+ * much), alloc_retries only in an alloc or a footprint reserve, by one at
+ * most (one retry per call, ccalloc.h); peak_holds only under hold_peak. */
+static void check_counters(world *w, const cca_stats *b, const char *call) {
+    cca_stats a = stats(w);
+    HOLD(w,
+         a.alloc_calls >= b->alloc_calls && a.free_calls >= b->free_calls && a.upstream_allocs >= b->upstream_allocs &&
+             a.upstream_frees >= b->upstream_frees && a.alloc_retries >= b->alloc_retries && a.ooms >= b->ooms &&
+             a.splits >= b->splits && a.merges >= b->merges && a.vm_maps >= b->vm_maps && a.vm_unmaps >= b->vm_unmaps &&
+             a.pages_mapped >= b->pages_mapped && a.pages_unmapped >= b->pages_unmapped &&
+             a.peak_holds >= b->peak_holds,
+         "a counter fell");
+    bool alloc = strcmp(call, "alloc") == 0;
+    HOLD(w, alloc || (a.alloc_calls == b->alloc_calls && a.ooms == b->ooms),
+         "alloc_calls %llu -> %llu, ooms %llu -> %llu", (unsigned long long)b->alloc_calls,
+         (unsigned long long)a.alloc_calls, (unsigned long long)b->ooms, (unsigned long long)a.ooms);
+    HOLD(w, strcmp(call, "free") == 0 || a.free_calls == b->free_calls, "free_calls %llu -> %llu",
+         (unsigned long long)b->free_calls, (unsigned long long)a.free_calls);
+    HOLD(w, a.alloc_retries - b->alloc_retries <= (alloc || strcmp(call, "reserve") == 0), "alloc_retries %llu -> %llu",
+         (unsigned long long)b->alloc_retries, (unsigned long long)a.alloc_retries);
+}
+
 static void one_step(world *w) {
     bool faulty = rnd(w, 3) == 0;
     if (faulty)
         arm_fault(w);
     uint64_t host_free_fails = w->f.calls[TU_FAULT_HOST_FREE] - w->f.ok[TU_FAULT_HOST_FREE];
-    switch (rnd(w, 20)) {
+    cca_stats before = stats(w);
+    int call = (int)rnd(w, 20);
+    switch (call) {
     case 0:
     case 1:
     case 2:
@@ -968,6 +996,7 @@ static void one_step(world *w) {
              held, s.host_bytes);
         w->host_leaked = held - s.host_bytes;
     }
+    check_counters(w, &before, call <= 6 ? "alloc" : call <= 10 ? "free" : call == 14 ? "reserve" : "");
     check_relations(w);
     /* events: held, or completed up to now */
     if (rnd(w, 4) == 0)

@@ -875,15 +875,18 @@ typedef struct cca_release_report {
     size_t free_bytes_pinned;    /* cached free bytes trapped in pinned segments */
     /* expandable segments: pages unmapped by this call, those of ranges it
      * then released whole included (their bytes are in bytes_released too),
-     * and the free bytes that stay mapped because they share a page with a
-     * live or pending block */
+     * and the free bytes of awake domains that stay mapped because they
+     * share a page with a live or pending block (part of free_bytes_pinned,
+     * and of cached_bytes) */
     size_t pages_unmapped;
     size_t bytes_unmapped;
     size_t free_bytes_trapped;
     /* sleeping domains (cca_domain_sleep) afterwards, and the host memory
      * holding their live blocks; their segments are counted above, pinned
      * by live blocks whose bytes are on the host, not on the device (their
-     * free_bytes_pinned: the pages a refused unmap left mapped, if any) */
+     * free_bytes_pinned: the pages a refused unmap left mapped, if any,
+     * which cached_bytes leaves out; none of them free_bytes_trapped: no
+     * live block needs a page mapped) */
     size_t asleep_domains;
     size_t host_bytes;
 } cca_release_report;
@@ -951,7 +954,8 @@ typedef struct cca_stats {
     uint64_t splits;
     uint64_t merges;
     double fragmentation; /* 1 - largest_free_block / cached_bytes; 0 if none */
-    /* expandable segments (all 0 with classic ones): */
+    /* expandable segments (all 0 with classic ones, vm_backing then
+     * CCA_VM_PAGES: they map nothing): */
     size_t page_size;           /* the upstream's mapping granularity        */
     size_t expandable_segments; /* of `segments`                             */
     size_t address_space_bytes; /* address space they reserve                */

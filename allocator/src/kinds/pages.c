@@ -935,6 +935,8 @@ static size_t pages_releasable(const ccai_segment *s) {
 }
 
 static size_t pages_trapped(const ccai_segment *s) {
+    if (s->domain->sleep) /* asleep (sleep.c): no live block needs a page; what a refused unmap left is pinned */
+        return 0;
     size_t n = 0;
     for (const ccai_block *b = s->first; b; b = b->next)
         if (b->state == CCAI_FREE)

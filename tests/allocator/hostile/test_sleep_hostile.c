@@ -30,7 +30,8 @@
  *   alone; 16 MiB exactly and 16 MiB +- 512 included); the rest intact after
  *   the wake. Thousands of 512-byte blocks freed at random while asleep.
  * - refused unmap: a sleep whose unmap is refused, then a wake, frees and
- *   empty-cache give every page back.
+ *   empty-cache give every page back; a trim's report counts the pages it
+ *   left as free_bytes_pinned, none as free_bytes_trapped.
  * - copy engine: sizes at the inline size and the piece size +- 1, odd
  *   offsets; chains that depend on FIFO order (A->B, B->C, C->A); threads
  *   each copying and waiting on their own buffers; a destroy with copies
@@ -909,6 +910,53 @@ Test(sleep_hostile, a_refused_unmap_then_wake_free_or_destroy_gives_everything_b
         refused_unmap(CCA_VM_WHOLE_MAPS, way);
         refused_unmap(CCA_VM_PAGES, way);
     }
+}
+
+/* What a refused unmap left in a sleeping domain, in a release report: all
+ * of it free_bytes_pinned (its live bytes are on the host), none of it
+ * free_bytes_trapped (no live block needs a page mapped), and so trapped
+ * stays within cached_bytes, which leaves sleeping domains out (ccalloc.h,
+ * cca_release_report). Three live blocks and a hole share the domain's
+ * first page; the sleep's one unmap is refused, so that page stays. */
+static void refused_unmap_report(int backing) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device_backed(256 * MiB, backing == CCA_VM_PAGES ? 64 * KiB : 0, backing);
+    cca_upstream *u = tu_faulty_create_streams(&f, inner, "ux", true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(cca_alloc(a, 600, NULL, &p[i]), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p[1]); /* a 1024-byte hole between two live blocks, on their page */
+    f.fail_at[TU_FAULT_UNMAP] = f.calls[TU_FAULT_UNMAP] + 1;
+    f.sticky[TU_FAULT_UNMAP] = true;
+    cr_assert_eq(cca_domain_sleep(a, NULL, 0, NULL), CCA_ERR_UPSTREAM, "the refused unmap: %s", cca_last_error());
+    tu_faulty_faults_off(&f);
+    cca_release_report r;
+    cr_assert_eq(cca_trim(a, 0, &r), CCA_OK, "%s", cca_last_error());
+    cca_stats s = tu_stats(a);
+    cr_assert(s.asleep_domains == 1 && s.reserved_bytes > 0 && s.cached_bytes == 0,
+              "asleep with the refused pages: %zu asleep, %zu reserved, %zu cached", s.asleep_domains, s.reserved_bytes,
+              s.cached_bytes);
+    cr_assert_eq(r.free_bytes_trapped, 0, "%zu trapped in a sleeping domain, %zu cached", r.free_bytes_trapped,
+                 s.cached_bytes);
+    cr_assert_eq(r.free_bytes_pinned, s.reserved_bytes, "pinned %zu: the refused pages are %zu", r.free_bytes_pinned,
+                 s.reserved_bytes);
+    cr_assert_eq(r.segments_pinned, 1);
+    cr_assert_eq(cca_domain_wake(a, NULL, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_trim(a, 0, &r), CCA_OK, "%s", cca_last_error());
+    s = tu_stats(a);
+    cr_assert(s.reserved_bytes > s.allocated_bytes && r.free_bytes_trapped == s.reserved_bytes - s.allocated_bytes,
+              "awake: the hole and the tail share a page with the live blocks: %zu trapped, %zu reserved, %zu live",
+              r.free_bytes_trapped, s.reserved_bytes, s.allocated_bytes);
+    tu_free(a, p[0]);
+    tu_free(a, p[2]);
+    tu_teardown(a, u);
+    cca_upstream_destroy(inner);
+}
+
+Test(sleep_hostile, a_refused_unmap_leaves_pinned_bytes_not_trapped_ones) {
+    refused_unmap_report(CCA_VM_WHOLE_MAPS);
+    refused_unmap_report(CCA_VM_PAGES);
 }
 
 /* ---- the copy engine and host memory ----------------------------------------------------- */

@@ -23,6 +23,22 @@ static size_t round_up(size_t n, size_t k) {
     return (n + k - 1) / k * k;
 }
 
+const char *cm_reach_name(int i) {
+    static const char *const names[CM_REACH_N] = {"slack",
+                                                  "large in medium",
+                                                  "ties",
+                                                  "fallback",
+                                                  "shrunk",
+                                                  "impossible",
+                                                  "(b) stops",
+                                                  "(c) releases",
+                                                  "(d) releases",
+                                                  "retries that serve",
+                                                  "max_split refusals",
+                                                  "max_split uncut"};
+    return i >= 0 && i < CM_REACH_N ? names[i] : "?";
+}
+
 void cm_config_default(cm_config *c, size_t capacity, size_t page) {
     memset(c, 0, sizeof *c);
     c->capacity = capacity;
@@ -173,8 +189,12 @@ static cm_alloc_result take_block(cm_model *m, cm_segment *s, size_t i, size_t r
     cm_block *b = &s->blocks[i];
     size_t rest = b->size - rounded;
     int cut = s->pool == CM_SMALL ? rest >= GRAN : rest > m->c.small_max;
-    m->slack += !cut && rest > 0;
-    m->large_in_medium += s->pool == CM_MEDIUM && rounded >= m->c.large_min;
+    if (m->c.max_split && b->size > m->c.max_split) { /* [R13] never cut */
+        m->reach[CM_SPLIT_UNCUT] += cut;
+        cut = 0;
+    }
+    m->reach[CM_SLACK] += !cut && rest > 0;
+    m->reach[CM_LARGE_IN_MEDIUM] += s->pool == CM_MEDIUM && rounded >= m->c.large_min;
     if (cut) {
         b->size = rounded;
         insert_block(s, i + 1, (cm_block){b->off + rounded, rest, 0});
@@ -204,11 +224,19 @@ static int best_fit(cm_model *m, size_t rounded, int pool, size_t *si, size_t *b
             }
         }
     }
+    /* [R13] a block above max_split: only for a request of at least
+     * max_split that leaves less than medium_segment of it; the best fit
+     * is the smallest block, so if it may not be taken no larger one may */
+    if (found && m->c.max_split && best_size > m->c.max_split &&
+        (rounded < m->c.max_split || best_size - rounded >= m->c.medium_segment)) {
+        m->reach[CM_SPLIT_REFUSED]++;
+        return 0;
+    }
     size_t equal = 0; /* only to count ties: the address decided */
     for (size_t i = 0; found && i < m->nsegs; i++)
         for (size_t j = 0; pool_serves(m, m->segs[i].pool, pool) && j < m->segs[i].n; j++)
             equal += !m->segs[i].blocks[j].live && m->segs[i].blocks[j].size == best_size;
-    m->ties += equal > 1;
+    m->reach[CM_TIE] += equal > 1;
     return found;
 }
 
@@ -270,8 +298,9 @@ static int grow(cm_model *m, size_t rounded, int pool, cm_alloc_result *out) {
             m->device_refusals++;
             continue;
         }
-        m->fallback += k == 1;
-        m->shrunk += tries[k] < (pool == CM_SMALL ? m->c.small_segment : round_up(rounded, m->c.segment_round));
+        m->reach[CM_FALLBACK] += k == 1;
+        m->reach[CM_SHRUNK] +=
+            tries[k] < (pool == CM_SMALL ? m->c.small_segment : round_up(rounded, m->c.segment_round));
         cm_segment *s = new_segment(m, tries[k], at, pool);
         *out = take_block(m, s, 0, rounded);
         return 1;
@@ -313,7 +342,7 @@ static int retry(cm_model *m, size_t rounded, int pool, cm_alloc_result *out, in
     int over_cap = m->c.max_reserved && reserved(m) - cached + need > m->c.max_reserved;
     if (cached == 0 || dev_free + cached < need || over_cap) { /* (b) */
         *nothing_cached = cached == 0;
-        m->retry_stop++;
+        m->reach[CM_RETRY_STOP]++;
         return 0;
     }
     /* (c) the shortfall: what the device's free bytes lack, or what would
@@ -325,17 +354,18 @@ static int retry(cm_model *m, size_t rounded, int pool, cm_alloc_result *out, in
         shortfall = res + need - m->c.max_reserved;
     if (shortfall < res) {
         while (reserved(m) > res - shortfall && largest_free_segment(m, &at)) {
-            m->retry_c++;
+            m->reach[CM_RETRY_C]++;
             release_segment(m, at);
         }
         if (grow(m, rounded, pool, out))
-            return ++m->retry_ok, 1;
+            return ++m->reach[CM_RETRY_OK], 1;
     }
     while (largest_free_segment(m, &at)) { /* (d) everything */
-        m->retry_d++;
+        m->reach[CM_RETRY_D]++;
         release_segment(m, at);
     }
-    return grow(m, rounded, pool, out) ? (++m->retry_ok, 1) : 0;
+    /* taken even when nothing was released: a refusal may pass */
+    return grow(m, rounded, pool, out) ? (++m->reach[CM_RETRY_OK], 1) : 0;
 }
 
 cm_alloc_result cm_alloc(cm_model *m, size_t size) {
@@ -352,7 +382,7 @@ cm_alloc_result cm_alloc(cm_model *m, size_t size) {
     if (best_fit(m, rounded, pool, &si, &bi))
         return take_block(m, &m->segs[si], bi, rounded);
     if (least_segment(m, rounded, pool) > ceiling(m)) { /* [R7] (5a) impossible */
-        m->impossible++;
+        m->reach[CM_IMPOSSIBLE]++;
         m->ooms++;
         r.status = CCA_ERR_OUT_OF_MEMORY;
         r.oom = CM_OOM_NEVER;

@@ -42,7 +42,26 @@ typedef struct cm_config {
     size_t small_max, small_segment, medium_segment, large_min, segment_round;
     size_t max_reserved; /* 0: no cap */
     int small_pool, medium_pool;
+    size_t max_split; /* 0: off */
 } cm_config;
+
+/* The decisions counted in cm_model.reach; cm_reach_name names them. */
+enum {
+    CM_SLACK,           /* a remainder kept as slack */
+    CM_LARGE_IN_MEDIUM, /* a large request served by a medium block */
+    CM_TIE,             /* best fit among equal sizes: the address decided */
+    CM_FALLBACK,        /* medium_segment refused, the least segment taken */
+    CM_SHRUNK,          /* a least segment shrunk to the ceiling */
+    CM_IMPOSSIBLE,      /* step 5a */
+    CM_RETRY_STOP,      /* (b): releasing cannot help */
+    CM_RETRY_C,         /* a segment released by (c) */
+    CM_RETRY_D,         /* a segment released by (d) */
+    CM_RETRY_OK,        /* a retry that served its request */
+    CM_SPLIT_REFUSED,   /* max_split: the best block may not be taken */
+    CM_SPLIT_UNCUT,     /* max_split: a remainder left uncut */
+    CM_REACH_N
+};
+const char *cm_reach_name(int i);
 
 typedef struct cm_model {
     cm_config c;
@@ -52,9 +71,9 @@ typedef struct cm_model {
     /* counters as cca_stats names them */
     uint64_t upstream_allocs, upstream_frees, alloc_retries, ooms;
     uint64_t device_refusals; /* upstream allocs asked and refused */
-    /* how often each rule decided something, so a test can require that
-     * its programs reach every one */
-    uint64_t slack, large_in_medium, ties, fallback, shrunk, impossible, retry_stop, retry_c, retry_d, retry_ok;
+    /* how often each rule decided something (CM_REACH_*), so a test can
+     * require that its programs reach every one */
+    uint64_t reach[CM_REACH_N];
 } cm_model;
 
 /* What one cca_alloc did, as the model predicts it. */

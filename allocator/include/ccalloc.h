@@ -667,7 +667,8 @@ typedef struct cca_config {
                                larger ones with >= medium_segment of slack;
                                growth, classic segments only (refused with
                                greedy and expandable:1); 0 = off             (0) */
-    int small_pool;         /* small_pool: 0 = every request uses the large pool (1)*/
+    int small_pool;         /* small_pool: 0 = small requests use the medium pool
+                               (its segments and split rule)             (1) */
     int medium_pool;        /* medium_pool: requests < large_min never use the
                                segments of large requests (1)                     */
     int log_oom;            /* log_oom: log one line per OOM                     (1) */
@@ -803,8 +804,9 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  * (hold_peak:1) and greedy: docs/allocator.md, "The life of one
  * cca_alloc". size 0: CCA_OK and *out NULL. *out is NULL on any failure.
  * Errors:
- *  - CCA_ERR_INVALID_ARGUMENT: a size whose rounding would overflow
- *    (nothing touched);
+ *  - CCA_ERR_INVALID_ARGUMENT: a size above SIZE_MAX - 512 - the larger
+ *    of segment_round and (expandable segments) the page, the bound below
+ *    which no rounding can overflow (nothing touched);
  *  - CCA_ERR_OUT_OF_MEMORY (ooms counted, one log line written after the
  *    lock is released, when log_oom:1): a request that can never succeed
  *    (its least segment, which shrinks to a device or max_reserved smaller
@@ -893,8 +895,9 @@ typedef struct cca_release_report {
 
 /* Synchronize, complete pending frees, then give memory back until
  * reserved <= keep_bytes or nothing free is left: whole free classic
- * segments largest first and, with expandable segments, every page lying
- * wholly inside a free block (tails first), then empty address ranges
+ * segments largest first (equal sizes: lowest address first) and, with
+ * expandable segments, every page lying wholly inside a free block (tails
+ * first), then empty address ranges
  * (docs/allocator.md, "Giving memory back" and "Pages, not segments").
  * Classic segments: the whole device is synchronized. Expandable segments:
  * only the streams whose queued work may touch what goes back (the stream

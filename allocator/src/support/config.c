@@ -126,7 +126,7 @@ static const option options[] = {
      "free blocks larger than this are never split nor given to smaller requests; 0 = off, else more than "
      "medium_segment"},
     {"small_pool", OPT_BOOL, OFF(small_pool), 1, 0, 1,
-     "0 = serve small requests from the large pool too (for comparison)"},
+     "0 = serve small requests from the medium pool: its segments and split rule (for comparison)"},
     {"medium_pool", OPT_BOOL, OFF(medium_pool), 1, 0, 1,
      "1 = requests below large_min never use the segments of large requests (large requests may use medium "
      "segments); 0 = one pool for both, as PyTorch does"},

@@ -739,8 +739,9 @@ typedef struct ccb_outdir {
 int ccb_mkdir_p(const char *path);
 /* dir/name (name alone when dir is NULL) opened for writing, or NULL with a
  * message on stderr; refused, before the open empties it, when it is a
- * regular file that is a trace this process read (ccb_note_input), the
- * file CCALLOC_TRACE names, or where standard output or error goes. */
+ * regular file that is a trace this process read (ccb_note_input), an
+ * output it opened earlier, the file CCALLOC_TRACE names, or where
+ * standard output or error goes. */
 FILE *ccb_open_out(const char *dir, const char *name);
 /* Remember the file open on fd (read as path) as an input: no output may
  * be written over it. A pipe or device is not remembered. */

@@ -65,9 +65,13 @@ static int outputs_refused(const command *c, const ccb_options *o) {
     return 0;
 }
 
+/* The library's lines: OOM lines are counted in the results instead; the
+ * recorder's (a CCALLOC_TRACE refused: nothing is recorded) are said, as
+ * the library's own sink would. */
 static void silence(void *user, const char *line) {
     (void)user;
-    (void)line; /* OOM lines are counted in the results instead */
+    if (!strncmp(line, "CCALLOC_TRACE:", 14))
+        ccai_fprintf_escaped(stderr, "ccalloc: %s\n", line); /* a path from the environment */
 }
 
 static void list(void) {

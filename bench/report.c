@@ -30,9 +30,11 @@
  * need gnuplot and are skipped, with a message, without it.
  * - An output never lands on another file of the process (taken, before
  *   the open empties it): a regular file that is a trace read (each one
- *   trace.c opens is noted, ccb_note_input, by st_dev/st_ino), the file
- *   CCALLOC_TRACE names, or the one standard output or error goes to is
- *   refused, said and counted as above. A CCALLOC_TRACE naming a trace
+ *   trace.c opens is noted, ccb_note_input, by st_dev/st_ino), an output
+ *   opened earlier in the run (noted the same way by ccb_open_out; a
+ *   symlink left in --out), the file CCALLOC_TRACE names, or the one
+ *   standard output or error goes to is refused, said and counted as
+ *   above. Plots are gnuplot's to open: not checked. A CCALLOC_TRACE naming a trace
  *   read is refused before replays run (ccb_recording_reads: exit 2).
  * - A plot is kept only whole (plot_kept): gnuplot does not notice a write
  *   that failed (a full disk, a file-size limit: it exits 0 with the PNG
@@ -666,17 +668,19 @@ int ccb_mkdir_p(const char *path) {
 
 /* ---- outputs that would land on another file of this process --------------------- */
 
-/* The regular files this process reads as traces (ccb_note_input), by
- * identity: an output that is one of them is refused (ccb_open_out). */
+/* The regular files this process reads as traces (ccb_note_input) and
+ * the ones it has written (ccb_open_out), by identity: an output that is
+ * one of them is refused (ccb_open_out). */
 typedef struct input_file {
     dev_t dev;
     ino_t ino;
-    char *path; /* as given; NULL: host memory was short for it */
+    char *path;  /* as given; NULL: host memory was short for it */
+    bool output; /* one this process wrote, not a trace it read */
 } input_file;
 static input_file *inputs;
 static size_t ninputs, inputs_cap;
 
-void ccb_note_input(int fd, const char *path) {
+static void note_file(int fd, const char *path, bool output) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return; /* a pipe, a device: nothing there to overwrite */
@@ -687,7 +691,11 @@ void ccb_note_input(int fd, const char *path) {
             return; /* no host memory: that file goes unprotected */
         inputs = grown, inputs_cap = cap;
     }
-    inputs[ninputs++] = (input_file){st.st_dev, st.st_ino, strdup(path)};
+    inputs[ninputs++] = (input_file){st.st_dev, st.st_ino, strdup(path), output};
+}
+
+void ccb_note_input(int fd, const char *path) {
+    note_file(fd, path, false);
 }
 
 static bool same_id(const struct stat *a, const struct stat *b) {
@@ -711,8 +719,12 @@ static const char *taken(const char *path, char *why, size_t len) {
         return NULL; /* not made yet, or not a file that can be overwritten */
     for (size_t i = 0; i < ninputs; i++)
         if (st.st_dev == inputs[i].dev && st.st_ino == inputs[i].ino) {
-            snprintf(why, len, "it is the trace '%s' this command reads (refused: it would be written over)",
-                     inputs[i].path ? inputs[i].path : "?");
+            if (inputs[i].output)
+                snprintf(why, len, "it is '%s', which this command wrote (refused: one would overwrite the other)",
+                         inputs[i].path ? inputs[i].path : "?");
+            else
+                snprintf(why, len, "it is the trace '%s' this command reads (refused: it would be written over)",
+                         inputs[i].path ? inputs[i].path : "?");
             return why;
         }
     const char *stream = ccai_std_stream_file(path);
@@ -732,7 +744,7 @@ int ccb_recording_reads(void) {
     if (!recording(&st))
         return 0;
     for (size_t i = 0; i < ninputs; i++)
-        if (st.st_dev == inputs[i].dev && st.st_ino == inputs[i].ino) {
+        if (!inputs[i].output && st.st_dev == inputs[i].dev && st.st_ino == inputs[i].ino) {
             ccai_fprintf_escaped(stderr,
                                  "ccbench: CCALLOC_TRACE '%s' is the trace '%s': recording the replays would write "
                                  "over it (unset CCALLOC_TRACE, or name another file)\n",
@@ -760,6 +772,8 @@ FILE *ccb_open_out(const char *dir, const char *name) {
     FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
     if (!f)
         out_failed("write", path, ccai_open_strerror(errno));
+    else
+        note_file(fileno(f), path, true); /* no later output of the run over it */
     return f;
 }
 

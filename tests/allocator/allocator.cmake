@@ -147,7 +147,7 @@ cca_add_test(NAME test_random_streams SOURCES allocator/random/test_random_strea
 
 # A failure at every step (tests/allocator/hostile/test_fault_steps.c): host malloc (--wrap) and upstream refusals at every call
 # of scripted sequences over expandable segments, domains and arenas, history, snapshots, tracing, stream
-# bookkeeping and the writers, in every configuration; each call's status, the invariants, exact stats and
+# bookkeeping (hostile stream handles among them) and the writers, in every configuration; each call's status, the invariants, exact stats and
 # the device's own counts checked after every step.
 cca_add_test(NAME test_fault_steps SOURCES allocator/hostile/test_fault_steps.c support/alloc_test_util.c
   support/malloc_fault.c LIBS ccalloc_static LABEL cpu)

@@ -12,7 +12,10 @@
 #                    incompatible (0.MINOR before 1.0)
 #   test_abi         the library's ABI is the one recorded for its soname
 #                    (allocator/abi/SONAME.abi; libabigail's abidw and
-#                    abidiff, skipped without them)
+#                    abidiff, skipped without them) and ccalloc.h's macros
+#                    recorded beside it (allocator/abi/SONAME.macros)
+#   test_abi_macros  test_abi fails on a macro's value changed, one removed
+#                    or added (what abidiff cannot see), from a path with spaces
 #   test_package_deps  the package built with CCA_CUDA_RUNTIME=dlopen asks a
 #                    consumer for no CUDA toolkit (configures only; where
 #                    the toolkit's headers exist, as dlopen needs them)
@@ -26,7 +29,10 @@ if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
   set_tests_properties(test_soname PROPERTIES LABELS cpu TIMEOUT 30)
   add_test(NAME test_abi COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/allocator/contract/test_abi.sh
            $<TARGET_FILE:ccalloc> ${PROJECT_SOURCE_DIR})
-  set_tests_properties(test_abi PROPERTIES LABELS cpu TIMEOUT 60 SKIP_RETURN_CODE 77)
+  add_test(NAME test_abi_macros COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/allocator/contract/test_abi_macros.sh
+           $<TARGET_FILE:ccalloc> ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_abi test_abi_macros PROPERTIES LABELS cpu TIMEOUT 60 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "CC=${CMAKE_C_COMPILER}")
 endif()
 if(CCA_WITH_CUDA)
   add_test(NAME test_package_deps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/allocator/contract/test_package_deps.sh

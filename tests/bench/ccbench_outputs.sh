@@ -12,7 +12,10 @@
 #   - the CCALLOC_TRACE recording: a TRACE that CCALLOC_TRACE names is
 #     refused before anything runs (exit 2: the replays' allocators emptied
 #     it and recorded themselves into it, exit 0), and an output that is the
-#     recording is refused (exit 1);
+#     recording is refused (exit 1); one the recorder refuses (a '%' not
+#     %p or %%, a directory not there) is said, as the library logs it;
+#   - two outputs of one run that are one file (a symlink in --out D):
+#     the later is refused, the earlier left whole;
 #   - cck_bench --csv on the file standard output goes to (the table and
 #     the CSV mixed, exit 0), and a --csv that cannot be opened: named with
 #     the program's prefix and the reason, exit 1 (it was "PATH: REASON"
@@ -155,6 +158,33 @@ else
     echo "FAIL: gen -o FILE past the file-size limit, SIGXFSZ at its default: exit $rc, want 153"
     fails=$((fails + 1))
 fi
+
+# two outputs of one run on one file (a symlink left in --out D): the later
+# one is refused and the earlier left whole (micro.csv was written, then
+# micro.md emptied it and wrote the table there, exit 0)
+mkdir "$tmp/two"
+ln -s micro.csv "$tmp/two/micro.md"
+run micro -s malloc --live 10 --pairs 10 --out "$tmp/two"
+expect "two outputs on one file: the later refused, exit 1" 1 \
+    "ccbench: cannot write $tmp/two/micro.md: it is '$tmp/two/micro.csv', which this command wrote (refused: one would overwrite the other)"
+n=$((n + 1))
+if head -1 "$tmp/two/micro.csv" | grep -q '^strategy,live,'; then
+    echo "ok: two outputs on one file: the earlier left whole"
+else
+    echo "FAIL: two outputs on one file: micro.csv is not the CSV"; head -2 "$tmp/two/micro.csv"; fails=$((fails + 1))
+fi
+
+# a CCALLOC_TRACE the recorder refuses (a '%' at the end, a directory not
+# there): nothing is recorded, and the library's line says why (ccbench
+# silences the library's other lines: it ran, exit 0, and said nothing)
+CCALLOC_TRACE="$tmp/rec%" "$ccbench" replay -s ccalloc --reps 1 --no-plots "$tmp/t.csv" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect "CCALLOC_TRACE ending in '%': the refusal said, the run goes on" 0 \
+    "ccalloc: CCALLOC_TRACE: not tracing: a '%' other than %p (the process id) or %% (one '%') in the path: '$tmp/rec%'"
+CCALLOC_TRACE="$tmp/no/rec.csv" "$ccbench" micro -s ccalloc --live 10 --pairs 10 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect "CCALLOC_TRACE in a directory not there: the refusal said, the run goes on" 0 \
+    "ccalloc: CCALLOC_TRACE: not tracing: cannot open for writing (No such file or directory): '$tmp/no/rec.csv'"
 
 if [ -n "$cck" ]; then
     "$cck" --no-cpu --reps 1 --csv "$tmp/k.csv" >"$tmp/k.csv" 2>"$tmp/err"

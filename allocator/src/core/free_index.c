@@ -999,14 +999,18 @@ const char *ccai_free_index_check(const ccai_free_index *ix) {
     if (spare != ix->spare_count)
         return "free index: the spare node count is wrong";
     /* the streams: each listed stream's bins where a probe finds them,
-     * nothing else in the table */
+     * nothing else in the table; the bins used last among them */
     size_t listed = 0, slots = ix->table ? (size_t)1 << ix->table_bits : 0, filled = 0;
+    bool last_seen = !ix->last;
     for (const ccai_stream_bins *sb = ix->streams; sb; sb = sb->next) {
         if (++listed > ix->nstreams)
             return "free index: more streams listed than counted";
         if (table_find(ix, sb->stream) != sb)
             return "free index: a stream's bins are not where the table says";
+        last_seen |= sb == ix->last;
     }
+    if (!last_seen)
+        return "free index: the bins used last are not a listed stream's";
     for (size_t i = 0; i < slots; i++)
         filled += ix->table[i].bins != NULL;
     if (listed != ix->nstreams || filled != listed || filled * 2 > slots)

@@ -22,6 +22,13 @@
  * cca_destroy whose synchronize is refused: frees still waiting on stream
  * events count as live (ccalloc.h), their events destroyed all the same.
  *
+ * Hostile stream handles (NULL, all-ones, handles whose hashes share one
+ * probe chain of the free index's table of streams) allocating in two
+ * domains and both pools, some leaving the pools and coming back, with the
+ * k-th host allocation failing (once, and from then on): each refusal
+ * CCA_ERR_OUT_OF_MEMORY with the stats and the device's books unchanged,
+ * every stream served once host memory is back, nothing left on the device.
+ *
  * A block lacking pages in more runs than pages.c's map_missing keeps on
  * its stack (16): one vm_map per run; its list's host memory refused, or
  * the 18th map refused: every run the call mapped is unmapped, then the
@@ -873,4 +880,159 @@ Test(fault_steps, a_map_of_many_runs_without_host_memory_undoes_every_run_it_map
 
 Test(fault_steps, a_map_refused_past_the_stack_list_undoes_every_run_it_mapped) {
     many_runs_refused(false);
+}
+
+/* ============================================================================ */
+/* Hostile stream handles in the free index's table of streams                  */
+/* ============================================================================ */
+
+/* Stream handles are any pointer value the caller picks. free_index.c finds
+ * a stream's bins by the top bits of (handle * 0x9e3779b97f4a7c15): the
+ * handles below share their top 16 bits, so every table up to 2^16 slots
+ * puts them in one probe chain (inserts that wrap, deletions that shift
+ * every later one back), with NULL and all-ones among them. */
+#define HS_STREAMS 12
+static cca_stream hostile_stream(unsigned i) {
+    if (i < 2)
+        return i == 0 ? NULL : (cca_stream)UINTPTR_MAX;
+    uint64_t phi = 0x9e3779b97f4a7c15ull, inv = phi; /* phi is odd: its inverse mod 2^64 */
+    for (int n = 0; n < 6; n++)
+        inv *= 2 - phi * inv;
+    return (cca_stream)(uintptr_t)((0x5a5aull << 48 | (uint64_t)i << 12) * inv);
+}
+
+typedef struct hs_run {
+    cca_allocator *a;
+    cca_upstream *dev;
+    cca_domain *d;
+    void *p[2][HS_STREAMS][2]; /* [default, domain][stream][small, large] */
+    long k;
+    long failures; /* allocations refused */
+} hs_run;
+
+/* One allocation: CCA_OK, or CCA_ERR_OUT_OF_MEMORY with NULL out, the
+ * stats unchanged and the invariants holding. */
+static void hs_alloc(hs_run *r, int in, unsigned s, int large) {
+    hold(true);
+    cca_stats before = tu_stats(r->a);
+    hold(false);
+    void *p = (void *)1;
+    size_t size = large ? 3 * MiB : 4 * KiB;
+    cca_status st =
+        in ? cca_alloc_in(r->a, r->d, size, hostile_stream(s), &p) : cca_alloc(r->a, size, hostile_stream(s), &p);
+    hold(true);
+    if (st == CCA_OK) {
+        cr_assert_not_null(p);
+        r->p[in][s][large] = p;
+        tu_fill(p, FILLED(size), s * 4 + in * 2 + large);
+    } else {
+        cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "[k=%ld] alloc on stream %u: %s", r->k, s, cca_status_string(st));
+        cr_assert_null(p, "[k=%ld] a refused alloc's out", r->k);
+        cca_stats after = tu_stats(r->a);
+        cr_assert(after.allocated_bytes == before.allocated_bytes && after.requested_bytes == before.requested_bytes &&
+                      after.active_blocks == before.active_blocks && after.alloc_calls == before.alloc_calls &&
+                      after.ooms == before.ooms + 1,
+                  "[k=%ld] a refused alloc on stream %u changed the stats", r->k, s);
+        r->failures++;
+    }
+    tu_check(r->a);
+    cca_stats now = tu_stats(r->a);
+    cca_upstream_stats d = tu_upstream_stats(r->dev);
+    cr_assert(d.bytes_in_use == now.reserved_bytes && d.vm_reserved_bytes == now.address_space_bytes,
+              "[k=%ld] the device holds %zu bytes, %zu of address space; reserved_bytes %zu, address_space_bytes %zu",
+              r->k, d.bytes_in_use, d.vm_reserved_bytes, now.reserved_bytes, now.address_space_bytes);
+    hold(false);
+}
+
+static void hs_free(hs_run *r, int in, unsigned s, int large) {
+    void *p = r->p[in][s][large];
+    if (!p)
+        return;
+    hold(true);
+    cr_assert(tu_check_fill(p, FILLED(large ? 3 * MiB : 4 * KiB), s * 4 + in * 2 + large),
+              "[k=%ld] a block overwritten", r->k);
+    hold(false);
+    cr_assert_eq(cca_free(r->a, p), CCA_OK, "[k=%ld]: %s", r->k, cca_last_error());
+    r->p[in][s][large] = NULL;
+    hold(true);
+    tu_check(r->a);
+    hold(false);
+}
+
+/* Empty the cache (the segments of the streams without blocks go, their
+ * bins with them: deletions from the middle of the chain). */
+static void hs_empty(hs_run *r) {
+    cca_status st = cca_empty_cache(r->a, NULL);
+    cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY, "[k=%ld] empty_cache: %s", r->k, cca_status_string(st));
+    hold(true);
+    tu_check(r->a);
+    hold(false);
+}
+
+/* Every stream allocates, default domain and the other, both pools; the odd
+ * ones free and the cache empties; they allocate again; all free; the
+ * domain and the allocator go. The k-th host allocation fails (once or from
+ * then on): true when it was injected. */
+static bool hs_one(const char *conf, long k, bool sticky) {
+    hs_run r = {.k = k};
+    cca_host_options o = {.capacity = 1024 * MiB, .vm_granularity = PG};
+    cca_upstream *dev = NULL;
+    cr_assert_eq(cca_upstream_host_create_with(&o, &dev), CCA_OK, "%s", cca_last_error());
+    hold(true);
+    r.dev = dev;
+    r.a = tu_allocator(dev, conf);
+    cr_assert_eq(cca_domain_create(r.a, "d", &r.d), CCA_OK, "%s", cca_last_error());
+    hold(false);
+    tu_malloc_arm(k, sticky);
+    for (unsigned s = 0; s < HS_STREAMS; s++)
+        for (int in = 0; in < 2; in++)
+            for (int large = 0; large < 2; large++)
+                hs_alloc(&r, in, s, large);
+    for (unsigned s = 1; s < HS_STREAMS; s += 2)
+        for (int in = 0; in < 2; in++)
+            for (int large = 0; large < 2; large++)
+                hs_free(&r, in, s, large);
+    hs_empty(&r);
+    for (unsigned s = 1; s < HS_STREAMS; s += 2)
+        for (int in = 0; in < 2; in++)
+            for (int large = 0; large < 2; large++)
+                hs_alloc(&r, in, s, large);
+    long injected = tu_malloc_disarm();
+    /* host memory back: every stream allocates again where it had nothing */
+    for (unsigned s = 0; s < HS_STREAMS; s++)
+        for (int in = 0; in < 2; in++)
+            for (int large = 0; large < 2; large++)
+                if (!r.p[in][s][large])
+                    hs_alloc(&r, in, s, large);
+    cr_assert(r.failures == 0 || injected > 0, "[k=%ld] a refusal without a fault", k);
+    for (unsigned s = 0; s < HS_STREAMS; s++)
+        for (int in = 0; in < 2; in++)
+            for (int large = 0; large < 2; large++) {
+                cr_assert_not_null(r.p[in][s][large], "[k=%ld] stream %u not served with host memory back", k, s);
+                hs_free(&r, in, s, large);
+            }
+    cr_assert_eq(cca_domain_destroy(r.a, r.d, 0, NULL), CCA_OK, "[k=%ld] %s", k, cca_last_error());
+    cr_assert_eq(cca_destroy(r.a), CCA_OK, "[k=%ld] %s", k, cca_last_error());
+    cca_upstream_stats d = tu_upstream_stats(dev);
+    cr_assert_eq(d.bytes_in_use + d.vm_reserved_bytes, 0, "[k=%ld] the device still holds memory", k);
+    cca_upstream_destroy(dev);
+    return injected > 0;
+}
+
+static void hostile_streams(const char *conf) {
+    /* the handles collide at every table size this test reaches */
+    for (unsigned i = 2; i < HS_STREAMS; i++)
+        cr_assert_eq((uint64_t)(uintptr_t)hostile_stream(i) * 0x9e3779b97f4a7c15ull >> 48, 0x5a5a);
+    long runs = 0;
+    for (int sticky = 0; sticky < 2; sticky++)
+        for (long k = 1; hs_one(conf, k, sticky); k++, runs++)
+            cr_assert_lt(k, 20000, "runaway");
+    cr_assert_gt(runs, 0, "the sweep injected nothing");
+}
+
+Test(fault_steps, hostile_stream_handles_at_every_host_malloc_classic) {
+    hostile_streams("log_oom:0,expandable:0");
+}
+Test(fault_steps, hostile_stream_handles_at_every_host_malloc_expandable) {
+    hostile_streams("log_oom:0,expandable:1");
 }

@@ -4,7 +4,10 @@
  * Criterion's runner cannot start under TSan (its shared arena mapping), so
  * this is a plain program, built and run only in the TSan configuration
  * (scripts/test.sh, cmake -DCCA_TSAN=ON). Four threads share one allocator
- * and mix alloc/free on three streams, record_stream, get_stats and trim,
+ * and mix alloc/free on 16 streams (NULL, all-ones and handles whose hashes
+ * share a probe chain in the free index's table of streams, which their
+ * segments join and leave as trims release them), record_stream,
+ * get_stats and trim,
  * with CCALLOC_TRACE recording to a file, so every lock (allocator, upstream,
  * trace, log) is exercised. Where the policy allows domains, the blocks of a
  * thread go to three domains: the default one, one shared by all threads,
@@ -29,6 +32,18 @@
 #define SLOTS 64
 
 static cca_allocator *shared;
+
+/* Stream i of 16: NULL, all-ones, then handles whose Fibonacci hashes
+ * (free_index.c) share their top 16 bits. */
+#define NSTREAMS 16
+static cca_stream stream_at(unsigned i) {
+    if (i < 2)
+        return i == 0 ? NULL : (cca_stream)UINTPTR_MAX;
+    uint64_t phi = 0x9e3779b97f4a7c15ull, inv = phi; /* its inverse mod 2^64 */
+    for (int n = 0; n < 6; n++)
+        inv *= 2 - phi * inv;
+    return (cca_stream)(uintptr_t)((0x5a5aull << 48 | (uint64_t)i << 12) * inv);
+}
 static cca_domain *common; /* shared by every thread; NULL: no domains (greedy) */
 
 static void *worker(void *arg) {
@@ -52,7 +67,7 @@ static void *worker(void *arg) {
             slot[k] = NULL;
         } else {
             size_t size = (size_t)ccai_rng_below(&rng, 3 << 20) + 1;
-            cca_stream stream = (cca_stream)(size_t)ccai_rng_below(&rng, 3);
+            cca_stream stream = stream_at((unsigned)ccai_rng_below(&rng, NSTREAMS));
             if (cca_alloc_in(shared, dom[k % 3], size, stream, &slot[k]) != CCA_OK)
                 return (void *)1;
             if (i % 97 == 0 && cca_record_stream(shared, slot[k], (cca_stream)9) != CCA_OK)

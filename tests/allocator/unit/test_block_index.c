@@ -1123,3 +1123,25 @@ Test(block_index, deferred_takes_match_brute_force) {
     free(taken);
     free(old_size);
 }
+
+/* The bins used last answer the cached path without a probe: bins that
+ * are not the index's (left there after their stream's last detach) would
+ * be read after their free. The check says so. */
+Test(block_index, the_check_catches_last_bins_not_listed) {
+    ccai_free_index ix = {0};
+    cr_assert_eq(ccai_free_index_attach(&ix, (cca_stream)0x10), CCA_OK);
+    cr_assert_eq(ccai_free_index_attach(&ix, (cca_stream)0x20), CCA_OK);
+    cr_assert_null(ccai_free_index_check(&ix));
+    ccai_stream_bins gone = {.stream = (cca_stream)0x30};
+    ccai_stream_bins *kept = ix.last;
+    ix.last = &gone;
+    const char *err = ccai_free_index_check(&ix);
+    cr_assert(err && strstr(err, "used last"), "check: %s", err ? err : "(clean)");
+    ix.last = kept;
+    cr_assert_null(ccai_free_index_check(&ix));
+    ccai_free_index_detach(&ix, (cca_stream)0x10);
+    ccai_free_index_detach(&ix, (cca_stream)0x20);
+    cr_assert_null(ix.last, "the last detach leaves no bins used last");
+    cr_assert_null(ccai_free_index_check(&ix));
+    ccai_free_index_destroy(&ix);
+}

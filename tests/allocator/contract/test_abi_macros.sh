@@ -1,0 +1,45 @@
+#!/bin/sh
+# test_abi_macros.sh LIB SRCDIR — test_abi.sh fails on a change abidiff
+# cannot see, the value of a macro of ccalloc.h a program compiles in:
+#   - a copy of ccalloc.h and the records, under a directory whose name has
+#     spaces, passes as it is;
+#   - each change below (a flag's value, an option value's, a limit's, a
+#     macro removed, one added) fails it, status 1, the macro named;
+#   - CCA_VERSION_PATCH changed (a patch release) passes.
+# Skipped (77) where test_abi.sh is.
+# Costs: one test_abi.sh run per case, under a second each.
+set -u
+lib=$1 src=$2
+script=$src/tests/allocator/contract/test_abi.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+copy="$tmp/a src dir"
+fail=0
+# run_case NAME SED-EXPRESSION WANT-STATUS WANT-TEXT
+run_case() {
+    rm -rf "$copy"
+    mkdir -p "$copy/allocator/include"
+    cp -R "$src/allocator/abi" "$copy/allocator/abi"
+    sed "$2" "$src/allocator/include/ccalloc.h" >"$copy/allocator/include/ccalloc.h"
+    sh "$script" "$lib" "$copy" >"$tmp/out" 2>&1
+    rc=$?
+    if [ $rc -eq 77 ]; then
+        cat "$tmp/out"
+        exit 77
+    fi
+    if [ $rc -ne "$3" ] || ! grep -q -- "$4" "$tmp/out"; then
+        echo "FAIL $1: status $rc (want $3), output lacks '$4':"
+        cat "$tmp/out"
+        fail=1
+    else
+        echo "ok $1"
+    fi
+}
+run_case unchanged 's/^//' 0 'ABI as recorded'
+run_case flag_value 's/^#define CCA_DOMAIN_FORCE 1u/#define CCA_DOMAIN_FORCE 4u/' 1 '^+#define CCA_DOMAIN_FORCE 4u'
+run_case option_value 's/^#define CCA_VM_PAGES 1 /#define CCA_VM_PAGES 2 /' 1 '^+#define CCA_VM_PAGES 2'
+run_case limit 's/^#define CCA_MARK_MAX 63/#define CCA_MARK_MAX 127/' 1 '^+#define CCA_MARK_MAX 127'
+run_case removed '/^#define CCA_SLEEP_DISCARD /d' 1 '^-#define CCA_SLEEP_DISCARD 1u'
+run_case added 's/^#define CCA_MARK_MAX 63/&\n#define CCA_NEW_LIMIT 9/' 1 '^+#define CCA_NEW_LIMIT 9'
+run_case patch 's/^#define CCA_VERSION_PATCH 0/#define CCA_VERSION_PATCH 7/' 0 'ABI as recorded'
+exit $fail

@@ -793,6 +793,7 @@ typedef struct ccb_options {
     const char *script_dir;  /* --scripts DIR, or NULL */
     const char *traces_dir;  /* --traces DIR (--all), or NULL: ccb_default_traces_dir() */
     const char *output_file; /* -o FILE (gen) */
+    const char *micro_option; /* the first of micro's own options given (--pairs, --streams, --live), or NULL */
     uint64_t seed;
     double scale;
     int reps, reps_given;

@@ -142,7 +142,8 @@ static const cli_option options[] = {
      "(default 1): what a program that works on N streams pays per pair"},
     {"live", O_LIVE, required_argument, "N,N,...",
      "micro: live block counts, at most 8 in 1..1000000 (default 10,1000,10000,100000;\n"
-     "10,1000 with --quick); every count runs packed and with holes"},
+     "10,1000 with --quick); every count runs packed and with holes. These three\n"
+     "are micro's (--all's too): another command refuses them, exit 2"},
     {"scripts", O_SCRIPTS, required_argument, "DIR", "gnuplot scripts (default: bench/scripts of the source tree)"},
     {"no-plots", O_NO_PLOTS, no_argument, NULL, "do not run gnuplot"},
     {"quick", O_QUICK, no_argument, NULL, "--all at a tiny scale (tests, CI)"},
@@ -545,6 +546,8 @@ int ccb_options_parse(ccb_options *o, int argc, char **argv) {
         int rc = take(o, c, optarg);
         if (rc)
             return rc;
+        if (!o->micro_option && (c == O_PAIRS || c == O_STREAMS || c == O_LIVE))
+            o->micro_option = c == O_PAIRS ? "--pairs" : c == O_STREAMS ? "--streams" : "--live";
     }
     for (int i = optind; i < argc; i++) {
         if (o->nargs == CCB_MAX_TRACES)

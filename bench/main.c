@@ -55,13 +55,17 @@ static const command commands[] = {
 };
 static const command all_command = {"--all", ccb_cmd_all, WRITES_OUT_DIR};
 
-/* 2 (said) when o has an output option that c does not take; else 0. */
+/* 2 (said) when o has an output option that c does not take, or one of
+ * micro's own options and c is neither micro nor --all; else 0. */
 static int outputs_refused(const command *c, const ccb_options *o) {
     const char *cmd = c == &all_command ? NULL : c->name, *words = writes_words[c->writes];
     if (o->output_file && c->writes != WRITES_FILE)
         return ccb_usage_error(cmd, "-o/--output '%s' is not %s's: %s %s", o->output_file, c->name, c->name, words);
     if (o->out && c->writes != WRITES_OUT_DIR)
         return ccb_usage_error(cmd, "--out '%s' is not %s's: %s %s", o->out, c->name, c->name, words);
+    /* micro's own options (--help: "micro: ..."), which no other command reads */
+    if (o->micro_option && c->run != ccb_cmd_micro && c != &all_command)
+        return ccb_usage_error(cmd, "%s is micro's option: %s does not read it", o->micro_option, c->name);
     return 0;
 }
 

@@ -172,6 +172,18 @@ if(TARGET ccbench_core)
   ccb_cli(ccbench_replay_needs_a_trace 2 "^ccbench replay: name at least one trace [(]file or gen:NAME[)]$" "" - replay)
   ccb_cli(ccbench_bad_reps 2 "^ccbench: --reps '0' is not a count in 1[.][.]1000 " "" - replay --reps 0 gen:uniform)
   ccb_cli(ccbench_bad_pairs 2 "^ccbench: --pairs '0' is not a count in 1[.][.]2\\^32 " "" - micro -s malloc --pairs 0)
+  # micro's own options given to a command that does not read them: bad usage
+  # (they were ignored, exit 0); --all passes them to its micro (tested below)
+  foreach(case "replay@--streams@--streams;3;--reps;1;--scale;0.05;gen:uniform" "info@--pairs@--pairs;10;gen:uniform"
+               "gen@--live@uniform;--live;10;-o;/dev/null" "driver@--live@--live;10;--streams;2") # the first one given is named
+    string(REPLACE "@" ";" parts "${case}")
+    list(GET parts 0 cmd)
+    list(GET parts 1 opt)
+    list(SUBLIST parts 2 -1 args)
+    string(REPLACE "," ";" args "${args}")
+    ccb_cli(ccbench_micro_option_not_${cmd} 2 "^ccbench ${cmd}: ${opt} is micro's option: ${cmd} does not read it" "" -
+      ${cmd} ${args})
+  endforeach()
   # --streams: 1..255, the streams a trace can name
   set(i 0)
   foreach(bad "0" "256" "-1" "+3" "3x" "" "0x10")

@@ -16,9 +16,11 @@
  * sleep parse their own. A TRACE argument is a file in the recorder's format or gen:NAME
  * for a generated one (seed and scale from --seed/--scale). What the output
  * directory holds: report.c; which command takes --out DIR and which -o
- * FILE: the table below (another's is bad usage, exit 2). Exit status: 0 ok, 1 a run failed, 2 bad usage;
- * 1 also when any output could not be written whole (a file, or standard
- * output, flushed and closed at exit: `> /dev/full` fails), said on stderr.
+ * FILE: the table below (another's is bad usage, exit 2, as are micro's
+ * own options given to another command). Exit status: 0 ok, 1 a run
+ * failed, 2 bad usage; 1 also when any output could not be written whole
+ * (a file, or standard output, flushed and closed at exit: `> /dev/full`
+ * fails), said on stderr.
  * Standard output closed (`>&-`) is a failure only when something was
  * printed there (common/ccai_stdfds.h: `gen -o FILE >&-` succeeds).
  */

@@ -17,12 +17,17 @@
  *      and the stats call of step 4 left (see rewarm());
  *   3. timed: `pairs` pairs p = alloc(size_i); free(p), sizes cycling through
  *      the sequence (with --streams S, pair i on stream (i mod 4096) mod S,
- *      its warm-up too: the cost of finding a stream's free blocks), each pair between two clock reads (clock.c: the
- * TSC where it is invariant, else clock_gettime; the median read cost subtracted): the median and p99 per pair. A read
- * costs ~10 ns (TSC) or ~20 ns (clock_gettime) on the reference machine, a third to all of a pair, so per-pair figures
- * carry its jitter; the same pairs are then run again between just two reads, and that batch's time / pairs is the mean
- * (no per-pair clock cost in it); Step 3 stops once its pairs have taken ccb_micro_budget_ns (10 s; the batch then runs
- * as many, and the row's `pairs` says how many): glibc malloc with 100k holes costs ~0.6 ms a pair;
+ *      its warm-up too: the cost of finding a stream's free blocks), each
+ *      pair between two clock reads (clock.c: the TSC where it is invariant,
+ *      else clock_gettime; the median read cost subtracted): the median and
+ *      p99 per pair. A read costs ~10 ns (TSC) or ~20 ns (clock_gettime) on
+ *      the reference machine, a third to all of a pair, so per-pair figures
+ *      carry its jitter; the same pairs are then run again between just two
+ *      reads, and that batch's time / pairs is the mean (no per-pair clock
+ *      cost in it). Step 3 stops once its pairs have taken
+ *      ccb_micro_budget_ns (10 s; the batch then runs as many, and the row's
+ *      `pairs` says how many): glibc malloc with 100k holes costs ~0.6 ms a
+ *      pair;
  *   4. check: allocated bytes are back to their value before step 3.
  *
  * Sizes: log-uniform in [512 B, 8 MiB] (seeded, xoshiro256** from

@@ -389,8 +389,10 @@ void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {
         const char *layout = r[i].holes ? "holes" : "packed";
         ccb_csv_field(f, r[i].strategy); /* -s 'ccalloc=a:1,b:2' has a comma */
         if (isnan(r[i].median_ns)) {
-            fprintf(f, ",%zu,%s,,,,,%s,", r[i].live, layout,
-                    r[i].skipped ? "skipped" : r[i].unfit ? "unfit" : "failed");
+            if (r[i].skipped) /* every cell of the strategy: live and layout empty (micro.md's "all") */
+                fprintf(f, ",,,,,,,skipped,");
+            else
+                fprintf(f, ",%zu,%s,,,,,%s,", r[i].live, layout, r[i].unfit ? "unfit" : "failed");
             ccb_csv_quoted(f, r[i].why); /* always quoted, as before */
             fprintf(f, ",%u\n", r[i].streams);
         } else {

@@ -861,6 +861,12 @@ if(TARGET ccbench_core)
     ccb_cli(ccbench_micro_skipped_once 0 "^[|] cub [|] all [|] [|] [|] skipped: no GPU" "live=1000" -
       micro -s cub --live 10,1000 --pairs 10)
   endif()
+  # ... and micro.csv says the same as micro.md: one row, live and layout
+  # empty (every cell), not a row for the first cell only (with a GPU: a
+  # row for each of the 4 cells, none skipped)
+  add_test(NAME ccbench_micro_skipped_csv COMMAND sh -c
+    "d=$(mktemp -d) && '$<TARGET_FILE:ccbench>' micro -s cub --live 10,1000 --pairs 10 --out \"$d\" >/dev/null 2>&1 && { { test $(wc -l < \"$d/micro.csv\") -eq 2 && grep -q '^cub,,,,,,,skipped,\"no GPU' \"$d/micro.csv\"; } || { test $(wc -l < \"$d/micro.csv\") -eq 5 && ! grep -q skipped \"$d/micro.csv\"; }; }; rc=$?; cat \"$d/micro.csv\"; rm -rf \"$d\"; exit $rc")
+  set_tests_properties(ccbench_micro_skipped_csv PROPERTIES LABELS cpu TIMEOUT 60)
   # --vm-backing picks the virtual-memory tables (whole-maps: only the whole-maps one); without a GPU, the same skip
   ccb_cli(ccbench_driver_whole_maps 0 "^skipped: no GPU|## Whole maps: one physical allocation per map" "" -
     driver --reps 2 --vm-backing whole-maps)

@@ -728,12 +728,13 @@ int ccb_gnuplot(const char *script_dir, const char *script, const char *cwd, con
 const char *ccb_default_script_dir(void);
 const char *ccb_default_traces_dir(void); /* bench/traces of the source tree: --all's without --traces */
 
-/* The output directory of replay, micro, driver and --all. */
+/* The output directory of replay, micro, driver and --all (outputs.c). */
 typedef struct ccb_outdir {
     const char *path;
     const char *script_dir; /* gnuplot scripts; NULL: ccb_default_script_dir() */
     int no_plots;
 } ccb_outdir;
+/* outputs.c */
 /* mkdir -p; 0, or -1 with a message on stderr (an existing file that is
  * not a directory, a path over 4095 bytes: never cut). */
 int ccb_mkdir_p(const char *path);
@@ -762,6 +763,12 @@ int ccb_close_stdout(void);
 /* How many outputs ccb_mkdir_p, ccb_open_out, ccb_close_out and
  * ccb_close_stdout could not make so far; ccbench exits 1 if any. */
 unsigned ccb_out_failures(void);
+/* dir/name (name alone when dir is NULL) into path: 0, or -1 when it does
+ * not fit in len, said on stderr and counted as an output failure. */
+int ccb_out_path(const char *dir, const char *name, char *path, size_t len);
+/* Say "ccbench: cannot WHAT PATH: WHY" on stderr and count it as an output
+ * failure; -1. */
+int ccb_out_failed(const char *what, const char *path, const char *why);
 /* Replay results as files (r: trace-major, nspecs per trace): results.md/
  * .csv, traces.md, checkpoints.csv, timeline/T__S.csv, and the plots
  * timeline_T.png and ratios.dat/.png unless no_plots. */

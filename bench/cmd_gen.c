@@ -2,7 +2,7 @@
  * cmd_gen.c — `ccbench gen NAME [-o FILE] [--seed N] [--scale X]`: one
  * generated trace written in the trace format (v3), to stdout or FILE. The
  * same seed and scale write the same bytes on every machine (gen.c). A FILE
- * that cannot be written whole is named with the reason (report.c's
+ * that cannot be written whole is named with the reason (outputs.c's
  * ccb_open_out / ccb_close_out), exit status 1; standard output is checked
  * at exit (main.c).
  */

@@ -24,22 +24,13 @@
  *   timeline/T__S.csv      allocated/reserved over trace T under strategy S
  *   timeline_T.png         one panel per strategy (gnuplot, scripts/timeline.gp)
  *   ratios.dat/.png        peak reserved / peak allocated per trace x strategy
- * A file that cannot be written (opened, or written whole: checked when it is
- * closed, ccb_close_out, standard output at exit, ccb_close_stdout) is
- * reported on stderr and counted (ccb_out_failures: ccbench exits 1); plots
- * need gnuplot and are skipped, with a message, without it.
- * - An output never lands on another file of the process (taken, before
- *   the open empties it): a regular file that is a trace read (each one
- *   trace.c opens is noted, ccb_note_input, by st_dev/st_ino), an output
- *   opened earlier in the run (noted the same way by ccb_open_out; a
- *   symlink left in --out), the file CCALLOC_TRACE names, or the one
- *   standard output or error goes to is refused, said and counted as
- *   above. Plots are gnuplot's to open: not checked. A CCALLOC_TRACE naming a trace
- *   read is refused before replays run (ccb_recording_reads: exit 2).
+ * Output files are opened and closed through outputs.c (refusals, the
+ * failure count); plots need gnuplot and are skipped, with a message,
+ * without it.
  * - A plot is kept only whole (plot_kept): gnuplot does not notice a write
  *   that failed (a full disk, a file-size limit: it exits 0 with the PNG
  *   cut short), so the PNG must end with its IEND chunk, else it is an
- *   output failure as above; a gnuplot that failed ("gnuplot failed", not
+ *   output failure (ccb_out_failed, outputs.c); a gnuplot that failed ("gnuplot failed", not
  *   counted) or was not found leaves no PNG either. README.md links only
  *   the plots there, so never one cut short.
  */
@@ -60,10 +51,6 @@
 #include <unistd.h>
 
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
-#include "ccai_stdfds.h" /* common/: ccai_close_failed, ccai_std_stream_file */
-#include "ccai_open.h"   /* common/: ccai_fopen_nowait */
-#include "ccai_trace_path.h" /* common/: the file CCALLOC_TRACE names */
-#include "ccai_write.h"  /* common/: ccai_write_all */
 
 #ifndef CCB_SCRIPT_DIR
 #define CCB_SCRIPT_DIR "bench/scripts"
@@ -608,243 +595,6 @@ int ccb_gnuplot(const char *script_dir, const char *script, const char *cwd, con
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
-/* ---- the output directory --------------------------------------------------------- */
-
-/* Outputs that could not be made since the process started: ccbench's exit
- * status is 1 when any was (main.c), whatever the command printed. */
-static _Atomic unsigned out_failures;
-
-unsigned ccb_out_failures(void) {
-    return out_failures;
-}
-
-/* Say "cannot WHAT DIR/NAME: WHY" (DIR NULL: NAME alone) and count it; -1. */
-static int out_failed_in(const char *what, const char *dir, const char *name, const char *why) {
-    ccai_fprintf_escaped(stderr, "ccbench: cannot %s %s%s%s: %s\n", what, dir ? dir : "", dir ? "/" : "", name, why);
-    out_failures++;
-    return -1;
-}
-
-static int out_failed(const char *what, const char *path, const char *why) {
-    return out_failed_in(what, NULL, path, why);
-}
-
-/* Every path made from --out is built in a PATH_MAX buffer, the longest
- * path the kernel opens, and checked: one that does not fit is an output
- * failure ("path too long", counted), never cut to a prefix that would be
- * another file or directory. ccb_mkdir_p: the directory made (parents
- * too), and a probe file made in it and removed; any refusal said and
- * counted, -1. */
-int ccb_mkdir_p(const char *path) {
-    char buf[PATH_MAX];
-    if (strlen(path) >= sizeof buf)
-        return out_failed("create", path, "path too long");
-    memcpy(buf, path, strlen(path) + 1);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) && errno != EEXIST)
-                return out_failed("create", buf, strerror(errno));
-            *p = '/';
-        }
-    }
-    struct stat st;
-    if (mkdir(buf, 0755) && (errno != EEXIST || stat(buf, &st) || !S_ISDIR(st.st_mode)))
-        return out_failed("create", buf, errno == EEXIST ? "not a directory" : strerror(errno));
-    /* a directory that exists may take no file (/proc, a read-only mount,
-     * no write permission): a probe file made and removed says so first;
-     * its name is shorter than any output file's */
-    char probe[PATH_MAX], why[128];
-    int n = snprintf(probe, sizeof probe, "%s/.XXXXXX", buf);
-    if (n < 0 || (size_t)n >= sizeof probe)
-        return out_failed("create", buf, "path too long");
-    int fd = mkstemp(probe);
-    if (fd < 0) {
-        snprintf(why, sizeof why, "no file can be made there (%s)", strerror(errno));
-        return out_failed("write", buf, why);
-    }
-    close(fd);
-    unlink(probe);
-    return 0;
-}
-
-/* ---- outputs that would land on another file of this process --------------------- */
-
-/* The regular files this process reads as traces (ccb_note_input) and
- * the ones it has written (ccb_open_out), by identity: an output that is
- * one of them is refused (ccb_open_out). */
-typedef struct input_file {
-    dev_t dev;
-    ino_t ino;
-    char *path;  /* as given; NULL: host memory was short for it */
-    bool output; /* one this process wrote, not a trace it read */
-} input_file;
-static input_file *inputs;
-static size_t ninputs, inputs_cap;
-
-static void note_file(int fd, const char *path, bool output) {
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        return; /* a pipe, a device: nothing there to overwrite */
-    if (ninputs == inputs_cap) {
-        size_t cap = inputs_cap ? 2 * inputs_cap : 8;
-        input_file *grown = realloc(inputs, cap * sizeof *grown);
-        if (!grown)
-            return; /* no host memory: that file goes unprotected */
-        inputs = grown, inputs_cap = cap;
-    }
-    inputs[ninputs++] = (input_file){st.st_dev, st.st_ino, strdup(path), output};
-}
-
-void ccb_note_input(int fd, const char *path) {
-    note_file(fd, path, false);
-}
-
-static bool same_id(const struct stat *a, const struct stat *b) {
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
-}
-
-/* The file CCALLOC_TRACE names, when it is there and regular, in *st. */
-static bool recording(struct stat *st) {
-    char *trace = ccai_trace_env_path(); /* %p, %% as the library expands them */
-    bool there = trace && stat(trace, st) == 0 && S_ISREG(st->st_mode);
-    free(trace);
-    return there;
-}
-
-/* Why path must not be written (into why), or NULL: it is a regular file
- * that is also a trace read, the recording, or where standard output or
- * error goes, and writing it would destroy that or mix the two. */
-static const char *taken(const char *path, char *why, size_t len) {
-    struct stat st, other;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return NULL; /* not made yet, or not a file that can be overwritten */
-    for (size_t i = 0; i < ninputs; i++)
-        if (st.st_dev == inputs[i].dev && st.st_ino == inputs[i].ino) {
-            if (inputs[i].output)
-                snprintf(why, len, "it is '%s', which this command wrote (refused: one would overwrite the other)",
-                         inputs[i].path ? inputs[i].path : "?");
-            else
-                snprintf(why, len, "it is the trace '%s' this command reads (refused: it would be written over)",
-                         inputs[i].path ? inputs[i].path : "?");
-            return why;
-        }
-    const char *stream = ccai_std_stream_file(path);
-    if (stream) {
-        snprintf(why, len, "it is the file standard %s goes to (refused: one would overwrite the other)", stream);
-        return why;
-    }
-    if (recording(&other) && same_id(&st, &other)) {
-        snprintf(why, len, "it is the CCALLOC_TRACE recording (refused: one would overwrite the other)");
-        return why;
-    }
-    return NULL;
-}
-
-int ccb_recording_reads(void) {
-    struct stat st;
-    if (!recording(&st))
-        return 0;
-    for (size_t i = 0; i < ninputs; i++)
-        if (!inputs[i].output && st.st_dev == inputs[i].dev && st.st_ino == inputs[i].ino) {
-            ccai_fprintf_escaped(stderr,
-                                 "ccbench: CCALLOC_TRACE '%s' is the trace '%s': recording the replays would write "
-                                 "over it (unset CCALLOC_TRACE, or name another file)\n",
-                                 getenv("CCALLOC_TRACE"), inputs[i].path ? inputs[i].path : "?");
-            return 1;
-        }
-    return 0;
-}
-
-/* dir/name, or name alone when dir is NULL; -1 (said and counted) if too long. */
-static int out_path(const char *dir, const char *name, char *path, size_t len) {
-    int n = dir ? snprintf(path, len, "%s/%s", dir, name) : snprintf(path, len, "%s", name);
-    return n < 0 || (size_t)n >= len ? out_failed_in("write", dir, name, "path too long") : 0;
-}
-
-FILE *ccb_open_out(const char *dir, const char *name) {
-    char path[PATH_MAX];
-    if (out_path(dir, name, path, sizeof path))
-        return NULL;
-    char why[PATH_MAX + 128];
-    if (taken(path, why, sizeof why)) { /* before the open empties it */
-        out_failed("write", path, why);
-        return NULL;
-    }
-    FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
-    if (!f)
-        out_failed("write", path, ccai_open_strerror(errno));
-    else
-        note_file(fileno(f), path, true); /* no later output of the run over it */
-    return f;
-}
-
-/* Standard output through a stream of ours (ccb_track_stdout), which keeps
- * the reason of its first failed write. A write error is sticky (ferror),
- * but its errno is not: once a buffer's write failed, glibc writes nothing
- * more, so an output longer than one buffer (4 KiB to a file or device)
- * that meets a full device would be reported at its close as only "write
- * error". The cookie's write is ccai_write_all (common/) on descriptor 1,
- * which writes again what a short write or EINTR left; its close closes nothing (descriptor 1 stays the
- * process's, as with stdio's own stdout). */
-static int stdout_errno; /* the first failed write's errno; 0: none */
-
-static ssize_t stdout_write(void *cookie, const char *buf, size_t n) {
-    (void)cookie;
-    size_t done = ccai_write_all(STDOUT_FILENO, buf, n);
-    if (done < n && !stdout_errno)
-        stdout_errno = errno;
-    return done ? (ssize_t)done : -1;
-}
-
-static int stdout_close(void *cookie) {
-    (void)cookie;
-    return 0;
-}
-
-void ccb_track_stdout(void) {
-    fflush(stdout);
-    FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){NULL, stdout_write, NULL, stdout_close});
-    if (!f)
-        return; /* no host memory: stdio's own stdout, whose reasons may be lost */
-    if (isatty(STDOUT_FILENO))
-        setvbuf(f, NULL, _IOLBF, 0);
-    stdout = f;
-}
-
-/* A write error is sticky (ferror) and a full device often shows only when
- * the buffer is flushed: both are checked here, once, at the close. NULL if
- * all of f was written, else why not. A close that fails with EBADF after
- * nothing failed is not a failure (common/ccai_stdfds.h: standard output
- * closed, `>&-`, and never written). */
-static const char *close_checked(FILE *f) {
-    errno = 0;
-    int bad = fflush(f) != 0 || ferror(f);
-    int e = errno;
-    if (bad && f == stdout && stdout_errno) /* the first failure's reason (ccb_track_stdout) */
-        e = stdout_errno;
-    if (fclose(f) != 0 && !bad && ccai_close_failed(errno)) {
-        bad = 1;
-        e = errno;
-    }
-    return !bad ? NULL : e ? strerror(e) : "write error";
-}
-
-int ccb_close_out(FILE *f, const char *dir, const char *name) {
-    if (!f)
-        return -1; /* counted when it could not be opened */
-    const char *why = close_checked(f);
-    char path[PATH_MAX];
-    if (!why || out_path(dir, name, path, sizeof path))
-        return why ? -1 : 0;
-    return out_failed("write", path, why);
-}
-
-int ccb_close_stdout(void) {
-    const char *why = close_checked(stdout);
-    return why ? out_failed("write", "standard output", why) : 0;
-}
-
 void ccb_write_command_md(FILE *f, const char *command_line) {
     /* a code span's fence is one backtick more than the longest run inside
      * it, padded with spaces when the text starts or ends with one */
@@ -911,13 +661,14 @@ static bool png_whole(const char *path) {
  * (it does not notice a failed write), an output failure said here. */
 static bool plot_kept(int rc, const char *dir, const char *png) {
     char path[PATH_MAX];
-    if (out_path(dir, png, path, sizeof path) != 0)
+    if (ccb_out_path(dir, png, path, sizeof path) != 0)
         return false;
     if (rc == 0 && png_whole(path))
         return true;
     unlink(path);
     if (rc == 0)
-        out_failed("write", path, "cut short (gnuplot could not write it whole: a full disk or a file-size limit?)");
+        ccb_out_failed("write", path,
+                       "cut short (gnuplot could not write it whole: a full disk or a file-size limit?)");
     return false;
 }
 
@@ -948,7 +699,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
         }
         ccb_file_name(r[i].trace, tr, sizeof tr);
         snprintf(rel, sizeof rel, "timeline/%s__%s.csv", tr, st); /* fits: 9 + 63 + 2 + 63 + 4 < 160 */
-        if (out_path(d->path, rel, path, sizeof path) != 0 || ccb_write_timeline_csv(path, &r[i]) != 0)
+        if (ccb_out_path(d->path, rel, path, sizeof path) != 0 || ccb_write_timeline_csv(path, &r[i]) != 0)
             continue;
         snprintf(used[panels], sizeof used[panels], "%s", st);
         snprintf(files + strlen(files), sizeof files - strlen(files), "%s%s", panels ? " " : "", rel);
@@ -976,7 +727,7 @@ static void plot_trace(const ccb_outdir *d, const ccb_result *r, size_t n) {
 /* ratios.dat (peak reserved / peak allocated, trace x strategy) and its plot. */
 static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces, size_t nspecs) {
     char dat[PATH_MAX], png[PATH_MAX], cols[16];
-    if (out_path(d->path, "ratios.dat", dat, sizeof dat) != 0)
+    if (ccb_out_path(d->path, "ratios.dat", dat, sizeof dat) != 0)
         return;
     FILE *f = ccb_open_out(NULL, dat);
     if (!f)
@@ -1008,7 +759,7 @@ static void plot_ratios(const ccb_outdir *d, const ccb_result *r, size_t ntraces
     }
     if (ccb_close_out(f, NULL, dat) != 0)
         return;
-    if (d->no_plots || !kept || out_path(d->path, "ratios.png", png, sizeof png) != 0)
+    if (d->no_plots || !kept || ccb_out_path(d->path, "ratios.png", png, sizeof png) != 0)
         return;
     snprintf(cols, sizeof cols, "%zu", kept + 1);
     const char *args[] = {dat, png, cols};
@@ -1021,7 +772,7 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
                             size_t nspecs) {
     size_t n = ntraces * nspecs;
     char tl[PATH_MAX];
-    if (out_path(d->path, "timeline", tl, sizeof tl) == 0)
+    if (ccb_out_path(d->path, "timeline", tl, sizeof tl) == 0)
         ccb_mkdir_p(tl); /* either failure said and counted; the CSVs then fail too */
     FILE *f = ccb_open_out(d->path, "results.md");
     if (f)

@@ -410,7 +410,7 @@ if(TARGET ccbench_core)
   if(TARGET cck_bench)
     set(i 0)
     foreach(bad "--reps;5x" "--reps;0" "--reps;x" "--cpu-reps; 3" "--cpu-reps;+3" "--cpu-rows;-1"
-            "--cpu-rows;99999999999999999999999")
+            "--cpu-rows;99999999999999999999999" "--reps;1000001" "--cpu-reps;1000001" "--cpu-rows;1048577")
       math(EXPR i "${i} + 1")
       list(GET bad 0 opt)
       add_test(NAME cck_bench_bad_count_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
@@ -440,6 +440,17 @@ if(TARGET ccbench_core)
         ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh $<TARGET_FILE:cck_bench> 0
         "^exit status: 0 .*; 1 .*; 2 bad usage" "" - ${help})
       set_tests_properties(cck_bench_help_says_the_exit_statuses${help} PROPERTIES LABELS cpu TIMEOUT 20)
+    endforeach()
+    # --help states each count's range and default, the ones the parser
+    # enforces (it listed the options alone)
+    foreach(row "--reps N;1[.][.]1000000 [(]default 20[)]" "--cpu-reps N;1[.][.]1000000 [(]default 5[)]"
+            "--cpu-rows N;1[.][.]1048576 [(]default 4096[)]" "--csv FILE;[(]default cck_bench[.]csv[)]")
+      list(GET row 0 opt)
+      list(GET row 1 range)
+      string(REGEX REPLACE "[^a-z]" "" name "${opt}")
+      add_test(NAME cck_bench_help_states_${name} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+        $<TARGET_FILE:cck_bench> 0 "^  ${opt} .*${range}" "" - --help)
+      set_tests_properties(cck_bench_help_states_${name} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
     # a configuration whose host memory malloc refuses is said, and the exit
     # status is 1 (it was a row of 4 cells, or nothing for a dense shape, and

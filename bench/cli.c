@@ -22,7 +22,7 @@
  * no trailing text, no overflow; strtoull alone takes "-1" and "1e9"), the
  * scale is a decimal number (ccai_decimal.h: strtod alone takes " 1", "+1"
  * and "0x10"), lists split at every comma (an empty item is an error), sizes
- * go through cca_parse_size (K/M/G suffixes), durations take ns/us/ms.
+ * go through cca_parse_size (K/M/G/T suffixes), durations take ns/us/ms.
  * switch (switch.c) has its own table, parsed the same way.
  *
  * Also here: what a TRACE operand means (a file, or gen:NAME generated with
@@ -426,7 +426,7 @@ static int take(ccb_options *o, int id, const char *v) {
         return 0;
     case O_DEVICE_BYTES:
         if (cca_parse_size(v, &o->device_bytes) != CCA_OK || !o->device_bytes)
-            return usage_error("--device-bytes '%s' is not a size > 0 (K/M/G suffixes)", v);
+            return usage_error("--device-bytes '%s' is not a size > 0 (K/M/G/T suffixes)", v);
         return 0;
     case O_UPSTREAM_LATENCY:
         if (parse_latencies(v, &o->alloc_latency_ns, &o->free_latency_ns))

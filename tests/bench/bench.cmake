@@ -229,6 +229,15 @@ if(TARGET ccbench_core)
     gen uniform --scale 0.05 -o /dev/null --vm-call-latency 1000000,1000ms)
   ccb_cli(ccbench_device_bytes_zero 2 "--device-bytes '0' is not a size > 0" "" -
     gen uniform --scale 0.05 -o /dev/null --device-bytes 0)
+  # every hostile size is refused naming the suffixes the parser takes, T
+  # included (the message said K/M/G); 16T itself is a size
+  set(i 0)
+  foreach(bad "-1" "+5" " 5" "5 " "5x" "0x10" "1e3" "nan" "18446744073709551616" "16777216T" "17179869184G" "")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_device_bytes_${i} 2 "--device-bytes '[^']*' is not a size > 0 [(]K/M/G/T suffixes[)]" "" -
+      gen uniform --scale 0.05 -o /dev/null "--device-bytes=${bad}")
+  endforeach()
+  ccb_cli(ccbench_device_bytes_in_t 0 "" "not a size" - gen uniform --scale 0.05 -o /dev/null --device-bytes 16T)
   # --iterations: a count in 1..100 (CCB_MAX_ITERATIONS), else exit 2 before anything runs
   set(i 0)
   foreach(bad "0" "-1" "101" "1e9" "99999999999999999999999" "x" "" " 5" "5x" "+5")

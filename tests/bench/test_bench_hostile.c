@@ -35,6 +35,7 @@
 #include "ccalloc.h"
 #include "ccbench.h"
 #include "read_text.h" /* tests/support */
+#include "hostile_numbers.h" /* tests/support: HOSTILE_DECIMALS */
 
 #if defined(__has_include)
 #if __has_include(<sanitizer/lsan_interface.h>) && defined(__SANITIZE_ADDRESS__)
@@ -263,23 +264,7 @@ Test(fields, a_bad_number_names_its_field_and_its_text) {
         {"stream", "0..255", "256"},
         {"domain", "0..65534", "65535"},
     };
-    static const char *const nums[] = {"",
-                                       "-",
-                                       "+",
-                                       "+5",
-                                       "-0",
-                                       "-1",
-                                       " 5",
-                                       "5 ",
-                                       "5x",
-                                       "0x10",
-                                       "1e3",
-                                       "1.5",
-                                       "nan",
-                                       "inf",
-                                       "18446744073709551617",
-                                       "4K",
-                                       "1000000000000000000000000000000000000000"};
+    static const char *const nums[] = {HOSTILE_DECIMALS};
     for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
         for (size_t i = 0; i <= sizeof nums / sizeof nums[0]; i++) {
             const char *v = i < sizeof nums / sizeof nums[0] ? nums[i] : fields[f].over;

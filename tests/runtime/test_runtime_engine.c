@@ -29,6 +29,7 @@
 
 #include "comma_locale.h" /* tests/support */
 #include "test_runtime_util.h"
+#include "hostile_numbers.h" /* tests/support: HOSTILE_DECIMALS */
 
 #define MiB ((size_t)1 << 20)
 
@@ -338,20 +339,7 @@ Test(runtime_engine, spec_limits_are_exact) {
  * characters that leading zeros make is the number it says (it was refused
  * as "not a number in 1..16777216"; ccrun --seed took it). */
 Test(runtime_engine, spec_numbers_are_plain_decimal_with_their_range) {
-    static const char *const bad[] = {"",
-                                      "-1",
-                                      "+5",
-                                      " 5",
-                                      "5 ",
-                                      "0x10",
-                                      "1e3",
-                                      "1.5",
-                                      "nan",
-                                      "inf",
-                                      "4K",
-                                      "-0",
-                                      "18446744073709551616",
-                                      "100000000000000000000000000000000000000"};
+    static const char *const bad[] = {HOSTILE_DECIMALS, "18446744073709551616"};
     ccr_arch a;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char spec[128], want[256];

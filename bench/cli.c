@@ -92,7 +92,9 @@ static const cli_option options[] = {
     {"seed", O_SEED, required_argument, "N", "generator seed (default 1)"},
     {"scale", O_SCALE, required_argument, "X",
      "generator event-count scale, > 0 and at most 100 (default 1; a generated\n"
-     "trace is held in memory: scale 100 is up to ~7.4M events, ~120 MB)"},
+     "trace is held in memory: scale 100 is up to ~7.4M events, ~120 MB); below a\n"
+     "generator's least events it gives that least (uniform, lognormal: 50 allocs;\n"
+     "mlp: 10 requests; models: 4 per model; adversarial: 4 steps)"},
     {"reps", O_REPS, required_argument, "N", "timed passes per strategy x trace, 1..1000 (default 3; driver: 50)"},
     {"device-bytes", O_DEVICE_BYTES, required_argument, "B",
      "simulated device capacity, > 0, K/M/G/T suffixes (default 8G):\n"

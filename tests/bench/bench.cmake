@@ -117,6 +117,19 @@ if(TARGET ccbench_core)
     ccb_cli(ccbench_bad_scale_${i} 2 "--scale '[^']*' is not a number > 0 and <= 100" "" -
       gen uniform "--scale=${bad}" -o /dev/null) # "=": an empty value stays an argument
   endforeach()
+  # a scale below a generator's least events gives that least (uniform and
+  # lognormal: 50 allocs, mlp: 10 requests, models: 4 per model,
+  # adversarial: 4 steps), as --help says: 1e-300 and the scale that just
+  # reaches each least give the same events
+  foreach(row "uniform;0.0025" "lognormal;0.0025" "mlp;0.006667" "models;0.02" "adversarial;0.1")
+    list(GET row 0 gen)
+    list(GET row 1 least)
+    set(out ${ccb_cli_dir}/scale-floor-${gen})
+    add_test(NAME ccbench_scale_floor_${gen} COMMAND sh -c
+      "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen ${gen} --scale 1e-300 -o '${out}-tiny.csv' && '$<TARGET_FILE:ccbench>' gen ${gen} --scale ${least} -o '${out}-least.csv' && grep -v '^#' '${out}-tiny.csv' >'${out}-a' && grep -v '^#' '${out}-least.csv' >'${out}-b' && cmp '${out}-a' '${out}-b'")
+    set_tests_properties(ccbench_scale_floor_${gen} PROPERTIES LABELS cpu TIMEOUT 60)
+  endforeach()
+  ccb_cli(ccbench_help_scale_floor 0 "generator.s least events it gives that least [(]uniform, lognormal: 50 allocs;" "" - --help)
   # --live is N,N,...: an empty count is an error, as an empty field of a trace,
   # and so is a ninth count
   set(i 0)

@@ -530,6 +530,20 @@ if(TARGET ccbench_core)
     set_tests_properties(cck_bench_csv_on_a_full_device cck_bench_table_on_a_full_device
       cck_bench_table_on_a_closed_standard_output cck_bench_csv_past_the_file_size_limit cck_bench_csv_name_escaped
       cck_bench_list_shapes_on_a_full_device cck_bench_help_on_a_full_device PROPERTIES LABELS cpu TIMEOUT 20)
+    # torch_softmax.py's --reps is cck_bench's: plain decimal in 1..1000000,
+    # refused by argparse (exit 2) before torch is imported (int() took
+    # "1_000", "+5" and 0 or -1 reps, which failed after the GPU work)
+    if(Python3_Interpreter_FOUND)
+      set(i 0)
+      foreach(bad "0" "-1" "+5" " 5" "1_000" "1e3" "1.5" "x" "" "1000001")
+        math(EXPR i "${i} + 1")
+        add_test(NAME torch_softmax_bad_reps_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+          ${Python3_EXECUTABLE} 2 "argument --reps: '[^']*' is not a count in 1[.][.]1000000 [(]plain decimal[)]" ""
+          - ${PROJECT_SOURCE_DIR}/bench/kernels/torch_softmax.py "--reps=${bad}" --list-shapes)
+        set_tests_properties(torch_softmax_bad_reps_${i} PROPERTIES LABELS cpu TIMEOUT 30
+          ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+      endforeach()
+    endif()
     # torch.softmax is timed on the shapes of cck_bench's main table, so the
     # two tables side by side compare like with like
     if(Python3_Interpreter_FOUND)

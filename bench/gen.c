@@ -9,7 +9,8 @@
  * Generators (sizes in bytes; `scale` multiplies the number of events, never
  * the sizes, so peak figures stay comparable between a test run and --all;
  * it is at most CCB_GEN_MAX_SCALE, which keeps every trace within
- * CCB_GEN_MAX_EVENTS events, since the whole trace is built in memory):
+ * CCB_GEN_MAX_EVENTS events, since the whole trace is built in memory; a
+ * count scaled below its generator's least is that least, as --help says):
  *
  *   uniform      RMM's random_allocations: each step allocates (p = 0.55,
  *                while under a 1 GiB live budget) a size uniform in

@@ -50,7 +50,8 @@
  * message) or STOP (the load's budget spent: said once, after the loop).
  *
  * Errors name the line: a free of an id that is not live, a free whose size
- * differs from its alloc's, an alloc reusing a live id, a bad field, a mark
+ * differs from its alloc's, an alloc reusing a live id, a bad field (a
+ * number: its field, its text and the field's range), a mark
  * name out of its alphabet, live bytes that would overflow 64 bits, a domain
  * used before it is declared or declared out of order, a free in another
  * domain than its alloc's, a domain release while one of its blocks is live.
@@ -559,12 +560,29 @@ static int parse_event(reader *rd, char *line, size_t lineno, event_line *e) {
         return fail(rd->err, rd->errlen, "line %zu: more than 2^19 sections (column header lines)", lineno);
     uint64_t seq; /* the order of lines is the order of events */
     *e = (event_line){.lineno = lineno, .op = field[1], .name = named ? field[want - 1] : NULL};
-    if (parse_u64(field[0], &seq) || parse_u64(field[2], &e->id) || parse_u64(field[3], &e->size) ||
-        parse_u64(field[4], &e->stream) || e->stream > CCAI_TRACE_MAX_STREAM || e->id > CCAI_TRACE_MAX_ID ||
-        e->size > CCB_SIZE_MAX || (version == 3 && (parse_u64(field[5], &e->dom) || e->dom >= CCB_MAX_DOMAINS)))
-        return fail(rd->err, rd->errlen,
-                    "line %zu: bad number (seq, id < 2^44, size <= 2^60, stream < 256, domain < %d)", lineno,
-                    CCB_MAX_DOMAINS);
+    /* the numbers, each in its range: a refusal names the field, its text
+     * (at most 32 characters of it) and the range */
+    _Static_assert(CCB_MAX_DOMAINS - 1 == 65534 && CCAI_TRACE_MAX_STREAM == 255 && CCB_SIZE_MAX == (1ull << 60),
+                   "the ranges below name these limits");
+    const struct {
+        const char *name, *range;
+        int col;
+        uint64_t *out, max;
+    } num[] = {
+        {"seq", "0..2^64-1", 0, &seq, UINT64_MAX},
+        {"id", "0..2^44-1", 2, &e->id, CCAI_TRACE_MAX_ID},
+        {"size", "0..2^60", 3, &e->size, CCB_SIZE_MAX},
+        {"stream", "0..255", 4, &e->stream, CCAI_TRACE_MAX_STREAM},
+        {"domain", "0..65534", 5, &e->dom, CCB_MAX_DOMAINS - 1},
+    };
+    for (size_t i = 0; i < (version == 3 ? 5u : 4u); i++) {
+        const char *text = field[num[i].col];
+        if (parse_u64(text, num[i].out) || *num[i].out > num[i].max) {
+            size_t n = strlen(text);
+            return fail(rd->err, rd->errlen, "line %zu: bad number in %s: '%.*s%s' (plain decimal, %s)", lineno,
+                        num[i].name, (int)(n > 32 ? 32 : n), text, n > 32 ? "..." : "", num[i].range);
+        }
+    }
     _Static_assert(CCAI_TRACE_MAX_ID < (1ull << 44) && CCAI_TRACE_MAX_SECTIONS <= (1ull << 19),
                    "a key (section << 44 | id) + 1 fits 64 bits");
     e->key = ((rd->section << 44) | e->id) + 1;

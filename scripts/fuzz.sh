@@ -2,7 +2,7 @@
 # Build the project's libFuzzer targets with clang (ASan + UBSan) and run
 # them.
 #
-#   scripts/fuzz.sh TARGET [SECONDS]         # one target, default 60 s
+#   scripts/fuzz.sh TARGET [SECONDS]         # one target, default 60 s (1..2^31-1)
 #   scripts/fuzz.sh T1,T2,... [SECONDS]      # side by side, one process each
 #   scripts/fuzz.sh all [SECONDS]            # every target in turn, SECONDS each
 #
@@ -63,9 +63,21 @@ target() {
 case $TARGETS in
 ,* | *, | *,,*) echo "scripts/fuzz.sh: an empty target name in '$TARGETS'" >&2; exit 2 ;;
 esac
+# SECONDS: digits, 1..2^31-1 (libFuzzer's -max_total_time is an int, and 0
+# runs for ever), leading zeros dropped before the checks ("00" is 0)
 case $SECONDS_TO_RUN in
-'' | *[!0-9]* | 0) echo "scripts/fuzz.sh: SECONDS must be a whole number above 0, not '$SECONDS_TO_RUN'" >&2; exit 2 ;;
+'' | *[!0-9]*) echo "scripts/fuzz.sh: SECONDS must be a whole number above 0, not '$SECONDS_TO_RUN'" >&2; exit 2 ;;
 esac
+digits=$(echo "$SECONDS_TO_RUN" | sed 's/^0*//')
+if [ -z "$digits" ]; then
+    echo "scripts/fuzz.sh: SECONDS must be a whole number above 0, not '$SECONDS_TO_RUN'" >&2
+    exit 2
+fi
+if [ "${#digits}" -gt 10 ] || [ "$digits" -gt 2147483647 ]; then
+    echo "scripts/fuzz.sh: SECONDS must be at most 2147483647, not '$SECONDS_TO_RUN'" >&2
+    exit 2
+fi
+SECONDS_TO_RUN=$digits
 LIST=$(echo "$TARGETS" | tr , ' ')
 BINS=
 for t in $LIST; do

@@ -12,6 +12,7 @@
 # pkg-config) come from .gpudeps/, made by scripts/gpu_carry.sh.
 #
 #   scripts/gpu_session.sh [--steps "STEP[:SECONDS] ..."] [--budget S] [--tar FILE] OUTDIR
+#   (SECONDS and S: whole seconds, 0..999999999, decimal: 09 is 9)
 #   scripts/gpu_session.sh --list          # steps and their default limits
 #
 # The planned commands (docs/gpu.md, "A short session"); run scripts/gpu_carry.sh
@@ -421,14 +422,30 @@ while (($#)); do
     esac
 done
 [ -n "$out" ] || usage
-[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu_session: --budget wants seconds" >&2; exit 2; }
+# whole seconds, decimal whatever the leading zeros (bash's $((09)) is an
+# octal error, $((010)) 8), at most 9 digits (bash's 64 bits never wrap)
+seconds() { # seconds TEXT: TEXT's value on stdout, or status 1
+    [[ $1 =~ ^[0-9]+$ ]] || return 1
+    local d=${1#"${1%%[!0]*}"}
+    ((${#d} <= 9)) || return 1
+    echo "${d:-0}"
+}
+budget_text=$budget
+budget=$(seconds "$budget") || {
+    echo "gpu_session: --budget '$budget_text' is not whole seconds (0..999999999)" >&2
+    exit 2
+}
 [ -n "$steps_arg" ] || steps_arg=$(for s in $ALL_STEPS; do printf '%s ' "${s%%:*}"; done)
 names=() limits=()
 for s in $steps_arg; do
     n=${s%%:*}
     lim=$(default_limit "$n") || { echo "gpu_session: unknown step '$n' (see --list)" >&2; exit 2; }
-    [[ $s == *:* ]] && lim=${s#*:}
-    [[ $lim =~ ^[0-9]+$ ]] || { echo "gpu_session: bad limit in '$s'" >&2; exit 2; }
+    if [[ $s == *:* ]]; then
+        lim=$(seconds "${s#*:}") || {
+            echo "gpu_session: limit '${s#*:}' of step '$n' is not whole seconds (0..999999999)" >&2
+            exit 2
+        }
+    fi
     names+=("$n") limits+=("$lim")
 done
 # A step that needs binaries gets a build first, when none is listed.

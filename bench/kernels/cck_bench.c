@@ -6,7 +6,8 @@
  *     cck_bench --list-shapes     the main table's softmax shapes, one per line
  *                                 (bench/kernels/torch_softmax.py --list-shapes
  *                                 must print the same: a CTest compares them)
- *     cck_bench --help | -h       the usage and the exit statuses, on stdout
+ *     cck_bench --help | -h       the usage, each option (counts: range and
+ *                                 default) and the exit statuses, on stdout
  *
  * Exit status: 0 done; 1 a configuration failed its check or could not get
  * its memory, or an output could not be made or was cut short (below); 2
@@ -751,6 +752,13 @@ static void usage(FILE *f, const char *argv0) {
             "usage: %s [--reps N] [--cpu-reps N] [--cpu-rows N] [--csv FILE] [--no-cpu] [--sweep]\n"
             "       %s --list-shapes\n"
             "       %s --help | -h\n"
+            "  --reps N        timed launches per GPU configuration, 1..1000000 (default 20)\n"
+            "  --cpu-reps N    timed passes per CPU configuration, 1..1000000 (default 5)\n"
+            "  --cpu-rows N    the CPU's softmax shapes cut to at most N rows, 1..1048576 (default 4096)\n"
+            "  --csv FILE      one row per measurement (default cck_bench.csv)\n"
+            "  --no-cpu        no CPU tables\n"
+            "  --sweep         the GPU block-size sweep and the dispatch table it implies\n"
+            "  counts are plain decimal: no sign, blank, base prefix or exponent\n"
             "exit status: 0 done; 1 a check failed, memory was short or an output could not be written whole; "
             "2 bad usage\n",
             argv0, argv0, argv0);

@@ -25,9 +25,16 @@ import sys
 SHAPES = [(4096, 128), (4096, 1000), (4096, 4096), (4096, 32768), (8, 10), (1024, 10)]
 
 
+def reps(text):
+    """--reps as cck_bench reads it: ASCII digits in 1..1000000 (int() took "+5", "1_000", 0 and -1)."""
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= 1000000:
+        return int(text)
+    raise argparse.ArgumentTypeError("'%s' is not a count in 1..1000000 (plain decimal)" % text)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--reps", type=reps, default=20, help="timed launches per configuration, 1..1000000 (default 20)")
     ap.add_argument("--csv", default="torch_softmax.csv")
     ap.add_argument("--list-shapes", action="store_true", help="print the shapes, one ROWSxCOLS a line, and exit")
     args = ap.parse_args()

@@ -992,15 +992,25 @@ def convert_snapshot(path, out):
     finish(events, prov, out, 0.0)
 
 
+def whole_number(lo, hi):
+    """An argparse type: plain decimal digits (ASCII: no sign, blank, "_" or
+    other script's digits, which int() takes) in [lo, hi]."""
+    def parse(text):
+        if not (text.isascii() and text.isdigit()) or not lo <= int(text) <= hi:
+            raise argparse.ArgumentTypeError("'%s' is not a whole number in %d..%d (plain decimal)" % (text, lo, hi))
+        return int(text)
+    return parse
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  epilog="The top of this file explains the rules and the install.")
     ap.add_argument("--list", action="store_true", help="list the scenarios")
     ap.add_argument("--scenario", choices=list(SCENARIOS))
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch.set_num_threads (CPU; default 1: more loses worker-thread allocations)")
+    ap.add_argument("--seed", type=whole_number(0, 2**64 - 1), default=0, help="0..2**64-1 (default 0)")
+    ap.add_argument("--threads", type=whole_number(1, 1024), default=1,
+                    help="torch.set_num_threads, 1..1024 (CPU; default 1: more loses worker-thread allocations)")
     ap.add_argument("--convert", metavar="SNAPSHOT.pickle", help="convert a saved CUDA snapshot instead")
     ap.add_argument("-o", "--output", help="the trace (.csv, or .csv.gz to compress)")
     args = ap.parse_args(argv)

@@ -38,9 +38,10 @@
 #define MAX_DIM ((size_t)1 << 24)
 #define MAX_MATRIX ((size_t)1 << 31)
 
-/* Parse a whole decimal number in [lo, hi] from [s, e). */
+/* Parse a whole decimal number in [0, hi] from [s, e): digits only, any
+ * leading zeros (ccai_decimal_uint's grammar, ccrun --seed's). */
 static int parse_uint(const char *s, const char *e, unsigned long long hi, unsigned long long *out) {
-    if (s == e || e - s > 20)
+    if (s == e)
         return 0;
     unsigned long long v = 0;
     for (const char *p = s; p < e; p++) {
@@ -128,11 +129,12 @@ ccr_status ccr_arch_parse(const char *spec, ccr_arch *out) {
         size_t len = (size_t)(e - p);
         cck_activation act;
         unsigned long long v;
-        unsigned field = (len == 7 && !strncmp(p, "softmax", 7)) || (len == 9 && !strncmp(p, "nosoftmax", 9)) ? F_SOFTMAX
-                         : len == 6 && !strncmp(p, "nobias", 6)                                           ? F_NOBIAS
-                         : len > 5 && !strncmp(p, "seed=", 5)                                             ? F_SEED
-                         : (len > 5 && !strncmp(p, "acts=", 5)) || parse_act(p, e, &act)                  ? F_ACT
-                                                                                                          : 0;
+        unsigned field = (len == 7 && !strncmp(p, "softmax", 7)) || (len == 9 && !strncmp(p, "nosoftmax", 9))
+                             ? F_SOFTMAX
+                         : len == 6 && !strncmp(p, "nobias", 6)                          ? F_NOBIAS
+                         : len >= 5 && !strncmp(p, "seed=", 5)                           ? F_SEED
+                         : (len > 5 && !strncmp(p, "acts=", 5)) || parse_act(p, e, &act) ? F_ACT
+                                                                                         : 0;
         if (field & seen)
             return ccr_fail(CCR_ERR_SPEC, "spec '%s': field '%.*s' repeats or contradicts an earlier one (%s at most once)",
                             spec, (int)len, p,
@@ -148,9 +150,10 @@ ccr_status ccr_arch_parse(const char *spec, ccr_arch *out) {
         } else if (len == 6 && !strncmp(p, "nobias", 6)) {
             for (size_t i = 0; i < a.n_layers; i++)
                 a.layers[i].has_bias = 0;
-        } else if (len > 5 && !strncmp(p, "seed=", 5)) {
+        } else if (len >= 5 && !strncmp(p, "seed=", 5)) {
             if (!parse_uint(p + 5, e, ~0ull, &v))
-                return ccr_fail(CCR_ERR_SPEC, "spec '%s': seed '%.*s' is not a number", spec, (int)(len - 5), p + 5);
+                return ccr_fail(CCR_ERR_SPEC, "spec '%s': seed '%.*s' is not a number in 0..2^64-1", spec,
+                                (int)(len - 5), p + 5);
             a.seed = v;
         } else if (len > 5 && !strncmp(p, "acts=", 5)) {
             const char *q = p + 5;

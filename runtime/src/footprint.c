@@ -46,8 +46,9 @@
  * reader never sees half a file). A sidecar is input from outside: it is
  * opened without blocking (a FIFO cannot hang the load), must be a regular
  * file of at most CCR_FOOT_MAX_BYTES, hold exactly these four lines (no NUL,
- * strict decimal numbers, no duplicates, nothing else), name the layers
- * being loaded, and hold a plausible peak (at least CCA_GRANULARITY, at most
+ * plain decimal numbers, a refused one quoted in the warning, no
+ * duplicates, nothing else), name the layers being loaded, have a batch
+ * in 1..2^24 (ccrun's), and hold a plausible peak (at least CCA_GRANULARITY, at most
  * what the allocator may ever reserve, at most 4 x (weights + activations of
  * its batch) + 64 MiB: segment rounding and fragmentation stay far below
  * that). Anything else is a warning and the sidecar is ignored: the load
@@ -62,6 +63,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ccai_decimal.h" /* common/: ccai_decimal_uint */
 #include "internal.h"
 
 #define CCR_FOOT_MAX_BYTES 4096
@@ -121,21 +123,11 @@ void ccr_footprint_clear(ccr_engine *e) {
 
 /* ---- sidecars ------------------------------------------------------------- */
 
-/* A whole decimal number of at most 20 digits that fits in size_t. */
+/* A whole number in size_t, plain decimal (ccai_decimal_uint: digits
+ * only, no sign, blank or base prefix). */
 static int parse_number(const char *text, size_t *out) {
-    size_t n = strlen(text);
-    if (n == 0 || n > 20)
-        return 0;
-    unsigned long long v = 0;
-    for (const char *c = text; *c; c++) {
-        if (*c < '0' || *c > '9')
-            return 0;
-        unsigned d = (unsigned)(*c - '0');
-        if (v > (ULLONG_MAX - d) / 10)
-            return 0;
-        v = v * 10 + d;
-    }
-    if (v > SIZE_MAX)
+    unsigned long long v;
+    if (ccai_decimal_uint(text, 0, SIZE_MAX, &v))
         return 0;
     *out = (size_t)v;
     return 1;
@@ -218,7 +210,8 @@ static int parse_sidecar(char *text, char **arch, size_t *batch, size_t *peak, c
         if (seen == &seen_arch) {
             *arch = sp + 1;
         } else if (!parse_number(value, seen == &seen_batch ? batch : peak)) {
-            snprintf(why, wn, "line %zu: '%.32s' is not a number", line_no, key);
+            snprintf(why, wn, "line %zu: %s '%.32s%s' is not a number (plain decimal)", line_no, key, value,
+                     strlen(value) > 32 ? "..." : "");
             return 0;
         }
     }
@@ -239,8 +232,8 @@ static int plausible(ccr_engine *e, const ccr_arch *a, size_t batch, size_t peak
     char b0[32], b1[32];
     const char *what;
     size_t limit = ccr_engine_limit(e, &what);
-    if (batch > ((size_t)1 << 24)) {
-        snprintf(why, wn, "batch %zu is more than 2^24", batch);
+    if (batch == 0 || batch > ((size_t)1 << 24)) { /* ccrun's batches: 1..2^24 */
+        snprintf(why, wn, "batch %zu is not in 1..2^24", batch);
         return 0;
     }
     if (peak < CCA_GRANULARITY || peak > limit) {

@@ -22,7 +22,10 @@
  *      (root object > entry > array), arrays of at most 8 elements, no NUL in
  *      a string (raw or \u0000: "F32\u0000junk" is not "F32"), strings
  *      well-formed UTF-8 (ccai_utf8.h: no overlong form, surrogate or cut
- *      sequence; Python and the safetensors crate refuse those files). So
+ *      sequence; Python and the safetensors crate refuse those files), every
+ *      value in an entry's arrays a whole number in 0..2^53 written in digits
+ *      (cJSON reads numbers as doubles: "2.", "1e0", "-0" and 2^53 + 1 would
+ *      be read as 2, 1, 0 and 2^53; refused quoting the file's text). So
  *      cJSON never builds more than 2^20 nodes (~64 MiB), whatever the file;
  *   3. JSON: parsed with cJSON (length-bounded), root must be an object,
  *      followed by nothing but whitespace padding up to N (`{...}GARBAGE` and
@@ -85,7 +88,10 @@ static const char *dtype_name(ccr_dtype d) {
     return "?";
 }
 
-/* A JSON number that is a whole number in [0, 2^53]. */
+/* A JSON number that is a whole number in [0, 2^53]. Every number in an
+ * entry's arrays was checked in the file's text by the pre-scan
+ * (array_number), so the double is the number written; this check is the
+ * tree's own guard. */
 static int json_uint(const cJSON *j, uint64_t *out) {
     if (!cJSON_IsNumber(j))
         return 0;
@@ -217,6 +223,44 @@ static int json_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+/* A stretch of the raw header: a key's text between its quotes, as
+ * written (escapes not decoded). */
+typedef struct json_span {
+    const char *text;
+    size_t len;
+} json_span;
+
+/* At most this many characters of a refused number in a message, then
+ * "..." (a number has no length limit). */
+#define NUMBER_SHOWN 64
+
+/* A value of an array of a tensor entry, [text, text + n) at header byte
+ * `at`: the loader reads it (shape, data_offsets) as a count, so it must be
+ * JSON's integer grammar without a sign ("0" or digits not starting with
+ * 0) and at most 2^53, which a double holds exactly. cJSON reads every
+ * number as a double, so "2.", "1e0", "-0" and 2^53 + 1 would reach the
+ * loader as 2, 1, 0 and 2^53: refused here, quoting the file's text. */
+static ccr_status array_number(const char *text, size_t n, size_t at, const char *kind, const json_span *key,
+                               size_t index) {
+    uint64_t v = 0;
+    size_t i = 0;
+    for (; i < n && text[i] >= '0' && text[i] <= '9' && v <= (1ull << 53); i++)
+        v = v * 10 + (uint64_t)(text[i] - '0');
+    if (i == n && n > 0 && (text[0] != '0' || n == 1) && v <= (1ull << 53))
+        return CCR_OK;
+    int shown = (int)(n > NUMBER_SHOWN ? NUMBER_SHOWN : n);
+    const char *more = n > NUMBER_SHOWN ? "..." : "";
+    if (kind[0] == '{' && kind[1] == '{' && key[0].text && key[1].text)
+        return ccr_fail(CCR_ERR_FORMAT,
+                        "tensor '%.*s': %.*s[%zu] is '%.*s%s' (header byte %zu): shapes and data_offsets are whole "
+                        "numbers in 0..2^53 written in digits",
+                        (int)key[0].len, key[0].text, (int)key[1].len, key[1].text, index, shown, text, more, at);
+    return ccr_fail(CCR_ERR_FORMAT,
+                    "header value '%.*s%s' at byte %zu, in an array: shapes and data_offsets are whole numbers in "
+                    "0..2^53 written in digits",
+                    shown, text, more, at);
+}
+
 /* One pass over the raw header before cJSON sees it, O(header) time and no
  * memory, so a hostile header never becomes a tree (cJSON spends ~64 bytes
  * per token: 49M zeros were 3.8 GB). It refuses what no header needs:
@@ -224,11 +268,14 @@ static int json_space(char c) {
  *   - an array of more than CCR_ST_MAX_DIMS elements (shape; data_offsets 2);
  *   - more than CCR_ST_MAX_TOKENS values and keys in all;
  *   - a NUL in a string, raw or escaped (\u0000): cJSON's C strings would end
- *     there ("F32\u0000junk" read as "F32"); other raw control characters.
+ *     there ("F32\u0000junk" read as "F32"); other raw control characters;
+ *   - in an array of an entry (shape, data_offsets), a value that is not a
+ *     whole number in 0..2^53 in digits (array_number).
  * Everything else malformed is left to cJSON, which words it. */
 static ccr_status prescan_header(const char *text, size_t len) {
     char kind[CCR_ST_MAX_DEPTH];
     size_t elems[CCR_ST_MAX_DEPTH], start[CCR_ST_MAX_DEPTH];
+    json_span key[CCR_ST_MAX_DEPTH] = {{0}}; /* the last key at each depth: a tensor's name, a field's */
     size_t depth = 0, tokens = 0;
     for (size_t i = 0; i < len; i++) {
         char c = text[i];
@@ -259,7 +306,7 @@ static ccr_status prescan_header(const char *text, size_t len) {
             kind[depth] = c;
             elems[depth] = 0;
             start[depth] = i;
-            depth++;
+            key[depth++] = (json_span){0}; /* no key yet inside the new container */
         } else if (c == '"') {
             size_t at = i++;
             for (; i < len && text[i] != '"'; i++) {
@@ -284,9 +331,20 @@ static ccr_status prescan_header(const char *text, size_t len) {
                                     at);
                 i++; /* the escaped character */
             }
+            size_t next = i + 1;
+            while (next < len && json_space(text[next]))
+                next++;
+            if (depth > 0 && next < len && text[next] == ':')
+                key[depth - 1] = (json_span){text + at + 1, i - at - 1};
         } else { /* number or literal: skip to the next structural character */
+            size_t at = i;
             while (i + 1 < len && text[i + 1] && !json_space(text[i + 1]) && !strchr(",:[]{}\"", text[i + 1]))
                 i++;
+            if (depth == CCR_ST_MAX_DEPTH && kind[depth - 1] == '[') {
+                ccr_status st = array_number(text + at, i + 1 - at, at, kind, key, elems[depth - 1] - 1);
+                if (st != CCR_OK)
+                    return st;
+            }
         }
     }
     return CCR_OK;

@@ -117,6 +117,19 @@ if(TARGET ccbench_core)
     ccb_cli(ccbench_bad_scale_${i} 2 "--scale '[^']*' is not a number > 0 and <= 100" "" -
       gen uniform "--scale=${bad}" -o /dev/null) # "=": an empty value stays an argument
   endforeach()
+  # a scale below a generator's least events gives that least (uniform and
+  # lognormal: 50 allocs, mlp: 10 requests, models: 4 per model,
+  # adversarial: 4 steps), as --help says: 1e-300 and the scale that just
+  # reaches each least give the same events
+  foreach(row "uniform;0.0025" "lognormal;0.0025" "mlp;0.006667" "models;0.02" "adversarial;0.1")
+    list(GET row 0 gen)
+    list(GET row 1 least)
+    set(out ${ccb_cli_dir}/scale-floor-${gen})
+    add_test(NAME ccbench_scale_floor_${gen} COMMAND sh -c
+      "mkdir -p '${ccb_cli_dir}' && '$<TARGET_FILE:ccbench>' gen ${gen} --scale 1e-300 -o '${out}-tiny.csv' && '$<TARGET_FILE:ccbench>' gen ${gen} --scale ${least} -o '${out}-least.csv' && grep -v '^#' '${out}-tiny.csv' >'${out}-a' && grep -v '^#' '${out}-least.csv' >'${out}-b' && cmp '${out}-a' '${out}-b'")
+    set_tests_properties(ccbench_scale_floor_${gen} PROPERTIES LABELS cpu TIMEOUT 60)
+  endforeach()
+  ccb_cli(ccbench_help_scale_floor 0 "generator.s least events it gives that least [(]uniform, lognormal: 50 allocs;" "" - --help)
   # --live is N,N,...: an empty count is an error, as an empty field of a trace,
   # and so is a ninth count
   set(i 0)
@@ -229,6 +242,15 @@ if(TARGET ccbench_core)
     gen uniform --scale 0.05 -o /dev/null --vm-call-latency 1000000,1000ms)
   ccb_cli(ccbench_device_bytes_zero 2 "--device-bytes '0' is not a size > 0" "" -
     gen uniform --scale 0.05 -o /dev/null --device-bytes 0)
+  # every hostile size is refused naming the suffixes the parser takes, T
+  # included (the message said K/M/G); 16T itself is a size
+  set(i 0)
+  foreach(bad "-1" "+5" " 5" "5 " "5x" "0x10" "1e3" "nan" "18446744073709551616" "16777216T" "17179869184G" "")
+    math(EXPR i "${i} + 1")
+    ccb_cli(ccbench_bad_device_bytes_${i} 2 "--device-bytes '[^']*' is not a size > 0 [(]K/M/G/T suffixes[)]" "" -
+      gen uniform --scale 0.05 -o /dev/null "--device-bytes=${bad}")
+  endforeach()
+  ccb_cli(ccbench_device_bytes_in_t 0 "" "not a size" - gen uniform --scale 0.05 -o /dev/null --device-bytes 16T)
   # --iterations: a count in 1..100 (CCB_MAX_ITERATIONS), else exit 2 before anything runs
   set(i 0)
   foreach(bad "0" "-1" "101" "1e9" "99999999999999999999999" "x" "" " 5" "5x" "+5")
@@ -410,7 +432,7 @@ if(TARGET ccbench_core)
   if(TARGET cck_bench)
     set(i 0)
     foreach(bad "--reps;5x" "--reps;0" "--reps;x" "--cpu-reps; 3" "--cpu-reps;+3" "--cpu-rows;-1"
-            "--cpu-rows;99999999999999999999999")
+            "--cpu-rows;99999999999999999999999" "--reps;1000001" "--cpu-reps;1000001" "--cpu-rows;1048577")
       math(EXPR i "${i} + 1")
       list(GET bad 0 opt)
       add_test(NAME cck_bench_bad_count_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
@@ -440,6 +462,17 @@ if(TARGET ccbench_core)
         ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh $<TARGET_FILE:cck_bench> 0
         "^exit status: 0 .*; 1 .*; 2 bad usage" "" - ${help})
       set_tests_properties(cck_bench_help_says_the_exit_statuses${help} PROPERTIES LABELS cpu TIMEOUT 20)
+    endforeach()
+    # --help states each count's range and default, the ones the parser
+    # enforces (it listed the options alone)
+    foreach(row "--reps N;1[.][.]1000000 [(]default 20[)]" "--cpu-reps N;1[.][.]1000000 [(]default 5[)]"
+            "--cpu-rows N;1[.][.]1048576 [(]default 4096[)]" "--csv FILE;[(]default cck_bench[.]csv[)]")
+      list(GET row 0 opt)
+      list(GET row 1 range)
+      string(REGEX REPLACE "[^a-z]" "" name "${opt}")
+      add_test(NAME cck_bench_help_states_${name} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+        $<TARGET_FILE:cck_bench> 0 "^  ${opt} .*${range}" "" - --help)
+      set_tests_properties(cck_bench_help_states_${name} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
     # a configuration whose host memory malloc refuses is said, and the exit
     # status is 1 (it was a row of 4 cells, or nothing for a dense shape, and
@@ -497,6 +530,20 @@ if(TARGET ccbench_core)
     set_tests_properties(cck_bench_csv_on_a_full_device cck_bench_table_on_a_full_device
       cck_bench_table_on_a_closed_standard_output cck_bench_csv_past_the_file_size_limit cck_bench_csv_name_escaped
       cck_bench_list_shapes_on_a_full_device cck_bench_help_on_a_full_device PROPERTIES LABELS cpu TIMEOUT 20)
+    # torch_softmax.py's --reps is cck_bench's: plain decimal in 1..1000000,
+    # refused by argparse (exit 2) before torch is imported (int() took
+    # "1_000", "+5" and 0 or -1 reps, which failed after the GPU work)
+    if(Python3_Interpreter_FOUND)
+      set(i 0)
+      foreach(bad "0" "-1" "+5" " 5" "1_000" "1e3" "1.5" "x" "" "1000001")
+        math(EXPR i "${i} + 1")
+        add_test(NAME torch_softmax_bad_reps_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+          ${Python3_EXECUTABLE} 2 "argument --reps: '[^']*' is not a count in 1[.][.]1000000 [(]plain decimal[)]" ""
+          - ${PROJECT_SOURCE_DIR}/bench/kernels/torch_softmax.py "--reps=${bad}" --list-shapes)
+        set_tests_properties(torch_softmax_bad_reps_${i} PROPERTIES LABELS cpu TIMEOUT 30
+          ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+      endforeach()
+    endif()
     # torch.softmax is timed on the shapes of cck_bench's main table, so the
     # two tables side by side compare like with like
     if(Python3_Interpreter_FOUND)

@@ -35,6 +35,7 @@
 #include "ccalloc.h"
 #include "ccbench.h"
 #include "read_text.h" /* tests/support */
+#include "hostile_numbers.h" /* tests/support: HOSTILE_DECIMALS */
 
 #if defined(__has_include)
 #if __has_include(<sanitizer/lsan_interface.h>) && defined(__SANITIZE_ADDRESS__)
@@ -246,6 +247,41 @@ Test(fields, signs_spaces_and_bases_are_rejected) {
         snprintf(body, sizeof body, "0,alloc,1,8,%s\n", nums[i]);
         bad2(body, "line 2: bad number");
     }
+}
+
+/* A refused number is named: its field, its text as written (at most 32
+ * characters, then "..."), and the field's range, for every field of a v3
+ * line and every kind of hostile number (the message said "bad number
+ * (seq, id < 2^44, size <= 2^60, stream < 256, domain < 65535)" whichever
+ * field it was, and not the text). */
+Test(fields, a_bad_number_names_its_field_and_its_text) {
+    static const struct {
+        const char *name, *range, *over; /* over: one past the field's largest */
+    } fields[] = {
+        {"seq", "0..2^64-1", "18446744073709551616"},
+        {"id", "0..2^44-1", "17592186044416"},
+        {"size", "0..2^60", "1152921504606846977"},
+        {"stream", "0..255", "256"},
+        {"domain", "0..65534", "65535"},
+    };
+    static const char *const nums[] = {HOSTILE_DECIMALS};
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
+        for (size_t i = 0; i <= sizeof nums / sizeof nums[0]; i++) {
+            const char *v = i < sizeof nums / sizeof nums[0] ? nums[i] : fields[f].over;
+            const char *line[5] = {"0", "1", "8", "0", "0"};
+            line[f] = v;
+            char text[512], want[256];
+            snprintf(text, sizeof text, "seq,op,id,size,stream,domain,name\n%s,alloc,%s,%s,%s,%s\n", line[0], line[1],
+                     line[2], line[3], line[4]);
+            size_t n = strlen(v);
+            snprintf(want, sizeof want, "line 2: bad number in %s: '%.*s%s' (plain decimal, %s)", fields[f].name,
+                     (int)(n > 32 ? 32 : n), v, n > 32 ? "..." : "", fields[f].range);
+            ccb_trace t;
+            char err[256] = "";
+            cr_assert_eq(rd(&t, text, strlen(text), err, sizeof err), -1, "accepted: %s", text);
+            cr_expect_str_eq(err, want, "%s", text);
+            ccb_trace_free(&t);
+        }
 }
 
 Test(fields, leading_zeros_are_plain_decimal) {

@@ -494,3 +494,23 @@ def test_committed_trace_is_valid_v2(path):
     header = gzip.open(path, "rt").read().split("\nseq,")[0]
     assert "live at end: %d blocks" % n["live"] in header
     assert "peak live: %d bytes" % n["peak"] in header
+
+
+# ---- the command line's numbers ------------------------------------------------------
+
+@pytest.mark.parametrize("option,bad", [(o, b) for o in ("--seed", "--threads")
+                                        for b in ("", "-1", "+5", " 5", "5 ", "5x", "0x10", "1e3", "1.5", "1_000",
+                                                  "\u0663", "nan")]
+                         + [("--seed", "18446744073709551616"), ("--threads", "0"), ("--threads", "1025")])
+def test_numbers_outside_their_grammar_are_refused_before_torch(option, bad, capsys):
+    """--seed and --threads were int(): "1_000", "+5", " 5" and Arabic-Indic
+    digits were taken, and a seed past 2**64 - 1 or 0 threads failed in
+    torch after the model was built (a traceback). Each is plain decimal in
+    its range (--seed 0..2**64-1, --threads 1..1024), refused by argparse
+    (exit 2) naming the option and the text, before torch is imported."""
+    with pytest.raises(SystemExit) as ex:
+        rt.main(["--scenario", "resnet50-infer", option, bad, "-o", "/nonexistent/t.csv"])
+    assert ex.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: '{bad}' is not " in err, err
+    assert "torch" not in sys.modules or sys.modules["torch"] is None

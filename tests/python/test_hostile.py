@@ -1058,3 +1058,43 @@ def test_a_snapshot_path_that_is_a_fifo_nobody_reads_is_refused_not_waited_for(t
     assert r.stdout.splitlines() == [
         f"refused: OSError {errno.ENXIO} a FIFO nobody reads (refused rather than waited for) True",
         "read by a reader: True True"], r.stdout
+
+
+# ---- sizes: a refused size names its parameter --------------------------------
+
+_SIZE_PARAMETERS = {
+    # parameter -> a call taking the value there (on a 64M simulated device)
+    "capacity": lambda a, v: ccalloc.Allocator(capacity=v),
+    "vm_granularity": lambda a, v: ccalloc.Allocator("64M", vm_granularity=v),
+    "size": lambda a, v: a.alloc(v),
+    "keep": lambda a, v: a.trim(v),
+    "nbytes": lambda a, v: a.domain("sized").reserve(v),
+    "plug size": lambda a, v: plug.alloc(v),
+    "plug free size": lambda a, v: plug.free(0, v),
+}
+
+
+@pytest.mark.parametrize("bad", ["", "-1", "+5", " 5", "5 ", "5x", "0x10", "1e3", "nan", "inf", "16777216T",
+                                 "17179869184G", "18446744073709551616", 1 << 64, (1 << 64) + 1, -1, 1.5,
+                                 float("nan"), True])
+@pytest.mark.parametrize("parameter", sorted(_SIZE_PARAMETERS))
+def test_a_refused_size_names_its_parameter_and_value(host_plug, parameter, bad):
+    """Class: every size argument, every hostile size. The message said
+    "bad size '5x' (expected ...)" or "size 18446744073709551616 out of
+    range" whichever parameter it was: Allocator(capacity=..., vm_granularity=...)
+    has two sizes, and trim's is keep. It now names the parameter (the
+    plug's, "size") and the value as given; the error's type is unchanged
+    (a str or an int out of range: InvalidArgumentError; another type:
+    TypeError)."""
+    name = parameter.split()[-1]
+    a = ccalloc.Allocator("64M")
+    try:
+        with pytest.raises((ccalloc.InvalidArgumentError, TypeError)) as e:
+            _SIZE_PARAMETERS[parameter](a, bad)
+        text = e.value.message if isinstance(e.value, ccalloc.Error) else str(e.value)
+        assert text.startswith(f"{name} "), text
+        if not isinstance(bad, (bool, float)):
+            assert repr(bad) in text or str(bad) in text, text
+        assert isinstance(e.value, TypeError) == isinstance(bad, (bool, float))
+    finally:
+        a.close()

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "test_runtime_util.h"
+#include "hostile_numbers.h" /* tests/support: HOSTILE_DECIMALS */
 
 #define MiB ((size_t)1 << 20)
 
@@ -461,7 +462,7 @@ Test(runtime_domains, hostile_sidecars_are_ignored_with_a_warning) {
         {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 18446744073709551615\n", "outside"},
         {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 100\n", "outside"},
         {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 100000000\n", "implausible"},
-        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 99999999\nreserved_peak 2097152\n", "more than 2^24"},
+        {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 99999999\nreserved_peak 2097152\n", "is not in 1..2^24"},
         {"ccfoot 1\narch mlp:9x9\nbatch 8\nreserved_peak 2097152\n", "other layers"},
         {"ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 2097152\nextra 1\n", "unknown key"},
     };
@@ -504,6 +505,44 @@ Test(runtime_domains, hostile_sidecars_are_ignored_with_a_warning) {
     }
     unlink(side);
     rmdir(side);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
+/* A sidecar's numbers: every hostile spelling of batch and reserved_peak
+ * is ignored with a warning naming the key and the text as written (at
+ * most 32 characters of it; it named the key alone), and a batch of 0, which no run has, is out of
+ * 1..2^24 (it was taken). */
+Test(runtime_domains, a_sidecar_number_refused_is_quoted) {
+    make_tmpdir();
+    const char *path = model_file("q.safetensors", "mlp:64x128x10:relu:softmax");
+    char side[300];
+    snprintf(side, sizeof side, "%s.ccfoot", path);
+    static const char *const bad[] = {HOSTILE_DECIMALS};
+    for (size_t k = 0; k < 2 * (sizeof bad / sizeof bad[0]) + 1; k++) {
+        size_t i = k / 2;
+        int peak = k % 2;
+        char text[256], why[160];
+        if (i == sizeof bad / sizeof bad[0]) {
+            snprintf(text, sizeof text, "ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 0\nreserved_peak 2097152\n");
+            snprintf(why, sizeof why, "batch 0 is not in 1..2^24; ignored");
+        } else {
+            snprintf(text, sizeof text, "ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch %s\nreserved_peak %s\n",
+                     peak ? "8" : bad[i], peak ? bad[i] : "2097152");
+            size_t n = strlen(bad[i]); /* at most 32 characters shown, then "..." */
+            snprintf(why, sizeof why, "line %d: %s '%.32s%s' is not a number (plain decimal); ignored", peak ? 4 : 3,
+                     peak ? "reserved_peak" : "batch", bad[i], n > 32 ? "..." : "");
+        }
+        write_text(side, text, strlen(text));
+        ccr_engine *e = engine_with(256 * MiB, NULL, 1);
+        ccr_model *m;
+        cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+        cr_expect_eq(ccr_model_footprint(m), 0, "%s", text);
+        cr_expect(warned_about(why), "want '%s', got %zu warnings: '%s'", why, n_warned, warned[0]);
+        ccr_model_unload(m);
+        ccr_engine_destroy(e);
+    }
+    unlink(side);
     unlink(path);
     rmdir(tmpdir);
 }

@@ -29,6 +29,7 @@
 
 #include "comma_locale.h" /* tests/support */
 #include "test_runtime_util.h"
+#include "hostile_numbers.h" /* tests/support: HOSTILE_DECIMALS */
 
 #define MiB ((size_t)1 << 20)
 
@@ -329,6 +330,42 @@ Test(runtime_engine, spec_limits_are_exact) {
     strcat(spec, "x2");
     cr_expect_eq(ccr_arch_parse(spec, &a), CCR_ERR_SPEC);
     cr_expect(strstr(ccr_last_error(), "more than 64 layers") != NULL, "%s", ccr_last_error());
+}
+
+/* The spec's numbers, a dimension and the seed, are ccrun --seed's grammar:
+ * plain decimal, any leading zeros, in range. Each hostile spelling is
+ * refused naming the field, the text and the range (a seed's message gave
+ * no range, "seed=" was an unknown field), and a number of more than 20
+ * characters that leading zeros make is the number it says (it was refused
+ * as "not a number in 1..16777216"; ccrun --seed took it). */
+Test(runtime_engine, spec_numbers_are_plain_decimal_with_their_range) {
+    static const char *const bad[] = {HOSTILE_DECIMALS, "18446744073709551616"};
+    ccr_arch a;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char spec[128], want[256];
+        snprintf(spec, sizeof spec, "mlp:4x2:seed=%s", bad[i]);
+        snprintf(want, sizeof want, "spec '%s': seed '%s' is not a number in 0..2^64-1", spec, bad[i]);
+        cr_expect_eq(ccr_arch_parse(spec, &a), CCR_ERR_SPEC, "%s", spec);
+        cr_expect_str_eq(ccr_last_error(), want);
+        if (strchr(bad[i], 'x'))
+            continue; /* "0x10" in a layer list is two dimensions, 0 and 10 */
+        snprintf(spec, sizeof spec, "mlp:4x%s", bad[i]);
+        snprintf(want, sizeof want, "spec '%s': dimension '%s' is not a number in 1..16777216", spec, bad[i]);
+        cr_expect_eq(ccr_arch_parse(spec, &a), CCR_ERR_SPEC, "%s", spec);
+        cr_expect_str_eq(ccr_last_error(), want);
+    }
+    cr_expect_eq(ccr_arch_parse("mlp:4x16777217", &a), CCR_ERR_SPEC);
+    cr_expect_str_eq(ccr_last_error(), "spec 'mlp:4x16777217': dimension '16777217' is not a number in 1..16777216");
+    cr_expect_eq(ccr_arch_parse("mlp:4x0", &a), CCR_ERR_SPEC);
+    cr_expect_str_eq(ccr_last_error(), "spec 'mlp:4x0': dimension '0' is not a number in 1..16777216");
+    /* leading zeros, any number of them */
+    cr_assert_eq(ccr_arch_parse("mlp:000000000000000000000000000004x0000000000000000000000000000002:seed="
+                                "0000000000000000000000000000018446744073709551615",
+                                &a),
+                 CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(a.layers[0].in, 4);
+    cr_expect_eq(a.layers[0].out, 2);
+    cr_expect_eq(a.seed, UINT64_MAX);
 }
 
 /* The activations a batch needs at the peak of a pass, per row: the widest

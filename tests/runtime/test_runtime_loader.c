@@ -20,7 +20,9 @@
  * Streams (fopencookie): a valid file cut at every byte is FORMAT, a read
  * error or an early end at every byte IO, both with nothing allocated;
  * one-byte reads load the same model; a pipe or a socket is refused. A
- * tensor field given twice and strings that are not UTF-8 are refused.
+ * tensor field given twice and strings that are not UTF-8 are refused, and
+ * so is every spelling of a shape or offset that is not a whole number in
+ * 0..2^53 in digits, quoting the file's text.
  * Saving: over the model's own file, loaded back the same; to a path that
  * cannot be a file, CCR_ERR_IO naming it.
  */
@@ -61,7 +63,7 @@ static const bad_case cases[] = {
     {"layer_count_mismatch.safetensors", CCR_ERR_SHAPE, "file has 2 layers but 'mlp:4x3x3x2' lists 3"},
     {"unexpected_tensor.safetensors", CCR_ERR_SHAPE, "unexpected tensor 'running_mean'"},
     {"duplicate_name.safetensors", CCR_ERR_FORMAT, "'0.weight' appears twice"},
-    {"bad_shape_value.safetensors", CCR_ERR_FORMAT, "shape[1] is not a non-negative integer"},
+    {"bad_shape_value.safetensors", CCR_ERR_FORMAT, "shape[1] is '-4' (header byte "},
 };
 
 Test(runtime_loader, every_malformed_file_is_rejected_cleanly) {
@@ -535,7 +537,88 @@ Test(runtime_loader, numbers_above_2_to_the_53_are_refused) {
                                           "\"data_offsets\":[0,8]},"
                                           "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"),
                  CCR_ERR_FORMAT);
-    cr_expect_str_eq(ccr_last_error(), "mem: tensor '0.weight': shape[1] is not a non-negative integer");
+    cr_expect_str_eq(ccr_last_error(), "mem: tensor '0.weight': shape[1] is '9007199254740994' (header byte 75): "
+                                       "shapes and data_offsets are whole numbers in 0..2^53 written in digits");
+    cr_expect_eq(live_bytes(e), 0);
+    ccr_engine_destroy(e);
+}
+
+/* Every number the loader reads (an element of a shape or of data_offsets)
+ * is a whole number in 0..2^53 written in digits, JSON's integer grammar
+ * without a sign; anything else is refused by the pre-scan quoting the
+ * file's own text, before cJSON turns it into a double: "1.0", "1e0" and
+ * "-0" were read as 1, 1 and 0; 2^53 + 1 as 2^53 (a message quoted 2^53);
+ * "01" as 1. Each spelling in each array a tensor entry has. */
+static const char *const bad_numbers[] = {
+    "-0",
+    "-4",
+    "01",
+    "00",
+    "1.0",
+    "2.",
+    "1e0",
+    "1E0",
+    "2e+0",
+    "0.0",
+    "-0.0",
+    "8e-0",
+    "1e400",
+    "9007199254740993",
+    "9007199254740994",
+    "18446744073709551615",
+    "18446744073709551616",
+    "100000000000000000000000000000000000000000000000000000000000000000000000",
+    "+2",
+    "0x2",
+    "NaN",
+    "Infinity",
+    "true",
+    "null",
+};
+
+Test(runtime_loader, numbers_are_whole_and_written_in_digits) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    static const char *const fields[] = {"shape", "data_offsets"};
+    for (size_t f = 0; f < 2; f++)
+        for (size_t i = 0; i < sizeof bad_numbers / sizeof bad_numbers[0]; i++) {
+            const char *v = bad_numbers[i];
+            char header[512], want[512];
+            snprintf(header, sizeof header,
+                     TINY_META "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,%s],\"data_offsets\":[0,%s]},"
+                               "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+                     f == 0 ? v : "2", f == 0 ? "8" : v);
+            size_t at = (size_t)(strstr(header, f == 0 ? "[1," : "[0,") + 3 - header);
+            size_t n = strlen(v);
+            snprintf(want, sizeof want,
+                     "mem: tensor '0.weight': %s[1] is '%.*s%s' (header byte %zu): shapes and data_offsets are "
+                     "whole numbers in 0..2^53 written in digits",
+                     fields[f], (int)(n > 64 ? 64 : n), v, n > 64 ? "..." : "", at);
+            cr_expect_eq(load_header(e, header), CCR_ERR_FORMAT, "%s in %s", v, fields[f]);
+            cr_expect_str_eq(ccr_last_error(), want, "%s in %s", v, fields[f]);
+        }
+    /* the largest and smallest numbers taken, as written: 0, and 2^53 (read,
+     * then found too large for its bytes) */
+    cr_expect_eq(load_header(e, TINY_META "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[0,2],\"data_offsets\":[0,0]},"
+                                          "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,12]}}"),
+                 CCR_ERR_FORMAT);
+    cr_expect(strstr(ccr_last_error(), "'0.bias': data_offsets [0, 12) hold 12 bytes but F32 [1] needs 4") != NULL,
+              "%s", ccr_last_error());
+    cr_expect_eq(load_header(e, TINY_META "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],"
+                                          "\"data_offsets\":[0,9007199254740992]},"
+                                          "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"),
+                 CCR_ERR_FORMAT);
+    cr_expect_str_eq(ccr_last_error(), "mem: tensor '0.weight': data_offsets [0, 9007199254740992) out of range (data "
+                                       "section is 12 bytes: truncated?)");
+    /* an array in an array (no entry, no field to name): the byte instead */
+    cr_expect_eq(load_header(e, TINY_META "\"x\":[[1.5]]," TINY_TENSORS("F32")), CCR_ERR_FORMAT);
+    cr_expect_str_eq(ccr_last_error(), "mem: header value '1.5' at byte 44, in an array: shapes and data_offsets are "
+                                       "whole numbers in 0..2^53 written in digits");
+    /* numbers outside a tensor entry's arrays are never read: an extra
+     * field's 1.5 is left alone, as the safetensors crate does */
+    cr_expect_eq(load_header(e, TINY_META "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8],"
+                                          "\"note\":1.5},"
+                                          "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}"),
+                 CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(live_bytes(e), 0);
     ccr_engine_destroy(e);
 }
@@ -680,7 +763,8 @@ Test(runtime_loader, a_tensor_entry_must_have_its_three_fields) {
         {"{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[\"0\",8]}",
          "mem: tensor '0.weight': data_offsets must be [begin, end] integers"},
         {"{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8.5]}",
-         "mem: tensor '0.weight': data_offsets must be [begin, end] integers"},
+         "mem: tensor '0.weight': data_offsets[1] is '8.5' (header byte 96): shapes and data_offsets are whole "
+         "numbers in 0..2^53 written in digits"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char header[512];

@@ -2,7 +2,7 @@
 # scripts/fuzz.sh's target list, refused before anything is configured or
 # built (exit 2, one line naming the fault): an unknown target, alone or
 # beside a known one, an empty name (",", "loader,", ",api", "a,,b"), a
-# target named twice, SECONDS that are not a whole number above 0.
+# target named twice, SECONDS that are not a whole number in 1..2^31-1.
 # Needs no build and no clang: a refusal happens before either is used.
 set -u
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -34,4 +34,15 @@ refused loader "SECONDS must be a whole number above 0, not '0'" 0
 refused loader "not '-5'" -5
 refused loader,api "not '1.5'" 1.5
 refused config "not '30s'" 30s
+# 0 written with leading zeros is 0 (libFuzzer's -max_total_time=0 runs
+# for ever), and libFuzzer keeps the seconds in an int: above 2^31 - 1
+# they would not be the time asked for
+refused loader "SECONDS must be a whole number above 0, not '00'" 00
+refused loader "not '000'" 000
+refused loader "SECONDS must be at most 2147483647, not '2147483648'" 2147483648
+refused loader "at most 2147483647, not '99999999999999999999999'" 99999999999999999999999
+refused loader "at most 2147483647, not '0000000000002147483648'" 0000000000002147483648
+refused loader "not '+5'" +5
+refused loader "not ' 5'" " 5"
+refused loader "not '0x10'" 0x10
 exit $((fails != 0))

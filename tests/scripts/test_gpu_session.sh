@@ -246,5 +246,38 @@ else
     echo "ok   --tar inside OUTDIR: the tarball does not hold itself"
 fi
 
+# --budget and a step's limit are whole seconds, read as decimal: "09" was
+# bash's octal (the script died, "value too great for base", without its
+# summary), "010" 8 seconds, and 10^20 wrapped in bash's 64 bits (a step
+# ran). Refused before anything runs (exit 2), quoting the value; leading
+# zeros are decimal.
+numcase() { # numcase DESC WANT_RC WORDS ARGS...
+    local desc=$1 want=$2 words=$3
+    shift 3
+    rm -rf "$dir/gn"
+    bash "$script" "$@" "$dir/gn" >"$dir/gn.out" 2>&1
+    local rc=$?
+    if [ "$rc" = "$want" ] && grep -qF -- "$words" "$dir/gn.out" && ! grep -q 'value too great\|unbound' "$dir/gn.out" &&
+        { [ "$want" = 2 ] || grep -q '^gpu_session summary: ' "$dir/gn.out"; }; then
+        echo "ok   $desc: exit $rc"
+    else
+        echo "FAIL $desc: exit $rc (want $want), want '$words':"
+        cat "$dir/gn.out"
+        fails=$((fails + 1))
+    fi
+}
+for bad in "" "-1" "+5" " 5" "5 " "5x" "0x10" "1e3" "1.5" "1000000000" "99999999999999999999" "0000000000000000000001000000000"; do
+    numcase "--budget '$bad'" 2 "gpu_session: --budget '$bad' is not whole seconds (0..999999999)" \
+        --steps "torch_softmax:5" --budget "$bad"
+    [[ $bad == *" "* ]] && continue # --steps splits at blanks: " 5" is another step
+    numcase "limit '$bad'" 2 "gpu_session: limit '$bad' of step 'torch_softmax' is not whole seconds (0..999999999)" \
+        --steps "torch_softmax:$bad" --budget 0
+done
+# leading zeros: decimal (a budget under 15 s runs no step: nothing is run
+# here, and a step not run is not ok: exit 1, after the summary)
+numcase "--budget 09, limit 08" 1 "gpu_session: plan: torch_softmax:8 (limits sum 8 s, budget 9 s)" \
+    --steps "torch_softmax:08" --budget 09
+numcase "--budget 000000000000000000014" 1 "(limits sum 5 s, budget 14 s)" --steps "torch_softmax:5" --budget 000000000000000000014
+
 ((fails == 0)) && echo "all suite_table checks passed"
 exit $((fails > 0))

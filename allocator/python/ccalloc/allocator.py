@@ -202,18 +202,28 @@ def host_memory_arg(lib: _lib.Library, host_memory: Any, cuda: bool) -> int:
     return HOST_MEMORIES[host_memory]
 
 
-def parse_size(lib: _lib.Library, size: Size) -> int:
+def parse_size(lib: _lib.Library, size: Size, what: str = "size") -> int:
     """An int as is (in [0, 2**64); numpy integers too), or a size text as
-    ``cca_parse_size`` reads it ("64M", "1.5G")."""
+    ``cca_parse_size`` reads it ("64M", "1.5G"). ``what`` is the parameter's
+    name, the first word of every refusal: "keep 18446744073709551616 not
+    in [0, 2**64)", "vm_granularity '5x': bad size '5x' (expected ...)",
+    "capacity is an int or a size text like '64M', not float"."""
     if isinstance(size, str):
         out = ctypes.c_size_t()
         lib.cca_clear_error()
-        raise_for(lib, lib.cca_parse_size(c_string(lib, size, "size"), ctypes.byref(out)),
-                  f"size '{size}' is not a size like 64M")
+        status = lib.cca_parse_size(c_string(lib, size, what), ctypes.byref(out))
+        if status != OK:
+            message = _text(lib.cca_last_error()) or "not a size like 64M"
+            raise argument_error(lib, status, f"{what} {size!r}: {message}")
         return out.value
-    value = integer(size, "a size (or a string like '64M')")
+    if isinstance(size, bool):
+        raise TypeError(f"{what} is an int or a size text like '64M', not a bool")
+    try:
+        value = operator.index(size)
+    except TypeError:
+        raise TypeError(f"{what} is an int or a size text like '64M', not {type(size).__name__}") from None
     if value < 0 or value >= SIZE_LIMIT:
-        raise argument_error(lib, ERR_INVALID_ARGUMENT, f"size {value} out of range")
+        raise argument_error(lib, ERR_INVALID_ARGUMENT, f"{what} {value} not in [0, 2**64)")
     return value
 
 
@@ -436,7 +446,7 @@ class Allocator:
         lib = self._lib
         up, a = ctypes.c_void_p(), ctypes.c_void_p()
         lib.cca_clear_error()
-        page = 0 if vm_granularity is None else parse_size(lib, vm_granularity)
+        page = 0 if vm_granularity is None else parse_size(lib, vm_granularity, "vm_granularity")
         backing = backing_arg(lib, vm_backing)
         host = host_memory_arg(lib, host_memory, capacity is None)
         # What the C calls made is undone if anything fails or is cut short
@@ -445,7 +455,8 @@ class Allocator:
         # then its device. Once _handle is set, __del__ owns them.
         try:
             if capacity is not None:
-                ho = _lib.HostOptions(capacity=parse_size(lib, capacity), vm_granularity=page, vm_backing=backing)
+                ho = _lib.HostOptions(capacity=parse_size(lib, capacity, "capacity"), vm_granularity=page,
+                                      vm_backing=backing)
                 raise_for(lib, lib.cca_upstream_host_create_with(ctypes.byref(ho), ctypes.byref(up)))
             else:
                 self._device = device_arg(lib, device)
@@ -746,7 +757,7 @@ class Allocator:
         """
         lib = self._lib
         r = _lib.out_struct(_lib.ReleaseReport)
-        raise_for(lib, self._c(lib.cca_trim, parse_size(lib, keep), ctypes.byref(r)))
+        raise_for(lib, self._c(lib.cca_trim, parse_size(lib, keep, "keep"), ctypes.byref(r)))
         return ReleaseReport(**_lib.as_dict(r))
 
     def empty_cache(self) -> ReleaseReport:
@@ -980,7 +991,7 @@ class Domain:
     def reserve(self, nbytes: Size) -> None:
         """Reserve a footprint arena of ``nbytes`` up front (``cca_domain_reserve``)."""
         lib = self.allocator._lib
-        raise_for(lib, self.allocator._c(lib.cca_domain_reserve, self.handle, parse_size(lib, nbytes)))
+        raise_for(lib, self.allocator._c(lib.cca_domain_reserve, self.handle, parse_size(lib, nbytes, "nbytes")))
 
     def stats(self) -> Dict[str, Any]:
         """``cca_domain_stats`` as a dict (``name`` as a str)."""

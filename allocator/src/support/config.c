@@ -8,7 +8,8 @@
  *   cca_config_print's lines parse as they are. Keys are cca_config's
  *   field names.
  * - Values: sizes are cca_parse_size's (size.c: K/M/G/T, exact, any
- *   length; range checks are exact integer compares); fractions
+ *   length; range checks are exact integer compares; a count read as a
+ *   size, history, must come out whole: 1.5K, not 1.5); fractions
  *   (greedy_fraction, expandable_ahead) ccai_decimal.h's decimal numbers,
  *   any length, read by strtod; booleans 1/0, true/false, on/off, yes/no;
  *   the policy growth or greedy.
@@ -162,6 +163,12 @@ static size_t size_bound(double bound) {
     return bound >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bound;
 }
 
+/* The size options that count entries, not bytes: their text must give a
+ * whole number (1.5K, not 1.5), where a size drops a fraction of a byte. */
+static bool is_count(const option *o) {
+    return o->offset == OFF(history);
+}
+
 /* -0 is out of every range: printed "-0", no parse would take it back */
 static bool fraction_in_range(const option *o, double v) {
     return (o->type == OPT_SHARE ? v >= o->min : v > o->min) && v <= o->max && !signbit(v);
@@ -200,16 +207,17 @@ static char *value_text(const char *text, size_t len, char *small, size_t cap) {
     return buf;
 }
 
-/* A size: CCA_OK, CCA_ERR_INVALID_ARGUMENT when it is not a size, or
- * CCA_ERR_OUT_OF_MEMORY when a long value could not be copied. */
-static cca_status parse_size(const char *text, size_t len, size_t *out) {
+/* A size: CCA_OK (and *whole: nothing below a unit was dropped),
+ * CCA_ERR_INVALID_ARGUMENT when it is not a size, or CCA_ERR_OUT_OF_MEMORY
+ * when a long value could not be copied. */
+static cca_status parse_size(const char *text, size_t len, size_t *out, bool *whole) {
     char small[64];
     if (len == 0)
         return CCA_ERR_INVALID_ARGUMENT;
     char *buf = value_text(text, len, small, sizeof small);
     if (!buf)
         return CCA_ERR_OUT_OF_MEMORY;
-    cca_status st = cca_parse_size(buf, out);
+    cca_status st = ccai_parse_size_whole(buf, out, whole);
     if (buf != small)
         free(buf);
     return st;
@@ -316,7 +324,8 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
     }
     case OPT_SIZE: {
         size_t v;
-        cca_status st = parse_size(val, val_len, &v);
+        bool whole;
+        cca_status st = parse_size(val, val_len, &v, &whole);
         if (st != CCA_OK)
             return number_refused(o, st, val, val_len, "a size like 512M");
         if (v == 0 && has_nonzero_digit(val, val_len)) /* 0 means none or off: only when written as 0 */
@@ -324,6 +333,10 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
                              "value '%.*s%s' for key '%s' rounds to 0 bytes, which means none or off here (write 0 "
                              "for that, or at least 1 byte)",
                              SHOWN(val, val_len), o->name);
+        if (is_count(o) && !whole) /* entries, not bytes: nothing is dropped silently */
+            return cca_set_error(CCA_ERR_CONFIG,
+                                 "value '%.*s%s' for key '%s' is not a whole number of entries (a count: 1.5K is 1536)",
+                                 SHOWN(val, val_len), o->name);
         if (v < size_bound(o->min) || v > size_bound(o->max))
             return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in [%zu, %zu]", o->name,
                              SHOWN(val, val_len), size_bound(o->min), size_bound(o->max));

@@ -45,6 +45,11 @@ size_t ccai_domain_largest_free(const struct cca_domain *d, size_t floor);
  * formats the log line (log_oom) written after the unlock. */
 void ccai_oom_report(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_deferred_log *log);
 
+/* size.c: cca_parse_size, and *is_whole: whether the text is a whole number
+ * of units, nothing dropped ("1.5K" yes, "1.5" no): a count read as a size
+ * (config's history) must be. *is_whole is set only with CCA_OK. */
+cca_status ccai_parse_size_whole(const char *text, size_t *out, bool *is_whole);
+
 /* config.c: numbers as text in the C locale's format ("0.5"), whatever
  * locale the program has set (setlocale(LC_ALL, "") under de_DE makes
  * strtod and printf use a decimal comma). ccai_strtod reads one;

@@ -3,7 +3,9 @@
  * cca_format_bytes ("1.50 GiB") and cca_parse_size ("1.5G", "512K", "3MiB").
  *
  * - Exact integer arithmetic throughout; a fraction is rounded down to a
- *   whole byte; one pass over a text of any length.
+ *   whole byte (ccai_parse_size_whole also says whether it was whole: a
+ *   count read as a size refuses what is not); one pass over a text of
+ *   any length.
  * - Both are public (ccalloc.h), shared by the tools (ccrun, ccbench).
  * - Neither depends on the program's locale: the text is C's ("1.50 MiB",
  *   never "1,50 MiB", ccai_numeric_begin), digits are read one by one.
@@ -42,7 +44,7 @@ const char *cca_format_bytes(size_t bytes, char *buf, size_t len) {
  * less than 10^-k * 2^shift = 1 / 5^k: it can never carry into the integer
  * part. The first min(n, shift) digits (at most 40) are doubled `shift`
  * times as a decimal fraction, each doubling shifting one bit out. */
-static uint64_t fraction_bits(const char *frac, size_t n, unsigned shift) {
+static uint64_t fraction_bits(const char *frac, size_t n, unsigned shift, bool *whole) {
     unsigned char d[40];
     size_t k = n < shift ? n : shift;
     for (size_t i = 0; i < k; i++)
@@ -57,6 +59,13 @@ static uint64_t fraction_bits(const char *frac, size_t n, unsigned shift) {
         }
         bits = bits << 1 | carry;
     }
+    /* whole: nothing left below the point, of the first k digits doubled or
+     * of the digits after them (any of which adds a part of a unit) */
+    *whole = true;
+    for (size_t i = 0; i < k; i++)
+        *whole = *whole && d[i] == 0;
+    for (size_t i = k; i < n; i++)
+        *whole = *whole && frac[i] == '0';
     return bits;
 }
 
@@ -67,6 +76,11 @@ static uint64_t fraction_bits(const char *frac, size_t n, unsigned shift) {
  * pass over the text whatever its length: leading zeros and trailing
  * fraction digits cost a step each and need no buffer. */
 cca_status cca_parse_size(const char *text, size_t *out) {
+    bool whole;
+    return ccai_parse_size_whole(text, out, &whole);
+}
+
+cca_status ccai_parse_size_whole(const char *text, size_t *out, bool *is_whole) {
     if (!text || !out)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_parse_size: NULL argument");
     /* the number: digits, optionally one '.' and more digits; nothing else
@@ -109,9 +123,11 @@ cca_status cca_parse_size(const char *text, size_t *out) {
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
     /* whole << shift is a multiple of 2^shift and the fraction adds less
      * than 2^shift: the sum cannot overflow 64 bits */
-    uint64_t bytes = (whole << shift) + (frac ? fraction_bits(frac, frac_digits, shift) : 0);
+    bool exact = true;
+    uint64_t bytes = (whole << shift) + (frac ? fraction_bits(frac, frac_digits, shift, &exact) : 0);
     if (bytes > SIZE_MAX)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "bad size '%s' (too large)", text);
     *out = (size_t)bytes;
+    *is_whole = exact;
     return CCA_OK;
 }

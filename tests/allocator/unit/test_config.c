@@ -1021,6 +1021,37 @@ Test(config, a_positive_size_that_rounds_to_zero_is_refused) {
     cr_assert_eq(c.max_reserved, 1536);
 }
 
+/* history is a count of entries, read as a size (64K = 65536): a text
+ * whose fraction gives a whole count is taken exactly, one that does not
+ * is refused quoting it (history:1.5 was 1 entry, history:0.3K 307, the
+ * fraction dropped as a size drops a fraction of a byte). Sizes in bytes
+ * keep their rounding. */
+Test(config, a_count_must_come_out_whole) {
+    static const struct {
+        const char *text;
+        size_t entries;
+    } whole[] = {
+        {"1.5K", 1536},    {"1.00", 1},        {"2.50K", 2560},     {"0.5K", 512}, {"1.0000000000000000000000000", 1},
+        {"0.25M", 262144}, {"16M", 16u << 20}, {"0.0009765625K", 1}};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "history:%s", whole[i].text);
+        cr_expect_eq(parse_ok(text).history, whole[i].entries, "%s", text);
+    }
+    static const char *const part[] = {"1.5",       "2.01",         "0.3K", "1.0001K", "1.00000000000000000000001",
+                                       "3.999999B", "0.0009765626K"};
+    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+        char text[64], want[160];
+        snprintf(text, sizeof text, "history:%s", part[i]);
+        snprintf(want, sizeof want,
+                 "value '%s' for key 'history' is not a whole number of entries (a count: 1.5K is 1536)", part[i]);
+        cca_config c = defaults();
+        cr_expect_eq(cca_config_parse(&c, text), CCA_ERR_CONFIG, "%s", text);
+        cr_expect_str_eq(cca_last_error(), want);
+    }
+    cr_expect_eq(parse_ok("max_reserved:1.5").max_reserved, 1, "bytes: a fraction of a byte is still dropped");
+}
+
 /* ---- numbers in a locale with a decimal comma ---------------------------- */
 
 /* What a writer put in a FILE, as a string (the caller frees it). */

@@ -21,8 +21,9 @@
  *   pages_start): mapped x F (expandable_ahead, default 1/16), raised so
  *   that the call maps at least 20 MiB (in the small pool small_segment),
  *   then capped at F x 1 GiB; F = 0: none. An ahead map refused is
- *   retried without the ahead pages. A map refused part-way unmaps what
- *   the call mapped: a failed allocation changes nothing.
+ *   retried without the ahead pages, when they added any. A map refused
+ *   part-way unmaps what the call mapped: a failed allocation changes
+ *   nothing.
  * - Which segment: one per (stream, pool), grown at its end; two pools
  *   (small; everything else); a new range only when no free block of one
  *   fits and max_reserved and the device's free memory (ccai_device_room_for)
@@ -589,7 +590,9 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, 
     }
     size_t before = s->mapped_pages;
     cca_status st = map_missing(a, s, lo, hi + ahead, room);
-    if (st == CCA_ERR_OUT_OF_MEMORY && ahead) /* no room for the ahead pages: only what the request needs */
+    /* no room for the ahead pages: only what the request needs (the same
+     * map when the ahead pages are mapped already: it would be refused again) */
+    if (st == CCA_ERR_OUT_OF_MEMORY && ahead && unmapped_pages(s, hi, hi + ahead, NULL))
         st = map_missing(a, s, lo, hi, room);
     /* after a failure nothing this call mapped stays, unless the upstream
      * refused to unmap it again: then it stays mapped and counted */

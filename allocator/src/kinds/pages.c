@@ -27,7 +27,8 @@
  * - Which segment: one per (stream, pool), grown at its end; two pools
  *   (small; everything else); a new range only when no free block of one
  *   fits and max_reserved and the device's free memory (ccai_device_room_for)
- *   have room for the request's pages.
+ *   have room for the request's pages; else a small request spills to the
+ *   smallest mapped free block of the large range (spill_to_large).
  * - Release (release.c): a page wholly inside a free block, tail pages
  *   first; only after pages_quiesce waited (unmapping does not wait for
  *   queued work); never by cca_free; a refused unmap leaves the run mapped
@@ -757,12 +758,32 @@ static bool pages_usable(ccai_block *b, size_t held);
 /* A small request whose own range cannot grow (the device or max_reserved
  * has no room for a new range's first pages): a free block of the large
  * range whose bytes it would hold are mapped already, the smallest that
- * fits, so that memory already mapped serves it rather than an OOM. It
- * splits that block as the small pool would (block.h): its remainder
- * stays free for the next one. */
+ * fits (ties: the lowest address), so that memory already mapped serves it
+ * rather than an OOM: a walk of the large pool's free blocks, O(free
+ * blocks), only when the device or the cap is full. (Best fit alone would
+ * find a smaller block whose pages are not mapped, and refuse.) It splits
+ * that block as the small pool would (block.h): its remainder stays free
+ * for the next one. */
+typedef struct spill_pick {
+    cca_allocator *a;
+    cca_stream key;
+    size_t rounded;
+    ccai_block *best;
+} spill_pick;
+
+static bool spill_visit(void *user, const ccai_block *b) {
+    spill_pick *p = user;
+    ccai_block *l = (ccai_block *)b; /* the index's own record: pages_usable reads it */
+    if (l->stream == p->key && l->size >= p->rounded && ccai_better_fit(l, p->best) &&
+        (!l->unmapped || pages_usable(l, ccai_block_held(p->a, l, p->rounded))))
+        p->best = l;
+    return true;
+}
+
 static ccai_block *spill_to_large(cca_allocator *a, size_t rounded, cca_stream key) {
-    ccai_block *l = ccai_best_fit(a, CCAI_POOL_LARGE, key, rounded);
-    return l && (!l->unmapped || pages_usable(l, ccai_block_held(a, l, rounded))) ? l : NULL;
+    spill_pick p = {a, key, rounded, NULL};
+    (void)ccai_free_index_walk(&a->serving->pools[CCAI_POOL_LARGE], spill_visit, &p);
+    return p.best;
 }
 
 /* Step 5b: best fit, or the tail of a new range for (key, pool) when no

@@ -22,7 +22,7 @@
  *                it calls vm_map far less often than cca_alloc; the rule's
  *                least step and cap, expandable_ahead:0 turning both off;
  *                an ahead map the device refuses is retried without the
- *                ahead pages.
+ *                ahead pages, and not at all when they were mapped already.
  *   greedy       the arena over an expandable segment: mapped whole at
  *                creation, trimmed page by page, mapped again on demand.
  *   config       on by default; expandable:1 with max_split is refused;
@@ -34,7 +34,8 @@
  *   pending      a block waiting on another stream's event keeps its pages
  *                through a trim.
  *   slack        a remainder too small to be a block, lying over pages that
- *                are not mapped, is split off rather than mapped.
+ *                are not mapped, is split off rather than mapped, also when
+ *                the retry's take maps ahead pages over it.
  *
  * The other suites of pages.c: test_expandable_limits.c (requests that
  * cannot be served, the OOM retry), test_expandable_stress.c (faults,
@@ -1068,6 +1069,39 @@ Test(expandable, a_refused_tail_map_whose_ahead_pages_are_mapped_is_not_asked_tw
     cr_assert_eq(s.mapped_bytes, PG);
     agree(a, u, PG, 0, "after the retry");
     tu_free(a, p);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    tenant_give_back(u, tenant);
+    finish(a, u);
+}
+
+/* The split is decided before the block's pages are mapped (step 6: a
+ * remainder that reaches an unmapped page is cut off), also when the block
+ * comes from the retry's take: the ahead page that take maps over the
+ * remainder does not turn the remainder into slack (before, the block held
+ * it: 16 pages for a 15-page request). Ahead = 1 page, as above. */
+Test(expandable, a_split_decided_before_the_map_holds_through_the_retry) {
+    const size_t cap = 32 * PG;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a =
+        rule_allocator(u, "expandable:1,log_oom:0,small_pool:0,small_max:65536,expandable_ahead:1", 0, PG);
+    char *x = tu_alloc(a, 8 * PG, S0);     /* [0,8) */
+    char *y = tu_alloc(a, 8 * PG, S0);     /* [8,16), page 16 ahead */
+    tu_free(a, x);                         /* [0,8) free, mapped */
+    void *tenant = tenant_take(u, 7 * PG); /* 8 pages left */
+    /* 15 pages at the tail [16,32): its remainder, page 31, is unmapped:
+     * cut off. Pages 17..30 and page 31 ahead are refused (8 pages free);
+     * the retry unmaps page 16 and 7 of x's pages, then maps [16,32) */
+    char *p = tu_alloc(a, 15 * PG, S0);
+    cr_assert_eq(p, y + 8 * PG);
+    cr_assert_eq(tu_block_size(a, p), 15 * PG, "the remainder stays a free block");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.alloc_retries, 1);
+    cr_assert_eq(s.allocated_bytes, 23 * PG);
+    cr_assert_eq(s.mapped_bytes, 25 * PG, "x's last page, y, the request and the ahead page");
+    cr_assert_eq(s.cached_bytes, 2 * PG);
+    agree(a, u, PG, 0, "after the retry");
+    tu_free(a, p);
+    tu_free(a, y);
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
     tenant_give_back(u, tenant);
     finish(a, u);

@@ -21,9 +21,10 @@
  *   pages_start): mapped x F (expandable_ahead, default 1/16), raised so
  *   that the call maps at least 20 MiB (in the small pool small_segment),
  *   then capped at F x 1 GiB; F = 0: none. An ahead map refused is
- *   retried without the ahead pages, when they added any. A map refused
- *   part-way unmaps what the call mapped: a failed allocation changes
- *   nothing.
+ *   retried without the ahead pages, when they added any. The device is
+ *   asked first when the map is several calls (runs, or over whole maps
+ *   maps of one run). A map refused part-way unmaps what the call mapped:
+ *   a failed allocation changes nothing.
  * - Which segment: one per (stream, pool), grown at its end; two pools
  *   (small; everything else); a new range only when no free block of one
  *   fits and max_reserved and the device's free memory (ccai_device_room_for)
@@ -523,28 +524,33 @@ static bool run_push(run_list *r, size_t first, size_t n) {
     return true;
 }
 
-/* Pages of [lo, hi) that are not mapped, and in how many runs (runs may
- * be NULL). */
-static size_t unmapped_pages(const ccai_segment *s, size_t lo, size_t hi, size_t *runs) {
+/* Pages of [lo, hi) that are not mapped, and how many vm_map calls they
+ * take (calls may be NULL): one per run, over whole maps one per map of at
+ * most map_pages (map_run). */
+static size_t unmapped_pages(const ccai_segment *s, size_t lo, size_t hi, size_t *calls) {
     size_t pages = 0, count = 0, first, n;
-    for (size_t i = lo; next_run(s, &i, hi, false, &first, &n); count++)
+    for (size_t i = lo; next_run(s, &i, hi, false, &first, &n);) {
         pages += n;
-    if (runs)
-        *runs = count;
+        count += s->starts && s->map_pages ? (n + s->map_pages - 1) / s->map_pages : 1;
+    }
+    if (calls)
+        *calls = count;
     return pages;
 }
 
-/* Map every unmapped page of [lo, hi), one call per run; on failure unmap
- * what this call mapped and return the failure (nothing changed). The cap
- * and, for several runs, the device's free memory are asked once for all
- * the runs, before the first: asked run by run, a refusal at a later run
- * would map the earlier ones only to unmap them. One run needs no question
+/* Map every unmapped page of [lo, hi), one call per run (whole maps: per
+ * map); on failure unmap what this call mapped and return the failure
+ * (nothing changed). The cap and, for several calls (several runs, or over
+ * whole maps a run of more than one map), the device's free memory are
+ * asked once for all of them, before the first: asked call by call, a
+ * refusal at a later call would map the earlier ones only to unmap them
+ * (and raise reserved_bytes_peak on the way). One call needs no question
  * (the upstream refuses it whole, itself: the CUDA upstream by its own
  * cudaMemGetInfo) unless the answer is known already (room->asked). */
 static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, ccai_device_room *room) {
-    size_t nruns = 0, bytes = unmapped_pages(s, lo, hi, &nruns) * s->page;
+    size_t calls = 0, bytes = unmapped_pages(s, lo, hi, &calls) * s->page;
     cca_status st = ccai_cap_room(a, bytes);
-    if (st == CCA_OK && (nruns > 1 || room->asked))
+    if (st == CCA_OK && (calls > 1 || room->asked))
         st = ccai_device_room_for(a, room, bytes, "the pages the block lacks");
     if (st != CCA_OK)
         return st;

@@ -17,10 +17,11 @@
  *   free block without the `unmapped` mark; reserved_bytes counts mapped
  *   pages, not address space. Only a marked block gets the page test.
  * - Allocation: map the chosen block's missing pages, one vm_map per run
- *   (ccai_expandable_map). From the tail, also map AHEAD (a->rule, set by
- *   pages_start): mapped x F (expandable_ahead, default 1/16), raised so
- *   that the call maps at least 20 MiB (in the small pool small_segment),
- *   then capped at F x 1 GiB; F = 0: none. An ahead map refused is
+ *   (ccai_expandable_map). From the tail, a request that maps pages also
+ *   maps AHEAD (a->rule, set by pages_start): mapped x F (expandable_ahead,
+ *   default 1/16), raised so that the call maps at least 20 MiB (in the
+ *   small pool small_segment), then capped at F x 1 GiB, in whole pages
+ *   rounded down; F = 0: none. An ahead map refused is
  *   retried without the ahead pages, when they added any. The device is
  *   asked first when the map is several calls (runs, or over whole maps
  *   maps of one run). A map refused part-way unmaps what the call mapped:
@@ -31,9 +32,10 @@
  *   have room for the request's pages; else a small request spills to the
  *   smallest mapped free block of the large range (spill_to_large).
  * - Release (release.c): a page wholly inside a free block, tail pages
- *   first; only after pages_quiesce waited (unmapping does not wait for
- *   queued work); never by cca_free; a refused unmap leaves the run mapped
- *   and counted.
+ *   first, the newest range first, blocks in address order, each block's
+ *   highest pages first; only after pages_quiesce waited (unmapping does
+ *   not wait for queued work); never by cca_free; a refused unmap leaves
+ *   the run mapped and counted.
  * - The greedy arena and a domain's footprint arena: one range mapped whole
  *   at creation; a refused map gives the range back, and a refused release
  *   of it keeps an empty segment (a domain's: keep_range, its large pool).

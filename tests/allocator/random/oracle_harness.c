@@ -29,7 +29,7 @@ static void count_line(void *user, const char *line) {
 /* The OOM line names the request, reserved, allocated, the largest free
  * block and the device's free memory (docs/allocator.md, "Out of
  * memory"): after the retry, so what it released is gone. */
-static void check_oom_line(const oracle_run *r, size_t size, const oracle_oom_figures *f) {
+static void check_oom_line(const oracle_run *r, size_t size, const oracle_figures *f) {
     char b[32], want[5][96];
     snprintf(want[0], sizeof want[0], "requested %s", cca_format_bytes(size, b, sizeof b));
     snprintf(want[1], sizeof want[1], "reserved %s", cca_format_bytes(f->reserved, b, sizeof b));
@@ -41,10 +41,12 @@ static void check_oom_line(const oracle_run *r, size_t size, const oracle_oom_fi
                   want[i], WHERE_ARGS(r));
 }
 
-int oracle_alloc_status(oracle_run *r, size_t size, cca_status st, const void *p, cca_status want, const char *why,
-                        const oracle_oom_figures *f) {
+int oracle_alloc_status(oracle_run *r, size_t size, cca_status st, const void *p, cca_status want, int oom,
+                        const oracle_figures *f) {
+    static const char *const reasons[] = {NULL, "it can never succeed", "nothing cached to release", ""};
     cr_assert_eq(st, want, "alloc(%zu): real %s, model %s (%s)" WHERE, size, cca_status_string(st),
                  cca_status_string(want), cca_last_error(), WHERE_ARGS(r));
+    const char *why = oom > ORACLE_OOM_NONE && oom <= ORACLE_OOM_OTHER ? reasons[oom] : NULL;
     if (why) { /* the reasons docs/allocator.md quotes */
         cr_assert(strstr(cca_last_error(), why), "alloc(%zu): the message '%s' does not say '%s'" WHERE, size,
                   cca_last_error(), why, WHERE_ARGS(r));
@@ -70,14 +72,25 @@ void oracle_keep(oracle_run *r, cca_allocator *a, void *p, size_t size, size_t m
 
 #define PEAK(p, v) ((p) = (v) > (p) ? (v) : (p))
 
-void oracle_check_books(oracle_run *r, const cca_stats *s, size_t allocated, size_t reserved, size_t cached,
-                        size_t largest_free, size_t active, size_t segments) {
+void oracle_check_stats(oracle_run *r, cca_allocator *a, cca_upstream *u, const oracle_figures *f, cca_stats *s) {
+    cca_get_stats(a, s);
     oracle_books *k = &r->books;
     PEAK(k->requested_peak, k->requested);
-    PEAK(k->allocated_peak, allocated);
-    PEAK(k->reserved_peak, reserved);
-    PEAK(k->active_peak, active);
-    PEAK(k->segments_peak, segments);
+    PEAK(k->allocated_peak, f->allocated);
+    PEAK(k->reserved_peak, f->reserved);
+    PEAK(k->active_peak, f->active_blocks);
+    PEAK(k->segments_peak, f->segments);
+    CHECK_EQ(r, s->reserved_bytes, f->reserved, "reserved_bytes");
+    CHECK_EQ(r, s->allocated_bytes, f->allocated, "allocated_bytes");
+    CHECK_EQ(r, s->cached_bytes, f->cached, "cached_bytes");
+    CHECK_EQ(r, s->largest_free_block, f->largest_free, "largest_free_block");
+    CHECK_EQ(r, s->segments, f->segments, "segments");
+    CHECK_EQ(r, s->active_blocks, f->active_blocks, "active_blocks");
+    CHECK_EQ(r, s->cached_blocks, f->cached_blocks, "cached_blocks");
+    CHECK_EQ(r, s->upstream_allocs, f->upstream_allocs, "upstream_allocs");
+    CHECK_EQ(r, s->upstream_frees, f->upstream_frees, "upstream_frees");
+    CHECK_EQ(r, s->alloc_retries, f->alloc_retries, "alloc_retries");
+    CHECK_EQ(r, s->ooms, f->ooms, "ooms");
     CHECK_EQ(r, s->alloc_calls, k->alloc_calls, "alloc_calls");
     CHECK_EQ(r, s->free_calls, k->free_calls, "free_calls");
     CHECK_EQ(r, s->requested_bytes, k->requested, "requested_bytes");
@@ -88,9 +101,12 @@ void oracle_check_books(oracle_run *r, const cca_stats *s, size_t allocated, siz
     CHECK_EQ(r, s->segments_peak, k->segments_peak, "segments_peak");
     CHECK_EQ(r, s->pending_blocks, 0, "pending_blocks");
     CHECK_EQ(r, log_lines, k->oom_lines, "OOM log lines");
-    double frag = cached ? 1.0 - (double)largest_free / (double)cached : 0.0;
+    double frag = f->cached ? 1.0 - (double)f->largest_free / (double)f->cached : 0.0;
     cr_assert_float_eq(s->fragmentation, frag, 1e-12, "fragmentation: real %.17g, model %.17g" WHERE, s->fragmentation,
                        frag, WHERE_ARGS(r));
+    size_t dev_free, dev_total;
+    cr_assert_eq(cca_upstream_mem_info(u, &dev_free, &dev_total), CCA_OK);
+    CHECK_EQ(r, dev_free, f->device_free, "device free bytes");
 }
 
 static void check_report(const oracle_run *r, const cca_release_report *got, const cca_release_report *want) {

@@ -79,23 +79,31 @@ void oracle_program(const char *test, const char *name, uint64_t seed, int trace
 /* A size near n: n, n +- 1, n +- 512, n +- 513 (never below 0). */
 size_t oracle_jitter(uint64_t *rng, size_t n);
 
+/* The model's figures, as cca_stats names them, and the device's free
+ * bytes as mem_info should say. */
+typedef struct oracle_figures {
+    size_t reserved, allocated, cached, largest_free, segments, active_blocks, cached_blocks, device_free;
+    uint64_t upstream_allocs, upstream_frees, alloc_retries, ooms;
+} oracle_figures;
+
+/* Why an OOM: each reason the docs quote a message for (the models'
+ * CM_OOM_* and PM_OOM_* in this order). */
+enum { ORACLE_OOM_NONE, ORACLE_OOM_NEVER, ORACLE_OOM_NOTHING_CACHED, ORACLE_OOM_OTHER };
+
 /* After cca_alloc(size) returned st with *out p, the model having said
- * `want` and, for an OOM, `why` (the reason docs/allocator.md quotes, ""
- * for none): the status, the message, the OOM line (the model's figures
- * after the retry), *out NULL on failure. 1 when p is a block to check. */
-typedef struct oracle_oom_figures {
-    size_t reserved, allocated, largest_free, device_free;
-} oracle_oom_figures;
-int oracle_alloc_status(oracle_run *r, size_t size, cca_status st, const void *p, cca_status want, const char *why,
-                        const oracle_oom_figures *f);
+ * `want` and, for an OOM, the reason `oom`: the status, the message, the
+ * OOM line (the model's figures f, after the retry), *out NULL on failure.
+ * 1 when p is a block to check. */
+int oracle_alloc_status(oracle_run *r, size_t size, cca_status st, const void *p, cca_status want, int oom,
+                        const oracle_figures *f);
 /* A block the model placed as expected: its cca_block_size against the
  * model's, then kept live. */
 void oracle_keep(oracle_run *r, cca_allocator *a, void *p, size_t size, size_t model_block, uint64_t id, size_t off);
 
-/* The counters the test keeps (calls, requested bytes, every peak, OOM
- * lines) and fragmentation, given the model's current figures. */
-void oracle_check_books(oracle_run *r, const cca_stats *s, size_t allocated, size_t reserved, size_t cached,
-                        size_t largest_free, size_t active, size_t segments);
+/* The stats of a (into *s, for the test's own checks) against the model's
+ * figures and the counters the test keeps (calls, requested bytes, every
+ * peak, OOM lines), fragmentation, and the device's free bytes. */
+void oracle_check_stats(oracle_run *r, cca_allocator *a, cca_upstream *u, const oracle_figures *f, cca_stats *s);
 
 /* cca_trim(a, keep) (cca_empty_cache when `empty`): CCA_OK, and every
  * field of its report the model's `want`. */

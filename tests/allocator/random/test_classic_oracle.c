@@ -101,6 +101,10 @@
 #include <time.h>
 #include <unistd.h>
 
+_Static_assert((int)CM_OOM_NEVER == ORACLE_OOM_NEVER && (int)CM_OOM_NOTHING_CACHED == ORACLE_OOM_NOTHING_CACHED &&
+                   (int)CM_OOM_OTHER == ORACLE_OOM_OTHER,
+               "the model names the reasons in the harness's order");
+
 #define STEPS 4000
 
 /* A size relative to a free block the model holds: the block itself, and
@@ -175,34 +179,27 @@ typedef struct classic_ctx {
     uintptr_t base; /* where the device's range starts: learned from its first block */
 } classic_ctx;
 
+/* The model's figures for the harness's checks. */
+static oracle_figures figures(const cm_model *m) {
+    cm_stats w;
+    cm_stats_get(m, &w);
+    return (oracle_figures){w.reserved,         w.allocated,       w.cached,         w.largest_free,
+                            w.segments,         w.active_blocks,   w.cached_blocks,  m->c.capacity - cm_device_used(m),
+                            m->upstream_allocs, m->upstream_frees, m->alloc_retries, m->ooms};
+}
+
 static void check_state(void *ctx, oracle_run *r) {
     classic_ctx *x = ctx;
     const cm_model *m = x->m;
     cca_stats s;
-    cm_stats w;
-    cca_get_stats(x->a, &s);
-    cm_stats_get(m, &w);
-    oracle_check_books(r, &s, w.allocated, w.reserved, w.cached, w.largest_free, w.active_blocks, w.segments);
-    CHECK_EQ(r, s.reserved_bytes, w.reserved, "reserved_bytes");
-    CHECK_EQ(r, s.allocated_bytes, w.allocated, "allocated_bytes");
-    CHECK_EQ(r, s.cached_bytes, w.cached, "cached_bytes");
-    CHECK_EQ(r, s.largest_free_block, w.largest_free, "largest_free_block");
-    CHECK_EQ(r, s.segments, w.segments, "segments");
-    CHECK_EQ(r, s.active_blocks, w.active_blocks, "active_blocks");
-    CHECK_EQ(r, s.cached_blocks, w.cached_blocks, "cached_blocks");
-    CHECK_EQ(r, s.upstream_allocs, m->upstream_allocs, "upstream_allocs");
-    CHECK_EQ(r, s.upstream_frees, m->upstream_frees, "upstream_frees");
-    CHECK_EQ(r, s.alloc_retries, m->alloc_retries, "alloc_retries");
-    CHECK_EQ(r, s.ooms, m->ooms, "ooms");
-    size_t dev_free, dev_total;
-    cr_assert_eq(cca_upstream_mem_info(x->u, &dev_free, &dev_total), CCA_OK);
-    CHECK_EQ(r, dev_free, m->c.capacity - cm_device_used(m), "device free bytes");
+    oracle_figures f = figures(m);
+    oracle_check_stats(r, x->a, x->u, &f, &s);
     cca_upstream_stats us;
     cr_assert_eq(cca_upstream_get_stats(x->u, &us), CCA_OK);
     CHECK_EQ(r, us.alloc_calls, m->upstream_allocs, "the upstream's alloc_calls");
     CHECK_EQ(r, us.failed_allocs, m->device_refusals, "the upstream's failed_allocs");
     CHECK_EQ(r, us.free_calls, m->upstream_frees, "the upstream's free_calls");
-    CHECK_EQ(r, us.allocations, w.segments, "the upstream's allocations");
+    CHECK_EQ(r, us.allocations, f.segments, "the upstream's allocations");
 }
 
 static void do_alloc(void *ctx, oracle_run *r, uint64_t *rng) {
@@ -216,14 +213,8 @@ static void do_alloc(void *ctx, oracle_run *r, uint64_t *rng) {
         fprintf(stderr, "  step %d: alloc(%zu) -> %s at %zu; model %s, segment %llu + %zu (device %zu), block %zu\n",
                 r->step, size, cca_status_string(st), p && x->base ? (size_t)((uintptr_t)p - x->base) : 0,
                 cca_status_string(want.status), (unsigned long long)want.seg_id, want.off, want.dev_addr, want.size);
-    cm_stats w;
-    cm_stats_get(m, &w);
-    oracle_oom_figures f = {w.reserved, w.allocated, w.largest_free, m->c.capacity - cm_device_used(m)};
-    const char *why = want.oom == CM_OOM_NONE             ? NULL
-                      : want.oom == CM_OOM_NEVER          ? "it can never succeed"
-                      : want.oom == CM_OOM_NOTHING_CACHED ? "nothing cached to release"
-                                                          : "";
-    if (!oracle_alloc_status(r, size, st, p, want.status, why, &f))
+    oracle_figures f = figures(m);
+    if (!oracle_alloc_status(r, size, st, p, want.status, want.oom, &f))
         return;
     if (x->base == 0) /* the first block the device ever placed: where its range starts */
         x->base = (uintptr_t)p - want.dev_addr;

@@ -43,7 +43,9 @@ const char *pm_reach_name(int i) {
                                                   "(d) releases",
                                                   "retries that serve",
                                                   "trapped bytes",
-                                                  "empty ranges released"};
+                                                  "empty ranges released",
+                                                  "held under the peak",
+                                                  "peak raised by a hold"};
     return i >= 0 && i < PM_REACH_N ? names[i] : "?";
 }
 
@@ -62,6 +64,7 @@ void pm_config_default(pm_config *c, size_t capacity, size_t page, int whole_map
 void pm_init(pm_model *m, const pm_config *c) {
     memset(m, 0, sizeof *m);
     m->c = *c;
+    m->cap_now = c->max_reserved;
 }
 
 static void range_free(pm_range *r) {
@@ -179,6 +182,7 @@ static int map_run(pm_model *m, pm_range *r, size_t p, size_t e) {
             r->start[x] = x == q;
         }
         m->mapped += n * m->c.page;
+        m->peak = m->mapped > m->peak ? m->mapped : m->peak;
         m->vm_maps++;
         m->pages_mapped += n;
         m->upstream_allocs++;
@@ -226,7 +230,7 @@ static int map_wanted(pm_model *m, pm_range *r, const unsigned char *want, size_
     size_t pages = 0;
     for (size_t p = lo; p < end; p++)
         pages += want[p];
-    if (m->c.max_reserved && m->mapped + pages * m->c.page > m->c.max_reserved)
+    if (m->cap_now && m->mapped + pages * m->c.page > m->cap_now)
         return 0;
     size_t runs = count_runs(want, lo, end), calls = 0;
     size_t per = m->c.whole_maps ? MAX_MAP / m->c.page : r->npages;
@@ -290,7 +294,7 @@ static int map_block(pm_model *m, pm_range *r, size_t off, size_t size, int tail
     for (size_t p = lo; p < hi; p++)
         need += want[p] = !r->mapped[p];
     size_t ahead_end = hi;
-    if (tail && need > 0) { /* only a call the request makes maps ahead */
+    if (tail && need > 0 && !m->no_ahead) { /* only a call the request makes maps ahead */
         size_t k = ahead_pages(m, r, need);
         ahead_end = hi + k < r->npages ? hi + k : r->npages;
     }
@@ -429,7 +433,7 @@ static void drop_range(pm_model *m, size_t i) {
 /* Room for `pages` new pages under max_reserved and on the device. */
 static int room_for(const pm_model *m, size_t pages) {
     size_t b = pages * m->c.page;
-    if (m->c.max_reserved && m->mapped + b > m->c.max_reserved)
+    if (m->cap_now && m->mapped + b > m->cap_now)
         return 0;
     return b <= pm_device_free(m);
 }
@@ -546,11 +550,9 @@ static size_t releasable(const pm_model *m) {
     return n * m->c.page;
 }
 
-/* [P11] the one retry. fit: best fit found block (ri, bi) and its pages
- * were refused; else a new range was. */
-static int retry(pm_model *m, size_t rounded, int pool, int fit, size_t ri, size_t bi, pm_alloc_result *out,
-                 int *nothing_cached) {
-    m->alloc_retries++;
+/* [P11] (b): can releasing help? fit: best fit found block (ri, bi) and
+ * its pages were refused; else a new range was. */
+static int can_help(pm_model *m, size_t rounded, int fit, size_t ri, size_t bi, int *nothing_cached) {
     size_t rel = releasable(m);
     size_t need_pages = 0;
     if (fit) { /* its block's pages that stay unmapped once the free ones go */
@@ -563,18 +565,24 @@ static int retry(pm_model *m, size_t rounded, int pool, int fit, size_t ri, size
     } else {
         need_pages = end_touched(m, rounded);
     }
-    size_t need = need_pages * m->c.page, dev = pm_device_free(m);
-    int over_cap = m->c.max_reserved && m->mapped - rel + need > m->c.max_reserved;
-    if (rel == 0 || dev + rel < need || over_cap) { /* (b) */
-        *nothing_cached = rel == 0;
+    size_t need = need_pages * m->c.page;
+    int over_cap = m->cap_now && m->mapped - rel + need > m->cap_now;
+    *nothing_cached = rel == 0;
+    return !(rel == 0 || pm_device_free(m) + rel < need || over_cap);
+}
+
+/* [P11] the retry's steps after (a), under the cap in force. */
+static int retry_steps(pm_model *m, size_t rounded, int pool, int fit, size_t ri, size_t bi, pm_alloc_result *out,
+                       int *nothing_cached) {
+    if (!can_help(m, rounded, fit, ri, bi, nothing_cached)) { /* (b) */
         m->reach[PM_RETRY_STOP]++;
         return 0;
     }
     /* (c) the shortfall of the request's bytes plus a page */
-    size_t want = rounded + m->c.page, res = m->mapped;
+    size_t want = rounded + m->c.page, res = m->mapped, dev = pm_device_free(m);
     size_t shortfall = want > dev ? want - dev : 0;
-    if (m->c.max_reserved && res + want > m->c.max_reserved && res + want - m->c.max_reserved > shortfall)
-        shortfall = res + want - m->c.max_reserved;
+    if (m->cap_now && res + want > m->cap_now && res + want - m->cap_now > shortfall)
+        shortfall = res + want - m->cap_now;
     int f2;
     size_t r2, b2;
     if (shortfall < res) {
@@ -588,6 +596,66 @@ static int retry(pm_model *m, size_t rounded, int pool, int fit, size_t ri, size
     release_until(m, 0);
     m->reach[PM_RETRY_D] += m->pages_unmapped > before;
     return take(m, rounded, pool, out, &f2, &r2, &b2) ? (++m->reach[PM_RETRY_OK], 1) : 0;
+}
+
+/* [P11] the one retry, counted. */
+static int retry(pm_model *m, size_t rounded, int pool, int fit, size_t ri, size_t bi, pm_alloc_result *out,
+                 int *nothing_cached) {
+    m->alloc_retries++;
+    return retry_steps(m, rounded, pool, fit, ri, bi, out, nothing_cached);
+}
+
+/* [P13] the hold applies: the request needs new memory (no block, or its
+ * block's pages not all mapped) while something is cached. */
+static int held(pm_model *m, size_t rounded, int pool) {
+    size_t ri, bi;
+    if (!m->c.hold || m->mapped == 0)
+        return 0;
+    size_t allocated = 0;
+    for (size_t i = 0; i < m->nranges; i++)
+        for (size_t j = 0; j < m->ranges[i].bl.n; j++)
+            allocated += m->ranges[i].bl.at[j].live ? m->ranges[i].bl.at[j].size : 0;
+    if (m->mapped == allocated) /* nothing cached */
+        return 0;
+    if (!best_fit(m, rounded, pool, 0, &ri, &bi))
+        return 1;
+    const pm_range *r = &m->ranges[ri];
+    for (size_t p = first_touched(m, r->bl.at[bi].off); p < end_touched(m, r->bl.at[bi].off + rounded); p++)
+        if (!r->mapped[p])
+            return 1;
+    return 0;
+}
+
+/* [P13] the hold: the take and the retry's steps under the peak (none
+ * counted in alloc_retries); still short, everything cached released
+ * (when that can make room with the peak lifted) and the request taken
+ * with no cap beyond max_reserved, its own pages only; refused by the
+ * device then, the retry. peak_holds counts a request that released. */
+static int hold(pm_model *m, size_t rounded, int pool, pm_alloc_result *out, int *nothing_cached) {
+    uint64_t before = m->pages_unmapped;
+    int fit;
+    size_t ri = 0, bi = 0;
+    m->cap_now = m->c.max_reserved && m->c.max_reserved < m->peak ? m->c.max_reserved : m->peak;
+    int ok =
+        take(m, rounded, pool, out, &fit, &ri, &bi) || retry_steps(m, rounded, pool, fit, ri, bi, out, nothing_cached);
+    m->cap_now = m->c.max_reserved;
+    if (ok) {
+        m->reach[PM_HELD] += m->pages_unmapped > before;
+    } else {
+        int f2, nc;
+        size_t r2 = 0, b2 = 0;
+        fit = best_fit(m, rounded, pool, 0, &r2, &b2);
+        if (can_help(m, rounded, fit, r2, b2, &nc))
+            release_until(m, 0);
+        m->no_ahead = 1;
+        ok = take(m, rounded, pool, out, &f2, &r2, &b2);
+        m->no_ahead = 0;
+        m->reach[PM_PEAK_RISES] += ok;
+        if (!ok)
+            ok = retry(m, rounded, pool, f2, r2, b2, out, nothing_cached);
+    }
+    m->peak_holds += m->pages_unmapped > before;
+    return ok;
 }
 
 pm_alloc_result pm_alloc(pm_model *m, size_t size) {
@@ -610,8 +678,13 @@ pm_alloc_result pm_alloc(pm_model *m, size_t size) {
     }
     int fit, nothing_cached = 0;
     size_t ri = 0, bi = 0;
-    if (take(m, rounded, pool, &res, &fit, &ri, &bi) || retry(m, rounded, pool, fit, ri, bi, &res, &nothing_cached))
+    if (held(m, rounded, pool)) {
+        if (hold(m, rounded, pool, &res, &nothing_cached))
+            return res;
+    } else if (take(m, rounded, pool, &res, &fit, &ri, &bi) ||
+               retry(m, rounded, pool, fit, ri, bi, &res, &nothing_cached)) {
         return res;
+    }
     m->ooms++;
     res = (pm_alloc_result){CCA_ERR_OUT_OF_MEMORY, nothing_cached ? PM_OOM_NOTHING_CACHED : PM_OOM_OTHER, 0, 0, 0};
     return res;

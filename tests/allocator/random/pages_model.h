@@ -7,7 +7,8 @@
  * - Owns: the ranges (in creation order, each an address-ordered array of
  *   blocks that tile it, a mapped bit and a map-start bit per page), the
  *   simulated device's free bytes, and the counters the allocator reports.
- *   One stream, no domains, no hold, no max_split (refused with pages).
+ *   One stream, no domains, no max_split (refused with pages); hold_peak
+ *   as an option.
  * - Addresses are offsets inside a range; a range is named by its creation
  *   number (`id`). Where a range lies is the upstream's choice (vm_reserve),
  *   so the test tells the model each range's base once it has seen it
@@ -47,6 +48,7 @@ typedef struct pm_config {
     size_t max_reserved; /* 0: no cap */
     int small_pool;
     double ahead; /* expandable_ahead */
+    int hold;     /* hold_peak:1 */
 } pm_config;
 
 /* The decisions counted in pm_model.reach; pm_reach_name names them. */
@@ -68,6 +70,8 @@ enum {
     PM_RETRY_OK,      /* a retry that served its request */
     PM_TRAPPED,       /* a release that left trapped free bytes */
     PM_RANGE_FREED,   /* a trim released an empty range */
+    PM_HELD,          /* hold: a request kept under the peak by a release */
+    PM_PEAK_RISES,    /* hold: a request that raised the peak, cache emptied */
     PM_REACH_N
 };
 const char *pm_reach_name(int i);
@@ -78,9 +82,12 @@ typedef struct pm_model {
     size_t nranges, cap;
     uint64_t next_id;
     size_t mapped; /* bytes mapped in all ranges */
+    size_t peak;   /* the highest `mapped` (reserved_bytes_peak) */
+    size_t cap_now; /* the cap in force: max_reserved, or the hold's peak (0: none) */
+    int no_ahead;   /* the hold's take past the peak: the request's pages only */
     /* counters as cca_stats and cca_upstream_stats name them */
     uint64_t upstream_allocs, upstream_frees, alloc_retries, ooms;
-    uint64_t vm_maps, vm_unmaps, pages_mapped, pages_unmapped, failed_maps;
+    uint64_t vm_maps, vm_unmaps, pages_mapped, pages_unmapped, failed_maps, peak_holds;
     uint64_t reach[PM_REACH_N];
 } pm_model;
 

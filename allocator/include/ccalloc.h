@@ -897,7 +897,7 @@ typedef struct cca_release_report {
  * reserved <= keep_bytes or nothing free is left: whole free classic
  * segments largest first (equal sizes: lowest address first) and, with
  * expandable segments, every page lying wholly inside a free block (tails
- * first), then empty address ranges
+ * first), then, whatever keep_bytes, the empty address ranges
  * (docs/allocator.md, "Giving memory back" and "Pages, not segments").
  * Classic segments: the whole device is synchronized. Expandable segments:
  * only the streams whose queued work may touch what goes back (the stream

@@ -98,7 +98,11 @@ cca_add_test(NAME test_release_bound SOURCES allocator/random/test_release_bound
 # Classic segments under growth held pointer for pointer to a model written from the docs (classic_model.c):
 # every status, pointer, count and release report after every step of seeded random programs.
 cca_add_test(NAME test_classic_oracle SOURCES allocator/random/test_classic_oracle.c allocator/random/classic_model.c
-  support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+  allocator/random/oracle_harness.c allocator/random/model_blocks.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+# Expandable segments under growth held pointer for pointer and page for page to a model written from the
+# docs (pages_model.c): every status, pointer, count, map and release report after every step.
+cca_add_test(NAME test_pages_oracle SOURCES allocator/random/test_pages_oracle.c allocator/random/pages_model.c
+  allocator/random/oracle_harness.c allocator/random/model_blocks.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 # cca_destroy over whole maps with maps mapped: one unmap per map, a refused unmap or synchronize.
 cca_add_test(NAME test_whole_maps_destroy SOURCES allocator/unit/test_whole_maps_destroy.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 

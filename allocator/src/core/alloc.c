@@ -110,13 +110,14 @@ static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_s
     }
     /* 5 */
     if (!b) {
+        a->held_split = false; /* set by a map of step 5 (grow.c) */
         cca_status st = a->policy->grow(a, size, rounded, key, pool, refused, &b);
         if (st != CCA_OK) {
             if (st == CCA_ERR_OUT_OF_MEMORY)
                 ccai_oom_report(a, size, rounded, stream, log);
             return st == CCA_ERR_OUT_OF_MEMORY ? st : named(a, st);
         }
-        split = ccai_block_worth_splitting(a, b, rounded);
+        split = a->held_split || ccai_block_worth_splitting(a, b, rounded); /* as decided before its map */
     }
     /* 6 */
     if (ccai_block_take(a, b, rounded, split) != CCA_OK) { /* b unchanged; its pages stay mapped */

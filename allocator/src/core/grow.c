@@ -30,11 +30,9 @@
 
 cca_status ccai_grow_map_held(cca_allocator *a, size_t rounded, ccai_block **b, ccai_device_room *room) {
     size_t held = ccai_block_held(a, *b, rounded);
-    if (!(*b)->unmapped || a->kind->usable(*b, held))
-        return CCA_OK;
-    cca_status st = a->kind->back(a, *b, held, room);
-    if (st != CCA_OK)
-        *b = NULL;
+    cca_status st = !(*b)->unmapped || a->kind->usable(*b, held) ? CCA_OK : a->kind->back(a, *b, held, room);
+    a->held_split = st == CCA_OK && held != (*b)->size; /* step 6 keeps the split decided before the map */
+    *b = st == CCA_OK ? *b : NULL;
     return st;
 }
 

@@ -92,6 +92,7 @@ struct cca_allocator {
     size_t page;             /* pages: the upstream's granularity; else 0 */
     bool peak_hold;          /* a held request grows: the peak is a cap (policies/hold.c) */
     bool peak_rising;        /* that request raises the peak: no ahead pages (kinds/pages.c) */
+    bool held_split;         /* step 5's block was mapped for a split: step 6 keeps it (grow.c) */
     struct { size_t least, cap, map_pages; } rule; /* pages' growth rule, with config.expandable_ahead (kinds/pages.c) */
     uint64_t release_frees;  /* upstream frees made by ccai_release (the hold's count) */
     size_t max_request;      /* larger: their rounding would overflow */

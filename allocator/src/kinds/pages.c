@@ -17,20 +17,25 @@
  *   free block without the `unmapped` mark; reserved_bytes counts mapped
  *   pages, not address space. Only a marked block gets the page test.
  * - Allocation: map the chosen block's missing pages, one vm_map per run
- *   (ccai_expandable_map). From the tail, also map AHEAD (a->rule, set by
- *   pages_start): mapped x F (expandable_ahead, default 1/16), raised so
- *   that the call maps at least 20 MiB (in the small pool small_segment),
- *   then capped at F x 1 GiB; F = 0: none. An ahead map refused is
- *   retried without the ahead pages. A map refused part-way unmaps what
- *   the call mapped: a failed allocation changes nothing.
+ *   (ccai_expandable_map). From the tail, a request that maps pages also
+ *   maps AHEAD (a->rule, set by pages_start): mapped x F (expandable_ahead,
+ *   default 1/16), raised so that the call maps at least 20 MiB (in the
+ *   small pool small_segment), then capped at F x 1 GiB, in whole pages
+ *   rounded down; F = 0: none. An ahead map refused is
+ *   retried without the ahead pages, when they added any. The device is
+ *   asked first when the map is several calls (runs, or over whole maps
+ *   maps of one run). A map refused part-way unmaps what the call mapped:
+ *   a failed allocation changes nothing.
  * - Which segment: one per (stream, pool), grown at its end; two pools
  *   (small; everything else); a new range only when no free block of one
  *   fits and max_reserved and the device's free memory (ccai_device_room_for)
- *   have room for the request's pages.
+ *   have room for the request's pages; else a small request spills to the
+ *   smallest mapped free block of the large range (spill_to_large).
  * - Release (release.c): a page wholly inside a free block, tail pages
- *   first; only after pages_quiesce waited (unmapping does not wait for
- *   queued work); never by cca_free; a refused unmap leaves the run mapped
- *   and counted.
+ *   first, the newest range first, blocks in address order, each block's
+ *   highest pages first; only after pages_quiesce waited (unmapping does
+ *   not wait for queued work); never by cca_free; a refused unmap leaves
+ *   the run mapped and counted.
  * - The greedy arena and a domain's footprint arena: one range mapped whole
  *   at creation; a refused map gives the range back, and a refused release
  *   of it keeps an empty segment (a domain's: keep_range, its large pool).
@@ -521,28 +526,33 @@ static bool run_push(run_list *r, size_t first, size_t n) {
     return true;
 }
 
-/* Pages of [lo, hi) that are not mapped, and in how many runs (runs may
- * be NULL). */
-static size_t unmapped_pages(const ccai_segment *s, size_t lo, size_t hi, size_t *runs) {
+/* Pages of [lo, hi) that are not mapped, and how many vm_map calls they
+ * take (calls may be NULL): one per run, over whole maps one per map of at
+ * most map_pages (map_run). */
+static size_t unmapped_pages(const ccai_segment *s, size_t lo, size_t hi, size_t *calls) {
     size_t pages = 0, count = 0, first, n;
-    for (size_t i = lo; next_run(s, &i, hi, false, &first, &n); count++)
+    for (size_t i = lo; next_run(s, &i, hi, false, &first, &n);) {
         pages += n;
-    if (runs)
-        *runs = count;
+        count += s->starts && s->map_pages ? (n + s->map_pages - 1) / s->map_pages : 1;
+    }
+    if (calls)
+        *calls = count;
     return pages;
 }
 
-/* Map every unmapped page of [lo, hi), one call per run; on failure unmap
- * what this call mapped and return the failure (nothing changed). The cap
- * and, for several runs, the device's free memory are asked once for all
- * the runs, before the first: asked run by run, a refusal at a later run
- * would map the earlier ones only to unmap them. One run needs no question
+/* Map every unmapped page of [lo, hi), one call per run (whole maps: per
+ * map); on failure unmap what this call mapped and return the failure
+ * (nothing changed). The cap and, for several calls (several runs, or over
+ * whole maps a run of more than one map), the device's free memory are
+ * asked once for all of them, before the first: asked call by call, a
+ * refusal at a later call would map the earlier ones only to unmap them
+ * (and raise reserved_bytes_peak on the way). One call needs no question
  * (the upstream refuses it whole, itself: the CUDA upstream by its own
  * cudaMemGetInfo) unless the answer is known already (room->asked). */
 static cca_status map_missing(cca_allocator *a, ccai_segment *s, size_t lo, size_t hi, ccai_device_room *room) {
-    size_t nruns = 0, bytes = unmapped_pages(s, lo, hi, &nruns) * s->page;
+    size_t calls = 0, bytes = unmapped_pages(s, lo, hi, &calls) * s->page;
     cca_status st = ccai_cap_room(a, bytes);
-    if (st == CCA_OK && (nruns > 1 || room->asked))
+    if (st == CCA_OK && (calls > 1 || room->asked))
         st = ccai_device_room_for(a, room, bytes, "the pages the block lacks");
     if (st != CCA_OK)
         return st;
@@ -589,7 +599,9 @@ cca_status ccai_expandable_map(cca_allocator *a, ccai_block *b, size_t rounded, 
     }
     size_t before = s->mapped_pages;
     cca_status st = map_missing(a, s, lo, hi + ahead, room);
-    if (st == CCA_ERR_OUT_OF_MEMORY && ahead) /* no room for the ahead pages: only what the request needs */
+    /* no room for the ahead pages: only what the request needs (the same
+     * map when the ahead pages are mapped already: it would be refused again) */
+    if (st == CCA_ERR_OUT_OF_MEMORY && ahead && unmapped_pages(s, hi, hi + ahead, NULL))
         st = map_missing(a, s, lo, hi, room);
     /* after a failure nothing this call mapped stays, unless the upstream
      * refused to unmap it again: then it stays mapped and counted */
@@ -754,12 +766,32 @@ static bool pages_usable(ccai_block *b, size_t held);
 /* A small request whose own range cannot grow (the device or max_reserved
  * has no room for a new range's first pages): a free block of the large
  * range whose bytes it would hold are mapped already, the smallest that
- * fits, so that memory already mapped serves it rather than an OOM. It
- * splits that block as the small pool would (block.h): its remainder
- * stays free for the next one. */
+ * fits (ties: the lowest address), so that memory already mapped serves it
+ * rather than an OOM: a walk of the large pool's free blocks, O(free
+ * blocks), only when the device or the cap is full. (Best fit alone would
+ * find a smaller block whose pages are not mapped, and refuse.) It splits
+ * that block as the small pool would (block.h): its remainder stays free
+ * for the next one. */
+typedef struct spill_pick {
+    cca_allocator *a;
+    cca_stream key;
+    size_t rounded;
+    ccai_block *best;
+} spill_pick;
+
+static bool spill_visit(void *user, const ccai_block *b) {
+    spill_pick *p = user;
+    ccai_block *l = (ccai_block *)b; /* the index's own record: pages_usable reads it */
+    if (l->stream == p->key && l->size >= p->rounded && ccai_better_fit(l, p->best) &&
+        (!l->unmapped || pages_usable(l, ccai_block_held(p->a, l, p->rounded))))
+        p->best = l;
+    return true;
+}
+
 static ccai_block *spill_to_large(cca_allocator *a, size_t rounded, cca_stream key) {
-    ccai_block *l = ccai_best_fit(a, CCAI_POOL_LARGE, key, rounded);
-    return l && (!l->unmapped || pages_usable(l, ccai_block_held(a, l, rounded))) ? l : NULL;
+    spill_pick p = {a, key, rounded, NULL};
+    (void)ccai_free_index_walk(&a->serving->pools[CCAI_POOL_LARGE], spill_visit, &p);
+    return p.best;
 }
 
 /* Step 5b: best fit, or the tail of a new range for (key, pool) when no

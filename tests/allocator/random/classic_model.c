@@ -58,16 +58,9 @@ void cm_init(cm_model *m, const cm_config *c) {
 
 void cm_fini(cm_model *m) {
     for (size_t i = 0; i < m->nsegs; i++)
-        free(m->segs[i].blocks);
+        free(m->segs[i].bl.at);
     free(m->segs);
     memset(m, 0, sizeof *m);
-}
-
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n);
-    if (!q)
-        abort();
-    return q;
 }
 
 /* ---- the simulated device: first fit by address, page-rounded [R11] ---- */
@@ -103,12 +96,12 @@ static int device_place(const cm_model *m, size_t size, size_t *at) {
 /* ---- segments and blocks ------------------------------------------------ */
 
 static int seg_free(const cm_segment *s) {
-    return s->n == 1 && !s->blocks[0].live;
+    return s->bl.n == 1 && !s->bl.at[0].live;
 }
 
 static int seg_has_live(const cm_segment *s) {
-    for (size_t i = 0; i < s->n; i++)
-        if (s->blocks[i].live)
+    for (size_t i = 0; i < s->bl.n; i++)
+        if (s->bl.at[i].live)
             return 1;
     return 0;
 }
@@ -122,31 +115,16 @@ const cm_segment *cm_segment_by_id(const cm_model *m, uint64_t id) {
 
 int cm_live_at(const cm_model *m, size_t addr) {
     for (size_t i = 0; i < m->nsegs; i++)
-        for (size_t j = 0; j < m->segs[i].n; j++)
-            if (m->segs[i].blocks[j].live && m->segs[i].dev_off + m->segs[i].blocks[j].off == addr)
+        for (size_t j = 0; j < m->segs[i].bl.n; j++)
+            if (m->segs[i].bl.at[j].live && m->segs[i].dev_off + m->segs[i].bl.at[j].off == addr)
                 return 1;
     return 0;
-}
-
-static void insert_block(cm_segment *s, size_t at, cm_block b) {
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 8;
-        s->blocks = xrealloc(s->blocks, s->cap * sizeof *s->blocks);
-    }
-    memmove(&s->blocks[at + 1], &s->blocks[at], (s->n - at) * sizeof *s->blocks);
-    s->blocks[at] = b;
-    s->n++;
-}
-
-static void erase_block(cm_segment *s, size_t at) {
-    memmove(&s->blocks[at], &s->blocks[at + 1], (s->n - at - 1) * sizeof *s->blocks);
-    s->n--;
 }
 
 static cm_segment *new_segment(cm_model *m, size_t size, size_t dev_off, int pool) {
     if (m->nsegs == m->cap) {
         m->cap = m->cap ? 2 * m->cap : 8;
-        m->segs = xrealloc(m->segs, m->cap * sizeof *m->segs);
+        m->segs = mb_xrealloc(m->segs, m->cap * sizeof *m->segs);
     }
     cm_segment *s = &m->segs[m->nsegs++];
     memset(s, 0, sizeof *s);
@@ -154,13 +132,13 @@ static cm_segment *new_segment(cm_model *m, size_t size, size_t dev_off, int poo
     s->dev_off = dev_off;
     s->size = size;
     s->pool = pool;
-    insert_block(s, 0, (cm_block){0, size, 0});
+    mb_insert(&s->bl, 0, (cm_block){0, size, 0});
     m->upstream_allocs++;
     return s;
 }
 
 static void release_segment(cm_model *m, size_t i) {
-    free(m->segs[i].blocks);
+    free(m->segs[i].bl.at);
     memmove(&m->segs[i], &m->segs[i + 1], (m->nsegs - i - 1) * sizeof *m->segs);
     m->nsegs--;
     m->upstream_frees++;
@@ -186,7 +164,7 @@ static int pool_serves(const cm_model *m, int seg, int want) {
 /* [R6] take `rounded` bytes from the start of free block i of s, cutting
  * the remainder off when it is worth keeping. */
 static cm_alloc_result take_block(cm_model *m, cm_segment *s, size_t i, size_t rounded) {
-    cm_block *b = &s->blocks[i];
+    cm_block *b = &s->bl.at[i];
     size_t rest = b->size - rounded;
     int cut = s->pool == CM_SMALL ? rest >= GRAN : rest > m->c.small_max;
     if (m->c.max_split && b->size > m->c.max_split) { /* [R13] never cut */
@@ -196,9 +174,8 @@ static cm_alloc_result take_block(cm_model *m, cm_segment *s, size_t i, size_t r
     m->reach[CM_SLACK] += !cut && rest > 0;
     m->reach[CM_LARGE_IN_MEDIUM] += s->pool == CM_MEDIUM && rounded >= m->c.large_min;
     if (cut) {
-        b->size = rounded;
-        insert_block(s, i + 1, (cm_block){b->off + rounded, rest, 0});
-        b = &s->blocks[i];
+        mb_split(&s->bl, i, rounded);
+        b = &s->bl.at[i];
     }
     b->live = 1;
     return (cm_alloc_result){CCA_OK, CM_OOM_NONE, s->id, b->off, b->size, s->dev_off + b->off};
@@ -212,8 +189,8 @@ static int best_fit(cm_model *m, size_t rounded, int pool, size_t *si, size_t *b
         cm_segment *s = &m->segs[i];
         if (!pool_serves(m, s->pool, pool))
             continue;
-        for (size_t j = 0; j < s->n; j++) {
-            cm_block *b = &s->blocks[j];
+        for (size_t j = 0; j < s->bl.n; j++) {
+            cm_block *b = &s->bl.at[j];
             if (b->live || b->size < rounded)
                 continue;
             size_t addr = s->dev_off + b->off;
@@ -234,8 +211,8 @@ static int best_fit(cm_model *m, size_t rounded, int pool, size_t *si, size_t *b
     }
     size_t equal = 0; /* only to count ties: the address decided */
     for (size_t i = 0; found && i < m->nsegs; i++)
-        for (size_t j = 0; pool_serves(m, m->segs[i].pool, pool) && j < m->segs[i].n; j++)
-            equal += !m->segs[i].blocks[j].live && m->segs[i].blocks[j].size == best_size;
+        for (size_t j = 0; pool_serves(m, m->segs[i].pool, pool) && j < m->segs[i].bl.n; j++)
+            equal += !m->segs[i].bl.at[j].live && m->segs[i].bl.at[j].size == best_size;
     m->reach[CM_TIE] += equal > 1;
     return found;
 }
@@ -399,25 +376,9 @@ cm_alloc_result cm_alloc(cm_model *m, size_t size) {
 
 /* [R5] a free merges with its free neighbours in the segment. */
 int cm_free(cm_model *m, uint64_t seg_id, size_t off) {
-    for (size_t i = 0; i < m->nsegs; i++) {
-        cm_segment *s = &m->segs[i];
-        if (s->id != seg_id)
-            continue;
-        for (size_t j = 0; j < s->n; j++) {
-            if (s->blocks[j].off != off || !s->blocks[j].live)
-                continue;
-            s->blocks[j].live = 0;
-            if (j + 1 < s->n && !s->blocks[j + 1].live) {
-                s->blocks[j].size += s->blocks[j + 1].size;
-                erase_block(s, j + 1);
-            }
-            if (j > 0 && !s->blocks[j - 1].live) {
-                s->blocks[j - 1].size += s->blocks[j].size;
-                erase_block(s, j);
-            }
-            return 1;
-        }
-    }
+    for (size_t i = 0; i < m->nsegs; i++)
+        if (m->segs[i].id == seg_id)
+            return mb_free(&m->segs[i].bl, off);
     return 0;
 }
 
@@ -440,8 +401,8 @@ void cm_trim(cm_model *m, size_t keep, cca_release_report *r) {
         if (!seg_has_live(s))
             continue;
         r->segments_pinned++;
-        for (size_t j = 0; j < s->n; j++)
-            *(s->blocks[j].live ? &r->live_bytes_pinning : &r->free_bytes_pinned) += s->blocks[j].size;
+        for (size_t j = 0; j < s->bl.n; j++)
+            *(s->bl.at[j].live ? &r->live_bytes_pinning : &r->free_bytes_pinned) += s->bl.at[j].size;
     }
 }
 
@@ -451,8 +412,8 @@ void cm_stats_get(const cm_model *m, cm_stats *st) {
     for (size_t i = 0; i < m->nsegs; i++) {
         const cm_segment *s = &m->segs[i];
         st->reserved += s->size;
-        for (size_t j = 0; j < s->n; j++) {
-            const cm_block *b = &s->blocks[j];
+        for (size_t j = 0; j < s->bl.n; j++) {
+            const cm_block *b = &s->bl.at[j];
             if (b->live) {
                 st->allocated += b->size;
                 st->active_blocks++;

@@ -17,24 +17,21 @@
 #define CCA_CLASSIC_MODEL_H
 
 #include "ccalloc.h"
+#include "model_blocks.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 enum { CM_SMALL, CM_MEDIUM, CM_LARGE };
 
-typedef struct cm_block {
-    size_t off, size;
-    int live;
-} cm_block;
+typedef mb_block cm_block;
 
 typedef struct cm_segment {
     uint64_t id;    /* creation number, from 0 */
     size_t dev_off; /* where the device placed it */
     size_t size;    /* as reserved (reserved_bytes counts this) */
     int pool;
-    cm_block *blocks;
-    size_t n, cap;
+    mb_blocks bl; /* its blocks, address-ordered (model_blocks.h) */
 } cm_segment;
 
 typedef struct cm_config {

@@ -25,8 +25,10 @@
  *   free bytes and the upstream's own counts (refused allocs included), and
  *   every field of each trim or empty-cache report.
  * - Seeds: 1, 2, 3 and one from time(), each printed; CCA_RANDOM_SEED runs
- *   just that one, CCA_ORACLE_TRACE=1 prints every step. Cost: STEPS ops
- *   per seed and configuration, about 2 s in all under ASan.
+ *   just that one, CCA_ORACLE_CONFIG=i only the i-th configuration,
+ *   CCA_ORACLE_TRACE=1 prints every step (oracle_harness.c: the loop and
+ *   the checks both oracles share). Cost: STEPS ops per seed and
+ *   configuration, about 2 s in all under ASan.
  *
  * The rules the model encodes (docs/allocator.md unless named):
  *  R1  size rounds up to 512 (CCA_GRANULARITY); size 0 is CCA_OK and NULL;
@@ -90,70 +92,38 @@
  *      never takes one, a request of at least it only when the block is
  *      less than medium_segment larger (step 6; "Options", max_split).
  */
-#include "alloc_test_util.h"
 #include "classic_model.h"
+#include "oracle_harness.h"
 
-#include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+_Static_assert((int)CM_OOM_NEVER == ORACLE_OOM_NEVER && (int)CM_OOM_NOTHING_CACHED == ORACLE_OOM_NOTHING_CACHED &&
+                   (int)CM_OOM_OTHER == ORACLE_OOM_OTHER,
+               "the model names the reasons in the harness's order");
+
 #define STEPS 4000
-#define MAX_LIVE 48
-#define FREED_RING 16 /* pointers freed lately, for double frees */
-
-typedef struct oracle_live {
-    void *p;
-    uint64_t seg;
-    size_t off, requested;
-} oracle_live;
-
-/* What the test counts itself: calls, requested bytes and every peak. */
-typedef struct oracle_books {
-    uint64_t alloc_calls, free_calls, oom_lines;
-    size_t requested, requested_peak, allocated_peak, reserved_peak, active_peak, segments_peak;
-} oracle_books;
-
-typedef struct oracle_run {
-    const char *name;
-    uint64_t seed;
-    int step;
-    const char *op;
-    oracle_books books;
-} oracle_run;
-
-/* Every message ends with where the run was: WHERE in the format, WHERE_ARGS(r) last. */
-#define WHERE "; %s, seed %llu, step %d (%s)"
-#define WHERE_ARGS(r) (r)->name, (unsigned long long)(r)->seed, (r)->step, (r)->op
-#define CHECK_EQ(r, real, model, what)                                                                                 \
-    cr_assert_eq((size_t)(real), (size_t)(model), "%s: real %zu, model %zu" WHERE, what, (size_t)(real),               \
-                 (size_t)(model), WHERE_ARGS(r))
-
-static size_t jitter(uint64_t *rng, size_t n) {
-    static const long d[] = {0, 0, -1, 1, -512, 512, -513, 513};
-    long k = d[tu_rand(rng) % 8];
-    return (k < 0 && (size_t)-k >= n) ? n : n + (size_t)k;
-}
 
 /* A size relative to a free block the model holds: the block itself, and
  * its split thresholds (remainder 512, small_max) +-512 and +-1. */
 static size_t near_free_block(uint64_t *rng, const cm_model *m) {
     size_t total = 0;
     for (size_t i = 0; i < m->nsegs; i++)
-        for (size_t j = 0; j < m->segs[i].n; j++)
-            total += !m->segs[i].blocks[j].live;
+        for (size_t j = 0; j < m->segs[i].bl.n; j++)
+            total += !m->segs[i].bl.at[j].live;
     if (total == 0)
         return 0;
     size_t pick = tu_rand(rng) % total, bsize = 0;
     for (size_t i = 0; i < m->nsegs; i++)
-        for (size_t j = 0; j < m->segs[i].n; j++)
-            if (!m->segs[i].blocks[j].live && pick-- == 0)
-                bsize = m->segs[i].blocks[j].size;
+        for (size_t j = 0; j < m->segs[i].bl.n; j++)
+            if (!m->segs[i].bl.at[j].live && pick-- == 0)
+                bsize = m->segs[i].bl.at[j].size;
     static const size_t less[] = {0, 512, 1 * MiB, 1 * MiB + 512, 1 * MiB - 512};
     size_t l = less[tu_rand(rng) % 5];
-    return jitter(rng, bsize > l ? bsize - l : bsize);
+    return oracle_jitter(rng, bsize > l ? bsize - l : bsize);
 }
 
 static size_t draw_size(uint64_t *rng, const cm_model *m) {
@@ -167,7 +137,7 @@ static size_t draw_size(uint64_t *rng, const cm_model *m) {
         return huge[tu_rand(rng) % (sizeof huge / sizeof huge[0])];
     }
     if (r < 4)
-        return jitter(rng, m->c.capacity);
+        return oracle_jitter(rng, m->c.capacity);
     if (r < 30) { /* the documented boundaries of this geometry, +-1 and +-512 */
         const cm_config *c = &m->c;
         size_t ceil = c->max_reserved && c->max_reserved < c->capacity ? c->max_reserved : c->capacity;
@@ -187,7 +157,7 @@ static size_t draw_size(uint64_t *rng, const cm_model *m) {
                           c->max_split ? c->max_split : 512,
                           c->max_split + c->medium_segment,
                           c->max_split + 3 * c->segment_round / 2};
-        return jitter(rng, edges[tu_rand(rng) % (sizeof edges / sizeof edges[0])]);
+        return oracle_jitter(rng, edges[tu_rand(rng) % (sizeof edges / sizeof edges[0])]);
     }
     if (r < 55) {
         size_t s = near_free_block(rng, m);
@@ -202,193 +172,85 @@ static size_t draw_size(uint64_t *rng, const cm_model *m) {
     return m->c.large_min + tu_rand(rng) % (m->c.capacity / 3);
 }
 
-/* The log sink: with log_oom:1 an OOM writes one line, and nothing else
- * logs here, so the lines are counted. */
-static uint64_t log_lines;
-static char last_line[1024];
-static void count_line(void *user, const char *line) {
-    (void)user;
-    log_lines++;
-    snprintf(last_line, sizeof last_line, "%s", line);
-}
+typedef struct classic_ctx {
+    cm_model *m;
+    cca_allocator *a;
+    cca_upstream *u;
+    uintptr_t base; /* where the device's range starts: learned from its first block */
+} classic_ctx;
 
-/* The OOM line names the request, reserved, allocated, the largest free
- * block and the device's free memory (docs/allocator.md, "Out of
- * memory"): after the retry, so what it released is gone. */
-static void check_oom_line(const oracle_run *r, const cm_model *m, size_t size) {
+/* The model's figures for the harness's checks. */
+static oracle_figures figures(const cm_model *m) {
     cm_stats w;
     cm_stats_get(m, &w);
-    char b[32], want[5][96];
-    snprintf(want[0], sizeof want[0], "requested %s", cca_format_bytes(size, b, sizeof b));
-    snprintf(want[1], sizeof want[1], "reserved %s", cca_format_bytes(w.reserved, b, sizeof b));
-    snprintf(want[2], sizeof want[2], "allocated %s", cca_format_bytes(w.allocated, b, sizeof b));
-    snprintf(want[3], sizeof want[3], "largest free block %s", cca_format_bytes(w.largest_free, b, sizeof b));
-    snprintf(want[4], sizeof want[4], "device free %s",
-             cca_format_bytes(m->c.capacity - cm_device_used(m), b, sizeof b));
-    for (int i = 0; i < 5; i++)
-        cr_assert(strstr(last_line, want[i]), "alloc(%zu): the OOM line '%s' does not say '%s'" WHERE, size, last_line,
-                  want[i], WHERE_ARGS(r));
+    return (oracle_figures){w.reserved,         w.allocated,       w.cached,         w.largest_free,
+                            w.segments,         w.active_blocks,   w.cached_blocks,  m->c.capacity - cm_device_used(m),
+                            m->upstream_allocs, m->upstream_frees, m->alloc_retries, m->ooms};
 }
 
-#define PEAK(p, v) ((p) = (v) > (p) ? (v) : (p))
-
-static void check_state(oracle_run *r, cca_allocator *a, cca_upstream *u, const cm_model *m) {
+static void check_state(void *ctx, oracle_run *r) {
+    classic_ctx *x = ctx;
+    const cm_model *m = x->m;
     cca_stats s;
-    cm_stats w;
-    cca_get_stats(a, &s);
-    cm_stats_get(m, &w);
-    oracle_books *k = &r->books;
-    PEAK(k->requested_peak, k->requested);
-    PEAK(k->allocated_peak, w.allocated);
-    PEAK(k->reserved_peak, w.reserved);
-    PEAK(k->active_peak, w.active_blocks);
-    PEAK(k->segments_peak, w.segments);
-    CHECK_EQ(r, s.alloc_calls, k->alloc_calls, "alloc_calls");
-    CHECK_EQ(r, s.free_calls, k->free_calls, "free_calls");
-    CHECK_EQ(r, s.requested_bytes, k->requested, "requested_bytes");
-    CHECK_EQ(r, s.requested_bytes_peak, k->requested_peak, "requested_bytes_peak");
-    CHECK_EQ(r, s.allocated_bytes_peak, k->allocated_peak, "allocated_bytes_peak");
-    CHECK_EQ(r, s.reserved_bytes_peak, k->reserved_peak, "reserved_bytes_peak");
-    CHECK_EQ(r, s.active_blocks_peak, k->active_peak, "active_blocks_peak");
-    CHECK_EQ(r, s.segments_peak, k->segments_peak, "segments_peak");
-    CHECK_EQ(r, s.pending_blocks, 0, "pending_blocks");
-    CHECK_EQ(r, log_lines, k->oom_lines, "OOM log lines");
-    double frag = w.cached ? 1.0 - (double)w.largest_free / (double)w.cached : 0.0;
-    cr_assert_float_eq(s.fragmentation, frag, 1e-12, "fragmentation: real %.17g, model %.17g" WHERE, s.fragmentation,
-                       frag, WHERE_ARGS(r));
-    CHECK_EQ(r, s.reserved_bytes, w.reserved, "reserved_bytes");
-    CHECK_EQ(r, s.allocated_bytes, w.allocated, "allocated_bytes");
-    CHECK_EQ(r, s.cached_bytes, w.cached, "cached_bytes");
-    CHECK_EQ(r, s.largest_free_block, w.largest_free, "largest_free_block");
-    CHECK_EQ(r, s.segments, w.segments, "segments");
-    CHECK_EQ(r, s.active_blocks, w.active_blocks, "active_blocks");
-    CHECK_EQ(r, s.cached_blocks, w.cached_blocks, "cached_blocks");
-    CHECK_EQ(r, s.upstream_allocs, m->upstream_allocs, "upstream_allocs");
-    CHECK_EQ(r, s.upstream_frees, m->upstream_frees, "upstream_frees");
-    CHECK_EQ(r, s.alloc_retries, m->alloc_retries, "alloc_retries");
-    CHECK_EQ(r, s.ooms, m->ooms, "ooms");
-    size_t dev_free, dev_total;
-    cr_assert_eq(cca_upstream_mem_info(u, &dev_free, &dev_total), CCA_OK);
-    CHECK_EQ(r, dev_free, m->c.capacity - cm_device_used(m), "device free bytes");
+    oracle_figures f = figures(m);
+    oracle_check_stats(r, x->a, x->u, &f, &s);
     cca_upstream_stats us;
-    cr_assert_eq(cca_upstream_get_stats(u, &us), CCA_OK);
+    cr_assert_eq(cca_upstream_get_stats(x->u, &us), CCA_OK);
     CHECK_EQ(r, us.alloc_calls, m->upstream_allocs, "the upstream's alloc_calls");
     CHECK_EQ(r, us.failed_allocs, m->device_refusals, "the upstream's failed_allocs");
     CHECK_EQ(r, us.free_calls, m->upstream_frees, "the upstream's free_calls");
-    CHECK_EQ(r, us.allocations, w.segments, "the upstream's allocations");
+    CHECK_EQ(r, us.allocations, f.segments, "the upstream's allocations");
 }
 
-static void check_report(const oracle_run *r, const cca_release_report *got, const cca_release_report *want) {
-    CHECK_EQ(r, got->bytes_released, want->bytes_released, "bytes_released");
-    CHECK_EQ(r, got->segments_released, want->segments_released, "segments_released");
-    CHECK_EQ(r, got->bytes_still_reserved, want->bytes_still_reserved, "bytes_still_reserved");
-    CHECK_EQ(r, got->segments_kept, want->segments_kept, "segments_kept");
-    CHECK_EQ(r, got->segments_pinned, want->segments_pinned, "segments_pinned");
-    CHECK_EQ(r, got->live_bytes_pinning, want->live_bytes_pinning, "live_bytes_pinning");
-    CHECK_EQ(r, got->free_bytes_pinned, want->free_bytes_pinned, "free_bytes_pinned");
-}
-
-/* CCA_ORACLE_TRACE=1: every step on stderr, to follow a divergence. */
-static int trace;
-
-static void do_alloc(oracle_run *r, cca_allocator *a, cm_model *m, uintptr_t *base, oracle_live *live, size_t *n,
-                     uint64_t *rng) {
+static void do_alloc(void *ctx, oracle_run *r, uint64_t *rng) {
+    classic_ctx *x = ctx;
+    cm_model *m = x->m;
     size_t size = draw_size(rng, m);
     cm_alloc_result want = cm_alloc(m, size);
     void *p = (void *)1;
-    cca_status st = cca_alloc(a, size, NULL, &p);
-    if (trace)
+    cca_status st = cca_alloc(x->a, size, NULL, &p);
+    if (r->trace)
         fprintf(stderr, "  step %d: alloc(%zu) -> %s at %zu; model %s, segment %llu + %zu (device %zu), block %zu\n",
-                r->step, size, cca_status_string(st), p && *base ? (size_t)((uintptr_t)p - *base) : 0,
+                r->step, size, cca_status_string(st), p && x->base ? (size_t)((uintptr_t)p - x->base) : 0,
                 cca_status_string(want.status), (unsigned long long)want.seg_id, want.off, want.dev_addr, want.size);
-    cr_assert_eq(st, want.status, "alloc(%zu): real %s, model %s (%s)" WHERE, size, cca_status_string(st),
-                 cca_status_string(want.status), cca_last_error(), WHERE_ARGS(r));
-    if (want.oom != CM_OOM_NONE) { /* the reasons docs/allocator.md quotes */
-        const char *why = want.oom == CM_OOM_NEVER            ? "it can never succeed"
-                          : want.oom == CM_OOM_NOTHING_CACHED ? "nothing cached to release"
-                                                              : "";
-        cr_assert(strstr(cca_last_error(), why), "alloc(%zu): the message '%s' does not say '%s'" WHERE, size,
-                  cca_last_error(), why, WHERE_ARGS(r));
-        r->books.oom_lines++;
-        check_oom_line(r, m, size);
-    }
-    if (st != CCA_OK || size == 0) {
-        cr_assert_null(p, "alloc(%zu) failed or empty but *out is not NULL" WHERE, size, WHERE_ARGS(r));
+    oracle_figures f = figures(m);
+    if (!oracle_alloc_status(r, size, st, p, want.status, want.oom, &f))
         return;
-    }
-    if (*base == 0) /* the first block the device ever placed: where its range starts */
-        *base = (uintptr_t)p - want.dev_addr;
-    cr_assert_eq((uintptr_t)p, *base + want.dev_addr,
+    if (x->base == 0) /* the first block the device ever placed: where its range starts */
+        x->base = (uintptr_t)p - want.dev_addr;
+    cr_assert_eq((uintptr_t)p, x->base + want.dev_addr,
                  "alloc(%zu): real at device offset %zu, model segment %llu (device offset %zu) + %zu" WHERE, size,
-                 (size_t)((uintptr_t)p - *base), (unsigned long long)want.seg_id,
+                 (size_t)((uintptr_t)p - x->base), (unsigned long long)want.seg_id,
                  cm_segment_by_id(m, want.seg_id)->dev_off, want.off, WHERE_ARGS(r));
-    size_t held;
-    cr_assert_eq(cca_block_size(a, p, &held), CCA_OK);
-    CHECK_EQ(r, held, want.size, "cca_block_size");
-    cr_assert_lt(*n, MAX_LIVE + 1);
-    live[(*n)++] = (oracle_live){p, want.seg_id, want.off, size};
-    r->books.alloc_calls++;
-    r->books.requested += size;
+    oracle_keep(r, x->a, p, size, want.size, want.seg_id, want.off);
 }
 
-static void do_free(oracle_run *r, cca_allocator *a, cm_model *m, oracle_live *live, size_t *n, size_t i,
-                    uintptr_t *freed, size_t *nfreed) {
-    if (trace)
-        fprintf(stderr, "  step %d: free(segment %llu + %zu)\n", r->step, (unsigned long long)live[i].seg, live[i].off);
-    cr_assert_eq(cca_free(a, live[i].p), CCA_OK, "free: %s" WHERE, cca_last_error(), WHERE_ARGS(r));
-    cr_assert(cm_free(m, live[i].seg, live[i].off), "the model has no live block there" WHERE, WHERE_ARGS(r));
-    r->books.free_calls++;
-    r->books.requested -= live[i].requested;
-    freed[*nfreed % FREED_RING] = (uintptr_t)live[i].p;
-    ++*nfreed;
-    live[i] = live[--*n];
+static void do_free(void *ctx, oracle_run *r, size_t i) {
+    classic_ctx *x = ctx;
+    cr_assert(cm_free(x->m, r->live[i].id, r->live[i].off), "the model has no live block there" WHERE, WHERE_ARGS(r));
 }
 
-/* A pointer the allocator must refuse, nothing changed (ccalloc.h,
- * cca_free): a freed one no live block starts at now, or one inside a live
- * block; NULL is a no-op. */
-static void do_bad_free(oracle_run *r, cca_allocator *a, const cm_model *m, uintptr_t base, const oracle_live *live,
-                        size_t n, const uintptr_t *freed, size_t nfreed, uint64_t *rng) {
-    uint64_t k = tu_rand(rng) % 3;
-    void *p = NULL;
-    cca_status want = CCA_ERR_INVALID_POINTER;
-    if (k == 0 && nfreed) {
-        p = (void *)freed[tu_rand(rng) % nfreed];
-        if (cm_live_at(m, (size_t)((uintptr_t)p - base)))
-            return; /* its address was handed out again: a valid free */
-    } else if (k == 1 && n) {
-        p = (char *)live[tu_rand(rng) % n].p + CCA_ALIGNMENT;
-    } else {
-        want = CCA_OK;
-    }
-    if (trace)
-        fprintf(stderr, "  step %d: bad free(%p)\n", r->step, p);
-    cca_status st = cca_free(a, p);
-    cr_assert_eq(st, want, "free(%p): real %s, model %s" WHERE, p, cca_status_string(st), cca_status_string(want),
-                 WHERE_ARGS(r));
+static int live_at(void *ctx, const void *p) {
+    classic_ctx *x = ctx;
+    return cm_live_at(x->m, (size_t)((uintptr_t)p - x->base));
 }
 
-static void do_trim(oracle_run *r, cca_allocator *a, cm_model *m, uint64_t *rng, int empty) {
+static void do_trim(void *ctx, oracle_run *r, uint64_t *rng, int empty) {
+    classic_ctx *x = ctx;
     cm_stats w;
-    cm_stats_get(m, &w);
+    cm_stats_get(x->m, &w);
     size_t keep = 0;
     if (!empty) {
         uint64_t k = tu_rand(rng) % 4;
         keep = k == 0 ? 0 : k == 1 ? w.reserved : tu_rand(rng) % (w.reserved + 4 * MiB);
         keep = k == 3 ? keep / (2 * MiB) * (2 * MiB) : keep; /* exactly at a segment boundary, often */
     }
-    cca_release_report got, want;
-    cm_trim(m, keep, &want);
-    cca_status st = empty ? cca_empty_cache(a, &got) : cca_trim(a, keep, &got);
-    if (trace)
-        fprintf(stderr, "  step %d: %s(%zu) -> released %zu in %zu; model %zu in %zu\n", r->step, r->op, keep,
-                got.bytes_released, got.segments_released, want.bytes_released, want.segments_released);
-    cr_assert_eq(st, CCA_OK, "%s(%zu): %s" WHERE, r->op, keep, cca_last_error(), WHERE_ARGS(r));
-    check_report(r, &got, &want);
-    /* nothing of expandable segments or sleeping domains */
-    CHECK_EQ(r, got.pages_unmapped + got.bytes_unmapped + got.free_bytes_trapped + got.asleep_domains + got.host_bytes,
-             0, "the report's page and sleep fields");
+    cca_release_report want;
+    cm_trim(x->m, keep, &want); /* nothing of expandable segments or sleeping domains: zeros */
+    oracle_release(r, x->a, keep, empty, &want);
 }
+
+static const oracle_ops classic_ops = {do_alloc, do_free, live_at, do_trim, check_state};
 
 /* Over the fixed seeds, how often each rule decided (cm_model's order). */
 static uint64_t reach[CM_REACH_N];
@@ -403,72 +265,6 @@ typedef struct oracle_config {
     int no_small_pool, no_medium_pool;
     size_t max_split;
 } oracle_config;
-
-static void run(const oracle_config *oc, uint64_t seed) {
-    fprintf(stderr, "test_classic_oracle: %s, seed %llu (CCA_RANDOM_SEED=%llu replays it)\n", oc->name,
-            (unsigned long long)seed, (unsigned long long)seed);
-    char conf[256];
-    snprintf(conf, sizeof conf, "expandable:0,policy:growth,log_oom:1%s%s", oc->conf[0] ? "," : "", oc->conf);
-    log_lines = 0;
-    cca_set_log_callback(count_line, NULL);
-    cca_upstream *u;
-    cca_allocator *a;
-    tu_host_allocator(oc->capacity, conf, &u, &a);
-    cm_config c;
-    cm_config_default(&c, oc->capacity, (size_t)sysconf(_SC_PAGESIZE));
-    c.small_max = oc->small_max ? oc->small_max : c.small_max;
-    c.small_segment = oc->small_segment ? oc->small_segment : c.small_segment;
-    c.medium_segment = oc->medium_segment ? oc->medium_segment : c.medium_segment;
-    c.large_min = oc->large_min ? oc->large_min : c.large_min;
-    c.segment_round = oc->segment_round ? oc->segment_round : c.segment_round;
-    c.max_reserved = oc->max_reserved;
-    c.small_pool = !oc->no_small_pool;
-    c.medium_pool = !oc->no_medium_pool;
-    c.max_split = oc->max_split;
-    cm_model m;
-    cm_init(&m, &c);
-    oracle_live live[MAX_LIVE + 1];
-    size_t n = 0;
-    uintptr_t base = 0, freed[FREED_RING];
-    size_t nfreed = 0;
-    uint64_t rng = seed;
-    oracle_run r = {oc->name, seed, 0, "", {0}};
-    for (r.step = 0; r.step < STEPS; r.step++) {
-        uint64_t k = tu_rand(&rng) % 100;
-        if ((k < 52 && n < MAX_LIVE) || n == 0) {
-            r.op = "alloc";
-            do_alloc(&r, a, &m, &base, live, &n, &rng);
-        } else if (k < 88) {
-            r.op = "free";
-            do_free(&r, a, &m, live, &n, tu_rand(&rng) % n, freed, &nfreed);
-        } else if (k < 90) {
-            r.op = "bad free";
-            do_bad_free(&r, a, &m, base, live, n, freed, nfreed < FREED_RING ? nfreed : FREED_RING, &rng);
-        } else if (k < 97) {
-            r.op = "trim";
-            do_trim(&r, a, &m, &rng, 0);
-        } else if (k < 99) {
-            r.op = "empty_cache";
-            do_trim(&r, a, &m, &rng, 1);
-        } else {
-            r.op = "free all";
-            while (n)
-                do_free(&r, a, &m, live, &n, n - 1, freed, &nfreed);
-        }
-        check_state(&r, a, u, &m);
-    }
-    while (n)
-        do_free(&r, a, &m, live, &n, n - 1, freed, &nfreed);
-    fprintf(stderr, "  reached:");
-    for (int i = 0; i < CM_REACH_N; i++) {
-        fprintf(stderr, "%s %s %llu", i ? "," : "", cm_reach_name(i), (unsigned long long)m.reach[i]);
-        reach[i] += m.reach[i];
-    }
-    fprintf(stderr, "\n");
-    cm_fini(&m);
-    tu_teardown(a, u);
-    cca_set_log_callback(NULL, NULL);
-}
 
 /* 256 MiB: OOMs only at the far end; 48 MiB: the retry often; 44 MiB + 12
  * KiB: no whole number of 2 MiB segments, so least segments shrink; then a
@@ -510,20 +306,33 @@ static const oracle_config configs[] = {
      .no_medium_pool = 1},
 };
 
+static void run(size_t config, uint64_t seed, int trace) {
+    const oracle_config *oc = &configs[config];
+    char conf[256];
+    snprintf(conf, sizeof conf, "expandable:0,policy:growth,log_oom:1%s%s", oc->conf[0] ? "," : "", oc->conf);
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(oc->capacity, conf, &u, &a);
+    cm_config c;
+    cm_config_default(&c, oc->capacity, (size_t)sysconf(_SC_PAGESIZE));
+    c.small_max = oc->small_max ? oc->small_max : c.small_max;
+    c.small_segment = oc->small_segment ? oc->small_segment : c.small_segment;
+    c.medium_segment = oc->medium_segment ? oc->medium_segment : c.medium_segment;
+    c.large_min = oc->large_min ? oc->large_min : c.large_min;
+    c.segment_round = oc->segment_round ? oc->segment_round : c.segment_round;
+    c.max_reserved = oc->max_reserved;
+    c.small_pool = !oc->no_small_pool;
+    c.medium_pool = !oc->no_medium_pool;
+    c.max_split = oc->max_split;
+    cm_model m;
+    cm_init(&m, &c);
+    classic_ctx x = {&m, a, u, 0};
+    oracle_program("test_classic_oracle", oc->name, seed, trace, a, STEPS, &classic_ops, &x);
+    oracle_reached(m.reach, reach, CM_REACH_N, cm_reach_name);
+    cm_fini(&m);
+    tu_teardown(a, u);
+}
+
 Test(classic_oracle, exact_pointers_and_counts_against_the_documented_rules, .timeout = 300) {
-    uint64_t seeds[] = {1, 2, 3, (uint64_t)time(NULL)};
-    size_t nseeds = sizeof seeds / sizeof seeds[0];
-    trace = getenv("CCA_ORACLE_TRACE") != NULL;
-    const char *only = getenv("CCA_RANDOM_SEED");
-    if (only) {
-        seeds[0] = strtoull(only, NULL, 10);
-        nseeds = 1;
-    }
-    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++)
-        for (size_t i = 0; i < nseeds; i++)
-            run(&configs[c], seeds[i]);
-    /* the programs reach every rule that decides something (cm_model's
-     * order): a change that stopped them would leave the oracle idle */
-    for (int i = 0; !only && i < CM_REACH_N; i++)
-        cr_expect_gt(reach[i], 0, "no program reached '%s'", cm_reach_name(i));
+    oracle_seeds(sizeof configs / sizeof configs[0], run, reach, CM_REACH_N, cm_reach_name);
 }

@@ -70,6 +70,20 @@ static inline cca_upstream *vm_device(size_t capacity, size_t gran) {
  * agree() leaves out of the device's count. */
 static size_t tenant_bytes;
 
+/* Another tenant takes `bytes` of device u (one classic allocation, at
+ * most one at a time), and gives them back. */
+static inline void *tenant_take(cca_upstream *u, size_t bytes) {
+    void *t = NULL;
+    cr_assert_eq(cca_upstream_alloc(u, bytes, &t), CCA_OK, "%s", cca_last_error());
+    tenant_bytes = bytes;
+    return t;
+}
+
+static inline void tenant_give_back(cca_upstream *u, void *t) {
+    cr_assert_eq(cca_upstream_free(u, t, tenant_bytes), CCA_OK, "%s", cca_last_error());
+    tenant_bytes = 0;
+}
+
 /* Bytes the device says are used (capacity - free). */
 static inline size_t device_used(cca_upstream *u) {
     size_t free_b = 0, total_b = 0;

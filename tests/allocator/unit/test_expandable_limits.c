@@ -4,9 +4,11 @@
  * billions of pages.
  * How the tests run: expandable_suite.h.
  *
- *   OOM          a request above the device fails at once; a request on
- *                one stream unmaps the cached pages of another stream's
- *                segment through the retry.
+ *   OOM          a request above the device fails at once; a small
+ *                request on a full device takes the smallest mapped free
+ *                block of the large range; a request on one stream unmaps
+ *                the cached pages of another stream's segment through the
+ *                retry.
  *   never        requests past the device, max_reserved, the address budget
  *                or the ceiling in pages fail at once, before any upstream
  *                call; a greedy arena too small refuses without a retry; a
@@ -117,6 +119,39 @@ Test(expandable, a_spilled_small_request_splits_its_block_as_the_small_pool_woul
     tu_empty_all(a, u);
     cr_assert_eq(cca_destroy(a), CCA_OK, "%s", cca_last_error());
     cca_upstream_destroy(u);
+}
+
+/* The spill takes the smallest free block of the large range whose bytes
+ * are mapped, not best fit's answer alone: a smaller free block over
+ * unmapped pages does not send the request to the retry (before, it did:
+ * the retry unmapped the mapped hole to start a small range in it). */
+Test(expandable, a_spilled_small_request_passes_over_a_smaller_unmapped_block) {
+    const size_t cap = 32 * PG;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = exp_allocator(u, "expandable_ahead:0,small_max:65536");
+    char *x = tu_alloc(a, 2 * PG, S0), *h1 = tu_alloc(a, 2 * PG, S0), *c = tu_alloc(a, 2 * PG, S0);
+    char *h2 = tu_alloc(a, 5 * PG, S0), *e = tu_alloc(a, 2 * PG, S0);
+    tu_free(a, h1);
+    cr_assert_eq(cca_trim(a, 0, NULL), CCA_OK, "%s", cca_last_error()); /* h1's pages go */
+    tu_free(a, h2);                                                     /* h2's stay */
+    void *tenant = tenant_take(u, cap - 11 * PG);                       /* the device is full */
+    cca_stats before = tu_stats(a);
+    char *p = tu_alloc(a, 512, S0);
+    cr_assert_eq(p, h2, "h1's block is smaller, but its pages are not mapped");
+    cr_assert_eq(tu_block_size(a, p), 512, "split as the small pool would");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.alloc_retries, before.alloc_retries, "no retry");
+    cr_assert_eq(s.vm_maps, before.vm_maps, "no map");
+    cr_assert_eq(s.vm_unmaps, before.vm_unmaps, "nothing unmapped");
+    cr_assert_eq(s.expandable_segments, 1, "no small range");
+    agree(a, u, PG, 0, "after the spill");
+    tu_free(a, p);
+    tu_free(a, x);
+    tu_free(a, c);
+    tu_free(a, e);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    tenant_give_back(u, tenant);
+    finish(a, u);
 }
 
 Test(expandable, the_retry_unmaps_another_streams_cached_pages) {

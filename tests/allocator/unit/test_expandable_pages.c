@@ -22,7 +22,7 @@
  *                it calls vm_map far less often than cca_alloc; the rule's
  *                least step and cap, expandable_ahead:0 turning both off;
  *                an ahead map the device refuses is retried without the
- *                ahead pages.
+ *                ahead pages, and not at all when they were mapped already.
  *   greedy       the arena over an expandable segment: mapped whole at
  *                creation, trimmed page by page, mapped again on demand.
  *   config       on by default; expandable:1 with max_split is refused;
@@ -34,7 +34,8 @@
  *   pending      a block waiting on another stream's event keeps its pages
  *                through a trim.
  *   slack        a remainder too small to be a block, lying over pages that
- *                are not mapped, is split off rather than mapped.
+ *                are not mapped, is split off rather than mapped, also when
+ *                the retry's take maps ahead pages over it.
  *
  * The other suites of pages.c: test_expandable_limits.c (requests that
  * cannot be served, the OOM retry), test_expandable_stress.c (faults,
@@ -564,9 +565,7 @@ Test(expandable, an_ahead_map_the_device_refuses_is_retried_without_it) {
     /* 8 MiB device, 4.5 MiB held by another tenant: 56 pages for maps */
     const size_t cap = 8 * MiB;
     cca_upstream *u = vm_device(cap, PG);
-    void *tenant = NULL;
-    cr_assert_eq(cca_upstream_alloc(u, 4 * MiB + 512 * KiB, &tenant), CCA_OK);
-    tenant_bytes = 4 * MiB + 512 * KiB;
+    void *tenant = tenant_take(u, 4 * MiB + 512 * KiB);
     cca_allocator *a = exp_allocator(u, "small_pool:0");
     growth g;
     growth_init(&g, PG, cap);
@@ -604,8 +603,7 @@ Test(expandable, an_ahead_map_the_device_refuses_is_retried_without_it) {
     for (int i = 0; i < 5; i++)
         tu_free(a, p[i]);
     cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
-    cr_assert_eq(cca_upstream_free(u, tenant, 4 * MiB + 512 * KiB), CCA_OK);
-    tenant_bytes = 0;
+    tenant_give_back(u, tenant);
     finish(a, u);
 }
 
@@ -1040,5 +1038,71 @@ Test(expandable, slack_over_unmapped_pages_is_split_off) {
     tu_free(a, A);
     tu_free(a, C);
     tu_check(a);
+    finish(a, u);
+}
+
+/* A tail map the device refuses is tried again without its ahead pages
+ * only when they added pages: ahead pages mapped already leave the same
+ * map, which the device would refuse again (before, a second vm_map of
+ * the same pages, refused). Ahead = 1 page (expandable_ahead:1, the hook's
+ * cap one page, no least step). */
+Test(expandable, a_refused_tail_map_whose_ahead_pages_are_mapped_is_not_asked_twice) {
+    const size_t cap = 8 * PG;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a = rule_allocator(u, "expandable:1,log_oom:0,small_pool:0,expandable_ahead:1", 0, PG);
+    char *x = tu_alloc(a, PG, S0); /* page 0 */
+    char *y = tu_alloc(a, PG, S0); /* page 1, and page 2 ahead */
+    char *z = tu_alloc(a, PG, S0); /* page 2: mapped */
+    cr_assert_eq(tu_stats(a).mapped_bytes, 3 * PG);
+    tu_free(a, x);
+    cr_assert_eq(cca_trim(a, 0, NULL), CCA_OK, "%s", cca_last_error()); /* page 0 goes */
+    tu_free(a, y);
+    tu_free(a, z);                               /* the tail is the whole range: page 0 unmapped, 1 and 2 mapped */
+    void *tenant = tenant_take(u, cap - 2 * PG); /* the device is full */
+    /* page 0 and its ahead page 1 (mapped): one map of page 0, refused;
+     * then the retry unmaps pages 1 and 2 and maps page 0 */
+    char *p = tu_alloc(a, PG, S0);
+    cr_assert_eq(p, x);
+    cr_assert_eq(tu_upstream_stats(u).vm_failed_maps, 1, "the refused map was not asked again");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.alloc_retries, 1);
+    cr_assert_eq(s.mapped_bytes, PG);
+    agree(a, u, PG, 0, "after the retry");
+    tu_free(a, p);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    tenant_give_back(u, tenant);
+    finish(a, u);
+}
+
+/* The split is decided before the block's pages are mapped (step 6: a
+ * remainder that reaches an unmapped page is cut off), also when the block
+ * comes from the retry's take: the ahead page that take maps over the
+ * remainder does not turn the remainder into slack (before, the block held
+ * it: 16 pages for a 15-page request). Ahead = 1 page, as above. */
+Test(expandable, a_split_decided_before_the_map_holds_through_the_retry) {
+    const size_t cap = 32 * PG;
+    cca_upstream *u = vm_device(cap, PG);
+    cca_allocator *a =
+        rule_allocator(u, "expandable:1,log_oom:0,small_pool:0,small_max:65536,expandable_ahead:1", 0, PG);
+    char *x = tu_alloc(a, 8 * PG, S0);     /* [0,8) */
+    char *y = tu_alloc(a, 8 * PG, S0);     /* [8,16), page 16 ahead */
+    tu_free(a, x);                         /* [0,8) free, mapped */
+    void *tenant = tenant_take(u, 7 * PG); /* 8 pages left */
+    /* 15 pages at the tail [16,32): its remainder, page 31, is unmapped:
+     * cut off. Pages 17..30 and page 31 ahead are refused (8 pages free);
+     * the retry unmaps page 16 and 7 of x's pages, then maps [16,32) */
+    char *p = tu_alloc(a, 15 * PG, S0);
+    cr_assert_eq(p, y + 8 * PG);
+    cr_assert_eq(tu_block_size(a, p), 15 * PG, "the remainder stays a free block");
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.alloc_retries, 1);
+    cr_assert_eq(s.allocated_bytes, 23 * PG);
+    cr_assert_eq(s.mapped_bytes, 25 * PG, "x's last page, y, the request and the ahead page");
+    cr_assert_eq(s.cached_bytes, 2 * PG);
+    agree(a, u, PG, 0, "after the retry");
+    tu_free(a, p);
+    tu_free(a, y);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK);
+    tenant_give_back(u, tenant);
     finish(a, u);
 }

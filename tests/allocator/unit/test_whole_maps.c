@@ -11,7 +11,8 @@
  *   growth      a run of pages is mapped in maps of at most 128 MiB, or
  *               of the largest map the test hook sets (tests/support/
  *               pages_rule.h; 0: one map per run; less than a page: one
- *               page per map), exact calls and layout.
+ *               page per map), exact calls and layout; a run of several
+ *               maps the device cannot hold is refused before any map.
  *   release     trim and empty-cache unmap only maps lying wholly in free
  *               blocks; the free bytes of a map a live block shares are
  *               trapped (the report, exactly); trim(keep) takes the
@@ -221,6 +222,32 @@ Test(whole_maps, runs_are_mapped_in_maps_of_the_largest_map) {
     agree(a, u, "maps of 128 MiB");
     cr_assert_eq(cca_upstream_vm_unmap(u, x + 64 * 2 * MiB, 2 * MiB), CCA_ERR_UPSTREAM, "[64,128) is one map");
     tu_free(a, x);
+    finish(a, u);
+}
+
+/* A run the largest map cuts into several maps is several calls: the
+ * device's free memory is asked first, as for several runs, so a run it
+ * cannot hold maps nothing (before, the first maps were made, the last
+ * refused and the others unmapped again, raising reserved_bytes_peak). */
+Test(whole_maps, a_run_of_several_maps_the_device_cannot_hold_maps_nothing) {
+    const size_t cap = 16 * PG;
+    cca_upstream *u = whole_device(cap);
+    cca_allocator *a = whole_allocator(u, 3 * PG, "");
+    char *x = tu_alloc(a, PG, S0); /* page 0 */
+    void *tenant = NULL;
+    cr_assert_eq(cca_upstream_alloc(u, 11 * PG, &tenant), CCA_OK); /* 4 pages left */
+    void *p = (void *)1;
+    cr_assert_eq(cca_alloc(a, 5 * PG, S0, &p), CCA_ERR_OUT_OF_MEMORY, "5 pages, maps of 3 and 2");
+    cr_assert_null(p);
+    cca_stats s = tu_stats(a);
+    cca_upstream_stats us = tu_upstream_stats(u);
+    cr_assert_eq(us.vm_failed_maps, 0, "asked before any map");
+    cr_assert_eq(s.vm_maps, 1);
+    cr_assert_eq(s.vm_unmaps, 0);
+    cr_assert_eq(s.reserved_bytes_peak, PG, "the peak never saw the maps");
+    agree(a, u, "after the OOM");
+    tu_free(a, x);
+    cr_assert_eq(cca_upstream_free(u, tenant, 11 * PG), CCA_OK);
     finish(a, u);
 }
 

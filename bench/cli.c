@@ -449,7 +449,7 @@ static int take(ccb_options *o, int id, const char *v) {
                                v);
         return 0;
     case O_VM_GRANULARITY:
-        if (cca_parse_size(v, &o->vm_granularity) != CCA_OK || o->vm_granularity < 4096 ||
+        if (cca_parse_size_exact(v, &o->vm_granularity) != CCA_OK || o->vm_granularity < 4096 ||
             o->vm_granularity > ((size_t)1 << 30) || (o->vm_granularity & (o->vm_granularity - 1)))
             return usage_error("--vm-granularity '%s' is not a power of two from 4K to 1G", v);
         return 0;

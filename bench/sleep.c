@@ -143,7 +143,7 @@ static int parse_sizes(const char *s, sleep_options *so) {
         if (comma)
             *comma = '\0';
         size_t v;
-        if (so->nsizes == MAX_SIZES || !*t || cca_parse_size(t, &v) != CCA_OK || v < ((size_t)1 << 20) ||
+        if (so->nsizes == MAX_SIZES || !*t || cca_parse_size_exact(t, &v) != CCA_OK || v < ((size_t)1 << 20) ||
             v > ((size_t)1 << 40) || v % CCA_GRANULARITY)
             return -1;
         so->sizes[so->nsizes++] = v;

@@ -190,6 +190,16 @@ const char *cca_format_bytes(size_t bytes, char *buf, size_t len);
  * Cost: one pass over the text. */
 cca_status cca_parse_size(const char *text, size_t *out);
 
+/* cca_parse_size, refusing a text whose value is not a whole number of
+ * bytes ("4096.5", "2.0000001M", "0.3K"; "1.5K" is 1536 and taken): for a
+ * size that must be exact, a page or a multiple of one, where dropping the
+ * fraction would run with another value than the one written.
+ * Errors: as cca_parse_size, and CCA_ERR_INVALID_ARGUMENT ("bad size '...'
+ * (not a whole number of bytes: more than N, less than N+1)") for such a
+ * text; *out is unchanged then.
+ * Cost: one pass over the text. */
+cca_status cca_parse_size_exact(const char *text, size_t *out);
+
 typedef void *cca_stream; /* cudaStream_t or any token; NULL = default stream */
 
 /* ------------------------------------------------------------------------ */

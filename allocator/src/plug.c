@@ -148,7 +148,7 @@ static cca_status parse_cuda_keys(char *keys, plug_spec *s) {
             *eq = '\0';
         if (strcmp(pair, "vm_granularity") == 0 && !have_page && *v) {
             size_t g = 0;
-            if (cca_parse_size(v, &g) != CCA_OK || !g || (g & (g - 1)) || g % CCA_GRANULARITY ||
+            if (cca_parse_size_exact(v, &g) != CCA_OK || !g || (g & (g - 1)) || g % CCA_GRANULARITY ||
                 g > CCA_CUDA_MAX_VM_GRANULARITY)
                 return cca_set_error(CCA_ERR_CONFIG,
                                  "upstream 'cuda': vm_granularity '%s' is not a power of two from %u to %zu (expected "

@@ -211,7 +211,7 @@ int ccrun_parse_options(int argc, char **argv, ccrun_options *o) {
                 return usage_error("--device must be auto, cuda or host, not '%s'", optarg);
             break;
         case O_VM_GRANULARITY:
-            if (ccr_parse_size(optarg, &o->vm_granularity) != CCR_OK || o->vm_granularity < 4096 ||
+            if (cca_parse_size_exact(optarg, &o->vm_granularity) != CCA_OK || o->vm_granularity < 4096 ||
                 o->vm_granularity > ((size_t)1 << 30) || (o->vm_granularity & (o->vm_granularity - 1)))
                 return usage_error("--vm-granularity '%s' is not a power of two from 4K to 1G", optarg);
             break;

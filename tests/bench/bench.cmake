@@ -266,7 +266,7 @@ if(TARGET ccbench_core)
     replay -s ccalloc-growth --reps 1 --driver-reps 1 --scale 0.05 gen:mlp)
   # --vm-granularity: a power of two from 4K to 1G, else exit 2 before anything runs
   set(i 0)
-  foreach(bad "3M" "0" "2K" "2G" "-8M" "x" "" "8M,4M")
+  foreach(bad "3M" "0" "2K" "2G" "-8M" "x" "" "8M,4M" "4096.5" "2.0000001M")
     math(EXPR i "${i} + 1")
     ccb_cli(ccbench_bad_vm_granularity_${i} 2 "--vm-granularity '[^']*' is not a power of two from 4K to 1G" "" -
       gen uniform --scale 0.05 -o /dev/null "--vm-granularity=${bad}")
@@ -292,7 +292,7 @@ if(TARGET ccbench_core)
     $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-sleep)
   set_tests_properties(ccbench_sleep_report PROPERTIES LABELS cpu TIMEOUT 120)
   # ... its bad arguments exit 2 with a message, before anything runs
-  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--sizes;1023K" "--sizes;1048577" "--sizes;1M,1M,1M,1M,1M,1M,1M,1M,1M"
+  foreach(bad "--sizes;0" "--sizes;8M,,1G" "--sizes;1000001" "--sizes;2T" "--sizes;1023K" "--sizes;1048577" "--sizes;1M,1M,1M,1M,1M,1M,1M,1M,1M" "--sizes;1.0000001M"
               "--reps;0" "--reps;x" "--device;gpu"
               "--vm-backing;x" "--host-memory;x" "--host-memory;Pinned" "--host-memory;" "--nope;1" "operand;x")
     list(GET bad 0 opt)

@@ -1775,6 +1775,13 @@ def test_vm_granularity_is_the_page_of_expandable_segments():
     for bad in ("3M", 100, 3 << 20):
         with pytest.raises(ccalloc.InvalidArgumentError):
             ccalloc.Allocator("64M", vm_granularity=bad)
+    # a page with a fraction of a byte is no power of two: refused, never
+    # taken as the whole page below it
+    for bad in ("4096.5", "2.0000001M"):
+        with pytest.raises(ccalloc.InvalidArgumentError, match=r"not a whole number of bytes"):
+            ccalloc.Allocator("64M", vm_granularity=bad)
+        with pytest.raises(ccalloc.InvalidArgumentError, match=r"not a whole number of bytes"):
+            ccalloc.Allocator(device=0, vm_granularity=bad)
     with pytest.raises(ccalloc.InvalidArgumentError, match="not a power of two"):
         ccalloc.Allocator(device=0, vm_granularity="3M")
     try:

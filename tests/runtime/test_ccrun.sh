@@ -100,7 +100,7 @@ expect 2 "no MODEL given" --
 expect 2 "no_such_key" -- --conf "no_such_key:1" "mlp:4x4"
 expect 2 "needs a value" -- "mlp:4x4" --iters
 expect 2 "--capacity 'lots' is not a size" -- --capacity lots "mlp:4x4"
-for bad in 3M 2K 2G lots 0 -8M; do
+for bad in 3M 2K 2G lots 0 -8M 4096.5 2.0000001M; do
     expect 2 "--vm-granularity '$bad' is not a power of two from 4K to 1G" -- --vm-granularity "$bad" "mlp:4x4"
 done
 # a good page reaches the device: a 16 KiB model in expandable segments

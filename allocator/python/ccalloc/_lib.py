@@ -273,6 +273,7 @@ _PROTOTYPES = {
     "cca_last_error": (c_char_p, []),
     "cca_clear_error": (None, []),
     "cca_parse_size": (c_int, [c_char_p, ctypes.POINTER(c_size_t)]),
+    "cca_parse_size_exact": (c_int, [c_char_p, ctypes.POINTER(c_size_t)]),
     "cca_upstream_host_create": (c_int, [c_size_t, _PP]),
     "cca_upstream_cuda_create": (c_int, [c_int, _PP]),
     "cca_upstream_host_create_with": (c_int, [c_void_p, _PP]),

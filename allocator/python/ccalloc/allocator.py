@@ -202,16 +202,20 @@ def host_memory_arg(lib: _lib.Library, host_memory: Any, cuda: bool) -> int:
     return HOST_MEMORIES[host_memory]
 
 
-def parse_size(lib: _lib.Library, size: Size, what: str = "size") -> int:
+def parse_size(lib: _lib.Library, size: Size, what: str = "size", exact: bool = False) -> int:
     """An int as is (in [0, 2**64); numpy integers too), or a size text as
     ``cca_parse_size`` reads it ("64M", "1.5G"). ``what`` is the parameter's
     name, the first word of every refusal: "keep 18446744073709551616 not
     in [0, 2**64)", "vm_granularity '5x': bad size '5x' (expected ...)",
-    "capacity is an int or a size text like '64M', not float"."""
+    "capacity is an int or a size text like '64M', not float". ``exact``: a
+    text whose value is not a whole number of bytes is refused
+    (``cca_parse_size_exact``: "4096.5" is no page) instead of rounded
+    down."""
     if isinstance(size, str):
         out = ctypes.c_size_t()
         lib.cca_clear_error()
-        status = lib.cca_parse_size(c_string(lib, size, what), ctypes.byref(out))
+        parse = lib.cca_parse_size_exact if exact else lib.cca_parse_size
+        status = parse(c_string(lib, size, what), ctypes.byref(out))
         if status != OK:
             message = _text(lib.cca_last_error()) or "not a size like 64M"
             raise argument_error(lib, status, f"{what} {size!r}: {message}")
@@ -446,7 +450,7 @@ class Allocator:
         lib = self._lib
         up, a = ctypes.c_void_p(), ctypes.c_void_p()
         lib.cca_clear_error()
-        page = 0 if vm_granularity is None else parse_size(lib, vm_granularity, "vm_granularity")
+        page = 0 if vm_granularity is None else parse_size(lib, vm_granularity, "vm_granularity", exact=True)
         backing = backing_arg(lib, vm_backing)
         host = host_memory_arg(lib, host_memory, capacity is None)
         # What the C calls made is undone if anything fails or is cut short

@@ -4,8 +4,8 @@
  *
  * - Exact integer arithmetic throughout; a fraction is rounded down to a
  *   whole byte (ccai_parse_size_whole also says whether it was whole: a
- *   count read as a size refuses what is not); one pass over a text of
- *   any length.
+ *   count read as a size, and cca_parse_size_exact, refuse what is not);
+ *   one pass over a text of any length.
  * - Both are public (ccalloc.h), shared by the tools (ccrun, ccbench).
  * - Neither depends on the program's locale: the text is C's ("1.50 MiB",
  *   never "1,50 MiB", ccai_numeric_begin), digits are read one by one.
@@ -78,6 +78,20 @@ static uint64_t fraction_bits(const char *frac, size_t n, unsigned shift, bool *
 cca_status cca_parse_size(const char *text, size_t *out) {
     bool whole;
     return ccai_parse_size_whole(text, out, &whole);
+}
+
+cca_status cca_parse_size_exact(const char *text, size_t *out) {
+    size_t v;
+    bool whole;
+    cca_status st = ccai_parse_size_whole(text, out ? &v : NULL, &whole);
+    if (st != CCA_OK)
+        return st;
+    if (!whole) /* v is the floor; the value lies strictly between v and v + 1 */
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
+                             "bad size '%s' (not a whole number of bytes: more than %zu, less than %zu)", text, v,
+                             v + 1);
+    *out = v;
+    return CCA_OK;
 }
 
 cca_status ccai_parse_size_whole(const char *text, size_t *out, bool *is_whole) {

@@ -476,6 +476,48 @@ Test(config, sizes_parse_exactly) {
     cr_assert_eq(c.max_reserved, (size_t)3 << 29);
 }
 
+/* cca_parse_size_exact: cca_parse_size's syntax and values, and a text
+ * whose value is not a whole number of bytes refused (a page, a size that
+ * must be a multiple of something: 4096.5 is not 4096). */
+Test(config, parse_size_exact_refuses_a_fraction_of_a_byte) {
+    static const struct {
+        const char *text;
+        size_t want;
+    } ok[] = {{"4096", 4096},      {"1.5K", 1536}, {"0.5K", 512}, {"2.0000000M", 2u << 20},  {"8MiB", 8u << 20},
+              {"0.25KB", 256},     {"1.0", 1},     {"0", 0},      {"0.5T", (size_t)1 << 39}, {"0.0009765625K", 1},
+              {"007.50000K", 7680}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        size_t v = 777, w = 778;
+        cr_assert_eq(cca_parse_size_exact(ok[i].text, &v), CCA_OK, "'%s': %s", ok[i].text, cca_last_error());
+        cr_assert_eq(v, ok[i].want, "'%s': %zu", ok[i].text, v);
+        cr_assert_eq(cca_parse_size(ok[i].text, &w), CCA_OK);
+        cr_assert_eq(v, w, "'%s': the two parsers differ", ok[i].text);
+    }
+    static const char *fraction[] = {
+        "4096.5",         "1.5", "0.3K", "2.0000001M", "0.9999999999999999999K", "1.00000000000000000000000000001T",
+        "0.00048828125K", "0.1"};
+    for (size_t i = 0; i < sizeof fraction / sizeof fraction[0]; i++) {
+        size_t v = 777, floor = 0;
+        cr_assert_eq(cca_parse_size(fraction[i], &floor), CCA_OK, "'%s'", fraction[i]);
+        cr_assert_eq(cca_parse_size_exact(fraction[i], &v), CCA_ERR_INVALID_ARGUMENT, "'%s' accepted as %zu",
+                     fraction[i], v);
+        cr_assert_eq(v, 777, "'%s': output unchanged on error", fraction[i]);
+        char want[160];
+        snprintf(want, sizeof want, "bad size '%s' (not a whole number of bytes: more than %zu, less than %zu)",
+                 fraction[i], floor, floor + 1);
+        cr_assert_str_eq(cca_last_error(), want);
+    }
+    static const char *bad[] = {"", "x", "-1", "+1", " 1", "1 ", "1e3", "0x10", "5iB", "18446744073709551616", "."};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t v = 777;
+        cr_assert_eq(cca_parse_size_exact(bad[i], &v), CCA_ERR_INVALID_ARGUMENT, "'%s' accepted as %zu", bad[i], v);
+        cr_assert_eq(v, 777);
+    }
+    size_t v;
+    cr_assert_eq(cca_parse_size_exact(NULL, &v), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(cca_parse_size_exact("1", NULL), CCA_ERR_INVALID_ARGUMENT);
+}
+
 /* A bad CCALLOC_CONF is reported whole, naming the variable and the key. */
 Test(config, bad_env_message_wraps_the_parse_error) {
     setenv("CCALLOC_CONF", "medium_pol:0", 1);

@@ -441,6 +441,8 @@ Test(plug, hostile_upstream_texts_are_refused) {
                          "cuda:vm_granularity=3M",
                          "cuda:vm_granularity=256",
                          "cuda:vm_granularity=2G",
+                         "cuda:vm_granularity=2.0000001M",
+                         "cuda:vm_granularity=4096.5",
                          "cuda:vm_granularity=8M:1",
                          "cuda:vm_granularity=-8M",
                          "cuda:vm_granularity= 8M",

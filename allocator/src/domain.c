@@ -589,7 +589,7 @@ cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *h, cca
 }
 
 void ccai_domain_stats_json(const cca_allocator *a, FILE *f) {
-    locale_t previous = ccai_numeric_begin(); /* "fragmentation": 0.5 in any locale (config.c) */
+    locale_t previous = ccai_numeric_begin(); /* "fragmentation": 0.5 in any locale (numeric.c) */
     fputc('[', f);
     for (const cca_domain *d = &a->root; d; d = d->next) {
         cca_domain_stats s;

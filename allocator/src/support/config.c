@@ -20,12 +20,9 @@
  *     invalid value 'lots' for key 'max_reserved' (expected a size like 512M)
  *     out-of-range value for key 'greedy_fraction': 1.5 not in (0, 1]
  * - Numbers are C's format whatever the program's locale: fractions are
- *   read with strtod_l in the C locale (ccai_strtod), and every writer of a
- *   double (here the printed config and the messages, refuse_number;
- *   stats.c's line and JSON, domain.c's JSON, size.c's cca_format_bytes,
- *   so the OOM line) formats it between
- *   ccai_numeric_begin and ccai_numeric_end, which switch the calling
- *   thread alone to the C locale (uselocale). Sizes never meet the locale
+ *   read with strtod_l in the C locale (ccai_strtod, numeric.c), and the printed
+ *   config and the messages (refuse_number) format doubles between
+ *   ccai_numeric_begin and ccai_numeric_end (numeric.c). Sizes never meet the locale
  *   (read digit by digit). Why: docs/allocator.md, "Options".
  * - Precedence (ccalloc.h): a config passed to cca_create is used as given;
  *   CCALLOC_CONF applies only when cca_create gets NULL, or through
@@ -43,35 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* ---- numbers in the C locale ------------------------------------------------ */
-
-static locale_t c_locale; /* newlocale(.., "C", ..): glibc's built-in C locale, never freed */
-static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
-
-static void c_locale_make(void) {
-    c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-}
-
-static locale_t c_numeric(void) {
-    pthread_once(&c_locale_once, c_locale_make);
-    return c_locale; /* (locale_t)0 only if newlocale failed: then the program's locale, as before */
-}
-
-double ccai_strtod(const char *s, char **end) {
-    locale_t c = c_numeric();
-    return c ? strtod_l(s, end, c) : strtod(s, end);
-}
-
-locale_t ccai_numeric_begin(void) {
-    locale_t c = c_numeric();
-    return c ? uselocale(c) : (locale_t)0;
-}
-
-void ccai_numeric_end(locale_t previous) {
-    if (previous)
-        uselocale(previous);
-}
 
 /* A message that shows a double: in C's format ("1.5"), whatever the
  * program's locale (ccai_numeric_begin). */

@@ -1,14 +1,13 @@
 /*
  * services.h — what support/'s files that see the allocator give the rest
  * of the library: the fork registry (fork.c), the checks (check.c), the
- * stats (stats.c), the OOM report (oom.c), numbers in the C locale
- * (config.c). None of it is on the allocator's path; every function here
- * runs under the allocator's lock unless it says otherwise.
+ * stats (stats.c), the OOM report (oom.c). None of it is on the
+ * allocator's path; every function here runs under the allocator's lock
+ * unless it says otherwise.
  */
 #ifndef CCA_SERVICES_H
 #define CCA_SERVICES_H
 
-#include <locale.h>
 #include <stdio.h>
 
 struct cca_domain;
@@ -49,16 +48,5 @@ void ccai_oom_report(cca_allocator *a, size_t size, size_t rounded, cca_stream s
  * of units, nothing dropped ("1.5K" yes, "1.5" no): a count read as a size
  * (config's history) must be. *is_whole is set only with CCA_OK. */
 cca_status ccai_parse_size_whole(const char *text, size_t *out, bool *is_whole);
-
-/* config.c: numbers as text in the C locale's format ("0.5"), whatever
- * locale the program has set (setlocale(LC_ALL, "") under de_DE makes
- * strtod and printf use a decimal comma). ccai_strtod reads one;
- * ccai_numeric_begin switches the calling thread to the C locale for the
- * printf calls of a writer (a JSON snapshot, a config text) and returns
- * what ccai_numeric_end puts back. Thread-local (uselocale): other threads'
- * formatting is untouched. No lock. */
-double ccai_strtod(const char *s, char **end);
-locale_t ccai_numeric_begin(void);
-void ccai_numeric_end(locale_t previous);
 
 #endif /* CCA_SERVICES_H */

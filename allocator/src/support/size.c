@@ -8,7 +8,7 @@
  *   one pass over a text of any length.
  * - Both are public (ccalloc.h), shared by the tools (ccrun, ccbench).
  * - Neither depends on the program's locale: the text is C's ("1.50 MiB",
- *   never "1,50 MiB", ccai_numeric_begin), digits are read one by one.
+ *   never "1,50 MiB", ccai_numeric_begin, numeric.c), digits are read one by one.
  */
 #include "../core/internal.h"
 
@@ -30,7 +30,7 @@ const char *cca_format_bytes(size_t bytes, char *buf, size_t len) {
     if (u == 0) {
         snprintf(buf, len, "%zu B", bytes);
     } else {
-        locale_t previous = ccai_numeric_begin(); /* "1.50 MiB" whatever the program's locale (config.c) */
+        locale_t previous = ccai_numeric_begin(); /* "1.50 MiB" whatever the program's locale (numeric.c) */
         snprintf(buf, len, "%.2f %s", v, units[u]);
         ccai_numeric_end(previous);
     }

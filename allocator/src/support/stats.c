@@ -137,7 +137,7 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
     if (!s || !f)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_stats_print: NULL argument");
     char al[32], alp[32], re[32], rep[32], ca[32], lf[32];
-    locale_t previous = ccai_numeric_begin(); /* "fragmentation=0.500" whatever the program's locale (config.c) */
+    locale_t previous = ccai_numeric_begin(); /* "fragmentation=0.500" whatever the program's locale (numeric.c) */
     int n = fprintf(
         f,
         "allocated=%s (peak %s) reserved=%s (peak %s) cached=%s in %zu blocks, largest free %s, "
@@ -163,7 +163,7 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
 }
 
 static int write_stats_json(const cca_stats *s, FILE *f) {
-    locale_t previous = ccai_numeric_begin(); /* "fragmentation":0.5 whatever the program's locale (config.c) */
+    locale_t previous = ccai_numeric_begin(); /* "fragmentation":0.5 whatever the program's locale (numeric.c) */
     /* a cca_stats the program made may hold any double: NaN and infinities
      * have no JSON form ("nan" is not one), so null; room for the largest
      * finite one in %.6f (DBL_MAX: 309 digits) */

@@ -49,7 +49,8 @@ static inline void ccai_domain_count_return(ccai_domain_counters *d, const ccai_
 void ccai_domain_stats_json(const cca_allocator *a, FILE *f);
 /* d's position in the allocator's list: 0 the default domain, then in
  * creation order; its index in the snapshots' domain arrays and PyTorch's
- * segment_pool_id (0, k). O(domains). */
+ * segment_pool_id (0, k). The caller holds the lock. O(1); the first call
+ * after a destroy that moved domains numbers them all, O(domains). */
 unsigned ccai_domain_number(const cca_allocator *a, const struct cca_domain *d);
 
 /* ---- sleep.c: sleep and wake (cca_domain_sleep) ----------------------- */

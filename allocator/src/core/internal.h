@@ -69,7 +69,7 @@ struct cca_domain {
     ccai_free_index pools[CCAI_POOL_COUNT];
     ccai_domain_counters c;
     struct ccai_segment *arena; /* cca_domain_reserve's arena, or NULL */
-    unsigned trace_no;          /* its number in the trace (0: default) */
+    unsigned trace_no, number;  /* its numbers (0: default): in the trace; in the list (domain.c) */
     uintptr_t handle;           /* what the caller holds (0: default) */
     struct ccai_sleep *sleep;   /* asleep: its host copy (sleep.c); else NULL */
 };
@@ -101,7 +101,7 @@ struct cca_allocator {
     struct cca_domain root;  /* the default domain, head of the domain list */
     struct cca_domain *serving; /* the call in progress serves it: new segments are its */
     const char *allocating;     /* that call's name, for its messages */
-    bool domains_tracked;       /* per-domain block counts: from the first domain on */
+    bool domains_tracked, numbers_stale; /* block counts per domain from the first on; stale: domain.c */
     struct cca_domain *last;    /* the domain list's tail (root when alone) */
     struct cca_domain *holding; /* domains that own segments (domain.c) */
     struct { /* the other domains by handle (domain.c) */

@@ -1284,9 +1284,10 @@ typedef struct cca_sleep_report {
  * A domain asleep already: CCA_OK, nothing copied (CCA_SLEEP_DISCARD ignored;
  * other flags refused as above); pages a refused unmap left mapped are
  * unmapped now (report: bytes_unmapped).
- * Cost: the waits; O(d's blocks + pages / 64); one host_alloc per chunk
- * (up to 16 MiB of consecutive blocks, or one larger block), one copy per
- * live block, one copy_wait, one vm_unmap per run (whole maps: per map). */
+ * Cost: the waits; O(d's blocks + d's segments x log segments + pages /
+ * 64); one host_alloc per chunk (up to 16 MiB of consecutive blocks, or one
+ * larger block), one copy per live block, one copy_wait, one vm_unmap per
+ * run (whole maps: per map). */
 cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca_sleep_report *report);
 
 /* Wake domain d (NULL: the default domain), all or nothing. A domain awake:

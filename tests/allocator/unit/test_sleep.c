@@ -337,6 +337,61 @@ Test(sleep, every_block_freed_while_asleep_then_trim_gives_the_ranges_back) {
     tu_teardown(a, u);
 }
 
+/* A free while asleep finds its block's copy through the record's address
+ * index, which sleep builds from the domain's segments in address order
+ * (each segment's blocks are in address order already). With blocks in
+ * segments of two pools and three streams, freed in turn: after each free the invariant walk
+ * holds (the index in order, every live block with its copy, each chunk's
+ * count of live copies), the blocks kept wake intact, and once every block
+ * is freed asleep no host byte is held: each free dropped its own copy. */
+Test(sleep, frees_while_asleep_find_their_copies_in_every_segment) {
+    enum { N = 24 };
+    static const size_t size[] = {4 * KiB, 2 * MiB + 512, 12 * MiB, 700 * KiB};
+    cca_upstream *u = tu_vm_device(512 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, NULL);
+    /* ranges for streams 0 and 1 around one given back, so that stream 2's,
+     * the newest, may take its place: the domain's list (newest first) is
+     * then out of address order whichever way the device hands ranges out */
+    void *first = tu_alloc(a, 4 * KiB, NULL), *gone = tu_alloc(a, 4 * KiB, (cca_stream)0x9000),
+         *second = tu_alloc(a, 4 * KiB, (cca_stream)((uintptr_t)1 << 12));
+    tu_free(a, gone);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = tu_alloc(a, size[i % 4], (cca_stream)((uintptr_t)(i % 3) << 12)); /* segments per stream */
+        tu_fill(p[i], size[i % 4], 100 + (uint64_t)i);
+    }
+    cr_assert_eq(tu_stats(a).segments, 6, "a range per pool and stream");
+    for (int round = 0; round < 2; round++) {
+        cr_assert_eq(cca_domain_sleep(a, NULL, 0, NULL), CCA_OK, "%s", cca_last_error());
+        tu_check(a);
+        size_t host = dstats(a, NULL).host_bytes;
+        for (int k = 0; k < N; k++) {
+            int i = k * 7 % N; /* every block once, out of address order */
+            if (!p[i] || (round == 0 && i % 3 == 0))
+                continue; /* kept for the wake (first and second too) */
+            tu_free(a, p[i]);
+            p[i] = NULL;
+            tu_check(a);
+            size_t now = dstats(a, NULL).host_bytes;
+            cr_assert_leq(now, host, "a free while asleep took host memory");
+            host = now;
+        }
+        if (round == 1) {
+            tu_free(a, first);
+            tu_free(a, second);
+            tu_check(a);
+            cr_assert_eq(tu_upstream_stats(u).host_bytes_in_use, 0, "every copy dropped by its own free");
+        }
+        cr_assert_eq(cca_domain_wake(a, NULL, NULL), CCA_OK, "%s", cca_last_error());
+        tu_check(a);
+        for (int i = 0; i < N; i++)
+            if (p[i])
+                cr_assert(tu_check_fill(p[i], size[i % 4], 100 + (uint64_t)i), "block %d woke changed", i);
+    }
+    tu_teardown(a, u);
+}
+
 /* ---- wake refused ------------------------------------------------------------------------ */
 
 Test(sleep, wake_on_a_full_device_stays_asleep_and_says_what_is_missing) {

@@ -15,6 +15,7 @@
  *     runs      N runs of mapped pages: 2N blocks of a page each, every
  *               other one freed, then cca_empty_cache unmaps their pages
  *     domains   N domains, each holding one live 4 KiB block
+ *     empty     N domains that never held memory
  *     sleeper   the domain the sleep and wake probes use holds N live
  *               4 KiB blocks (else one), which they copy out and back
  *     asleep    N domains, each holding one live block, asleep (DISCARD)
@@ -196,6 +197,9 @@ NOINLINE void scale_m_domain_of(void *p) {
     cca_domain *d;
     check(cca_domain_of(A, p, &d), "cca_domain_of");
 }
+NOINLINE void scale_m_record_stream(void *p) {
+    check(cca_record_stream(A, p, NULL), "cca_record_stream");
+}
 NOINLINE void scale_m_get_stats(void) {
     cca_stats s;
     cca_get_stats(A, &s);
@@ -204,7 +208,8 @@ NOINLINE void scale_m_reset_peak(void) {
     cca_reset_peak_stats(A);
 }
 NOINLINE void scale_m_trim(size_t keep) {
-    check(cca_trim(A, keep, NULL), "cca_trim");
+    cca_release_report r; /* a report: its sums are part of the cost */
+    check(cca_trim(A, keep, &r), "cca_trim");
 }
 NOINLINE void scale_m_empty_cache(void) {
     check(cca_empty_cache(A, NULL), "cca_empty_cache");
@@ -214,6 +219,9 @@ NOINLINE void scale_m_snapshot_json(FILE *f) {
 }
 NOINLINE void scale_m_snapshot_torch(FILE *f) {
     check(cca_write_snapshot_torch(A, 0, f), "snapshot torch");
+}
+NOINLINE void scale_m_domain_stats_json(FILE *f) {
+    check(cca_domain_stats_write_json(A, f), "domain stats json");
 }
 NOINLINE void scale_m_trace_mark(void) {
     check(cca_trace_mark(A, "phase"), "cca_trace_mark");
@@ -231,6 +239,15 @@ NOINLINE void scale_m_domain_sleep(cca_domain *d) {
 }
 NOINLINE void scale_m_domain_wake(cca_domain *d) {
     check(cca_domain_wake(A, d, NULL), "cca_domain_wake");
+}
+NOINLINE void scale_m_sleep_all(void) {
+    check(cca_sleep(A, CCA_SLEEP_DISCARD, NULL), "cca_sleep");
+}
+NOINLINE void scale_m_wake_all(void) {
+    check(cca_wake(A, NULL), "cca_wake");
+}
+NOINLINE void scale_m_domain_release(cca_domain *d) {
+    check(cca_domain_release(A, d, 0, NULL), "cca_domain_release");
 }
 NOINLINE void scale_m_domain_stats(cca_domain *d) {
     cca_domain_stats s;
@@ -356,6 +373,9 @@ int main(int argc, char **argv) {
     } else if (strcmp(dim, "runs") == 0) {
         holes(n, 2 * MiB, 2 * MiB, 0);
         check(cca_empty_cache(A, NULL), "the holes' unmap");
+    } else if (strcmp(dim, "empty") == 0) {
+        for (size_t i = 0; i < n; i++)
+            check(cca_domain_create(A, "unused", &doms[ndoms++]), "a domain");
     } else if (strcmp(dim, "domains") == 0 || strcmp(dim, "asleep") == 0) {
         for (size_t i = 0; i < n; i++) {
             check(cca_domain_create(A, "model", &doms[ndoms]), "a domain");
@@ -410,6 +430,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < PROBE_REPS; k++) {
         PROBE("block_size", scale_m_block_size(live));
         PROBE("domain_of", scale_m_domain_of(live));
+        PROBE("record_stream", scale_m_record_stream(live));
         PROBE("get_stats", scale_m_get_stats());
         PROBE("reset_peak", scale_m_reset_peak());
         PROBE("trace_mark", scale_m_trace_mark());
@@ -423,12 +444,14 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++) {
         PROBE("snapshot_json", scale_m_snapshot_json(null));
         PROBE("snapshot_torch", scale_m_snapshot_torch(null));
+        PROBE("domain_stats_json", scale_m_domain_stats_json(null));
     }
     fclose(null);
     for (int k = 0; k < PROBE_REPS; k++) {
         cca_domain *d;
         PROBE("domain_create", d = scale_m_domain_create());
         PROBE("domain_stats", scale_m_domain_stats(d));
+        PROBE("domain_release", scale_m_domain_release(d));
         PROBE("domain_destroy", scale_m_domain_destroy(d));
     }
     cca_config in_force;
@@ -450,6 +473,10 @@ int main(int argc, char **argv) {
             check(cca_free(A, p[i]), "the sleeper's block");
         free(p);
         check(cca_domain_destroy(A, d, 0, NULL), "the sleeper's destroy");
+        for (int k = 0; k < 2; k++) { /* every domain; those of the dimension asleep already stay so */
+            PROBE("sleep_all", scale_m_sleep_all());
+            PROBE("wake_all", scale_m_wake_all());
+        }
     }
 
     if (threads) {

@@ -27,7 +27,7 @@ cg=$(mktemp)
 trap 'rm -f "$cg"' EXIT
 for kind in ${KINDS:-classic expandable}; do
   conf=; [ $kind = classic ] && conf=expandable:0
-  for dim in ${DIMS:-live free sizes segments pages runs domains asleep sleeper history marks threads}; do
+  for dim in ${DIMS:-live free sizes segments pages runs domains empty asleep sleeper history marks threads}; do
     case $kind.$dim in classic.pages | classic.runs | classic.asleep | classic.sleeper) continue ;; esac
     for n in $sizes; do
       m=$n; [ $dim = threads ] && m=$((n / 10))

@@ -37,7 +37,7 @@ if(TARGET ccbench_core)
     LABELS cpu TIMEOUT 60 PASS_REGULAR_EXPRESSION "^[0-9.]+ ns/pair")
   # bench/scripts/scale.c, each public call's cost against one dimension, runs
   # every dimension at a small N, both kinds of segment (classic: those it can)
-  foreach(cca_dim IN ITEMS live free sizes segments pages runs domains asleep sleeper history marks threads)
+  foreach(cca_dim IN ITEMS live free sizes segments pages runs domains empty asleep sleeper history marks threads)
     add_test(NAME ccb_scale_${cca_dim} COMMAND ccb_scale ${cca_dim} 20)
     set_tests_properties(ccb_scale_${cca_dim} PROPERTIES LABELS cpu TIMEOUT 60 PASS_REGULAR_EXPRESSION "probe destroy 1")
     if(NOT cca_dim MATCHES "^(pages|runs|asleep|sleeper)$")

@@ -981,9 +981,9 @@ typedef struct cca_stats {
  * Errors: none (void); called from inside one of a's upstream ops, *s is
  * all zeros and the thread's message says why.
  * Cost: never reads the live blocks, cheap enough to poll every step:
- * O(domains holding memory x pools x streams) under the lock; with
- * expandable segments, plus the free blocks larger than the longest mapped
- * free stretch, largest first (usually a few per range). */
+ * O(domains holding memory x pools x streams + domains asleep) under the
+ * lock; with expandable segments, plus the free blocks larger than the
+ * longest mapped free stretch, largest first (usually a few per range). */
 void cca_get_stats(const cca_allocator *a, cca_stats *s);
 
 /* Set every *_peak to its current value, the domains' too. NULL: nothing

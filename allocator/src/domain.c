@@ -44,7 +44,7 @@ void ccai_domain_init_root(cca_allocator *a) {
     a->serving = &a->root;
     a->allocating = "cca_alloc";
     a->last = &a->root;
-    a->holding = NULL;
+    a->holding = a->asleep = NULL;
     memset(&a->domain_set, 0, sizeof a->domain_set);
 }
 
@@ -59,7 +59,7 @@ void ccai_domain_destroy_all(cca_allocator *a) {
     }
     a->root.next = NULL;
     a->last = &a->root;
-    a->holding = NULL;
+    a->holding = a->asleep = NULL;
     free(a->domain_set.slot);
     memset(&a->domain_set, 0, sizeof a->domain_set);
 }
@@ -189,8 +189,8 @@ unsigned ccai_domain_number(const cca_allocator *a, const cca_domain *d) {
 
 /* ---- a domain's segments ---------------------------------------------- */
 
-/* Push and unlink on the two intrusive lists here (head, node, the
- * node's prev and next fields): O(1). */
+/* Push and unlink on the intrusive lists here (head, node, the node's
+ * prev and next fields): O(1). */
 #define LIST_PUSH(head, x, prev, next)                                                                                 \
     do {                                                                                                               \
         (x)->prev = NULL;                                                                                              \
@@ -222,6 +222,14 @@ void ccai_domain_remove_segment(cca_allocator *a, ccai_segment *s) {
     LIST_UNLINK(d->segs, s, dprev, dnext);
     if (!d->segs) /* it holds nothing any more */
         LIST_UNLINK(a->holding, d, hprev, hnext);
+}
+
+void ccai_domain_set_sleep(cca_allocator *a, cca_domain *d, struct ccai_sleep *rec) {
+    if (rec && !d->sleep)
+        LIST_PUSH(a->asleep, d, sprev, snext);
+    else if (!rec && d->sleep)
+        LIST_UNLINK(a->asleep, d, sprev, snext);
+    d->sleep = rec;
 }
 
 /* The counts kept only while domains are tracked, from the allocator's:

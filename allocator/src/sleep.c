@@ -100,11 +100,11 @@ struct ccai_sleep {
 
 size_t ccai_sleep_awake_cached(const cca_allocator *a) {
     size_t allocated = a->c.allocated, reserved = a->c.reserved;
-    for (const cca_domain *d = &a->root; d; d = d->next)
-        if (d->sleep) { /* before the first domain is created the default one holds every block */
-            allocated -= a->domains_tracked ? d->c.allocated : a->c.allocated;
-            reserved -= a->domains_tracked ? d->c.reserved : a->c.reserved;
-        }
+    /* before the first domain is created the default one holds every block */
+    for (const cca_domain *d = a->asleep; d; d = d->snext) {
+        allocated -= a->domains_tracked ? d->c.allocated : a->c.allocated;
+        reserved -= a->domains_tracked ? d->c.reserved : a->c.reserved;
+    }
     return reserved - allocated;
 }
 
@@ -197,7 +197,7 @@ void ccai_sleep_forget(cca_allocator *a, cca_domain *d, bool mark) {
     ccai_error_save(saved);
     record_free(a, d, d->sleep);
     ccai_error_restore(saved);
-    d->sleep = NULL;
+    ccai_domain_set_sleep(a, d, NULL);
 }
 
 ccai_broken ccai_sleep_check(const cca_allocator *a, const cca_domain *d) {
@@ -473,7 +473,7 @@ static cca_status sleep_locked(cca_allocator *a, cca_domain *d, unsigned flags, 
     struct ccai_sleep *rec = NULL;
     if ((st = copy_out(a, d, flags & CCA_SLEEP_DISCARD, &rec, r)) != CCA_OK)
         return st;
-    d->sleep = rec;
+    ccai_domain_set_sleep(a, d, rec);
     *slept = true;
     return unmap_all(a, d, &r->bytes_unmapped);
 }

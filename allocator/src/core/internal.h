@@ -63,7 +63,7 @@ typedef struct ccai_domain_counters {
 /* An owner of segments (domain.c), its own pools (best fit never crosses domains); root: a->root. */
 struct cca_domain {
     struct cca_domain *prev, *next;
-    struct cca_domain *hprev, *hnext; /* a->holding, while segs != NULL */
+    struct cca_domain *hprev, *hnext, *sprev, *snext; /* a->holding while segs; a->asleep while sleep */
     struct ccai_segment *segs;        /* its segments (dnext) */
     char name[CCA_DOMAIN_NAME_MAX + 1];
     ccai_free_index pools[CCAI_POOL_COUNT];
@@ -103,7 +103,7 @@ struct cca_allocator {
     const char *allocating;     /* that call's name, for its messages */
     bool domains_tracked, numbers_stale; /* block counts per domain from the first on; stale: domain.c */
     struct cca_domain *last;    /* the domain list's tail (root when alone) */
-    struct cca_domain *holding; /* domains that own segments (domain.c) */
+    struct cca_domain *holding, *asleep; /* domains that own segments; those asleep (domain.c) */
     struct { /* the other domains by handle (domain.c) */
         struct cca_domain **slot;
         size_t cap, count; /* cap: 0 or a power of two, count <= cap / 2 */

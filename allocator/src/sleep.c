@@ -347,13 +347,14 @@ static cca_status record_make(const cca_domain *d, size_t n, bool discard, struc
     struct ccai_sleep *rec = calloc(1, sizeof *rec);
     sleep_entry *e = n ? malloc(n * sizeof *e) : NULL;
     size_t *idx = n ? malloc(n * sizeof *idx) : NULL;
-    seg_span *span = n ? malloc(nseg * sizeof *span) : NULL;      /* n > 0: d has a segment */
+    seg_span few[8], *span = !n ? NULL : nseg <= 8 ? few : malloc(nseg * sizeof *span); /* n > 0: d has one */
     sleep_chunk *c = n && !discard ? calloc(n, sizeof *c) : NULL; /* at most one chunk per block */
     if (!rec || (n && (!e || !idx || !span)) || (n && !discard && !c)) {
         free(rec);
         free(e);
         free(idx);
-        free(span);
+        if (span != few)
+            free(span);
         free(c);
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for the record of %zu blocks", n);
     }
@@ -376,7 +377,8 @@ static cca_status record_make(const cca_domain *d, size_t n, bool discard, struc
     }
     if (n)
         index_by_addr(span, nspan, idx);
-    free(span);
+    if (span != few)
+        free(span);
     rec->n = n;
     rec->e = e;
     rec->by_addr = idx;

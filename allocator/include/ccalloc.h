@@ -784,9 +784,9 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
  *    left mapped;
  *  - CCA_ERR_UPSTREAM: the upstream refused to take a segment back;
  *  - the synchronize's status when it failed otherwise.
- * Cost: O(segments + blocks); at most one synchronize; one upstream free
- * per classic segment, one vm_unmap per run of mapped pages (whole maps:
- * per map) and one vm_release per range. */
+ * Cost: O(segments + blocks + domains); at most one synchronize; one
+ * upstream free per classic segment, one vm_unmap per run of mapped pages
+ * (whole maps: per map) and one vm_release per range. */
 cca_status cca_destroy(cca_allocator *a);
 
 /* The configuration in force (after CCALLOC_CONF and validation) into *c.
@@ -1014,10 +1014,12 @@ cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
  * live blocks, and for an expandable one its mapped runs) with its blocks
  * in address order (offset in the segment, size, state, requested bytes).
  * Errors: CCA_ERR_IO.
- * Cost: O(segments x log segments + blocks) under the allocator's lock,
- * into host memory; written to f after the lock, so a file that does not
- * drain (a pipe nobody reads yet) stalls this call only; with no host
- * memory for that copy, written to f under the lock instead. */
+ * Cost: O(segments x log segments + blocks + domains) under the
+ * allocator's lock (with no host memory to sort the segments,
+ * O(segments^2): each found by a walk), into host memory; written to f
+ * after the lock, so a file that does not drain (a pipe nobody reads yet)
+ * stalls this call only; with no host memory for that copy, written to f
+ * under the lock instead. */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
 
 /* The same state as a Python pickle (protocol 2) of the dict that PyTorch's

@@ -473,7 +473,7 @@ int main(int argc, char **argv) {
             check(cca_free(A, p[i]), "the sleeper's block");
         free(p);
         check(cca_domain_destroy(A, d, 0, NULL), "the sleeper's destroy");
-        for (int k = 0; k < 2; k++) { /* every domain; those of the dimension asleep already stay so */
+        for (int k = 0; k < 2; k++) { /* every domain (the first wake wakes the asleep dimension's too) */
             PROBE("sleep_all", scale_m_sleep_all());
             PROBE("wake_all", scale_m_wake_all());
         }

@@ -794,9 +794,9 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
  *    left mapped;
  *  - CCA_ERR_UPSTREAM: the upstream refused to take a segment back;
  *  - the synchronize's status when it failed otherwise.
- * Cost: O(segments + blocks); at most one synchronize; one upstream free
- * per classic segment, one vm_unmap per run of mapped pages (whole maps:
- * per map) and one vm_release per range. */
+ * Cost: O(segments + blocks + domains); at most one synchronize; one
+ * upstream free per classic segment, one vm_unmap per run of mapped pages
+ * (whole maps: per map) and one vm_release per range. */
 cca_status cca_destroy(cca_allocator *a);
 
 /* The configuration in force (after CCALLOC_CONF and validation) into *c.
@@ -991,9 +991,9 @@ typedef struct cca_stats {
  * Errors: none (void); called from inside one of a's upstream ops, *s is
  * all zeros and the thread's message says why.
  * Cost: never reads the live blocks, cheap enough to poll every step:
- * O(domains holding memory x pools x streams) under the lock; with
- * expandable segments, plus the free blocks larger than the longest mapped
- * free stretch, largest first (usually a few per range). */
+ * O(domains holding memory x pools x streams + domains asleep) under the
+ * lock; with expandable segments, plus the free blocks larger than the
+ * longest mapped free stretch, largest first (usually a few per range). */
 void cca_get_stats(const cca_allocator *a, cca_stats *s);
 
 /* Set every *_peak to its current value, the domains' too. NULL: nothing
@@ -1024,10 +1024,12 @@ cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
  * live blocks, and for an expandable one its mapped runs) with its blocks
  * in address order (offset in the segment, size, state, requested bytes).
  * Errors: CCA_ERR_IO.
- * Cost: O(segments x log segments + blocks) under the allocator's lock,
- * into host memory; written to f after the lock, so a file that does not
- * drain (a pipe nobody reads yet) stalls this call only; with no host
- * memory for that copy, written to f under the lock instead. */
+ * Cost: O(segments x log segments + blocks + domains) under the
+ * allocator's lock (with no host memory to sort the segments,
+ * O(segments^2): each found by a walk), into host memory; written to f
+ * after the lock, so a file that does not drain (a pipe nobody reads yet)
+ * stalls this call only; with no host memory for that copy, written to f
+ * under the lock instead. */
 cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f);
 
 /* The same state as a Python pickle (protocol 2) of the dict that PyTorch's
@@ -1294,9 +1296,10 @@ typedef struct cca_sleep_report {
  * A domain asleep already: CCA_OK, nothing copied (CCA_SLEEP_DISCARD ignored;
  * other flags refused as above); pages a refused unmap left mapped are
  * unmapped now (report: bytes_unmapped).
- * Cost: the waits; O(d's blocks + pages / 64); one host_alloc per chunk
- * (up to 16 MiB of consecutive blocks, or one larger block), one copy per
- * live block, one copy_wait, one vm_unmap per run (whole maps: per map). */
+ * Cost: the waits; O(d's blocks + d's segments x log segments + pages /
+ * 64); one host_alloc per chunk (up to 16 MiB of consecutive blocks, or one
+ * larger block), one copy per live block, one copy_wait, one vm_unmap per
+ * run (whole maps: per map). */
 cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca_sleep_report *report);
 
 /* Wake domain d (NULL: the default domain), all or nothing. A domain awake:

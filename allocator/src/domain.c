@@ -24,9 +24,14 @@
  *   ARENA in d, key stream NULL; d's requests look there first, then grow.
  * - Cached free memory stays the allocator's: trim, empty-cache and the OOM
  *   retry release free memory of every domain.
+ * - A domain's number (its position in the list, the snapshots'
+ *   domain_index) is kept in it: a create appends the next one, a destroy
+ *   of any but the last marks every number stale, and the next lookup
+ *   numbers the list again.
  * - Cost: create, handle check, destroy O(1) expected; release O(d's
  *   segments + blocks), plus O(pages) per range; per-domain stats
- *   O(pools x streams) of d's free index.
+ *   O(pools x streams) of d's free index; a domain's number O(1), after a
+ *   destroy that moved domains O(domains) once.
  */
 #include "domain.h"
 
@@ -39,7 +44,7 @@ void ccai_domain_init_root(cca_allocator *a) {
     a->serving = &a->root;
     a->allocating = "cca_alloc";
     a->last = &a->root;
-    a->holding = NULL;
+    a->holding = a->asleep = NULL;
     memset(&a->domain_set, 0, sizeof a->domain_set);
 }
 
@@ -54,7 +59,7 @@ void ccai_domain_destroy_all(cca_allocator *a) {
     }
     a->root.next = NULL;
     a->last = &a->root;
-    a->holding = NULL;
+    a->holding = a->asleep = NULL;
     free(a->domain_set.slot);
     memset(&a->domain_set, 0, sizeof a->domain_set);
 }
@@ -172,16 +177,20 @@ bool ccai_domain_valid(const cca_allocator *a, const cca_domain *d) {
 }
 
 unsigned ccai_domain_number(const cca_allocator *a, const cca_domain *d) {
-    unsigned k = 0;
-    for (const cca_domain *e = &a->root; e && e != d; e = e->next)
-        k++;
-    return k;
+    if (a->numbers_stale) { /* a cache under the caller's lock: made again once per destroy that moved domains */
+        cca_allocator *m = (cca_allocator *)a;
+        unsigned k = 0;
+        for (cca_domain *e = &m->root; e; e = e->next)
+            e->number = k++;
+        m->numbers_stale = false;
+    }
+    return d->number;
 }
 
 /* ---- a domain's segments ---------------------------------------------- */
 
-/* Push and unlink on the two intrusive lists here (head, node, the
- * node's prev and next fields): O(1). */
+/* Push and unlink on the intrusive lists here (head, node, the node's
+ * prev and next fields): O(1). */
 #define LIST_PUSH(head, x, prev, next)                                                                                 \
     do {                                                                                                               \
         (x)->prev = NULL;                                                                                              \
@@ -213,6 +222,14 @@ void ccai_domain_remove_segment(cca_allocator *a, ccai_segment *s) {
     LIST_UNLINK(d->segs, s, dprev, dnext);
     if (!d->segs) /* it holds nothing any more */
         LIST_UNLINK(a->holding, d, hprev, hnext);
+}
+
+void ccai_domain_set_sleep(cca_allocator *a, cca_domain *d, struct ccai_sleep *rec) {
+    if (rec && !d->sleep)
+        LIST_PUSH(a->asleep, d, sprev, snext);
+    else if (!rec && d->sleep)
+        LIST_UNLINK(a->asleep, d, sprev, snext);
+    d->sleep = rec;
 }
 
 /* The counts kept only while domains are tracked, from the allocator's:
@@ -270,6 +287,7 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
         copy_block_counts(&a->root.c, &a->c);
         a->domains_tracked = true;
     }
+    d->number = a->last->number + 1; /* stale with the rest, if they are */
     a->last->next = d;
     d->prev = a->last;
     a->last = d;
@@ -437,6 +455,7 @@ static cca_status release(cca_allocator *a, cca_domain *h, unsigned flags, cca_d
                 d->next->prev = d->prev;
             else
                 a->last = d->prev;
+            a->numbers_stale |= d->next != NULL; /* the last one's going moves none */
             set_erase(a, d);
             for (int p = 0; p < CCAI_POOL_COUNT; p++)
                 ccai_free_index_destroy(&d->pools[p]);

@@ -33,6 +33,9 @@ bool ccai_domain_valid(const cca_allocator *a, const struct cca_domain *d);
 /* A segment joins / leaves its domain's list (ccai_segment_link/unlink). */
 void ccai_domain_add_segment(cca_allocator *a, struct ccai_segment *s);
 void ccai_domain_remove_segment(cca_allocator *a, struct ccai_segment *s);
+/* d's sleep record becomes rec (NULL: awake), and d joins or leaves
+ * a->asleep with it, so sums over sleeping domains walk those only. O(1). */
+void ccai_domain_set_sleep(cca_allocator *a, struct cca_domain *d, struct ccai_sleep *rec);
 /* A block handed out in, or returned to, a domain: its counts (kept only
  * while a->domains_tracked; the allocator's own are counted apart). */
 static inline void ccai_domain_count_alloc(ccai_domain_counters *d, const ccai_block *b, size_t size) {
@@ -49,7 +52,8 @@ static inline void ccai_domain_count_return(ccai_domain_counters *d, const ccai_
 void ccai_domain_stats_json(const cca_allocator *a, FILE *f);
 /* d's position in the allocator's list: 0 the default domain, then in
  * creation order; its index in the snapshots' domain arrays and PyTorch's
- * segment_pool_id (0, k). O(domains). */
+ * segment_pool_id (0, k). The caller holds the lock. O(1); the first call
+ * after a destroy that moved domains numbers them all, O(domains). */
 unsigned ccai_domain_number(const cca_allocator *a, const struct cca_domain *d);
 
 /* ---- sleep.c: sleep and wake (cca_domain_sleep) ----------------------- */
@@ -67,7 +71,7 @@ void ccai_sleep_drop(cca_allocator *a, const ccai_block *b);
 /* Reserved minus allocated bytes of the awake domains: what they cache. A
  * sleeping domain's blocks count in a->c.allocated, their bytes on the
  * host; the pages a refused unmap left it count in a->c.reserved and serve
- * nothing until its wake (no release finds them). O(domains). */
+ * nothing until its wake (no release finds them). O(domains asleep). */
 size_t ccai_sleep_awake_cached(const cca_allocator *a);
 /* Host bytes d's copy holds (0: awake, or asleep with DISCARD). */
 size_t ccai_sleep_host_bytes(const struct cca_domain *d);

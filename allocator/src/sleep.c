@@ -54,9 +54,12 @@
  *   refusals of the record: free_host). A refusal waits for the copies
  *   queued, then unmaps what the call mapped: d stays asleep, the copy intact (an
  *   unmap refused there leaves its pages mapped and counted, as at (5)).
- * - Costs: sleep O(d's blocks + pages / 64) plus a copy per live block and an
- *   unmap per map (whole maps) or run; wake the same with maps; a host
- *   record of 40 bytes per live block; a free while asleep O(log blocks).
+ * - Costs: sleep O(d's blocks + segments x log segments + pages / 64)
+ *   plus a copy per live block and an unmap per map (whole maps) or run
+ *   (the record's address index: each segment's blocks in address order,
+ *   the segments sorted); wake O(d's blocks + pages / 64) with maps; a
+ *   host record of 40 bytes per live block; a free while asleep O(log
+ *   blocks).
  */
 #include "domain.h"
 #include "kinds/pages.h"
@@ -97,11 +100,11 @@ struct ccai_sleep {
 
 size_t ccai_sleep_awake_cached(const cca_allocator *a) {
     size_t allocated = a->c.allocated, reserved = a->c.reserved;
-    for (const cca_domain *d = &a->root; d; d = d->next)
-        if (d->sleep) { /* before the first domain is created the default one holds every block */
-            allocated -= a->domains_tracked ? d->c.allocated : a->c.allocated;
-            reserved -= a->domains_tracked ? d->c.reserved : a->c.reserved;
-        }
+    /* before the first domain is created the default one holds every block */
+    for (const cca_domain *d = a->asleep; d; d = d->snext) {
+        allocated -= a->domains_tracked ? d->c.allocated : a->c.allocated;
+        reserved -= a->domains_tracked ? d->c.reserved : a->c.reserved;
+    }
     return reserved - allocated;
 }
 
@@ -194,7 +197,7 @@ void ccai_sleep_forget(cca_allocator *a, cca_domain *d, bool mark) {
     ccai_error_save(saved);
     record_free(a, d, d->sleep);
     ccai_error_restore(saved);
-    d->sleep = NULL;
+    ccai_domain_set_sleep(a, d, NULL);
 }
 
 ccai_broken ccai_sleep_check(const cca_allocator *a, const cca_domain *d) {
@@ -312,28 +315,52 @@ static cca_status unmap_all(cca_allocator *a, cca_domain *d, size_t *bytes) {
                          d->c.reserved, why);
 }
 
-static int cmp_addr(const void *x, const void *y, void *ctx) {
-    const sleep_entry *e = ctx;
-    uintptr_t p = e[*(const size_t *)x].addr, q = e[*(const size_t *)y].addr;
+/* A segment's entries: e[first, first + n), in address order (I1). */
+typedef struct seg_span {
+    uintptr_t base;
+    size_t first, n;
+} seg_span;
+
+static int span_by_base(const void *x, const void *y) {
+    uintptr_t p = ((const seg_span *)x)->base, q = ((const seg_span *)y)->base;
     return (p > q) - (p < q);
+}
+
+/* The address index: each segment's entries are in address order already,
+ * so the segments sorted by base give every entry's place, O(blocks +
+ * segments log segments) (a sort of the entries was O(blocks log blocks),
+ * 44% of a sleep of 10,000 blocks: bench/results/2026-12-01-host-scale). */
+static void index_by_addr(seg_span *span, size_t nspan, size_t *idx) {
+    qsort(span, nspan, sizeof *span, span_by_base);
+    size_t k = 0;
+    for (size_t i = 0; i < nspan; i++)
+        for (size_t j = 0; j < span[i].n; j++)
+            idx[k++] = span[i].first + j;
 }
 
 /* The record of d's live blocks: entries in d's order, packed into chunks
  * (host not allocated yet), and the address index. */
 static cca_status record_make(const cca_domain *d, size_t n, bool discard, struct ccai_sleep **out) {
+    size_t nseg = 0;
+    for (const ccai_segment *s = d->segs; s; s = s->dnext)
+        nseg++;
     struct ccai_sleep *rec = calloc(1, sizeof *rec);
     sleep_entry *e = n ? malloc(n * sizeof *e) : NULL;
     size_t *idx = n ? malloc(n * sizeof *idx) : NULL;
+    seg_span few[8], *span = !n ? NULL : nseg <= 8 ? few : malloc(nseg * sizeof *span); /* n > 0: d has one */
     sleep_chunk *c = n && !discard ? calloc(n, sizeof *c) : NULL; /* at most one chunk per block */
-    if (!rec || (n && (!e || !idx)) || (n && !discard && !c)) {
+    if (!rec || (n && (!e || !idx || !span)) || (n && !discard && !c)) {
         free(rec);
         free(e);
         free(idx);
+        if (span != few)
+            free(span);
         free(c);
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host malloc failed for the record of %zu blocks", n);
     }
-    size_t k = 0;
-    for (const ccai_segment *s = d->segs; s; s = s->dnext)
+    size_t k = 0, nspan = 0;
+    for (const ccai_segment *s = d->segs; s && n; s = s->dnext) {
+        size_t first = k;
         for (const ccai_block *b = s->first; b; b = b->next)
             if (b->state == CCAI_LIVE) {
                 size_t len = ccai_round_up(b->requested, CCA_GRANULARITY), ch = 0, off = 0;
@@ -344,11 +371,14 @@ static cca_status record_make(const cca_domain *d, size_t n, bool discard, struc
                     c[ch].size += len;
                     c[ch].live++;
                 }
-                idx[k] = k;
                 e[k++] = (sleep_entry){b->addr, len, off, ch};
             }
+        span[nspan++] = (seg_span){s->base, first, k - first};
+    }
     if (n)
-        qsort_r(idx, n, sizeof *idx, cmp_addr, e);
+        index_by_addr(span, nspan, idx);
+    if (span != few)
+        free(span);
     rec->n = n;
     rec->e = e;
     rec->by_addr = idx;
@@ -445,7 +475,7 @@ static cca_status sleep_locked(cca_allocator *a, cca_domain *d, unsigned flags, 
     struct ccai_sleep *rec = NULL;
     if ((st = copy_out(a, d, flags & CCA_SLEEP_DISCARD, &rec, r)) != CCA_OK)
         return st;
-    d->sleep = rec;
+    ccai_domain_set_sleep(a, d, rec);
     *slept = true;
     return unmap_all(a, d, &r->bytes_unmapped);
 }

@@ -35,6 +35,17 @@ if(TARGET ccbench_core)
   add_test(NAME ccb_pair_loop_bump COMMAND ccb_pair_loop --bump 100 1 2000)
   set_tests_properties(ccb_pair_loop_holes ccb_pair_loop_expandable ccb_pair_loop_bump PROPERTIES
     LABELS cpu TIMEOUT 60 PASS_REGULAR_EXPRESSION "^[0-9.]+ ns/pair")
+  # bench/scripts/scale.c, each public call's cost against one dimension, runs
+  # every dimension at a small N, both kinds of segment (classic: those it can)
+  foreach(cca_dim IN ITEMS live free sizes segments pages runs domains empty asleep sleeper history marks threads)
+    add_test(NAME ccb_scale_${cca_dim} COMMAND ccb_scale ${cca_dim} 20)
+    set_tests_properties(ccb_scale_${cca_dim} PROPERTIES LABELS cpu TIMEOUT 60 PASS_REGULAR_EXPRESSION "probe destroy 1")
+    if(NOT cca_dim MATCHES "^(pages|runs|asleep|sleeper)$")
+      add_test(NAME ccb_scale_${cca_dim}_classic COMMAND ccb_scale ${cca_dim} 20 expandable:0)
+      set_tests_properties(ccb_scale_${cca_dim}_classic PROPERTIES LABELS cpu TIMEOUT 60
+        PASS_REGULAR_EXPRESSION "probe destroy 1")
+    endif()
+  endforeach()
   # hostile traces, files, call sequences and the recorder under threads
   cca_add_test(NAME test_bench_hostile SOURCES bench/test_bench_hostile.c LIBS ccbench_core LABEL cpu)
   # `ccbench sleep`'s check after every wake fires: its code on a double that inverts a byte of a

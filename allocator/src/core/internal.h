@@ -63,13 +63,13 @@ typedef struct ccai_domain_counters {
 /* An owner of segments (domain.c), its own pools (best fit never crosses domains); root: a->root. */
 struct cca_domain {
     struct cca_domain *prev, *next;
-    struct cca_domain *hprev, *hnext; /* a->holding, while segs != NULL */
+    struct cca_domain *hprev, *hnext, *sprev, *snext; /* a->holding while segs; a->asleep while sleep */
     struct ccai_segment *segs;        /* its segments (dnext) */
     char name[CCA_DOMAIN_NAME_MAX + 1];
     ccai_free_index pools[CCAI_POOL_COUNT];
     ccai_domain_counters c;
     struct ccai_segment *arena; /* cca_domain_reserve's arena, or NULL */
-    unsigned trace_no;          /* its number in the trace (0: default) */
+    unsigned trace_no, number;  /* its numbers (0: default): in the trace; in the list (domain.c) */
     uintptr_t handle;           /* what the caller holds (0: default) */
     struct ccai_sleep *sleep;   /* asleep: its host copy (sleep.c); else NULL */
 };
@@ -102,9 +102,9 @@ struct cca_allocator {
     struct cca_domain root;  /* the default domain, head of the domain list */
     struct cca_domain *serving; /* the call in progress serves it: new segments are its */
     const char *allocating;     /* that call's name, for its messages */
-    bool domains_tracked;       /* per-domain block counts: from the first domain on */
+    bool domains_tracked, numbers_stale; /* block counts per domain from the first on; stale: domain.c */
     struct cca_domain *last;    /* the domain list's tail (root when alone) */
-    struct cca_domain *holding; /* domains that own segments (domain.c) */
+    struct cca_domain *holding, *asleep; /* domains that own segments; those asleep (domain.c) */
     struct { /* the other domains by handle (domain.c) */
         struct cca_domain **slot;
         size_t cap, count; /* cap: 0 or a power of two, count <= cap / 2 */

@@ -148,10 +148,11 @@ static ccai_broken check_segments(const cca_allocator *a, size_t *allocated, siz
 
 /* I8: every segment belongs to a domain of this allocator and is on that
  * domain's segment list; the domains that own segments are exactly those on
- * the holding list; each domain's counters are what its segments and blocks
- * hold; their sums are the allocator's; an arena is a shared ARENA segment
- * of its domain, and the only segment of its domain's arena pool; the handle
- * set holds every domain but root.
+ * the holding list, and those asleep exactly those on the asleep list; each
+ * domain's counters are what its segments and blocks hold; their sums are
+ * the allocator's; an arena is a shared ARENA segment of its domain, and the
+ * only segment of its domain's arena pool; the handle set holds every domain
+ * but root.
  * O(domains + segments + blocks). */
 static ccai_broken check_domains(const cca_allocator *a) {
     size_t reserved = 0, allocated = 0, requested = 0, active = 0, segments = 0, listed = 0, domains = 0;
@@ -164,6 +165,10 @@ static ccai_broken check_domains(const cca_allocator *a) {
         if ((d->hnext && d->hnext->hprev != d) || !d->segs || ++holding > a->c.segments)
             return ccai_broke(CCAI_INV_DOMAINS, "the holding list is broken, or names a domain without segments");
     }
+    size_t asleep = 0;
+    for (const cca_domain *d = a->asleep; d; d = d->snext)
+        if ((d->snext && d->snext->sprev != d) || !d->sleep || ++asleep > a->domain_set.count + 1)
+            return ccai_broke(CCAI_INV_DOMAINS, "the asleep list is broken, or names a domain awake");
     for (const cca_domain *d = &a->root; d; d = d->next) {
         if ((d->next && d->next->prev != d) || (!d->next && a->last != d))
             return ccai_broke(CCAI_INV_DOMAINS, "the domain list is broken");
@@ -172,6 +177,7 @@ static ccai_broken check_domains(const cca_allocator *a) {
         size_t r = 0, al = 0, act = 0, segs = 0;
         bool arena_found = d->arena == NULL;
         holding -= d->segs != NULL;
+        asleep -= d->sleep != NULL;
         for (const ccai_segment *s = d->segs; s; s = s->dnext) {
             if (s->domain != d || (s->dnext && s->dnext->dprev != s) || ++listed > a->c.segments)
                 return ccai_broke(CCAI_INV_DOMAINS,
@@ -204,8 +210,8 @@ static ccai_broken check_domains(const cca_allocator *a) {
         reserved += c->reserved, allocated += c->allocated, requested += c->requested, active += c->active;
         segments += c->segments;
     }
-    if (holding != 0)
-        return ccai_broke(CCAI_INV_DOMAINS, "the holding list and the domains with segments differ");
+    if (holding != 0 || asleep != 0)
+        return ccai_broke(CCAI_INV_DOMAINS, "the holding or asleep list and the domains it names differ");
     if (domains != a->domain_set.count)
         return ccai_broke(CCAI_INV_DOMAINS, "the handle set holds a domain that is not in the list");
     if (a->domain_set.count > a->domain_set.cap / 2) /* a lookup of a missing handle stops at an empty slot */

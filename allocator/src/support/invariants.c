@@ -44,7 +44,8 @@ const ccai_invariant_row ccai_invariants[] = {
                          "`support/check.c` (`check_segments`), `kinds/pages.c` (`pages_check`)"},
     [CCAI_INV_DOMAINS] = {"every segment belongs to one domain of the allocator and is on that domain's list; its free "
                           "blocks are in that domain's free index; the holding list is exactly the domains with "
-                          "segments, the handle set every domain but the root, at most half full; each "
+                          "segments, the asleep list those asleep, the handle set every domain but the root, at "
+                          "most half full; each "
                           "domain's counters are what its segments and blocks hold, and they sum to the allocator's",
                           "memory domains", "`support/check.c` (`check_domains`, `check_index_entry`)"},
     [CCAI_INV_WHOLE_MAPS] = {"a map starts only on a mapped page, every run of mapped pages begins with a map's start, "
@@ -56,7 +57,8 @@ const ccai_invariant_row ccai_invariants[] = {
                          "live block of the domain, each copy not dropped and inside its host chunk; a chunk is held "
                          "exactly while a copy in it is not dropped, and the domain's host bytes are the held "
                          "chunks' sum (0 with `CCA_SLEEP_DISCARD`); no allocation is made in it",
-                         "sleeping domains (`cca_domain_sleep`)", "`support/check.c` (`check_domains`), `sleep.c` "
+                         "sleeping domains (`cca_domain_sleep`)",
+                         "`support/check.c` (`check_domains`), `sleep.c` "
                          "(`ccai_sleep_check`)"},
 };
 _Static_assert(sizeof ccai_invariants / sizeof ccai_invariants[0] == CCAI_INV_COUNT,

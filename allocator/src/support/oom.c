@@ -23,7 +23,7 @@ static void report(cca_allocator *a, size_t size, size_t rounded, cca_stream str
         return;
     char req[32], res[32], alloc[32], largest[32], devfree[32] = "unknown", total[32] = "?";
     size_t free_b, total_b, big = 0;
-    for (const cca_domain *d = &a->root; d; d = d->next)
+    for (const cca_domain *d = a->holding; d; d = d->hnext) /* a domain without segments has nothing free */
         big = ccai_domain_largest_free(d, big);
     if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) == CCA_OK) {
         cca_format_bytes(free_b, devfree, sizeof devfree);

@@ -22,6 +22,9 @@
  *   middle of many large free blocks, each of them). Never the live
  *   blocks. Measured: docs/allocator-measurements.md, "Expandable
  *   segments", Stats.
+ * - Sums over sleeping domains (asleep_domains, host_bytes, the awake
+ *   domains' cached bytes; the release report's) walk a->asleep: a domain
+ *   neither holding memory nor asleep costs nothing.
  * - The snapshot (cca_write_snapshot_json): every segment and block in
  *   address order. The one caller-supplied string, the upstream's name, is
  *   escaped (write_json_string: quotes, backslashes, control bytes; bytes
@@ -85,11 +88,10 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
         if (!d->sleep) /* asleep: it serves nothing until its wake */
             s->largest_free_block = ccai_domain_largest_free(d, s->largest_free_block);
     }
-    for (const cca_domain *d = &a->root; d; d = d->next)
-        if (d->sleep) {
-            s->asleep_domains++;
-            s->host_bytes += ccai_sleep_host_bytes(d);
-        }
+    for (const cca_domain *d = a->asleep; d; d = d->snext) {
+        s->asleep_domains++;
+        s->host_bytes += ccai_sleep_host_bytes(d);
+    }
     if (c->expandable_segments) /* free blocks span unmapped address space: count mapped bytes only */
         s->cached_bytes = ccai_sleep_awake_cached(a); /* asleep: bytes on the host, pages left serve nothing */
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
@@ -300,11 +302,10 @@ void ccai_release_report_fill(const cca_allocator *a, cca_release_report *r) {
         }
         r->free_bytes_trapped += a->kind->trapped(s);
     }
-    for (const cca_domain *d = &a->root; d; d = d->next)
-        if (d->sleep) {
-            r->asleep_domains++;
-            r->host_bytes += ccai_sleep_host_bytes(d);
-        }
+    for (const cca_domain *d = a->asleep; d; d = d->snext) {
+        r->asleep_domains++;
+        r->host_bytes += ccai_sleep_host_bytes(d);
+    }
 }
 
 /* The JSON snapshot's body (ccai_body_fn): everything, under the lock. */

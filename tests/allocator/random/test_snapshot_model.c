@@ -1575,3 +1575,73 @@ Test(snapshot_model, segments_of_domains_with_one_name_are_told_apart) {
         tu_free(a, p[k]);
     tu_teardown(a, u);
 }
+
+/* A domain's number (its position in "domains", the pickle's pool id) is
+ * kept per domain and made again only after a destroy that moved others
+ * (domain.c, ccai_domain_number): after every create and every destroy,
+ * first, middle or last, each segment names its own domain's position,
+ * in the JSON and in the pickle. Each domain's one block has a size of its
+ * own, so the block says whose segment it is. */
+static void check_numbers(const cca_allocator *a, int order[], int n, const char *what) {
+    snaps s;
+    take_snaps(a, &s, what);
+    const cJSON *segs = jget(s.js, "segments", what), *doms = jget(s.js, "domains", what), *g;
+    const pr_value *psegs = pget(s.pv, "segments", PR_LIST, what);
+    cr_assert_eq(cJSON_GetArraySize(doms), n + 1, "%s: the default domain and %d others", what, n);
+    size_t i = 0, seen = 0;
+    cJSON_ArrayForEach(g, segs) {
+        uint64_t k = jnum(g, "domain_index", what);
+        const pr_value *pool = pget(psegs->items[i++], "segment_pool_id", PR_TUPLE, what);
+        cr_assert_eq(pool->items[1]->i, (__int128)k, "%s: the pickle's pool id and the JSON's domain_index differ",
+                     what);
+        const cJSON *b;
+        cJSON_ArrayForEach(b, jget(g, "blocks", what)) {
+            if (strcmp(jstr(b, "state", what), "live") != 0)
+                continue;
+            int id = (int)(jnum(b, "requested", what) / MiB) - 1; /* domain id + 1 MiB */
+            int at = 0;
+            while (at < n && order[at] != id)
+                at++;
+            cr_assert_lt(at, n, "%s: a block of domain %d, destroyed", what, id);
+            cr_assert_eq(k, (uint64_t)at + 1, "%s: domain %d is number %d, its segment says %" PRIu64, what, id, at + 1,
+                         k);
+            seen++;
+        }
+    }
+    cr_assert_eq(seen, (size_t)n, "%s: every domain's block found", what);
+    free_snaps(&s);
+}
+
+Test(snapshot_model, domain_numbers_follow_creates_and_destroys) {
+    enum { MAX = 12 };
+    cca_upstream *u;
+    cca_allocator *a;
+    tu_host_allocator(512 * MiB, "expandable:0", &u, &a);
+    cca_domain *d[MAX];
+    void *p[MAX];
+    int order[MAX], n = 0, next = 0; /* ids of the live domains, in creation order */
+    /* + create, digit: destroy the domain at that position (0 first) */
+    const char *steps[] = {"+", "+", "+", "+", "+", "1", "3", "+", "0", "+", "+", "4", "+", "2", "0", "+"};
+    for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
+        if (steps[s][0] == '+') {
+            int id = next++;
+            char name[16];
+            snprintf(name, sizeof name, "m%d", id);
+            cr_assert_eq(cca_domain_create(a, name, &d[id]), CCA_OK);
+            cr_assert_eq(cca_alloc_in(a, d[id], (size_t)(id + 1) * MiB, NULL, &p[id]), CCA_OK);
+            order[n++] = id;
+        } else {
+            int at = steps[s][0] - '0', id = order[at];
+            tu_free(a, p[id]);
+            cr_assert_eq(cca_domain_destroy(a, d[id], 0, NULL), CCA_OK, "%s", cca_last_error());
+            memmove(&order[at], &order[at + 1], (size_t)(n - at - 1) * sizeof order[0]);
+            n--;
+        }
+        char what[32];
+        snprintf(what, sizeof what, "step %zu (%s)", s, steps[s]);
+        check_numbers(a, order, n, what);
+    }
+    for (int k = 0; k < n; k++)
+        tu_free(a, p[order[k]]);
+    tu_teardown(a, u);
+}

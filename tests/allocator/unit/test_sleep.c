@@ -337,6 +337,130 @@ Test(sleep, every_block_freed_while_asleep_then_trim_gives_the_ranges_back) {
     tu_teardown(a, u);
 }
 
+/* A free while asleep finds its block's copy through the record's address
+ * index, which sleep builds from the domain's segments in address order
+ * (each segment's blocks are in address order already). With blocks in
+ * segments of two pools and three streams, freed in turn: after each free the invariant walk
+ * holds (the index in order, every live block with its copy, each chunk's
+ * count of live copies), the blocks kept wake intact, and once every block
+ * is freed asleep no host byte is held: each free dropped its own copy. */
+Test(sleep, frees_while_asleep_find_their_copies_in_every_segment) {
+    enum { N = 24 };
+    static const size_t size[] = {4 * KiB, 2 * MiB + 512, 12 * MiB, 700 * KiB};
+    cca_upstream *u = tu_vm_device(512 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, NULL);
+    /* ranges for streams 0 and 1 around one given back, so that stream 2's,
+     * the newest, may take its place: the domain's list (newest first) is
+     * then out of address order whichever way the device hands ranges out */
+    void *first = tu_alloc(a, 4 * KiB, NULL), *gone = tu_alloc(a, 4 * KiB, (cca_stream)0x9000),
+         *second = tu_alloc(a, 4 * KiB, (cca_stream)((uintptr_t)1 << 12));
+    tu_free(a, gone);
+    cr_assert_eq(cca_empty_cache(a, NULL), CCA_OK, "%s", cca_last_error());
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = tu_alloc(a, size[i % 4], (cca_stream)((uintptr_t)(i % 3) << 12)); /* segments per stream */
+        tu_fill(p[i], size[i % 4], 100 + (uint64_t)i);
+    }
+    cr_assert_eq(tu_stats(a).segments, 6, "a range per pool and stream");
+    for (int round = 0; round < 2; round++) {
+        cr_assert_eq(cca_domain_sleep(a, NULL, 0, NULL), CCA_OK, "%s", cca_last_error());
+        tu_check(a);
+        size_t host = dstats(a, NULL).host_bytes;
+        for (int k = 0; k < N; k++) {
+            int i = k * 7 % N; /* every block once, out of address order */
+            if (!p[i] || (round == 0 && i % 3 == 0))
+                continue; /* kept for the wake (first and second too) */
+            tu_free(a, p[i]);
+            p[i] = NULL;
+            tu_check(a);
+            size_t now = dstats(a, NULL).host_bytes;
+            cr_assert_leq(now, host, "a free while asleep took host memory");
+            host = now;
+        }
+        if (round == 1) {
+            tu_free(a, first);
+            tu_free(a, second);
+            tu_check(a);
+            cr_assert_eq(tu_upstream_stats(u).host_bytes_in_use, 0, "every copy dropped by its own free");
+        }
+        cr_assert_eq(cca_domain_wake(a, NULL, NULL), CCA_OK, "%s", cca_last_error());
+        tu_check(a);
+        for (int i = 0; i < N; i++)
+            if (p[i])
+                cr_assert(tu_check_fill(p[i], size[i % 4], 100 + (uint64_t)i), "block %d woke changed", i);
+    }
+    tu_teardown(a, u);
+}
+
+/* The allocator's sums over sleeping domains (cca_stats asleep_domains,
+ * host_bytes, cached_bytes; the release report's asleep_domains and
+ * host_bytes) walk the domains asleep only, never every domain made: after
+ * each sleep, wake, free while asleep, forced release and destroy of a
+ * sleeping domain, and cca_sleep / cca_wake of all, they equal the sums of
+ * every domain's own stats. */
+static void expect_asleep_sums(cca_allocator *a, cca_domain **d, int n, const char *when) {
+    size_t asleep = 0, host = 0, cached = 0;
+    for (int k = -1; k < n; k++) {
+        if (k >= 0 && !d[k])
+            continue;
+        cca_domain_stats s = dstats(a, k < 0 ? NULL : d[k]);
+        asleep += (size_t)s.asleep;
+        host += s.host_bytes;
+        cached += s.cached_bytes;
+    }
+    cca_stats st = tu_stats(a);
+    cr_assert_eq(st.asleep_domains, asleep, "%s: asleep domains", when);
+    cr_assert_eq(st.host_bytes, host, "%s: host bytes", when);
+    cr_assert_eq(st.cached_bytes, cached, "%s: cached bytes", when);
+    cca_release_report r;
+    cr_assert_eq(cca_trim(a, SIZE_MAX, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.asleep_domains, asleep, "%s: the report's asleep domains", when);
+    cr_assert_eq(r.host_bytes, host, "%s: the report's host bytes", when);
+    tu_check(a);
+}
+
+Test(sleep, sums_over_sleeping_domains_follow_every_sleep_and_wake) {
+    enum { N = 6 };
+    cca_upstream *u = tu_vm_device(256 * MiB, 0);
+    cca_allocator *a = tu_allocator(u, NULL);
+    cca_domain *d[N];
+    void *p[N][2];
+    void *mine = tu_alloc(a, 8 * KiB, NULL); /* the default domain's */
+    for (int k = 0; k < N; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "m%d", k);
+        cr_assert_eq(cca_domain_create(a, name, &d[k]), CCA_OK);
+        for (int j = 0; j < 2; j++)
+            cr_assert_eq(cca_alloc_in(a, d[k], (size_t)(k + 1) * 300 * KiB * (size_t)(j + 1), NULL, &p[k][j]), CCA_OK);
+    }
+    expect_asleep_sums(a, d, N, "all awake");
+    int order[] = {1, 3, 5, 0};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(cca_domain_sleep(a, d[order[i]], 0, NULL), CCA_OK, "%s", cca_last_error());
+        expect_asleep_sums(a, d, N, "a sleep");
+    }
+    cr_assert_eq(cca_domain_wake(a, d[3], NULL), CCA_OK, "%s", cca_last_error());
+    expect_asleep_sums(a, d, N, "a wake in the middle of the list");
+    tu_free(a, p[1][0]);
+    expect_asleep_sums(a, d, N, "a free while asleep");
+    cr_assert_eq(cca_domain_destroy(a, d[5], CCA_DOMAIN_FORCE, NULL), CCA_OK, "%s", cca_last_error());
+    d[5] = NULL;
+    expect_asleep_sums(a, d, N, "a sleeping domain destroyed");
+    cr_assert_eq(cca_domain_release(a, d[0], CCA_DOMAIN_FORCE, NULL), CCA_OK, "%s", cca_last_error());
+    expect_asleep_sums(a, d, N, "a sleeping domain released");
+    cr_assert_eq(cca_sleep(a, 0, NULL), CCA_OK, "%s", cca_last_error());
+    expect_asleep_sums(a, d, N, "every domain asleep");
+    cr_assert_eq(cca_wake(a, NULL), CCA_OK, "%s", cca_last_error());
+    expect_asleep_sums(a, d, N, "every domain awake");
+    cr_assert_eq(cca_domain_sleep(a, d[2], 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_sleep(a, NULL, 0, NULL), CCA_OK, "%s", cca_last_error());
+    expect_asleep_sums(a, d, N, "asleep at the end");
+    (void)mine;
+    (void)p;
+    cca_destroy(a); /* frees the sleeping domains' host memory and the live blocks (ASan) */
+    cca_upstream_destroy(u);
+}
+
 /* ---- wake refused ------------------------------------------------------------------------ */
 
 Test(sleep, wake_on_a_full_device_stays_asleep_and_says_what_is_missing) {

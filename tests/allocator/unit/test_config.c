@@ -515,7 +515,37 @@ Test(config, parse_size_exact_refuses_a_fraction_of_a_byte) {
     }
     size_t v;
     cr_assert_eq(cca_parse_size_exact(NULL, &v), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "cca_parse_size_exact: NULL argument", "the message names the call made");
     cr_assert_eq(cca_parse_size_exact("1", NULL), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "cca_parse_size_exact: NULL argument");
+    cr_assert_eq(cca_parse_size(NULL, &v), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "cca_parse_size: NULL argument");
+}
+
+/* cca_parse_size_exact at the top of size_t: a text between SIZE_MAX and
+ * SIZE_MAX + 1 bytes (with no unit, and with T) is refused naming both
+ * bounds as ccalloc.h promises ("more than N, less than N+1"): N + 1 is
+ * 18446744073709551616, not a size_t that wrapped to 0. */
+Test(config, parse_size_exact_names_the_bound_above_size_max) {
+    _Static_assert(SIZE_MAX == UINT64_MAX, "the texts below are 2^64 - 1 and a fraction");
+    static const char *texts[] = {"18446744073709551615.5", "16777215.99999999999999999999999T"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        size_t v = 777, floor = 0;
+        cr_assert_eq(cca_parse_size(texts[i], &floor), CCA_OK, "'%s': %s", texts[i], cca_last_error());
+        cr_assert_eq(floor, SIZE_MAX, "'%s'", texts[i]);
+        cr_assert_eq(cca_parse_size_exact(texts[i], &v), CCA_ERR_INVALID_ARGUMENT, "'%s' accepted", texts[i]);
+        cr_assert_eq(v, 777);
+        char want[160];
+        snprintf(want, sizeof want,
+                 "bad size '%s' (not a whole number of bytes: more than 18446744073709551615, less than "
+                 "18446744073709551616)",
+                 texts[i]);
+        cr_assert_str_eq(cca_last_error(), want);
+    }
+    /* a carry through every 9: 9.5 lies below 10, 99.5 below 100 */
+    size_t v;
+    cr_assert_eq(cca_parse_size_exact("99.5", &v), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "bad size '99.5' (not a whole number of bytes: more than 99, less than 100)");
 }
 
 /* A bad CCALLOC_CONF is reported whole, naming the variable and the key. */

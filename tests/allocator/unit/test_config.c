@@ -1067,7 +1067,8 @@ Test(config, expandable_ahead_0_maps_only_what_requests_need) {
 /* A size option where 0 means "none" or "off" (no cap, no arena size, no
  * ring...) must not get that meaning from a positive value that rounds down
  * to 0 bytes: max_reserved:0.1 asked for a cap, and would run with none.
- * Every such key refuses it, naming the key; 0 written as 0 (or 0.0) still
+ * Every such key refuses it, naming the key (history, a count, as not a
+ * whole number of entries); 0 written as 0 (or 0.0) still
  * means off, and a fraction that leaves at least one byte is taken. */
 Test(config, a_positive_size_that_rounds_to_zero_is_refused) {
     static const char *keys[] = {"greedy_bytes", "max_reserved", "max_split", "history"};
@@ -1077,7 +1078,8 @@ Test(config, a_positive_size_that_rounds_to_zero_is_refused) {
         for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
             snprintf(text, sizeof text, "%s:%s", keys[k], tiny[i]);
             parse_fails(text, keys[k]);
-            parse_fails(text, "rounds to 0");
+            /* history counts entries: any fraction is its own rule's (a_count_must_come_out_whole) */
+            parse_fails(text, strcmp(keys[k], "history") ? "rounds to 0 bytes" : "not a whole number of entries");
         }
         static const char *zero[] = {"0", "0.0", "0K", "0.000G", "00"};
         for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
@@ -1110,8 +1112,8 @@ Test(config, a_count_must_come_out_whole) {
         snprintf(text, sizeof text, "history:%s", whole[i].text);
         cr_expect_eq(parse_ok(text).history, whole[i].entries, "%s", text);
     }
-    static const char *const part[] = {"1.5",       "2.01",         "0.3K", "1.0001K", "1.00000000000000000000001",
-                                       "3.999999B", "0.0009765626K"};
+    static const char *const part[] = {"1.5",       "2.01",          "0.3K", "1.0001K", "1.00000000000000000000001",
+                                       "3.999999B", "0.0009765626K", "0.5",  "0.0001K" /* below 1: no "0 bytes" */};
     for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
         char text[64], want[160];
         snprintf(text, sizeof text, "history:%s", part[i]);

@@ -26,9 +26,11 @@ SHAPES = [(4096, 128), (4096, 1000), (4096, 4096), (4096, 32768), (8, 10), (1024
 
 
 def reps(text):
-    """--reps as cck_bench reads it: ASCII digits in 1..1000000 (int() took "+5", "1_000", 0 and -1)."""
-    if text.isascii() and text.isdigit() and 1 <= int(text) <= 1000000:
-        return int(text)
+    """--reps as cck_bench reads it: ASCII digits in 1..1000000 (int() took "+5", "1_000", 0 and -1), leading
+    zeros dropped before int() (which refuses a text of more than 4300 digits: 5000 zeros and a 7 are 7)."""
+    digits = text.lstrip("0") or "0"
+    if text.isascii() and text.isdigit() and len(digits) <= 7 and 1 <= int(digits) <= 1000000:
+        return int(digits)
     raise argparse.ArgumentTypeError("'%s' is not a count in 1..1000000 (plain decimal)" % text)
 
 

@@ -994,11 +994,14 @@ def convert_snapshot(path, out):
 
 def whole_number(lo, hi):
     """An argparse type: plain decimal digits (ASCII: no sign, blank, "_" or
-    other script's digits, which int() takes) in [lo, hi]."""
+    other script's digits, which int() takes) in [lo, hi], of any length:
+    leading zeros are dropped and a longer number than hi refused before
+    int(), which takes at most 4300 digits from a text."""
     def parse(text):
-        if not (text.isascii() and text.isdigit()) or not lo <= int(text) <= hi:
+        digits = text.lstrip("0") or "0"
+        if not (text.isascii() and text.isdigit()) or len(digits) > len(str(hi)) or not lo <= int(digits) <= hi:
             raise argparse.ArgumentTypeError("'%s' is not a whole number in %d..%d (plain decimal)" % (text, lo, hi))
-        return int(text)
+        return int(digits)
     return parse
 
 

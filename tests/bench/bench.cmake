@@ -530,6 +530,19 @@ if(TARGET ccbench_core)
         "mkdir -p '${ts_torch}' && printf 'class cuda:\\n    is_available = staticmethod(lambda: True)\\n' >'${ts_torch}/__init__.py' && PYTHONPATH='${ccb_cli_dir}/standin-cuda' sh '${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh' '${Python3_EXECUTABLE}' 1 '^torch_softmax.py: cannot write ${csv}: ${why}$' 'Traceback' - '${PROJECT_SOURCE_DIR}/bench/kernels/torch_softmax.py' --csv '${csv}'")
       set_tests_properties(torch_softmax_csv_${id} PROPERTIES LABELS cpu TIMEOUT 30 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
     endforeach()
+    # --reps of any length: 5000 digits (more than Python's int() reads from a
+    # string) refused in --reps' own words, not argparse's "invalid reps
+    # value"; 5000 leading zeros and a 7 are 7
+    string(REPEAT "9" 5000 ts_nines)
+    string(REPEAT "0" 5000 ts_zeros)
+    add_test(NAME torch_softmax_reps_of_5000_digits COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+      ${Python3_EXECUTABLE} 2 "argument --reps: '9+' is not a count in 1[.][.]1000000" "" -
+      ${PROJECT_SOURCE_DIR}/bench/kernels/torch_softmax.py --reps ${ts_nines} --list-shapes)
+    add_test(NAME torch_softmax_reps_with_5000_zeros COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
+      ${Python3_EXECUTABLE} 0 "^4096x128$" "error" - ${PROJECT_SOURCE_DIR}/bench/kernels/torch_softmax.py --reps
+      ${ts_zeros}7 --list-shapes)
+    set_tests_properties(torch_softmax_reps_of_5000_digits torch_softmax_reps_with_5000_zeros PROPERTIES LABELS cpu
+      TIMEOUT 30 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
     # --list-shapes (torch_softmax's shapes come from it) and --help are outputs
     # too, checked at their close (they exited 0 on a full device)
     add_test(NAME cck_bench_list_shapes_on_a_full_device COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh

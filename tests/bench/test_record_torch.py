@@ -501,7 +501,8 @@ def test_committed_trace_is_valid_v2(path):
 @pytest.mark.parametrize("option,bad", [(o, b) for o in ("--seed", "--threads")
                                         for b in ("", "-1", "+5", " 5", "5 ", "5x", "0x10", "1e3", "1.5", "1_000",
                                                   "\u0663", "nan")]
-                         + [("--seed", "18446744073709551616"), ("--threads", "0"), ("--threads", "1025")])
+                         + [("--seed", "18446744073709551616"), ("--threads", "0"), ("--threads", "1025"),
+                            ("--seed", "9" * 5000), ("--threads", "9" * 5000)])
 def test_numbers_outside_their_grammar_are_refused_before_torch(option, bad, capsys):
     """--seed and --threads were int(): "1_000", "+5", " 5" and Arabic-Indic
     digits were taken, and a seed past 2**64 - 1 or 0 threads failed in
@@ -514,3 +515,12 @@ def test_numbers_outside_their_grammar_are_refused_before_torch(option, bad, cap
     err = capsys.readouterr().err
     assert f"argument {option}: '{bad}' is not " in err, err
     assert "torch" not in sys.modules or sys.modules["torch"] is None
+
+
+def test_numbers_of_any_length_are_read_whole():
+    """A number of more digits than Python's int() takes from a string
+    (4300: a 5000-digit one raised ValueError, which argparse words as
+    "invalid parse value") is refused in the option's own words above, and
+    leading zeros of any length are still the number they pad."""
+    assert rt.whole_number(1, 1024)("0" * 5000 + "7") == 7
+    assert rt.whole_number(0, 2**64 - 1)("0" * 5000) == 0

@@ -149,6 +149,7 @@ static ccai_broken check_segments(const cca_allocator *a, size_t *allocated, siz
 /* I8: every segment belongs to a domain of this allocator and is on that
  * domain's segment list; the domains that own segments are exactly those on
  * the holding list, and those asleep exactly those on the asleep list; each
+ * domain's kept number is its position, unless a destroy marked them stale; each
  * domain's counters are what its segments and blocks hold; their sums are
  * the allocator's; an arena is a shared ARENA segment of its domain, and the
  * only segment of its domain's arena pool; the handle set holds every domain
@@ -169,9 +170,12 @@ static ccai_broken check_domains(const cca_allocator *a) {
     for (const cca_domain *d = a->asleep; d; d = d->snext)
         if ((d->snext && d->snext->sprev != d) || !d->sleep || ++asleep > a->domain_set.count + 1)
             return ccai_broke(CCAI_INV_DOMAINS, "the asleep list is broken, or names a domain awake");
-    for (const cca_domain *d = &a->root; d; d = d->next) {
+    unsigned number = 0;
+    for (const cca_domain *d = &a->root; d; d = d->next, number++) {
         if ((d->next && d->next->prev != d) || (!d->next && a->last != d))
             return ccai_broke(CCAI_INV_DOMAINS, "the domain list is broken");
+        if (!a->numbers_stale && d->number != number) /* ccai_domain_number's cache */
+            return ccai_broke(CCAI_INV_DOMAINS, "a domain's number is not its position in the list");
         if (d != &a->root && (++domains > a->domain_set.count || !ccai_domain_valid(a, d)))
             return ccai_broke(CCAI_INV_DOMAINS, "a domain is missing from the handle set");
         size_t r = 0, al = 0, act = 0, segs = 0;

@@ -296,14 +296,15 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
         cca_status st = parse_size(val, val_len, &v, &whole);
         if (st != CCA_OK)
             return number_refused(o, st, val, val_len, "a size like 512M");
-        if (v == 0 && has_nonzero_digit(val, val_len)) /* 0 means none or off: only when written as 0 */
-            return cca_set_error(CCA_ERR_CONFIG,
-                             "value '%.*s%s' for key '%s' rounds to 0 bytes, which means none or off here (write 0 "
-                             "for that, or at least 1 byte)",
-                             SHOWN(val, val_len), o->name);
-        if (is_count(o) && !whole) /* entries, not bytes: nothing is dropped silently */
+        if (is_count(o) && !whole) /* entries, not bytes: nothing is dropped silently (0.5 too: no
+                                    * "0 bytes" for a count) */
             return cca_set_error(CCA_ERR_CONFIG,
                                  "value '%.*s%s' for key '%s' is not a whole number of entries (a count: 1.5K is 1536)",
+                                 SHOWN(val, val_len), o->name);
+        if (v == 0 && has_nonzero_digit(val, val_len)) /* 0 means none or off: only when written as 0 */
+            return cca_set_error(CCA_ERR_CONFIG,
+                                 "value '%.*s%s' for key '%s' rounds to 0 bytes, which means none or off here (write 0 "
+                                 "for that, or at least 1 byte)",
                                  SHOWN(val, val_len), o->name);
         if (v < size_bound(o->min) || v > size_bound(o->max))
             return cca_set_error(CCA_ERR_CONFIG, "out-of-range value for key '%s': %.*s%s not in [%zu, %zu]", o->name,

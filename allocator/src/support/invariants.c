@@ -45,7 +45,8 @@ const ccai_invariant_row ccai_invariants[] = {
     [CCAI_INV_DOMAINS] = {"every segment belongs to one domain of the allocator and is on that domain's list; its free "
                           "blocks are in that domain's free index; the holding list is exactly the domains with "
                           "segments, the asleep list those asleep, the handle set every domain but the root, at "
-                          "most half full; each "
+                          "most half full; each domain's kept number is its position in the list, unless a destroy "
+                          "marked the numbers stale; each "
                           "domain's counters are what its segments and blocks hold, and they sum to the allocator's",
                           "memory domains", "`support/check.c` (`check_domains`, `check_index_entry`)"},
     [CCAI_INV_WHOLE_MAPS] = {"a map starts only on a mapped page, every run of mapped pages begins with a map's start, "

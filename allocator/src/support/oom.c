@@ -5,7 +5,8 @@
  *
  * - The line is formatted under the lock and written after the unlock
  *   (ccai_deferred_log): no log line is written while a lock is held.
- * - largest free block as cca_get_stats counts it (pages: the mapped part).
+ * - largest free block as cca_get_stats counts it (pages: the mapped part;
+ *   sleeping domains left out).
  * - The thread's message (why the request failed) is left as it was.
  * - Cost: one mem_info call (two with the history), a walk of the domains
  *   that hold memory.
@@ -24,7 +25,8 @@ static void report(cca_allocator *a, size_t size, size_t rounded, cca_stream str
     char req[32], res[32], alloc[32], largest[32], devfree[32] = "unknown", total[32] = "?";
     size_t free_b, total_b, big = 0;
     for (const cca_domain *d = a->holding; d; d = d->hnext) /* a domain without segments has nothing free */
-        big = ccai_domain_largest_free(d, big);
+        if (!d->sleep) /* as cca_get_stats: asleep, it serves nothing until its wake */
+            big = ccai_domain_largest_free(d, big);
     if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) == CCA_OK) {
         cca_format_bytes(free_b, devfree, sizeof devfree);
         cca_format_bytes(total_b, total, sizeof total);

@@ -80,16 +80,33 @@ cca_status cca_parse_size(const char *text, size_t *out) {
     return ccai_parse_size_whole(text, out, &whole);
 }
 
+/* v + 1 in decimal, into buf (room for SIZE_MAX's digits, one more and the
+ * NUL): SIZE_MAX + 1 has no size_t. */
+static const char *next_decimal(size_t v, char *buf, size_t cap) {
+    int n = snprintf(buf + 1, cap - 1, "%zu", v), i = n;
+    while (--i >= 0 && buf[1 + i] == '9')
+        buf[1 + i] = '0';
+    if (i >= 0) {
+        buf[1 + i]++;
+        return buf + 1;
+    }
+    buf[0] = '1'; /* every digit was a 9 */
+    return buf;
+}
+
 cca_status cca_parse_size_exact(const char *text, size_t *out) {
+    if (!text || !out)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_parse_size_exact: NULL argument");
     size_t v;
     bool whole;
-    cca_status st = ccai_parse_size_whole(text, out ? &v : NULL, &whole);
+    cca_status st = ccai_parse_size_whole(text, &v, &whole);
     if (st != CCA_OK)
         return st;
-    if (!whole) /* v is the floor; the value lies strictly between v and v + 1 */
+    char next[24];
+    if (!whole) /* v is the floor; the value lies strictly between v and v + 1 (v may be SIZE_MAX) */
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
-                             "bad size '%s' (not a whole number of bytes: more than %zu, less than %zu)", text, v,
-                             v + 1);
+                             "bad size '%s' (not a whole number of bytes: more than %zu, less than %s)", text, v,
+                             next_decimal(v, next, sizeof next));
     *out = v;
     return CCA_OK;
 }

@@ -738,7 +738,10 @@ Test(domain_hostile, failed_domain_create_is_not_traced) {
  * with its host copy), every live byte kept; cca_sleep, all or nothing,
  * wakes the domains it put to sleep (their cached pages gone: the live
  * bytes as before). A call that succeeds anyway is undone and the next k
- * tried. */
+ * tried. streams 2: blocks of both pools on two streams; more: one small
+ * block on each stream, so the domain holds exactly `streams` segments
+ * (the sleep record's address index keeps up to 8 segments' spans on the
+ * stack, more in a host allocation of their own). */
 typedef enum sleep_call { SLEEP_ONE, WAKE_ONE, SLEEP_ALL } sleep_call;
 
 static bool asleep(cca_allocator *a, cca_domain *d) {
@@ -750,18 +753,29 @@ static bool asleep(cca_allocator *a, cca_domain *d) {
     return st == CCA_ERR_ASLEEP;
 }
 
-static void sleep_host_oom(sleep_call call) {
-    static const size_t sizes[] = {100 * KiB, 3 * MiB, 300 * KiB, 20 * MiB, 4 * KiB, 18 * MiB};
-    enum { N = sizeof sizes / sizeof sizes[0] };
+static void sleep_host_oom(sleep_call call, int streams) {
+    static const size_t mixed[] = {100 * KiB, 3 * MiB, 300 * KiB, 20 * MiB, 4 * KiB, 18 * MiB};
+    enum { MAX = 16 };
+    size_t sizes[MAX];
+    int N = streams == 2 ? (int)(sizeof mixed / sizeof mixed[0]) : streams;
+    cr_assert_leq(N, MAX);
+    for (int i = 0; i < N; i++)
+        sizes[i] = streams == 2 ? mixed[i] : (size_t)(i + 1) * 32 * KiB; /* more streams: small blocks only */
     cca_upstream *u = device(256 * MiB);
     cca_allocator *a = make(u, true, NULL);
     cca_domain *d, *e;
     cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(cca_domain_create(a, "n", &e), CCA_OK, "%s", cca_last_error());
-    void *p[N], *q = NULL;
-    for (int i = 0; i < N; i++) {
-        cr_assert_eq(cca_alloc_in(a, d, sizes[i], i % 2 ? S0 : S1, &p[i]), CCA_OK, "%s", cca_last_error());
+    void *p[MAX], *q = NULL;
+    for (int i = 0; i < N; i++) { /* streams 2: S1, S0, S1, ... */
+        cca_stream s = (cca_stream)(uintptr_t)(0x100 * (1 + (i + 1) % streams));
+        cr_assert_eq(cca_alloc_in(a, d, sizes[i], s, &p[i]), CCA_OK, "%s", cca_last_error());
         tu_fill(p[i], sizes[i], (uint64_t)i);
+    }
+    if (streams > 2) {
+        cca_domain_stats ds;
+        cr_assert_eq(cca_get_domain_stats(a, d, &ds), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(ds.segments, (size_t)streams, "one segment per stream");
     }
     cr_assert_eq(cca_alloc_in(a, e, 5 * MiB, S0, &q), CCA_OK, "%s", cca_last_error());
     tu_fill(q, 5 * MiB, 99);
@@ -817,13 +831,18 @@ static void sleep_host_oom(sleep_call call) {
 }
 
 Test(domain_hostile, sleep_with_host_memory_short_changes_nothing) {
-    sleep_host_oom(SLEEP_ONE);
+    sleep_host_oom(SLEEP_ONE, 2);
 }
 Test(domain_hostile, wake_with_host_memory_short_stays_asleep) {
-    sleep_host_oom(WAKE_ONE);
+    sleep_host_oom(WAKE_ONE, 2);
 }
 Test(domain_hostile, sleep_all_with_host_memory_short_changes_nothing) {
-    sleep_host_oom(SLEEP_ALL);
+    sleep_host_oom(SLEEP_ALL, 2);
+}
+Test(domain_hostile, sleep_of_8_and_9_segments_with_host_memory_short_changes_nothing) {
+    sleep_host_oom(SLEEP_ONE, 8); /* the spans on the stack, full */
+    sleep_host_oom(SLEEP_ONE, 9); /* one more: the spans in a host allocation */
+    sleep_host_oom(SLEEP_ALL, 9);
 }
 
 /* ============================================================================ */

@@ -31,7 +31,8 @@
  *   the wake. Thousands of 512-byte blocks freed at random while asleep.
  * - refused unmap: a sleep whose unmap is refused, then a wake, frees and
  *   empty-cache give every page back; a trim's report counts the pages it
- *   left as free_bytes_pinned, none as free_bytes_trapped.
+ *   left as free_bytes_pinned, none as free_bytes_trapped; an OOM line's
+ *   largest free block is cca_get_stats', the sleeping domain left out.
  * - copy engine: sizes at the inline size and the piece size +- 1, odd
  *   offsets; chains that depend on FIFO order (A->B, B->C, C->A); threads
  *   each copying and waiting on their own buffers; a destroy with copies
@@ -912,6 +913,15 @@ Test(sleep_hostile, a_refused_unmap_then_wake_free_or_destroy_gives_everything_b
     }
 }
 
+/* The end of the tests below: the two live blocks at p[0] and p[2] freed,
+ * the allocator and both upstreams gone. */
+static void free_ends_and_tear_down(cca_allocator *a, void *p[3], cca_upstream *u, cca_upstream *inner) {
+    tu_free(a, p[0]);
+    tu_free(a, p[2]);
+    tu_teardown(a, u);
+    cca_upstream_destroy(inner);
+}
+
 /* What a refused unmap left in a sleeping domain, in a release report: all
  * of it free_bytes_pinned (its live bytes are on the host), none of it
  * free_bytes_trapped (no live block needs a page mapped), and so trapped
@@ -948,10 +958,7 @@ static void refused_unmap_report(int backing) {
     cr_assert(s.reserved_bytes > s.allocated_bytes && r.free_bytes_trapped == s.reserved_bytes - s.allocated_bytes,
               "awake: the hole and the tail share a page with the live blocks: %zu trapped, %zu reserved, %zu live",
               r.free_bytes_trapped, s.reserved_bytes, s.allocated_bytes);
-    tu_free(a, p[0]);
-    tu_free(a, p[2]);
-    tu_teardown(a, u);
-    cca_upstream_destroy(inner);
+    free_ends_and_tear_down(a, p, u, inner);
 }
 
 Test(sleep_hostile, a_refused_unmap_leaves_pinned_bytes_not_trapped_ones) {
@@ -1279,4 +1286,48 @@ Test(sleep_hostile, host_free_of_what_host_alloc_did_not_give_is_refused) {
     cr_assert_eq(cca_upstream_host_free(u, b, 4096), CCA_OK, "%s", cca_last_error());
     cr_assert_eq(tu_upstream_stats(u).host_bytes_in_use, 0);
     cca_upstream_destroy(u);
+}
+
+/* The OOM line's largest free block is cca_get_stats' (docs/allocator.md,
+ * "Out of memory": "as cca_get_stats counts it"), and that leaves sleeping
+ * domains out: what a refused unmap left mapped in one serves nothing until
+ * its wake. A domain asleep with its pages left mapped (a hole between
+ * live blocks, the tail's ahead pages), then a request the device cannot
+ * hold: the line names the stats' figure, not the sleeping domain's block. */
+static void oom_line_leaves_sleeping_domains_out(int backing) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device_backed(256 * MiB, backing == CCA_VM_PAGES ? 64 * KiB : 0, backing);
+    cca_upstream *u = tu_faulty_create_streams(&f, inner, "ux", true);
+    cca_allocator *a = tu_allocator(u, "log_oom:1");
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "d", &d), CCA_OK);
+    void *p[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(cca_alloc_in(a, d, 600, NULL, &p[i]), CCA_OK, "%s", cca_last_error());
+    tu_free(a, p[1]);
+    f.fail_at[TU_FAULT_UNMAP] = f.calls[TU_FAULT_UNMAP] + 1;
+    f.sticky[TU_FAULT_UNMAP] = true;
+    cr_assert_eq(cca_domain_sleep(a, d, 0, NULL), CCA_ERR_UPSTREAM, "the refused unmap: %s", cca_last_error());
+    cca_domain_stats ds;
+    cr_assert_eq(cca_get_domain_stats(a, d, &ds), CCA_OK);
+    cr_assert(ds.asleep && ds.reserved_bytes > 0, "asleep with the refused pages");
+    tu_log_capture log = {0};
+    cca_set_log_callback(tu_capture_log, &log);
+    void *q = NULL;
+    cca_status st = cca_alloc(a, 512 * MiB, NULL, &q);
+    cca_set_log_callback(NULL, NULL);
+    tu_faulty_faults_off(&f);
+    cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "%s", cca_last_error());
+    cr_assert_eq(log.lines, 1, "one OOM line");
+    char b[32], want[64];
+    snprintf(want, sizeof want, "largest free block %s,",
+             cca_format_bytes(tu_stats(a).largest_free_block, b, sizeof b));
+    cr_assert(strstr(log.last, want), "the OOM line '%s' does not say '%s' (cca_get_stats')", log.last, want);
+    cr_assert_eq(cca_domain_wake(a, d, NULL), CCA_OK, "%s", cca_last_error());
+    free_ends_and_tear_down(a, p, u, inner);
+}
+
+Test(sleep_hostile, the_oom_line_leaves_sleeping_domains_out) {
+    oom_line_leaves_sleeping_domains_out(CCA_VM_WHOLE_MAPS);
+    oom_line_leaves_sleeping_domains_out(CCA_VM_PAGES);
 }

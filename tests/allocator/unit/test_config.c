@@ -515,7 +515,37 @@ Test(config, parse_size_exact_refuses_a_fraction_of_a_byte) {
     }
     size_t v;
     cr_assert_eq(cca_parse_size_exact(NULL, &v), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "cca_parse_size_exact: NULL argument", "the message names the call made");
     cr_assert_eq(cca_parse_size_exact("1", NULL), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "cca_parse_size_exact: NULL argument");
+    cr_assert_eq(cca_parse_size(NULL, &v), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "cca_parse_size: NULL argument");
+}
+
+/* cca_parse_size_exact at the top of size_t: a text between SIZE_MAX and
+ * SIZE_MAX + 1 bytes (with no unit, and with T) is refused naming both
+ * bounds as ccalloc.h promises ("more than N, less than N+1"): N + 1 is
+ * 18446744073709551616, not a size_t that wrapped to 0. */
+Test(config, parse_size_exact_names_the_bound_above_size_max) {
+    _Static_assert(SIZE_MAX == UINT64_MAX, "the texts below are 2^64 - 1 and a fraction");
+    static const char *texts[] = {"18446744073709551615.5", "16777215.99999999999999999999999T"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        size_t v = 777, floor = 0;
+        cr_assert_eq(cca_parse_size(texts[i], &floor), CCA_OK, "'%s': %s", texts[i], cca_last_error());
+        cr_assert_eq(floor, SIZE_MAX, "'%s'", texts[i]);
+        cr_assert_eq(cca_parse_size_exact(texts[i], &v), CCA_ERR_INVALID_ARGUMENT, "'%s' accepted", texts[i]);
+        cr_assert_eq(v, 777);
+        char want[160];
+        snprintf(want, sizeof want,
+                 "bad size '%s' (not a whole number of bytes: more than 18446744073709551615, less than "
+                 "18446744073709551616)",
+                 texts[i]);
+        cr_assert_str_eq(cca_last_error(), want);
+    }
+    /* a carry through every 9: 9.5 lies below 10, 99.5 below 100 */
+    size_t v;
+    cr_assert_eq(cca_parse_size_exact("99.5", &v), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(cca_last_error(), "bad size '99.5' (not a whole number of bytes: more than 99, less than 100)");
 }
 
 /* A bad CCALLOC_CONF is reported whole, naming the variable and the key. */
@@ -1037,7 +1067,8 @@ Test(config, expandable_ahead_0_maps_only_what_requests_need) {
 /* A size option where 0 means "none" or "off" (no cap, no arena size, no
  * ring...) must not get that meaning from a positive value that rounds down
  * to 0 bytes: max_reserved:0.1 asked for a cap, and would run with none.
- * Every such key refuses it, naming the key; 0 written as 0 (or 0.0) still
+ * Every such key refuses it, naming the key (history, a count, as not a
+ * whole number of entries); 0 written as 0 (or 0.0) still
  * means off, and a fraction that leaves at least one byte is taken. */
 Test(config, a_positive_size_that_rounds_to_zero_is_refused) {
     static const char *keys[] = {"greedy_bytes", "max_reserved", "max_split", "history"};
@@ -1047,7 +1078,8 @@ Test(config, a_positive_size_that_rounds_to_zero_is_refused) {
         for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
             snprintf(text, sizeof text, "%s:%s", keys[k], tiny[i]);
             parse_fails(text, keys[k]);
-            parse_fails(text, "rounds to 0");
+            /* history counts entries: any fraction is its own rule's (a_count_must_come_out_whole) */
+            parse_fails(text, strcmp(keys[k], "history") ? "rounds to 0 bytes" : "not a whole number of entries");
         }
         static const char *zero[] = {"0", "0.0", "0K", "0.000G", "00"};
         for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
@@ -1080,8 +1112,8 @@ Test(config, a_count_must_come_out_whole) {
         snprintf(text, sizeof text, "history:%s", whole[i].text);
         cr_expect_eq(parse_ok(text).history, whole[i].entries, "%s", text);
     }
-    static const char *const part[] = {"1.5",       "2.01",         "0.3K", "1.0001K", "1.00000000000000000000001",
-                                       "3.999999B", "0.0009765626K"};
+    static const char *const part[] = {"1.5",       "2.01",          "0.3K", "1.0001K", "1.00000000000000000000001",
+                                       "3.999999B", "0.0009765626K", "0.5",  "0.0001K" /* below 1: no "0 bytes" */};
     for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
         char text[64], want[160];
         snprintf(text, sizeof text, "history:%s", part[i]);

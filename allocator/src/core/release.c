@@ -1,24 +1,22 @@
 /*
- * release.c — giving memory back: cca_trim, cca_empty_cache (trim(0)),
- * and the release step of the OOM retry and the hold.
+ * release.c — giving cached memory back: the release step of cca_trim and
+ * cca_empty_cache (trim.c), of the OOM retry and of the hold.
  *
- * - trim(keep): synchronize, complete every pending free, then release
- *   through the kind (pages: 1, 3, 4; classic: 2) until reserved <= keep:
+ * - ccai_release(keep) gives back through the kind (pages: 1, 3, 4;
+ *   classic: 2) until reserved <= keep:
  *     1. the free pages at each pages segment's tail;
  *     2. whole free classic segments, largest first;
  *     3. the other free pages (newest segment first, blocks by address, highest pages first);
  *     4. (trim, empty-cache) empty ranges: their address space goes back.
- * - Classic segments go back only WHOLE: one live block PINS its segment,
- *   and the report says so (segments_pinned, live_bytes_pinning,
- *   free_bytes_pinned). Pages go back around live blocks; the free bytes
- *   of a page a live block shares stay (free_bytes_trapped).
+ * - Classic segments go back only WHOLE: one live block PINS its segment.
+ *   Pages go back around live blocks; the free bytes of a page a live
+ *   block shares stay (trapped).
  *
  *     segment 20 MiB:  [ free 9 MiB | live 512 B | free ~11 MiB ]  -> pinned
  *
  * - Pages are unmapped only after the kind's quiesce (their streams): a
- *   failed wait skips 1 and 3, and says so. Pending blocks (I6) are never
- *   released; one that could not complete stays, and the call says so
- *   (the synchronize's failure, or CCA_ERR_NOT_READY).
+ *   failed wait skips 1 and 3 (no CCAI_RELEASE_UNMAP). Pending blocks
+ *   (I6) are never released.
  * - A retry releases nothing when that cannot help (ccai_release_can_help):
  *   nothing cached; the cap refuses even with all cached released; the
  *   device's free memory plus all cached is short of the need.
@@ -41,10 +39,8 @@ cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_relea
         snprintf(why, sizeof why, "%s", cca_last_error());
     local.bytes_released += local.bytes_unmapped;
     a->release_frees += a->c.upstream_frees - frees;
-    if (r) {
+    if (r) /* what went; trim.c adds what stays (stats.c) */
         *r = local;
-        ccai_release_report_fill(a, r); /* stats.c: what stays, and why */
-    }
     if (st != CCA_OK)
         return cca_set_error(CCA_ERR_UPSTREAM, "the upstream refused to take memory back (kept, still cached): %s", why);
     return CCA_OK;
@@ -97,47 +93,4 @@ cca_status ccai_release_unsynced(void) {
     return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                      "no free page can be unmapped without a synchronize, and it failed; nothing was released: %s",
                      cca_last_error());
-}
-
-/* cca_trim and cca_empty_cache; fn names the call in messages. */
-static cca_status trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report, const char *fn) {
-    if (!a)
-        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
-    cca_status refused = ccai_lock(a, fn);
-    if (refused != CCA_OK)
-        return refused;
-    if (a->trace) /* the call, in the trace before its effect */
-        ccai_trace_release(a->trace, keep_bytes);
-    /* queued work done, pending frees complete: the kind's quiesce, else the device */
-    cca_status sync = a->kind->quiesce ? a->kind->quiesce(a) : cca_upstream_synchronize(ccai_upstream_op(a));
-    char why[256] = "";
-    if (sync != CCA_OK)
-        snprintf(why, sizeof why, "synchronize failed: %s", cca_last_error());
-    else
-        ccai_stream_complete_all(a);
-    unsigned flags = CCAI_RELEASE_RANGES | (sync == CCA_OK ? CCAI_RELEASE_UNMAP : 0u);
-    cca_status st = ccai_release(a, keep_bytes, flags, report);
-    size_t pending = a->c.pending;
-    ccai_unlock(a);
-    if (st != CCA_OK)
-        return cca_error_prefix(st, "%s", fn);
-    if (sync != CCA_OK)
-        return cca_set_error(sync,
-                         "%s: %s (free classic segments and empty ranges were still released; no page was "
-                         "unmapped; %zu pending blocks stay reserved)",
-                         fn, why, pending);
-    if (pending)
-        return cca_set_error(CCA_ERR_NOT_READY,
-                         "%s: the wait completed but the events of %zu pending blocks are still "
-                         "incomplete; they stay reserved",
-                         fn, pending);
-    return CCA_OK;
-}
-
-cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report) {
-    return trim(a, keep_bytes, report, "cca_trim");
-}
-
-cca_status cca_empty_cache(cca_allocator *a, cca_release_report *report) {
-    return trim(a, 0, report, "cca_empty_cache");
 }

@@ -63,7 +63,6 @@
  */
 #include "domain.h"
 #include "kinds/pages.h"
-#include "core/policy.h" /* ccai_hold_begin */
 
 #include <stdlib.h>
 #include <string.h>
@@ -640,10 +639,10 @@ static cca_status room_or_release(cca_allocator *a, size_t need, ccai_device_roo
  * peak_holds when the hold released something. */
 static cca_status held_room(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing,
                             char unsynced[CCAI_ERROR_CAP]) {
-    if (!need || !a->config.hold_peak)
+    if (!need || !a->policy->begin) /* the policy's begin: the hold's (hold_peak:1) */
         return room_or_release(a, need, room, missing, unsynced);
     uint64_t frees = a->release_frees;
-    ccai_hold_begin(a);
+    a->policy->begin(a);
     bool held = a->peak_hold;
     cca_status st = room_or_release(a, need, room, missing, unsynced);
     a->peak_hold = false;

@@ -93,8 +93,8 @@ static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_s
     size_t held = split ? rounded : b ? b->size : 0;
     bool to_map = b && b->unmapped && !a->kind->usable(b, held);
     bool slow = !b || to_map;
-    if (slow && a->config.hold_peak) /* held under the peak (policies/hold.c) */
-        ccai_hold_begin(a);
+    if (slow && a->policy->begin) /* hold_peak: held under the peak (policies/hold.c) */
+        a->policy->begin(a);
     char saved[CCAI_ERROR_CAP]; /* a slow step may fail inside a call that succeeds: put back */
     if (slow)
         ccai_error_save(saved);

@@ -52,6 +52,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
         return cca_error_prefix(st, "cca_create");
     }
     a->policy = cfg.policy == CCA_POLICY_GREEDY ? &ccai_policy_greedy : &ccai_policy_growth;
+    a->policy = cfg.hold_peak ? &ccai_policy_held : a->policy; /* growth only (config.c) */
     a->medium_pool = cfg.medium_pool && a->kind->medium_pool;
     /* step 1's bound: no rounding a request meets (512 B, its segment, the
      * kind's unit) can overflow below it */

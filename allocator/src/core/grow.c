@@ -5,7 +5,7 @@
  *   growth_grow          5   from alloc.c, a->policy->grow
  *    ├─ growth_never     5a  over the device, max_reserved or the kind's range
  *    ├─ take             5b  new memory (a->kind->grow), mapped (a->kind->back)
- *    ├─ ccai_hold_grow   5c  hold_peak:1 only (policies/hold.c)
+ *    ├─ a->policy->retry 5c  hold_peak:1: the hold's steps first (policies/hold.c)
  *    ├─ the retry        5c  (a)-(d): synchronize, take again, release the
  *    │                       shortfall, take, release all, take
  *    └─ fail                 CCA_ERR_OUT_OF_MEMORY; alloc.c reports it
@@ -136,7 +136,7 @@ cca_status ccai_grow_retry(cca_allocator *a, const ccai_grow_req *q, ccai_block 
 /* Step 5a: the request's least segment (pages: its pages) passes the
  * ceiling. (A range spans the ceiling rounded up to the page: step 4 asks
  * too, before it maps a cached block's pages.) */
-static cca_status growth_never(cca_allocator *a, size_t size, size_t rounded, ccai_pool_kind pool) {
+cca_status ccai_growth_never(cca_allocator *a, size_t size, size_t rounded, ccai_pool_kind pool) {
     size_t ceiling = ccai_request_ceiling(a), least = a->kind->least(a, rounded, pool);
     if (least > ceiling)
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
@@ -148,15 +148,14 @@ static cca_status growth_never(cca_allocator *a, size_t size, size_t rounded, cc
 
 /* Step 5; `refused`: step 4's block could not get its pages, which a take
  * would ask again: straight to the retry. */
-static cca_status growth_grow(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_pool_kind pool,
-                              bool refused, ccai_block **b) {
-    cca_status st = growth_never(a, size, rounded, pool);
+cca_status ccai_growth_grow(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_pool_kind pool,
+                            bool refused, ccai_block **b) {
+    cca_status st = ccai_growth_never(a, size, rounded, pool);
     if (st != CCA_OK)
         return st;
     st = refused ? CCA_ERR_OUT_OF_MEMORY : take(a, rounded, stream, pool, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
-        st = a->peak_hold ? ccai_hold_grow(a, rounded, stream, pool, b)
-                          : ccai_grow_retry(a, &(ccai_grow_req){rounded, stream, pool, false}, b);
+        st = a->policy->retry(a, &(ccai_grow_req){rounded, stream, pool, false}, b);
     if (st == CCA_ERR_OUT_OF_MEMORY)
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: cannot reserve a segment for %zu bytes: %s", a->allocating,
                              size, cca_last_error());
@@ -166,6 +165,8 @@ static cca_status growth_grow(cca_allocator *a, size_t size, size_t rounded, cca
 const ccai_policy ccai_policy_growth = {
     .name = "growth",
     .start = NULL,
-    .never = growth_never,
-    .grow = growth_grow,
+    .never = ccai_growth_never,
+    .grow = ccai_growth_grow,
+    .begin = NULL,
+    .retry = ccai_grow_retry,
 };

@@ -105,7 +105,7 @@ static cca_status greedy_grow(cca_allocator *a, size_t size, size_t rounded, cca
     ccai_device_room room = {false, 0};
     st = refused ? CCA_ERR_OUT_OF_MEMORY : ccai_grow_map_held(a, rounded, b, &room);
     if (st == CCA_ERR_OUT_OF_MEMORY)
-        st = ccai_grow_retry(a, &(ccai_grow_req){rounded, NULL, pool, false}, b);
+        st = a->policy->retry(a, &(ccai_grow_req){rounded, NULL, pool, false}, b);
     return st == CCA_OK ? st : cca_error_prefix(st, "%s", a->allocating);
 }
 
@@ -114,4 +114,6 @@ const ccai_policy ccai_policy_greedy = {
     .start = arena_reserve,
     .never = greedy_never,
     .grow = greedy_grow,
+    .begin = NULL,
+    .retry = ccai_grow_retry,
 };

@@ -24,24 +24,38 @@
 #include "../core/internal.h"
 #include "../domain.h" /* ccai_sleep_awake_cached */
 
-void ccai_hold_begin(cca_allocator *a) {
+/* Off the cached path (a->policy->begin). */
+static void hold_begin(cca_allocator *a) {
     /* cached: reserved above the live bytes in the awake domains (a
      * sleeping domain's are on the host: sleep.c) */
     if (ccai_sleep_awake_cached(a) || a->c.pending)
         a->peak_hold = true; /* reserved > 0 here, so reserved_peak is too */
 }
 
-cca_status ccai_hold_grow(cca_allocator *a, size_t rounded, cca_stream stream, ccai_pool_kind pool, ccai_block **b) {
+/* Step 5c (a->policy->retry): a held request's steps 1-3; one not held
+ * (nothing cached or pending at its begin), the ordinary retry. */
+static cca_status hold_retry(cca_allocator *a, const ccai_grow_req *q, ccai_block **b) {
+    if (!a->peak_hold)
+        return ccai_grow_retry(a, q, b);
     uint64_t frees = a->release_frees; /* not upstream_frees: a map refused part-way unmaps what it mapped */
-    ccai_grow_req q = {rounded, stream, pool, false};
-    cca_status st = ccai_grow_release_and_take(a, &q, b); /* 1 */
+    cca_status st = ccai_grow_release_and_take(a, q, b); /* 1 */
     a->peak_hold = false;
     if (st == CCA_ERR_OUT_OF_MEMORY) { /* 2 */
-        ccai_release_all_for(a, ccai_grow_need(a, rounded, stream, pool));
+        ccai_release_all_for(a, ccai_grow_need(a, q->rounded, q->stream, q->pool));
         a->peak_rising = true;
-        st = ccai_grow_take_again(a, rounded, stream, pool, b);
+        st = ccai_grow_take_again(a, q->rounded, q->stream, q->pool, b);
         a->peak_rising = false;
     }
     a->c.peak_holds += a->release_frees != frees; /* counted when it released something cached */
-    return st == CCA_ERR_OUT_OF_MEMORY ? ccai_grow_retry(a, &q, b) : st; /* 3 */
+    return st == CCA_ERR_OUT_OF_MEMORY ? ccai_grow_retry(a, q, b) : st; /* 3 */
 }
+
+/* growth's table with the hold's begin and retry (cca_create, hold_peak:1). */
+const ccai_policy ccai_policy_held = {
+    .name = "growth",
+    .start = NULL,
+    .never = ccai_growth_never,
+    .grow = ccai_growth_grow,
+    .begin = hold_begin,
+    .retry = hold_retry,
+};

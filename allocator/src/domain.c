@@ -187,48 +187,13 @@ unsigned ccai_domain_number(const cca_allocator *a, const cca_domain *d) {
     return d->number;
 }
 
-/* ---- a domain's segments ---------------------------------------------- */
-
-/* Push and unlink on the intrusive lists here (head, node, the node's
- * prev and next fields): O(1). */
-#define LIST_PUSH(head, x, prev, next)                                                                                 \
-    do {                                                                                                               \
-        (x)->prev = NULL;                                                                                              \
-        (x)->next = (head);                                                                                            \
-        if (head)                                                                                                      \
-            (head)->prev = (x);                                                                                        \
-        (head) = (x);                                                                                                  \
-    } while (0)
-#define LIST_UNLINK(head, x, prev, next)                                                                               \
-    do {                                                                                                               \
-        if ((x)->prev)                                                                                                 \
-            (x)->prev->next = (x)->next;                                                                               \
-        else                                                                                                           \
-            (head) = (x)->next;                                                                                        \
-        if ((x)->next)                                                                                                 \
-            (x)->next->prev = (x)->prev;                                                                               \
-        (x)->prev = (x)->next = NULL;                                                                                  \
-    } while (0)
-
-void ccai_domain_add_segment(cca_allocator *a, ccai_segment *s) {
-    cca_domain *d = s->domain;
-    if (!d->segs) /* it holds memory from now on */
-        LIST_PUSH(a->holding, d, hprev, hnext);
-    LIST_PUSH(d->segs, s, dprev, dnext);
-}
-
-void ccai_domain_remove_segment(cca_allocator *a, ccai_segment *s) {
-    cca_domain *d = s->domain;
-    LIST_UNLINK(d->segs, s, dprev, dnext);
-    if (!d->segs) /* it holds nothing any more */
-        LIST_UNLINK(a->holding, d, hprev, hnext);
-}
+/* ---- the sleeping domains' list ----------------------------------------- */
 
 void ccai_domain_set_sleep(cca_allocator *a, cca_domain *d, struct ccai_sleep *rec) {
     if (rec && !d->sleep)
-        LIST_PUSH(a->asleep, d, sprev, snext);
+        CCAI_LIST_PUSH(a->asleep, d, sprev, snext);
     else if (!rec && d->sleep)
-        LIST_UNLINK(a->asleep, d, sprev, snext);
+        CCAI_LIST_UNLINK(a->asleep, d, sprev, snext);
     d->sleep = rec;
 }
 

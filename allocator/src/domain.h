@@ -1,8 +1,7 @@
 /*
  * domain.h — what domain.c gives the rest of the library: the default
- * domain's set-up and teardown (allocator.c), a handle's record, a
- * segment joining and leaving its domain (segment.c), the domains' stats
- * and numbers (the reports). Every function runs under the allocator's lock,
+ * domain's set-up and teardown (allocator.c), a handle's record, the
+ * domains' stats and numbers (the reports). Every function runs under the allocator's lock,
  * but ccai_domain_check, which takes it.
  */
 #ifndef CCA_DOMAIN_H
@@ -30,24 +29,9 @@ static inline cca_domain *ccai_domain_handle(const struct cca_domain *d) {
 }
 /* Is record d one of a's domains? (check.c) */
 bool ccai_domain_valid(const cca_allocator *a, const struct cca_domain *d);
-/* A segment joins / leaves its domain's list (ccai_segment_link/unlink). */
-void ccai_domain_add_segment(cca_allocator *a, struct ccai_segment *s);
-void ccai_domain_remove_segment(cca_allocator *a, struct ccai_segment *s);
 /* d's sleep record becomes rec (NULL: awake), and d joins or leaves
  * a->asleep with it, so sums over sleeping domains walk those only. O(1). */
 void ccai_domain_set_sleep(cca_allocator *a, struct cca_domain *d, struct ccai_sleep *rec);
-/* A block handed out in, or returned to, a domain: its counts (kept only
- * while a->domains_tracked; the allocator's own are counted apart). */
-static inline void ccai_domain_count_alloc(ccai_domain_counters *d, const ccai_block *b, size_t size) {
-    ccai_raise(&d->allocated, &d->allocated_peak, b->size);
-    ccai_raise(&d->requested, &d->requested_peak, size);
-    ccai_raise(&d->active, &d->active_peak, 1);
-    d->alloc_calls++;
-}
-static inline void ccai_domain_count_return(ccai_domain_counters *d, const ccai_block *b) {
-    ccai_lower(&d->allocated, b->size);
-    ccai_lower(&d->active, 1);
-}
 /* Every domain's stats as a JSON array (snapshot; the caller holds the lock). */
 void ccai_domain_stats_json(const cca_allocator *a, FILE *f);
 /* d's position in the allocator's list: 0 the default domain, then in
@@ -68,24 +52,9 @@ void ccai_sleep_forget(cca_allocator *a, struct cca_domain *d, bool mark);
 /* cca_free of live block b of a sleeping domain: its copy dropped, and its
  * host chunk given back once every block in it is freed. */
 void ccai_sleep_drop(cca_allocator *a, const ccai_block *b);
-/* Reserved minus allocated bytes of the awake domains: what they cache. A
- * sleeping domain's blocks count in a->c.allocated, their bytes on the
- * host; the pages a refused unmap left it count in a->c.reserved and serve
- * nothing until its wake (no release finds them). O(domains asleep). */
-size_t ccai_sleep_awake_cached(const cca_allocator *a);
 /* Host bytes d's copy holds (0: awake, or asleep with DISCARD). */
 size_t ccai_sleep_host_bytes(const struct cca_domain *d);
 /* I10 for sleeping domain d: its record names every live block of d. */
 ccai_broken ccai_sleep_check(const cca_allocator *a, const struct cca_domain *d);
-
-/* cca_free of live block b: its domain's requested bytes (while
- * a->domains_tracked) and, the domain asleep, its copy dropped. */
-static inline void ccai_domain_count_free(cca_allocator *a, const ccai_block *b) {
-    struct cca_domain *d = b->segment->domain;
-    if (a->domains_tracked)
-        ccai_lower(&d->c.requested, b->requested);
-    if (d->sleep)
-        ccai_sleep_drop(a, b);
-}
 
 #endif /* CCA_DOMAIN_H */

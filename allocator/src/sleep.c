@@ -42,7 +42,7 @@
  *   and trim may give back a range whose blocks were all freed; d's live
  *   bytes stay in `allocated` but not in `reserved`, and what a refused
  *   unmap left stays in `reserved`: what compares the two (cached bytes,
- *   hold_peak's hold) counts awake domains only (ccai_sleep_awake_cached).
+ *   hold_peak's hold) counts awake domains only (ccai_cached_bytes, release.c).
  * - Wake, all or nothing: the pages under d's live and pending blocks (not
  *   its free space) are counted, the cap and the device's free memory asked
  *   once for all of them (short: the allocator's cache released as by the
@@ -96,16 +96,6 @@ struct ccai_sleep {
     size_t *by_addr; /* e's indices by address: the free path's search */
     bool host_refused; /* the last host_free refused: its run logged once (free_host) */
 };
-
-size_t ccai_sleep_awake_cached(const cca_allocator *a) {
-    size_t allocated = a->c.allocated, reserved = a->c.reserved;
-    /* before the first domain is created the default one holds every block */
-    for (const cca_domain *d = a->asleep; d; d = d->snext) {
-        allocated -= a->domains_tracked ? d->c.allocated : a->c.allocated;
-        reserved -= a->domains_tracked ? d->c.reserved : a->c.reserved;
-    }
-    return reserved - allocated;
-}
 
 size_t ccai_sleep_host_bytes(const cca_domain *d) {
     return d->sleep ? d->sleep->host_size : 0;

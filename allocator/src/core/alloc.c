@@ -19,7 +19,7 @@
  *   7 live           live map, counters, trace, history
  */
 #include "internal.h"
-#include "../domain.h" /* a domain's counts */
+#include "../domain.h" /* sleep.c: a sleeping domain refuses, its copies dropped */
 #include "block.h" /* step 6, the split */
 #include "fit.h"   /* step 4, best fit */
 
@@ -173,7 +173,11 @@ cca_status cca_free(cca_allocator *a, void *ptr) {
     } else {
         a->c.free_calls++;
         ccai_lower(&a->c.requested, b->requested);
-        ccai_domain_count_free(a, b); /* its domain's requested bytes; asleep, its host copy */
+        cca_domain *d = b->segment->domain;
+        if (a->domains_tracked) /* its domain's requested bytes */
+            ccai_lower(&d->c.requested, b->requested);
+        if (d->sleep) /* asleep: its host copy dropped (sleep.c) */
+            ccai_sleep_drop(a, b);
         if (a->trace)
             ccai_trace_free(a->trace, b->id, b->requested, b->alloc_stream, b->segment->domain->trace_no);
         bool deferred = (b->uses || b->alloc_stream != b->stream || (b->seg & CCAI_SEG_SHARED)) &&

@@ -13,7 +13,6 @@
  *   after:           [A free 16M                    ]   merges += 2
  */
 #include "block.h" /* the split, block records */
-#include "../domain.h" /* a domain's counts */
 
 #include <stdlib.h>
 #include <string.h>

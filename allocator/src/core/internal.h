@@ -28,6 +28,7 @@
 #include "free_index.h"
 #include "free_index_v1.h"
 #include "live_map.h"
+#include "list.h" /* intrusive lists: segments, domains */
 #include "../support/lock.h"
 #include "../support/trace.h"
 #include "../support/history.h"
@@ -247,6 +248,11 @@ size_t ccai_release_keep(const cca_allocator *a, size_t need, size_t free_b);
 void ccai_release_all_for(cca_allocator *a, size_t need);
 /* A retry whose needed synchronize failed: CCA_ERR_OUT_OF_MEMORY, the cause. */
 cca_status ccai_release_unsynced(void);
+/* Reserved minus allocated bytes of the awake domains: what they cache. A
+ * sleeping domain's blocks count in a->c.allocated, their bytes on the
+ * host; the pages a refused unmap left it count in a->c.reserved and serve
+ * nothing until its wake (no release finds them). O(domains asleep). */
+size_t ccai_cached_bytes(const cca_allocator *a);
 
 /* ---- arithmetic, the lock, counting ------------------------------------ */
 
@@ -288,6 +294,18 @@ static inline void ccai_unlock(cca_allocator *a) {
     ccai_mutex_unlock(&a->lock);
 }
 
+/* A block handed out in, or returned to, a domain: its counts (kept only
+ * while a->domains_tracked; the allocator's own are counted apart). */
+static inline void ccai_domain_count_alloc(ccai_domain_counters *d, const ccai_block *b, size_t size) {
+    ccai_raise(&d->allocated, &d->allocated_peak, b->size);
+    ccai_raise(&d->requested, &d->requested_peak, size);
+    ccai_raise(&d->active, &d->active_peak, 1);
+    d->alloc_calls++;
+}
+static inline void ccai_domain_count_return(ccai_domain_counters *d, const ccai_block *b) {
+    ccai_lower(&d->allocated, b->size);
+    ccai_lower(&d->active, 1);
+}
 /* Count bytes reserved (+) or released (-) by segment s, in the allocator
  * and in s's domain (peaks follow). */
 static inline void ccai_count_reserved(cca_allocator *a, const ccai_segment *s, size_t bytes, bool up) {

@@ -94,3 +94,13 @@ cca_status ccai_release_unsynced(void) {
                      "no free page can be unmapped without a synchronize, and it failed; nothing was released: %s",
                      cca_last_error());
 }
+
+size_t ccai_cached_bytes(const cca_allocator *a) {
+    size_t allocated = a->c.allocated, reserved = a->c.reserved;
+    /* before the first domain is created the default one holds every block */
+    for (const cca_domain *d = a->asleep; d; d = d->snext) {
+        allocated -= a->domains_tracked ? d->c.allocated : a->c.allocated;
+        reserved -= a->domains_tracked ? d->c.reserved : a->c.reserved;
+    }
+    return reserved - allocated;
+}

@@ -22,8 +22,7 @@
  * - Cost: O(1) each (plus the kind's upstream call); ccai_segment_live
  *   O(its blocks).
  */
-#include "block.h"     /* the split, block records */
-#include "../domain.h" /* a segment joins its domain */
+#include "block.h" /* the split, block records */
 
 #include <stdlib.h>
 #include <string.h>
@@ -112,22 +111,21 @@ void ccai_segment_discard(cca_allocator *a, ccai_segment *s) {
 }
 
 /* The upstream granted [base, base + size): one free block over it, the
- * segment at the head of the list, counted. */
+ * segment at the head of the allocator's list and its domain's, counted. */
 void ccai_segment_link(cca_allocator *a, ccai_segment *s, uintptr_t base, size_t size) {
     s->base = base;
     s->size = size;
     s->first->addr = base;
     s->first->size = size;
-    s->next = a->segments;
-    if (a->segments)
-        a->segments->prev = s;
-    a->segments = s;
+    CCAI_LIST_PUSH(a->segments, s, prev, next);
+    if (!s->domain->segs) /* the domain holds memory from now on */
+        CCAI_LIST_PUSH(a->holding, s->domain, hprev, hnext);
+    CCAI_LIST_PUSH(s->domain->segs, s, dprev, dnext);
     ccai_free_index_insert(s->index, s->first);
     ccai_raise(&a->c.segments, &a->c.segments_peak, 1);
     a->c.upstream_allocs++;
     s->domain->c.segments++;
     s->domain->c.upstream_allocs++;
-    ccai_domain_add_segment(a, s);
 }
 
 /* The reverse, after the upstream took it back: s is freed. */
@@ -136,16 +134,13 @@ void ccai_segment_unlink(cca_allocator *a, ccai_segment *s) {
     ccai_free_index_remove(s->index, s->first);
     if (s->domain->arena == s)
         s->domain->arena = NULL;
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        a->segments = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
+    CCAI_LIST_UNLINK(a->segments, s, prev, next);
+    CCAI_LIST_UNLINK(s->domain->segs, s, dprev, dnext);
+    if (!s->domain->segs) /* it holds nothing any more */
+        CCAI_LIST_UNLINK(a->holding, s->domain, hprev, hnext);
     ccai_lower(&a->c.segments, 1);
     a->c.upstream_frees++;
     ccai_lower(&s->domain->c.segments, 1);
-    ccai_domain_remove_segment(a, s);
     s->domain->c.upstream_frees++;
     ccai_segment_discard(a, s);
 }

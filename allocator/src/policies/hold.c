@@ -22,13 +22,12 @@
  *   the peak. docs/allocator.md, "Holding the peak".
  */
 #include "../core/internal.h"
-#include "../domain.h" /* ccai_sleep_awake_cached */
 
 /* Off the cached path (a->policy->begin). */
 static void hold_begin(cca_allocator *a) {
     /* cached: reserved above the live bytes in the awake domains (a
      * sleeping domain's are on the host: sleep.c) */
-    if (ccai_sleep_awake_cached(a) || a->c.pending)
+    if (ccai_cached_bytes(a) || a->c.pending)
         a->peak_hold = true; /* reserved > 0 here, so reserved_peak is too */
 }
 

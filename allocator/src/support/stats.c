@@ -93,7 +93,7 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
         s->host_bytes += ccai_sleep_host_bytes(d);
     }
     if (c->expandable_segments) /* free blocks span unmapped address space: count mapped bytes only */
-        s->cached_bytes = ccai_sleep_awake_cached(a); /* asleep: bytes on the host, pages left serve nothing */
+        s->cached_bytes = ccai_cached_bytes(a); /* asleep: bytes on the host, pages left serve nothing */
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
     s->page_size = a->page; /* 0 unless the kind is pages (cca_create) */
     s->expandable_segments = c->expandable_segments;

@@ -4,7 +4,7 @@
  * - `%p` is the process's id and `%%` one `%`; any other `%` is refused
  *   (the recorder then records nothing: a later expansion must not
  *   rename the file under the programs that use it).
- * - One expansion for the recorder (allocator/src/support/trace.c), which
+ * - One expansion for the recorder (allocator/src/observe/trace.c), which
  *   opens the file, and for the programs that must not write over it
  *   (ccrun's and ccbench's checks of their outputs): all three name the
  *   same file, since each runs in the process whose id %p is.

@@ -3,7 +3,7 @@
  * memory goes back whole while other models keep running.
  *
  * - A DOMAIN owns segments (expandable: address ranges); a request in d
- *   (cca_alloc_in) is served only from d's free index (`pools`) and new
+ *   (cca_alloc_in, alloc.c) is served only from d's free index (`pools`) and new
  *   segments are d's, so one domain's blocks never pin another's memory (I8).
  *
  *     one domain:  [ A's weights | B's weights | A's activations | free ]
@@ -11,11 +11,9 @@
  *     domain A:    [ A's weights | A's activations | free ] -> released whole
  *     domain B:    [ B's weights | free ]                   -> untouched
  *
- * - The default domain is a->root; the others follow it in creation order;
- *   those owning segments are also on a->holding. a->serving is the domain
- *   the call in progress serves. A segment's domain never changes.
- * - Handles are numbers never given twice, looked up in a hash set, never
- *   read: a destroyed or foreign handle is refused.
+ * - The default domain is a->root; a->serving is the domain the call in
+ *   progress serves. A segment's domain never changes. The set of domains,
+ *   their handles and numbers: domain_set.c.
  * - Release (cca_domain_release): synchronize, complete pending frees,
  *   count d's live and pending blocks; any: refuse (unless FORCE, which
  *   returns live blocks to the pool first); then every segment of d goes
@@ -24,29 +22,19 @@
  *   ARENA in d, key stream NULL; d's requests look there first, then grow.
  * - Cached free memory stays the allocator's: trim, empty-cache and the OOM
  *   retry release free memory of every domain.
- * - A domain's number (its position in the list, the snapshots'
- *   domain_index) is kept in it: a create appends the next one, a destroy
- *   of any but the last marks every number stale, and the next lookup
- *   numbers the list again.
+ * - Sleep and wake (cca_domain_sleep, cca_domain_wake, cca_sleep,
+ *   cca_wake): the lock, the domains, what a refusal undoes; sleep.c has
+ *   the steps for one domain.
  * - Cost: create, handle check, destroy O(1) expected; release O(d's
- *   segments + blocks), plus O(pages) per range; per-domain stats
- *   O(pools x streams) of d's free index; a domain's number O(1), after a
- *   destroy that moved domains O(domains) once.
+ *   segments + blocks), plus O(pages) per range.
  */
 #include "domain.h"
+#include "sleep.h"
+#include "observe/check.h" /* the unlock, a bad pointer's diagnosis */
+#include "observe/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-void ccai_domain_init_root(cca_allocator *a) {
-    memset(&a->root, 0, sizeof a->root);
-    snprintf(a->root.name, sizeof a->root.name, "default");
-    a->serving = &a->root;
-    a->allocating = "cca_alloc";
-    a->last = &a->root;
-    a->holding = a->asleep = NULL;
-    memset(&a->domain_set, 0, sizeof a->domain_set);
-}
 
 void ccai_domain_destroy_all(cca_allocator *a) {
     for (cca_domain *d = &a->root, *next; d; d = next) {
@@ -64,101 +52,6 @@ void ccai_domain_destroy_all(cca_allocator *a) {
     memset(&a->domain_set, 0, sizeof a->domain_set);
 }
 
-/* ---- handles and the handle set --------------------------------------- *
- * A caller never holds a domain's address: a handle is a number drawn once
- * per process, the k-th domain ever created (by any allocator) getting
- * k * 0x9E3779B97F4A7C15 (mod 2^64; odd, so k -> handle is one-to-one and
- * never 0 before 2^64 creates). So no handle is ever given twice: the
- * handle of a destroyed domain stays refused even when malloc gives its
- * record to the next domain (a program that unloads one model and loads
- * another does exactly that), and another allocator's handle is refused
- * too. Consecutive handles lie far apart, so an offset or interior pointer
- * names nothing either.
- *
- * The set holds every domain but root, keyed by handle, in an
- * open-addressing table with linear probing: a handle is looked up by
- * hashing its value, never by reading what it points to (it may be freed
- * or foreign memory). Deletion shifts the entries of the probe run back
- * (no tombstones), so a lookup stops at the first empty slot. The table
- * doubles at half full: O(1) expected per operation. */
-
-static _Atomic uint64_t handles_made;
-
-static uintptr_t new_handle(void) {
-    uint64_t k = atomic_fetch_add_explicit(&handles_made, 1, memory_order_relaxed) + 1;
-    return (uintptr_t)(k * 0x9E3779B97F4A7C15ull);
-}
-
-static size_t set_home(const cca_allocator *a, uintptr_t h) {
-    uint64_t x = (uint64_t)h * 0x9E3779B97F4A7C15ull; /* Fibonacci hashing (garbage handles too) */
-    return (size_t)(x >> 32) & (a->domain_set.cap - 1);
-}
-
-static size_t set_find(const cca_allocator *a, uintptr_t h) { /* the slot holding handle h, or cap */
-    if (!a->domain_set.cap)
-        return 0;
-    size_t mask = a->domain_set.cap - 1;
-    for (size_t i = set_home(a, h);; i = (i + 1) & mask) {
-        if (!a->domain_set.slot[i])
-            return a->domain_set.cap;
-        if (a->domain_set.slot[i]->handle == h)
-            return i;
-    }
-}
-
-static void set_place(cca_allocator *a, cca_domain *d) { /* room known */
-    size_t mask = a->domain_set.cap - 1, i = set_home(a, d->handle);
-    while (a->domain_set.slot[i])
-        i = (i + 1) & mask;
-    a->domain_set.slot[i] = d;
-    a->domain_set.count++;
-}
-
-/* Room for one more, before the domain is linked: the only step of
- * cca_domain_create that can fail once the record is made. */
-static cca_status set_reserve(cca_allocator *a) {
-    if (a->domain_set.count + 1 <= a->domain_set.cap / 2)
-        return CCA_OK;
-    size_t cap = a->domain_set.cap ? a->domain_set.cap * 2 : 16;
-    cca_domain **slot = calloc(cap, sizeof *slot);
-    if (!slot)
-        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
-    cca_domain **old = a->domain_set.slot;
-    size_t old_cap = a->domain_set.cap;
-    a->domain_set.slot = slot;
-    a->domain_set.cap = cap;
-    a->domain_set.count = 0;
-    for (size_t i = 0; i < old_cap; i++)
-        if (old[i])
-            set_place(a, old[i]);
-    free(old);
-    return CCA_OK;
-}
-
-static void set_erase(cca_allocator *a, const cca_domain *d) {
-    size_t mask = a->domain_set.cap - 1, hole = set_find(a, d->handle);
-    ccai_assert(hole != a->domain_set.cap && a->domain_set.slot[hole] == d);
-    a->domain_set.slot[hole] = NULL;
-    a->domain_set.count--;
-    /* shift back every later entry of the run whose home is not in (hole, i] */
-    for (size_t i = (hole + 1) & mask; a->domain_set.slot[i]; i = (i + 1) & mask) {
-        size_t home = set_home(a, a->domain_set.slot[i]->handle);
-        bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
-        if (stays)
-            continue;
-        a->domain_set.slot[hole] = a->domain_set.slot[i];
-        a->domain_set.slot[i] = NULL;
-        hole = i;
-    }
-}
-
-cca_domain *ccai_domain_lookup(const cca_allocator *a, const cca_domain *handle) {
-    if (!handle)
-        return (cca_domain *)&a->root;
-    size_t i = set_find(a, (uintptr_t)handle);
-    return i == a->domain_set.cap ? NULL : a->domain_set.slot[i];
-}
-
 cca_status ccai_domain_check(cca_allocator *a, const cca_domain *handle, const char *who) {
     cca_status st = ccai_lock(a, who);
     if (st != CCA_OK)
@@ -170,43 +63,6 @@ cca_status ccai_domain_check(cca_allocator *a, const cca_domain *handle, const c
     return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "%s: domain %p is not one of this allocator's (destroyed, another allocator's, or no domain)",
                          who, (const void *)handle);
-}
-
-bool ccai_domain_valid(const cca_allocator *a, const cca_domain *d) {
-    return ccai_domain_lookup(a, ccai_domain_handle(d)) == d; /* root's handle is NULL: root */
-}
-
-unsigned ccai_domain_number(const cca_allocator *a, const cca_domain *d) {
-    if (a->numbers_stale) { /* a cache under the caller's lock: made again once per destroy that moved domains */
-        cca_allocator *m = (cca_allocator *)a;
-        unsigned k = 0;
-        for (cca_domain *e = &m->root; e; e = e->next)
-            e->number = k++;
-        m->numbers_stale = false;
-    }
-    return d->number;
-}
-
-/* ---- the sleeping domains' list ----------------------------------------- */
-
-void ccai_domain_set_sleep(cca_allocator *a, cca_domain *d, struct ccai_sleep *rec) {
-    if (rec && !d->sleep)
-        CCAI_LIST_PUSH(a->asleep, d, sprev, snext);
-    else if (!rec && d->sleep)
-        CCAI_LIST_UNLINK(a->asleep, d, sprev, snext);
-    d->sleep = rec;
-}
-
-/* The counts kept only while domains are tracked, from the allocator's:
- * before the first domain, the default domain holds every block. */
-static void copy_block_counts(ccai_domain_counters *to, const ccai_counters *from) {
-    to->allocated = from->allocated;
-    to->allocated_peak = from->allocated_peak;
-    to->requested = from->requested;
-    to->requested_peak = from->requested_peak;
-    to->active = from->active;
-    to->active_peak = from->active_peak;
-    to->alloc_calls = from->alloc_calls;
 }
 
 static bool name_ok(const char *name) {
@@ -235,27 +91,19 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
     if (!d)
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_domain_create: host malloc failed");
     snprintf(d->name, sizeof d->name, "%s", name);
-    d->handle = new_handle();
+    d->handle = ccai_domain_new_handle();
     cca_status st = ccai_lock(a, "cca_domain_create");
     if (st != CCA_OK) {
         free(d);
         return st;
     }
-    st = set_reserve(a);
+    st = ccai_domain_set_reserve(a);
     if (st != CCA_OK) {
         ccai_unlock(a);
         free(d);
         return st;
     }
-    set_place(a, d);
-    if (!a->domains_tracked) { /* every block so far is the default domain's */
-        copy_block_counts(&a->root.c, &a->c);
-        a->domains_tracked = true;
-    }
-    d->number = a->last->number + 1; /* stale with the rest, if they are */
-    a->last->next = d;
-    d->prev = a->last;
-    a->last = d;
+    ccai_domain_set_add(a, d);
     ccai_unlock(a);
     /* Recorded once it exists (a refused create is not in the trace), and
      * outside the lock: the recorder may log. No other call can name d
@@ -264,36 +112,6 @@ cca_status cca_domain_create(cca_allocator *a, const char *name, cca_domain **ou
         d->trace_no = ccai_trace_domain(a->trace, d->name);
     *out = ccai_domain_handle(d);
     return CCA_OK;
-}
-
-/* ---- allocating in a domain -------------------------------------------- */
-
-cca_status cca_alloc_in(cca_allocator *a, cca_domain *h, size_t size, cca_stream s, void **out) {
-    if (out)
-        *out = NULL;
-    if (!a || !out)
-        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: %s is NULL", a ? "out" : "allocator");
-    ccai_deferred_log log;
-    log.set = false;
-    cca_status st = ccai_lock(a, "cca_alloc_in");
-    if (st != CCA_OK)
-        return st;
-    cca_domain *d = ccai_domain_lookup(a, h);
-    if (!d) {
-        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_alloc_in: domain %p is not one of this allocator's",
-                           (void *)h);
-    } else if (size == 0) {
-        st = CCA_OK;
-    } else {
-        a->serving = d;
-        a->allocating = "cca_alloc_in";
-        st = ccai_alloc_locked(a, a->serving, size, s, out, &log);
-        a->serving = &a->root;
-        a->allocating = "cca_alloc";
-    }
-    ccai_unlock(a);
-    ccai_log_flush(&log);
-    return st;
 }
 
 /* ---- release ------------------------------------------------------------- */
@@ -406,22 +224,14 @@ static cca_status release(cca_allocator *a, cca_domain *h, unsigned flags, cca_d
     cca_status st = ccai_lock(a, fn);
     if (st != CCA_OK)
         return st;
-    cca_domain *d = ccai_domain_lookup(a, h);
-    if (!d) {
-        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: domain %p is not one of this allocator's", fn, (void *)h);
-    } else {
+    cca_domain *d;
+    if ((st = ccai_domain_find(a, h, fn, &d)) == CCA_OK) {
         st = release_locked(a, d, flags, &local, fn);
         local.bytes_still_reserved = d->c.reserved;
         if (st == CCA_OK && destroy) {
             ccai_assert(d->c.segments == 0 && d->c.reserved == 0);
             ccai_assert(!d->segs);
-            d->prev->next = d->next;
-            if (d->next)
-                d->next->prev = d->prev;
-            else
-                a->last = d->prev;
-            a->numbers_stale |= d->next != NULL; /* the last one's going moves none */
-            set_erase(a, d);
+            ccai_domain_set_remove(a, d);
             for (int p = 0; p < CCAI_POOL_COUNT; p++)
                 ccai_free_index_destroy(&d->pools[p]);
             free(d);
@@ -461,12 +271,9 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
     cca_status st = ccai_lock(a, "cca_domain_reserve");
     if (st != CCA_OK)
         return st;
-    cca_domain *d = ccai_domain_lookup(a, h);
-    if (!d) {
-        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve: domain %p is not one of this allocator's",
-                       (void *)h);
+    cca_domain *d;
+    if ((st = ccai_domain_find(a, h, "cca_domain_reserve", &d)) != CCA_OK)
         d = &a->root; /* for the messages below, which st already skips */
-    }
     if (st == CCA_OK && d->arena)
         st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_reserve(%s): the domain has an arena already", d->name);
     if (st == CCA_OK && d->sleep)
@@ -524,97 +331,168 @@ cca_status cca_domain_of(cca_allocator *a, const void *ptr, cca_domain **d) {
     return st;
 }
 
-static void fill_stats(const cca_allocator *a, const cca_domain *d, cca_domain_stats *s) {
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", d->name);
-    ccai_domain_counters untracked; /* no domain yet: the default one is the allocator */
-    const ccai_domain_counters *c = &d->c;
-    if (!a->domains_tracked) {
-        untracked = d->c;
-        copy_block_counts(&untracked, &a->c);
-        c = &untracked;
-    }
-    s->allocated_bytes = c->allocated;
-    s->allocated_bytes_peak = c->allocated_peak;
-    s->requested_bytes = c->requested;
-    s->requested_bytes_peak = c->requested_peak;
-    s->reserved_bytes = c->reserved;
-    s->reserved_bytes_peak = c->reserved_peak;
-    s->active_blocks = c->active;
-    s->active_blocks_peak = c->active_peak;
-    /* asleep: its allocated bytes are on the host, and pages a refused
-     * unmap left serve nothing until the wake (sleep.c) */
-    s->cached_bytes = d->sleep == NULL && c->reserved >= c->allocated ? c->reserved - c->allocated : 0;
-    s->segments = c->segments;
-    s->alloc_calls = c->alloc_calls;
-    s->upstream_allocs = c->upstream_allocs;
-    s->upstream_frees = c->upstream_frees;
-    s->largest_free_block = d->sleep ? 0 : ccai_domain_largest_free(d, 0); /* d's free index (I8), as cca_get_stats */
-    s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
-    s->asleep = d->sleep != NULL;
-    s->host_bytes = ccai_sleep_host_bytes(d);
+/* ---- sleep and wake (sleep.c has the steps) -------------------------------- */
+
+static cca_status sleep_begin(cca_allocator *a, cca_sleep_report *r, const char *fn) {
+    if (r)
+        memset(r, 0, sizeof *r);
+    if (!a)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
+    return ccai_lock(a, fn);
 }
 
-cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *h, cca_domain_stats *s) {
-    if (!a || !s)
-        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: %s is NULL", a ? "stats" : "allocator");
-    cca_allocator *m = (cca_allocator *)a; /* the lock only */
-    cca_status st = ccai_lock(m, "cca_get_domain_stats");
+static cca_status sleep_named(cca_status st, const char *fn, const cca_domain *d) {
+    return st == CCA_OK ? st : cca_set_error(st, "%s(%s): %s", fn, d->name, cca_last_error());
+}
+
+cca_status cca_domain_sleep(cca_allocator *a, cca_domain *h, unsigned flags, cca_sleep_report *report) {
+    cca_sleep_report local = {0};
+    cca_status st = sleep_begin(a, report, "cca_domain_sleep");
     if (st != CCA_OK)
         return st;
-    const cca_domain *d = ccai_domain_lookup(a, h);
-    if (!d)
-        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: domain %p is not one of this allocator's",
-                       (const void *)h);
-    else
-        fill_stats(a, d, s);
-    ccai_unlock(m);
+    cca_domain *d;
+    bool slept;
+    if ((st = ccai_domain_find(a, h, "cca_domain_sleep", &d)) == CCA_OK)
+        st = sleep_named(ccai_sleep_domain(a, d, flags, &local, &slept), "cca_domain_sleep", d);
+    ccai_unlock(a);
+    if (report)
+        *report = local;
     return st;
 }
 
-void ccai_domain_stats_json(const cca_allocator *a, FILE *f) {
-    locale_t previous = ccai_numeric_begin(); /* "fragmentation": 0.5 in any locale (numeric.c) */
-    fputc('[', f);
-    for (const cca_domain *d = &a->root; d; d = d->next) {
-        cca_domain_stats s;
-        fill_stats(a, d, &s);
-        fprintf(f,
-                "%s{\"name\": \"%s\", \"allocated_bytes\": %zu, \"allocated_bytes_peak\": %zu, "
-                "\"requested_bytes\": %zu, \"requested_bytes_peak\": %zu, \"reserved_bytes\": %zu, "
-                "\"reserved_bytes_peak\": %zu, \"active_blocks\": %zu, \"active_blocks_peak\": %zu, "
-                "\"cached_bytes\": %zu, \"largest_free_block\": %zu, \"segments\": %zu, \"alloc_calls\": %llu, "
-                "\"upstream_allocs\": %llu, \"upstream_frees\": %llu, \"fragmentation\": %.6f, \"asleep\": %s, "
-                "\"host_bytes\": %zu, \"arena_bytes\": %zu}",
-                d == &a->root ? "" : ", ", s.name, s.allocated_bytes, s.allocated_bytes_peak, s.requested_bytes,
-                s.requested_bytes_peak, s.reserved_bytes, s.reserved_bytes_peak, s.active_blocks,
-                s.active_blocks_peak, s.cached_bytes, s.largest_free_block, s.segments,
-                (unsigned long long)s.alloc_calls, (unsigned long long)s.upstream_allocs,
-                (unsigned long long)s.upstream_frees, s.fragmentation, s.asleep ? "true" : "false", s.host_bytes,
-                d->arena ? d->arena->size : (size_t)0);
+cca_status cca_domain_wake(cca_allocator *a, cca_domain *h, cca_sleep_report *report) {
+    cca_sleep_report local = {0};
+    cca_status st = sleep_begin(a, report, "cca_domain_wake");
+    if (st != CCA_OK)
+        return st;
+    cca_domain *d;
+    if ((st = ccai_domain_find(a, h, "cca_domain_wake", &d)) == CCA_OK)
+        st = sleep_named(ccai_wake_domain(a, d, &local), "cca_domain_wake", d);
+    ccai_unlock(a);
+    if (report)
+        *report = local;
+    return st;
+}
+
+/* Every domain: the default first, then in creation order. A refusal
+ * wakes the domains this call put to sleep again (their bytes just went
+ * to the host: the device has their room). DISCARD puts nothing on the
+ * host, so every domain's waits come first (sleep_ready): a refused wait
+ * discards nothing. A refused unmap is no refusal: that domain is asleep,
+ * the call goes on and returns it at the end. */
+cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report) {
+    cca_sleep_report local = {0};
+    cca_status st = sleep_begin(a, report, "cca_sleep");
+    if (st != CCA_OK)
+        return st;
+    if ((st = ccai_sleep_can(a, flags, false)) != CCA_OK) { /* the copy ops: each awake domain's sleep asks */
+        ccai_unlock(a);
+        return cca_error_prefix(st, "cca_sleep");
     }
-    fputc(']', f);
-    ccai_numeric_end(previous);
+    size_t count = 0;
+    for (cca_domain *d = &a->root; d; d = d->next)
+        count++;
+    bool *before = malloc(count * sizeof *before); /* asleep before this call */
+    if (!before) {
+        ccai_unlock(a);
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_sleep: host malloc failed; nothing changed");
+    }
+    size_t k = 0;
+    for (cca_domain *d = &a->root; d; d = d->next)
+        before[k++] = d->sleep != NULL;
+    cca_domain *failed = NULL;
+    cca_status unmap_st = CCA_OK;
+    char unmap_why[CCAI_ERROR_CAP] = "";
+    /* DISCARD keeps no copy, so a domain discarded before another refuses
+     * could not be woken with its bytes: every wait that may refuse comes
+     * first, before any domain is discarded */
+    for (cca_domain *d = &a->root; d && (flags & CCA_SLEEP_DISCARD) && st == CCA_OK; d = d->next)
+        if (!d->sleep && (st = ccai_sleep_ready(a, d)) != CCA_OK) {
+            st = sleep_named(st, "cca_sleep", d);
+            free(before);
+            ccai_unlock(a);
+            return st;
+        }
+    for (cca_domain *d = &a->root; d && !failed; d = d->next) {
+        bool slept = false;
+        cca_status one = ccai_sleep_domain(a, d, flags, &local, &slept);
+        if (one != CCA_OK && d->sleep && unmap_st == CCA_OK) { /* asleep all the same */
+            unmap_st = sleep_named(one, "cca_sleep", d);
+            snprintf(unmap_why, sizeof unmap_why, "%s", cca_last_error());
+        } else if (one != CCA_OK && !d->sleep) {
+            failed = d;
+            st = one;
+        }
+    }
+    if (failed) {
+        char why[CCAI_ERROR_CAP];
+        snprintf(why, sizeof why, "%s", cca_last_error());
+        size_t undone = 0, stuck = 0;
+        cca_sleep_report back = {0};
+        k = 0;
+        for (cca_domain *d = &a->root; d != failed; d = d->next, k++) {
+            if (before[k] || !d->sleep)
+                continue;
+            if (ccai_wake_domain(a, d, &back) == CCA_OK)
+                undone++;
+            else
+                stuck++;
+        }
+        memset(&local, 0, sizeof local);
+        st = cca_set_error(st, "cca_sleep(%s): %s; the %zu domains this call had put to sleep were woken again%s%s",
+                           failed->name, why, undone, stuck ? " (some could not be: they stay asleep)" : "",
+                           undone && (flags & CCA_SLEEP_DISCARD) ? " (DISCARD: their contents are undefined)" : "");
+    } else if (unmap_st != CCA_OK) {
+        st = cca_set_error(unmap_st, "%s", unmap_why);
+    }
+    free(before);
+    ccai_unlock(a);
+    if (report)
+        *report = local;
+    return st;
 }
 
-/* The array's body (ccai_body_fn), under the lock. */
-static int domain_stats_body(const void *ctx, FILE *f) {
-    cca_allocator *m = (cca_allocator *)ctx; /* the lock is not part of the logical state */
-    (void)ccai_lock(m, "cca_domain_stats_write_json"); /* never refused: the caller checked */
-    ccai_domain_stats_json(m, f);
-    fputc('\n', f);
-    ccai_unlock(m);
-    return ferror(f) ? CCAI_BODY_WRITE : CCAI_BODY_OK;
-}
-
-/* Taken under the lock into host memory and written to f after it, as the
- * snapshots are: a file that does not drain stalls this call only. */
-cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f) {
-    if (!a || !f)
-        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_stats_write_json: %s is NULL", a ? "file" : "allocator");
-    if (ccai_mutex_held_here(&a->lock))
-        return ccai_lock_refused("cca_domain_stats_write_json");
-    int bad = ccai_write_via_memory(f, domain_stats_body, a) != CCAI_BODY_OK;
-    if (bad || ccai_write_failed(f))
-        return cca_set_error(CCA_ERR_IO, "cca_domain_stats_write_json: write failed");
-    return CCA_OK;
+/* Every sleeping domain, in the same order. The device's free memory is
+ * asked once for all of them first: short, nothing is woken. A refusal
+ * after that stops there: the domains woken stay awake, the rest asleep. */
+cca_status cca_wake(cca_allocator *a, cca_sleep_report *report) {
+    cca_sleep_report local = {0};
+    cca_status st = sleep_begin(a, report, "cca_wake");
+    if (st != CCA_OK)
+        return st;
+    size_t need = 0, asleep = 0;
+    for (cca_domain *d = &a->root; d && st == CCA_OK; d = d->next) {
+        if (!d->sleep)
+            continue;
+        asleep++;
+        need += ccai_wake_need(d, &st);
+    }
+    ccai_device_room room = {false, 0};
+    size_t missing = 0;
+    char unsynced[CCAI_ERROR_CAP];
+    if (st == CCA_OK && (st = ccai_wake_room(a, need, &room, &missing, unsynced)) != CCA_OK) {
+        if (missing)
+            st = cca_set_error(CCA_ERR_OUT_OF_MEMORY,
+                               "cca_wake: %zu bytes of pages needed for %zu sleeping domains, the device has %zu "
+                               "free: %zu bytes missing%s%s; nothing woken",
+                               need, asleep, room.free, missing, *unsynced ? "; the cache was kept: " : "", unsynced);
+        else
+            st = cca_set_error(st, "cca_wake: %zu bytes of pages needed: %s%s%s; nothing woken", need, cca_last_error(),
+                               *unsynced ? "; the cache was kept: " : "", unsynced);
+    }
+    size_t woken = 0;
+    for (cca_domain *d = &a->root; d && st == CCA_OK; d = d->next) {
+        if (!d->sleep)
+            continue;
+        st = ccai_wake_domain(a, d, &local);
+        if (st == CCA_OK)
+            woken++;
+        else
+            st = cca_set_error(st, "cca_wake(%s): %s; %zu domains woken before it stay awake, the rest asleep", d->name,
+                               cca_last_error(), woken);
+    }
+    ccai_unlock(a);
+    if (report)
+        *report = local;
+    return st;
 }

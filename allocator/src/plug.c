@@ -245,6 +245,22 @@ void ccai_plug_fork_lock(bool lock) {
         pthread_mutex_unlock(&plug_lock);
 }
 
+static void fork_take(ccai_fork_link *l) {
+    (void)l;
+    ccai_plug_fork_lock(true);
+}
+
+static void fork_give(ccai_fork_link *l, bool child) {
+    (void)l, (void)child;
+    ccai_plug_fork_lock(false);
+}
+
+/* fork.c's OUTER rank, from the library's load: before any thread can hold plug_lock. */
+__attribute__((constructor)) static void fork_register(void) {
+    static ccai_fork_link link = {.take = fork_take, .give = fork_give};
+    ccai_fork_register(CCAI_FORK_OUTER, &link);
+}
+
 /* ---- creating a device's allocator ----------------------------------------- */
 
 /* The configuration in force: cca_plug_configure's, else the environment. */

@@ -1,7 +1,8 @@
 /*
  * sleep.c — sleep and wake: a domain's device memory given back while its
  * blocks stay live, every pointer valid, and restored at the same
- * addresses (cca_domain_sleep, cca_domain_wake, cca_sleep, cca_wake).
+ * addresses. The steps for one domain, under the lock; the public calls
+ * (cca_domain_sleep, cca_domain_wake, cca_sleep, cca_wake) are domain.c's.
  *
  * - Built on pages (kinds/pages.c): a segment is a reserved address range,
  *   so unmapping every page of a domain gives its memory back while the
@@ -61,7 +62,8 @@
  *   host record of 40 bytes per live block; a free while asleep O(log
  *   blocks).
  */
-#include "domain.h"
+#include "domain_set.h"
+#include "sleep.h"
 #include "kinds/pages.h"
 
 #include <stdlib.h>
@@ -420,7 +422,7 @@ static cca_status copy_out(cca_allocator *a, cca_domain *d, bool discard, struct
 /* The checks every sleep makes before it changes anything; `copies`: the
  * sleep would copy (a domain asleep already copies nothing, its flags
  * ignored, so it needs no copy ops). */
-static cca_status can_sleep(cca_allocator *a, unsigned flags, bool copies) {
+cca_status ccai_sleep_can(cca_allocator *a, unsigned flags, bool copies) {
     if (flags & ~CCA_SLEEP_DISCARD)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "unknown flags 0x%x", flags & ~CCA_SLEEP_DISCARD);
     if (!a->expandable)
@@ -440,7 +442,7 @@ static cca_status can_sleep(cca_allocator *a, unsigned flags, bool copies) {
 
 /* What a sleep of d may be refused for before it changes anything, waited
  * for: its work (quiesce), then its freed blocks' events. */
-static cca_status sleep_ready(cca_allocator *a, cca_domain *d) {
+cca_status ccai_sleep_ready(cca_allocator *a, cca_domain *d) {
     size_t n, bytes, pending;
     cca_status st = quiesce(a, d);
     if (st != CCA_OK)
@@ -452,14 +454,14 @@ static cca_status sleep_ready(cca_allocator *a, cca_domain *d) {
 }
 
 /* One domain to sleep, under the lock; *slept: this call put it to sleep. */
-static cca_status sleep_locked(cca_allocator *a, cca_domain *d, unsigned flags, cca_sleep_report *r, bool *slept) {
+cca_status ccai_sleep_domain(cca_allocator *a, cca_domain *d, unsigned flags, cca_sleep_report *r, bool *slept) {
     *slept = false;
-    cca_status st = can_sleep(a, flags, d->sleep == NULL);
+    cca_status st = ccai_sleep_can(a, flags, d->sleep == NULL);
     if (st != CCA_OK)
         return st;
     if (d->sleep) /* asleep already: only what a refused unmap left */
         return d->c.reserved ? unmap_all(a, d, &r->bytes_unmapped) : CCA_OK;
-    if ((st = sleep_ready(a, d)) != CCA_OK)
+    if ((st = ccai_sleep_ready(a, d)) != CCA_OK)
         return st;
     struct ccai_sleep *rec = NULL;
     if ((st = copy_out(a, d, flags & CCA_SLEEP_DISCARD, &rec, r)) != CCA_OK)
@@ -647,8 +649,8 @@ static cca_status held_room(cca_allocator *a, size_t need, ccai_device_room *roo
 
 /* held_room; a wake that finds room, released or not, leaves the thread's
  * message as it was (a successful call never changes it). */
-static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing,
-                            char unsynced[CCAI_ERROR_CAP]) {
+cca_status ccai_wake_room(cca_allocator *a, size_t need, ccai_device_room *room, size_t *missing,
+                          char unsynced[CCAI_ERROR_CAP]) {
     char before[CCAI_ERROR_CAP]; /* a wake that finds room leaves the thread's message as it was */
     ccai_error_save(before);
     cca_status st = held_room(a, need, room, missing, unsynced);
@@ -657,7 +659,7 @@ static cca_status wake_room(cca_allocator *a, size_t need, ccai_device_room *roo
     return st;
 }
 
-static cca_status wake_locked(cca_allocator *a, cca_domain *d, cca_sleep_report *r) {
+cca_status ccai_wake_domain(cca_allocator *a, cca_domain *d, cca_sleep_report *r) {
     if (!d->sleep)
         return CCA_OK;
     page_span *v = NULL;
@@ -667,7 +669,7 @@ static cca_status wake_locked(cca_allocator *a, cca_domain *d, cca_sleep_report 
         return st;
     ccai_device_room room = {false, 0};
     char unsynced[CCAI_ERROR_CAP];
-    if ((st = wake_room(a, need, &room, &missing, unsynced)) != CCA_OK) {
+    if ((st = ccai_wake_room(a, need, &room, &missing, unsynced)) != CCA_OK) {
         free(v);
         if (missing)
             return cca_set_error(CCA_ERR_OUT_OF_MEMORY,
@@ -693,178 +695,10 @@ static cca_status wake_locked(cca_allocator *a, cca_domain *d, cca_sleep_report 
     return CCA_OK;
 }
 
-/* ---- the public calls ------------------------------------------------------- */
-
-static cca_status begin(cca_allocator *a, cca_sleep_report *r, const char *fn) {
-    if (r)
-        memset(r, 0, sizeof *r);
-    if (!a)
-        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: allocator is NULL", fn);
-    return ccai_lock(a, fn);
-}
-
-static cca_status named(cca_status st, const char *fn, const cca_domain *d) {
-    return st == CCA_OK ? st : cca_set_error(st, "%s(%s): %s", fn, d->name, cca_last_error());
-}
-
-cca_status cca_domain_sleep(cca_allocator *a, cca_domain *h, unsigned flags, cca_sleep_report *report) {
-    cca_sleep_report local = {0};
-    cca_status st = begin(a, report, "cca_domain_sleep");
-    if (st != CCA_OK)
-        return st;
-    cca_domain *d = ccai_domain_lookup(a, h);
-    bool slept;
-    if (!d)
-        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_sleep: domain %p is not one of this allocator's",
-                           (void *)h);
-    else
-        st = named(sleep_locked(a, d, flags, &local, &slept), "cca_domain_sleep", d);
-    ccai_unlock(a);
-    if (report)
-        *report = local;
-    return st;
-}
-
-cca_status cca_domain_wake(cca_allocator *a, cca_domain *h, cca_sleep_report *report) {
-    cca_sleep_report local = {0};
-    cca_status st = begin(a, report, "cca_domain_wake");
-    if (st != CCA_OK)
-        return st;
-    cca_domain *d = ccai_domain_lookup(a, h);
-    if (!d)
-        st = cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_wake: domain %p is not one of this allocator's",
-                           (void *)h);
-    else
-        st = named(wake_locked(a, d, &local), "cca_domain_wake", d);
-    ccai_unlock(a);
-    if (report)
-        *report = local;
-    return st;
-}
-
-/* Every domain: the default first, then in creation order. A refusal
- * wakes the domains this call put to sleep again (their bytes just went
- * to the host: the device has their room). DISCARD puts nothing on the
- * host, so every domain's waits come first (sleep_ready): a refused wait
- * discards nothing. A refused unmap is no refusal: that domain is asleep,
- * the call goes on and returns it at the end. */
-cca_status cca_sleep(cca_allocator *a, unsigned flags, cca_sleep_report *report) {
-    cca_sleep_report local = {0};
-    cca_status st = begin(a, report, "cca_sleep");
-    if (st != CCA_OK)
-        return st;
-    if ((st = can_sleep(a, flags, false)) != CCA_OK) { /* the copy ops: each awake domain's sleep asks */
-        ccai_unlock(a);
-        return cca_error_prefix(st, "cca_sleep");
-    }
-    size_t count = 0;
-    for (cca_domain *d = &a->root; d; d = d->next)
-        count++;
-    bool *before = malloc(count * sizeof *before); /* asleep before this call */
-    if (!before) {
-        ccai_unlock(a);
-        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_sleep: host malloc failed; nothing changed");
-    }
-    size_t k = 0;
-    for (cca_domain *d = &a->root; d; d = d->next)
-        before[k++] = d->sleep != NULL;
-    cca_domain *failed = NULL;
-    cca_status unmap_st = CCA_OK;
-    char unmap_why[CCAI_ERROR_CAP] = "";
-    /* DISCARD keeps no copy, so a domain discarded before another refuses
-     * could not be woken with its bytes: every wait that may refuse comes
-     * first, before any domain is discarded */
-    for (cca_domain *d = &a->root; d && (flags & CCA_SLEEP_DISCARD) && st == CCA_OK; d = d->next)
-        if (!d->sleep && (st = sleep_ready(a, d)) != CCA_OK) {
-            st = named(st, "cca_sleep", d);
-            free(before);
-            ccai_unlock(a);
-            return st;
-        }
-    for (cca_domain *d = &a->root; d && !failed; d = d->next) {
-        bool slept = false;
-        cca_status one = sleep_locked(a, d, flags, &local, &slept);
-        if (one != CCA_OK && d->sleep && unmap_st == CCA_OK) { /* asleep all the same */
-            unmap_st = named(one, "cca_sleep", d);
-            snprintf(unmap_why, sizeof unmap_why, "%s", cca_last_error());
-        } else if (one != CCA_OK && !d->sleep) {
-            failed = d;
-            st = one;
-        }
-    }
-    if (failed) {
-        char why[CCAI_ERROR_CAP];
-        snprintf(why, sizeof why, "%s", cca_last_error());
-        size_t undone = 0, stuck = 0;
-        cca_sleep_report back = {0};
-        k = 0;
-        for (cca_domain *d = &a->root; d != failed; d = d->next, k++) {
-            if (before[k] || !d->sleep)
-                continue;
-            if (wake_locked(a, d, &back) == CCA_OK)
-                undone++;
-            else
-                stuck++;
-        }
-        memset(&local, 0, sizeof local);
-        st = cca_set_error(st, "cca_sleep(%s): %s; the %zu domains this call had put to sleep were woken again%s%s",
-                           failed->name, why, undone, stuck ? " (some could not be: they stay asleep)" : "",
-                           undone && (flags & CCA_SLEEP_DISCARD) ? " (DISCARD: their contents are undefined)" : "");
-    } else if (unmap_st != CCA_OK) {
-        st = cca_set_error(unmap_st, "%s", unmap_why);
-    }
-    free(before);
-    ccai_unlock(a);
-    if (report)
-        *report = local;
-    return st;
-}
-
-/* Every sleeping domain, in the same order. The device's free memory is
- * asked once for all of them first: short, nothing is woken. A refusal
- * after that stops there: the domains woken stay awake, the rest asleep. */
-cca_status cca_wake(cca_allocator *a, cca_sleep_report *report) {
-    cca_sleep_report local = {0};
-    cca_status st = begin(a, report, "cca_wake");
-    if (st != CCA_OK)
-        return st;
-    size_t need = 0, asleep = 0;
-    for (cca_domain *d = &a->root; d && st == CCA_OK; d = d->next) {
-        if (!d->sleep)
-            continue;
-        asleep++;
-        page_span *v = NULL;
-        size_t n = 0, one = 0;
-        st = spans_of(d, &v, &n, &one);
-        free(v);
-        need += one;
-    }
-    ccai_device_room room = {false, 0};
-    size_t missing = 0;
-    char unsynced[CCAI_ERROR_CAP];
-    if (st == CCA_OK && (st = wake_room(a, need, &room, &missing, unsynced)) != CCA_OK) {
-        if (missing)
-            st = cca_set_error(CCA_ERR_OUT_OF_MEMORY,
-                               "cca_wake: %zu bytes of pages needed for %zu sleeping domains, the device has %zu "
-                               "free: %zu bytes missing%s%s; nothing woken",
-                               need, asleep, room.free, missing, *unsynced ? "; the cache was kept: " : "", unsynced);
-        else
-            st = cca_set_error(st, "cca_wake: %zu bytes of pages needed: %s%s%s; nothing woken", need, cca_last_error(),
-                               *unsynced ? "; the cache was kept: " : "", unsynced);
-    }
-    size_t woken = 0;
-    for (cca_domain *d = &a->root; d && st == CCA_OK; d = d->next) {
-        if (!d->sleep)
-            continue;
-        st = wake_locked(a, d, &local);
-        if (st == CCA_OK)
-            woken++;
-        else
-            st = cca_set_error(st, "cca_wake(%s): %s; %zu domains woken before it stay awake, the rest asleep",
-                               d->name, cca_last_error(), woken);
-    }
-    ccai_unlock(a);
-    if (report)
-        *report = local;
-    return st;
+size_t ccai_wake_need(const cca_domain *d, cca_status *st) {
+    page_span *v = NULL;
+    size_t n = 0, need = 0;
+    *st = spans_of(d, &v, &n, &need);
+    free(v);
+    return need;
 }

@@ -5,7 +5,7 @@
  *   quiesce (pages: their streams), else a device synchronize; every
  *   pending free completed; ccai_release (core/release.c) down to keep,
  *   empty ranges included; the report's account of what stays
- *   (support/stats.c: segments pinned by live blocks, bytes trapped).
+ *   (observe/stats.c: segments pinned by live blocks, bytes trapped).
  * - A failed synchronize still releases free classic segments and empty
  *   ranges, unmaps no page, and says so with the pending count; pending
  *   blocks whose events stay incomplete: CCA_ERR_NOT_READY. A refused
@@ -13,6 +13,9 @@
  * - Cost: one synchronize (or quiesce) and ccai_release's walk.
  */
 #include "core/internal.h"
+#include "observe/check.h" /* the unlock */
+#include "observe/stats.h" /* the report's fill */
+#include "observe/trace.h"
 
 /* cca_trim and cca_empty_cache; fn names the call in messages. */
 static cca_status trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report, const char *fn) {

@@ -2,7 +2,7 @@
  * test_bench_hostile.c — bench/trace.c, ideal.c, replay.c: adversarial tests of the trace reader/writer
  * (bench/trace.c), the analysis and ideal arena (bench/ideal.c), replay
  * (bench/replay.c, bench/strategy*.c) and the allocator's recorder
- * (allocator/src/support/trace.c).
+ * (allocator/src/observe/trace.c).
  *
  * Every test states the exact behaviour it expects (error vs success, the
  * message naming the line, exact counts). Tests whose name starts with

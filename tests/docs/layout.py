@@ -10,6 +10,8 @@
   asks a->kind (the pages kind sets the flag for the reports).
 - core/free_index.c, free_index_v1.c and live_map.c include only their own
   header: an index never sees the allocator.
+- The layers (allocator/src/README.md, "The layers"): a file includes
+  only files of its own layer or below; every source file is in one.
 - allocator/src/README.md names every source file of allocator/src; its
   reading table's counts are the files' line counts, and the route (core/
   with the free index's version 1, plus classic) is at most 2,500 lines.
@@ -83,6 +85,39 @@ for name, own in (("free_index.c", "free_index.h"), ("free_index_v1.c", "free_in
     incs = project_includes(read(os.path.join(core, name)))
     if incs != [own]:
         broken.append(f"core/{name}: includes {incs}, not its own header {own} alone")
+
+# The layers, bottom first: folders, or the stem of a file at src/'s top.
+LAYERS = [("support/",), ("upstream/",), ("core/",), ("kinds/", "policies/"), ("domain_set",), ("sleep",),
+          ("observe/",), ("alloc", "trim", "domain"), ("allocator",), ("plug",)]
+
+
+def layer_of(rel):
+    key = rel.split("/")[0] + "/" if "/" in rel else os.path.splitext(rel)[0]
+    for k, names in enumerate(LAYERS):
+        if key in names:
+            return k
+    return None
+
+
+for folder, _, files in os.walk(SRC):
+    for name in sorted(files):
+        if not name.endswith((".c", ".h")):
+            continue
+        path = os.path.join(folder, name)
+        rel = os.path.relpath(path, SRC)
+        mine = layer_of(rel)
+        if mine is None:
+            broken.append(f"{rel}: in no layer (tests/docs/layout.py, LAYERS)")
+            continue
+        for inc in project_includes(read(path)):
+            target = os.path.normpath(os.path.join(folder, inc))
+            if not os.path.exists(target):  # the build's include folder: src/core
+                target = os.path.normpath(os.path.join(SRC, "core", inc))
+            if not os.path.exists(target) or not target.startswith(SRC + os.sep):
+                continue  # the public header, common/, the system's
+            theirs = layer_of(os.path.relpath(target, SRC))
+            if theirs is not None and theirs > mine:
+                broken.append(f"{rel}: includes {os.path.relpath(target, SRC)}, a higher layer")
 
 readme = read(os.path.join(SRC, "README.md"))
 for folder, _, files in os.walk(SRC):

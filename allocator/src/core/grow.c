@@ -2,13 +2,13 @@
  * grow.c — the growth policy's slow path (policy.h) and the one retry every
  * policy shares; the steps of one cca_alloc (docs/allocator.md):
  *
- *   growth_grow          5   from alloc.c, a->policy->grow
- *    ├─ growth_never     5a  over the device, max_reserved or the kind's range
- *    ├─ take             5b  new memory (a->kind->grow), mapped (a->kind->back)
- *    ├─ a->policy->retry 5c  hold_peak:1: the hold's steps first (policies/hold.c)
- *    ├─ the retry        5c  (a)-(d): synchronize, take again, release the
- *    │                       shortfall, take, release all, take
- *    └─ fail                 CCA_ERR_OUT_OF_MEMORY; alloc.c reports it
+ *   ccai_growth_grow      5   from alloc.c, a->policy->grow
+ *    ├─ ccai_growth_never 5a  over the device, max_reserved or the kind's range
+ *    ├─ take              5b  new memory (a->kind->grow), mapped (a->kind->back)
+ *    ├─ a->policy->retry  5c  hold_peak:1: the hold's steps first (policies/hold.c)
+ *    ├─ the retry         5c  (a)-(d): synchronize, take again, release the
+ *    │                        shortfall, take, release all, take
+ *    └─ fail                  CCA_ERR_OUT_OF_MEMORY; alloc.c reports it
  *
  * - One retry for every caller (growth, greedy, the hold, and
  *   cca_domain_reserve with an arena request), each one alloc_retries

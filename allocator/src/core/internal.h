@@ -8,7 +8,7 @@
  *    ├─ kind and policy, chosen once (kind.h, policy.h)         allocator.c
  *    ├─ segments, newest first; each tiled by blocks in address
  *    │    order:  [ A live | B free | C live ]        segment.c, block.c
- *    ├─ domains, each with a free index per pool      domain.c, free_index*.c
+ *    ├─ domains, each with a free index per pool      domain_set.c, free_index*.c
  *    ├─ live map: address -> block, for cca_free      live_map.c
  *    └─ pending queues: per stream, the frees waiting  stream.c
  */
@@ -30,9 +30,7 @@
 #include "live_map.h"
 #include "list.h" /* intrusive lists: segments, domains */
 #include "../support/lock.h"
-#include "../support/trace.h"
 #include "../support/history.h"
-#include "../support/services.h"
 
 /* ---- the allocator -------------------------------------------------------- */
 
@@ -70,7 +68,7 @@ struct cca_domain {
     ccai_free_index pools[CCAI_POOL_COUNT];
     ccai_domain_counters c;
     struct ccai_segment *arena; /* cca_domain_reserve's arena, or NULL */
-    unsigned trace_no, number;  /* its numbers (0: default): in the trace; in the list (domain.c) */
+    unsigned trace_no, number;  /* its numbers (0: default): in the trace; in the list (domain_set.c) */
     uintptr_t handle;           /* what the caller holds (0: default) */
     struct ccai_sleep *sleep;   /* asleep: its host copy (sleep.c); else NULL */
 };
@@ -103,10 +101,10 @@ struct cca_allocator {
     struct cca_domain root;  /* the default domain, head of the domain list */
     struct cca_domain *serving; /* the call in progress serves it: new segments are its */
     const char *allocating;     /* that call's name, for its messages */
-    bool domains_tracked, numbers_stale; /* block counts per domain from the first on; stale: domain.c */
+    bool domains_tracked, numbers_stale; /* block counts per domain from the first on; stale: domain_set.c */
     struct cca_domain *last;    /* the domain list's tail (root when alone) */
-    struct cca_domain *holding, *asleep; /* domains that own segments; those asleep (domain.c) */
-    struct { /* the other domains by handle (domain.c) */
+    struct cca_domain *holding, *asleep; /* domains that own segments (segment.c); those asleep (domain_set.c) */
+    struct {                             /* the other domains by handle (domain_set.c) */
         struct cca_domain **slot;
         size_t cap, count; /* cap: 0 or a power of two, count <= cap / 2 */
     } domain_set;
@@ -118,8 +116,8 @@ struct cca_allocator {
     ccai_counters c;
     struct ccai_trace *trace;
     struct ccai_history *history;    /* NULL: off */
-    ccai_fork_link fork;             /* fork.c's registry */
-    bool fork_locked, trace_refused; /* fork.c's prepare took the lock; trace.c: CCALLOC_TRACE's opening refused */
+    ccai_fork_mutex fork;            /* the lock on fork.c's registry */
+    bool trace_refused;              /* trace.c: CCALLOC_TRACE's opening refused */
 };
 
 #include "kind.h"   /* the segment-kind seam: classic.c, pages.c */
@@ -187,11 +185,6 @@ cca_status ccai_stream_record(ccai_block *b, cca_stream s);
 /* Free a block's stream-use record and events. */
 void ccai_stream_use_free(cca_allocator *a, ccai_block *b);
 void ccai_stream_destroy(cca_allocator *a);
-
-/* alloc.c: cca_alloc's steps 1-7 for domain d under the lock (d is
- * a->serving), for cca_alloc and cca_alloc_in (domain.c). */
-cca_status ccai_alloc_locked(cca_allocator *a, struct cca_domain *d, size_t size, cca_stream stream, void **out,
-                             ccai_deferred_log *log);
 
 /* grow.c: growth's slow path, and the one retry every policy shares */
 /* A retry's request: a block, or a domain's footprint arena (arena). */
@@ -271,7 +264,8 @@ static inline void ccai_lower(size_t *cur, size_t by) {
 }
 
 /* lock.c: public call `fn` made from inside one of a's own upstream ops:
- * CCA_ERR_INVALID_ARGUMENT, nothing taken. */
+ * CCA_ERR_INVALID_ARGUMENT, nothing taken. Its unlock: ccai_unlock
+ * (observe/check.h: the invariant walk first, at CCA_DEBUG >= 2). */
 cca_status ccai_lock_refused(const char *fn);
 static inline cca_status ccai_lock(cca_allocator *a, const char *fn) {
     return __builtin_expect(ccai_mutex_lock(&a->lock), 1) ? CCA_OK : ccai_lock_refused(fn);
@@ -282,16 +276,6 @@ static inline cca_status ccai_lock(cca_allocator *a, const char *fn) {
 static inline cca_upstream *ccai_upstream_op(cca_allocator *a) {
     ccai_mutex_hold_log(&a->lock);
     return a->upstream;
-}
-
-/* At CCA_DEBUG >= 2, every invariant is checked before the unlock. */
-static inline void ccai_unlock(cca_allocator *a) {
-#if CCA_DEBUG >= 2
-    const char *broken = ccai_check_locked(a);
-    if (broken)
-        ccai_assert_fail(broken, __FILE__, __LINE__);
-#endif
-    ccai_mutex_unlock(&a->lock);
 }
 
 /* A block handed out in, or returned to, a domain: its counts (kept only

@@ -38,7 +38,4 @@ cca_status ccai_growth_never(cca_allocator *a, size_t size, size_t rounded, ccai
 cca_status ccai_growth_grow(cca_allocator *a, size_t size, size_t rounded, cca_stream key, ccai_pool_kind pool,
                             bool refused, ccai_block **b);
 
-/* policies/greedy.c: the arena (NULL when released by empty-cache). */
-ccai_segment *ccai_arena_find(const cca_allocator *a);
-
 #endif /* CCA_POLICY_H */

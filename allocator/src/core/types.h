@@ -101,7 +101,7 @@ typedef struct ccai_segment {
     size_t map_pages;    /* whole maps: the most pages one map holds (a->rule's; 0: no limit) */
 
     struct cca_domain *domain; /* its owner (domain.c); never changes      */
-    struct ccai_segment *dprev, *dnext; /* the owner's segments (domain.c) */
+    struct ccai_segment *dprev, *dnext; /* the owner's segments (segment.c) */
     struct ccai_free_index *index; /* = &domain->pools[pool]: where its free
                                   blocks are indexed (one load on free)   */
     ccai_block *first; /* lowest-address block                          */

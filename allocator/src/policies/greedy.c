@@ -17,7 +17,7 @@
 #include "../core/internal.h"
 #include "../core/fit.h" /* best fit */
 
-ccai_segment *ccai_arena_find(const cca_allocator *a) {
+static ccai_segment *arena_find(const cca_allocator *a) {
     for (ccai_segment *s = a->segments; s; s = s->next)
         if (s->shared)
             return s;
@@ -80,12 +80,12 @@ static cca_status greedy_grow(cca_allocator *a, size_t size, size_t rounded, cca
     cca_status st = greedy_never(a, size, rounded, pool);
     if (st != CCA_OK)
         return st;
-    ccai_segment *arena = ccai_arena_find(a);
+    ccai_segment *arena = arena_find(a);
     if (!arena) { /* released by empty-cache: reserve it again */
         st = arena_reserve(a);
         if (st != CCA_OK) /* the message names the call made, as every failure of the path */
             return cca_error_prefix(st, "%s", a->allocating);
-        arena = ccai_arena_find(a);
+        arena = arena_find(a);
         if ((*b = ccai_best_fit(a, pool, NULL, rounded)) != NULL)
             return CCA_OK;
     }

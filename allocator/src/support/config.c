@@ -28,7 +28,8 @@
  *   CCALLOC_CONF applies only when cca_create gets NULL, or through
  *   cca_config_apply_env.
  */
-#include "../core/internal.h"
+#include "support.h"
+#include "history.h" /* CCAI_HISTORY_MAX */
 
 #include "ccai_decimal.h" /* common/: a fraction's grammar, stricter than strtod's */
 
@@ -545,13 +546,5 @@ cca_status cca_config_print(const cca_config *c, FILE *f, int with_docs) {
     }
     if (ccai_write_failed(f))
         return cca_set_error(CCA_ERR_IO, "cca_config_print: write failed");
-    return CCA_OK;
-}
-
-/* The config never changes after cca_create: no lock. */
-cca_status cca_get_config(const cca_allocator *a, cca_config *c) {
-    if (!a || !c)
-        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_get_config: NULL argument");
-    *c = a->config;
     return CCA_OK;
 }

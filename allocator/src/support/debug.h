@@ -1,5 +1,5 @@
 /*
- * debug.h — the assertion levels (CCA_DEBUG; a failed check aborts in check.c)
+ * debug.h — the assertion levels (CCA_DEBUG; a failed check aborts in debug.c)
  * and the count of ccalloc locks this thread holds (lock.c).
  */
 #ifndef CCA_DEBUG_H
@@ -32,7 +32,6 @@ void ccai_assert_fail(const char *cond, const char *file, int line);
 #else
 #define ccai_assert(cond) ((void)0)
 #endif
-
 
 #if CCA_DEBUG >= 1
 /* How many of ccalloc's locks this thread holds (lock.c): every ccai_mutex,

@@ -6,16 +6,19 @@
  *   another thread holds stays held in the child for ever. The fix is
  *   glibc's malloc's and jemalloc's: a pthread_atfork handler
  *   (docs/allocator.md, "Threads").
- * - The registry: every upstream (ccai_upstream_wrap) and allocator
- *   (cca_create) is on a list from creation to destruction, under
- *   registry_lock; intrusive (a ccai_fork_link in each object), O(1) in
- *   and out:
+ * - The registry: one list per rank (support.h), each link a lock's take
+ *   and give, intrusive in its owner, O(1) in and out under
+ *   registry_lock. It knows no allocator, upstream, plug or trace: each
+ *   registers itself (an allocator at cca_create, an upstream at
+ *   ccai_upstream_wrap, the plug, the trace and the copy engines once, at
+ *   load):
  *
- *     allocators: a1 <-> a2 <-> a3        upstreams: u1 <-> u2
+ *     OUTER: plug    ALLOCATOR: a1 <-> a2    UPSTREAM: u1 <-> u2
+ *     TRACE: trace   LAST: copy engines
  *
  * - The handler, registered once, when the library is loaded (a
- *   constructor): before any registration a thread may already hold the
- *   plug's lock (the first device in the making) or the log's (a sink):
+ *   constructor), as are the plug's, the trace's and the copy engines'
+ *   links: so their locks are covered before any thread can hold one:
  *   prepare  the plug's lock (plug.c: held while a device's allocator is
  *            made, so before the registry), registry_lock, each allocator's
  *            lock, each upstream's locks (its counting lock and, through
@@ -50,54 +53,38 @@
  *   registry_lock once (O(1)); nothing on alloc/free. A fork: O(allocators
  *   + upstreams) lock takes, plus the calls in flight.
  */
-#include "../core/internal.h"
+#include "support.h"
 
 #include <pthread.h>
-
-#include <stddef.h>
+#include <stdatomic.h>
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static ccai_fork_link *allocators, *upstreams; /* list heads */
+static ccai_fork_link *lists[CCAI_FORK_RANKS]; /* list heads, under registry_lock */
+static _Atomic(ccai_fork_link *) outer;        /* lists[OUTER]'s head, read without it */
 static pthread_once_t handler_once = PTHREAD_ONCE_INIT;
 static bool handler_set;
 
-#define ALLOCATOR(l) ((cca_allocator *)((char *)(l) - offsetof(cca_allocator, fork)))
-#define UPSTREAM(l) ((cca_upstream *)((char *)(l) - offsetof(cca_upstream, fork)))
-
+/* The OUTER rank (a device's creation holds the plug's lock across
+ * cca_create, which takes registry_lock), then the registry, then every
+ * other rank in order. */
 static void prepare(void) {
-    ccai_plug_fork_lock(true);
+    for (ccai_fork_link *l = atomic_load_explicit(&outer, memory_order_acquire); l; l = l->next)
+        l->take(l);
     pthread_mutex_lock(&registry_lock);
-    for (ccai_fork_link *l = allocators; l; l = l->next) /* refused only for a fork from inside an op (ccalloc.h: */
-        ALLOCATOR(l)->fork_locked = ccai_mutex_lock(&ALLOCATOR(l)->lock); /* not allowed): then this thread holds it */
-    for (ccai_fork_link *l = upstreams; l; l = l->next)
-        ccai_upstream_fork_lock(UPSTREAM(l));
-    ccai_trace_fork_lock(true);
-    ccai_copy_engine_fork_exits(true, false); /* last: a destroy under any lock above is done by now */
+    for (int r = CCAI_FORK_OUTER + 1; r < CCAI_FORK_RANKS; r++)
+        for (ccai_fork_link *l = lists[r]; l; l = l->next)
+            l->take(l);
 }
 
-/* In reverse: the trace's, the upstreams', the allocators', the registry's,
- * the plug's (none of them is taken while another of them is held, so the
- * order of the releases matters only to readers). */
+/* In reverse rank order (none of them is taken while another of them is
+ * held, so the order of the releases matters only to readers). */
 static void release(bool child) {
-    ccai_copy_engine_fork_exits(false, child);
-    if (child)
-        ccai_trace_fork_child();
-    ccai_trace_fork_lock(false);
-    for (ccai_fork_link *l = upstreams; l; l = l->next) {
-        if (child) /* the simulated device's maps, shared by fork(), made the child's own */
-            ccai_upstream_fork_child(UPSTREAM(l));
-        ccai_upstream_fork_unlock(UPSTREAM(l));
-    }
-    for (ccai_fork_link *l = allocators; l; l = l->next) {
-        if (!ALLOCATOR(l)->fork_locked)
-            continue; /* not taken by prepare: its holder, this thread's op, unlocks it */
-        if (child)
-            ccai_mutex_unlock_in_child(&ALLOCATOR(l)->lock);
-        else
-            ccai_mutex_unlock(&ALLOCATOR(l)->lock);
-    }
+    for (int r = CCAI_FORK_RANKS - 1; r > CCAI_FORK_OUTER; r--)
+        for (ccai_fork_link *l = lists[r]; l; l = l->next)
+            l->give(l, child);
     pthread_mutex_unlock(&registry_lock);
-    ccai_plug_fork_lock(false);
+    for (ccai_fork_link *l = atomic_load_explicit(&outer, memory_order_acquire); l; l = l->next)
+        l->give(l, child);
     if (child)
         ccai_log_fork_child();
 }
@@ -118,16 +105,18 @@ __attribute__((constructor)) static void set_handler_at_load(void) {
     pthread_once(&handler_once, set_handler);
 }
 
-/* Push l on *head (the handler set, if the constructor has not). A failed
+/* The handler set first, if the constructor has not. A failed
  * pthread_atfork (no memory) is logged once, after the lock. */
-static void link_in(ccai_fork_link **head, ccai_fork_link *l) {
+void ccai_fork_register(ccai_fork_rank rank, ccai_fork_link *l) {
     pthread_once(&handler_once, set_handler);
     pthread_mutex_lock(&registry_lock);
     l->prev = NULL;
-    l->next = *head;
-    if (*head)
-        (*head)->prev = l;
-    *head = l;
+    l->next = lists[rank];
+    if (lists[rank])
+        lists[rank]->prev = l;
+    lists[rank] = l;
+    if (rank == CCAI_FORK_OUTER) /* published whole: prepare reads it without the lock */
+        atomic_store_explicit(&outer, l, memory_order_release);
     pthread_mutex_unlock(&registry_lock);
     static atomic_bool said;
     if (!handler_set && !atomic_exchange(&said, true))
@@ -135,30 +124,15 @@ static void link_in(ccai_fork_link **head, ccai_fork_link *l) {
                  "inside a ccalloc call may leave the child waiting on a lock");
 }
 
-static void link_out(ccai_fork_link **head, ccai_fork_link *l) {
+void ccai_fork_unregister(ccai_fork_rank rank, ccai_fork_link *l) {
+    ccai_assert(rank != CCAI_FORK_OUTER);
     pthread_mutex_lock(&registry_lock);
     if (l->prev)
         l->prev->next = l->next;
-    else if (*head == l)
-        *head = l->next;
+    else if (lists[rank] == l)
+        lists[rank] = l->next;
     if (l->next)
         l->next->prev = l->prev;
     l->prev = l->next = NULL;
     pthread_mutex_unlock(&registry_lock);
-}
-
-void ccai_fork_register_allocator(cca_allocator *a) {
-    link_in(&allocators, &a->fork);
-}
-
-void ccai_fork_unregister_allocator(cca_allocator *a) {
-    link_out(&allocators, &a->fork);
-}
-
-void ccai_fork_register_upstream(cca_upstream *u) {
-    link_in(&upstreams, &u->fork);
-}
-
-void ccai_fork_unregister_upstream(cca_upstream *u) {
-    link_out(&upstreams, &u->fork);
 }

@@ -19,36 +19,36 @@
 
 const ccai_invariant_row ccai_invariants[] = {
     [CCAI_INV_TILING] = {"the blocks of a segment tile it, from its base to its end, in an address-ordered chain",
-                         "every segment", "`support/check.c` (`check_segments`)"},
+                         "every segment", "`observe/check.c` (`check_segments`)"},
     [CCAI_INV_COALESCED] = {"no two neighbouring blocks are both free (frees coalesce at once)", "every segment",
-                            "`support/check.c` (`check_segments`)"},
+                            "`observe/check.c` (`check_segments`)"},
     [CCAI_INV_INDEXED] = {"a block is in the free index exactly when it is free, in its own pool's index; it is in "
                           "the live map exactly when it is live or pending",
-                          "every block", "`support/check.c` (`check_segments`, `check_index_entry`, `check_all`)"},
+                          "every block", "`observe/check.c` (`check_segments`, `check_index_entry`, `check_all`)"},
     [CCAI_INV_COUNTERS] = {"`allocated_bytes` (live and pending blocks), `reserved_bytes` (classic segments plus "
                            "mapped pages), `cached_bytes` (free blocks), the block and segment counts equal the sums "
                            "over the blocks and segments",
-                           "the allocator's counters", "`support/check.c` (`check_segments`, `check_all`)"},
+                           "the allocator's counters", "`observe/check.c` (`check_segments`, `check_all`)"},
     [CCAI_INV_ALIGNED] = {"every block starts on a 256-byte boundary (`CCA_ALIGNMENT`) and its size is a multiple of "
                           "512 bytes (`CCA_GRANULARITY`)",
-                          "every block", "`support/check.c` (`check_segments`)"},
+                          "every block", "`observe/check.c` (`check_segments`)"},
     [CCAI_INV_WAITS] = {"a block is pending exactly when it waits (for stream events, or for a synchronize that "
                         "failed: then it is on the sync list), and every event it waits on is in the pending queue "
                         "of its stream",
-                        "pending blocks, queues", "`support/check.c` (`check_block`, `check_queues`)"},
+                        "pending blocks, queues", "`observe/check.c` (`check_block`, `check_queues`)"},
     [CCAI_INV_MAPPED] = {"every page under a live or pending block is mapped, and so is every page under a free block "
                          "without its `unmapped` mark, except in a sleeping domain (I10); a segment's count of mapped "
                          "pages is its bitmap's, and the allocator's mapped bytes are their sum, never more than the "
                          "upstream counts",
                          "expandable segments",
-                         "`support/check.c` (`check_segments`), `kinds/pages.c` (`pages_check`)"},
+                         "`observe/check.c` (`check_segments`), `kinds/pages.c` (`pages_check`)"},
     [CCAI_INV_DOMAINS] = {"every segment belongs to one domain of the allocator and is on that domain's list; its free "
                           "blocks are in that domain's free index; the holding list is exactly the domains with "
                           "segments, the asleep list those asleep, the handle set every domain but the root, at "
                           "most half full; each domain's kept number is its position in the list, unless a destroy "
                           "marked the numbers stale; each "
                           "domain's counters are what its segments and blocks hold, and they sum to the allocator's",
-                          "memory domains", "`support/check.c` (`check_domains`, `check_index_entry`)"},
+                          "memory domains", "`observe/check.c` (`check_domains`, `check_index_entry`)"},
     [CCAI_INV_WHOLE_MAPS] = {"a map starts only on a mapped page, every run of mapped pages begins with a map's start, "
                              "and no map holds more pages than the growth rule's largest map (128 MiB)",
                              "expandable segments over whole maps (`CCA_VM_WHOLE_MAPS`)",
@@ -59,7 +59,7 @@ const ccai_invariant_row ccai_invariants[] = {
                          "exactly while a copy in it is not dropped, and the domain's host bytes are the held "
                          "chunks' sum (0 with `CCA_SLEEP_DISCARD`); no allocation is made in it",
                          "sleeping domains (`cca_domain_sleep`)",
-                         "`support/check.c` (`check_domains`), `sleep.c` "
+                         "`observe/check.c` (`check_domains`), `sleep.c` "
                          "(`ccai_sleep_check`)"},
 };
 _Static_assert(sizeof ccai_invariants / sizeof ccai_invariants[0] == CCAI_INV_COUNT,

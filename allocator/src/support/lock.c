@@ -211,3 +211,25 @@ void ccai_mutex_unlock_in_child(ccai_mutex *m) {
         atomic_store_explicit(&m->state, 1, memory_order_relaxed);
     ccai_mutex_unlock(m);
 }
+
+static void fork_take(ccai_fork_link *l) {
+    ccai_fork_mutex *f = (ccai_fork_mutex *)l;
+    f->taken = ccai_mutex_lock(f->m);
+}
+
+static void fork_give(ccai_fork_link *l, bool child) {
+    ccai_fork_mutex *f = (ccai_fork_mutex *)l;
+    if (f->taken && child)
+        ccai_mutex_unlock_in_child(f->m);
+    else if (f->taken)
+        ccai_mutex_unlock(f->m);
+}
+
+void ccai_mutex_fork_register(ccai_fork_mutex *f, ccai_mutex *m) {
+    *f = (ccai_fork_mutex){.link = {.take = fork_take, .give = fork_give}, .m = m};
+    ccai_fork_register(CCAI_FORK_ALLOCATOR, &f->link);
+}
+
+void ccai_mutex_fork_unregister(ccai_fork_mutex *f) {
+    ccai_fork_unregister(CCAI_FORK_ALLOCATOR, &f->link);
+}

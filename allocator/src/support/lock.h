@@ -63,6 +63,19 @@ void ccai_mutex_wake(ccai_mutex *m);
  * one is woken, and the parent's count of sleepers is forgotten. */
 void ccai_mutex_unlock_in_child(ccai_mutex *m);
 
+/* m on fork.c's ALLOCATOR rank, through f: taken before a fork, given
+ * back after it (in the child as a child must). A take refused (a fork
+ * from inside an op of m's holder, not allowed: ccalloc.h) gives nothing
+ * back: that op unlocks m. Unregistering an f never registered (zeroed)
+ * does nothing. */
+typedef struct ccai_fork_mutex {
+    ccai_fork_link link; /* first: fork.c hands back the link */
+    ccai_mutex *m;
+    bool taken;
+} ccai_fork_mutex;
+void ccai_mutex_fork_register(ccai_fork_mutex *f, ccai_mutex *m);
+void ccai_mutex_fork_unregister(ccai_fork_mutex *f);
+
 /* Take m; false (m not taken) when this thread holds it already, inside an
  * upstream op: a call back into the allocator from its own op, which would
  * otherwise wait for ever. */

@@ -4,7 +4,7 @@
  *
  * - ccai_strtod reads a double with strtod_l in the C locale; every writer
  *   of a double (config.c's printed config and messages, stats.c's line
- *   and JSON, domain.c's JSON, size.c's cca_format_bytes, so the OOM line)
+ *   and JSON, each domain's JSON, size.c's cca_format_bytes, so the OOM line)
  *   formats it between ccai_numeric_begin and ccai_numeric_end, which
  *   switch the calling thread alone to the C locale (uselocale).
  * - The C locale is made once (pthread_once) and never freed; if newlocale

@@ -10,7 +10,7 @@
  * - Neither depends on the program's locale: the text is C's ("1.50 MiB",
  *   never "1,50 MiB", ccai_numeric_begin, numeric.c), digits are read one by one.
  */
-#include "../core/internal.h"
+#include "support.h"
 
 #include <ctype.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * support.h — what every layer shares and nothing allocator-specific: the
  * assertion levels, the per-thread message (status.c), the log (log.c),
  * large zeroed records (host_pages.c), numbers in C's format (numeric.c)
- * and the fork registry's link (fork.c). The upstream files include this (via
+ * and the fork registry (fork.c). The upstream files include this (via
  * upstream.h) and see no allocator type.
  */
 #ifndef CCA_SUPPORT_H
@@ -41,14 +41,37 @@ double ccai_strtod(const char *s, char **end);
 locale_t ccai_numeric_begin(void);
 void ccai_numeric_end(locale_t previous);
 
-/* ---- fork.c: the registry's link ---------------------------------------- */
+/* ---- size.c -------------------------------------------------------------- */
 
-/* fork.c's registry: every allocator and upstream is on a list from its
- * creation to its destruction, so the fork handler can take its locks. */
+/* cca_parse_size, and *is_whole: whether the text is a whole number of
+ * units, nothing dropped ("1.5K" yes, "1.5" no): a count read as a size
+ * (config's history) must be. *is_whole is set only with CCA_OK. */
+cca_status ccai_parse_size_whole(const char *text, size_t *out, bool *is_whole);
+
+/* ---- fork.c: the registry ------------------------------------------------ */
+
+/* What fork.c's handler takes before a fork() and gives back after it, in
+ * the parent and in the child: rank by rank (prepare: OUTER first; parent
+ * and child: the reverse), each rank's links in list order. */
+typedef enum ccai_fork_rank {
+    CCAI_FORK_OUTER,     /* the plug's lock (plug.c): before the registry's own */
+    CCAI_FORK_ALLOCATOR, /* each allocator's lock (allocator.c) */
+    CCAI_FORK_UPSTREAM,  /* each upstream's locks, a device's own through its hooks (upstream.c) */
+    CCAI_FORK_TRACE,     /* the trace's lock, its file flushed (trace.c) */
+    CCAI_FORK_LAST,      /* the copy engines' stopping lock (copy_engine.c) */
+    CCAI_FORK_RANKS
+} ccai_fork_rank;
+/* One thing the handler locks, intrusive in its owner: take before the
+ * fork; give after it (child: in the forked child, its only thread). */
 typedef struct ccai_fork_link {
     struct ccai_fork_link *prev, *next;
+    void (*take)(struct ccai_fork_link *l);
+    void (*give)(struct ccai_fork_link *l, bool child);
 } ccai_fork_link;
-void ccai_fork_register_upstream(cca_upstream *u);   /* ccai_upstream_wrap */
-void ccai_fork_unregister_upstream(cca_upstream *u); /* cca_upstream_destroy, first */
+/* On rank's list from now on, until unregistered (O(1), the registry's
+ * lock). An OUTER link stays for the process (read without that lock);
+ * unregistering a link never registered does nothing. */
+void ccai_fork_register(ccai_fork_rank rank, ccai_fork_link *l);
+void ccai_fork_unregister(ccai_fork_rank rank, ccai_fork_link *l);
 
 #endif /* CCA_SUPPORT_H */

@@ -246,6 +246,22 @@ void ccai_copy_engine_fork_exits(bool lock, bool child) {
         pthread_cond_wait(&stopped, &stopping_lock);
 }
 
+static void fork_take(ccai_fork_link *l) {
+    (void)l;
+    ccai_copy_engine_fork_exits(true, false);
+}
+
+static void fork_give(ccai_fork_link *l, bool child) {
+    (void)l;
+    ccai_copy_engine_fork_exits(false, child);
+}
+
+/* fork.c's LAST rank, from the library's load: before any engine can stop. */
+__attribute__((constructor)) static void fork_register(void) {
+    static ccai_fork_link link = {.take = fork_take, .give = fork_give};
+    ccai_fork_register(CCAI_FORK_LAST, &link);
+}
+
 void ccai_copy_engine_fork_child(ccai_copy_engine *e) {
     e->head = e->next = e->tail = 0;
     e->started = e->stop = e->running = false;

@@ -757,7 +757,7 @@ static void host_fork_child(void *ctx) {
     ccai_copy_engine_fork_child(&d->copy);
 }
 
-/* fork.c's handler, through ccai_upstream_fork_lock: the device's lock,
+/* fork.c's handler, through the upstream's fork link: the device's lock,
  * so that a fork never copies it held by a thread the child does not have. */
 static void host_fork_lock(void *ctx, bool lock) {
     host_device *d = ctx;

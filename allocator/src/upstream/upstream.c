@@ -80,6 +80,27 @@ static void utf8_cut(char *name) {
         name[i - 1] = '\0';
 }
 
+/* fork.c's UPSTREAM rank: every lock of u (the wrapper's counting lock
+ * and, through the device's hooks, its own) taken before a fork and given
+ * back after it; in the child, the device's state fixed first (the
+ * simulated device's copy engine emptied: its thread is not in the child).
+ * None is ever held while another ccalloc lock is taken. */
+static void fork_take(ccai_fork_link *l) {
+    cca_upstream *u = (cca_upstream *)((char *)l - offsetof(cca_upstream, fork));
+    pthread_mutex_lock(&u->lock);
+    if (u->fork_lock)
+        u->fork_lock(u->ctx, true);
+}
+
+static void fork_give(ccai_fork_link *l, bool child) {
+    cca_upstream *u = (cca_upstream *)((char *)l - offsetof(cca_upstream, fork));
+    if (child && u->fork_child)
+        u->fork_child(u->ctx);
+    if (u->fork_lock)
+        u->fork_lock(u->ctx, false);
+    pthread_mutex_unlock(&u->lock);
+}
+
 cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstream **out, const char *fn) {
     if (!out)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
@@ -110,7 +131,8 @@ cca_status ccai_upstream_wrap(const cca_upstream_ops *ops, void *ctx, cca_upstre
         utf8_cut(u->name);
     u->ops.name = u->name;
     pthread_mutex_init(&u->lock, NULL);
-    ccai_fork_register_upstream(u);
+    u->fork = (ccai_fork_link){.take = fork_take, .give = fork_give};
+    ccai_fork_register(CCAI_FORK_UPSTREAM, &u->fork);
     *out = u;
     return CCA_OK;
 }
@@ -122,7 +144,7 @@ cca_status cca_upstream_custom_create(const cca_upstream_ops *ops, void *ctx, cc
 void cca_upstream_destroy(cca_upstream *u) {
     if (!u)
         return;
-    ccai_fork_unregister_upstream(u); /* first: a fork from now on does not take its locks */
+    ccai_fork_unregister(CCAI_FORK_UPSTREAM, &u->fork); /* first: a fork from now on does not take its locks */
     if (u->ops.destroy)
         u->ops.destroy(u->ctx);
     pthread_mutex_destroy(&u->lock);
@@ -595,21 +617,4 @@ void ccai_upstream_event_destroy(cca_upstream *u, void *event) {
 void ccai_upstream_set_fork_hooks(cca_upstream *u, void (*lock)(void *ctx, bool lock), void (*child)(void *ctx)) {
     u->fork_lock = lock;
     u->fork_child = child;
-}
-
-void ccai_upstream_fork_lock(cca_upstream *u) {
-    pthread_mutex_lock(&u->lock);
-    if (u->fork_lock)
-        u->fork_lock(u->ctx, true);
-}
-
-void ccai_upstream_fork_unlock(cca_upstream *u) {
-    if (u->fork_lock)
-        u->fork_lock(u->ctx, false);
-    pthread_mutex_unlock(&u->lock);
-}
-
-void ccai_upstream_fork_child(cca_upstream *u) {
-    if (u->fork_child)
-        u->fork_child(u->ctx);
 }

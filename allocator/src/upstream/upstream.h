@@ -91,16 +91,6 @@ bool ccai_upstream_has_stream_sync(const cca_upstream *u);
 cca_status ccai_upstream_event_record(cca_upstream *u, cca_stream s, void **event);
 cca_status ccai_upstream_event_query(cca_upstream *u, void *event);
 void ccai_upstream_event_destroy(cca_upstream *u, void *event);
-/* fork.c's handler: every lock of an upstream (the wrapper's counting
- * lock and, for the simulated device, the device's own), taken before a
- * fork and released after it, in the parent and in the child. Neither is
- * ever held while another ccalloc lock is taken. */
-void ccai_upstream_fork_lock(cca_upstream *u);
-void ccai_upstream_fork_unlock(cca_upstream *u);
-/* In the child, before the locks go: the device's own fork_child hook
- * (the simulated device's copy engine emptied: its thread is not in the
- * child). */
-void ccai_upstream_fork_child(cca_upstream *u);
 /* A device whose context has locks of its own, or state to fix in a forked
  * child, says so once after ccai_upstream_wrap (host.c does): lock(ctx,
  * true/false) around a fork, child(ctx) in the child. NULL: none. */

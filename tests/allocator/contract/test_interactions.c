@@ -1,5 +1,5 @@
 /*
- * test_interactions.c — allocator/src/core/alloc.c: where the allocator's features meet, held to the
+ * test_interactions.c — allocator/src/alloc.c: where the allocator's features meet, held to the
  * documented semantics as exact numbers: the greedy arena over pages and
  * the sizes it refuses, request sizes at the edge of what can be rounded,
  * max_reserved with the ahead mapping and footprint arenas, trim's budget

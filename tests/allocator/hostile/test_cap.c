@@ -1,5 +1,5 @@
 /*
- * test_cap.c — allocator/src/core/alloc.c: max_reserved and the OOM retry under attack, across the
+ * test_cap.c — allocator/src/alloc.c: max_reserved and the OOM retry under attack, across the
  * policies (growth, greedy), the kinds of segment (classic, expandable),
  * memory domains and their footprint arenas, and streams whose events are
  * held back (pending frees).

@@ -1,5 +1,5 @@
 /*
- * test_fault_injection.c — allocator/src/core/alloc.c: every upstream call of a fixed sequence fails once.
+ * test_fault_injection.c — allocator/src/alloc.c: every upstream call of a fixed sequence fails once.
  *
  * The sequence (allocations, frees, a trim, an empty-cache, destroy) is run
  * first without faults to count its upstream calls n; then once for each k in

@@ -1,5 +1,5 @@
 /*
- * test_hold_hostile.c — allocator/src/core/alloc.c: hold_peak:1 (hold) against what meets it:
+ * test_hold_hostile.c — allocator/src/alloc.c: hold_peak:1 (hold) against what meets it:
  * max_reserved, memory domains and footprints, pending frees, failing
  * synchronizes and event records, upstream faults at every call of a hold
  * (pages and whole maps), and every way a configuration comes in.

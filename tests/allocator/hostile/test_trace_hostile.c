@@ -1,5 +1,5 @@
 /*
- * test_trace_hostile.c — allocator/src/support/trace.c: CCALLOC_TRACE naming what
+ * test_trace_hostile.c — allocator/src/observe/trace.c: CCALLOC_TRACE naming what
  * is not a plain writable file: a directory, a path too long for the
  * system, a symlink, an empty value, a file another process records to;
  * a relative path after a chdir, a file removed between sections, a

@@ -1,5 +1,5 @@
 /*
- * test_writers_hostile.c — allocator/src/support/snapshot_torch.c, stats.c: the recorders and writers under hostile
+ * test_writers_hostile.c — allocator/src/observe/snapshot_torch.c, stats.c: the recorders and writers under hostile
  * conditions: snapshots of allocators with tens of thousands of segments
  * (time, memory, and output that tests/support/pickle_read.c and cJSON accept), the
  * history ring at its limits as the pickle's device trace shows it,

@@ -1,5 +1,5 @@
 /*
- * test_random.c — allocator/src/core/alloc.c: seeded randomized sequences over the whole allocator.
+ * test_random.c — allocator/src/alloc.c: seeded randomized sequences over the whole allocator.
  *
  * Each run does STEPS operations drawn from a splitmix64 stream: allocations
  * of mixed sizes (small, medium, large) on three streams, frees of random

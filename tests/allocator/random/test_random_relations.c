@@ -1,5 +1,5 @@
 /*
- * test_random_relations.c — allocator/src/support/stats.c, sleep.c, domain.c: the documented
+ * test_random_relations.c — allocator/src/observe/stats.c, sleep.c, domain.c: the documented
  * relations between the allocator's stats, its domains' stats, its
  * reports, its JSON writers and the upstream's own counts, checked after
  * EVERY public call of seeded random sequences that mix every feature at

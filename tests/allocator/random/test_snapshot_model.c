@@ -1,5 +1,5 @@
 /*
- * test_snapshot_model.c — allocator/src/support/stats.c: the allocator's reports held to one another and
+ * test_snapshot_model.c — allocator/src/observe/stats.c: the allocator's reports held to one another and
  * to what it holds, in every state a seeded random sequence of public calls
  * reaches: cca_write_snapshot_json (parsed with cJSON),
  * cca_write_snapshot_torch (parsed with tests/support/pickle_read.c), cca_get_stats,

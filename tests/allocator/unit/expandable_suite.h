@@ -1,7 +1,7 @@
 /*
  * expandable_suite.h — what the suites of expandable segments
  * (test_expandable_*.c, all of allocator/src/kinds/pages.c with
- * core/release.c's page release and core/alloc.c's mapping) share.
+ * core/release.c's page release and alloc.c's mapping) share.
  *
  * An expandable segment is a range of address space (vm_reserve) as large
  * as the device, one per (stream, pool), whose pages are mapped as blocks

@@ -1,5 +1,5 @@
 /*
- * test_check.c — allocator/src/support/check.c: the allocator checking itself:
+ * test_check.c — allocator/src/observe/check.c: the allocator checking itself:
  * cca_check_invariants names a broken invariant with its own status code,
  * each check by its own message when the state it exists for is made, and
  * bad pointers are diagnosed precisely (the whole message). The suite breaks the state on

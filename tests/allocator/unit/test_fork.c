@@ -18,6 +18,7 @@
  */
 #include "alloc_test_util.h"
 #include "internal.h"
+#include "../observe/trace.h"
 #include "pages_rule.h"
 
 #include <criterion/criterion.h>
@@ -30,6 +31,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* plug.c's lock, as the fork handler takes it (plug.c has no header:
+ * only this test calls it by name). */
+void ccai_plug_fork_lock(bool lock);
 
 /* ---- helpers ---------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * test_hold_peak.c — allocator/src/core/alloc.c: hold_peak:1: a request that would raise reserved bytes
+ * test_hold_peak.c — allocator/src/alloc.c: hold_peak:1: a request that would raise reserved bytes
  * above their peak first releases cached memory (pool.c, hold).
  *
  * Every case runs twice, with and without the option, on the same calls,

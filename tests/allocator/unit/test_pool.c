@@ -1,5 +1,5 @@
 /*
- * test_pool.c — allocator/src/core/alloc.c and segment.c: best fit, split and
+ * test_pool.c — allocator/src/alloc.c and segment.c: best fit, split and
  * coalesce, the segment rules of growth, the greedy arena, the OOM path
  * (impossible requests, the retry, the log line), max_reserved, max_split,
  * and every bad input. Streams are test_stream.c's.

@@ -1,8 +1,8 @@
 /*
- * test_stats.c — allocator/src/support/stats.c: counters, fragmentation, peaks and
+ * test_stats.c — allocator/src/observe/stats.c: counters, fragmentation, peaks and
  * their reset, the text and JSON forms (parsed back with cJSON), the
  * snapshot, the invariant walker's argument checks, and the OOM line
- * (support/oom.c).
+ * (observe/oom.c).
  *
  * The suite's allocator has classic segments (expandable:0): the exact
  * numbers below are a classic segment's, each segment reserved whole; the
@@ -863,7 +863,7 @@ Test(largest_free, trimmed_largest_block_loses_to_a_smaller_mapped_one) {
     cca_upstream_destroy(up);
 }
 
-/* ---- the OOM line (allocator/src/support/oom.c) ---------------------------- */
+/* ---- the OOM line (allocator/src/observe/oom.c) ---------------------------- */
 
 /* A request refused with log_oom on: one line naming the request (its bytes
  * and their rounding to 512), its stream, what the allocator reserves and

@@ -1,5 +1,5 @@
 /*
- * test_trace.c — allocator/src/support/trace.c: with CCALLOC_TRACE naming a file,
+ * test_trace.c — allocator/src/observe/trace.c: with CCALLOC_TRACE naming a file,
  * the allocator appends one CSV row per successful cca_alloc / cca_free
  * (seq, op, id, requested size, stream number), and nothing else: no row for
  * size 0, free(NULL), failed allocations or rejected frees.

@@ -8,8 +8,9 @@
  *   segment back through its kind, reports live blocks as
  *   CCA_ERR_LIVE_BLOCKS; the record is freed whatever fails.
  */
-#include "internal.h"
-#include "../domain.h" /* the default domain */
+#include "core/internal.h"
+#include "domain.h" /* the default domain */
+#include "observe/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
         cca_destroy(a);
         return cca_error_prefix(st, "cca_create");
     }
-    if (a->policy->start) { /* greedy: the arena; under the lock, as every upstream op */
+    if (a->policy->start) {              /* greedy: the arena; under the lock, as every upstream op */
         (void)ccai_mutex_lock(&a->lock); /* a is new: none of its ops is running, so never refused */
         st = a->policy->start(a);
         ccai_mutex_unlock(&a->lock);
@@ -78,7 +79,7 @@ cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out)
             return cca_set_error(st, "cca_create: %s", msg);
         }
     }
-    ccai_fork_register_allocator(a); /* fork.c: a fork from now on waits for its lock */
+    ccai_mutex_fork_register(&a->fork, &a->lock); /* fork.c: a fork from now on waits for its lock */
     *out = a;
     return CCA_OK;
 }
@@ -88,8 +89,8 @@ cca_status cca_destroy(cca_allocator *a) {
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_destroy: allocator is NULL");
     if (ccai_mutex_held_here(&a->lock)) /* from inside one of a's ops: refused before anything changes */
         return ccai_lock_refused("cca_destroy");
-    ccai_fork_unregister_allocator(a); /* before its lock: registry, then allocator, as fork.c takes them */
-    (void)ccai_mutex_lock(&a->lock);   /* not refused: checked above */
+    ccai_mutex_fork_unregister(&a->fork); /* before its lock: registry, then allocator, as fork.c takes them */
+    (void)ccai_mutex_lock(&a->lock);      /* not refused: checked above */
     /* with pages mapped always (unmapping does not wait for queued work);
      * else only for pending frees (cudaFree waits) */
     cca_status sync = a->c.mapped ? ccai_stream_sync_device(a) : ccai_stream_wait_all(a);
@@ -118,7 +119,7 @@ cca_status cca_destroy(cca_allocator *a) {
     struct ccai_trace *trace = a->trace;
     ccai_mutex_unlock(&a->lock);
     free(a);
-    ccai_trace_close(trace); /* after the lock: it may log */
+    ccai_trace_close(trace);                 /* after the lock: it may log */
     char kept_note[2 * CCAI_ERROR_CAP] = ""; /* room for the synchronize's message whole */
     if (kept)
         snprintf(kept_note, sizeof kept_note,
@@ -127,11 +128,11 @@ cca_status cca_destroy(cca_allocator *a) {
                  kept, sync_why);
     char pending_note[96] = "";
     if (pending)
-        snprintf(pending_note, sizeof pending_note,
-                 " (%zu of them freed, their streams' work never seen to complete)", pending);
+        snprintf(pending_note, sizeof pending_note, " (%zu of them freed, their streams' work never seen to complete)",
+                 pending);
     if (live)
         return cca_set_error(CCA_ERR_LIVE_BLOCKS, "cca_destroy: %zu blocks (%zu bytes) were still live%s%s%s", live,
-                         live_bytes, pending_note, kept ? "; " : "", kept_note);
+                             live_bytes, pending_note, kept ? "; " : "", kept_note);
     if (kept)
         return cca_set_error(sync, "cca_destroy: %s", kept_note);
     if (result != CCA_OK)

@@ -52,8 +52,9 @@
  *   the allocator's lock; one host allocation (segments in address order).
  */
 #include "../core/internal.h"
-#include "../domain.h" /* the domains' records and numbers */
-#include "ccai_utf8.h" /* common/: the writers' check on names */
+#include "check.h"          /* the unlock */
+#include "../domain_set.h"  /* the domains' records and numbers */
+#include "ccai_utf8.h"      /* common/: the writers' check on names */
 #include "../kinds/pages.h" /* mapped runs of a pages segment */
 
 #include <stdlib.h>
@@ -394,7 +395,7 @@ cca_status cca_write_snapshot_torch(const cca_allocator *a, int device, FILE *f)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_torch: %s is NULL", a ? "f" : "allocator");
     if (device < 0 || device > CCA_SNAPSHOT_MAX_DEVICE)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_write_snapshot_torch: device %d not in [0, %d]", device,
-                         CCA_SNAPSHOT_MAX_DEVICE);
+                             CCA_SNAPSHOT_MAX_DEVICE);
     if (ccai_mutex_held_here(&a->lock))
         return ccai_lock_refused("cca_write_snapshot_torch");
     char *conf = config_string(&a->config); /* immutable: no lock needed */
@@ -416,7 +417,7 @@ static int torch_body(const void *ctx, FILE *f) {
     const cca_allocator *a = t->a;
     int device = t->device;
     const char *conf = t->conf;
-    cca_allocator *m = (cca_allocator *)a; /* the lock is not part of the logical state */
+    cca_allocator *m = (cca_allocator *)a;          /* the lock is not part of the logical state */
     (void)ccai_lock(m, "cca_write_snapshot_torch"); /* never refused: the caller checked */
     size_t n = 0;
     for (const ccai_segment *s = a->segments; s; s = s->next)

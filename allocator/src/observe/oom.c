@@ -12,6 +12,8 @@
  *   that hold memory.
  */
 #include "../core/internal.h"
+#include "oom.h"
+#include "stats.h" /* the largest free block */
 
 static void report(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_deferred_log *log) {
     a->c.ooms++;

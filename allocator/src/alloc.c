@@ -1,5 +1,5 @@
 /*
- * alloc.c — the cached path: cca_alloc (cca_alloc_in's too), cca_free,
+ * alloc.c — the cached path: cca_alloc, cca_alloc_in, cca_free,
  * cca_record_stream, cca_block_size.
  *
  * - The cached pair (an alloc a cached block serves, then its free) calls
@@ -18,10 +18,14 @@
  *   6 split          take the block, its remainder a free block (block.h)
  *   7 live           live map, counters, trace, history
  */
-#include "internal.h"
-#include "../domain.h" /* sleep.c: a sleeping domain refuses, its copies dropped */
-#include "block.h" /* step 6, the split */
-#include "fit.h"   /* step 4, best fit */
+#include "core/internal.h"
+#include "domain_set.h"    /* a handle's record */
+#include "sleep.h"         /* a sleeping domain refuses, its copies dropped */
+#include "observe/check.h" /* the unlock, a bad pointer's diagnosis */
+#include "observe/oom.h"
+#include "observe/trace.h"
+#include "core/block.h" /* step 6, the split */
+#include "core/fit.h"   /* step 4, best fit */
 
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +50,7 @@ static void mark_live(cca_allocator *a, ccai_block *b, size_t size, cca_stream s
     ccai_raise(&c->active, &c->active_peak, 1);
     c->alloc_calls++;
     b->born = c->alloc_calls; /* a leak report's age (domain.c) */
-    if (a->domains_tracked) /* only once a domain exists */
+    if (a->domains_tracked)   /* only once a domain exists */
         ccai_domain_count_alloc(&b->segment->domain->c, b, size);
 }
 
@@ -132,29 +136,42 @@ static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_s
     return CCA_OK;
 }
 
-cca_status ccai_alloc_locked(cca_allocator *a, cca_domain *d, size_t size, cca_stream stream, void **out,
-                             ccai_deferred_log *log) {
-    cca_status st = d->sleep ? ccai_sleep_refuse(a, d) : alloc_step(a, d, size, stream, out, log); /* sleep.c */
-    a->peak_hold = false;
+/* cca_alloc (the default domain; size 0 answered before the lock) and
+ * cca_alloc_in (domain h, looked up first): steps 1-7 for the domain, a
+ * sleeping one refused (sleep.c). */
+static cca_status alloc_call(cca_allocator *a, const cca_domain *h, bool in, size_t size, cca_stream s, void **out) {
+    const char *fn = in ? "cca_alloc_in" : "cca_alloc";
+    if (out)
+        *out = NULL;
+    if (!a || !out)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, a ? "out" : "allocator");
+    if (size == 0 && !in)
+        return CCA_OK;
+    ccai_deferred_log log;
+    log.set = false;
+    cca_status st = ccai_lock(a, fn);
+    if (st != CCA_OK)
+        return st;
+    cca_domain *d;
+    if ((st = ccai_domain_find(a, h, fn, &d)) == CCA_OK && size > 0) {
+        a->serving = d;
+        a->allocating = fn;
+        st = d->sleep ? ccai_sleep_refuse(a, d) : alloc_step(a, d, size, s, out, &log);
+        a->peak_hold = false;
+        a->serving = &a->root;
+        a->allocating = "cca_alloc";
+    }
+    ccai_unlock(a);
+    ccai_log_flush(&log);
     return st;
 }
 
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out) {
-    if (out)
-        *out = NULL;
-    if (!a || !out)
-        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_alloc: %s is NULL", a ? "out" : "allocator");
-    if (size == 0)
-        return CCA_OK;
-    ccai_deferred_log log;
-    log.set = false;
-    cca_status st = ccai_lock(a, "cca_alloc");
-    if (st != CCA_OK)
-        return st;
-    st = ccai_alloc_locked(a, &a->root, size, s, out, &log);
-    ccai_unlock(a);
-    ccai_log_flush(&log);
-    return st;
+    return alloc_call(a, NULL, false, size, s, out);
+}
+
+cca_status cca_alloc_in(cca_allocator *a, cca_domain *h, size_t size, cca_stream s, void **out) {
+    return alloc_call(a, h, true, size, s, out);
 }
 
 /* ---- free and friends --------------------------------------------------- */

@@ -1,6 +1,8 @@
 /*
- * stats.c — counters, their text and JSON forms, and the JSON snapshot
- * (the invariant walk is check.c's).
+ * stats.c — counters, the allocator's and each domain's
+ * (cca_get_domain_stats), their text and JSON forms, the JSON snapshot,
+ * and the config in force (cca_get_config). The invariant walk is
+ * check.c's.
  *
  * - The core updates the counters in place under the allocator's lock
  *   (ccai_counters: alloc.c, block.c, segment.c, release.c); reading is a
@@ -33,8 +35,11 @@
  *   in the JSON and in cca_stats_print's line alike.
  */
 #include "../core/internal.h"
-#include "../domain.h" /* the domains' records and numbers */
-#include "ccai_utf8.h" /* common/: the writers' check on names */
+#include "check.h" /* the unlock */
+#include "stats.h"
+#include "../domain_set.h"  /* the domains' records and numbers */
+#include "../sleep.h"       /* a sleeping domain's host bytes */
+#include "ccai_utf8.h"      /* common/: the writers' check on names */
 #include "../kinds/pages.h" /* mapped runs of a pages segment */
 
 #include <float.h>
@@ -42,6 +47,22 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The counters cca_stats and cca_domain_stats both carry, from the
+ * allocator's (ccai_counters) or a domain's (ccai_domain_counters). */
+#define COPY_COUNTS(s, c)                                                                                              \
+    do {                                                                                                               \
+        (s)->allocated_bytes = (c)->allocated;                                                                         \
+        (s)->allocated_bytes_peak = (c)->allocated_peak;                                                               \
+        (s)->requested_bytes = (c)->requested;                                                                         \
+        (s)->requested_bytes_peak = (c)->requested_peak;                                                               \
+        (s)->reserved_bytes = (c)->reserved;                                                                           \
+        (s)->reserved_bytes_peak = (c)->reserved_peak;                                                                 \
+        (s)->active_blocks = (c)->active;                                                                              \
+        (s)->active_blocks_peak = (c)->active_peak;                                                                    \
+    } while (0)
+
+static void domains_json(const cca_allocator *a, FILE *f); /* below, with each domain's stats */
 
 /* What a free block adds to largest_free_block: in an expandable segment,
  * its longest stretch on mapped pages, at most its size (a scan of its
@@ -60,14 +81,7 @@ size_t ccai_domain_largest_free(const cca_domain *d, size_t floor) {
 void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
     const ccai_counters *c = &a->c;
     memset(s, 0, sizeof *s);
-    s->allocated_bytes = c->allocated;
-    s->allocated_bytes_peak = c->allocated_peak;
-    s->requested_bytes = c->requested;
-    s->requested_bytes_peak = c->requested_peak;
-    s->reserved_bytes = c->reserved;
-    s->reserved_bytes_peak = c->reserved_peak;
-    s->active_blocks = c->active;
-    s->active_blocks_peak = c->active_peak;
+    COPY_COUNTS(s, c);
     s->pending_blocks = c->pending;
     s->segments = c->segments;
     s->segments_peak = c->segments_peak;
@@ -92,7 +106,7 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
         s->asleep_domains++;
         s->host_bytes += ccai_sleep_host_bytes(d);
     }
-    if (c->expandable_segments) /* free blocks span unmapped address space: count mapped bytes only */
+    if (c->expandable_segments)                 /* free blocks span unmapped address space: count mapped bytes only */
         s->cached_bytes = ccai_cached_bytes(a); /* asleep: bytes on the host, pages left serve nothing */
     s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
     s->page_size = a->page; /* 0 unless the kind is pages (cca_create) */
@@ -106,10 +120,18 @@ void ccai_fill_stats(const cca_allocator *a, cca_stats *s) {
     s->vm_backing = a->whole_maps ? CCA_VM_WHOLE_MAPS : CCA_VM_PAGES;
 }
 
+/* The config never changes after cca_create: no lock. */
+cca_status cca_get_config(const cca_allocator *a, cca_config *c) {
+    if (!a || !c)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_get_config: NULL argument");
+    *c = a->config;
+    return CCA_OK;
+}
+
 void cca_get_stats(const cca_allocator *a, cca_stats *s) {
     if (!a || !s)
         return;
-    cca_allocator *m = (cca_allocator *)a; /* the lock is not part of the logical state */
+    cca_allocator *m = (cca_allocator *)a;         /* the lock is not part of the logical state */
     if (ccai_lock(m, "cca_get_stats") != CCA_OK) { /* from inside one of a's ops: zeros, and the message */
         memset(s, 0, sizeof *s);
         return;
@@ -157,7 +179,8 @@ cca_status cca_stats_print(const cca_stats *s, FILE *f) {
                     " expandable: %zu segments, mapped=%s of %s address space, page=%s%s, maps=%" PRIu64
                     " unmaps=%" PRIu64 "\n",
                     s->expandable_segments, cca_format_bytes(s->mapped_bytes, ma, sizeof ma),
-                    cca_format_bytes(s->address_space_bytes, as, sizeof as), cca_format_bytes(s->page_size, pg, sizeof pg),
+                    cca_format_bytes(s->address_space_bytes, as, sizeof as),
+                    cca_format_bytes(s->page_size, pg, sizeof pg),
                     s->vm_backing == CCA_VM_WHOLE_MAPS ? " (whole maps)" : "", s->vm_maps, s->vm_unmaps);
     }
     ccai_numeric_end(previous);
@@ -324,7 +347,7 @@ static int json_body(const void *ctx, FILE *f) {
                    a->config.expandable, a->expandable ? "expandable" : "classic") < 0;
     bad |= write_stats_json(&s, f) < 0;
     bad |= fputs(",\"domains\":", f) == EOF;
-    ccai_domain_stats_json(a, f);
+    domains_json(a, f);
     bad |= fputs(",\"segments\":[", f) == EOF;
     size_t count, i = 0;
     const ccai_segment **sorted = sorted_by_address(a, &count); /* NULL: walk by address instead */
@@ -365,4 +388,93 @@ cca_status cca_write_snapshot_json(const cca_allocator *a, FILE *f) {
     int bad = ccai_write_via_memory(f, json_body, a) != CCAI_BODY_OK;
     bad |= ccai_write_failed(f);
     return bad ? cca_set_error(CCA_ERR_IO, "cca_write_snapshot_json: write failed") : CCA_OK;
+}
+
+/* ---- each domain's ------------------------------------------------------ */
+
+static void fill_stats(const cca_allocator *a, const cca_domain *d, cca_domain_stats *s) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", d->name);
+    ccai_domain_counters untracked; /* no domain yet: the default one is the allocator */
+    const ccai_domain_counters *c = &d->c;
+    if (!a->domains_tracked) {
+        untracked = d->c;
+        ccai_domain_copy_block_counts(&untracked, &a->c);
+        c = &untracked;
+    }
+    COPY_COUNTS(s, c);
+    /* asleep: its allocated bytes are on the host, and pages a refused
+     * unmap left serve nothing until the wake (sleep.c) */
+    s->cached_bytes = d->sleep == NULL && c->reserved >= c->allocated ? c->reserved - c->allocated : 0;
+    s->segments = c->segments;
+    s->alloc_calls = c->alloc_calls;
+    s->upstream_allocs = c->upstream_allocs;
+    s->upstream_frees = c->upstream_frees;
+    s->largest_free_block = d->sleep ? 0 : ccai_domain_largest_free(d, 0); /* d's free index (I8), as cca_get_stats */
+    s->fragmentation = s->cached_bytes ? 1.0 - (double)s->largest_free_block / (double)s->cached_bytes : 0.0;
+    s->asleep = d->sleep != NULL;
+    s->host_bytes = ccai_sleep_host_bytes(d);
+}
+
+cca_status cca_get_domain_stats(const cca_allocator *a, const cca_domain *h, cca_domain_stats *s) {
+    if (!a || !s)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_get_domain_stats: %s is NULL", a ? "stats" : "allocator");
+    cca_allocator *m = (cca_allocator *)a; /* the lock only */
+    cca_status st = ccai_lock(m, "cca_get_domain_stats");
+    if (st != CCA_OK)
+        return st;
+    cca_domain *d;
+    if ((st = ccai_domain_find(a, h, "cca_get_domain_stats", &d)) == CCA_OK)
+        fill_stats(a, d, s);
+    ccai_unlock(m);
+    return st;
+}
+
+/* Every domain's stats as a JSON array (the snapshot's too); the caller
+ * holds the lock. */
+static void domains_json(const cca_allocator *a, FILE *f) {
+    locale_t previous = ccai_numeric_begin(); /* "fragmentation": 0.5 in any locale (numeric.c) */
+    fputc('[', f);
+    for (const cca_domain *d = &a->root; d; d = d->next) {
+        cca_domain_stats s;
+        fill_stats(a, d, &s);
+        fprintf(f,
+                "%s{\"name\": \"%s\", \"allocated_bytes\": %zu, \"allocated_bytes_peak\": %zu, "
+                "\"requested_bytes\": %zu, \"requested_bytes_peak\": %zu, \"reserved_bytes\": %zu, "
+                "\"reserved_bytes_peak\": %zu, \"active_blocks\": %zu, \"active_blocks_peak\": %zu, "
+                "\"cached_bytes\": %zu, \"largest_free_block\": %zu, \"segments\": %zu, \"alloc_calls\": %llu, "
+                "\"upstream_allocs\": %llu, \"upstream_frees\": %llu, \"fragmentation\": %.6f, \"asleep\": %s, "
+                "\"host_bytes\": %zu, \"arena_bytes\": %zu}",
+                d == &a->root ? "" : ", ", s.name, s.allocated_bytes, s.allocated_bytes_peak, s.requested_bytes,
+                s.requested_bytes_peak, s.reserved_bytes, s.reserved_bytes_peak, s.active_blocks, s.active_blocks_peak,
+                s.cached_bytes, s.largest_free_block, s.segments, (unsigned long long)s.alloc_calls,
+                (unsigned long long)s.upstream_allocs, (unsigned long long)s.upstream_frees, s.fragmentation,
+                s.asleep ? "true" : "false", s.host_bytes, d->arena ? d->arena->size : (size_t)0);
+    }
+    fputc(']', f);
+    ccai_numeric_end(previous);
+}
+
+/* The array's body (ccai_body_fn), under the lock. */
+static int domain_stats_body(const void *ctx, FILE *f) {
+    cca_allocator *m = (cca_allocator *)ctx;           /* the lock is not part of the logical state */
+    (void)ccai_lock(m, "cca_domain_stats_write_json"); /* never refused: the caller checked */
+    domains_json(m, f);
+    fputc('\n', f);
+    ccai_unlock(m);
+    return ferror(f) ? CCAI_BODY_WRITE : CCAI_BODY_OK;
+}
+
+/* Taken under the lock into host memory and written to f after it, as the
+ * snapshots are: a file that does not drain stalls this call only. */
+cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f) {
+    if (!a || !f)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_domain_stats_write_json: %s is NULL",
+                             a ? "file" : "allocator");
+    if (ccai_mutex_held_here(&a->lock))
+        return ccai_lock_refused("cca_domain_stats_write_json");
+    int bad = ccai_write_via_memory(f, domain_stats_body, a) != CCAI_BODY_OK;
+    if (bad || ccai_write_failed(f))
+        return cca_set_error(CCA_ERR_IO, "cca_domain_stats_write_json: write failed");
+    return CCA_OK;
 }

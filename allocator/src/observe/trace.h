@@ -4,7 +4,7 @@
 #ifndef CCA_TRACE_H
 #define CCA_TRACE_H
 
-#include "support.h"
+#include "../support/support.h"
 
 #include <stdint.h>
 

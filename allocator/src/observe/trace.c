@@ -95,6 +95,8 @@
  *   event under the trace lock, one fflush per mark.
  */
 #include "../core/internal.h"
+#include "check.h" /* the unlock */
+#include "trace.h"
 #include "ccai_open.h"         /* common/ */
 #include "ccai_trace_limits.h" /* common/: the reader's limits too */
 #include "ccai_trace_path.h"   /* common/: %p and %%, as the programs that check their outputs expand them */
@@ -130,14 +132,14 @@ typedef struct ccai_trace {
     uint64_t sections;     /* column headers written */
     size_t buffer;         /* the stdio buffer's size for this file: TRACE_BUFFER, or PIPE_BUF for a pipe */
     bool opened_before;
-    bool off;    /* nothing more is written: a limit passed, a write failed, or a forked child's copy */
-    bool failed; /* a write failed: the file cut back to `committed`, the recording stopped */
-    bool forked; /* a forked child's, the file the parent's: never opened again */
+    bool off;        /* nothing more is written: a limit passed, a write failed, or a forked child's copy */
+    bool failed;     /* a write failed: the file cut back to `committed`, the recording stopped */
+    bool forked;     /* a forked child's, the file the parent's: never opened again */
     bool refused;    /* an opening was refused and stopped the recording: `refusal` says why */
     off_t committed; /* the file's size after the last flush that succeeded; -1: no size (a pipe, a terminal) */
     dev_t dev;       /* the regular file of the last section (its size at the close: `committed`) */
     ino_t ino;
-    char *path;      /* the file, absolute, fixed at the first opening (malloc'd, kept; NULL: none yet) */
+    char *path; /* the file, absolute, fixed at the first opening (malloc'd, kept; NULL: none yet) */
 } ccai_trace;
 
 /* What stopped the recording: "more than <limit> <what>". */
@@ -210,7 +212,7 @@ static int trace_close(void *cookie) {
  * the file as opened (st_mode 0 when fstat failed). */
 static FILE *open_for_this_process(const char *path, bool append, struct stat *st, int *fd_out) {
     *st = (struct stat){0};
-    int fd = ccai_open_nowait(path, 1); /* not truncated before the lock is ours */
+    int fd = ccai_open_nowait(path, 1);   /* not truncated before the lock is ours */
     if (fd >= 0 && fd <= STDERR_FILENO) { /* a standard one the program closed: moved above them */
         int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1), e = errno;
         close(fd); /* before the lock: a close drops the process's locks on the file */
@@ -292,7 +294,7 @@ struct ccai_trace *ccai_trace_open_from_env(bool *refused) {
     pthread_mutex_lock(&trace_lock);
     if (!t->f && !t->off && t->sections == CCAI_TRACE_MAX_SECTIONS)
         stopped = stop(t, "sections in the file", CCAI_TRACE_MAX_SECTIONS);
-    if (t->forked || (!t->f && t->off)) { /* a stopped recording opens no new section */
+    if (t->forked || (!t->f && t->off)) {    /* a stopped recording opens no new section */
         *refused = !t->forked && t->refused; /* the refusal that stopped it, said when it was */
         pthread_mutex_unlock(&trace_lock);
         said_stop(stopped);
@@ -362,7 +364,7 @@ struct ccai_trace *ccai_trace_open_from_env(bool *refused) {
         t->committed = lseek(t->fd, 0, SEEK_END); /* -1: a pipe, a terminal: nothing to cut back */
         t->dev = st.st_dev;
         t->ino = st.st_ino;
-        if (!t->opened_before || t->committed == 0)      /* removed or emptied since: a trace again */
+        if (!t->opened_before || t->committed == 0) /* removed or emptied since: a trace again */
             put_line(t, "# ccalloc trace v3\n# source: pid %ld\n", (long)getpid());
         put_line(t, "seq,op,id,size,stream,domain,name\n");
         commit(t); /* the header written: a file that fills later reads as a trace */
@@ -478,8 +480,8 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_trace_mark: %s is NULL", a ? "name" : "allocator");
     if (!ccai_mark_name_ok(name))
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
-                         "cca_trace_mark: a name is 1..%d printable ASCII characters without ',' or '\"'",
-                         CCA_MARK_MAX);
+                             "cca_trace_mark: a name is 1..%d printable ASCII characters without ',' or '\"'",
+                             CCA_MARK_MAX);
     cca_status refused = ccai_lock(a, "cca_trace_mark"); /* in the order of the allocator's own events */
     if (refused != CCA_OK)
         return refused;
@@ -497,7 +499,7 @@ cca_status cca_trace_mark(cca_allocator *a, const char *name) {
     ccai_unlock(a);
     if (!written)
         return cca_set_error(CCA_ERR_IO, "cca_trace_mark: writing the trace failed, the recording is incomplete: '%s'",
-                         a->trace->path ? a->trace->path : "CCALLOC_TRACE");
+                             a->trace->path ? a->trace->path : "CCALLOC_TRACE");
     return CCA_OK;
 }
 
@@ -547,6 +549,24 @@ void ccai_trace_fork_lock(bool lock) {
     } else {
         pthread_mutex_unlock(&trace_lock);
     }
+}
+
+static void fork_take(ccai_fork_link *l) {
+    (void)l;
+    ccai_trace_fork_lock(true);
+}
+
+static void fork_give(ccai_fork_link *l, bool child) {
+    (void)l;
+    if (child)
+        ccai_trace_fork_child();
+    ccai_trace_fork_lock(false);
+}
+
+/* fork.c's TRACE rank, from the library's load: before any thread can hold trace_lock. */
+__attribute__((constructor)) static void fork_register(void) {
+    static ccai_fork_link link = {.take = fork_take, .give = fork_give};
+    ccai_fork_register(CCAI_FORK_TRACE, &link);
 }
 
 void ccai_trace_fork_child(void) {

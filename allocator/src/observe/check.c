@@ -20,17 +20,13 @@
  *   blocks), on the error path only.
  */
 #include "../core/internal.h"
-#include "../domain.h" /* the domains' records and numbers */
+#include "check.h"
+#include "../domain_set.h"  /* the domains' records and numbers */
+#include "../sleep.h"       /* I10 */
 #include "../kinds/pages.h" /* ccai_pages_mapped: I7 */
 
 #include <stdio.h>
 #include <stdlib.h>
-
-void ccai_assert_fail(const char *cond, const char *file, int line) {
-    fprintf(stderr, "ccalloc: internal check failed: %s (%s:%d)\n", cond, file, line);
-    fflush(stderr);
-    abort();
-}
 
 /* ---- invariants --------------------------------------------------------- */
 
@@ -312,8 +308,8 @@ cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *
     uintptr_t p = (uintptr_t)ptr;
     ccai_block *live = ccai_live_map_find(&a->live, p);
     if (live && live->state == CCAI_PENDING)
-        return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: double free of %p (its free is waiting on stream events)", who,
-                         ptr);
+        return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: double free of %p (its free is waiting on stream events)",
+                             who, ptr);
     for (ccai_segment *s = a->segments; s; s = s->next) {
         if (p < s->base || p >= s->base + s->size)
             continue;
@@ -323,11 +319,11 @@ cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *
             if (b->state == CCAI_FREE && b->addr == p)
                 return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: double free of %p", who, ptr);
             if (b->state == CCAI_FREE)
-                return cca_set_error(CCA_ERR_INVALID_POINTER,
-                                 "%s: %p lies inside a free block (double free of a coalesced block, or stale pointer)",
-                                 who, ptr);
-            return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: interior pointer %p (block starts at %p, offset %zu)", who,
-                             ptr, (void *)b->addr, (size_t)(p - b->addr));
+                return cca_set_error(
+                    CCA_ERR_INVALID_POINTER,
+                    "%s: %p lies inside a free block (double free of a coalesced block, or stale pointer)", who, ptr);
+            return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: interior pointer %p (block starts at %p, offset %zu)",
+                                 who, ptr, (void *)b->addr, (size_t)(p - b->addr));
         }
     }
     return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: %p was not allocated by this allocator", who, ptr);

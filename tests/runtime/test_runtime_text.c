@@ -122,6 +122,29 @@ Test(runtime_text, utf8_decode) {
         cr_expect_eq(ccai_utf8_len((const unsigned char *)bad[i]), 0, "case %zu", i);
 }
 
+/* ccai_utf8_head: the head of a field a message quotes is cut between
+ * characters, never inside a well-formed sequence (its first bytes would
+ * show as \xNN); malformed bytes are cut where they lie. */
+Test(runtime_text, utf8_head_cuts_between_characters) {
+    cr_expect_eq(ccai_utf8_head("abc", 3, 32), 3, "shorter than the cap: whole");
+    cr_expect_eq(ccai_utf8_head("abcd", 4, 4), 4, "exactly the cap: whole");
+    cr_expect_eq(ccai_utf8_head("abcd", 4, 3), 3, "ASCII: at the cap");
+    cr_expect_eq(ccai_utf8_head("a\xc3\xa9z", 4, 2), 1, "a 2-byte character straddling the cap");
+    cr_expect_eq(ccai_utf8_head("a\xc3\xa9z", 4, 3), 3, "ending at the cap");
+    cr_expect_eq(ccai_utf8_head("a\xe2\x82\xacz", 5, 2), 1, "a 3-byte character, cut after its lead");
+    cr_expect_eq(ccai_utf8_head("a\xe2\x82\xacz", 5, 3), 1, "a 3-byte character, cut before its last");
+    cr_expect_eq(ccai_utf8_head("\xf0\x9f\x98\x80z", 5, 3), 0, "a 4-byte character at the start");
+    cr_expect_eq(ccai_utf8_head("\xf0\x9f\x98\x80z", 5, 4), 4);
+    cr_expect_eq(ccai_utf8_head("\xf0\x9f\x98\x80z", 5, 0), 0);
+    /* malformed: not moved */
+    cr_expect_eq(ccai_utf8_head("\x80\x80\x80\x80\x80", 5, 3), 3, "continuation bytes alone");
+    cr_expect_eq(ccai_utf8_head("a\xe2\x82x", 4, 2), 2, "a sequence cut short in the text itself");
+    cr_expect_eq(ccai_utf8_head("a\xc0\x80z", 4, 2), 2, "an overlong NUL");
+    cr_expect_eq(ccai_utf8_head("a\xed\xa0\x80z", 5, 2), 2, "a surrogate");
+    /* the n bytes are the text: a sequence that goes past them is not whole */
+    cr_expect_eq(ccai_utf8_head("a\xe2\x82\xac", 3, 2), 2);
+}
+
 Test(runtime_text, null_is_empty_and_a_failed_write_is_eof) {
     expect_escaped(NULL, "");
     FILE *f = fopen("/dev/full", "w");

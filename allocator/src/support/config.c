@@ -31,6 +31,7 @@
 #include "../core/internal.h"
 
 #include "ccai_decimal.h" /* common/: a fraction's grammar, stricter than strtod's */
+#include "ccai_utf8.h"    /* common/: ccai_utf8_head, a quoted value cut between characters */
 
 #include <ctype.h>
 #include <errno.h>
@@ -223,11 +224,12 @@ static bool parse_bool(const char *t, size_t n, int *out) {
     return false;
 }
 
-/* A value in a message: at most VALUE_SHOWN characters of it, then "..."
- * when it is longer, so that a value of any length (numbers have no length
- * limit) never pushes the key's name off the end of the message. */
+/* A value in a message: at most VALUE_SHOWN bytes of it, cut between
+ * characters (ccai_utf8_head), then "..." when it is longer, so that a
+ * value of any length (numbers have no length limit) never pushes the
+ * key's name off the end of the message. */
 #define VALUE_SHOWN 64
-#define SHOWN(val, len) (int)((len) > VALUE_SHOWN ? VALUE_SHOWN : (len)), (val), (len) > VALUE_SHOWN ? "..." : ""
+#define SHOWN(val, len) ccai_utf8_head((val), (len), VALUE_SHOWN), (val), (len) > VALUE_SHOWN ? "..." : ""
 
 /* A number parse_size or parse_fraction did not take (status st). */
 static cca_status number_refused(const option *o, cca_status st, const char *val, size_t val_len,

@@ -383,6 +383,28 @@ Test(config, an_item_without_a_colon_is_shown_cut) {
     cr_assert_lt(strlen(msg), 160u, "%s", msg);
 }
 
+/* A value or an item in a message is at most 64 bytes of it, cut between
+ * characters: a UTF-8 character straddling the cap is left out whole (its
+ * first bytes were quoted, and a terminal's escaper showed them as \xNN). */
+Test(config, a_quoted_value_is_cut_between_characters) {
+    static const char *const chars[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++) {
+        size_t len = strlen(chars[c]);
+        char head[80], text[200], want[300];
+        memset(head, '1', 65 - len); /* the character's last byte is byte 65 */
+        head[65 - len] = '\0';
+        cca_config cfg = defaults();
+        snprintf(text, sizeof text, "max_reserved:%s%s2", head, chars[c]);
+        snprintf(want, sizeof want, "invalid value '%s...' for key 'max_reserved' (expected a size like 512M)", head);
+        cr_expect_eq(cca_config_parse(&cfg, text), CCA_ERR_CONFIG, "%s", text);
+        cr_expect_str_eq(cca_last_error(), want);
+        snprintf(text, sizeof text, "%s%s2", head, chars[c]); /* no colon: the item is quoted */
+        snprintf(want, sizeof want, "expected key:value, got '%s...'", head);
+        cr_expect_eq(cca_config_parse(&cfg, text), CCA_ERR_CONFIG, "%s", text);
+        cr_expect_str_eq(cca_last_error(), want);
+    }
+}
+
 Test(config, print_with_docs_shows_defaults_and_docs) {
     cca_config c = parse_ok("max_reserved:2G");
     char *text = print_config(&c, 1);

@@ -69,6 +69,7 @@
 
 #include "ccalloc.h"
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint, the fields' grammar */
+#include "ccai_utf8.h"    /* common/: ccai_utf8_head, a quoted field cut between characters */
 
 #include <zlib.h>
 
@@ -561,7 +562,7 @@ static int parse_event(reader *rd, char *line, size_t lineno, event_line *e) {
     uint64_t seq; /* the order of lines is the order of events */
     *e = (event_line){.lineno = lineno, .op = field[1], .name = named ? field[want - 1] : NULL};
     /* the numbers, each in its range: a refusal names the field, its text
-     * (at most 32 characters of it) and the range */
+     * (at most 32 bytes of it, cut between characters) and the range */
     _Static_assert(CCB_MAX_DOMAINS - 1 == 65534 && CCAI_TRACE_MAX_STREAM == 255 && CCB_SIZE_MAX == (1ull << 60),
                    "the ranges below name these limits");
     const struct {
@@ -580,7 +581,7 @@ static int parse_event(reader *rd, char *line, size_t lineno, event_line *e) {
         if (parse_u64(text, num[i].out) || *num[i].out > num[i].max) {
             size_t n = strlen(text);
             return fail(rd->err, rd->errlen, "line %zu: bad number in %s: '%.*s%s' (plain decimal, %s)", lineno,
-                        num[i].name, (int)(n > 32 ? 32 : n), text, n > 32 ? "..." : "", num[i].range);
+                        num[i].name, ccai_utf8_head(text, n, 32), text, n > 32 ? "..." : "", num[i].range);
         }
     }
     _Static_assert(CCAI_TRACE_MAX_ID < (1ull << 44) && CCAI_TRACE_MAX_SECTIONS <= (1ull << 19),
@@ -609,7 +610,8 @@ static int read_event(reader *rd, const event_line *e) {
         return read_phase(rd, e);
     if (e->is_domain_op)
         return read_domain_op(rd, e);
-    return fail(rd->err, rd->errlen, "line %zu: op '%.32s' is not one of %s", e->lineno, op,
+    return fail(rd->err, rd->errlen, "line %zu: op '%.*s' is not one of %s", e->lineno,
+                ccai_utf8_head(op, strlen(op), 32), op,
                 rd->version == 3   ? "alloc, free, mark, empty_cache, trim, domain, domain_release, domain_reserve"
                 : rd->version == 2 ? "alloc, free, mark, empty_cache, trim (a v2 section)"
                                    : "alloc, free (a v1 section)");

@@ -2,7 +2,8 @@
  * ccai_decimal.h — the project's grammars of a decimal number written by a
  * person, header-only: a fraction (a config string's, ccbench's --scale)
  * and a whole number (every count and number option of ccrun, ccbench and
- * cck_bench, a trace's fields, the plug's device count).
+ * cck_bench, a trace's fields, the plug's device count, a spec string's
+ * dimensions and seed: ccai_decimal_uint_n, over a field not NUL-ended).
  *
  * strtod alone takes much more than a person means by "a number": leading
  * blanks (" 1"), a sign ("+1", "-0"), hex floats ("0x10" is 16, "0x1p-4"),
@@ -61,6 +62,29 @@ static inline int ccai_decimal_uint(const char *s, unsigned long long lo, unsign
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (*end || errno == ERANGE || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The same grammar over the n bytes at s (a field of a spec string, not
+ * NUL-terminated there): 0 and *out set, or -1 and *out untouched. Any
+ * number of digits (leading zeros); the overflow test compares with hi / 10
+ * and hi % 10, never subtracts from hi, so it holds for every hi, 0 too. */
+static inline int ccai_decimal_uint_n(const char *s, size_t n, unsigned long long lo, unsigned long long hi,
+                                      unsigned long long *out) {
+    if (n == 0)
+        return -1;
+    unsigned long long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > hi / 10 || (v == hi / 10 && d > hi % 10)) /* v * 10 + d > hi */
+            return -1;
+        v = v * 10 + d;
+    }
+    if (v < lo)
         return -1;
     *out = v;
     return 0;

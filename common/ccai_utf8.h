@@ -24,10 +24,17 @@
  * and every byte after the second is 80-bf. A NUL is never a continuation
  * byte, so a cut sequence at the end of a string reads nothing past its
  * terminator. Cost: at most four byte reads; no state, no allocation.
+ *
+ * A message that quotes the head of a field from outside (a trace's op, a
+ * dtype, a sidecar's key, a config value: at most 32 or 64 bytes of it)
+ * cuts it with ccai_utf8_head, never at a fixed byte count: a cut inside a
+ * well-formed sequence would leave its first bytes, which the escaper then
+ * shows as \xNN though the field was valid UTF-8.
  */
 #ifndef CCAI_UTF8_H
 #define CCAI_UTF8_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The well-formed sequence at p: its length (1-4) and code point *cp, or 0
@@ -64,6 +71,28 @@ static inline unsigned ccai_utf8_decode(const unsigned char *p, uint32_t *cp) {
 static inline unsigned ccai_utf8_len(const unsigned char *p) {
     uint32_t cp;
     return ccai_utf8_decode(p, &cp);
+}
+
+/* How many of the n bytes at s a message quotes when it shows at most max
+ * of them: n when n <= max, else max, moved back to the start of the
+ * well-formed sequence that a cut at max would split (at most three bytes
+ * back), so that the head holds whole characters. Malformed bytes are cut
+ * where they lie (the escaper shows them as \xNN either way). For
+ * "%.*s": max must fit an int. Cost: at most seven byte reads. */
+static inline int ccai_utf8_head(const char *s, size_t n, size_t max) {
+    if (n <= max)
+        return (int)n;
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t back = 1; back <= 3 && back <= max; back++) {
+        size_t at = max - back;
+        if ((p[at] & 0xc0) == 0x80)
+            continue;                           /* a continuation byte: the sequence starts further back */
+        unsigned char seq[5] = {0, 0, 0, 0, 0}; /* the sequence at `at`, NUL-ended within the n bytes */
+        for (size_t i = 0; i < 4 && at + i < n; i++)
+            seq[i] = p[at + i];
+        return ccai_utf8_len(seq) > back ? (int)at : (int)max;
+    }
+    return (int)max;
 }
 
 #endif /* CCAI_UTF8_H */

@@ -690,7 +690,8 @@ typedef struct cca_config {
                                once per upstream); 0: classic segments     (1) */
     size_t history;         /* history: keep the last N allocator events (alloc,
                                free, segment and page events, OOMs) in memory
-                               for cca_write_snapshot_torch; 0 = off        (0) */
+                               for cca_write_snapshot_torch: a count, K/M/G
+                               but no byte unit (4K, not 4KB); 0 = off      (0) */
     double expandable_ahead;     /* expandable_ahead: a request served from an
                                     expandable segment's tail also maps this
                                     fraction F of the segment's mapped bytes,

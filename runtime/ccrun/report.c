@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ccai_escape.h" /* common/: ccai_shown_as_is, on ccai_utf8.h */
+#include "ccai_escape.h" /* common/: ccai_shown_as_is, on ccai_utf8.h (ccai_utf8_head) */
 #include "ccrun.h"
 
 double ccrun_now_ms(void) {
@@ -56,12 +56,7 @@ unsigned long long ccrun_fnv1a(unsigned long long h, const void *p, size_t n) {
 /* The length of s's first `max` bytes at most, not cutting a UTF-8
  * sequence (a cut one would show as \xNN). */
 static int head_len(const char *s, size_t max) {
-    size_t n = strlen(s);
-    if (n <= max)
-        return (int)n;
-    while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
-        max--;
-    return (int)max;
+    return ccai_utf8_head(s, strlen(s), max);
 }
 
 void ccrun_progress(void *user, const char *model, size_t done, size_t total) {

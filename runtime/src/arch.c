@@ -27,34 +27,16 @@
  *   pass; footprint.c checks a sidecar's footprint is plausible with it.
  * - Costs: every function is O(layers) and allocates nothing.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccai_decimal.h" /* common/: ccai_decimal_uint_n */
 #include "internal.h"
 
 #define MAX_DIM ((size_t)1 << 24)
 #define MAX_MATRIX ((size_t)1 << 31)
-
-/* Parse a whole decimal number in [0, hi] from [s, e): digits only, any
- * leading zeros (ccai_decimal_uint's grammar, ccrun --seed's). */
-static int parse_uint(const char *s, const char *e, unsigned long long hi, unsigned long long *out) {
-    if (s == e)
-        return 0;
-    unsigned long long v = 0;
-    for (const char *p = s; p < e; p++) {
-        if (!isdigit((unsigned char)*p))
-            return 0;
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (hi - d) / 10)
-            return 0;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 1;
-}
 
 static ccr_status parse_dims(ccr_arch *a, const char *s, const char *e, const char *spec) {
     size_t dims[CCR_MAX_LAYERS + 1], n = 0;
@@ -66,7 +48,7 @@ static ccr_status parse_dims(ccr_arch *a, const char *s, const char *e, const ch
         unsigned long long v;
         if (n == CCR_MAX_LAYERS + 1)
             return ccr_fail(CCR_ERR_SPEC, "spec '%s': more than %d layers", spec, CCR_MAX_LAYERS);
-        if (!parse_uint(p, x, MAX_DIM, &v) || v == 0)
+        if (ccai_decimal_uint_n(p, (size_t)(x - p), 1, MAX_DIM, &v)) /* digits only, any leading zeros */
             return ccr_fail(CCR_ERR_SPEC, "spec '%s': dimension '%.*s' is not a number in 1..%zu", spec, (int)(x - p),
                             p, MAX_DIM);
         dims[n++] = (size_t)v;
@@ -151,7 +133,7 @@ ccr_status ccr_arch_parse(const char *spec, ccr_arch *out) {
             for (size_t i = 0; i < a.n_layers; i++)
                 a.layers[i].has_bias = 0;
         } else if (len >= 5 && !strncmp(p, "seed=", 5)) {
-            if (!parse_uint(p + 5, e, ~0ull, &v))
+            if (ccai_decimal_uint_n(p + 5, len - 5, 0, ~0ull, &v))
                 return ccr_fail(CCR_ERR_SPEC, "spec '%s': seed '%.*s' is not a number in 0..2^64-1", spec,
                                 (int)(len - 5), p + 5);
             a.seed = v;

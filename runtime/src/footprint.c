@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint */
+#include "ccai_utf8.h"    /* common/: ccai_utf8_head, a quoted field cut between characters */
 #include "internal.h"
 
 #define CCR_FOOT_MAX_BYTES 4096
@@ -199,19 +200,19 @@ static int parse_sidecar(char *text, char **arch, size_t *batch, size_t *peak, c
                     : !strcmp(key, "reserved_peak") ? &seen_peak
                                                     : NULL;
         if (!seen) {
-            snprintf(why, wn, "line %zu: unknown key '%.32s'", line_no, key);
+            snprintf(why, wn, "line %zu: unknown key '%.*s'", line_no, ccai_utf8_head(key, strlen(key), 32), key);
             return 0;
         }
         if (*seen) {
-            snprintf(why, wn, "line %zu: '%.32s' given twice", line_no, key);
+            snprintf(why, wn, "line %zu: '%.*s' given twice", line_no, ccai_utf8_head(key, strlen(key), 32), key);
             return 0;
         }
         *seen = 1;
         if (seen == &seen_arch) {
             *arch = sp + 1;
         } else if (!parse_number(value, seen == &seen_batch ? batch : peak)) {
-            snprintf(why, wn, "line %zu: %s '%.32s%s' is not a number (plain decimal)", line_no, key, value,
-                     strlen(value) > 32 ? "..." : "");
+            snprintf(why, wn, "line %zu: %s '%.*s%s' is not a number (plain decimal)", line_no, key,
+                     ccai_utf8_head(value, strlen(value), 32), value, strlen(value) > 32 ? "..." : "");
             return 0;
         }
     }
@@ -277,7 +278,8 @@ static int read_sidecar(ccr_engine *e, const char *key, const ccr_arch *a, const
     int rc = read_small_file(path, text, sizeof text, why, sizeof why);
     if (rc == 1 && parse_sidecar(text, &arch, batch, peak, why, sizeof why)) {
         if (strcmp(arch, spec))
-            snprintf(why, sizeof why, "written for other layers ('%.80s', the model has '%.80s')", arch, spec);
+            snprintf(why, sizeof why, "written for other layers ('%.*s', the model has '%.*s')",
+                     ccai_utf8_head(arch, strlen(arch), 80), arch, ccai_utf8_head(spec, strlen(spec), 80), spec);
         else if (plausible(e, a, *batch, *peak, why, sizeof why))
             rc = 2;
     }

@@ -59,7 +59,7 @@
 #include <sys/stat.h>
 
 #include "ccai_open.h" /* common/: ccai_fopen_nowait */
-#include "ccai_utf8.h" /* common/: ccai_utf8_len */
+#include "ccai_utf8.h" /* common/: ccai_utf8_len, ccai_utf8_head */
 #include "internal.h"
 
 static const struct {
@@ -132,8 +132,8 @@ static ccr_status parse_tensor(const cJSON *j, ccr_st_tensor *t, uint64_t data_s
         if (!strcmp(dtypes[k].name, dt->valuestring))
             break;
     if (k == nd || !dtypes[k].supported)
-        return ccr_fail(CCR_ERR_DTYPE, "tensor '%s': unsupported dtype '%.32s' (supported: F32, F16, BF16, F64)",
-                        t->name, dt->valuestring);
+        return ccr_fail(CCR_ERR_DTYPE, "tensor '%s': unsupported dtype '%.*s' (supported: F32, F16, BF16, F64)",
+                        t->name, ccai_utf8_head(dt->valuestring, strlen(dt->valuestring), 32), dt->valuestring);
     t->dtype = dtypes[k].dtype;
     if (!cJSON_IsArray(sh))
         return ccr_fail(CCR_ERR_FORMAT, "tensor '%s': missing array 'shape'", t->name);
@@ -230,8 +230,8 @@ typedef struct json_span {
     size_t len;
 } json_span;
 
-/* At most this many characters of a refused number in a message, then
- * "..." (a number has no length limit). */
+/* At most this many bytes of a refused number in a message, cut between
+ * characters (ccai_utf8_head), then "..." (a number has no length limit). */
 #define NUMBER_SHOWN 64
 
 /* A value of an array of a tensor entry, [text, text + n) at header byte
@@ -248,7 +248,7 @@ static ccr_status array_number(const char *text, size_t n, size_t at, const char
         v = v * 10 + (uint64_t)(text[i] - '0');
     if (i == n && n > 0 && (text[0] != '0' || n == 1) && v <= (1ull << 53))
         return CCR_OK;
-    int shown = (int)(n > NUMBER_SHOWN ? NUMBER_SHOWN : n);
+    int shown = ccai_utf8_head(text, n, NUMBER_SHOWN);
     const char *more = n > NUMBER_SHOWN ? "..." : "";
     if (kind[0] == '{' && kind[1] == '{' && key[0].text && key[1].text)
         return ccr_fail(CCR_ERR_FORMAT,

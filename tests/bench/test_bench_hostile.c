@@ -284,6 +284,36 @@ Test(fields, a_bad_number_names_its_field_and_its_text) {
         }
 }
 
+/* A field quoted in a message is cut between characters: at most 32 bytes
+ * of it, backed up to the start of a UTF-8 character that the cut would
+ * split (the message ended in the character's first bytes, which the
+ * escaper shows as \xNN). The op is quoted without "...", a number with. */
+Test(fields, a_quoted_field_is_cut_between_characters) {
+    static const char *const chars[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++) {
+        size_t before = 33 - strlen(chars[c]); /* the character's last byte is byte 33 */
+        char op[40], seq[40], text[256], want[256], err[256] = "";
+        memset(op, 'a', before);
+        op[before] = '\0';
+        memset(seq, '1', before);
+        seq[before] = '\0';
+        ccb_trace t;
+        snprintf(text, sizeof text, "seq,op,id,size,stream,domain,name\n0,%s%szz,1,8,0,0\n", op, chars[c]);
+        snprintf(want, sizeof want,
+                 "line 2: op '%s' is not one of alloc, free, mark, empty_cache, trim, domain, domain_release, "
+                 "domain_reserve",
+                 op);
+        cr_assert_eq(rd(&t, text, strlen(text), err, sizeof err), -1, "accepted: %s", text);
+        cr_expect_str_eq(err, want);
+        ccb_trace_free(&t);
+        snprintf(text, sizeof text, "seq,op,id,size,stream,domain,name\n%s%s2,alloc,1,8,0,0\n", seq, chars[c]);
+        snprintf(want, sizeof want, "line 2: bad number in seq: '%s...' (plain decimal, 0..2^64-1)", seq);
+        cr_assert_eq(rd(&t, text, strlen(text), err, sizeof err), -1, "accepted: %s", text);
+        cr_expect_str_eq(err, want);
+        ccb_trace_free(&t);
+    }
+}
+
 Test(fields, leading_zeros_are_plain_decimal) {
     ccb_trace t;
     good2("000,alloc,0001,0000008,000\n1,free,1,8,0\n", &t);

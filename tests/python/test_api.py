@@ -571,6 +571,11 @@ def test_bad_arguments():
         ccalloc.Allocator(capacity="8M", conf="greedy_fractoin:0.5")
     with pytest.raises(ccalloc.ConfigError):
         ccalloc.Allocator(capacity="8M", conf="small_max:4M")  # > small_segment
+    # history is a count: K as a multiplier, never a byte unit (the C parser's rule)
+    with pytest.raises(ccalloc.ConfigError, match="is a count of entries, not a size in bytes"):
+        ccalloc.Allocator(capacity="8M", conf="history:4KB")
+    with ccalloc.Allocator(capacity="8M", conf="history:4K") as a:
+        assert a.config()["history"] == "4K"
     with pytest.raises(ccalloc.InvalidArgumentError):
         ccalloc.Allocator(capacity=0)
     with pytest.raises(TypeError):

@@ -509,6 +509,19 @@ Test(runtime_domains, hostile_sidecars_are_ignored_with_a_warning) {
     rmdir(tmpdir);
 }
 
+/* The model at `path` loads with a sidecar of `text` ignored: no
+ * footprint, and a warning containing `why`. */
+static void sidecar_is_ignored(const char *path, const char *side, const char *text, const char *why) {
+    write_text(side, text, strlen(text));
+    ccr_engine *e = engine_with(256 * MiB, NULL, 1);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(ccr_model_footprint(m), 0, "%s", text);
+    cr_expect(warned_about(why), "want '%s', got %zu warnings: '%s'", why, n_warned, warned[0]);
+    ccr_model_unload(m);
+    ccr_engine_destroy(e);
+}
+
 /* A sidecar's numbers: every hostile spelling of batch and reserved_peak
  * is ignored with a warning naming the key and the text as written (at
  * most 32 characters of it; it named the key alone), and a batch of 0, which no run has, is out of
@@ -533,14 +546,47 @@ Test(runtime_domains, a_sidecar_number_refused_is_quoted) {
             snprintf(why, sizeof why, "line %d: %s '%.32s%s' is not a number (plain decimal); ignored", peak ? 4 : 3,
                      peak ? "reserved_peak" : "batch", bad[i], n > 32 ? "..." : "");
         }
-        write_text(side, text, strlen(text));
-        ccr_engine *e = engine_with(256 * MiB, NULL, 1);
-        ccr_model *m;
-        cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
-        cr_expect_eq(ccr_model_footprint(m), 0, "%s", text);
-        cr_expect(warned_about(why), "want '%s', got %zu warnings: '%s'", why, n_warned, warned[0]);
-        ccr_model_unload(m);
-        ccr_engine_destroy(e);
+        sidecar_is_ignored(path, side, text, why);
+    }
+    unlink(side);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
+/* A sidecar's key, number and arch are quoted at most 32, 32 and 80 bytes
+ * long, cut between characters: a UTF-8 character straddling the cap is
+ * left out whole (its first bytes were quoted, and shown as \xNN). */
+Test(runtime_domains, a_sidecar_field_is_quoted_cut_between_characters) {
+    make_tmpdir();
+    const char *path = model_file("u.safetensors", "mlp:64x128x10:relu:softmax");
+    char side[300];
+    snprintf(side, sizeof side, "%s.ccfoot", path);
+    static const char *const chars[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    for (size_t k = 0; k < 3 * (sizeof chars / sizeof chars[0]); k++) {
+        const char *ch = chars[k / 3];
+        size_t len = strlen(ch);
+        char head[100], text[512], why[300];
+        if (k % 3 == 0) { /* an unknown key: its last byte is byte 33 */
+            memset(head, 'k', 33 - len);
+            head[33 - len] = '\0';
+            snprintf(text, sizeof text,
+                     "ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch 8\nreserved_peak 2097152\n%s%sy 1\n", head, ch);
+            snprintf(why, sizeof why, "line 5: unknown key '%s'; ignored", head);
+        } else if (k % 3 == 1) { /* a number */
+            memset(head, '1', 33 - len);
+            head[33 - len] = '\0';
+            snprintf(text, sizeof text,
+                     "ccfoot 1\narch mlp:64x128x10:relu:softmax\nbatch %s%s2\nreserved_peak 2097152\n", head, ch);
+            snprintf(why, sizeof why, "line 3: batch '%s...' is not a number (plain decimal); ignored", head);
+        } else { /* the arch: its last byte is byte 81 */
+            memcpy(head, "mlp:", 4);
+            memset(head + 4, '9', 81 - len - 4);
+            head[81 - len] = '\0';
+            snprintf(text, sizeof text, "ccfoot 1\narch %s%sz\nbatch 8\nreserved_peak 2097152\n", head, ch);
+            snprintf(why, sizeof why,
+                     "written for other layers ('%s', the model has 'mlp:64x128x10:relu:softmax'); ignored", head);
+        }
+        sidecar_is_ignored(path, side, text, why);
     }
     unlink(side);
     unlink(path);

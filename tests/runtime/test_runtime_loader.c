@@ -576,6 +576,48 @@ static const char *const bad_numbers[] = {
     "null",
 };
 
+/* TINY_META's model with 0.weight's dtype and second dimension as given. */
+static void tiny_header(char *out, size_t cap, const char *dtype, const char *dim) {
+    snprintf(out, cap,
+             TINY_META "\"0.weight\":{\"dtype\":\"%s\",\"shape\":[1,%s],\"data_offsets\":[0,8]},"
+                       "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+             dtype, dim);
+}
+
+/* A dtype and a refused number are quoted at most 32 and 64 bytes long,
+ * cut between characters: a UTF-8 character straddling the cap is left out
+ * whole (its first bytes were quoted, and escaped as \xNN on a terminal). */
+Test(runtime_loader, a_quoted_field_is_cut_between_characters) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    static const char *const chars[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++) {
+        size_t len = strlen(chars[c]);
+        char dtype[40], text[80], header[512], want[512];
+        memset(dtype, 'F', 33 - len); /* the character's last byte is byte 33 */
+        dtype[33 - len] = '\0';
+        char field[128];
+        snprintf(field, sizeof field, "%s%sx", dtype, chars[c]);
+        tiny_header(header, sizeof header, field, "2");
+        snprintf(want, sizeof want, "mem: tensor '0.weight': unsupported dtype '%s' (supported: F32, F16, BF16, F64)",
+                 dtype);
+        cr_expect_eq(load_header(e, header), CCR_ERR_DTYPE, "%s", header);
+        cr_expect_str_eq(ccr_last_error(), want);
+        /* a number's text runs to the next structural character */
+        memset(text, '1', 65 - len); /* the character's last byte is byte 65 */
+        text[65 - len] = '\0';
+        snprintf(field, sizeof field, "%s%s2", text, chars[c]);
+        tiny_header(header, sizeof header, "F32", field);
+        size_t at = (size_t)(strstr(header, "[1,") + 3 - header);
+        snprintf(want, sizeof want,
+                 "mem: tensor '0.weight': shape[1] is '%s...' (header byte %zu): shapes and data_offsets are whole "
+                 "numbers in 0..2^53 written in digits",
+                 text, at);
+        cr_expect_eq(load_header(e, header), CCR_ERR_FORMAT, "%s", header);
+        cr_expect_str_eq(ccr_last_error(), want);
+    }
+    ccr_engine_destroy(e);
+}
+
 Test(runtime_loader, numbers_are_whole_and_written_in_digits) {
     ccr_engine *e = host_engine(16u << 20, NULL);
     static const char *const fields[] = {"shape", "data_offsets"};

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "capture.h"     /* tests/support */
+#include "ccai_decimal.h" /* common/: ccai_decimal_uint_n */
 #include "ccai_escape.h" /* common/: ccai_shown_as_is */
 #include "ccai_utf8.h"   /* common/ */
 #include "ccr.h"
@@ -120,6 +121,79 @@ Test(runtime_text, utf8_decode) {
                          "\xf5\x80\x80\x80", "\xff", "\x80", "\xe2\x82"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         cr_expect_eq(ccai_utf8_len((const unsigned char *)bad[i]), 0, "case %zu", i);
+}
+
+/* ccai_utf8_head: the head of a field a message quotes is cut between
+ * characters, never inside a well-formed sequence (its first bytes would
+ * show as \xNN); malformed bytes are cut where they lie. */
+Test(runtime_text, utf8_head_cuts_between_characters) {
+    cr_expect_eq(ccai_utf8_head("abc", 3, 32), 3, "shorter than the cap: whole");
+    cr_expect_eq(ccai_utf8_head("abcd", 4, 4), 4, "exactly the cap: whole");
+    cr_expect_eq(ccai_utf8_head("abcd", 4, 3), 3, "ASCII: at the cap");
+    cr_expect_eq(ccai_utf8_head("a\xc3\xa9z", 4, 2), 1, "a 2-byte character straddling the cap");
+    cr_expect_eq(ccai_utf8_head("a\xc3\xa9z", 4, 3), 3, "ending at the cap");
+    cr_expect_eq(ccai_utf8_head("a\xe2\x82\xacz", 5, 2), 1, "a 3-byte character, cut after its lead");
+    cr_expect_eq(ccai_utf8_head("a\xe2\x82\xacz", 5, 3), 1, "a 3-byte character, cut before its last");
+    cr_expect_eq(ccai_utf8_head("\xf0\x9f\x98\x80z", 5, 3), 0, "a 4-byte character at the start");
+    cr_expect_eq(ccai_utf8_head("\xf0\x9f\x98\x80z", 5, 4), 4);
+    cr_expect_eq(ccai_utf8_head("\xf0\x9f\x98\x80z", 5, 0), 0);
+    /* malformed: not moved */
+    cr_expect_eq(ccai_utf8_head("\x80\x80\x80\x80\x80", 5, 3), 3, "continuation bytes alone");
+    cr_expect_eq(ccai_utf8_head("a\xe2\x82x", 4, 2), 2, "a sequence cut short in the text itself");
+    cr_expect_eq(ccai_utf8_head("a\xc0\x80z", 4, 2), 2, "an overlong NUL");
+    cr_expect_eq(ccai_utf8_head("a\xed\xa0\x80z", 5, 2), 2, "a surrogate");
+    /* the n bytes are the text: a sequence that goes past them is not whole */
+    cr_expect_eq(ccai_utf8_head("a\xe2\x82\xac", 3, 2), 2);
+}
+
+/* ccai_decimal_uint_n, the spec's dimensions and seed: a whole number in
+ * [lo, hi] for any hi. Its overflow test subtracted the digit from hi, so
+ * a limit below 9 wrapped and took a digit above it ("7" in 0..5). */
+Test(runtime_text, decimal_span_is_exact_for_any_limit) {
+    static const struct {
+        const char *text;
+        unsigned long long lo, hi;
+        int ok;
+        unsigned long long v;
+    } cases[] = {
+        {"0", 0, 0, 1, 0},
+        {"00000", 0, 0, 1, 0},
+        {"1", 0, 0, 0, 0},
+        {"5", 0, 5, 1, 5},
+        {"005", 0, 5, 1, 5},
+        {"6", 0, 5, 0, 0},
+        {"7", 0, 5, 0, 0},
+        {"9", 0, 5, 0, 0},
+        {"10", 0, 5, 0, 0},
+        {"9", 0, 8, 0, 0},
+        {"9", 0, 9, 1, 9},
+        {"10", 0, 9, 0, 0},
+        {"10", 0, 10, 1, 10},
+        {"11", 0, 10, 0, 0},
+        {"16777216", 1, 1ull << 24, 1, 1ull << 24},
+        {"000000000000000000000000016777216", 1, 1ull << 24, 1, 1ull << 24},
+        {"16777217", 1, 1ull << 24, 0, 0},
+        {"0", 1, 1ull << 24, 0, 0},
+        {"18446744073709551615", 0, ~0ull, 1, ~0ull},
+        {"0000000000000000000000000018446744073709551615", 0, ~0ull, 1, ~0ull},
+        {"18446744073709551616", 0, ~0ull, 0, 0},
+        {"99999999999999999999999999999999", 0, ~0ull, 0, 0},
+        {"", 0, ~0ull, 0, 0},
+        {"+1", 0, ~0ull, 0, 0},
+        {"-1", 0, ~0ull, 0, 0},
+        {" 1", 0, ~0ull, 0, 0},
+        {"1 ", 0, ~0ull, 0, 0},
+        {"0x1", 0, ~0ull, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned long long v = 12345;
+        int rc = ccai_decimal_uint_n(cases[i].text, strlen(cases[i].text), cases[i].lo, cases[i].hi, &v);
+        cr_expect_eq(rc, cases[i].ok ? 0 : -1, "'%s' in %llu..%llu", cases[i].text, cases[i].lo, cases[i].hi);
+        cr_expect_eq(v, cases[i].ok ? cases[i].v : 12345, "'%s': *out set only when taken", cases[i].text);
+    }
+    unsigned long long v = 0;
+    cr_expect_eq(ccai_decimal_uint_n("12x", 2, 0, 100, &v), 0, "the n bytes only");
+    cr_expect_eq(v, 12);
 }
 
 Test(runtime_text, null_is_empty_and_a_failed_write_is_eof) {

@@ -9,7 +9,8 @@
  *   field names.
  * - Values: sizes are cca_parse_size's (size.c: K/M/G/T, exact, any
  *   length; range checks are exact integer compares; a count read as a
- *   size, history, must come out whole: 1.5K, not 1.5); fractions
+ *   size, history, must come out whole: 1.5K, not 1.5, and takes no byte
+ *   unit: 4K, not 4KB); fractions
  *   (greedy_fraction, expandable_ahead) ccai_decimal.h's decimal numbers,
  *   any length, read by strtod; booleans 1/0, true/false, on/off, yes/no;
  *   the policy growth or greedy.
@@ -32,6 +33,7 @@
 #include "history.h" /* CCAI_HISTORY_MAX */
 
 #include "ccai_decimal.h" /* common/: a fraction's grammar, stricter than strtod's */
+#include "ccai_utf8.h"    /* common/: ccai_utf8_head, a quoted value cut between characters */
 
 #include <ctype.h>
 #include <errno.h>
@@ -119,7 +121,7 @@ static const option options[] = {
      "(policy:growth only)"},
     {"history", OPT_SIZE, OFF(history), 0, 0, (double)CCAI_HISTORY_MAX,
      "entries of the ring of recent events (alloc, free, segment, map, OOM) that cca_write_snapshot_torch "
-     "writes as PyTorch's device trace: a count (64K = 65536), 40 bytes each; 0 = off"},
+     "writes as PyTorch's device trace: a count (64K = 65536; no byte unit: 64KB is refused), 40 bytes each; 0 = off"},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])
 
@@ -133,7 +135,8 @@ static size_t size_bound(double bound) {
 }
 
 /* The size options that count entries, not bytes: their text must give a
- * whole number (1.5K, not 1.5), where a size drops a fraction of a byte. */
+ * whole number (1.5K, not 1.5), where a size drops a fraction of a byte,
+ * and names no byte unit (4K or 4Ki, not 4KB, 4KiB or 4B). */
 static bool is_count(const option *o) {
     return o->offset == OFF(history);
 }
@@ -224,11 +227,12 @@ static bool parse_bool(const char *t, size_t n, int *out) {
     return false;
 }
 
-/* A value in a message: at most VALUE_SHOWN characters of it, then "..."
- * when it is longer, so that a value of any length (numbers have no length
- * limit) never pushes the key's name off the end of the message. */
+/* A value in a message: at most VALUE_SHOWN bytes of it, cut between
+ * characters (ccai_utf8_head), then "..." when it is longer, so that a
+ * value of any length (numbers have no length limit) never pushes the
+ * key's name off the end of the message. */
 #define VALUE_SHOWN 64
-#define SHOWN(val, len) (int)((len) > VALUE_SHOWN ? VALUE_SHOWN : (len)), (val), (len) > VALUE_SHOWN ? "..." : ""
+#define SHOWN(val, len) ccai_utf8_head((val), (len), VALUE_SHOWN), (val), (len) > VALUE_SHOWN ? "..." : ""
 
 /* A number parse_size or parse_fraction did not take (status st). */
 static cca_status number_refused(const option *o, cca_status st, const char *val, size_t val_len,
@@ -301,6 +305,11 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
                                     * "0 bytes" for a count) */
             return cca_set_error(CCA_ERR_CONFIG,
                                  "value '%.*s%s' for key '%s' is not a whole number of entries (a count: 1.5K is 1536)",
+                                 SHOWN(val, val_len), o->name);
+        if (is_count(o) && (val[val_len - 1] == 'B' || val[val_len - 1] == 'b')) /* K, Ki: a multiplier; B: bytes */
+            return cca_set_error(CCA_ERR_CONFIG,
+                                 "value '%.*s%s' for key '%s' is a count of entries, not a size in bytes (no B: 4K is "
+                                 "4096)",
                                  SHOWN(val, val_len), o->name);
         if (v == 0 && has_nonzero_digit(val, val_len)) /* 0 means none or off: only when written as 0 */
             return cca_set_error(CCA_ERR_CONFIG,

@@ -383,6 +383,28 @@ Test(config, an_item_without_a_colon_is_shown_cut) {
     cr_assert_lt(strlen(msg), 160u, "%s", msg);
 }
 
+/* A value or an item in a message is at most 64 bytes of it, cut between
+ * characters: a UTF-8 character straddling the cap is left out whole (its
+ * first bytes were quoted, and a terminal's escaper showed them as \xNN). */
+Test(config, a_quoted_value_is_cut_between_characters) {
+    static const char *const chars[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++) {
+        size_t len = strlen(chars[c]);
+        char head[80], text[200], want[300];
+        memset(head, '1', 65 - len); /* the character's last byte is byte 65 */
+        head[65 - len] = '\0';
+        cca_config cfg = defaults();
+        snprintf(text, sizeof text, "max_reserved:%s%s2", head, chars[c]);
+        snprintf(want, sizeof want, "invalid value '%s...' for key 'max_reserved' (expected a size like 512M)", head);
+        cr_expect_eq(cca_config_parse(&cfg, text), CCA_ERR_CONFIG, "%s", text);
+        cr_expect_str_eq(cca_last_error(), want);
+        snprintf(text, sizeof text, "%s%s2", head, chars[c]); /* no colon: the item is quoted */
+        snprintf(want, sizeof want, "expected key:value, got '%s...'", head);
+        cr_expect_eq(cca_config_parse(&cfg, text), CCA_ERR_CONFIG, "%s", text);
+        cr_expect_str_eq(cca_last_error(), want);
+    }
+}
+
 Test(config, print_with_docs_shows_defaults_and_docs) {
     cca_config c = parse_ok("max_reserved:2G");
     char *text = print_config(&c, 1);
@@ -1124,6 +1146,36 @@ Test(config, a_count_must_come_out_whole) {
         cr_expect_str_eq(cca_last_error(), want);
     }
     cr_expect_eq(parse_ok("max_reserved:1.5").max_reserved, 1, "bytes: a fraction of a byte is still dropped");
+}
+
+/* history is a count: it takes the multipliers K, M, G, T (and their IEC
+ * spelling Ki, Mi, ...) but no byte unit B: history:4KB was 4096 entries,
+ * as if entries were bytes. Refused quoting the value; sizes in bytes keep
+ * their B. */
+Test(config, a_count_takes_no_byte_unit) {
+    static const struct {
+        const char *text;
+        size_t entries;
+    } ok[] = {{"4", 4}, {"4K", 4096}, {"4k", 4096}, {"4Ki", 4096}, {"64K", 65536}, {"1.5K", 1536}, {"16M", 16u << 20}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "history:%s", ok[i].text);
+        cr_expect_eq(parse_ok(text).history, ok[i].entries, "%s", text);
+    }
+    static const char *const bytes[] = {"4KB", "4B", "4KiB", "4kb", "4b", "4kib", "1MB", "1.5KB", "0B", "0KB"};
+    for (size_t i = 0; i < sizeof bytes / sizeof bytes[0]; i++) {
+        char text[64], want[160];
+        snprintf(text, sizeof text, "history:%s", bytes[i]);
+        snprintf(want, sizeof want,
+                 "value '%s' for key 'history' is a count of entries, not a size in bytes (no B: 4K is 4096)",
+                 bytes[i]);
+        cca_config c = defaults(), before = c;
+        cr_expect_eq(cca_config_parse(&c, text), CCA_ERR_CONFIG, "%s", text);
+        cr_expect_str_eq(cca_last_error(), want);
+        cr_expect(memcmp(&c, &before, sizeof c) == 0, "'%s' changed the config", text);
+    }
+    cr_expect_eq(parse_ok("max_reserved:4KB").max_reserved, 4096, "a size in bytes keeps its B");
+    cr_expect_eq(parse_ok("max_reserved:4KiB").max_reserved, 4096);
 }
 
 /* ---- numbers in a locale with a decimal comma ---------------------------- */

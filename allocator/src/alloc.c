@@ -138,8 +138,10 @@ static cca_status alloc_step(cca_allocator *a, cca_domain *d, size_t size, cca_s
 
 /* cca_alloc (the default domain; size 0 answered before the lock) and
  * cca_alloc_in (domain h, looked up first): steps 1-7 for the domain, a
- * sleeping one refused (sleep.c). */
-static cca_status alloc_call(cca_allocator *a, const cca_domain *h, bool in, size_t size, cca_stream s, void **out) {
+ * sleeping one refused (sleep.c). Inlined into each, `in` a constant: the
+ * cached pair pays no lookup and no store of the domain served. */
+static inline __attribute__((always_inline)) cca_status alloc_call(cca_allocator *a, const cca_domain *h, bool in,
+                                                                   size_t size, cca_stream s, void **out) {
     const char *fn = in ? "cca_alloc_in" : "cca_alloc";
     if (out)
         *out = NULL;
@@ -152,14 +154,20 @@ static cca_status alloc_call(cca_allocator *a, const cca_domain *h, bool in, siz
     cca_status st = ccai_lock(a, fn);
     if (st != CCA_OK)
         return st;
-    cca_domain *d;
-    if ((st = ccai_domain_find(a, h, fn, &d)) == CCA_OK && size > 0) {
-        a->serving = d;
-        a->allocating = fn;
+    cca_domain *d = &a->root; /* a->serving between calls, a->allocating "cca_alloc" */
+    if (in)
+        st = ccai_domain_find(a, h, fn, &d);
+    if (st == CCA_OK && size > 0) {
+        if (in) {
+            a->serving = d;
+            a->allocating = fn;
+        }
         st = d->sleep ? ccai_sleep_refuse(a, d) : alloc_step(a, d, size, s, out, &log);
         a->peak_hold = false;
-        a->serving = &a->root;
-        a->allocating = "cca_alloc";
+        if (in) {
+            a->serving = &a->root;
+            a->allocating = "cca_alloc";
+        }
     }
     ccai_unlock(a);
     ccai_log_flush(&log);

@@ -25,7 +25,7 @@ extern "C" {
 /* Traces (trace.c)                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* The CSV format written by the allocator's recorder (allocator/src/trace.c,
+/* The CSV format written by the allocator's recorder (allocator/src/observe/trace.c,
  * CCALLOC_TRACE=path), by `ccbench gen` and by bench/scripts/record_torch.py
  * (docs/benchmarks.md#trace-format):
  *     # ccalloc trace v3
@@ -445,7 +445,7 @@ int ccb_cuda_upstream_open(const ccb_device *dev, struct cca_upstream **u, char 
 void *ccb_cuda_stream(unsigned n);
 /* The configs of the GPU strategies, read before any device call
  * (strategy_configs.c, so that they are checked and tested without a GPU). Values
- * are plain decimal (ccb_parse_uint); 0 ok, -1 with why naming the value.
+ * are plain decimal (ccai_decimal_uint, common/ccai_decimal.h); 0 ok, -1 with why naming the value.
  *  - cuda-async: "" (threshold 0), "release_threshold:max" (UINT64_MAX) or
  *    "release_threshold:N";
  *  - cub: "key:N,..." with keys bin_growth (2..2^32-1: cub's bin search

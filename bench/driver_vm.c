@@ -7,7 +7,7 @@
  * n granules, each call timed alone (after one untimed pair). The calls go
  * through the public cca_upstream_vm_* functions, the ones the allocator
  * makes, so a figure includes the upstream's own work around the driver. On
- * the CUDA upstream (upstream_cuda.c) a map of n granules is one
+ * the CUDA upstream (allocator/src/upstream/cuda.c) a map of n granules is one
  * cudaMemGetInfo, n x (cuMemCreate + cuMemMap) and one cuMemSetAccess; an
  * unmap, n x cuMemUnmap: the per-granule medians are what ccbench's
  * --vm-latency models on the simulated device.

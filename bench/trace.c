@@ -1,6 +1,6 @@
 /*
  * trace.c — the allocation trace: reading and writing the CSV format of the
- * allocator's recorder (allocator/src/trace.c), and the analysis every replay
+ * allocator's recorder (allocator/src/observe/trace.c), and the analysis every replay
  * is checked against.
  *
  * Format v3 (documented in docs/benchmarks.md#trace-format):

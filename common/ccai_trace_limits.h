@@ -1,6 +1,6 @@
 /*
  * ccai_trace_limits.h — what one trace file (format v3, CCALLOC_TRACE) may
- * hold: one set of limits for the recorder (allocator/src/trace.c) and the
+ * hold: one set of limits for the recorder (allocator/src/observe/trace.c) and the
  * reader (bench/trace.c), so that the recorder never writes a file the
  * reader refuses.
  *

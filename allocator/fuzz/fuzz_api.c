@@ -27,7 +27,7 @@
  * interior and unknown pointers, and domain handles that are not the
  * allocator's (destroyed, a stack byte, a block's address).
  *
- * The device is the host upstream (upstream_host.c) behind a wrapper made
+ * The device is the host upstream (upstream/host.c) behind a wrapper made
  * with cca_upstream_custom_create that (a) refuses the call a FAULT action
  * chose (alloc, free, mem_info, synchronize, event_record, vm_reserve,
  * vm_map, vm_unmap, vm_release, and sleep's host_alloc, host_free, copy,
@@ -530,7 +530,7 @@ static void check_world(fz_world *w) {
         FZ_CHECK(s.allocated_bytes >= live_alloc + p_must && s.allocated_bytes <= live_alloc + p_all,
                  "allocated_bytes %zu outside [%zu, %zu]", s.allocated_bytes, live_alloc + p_must, live_alloc + p_all);
     }
-    /* requested bytes are the live blocks' only: a free uncounts them at once (pool.c) */
+    /* requested bytes are the live blocks' only: a free uncounts them at once (alloc.c) */
     FZ_CHECK(s.requested_bytes == live_req, "requested_bytes %zu, model %zu", s.requested_bytes, live_req);
     FZ_CHECK(s.active_blocks == (size_t)w->nlive + s.pending_blocks, "active_blocks %zu, live %d + pending %zu",
              s.active_blocks, w->nlive, s.pending_blocks);

@@ -156,7 +156,7 @@ static int dense_no_memory(const char *kind, size_t batch, size_t in, size_t out
 }
 
 /* Check rows [r0, r0+nr) of a softmax result against the reference, with
- * the tolerance of tests/kernels_check.h. */
+ * the tolerance of tests/kernels/kernels_check.h. */
 static int softmax_ok(const char *what, const float *x, const float *y, size_t r0, size_t nr, size_t cols) {
     double *ref = malloc(nr * cols * sizeof *ref);
     if (!ref) {

@@ -1,8 +1,8 @@
 /*
  * scale.c — what each public call costs as the allocator holds more of one
  * thing, for instruction counts under callgrind. Built as bench/ccb_scale;
- * CTest runs it once per dimension at a small N (ccb_scale_DIM, and
- * ccb_scale_DIM_classic with classic segments).
+ * CTest runs it once per dimension at a small N (ccb_scale_<dim>, and
+ * ccb_scale_<dim>_classic with classic segments).
  *
  *   ccb_scale DIM N [CONFIG]
  *

@@ -5,8 +5,8 @@ traces issue 12's call target names (lognormal and the training step, whose
 RMM pool counts it quotes), with the box where both targets hold.
 
 It draws the committed run bench/results/2026-11-24-host-expandable-frontier
-(its sweep.csv and caps.csv, written by that run's frontier.py, in commit
-b6e453a); nothing is measured here. Each point: one setting's upstream calls (x, log scale) and
+(its sweep.csv and caps.csv, which the run's frontier.py wrote: commit b6e453a
+holds it); nothing is measured here. Each point: one setting's upstream calls (x, log scale) and
 peak reserved over the live peak (y); a setting with OOMs is left out (its
 peak is not comparable).
 
@@ -25,7 +25,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.path.join(ROOT, "bench", "results", "2026-11-24-host-expandable-frontier")
 OUT = os.environ.get("EXPANDABLE_FRONTIER_OUT", os.path.join(ROOT, "docs", "figures", "expandable_frontier"))
-# the sweep's settings, in frontier.py's order, with their labels here
+# the sweep's settings, in the order of the run's script (commit b6e453a), with their labels here
 SETTINGS = ["classic", "no ahead", "default", "1/4", "1/2", "1/1"]
 # trace: RMM pool's calls as issue 12 quotes them (not measured here)
 TRACES = {"lognormal": 13, "torch-train-step": 8}

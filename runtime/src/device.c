@@ -41,7 +41,7 @@
  * - Costs: alloc/free: one cca_alloc_in / cca_free, plus one cca_get_stats
  *   and one mem_info per event when a timeline is set (an out-of-memory adds
  *   both for its message); the limit: one cca_get_config; a copy: one
- *   memcpy (simulated) or one cck_copy (CUDA); opening: a GPU count and one
+ *   memcpy (simulated) or one cck_copy_to_device / cck_copy_to_host (CUDA); opening: a GPU count and one
  *   CUDA upstream create (CUDA, AUTO), then one host upstream create when
  *   the device is the simulated one.
  */

@@ -52,7 +52,7 @@
  * - Non-finite weights (NaN, ±Inf after conversion to float32) are not an
  *   error — the file is well-formed — but NaN and +Inf poison every output
  *   they reach (a -Inf may not: ReLU and softmax map it to 0,
- *   kernels/cck.h and softmax_host.c). The file fill counts them per tensor
+ *   kernels/include/cck.h and softmax_host.c). The file fill counts them per tensor
  *   while each tensor is in host memory; ccr_model_nonfinite_weights /
  *   ccr_model_nonfinite_tensor report them (ccrun warns and exits 4). Spec
  *   models are finite by construction.

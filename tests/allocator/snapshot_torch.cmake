@@ -1,5 +1,5 @@
-# Snapshots in PyTorch's format: the history ring (allocator/src/history.c)
-# and the pickle writer's error paths (allocator/src/snapshot_torch.c) as a
+# Snapshots in PyTorch's format: the history ring (allocator/src/support/history.c)
+# and the pickle writer's error paths (allocator/src/observe/snapshot_torch.c) as a
 # Criterion suite; the pickle's structure field by field, against the JSON
 # snapshot and, where torch is installed, through torch.cuda._memory_viz, as
 # a pytest file (tests/python/test_snapshot_torch.py) over a writer program

@@ -166,7 +166,7 @@ static void stop_recording(cca_allocator *a, cca_upstream *u) {
     unsetenv("CCALLOC_TRACE");
 }
 
-/* The recorder in allocator/src/trace.c and this reader agree. */
+/* The recorder in allocator/src/observe/trace.c and this reader agree. */
 Test(trace_format, reads_what_the_recorder_wrote) {
     char path[] = "/tmp/ccb_trace_XXXXXX";
     cca_upstream *u;

@@ -1,4 +1,4 @@
-"""cca_write_snapshot_torch (allocator/src/snapshot_torch.c) and
+"""cca_write_snapshot_torch (allocator/src/observe/snapshot_torch.c) and
 ccrun --snapshot FILE.pickle, checked against what PyTorch's tools read.
 
 (a) Always (no torch needed): the pickles written by tests/

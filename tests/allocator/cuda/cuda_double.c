@@ -1,5 +1,5 @@
 /*
- * cuda_double.c — the CUDA runtime and driver calls of upstream_cuda.c,
+ * cuda_double.c — the CUDA runtime and driver calls of upstream/cuda.c,
  * over host memory, with the documented rules enforced (cuda_double.h).
  *
  * State, all under one mutex:
@@ -98,9 +98,9 @@
  * https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
  * They complete at once unless held (cuda_double_hold_events); a
  * cudaDeviceSynchronize completes those of the current context's device
- * only, a cudaStreamSynchronize those recorded on that stream of it. There are no kernels and no stream objects: a handle other than
- * the default ones is taken as the caller's stream on the event's device
- * unchecked (a real driver refuses one of another context).
+ * only, a cudaStreamSynchronize those recorded on that stream of it. There are no kernels and no stream objects: a
+ * handle other than the default ones is taken as the caller's stream on the event's device unchecked (a real driver
+ * refuses one of another context).
  */
 #include "cuda_double.h"
 

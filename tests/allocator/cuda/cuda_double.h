@@ -1,6 +1,6 @@
 /*
  * cuda_double.h — a test double of the CUDA runtime and driver, over host
- * memory, for running allocator/src/upstream_cuda.c on a machine without a
+ * memory, for running allocator/src/upstream/cuda.c on a machine without a
  * GPU (tests/allocator/cuda_double.cmake: test_cuda_double*).
  *
  * It is NOT a GPU and gives no GPU figure: it implements the calls the CUDA

@@ -273,7 +273,7 @@ Test(cuda_double, an_unmap_refused_part_way_maps_the_rest_back) {
  * before any driver call; the granules still mapped unmap). What the
  * caller believes is another matter: the call failed, so the wrapper's
  * count and the allocator still take those granules as mapped (the
- * limit stated in upstream_cuda.c). */
+ * limit stated in upstream/cuda.c). */
 Test(cuda_double, an_unmap_and_its_undo_both_refused_leave_the_record_true_to_the_driver) {
     size_t g = 0;
     void *base = NULL;

@@ -1,6 +1,6 @@
 /*
  * test_cuda_double_whole_maps.c — allocator/src/upstream/cuda.c: the CUDA upstream's whole-maps backing
- * (cca_cuda_options.vm_backing = CCA_VM_WHOLE_MAPS, the default; upstream_cuda.c) on the
+ * (cca_cuda_options.vm_backing = CCA_VM_WHOLE_MAPS, the default; upstream/cuda.c) on the
  * driver double (cuda_double.c): each vm_map is ONE cuMemCreate of its
  * size, one cuMemMap and one cuMemSetAccess, whatever its granules; an
  * unmap names whole maps (one, or a run of adjacent ones, one cuMemUnmap

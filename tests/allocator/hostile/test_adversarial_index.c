@@ -1,6 +1,6 @@
 /*
  * test_adversarial_index.c — allocator/src/core/free_index.c: adversarial tests of the free index
- * (block_index.c) and of the public API around it.
+ * (core/free_index.c) and of the public API around it.
  *
  * Input classes not covered by test_block_index.c:
  *   - node allocation failing at RANDOM points (not one long outage), in
@@ -402,7 +402,7 @@ Test(adversarial_index, random_node_failures_fresh_seed) {
 /* ---- the public API against a brute-force best fit ------------------------ */
 
 /* The block cca_alloc(size, s) in domain d must hand out, found by scanning
- * every segment (pool.c steps 2 and 4, max_split 0, no arena): the smallest
+ * every segment (alloc.c steps 2 and 4, max_split 0, no arena): the smallest
  * free block of the request's pool (and of the medium pool for a large
  * request that fits a medium segment), key stream and domain, lowest
  * address among equal sizes. */

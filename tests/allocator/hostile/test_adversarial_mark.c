@@ -482,8 +482,8 @@ static size_t plan_size(long v, size_t hs, size_t left) {
 /* In a medium or large range, a request of `size` from a free block at p
  * of `left` bytes leaves a remainder of at most small_max, not worth a
  * block: it stays with the block as slack unless it reaches a page the
- * request does not touch that is not mapped, when it is split off (pool.c,
- * worth_splitting). The device says which: those pages are probed. */
+ * request does not touch that is not mapped, when it is split off (block.h,
+ * ccai_block_worth_splitting). The device says which: those pages are probed. */
 static bool slack_split_off(const char *p, size_t size, size_t left) {
     if (size >= left || left - size > 1 * MiB)
         return false;
@@ -1306,7 +1306,7 @@ Test(adversarial_mark, random_fresh_seed, .timeout = 60) {
 
 /* ==== a range kept after a refused release (not about the mark) ====================== */
 
-/* A defect found by the random sequences above (fixed in expandable.c): an
+/* A defect found by the random sequences above (fixed in kinds/pages.c): an
  * arena (a domain's footprint arena, or the greedy arena) is reserved by
  * ccai_expandable_reserve and mapped whole; when that map was refused the
  * range went back with vm_release, whose status was ignored, so a refused

@@ -1,6 +1,6 @@
 /*
  * test_threads.c — allocator/src/support/lock.c: every function is safe to call concurrently on one
- * allocator (pool.c's one mutex per allocator).
+ * allocator (one lock per allocator: support/lock.c).
  *
  * THREADS workers each run OPS random alloc/free operations (own stream or
  * the shared default stream, pattern-filled blocks checked at free), with

@@ -213,7 +213,7 @@ Test(expandable, fault_sweep_holding_the_peak, .timeout = 60) {
 }
 
 /* A map refused part-way through a request whose rollback unmap is refused
- * too: expandable.c's header says a refused unmap "leaves that run mapped
+ * too: kinds/pages.c's header says a refused unmap "leaves that run mapped
  * and counted (state intact)", so the request should fail cleanly (or
  * succeed on the retry) with the accounts exact. */
 Test(expandable, a_refused_rollback_unmap_leaves_the_state_intact) {

@@ -1,6 +1,6 @@
 /*
  * test_free_index_v1.c — allocator/src/core/free_index_v1.c (sorted bins) against
- * block_index.c's free index (version 2), and v1's own structure check.
+ * core/free_index.c's free index (version 2), and v1's own structure check.
  *
  * Both indexes hold the SAME block records and are driven by the same
  * seeded sequence; at every step their answers must be identical: the best
@@ -14,7 +14,7 @@
  *     whole takes (v2's ghost) and re-inserts under the same key (its
  *     resurrection); v2's node allocation failing in phases, so its
  *     overflow list is used; streams detached and attached again.
- *   - pool: segments tiled by blocks and pool.c's two paths copied step for
+ *   - pool: segments tiled by blocks and alloc.c's two paths copied step for
  *     step: an allocation is best fit, then take or split (v2's recent slot
  *     and ghost); a free merges with a free neighbour on either side
  *     (remove, or swap_recent, which v1 always declines), then inserts;
@@ -284,7 +284,7 @@ static void free_set(uint64_t seed) {
     ccai_free_index_v1_destroy(&p.v1);
 }
 
-/* ---- pool: segments tiled by blocks, pool.c's alloc and free ------------------ */
+/* ---- pool: segments tiled by blocks, alloc.c's alloc and free ------------------ */
 
 #define RECORDS 4096
 #define SEGMENTS 64
@@ -319,7 +319,7 @@ static void record_free(pool *o, ccai_block *b) {
     o->spare[o->nspare++] = b;
 }
 
-/* b absorbs its successor (pool.c's absorb_next); the record is recycled. */
+/* b absorbs its successor (block.c's absorb_next); the record is recycled. */
 static void absorb_next(pool *o, ccai_block *b) {
     ccai_block *n = b->next;
     b->size += n->size;
@@ -348,7 +348,7 @@ static bool segment_new(pool *o, cca_stream s, size_t size) {
     return false;
 }
 
-/* pool.c's take_block: the block found by the last best fit, whole or split. */
+/* block.h's ccai_block_take: the block found by the last best fit, whole or split. */
 static void take(pool *o, ccai_block *b, size_t size) {
     ccai_block *rest = b->size > size && rnd() % 4 ? record_new(o) : NULL;
     if (!rest) {
@@ -372,7 +372,7 @@ static void take(pool *o, ccai_block *b, size_t size) {
     o->live[o->nlive++] = b;
 }
 
-/* pool.c's ccai_pool_return_unlinked, for both indexes. */
+/* block.c's ccai_pool_return_unlinked, for both indexes. */
 static void give_back(pool *o, ccai_block *b) {
     b->state = CCAI_FREE;
     if (b->prev && b->prev->state == CCAI_FREE) {

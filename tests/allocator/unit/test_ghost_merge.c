@@ -1,6 +1,6 @@
 /*
  * test_ghost_merge.c — allocator/src/core/free_index.c: the free index's deferred removal (the GHOST,
- * block_index.c) when the ghost block is freed into the recent slot and
+ * core/free_index.c) when the ghost block is freed into the recent slot and
  * then merged away by the free of the block before it.
  *
  * cca_alloc taking a block whole from a tree leaves its tree entry in

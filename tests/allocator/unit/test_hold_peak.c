@@ -1,6 +1,6 @@
 /*
  * test_hold_peak.c — allocator/src/alloc.c: hold_peak:1: a request that would raise reserved bytes
- * above their peak first releases cached memory (pool.c, hold).
+ * above their peak first releases cached memory (policies/hold.c).
  *
  * Every case runs twice, with and without the option, on the same calls,
  * and checks both outcomes exactly: what the hold saves is the difference.

@@ -7,7 +7,7 @@
  * Every allocator here has classic segments (CLASSIC, expandable:0, heads
  * each config: the rules below are theirs; expandable segments have suites
  * of their own), otherwise the default config. Expected numbers follow the
- * rules at the top of pool.c and segment.c: requests round to 512 B;
+ * rules at the top of alloc.c and core/segment.c: requests round to 512 B;
  * <= 1 MiB -> small pool of 2 MiB segments (remainders >= 512 B split off);
  * < 10 MiB -> medium pool of 20 MiB segments (falling back to the request
  * rounded to 2 MiB when the 20 MiB one is refused); larger -> large pool, a

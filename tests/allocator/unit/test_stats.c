@@ -543,7 +543,7 @@ Test(stats, snapshot_is_utf8_whatever_the_upstream_name) {
 /* ---- largest_free_block against every block ---------------------------------------- *
  * The stats read largest_free_block from the free indexes, largest blocks
  * first, and stop at the first block no larger than the longest mapped run
- * found (block_index.c). Here it is computed the long way, from the
+ * found (core/free_index.c). Here it is computed the long way, from the
  * snapshot, which lists every block and every segment's mapped runs: each
  * free block's longest stretch inside a run (its size in a classic
  * segment), the largest over the allocator and over each domain, and the

@@ -1,6 +1,6 @@
 /*
  * test_stream.c — allocator/src/core/stream.c: which streams own and use a block, and frees that wait
- * (allocator/src/stream.c): never reuse a block another stream may still
+ * (allocator/src/core/stream.c): never reuse a block another stream may still
  * use, report every failure on the way, and poll pending frees in work
  * bounded by the number of streams, not of pending blocks.
  */

@@ -1,10 +1,10 @@
 /*
  * test_upstream.c — allocator/src/upstream/upstream.c, host.c and the
- * no-GPU side of upstream_cuda.c: the host device's capacity and mem_info,
+ * no-GPU side of upstream/cuda.c: the host device's capacity and mem_info,
  * two allocators sharing one device like two tenants, the custom upstream's
  * validation and defaults, and the wrapper's accounting.
  */
-#include "internal.h" /* ccai_upstream_set_no_vm_reason: what upstream_cuda.c tells the wrapper */
+#include "internal.h" /* ccai_upstream_set_no_vm_reason: what upstream/cuda.c tells the wrapper */
 #include "alloc_test_util.h"
 
 #include <criterion/criterion.h>

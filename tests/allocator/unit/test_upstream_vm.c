@@ -1,6 +1,6 @@
 /*
  * test_upstream_vm.c — allocator/src/upstream/host.c: the virtual-memory ops of the simulated device
- * (allocator/src/upstream_host.c, "Virtual memory") held to CUDA's rules,
+ * (allocator/src/upstream/host.c, "Virtual memory") held to CUDA's rules,
  * through the public wrapper (cca_upstream_vm_*, upstream.c). Its devices
  * keep each granule's memory apart (vm_backing CCA_VM_PAGES), the backing
  * whose rules these are; whole maps, the default, are test_whole_maps.c's.

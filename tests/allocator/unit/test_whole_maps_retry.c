@@ -2,7 +2,7 @@
  * test_whole_maps_retry.c — allocator/src/kinds/pages.c: the OOM retry over whole maps: what a request
  * still needs once everything cached is released.
  *
- * Before it releases anything, the retry (pool.c) asks whether releasing
+ * Before it releases anything, the retry (core/grow.c) asks whether releasing
  * can make room: the request's NEW pages (retry_need) against the
  * device's free memory plus what a release can give back
  * (ccai_releasable), and against max_reserved. Over pages, a free block's

@@ -1026,8 +1026,8 @@ cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
  * in address order (offset in the segment, size, state, requested bytes).
  * Errors: CCA_ERR_IO.
  * Cost: O(segments x log segments + blocks + domains) under the
- * allocator's lock (with no host memory to sort the segments,
- * O(segments^2): each found by a walk), into host memory; written to f
+ * allocator's lock (the segments sorted through their own records, with no
+ * host memory), into host memory; written to f
  * after the lock, so a file that does not drain (a pipe nobody reads yet)
  * stalls this call only; with no host memory for that copy, written to f
  * under the lock instead. */

@@ -31,11 +31,12 @@ cca_add_test(NAME test_snapshot_model SOURCES allocator/random/test_snapshot_mod
 target_link_libraries(test_snapshot_model PRIVATE PkgConfig::CJSON)
 
 # The recorders and writers under hostile conditions: huge snapshots, the
-# history ring at its limits, snapshots taken while threads allocate
-# (hostile/test_writers_hostile.c).
+# history ring at its limits, snapshots taken while threads allocate, the JSON
+# snapshot with host malloc refused (--wrap) (hostile/test_writers_hostile.c).
 cca_add_test(NAME test_writers_hostile SOURCES allocator/hostile/test_writers_hostile.c support/pickle_read.c
-             support/alloc_test_util.c
+             support/alloc_test_util.c support/malloc_fault.c
              LIBS ccalloc_static LABEL cpu)
+target_link_options(test_writers_hostile PRIVATE ${CCA_MALLOC_FAULT_WRAP})
 target_include_directories(test_writers_hostile PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 target_link_libraries(test_writers_hostile PRIVATE PkgConfig::CJSON Threads::Threads)
 # at CCA_DEBUG=2 every call walks every segment: 40,000 segments would make

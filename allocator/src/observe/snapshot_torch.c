@@ -49,10 +49,12 @@
  *   opcode (BININT1, BININT2, BININT, else LONG1); strings BINUNICODE,
  *   callers' names as well-formed UTF-8, every other byte >= 0x80 as '?'.
  * - Costs: O(segments log segments + blocks + pages / 64 + history) under
- *   the allocator's lock; one host allocation (segments in address order).
+ *   the allocator's lock (segments in address order: a merge sort through
+ *   their records, ccai_segments_by_address, no host memory).
  */
 #include "../core/internal.h"
 #include "check.h"          /* the unlock */
+#include "stats.h"          /* the segments in address order */
 #include "../domain_set.h"  /* the domains' records and numbers */
 #include "ccai_utf8.h"      /* common/: the writers' check on names */
 #include "../kinds/pages.h" /* mapped runs of a pages segment */
@@ -212,11 +214,6 @@ static int64_t stream_int(cca_stream s) {
     return (int64_t)(intptr_t)s;
 }
 
-static int by_base(const void *x, const void *y) {
-    uintptr_t a = (*(const ccai_segment *const *)x)->base, b = (*(const ccai_segment *const *)y)->base;
-    return a < b ? -1 : a > b;
-}
-
 static const char *state_name(uint8_t state) {
     return state == CCAI_LIVE ? "active_allocated" : state == CCAI_PENDING ? "active_pending_free" : "inactive";
 }
@@ -286,11 +283,10 @@ static void write_segment(pk *p, const cca_allocator *a, const ccai_segment *seg
     pk_dict_end(p);
 }
 
-static void write_segments(pk *p, const cca_allocator *a, int device, const ccai_segment **sorted, size_t n) {
+static void write_segments(pk *p, const cca_allocator *a, int device) {
     pk_str(p, "segments");
     pk_list(p);
-    for (size_t i = 0; i < n && !p->bad; i++) {
-        const ccai_segment *seg = sorted[i];
+    for (const ccai_segment *seg = ccai_segments_by_address(a); seg && !p->bad; seg = seg->by_address) {
         const ccai_block *cursor = seg->first;
         if (!seg->expandable) {
             write_segment(p, a, seg, device, seg->base, seg->base + seg->size, &cursor);
@@ -419,29 +415,15 @@ static int torch_body(const void *ctx, FILE *f) {
     const char *conf = t->conf;
     cca_allocator *m = (cca_allocator *)a;          /* the lock is not part of the logical state */
     (void)ccai_lock(m, "cca_write_snapshot_torch"); /* never refused: the caller checked */
-    size_t n = 0;
-    for (const ccai_segment *s = a->segments; s; s = s->next)
-        n++;
-    const ccai_segment **sorted = malloc((n ? n : 1) * sizeof *sorted);
-    if (!sorted) {
-        ccai_unlock(m);
-        return CCAI_BODY_NOMEM; /* nothing written */
-    }
-    n = 0;
-    for (const ccai_segment *s = a->segments; s; s = s->next)
-        sorted[n++] = s;
-    qsort(sorted, n, sizeof *sorted, by_base);
-
     pk p = {f, false};
     pk_op(&p, PK_PROTO);
     pk_op(&p, 2);
     pk_dict(&p);
-    write_segments(&p, a, device, sorted, n);
+    write_segments(&p, a, device);
     write_traces(&p, a, device);
     write_settings(&p, a, conf);
     pk_dict_end(&p);
     pk_op(&p, PK_STOP);
     ccai_unlock(m);
-    free(sorted);
     return p.bad ? CCAI_BODY_WRITE : CCAI_BODY_OK;
 }

@@ -28,7 +28,9 @@
  *   domains' cached bytes; the release report's) walk a->asleep: a domain
  *   neither holding memory nor asleep costs nothing.
  * - The snapshot (cca_write_snapshot_json): every segment and block in
- *   address order. The one caller-supplied string, the upstream's name, is
+ *   address order, the segments by a merge sort through their records
+ *   (ccai_segments_by_address, also the pickle's): O(n log n) and no host
+ *   memory, so a snapshot never waits on a walk per segment. The one caller-supplied string, the upstream's name, is
  *   escaped (write_json_string: quotes, backslashes, control bytes; bytes
  *   not well-formed UTF-8 as '?'), so any name gives valid JSON. Doubles
  *   are written in the C locale's format (ccai_numeric_begin; config.c),
@@ -271,41 +273,48 @@ static int write_pages_json(FILE *f, const ccai_segment *seg) {
     return bad ? -1 : 0;
 }
 
-/* The segment after `prev` in address order (the first when prev is NULL):
- * segments are kept newest first, and the snapshot lists them by address,
- * as cca_write_snapshot_torch does. A walk per step, O(segments^2) for the
- * whole snapshot: the fallback when host memory for a sorted array is short,
- * so that writing a snapshot never fails for host memory. */
-static const ccai_segment *next_by_address(const cca_allocator *a, const ccai_segment *prev) {
-    const ccai_segment *next = NULL;
-    for (const ccai_segment *s = a->segments; s; s = s->next)
-        if ((!prev || s->base > prev->base) && (!next || s->base < next->base))
-            next = s;
-    return next;
+/* Two address-ordered chains (through by_address) as one. */
+static ccai_segment *merge_by_address(ccai_segment *x, ccai_segment *y) {
+    ccai_segment head, *tail = &head;
+    while (x && y) {
+        ccai_segment **low = x->base < y->base ? &x : &y;
+        tail = tail->by_address = *low;
+        *low = (*low)->by_address;
+    }
+    tail->by_address = x ? x : y;
+    return head.by_address;
 }
 
-static int by_base(const void *x, const void *y) {
-    uintptr_t a = (*(const ccai_segment *const *)x)->base, b = (*(const ccai_segment *const *)y)->base;
-    return a < b ? -1 : a > b;
-}
-
-/* The segments in address order, in one host allocation (the caller frees
- * it; *n their count), or NULL when host memory is short: the snapshot
- * then walks them with next_by_address. Sorting is O(n log n): the walk
- * alone took 4 s for 40,000 segments, all of it under the allocator's lock
- * (test_writers_hostile.c). */
-static const ccai_segment **sorted_by_address(const cca_allocator *a, size_t *n) {
-    *n = 0;
-    for (const ccai_segment *s = a->segments; s; s = s->next)
-        (*n)++;
-    const ccai_segment **sorted = malloc((*n ? *n : 1) * sizeof *sorted);
-    if (!sorted)
-        return NULL;
-    size_t i = 0;
-    for (const ccai_segment *s = a->segments; s; s = s->next)
-        sorted[i++] = s;
-    qsort(sorted, *n, sizeof *sorted, by_base);
-    return sorted;
+/* Bottom-up: runs of 1, 2, 4, ... merged in place, one pass of the chain
+ * per doubling (no recursion, no host memory). */
+ccai_segment *ccai_segments_by_address(const cca_allocator *a) {
+    ccai_segment *chain = a->segments;
+    for (ccai_segment *s = chain; s; s = s->next)
+        s->by_address = s->next;
+    for (size_t run = 1;; run *= 2) {
+        ccai_segment head = {.by_address = NULL}, *tail = &head, *rest = chain;
+        size_t merges = 0;
+        while (rest) {
+            ccai_segment *x = rest, *y, *cut = x;
+            for (size_t i = 1; i < run && cut->by_address; i++)
+                cut = cut->by_address;
+            y = cut->by_address;
+            cut->by_address = NULL;
+            cut = y;
+            for (size_t i = 1; i < run && cut && cut->by_address; i++)
+                cut = cut->by_address;
+            rest = cut ? cut->by_address : NULL;
+            if (cut)
+                cut->by_address = NULL;
+            tail->by_address = merge_by_address(x, y);
+            while (tail->by_address)
+                tail = tail->by_address;
+            merges++;
+        }
+        chain = head.by_address;
+        if (merges <= 1)
+            return chain;
+    }
 }
 
 void ccai_release_report_fill(const cca_allocator *a, cca_release_report *r) {
@@ -349,10 +358,8 @@ static int json_body(const void *ctx, FILE *f) {
     bad |= fputs(",\"domains\":", f) == EOF;
     domains_json(a, f);
     bad |= fputs(",\"segments\":[", f) == EOF;
-    size_t count, i = 0;
-    const ccai_segment **sorted = sorted_by_address(a, &count); /* NULL: walk by address instead */
-    for (const ccai_segment *seg = sorted ? (count ? sorted[0] : NULL) : next_by_address(a, NULL), *first = seg;
-         seg && !bad; seg = sorted ? (++i < count ? sorted[i] : NULL) : next_by_address(a, seg)) {
+    const ccai_segment *first = ccai_segments_by_address(a);
+    for (const ccai_segment *seg = first; seg && !bad; seg = seg->by_address) {
         size_t live_blocks, live_bytes;
         ccai_segment_live(seg, &live_blocks, &live_bytes);
         bad |= fprintf(f,
@@ -376,7 +383,6 @@ static int json_body(const void *ctx, FILE *f) {
     }
     bad |= fputs("]}\n", f) == EOF;
     ccai_unlock(m);
-    free(sorted);
     return bad ? CCAI_BODY_WRITE : CCAI_BODY_OK;
 }
 

@@ -348,8 +348,9 @@ typedef struct ccr_model ccr_model;
  * Everything is validated before any device memory is taken. On failure
  * nothing stays allocated. A path that is not a regular file is refused at
  * once with CCR_ERR_IO (a directory; a FIFO, never waited for; a device);
- * an empty path with CCR_ERR_INVALID_ARGUMENT, as a NULL one. After any
- * failure of this and the three loads below, *out is NULL (out NULL, or e
+ * an empty path with CCR_ERR_INVALID_ARGUMENT, as a NULL one; host memory
+ * short (the header's text, its parse, the tensors' records) with
+ * CCR_ERR_OUT_OF_MEMORY. After any failure of this and the three loads below, *out is NULL (out NULL, or e
  * or the source NULL: CCR_ERR_INVALID_ARGUMENT). */
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out);
 
@@ -469,7 +470,8 @@ ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need);
 /* Write the model (weights read back from the device) as a safetensors file
  * with float32 tensors and the architecture in the metadata. A sleeping
  * model is refused with CCR_ERR_ASLEEP (its weights are on the host, no
- * file is created). */
+ * file is created); host memory short for the header is
+ * CCR_ERR_OUT_OF_MEMORY, no file created. */
 ccr_status ccr_model_save(ccr_model *m, const char *path);
 
 /* ---- Sleep and wake --------------------------------------------------------

@@ -27,7 +27,9 @@
  *      (cJSON reads numbers as doubles: "2.", "1e0", "-0" and 2^53 + 1 would
  *      be read as 2, 1, 0 and 2^53; refused quoting the file's text). So
  *      cJSON never builds more than 2^20 nodes (~64 MiB), whatever the file;
- *   3. JSON: parsed with cJSON (length-bounded), root must be an object,
+ *   3. JSON: parsed with cJSON (length-bounded; host memory refused inside
+ *      it is CCR_ERR_OUT_OF_MEMORY, told by malloc's ENOMEM, never a file
+ *      "not valid JSON"), root must be an object,
  *      followed by nothing but whitespace padding up to N (`{...}GARBAGE` and
  *      `{...}{...}` are refused), __metadata__ must map strings to strings;
  *      __metadata__ and its CCR_META_KEY each at most once (cJSON keeps
@@ -48,11 +50,15 @@
  * keys in natural order ("0" < "2" < "10") are the layers in order, which is
  * what a PyTorch nn.Sequential state dict looks like. Shapes must agree.
  *
+ * Writing (ccr_st_write) builds the header with cJSON and checks every
+ * node it adds: host memory refused there is CCR_ERR_OUT_OF_MEMORY before
+ * the file is created, never a header with a key, tensor or number missing.
  * Reading converts to float32 in chunks; costs are one pass over the header
  * (O(T log T) for T tensors, for the sort) and one over the data.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,7 +361,10 @@ static ccr_status parse_header(ccr_st_file *s, const char *text, size_t len) {
     if (st != CCR_OK)
         return st;
     const char *end = NULL;
+    errno = 0; /* malloc's ENOMEM: cJSON says only that it failed */
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root && errno == ENOMEM)
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory reading the %zu-byte header", len);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = (at && at >= text && at <= text + len) ? (size_t)(at - text) : 0;
@@ -694,31 +703,52 @@ ccr_status ccr_st_bind_mlp(const ccr_st_file *s, ccr_arch *arch, const ccr_st_te
 
 /* ---- writing ------------------------------------------------------------------ */
 
-ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta_value, const ccr_st_out_tensor *t,
-                        size_t n, ccr_st_get_fn get, void *user) {
-    cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
-    if (!root || !meta) {
-        cJSON_Delete(root);
-        cJSON_Delete(meta);
-        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
-    }
-    cJSON_AddItemToObject(root, "__metadata__", meta);
-    cJSON_AddStringToObject(meta, meta_key, meta_value);
-    size_t offset = 0, largest = 0;
-    for (size_t i = 0; i < n; i++) {
+/* A number appended to a JSON array; false (nothing added) when cJSON's
+ * allocation is refused. */
+static bool add_number(cJSON *array, double v) {
+    cJSON *x = cJSON_CreateNumber(v);
+    if (x && cJSON_AddItemToArray(array, x))
+        return true;
+    cJSON_Delete(x);
+    return false;
+}
+
+/* The header's JSON: the metadata, then per tensor its dtype, shape and
+ * data offsets (*largest: the most floats in one tensor); NULL when any
+ * of cJSON's allocations was refused, so that no header goes out with a
+ * key, a tensor or a number missing. */
+static cJSON *header_json(const char *meta_key, const char *meta_value, const ccr_st_out_tensor *t, size_t n,
+                          size_t *largest) {
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "__metadata__");
+    bool ok = meta && cJSON_AddStringToObject(meta, meta_key, meta_value);
+    size_t offset = 0;
+    *largest = 0;
+    for (size_t i = 0; ok && i < n; i++) {
         size_t count = t[i].ndim == 2 ? t[i].shape[0] * t[i].shape[1] : t[i].shape[0];
         cJSON *o = cJSON_AddObjectToObject(root, t[i].name);
-        cJSON_AddStringToObject(o, "dtype", "F32");
-        cJSON *sh = cJSON_AddArrayToObject(o, "shape");
-        for (size_t d = 0; d < t[i].ndim; d++)
-            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t[i].shape[d]));
-        cJSON *off = cJSON_AddArrayToObject(o, "data_offsets");
-        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)offset));
+        cJSON *sh = o && cJSON_AddStringToObject(o, "dtype", "F32") ? cJSON_AddArrayToObject(o, "shape") : NULL;
+        ok = sh != NULL;
+        for (size_t d = 0; ok && d < t[i].ndim; d++)
+            ok = add_number(sh, (double)t[i].shape[d]);
+        cJSON *off = ok ? cJSON_AddArrayToObject(o, "data_offsets") : NULL;
+        ok = off && add_number(off, (double)offset);
         offset += count * sizeof(float);
-        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)offset));
-        if (count > largest)
-            largest = count;
+        ok = ok && add_number(off, (double)offset);
+        if (count > *largest)
+            *largest = count;
     }
+    if (ok)
+        return root;
+    cJSON_Delete(root);
+    return NULL;
+}
+
+ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta_value, const ccr_st_out_tensor *t,
+                        size_t n, ccr_st_get_fn get, void *user) {
+    size_t largest;
+    cJSON *root = header_json(meta_key, meta_value, t, n, &largest);
+    if (!root)
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory building the header");
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (!text)

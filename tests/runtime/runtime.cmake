@@ -13,6 +13,7 @@ if(TARGET ccr)
     cca_add_test(NAME ${suite} SOURCES runtime/${suite}.c LIBS ccr LABEL cpu)
     target_include_directories(${suite} PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
   endforeach()
+  target_link_libraries(test_runtime_loader PRIVATE PkgConfig::CJSON) # its hooks: host memory refused inside the parser
   # The engine when the device or the host refuses memory, at every call index of a model's life
   # (tests/runtime/test_runtime_faults.c): host malloc failures injected with --wrap (tests/support/malloc_fault.h).
   cca_add_test(NAME test_runtime_faults SOURCES runtime/test_runtime_faults.c support/alloc_test_util.c support/malloc_fault.c

@@ -24,9 +24,14 @@
  * so is every spelling of a shape or offset that is not a whole number in
  * 0..2^53 in digits, quoting the file's text.
  * Saving: over the model's own file, loaded back the same; to a path that
- * cannot be a file, CCR_ERR_IO naming it.
+ * cannot be a file, CCR_ERR_IO naming it. Host memory refused inside the
+ * JSON parser or writer (cJSON's hooks) is CCR_ERR_OUT_OF_MEMORY, and a
+ * save then leaves no file.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -95,6 +100,91 @@ Test(runtime_loader, the_valid_control_file_loads) {
     float x[4] = {1, 2, 3, 4}, y[2];
     cr_expect_eq(ccr_model_run(m, x, 1, y), CCR_OK);
     cr_expect_float_eq(y[0] + y[1], 1.0f, 1e-6);
+    ccr_engine_destroy(e);
+}
+
+/* cJSON's allocations with one refused, the (n+1)-th from when
+ * json_allocs_left is set to n, as glibc's malloc refuses one (NULL, errno
+ * ENOMEM); the ones after it are served again. The hooks are
+ * process-wide, and Criterion runs each test in a process of its own. */
+static atomic_long json_allocs_left = LONG_MAX;
+
+static void *json_malloc(size_t n) {
+    if (atomic_fetch_sub(&json_allocs_left, 1) == 0) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return malloc(n);
+}
+
+/* Host memory short while cJSON reads a valid header is host memory
+ * short (CCR_ERR_OUT_OF_MEMORY, saying so), never a file "not valid
+ * JSON"; at every one of cJSON's allocations, until one that leaves it
+ * room loads the model. */
+Test(runtime_loader, host_memory_short_inside_the_json_parser_is_out_of_memory) {
+    cJSON_Hooks hooks = {json_malloc, free};
+    cJSON_InitHooks(&hooks);
+    long refused = 0;
+    for (long n = 0;; n++) {
+        ccr_engine *e = host_engine(16u << 20, NULL);
+        ccr_model *m = NULL;
+        atomic_store(&json_allocs_left, n);
+        ccr_status st = ccr_model_load_file(e, fixture_path("malformed/valid_4x3x2.safetensors"), &m);
+        atomic_store(&json_allocs_left, LONG_MAX);
+        if (st == CCR_OK) {
+            ccr_engine_destroy(e);
+            break;
+        }
+        cr_assert_eq(st, CCR_ERR_OUT_OF_MEMORY, "cJSON's allocation %ld refused: %s (%s)", n, ccr_status_string(st),
+                     ccr_last_error());
+        cr_expect(strstr(ccr_last_error(), "host memory") != NULL, "allocation %ld: %s", n, ccr_last_error());
+        cr_expect_eq(reserved_bytes(e), 0, "allocation %ld: a refused header reserved device memory", n);
+        refused++;
+        ccr_engine_destroy(e);
+        cr_assert_lt(n, 10000, "the header never loaded");
+    }
+    cr_expect_gt(refused, 0, "no allocation of cJSON's was refused: the test reached nothing");
+    cJSON_InitHooks(NULL);
+}
+
+/* The same refusals while ccr_model_save builds and prints its header: a
+ * save either writes a file that loads the same model, or is
+ * CCR_ERR_OUT_OF_MEMORY and creates no file; never a file whose header
+ * lacks a tensor, a shape or an offset that an allocation could not add. */
+Test(runtime_loader, host_memory_short_inside_the_json_writer_is_out_of_memory_and_no_file) {
+    ccr_engine *e = host_engine(16u << 20, NULL);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load(e, "mlp:8x6x4x3:relu:softmax:seed=3", &m), CCR_OK, "%s", ccr_last_error());
+    float *want = outputs_of(m, 2);
+    char path[] = "/tmp/ccr_save_oom_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cJSON_Hooks hooks = {json_malloc, free};
+    cJSON_InitHooks(&hooks);
+    long refused = 0;
+    for (long n = 0;; n++) {
+        unlink(path);
+        atomic_store(&json_allocs_left, n);
+        ccr_status st = ccr_model_save(m, path);
+        atomic_store(&json_allocs_left, LONG_MAX);
+        if (st == CCR_OK)
+            break;
+        cr_assert_eq(st, CCR_ERR_OUT_OF_MEMORY, "cJSON's allocation %ld refused: %s (%s)", n, ccr_status_string(st),
+                     ccr_last_error());
+        cr_expect(access(path, F_OK) != 0, "allocation %ld refused: the save left a file", n);
+        refused++;
+        cr_assert_lt(n, 10000, "the save never succeeded");
+    }
+    cJSON_InitHooks(NULL);
+    cr_expect_gt(refused, 0, "no allocation of cJSON's was refused: the test reached nothing");
+    ccr_model *back;
+    cr_assert_eq(ccr_model_load_file(e, path, &back), CCR_OK, "%s", ccr_last_error());
+    expect_same_outputs(back, 2, want, "saved once cJSON had room");
+    free(want);
+    ccr_model_unload(back);
+    ccr_model_unload(m);
+    unlink(path);
     ccr_engine_destroy(e);
 }
 

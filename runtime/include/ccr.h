@@ -470,8 +470,10 @@ ccr_status ccr_model_check_batch(ccr_model *m, size_t batch, size_t *need);
 /* Write the model (weights read back from the device) as a safetensors file
  * with float32 tensors and the architecture in the metadata. A sleeping
  * model is refused with CCR_ERR_ASLEEP (its weights are on the host, no
- * file is created); host memory short for the header is
- * CCR_ERR_OUT_OF_MEMORY, no file created. */
+ * file is created); host memory short is CCR_ERR_OUT_OF_MEMORY before the
+ * file is opened (no file created; an existing one, the model's own too,
+ * left as it was); a write refused after that is CCR_ERR_IO, leaving a
+ * prefix (docs/engine.md, "Outputs are checked to the end"). */
 ccr_status ccr_model_save(ccr_model *m, const char *path);
 
 /* ---- Sleep and wake --------------------------------------------------------

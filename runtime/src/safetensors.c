@@ -51,8 +51,10 @@
  * what a PyTorch nn.Sequential state dict looks like. Shapes must agree.
  *
  * Writing (ccr_st_write) builds the header with cJSON and checks every
- * node it adds: host memory refused there is CCR_ERR_OUT_OF_MEMORY before
- * the file is created, never a header with a key, tensor or number missing.
+ * node it adds, and takes all the host memory it needs before it opens the
+ * file: host memory refused is CCR_ERR_OUT_OF_MEMORY with the file (maybe
+ * the model's own) as it was, never a header with a key, tensor or number
+ * missing. A write refused after that leaves a prefix (docs/engine.md).
  * Reading converts to float32 in chunks; costs are one pass over the header
  * (O(T log T) for T tensors, for the sort) and one over the data.
  */
@@ -754,9 +756,16 @@ ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta
     if (!text)
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory printing the header");
     size_t hlen = strlen(text), padded = (hlen + 7) & ~(size_t)7; /* data starts 8-aligned */
+    /* all the host memory first: a refusal leaves the file (maybe the model's own) as it was */
+    float *buf = malloc((largest ? largest : 1) * sizeof(float));
+    if (!buf) {
+        free(text);
+        return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-float tensor", largest);
+    }
     FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
     if (!f) {
         free(text);
+        free(buf);
         return ccr_fail(CCR_ERR_IO, "%s: cannot create: %s", path, ccai_open_strerror(errno));
     }
     unsigned char lenbuf[8];
@@ -766,8 +775,7 @@ ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta
     for (size_t i = hlen; ok && i < padded; i++)
         ok = fputc(' ', f) != EOF;
     free(text);
-    float *buf = malloc((largest ? largest : 1) * sizeof(float));
-    ccr_status st = buf ? CCR_OK : ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+    ccr_status st = CCR_OK;
     for (size_t i = 0; i < n && ok && st == CCR_OK; i++) {
         size_t count = t[i].ndim == 2 ? t[i].shape[0] * t[i].shape[1] : t[i].shape[0];
         st = get(user, i, buf, count);

@@ -30,8 +30,11 @@
  * memory back at its baseline), the same engine loads and runs A again with
  * the same output bytes, and destroying it leaves the device empty. A
  * release meeting two failures (mem_info, then an unmap) reports the first.
+ * A save over A's own file refused for host memory at any allocation leaves
+ * the file byte for byte as it was.
  */
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -342,4 +345,56 @@ Test(runtime_faults, engine_create_under_host_faults) {
         if (injected == 0)
             break;
     }
+}
+
+/* The whole file at path, read with the faults held out. */
+static char *slurp(const char *path, size_t *len) {
+    tu_malloc_hold(true);
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    cr_assert_geq(n, 0);
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    cr_assert_not_null(buf);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    tu_malloc_hold(false);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* A save over the model's own file refused for host memory leaves the
+ * file as it was, byte for byte: the host memory a save needs is taken
+ * before the file is opened for writing. Every allocation of the save in
+ * turn, until one that leaves it room. */
+Test(runtime_faults, a_save_refused_for_host_memory_leaves_the_file_as_it_was) {
+    ccr_engine *e = engine_on(NULL, 64 * MiB, NULL, 1, 0);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_file(e, a_path, &m), CCR_OK, "%s", ccr_last_error());
+    size_t before_len, after_len;
+    char *before = slurp(a_path, &before_len);
+    long refused = 0;
+    for (long n = 1;; n++) {
+        tu_malloc_arm(n, false);
+        ccr_status st = ccr_model_save(m, a_path);
+        long injected = tu_malloc_disarm();
+        if (st == CCR_OK && injected == 0)
+            break;
+        cr_assert_eq(st, CCR_ERR_OUT_OF_MEMORY, "allocation %ld refused: %s (%s)", n, ccr_status_string(st),
+                     ccr_last_error());
+        char *after = slurp(a_path, &after_len);
+        cr_assert(after_len == before_len && memcmp(after, before, before_len) == 0,
+                  "allocation %ld refused: the model's file changed (%zu bytes, was %zu)", n, after_len, before_len);
+        free(after);
+        refused++;
+    }
+    cr_expect_gt(refused, 0, "no host allocation of the save was refused: the test reached nothing");
+    char *after = slurp(a_path, &after_len);
+    cr_expect(after_len == before_len && memcmp(after, before, before_len) == 0,
+              "the save that succeeded changed the file");
+    free(after);
+    free(before);
+    ccr_engine_destroy(e);
 }

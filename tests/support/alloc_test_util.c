@@ -319,8 +319,10 @@ static cca_status t_free(void *ctx, void *ptr, size_t size) {
                  t->live[i].size);
     t->live[i] = t->live[--t->live_count];
     t->used -= size;
-    if (t->freed_count < sizeof t->freed_sizes / sizeof t->freed_sizes[0])
+    if (t->freed_count < sizeof t->freed_sizes / sizeof t->freed_sizes[0]) {
+        t->freed_ptrs[t->freed_count] = ptr;
         t->freed_sizes[t->freed_count++] = size;
+    }
     pthread_mutex_unlock(&t->lock);
     free(ptr);
     return CCA_OK;

@@ -152,8 +152,9 @@ typedef struct tu_upstream {
      * a driver may leave its out-parameter (querying or destroying it fails
      * the test) */
     bool fail_sync, fail_record;
-    /* order of sizes given back (trim order checks) */
+    /* order of sizes and pointers given back (trim order checks) */
     size_t freed_sizes[64];
+    void *freed_ptrs[64];
     size_t freed_count;
 } tu_upstream;
 

@@ -106,7 +106,7 @@ typedef struct ccai_segment {
                                   blocks are indexed (one load on free)   */
     ccai_block *first; /* lowest-address block                          */
     struct ccai_segment *prev, *next;
-    struct ccai_segment *by_address; /* the snapshots' order (observe/stats.c), under the lock */
+    struct ccai_segment *sorted_next; /* a sort's chain, under the lock (release, snapshots) */
 } ccai_segment;
 
 /* The device's free memory (mem_info), asked at most once per step that

@@ -3,15 +3,16 @@
  * cudaMalloc), of the sizes in segment.c's table.
  *
  * - A segment goes back only when wholly free: one live block pins it.
- *   Release: free segments, largest first (newest first with no host memory to sort), until reserved <= keep.
+ *   Release: free segments, largest first (equal sizes: lowest address first), until reserved <= keep.
  * - Every byte is usable at once: no block is ever marked unmapped.
  * - Cost: grow is one upstream alloc (two when the preferred size is
- *   refused); release sorts the free segments, O(s log s).
+ *   refused); release sorts the free segments through their records, O(s
+ *   log s), with no host memory (support/chain_sort.h).
  */
 #include "../core/internal.h"
+#include "../support/chain_sort.h" /* largest first, with no host memory */
 
-#include <stdlib.h>
-#include <string.h>
+#include <stdio.h>
 
 /* ---- reserve and release ------------------------------------------------------ */
 
@@ -82,41 +83,29 @@ static cca_status classic_fit_arena(cca_allocator *a, size_t *size) {
 
 /* ---- release: whole free segments, largest first --------------------------- */
 
-static int by_size_desc(const void *x, const void *y) {
-    const ccai_segment *a = *(ccai_segment *const *)x, *b = *(ccai_segment *const *)y;
-    if (a->size != b->size)
-        return a->size < b->size ? 1 : -1;
-    return a->base < b->base ? -1 : (a->base > b->base);
+/* Larger first; equal sizes: the lower address first. */
+static bool larger(const void *x, const void *y) {
+    const ccai_segment *a = x, *b = y;
+    return a->size != b->size ? a->size > b->size : a->base < b->base;
 }
 
-/* The next free segment from *cursor on; *cursor moves past it (before a
- * release frees it). */
-static ccai_segment *next_free(ccai_segment **cursor) {
-    ccai_segment *s = *cursor;
-    while (s && !ccai_segment_empty(s))
-        s = s->next;
-    *cursor = s ? s->next : NULL;
-    return s;
-}
-
-/* Largest first needs a sorted list; without host memory for it, the free
- * segments go in list order rather than not at all. */
+/* The free segments, chained through sorted_next and sorted largest first
+ * (no host memory: the same order with none to spare), released until
+ * reserved <= keep. */
 static cca_status release_free_segments(cca_allocator *a, size_t keep, size_t *bytes_out, size_t *count_out) {
-    size_t n = 0, refused = 0;
+    ccai_segment *chain = NULL, **tail = &chain;
     for (ccai_segment *s = a->segments; s; s = s->next)
-        n += ccai_segment_empty(s);
-    ccai_segment **list = n ? malloc(n * sizeof *list) : NULL, *cursor = a->segments;
-    for (size_t k = 0; list && cursor; cursor = cursor->next)
-        if (ccai_segment_empty(cursor))
-            list[k++] = cursor;
-    if (list && n > 1)
-        qsort(list, n, sizeof *list, by_size_desc);
+        if (ccai_segment_empty(s)) {
+            *tail = s;
+            tail = &s->sorted_next;
+        }
+    *tail = NULL;
+    size_t refused = 0;
     cca_status first_error = CCA_OK;
     char why[256] = "";
-    for (size_t i = 0; i < n && a->c.reserved > keep; i++) {
-        ccai_segment *seg = list ? list[i] : next_free(&cursor);
-        if (!seg)
-            break;
+    for (ccai_segment *seg = ccai_chain_sort(chain, offsetof(ccai_segment, sorted_next), larger), *next;
+         seg && a->c.reserved > keep; seg = next) {
+        next = seg->sorted_next; /* read before the release frees seg */
         size_t size = seg->size;
         cca_status st = classic_release(a, seg);
         if (st == CCA_OK) {
@@ -127,7 +116,6 @@ static cca_status release_free_segments(cca_allocator *a, size_t keep, size_t *b
             snprintf(why, sizeof why, "%s", cca_last_error());
         }
     }
-    free(list);
     if (first_error != CCA_OK)
         return cca_set_error(CCA_ERR_UPSTREAM, "the upstream refused to take back %zu segment(s) (kept, still cached): %s",
                              refused, why);

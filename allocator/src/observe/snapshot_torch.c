@@ -286,7 +286,7 @@ static void write_segment(pk *p, const cca_allocator *a, const ccai_segment *seg
 static void write_segments(pk *p, const cca_allocator *a, int device) {
     pk_str(p, "segments");
     pk_list(p);
-    for (const ccai_segment *seg = ccai_segments_by_address(a); seg && !p->bad; seg = seg->by_address) {
+    for (const ccai_segment *seg = ccai_segments_by_address(a); seg && !p->bad; seg = seg->sorted_next) {
         const ccai_block *cursor = seg->first;
         if (!seg->expandable) {
             write_segment(p, a, seg, device, seg->base, seg->base + seg->size, &cursor);

@@ -29,8 +29,9 @@
  *   neither holding memory nor asleep costs nothing.
  * - The snapshot (cca_write_snapshot_json): every segment and block in
  *   address order, the segments by a merge sort through their records
- *   (ccai_segments_by_address, also the pickle's): O(n log n) and no host
- *   memory, so a snapshot never waits on a walk per segment. The one caller-supplied string, the upstream's name, is
+ *   (ccai_segments_by_address, also the pickle's; support/chain_sort.h):
+ *   O(n log n) and no host memory, so a snapshot never waits on a walk per
+ *   segment. The one caller-supplied string, the upstream's name, is
  *   escaped (write_json_string: quotes, backslashes, control bytes; bytes
  *   not well-formed UTF-8 as '?'), so any name gives valid JSON. Doubles
  *   are written in the C locale's format (ccai_numeric_begin; config.c),
@@ -39,6 +40,7 @@
 #include "../core/internal.h"
 #include "check.h" /* the unlock */
 #include "stats.h"
+#include "../support/chain_sort.h"
 #include "../domain_set.h"  /* the domains' records and numbers */
 #include "../sleep.h"       /* a sleeping domain's host bytes */
 #include "ccai_utf8.h"      /* common/: the writers' check on names */
@@ -273,48 +275,14 @@ static int write_pages_json(FILE *f, const ccai_segment *seg) {
     return bad ? -1 : 0;
 }
 
-/* Two address-ordered chains (through by_address) as one. */
-static ccai_segment *merge_by_address(ccai_segment *x, ccai_segment *y) {
-    ccai_segment head, *tail = &head;
-    while (x && y) {
-        ccai_segment **low = x->base < y->base ? &x : &y;
-        tail = tail->by_address = *low;
-        *low = (*low)->by_address;
-    }
-    tail->by_address = x ? x : y;
-    return head.by_address;
+static bool lower(const void *x, const void *y) {
+    return ((const ccai_segment *)x)->base < ((const ccai_segment *)y)->base;
 }
 
-/* Bottom-up: runs of 1, 2, 4, ... merged in place, one pass of the chain
- * per doubling (no recursion, no host memory). */
 ccai_segment *ccai_segments_by_address(const cca_allocator *a) {
-    ccai_segment *chain = a->segments;
-    for (ccai_segment *s = chain; s; s = s->next)
-        s->by_address = s->next;
-    for (size_t run = 1;; run *= 2) {
-        ccai_segment head = {.by_address = NULL}, *tail = &head, *rest = chain;
-        size_t merges = 0;
-        while (rest) {
-            ccai_segment *x = rest, *y, *cut = x;
-            for (size_t i = 1; i < run && cut->by_address; i++)
-                cut = cut->by_address;
-            y = cut->by_address;
-            cut->by_address = NULL;
-            cut = y;
-            for (size_t i = 1; i < run && cut && cut->by_address; i++)
-                cut = cut->by_address;
-            rest = cut ? cut->by_address : NULL;
-            if (cut)
-                cut->by_address = NULL;
-            tail->by_address = merge_by_address(x, y);
-            while (tail->by_address)
-                tail = tail->by_address;
-            merges++;
-        }
-        chain = head.by_address;
-        if (merges <= 1)
-            return chain;
-    }
+    for (ccai_segment *s = a->segments; s; s = s->next)
+        s->sorted_next = s->next;
+    return ccai_chain_sort(a->segments, offsetof(ccai_segment, sorted_next), lower);
 }
 
 void ccai_release_report_fill(const cca_allocator *a, cca_release_report *r) {
@@ -359,7 +327,7 @@ static int json_body(const void *ctx, FILE *f) {
     domains_json(a, f);
     bad |= fputs(",\"segments\":[", f) == EOF;
     const ccai_segment *first = ccai_segments_by_address(a);
-    for (const ccai_segment *seg = first; seg && !bad; seg = seg->by_address) {
+    for (const ccai_segment *seg = first; seg && !bad; seg = seg->sorted_next) {
         size_t live_blocks, live_bytes;
         ccai_segment_live(seg, &live_blocks, &live_bytes);
         bad |= fprintf(f,

@@ -21,9 +21,9 @@ void ccai_release_report_fill(const cca_allocator *a, cca_release_report *r);
  * each block larger than the best run found before it. */
 size_t ccai_domain_largest_free(const struct cca_domain *d, size_t floor);
 /* The allocator's segments in address order, the first returned and each
- * next in its by_address: a merge sort of the list through that field, so
- * it needs no host memory. O(segments x log segments); the order holds
- * until the lock is let go. */
+ * next in its sorted_next: a merge sort of the list through that field
+ * (support/chain_sort.h), so it needs no host memory. O(segments x log
+ * segments); the order holds until the lock is let go. */
 ccai_segment *ccai_segments_by_address(const cca_allocator *a);
 
 #endif /* CCA_STATS_H */

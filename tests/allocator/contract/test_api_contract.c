@@ -1256,32 +1256,44 @@ Test(api_contract, snapshot_json_without_host_memory_is_the_same_snapshot) {
     four_segments_end(&seg);
 }
 
-/* Releasing whole free segments sorts them largest first in one host
- * allocation; with no host memory for it they go in list order, newest
- * first (classic.c), rather than not at all: every free segment still goes
- * back, each once. */
-Test(api_contract, empty_cache_without_host_memory_releases_every_free_segment) {
+/* Whole free segments go back largest first (equal sizes: lowest address
+ * first), as ccalloc.h says, also with every host allocation refused: the
+ * order is a sort through the segments' own records, which needs none.
+ * Trim stops at its budget after the largest; empty-cache takes the rest
+ * in the same order. */
+Test(api_contract, trim_without_host_memory_releases_largest_first) {
     tu_upstream t;
     cca_upstream *u = tu_upstream_create(&t, 256 * MiB, false);
     cca_allocator *a = tu_allocator(u, "expandable:0");
-    void *p[3] = {tu_alloc(a, 16 * MiB, NULL), tu_alloc(a, 12 * MiB, NULL), tu_alloc(a, 14 * MiB, NULL)};
-    for (int i = 0; i < 3; i++)
+    void *p[4] = {tu_alloc(a, 16 * MiB, NULL), tu_alloc(a, 12 * MiB, NULL), tu_alloc(a, 14 * MiB, NULL),
+                  tu_alloc(a, 12 * MiB, NULL)};
+    for (int i = 0; i < 4; i++)
         tu_free(a, p[i]);
     size_t freed = t.freed_count;
     cca_release_report r;
     memset(&r, 0, sizeof r);
     tu_malloc_arm(1, true); /* every host allocation from now fails */
-    cca_status st = cca_empty_cache(a, &r);
-    long injected = tu_malloc_disarm();
+    cca_status st = cca_trim(a, 40 * MiB, &r);
+    tu_malloc_disarm();
     cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
-    cr_assert_geq(injected, 1, "the sort's array was refused");
+    cr_assert_eq(r.segments_released, 1, "54 MiB over a 40 MiB budget: the 16 MiB segment alone");
+    cr_assert_eq(r.bytes_released, 16 * MiB);
+    cr_assert_eq(t.freed_sizes[freed], 16 * MiB, "largest first");
+    memset(&r, 0, sizeof r);
+    tu_malloc_arm(1, true);
+    st = cca_empty_cache(a, &r);
+    tu_malloc_disarm();
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
     cr_assert_eq(r.segments_released, 3);
-    cr_assert_eq(r.bytes_released, 42 * MiB);
+    cr_assert_eq(r.bytes_released, 38 * MiB);
     cr_assert_eq(t.used, 0);
-    cr_assert_eq(t.freed_count, freed + 3);
-    cr_assert_eq(t.freed_sizes[freed], 14 * MiB, "newest first");
-    cr_assert_eq(t.freed_sizes[freed + 1], 12 * MiB);
-    cr_assert_eq(t.freed_sizes[freed + 2], 16 * MiB);
+    cr_assert_eq(t.freed_count, freed + 4);
+    cr_assert_eq(t.freed_sizes[freed + 1], 14 * MiB);
+    cr_assert_eq(t.freed_sizes[freed + 2], 12 * MiB);
+    void *low = (uintptr_t)p[1] < (uintptr_t)p[3] ? p[1] : p[3], *high = low == p[1] ? p[3] : p[1];
+    cr_assert_eq(t.freed_ptrs[freed + 2], low, "equal sizes: the lower address first");
+    cr_assert_eq(t.freed_sizes[freed + 3], 12 * MiB);
+    cr_assert_eq(t.freed_ptrs[freed + 3], high);
     tu_teardown(a, u);
 }
 

@@ -214,7 +214,10 @@ ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *
     size_t free_b = 0, total = 0;
     char b0[32], b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
     cca_get_stats(e->alloc, &s);
-    cca_upstream_mem_info(e->up, &free_b, &total);
+    char device[96] = "free memory unknown (mem_info refused)"; /* never 0 of 0 as if read */
+    if (cca_upstream_mem_info(e->up, &free_b, &total) == CCA_OK)
+        snprintf(device, sizeof device, "%s free of %s", cca_format_bytes(free_b, b1, sizeof b1),
+                 cca_format_bytes(total, b2, sizeof b2));
     /* the model's own share, when it has a domain: what it holds of the total */
     char own[96] = "";
     cca_domain_stats ds;
@@ -222,13 +225,12 @@ ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *
         snprintf(own, sizeof own, " (%s of it in this model's domain)",
                  cca_format_bytes(ds.reserved_bytes, b6, sizeof b6));
     return ccr_fail(st,
-                    "%s: %s for %s%s%s; device %s has %s free of %s, allocator holds %s "
+                    "%s: %s for %s%s%s; device %s has %s, allocator holds %s "
                     "reserved%s, %s allocated, largest free block %s (%s%s)",
                     st == CCR_ERR_OUT_OF_MEMORY ? "out of device memory"
                     : st == CCR_ERR_DEVICE      ? "the device failed an allocation"
                                                 : "the allocator refused an allocation",
-                    cca_format_bytes(bytes, b0, sizeof b0), tag, *model ? " of " : "", model, e->devname,
-                    cca_format_bytes(free_b, b1, sizeof b1), cca_format_bytes(total, b2, sizeof b2),
+                    cca_format_bytes(bytes, b0, sizeof b0), tag, *model ? " of " : "", model, e->devname, device,
                     cca_format_bytes(s.reserved_bytes, b3, sizeof b3), own,
                     cca_format_bytes(s.allocated_bytes, b4, sizeof b4),
                     cca_format_bytes(s.largest_free_block, b5, sizeof b5), cca_status_string(cs), why);

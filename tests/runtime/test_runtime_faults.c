@@ -398,3 +398,29 @@ Test(runtime_faults, a_save_refused_for_host_memory_leaves_the_file_as_it_was) {
     free(before);
     ccr_engine_destroy(e);
 }
+
+/* An allocation the device refuses while it cannot say its free memory
+ * either (mem_info refused): the message says so, never "0 B free of 0 B"
+ * as if the device had been read. */
+Test(runtime_faults, an_oom_message_without_the_devices_count_says_unknown) {
+    cca_upstream *dev;
+    cr_assert_eq(ccr_device_open(CCR_DEVICE_HOST, 0, 64 * MiB, &dev, NULL), CCR_OK);
+    tu_faulty f;
+    cca_upstream *up = tu_faulty_create(&f, dev, "fx", true);
+    ccr_engine *e = engine_on(up, 0, "log_oom:0,expandable:0", 1, 0);
+    ccr_model *m;
+    cr_assert_eq(ccr_model_load_spec(e, R_SPEC, &m), CCR_OK, "%s", ccr_last_error());
+    f.fail_at[TU_FAULT_ALLOC] = f.calls[TU_FAULT_ALLOC] + 1;
+    f.sticky[TU_FAULT_ALLOC] = true;
+    f.fail_mem_info = true;
+    ccr_model *big = NULL;
+    ccr_status st = ccr_model_load_spec(e, A_SAVED, &big); /* a 1.4 MiB layer: a segment of its own */
+    f.fail_mem_info = false;
+    tu_faulty_faults_off(&f);
+    cr_assert_neq(st, CCR_OK, "the load met a refused allocation");
+    cr_expect(strstr(ccr_last_error(), "free of") == NULL, "%s", ccr_last_error());
+    cr_expect(strstr(ccr_last_error(), "free memory unknown") != NULL, "%s", ccr_last_error());
+    ccr_engine_destroy(e);
+    cca_upstream_destroy(up);
+    cca_upstream_destroy(dev);
+}

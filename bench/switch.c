@@ -536,7 +536,8 @@ static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const
                      const mode_summary *c1) {
     const switch_options *so = w->so;
     ccai_fprintf_escaped(
-        md, "Model switching on %s (%s), %zu models x %d rounds, ccrun %s --iters %s --batch %s%s%s\n\n", w->devname,
+        md, "Model switching on %s (%s), %zu models x %d rounds, ccrun --device %s --iters %s --batch %s%s%s\n\n",
+        w->devname,
         w->simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures" : "real GPU", so->nm,
         so->rounds, so->device, so->iters, so->batch, w->simulated ? " --capacity " : "",
         w->simulated ? so->capacity : "");

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """doc_outputs.py: the outputs the docs show for the allocator's example
 programs are what those programs print: pinning_demo in docs/tuning.md,
-pool_demo in docs/allocator.md.
+pool_demo in docs/allocator.md; and every option of ccrun or ccbench that
+README.md and docs/*.md write in a command is one the program's --help
+lists.
 
 In every fenced block of such a doc, a line `$ COMMAND` whose command runs
 the doc's program is run (bash, from the source root, `build/` standing for
@@ -10,6 +12,11 @@ up to the next `$ ` line or the block's end. Both programs run on a
 simulated device of fixed size and print byte counts only, so the outputs
 are exact; commands of other programs (timings, pids) are left alone, and
 so is a recording (CCALLOC_TRACE: it writes a file).
+
+Options: in every code span and fenced line of the docs whose first word
+is ccrun or ccbench (any path before it), each `--word` must appear in
+that program's --help (ccbench's with its switch and sleep sub-commands'
+own --help), so a renamed or removed option cannot stay in the docs.
 
   doc_outputs.py SOURCE_DIR BUILD_DIR
 """
@@ -79,12 +86,51 @@ def check(src, build, doc, program, least, env):
     return failed
 
 
+# program -> its --help commands, relative to the build tree
+HELPS = {
+    "ccrun": [["runtime/ccrun", "--help"]],
+    "ccbench": [["bench/ccbench", "--help"], ["bench/ccbench", "switch", "--help"], ["bench/ccbench", "sleep", "--help"]],
+}
+
+
+def options_in_help(src, build):
+    """How many options the docs name that their program's --help does not list."""
+    helps = {}
+    for prog, cmds in HELPS.items():
+        text = ""
+        for cmd in cmds:
+            got = subprocess.run([os.path.join(build, cmd[0])] + cmd[1:], capture_output=True, text=True, timeout=60)
+            text += got.stdout
+        helps[prog] = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
+    docs = ["README.md"] + sorted("docs/" + n for n in os.listdir(os.path.join(src, "docs")) if n.endswith(".md"))
+    checked, missing = 0, 0
+    for doc in docs:
+        with open(os.path.join(src, doc), encoding="utf-8") as f:
+            text = f.read()
+        fenced = {n for start, lines in blocks(text) for n in range(start, start + len(lines))}
+        for n, line in enumerate(text.split("\n"), 1):
+            pieces = [line.lstrip("$ ")] if n in fenced else re.findall(r"`([^`]+)`", line)
+            for code in pieces:
+                words = code.split()
+                prog = words[0].rsplit("/", 1)[-1] if words else ""
+                if prog not in helps:
+                    continue
+                for opt in re.findall(r"(?<![\w-])--[a-z][a-z-]*", code):
+                    checked += 1
+                    if opt not in helps[prog]:
+                        missing += 1
+                        print(f"{doc}:{n}: {prog} {opt} is not in {prog} --help: `{code.strip()}`")
+    print(f"docs: {checked} ccrun/ccbench options in commands, {missing} not in --help")
+    return missing if checked >= 50 else 1
+
+
 def main():
     src, build = sys.argv[1], sys.argv[2]
     env = dict(os.environ)
     env.pop("CCALLOC_CONF", None)
     env.pop("CCALLOC_TRACE", None)
     failed = sum(check(src, build, doc, program, least, env) for doc, program, least in CHECKS)
+    failed += options_in_help(src, build)
     return 1 if failed else 0
 
 if __name__ == "__main__":

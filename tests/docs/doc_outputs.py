@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """doc_outputs.py: the outputs the docs show for the allocator's example
 programs are what those programs print: pinning_demo in docs/tuning.md,
-pool_demo in docs/allocator.md; and every option of ccrun or ccbench that
-README.md and docs/*.md write in a command is one the program's --help
-lists.
+pool_demo in docs/allocator.md; the tables docs/tuning.md shows for
+`ccbench replay` have the columns and the memory figures ccbench prints;
+and every option of ccrun or ccbench that README.md and docs/*.md write in
+a command is one the program's --help lists.
 
 In every fenced block of such a doc, a line `$ COMMAND` whose command runs
 the doc's program is run (bash, from the source root, `build/` standing for
@@ -12,6 +13,13 @@ up to the next `$ ` line or the block's end. Both programs run on a
 simulated device of fixed size and print byte counts only, so the outputs
 are exact; commands of other programs (timings, pids) are left alone, and
 so is a recording (CCALLOC_TRACE: it writes a file).
+
+ccbench replay: each `$ build/bench/ccbench replay ...` line of
+docs/tuning.md shown with its output is run the same way; its table lines
+(those starting with `|`) must be as many as the doc's, the header and
+rule lines equal, and every cell of a row equal but those of a time column
+(a header naming ns/op or ms): byte counts, ratios, call counts and OOMs
+on the simulated device are exact, times are not.
 
 Options: in every code span and fenced line of the docs whose first word
 is ccrun or ccbench (any path before it), each `--word` must appear in
@@ -86,6 +94,51 @@ def check(src, build, doc, program, least, env):
     return failed
 
 
+def is_time_column(name):
+    return "ns/op" in name or re.search(r"\bms\b", name) is not None
+
+
+def replay_tables(src, build, env):
+    """How many of docs/tuning.md's ccbench replay tables differ in a column or a figure that is not a time."""
+    doc = "docs/tuning.md"
+    with open(os.path.join(src, doc), encoding="utf-8") as f:
+        text = f.read()
+    checked, failed, header = 0, 0, []
+    for start, lines in blocks(text):
+        for line_no, cmd, want in commands(lines, start):
+            if not cmd.startswith("build/bench/ccbench replay") or not any(w.startswith("|") for w in want):
+                continue
+            run = re.sub(r"(^|[\s=])build/", lambda m: m.group(1) + build.rstrip("/") + "/", cmd)
+            got = subprocess.run(["bash", "-c", run], cwd=src, env=env, capture_output=True, text=True, timeout=120)
+            rows_got = [r for r in got.stdout.split("\n") if r.startswith("|")]
+            rows_want = [r for r in want if r.startswith("|")]
+            checked += 1
+            diff = []
+            if len(rows_got) != len(rows_want):
+                diff.append(f"{len(rows_got)} table lines printed, {len(rows_want)} shown")
+            else:
+                for n, (g, w) in enumerate(zip(rows_got, rows_want)):
+                    gc = [c.strip() for c in g.strip("|").split("|")]
+                    wc = [c.strip() for c in w.strip("|").split("|")]
+                    if n + 1 < len(rows_want) and rows_want[n + 1].startswith("|---"):
+                        header = wc  # a header row: the columns of the rows after it, here and in later commands
+                    if w.startswith("|---") or wc is header or len(gc) != len(wc) or len(wc) != len(header):
+                        if g != w:
+                            diff.append(f"printed {g}\n  shown {w}")
+                        continue
+                    for name, a, b in zip(header, gc, wc):
+                        if a != b and not is_time_column(name):
+                            diff.append(f"{wc[0]} {wc[1]}, {name}: printed {a}, shown {b}")
+            if diff:
+                failed += 1
+                print(f"{doc}:{line_no}: `{cmd}`:\n  " + "\n  ".join(diff))
+    if checked < 3:
+        print(f"{doc}: only {checked} ccbench replay tables found (expected at least 3): the examples moved?")
+        return 1
+    print(f"{doc}: {checked} ccbench replay tables, {failed} differ in more than times")
+    return failed
+
+
 # program -> its --help commands, relative to the build tree
 HELPS = {
     "ccrun": [["runtime/ccrun", "--help"]],
@@ -130,6 +183,7 @@ def main():
     env.pop("CCALLOC_CONF", None)
     env.pop("CCALLOC_TRACE", None)
     failed = sum(check(src, build, doc, program, least, env) for doc, program, least in CHECKS)
+    failed += replay_tables(src, build, env)
     failed += options_in_help(src, build)
     return 1 if failed else 0
 

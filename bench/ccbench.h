@@ -723,7 +723,8 @@ void ccb_write_machine_md(FILE *f);
 void ccb_write_command_md(FILE *f, const char *command_line);
 void ccb_file_name(const char *in, char *out, size_t len);
 /* Run gnuplot on scripts/<script> with arguments, inside directory cwd
- * (NULL: this process's); 0 ok, 1 gnuplot missing, -1 failed. */
+ * (NULL: this process's), started by posix_spawn (never fork: see
+ * common/ccai_capture.h); 0 ok, 1 gnuplot missing, -1 failed. */
 int ccb_gnuplot(const char *script_dir, const char *script, const char *cwd, const char *const *args, size_t nargs);
 const char *ccb_default_script_dir(void);
 const char *ccb_default_traces_dir(void); /* bench/traces of the source tree: --all's without --traces */

@@ -42,6 +42,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -576,22 +577,31 @@ int ccb_gnuplot(const char *script_dir, const char *script, const char *cwd, con
     for (size_t i = 0; i < nargs && k < 23; i++)
         argv[k++] = args[i];
     argv[k] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (cwd && chdir(cwd) != 0)
-            _exit(126);
-        execvp("gnuplot", (char *const *)argv);
-        _exit(127);
+    /* started by posix_spawn, never fork(): see ccai_capture.h (ccbench's
+     * heap outgrows the machine's memory in the micro cells, and fork is
+     * then refused); a cwd that cannot be entered is a failure, so that
+     * ENOENT from the spawn says gnuplot is missing */
+    if (cwd) {
+        int dirfd = open(cwd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd < 0)
+            return -1;
+        close(dirfd);
     }
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return -1;
+    int err = cwd ? posix_spawn_file_actions_addchdir_np(&fa, cwd) : 0;
+    fflush(NULL);
+    pid_t pid;
+    if (!err)
+        err = posix_spawnp(&pid, "gnuplot", &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (err)
+        return err == ENOENT ? 1 : -1;
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
             return -1;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        return 1;
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 

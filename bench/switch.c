@@ -11,8 +11,8 @@
  *       SWITCH is unload + release of the model that ends. The memory the
  *       next model can have is the device's free memory after the release
  *       (ccrun's "release" row), compared with the baseline at start.
- *   (b) process per model: one `ccrun --json Mi` per model, fork/exec'd in
- *       sequence. A SWITCH is the child's whole wall time (fork to reaped)
+ *   (b) process per model: one `ccrun --json Mi` per model, spawned in
+ *       sequence. A SWITCH is the child's whole wall time (spawn to reaped)
  *       minus its own load and run phases: exec, dynamic linking, engine and
  *       device (CUDA context) creation, unload, release and exit. The memory
  *       for the next model is the next child's device free at its start.
@@ -291,7 +291,7 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, int sleep, double
     w->argv[at + n] = NULL;
     char *text;
     int signo, status = 0;
-    int rc = ccai_run_capture(w->argv, "CCALLOC_TRACE", &text, wall_ms, &signo, &status); /* wall: fork to reaped */
+    int rc = ccai_run_capture(w->argv, "CCALLOC_TRACE", &text, wall_ms, &signo, &status); /* wall: spawn to reaped */
     int err = errno;
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
     if (rc != 0 || !doc) {
@@ -536,7 +536,8 @@ static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const
                      const mode_summary *c1) {
     const switch_options *so = w->so;
     ccai_fprintf_escaped(
-        md, "Model switching on %s (%s), %zu models x %d rounds, ccrun %s --iters %s --batch %s%s%s\n\n", w->devname,
+        md, "Model switching on %s (%s), %zu models x %d rounds, ccrun --device %s --iters %s --batch %s%s%s\n\n",
+        w->devname,
         w->simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures" : "real GPU", so->nm,
         so->rounds, so->device, so->iters, so->batch, w->simulated ? " --capacity " : "",
         w->simulated ? so->capacity : "");

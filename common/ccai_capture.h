@@ -4,30 +4,37 @@
  * strategies; ccrun --demo's act 5 runs itself this way for its
  * process-per-model figure.
  *
- * - The wall time runs from just before the fork to the reap
+ * - The child is started by posix_spawn, never fork(): fork charges every
+ *   writable private mapping of the parent to the child, and under Linux's
+ *   default overcommit heuristic one larger than the machine's memory and
+ *   swap is refused (ENOMEM), however little of it is touched. ccbench's
+ *   heap is that large after its micro cells; posix_spawn shares the
+ *   parent's memory until the exec.
+ * - The wall time runs from just before the spawn to the reap
  *   (CLOCK_MONOTONIC): exec, the child's whole life and its exit.
  * - The child's standard output goes into one malloc'd string through a
  *   pipe; its standard error and environment are inherited, less the
- *   variable `unset` names (NULL: none; removed in the child before the
- *   exec, by moving pointers: nothing allocated after the fork). With
- *   host memory short for the output the pipe is still drained (the child
- *   must not block on a full pipe) and the child reaped, then
- *   CCAI_CAPTURE_LOST.
- * - Returns the child's exit status (127: exec failed), or -1 (a pipe or
- *   fork failure, errno set; a child killed by a signal, *signo set to it
- *   when signo is not NULL (else 0)), or CCAI_CAPTURE_LOST: the child ran
- *   to its exit, but host memory was short for its output (*out NULL,
- *   errno ENOMEM, *status its exit status).
+ *   variable `unset` names (NULL: none; the child gets a copy of the
+ *   environment's pointer list without it). With host memory short for the
+ *   output the pipe is still drained (the child must not block on a full
+ *   pipe) and the child reaped, then CCAI_CAPTURE_LOST.
+ * - Returns the child's exit status, or -1 (a pipe, host memory for the
+ *   environment's list, or the spawn failed, errno set: an exec that fails
+ *   is such a failure, ENOENT or EACCES; a child killed by a signal,
+ *   *signo set to it when signo is not NULL (else 0)), or
+ *   CCAI_CAPTURE_LOST: the child ran to its exit, but host memory was short
+ *   for its output (*out NULL, errno ENOMEM, *status its exit status).
  * - ccai_capture_failure words what went wrong for a message ("could not
  *   be run: REASON", "was killed by signal N (NAME)", "ran (exit N), but
  *   its output could not be kept: REASON"), shared by its callers.
- * - Cost: one pipe, one fork + exec, one read per chunk of output (the
- *   buffer doubles from 64 KiB), one waitpid.
+ * - Cost: one pipe, one spawn (a vfork + exec), one read per chunk of
+ *   output (the buffer doubles from 64 KiB), one waitpid.
  */
 #ifndef CCAI_CAPTURE_H
 #define CCAI_CAPTURE_H
 
 #include <errno.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,16 +76,22 @@ static inline char *ccai_capture_read_all(int fd) {
     return buf;
 }
 
-/* In a forked child: the variable `name` taken out of its environment
- * (environ's pointers moved up; no allocation, no lock). */
-static inline void ccai_capture_unset(const char *name) {
+/* The environment's pointer list without the variable `name` (NULL: all
+ * of it), for the child (malloc'd; NULL when host memory is short). */
+static inline char **ccai_capture_environment(const char *name) {
     extern char **environ;
-    size_t n = strlen(name);
-    char **kept = environ;
+    size_t n = 0, len = name ? strlen(name) : 0;
+    while (environ[n])
+        n++;
+    char **env = malloc((n + 1) * sizeof *env);
+    if (!env)
+        return NULL;
+    char **kept = env;
     for (char **v = environ; *v; v++)
-        if (strncmp(*v, name, n) != 0 || (*v)[n] != '=')
+        if (!name || strncmp(*v, name, len) != 0 || (*v)[len] != '=')
             *kept++ = *v;
     *kept = NULL;
+    return env;
 }
 
 /* Run argv (argv[0] a path) without the environment variable `unset`
@@ -95,24 +108,30 @@ static inline int ccai_run_capture(char *const argv[], const char *unset, char *
     int fd[2];
     if (pipe(fd))
         return -1;
+    char **env = ccai_capture_environment(unset);
+    posix_spawn_file_actions_t fa;
+    int err = env ? posix_spawn_file_actions_init(&fa) : ENOMEM;
+    int made = !err; /* fa to destroy */
+    if (made) {
+        err = posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
+        if (!err)
+            err = posix_spawn_file_actions_addclose(&fa, fd[0]);
+        if (!err && fd[1] != STDOUT_FILENO)
+            err = posix_spawn_file_actions_addclose(&fa, fd[1]);
+    }
     fflush(NULL);
     double t0 = ccai_capture_now_ms();
-    pid_t pid = fork();
-    if (pid < 0) {
-        int err = errno;
+    pid_t pid;
+    if (!err)
+        err = posix_spawn(&pid, argv[0], &fa, NULL, argv, env);
+    if (made)
+        posix_spawn_file_actions_destroy(&fa);
+    free(env);
+    if (err) {
         close(fd[0]);
         close(fd[1]);
         errno = err;
         return -1;
-    }
-    if (pid == 0) {
-        dup2(fd[1], STDOUT_FILENO);
-        close(fd[0]);
-        close(fd[1]);
-        if (unset)
-            ccai_capture_unset(unset);
-        execv(argv[0], argv);
-        _exit(127);
     }
     close(fd[1]);
     char *buf = ccai_capture_read_all(fd[0]);

@@ -5,7 +5,7 @@
  * Rules:
  * - Owns ccrun_time_child: argv (ccrun with --json) run by
  *   ccai_run_capture (common/ccai_capture.h, shared with ccbench switch):
- *   its standard output through a pipe, the wall time from the fork to the
+ *   its standard output through a pipe, the wall time from the spawn to the
  *   reap.
  * - The child records no CCALLOC_TRACE (the variable is taken out of its
  *   environment): the file is this process's, which holds it (its lock)
@@ -18,18 +18,17 @@
  * - Errors: -1 when no child ran to its exit or its output was lost, the
  *   reason in words in the message (ccr_last_error), as ccbench switch
  *   says it (ccai_capture_failure): "ARGV0 could not be run: REASON"
- *   (pipe, fork: no descriptor left, RLIMIT_NPROC), "ARGV0 was killed by
+ *   (pipe, spawn: no descriptor left, RLIMIT_NPROC, an exec refused), "ARGV0 was killed by
  *   signal N (NAME)", or "ARGV0 ran (exit N), but its output could not be
  *   kept: REASON" (host memory short for it, the child reaped all the
- *   same); else the child's exit status (127: exec failed), the message
- *   untouched.
- * - Costs: one fork + exec, its output read once, one text scan of it.
+ *   same); else the child's exit status, the message untouched.
+ * - Costs: one spawn (vfork + exec), its output read once, one text scan of it.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccai_capture.h" /* common/: fork, exec, the output through a pipe, timed */
+#include "ccai_capture.h" /* common/: spawn, exec, the output through a pipe, timed */
 #include "ccrun.h"
 
 /* Sum of "time_ms" of the phases named "run" in a ccrun --json document. */

@@ -27,6 +27,8 @@ has() {
     fi
 }
 md=$work/switch.md csv=$work/switch.csv
+# the first line names the ccrun options as a command line a reader can type
+has "$md" -F 'Model switching on fake (SIMULATED device: no CUDA context to create, figures are not GPU figures), 2 models x 2 rounds, ccrun --device auto --iters 1 --batch 8 --capacity 2G'
 has "$md" -F '| in-process (unload + release) | 3 | 0.750 | 0.625 | 0.750 | 2 of 3 | 8.00 KiB |'
 has "$md" -E '\| process per model \(start-up \+ unload \+ exit\) \| 3 \| [-0-9.]+ \| [-0-9.]+ \| [-0-9.]+ \| 3 of 3 \| 0 B \|'
 has "$md" -F '| sleep + wake in one process (sleep of the ending model + wake of the next) | 2 | 1.200 | 1.200 | 1.200 | 2 of 2 | 0 B |'

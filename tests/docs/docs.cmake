@@ -20,7 +20,9 @@ if(Python3_Interpreter_FOUND)
                                            ${PROJECT_SOURCE_DIR})
   set_tests_properties(src_layout_catches PROPERTIES LABELS cpu TIMEOUT 60)
 endif()
-# the outputs docs/tuning.md shows for pinning_demo are what it prints (tests/docs/doc_outputs.py)
+# the outputs docs/tuning.md shows for pinning_demo and ccbench replay (all but times) and docs/allocator.md for
+# pool_demo are what they print, and every ccrun and ccbench option the docs write in a command is in its --help
+# (tests/docs/doc_outputs.py)
 if(Python3_Interpreter_FOUND)
   add_test(NAME docs_outputs COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/docs/doc_outputs.py ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   set_tests_properties(docs_outputs PROPERTIES LABELS cpu TIMEOUT 120)

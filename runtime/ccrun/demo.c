@@ -728,7 +728,7 @@ static int act5_reload(demo *d, ccr_engine *e, ccr_model *a, unsigned long long 
         if (rc == 0) {
             c->process = wall - run;
             ccrun_phase(&d->rep, e, "process", "A", c->process,
-                        "a child ccrun loaded A from the file: %.1f ms fork to exit, less its run %.1f ms", wall, run);
+                        "a child ccrun loaded A from the file: %.1f ms spawn to exit, less its run %.1f ms", wall, run);
         } else {
             /* -1: none ran to its exit or its output was lost, the message says why (child.c) */
             char why[512];

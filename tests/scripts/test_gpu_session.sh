@@ -188,14 +188,17 @@ fi
 
 # The planned commands (docs/gpu.md and the script's own header) name only
 # steps of --list, and their limits (a step's default where none is given) sum to at most the
-# default --budget (540 s), as both say: a step misspelt there would be
-# refused on the borrowed machine, a plan over the budget cut short there.
+# command's --budget (the default, 540 s, when it gives none), as both say: a step misspelt
+# there would be refused on the borrowed machine, a plan over the budget cut short there.
 root=$(dirname "$(dirname "$script")")
 known=" $(bash "$script" --list | awk '{printf "%s ", $1}')"
-plans=$(grep -ho 'gpu_session.sh --steps "[^"]*"' "$root/docs/gpu.md" "$script" | sed 's/.*--steps "\(.*\)"/\1/')
+plans=$(grep -ho 'gpu_session.sh --steps "[^"]*"\( --budget [0-9]*\)\?' "$root/docs/gpu.md" "$script" |
+    sed 's/.*--steps "\(.*\)"\( --budget \([0-9]*\)\)\?$/\3 \1/')
 nplans=0
-while IFS= read -r plan; do
-    [ -n "$plan" ] || continue
+while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    budget=540 plan=${line# } # sed left "BUDGET PLAN", or " PLAN" without --budget
+    [[ $line == [0-9]* ]] && budget=${line%% *} plan=${line#* }
     nplans=$((nplans + 1)) sum=0 bad=""
     for st in $plan; do
         name=${st%%:*} lim=${st#*:}
@@ -203,12 +206,12 @@ while IFS= read -r plan; do
         [[ $st == *:* ]] || lim=$(bash "$script" --list | awk -v s="$name" '$1 == s {print $2}') # its default
         [[ $lim =~ ^[0-9]+$ ]] && sum=$((sum + lim)) || bad="$bad '$st' has no limit;"
     done
-    ((sum <= 540)) || bad="$bad limits sum to $sum s > 540;"
+    ((sum <= budget)) || bad="$bad limits sum to $sum s > $budget;"
     if [ -n "$bad" ]; then
         echo "FAIL planned command --steps \"$plan\":$bad"
         fails=$((fails + 1))
     else
-        echo "ok   planned command --steps \"$plan\": known steps, $sum s"
+        echo "ok   planned command --steps \"$plan\": known steps, $sum s of $budget"
     fi
 done <<<"$plans"
 if ((nplans < 10)); then

@@ -156,6 +156,14 @@ if(TARGET ccbench_core)
   # --help states what the parser takes (a latency without a unit is in us,
   # at most 1 s; a device capacity > 0), and the parser takes exactly that
   ccb_cli(ccbench_help_latency_unit 0 "a duration in ns, us or ms \\(no unit: us\\), at most 1 s" "" - --help)
+  # the "with driver" pass is left out only when every latency is 0: --upstream-latency 0
+  # alone still runs it, for the virtual-memory costs (total ms with driver is
+  # results.csv's 15th field), and --help says so
+  ccb_cli(ccbench_help_driver_pass 0 "35us,35us; 0: none[.] The pass is left out only when" "0: no such pass" - --help)
+  set(d ${CMAKE_CURRENT_BINARY_DIR}/ccbench-driver-pass)
+  add_test(NAME ccbench_driver_pass_left_out_only_when_every_latency_is_0 COMMAND sh -c
+    "rm -rf '${d}' && '$<TARGET_FILE:ccbench>' replay --reps 1 --no-plots -s device-malloc --upstream-latency 0 --out '${d}/a' gen:adversarial >/dev/null && '$<TARGET_FILE:ccbench>' replay --reps 1 --no-plots -s device-malloc --upstream-latency 0 --vm-latency 0 --vm-call-latency 0 --out '${d}/b' gen:adversarial >/dev/null && test \"$(cut -d, -f13,15 '${d}/a/results.csv' | tail -1)\" != model, && test \"$(cut -d, -f13,15 '${d}/b/results.csv' | tail -1)\" = model,")
+  set_tests_properties(ccbench_driver_pass_left_out_only_when_every_latency_is_0 PROPERTIES LABELS cpu TIMEOUT 60)
   # (the least a simulated device holds is one host page: the strategies over it fail below, the
   # malloc floor takes any size, as ccbench_reference's 1-byte device does)
   ccb_cli(ccbench_help_device_bytes 0 "simulated device capacity, > 0,.*" "" - --help)

@@ -19,6 +19,13 @@ if(TARGET ccbench_core)
       $<TARGET_FILE:ccbench> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/ccbench-reference)
     set_tests_properties(ccbench_reference PROPERTIES LABELS cpu TIMEOUT 120
       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;PYTHONDONTWRITEBYTECODE=1")
+    # what replay reports for the strategies simple enough to model from their docs
+    # (classic growth's segments, greedy's arena, device-malloc's calls) on a trace
+    # that frees every block before the next (tests/bench/ccbench_models.py)
+    add_test(NAME ccbench_models COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_models.py
+      $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-models)
+    set_tests_properties(ccbench_models PROPERTIES LABELS cpu TIMEOUT 60
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;PYTHONDONTWRITEBYTECODE=1")
     # issue 41's steady state on the committed traces: expandable segments call upstream
     # only in the first of 3 iterations, and classic growth is seen calling after it on
     # one trace (tests/bench/steady_state.py); 600 s as ccbench_quick: under ASan with

@@ -171,6 +171,10 @@ if(TARGET ccbench_core)
   add_test(NAME ccbench_driver_pass_left_out_only_when_every_latency_is_0 COMMAND sh -c
     "rm -rf '${d}' && '$<TARGET_FILE:ccbench>' replay --reps 1 --no-plots -s device-malloc --upstream-latency 0 --out '${d}/a' gen:adversarial >/dev/null && '$<TARGET_FILE:ccbench>' replay --reps 1 --no-plots -s device-malloc --upstream-latency 0 --vm-latency 0 --vm-call-latency 0 --out '${d}/b' gen:adversarial >/dev/null && test \"$(cut -d, -f13,15 '${d}/a/results.csv' | tail -1)\" != model, && test \"$(cut -d, -f13,15 '${d}/b/results.csv' | tail -1)\" = model,")
   set_tests_properties(ccbench_driver_pass_left_out_only_when_every_latency_is_0 PROPERTIES LABELS cpu TIMEOUT 60)
+  # ... and the README of a run without that pass says so, rather than describe a pass at 0 us
+  add_test(NAME ccbench_readme_says_when_no_driver_pass COMMAND sh -c
+    "rm -rf '${d}/c' && '$<TARGET_FILE:ccbench>' replay --reps 1 --no-plots -s device-malloc --iterations 2 --upstream-latency 0 --vm-latency 0 --vm-call-latency 0 --out '${d}/c' gen:adversarial >/dev/null && grep -q '\"total ms with driver\": no such pass here, every driver latency being 0' '${d}/c/README.md' && ! grep -q 'replays again on a device that charges' '${d}/c/README.md' && grep -q 'or every row, without a driver pass' '${d}/c/README.md'")
+  set_tests_properties(ccbench_readme_says_when_no_driver_pass PROPERTIES LABELS cpu TIMEOUT 60)
   # (the least a simulated device holds is one host page: the strategies over it fail below, the
   # malloc floor takes any size, as ccbench_reference's 1-byte device does)
   ccb_cli(ccbench_help_device_bytes 0 "simulated device capacity, > 0,.*" "" - --help)

@@ -103,7 +103,8 @@ static const cli_option options[] = {
     {"upstream-latency", O_UPSTREAM_LATENCY, required_argument, "A[,F]",
      "the driver's cost per device alloc [and free] in the \"with driver\"\n"
      "passes: a duration in ns, us or ms (no unit: us), at most 1 s (default\n"
-     "35us,35us; 0: no such pass)"},
+     "35us,35us; 0: none. The pass is left out only when the two latencies\n"
+     "below are 0 too)"},
     {"vm-latency", O_VM_LATENCY, required_argument, "M[,U]",
      "and per physical allocation mapped [and unmapped] by a virtual-memory\n"
      "map [unmap] (expandable segments: a map whatever its size, or with\n"

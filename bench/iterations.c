@@ -107,7 +107,8 @@ void ccb_write_iterations_readme(FILE *f, const ccb_result *r, size_t n) {
             "(what a replay without `--iterations` measures) and iterations 2..%d together are apart: peak "
             "reserved, upstream allocs+frees as the harness counts them (a ccalloc strategy's allocs include "
             "its reservations and maps, its frees its unmaps), and the total ms with the driver's cost (each "
-            "column its own median over the passes; \"—\": the malloc floor, which has no driver). CSV: "
+            "column its own median over the passes; \"—\": the malloc floor, which has no driver, or every row, "
+            "without a driver pass). CSV: "
             "iterations.csv.\n\n",
             iters, iters, iters);
     ccb_write_iterations_md(f, r, n);

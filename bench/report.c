@@ -842,6 +842,13 @@ static void write_backing(FILE *readme, const ccb_device *driver) {
         fprintf(readme, "a simulated device with these options could not be made to ask (%s).\n\n", cca_last_error());
 }
 
+/* Whether the replays make the "with driver" pass: some latency is set
+ * (replay.c's rule; all of them 0, the column is "—"). */
+static int driver_pass(const ccb_device *d) {
+    return d->alloc_latency_ns || d->free_latency_ns || d->map_granule_ns || d->unmap_granule_ns || d->map_call_ns ||
+           d->unmap_call_ns;
+}
+
 void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace *traces, size_t nt, const ccb_result *r,
                              size_t nspecs, const ccb_device *driver) {
     fprintf(readme, "\n## Traces\n\n");
@@ -850,21 +857,28 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
             "\nLower bound: the peak of live requested bytes. Ideal arena: one contiguous best-fit arena with "
             "immediate coalescing, sizes rounded to 512 B (computed by ccbench).\n");
     fprintf(readme, "\n## Strategies x traces\n\n");
+    if (!driver_pass(driver))
+        fprintf(readme, "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
+                        "\"total ms with driver\": no such pass here, every driver latency being 0 (\"—\" but for "
+                        "GPU strategies, \"(real)\": their times already include their driver).");
+    else
+        fprintf(readme,
+                "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
+                "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
+                "per device free, and %.1f us per physical allocation mapped and %.1f us per one unmapped (a whole "
+                "map with whole-maps backing, or a page with pages backing) on top of a virtual-memory map's or "
+                "unmap's own, %.1f and %.1f us a call (the driver's cost; \"(real)\": a GPU strategy, whose times "
+                "already include its driver).",
+                (double)driver->alloc_latency_ns / 1e3, (double)driver->free_latency_ns / 1e3,
+                (double)driver->map_granule_ns / 1e3, (double)driver->unmap_granule_ns / 1e3,
+                (double)(driver->map_call_ns ? driver->map_call_ns : driver->alloc_latency_ns) / 1e3,
+                (double)(driver->unmap_call_ns ? driver->unmap_call_ns : driver->free_latency_ns) / 1e3);
     fprintf(readme,
-            "Host strategies run on the SIMULATED device. Times per alloc/free op are bookkeeping alone; "
-            "\"total ms with driver\" replays again on a device that charges %.1f us per device alloc and %.1f us "
-            "per device free, and %.1f us per physical allocation mapped and %.1f us per one unmapped (a whole "
-            "map with whole-maps backing, or a page with pages backing) on top of a virtual-memory map's or "
-            "unmap's own, %.1f and %.1f us a call (the driver's cost; \"(real)\": a GPU strategy, whose times "
-            "already include its driver). × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
+            " × lower bound and × ideal arena: peak reserved over each. \"—\": a figure the strategy "
             "cannot know (reserved bytes, upstream calls and fragmentation of the malloc floor, which has no device "
             "and no driver time either), the trace gives nothing to measure (per-op times of a trace without "
             "allocs or frees), or a ratio of a strategy with OOMs (it held less than the trace the references "
-            "describe).\n\n",
-            (double)driver->alloc_latency_ns / 1e3, (double)driver->free_latency_ns / 1e3,
-            (double)driver->map_granule_ns / 1e3, (double)driver->unmap_granule_ns / 1e3,
-            (double)(driver->map_call_ns ? driver->map_call_ns : driver->alloc_latency_ns) / 1e3,
-            (double)(driver->unmap_call_ns ? driver->unmap_call_ns : driver->free_latency_ns) / 1e3);
+            "describe).\n\n");
     if (driver->vm_granularity) {
         char g[32];
         ccb_format_bytes(driver->vm_granularity, g, sizeof g);

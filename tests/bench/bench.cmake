@@ -19,6 +19,13 @@ if(TARGET ccbench_core)
       $<TARGET_FILE:ccbench> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/ccbench-reference)
     set_tests_properties(ccbench_reference PROPERTIES LABELS cpu TIMEOUT 120
       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;PYTHONDONTWRITEBYTECODE=1")
+    # what replay reports for the strategies simple enough to model from their docs
+    # (classic growth's segments, greedy's arena, device-malloc's calls) on a trace
+    # that frees every block before the next (tests/bench/ccbench_models.py)
+    add_test(NAME ccbench_models COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_models.py
+      $<TARGET_FILE:ccbench> ${CMAKE_CURRENT_BINARY_DIR}/ccbench-models)
+    set_tests_properties(ccbench_models PROPERTIES LABELS cpu TIMEOUT 60
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;PYTHONDONTWRITEBYTECODE=1")
     # issue 41's steady state on the committed traces: expandable segments call upstream
     # only in the first of 3 iterations, and classic growth is seen calling after it on
     # one trace (tests/bench/steady_state.py); 600 s as ccbench_quick: under ASan with
@@ -156,6 +163,18 @@ if(TARGET ccbench_core)
   # --help states what the parser takes (a latency without a unit is in us,
   # at most 1 s; a device capacity > 0), and the parser takes exactly that
   ccb_cli(ccbench_help_latency_unit 0 "a duration in ns, us or ms \\(no unit: us\\), at most 1 s" "" - --help)
+  # the "with driver" pass is left out only when every latency is 0: --upstream-latency 0
+  # alone still runs it, for the virtual-memory costs (total ms with driver is
+  # results.csv's 15th field), and --help says so
+  ccb_cli(ccbench_help_driver_pass 0 "35us,35us; 0: none[.] The pass is left out only when" "0: no such pass" - --help)
+  set(d ${CMAKE_CURRENT_BINARY_DIR}/ccbench-driver-pass)
+  add_test(NAME ccbench_driver_pass_left_out_only_when_every_latency_is_0 COMMAND sh -c
+    "rm -rf '${d}' && '$<TARGET_FILE:ccbench>' replay --reps 1 --no-plots -s device-malloc --upstream-latency 0 --out '${d}/a' gen:adversarial >/dev/null && '$<TARGET_FILE:ccbench>' replay --reps 1 --no-plots -s device-malloc --upstream-latency 0 --vm-latency 0 --vm-call-latency 0 --out '${d}/b' gen:adversarial >/dev/null && test \"$(cut -d, -f13,15 '${d}/a/results.csv' | tail -1)\" != model, && test \"$(cut -d, -f13,15 '${d}/b/results.csv' | tail -1)\" = model,")
+  set_tests_properties(ccbench_driver_pass_left_out_only_when_every_latency_is_0 PROPERTIES LABELS cpu TIMEOUT 60)
+  # ... and the README of a run without that pass says so, rather than describe a pass at 0 us
+  add_test(NAME ccbench_readme_says_when_no_driver_pass COMMAND sh -c
+    "rm -rf '${d}/c' && '$<TARGET_FILE:ccbench>' replay --reps 1 --no-plots -s device-malloc --iterations 2 --upstream-latency 0 --vm-latency 0 --vm-call-latency 0 --out '${d}/c' gen:adversarial >/dev/null && grep -q '\"total ms with driver\": no such pass here, every driver latency being 0' '${d}/c/README.md' && ! grep -q 'replays again on a device that charges' '${d}/c/README.md' && grep -q 'or every row, without a driver pass' '${d}/c/README.md'")
+  set_tests_properties(ccbench_readme_says_when_no_driver_pass PROPERTIES LABELS cpu TIMEOUT 60)
   # (the least a simulated device holds is one host page: the strategies over it fail below, the
   # malloc floor takes any size, as ccbench_reference's 1-byte device does)
   ccb_cli(ccbench_help_device_bytes 0 "simulated device capacity, > 0,.*" "" - --help)

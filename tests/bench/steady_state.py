@@ -12,8 +12,9 @@ must be seen adding segments after the first iteration there
 (bench/results/2026-11-29-iterations).
 
 Usage: steady_state.py CCBENCH REPO OUTDIR. Exit 1, one line per broken
-rule. No driver pass (--upstream-latency 0): calls and peaks are exact
-without it."""
+rule. No driver pass (every latency 0: --upstream-latency 0 alone still
+runs it, for the virtual-memory costs): calls and peaks are exact without
+it."""
 import csv
 import glob
 import os
@@ -29,7 +30,8 @@ CONTRAST = ("ccalloc-growth", "torch-resnet50-infer")  # calls after the first i
 
 def replay(strategies, paths, subdir):
     """The rows of iterations.csv of one ccbench run."""
-    cmd = [ccbench, "replay", "--iterations", "3", "--reps", "1", "--upstream-latency", "0", "--no-plots",
+    cmd = [ccbench, "replay", "--iterations", "3", "--reps", "1", "--upstream-latency", "0", "--vm-latency", "0",
+           "--vm-call-latency", "0", "--no-plots",
            "--out", os.path.join(out, subdir)]
     for s in strategies:
         cmd += ["-s", s]

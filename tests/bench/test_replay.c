@@ -57,6 +57,14 @@ Test(replay, blocks_of_zero_and_one_byte_replay_on_every_strategy) {
                          r.checked, ops->host_pointers);
             cr_assert_eq(r.ooms, 0, "%s", ccb_presets[i].name);
             cr_assert_eq(r.peak_requested, 517, "%s", ccb_presets[i].name);
+            if (!strcmp(ccb_presets[i].name, "device-malloc")) {
+                /* one device call per request and per free, none for the
+                 * 0-byte block (as cudaMalloc(0)): 5 of 6 allocs, 4 of 5
+                 * frees (the 513-byte block stays live); a page per block */
+                cr_assert_eq(r.upstream_allocs, 5, "%llu", (unsigned long long)r.upstream_allocs);
+                cr_assert_eq(r.upstream_frees, 4, "%llu", (unsigned long long)r.upstream_frees);
+                cr_assert_eq(r.peak_reserved, (size_t)4 * (size_t)sysconf(_SC_PAGESIZE));
+            }
         } else {
             cr_assert(ccb_presets[i].base[0] == 'c' && strstr(r.why, "GPU"), "%s skipped: %s", ccb_presets[i].name,
                       r.why);

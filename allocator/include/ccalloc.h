@@ -170,12 +170,14 @@ void cca_clear_error(void);
 typedef void (*cca_log_fn)(void *user, const char *line);
 void cca_set_log_callback(cca_log_fn fn, void *user);
 
-/* Human-readable size: "512 B", "1.50 MiB", "3.00 GiB" (a decimal point
+/* Human-readable size: "512 B", "1.50 MiB", "3.00 GiB": a number under 1024
+ * in its unit but in TiB, the last (1 MiB - 1 B is "1.00 MiB"; a decimal point
  * whatever the program's locale, as every number the library writes or
  * reads: docs/allocator.md, "Options"). Writes at most len
  * bytes (32 is always enough; less: the text cut, NUL-terminated) and
  * returns buf; buf NULL or len 0: writes nothing and returns "".
- * Errors: none. Cost: one snprintf. */
+ * Errors: none. Cost: two snprintf (three when the number rounds up to
+ * the next unit). */
 const char *cca_format_bytes(size_t bytes, char *buf, size_t len);
 
 /* Parse a size, the syntax of every size in config strings: digits with an

@@ -229,6 +229,9 @@ def format_bytes(b):
     while v >= 1024.0 and u < 4:
         v /= 1024.0
         u += 1
+    if 0 < u < 4 and "%.2f" % v == "1024.00":  # rounded up to a whole next unit
+        v /= 1024.0
+        u += 1
     return "%d B" % b if u == 0 else "%.2f %s" % (v, units[u])
 
 

@@ -2,7 +2,10 @@
  * size.c — sizes as text, beside the config that reads them:
  * cca_format_bytes ("1.50 GiB") and cca_parse_size ("1.5G", "512K", "3MiB").
  *
- * - Exact integer arithmetic throughout; a fraction is rounded down to a
+ * - cca_format_bytes shows a number under 1024 in its unit but in TiB, the
+ *   last: the unit is taken after the rounding to two decimals (1 MiB - 1 B
+ *   is "1.00 MiB", never "1024.00 KiB").
+ * - Reading is exact integer arithmetic throughout; a fraction is rounded down to a
  *   whole byte (ccai_parse_size_whole also says whether it was whole: a
  *   count read as a size, and cca_parse_size_exact, refuse what is not);
  *   one pass over a text of any length.
@@ -27,10 +30,17 @@ const char *cca_format_bytes(size_t bytes, char *buf, size_t len) {
         v /= 1024.0;
         u++;
     }
+
     if (u == 0) {
         snprintf(buf, len, "%zu B", bytes);
     } else {
         locale_t previous = ccai_numeric_begin(); /* "1.50 MiB" whatever the program's locale (numeric.c) */
+        char shown[32];
+        snprintf(shown, sizeof shown, "%.2f", v);
+        if (u < 4 && strcmp(shown, "1024.00") == 0) { /* rounded up to a whole next unit */
+            v /= 1024.0;
+            u++;
+        }
         snprintf(buf, len, "%.2f %s", v, units[u]);
         ccai_numeric_end(previous);
     }

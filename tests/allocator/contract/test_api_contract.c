@@ -142,6 +142,39 @@ Test(api_contract, format_bytes_fits_32_and_honours_len) {
     cr_assert_eq(small[3], '#');
 }
 
+/* The unit is chosen after the rounding to two decimals: a size just under
+ * a unit that rounds up to 1024.00 of the unit below is "1.00" of the next,
+ * as "1023 B" never shows as "1024 B"; below that rounding point it stays in
+ * the lower unit. Every number shown is under 1024 but in TiB, the last. */
+Test(api_contract, format_bytes_never_shows_1024_of_a_unit) {
+    char buf[32];
+    const char *next[] = {"1.00 MiB", "1.00 GiB", "1.00 TiB"};
+    const char *below[] = {"1023.99 KiB", "1023.99 MiB", "1023.99 GiB"};
+    for (int k = 0; k < 3; k++) {
+        size_t unit = (size_t)1 << (10 * (k + 1)), up = unit * 1024;
+        cr_assert_str_eq(cca_format_bytes(up - 1, buf, sizeof buf), next[k], "%zu", up - 1);
+        /* 1023.995 units is where %.2f rounds up: the last size below it */
+        size_t last_below = (size_t)(1023.995 * (double)unit);
+        while ((double)last_below / (double)unit >= 1023.995)
+            last_below--;
+        cr_assert_str_eq(cca_format_bytes(last_below, buf, sizeof buf), below[k], "%zu", last_below);
+        cr_assert_str_eq(cca_format_bytes(last_below + 1, buf, sizeof buf), next[k], "%zu", last_below + 1);
+    }
+    uint64_t x = 88172645463325252ull; /* xorshift64: sizes at every scale */
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t z = (size_t)(x >> (x % 64));
+        cca_format_bytes(z, buf, sizeof buf);
+        double shown = strtod(buf, NULL);
+        if (!strstr(buf, "TiB"))
+            cr_assert_lt(shown, 1024.0, "%zu shown as %s", z, buf);
+        if (z >= 1024)
+            cr_assert_geq(shown, 1.0, "%zu shown as %s", z, buf);
+    }
+}
+
 Test(api_contract, parse_size_errors_leave_out_unchanged) {
     size_t out = 12345;
     EXPECT_FAIL(cca_parse_size(NULL, &out), CCA_ERR_INVALID_ARGUMENT, "cca_parse_size");

@@ -197,6 +197,7 @@ int ccrun_parse_options(int argc, char **argv, ccrun_options *o) {
     o->iters = 3;
     o->seed = 1;
     opterr = 0;
+    optind = 0; /* GNU: start afresh, from argv[1], whatever an earlier call left */
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {

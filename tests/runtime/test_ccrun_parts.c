@@ -137,3 +137,18 @@ Test(ccrun_parts, a_child_whose_output_could_not_be_kept_says_it_ran) {
     }
     cr_assert(ran, "no refused allocation came after the spawn");
 }
+
+/* ccrun_parse_options reads its argv whole at every call, not from where
+ * an earlier call's getopt stopped: the tests parse many command lines in
+ * one process. */
+Test(ccrun_parts, each_parse_starts_from_the_first_argument) {
+    for (int i = 0; i < 3; i++) {
+        char *argv[] = {"ccrun", "--device", "host", "--iters", "5", "--json", "--sleep", "mlp:8x8:relu", NULL};
+        ccrun_options o;
+        cr_assert_eq(ccrun_parse_options(8, argv, &o), 0, "parse %d", i);
+        cr_expect_eq(o.device, CCR_DEVICE_HOST, "parse %d", i);
+        cr_expect_eq(o.iters, 5, "parse %d", i);
+        cr_expect(o.json && o.sleep, "parse %d", i);
+        cr_expect_eq(o.n_models, 1, "parse %d", i);
+    }
+}

@@ -61,6 +61,7 @@ typedef struct ccrun_row {
     char phase[16]; /* ccrun's own phase names */
     char *model;    /* malloc'd, whole (a path or spec as given)   */
     size_t allocated, reserved, device_free;
+    int device_free_known; /* 0: the device refused mem_info: "unknown", JSON null */
     double fragmentation;
     double ms;
     char *note; /* malloc'd, whole */
@@ -106,6 +107,13 @@ void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *
                  ...);
 void ccrun_table_header(ccrun_report *r);
 void ccrun_report_free(ccrun_report *r);
+/* The device's free bytes now into *free_b: 1, or 0 (and *free_b 0) when
+ * the device refused to say (the reason in cca_last_error). */
+int ccrun_device_free(cca_upstream *dev, size_t *free_b);
+/* "+1.50 MiB": the device's free memory from before to after (known_* as
+ * ccrun_device_free returned), "+0 B" when it did not rise; "unknown
+ * (mem_info refused)" when either was unread. Into BUF; returns BUF. */
+const char *ccrun_rise_text(int known_before, size_t before, int known_after, size_t after, char *buf, size_t n);
 /* Write {"device":..., "phases":[...], "result":...} */
 void ccrun_json_document(ccrun_report *r, ccr_engine *e, const char *error, size_t live_bytes);
 /* Fill a batch of inputs with deterministic numbers in [0, 1). */
@@ -119,7 +127,8 @@ void ccrun_progress(void *user, const char *model, size_t done, size_t total);
 unsigned long long ccrun_fnv1a(unsigned long long h, const void *p, size_t n);
 
 /* "device free == baseline", or "device free N below baseline" (above):
- * the exact difference, formatted into BUF; returns BUF. */
+ * the exact difference, formatted into BUF; "device free unknown (mem_info
+ * refused)" when the release could not read it. Returns BUF. */
 const char *ccrun_baseline_note(const ccr_release_info *r, char *buf, size_t n);
 
 /* ---- child.c: ccrun as a timed child process ---- */

@@ -97,6 +97,20 @@ static void step_failed(demo *d, const char *what) {
     d->steps_failed++;
 }
 
+/* The device's free bytes now into *f: 1; or 0 when the device refused to
+ * say, a failed step, said under its row as step_failed says one (the
+ * demo's figures are the device's own count: one it cannot read is none). */
+static int device_free_now(demo *d, size_t *f) {
+    if (ccrun_device_free(d->dev, f))
+        return 1;
+    ccai_fprintf_escaped(stdout, "          -> the device's free memory could not be read: %s", cca_last_error());
+    putchar('\n');
+    snprintf(d->why, sizeof d->why, "the device's free memory could not be read: %s", cca_last_error());
+    d->failed = 1;
+    d->steps_failed++;
+    return 0;
+}
+
 /* ccr_engine_release; its failure is a failed step. */
 static void release(demo *d, ccr_engine *e, ccr_release_info *r) {
     if (ccr_engine_release(e, r) != CCR_OK)
@@ -244,7 +258,7 @@ static double pct(size_t part, size_t whole) {
 }
 
 static void act1(demo *d, const char *spec_a, const char *spec_b) {
-    char b0[32], b1[32], b2[32];
+    char b0[32], b2[32];
     ccr_engine *e = begin_act(d, "Act 1: greedy + --keep-cache (TensorFlow's default): memory stays with the process",
                               "greedy", 0, "greedy arena reserved at creation");
     if (!e)
@@ -258,21 +272,23 @@ static void act1(demo *d, const char *spec_a, const char *spec_b) {
                 cca_format_bytes(held, b0, sizeof b0), pct(held, d->total));
 
     /* the second tenant: plain allocation on the same device */
-    size_t want = d->free0 * 3 / 10 / 512 * 512, free_now = 0, total = 0;
-    cca_upstream_mem_info(d->dev, &free_now, &total);
+    size_t want = d->free0 * 3 / 10 / 512 * 512, free_now = 0;
+    char free_text[32] = "unknown";
+    if (device_free_now(d, &free_now))
+        cca_format_bytes(free_now, free_text, sizeof free_text);
     void *p = NULL;
     cca_status cs = cca_upstream_alloc(d->dev, want, &p);
     if (cs == CCA_OK) {
         printf("  second tenant asks for %s: granted (device had %s free)\n", cca_format_bytes(want, b0, sizeof b0),
-               cca_format_bytes(free_now, b1, sizeof b1));
+               free_text);
         add_summary(d, "1", "second tenant asking 30% of the device", "granted (unexpected: greedy left room)");
         cca_upstream_free(d->dev, p, want);
     } else {
         printf("  second tenant asks for %s: REFUSED (%s): only %s free, while this idle process caches %s\n",
-               cca_format_bytes(want, b0, sizeof b0), cca_status_string(cs), cca_format_bytes(free_now, b1, sizeof b1),
+               cca_format_bytes(want, b0, sizeof b0), cca_status_string(cs), free_text,
                cca_format_bytes(held, b2, sizeof b2));
         add_summary(d, "1", "second tenant asking 30% of the device", "refused: %s free, %s idle in our cache",
-                    cca_format_bytes(free_now, b1, sizeof b1), cca_format_bytes(held, b2, sizeof b2));
+                    free_text, cca_format_bytes(held, b2, sizeof b2));
     }
 
     cca_stats s0, s1;
@@ -409,7 +425,7 @@ static void act3(demo *d, const char **specs, const char **labels) {
         return;
     ccr_device_info info;
     ccr_engine_device_info(e, &info);
-    int all_equal = 1, all_loaded = 1;
+    int all_equal = 1, all_loaded = 1, all_read = 1;
     for (int k = 0; k < 3; k++) {
         ccr_model *m = load_run(d, e, labels[k], specs[k], d->batch);
         if (m)
@@ -420,14 +436,18 @@ static void act3(demo *d, const char **specs, const char **labels) {
         double t = ccrun_now_ms();
         release(d, e, &r);
         all_equal &= r.device_free_after == r.device_free_baseline;
+        all_read &= r.device_free_read;
         char note[64];
         ccrun_phase(&d->rep, e, "release", labels[k], ccrun_now_ms() - t, "released %s; %s",
                     cca_format_bytes(r.cache.bytes_released, b0, sizeof b0),
                     ccrun_baseline_note(&r, note, sizeof note));
     }
-    add_summary(d, "3", "device free after each of 3 releases", "%s baseline %s every time%s",
-                all_equal ? "==" : "!=", cca_format_bytes(info.free_baseline, b1, sizeof b1),
-                all_loaded ? "" : " (a model failed to load)");
+    if (!all_read) /* the failed release said why */
+        add_summary(d, "3", "device free after each of 3 releases", "unknown after a release (mem_info refused)");
+    else
+        add_summary(d, "3", "device free after each of 3 releases", "%s baseline %s every time%s",
+                    all_equal ? "==" : "!=", cca_format_bytes(info.free_baseline, b1, sizeof b1),
+                    all_loaded ? "" : " (a model failed to load)");
     if (!all_equal)
         d->failed = 1;
     close_act(d, e);
@@ -462,12 +482,6 @@ static unsigned long long upstream_allocs(demo *d) {
     return (unsigned long long)(us.alloc_calls + us.vm_map_calls);
 }
 
-static size_t device_free_now(demo *d) {
-    size_t f = 0, t = 0;
-    cca_upstream_mem_info(d->dev, &f, &t);
-    return f;
-}
-
 /* d->iters batches through m and a row; *hash gets a hash of every output byte. */
 static int run_hashed(demo *d, ccr_engine *e, ccr_model *m, const char *label, unsigned long long *hash,
                       const char *role) {
@@ -486,6 +500,7 @@ typedef struct act4_half {
     char why[512];                      /* the failure, when a step did not run    */
     size_t a_reserved;                  /* what A held before its unload           */
     size_t rise;                        /* device free: + at A's unload (and trim) */
+    int rise_read;                      /* both counts of rise were read            */
     size_t trapped;                     /* free bytes in segments R's blocks pin   */
     size_t pinned;                      /* such segments                           */
     unsigned long long r_hash;          /* R's outputs, first run                  */
@@ -525,7 +540,9 @@ static void act4_half_run(demo *d, int domains, const char *spec_a, const char *
         close_act(d, e);
         return;
     }
-    size_t free0 = device_free_now(d);
+    size_t free0 = 0, free_after = 0;
+    int read0 = device_free_now(d, &free0);
+    char rise[64];
     t = ccrun_now_ms();
     ccr_unload_info u;
     if (ccr_model_release(a, &u) != CCR_OK)
@@ -533,16 +550,19 @@ static void act4_half_run(demo *d, int domains, const char *spec_a, const char *
     if (domains) {
         h->a_peak = u.reserved_peak;
         h->a_reserved = u.reserved_at_unload; /* the same figure, from A's domain */
-        h->rise = device_free_now(d) - free0;
-        ccrun_phase(&d->rep, e, "unload", "A", ccrun_now_ms() - t, "A's domain released: device free +%s of its %s",
-                    cca_format_bytes(h->rise, b0, sizeof b0), cca_format_bytes(h->a_reserved, b1, sizeof b1));
+        h->rise_read = read0 && device_free_now(d, &free_after);
+        h->rise = h->rise_read && free_after > free0 ? free_after - free0 : 0;
+        ccrun_phase(&d->rep, e, "unload", "A", ccrun_now_ms() - t, "A's domain released: device free %s of its %s",
+                    ccrun_rise_text(h->rise_read, free0, h->rise_read, free_after, rise, sizeof rise),
+                    cca_format_bytes(h->a_reserved, b1, sizeof b1));
     } else {
         ccrun_phase(&d->rep, e, "unload", "A", ccrun_now_ms() - t, "device free +0 B: A's memory stays cached");
         cca_release_report rr;
         ccr_engine_mark(e, "trim", "A");
         t = ccrun_now_ms();
         cca_empty_cache(ccr_engine_allocator(e), &rr);
-        h->rise = device_free_now(d) - free0;
+        h->rise_read = read0 && device_free_now(d, &free_after);
+        h->rise = h->rise_read && free_after > free0 ? free_after - free0 : 0;
         h->trapped = rr.free_bytes_pinned + rr.free_bytes_trapped;
         h->pinned = rr.segments_pinned;
         ccrun_phase(&d->rep, e, "trim", "", ccrun_now_ms() - t,
@@ -585,12 +605,15 @@ static void act4_half_run(demo *d, int domains, const char *spec_a, const char *
             snprintf(h->why, sizeof h->why, "%s", d->why);
         }
     }
-    size_t free1 = device_free_now(d);
+    size_t free1 = 0;
+    int read1 = device_free_now(d, &free1);
     t = ccrun_now_ms();
     if (ccr_model_release(r, &u) != CCR_OK)
         step_failed(d, "unload failed: ");
-    ccrun_phase(&d->rep, e, "unload", "R", ccrun_now_ms() - t, "%sdevice free +%s",
-                domains ? "R's domain released: " : "", cca_format_bytes(device_free_now(d) - free1, b0, sizeof b0));
+    read1 = read1 && device_free_now(d, &free_after);
+    ccrun_phase(&d->rep, e, "unload", "R", ccrun_now_ms() - t, "%sdevice free %s",
+                domains ? "R's domain released: " : "",
+                ccrun_rise_text(read1, free1, read1, free_after, rise, sizeof rise));
     ccr_release_info ri;
     release(d, e, &ri);
     char note[64];
@@ -608,14 +631,18 @@ static void act4(demo *d) {
     act4_half off, on;
     act4_half_run(d, 0, spec_a, spec_r, &off);
     act4_half_run(d, 1, spec_a, spec_r, &on);
+    char rise[64];
     if (off.ok)
         add_summary(d, "4", "no domains: A unloaded + empty-cache",
-                    "device free +%s of A's %s; %s trapped in %zu segments pinned by R",
-                    cca_format_bytes(off.rise, b0, sizeof b0), cca_format_bytes(off.a_reserved, b2, sizeof b2),
-                    cca_format_bytes(off.trapped, b1, sizeof b1), off.pinned);
+                    "device free %s of A's %s; %s trapped in %zu segments pinned by R",
+                    ccrun_rise_text(off.rise_read, 0, off.rise_read, off.rise, rise, sizeof rise),
+                    cca_format_bytes(off.a_reserved, b2, sizeof b2), cca_format_bytes(off.trapped, b1, sizeof b1),
+                    off.pinned);
     else
         add_summary(d, "4", "no domains: A unloaded + empty-cache", "did not run: %.100s", off.why);
-    if (on.ok)
+    if (on.ok && !on.rise_read)
+        add_summary(d, "4", "domains: A unloaded while R runs", "device free unknown (mem_info refused)");
+    else if (on.ok)
         add_summary(d, "4", "domains: A unloaded while R runs", "device free +%s = %s A's whole reservation",
                     cca_format_bytes(on.rise, b0, sizeof b0), on.rise == on.a_reserved ? "exactly" : "NOT");
     else
@@ -791,15 +818,25 @@ static void act5(demo *d, const char *spec_a, const char *spec_b) {
         return;
     }
     c.sleep = s.ms;
-    size_t asleep_free = device_free_now(d);
-    int at_base = asleep_free == base;
-    ccrun_phase(&d->rep, e, "sleep", "A", s.ms,
-                "A asleep, still loaded: device free +%s (all it held), %s baseline; %s on the host",
-                cca_format_bytes(s.device_free_after - s.device_free_before, b0, sizeof b0),
-                at_base ? "==" : "!=", cca_format_bytes(s.host_bytes, b1, sizeof b1));
-    add_summary(d, "5", "A asleep (loaded, weights on the host)", "device free %s baseline %s%s",
-                at_base ? "==" : "!=", cca_format_bytes(base, b0, sizeof b0),
-                at_base && d->simulated ? " exactly" : "");
+    size_t asleep_free = 0;
+    int known = device_free_now(d, &asleep_free), at_base = known && asleep_free == base;
+    char rise[64];
+    ccrun_rise_text(s.device_free_read, s.device_free_before, s.device_free_read, s.device_free_after, rise,
+                    sizeof rise);
+    if (known)
+        ccrun_phase(&d->rep, e, "sleep", "A", s.ms,
+                    "A asleep, still loaded: device free %s (all it held), %s baseline; %s on the host", rise,
+                    at_base ? "==" : "!=", cca_format_bytes(s.host_bytes, b1, sizeof b1));
+    else
+        ccrun_phase(&d->rep, e, "sleep", "A", s.ms,
+                    "A asleep, still loaded: device free %s (all it held), unknown now; %s on the host", rise,
+                    cca_format_bytes(s.host_bytes, b1, sizeof b1));
+    if (!known)
+        add_summary(d, "5", "A asleep (loaded, weights on the host)", "device free unknown (mem_info refused)");
+    else
+        add_summary(d, "5", "A asleep (loaded, weights on the host)", "device free %s baseline %s%s",
+                    at_base ? "==" : "!=", cca_format_bytes(base, b0, sizeof b0),
+                    at_base && d->simulated ? " exactly" : "");
     size_t b_bytes = 0;
     ccr_model *b = load_run(d, e, "B", spec_b, d->batch);
     if (b) {
@@ -889,7 +926,13 @@ int ccrun_demo(const ccrun_options *o) {
             cca_upstream_destroy(d.dev);
         return CCRUN_ERR_MODEL; /* an output that cannot be made: 1, as for MODEL runs */
     }
-    cca_upstream_mem_info(d.dev, &d.free0, &d.total);
+    if (cca_upstream_mem_info(d.dev, &d.free0, &d.total) != CCA_OK) { /* the models are sized from it */
+        ccrun_say("error: cannot read the device's free memory: %s", cca_last_error());
+        ccr_timeline_close(d.tl);
+        if (!o->upstream)
+            cca_upstream_destroy(d.dev);
+        return CCRUN_ERR_MODEL;
+    }
     char b0[32], b1[32], sa[512], sb[512], sc[512], sd[256];
     size_t target = d.free0 / 10 * 6;
     make_spec(sa, sizeof sa, target, 3, 1);

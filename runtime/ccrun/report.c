@@ -5,12 +5,10 @@
  * and wake where they happen; the demo's create, idle and process) records
  * the same figures taken right after the phase: the allocator's allocated and
  * reserved bytes and fragmentation (cca_get_stats), the device's free bytes
- * (cca_upstream_mem_info: cudaMemGetInfo or the simulated device), and the
- * phase's wall time. Text mode prints each row as it happens; --json keeps
- * them and prints one document at the end (also on failure, with "error").
- * Each text row is flushed as it is printed, through output.c's
- * ccrun_flush, which keeps a failure for the exit status; output.c calls
- * nothing here.
+ * (cca_upstream_mem_info: cudaMemGetInfo or the simulated device; "unknown",
+ * JSON null, when the device refuses to say), and the phase's wall time. Text mode prints each row as it happens;
+ * --json keeps them and prints one document at the end (also on failure, with "error"). Each text row is flushed as it
+ * is printed, through output.c's ccrun_flush, which keeps a failure for the exit status; output.c calls nothing here.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -80,6 +78,23 @@ static void size_text(size_t b, char *buf, size_t len) {
     cca_format_bytes(b, buf, len);
 }
 
+int ccrun_device_free(cca_upstream *dev, size_t *free_b) {
+    size_t total = 0;
+    if (cca_upstream_mem_info(dev, free_b, &total) == CCA_OK)
+        return 1;
+    *free_b = 0;
+    return 0;
+}
+
+const char *ccrun_rise_text(int known_before, size_t before, int known_after, size_t after, char *buf, size_t n) {
+    char b[32];
+    if (!known_before || !known_after)
+        snprintf(buf, n, "unknown (mem_info refused)");
+    else
+        snprintf(buf, n, "+%s", cca_format_bytes(after > before ? after - before : 0, b, sizeof b));
+    return buf;
+}
+
 void ccrun_table_header(ccrun_report *r) {
     if (r->json)
         return;
@@ -91,7 +106,10 @@ static void print_row(FILE *f, const ccrun_row *w) {
     char a[32], b[32], c[32];
     size_text(w->allocated, a, sizeof a);
     size_text(w->reserved, b, sizeof b);
-    size_text(w->device_free, c, sizeof c);
+    if (w->device_free_known)
+        size_text(w->device_free, c, sizeof c);
+    else
+        snprintf(c, sizeof c, "unknown");
     /* 34 columns: spec strings keep their head (the shape), paths their
      * tail, cut between UTF-8 sequences. The model and the note quote paths
      * and --conf: written escaped (ccr_fputs_escaped), the column padded to
@@ -126,8 +144,7 @@ void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *
     w.model = strdup(model ? model : "");
     cca_stats s;
     cca_get_stats(ccr_engine_allocator(e), &s);
-    size_t total = 0;
-    cca_upstream_mem_info(ccr_engine_upstream(e), &w.device_free, &total);
+    w.device_free_known = ccrun_device_free(ccr_engine_upstream(e), &w.device_free);
     w.allocated = s.allocated_bytes;
     w.reserved = s.reserved_bytes;
     w.fragmentation = s.fragmentation;
@@ -217,10 +234,14 @@ void ccrun_json_document(ccrun_report *r, ccr_engine *e, const char *error, size
         json_string(f, w->phase);
         fprintf(f, ", \"model\": ");
         json_string(f, w->model);
-        fprintf(f,
-                ", \"allocated_bytes\": %zu, \"reserved_bytes\": %zu, \"device_free_bytes\": %zu, "
-                "\"fragmentation\": %.6f, \"time_ms\": %.3f, \"note\": ",
-                w->allocated, w->reserved, w->device_free, isfinite(w->fragmentation) ? w->fragmentation : 0.0, w->ms);
+        fprintf(f, ", \"allocated_bytes\": %zu, \"reserved_bytes\": %zu, \"device_free_bytes\": ", w->allocated,
+                w->reserved);
+        if (w->device_free_known)
+            fprintf(f, "%zu", w->device_free);
+        else
+            fprintf(f, "null"); /* the device refused mem_info */
+        fprintf(f, ", \"fragmentation\": %.6f, \"time_ms\": %.3f, \"note\": ",
+                isfinite(w->fragmentation) ? w->fragmentation : 0.0, w->ms);
         json_string(f, w->note);
         fputc('}', f);
     }
@@ -234,7 +255,9 @@ void ccrun_json_document(ccrun_report *r, ccr_engine *e, const char *error, size
 
 const char *ccrun_baseline_note(const ccr_release_info *r, char *buf, size_t n) {
     char b[32];
-    if (r->device_free_after == r->device_free_baseline) {
+    if (!r->device_free_read) {
+        snprintf(buf, n, "device free unknown (mem_info refused)");
+    } else if (r->device_free_after == r->device_free_baseline) {
         snprintf(buf, n, "device free == baseline");
     } else {
         int below = r->device_free_after < r->device_free_baseline;

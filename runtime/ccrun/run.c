@@ -133,12 +133,6 @@ static unsigned long long device_calls(run_state *rs) {
     return (unsigned long long)(us.alloc_calls + us.vm_map_calls);
 }
 
-static size_t device_free_now(run_state *rs) {
-    size_t f = 0, t = 0;
-    cca_upstream_mem_info(ccr_engine_upstream(rs->e), &f, &t);
-    return f;
-}
-
 /* Step 2a: load SRC (and save it when asked), warn on non-finite weights.
  * A load that reserved a remembered footprint says so, with the upstream
  * calls the load made beyond that one reservation (one allocation, or one
@@ -261,24 +255,31 @@ static int run_passes(run_state *rs, ccr_model *m, const char *src, const char *
  * error. */
 static int unload_model(run_state *rs, ccr_model *m, const char *src) {
     char b0[32], b1[32];
-    size_t before = device_free_now(rs);
+    size_t before = 0, after = 0;
+    int known = ccrun_device_free(ccr_engine_upstream(rs->e), &before);
     int asleep = ccr_model_asleep(m);
     double t = ccrun_now_ms();
     ccr_unload_info u;
     ccr_status st = ccr_model_release(m, &u);
     double ms = ccrun_now_ms() - t;
-    size_t after = device_free_now(rs), rise = after > before ? after - before : 0;
+    known &= ccrun_device_free(ccr_engine_upstream(rs->e), &after);
+    size_t rise = after > before ? after - before : 0;
+    char rise_text[64];
+    ccrun_rise_text(known, before, known, after, rise_text, sizeof rise_text);
     if (st != CCR_OK) {
         ccrun_phase(&rs->rep, rs->e, "unload", src, ms, "domain NOT released: %zu live blocks", u.live_blocks);
         return model_error(rs, NULL);
     }
     if (asleep)
         ccrun_phase(&rs->rep, rs->e, "unload", src, ms,
-                    "asleep: domain released with its host copy, device free +%s (nothing was mapped)",
-                    cca_format_bytes(rise, b0, sizeof b0));
+                    "asleep: domain released with its host copy, device free %s (nothing was mapped)", rise_text);
     else if (!u.domain)
-        ccrun_phase(&rs->rep, rs->e, "unload", src, ms, "no domain: device free +%s, its memory stays cached",
-                    cca_format_bytes(rise, b0, sizeof b0));
+        ccrun_phase(&rs->rep, rs->e, "unload", src, ms, "no domain: device free %s, its memory stays cached",
+                    rise_text);
+    else if (!known)
+        ccrun_phase(&rs->rep, rs->e, "unload", src, ms,
+                    "domain released: device free %s, its reservation was %s (%zu B)", rise_text,
+                    cca_format_bytes(u.reserved_at_unload, b1, sizeof b1), u.reserved_at_unload);
     else if (rise == u.reserved_at_unload)
         ccrun_phase(&rs->rep, rs->e, "unload", src, ms,
                     "domain released: device free +%s, exactly its whole reservation (%zu B)",
@@ -475,7 +476,13 @@ static int sleep_model(run_state *rs, ccr_model *m, const char *src) {
     if (ccr_model_sleep(m, &s) != CCR_OK)
         return model_error(rs, NULL);
     size_t rise = s.device_free_after > s.device_free_before ? s.device_free_after - s.device_free_before : 0;
-    if (rise == ds.reserved_bytes)
+    if (!s.device_free_read)
+        ccrun_phase(&rs->rep, rs->e, "sleep", src, s.ms,
+                    "asleep: device free unknown (mem_info refused), its reservation was %s (%zu B); %s copied to "
+                    "host",
+                    cca_format_bytes(ds.reserved_bytes, b1, sizeof b1), ds.reserved_bytes,
+                    cca_format_bytes(s.bytes_copied, b2, sizeof b2));
+    else if (rise == ds.reserved_bytes)
         ccrun_phase(&rs->rep, rs->e, "sleep", src, s.ms,
                     "asleep: device free +%s, exactly its whole reservation (%zu B); %s copied to host",
                     cca_format_bytes(rise, b0, sizeof b0), ds.reserved_bytes,

@@ -269,11 +269,14 @@ void ccr_engine_destroy(ccr_engine *e);
 typedef struct ccr_device_info {
     int simulated; /* 1: ccalloc's host-simulated device           */
     char name[32]; /* "cuda:0" or "host"                           */
-    size_t total_bytes;
+    size_t total_bytes;   /* read at engine creation                      */
     size_t free_bytes;    /* now                                          */
     size_t free_baseline; /* at engine creation, before the allocator     */
 } ccr_device_info;
 
+/* The device's name, kind, total and baseline, and its free bytes now (one
+ * mem_info). Errors: CCR_ERR_INVALID_ARGUMENT (e or out NULL); CCR_ERR_DEVICE
+ * when the device refuses mem_info: *out is whole but free_bytes, 0. */
 ccr_status ccr_engine_device_info(ccr_engine *e, ccr_device_info *out);
 
 /* The engine's allocator and device (borrowed, for stats and tenants). */
@@ -298,6 +301,9 @@ typedef struct ccr_release_info {
     size_t device_free_baseline;  /* before the first load (engine creation) */
     size_t device_free_before;    /* when release began                      */
     size_t device_free_after;     /* after empty-cache                       */
+    int device_free_read;         /* 1: both were read; 0: the device refused
+                                     a mem_info (the release's error says
+                                     which), and both are 0                  */
     size_t workspace_freed;       /* cuBLAS workspace bytes returned         */
     size_t live_bytes_after;      /* allocator's allocated_bytes afterwards (0) */
     size_t domain_bytes_released; /* returned by the unloaded models' domains */
@@ -514,10 +520,14 @@ typedef struct ccr_sleep_info {
                                   model's weights (blocks a caller allocated in
                                   ccr_model_domain come on top)                 */
     size_t missing;            /* an out-of-memory wake: wake_need minus the
-                                  device's free memory (0 otherwise)            */
+                                  device's free memory (0 otherwise, and when
+                                  that memory is unknown)                       */
     size_t device_free_before; /* the device's free memory when the call began
-                                  (mem_info; 0 when the device cannot say)     */
+                                  (mem_info)                                    */
     size_t device_free_after;  /* ... and when it ended                         */
+    int device_free_read;      /* 1: both were read; 0: the device refused a
+                                  mem_info, or the call returned before reading
+                                  (an awake model's wake), and both are 0       */
     double ms;                 /* wall time of the call                          */
 } ccr_sleep_info;
 

@@ -175,8 +175,12 @@ ccr_status ccr_engine_device_info(ccr_engine *e, ccr_device_info *out) {
     out->simulated = e->kind == CCR_DEVICE_HOST;
     snprintf(out->name, sizeof out->name, "%s", e->devname);
     out->free_baseline = e->free_baseline;
-    if (cca_upstream_mem_info(e->up, &out->free_bytes, &out->total_bytes) != CCA_OK)
+    out->total_bytes = e->total_bytes; /* read at creation: a device's total does not change */
+    size_t total = 0;
+    if (cca_upstream_mem_info(e->up, &out->free_bytes, &total) != CCA_OK) {
+        out->free_bytes = 0;
         return ccr_fail(CCR_ERR_DEVICE, "mem_info failed: %s", cca_last_error());
+    }
     return CCR_OK;
 }
 

@@ -209,12 +209,15 @@ ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
     cca_stats s;
     cca_get_stats(e->alloc, &s);
     r.live_bytes_after = s.allocated_bytes;
-    ms = cca_upstream_mem_info(e->up, &r.device_free_after, &total);
-    if (ms != CCA_OK && st == CCR_OK) {
+    cca_status after = cca_upstream_mem_info(e->up, &r.device_free_after, &total);
+    if (after != CCA_OK && st == CCR_OK) {
         st = CCR_ERR_DEVICE;
-        snprintf(why, sizeof why, "release: cannot read the device's free memory after: %s: %s", cca_status_string(ms),
-                 cca_last_error());
+        snprintf(why, sizeof why, "release: cannot read the device's free memory after: %s: %s",
+                 cca_status_string(after), cca_last_error());
     }
+    r.device_free_read = ms == CCA_OK && after == CCA_OK;
+    if (!r.device_free_read)
+        r.device_free_before = r.device_free_after = 0; /* neither alone: no difference made of one */
     ccr_engine_mark(e, "idle", "");
     if (info)
         *info = r;

@@ -78,12 +78,15 @@ int ccr_model_asleep(const ccr_model *m) {
     return m ? asleep_now(m) : 0;
 }
 
-static size_t device_free(ccr_engine *e) {
+/* The device's free bytes (0, and *read cleared, when it refuses to say). */
+static size_t device_free(ccr_engine *e, int *read) {
     size_t f = 0, t = 0;
     ccr_kept_error k; /* read after a refused sleep or wake: its message stays */
     ccr_error_keep(&k);
-    if (cca_upstream_mem_info(e->up, &f, &t) != CCA_OK)
+    if (cca_upstream_mem_info(e->up, &f, &t) != CCA_OK) {
         f = 0;
+        *read = 0;
+    }
     ccr_error_restore(&k);
     return f;
 }
@@ -197,12 +200,15 @@ ccr_status ccr_model_sleep(ccr_model *m, ccr_sleep_info *info) {
     r.was_asleep = m->asleep;
     r.wake_need = pages_under_weights(m, page);
     ccr_engine_mark(e, "sleep", m->name);
-    r.device_free_before = device_free(e);
+    r.device_free_read = 1;
+    r.device_free_before = device_free(e, &r.device_free_read);
     double t0 = now_ms();
     cca_sleep_report rep;
     cca_status cs = cca_domain_sleep(e->alloc, m->domain, 0, &rep);
     r.ms = now_ms() - t0;
-    r.device_free_after = device_free(e);
+    r.device_free_after = device_free(e, &r.device_free_read);
+    if (!r.device_free_read)
+        r.device_free_before = r.device_free_after = 0; /* neither alone: no difference made of one */
     r.bytes_copied = rep.bytes_copied;
     r.device_bytes = rep.bytes_unmapped;
     r.host_bytes = rep.host_bytes;
@@ -229,12 +235,15 @@ ccr_status ccr_model_wake(ccr_model *m, ccr_sleep_info *info) {
     cca_get_stats(e->alloc, &s);
     r.wake_need = s.page_size ? pages_under_weights(m, s.page_size) : 0;
     ccr_engine_mark(e, "wake", m->name);
-    r.device_free_before = device_free(e);
+    r.device_free_read = 1;
+    r.device_free_before = device_free(e, &r.device_free_read);
     double t0 = now_ms();
     cca_sleep_report rep;
     cca_status cs = cca_domain_wake(e->alloc, m->domain, &rep);
     r.ms = now_ms() - t0;
-    r.device_free_after = device_free(e);
+    r.device_free_after = device_free(e, &r.device_free_read);
+    if (!r.device_free_read)
+        r.device_free_before = r.device_free_after = 0; /* neither alone: no difference made of one */
     ccr_status st = CCR_OK;
     if (cs == CCA_OK) {
         m->asleep = 0;
@@ -243,13 +252,20 @@ ccr_status ccr_model_wake(ccr_model *m, ccr_sleep_info *info) {
         r.host_bytes = rep.host_bytes;
     } else if (cs == CCA_ERR_OUT_OF_MEMORY) {
         char b0[32], b1[32], b2[32];
-        r.missing = r.wake_need > r.device_free_after ? r.wake_need - r.device_free_after : 0;
-        st = ccr_fail(CCR_ERR_OUT_OF_MEMORY,
-                      "model '%s' stays asleep: its wake needs %s of device memory, the device has %s free (%s "
-                      "missing): %s",
-                      m->name, cca_format_bytes(r.wake_need, b0, sizeof b0),
-                      cca_format_bytes(r.device_free_after, b1, sizeof b1), cca_format_bytes(r.missing, b2, sizeof b2),
-                      cca_last_error());
+        if (!r.device_free_read) /* no count to say or to subtract from */
+            st = ccr_fail(CCR_ERR_OUT_OF_MEMORY,
+                          "model '%s' stays asleep: its wake needs %s of device memory, the device's free memory "
+                          "is unknown (mem_info refused): %s",
+                          m->name, cca_format_bytes(r.wake_need, b0, sizeof b0), cca_last_error());
+        else {
+            r.missing = r.wake_need > r.device_free_after ? r.wake_need - r.device_free_after : 0;
+            st = ccr_fail(CCR_ERR_OUT_OF_MEMORY,
+                          "model '%s' stays asleep: its wake needs %s of device memory, the device has %s free (%s "
+                          "missing): %s",
+                          m->name, cca_format_bytes(r.wake_need, b0, sizeof b0),
+                          cca_format_bytes(r.device_free_after, b1, sizeof b1),
+                          cca_format_bytes(r.missing, b2, sizeof b2), cca_last_error());
+        }
     } else {
         st = ccr_fail(ccr_status_of(cs) == CCR_ERR_DEVICE ? CCR_ERR_DEVICE : CCR_ERR_ALLOCATOR,
                       "model '%s' stays asleep: %s: %s", m->name, cca_status_string(cs), cca_last_error());

@@ -30,6 +30,11 @@ if(TARGET ccr)
       LABEL cpu) # tu_faulty
     target_compile_definitions(test_ccrun_sleep PRIVATE CCRUN_PATH="$<TARGET_FILE:ccrun>")
     add_dependencies(test_ccrun_sleep ccrun)
+    # every figure ccrun shows when the device refuses mem_info from each call on (ccrun_double.h)
+    cca_add_test(NAME test_ccrun_mem_info SOURCES runtime/test_ccrun_mem_info.c support/alloc_test_util.c
+      LIBS ccrun_core LABEL cpu)
+    target_compile_definitions(test_ccrun_mem_info PRIVATE CCRUN_PATH="$<TARGET_FILE:ccrun>")
+    add_dependencies(test_ccrun_mem_info ccrun)
     # report.c's baseline note and allocator config, child.c's sum of a child's run phases: exact figures
     # (and child.c's message when host memory is short for the child's output: malloc_fault.h)
     cca_add_test(NAME test_ccrun_parts SOURCES runtime/test_ccrun_parts.c support/malloc_fault.c LIBS ccrun_core

@@ -36,12 +36,23 @@
 
 Test(ccrun_parts, baseline_note_says_equal_below_or_above_exactly) {
     char buf[96];
-    ccr_release_info r = {.device_free_baseline = 64u << 20, .device_free_after = 64u << 20};
+    ccr_release_info r = {.device_free_baseline = 64u << 20, .device_free_after = 64u << 20, .device_free_read = 1};
     cr_assert_str_eq(ccrun_baseline_note(&r, buf, sizeof buf), "device free == baseline");
     r.device_free_after = (64u << 20) - (3u << 20);
     cr_assert_str_eq(ccrun_baseline_note(&r, buf, sizeof buf), "device free 3.00 MiB below baseline");
     r.device_free_after = (64u << 20) + 512;
     cr_assert_str_eq(ccrun_baseline_note(&r, buf, sizeof buf), "device free 512 B above baseline");
+    r.device_free_read = 0; /* the release could not read the device: no figure */
+    r.device_free_after = 0;
+    cr_assert_str_eq(ccrun_baseline_note(&r, buf, sizeof buf), "device free unknown (mem_info refused)");
+}
+
+Test(ccrun_parts, a_rise_is_said_unknown_when_a_count_was_not_read) {
+    char buf[64];
+    cr_assert_str_eq(ccrun_rise_text(1, 1u << 20, 1, 3u << 20, buf, sizeof buf), "+2.00 MiB");
+    cr_assert_str_eq(ccrun_rise_text(1, 3u << 20, 1, 1u << 20, buf, sizeof buf), "+0 B", "a fall is no rise");
+    cr_assert_str_eq(ccrun_rise_text(0, 0, 1, 3u << 20, buf, sizeof buf), "unknown (mem_info refused)");
+    cr_assert_str_eq(ccrun_rise_text(1, 1u << 20, 0, 0, buf, sizeof buf), "unknown (mem_info refused)");
 }
 
 Test(ccrun_parts, alloc_conf_joins_policy_and_conf_with_one_comma) {

@@ -3,10 +3,8 @@
  * demo.c (act 5): the compare of a woken model's outputs with its first run
  * fires, and only when it should.
  *
- * - ccrun's own code runs (ccrun_parse_options, then ccrun_run or
- *   ccrun_demo) on a device the test made: the simulated device wrapped in
- *   tu_faulty (tests/support/alloc_test_util.h), given through
- *   ccrun_options.upstream, which the command line never sets.
+ * - ccrun's own code runs on a device the test made: the simulated device
+ *   wrapped in tu_faulty (ccrun_double.h).
  * - Only a wake copies to the device through the upstream (a load writes
  *   the weights itself), so copy 1 to the device is the first wake's: A's.
  *   The double inverts byte 2 of it (in A's first live block, a layer-0
@@ -30,48 +28,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alloc_test_util.h"
-#include "capture.h"
-#include "ccrun.h"
+#include "ccrun_double.h"
 
 #define SPEC_A "mlp:64x256x256x10:gelu:softmax:seed=1"
 #define SPEC_B "mlp:64x256x256x256x10:relu:softmax:seed=2"
-
-typedef struct ccrun_result {
-    int rc;
-    char *out, *err; /* what ccrun wrote on stdout and stderr */
-} ccrun_result;
-
-/* For the next run_ccrun: a device that keeps this many bytes at each
- * unmap (tu_faulty.keep_per_unmap), from the start or from act 5's sleep. */
-static size_t keep_per_unmap;
-static bool keep_after_host_alloc;
-
-/* ccrun ARGS... on the simulated device of `capacity` bytes wrapped in f;
- * corrupt_in_at: the copy to the device to corrupt (0: none). */
-static ccrun_result run_ccrun(tu_faulty *f, size_t capacity, uint64_t corrupt_in_at, int argc, char **argv) {
-    cca_upstream *inner = tu_vm_device_backed(capacity, 0, CCA_VM_WHOLE_MAPS);
-    cca_upstream *u = tu_faulty_create(f, inner, "host", false);
-    f->corrupt_in_at = corrupt_in_at;
-    f->corrupt_byte = 2;
-    f->keep_per_unmap = keep_per_unmap;
-    f->keep_after_host_alloc = keep_after_host_alloc;
-    ccrun_options o;
-    cr_assert_eq(ccrun_parse_options(argc, argv, &o), 0, "the command line parses");
-    o.upstream = u;
-    o.child_ccrun = CCRUN_PATH; /* act 5's process per model: ccrun, not this test */
-    tu_capture_std c;
-    tu_capture_std_begin(&c);
-    ccrun_result r = {o.demo ? ccrun_demo(&o) : ccrun_run(&o), NULL, NULL};
-    tu_capture_std_end(&c, &r.out, &r.err);
-    tu_faulty_destroy_clean(u, inner);
-    return r;
-}
-
-static void result_free(ccrun_result *r) {
-    free(r->out);
-    free(r->err);
-}
 
 /* The 16 hex digits after `key` in the first line of `text` holding both
  * `line_has` and key; asserts there is one. */
@@ -91,13 +51,6 @@ static unsigned long long hash_after(const char *text, const char *line_has, con
     return 0;
 }
 
-static size_t count(const char *text, const char *sub) {
-    size_t n = 0;
-    for (const char *p = strstr(text, sub); p; p = strstr(p + 1, sub))
-        n++;
-    return n;
-}
-
 /* A corrupted run: one byte inverted, exit 1, and *first (A's first run,
  * the row holding first_has) differs from *woken (the row holding
  * woken_has). */
@@ -115,20 +68,20 @@ static char *sleep_argv[] = {"ccrun", "--device", "host", "--iters", "2", "--sle
 
 Test(ccrun_sleep, clean_wakes_are_the_first_runs) {
     tu_faulty f;
-    ccrun_result r = run_ccrun(&f, 256 * MiB, 0, 10, sleep_argv);
+    ccrun_result r = ccrun_on_double(&f, &(ccrun_setup){.capacity = 256 * MiB}, 10, sleep_argv);
     cr_assert_eq(r.rc, CCRUN_OK, "exit 0; stdout:\n%s\nstderr:\n%s", r.out, r.err);
-    cr_expect_eq(count(r.out, "(its first run)"), 2, "A's and B's first runs:\n%s", r.out);
-    cr_expect_eq(count(r.out, " = its first run"), 2, "both woken runs the same:\n%s", r.out);
-    cr_expect_eq(count(r.out, "CHANGED"), 0, "%s", r.out);
+    cr_expect_eq(tu_count(r.out, "(its first run)"), 2, "A's and B's first runs:\n%s", r.out);
+    cr_expect_eq(tu_count(r.out, " = its first run"), 2, "both woken runs the same:\n%s", r.out);
+    cr_expect_eq(tu_count(r.out, "CHANGED"), 0, "%s", r.out);
     cr_expect_eq(r.err[0], '\0', "nothing on stderr: %s", r.err);
     cr_expect_gt(f.copies_in, 0, "the wakes copied through the double");
     cr_expect_eq(f.corrupted, 0);
-    result_free(&r);
+    ccrun_result_free(&r);
 }
 
 Test(ccrun_sleep, corrupted_wake_changes_the_hash) {
     tu_faulty f;
-    ccrun_result r = run_ccrun(&f, 256 * MiB, 1, 10, sleep_argv);
+    ccrun_result r = ccrun_on_double(&f, &(ccrun_setup){.capacity = 256 * MiB, .corrupt_in_at = 1}, 10, sleep_argv);
     unsigned long long first, woken;
     expect_changed(&f, &r, "(its first run)", " CHANGED", &first, &woken);
     char want[256];
@@ -137,8 +90,8 @@ Test(ccrun_sleep, corrupted_wake_changes_the_hash) {
              first);
     cr_expect_not_null(strstr(r.err, want), "stderr says '%s':\n%s", want, r.err);
     cr_expect_not_null(strstr(r.err, "ccrun: after the error the allocator holds 0 live bytes\n"), "%s", r.err);
-    cr_expect_eq(count(r.out, "\nwake "), 1, "the sequence stops at A's changed run: B is not woken:\n%s", r.out);
-    result_free(&r);
+    cr_expect_eq(tu_count(r.out, "\nwake "), 1, "the sequence stops at A's changed run: B is not woken:\n%s", r.out);
+    ccrun_result_free(&r);
 }
 
 static char *demo_argv[] = {"ccrun", "--demo", "--device", "host", "--capacity", "128M", NULL};
@@ -155,7 +108,7 @@ Test(ccrun_sleep, demo_act5_clean) {
     cr_assert_eq(mkdir("-tmp", 0700), 0, "mkdir: %s", strerror(errno));
     setenv("TMPDIR", "-tmp", 1);
     tu_faulty f;
-    ccrun_result r = run_ccrun(&f, 128 * MiB, 0, 6, demo_argv);
+    ccrun_result r = ccrun_on_double(&f, &(ccrun_setup){.capacity = 128 * MiB}, 6, demo_argv);
     rmdir("-tmp");
     rmdir(dir);
     cr_assert_eq(r.rc, CCRUN_OK, "exit 0; stdout:\n%s\nstderr:\n%s", r.out, r.err);
@@ -163,15 +116,16 @@ Test(ccrun_sleep, demo_act5_clean) {
     unsigned long long h0 = hash_after(r.out, "(A's first outputs)", "outputs ");
     unsigned long long h1 = hash_after(r.out, "5    " WOKEN "bit-identical to before its sleep", "(hash ");
     cr_expect_eq(h1, h0, "the summary's hash is A's first");
-    cr_expect_eq(count(r.out, "CHANGED"), 0, "%s", r.out);
+    cr_expect_eq(tu_count(r.out, "CHANGED"), 0, "%s", r.out);
     cr_expect_gt(f.copies_in, 0);
     cr_expect_eq(f.corrupted, 0);
-    result_free(&r);
+    ccrun_result_free(&r);
 }
 
 Test(ccrun_sleep, demo_act5_corrupted_wake_fails) {
     tu_faulty f;
-    ccrun_result r = run_ccrun(&f, 128 * MiB, 1, 6, demo_argv); /* act 5's wake: the demo's only one */
+    ccrun_result r = ccrun_on_double(&f, &(ccrun_setup){.capacity = 128 * MiB, .corrupt_in_at = 1}, 6,
+                                     demo_argv); /* act 5's wake: the demo's only one */
     unsigned long long h0, h1;
     expect_changed(&f, &r, "(A's first outputs)", "(after the wake)", &h0, &h1);
     char want[160];
@@ -183,7 +137,7 @@ Test(ccrun_sleep, demo_act5_corrupted_wake_fails) {
     cr_expect_null(strstr(r.err, "did not run whole"), "every step ran: %s", r.err);
     cr_expect_not_null(strstr(r.err, "ccrun: after the errors every act's allocator holds 0 live bytes at its end\n"),
                        "%s", r.err);
-    result_free(&r);
+    ccrun_result_free(&r);
 }
 
 /* The demo's checks against the device's own count fire: on a device that
@@ -196,25 +150,24 @@ Test(ccrun_sleep, demo_act5_corrupted_wake_fails) {
 
 Test(ccrun_sleep, demo_fails_on_a_device_that_keeps_memory) {
     tu_faulty f;
-    keep_per_unmap = 64 << 10;
-    ccrun_result r = run_ccrun(&f, 128 * MiB, 0, 6, demo_argv);
+    ccrun_setup s = {.capacity = 128 * MiB, .keep_per_unmap = 64 << 10};
+    ccrun_result r = ccrun_on_double(&f, &s, 6, demo_argv);
     cr_expect_gt(f.kept, 0);
     cr_expect_eq(r.rc, CCRUN_ERR_MODEL, "exit 1; stdout:\n%s\nstderr:\n%s", r.out, r.err);
     cr_expect_not_null(strstr(r.out, ACT3 "!= baseline "), "act 3 says the device is short:\n%s", r.out);
     cr_expect_not_null(strstr(r.out, ACT5 "device free != baseline "), "act 5 too:\n%s", r.out);
     cr_expect_null(strstr(r.err, "did not run whole"), "every step ran: %s", r.err);
-    result_free(&r);
+    ccrun_result_free(&r);
 }
 
 Test(ccrun_sleep, demo_act5_fails_when_its_sleep_does_not_give_all_back) {
     tu_faulty f;
-    keep_per_unmap = 64 << 10;
-    keep_after_host_alloc = true;
-    ccrun_result r = run_ccrun(&f, 128 * MiB, 0, 6, demo_argv);
+    ccrun_setup s = {.capacity = 128 * MiB, .keep_per_unmap = 64 << 10, .keep_after_host_alloc = true};
+    ccrun_result r = ccrun_on_double(&f, &s, 6, demo_argv);
     cr_expect_gt(f.kept, 0);
     cr_expect_eq(r.rc, CCRUN_ERR_MODEL, "exit 1; stdout:\n%s\nstderr:\n%s", r.out, r.err);
     cr_expect_not_null(strstr(r.out, ACT3 "== baseline "), "act 3 ran before any sleep:\n%s", r.out);
     cr_expect_not_null(strstr(r.out, ACT5 "device free != baseline "), "act 5's sleep is short:\n%s", r.out);
     cr_expect_not_null(strstr(r.out, WOKEN "bit-identical to before its sleep"), "A's outputs are intact:\n%s", r.out);
-    result_free(&r);
+    ccrun_result_free(&r);
 }

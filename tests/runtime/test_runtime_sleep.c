@@ -75,6 +75,7 @@ static void sleep_and_wake(int backing) {
     cr_expect_eq(s.device_bytes, reserved, "%s: every byte of the domain unmapped", conf);
     cr_expect_eq(s.device_free_before, before);
     cr_expect_eq(s.device_free_after - s.device_free_before, reserved);
+    cr_expect_eq(s.device_free_read, 1);
     cr_expect_geq(s.bytes_copied, ccr_arch_param_bytes(ccr_model_arch(a)));
     cr_expect_leq(s.bytes_copied, ccr_model_device_bytes(a));
     cr_expect_eq(s.host_bytes, s.bytes_copied, "one host copy of the live bytes");
@@ -101,6 +102,7 @@ static void sleep_and_wake(int backing) {
     cr_expect_eq(w.host_bytes, s.host_bytes);
     cr_expect_eq(w.missing, 0);
     cr_expect_eq(w.device_free_before - w.device_free_after, w.device_bytes);
+    cr_expect_eq(w.device_free_read, 1);
     cr_expect_eq(dev_free(e), dev.free_baseline - w.device_bytes);
     cr_expect_eq(memcmp(w0, a->w, sizeof w0), 0, "weight pointers unchanged");
     cr_expect_eq(memcmp(b0, a->b, sizeof b0), 0, "bias pointers unchanged");
@@ -700,12 +702,16 @@ Test(runtime_sleep, a_device_without_free_figures_runs_a_whole_life) {
     cr_expect_eq(ccr_model_sleep(a, &s), CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(s.device_free_before, 0);
     cr_expect_eq(s.device_free_after, 0);
+    cr_expect_eq(s.device_free_read, 0, "the figures are said unread");
     cr_expect_eq(ccr_model_wake(a, &s), CCR_OK, "%s", ccr_last_error());
+    cr_expect_eq(s.device_free_read, 0);
     expect_same_outputs(a, 2, y0, "after the wake");
     free(y0);
     ccr_device_info d;
     cr_expect_eq(ccr_engine_device_info(fe.e, &d), CCR_ERR_DEVICE);
     cr_expect_str_eq(d.name, "host", "the name even so");
+    cr_expect_eq(d.total_bytes, 128 * MiB, "and the total, read at the engine's creation");
+    cr_expect_eq(d.free_baseline, 128 * MiB);
     cr_expect_eq(ccr_model_release(a, NULL), CCR_OK, "%s", ccr_last_error());
     ccr_release_info r;
     cr_expect_eq(ccr_engine_release(fe.e, &r), CCR_ERR_DEVICE);

@@ -537,7 +537,8 @@ static cca_status faulty_free(void *ctx, void *ptr, size_t size) {
 static cca_status faulty_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
     tu_faulty *f = ctx;
     f->mem_info_calls++;
-    if (f->fail_mem_info)
+    uint64_t from = f->fail_mem_info_from, period = f->fail_mem_info_period ? f->fail_mem_info_period : 1;
+    if (f->fail_mem_info || (from && f->mem_info_calls >= from && (f->mem_info_calls - from) % period == 0))
         return cca_set_error(CCA_ERR_UPSTREAM, "%s: mem_info refused", f->name);
     cca_status st = cca_upstream_mem_info(f->inner, free_bytes, total_bytes);
     if (st == CCA_OK && free_bytes) /* what the device kept is not free */

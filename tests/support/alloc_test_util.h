@@ -206,7 +206,8 @@ void tu_upstream_free_leftovers(tu_upstream *t);
  * with the message "<name>: injected <kind> failure". mem_info and
  * vm_granularity are passed through and are no fault kind; mem_info calls
  * are counted in mem_info_calls (refused ones included), and mem_info
- * fails while fail_mem_info is set. tu_faulty_create_without_mem_info
+ * fails while fail_mem_info is set, and from call fail_mem_info_from on
+ * (every fail_mem_info_period-th call from there). tu_faulty_create_without_mem_info
  * makes a wrapper with no mem_info op at all (the allocator cannot ask the
  * device's size or free memory). A device that does not give all its
  * memory back: with keep_per_unmap set, each granted vm_unmap (only once a
@@ -264,6 +265,8 @@ typedef struct tu_faulty {
     bool hold_events, sync_keeps_events;
     uint64_t events_recorded, events_done, events_live;
     bool fail_mem_info;      /* mem_info refuses (CCA_ERR_UPSTREAM): the device's size is unknown */
+    uint64_t fail_mem_info_from;   /* ... and from this call on (1-based; 0: never), */
+    uint64_t fail_mem_info_period; /* every period-th from there (0 or 1: every one) */
     size_t keep_per_unmap, kept; /* a device that keeps memory: each granted vm_unmap adds to kept */
     bool keep_after_host_alloc;  /* ... only once a host_alloc was granted (a sleep) */
     uint64_t mem_info_calls; /* every mem_info call, refused ones included */

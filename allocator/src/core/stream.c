@@ -219,6 +219,8 @@ bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st) {
     size_t users = users_to_wait(b, NULL);
     if (users == 0)
         return false; /* every user is the key: reuse at once */
+    char saved[CCAI_ERROR_CAP]; /* a refused record is no failure of a free that synchronizes instead */
+    ccai_error_save(saved);
     ccai_stream_use *u = NULL;
     ccai_wait *waits = ccai_upstream_has_events(a->upstream) && (u = use_of(b)) ? calloc(users, sizeof *waits) : NULL;
     bool ok = waits != NULL && users_to_wait(b, waits) == users;
@@ -236,7 +238,10 @@ bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st) {
                 ccai_upstream_event_destroy(ccai_upstream_op(a), waits[i].event);
         free(waits);
         queue_drop_empty(a); /* an empty queue left linked would read as a pending free */
-        return ok ? false : sync_instead(a, b, st); /* ok: the host device, or an idle GPU */
+        bool held = !ok && sync_instead(a, b, st); /* ok: the host device, or an idle GPU */
+        if (!held)
+            ccai_error_restore(saved);
+        return held;
     }
     u->waits = waits;
     u->wait_count = u->outstanding = users;

@@ -358,3 +358,18 @@ Test(stream, destroy_synchronizes_for_a_block_held_until_a_synchronize) {
     cr_assert_eq(t.used, 0);
     t.fail_record = false;
 }
+
+/* A call that succeeds leaves the thread's message as it was (ccalloc.h):
+ * a free whose event could not be recorded but whose synchronize worked is
+ * such a call, the refused record's message no part of it. */
+Test(stream, a_free_that_synchronized_instead_of_an_event_keeps_the_message) {
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK);
+    t.fail_record = true;
+    cca_set_error(CCA_ERR_CONFIG, "the caller's own message");
+    cr_assert_eq(cca_free(a, p), CCA_OK);
+    cr_assert_str_eq(cca_last_error(), "the caller's own message");
+    t.fail_record = false;
+    tu_destroy_clean(a, u);
+}

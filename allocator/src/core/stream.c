@@ -20,7 +20,8 @@
  *   first incomplete event (one stream's events complete in order).
  * - Cost: a poll, one event query per stream with pending frees plus one
  *   per wait completed; record_stream O(users); a deferred free O(users)
- *   plus one host allocation; empty queues are freed.
+ *   and host memory for its waits, the block's stream-use record if it has
+ *   none (an arena's block) and a queue per stream without one (freed empty).
  */
 #include "internal.h"
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alloc_test_util.h"
+#include "malloc_fault.h"
 
 #define S1 ((cca_stream)0x1000)
 #define S2 ((cca_stream)0x2000)
@@ -372,4 +373,38 @@ Test(stream, a_free_that_synchronized_instead_of_an_event_keeps_the_message) {
     cr_assert_str_eq(cca_last_error(), "the caller's own message");
     t.fail_record = false;
     tu_destroy_clean(a, u);
+}
+
+/* A deferred free's host memory (stream.c's costs): the array of its
+ * waits, the block's stream-use record when it has none (a block of an
+ * arena), and a queue for a stream with no free pending on it. */
+Test(stream, a_deferred_free_allocates_its_waits_its_record_and_new_queues) {
+    t.hold_events = true;
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 64 * KiB, S1), *q = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK); /* their records made here */
+    cr_assert_eq(cca_record_stream(a, q, S2), CCA_OK);
+    long n = tu_malloc_calls();
+    cr_assert_eq(cca_free(a, p), CCA_OK);
+    long first = tu_malloc_calls() - n;
+    n = tu_malloc_calls();
+    cr_assert_eq(cca_free(a, q), CCA_OK);
+    long second = tu_malloc_calls() - n;
+    cr_assert_eq(first, 2, "the waits and S2's queue: %ld", first);
+    cr_assert_eq(second, 1, "the waits alone (S2's queue holds p's): %ld", second);
+    cr_assert_eq(tu_stats(a).pending_blocks, 2);
+    tu_upstream_release_events(&t);
+    cr_assert_eq(cca_trim(a, SIZE_MAX, NULL), CCA_OK, "%s", cca_last_error());
+    tu_destroy_clean(a, u);
+
+    a = tu_allocator(u, "policy:greedy,greedy_bytes:16M");
+    p = tu_alloc(a, 64 * KiB, S1); /* an arena block: every user waits, no record yet */
+    n = tu_malloc_calls();
+    cr_assert_eq(cca_free(a, p), CCA_OK);
+    long arena = tu_malloc_calls() - n;
+    cr_assert_eq(arena, 3, "its record, the waits and S1's queue: %ld", arena);
+    tu_upstream_release_events(&t);
+    cr_assert_eq(cca_trim(a, SIZE_MAX, NULL), CCA_OK, "%s", cca_last_error());
+    tu_destroy_clean(a, u);
+    t.hold_events = false;
 }

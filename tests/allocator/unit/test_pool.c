@@ -16,6 +16,7 @@
  * medium block.
  */
 #include "alloc_test_util.h"
+#include "malloc_fault.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -200,6 +201,34 @@ Test(pool, best_fit_ties_go_to_the_lowest_address) {
         tu_free(a, p[i]);
     for (int i = 0; i < 5; i++)
         tu_free(a, q[i]);
+}
+
+/* The cached pair calls no upstream, and its host memory is a block record
+ * for a remainder (from the spare records here), a tree node (none here:
+ * each remainder is the recent block the next request takes) and the live
+ * map's doubling (alloc.c): 256 live blocks fill its first table, and the
+ * 257th, served from the cache, doubles it: one allocation. */
+Test(pool, a_cached_alloc_allocates_only_when_the_live_map_doubles) {
+    enum { N = 257 };
+    void *p[N];
+    for (int i = 0; i < N - 1; i++)
+        p[i] = tu_alloc(a, 512, S1); /* one small segment, the table full */
+    for (int i = 0; i < N - 1; i++)
+        tu_free(a, p[i]);
+    cca_stats before = tu_stats(a);
+    long n = tu_malloc_calls();
+    for (int i = 0; i < N - 1; i++)
+        p[i] = tu_alloc(a, 512, S1);
+    long cached = tu_malloc_calls() - n;
+    n = tu_malloc_calls();
+    p[N - 1] = tu_alloc(a, 512, S1);
+    long doubling = tu_malloc_calls() - n;
+    cca_stats after = tu_stats(a);
+    for (int i = 0; i < N; i++)
+        tu_free(a, p[i]);
+    cr_assert_eq(cached, 0, "%ld host allocations in 256 cached allocs", cached);
+    cr_assert_eq(doubling, 1, "the 257th live block doubles the live map: %ld", doubling);
+    cr_assert_eq(after.upstream_allocs, before.upstream_allocs, "a cached alloc called the upstream");
 }
 
 /* ---- split and coalesce --------------------------------------------------------- */

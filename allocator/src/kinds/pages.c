@@ -673,7 +673,8 @@ static size_t trapped_in_maps(const ccai_block *b) {
 }
 
 /* The pages of those maps in [first, last]: a request's new pages in b
- * are its pages less these (grow.c's retry_need). Over pages a neighbour
+ * are its pages less these (pages_new_bytes, the retry's need: grow.c's
+ * ccai_grow_need). Over pages a neighbour
  * keeps at most one page at each end; here a map it shares may reach any
  * number of pages into b. */
 size_t ccai_expandable_kept_pages(const ccai_block *b, size_t first, size_t last) {

@@ -838,7 +838,9 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  * that may touch the pages it frees, cca_trim's rule), a free or unmap per
  * released segment or run, and up to two more takes (expandable with
  * frees pending: three, the look for a block once they complete being one);
- * greedy, no upstream call (expandable: a vm_map for trimmed pages). */
+ * greedy, no upstream alloc but the arena's again after cca_empty_cache,
+ * the device total's mem_info once, a synchronize when a full arena has
+ * frees pending (expandable: a vm_map for trimmed pages). */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 
 /* Free a pointer from cca_alloc. NULL is a no-op (CCA_OK; a NULL allocator

@@ -773,10 +773,11 @@ typedef struct cca_allocator cca_allocator;
  * (greedy_fraction over an upstream without mem_info, an upstream error):
  * that status, usually CCA_ERR_UPSTREAM.
  * Cost: a few host mallocs; growth: no upstream call (expandable: one
- * vm_granularity, the first time per upstream); greedy: a mem_info or two
- * (for greedy_fraction; expandable, to size and check the range) and the
- * arena's reservation (classic: one alloc; expandable: a vm_reserve and one
- * vm_map per map). */
+ * vm_granularity, the first time per upstream); greedy: up to three
+ * mem_info (one for greedy_fraction; expandable, one to check the range and
+ * one to round a size that is no whole number of pages) and the arena's
+ * reservation (classic: one alloc; expandable: a vm_reserve and one vm_map
+ * per map). */
 cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out);
 
 /* Return every segment to the upstream and free the allocator. The device

@@ -1185,8 +1185,9 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  *    released, no second reservation; the message names it);
  *  - any other upstream status (CCA_ERR_UPSTREAM, ...): at once, no retry.
  * Cost: one upstream alloc (expandable: a mem_info, a vm_reserve and one
- * vm_map per map); the retry adds a synchronize, the releases and one more
- * reservation. */
+ * vm_map per map), and a mem_info for the device's total the first time
+ * the allocator needs its ceiling; the retry adds a synchronize, the
+ * releases and one more reservation. */
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes);
 
 typedef struct cca_domain_stats {

@@ -929,8 +929,9 @@ typedef struct cca_release_report {
  *    reserved;
  *  - CCA_ERR_NOT_READY: the wait succeeded but an event still reads
  *    incomplete: those pending blocks stay reserved.
- * Cost: one synchronize (or one per stream, above); O(segments + free
- * blocks), expandable O(blocks); one upstream free per
+ * Cost: one synchronize (or one per stream, above); O(segments x log
+ * segments) (largest first), plus, for a report, the blocks of the
+ * segments live blocks pin; expandable O(blocks); one upstream free per
  * segment released, one vm_unmap per run of pages (whole maps: per map),
  * one vm_release per empty range. */
 cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report);

@@ -13,9 +13,9 @@
  *     growth, alloc on s, record_stream(t)   -> event on t, PENDING
  *     arena,  alloc on s (NULL too)          -> event on s, PENDING
  *
- * - No event (no event ops, or the record fails): synchronize instead, FREE
- *   at once; that fails too: PENDING with needs_sync until a synchronize
- *   succeeds (cca_free reports it).
+ * - No event (no event ops, a record refused, no host memory for the
+ *   waits): synchronize instead, FREE at once; that fails too: PENDING with
+ *   needs_sync until a synchronize succeeds (cca_free reports it).
  * - Pending queues: a FIFO of waits per stream; a poll stops at a queue's
  *   first incomplete event (one stream's events complete in order).
  * - Cost: a poll, one event query per stream with pending frees plus one

@@ -408,3 +408,24 @@ Test(stream, a_deferred_free_allocates_its_waits_its_record_and_new_queues) {
     tu_destroy_clean(a, u);
     t.hold_events = false;
 }
+
+/* No host memory for a deferred free's waits is as no event (stream.c):
+ * the free synchronizes instead and the block is free at once. */
+Test(stream, a_free_without_host_memory_for_its_waits_synchronizes_instead) {
+    t.hold_events = true;
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK);
+    uint64_t syncs = t.sync_calls;
+    tu_malloc_arm(1, true);
+    cca_status st = cca_free(a, p);
+    long refused = tu_malloc_disarm();
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    cr_assert_geq(refused, 1, "no allocation was refused");
+    cr_assert_eq(t.sync_calls, syncs + 1, "synchronized instead");
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    cr_assert_eq(tu_alloc(a, 64 * KiB, S1), p, "free at once");
+    tu_free(a, p);
+    t.hold_events = false;
+    tu_destroy_clean(a, u);
+}

@@ -26,8 +26,8 @@
  *   asked first when the map is several calls (runs, or over whole maps
  *   maps of one run). A map refused part-way unmaps what the call mapped:
  *   a failed allocation changes nothing.
- * - Which segment: one per (stream, pool), grown at its end; two pools
- *   (small; everything else); a new range only when no free block of one
+ * - Which segment: one per (domain, stream, pool), grown at its end; two
+ *   pools (small; everything else); a new range only when no free block of one
  *   fits and max_reserved and the device's free memory (ccai_device_room_for)
  *   have room for the request's pages; else a small request spills to the
  *   smallest mapped free block of the large range (spill_to_large).

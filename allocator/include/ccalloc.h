@@ -775,10 +775,11 @@ typedef struct cca_allocator cca_allocator;
  * (greedy_fraction over an upstream without mem_info, an upstream error):
  * that status, usually CCA_ERR_UPSTREAM.
  * Cost: a few host mallocs; growth: no upstream call (expandable: one
- * vm_granularity, the first time per upstream); greedy: a mem_info or two
- * (for greedy_fraction; expandable, to size and check the range) and the
- * arena's reservation (classic: one alloc; expandable: a vm_reserve and one
- * vm_map per map). */
+ * vm_granularity, the first time per upstream); greedy: up to three
+ * mem_info (one for greedy_fraction; expandable, one to check the range and
+ * one to round a size that is no whole number of pages) and the arena's
+ * reservation (classic: one alloc; expandable: a vm_reserve and one vm_map
+ * per map). */
 cca_status cca_create(const cca_config *c, cca_upstream *u, cca_allocator **out);
 
 /* Return every segment to the upstream and free the allocator. The device
@@ -838,8 +839,11 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  * retry, one synchronize when frees are pending (expandable: also with
  * none, unless releasing cannot help; one stream_synchronize per stream
  * that may touch the pages it frees, cca_trim's rule), a free or unmap per
- * released segment or run, and up to two more takes; greedy, no upstream call (expandable: a vm_map for
- * trimmed pages). */
+ * released segment or run, and up to two more takes (expandable with
+ * frees pending: three, the look for a block once they complete being one);
+ * greedy, no upstream alloc but the arena's again after cca_empty_cache,
+ * the device total's mem_info once, a synchronize when a full arena has
+ * frees pending (expandable: a vm_map for trimmed pages). */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 
 /* Free a pointer from cca_alloc. NULL is a no-op (CCA_OK; a NULL allocator
@@ -927,8 +931,9 @@ typedef struct cca_release_report {
  *    reserved;
  *  - CCA_ERR_NOT_READY: the wait succeeded but an event still reads
  *    incomplete: those pending blocks stay reserved.
- * Cost: one synchronize (or one per stream, above); O(segments + free
- * blocks), expandable O(blocks); one upstream free per
+ * Cost: one synchronize (or one per stream, above); O(segments x log
+ * segments) (largest first), plus, for a report, the blocks of the
+ * segments live blocks pin; expandable O(blocks); one upstream free per
  * segment released, one vm_unmap per run of pages (whole maps: per map),
  * one vm_release per empty range. */
 cca_status cca_trim(cca_allocator *a, size_t keep_bytes, cca_release_report *report);
@@ -1183,8 +1188,9 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  *    released, no second reservation; the message names it);
  *  - any other upstream status (CCA_ERR_UPSTREAM, ...): at once, no retry.
  * Cost: one upstream alloc (expandable: a mem_info, a vm_reserve and one
- * vm_map per map); the retry adds a synchronize, the releases and one more
- * reservation. */
+ * vm_map per map), and a mem_info for the device's total the first time
+ * the allocator needs its ceiling; the retry adds a synchronize, the
+ * releases and one more reservation. */
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes);
 
 typedef struct cca_domain_stats {

@@ -3,7 +3,8 @@
  * cca_record_stream, cca_block_size.
  *
  * - The cached pair (an alloc a cached block serves, then its free) calls
- *   no upstream and allocates at most a block record for a remainder.
+ *   no upstream; its host memory, if any: a block record for a remainder,
+ *   a tree node (free_index.c) and the live map's doubling (live_map.c).
  * - Every LIVE block is in the live map: cca_free finds it in O(1); a
  *   pointer that is not one is diagnosed (check.c), never freed.
  * - Cost of a cached pair: two lock round trips, a best fit and an insert

@@ -7,6 +7,9 @@
  * - cca_destroy synchronizes (pages mapped, or frees pending), gives every
  *   segment back through its kind, reports live blocks as
  *   CCA_ERR_LIVE_BLOCKS; the record is freed whatever fails.
+ * - Cost: create, a few host mallocs and the kind's and the policy's start
+ *   (pages: the granularity; greedy: the arena); destroy, O(segments +
+ *   blocks + domains), at most one synchronize, each segment's kind destroy.
  */
 #include "core/internal.h"
 #include "domain.h" /* the default domain */

@@ -15,9 +15,9 @@
  *   progress serves. A segment's domain never changes. The set of domains,
  *   their handles and numbers: domain_set.c.
  * - Release (cca_domain_release): synchronize, complete pending frees,
- *   count d's live and pending blocks; any: refuse (unless FORCE, which
- *   returns live blocks to the pool first); then every segment of d goes
- *   back through its kind.
+ *   count d's live and pending blocks; a pending one refuses, even with
+ *   FORCE, a live one too unless FORCE (which returns live blocks to the
+ *   pool first); then every segment of d goes back through its kind.
  * - The footprint arena (cca_domain_reserve): one shared segment of pool
  *   ARENA in d, key stream NULL; d's requests look there first, then grow.
  * - Cached free memory stays the allocator's: trim, empty-cache and the OOM
@@ -25,8 +25,9 @@
  * - Sleep and wake (cca_domain_sleep, cca_domain_wake, cca_sleep,
  *   cca_wake): the lock, the domains, what a refusal undoes; sleep.c has
  *   the steps for one domain.
- * - Cost: create, handle check, destroy O(1) expected; release O(d's
- *   segments + blocks), plus O(pages) per range.
+ * - Cost: create and a handle's check O(1) expected; release, and destroy
+ *   (a release first), one synchronize and O(d's segments + blocks), plus
+ *   O(pages) per range.
  */
 #include "domain.h"
 #include "sleep.h"

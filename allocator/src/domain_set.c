@@ -7,7 +7,7 @@
  *   (a->last the newest). A domain's number is its position: a create
  *   appends the next one, a removal of any but the last marks every number
  *   stale, and the next ccai_domain_number numbers the list again.
- * - Calls no public function and takes no lock: its callers hold it.
+ * - Makes no public allocator call and takes no lock: its callers hold it.
  * - Cost: add, remove, lookup O(1) expected; a number O(1), after a
  *   removal that moved domains O(domains) once.
  */

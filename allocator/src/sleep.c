@@ -59,8 +59,9 @@
  *   plus a copy per live block and an unmap per map (whole maps) or run
  *   (the record's address index: each segment's blocks in address order,
  *   the segments sorted); wake O(d's blocks + pages / 64) with maps; a
- *   host record of 40 bytes per live block; a free while asleep O(log
- *   blocks).
+ *   host record of 64 bytes per live block (its entry, its place in the
+ *   address index, a chunk record; DISCARD: 40); a free while asleep
+ *   O(log blocks).
  */
 #include "domain_set.h"
 #include "sleep.h"

@@ -16,6 +16,12 @@ endforeach()
 target_include_directories(test_check PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 target_include_directories(test_upstream PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src/core)
 target_link_libraries(test_stats PRIVATE PkgConfig::CJSON)
+# test_pool and test_stream count host allocations: the cached pair's, a deferred free's
+# (support/malloc_fault.h)
+foreach(suite test_pool test_stream)
+  target_sources(${suite} PRIVATE support/malloc_fault.c)
+  target_link_options(${suite} PRIVATE ${CCA_MALLOC_FAULT_WRAP})
+endforeach()
 
 # Every public call from eight threads at once, checked exactly, and the framework entry points racing
 # (tests/allocator/threads/threads_api.c, a plain program: also the TSan stage's). Its trace then reads back through ccbench's

@@ -24,10 +24,12 @@ static _Atomic long countdown; /* > 0: armed; the call that brings it to 0 fails
 static _Atomic long failed;
 static _Atomic bool sticky_on;
 static _Thread_local int held;
+static _Thread_local long calls; /* this thread's, not held */
 
 static bool fail_now(void) {
     if (held)
         return false;
+    calls++;
     if (atomic_load(&sticky_on) && atomic_load(&failed)) {
         atomic_fetch_add(&failed, 1);
         return true;
@@ -86,4 +88,8 @@ long tu_malloc_injected(void) {
 
 void tu_malloc_hold(bool on) {
     held += on ? 1 : -1;
+}
+
+long tu_malloc_calls(void) {
+    return calls;
 }

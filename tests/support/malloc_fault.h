@@ -15,6 +15,9 @@
  *                              allocations neither fail nor count: a test's
  *                              own bookkeeping (its audits, a test double's
  *                              events) between the library calls it aims at
+ *   tu_malloc_calls()          this thread's allocations so far (failed ones
+ *                              included, held ones not): what a call costs
+ *                              in host allocations is the difference
  *
  * Counters are atomic: threads may allocate while armed.
  */
@@ -27,5 +30,6 @@ void tu_malloc_arm(long nth, bool sticky);
 long tu_malloc_disarm(void);
 long tu_malloc_injected(void);
 void tu_malloc_hold(bool on);
+long tu_malloc_calls(void);
 
 #endif

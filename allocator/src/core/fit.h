@@ -5,7 +5,8 @@
  *   lowest address on ties; a large request also looks in the medium pool.
  * - max_split: a request below it never takes a block above it; one at or
  *   above it takes a block less than medium_segment larger.
- * - The domain's footprint arena is asked first. Cost: one or two searches.
+ * - The domain's footprint arena is asked first. Cost: one search per index
+ *   asked, at most three (the arena, the pool, the medium pool).
  */
 #ifndef CCA_FIT_H
 #define CCA_FIT_H

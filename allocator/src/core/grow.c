@@ -16,8 +16,9 @@
  * - What memory is new, what a request needs and whether the device must
  *   be idle come from a->kind. Live blocks never move.
  * - Cost: a take is one or two upstream calls (classic) or a best fit, a
- *   mem_info and maps (pages); a retry adds a synchronize, one mem_info and
- *   a release walk.
+ *   mem_info and maps (pages); a retry adds a synchronize (pages: its
+ *   streams' waits), one mem_info, up to two release walks and two takes
+ *   (pages with frees pending: three, (a)'s being one).
  */
 #include "internal.h"
 #include "block.h" /* the split, block records */

@@ -8,7 +8,8 @@
  * - pages (kinds/pages.c): a reserved address range whose pages are mapped
  *   as blocks need them and unmapped when free (I7). Only pages marks a
  *   block `unmapped`, so classic never pays for usable, gap and back.
- * - Every operation runs under the allocator's lock.
+ * - Every operation runs under the allocator's lock, but start (cca_create,
+ *   before anyone else can reach the allocator).
  *
  *     core ──grow / reserve / back──▶ kind ──alloc / vm_map──▶ upstream
  *          ◀── segment records (segment.c: new, link, unlink) ──

@@ -13,14 +13,15 @@
  *     growth, alloc on s, record_stream(t)   -> event on t, PENDING
  *     arena,  alloc on s (NULL too)          -> event on s, PENDING
  *
- * - No event (no event ops, or the record fails): synchronize instead, FREE
- *   at once; that fails too: PENDING with needs_sync until a synchronize
- *   succeeds (cca_free reports it).
+ * - No event (no event ops, a record refused, no host memory for the
+ *   waits): synchronize instead, FREE at once; that fails too: PENDING with
+ *   needs_sync until a synchronize succeeds (cca_free reports it).
  * - Pending queues: a FIFO of waits per stream; a poll stops at a queue's
  *   first incomplete event (one stream's events complete in order).
  * - Cost: a poll, one event query per stream with pending frees plus one
  *   per wait completed; record_stream O(users); a deferred free O(users)
- *   plus one host allocation; empty queues are freed.
+ *   and host memory for its waits, the block's stream-use record if it has
+ *   none (an arena's block) and a queue per stream without one (freed empty).
  */
 #include "internal.h"
 
@@ -219,6 +220,8 @@ bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st) {
     size_t users = users_to_wait(b, NULL);
     if (users == 0)
         return false; /* every user is the key: reuse at once */
+    char saved[CCAI_ERROR_CAP]; /* a refused record is no failure of a free that synchronizes instead */
+    ccai_error_save(saved);
     ccai_stream_use *u = NULL;
     ccai_wait *waits = ccai_upstream_has_events(a->upstream) && (u = use_of(b)) ? calloc(users, sizeof *waits) : NULL;
     bool ok = waits != NULL && users_to_wait(b, waits) == users;
@@ -236,7 +239,10 @@ bool ccai_stream_defer_free(cca_allocator *a, ccai_block *b, cca_status *st) {
                 ccai_upstream_event_destroy(ccai_upstream_op(a), waits[i].event);
         free(waits);
         queue_drop_empty(a); /* an empty queue left linked would read as a pending free */
-        return ok ? false : sync_instead(a, b, st); /* ok: the host device, or an idle GPU */
+        bool held = !ok && sync_instead(a, b, st); /* ok: the host device, or an idle GPU */
+        if (!held)
+            ccai_error_restore(saved);
+        return held;
     }
     u->waits = waits;
     u->wait_count = u->outstanding = users;

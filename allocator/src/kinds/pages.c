@@ -26,8 +26,8 @@
  *   asked first when the map is several calls (runs, or over whole maps
  *   maps of one run). A map refused part-way unmaps what the call mapped:
  *   a failed allocation changes nothing.
- * - Which segment: one per (stream, pool), grown at its end; two pools
- *   (small; everything else); a new range only when no free block of one
+ * - Which segment: one per (domain, stream, pool), grown at its end; two
+ *   pools (small; everything else); a new range only when no free block of one
  *   fits and max_reserved and the device's free memory (ccai_device_room_for)
  *   have room for the request's pages; else a small request spills to the
  *   smallest mapped free block of the large range (spill_to_large).
@@ -673,7 +673,8 @@ static size_t trapped_in_maps(const ccai_block *b) {
 }
 
 /* The pages of those maps in [first, last]: a request's new pages in b
- * are its pages less these (grow.c's retry_need). Over pages a neighbour
+ * are its pages less these (pages_new_bytes, the retry's need: grow.c's
+ * ccai_grow_need). Over pages a neighbour
  * keeps at most one page at each end; here a map it shares may reach any
  * number of pages into b. */
 size_t ccai_expandable_kept_pages(const ccai_block *b, size_t first, size_t last) {

@@ -55,14 +55,15 @@ cca_status ccai_device_room_for(cca_allocator *a, ccai_device_room *room, size_t
  * max_reserved); when neither is known, this. */
 #define CCAI_EXPANDABLE_DEFAULT_RANGE ((size_t)64 << 30)
 /* The address space an allocator's growth ranges may hold before new ranges
- * shrink (pages_grow, below): a quarter of a 47-bit user space, so
+ * shrink (pages_grow, pages.c): a quarter of a 47-bit user space, so
  * that ranges for many (domain, stream, pool) never starve the rest of the
- * process (malloc, thread stacks, other allocators) of addresses. */
+ * process (malloc, thread stacks, other allocators) of addresses. Also the
+ * kind's max_range: no one range is larger, so a request or an arena whose
+ * pages pass it can never succeed (ccai_request_ceiling), and
+ * ccai_expandable_reserve refuses it before its bookkeeping, whose page
+ * bitmap alone is va / page / 8 bytes of host memory (2^45 for a range near
+ * SIZE_MAX in 64 KiB pages). */
 #define CCAI_ADDRESS_BUDGET ((size_t)32 << 40)
-/* No one range is larger: a request or an arena whose pages pass it can
- * never succeed (ccai_request_ceiling), and ccai_expandable_reserve refuses
- * it before its bookkeeping, whose page bitmap alone is va / page / 8 bytes
- * of host memory (2^45 for a range near SIZE_MAX in 64 KiB pages). */
 /* A new expandable segment for (stream, pool): address space only, one free
  * block over all of it. greedy: the arena, every page mapped. */
 cca_status ccai_expandable_reserve(cca_allocator *a, size_t va, cca_stream stream, ccai_pool_kind pool, bool shared,

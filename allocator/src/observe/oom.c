@@ -1,7 +1,8 @@
 /*
- * oom.c — the report of a request that failed for memory (step 5d of
- * cca_alloc): the OOM counted, an event in the history, and with log_oom
- * one log line of what the allocator and the device held.
+ * oom.c — the report of a request that failed for memory (cca_alloc's
+ * step 5 gave no block, or step 6 no record for its remainder): the OOM
+ * counted, an event in the history, and with log_oom one log line of what
+ * the allocator and the device held.
  *
  * - The line is formatted under the lock and written after the unlock
  *   (ccai_deferred_log): no log line is written while a lock is held.

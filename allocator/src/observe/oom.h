@@ -7,8 +7,9 @@
 
 #include "../core/internal.h"
 
-/* Step 5d of cca_alloc: counts the OOM, records it in the history, and
- * formats the log line (log_oom) written after the unlock. */
+/* cca_alloc's out of memory (steps 5 and 6, alloc.c): counts the OOM,
+ * records it in the history, and formats the log line (log_oom) written
+ * after the unlock. */
 void ccai_oom_report(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_deferred_log *log);
 
 #endif /* CCA_OOM_H */

@@ -40,7 +40,8 @@
  * - Costs: recording O(1), one clock read and one 40-byte store (cca_free's
  *   request and completion share a read); 40 bytes per entry (history:64K
  *   = 2.5 MiB), allocated once. Off: one test of a->history against NULL
- *   on each recording path (alloc.c, grow.c, segment.c, kinds/pages.c),
+ *   on each recording path (alloc.c, core/block.c, kinds/classic.c,
+ *   kinds/pages.c, observe/oom.c),
  *   two per cached alloc+free pair, predicted not taken; the recorders are
  *   out of line so hot paths carry only a compare and a not-taken call.
  *   Measured: docs/allocator-measurements.md, "The history ring".

@@ -7,8 +7,8 @@
  *   for one id does not compile (the pragma below); an id left without a
  *   row between others is refused by tests/allocator/unit/test_check.c and
  *   tests/docs/test_docs.c.
- * - cca_check_invariants walks them all, O(blocks + pending waits); CCA_DEBUG=2
- *   runs the walk after every public call that takes the lock.
+ * - cca_check_invariants walks them all (observe/check.c has its cost);
+ *   CCA_DEBUG=2 runs the walk before every public call's unlock.
  */
 #include "invariants.h"
 

@@ -7,7 +7,10 @@
  * - An upstream knows nothing of the allocator: this header includes no
  *   allocator type, and the fork handler reaches a device's own locks
  *   through hooks (ccai_upstream_set_fork_hooks), not by name.
- * - Every op returns a cca_status and sets the thread's message on failure.
+ * - Every op returns a cca_status and sets the thread's message on failure,
+ *   but two: event_query keeps the caller's message whatever it answers (a
+ *   failure is logged, once per run of them), and event_destroy returns
+ *   nothing (a refusal is logged).
  */
 #ifndef CCA_UPSTREAM_H
 #define CCA_UPSTREAM_H

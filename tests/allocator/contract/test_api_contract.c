@@ -585,6 +585,35 @@ Test(api_contract, create_and_destroy_keep_the_callers_message) {
     cca_upstream_destroy(u);
 }
 
+/* cca_create's cost (ccalloc.h), greedy: the mem_info calls made to size
+ * and check its arena. Classic with greedy_bytes: none; greedy_fraction:
+ * one; over pages, one more to check the range's pages fit the device, and
+ * one more again when the fraction's bytes are no whole number of pages
+ * (pages_fit_arena rounds them within the device's free memory). */
+Test(api_contract, create_greedy_asks_mem_info_to_size_and_check_its_arena) {
+    static const struct {
+        const char *conf;
+        uint64_t mem_infos;
+    } cases[] = {
+        {"policy:greedy,greedy_bytes:16M,expandable:0", 0},
+        {"policy:greedy,greedy_fraction:0.5,expandable:0", 1},
+        {"policy:greedy,greedy_bytes:16M,expandable:1", 1},
+        {"policy:greedy,greedy_fraction:0.5,expandable:1", 2}, /* 32 MiB: whole pages */
+        {"policy:greedy,greedy_fraction:0.3,expandable:1", 3}, /* 19.2 MiB: not */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tu_faulty f;
+        cca_upstream *inner = tu_vm_device(64 * MiB, 64 * KiB);
+        cca_upstream *u = tu_faulty_create(&f, inner, "fx", false);
+        uint64_t before = f.mem_info_calls;
+        cca_allocator *a = tu_allocator(u, cases[k].conf);
+        cr_assert_eq(f.mem_info_calls - before, cases[k].mem_infos, "%s: %llu mem_info calls", cases[k].conf,
+                     (unsigned long long)(f.mem_info_calls - before));
+        tu_destroy_clean(a, u);
+        tu_faulty_destroy_clean(u, inner);
+    }
+}
+
 Test(api_contract, destroy_with_live_blocks_releases_them_and_says_so) {
     cca_upstream *u;
     cca_allocator *a;
@@ -992,6 +1021,33 @@ Test(api_contract, domain_reserve_refusals) {
 
 /* A reserve the device first refuses and that succeeds after the retry
  * released cached memory is a success: the caller's message is kept. */
+/* cca_domain_reserve's cost (ccalloc.h): one upstream alloc (expandable:
+ * a mem_info, a vm_reserve and its maps), and the device's total, a
+ * mem_info, the first time the allocator needs its ceiling. */
+Test(api_contract, domain_reserve_asks_the_devices_total_once) {
+    for (int expandable = 0; expandable <= 1; expandable++) {
+        tu_faulty f;
+        cca_upstream *inner = tu_vm_device(64 * MiB, 64 * KiB);
+        cca_upstream *u = tu_faulty_create(&f, inner, "fx", false);
+        cca_allocator *a = tu_allocator(u, expandable ? "expandable:1" : "expandable:0");
+        cca_domain *d1 = NULL, *d2 = NULL;
+        cr_assert_eq(cca_domain_create(a, "one", &d1), CCA_OK);
+        cr_assert_eq(cca_domain_create(a, "two", &d2), CCA_OK);
+        uint64_t info = f.mem_info_calls, allocs = f.calls[TU_FAULT_ALLOC], reserves = f.calls[TU_FAULT_RESERVE];
+        cr_assert_eq(cca_domain_reserve(a, d1, 4 * MiB), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(f.mem_info_calls - info, expandable ? 2 : 1, "expandable:%d, the first", expandable);
+        info = f.mem_info_calls;
+        cr_assert_eq(cca_domain_reserve(a, d2, 4 * MiB), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(f.mem_info_calls - info, expandable ? 1 : 0, "expandable:%d, the second", expandable);
+        cr_assert_eq(f.calls[TU_FAULT_ALLOC] - allocs, expandable ? 0 : 2);
+        cr_assert_eq(f.calls[TU_FAULT_RESERVE] - reserves, expandable ? 2 : 0);
+        cr_assert_eq(cca_domain_destroy(a, d1, 0, NULL), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_domain_destroy(a, d2, 0, NULL), CCA_OK, "%s", cca_last_error());
+        tu_destroy_clean(a, u);
+        tu_faulty_destroy_clean(u, inner);
+    }
+}
+
 Test(api_contract, domain_reserve_after_retry_keeps_the_message) {
     cca_upstream *u;
     cca_allocator *a;

@@ -16,6 +16,7 @@
  * medium block.
  */
 #include "alloc_test_util.h"
+#include "malloc_fault.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -200,6 +201,34 @@ Test(pool, best_fit_ties_go_to_the_lowest_address) {
         tu_free(a, p[i]);
     for (int i = 0; i < 5; i++)
         tu_free(a, q[i]);
+}
+
+/* The cached pair calls no upstream, and its host memory is a block record
+ * for a remainder (from the spare records here), a tree node (none here:
+ * each remainder is the recent block the next request takes) and the live
+ * map's doubling (alloc.c): 256 live blocks fill its first table, and the
+ * 257th, served from the cache, doubles it: one allocation. */
+Test(pool, a_cached_alloc_allocates_only_when_the_live_map_doubles) {
+    enum { N = 257 };
+    void *p[N];
+    for (int i = 0; i < N - 1; i++)
+        p[i] = tu_alloc(a, 512, S1); /* one small segment, the table full */
+    for (int i = 0; i < N - 1; i++)
+        tu_free(a, p[i]);
+    cca_stats before = tu_stats(a);
+    long n = tu_malloc_calls();
+    for (int i = 0; i < N - 1; i++)
+        p[i] = tu_alloc(a, 512, S1);
+    long cached = tu_malloc_calls() - n;
+    n = tu_malloc_calls();
+    p[N - 1] = tu_alloc(a, 512, S1);
+    long doubling = tu_malloc_calls() - n;
+    cca_stats after = tu_stats(a);
+    for (int i = 0; i < N; i++)
+        tu_free(a, p[i]);
+    cr_assert_eq(cached, 0, "%ld host allocations in 256 cached allocs", cached);
+    cr_assert_eq(doubling, 1, "the 257th live block doubles the live map: %ld", doubling);
+    cr_assert_eq(after.upstream_allocs, before.upstream_allocs, "a cached alloc called the upstream");
 }
 
 /* ---- split and coalesce --------------------------------------------------------- */
@@ -629,6 +658,44 @@ Test(pool, greedy_arena_shared_by_streams_defers_every_free) {
     cr_assert_eq(tu_stats(g).pending_blocks, 0);
     tu_destroy_clean(g, tu);
     cca_upstream_destroy(tu);
+}
+
+/* Greedy's upstream calls after cca_create (ccalloc.h, cca_alloc's cost;
+ * docs/allocator.md, "Greedy"): memory only for the arena again after
+ * cca_empty_cache; besides, a request no cached block serves asks the
+ * device's total once (mem_info, step 5a's ceiling) and a full arena with
+ * frees pending synchronizes before its best fit again. */
+Test(pool, greedy_calls_the_upstream_for_the_ceiling_a_wait_and_a_new_arena) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(64 * MiB, 0);
+    cca_upstream *fu = tu_faulty_create(&f, inner, "fx", true);
+    cca_allocator *g = tu_allocator(fu, CLASSIC ",policy:greedy,greedy_bytes:16M,log_oom:0");
+    cr_assert_eq(f.calls[TU_FAULT_ALLOC], 1, "the arena");
+    uint64_t info = f.mem_info_calls, syncs = f.calls[TU_FAULT_SYNC];
+    void *x = tu_alloc(g, 16 * MiB, S1), *z = NULL;
+    cr_assert_eq(f.mem_info_calls, info, "a cached alloc asks nothing");
+    cr_assert_eq(cca_alloc(g, 512, S1, &z), CCA_ERR_OUT_OF_MEMORY, "a full arena");
+    cr_assert_eq(f.mem_info_calls, info + 1, "the device's total, for the ceiling");
+    cr_assert_eq(cca_alloc(g, 512, S1, &z), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_eq(f.mem_info_calls, info + 1, "asked once");
+    f.hold_events = true;
+    tu_free(g, x); /* an arena block: pending until its event completes */
+    cr_assert_eq(tu_stats(g).pending_blocks, 1);
+    cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs);
+    void *y = tu_alloc(g, 16 * MiB, S1);
+    cr_assert_eq(y, x, "served once the pending free completed");
+    cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs + 1, "one synchronize");
+    f.hold_events = false;
+    tu_free(g, y);
+    cr_assert_eq(cca_empty_cache(g, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_stats(g).reserved_bytes, 0);
+    y = tu_alloc(g, 512, S1);
+    cr_assert_eq(f.calls[TU_FAULT_ALLOC], 2, "the arena again");
+    cr_assert_eq(f.mem_info_calls, info + 1);
+    tu_free(g, y);
+    cr_assert_eq(tu_stats(g).upstream_allocs, 2);
+    tu_destroy_clean(g, fu);
+    tu_faulty_destroy_clean(fu, inner);
 }
 
 Test(pool, record_stream_without_events_synchronizes_instead) {

@@ -92,6 +92,32 @@ Test(release_waits, the_oom_retry_waits_for_streams_not_the_device) {
     teardown();
 }
 
+/* The retry's cost (ccalloc.h, cca_alloc; docs/allocator.md, step 5's
+ * table): with expandable segments and frees pending, (a)'s look for a
+ * block once they complete is a take of its own, which maps pages: three
+ * takes after (a)'s wait, (c)'s and (d)'s the other two. Every map refused:
+ * step 4's map of the tail, then one per take. */
+Test(release_waits, with_frees_pending_the_retry_takes_three_times) {
+    setup(true, true, NULL);
+    f.hold_events = true;
+    void *x = take(2 * MiB, S0);
+    cr_assert_eq(cca_record_stream(a, x, S1), CCA_OK);
+    cr_assert_eq(cca_free(a, x), CCA_OK);
+    cr_assert_eq(tu_stats(a).pending_blocks, 1);
+    uint64_t maps = f.calls[TU_FAULT_MAP];
+    f.fail_at[TU_FAULT_MAP] = maps + 1;
+    f.sticky[TU_FAULT_MAP] = true;
+    void *y = NULL;
+    cr_assert_eq(cca_alloc(a, 4 * MiB, S0, &y), CCA_ERR_OUT_OF_MEMORY);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.alloc_retries, 1);
+    cr_assert_eq(s.pending_blocks, 0, "(a) completed x");
+    cr_assert_eq(f.calls[TU_FAULT_MAP] - maps, 4, "step 4's map and three takes: %llu maps",
+                 (unsigned long long)(f.calls[TU_FAULT_MAP] - maps));
+    tu_faulty_faults_off(&f);
+    teardown();
+}
+
 Test(release_waits, a_refused_stream_wait_unmaps_nothing) {
     setup(true, true, NULL);
     void *x = take(4 * PG, S0);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alloc_test_util.h"
+#include "malloc_fault.h"
 
 #define S1 ((cca_stream)0x1000)
 #define S2 ((cca_stream)0x2000)
@@ -357,4 +358,74 @@ Test(stream, destroy_synchronizes_for_a_block_held_until_a_synchronize) {
     cr_assert_eq(t.sync_calls, syncs + 1, "one synchronize");
     cr_assert_eq(t.used, 0);
     t.fail_record = false;
+}
+
+/* A call that succeeds leaves the thread's message as it was (ccalloc.h):
+ * a free whose event could not be recorded but whose synchronize worked is
+ * such a call, the refused record's message no part of it. */
+Test(stream, a_free_that_synchronized_instead_of_an_event_keeps_the_message) {
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK);
+    t.fail_record = true;
+    cca_set_error(CCA_ERR_CONFIG, "the caller's own message");
+    cr_assert_eq(cca_free(a, p), CCA_OK);
+    cr_assert_str_eq(cca_last_error(), "the caller's own message");
+    t.fail_record = false;
+    tu_destroy_clean(a, u);
+}
+
+/* A deferred free's host memory (stream.c's costs): the array of its
+ * waits, the block's stream-use record when it has none (a block of an
+ * arena), and a queue for a stream with no free pending on it. */
+Test(stream, a_deferred_free_allocates_its_waits_its_record_and_new_queues) {
+    t.hold_events = true;
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 64 * KiB, S1), *q = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK); /* their records made here */
+    cr_assert_eq(cca_record_stream(a, q, S2), CCA_OK);
+    long n = tu_malloc_calls();
+    cr_assert_eq(cca_free(a, p), CCA_OK);
+    long first = tu_malloc_calls() - n;
+    n = tu_malloc_calls();
+    cr_assert_eq(cca_free(a, q), CCA_OK);
+    long second = tu_malloc_calls() - n;
+    cr_assert_eq(first, 2, "the waits and S2's queue: %ld", first);
+    cr_assert_eq(second, 1, "the waits alone (S2's queue holds p's): %ld", second);
+    cr_assert_eq(tu_stats(a).pending_blocks, 2);
+    tu_upstream_release_events(&t);
+    cr_assert_eq(cca_trim(a, SIZE_MAX, NULL), CCA_OK, "%s", cca_last_error());
+    tu_destroy_clean(a, u);
+
+    a = tu_allocator(u, "policy:greedy,greedy_bytes:16M");
+    p = tu_alloc(a, 64 * KiB, S1); /* an arena block: every user waits, no record yet */
+    n = tu_malloc_calls();
+    cr_assert_eq(cca_free(a, p), CCA_OK);
+    long arena = tu_malloc_calls() - n;
+    cr_assert_eq(arena, 3, "its record, the waits and S1's queue: %ld", arena);
+    tu_upstream_release_events(&t);
+    cr_assert_eq(cca_trim(a, SIZE_MAX, NULL), CCA_OK, "%s", cca_last_error());
+    tu_destroy_clean(a, u);
+    t.hold_events = false;
+}
+
+/* No host memory for a deferred free's waits is as no event (stream.c):
+ * the free synchronizes instead and the block is free at once. */
+Test(stream, a_free_without_host_memory_for_its_waits_synchronizes_instead) {
+    t.hold_events = true;
+    cca_allocator *a = tu_allocator(u, NULL);
+    void *p = tu_alloc(a, 64 * KiB, S1);
+    cr_assert_eq(cca_record_stream(a, p, S2), CCA_OK);
+    uint64_t syncs = t.sync_calls;
+    tu_malloc_arm(1, true);
+    cca_status st = cca_free(a, p);
+    long refused = tu_malloc_disarm();
+    cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+    cr_assert_geq(refused, 1, "no allocation was refused");
+    cr_assert_eq(t.sync_calls, syncs + 1, "synchronized instead");
+    cr_assert_eq(tu_stats(a).pending_blocks, 0);
+    cr_assert_eq(tu_alloc(a, 64 * KiB, S1), p, "free at once");
+    tu_free(a, p);
+    t.hold_events = false;
+    tu_destroy_clean(a, u);
 }

@@ -93,6 +93,22 @@ void tu_capture_log(void *capture, const char *line);
  * (EFAULT), asked without faulting; CLOCK_MONOTONIC in ns; resident bytes. */
 size_t tu_page_size(void);
 int tu_probe(const void *p);
+/* ccalloc.h: a call that succeeds leaves the thread's message as it was.
+ * TU_KEEPS_MESSAGE(call, what): sets a mark, evaluates call (a cca_status)
+ * and, when it returns CCA_OK, asserts the mark is still the message;
+ * yields the status. For the random drivers, where an upstream refusal a
+ * call recovered from must not leave its message behind. */
+#define TU_MARK "the caller's own message"
+#define TU_KEEPS_MESSAGE(call, what)                                                                                   \
+    ({                                                                                                                 \
+        cca_set_error(CCA_ERR_IO, TU_MARK);                                                                            \
+        cca_status keeps_st_ = (call);                                                                                 \
+        if (keeps_st_ == CCA_OK)                                                                                       \
+            cr_assert_str_eq(cca_last_error(), TU_MARK, "%s: %s succeeded but left '%s'", (what), #call,               \
+                             cca_last_error());                                                                        \
+        keeps_st_;                                                                                                     \
+    })
+
 #define TU_ASSERT_READABLE(p) cr_assert_eq(tu_probe(p), 0, "%s (%p) should be accessible", #p, (void *)(p))
 #define TU_ASSERT_FAULTS(p) cr_assert_eq(tu_probe(p), EFAULT, "%s (%p) should fault (EFAULT)", #p, (void *)(p))
 uint64_t tu_now_ns(void);

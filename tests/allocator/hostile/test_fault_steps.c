@@ -12,7 +12,9 @@
  * (once, and from then on), the k-th upstream call of each kind refused
  * (once, and from then on), and the k-th map refused with every release
  * refused; each call's status, the invariants, exact stats and the
- * device's own counts checked after every step (fs_script, below).
+ * device's own counts checked after every step (fs_script, below), and
+ * a call that succeeds (a failure recovered from) leaves the caller's
+ * message as it was.
  *
  * Kept ranges: a domain's footprint arena over expandable segments whose
  * map and then the release of its range are both refused keeps the range,
@@ -252,6 +254,7 @@ static long injected(const fs_run *r) {
 static void begin(fs_run *r, const char *step) {
     r->step = step;
     r->injected_before = injected(r);
+    cca_set_error(CCA_ERR_IO, TU_MARK); /* a call that succeeds leaves it (end) */
     hold(false);
 }
 
@@ -265,6 +268,9 @@ static void end(fs_run *r, cca_status st, cca_status want, int n, const cca_stat
         ok |= st == alt[i];
     FS_ASSERT(r, ok, "%s (%s), expected %s%s", cca_status_string(st), cca_last_error(), cca_status_string(want),
               r->failed_here ? " or a documented failure" : " (no failure injected)");
+    FS_ASSERT(r, st != CCA_OK || strcmp(cca_last_error(), TU_MARK) == 0,
+              "succeeded%s but left the message '%s' (ccalloc.h: a call that succeeds leaves it as it was)",
+              r->failed_here ? " after a failure injected" : "", cca_last_error());
 }
 #define END(r, st, want, ...)                                                                                          \
     do {                                                                                                               \

@@ -318,8 +318,10 @@ static void op_alloc(world *w, uint64_t *rng) {
     void *p = (void *)1;
     w->x.serving = k;
     uint64_t syncs = w->x.ok[TU_FAULT_SYNC];
-    cca_status st = (k == 0 && tu_rand(rng) % 2) ? cca_alloc(w->a, size, streams[si], &p)
-                                                 : cca_alloc_in(w->a, w->D[k].h, size, streams[si], &p);
+    cca_status st =
+        TU_KEEPS_MESSAGE((k == 0 && tu_rand(rng) % 2) ? cca_alloc(w->a, size, streams[si], &p)
+                                                      : cca_alloc_in(w->a, w->D[k].h, size, streams[si], &p),
+                         "alloc");
     w->x.serving = -1;
     settle(w, syncs, true);
     if (st == CCA_ERR_OUT_OF_MEMORY) {
@@ -366,7 +368,7 @@ static void free_block(world *w, int i) {
     for (int s = 0; s < NS; s++)
         waits += (s == b->s || b->rec[s]) && (b->arena || s != b->s);
     uint64_t ev = w->x.events_recorded;
-    cca_status st = cca_free(w->a, b->p);
+    cca_status st = TU_KEEPS_MESSAGE(cca_free(w->a, b->p), "free");
     cr_assert_eq(st, CCA_OK, WHERE(w) ": free(%p): %s", WARGS(w), (void *)b->p, cca_last_error());
     w->frees++;
     cr_assert_eq(w->x.events_recorded - ev, waits, WHERE(w) ": free of a block used on %llu other streams recorded %llu",
@@ -399,7 +401,7 @@ static void op_record(world *w, uint64_t *rng) {
     if (b->pending)
         return;
     int s = (int)(tu_rand(rng) % NS);
-    cca_status st = cca_record_stream(w->a, b->p, streams[s]);
+    cca_status st = TU_KEEPS_MESSAGE(cca_record_stream(w->a, b->p, streams[s]), "record_stream");
     cr_assert_eq(st, CCA_OK, WHERE(w) ": record_stream: %s", WARGS(w), cca_last_error());
     b->rec[s] = true;
 }
@@ -416,7 +418,7 @@ static void op_trim(world *w, uint64_t *rng, bool empty) {
     uint64_t ups = w->x.ok[TU_FAULT_ALLOC] + w->x.ok[TU_FAULT_RESERVE] + w->x.ok[TU_FAULT_MAP];
     cca_release_report rep;
     memset(&rep, 0xab, sizeof rep);
-    cca_status st = empty ? cca_empty_cache(w->a, &rep) : cca_trim(w->a, keep, &rep);
+    cca_status st = TU_KEEPS_MESSAGE(empty ? cca_empty_cache(w->a, &rep) : cca_trim(w->a, keep, &rep), "release");
     settle(w, syncs, false);
     bool synced = w->x.ok[TU_FAULT_SYNC] > syncs;
     cca_stats s = tu_stats(w->a);
@@ -482,7 +484,9 @@ static void op_release(world *w, uint64_t *rng, bool destroy) {
     memset(&rep, 0, sizeof rep);
     rep.leaks = leaks;
     rep.leaks_cap = tu_rand(rng) % 9;
-    cca_status st = destroy ? cca_domain_destroy(w->a, h, flags, &rep) : cca_domain_release(w->a, h, flags, &rep);
+    cca_status st =
+        TU_KEEPS_MESSAGE(destroy ? cca_domain_destroy(w->a, h, flags, &rep) : cca_domain_release(w->a, h, flags, &rep),
+                         "domain release");
     bool synced = w->x.ok[TU_FAULT_SYNC] > syncs;
     settle(w, syncs, false);
     if (!synced) { /* the synchronize failed: nothing released */
@@ -584,7 +588,7 @@ static void op_reserve(world *w, uint64_t *rng) {
     w->x.capturing = true;
     w->x.candidate = -1;
     uint64_t syncs = w->x.ok[TU_FAULT_SYNC];
-    cca_status st = cca_domain_reserve(w->a, w->D[k].h, bytes);
+    cca_status st = TU_KEEPS_MESSAGE(cca_domain_reserve(w->a, w->D[k].h, bytes), "domain_reserve");
     w->x.serving = -1;
     w->x.capturing = false;
     settle(w, syncs, false);
@@ -715,7 +719,7 @@ static void run(run_kind kind, uint64_t seed, int steps, unsigned fault_pct) {
     size_t live = 0;
     for (int i = 0; i < w->nb; i++)
         live += !w->B[i].pending;
-    cca_status st = cca_destroy(w->a);
+    cca_status st = TU_KEEPS_MESSAGE(cca_destroy(w->a), "destroy");
     cr_assert_eq(st, live ? CCA_ERR_LIVE_BLOCKS : CCA_OK, "end: cca_destroy with %zu live: %s / %s", live,
                  cca_status_string(st), cca_last_error());
     cca_upstream_stats us = tu_upstream_stats(w->u);

@@ -339,7 +339,9 @@ static void op_alloc(world *w, uint64_t *rng) {
     void *p = (void *)1;
     tb_call_begin(&w->x);
     w->x.serving = k;
-    cca_status st = k == 0 ? cca_alloc(w->a, size, streams[si], &p) : cca_alloc_in(w->a, w->D[k].h, size, streams[si], &p);
+    cca_status st = TU_KEEPS_MESSAGE(k == 0 ? cca_alloc(w->a, size, streams[si], &p)
+                                            : cca_alloc_in(w->a, w->D[k].h, size, streams[si], &p),
+                                     "alloc");
     w->x.serving = -1;
     settle(w, true, false);
     if (st == CCA_ERR_OUT_OF_MEMORY) {
@@ -384,7 +386,7 @@ static void free_block(world *w, int i) {
         users[n++] = b->rec[j];
     tb_call_begin(&w->x);
     uint64_t live_before = w->x.events_live;
-    cca_status st = cca_free(w->a, b->p);
+    cca_status st = TU_KEEPS_MESSAGE(cca_free(w->a, b->p), "free");
     const tb *x = &w->x;
     settle(w, false, true);
     w->frees++;
@@ -437,7 +439,7 @@ static void op_record(world *w, uint64_t *rng) {
         return;
     mblk *b = &w->B[tu_rand(rng) % (uint64_t)w->nb];
     int s = (int)(tu_rand(rng) % NS);
-    cca_status st = cca_record_stream(w->a, b->p, streams[s]);
+    cca_status st = TU_KEEPS_MESSAGE(cca_record_stream(w->a, b->p, streams[s]), "record_stream");
     if (b->pending) {
         cr_assert_eq(st, CCA_ERR_INVALID_POINTER, WHERE ": record_stream on a pending block: %s", WARGS,
                      cca_status_string(st));
@@ -512,7 +514,7 @@ static void op_trim(world *w, uint64_t *rng, bool empty) {
     uint64_t injected = w->x.injected;
     cca_release_report rep;
     memset(&rep, 0xab, sizeof rep);
-    cca_status st = empty ? cca_empty_cache(w->a, &rep) : cca_trim(w->a, keep, &rep);
+    cca_status st = TU_KEEPS_MESSAGE(empty ? cca_empty_cache(w->a, &rep) : cca_trim(w->a, keep, &rep), "release");
     w->x.call.trimming = false;
     settle(w, false, false);
     w->seen.trims++;
@@ -570,8 +572,9 @@ static void op_domain_release(world *w, uint64_t *rng, bool destroy) {
     uint64_t injected = w->x.injected;
     cca_domain_report rep;
     memset(&rep, 0, sizeof rep);
-    cca_status st = destroy ? cca_domain_destroy(w->a, w->D[k].h, flags, &rep)
-                            : cca_domain_release(w->a, w->D[k].h, flags, &rep);
+    cca_status st = TU_KEEPS_MESSAGE(destroy ? cca_domain_destroy(w->a, w->D[k].h, flags, &rep)
+                                             : cca_domain_release(w->a, w->D[k].h, flags, &rep),
+                                     "domain release");
     settle(w, false, false);
     const tb *x = &w->x;
     size_t live = 0, live_bytes = 0, pending = 0;
@@ -651,7 +654,7 @@ static void op_reserve(world *w, uint64_t *rng) {
     uint64_t grants = w->x.grants;
     tb_call_begin(&w->x);
     w->x.serving = k;
-    cca_status st = cca_domain_reserve(w->a, w->D[k].h, bytes);
+    cca_status st = TU_KEEPS_MESSAGE(cca_domain_reserve(w->a, w->D[k].h, bytes), "domain_reserve");
     w->x.serving = -1;
     settle(w, false, false);
     /* only a reserve that succeeds makes an arena: the range it made that is
@@ -867,7 +870,7 @@ static void end_by_empty_cache(world *w) {
     check_world(w);
     cca_release_report rep;
     tb_call_begin(&w->x);
-    cca_status st = cca_empty_cache(w->a, &rep);
+    cca_status st = TU_KEEPS_MESSAGE(cca_empty_cache(w->a, &rep), "empty_cache");
     settle(w, false, false);
     cr_assert_eq(st, CCA_OK, WHERE ": %s", WARGS, cca_last_error());
     cr_assert_eq(w->nb, 0, WHERE ": %d blocks left after every event completed", WARGS, w->nb);
@@ -904,7 +907,7 @@ static void end_by_destroy(world *w, uint64_t *rng) {
     bool fail = tu_rand(rng) % 2;
     w->x.fail_call = must_sync && fail ? w->x.call_no + 1 : 0; /* its first call: the synchronize */
     tb_call_begin(&w->x);
-    cca_status st = cca_destroy(w->a);
+    cca_status st = TU_KEEPS_MESSAGE(cca_destroy(w->a), "destroy");
     const tb *x = &w->x;
     cr_assert_eq(x->call.syncs_ok + x->call.syncs_failed, must_sync, WHERE ": %zu mapped, %d pending: %llu synchronizes",
                  WARGS, mapped, model_pending(w), (unsigned long long)(x->call.syncs_ok + x->call.syncs_failed));

@@ -194,7 +194,7 @@ static void faulty_run(const config *c, uint64_t seed) {
             bool empty = tu_rand(&rng) % 4 == 0;
             size_t idle = empty || keep == 0 ? idle_maps(a, &book, slots) : 0; /* a full release owes these */
             uint64_t unmaps = tu_stats(a).vm_unmaps;
-            cca_status st = empty ? cca_empty_cache(a, &rep) : cca_trim(a, keep, &rep);
+            cca_status st = TU_KEEPS_MESSAGE(empty ? cca_empty_cache(a, &rep) : cca_trim(a, keep, &rep), what);
             cr_assert(st == CCA_OK || (st == CCA_ERR_UPSTREAM && f.failures > failures), "%s: release: %s", what,
                       cca_last_error());
             cr_assert_eq(rep.bytes_still_reserved, tu_stats(a).reserved_bytes, "%s", what);
@@ -209,7 +209,7 @@ static void faulty_run(const config *c, uint64_t seed) {
             if (!doms[d]) {
                 cr_assert_eq(cca_domain_create(a, d == 1 ? "d1" : "d2", &doms[d]), CCA_OK);
                 if (tu_rand(&rng) % 2) {
-                    cca_status st = cca_domain_reserve(a, doms[d], rsize(&rng, max_bits));
+                    cca_status st = TU_KEEPS_MESSAGE(cca_domain_reserve(a, doms[d], rsize(&rng, max_bits)), what);
                     cr_assert(st == CCA_OK || st == CCA_ERR_OUT_OF_MEMORY || (st == CCA_ERR_UPSTREAM && f.failures > failures),
                               "%s: domain_reserve: %s", what, cca_last_error());
                 }
@@ -218,8 +218,9 @@ static void faulty_run(const config *c, uint64_t seed) {
                 unsigned flags = force ? CCA_DOMAIN_FORCE : 0;
                 cca_domain_report rep;
                 memset(&rep, 0, sizeof rep);
-                cca_status st = destroy ? cca_domain_destroy(a, doms[d], flags, &rep)
-                                        : cca_domain_release(a, doms[d], flags, &rep);
+                cca_status st = TU_KEEPS_MESSAGE(destroy ? cca_domain_destroy(a, doms[d], flags, &rep)
+                                                         : cca_domain_release(a, doms[d], flags, &rep),
+                                                 what);
                 cr_assert(st == CCA_OK || (st == CCA_ERR_LIVE_BLOCKS && (rep.live_blocks || !force)) ||
                               (st == CCA_ERR_UPSTREAM && f.failures > failures),
                           "%s: domain %s: %s", what, destroy ? "destroy" : "release", cca_last_error());
@@ -233,7 +234,8 @@ static void faulty_run(const config *c, uint64_t seed) {
             }
         } else if (r < 120) {
             if (slots[k].p)
-                cr_assert_eq(cca_record_stream(a, slots[k].p, streams[tu_rand(&rng) % 3]), CCA_OK, "%s", what);
+                cr_assert_eq(TU_KEEPS_MESSAGE(cca_record_stream(a, slots[k].p, streams[tu_rand(&rng) % 3]), what),
+                             CCA_OK, "%s", what);
         } else if (!slots[k].p) {
             size_t size = rsize(&rng, max_bits);
             bool never = size % 64 == 0; /* no draw of its own: the seeds' sequences stay */
@@ -241,7 +243,7 @@ static void faulty_run(const config *c, uint64_t seed) {
                 size += room;
             cca_domain *d = c->domains ? doms[tu_rand(&rng) % 3] : NULL;
             void *p = (void *)1;
-            cca_status st = cca_alloc_in(a, d, size, streams[tu_rand(&rng) % 3], &p);
+            cca_status st = TU_KEEPS_MESSAGE(cca_alloc_in(a, d, size, streams[tu_rand(&rng) % 3], &p), what);
             cr_assert(!never || st != CCA_OK, "%s: alloc %zu over the %zu that may ever be reserved: granted", what,
                       size, room);
             if (st == CCA_OK) {
@@ -254,7 +256,7 @@ static void faulty_run(const config *c, uint64_t seed) {
             }
         } else {
             cr_assert(intact(&slots[k]), "%s: block %p (%zu) overwritten", what, (void *)slots[k].p, slots[k].size);
-            cca_status st = cca_free(a, slots[k].p);
+            cca_status st = TU_KEEPS_MESSAGE(cca_free(a, slots[k].p), what);
             cr_assert(st == CCA_OK || (st == CCA_ERR_UPSTREAM && f.failures > failures), "%s: free: %s", what,
                       cca_last_error());
             slots[k].p = NULL;

@@ -78,9 +78,12 @@ typedef enum ccr_status {
 /* "CCR_ERR_FORMAT" etc. */
 const char *ccr_status_string(ccr_status s);
 
-/* The message of the last failing call on this thread ("" if none). The
- * same per-thread message as cca_last_error(): an allocator failure keeps
- * its message, with the runtime's context in front. */
+/* The message of the last failing call on this thread ("" if none): a
+ * call that succeeds leaves it as it was, a failure met inside it and
+ * recovered from included (a footprint not reserved, a model's domain kept
+ * at an engine release that gave everything back). The same per-thread
+ * message as cca_last_error(): an allocator failure keeps its message, with
+ * the runtime's context in front. */
 const char *ccr_last_error(void);
 
 /* ------------------------------------------------------------------------ */

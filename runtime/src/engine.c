@@ -158,12 +158,16 @@ ccr_status ccr_engine_release(ccr_engine *e, ccr_release_info *info) {
     }
     while (e->models) {
         ccr_unload_info ui;
+        ccr_kept_error k;
+        ccr_error_keep(&k);
         ccr_status us = ccr_model_release(e->models, &ui);
         r.models_unloaded++;
         r.domain_bytes_released += ui.bytes_released;
         r.models_leaking += ui.live_blocks != 0;
-        if (us != CCR_OK) /* not the release's failure: the models are unloaded, live_bytes_after tells */
+        if (us != CCR_OK) { /* not the release's failure: the models are unloaded, live_bytes_after tells */
             ccr_warn(e, "release: %s", ccr_last_error());
+            ccr_error_restore(&k);
+        }
     }
     if (e->cuda) {
         cck_status ks = cck_cuda_context_destroy(e->cuda); /* consumes the context either way */

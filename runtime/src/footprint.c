@@ -326,8 +326,10 @@ static void write_sidecar(ccr_engine *e, const ccr_footprint *f) {
 
 size_t ccr_footprint_lookup(ccr_engine *e, const char *key, const ccr_arch *arch, int from_file) {
     char spec[CCR_FOOT_SPEC_MAX];
+    ccr_kept_error k; /* no footprint is no failure: the caller's message stays */
+    ccr_error_keep(&k);
     if (ccr_arch_format(arch, spec, sizeof spec) != CCR_OK) {
-        ccr_clear_error();
+        ccr_error_restore(&k);
         return 0;
     }
     const ccr_footprint *f = find(e, key);
@@ -348,8 +350,10 @@ size_t ccr_footprint_lookup(ccr_engine *e, const char *key, const ccr_arch *arch
 void ccr_footprint_record(ccr_engine *e, const char *key, const ccr_arch *arch, int from_file, size_t batch,
                           size_t peak) {
     char spec[CCR_FOOT_SPEC_MAX];
+    ccr_kept_error k; /* nothing to remember is no failure: the caller's message stays */
+    ccr_error_keep(&k);
     if (peak == 0 || ccr_arch_format(arch, spec, sizeof spec) != CCR_OK) {
-        ccr_clear_error();
+        ccr_error_restore(&k);
         return;
     }
     ccr_footprint *f = find(e, key);

@@ -144,6 +144,8 @@ static ccr_status open_domain(ccr_engine *e, ccr_model *m) {
                         cca_last_error());
     size_t foot = e->footprint ? ccr_footprint_lookup(e, m->name, &m->arch, m->from_file) : 0;
     if (foot) {
+        ccr_kept_error k; /* a load that goes on without its footprint leaves the caller's message */
+        ccr_error_keep(&k);
         cs = cca_domain_reserve(e->alloc, m->domain, foot);
         if (cs == CCA_OK) {
             m->footprint = foot;
@@ -151,7 +153,7 @@ static ccr_status open_domain(ccr_engine *e, ccr_model *m) {
             char b0[32];
             ccr_warn(e, "model '%s': its footprint of %s was not reserved up front (%s: %s); loading without it",
                      m->name, cca_format_bytes(foot, b0, sizeof b0), cca_status_string(cs), cca_last_error());
-            ccr_clear_error();
+            ccr_error_restore(&k);
         }
     }
     return CCR_OK;

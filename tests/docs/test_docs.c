@@ -322,9 +322,9 @@ Test(docs, release_md_steps_name_every_call_of_ccr_engine_release) {
     char *body = between(code, "ccr_status ccr_engine_release(ccr_engine *e", "\n}\n", "runtime/src/engine.c");
     char *doc = read_source("docs/release.md");
     char *steps = between(doc, "ccr_engine_release(e, &info)\n", "```", "docs/release.md");
-    static const char *messages[] = {"ccr_fail",       "ccr_warn",          "ccr_engine_mark",
-                                     "ccr_status_of",  "ccr_last_error",    "cca_status_string",
-                                     "cca_last_error", "cck_status_string", "ccr_engine_release"};
+    static const char *messages[] = {"ccr_fail",           "ccr_warn",          "ccr_engine_mark",  "ccr_status_of",
+                                     "ccr_last_error",     "cca_status_string", "cca_last_error",   "cck_status_string",
+                                     "ccr_engine_release", "ccr_error_keep",    "ccr_error_restore"};
     int calls = 0;
     for (const char *p = body; *p; p++) {
         if ((p != body && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z'))) || strncmp(p, "cc", 2) != 0)

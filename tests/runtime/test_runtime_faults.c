@@ -124,17 +124,11 @@ typedef struct life {
     char left[512];   /* ... that message */
 } life;
 
-/* The caller's own message: a call that succeeds leaves it (ccr.h:
- * ccr_last_error is the last FAILING call's), a failure met inside and
- * recovered from included. MARKED(call) sets it, then makes the call. */
-#define MARK "the caller's own message"
-#define MARKED(call) (cca_set_error(CCA_ERR_IO, MARK), (call))
-
 static float y_r[R_BATCH * 10], y_a[A_BATCH * 10];
 
 /* One step: its status; on failure the life stops there. */
 static int step(life *l, int n, enum kind k, ccr_status st) {
-    if (st == CCR_OK && strcmp(ccr_last_error(), MARK) != 0 && !l->kept_message) {
+    if (st == CCR_OK && strcmp(ccr_last_error(), TU_MARK) != 0 && !l->kept_message) {
         l->kept_message = n;
         snprintf(l->left, sizeof l->left, "%s", ccr_last_error());
     }
@@ -150,7 +144,7 @@ static int step(life *l, int n, enum kind k, ccr_status st) {
 static int run_checked(life *l, int n, ccr_model *m, int is_a) {
     size_t batch = is_a ? A_BATCH : R_BATCH;
     float *y = is_a ? y_a : y_r;
-    if (!step(l, n, RUN, MARKED(run_into(m, batch, y))))
+    if (!step(l, n, RUN, TU_MARKED(run_into(m, batch, y))))
         return 0;
     if (memcmp(y, is_a ? ref_a : ref_r, batch * 10 * sizeof(float)))
         l->wrong_output = n;
@@ -158,17 +152,17 @@ static int run_checked(life *l, int n, ccr_model *m, int is_a) {
 }
 
 static int unload(life *l, int n, ccr_model **m) {
-    ccr_status st = MARKED(ccr_model_release(*m, NULL));
+    ccr_status st = TU_MARKED(ccr_model_release(*m, NULL));
     *m = NULL; /* freed whatever the status */
     return step(l, n, UNLOAD, st);
 }
 
 static void live_life(life *l) {
-    (void)(step(l, 1, LOAD, MARKED(ccr_model_load_spec(l->e, R_SPEC, &l->r))) && run_checked(l, 2, l->r, 0) &&
-           step(l, 3, LOAD, MARKED(ccr_model_load_file(l->e, a_path, &l->a))) && run_checked(l, 4, l->a, 1) &&
+    (void)(step(l, 1, LOAD, TU_MARKED(ccr_model_load_spec(l->e, R_SPEC, &l->r))) && run_checked(l, 2, l->r, 0) &&
+           step(l, 3, LOAD, TU_MARKED(ccr_model_load_file(l->e, a_path, &l->a))) && run_checked(l, 4, l->a, 1) &&
            run_checked(l, 5, l->r, 0) && unload(l, 6, &l->a) && run_checked(l, 7, l->r, 0) &&
-           step(l, 8, LOAD, MARKED(ccr_model_load_file(l->e, a_path, &l->a))) && run_checked(l, 9, l->a, 1) &&
-           unload(l, 10, &l->a) && step(l, 11, RELEASE, MARKED(ccr_engine_release(l->e, NULL))));
+           step(l, 8, LOAD, TU_MARKED(ccr_model_load_file(l->e, a_path, &l->a))) && run_checked(l, 9, l->a, 1) &&
+           unload(l, 10, &l->a) && step(l, 11, RELEASE, TU_MARKED(ccr_engine_release(l->e, NULL))));
     if (l->failed_step == 0 || l->failed_step == 11)
         l->r = NULL; /* the engine's release unloaded it */
 }

@@ -99,6 +99,9 @@ int tu_probe(const void *p);
  * yields the status. For the random drivers, where an upstream refusal a
  * call recovered from must not leave its message behind. */
 #define TU_MARK "the caller's own message"
+/* The mark set, then the call made (its value): for a chain of calls whose
+ * statuses a helper checks afterwards (the engine's suites). */
+#define TU_MARKED(call) (cca_set_error(CCA_ERR_IO, TU_MARK), (call))
 #define TU_KEEPS_MESSAGE(call, what)                                                                                   \
     ({                                                                                                                 \
         cca_set_error(CCA_ERR_IO, TU_MARK);                                                                            \

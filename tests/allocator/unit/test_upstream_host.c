@@ -925,6 +925,15 @@ Test(upstream_host, creation_checks_its_arguments) {
     o.capacity = 0;
     cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT);
     cr_assert_null(u);
+    /* 0 is below the host page like any such capacity, and its message says so
+     * (ccalloc.h: "0 included ... the message names the page") */
+    char least[160];
+    snprintf(least, sizeof least, "capacity 0 is below the %zu-byte host page", tu_page_size());
+    cr_assert(strstr(cca_last_error(), least), "%s", cca_last_error());
+    u = (cca_upstream *)1;
+    cr_assert_eq(cca_upstream_host_create(0, &u), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(u);
+    cr_assert(strstr(cca_last_error(), least), "%s", cca_last_error());
     u = (cca_upstream *)1;
     o.capacity = SIZE_MAX / 2 + 1;
     cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT);

@@ -416,8 +416,9 @@ typedef struct cca_upstream_stats {
  * CCA_ERR_OUT_OF_MEMORY when the process cannot reserve that much address
  * space (e.g. 2^62 on a 47-bit space) or host memory is short. *out is
  * NULL on failure.
- * Cost: one mmap of PROT_NONE address space (no memory until used) and two
- * host mallocs. docs/allocator.md, "Upstreams". */
+ * Cost: one mmap of PROT_NONE address space (no memory until used) and
+ * three host mallocs (the device's record, its free extents, the wrapper's
+ * record). docs/allocator.md, "Upstreams". */
 cca_status cca_upstream_host_create(size_t capacity, cca_upstream **out);
 
 /* The same device with the driver's costs: every alloc call (granted or

@@ -23,7 +23,7 @@
  *               refused with CCA_ERR_UPSTREAM and changes nothing.
  *   latency     busy-waits per alloc (granted or refused) and per free; only
  *               lower bounds are asserted.
- *   creation    argument checks.
+ *   creation    argument checks; its cost in host allocations (ccalloc.h).
  *   tenants     an allocator over the device gives everything back (classic
  *               segments: the range is whole again; expandable: nothing
  *               mapped or reserved is left); four threads sharing the
@@ -33,6 +33,7 @@
  * CCA_GRANULARITY.
  */
 #include "alloc_test_util.h"
+#include "malloc_fault.h" /* tu_malloc_calls: what a creation costs */
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -912,6 +913,16 @@ Test(upstream_host, alloc_and_free_latencies_are_waited_granted_or_refused) {
     /* mem_info is not a driver call that waits: nothing asserted on it but
      * that the figures are exact */
     ASSERT_FREE_PAGES(u, 4);
+    cca_upstream_destroy(u);
+}
+
+/* ccalloc.h: "Cost: one mmap ... and three host mallocs" (the device's
+ * record, its array of free extents, the wrapper's record). */
+Test(upstream_host, creation_costs_three_host_mallocs) {
+    cca_upstream *u = NULL;
+    long n = tu_malloc_calls();
+    cr_assert_eq(cca_upstream_host_create(MiB, &u), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_malloc_calls() - n, 3);
     cca_upstream_destroy(u);
 }
 

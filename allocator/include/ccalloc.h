@@ -268,7 +268,7 @@ typedef struct cca_upstream_ops {
     cca_status (*event_destroy)(void *ctx, void *event);
     /* Called once by cca_upstream_destroy. NULL: nothing to do. */
     void (*destroy)(void *ctx);
-    /* A short name for logs and reports ("host", "cuda:0"). NULL: "custom".
+    /* A short name for logs and reports ("host-simulated", "cuda:0"). NULL: "custom".
      * Copied when the upstream is made: its first 31 bytes are kept (a
      * UTF-8 character the cut would split is dropped whole); the writers
      * show bytes that are not well-formed UTF-8 as '?'. */

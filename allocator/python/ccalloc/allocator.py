@@ -832,7 +832,7 @@ class Allocator:
 
     @property
     def device_name(self) -> str:
-        """The upstream's name: ``"host"`` or ``"cuda:N"``."""
+        """The upstream's name: ``"host-simulated"`` or ``"cuda:N"``."""
         return _text(self._cu(self._lib.cca_upstream_name))
 
     def config(self) -> Dict[str, str]:

@@ -176,8 +176,8 @@ void cca_set_log_callback(cca_log_fn fn, void *user);
  * reads: docs/allocator.md, "Options"). Writes at most len
  * bytes (32 is always enough; less: the text cut, NUL-terminated) and
  * returns buf; buf NULL or len 0: writes nothing and returns "".
- * Errors: none. Cost: two snprintf (three when the number rounds up to
- * the next unit). */
+ * Errors: none. Cost: one snprintf below 1 KiB, else two (the second
+ * after the rounding has chosen the unit). */
 const char *cca_format_bytes(size_t bytes, char *buf, size_t len);
 
 /* Parse a size, the syntax of every size in config strings: digits with an

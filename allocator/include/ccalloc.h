@@ -600,7 +600,9 @@ cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes);
  * NULL, misaligned or past the top of the address space is released and
  * the call is CCA_ERR_UPSTREAM.
  * Cost: one op call each (over CUDA, a map is two driver calls per
- * granule plus one, an unmap one per granule); the counters under the
+ * allocation plus one, an unmap one per allocation: an allocation is the
+ * whole map with CCA_VM_WHOLE_MAPS, the default, a granule with
+ * CCA_VM_PAGES); the counters under the
  * upstream's own lock. */
 cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base);
 cca_status cca_upstream_vm_release(cca_upstream *u, void *base, size_t size);

@@ -36,7 +36,7 @@ void ccai_assert_fail(const char *cond, const char *file, int line);
 #if CCA_DEBUG >= 1
 /* How many of ccalloc's locks this thread holds (lock.c): every ccai_mutex,
  * and the CUDA upstream's vm lock (cuda.c counts it), so that a log
- * line emitted under one fails the check in status.c: ccalloc.h promises
+ * line emitted under one fails the check in log.c: ccalloc.h promises
  * that lines reach the sink "never while a ccalloc lock is held". */
 extern _Thread_local unsigned ccai_mutexes_held;
 #endif

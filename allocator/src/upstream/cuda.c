@@ -493,7 +493,7 @@ static void destroy_copy_stream(cuda_device *d) {
 /* d->vm_lock around a vm op, with this thread's log held across it: a line the
  * op logs (a cleanup step refused) reaches the sink after the unlock, never
  * under the lock (a sink may call this upstream back). Counted among the
- * thread's ccalloc locks at CCA_DEBUG >= 1, so that status.c's check
+ * thread's ccalloc locks at CCA_DEBUG >= 1, so that log.c's check
  * covers it. */
 static void take_vm_lock(cuda_device *d) {
     ccai_log_hold();

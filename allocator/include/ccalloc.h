@@ -24,7 +24,8 @@
  *     cca_plug_free;
  *   - const char *: cca_status_string, cca_last_error, cca_format_bytes,
  *     cca_upstream_name;
- *   - int: cca_upstream_has_vm, cca_upstream_vm_backing;
+ *   - int: cca_upstream_has_vm, cca_upstream_vm_backing,
+ *     cca_upstream_has_copy;
  *   - void *: cca_plug_alloc (NULL on failure: PyTorch's signature).
  *
  * Errors every function shares (not repeated below):

@@ -1703,7 +1703,7 @@ def test_vm_backing_reaches_the_upstream():
 
 def test_host_memory_is_handed_to_the_c_options(monkeypatch):
     """What each host_memory becomes in cca_cuda_options (no GPU:
-    NoDeviceError after the checks); refused before any C call: another
+    NoDeviceError after the checks); refused before any device is made: another
     str, another type, and any value for the simulated device."""
     seen = []
     lib = _lib.load(None)

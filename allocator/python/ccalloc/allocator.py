@@ -419,12 +419,12 @@ class Allocator:
     back whole), ``"pages"`` (``CCA_VM_PAGES``: one physical allocation per
     page, any run of pages can be given back);
     another str raises ``InvalidArgumentError``, another type ``TypeError``,
-    before any C call. ``host_memory`` (a CUDA device only): where a
+    before anything is made. ``host_memory`` (a CUDA device only): where a
     sleeping domain's copy is kept, ``cca_cuda_options.host_memory``: None
     or ``"pinned"`` (the default, ``cudaMallocHost``), ``"registered"``
     (huge pages pinned by ``cudaHostRegister``); another str, or a value
     with ``capacity``, raises ``InvalidArgumentError``, another type
-    ``TypeError``, before any C call.
+    ``TypeError``, before anything is made.
 
     Not copyable nor picklable (``TypeError``): it owns the C allocator.
 

@@ -882,7 +882,8 @@ class Allocator:
         return pickle.loads(data)
 
     def check(self) -> None:
-        """Walk every internal invariant (O(blocks), for tests); :class:`InvariantError` if one is broken."""
+        """Walk every internal invariant (``cca_check_invariants``: O(blocks + segments + pages / 64) under
+        the allocator's lock, for tests); :class:`InvariantError` if one is broken."""
         raise_for(self._lib, self._c(self._lib.cca_check_invariants))
 
     def mark(self, name: str) -> None:

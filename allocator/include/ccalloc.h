@@ -1025,7 +1025,8 @@ void cca_reset_peak_stats(cca_allocator *a);
  * SA_RESTART that interrupts a write waiting on a full pipe fails it, as
  * it fails the program's own fprintf (the library's own outputs, the log
  * and CCALLOC_TRACE, write such a write again).
- * Cost: one formatted write and a flush; no lock. */
+ * Cost: one formatted write (the text line: two when page_size is not 0,
+ * its expandable part) and a flush; no lock. */
 cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
 

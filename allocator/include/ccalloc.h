@@ -424,10 +424,11 @@ cca_status cca_upstream_host_create(size_t capacity, cca_upstream **out);
 
 /* The same device with the driver's costs: every alloc call (granted or
  * refused) busy-waits alloc_latency_ns and every free free_latency_ns before
- * doing its work, outside any lock, as cudaMalloc and cudaFree take tens of
- * microseconds (cudaFree also waits for the device); the vm_* ops may also
- * be charged per granule (below). Latencies above CCA_HOST_MAX_LATENCY_NS:
- * CCA_ERR_INVALID_ARGUMENT. */
+ * doing its work, outside the device's own lock (an allocator calling it
+ * holds its lock meanwhile, as it does across a cudaMalloc), as cudaMalloc
+ * and cudaFree take tens of microseconds (cudaFree also waits for the
+ * device); the vm_* ops may also be charged per granule (below). Latencies
+ * above CCA_HOST_MAX_LATENCY_NS: CCA_ERR_INVALID_ARGUMENT. */
 typedef struct cca_host_options {
     size_t capacity;           /* bytes of device memory, >= host page   */
     uint64_t alloc_latency_ns; /* per upstream alloc; 0 = none (default) */
@@ -453,7 +454,7 @@ typedef struct cca_host_options {
      * (cuMemCreate, cuMemMap) and one per granule of an unmap (cuMemUnmap),
      * so a map's cost grows with its size, where cudaMalloc's barely does.
      * These busy-wait that much per granule of a granted vm_map / vm_unmap,
-     * after the call's own latency and outside any lock; 0 = none (the
+     * after the call's own latency, outside the device's lock; 0 = none (the
      * default). Above CCA_HOST_MAX_LATENCY_NS: CCA_ERR_INVALID_ARGUMENT. A
      * call's total wait saturates at UINT64_MAX ns. */
     uint64_t vm_map_granule_latency_ns;

@@ -933,7 +933,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
                              device, count);
     cuda_device *d = calloc(1, sizeof *d);
     if (!d)
-        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_cuda_create: host malloc failed");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
     d->rt = rt;
     d->device = device;
     d->vm.granularity = o->vm_granularity; /* 0: the driver's minimum, asked in load_vmm */
@@ -988,7 +988,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
         ops.vm_unmap = cuda_vm_unmap;
         ops.vm_backing = d->whole_maps ? CCA_VM_WHOLE_MAPS : CCA_VM_PAGES;
     }
-    cca_status st = ccai_upstream_wrap(&ops, d, out, "cca_upstream_cuda_create");
+    cca_status st = ccai_upstream_wrap(&ops, d, out, fn);
     if (st != CCA_OK)
         cuda_destroy(d);
     else if (!vm) /* said by cca_upstream_vm_* and by cca_create's expandable:1 fallback */

@@ -24,7 +24,8 @@
  *     cca_plug_free;
  *   - const char *: cca_status_string, cca_last_error, cca_format_bytes,
  *     cca_upstream_name;
- *   - int: cca_upstream_has_vm, cca_upstream_vm_backing;
+ *   - int: cca_upstream_has_vm, cca_upstream_vm_backing,
+ *     cca_upstream_has_copy;
  *   - void *: cca_plug_alloc (NULL on failure: PyTorch's signature).
  *
  * Errors every function shares (not repeated below):
@@ -176,8 +177,8 @@ void cca_set_log_callback(cca_log_fn fn, void *user);
  * reads: docs/allocator.md, "Options"). Writes at most len
  * bytes (32 is always enough; less: the text cut, NUL-terminated) and
  * returns buf; buf NULL or len 0: writes nothing and returns "".
- * Errors: none. Cost: two snprintf (three when the number rounds up to
- * the next unit). */
+ * Errors: none. Cost: one snprintf below 1 KiB, else two (the second
+ * after the rounding has chosen the unit). */
 const char *cca_format_bytes(size_t bytes, char *buf, size_t len);
 
 /* Parse a size, the syntax of every size in config strings: digits with an
@@ -268,7 +269,7 @@ typedef struct cca_upstream_ops {
     cca_status (*event_destroy)(void *ctx, void *event);
     /* Called once by cca_upstream_destroy. NULL: nothing to do. */
     void (*destroy)(void *ctx);
-    /* A short name for logs and reports ("host", "cuda:0"). NULL: "custom".
+    /* A short name for logs and reports ("host-simulated", "cuda:0"). NULL: "custom".
      * Copied when the upstream is made: its first 31 bytes are kept (a
      * UTF-8 character the cut would split is dropped whole); the writers
      * show bytes that are not well-formed UTF-8 as '?'. */
@@ -416,16 +417,18 @@ typedef struct cca_upstream_stats {
  * CCA_ERR_OUT_OF_MEMORY when the process cannot reserve that much address
  * space (e.g. 2^62 on a 47-bit space) or host memory is short. *out is
  * NULL on failure.
- * Cost: one mmap of PROT_NONE address space (no memory until used) and two
- * host mallocs. docs/allocator.md, "Upstreams". */
+ * Cost: one mmap of PROT_NONE address space (no memory until used) and
+ * three host mallocs (the device's record, its free extents, the wrapper's
+ * record). docs/allocator.md, "Upstreams". */
 cca_status cca_upstream_host_create(size_t capacity, cca_upstream **out);
 
 /* The same device with the driver's costs: every alloc call (granted or
  * refused) busy-waits alloc_latency_ns and every free free_latency_ns before
- * doing its work, outside any lock, as cudaMalloc and cudaFree take tens of
- * microseconds (cudaFree also waits for the device); the vm_* ops may also
- * be charged per granule (below). Latencies above CCA_HOST_MAX_LATENCY_NS:
- * CCA_ERR_INVALID_ARGUMENT. */
+ * doing its work, outside the device's own lock (an allocator calling it
+ * holds its lock meanwhile, as it does across a cudaMalloc), as cudaMalloc
+ * and cudaFree take tens of microseconds (cudaFree also waits for the
+ * device); the vm_* ops may also be charged per granule (below). Latencies
+ * above CCA_HOST_MAX_LATENCY_NS: CCA_ERR_INVALID_ARGUMENT. */
 typedef struct cca_host_options {
     size_t capacity;           /* bytes of device memory, >= host page   */
     uint64_t alloc_latency_ns; /* per upstream alloc; 0 = none (default) */
@@ -451,7 +454,7 @@ typedef struct cca_host_options {
      * (cuMemCreate, cuMemMap) and one per granule of an unmap (cuMemUnmap),
      * so a map's cost grows with its size, where cudaMalloc's barely does.
      * These busy-wait that much per granule of a granted vm_map / vm_unmap,
-     * after the call's own latency and outside any lock; 0 = none (the
+     * after the call's own latency, outside the device's lock; 0 = none (the
      * default). Above CCA_HOST_MAX_LATENCY_NS: CCA_ERR_INVALID_ARGUMENT. A
      * call's total wait saturates at UINT64_MAX ns. */
     uint64_t vm_map_granule_latency_ns;
@@ -599,7 +602,9 @@ cca_status cca_upstream_vm_granularity(cca_upstream *u, size_t *bytes);
  * NULL, misaligned or past the top of the address space is released and
  * the call is CCA_ERR_UPSTREAM.
  * Cost: one op call each (over CUDA, a map is two driver calls per
- * granule plus one, an unmap one per granule); the counters under the
+ * allocation plus one, an unmap one per allocation: an allocation is the
+ * whole map with CCA_VM_WHOLE_MAPS, the default, a granule with
+ * CCA_VM_PAGES); the counters under the
  * upstream's own lock. */
 cca_status cca_upstream_vm_reserve(cca_upstream *u, size_t size, void **base);
 cca_status cca_upstream_vm_release(cca_upstream *u, void *base, size_t size);
@@ -1021,7 +1026,8 @@ void cca_reset_peak_stats(cca_allocator *a);
  * SA_RESTART that interrupts a write waiting on a full pipe fails it, as
  * it fails the program's own fprintf (the library's own outputs, the log
  * and CCALLOC_TRACE, write such a write again).
- * Cost: one formatted write and a flush; no lock. */
+ * Cost: one formatted write (the text line: two when page_size is not 0,
+ * its expandable part) and a flush; no lock. */
 cca_status cca_stats_print(const cca_stats *s, FILE *f);
 cca_status cca_stats_write_json(const cca_stats *s, FILE *f);
 

@@ -55,6 +55,9 @@ target_include_directories(test_vm_ranges PRIVATE ${PROJECT_SOURCE_DIR}/allocato
 
 # The simulated device (upstream/host.c) held to its contract: placement, rounding, refusals, page release, latency.
 cca_add_test(NAME test_upstream_host SOURCES allocator/unit/test_upstream_host.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+# it counts the host allocations of a creation (support/malloc_fault.h)
+target_sources(test_upstream_host PRIVATE support/malloc_fault.c)
+target_link_options(test_upstream_host PRIVATE ${CCA_MALLOC_FAULT_WRAP})
 
 # The simulated device's virtual memory (upstream/host.c, vm_* ops) held to CUDA's rules: ranges, maps, capacity, page release.
 cca_add_test(NAME test_upstream_vm SOURCES allocator/unit/test_upstream_vm.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)

@@ -315,6 +315,40 @@ Test(docs, release_report_table_names_every_field) {
     free(header);
 }
 
+/* ccalloc.h's opening comment lists, under "Return values", every public
+ * function that returns something other than a cca_status: each such
+ * declaration of the header is named there. */
+Test(docs, header_lists_every_function_that_returns_no_status) {
+    char *header = read_source("allocator/include/ccalloc.h");
+    char *list = between(header, "The exceptions:", "Errors every function shares", "ccalloc.h");
+    int n = 0;
+    for (const char *line = header; line; line = strchr(line, '\n')) {
+        line += *line == '\n';
+        /* a declaration at column 0 (comments, fields and macros are not) */
+        if (!islower((unsigned char)*line) || strncmp(line, "cca_status ", 11) == 0 || strncmp(line, "typedef", 7) == 0)
+            continue;
+        const char *open = strchr(line, '('), *end = strchr(line, '\n');
+        if (!open || (end && open > end))
+            continue;
+        const char *name = open;
+        while (name > line && (isalnum((unsigned char)name[-1]) || name[-1] == '_'))
+            name--;
+        if (strncmp(name, "cca_", 4) != 0)
+            continue;
+        char quoted[80];
+        snprintf(quoted, sizeof quoted, "%.*s", (int)(open - name), name);
+        size_t k = strlen(quoted);
+        bool named = false;
+        for (const char *p = strstr(list, quoted); p && !named; p = strstr(p + 1, quoted))
+            named = !isalnum((unsigned char)p[k]) && p[k] != '_';
+        cr_assert(named, "ccalloc.h: %s returns no cca_status but is not among \"The exceptions\"", quoted);
+        n++;
+    }
+    cr_assert_geq(n, 10, "only %d such functions read from ccalloc.h", n);
+    free(list);
+    free(header);
+}
+
 /* docs/release.md's steps of ccr_engine_release name every call it makes
  * (runtime/src/engine.c), save those that only compose messages. */
 Test(docs, release_md_steps_name_every_call_of_ccr_engine_release) {

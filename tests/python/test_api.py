@@ -586,12 +586,12 @@ def test_bad_arguments():
 
 def test_a_device_smaller_than_a_page_is_refused():
     """A simulated device holds whole host pages: one of less than a page
-    (capacity=1, "4000": a size meant as "1G"?) could never hold a block,
-    so it is refused (a ValueError) naming the least capacity; a page is
+    (capacity=1, "4000": a size meant as "1G"?; 0 too) could never hold a
+    block, so it is refused (a ValueError) naming the least capacity; a page is
     the smallest device, and holds a block. The plug's "host:CAPACITY" the
     same, when configured."""
     page = os.sysconf("SC_PAGE_SIZE")
-    for small in (1, 511, "4000", page - 1):
+    for small in (0, 1, 511, "4000", page - 1):
         with pytest.raises(ValueError, match=f"capacity {int(small)} is below the {page}-byte host page"):
             ccalloc.Allocator(capacity=small)
     with ccalloc.Allocator(capacity=page) as a:
@@ -1703,7 +1703,7 @@ def test_vm_backing_reaches_the_upstream():
 
 def test_host_memory_is_handed_to_the_c_options(monkeypatch):
     """What each host_memory becomes in cca_cuda_options (no GPU:
-    NoDeviceError after the checks); refused before any C call: another
+    NoDeviceError after the checks); refused before any device is made: another
     str, another type, and any value for the simulated device."""
     seen = []
     lib = _lib.load(None)

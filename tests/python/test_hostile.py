@@ -352,7 +352,7 @@ def test_a_child_forked_while_a_thread_is_in_a_call_can_close():
 @pytest.mark.parametrize("device", [None, 0])
 def test_vm_backing_refuses_what_is_not_a_backing(device):
     """``vm_backing``: None, "pages" or "whole_maps"; another str is an
-    InvalidArgumentError (a ValueError) before any C call, another type a
+    InvalidArgumentError (a ValueError) before any device is made, another type a
     TypeError, on the simulated device and on CUDA alike."""
     kind = {"capacity": "64M"} if device is None else {"device": device}
     for bad in ("", "whole-maps", "WHOLE_MAPS", "page", "pages ", "whole_maps\0", "1"):

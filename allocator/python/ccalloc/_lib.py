@@ -37,9 +37,10 @@ If none loads, :class:`LibraryNotFoundError` lists every place tried and why
 each failed. Anything that is not a regular file (a directory, a device such as
 ``/dev/zero``, a FIFO) is refused before it is opened: reading a device
 would never end, opening a FIFO waits for a writer. A file shorter than its own ELF headers say (an interrupted
-build, copy or download) is refused before ``dlopen`` sees it, wherever it
-was found: glibc maps the missing pages anyway and its loader dies of
-SIGBUS reading them, taking the process with it.
+build, copy or download) is refused before ``dlopen`` sees it, wherever a
+path names it (a bare name, step 5's or one given without a directory, is
+the dynamic linker's to find and open): glibc maps the missing pages anyway
+and its loader dies of SIGBUS reading them, taking the process with it.
 """
 from __future__ import annotations
 

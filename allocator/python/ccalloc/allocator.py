@@ -419,12 +419,12 @@ class Allocator:
     back whole), ``"pages"`` (``CCA_VM_PAGES``: one physical allocation per
     page, any run of pages can be given back);
     another str raises ``InvalidArgumentError``, another type ``TypeError``,
-    before any C call. ``host_memory`` (a CUDA device only): where a
+    before anything is made. ``host_memory`` (a CUDA device only): where a
     sleeping domain's copy is kept, ``cca_cuda_options.host_memory``: None
     or ``"pinned"`` (the default, ``cudaMallocHost``), ``"registered"``
     (huge pages pinned by ``cudaHostRegister``); another str, or a value
     with ``capacity``, raises ``InvalidArgumentError``, another type
-    ``TypeError``, before any C call.
+    ``TypeError``, before anything is made.
 
     Not copyable nor picklable (``TypeError``): it owns the C allocator.
 
@@ -832,7 +832,7 @@ class Allocator:
 
     @property
     def device_name(self) -> str:
-        """The upstream's name: ``"host"`` or ``"cuda:N"``."""
+        """The upstream's name: ``"host-simulated"`` or ``"cuda:N"``."""
         return _text(self._cu(self._lib.cca_upstream_name))
 
     def config(self) -> Dict[str, str]:
@@ -882,7 +882,8 @@ class Allocator:
         return pickle.loads(data)
 
     def check(self) -> None:
-        """Walk every internal invariant (O(blocks), for tests); :class:`InvariantError` if one is broken."""
+        """Walk every internal invariant (``cca_check_invariants``: O(blocks + segments + pages / 64) under
+        the allocator's lock, for tests); :class:`InvariantError` if one is broken."""
         raise_for(self._lib, self._c(self._lib.cca_check_invariants))
 
     def mark(self, name: str) -> None:

@@ -19,8 +19,9 @@
 static void report(cca_allocator *a, size_t size, size_t rounded, cca_stream stream, ccai_deferred_log *log) {
     a->c.ooms++;
     if (a->history) {
-        size_t free_now = 0, total_now = 0;
-        (void)cca_upstream_mem_info(ccai_upstream_op(a), &free_now, &total_now);
+        size_t free_now = 0, total_now = 0; /* a failed mem_info's leftovers are no figure: 0, unknown */
+        if (cca_upstream_mem_info(ccai_upstream_op(a), &free_now, &total_now) != CCA_OK)
+            free_now = 0;
         ccai_history_record(a->history, CCAI_EV_OOM, free_now, size, stream);
     }
     if (!a->config.log_oom)

@@ -13,9 +13,9 @@
  *      free-index erase finds its block, a returned block was LIVE, counters
  *      never go below zero, no log line leaves while a lock is held;
  *   2  level 1, plus the full invariant walk (cca_check_invariants) at the
- *      end of every public call that holds the lock: O(blocks + domains)
- *      per call (check.c: each domain's class bitmaps are read too), for
- *      tests and the sanitizer CI stage.
+ *      end of every public call that holds the lock: O(blocks + segments
+ *      + pages / 64 + domains) per call (check.c: each domain's class
+ *      bitmaps are read too), for tests and the sanitizer CI stage.
  * A failed check is a bug in ccalloc: it prints the condition, file and line
  * (and the broken invariant) and aborts. */
 #ifndef CCA_DEBUG
@@ -36,7 +36,7 @@ void ccai_assert_fail(const char *cond, const char *file, int line);
 #if CCA_DEBUG >= 1
 /* How many of ccalloc's locks this thread holds (lock.c): every ccai_mutex,
  * and the CUDA upstream's vm lock (cuda.c counts it), so that a log
- * line emitted under one fails the check in status.c: ccalloc.h promises
+ * line emitted under one fails the check in log.c: ccalloc.h promises
  * that lines reach the sink "never while a ccalloc lock is held". */
 extern _Thread_local unsigned ccai_mutexes_held;
 #endif

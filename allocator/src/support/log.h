@@ -9,7 +9,7 @@
 #include <stdbool.h>
 
 /* A log line formatted under the lock and written after it is released: the
- * log callback may call back into the allocator (status.c). */
+ * log callback may call back into the allocator (log.c). */
 typedef struct ccai_deferred_log {
     bool set;
     char line[512];

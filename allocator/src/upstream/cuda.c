@@ -493,7 +493,7 @@ static void destroy_copy_stream(cuda_device *d) {
 /* d->vm_lock around a vm op, with this thread's log held across it: a line the
  * op logs (a cleanup step refused) reaches the sink after the unlock, never
  * under the lock (a sink may call this upstream back). Counted among the
- * thread's ccalloc locks at CCA_DEBUG >= 1, so that status.c's check
+ * thread's ccalloc locks at CCA_DEBUG >= 1, so that log.c's check
  * covers it. */
 static void take_vm_lock(cuda_device *d) {
     ccai_log_hold();
@@ -933,7 +933,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
                              device, count);
     cuda_device *d = calloc(1, sizeof *d);
     if (!d)
-        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "cca_upstream_cuda_create: host malloc failed");
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: host malloc failed", fn);
     d->rt = rt;
     d->device = device;
     d->vm.granularity = o->vm_granularity; /* 0: the driver's minimum, asked in load_vmm */
@@ -988,7 +988,7 @@ static cca_status cuda_create(const cca_cuda_options *o, cca_upstream **out, con
         ops.vm_unmap = cuda_vm_unmap;
         ops.vm_backing = d->whole_maps ? CCA_VM_WHOLE_MAPS : CCA_VM_PAGES;
     }
-    cca_status st = ccai_upstream_wrap(&ops, d, out, "cca_upstream_cuda_create");
+    cca_status st = ccai_upstream_wrap(&ops, d, out, fn);
     if (st != CCA_OK)
         cuda_destroy(d);
     else if (!vm) /* said by cca_upstream_vm_* and by cca_create's expandable:1 fallback */

@@ -777,8 +777,6 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     *out = NULL;
     if (!o)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: options are NULL", fn);
-    if (o->capacity == 0)
-        return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: capacity must be > 0", fn);
     if (o->alloc_latency_ns > CCA_HOST_MAX_LATENCY_NS || o->free_latency_ns > CCA_HOST_MAX_LATENCY_NS ||
         o->vm_map_granule_latency_ns > CCA_HOST_MAX_LATENCY_NS ||
         o->vm_unmap_granule_latency_ns > CCA_HOST_MAX_LATENCY_NS || o->vm_map_call_latency_ns > CCA_HOST_MAX_LATENCY_NS ||

@@ -1570,3 +1570,29 @@ Test(cuda_double, plug_pages_the_device_refuses_or_takes) {
     }
     assert_no_violation();
 }
+
+/* Each host allocation of cca_upstream_cuda_create_with refused in turn:
+ * CCA_ERR_OUT_OF_MEMORY, nothing made, and the message names the function
+ * called (upstream.h: a refusal's message names it), not
+ * cca_upstream_cuda_create. */
+Test(cuda_double, a_refused_host_malloc_names_the_create_called) {
+    cca_cuda_options o = {.device = 0};
+    int refused = 0;
+    for (long nth = 1;; nth++) {
+        cca_upstream *u = (cca_upstream *)1;
+        tu_malloc_arm(nth, false);
+        cca_status st = cca_upstream_cuda_create_with(&o, &u);
+        if (!tu_malloc_disarm()) { /* past the last allocation: made */
+            cr_assert_eq(st, CCA_OK, "%s", cca_last_error());
+            cca_upstream_destroy(u);
+            break;
+        }
+        cr_assert_eq(st, CCA_ERR_OUT_OF_MEMORY, "allocation %ld: %s", nth, cca_last_error());
+        cr_assert_null(u);
+        cr_assert(strstr(cca_last_error(), "cca_upstream_cuda_create_with:"), "allocation %ld: %s", nth,
+                  cca_last_error());
+        refused++;
+    }
+    cr_assert_geq(refused, 2, "the device's record and the wrapper's");
+    assert_no_violation();
+}

@@ -9,7 +9,7 @@
  * stream free (completed only when its event completes), a forced domain
  * release (completed without a request), classic segment_alloc /
  * segment_free, expandable segment_map / segment_unmap, oom with the
- * device's free bytes; off = nothing recorded; the ring's wraparound keeps
+ * device's free bytes (0 when mem_info fails); off = nothing recorded; the ring's wraparound keeps
  * the newest `history` events in order.
  */
 #include <criterion/criterion.h>
@@ -228,6 +228,41 @@ Test(history, oom_records_the_request_and_the_device_free_bytes) {
     cr_assert_str_eq(ccai_event_name(e->kind), "oom");
     tu_free(a, p);
     tu_teardown(a, u);
+}
+
+/* A device whose mem_info fails after writing its out-parameters (what
+ * they hold then is unspecified: ccalloc.h, cca_upstream_mem_info). */
+static cca_status lying_alloc(void *ctx, size_t size, void **p) {
+    return cca_upstream_alloc(ctx, size, p);
+}
+static cca_status lying_free(void *ctx, void *p, size_t size) {
+    return cca_upstream_free(ctx, p, size);
+}
+static cca_status lying_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
+    (void)ctx;
+    *free_bytes = 12345 * 512;
+    *total_bytes = 67890 * 512;
+    return cca_set_error(CCA_ERR_UPSTREAM, "lying: mem_info refused after writing");
+}
+
+/* history.c: an oom's address is the device's free bytes, "0 if unknown":
+ * a failed mem_info's leftovers are not taken for them. */
+Test(history, oom_records_0_free_bytes_when_mem_info_fails) {
+    cca_upstream *inner, *u;
+    cr_assert_eq(cca_upstream_host_create(64 * MiB, &inner), CCA_OK);
+    cca_upstream_ops ops = {.alloc = lying_alloc, .free = lying_free, .mem_info = lying_mem_info, .name = "lying"};
+    cr_assert_eq(cca_upstream_custom_create(&ops, inner, &u), CCA_OK);
+    cca_allocator *a = tu_allocator(u, "history:8,log_oom:0");
+    void *p = tu_alloc(a, 20 * MiB, S1);
+    void *q;
+    cr_assert_eq(cca_alloc(a, 50 * MiB, S1, &q), CCA_ERR_OUT_OF_MEMORY);
+    const ccai_event *e = ccai_history_at(a->history, ccai_history_held(a->history) - 1);
+    cr_assert_eq(e->kind, CCAI_EV_OOM);
+    cr_assert_eq(e->size, 50 * MiB);
+    cr_assert_eq(e->addr, 0, "free bytes unknown: 0, not mem_info's leftover %zu", (size_t)e->addr);
+    tu_free(a, p);
+    tu_teardown(a, u);
+    cca_upstream_destroy(inner);
 }
 
 Test(history, the_ring_keeps_the_newest_events_in_order) {

@@ -23,7 +23,7 @@
  *               refused with CCA_ERR_UPSTREAM and changes nothing.
  *   latency     busy-waits per alloc (granted or refused) and per free; only
  *               lower bounds are asserted.
- *   creation    argument checks.
+ *   creation    argument checks; its cost in host allocations (ccalloc.h).
  *   tenants     an allocator over the device gives everything back (classic
  *               segments: the range is whole again; expandable: nothing
  *               mapped or reserved is left); four threads sharing the
@@ -33,6 +33,7 @@
  * CCA_GRANULARITY.
  */
 #include "alloc_test_util.h"
+#include "malloc_fault.h" /* tu_malloc_calls: what a creation costs */
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -915,6 +916,16 @@ Test(upstream_host, alloc_and_free_latencies_are_waited_granted_or_refused) {
     cca_upstream_destroy(u);
 }
 
+/* ccalloc.h: "Cost: one mmap ... and three host mallocs" (the device's
+ * record, its array of free extents, the wrapper's record). */
+Test(upstream_host, creation_costs_three_host_mallocs) {
+    cca_upstream *u = NULL;
+    long n = tu_malloc_calls();
+    cr_assert_eq(cca_upstream_host_create(MiB, &u), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(tu_malloc_calls() - n, 3);
+    cca_upstream_destroy(u);
+}
+
 Test(upstream_host, creation_checks_its_arguments) {
     cca_upstream *u = (cca_upstream *)1;
     cca_host_options o = {.capacity = MiB};
@@ -925,6 +936,15 @@ Test(upstream_host, creation_checks_its_arguments) {
     o.capacity = 0;
     cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT);
     cr_assert_null(u);
+    /* 0 is below the host page like any such capacity, and its message says so
+     * (ccalloc.h: "0 included ... the message names the page") */
+    char least[160];
+    snprintf(least, sizeof least, "capacity 0 is below the %zu-byte host page", tu_page_size());
+    cr_assert(strstr(cca_last_error(), least), "%s", cca_last_error());
+    u = (cca_upstream *)1;
+    cr_assert_eq(cca_upstream_host_create(0, &u), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(u);
+    cr_assert(strstr(cca_last_error(), least), "%s", cca_last_error());
     u = (cca_upstream *)1;
     o.capacity = SIZE_MAX / 2 + 1;
     cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT);

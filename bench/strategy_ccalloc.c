@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccai_utf8.h" /* common/: ccai_utf8_head */
 #include "ccalloc.h"
 
 /* ---- ccalloc over the simulated (host) device ----------------------------------- */
@@ -70,6 +71,14 @@ static int take_domains_key(const char *config, char *buf, size_t len, int *doma
     return 0;
 }
 
+/* The refusal of a domains key: the config quoted, its first 200 bytes at
+ * most, cut between UTF-8 characters (ccai_utf8_head) and marked "...". */
+static void bad_domains(const char *config, char *why, size_t whylen) {
+    size_t n = strlen(config);
+    snprintf(why, whylen, "config '%.*s%s': domains takes 0 or 1 (or the config is too long)",
+             ccai_utf8_head(config, n, 200), config, n > 200 ? "..." : "");
+}
+
 /* ccalloc's check: the config as open parses it (domains:0|1 taken out),
  * then validated; expandable:1 on a device without virtual memory is
  * open's to refuse. */
@@ -77,7 +86,7 @@ static int ccalloc_check(const char *config, char *why, size_t whylen) {
     char rest[512];
     int domains;
     if (take_domains_key(config, rest, sizeof rest, &domains) != 0) {
-        snprintf(why, whylen, "config '%.200s': domains takes 0 or 1 (or the config is too long)", config);
+        bad_domains(config, why, whylen);
         return -1;
     }
     cca_config cfg;
@@ -98,7 +107,7 @@ int ccb_ccalloc_open_on(ccb_strategy *s, cca_upstream *u, const char *config, ch
     }
     char rest[512];
     if (take_domains_key(config, rest, sizeof rest, &c->domains) != 0) {
-        snprintf(why, whylen, "config '%.200s': domains takes 0 or 1 (or the config is too long)", config);
+        bad_domains(config, why, whylen);
         cca_upstream_destroy(u);
         free(c);
         return -1;

@@ -1051,6 +1051,28 @@ Test(replay_domains, the_default_domain_reserves_and_releases_as_a_declared_one)
     ccb_trace_free(&t);
 }
 
+/* A refused config is quoted whole characters only: cut at 200 bytes
+ * between UTF-8 sequences (common/ccai_utf8.h), marked "..." when cut. */
+Test(replay_domains, a_long_refused_config_is_cut_between_characters) {
+    ccb_trace t;
+    cr_assert_eq(read_text(&t, two_domains, NULL, 0), 0);
+    char strategy[400] = "ccalloc=domains:2,history:0,", *p = strategy + strlen(strategy);
+    size_t head = strlen("domains:2,history:0,");
+    while (head < 199) { /* "é" (c3 a9) across byte 200 of the config */
+        *p++ = 'x';
+        head++;
+    }
+    strcpy(p, "\xc3\xa9\xc3\xa9:1");
+    ccb_result r;
+    cr_assert_eq(ccb_replay(&t, strategy, &opts, &r), -1);
+    cr_assert(strstr(r.why, "domains takes 0 or 1"), "%s", r.why);
+    const char *q = strstr(r.why, "...'");
+    cr_assert_not_null(q, "the cut is marked: %s", r.why);
+    cr_assert_eq((unsigned char)q[-1], 'x', "the cut falls before the character, not inside it: %s", r.why);
+    ccb_result_free(&r);
+    ccb_trace_free(&t);
+}
+
 Test(replay_domains, domains_zero_or_one_only) {
     ccb_trace t;
     cr_assert_eq(read_text(&t, two_domains, NULL, 0), 0);

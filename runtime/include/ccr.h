@@ -235,7 +235,8 @@ typedef struct ccr_engine_options {
     int footprint;
     /* 1: also keep the footprint of a model loaded from a file in a sidecar
      * file "<path>.ccfoot" (read at load when the engine has none for it,
-     * rewritten at unload when it changed), so that it survives the
+     * rewritten at unload when it changed and the model ran: none is
+     * written for a model never run), so that it survives the
      * process. A sidecar that is missing is nothing; one that is unreadable,
      * malformed, for other layers or implausible is ignored with a warning.
      * Default 0. */

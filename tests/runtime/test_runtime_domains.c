@@ -130,6 +130,13 @@ Test(runtime_domains, weights_and_activations_live_in_the_models_domain) {
     cr_assert_eq(cca_get_domain_stats(ccr_engine_allocator(e), NULL, &root), CCA_OK);
     cr_expect_eq(root.reserved_bytes, 0, "nothing in the default domain on the simulated device");
     cr_expect_eq(root.alloc_calls, 0);
+    /* a pass of n layers: n + 1 alloc/free pairs, + 1 with softmax (infer.c, docs/engine.md) */
+    ccr_model *n;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:32x64x64x10:relu:nosoftmax", &n), CCR_OK, "%s", ccr_last_error());
+    free(outputs_of(n, 5));
+    s = dstats(e, n);
+    cr_expect_eq(s.alloc_calls, 6 + 4, "input, 3 activations");
+    cr_expect_eq(s.allocated_bytes, ccr_model_device_bytes(n), "each freed");
     ccr_engine_destroy(e);
 }
 

@@ -553,7 +553,8 @@ typedef struct ccr_sleep_info {
  *  - CCR_ERR_OUT_OF_MEMORY: host memory short for the copy; nothing changed;
  *  - CCR_ERR_ALLOCATOR: any other allocator failure; nothing changed.
  * Cost: cca_domain_sleep's (a copy of the weights to the host), two
- * mem_info, O(layers). */
+ * mem_info, O(layers); with a timeline, its two phase rows (a mem_info
+ * each). */
 ccr_status ccr_model_sleep(ccr_model *m, ccr_sleep_info *info);
 
 /* Wake model m, all or nothing. info may be NULL; it is zeroed first. A
@@ -566,8 +567,9 @@ ccr_status ccr_model_sleep(ccr_model *m, ccr_sleep_info *info);
  *    the message does; or a map was refused all the same (another tenant);
  *  - CCR_ERR_DEVICE: a copy back failed;
  *  - CCR_ERR_ALLOCATOR: any other allocator failure.
- * Cost: cca_domain_wake's (the pages mapped, the weights copied back), two
- * mem_info. */
+ * Cost: cca_domain_wake's (the pages mapped, the weights copied back, a
+ * mem_info), two mem_info; with a timeline, its two phase rows (a mem_info
+ * each). */
 ccr_status ccr_model_wake(ccr_model *m, ccr_sleep_info *info);
 
 /* 1 while m is asleep (between a ccr_model_sleep and its ccr_model_wake,

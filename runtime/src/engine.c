@@ -48,7 +48,9 @@
  *   destroy whatever is live.
  * - Costs: create: one device open, one mem_info, one cca_create (greedy:
  *   the arena's reservation); release: one unload per model, one
- *   empty-cache, two mem_info.
+ *   empty-cache, two mem_info. With a timeline, every phase mark and every
+ *   allocation or free adds a row (timeline.c: a mem_info each): create
+ *   marks one phase, release two, each unload two and a free per tensor.
  */
 #include <stdlib.h>
 #include <string.h>

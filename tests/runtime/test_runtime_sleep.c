@@ -735,3 +735,29 @@ Test(runtime_sleep, a_device_without_free_figures_runs_a_whole_life) {
     cr_expect_eq(r.device_free_after, r.device_free_baseline);
     faulty_close(&fe, NULL, 0);
 }
+
+/* What ccr.h says a sleep and a wake cost in mem_info: two each of their
+ * own (the wake's cca_domain_wake asks once more), and with a timeline one
+ * per row on top: the two phase rows each call writes. */
+Test(runtime_sleep, a_sleep_and_a_wake_read_the_free_memory_twice) {
+    for (int with_timeline = 0; with_timeline < 2; with_timeline++) {
+        faulty_engine fe;
+        faulty_open(&fe, 128 * MiB);
+        if (!with_timeline)
+            fe.e->timeline = NULL; /* the same engine, its rows off */
+        ccr_model *a = load(fe.e, SPEC_A);
+        free(outputs_of(a, 2));
+        uint64_t c0 = fe.f.mem_info_calls;
+        cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
+        uint64_t c1 = fe.f.mem_info_calls;
+        cr_assert_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
+        uint64_t c2 = fe.f.mem_info_calls;
+        uint64_t rows = with_timeline ? 2 : 0;
+        cr_expect_eq(c1 - c0, 2 + rows, "sleep, timeline %d: %llu mem_info", with_timeline,
+                     (unsigned long long)(c1 - c0));
+        cr_expect_eq(c2 - c1, 2 + 1 + rows, "wake, timeline %d: %llu mem_info", with_timeline,
+                     (unsigned long long)(c2 - c1));
+        fe.e->timeline = fe.tl;
+        faulty_close(&fe, NULL, 0);
+    }
+}

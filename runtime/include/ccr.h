@@ -245,8 +245,10 @@ typedef struct ccr_engine_options {
     void *warn_user;
     /* The page of expandable segments on the device the engine opens
      * (ccr_device_open_paged; ignored with a borrowed upstream). 0 (default):
-     * the device's. On a GPU, 32 MiB pages map a large model in a sixteenth
-     * of the driver calls of 2 MiB ones (docs/tuning.md, "The page"). */
+     * the device's. On a GPU over CCA_VM_PAGES, 32 MiB pages map a large
+     * model in a sixteenth of the driver calls of 2 MiB ones; over whole
+     * maps (the default) a map is one allocation whatever its pages
+     * (docs/tuning.md, "The page"). */
     size_t vm_granularity;
     /* The backing of its virtual-memory maps (ccr_device_options.vm_backing;
      * ignored with a borrowed upstream): CCA_VM_WHOLE_MAPS (0, default:

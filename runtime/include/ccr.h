@@ -361,9 +361,9 @@ typedef struct ccr_model ccr_model;
  * nothing stays allocated. A path that is not a regular file is refused at
  * once with CCR_ERR_IO (a directory; a FIFO, never waited for; a device);
  * an empty path with CCR_ERR_INVALID_ARGUMENT, as a NULL one; host memory
- * short (the header's text, its parse, the tensors' records) with
- * CCR_ERR_OUT_OF_MEMORY. After any failure of this and the three loads below, *out is NULL (out NULL, or e
- * or the source NULL: CCR_ERR_INVALID_ARGUMENT). */
+ * short (the file's stream, the header's text, its parse, the tensors'
+ * records) with CCR_ERR_OUT_OF_MEMORY. After any failure of this and the three loads below, *out is NULL (out NULL, or
+ * e or the source NULL: CCR_ERR_INVALID_ARGUMENT). */
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out);
 
 /* Same, from an open stream (the fuzzer uses fmemopen). `name` labels it.

@@ -483,6 +483,8 @@ static ccr_status open_model_file(const char *path, FILE **out) {
     if (!fp) {
         int err = errno;
         close(fd);
+        if (err == ENOMEM) /* the FILE's host memory, not the file */
+            return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "%s: out of host memory to open it", path);
         return ccr_fail(CCR_ERR_IO, "%s: cannot open: %s", path, strerror(err));
     }
     *out = fp;

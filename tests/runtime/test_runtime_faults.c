@@ -17,9 +17,9 @@
  *                  expandable segments.
  *   host faults    malloc_fault.h fails the n-th host allocation, once and
  *                  from then on, for every n of the life (linked with
- *                  --wrap: the runtime's and the allocator's allocations;
- *                  this suite's own input buffers are held out), footprint
- *                  sidecars on.
+ *                  --wrap: the runtime's and the allocator's allocations,
+ *                  and fdopen's FILE, malloc'd inside libc; this suite's
+ *                  own input buffers are held out), footprint sidecars on.
  *
  * A step that succeeds, a fault met inside it and recovered from included,
  * leaves the caller's message as it was (ccr_last_error: the last failing
@@ -37,6 +37,7 @@
  * A save over A's own file refused for host memory at any allocation leaves
  * the file byte for byte as it was.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,6 +51,18 @@
 #define A_SAVED "mlp:32x600x600x10:gelu:softmax:seed=1" /* a 1.4 MiB layer: medium pool */
 #define R_BATCH 8
 #define A_BATCH 40
+
+/* fdopen mallocs its FILE inside libc, out of --wrap=malloc's reach: wrapped
+ * here (runtime.cmake), its allocation refused in turn as the others. */
+FILE *__real_fdopen(int fd, const char *mode);
+FILE *__wrap_fdopen(int fd, const char *mode);
+FILE *__wrap_fdopen(int fd, const char *mode) {
+    if (tu_malloc_fails_now()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return __real_fdopen(fd, mode);
+}
 
 /* ---- the model file, the reference outputs --------------------------------- */
 

@@ -308,8 +308,9 @@ typedef struct ccr_release_info {
     size_t device_free_before;    /* when release began                      */
     size_t device_free_after;     /* after empty-cache                       */
     int device_free_read;         /* 1: both were read; 0: the device refused
-                                     a mem_info (the release's error says
-                                     which), and both are 0                  */
+                                     a mem_info, and both are 0 (the
+                                     release's error names the refused read
+                                     unless an earlier step failed first)    */
     size_t workspace_freed;       /* cuBLAS workspace bytes returned         */
     size_t live_bytes_after;      /* allocator's allocated_bytes afterwards (0) */
     size_t domain_bytes_released; /* returned by the unloaded models' domains */

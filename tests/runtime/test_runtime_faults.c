@@ -334,7 +334,17 @@ Test(runtime_faults, release_reports_its_first_failure) {
     cr_expect_eq(ccr_engine_release(e, &r), CCR_ERR_DEVICE);
     static const char first[] = "release: cannot read the device's free memory before: ";
     cr_expect(strncmp(ccr_last_error(), first, sizeof first - 1) == 0, "%s", ccr_last_error());
+    cr_expect_eq(r.device_free_read, 0);
+    /* the unmap refused first, the count after it then: device_free_read 0
+     * and the error the empty-cache's, not the count's (ccr.h said the
+     * release's error names the refused read) */
     f.fail_mem_info = false;
+    f.fail_mem_info_from = f.mem_info_calls + 2; /* the count before is read */
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_ERR_DEVICE);
+    cr_expect(strstr(ccr_last_error(), "empty-cache failed: ") == ccr_last_error(), "%s", ccr_last_error());
+    cr_expect_eq(r.device_free_read, 0);
+    cr_expect_eq(r.device_free_before, 0, "neither count alone");
+    f.fail_mem_info_from = 0;
     tu_faulty_faults_off(&f);
     cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(reserved_bytes(e), 0);

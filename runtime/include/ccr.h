@@ -265,7 +265,14 @@ void ccr_engine_options_default(ccr_engine_options *o);
 typedef struct ccr_engine ccr_engine;
 
 /* Pick the device, measure its free memory (the baseline, before anything is
- * allocated), then create the allocator (the greedy policy reserves here). */
+ * allocated), then create the allocator (the greedy policy reserves here).
+ * o NULL: the defaults. *out is NULL after any failure.
+ * Errors: CCR_ERR_INVALID_ARGUMENT for out NULL, a device setting the
+ * library refuses (ccr_device_open_with) or an alloc_conf that does not
+ * parse; CCR_ERR_DEVICE when kind CUDA finds no GPU, the device could not
+ * be created or read (mem_info) or failed the greedy arena;
+ * CCR_ERR_OUT_OF_MEMORY when host memory is short or the greedy arena does
+ * not fit; CCR_ERR_ALLOCATOR for any other refusal of cca_create. */
 ccr_status ccr_engine_create(const ccr_engine_options *o, ccr_engine **out);
 
 /* Release (see below) and free everything, the device included unless it

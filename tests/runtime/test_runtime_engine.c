@@ -429,15 +429,24 @@ Test(runtime_engine, engine_options) {
     ccr_engine *e = (ccr_engine *)1;
     cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_INVALID_ARGUMENT);
     cr_expect(strstr(ccr_last_error(), "no_such_key") != NULL, "message: %s", ccr_last_error());
+    cr_expect_null(e, "*out is NULL after a failure (ccr.h)");
+    o.alloc_conf = "policy:greedy,greedy_bytes:32M"; /* an arena the 16 MiB device cannot hold */
+    e = (ccr_engine *)1;
+    cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_OUT_OF_MEMORY, "%s", ccr_last_error());
+    cr_expect_null(e);
     o.alloc_conf = NULL;
     o.host_capacity = 0;
-    cr_expect_neq(ccr_engine_create(&o, &e), CCR_OK);
+    e = (ccr_engine *)1;
+    cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_INVALID_ARGUMENT, "%s", ccr_last_error());
+    cr_expect_null(e);
     int count = 0;
     cck_cuda_device_count(&count);
     if (count == 0) {
         o.device = CCR_DEVICE_CUDA;
         o.host_capacity = 16 * MiB;
+        e = (ccr_engine *)1;
         cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_DEVICE);
+        cr_expect_null(e);
         o.device = CCR_DEVICE_AUTO; /* no GPU: falls back to the simulated device */
         cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
         ccr_device_info d;

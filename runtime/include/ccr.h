@@ -598,7 +598,8 @@ int ccr_model_asleep(const ccr_model *m);
  * fragmentation. event is alloc|free|oom|phase. t_ms counts from creation.
  * A path that cannot be created (a missing directory; a FIFO nobody reads,
  * refused, never waited for) is CCR_ERR_IO naming it; NULL path or out
- * CCR_ERR_INVALID_ARGUMENT. *out is NULL after any failure. */
+ * CCR_ERR_INVALID_ARGUMENT; host memory short CCR_ERR_OUT_OF_MEMORY. *out
+ * is NULL after any failure. */
 ccr_status ccr_timeline_open(const char *path, ccr_timeline **out);
 /* Flush and close the file and free t (whatever the status; NULL: CCR_OK).
  * CCR_ERR_IO when any row or the close could not be written: the message

@@ -72,9 +72,10 @@ ccr_status ccr_timeline_open(const char *path, ccr_timeline **out) {
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
     t->path = strdup(path);
     t->f = t->path ? ccai_fopen_nowait(path, 0) : NULL; /* a FIFO nobody reads: refused, not waited for */
-    if (!t->f) {
-        ccr_status st = t->path ? ccr_fail(CCR_ERR_IO, "%s: cannot create timeline: %s", path, ccai_open_strerror(errno))
-                                : ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!t->f) { /* host memory short: the path, or fdopen's FILE (ENOMEM), not the file */
+        ccr_status st = t->path && errno != ENOMEM
+                            ? ccr_fail(CCR_ERR_IO, "%s: cannot create timeline: %s", path, ccai_open_strerror(errno))
+                            : ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
         free(t->path);
         free(t);
         return st;

@@ -433,6 +433,33 @@ Test(runtime_faults, a_save_refused_for_host_memory_leaves_the_file_as_it_was) {
     ccr_engine_destroy(e);
 }
 
+/* ccr_timeline_open refused host memory at each of its allocations (its
+ * record, its path, fdopen's FILE): CCR_ERR_OUT_OF_MEMORY, *out NULL, never
+ * CCR_ERR_IO as if the path could not be created (fdopen's said so). */
+Test(runtime_faults, a_timeline_refused_host_memory_is_out_of_memory) {
+    char path[160];
+    snprintf(path, sizeof path, "%s/t.csv", dir);
+    long refused = 0;
+    for (long n = 1;; n++) {
+        ccr_timeline *t = (ccr_timeline *)1;
+        tu_malloc_arm(n, false);
+        ccr_status st = ccr_timeline_open(path, &t);
+        long injected = tu_malloc_disarm();
+        if (st == CCR_OK) {
+            cr_assert_eq(ccr_timeline_close(t), CCR_OK, "%s", ccr_last_error());
+            if (injected == 0)
+                break;
+            continue;
+        }
+        cr_expect_eq(st, CCR_ERR_OUT_OF_MEMORY, "allocation %ld refused: %s (%s)", n, ccr_status_string(st),
+                     ccr_last_error());
+        cr_expect_null(t);
+        refused++;
+    }
+    cr_expect_geq(refused, 3, "the record, the path and the FILE");
+    unlink(path);
+}
+
 /* An allocation the device refuses while it cannot say its free memory
  * either (mem_info refused): the message says so, never "0 B free of 0 B"
  * as if the device had been read. */

@@ -302,6 +302,9 @@ cca_upstream *ccr_engine_upstream(ccr_engine *e);
  * figures (sidecar files stay and are read again).
  * Errors: CCR_ERR_INVALID_ARGUMENT for a NULL engine, a model loaded (or
  * asleep) or a config the allocator refuses (the old allocator kept);
+ * CCR_ERR_OUT_OF_MEMORY or CCR_ERR_DEVICE when the new allocator cannot be
+ * made (greedy's arena does not fit, or the device failed it), as at
+ * ccr_engine_create, the old allocator kept;
  * CCR_ERR_LIVE_BLOCKS, after the release, while a block is still live in
  * the old allocator (one the caller took from ccr_engine_allocator, or a
  * leak a released model's domain kept): destroying it would free memory

@@ -480,6 +480,11 @@ Test(runtime_engine, a_refused_reconfigure_keeps_the_engine_usable) {
     cr_expect_eq(ccr_engine_reconfigure(e, "policy:growth,no_such_key:1"), CCR_ERR_INVALID_ARGUMENT);
     cr_expect(strstr(ccr_last_error(), "no_such_key") != NULL, "%s", ccr_last_error());
     cr_expect_eq(ccr_engine_allocator(e), before, "the allocator changed");
+    /* a config that parses but whose allocator cannot be made: a greedy
+     * arena larger than the device */
+    cr_expect_eq(ccr_engine_reconfigure(e, "policy:greedy,greedy_bytes:32M"), CCR_ERR_OUT_OF_MEMORY, "%s",
+                 ccr_last_error());
+    cr_expect_eq(ccr_engine_allocator(e), before, "the allocator changed");
     cr_assert_eq(ccr_model_load_spec(e, "mlp:8x4x2:softmax", &m), CCR_OK, "%s", ccr_last_error());
     expect_same_outputs(m, 3, want, "after a refused reconfigure");
     free(want);

@@ -866,7 +866,9 @@ Test(runtime_engine, a_trace_that_could_not_be_written_is_the_engines_error) {
 
 Test(runtime_engine, a_trace_that_could_not_be_opened_is_the_engines_error) {
     setenv("CCALLOC_TRACE", "/nonexistent-ccr-dir/t.csv", 1);
+    ccr_clear_error();
     ccr_engine *e = host_engine(16 * MiB, "");
+    cr_expect_str_eq(ccr_last_error(), "", "a creation that succeeded set a message");
     const char *want = "CCALLOC_TRACE: cca_trace_status: not tracing: cannot open for writing (No such file or "
                        "directory): '/nonexistent-ccr-dir/t.csv'";
     cr_expect_eq(ccr_engine_trace_status(e), CCR_ERR_IO, "from the creation on");

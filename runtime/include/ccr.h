@@ -599,6 +599,7 @@ int ccr_model_asleep(const ccr_model *m);
 
 /* Columns: t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,
  * fragmentation. event is alloc|free|oom|phase. t_ms counts from creation.
+ * device_free is empty in a row whose mem_info the device refused.
  * A path that cannot be created (a missing directory; a FIFO nobody reads,
  * refused, never waited for) is CCR_ERR_IO naming it; NULL path or out
  * CCR_ERR_INVALID_ARGUMENT; host memory short CCR_ERR_OUT_OF_MEMORY. *out

@@ -10,9 +10,16 @@
  *
  *     mlp:784x4096x4096x10:relu:softmax:seed=7
  *
- * Every function returns a ccr_status (0 = success); on failure
- * ccr_last_error() holds a message naming the problem (the file, the tensor,
- * the byte offset, the option). Nothing in the library exits the process.
+ * Every function that can fail returns a ccr_status (0 = success); on
+ * failure ccr_last_error() holds a message naming the problem (the file,
+ * the tensor, the byte offset, the option). The others return a value:
+ * the getters (ccr_engine_allocator, ccr_model_name, ..., 0 or NULL or ""
+ * for a NULL handle), ccr_status_string, ccr_last_error,
+ * ccr_arch_param_bytes, ccr_device_name_cuda, ccr_model_asleep and
+ * ccr_fputs_escaped (EOF when a write failed); or nothing:
+ * ccr_engine_options_default, ccr_engine_mark, ccr_engine_destroy (which
+ * frees all it can whatever fails) and ccr_model_unload (a failure is a
+ * warning). Nothing in the library exits the process.
  *
  * Thread safety: an engine and its models are used from one thread at a time.
  * Engines of different threads may share a device (ccr_engine_options.

@@ -57,7 +57,8 @@
  *   ccr_model_nonfinite_tensor report them (ccrun warns and exits 4). Spec
  *   models are finite by construction.
  * - Calls down only (footprint.c, device.c, timeline.c, safetensors.c,
- *   arch.c, error.c), never engine.c.
+ *   arch.c, error.c, and sleep.c's ccr_model_check_awake at a save), never
+ *   engine.c.
  * - Costs: load: with a domain, one domain create and one reserve when a
  *   footprint is known; one ccr_dev_alloc, one cca_block_size and one fill
  *   per tensor (plus one upload on CUDA); two phase marks;

@@ -81,8 +81,10 @@ cck_status cck_cuda_device_count(int *count);
  * uses comes from the caller's allocator. */
 typedef struct cck_cuda_context cck_cuda_context;
 
-/* Bytes of workspace cck_cuda_context_create wants (cuBLAS's recommendation
- * for the current device; 32 MiB on Hopper, 4 MiB before). */
+/* Bytes of workspace cck_cuda_context_create wants on `device` (cuBLAS's
+ * recommendation for it: 32 MiB from Hopper, compute capability 9, on;
+ * 4 MiB before). CCK_ERR_INVALID_ARGUMENT for bytes NULL or a device that
+ * is negative or past the last GPU; CCK_ERR_NO_DEVICE without a GPU. */
 cck_status cck_cublas_workspace_size(int device, size_t *bytes);
 
 /* workspace: device memory of workspace_bytes (may be NULL with 0 bytes:

@@ -43,7 +43,9 @@ cck_status cck_cu_dense(cck_cuda_context *ctx, const float *x, const float *w, c
 /* Host kernels share their outer loop among OpenMP threads when the library
  * is built with OpenMP and the call is big enough: at least
  * CCK_PARALLEL_MIN_ELEMS softmax elements (~2 ms of work) or
- * CCK_PARALLEL_MIN_MACS dense multiply-adds (~0.7 ms). Below that, waking a
+ * CCK_PARALLEL_MIN_MACS dense multiply-adds (~0.7 ms); the dense layer's
+ * epilogue pass (dense_host.c) at CCK_PARALLEL_MIN_ELEMS / 8 elements of y
+ * with GELU (an exp each), 4 * CCK_PARALLEL_MIN_ELEMS otherwise. Below that, waking a
  * second thread costs more than it saves, and on a loaded machine it can
  * cost a scheduler time slice (measured: 8 ms for a 512x128 softmax).
  * CCK_SIMD(clause) marks a loop for OpenMP SIMD vectorization (a reduction

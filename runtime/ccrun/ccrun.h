@@ -134,10 +134,12 @@ const char *ccrun_baseline_note(const ccr_release_info *r, char *buf, size_t n);
 /* ---- child.c: ccrun as a timed child process ---- */
 
 /* Run argv (a ccrun --json command line) as a child process: *wall_ms from
- * fork to reap, *run_ms the sum of its "run" phases' time_ms. Returns its
- * exit status (127: exec failed), or -1 when none ran to its exit, the
+ * spawn to reap, *run_ms the sum of its "run" phases' time_ms. Returns its
+ * exit status, or -1 when none ran to its exit or its output was lost, the
  * message (ccr_last_error) saying why: "ARGV0 could not be run: REASON"
- * (pipe, fork, host memory) or "ARGV0 was killed by signal N (NAME)". */
+ * (pipe, spawn, an exec refused, host memory), "ARGV0 was killed by signal
+ * N (NAME)" or "ARGV0 ran (exit N), but its output could not be kept:
+ * REASON" (child.c). */
 int ccrun_time_child(char *const argv[], double *wall_ms, double *run_ms);
 
 /* ---- demo.c ---- */

@@ -683,7 +683,8 @@ static void act4(demo *d) {
  *                      saved (ccr_model_save, not counted) to a temporary
  *                      safetensors file; its outputs are checked again;
  *   process per model  a child `ccrun --json --iters 1 --batch 1 FILE`
- *                      (child.c), fork to reap, less its run phase:
+ *                      (its --device and --capacity the demo's; child.c),
+ *                      spawn to reap, less its run phase:
  *                      exec, engine and device creation, the load from the
  *                      file, unload, release and exit. It runs while A is
  *                      unloaded, so that on a GPU it has the room A had.

@@ -7,8 +7,9 @@
  * turns the table, the JSON document or the CSV into a prefix a script
  * reads as if it were everything. So every output is checked to the end:
  *
- *   - the files: --save and --snapshot check each write and their fclose
- *     (model.c, the allocator's snapshot writers, write_snapshot in run.c);
+ *   - the files: --save and --snapshot check each write and their close
+ *     (safetensors.c, the allocator's snapshot writers, write_snapshot in
+ *     run.c);
  *     the timeline keeps its first failure and returns it at
  *     ccr_timeline_close (timeline.c);
  *   - standard output: rows are flushed as they are printed (ccrun_flush,

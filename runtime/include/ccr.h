@@ -10,9 +10,16 @@
  *
  *     mlp:784x4096x4096x10:relu:softmax:seed=7
  *
- * Every function returns a ccr_status (0 = success); on failure
- * ccr_last_error() holds a message naming the problem (the file, the tensor,
- * the byte offset, the option). Nothing in the library exits the process.
+ * Every function that can fail returns a ccr_status (0 = success); on
+ * failure ccr_last_error() holds a message naming the problem (the file,
+ * the tensor, the byte offset, the option). The others return a value:
+ * the getters (ccr_engine_allocator, ccr_model_name, ..., 0 or NULL or ""
+ * for a NULL handle), ccr_status_string, ccr_last_error,
+ * ccr_arch_param_bytes, ccr_device_name_cuda, ccr_model_asleep and
+ * ccr_fputs_escaped (EOF when a write failed); or nothing:
+ * ccr_engine_options_default, ccr_engine_mark, ccr_engine_destroy (which
+ * frees all it can whatever fails) and ccr_model_unload (a failure is a
+ * warning). Nothing in the library exits the process.
  *
  * Thread safety: an engine and its models are used from one thread at a time.
  * Engines of different threads may share a device (ccr_engine_options.
@@ -235,7 +242,8 @@ typedef struct ccr_engine_options {
     int footprint;
     /* 1: also keep the footprint of a model loaded from a file in a sidecar
      * file "<path>.ccfoot" (read at load when the engine has none for it,
-     * rewritten at unload when it changed), so that it survives the
+     * rewritten at unload when it changed and the model ran: none is
+     * written for a model never run), so that it survives the
      * process. A sidecar that is missing is nothing; one that is unreadable,
      * malformed, for other layers or implausible is ignored with a warning.
      * Default 0. */
@@ -244,8 +252,10 @@ typedef struct ccr_engine_options {
     void *warn_user;
     /* The page of expandable segments on the device the engine opens
      * (ccr_device_open_paged; ignored with a borrowed upstream). 0 (default):
-     * the device's. On a GPU, 32 MiB pages map a large model in a sixteenth
-     * of the driver calls of 2 MiB ones (docs/tuning.md, "The page"). */
+     * the device's. On a GPU over CCA_VM_PAGES, 32 MiB pages map a large
+     * model in a sixteenth of the driver calls of 2 MiB ones; over whole
+     * maps (the default) a map is one allocation whatever its pages
+     * (docs/tuning.md, "The page"). */
     size_t vm_granularity;
     /* The backing of its virtual-memory maps (ccr_device_options.vm_backing;
      * ignored with a borrowed upstream): CCA_VM_WHOLE_MAPS (0, default:
@@ -262,7 +272,14 @@ void ccr_engine_options_default(ccr_engine_options *o);
 typedef struct ccr_engine ccr_engine;
 
 /* Pick the device, measure its free memory (the baseline, before anything is
- * allocated), then create the allocator (the greedy policy reserves here). */
+ * allocated), then create the allocator (the greedy policy reserves here).
+ * o NULL: the defaults. *out is NULL after any failure.
+ * Errors: CCR_ERR_INVALID_ARGUMENT for out NULL, a device setting the
+ * library refuses (ccr_device_open_with) or an alloc_conf that does not
+ * parse; CCR_ERR_DEVICE when kind CUDA finds no GPU, the device could not
+ * be created or read (mem_info) or failed the greedy arena;
+ * CCR_ERR_OUT_OF_MEMORY when host memory is short or the greedy arena does
+ * not fit; CCR_ERR_ALLOCATOR for any other refusal of cca_create. */
 ccr_status ccr_engine_create(const ccr_engine_options *o, ccr_engine **out);
 
 /* Release (see below) and free everything, the device included unless it
@@ -292,6 +309,9 @@ cca_upstream *ccr_engine_upstream(ccr_engine *e);
  * figures (sidecar files stay and are read again).
  * Errors: CCR_ERR_INVALID_ARGUMENT for a NULL engine, a model loaded (or
  * asleep) or a config the allocator refuses (the old allocator kept);
+ * CCR_ERR_OUT_OF_MEMORY or CCR_ERR_DEVICE when the new allocator cannot be
+ * made (greedy's arena does not fit, or the device failed it), as at
+ * ccr_engine_create, the old allocator kept;
  * CCR_ERR_LIVE_BLOCKS, after the release, while a block is still live in
  * the old allocator (one the caller took from ccr_engine_allocator, or a
  * leak a released model's domain kept): destroying it would free memory
@@ -305,8 +325,9 @@ typedef struct ccr_release_info {
     size_t device_free_before;    /* when release began                      */
     size_t device_free_after;     /* after empty-cache                       */
     int device_free_read;         /* 1: both were read; 0: the device refused
-                                     a mem_info (the release's error says
-                                     which), and both are 0                  */
+                                     a mem_info, and both are 0 (the
+                                     release's error names the refused read
+                                     unless an earlier step failed first)    */
     size_t workspace_freed;       /* cuBLAS workspace bytes returned         */
     size_t live_bytes_after;      /* allocator's allocated_bytes afterwards (0) */
     size_t domain_bytes_released; /* returned by the unloaded models' domains */
@@ -358,9 +379,9 @@ typedef struct ccr_model ccr_model;
  * nothing stays allocated. A path that is not a regular file is refused at
  * once with CCR_ERR_IO (a directory; a FIFO, never waited for; a device);
  * an empty path with CCR_ERR_INVALID_ARGUMENT, as a NULL one; host memory
- * short (the header's text, its parse, the tensors' records) with
- * CCR_ERR_OUT_OF_MEMORY. After any failure of this and the three loads below, *out is NULL (out NULL, or e
- * or the source NULL: CCR_ERR_INVALID_ARGUMENT). */
+ * short (the file's stream, the header's text, its parse, the tensors'
+ * records) with CCR_ERR_OUT_OF_MEMORY. After any failure of this and the three loads below, *out is NULL (out NULL, or
+ * e or the source NULL: CCR_ERR_INVALID_ARGUMENT). */
 ccr_status ccr_model_load_file(ccr_engine *e, const char *path, ccr_model **out);
 
 /* Same, from an open stream (the fuzzer uses fmemopen). `name` labels it.
@@ -552,7 +573,8 @@ typedef struct ccr_sleep_info {
  *  - CCR_ERR_OUT_OF_MEMORY: host memory short for the copy; nothing changed;
  *  - CCR_ERR_ALLOCATOR: any other allocator failure; nothing changed.
  * Cost: cca_domain_sleep's (a copy of the weights to the host), two
- * mem_info, O(layers). */
+ * mem_info, O(layers); with a timeline, its two phase rows (a mem_info
+ * each). */
 ccr_status ccr_model_sleep(ccr_model *m, ccr_sleep_info *info);
 
 /* Wake model m, all or nothing. info may be NULL; it is zeroed first. A
@@ -565,8 +587,9 @@ ccr_status ccr_model_sleep(ccr_model *m, ccr_sleep_info *info);
  *    the message does; or a map was refused all the same (another tenant);
  *  - CCR_ERR_DEVICE: a copy back failed;
  *  - CCR_ERR_ALLOCATOR: any other allocator failure.
- * Cost: cca_domain_wake's (the pages mapped, the weights copied back), two
- * mem_info. */
+ * Cost: cca_domain_wake's (the pages mapped, the weights copied back, a
+ * mem_info), two mem_info; with a timeline, its two phase rows (a mem_info
+ * each). */
 ccr_status ccr_model_wake(ccr_model *m, ccr_sleep_info *info);
 
 /* 1 while m is asleep (between a ccr_model_sleep and its ccr_model_wake,
@@ -583,9 +606,11 @@ int ccr_model_asleep(const ccr_model *m);
 
 /* Columns: t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,
  * fragmentation. event is alloc|free|oom|phase. t_ms counts from creation.
+ * device_free is empty in a row whose mem_info the device refused.
  * A path that cannot be created (a missing directory; a FIFO nobody reads,
  * refused, never waited for) is CCR_ERR_IO naming it; NULL path or out
- * CCR_ERR_INVALID_ARGUMENT. *out is NULL after any failure. */
+ * CCR_ERR_INVALID_ARGUMENT; host memory short CCR_ERR_OUT_OF_MEMORY. *out
+ * is NULL after any failure. */
 ccr_status ccr_timeline_open(const char *path, ccr_timeline **out);
 /* Flush and close the file and free t (whatever the status; NULL: CCR_OK).
  * CCR_ERR_IO when any row or the close could not be written: the message

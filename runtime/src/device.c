@@ -39,8 +39,10 @@
  *   workspace lives in the default domain.
  * - Calls nothing in engine.c: the engine calls down to this file.
  * - Costs: alloc/free: one cca_alloc_in / cca_free, plus one cca_get_stats
- *   and one mem_info per event when a timeline is set (an out-of-memory adds
- *   both for its message); the limit: one cca_get_config; a copy: one
+ *   and one mem_info per event when a timeline is set (and, for a free, a
+ *   cca_block_size for the row's bytes); a refused allocation adds both for
+ *   its message, and a domain stats read for a model's; the limit: one
+ *   cca_get_config; a copy: one
  *   memcpy (simulated) or one cck_copy_to_device / cck_copy_to_host (CUDA); opening: a GPU count and one
  *   CUDA upstream create (CUDA, AUTO), then one host upstream create when
  *   the device is the simulated one.

@@ -48,7 +48,9 @@
  *   destroy whatever is live.
  * - Costs: create: one device open, one mem_info, one cca_create (greedy:
  *   the arena's reservation); release: one unload per model, one
- *   empty-cache, two mem_info.
+ *   empty-cache, two mem_info. With a timeline, every phase mark and every
+ *   allocation or free adds a row (timeline.c: a mem_info each): create
+ *   marks one phase, release two, each unload two and a free per tensor.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -80,8 +82,11 @@ static ccr_status make_allocator(ccr_engine *e, const char *conf) {
     /* a CCALLOC_TRACE the library would not open: the engine's trace
      * failure from the start, as a mark's that found the recording stopped
      * (timeline.c; the first one kept) */
+    ccr_kept_error k; /* kept for ccr_engine_trace_status: not this call's failure */
+    ccr_error_keep(&k);
     if (!e->trace_error[0] && cca_trace_status(e->alloc) == CCA_ERR_IO)
         snprintf(e->trace_error, sizeof e->trace_error, "%s", cca_last_error());
+    ccr_error_restore(&k);
     /* greedy reserved its arena just now: all it will ever hold */
     cca_stats s;
     cca_get_stats(e->alloc, &s);

@@ -43,7 +43,8 @@
  *
  * read at load when the engine remembers nothing for the path, rewritten at
  * unload when the entry changed (a temporary file renamed over it, so a
- * reader never sees half a file). A sidecar is input from outside: it is
+ * reader never sees half a file), unless the model was never run: batch 0
+ * is remembered in the engine only, since a sidecar's batch is 1..2^24. A sidecar is input from outside: it is
  * opened without blocking (a FIFO cannot hang the load), must be a regular
  * file of at most CCR_FOOT_MAX_BYTES, hold exactly these four lines (no NUL,
  * plain decimal numbers, a refused one quoted in the warning, no
@@ -372,6 +373,6 @@ void ccr_footprint_record(ccr_engine *e, const char *key, const ccr_arch *arch, 
         ccr_warn(e, "footprint of '%s' not remembered: out of host memory", key);
         return;
     }
-    if (e->sidecar && from_file)
+    if (e->sidecar && from_file && f->batch) /* batch 0, never run: no sidecar holds it */
         write_sidecar(e, f);
 }

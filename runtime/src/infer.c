@@ -7,7 +7,7 @@
  * At any moment at most two activations are live: the layer's input and its
  * output. Each is allocated from the engine's allocator just before the
  * layer runs and the input is freed as soon as the layer has consumed it, so
- * a pass makes 2 + n_layers (+1 with softmax) alloc/free pairs of sizes
+ * a pass makes 1 + n_layers (+1 with softmax) alloc/free pairs of sizes
  * batch × width × 4 bytes — the traffic a caching allocator exists for, and
  * with a batch size that changes from call to call, the traffic that splits
  * blocks and fragments a pool (docs/engine.md shows it on a timeline).

@@ -214,14 +214,19 @@ typedef struct ccr_st_file {
 /* Read and validate the header of the safetensors file on `f` (borrowed; so
  * is `name`, which labels messages and must outlive *out):
  * length cap, JSON, dtypes, shapes, offsets (in range, no overlap, the data
- * section exactly covered). CCR_ERR_FORMAT / CCR_ERR_DTYPE / CCR_ERR_IO. */
+ * section exactly covered). CCR_ERR_FORMAT / CCR_ERR_DTYPE / CCR_ERR_IO;
+ * CCR_ERR_OUT_OF_MEMORY when host memory is short (the header's text, its
+ * parse, the tensors' records). */
 ccr_status ccr_st_open(FILE *f, const char *name, ccr_st_file *out);
 void ccr_st_close(ccr_st_file *s);
 const ccr_st_tensor *ccr_st_find(const ccr_st_file *s, const char *name);
 /* Read a tensor converted to float32 (dst holds t->count floats). */
 ccr_status ccr_st_read_f32(ccr_st_file *s, const ccr_st_tensor *t, float *dst);
 /* Match tensors to the layer list in the metadata: fills *arch (has_bias
- * from the file) and per-layer tensor pointers. CCR_ERR_SPEC / CCR_ERR_SHAPE. */
+ * from the file) and per-layer tensor pointers. CCR_ERR_FORMAT (no layer
+ * list; two layer keys that differ only in leading zeros), CCR_ERR_SPEC (a
+ * layer list that does not parse), CCR_ERR_SHAPE (tensors that do not
+ * match it, or a tensor name other than <key>.weight / <key>.bias). */
 ccr_status ccr_st_bind_mlp(const ccr_st_file *s, ccr_arch *arch, const ccr_st_tensor **w, const ccr_st_tensor **b);
 
 /* Writing: tensors are float32, shapes 1-D or 2-D, data through `get`. */

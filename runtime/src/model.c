@@ -57,12 +57,16 @@
  *   ccr_model_nonfinite_tensor report them (ccrun warns and exits 4). Spec
  *   models are finite by construction.
  * - Calls down only (footprint.c, device.c, timeline.c, safetensors.c,
- *   arch.c, error.c), never engine.c.
+ *   arch.c, error.c, and sleep.c's ccr_model_check_awake at a save), never
+ *   engine.c.
  * - Costs: load: with a domain, one domain create and one reserve when a
- *   footprint is known; one ccr_dev_alloc and one fill per tensor (plus one
- *   upload on CUDA);
+ *   footprint is known; one ccr_dev_alloc, one cca_block_size and one fill
+ *   per tensor (plus one upload on CUDA); two phase marks;
  *   unload: one ccr_dev_free per tensor, one domain stats read, one domain
- *   destroy; linking and unlinking: O(1); keeping an orphan: amortized O(1).
+ *   destroy, two phase marks; linking and unlinking: O(1); keeping an
+ *   orphan: amortized O(1). With footprint sidecars (footprint.c), a load
+ *   from a file the engine has no footprint for reads one, and an unload
+ *   whose footprint changed writes one (a temporary file and a rename).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -483,6 +487,8 @@ static ccr_status open_model_file(const char *path, FILE **out) {
     if (!fp) {
         int err = errno;
         close(fd);
+        if (err == ENOMEM) /* the FILE's host memory, not the file */
+            return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "%s: out of host memory to open it", path);
         return ccr_fail(CCR_ERR_IO, "%s: cannot open: %s", path, strerror(err));
     }
     *out = fp;

@@ -65,8 +65,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include "ccai_open.h" /* common/: ccai_fopen_nowait */
+#include "ccai_open.h" /* common/: ccai_open_nowait */
 #include "ccai_utf8.h" /* common/: ccai_utf8_len, ccai_utf8_head */
 #include "internal.h"
 
@@ -745,6 +746,21 @@ static cJSON *header_json(const char *meta_key, const char *meta_value, const cc
     return NULL;
 }
 
+/* All n bytes of p to fd, on through short writes: 0, or errno. */
+static int write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0) {
+        ssize_t k = write(fd, c, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return k < 0 ? errno : EIO;
+        c += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
 ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta_value, const ccr_st_out_tensor *t,
                         size_t n, ccr_st_get_fn get, void *user) {
     size_t largest;
@@ -756,14 +772,17 @@ ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta
     if (!text)
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory printing the header");
     size_t hlen = strlen(text), padded = (hlen + 7) & ~(size_t)7; /* data starts 8-aligned */
-    /* all the host memory first: a refusal leaves the file (maybe the model's own) as it was */
+    /* all the host memory first: a refusal leaves the file (maybe the model's
+     * own) as it was. So the file is written through its descriptor, not a
+     * FILE, whose malloc (inside fdopen) would come after the open had
+     * truncated it. */
     float *buf = malloc((largest ? largest : 1) * sizeof(float));
     if (!buf) {
         free(text);
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-float tensor", largest);
     }
-    FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
-    if (!f) {
+    int fd = ccai_open_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
+    if (fd < 0) {
         free(text);
         free(buf);
         return ccr_fail(CCR_ERR_IO, "%s: cannot create: %s", path, ccai_open_strerror(errno));
@@ -771,23 +790,26 @@ ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++)
         lenbuf[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-    int ok = fwrite(lenbuf, 1, 8, f) == 8 && fwrite(text, 1, hlen, f) == hlen;
-    for (size_t i = hlen; ok && i < padded; i++)
-        ok = fputc(' ', f) != EOF;
+    static const char spaces[8] = "        ";
+    int err = write_all(fd, lenbuf, 8);
+    if (!err)
+        err = write_all(fd, text, hlen);
+    if (!err)
+        err = write_all(fd, spaces, padded - hlen);
     free(text);
     ccr_status st = CCR_OK;
-    for (size_t i = 0; i < n && ok && st == CCR_OK; i++) {
+    for (size_t i = 0; i < n && !err && st == CCR_OK; i++) {
         size_t count = t[i].ndim == 2 ? t[i].shape[0] * t[i].shape[1] : t[i].shape[0];
         st = get(user, i, buf, count);
         if (st == CCR_OK)
-            ok = fwrite(buf, sizeof(float), count, f) == count;
+            err = write_all(fd, buf, count * sizeof(float));
     }
     free(buf);
-    if (fclose(f) != 0)
-        ok = 0;
+    if (close(fd) != 0 && !err)
+        err = errno;
     if (st != CCR_OK)
         return ccr_fail_prefix(st, "%s", path);
-    if (!ok)
-        return ccr_fail(CCR_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (err)
+        return ccr_fail(CCR_ERR_IO, "%s: write failed: %s", path, strerror(err));
     return CCR_OK;
 }

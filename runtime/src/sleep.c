@@ -37,8 +37,9 @@
  *   says how many bytes are missing against the device's free memory.
  * - Costs: sleep: one stream synchronize (CUDA), O(layers log layers) for
  *   wake_need, cca_domain_sleep (a host copy of the weights, one unmap per
- *   map), two mem_info; wake: cca_domain_wake (a map per run, a copy back),
- *   two mem_info.
+ *   map), two mem_info; wake: cca_domain_wake (a map per run, a copy back,
+ *   a mem_info), two mem_info. Each also marks two phases: with a
+ *   timeline, two rows (timeline.c: a mem_info each).
  */
 #include <stdlib.h>
 #include <string.h>

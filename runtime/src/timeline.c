@@ -13,7 +13,9 @@
  *   (ccr_engine_trace_status).
  * - A row follows every cca_alloc / cca_free the engine makes (device.c)
  *   and every phase change (create, load, run, unload, release, ...), with
- *   the allocator's stats and the device's free bytes taken right then.
+ *   the allocator's stats and the device's free bytes taken right then
+ *   (an empty field when the device refuses to say: never a 0 it did not
+ *   report).
  *   docs/engine.md plots the file with gnuplot.
  * - A mark sets the engine's current phase, writes its row (when a
  *   timeline is set), and writes the same phase into the allocator's trace
@@ -72,9 +74,10 @@ ccr_status ccr_timeline_open(const char *path, ccr_timeline **out) {
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
     t->path = strdup(path);
     t->f = t->path ? ccai_fopen_nowait(path, 0) : NULL; /* a FIFO nobody reads: refused, not waited for */
-    if (!t->f) {
-        ccr_status st = t->path ? ccr_fail(CCR_ERR_IO, "%s: cannot create timeline: %s", path, ccai_open_strerror(errno))
-                                : ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!t->f) { /* host memory short: the path, or fdopen's FILE (ENOMEM), not the file */
+        ccr_status st = t->path && errno != ENOMEM
+                            ? ccr_fail(CCR_ERR_IO, "%s: cannot create timeline: %s", path, ccai_open_strerror(errno))
+                            : ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
         free(t->path);
         free(t);
         return st;
@@ -120,8 +123,9 @@ static int put_fixed(FILE *f, double x, int decimals, char end) {
     return fprintf(f, "%" PRIu64 ".%0*" PRIu64 "%c", v / scale, decimals, v % scale, end) < 0;
 }
 
+/* free_known 0: the device refused mem_info, the field is left empty. */
 static void write_row(ccr_timeline *t, const char *event, const char *phase, const char *model, const char *tag,
-                      size_t bytes, const cca_stats *st, size_t device_free) {
+                      size_t bytes, const cca_stats *st, int free_known, size_t device_free) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     double ms = (double)(now.tv_sec - t->t0.tv_sec) * 1e3 + (double)(now.tv_nsec - t->t0.tv_nsec) / 1e6;
@@ -131,7 +135,8 @@ static void write_row(ccr_timeline *t, const char *event, const char *phase, con
     bad |= put_field(t->f, phase);
     bad |= put_field(t->f, model);
     bad |= put_field(t->f, tag);
-    bad |= fprintf(t->f, "%zu,%zu,%zu,%zu,", bytes, st->allocated_bytes, st->reserved_bytes, device_free) < 0;
+    bad |= fprintf(t->f, "%zu,%zu,%zu,", bytes, st->allocated_bytes, st->reserved_bytes) < 0;
+    bad |= (free_known ? fprintf(t->f, "%zu,", device_free) : fprintf(t->f, ",")) < 0;
     bad |= put_fixed(t->f, st->fragmentation, 6, '\n');
     note_write(t, bad);
 }
@@ -144,10 +149,9 @@ void ccr_timeline_event(ccr_engine *e, const char *event, const char *tag, const
     ccr_kept_error k; /* a row follows failures too: their message stays */
     ccr_error_keep(&k);
     cca_get_stats(e->alloc, &s);
-    if (cca_upstream_mem_info(e->up, &free_b, &total) != CCA_OK)
-        free_b = 0; /* the device cannot say: 0 in the row */
+    int known = cca_upstream_mem_info(e->up, &free_b, &total) == CCA_OK; /* else an empty field, never a 0 */
     ccr_error_restore(&k);
-    write_row(e->timeline, event, e->phase, model ? model : "", tag, bytes, &s, free_b);
+    write_row(e->timeline, event, e->phase, model ? model : "", tag, bytes, &s, known, free_b);
 }
 
 void ccr_engine_mark_tag(ccr_engine *e, const char *phase, const char *model, const char *tag) {

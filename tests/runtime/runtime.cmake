@@ -19,7 +19,7 @@ if(TARGET ccr)
   cca_add_test(NAME test_runtime_faults SOURCES runtime/test_runtime_faults.c support/alloc_test_util.c support/malloc_fault.c
     LIBS ccr LABEL cpu)
   target_include_directories(test_runtime_faults PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
-  target_link_options(test_runtime_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP})
+  target_link_options(test_runtime_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP} "LINKER:--wrap=fdopen") # its FILE, in libc
   # Sleep and wake of a model (runtime/src/sleep.c), the device's refusals through tu_faulty.
   cca_add_test(NAME test_runtime_sleep SOURCES runtime/test_runtime_sleep.c support/alloc_test_util.c LIBS ccr LABEL cpu)
   target_include_directories(test_runtime_sleep PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)

@@ -258,6 +258,11 @@ check "--save reports a long path whole" sh -c \
     "'$CCRUN' --device host --save '$LD/saved.safetensors' 'mlp:4x4' >'$TMP/sp' && grep -qF 'wrote $LD/saved.safetensors' '$TMP/sp'"
 check "an error about a long path names it whole" sh -c \
     "'$CCRUN' --device host '$LD/missing.safetensors' 2>'$TMP/ep'; test \$? -eq 1 && grep -qF '$LD/missing.safetensors: cannot open' '$TMP/ep'"
+# ... but a message keeps 1023 bytes (docs/engine.md, "Long strings are never
+# cut"): a path of 1400 characters fills it and the reason is cut off
+LP=$TMP$(i=0; while [ $i -lt 7 ]; do printf '/%s' "$(printf 'p%.0s' $(seq 1 200))"; i=$((i + 1)); done)/m.safetensors
+check "an error about a path of 1400 characters is cut at 1023 bytes, ending in ..." sh -c \
+    "'$CCRUN' --device host '$LP' 2>'$TMP/lp'; test \$? -eq 1 && test \$(head -1 '$TMP/lp' | wc -c) -eq \$((14 + 1023 + 1)) && head -1 '$TMP/lp' | grep -q '\\.\\.\\.\$'"
 # st_file FILE HEADER DATA: a safetensors file: the header's length (8 bytes,
 # little-endian, < 64 KiB), HEADER as it is, then DATA (printf escapes).
 st_file() {

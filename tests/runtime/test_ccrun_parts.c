@@ -16,7 +16,8 @@
  *   prints it; it said "exited -1"): no descriptor left for the pipe
  *   (RLIMIT_NOFILE lowered to the lowest free descriptor, put back before
  *   any assert) is "could not be run: Too many open files"; a child killed
- *   by a signal is "was killed by signal 9 (Killed)".
+ *   by a signal is "was killed by signal 9 (Killed)"; a program that
+ *   cannot be executed is "could not be run: No such file or directory".
  * - ccrun_time_child when host memory is short (each host allocation
  *   refused in turn, malloc_fault.h): -1; one refused before the spawn
  *   (the environment's list, the spawn's own) is "could not be run", one
@@ -109,6 +110,17 @@ Test(ccrun_parts, a_child_that_cannot_start_says_why) {
     cr_assert_eq(run, 0.0);
     char want[256];
     snprintf(want, sizeof want, "/bin/sh could not be run: %s", strerror(EMFILE));
+    cr_assert_str_eq(ccr_last_error(), want);
+}
+
+/* A program that cannot be executed is no child that ran: -1 and the
+ * reason, never an exit status 127 (ccrun.h said 127) */
+Test(ccrun_parts, a_child_whose_exec_fails_is_not_run) {
+    char *argv[] = {"/nonexistent/ccrun", "--json", NULL};
+    double wall = -1, run = -1;
+    cr_assert_eq(ccrun_time_child(argv, &wall, &run), -1, "no exit status");
+    char want[256];
+    snprintf(want, sizeof want, "/nonexistent/ccrun could not be run: %s", strerror(ENOENT));
     cr_assert_str_eq(ccr_last_error(), want);
 }
 

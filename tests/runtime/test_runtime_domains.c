@@ -130,6 +130,13 @@ Test(runtime_domains, weights_and_activations_live_in_the_models_domain) {
     cr_assert_eq(cca_get_domain_stats(ccr_engine_allocator(e), NULL, &root), CCA_OK);
     cr_expect_eq(root.reserved_bytes, 0, "nothing in the default domain on the simulated device");
     cr_expect_eq(root.alloc_calls, 0);
+    /* a pass of n layers: n + 1 alloc/free pairs, + 1 with softmax (infer.c, docs/engine.md) */
+    ccr_model *n;
+    cr_assert_eq(ccr_model_load_spec(e, "mlp:32x64x64x10:relu:nosoftmax", &n), CCR_OK, "%s", ccr_last_error());
+    free(outputs_of(n, 5));
+    s = dstats(e, n);
+    cr_expect_eq(s.alloc_calls, 6 + 4, "input, 3 activations");
+    cr_expect_eq(s.allocated_bytes, ccr_model_device_bytes(n), "each freed");
     ccr_engine_destroy(e);
 }
 
@@ -612,6 +619,29 @@ Test(runtime_domains, a_sidecar_batch_of_2_to_the_24_is_accepted) {
     rmdir(tmpdir);
 }
 
+/* A model unloaded without a run has batch 0, which a sidecar may not hold
+ * (a_sidecar_number_refused_is_quoted): the engine writes no sidecar for it,
+ * so the next engine's load has nothing to warn about (it wrote "batch 0"
+ * and the next load ignored its own file with a warning). */
+Test(runtime_domains, a_model_never_run_writes_no_sidecar) {
+    make_tmpdir();
+    const char *path = model_file("n.safetensors", "mlp:64x128x10:relu:softmax");
+    char side[300];
+    snprintf(side, sizeof side, "%s.ccfoot", path);
+    for (int pass = 0; pass < 2; pass++) { /* loaded and unloaded twice, by two engines */
+        ccr_engine *e = engine_with(256 * MiB, NULL, 1);
+        ccr_model *m;
+        cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+        cr_expect_eq(n_warned, 0, "pass %d: '%s'", pass, warned[0]);
+        ccr_model_unload(m);
+        ccr_engine_destroy(e);
+        cr_expect_neq(access(side, F_OK), 0, "pass %d: a sidecar was written for a model never run", pass);
+    }
+    unlink(side);
+    unlink(path);
+    rmdir(tmpdir);
+}
+
 /* A run with the remembered batch is a fresh measurement: it replaces the
  * remembered peak (here a sidecar's, lower than the model really takes),
  * and the sidecar is rewritten with it. */
@@ -750,6 +780,7 @@ Test(runtime_domains, unwritable_sidecar_is_a_warning) {
     const char *path = model_file("w.safetensors", "mlp:8x8");
     ccr_model *m;
     cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
+    free(outputs_of(m, 1)); /* a model never run writes no sidecar */
     unlink(path);
     rmdir(tmpdir);
     ccr_model_unload(m);

@@ -429,15 +429,24 @@ Test(runtime_engine, engine_options) {
     ccr_engine *e = (ccr_engine *)1;
     cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_INVALID_ARGUMENT);
     cr_expect(strstr(ccr_last_error(), "no_such_key") != NULL, "message: %s", ccr_last_error());
+    cr_expect_null(e, "*out is NULL after a failure (ccr.h)");
+    o.alloc_conf = "policy:greedy,greedy_bytes:32M"; /* an arena the 16 MiB device cannot hold */
+    e = (ccr_engine *)1;
+    cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_OUT_OF_MEMORY, "%s", ccr_last_error());
+    cr_expect_null(e);
     o.alloc_conf = NULL;
     o.host_capacity = 0;
-    cr_expect_neq(ccr_engine_create(&o, &e), CCR_OK);
+    e = (ccr_engine *)1;
+    cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_INVALID_ARGUMENT, "%s", ccr_last_error());
+    cr_expect_null(e);
     int count = 0;
     cck_cuda_device_count(&count);
     if (count == 0) {
         o.device = CCR_DEVICE_CUDA;
         o.host_capacity = 16 * MiB;
+        e = (ccr_engine *)1;
         cr_expect_eq(ccr_engine_create(&o, &e), CCR_ERR_DEVICE);
+        cr_expect_null(e);
         o.device = CCR_DEVICE_AUTO; /* no GPU: falls back to the simulated device */
         cr_assert_eq(ccr_engine_create(&o, &e), CCR_OK, "%s", ccr_last_error());
         ccr_device_info d;
@@ -470,6 +479,11 @@ Test(runtime_engine, a_refused_reconfigure_keeps_the_engine_usable) {
     ccr_model_unload(m);
     cr_expect_eq(ccr_engine_reconfigure(e, "policy:growth,no_such_key:1"), CCR_ERR_INVALID_ARGUMENT);
     cr_expect(strstr(ccr_last_error(), "no_such_key") != NULL, "%s", ccr_last_error());
+    cr_expect_eq(ccr_engine_allocator(e), before, "the allocator changed");
+    /* a config that parses but whose allocator cannot be made: a greedy
+     * arena larger than the device */
+    cr_expect_eq(ccr_engine_reconfigure(e, "policy:greedy,greedy_bytes:32M"), CCR_ERR_OUT_OF_MEMORY, "%s",
+                 ccr_last_error());
     cr_expect_eq(ccr_engine_allocator(e), before, "the allocator changed");
     cr_assert_eq(ccr_model_load_spec(e, "mlp:8x4x2:softmax", &m), CCR_OK, "%s", ccr_last_error());
     expect_same_outputs(m, 3, want, "after a refused reconfigure");
@@ -852,7 +866,9 @@ Test(runtime_engine, a_trace_that_could_not_be_written_is_the_engines_error) {
 
 Test(runtime_engine, a_trace_that_could_not_be_opened_is_the_engines_error) {
     setenv("CCALLOC_TRACE", "/nonexistent-ccr-dir/t.csv", 1);
+    ccr_clear_error();
     ccr_engine *e = host_engine(16 * MiB, "");
+    cr_expect_str_eq(ccr_last_error(), "", "a creation that succeeded set a message");
     const char *want = "CCALLOC_TRACE: cca_trace_status: not tracing: cannot open for writing (No such file or "
                        "directory): '/nonexistent-ccr-dir/t.csv'";
     cr_expect_eq(ccr_engine_trace_status(e), CCR_ERR_IO, "from the creation on");

@@ -17,9 +17,9 @@
  *                  expandable segments.
  *   host faults    malloc_fault.h fails the n-th host allocation, once and
  *                  from then on, for every n of the life (linked with
- *                  --wrap: the runtime's and the allocator's allocations;
- *                  this suite's own input buffers are held out), footprint
- *                  sidecars on.
+ *                  --wrap: the runtime's and the allocator's allocations,
+ *                  and fdopen's FILE, malloc'd inside libc; this suite's
+ *                  own input buffers are held out), footprint sidecars on.
  *
  * A step that succeeds, a fault met inside it and recovered from included,
  * leaves the caller's message as it was (ccr_last_error: the last failing
@@ -37,6 +37,7 @@
  * A save over A's own file refused for host memory at any allocation leaves
  * the file byte for byte as it was.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,6 +51,18 @@
 #define A_SAVED "mlp:32x600x600x10:gelu:softmax:seed=1" /* a 1.4 MiB layer: medium pool */
 #define R_BATCH 8
 #define A_BATCH 40
+
+/* fdopen mallocs its FILE inside libc, out of --wrap=malloc's reach: wrapped
+ * here (runtime.cmake), its allocation refused in turn as the others. */
+FILE *__real_fdopen(int fd, const char *mode);
+FILE *__wrap_fdopen(int fd, const char *mode);
+FILE *__wrap_fdopen(int fd, const char *mode) {
+    if (tu_malloc_fails_now()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return __real_fdopen(fd, mode);
+}
 
 /* ---- the model file, the reference outputs --------------------------------- */
 
@@ -321,7 +334,17 @@ Test(runtime_faults, release_reports_its_first_failure) {
     cr_expect_eq(ccr_engine_release(e, &r), CCR_ERR_DEVICE);
     static const char first[] = "release: cannot read the device's free memory before: ";
     cr_expect(strncmp(ccr_last_error(), first, sizeof first - 1) == 0, "%s", ccr_last_error());
+    cr_expect_eq(r.device_free_read, 0);
+    /* the unmap refused first, the count after it then: device_free_read 0
+     * and the error the empty-cache's, not the count's (ccr.h said the
+     * release's error names the refused read) */
     f.fail_mem_info = false;
+    f.fail_mem_info_from = f.mem_info_calls + 2; /* the count before is read */
+    cr_expect_eq(ccr_engine_release(e, &r), CCR_ERR_DEVICE);
+    cr_expect(strstr(ccr_last_error(), "empty-cache failed: ") == ccr_last_error(), "%s", ccr_last_error());
+    cr_expect_eq(r.device_free_read, 0);
+    cr_expect_eq(r.device_free_before, 0, "neither count alone");
+    f.fail_mem_info_from = 0;
     tu_faulty_faults_off(&f);
     cr_expect_eq(ccr_engine_release(e, &r), CCR_OK, "%s", ccr_last_error());
     cr_expect_eq(reserved_bytes(e), 0);
@@ -408,6 +431,33 @@ Test(runtime_faults, a_save_refused_for_host_memory_leaves_the_file_as_it_was) {
     free(after);
     free(before);
     ccr_engine_destroy(e);
+}
+
+/* ccr_timeline_open refused host memory at each of its allocations (its
+ * record, its path, fdopen's FILE): CCR_ERR_OUT_OF_MEMORY, *out NULL, never
+ * CCR_ERR_IO as if the path could not be created (fdopen's said so). */
+Test(runtime_faults, a_timeline_refused_host_memory_is_out_of_memory) {
+    char path[160];
+    snprintf(path, sizeof path, "%s/t.csv", dir);
+    long refused = 0;
+    for (long n = 1;; n++) {
+        ccr_timeline *t = (ccr_timeline *)1;
+        tu_malloc_arm(n, false);
+        ccr_status st = ccr_timeline_open(path, &t);
+        long injected = tu_malloc_disarm();
+        if (st == CCR_OK) {
+            cr_assert_eq(ccr_timeline_close(t), CCR_OK, "%s", ccr_last_error());
+            if (injected == 0)
+                break;
+            continue;
+        }
+        cr_expect_eq(st, CCR_ERR_OUT_OF_MEMORY, "allocation %ld refused: %s (%s)", n, ccr_status_string(st),
+                     ccr_last_error());
+        cr_expect_null(t);
+        refused++;
+    }
+    cr_expect_geq(refused, 3, "the record, the path and the FILE");
+    unlink(path);
 }
 
 /* An allocation the device refuses while it cannot say its free memory

@@ -735,3 +735,70 @@ Test(runtime_sleep, a_device_without_free_figures_runs_a_whole_life) {
     cr_expect_eq(r.device_free_after, r.device_free_baseline);
     faulty_close(&fe, NULL, 0);
 }
+
+/* What ccr.h says a sleep and a wake cost in mem_info: two each of their
+ * own (the wake's cca_domain_wake asks once more), and with a timeline one
+ * per row on top: the two phase rows each call writes. */
+Test(runtime_sleep, a_sleep_and_a_wake_read_the_free_memory_twice) {
+    for (int with_timeline = 0; with_timeline < 2; with_timeline++) {
+        faulty_engine fe;
+        faulty_open(&fe, 128 * MiB);
+        if (!with_timeline)
+            fe.e->timeline = NULL; /* the same engine, its rows off */
+        ccr_model *a = load(fe.e, SPEC_A);
+        free(outputs_of(a, 2));
+        uint64_t c0 = fe.f.mem_info_calls;
+        cr_assert_eq(ccr_model_sleep(a, NULL), CCR_OK, "%s", ccr_last_error());
+        uint64_t c1 = fe.f.mem_info_calls;
+        cr_assert_eq(ccr_model_wake(a, NULL), CCR_OK, "%s", ccr_last_error());
+        uint64_t c2 = fe.f.mem_info_calls;
+        uint64_t rows = with_timeline ? 2 : 0;
+        cr_expect_eq(c1 - c0, 2 + rows, "sleep, timeline %d: %llu mem_info", with_timeline,
+                     (unsigned long long)(c1 - c0));
+        cr_expect_eq(c2 - c1, 2 + 1 + rows, "wake, timeline %d: %llu mem_info", with_timeline,
+                     (unsigned long long)(c2 - c1));
+        fe.e->timeline = fe.tl;
+        faulty_close(&fe, NULL, 0);
+    }
+}
+
+/* A timeline row whose device count the device refused leaves device_free
+ * empty, never 0 as if the device were full (docs/engine.md, "The timeline
+ * CSV"); the rows read before and after it have the count. */
+Test(runtime_sleep, a_timeline_row_leaves_an_unread_free_count_empty) {
+    faulty_engine fe;
+    faulty_open(&fe, 128 * MiB);
+    fe.f.fail_mem_info = true;
+    ccr_model *a = load(fe.e, SPEC_A);
+    fe.f.fail_mem_info = false;
+    ccr_model_unload(a);
+    ccr_engine_destroy(fe.e);
+    cr_assert_eq(ccr_timeline_close(fe.tl), CCR_OK, "%s", ccr_last_error());
+    cca_upstream_destroy(fe.up);
+    cca_upstream_destroy(fe.inner);
+    FILE *f = fopen(fe.path, "r");
+    cr_assert_not_null(f);
+    char line[512];
+    size_t unread = 0, read = 0;
+    cr_assert_not_null(fgets(line, sizeof line, f)); /* the header */
+    while (fgets(line, sizeof line, f)) {
+        char phase[16], free_text[32] = "";
+        /* t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,fragmentation */
+        cr_assert_eq(sscanf(line, "%*[^,],%*[^,],%15[^,],", phase), 1, "%s", line);
+        const char *c = line;
+        for (int k = 0; k < 8; k++)
+            c = strchr(c, ',') + 1;
+        snprintf(free_text, sizeof free_text, "%.*s", (int)(strchr(c, ',') - c), c);
+        int in_load = !strcmp(phase, "load") || !strcmp(phase, "loaded"); /* mem_info refused */
+        if (in_load)
+            cr_expect_str_eq(free_text, "", "%s", line);
+        else
+            cr_expect(free_text[0] && strcmp(free_text, "0"), "%s", line);
+        unread += in_load;
+        read += !in_load;
+    }
+    fclose(f);
+    unlink(fe.path);
+    cr_expect_gt(unread, 2, "the load's rows");
+    cr_expect_gt(read, 2, "the unload's rows");
+}

@@ -93,3 +93,7 @@ void tu_malloc_hold(bool on) {
 long tu_malloc_calls(void) {
     return calls;
 }
+
+bool tu_malloc_fails_now(void) {
+    return fail_now();
+}

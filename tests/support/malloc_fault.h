@@ -18,6 +18,10 @@
  *   tu_malloc_calls()          this thread's allocations so far (failed ones
  *                              included, held ones not): what a call costs
  *                              in host allocations is the difference
+ *   tu_malloc_fails_now()      one allocation counted: true when it is the
+ *                              one to fail; for a suite that wraps one more
+ *                              allocating libc call itself (test_runtime_faults:
+ *                              fdopen, whose FILE is malloc'd inside libc)
  *
  * Counters are atomic: threads may allocate while armed.
  */
@@ -31,5 +35,6 @@ long tu_malloc_disarm(void);
 long tu_malloc_injected(void);
 void tu_malloc_hold(bool on);
 long tu_malloc_calls(void);
+bool tu_malloc_fails_now(void);
 
 #endif

@@ -3,13 +3,19 @@
  *
  * Every phase (start, load, run, unload, release, keep; trim, save, sleep
  * and wake where they happen; the demo's create, idle and process) records
- * the same figures taken right after the phase: the allocator's allocated and
- * reserved bytes and fragmentation (cca_get_stats), the device's free bytes
- * (cca_upstream_mem_info: cudaMemGetInfo or the simulated device; "unknown",
- * JSON null, when the device refuses to say), and the phase's wall time. Text mode prints each row as it happens;
- * --json keeps them and prints one document at the end (also on failure, with "error"). Each text row is flushed as it
- * is printed, through output.c's ccrun_flush, which keeps a failure for the exit status; output.c calls nothing here.
+ * the same figures taken right after the phase: the allocator's allocated
+ * and reserved bytes and fragmentation (cca_get_stats), the device's free
+ * bytes (cca_upstream_mem_info: cudaMemGetInfo or the simulated device;
+ * "unknown", JSON null, when the device refuses to say), and the phase's
+ * wall time. Text mode prints each row as it happens; --json keeps them
+ * and prints one document at the end (also on failure, with "error").
+ * Each text row is flushed as it is printed, through output.c's
+ * ccrun_flush, which keeps a failure for the exit status; output.c calls
+ * nothing here. A row host memory could not keep (its model, its note, its
+ * place in the JSON document) is a report lost, kept the same way
+ * (ccrun_stdout_failed(ENOMEM)): ccrun says so and exits 1.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -155,6 +161,8 @@ void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *
         w.note = ccrun_vformat(note_fmt, ap);
         va_end(ap);
     }
+    if (!w.model || (note_fmt && !w.note))
+        ccrun_stdout_failed(ENOMEM); /* a row shown without its text: the report is not whole */
     if (!r->json) {
         print_row(r->out, &w);
         free(w.model);
@@ -164,7 +172,8 @@ void ccrun_phase(ccrun_report *r, ccr_engine *e, const char *phase, const char *
     if (r->n == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 16;
         ccrun_row *rows = realloc(r->rows, cap * sizeof *rows);
-        if (!rows) {
+        if (!rows) { /* the document would look whole without this row: a report lost */
+            ccrun_stdout_failed(ENOMEM);
             free(w.model);
             free(w.note);
             return;

@@ -23,6 +23,12 @@
  *   (the environment's list, the spawn's own) is "could not be run", one
  *   after it (the output's buffer) says the child ran and its output was
  *   lost, not that it "could not be run".
+ * - ccrun_phase when host memory is short for a row (each host allocation
+ *   of two rows refused in turn, in a child process that then closes its
+ *   standard output as ccrun's main does): a row, its note or its place in
+ *   the --json document that could not be kept is a report lost, as a
+ *   failed write is: "standard output" named on stderr and exit 1, never a
+ *   document that looks whole without it.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -30,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ccrun.h"
@@ -174,4 +181,74 @@ Test(ccrun_parts, each_parse_starts_from_the_first_argument) {
         cr_expect(o.json && o.sleep, "parse %d", i);
         cr_expect_eq(o.n_models, 1, "parse %d", i);
     }
+}
+
+/* One child: an engine, a --json report, host allocation k of two rows
+ * refused; then the document and ccrun_close_stdout, whose code it exits
+ * with (stderr: the test's file). *refused: whether one was refused. */
+static int rows_with_allocation_refused(long k, const char *err_path, bool *refused) {
+    int pipefd[2];
+    cr_assert_eq(pipe(pipefd), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(pipefd[0]);
+        int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, STDERR_FILENO);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDOUT_FILENO);
+        ccr_engine_options eo;
+        ccr_engine_options_default(&eo);
+        eo.device = CCR_DEVICE_HOST;
+        eo.host_capacity = 64 << 20;
+        ccr_engine *e = NULL;
+        if (ccr_engine_create(&eo, &e) != CCR_OK)
+            _exit(90);
+        ccrun_report rep = {.out = stdout, .json = 1};
+        tu_malloc_arm(k, false);
+        ccrun_phase(&rep, e, "start", "", 0, "a note of %d bytes", 20);
+        ccrun_phase(&rep, e, "load", "mlp:8x8", 1.5, "another note");
+        char hit = tu_malloc_disarm() > 0;
+        ccrun_json_document(&rep, e, NULL, 0);
+        ccrun_report_free(&rep);
+        ccr_engine_destroy(e);
+        (void)!write(pipefd[1], &hit, 1);
+        _exit(ccrun_close_stdout(CCRUN_OK));
+    }
+    close(pipefd[1]);
+    char hit = 0;
+    cr_assert_eq(read(pipefd[0], &hit, 1), 1, "the child reported");
+    close(pipefd[0]);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "the child exited");
+    *refused = hit;
+    return WEXITSTATUS(status);
+}
+
+Test(ccrun_parts, a_row_host_memory_could_not_keep_is_a_lost_report) {
+    char err_path[] = "/tmp/ccrun_parts_err_XXXXXX";
+    int fd = mkstemp(err_path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    long refusals = 0;
+    for (long k = 1; k < 20; k++) {
+        bool refused = false;
+        int rc = rows_with_allocation_refused(k, err_path, &refused);
+        char err[1024] = "";
+        FILE *f = fopen(err_path, "r");
+        cr_assert_not_null(f);
+        size_t n = fread(err, 1, sizeof err - 1, f);
+        err[n] = '\0';
+        fclose(f);
+        if (!refused) {
+            cr_expect_eq(rc, CCRUN_OK, "k=%ld: nothing refused: exit 0; stderr: %s", k, err);
+            break;
+        }
+        refusals++;
+        cr_expect_eq(rc, CCRUN_ERR_MODEL, "k=%ld: a row lost is a report lost: exit 1; stderr: %s", k, err);
+        cr_expect_not_null(strstr(err, "standard output"), "k=%ld: stderr names the output: %s", k, err);
+    }
+    cr_expect_geq(refusals, 2, "the rows' note and place were refused in turn");
+    unlink(err_path);
 }

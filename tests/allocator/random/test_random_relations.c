@@ -158,6 +158,19 @@ static uint64_t rnd(world *w, uint64_t n) {
         }                                                                                                              \
     } while (0)
 
+/* ccalloc.h: a call that succeeds leaves the thread's message as it was, a
+ * refusal met inside it and recovered from included. KEEPS(w, call): the
+ * mark (alloc_test_util.h) set, the call made (its status), and the mark
+ * found again when it returned CCA_OK. */
+#define KEEPS(w, call)                                                                                                 \
+    ({                                                                                                                 \
+        cca_set_error(CCA_ERR_IO, TU_MARK);                                                                            \
+        cca_status keeps_ = (call);                                                                                    \
+        HOLD((w), keeps_ != CCA_OK || strcmp(cca_last_error(), TU_MARK) == 0, "%s succeeded but left '%s'", (w)->what, \
+             cca_last_error());                                                                                        \
+        keeps_;                                                                                                        \
+    })
+
 static cca_domain_stats dstats(world *w, int i) {
     cca_domain_stats d;
     cca_status st = cca_get_domain_stats(w->a, i ? w->dom[i] : NULL, &d);
@@ -586,7 +599,7 @@ static void do_alloc(world *w) {
     cca_get_stats(w->a, &before);
     void *p = (void *)1;
     w->what = "alloc";
-    cca_status st = cca_alloc_in(w->a, di ? w->dom[di] : NULL, size, s, &p);
+    cca_status st = KEEPS(w, cca_alloc_in(w->a, di ? w->dom[di] : NULL, size, s, &p));
     cca_stats after;
     cca_get_stats(w->a, &after);
     HOLD(w, after.ooms == before.ooms + (st == CCA_ERR_OUT_OF_MEMORY), "ooms %llu -> %llu after %s",
@@ -613,7 +626,7 @@ static void do_free(world *w) {
     cca_stats before;
     cca_get_stats(w->a, &before);
     w->what = "free";
-    cca_status st = cca_free(w->a, w->b[i].p);
+    cca_status st = KEEPS(w, cca_free(w->a, w->b[i].p));
     cca_stats after;
     cca_get_stats(w->a, &after);
     HOLD(w, st != CCA_ERR_INVALID_POINTER, "free of a live block: %s", cca_last_error());
@@ -627,7 +640,7 @@ static void do_record(world *w) {
     if (!w->nb)
         return;
     w->what = "record_stream";
-    cca_status st = cca_record_stream(w->a, w->b[rnd(w, w->nb)].p, (cca_stream)(uintptr_t)rnd(w, 3));
+    cca_status st = KEEPS(w, cca_record_stream(w->a, w->b[rnd(w, w->nb)].p, (cca_stream)(uintptr_t)rnd(w, 3)));
     HOLD(w, st == CCA_OK, "record_stream: %s", cca_last_error());
 }
 
@@ -636,7 +649,7 @@ static void do_domain_create(world *w) {
         if (!w->used[i]) {
             w->what = "domain_create";
             cca_domain *d = NULL;
-            cca_status st = cca_domain_create(w->a, "m", &d);
+            cca_status st = KEEPS(w, cca_domain_create(w->a, "m", &d));
             if (w->greedy) {
                 HOLD(w, st == CCA_ERR_INVALID_ARGUMENT && d == NULL, "domain_create under greedy: %s",
                      cca_status_string(st));
@@ -698,8 +711,8 @@ static void do_domain_release(world *w, bool destroy) {
     w->what = destroy ? "domain_destroy" : "domain_release";
     cca_domain_stats dbefore = dstats(w, i);
     cca_stats before = stats(w);
-    cca_status st = destroy ? cca_domain_destroy(w->a, w->dom[i], flags, &r)
-                            : cca_domain_release(w->a, i ? w->dom[i] : NULL, flags, &r);
+    cca_status st = KEEPS(w, destroy ? cca_domain_destroy(w->a, w->dom[i], flags, &r)
+                                     : cca_domain_release(w->a, i ? w->dom[i] : NULL, flags, &r));
     cca_stats after = stats(w);
     if (st == CCA_OK || st == CCA_ERR_UPSTREAM) {
         HOLD(w,
@@ -728,7 +741,7 @@ static void do_domain_release(world *w, bool destroy) {
 static void do_reserve(world *w) {
     int i = pick_domain(w);
     w->what = "domain_reserve";
-    (void)cca_domain_reserve(w->a, i ? w->dom[i] : NULL, 512 * KiB + rnd(w, 6 * MiB));
+    (void)KEEPS(w, cca_domain_reserve(w->a, i ? w->dom[i] : NULL, 512 * KiB + rnd(w, 6 * MiB)));
 }
 
 /* A sleep or wake that succeeded: its report against the stats' change.
@@ -817,7 +830,7 @@ static void do_sleep_or_wake(world *w, bool wake) {
     cca_status st;
     if (rnd(w, 4) == 0) {
         w->what = wake ? "cca_wake" : "cca_sleep";
-        st = wake ? cca_wake(w->a, &r) : cca_sleep(w->a, discard ? CCA_SLEEP_DISCARD : 0, &r);
+        st = KEEPS(w, wake ? cca_wake(w->a, &r) : cca_sleep(w->a, discard ? CCA_SLEEP_DISCARD : 0, &r));
         for (int i = 0; i < ND; i++)
             if (w->used[i])
                 check_asleep(w, i, st, !wake);
@@ -825,7 +838,8 @@ static void do_sleep_or_wake(world *w, bool wake) {
         int i = pick_domain(w);
         cca_domain *d = i ? w->dom[i] : NULL;
         w->what = wake ? "domain_wake" : "domain_sleep";
-        st = wake ? cca_domain_wake(w->a, d, &r) : cca_domain_sleep(w->a, d, discard ? CCA_SLEEP_DISCARD : 0, &r);
+        st = KEEPS(w, wake ? cca_domain_wake(w->a, d, &r)
+                           : cca_domain_sleep(w->a, d, discard ? CCA_SLEEP_DISCARD : 0, &r));
         check_asleep(w, i, st, !wake);
         for (int k = 0; k < ND; k++) /* only domain i can change */
             if (k != i)
@@ -898,7 +912,7 @@ static void do_trim(world *w) {
     w->what = empty ? "empty_cache" : "trim";
     cca_stats before = stats(w);
     size_t keep = empty ? 0 : rnd(w, 16 * MiB);
-    cca_status st = empty ? cca_empty_cache(w->a, &r) : cca_trim(w->a, keep, &r);
+    cca_status st = KEEPS(w, empty ? cca_empty_cache(w->a, &r) : cca_trim(w->a, keep, &r));
     (void)st;
     cca_stats s = stats(w);
     uint64_t page = s.page_size ? s.page_size : 1;

@@ -1455,7 +1455,8 @@ cca_status cca_trace_status(const cca_allocator *a);
  * and domains agree).
  * Errors: CCA_ERR_INVARIANT, cca_last_error() naming the broken invariant
  * by its id ("I2: two neighbouring free blocks").
- * Cost: O(blocks + segments + pages / 64) under the lock: for tests. */
+ * Cost: O(blocks + segments + pages / 64 + pending waits + domains x
+ * pools x streams) under the lock, no host memory: for tests. */
 cca_status cca_check_invariants(const cca_allocator *a);
 
 /* ------------------------------------------------------------------------ */

@@ -9,9 +9,10 @@
  *   `check` adds its own, kind.h). Each check returns a ccai_broken (id and
  *   detail); the message ("I2: two neighbouring free blocks") is formatted
  *   once, at the end: CCA_ERR_INVARIANT with the id in the message.
- * - Cost O(blocks + pending waits + domains x pools x streams x 6): each
- *   key stream's class bitmap is read a row of 64 words at a time, an
- *   empty row by one memcmp (free_index.c). Allocates nothing, so it runs
+ * - Cost O(blocks + segments + pages / 64 + pending waits + domains x
+ *   pools x streams x 6): a pages segment's bitmaps a word (64 pages) at a
+ *   time (the kind's check); each key stream's class bitmap a row of 64
+ *   words at a time, an empty row by one memcmp (free_index.c). Allocates nothing, so it runs
  *   after every public call (CCA_DEBUG=2) and inside fault-injection tests.
  * - ccai_diagnose_pointer turns "not in the live map" into the mistake:
  *   double free (of a pending or a free block), interior pointer (block

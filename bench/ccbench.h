@@ -88,7 +88,8 @@ typedef struct ccb_domain_info {
 } ccb_domain_info;
 
 typedef struct ccb_trace {
-    char name[64];
+    char name[64]; /* a file's name less .csv or .csv.gz, or a generator's: its first 63 bytes
+                      at most, cut between UTF-8 characters (ccai_utf8_head) */
     ccb_event *ev;
     size_t n, cap;
     size_t slots;                    /* number of allocs                          */

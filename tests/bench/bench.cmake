@@ -135,6 +135,10 @@ if(TARGET ccbench_core)
     ccb_cli(ccbench_bad_scale_${i} 2 "--scale '[^']*' is not a number > 0 and <= 100" "" -
       gen uniform "--scale=${bad}" -o /dev/null) # "=": an empty value stays an argument
   endforeach()
+  # an unknown generator is named whole, never a prefix of it
+  string(REPEAT x 100 ccb_long_gen)
+  ccb_cli(ccbench_gen_unknown_long_name_said_whole 2 "unknown generator '${ccb_long_gen}end'" "" -
+    gen ${ccb_long_gen}end)
   # a scale below a generator's least events gives that least (uniform and
   # lognormal: 50 allocs, mlp: 10 requests, models: 4 per model,
   # adversarial: 4 steps), as --help says: 1e-300 and the scale that just

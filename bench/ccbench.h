@@ -817,6 +817,7 @@ typedef struct ccb_options {
     int iterations;  /* --iterations: 1..CCB_MAX_ITERATIONS (0: 1) */
     int ignore_releases;
     size_t pairs;
+    int pairs_given;             /* --pairs was given (--quick keeps it) */
     unsigned streams;            /* --streams: micro's pairs on streams 0..streams-1 (default 1) */
     size_t lives[CCB_MAX_LIVES]; /* --live; nlives 0: the default table */
     size_t nlives;

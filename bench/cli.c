@@ -480,6 +480,7 @@ static int take(ccb_options *o, int id, const char *v) {
         if (ccai_decimal_uint(v, 1, 1ull << 32, &u))
             return usage_error("--pairs '%s' is not a count in 1..2^32", v);
         o->pairs = (size_t)u;
+        o->pairs_given = 1;
         return 0;
     case O_STREAMS:
         if (ccai_decimal_uint(v, 1, CCB_MICRO_MAX_STREAMS, &u))

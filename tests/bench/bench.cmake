@@ -742,6 +742,11 @@ if(TARGET ccbench_core)
   file(WRITE ${ccb_cli_dir}/traces-one/one.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
   ccb_cli(ccbench_all_traces_dir 0 "replay one +malloc +done" "replay torch-bert-infer" -
     ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one --out ${ccb_cli_dir}/all-traces-dir)
+  # --quick means 2000 micro pairs "unless --pairs says otherwise": a --pairs
+  # that names the default, 200000, says otherwise too
+  ccb_cli(ccbench_all_quick_keeps_the_pairs_given 0 "[|] malloc [|] 10 [|] packed [|] 200000 [|]" "" -
+    --all --quick --no-plots -s malloc --live 10 --pairs 200000 --traces ${ccb_cli_dir}/traces-one
+    --out ${ccb_cli_dir}/all-quick-pairs)
   ccb_cli(ccbench_all_traces_dir_and_operands 2 "--traces and TRACE operands" "replay " -
     ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one --out ${ccb_cli_dir}/all-traces-both gen:uniform)
   # --all without operands: a trace of the directory it meant to run and could not is

@@ -632,7 +632,8 @@ extern uint64_t ccb_micro_budget_ns;
 /* Every strategy x layout (packed, then holes) x live count; rows in that
  * order (a skipped strategy has one row). The pairs (warm-up included) take
  * streams 0..streams-1 in turn, 1..CCB_MICRO_MAX_STREAMS. 0, or -1 when a
- * cell failed. */
+ * cell failed, or with *rows NULL when host memory could not hold the
+ * table (said on stderr). */
 #define CCB_MICRO_MAX_STREAMS 255
 int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size_t nlives, size_t pairs,
               unsigned streams, ccb_micro_row **rows, size_t *nrows);
@@ -855,7 +856,8 @@ void ccb_name_traces(ccb_trace *traces, size_t n, const char *const *args);
 /* The default strategies: the host suite, then the GPU suite. */
 void ccb_default_specs(ccb_options *o);
 /* Replay every trace through every strategy of o; *out trace-major. 0, or -1
- * when a replay failed (its row says why). */
+ * when a replay failed (its row says why), or with *out NULL when host
+ * memory could not hold the results (said on stderr). */
 int ccb_run_replays(ccb_options *o, const ccb_trace *traces, size_t ntraces, ccb_result **out);
 /* The micro-benchmark with o's strategies, lives and pairs: table on stdout
  * (and into md when not NULL), micro.md/.csv into --out. */

@@ -316,8 +316,10 @@ out:
 int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size_t nlives, size_t pairs,
               unsigned streams, ccb_micro_row **rows, size_t *nrows) {
     *rows = calloc(2 * nspecs * nlives + 1, sizeof **rows);
-    if (!*rows)
+    if (!*rows) {
+        fprintf(stderr, "ccbench: out of host memory for the micro table's %zu rows\n", 2 * nspecs * nlives);
         return -1;
+    }
     ccb_clock_init(); /* its ~20 ms calibration now, not between the first cell's warm-up and timing */
     *nrows = 0;
     int rc = 0;

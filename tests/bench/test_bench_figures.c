@@ -24,6 +24,7 @@
  * allocation failing at each step in turn: tests/support/malloc_fault.h).
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -544,4 +545,61 @@ Test(figures, info_never_succeeds_with_a_row_missing) {
     unlink(path);
     unlink(a);
     unlink(b);
+}
+
+/* stdout to /dev/null and stderr into err while fn(o) runs with the k-th
+ * host allocation failing; its exit status, *injected how many were. */
+static int run_faulted(int (*fn)(ccb_options *), ccb_options *o, long k, char *err, size_t errlen, long *injected) {
+    char path[] = "/tmp/ccbench_err_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    fflush(stdout);
+    fflush(stderr);
+    int out = dup(1), saved = dup(2), null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(fd, 2);
+    tu_malloc_arm(k, false);
+    int rc = fn(o);
+    fflush(stdout);
+    fflush(stderr);
+    *injected = tu_malloc_disarm();
+    dup2(out, 1);
+    dup2(saved, 2);
+    close(out);
+    close(saved);
+    close(null);
+    ssize_t n = pread(fd, err, errlen - 1, 0);
+    err[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return rc;
+}
+
+/* replay and micro: a run that host memory cuts short exits non-zero and
+ * says so on stderr, never in silence (the tables of results and of micro
+ * rows, and replay's traces, failed to be allocated with nothing said). */
+Test(figures, replay_and_micro_never_fail_in_silence) {
+    char a[] = "/tmp/ccbench_replay_a_XXXXXX";
+    write_file(a, "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n");
+    for (int micro = 0; micro < 2; micro++) {
+        long k = 1, injected;
+        for (;; k++) {
+            ccb_options o;
+            ccb_options_init(&o, "ccbench");
+            o.specs[o.nspecs++] = "malloc";
+            o.reps = 1;
+            o.pairs = 10;
+            o.lives[o.nlives++] = 10;
+            o.args[0] = a;
+            o.nargs = !micro;
+            char err[4096];
+            int rc = run_faulted(micro ? ccb_cmd_micro : ccb_cmd_replay, &o, k, err, sizeof err, &injected);
+            if (rc != 0)
+                cr_assert(err[0], "%s, k %ld: exit %d and nothing said", micro ? "micro" : "replay", k, rc);
+            if (!injected)
+                break;
+        }
+        cr_assert_gt(k, 2);
+    }
+    unlink(a);
 }

@@ -213,7 +213,7 @@ int ccb_cmd_switch(int argc, char **argv) {
 
 typedef struct switch_row {
     char mode[16];
-    char from[96], to[96];
+    const char *from, *to; /* the models as given (the sequence's), whole */
     double switch_ms;
     size_t free_for_next, baseline;
 } switch_row;
@@ -346,8 +346,8 @@ static const char *str(const cJSON *o, const char *key) {
 static switch_row *add_row(switch_run *w, const char *mode, size_t from, size_t to) {
     switch_row *r = &w->rows[w->nrows++];
     snprintf(r->mode, sizeof r->mode, "%s", mode);
-    snprintf(r->from, sizeof r->from, "%s", w->seq[from]);
-    snprintf(r->to, sizeof r->to, "%s", w->seq[to]);
+    r->from = w->seq[from];
+    r->to = w->seq[to];
     return r;
 }
 
@@ -572,8 +572,11 @@ static void write_csv(FILE *csv, const switch_run *w) {
     fprintf(csv, "mode,from,to,switch_ms,device_free_for_next,baseline_free,simulated\n");
     for (size_t i = 0; i < w->nrows; i++) {
         const switch_row *r = &w->rows[i];
-        fprintf(csv, "%s,%s,%s,%.3f,%zu,%zu,%d\n", r->mode, r->from, r->to, r->switch_ms, r->free_for_next,
-                r->baseline, w->simulated);
+        fprintf(csv, "%s,", r->mode);
+        ccb_csv_field(csv, r->from); /* a model's name or path: quoted when it has a comma */
+        fputc(',', csv);
+        ccb_csv_field(csv, r->to);
+        fprintf(csv, ",%.3f,%zu,%zu,%d\n", r->switch_ms, r->free_for_next, r->baseline, w->simulated);
     }
 }
 

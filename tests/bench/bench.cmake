@@ -698,6 +698,14 @@ if(TARGET ccbench_core)
       list(GET mode 1 value)
       set_tests_properties(ccbench_switch_${test} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;FAKE_CCRUN=${value}")
     endforeach()
+    # switch.csv names each model whole, as given: a comma quoted (docs/benchmarks.md:
+    # "a field with a comma ... is quoted"), a name of 120 bytes not cut to 95
+    string(REPEAT "z" 120 ccb_z120)
+    set(d ${ccb_cli_dir}/switch-names)
+    add_test(NAME ccbench_switch_csv_names_models_whole COMMAND sh -c
+      "rm -rf '${d}' && '$<TARGET_FILE:ccbench>' switch --ccrun '${ccb_fake}' --rounds 1 --out '${d}' 'x,y' ${ccb_z120} >/dev/null && grep -x 'in-process,\"x,y\",${ccb_z120},0.000,1048576,1048576,1' '${d}/switch.csv'")
+    set_tests_properties(ccbench_switch_csv_names_models_whole PROPERTIES LABELS cpu TIMEOUT 60
+      ENVIRONMENT "FAKE_CCRUN=zero")
     # ... and every figure switch.md and switch.csv derive from ccrun's JSON, exactly
     # (tests/bench/ccbench_switch_figures.sh: the stand-in's FAKE_CCRUN=figures)
     add_test(NAME ccbench_switch_figures COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_switch_figures.sh

@@ -462,7 +462,7 @@ if(TARGET ccbench_core)
   set_tests_properties(ccbench_info_pipe_with_a_writer ccbench_info_fifo_with_a_writer PROPERTIES LABELS cpu TIMEOUT 60)
   # cck_bench's counts are plain decimal (atoi took "5x" as 5 and "x" as 0,
   # strtoull "-1" as 2^64-1): refused with exit 2 naming the option, after
-  # the program's name as its other messages
+  # the program's name as its other messages, in one line (no usage after it)
   if(TARGET cck_bench)
     set(i 0)
     foreach(bad "--reps;5x" "--reps;0" "--reps;x" "--cpu-reps; 3" "--cpu-reps;+3" "--cpu-rows;-1"
@@ -470,7 +470,7 @@ if(TARGET ccbench_core)
       math(EXPR i "${i} + 1")
       list(GET bad 0 opt)
       add_test(NAME cck_bench_bad_count_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
-        $<TARGET_FILE:cck_bench> 2 "^cck_bench: ${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
+        $<TARGET_FILE:cck_bench> 2 "^cck_bench: ${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "^usage:" - ${bad} --csv /dev/null)
       set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
     # an unknown option, an operand and an option missing its value are named

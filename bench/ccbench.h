@@ -748,8 +748,9 @@ int ccb_mkdir_p(const char *path);
  * standard output or error goes. */
 FILE *ccb_open_out(const char *dir, const char *name);
 /* Remember the file open on fd (read as path) as an input: no output may
- * be written over it. A pipe or device is not remembered. */
-void ccb_note_input(int fd, const char *path);
+ * be written over it. A pipe or device is not remembered. 0, or -1 when
+ * host memory could not hold the note (the caller does not read it). */
+int ccb_note_input(int fd, const char *path);
 /* 1, said on stderr, when CCALLOC_TRACE names a trace this process read
  * (the replays' allocators would empty it); else 0. */
 int ccb_recording_reads(void);

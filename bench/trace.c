@@ -882,7 +882,11 @@ static int open_trace(const char *path, char *err, size_t errlen) {
         fail(err, errlen, "cannot open '%s': %s", path, strerror(e));
         return -1;
     }
-    ccb_note_input(fd, path); /* no output of this process may write over it */
+    if (ccb_note_input(fd, path) != 0) { /* no output of this process may write over it */
+        close(fd);
+        fail(err, errlen, "'%s': out of host memory to guard it from the run's outputs", path);
+        return -1;
+    }
     return fd;
 }
 

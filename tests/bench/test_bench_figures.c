@@ -603,3 +603,30 @@ Test(figures, replay_and_micro_never_fail_in_silence) {
     }
     unlink(a);
 }
+
+/* A trace loaded is never written over by an output of the run (outputs.c):
+ * with host memory short for its note, the load fails rather than leave it
+ * unguarded (the note was dropped in silence and the load went on). */
+Test(figures, a_trace_read_is_guarded_or_not_read) {
+    long k = 1;
+    for (;; k++) {
+        char path[] = "/tmp/ccbench_guard_XXXXXX";
+        write_file(path, "seq,op,id,size,stream\n0,alloc,1,100,0\n1,free,1,100,0\n");
+        ccb_trace t;
+        char err[256] = "";
+        tu_malloc_arm(k, false);
+        int rc = ccb_trace_load(&t, path, err, sizeof err);
+        long injected = tu_malloc_disarm();
+        if (rc == 0) {
+            ccb_trace_free(&t);
+            FILE *f = ccb_open_out(NULL, path);
+            cr_assert_null(f, "k %ld: the trace just read was opened for writing", k);
+        } else {
+            cr_assert(err[0], "k %ld: a failed load says why", k);
+        }
+        unlink(path);
+        if (!injected)
+            break;
+    }
+    cr_assert_gt(k, 2);
+}

@@ -1747,6 +1747,35 @@ Test(replay, a_long_refused_config_is_cut_between_characters) {
         }
 }
 
+/* ... and so is one the baselines refuse when they open (ccb_replay, no
+ * check before it). */
+Test(replay, a_long_config_refused_at_open_is_cut_between_characters) {
+    ccb_trace t;
+    ccb_trace_init(&t, "x");
+    analyzed(&t);
+    for (int base = 0; base < 2; base++)
+        for (int k = 0; k < 2; k++) {
+            static char spec[1800];
+            char *p = spec + sprintf(spec, "%s=%s", base ? "device-malloc" : "malloc", k ? "x" : "");
+            for (int i = 0; i < 800; i++, p += 2)
+                memcpy(p, "\xc3\xa9", 2);
+            *p = '\0';
+            ccb_result r;
+            cr_assert_eq(ccb_replay(&t, spec, &ropt, &r), -1);
+            uint32_t cp;
+            for (const char *c = r.why; *c;) {
+                unsigned n = ccai_utf8_decode((const unsigned char *)c, &cp);
+                cr_assert_gt(n, 0, "base %d: half a character at byte %zu of %zu", base, (size_t)(c - r.why),
+                             strlen(r.why));
+                c += n;
+            }
+            cr_assert_not_null(strstr(r.why, "takes no config (got '"), "%s", r.why);
+            cr_assert_not_null(strstr(r.why, "...')"), "base %d: the cut is marked", base);
+            ccb_result_free(&r);
+        }
+    ccb_trace_free(&t);
+}
+
 Test(replay, streams_up_to_255_and_zero_byte_blocks) {
     ccb_trace t;
     ccb_trace_init(&t, "s");

@@ -26,8 +26,10 @@
  *      reads, and that batch's time / pairs is the mean (no per-pair clock
  *      cost in it). Step 3 stops once its pairs have taken
  *      ccb_micro_budget_ns (10 s; the batch then runs as many, and the row's
- *      `pairs` says how many): glibc malloc with 100k holes costs ~0.6 ms a
- *      pair;
+ *      `pairs` says how many): glibc malloc with 100k holes costs 1-2 ms a
+ *      timed pair (median 0.9 ms, mean 1.8 ms in
+ *      bench/results/2026-11-24-h100/session4/micro.csv), its warm-up's
+ *      pairs more, and the budget does not bound those;
  *   4. check: allocated bytes are back to their value before step 3.
  *
  * Sizes: log-uniform in [512 B, 8 MiB] (seeded, xoshiro256** from

@@ -672,7 +672,11 @@ const char *ccb_md_cell(const char *s, char *buf, size_t len);
 #define CCB_MD(s) ccb_md_cell((s), (char[CCB_MD_MAX]){0}, CCB_MD_MAX)
 
 /* report.c */
-void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
+/* The results table: 0, or -1 when a row could not be formatted whole (a
+ * row over 1 KiB, a long reason, without host memory: ccai_escape.h
+ * writes "(out of host memory for the message)" in its place); the
+ * callers count that output as not written whole. */
+int ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);
 /* iterations.c: the first iteration and the later ones apart (--iterations
  * N > 1), as markdown, CSV, and README.md's "Iterations" section (nothing

@@ -114,7 +114,8 @@ int ccb_cmd_replay(ccb_options *o) {
         free_traces(traces, o->nargs);
         return 1;
     }
-    ccb_write_results_md(stdout, r, o->nargs * o->nspecs);
+    if (ccb_write_results_md(stdout, r, o->nargs * o->nspecs) != 0) /* counted: exit 1 */
+        ccb_out_failed("write", "standard output", "a table row could not be formatted (out of host memory)");
     if (ccb_results_iterations(r, o->nargs * o->nspecs) > 1) {
         printf("\nIterations (first, later):\n\n");
         ccb_write_iterations_md(stdout, r, o->nargs * o->nspecs);

@@ -630,3 +630,48 @@ Test(figures, a_trace_read_is_guarded_or_not_read) {
     }
     cr_assert_gt(k, 2);
 }
+
+/* results.md never looks whole when a row was not written: a row over
+ * 1 KiB (a long reason) that host memory cannot format is replaced by
+ * "(out of host memory for the message)" (ccai_escape.h), and the run then
+ * counts an output failure (exit 1); it exited 0. */
+Test(figures, a_results_row_lost_to_host_memory_fails_the_output) {
+    ccb_trace t;
+    ccb_trace_init(&t, "t");
+    ccb_trace_release(&t, ccb_trace_alloc(&t, 4096, 0));
+    cr_assert_eq(ccb_trace_analyze(&t, NULL, 0), 0);
+    ccb_result r = {.skipped = 1};
+    snprintf(r.trace, sizeof r.trace, "t");
+    snprintf(r.strategy, sizeof r.strategy, "s");
+    memset(r.why, 'w', 1400);
+    r.why[1400] = '\0';
+    int lost_seen = 0;
+    long k = 1;
+    for (;; k++) {
+        char dir[] = "/tmp/ccbench_rowsXXXXXX"; /* a fresh one: a file written once is not written again */
+        cr_assert_not_null(mkdtemp(dir));
+        ccb_outdir d = {dir, NULL, 1};
+        unsigned before = ccb_out_failures();
+        tu_malloc_arm(k, false);
+        ccb_write_replay_files(&d, &t, 1, &r, 1);
+        long injected = tu_malloc_disarm();
+        char path[256], text[8192] = "";
+        snprintf(path, sizeof path, "%s/results.md", dir);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            text[fread(text, 1, sizeof text - 1, f)] = '\0';
+            fclose(f);
+        }
+        if (strstr(text, "out of host memory")) {
+            lost_seen = 1;
+            cr_assert_gt(ccb_out_failures(), before, "k %ld: results.md lost its row and no failure was counted", k);
+        }
+        char rm[300];
+        snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+        cr_assert_eq(system(rm), 0);
+        if (!injected)
+            break;
+    }
+    cr_assert(lost_seen, "the sweep reached the row");
+    ccb_trace_free(&t);
+}

@@ -341,6 +341,10 @@ if(TARGET ccbench_core)
   # --host-memory is the CUDA upstream's: refused on the simulated device, in either order
   # ... and --help is the usage, exit 0
   ccb_cli(ccbench_sleep_help 0 "^usage: ccbench sleep [[]--sizes S,S,[.][.][.][]]" "" - sleep --help)
+  # --help states the rule a size is refused by: 1M..1T and a multiple of 512 (it said 1M..1T alone)
+  ccb_cli(ccbench_sleep_help_states_the_size_rule 0 "each 1M[.][.]1T and a multiple of 512" "" - sleep --help)
+  ccb_cli(ccbench_sleep_size_not_a_multiple_of_512 2 "--sizes '1048577' is not a list .*multiples of 512" "" -
+          sleep --sizes 1048577)
   ccb_cli(ccbench_sleep_host_memory_not_simulated 2 "ccbench sleep: --host-memory is for --device cuda" "" -
           sleep --host-memory pinned --sizes 2M)
   ccb_cli(ccbench_sleep_host_memory_after_host 2 "ccbench sleep: --host-memory is for --device cuda" "" -

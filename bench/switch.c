@@ -52,7 +52,8 @@
  *
  * Every figure is measured or the run fails with the reason: a sequence of
  * one model (no switch to time) is a usage error; a number missing from
- * ccrun's JSON, or fewer switches than the sequence has, fails the run
+ * ccrun's JSON, a process's start phase missing (the next model's free
+ * memory), or fewer switches than the sequence has, fails the run
  * (exit 1); an in-process switch of 0.000 ms (below ccrun's resolution) is
  * reported as such, with no speed-up figure, never as "infx faster".
  */
@@ -427,7 +428,7 @@ static int process_per_model(switch_run *w) {
         w->proc_wall += wall;
         double load_run = 0, ms = 0;
         size_t start_free = 0;
-        int rc = 0;
+        int rc = 0, started = 0; /* start_free read: the next model's memory is a figure only then */
         const cJSON *ph;
         cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
             const char *p = str(ph, "phase");
@@ -436,7 +437,15 @@ static int process_per_model(switch_run *w) {
                 load_run += ms;
             } else if (rc == 0 && !strcmp(p, "start")) {
                 rc = bytes(ph, "device_free_bytes", "start phase", &start_free);
+                started = rc == 0;
             }
+        }
+        if (rc == 0 && i > 0 && !started) {
+            ccai_fprintf_escaped(stderr,
+                                 "ccbench switch: ccrun %s gave no start phase in its --json (the device's "
+                                 "free memory at its start)\n",
+                                 w->seq[i]);
+            rc = -1;
         }
         if (rc == 0 && i > 0) { /* the switch into model i: previous process's cost, this one's memory */
             switch_row *r = add_row(w, "process", i - 1, i);

@@ -695,8 +695,12 @@ if(TARGET ccbench_core)
       ccb_cli(ccbench_switch_ccrun_long 0 "below ccrun's resolution" "IMPOSTOR|skipped" -
         switch --ccrun ${ccb_long}/ccrun a b)
     endif()
+    # a process whose JSON has no start phase has no free memory to report for
+    # the next model: the run fails (its row said 0 B free, "0 of N")
+    ccb_cli(ccbench_switch_no_start 1 "ccrun b gave no start phase" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
     foreach(mode zero_ms:zero no_time:no-time no_release:no-release no_sleep:no-sleep no_sleep_time:no-sleep-time
-                 not_json:not-json killed:killed)
+                 not_json:not-json killed:killed no_start:no-start)
       string(REPLACE ":" ";" mode ${mode})
       list(GET mode 0 test)
       list(GET mode 1 value)

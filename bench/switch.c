@@ -394,21 +394,30 @@ static int in_process(switch_run *w) {
     int rc = bytes(dev, "free_baseline", "device", &baseline);
     const cJSON *ph;
     double unload_ms = 0, release_ms = 0;
-    size_t k = 0; /* the model that ends at the next release */
+    size_t k = 0;     /* the model that ends at the next release */
+    int unloaded = 0; /* unload_ms is the ending model's own, read since its last release */
     cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
         const char *p = str(ph, "phase");
         if (rc == 0 && !strcmp(p, "unload")) {
             rc = num(ph, "time_ms", "unload phase", &unload_ms);
+            unloaded = rc == 0;
         } else if (rc == 0 && !strcmp(p, "load") && w->nloads < w->seq_n) {
             rc = num(ph, "time_ms", "load phase", &w->loads[w->nloads++]);
         } else if (rc == 0 && !strcmp(p, "release")) {
-            if (k + 1 < w->seq_n) { /* a switch to the next model */
+            if (k + 1 < w->seq_n && !unloaded) {
+                ccai_fprintf_escaped(stderr,
+                                     "ccbench switch: in-process ccrun --json has no unload phase before the release "
+                                     "of %s\n",
+                                     w->seq[k]);
+                rc = -1;
+            } else if (k + 1 < w->seq_n) { /* a switch to the next model */
                 switch_row *r = add_row(w, "in-process", k, k + 1);
                 rc = num(ph, "time_ms", "release phase", &release_ms);
                 rc = rc ? rc : bytes(ph, "device_free_bytes", "release phase", &r->free_for_next);
                 r->switch_ms = unload_ms + release_ms;
                 r->baseline = baseline;
             }
+            unloaded = 0;
             k++;
         }
     }

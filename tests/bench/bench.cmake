@@ -699,8 +699,12 @@ if(TARGET ccbench_core)
     # the next model: the run fails (its row said 0 B free, "0 of N")
     ccb_cli(ccbench_switch_no_start 1 "ccrun b gave no start phase" "${ccb_nan}" -
       switch --ccrun ${ccb_fake} a b)
+    # ... nor one whose release has no unload before it (the switch took the
+    # previous model's unload time)
+    ccb_cli(ccbench_switch_no_unload 1 "no unload phase before the release of b" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
     foreach(mode zero_ms:zero no_time:no-time no_release:no-release no_sleep:no-sleep no_sleep_time:no-sleep-time
-                 not_json:not-json killed:killed no_start:no-start)
+                 not_json:not-json killed:killed no_start:no-start no_unload:no-unload)
       string(REPLACE ":" ";" mode ${mode})
       list(GET mode 0 test)
       list(GET mode 1 value)

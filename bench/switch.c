@@ -438,16 +438,26 @@ static int process_per_model(switch_run *w) {
         double load_run = 0, ms = 0;
         size_t start_free = 0;
         int rc = 0, started = 0; /* start_free read: the next model's memory is a figure only then */
+        int loaded = 0, ran = 0; /* both taken out of the child's wall time, or the switch is not one */
         const cJSON *ph;
         cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
             const char *p = str(ph, "phase");
             if (rc == 0 && (!strcmp(p, "load") || !strcmp(p, "run"))) {
                 rc = num(ph, "time_ms", !strcmp(p, "load") ? "load phase" : "run phase", &ms);
                 load_run += ms;
+                loaded |= rc == 0 && !strcmp(p, "load");
+                ran |= rc == 0 && !strcmp(p, "run");
             } else if (rc == 0 && !strcmp(p, "start")) {
                 rc = bytes(ph, "device_free_bytes", "start phase", &start_free);
                 started = rc == 0;
             }
+        }
+        if (rc == 0 && (!loaded || !ran)) {
+            ccai_fprintf_escaped(stderr,
+                                 "ccbench switch: ccrun %s gave no load or no run phase in its --json (a switch is "
+                                 "its wall time less both)\n",
+                                 w->seq[i]);
+            rc = -1;
         }
         if (rc == 0 && i > 0 && !started) {
             ccai_fprintf_escaped(stderr,

@@ -703,8 +703,12 @@ if(TARGET ccbench_core)
     # previous model's unload time)
     ccb_cli(ccbench_switch_no_unload 1 "no unload phase before the release of b" "${ccb_nan}" -
       switch --ccrun ${ccb_fake} a b)
+    # ... nor a process per model whose JSON has no run phase (its run was
+    # counted in the switch's time)
+    ccb_cli(ccbench_switch_no_run 1 "ccrun a gave no load or no run phase" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
     foreach(mode zero_ms:zero no_time:no-time no_release:no-release no_sleep:no-sleep no_sleep_time:no-sleep-time
-                 not_json:not-json killed:killed no_start:no-start no_unload:no-unload)
+                 not_json:not-json killed:killed no_start:no-start no_unload:no-unload no_run:no-run)
       string(REPLACE ":" ";" mode ${mode})
       list(GET mode 0 test)
       list(GET mode 1 value)

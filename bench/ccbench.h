@@ -88,7 +88,8 @@ typedef struct ccb_domain_info {
 } ccb_domain_info;
 
 typedef struct ccb_trace {
-    char name[64];
+    char name[64]; /* a file's name less .csv or .csv.gz, or a generator's: its first 63 bytes
+                      at most, cut between UTF-8 characters (ccai_utf8_head) */
     ccb_event *ev;
     size_t n, cap;
     size_t slots;                    /* number of allocs                          */
@@ -631,7 +632,8 @@ extern uint64_t ccb_micro_budget_ns;
 /* Every strategy x layout (packed, then holes) x live count; rows in that
  * order (a skipped strategy has one row). The pairs (warm-up included) take
  * streams 0..streams-1 in turn, 1..CCB_MICRO_MAX_STREAMS. 0, or -1 when a
- * cell failed. */
+ * cell failed, or with *rows NULL when host memory could not hold the
+ * table (said on stderr). */
 #define CCB_MICRO_MAX_STREAMS 255
 int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size_t nlives, size_t pairs,
               unsigned streams, ccb_micro_row **rows, size_t *nrows);
@@ -670,7 +672,11 @@ const char *ccb_md_cell(const char *s, char *buf, size_t len);
 #define CCB_MD(s) ccb_md_cell((s), (char[CCB_MD_MAX]){0}, CCB_MD_MAX)
 
 /* report.c */
-void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
+/* The results table: 0, or -1 when a row could not be formatted whole (a
+ * row over 1 KiB, a long reason, without host memory: ccai_escape.h
+ * writes "(out of host memory for the message)" in its place); the
+ * callers count that output as not written whole. */
+int ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);
 /* iterations.c: the first iteration and the later ones apart (--iterations
  * N > 1), as markdown, CSV, and README.md's "Iterations" section (nothing
@@ -746,8 +752,9 @@ int ccb_mkdir_p(const char *path);
  * standard output or error goes. */
 FILE *ccb_open_out(const char *dir, const char *name);
 /* Remember the file open on fd (read as path) as an input: no output may
- * be written over it. A pipe or device is not remembered. */
-void ccb_note_input(int fd, const char *path);
+ * be written over it. A pipe or device is not remembered. 0, or -1 when
+ * host memory could not hold the note (the caller does not read it). */
+int ccb_note_input(int fd, const char *path);
 /* 1, said on stderr, when CCALLOC_TRACE names a trace this process read
  * (the replays' allocators would empty it); else 0. */
 int ccb_recording_reads(void);
@@ -816,6 +823,7 @@ typedef struct ccb_options {
     int iterations;  /* --iterations: 1..CCB_MAX_ITERATIONS (0: 1) */
     int ignore_releases;
     size_t pairs;
+    int pairs_given;             /* --pairs was given (--quick keeps it) */
     unsigned streams;            /* --streams: micro's pairs on streams 0..streams-1 (default 1) */
     size_t lives[CCB_MAX_LIVES]; /* --live; nlives 0: the default table */
     size_t nlives;
@@ -853,7 +861,8 @@ void ccb_name_traces(ccb_trace *traces, size_t n, const char *const *args);
 /* The default strategies: the host suite, then the GPU suite. */
 void ccb_default_specs(ccb_options *o);
 /* Replay every trace through every strategy of o; *out trace-major. 0, or -1
- * when a replay failed (its row says why). */
+ * when a replay failed (its row says why), or with *out NULL when host
+ * memory could not hold the results (said on stderr). */
 int ccb_run_replays(ccb_options *o, const ccb_trace *traces, size_t ntraces, ccb_result **out);
 /* The micro-benchmark with o's strategies, lives and pairs: table on stdout
  * (and into md when not NULL), micro.md/.csv into --out. */

@@ -29,7 +29,8 @@
  * --seed and --scale), since every command that takes one reads it so, and
  * the names of the traces of one run: two of one name (a/t.csv and b/t.csv,
  * or the same trace twice) would write the same timeline files, so the
- * later one is renamed t-2 (t-3, ...) and the rename is said.
+ * later one is renamed t-2 (t-3, ...), its name cut to make room between
+ * UTF-8 characters, and the rename is said.
  */
 #include "ccbench.h"
 
@@ -44,6 +45,7 @@
 
 #include "ccai_decimal.h" /* common/: the grammars of --scale and of counts */
 #include "ccai_escape.h" /* common/: text from outside, escaped for a person */
+#include "ccai_utf8.h"   /* common/: ccai_utf8_head, a name cut between characters */
 #include "ccalloc.h"
 
 enum {
@@ -478,6 +480,7 @@ static int take(ccb_options *o, int id, const char *v) {
         if (ccai_decimal_uint(v, 1, 1ull << 32, &u))
             return usage_error("--pairs '%s' is not a count in 1..2^32", v);
         o->pairs = (size_t)u;
+        o->pairs_given = 1;
         return 0;
     case O_STREAMS:
         if (ccai_decimal_uint(v, 1, CCB_MICRO_MAX_STREAMS, &u))
@@ -601,7 +604,8 @@ void ccb_name_traces(ccb_trace *t, size_t n, const char *const *args) {
         for (unsigned k = 2; name_taken(t, i); k++) {
             char suffix[16];
             int sl = snprintf(suffix, sizeof suffix, "-%u", k);
-            snprintf(t[i].name, sizeof t[i].name, "%.*s%s", (int)(sizeof t[i].name - 1) - sl, base, suffix);
+            snprintf(t[i].name, sizeof t[i].name, "%.*s%s",
+                     ccai_utf8_head(base, strlen(base), sizeof t[i].name - 1 - (size_t)sl), base, suffix);
         }
         if (strcmp(base, t[i].name))
             ccai_fprintf_escaped(stderr,

@@ -10,9 +10,15 @@
 
 #include <stdio.h>
 
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
+
 int ccb_cmd_gen(ccb_options *o) {
     if (o->nargs != 1) {
         fprintf(stderr, "ccbench gen: name one generator (ccbench --list)\n");
+        return 2;
+    }
+    if (!ccb_generator_find(o->args[0])) { /* named whole: "gen:NAME" below is cut to fit */
+        ccai_fprintf_escaped(stderr, "ccbench: unknown generator '%s' (ccbench --list)\n", o->args[0]);
         return 2;
     }
     ccb_trace t;

@@ -35,7 +35,7 @@ int ccb_run_micro(ccb_options *o, FILE *md) {
     size_t nrows;
     int rc = ccb_micro(specs, nspecs, lives, nlives, o->pairs, o->streams, &rows, &nrows);
     if (!rows)
-        return 1;
+        return 1; /* said */
     double timer = ccb_timer_overhead_ns();
     ccb_micro_write_md(stdout, rows, nrows, timer);
     if (md)

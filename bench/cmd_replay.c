@@ -36,8 +36,10 @@ int ccb_run_replays(ccb_options *o, const ccb_trace *traces, size_t ntraces, ccb
     ccb_default_specs(o);
     ccb_result *r = calloc(ntraces * o->nspecs + 1, sizeof *r);
     *out = r;
-    if (!r)
+    if (!r) {
+        fprintf(stderr, "ccbench: out of host memory for the results of %zu replays\n", ntraces * o->nspecs);
         return -1;
+    }
     ccb_replay_options ro = {o->device_bytes,    o->reps,        600, o->alloc_latency_ns, o->free_latency_ns,
                              o->driver_reps, o->ignore_releases, o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity,
                              o->vm_backing, o->iterations,  o->map_call_ns,     o->unmap_call_ns};
@@ -87,8 +89,10 @@ int ccb_cmd_replay(ccb_options *o) {
         return 2;
     }
     ccb_trace *traces = calloc(o->nargs, sizeof *traces);
-    if (!traces)
+    if (!traces) {
+        fprintf(stderr, "ccbench replay: out of host memory for %zu traces\n", o->nargs);
         return 1;
+    }
     for (size_t i = 0; i < o->nargs; i++) {
         if (ccb_load_trace(o->args[i], o, &traces[i])) {
             free_traces(traces, i); /* the ones already read */
@@ -106,11 +110,12 @@ int ccb_cmd_replay(ccb_options *o) {
     }
     ccb_result *r;
     int rc = ccb_run_replays(o, traces, o->nargs, &r);
-    if (!r) {
+    if (!r) { /* said */
         free_traces(traces, o->nargs);
         return 1;
     }
-    ccb_write_results_md(stdout, r, o->nargs * o->nspecs);
+    if (ccb_write_results_md(stdout, r, o->nargs * o->nspecs) != 0) /* counted: exit 1 */
+        ccb_out_failed("write", "standard output", "a table row could not be formatted (out of host memory)");
     if (ccb_results_iterations(r, o->nargs * o->nspecs) > 1) {
         printf("\nIterations (first, later):\n\n");
         ccb_write_iterations_md(stdout, r, o->nargs * o->nspecs);

@@ -26,9 +26,10 @@
  *                200 requests, unload): a cache that keeps the last model's
  *                block sizes serves the next one badly.
  *   adversarial  40 steps of: a large tensor L_i (64 MiB + 2i MiB + 4 KiB,
- *                so its 2 MiB-rounded segment has a ~2 MiB tail), a long-
- *                lived 1.5 MiB tensor (best fit puts it in that tail), free
- *                L_i. L_{i+1} never fits the hole L_i left, so every large
+ *                so its 2 MiB-rounded segment has a ~2 MiB tail), three
+ *                short-lived temporaries of 256-768 KiB (as a real step
+ *                has), a long-lived 1.5 MiB tensor (best fit puts it in
+ *                that tail), free L_i. L_{i+1} never fits the hole L_i left, so every large
  *                segment ends up pinned by one small block: gigabytes
  *                reserved for ~60 MiB live. This is the pattern behind
  *                PyTorch's "14 GiB reserved, 266 MiB allocated" reports.

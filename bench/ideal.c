@@ -21,8 +21,10 @@
  *   by_addr  key (off, 0):   the neighbours of a freed extent
  * Invariants: free extents never touch each other nor `top`; every node is in
  * both treaps. Cost: O(log F) expected per event, F = free extents; memory
- * O(peak live blocks), counted against the trace's load budget when it is
- * being loaded (budget.c; CCB_UNKNOWN when it does not fit).
+ * 16 bytes per alloc of the trace (each slot's offset and rounded length,
+ * held for the whole pass) plus a node per free extent (F <= peak live
+ * blocks + 1), counted against the trace's load budget when it is being
+ * loaded (budget.c; CCB_UNKNOWN when it does not fit).
  */
 #include "ccbench.h"
 

@@ -26,8 +26,10 @@
  *      reads, and that batch's time / pairs is the mean (no per-pair clock
  *      cost in it). Step 3 stops once its pairs have taken
  *      ccb_micro_budget_ns (10 s; the batch then runs as many, and the row's
- *      `pairs` says how many): glibc malloc with 100k holes costs ~0.6 ms a
- *      pair;
+ *      `pairs` says how many): glibc malloc with 100k holes costs 1-2 ms a
+ *      timed pair (median 0.9 ms, mean 1.8 ms in
+ *      bench/results/2026-11-24-h100/session4/micro.csv), its warm-up's
+ *      pairs more, and the budget does not bound those;
  *   4. check: allocated bytes are back to their value before step 3.
  *
  * Sizes: log-uniform in [512 B, 8 MiB] (seeded, xoshiro256** from
@@ -316,8 +318,10 @@ out:
 int ccb_micro(const char *const *specs, size_t nspecs, const size_t *lives, size_t nlives, size_t pairs,
               unsigned streams, ccb_micro_row **rows, size_t *nrows) {
     *rows = calloc(2 * nspecs * nlives + 1, sizeof **rows);
-    if (!*rows)
+    if (!*rows) {
+        fprintf(stderr, "ccbench: out of host memory for the micro table's %zu rows\n", 2 * nspecs * nlives);
         return -1;
+    }
     ccb_clock_init(); /* its ~20 ms calibration now, not between the first cell's warm-up and timing */
     *nrows = 0;
     int rc = 0;

@@ -19,7 +19,9 @@
  *   standard output or error goes to is refused, said and counted as
  *   above. A CCALLOC_TRACE naming a trace read is refused before replays
  *   run (ccb_recording_reads: exit 2). Plots are gnuplot's to open
- *   (report.c): not checked.
+ *   (report.c): not checked. A note host memory cannot hold fails its
+ *   file rather than leave it unguarded: a trace is not read (the load's
+ *   error), an output is said and counted as above.
  * - Cost: one stat per output opened, plus a walk of the files noted (a
  *   run notes tens).
  */
@@ -111,22 +113,25 @@ typedef struct input_file {
 static input_file *inputs;
 static size_t ninputs, inputs_cap;
 
-static void note_file(int fd, const char *path, bool output) {
+/* 0, or -1 when host memory could not hold the note: the file would go
+ * unguarded, so its caller fails it (a trace not read, an output failed). */
+static int note_file(int fd, const char *path, bool output) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        return; /* a pipe, a device: nothing there to overwrite */
+        return 0; /* a pipe, a device: nothing there to overwrite */
     if (ninputs == inputs_cap) {
         size_t cap = inputs_cap ? 2 * inputs_cap : 8;
         input_file *grown = realloc(inputs, cap * sizeof *grown);
         if (!grown)
-            return; /* no host memory: that file goes unprotected */
+            return -1;
         inputs = grown, inputs_cap = cap;
     }
-    inputs[ninputs++] = (input_file){st.st_dev, st.st_ino, strdup(path), output};
+    inputs[ninputs++] = (input_file){st.st_dev, st.st_ino, strdup(path), output}; /* path NULL: named "?" */
+    return 0;
 }
 
-void ccb_note_input(int fd, const char *path) {
-    note_file(fd, path, false);
+int ccb_note_input(int fd, const char *path) {
+    return note_file(fd, path, false);
 }
 
 static bool same_id(const struct stat *a, const struct stat *b) {
@@ -201,10 +206,13 @@ FILE *ccb_open_out(const char *dir, const char *name) {
         return NULL;
     }
     FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
-    if (!f)
+    if (!f) {
         ccb_out_failed("write", path, ccai_open_strerror(errno));
-    else
-        note_file(fileno(f), path, true); /* no later output of the run over it */
+    } else if (note_file(fileno(f), path, true) != 0) { /* no later output of the run over it */
+        fclose(f);
+        ccb_out_failed("write", path, "out of host memory to guard it from the run's later outputs");
+        f = NULL;
+    }
     return f;
 }
 

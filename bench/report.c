@@ -33,6 +33,10 @@
  *   output failure (ccb_out_failed, outputs.c); a gnuplot that failed ("gnuplot failed", not
  *   counted) or was not found leaves no PNG either. README.md links only
  *   the plots there, so never one cut short.
+ * - A results row that host memory could not format (a reason over 1 KiB:
+ *   ccai_escape.h writes "(out of host memory for the message)" instead)
+ *   leaves results.md, README.md or standard output not whole: said and
+ *   counted as an output failure (row_lost), exit 1.
  */
 #include "ccbench.h"
 
@@ -73,7 +77,8 @@ static const char *driver_label(const ccb_result *x) {
     return x->driver == CCB_DRIVER_REAL ? " (real)" : "";
 }
 
-void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
+int ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
+    int bad = 0;
     fprintf(f, "| trace | strategy | median ns/op | p99 ns/op | total ms | total ms with driver | peak reserved | "
                "× lower bound | × ideal arena | frag. at peak | upstream allocs+frees | OOMs | reserved after trace | "
                "after empty-cache (leftovers live) | device free before → after |\n");
@@ -83,8 +88,8 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         /* a failure always has its reason; a trace without allocations or
          * frees (releases only, or nothing) has no per-op figures: "—" */
         if (!ccb_result_reported(x)) {
-            ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", CCB_MD(x->trace),
-                                 CCB_MD(x->strategy), x->skipped ? "skipped" : "failed", CCB_MD(x->why));
+            bad |= ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", CCB_MD(x->trace),
+                                        CCB_MD(x->strategy), x->skipped ? "skipped" : "failed", CCB_MD(x->why)) == EOF;
             continue;
         }
         char med[32], p99[32], tot[32], drv[48], pr[32], rlb[32], rid[32], frag[32], calls[48], rat[32], rae[32],
@@ -104,10 +109,21 @@ void ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         ccb_format_bytes(x->reserved_after_empty, rae, sizeof rae);
         ccb_format_bytes(x->device_free_before, dfb, sizeof dfb);
         ccb_format_bytes(x->device_free_after, dfa, sizeof dfa);
-        ccai_fprintf_escaped(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n",
-                             CCB_MD(x->trace), CCB_MD(x->strategy), med, p99, tot, drv, pr, rlb, rid, frag, calls,
-                             (unsigned long long)x->ooms, rat, rae, dfb, dfa);
+        bad |= ccai_fprintf_escaped(
+                   f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n",
+                   CCB_MD(x->trace), CCB_MD(x->strategy), med, p99, tot, drv, pr, rlb, rid, frag, calls,
+                   (unsigned long long)x->ooms, rat, rae, dfb, dfa) == EOF;
     }
+    return bad ? -1 : 0;
+}
+
+/* A table of dir/name with a row host memory could not format (written
+ * "(out of host memory for the message)" in its place): an output not
+ * written whole, said and counted. */
+static void row_lost(const char *dir, const char *name) {
+    char path[PATH_MAX];
+    if (ccb_out_path(dir, name, path, sizeof path) == 0)
+        ccb_out_failed("write", path, "a table row could not be formatted (out of host memory)");
 }
 
 /* "load:resnet50", "empty_cache", "trim 1.00 MiB", "release domain resnet50":
@@ -785,8 +801,8 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
     if (ccb_out_path(d->path, "timeline", tl, sizeof tl) == 0)
         ccb_mkdir_p(tl); /* either failure said and counted; the CSVs then fail too */
     FILE *f = ccb_open_out(d->path, "results.md");
-    if (f)
-        ccb_write_results_md(f, r, n);
+    if (f && ccb_write_results_md(f, r, n) != 0)
+        row_lost(d->path, "results.md");
     ccb_close_out(f, d->path, "results.md");
     if ((f = ccb_open_out(d->path, "results.csv")))
         ccb_write_results_csv(f, r, n);
@@ -886,7 +902,8 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
                 g);
     }
     write_backing(readme, driver);
-    ccb_write_results_md(readme, r, nt * nspecs);
+    if (ccb_write_results_md(readme, r, nt * nspecs) != 0)
+        row_lost(d->path, "README.md");
     ccb_write_iterations_readme(readme, r, nt * nspecs); /* nothing without --iterations */
     int any = 0;
     for (size_t t = 0; t < nt; t++) {

@@ -52,8 +52,10 @@ typedef struct malloc_impl {
 } malloc_impl;
 
 static int malloc_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
-    if (config && *config) {
-        snprintf(why, whylen, "malloc takes no config (got '%s')", config);
+    if (config && *config) { /* the config quoted as the check quotes it: cut between characters */
+        int n = snprintf(why, whylen, "malloc ");
+        if (n >= 0 && (size_t)n < whylen)
+            ccb_no_config_check(config, why + n, whylen - (size_t)n);
         return -1;
     }
     malloc_impl *m = calloc(1, sizeof *m);
@@ -160,8 +162,10 @@ static size_t dm_reserved(dm_impl *d) {
 }
 
 static int dm_open(ccb_strategy *s, const char *config, const ccb_device *dev, char *why, size_t whylen) {
-    if (config && *config) {
-        snprintf(why, whylen, "device-malloc takes no config (got '%s')", config);
+    if (config && *config) { /* the config quoted as the check quotes it: cut between characters */
+        int n = snprintf(why, whylen, "device-malloc ");
+        if (n >= 0 && (size_t)n < whylen)
+            ccb_no_config_check(config, why + n, whylen - (size_t)n);
         return -1;
     }
     dm_impl *d = calloc(1, sizeof *d);

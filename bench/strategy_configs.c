@@ -9,18 +9,26 @@
  *   cub          "key:N,..." with bin_growth, min_bin, max_bin, max_cached
  *
  * Values are plain decimal (ccai_decimal_uint); a refusal's why names the
- * value. The ranges and why they are what they are: ccbench.h.
+ * value, quoting at most QUOTE_MAX bytes of it cut between UTF-8
+ * characters and marked "..." (a config from -s has any length; the why's
+ * buffer would cut it anywhere). The ranges and why they are what they
+ * are: ccbench.h.
  */
 #include "ccbench.h"
 
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint */
+#include "ccai_utf8.h"    /* common/: ccai_utf8_head */
 
 #include <stdint.h>
 #include <string.h>
 
+/* The n bytes at s as a refusal quotes them: "%.*s%s" of QUOTED(s, n). */
+#define QUOTE_MAX 200
+#define QUOTED(s, n) ccai_utf8_head((s), (n), QUOTE_MAX), (s), (n) > QUOTE_MAX ? "..." : ""
+
 int ccb_no_config_check(const char *config, char *why, size_t whylen) {
     if (config && *config) {
-        snprintf(why, whylen, "takes no config (got '%s')", config);
+        snprintf(why, whylen, "takes no config (got '%.*s%s')", QUOTED(config, strlen(config)));
         return -1;
     }
     return 0;
@@ -47,8 +55,8 @@ int ccb_async_config_parse(const char *config, unsigned long long *threshold, ch
     }
     if (strncmp(config, key, sizeof key - 1) || ccai_decimal_uint(config + sizeof key - 1, 0, UINT64_MAX, threshold)) {
         snprintf(why, whylen,
-                 "cuda-async: config is release_threshold:N (plain decimal) or release_threshold:max, got '%s'",
-                 config);
+                 "cuda-async: config is release_threshold:N (plain decimal) or release_threshold:max, got '%.*s%s'",
+                 QUOTED(config, strlen(config)));
         return -1;
     }
     return 0;
@@ -94,14 +102,15 @@ int ccb_cub_config_parse(const char *config, ccb_cub_config *c, char *why, size_
             c->max_cached = v;
         if (bad) {
             snprintf(why, whylen,
-                     "cub: bad config item '%.*s' (expected bin_growth:2..2^32-1, min_bin:N, max_bin:N or "
+                     "cub: bad config item '%.*s%s' (expected bin_growth:2..2^32-1, min_bin:N, max_bin:N or "
                      "max_cached:BYTES, plain decimal, separated by single commas)",
-                     (int)n, at);
+                     QUOTED(at, n));
             return -1;
         }
         at += n;
         if (*at == ',' && !*++at) { /* a trailing comma: an empty item */
-            snprintf(why, whylen, "cub: bad config '%s': empty item after the last comma", config);
+            snprintf(why, whylen, "cub: bad config '%.*s%s': empty item after the last comma",
+                     QUOTED(config, strlen(config)));
             return -1;
         }
     }

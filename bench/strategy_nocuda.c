@@ -1,7 +1,7 @@
 /*
  * strategy_nocuda.c — the GPU strategies where ccbench is built without the
- * CUDA toolkit: each opens as "skipped: built without CUDA", so the tables
- * still name them. With the toolkit, strategy_cuda.cu replaces this file.
+ * CUDA toolkit: each opens as skipped, "no GPU (ccbench built without
+ * CUDA)", so the tables still name them. With the toolkit, strategy_cuda.cu replaces this file.
  * ccalloc-cuda's upstream (ccb_cuda_upstream_open) is still asked for: the
  * allocator's CUDA upstream says why there is none.
  */

@@ -79,7 +79,7 @@ static void apply_quick(ccb_options *o) {
         return;
     o->scale = 0.02;
     o->reps = 1;
-    if (o->pairs == 200000) /* the default */
+    if (!o->pairs_given) /* --pairs 200000, the default, given is kept too */
         o->pairs = 2000;
 }
 

@@ -52,7 +52,8 @@
  *
  * Every figure is measured or the run fails with the reason: a sequence of
  * one model (no switch to time) is a usage error; a number missing from
- * ccrun's JSON, or fewer switches than the sequence has, fails the run
+ * ccrun's JSON, a process's start phase missing (the next model's free
+ * memory), or fewer switches than the sequence has, fails the run
  * (exit 1); an in-process switch of 0.000 ms (below ccrun's resolution) is
  * reported as such, with no speed-up figure, never as "infx faster".
  */
@@ -213,7 +214,7 @@ int ccb_cmd_switch(int argc, char **argv) {
 
 typedef struct switch_row {
     char mode[16];
-    char from[96], to[96];
+    const char *from, *to; /* the models as given (the sequence's), whole */
     double switch_ms;
     size_t free_for_next, baseline;
 } switch_row;
@@ -346,8 +347,8 @@ static const char *str(const cJSON *o, const char *key) {
 static switch_row *add_row(switch_run *w, const char *mode, size_t from, size_t to) {
     switch_row *r = &w->rows[w->nrows++];
     snprintf(r->mode, sizeof r->mode, "%s", mode);
-    snprintf(r->from, sizeof r->from, "%s", w->seq[from]);
-    snprintf(r->to, sizeof r->to, "%s", w->seq[to]);
+    r->from = w->seq[from];
+    r->to = w->seq[to];
     return r;
 }
 
@@ -393,21 +394,30 @@ static int in_process(switch_run *w) {
     int rc = bytes(dev, "free_baseline", "device", &baseline);
     const cJSON *ph;
     double unload_ms = 0, release_ms = 0;
-    size_t k = 0; /* the model that ends at the next release */
+    size_t k = 0;     /* the model that ends at the next release */
+    int unloaded = 0; /* unload_ms is the ending model's own, read since its last release */
     cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
         const char *p = str(ph, "phase");
         if (rc == 0 && !strcmp(p, "unload")) {
             rc = num(ph, "time_ms", "unload phase", &unload_ms);
+            unloaded = rc == 0;
         } else if (rc == 0 && !strcmp(p, "load") && w->nloads < w->seq_n) {
             rc = num(ph, "time_ms", "load phase", &w->loads[w->nloads++]);
         } else if (rc == 0 && !strcmp(p, "release")) {
-            if (k + 1 < w->seq_n) { /* a switch to the next model */
+            if (k + 1 < w->seq_n && !unloaded) {
+                ccai_fprintf_escaped(stderr,
+                                     "ccbench switch: in-process ccrun --json has no unload phase before the release "
+                                     "of %s\n",
+                                     w->seq[k]);
+                rc = -1;
+            } else if (k + 1 < w->seq_n) { /* a switch to the next model */
                 switch_row *r = add_row(w, "in-process", k, k + 1);
                 rc = num(ph, "time_ms", "release phase", &release_ms);
                 rc = rc ? rc : bytes(ph, "device_free_bytes", "release phase", &r->free_for_next);
                 r->switch_ms = unload_ms + release_ms;
                 r->baseline = baseline;
             }
+            unloaded = 0;
             k++;
         }
     }
@@ -427,16 +437,34 @@ static int process_per_model(switch_run *w) {
         w->proc_wall += wall;
         double load_run = 0, ms = 0;
         size_t start_free = 0;
-        int rc = 0;
+        int rc = 0, started = 0; /* start_free read: the next model's memory is a figure only then */
+        int loaded = 0, ran = 0; /* both taken out of the child's wall time, or the switch is not one */
         const cJSON *ph;
         cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
             const char *p = str(ph, "phase");
             if (rc == 0 && (!strcmp(p, "load") || !strcmp(p, "run"))) {
                 rc = num(ph, "time_ms", !strcmp(p, "load") ? "load phase" : "run phase", &ms);
                 load_run += ms;
+                loaded |= rc == 0 && !strcmp(p, "load");
+                ran |= rc == 0 && !strcmp(p, "run");
             } else if (rc == 0 && !strcmp(p, "start")) {
                 rc = bytes(ph, "device_free_bytes", "start phase", &start_free);
+                started = rc == 0;
             }
+        }
+        if (rc == 0 && (!loaded || !ran)) {
+            ccai_fprintf_escaped(stderr,
+                                 "ccbench switch: ccrun %s gave no load or no run phase in its --json (a switch is "
+                                 "its wall time less both)\n",
+                                 w->seq[i]);
+            rc = -1;
+        }
+        if (rc == 0 && i > 0 && !started) {
+            ccai_fprintf_escaped(stderr,
+                                 "ccbench switch: ccrun %s gave no start phase in its --json (the device's "
+                                 "free memory at its start)\n",
+                                 w->seq[i]);
+            rc = -1;
         }
         if (rc == 0 && i > 0) { /* the switch into model i: previous process's cost, this one's memory */
             switch_row *r = add_row(w, "process", i - 1, i);
@@ -572,8 +600,11 @@ static void write_csv(FILE *csv, const switch_run *w) {
     fprintf(csv, "mode,from,to,switch_ms,device_free_for_next,baseline_free,simulated\n");
     for (size_t i = 0; i < w->nrows; i++) {
         const switch_row *r = &w->rows[i];
-        fprintf(csv, "%s,%s,%s,%.3f,%zu,%zu,%d\n", r->mode, r->from, r->to, r->switch_ms, r->free_for_next,
-                r->baseline, w->simulated);
+        fprintf(csv, "%s,", r->mode);
+        ccb_csv_field(csv, r->from); /* a model's name or path: quoted when it has a comma */
+        fputc(',', csv);
+        ccb_csv_field(csv, r->to);
+        fprintf(csv, ",%.3f,%zu,%zu,%d\n", r->switch_ms, r->free_for_next, r->baseline, w->simulated);
     }
 }
 

@@ -75,7 +75,8 @@
 
 void ccb_trace_init(ccb_trace *t, const char *name) {
     memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name ? name : "trace");
+    name = name ? name : "trace";
+    snprintf(t->name, sizeof t->name, "%.*s", ccai_utf8_head(name, strlen(name), sizeof t->name - 1), name);
 }
 
 void ccb_trace_free(ccb_trace *t) {
@@ -881,7 +882,11 @@ static int open_trace(const char *path, char *err, size_t errlen) {
         fail(err, errlen, "cannot open '%s': %s", path, strerror(e));
         return -1;
     }
-    ccb_note_input(fd, path); /* no output of this process may write over it */
+    if (ccb_note_input(fd, path) != 0) { /* no output of this process may write over it */
+        close(fd);
+        fail(err, errlen, "'%s': out of host memory to guard it from the run's outputs", path);
+        return -1;
+    }
     return fd;
 }
 
@@ -924,12 +929,13 @@ int ccb_trace_load(ccb_trace *t, const char *path, char *err, size_t errlen) {
 int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char *err, size_t errlen) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    ccb_trace_init(t, base); /* t is empty on every return path, named after the file */
-    size_t nl = strlen(t->name);
-    if (nl > 7 && !strcmp(t->name + nl - 7, ".csv.gz"))
-        t->name[nl - 7] = '\0';
-    else if (nl > 4 && !strcmp(t->name + nl - 4, ".csv"))
-        t->name[nl - 4] = '\0';
+    size_t nl = strlen(base); /* the suffix goes before the name is cut to fit */
+    if (nl > 7 && !strcmp(base + nl - 7, ".csv.gz"))
+        nl -= 7;
+    else if (nl > 4 && !strcmp(base + nl - 4, ".csv"))
+        nl -= 4;
+    ccb_trace_init(t, ""); /* t is empty on every return path, named after the file */
+    snprintf(t->name, sizeof t->name, "%.*s", ccai_utf8_head(base, nl, sizeof t->name - 1), base);
     gz_cookie *z = calloc(1, sizeof *z); /* its input buffer is not for the stack */
     if (!z)
         return fail(err, errlen, "'%s': out of host memory", path);

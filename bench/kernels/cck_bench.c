@@ -11,8 +11,9 @@
  *
  * Exit status: 0 done; 1 a configuration failed its check or could not get
  * its memory, or an output could not be made or was cut short (below); 2
- * bad usage: a bad count, an unknown option, an operand or an option
- * missing its value, named on stderr with the usage.
+ * bad usage: an unknown option, an operand or an option missing its value,
+ * named on stderr with the usage; a bad count, named on stderr with its
+ * option and range (one line, no usage).
  *
  * GPU (when one is present and the library was built with CUDA):
  *   softmax, 4096 × {128, 1000, 4096, 32768} and the engine's own softmax

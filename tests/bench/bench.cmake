@@ -135,6 +135,10 @@ if(TARGET ccbench_core)
     ccb_cli(ccbench_bad_scale_${i} 2 "--scale '[^']*' is not a number > 0 and <= 100" "" -
       gen uniform "--scale=${bad}" -o /dev/null) # "=": an empty value stays an argument
   endforeach()
+  # an unknown generator is named whole, never a prefix of it
+  string(REPEAT x 100 ccb_long_gen)
+  ccb_cli(ccbench_gen_unknown_long_name_said_whole 2 "unknown generator '${ccb_long_gen}end'" "" -
+    gen ${ccb_long_gen}end)
   # a scale below a generator's least events gives that least (uniform and
   # lognormal: 50 allocs, mlp: 10 requests, models: 4 per model,
   # adversarial: 4 steps), as --help says: 1e-300 and the scale that just
@@ -337,6 +341,10 @@ if(TARGET ccbench_core)
   # --host-memory is the CUDA upstream's: refused on the simulated device, in either order
   # ... and --help is the usage, exit 0
   ccb_cli(ccbench_sleep_help 0 "^usage: ccbench sleep [[]--sizes S,S,[.][.][.][]]" "" - sleep --help)
+  # --help states the rule a size is refused by: 1M..1T and a multiple of 512 (it said 1M..1T alone)
+  ccb_cli(ccbench_sleep_help_states_the_size_rule 0 "each 1M[.][.]1T and a multiple of 512" "" - sleep --help)
+  ccb_cli(ccbench_sleep_size_not_a_multiple_of_512 2 "--sizes '1048577' is not a list .*multiples of 512" "" -
+          sleep --sizes 1048577)
   ccb_cli(ccbench_sleep_host_memory_not_simulated 2 "ccbench sleep: --host-memory is for --device cuda" "" -
           sleep --host-memory pinned --sizes 2M)
   ccb_cli(ccbench_sleep_host_memory_after_host 2 "ccbench sleep: --host-memory is for --device cuda" "" -
@@ -458,7 +466,7 @@ if(TARGET ccbench_core)
   set_tests_properties(ccbench_info_pipe_with_a_writer ccbench_info_fifo_with_a_writer PROPERTIES LABELS cpu TIMEOUT 60)
   # cck_bench's counts are plain decimal (atoi took "5x" as 5 and "x" as 0,
   # strtoull "-1" as 2^64-1): refused with exit 2 naming the option, after
-  # the program's name as its other messages
+  # the program's name as its other messages, in one line (no usage after it)
   if(TARGET cck_bench)
     set(i 0)
     foreach(bad "--reps;5x" "--reps;0" "--reps;x" "--cpu-reps; 3" "--cpu-reps;+3" "--cpu-rows;-1"
@@ -466,7 +474,7 @@ if(TARGET ccbench_core)
       math(EXPR i "${i} + 1")
       list(GET bad 0 opt)
       add_test(NAME cck_bench_bad_count_${i} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_cli.sh
-        $<TARGET_FILE:cck_bench> 2 "^cck_bench: ${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "" - ${bad} --csv /dev/null)
+        $<TARGET_FILE:cck_bench> 2 "^cck_bench: ${opt} '[^']*' is not a count in 1\\.\\.[0-9]+$" "^usage:" - ${bad} --csv /dev/null)
       set_tests_properties(cck_bench_bad_count_${i} PROPERTIES LABELS cpu TIMEOUT 20)
     endforeach()
     # an unknown option, an operand and an option missing its value are named
@@ -687,13 +695,33 @@ if(TARGET ccbench_core)
       ccb_cli(ccbench_switch_ccrun_long 0 "below ccrun's resolution" "IMPOSTOR|skipped" -
         switch --ccrun ${ccb_long}/ccrun a b)
     endif()
+    # a process whose JSON has no start phase has no free memory to report for
+    # the next model: the run fails (its row said 0 B free, "0 of N")
+    ccb_cli(ccbench_switch_no_start 1 "ccrun b gave no start phase" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    # ... nor one whose release has no unload before it (the switch took the
+    # previous model's unload time)
+    ccb_cli(ccbench_switch_no_unload 1 "no unload phase before the release of b" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
+    # ... nor a process per model whose JSON has no run phase (its run was
+    # counted in the switch's time)
+    ccb_cli(ccbench_switch_no_run 1 "ccrun a gave no load or no run phase" "${ccb_nan}" -
+      switch --ccrun ${ccb_fake} a b)
     foreach(mode zero_ms:zero no_time:no-time no_release:no-release no_sleep:no-sleep no_sleep_time:no-sleep-time
-                 not_json:not-json killed:killed)
+                 not_json:not-json killed:killed no_start:no-start no_unload:no-unload no_run:no-run)
       string(REPLACE ":" ";" mode ${mode})
       list(GET mode 0 test)
       list(GET mode 1 value)
       set_tests_properties(ccbench_switch_${test} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1;FAKE_CCRUN=${value}")
     endforeach()
+    # switch.csv names each model whole, as given: a comma quoted (docs/benchmarks.md:
+    # "a field with a comma ... is quoted"), a name of 120 bytes not cut to 95
+    string(REPEAT "z" 120 ccb_z120)
+    set(d ${ccb_cli_dir}/switch-names)
+    add_test(NAME ccbench_switch_csv_names_models_whole COMMAND sh -c
+      "rm -rf '${d}' && '$<TARGET_FILE:ccbench>' switch --ccrun '${ccb_fake}' --rounds 1 --out '${d}' 'x,y' ${ccb_z120} >/dev/null && grep -x 'in-process,\"x,y\",${ccb_z120},0.000,1048576,1048576,1' '${d}/switch.csv'")
+    set_tests_properties(ccbench_switch_csv_names_models_whole PROPERTIES LABELS cpu TIMEOUT 60
+      ENVIRONMENT "FAKE_CCRUN=zero")
     # ... and every figure switch.md and switch.csv derive from ccrun's JSON, exactly
     # (tests/bench/ccbench_switch_figures.sh: the stand-in's FAKE_CCRUN=figures)
     add_test(NAME ccbench_switch_figures COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/ccbench_switch_figures.sh
@@ -738,6 +766,11 @@ if(TARGET ccbench_core)
   file(WRITE ${ccb_cli_dir}/traces-one/one.csv "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n")
   ccb_cli(ccbench_all_traces_dir 0 "replay one +malloc +done" "replay torch-bert-infer" -
     ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one --out ${ccb_cli_dir}/all-traces-dir)
+  # --quick means 2000 micro pairs "unless --pairs says otherwise": a --pairs
+  # that names the default, 200000, says otherwise too
+  ccb_cli(ccbench_all_quick_keeps_the_pairs_given 0 "[|] malloc [|] 10 [|] packed [|] 200000 [|]" "" -
+    --all --quick --no-plots -s malloc --live 10 --pairs 200000 --traces ${ccb_cli_dir}/traces-one
+    --out ${ccb_cli_dir}/all-quick-pairs)
   ccb_cli(ccbench_all_traces_dir_and_operands 2 "--traces and TRACE operands" "replay " -
     ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one --out ${ccb_cli_dir}/all-traces-both gen:uniform)
   # --all without operands: a trace of the directory it meant to run and could not is

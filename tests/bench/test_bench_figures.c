@@ -24,6 +24,7 @@
  * allocation failing at each step in turn: tests/support/malloc_fault.h).
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -544,4 +545,133 @@ Test(figures, info_never_succeeds_with_a_row_missing) {
     unlink(path);
     unlink(a);
     unlink(b);
+}
+
+/* stdout to /dev/null and stderr into err while fn(o) runs with the k-th
+ * host allocation failing; its exit status, *injected how many were. */
+static int run_faulted(int (*fn)(ccb_options *), ccb_options *o, long k, char *err, size_t errlen, long *injected) {
+    char path[] = "/tmp/ccbench_err_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    fflush(stdout);
+    fflush(stderr);
+    int out = dup(1), saved = dup(2), null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(fd, 2);
+    tu_malloc_arm(k, false);
+    int rc = fn(o);
+    fflush(stdout);
+    fflush(stderr);
+    *injected = tu_malloc_disarm();
+    dup2(out, 1);
+    dup2(saved, 2);
+    close(out);
+    close(saved);
+    close(null);
+    ssize_t n = pread(fd, err, errlen - 1, 0);
+    err[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return rc;
+}
+
+/* replay and micro: a run that host memory cuts short exits non-zero and
+ * says so on stderr, never in silence (the tables of results and of micro
+ * rows, and replay's traces, failed to be allocated with nothing said). */
+Test(figures, replay_and_micro_never_fail_in_silence) {
+    char a[] = "/tmp/ccbench_replay_a_XXXXXX";
+    write_file(a, "seq,op,id,size,stream\n0,alloc,1,4096,0\n1,free,1,4096,0\n");
+    for (int micro = 0; micro < 2; micro++) {
+        long k = 1, injected;
+        for (;; k++) {
+            ccb_options o;
+            ccb_options_init(&o, "ccbench");
+            o.specs[o.nspecs++] = "malloc";
+            o.reps = 1;
+            o.pairs = 10;
+            o.lives[o.nlives++] = 10;
+            o.args[0] = a;
+            o.nargs = !micro;
+            char err[4096];
+            int rc = run_faulted(micro ? ccb_cmd_micro : ccb_cmd_replay, &o, k, err, sizeof err, &injected);
+            if (rc != 0)
+                cr_assert(err[0], "%s, k %ld: exit %d and nothing said", micro ? "micro" : "replay", k, rc);
+            if (!injected)
+                break;
+        }
+        cr_assert_gt(k, 2);
+    }
+    unlink(a);
+}
+
+/* A trace loaded is never written over by an output of the run (outputs.c):
+ * with host memory short for its note, the load fails rather than leave it
+ * unguarded (the note was dropped in silence and the load went on). */
+Test(figures, a_trace_read_is_guarded_or_not_read) {
+    long k = 1;
+    for (;; k++) {
+        char path[] = "/tmp/ccbench_guard_XXXXXX";
+        write_file(path, "seq,op,id,size,stream\n0,alloc,1,100,0\n1,free,1,100,0\n");
+        ccb_trace t;
+        char err[256] = "";
+        tu_malloc_arm(k, false);
+        int rc = ccb_trace_load(&t, path, err, sizeof err);
+        long injected = tu_malloc_disarm();
+        if (rc == 0) {
+            ccb_trace_free(&t);
+            FILE *f = ccb_open_out(NULL, path);
+            cr_assert_null(f, "k %ld: the trace just read was opened for writing", k);
+        } else {
+            cr_assert(err[0], "k %ld: a failed load says why", k);
+        }
+        unlink(path);
+        if (!injected)
+            break;
+    }
+    cr_assert_gt(k, 2);
+}
+
+/* results.md never looks whole when a row was not written: a row over
+ * 1 KiB (a long reason) that host memory cannot format is replaced by
+ * "(out of host memory for the message)" (ccai_escape.h), and the run then
+ * counts an output failure (exit 1); it exited 0. */
+Test(figures, a_results_row_lost_to_host_memory_fails_the_output) {
+    ccb_trace t;
+    ccb_trace_init(&t, "t");
+    ccb_trace_release(&t, ccb_trace_alloc(&t, 4096, 0));
+    cr_assert_eq(ccb_trace_analyze(&t, NULL, 0), 0);
+    ccb_result r = {.skipped = 1};
+    snprintf(r.trace, sizeof r.trace, "t");
+    snprintf(r.strategy, sizeof r.strategy, "s");
+    memset(r.why, 'w', 1400);
+    r.why[1400] = '\0';
+    int lost_seen = 0;
+    long k = 1;
+    for (;; k++) {
+        char dir[] = "/tmp/ccbench_rowsXXXXXX"; /* a fresh one: a file written once is not written again */
+        cr_assert_not_null(mkdtemp(dir));
+        ccb_outdir d = {dir, NULL, 1};
+        unsigned before = ccb_out_failures();
+        tu_malloc_arm(k, false);
+        ccb_write_replay_files(&d, &t, 1, &r, 1);
+        long injected = tu_malloc_disarm();
+        char path[256], text[8192] = "";
+        snprintf(path, sizeof path, "%s/results.md", dir);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            text[fread(text, 1, sizeof text - 1, f)] = '\0';
+            fclose(f);
+        }
+        if (strstr(text, "out of host memory")) {
+            lost_seen = 1;
+            cr_assert_gt(ccb_out_failures(), before, "k %ld: results.md lost its row and no failure was counted", k);
+        }
+        char rm[300];
+        snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+        cr_assert_eq(system(rm), 0);
+        if (!injected)
+            break;
+    }
+    cr_assert(lost_seen, "the sweep reached the row");
+    ccb_trace_free(&t);
 }

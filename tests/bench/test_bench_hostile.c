@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "ccai_utf8.h" /* common/: ccai_utf8_decode */
 #include "ccalloc.h"
 #include "ccbench.h"
 #include "read_text.h" /* tests/support */
@@ -1712,6 +1713,67 @@ Test(replay, gpu_strategy_configs_are_checked_before_the_device) {
         const char *name = bad[i].cub ? "cub: " : "cuda-async: ";
         cr_assert(strncmp(why, name, strlen(name)) == 0, "%s: %s", bad[i].text, why);
     }
+}
+
+/* A refused config is quoted whole characters only, as ccalloc's is: a
+ * long one (from -s, any length) cut between UTF-8 characters and marked
+ * "...", never at the end of the message's buffer (common/ccai_utf8.h). */
+Test(replay, a_long_refused_config_is_cut_between_characters) {
+    static char config[2][1700];
+    for (int k = 0; k < 2; k++) { /* "é" (c3 a9) over any cut: one of the two starts it at an odd byte */
+        char *p = config[k];
+        if (k)
+            *p++ = 'x';
+        for (int i = 0; i < 800; i++, p += 2)
+            memcpy(p, "\xc3\xa9", 2);
+        *p = '\0';
+    }
+    for (int check = 0; check < 3; check++)
+        for (int k = 0; k < 2; k++) {
+            char why[CCB_WHY_MAX] = "";
+            int rc = check == 0   ? ccb_no_config_check(config[k], why, sizeof why)
+                     : check == 1 ? ccb_async_config_check(config[k], why, sizeof why)
+                                  : ccb_cub_config_check(config[k], why, sizeof why);
+            cr_assert_eq(rc, -1);
+            uint32_t cp;
+            for (const char *c = why; *c;) {
+                unsigned n = ccai_utf8_decode((const unsigned char *)c, &cp);
+                cr_assert_gt(n, 0, "check %d: half a character at byte %zu of %zu", check, (size_t)(c - why),
+                             strlen(why));
+                c += n;
+            }
+            cr_assert_not_null(strstr(why, "...'"), "check %d: the cut is marked: ...%s", check,
+                               why + strlen(why) - 40);
+        }
+}
+
+/* ... and so is one the baselines refuse when they open (ccb_replay, no
+ * check before it). */
+Test(replay, a_long_config_refused_at_open_is_cut_between_characters) {
+    ccb_trace t;
+    ccb_trace_init(&t, "x");
+    analyzed(&t);
+    for (int base = 0; base < 2; base++)
+        for (int k = 0; k < 2; k++) {
+            static char spec[1800];
+            char *p = spec + sprintf(spec, "%s=%s", base ? "device-malloc" : "malloc", k ? "x" : "");
+            for (int i = 0; i < 800; i++, p += 2)
+                memcpy(p, "\xc3\xa9", 2);
+            *p = '\0';
+            ccb_result r;
+            cr_assert_eq(ccb_replay(&t, spec, &ropt, &r), -1);
+            uint32_t cp;
+            for (const char *c = r.why; *c;) {
+                unsigned n = ccai_utf8_decode((const unsigned char *)c, &cp);
+                cr_assert_gt(n, 0, "base %d: half a character at byte %zu of %zu", base, (size_t)(c - r.why),
+                             strlen(r.why));
+                c += n;
+            }
+            cr_assert_not_null(strstr(r.why, "takes no config (got '"), "%s", r.why);
+            cr_assert_not_null(strstr(r.why, "...')"), "base %d: the cut is marked", base);
+            ccb_result_free(&r);
+        }
+    ccb_trace_free(&t);
 }
 
 Test(replay, streams_up_to_255_and_zero_byte_blocks) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ccalloc.h"
+#include "ccai_utf8.h" /* common/: ccai_utf8_decode */
 #include "ccbench.h"
 
 static void assert_same_events(const ccb_trace *a, const ccb_trace *b) {
@@ -290,4 +291,68 @@ Test(trace_format, a_failed_read_leaves_nothing_allocated) {
     cr_assert_null(t.comments, "comments freed after the error");
     cr_assert_eq(t.n, 0);
     cr_assert_str_eq(t.name, "text", "the name survives for the message");
+}
+
+/* Whether s is well-formed UTF-8 to its end (common/ccai_utf8.h). */
+static int utf8_whole(const char *s) {
+    uint32_t cp;
+    for (unsigned n; *s; s += n)
+        if (!(n = ccai_utf8_decode((const unsigned char *)s, &cp)))
+            return 0;
+    return 1;
+}
+
+/* A trace is named after its file, less ".csv" or ".csv.gz", its first 63
+ * bytes at most, cut between UTF-8 characters (docs/benchmarks.md: printable
+ * UTF-8 is kept). */
+static void load_named(const char *file, char *name, size_t len) {
+    char dir[] = "/tmp/ccb_nameXXXXXX", path[512];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("seq,op,id,size,stream\n0,alloc,1,100,0\n1,free,1,100,0\n", f);
+    cr_assert_eq(fclose(f), 0);
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "%s", err);
+    snprintf(name, len, "%s", t.name);
+    ccb_trace_free(&t);
+    unlink(path);
+    rmdir(dir);
+}
+
+Test(trace_format, a_long_file_name_is_cut_between_characters) {
+    char file[128], want[128], name[128];
+    memset(file, 'x', 62); /* "é" (c3 a9) across byte 63 of the name */
+    strcpy(file + 62, "\xc3\xa9.csv");
+    memset(want, 'x', 62);
+    want[62] = '\0';
+    load_named(file, name, sizeof name);
+    cr_assert(utf8_whole(name), "half a character kept: ...%s", name + 58);
+    cr_assert_str_eq(name, want);
+}
+
+Test(trace_format, a_long_file_name_loses_its_suffix_whole) {
+    char file[128], want[128], name[128];
+    memset(file, 'y', 60); /* 64 bytes with ".csv": the name is the 60 before it */
+    strcpy(file + 60, ".csv");
+    memset(want, 'y', 60);
+    want[60] = '\0';
+    load_named(file, name, sizeof name);
+    cr_assert_str_eq(name, want, "a part of the suffix kept: ...%s", name + 56);
+}
+
+/* A renamed trace's name is cut for its suffix between UTF-8 characters. */
+Test(trace_format, a_renamed_long_name_is_cut_between_characters) {
+    char name[64];
+    memset(name, 'x', 60); /* 63 bytes, "é" across byte 61, where "-2" goes */
+    strcpy(name + 60, "\xc3\xa9x");
+    ccb_trace t[2];
+    ccb_trace_init(&t[0], name);
+    ccb_trace_init(&t[1], name);
+    ccb_name_traces(t, 2, NULL);
+    cr_assert(utf8_whole(t[1].name), "half a character kept: ...%s", t[1].name + 56);
+    cr_assert_eq(strncmp(t[1].name, name, 60), 0);
+    cr_assert_str_eq(t[1].name + 60, "-2", "%s", t[1].name + 56);
 }

@@ -768,8 +768,8 @@ if(TARGET ccbench_core)
     ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one --out ${ccb_cli_dir}/all-traces-dir)
   # --quick means 2000 micro pairs "unless --pairs says otherwise": a --pairs
   # that names the default, 200000, says otherwise too
-  ccb_cli(ccbench_all_quick_keeps_the_pairs_given 0 "[|] malloc [|] 10 [|] packed [|] 200000 [|]" "" -
-    --all --quick --no-plots -s malloc --live 10 --pairs 200000 --traces ${ccb_cli_dir}/traces-one
+  ccb_cli(ccbench_all_quick_keeps_the_pairs_given 0 "[|] ccalloc-growth [|] 10 [|] packed [|] 200000 [|]" "" -
+    --all --quick --no-plots -s ccalloc-growth --live 10 --pairs 200000 --traces ${ccb_cli_dir}/traces-one
     --out ${ccb_cli_dir}/all-quick-pairs)
   ccb_cli(ccbench_all_traces_dir_and_operands 2 "--traces and TRACE operands" "replay " -
     ${ccb_all_opts} --traces ${ccb_cli_dir}/traces-one --out ${ccb_cli_dir}/all-traces-both gen:uniform)
